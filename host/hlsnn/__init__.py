@@ -1,0 +1,15 @@
+"""hlsnn: deploy quantized neural networks on FPGAs through high-level synthesis.
+
+>>> import hlsnn
+>>> acc = hlsnn.Accelerator("configs/accel/bfp16_pynq-z2.yaml", target="emu")  # doctest: +SKIP
+>>> y = acc.gemm(x, w, bias=b, relu=True)                                       # doctest: +SKIP
+"""
+__version__ = "0.1.0"
+
+from .config import Config, load_board, load_config  # noqa: E402
+from .errors import (CompileError, ConfigError, CsimError, HlsnnError, InputError,  # noqa: E402
+                     MissingDependency)
+from .runtime import Accelerator  # noqa: E402
+
+__all__ = ["__version__", "Accelerator", "Config", "load_config", "load_board", "HlsnnError",
+           "ConfigError", "InputError", "CompileError", "CsimError", "MissingDependency"]

@@ -1,0 +1,297 @@
+"""Loading and validating accelerator and board configs.
+
+Everything in a YAML file is checked here, before anything is rendered: unknown and missing
+keys, types, ranges, C identifiers, cross-field rules of the engine, and whether the
+estimated resources fit the board. Each failure is one :class:`~hlsnn.errors.ConfigError`
+naming the file, the key, the bad value and what is allowed.
+
+An accelerator config looks like::
+
+    name: bfp16_pynq_z2          # C identifier: IP and overlay name
+    board: pynq-z2               # configs/boards/<board>.yaml
+    engine: bfp_systolic         # one of hlsnn.engines.ENGINES
+    clock_mhz: 100               # optional, default: the board's
+    bfp_systolic:                # the engine's own section (see the engine's SCHEMA)
+      rows: 16
+      ...
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .errors import ConfigError
+from .paths import board_dirs
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BOARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_CPP_KEYWORDS = frozenset(
+    "alignas alignof and asm auto bool break case catch char class const constexpr continue "
+    "default delete do double else enum explicit export extern false float for friend goto if "
+    "inline int long mutable namespace new noexcept not nullptr operator or private protected "
+    "public register return short signed sizeof static struct switch template this throw true "
+    "try typedef typename union unsigned using virtual void volatile while xor".split())
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a config section.
+
+    ``kind`` is one of ``int``, ``float``, ``bool``, ``str``, ``ident`` (a C identifier),
+    ``choice`` (one of ``choices``) or ``section`` (a nested mapping checked by ``fields``).
+    """
+
+    kind: str
+    doc: str = ""
+    default: Any = REQUIRED
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple = ()
+    fields: Mapping[str, "Field"] | None = None
+    pow2: bool = False
+
+    def allowed(self) -> str:
+        if self.kind == "int":
+            s = f"an integer in [{self.lo}, {self.hi}]"
+            return s + ", a power of two" if self.pow2 else s
+        if self.kind == "float":
+            return f"a number in [{self.lo}, {self.hi}]"
+        if self.kind == "bool":
+            return "true or false"
+        if self.kind == "ident":
+            return "a C identifier ([A-Za-z_][A-Za-z0-9_]*, not a C++ keyword)"
+        if self.kind == "choice":
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.kind == "section":
+            return "a mapping with keys " + ", ".join(self.fields or {})
+        return "a string"
+
+
+def check_section(source, prefix: str, data: Any, fields: Mapping[str, Field]) -> dict:
+    """Validate ``data`` against ``fields``; return a new dict with defaults filled in."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, prefix or "(top level)", data, "must be a mapping of keys to values")
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise ConfigError(source, _join(prefix, str(unknown[0])), data[unknown[0]],
+                          "unknown key; allowed keys: " + ", ".join(fields))
+    out = {}
+    for key, f in fields.items():
+        path = _join(prefix, key)
+        if key not in data:
+            if f.default is REQUIRED:
+                raise ConfigError(source, path, "<missing>", f"required key is missing; expected {f.allowed()}"
+                                  + (f" ({f.doc})" if f.doc else ""))
+            out[key] = f.default
+            continue
+        out[key] = _check_value(source, path, data[key], f)
+    return out
+
+
+def _join(prefix, key):
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _check_value(source, path, v, f: Field):
+    bad = lambda: ConfigError(source, path, v, "must be " + f.allowed())  # noqa: E731
+    if f.kind == "int":
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise bad()
+        if (f.lo is not None and v < f.lo) or (f.hi is not None and v > f.hi):
+            raise bad()
+        if f.pow2 and v & (v - 1):
+            raise bad()
+        return v
+    if f.kind == "float":
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+            raise bad()
+        if (f.lo is not None and v < f.lo) or (f.hi is not None and v > f.hi):
+            raise bad()
+        return float(v)
+    if f.kind == "bool":
+        if not isinstance(v, bool):
+            raise bad()
+        return v
+    if f.kind == "ident":
+        if not isinstance(v, str) or not _IDENT.match(v) or v in _CPP_KEYWORDS or len(v) > 64:
+            raise bad()
+        return v
+    if f.kind == "choice":
+        if v not in f.choices:
+            raise bad()
+        return v
+    if f.kind == "section":
+        return check_section(source, path, v, f.fields)
+    if not isinstance(v, str):
+        raise bad()
+    return v
+
+
+def read_yaml(path) -> Any:
+    """Parse a YAML file; syntax errors and missing files become ConfigError."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(p, None, None, "no such config file")
+    try:
+        return yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(p, None, None, f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Boards
+
+BOARD_FIELDS = {
+    "name": Field("str", "board name, the same as the file name"),
+    "part": Field("str", "FPGA part number, e.g. xc7z020clg400-1"),
+    "board_part": Field("str", "Vivado board part, or empty", default=""),
+    "ps": Field("choice", "processing system family", choices=("zynq7", "zynqmp")),
+    "clock_mhz": Field("float", "default PL clock", lo=10, hi=800),
+    "resources": Field("section", "what the PL has", fields={
+        "dsp": Field("int", lo=1, hi=100000),
+        "bram36": Field("int", lo=1, hi=100000),
+        "uram": Field("int", lo=0, hi=100000, default=0),
+        "lut": Field("int", lo=1, hi=10_000_000),
+        "ff": Field("int", lo=1, hi=20_000_000),
+    }),
+    "dma": Field("section", "AXI DMA and the PS port it uses", fields={
+        "stream_bits": Field("int", "AXI-Stream data width of the DMA", lo=32, hi=512, pow2=True),
+        "address_bits": Field("int", "DMA address width", lo=32, hi=64),
+        "hp_port": Field("str", "PS slave port the DMA masters", default=""),
+    }),
+}
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    part: str
+    board_part: str
+    ps: str
+    clock_mhz: float
+    resources: Mapping[str, int]
+    dma: Mapping[str, Any]
+    path: str
+
+    def as_dict(self):
+        return {k: (dict(v) if isinstance(v, Mapping) else v)
+                for k, v in self.__dict__.items() if k != "path"}
+
+
+def load_board(name_or_path, *, source="", config_path=None) -> Board:
+    """Find and validate a board by name (``configs/boards/<name>.yaml``) or path."""
+    candidate = Path(str(name_or_path))
+    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+        path = candidate
+    else:
+        name = str(name_or_path)
+        if not _BOARD_NAME.match(name):
+            raise ConfigError(source, "board", name_or_path, "must be a board name such as 'pynq-z2'")
+        found = [d / f"{name}.yaml" for d in board_dirs(config_path) if (d / f"{name}.yaml").is_file()]
+        if not found:
+            known = sorted({p.stem for d in board_dirs(config_path) if d.is_dir() for p in d.glob("*.yaml")})
+            raise ConfigError(source, "board", name, "unknown board; known boards: " + ", ".join(known))
+        path = found[0]
+    data = check_section(path, "", read_yaml(path), BOARD_FIELDS)
+    if data["name"] != path.stem:
+        raise ConfigError(path, "name", data["name"], f"must equal the file name '{path.stem}'")
+    return Board(path=str(path), **data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Accelerator configs
+
+@dataclass(frozen=True)
+class Config:
+    """A validated accelerator config. ``params`` is the engine's section with defaults filled."""
+
+    name: str
+    engine: str
+    board: Board
+    clock_mhz: float
+    params: Mapping[str, Any]
+    path: str = ""
+    stem: str = ""
+    estimates: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """The canonical content (what the config hash covers)."""
+        return {"name": self.name, "engine": self.engine, "board": self.board.as_dict(),
+                "clock_mhz": self.clock_mhz, self.engine: dict(self.params)}
+
+    @property
+    def sha(self) -> str:
+        """SHA-256 of the canonical JSON of :meth:`as_dict` (hex)."""
+        blob = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+    @property
+    def hash32(self) -> int:
+        """The low 32 bits of :attr:`sha`, as the kernel's ID register reports it."""
+        return int(self.sha[-8:], 16)
+
+
+TOP_FIELDS_BASE = {
+    "name": Field("ident", "IP and overlay name"),
+    "board": Field("str", "board name (configs/boards/<board>.yaml)"),
+    "engine": Field("str", "engine name"),
+    "clock_mhz": Field("float", "PL clock; default: the board's", default=None, lo=10, hi=800),
+}
+
+
+def load_config(path_or_dict, *, source=None) -> Config:
+    """Load and validate an accelerator config from a YAML path (or an already parsed dict).
+
+    Raises
+    ------
+    ConfigError
+        On the first problem found, naming file, key, value and what is allowed.
+    """
+    from .engines import ENGINES
+
+    if isinstance(path_or_dict, Mapping):
+        raw, path = path_or_dict, None
+        source = source or "<dict>"
+    else:
+        path = Path(path_or_dict)
+        source = source or str(path)
+        raw = read_yaml(path)
+    if not isinstance(raw, Mapping):
+        raise ConfigError(source, None, None, "must be a YAML mapping with keys name, board, engine, ...")
+    engine = raw.get("engine")
+    if engine not in ENGINES:
+        raise ConfigError(source, "engine", engine if "engine" in raw else "<missing>",
+                          "must be one of " + ", ".join(repr(e) for e in ENGINES))
+    eng = ENGINES[engine]
+    fields = dict(TOP_FIELDS_BASE)
+    fields[engine] = Field("section", f"{engine} parameters", fields=eng.SCHEMA)
+    data = check_section(source, "", raw, fields)
+    board = load_board(data["board"], source=source, config_path=path)
+    clock = data["clock_mhz"] if data["clock_mhz"] is not None else board.clock_mhz
+    params = eng.validate(dict(data[engine]), board, source)
+    cfg = Config(name=data["name"], engine=engine, board=board, clock_mhz=clock, params=params,
+                 path=str(path) if path else "", stem=path.stem if path else data["name"])
+    est = eng.estimate(cfg)
+    for res, used in est["resources"].items():
+        avail = board.resources.get(res, 0)
+        if used > avail:
+            raise ConfigError(source, engine, _summary(params),
+                              f"needs about {used} {res.upper()} but board {board.name} has {avail}; "
+                              f"reduce the array or buffer sizes ({est['notes'].get(res, '')})")
+    return Config(**{**cfg.__dict__, "estimates": est})
+
+
+def _summary(params):
+    keys = [k for k in ("rows", "cols", "mantissa_bits", "max_k", "max_n") if k in params]
+    return {k: params[k] for k in keys}

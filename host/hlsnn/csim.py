@@ -1,0 +1,124 @@
+"""C-simulation: compile the rendered kernel with g++ against Xilinx's ap_types headers and
+call its real top function from Python through the C ABI bridge (ctypes).
+
+* Headers: ``$XILINX_HLS/include`` when set (and it holds ``ap_int.h``), else the copy of
+  Xilinx's Apache-2.0 ap_types that the ``hls4ml`` wheel ships (``pip install hlsnn[csim]``).
+* Cache: the shared library is named after a hash of the rendered sources, the compiler
+  command and the header folder, under ``build/<stem>/csim/``; a rebuild happens only when
+  one of them changes. Libraries are compiled to a temporary name and renamed into place, so
+  an interrupted compile never leaves a corrupt cache entry.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CompileError, CsimError, MissingDependency
+
+CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-Wall", "-Wno-unused-variable",
+             "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
+
+STATUS_BITS = {
+    1: "fewer output beats than expected",
+    2: "the last output beat did not carry TLAST",
+    4: "TLAST arrived before the last output beat",
+    8: "more output beats than expected",
+    16: "the kernel left input beats unread",
+    32: "the kernel read more input beats than were sent",
+}
+
+
+def ap_types_dir() -> Path:
+    """The folder holding ``ap_int.h`` and ``hls_stream.h`` for g++."""
+    xilinx = os.environ.get("XILINX_HLS")
+    if xilinx and (Path(xilinx) / "include" / "ap_int.h").is_file():
+        return Path(xilinx) / "include"
+    spec = importlib.util.find_spec("hls4ml")
+    if spec is not None and spec.submodule_search_locations:
+        d = Path(list(spec.submodule_search_locations)[0]) / "templates" / "vivado" / "ap_types"
+        if (d / "ap_int.h").is_file():
+            return d
+    raise MissingDependency(
+        "C-simulation needs Xilinx's ap_types headers: `pip install \"hlsnn[csim]\"` (the hls4ml "
+        "package ships them) or set XILINX_HLS to a Vitis HLS installation")
+
+
+def compiler() -> str:
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        raise MissingDependency(f"C-simulation needs a C++ compiler: '{cxx}' is not on PATH "
+                                "(apt-get install g++, or set CXX)")
+    return cxx
+
+
+def library_path(rendered) -> Path:
+    """Where the cached shared library of a rendered kernel lives (may not exist yet)."""
+    cmd = " ".join((compiler(),) + CXX_FLAGS)
+    key = hashlib.sha256(f"{rendered.sha}\n{cmd}\n{ap_types_dir()}".encode()).hexdigest()[:16]
+    return rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{key}.so"
+
+
+def compile_library(rendered, *, verbose=False) -> Path:
+    """Compile (or reuse from the cache) the csim library of a rendered kernel."""
+    lib = library_path(rendered)
+    if lib.is_file():
+        return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    eng = rendered.engine
+    sources = [str(rendered.dir / s) for s in eng.KERNEL_SOURCES] + [str(rendered.dir / "bridge.cpp")]
+    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
+    os.close(fd)
+    argv = [compiler(), *CXX_FLAGS, f"-I{rendered.dir / 'include'}", f"-I{rendered.dir}",
+            f"-isystem{ap_types_dir()}", *sources, "-o", tmp]
+    t0 = time.time()
+    if verbose:
+        print(f"csim: compiling {rendered.dir} ...", flush=True)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(argv, proc.stderr, rendered.dir / eng.KERNEL_SOURCES[0])
+        os.replace(tmp, lib)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    if verbose:
+        print(f"csim: compiled {lib.name} in {time.time() - t0:.1f} s", flush=True)
+    return lib
+
+
+class CsimLibrary:
+    """A loaded csim library: ``run(beats, regs_in, n_out_beats) -> (beats_out, regs_out)``."""
+
+    def __init__(self, path: Path, n_regs_in: int, n_regs_out: int):
+        self.path = Path(path)
+        self._lib = ctypes.CDLL(str(self.path))
+        self._lib.hlsnn_run.restype = ctypes.c_int
+        self._lib.hlsnn_run.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,
+                                        ctypes.c_void_p, ctypes.c_void_p]
+        self.stream_bits = int(self._lib.hlsnn_stream_bits())
+        self.n_regs_in, self.n_regs_out = n_regs_in, n_regs_out
+
+    def run(self, beats: np.ndarray, regs_in, n_out_beats: int):
+        nbytes = self.stream_bits // 8
+        beats = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1, nbytes)
+        out = np.zeros((n_out_beats, nbytes), dtype=np.uint8)
+        rin = np.ascontiguousarray(np.asarray(regs_in, dtype=np.uint32))
+        rout = np.zeros(self.n_regs_out, dtype=np.uint32)
+        if rin.size != self.n_regs_in:
+            raise ValueError(f"expected {self.n_regs_in} register values, got {rin.size}")
+        status = self._lib.hlsnn_run(beats.ctypes.data, beats.shape[0], out.ctypes.data, n_out_beats,
+                                     rin.ctypes.data, rout.ctypes.data)
+        if status:
+            why = "; ".join(msg for bit, msg in STATUS_BITS.items() if status & bit)
+            raise CsimError(f"C-simulation of {self.path.name}: stream protocol error ({why}); "
+                            f"sent {beats.shape[0]} beats, expected {n_out_beats} back")
+        return out, rout

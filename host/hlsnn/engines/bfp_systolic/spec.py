@@ -1,0 +1,141 @@
+"""The ``bfp_systolic`` config section: schema, cross-field rules, resource estimates, and the
+flat values the Jinja2 templates receive."""
+from __future__ import annotations
+
+import math
+
+from ...config import Field
+from ...errors import ConfigError
+from ...primitives import ROUNDING_CODES
+
+NAME = "bfp_systolic"
+TOP = "bfp_systolic_top"
+#: ID register magic: 'H' 'N' (hlsnn), engine 0x01, protocol version 0x01.
+MAGIC = 0x484E0101
+#: Magnitude bits the statistics unit keeps per output (see emulator.select_exponent).
+STAT_BITS = 16
+
+SCHEMA = {
+    "rows": Field("int", "DSP tiles per column = output channels per pass", lo=1, hi=64),
+    "cols": Field("int", "array columns = input samples per pass", lo=1, hi=64),
+    "mantissa_bits": Field("int", "signed mantissa width (DSP ports take 18 bits)", lo=2, hi=16),
+    "exponent_bits": Field("int", "signed shared-exponent width", default=8, lo=3, hi=8),
+    "acc_bits": Field("int", "tile accumulator width (a DSP48 accumulates 48 bits)", default=48, lo=8, hi=48),
+    "max_k": Field("int", "largest reduction length K", default=1024, lo=1, hi=65536),
+    "max_n": Field("int", "largest number of outputs N", default=1024, lo=1, hi=8192),
+    "max_batch": Field("int", "largest batch (loop trip counts only)", default=65536, lo=1, hi=1 << 24),
+    "weight_exponent": Field("choice", "exponent sharing of the weights", default="row",
+                             choices=("row", "tensor")),
+    "rounding": Field("choice", "rounding of every right shift in the kernel", default="nearest_even",
+                      choices=tuple(ROUNDING_CODES)),
+    "output_exponent": Field("choice", "default output-exponent method (a register selects it per call)",
+                             default="max", choices=("max", "stats")),
+    "stats_k": Field("int", "k of mean + k*sigma for the stats method", default=3, lo=0, hi=15),
+    "stream_bits": Field("int", "AXI-Stream width; default: the board's DMA width", default=None,
+                         lo=32, hi=512, pow2=True),
+}
+
+
+def lane_bits(p) -> int:
+    """Stream lane width: 8 bits for mantissas up to 8 bits, else 16."""
+    return 8 if p["mantissa_bits"] <= 8 else 16
+
+
+def validate(p: dict, board, source) -> dict:
+    """Cross-field rules; fills board-derived defaults. Raises ConfigError."""
+    if p["stream_bits"] is None:
+        p["stream_bits"] = board.dma["stream_bits"]
+    need = 2 * p["mantissa_bits"] - 1 + math.ceil(math.log2(max(p["max_k"], 1)))
+    if p["acc_bits"] < need:
+        raise ConfigError(source, f"{NAME}.acc_bits", p["acc_bits"],
+                          f"must be at least 2*mantissa_bits - 1 + ceil(log2(max_k)) = {need} so that "
+                          f"max_k = {p['max_k']} products never overflow; lower max_k or mantissa_bits")
+    if p["output_exponent"] == "stats" and p["weight_exponent"] != "tensor":
+        raise ConfigError(source, f"{NAME}.output_exponent", "stats",
+                          "needs weight_exponent: tensor (one product exponent per output row); "
+                          "use output_exponent: max with weight_exponent: row")
+    if p["stream_bits"] > board.dma["stream_bits"] * 8:
+        raise ConfigError(source, f"{NAME}.stream_bits", p["stream_bits"],
+                          f"must be at most 8x the board DMA width ({board.dma['stream_bits']})")
+    return p
+
+
+def _bram36(depth: int, width: int) -> float:
+    """BRAM36 blocks for one memory bank: 18 Kb halves of 1024 x 18; tiny banks go to LUTRAM."""
+    if depth * width <= 2048:
+        return 0.0
+    return math.ceil(width / 18) * math.ceil(depth / 1024) / 2
+
+
+def estimate(cfg) -> dict:
+    """Resource and throughput model (documented, not a synthesis result).
+
+    * DSP: two multipliers per tile (each product of two <=16-bit mantissas fits one DSP48
+      multiplier), ``rows * cols * 2``, plus 4 for the statistics unit's divider/squares.
+    * BRAM36: the input buffer (``cols * 2`` banks of ``max_k/2`` mantissas), the result
+      buffer (``cols`` banks of ``max_n`` accumulators), bias and weight-exponent buffers,
+      each bank rounded up to 18 Kb halves; banks of <= 2 Kb are LUTRAM.
+    * LUT / FF: 40 LUTs and ``acc_bits + 2*mantissa_bits`` FFs per tile (operand and pipeline
+      registers), 250 LUTs per column for the post-processing shifters, 3000 LUTs / 4000 FFs
+      for the stream readers, exponent path and control.
+    """
+    p, board = cfg.params, cfg.board
+    tiles = p["rows"] * p["cols"]
+    m = p["mantissa_bits"]
+    kp = (p["max_k"] + 1) // 2
+    bram = (2 * p["cols"] * _bram36(kp, m) + p["cols"] * _bram36(p["max_n"], p["acc_bits"])
+            + _bram36(p["max_n"], m) + _bram36(p["max_n"], p["exponent_bits"]))
+    res = {
+        "dsp": tiles * 2 + 4,
+        "bram36": math.ceil(bram),
+        "lut": 40 * tiles + 250 * p["cols"] + 3000,
+        "ff": (p["acc_bits"] + 2 * m) * tiles + 4000,
+    }
+    macs_per_cycle = 2 * tiles
+    step_beats = context_step_beats(p)
+    return {
+        "resources": res,
+        "utilization": {k: res[k] / board.resources[k] for k in res},
+        "peak_gmacs": macs_per_cycle * cfg.clock_mhz / 1e3,
+        # Weights stream at one step per step_beats beats; each step is 2*rows*cols MACs.
+        "stream_bound_gmacs": macs_per_cycle / step_beats * cfg.clock_mhz / 1e3,
+        "notes": {
+            "dsp": f"{tiles} tiles x 2 multipliers",
+            "bram36": f"input buffer {p['cols']}x{p['max_k']}, result buffer {p['cols']}x{p['max_n']}",
+            "lut": f"{tiles} tiles", "ff": f"{tiles} tiles",
+        },
+    }
+
+
+def context_step_beats(p) -> int:
+    lanes = p["stream_bits"] // lane_bits(p)
+    return math.ceil(2 * p["rows"] / lanes)
+
+
+def template_context(cfg) -> dict:
+    """Flat, validated scalars for the templates (no C++ fragments)."""
+    p = cfg.params
+    lb = lane_bits(p)
+    sb = context_step_beats(p)
+    kp = (p["max_k"] + 1) // 2
+    n_tiles = math.ceil(p["max_n"] / p["rows"])
+    return {
+        **{k: p[k] for k in ("rows", "cols", "mantissa_bits", "exponent_bits", "acc_bits", "max_k",
+                             "max_n", "max_batch", "stream_bits", "rounding")},
+        "max_k_pairs": kp,
+        "max_k_even": 2 * kp,
+        "lane_bits": lb,
+        "step_beats": sb,
+        "step_bits": sb * p["stream_bits"],
+        "steps_max": kp * sb,
+        "n_tiles_max": n_tiles,
+        "batch_tiles_max": math.ceil(p["max_batch"] / p["cols"]),
+        "weight_exponent_per_row": p["weight_exponent"] == "row",
+        "rounding_code": ROUNDING_CODES[p["rounding"]],
+        "exp_min": -(1 << (p["exponent_bits"] - 1)),
+        "exp_max": (1 << (p["exponent_bits"] - 1)) - 1,
+        "stat_bits": STAT_BITS,
+        "log2_max_k": math.ceil(math.log2(max(p["max_k"], 1))),
+        "magic": MAGIC,
+        "top": TOP,
+    }

@@ -1,0 +1,41 @@
+"""Typed errors. Each also inherits a builtin so existing ``except`` clauses keep working.
+
+Messages say what was expected, what was found and what to change. User mistakes (a bad
+config, a bad array) raise these and the CLI prints them as one line, never a traceback.
+"""
+
+
+class HlsnnError(Exception):
+    """Base class of every error hlsnn raises on purpose."""
+
+
+class ConfigError(HlsnnError, ValueError):
+    """A config file is wrong: names the file, the key, the bad value and what is allowed."""
+
+    def __init__(self, source, key, value, allowed):
+        self.source, self.key, self.value, self.allowed = str(source), key, value, allowed
+        where = f"{self.source}: " if self.source else ""
+        keypart = f"{key} = {value!r}: " if key else ""
+        super().__init__(f"{where}{keypart}{allowed}")
+
+
+class InputError(HlsnnError, ValueError):
+    """An array handed to the library has the wrong shape, dtype or range."""
+
+
+class CompileError(HlsnnError, RuntimeError):
+    """g++ failed on rendered C++: carries the command and the compiler's message."""
+
+    def __init__(self, argv, stderr, source_path):
+        self.argv, self.stderr, self.source_path = list(argv), stderr, source_path
+        tail = "\n".join(stderr.strip().splitlines()[-40:])
+        super().__init__(
+            f"C-simulation compile failed for {source_path}\n  command: {' '.join(map(str, argv))}\n{tail}")
+
+
+class CsimError(HlsnnError, RuntimeError):
+    """The C-simulated kernel reported a protocol error (missing TLAST, leftover words...)."""
+
+
+class MissingDependency(HlsnnError, ImportError):
+    """An optional package or tool is missing; the message says how to install it."""

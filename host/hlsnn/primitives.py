@@ -1,0 +1,154 @@
+"""Bit-exact integer primitives shared by every engine's emulator.
+
+Each function here has a twin of the same name in ``hls/include/hlsnn/primitives.h``; the
+C++ follows these docstrings, which are the specification. All functions are vectorized
+over numpy ``int64`` arrays. Integer conventions (SPECS.md §0): two's complement, bit 0 is
+the LSB, ``>>`` on signed values is an arithmetic (floor) shift.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: Rounding modes of :func:`shift_round_sat`, with the integer code the kernels use.
+ROUNDING_CODES = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
+
+
+def msb_index(u):
+    """Index of the highest set bit of a positive integer: floor(log2(u)) (SPECS P0.1).
+
+    Parameters
+    ----------
+    u : array_like of int64, all > 0 where the result is used
+
+    Returns
+    -------
+    np.ndarray of int64
+        ``floor(log2(u))`` for ``u > 0`` and ``-1`` for ``u == 0``.
+
+    Notes
+    -----
+    Exact for every ``0 <= u < 2**63``: ``np.frexp`` of the float64 value would round ``u``
+    up to a power of two when ``u`` has more than 53 significant bits, so the result is
+    corrected by comparing ``u`` with ``1 << result``.
+
+    Examples
+    --------
+    >>> msb_index([1, 2, 3, 255, 256, 0]).tolist()
+    [0, 1, 1, 7, 8, -1]
+    """
+    u = np.asarray(u, dtype=np.int64)
+    _, e = np.frexp(u.astype(np.float64))
+    r = e.astype(np.int64) - 1
+    # float64 rounding may have bumped r by one for values just below a power of two
+    too_big = (r >= 0) & (r < 63) & (np.left_shift(np.int64(1), np.clip(r, 0, 62)) > u)
+    r = np.where(too_big, r - 1, r)
+    return np.where(u > 0, r, -1)
+
+
+def shift_round_sat(v, s, out_bits, rounding="nearest_even"):
+    """Shift a wide signed integer right by ``s`` bits, round, and saturate to ``out_bits``.
+
+    ``t = round(v / 2**s)`` then clamp to ``[-2**(out_bits-1), 2**(out_bits-1) - 1]``
+    (SPECS P0.5). A negative ``s`` is an exact left shift by ``-s`` (then saturated).
+
+    Parameters
+    ----------
+    v : array_like of int64
+        Values, ``|v| < 2**62``.
+    s : array_like of int
+        Shift amounts, broadcast against ``v``; any integer.
+    out_bits : int
+        Width of the signed result, 2 … 32.
+    rounding : {"nearest_even", "nearest_away", "truncate"}
+        Applies when ``s > 0`` and bits are dropped:
+
+        * ``nearest_even``: round half to even.
+        * ``nearest_away``: round half away from zero.
+        * ``truncate``: floor (toward −∞), i.e. the arithmetic shift ``v >> s``.
+
+    Returns
+    -------
+    t : np.ndarray of int64
+        The rounded, saturated values.
+    sat : np.ndarray of bool
+        True where saturation changed the value.
+
+    Notes
+    -----
+    Shifts larger than 63 behave as the limit: the quotient is 0 (or −1 for ``truncate`` of
+    a negative value); nearest modes give 0 because ``|v| < 2**62 <= 2**(s-1)``.
+    A left shift saturates whenever ``v * 2**(-s)`` is outside the output range; it is
+    evaluated without overflow.
+
+    Examples
+    --------
+    >>> t, sat = shift_round_sat([5, 6, 7, -5, -6], 1, 8, "nearest_even")
+    >>> t.tolist()
+    [2, 3, 4, -2, -3]
+    >>> shift_round_sat([5, -5], 1, 8, "nearest_away")[0].tolist()
+    [3, -3]
+    >>> shift_round_sat([5, -5], 1, 8, "truncate")[0].tolist()
+    [2, -3]
+    >>> shift_round_sat([300, 1], -1, 8)[0].tolist()
+    [127, 2]
+    """
+    if rounding not in ROUNDING_CODES:
+        raise ValueError(f"rounding = {rounding!r}: must be one of {', '.join(ROUNDING_CODES)}")
+    v = np.asarray(v, dtype=np.int64)
+    s = np.asarray(s, dtype=np.int64)
+    v, s = np.broadcast_arrays(v, s)
+    lo, hi = -(1 << (out_bits - 1)), (1 << (out_bits - 1)) - 1
+
+    # right shift (s > 0), s limited to 63 (same result for any larger s, see Notes)
+    sr = np.clip(s, 1, 63)
+    q = np.right_shift(v, sr)                           # floor(v / 2^s)
+    if rounding != "truncate":
+        rem = v - np.left_shift(q, sr)                  # 0 <= rem < 2^s (sr < 63, no overflow)
+        half = np.left_shift(np.int64(1), sr - 1)
+        up = rem > half
+        if rounding == "nearest_even":
+            up |= (rem == half) & ((q & 1) == 1)
+        else:  # nearest_away: a tie rounds up for v >= 0, down (toward -inf = away) for v < 0
+            up |= (rem == half) & (v >= 0)
+        q = q + up
+    right = q
+
+    # left shift (s <= 0): v * 2^ls fits iff -2^(B-1-ls) <= v < 2^(B-1-ls)
+    ls = np.clip(-s, 0, out_bits)
+    room = np.clip(out_bits - 1 - ls, 0, 62)
+    bound = np.left_shift(np.int64(1), room)
+    fits = (ls < out_bits) & (v >= -bound) & (v < bound)
+    fits |= v == 0
+    left = np.where(fits, np.left_shift(np.where(fits, v, 0), np.where(fits, ls, 0)),
+                    np.where(v > 0, hi, lo))
+    left_sat = ~fits
+
+    t = np.where(s > 0, right, left)
+    sat = np.where(s > 0, (t > hi) | (t < lo), left_sat)
+    return np.clip(t, lo, hi), sat
+
+
+def saturate(v, bits):
+    """Clamp ``v`` to the signed ``bits``-bit range ``[-2**(bits-1), 2**(bits-1)-1]``."""
+    return np.clip(np.asarray(v, dtype=np.int64), -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+
+
+def isqrt(d):
+    """Integer square root ``floor(sqrt(d))`` of non-negative int64 values ``d < 2**62``.
+
+    Notes
+    -----
+    The float64 estimate is corrected by at most a few steps on each side, so the result is
+    exact; the C++ twin computes it bit by bit (one result bit per iteration).
+
+    Examples
+    --------
+    >>> isqrt([0, 1, 3, 4, 15, 16, (1 << 58) - 1]).tolist()
+    [0, 1, 1, 2, 3, 4, 536870911]
+    """
+    d = np.asarray(d, dtype=np.int64)
+    r = np.floor(np.sqrt(d.astype(np.float64))).astype(np.int64)
+    for _ in range(2):
+        r = np.where(r * r > d, r - 1, r)
+        r = np.where((r + 1) * (r + 1) <= d, r + 1, r)
+    return r

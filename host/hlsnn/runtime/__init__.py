@@ -1,0 +1,63 @@
+"""Accelerator: one config, one target (``emu`` or ``csim``), the engine's operations."""
+from __future__ import annotations
+
+from ..config import Config, load_config
+from ..engines import ENGINES
+from .targets import TARGETS, make_target
+
+
+class Accelerator:
+    """An accelerator described by a config, running on a target.
+
+    Parameters
+    ----------
+    config : str, Path or Config
+        An accelerator YAML (``configs/accel/*.yaml``) or a loaded :class:`~hlsnn.Config`.
+    target : {"emu", "csim"}
+        ``emu``: the bit-exact numpy emulator. ``csim``: the generated C++ compiled with g++
+        (cached) and called through its C ABI.
+
+    The engine's operations are methods: for ``bfp_systolic``, :meth:`gemm` (float in, float
+    out) and :meth:`gemm_bfp` (BFPTensor in and out). Use as a context manager or call
+    :meth:`close` to release the target.
+    """
+
+    def __init__(self, config, target="emu", **target_options):
+        self.config = config if isinstance(config, Config) else load_config(config)
+        self.engine = ENGINES[self.config.engine]
+        self.target = make_target(target, self.config, self.engine, **target_options)
+        self.kernel = self.engine.Kernel(self.config, self.target)
+
+    def _op(self, name):
+        if name not in self.kernel.OPERATIONS:
+            raise AttributeError(f"engine {self.config.engine!r} has no operation {name!r}; "
+                                 f"it offers {', '.join(self.kernel.OPERATIONS)}")
+        return getattr(self.kernel, name)
+
+    def gemm(self, x, w, bias=None, relu=False, **options):
+        """Float GEMM ``relu(x @ w.T + bias)``: quantized per the config, run on the target,
+        returned as float64 (see the engine's ``Kernel.gemm``)."""
+        return self._op("gemm")(x, w, bias=bias, relu=relu, **options)
+
+    def gemm_bfp(self, x, w, bias=None, relu=False, **options):
+        """GEMM on BFPTensors, returning a BFPTensor (see the engine's ``Kernel.gemm_bfp``)."""
+        return self._op("gemm_bfp")(x, w, bias=bias, relu=relu, **options)
+
+    @property
+    def target_name(self):
+        return self.target.name
+
+    def close(self):
+        self.target.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"Accelerator({self.config.name!r}, engine={self.config.engine!r}, target={self.target.name!r})"
+
+
+__all__ = ["Accelerator", "TARGETS"]

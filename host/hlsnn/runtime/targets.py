@@ -1,0 +1,62 @@
+"""Targets move an engine's stream beats and registers through one implementation of the
+kernel: the emulator (``emu``), or the C-simulated C++ (``csim``). Every target has the same
+``run(beats, regs_in, n_out_beats) -> (beats_out, regs_out)``; the engine's protocol module
+packs and unpacks beats the same way for all of them."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import codegen, csim
+
+
+class EmuTarget:
+    """The bit-exact numpy emulator, behind the same stream interface as the hardware."""
+
+    name = "emu"
+
+    def __init__(self, cfg, engine):
+        self.cfg, self.engine = cfg, engine
+
+    def run(self, beats, regs_in, n_out_beats):
+        out, regs_out = self.engine.Kernel.emulate_stream(self.cfg, beats, regs_in)
+        if out.shape[0] != n_out_beats:  # pragma: no cover - protocol self-check
+            raise AssertionError(f"emulator produced {out.shape[0]} beats, protocol expects {n_out_beats}")
+        return out, regs_out
+
+    def close(self):
+        pass
+
+
+class CsimTarget:
+    """The rendered kernel compiled with g++ and called through ctypes."""
+
+    name = "csim"
+
+    def __init__(self, cfg, engine, *, build_dir=None, verbose=False):
+        self.cfg, self.engine = cfg, engine
+        self.rendered = codegen.render(cfg, build_dir)
+        self.library_path = csim.compile_library(self.rendered, verbose=verbose)
+        self.lib = csim.CsimLibrary(self.library_path, len(engine.protocol.REGS_IN),
+                                    len(engine.protocol.REGS_OUT))
+
+    def run(self, beats, regs_in, n_out_beats):
+        return self.lib.run(beats, regs_in, n_out_beats)
+
+    def close(self):
+        pass
+
+
+TARGETS = {"emu": EmuTarget, "csim": CsimTarget}
+
+
+def make_target(name, cfg, engine, **kw):
+    from ..errors import InputError
+    if name not in TARGETS:
+        later = {"sim": "the simulated PYNQ device", "pynq": "a PYNQ board"}
+        hint = f" ({name!r}, {later[name]}, comes with the host runtime)" if name in later else ""
+        raise InputError(f"target = {name!r}: must be one of {', '.join(TARGETS)}{hint}")
+    return TARGETS[name](cfg, engine, **kw)
+
+
+def as_regs(values):
+    return np.asarray(values, dtype=np.uint32)
