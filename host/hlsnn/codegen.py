@@ -111,10 +111,28 @@ def render(cfg: Config, out_dir=None) -> RenderedKernel:
         files.append(header.name)
     _write_if_changed(out / "config.json", json.dumps({**cfg.as_dict(), "sha256": cfg.sha}, indent=2,
                                                       sort_keys=True) + "\n")
+    write_testbench_data(cfg, out)
     digest = hashlib.sha256()
     for f in sorted(files):
         digest.update(f.encode() + b"\0" + (out / f).read_bytes() + b"\0")
     return RenderedKernel(cfg, out, tuple(files), digest.hexdigest())
+
+
+def _hex_lines(beats) -> str:
+    """One beat per line, most significant byte first."""
+    return "".join(bytes(row[::-1]).hex() + "\n" for row in beats)
+
+
+def write_testbench_data(cfg: Config, out: Path, seed: int = 0):
+    """Write ``tb_data/{in.hex,expected.hex,regs.txt}`` for the stand-alone testbench: one
+    seeded case, its expected output computed by the emulator."""
+    eng = ENGINES[cfg.engine]
+    beats_in, regs_in, beats_out, regs_out = eng.cases.testbench_vectors(cfg, seed)
+    d = out / "tb_data"
+    d.mkdir(exist_ok=True)
+    _write_if_changed(d / "in.hex", _hex_lines(beats_in))
+    _write_if_changed(d / "expected.hex", _hex_lines(beats_out))
+    _write_if_changed(d / "regs.txt", " ".join(str(int(v)) for v in list(regs_in) + list(regs_out)) + "\n")
 
 
 def clean(cfg: Config):

@@ -1,0 +1,138 @@
+"""``hlsnn`` command line: render, csim, compare, info.
+
+User mistakes (bad config, missing tool) end with one line ``hlsnn: error: …`` and exit
+status 2; a mismatch between a target and the emulator ends with exit status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import __version__
+from .errors import HlsnnError
+
+
+def _load(path):
+    from .config import load_config
+    return load_config(path)
+
+
+def cmd_render(args):
+    from . import codegen
+    cfg = _load(args.config)
+    r = codegen.render(cfg, args.out)
+    print(f"rendered {cfg.name} ({cfg.engine}, board {cfg.board.name}) into {r.dir}/")
+    for f in r.files:
+        if "/" not in f:
+            print(f"  {f}")
+    print("  include/hlsnn/*.h, tb_data/ (emulator vectors for tb.cpp), config.json")
+    print(f"sources sha256 {r.sha[:16]}; Vitis HLS: cd {r.dir} && vitis_hls -f run_hls.tcl")
+    return 0
+
+
+def _print_compare(rep, as_json):
+    from .compare import format_report
+    if as_json:
+        print(json.dumps({k: v for k, v in rep.items() if k != "results"} | {"results": rep["results"]}))
+    else:
+        print(format_report(rep))
+    return 0 if rep["mismatches"] == 0 and not rep["register_mismatches"] else 1
+
+
+def cmd_csim(args):
+    from . import codegen, csim
+    from .compare import compare
+    from .runtime.targets import CsimTarget
+    from .engines import ENGINES
+    cfg = _load(args.config)
+    t0 = time.time()
+    rendered = codegen.render(cfg, args.out)
+    cached = csim.library_path(rendered).is_file()
+    print(f"csim: {cfg.name}: rendered {rendered.dir}; "
+          + ("library cached" if cached else "compiling with g++ (first build of these sources) ..."), flush=True)
+    tgt = CsimTarget(cfg, ENGINES[cfg.engine], build_dir=args.out)
+    print(f"csim: library {tgt.library_path} ready in {time.time() - t0:.1f} s; running "
+          f"seeded GEMMs through {ENGINES[cfg.engine].TOP}() ...", flush=True)
+    rep = compare(cfg, "csim", seed=args.seed, n_random=args.cases, verbose=args.verbose and not args.json,
+                  target_obj=tgt)
+    return _print_compare(rep, args.json)
+
+
+def cmd_compare(args):
+    from .compare import compare
+    cfg = _load(args.config)
+    rep = compare(cfg, args.target, seed=args.seed, n_random=args.cases,
+                  verbose=args.verbose and not args.json)
+    return _print_compare(rep, args.json)
+
+
+def cmd_info(args):
+    cfg = _load(args.config)
+    est = cfg.estimates
+    if args.json:
+        print(json.dumps({"config": cfg.as_dict(), "sha256": cfg.sha, "estimates": est}))
+        return 0
+    print(f"{cfg.name}: engine {cfg.engine} on {cfg.board.name} ({cfg.board.part}) at {cfg.clock_mhz:g} MHz")
+    print(f"  config sha256 {cfg.sha[:16]} (ID register hash 0x{cfg.hash32:08x})")
+    for k, v in cfg.params.items():
+        print(f"  {cfg.engine}.{k}: {v}")
+    print("  estimated resources (model, not synthesis):")
+    for r, used in est["resources"].items():
+        print(f"    {r:<7}{used:>8} of {cfg.board.resources[r]:>8}  ({100 * est['utilization'][r]:.0f}%)")
+    if "peak_gmacs" in est:
+        print(f"  peak {est['peak_gmacs']:.1f} GMAC/s; weight-stream bound {est['stream_bound_gmacs']:.1f} GMAC/s")
+    return 0
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="hlsnn", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"hlsnn {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("render", help="render a config into a Vitis HLS project (build/<config>/hls/)")
+    p.add_argument("config")
+    p.add_argument("--out", help="output folder (default build/<config stem>/hls)")
+    p.set_defaults(func=cmd_render)
+
+    def compare_opts(p):
+        p.add_argument("--seed", type=int, default=0, help="seed of the random cases (default 0)")
+        p.add_argument("--cases", type=int, default=8, help="number of random cases besides the edge cases")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument("-v", "--verbose", action="store_true", help="one line per case")
+
+    p = sub.add_parser("csim", help="compile the rendered C++ and compare it with the emulator")
+    p.add_argument("config")
+    p.add_argument("--out", help="HLS project folder (default build/<config stem>/hls)")
+    compare_opts(p)
+    p.set_defaults(func=cmd_csim)
+
+    p = sub.add_parser("compare", help="compare a target with the emulator, bit for bit (exit 1 on mismatch)")
+    p.add_argument("config")
+    p.add_argument("--target", default="csim", help="csim or emu (sim and pynq come with the host runtime)")
+    compare_opts(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("info", help="validate a config and print it with resource estimates")
+    p.add_argument("config")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_info)
+    return ap
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except HlsnnError as exc:
+        msg = str(exc)
+        print(f"hlsnn: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hlsnn: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

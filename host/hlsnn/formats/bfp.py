@@ -1,0 +1,504 @@
+"""Block floating point (BFP): integer mantissas sharing one exponent per block.
+
+This module is the reference for the BFP format; the rules below are the specification
+that the emulator, the generated C++ and the tests all follow.
+
+Blocks
+    Elements are grouped into blocks of ``block_size`` consecutive elements along ``axis``.
+    ``block_size=None`` makes the whole axis one block; ``axis=None`` makes the whole tensor
+    one block (``block_size`` must then be None). When ``block_size`` does not divide the
+    axis length, the last block along the axis is shorter (it is padded with zeros, which
+    cannot change its maximum).
+
+Shared exponent
+    For a block with ``amax = max |x|`` over the block and ``m = mantissa_bits``::
+
+        e = floor(log2(amax)) - (m - 2)
+
+    clamped to the signed ``exponent_bits`` range
+    ``[-2**(exponent_bits-1), 2**(exponent_bits-1) - 1]``. An all-zero block gets the
+    smallest exponent ``-2**(exponent_bits-1)``. ``floor(log2(amax))`` is computed exactly
+    with :func:`numpy.frexp` (``amax = f * 2**E`` with ``f`` in ``[0.5, 1)`` gives
+    ``floor(log2(amax)) = E - 1``), never with ``np.log2``, which can be off by one next to
+    powers of two. With an unclamped exponent the block maximum scales into
+    ``[2**(m-2), 2**(m-1))``: its leading one sits at bit ``m - 2``, one bit below the sign.
+
+Mantissas
+    ``mantissa = saturate(round(x * 2**-e))`` where ``x * 2**-e`` is computed exactly with
+    :func:`numpy.ldexp` and ``saturate`` clips to the two's-complement range
+    ``[-2**(m-1), 2**(m-1) - 1]``. Out-of-range values saturate, they never wrap.
+
+Rounding modes (:data:`ROUNDING_MODES`)
+    ``"nearest_even"``
+        to nearest, ties to even (:func:`numpy.rint`).
+    ``"nearest_away"``
+        to nearest, ties away from zero. Computed as ``frac = |v| - floor(|v|)`` (exact)
+        and rounding the magnitude up when ``frac >= 0.5``; the tempting
+        ``floor(|v| + 0.5)`` is wrong for ``v = 0.49999999999999994``.
+    ``"truncate"``
+        toward minus infinity (:func:`numpy.floor`), so ``0 <= x - dequantized < 2**e``
+        for every element whose mantissa did not saturate.
+    ``"stochastic"``
+        ``floor(v + u)`` with ``u ~ U[0, 1)`` drawn independently per element from
+        ``np.random.default_rng(seed)``: rounds up with probability ``frac(v)``, so it is
+        unbiased, and the same ``seed`` gives the same result.
+
+Dequantization
+    ``x_hat = mantissa * 2**e`` computed with :func:`numpy.ldexp` (exact in float64).
+
+Inputs
+    ``x`` is converted with ``np.asarray(x, dtype=np.float64)`` and must have ``ndim >= 1``
+    and only finite values. ``mantissa_bits`` is an int in ``[2, 32]``, ``exponent_bits`` an
+    int in ``[2, 16]``, ``block_size`` None or an int ``>= 1``, ``axis`` None or an int in
+    ``[-ndim, ndim)``. Anything else raises :class:`hlsnn.errors.InputError` (a
+    :class:`ValueError`) with a one-line message naming the parameter, the value and what
+    is allowed.
+
+The implementation is vectorized: the blocked axis is moved last, zero-padded and reshaped
+to ``(..., nblocks, block_size)``, reduced, and the exponents are broadcast back.
+
+Examples
+--------
+>>> from hlsnn.formats import bfp
+>>> q = bfp.quantize([255.0], 16)
+>>> q.mantissas, q.exponents
+(array([32640]), array([-7], dtype=int32))
+>>> hex(int(q.mantissas[0]))
+'0x7f80'
+>>> q.dequantize()
+array([255.])
+
+Two blocks of four along the last axis:
+
+>>> q = bfp.quantize([[1.0, 0.3, -0.2, 0.0, 100.0, 3.0, 0.01, -7.5]], 8, block_size=4)
+>>> q.exponents
+array([[-6,  0]], dtype=int32)
+>>> q.mantissas
+array([[ 64,  19, -13,   0, 100,   3,   0,  -8]])
+>>> q.dequantize()
+array([[  1.      ,   0.296875,  -0.203125,   0.      , 100.      ,
+          3.      ,   0.      ,  -8.      ]])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from hlsnn.errors import InputError
+
+__all__ = ["ROUNDING_MODES", "MANTISSA_BITS_RANGE", "EXPONENT_BITS_RANGE", "BFPTensor",
+           "quantize", "shared_exponent", "mantissa_range", "exponent_range"]
+
+#: The accepted values of the ``rounding`` argument of :func:`quantize`.
+ROUNDING_MODES = ("nearest_even", "nearest_away", "truncate", "stochastic")
+
+#: Inclusive range of ``mantissa_bits`` (sign bit included).
+MANTISSA_BITS_RANGE = (2, 32)
+
+#: Inclusive range of ``exponent_bits``.
+EXPONENT_BITS_RANGE = (2, 16)
+
+
+# --------------------------------------------------------------------------- validation
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_int_range(name: str, value, lo: int, hi: Optional[int]) -> int:
+    if not _is_int(value) or value < lo or (hi is not None and value > hi):
+        allowed = f"an int in [{lo}, {hi}]" if hi is not None else f"an int >= {lo}"
+        raise InputError(f"{name} = {value!r}: must be {allowed}")
+    return int(value)
+
+
+def _check_mantissa_bits(value) -> int:
+    return _check_int_range("mantissa_bits", value, *MANTISSA_BITS_RANGE)
+
+
+def _check_exponent_bits(value) -> int:
+    return _check_int_range("exponent_bits", value, *EXPONENT_BITS_RANGE)
+
+
+def _check_block_size(value) -> Optional[int]:
+    if value is None:
+        return None
+    return _check_int_range("block_size", value, 1, None)
+
+
+def _check_axis(axis, ndim: int) -> Optional[int]:
+    if axis is None:
+        return None
+    if not _is_int(axis) or not -ndim <= axis < ndim:
+        raise InputError(f"axis = {axis!r}: must be None or an int in [{-ndim}, {ndim}) "
+                         f"for an array with ndim = {ndim}")
+    return int(axis) % ndim
+
+
+def _check_layout(axis, block_size, ndim: int) -> Tuple[Optional[int], Optional[int]]:
+    axis = _check_axis(axis, ndim)
+    block_size = _check_block_size(block_size)
+    if axis is None and block_size is not None:
+        raise InputError(f"block_size = {block_size!r} with axis = None: axis=None makes the "
+                         f"whole tensor one block, so block_size must be None")
+    return axis, block_size
+
+
+def mantissa_range(mantissa_bits: int) -> Tuple[int, int]:
+    """Inclusive two's-complement range ``(-2**(m-1), 2**(m-1) - 1)`` of an m-bit mantissa."""
+    m = _check_mantissa_bits(mantissa_bits)
+    return -(1 << (m - 1)), (1 << (m - 1)) - 1
+
+
+def exponent_range(exponent_bits: int) -> Tuple[int, int]:
+    """Inclusive signed range ``(-2**(b-1), 2**(b-1) - 1)`` of a b-bit shared exponent."""
+    b = _check_exponent_bits(exponent_bits)
+    return -(1 << (b - 1)), (1 << (b - 1)) - 1
+
+
+def _as_int_array(name: str, value, lo: int, hi: int, dtype) -> np.ndarray:
+    """Integer-valued array-like -> ``dtype`` array, every value checked in ``[lo, hi]``."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: cannot convert to an integer array ({exc})") from None
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+        if np.any(bad):
+            raise InputError(f"{name}: has {int(np.count_nonzero(bad))} non-integer "
+                             f"value(s), e.g. {arr[bad].flat[0]!r}: must be integers")
+    elif arr.dtype.kind not in "iu":
+        raise InputError(f"{name}: has dtype {arr.dtype}: must be integers")
+    if arr.size:
+        amin, amax = arr.min(), arr.max()
+        if amin < lo or amax > hi:
+            badval = amin if amin < lo else amax
+            raise InputError(f"{name}: value {badval!r} is out of range: must be integers "
+                             f"in [{lo}, {hi}]")
+    return arr.astype(dtype, copy=True)      # always a private copy (stored read-only)
+
+
+def _as_float_input(x) -> np.ndarray:
+    if np.iscomplexobj(x):
+        raise InputError("x: is complex: must be real floats")
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"x: cannot convert to a float64 array ({exc})") from None
+    if arr.ndim == 0:
+        raise InputError(f"x: is 0-d (a scalar {float(arr)!r}): must have ndim >= 1, "
+                         f"e.g. wrap it as [x]")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad = ~finite
+        first = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape))
+        raise InputError(f"x: has {int(np.count_nonzero(bad))} non-finite value(s) (NaN or "
+                         f"Inf), the first at index {first}: must be finite")
+    return arr
+
+
+# --------------------------------------------------------------------------- block layout
+
+def _nblocks(n: int, block_size: Optional[int]) -> int:
+    return 1 if block_size is None else -(-n // block_size)
+
+
+def _exponents_shape(shape: Tuple[int, ...], axis: Optional[int],
+                     block_size: Optional[int]) -> Tuple[int, ...]:
+    if axis is None:
+        return (1,) * len(shape)
+    out = list(shape)
+    out[axis] = _nblocks(shape[axis], block_size)
+    return tuple(out)
+
+
+def _block_amax(a: np.ndarray, axis: Optional[int], block_size: Optional[int]) -> np.ndarray:
+    """max |a| per block, in the exponents shape (zero for empty or all-zero blocks)."""
+    mag = np.abs(a)
+    if axis is None:
+        return np.max(mag, initial=0.0).reshape((1,) * a.ndim)
+    mag = np.moveaxis(mag, axis, -1)
+    n = mag.shape[-1]
+    bs = max(n, 1) if block_size is None else block_size
+    nb = _nblocks(n, block_size)
+    pad = nb * bs - n
+    if pad:
+        mag = np.pad(mag, [(0, 0)] * (mag.ndim - 1) + [(0, pad)])
+    amax = mag.reshape(mag.shape[:-1] + (nb, bs)).max(axis=-1, initial=0.0)
+    return np.moveaxis(amax, -1, axis)
+
+
+def _expand(exponents: np.ndarray, shape: Tuple[int, ...], axis: Optional[int],
+            block_size: Optional[int]) -> np.ndarray:
+    """Per-block exponents -> per-element exponents of ``shape`` (a new int32 array)."""
+    if axis is None or block_size is None:
+        return np.array(np.broadcast_to(exponents, shape), dtype=np.int32)
+    rep = np.repeat(exponents, block_size, axis=axis)
+    crop = (slice(None),) * axis + (slice(0, shape[axis]),)
+    return np.ascontiguousarray(rep[crop], dtype=np.int32)
+
+
+# --------------------------------------------------------------------------- rounding
+
+def _round(v: np.ndarray, x: np.ndarray, rounding: str, seed) -> np.ndarray:
+    """Round the scaled values ``v = x * 2**-e`` to integers (float64) per ``rounding``."""
+    if rounding == "nearest_even":
+        return np.rint(v)
+    if rounding == "nearest_away":
+        mag = np.abs(v)
+        fl = np.floor(mag)
+        up = (mag - fl) >= 0.5              # exact: no floor(|v| + 0.5) double rounding
+        return np.copysign(fl + up, v)
+    if rounding == "truncate":
+        r = np.floor(v)
+        # A negative x so small that x * 2**-e underflowed to -0.0 is still in (-1, 0).
+        return np.where((v == 0) & (x < 0), -1.0, r)
+    # stochastic
+    try:
+        rng = np.random.default_rng(seed)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"seed = {seed!r}: must be None, an int >= 0 or a numpy "
+                         f"Generator/SeedSequence ({exc})") from None
+    u = rng.random(size=v.shape)
+    r = np.floor(v + u)
+    return np.where((v == 0) & (x < 0) & (u == 0), -1.0, r)
+
+
+def _encode(x: np.ndarray, elem_exp: np.ndarray, mantissa_bits: int, rounding: str,
+            seed) -> np.ndarray:
+    lo, hi = mantissa_range(mantissa_bits)
+    with np.errstate(over="ignore", under="ignore"):
+        v = np.ldexp(x, -elem_exp.astype(np.int32))
+    # Clipping to one step outside the range first keeps every mode monotone and finite;
+    # the final clip saturates.
+    v = np.clip(v, lo - 1, hi + 1)
+    r = _round(v, x, rounding, seed)
+    return np.clip(r, lo, hi).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- public API
+
+def shared_exponent(amax, mantissa_bits: int, exponent_bits: int = 8) -> np.ndarray:
+    """Shared exponents of blocks with the given maxima.
+
+    Parameters
+    ----------
+    amax : array_like of float
+        Non-negative finite block maxima ``max |x|``, any shape (0-d allowed).
+    mantissa_bits : int
+        Mantissa width ``m`` including the sign bit, in ``[2, 32]``.
+    exponent_bits : int, default 8
+        Exponent width, in ``[2, 16]``.
+
+    Returns
+    -------
+    numpy.ndarray of int32
+        Same shape as ``amax``: ``floor(log2(amax)) - (m - 2)`` clamped to
+        ``[-2**(exponent_bits-1), 2**(exponent_bits-1) - 1]``, and the smallest exponent
+        ``-2**(exponent_bits-1)`` where ``amax == 0``.
+
+    Raises
+    ------
+    InputError
+        Bad widths, or negative / non-finite ``amax``.
+
+    Examples
+    --------
+    >>> shared_exponent([255.0, 256.0, 1.0, 0.3, 0.0], 16)
+    array([  -7,   -6,  -14,  -16, -128], dtype=int32)
+    """
+    m = _check_mantissa_bits(mantissa_bits)
+    emin, emax = exponent_range(exponent_bits)
+    try:
+        a = np.asarray(amax, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"amax: cannot convert to a float64 array ({exc})") from None
+    bad = ~np.isfinite(a) | (a < 0)
+    if np.any(bad):
+        raise InputError(f"amax: has {int(np.count_nonzero(bad))} negative or non-finite "
+                         f"value(s), e.g. {a[bad].flat[0]!r}: must be finite and >= 0")
+    _, e2 = np.frexp(a)                      # a = f * 2**e2, f in [0.5, 1)
+    e = e2.astype(np.int64) - 1 - (m - 2)    # floor(log2(a)) - (m - 2), exactly
+    e = np.where(a == 0, emin, np.clip(e, emin, emax))
+    return np.asarray(e, dtype=np.int32)
+
+
+@dataclass(frozen=True, eq=False)
+class BFPTensor:
+    """A tensor in block floating point: ``x_hat = mantissas * 2**element_exponents()``.
+
+    Build one with :func:`quantize` or :meth:`from_parts`; both validate every field.
+    The arrays are stored read-only.
+
+    Attributes
+    ----------
+    mantissas : numpy.ndarray of int64
+        Same shape as the quantized tensor, each in ``[-2**(m-1), 2**(m-1) - 1]``.
+    exponents : numpy.ndarray of int32
+        One shared exponent per block, with the SAME ``ndim`` as ``mantissas`` (keepdims
+        style, so it broadcasts): along ``axis`` its length is
+        ``ceil(n / block_size)`` (1 when ``block_size`` is None), every other axis is as in
+        ``mantissas``; with ``axis=None`` every axis has length 1. Each in
+        ``[-2**(exponent_bits-1), 2**(exponent_bits-1) - 1]``.
+    mantissa_bits : int
+        Mantissa width ``m`` including the sign bit, in ``[2, 32]``.
+    exponent_bits : int
+        Exponent width, in ``[2, 16]``.
+    axis : int or None
+        The blocked axis, normalized to be non-negative; None: the whole tensor is one block.
+    block_size : int or None
+        Elements per block along ``axis`` (the last block may be shorter); None: the whole
+        axis is one block.
+    """
+
+    mantissas: np.ndarray
+    exponents: np.ndarray
+    mantissa_bits: int
+    exponent_bits: int = 8
+    axis: Optional[int] = -1
+    block_size: Optional[int] = None
+
+    def __post_init__(self):
+        m = _check_mantissa_bits(self.mantissa_bits)
+        b = _check_exponent_bits(self.exponent_bits)
+        lo, hi = mantissa_range(m)
+        emin, emax = exponent_range(b)
+        mant = _as_int_array("mantissas", self.mantissas, lo, hi, np.int64)
+        if mant.ndim == 0:
+            raise InputError("mantissas: is 0-d: must have ndim >= 1")
+        axis, block_size = _check_layout(self.axis, self.block_size, mant.ndim)
+        exps = _as_int_array("exponents", self.exponents, emin, emax, np.int32)
+        want = _exponents_shape(mant.shape, axis, block_size)
+        if exps.shape != want:
+            raise InputError(
+                f"exponents: has shape {exps.shape}: must be {want} for mantissas of shape "
+                f"{mant.shape} with axis={axis}, block_size={block_size}")
+        mant.setflags(write=False)
+        exps.setflags(write=False)
+        for name, value in (("mantissas", mant), ("exponents", exps), ("mantissa_bits", m),
+                            ("exponent_bits", b), ("axis", axis), ("block_size", block_size)):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_parts(cls, mantissas, exponents, mantissa_bits: int, *, exponent_bits: int = 8,
+                   axis: Optional[int] = -1, block_size: Optional[int] = None) -> "BFPTensor":
+        """Build a tensor from integer mantissas and per-block exponents, validating both.
+
+        Parameters
+        ----------
+        mantissas : array_like of int
+            ``ndim >= 1``, each in ``[-2**(m-1), 2**(m-1) - 1]``.
+        exponents : array_like of int
+            Exactly the exponents shape described in :class:`BFPTensor`, each in the signed
+            ``exponent_bits`` range.
+        mantissa_bits, exponent_bits, axis, block_size
+            As in :func:`quantize`.
+
+        Raises
+        ------
+        InputError
+            A value out of range, non-integer values, or an inconsistent exponents shape.
+
+        Examples
+        --------
+        >>> t = BFPTensor.from_parts([0x4000, 0x20, 0], [3], 16)
+        >>> t.dequantize()
+        array([131072.,    256.,      0.])
+        """
+        return cls(mantissas, exponents, mantissa_bits, exponent_bits, axis, block_size)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """Shape of the tensor (of ``mantissas``)."""
+        return self.mantissas.shape
+
+    def element_exponents(self) -> np.ndarray:
+        """The exponent of every element: an int32 array of the tensor's shape."""
+        return _expand(self.exponents, self.shape, self.axis, self.block_size)
+
+    def dequantize(self) -> np.ndarray:
+        """``mantissas * 2**element_exponents()`` as float64 (exact, via ``np.ldexp``).
+
+        Exact whenever the value is a float64. A value beyond float64's range (possible
+        only with ``exponent_bits >= 11``, e.g. ``-max_float`` rounding to ``-2**1024``)
+        becomes ``+-inf`` with numpy's overflow ``RuntimeWarning``; one below the
+        subnormal range rounds as ``np.ldexp`` does.
+        """
+        return np.ldexp(self.mantissas.astype(np.float64), self.element_exponents())
+
+
+def quantize(x, mantissa_bits: int, *, axis: Optional[int] = -1,
+             block_size: Optional[int] = None, exponent_bits: int = 8,
+             rounding: str = "nearest_even", seed: Any = None,
+             exponent: Any = None) -> BFPTensor:
+    """Quantize ``x`` to block floating point (see the module docstring for the rules).
+
+    Parameters
+    ----------
+    x : array_like of float
+        Finite values, any shape with ``ndim >= 1``; converted to float64.
+    mantissa_bits : int
+        Mantissa width ``m`` including the sign bit, in ``[2, 32]``.
+    axis : int or None, default -1
+        The axis the blocks run along (negative counts from the end); None: the whole
+        tensor is one block.
+    block_size : int or None, default None
+        Elements per block along ``axis``, ``>= 1``; the last block may be shorter. None:
+        the whole axis is one block. Must be None when ``axis`` is None.
+    exponent_bits : int, default 8
+        Width of the signed shared exponent, in ``[2, 16]``.
+    rounding : str, default "nearest_even"
+        One of :data:`ROUNDING_MODES`.
+    seed : None, int, numpy.random.SeedSequence or numpy.random.Generator
+        Passed to ``np.random.default_rng``; used only by ``"stochastic"``.
+    exponent : array_like of int, optional
+        Encode with these shared exponents instead of the max rule: integers in the
+        exponent range, broadcastable to the exponents shape (a scalar forces one exponent
+        everywhere). Mantissas that do not fit saturate.
+
+    Returns
+    -------
+    BFPTensor
+        ``mantissas`` of ``x``'s shape and ``exponents`` of the keepdims block shape
+        described in :class:`BFPTensor`.
+
+    Raises
+    ------
+    InputError
+        (a ``ValueError``) a bad parameter, a 0-d ``x``, or NaN/Inf in ``x``.
+
+    Examples
+    --------
+    >>> q = quantize([131072.0, 256.0, 1.0, 0.5, 0.125], 16)
+    >>> int(q.exponents[0]), [hex(int(v)) for v in q.mantissas]
+    (3, ['0x4000', '0x20', '0x0', '0x0', '0x0'])
+    >>> q = quantize([131072.0, 256.0, 1.0, 0.5, 0.125], 16, exponent=-3)
+    >>> [hex(int(v)) for v in q.mantissas]
+    ['0x7fff', '0x800', '0x8', '0x4', '0x1']
+    >>> quantize([0.3], 16, rounding="truncate").mantissas
+    array([19660])
+    """
+    if not (isinstance(rounding, str) and rounding in ROUNDING_MODES):
+        raise InputError(f"rounding = {rounding!r}: must be one of "
+                         f"{', '.join(map(repr, ROUNDING_MODES))}")
+    m = _check_mantissa_bits(mantissa_bits)
+    b = _check_exponent_bits(exponent_bits)
+    _check_block_size(block_size)
+    a = _as_float_input(x)
+    axis, block_size = _check_layout(axis, block_size, a.ndim)
+    eshape = _exponents_shape(a.shape, axis, block_size)
+    if exponent is None:
+        exps = shared_exponent(_block_amax(a, axis, block_size), m, b)
+    else:
+        emin, emax = exponent_range(b)
+        given = _as_int_array("exponent", exponent, emin, emax, np.int32)
+        try:
+            exps = np.array(np.broadcast_to(given, eshape), dtype=np.int32)
+        except ValueError:
+            raise InputError(f"exponent: has shape {given.shape}: must broadcast to the "
+                             f"exponents shape {eshape}") from None
+    elem = _expand(exps, a.shape, axis, block_size)
+    mant = _encode(a, elem, m, rounding, seed)
+    return BFPTensor(mant, exps, m, b, axis, block_size)
