@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -82,7 +83,8 @@ def render(cfg: Config, out_dir=None) -> RenderedKernel:
     env = _environment(cfg.engine)
     names = dict(eng.TEMPLATES)
     names["run_hls.tcl.j2"] = "run_hls.tcl"
-    src = Path(cfg.path).name if cfg.path else "<dict>"
+    # Only safe characters of the file name reach the generated banners.
+    src = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(cfg.path).name) if cfg.path else "<dict>"
     base = {
         **eng.template_context(cfg),
         "name": cfg.name,

@@ -31,6 +31,7 @@ from .paths import board_dirs
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BOARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_TOKEN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")  # part numbers, ports: safe unquoted in TCL
 _CPP_KEYWORDS = frozenset(
     "alignas alignof and asm auto bool break case catch char class const constexpr continue "
     "default delete do double else enum explicit export extern false float for friend goto if "
@@ -45,7 +46,8 @@ class Field:
     """One key of a config section.
 
     ``kind`` is one of ``int``, ``float``, ``bool``, ``str``, ``ident`` (a C identifier),
-    ``choice`` (one of ``choices``) or ``section`` (a nested mapping checked by ``fields``).
+    ``token`` (letters, digits, ``_ . : -``; empty only if that is the default), ``choice``
+    (one of ``choices``) or ``section`` (a nested mapping checked by ``fields``).
     """
 
     kind: str
@@ -66,7 +68,10 @@ class Field:
         if self.kind == "bool":
             return "true or false"
         if self.kind == "ident":
-            return "a C identifier ([A-Za-z_][A-Za-z0-9_]*, not a C++ keyword)"
+            return "a C identifier ([A-Za-z_][A-Za-z0-9_]*, at most 64 characters, not a C++ keyword)"
+        if self.kind == "token":
+            return ("a string of letters, digits and _ . : - (no spaces, quotes or brackets)"
+                    + (", or empty" if self.default == "" else ""))
         if self.kind == "choice":
             return "one of " + ", ".join(repr(c) for c in self.choices)
         if self.kind == "section":
@@ -122,7 +127,11 @@ def _check_value(source, path, v, f: Field):
             raise bad()
         return v
     if f.kind == "ident":
-        if not isinstance(v, str) or not _IDENT.match(v) or v in _CPP_KEYWORDS or len(v) > 64:
+        if not isinstance(v, str) or not _IDENT.fullmatch(v) or v in _CPP_KEYWORDS or len(v) > 64:
+            raise bad()
+        return v
+    if f.kind == "token":
+        if not isinstance(v, str) or not (_TOKEN.fullmatch(v) or (v == "" and f.default == "")):
             raise bad()
         return v
     if f.kind == "choice":
@@ -142,11 +151,18 @@ def read_yaml(path) -> Any:
     if not p.is_file():
         raise ConfigError(p, None, None, "no such config file")
     try:
-        return yaml.safe_load(p.read_text())
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(p, None, None, "cannot be read as UTF-8 text: " + " ".join(str(exc).split())) from None
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(p, None, None, f"not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        problem = getattr(exc, "problem", None) or exc
+        if isinstance(exc, yaml.reader.ReaderError):  # no mark; its str() spans two lines
+            problem = f"unacceptable character #x{exc.character:04x} at position {exc.position}: {exc.reason}"
+        raise ConfigError(p, None, None, f"not valid YAML{where}: " + " ".join(str(problem).split())) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,8 +170,8 @@ def read_yaml(path) -> Any:
 
 BOARD_FIELDS = {
     "name": Field("str", "board name, the same as the file name"),
-    "part": Field("str", "FPGA part number, e.g. xc7z020clg400-1"),
-    "board_part": Field("str", "Vivado board part, or empty", default=""),
+    "part": Field("token", "FPGA part number, e.g. xc7z020clg400-1"),
+    "board_part": Field("token", "Vivado board part, or empty", default=""),
     "ps": Field("choice", "processing system family", choices=("zynq7", "zynqmp")),
     "clock_mhz": Field("float", "default PL clock", lo=10, hi=800),
     "resources": Field("section", "what the PL has", fields={
@@ -168,7 +184,7 @@ BOARD_FIELDS = {
     "dma": Field("section", "AXI DMA and the PS port it uses", fields={
         "stream_bits": Field("int", "AXI-Stream data width of the DMA", lo=32, hi=512, pow2=True),
         "address_bits": Field("int", "DMA address width", lo=32, hi=64),
-        "hp_port": Field("str", "PS slave port the DMA masters", default=""),
+        "hp_port": Field("token", "PS slave port the DMA masters", default=""),
     }),
 }
 
@@ -196,7 +212,7 @@ def load_board(name_or_path, *, source="", config_path=None) -> Board:
         path = candidate
     else:
         name = str(name_or_path)
-        if not _BOARD_NAME.match(name):
+        if not _BOARD_NAME.fullmatch(name):
             raise ConfigError(source, "board", name_or_path, "must be a board name such as 'pynq-z2'")
         found = [d / f"{name}.yaml" for d in board_dirs(config_path) if (d / f"{name}.yaml").is_file()]
         if not found:
@@ -270,7 +286,7 @@ def load_config(path_or_dict, *, source=None) -> Config:
     if not isinstance(raw, Mapping):
         raise ConfigError(source, None, None, "must be a YAML mapping with keys name, board, engine, ...")
     engine = raw.get("engine")
-    if engine not in ENGINES:
+    if not isinstance(engine, str) or engine not in ENGINES:
         raise ConfigError(source, "engine", engine if "engine" in raw else "<missing>",
                           "must be one of " + ", ".join(repr(e) for e in ENGINES))
     eng = ENGINES[engine]

@@ -85,7 +85,9 @@ def compile_library(rendered, *, verbose=False) -> Path:
     try:
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise CompileError(argv, proc.stderr, rendered.dir / eng.KERNEL_SOURCES[0])
+            log = lib.parent / "compile-error.log"
+            log.write_text(" ".join(argv) + "\n\n" + proc.stderr)
+            raise CompileError(argv, proc.stderr, rendered.dir / eng.KERNEL_SOURCES[0], log)
         os.replace(tmp, lib)
     finally:
         if os.path.exists(tmp):

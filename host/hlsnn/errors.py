@@ -26,11 +26,15 @@ class InputError(HlsnnError, ValueError):
 class CompileError(HlsnnError, RuntimeError):
     """g++ failed on rendered C++: carries the command and the compiler's message."""
 
-    def __init__(self, argv, stderr, source_path):
-        self.argv, self.stderr, self.source_path = list(argv), stderr, source_path
-        tail = "\n".join(stderr.strip().splitlines()[-40:])
-        super().__init__(
-            f"C-simulation compile failed for {source_path}\n  command: {' '.join(map(str, argv))}\n{tail}")
+    def __init__(self, argv, stderr, source_path, log_path=None):
+        self.argv, self.stderr, self.source_path, self.log_path = list(argv), stderr, source_path, log_path
+        lines = stderr.strip().splitlines()
+        first = next((i for i, line in enumerate(lines) if "error" in line), 0)
+        start = max(0, first - 2)
+        excerpt = "\n".join(lines[start:start + 20])
+        more = f"\n  full compiler output: {log_path}" if log_path else ""
+        super().__init__(f"C-simulation compile failed for {source_path}\n  command: {' '.join(map(str, argv))}\n"
+                         f"{excerpt}{more}")
 
 
 class CsimError(HlsnnError, RuntimeError):

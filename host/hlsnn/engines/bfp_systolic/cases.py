@@ -128,6 +128,10 @@ def make_cases(cfg, seed=0, n_random=8):
     for c in cases:
         c.xe = np.clip(np.asarray(c.xe), emin, emax)
         c.we = np.clip(np.asarray(c.we), emin, emax)
+        c.be = int(np.clip(c.be, emin, emax))
+        c.xm, c.wm = np.clip(c.xm, mmin, mmax), np.clip(c.wm, mmin, mmax)
+        if c.bm is not None:
+            c.bm = np.clip(c.bm, mmin, mmax)
     return cases
 
 

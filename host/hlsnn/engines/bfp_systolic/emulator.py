@@ -36,8 +36,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import InputError
 from ...primitives import isqrt, msb_index, shift_round_sat
 from .spec import STAT_BITS
+
+
+def _check_range(what, bits, *arrays):
+    """Operands must fit their fields: the kernel would silently wrap them."""
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    for a in arrays:
+        a = np.asarray(a)
+        if a.size and (a.min() < lo or a.max() > hi):
+            raise InputError(f"{what} values must fit {bits} signed bits [{lo}, {hi}]; got "
+                             f"[{a.min()}, {a.max()}]")
 
 
 def exact_matmul(xm: np.ndarray, wm: np.ndarray, mantissa_bits: int) -> np.ndarray:
@@ -114,6 +125,8 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
     rounding = p["rounding"]
     xm, wm = np.asarray(xm, np.int64), np.asarray(wm, np.int64)
     we = np.broadcast_to(np.asarray(we, np.int64).reshape(-1), (wm.shape[0],))
+    _check_range("mantissa", M, xm, wm, *(() if bm is None else (bm,)))
+    _check_range("exponent", E, xe, we, be)
     acc = exact_matmul(xm, wm, M)
     e3 = np.asarray(xe, np.int64).reshape(-1, 1) + we.reshape(1, -1)
     lo, hi = -(1 << (A - 1)), (1 << (A - 1)) - 1

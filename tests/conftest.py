@@ -1,0 +1,31 @@
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BFP_TEST_CONFIGS = ROOT / "tests" / "engines" / "bfp_systolic" / "configs"
+
+
+def pytest_configure(config):
+    # Rendered projects and csim libraries of the test session go to one temporary folder
+    # (shared by all tests, so each kernel compiles once per session), never to ./build.
+    if "HLSNN_BUILD" not in os.environ:
+        import tempfile
+        os.environ["HLSNN_BUILD"] = tempfile.mkdtemp(prefix="hlsnn-test-build-")
+
+
+@pytest.fixture(scope="session")
+def root():
+    return ROOT
+
+
+def accel_config(name):
+    return ROOT / "configs" / "accel" / f"{name}.yaml"
+
+
+def test_config(name):
+    return BFP_TEST_CONFIGS / f"{name}.yaml"
+
+
+test_config.__test__ = False

@@ -1,0 +1,162 @@
+"""C-simulation of the generated C++ == the emulator, bit for bit; the stand-alone Vitis
+testbench; protocol errors; the compile cache; and proof that the comparison catches a
+planted bug."""
+import hashlib
+import os
+import subprocess
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import hlsnn
+from hlsnn import codegen, csim
+from hlsnn.compare import compare
+from hlsnn.engines import ENGINES
+from hlsnn.runtime.targets import CsimTarget
+
+from conftest import BFP_TEST_CONFIGS, ROOT, test_config
+
+pytestmark = pytest.mark.csim
+
+ALL_CONFIGS = sorted((ROOT / "configs" / "accel").glob("*.yaml")) + sorted(BFP_TEST_CONFIGS.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: p.stem)
+def test_csim_equals_emulator_on_seeded_sweep(path):
+    cfg = hlsnn.load_config(path)
+    rep = compare(cfg, "csim", seed=1234, n_random=6)
+    assert rep["cases"] >= 15
+    assert rep["mismatches"] == 0, rep["first_mismatch"]
+    assert rep["register_mismatches"] == []
+
+
+def test_worked_examples_on_csim():
+    from test_emulator import _row_values
+    y, sat = _row_values([255], target="csim")
+    assert (int(y.exponents[0, 0]), int(y.mantissas[0, 0]), sat) == (-7, 0x7F80, 0)
+    y, _ = _row_values([19, 21], target="csim", name="t16_stats", method="stats", stats_k=3, we=-1)
+    assert int(y.exponents[0, 0]) == -11
+    # T1.6: 255 * 257 = 65535 -> e = 1, 32767.5 rounds to 32768 and saturates to 0x7FFF
+    from hlsnn.formats import bfp
+    cfg = hlsnn.load_config(test_config("t16_row"))
+    x = bfp.BFPTensor.from_parts(np.array([[255]]), np.zeros((1, 1), np.int32), 16, axis=1)
+    w = bfp.BFPTensor.from_parts(np.array([[257]]), np.zeros((1, 1), np.int32), 16, axis=1)
+    with hlsnn.Accelerator(cfg, "csim") as acc:
+        y = acc.gemm_bfp(x, w)
+        assert (int(y.exponents[0, 0]), int(y.mantissas[0, 0]), acc.kernel.last_sat_count) == (1, 0x7FFF, 1)
+
+
+def test_float_gemm_csim_equals_emu_for_shipped_configs():
+    rng = np.random.default_rng(4)
+    for path in sorted((ROOT / "configs" / "accel").glob("*.yaml")):
+        x, w, b = rng.normal(size=(9, 77)), rng.normal(size=(40, 77)) * 3, rng.normal(size=40)
+        with hlsnn.Accelerator(path, "csim") as c, hlsnn.Accelerator(path, "emu") as e:
+            np.testing.assert_array_equal(c.gemm(x, w, bias=b, relu=True), e.gemm(x, w, bias=b, relu=True))
+
+
+def test_standalone_testbench_passes_and_fails_on_corrupted_vectors(tmp_path):
+    """tb.cpp is what Vitis HLS csim_design runs: build it with g++ and run it on the
+    emulator's tb_data, then on a copy with one flipped bit."""
+    cfg = hlsnn.load_config(test_config("t9_wide"))
+    r = codegen.render(cfg, tmp_path / "hls")
+    exe = tmp_path / "tb"
+    subprocess.run([csim.compiler(), "-std=c++14", "-O1", f"-I{r.dir / 'include'}", f"-I{r.dir}",
+                    f"-isystem{csim.ap_types_dir()}", str(r.dir / "bfp_systolic.cpp"), str(r.dir / "tb.cpp"),
+                    "-o", str(exe)], check=True)
+    ok = subprocess.run([str(exe), str(r.dir / "tb_data")], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout
+    assert "0 mismatching" in ok.stdout
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in ("in.hex", "regs.txt"):
+        (bad / f).write_text((r.dir / "tb_data" / f).read_text())
+    lines = (r.dir / "tb_data" / "expected.hex").read_text().splitlines()
+    lines[1] = lines[1][:-1] + format(int(lines[1][-1], 16) ^ 1, "x")
+    (bad / "expected.hex").write_text("\n".join(lines) + "\n")
+    res = subprocess.run([str(exe), str(bad)], capture_output=True, text=True)
+    assert res.returncode == 1 and "first mismatch at byte" in res.stdout
+
+
+def test_protocol_violations_raise_instead_of_hanging():
+    cfg = hlsnn.load_config(test_config("t16_row"))
+    eng = ENGINES[cfg.engine]
+    tgt = CsimTarget(cfg, eng)
+    p = cfg.params
+    xm, wm = np.ones((2, 5), int), np.ones((3, 5), int)
+    beats = eng.protocol.pack_input(p, xm, np.zeros(2), wm, np.zeros(3))
+    regs = [2, 3, 5, 0, 3]
+    n_out = eng.protocol.n_output_beats(p, 2, 3)
+    out, _ = tgt.run(beats, regs, n_out)                       # well-formed: fine
+    with pytest.raises(hlsnn.CsimError, match="read more input beats"):
+        tgt.run(beats[:-1], regs, n_out)
+    with pytest.raises(hlsnn.CsimError, match="left input beats unread"):
+        tgt.run(np.concatenate([beats, beats[:1]]), regs, n_out)
+    with pytest.raises(hlsnn.CsimError, match="more output beats"):
+        tgt.run(beats, regs, n_out - 1)
+    with pytest.raises(hlsnn.CsimError, match="fewer output beats"):
+        tgt.run(beats, regs, n_out + 1)
+
+
+def test_library_is_cached_by_source_hash(tmp_path):
+    cfg = hlsnn.load_config(test_config("t2_tiny"))
+    first = CsimTarget(cfg, ENGINES[cfg.engine], build_dir=tmp_path / "a")
+    mtime = first.library_path.stat().st_mtime_ns
+    again = CsimTarget(cfg, ENGINES[cfg.engine], build_dir=tmp_path / "a")
+    assert again.library_path == first.library_path and again.library_path.stat().st_mtime_ns == mtime
+    other = hlsnn.load_config({**_raw(test_config("t2_tiny")), "name": "t2_other"}, source="x")
+    assert csim.library_path(codegen.render(other, tmp_path / "b")).name != first.library_path.name
+
+
+def _raw(path):
+    import yaml
+    return yaml.safe_load(path.read_text())
+
+
+def test_compile_error_shows_compiler_message_and_rendered_path(tmp_path):
+    cfg = hlsnn.load_config(test_config("t2_tiny"))
+    r = codegen.render(cfg, tmp_path / "hls")
+    src = r.dir / "bfp_systolic.cpp"
+    src.write_text(src.read_text().replace("sat_count = sat_total;", "sat_count = no_such_variable;"))
+    broken = replace(r, sha=hashlib.sha256(src.read_bytes()).hexdigest())
+    with pytest.raises(hlsnn.CompileError) as exc:
+        csim.compile_library(broken)
+    assert "no_such_variable" in str(exc.value) and str(src) in str(exc.value)
+    assert not list((tmp_path / "csim").glob("*.so")), "a failed compile must not leave a library"
+
+
+def test_planted_kernel_bug_is_reported_as_mismatch(tmp_path, capsys):
+    """The comparison must be able to fail: break ReLU at -1 in the rendered kernel."""
+    cfg = hlsnn.load_config(test_config("t16_row"))
+    r = codegen.render(cfg, tmp_path / "hls")
+    src = r.dir / "bfp_systolic.cpp"
+    text = src.read_text()
+    assert "if (relu && v < 0) v = 0;" in text
+    src.write_text(text.replace("if (relu && v < 0) v = 0;", "if (relu && v < -1) v = 0;"))
+    broken = replace(r, sha=hashlib.sha256(src.read_bytes()).hexdigest())
+
+    class Broken(CsimTarget):
+        def __init__(self):
+            self.cfg, self.engine, self.rendered = cfg, ENGINES[cfg.engine], broken
+            self.library_path = csim.compile_library(broken)
+            self.lib = csim.CsimLibrary(self.library_path, 5, 3)
+
+    rep = compare(cfg, "csim", seed=0, n_random=2, target_obj=Broken())
+    assert rep["mismatches"] > 0
+    f = rep["first_mismatch"]
+    assert f["case"] == "unit_values_relu"
+    assert f["expected"]["mantissa"] == 0 and f["got"]["mantissa"] < 0
+    assert f["got"]["raw"].startswith("0x")
+
+
+def test_cli_csim_and_compare_exit_status(tmp_path):
+    env = {**os.environ, "HLSNN_BUILD": str(tmp_path)}
+    cfgp = str(test_config("t2_tiny"))
+    res = subprocess.run(["hlsnn", "csim", cfgp], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "0 mismatches" in res.stdout and "PASS" in res.stdout
+    res = subprocess.run(["hlsnn", "compare", cfgp, "--target", "csim", "--json"], capture_output=True, text=True,
+                         env=env)
+    import json
+    rep = json.loads(res.stdout)
+    assert res.returncode == 0 and rep["mismatches"] == 0 and rep["target"] == "csim"

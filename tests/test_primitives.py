@@ -1,0 +1,128 @@
+"""hlsnn.primitives against independent references (Python integers, math.isqrt, exact
+fractions) and against their C++ twins in hls/include/hlsnn/primitives.h, bit for bit."""
+import ctypes
+import math
+import subprocess
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from hlsnn import csim
+from hlsnn.paths import HLS_INCLUDE
+from hlsnn.primitives import ROUNDING_CODES, isqrt, msb_index, saturate, shift_round_sat
+
+
+def ref_shift_round_sat(v, s, bits, rounding):
+    """Exact rational reference of SPECS P0.5."""
+    q = Fraction(v, 1) / Fraction(2) ** s if s >= 0 else Fraction(v * 2 ** (-s))
+    fl = math.floor(q)
+    frac = q - fl
+    if rounding == "truncate" or frac == 0:
+        t = fl
+    elif frac > Fraction(1, 2):
+        t = fl + 1
+    elif frac < Fraction(1, 2):
+        t = fl
+    elif rounding == "nearest_even":
+        t = fl + (fl & 1)
+    else:  # nearest_away
+        t = fl + 1 if v > 0 else fl
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return min(max(t, lo), hi), not lo <= t <= hi
+
+
+@pytest.mark.parametrize("rounding", list(ROUNDING_CODES))
+@settings(max_examples=300, deadline=None)
+@given(v=st.integers(-(1 << 47), (1 << 47) - 1), s=st.integers(-70, 70), bits=st.integers(2, 32))
+def test_shift_round_sat_matches_exact_reference(rounding, v, s, bits):
+    t, sat = shift_round_sat(np.array([v]), np.array([s]), bits, rounding)
+    assert (int(t[0]), bool(sat[0])) == ref_shift_round_sat(v, s, bits, rounding)
+
+
+def test_shift_round_sat_ties_spelled_out():
+    # 2.5 -> 2 (even) / 3 (away) / 2 (floor); -2.5 -> -2 / -3 / -3; 3.5 -> 4 / 4 / 3
+    v = np.array([5, -5, 7, -7])
+    assert shift_round_sat(v, 1, 8, "nearest_even")[0].tolist() == [2, -2, 4, -4]
+    assert shift_round_sat(v, 1, 8, "nearest_away")[0].tolist() == [3, -3, 4, -4]
+    assert shift_round_sat(v, 1, 8, "truncate")[0].tolist() == [2, -3, 3, -4]
+
+
+def test_msb_index_and_isqrt_against_python_ints():
+    rng = np.random.default_rng(1)
+    u = np.concatenate([np.arange(0, 4100), rng.integers(1, 1 << 62, 5000),
+                        (1 << np.arange(0, 62)) - 1, 1 << np.arange(0, 62), (1 << np.arange(1, 62)) + 1])
+    assert msb_index(u).tolist() == [int(x).bit_length() - 1 for x in u]
+    assert isqrt(u).tolist() == [math.isqrt(int(x)) for x in u]
+    assert saturate([300, -300, 5], 8).tolist() == [127, -128, 5]
+
+
+SHIM = r"""
+#include <stdint.h>
+#include "hlsnn/primitives.h"
+extern "C" {
+void srs48_16(const int64_t* v, const int32_t* s, int rounding, int64_t* out, int32_t* sat, int n) {
+  for (int i = 0; i < n; ++i) { bool f; ap_int<48> x = v[i];
+    out[i] = (int64_t)hlsnn::ShiftRoundSat<48, 16>(x, (hlsnn::exp_wide_t)s[i], rounding, f); sat[i] = f; } }
+void srs16_40(const int64_t* v, const int32_t* s, int rounding, int64_t* out, int32_t* sat, int n) {
+  for (int i = 0; i < n; ++i) { bool f; ap_int<16> x = v[i];
+    out[i] = (int64_t)hlsnn::ShiftRoundSat<16, 40>(x, (hlsnn::exp_wide_t)s[i], rounding, f); sat[i] = f; } }
+void msb48(const int64_t* v, int64_t* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = (int64_t)hlsnn::MsbIndex<48>((ap_uint<48>)v[i]); }
+void isqrt64(const int64_t* v, int64_t* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = (int64_t)hlsnn::Isqrt((ap_uint<64>)(uint64_t)v[i]); }
+void addsat24(const int64_t* a, const int64_t* b, int64_t* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = (int64_t)hlsnn::AddSat<24>((ap_int<24>)a[i], (ap_int<24>)b[i]); }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory):
+    d = tmp_path_factory.mktemp("twin")
+    (d / "shim.cpp").write_text(SHIM)
+    lib = d / "libshim.so"
+    subprocess.run([csim.compiler(), "-std=c++14", "-O1", "-fPIC", "-shared", f"-I{HLS_INCLUDE}",
+                    f"-isystem{csim.ap_types_dir()}", str(d / "shim.cpp"), "-o", str(lib)], check=True)
+    return ctypes.CDLL(str(lib))
+
+
+def _p(a):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("rounding", list(ROUNDING_CODES))
+def test_cpp_shift_round_sat_is_bit_exact(twin, rounding):
+    rng = np.random.default_rng(ROUNDING_CODES[rounding])
+    for fn, wi, wo in ((twin.srs48_16, 48, 16), (twin.srs16_40, 16, 40)):
+        lo, hi = -(1 << (wi - 1)), (1 << (wi - 1))
+        v = np.concatenate([rng.integers(lo, hi, 20000), [lo, hi - 1, 0, -1, 1],
+                            rng.integers(-64, 64, 2000)]).astype(np.int64)
+        s = np.concatenate([rng.integers(-60, 61, 20000), [wi, wi, 0, wi + 1, -wo],
+                            rng.integers(-3, 8, 2000)]).astype(np.int32)
+        out = np.zeros_like(v)
+        sat = np.zeros(v.size, np.int32)
+        fn(_p(v), _p(s), ROUNDING_CODES[rounding], _p(out), _p(sat), v.size)
+        t, f = shift_round_sat(v, s, wo, rounding)
+        np.testing.assert_array_equal(out, t)
+        np.testing.assert_array_equal(sat.astype(bool), f)
+
+
+@pytest.mark.csim
+def test_cpp_msb_isqrt_addsat_are_bit_exact(twin):
+    rng = np.random.default_rng(7)
+    v = np.concatenate([rng.integers(0, 1 << 48, 5000), np.arange(0, 300), 1 << np.arange(48)]).astype(np.int64)
+    out = np.zeros_like(v)
+    twin.msb48(_p(v), _p(out), v.size)
+    np.testing.assert_array_equal(out, msb_index(v))
+    d = np.concatenate([rng.integers(0, 1 << 58, 5000), np.arange(0, 300), (1 << np.arange(58)) - 1]).astype(np.int64)
+    out = np.zeros_like(d)
+    twin.isqrt64(_p(d), _p(out), d.size)
+    np.testing.assert_array_equal(out, isqrt(d))
+    a = rng.integers(-(1 << 23), 1 << 23, 5000).astype(np.int64)
+    b = rng.integers(-(1 << 23), 1 << 23, 5000).astype(np.int64)
+    out = np.zeros_like(a)
+    twin.addsat24(_p(a), _p(b), _p(out), a.size)
+    np.testing.assert_array_equal(out, saturate(a + b, 24))
