@@ -47,6 +47,11 @@ def project_dir(cfg: Config) -> Path:
 
 
 def _environment(engine_name: str) -> jinja2.Environment:
+    if not (HLS_DIR / "engines" / engine_name).is_dir():
+        from .errors import MissingDependency
+        raise MissingDependency(f"the HLS templates are not at {HLS_DIR / 'engines' / engine_name}: hlsnn "
+                                "renders from its repository checkout; install it with `pip install -e .` "
+                                "from a clone")
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(HLS_DIR / "engines" / engine_name), str(HLS_DIR / "tcl")]),
         undefined=jinja2.StrictUndefined,
