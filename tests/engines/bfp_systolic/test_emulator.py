@@ -211,3 +211,36 @@ def test_unknown_target_and_stats_on_row_config_are_clear_errors():
     with hlsnn.Accelerator(accel_config("bfp16_pynq-z2"), "emu") as acc:
         with pytest.raises(hlsnn.InputError, match="weight_exponent: tensor"):
             acc.gemm(np.ones((1, 2)), np.ones((1, 2)), method="stats")
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "truncate"])
+@pytest.mark.parametrize("name", ["t16_row", "t16_stats", "t4_truncate", "t9_wide", "t2_tiny", "bfp8_zcu104"])
+def test_fast_emulator_equals_the_literal_integer_transcription(name, rounding):
+    from hlsnn.engines.bfp_systolic import emulate_reference
+    from hlsnn.engines.bfp_systolic.cases import make_cases
+    path = test_config(name) if name.startswith("t") else accel_config(name)
+    cfg = hlsnn.load_config(path)
+    p = {**cfg.params, "rounding": rounding}
+    for case in make_cases(cfg, seed=9, n_random=10):
+        kw = dict(relu=case.relu, use_stats=case.method == "stats", stats_k=case.stats_k)
+        got = emulate(p, case.xm, case.xe, case.wm, case.we, case.bm, case.be, **kw)
+        ref = emulate_reference(p, case.xm, case.xe, case.wm, case.we, case.bm, case.be, **kw)
+        for g, r in zip(got, ref):
+            np.testing.assert_array_equal(g, r, err_msg=f"{name} {case.name}")
+    # and on blocks of rows smaller than the matrix (the row-block loop)
+    rng = np.random.default_rng(1)
+    M = p["mantissa_bits"]
+    xm = rng.integers(-(1 << (M - 1)), 1 << (M - 1), (37, 9))
+    wm = rng.integers(-(1 << (M - 1)), 1 << (M - 1), (5, 9))
+    xe, we = rng.integers(-3, 3, 37), np.full(5, 1)
+    for stats in (True, False):
+        for g, r in zip(emulate(p, xm, xe, wm, we, block_elems=7, use_stats=stats),
+                        emulate_reference(p, xm, xe, wm, we, use_stats=stats)):
+            np.testing.assert_array_equal(g, r)
+    # blocks that saturate (exponent clamped at the ceiling: huge left shifts) next to blocks
+    # that do not, in one call
+    E = p["exponent_bits"]
+    xe2 = np.where(np.arange(37) % 3 == 0, (1 << (E - 1)) - 1, 0)
+    we2 = np.full(5, (1 << (E - 1)) - 1)
+    for g, r in zip(emulate(p, xm, xe2, wm, we2, block_elems=9), emulate_reference(p, xm, xe2, wm, we2)):
+        np.testing.assert_array_equal(g, r)

@@ -1,6 +1,6 @@
 """``bfp_systolic``: block-floating-point GEMM on a systolic array of DSP tiles (source 001)."""
 from . import cases, protocol
-from .emulator import emulate, exact_matmul, select_exponent
+from .emulator import emulate, emulate_reference, exact_matmul, select_exponent
 from .kernel import Kernel
 from .spec import MAGIC, NAME, SCHEMA, TOP, estimate, template_context, validate
 
@@ -15,4 +15,4 @@ TEMPLATES = {
 KERNEL_SOURCES = ("bfp_systolic.cpp",)
 
 __all__ = ["NAME", "TOP", "MAGIC", "SCHEMA", "TEMPLATES", "KERNEL_SOURCES", "validate", "estimate",
-           "template_context", "protocol", "cases", "emulate", "exact_matmul", "select_exponent", "Kernel"]
+           "template_context", "protocol", "cases", "emulate", "emulate_reference", "exact_matmul", "select_exponent", "Kernel"]

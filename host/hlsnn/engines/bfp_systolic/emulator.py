@@ -31,8 +31,15 @@ Notation: ``M`` = ``mantissa_bits``, ``A`` = ``acc_bits``, ``E`` = ``exponent_bi
    counts the outputs this saturated (modulo 2**32, as the 32-bit register does).
 
 Rounding of steps 3 and 6 is :func:`hlsnn.primitives.shift_round_sat`.
+
+:func:`emulate_reference` transcribes these rules literally with the int64 primitives;
+:func:`emulate` computes the same bits faster (see its Notes) and is what every target
+is compared with.
 """
 from __future__ import annotations
+
+import math
+import threading
 
 import numpy as np
 
@@ -51,15 +58,28 @@ def _check_range(what, bits, *arrays):
                              f"[{a.min()}, {a.max()}]")
 
 
+def _to_float_checked(src, dst, bits, chunk=1 << 15):
+    """Copy integer mantissas into float ``dst`` and check they fit ``bits`` signed bits,
+    chunk by chunk while each chunk is in cache (one pass over the integers)."""
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    s2, d2 = src.reshape(-1), dst.reshape(-1)
+    for i in range(0, s2.size, chunk):
+        d = d2[i:i + chunk]
+        np.copyto(d, s2[i:i + chunk], casting="unsafe")
+        if d.size and (d.min() < lo or d.max() > hi):
+            _check_range("mantissa", bits, src)   # raises with the full range
+    return dst
+
+
 def exact_matmul(xm: np.ndarray, wm: np.ndarray, mantissa_bits: int) -> np.ndarray:
     """``xm @ wm.T`` exactly, as int64.
 
-    Uses float32 BLAS when every partial sum is below 2**24, float64 BLAS below 2**53
+    Uses float32 BLAS when every partial sum is at most 2**24, float64 BLAS up to 2**53
     (integers are exact there, so the summation order cannot change the result), and an
     int64 product otherwise.
     """
     k = xm.shape[1]
-    bound_bits = 2 * (mantissa_bits - 1) + int(np.ceil(np.log2(max(k, 1)))) + 1
+    bound_bits = 2 * (mantissa_bits - 1) + math.ceil(math.log2(max(k, 1)))   # |partial sum| <= 2**bound_bits
     if bound_bits <= 24:
         return (xm.astype(np.float32) @ wm.astype(np.float32).T).astype(np.int64)
     if bound_bits <= 53:
@@ -96,8 +116,11 @@ def select_exponent(acc, e3, mantissa_bits, exponent_bits, use_stats=False, stat
     return np.where(anyn, e4, emin)
 
 
-def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3):
-    """Run the kernel's arithmetic on BFP operands.
+def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3):
+    """The module's rules transcribed literally with the integer primitives (int64).
+
+    Slower than :func:`emulate`, which must equal it bit for bit (the tests check this on
+    every config and case); same parameters and returns.
 
     Parameters
     ----------
@@ -139,3 +162,165 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
     ye = select_exponent(acc, e3, M, E, stats, stats_k)
     ym, sat = shift_round_sat(acc, ye[:, None] - e3, M, rounding)
     return ym, ye, int(sat.sum()) % (1 << 32)
+
+
+_WORKSPACE = threading.local()
+
+
+def _workspace(name, shape, dtype):
+    """A reusable per-thread scratch array (the last shape asked for under each name).
+
+    Fresh multi-MB temporaries cost more in page faults than the arithmetic done on them;
+    reusing them keeps :func:`emulate` within a small factor of a float32 matmul. At most
+    three arrays are held per thread; :func:`release_workspace` frees them.
+    """
+    bufs = getattr(_WORKSPACE, "bufs", None)
+    if bufs is None:
+        bufs = _WORKSPACE.bufs = {}
+    b = bufs.get(name)
+    if b is None or b.shape != tuple(shape) or b.dtype != dtype:
+        b = bufs[name] = np.empty(shape, dtype)
+    return b
+
+
+def release_workspace():
+    """Free the emulator's scratch arrays of the calling thread."""
+    _WORKSPACE.bufs = {}
+
+
+def _round_into(v, rounding, out):
+    """Round float64 ``v`` (exact dyadic values) to integers per ``rounding``, into ``out``."""
+    if rounding == "nearest_even":
+        return np.rint(v, out=out)
+    if rounding == "truncate":
+        return np.floor(v, out=out)
+    a = np.abs(v)                     # nearest_away: |v| - floor(|v|) is exact in float64
+    fl = np.floor(a)
+    a -= fl
+    fl += a >= 0.5
+    return np.copysign(fl, v, out=out)
+
+
+def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,
+            block_elems=1 << 15):
+    """Run the kernel's arithmetic on BFP operands (the module's rules, bit for bit).
+
+    Parameters
+    ----------
+    p : mapping
+        The validated ``bfp_systolic`` config section.
+    xm : (batch, K) int array, xe : (batch,) int array
+        Input mantissas and one exponent per sample.
+    wm : (N, K) int array, we : (N,) int array or scalar
+        Weight mantissas and exponents (per row, or one for the tensor).
+    bm : (N,) int array or None, be : int
+        Bias mantissas and their exponent.
+    relu, use_stats, stats_k
+        The ``flags`` and ``stats_k`` registers.
+
+    Returns
+    -------
+    ym : (batch, N) int64
+        Output mantissas.
+    ye : (batch,) int64
+        Output exponents.
+    sat_count : int
+        Number of saturated output mantissas, modulo 2**32.
+
+    Notes
+    -----
+    Computed in float64, which is exact here: the schema bounds ``acc_bits <= 48`` and
+    ``exponent_bits <= 8``, so every intermediate is an integer below 2**49 times a power of
+    two within 2**±400, which float64 holds exactly; multiplying by a power of two is exact,
+    ``rint``/``floor``/``sign*(floor|v| + (frac >= 1/2))`` are exactly the three roundings of
+    :func:`~hlsnn.primitives.shift_round_sat`, and saturation is a comparison of the exact
+    rounded value. The max rule uses ``max_n (msb|acc| + e3) = floor(log2(max_n |acc| 2**we)) +
+    xe`` (one ``frexp`` per row). The GEMM runs in float32 when every partial sum is below
+    2**24 and in float64 otherwise (below 2**53 by the schema), so BLAS's summation order
+    cannot change a bit. Rows are processed in blocks of about ``block_elems`` outputs in
+    reused buffers. Configs outside these bounds fall back to :func:`emulate_reference`.
+    """
+    M, A, E = p["mantissa_bits"], p["acc_bits"], p["exponent_bits"]
+    rounding = p["rounding"]
+    xm, wm = np.asarray(xm), np.asarray(wm)
+    B, K = xm.shape
+    N = wm.shape[0]
+    xe = np.asarray(xe, np.int64).reshape(-1)
+    we = np.broadcast_to(np.asarray(we, np.int64).reshape(-1), (N,))
+    mag_bits = 2 * (M - 1) + math.ceil(math.log2(max(K, 1)))      # every |partial sum| <= 2**mag_bits
+    if A > 48 or E > 8 or mag_bits > 53:
+        return emulate_reference(p, xm, xe, wm, we, bm, be, relu=relu, use_stats=use_stats, stats_k=stats_k)
+    if bm is not None:
+        _check_range("mantissa", M, bm)
+    _check_range("exponent", E, xe, we, be)
+    emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
+    lo_a, hi_a = -(1 << (A - 1)), (1 << (A - 1)) - 1
+    lo, hi = -(1 << (M - 1)), (1 << (M - 1)) - 1
+    ft = np.float32 if mag_bits <= 24 else np.float64
+    xf = _to_float_checked(xm, _workspace("x", xm.shape, ft), M)  # exact: |mantissa| <= 2**15
+    wf = _to_float_checked(wm, _workspace("w", wm.shape, ft), M)
+    acc = np.matmul(xf, wf.T, out=_workspace("acc", (B, N), ft))   # step 1
+    colscale = np.ldexp(1.0, we)                                   # 2**we[n]
+    stats = bool(use_stats) and p["weight_exponent"] == "tensor"
+    if bm is not None:
+        bcol = np.asarray(bm, np.float64).reshape(-1) * np.ldexp(1.0, int(be) - we)
+    ym = np.empty((B, N), np.int64)
+    ye = np.empty(B, np.int64)
+    sat = 0
+    rows = max(1, block_elems // max(N, 1))
+    buf, tmp = np.empty((min(rows, B), N)), np.empty((min(rows, B), N))
+    for r0 in range(0, B, rows):
+        r1 = min(B, r0 + rows)
+        a, t = buf[:r1 - r0], tmp[:r1 - r0]
+        xeb = xe[r0:r1]
+        if bm is not None:          # step 3: b' = round(bm * 2**(be - e3)), saturated to A bits
+            np.multiply(bcol, np.ldexp(1.0, -xeb)[:, None], out=t)
+            _round_into(t, rounding, t)
+            np.clip(t, lo_a, hi_a, out=t)
+            np.add(acc[r0:r1], t, out=a)
+            np.clip(a, lo_a, hi_a, out=a)
+            a *= colscale
+        else:
+            np.multiply(acc[r0:r1], colscale, out=a)
+        # a = acc * 2**we = value * 2**-xe; ReLU (step 4) commutes with the positive scale
+        if relu:
+            np.maximum(a, 0, out=a)
+        if stats:                   # step 5, mean + k*sigma (one weight exponent for the tensor)
+            w0 = int(we[0]) if N else 0
+            np.abs(a, out=t)
+            amax = t.max(axis=1)
+            p_msb = msb_index(np.ldexp(amax, -w0).astype(np.int64))
+            sh = np.maximum(p_msb - (STAT_BITS - 1), 0)
+            np.multiply(t, np.ldexp(1.0, -w0 - sh)[:, None], out=t)
+            np.floor(t, out=t)                                     # t = |acc| >> sh
+            s1 = t.sum(axis=1).astype(np.int64)                    # < 2**29: exact
+            np.square(t, out=t)
+            s2 = t.sum(axis=1).astype(np.int64)                    # < 2**45: exact
+            sd = isqrt(N * s2 - s1 * s1)
+            q = np.maximum((s1 + int(stats_k) * sd) // N, 1)
+            lop = msb_index(q) + sh + xeb + w0
+        else:                       # step 5, max rule
+            rmax, rmin = a.max(axis=1), a.min(axis=1)
+            amax = np.maximum(rmax, -rmin)
+            lop = np.frexp(amax)[1].astype(np.int64) - 1 + xeb
+        e4 = np.where(amax > 0, np.clip(lop - (M - 2), emin, emax), emin)
+        ye[r0:r1] = e4
+        scale = np.ldexp(1.0, xeb - e4)
+        a *= scale[:, None]                                        # acc * 2**(e3 - e4)
+        yb = ym[r0:r1]
+        # Rounding is monotone, so a block whose rounded row extremes fit cannot saturate;
+        # only then is |a| known to be small enough to round straight into the integers.
+        may_saturate = True
+        if not stats:
+            ext = np.concatenate([rmax * scale, rmin * scale])
+            _round_into(ext, rounding, ext)
+            may_saturate = bool((ext > hi).any() or (ext < lo).any())
+        if may_saturate or rounding == "nearest_away":            # step 6
+            _round_into(a, rounding, a)
+            if may_saturate:
+                sat += int(np.count_nonzero(a > hi)) + int(np.count_nonzero(a < lo))
+                np.clip(a, lo, hi, out=a)
+            yb[...] = a
+        else:
+            (np.rint if rounding == "nearest_even" else np.floor)(a, out=yb, casting="unsafe")
+    return ym, ye, sat % (1 << 32)

@@ -58,50 +58,67 @@ def _segment_rows(rows: np.ndarray, lanes: int) -> np.ndarray:
     return out.reshape(-1)
 
 
+def _head(p, n, bm, be, we, has_bias):
+    _, lanes, _ = _geometry(p)
+    parts = []
+    if has_bias:
+        parts.append(_segment_rows(np.concatenate([[be], np.asarray(bm, np.int64)])[None, :], lanes))
+    if p["weight_exponent"] != "row":
+        parts.append(_segment_rows(np.array([[int(np.asarray(we).reshape(-1)[0])]]), lanes))
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _weight_part(p, wm, we, n, k):
+    """The lanes of all weight tiles (identical in every batch tile), as a 1-D int64 array."""
+    _, lanes, _ = _geometry(p)
+    R = p["rows"]
+    kp = (k + 1) // 2
+    n_tiles = math.ceil(n / R)
+    wpad = np.zeros((n_tiles * R, 2 * kp), dtype=np.int64)
+    wpad[:n, :k] = wm
+    steps = np.zeros((n_tiles, kp, _pad_to(2 * R, lanes)), dtype=np.int64)
+    steps[:, :, :2 * R] = wpad.reshape(n_tiles, R, kp, 2).transpose(0, 2, 1, 3).reshape(n_tiles, kp, 2 * R)
+    steps = steps.reshape(n_tiles, -1)
+    if p["weight_exponent"] == "row":
+        wexp = np.zeros(n_tiles * R, dtype=np.int64)
+        wexp[:n] = np.asarray(we, np.int64).reshape(-1)
+        exp_seg = _segment_rows(wexp.reshape(n_tiles, R), lanes).reshape(n_tiles, -1)
+        steps = np.concatenate([exp_seg, steps], axis=1)
+    return steps.reshape(-1)
+
+
 def pack_input(p, xm, xe, wm, we, bm=None, be=0) -> np.ndarray:
     """Input beats as a ``uint8`` array of shape ``(n_beats, stream_bits // 8)``.
 
     ``xm`` (batch, K), ``xe`` (batch,), ``wm`` (N, K), ``we`` (N,) or scalar (tensor),
-    ``bm`` (N,) or None, ``be`` scalar.
+    ``bm`` (N,) or None, ``be`` scalar. Values must already fit their fields.
     """
-    lb, lanes, dt = _geometry(p)
+    _, lanes, dt = _geometry(p)
     xm, wm = np.asarray(xm, np.int64), np.asarray(wm, np.int64)
     batch, k = xm.shape
     n = wm.shape[0]
-    R, C = p["rows"], p["cols"]
-    kp = (k + 1) // 2
-    parts = []
-    if bm is not None:
-        parts.append(_segment_rows(np.concatenate([[be], np.asarray(bm, np.int64)])[None, :], lanes))
-    per_row = p["weight_exponent"] == "row"
-    if not per_row:
-        parts.append(_segment_rows(np.array([[int(np.asarray(we).reshape(-1)[0])]]), lanes))
-    # weight part, identical for every batch tile
-    n_tiles = math.ceil(n / R)
-    wpad = np.zeros((n_tiles * R, 2 * kp), dtype=np.int64)
-    wpad[:n, :k] = wm
-    steps = wpad.reshape(n_tiles, R, kp, 2).transpose(0, 2, 1, 3).reshape(n_tiles, kp, 2 * R)
-    step_lanes = _pad_to(2 * R, lanes)
-    steps_p = np.zeros((n_tiles, kp, step_lanes), dtype=np.int64)
-    steps_p[:, :, :2 * R] = steps
-    wparts = []
-    if per_row:
-        wexp = np.zeros(n_tiles * R, dtype=np.int64)
-        wexp[:n] = np.asarray(we, np.int64).reshape(-1)
-        exp_seg = _segment_rows(wexp.reshape(n_tiles, R), lanes).reshape(n_tiles, -1)
-        for t in range(n_tiles):
-            wparts += [exp_seg[t], steps_p[t].reshape(-1)]
-    else:
-        wparts = [steps_p.reshape(-1)]
-    wpart = np.concatenate(wparts)
+    C = p["cols"]
+    head = _head(p, n, bm, be, we, bm is not None)
+    wpart = _weight_part(p, wm, we, n, k).astype(dt)
     xrows = np.zeros((batch, 1 + k), dtype=np.int64)
     xrows[:, 0] = np.asarray(xe, np.int64).reshape(-1)
-    xrows[:, 1:1 + k] = xm
-    xseg = _segment_rows(xrows, lanes).reshape(batch, -1)
-    for b0 in range(0, batch, C):
-        parts += [xseg[b0:b0 + C].reshape(-1), wpart]
-    lanes_all = np.concatenate(parts)
-    return lanes_all.astype(dt).view(np.uint8).reshape(-1, p["stream_bits"] // 8)
+    xrows[:, 1:] = xm
+    xlen = _pad_to(1 + k, lanes)
+    xseg = np.zeros((batch, xlen), dtype=dt)
+    xseg[:, :1 + k] = xrows
+    n_full, rem = divmod(batch, C)
+    tile = C * xlen + wpart.size
+    total = head.size + n_full * tile + (rem * xlen + wpart.size if rem else 0)
+    out = np.empty(total, dtype=dt)
+    out[:head.size] = head
+    body = out[head.size:head.size + n_full * tile].reshape(n_full, tile)
+    body[:, :C * xlen] = xseg[:n_full * C].reshape(n_full, C * xlen)
+    body[:, C * xlen:] = wpart
+    if rem:
+        tail = out[head.size + n_full * tile:]
+        tail[:rem * xlen] = xseg[n_full * C:].reshape(-1)
+        tail[rem * xlen:] = wpart
+    return out.view(np.uint8).reshape(-1, p["stream_bits"] // 8)
 
 
 def n_input_beats(p, batch, n, k, has_bias) -> int:
@@ -124,47 +141,54 @@ def n_output_beats(p, batch, n) -> int:
 
 def unpack_input(p, beats, batch, n, k, has_bias):
     """Inverse of :func:`pack_input` (used by the emulator target): returns
-    ``xm, xe, wm, we, bm, be`` (``bm`` None without bias; ``we`` of shape (N,))."""
-    lb, lanes, dt = _geometry(p)
-    v = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1).view(dt).astype(np.int64)
-    if v.size != n_input_beats(p, batch, n, k, has_bias) * lanes:
-        raise InputError(f"input stream has {v.size // lanes} beats; a {batch}x{n}x{k} call "
-                         f"needs {n_input_beats(p, batch, n, k, has_bias)}")
-    pos = 0
+    ``xm, xe, wm, we, bm, be`` (``bm`` None without bias; ``we`` of shape (N,)).
 
-    def take(count):
-        nonlocal pos
-        seg = v[pos:pos + count]
-        pos += _pad_to(count, lanes)
-        return seg
-
-    bm, be = None, 0
-    if has_bias:
-        seg = take(n + 1)
-        be, bm = int(seg[0]), seg[1:].copy()
-    per_row = p["weight_exponent"] == "row"
-    w_tensor = None if per_row else int(take(1)[0])
+    The weights must be the same in every batch tile (the emulator models one weight matrix
+    per call); a stream that differs raises InputError.
+    """
+    _, lanes, dt = _geometry(p)
+    v = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1).view(dt)
+    want = n_input_beats(p, batch, n, k, has_bias)
+    if v.size != want * lanes:
+        raise InputError(f"input stream has {v.size // lanes} beats; a batch={batch}, N={n}, K={k} call "
+                         f"{'with' if has_bias else 'without'} bias needs {want}")
     R, C = p["rows"], p["cols"]
     kp = (k + 1) // 2
     n_tiles = math.ceil(n / R)
-    xm = np.zeros((batch, k), np.int64)
-    xe = np.zeros(batch, np.int64)
-    wm = np.zeros((n_tiles * R, 2 * kp), np.int64)
-    we = np.zeros(n_tiles * R, np.int64)
-    step_lanes = _pad_to(2 * R, lanes)
-    for b0 in range(0, batch, C):
-        for b in range(b0, min(b0 + C, batch)):
-            seg = take(1 + k)
-            xe[b], xm[b] = seg[0], seg[1:1 + k]
-        for t in range(n_tiles):
-            if per_row:
-                we[t * R:(t + 1) * R] = take(R)
-            block = v[pos:pos + kp * step_lanes].reshape(kp, step_lanes)[:, :2 * R]
-            pos += kp * step_lanes
-            wm[t * R:(t + 1) * R] = block.reshape(kp, R, 2).transpose(1, 0, 2).reshape(R, 2 * kp)
+    pos = 0
+    bm, be = None, 0
+    if has_bias:
+        seg = v[:n + 1].astype(np.int64)
+        be, bm = int(seg[0]), seg[1:]
+        pos = _pad_to(n + 1, lanes)
+    per_row = p["weight_exponent"] == "row"
+    w_tensor = None
     if not per_row:
-        we[:] = w_tensor
-    return xm, xe, wm[:n, :k], we[:n], bm, be
+        w_tensor = int(v[pos])
+        pos += lanes
+    xlen = _pad_to(1 + k, lanes)
+    explen = _pad_to(R, lanes) if per_row else 0
+    steplen = _pad_to(2 * R, lanes)
+    wlen = n_tiles * (explen + kp * steplen)
+    n_full, rem = divmod(batch, C)
+    tile = C * xlen + wlen
+    body = v[pos:pos + n_full * tile].reshape(n_full, tile)
+    xs = [body[:, :C * xlen].reshape(n_full * C, xlen)]
+    ws = [body[:, C * xlen:]]
+    if rem:
+        tail = v[pos + n_full * tile:]
+        xs.append(tail[:rem * xlen].reshape(rem, xlen))
+        ws.append(tail[rem * xlen:].reshape(1, wlen))
+    xs = np.concatenate(xs).astype(np.int64)
+    ws = np.concatenate(ws)
+    if ws.shape[0] > 1 and not (ws[1:] == ws[0]).all():
+        raise InputError("the weights differ between batch tiles; the emulator target models one "
+                         "weight matrix per call")
+    wt = ws[0].astype(np.int64).reshape(n_tiles, explen + kp * steplen)
+    steps = wt[:, explen:].reshape(n_tiles, kp, steplen)[:, :, :2 * R]
+    wm = steps.reshape(n_tiles, kp, R, 2).transpose(0, 2, 1, 3).reshape(n_tiles * R, 2 * kp)[:n, :k]
+    we = wt[:, :R].reshape(-1)[:n] if per_row else np.full(n, w_tensor, np.int64)
+    return xs[:, 1:1 + k], xs[:, 0], wm, we, bm, be
 
 
 def pack_output(p, ym, ye) -> np.ndarray:

@@ -1,0 +1,374 @@
+#!/usr/bin/env python
+"""Benchmark: bit-exact BFP GEMM emulation vs numpy float32 matmul of the same shape.
+
+Target: "Bit-exact BFP GEMM emulation within 3x the time of numpy float32 matmul of the same
+shape, measured side by side in one run; report the ratio at 128, 512 and 1024."
+
+For each size S and each format (16-bit mantissas with the params of
+configs/accel/bfp16_pynq-z2.yaml, 8-bit with configs/accel/bfp8_zcu104.yaml):
+
+* x (S, S) and w (S, S) are random normal; they are quantized ONCE, outside the timing, with
+  ``hlsnn.formats.bfp.quantize(..., mantissa_bits, axis=-1)`` (one exponent per row).
+* (A) ``x32 @ w32.T`` on float32 arrays and (B) ``emulate(p, xm, xe, wm, we, bm=None)`` (the
+  full bit-exact kernel model: exact integer GEMM, exponent selection, output shifter) are
+  timed interleaved A, B, A, B, ... so both see the same clock/thermal state; the medians
+  are compared. The repetition count adapts to --budget (at least --min-reps).
+* Reported separately, NOT part of the target: the float-in/float-out path
+  ``Accelerator(cfg, "emu").gemm(x, w)``, which adds quantization of x and w and the stream
+  pack/unpack of the protocol (median of at least 3).
+* Every (size, format) point runs in a fresh Python process (``--no-isolate`` to run them
+  all in this one): ``emulate`` allocates many multi-MB temporaries, and how many pages
+  they fault in depends on glibc malloc's adaptive thresholds, i.e. on what the process
+  did before. A fresh process per point makes the result independent of the order.
+* Noise checks, since the ratio is only meaningful on an otherwise idle machine: the CPU
+  time other processes used during the point (from /proc/stat) and median/min of the
+  timings; a point is flagged NOISY when either is high. With two BLAS threads on two
+  CPUs, one busy CPU makes every float32 matmul wait for a scheduler slice (a 40 us
+  matmul can take 15 ms), so the ratio can look far better than it is.
+
+Usage::
+
+    python benchmarks/bench_emulator.py                 # sizes 128 512 1024
+    python benchmarks/bench_emulator.py --sizes 256 --json
+    python benchmarks/bench_emulator.py --threads 1     # pin BLAS to one thread
+    python benchmarks/bench_emulator.py --emulate mymodule.py:my_emulate
+
+The exit status is 0 whatever the outcome (this is a measurement); look for the PASS/FAIL
+lines (or "pass" in the JSON).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIGS = (ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml",
+                   ROOT / "configs" / "accel" / "bfp8_zcu104.yaml")
+NOISY = 1.5          # median/min above this: the timings were disturbed
+FULL_MIN_REPS = 3    # the informational float-in/float-out path (slow at 1024)
+BUSY = 0.25          # other processes used more than this many CPUs during a point
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 1024],
+                    help="square GEMM sizes S (x and w are S x S); default 128 512 1024")
+    ap.add_argument("--config", dest="configs", action="append", type=Path, default=None,
+                    help="accelerator YAML whose params define a format (repeatable); default "
+                         "bfp16_pynq-z2.yaml and bfp8_zcu104.yaml")
+    ap.add_argument("--target-sizes", type=int, nargs="+", default=[512],
+                    help="sizes the target applies to (default 512, as the issue states it); other "
+                         "sizes are reported")
+    ap.add_argument("--target-ratio", type=float, default=3.0,
+                    help="emulation may take at most this many times float32 matmul (default 3)")
+    ap.add_argument("--budget", type=float, default=1.0,
+                    help="approximate seconds of timed A/B pairs per size and format, and again "
+                         "for the full path (default 1; --min-reps still applies)")
+    ap.add_argument("--min-reps", type=int, default=5, help="minimum repetitions (default 5)")
+    ap.add_argument("--max-reps", type=int, default=500, help="maximum repetitions (default 500)")
+    ap.add_argument("--no-full", action="store_true",
+                    help="skip the (informational) Accelerator(cfg, 'emu').gemm timing")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="set OPENBLAS/OMP/MKL_NUM_THREADS before numpy is imported "
+                         "(default: leave the environment as it is)")
+    ap.add_argument("--emulate", default=None, metavar="FILE.py:FUNC",
+                    help="time this function instead of hlsnn's emulate (same signature), e.g. "
+                         "mymodule.py:my_emulate, to try a candidate "
+                         "implementation under the same conditions; it is checked bit-exact "
+                         "against hlsnn's emulate on the benchmark operands first")
+    ap.add_argument("--no-isolate", action="store_true",
+                    help="measure every point in this process (default: one fresh process per "
+                         "size and format, so earlier points cannot change malloc's state)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--_point", nargs=2, metavar=("S", "CONFIG"), help=argparse.SUPPRESS)
+    ap.add_argument("--json", action="store_true",
+                    help="print one JSON object on stdout (the table goes to stderr)")
+    return ap.parse_args(argv)
+
+
+def blas_threads_info(np):
+    """What we know about the BLAS thread count, without requiring threadpoolctl."""
+    info = {"cpu_count": os.cpu_count(),
+            "env": {k: os.environ[k] for k in THREAD_VARS if k in os.environ}}
+    try:
+        info["affinity_cpus"] = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not on Linux
+        pass
+    try:
+        from threadpoolctl import threadpool_info  # optional
+        pools = [{"api": d.get("internal_api"), "num_threads": d.get("num_threads"),
+                  "version": d.get("version")} for d in threadpool_info()]
+        info["threadpoolctl"] = pools
+        blas = [d["num_threads"] for d in pools if d["api"] in ("openblas", "mkl", "blis")]
+        info["blas_threads"] = blas[0] if blas else None
+        info["source"] = "threadpoolctl"
+    except ImportError:
+        env = [int(os.environ[k]) for k in THREAD_VARS if os.environ.get(k, "").isdigit()]
+        # OpenBLAS/MKL default to one thread per available CPU unless an env var caps them.
+        info["blas_threads"] = env[0] if env else info.get("affinity_cpus", os.cpu_count())
+        info["source"] = ("environment variable" if env else
+                          "threadpoolctl not installed; assumed = available CPUs")
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg.get("Build Dependencies", {}).get("blas", {})
+        info["blas"] = f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except Exception:  # older numpy: show_config has no mode=
+        info["blas"] = "unknown"
+    return info
+
+
+class OtherLoad:
+    """CPU time used by OTHER processes while a block runs, in CPUs (Linux /proc/stat).
+
+    ``(busy jiffies of the whole machine - this process's CPU time) / wall time``: ~0 on a
+    quiet machine, ~1 when another process keeps one CPU busy. None where /proc/stat is
+    missing. Multi-threaded BLAS is very sensitive to this: when another process holds one
+    of the two CPUs, every BLAS call waits for a scheduler time slice.
+    """
+
+    @staticmethod
+    def _busy():
+        try:
+            with open("/proc/stat") as f:
+                v = [int(t) for t in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        # user nice system idle iowait irq softirq steal ...
+        return (sum(v[:3]) + sum(v[5:8])) / os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self):
+        self.b0, self.c0, self.t0 = self._busy(), time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        b1, c1, t1 = self._busy(), time.process_time(), time.perf_counter()
+        self.cpus = (None if self.b0 is None or b1 is None else
+                     max(0.0, ((b1 - self.b0) - (c1 - self.c0)) / max(t1 - self.t0, 1e-9)))
+
+
+def loadavg():
+    try:
+        return list(os.getloadavg())
+    except (AttributeError, OSError):  # pragma: no cover - not on Unix
+        return None
+
+
+def _minflt():
+    try:
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    except ImportError:  # pragma: no cover - not on Unix
+        return 0
+
+
+def interleaved(fa, fb, budget, min_reps, max_reps):
+    """Time fa and fb alternately (A, B, A, B, ...).
+
+    Returns (times_a, times_b) in s and the minor page faults per call of fb."""
+    fa()                                         # warm-up: allocations, BLAS threads, caches
+    t0 = time.perf_counter(); fb(); fa(); pair = time.perf_counter() - t0
+    reps = int(min(max_reps, max(min_reps, budget / max(pair, 1e-9))))
+    ta, tb, faults = [], [], 0
+    pc = time.perf_counter
+    for _ in range(reps):
+        t = pc(); fa(); ta.append(pc() - t)
+        f0 = _minflt()
+        t = pc(); fb(); tb.append(pc() - t)
+        faults += _minflt() - f0
+    return ta, tb, faults / reps
+
+
+def timed(f, budget, min_reps, max_reps):
+    t0 = time.perf_counter(); f(); one = time.perf_counter() - t0      # warm-up and estimate
+    reps = int(min(max_reps, max(min_reps, budget / max(one, 1e-9))))
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    return ts
+
+
+def measure_point(S, path, args):
+    """One size and format: the interleaved A/B timing (+ the informational full path)."""
+    import numpy as np
+    import hlsnn
+    from hlsnn.engines.bfp_systolic.emulator import emulate
+    from hlsnn.formats.bfp import quantize
+
+    rng = np.random.default_rng([args.seed, S])      # the same x, w for every format
+    x = rng.standard_normal((S, S))
+    w = rng.standard_normal((S, S))
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    cfg = hlsnn.load_config(path)
+    p = cfg.params
+    m, e = p["mantissa_bits"], p["exponent_bits"]
+    # Quantized once, outside the timing (one exponent per row of x and of w).
+    xq = quantize(x, m, axis=-1, exponent_bits=e, rounding=p["rounding"])
+    wq = quantize(w, m, axis=-1, exponent_bits=e, rounding=p["rounding"])
+    xm, xe = xq.mantissas, xq.exponents.ravel()
+    wm, we = wq.mantissas, wq.exponents.ravel()
+    if args.emulate:
+        ref = emulate(p, xm, xe, wm, we, bm=None)
+        emulate = load_function(args.emulate)
+        got = emulate(p, xm, xe, wm, we, bm=None)
+        if not (np.array_equal(ref[0], got[0]) and np.array_equal(ref[1], got[1])
+                and ref[2] == got[2]):
+            raise SystemExit(f"{args.emulate} is not bit-exact with hlsnn's emulate at S={S}")
+    with OtherLoad() as other:
+        tas, tbs, faults = interleaved(lambda: x32 @ w32.T,
+                                       lambda: emulate(p, xm, xe, wm, we, bm=None),
+                                       args.budget, args.min_reps, args.max_reps)
+    ta, tb = statistics.median(tas), statistics.median(tbs)
+    row = {"size": S, "config": cfg.name, "config_file": str(Path(path)),
+           "mantissa_bits": m, "acc_bits": p["acc_bits"], "reps": len(tas),
+           "float32_ms": ta * 1e3, "emulate_ms": tb * 1e3, "ratio": tb / ta,
+           "pass": tb / ta <= args.target_ratio,
+           "float32_min_ms": min(tas) * 1e3, "emulate_min_ms": min(tbs) * 1e3,
+           "ratio_of_mins": min(tbs) / min(tas),
+           # median/min of the noisier side: ~1.0-1.2 on a quiet machine
+           "spread": max(ta / min(tas), tb / min(tbs)),
+           "emulate_page_faults_per_call": faults,
+           "other_cpus": other.cpus,
+           "full_gemm_ms": None, "full_reps": None, "full_note": None}
+    row["noisy"] = row["spread"] > NOISY or (other.cpus or 0.0) > BUSY
+    if not args.no_full:
+        limits = (p.get("max_k"), p.get("max_n"))
+        if (limits[0] is not None and S > limits[0]) or (limits[1] is not None and S > limits[1]):
+            row["full_note"] = f"skipped: S > max_k/max_n {limits}"
+        else:
+            acc = hlsnn.Accelerator(cfg, "emu")
+            tfs = timed(lambda: acc.gemm(x, w), args.budget, FULL_MIN_REPS, args.max_reps)
+            row["full_gemm_ms"], row["full_reps"] = statistics.median(tfs) * 1e3, len(tfs)
+            acc.close()
+    return row
+
+
+def load_function(spec):
+    """``path/to/file.py:func`` or ``package.module:func`` -> the function."""
+    import importlib
+    import importlib.util
+    target, _, name = spec.rpartition(":")
+    if target.endswith(".py"):
+        mspec = importlib.util.spec_from_file_location(Path(target).stem, target)
+        module = importlib.util.module_from_spec(mspec)
+        mspec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    return getattr(module, name)
+
+
+def run_isolated(S, path, args):
+    """measure_point in a fresh interpreter (same options), so the points do not share
+    allocator state: glibc's malloc adapts its mmap/trim thresholds to the sizes a process
+    has freed, which changes how many pages emulate()'s temporaries fault in."""
+    argv = [sys.executable, str(Path(__file__).resolve()), "--_point", str(S), str(path),
+            "--target-ratio", repr(args.target_ratio), "--budget", repr(args.budget),
+            "--min-reps", str(args.min_reps), "--max-reps", str(args.max_reps),
+            "--seed", str(args.seed)] + (["--no-full"] if args.no_full else []) \
+        + (["--emulate", args.emulate] if args.emulate else [])
+    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ))
+    if proc.returncode != 0:
+        raise RuntimeError(f"point S={S} {path} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads is not None:
+        if "numpy" in sys.modules:  # pragma: no cover - only when imported as a module
+            print("warning: numpy already imported; --threads may have no effect", file=sys.stderr)
+        for k in THREAD_VARS:
+            os.environ[k] = str(args.threads)
+    if args._point:
+        S, path = args._point
+        print(json.dumps(measure_point(int(S), Path(path), args)))
+        return 0
+
+    import numpy as np
+
+    configs = args.configs or list(DEFAULT_CONFIGS)
+    out = sys.stderr if args.json else sys.stdout
+    env = {"python": platform.python_version(), "numpy": np.__version__,
+           "machine": platform.machine(), "processor": platform.processor() or None,
+           "threads": blas_threads_info(np), "loadavg_start": loadavg(),
+           "isolated_points": not args.no_isolate,
+           "emulate": args.emulate or "hlsnn.engines.bfp_systolic.emulator:emulate"}
+    th = env["threads"]
+    print(f"# numpy {np.__version__} ({th['blas']}), BLAS threads: {th['blas_threads']} "
+          f"({th['source']}); os.cpu_count() = {th['cpu_count']}"
+          + (f", env {th['env']}" if th["env"] else "")
+          + (f"; load average {env['loadavg_start'][0]:.2f}" if env["loadavg_start"] else ""), file=out)
+    if args.emulate:
+        print(f"# (B) is {args.emulate}, NOT hlsnn's emulate (checked bit-exact against it)",
+              file=out)
+    print("# (A) x32 @ w32.T float32 vs (B) emulate(p, xm, xe, wm, we, bm=None), interleaved, "
+          "medians; full = Accelerator(cfg, 'emu').gemm(x, w) (info, not in the target)"
+          + ("; each point in a fresh process" if not args.no_isolate else ""), file=out)
+
+    rows = []
+    for S in args.sizes:
+        for path in configs:
+            print(f"  S={S:5d} {Path(path).name:<26s} timing ...", file=sys.stderr, flush=True)
+            rows.append(measure_point(S, path, args) if args.no_isolate
+                        else run_isolated(S, path, args))
+
+    env["loadavg_end"] = loadavg()
+    # ---------------------------------------------------------------- table
+    hdr = (f"{'S':>5} {'format':<22} {'M':>2} {'reps':>5} {'f32 ms':>9} {'emulate ms':>11} "
+           f"{'ratio':>7} {'<=' + format(args.target_ratio, 'g') + 'x':>5} {'min-ratio':>9} "
+           f"{'spread':>6} {'other':>5} {'faults':>6} {'full gemm ms':>13}")
+    print(hdr, file=out)
+    print("-" * len(hdr), file=out)
+    for r in rows:
+        other = f"{r['other_cpus']:5.2f}" if r["other_cpus"] is not None else f"{'?':>5}"
+        full = (f"{r['full_gemm_ms']:13.2f}" if r["full_gemm_ms"] is not None
+                else f"{'n/a' if r['full_note'] else '-':>13}")
+        print(f"{r['size']:5d} {r['config']:<22} {r['mantissa_bits']:2d} {r['reps']:5d} "
+              f"{r['float32_ms']:9.3f} {r['emulate_ms']:11.3f} {r['ratio']:7.2f} "
+              f"{'yes' if r['pass'] else 'no':>5} {r['ratio_of_mins']:9.2f} {r['spread']:6.2f} {other} {r['emulate_page_faults_per_call']:6.0f} {full}", file=out)
+    for r in rows:
+        if r["full_note"]:
+            print(f"  note: S={r['size']} {r['config']}: full gemm {r['full_note']}", file=out)
+    print("  ratio = median(emulate) / median(float32) (the target); min-ratio = "
+          "min(emulate) / min(float32);\n  spread = median/min of the noisier of the two "
+          f"(> {NOISY:g} flags the point as noisy);\n  other = CPUs used by OTHER processes "
+          f"during the point (/proc/stat; > {BUSY:g} flags it as noisy);\n  faults = minor page "
+          "faults per emulate() call (fresh multi-MB temporaries being mapped in)", file=out)
+    if env["loadavg_end"]:
+        print(f"  load average at the end: {env['loadavg_end'][0]:.2f} on {os.cpu_count()} CPUs",
+              file=out)
+    print(file=out)
+    label = args.emulate.rpartition(":")[2] if args.emulate else "emulate"
+    for r in rows:
+        targeted = r["size"] in args.target_sizes
+        verdict = ("PASS" if r["pass"] else "FAIL") if targeted else "INFO"
+        oc = "?" if r["other_cpus"] is None else f"{r['other_cpus']:.2f}"
+        noisy = (f"  [NOISY: spread {r['spread']:.1f}, other processes used {oc} CPUs; rerun "
+                 f"on a quiet machine or with --threads 1]" if r["noisy"] else "")
+        print(f"{verdict}: {label} {r['config']} ({r['mantissa_bits']}-bit) S={r['size']}: "
+              f"{r['ratio']:.2f}x float32 matmul (target <= {args.target_ratio:g}x){noisy}", file=out)
+    judged = [r for r in rows if r["size"] in args.target_sizes]
+    all_pass = all(r["pass"] for r in judged)
+    any_noisy = any(r["noisy"] for r in judged)
+    print(f"{'PASS' if all_pass else 'FAIL'}: overall ({sum(r['pass'] for r in judged)}/{len(judged)} "
+          f"points at S in {args.target_sizes} within {args.target_ratio:g}x; other sizes reported)"
+          + (" [some points NOISY, see above]" if any_noisy else ""), file=out)
+
+    if args.json:
+        print(json.dumps({"benchmark": "emulator",
+                          "target": f"emulate() median <= {args.target_ratio:g} x float32 matmul median",
+                          "target_ratio": args.target_ratio, "environment": env,
+                          "results": rows, "pass": all_pass, "noisy": any_noisy}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
