@@ -43,6 +43,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import OtherLoad  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 ACCEL_DIR = ROOT / "configs" / "accel"
 DEFAULT_CONFIG = ACCEL_DIR / "bfp16_pynq-z2.yaml"
@@ -55,6 +58,7 @@ CHILD = r"""
 import sys, time
 t_start = time.perf_counter()
 import numpy as np, hlsnn
+
 t_import = time.perf_counter()
 cfg, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(seed)
@@ -89,32 +93,6 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-class OtherLoad:
-    """CPU time used by OTHER processes while a block runs, in CPUs (Linux /proc/stat; None
-    elsewhere). Child processes (g++) are counted as ours."""
-
-    @staticmethod
-    def _busy():
-        try:
-            with open("/proc/stat") as f:
-                v = [int(t) for t in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        return (sum(v[:3]) + sum(v[5:8])) / os.sysconf("SC_CLK_TCK")
-
-    @staticmethod
-    def _ours():
-        t = os.times()
-        return t.user + t.system + t.children_user + t.children_system
-
-    def __enter__(self):
-        self.b0, self.c0, self.t0 = self._busy(), self._ours(), time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        b1, c1, t1 = self._busy(), self._ours(), time.perf_counter()
-        self.cpus = (None if self.b0 is None or b1 is None else
-                     max(0.0, ((b1 - self.b0) - (c1 - self.c0)) / max(t1 - self.t0, 1e-9)))
 
 
 def configs_from(args):

@@ -120,29 +120,7 @@ def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats
     """The module's rules transcribed literally with the integer primitives (int64).
 
     Slower than :func:`emulate`, which must equal it bit for bit (the tests check this on
-    every config and case); same parameters and returns.
-
-    Parameters
-    ----------
-    p : mapping
-        The validated ``bfp_systolic`` config section.
-    xm : (batch, K) int array, xe : (batch,) int array
-        Input mantissas and one exponent per sample.
-    wm : (N, K) int array, we : (N,) int array or scalar
-        Weight mantissas and exponents (per row, or one for the tensor).
-    bm : (N,) int array or None, be : int
-        Bias mantissas and their exponent.
-    relu, use_stats, stats_k
-        The ``flags`` and ``stats_k`` registers.
-
-    Returns
-    -------
-    ym : (batch, N) int64
-        Output mantissas.
-    ye : (batch,) int64
-        Output exponents.
-    sat_count : int
-        Number of saturated output mantissas, modulo 2**32.
+    every config and case); the same parameters and returns.
     """
     M, A, E = p["mantissa_bits"], p["acc_bits"], p["exponent_bits"]
     rounding = p["rounding"]

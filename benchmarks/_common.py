@@ -1,0 +1,32 @@
+"""Helpers shared by the benchmark scripts."""
+import os
+import time
+
+
+class OtherLoad:
+    """CPU time used by OTHER processes while a block runs, in CPUs (Linux /proc/stat).
+
+    ``(busy jiffies of the whole machine - this process's CPU time) / wall time``: ~0 on a
+    quiet machine, ~1 when another process keeps one CPU busy. None where /proc/stat is
+    missing. Multi-threaded BLAS is very sensitive to this: when another process holds one
+    of the two CPUs, every BLAS call waits for a scheduler time slice.
+    """
+
+    @staticmethod
+    def _busy():
+        try:
+            with open("/proc/stat") as f:
+                v = [int(t) for t in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        # user nice system idle iowait irq softirq steal ...
+        return (sum(v[:3]) + sum(v[5:8])) / os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self):
+        self.b0, self.c0, self.t0 = self._busy(), time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        b1, c1, t1 = self._busy(), time.process_time(), time.perf_counter()
+        self.cpus = (None if self.b0 is None or b1 is None else
+                     max(0.0, ((b1 - self.b0) - (c1 - self.c0)) / max(t1 - self.t0, 1e-9)))
