@@ -244,3 +244,17 @@ def test_fast_emulator_equals_the_literal_integer_transcription(name, rounding):
     we2 = np.full(5, (1 << (E - 1)) - 1)
     for g, r in zip(emulate(p, xm, xe2, wm, we2, block_elems=9), emulate_reference(p, xm, xe2, wm, we2)):
         np.testing.assert_array_equal(g, r)
+
+
+def test_kernel_with_another_config_hash_is_refused():
+    """The host reads the ID register (magic + config hash) and refuses a kernel built from
+    a different config, naming both."""
+    from hlsnn.runtime.targets import EmuTarget
+    ours = hlsnn.load_config(accel_config("bfp16_pynq-z2"))
+    other = hlsnn.load_config({**ours.as_dict(), "board": "pynq-z2",
+                               "bfp_systolic": {**ours.params, "max_k": 512}}, source="other")
+    assert other.hash32 != ours.hash32
+    with hlsnn.Accelerator(ours, "emu") as acc:
+        acc.kernel.target = EmuTarget(other, acc.engine)     # a kernel answering with another hash
+        with pytest.raises(hlsnn.InputError, match=f"0x{other.hash32:08x}.*0x{ours.hash32:08x}"):
+            acc.gemm(np.ones((2, 3)), np.ones((4, 3)))
