@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import hlsnn
+import hlsnn.engines
 from hlsnn import codegen
 
 from conftest import ROOT
@@ -30,7 +31,7 @@ def test_run_hls_tcl_calls(path, tmp_path):
     assert names == ["open_project", "set_top", "add_files", "add_files", "add_files", "open_solution",
                      "set_part", "create_clock", "config_export", "csim_design", "csynth_design", "export_design"]
     by = {c[0]: c for c in calls}
-    assert by["set_top"][1] == "bfp_systolic_top"
+    assert by["set_top"][1] == hlsnn.engines.ENGINES[cfg.engine].TOP
     assert by["set_part"][1] == cfg.board.part
     assert float(by["create_clock"][2]) == pytest.approx(1000.0 / cfg.clock_mhz, abs=1e-3)
     assert "-flow_target" in by["open_solution"] and "vivado" in by["open_solution"]

@@ -86,6 +86,27 @@ def cmd_info(args):
     return 0
 
 
+def cmd_plot_quant(args):
+    from pathlib import Path
+    from .plots import default_output, load_weights, plot_quantization, report_json
+    w = load_weights(args.weights, key=args.key)
+    out = args.out or default_output(args.weights)
+    axis = None if args.axis == "none" else int(args.axis)
+    name = Path(args.weights).name + ("" if args.key is None else f"[{args.key}]")
+    rep = plot_quantization(w, out, bits=args.bits, delta=args.delta, axis=axis, name=name)
+    if args.json:
+        print(json.dumps(report_json(rep)))
+        return 0
+    print(f"plot-quant: {name}: {rep['n_weights']} weights, budget {rep['bits']} bits/weight")
+    for fmt, r in rep["formats"].items():
+        if r.get("skipped"):
+            print(f"  {fmt:<8} skipped: {r['skipped']}")
+        else:
+            print(f"  {fmt:<8} {r['bits_per_weight']:>2} bits/weight  MSE {r['mse']:.4g}")
+    print(f"wrote {rep['out']}")
+    return 0
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="hlsnn", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=f"hlsnn {__version__}")
@@ -118,6 +139,18 @@ def build_parser():
     p.add_argument("config")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("plot-quant",
+                       help="plot weights against uniform, PoT and two-hot levels (needs hlsnn[plot])")
+    p.add_argument("weights", help="a .npy file, or a .npz file with --key")
+    p.add_argument("--key", help="the array of a .npz file (may be left out if it holds one)")
+    p.add_argument("--bits", type=int, default=8, help="bit budget per weight, 4..16 (default 8)")
+    p.add_argument("--delta", type=int, default=0, help="two-hot delta, 0..7 (default 0)")
+    p.add_argument("--axis", choices=["none", "0"], default="none",
+                   help="none: one scale for the whole tensor; 0: one scale per row (slice along axis 0)")
+    p.add_argument("--out", help="image file (default <weights stem>_quant.png next to the weights)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_plot_quant)
     return ap
 
 

@@ -53,7 +53,8 @@ def _environment(engine_name: str) -> jinja2.Environment:
                                 "renders from its repository checkout; install it with `pip install -e .` "
                                 "from a clone")
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader([str(HLS_DIR / "engines" / engine_name), str(HLS_DIR / "tcl")]),
+        loader=jinja2.FileSystemLoader([str(HLS_DIR / "engines" / engine_name), str(HLS_DIR / "tcl"),
+                                        str(HARNESS_DIR)]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -102,6 +103,8 @@ def render(cfg: Config, out_dir=None) -> RenderedKernel:
         "kernel_header": names["kernel.h.j2"],
         "kernel_cpp": names["kernel.cpp.j2"],
         "tb_cpp": names["tb.cpp.j2"],
+        "regs_in": list(eng.protocol.REGS_IN),
+        "regs_out": list(eng.protocol.REGS_OUT),
     }
     files = []
     for template, target in names.items():

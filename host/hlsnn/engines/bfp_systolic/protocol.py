@@ -33,6 +33,7 @@ import math
 import numpy as np
 
 from ...errors import InputError
+from ..stream import pad_to, segment_rows
 from .spec import lane_bits
 
 REGS_IN = ("batch", "n_out", "k", "flags", "stats_k")
@@ -46,16 +47,8 @@ def _geometry(p):
     return lb, lanes, np.dtype(f"<i{lb // 8}")
 
 
-def _pad_to(n, m):
-    return -(-n // m) * m
-
-
-def _segment_rows(rows: np.ndarray, lanes: int) -> np.ndarray:
-    """Pad each row of a 2-D lane array to whole beats and flatten."""
-    r, c = rows.shape
-    out = np.zeros((r, _pad_to(c, lanes)), dtype=np.int64)
-    out[:, :c] = rows
-    return out.reshape(-1)
+_pad_to = pad_to
+_segment_rows = segment_rows
 
 
 def _head(p, n, bm, be, we, has_bias):

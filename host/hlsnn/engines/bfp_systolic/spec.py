@@ -138,4 +138,6 @@ def template_context(cfg) -> dict:
         "log2_max_k": math.ceil(math.log2(max(p["max_k"], 1))),
         "magic": MAGIC,
         "top": TOP,
+        "cfg_struct": "BfpSystolicCfg",
+        "word_type": "bfp_word_t",
     }

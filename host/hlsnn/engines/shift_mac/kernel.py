@@ -1,0 +1,290 @@
+"""Accelerator-facing operations of ``shift_mac``: GEMM and 2-D convolution with PoT or
+two-hot weights, on floats or on integer activations and shift codes."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InputError
+from ...formats import shift as sfmt
+from . import protocol
+from .emulator import emulate, im2col
+from .spec import MAGIC, MODES
+
+
+def _largest_frac(amax, limit):
+    """Largest integer F with amax * 2**F <= limit (F = 0 for amax == 0)."""
+    if amax == 0:
+        return 0
+    f = int(np.floor(np.log2(limit / amax)))
+    while amax * 2.0 ** (f + 1) <= limit:
+        f += 1
+    while amax * 2.0 ** f > limit:
+        f -= 1
+    return f
+
+
+class Kernel:
+    """GEMM and convolution on a ``shift_mac`` accelerator.
+
+    Modes: ``"twohot"`` (one two-hot weight per register, one product per unit and cycle),
+    ``"pot"`` (two power-of-two weights of two neurons per register: two products per cycle),
+    ``"pot_sum"`` (two power-of-two weights of the same neuron, summed: equal to two-hot
+    with delta = 0). Integer activations are ``act_bits`` wide, signed or unsigned per the
+    config; the output is requantized to the same format.
+    """
+
+    OPERATIONS = ("gemm", "gemm_int", "conv2d", "conv2d_int", "run_registers")
+
+    def __init__(self, cfg, target):
+        self.cfg, self.p, self.target = cfg, cfg.params, target
+        self.last_sat_count = 0
+
+    # ------------------------------------------------------------------ registers
+    def registers(self, weights, mode=None):
+        """Register matrix ``(rows, K)`` and per-neuron scale exponents ``F (N,)`` for 2-D
+        weights: a two-hot ShiftTensor, a PoT ShiftTensor (dual mode), or a pair of PoT
+        ShiftTensors of equal scale (summed mode)."""
+        p = self.p
+        if isinstance(weights, tuple):
+            a, b = weights
+            mode = mode or "pot_sum"
+            if mode != "pot_sum" or a.mode != "pot" or b.mode != "pot" or a.shape != b.shape:
+                raise InputError("a pair of weights means mode 'pot_sum': two PoT ShiftTensors of one shape")
+            if not np.array_equal(*np.broadcast_arrays(a.scale_exponent, b.scale_exponent)):
+                raise InputError("the two PoT weight tensors of 'pot_sum' must share their scale exponents")
+            ref = a
+        else:
+            if not isinstance(weights, sfmt.ShiftTensor):
+                raise InputError(f"weights must be a ShiftTensor (hlsnn.formats.shift), got {type(weights).__name__}")
+            mode = mode or ("twohot" if weights.mode == "twohot" else "pot")
+            want = "twohot" if mode == "twohot" else "pot"
+            if weights.mode != want or mode == "pot_sum":
+                raise InputError(f"mode {mode!r} needs {'a pair of PoT' if mode == 'pot_sum' else want} weights, "
+                                 f"got a {weights.mode} ShiftTensor")
+            ref = weights
+        if ref.exp_bits != p["exp_bits"]:
+            raise InputError(f"weights have exp_bits = {ref.exp_bits}; config {self.cfg.name} has {p['exp_bits']}")
+        if len(ref.shape) != 2:
+            raise InputError(f"weights must be 2-D (N, K) here, got shape {ref.shape}")
+        n, k = ref.shape
+        F = np.broadcast_to(np.asarray(ref.scale_exponent, np.int64), ref.shape)
+        if not (F == F[:, :1]).all():
+            raise InputError("weights need one scale exponent per output row (quantize with axis=0) or one per tensor")
+        F = F[:, 0].copy()
+        rows = protocol.register_rows(p, n, mode)
+        cfg_bit = 0 if mode == "twohot" else 1
+        fields = np.zeros((7, rows, k), np.int64)     # e1 s1 z1 e2 s2 z2 cfg
+        fields[2] = fields[5] = 1                     # padding rows: both terms zero
+        fields[6] = cfg_bit
+        if mode == "twohot":
+            fields[0, :n], fields[1, :n], fields[2, :n] = ref.e1, ref.s1, ref.zero
+            fields[3, :n], fields[4, :n], fields[5, :n] = ref.e2, ref.s2, 0
+        elif mode == "pot":
+            e, s, z = (np.zeros((2 * rows, k), np.int64) for _ in range(3))
+            z[:] = 1
+            e[:n], s[:n], z[:n] = ref.e1, ref.s1, ref.zero
+            fields[0], fields[1], fields[2] = e[0::2], s[0::2], z[0::2]      # neuron 2u: shifter 1
+            fields[3], fields[4], fields[5] = e[1::2], s[1::2], z[1::2]      # neuron 2u+1: shifter 2
+        else:
+            fields[0, :n], fields[1, :n], fields[2, :n] = a.e1, a.s1, a.zero
+            fields[3, :n], fields[4, :n], fields[5, :n] = b.e1, b.s1, b.zero
+        regs = protocol.pack_registers(p, *fields)
+        return regs, F, mode, (ref.delta if mode == "twohot" else 0)
+
+    # ------------------------------------------------------------------ lowest level
+    def run_registers(self, x=None, regs=None, *, n, mode, delta=0, bias=None, shift=0, relu=False,
+                      fmap=None, ksize=None, pad=0):
+        """Run raw register lanes (``protocol.pack_registers``) on integer activations ``x``
+        (batch, K), or on a feature map ``fmap`` (cin, H, W) with ``ksize``/``pad``."""
+        p = self.p
+        regs = np.asarray(regs)
+        bias = np.zeros(n, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
+        shift = np.broadcast_to(np.asarray(shift, np.int64), (n,)).copy()
+        if bias.shape != (n,):
+            raise InputError(f"bias must have N = {n} values, got {bias.shape}")
+        if not 1 <= n <= p["max_n"]:
+            raise InputError(f"N = {n}: must be in [1, max_n = {p['max_n']}]")
+        if not 0 <= int(delta) <= p["max_delta"]:
+            raise InputError(f"delta = {delta}: must be in [0, max_delta = {p['max_delta']}]")
+        if fmap is not None:
+            if not p["conv"]:
+                raise InputError(f"config {self.cfg.name} has no convolution stage (conv: false)")
+            fmap = np.asarray(fmap, np.int64)
+            cin, h, w = fmap.shape
+            if not 1 <= ksize <= p["max_ksize"] or not 0 <= pad < ksize:
+                raise InputError(f"ksize = {ksize}, pad = {pad}: need 1 <= ksize <= {p['max_ksize']}, 0 <= pad < ksize")
+            if fmap.size > p["max_fmap"] or max(h, w) > p["max_hw"]:
+                raise InputError(f"feature map {fmap.shape} exceeds max_fmap = {p['max_fmap']} / max_hw = {p['max_hw']}")
+            oh, ow = h + 2 * pad - ksize + 1, w + 2 * pad - ksize + 1
+            if oh < 1 or ow < 1:
+                raise InputError(f"a {ksize}x{ksize} kernel with pad {pad} does not fit a {h}x{w} map")
+            batch, k = oh * ow, cin * ksize * ksize
+            flags = protocol.FLAG_CONV | (protocol.FLAG_RELU if relu else 0)
+            regs_in = [batch, n, k, flags, MODES[mode], delta, cin, h, w, ksize, pad]
+        else:
+            x = np.asarray(x, np.int64)
+            if x.ndim != 2:
+                raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
+            batch, k = x.shape
+            regs_in = [batch, n, k, protocol.FLAG_RELU if relu else 0, MODES.get(mode, 0), delta, 0, 0, 0, 0, 0]
+        if not 1 <= k <= p["max_k"]:
+            raise InputError(f"K = {k}: must be in [1, max_k = {p['max_k']}] for config {self.cfg.name}")
+        if mode not in MODES:
+            raise InputError(f"mode = {mode!r}: must be one of {', '.join(MODES)}")
+        if regs.shape != (protocol.register_rows(p, n, mode), k):
+            raise InputError(f"register matrix shape {regs.shape}: N = {n} in mode {mode} with K = {k} needs "
+                             f"{(protocol.register_rows(p, n, mode), k)}")
+        protocol.check_fields(p, regs=regs, n=n, mode=mode, bias=bias, shift=shift, x=x, fmap=fmap)
+        beats = protocol.pack_input(p, regs=regs, bias=bias, shift=shift, n=n, mode=mode, x=x, fmap=fmap,
+                                    batch=batch)
+        out, regs_out = self.target.run(beats, regs_in, protocol.n_output_beats(p, batch, n))
+        magic, hash32, sat = (int(r) for r in regs_out)
+        if magic != MAGIC or hash32 != self.cfg.hash32:
+            raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
+                             f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
+        self.last_sat_count = sat
+        return protocol.unpack_output(p, out, batch, n)
+
+    # ------------------------------------------------------------------ integer level
+    def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False):
+        """``x`` (batch, K) integer activations; ``weights`` (N, K) shift codes; ``bias`` in
+        accumulator units; ``shift`` the output right shift(s). Returns int64 (batch, N)."""
+        regs, _, mode, delta = self.registers(weights, mode)
+        n = weights[0].shape[0] if isinstance(weights, tuple) else weights.shape[0]
+        return self.run_registers(x, regs, n=n, mode=mode, delta=delta, bias=bias, shift=shift, relu=relu)
+
+    def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False):
+        """``x`` (C, H, W) integers; ``weights`` (Z, C, k, k) shift codes (or a pair for
+        ``pot_sum``). Stride 1. Returns int64 (Z, H', W')."""
+        ref = weights[0] if isinstance(weights, tuple) else weights
+        if len(ref.shape) != 4 or ref.shape[2] != ref.shape[3]:
+            raise InputError(f"conv weights must be (Z, C, k, k), got {ref.shape}")
+        z, c, ks, _ = ref.shape
+        x = np.asarray(x)
+        if x.ndim != 3 or x.shape[0] != c:
+            raise InputError(f"x must be (C={c}, H, W), got {x.shape}")
+        pad = self._pad(padding, ks)
+        flat = tuple(_flatten(t) for t in weights) if isinstance(weights, tuple) else _flatten(weights)
+        regs, _, mode, delta = self.registers(flat, mode)
+        y = self.run_registers(regs=regs, n=z, mode=mode, delta=delta, bias=bias, shift=shift, relu=relu,
+                               fmap=x, ksize=ks, pad=pad)
+        oh, ow = x.shape[1] + 2 * pad - ks + 1, x.shape[2] + 2 * pad - ks + 1
+        return y.T.reshape(z, oh, ow)
+
+    @staticmethod
+    def _pad(padding, ks):
+        if padding == "valid":
+            return 0
+        if padding == "same":
+            if ks % 2 == 0:
+                raise InputError(f"padding 'same' needs an odd kernel size, got {ks}")
+            return (ks - 1) // 2
+        raise InputError(f"padding = {padding!r}: must be 'same' or 'valid'")
+
+    # ------------------------------------------------------------------ floats
+    def _quantize_weights(self, w, mode, delta):
+        p = self.p
+        if mode == "twohot":
+            return sfmt.quantize_twohot(w, p["exp_bits"], delta=delta, axis=0)
+        if mode == "pot":
+            return sfmt.quantize_pot(w, p["exp_bits"], axis=0)
+        # pot_sum: a two-hot code at delta 0 is exactly a sum of two PoT codes (equivalence)
+        t = sfmt.quantize_twohot(w, p["exp_bits"], delta=0, axis=0)
+        zero = t.zero
+        a = sfmt.ShiftTensor.from_codes("pot", t.exp_bits, t.e1, np.zeros_like(t.e1), t.s2, np.zeros_like(t.s2),
+                                        zero, t.scale_exponent, axis=0)
+        b = sfmt.ShiftTensor.from_codes("pot", t.exp_bits, t.e2, np.zeros_like(t.e2), t.s2 ^ t.s1,
+                                        np.zeros_like(t.s2), zero, t.scale_exponent, axis=0)
+        return a, b
+
+    def _act(self, x, name="x"):
+        """Float activations -> (integers, F) with the largest F that fits ``act_bits``."""
+        p = self.p
+        x = np.asarray(x, np.float64)
+        if not np.isfinite(x).all():
+            raise InputError(f"{name} contains NaN or Inf")
+        if p["act_signed"]:
+            limit, lo = (1 << (p["act_bits"] - 1)) - 1, -(1 << (p["act_bits"] - 1))
+        else:
+            if (x < 0).any():
+                raise InputError(f"{name} has negative values but config {self.cfg.name} has unsigned activations")
+            limit, lo = (1 << p["act_bits"]) - 1, 0
+        f = _largest_frac(float(np.abs(x).max()) if x.size else 0.0, limit)
+        return np.clip(np.rint(np.ldexp(x, f)), lo, limit).astype(np.int64), f
+
+    def _out_frac(self, yref):
+        p = self.p
+        limit = (1 << (p["act_bits"] - 1)) - 1 if p["act_signed"] else (1 << p["act_bits"]) - 1
+        amax = float(np.abs(yref).max()) if p["act_signed"] else float(np.maximum(yref, 0).max())
+        return _largest_frac(amax, limit)
+
+    def _float_run(self, xi, fx, wq, bias, relu, rows_of, run):
+        """Shared float path: calibrate the output scale on the quantized operands, run."""
+        ref = wq[0] if isinstance(wq, tuple) else wq
+        deq = (wq[0].dequantize() + wq[1].dequantize()) if isinstance(wq, tuple) else wq.dequantize()
+        n = ref.shape[0]
+        fw = np.broadcast_to(np.asarray(ref.scale_exponent, np.int64).reshape(n, -1)[:, 0], (n,))
+        b = np.zeros(n) if bias is None else np.asarray(bias, np.float64).reshape(-1)
+        if b.shape != (n,):
+            raise InputError(f"bias must have {n} values, got {b.shape}")
+        b_int = np.rint(np.ldexp(b, fx + fw)).astype(np.int64)
+        yref = np.ldexp(rows_of(xi).astype(np.float64), -fx) @ deq.reshape(n, -1).T + np.ldexp(b_int, -(fx + fw))
+        if relu:
+            yref = np.maximum(yref, 0)
+        fy = self._out_frac(yref)
+        return np.ldexp(run(b_int, fx + fw - fy).astype(np.float64), -fy)
+
+    def gemm(self, x, w, bias=None, relu=False, mode=None, *, delta=0):
+        """Float GEMM ``relu(x @ w.T + bias)``: ``x`` (batch, K) and ``w`` (N, K) floats.
+
+        Activations get the largest power-of-two scale that fits ``act_bits``; weights are
+        quantized per output row (``mode``: two-hot with ``delta``, PoT, or PoT pairs summed);
+        the bias is rounded to accumulator units; the output scale is calibrated on the
+        quantized operands (the values the kernel sees) so the largest output fits
+        ``act_bits``. Returns float64 (batch, N).
+        """
+        mode = mode or self.p["default_mode"]
+        w = np.asarray(w, np.float64)
+        if w.ndim != 2:
+            raise InputError(f"w must be 2-D (N, K), got shape {w.shape}")
+        xi, fx = self._act(np.asarray(x, np.float64))
+        if xi.ndim != 2 or xi.shape[1] != w.shape[1]:
+            raise InputError(f"x must be (batch, K={w.shape[1]}), got {xi.shape}")
+        wq = self._quantize_weights(w, mode, delta)
+        return self._float_run(xi, fx, wq, bias, relu, lambda a: a,
+                               lambda b_int, sh: self.gemm_int(xi, wq, mode=mode, bias=b_int, shift=sh, relu=relu))
+
+    def conv2d(self, x, w, bias=None, padding="same", relu=False, mode=None, *, delta=0):
+        """Float 2-D convolution (stride 1): ``x`` (C, H, W), ``w`` (Z, C, k, k) -> (Z, H', W')."""
+        mode = mode or self.p["default_mode"]
+        w = np.asarray(w, np.float64)
+        if w.ndim != 4:
+            raise InputError(f"w must be (Z, C, k, k), got shape {w.shape}")
+        xi, fx = self._act(np.asarray(x, np.float64))
+        pad = self._pad(padding, w.shape[2])
+        wq = self._quantize_weights(w, mode, delta)
+        y = self._float_run(xi, fx, wq, bias, relu, lambda a: im2col(a, w.shape[2], pad)[0],
+                            lambda b_int, sh: self.conv2d_int(xi, wq, padding=padding, mode=mode, bias=b_int,
+                                                              shift=sh, relu=relu).reshape(w.shape[0], -1).T)
+        oh, ow = xi.shape[1] + 2 * pad - w.shape[2] + 1, xi.shape[2] + 2 * pad - w.shape[2] + 1
+        return y.T.reshape(w.shape[0], oh, ow)
+
+    # ------------------------------------------------------------------ emulator target
+    @staticmethod
+    def emulate_stream(cfg, beats, regs_in):
+        p = cfg.params
+        d = protocol.unpack_input(p, beats, regs_in)
+        batch, n, k, flags, _, delta, cin, h, w, ks, pad = (int(r) for r in regs_in)
+        x = im2col(d["fmap"], ks, pad)[0] if "fmap" in d else d["x"]
+        y, sat = emulate(p, x, d["regs"], d["bias"], d["shift"], n=n, mode=d["mode"], delta=delta,
+                         relu=bool(flags & protocol.FLAG_RELU))
+        return protocol.pack_output(p, y), np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)
+
+
+def _flatten(t):
+    """A (Z, C, k, k) ShiftTensor as (Z, C*k*k), keeping per-row scale exponents."""
+    z = t.shape[0]
+    se = np.broadcast_to(np.asarray(t.scale_exponent), t.shape).reshape(z, -1)[:, :1]
+    return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, t.e1.reshape(z, -1), t.e2.reshape(z, -1),
+                                       t.s1.reshape(z, -1), t.s2.reshape(z, -1), t.zero.reshape(z, -1),
+                                       se, delta=t.delta, axis=0)

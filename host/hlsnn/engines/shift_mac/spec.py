@@ -1,0 +1,152 @@
+"""The ``shift_mac`` config section: schema, cross-field rules, the LUT model, and the flat
+values the Jinja2 templates receive."""
+from __future__ import annotations
+
+import math
+
+from ...config import Field
+from ...errors import ConfigError
+from ...primitives import ROUNDING_CODES
+
+NAME = "shift_mac"
+TOP = "shift_mac_top"
+#: ID register magic: 'H' 'N' (hlsnn), engine 0x02, protocol version 0x01.
+MAGIC = 0x484E0201
+LANE_BITS = 16
+#: Register modes (the ``mode`` register; bit 0 is the unit's config bit).
+MODES = {"twohot": 0, "pot": 1, "pot_sum": 3}
+
+SCHEMA = {
+    "rows": Field("int", "shift-MAC unit rows: weight registers per step", lo=1, hi=64),
+    "cols": Field("int", "unit columns: samples (or output pixels) per pass", lo=1, hi=32),
+    "act_bits": Field("int", "activation (and output) width", default=8, lo=2, hi=16),
+    "act_signed": Field("bool", "signed activations (else unsigned, e.g. after ReLU)", default=True),
+    "exp_bits": Field("int", "weight exponent width: shifts 0 .. 2^exp_bits - 1", default=4, lo=1, hi=5),
+    "max_delta": Field("int", "largest extra shift of the two-hot first term", default=7, lo=0, hi=7),
+    "acc_bits": Field("int", "accumulator width", default=48, lo=16, hi=62),
+    "max_k": Field("int", "largest reduction length K (GEMM K, conv C*k*k)", default=1024, lo=1, hi=65536),
+    "max_n": Field("int", "largest number of outputs N (conv: output channels)", default=1024, lo=1, hi=8192),
+    "max_batch": Field("int", "largest batch (trip counts only)", default=65536, lo=1, hi=1 << 24),
+    "conv": Field("bool", "include the 2-D convolution input stage", default=True),
+    "max_fmap": Field("int", "largest input feature map C*H*W for convolution", default=16384, lo=1,
+                      hi=1 << 20),
+    "max_hw": Field("int", "largest feature-map height or width", default=256, lo=1, hi=4096),
+    "max_ksize": Field("int", "largest convolution kernel size", default=7, lo=1, hi=11),
+    "rounding": Field("choice", "rounding of the output requantization", default="nearest_even",
+                      choices=tuple(ROUNDING_CODES)),
+    "default_mode": Field("choice", "mode used when a call does not name one", default="twohot",
+                          choices=tuple(MODES)),
+    "stream_bits": Field("int", "AXI-Stream width; default: the board's DMA width", default=None,
+                         lo=32, hi=512, pow2=True),
+}
+
+
+def shifter_bits(p) -> int:
+    """Width of a shifter output: the activation shifted left by up to 2^exp_bits - 1."""
+    return p["act_bits"] + (1 if not p["act_signed"] else 0) + (1 << p["exp_bits"]) - 1
+
+
+def acc_bits_needed(p) -> int:
+    """Accumulator bits that make overflow impossible: first term (shifter + delta), plus the
+    second term (one more bit), plus K products, plus one for the pot_sum adder."""
+    return shifter_bits(p) + p["max_delta"] + 1 + math.ceil(math.log2(max(p["max_k"], 1))) + 1
+
+
+def validate(p: dict, board, source) -> dict:
+    if p["stream_bits"] is None:
+        p["stream_bits"] = board.dma["stream_bits"]
+    need = acc_bits_needed(p)
+    if p["acc_bits"] < need:
+        raise ConfigError(source, f"{NAME}.acc_bits", p["acc_bits"],
+                          f"must be at least {need} (act_bits + 2^exp_bits - 1 + max_delta + 2 + "
+                          f"ceil(log2(max_k)), sign included) so that no sum can overflow")
+    if p["conv"] and p["max_ksize"] ** 2 > p["max_k"]:
+        raise ConfigError(source, f"{NAME}.max_ksize", p["max_ksize"],
+                          f"max_ksize^2 must not exceed max_k = {p['max_k']} (one input channel)")
+    if p["conv"] and p["max_hw"] > p["max_fmap"]:
+        raise ConfigError(source, f"{NAME}.max_hw", p["max_hw"],
+                          f"must not exceed max_fmap = {p['max_fmap']}")
+    return p
+
+
+def _bram36(depth: int, width: int) -> float:
+    if depth * width <= 2048:
+        return 0.0
+    return math.ceil(width / 18) * math.ceil(depth / 1024) / 2
+
+
+def lut_per_unit(p) -> int:
+    """LUT model of one shift-MAC unit (documented, not a synthesis result).
+
+    * two barrel shifters of ``shifter_bits`` outputs and ``exp_bits`` stages: a LUT6 is a
+      4:1 mux, so ``ceil(exp_bits / 2)`` LUT levels per output bit, each;
+    * the delta shifter on the first path: ``ceil(log2(max_delta + 1) / 2)`` levels over
+      ``shifter_bits + max_delta`` bits;
+    * the add/sub of the two terms: one LUT per bit on the carry chain;
+    * two accumulators with sign-controlled add/sub: one LUT per bit each;
+    * 16 LUTs of control (mode-change reset, zero flags, routing).
+    """
+    ws = shifter_bits(p)
+    d = p["max_delta"]
+    stages = lambda n: math.ceil(n / 2)  # noqa: E731
+    shifters = 2 * ws * stages(p["exp_bits"])
+    delta = (ws + d) * stages(math.ceil(math.log2(d + 1))) if d else 0
+    return shifters + delta + (ws + d + 1) + 2 * p["acc_bits"] + 16
+
+
+def estimate(cfg) -> dict:
+    """Resources and throughput: no DSPs; LUTs from :func:`lut_per_unit` per unit plus the
+    requantization (one shifter per column) and 3000 LUTs of stream logic and control; FFs
+    for both accumulators and the weight register per unit; BRAM for the input, result and
+    feature-map buffers. Products per cycle: one per unit in two-hot mode, two in PoT mode."""
+    p, board = cfg.params, cfg.board
+    units = p["rows"] * p["cols"]
+    lut_unit = lut_per_unit(p)
+    reg_bits = 2 * p["exp_bits"] + 5
+    bram = (p["cols"] * _bram36(p["max_k"], p["act_bits"]) + p["cols"] * _bram36(p["max_n"], p["act_bits"])
+            + 2 * _bram36(p["max_n"], 32) + (_bram36(p["max_fmap"], p["act_bits"]) if p["conv"] else 0))
+    res = {
+        "dsp": 0,
+        "bram36": math.ceil(bram),
+        "lut": units * lut_unit + p["cols"] * (2 * p["acc_bits"]) + 3000,
+        "ff": units * (2 * p["acc_bits"] + reg_bits) + 4000,
+    }
+    step_beats = math.ceil(p["rows"] * LANE_BITS / p["stream_bits"])
+    mhz = cfg.clock_mhz
+    return {
+        "resources": res,
+        "utilization": {k: res[k] / board.resources[k] if board.resources[k] else 0.0 for k in res},
+        "lut_per_unit": lut_unit,
+        "units": units,
+        "products_per_cycle": {"twohot": units, "pot": 2 * units, "pot_sum": units},
+        "peak_gops": {m: 2 * n * mhz / 1e3 for m, n in {"twohot": units, "pot": 2 * units}.items()},
+        "stream_bound_products_per_cycle": {"twohot": units / step_beats, "pot": 2 * units / step_beats},
+        "notes": {"lut": f"{units} units x {lut_unit} LUTs (model in spec.lut_per_unit)",
+                  "bram36": "input, result, parameter and feature-map buffers", "dsp": "none by design",
+                  "ff": "two accumulators and a weight register per unit"},
+    }
+
+
+def template_context(cfg) -> dict:
+    p = cfg.params
+    sb = math.ceil(p["rows"] * LANE_BITS / p["stream_bits"])
+    return {
+        **{k: p[k] for k in ("rows", "cols", "act_bits", "exp_bits", "max_delta", "acc_bits", "max_k",
+                             "max_n", "max_batch", "max_fmap", "max_hw", "max_ksize", "stream_bits", "rounding")},
+        "act_signed": p["act_signed"],
+        "conv": p["conv"],
+        "shifter_bits": shifter_bits(p),
+        "lane_bits": LANE_BITS,
+        "reg_bits": 2 * p["exp_bits"] + 5,
+        "step_beats": sb,
+        "step_bits": sb * p["stream_bits"],
+        "steps_max": p["max_k"] * sb,
+        "n_tiles_max": math.ceil(p["max_n"] / p["rows"]),
+        "batch_tiles_max": math.ceil(p["max_batch"] / p["cols"]),
+        "rounding_code": ROUNDING_CODES[p["rounding"]],
+        "magic": MAGIC,
+        "top": TOP,
+        "cfg_struct": "ShiftMacCfg",
+        "word_type": "shift_word_t",
+        "log2_max_k": math.ceil(math.log2(max(p["max_k"], 1))),
+    }

@@ -1,0 +1,588 @@
+"""Shift codes: weights as powers of two (PoT) or sums of two powers of two (two-hot).
+
+This module is the reference for the shift-code weight formats of the multiplier-free
+datapath (SPECS section 1, seed 000); the rules below are the specification that the
+emulator, the generated C++ and the tests all follow.
+
+Codes
+    Every weight is stored as a code ``(zero, e1, e2, s1, s2)``: a zero flag, two exponents
+    ``e1, e2`` in ``0 ... 2**exp_bits - 1`` and two sign bits. An exponent is always a LEFT
+    shift amount, so every code value is an integer. ``exp_bits`` is an int in ``[1, 5]``.
+
+    ``"pot"`` (power of two)
+        ``value = (-1)**s1 * 2**e1``; ``e2`` and ``s2`` are always 0.
+        :attr:`ShiftTensor.bits_per_weight` is ``exp_bits + 2`` (exponent, sign, zero flag).
+    ``"twohot"``
+        ``value = (-1)**s2 * (2**(e1 + delta) + (-1)**s1 * 2**e2)``, with ``delta`` an int in
+        ``[0, 7]`` (the resolution offset ``r`` of the extra shifter on the ``e1`` path).
+        ``s2`` is the outer sign (the accumulator adds or subtracts the product), ``s1`` makes
+        the adder subtract the second term (the convention for SPECS A0.2). The inner value
+        ``2**(e1 + delta) - 2**e2`` is negative when ``e2 > e1 + delta``; that is part of the
+        value set. :attr:`ShiftTensor.bits_per_weight` is ``2 * exp_bits + 3``.
+
+    When ``zero`` is set the value is 0 and the other fields must be 0 too. Value 0 is
+    always written with the zero flag, never as ``2**a - 2**a``.
+
+Scale exponent
+    Shifts are left-only, so a tensor carries an integer scale exponent ``F`` (one for the
+    whole tensor with ``axis=None``, one per slice along ``axis`` otherwise) and represents
+    ``code_value * 2**-F``. With ``emax = 2**exp_bits - 1`` the largest code magnitude is
+    ``M = 2**emax`` (pot) or ``M = 2**(emax + delta) + 2**emax`` (twohot), and ``F`` is the
+    LARGEST integer with ``max |w| <= M * 2**-F`` over the slice: the largest weight fits
+    without clipping and the finest scale is used. It is computed exactly: with
+    ``max |w| = f * 2**E`` (:func:`numpy.frexp`, ``f`` in ``[0.5, 1)``) and ``L`` the bit
+    length of ``M``, ``F = L - E`` if ``f * 2**L <= M`` else ``L - E - 1`` (never
+    ``np.log2``, which rounds next to powers of two). An all-zero slice gets ``F = 0``.
+
+Quantization (nearest code, deterministic tie-break)
+    Each weight gets the code whose ``value * 2**-F`` is nearest to it among ALL codes of
+    the format (zero included), i.e. the smallest ``|w - value * 2**-F|``. Ties:
+
+    1. on equal error, the smaller ``|value|`` wins (so an exact midpoint between two
+       adjacent levels rounds toward zero);
+    2. value 0 is the zero flag with ``e1 = e2 = s1 = s2 = 0``;
+    3. any other value is written with its canonical code, the lexicographically smallest
+       tuple ``(zero, e1, e2, s1, s2)`` among the codes with that value (two-hot has
+       redundant codes, e.g. ``2**0 + 2**2 == 2**2 + 2**0``, so ``5`` at ``delta=0`` is
+       ``e1=0, e2=2``, not ``e1=2, e2=0``).
+
+    The sign of a nonzero value is the sign of ``w``: the value set is symmetric, so a code
+    of the opposite sign is never nearer. For pot the sign is ``s1``; for twohot it is
+    ``s2``, flipped when the canonical inner value ``2**(e1+delta) +- 2**e2`` is negative.
+
+    Vectorized: the sorted distinct magnitudes of a format and their canonical codes are
+    built once per ``(mode, exp_bits, delta)`` (cached); ``a = |w| * 2**F`` (exact, via
+    :func:`numpy.ldexp`) is located with :func:`numpy.searchsorted` between neighbours
+    ``lo < a <= hi`` and rounds to ``hi`` only when ``2 * a > lo + hi`` (exact in float64).
+
+Dequantization
+    ``code_value * 2**-F`` computed with :func:`numpy.ldexp`: exact whenever the result is a
+    float64, i.e. always except next to float64's limits: a slice maximum that rounds up to
+    ``2**1024`` dequantizes to ``+-inf`` (silently), and with subnormal weights a result can
+    fall between subnormals and is rounded.
+
+Inputs
+    ``w`` is converted with ``np.asarray(w, dtype=np.float64)`` and must have ``ndim >= 1``
+    and only finite values; ``axis`` is None or an int in ``[-ndim, ndim)``. Anything else
+    raises :class:`hlsnn.errors.InputError` (a :class:`ValueError`) with a one-line message
+    naming the parameter, the value and what is allowed.
+
+Notes
+    Re-quantizing a dequantized two-hot tensor can move ``F`` up by one when the rounded
+    maximum is at most ``M / 2``, and the doubled codes are not always two-hot values (at
+    ``exp_bits=2, delta=0``: ``[8.5, 7] -> [8, 7]`` at ``F=0``, then ``F=1`` and ``7 -> 6``).
+    PoT re-quantization is always idempotent.
+
+    With ``delta`` in ``{0, 1}`` the two-hot levels at its ``F`` include every level PoT of
+    the same ``exp_bits`` uses, so two-hot is at least as accurate on every weight. With a
+    larger ``delta`` its ``F`` is about ``delta`` larger and some PoT levels are then no
+    two-hot values, so single weights can come out worse (``exp_bits=1, delta=3``: ``w = 1``
+    is exact in PoT but becomes ``15/16``; for ``delta > emax`` the smallest nonzero two-hot
+    magnitude is ``2**delta - 2**emax``).
+
+Examples
+--------
+>>> import numpy as np
+>>> from hlsnn.formats import shift
+>>> q = shift.quantize_pot([0.3, -1.0, 0.05], 3)
+>>> q.scale_exponent, q.e1, q.s1
+(array([7], dtype=int32), array([5, 7, 3], dtype=uint8), array([0, 1, 0], dtype=uint8))
+>>> q.code_values()
+array([  32, -128,    8])
+>>> q.dequantize()
+array([ 0.25  , -1.    ,  0.0625])
+
+Two-hot weights 5, -6 and 9 (SPECS T0.7) are exact at ``F = 0``:
+
+>>> q = shift.quantize_twohot([5.0, -6.0, 9.0], 2)
+>>> int(q.scale_exponent[0]), q.code_values()
+(0, array([ 5, -6,  9]))
+>>> np.stack([q.e1, q.e2, q.s1, q.s2])    # rows e1, e2, s1, s2: canonical codes
+array([[0, 1, 0],
+       [2, 2, 3],
+       [0, 0, 0],
+       [0, 1, 0]], dtype=uint8)
+>>> q.bits_per_weight
+7
+>>> shift.levels("twohot", 1)
+array([-4, -3, -2, -1,  0,  1,  2,  3,  4])
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from hlsnn.errors import InputError
+
+__all__ = ["MODES", "EXP_BITS_RANGE", "DELTA_RANGE", "ShiftTensor", "quantize_pot",
+           "quantize_twohot", "levels"]
+
+#: The shift-code formats: ``"pot"`` (one power of two) and ``"twohot"`` (two).
+MODES = ("pot", "twohot")
+
+#: Inclusive range of ``exp_bits`` (width of each exponent field).
+EXP_BITS_RANGE = (1, 5)
+
+#: Inclusive range of the two-hot resolution offset ``delta``.
+DELTA_RANGE = (0, 7)
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+# --------------------------------------------------------------------------- validation
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_int_range(name: str, value, lo: int, hi: int) -> int:
+    if not _is_int(value) or value < lo or value > hi:
+        raise InputError(f"{name} = {value!r}: must be an int in [{lo}, {hi}]")
+    return int(value)
+
+
+def _check_mode(mode) -> str:
+    if not (isinstance(mode, str) and mode in MODES):
+        raise InputError(f"mode = {mode!r}: must be one of {', '.join(map(repr, MODES))}")
+    return mode
+
+
+def _check_exp_bits(value) -> int:
+    return _check_int_range("exp_bits", value, *EXP_BITS_RANGE)
+
+
+def _check_delta(value, mode: str = "twohot") -> int:
+    d = _check_int_range("delta", value, *DELTA_RANGE)
+    if mode == "pot" and d != 0:
+        raise InputError(f"delta = {value!r}: must be 0 for mode 'pot' (delta offsets the "
+                         f"first exponent of a two-hot code only)")
+    return d
+
+
+def _check_axis(axis, ndim: int) -> Optional[int]:
+    if axis is None:
+        return None
+    if not _is_int(axis) or not -ndim <= axis < ndim:
+        raise InputError(f"axis = {axis!r}: must be None or an int in [{-ndim}, {ndim}) "
+                         f"for an array with ndim = {ndim}")
+    return int(axis) % ndim
+
+
+def _as_int_array(name: str, value, lo: int, hi: int, dtype) -> np.ndarray:
+    """Integer-valued array-like -> ``dtype`` array, every value checked in ``[lo, hi]``."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: cannot convert to an integer array ({exc})") from None
+    if arr.dtype.kind == "b":
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+        if np.any(bad):
+            raise InputError(f"{name}: has {int(np.count_nonzero(bad))} non-integer "
+                             f"value(s), e.g. {arr[bad].flat[0]!r}: must be integers")
+    elif arr.dtype.kind not in "iu":
+        raise InputError(f"{name}: has dtype {arr.dtype}: must be integers")
+    if arr.size:
+        amin, amax = arr.min(), arr.max()
+        if amin < lo or amax > hi:
+            badval = (amin if amin < lo else amax).item()
+            raise InputError(f"{name}: value {badval!r} is out of range: must be integers "
+                             f"in [{lo}, {hi}]")
+    return arr.astype(dtype, copy=True)      # always a private copy (stored read-only)
+
+
+def _as_float_input(w) -> np.ndarray:
+    if np.iscomplexobj(w):
+        raise InputError("w: is complex: must be real floats")
+    try:
+        arr = np.asarray(w, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"w: cannot convert to a float64 array ({exc})") from None
+    if arr.ndim == 0:
+        raise InputError(f"w: is 0-d (a scalar {float(arr)!r}): must have ndim >= 1, "
+                         f"e.g. wrap it as [w]")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad = ~finite
+        first = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape))
+        raise InputError(f"w: has {int(np.count_nonzero(bad))} non-finite value(s) (NaN or "
+                         f"Inf), the first at index {first}: must be finite")
+    return arr
+
+
+def _scale_shape(shape: Tuple[int, ...], axis: Optional[int]) -> Tuple[int, ...]:
+    out = [1] * len(shape)
+    if axis is not None:
+        out[axis] = shape[axis]
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- code tables
+
+def _emax(exp_bits: int) -> int:
+    return (1 << exp_bits) - 1
+
+
+def _max_magnitude(mode: str, exp_bits: int, delta: int) -> int:
+    emax = _emax(exp_bits)
+    if mode == "pot":
+        return 1 << emax
+    return (1 << (emax + delta)) + (1 << emax)
+
+
+class _Table(NamedTuple):
+    """Sorted distinct magnitudes of a format (0 first) and their canonical codes."""
+    mags: np.ndarray        # float64, ascending, mags[0] == 0
+    e1: np.ndarray          # uint8 per magnitude
+    e2: np.ndarray
+    s1: np.ndarray          # uint8; twohot: the canonical code's s1
+    neg: np.ndarray         # bool; twohot: canonical inner value is negative
+    max_mag: int
+
+
+@functools.lru_cache(maxsize=None)
+def _table(mode: str, exp_bits: int, delta: int) -> _Table:
+    emax = _emax(exp_bits)
+    best = {0: (0, 0, 0, False)}
+    if mode == "pot":
+        for e1 in range(emax + 1):
+            best[1 << e1] = (e1, 0, 0, False)
+    else:
+        # Lexicographic (e1, e2, s1) order: the first prefix reaching a magnitude is the
+        # canonical one (s2 is then fixed by the sign, see the module docstring).
+        for e1 in range(emax + 1):
+            for e2 in range(emax + 1):
+                for s1 in (0, 1):
+                    inner = (1 << (e1 + delta)) + (-1) ** s1 * (1 << e2)
+                    if inner != 0:
+                        best.setdefault(abs(inner), (e1, e2, s1, inner < 0))
+    keys = sorted(best)
+    rows = [best[k] for k in keys]
+    arrays = [np.array(keys, dtype=np.float64)]
+    arrays += [np.array([r[i] for r in rows], dtype=np.uint8) for i in range(3)]
+    arrays.append(np.array([r[3] for r in rows], dtype=bool))
+    for a in arrays:
+        a.setflags(write=False)
+    return _Table(*arrays, max_mag=_max_magnitude(mode, exp_bits, delta))
+
+
+def levels(mode: str, exp_bits: int, delta: int = 0) -> np.ndarray:
+    """Sorted distinct code values of a format, negatives and 0 included.
+
+    Parameters
+    ----------
+    mode : str
+        One of :data:`MODES`.
+    exp_bits : int
+        Exponent width, in ``[1, 5]``.
+    delta : int, default 0
+        Two-hot resolution offset, in ``[0, 7]``; must be 0 for ``"pot"``.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Ascending integer code values (multiply by ``2**-F`` for the represented values).
+
+    Raises
+    ------
+    InputError
+        A bad ``mode``, ``exp_bits`` or ``delta``.
+
+    Examples
+    --------
+    >>> levels("pot", 2)
+    array([-8, -4, -2, -1,  0,  1,  2,  4,  8])
+    >>> levels("twohot", 1, delta=2)
+    array([-10,  -9,  -7,  -6,  -5,  -3,  -2,   0,   2,   3,   5,   6,   7,
+             9,  10])
+    """
+    mode = _check_mode(mode)
+    eb = _check_exp_bits(exp_bits)
+    d = _check_delta(delta, mode)
+    mags = _table(mode, eb, d).mags.astype(np.int64)
+    return np.concatenate([-mags[:0:-1], mags])
+
+
+# --------------------------------------------------------------------------- tensor
+
+@dataclass(frozen=True, eq=False)
+class ShiftTensor:
+    """A tensor of shift codes: ``w_hat = code_values() * 2**-scale_exponent``.
+
+    Build one with :func:`quantize_pot`, :func:`quantize_twohot` or :meth:`from_codes`;
+    all validate every field. The arrays are stored as read-only private copies.
+
+    Attributes
+    ----------
+    mode : str
+        ``"pot"`` or ``"twohot"`` (see the module docstring for the value formulas).
+    exp_bits : int
+        Width of each exponent field, in ``[1, 5]``.
+    e1, e2 : numpy.ndarray of uint8
+        Exponents (left-shift amounts), the tensor's shape, each in ``[0, 2**exp_bits - 1]``.
+        ``e2`` is all 0 for ``"pot"``.
+    s1, s2 : numpy.ndarray of uint8
+        Sign bits (1 = negative / subtract), the tensor's shape. ``s2`` is all 0 for
+        ``"pot"``.
+    zero : numpy.ndarray of bool
+        Zero flags, the tensor's shape; where set, ``e1, e2, s1, s2`` are 0.
+    scale_exponent : numpy.ndarray of int32
+        ``F``: the SAME ``ndim`` as the tensor (keepdims style, so it broadcasts), length
+        ``shape[axis]`` along ``axis`` and 1 elsewhere (all ones for ``axis=None``).
+    delta : int
+        Two-hot offset of ``e1``, in ``[0, 7]``; 0 for ``"pot"``.
+    axis : int or None
+        The axis with one ``F`` per slice, normalized to be non-negative; None: one ``F``.
+    """
+
+    mode: str
+    exp_bits: int
+    e1: np.ndarray
+    e2: np.ndarray
+    s1: np.ndarray
+    s2: np.ndarray
+    zero: np.ndarray
+    scale_exponent: np.ndarray
+    delta: int = 0
+    axis: Optional[int] = None
+
+    def __post_init__(self):
+        mode = _check_mode(self.mode)
+        eb = _check_exp_bits(self.exp_bits)
+        d = _check_delta(self.delta, mode)
+        emax = _emax(eb)
+        e1 = _as_int_array("e1", self.e1, 0, emax, np.uint8)
+        if e1.ndim == 0:
+            raise InputError("e1: is 0-d: must have ndim >= 1")
+        fields = {"e1": e1}
+        for name, hi in (("e2", emax), ("s1", 1), ("s2", 1), ("zero", 1)):
+            arr = _as_int_array(name, getattr(self, name), 0, hi, np.uint8)
+            if arr.shape != e1.shape:
+                raise InputError(f"{name}: has shape {arr.shape}: must be {e1.shape}, the "
+                                 f"shape of e1")
+            fields[name] = arr
+        zero = fields["zero"].astype(bool)
+        fields["zero"] = zero
+        if mode == "pot":
+            for name in ("e2", "s2"):
+                if fields[name].any():
+                    raise InputError(f"{name}: has {int(np.count_nonzero(fields[name]))} "
+                                     f"nonzero value(s): must be all 0 for mode 'pot'")
+        for name in ("e1", "e2", "s1", "s2"):
+            stray = zero & (fields[name] != 0)
+            if stray.any():
+                raise InputError(f"{name}: has {int(np.count_nonzero(stray))} nonzero "
+                                 f"value(s) where zero is set: must be 0 there")
+        axis = _check_axis(self.axis, e1.ndim)
+        want = _scale_shape(e1.shape, axis)
+        f = _as_int_array("scale_exponent", self.scale_exponent, *_INT32, np.int32)
+        if f.ndim == 0:
+            f = np.full(want, f, dtype=np.int32)
+        if f.shape != want:
+            raise InputError(f"scale_exponent: has shape {f.shape}: must be {want} (or a "
+                             f"scalar) for a tensor of shape {e1.shape} with axis={axis}")
+        fields["scale_exponent"] = f
+        for value in fields.values():
+            value.setflags(write=False)
+        fields.update(mode=mode, exp_bits=eb, delta=d, axis=axis)
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_codes(cls, mode: str, exp_bits: int, e1, e2, s1, s2, zero, scale_exponent, *,
+                   delta: int = 0, axis: Optional[int] = None) -> "ShiftTensor":
+        """Build a tensor from code fields and scale exponents, validating all of them.
+
+        Parameters
+        ----------
+        mode : str
+            One of :data:`MODES`.
+        exp_bits : int
+            Exponent width, in ``[1, 5]``.
+        e1, e2 : array_like of int
+            Exponents in ``[0, 2**exp_bits - 1]``, all of one shape with ``ndim >= 1``;
+            ``e2`` all 0 for ``"pot"``.
+        s1, s2 : array_like of int or bool
+            Sign bits in ``{0, 1}``; ``s2`` all 0 for ``"pot"``.
+        zero : array_like of bool or int
+            Zero flags in ``{0, 1}``; where set, the other four fields must be 0.
+        scale_exponent : array_like of int
+            ``F`` in the int32 range: exactly the shape described in :class:`ShiftTensor`,
+            or a scalar (used for every slice).
+        delta : int, default 0
+            Two-hot offset in ``[0, 7]``; must be 0 for ``"pot"``.
+        axis : int or None, default None
+            The per-slice axis of ``scale_exponent`` (negative counts from the end).
+
+        Raises
+        ------
+        InputError
+            A value out of range, non-integer values or inconsistent shapes.
+
+        Examples
+        --------
+        >>> ShiftTensor.from_codes("pot", 3, [6], [0], [0], [0], [False], 0).code_values()
+        array([64])
+        >>> t = ShiftTensor.from_codes("twohot", 2, [3, 3], [1, 1], [1, 1], [0, 1],
+        ...                            [0, 0], 1)
+        >>> t.code_values(), t.dequantize()
+        (array([ 6, -6]), array([ 3., -3.]))
+        """
+        return cls(mode, exp_bits, e1, e2, s1, s2, zero, scale_exponent, delta, axis)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """Shape of the tensor (of ``e1``)."""
+        return self.e1.shape
+
+    @property
+    def bits_per_weight(self) -> int:
+        """Stored bits per weight: ``exp_bits + 2`` (pot) or ``2 * exp_bits + 3`` (twohot)."""
+        if self.mode == "pot":
+            return self.exp_bits + 2
+        return 2 * self.exp_bits + 3
+
+    def code_values(self) -> np.ndarray:
+        """The integer value of every code (before ``2**-F``): an int64 array."""
+        one = np.int64(1)
+        t1 = np.left_shift(one, self.e1.astype(np.int64) + self.delta)
+        sign1 = 1 - 2 * self.s1.astype(np.int64)
+        if self.mode == "pot":
+            v = sign1 * t1
+        else:
+            inner = t1 + sign1 * np.left_shift(one, self.e2.astype(np.int64))
+            v = (1 - 2 * self.s2.astype(np.int64)) * inner
+        return np.where(self.zero, np.int64(0), v).astype(np.int64)
+
+    def dequantize(self) -> np.ndarray:
+        """``code_values() * 2**-scale_exponent`` as float64 (exact, via ``np.ldexp``).
+
+        Exact whenever the result is a float64; beyond that range ``np.ldexp`` rounds
+        (between subnormals) or overflows to ``+-inf`` (see the module docstring).
+        """
+        neg_f = np.clip(-self.scale_exponent.astype(np.int64), -4096, 4096).astype(np.int32)
+        with np.errstate(over="ignore", under="ignore"):
+            return np.ldexp(self.code_values().astype(np.float64), neg_f)
+
+
+# --------------------------------------------------------------------------- quantizer
+
+def _scale_exponent(amax: np.ndarray, max_mag: int) -> np.ndarray:
+    """Largest integer F with ``amax <= max_mag * 2**-F`` (0 where ``amax == 0``), exactly."""
+    L = int(max_mag).bit_length()
+    f, e = np.frexp(amax)                    # amax = f * 2**e, f in [0.5, 1)
+    F = L - e.astype(np.int64) - (np.ldexp(f, L) > max_mag)
+    return np.where(amax == 0, 0, F).astype(np.int32)
+
+
+def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
+    eb = _check_exp_bits(exp_bits)
+    d = _check_delta(delta, mode)
+    a = _as_float_input(w)
+    ax = _check_axis(axis, a.ndim)
+    tab = _table(mode, eb, d)
+    mag = np.abs(a)
+    if ax is None:
+        amax = np.max(mag, initial=0.0).reshape((1,) * a.ndim)
+    else:
+        others = tuple(i for i in range(a.ndim) if i != ax)
+        amax = np.max(mag, axis=others, keepdims=True, initial=0.0)
+    F = _scale_exponent(amax, tab.max_mag)
+    with np.errstate(under="ignore"):
+        v = np.ldexp(mag, F)                 # exact unless far below the smallest level
+    mags = tab.mags
+    idx = np.clip(np.searchsorted(mags, v, side="left"), 1, len(mags) - 1)
+    lo, hi = mags[idx - 1], mags[idx]
+    k = np.where(2.0 * v > lo + hi, idx, idx - 1)     # ties -> the smaller magnitude
+    zero = k == 0
+    neg = (a < 0) & ~zero
+    e1 = tab.e1[k]
+    if mode == "pot":
+        e2 = s2 = np.zeros(a.shape, dtype=np.uint8)
+        s1 = neg.astype(np.uint8)
+    else:
+        e2 = tab.e2[k]
+        s1 = tab.s1[k]
+        s2 = ((neg ^ tab.neg[k]) & ~zero).astype(np.uint8)
+    return ShiftTensor(mode, eb, e1, e2, s1, s2, zero, F, d, ax)
+
+
+def quantize_pot(w, exp_bits: int, *, axis: Optional[int] = None) -> ShiftTensor:
+    """Quantize ``w`` to power-of-two codes (see the module docstring for the rules).
+
+    Parameters
+    ----------
+    w : array_like of float
+        Finite values, any shape with ``ndim >= 1``; converted to float64.
+    exp_bits : int
+        Exponent width, in ``[1, 5]``: exponents ``0 ... 2**exp_bits - 1``.
+    axis : int or None, default None
+        None: one scale exponent for the whole tensor; an int: one per slice along that
+        axis (e.g. ``axis=0`` of ``(N, K)`` weights: one per row).
+
+    Returns
+    -------
+    ShiftTensor
+        ``mode="pot"``: every weight is the nearest of ``0, +-2**e1 * 2**-F``.
+
+    Raises
+    ------
+    InputError
+        (a ``ValueError``) a bad parameter, a 0-d ``w``, or NaN/Inf in ``w``.
+
+    Examples
+    --------
+    >>> q = quantize_pot([[1.0, 0.7], [-0.01, 0.0]], 2, axis=0)
+    >>> q.scale_exponent.ravel(), q.code_values()
+    (array([3, 9], dtype=int32), array([[ 8,  4],
+           [-4,  0]]))
+
+    Exact midpoints (here 6, 3 and 1.5 after scaling by ``2**F = 2``) round toward zero:
+
+    >>> quantize_pot([3.0, 1.5, 0.75, 0.8], 2).dequantize()
+    array([2. , 1. , 0.5, 1. ])
+    """
+    return _quantize("pot", w, exp_bits, 0, axis)
+
+
+def quantize_twohot(w, exp_bits: int, *, delta: int = 0,
+                    axis: Optional[int] = None) -> ShiftTensor:
+    """Quantize ``w`` to two-hot codes (see the module docstring for the rules).
+
+    Parameters
+    ----------
+    w : array_like of float
+        Finite values, any shape with ``ndim >= 1``; converted to float64.
+    exp_bits : int
+        Width of each exponent, in ``[1, 5]``: exponents ``0 ... 2**exp_bits - 1``.
+    delta : int, default 0
+        Offset added to ``e1`` (the extra shifter), in ``[0, 7]``.
+    axis : int or None, default None
+        None: one scale exponent for the whole tensor; an int: one per slice along that
+        axis (e.g. ``axis=0`` of ``(Z, C, k, k)`` conv weights: one per output channel).
+
+    Returns
+    -------
+    ShiftTensor
+        ``mode="twohot"``: every weight is the nearest of
+        ``+-(2**(e1+delta) +- 2**e2) * 2**-F`` and 0, with canonical codes.
+
+    Raises
+    ------
+    InputError
+        (a ``ValueError``) a bad parameter, a 0-d ``w``, or NaN/Inf in ``w``.
+
+    Examples
+    --------
+    >>> q = quantize_twohot([0.3, -1.0, 0.05], 3)
+    >>> int(q.scale_exponent[0]), q.code_values()
+    (8, array([  80, -256,   12]))
+    >>> q = quantize_twohot([9.0], 2, delta=1)
+    >>> q.code_values(), q.e1, q.e2, q.dequantize()
+    (array([18]), array([3], dtype=uint8), array([1], dtype=uint8), array([9.]))
+    """
+    return _quantize("twohot", w, exp_bits, delta, axis)
