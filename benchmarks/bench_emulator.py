@@ -55,6 +55,8 @@ from _common import OtherLoad  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIGS = (ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml",
                    ROOT / "configs" / "accel" / "bfp8_zcu104.yaml")
+SHIFT_CONFIGS = (ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml",   # two-hot, signed
+                 ROOT / "configs" / "accel" / "shift8_zcu104.yaml")    # dual PoT, unsigned
 NOISY = 1.5          # median/min above this: the timings were disturbed
 FULL_MIN_REPS = 3    # the informational float-in/float-out path (slow at 1024)
 BUSY = 0.25          # other processes used more than this many CPUs during a point
@@ -66,6 +68,8 @@ def parse_args(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 1024],
                     help="square GEMM sizes S (x and w are S x S); default 128 512 1024")
+    ap.add_argument("--engine", choices=("bfp_systolic", "shift_mac"), default="bfp_systolic",
+                    help="which engine's shipped configs to measure by default (default bfp_systolic)")
     ap.add_argument("--config", dest="configs", action="append", type=Path, default=None,
                     help="accelerator YAML whose params define a format (repeatable); default "
                          "bfp16_pynq-z2.yaml and bfp8_zcu104.yaml")
@@ -173,21 +177,12 @@ def timed(f, budget, min_reps, max_reps):
     return ts
 
 
-def measure_point(S, path, args):
-    """One size and format: the interleaved A/B timing (+ the informational full path)."""
-    import numpy as np
-    import hlsnn
+def _bfp_operands(cfg, x, w, args):
+    """bfp_systolic: operands quantized once (one exponent per row); returns (bits, call)."""
     from hlsnn.engines.bfp_systolic.emulator import emulate
     from hlsnn.formats.bfp import quantize
-
-    rng = np.random.default_rng([args.seed, S])      # the same x, w for every format
-    x = rng.standard_normal((S, S))
-    w = rng.standard_normal((S, S))
-    x32, w32 = x.astype(np.float32), w.astype(np.float32)
-    cfg = hlsnn.load_config(path)
     p = cfg.params
     m, e = p["mantissa_bits"], p["exponent_bits"]
-    # Quantized once, outside the timing (one exponent per row of x and of w).
     xq = quantize(x, m, axis=-1, exponent_bits=e, rounding=p["rounding"])
     wq = quantize(w, m, axis=-1, exponent_bits=e, rounding=p["rounding"])
     xm, xe = xq.mantissas, xq.exponents.ravel()
@@ -196,9 +191,51 @@ def measure_point(S, path, args):
         ref = emulate(p, xm, xe, wm, we, bm=None)
         emulate = load_function(args.emulate)
         got = emulate(p, xm, xe, wm, we, bm=None)
-        if not (np.array_equal(ref[0], got[0]) and np.array_equal(ref[1], got[1])
-                and ref[2] == got[2]):
-            raise SystemExit(f"{args.emulate} is not bit-exact with hlsnn's emulate at S={S}")
+        if not (np.array_equal(ref[0], got[0]) and np.array_equal(ref[1], got[1]) and ref[2] == got[2]):
+            raise SystemExit(f"{args.emulate} is not bit-exact with hlsnn's emulate")
+    return m, lambda: emulate(p, xm, xe, wm, we, bm=None)
+
+
+def _shift_operands(cfg, x, w, args):
+    """shift_mac: integer activations at the largest fitting scale, weights quantized per row
+    in the config's default mode, the register matrix built once; returns (bits, call)."""
+    import hlsnn
+    from hlsnn.engines.shift_mac.emulator import emulate
+    p = cfg.params
+    acc = hlsnn.Accelerator(cfg, "emu")
+    mode = p["default_mode"]
+    xi, _ = acc.kernel._act(np.abs(x) if not p["act_signed"] else x)
+    wq = acc.kernel._quantize_weights(w, mode, min(3, p["max_delta"]) if mode == "twohot" else 0)
+    regs, _, mode, delta = acc.kernel.registers(wq, mode)
+    n = w.shape[0]
+    bias = np.zeros(n, np.int64)
+    shift = np.full(n, p["act_bits"] + (1 << p["exp_bits"]) - 2)
+    call = lambda: emulate(p, xi, regs, bias, shift, n=n, mode=mode, delta=delta)  # noqa: E731
+    if args.emulate:
+        ref = call()
+        alt = load_function(args.emulate)
+        got = alt(p, xi, regs, bias, shift, n=n, mode=mode, delta=delta)
+        if not (np.array_equal(ref[0], got[0]) and ref[1] == got[1]):
+            raise SystemExit(f"{args.emulate} is not bit-exact with hlsnn's emulate")
+        call = lambda: alt(p, xi, regs, bias, shift, n=n, mode=mode, delta=delta)  # noqa: E731
+    return p["act_bits"], call
+
+
+def measure_point(S, path, args):
+    """One size and format: the interleaved A/B timing (+ the informational full path)."""
+    global np
+    import numpy as np
+    import hlsnn
+
+    rng = np.random.default_rng([args.seed, S])      # the same x, w for every format
+    x = rng.standard_normal((S, S))
+    w = rng.standard_normal((S, S))
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    cfg = hlsnn.load_config(path)
+    p = cfg.params
+    m, call = (_shift_operands if cfg.engine == "shift_mac" else _bfp_operands)(cfg, x, w, args)
+    emulate = lambda *a, **k: call()  # noqa: E731
+    xm = xe = wm = we = None
     with OtherLoad() as other:
         tas, tbs, faults = interleaved(lambda: x32 @ w32.T,
                                        lambda: emulate(p, xm, xe, wm, we, bm=None),
@@ -222,7 +259,8 @@ def measure_point(S, path, args):
             row["full_note"] = f"skipped: S > max_k/max_n {limits}"
         else:
             acc = hlsnn.Accelerator(cfg, "emu")
-            tfs = timed(lambda: acc.gemm(x, w), args.budget, FULL_MIN_REPS, args.max_reps)
+            xin = np.abs(x) if (cfg.engine == "shift_mac" and not p["act_signed"]) else x
+            tfs = timed(lambda: acc.gemm(xin, w), args.budget, FULL_MIN_REPS, args.max_reps)
             row["full_gemm_ms"], row["full_reps"] = statistics.median(tfs) * 1e3, len(tfs)
             acc.close()
     return row
@@ -271,7 +309,7 @@ def main(argv=None):
 
     import numpy as np
 
-    configs = args.configs or list(DEFAULT_CONFIGS)
+    configs = args.configs or list(DEFAULT_CONFIGS if args.engine == "bfp_systolic" else SHIFT_CONFIGS)
     out = sys.stderr if args.json else sys.stdout
     env = {"python": platform.python_version(), "numpy": np.__version__,
            "machine": platform.machine(), "processor": platform.processor() or None,

@@ -165,6 +165,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("hlsnn: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:   # output piped into e.g. `head`: stop quietly
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

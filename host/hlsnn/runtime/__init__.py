@@ -43,6 +43,22 @@ class Accelerator:
         """GEMM on BFPTensors, returning a BFPTensor (see the engine's ``Kernel.gemm_bfp``)."""
         return self._op("gemm_bfp")(x, w, bias=bias, relu=relu, **options)
 
+    def gemm_int(self, x, weights, **options):
+        """GEMM on integer activations and weight codes (``shift_mac``: ``Kernel.gemm_int``)."""
+        return self._op("gemm_int")(x, weights, **options)
+
+    def conv2d(self, x, w, bias=None, padding="same", relu=False, **options):
+        """Float 2-D convolution, stride 1: ``x`` (C, H, W), ``w`` (Z, C, k, k) -> (Z, H', W')."""
+        return self._op("conv2d")(x, w, bias=bias, padding=padding, relu=relu, **options)
+
+    def conv2d_int(self, x, weights, **options):
+        """Convolution on integer activations and weight codes (``Kernel.conv2d_int``)."""
+        return self._op("conv2d_int")(x, weights, **options)
+
+    def run_registers(self, x=None, regs=None, **options):
+        """Stream raw weight-register lanes through the kernel (``shift_mac``)."""
+        return self._op("run_registers")(x, regs, **options)
+
     @property
     def target_name(self):
         return self.target.name

@@ -37,7 +37,9 @@ raster order is sample ``oy*W' + ox``; feature ``(ci*k + ky)*k + kx`` is
 """
 from __future__ import annotations
 
+import functools
 import math
+import threading
 
 import numpy as np
 
@@ -88,8 +90,10 @@ def _exact_matmul(x, c, bound_bits):
     return x.astype(np.int64) @ c.astype(np.int64).T
 
 
-def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False):
-    """Run the kernel's arithmetic.
+def emulate_reference(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False):
+    """The module's rules transcribed directly (int64 post-processing); :func:`emulate` must
+    equal it bit for bit (the tests check this). Same parameters and returns as
+    :func:`emulate`.
 
     Parameters
     ----------
@@ -152,3 +156,187 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False):
         y = np.clip(y1, 0, (1 << B) - 1)
         sat = sat | (y != y1)
     return y, int(sat.sum()) % (1 << 32)
+
+
+@functools.lru_cache(maxsize=64)
+def _tables(exp_bits, delta):
+    """Per 16-bit register lane: the multipliers of accumulator 1 and 2 (rule 1), as float64
+    lookup tables (bits above the register's 2E+5 are ignored, as the kernel ignores them)."""
+    p = {"exp_bits": exp_bits}
+    lanes = np.arange(1 << 16, dtype=np.int64)       # indexed by the whole 16-bit lane
+    e1, s1, z1, e2, s2, z2, cfg = unpack_registers(p, lanes)
+    sg1, sg2 = 1.0 - 2.0 * s1, 1.0 - 2.0 * s2
+    t1, t2 = np.ldexp(1.0, e1), np.ldexp(1.0, e2)
+    c1 = np.where(cfg == 1, sg2 * t2 * (1 - z2), sg2 * (t1 * 2.0 ** delta + sg1 * t2) * (1 - z1))
+    c2 = np.where(cfg == 1, sg1 * t1 * (1 - z1), 0.0)
+    for t in (c1, c2):
+        t.flags.writeable = False
+    return c1, c2
+
+
+@functools.lru_cache(maxsize=64)
+def _summed(exp_bits, delta):
+    """Summed PoT: accumulator 1 + accumulator 2 per lane."""
+    t1, t2 = _tables(exp_bits, delta)
+    t = t1 + t2
+    t.flags.writeable = False
+    return t
+
+
+_WORKSPACE = threading.local()
+
+
+def _workspace(name, shape, dtype=np.float64):
+    """Reusable per-thread scratch arrays (see bfp_systolic.emulator)."""
+    bufs = getattr(_WORKSPACE, "bufs", None)
+    if bufs is None:
+        bufs = _WORKSPACE.bufs = {}
+    b = bufs.get(name)
+    if b is None or b.shape != tuple(shape) or b.dtype != dtype:
+        b = bufs[name] = np.empty(shape, dtype)
+    return b
+
+
+def rows_blk_for(block_elems, n):
+    return max(1, block_elems // max(n, 1))
+
+
+def _round_into(v, rounding, out):
+    if rounding == "nearest_even":
+        return np.rint(v, out=out)
+    if rounding == "truncate":
+        return np.floor(v, out=out)
+    a = np.abs(v)
+    fl = np.floor(a)
+    a -= fl
+    fl += a >= 0.5
+    return np.copysign(fl, v, out=out)
+
+
+def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elems=1 << 15):
+    """Run the kernel's arithmetic (the module's rules, bit for bit).
+
+    Parameters
+    ----------
+    p : mapping
+        The validated ``shift_mac`` config section.
+    x : (batch, K) int array
+        Activations (for convolution, the :func:`im2col` rows).
+    regs : (rows, K) uint16 array
+        Register lanes, one row per unit row of every weight tile (protocol.py).
+    bias, shift : (N,) int arrays
+        Per-neuron bias (accumulator units) and output shift.
+    n : int
+        Number of outputs N.
+    mode : {"twohot", "pot", "pot_sum"}
+        The ``mode`` register.
+    delta : int
+        The ``delta`` register (two-hot first-term extra shift).
+    relu : bool
+
+    Returns
+    -------
+    y : (batch, N) int64
+        Requantized outputs.
+    sat_count : int
+        Saturated outputs, modulo 2**32.
+
+    Notes
+    -----
+    Each register lane maps through a lookup table to its two multipliers (rule 1); the
+    neurons' multiplier matrix is built so that one GEMM gives every output in order (dual
+    PoT interleaves accumulator 2 and 1; summed PoT adds the two tables, exact because the
+    config's ``acc_bits`` leaves room for that adder). The GEMM and the requantization run in
+    float64, exact while the accumulator bound is below 2**53 (otherwise, and for accumulator
+    widths above 53 bits, :func:`emulate_reference` is used).
+    """
+    A, B = p["acc_bits"], p["act_bits"]
+    if not 0 <= delta <= p["max_delta"]:
+        raise InputError(f"delta = {delta}: must be in [0, max_delta = {p['max_delta']}]")
+    if mode not in ("twohot", "pot", "pot_sum"):
+        raise InputError(f"mode = {mode!r}: must be twohot, pot or pot_sum")
+    x = np.asarray(x)
+    regs = np.asarray(regs)
+    batch, k = x.shape
+    bound = (p["act_bits"] + 1 + (1 << p["exp_bits"]) + p["max_delta"] + 1 + math.ceil(math.log2(max(k, 1))))
+    if bound > 53 or A > 53:
+        return emulate_reference(p, x, regs, bias, shift, n=n, mode=mode, delta=delta, relu=relu)
+    E = p["exp_bits"]
+    t1, t2 = _tables(E, int(delta))
+    lanes = np.asarray(regs, np.uint16)     # bits above the register are ignored (16-bit tables)
+    rows = lanes.shape[0]
+    # rule 2: registers before the last config-bit change of their row do not count
+    cfg_lanes = (lanes >> np.uint16(2 * E + 4)) & np.uint16(1)
+    uniform = k <= 1 or cfg_lanes.size == 0 or cfg_lanes.min() == cfg_lanes.max()
+    changed = None if uniform else (cfg_lanes[:, 1:] != cfg_lanes[:, :-1])
+    lo_a, hi_a = -(1 << (A - 1)), (1 << (A - 1)) - 1
+    lo, hi = (-(1 << (B - 1)), (1 << (B - 1)) - 1) if p["act_signed"] else (0, (1 << B) - 1)
+    bias_i = np.asarray(bias, np.int64).reshape(-1)[:n]
+    shifts = np.asarray(shift, np.int64).reshape(-1)[:n]
+    # The bias rides in the GEMM as an extra input of value 1 (exact: every sum < 2**53).
+    nw = 2 * rows if mode == "pot" else rows
+    w = _workspace("w", (nw, k + 1))
+    idx = lanes.astype(np.intp)                 # converted once for the gathers
+    if mode == "pot":
+        np.take(t2, idx, out=w[0::2, :k])       # neuron 2u: shifter 1 -> accumulator 2
+        np.take(t1, idx, out=w[1::2, :k])       # neuron 2u+1: shifter 2 -> accumulator 1
+    else:
+        np.take(_summed(E, int(delta)) if mode == "pot_sum" else t1, idx, out=w[:, :k])
+    if changed is not None and changed.any():
+        kstart = np.where(changed, np.arange(1, k)[None, :], 0).max(axis=1)
+        keep = np.arange(k)[None, :] >= kstart[:, None]
+        w[:, :k] *= np.repeat(keep, 2, axis=0) if mode == "pot" else keep
+    # The output scale 2**-shift[n] rides in the weight rows (powers of two: exact), so the
+    # GEMM yields (acc + bias) * 2**-shift directly.
+    scale = np.ldexp(1.0, -shifts)
+    w[n:, :] = 0.0
+    w[:n, :k] *= scale[:, None]
+    w[:n, k] = bias_i * scale
+    xf = _workspace("x", (batch, k + 1))
+    np.copyto(xf[:, :k], x, casting="unsafe")
+    xf[:, k] = 1.0
+    acc = np.matmul(xf, w[:n].T, out=_workspace("acc", (batch, n)))   # (acc + bias) * 2**-shift
+    # Static bounds decide which clamps can ever act: |x| <= 2**xb, |multiplier| <=
+    # 2**(emax + delta + 1), so |acc| <= 2**tight (rule 3).
+    xb = B - 1 if p["act_signed"] else B
+    tight = xb + (1 << E) - 1 + int(delta) + 1 + math.ceil(math.log2(max(k, 1)))
+    max_bias = int(np.abs(bias_i).max()) if n else 0
+    clamp_acc = (1 << tight) + max_bias > hi_a
+    # Rounding straight into int64 is safe while |v * 2**-shift| < 2**62. For nearest_away,
+    # trunc(v + copysign(1/2, v)) is exact: v = m * 2**-s with |m| < 2**(tight+1) <= 2**51,
+    # so adding 1/2 is exact for s <= 52, and for larger s, |v| < 1/4 rounds to 0 either way.
+    direct = (tight + 1 + max(0, -int(shifts.min(initial=0)))) < 62 and tight + 1 <= 51
+    nonneg = bool(relu)   # after ReLU every value is >= 0
+    half = np.empty((min(rows_blk_for(block_elems, n), batch), n)) if p["rounding"] == "nearest_away" else None
+    y = np.empty((batch, n), np.int64)
+    sat = 0
+    rows_blk = rows_blk_for(block_elems, n)
+    for r0 in range(0, batch, rows_blk):
+        r1 = min(batch, r0 + rows_blk)
+        a = acc[r0:r1]                                       # rule 5, in place, scaled
+        if clamp_acc:
+            np.clip(a, lo_a * scale, hi_a * scale, out=a)
+        if relu:
+            np.maximum(a, 0, out=a)
+        yb = y[r0:r1]
+        if direct:
+            if p["rounding"] == "nearest_away":
+                if nonneg:
+                    a += 0.5
+                    np.floor(a, out=yb, casting="unsafe")
+                else:
+                    h = half[:r1 - r0]
+                    np.copysign(0.5, a, out=h)
+                    a += h
+                    np.trunc(a, out=yb, casting="unsafe")
+            else:
+                (np.rint if p["rounding"] == "nearest_even" else np.floor)(a, out=yb, casting="unsafe")
+            if yb.size and (yb.max() > hi or yb.min() < lo):
+                sat += int(np.count_nonzero(yb > hi)) + int(np.count_nonzero(yb < lo))
+                np.clip(yb, lo, hi, out=yb)
+        else:
+            _round_into(a, p["rounding"], a)
+            sat += int(np.count_nonzero(a > hi)) + int(np.count_nonzero(a < lo))
+            np.clip(a, lo, hi, out=a)
+            yb[...] = a
+    return y, sat % (1 << 32)

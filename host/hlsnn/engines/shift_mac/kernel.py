@@ -262,6 +262,11 @@ class Kernel:
             raise InputError(f"w must be (Z, C, k, k), got shape {w.shape}")
         xi, fx = self._act(np.asarray(x, np.float64))
         pad = self._pad(padding, w.shape[2])
+        if xi.ndim != 3 or xi.shape[0] != w.shape[1]:
+            raise InputError(f"x must be (C={w.shape[1]}, H, W), got {xi.shape}")
+        if min(xi.shape[1], xi.shape[2]) + 2 * pad < w.shape[2]:
+            raise InputError(f"a {w.shape[2]}x{w.shape[3]} kernel with pad {pad} does not fit a "
+                             f"{xi.shape[1]}x{xi.shape[2]} map")
         wq = self._quantize_weights(w, mode, delta)
         y = self._float_run(xi, fx, wq, bias, relu, lambda a: im2col(a, w.shape[2], pad)[0],
                             lambda b_int, sh: self.conv2d_int(xi, wq, padding=padding, mode=mode, bias=b_int,
