@@ -83,6 +83,11 @@ def cmd_info(args):
         print(f"    {r:<7}{used:>8} of {cfg.board.resources[r]:>8}  ({100 * est['utilization'][r]:.0f}%)")
     if "peak_gmacs" in est:
         print(f"  peak {est['peak_gmacs']:.1f} GMAC/s; weight-stream bound {est['stream_bound_gmacs']:.1f} GMAC/s")
+    if "lut_per_unit" in est:
+        ppc = est["products_per_cycle"]
+        print(f"  {est['units']} shift-MAC units x {est['lut_per_unit']} LUTs (model); products per cycle: "
+              f"two-hot {ppc['twohot']}, PoT {ppc['pot']} (summed PoT {ppc['pot_sum']}); "
+              f"peak {est['peak_gops']['twohot']:.1f} / {est['peak_gops']['pot']:.1f} GOP/s")
     return 0
 
 
