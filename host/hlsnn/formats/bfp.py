@@ -103,15 +103,16 @@ EXPONENT_BITS_RANGE = (2, 16)
 
 # --------------------------------------------------------------------------- validation
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+from ._validate import as_float_input  # noqa: E402
+
+from ._validate import as_int_array as _as_int_array  # noqa: E402
+from ._validate import check_axis as _check_axis  # noqa: E402
+from ._validate import check_int_range as _check_int_range  # noqa: E402
+from ._validate import is_int as _is_int  # noqa: E402,F401
 
 
-def _check_int_range(name: str, value, lo: int, hi: Optional[int]) -> int:
-    if not _is_int(value) or value < lo or (hi is not None and value > hi):
-        allowed = f"an int in [{lo}, {hi}]" if hi is not None else f"an int >= {lo}"
-        raise InputError(f"{name} = {value!r}: must be {allowed}")
-    return int(value)
+def _as_float_input(x) -> np.ndarray:
+    return as_float_input(x, "x")
 
 
 def _check_mantissa_bits(value) -> int:
@@ -126,15 +127,6 @@ def _check_block_size(value) -> Optional[int]:
     if value is None:
         return None
     return _check_int_range("block_size", value, 1, None)
-
-
-def _check_axis(axis, ndim: int) -> Optional[int]:
-    if axis is None:
-        return None
-    if not _is_int(axis) or not -ndim <= axis < ndim:
-        raise InputError(f"axis = {axis!r}: must be None or an int in [{-ndim}, {ndim}) "
-                         f"for an array with ndim = {ndim}")
-    return int(axis) % ndim
 
 
 def _check_layout(axis, block_size, ndim: int) -> Tuple[Optional[int], Optional[int]]:
@@ -156,47 +148,6 @@ def exponent_range(exponent_bits: int) -> Tuple[int, int]:
     """Inclusive signed range ``(-2**(b-1), 2**(b-1) - 1)`` of a b-bit shared exponent."""
     b = _check_exponent_bits(exponent_bits)
     return -(1 << (b - 1)), (1 << (b - 1)) - 1
-
-
-def _as_int_array(name: str, value, lo: int, hi: int, dtype) -> np.ndarray:
-    """Integer-valued array-like -> ``dtype`` array, every value checked in ``[lo, hi]``."""
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name}: cannot convert to an integer array ({exc})") from None
-    if arr.dtype.kind == "f":
-        bad = ~np.isfinite(arr) | (arr != np.floor(arr))
-        if np.any(bad):
-            raise InputError(f"{name}: has {int(np.count_nonzero(bad))} non-integer "
-                             f"value(s), e.g. {arr[bad].flat[0]!r}: must be integers")
-    elif arr.dtype.kind not in "iu":
-        raise InputError(f"{name}: has dtype {arr.dtype}: must be integers")
-    if arr.size:
-        amin, amax = arr.min(), arr.max()
-        if amin < lo or amax > hi:
-            badval = amin if amin < lo else amax
-            raise InputError(f"{name}: value {badval!r} is out of range: must be integers "
-                             f"in [{lo}, {hi}]")
-    return arr.astype(dtype, copy=True)      # always a private copy (stored read-only)
-
-
-def _as_float_input(x) -> np.ndarray:
-    if np.iscomplexobj(x):
-        raise InputError("x: is complex: must be real floats")
-    try:
-        arr = np.asarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"x: cannot convert to a float64 array ({exc})") from None
-    if arr.ndim == 0:
-        raise InputError(f"x: is 0-d (a scalar {float(arr)!r}): must have ndim >= 1, "
-                         f"e.g. wrap it as [x]")
-    finite = np.isfinite(arr)
-    if not finite.all():
-        bad = ~finite
-        first = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape))
-        raise InputError(f"x: has {int(np.count_nonzero(bad))} non-finite value(s) (NaN or "
-                         f"Inf), the first at index {first}: must be finite")
-    return arr
 
 
 # --------------------------------------------------------------------------- block layout

@@ -134,14 +134,16 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 # --------------------------------------------------------------------------- validation
 
-def _is_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+from ._validate import as_float_input  # noqa: E402
+
+from ._validate import as_int_array as _as_int_array  # noqa: E402
+from ._validate import check_axis as _check_axis  # noqa: E402
+from ._validate import check_int_range as _check_int_range  # noqa: E402
+from ._validate import is_int as _is_int  # noqa: E402,F401
 
 
-def _check_int_range(name: str, value, lo: int, hi: int) -> int:
-    if not _is_int(value) or value < lo or value > hi:
-        raise InputError(f"{name} = {value!r}: must be an int in [{lo}, {hi}]")
-    return int(value)
+def _as_float_input(w) -> np.ndarray:
+    return as_float_input(w, "w")
 
 
 def _check_mode(mode) -> str:
@@ -160,58 +162,6 @@ def _check_delta(value, mode: str = "twohot") -> int:
         raise InputError(f"delta = {value!r}: must be 0 for mode 'pot' (delta offsets the "
                          f"first exponent of a two-hot code only)")
     return d
-
-
-def _check_axis(axis, ndim: int) -> Optional[int]:
-    if axis is None:
-        return None
-    if not _is_int(axis) or not -ndim <= axis < ndim:
-        raise InputError(f"axis = {axis!r}: must be None or an int in [{-ndim}, {ndim}) "
-                         f"for an array with ndim = {ndim}")
-    return int(axis) % ndim
-
-
-def _as_int_array(name: str, value, lo: int, hi: int, dtype) -> np.ndarray:
-    """Integer-valued array-like -> ``dtype`` array, every value checked in ``[lo, hi]``."""
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name}: cannot convert to an integer array ({exc})") from None
-    if arr.dtype.kind == "b":
-        arr = arr.astype(np.int64)
-    elif arr.dtype.kind == "f":
-        bad = ~np.isfinite(arr) | (arr != np.floor(arr))
-        if np.any(bad):
-            raise InputError(f"{name}: has {int(np.count_nonzero(bad))} non-integer "
-                             f"value(s), e.g. {arr[bad].flat[0]!r}: must be integers")
-    elif arr.dtype.kind not in "iu":
-        raise InputError(f"{name}: has dtype {arr.dtype}: must be integers")
-    if arr.size:
-        amin, amax = arr.min(), arr.max()
-        if amin < lo or amax > hi:
-            badval = (amin if amin < lo else amax).item()
-            raise InputError(f"{name}: value {badval!r} is out of range: must be integers "
-                             f"in [{lo}, {hi}]")
-    return arr.astype(dtype, copy=True)      # always a private copy (stored read-only)
-
-
-def _as_float_input(w) -> np.ndarray:
-    if np.iscomplexobj(w):
-        raise InputError("w: is complex: must be real floats")
-    try:
-        arr = np.asarray(w, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"w: cannot convert to a float64 array ({exc})") from None
-    if arr.ndim == 0:
-        raise InputError(f"w: is 0-d (a scalar {float(arr)!r}): must have ndim >= 1, "
-                         f"e.g. wrap it as [w]")
-    finite = np.isfinite(arr)
-    if not finite.all():
-        bad = ~finite
-        first = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape))
-        raise InputError(f"w: has {int(np.count_nonzero(bad))} non-finite value(s) (NaN or "
-                         f"Inf), the first at index {first}: must be finite")
-    return arr
 
 
 def _scale_shape(shape: Tuple[int, ...], axis: Optional[int]) -> Tuple[int, ...]:

@@ -39,11 +39,13 @@ is compared with.
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
 from ...errors import InputError
+from ..common import release_workspace  # noqa: F401  (re-exported)
+from ..common import round_into as _round_into
+from ..common import workspace as _workspace
 from ...primitives import isqrt, msb_index, shift_round_sat
 from .spec import STAT_BITS
 
@@ -140,43 +142,6 @@ def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats
     ye = select_exponent(acc, e3, M, E, stats, stats_k)
     ym, sat = shift_round_sat(acc, ye[:, None] - e3, M, rounding)
     return ym, ye, int(sat.sum()) % (1 << 32)
-
-
-_WORKSPACE = threading.local()
-
-
-def _workspace(name, shape, dtype):
-    """A reusable per-thread scratch array (the last shape asked for under each name).
-
-    Fresh multi-MB temporaries cost more in page faults than the arithmetic done on them;
-    reusing them keeps :func:`emulate` within a small factor of a float32 matmul. At most
-    three arrays are held per thread; :func:`release_workspace` frees them.
-    """
-    bufs = getattr(_WORKSPACE, "bufs", None)
-    if bufs is None:
-        bufs = _WORKSPACE.bufs = {}
-    b = bufs.get(name)
-    if b is None or b.shape != tuple(shape) or b.dtype != dtype:
-        b = bufs[name] = np.empty(shape, dtype)
-    return b
-
-
-def release_workspace():
-    """Free the emulator's scratch arrays of the calling thread."""
-    _WORKSPACE.bufs = {}
-
-
-def _round_into(v, rounding, out):
-    """Round float64 ``v`` (exact dyadic values) to integers per ``rounding``, into ``out``."""
-    if rounding == "nearest_even":
-        return np.rint(v, out=out)
-    if rounding == "truncate":
-        return np.floor(v, out=out)
-    a = np.abs(v)                     # nearest_away: |v| - floor(|v|) is exact in float64
-    fl = np.floor(a)
-    a -= fl
-    fl += a >= 0.5
-    return np.copysign(fl, v, out=out)
 
 
 def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ...config import Field
+from ..common import bram36 as _bram36
 from ...errors import ConfigError
 from ...primitives import ROUNDING_CODES
 
@@ -58,13 +59,6 @@ def validate(p: dict, board, source) -> dict:
         raise ConfigError(source, f"{NAME}.stream_bits", p["stream_bits"],
                           f"must be at most 8x the board DMA width ({board.dma['stream_bits']})")
     return p
-
-
-def _bram36(depth: int, width: int) -> float:
-    """BRAM36 blocks for one memory bank: 18 Kb halves of 1024 x 18; tiny banks go to LUTRAM."""
-    if depth * width <= 2048:
-        return 0.0
-    return math.ceil(width / 18) * math.ceil(depth / 1024) / 2
 
 
 def estimate(cfg) -> dict:

@@ -39,11 +39,12 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 
 import numpy as np
 
 from ...errors import InputError
+from ..common import round_into as _round_into
+from ..common import workspace as _workspace
 from ...primitives import saturate, shift_round_sat
 from .protocol import unpack_registers
 
@@ -92,33 +93,8 @@ def _exact_matmul(x, c, bound_bits):
 
 def emulate_reference(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False):
     """The module's rules transcribed directly (int64 post-processing); :func:`emulate` must
-    equal it bit for bit (the tests check this). Same parameters and returns as
+    equal it bit for bit (the tests check this). The same parameters and returns as
     :func:`emulate`.
-
-    Parameters
-    ----------
-    p : mapping
-        The validated ``shift_mac`` config section.
-    x : (batch, K) int array
-        Activations (for convolution, the :func:`im2col` rows).
-    regs : (rows, K) uint16 array
-        Register lanes, one row per unit row of every weight tile (protocol.py).
-    bias, shift : (N,) int arrays
-        Per-neuron bias (accumulator units) and output shift.
-    n : int
-        Number of outputs N.
-    mode : {"twohot", "pot", "pot_sum"}
-        The ``mode`` register.
-    delta : int
-        The ``delta`` register (two-hot first-term extra shift).
-    relu : bool
-
-    Returns
-    -------
-    y : (batch, N) int64
-        Requantized outputs.
-    sat_count : int
-        Saturated outputs, modulo 2**32.
     """
     A, B = p["acc_bits"], p["act_bits"]
     if not 0 <= delta <= p["max_delta"]:
@@ -174,43 +150,8 @@ def _tables(exp_bits, delta):
     return c1, c2
 
 
-@functools.lru_cache(maxsize=64)
-def _summed(exp_bits, delta):
-    """Summed PoT: accumulator 1 + accumulator 2 per lane."""
-    t1, t2 = _tables(exp_bits, delta)
-    t = t1 + t2
-    t.flags.writeable = False
-    return t
-
-
-_WORKSPACE = threading.local()
-
-
-def _workspace(name, shape, dtype=np.float64):
-    """Reusable per-thread scratch arrays (see bfp_systolic.emulator)."""
-    bufs = getattr(_WORKSPACE, "bufs", None)
-    if bufs is None:
-        bufs = _WORKSPACE.bufs = {}
-    b = bufs.get(name)
-    if b is None or b.shape != tuple(shape) or b.dtype != dtype:
-        b = bufs[name] = np.empty(shape, dtype)
-    return b
-
-
 def rows_blk_for(block_elems, n):
     return max(1, block_elems // max(n, 1))
-
-
-def _round_into(v, rounding, out):
-    if rounding == "nearest_even":
-        return np.rint(v, out=out)
-    if rounding == "truncate":
-        return np.floor(v, out=out)
-    a = np.abs(v)
-    fl = np.floor(a)
-    a -= fl
-    fl += a >= 0.5
-    return np.copysign(fl, v, out=out)
 
 
 def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elems=1 << 15):
@@ -277,20 +218,26 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elem
     nw = 2 * rows if mode == "pot" else rows
     w = _workspace("w", (nw, k + 1))
     idx = lanes.astype(np.intp)                 # converted once for the gathers
+    scale = np.ldexp(1.0, -shifts)
+    # One shift for every neuron (a per-layer scale): fold 2**-shift into the tables (65536
+    # entries) instead of into every weight row.
+    uniform_shift = n > 0 and bool((shifts == shifts[0]).all())
+    if uniform_shift:
+        t1, t2 = t1 * scale[0], t2 * scale[0]
     if mode == "pot":
         np.take(t2, idx, out=w[0::2, :k])       # neuron 2u: shifter 1 -> accumulator 2
         np.take(t1, idx, out=w[1::2, :k])       # neuron 2u+1: shifter 2 -> accumulator 1
     else:
-        np.take(_summed(E, int(delta)) if mode == "pot_sum" else t1, idx, out=w[:, :k])
+        np.take(t1 + t2 if mode == "pot_sum" else t1, idx, out=w[:, :k])
     if changed is not None and changed.any():
         kstart = np.where(changed, np.arange(1, k)[None, :], 0).max(axis=1)
         keep = np.arange(k)[None, :] >= kstart[:, None]
         w[:, :k] *= np.repeat(keep, 2, axis=0) if mode == "pot" else keep
     # The output scale 2**-shift[n] rides in the weight rows (powers of two: exact), so the
     # GEMM yields (acc + bias) * 2**-shift directly.
-    scale = np.ldexp(1.0, -shifts)
     w[n:, :] = 0.0
-    w[:n, :k] *= scale[:, None]
+    if not uniform_shift:
+        w[:n, :k] *= scale[:, None]
     w[:n, k] = bias_i * scale
     xf = _workspace("x", (batch, k + 1))
     np.copyto(xf[:, :k], x, casting="unsafe")

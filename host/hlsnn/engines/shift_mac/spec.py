@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ...config import Field
+from ..common import bram36 as _bram36
 from ...errors import ConfigError
 from ...primitives import ROUNDING_CODES
 
@@ -67,12 +68,6 @@ def validate(p: dict, board, source) -> dict:
         raise ConfigError(source, f"{NAME}.max_hw", p["max_hw"],
                           f"must not exceed max_fmap = {p['max_fmap']}")
     return p
-
-
-def _bram36(depth: int, width: int) -> float:
-    if depth * width <= 2048:
-        return 0.0
-    return math.ceil(width / 18) * math.ceil(depth / 1024) / 2
 
 
 def lut_per_unit(p) -> int:

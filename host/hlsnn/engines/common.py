@@ -1,0 +1,51 @@
+"""Helpers shared by the engines' emulators and resource models."""
+import math
+import threading
+
+import numpy as np
+
+_WORKSPACE = threading.local()
+
+
+def workspace(name, shape, dtype=np.float64):
+    """A reusable per-thread scratch array (the last shape asked for under each name).
+
+    Fresh multi-MB temporaries cost more in page faults than the arithmetic done on them;
+    reusing them keeps the emulators within a small factor of a float32 matmul. Only a few
+    arrays are held per thread; :func:`release_workspace` frees them.
+    """
+    bufs = getattr(_WORKSPACE, "bufs", None)
+    if bufs is None:
+        bufs = _WORKSPACE.bufs = {}
+    b = bufs.get(name)
+    if b is None or b.shape != tuple(shape) or b.dtype != dtype:
+        b = bufs[name] = np.empty(shape, dtype)
+    return b
+
+
+def release_workspace():
+    """Free the emulators' scratch arrays of the calling thread."""
+    _WORKSPACE.bufs = {}
+
+
+def round_into(v, rounding, out):
+    """Round float64 ``v`` (exact dyadic values) to integers per ``rounding``, into ``out``:
+    ``nearest_even`` (rint), ``truncate`` (floor), ``nearest_away`` (sign * (floor|v| +
+    (frac >= 1/2)), where ``|v| - floor|v|`` is exact)."""
+    if rounding == "nearest_even":
+        return np.rint(v, out=out)
+    if rounding == "truncate":
+        return np.floor(v, out=out)
+    a = np.abs(v)
+    fl = np.floor(a)
+    a -= fl
+    fl += a >= 0.5
+    return np.copysign(fl, v, out=out)
+
+
+def bram36(depth: int, width: int) -> float:
+    """BRAM36 blocks for one memory bank: 18 Kb halves of 1024 x 18; banks of <= 2 Kb are
+    LUTRAM (resource model, not synthesis)."""
+    if depth * width <= 2048:
+        return 0.0
+    return math.ceil(width / 18) * math.ceil(depth / 1024) / 2

@@ -1,0 +1,74 @@
+"""Input checks shared by the number-format modules (one-line ``InputError`` messages naming
+the parameter, the value and what is allowed)."""
+from typing import Optional
+
+import numpy as np
+
+from ..errors import InputError
+
+
+def is_int(value) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_int_range(name: str, value, lo: int, hi: Optional[int]) -> int:
+    """``value`` as an int in ``[lo, hi]`` (``hi=None``: no upper bound)."""
+    if not is_int(value) or value < lo or (hi is not None and value > hi):
+        allowed = f"an int in [{lo}, {hi}]" if hi is not None else f"an int >= {lo}"
+        raise InputError(f"{name} = {value!r}: must be {allowed}")
+    return int(value)
+
+
+def check_axis(axis, ndim: int) -> Optional[int]:
+    """None, or ``axis`` normalized to ``[0, ndim)``."""
+    if axis is None:
+        return None
+    if not is_int(axis) or not -ndim <= axis < ndim:
+        raise InputError(f"axis = {axis!r}: must be None or an int in [{-ndim}, {ndim}) "
+                         f"for an array with ndim = {ndim}")
+    return int(axis) % ndim
+
+
+def as_int_array(name: str, value, lo: int, hi: int, dtype) -> np.ndarray:
+    """Integer-valued array-like -> a private ``dtype`` copy, every value checked in ``[lo, hi]``."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: cannot convert to an integer array ({exc})") from None
+    if arr.dtype.kind == "b":
+        arr = arr.astype(np.int64)
+    elif arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+        if np.any(bad):
+            raise InputError(f"{name}: has {int(np.count_nonzero(bad))} non-integer "
+                             f"value(s), e.g. {arr[bad].flat[0]!r}: must be integers")
+    elif arr.dtype.kind not in "iu":
+        raise InputError(f"{name}: has dtype {arr.dtype}: must be integers")
+    if arr.size:
+        amin, amax = arr.min(), arr.max()
+        if amin < lo or amax > hi:
+            badval = (amin if amin < lo else amax).item()
+            raise InputError(f"{name}: value {badval!r} is out of range: must be integers "
+                             f"in [{lo}, {hi}]")
+    return arr.astype(dtype, copy=True)      # always a private copy (stored read-only)
+
+
+def as_float_input(x, name: str = "x") -> np.ndarray:
+    """Real, finite, ndim >= 1 float64 array, else an InputError naming the first bad index."""
+    if np.iscomplexobj(x):
+        raise InputError(f"{name}: is complex: must be real floats")
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: cannot convert to a float64 array ({exc})") from None
+    if arr.ndim == 0:
+        raise InputError(f"{name}: is 0-d (a scalar {float(arr)!r}): must have ndim >= 1, "
+                         f"e.g. wrap it as [{name}]")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad = ~finite
+        first = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape))
+        raise InputError(f"{name}: has {int(np.count_nonzero(bad))} non-finite value(s) (NaN or "
+                         f"Inf), the first at index {first}: must be finite")
+    return arr
