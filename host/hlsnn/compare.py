@@ -24,7 +24,7 @@ def compare(cfg, target="csim", *, seed=0, n_random=8, verbose=False, target_obj
         results.append(r)
         if verbose:
             status = "ok" if r["mismatches"] == 0 and r["registers_ok"] else "MISMATCH"
-            print(f"  {r['case']:<22} batch,N,K={r['shape']!s:<16} {r['outputs']:>8} outputs  {status}")
+            print(f"  {r['case']:<24} shape={r['shape']!s:<20} {r['outputs']:>8} outputs  {status}")
     first = next(({"case": r["case"], **r["first"]} for r in results if r["first"]), None)
     bad_regs = [r["case"] for r in results if not r["registers_ok"]]
     return {

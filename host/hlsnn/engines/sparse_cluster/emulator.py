@@ -1,0 +1,104 @@
+"""Bit-exact emulator of the ``sparse_cluster`` kernel — the specification of its arithmetic.
+
+The C++ kernel (``hls/engines/sparse_cluster/kernel.cpp.j2``) follows these rules; C-simulation
+and the board must agree on every output bit.
+
+1. **Convolution** (stride 1, cross-correlation, sources 003/004). With the input zero-padded
+   to ``xp`` (C, Hp, Wp) and weights ``w`` (Z, C, k, k), int8 both:
+   ``acc[z, oy, ox] = sum_{c, ky, kx} w[z, c, ky, kx] * xp[c, oy + ky, ox + kx]`` for
+   ``0 <= oy < Hp - k + 1``, ``0 <= ox < Wp - k + 1`` — exact in int32 (the config bounds
+   ``C * k^2 * 2^14`` so it cannot overflow). A unit computes it for its output rectangle
+   from its tile's non-zero inputs and the non-zero coefficients only (zero products are
+   never formed; integer sums do not depend on their order).
+2. **Bias**: ``t = acc + bias[z]`` (int32 bias in accumulator units).
+3. **ReLU** (optional): ``t = max(t, 0)``.
+4. **2x2 max pooling** (optional, stride 2): ``t'[z, i, j] = max t[z, 2i:2i+2, 2j:2j+2]``; an odd
+   last row or column is dropped.
+5. **Output**: raw mode returns ``t`` (int32); otherwise
+   ``y = shift_round_sat(t, shift[z], 8)`` (int8), and ``sat_count`` counts saturated outputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...primitives import shift_round_sat
+
+
+def _dense(xp, w):
+    """acc by im2col + GEMM (exact: float32 while every sum stays below 2**24)."""
+    z, c, k, _ = w.shape
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(1, 2))   # (C, H', W', k, k)
+    oh, ow = win.shape[1], win.shape[2]
+    ft = np.float32 if c * k * k * (1 << 14) <= (1 << 24) else np.float64
+    cols = np.ascontiguousarray(win.transpose(1, 2, 0, 3, 4), dtype=ft).reshape(oh * ow, c * k * k)
+    acc = cols @ w.reshape(z, -1).astype(ft).T
+    return np.rint(acc).astype(np.int64).T.reshape(z, oh, ow)
+
+
+def _scatter(xp, w):
+    """acc by pairing only non-zero inputs with non-zero coefficients (cost ~ their product):
+    every pair adds ``coef * value`` at ``(z, y - ky, x - kx)`` (source 003's result index)."""
+    z, c, k, _ = w.shape
+    _, hp, wp = xp.shape
+    oh, ow = hp - k + 1, wp - k + 1
+    wb = wp + k - 1                      # a bordered buffer so that every pair lands inside it
+    size = (hp + k - 1) * wb
+    idx_parts, val_parts = [], []
+    zz, cc, yy, xx = np.nonzero(w)
+    coef = w[zz, cc, yy, xx].astype(np.float64)
+    a_w = zz * size + (k - 1 - yy) * wb + (k - 1 - xx)
+    order = np.argsort(cc, kind="stable")
+    cc, a_w, coef = cc[order], a_w[order], coef[order]
+    wstart = np.searchsorted(cc, np.arange(c + 1))
+    for ch in range(c):
+        a, b = wstart[ch], wstart[ch + 1]
+        if a == b:
+            continue
+        ys, xs = np.nonzero(xp[ch])
+        if ys.size == 0:
+            continue
+        v = xp[ch][ys, xs].astype(np.float64)
+        idx_parts.append((a_w[a:b, None] + (ys * wb + xs)[None, :]).reshape(-1))
+        val_parts.append((coef[a:b, None] * v[None, :]).reshape(-1))
+    if not idx_parts:
+        return np.zeros((z, oh, ow), np.int64)
+    buf = np.bincount(np.concatenate(idx_parts), weights=np.concatenate(val_parts), minlength=z * size)
+    buf = buf.reshape(z, hp + k - 1, wb)[:, k - 1:k - 1 + oh, k - 1:k - 1 + ow]
+    return np.rint(buf).astype(np.int64)
+
+
+def conv_accumulate(xp, w, *, method="auto"):
+    """Rule 1: exact int64 accumulators ``(Z, Hp-k+1, Wp-k+1)`` of padded input ``xp`` and
+    weights ``w``. ``method``: ``"dense"`` (im2col + GEMM), ``"sparse"`` (non-zero pairs
+    only) or ``"auto"`` (the cheaper by a cost model: pairs of non-zeros vs dense MACs)."""
+    xp = np.asarray(xp, np.int64)
+    w = np.asarray(w, np.int64)
+    z, c, k, _ = w.shape
+    if method == "auto":
+        nnz_w = np.count_nonzero(w.reshape(z, c, -1), axis=(0, 2))          # per input channel
+        nnz_x = np.count_nonzero(xp.reshape(c, -1), axis=1)
+        pairs = float((nnz_w * nnz_x).sum())
+        dense_macs = float(z * c * k * k * (xp.shape[1] - k + 1) * (xp.shape[2] - k + 1))
+        method = "sparse" if pairs * 60 < dense_macs else "dense"
+    return _scatter(xp, w) if method == "sparse" else _dense(xp, w)
+
+
+def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even"):
+    """Rules 2-5 on accumulators ``(Z, H, W)``: returns ``(out, sat_count)``."""
+    t = np.asarray(acc, np.int64) + np.asarray(bias, np.int64).reshape(-1, 1, 1)
+    if relu:
+        t = np.maximum(t, 0)
+    if pool:
+        z, h, w = t.shape
+        t = t[:, :h // 2 * 2, :w // 2 * 2].reshape(z, h // 2, 2, w // 2, 2).max(axis=(2, 4))
+    if raw:
+        return t, 0
+    y, sat = shift_round_sat(t, np.asarray(shift, np.int64).reshape(-1, 1, 1), 8, rounding)
+    return y, int(sat.sum()) % (1 << 32)
+
+
+def emulate(p, xp, w, bias, shift, *, relu=False, pool=False, raw=False, method="auto"):
+    """The whole layer on a padded input ``xp`` (C, Hp, Wp): ``(out, sat_count)``, out
+    (Z, H', W') (pooled if ``pool``) as int8 values, or int32 in raw mode."""
+    acc = conv_accumulate(xp, w, method=method)
+    return postprocess(acc, bias, shift, relu=relu, pool=pool, raw=raw, rounding=p["rounding"])

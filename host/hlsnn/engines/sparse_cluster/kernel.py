@@ -1,0 +1,218 @@
+"""Accelerator-facing operations of ``sparse_cluster``: zero-skipping convolution on M units
+with the output map partitioned by the non-zeros of the input (source 003)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InputError
+from ...formats import sparse as sfmt
+from . import protocol
+from .emulator import conv_accumulate, emulate, postprocess
+from .protocol import Job
+from .spec import MAGIC
+
+
+def _int8(name, a):
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu":
+        raise InputError(f"{name} must be an integer array for the integer path, got dtype {a.dtype}")
+    if a.size and (a.min() < -128 or a.max() > 127):
+        raise InputError(f"{name} values must be int8, in [-128, 127]; got [{a.min()}, {a.max()}]")
+    return a.astype(np.int64)
+
+
+class Plan:
+    """How a layer is cut into jobs: the padded input, the partition and the rounds."""
+
+    def __init__(self, xp, k, out_shape, partition, rounds, pool):
+        self.xp, self.k, self.out_shape, self.partition, self.rounds, self.pool = xp, k, out_shape, partition, rounds, pool
+
+
+class Kernel:
+    """Zero-skipping convolution (stride 1, 'same' or 'valid'), int8 in, int8 or int32 out."""
+
+    OPERATIONS = ("conv2d", "conv2d_int")
+
+    def __init__(self, cfg, target):
+        self.cfg, self.p, self.target = cfg, cfg.params, target
+        self.last_sat_count = 0
+        self.last_plan = None
+
+    # ------------------------------------------------------------------ planning
+    def plan(self, x, k, padding="same", pool=False, threshold=0.03):
+        """Pad the input, partition the output grid over the units by the input's non-zeros
+        (balanced to ``threshold``), fold each unit's rectangle to the unit's tile size, and
+        group the folds into rounds (one job per unit per round)."""
+        p = self.p
+        c, h, w = x.shape
+        if padding == "same":
+            if k % 2 == 0:
+                raise InputError(f"padding 'same' needs an odd kernel size, got {k}")
+            pad = (k - 1) // 2
+        elif padding == "valid":
+            pad = 0
+        else:
+            raise InputError(f"padding = {padding!r}: must be 'same' or 'valid'")
+        xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad)))
+        oh, ow = xp.shape[1] - k + 1, xp.shape[2] - k + 1
+        if oh < 1 or ow < 1:
+            raise InputError(f"a {k}x{k} kernel does not fit a {h}x{w} map with padding {padding!r}")
+        if max(h, w) > p["max_hw"]:
+            raise InputError(f"feature map {h}x{w} exceeds max_hw = {p['max_hw']}")
+        # balance by the input non-zeros around each output pixel's centre
+        c0 = (k - 1) // 2
+        weight = np.count_nonzero(xp[:, c0:c0 + oh, c0:c0 + ow], axis=0)
+        step = 2 if pool else 1
+        gh, gw = oh // step, ow // step
+        if pool:
+            if gh < 1 or gw < 1:
+                raise InputError(f"2x2 pooling needs an output of at least 2x2, got {oh}x{ow}")
+            weight = weight[:gh * 2, :gw * 2].reshape(gh, 2, gw, 2).sum(axis=(1, 3))
+        tile = (max(1, p["tile_h"] // step), max(1, p["tile_w"] // step))
+        units = p["units"]
+        try:
+            part = sfmt.partition(weight, units, threshold=threshold, max_tile=tile)
+        except InputError:       # a map smaller than the unit grid: one band of columns
+            units_used = min(units, gw)
+            part = sfmt.partition(weight, units_used, threshold=threshold, max_tile=tile, grid=(1, units_used))
+        folds = list(part.folds) + [[] for _ in range(units - len(part.folds))]
+        n_rounds = max(len(f) for f in folds)
+        rounds = []
+        for r in range(n_rounds):
+            jobs = []
+            for m in range(units):
+                if r < len(folds[m]):
+                    r0, r1, q0, q1 = (int(v) * step for v in folds[m][r])
+                    jobs.append(Job(m, r0, r1, q0, q1))
+                else:
+                    jobs.append(Job(m, 0, 0, 0, 0))
+            rounds.append(jobs)
+        out_shape = (gh, gw) if pool else (oh, ow)
+        return Plan(xp, k, out_shape, part, rounds, pool)
+
+    # ------------------------------------------------------------------ integer path
+    def conv2d_int(self, x, w, *, bias=None, shift=None, padding="same", relu=False, pool=False,
+                   requantize=True, threshold=0.03):
+        """int8 ``x`` (C, H, W) and ``w`` (Z, C, k, k) -> int8 (``requantize``) or the exact
+        int32 accumulators (+ bias, ReLU, pooling) as int64 (Z, H', W').
+
+        ``shift`` (int or (Z,)): the output right shift; None chooses, per output channel, the
+        smallest shift that fits the largest value into int8 (calibrated on the emulator's
+        exact accumulators).
+        """
+        p = self.p
+        x = _int8("x", x)
+        w = _int8("w", w)
+        if x.ndim != 3 or w.ndim != 4 or w.shape[1] != x.shape[0] or w.shape[2] != w.shape[3]:
+            raise InputError(f"x must be (C, H, W) and w (Z, C, k, k) with matching C; got {x.shape} and {w.shape}")
+        z, c, k, _ = w.shape
+        if c > p["max_in_channels"] or z > p["max_out_channels"] or k > p["max_ksize"]:
+            raise InputError(f"C = {c}, Z = {z}, k = {k} exceed the config's max_in_channels = {p['max_in_channels']}, "
+                             f"max_out_channels = {p['max_out_channels']}, max_ksize = {p['max_ksize']}")
+        bias = np.zeros(z, np.int64) if bias is None else np.broadcast_to(np.asarray(bias, np.int64), (z,)).copy()
+        if np.any(np.abs(bias) >= 1 << 30):
+            raise InputError("bias must be in (-2^30, 2^30) accumulator units")
+        plan = self.plan(x, k, padding, pool, threshold)
+        flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_POOL if pool else 0) | \
+            (0 if requantize else protocol.FLAG_RAW)
+        if shift is None:
+            if requantize:
+                t, _ = postprocess(conv_accumulate(plan.xp, w), bias, np.zeros(z), relu=relu, pool=pool, raw=True)
+                big = np.abs(t).reshape(z, -1).max(axis=1) if t.size else np.zeros(z, np.int64)
+                shift = np.array([max(0, int(v).bit_length() - 7) for v in big])
+            else:
+                shift = np.zeros(z, np.int64)
+        shift = np.broadcast_to(np.asarray(shift, np.int64), (z,)).copy()
+        if np.any(np.abs(shift) > 63):
+            raise InputError("shift must be in [-63, 63]")
+        coefs = sfmt.compress_kernel(w)
+        beats = protocol.pack_input(p, fmap_padded=plan.xp, coefs=coefs, rounds=plan.rounds, bias=bias,
+                                    shift=shift, ksize=k)
+        regs = [c, z, k, flags, len(plan.rounds), len(protocol.groups(p, z))]
+        out, regs_out = self.target.run(beats, regs, protocol.n_output_beats(p, plan.rounds, z, flags))
+        magic, hash32, sat = (int(r) for r in regs_out)
+        if magic != MAGIC or hash32 != self.cfg.hash32:
+            raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
+                             f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
+        self.last_sat_count, self.last_plan = sat, plan
+        return protocol.unpack_output(p, out, plan.rounds, z, plan.out_shape, flags)
+
+    # ------------------------------------------------------------------ float / dispatch
+    def conv2d(self, x, w, bias=None, padding="same", relu=False, requantize=True, *, pool=False, shift=None,
+               threshold=0.03):
+        """``x`` (C, H, W), ``w`` (Z, C, k, k). Integer arrays (int8 values) run as they are
+        (see :meth:`conv2d_int`; ``bias`` in accumulator units). Float arrays are quantized to
+        int8 with power-of-two scales (the largest that fits), run, and returned as floats."""
+        xa, wa = np.asarray(x), np.asarray(w)
+        if xa.dtype.kind in "iu" and wa.dtype.kind in "iu":
+            return self.conv2d_int(xa, wa, bias=bias, shift=shift, padding=padding, relu=relu, pool=pool,
+                                   requantize=requantize, threshold=threshold)
+        xq, fx = _q8(xa, "x")
+        wq, fw = _q8(wa, "w")
+        b = None if bias is None else np.rint(np.ldexp(np.asarray(bias, np.float64), fx + fw)).astype(np.int64)
+        if not requantize:
+            y = self.conv2d_int(xq, wq, bias=b, padding=padding, relu=relu, pool=pool, requantize=False,
+                                threshold=threshold)
+            return np.ldexp(y.astype(np.float64), -(fx + fw))
+        y = self.conv2d_int(xq, wq, bias=b, shift=shift, padding=padding, relu=relu, pool=pool, threshold=threshold)
+        sh = self._last_shift(y.shape[0], shift, xq, wq, b, padding, relu, pool)
+        return np.ldexp(y.astype(np.float64), (sh - (fx + fw)).reshape(-1, 1, 1))
+
+    def _last_shift(self, z, shift, xq, wq, b, padding, relu, pool):
+        if shift is not None:
+            return np.broadcast_to(np.asarray(shift, np.int64), (z,))
+        plan = self.last_plan
+        t, _ = postprocess(conv_accumulate(plan.xp, wq), np.zeros(z) if b is None else b, np.zeros(z), relu=relu,
+                           pool=pool, raw=True)
+        big = np.abs(t).reshape(z, -1).max(axis=1) if t.size else np.zeros(z, np.int64)
+        return np.array([max(0, int(v).bit_length() - 7) for v in big])
+
+    # ------------------------------------------------------------------ emulator target
+    @staticmethod
+    def emulate_stream(cfg, beats, regs_in):
+        """Per job, as a unit sees it: its tile from the compressed entries, the group's
+        coefficients, the same post-processing; outputs in stream order."""
+        p = cfg.params
+        cin, zout, k, flags, n_rounds, n_groups = (int(r) for r in regs_in)
+        d = protocol.unpack_input(p, beats, regs_in)
+        w, bias, shift = d["weights"], d["bias"], d["shift"]
+        lanes = protocol.lanes_per_beat(p)
+        parts, sat = [], 0
+        for z0, z1 in protocol.groups(p, zout):
+            for r, hw in enumerate(d["rounds_hw"]):
+                for m in range(p["units"]):
+                    oh, ow = int(hw[m, 0]), int(hw[m, 1])
+                    if not oh:
+                        continue
+                    tile = np.zeros((cin, oh + k - 1, ow + k - 1), np.int64)
+                    for kz in range(cin):
+                        v, rr, cc = d["entries"][(r, m, kz)]
+                        tile[kz, rr, cc] = v
+                    out, s = emulate(p, tile, w[z0:z1], bias[z0:z1], shift[z0:z1], relu=bool(flags & 1),
+                                     pool=bool(flags & 2), raw=bool(flags & 4))
+                    sat += s
+                    vals = out.reshape(-1)
+                    if flags & protocol.FLAG_RAW:
+                        u = vals & 0xFFFFFFFF
+                        vals = np.stack([u & 0xFFFF, u >> 16], axis=1).reshape(-1)
+                    seg = np.zeros(-(-max(vals.size, 1) // lanes) * lanes, np.int64)
+                    seg[:vals.size] = vals
+                    parts.append(seg)
+        from ..stream import lanes_to_beats
+        lanes_all = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return (lanes_to_beats(lanes_all, protocol.LANE, p["stream_bits"]),
+                np.array([MAGIC, cfg.hash32, sat % (1 << 32)], dtype=np.uint32))
+
+
+def _q8(a, name):
+    """Float array -> (int8 values, F) with the largest power-of-two scale 2**F that fits."""
+    a = np.asarray(a, np.float64)
+    if not np.isfinite(a).all():
+        raise InputError(f"{name} contains NaN or Inf")
+    amax = float(np.abs(a).max()) if a.size else 0.0
+    f = 0 if amax == 0 else int(np.floor(np.log2(127.0 / amax)))
+    while amax and amax * 2.0 ** (f + 1) <= 127:
+        f += 1
+    while amax and amax * 2.0 ** f > 127:
+        f -= 1
+    return np.clip(np.rint(np.ldexp(a, f)), -128, 127).astype(np.int64), f

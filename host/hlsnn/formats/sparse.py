@@ -1,0 +1,1099 @@
+"""Sparse formats: compressed kernels, compressed sub-feature-maps and the sparsity-balanced
+partitioner of the sparse accelerators.
+
+This module is the reference for the compressed kernel stream of the zero-coefficient-skipping
+convolution engine (SPECS section 5, seed 004), and for the compressed sub-feature-maps and
+the sparsity-balanced partitioning of the sparse tensor accelerator (SPECS section 4, seed
+003, Alg 3-A/3-B/3-C). The rules below are the specification that the emulators, the
+generated C++ and the tests all follow.
+
+Compressed kernels (:func:`compress_kernel`, :class:`SparseKernel`)
+    A kernel tensor ``w`` of shape ``(Z, C, KH, KW)`` (``Z`` kernels = output channels,
+    ``C`` input channels indexed by ``kz``, kernel row ``ky``, kernel column ``kx``; usually
+    ``KH = KW = k``) becomes one entry ``(coef, z, kz, ky, kx)`` per NON-ZERO coefficient.
+    Zero coefficients get no entry (claims 4-6 of the source). The entries are five 1-D int64
+    arrays of one length ``nnz``, ordered **kz-major, then by z, then ky, then kx**, i.e.
+    strictly increasing in ``(kz, z, ky, kx)``. This is the stream the engine consumes: one
+    input image ``kz`` at a time, every kernel ``z`` of that image in turn, each kernel
+    row-major. Decompression is lossless: ``decompress()`` returns ``w`` as int64.
+    :meth:`SparseKernel.entries` returns the entries of one input channel as arrays, and
+    :meth:`SparseKernel.coefficients` yields them one at a time, like the source's kernel
+    decompressor that "decompresses one coefficient at a time" (it is for tests and
+    documentation, not for speed).
+
+Compressed sub-feature-maps (:func:`compress_map`, :class:`SparseMap`)
+    The value buffer + index buffer of source 003 in COO form (decision A3.9). A 2-D map
+    ``(H, W)`` or 3-D map ``(C, H, W)`` of integers becomes one entry ``(value, chan, row,
+    col)`` per non-zero value, with LOCAL coordinates (``chan`` is 0 for a 2-D map). The
+    entries are ordered by channel, then row-major within the channel (strictly increasing
+    in ``(chan, row, col)``). ``origin = (row, col)`` is the position of the sub-map's
+    top-left pixel in the full feature map (the source's "index value"), so a local
+    ``(row, col)`` sits at ``(origin[0] + row, origin[1] + col)`` in the full map.
+    Decompression is lossless.
+
+Partitioning (:func:`partition`, :class:`Partition`)
+    Non-zeros
+        A 2-D map ``(H, W)`` has weight 1 at every pixel whose value is ``!= 0``. A 3-D map
+        ``(C, H, W)`` has at each pixel the number of its non-zero channels. The count
+        ``nz`` of a rectangle is the sum of its weights, and its non-zero fraction is
+        ``nz_pct = nz / (C * area)`` (``C = 1`` for a 2-D map), a number in ``[0, 1]``. All
+        counts come from 2-D prefix sums (:func:`numpy.cumsum`).
+    Topology (Alg 3-A)
+        ``units`` rectangles in a guillotine grid: ``gr`` row bands, each cut independently
+        into ``gc`` cells, ``gr * gc = units``. By default ``(gr, gc)`` is the factor pair
+        with ``gr <= gc`` closest to square (``units = 6 -> 2 x 3``, a prime ``p -> 1 x p``);
+        ``grid=(gr, gc)`` overrides it. Every rectangle is non-empty, so ``H >= gr`` and
+        ``W >= gc`` are required. A rectangle is half-open ``(row0, row1, col0, col1)``.
+        :attr:`Partition.rects` lists them band by band, left to right, and they tile the
+        map exactly. A partition is fully described by its cuts: :attr:`Partition.row_cuts`
+        ``(0 = r_0 < r_1 < ... < r_gr = H)`` and, per band, :attr:`Partition.col_cuts`
+        ``(0 = c_0 < ... < c_gc = W)``.
+    Metric (Alg 3-B)
+        ``spread = max(nz_pct) - min(nz_pct)``. A partition is ``"balanced"`` when
+        ``spread <= threshold`` (with a rounding tolerance of ``1e-9``), and
+        ``"best_effort"`` otherwise. A unit only multiplies non-zeros, so its ``work`` is
+        its ``nz``, and ``imbalance = max(work) / mean(work)`` (1.0 when every ``nz`` is 0).
+    Equal split (Alg 3-A step 2)
+        Band ``i`` is rows ``[floor(i * H / gr), floor((i + 1) * H / gr))``, and in every band
+        cell ``j`` is columns ``[floor(j * W / gc), floor((j + 1) * W / gc))``. The remainders
+        are thus spread over the bands and cells. :attr:`Partition.equal_split` keeps its
+        summary (a :class:`Split`) so that reports can show before / after.
+    Search (Alg 3-B, deterministic, no randomness)
+        1. Fast path: if the equal split is balanced, it is returned as is.
+        2. Window search. Candidate cut positions: along a dimension of length ``n <= 96``
+           every position ``0 ... n``; for ``n > 96`` every ``s``-th position with
+           ``s = ceil(n / 96)``, plus ``n``. With ``d`` the non-zero fraction of the whole
+           map and ``T = threshold``, windows ``[lo, lo + T]`` are tried for
+           ``lo = d - T + j * T / 16``, ``j = 0 ... 16`` (each clipped into ``[0, 1]``,
+           duplicates dropped), from the centre ``lo = d - T / 2`` outwards. Every cell of a
+           partition with ``spread <= T`` lies in such a window, because ``d`` is an
+           area-weighted mean of the cell fractions. For one window, a dynamic program over
+           the row cuts finds the bands ``(r0, r1)`` that are *usable*: the band's columns
+           can be cut into exactly ``gc`` cells whose fractions all lie in the window. This
+           is itself a dynamic program over the column cuts (boolean reachability through
+           the ``(positions x positions)`` matrix of admissible cells, batched over bands
+           with :func:`numpy.matmul`). Bands whose own fraction is outside the window are
+           pruned, since a band's fraction is the area-weighted mean of its cells. The
+           cuts are reconstructed as the lexicographically smallest sequence (row cuts
+           first, then each band's column cuts, smallest positions first).
+
+           Guarantee: if some partition of the ``gr x gc`` topology whose cuts all lie on
+           candidate positions has ``spread <= 15 T / 16``, a balanced partition is
+           returned. For maps up to 96 x 96 every position is a candidate, so this holds at
+           pixel resolution.
+        3. Best effort, when step 2 finds nothing. The window search is repeated with
+           thresholds ``T' = T * 2**i`` (``i = 1, 2, ...``, from ``2**-10`` when ``T = 0``,
+           up to 1) and windows ``lo = d - T' + j * T' / 4``. After the first success, the
+           search bisects between the last failing ``T'`` and the spread found (4 steps).
+           The result and the equal split are then each polished at pixel resolution by
+           coordinate descent: every cut in turn is moved to the position between its
+           neighbouring cuts that minimizes the spread (an exhaustive, vectorized line
+           search, accepted only on strict improvement), repeated until no cut moves.
+           The candidate with the smallest spread wins; on ties the earlier one in the
+           order equal split, polished search result, polished equal split. The result is
+           therefore NEVER worse than the equal split, and it is the equal split itself
+           when nothing better was found. Its status is ``"balanced"`` if the polishing
+           reached the threshold, else ``"best_effort"``.
+    Halo (Alg 3-A step 3, decision A3.3)
+        Balancing is done on the cores. :attr:`Partition.halo_rects` extends each core by
+        ``halo`` rows and columns on every side, clipped to the map. With ``halo = k - 1``
+        a unit can work on its sub-map independently.
+    Time folding (Alg 3-C)
+        With ``max_tile = (th, tw)``, each unit's core is split into sub-rectangles of at
+        most ``th x tw``: row blocks starting at ``row0, row0 + th, ...`` and column blocks
+        starting at ``col0, col0 + tw, ...``, listed row-major. They cover the core exactly
+        (a 2048 x 2048 core with ``max_tile=(1024, 1024)`` gives four 1024 x 1024 folds,
+        T3.7). ``max_tile=None`` gives one fold per unit, the core itself.
+
+Inputs
+    Integer arrays are converted like the other formats (integer-valued floats and bools are
+    accepted; values must fit int64). ``partition`` takes any real or complex numeric map.
+    Anything else raises :class:`hlsnn.errors.InputError` (a :class:`ValueError`) with a
+    one-line message naming the parameter, the value and what is allowed.
+
+Examples
+--------
+>>> import numpy as np
+>>> from hlsnn.formats import sparse
+>>> w = np.zeros((2, 2, 3, 3), dtype=int)       # (Z, C, k, k)
+>>> w[0, 1, 0, 2], w[1, 0, 2, 1], w[0, 0, 1, 1] = 5, -3, 7
+>>> sk = sparse.compress_kernel(w)
+>>> sk.coef, sk.kz, sk.z, sk.ky, sk.kx         # kz-major, then z, ky, kx
+(array([ 7, -3,  5]), array([0, 0, 1]), array([0, 1, 0]), array([1, 2, 0]), array([1, 1, 2]))
+>>> list(sk.coefficients(0))                  # (coef, z, ky, kx), one at a time
+[(7, 0, 1, 1), (-3, 1, 2, 1)]
+>>> bool((sk.decompress() == w).all()), sk.nnz, sk.nnz_per_channel()
+(True, 3, array([2, 1]))
+
+A sub-map at (row, col) = (4, 8) of a larger map, as value and index buffers:
+
+>>> sm = sparse.compress_map([[0, 3, 0], [-1, 0, 2]], origin=(4, 8))
+>>> sm.values, sm.rows, sm.cols, sm.origin
+(array([ 3, -1,  2]), array([0, 1, 1]), array([1, 0, 2]), (4, 8))
+
+Partitioning a 6 x 8 map with two dense columns on the left and one on the right into two
+units: the equal split has fractions 0.5 and 0.25, moving the cut to column 5 balances
+them to within 0.1.
+
+>>> fmap = np.zeros((6, 8), dtype=int)
+>>> fmap[:, :2] = fmap[:, 7] = 1
+>>> p = sparse.partition(fmap, 2, threshold=0.1)
+>>> p.rects, p.nz.tolist(), p.nz_pct.round(3).tolist(), p.status
+([(0, 6, 0, 5), (0, 6, 5, 8)], [12, 6], [0.4, 0.333], 'balanced')
+>>> p.equal_split.rects, p.equal_split.nz_pct.tolist()
+([(0, 6, 0, 4), (0, 6, 4, 8)], [0.5, 0.25])
+>>> p = sparse.partition(fmap, 4, grid=(4, 1), halo=1)
+>>> p.rects[1], p.halo_rects[1], p.status
+((1, 3, 0, 8), (0, 4, 0, 8), 'balanced')
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from hlsnn.errors import InputError
+
+__all__ = ["STATUSES", "MAX_CANDIDATES", "SparseKernel", "SparseMap", "Split", "Partition",
+           "compress_kernel", "compress_map", "partition", "default_grid", "equal_cuts"]
+
+#: The possible values of :attr:`Partition.status`.
+STATUSES = ("balanced", "best_effort")
+
+#: A dimension up to this length is searched at every position; longer ones every
+#: ``ceil(n / MAX_CANDIDATES)``-th position.
+MAX_CANDIDATES = 96
+
+_TOL = 1e-9                    # rounding tolerance of the fraction comparisons
+_WINDOWS = 16                  # window lows per threshold in the balanced search
+_WINDOWS_ESCALATE = 4          # ... and in the best-effort escalation
+_BISECT_STEPS = 4
+_POLISH_SWEEPS = 64
+_CHUNK = 1 << 21               # max booleans of one batched (bands x positions^2) tensor
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+# --------------------------------------------------------------------------- validation
+
+from ._validate import as_int_array as _as_int_array  # noqa: E402
+from ._validate import check_int_range as _check_int_range  # noqa: E402
+from ._validate import is_int as _is_int  # noqa: E402
+
+
+def _check_pair(name: str, value, lo: int) -> Tuple[int, int]:
+    """A pair of ints, each ``>= lo``."""
+    if (not isinstance(value, (tuple, list)) or len(value) != 2
+            or not all(_is_int(v) and v >= lo for v in value)):
+        raise InputError(f"{name} = {value!r}: must be a pair of ints >= {lo}")
+    return int(value[0]), int(value[1])
+
+
+def _check_threshold(value) -> float:
+    ok = (isinstance(value, (int, float, np.integer, np.floating))
+          and not isinstance(value, (bool, np.bool_)))
+    if not ok or not (0.0 <= float(value) <= 1.0):
+        raise InputError(f"threshold = {value!r}: must be a number in [0, 1] (a fraction: "
+                         f"0.03 = 3 percentage points)")
+    return float(value)
+
+
+def _index_array(name: str, value, hi: int) -> np.ndarray:
+    arr = _as_int_array(name, value, 0, max(hi - 1, 0), np.int64)
+    if arr.ndim != 1:
+        raise InputError(f"{name}: has shape {arr.shape}: must be 1-D")
+    return arr
+
+
+def _check_sorted(key: np.ndarray, what: str):
+    bad = np.flatnonzero(np.diff(key) <= 0)
+    if bad.size:
+        raise InputError(f"entries: entry {int(bad[0]) + 1} is not after entry "
+                         f"{int(bad[0])}: must be strictly increasing in {what}")
+
+
+# --------------------------------------------------------------------------- kernels
+
+@dataclass(frozen=True, eq=False)
+class SparseKernel:
+    """A compressed kernel tensor: one entry per non-zero coefficient.
+
+    Build one with :func:`compress_kernel` (or directly from entry arrays, which are all
+    validated). The arrays are stored read-only.
+
+    Attributes
+    ----------
+    coef : numpy.ndarray of int64
+        The non-zero coefficients, 1-D of length ``nnz``.
+    z, kz, ky, kx : numpy.ndarray of int64
+        Kernel (output channel), input channel, kernel row and kernel column of each entry,
+        in ``[0, Z)``, ``[0, C)``, ``[0, KH)``, ``[0, KW)``. Entries are strictly increasing
+        in ``(kz, z, ky, kx)``: kz-major, then z, then ky, then kx.
+    shape : tuple of int
+        ``(Z, C, KH, KW)`` of the dense tensor, each ``>= 1``.
+    """
+
+    coef: np.ndarray
+    z: np.ndarray
+    kz: np.ndarray
+    ky: np.ndarray
+    kx: np.ndarray
+    shape: Tuple[int, int, int, int]
+
+    def __post_init__(self):
+        shape = self.shape
+        if (not isinstance(shape, (tuple, list)) or len(shape) != 4
+                or not all(_is_int(s) and s >= 1 for s in shape)):
+            raise InputError(f"shape = {shape!r}: must be 4 ints >= 1, (Z, C, KH, KW)")
+        shape = tuple(int(s) for s in shape)
+        Z, C, KH, KW = shape
+        coef = _as_int_array("coef", self.coef, *_INT64, np.int64)
+        if coef.ndim != 1:
+            raise InputError(f"coef: has shape {coef.shape}: must be 1-D")
+        if np.any(coef == 0):
+            raise InputError(f"coef: has {int(np.count_nonzero(coef == 0))} zero(s): a "
+                             f"compressed kernel has no entries for zero coefficients")
+        fields = {"coef": coef}
+        for name, hi in (("z", Z), ("kz", C), ("ky", KH), ("kx", KW)):
+            arr = _index_array(name, getattr(self, name), hi)
+            if arr.shape != coef.shape:
+                raise InputError(f"{name}: has length {arr.size}: must be {coef.size}, the "
+                                 f"length of coef")
+            fields[name] = arr
+        key = ((fields["kz"] * Z + fields["z"]) * KH + fields["ky"]) * KW + fields["kx"]
+        _check_sorted(key, "(kz, z, ky, kx)")
+        for value in fields.values():
+            value.setflags(write=False)
+        fields["shape"] = shape
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def nnz(self) -> int:
+        """Number of entries (non-zero coefficients)."""
+        return int(self.coef.size)
+
+    @property
+    def density(self) -> float:
+        """``nnz / (Z * C * KH * KW)``: the fraction of non-zero coefficients."""
+        return self.nnz / float(np.prod(self.shape))
+
+    def nnz_per_channel(self) -> np.ndarray:
+        """Entries per input channel ``kz``: an int64 array of length ``C``."""
+        return np.bincount(self.kz, minlength=self.shape[1]).astype(np.int64)
+
+    def decompress(self) -> np.ndarray:
+        """The dense ``(Z, C, KH, KW)`` int64 tensor (zeros where there is no entry)."""
+        out = np.zeros(self.shape, dtype=np.int64)
+        out[self.z, self.kz, self.ky, self.kx] = self.coef
+        return out
+
+    def _channel(self, kz) -> slice:
+        c = _check_int_range("kz", kz, 0, self.shape[1] - 1)
+        lo, hi = np.searchsorted(self.kz, [c, c + 1])
+        return slice(int(lo), int(hi))
+
+    def entries(self, kz: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The entries of input channel ``kz`` in stream order.
+
+        Parameters
+        ----------
+        kz : int
+            Input channel, in ``[0, C)``.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(coef, z, ky, kx)``, read-only int64 views, ordered by z, then ky, then kx.
+
+        Raises
+        ------
+        InputError
+            ``kz`` out of range.
+
+        Examples
+        --------
+        >>> w = [[[[0, 2], [0, 0]]], [[[-1, 0], [0, 4]]]]        # Z=2, C=1, k=2
+        >>> compress_kernel(w).entries(0)
+        (array([ 2, -1,  4]), array([0, 1, 1]), array([0, 0, 1]), array([1, 0, 1]))
+        """
+        s = self._channel(kz)
+        return self.coef[s], self.z[s], self.ky[s], self.kx[s]
+
+    def coefficients(self, kz: int) -> Iterator[Tuple[int, int, int, int]]:
+        """Yield the entries of input channel ``kz`` one at a time, in stream order.
+
+        The source's kernel decompressor emits one coefficient per step, skipping zeros;
+        this is that loop (for tests and documentation, not for speed).
+
+        Parameters
+        ----------
+        kz : int
+            Input channel, in ``[0, C)`` (checked at the call, not at the first ``next``).
+
+        Returns
+        -------
+        iterator of tuple of int
+            ``(coef, z, ky, kx)`` as Python ints.
+
+        Raises
+        ------
+        InputError
+            ``kz`` out of range.
+
+        Examples
+        --------
+        >>> w = [[[[0, 2], [0, 0]]], [[[-1, 0], [0, 4]]]]
+        >>> list(compress_kernel(w).coefficients(0))
+        [(2, 0, 0, 1), (-1, 1, 0, 0), (4, 1, 1, 1)]
+        """
+        s = self._channel(kz)
+        cols = [a[s].tolist() for a in (self.coef, self.z, self.ky, self.kx)]
+        return (entry for entry in zip(*cols))
+
+
+def compress_kernel(w) -> SparseKernel:
+    """Compress a ``(Z, C, KH, KW)`` integer kernel tensor, dropping zero coefficients.
+
+    Parameters
+    ----------
+    w : array_like of int
+        4-D, each dimension ``>= 1``, integer values (integer-valued floats and bools are
+        accepted) in the int64 range.
+
+    Returns
+    -------
+    SparseKernel
+        Entries ordered kz-major, then z, ky, kx (see the module docstring).
+
+    Raises
+    ------
+    InputError
+        ``w`` not 4-D, an empty dimension, or non-integer values.
+
+    Examples
+    --------
+    >>> sk = compress_kernel([[[[1, 0], [0, -2]]]])
+    >>> sk.coef, sk.ky, sk.kx, sk.density
+    (array([ 1, -2]), array([0, 1]), array([0, 1]), 0.5)
+    """
+    arr = _as_int_array("w", w, *_INT64, np.int64)
+    if arr.ndim != 4 or 0 in arr.shape:
+        raise InputError(f"w: has shape {arr.shape}: must be 4-D (Z, C, KH, KW) with every "
+                         f"dimension >= 1")
+    t = arr.transpose(1, 0, 2, 3)              # (kz, z, ky, kx): nonzero() is then in order
+    kz, z, ky, kx = np.nonzero(t)
+    return SparseKernel(t[kz, z, ky, kx], z, kz, ky, kx, arr.shape)
+
+
+# --------------------------------------------------------------------------- feature maps
+
+@dataclass(frozen=True, eq=False)
+class SparseMap:
+    """A compressed (sub-)feature-map: a value buffer and an index buffer.
+
+    Build one with :func:`compress_map` (or directly from entry arrays, which are all
+    validated). The arrays are stored read-only.
+
+    Attributes
+    ----------
+    values : numpy.ndarray of int64
+        The non-zero values, 1-D of length ``nnz``.
+    rows, cols : numpy.ndarray of int64
+        Local row and column of each value, in ``[0, H)`` and ``[0, W)``.
+    chan : numpy.ndarray of int64
+        Channel of each value, in ``[0, C)``; all 0 for a 2-D map. Entries are strictly
+        increasing in ``(chan, row, col)``: channels in order, row-major within a channel.
+    shape : tuple of int
+        ``(H, W)`` or ``(C, H, W)`` of the dense sub-map.
+    origin : tuple of int
+        ``(row, col)`` of the sub-map's top-left pixel in the full map, each ``>= 0``.
+    """
+
+    values: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    chan: np.ndarray
+    shape: Tuple[int, ...]
+    origin: Tuple[int, int] = (0, 0)
+
+    def __post_init__(self):
+        shape = self.shape
+        if (not isinstance(shape, (tuple, list)) or len(shape) not in (2, 3)
+                or not all(_is_int(s) and s >= 0 for s in shape)):
+            raise InputError(f"shape = {shape!r}: must be 2 or 3 ints >= 0, (H, W) or "
+                             f"(C, H, W)")
+        shape = tuple(int(s) for s in shape)
+        C, H, W = (1,) + shape if len(shape) == 2 else shape
+        origin = _check_pair("origin", self.origin, 0)
+        values = _as_int_array("values", self.values, *_INT64, np.int64)
+        if values.ndim != 1:
+            raise InputError(f"values: has shape {values.shape}: must be 1-D")
+        if np.any(values == 0):
+            raise InputError(f"values: has {int(np.count_nonzero(values == 0))} zero(s): a "
+                             f"compressed map has no entries for zero values")
+        fields = {"values": values}
+        for name, hi in (("rows", H), ("cols", W), ("chan", C)):
+            arr = _index_array(name, getattr(self, name), hi)
+            if arr.shape != values.shape:
+                raise InputError(f"{name}: has length {arr.size}: must be {values.size}, "
+                                 f"the length of values")
+            fields[name] = arr
+        _check_sorted((fields["chan"] * H + fields["rows"]) * W + fields["cols"],
+                      "(chan, row, col)")
+        for value in fields.values():
+            value.setflags(write=False)
+        fields.update(shape=shape, origin=origin)
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def nnz(self) -> int:
+        """Number of entries (non-zero values)."""
+        return int(self.values.size)
+
+    def nnz_per_channel(self) -> np.ndarray:
+        """Entries per channel: an int64 array of length ``C`` (length 1 for a 2-D map)."""
+        nchan = self.shape[0] if len(self.shape) == 3 else 1
+        return np.bincount(self.chan, minlength=nchan).astype(np.int64)
+
+    def decompress(self) -> np.ndarray:
+        """The dense int64 sub-map of :attr:`shape` (zeros where there is no entry)."""
+        out = np.zeros(self.shape, dtype=np.int64)
+        if len(self.shape) == 2:
+            out[self.rows, self.cols] = self.values
+        else:
+            out[self.chan, self.rows, self.cols] = self.values
+        return out
+
+
+def compress_map(fmap, origin: Tuple[int, int] = (0, 0)) -> SparseMap:
+    """Compress a 2-D ``(H, W)`` or 3-D ``(C, H, W)`` integer (sub-)feature-map.
+
+    Parameters
+    ----------
+    fmap : array_like of int
+        2-D or 3-D, integer values (integer-valued floats and bools are accepted) in the
+        int64 range. Empty dimensions are allowed.
+    origin : pair of int, default (0, 0)
+        ``(row, col)`` of the sub-map in the full feature map, each ``>= 0``.
+
+    Returns
+    -------
+    SparseMap
+        Entries ordered by channel, then row-major, with local coordinates.
+
+    Raises
+    ------
+    InputError
+        ``fmap`` not 2-D or 3-D, non-integer values, or a bad ``origin``.
+
+    Examples
+    --------
+    >>> sm = compress_map([[[0, 1], [2, 0]], [[0, 0], [0, -5]]])
+    >>> sm.values, sm.chan, sm.rows, sm.cols, sm.nnz_per_channel()
+    (array([ 1,  2, -5]), array([0, 0, 1]), array([0, 1, 1]), array([1, 0, 1]), array([2, 1]))
+    """
+    arr = _as_int_array("fmap", fmap, *_INT64, np.int64)
+    if arr.ndim not in (2, 3):
+        raise InputError(f"fmap: has shape {arr.shape}: must be 2-D (H, W) or 3-D (C, H, W)")
+    origin = _check_pair("origin", origin, 0)
+    a3 = arr if arr.ndim == 3 else arr[None]
+    chan, rows, cols = np.nonzero(a3)
+    return SparseMap(a3[chan, rows, cols], rows, cols, chan, arr.shape, origin)
+
+
+# --------------------------------------------------------------------------- partition types
+
+@dataclass(frozen=True, eq=False)
+class Split:
+    """Summary of one partition of a map: rectangles, counts and balance.
+
+    Attributes
+    ----------
+    rects : list of tuple of int
+        Half-open ``(row0, row1, col0, col1)`` rectangles, band by band, left to right.
+    nz : numpy.ndarray of int64
+        Non-zero count of each rectangle (read-only).
+    nz_pct : numpy.ndarray of float64
+        Non-zero fraction ``nz / (C * area)`` of each rectangle (read-only).
+    spread : float
+        ``max(nz_pct) - min(nz_pct)``.
+    imbalance : float
+        ``max(nz) / mean(nz)``; 1.0 when every ``nz`` is 0.
+    """
+
+    rects: List[Tuple[int, int, int, int]]
+    nz: np.ndarray
+    nz_pct: np.ndarray
+    spread: float
+    imbalance: float
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """A sparsity-balanced partition of a feature map into ``units`` rectangles.
+
+    Returned by :func:`partition`; see the module docstring for every rule.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        ``(H, W)`` of the partitioned map.
+    grid : tuple of int
+        ``(gr, gc)``: row bands and cells per band.
+    row_cuts : tuple of int
+        ``(0, r_1, ..., H)``: the ``gr + 1`` band boundaries.
+    col_cuts : tuple of tuple of int
+        Per band, ``(0, c_1, ..., W)``: its ``gc + 1`` cell boundaries.
+    rects : list of tuple of int
+        The ``units`` core rectangles, half-open ``(row0, row1, col0, col1)``, band by band,
+        left to right; they tile the map exactly.
+    nz : numpy.ndarray of int64
+        Non-zero count per rectangle (for a 3-D map: over all channels).
+    nz_pct : numpy.ndarray of float64
+        Non-zero fraction ``nz / (C * area)`` per rectangle.
+    spread : float
+        ``max(nz_pct) - min(nz_pct)``.
+    imbalance : float
+        ``max(work) / mean(work)``; 1.0 when every count is 0.
+    status : str
+        ``"balanced"`` (``spread <= threshold``) or ``"best_effort"``.
+    threshold : float
+        The requested maximum spread.
+    halo : int
+        The halo width of :attr:`halo_rects`.
+    halo_rects : list of tuple of int
+        Each core extended by ``halo`` on every side, clipped to the map.
+    folds : list of list of tuple of int
+        Per unit, the time-folded sub-rectangles of its core (row-major); one fold, the core,
+        when ``max_tile`` is None.
+    equal_split : Split
+        The equal split of the same topology (the "before" of a report).
+    """
+
+    shape: Tuple[int, int]
+    grid: Tuple[int, int]
+    row_cuts: Tuple[int, ...]
+    col_cuts: Tuple[Tuple[int, ...], ...]
+    rects: List[Tuple[int, int, int, int]]
+    nz: np.ndarray
+    nz_pct: np.ndarray
+    spread: float
+    imbalance: float
+    status: str
+    threshold: float
+    halo: int
+    halo_rects: List[Tuple[int, int, int, int]]
+    folds: List[List[Tuple[int, int, int, int]]]
+    equal_split: Split
+
+    @property
+    def units(self) -> int:
+        """Number of rectangles (compute units)."""
+        return len(self.rects)
+
+    @property
+    def work(self) -> np.ndarray:
+        """Work per unit: its non-zero count (a unit multiplies only non-zeros)."""
+        return self.nz
+
+    def summary(self) -> dict:
+        """A plain-Python dict for reports (JSON-serializable).
+
+        Returns
+        -------
+        dict
+            ``rects``, ``nz``, ``nz_pct``, ``spread``, ``imbalance``, ``status``,
+            ``threshold``, ``grid``, and ``equal_spread`` / ``equal_imbalance`` of the
+            equal split.
+        """
+        return {
+            "rects": [list(r) for r in self.rects],
+            "nz": self.nz.tolist(),
+            "nz_pct": self.nz_pct.tolist(),
+            "spread": self.spread,
+            "imbalance": self.imbalance,
+            "status": self.status,
+            "threshold": self.threshold,
+            "grid": list(self.grid),
+            "equal_spread": self.equal_split.spread,
+            "equal_imbalance": self.equal_split.imbalance,
+        }
+
+
+# --------------------------------------------------------------------------- geometry helpers
+
+def default_grid(units: int) -> Tuple[int, int]:
+    """The default topology ``(gr, gc)``: the factor pair of ``units`` with ``gr <= gc``
+    closest to square.
+
+    Parameters
+    ----------
+    units : int
+        Number of rectangles, ``>= 1``.
+
+    Returns
+    -------
+    tuple of int
+        ``(gr, gc)`` with ``gr * gc == units``.
+
+    Raises
+    ------
+    InputError
+        ``units`` not an int ``>= 1``.
+
+    Examples
+    --------
+    >>> default_grid(4), default_grid(6), default_grid(7), default_grid(16)
+    ((2, 2), (2, 3), (1, 7), (4, 4))
+    """
+    u = _check_int_range("units", units, 1, None)
+    divisors = np.arange(1, math.isqrt(u) + 1)
+    gr = int(divisors[u % divisors == 0].max())
+    return gr, u // gr
+
+
+def equal_cuts(n: int, parts: int) -> np.ndarray:
+    """Boundaries of ``parts`` near-equal pieces of ``n``: ``floor(i * n / parts)``.
+
+    Examples
+    --------
+    >>> equal_cuts(10, 3)
+    array([ 0,  3,  6, 10])
+    """
+    return (np.arange(parts + 1, dtype=np.int64) * n) // parts
+
+
+def _candidates(n: int) -> np.ndarray:
+    """Candidate cut positions along a dimension of length n (see the module docstring)."""
+    if n <= MAX_CANDIDATES:
+        return np.arange(n + 1, dtype=np.int64)
+    step = -(-n // MAX_CANDIDATES)
+    return np.append(np.arange(0, n, step, dtype=np.int64), np.int64(n))
+
+
+def _rects_array(rcuts: np.ndarray, ccuts: np.ndarray) -> np.ndarray:
+    """(units, 4) array of (r0, r1, c0, c1), band by band, left to right."""
+    gr, gc1 = ccuts.shape
+    r0 = np.repeat(rcuts[:-1], gc1 - 1)
+    r1 = np.repeat(rcuts[1:], gc1 - 1)
+    return np.stack([r0, r1, ccuts[:, :-1].ravel(), ccuts[:, 1:].ravel()], axis=1)
+
+
+def _rect_counts(S: np.ndarray, R: np.ndarray) -> np.ndarray:
+    r0, r1, c0, c1 = R.T
+    return S[r1, c1] - S[r0, c1] - S[r1, c0] + S[r0, c0]
+
+
+class _Eval:
+    """Counts, fractions and spread of a cut set."""
+
+    def __init__(self, S: np.ndarray, depth: int, rcuts: np.ndarray, ccuts: np.ndarray):
+        self.rcuts, self.ccuts = rcuts, ccuts
+        self.R = _rects_array(rcuts, ccuts)
+        self.nz = _rect_counts(S, self.R).astype(np.int64)
+        area = (self.R[:, 1] - self.R[:, 0]) * (self.R[:, 3] - self.R[:, 2])
+        self.pct = self.nz / (float(depth) * area)
+        self.spread = float(self.pct.max() - self.pct.min())
+        mean = self.nz.mean()
+        self.imbalance = float(self.nz.max() / mean) if mean > 0 else 1.0
+
+    def split(self) -> Split:
+        nz, pct = self.nz.copy(), self.pct.copy()
+        nz.setflags(write=False)
+        pct.setflags(write=False)
+        return Split([tuple(r) for r in self.R.tolist()], nz, pct, self.spread, self.imbalance)
+
+
+# --------------------------------------------------------------------------- window search
+
+def _forward(R: np.ndarray, fhi_s: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """One more cell, forward: ``out[b, j1] = any_{j0 in R[b]} cell (j0, j1) admissible``.
+
+    ``order`` sorts each row by ``flo`` (stable, so ties keep the column order) and
+    ``fhi_s`` is ``fhi`` in that order. A cell (j0, j1) is admissible iff
+    ``flo[j0] <= flo[j1]`` and ``fhi[j0] >= fhi[j1]`` (``j0 < j1`` follows, see
+    :func:`_bands_ok`), i.e. iff j0 comes before j1 in the order and ``fhi[j0] >= fhi[j1]``:
+    an exclusive running maximum.
+    """
+    v = np.where(np.take_along_axis(R, order, axis=1), fhi_s, -np.inf)
+    best = np.empty_like(v)
+    best[:, 0] = -np.inf
+    np.maximum.accumulate(v[:, :-1], axis=1, out=best[:, 1:])
+    out = np.empty_like(R)
+    np.put_along_axis(out, order, best >= fhi_s, axis=1)
+    return out
+
+
+def _backward(R: np.ndarray, fhi_s: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """One more cell, backward: ``out[b, j0] = any_{j1 in R[b]} cell (j0, j1) admissible``
+    (an exclusive running minimum from the end of the order)."""
+    v = np.where(np.take_along_axis(R, order, axis=1), fhi_s, np.inf)
+    best = np.empty_like(v)
+    best[:, -1] = np.inf
+    best[:, :-1] = np.minimum.accumulate(v[:, :0:-1], axis=1)[:, ::-1]
+    out = np.empty_like(R)
+    np.put_along_axis(out, order, best <= fhi_s, axis=1)
+    return out
+
+
+def _admissible(P: np.ndarray, h, x: np.ndarray, a_lo: float, a_hi: float):
+    """``flo, fhi, order, fhi_s`` of a batch of bands (see :func:`_bands_ok`)."""
+    hx = np.asarray(h, dtype=np.float64)[..., None] * x
+    flo = P - a_lo * hx
+    fhi = P - a_hi * hx
+    order = np.argsort(flo, axis=-1, kind="stable")
+    return flo, fhi, order, np.take_along_axis(fhi, order, axis=-1)
+
+
+def _bands_ok(P: np.ndarray, h: np.ndarray, x: np.ndarray, a_lo: float, a_hi: float,
+              gc: int) -> np.ndarray:
+    """For each band (a row of column prefix counts P at the candidate columns x, height h):
+    can it be cut into exactly gc cells whose fractions lie in the window?
+
+    A cell (j0, j1) is admissible iff ``a_lo * h * dx <= dP <= a_hi * h * dx``, i.e. iff
+    ``flo[j1] >= flo[j0]`` and ``fhi[j1] <= fhi[j0]`` with ``f = P - a * h * x``. As
+    ``flo - fhi = (a_hi - a_lo) * h * x`` grows with x, these two already imply
+    ``j0 < j1`` (the tolerance keeps ``a_hi - a_lo`` well above the rounding noise), so
+    one step of the reachability is a 2-D dominance query: a running extremum over the
+    columns sorted by ``flo`` (O(n log n) per band instead of an n x n matrix). The
+    reachable sets meet in the middle: ``gc // 2`` cells forward from column 0 and the
+    rest backward from the last column.
+    """
+    flo, fhi, order, fhi_s = _admissible(P, h, x, a_lo, a_hi)
+    fwd = (flo >= flo[:, :1]) & (fhi <= fhi[:, :1])        # one cell from column 0
+    fwd[:, 0] = False
+    if gc == 1:
+        return fwd[:, -1]
+    bwd = (flo[:, -1:] >= flo) & (fhi[:, -1:] <= fhi)      # one cell to the last column
+    bwd[:, -1] = False
+    for _ in range(gc // 2 - 1):
+        fwd = _forward(fwd, fhi_s, order)
+    for _ in range(gc - gc // 2 - 1):
+        bwd = _backward(bwd, fhi_s, order)
+    return (fwd & bwd).any(axis=1)
+
+
+def _band_cuts(P: np.ndarray, h: float, x: np.ndarray, a_lo: float, a_hi: float,
+               gc: int) -> np.ndarray:
+    """The lexicographically smallest gc-cell cut (indices into x) of one usable band."""
+    flo, fhi, order, fhi_s = _admissible(P[None], h, x, a_lo, a_hi)
+    flo, fhi = flo[0], fhi[0]
+    n = x.size
+    back = [np.zeros((1, n), dtype=bool)]            # back[k]: end reachable in k cells
+    back[0][0, -1] = True
+    for _ in range(gc - 1):
+        back.append(_backward(back[-1], fhi_s, order))
+    pos = np.arange(n)
+    cuts = [0]
+    for step in range(1, gc):
+        c = cuts[-1]
+        row = (flo >= flo[c]) & (fhi <= fhi[c]) & (pos > c) & back[gc - step][0]
+        cuts.append(int(np.argmax(row)))
+    cuts.append(n - 1)
+    return np.asarray(cuts, dtype=np.int64)
+
+
+class _Searcher:
+    """The window search of the module docstring on fixed candidate positions."""
+
+    def __init__(self, S: np.ndarray, depth: int, gr: int, gc: int):
+        H, W = S.shape[0] - 1, S.shape[1] - 1
+        self.gr, self.gc, self.depth = gr, gc, depth
+        self.rc, self.cc = _candidates(H), _candidates(W)
+        self.x = self.cc.astype(np.float64)
+        self.Sc = S[np.ix_(self.rc, self.cc)].astype(np.float64)
+        nR = self.rc.size
+        i0, i1 = np.nonzero(np.triu(np.ones((nR, nR), dtype=bool), 1))
+        self.pairs = (i0, i1)
+
+    def _usable(self, i0: np.ndarray, i1: np.ndarray, a_lo: float, a_hi: float) -> np.ndarray:
+        h = (self.rc[i1] - self.rc[i0]).astype(np.float64)
+        P = self.Sc[i1] - self.Sc[i0]
+        area = h * self.x[-1]
+        out = (P[:, -1] >= a_lo * area) & (P[:, -1] <= a_hi * area)   # band in the window
+        keep = np.flatnonzero(out)
+        if keep.size:
+            out[keep] = _bands_ok(P[keep], h[keep], self.x, a_lo, a_hi, self.gc)
+        return out
+
+    def search(self, lo: float, hi: float) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+        """Smallest cuts (pixel positions) with every fraction in [lo, hi], or None."""
+        gr, gc = self.gr, self.gc
+        a_lo, a_hi = (lo - _TOL) * self.depth, (hi + _TOL) * self.depth
+        nR, end = self.rc.size, self.rc.size - 1
+        U = np.zeros((nR, nR), dtype=bool)           # usable bands, not ending at H
+        done = np.zeros(nR, dtype=bool)
+        front = [np.zeros(nR, dtype=bool)]
+        front[0][0] = True
+        pi0, pi1 = self.pairs
+        for level in range(gr - 1):
+            new = front[level] & ~done
+            if new.any():
+                sel = new[pi0] & (pi1 < end)          # rows are reused at later levels
+                i0, i1 = pi0[sel], pi1[sel]
+                U[i0, i1] = self._usable(i0, i1, a_lo, a_hi)
+                done |= new
+            front.append(U[front[level]].any(axis=0))
+        final = np.zeros(nR, dtype=bool)
+        last = np.flatnonzero(front[gr - 1])
+        if last.size:
+            final[last] = self._usable(last, np.full(last.size, end), a_lo, a_hi)
+        if not final.any():
+            return None
+        good = [None] * gr                             # band starts that can finish
+        good[gr - 1] = final
+        for level in range(gr - 2, -1, -1):
+            good[level] = front[level] & U[:, good[level + 1]].any(axis=1)
+        ridx = [0]
+        for level in range(gr - 1):
+            ridx.append(int(np.argmax(U[ridx[-1]] & good[level + 1])))
+        ridx.append(end)
+        cidx = np.empty((gr, gc + 1), dtype=np.int64)
+        for b in range(gr):
+            i0, i1 = ridx[b], ridx[b + 1]
+            cidx[b] = _band_cuts(self.Sc[i1] - self.Sc[i0], float(self.rc[i1] - self.rc[i0]),
+                                 self.x, a_lo, a_hi, gc)
+        return self.rc[np.asarray(ridx)], self.cc[cidx]
+
+    def feasible(self, d: float, T: float, nwin: int):
+        """Try the windows [lo, lo + T] around d (centre first); the first hit or None."""
+        lows = d - T + np.arange(nwin + 1) * (T / nwin)
+        lows = np.clip(lows, 0.0, max(0.0, 1.0 - T))
+        order = np.argsort(np.abs(np.arange(nwin + 1) - nwin / 2.0), kind="stable")
+        seen = set()
+        for j in order:
+            lo = float(lows[j])
+            if lo in seen:
+                continue
+            seen.add(lo)
+            found = self.search(lo, lo + T)
+            if found is not None:
+                return found
+        return None
+
+
+# --------------------------------------------------------------------------- polishing
+
+def _polish(S: np.ndarray, depth: int, rcuts: np.ndarray, ccuts: np.ndarray):
+    """Coordinate descent at pixel resolution: each cut moves to the position between its
+    neighbours with the smallest spread (strict improvement only) until nothing moves."""
+    rcuts, ccuts = rcuts.copy(), ccuts.copy()
+    gr, gc = ccuts.shape[0], ccuts.shape[1] - 1
+    dep = float(depth)
+
+    def band_pct(r0, r1, cuts):
+        """Fractions of a band's cells for every row pair (arrays r0, r1 broadcast)."""
+        cnt = np.diff(S[r1[:, None], cuts[None, :]] - S[r0[:, None], cuts[None, :]], axis=1)
+        area = (r1 - r0)[:, None] * np.diff(cuts)[None, :]
+        return cnt / (dep * area)
+
+    ev = _Eval(S, depth, rcuts, ccuts)
+    pct = ev.pct.reshape(gr, gc)
+    best = ev.spread
+    for _ in range(_POLISH_SWEEPS):
+        moved = False
+        for t in range(1, gr):                     # row cut between bands t-1 and t
+            xs = np.arange(rcuts[t - 1] + 1, rcuts[t + 1], dtype=np.int64)
+            if xs.size < 2:
+                continue
+            up = band_pct(np.full(xs.size, rcuts[t - 1]), xs, ccuts[t - 1])
+            dn = band_pct(xs, np.full(xs.size, rcuts[t + 1]), ccuts[t])
+            other = np.delete(pct, [t - 1, t], axis=0)
+            hi = np.maximum(up.max(axis=1), dn.max(axis=1))
+            lo = np.minimum(up.min(axis=1), dn.min(axis=1))
+            if other.size:
+                hi, lo = np.maximum(hi, other.max()), np.minimum(lo, other.min())
+            k = int(np.argmin(hi - lo))
+            if hi[k] - lo[k] < best - 1e-15:
+                rcuts[t] = xs[k]
+                pct[t - 1], pct[t] = up[k], dn[k]
+                best, moved = float(hi[k] - lo[k]), True
+        for b in range(gr):
+            r0, r1 = rcuts[b], rcuts[b + 1]
+            colsum = S[r1] - S[r0]
+            for j in range(1, gc):                 # column cut between cells j-1 and j
+                c0, c2 = ccuts[b, j - 1], ccuts[b, j + 1]
+                xs = np.arange(c0 + 1, c2, dtype=np.int64)
+                if xs.size < 2:
+                    continue
+                h = float(r1 - r0)
+                left = (colsum[xs] - colsum[c0]) / (dep * h * (xs - c0))
+                right = (colsum[c2] - colsum[xs]) / (dep * h * (c2 - xs))
+                mask = np.ones((gr, gc), dtype=bool)
+                mask[b, j - 1:j + 1] = False
+                other = pct[mask]
+                hi, lo = np.maximum(left, right), np.minimum(left, right)
+                if other.size:
+                    hi, lo = np.maximum(hi, other.max()), np.minimum(lo, other.min())
+                k = int(np.argmin(hi - lo))
+                if hi[k] - lo[k] < best - 1e-15:
+                    ccuts[b, j] = xs[k]
+                    pct[b, j - 1], pct[b, j] = left[k], right[k]
+                    best, moved = float(hi[k] - lo[k]), True
+        if not moved:
+            break
+    return rcuts, ccuts
+
+
+# --------------------------------------------------------------------------- partition
+
+def _count_map(fmap) -> Tuple[np.ndarray, int]:
+    """Per-pixel non-zero weights (H, W) int64 and the channel depth C."""
+    try:
+        arr = np.asarray(fmap)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"fmap: cannot convert to a numeric array ({exc})") from None
+    if arr.dtype.kind not in "biufc":
+        raise InputError(f"fmap: has dtype {arr.dtype}: must be numeric")
+    if arr.ndim == 2:
+        return (arr != 0).astype(np.int64), 1
+    if arr.ndim == 3:
+        if arr.shape[0] < 1:
+            raise InputError(f"fmap: has shape {arr.shape}: a 3-D map (C, H, W) needs C >= 1")
+        return np.count_nonzero(arr, axis=0).astype(np.int64), arr.shape[0]
+    raise InputError(f"fmap: has shape {arr.shape}: must be 2-D (H, W) or 3-D (C, H, W)")
+
+
+def _folds(rect, max_tile) -> List[Tuple[int, int, int, int]]:
+    r0, r1, c0, c1 = rect
+    if max_tile is None:
+        return [rect]
+    th, tw = max_tile
+    rs = np.append(np.arange(r0, r1, th), r1)
+    cs = np.append(np.arange(c0, c1, tw), c1)
+    R0, C0 = np.meshgrid(rs[:-1], cs[:-1], indexing="ij")
+    R1, C1 = np.meshgrid(rs[1:], cs[1:], indexing="ij")
+    return [tuple(v) for v in np.stack([R0, R1, C0, C1], -1).reshape(-1, 4).tolist()]
+
+
+def _best_effort(S, depth, searcher, d, T, rc_eq, cc_eq):
+    """Escalating window search + bisection, then polishing (see the module docstring)."""
+    found, fail_T = None, T
+    t = max(T, 2.0 ** -10)
+    while found is None:
+        t = min(1.0, 2.0 * t)
+        found = searcher.feasible(d, t, _WINDOWS_ESCALATE)
+        if found is None:
+            fail_T = t
+            if t >= 1.0:           # cannot happen (window [0, 1] always fits); be safe
+                break
+    cands = [(rc_eq, cc_eq)]
+    if found is not None:
+        best = _Eval(S, depth, *found)
+        lo_T, hi_T = fail_T, best.spread
+        for _ in range(_BISECT_STEPS):
+            if hi_T - lo_T <= 1e-6:
+                break
+            mid = 0.5 * (lo_T + hi_T)
+            f = searcher.feasible(d, mid, _WINDOWS_ESCALATE)
+            if f is None:
+                lo_T = mid
+            else:
+                e = _Eval(S, depth, *f)
+                if e.spread < best.spread:
+                    best, found = e, f
+                hi_T = min(mid, e.spread)
+        cands.append(_polish(S, depth, *found))
+    cands.append(_polish(S, depth, rc_eq, cc_eq))
+    evals = [_Eval(S, depth, r, c) for r, c in cands]
+    k = min(range(len(evals)), key=lambda i: (evals[i].spread, i))
+    return evals[k]
+
+
+def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
+              max_tile: Optional[Sequence[int]] = None,
+              grid: Optional[Sequence[int]] = None) -> Partition:
+    """Partition a feature map into ``units`` rectangles with balanced non-zero fractions.
+
+    Alg 3-A (equal split), 3-B (rebalancing to a threshold) and 3-C (time folding) of
+    source 003; the full rules (topology, metric, search and its guarantee, best effort)
+    are in the module docstring.
+
+    Parameters
+    ----------
+    fmap : array_like
+        2-D ``(H, W)`` or 3-D ``(C, H, W)`` numeric map; a value is non-zero when ``!= 0``.
+        For a 3-D map a pixel weighs its number of non-zero channels.
+    units : int
+        Number of rectangles (compute units), ``>= 1``.
+    threshold : float, default 0.03
+        Maximum allowed difference of two rectangles' non-zero fractions, in ``[0, 1]``.
+    halo : int, default 0
+        Halo width of :attr:`Partition.halo_rects`, ``>= 0`` (``k - 1`` for a k x k kernel).
+    max_tile : pair of int, optional
+        ``(th, tw)``, each ``>= 1``: the largest sub-map a unit holds (time folding).
+    grid : pair of int, optional
+        ``(gr, gc)`` with ``gr * gc == units``; default :func:`default_grid`.
+
+    Returns
+    -------
+    Partition
+        The cores, their counts and balance, halo rectangles, folds and the equal split.
+
+    Raises
+    ------
+    InputError
+        A bad parameter, a map that is not 2-D or 3-D, or ``H < gr`` / ``W < gc``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fmap = np.zeros((6, 6), dtype=int)
+    >>> fmap[0] = 1                     # one dense row on top: no balanced split exists
+    >>> p = partition(fmap, 2, grid=(2, 1), threshold=0.0)
+    >>> p.rects, p.nz_pct.tolist(), p.status           # the smallest spread: 1/5 - 0
+    ([(0, 5, 0, 6), (5, 6, 0, 6)], [0.2, 0.0], 'best_effort')
+    >>> p.spread <= p.equal_split.spread
+    True
+    >>> p = partition(np.ones((4, 8)), 2, max_tile=(4, 3))
+    >>> p.folds[0]
+    [(0, 4, 0, 3), (0, 4, 3, 4)]
+    """
+    counts, depth = _count_map(fmap)
+    u = _check_int_range("units", units, 1, None)
+    T = _check_threshold(threshold)
+    halo = _check_int_range("halo", halo, 0, None)
+    if max_tile is not None:
+        max_tile = _check_pair("max_tile", max_tile, 1)
+    if grid is None:
+        gr, gc = default_grid(u)
+    else:
+        gr, gc = _check_pair("grid", grid, 1)
+        if gr * gc != u:
+            raise InputError(f"grid = {tuple(grid)!r}: must multiply to units = {u}")
+    H, W = counts.shape
+    if H < gr or W < gc:
+        raise InputError(f"fmap: has (H, W) = {(H, W)}: must be at least the grid (gr, gc) = "
+                         f"{(gr, gc)} so that every rectangle is non-empty")
+    S = np.zeros((H + 1, W + 1), dtype=np.int64)
+    np.cumsum(np.cumsum(counts, axis=0), axis=1, out=S[1:, 1:])
+
+    rc_eq = equal_cuts(H, gr)
+    cc_eq = np.tile(equal_cuts(W, gc), (gr, 1))
+    eq = _Eval(S, depth, rc_eq, cc_eq)
+    if eq.spread <= T + _TOL:
+        res = eq
+    else:
+        d = float(S[-1, -1]) / (depth * H * W)
+        searcher = _Searcher(S, depth, gr, gc)
+        found = searcher.feasible(d, T, _WINDOWS)
+        if found is not None:
+            res = _Eval(S, depth, *found)
+        else:
+            res = _best_effort(S, depth, searcher, d, T, rc_eq, cc_eq)
+    split = res.split()
+    rects = split.rects
+    halo_rects = [(max(r0 - halo, 0), min(r1 + halo, H), max(c0 - halo, 0), min(c1 + halo, W))
+                  for r0, r1, c0, c1 in rects]
+    return Partition(
+        shape=(H, W), grid=(gr, gc),
+        row_cuts=tuple(int(v) for v in res.rcuts),
+        col_cuts=tuple(tuple(int(v) for v in row) for row in res.ccuts),
+        rects=rects, nz=split.nz, nz_pct=split.nz_pct, spread=split.spread,
+        imbalance=split.imbalance,
+        status="balanced" if split.spread <= T + _TOL else "best_effort",
+        threshold=T, halo=halo, halo_rects=halo_rects,
+        folds=[_folds(r, max_tile) for r in rects], equal_split=eq.split())
