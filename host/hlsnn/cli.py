@@ -83,6 +83,9 @@ def cmd_info(args):
         print(f"    {r:<7}{used:>8} of {cfg.board.resources[r]:>8}  ({100 * est['utilization'][r]:.0f}%)")
     if "peak_gmacs" in est:
         print(f"  peak {est['peak_gmacs']:.1f} GMAC/s; weight-stream bound {est['stream_bound_gmacs']:.1f} GMAC/s")
+    if "peak_macs_per_cycle" in est:
+        print(f"  {est['units']} compute units; at most {est['peak_macs_per_cycle']} multiplies per cycle "
+              f"(only non-zero pairs are multiplied: see `hlsnn report`)")
     if "lut_per_unit" in est:
         ppc = est["products_per_cycle"]
         print(f"  {est['units']} shift-MAC units x {est['lut_per_unit']} LUTs (model); products per cycle: "

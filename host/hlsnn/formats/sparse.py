@@ -166,13 +166,17 @@ STATUSES = ("balanced", "best_effort")
 #: ``ceil(n / MAX_CANDIDATES)``-th position.
 MAX_CANDIDATES = 96
 
-_TOL = 1e-9                    # rounding tolerance of the fraction comparisons
-_WINDOWS = 16                  # window lows per threshold in the balanced search
-_WINDOWS_ESCALATE = 4          # ... and in the best-effort escalation
-_BISECT_STEPS = 4
+_BUDGET = 64                   # window searches of the balanced search
+_BUDGET_BEST_EFFORT = 8        # ... per threshold tried in best-effort mode
+_BISECT_STEPS = 6
 _POLISH_SWEEPS = 64
-_CHUNK = 1 << 21               # max booleans of one batched (bands x positions^2) tensor
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _tolerance(H: int, W: int) -> float:
+    """Rounding tolerance of the fraction comparisons: it stays well above the float64
+    noise of counts up to ``C * H * W`` (see :func:`_bands_ok`)."""
+    return max(1e-9, 1e-14 * H * W)
 
 
 # --------------------------------------------------------------------------- validation
@@ -799,9 +803,9 @@ def _band_cuts(P: np.ndarray, h: float, x: np.ndarray, a_lo: float, a_hi: float,
 class _Searcher:
     """The window search of the module docstring on fixed candidate positions."""
 
-    def __init__(self, S: np.ndarray, depth: int, gr: int, gc: int):
+    def __init__(self, S: np.ndarray, depth: int, gr: int, gc: int, tol: float):
         H, W = S.shape[0] - 1, S.shape[1] - 1
-        self.gr, self.gc, self.depth = gr, gc, depth
+        self.S, self.gr, self.gc, self.depth, self.tol = S, gr, gc, depth, tol
         self.rc, self.cc = _candidates(H), _candidates(W)
         self.x = self.cc.astype(np.float64)
         self.Sc = S[np.ix_(self.rc, self.cc)].astype(np.float64)
@@ -822,7 +826,7 @@ class _Searcher:
     def search(self, lo: float, hi: float) -> Optional[Tuple[np.ndarray, np.ndarray]]:
         """Smallest cuts (pixel positions) with every fraction in [lo, hi], or None."""
         gr, gc = self.gr, self.gc
-        a_lo, a_hi = (lo - _TOL) * self.depth, (hi + _TOL) * self.depth
+        a_lo, a_hi = (lo - self.tol / 2) * self.depth, (hi + self.tol / 2) * self.depth
         nR, end = self.rc.size, self.rc.size - 1
         U = np.zeros((nR, nR), dtype=bool)           # usable bands, not ending at H
         done = np.zeros(nR, dtype=bool)
@@ -858,20 +862,29 @@ class _Searcher:
                                  self.x, a_lo, a_hi, gc)
         return self.rc[np.asarray(ridx)], self.cc[cidx]
 
-    def feasible(self, d: float, T: float, nwin: int):
-        """Try the windows [lo, lo + T] around d (centre first); the first hit or None."""
-        lows = d - T + np.arange(nwin + 1) * (T / nwin)
-        lows = np.clip(lows, 0.0, max(0.0, 1.0 - T))
-        order = np.argsort(np.abs(np.arange(nwin + 1) - nwin / 2.0), kind="stable")
-        seen = set()
-        for j in order:
-            lo = float(lows[j])
-            if lo in seen:
+    def find(self, d: float, T: float, budget: int) -> Optional["_Eval"]:
+        """A partition with spread <= T (up to the tolerance), or None.
+
+        Branch and bound over the interval ``[a, b]`` that holds the smallest fraction of
+        a wanted partition: every cell then lies in the relaxed window ``[a, b + T]``. A
+        failing window prunes the interval; a window whose smallest-cut partition has a
+        spread above T splits it in halves (lower half first) until it is narrower than
+        the tolerance. At most ``budget`` window searches.
+        """
+        stack = [(max(0.0, d - T), min(d, 1.0))]
+        calls = 0
+        while stack and calls < budget:
+            a, b = stack.pop()
+            calls += 1
+            found = self.search(a, min(1.0, b + T))
+            if found is None:
                 continue
-            seen.add(lo)
-            found = self.search(lo, lo + T)
-            if found is not None:
-                return found
+            ev = _Eval(self.S, self.depth, *found)
+            if ev.spread <= T + 2 * self.tol:
+                return ev
+            if b - a > self.tol:
+                mid = 0.5 * (a + b)
+                stack += [(mid, b), (a, mid)]
         return None
 
 
@@ -970,33 +983,27 @@ def _folds(rect, max_tile) -> List[Tuple[int, int, int, int]]:
 
 
 def _best_effort(S, depth, searcher, d, T, rc_eq, cc_eq):
-    """Escalating window search + bisection, then polishing (see the module docstring)."""
+    """Escalating search + bisection on the threshold, then polishing (module docstring)."""
     found, fail_T = None, T
     t = max(T, 2.0 ** -10)
-    while found is None:
+    while found is None and t < 1.0:
         t = min(1.0, 2.0 * t)
-        found = searcher.feasible(d, t, _WINDOWS_ESCALATE)
+        found = searcher.find(d, t, _BUDGET_BEST_EFFORT)
         if found is None:
             fail_T = t
-            if t >= 1.0:           # cannot happen (window [0, 1] always fits); be safe
-                break
     cands = [(rc_eq, cc_eq)]
     if found is not None:
-        best = _Eval(S, depth, *found)
-        lo_T, hi_T = fail_T, best.spread
+        lo_T = fail_T
         for _ in range(_BISECT_STEPS):
-            if hi_T - lo_T <= 1e-6:
+            if found.spread - lo_T <= 1e-4:
                 break
-            mid = 0.5 * (lo_T + hi_T)
-            f = searcher.feasible(d, mid, _WINDOWS_ESCALATE)
+            mid = 0.5 * (lo_T + found.spread)
+            f = searcher.find(d, mid, _BUDGET_BEST_EFFORT)
             if f is None:
                 lo_T = mid
             else:
-                e = _Eval(S, depth, *f)
-                if e.spread < best.spread:
-                    best, found = e, f
-                hi_T = min(mid, e.spread)
-        cands.append(_polish(S, depth, *found))
+                found = f
+        cands.append(_polish(S, depth, found.rcuts, found.ccuts))
     cands.append(_polish(S, depth, rc_eq, cc_eq))
     evals = [_Eval(S, depth, r, c) for r, c in cands]
     k = min(range(len(evals)), key=lambda i: (evals[i].spread, i))
@@ -1074,15 +1081,14 @@ def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
     rc_eq = equal_cuts(H, gr)
     cc_eq = np.tile(equal_cuts(W, gc), (gr, 1))
     eq = _Eval(S, depth, rc_eq, cc_eq)
-    if eq.spread <= T + _TOL:
+    tol = _tolerance(H, W)
+    if eq.spread <= T + 2 * tol:
         res = eq
     else:
         d = float(S[-1, -1]) / (depth * H * W)
-        searcher = _Searcher(S, depth, gr, gc)
-        found = searcher.feasible(d, T, _WINDOWS)
-        if found is not None:
-            res = _Eval(S, depth, *found)
-        else:
+        searcher = _Searcher(S, depth, gr, gc, tol)
+        res = searcher.find(d, T, _BUDGET)
+        if res is None:
             res = _best_effort(S, depth, searcher, d, T, rc_eq, cc_eq)
     split = res.split()
     rects = split.rects
@@ -1094,6 +1100,6 @@ def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
         col_cuts=tuple(tuple(int(v) for v in row) for row in res.ccuts),
         rects=rects, nz=split.nz, nz_pct=split.nz_pct, spread=split.spread,
         imbalance=split.imbalance,
-        status="balanced" if split.spread <= T + _TOL else "best_effort",
+        status="balanced" if split.spread <= T + 2 * tol else "best_effort",
         threshold=T, halo=halo, halo_rects=halo_rects,
         folds=[_folds(r, max_tile) for r in rects], equal_split=eq.split())
