@@ -115,6 +115,27 @@ def cmd_plot_quant(args):
     return 0
 
 
+def cmd_report(args):
+    from pathlib import Path
+    from .engines.sparse_cluster.model import (KINDS, check_engine, check_out, density_sweep, format_sweep,
+                                               parse_densities, plot_sweep)
+    cfg = _load(args.config)
+    check_engine(cfg)
+    densities = parse_densities(args.densities)
+    out = None if args.no_plot else check_out(args.out or Path(f"{cfg.stem}_report.png"))
+    kinds = ("structured",) if args.structured else ("random",) if args.random else KINDS
+    rep = density_sweep(cfg, channels=args.channels, size=args.size, ksize=args.ksize, densities=densities,
+                        kinds=kinds, seed=args.seed)
+    rep["out"] = None if out is None else plot_sweep(rep, out)
+    if args.json:
+        print(json.dumps(rep))
+        return 0
+    print(format_sweep(rep))
+    if rep["out"]:
+        print(f"wrote {rep['out']}")
+    return 0
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="hlsnn", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=f"hlsnn {__version__}")
@@ -159,6 +180,25 @@ def build_parser():
     p.add_argument("--out", help="image file (default <weights stem>_quant.png next to the weights)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_plot_quant)
+
+    p = sub.add_parser("report",
+                       help="sparse_cluster: modelled per-unit work, imbalance and speedup over a density sweep "
+                            "(plot needs hlsnn[plot])")
+    p.add_argument("config", help="a sparse_cluster config")
+    p.add_argument("--channels", type=int, default=64, help="input = output channels of the layer (default 64)")
+    p.add_argument("--size", type=int, default=56, help="feature-map height = width (default 56)")
+    p.add_argument("--ksize", type=int, default=3, help="odd kernel size, 'same' padding (default 3)")
+    p.add_argument("--densities", default="1,0.5,0.2,0.1,0.05",
+                   help="comma-separated fractions of non-zero inputs and weights (default 1,0.5,0.2,0.1,0.05)")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--structured", action="store_true",
+                      help="only inputs whose non-zeros cluster in blobs (default: random and structured rows)")
+    kind.add_argument("--random", action="store_true", help="only uniformly random inputs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic layers (default 0)")
+    p.add_argument("--out", help="image file (default <config stem>_report.png in the current folder)")
+    p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_report)
     return ap
 
 

@@ -50,8 +50,9 @@ Partitioning (:func:`partition`, :class:`Partition`)
         ``(0 = c_0 < ... < c_gc = W)``.
     Metric (Alg 3-B)
         ``spread = max(nz_pct) - min(nz_pct)``. A partition is ``"balanced"`` when
-        ``spread <= threshold`` (with a rounding tolerance of ``1e-9``), and
-        ``"best_effort"`` otherwise. A unit only multiplies non-zeros, so its ``work`` is
+        ``spread <= threshold + 2 * tol`` and ``"best_effort"`` otherwise, where the
+        rounding tolerance is ``tol = max(1e-9, 1e-13 * H * W)`` (1e-9 up to 10**4 pixels,
+        1.05e-7 at 1024 x 1024). A unit only multiplies non-zeros, so its ``work`` is
         its ``nz``, and ``imbalance = max(work) / mean(work)`` (1.0 when every ``nz`` is 0).
     Equal split (Alg 3-A step 2)
         Band ``i`` is rows ``[floor(i * H / gr), floor((i + 1) * H / gr))``, and in every band
@@ -59,41 +60,58 @@ Partitioning (:func:`partition`, :class:`Partition`)
         are thus spread over the bands and cells. :attr:`Partition.equal_split` keeps its
         summary (a :class:`Split`) so that reports can show before / after.
     Search (Alg 3-B, deterministic, no randomness)
-        1. Fast path: if the equal split is balanced, it is returned as is.
-        2. Window search. Candidate cut positions: along a dimension of length ``n <= 96``
-           every position ``0 ... n``; for ``n > 96`` every ``s``-th position with
-           ``s = ceil(n / 96)``, plus ``n``. With ``d`` the non-zero fraction of the whole
-           map and ``T = threshold``, windows ``[lo, lo + T]`` are tried for
-           ``lo = d - T + j * T / 16``, ``j = 0 ... 16`` (each clipped into ``[0, 1]``,
-           duplicates dropped), from the centre ``lo = d - T / 2`` outwards. Every cell of a
-           partition with ``spread <= T`` lies in such a window, because ``d`` is an
-           area-weighted mean of the cell fractions. For one window, a dynamic program over
-           the row cuts finds the bands ``(r0, r1)`` that are *usable*: the band's columns
-           can be cut into exactly ``gc`` cells whose fractions all lie in the window. This
-           is itself a dynamic program over the column cuts (boolean reachability through
-           the ``(positions x positions)`` matrix of admissible cells, batched over bands
-           with :func:`numpy.matmul`). Bands whose own fraction is outside the window are
-           pruned, since a band's fraction is the area-weighted mean of its cells. The
-           cuts are reconstructed as the lexicographically smallest sequence (row cuts
-           first, then each band's column cuts, smallest positions first).
+        Moving one boundary by one row or column at a time (the source's mechanism) stalls
+        in local minima far from balanced partitions, so the search is global instead:
 
-           Guarantee: if some partition of the ``gr x gc`` topology whose cuts all lie on
-           candidate positions has ``spread <= 15 T / 16``, a balanced partition is
-           returned. For maps up to 96 x 96 every position is a candidate, so this holds at
-           pixel resolution.
-        3. Best effort, when step 2 finds nothing. The window search is repeated with
-           thresholds ``T' = T * 2**i`` (``i = 1, 2, ...``, from ``2**-10`` when ``T = 0``,
-           up to 1) and windows ``lo = d - T' + j * T' / 4``. After the first success, the
-           search bisects between the last failing ``T'`` and the spread found (4 steps).
-           The result and the equal split are then each polished at pixel resolution by
-           coordinate descent: every cut in turn is moved to the position between its
-           neighbouring cuts that minimizes the spread (an exhaustive, vectorized line
-           search, accepted only on strict improvement), repeated until no cut moves.
-           The candidate with the smallest spread wins; on ties the earlier one in the
-           order equal split, polished search result, polished equal split. The result is
-           therefore NEVER worse than the equal split, and it is the equal split itself
-           when nothing better was found. Its status is ``"balanced"`` if the polishing
-           reached the threshold, else ``"best_effort"``.
+        1. Fast path: if the equal split is balanced, it is returned as is.
+        2. Candidate cut positions: along a dimension of length ``n <= 96`` every position
+           ``0 ... n``; for ``n > 96`` every ``s``-th position ``0, s, 2s, ...`` with
+           ``s = ceil(n / 96)``, plus ``n`` (:data:`MAX_CANDIDATES`).
+        3. Window test: is there a partition whose cuts are candidates and whose fractions
+           all lie in a window ``[lo, hi]``? A dynamic program over the row cuts, band
+           index by band index, keeps the reachable band starts; a band ``(r0, r1)`` is
+           *usable* when its columns can be cut into exactly ``gc`` cells with fractions in
+           the window. That is a second dynamic program over the column cuts, with the
+           band's column prefix sums ``P``. Cell ``(c0, c1)`` is admissible iff
+           ``flo(c0) <= flo(c1)`` and ``fhi(c0) >= fhi(c1)`` for
+           ``f(c) = P(c) - a * C * h * c`` (``a = lo``, resp. ``hi``; ``h`` the band
+           height). So one more cell is a 2-D dominance query: a running maximum (minimum)
+           over the positions sorted by ``flo``, vectorized over all bands of one step.
+           ``gc // 2`` cells are reached forward from column 0 and the others backward
+           from column W. Bands whose own fraction is outside the window are pruned (a
+           band's fraction is the area-weighted mean of its cells'). The cuts of a hit
+           are the lexicographically smallest: the row cuts first, then each band's column
+           cuts, smallest positions first. The window is widened by ``tol / 2`` on both
+           sides against rounding.
+        4. Balanced search (``T = threshold``, ``d`` the fraction of the whole map). The
+           smallest fraction ``m`` of any partition with ``spread <= T`` lies in
+           ``[d - T, d]``, since ``d`` is an area-weighted mean of the cell fractions.
+           Branch and bound over that interval: for an interval ``[a, b]`` of ``m``, test
+           the relaxed window ``[a, b + T]``. A miss discards the interval; a hit whose
+           spread is ``<= T`` is the answer; any other hit splits the interval in halves
+           (lower half first) until it is narrower than ``tol``, where every hit has
+           ``spread <= T + 2 * tol``.
+
+           Guarantee: if a partition of the ``gr x gc`` topology with ``spread <= T`` has
+           all its cuts on candidate positions, a balanced partition is returned. The one
+           exception is a branch and bound that runs out of its budget of 64 window tests,
+           which only happens when many intervals hold partitions with spreads just above
+           ``T``. For maps up to 96 x 96 every position is a candidate, so the guarantee
+           holds at pixel resolution.
+        5. Best effort, when step 4 finds nothing. With coarser candidates (``n <= 64``:
+           all positions, else every ``ceil(n / 64)``-th), step 4 is repeated with
+           thresholds ``T' = 2 T, 4 T, ...`` (starting from ``2**-10`` when ``T = 0``, up
+           to 1) and 16 window tests each. After the first hit, it bisects (6 steps)
+           between the last missed ``T'`` and the smallest spread found so far. The best
+           hit and the equal split are then each polished at pixel resolution by coordinate
+           descent. Every cut in turn moves to the position between its neighbouring cuts
+           that minimizes the spread (an exhaustive, vectorized line search, taken only
+           on a strict improvement). This repeats until no cut moves (at most 64 sweeps).
+           Of the equal split, the polished hit and the polished equal split, the one
+           with the smallest spread wins, the earlier one on ties. So the result is NEVER
+           worse than the equal split, and it is the equal split itself when nothing
+           better was found. Its status is ``"balanced"`` if polishing reached the
+           threshold.
     Halo (Alg 3-A step 3, decision A3.3)
         Balancing is done on the cores. :attr:`Partition.halo_rects` extends each core by
         ``halo`` rows and columns on every side, clipped to the map. With ``halo = k - 1``
@@ -166,8 +184,9 @@ STATUSES = ("balanced", "best_effort")
 #: ``ceil(n / MAX_CANDIDATES)``-th position.
 MAX_CANDIDATES = 96
 
+_BEST_EFFORT_CANDIDATES = 64   # candidate positions per dimension in best-effort mode
 _BUDGET = 64                   # window searches of the balanced search
-_BUDGET_BEST_EFFORT = 8        # ... per threshold tried in best-effort mode
+_BUDGET_BEST_EFFORT = 16       # ... per threshold tried in best-effort mode
 _BISECT_STEPS = 6
 _POLISH_SWEEPS = 64
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -176,7 +195,7 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 def _tolerance(H: int, W: int) -> float:
     """Rounding tolerance of the fraction comparisons: it stays well above the float64
     noise of counts up to ``C * H * W`` (see :func:`_bands_ok`)."""
-    return max(1e-9, 1e-14 * H * W)
+    return max(1e-9, 1e-13 * H * W)
 
 
 # --------------------------------------------------------------------------- validation
@@ -670,11 +689,11 @@ def equal_cuts(n: int, parts: int) -> np.ndarray:
     return (np.arange(parts + 1, dtype=np.int64) * n) // parts
 
 
-def _candidates(n: int) -> np.ndarray:
+def _candidates(n: int, most: int) -> np.ndarray:
     """Candidate cut positions along a dimension of length n (see the module docstring)."""
-    if n <= MAX_CANDIDATES:
+    if n <= most:
         return np.arange(n + 1, dtype=np.int64)
-    step = -(-n // MAX_CANDIDATES)
+    step = -(-n // most)
     return np.append(np.arange(0, n, step, dtype=np.int64), np.int64(n))
 
 
@@ -713,88 +732,93 @@ class _Eval:
 
 # --------------------------------------------------------------------------- window search
 
-def _forward(R: np.ndarray, fhi_s: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """One more cell, forward: ``out[b, j1] = any_{j0 in R[b]} cell (j0, j1) admissible``.
+# The column reachability works on (positions, bands) arrays: the running extrema then run
+# along axis 0, one vector operation per position for the whole batch.
 
-    ``order`` sorts each row by ``flo`` (stable, so ties keep the column order) and
-    ``fhi_s`` is ``fhi`` in that order. A cell (j0, j1) is admissible iff
-    ``flo[j0] <= flo[j1]`` and ``fhi[j0] >= fhi[j1]`` (``j0 < j1`` follows, see
+def _forward(R: np.ndarray, fhi_s: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """One more cell, forward: ``out[j1, b] = any_{j0 in R[:, b]} cell (j0, j1) admissible``.
+
+    ``order`` (flat indices) sorts each column ``b`` by ``flo`` (stable, so ties keep the
+    position order) and ``fhi_s`` is ``fhi`` in that order. A cell (j0, j1) is admissible
+    iff ``flo[j0] <= flo[j1]`` and ``fhi[j0] >= fhi[j1]`` (``j0 < j1`` follows, see
     :func:`_bands_ok`), i.e. iff j0 comes before j1 in the order and ``fhi[j0] >= fhi[j1]``:
     an exclusive running maximum.
     """
-    v = np.where(np.take_along_axis(R, order, axis=1), fhi_s, -np.inf)
+    v = np.where(R.ravel()[order].reshape(R.shape), fhi_s, -np.inf)
     best = np.empty_like(v)
-    best[:, 0] = -np.inf
-    np.maximum.accumulate(v[:, :-1], axis=1, out=best[:, 1:])
-    out = np.empty_like(R)
-    np.put_along_axis(out, order, best >= fhi_s, axis=1)
-    return out
+    best[0] = -np.inf
+    np.maximum.accumulate(v[:-1], axis=0, out=best[1:])
+    out = np.empty(R.size, dtype=bool)
+    out[order] = (best >= fhi_s).ravel()
+    return out.reshape(R.shape)
 
 
 def _backward(R: np.ndarray, fhi_s: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """One more cell, backward: ``out[b, j0] = any_{j1 in R[b]} cell (j0, j1) admissible``
+    """One more cell, backward: ``out[j0, b] = any_{j1 in R[:, b]} cell (j0, j1) admissible``
     (an exclusive running minimum from the end of the order)."""
-    v = np.where(np.take_along_axis(R, order, axis=1), fhi_s, np.inf)
+    v = np.where(R.ravel()[order].reshape(R.shape), fhi_s, np.inf)
     best = np.empty_like(v)
-    best[:, -1] = np.inf
-    best[:, :-1] = np.minimum.accumulate(v[:, :0:-1], axis=1)[:, ::-1]
-    out = np.empty_like(R)
-    np.put_along_axis(out, order, best <= fhi_s, axis=1)
-    return out
+    best[-1] = np.inf
+    best[:-1] = np.minimum.accumulate(v[:0:-1], axis=0)[::-1]
+    out = np.empty(R.size, dtype=bool)
+    out[order] = (best <= fhi_s).ravel()
+    return out.reshape(R.shape)
 
 
-def _admissible(P: np.ndarray, h, x: np.ndarray, a_lo: float, a_hi: float):
-    """``flo, fhi, order, fhi_s`` of a batch of bands (see :func:`_bands_ok`)."""
-    hx = np.asarray(h, dtype=np.float64)[..., None] * x
+def _admissible(P: np.ndarray, h: np.ndarray, x: np.ndarray, a_lo: float, a_hi: float):
+    """``flo, fhi, order, fhi_s`` of bands with column prefix counts ``P`` (n, m) and heights
+    ``h`` (m,); see :func:`_bands_ok`. ``order`` holds flat indices into an (n, m) array."""
+    hx = x[:, None] * h[None, :]
     flo = P - a_lo * hx
     fhi = P - a_hi * hx
-    order = np.argsort(flo, axis=-1, kind="stable")
-    return flo, fhi, order, np.take_along_axis(fhi, order, axis=-1)
+    n, m = P.shape
+    order = (np.argsort(flo, axis=0, kind="stable") * m + np.arange(m)).ravel()
+    return flo, fhi, order, fhi.ravel()[order].reshape(n, m)
 
 
 def _bands_ok(P: np.ndarray, h: np.ndarray, x: np.ndarray, a_lo: float, a_hi: float,
               gc: int) -> np.ndarray:
-    """For each band (a row of column prefix counts P at the candidate columns x, height h):
-    can it be cut into exactly gc cells whose fractions lie in the window?
+    """For each band ``b`` (column prefix counts ``P[:, b]`` at the candidate columns x,
+    height ``h[b]``): can it be cut into exactly gc cells whose fractions lie in the window?
 
     A cell (j0, j1) is admissible iff ``a_lo * h * dx <= dP <= a_hi * h * dx``, i.e. iff
     ``flo[j1] >= flo[j0]`` and ``fhi[j1] <= fhi[j0]`` with ``f = P - a * h * x``. As
     ``flo - fhi = (a_hi - a_lo) * h * x`` grows with x, these two already imply
     ``j0 < j1`` (the tolerance keeps ``a_hi - a_lo`` well above the rounding noise), so
     one step of the reachability is a 2-D dominance query: a running extremum over the
-    columns sorted by ``flo`` (O(n log n) per band instead of an n x n matrix). The
-    reachable sets meet in the middle: ``gc // 2`` cells forward from column 0 and the
-    rest backward from the last column.
+    positions sorted by ``flo`` (O(n log n) per band instead of an n x n matrix). The
+    reachable sets meet in the middle: ``gc // 2`` cells forward from position 0 and the
+    rest backward from the last position.
     """
     flo, fhi, order, fhi_s = _admissible(P, h, x, a_lo, a_hi)
-    fwd = (flo >= flo[:, :1]) & (fhi <= fhi[:, :1])        # one cell from column 0
-    fwd[:, 0] = False
+    fwd = (flo >= flo[:1]) & (fhi <= fhi[:1])          # one cell from position 0
+    fwd[0] = False
     if gc == 1:
-        return fwd[:, -1]
-    bwd = (flo[:, -1:] >= flo) & (fhi[:, -1:] <= fhi)      # one cell to the last column
-    bwd[:, -1] = False
+        return fwd[-1]
+    bwd = (flo[-1:] >= flo) & (fhi[-1:] <= fhi)        # one cell to the last position
+    bwd[-1] = False
     for _ in range(gc // 2 - 1):
         fwd = _forward(fwd, fhi_s, order)
     for _ in range(gc - gc // 2 - 1):
         bwd = _backward(bwd, fhi_s, order)
-    return (fwd & bwd).any(axis=1)
+    return (fwd & bwd).any(axis=0)
 
 
 def _band_cuts(P: np.ndarray, h: float, x: np.ndarray, a_lo: float, a_hi: float,
                gc: int) -> np.ndarray:
     """The lexicographically smallest gc-cell cut (indices into x) of one usable band."""
-    flo, fhi, order, fhi_s = _admissible(P[None], h, x, a_lo, a_hi)
-    flo, fhi = flo[0], fhi[0]
+    flo, fhi, order, fhi_s = _admissible(P[:, None], np.array([h]), x, a_lo, a_hi)
+    flo, fhi = flo[:, 0], fhi[:, 0]
     n = x.size
-    back = [np.zeros((1, n), dtype=bool)]            # back[k]: end reachable in k cells
-    back[0][0, -1] = True
+    back = [np.zeros((n, 1), dtype=bool)]            # back[k]: end reachable in k cells
+    back[0][-1] = True
     for _ in range(gc - 1):
         back.append(_backward(back[-1], fhi_s, order))
     pos = np.arange(n)
     cuts = [0]
     for step in range(1, gc):
         c = cuts[-1]
-        row = (flo >= flo[c]) & (fhi <= fhi[c]) & (pos > c) & back[gc - step][0]
+        row = (flo >= flo[c]) & (fhi <= fhi[c]) & (pos > c) & back[gc - step][:, 0]
         cuts.append(int(np.argmax(row)))
     cuts.append(n - 1)
     return np.asarray(cuts, dtype=np.int64)
@@ -803,24 +827,27 @@ def _band_cuts(P: np.ndarray, h: float, x: np.ndarray, a_lo: float, a_hi: float,
 class _Searcher:
     """The window search of the module docstring on fixed candidate positions."""
 
-    def __init__(self, S: np.ndarray, depth: int, gr: int, gc: int, tol: float):
+    def __init__(self, S: np.ndarray, depth: int, gr: int, gc: int, tol: float, most: int):
         H, W = S.shape[0] - 1, S.shape[1] - 1
         self.S, self.gr, self.gc, self.depth, self.tol = S, gr, gc, depth, tol
-        self.rc, self.cc = _candidates(H), _candidates(W)
+        self.rc, self.cc = _candidates(H, most), _candidates(W, most)
         self.x = self.cc.astype(np.float64)
-        self.Sc = S[np.ix_(self.rc, self.cc)].astype(np.float64)
+        # prefix counts at the candidate (column, row) positions, float64 (exact)
+        self.ScT = np.ascontiguousarray(S[np.ix_(self.rc, self.cc)].T, dtype=np.float64)
         nR = self.rc.size
         i0, i1 = np.nonzero(np.triu(np.ones((nR, nR), dtype=bool), 1))
         self.pairs = (i0, i1)
 
     def _usable(self, i0: np.ndarray, i1: np.ndarray, a_lo: float, a_hi: float) -> np.ndarray:
         h = (self.rc[i1] - self.rc[i0]).astype(np.float64)
-        P = self.Sc[i1] - self.Sc[i0]
+        n = self.ScT[-1, i1] - self.ScT[-1, i0]
         area = h * self.x[-1]
-        out = (P[:, -1] >= a_lo * area) & (P[:, -1] <= a_hi * area)   # band in the window
+        out = (n >= a_lo * area) & (n <= a_hi * area)          # the band is in the window
         keep = np.flatnonzero(out)
         if keep.size:
-            out[keep] = _bands_ok(P[keep], h[keep], self.x, a_lo, a_hi, self.gc)
+            k0, k1 = i0[keep], i1[keep]
+            out[keep] = _bands_ok(self.ScT[:, k1] - self.ScT[:, k0], h[keep], self.x,
+                                  a_lo, a_hi, self.gc)
         return out
 
     def search(self, lo: float, hi: float) -> Optional[Tuple[np.ndarray, np.ndarray]]:
@@ -858,7 +885,8 @@ class _Searcher:
         cidx = np.empty((gr, gc + 1), dtype=np.int64)
         for b in range(gr):
             i0, i1 = ridx[b], ridx[b + 1]
-            cidx[b] = _band_cuts(self.Sc[i1] - self.Sc[i0], float(self.rc[i1] - self.rc[i0]),
+            cidx[b] = _band_cuts(self.ScT[:, i1] - self.ScT[:, i0],
+                                 float(self.rc[i1] - self.rc[i0]),
                                  self.x, a_lo, a_hi, gc)
         return self.rc[np.asarray(ridx)], self.cc[cidx]
 
@@ -1010,9 +1038,35 @@ def _best_effort(S, depth, searcher, d, T, rc_eq, cc_eq):
     return evals[k]
 
 
+def _quantile_cuts(cum: np.ndarray, parts: int) -> np.ndarray:
+    """Cuts ``0 = c_0 < c_1 < ... < c_parts = n`` of a cumulative count ``cum`` (length n+1)
+    nearest to equal shares of the total, every part non-empty."""
+    n = cum.size - 1
+    total = float(cum[-1])
+    cuts = np.zeros(parts + 1, dtype=np.int64)
+    cuts[-1] = n
+    if total == 0:
+        return equal_cuts(n, parts)
+    for i in range(1, parts):
+        t = total * i / parts
+        j = int(np.searchsorted(cum, t))
+        if j > 0 and abs(cum[j - 1] - t) <= abs(cum[min(j, n)] - t):
+            j -= 1
+        cuts[i] = min(max(j, cuts[i - 1] + 1), n - (parts - i))
+    return cuts
+
+
+def _work_cuts(S: np.ndarray, gr: int, gc: int):
+    """SPECS [C] BALANCE_BY=NZ_COUNT: row bands of equal non-zero counts, then equal-count
+    column cuts per band (1-D prefix sums)."""
+    rcuts = _quantile_cuts(S[:, -1], gr)
+    ccuts = np.stack([_quantile_cuts(S[rcuts[b + 1]] - S[rcuts[b]], gc) for b in range(gr)])
+    return rcuts, ccuts
+
+
 def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
               max_tile: Optional[Sequence[int]] = None,
-              grid: Optional[Sequence[int]] = None) -> Partition:
+              grid: Optional[Sequence[int]] = None, balance: str = "fraction") -> Partition:
     """Partition a feature map into ``units`` rectangles with balanced non-zero fractions.
 
     Alg 3-A (equal split), 3-B (rebalancing to a threshold) and 3-C (time folding) of
@@ -1034,6 +1088,12 @@ def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
         ``(th, tw)``, each ``>= 1``: the largest sub-map a unit holds (time folding).
     grid : pair of int, optional
         ``(gr, gc)`` with ``gr * gc == units``; default :func:`default_grid`.
+    balance : {"fraction", "work"}, default "fraction"
+        ``"fraction"``: source 003 Alg 3-B, balance the non-zero fractions (the search above).
+        ``"work"``: balance the non-zero counts (a unit's time follows its count): row bands
+        of equal counts, then equal-count column cuts per band (prefix-sum quantiles); the
+        equal split is kept when it has the lower imbalance. ``status`` is then
+        ``"balanced"`` when ``imbalance - 1 <= threshold``.
 
     Returns
     -------
@@ -1082,14 +1142,20 @@ def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
     cc_eq = np.tile(equal_cuts(W, gc), (gr, 1))
     eq = _Eval(S, depth, rc_eq, cc_eq)
     tol = _tolerance(H, W)
-    if eq.spread <= T + 2 * tol:
+    if balance not in ("fraction", "work"):
+        raise InputError(f"balance = {balance!r}: must be 'fraction' or 'work'")
+    if balance == "work":
+        wk = _Eval(S, depth, *_work_cuts(S, gr, gc))
+        res = wk if wk.split().imbalance < eq.split().imbalance else eq
+    elif eq.spread <= T + 2 * tol:
         res = eq
     else:
         d = float(S[-1, -1]) / (depth * H * W)
-        searcher = _Searcher(S, depth, gr, gc, tol)
+        searcher = _Searcher(S, depth, gr, gc, tol, MAX_CANDIDATES)
         res = searcher.find(d, T, _BUDGET)
         if res is None:
-            res = _best_effort(S, depth, searcher, d, T, rc_eq, cc_eq)
+            coarse = _Searcher(S, depth, gr, gc, tol, _BEST_EFFORT_CANDIDATES)
+            res = _best_effort(S, depth, coarse, d, T, rc_eq, cc_eq)
     split = res.split()
     rects = split.rects
     halo_rects = [(max(r0 - halo, 0), min(r1 + halo, H), max(c0 - halo, 0), min(c1 + halo, W))
@@ -1100,6 +1166,7 @@ def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
         col_cuts=tuple(tuple(int(v) for v in row) for row in res.ccuts),
         rects=rects, nz=split.nz, nz_pct=split.nz_pct, spread=split.spread,
         imbalance=split.imbalance,
-        status="balanced" if split.spread <= T + 2 * tol else "best_effort",
+        status=("balanced" if (split.imbalance - 1 <= T + 2 * tol if balance == "work"
+                                else split.spread <= T + 2 * tol) else "best_effort"),
         threshold=T, halo=halo, halo_rects=halo_rects,
         folds=[_folds(r, max_tile) for r in rects], equal_split=eq.split())

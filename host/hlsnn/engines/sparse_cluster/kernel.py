@@ -39,10 +39,17 @@ class Kernel:
         self.last_plan = None
 
     # ------------------------------------------------------------------ planning
-    def plan(self, x, k, padding="same", pool=False, threshold=0.03):
-        """Pad the input, partition the output grid over the units by the input's non-zeros
-        (balanced to ``threshold``), fold each unit's rectangle to the unit's tile size, and
-        group the folds into rounds (one job per unit per round)."""
+    def plan(self, x, k, padding="same", pool=False, threshold=0.03, balance="auto"):
+        """Pad the input, partition the output grid over the units by the input's non-zeros,
+        fold each unit's rectangle to the unit's tile size, and group the folds into rounds
+        (one job per unit per round).
+
+        ``balance``: ``"fraction"`` (source 003: non-zero fractions within ``threshold``),
+        ``"work"`` (equal non-zero counts), ``"equal"`` (the equal split), or ``"auto"``
+        (default): of ``fraction`` and ``work``, the one with the lower work imbalance (a
+        unit's time follows its non-zero count)."""
+        if balance not in ("auto", "fraction", "work", "equal"):
+            raise InputError(f"balance = {balance!r}: must be auto, fraction, work or equal")
         p = self.p
         c, h, w = x.shape
         if padding == "same":
@@ -59,22 +66,34 @@ class Kernel:
             raise InputError(f"a {k}x{k} kernel does not fit a {h}x{w} map with padding {padding!r}")
         if max(h, w) > p["max_hw"]:
             raise InputError(f"feature map {h}x{w} exceeds max_hw = {p['max_hw']}")
-        # balance by the input non-zeros around each output pixel's centre
+        # balance by the input non-zeros at each output pixel's centre, counted over channels
+        # (partition() weighs a pixel of a 3-D map by its number of non-zero channels)
         c0 = (k - 1) // 2
-        weight = np.count_nonzero(xp[:, c0:c0 + oh, c0:c0 + ow], axis=0)
+        weight = xp[:, c0:c0 + oh, c0:c0 + ow] != 0
         step = 2 if pool else 1
         gh, gw = oh // step, ow // step
         if pool:
             if gh < 1 or gw < 1:
                 raise InputError(f"2x2 pooling needs an output of at least 2x2, got {oh}x{ow}")
-            weight = weight[:gh * 2, :gw * 2].reshape(gh, 2, gw, 2).sum(axis=(1, 3))
+            # a pooled pixel covers 2x2 outputs: its four positions become extra channels
+            weight = weight[:, :gh * 2, :gw * 2].reshape(c, gh, 2, gw, 2).transpose(0, 2, 4, 1, 3).reshape(4 * c, gh, gw)
         tile = (max(1, p["tile_h"] // step), max(1, p["tile_w"] // step))
         units = p["units"]
+        def best(**kw):
+            # Source 003 balances the non-zero fractions; a unit's time follows its non-zero
+            # count, so "auto" keeps whichever of the two has the lower work imbalance.
+            if balance == "equal":
+                return sfmt.partition(weight, threshold=1.0, max_tile=tile, **kw)
+            frac = None if balance == "work" else sfmt.partition(weight, threshold=threshold, max_tile=tile, **kw)
+            if balance == "fraction":
+                return frac
+            work = sfmt.partition(weight, threshold=threshold, max_tile=tile, balance="work", **kw)
+            return work if frac is None or work.imbalance < frac.imbalance else frac
         try:
-            part = sfmt.partition(weight, units, threshold=threshold, max_tile=tile)
+            part = best(units=units)
         except InputError:       # a map smaller than the unit grid: one band of columns
             units_used = min(units, gw)
-            part = sfmt.partition(weight, units_used, threshold=threshold, max_tile=tile, grid=(1, units_used))
+            part = best(units=units_used, grid=(1, units_used))
         folds = list(part.folds) + [[] for _ in range(units - len(part.folds))]
         n_rounds = max(len(f) for f in folds)
         rounds = []
