@@ -136,6 +136,26 @@ def cmd_report(args):
     return 0
 
 
+def load_for_build(path, board=None):
+    """A config, optionally moved to another board (``--board``)."""
+    from .config import load_config, read_yaml
+    if board is None:
+        return _load(path)
+    raw = read_yaml(path)
+    if isinstance(raw, dict):
+        raw = {**raw, "board": board}
+    cfg = load_config(raw, source=str(path))
+    from dataclasses import replace
+    from pathlib import Path as _P
+    return replace(cfg, path=str(path), stem=f"{_P(path).stem}@{board}")
+
+
+def cmd_build(args):
+    from .build import main_build
+    cfg = load_for_build(args.config, args.board)
+    return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run)
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="hlsnn", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=f"hlsnn {__version__}")
@@ -163,6 +183,15 @@ def build_parser():
     p.add_argument("--target", default="csim", help="csim or emu (sim and pynq come with the host runtime)")
     compare_opts(p)
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("build", help="build an overlay: render, csim, Vitis HLS, Vivado -> overlays/<name>/ "
+                                     "(exit 3 when the Xilinx tools are missing)")
+    p.add_argument("config")
+    p.add_argument("--board", help="build for another board of configs/boards (default: the config's)")
+    p.add_argument("--jobs", type=int, default=None, help="parallel Vivado jobs (default: CPU count)")
+    p.add_argument("--out", default="overlays", help="overlay folder (default overlays/)")
+    p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
+    p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("info", help="validate a config and print it with resource estimates")
     p.add_argument("config")

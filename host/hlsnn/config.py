@@ -266,8 +266,10 @@ TOP_FIELDS_BASE = {
 }
 
 
-def load_config(path_or_dict, *, source=None) -> Config:
+def load_config(path_or_dict, *, source=None, check_fit=True) -> Config:
     """Load and validate an accelerator config from a YAML path (or an already parsed dict).
+
+    ``check_fit=False`` skips only the check that the estimated resources fit the board.
 
     Raises
     ------
@@ -301,7 +303,7 @@ def load_config(path_or_dict, *, source=None) -> Config:
     est = eng.estimate(cfg)
     for res, used in est["resources"].items():
         avail = board.resources.get(res, 0)
-        if used > avail:
+        if check_fit and used > avail:
             raise ConfigError(source, engine, _summary(params),
                               f"needs about {used} {res.upper()} but board {board.name} has {avail}; "
                               f"reduce the array or buffer sizes ({est['notes'].get(res, '')})")

@@ -93,6 +93,8 @@ def estimate(cfg) -> dict:
         "peak_gmacs": macs_per_cycle * cfg.clock_mhz / 1e3,
         # Weights stream at one step per step_beats beats; each step is 2*rows*cols MACs.
         "stream_bound_gmacs": macs_per_cycle / step_beats * cfg.clock_mhz / 1e3,
+        "throughput": {"value": macs_per_cycle * cfg.clock_mhz / 1e3, "unit": "GMAC/s",
+                       "what": "peak multiply-accumulates per second: 2 per tile per cycle"},
         "notes": {
             "dsp": f"{tiles} tiles x 2 multipliers",
             "bram36": f"input buffer {p['cols']}x{p['max_k']}, result buffer {p['cols']}x{p['max_n']}",

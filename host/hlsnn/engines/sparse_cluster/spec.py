@@ -77,6 +77,8 @@ def estimate(cfg) -> dict:
         "utilization": {k: res[k] / board.resources[k] for k in res},
         "units": m,
         "peak_macs_per_cycle": m,
+        "throughput": {"value": m * cfg.clock_mhz / 1e3, "unit": "G multiplies/s",
+                       "what": "peak multiplies per second: one per unit per cycle (non-zero pairs only)"},
         "notes": {"dsp": f"{m} units x 1 multiplier", "bram36": f"{m} accumulation and tile buffers",
                   "lut": f"{m} units", "ff": f"{m} units"},
     }
