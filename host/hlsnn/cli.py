@@ -156,6 +156,32 @@ def cmd_build(args):
     return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run)
 
 
+def cmd_sweep(args):
+    from pathlib import Path
+    from . import sweep
+    from .errors import MissingDependency
+    out = None
+    if not args.no_plot:
+        out = sweep.check_out(args.out or Path(f"{Path(args.config).stem}_sweep.png"))
+        missing = sweep.matplotlib_missing()
+        if missing and args.out:
+            raise MissingDependency(missing)
+        if missing:
+            print(f"hlsnn: note: no plot: {missing}", file=sys.stderr)
+            out = None
+    progress = None if args.json else (lambda line: print(line, flush=True))
+    rep = sweep.run_sweep(args.config, args.vary, csim=not args.no_csim, jobs=args.jobs, cases=args.cases,
+                          seed=args.seed, progress=progress)
+    rep["out"] = sweep.plot_sweep(rep, out) if out else None
+    if args.json:
+        print(json.dumps(rep))
+    else:
+        print(sweep.format_table(rep))
+        if rep["out"]:
+            print(f"wrote {rep['out']}")
+    return rep["status"]
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="hlsnn", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=f"hlsnn {__version__}")
@@ -228,6 +254,22 @@ def build_parser():
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("sweep",
+                       help="vary config keys: validate, estimate resources, flag what does not fit, C-simulate "
+                            "the rest in parallel (exit 1 on a mismatch; plot needs hlsnn[plot])")
+    p.add_argument("config")
+    p.add_argument("--vary", action="append", default=[], metavar="KEY=v1,v2,...",
+                   help="a key of the engine section (rows, bfp_systolic.rows or array.rows) or clock_mhz, and "
+                        "its values (YAML scalars); repeat for more keys: the variants are the Cartesian product")
+    p.add_argument("--jobs", type=int, default=None, help="C-simulation worker processes (default: CPU count)")
+    p.add_argument("--no-csim", action="store_true", help="estimates only; compile nothing")
+    p.add_argument("--cases", type=int, default=2, help="random cases per variant besides the edge cases (default 2)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the cases (default 0)")
+    p.add_argument("--out", help="image file (default <config stem>_sweep.png in the current folder)")
+    p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_sweep)
     return ap
 
 
