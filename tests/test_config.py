@@ -405,7 +405,7 @@ def test_board_name_must_match_file_name(tmp_path):
     ("dma.address_bits", 16, "an integer in [32, 64]"),
     ("ps", "zynq9", "one of 'zynq7', 'zynqmp'"),
     ("clock_mhz", 0, "a number in [10, 800]"),
-    ("colour", "red", "allowed keys: name, part, board_part, ps, clock_mhz, resources, dma"),
+    ("colour", "red", "allowed keys: name, part, board_part, ps, clock_mhz, resources, ps_config, dma"),
     ("part", DELETE, "required key is missing"),
     ("resources.dsp", DELETE, "required key is missing"),
 ])
@@ -745,3 +745,26 @@ def test_cli_main_in_process(tmp_path, capsys):
     err = capsys.readouterr().err
     line = assert_one_line_error(err)
     assert "x.yaml" in line and "name = 'class'" in line and "C identifier" in line
+
+
+def test_board_ps_config_is_validated_and_rendered(tmp_path):
+    """Explicit PS settings: keys must be PCW_*/PSU__* property names and values TCL-safe
+    tokens; they reach bd.tcl as CONFIG.<key> <value>."""
+    import hlsnn.build
+    from hlsnn import codegen
+    base = yaml.safe_load((ROOT / "configs" / "boards" / "zcu104.yaml").read_text())
+    boards = tmp_path / "boards"
+    boards.mkdir()
+    for bad, match in (({"rm -rf": "1"}, "PCW_"), ({"PSU__X": "a b"}, "letters, digits"),
+                       ({"PSU__X": "[exec ls]"}, "letters, digits"), (["PSU__X"], "mapping")):
+        (boards / "zcu104.yaml").write_text(yaml.safe_dump({**base, "ps_config": bad}))
+        with pytest.raises(ConfigError, match=match):
+            load_board(boards / "zcu104.yaml")
+    (boards / "zcu104.yaml").write_text(yaml.safe_dump({**base, "ps_config": {"PSU__FOO__BAR": 7}}))
+    assert load_board(boards / "zcu104.yaml").ps_config == {"PSU__FOO__BAR": "7"}
+    (tmp_path / "accel").mkdir()
+    raw = yaml.safe_load((ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").read_text())
+    (tmp_path / "accel" / "c.yaml").write_text(yaml.safe_dump(raw))
+    cfg = load_config(tmp_path / "accel" / "c.yaml")
+    out = codegen.render_extra(cfg, "bd.tcl.j2", tmp_path / "bd.tcl", hlsnn.build.bd_context(cfg))
+    assert "CONFIG.PSU__FOO__BAR 7" in out.read_text()

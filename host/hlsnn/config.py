@@ -32,6 +32,7 @@ from .paths import board_dirs
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BOARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TOKEN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")  # part numbers, ports: safe unquoted in TCL
+_PS_KEY = re.compile(r"^(PCW|PSU)_[A-Za-z0-9_]+$")           # processing-system CONFIG.* property names
 _CPP_KEYWORDS = frozenset(
     "alignas alignof and asm auto bool break case catch char class const constexpr continue "
     "default delete do double else enum explicit export extern false float for friend goto if "
@@ -74,6 +75,9 @@ class Field:
                     + (", or empty" if self.default == "" else ""))
         if self.kind == "choice":
             return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.kind == "tokenmap":
+            return ("a mapping of processing-system properties (PCW_* or PSU__*) to values made of "
+                    "letters, digits and _ . : -")
         if self.kind == "section":
             return "a mapping with keys " + ", ".join(self.fields or {})
         return "a string"
@@ -138,6 +142,18 @@ def _check_value(source, path, v, f: Field):
         if v not in f.choices:
             raise bad()
         return v
+    if f.kind == "tokenmap":
+        if v is None:
+            return {}
+        if not isinstance(v, Mapping):
+            raise bad()
+        out = {}
+        for k, val in v.items():
+            sval = str(val) if isinstance(val, (int, float)) and not isinstance(val, bool) else val
+            if not isinstance(k, str) or not _PS_KEY.fullmatch(k) or not isinstance(sval, str) or not _TOKEN.fullmatch(sval):
+                raise ConfigError(source, f"{path}.{k}", val, "must be " + f.allowed())
+            out[k] = sval
+        return out
     if f.kind == "section":
         return check_section(source, path, v, f.fields)
     if not isinstance(v, str):
@@ -181,6 +197,8 @@ BOARD_FIELDS = {
         "lut": Field("int", lo=1, hi=10_000_000),
         "ff": Field("int", lo=1, hi=20_000_000),
     }),
+    "ps_config": Field("tokenmap", "explicit PS settings applied after the board preset (CONFIG.<key> <value>), "
+                       "e.g. for a board without Vivado board files", default=None),
     "dma": Field("section", "AXI DMA and the PS port it uses", fields={
         "stream_bits": Field("int", "AXI-Stream data width of the DMA", lo=32, hi=512, pow2=True),
         "address_bits": Field("int", "DMA address width", lo=32, hi=64),
@@ -198,6 +216,7 @@ class Board:
     clock_mhz: float
     resources: Mapping[str, int]
     dma: Mapping[str, Any]
+    ps_config: Mapping[str, str]
     path: str
 
     def as_dict(self):

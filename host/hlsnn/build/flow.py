@@ -1,0 +1,251 @@
+"""The bitstream flow: render → C-simulation (stops on any mismatch) → Vitis HLS (csynth,
+export IP) → Vivado (block design, implementation, timing, bitstream) → overlay.
+
+Every stage prints its start and elapsed time and logs to ``build/<stem>/logs/<stage>.log``;
+long tool runs print a heartbeat. The overlay is assembled in a temporary folder beside
+``overlays/<name>`` and moved in only when everything succeeded, so a failed build never
+leaves a half-written overlay and never replaces a good one. Tool exit codes are checked.
+
+Exit statuses (:data:`EXIT`): 0 built; 1 failed (mismatch, tool error, timing); 3 tools missing
+(everything up to the tools ran; the message lists the commands that finish the build).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .. import __version__, codegen
+from ..compare import compare, format_report
+from ..engines import ENGINES
+from ..errors import HlsnnError
+from ..paths import build_root
+from . import reports, tools
+
+EXIT = {"ok": 0, "failed": 1, "tools_missing": 3}
+
+
+class BuildFailed(HlsnnError, RuntimeError):
+    """A build stage failed; the message names the stage and where its log is."""
+
+
+def _say(msg):
+    print(msg, flush=True)
+
+
+def run_tool(argv, cwd, log_path, stage, heartbeat=60.0):
+    """Run a tool with its output going to ``log_path``; print a heartbeat every ``heartbeat``
+    seconds; raise BuildFailed (with the log tail) on a non-zero exit."""
+    t0 = time.time()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        log.write("$ " + " ".join(map(str, argv)) + "\n")
+        log.flush()
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        done = threading.Event()
+
+        def beat():
+            while not done.wait(heartbeat):
+                _say(f"  [{stage}] still running, {_fmt(time.time() - t0)} elapsed (log: {log_path})")
+        th = threading.Thread(target=beat, daemon=True)
+        th.start()
+        try:
+            rc = proc.wait()
+        except KeyboardInterrupt:
+            proc.terminate()
+            raise
+        finally:
+            done.set()
+    if rc != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-25:])
+        raise BuildFailed(f"stage {stage} failed: {argv[0]} exited with status {rc}; log: {log_path}\n{tail}")
+    return time.time() - t0
+
+
+def _fmt(s):
+    return f"{int(s) // 3600}:{int(s) % 3600 // 60:02d}:{int(s) % 60:02d}" if s >= 3600 else f"{int(s) // 60}:{int(s) % 60:02d}"
+
+
+def bd_context(cfg) -> dict:
+    """Values for hls/tcl/bd.tcl.j2 (all validated config and board fields)."""
+    b = cfg.board
+    p = cfg.params
+    return {
+        "board": b.name, "ps": b.ps,
+        "ps_family_name": "processing_system7 (Zynq-7000)" if b.ps == "zynq7" else "zynq_ultra_ps_e (Zynq UltraScale+)",
+        "hp_port": b.dma.get("hp_port") or ("S_AXI_HP0" if b.ps == "zynq7" else "S_AXI_HP0_FPD"),
+        "hp_width": min(b.dma["stream_bits"], 64 if b.ps == "zynq7" else 128),
+        "address_bits": b.dma["address_bits"],
+        "stream_bits": p["stream_bits"],
+        "dma_length_width": 26,
+        "clock_mhz": int(cfg.clock_mhz) if float(cfg.clock_mhz).is_integer() else cfg.clock_mhz,
+        "engine": cfg.engine,
+        "vlnv": f"hlsnn.org:hls:{cfg.name}:1.0",
+        "ps_config": sorted(b.ps_config.items()),
+    }
+
+
+class Build:
+    """One build of one config. ``run()`` returns an exit status (see :data:`EXIT`)."""
+
+    def __init__(self, cfg, *, out="overlays", jobs=None, dry_run=False, cases=4):
+        self.cfg = cfg
+        self.out = Path(out)
+        self.jobs = jobs or os.cpu_count() or 1
+        self.dry_run = dry_run
+        self.cases = cases
+        # Absolute: the tools run in their own folders (cwd), so relative paths in their
+        # arguments (the default build root is ./build) would point nowhere.
+        self.root = Path(os.path.abspath(build_root())) / cfg.stem
+        self.logs = self.root / "logs"
+        self.hls_dir = self.root / "hls"
+        self.vivado_dir = self.root / "vivado"
+        self.manifest = {"name": cfg.name, "engine": cfg.engine, "board": cfg.board.name, "part": cfg.board.part,
+                         "config": cfg.as_dict(), "config_sha256": cfg.sha, "config_hash32": cfg.hash32,
+                         "hlsnn_version": __version__, "stages": {}}
+
+    # ---------------------------------------------------------------- stages
+    def stage(self, name, fn):
+        t0 = time.time()
+        _say(f"[{name}] ...")
+        result = fn()
+        dt = time.time() - t0
+        self.manifest["stages"][name] = {"seconds": round(dt, 2)}
+        _say(f"[{name}] done in {_fmt(dt)}")
+        return result
+
+    def render(self):
+        r = codegen.render(self.cfg, self.hls_dir)
+        codegen.render_extra(self.cfg, "bd.tcl.j2", self.hls_dir / "bd.tcl", bd_context(self.cfg))
+        self.rendered = r
+        return r
+
+    def csim(self):
+        rep = compare(self.cfg, "csim", seed=0, n_random=self.cases)
+        (self.logs / "csim.log").parent.mkdir(parents=True, exist_ok=True)
+        (self.logs / "csim.log").write_text(format_report(rep) + "\n" + json.dumps(rep, indent=1) + "\n")
+        self.manifest["csim"] = {k: rep[k] for k in ("cases", "outputs", "mismatches", "register_mismatches")}
+        if rep["mismatches"] or rep["register_mismatches"]:
+            raise BuildFailed(f"C-simulation disagrees with the emulator: {format_report(rep)}; "
+                              f"log: {self.logs / 'csim.log'}")
+        _say(f"  {rep['cases']} cases, {rep['outputs']} outputs, 0 mismatches")
+
+    def commands(self, hls, vivado):
+        """The tool commands that finish the build, as (stage, argv, cwd)."""
+        hls_argv = (hls.command("run_hls.tcl") if hls else ["vitis_hls", "-f", "run_hls.tcl"])
+        ip_repo = self.hls_dir / f"{self.cfg.name}_prj" / "solution1" / "impl" / "ip"
+        stage_dir = self.vivado_dir / "out"
+        viv = (vivado.command(self.hls_dir / "bd.tcl") if vivado else
+               ["vivado", "-mode", "batch", "-notrace", "-source", str(self.hls_dir / "bd.tcl")])
+        viv_argv = viv + ["-tclargs", str(ip_repo), str(stage_dir), str(self.jobs)]
+        return [("hls", hls_argv, self.hls_dir), ("vivado", viv_argv, self.vivado_dir)]
+
+    # ---------------------------------------------------------------- the flow
+    def run(self) -> int:
+        hls, vivado = tools.find_hls(), tools.find_vivado()
+        self.manifest["tools"] = {t.name: {"path": t.path, "version": t.version} for t in (hls, vivado) if t}
+        if self.dry_run:
+            self.render()
+            _say(f"# render: {self.hls_dir} (done; --dry-run still renders, it runs nothing else)")
+            _say(f"# csim: compile {self.hls_dir} with g++ and compare with the emulator")
+            for stage, argv, cwd in self.commands(hls, vivado):
+                _say(f"mkdir -p {cwd} && cd {cwd} && {' '.join(map(str, argv))}")
+            _say(f"# then: collect {self.cfg.name}.bit, {self.cfg.name}.hwh and {self.cfg.name}.json into "
+                 f"{self.out / self.cfg.name}/")
+            return EXIT["ok"]
+        self.stage("render", self.render)
+        self.stage("csim", self.csim)
+        missing = [n for n, t in (("vitis_hls (or vitis-run)", hls), ("vivado", vivado)) if t is None]
+        if missing:
+            cmds = "\n".join(f"  mkdir -p {cwd} && cd {cwd} && {' '.join(map(str, argv))}"
+                              for _, argv, cwd in self.commands(hls, vivado))
+            _say(f"\nhlsnn: tools missing: {', '.join(missing)} not found (set XILINX_HLS / XILINX_VIVADO or put them "
+                 f"on PATH).\nEverything up to the tools ran: the HLS project and all TCL are in {self.hls_dir}.\n"
+                 f"On a machine with Vitis HLS and Vivado, finish the build with:\n{cmds}\n"
+                 f"  hlsnn build {self.cfg.path or self.cfg.name}   # or rerun this command there; it collects the overlay")
+            return EXIT["tools_missing"]
+        (hls_stage, hls_argv, hls_cwd), (viv_stage, viv_argv, viv_cwd) = self.commands(hls, vivado)
+        self.stage("hls", lambda: run_tool(hls_argv, hls_cwd, self.logs / "hls.log", "hls"))
+        self.stage("hls-report", self.read_hls_report)
+        self.vivado_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.vivado_dir / "out", ignore_errors=True)
+        try:
+            self.stage("vivado", lambda: run_tool(viv_argv, viv_cwd, self.logs / "vivado.log", "vivado", 60.0))
+        except BuildFailed as exc:
+            timing = self.vivado_dir / "out" / "timing.txt"
+            if timing.is_file():
+                t = reports.parse_timing(timing)
+                raise BuildFailed(f"{exc}\n  timing: WNS {t.get('wns')} ns, WHS {t.get('whs')} ns, run {t.get('progress')} "
+                                  f"({t.get('status')})") from None
+            raise
+        self.stage("overlay", self.assemble)
+        return EXIT["ok"]
+
+    def read_hls_report(self):
+        sol = self.hls_dir / f"{self.cfg.name}_prj" / "solution1"
+        xmls = sorted((sol / "syn" / "report").glob("*csynth.xml"))
+        if not xmls:
+            raise BuildFailed(f"Vitis HLS wrote no synthesis report under {sol / 'syn' / 'report'}; log: {self.logs / 'hls.log'}")
+        top = ENGINES[self.cfg.engine].TOP
+        pick = [x for x in xmls if x.name == "csynth.xml"] or [x for x in xmls if top in x.name] or xmls
+        self.manifest["hls_report"] = reports.parse_csynth(pick[0])
+        hdr = sorted((sol / "impl").glob(f"**/x{top}_hw.h"))
+        eng = ENGINES[self.cfg.engine]
+        self.manifest["register_map"] = (reports.parse_register_header(hdr[0]) if hdr else
+                                         reports.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT))
+        self.manifest["register_map_source"] = str(hdr[0]) if hdr else "predicted (no generated header found)"
+        if not (sol / "impl" / "ip").is_dir():
+            raise BuildFailed(f"Vitis HLS exported no IP catalog under {sol / 'impl' / 'ip'}; log: {self.logs / 'hls.log'}")
+        est = self.manifest["hls_report"]
+        _say(f"  latency {est['latency_cycles']}, II {est['interval']}, est. clock {est['estimated_clock_ns']} ns, "
+             f"resources {est['resources']}")
+
+    def assemble(self):
+        name = self.cfg.name
+        src = self.vivado_dir / "out"
+        for f in (f"{name}.bit", f"{name}.hwh", "timing.txt"):
+            if not (src / f).is_file():
+                raise BuildFailed(f"Vivado finished but {src / f} is missing; log: {self.logs / 'vivado.log'}")
+        self.manifest["timing"] = reports.parse_timing(src / "timing.txt")
+        self.manifest["built"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        self.out.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=self.out))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)      # mkdtemp makes it 0700; the overlay is a normal folder
+        try:
+            shutil.copy2(src / f"{name}.bit", tmp / f"{name}.bit")
+            shutil.copy2(src / f"{name}.hwh", tmp / f"{name}.hwh")
+            (tmp / f"{name}.json").write_text(json.dumps(self.manifest, indent=2, sort_keys=True, default=str) + "\n")
+            final = self.out / name
+            old = None
+            if final.exists():
+                old = self.out / f".{name}.old-{os.getpid()}"
+                os.replace(final, old)
+            try:
+                os.replace(tmp, final)
+            except BaseException:
+                if old is not None:          # put the previous good overlay back
+                    os.replace(old, final)
+                raise
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        _say(f"  overlay: {self.out / name}/{{{name}.bit, {name}.hwh, {name}.json}}")
+
+
+def main_build(cfg, *, out="overlays", jobs=None, dry_run=False) -> int:
+    try:
+        return Build(cfg, out=out, jobs=jobs, dry_run=dry_run).run()
+    except BuildFailed as exc:
+        print(f"hlsnn: build failed: {exc}", file=sys.stderr)
+        return EXIT["failed"]
