@@ -755,7 +755,7 @@ def test_board_ps_config_is_validated_and_rendered(tmp_path):
     base = yaml.safe_load((ROOT / "configs" / "boards" / "zcu104.yaml").read_text())
     boards = tmp_path / "boards"
     boards.mkdir()
-    for bad, match in (({"rm -rf": "1"}, "PCW_"), ({"PSU__X": "a b"}, "letters, digits"),
+    for bad, match in (({"rm -rf": "1"}, "PCW_"), ({"PSU__X": "a  b"}, "letters, digits"), ({"PSU__X": "{x}"}, "letters"),
                        ({"PSU__X": "[exec ls]"}, "letters, digits"), (["PSU__X"], "mapping")):
         (boards / "zcu104.yaml").write_text(yaml.safe_dump({**base, "ps_config": bad}))
         with pytest.raises(ConfigError, match=match):
@@ -767,4 +767,4 @@ def test_board_ps_config_is_validated_and_rendered(tmp_path):
     (tmp_path / "accel" / "c.yaml").write_text(yaml.safe_dump(raw))
     cfg = load_config(tmp_path / "accel" / "c.yaml")
     out = codegen.render_extra(cfg, "bd.tcl.j2", tmp_path / "bd.tcl", hlsnn.build.bd_context(cfg))
-    assert "CONFIG.PSU__FOO__BAR 7" in out.read_text()
+    assert "CONFIG.PSU__FOO__BAR {7}" in out.read_text()

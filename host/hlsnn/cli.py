@@ -143,7 +143,10 @@ def load_for_build(path, board=None):
         return _load(path)
     raw = read_yaml(path)
     if isinstance(raw, dict):
+        # another board gets its own overlay name, so it never overwrites the original's
         raw = {**raw, "board": board}
+        if isinstance(raw.get("name"), str) and "name" in raw:
+            raw["name"] = f"{raw['name']}_{board.replace('-', '_').replace('.', '_')}"
     cfg = load_config(raw, source=str(path))
     from dataclasses import replace
     from pathlib import Path as _P

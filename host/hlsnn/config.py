@@ -33,6 +33,7 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _BOARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TOKEN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")  # part numbers, ports: safe unquoted in TCL
 _PS_KEY = re.compile(r"^(PCW|PSU)_[A-Za-z0-9_]+$")           # processing-system CONFIG.* property names
+_PS_VALUE = re.compile(r"^[A-Za-z0-9_.:-]+( [A-Za-z0-9_.:-]+)*$")  # braced in TCL: no $ [ ] { } " \
 _CPP_KEYWORDS = frozenset(
     "alignas alignof and asm auto bool break case catch char class const constexpr continue "
     "default delete do double else enum explicit export extern false float for friend goto if "
@@ -77,7 +78,7 @@ class Field:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         if self.kind == "tokenmap":
             return ("a mapping of processing-system properties (PCW_* or PSU__*) to values made of "
-                    "letters, digits and _ . : -")
+                    "letters, digits and _ . : - (single spaces between words allowed)")
         if self.kind == "section":
             return "a mapping with keys " + ", ".join(self.fields or {})
         return "a string"
@@ -150,7 +151,7 @@ def _check_value(source, path, v, f: Field):
         out = {}
         for k, val in v.items():
             sval = str(val) if isinstance(val, (int, float)) and not isinstance(val, bool) else val
-            if not isinstance(k, str) or not _PS_KEY.fullmatch(k) or not isinstance(sval, str) or not _TOKEN.fullmatch(sval):
+            if not isinstance(k, str) or not _PS_KEY.fullmatch(k) or not isinstance(sval, str) or not _PS_VALUE.fullmatch(sval):
                 raise ConfigError(source, f"{path}.{k}", val, "must be " + f.allowed())
             out[k] = sval
         return out

@@ -88,7 +88,7 @@ def bd_context(cfg) -> dict:
         "clock_mhz": int(cfg.clock_mhz) if float(cfg.clock_mhz).is_integer() else cfg.clock_mhz,
         "engine": cfg.engine,
         "vlnv": f"hlsnn.org:hls:{cfg.name}:1.0",
-        "ps_config": sorted(b.ps_config.items()),
+        "ps_config": sorted((b.ps_config or {}).items()),   # None when the board file has none
     }
 
 
@@ -244,8 +244,9 @@ class Build:
 
 
 def main_build(cfg, *, out="overlays", jobs=None, dry_run=False) -> int:
+    from ..errors import CompileError, CsimError
     try:
         return Build(cfg, out=out, jobs=jobs, dry_run=dry_run).run()
-    except BuildFailed as exc:
+    except (BuildFailed, CompileError, CsimError) as exc:
         print(f"hlsnn: build failed: {exc}", file=sys.stderr)
         return EXIT["failed"]
