@@ -320,3 +320,18 @@ def test_usage_without_tclargs(script, tmp_path):
     proc = subprocess.run(["tclsh", str(STUBS), str(bd), str(log)], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 1 and "usage:" in proc.stdout
     assert [json.loads(x)[0] for x in log.read_text().splitlines()] == ["exit"]
+
+
+@pytest.mark.parametrize("board, dma, kernel", [("pynq-z2", "0x40400000", "0x43C00000"),
+                                                ("zcu104", "0xA0000000", "0xA0010000")])
+def test_fixed_control_addresses(tmp_path, board, dma, kernel):
+    """The DMA and the kernel sit at fixed addresses on the PS master, so that the .hwh the
+    flow renders for the simulated device and the one Vivado writes agree."""
+    import hlsnn.build
+    from hlsnn import codegen
+    from hlsnn.cli import load_for_build
+    config = {"pynq-z2": "bfp16_pynq-z2.yaml", "zcu104": "bfp8_zcu104.yaml"}[board]
+    cfg = load_for_build(ROOT / "configs" / "accel" / config, None)
+    text = codegen.render_extra(cfg, "bd.tcl.j2", tmp_path / "bd.tcl", hlsnn.build.bd_context(cfg)).read_text()
+    assert f"-offset {dma} -range 64K [get_bd_addr_segs dma/S_AXI_LITE/Reg]" in text
+    assert f"-offset {kernel} -range 64K [get_bd_addr_segs {cfg.name}/s_axi_control/Reg]" in text

@@ -95,6 +95,7 @@ proc get_bd_intf_pins {args} { hlsnn_log get_bd_intf_pins {*}$args; return [lind
 proc get_bd_pins {args} { hlsnn_log get_bd_pins {*}$args; return [lindex $args end] }
 proc connect_bd_intf_net {args} { hlsnn_log connect_bd_intf_net {*}$args; return "" }
 proc assign_bd_address {args} { hlsnn_log assign_bd_address {*}$args; return "" }
+proc get_bd_addr_segs {args} { hlsnn_log get_bd_addr_segs {*}$args; return [lindex $args end] }
 proc validate_bd_design {args} { hlsnn_log validate_bd_design {*}$args; return "" }
 proc save_bd_design {args} { hlsnn_log save_bd_design {*}$args; return "" }
 proc get_files {args} {

@@ -88,7 +88,10 @@ def bd_context(cfg) -> dict:
         "clock_mhz": int(cfg.clock_mhz) if float(cfg.clock_mhz).is_integer() else cfg.clock_mhz,
         "engine": cfg.engine,
         "vlnv": f"hlsnn.org:hls:{cfg.name}:1.0",
-        "ps_config": sorted((b.ps_config or {}).items()),   # None when the board file has none
+        "ps_config": sorted((b.ps_config or {}).items()),
+        # PS general-purpose master windows: Zynq-7000 GP0 from 0x4000_0000, ZU+ HPM0_FPD from 0xA000_0000
+        "dma_base": "0x40400000" if b.ps == "zynq7" else "0xA0000000",
+        "kernel_base": "0x43C00000" if b.ps == "zynq7" else "0xA0010000",   # None when the board file has none
     }
 
 
