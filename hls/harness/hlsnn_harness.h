@@ -54,6 +54,23 @@ int PopBeats(hls::stream<AxisWord<W> > &s, uint8_t *bytes, uint64_t n_beats) {
   return status;
 }
 
+// Pop every output beat the kernel produced (at most `cap`): returns how many, and in
+// *last_index the index of the first beat with TLAST (-1 when none had it). For the
+// simulated device, which forwards the beats to its DMA model.
+template <int W>
+uint64_t PopAllBeats(hls::stream<AxisWord<W> > &s, uint8_t *bytes, uint64_t cap, int64_t *last_index) {
+  const int kBytes = W / 8;
+  uint64_t i = 0;
+  *last_index = -1;
+  for (; i < cap && !s.empty(); ++i) {
+    AxisWord<W> beat = s.read();
+    for (int b = 0; b < kBytes; ++b) bytes[i * kBytes + b] = (uint8_t)beat.data.range(8 * b + 7, 8 * b);
+    if (beat.last && *last_index < 0) *last_index = (int64_t)i;
+  }
+  while (!s.empty()) s.read();
+  return i;
+}
+
 template <int W>
 int DrainInput(hls::stream<AxisWord<W> > &s) {
   int status = kOk;

@@ -106,6 +106,9 @@ class CsimLibrary:
         self._lib.hlsnn_run.restype = ctypes.c_int
         self._lib.hlsnn_run.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,
                                         ctypes.c_void_p, ctypes.c_void_p]
+        self._lib.hlsnn_run_stream.restype = ctypes.c_int
+        self._lib.hlsnn_run_stream.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,
+                                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.stream_bits = int(self._lib.hlsnn_stream_bits())
         self.n_regs_in, self.n_regs_out = n_regs_in, n_regs_out
 
@@ -124,3 +127,19 @@ class CsimLibrary:
             raise CsimError(f"C-simulation of {self.path.name}: stream protocol error ({why}); "
                             f"sent {beats.shape[0]} beats, expected {n_out_beats} back")
         return out, rout
+
+    def run_stream(self, beats: np.ndarray, regs_in, cap_beats: int):
+        """Run the kernel on ``beats`` and return what it wrote, as a simulated device sees
+        it: ``(beats_out, regs_out, last_index, status)`` with ``last_index`` the first beat
+        carrying TLAST (None when none did) and ``status`` the input-side protocol bits (16:
+        input left unread, 32: the kernel read past the input)."""
+        nbytes = self.stream_bits // 8
+        beats = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1, nbytes)
+        out = np.zeros((cap_beats, nbytes), dtype=np.uint8)
+        rin = np.ascontiguousarray(np.asarray(regs_in, dtype=np.uint32))
+        rout = np.zeros(self.n_regs_out, dtype=np.uint32)
+        n_out = ctypes.c_uint64(0)
+        last = ctypes.c_int64(-1)
+        status = self._lib.hlsnn_run_stream(beats.ctypes.data, beats.shape[0], out.ctypes.data, cap_beats,
+                                            rin.ctypes.data, rout.ctypes.data, ctypes.byref(n_out), ctypes.byref(last))
+        return out[:n_out.value], rout, (None if last.value < 0 else int(last.value)), int(status)

@@ -23,6 +23,16 @@ class Accelerator:
     """
 
     def __init__(self, config, target="emu", **target_options):
+        from pathlib import Path
+        overlay = None
+        if not isinstance(config, Config) and (Path(config).is_dir() or str(config).endswith(".bit")):
+            # an overlay folder (or its .bit): the config comes from its <name>.json
+            import json
+            from .pynq_target import config_from_manifest, overlay_files
+            overlay = Path(config)
+            _, _, js = overlay_files(overlay)
+            config = config_from_manifest(json.loads(js.read_text()))
+            target_options.setdefault("overlay", overlay)
         self.config = config if isinstance(config, Config) else load_config(config)
         self.engine = ENGINES[self.config.engine]
         self.target = make_target(target, self.config, self.engine, **target_options)

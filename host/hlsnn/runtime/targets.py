@@ -46,13 +46,22 @@ class CsimTarget:
         pass
 
 
-TARGETS = {"emu": EmuTarget, "csim": CsimTarget}
+def _pynq_target(cfg, engine, *, overlay=None, **kw):
+    from ..errors import InputError
+    from .pynq_target import PynqTarget
+    if overlay is None:
+        raise InputError("target 'pynq' runs an overlay: pass the overlay folder, e.g. "
+                         "hlsnn.Accelerator('overlays/<name>', target='pynq') (hlsnn build makes it)")
+    return PynqTarget(cfg, engine, overlay=overlay, **kw)
+
+
+TARGETS = {"emu": EmuTarget, "csim": CsimTarget, "pynq": _pynq_target}
 
 
 def make_target(name, cfg, engine, **kw):
     from ..errors import InputError
     if name not in TARGETS:
-        later = {"sim": "the simulated PYNQ device", "pynq": "a PYNQ board"}
+        later = {"sim": "the simulated PYNQ device"}
         hint = f" ({name!r}, {later[name]}, comes with the host runtime)" if name in later else ""
         raise InputError(f"target = {name!r}: must be one of {', '.join(TARGETS)}{hint}")
     return TARGETS[name](cfg, engine, **kw)

@@ -1,0 +1,244 @@
+"""The ``pynq`` target: an overlay on a PYNQ board (or on the simulated device, ``sim``),
+driven through ``pynq.Overlay``, ``pynq.allocate`` and the unmodified ``pynq.lib.dma.DMA``.
+
+Everything is found from the overlay's metadata: the DMA is the IP ``dma`` and the kernel the
+IP named like the config, bound to a driver class by its VLNV (``hlsnn.org:hls:<name>:1.0``);
+register offsets come from the overlay's manifest (``<name>.json``, read from the IP's
+generated header at build time). The run-time path needs numpy and pynq only; pynq is
+imported here, lazily, so the package imports without it.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import HlsnnError, InputError, MissingDependency
+
+#: AXI DMA status register (DMASR) bits.
+DMASR_BITS = {0: "halted", 1: "idle", 4: "internal error (DMAIntErr: e.g. a packet longer than the buffer, or a "
+              "zero length)", 5: "slave error (DMASlvErr)", 6: "decode error (DMADecErr: bad address)",
+              12: "transfer complete (IOC)", 14: "error interrupt"}
+CTRL_START, CTRL_DONE, CTRL_IDLE = 0x1, 0x2, 0x4
+
+
+class DeviceTimeout(HlsnnError, TimeoutError):
+    """A DMA channel or the kernel did not finish in time; the DMA was reset and is usable."""
+
+
+class OverlayMismatch(HlsnnError, ValueError):
+    """The overlay does not match the config (hash, DMA parameters, stream widths)."""
+
+
+def decode_dmasr(value: int) -> str:
+    flags = [msg for bit, msg in DMASR_BITS.items() if value >> bit & 1]
+    return f"DMASR 0x{value:08x} ({', '.join(flags) if flags else 'running, no flags'})"
+
+
+def _pynq():
+    try:
+        import pynq
+        return pynq
+    except ImportError as exc:
+        raise MissingDependency(f"target 'pynq'/'sim' needs the pynq package (`pip install \"hlsnn[board]\"`): {exc}") \
+            from None
+
+
+def overlay_files(path, name=None):
+    """``(bit, hwh, json)`` of an overlay folder ``overlays/<name>/`` or a ``<name>.bit`` path."""
+    p = Path(path)
+    if p.is_dir():
+        name = name or p.name
+        bit = p / f"{name}.bit"
+    else:
+        bit = p
+        name = p.stem
+    hwh, js = bit.with_suffix(".hwh"), bit.with_suffix(".json")
+    missing = [f.name for f in (bit, hwh, js) if not f.is_file()]
+    if missing:
+        raise InputError(f"overlay {bit.parent}: missing {', '.join(missing)}; an overlay needs {name}.bit, {name}.hwh "
+                         f"and {name}.json with the same stem (hlsnn build writes all three)")
+    return bit, hwh, js
+
+
+def _driver_class(vlnv):
+    """A DefaultIP subclass bound to the kernel's VLNV (pynq picks drivers by ``bindto``)."""
+    from pynq import DefaultIP
+
+    class HlsnnKernel(DefaultIP):
+        bindto = [vlnv]
+
+        def start(self):
+            self.write(0x00, CTRL_START)
+
+        def done(self):
+            return bool(self.read(0x00) & (CTRL_DONE | CTRL_IDLE))
+    return HlsnnKernel
+
+
+class PynqTarget:
+    """Runs an engine's stream protocol through an overlay's AXI DMA.
+
+    Parameters
+    ----------
+    cfg, engine
+        The config (its hash must match the overlay's) and its engine module.
+    overlay : path
+        The overlay folder (``overlays/<name>``) or its ``.bit``.
+    device : pynq.Device, optional
+        The device (default: pynq's active device; the simulated device for ``sim``).
+    timeout : float
+        Seconds a transfer may take before it is an error (the DMA is then reset).
+    """
+
+    name = "pynq"
+
+    def __init__(self, cfg, engine, *, overlay, device=None, timeout=10.0, download=True):
+        pynq = _pynq()
+        self.cfg, self.engine, self.timeout = cfg, engine, float(timeout)
+        bit, hwh, js = overlay_files(overlay, cfg.name)
+        self.manifest = json.loads(js.read_text())
+        got = self.manifest.get("config_hash32")
+        if got != cfg.hash32:
+            raise OverlayMismatch(f"overlay {bit.parent} was built from config hash 0x{int(got or 0):08x}, but config "
+                                  f"{cfg.name} hashes to 0x{cfg.hash32:08x}: rebuild the overlay (hlsnn build) or use "
+                                  f"the config it was built from")
+        vlnv = f"hlsnn.org:hls:{cfg.name}:1.0"
+        self._driver = _driver_class(vlnv)
+        kw = {"device": device} if device is not None else {}
+        self.overlay = pynq.Overlay(str(bit), download=download, **kw)
+        ips = self.overlay.ip_dict
+        if "dma" not in ips or cfg.name not in ips:
+            raise OverlayMismatch(f"overlay {bit.name} has IPs {sorted(ips)}; expected 'dma' and '{cfg.name}'")
+        self._check_dma(ips["dma"])
+        self.dma = self.overlay.dma
+        self.kernel = getattr(self.overlay, cfg.name)
+        regs = self.manifest.get("register_map") or {}
+        self._offsets = {}
+        for name in list(engine.protocol.REGS_IN) + list(engine.protocol.REGS_OUT):
+            for alias in (name, f"{name}_in", f"{name}_r"):
+                if alias in regs:
+                    self._offsets[name] = int(regs[alias])
+                    break
+            else:
+                raise OverlayMismatch(f"overlay register map has no register for '{name}' (has {sorted(regs)})")
+        self._pynq = pynq
+        self._in = self._out = None
+        self._beat = cfg.params["stream_bits"] // 8
+        self.last_timing = {}
+
+    # ------------------------------------------------------------------ checks
+    def _check_dma(self, ip):
+        par = {k.lower(): v for k, v in (ip.get("parameters") or {}).items()}
+        sb = self.cfg.params["stream_bits"]
+
+        def need(key, ok, what):
+            if key not in par:
+                raise OverlayMismatch(f"the overlay's DMA has no parameter {key}")
+            if not ok(str(par[key])):
+                raise OverlayMismatch(f"the overlay's DMA has {key} = {par[key]}: {what}")
+        need("c_include_sg", lambda v: v == "0", "it must run in simple mode (no scatter-gather)")
+        need("c_m_axis_mm2s_tdata_width", lambda v: int(v) == sb, f"the kernel's input stream is {sb} bits")
+        need("c_s_axis_s2mm_tdata_width", lambda v: int(v) == sb, f"the kernel's output stream is {sb} bits")
+        self.length_width = int(par.get("c_sg_length_width", 14))
+        self.addr_width = int(par.get("c_addr_width", 32))
+
+    def _buffers(self, n_in, n_out):
+        for attr, n in (("_in", n_in), ("_out", n_out)):
+            buf = getattr(self, attr)
+            if buf is None or buf.nbytes < n:
+                if buf is not None:
+                    buf.freebuffer()
+                setattr(self, attr, self._pynq.allocate(shape=(max(n, 64),), dtype=np.uint8))
+        limit = (1 << self.length_width) - 1
+        for what, n in (("input", n_in), ("output", n_out)):
+            if n > limit:
+                raise InputError(f"{what} transfer of {n} bytes exceeds the DMA's {self.length_width}-bit length "
+                                 f"register ({limit} bytes): split the call")
+
+    # ------------------------------------------------------------------ run
+    def run(self, beats, regs_in, n_out_beats):
+        t0 = time.perf_counter()
+        beats = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1, self._beat)
+        n_in, n_out = beats.nbytes, n_out_beats * self._beat
+        self._buffers(n_in, n_out)
+        self._in[:n_in] = beats.reshape(-1)
+        self._in.flush()
+        for name, value in zip(self.engine.protocol.REGS_IN, regs_in):
+            self.kernel.write(self._offsets[name], int(value) & 0xFFFFFFFF)
+        t1 = time.perf_counter()
+        send, recv = self.dma.sendchannel, self.dma.recvchannel
+        # both channels and the kernel start before anything waits
+        recv.transfer(self._out, start=0, nbytes=n_out)
+        self.kernel.start()
+        send.transfer(self._in, start=0, nbytes=n_in)
+        self._wait(send, "MM2S (input) channel")
+        self._wait(recv, "S2MM (output) channel")
+        deadline = time.monotonic() + self.timeout
+        while not self.kernel.done():
+            if time.monotonic() > deadline:
+                raise DeviceTimeout(f"kernel {self.cfg.name} did not finish within {self.timeout:g} s")
+        t2 = time.perf_counter()
+        self._out.invalidate()
+        out = np.array(self._out[:n_out]).reshape(n_out_beats, self._beat)
+        regs_out = np.array([self.kernel.read(self._offsets[n]) for n in self.engine.protocol.REGS_OUT], dtype=np.uint32)
+        t3 = time.perf_counter()
+        self.last_timing = {"host_before_s": t1 - t0, "transfer_s": t2 - t1, "host_after_s": t3 - t2,
+                            "bytes_in": n_in, "bytes_out": n_out}
+        return out, regs_out
+
+    def _wait(self, ch, what):
+        deadline = time.monotonic() + self.timeout
+        while True:
+            sr = self._dmasr(ch)
+            if sr & 0x70:           # an error bit
+                self._reset(ch)
+                raise DeviceTimeout(f"DMA {what} failed: {decode_dmasr(sr)}; the DMA was reset")
+            if sr & 0x2 or ch.idle:
+                return
+            if time.monotonic() > deadline:
+                self._reset(ch)
+                raise DeviceTimeout(f"DMA {what} did not finish within {self.timeout:g} s: {decode_dmasr(sr)} "
+                                    "(a kernel that never sets TLAST, a buffer shorter than the packet, or a stalled "
+                                    "kernel); the DMA was reset")
+
+    @staticmethod
+    def _dmasr(ch):
+        return int(ch._mmio.read(ch._offset + 0x4))
+
+    @staticmethod
+    def _reset(ch):
+        try:
+            ch._mmio.write(ch._offset, 0x4)      # DMACR reset
+            ch.start()
+        except Exception:                        # pragma: no cover - best effort
+            pass
+
+    def close(self):
+        for attr in ("_in", "_out"):
+            buf = getattr(self, attr, None)
+            if buf is not None:
+                buf.freebuffer()
+                setattr(self, attr, None)
+
+
+def config_from_manifest(manifest: dict):
+    """The Config an overlay was built from, from its ``<name>.json`` alone (no YAML files
+    needed on the board); its sha256 must equal the manifest's."""
+    from ..config import Board, Config
+    from ..engines import ENGINES
+    c = manifest["config"]
+    eng = ENGINES.get(c.get("engine"))
+    if eng is None:
+        raise InputError(f"overlay manifest names engine {c.get('engine')!r}; this hlsnn knows {', '.join(ENGINES)}")
+    b = dict(c["board"])
+    b.setdefault("ps_config", None)
+    board = Board(path="", **b)
+    cfg = Config(name=c["name"], engine=c["engine"], board=board, clock_mhz=c["clock_mhz"],
+                 params=dict(c[c["engine"]]), path="", stem=c["name"])
+    if cfg.sha != manifest.get("config_sha256"):
+        raise OverlayMismatch(f"overlay manifest is inconsistent: its config hashes to {cfg.sha[:16]}, "
+                              f"it records {str(manifest.get('config_sha256'))[:16]}")
+    return Config(**{**cfg.__dict__, "estimates": eng.estimate(cfg)})
