@@ -24,7 +24,7 @@ The output stream is, per sample, one segment of N output lanes; TLAST is set on
 beat of the call.
 
 Registers (s_axilite, in this order): inputs ``batch, n_out, k, flags, mode, delta, cin,
-height, width, ksize, pad`` (flags bit 0 ReLU, bit 1 convolution; mode 0 two-hot, 1 PoT,
+fm_height, fm_width, ksize, pad`` (flags bit 0 ReLU, bit 1 convolution; mode 0 two-hot, 1 PoT,
 3 PoT summed; for convolution ``batch`` = output pixels and ``k`` = cin*ksize^2), outputs
 ``id_magic, id_hash, sat_count``.
 """
@@ -38,7 +38,7 @@ from ...errors import InputError
 from ..stream import beats_to_lanes, lanes_to_beats, pad_to, segment_rows
 from .spec import LANE_BITS, MODES
 
-REGS_IN = ("batch", "n_out", "k", "flags", "mode", "delta", "cin", "height", "width", "ksize", "pad")
+REGS_IN = ("batch", "n_out", "k", "flags", "mode", "delta", "cin", "fm_height", "fm_width", "ksize", "pad")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
 FLAG_RELU, FLAG_CONV = 1, 2
 LANE = np.dtype("<i2")
