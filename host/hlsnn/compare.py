@@ -15,7 +15,7 @@ def compare(cfg, target="csim", *, seed=0, n_random=8, verbose=False, target_obj
     """
     eng = ENGINES[cfg.engine]
     t0 = time.time()
-    tgt = target_obj or make_target(target, cfg, eng, **({"verbose": verbose} if target == "csim" else {}))
+    tgt = target_obj or make_target(target, cfg, eng, **({"verbose": verbose} if target in ("csim", "sim") else {}))
     t_setup = time.time() - t0
     results = []
     t1 = time.time()

@@ -55,14 +55,18 @@ def _pynq_target(cfg, engine, *, overlay=None, **kw):
     return PynqTarget(cfg, engine, overlay=overlay, **kw)
 
 
-TARGETS = {"emu": EmuTarget, "csim": CsimTarget, "pynq": _pynq_target}
+def _sim_target(cfg, engine, **kw):
+    from .sim_target import SimTarget
+    return SimTarget(cfg, engine, **kw)
+
+
+TARGETS = {"emu": EmuTarget, "csim": CsimTarget, "sim": _sim_target, "pynq": _pynq_target}
 
 
 def make_target(name, cfg, engine, **kw):
     from ..errors import InputError
     if name not in TARGETS:
-        later = {"sim": "the simulated PYNQ device"}
-        hint = f" ({name!r}, {later[name]}, comes with the host runtime)" if name in later else ""
+        hint = ""
         raise InputError(f"target = {name!r}: must be one of {', '.join(TARGETS)}{hint}")
     return TARGETS[name](cfg, engine, **kw)
 

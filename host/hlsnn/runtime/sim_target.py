@@ -1,0 +1,91 @@
+"""The ``sim`` target: the pynq target's very code path on the simulated PYNQ device.
+
+For a config, a *sim overlay* is prepared under ``build/<stem>/sim_overlay/<name>/``: the
+``.hwh`` the build flow renders (the block design of ``bd.tcl``: same IP names, VLNVs,
+addresses, registers and stream links), a placeholder ``.bit`` and the ``.json`` manifest.
+The simulated device (:mod:`hlsnn.runtime.simdevice`) parses that ``.hwh`` with pynq's own
+parser, models the AXI DMA behind the unmodified ``pynq.lib.dma.DMA`` driver, and serves the
+kernel with the C-simulation library of that very kernel — so the register map, the DMA
+protocol and TLAST handling run end to end. A real overlay folder (with a Vivado ``.hwh``)
+works the same way.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import codegen, csim
+from ..build import reports
+from ..paths import build_root
+from .pynq_target import PynqTarget
+
+
+def prepare_sim_overlay(cfg, engine, out_dir=None) -> Path:
+    """Write ``<name>.hwh``, a placeholder ``<name>.bit`` and ``<name>.json`` for ``cfg``."""
+    from ..build.hwh import render_hwh
+    d = Path(out_dir) if out_dir else build_root() / cfg.stem / "sim_overlay" / cfg.name
+    d.mkdir(parents=True, exist_ok=True)
+    render_hwh(cfg, d / f"{cfg.name}.hwh")
+    bit = d / f"{cfg.name}.bit"
+    if not bit.exists():
+        bit.write_bytes(b"hlsnn simulated overlay: no bitstream\n")
+    manifest = {"name": cfg.name, "engine": cfg.engine, "config": cfg.as_dict(), "config_sha256": cfg.sha,
+                "config_hash32": cfg.hash32, "simulated": True,
+                "register_map": reports.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)}
+    (d / f"{cfg.name}.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return d
+
+
+def csim_kernel_model(cfg, engine, lib):
+    """A StreamKernelModel function that runs the kernel's C-simulation library on the beats
+    the DMA delivered, with the register values the host wrote."""
+    offsets = reports.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)
+
+    def fn(beats_in, regs):
+        regs_in = [int(regs.get(offsets[n], 0)) & 0xFFFFFFFF for n in engine.protocol.REGS_IN]
+        cap = max(4 * len(beats_in), 4096)
+        while True:
+            out, regs_out, last, status = lib.run_stream(beats_in, regs_in, cap)
+            if len(out) < cap:
+                break
+            cap *= 4                       # the kernel may have written more: run again, larger
+        values = {offsets[n]: int(v) for n, v in zip(engine.protocol.REGS_OUT, regs_out)}
+        return out, values, last
+    return fn
+
+
+class SimTarget(PynqTarget):
+    """``target="sim"``: pass a config (a sim overlay is prepared) or an overlay folder."""
+
+    name = "sim"
+
+    def __init__(self, cfg, engine, *, overlay=None, strict_cache=False, timeout=10.0, verbose=False):
+        from .simdevice import SimDevice, StreamKernelModel
+        rendered = codegen.render(cfg)
+        self.library_path = csim.compile_library(rendered, verbose=verbose)
+        lib = csim.CsimLibrary(self.library_path, len(engine.protocol.REGS_IN), len(engine.protocol.REGS_OUT))
+        overlay = Path(overlay) if overlay else prepare_sim_overlay(cfg, engine)
+        self.sim = SimDevice(strict_cache=strict_cache)
+        self.sim.add_model(cfg.name, StreamKernelModel(csim_kernel_model(cfg, engine, lib)))
+        self.sim.install()
+        try:
+            super().__init__(cfg, engine, overlay=overlay, device=self.sim, timeout=timeout)
+        except BaseException:
+            self.sim.uninstall()
+            raise
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            if getattr(self, "sim", None) is not None and self.sim.installed:
+                self.sim.uninstall()
+
+
+def sim_target(cfg, engine, **kw):
+    return SimTarget(cfg, engine, **kw)
+
+
+__all__ = ["SimTarget", "prepare_sim_overlay", "csim_kernel_model", "np"]
