@@ -185,6 +185,72 @@ def cmd_sweep(args):
     return rep["status"]
 
 
+def cmd_run(args):
+    """One layer on a target, checked bit for bit against the emulator, with timing."""
+    import numpy as np
+    from .runtime import Accelerator
+    from .errors import InputError
+
+    def load(path, what):
+        try:
+            return np.load(path)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--{what} {path}: cannot be read as a .npy array ({exc})") from None
+    x = load(args.input, "input")
+    acc = Accelerator(args.target_path, target=args.target)
+    ref = Accelerator(acc.config, target="emu")
+    try:
+        rng = np.random.default_rng(args.seed)
+        engine = acc.config.engine
+        conv = engine == "sparse_cluster" or x.ndim == 3
+        if args.weights:
+            w = load(args.weights, "weights")
+        elif conv:
+            w = (rng.integers(-128, 128, (args.n, x.shape[0], 3, 3)) * (rng.random((args.n, x.shape[0], 3, 3)) < 0.5)
+                 ).astype(x.dtype if x.dtype.kind in "iu" else np.float64)
+        else:
+            w = rng.normal(size=(args.n, x.shape[-1]))
+        op = "conv2d" if conv else "gemm"
+        times = []
+        for _ in range(max(1, args.repeat)):
+            t0 = time.perf_counter()
+            y = getattr(acc, op)(x, w)
+            times.append(time.perf_counter() - t0)
+        y_ref = getattr(ref, op)(x, w)
+        bad = np.asarray(y != y_ref)
+        res = {"config": acc.config.name, "target": acc.target.name, "operation": op, "input": list(x.shape),
+               "weights": list(np.shape(w)), "output": list(np.shape(y)), "outputs": int(bad.size),
+               "mismatches": int(bad.sum()), "first_mismatch": None, "seconds_per_call": float(np.median(times))}
+        if bad.any():
+            i = tuple(int(v) for v in np.argwhere(bad)[0])
+            res["first_mismatch"] = {"index": list(i), "expected": float(y_ref[i]), "got": float(y[i]),
+                                     "raw": f"expected {np.float64(y_ref[i]).hex()} got {np.float64(y[i]).hex()}"}
+        lt = getattr(acc.target, "last_timing", None) or {}
+        if lt:
+            moved = lt["bytes_in"] + lt["bytes_out"]
+            res["transfer_s"] = lt["transfer_s"]
+            res["dma_MB_per_s"] = moved / lt["transfer_s"] / 1e6 if lt["transfer_s"] else None
+            res["host_overhead_s"] = res["seconds_per_call"] - lt["transfer_s"]
+        res["elements_per_s"] = float(np.size(y)) / res["seconds_per_call"]
+        if args.output:
+            np.save(args.output, y)
+        if args.json:
+            print(json.dumps(res))
+        else:
+            print(f"{res['config']} on {res['target']}: {op} {res['input']} x {res['weights']} -> {res['output']}")
+            print(f"  {res['outputs']} outputs, {res['mismatches']} mismatches against the emulator"
+                  + (f"; first at {res['first_mismatch']['index']}: {res['first_mismatch']['raw']}" if bad.any() else ""))
+            line = f"  {1e3 * res['seconds_per_call']:.2f} ms per call, {res['elements_per_s']:.3g} outputs/s"
+            if lt:
+                line += (f"; DMA transfer {1e3 * res['transfer_s']:.2f} ms ({res['dma_MB_per_s']:.1f} MB/s), "
+                         f"host overhead {1e6 * res['host_overhead_s']:.0f} us per call")
+            print(line)
+        return 0 if not bad.any() else 1
+    finally:
+        acc.close()
+        ref.close()
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="hlsnn", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=f"hlsnn {__version__}")
@@ -221,6 +287,18 @@ def build_parser():
     p.add_argument("--out", default="overlays", help="overlay folder (default overlays/)")
     p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
     p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("run", help="run one layer on a target and check it bit for bit against the emulator")
+    p.add_argument("target_path", metavar="OVERLAY_OR_CONFIG", help="an overlay folder (pynq, sim) or a config")
+    p.add_argument("--input", required=True, help="x.npy: (batch, K) for a GEMM, (C, H, W) for a convolution")
+    p.add_argument("--weights", help="w.npy: (N, K) or (Z, C, k, k); default: seeded random weights")
+    p.add_argument("--n", type=int, default=64, help="outputs (N or Z) of the random weights (default 64)")
+    p.add_argument("--target", default="sim", help="pynq, sim, csim or emu (default sim)")
+    p.add_argument("--output", help="save the result to this .npy")
+    p.add_argument("--repeat", type=int, default=3, help="calls to time (default 3)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("info", help="validate a config and print it with resource estimates")
     p.add_argument("config")
