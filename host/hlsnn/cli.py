@@ -61,7 +61,22 @@ def cmd_csim(args):
 
 
 def cmd_compare(args):
+    from pathlib import Path
     from .compare import compare
+    if Path(args.config).is_dir():        # an overlay folder: its config from <name>.json
+        from .engines import ENGINES
+        from .runtime.pynq_target import config_from_manifest, overlay_files
+        from .runtime.targets import make_target
+        _, _, js = overlay_files(args.config)
+        cfg = config_from_manifest(json.loads(js.read_text()))
+        tgt = make_target(args.target, cfg, ENGINES[cfg.engine],
+                          **({"overlay": Path(args.config)} if args.target in ("pynq", "sim") else {}))
+        try:
+            rep = compare(cfg, args.target, seed=args.seed, n_random=args.cases, target_obj=tgt,
+                          verbose=args.verbose and not args.json)
+        finally:
+            tgt.close()
+        return _print_compare(rep, args.json)
     cfg = _load(args.config)
     rep = compare(cfg, args.target, seed=args.seed, n_random=args.cases,
                   verbose=args.verbose and not args.json)
@@ -274,8 +289,8 @@ def build_parser():
     p.set_defaults(func=cmd_csim)
 
     p = sub.add_parser("compare", help="compare a target with the emulator, bit for bit (exit 1 on mismatch)")
-    p.add_argument("config")
-    p.add_argument("--target", default="csim", help="csim or emu (sim and pynq come with the host runtime)")
+    p.add_argument("config", help="a config, or an overlay folder (for --target pynq or sim)")
+    p.add_argument("--target", default="csim", help="csim, sim, emu, or pynq (with an overlay folder)")
     compare_opts(p)
     p.set_defaults(func=cmd_compare)
 
