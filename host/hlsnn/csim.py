@@ -135,7 +135,7 @@ class CsimLibrary:
         input left unread, 32: the kernel read past the input)."""
         nbytes = self.stream_bits // 8
         beats = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1, nbytes)
-        out = np.zeros((cap_beats, nbytes), dtype=np.uint8)
+        out = np.empty((cap_beats, nbytes), dtype=np.uint8)     # only the written beats are returned
         rin = np.ascontiguousarray(np.asarray(regs_in, dtype=np.uint32))
         rout = np.zeros(self.n_regs_out, dtype=np.uint32)
         n_out = ctypes.c_uint64(0)

@@ -332,6 +332,8 @@ class SimMemory:
     def check_flushed(self, address, nbytes, master="bus master"):
         """Strict mode: raise :class:`SimCacheError` if the CPU changed any of these bytes after
         the last ``flush()`` of their buffer (a bus master would read stale DDR)."""
+        if not self.strict:
+            return
         lo, hi = address, address + nbytes
         for alloc in self._overlapping(lo, hi):
             a, b = max(lo, alloc.start) - alloc.start, min(hi, alloc.end) - alloc.start
@@ -555,7 +557,15 @@ class StreamLink:
     def space(self):
         if self.capacity is None:
             return sys.maxsize
-        return max(0, self.capacity - self.level())
+        room = max(0, self.capacity - self.level())
+        c = self.consumer
+        # A started kernel that reads up to TLAST, or an armed receive channel, takes all it
+        # can at once (no back-pressure to model then); before that, the link's capacity holds.
+        if isinstance(c, StreamKernelModel) and c.state == "input" and c.n_in is None:
+            return sys.maxsize
+        if isinstance(c, AxiDmaModel) and c.s2mm.active:
+            return max(room, c.s2mm.total - c.s2mm.done - self.level())
+        return room
 
     def push(self, data, last):
         data = bytes(data)

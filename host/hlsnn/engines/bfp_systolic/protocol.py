@@ -61,23 +61,40 @@ def _head(p, n, bm, be, we, has_bias):
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def _weight_part(p, wm, we, n, k):
-    """The lanes of all weight tiles (identical in every batch tile), as a 1-D int64 array."""
+def _shaped(a, shape):
+    """``a`` viewed as ``shape`` without copying (raises if a copy would be needed), so that
+    assignments through it land in ``a``."""
+    v = a.view()
+    v.shape = shape
+    return v
+
+
+def _weight_lanes(p, wm, we, n, k, dt):
+    """The lanes of all weight tiles (identical in every batch tile), as a 1-D ``dt`` array:
+    written straight into the lane type, without int64 intermediates."""
     _, lanes, _ = _geometry(p)
     R = p["rows"]
-    kp = (k + 1) // 2
-    n_tiles = math.ceil(n / R)
-    wpad = np.zeros((n_tiles * R, 2 * kp), dtype=np.int64)
-    wpad[:n, :k] = wm
-    steps = np.zeros((n_tiles, kp, _pad_to(2 * R, lanes)), dtype=np.int64)
-    steps[:, :, :2 * R] = wpad.reshape(n_tiles, R, kp, 2).transpose(0, 2, 1, 3).reshape(n_tiles, kp, 2 * R)
-    steps = steps.reshape(n_tiles, -1)
-    if p["weight_exponent"] == "row":
+    kp, kh = (k + 1) // 2, k // 2
+    n_tiles, nf = math.ceil(n / R), n // R
+    explen = _pad_to(R, lanes) if p["weight_exponent"] == "row" else 0
+    steplen = _pad_to(2 * R, lanes)
+    tlen = explen + kp * steplen
+    wt = np.zeros((n_tiles, tlen), dtype=dt)
+    if explen:
         wexp = np.zeros(n_tiles * R, dtype=np.int64)
         wexp[:n] = np.asarray(we, np.int64).reshape(-1)
-        exp_seg = _segment_rows(wexp.reshape(n_tiles, R), lanes).reshape(n_tiles, -1)
-        steps = np.concatenate([exp_seg, steps], axis=1)
-    return steps.reshape(-1)
+        wt[:, :R] = wexp.reshape(n_tiles, R)
+    # lane 2*r + j of step s of weight tile t is w[t*R + r, 2*s + j]: moved as lane pairs
+    # (one 2-lane integer per (r, s)), a transpose of (R, kp) per tile
+    if n == n_tiles * R and k == 2 * kp:
+        wc = np.ascontiguousarray(wm, dtype=dt)
+    else:
+        wc = np.zeros((n_tiles * R, 2 * kp), dtype=dt)
+        wc[:n, :k] = wm
+    pair = np.dtype(f"<i{2 * dt.itemsize}")
+    steps = _shaped(wt.view(pair)[:, explen // 2:], (n_tiles, kp, steplen // 2))[:, :, :R]
+    steps[...] = wc.view(pair).reshape(n_tiles, R, kp).transpose(0, 2, 1)
+    return wt.reshape(-1)
 
 
 def pack_input(p, xm, xe, wm, we, bm=None, be=0) -> np.ndarray:
@@ -85,31 +102,46 @@ def pack_input(p, xm, xe, wm, we, bm=None, be=0) -> np.ndarray:
 
     ``xm`` (batch, K), ``xe`` (batch,), ``wm`` (N, K), ``we`` (N,) or scalar (tensor),
     ``bm`` (N,) or None, ``be`` scalar. Values must already fit their fields.
+
+    The lanes are written once, in the lane type, into one preallocated array: the weight
+    part into the first batch tile and copied from there into the others.
     """
     _, lanes, dt = _geometry(p)
-    xm, wm = np.asarray(xm, np.int64), np.asarray(wm, np.int64)
+    xm, wm = np.asarray(xm), np.asarray(wm)
+    if xm.dtype.kind not in "iu":
+        xm = xm.astype(np.int64)
+    if wm.dtype.kind not in "iu":
+        wm = wm.astype(np.int64)
     batch, k = xm.shape
     n = wm.shape[0]
     C = p["cols"]
     head = _head(p, n, bm, be, we, bm is not None)
-    wpart = _weight_part(p, wm, we, n, k).astype(dt)
-    xrows = np.zeros((batch, 1 + k), dtype=np.int64)
-    xrows[:, 0] = np.asarray(xe, np.int64).reshape(-1)
-    xrows[:, 1:] = xm
+    wpart = _weight_lanes(p, wm, we, n, k, dt)
+    wlen = wpart.size
     xlen = _pad_to(1 + k, lanes)
-    xseg = np.zeros((batch, xlen), dtype=dt)
-    xseg[:, :1 + k] = xrows
     n_full, rem = divmod(batch, C)
-    tile = C * xlen + wpart.size
-    total = head.size + n_full * tile + (rem * xlen + wpart.size if rem else 0)
+    tile = C * xlen + wlen
+    h = head.size
+    total = h + n_full * tile + (rem * xlen + wlen if rem else 0)
     out = np.empty(total, dtype=dt)
-    out[:head.size] = head
-    body = out[head.size:head.size + n_full * tile].reshape(n_full, tile)
-    body[:, :C * xlen] = xseg[:n_full * C].reshape(n_full, C * xlen)
-    body[:, C * xlen:] = wpart
+    out[:h] = head
+    xe = np.asarray(xe, np.int64).reshape(-1)
+
+    def put_x(seg, b0, b1):                       # seg: (..., xlen) view of out, samples b0..b1
+        lead = seg.shape[:-1]
+        seg[..., 0] = xe[b0:b1].reshape(lead)
+        seg[..., 1:1 + k] = xm[b0:b1].reshape(lead + (k,))
+        seg[..., 1 + k:] = 0
+
+    if n_full:
+        body = _shaped(out[h:h + n_full * tile], (n_full, tile))
+        put_x(_shaped(body[:, :C * xlen], (n_full, C, xlen)), 0, n_full * C)
+        body[0, C * xlen:] = wpart
+        if n_full > 1:
+            body[1:, C * xlen:] = body[0, C * xlen:]
     if rem:
-        tail = out[head.size + n_full * tile:]
-        tail[:rem * xlen] = xseg[n_full * C:].reshape(-1)
+        tail = out[h + n_full * tile:]
+        put_x(_shaped(tail[:rem * xlen], (rem, xlen)), n_full * C, batch)
         tail[rem * xlen:] = wpart
     return out.view(np.uint8).reshape(-1, p["stream_bits"] // 8)
 
@@ -195,6 +227,5 @@ def pack_output(p, ym, ye) -> np.ndarray:
 def unpack_output(p, beats, batch, n):
     """Inverse of :func:`pack_output`: ``(ym (batch, N) int64, ye (batch,) int64)``."""
     _, lanes, dt = _geometry(p)
-    v = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1).view(dt).astype(np.int64)
-    rows = v.reshape(batch, -1)
-    return rows[:, 1:1 + n].copy(), rows[:, 0].copy()
+    rows = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1).view(dt).reshape(batch, -1)
+    return rows[:, 1:1 + n].astype(np.int64), rows[:, 0].astype(np.int64)

@@ -91,17 +91,33 @@ def _params_part(p, bias, shift, n, mode):
     return out
 
 
-def _weight_part(p, regs, bias, shift, n, mode):
-    """All weight tiles (parameters + steps) as one flat lane array, identical per batch tile."""
+def _shaped(a, shape):
+    """``a`` viewed as ``shape`` without copying (raises if a copy would be needed), so that
+    assignments through it land in ``a``."""
+    v = a.view()
+    v.shape = shape
+    return v
+
+
+def _ints(a):
+    """``a`` as an integer array (kept in its own integer type: the lane casts wrap the same)."""
+    a = np.asarray(a)
+    return a if a.dtype.kind in "iu" else a.astype(np.int64)
+
+
+def _weight_lanes(p, regs, bias, shift, n, mode):
+    """All weight tiles (parameters + steps) as one flat int16 lane array, identical per batch
+    tile, written straight into the lane type."""
     lanes = lanes_per_beat(p)
     R = p["rows"]
-    regs = np.asarray(regs, np.int64)
     rows_needed, k = regs.shape
     n_tiles = rows_needed // R
-    steps = np.zeros((n_tiles, k, pad_to(R, lanes)), np.int64)
-    steps[:, :, :R] = regs.reshape(n_tiles, R, k).transpose(0, 2, 1)
-    params = _params_part(p, bias, shift, n, mode)
-    return np.concatenate([params, steps.reshape(n_tiles, -1)], axis=1).reshape(-1)
+    plen, slen = pad_to(3 * tile_neurons(p, mode), lanes), pad_to(R, lanes)
+    wt = np.zeros((n_tiles, plen + k * slen), LANE)
+    wt[:, :plen] = _params_part(p, bias, shift, n, mode)
+    steps = _shaped(wt[:, plen:], (n_tiles, k, slen))[:, :, :R]
+    steps[...] = np.ascontiguousarray(regs, dtype=LANE).reshape(n_tiles, R, k).transpose(0, 2, 1)
+    return wt.reshape(-1)
 
 
 def check_fields(p, *, regs, n, mode, bias, shift, x=None, fmap=None):
@@ -128,23 +144,47 @@ def check_fields(p, *, regs, n, mode, bias, shift, x=None, fmap=None):
 
 def pack_input(p, *, regs, bias, shift, n, mode, x=None, fmap=None, batch=None) -> np.ndarray:
     """Input beats. GEMM: ``x`` (batch, K). Convolution: ``fmap`` (cin, H, W) and ``batch`` =
-    the number of output pixels. ``regs`` (register_rows, K) lanes, ``bias``/``shift`` (N,)."""
+    the number of output pixels. ``regs`` (register_rows, K) lanes, ``bias``/``shift`` (N,).
+
+    The lanes are written once, as int16, into one preallocated array: the weight part into
+    the first batch tile and copied from there into the others."""
     lanes = lanes_per_beat(p)
     C = p["cols"]
-    regs = np.asarray(regs, np.int64)
-    wpart = _weight_part(p, regs, bias, shift, n, mode)
-    parts = []
+    wpart = _weight_lanes(p, _ints(regs), bias, shift, n, mode)
+    wlen = wpart.size
     if fmap is not None:
-        parts.append(segment_rows(np.asarray(fmap, np.int64).reshape(1, -1), lanes))
-        for _ in range(0, batch, C):
-            parts.append(wpart)
-    else:
-        x = np.asarray(x, np.int64)
-        batch, k = x.shape
-        xseg = segment_rows(x, lanes).reshape(batch, -1)
-        for b0 in range(0, batch, C):
-            parts += [xseg[b0:b0 + C].reshape(-1), wpart]
-    return lanes_to_beats(np.concatenate(parts), LANE, p["stream_bits"])
+        f = _ints(fmap).reshape(-1)
+        flen = pad_to(f.size, lanes)
+        n_tiles = -(-batch // C)
+        out = np.empty(flen + n_tiles * wlen, LANE)
+        out[:f.size] = f
+        out[f.size:flen] = 0
+        if n_tiles:
+            body = _shaped(out[flen:], (n_tiles, wlen))
+            body[0] = wpart
+            body[1:] = body[0]
+        return lanes_to_beats(out, LANE, p["stream_bits"])
+    x = _ints(x)
+    batch, k = x.shape
+    xlen = pad_to(k, lanes)
+    n_full, rem = divmod(batch, C)
+    tile = C * xlen + wlen
+    out = np.empty(n_full * tile + (rem * xlen + wlen if rem else 0), LANE)
+
+    def put_x(seg, b0, b1):                       # seg: (..., xlen) view of out, samples b0..b1
+        seg[..., :k] = x[b0:b1].reshape(seg.shape[:-1] + (k,))
+        seg[..., k:] = 0
+
+    if n_full:
+        body = _shaped(out[:n_full * tile], (n_full, tile))
+        put_x(_shaped(body[:, :C * xlen], (n_full, C, xlen)), 0, n_full * C)
+        body[0, C * xlen:] = wpart
+        body[1:, C * xlen:] = body[0, C * xlen:]
+    if rem:
+        tail = out[n_full * tile:]
+        put_x(_shaped(tail[:rem * xlen], (rem, xlen)), n_full * C, batch)
+        tail[rem * xlen:] = wpart
+    return lanes_to_beats(out, LANE, p["stream_bits"])
 
 
 def n_input_beats(p, *, batch, n, k, mode, fmap_size=None) -> int:
@@ -221,8 +261,7 @@ def pack_output(p, y) -> np.ndarray:
 
 
 def unpack_output(p, beats, batch, n) -> np.ndarray:
-    v = beats_to_lanes(beats, LANE).astype(np.int64)
-    y = v.reshape(batch, -1)[:, :n]
+    y = beats_to_lanes(beats, LANE).reshape(batch, -1)[:, :n].astype(np.int64)
     if not p["act_signed"]:
-        y = y & 0xFFFF   # unsigned outputs up to 16 bits
+        y &= 0xFFFF   # unsigned outputs up to 16 bits
     return y
