@@ -86,14 +86,20 @@ def conv_accumulate(xp, w, *, method="auto"):
     return _scatter(xp, w) if method == "sparse" else _dense(xp, w)
 
 
-def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even"):
-    """Rules 2-5 on accumulators ``(Z, H, W)``: returns ``(out, sat_count)``."""
+def _bias_relu_pool(acc, bias, relu, pool):
+    """Rules 2-4: bias, ReLU, 2x2 max pooling (an odd last row or column is dropped)."""
     t = np.asarray(acc, np.int64) + np.asarray(bias, np.int64).reshape(-1, 1, 1)
     if relu:
         t = np.maximum(t, 0)
     if pool:
         z, h, w = t.shape
         t = t[:, :h // 2 * 2, :w // 2 * 2].reshape(z, h // 2, 2, w // 2, 2).max(axis=(2, 4))
+    return t
+
+
+def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even"):
+    """Rules 2-5 on accumulators ``(Z, H, W)``: returns ``(out, sat_count)``."""
+    t = _bias_relu_pool(acc, bias, relu, pool)
     if raw:
         return t, 0
     # rule 5 in float64 (exact: |t| < 2**31 and the scale is a power of two); the integer
@@ -108,12 +114,7 @@ def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding
 def postprocess_reference(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even"):
     """Rules 2-5 transcribed with the integer primitive ``shift_round_sat``; equal to
     :func:`postprocess` bit for bit (tested)."""
-    t = np.asarray(acc, np.int64) + np.asarray(bias, np.int64).reshape(-1, 1, 1)
-    if relu:
-        t = np.maximum(t, 0)
-    if pool:
-        z, h, w = t.shape
-        t = t[:, :h // 2 * 2, :w // 2 * 2].reshape(z, h // 2, 2, w // 2, 2).max(axis=(2, 4))
+    t = _bias_relu_pool(acc, bias, relu, pool)
     if raw:
         return t, 0
     y, sat = shift_round_sat(t, np.asarray(shift, np.int64).reshape(-1, 1, 1), 8, rounding)
