@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import codegen, csim
 
 
 class EmuTarget:
@@ -33,6 +32,7 @@ class CsimTarget:
     name = "csim"
 
     def __init__(self, cfg, engine, *, build_dir=None, verbose=False):
+        from .. import codegen, csim      # only csim needs Jinja2 and a compiler: the board path does not
         self.cfg, self.engine = cfg, engine
         self.rendered = codegen.render(cfg, build_dir)
         self.library_path = csim.compile_library(self.rendered, verbose=verbose)
