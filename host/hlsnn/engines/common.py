@@ -49,3 +49,16 @@ def bram36(depth: int, width: int) -> float:
     if depth * width <= 2048:
         return 0.0
     return math.ceil(width / 18) * math.ceil(depth / 1024) / 2
+
+
+def largest_frac(amax: float, limit: float) -> int:
+    """The largest integer F with ``amax * 2**F <= limit`` (0 when ``amax`` is 0): the finest
+    power-of-two scale at which the largest magnitude still fits ``limit``."""
+    if amax == 0:
+        return 0
+    f = int(np.floor(np.log2(limit / amax)))
+    while amax * 2.0 ** (f + 1) <= limit:
+        f += 1
+    while amax * 2.0 ** f > limit:
+        f -= 1
+    return f

@@ -139,7 +139,6 @@ from ._validate import as_float_input  # noqa: E402
 from ._validate import as_int_array as _as_int_array  # noqa: E402
 from ._validate import check_axis as _check_axis  # noqa: E402
 from ._validate import check_int_range as _check_int_range  # noqa: E402
-from ._validate import is_int as _is_int  # noqa: E402,F401
 
 
 def _as_float_input(w) -> np.ndarray:

@@ -74,8 +74,8 @@ def _weight_lanes(p, wm, we, n, k, dt):
     written straight into the lane type, without int64 intermediates."""
     _, lanes, _ = _geometry(p)
     R = p["rows"]
-    kp, kh = (k + 1) // 2, k // 2
-    n_tiles, nf = math.ceil(n / R), n // R
+    kp = (k + 1) // 2
+    n_tiles = math.ceil(n / R)
     explen = _pad_to(R, lanes) if p["weight_exponent"] == "row" else 0
     steplen = _pad_to(2 * R, lanes)
     tlen = explen + kp * steplen

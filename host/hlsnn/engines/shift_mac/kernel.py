@@ -8,19 +8,8 @@ from ...errors import InputError
 from ...formats import shift as sfmt
 from . import protocol
 from .emulator import emulate, im2col
+from ..common import largest_frac as _largest_frac
 from .spec import MAGIC, MODES
-
-
-def _largest_frac(amax, limit):
-    """Largest integer F with amax * 2**F <= limit (F = 0 for amax == 0)."""
-    if amax == 0:
-        return 0
-    f = int(np.floor(np.log2(limit / amax)))
-    while amax * 2.0 ** (f + 1) <= limit:
-        f += 1
-    while amax * 2.0 ** f > limit:
-        f -= 1
-    return f
 
 
 class Kernel:

@@ -8,6 +8,7 @@ from ...errors import InputError
 from ...formats import sparse as sfmt
 from . import protocol
 from .emulator import conv_accumulate, emulate, postprocess
+from ..common import largest_frac
 from .protocol import Job
 from .spec import MAGIC
 
@@ -19,6 +20,19 @@ def _int8(name, a):
     if a.size and (a.min() < -128 or a.max() > 127):
         raise InputError(f"{name} values must be int8, in [-128, 127]; got [{a.min()}, {a.max()}]")
     return a.astype(np.int64)
+
+
+def check_operands(p, x, w):
+    """int8 ``x`` (C, H, W) and ``w`` (Z, C, k, k) within the config's limits, as int64."""
+    x = _int8("x", x)
+    w = _int8("w", w)
+    if x.ndim != 3 or w.ndim != 4 or w.shape[1] != x.shape[0] or w.shape[2] != w.shape[3]:
+        raise InputError(f"x must be (C, H, W) and w (Z, C, k, k) with matching C; got {x.shape} and {w.shape}")
+    z, c, k, _ = w.shape
+    if c > p["max_in_channels"] or z > p["max_out_channels"] or k > p["max_ksize"]:
+        raise InputError(f"C = {c}, Z = {z}, k = {k} exceed the config's max_in_channels = {p['max_in_channels']}, "
+                         f"max_out_channels = {p['max_out_channels']}, max_ksize = {p['max_ksize']}")
+    return x, w
 
 
 class Plan:
@@ -120,14 +134,8 @@ class Kernel:
         exact accumulators).
         """
         p = self.p
-        x = _int8("x", x)
-        w = _int8("w", w)
-        if x.ndim != 3 or w.ndim != 4 or w.shape[1] != x.shape[0] or w.shape[2] != w.shape[3]:
-            raise InputError(f"x must be (C, H, W) and w (Z, C, k, k) with matching C; got {x.shape} and {w.shape}")
+        x, w = check_operands(p, x, w)
         z, c, k, _ = w.shape
-        if c > p["max_in_channels"] or z > p["max_out_channels"] or k > p["max_ksize"]:
-            raise InputError(f"C = {c}, Z = {z}, k = {k} exceed the config's max_in_channels = {p['max_in_channels']}, "
-                             f"max_out_channels = {p['max_out_channels']}, max_ksize = {p['max_ksize']}")
         bias = np.zeros(z, np.int64) if bias is None else np.broadcast_to(np.asarray(bias, np.int64), (z,)).copy()
         if np.any(np.abs(bias) >= 1 << 30):
             raise InputError("bias must be in (-2^30, 2^30) accumulator units")
@@ -144,6 +152,7 @@ class Kernel:
         shift = np.broadcast_to(np.asarray(shift, np.int64), (z,)).copy()
         if np.any(np.abs(shift) > 63):
             raise InputError("shift must be in [-63, 63]")
+        self.last_shift = shift
         coefs = sfmt.compress_kernel(w)
         beats = protocol.pack_input(p, fmap_padded=plan.xp, coefs=coefs, rounds=plan.rounds, bias=bias,
                                     shift=shift, ksize=k)
@@ -174,17 +183,7 @@ class Kernel:
                                 threshold=threshold)
             return np.ldexp(y.astype(np.float64), -(fx + fw))
         y = self.conv2d_int(xq, wq, bias=b, shift=shift, padding=padding, relu=relu, pool=pool, threshold=threshold)
-        sh = self._last_shift(y.shape[0], shift, xq, wq, b, padding, relu, pool)
-        return np.ldexp(y.astype(np.float64), (sh - (fx + fw)).reshape(-1, 1, 1))
-
-    def _last_shift(self, z, shift, xq, wq, b, padding, relu, pool):
-        if shift is not None:
-            return np.broadcast_to(np.asarray(shift, np.int64), (z,))
-        plan = self.last_plan
-        t, _ = postprocess(conv_accumulate(plan.xp, wq), np.zeros(z) if b is None else b, np.zeros(z), relu=relu,
-                           pool=pool, raw=True)
-        big = np.abs(t).reshape(z, -1).max(axis=1) if t.size else np.zeros(z, np.int64)
-        return np.array([max(0, int(v).bit_length() - 7) for v in big])
+        return np.ldexp(y.astype(np.float64), (self.last_shift - (fx + fw)).reshape(-1, 1, 1))
 
     # ------------------------------------------------------------------ emulator target
     @staticmethod
@@ -210,13 +209,7 @@ class Kernel:
                     out, s = emulate(p, tile, w[z0:z1], bias[z0:z1], shift[z0:z1], relu=bool(flags & 1),
                                      pool=bool(flags & 2), raw=bool(flags & 4))
                     sat += s
-                    vals = out.reshape(-1)
-                    if flags & protocol.FLAG_RAW:
-                        u = vals & 0xFFFFFFFF
-                        vals = np.stack([u & 0xFFFF, u >> 16], axis=1).reshape(-1)
-                    seg = np.zeros(-(-max(vals.size, 1) // lanes) * lanes, np.int64)
-                    seg[:vals.size] = vals
-                    parts.append(seg)
+                    parts.append(protocol.job_segment(out, bool(flags & protocol.FLAG_RAW), lanes))
         from ..stream import lanes_to_beats
         lanes_all = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return (lanes_to_beats(lanes_all, protocol.LANE, p["stream_bits"]),
@@ -228,10 +221,5 @@ def _q8(a, name):
     a = np.asarray(a, np.float64)
     if not np.isfinite(a).all():
         raise InputError(f"{name} contains NaN or Inf")
-    amax = float(np.abs(a).max()) if a.size else 0.0
-    f = 0 if amax == 0 else int(np.floor(np.log2(127.0 / amax)))
-    while amax and amax * 2.0 ** (f + 1) <= 127:
-        f += 1
-    while amax and amax * 2.0 ** f > 127:
-        f -= 1
+    f = largest_frac(float(np.abs(a).max()) if a.size else 0.0, 127.0)
     return np.clip(np.rint(np.ldexp(a, f)), -128, 127).astype(np.int64), f

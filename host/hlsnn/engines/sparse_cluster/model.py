@@ -66,7 +66,7 @@ import numpy as np
 
 from ...errors import ConfigError, InputError, MissingDependency
 from . import protocol
-from .kernel import Kernel, _int8
+from .kernel import Kernel, check_operands
 from .spec import NAME
 
 __all__ = ["work_model", "plan_work", "check_engine", "check_out", "synthetic_layer", "parse_densities",
@@ -197,14 +197,8 @@ def work_model(cfg, x, w, *, padding="same", pool=False, threshold=0.03) -> dict
     """
     check_engine(cfg)
     p = cfg.params
-    x = _int8("x", x)
-    w = _int8("w", w)
-    if x.ndim != 3 or w.ndim != 4 or w.shape[1] != x.shape[0] or w.shape[2] != w.shape[3]:
-        raise InputError(f"x must be (C, H, W) and w (Z, C, k, k) with matching C; got {x.shape} and {w.shape}")
+    x, w = check_operands(p, x, w)
     Z, C, k, _ = w.shape
-    if C > p["max_in_channels"] or Z > p["max_out_channels"] or k > p["max_ksize"]:
-        raise InputError(f"C = {C}, Z = {Z}, k = {k} exceed the config's max_in_channels = {p['max_in_channels']}, "
-                         f"max_out_channels = {p['max_out_channels']}, max_ksize = {p['max_ksize']}")
     kern = Kernel(cfg, None)
     plan = kern.plan(x, k, padding, pool, threshold)
     plan_eq = kern.plan(x, k, padding, pool, threshold, balance="equal")

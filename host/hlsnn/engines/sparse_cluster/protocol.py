@@ -146,6 +146,15 @@ def n_output_beats(p, rounds, zout, flags):
     return total
 
 
+def job_segment(values, raw, lanes):
+    """One job's output segment: int8 values one per lane, or int32 as ``low, high`` lanes."""
+    v = np.asarray(values, np.int64).reshape(-1)
+    if raw:
+        u = v & 0xFFFFFFFF
+        v = np.stack([u & 0xFFFF, u >> 16], axis=1).reshape(-1)
+    return _seg([v], lanes)
+
+
 def pack_output(p, results, rounds, zout, flags):
     """Output beats from the full result ``results`` (zout, H', W') (pooled if pooling)."""
     lanes = lanes_per_beat(p)
@@ -160,11 +169,7 @@ def pack_output(p, results, rounds, zout, flags):
                     blk = results[z0:z1, j.row0 // 2:j.row1 // 2, j.col0 // 2:j.col1 // 2]
                 else:
                     blk = results[z0:z1, j.row0:j.row1, j.col0:j.col1]
-                v = np.asarray(blk, np.int64).reshape(-1)
-                if raw:
-                    u = v & 0xFFFFFFFF
-                    v = np.stack([u & 0xFFFF, u >> 16], axis=1).reshape(-1)
-                parts.append(_seg([v], lanes))
+                parts.append(job_segment(blk, raw, lanes))
     return lanes_to_beats(np.concatenate(parts), LANE, p["stream_bits"])
 
 
