@@ -57,6 +57,26 @@ _NAMES = {"uniform": "uniform", "pot": "PoT", "twohot": "two-hot"}
 _SAVE_FORMATS = (".png", ".svg", ".pdf")
 
 
+def check_out(out) -> Path:
+    """An image path as a Path; ``InputError`` unless it ends in .png, .svg or .pdf (checked
+    before any work, so a typo costs nothing)."""
+    out = Path(out)
+    if out.suffix.lower() not in _SAVE_FORMATS:
+        raise InputError(f"--out {out}: must end in {', '.join(_SAVE_FORMATS)}")
+    return out
+
+
+def save_figure(fig, out, dpi):
+    """Write a matplotlib figure to ``out`` (parent folders made); an unwritable path is an
+    ``InputError``."""
+    out = Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, format=out.suffix.lower()[1:], dpi=dpi)
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+
+
 # --------------------------------------------------------------------------- inputs
 
 def _is_int(value) -> bool:
@@ -307,9 +327,7 @@ def plot_quantization(w, out, *, bits: int = 8, delta: int = 0, axis: Optional[i
     MissingDependency
         matplotlib is not installed.
     """
-    out = Path(out)
-    if out.suffix.lower() not in _SAVE_FORMATS:
-        raise InputError(f"--out {out}: must end in {', '.join(_SAVE_FORMATS)}")
+    out = check_out(out)
     rep = quantization_report(w, bits=bits, delta=delta, axis=axis)
     w = _check_weights(w)
     try:
@@ -373,10 +391,6 @@ def plot_quantization(w, out, *, bits: int = 8, delta: int = 0, axis: Optional[i
     fig.suptitle(f"{who}: {rep['n_weights']:,} weights, shape {tuple(rep['shape'])}: levels of three "
                  f"formats of at most {rep['bits']} bits/weight{scale_note}", fontsize=11)
 
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, format=out.suffix.lower()[1:], dpi=dpi)
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    save_figure(fig, out, dpi)
     rep["out"] = str(out)
     return rep

@@ -36,6 +36,7 @@ import yaml
 
 from .config import load_board, load_config, read_yaml
 from .errors import ConfigError, HlsnnError, InputError, MissingDependency
+from .plots import check_out, save_figure
 
 __all__ = ["RESOURCES", "MAX_VARIANTS", "parse_vary", "allowed_keys", "resolve_key", "variants", "run_sweep",
            "format_table", "check_out", "plot_sweep", "matplotlib_missing"]
@@ -50,7 +51,6 @@ SECTION_ALIASES = ("array",)
 TOP_KEYS = ("clock_mhz",)
 
 _LABELS = {"dsp": "DSP", "bram36": "BRAM", "lut": "LUT", "ff": "FF"}
-_SAVE_FORMATS = (".png", ".svg", ".pdf")
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")   # 1e3: a string in YAML 1.1
 
 
@@ -492,12 +492,6 @@ def format_table(report: dict) -> str:
 
 # --------------------------------------------------------------------------- the plot
 
-def check_out(out) -> Path:
-    """The image path as a Path; ``InputError`` unless it ends in .png, .svg or .pdf."""
-    out = Path(out)
-    if out.suffix.lower() not in _SAVE_FORMATS:
-        raise InputError(f"--out {out}: must end in {', '.join(_SAVE_FORMATS)}")
-    return out
 
 
 def matplotlib_missing() -> Optional[str]:
@@ -617,9 +611,5 @@ def plot_sweep(report: dict, out, *, dpi: int = 100) -> str:
     fig.suptitle(f"sweep of {report['name']} ({report['engine']} on {report['board']}) over {', '.join(keys)}\n"
                  f"{s['fit']} of {s['variants']} fit, {s['over_budget']} over budget, {s['invalid']} invalid; "
                  f"{csim_note}; estimates from the engine's resource model, not synthesis", fontsize=10)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, format=out.suffix.lower()[1:], dpi=dpi)
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    save_figure(fig, out, dpi)
     return str(out)

@@ -60,11 +60,11 @@ partitioner returns at once, Alg 3-A step 2), so that before / after can be comp
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 
 from ...errors import ConfigError, InputError, MissingDependency
+from ...plots import check_out, save_figure
 from . import protocol
 from .kernel import Kernel, check_operands
 from .spec import NAME
@@ -74,7 +74,6 @@ __all__ = ["work_model", "plan_work", "check_engine", "check_out", "synthetic_la
 
 #: Input kinds of :func:`synthetic_layer`.
 KINDS = ("random", "structured")
-_SAVE_FORMATS = (".png", ".svg", ".pdf")
 
 
 def _box(P, r0, r1, c0, c1):
@@ -338,12 +337,6 @@ def format_sweep(rep) -> str:
     return "\n".join(lines)
 
 
-def check_out(out) -> Path:
-    """The image path as a Path; ``InputError`` unless it ends in .png, .svg or .pdf."""
-    out = Path(out)
-    if out.suffix.lower() not in _SAVE_FORMATS:
-        raise InputError(f"--out {out}: must end in {', '.join(_SAVE_FORMATS)}")
-    return out
 
 
 _KIND_COLORS = {"random": "#1f77b4", "structured": "#d62728"}
@@ -407,9 +400,5 @@ def plot_sweep(rep, out, *, figsize=(10, 4.5), dpi=100) -> str:
                  f"{s['k']}x{s['k']} conv (cycle model, seed {rep['seed']})", fontsize=11, y=0.985)
     fig.legend(handles=handles, loc="upper center", ncol=2, fontsize=8.5, frameon=False,
                bbox_to_anchor=(0.5, 0.95), columnspacing=3.0)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, format=out.suffix.lower()[1:], dpi=dpi)
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    save_figure(fig, out, dpi)
     return str(out)
