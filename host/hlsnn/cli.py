@@ -52,7 +52,7 @@ def cmd_csim(args):
     cached = csim.library_path(rendered).is_file()
     print(f"csim: {cfg.name}: rendered {rendered.dir}; "
           + ("library cached" if cached else "compiling with g++ (first build of these sources) ..."), flush=True)
-    tgt = CsimTarget(cfg, ENGINES[cfg.engine], build_dir=args.out)
+    tgt = CsimTarget(cfg, ENGINES[cfg.engine], rendered=rendered)
     print(f"csim: library {tgt.library_path} ready in {time.time() - t0:.1f} s; running "
           f"seeded GEMMs through {ENGINES[cfg.engine].TOP}() ...", flush=True)
     rep = compare(cfg, "csim", seed=args.seed, n_random=args.cases, verbose=args.verbose and not args.json,

@@ -131,7 +131,9 @@ class Build:
         return r
 
     def csim(self):
-        rep = compare(self.cfg, "csim", seed=0, n_random=self.cases)
+        from ..runtime.targets import CsimTarget
+        tgt = CsimTarget(self.cfg, ENGINES[self.cfg.engine], rendered=self.rendered)
+        rep = compare(self.cfg, "csim", seed=0, n_random=self.cases, target_obj=tgt)
         (self.logs / "csim.log").parent.mkdir(parents=True, exist_ok=True)
         (self.logs / "csim.log").write_text(format_report(rep) + "\n" + json.dumps(rep, indent=1) + "\n")
         self.manifest["csim"] = {k: rep[k] for k in ("cases", "outputs", "mismatches", "register_mismatches")}

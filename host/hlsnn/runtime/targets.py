@@ -31,10 +31,11 @@ class CsimTarget:
 
     name = "csim"
 
-    def __init__(self, cfg, engine, *, build_dir=None, verbose=False):
+    def __init__(self, cfg, engine, *, build_dir=None, rendered=None, verbose=False):
         from .. import codegen, csim      # only csim needs Jinja2 and a compiler: the board path does not
         self.cfg, self.engine = cfg, engine
-        self.rendered = codegen.render(cfg, build_dir)
+        # a project the caller already rendered is not rendered (nor its testbench vectors emulated) again
+        self.rendered = rendered if rendered is not None else codegen.render(cfg, build_dir)
         self.library_path = csim.compile_library(self.rendered, verbose=verbose)
         self.lib = csim.CsimLibrary(self.library_path, len(engine.protocol.REGS_IN),
                                     len(engine.protocol.REGS_OUT))
