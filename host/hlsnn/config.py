@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -260,17 +260,19 @@ class Config:
     path: str = ""
     stem: str = ""
     estimates: Mapping[str, Any] = field(default_factory=dict)
+    #: SHA-256 of the canonical JSON of :meth:`as_dict` (hex), set when the config is made.
+    sha: str = field(init=False, repr=False, compare=False)
 
     def as_dict(self) -> dict:
         """The canonical content (what the config hash covers)."""
         return {"name": self.name, "engine": self.engine, "board": self.board.as_dict(),
                 "clock_mhz": self.clock_mhz, self.engine: dict(self.params)}
 
-    @property
-    def sha(self) -> str:
-        """SHA-256 of the canonical JSON of :meth:`as_dict` (hex)."""
+    def __post_init__(self):
+        # The hash is computed once: a config is immutable, and every kernel call checks it
+        # against the ID register.
         blob = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
+        object.__setattr__(self, "sha", hashlib.sha256(blob).hexdigest())
 
     @property
     def hash32(self) -> int:
@@ -327,7 +329,7 @@ def load_config(path_or_dict, *, source=None, check_fit=True) -> Config:
             raise ConfigError(source, engine, _summary(params),
                               f"needs about {used} {res.upper()} but board {board.name} has {avail}; "
                               f"reduce the array or buffer sizes ({est['notes'].get(res, '')})")
-    return Config(**{**cfg.__dict__, "estimates": est})
+    return replace(cfg, estimates=est)
 
 
 def _summary(params):

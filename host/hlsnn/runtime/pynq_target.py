@@ -227,6 +227,8 @@ class PynqTarget:
 def config_from_manifest(manifest: dict):
     """The Config an overlay was built from, from its ``<name>.json`` alone (no YAML files
     needed on the board); its sha256 must equal the manifest's."""
+    from dataclasses import replace
+
     from ..config import Board, Config
     from ..engines import ENGINES
     c = manifest["config"]
@@ -241,4 +243,4 @@ def config_from_manifest(manifest: dict):
     if cfg.sha != manifest.get("config_sha256"):
         raise OverlayMismatch(f"overlay manifest is inconsistent: its config hashes to {cfg.sha[:16]}, "
                               f"it records {str(manifest.get('config_sha256'))[:16]}")
-    return Config(**{**cfg.__dict__, "estimates": eng.estimate(cfg)})
+    return replace(cfg, estimates=eng.estimate(cfg))
