@@ -43,7 +43,6 @@ import math
 import numpy as np
 
 from ...errors import InputError
-from ..common import release_workspace  # noqa: F401  (re-exported)
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
 from ...primitives import isqrt, msb_index, shift_round_sat
