@@ -493,7 +493,6 @@ def format_table(report: dict) -> str:
 # --------------------------------------------------------------------------- the plot
 
 
-
 def matplotlib_missing() -> Optional[str]:
     """None if matplotlib can be imported, else the message saying how to install it."""
     import importlib.util
