@@ -45,6 +45,54 @@ def msb_index(u):
     return np.where(u > 0, r, -1)
 
 
+def unsigned_msb(v):
+    """Most significant bit that differs from the sign bit (SPECS P0.3, source 002).
+
+    ``u = v`` for ``v >= 0`` and ``u = ~v = -v - 1`` for ``v < 0``; the result is
+    ``msb_index(u)``, or ``-1`` (NONE) when ``u == 0``, i.e. for ``v`` in ``{0, -1}``. A value
+    with ``unsigned_msb(v) = k`` fits a signed integer of ``k + 2`` bits and no fewer.
+
+    Examples
+    --------
+    >>> unsigned_msb([1000, -700, 30, 5, 0, -1, -2, 127, -128, -129]).tolist()
+    [9, 9, 4, 2, -1, -1, 0, 6, 6, 7]
+    """
+    v = np.asarray(v, dtype=np.int64)
+    return msb_index(np.where(v < 0, ~v, v))
+
+
+def nz_lsb(v):
+    """Index of the lowest set bit of ``v`` (count of trailing zeros; SPECS P0.4), ``-1``
+    (NONE) for ``v == 0``. Two's complement: ``-v`` has the same lowest set bit as ``v``.
+
+    Examples
+    --------
+    >>> nz_lsb([1000, -700, 30, 5, 0, -1, -128]).tolist()
+    [3, 2, 1, 0, -1, 0, 7]
+    """
+    v = np.asarray(v, dtype=np.int64)
+    low = v & -v                                   # the lowest set bit alone (2^63 for INT64_MIN)
+    return np.where(v == np.iinfo(np.int64).min, 63, msb_index(np.where(low < 0, 0, low)))
+
+
+def msb_histogram(v, bins):
+    """The statistics unit of every engine's output stage (source 002, Alg 2-A step 2):
+    ``hist[k]`` = the number of values with ``unsigned_msb(v) == k``, for ``k`` in
+    ``[0, bins)``; values with NONE (0 and -1) are not counted. Counters are 32 bits and
+    saturate at ``2**32 - 1``, as in the kernels.
+
+    Examples
+    --------
+    >>> msb_histogram([1000, -700, 30, 5, 0, -1], 12).tolist()
+    [0, 0, 1, 0, 1, 0, 0, 0, 0, 2, 0, 0]
+    """
+    k = unsigned_msb(np.asarray(v, dtype=np.int64).reshape(-1))
+    if k.size and int(k.max()) >= bins:
+        raise ValueError(f"a value has unsigned_msb {int(k.max())}, outside the {bins} bins")
+    h = np.bincount(k[k >= 0], minlength=bins)[:bins].astype(np.int64)
+    return np.minimum(h, (1 << 32) - 1)
+
+
 def shift_round_sat(v, s, out_bits, rounding="nearest_even"):
     """Shift a wide signed integer right by ``s`` bits, round, and saturate to ``out_bits``.
 
