@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 
 from hlsnn import csim
 from hlsnn.paths import HLS_INCLUDE
-from hlsnn.primitives import ROUNDING_CODES, isqrt, msb_index, saturate, shift_round_sat
+from hlsnn.primitives import (ROUNDING_CODES, isqrt, msb_histogram, msb_index, saturate, shift_round_sat,
+                              unsigned_msb)
 
 
 def ref_shift_round_sat(v, s, bits, rounding):
@@ -61,6 +62,7 @@ def test_msb_index_and_isqrt_against_python_ints():
 SHIM = r"""
 #include <stdint.h>
 #include "hlsnn/primitives.h"
+#include "hlsnn/stats.h"
 extern "C" {
 void srs48_16(const int64_t* v, const int32_t* s, int rounding, int64_t* out, int32_t* sat, int n) {
   for (int i = 0; i < n; ++i) { bool f; ap_int<48> x = v[i];
@@ -70,6 +72,18 @@ void srs16_40(const int64_t* v, const int32_t* s, int rounding, int64_t* out, in
     out[i] = (int64_t)hlsnn::ShiftRoundSat<16, 40>(x, (hlsnn::exp_wide_t)s[i], rounding, f); sat[i] = f; } }
 void msb48(const int64_t* v, int64_t* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = (int64_t)hlsnn::MsbIndex<48>((ap_uint<48>)v[i]); }
+void umsb40(const int64_t* v, int64_t* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = (int64_t)hlsnn::UnsignedMsb<40>((ap_int<40>)v[i]); }
+// the histogram unit: values fed four lanes at a time (the last group partly invalid), then
+// a saturation check from a preset counter
+void hist40(const int64_t* v, int n, uint32_t preset, int64_t* out) {
+  hlsnn::stat_count_t h[40];
+  hlsnn::MsbHistogramClear<40>(h);
+  h[0] = preset;
+  for (int i = 0; i < n; i += 4) { ap_int<40> q[4]; bool ok[4];
+    for (int j = 0; j < 4; ++j) { ok[j] = i + j < n; q[j] = ok[j] ? (ap_int<40>)v[i + j] : ap_int<40>(0); }
+    hlsnn::MsbHistogramAdd<40, 4, 40>(h, q, ok); }
+  for (int k = 0; k < 40; ++k) out[k] = (int64_t)h[k]; }
 void isqrt64(const int64_t* v, int64_t* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = (int64_t)hlsnn::Isqrt((ap_uint<64>)(uint64_t)v[i]); }
 void addsat24(const int64_t* a, const int64_t* b, int64_t* out, int n) {
@@ -126,3 +140,33 @@ def test_cpp_msb_isqrt_addsat_are_bit_exact(twin):
     out = np.zeros_like(a)
     twin.addsat24(_p(a), _p(b), _p(out), a.size)
     np.testing.assert_array_equal(out, saturate(a + b, 24))
+
+
+def test_unsigned_msb_and_histogram_against_python_ints():
+    rng = np.random.default_rng(2)
+    v = np.concatenate([np.arange(-3000, 3000), rng.integers(-(1 << 62), 1 << 62, 5000),
+                        1 << np.arange(62), -(1 << np.arange(62)), -(1 << np.arange(62)) - 1])
+    # the bits of a signed value beyond its sign: bit_length of v, or of ~v = -v - 1 when negative
+    ref = [(int(x) if x >= 0 else -int(x) - 1).bit_length() - 1 for x in v]
+    assert unsigned_msb(v).tolist() == ref
+    h = msb_histogram(v, 63)
+    assert h.tolist() == [sum(1 for r in ref if r == k) for k in range(63)]
+
+
+@pytest.mark.csim
+def test_cpp_unsigned_msb_and_histogram_are_bit_exact(twin):
+    rng = np.random.default_rng(8)
+    v = np.concatenate([rng.integers(-(1 << 39), 1 << 39, 5000), np.arange(-300, 300), 1 << np.arange(39),
+                        -(1 << np.arange(40)), (1 << np.arange(39)) - 1, [(1 << 39) - 1, -(1 << 39)]]).astype(np.int64)
+    out = np.zeros_like(v)
+    twin.umsb40(_p(v), _p(out), v.size)
+    np.testing.assert_array_equal(out, unsigned_msb(v))
+    for n in (v.size, 4998, 1, 0):
+        h = np.zeros(40, np.int64)
+        twin.hist40(_p(v), n, ctypes.c_uint32(0), _p(h))
+        np.testing.assert_array_equal(h, msb_histogram(v[:n], 40))
+    # saturation: bin 0 (values 1 and -2) preset just below 2**32 - 1
+    ones = np.array([1, -2, 1, 1, 3], np.int64)
+    h = np.zeros(40, np.int64)
+    twin.hist40(_p(ones), ones.size, ctypes.c_uint32((1 << 32) - 3), _p(h))
+    assert h[0] == (1 << 32) - 1 and h[1] == 1

@@ -29,6 +29,15 @@ MsbScan:
   return r;
 }
 
+// unsigned_msb(): the most significant bit that differs from the sign bit (SPECS P0.3):
+// msb_index(v) for v >= 0, msb_index(~v) for v < 0, -1 for v in {0, -1}.
+template <int W>
+inline exp_wide_t UnsignedMsb(ap_int<W> v) {
+#pragma HLS INLINE
+  const ap_uint<W> u = (ap_uint<W>)(v < 0 ? ap_int<W>(~v) : v);
+  return MsbIndex<W>(u);
+}
+
 // |v| of a signed WI-bit value as an unsigned WI-bit value (exact, also for -2^(WI-1)).
 template <int WI>
 inline ap_uint<WI> AbsValue(ap_int<WI> v) {
