@@ -130,8 +130,29 @@ def cmd_plot_quant(args):
     return 0
 
 
+def _is_deploy_config(path):
+    """A deployment config (configs/models/*.yaml) names a model; an accel config does not."""
+    from .config import read_yaml
+    raw = read_yaml(path)
+    return isinstance(raw, dict) and "model" in raw
+
+
+def cmd_deploy(args):
+    from .deploy.evaluate import deploy, format_result
+    res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,
+                 per_layer=args.per_layer, test_samples=args.test_samples)
+    print(json.dumps(res) if args.json else format_result(res))
+    return 0
+
+
 def cmd_report(args):
     from pathlib import Path
+    if _is_deploy_config(args.config):
+        from .deploy.report import write_report
+        out = write_report(args.config, args.target, out=args.out, host_fallback=args.host_fallback,
+                           test_samples=args.test_samples)
+        print(f"wrote {out}")
+        return 0
     from .engines.sparse_cluster.model import (KINDS, check_engine, check_out, density_sweep, format_sweep,
                                                parse_densities, plot_sweep)
     cfg = _load(args.config)
@@ -315,6 +336,18 @@ def build_parser():
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("deploy", help="run a whole ONNX model layer by layer in each format of a deployment "
+                                      "config (configs/models/*.yaml) and report accuracy against float")
+    p.add_argument("config", help="a deployment config")
+    p.add_argument("--target", default="emu", choices=["emu", "csim", "sim", "pynq"], help="default emu")
+    p.add_argument("--assignment", action="append", help="evaluate only this layer-format assignment (repeatable)")
+    p.add_argument("--host-fallback", action="store_true",
+                   help="run ONNX ops hlsnn has no engine for on the host (onnx's reference implementation)")
+    p.add_argument("--per-layer", action="store_true", help="radix points, sparsity and error of every layer")
+    p.add_argument("--test-samples", type=int, help="evaluate only the first N test images")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_deploy)
+
     p = sub.add_parser("info", help="validate a config and print it with resource estimates")
     p.add_argument("config")
     p.add_argument("--json", action="store_true")
@@ -333,9 +366,15 @@ def build_parser():
     p.set_defaults(func=cmd_plot_quant)
 
     p = sub.add_parser("report",
-                       help="sparse_cluster: modelled per-unit work, imbalance and speedup over a density sweep "
-                            "(plot needs hlsnn[plot])")
-    p.add_argument("config", help="a sparse_cluster config")
+                       help="a deployment config: an HTML report (accuracy per format, per-layer error, weights "
+                            "against quantization levels, sparsity, latency per board); a sparse_cluster config: "
+                            "modelled per-unit work, imbalance and speedup over a density sweep "
+                            "(plots need hlsnn[plot])")
+    p.add_argument("config", help="a deployment config (configs/models/*.yaml) or a sparse_cluster config")
+    p.add_argument("--target", default="emu", choices=["emu", "csim", "sim", "pynq"],
+                   help="deployment report: where the layers run (default emu)")
+    p.add_argument("--host-fallback", action="store_true", help="deployment report: see `hlsnn deploy`")
+    p.add_argument("--test-samples", type=int, help="deployment report: only the first N test images")
     p.add_argument("--channels", type=int, default=64, help="input = output channels of the layer (default 64)")
     p.add_argument("--size", type=int, default=56, help="feature-map height = width (default 56)")
     p.add_argument("--ksize", type=int, default=3, help="odd kernel size, 'same' padding (default 3)")
@@ -346,7 +385,8 @@ def build_parser():
                       help="only inputs whose non-zeros cluster in blobs (default: random and structured rows)")
     kind.add_argument("--random", action="store_true", help="only uniformly random inputs")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic layers (default 0)")
-    p.add_argument("--out", help="image file (default <config stem>_report.png in the current folder)")
+    p.add_argument("--out", help="output file (default <config stem>_report.png, or <config stem>_report.html for "
+                                 "a deployment config, in the current folder)")
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_report)

@@ -43,3 +43,13 @@ class CsimError(HlsnnError, RuntimeError):
 
 class MissingDependency(HlsnnError, ImportError):
     """An optional package or tool is missing; the message says how to install it."""
+
+
+class UnsupportedModelError(HlsnnError, ValueError):
+    """An ONNX model has nodes hlsnn cannot run: lists every one (name, op type, reason)."""
+
+    def __init__(self, path, nodes):
+        self.path, self.nodes = path, list(nodes)
+        lines = "\n".join(f"  {name} ({op}): {why}" for name, op, why in self.nodes)
+        super().__init__(f"{path}: {len(self.nodes)} unsupported node(s) (--host-fallback runs unknown ops "
+                         f"on the host in numpy):\n{lines}")

@@ -1,0 +1,187 @@
+"""Deployment configs (``configs/models/*.yaml``): a model, its data, the number formats to
+try and which layer runs in which format.
+
+```yaml
+name: digits_cnn
+model: digits_cnn.onnx              # relative to this file
+data: digits                        # scikit-learn's bundled digits, or a .npz file
+calibration: {samples: 128, overflow_ratio: 0.0, mode: static}
+formats:                            # optional; default: DEFAULT_FORMATS
+  bfp8:   {type: bfp, accel: ../accel/bfp8_zcu104.yaml}
+  twohot: {type: twohot, accel: ../accel/shift8_pynq-z2.yaml, delta: 0}
+assignments:                        # optional; default: one per format, all layers on it
+  mixed: {default: twohot, layers: {fc: bfp8}}
+```
+
+Format types and the engine that runs them:
+
+* ``bfp``: block floating point on ``bfp_systolic`` (the accel config fixes the mantissa
+  width; activations get one exponent per sample, conv layers run as GEMM on host im2col).
+* ``twohot`` / ``pot``: two-hot (with ``delta``) or power-of-two weights on ``shift_mac``;
+  one weight scale per tensor, activations in the accel config's fixed-point format.
+* ``fixed``: int8 weights and activations (dynamic fixed point) on ``sparse_cluster``.
+* ``sparse``: as ``fixed`` with the smallest ``prune`` fraction of each layer's weights (by
+  magnitude) set to zero, so the zero-skipping engine skips them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Field, check_section, load_config, read_yaml
+from ..errors import ConfigError
+from ..paths import CONFIGS_DIR
+from ..primitives import ROUNDING_CODES
+
+FORMAT_ENGINES = {"bfp": "bfp_systolic", "twohot": "shift_mac", "pot": "shift_mac", "fixed": "sparse_cluster",
+                  "sparse": "sparse_cluster"}
+
+FORMAT_FIELDS = {
+    "type": Field("choice", "number format", choices=tuple(FORMAT_ENGINES)),
+    "accel": Field("str", "accelerator config (relative to this file) whose engine runs the format"),
+    "delta": Field("int", "two-hot: extra shift of the first term", default=0, lo=0, hi=7),
+    "prune": Field("float", "sparse: fraction of each layer's weights set to zero (smallest magnitudes)",
+                   default=0.0, lo=0.0, hi=0.99),
+}
+
+_ACCEL = CONFIGS_DIR / "accel"
+#: Formats used when a deployment config has no ``formats`` section.
+DEFAULT_FORMATS = {
+    "bfp8": {"type": "bfp", "accel": str(_ACCEL / "bfp8_zcu104.yaml")},
+    "twohot": {"type": "twohot", "accel": str(_ACCEL / "shift8_pynq-z2.yaml")},
+    "pot": {"type": "pot", "accel": str(_ACCEL / "shift8_pynq-z2.yaml")},
+    "fixed8": {"type": "fixed", "accel": str(_ACCEL / "sparse4_pynq-z2.yaml")},
+    "sparse50": {"type": "sparse", "accel": str(_ACCEL / "sparse4_pynq-z2.yaml"), "prune": 0.5},
+    "sparse80": {"type": "sparse", "accel": str(_ACCEL / "sparse4_pynq-z2.yaml"), "prune": 0.8},
+}
+
+FIELDS = {
+    "name": Field("ident", "deployment name"),
+    "model": Field("str", "ONNX model file (relative to this file)"),
+    "data": Field("str", "'digits' (scikit-learn's bundled digits) or an .npz with x_train, y_train, x_test, "
+                  "y_test (relative to this file)", default="digits"),
+    "layout": Field("choice", "input layout of the data", default="auto", choices=("auto", "flat", "nchw")),
+    "calibration": Field("section", "how radix points are chosen (source 002)", fields={
+        "samples": Field("int", "calibration images, taken from the training split", default=128, lo=1,
+                         hi=1 << 20),
+        "overflow_ratio": Field("float", "allowed fraction of saturating values (0: the maximum decides)",
+                                default=0.0, lo=0.0, hi=0.5),
+        "mode": Field("choice", "static: radix points fixed at calibration; dynamic: every batch runs a "
+                      "preceding operation with statistics, then the main operation", default="static",
+                      choices=("static", "dynamic")),
+    }),
+    "rounding": Field("choice", "rounding of host-side activation requantization", default="nearest_away",
+                      choices=tuple(ROUNDING_CODES)),
+    "test_samples": Field("int", "test images evaluated (0: the whole test split)", default=0, lo=0, hi=1 << 24),
+}
+#: free-form sections, validated by load_deploy_config: named formats and assignments
+SECTIONS = ("formats", "assignments")
+
+
+@dataclass
+class FormatSpec:
+    name: str
+    type: str
+    accel: str
+    delta: int = 0
+    prune: float = 0.0
+
+    @property
+    def engine(self):
+        return FORMAT_ENGINES[self.type]
+
+
+@dataclass
+class Assignment:
+    name: str
+    default: str
+    layers: dict
+
+    def format_of(self, layer_name):
+        return self.layers.get(layer_name, self.default)
+
+
+@dataclass
+class DeployConfig:
+    path: str
+    name: str
+    model: str
+    data: str
+    layout: str
+    calibration: dict
+    rounding: str
+    test_samples: int
+    formats: dict
+    assignments: dict
+
+
+def _rel(base, p):
+    q = Path(p)
+    return str(q if q.is_absolute() else (base / q))
+
+
+def load_deploy_config(path) -> DeployConfig:
+    """Read and validate a deployment config; every error names the file and the key."""
+    path = Path(path)
+    raw = read_yaml(path)
+    data = _check(path, raw)
+    base = path.resolve().parent
+    fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS
+    if not isinstance(fm_raw, dict) or not fm_raw:
+        raise ConfigError(path, "formats", fm_raw, "must be a non-empty mapping of format names to "
+                          "{type, accel, delta, prune}")
+    formats = {}
+    for name, spec in fm_raw.items():
+        s = check_section(path, f"formats.{name}", spec, FORMAT_FIELDS)
+        if s["type"] != "sparse" and s["prune"]:
+            raise ConfigError(path, f"formats.{name}.prune", s["prune"], "only format type 'sparse' prunes")
+        if s["type"] != "twohot" and s["delta"]:
+            raise ConfigError(path, f"formats.{name}.delta", s["delta"], "only format type 'twohot' has a delta")
+        accel = _rel(base, s["accel"]) if data["formats"] is not None else s["accel"]
+        cfg = load_config(accel, check_fit=False)
+        if cfg.engine != FORMAT_ENGINES[s["type"]]:
+            raise ConfigError(path, f"formats.{name}.accel", s["accel"],
+                              f"format type {s['type']!r} runs on engine {FORMAT_ENGINES[s['type']]}, but this "
+                              f"config's engine is {cfg.engine}")
+        formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"])
+    as_raw = data["assignments"]
+    assignments = {}
+    if as_raw is None:
+        assignments = {n: Assignment(n, n, {}) for n in formats}
+    else:
+        if not isinstance(as_raw, dict) or not as_raw:
+            raise ConfigError(path, "assignments", as_raw, "must be a non-empty mapping of names to "
+                              "{default: FORMAT, layers: {LAYER: FORMAT}}")
+        for name, a in as_raw.items():
+            if not isinstance(a, dict) or set(a) - {"default", "layers"} or "default" not in a:
+                raise ConfigError(path, f"assignments.{name}", a, "must be a mapping {default: FORMAT, "
+                                  "layers: {LAYER: FORMAT}} (layers optional)")
+            layers = a.get("layers") or {}
+            if not isinstance(layers, dict):
+                raise ConfigError(path, f"assignments.{name}.layers", layers, "must be a mapping of layer names "
+                                  "to format names")
+            for key, fmt in [("default", a["default"])] + [(f"layers.{k}", v) for k, v in layers.items()]:
+                if fmt not in formats:
+                    raise ConfigError(path, f"assignments.{name}.{key}", fmt,
+                                      "must name a format: " + ", ".join(formats))
+            assignments[str(name)] = Assignment(str(name), a["default"], {str(k): v for k, v in layers.items()})
+    model = _rel(base, data["model"])
+    dat = data["data"] if data["data"] == "digits" else _rel(base, data["data"])
+    return DeployConfig(str(path), data["name"], model, dat, data["layout"], data["calibration"],
+                        data["rounding"], data["test_samples"], formats, assignments)
+
+
+def _check(path, raw):
+    """check_section with two free-form keys (formats, assignments) validated afterwards."""
+    if not isinstance(raw, dict):
+        raise ConfigError(path, "(top level)", raw, "must be a mapping of keys to values")
+    free = {k: raw[k] for k in SECTIONS if k in raw}
+    rest = {k: v for k, v in raw.items() if k not in free}
+    unknown = [k for k in rest if k not in FIELDS]
+    if unknown:
+        raise ConfigError(path, str(unknown[0]), raw[unknown[0]],
+                          "unknown key; allowed keys: " + ", ".join(list(FIELDS) + list(SECTIONS)))
+    out = check_section(path, "", rest, FIELDS)
+    out["formats"] = free.get("formats")
+    out["assignments"] = free.get("assignments")
+    return out

@@ -1,0 +1,147 @@
+"""``hlsnn deploy``: calibrate and evaluate every layer-format assignment of a deployment
+config on one target, against onnx's own float evaluation of the model."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import InputError, MissingDependency
+from . import datasets
+from .config import load_deploy_config
+from .onnx_import import load_onnx
+from .runner import Deployment
+
+TARGETS = ("emu", "csim", "sim", "pynq")
+
+
+def reference_evaluator(path):
+    """onnx's ReferenceEvaluator for ``path`` (the float reference; never hlsnn's code)."""
+    try:
+        from onnx.reference import ReferenceEvaluator
+    except ImportError:
+        raise MissingDependency('the float reference needs the onnx package: pip install "hlsnn[deploy]"') from None
+    return ReferenceEvaluator(str(path))
+
+
+def float_reference(path, x, *, names=None, batch=512):
+    """Float outputs of the ONNX model on ``x`` (and the tensors ``names``, if given), from
+    onnx's ReferenceEvaluator, as float64; evaluated in batches."""
+    ev = reference_evaluator(path)
+    inp = ev.input_names[0]
+    outs, inter = [], {n: [] for n in names or ()}
+    for a in range(0, len(x), batch):
+        feeds = {inp: np.asarray(x[a:a + batch], np.float32)}
+        if names:
+            res = ev.run(None, feeds, intermediate=True)
+            for n in names:
+                inter[n].append(np.asarray(res[n], np.float64))
+            outs.append(np.asarray(res[ev.output_names[0]], np.float64))
+        else:
+            outs.append(np.asarray(ev.run(None, feeds)[0], np.float64))
+    y = np.concatenate(outs)
+    return (y, {n: np.concatenate(v) for n, v in inter.items()}) if names else y
+
+
+def _layout(net, ds_layout):
+    shape = net.input_shape
+    if ds_layout != "auto":
+        return ds_layout
+    return "nchw" if len(shape) == 4 else "flat"
+
+
+def open_accelerators(cfg, target, **target_options):
+    """One :class:`~hlsnn.Accelerator` per accel config the formats use, on ``target``."""
+    from .. import Accelerator
+    if target not in TARGETS:
+        raise InputError(f"target = {target!r}: must be one of {', '.join(TARGETS)}")
+    accs = {}
+    try:
+        for f in cfg.formats.values():
+            if f.accel not in accs:
+                accs[f.accel] = Accelerator(f.accel, target, **target_options)
+    except BaseException:
+        for a in accs.values():
+            a.close()
+        raise
+    return accs
+
+
+def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, per_layer=False,
+           test_samples=None, target_options=None):
+    """Run a deployment config: import the model, load the data, evaluate the float model
+    with onnx's ReferenceEvaluator, then for each assignment calibrate on the calibration
+    images and run the test images on ``target``.
+
+    Returns a dict: ``model``, ``target``, ``float_accuracy``, and per assignment its
+    ``accuracy``, ``images_per_s`` (test inference, calibration excluded), ``calibration_s``,
+    the layer formats and, with ``per_layer``, each engine layer's radix points, weight
+    sparsity, saturation count and relative RMS error against the float reference.
+    """
+    cfg = load_deploy_config(config_path)
+    net = load_onnx(cfg.model, host_fallback=host_fallback)
+    layout = _layout(net, cfg.layout)
+    ds = datasets.load(cfg.data, layout=layout)
+    if ds.x_train is None:
+        raise InputError(f"{cfg.data}: calibration needs x_train")
+    x_cal = ds.x_train[:cfg.calibration["samples"]]
+    n_test = test_samples if test_samples is not None else (cfg.test_samples or len(ds.x_test))
+    x_test, y_test = ds.x_test[:n_test], np.asarray(ds.y_test[:n_test])
+    names = sorted({layer.output for layer in net.engine_layers()}) if per_layer else None
+    ref = float_reference(cfg.model, x_test, names=names)
+    y_ref, ref_tensors = ref if per_layer else (ref, {})
+    result = {"model": net.name, "config": cfg.name, "target": target, "test_images": int(len(x_test)),
+              "calibration_images": int(len(x_cal)), "calibration_mode": cfg.calibration["mode"],
+              "float_accuracy": float(np.mean(np.argmax(y_ref, axis=1) == y_test)), "assignments": {}}
+    wanted = assignments or list(cfg.assignments)
+    for a in wanted:
+        if a not in cfg.assignments:
+            raise InputError(f"assignment {a!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
+    accs = open_accelerators(cfg, target, **(target_options or {}))
+    try:
+        for name in wanted:
+            asg = cfg.assignments[name]
+            dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
+                             rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic")
+            t_cal = dep.calibrate(x_cal)
+            t0 = time.perf_counter()
+            y, env = dep.run(x_test, keep=True)
+            dt = time.perf_counter() - t0
+            entry = {
+                "accuracy": float(np.mean(np.argmax(y, axis=1) == y_test)),
+                "agreement_with_float": float(np.mean(np.argmax(y, axis=1) == np.argmax(y_ref, axis=1))),
+                "images_per_s": round(len(x_test) / dt, 1) if dt > 0 else None,
+                "calibration_s": round(t_cal, 3),
+                "layers": {ln: cfg.formats[asg.format_of(ln)].name for ln in dep.execs},
+            }
+            if per_layer:
+                entry["per_layer"] = {}
+                for ln, ex in dep.execs.items():
+                    out = ex.layer.output
+                    r, q = ref_tensors[out], env[out]
+                    rms = float(np.sqrt(np.mean((q - r) ** 2)) / max(np.sqrt(np.mean(r ** 2)), 1e-30))
+                    st = ex.stats
+                    entry["per_layer"][ln] = {
+                        "format": cfg.formats[asg.format_of(ln)].name, "kind": ex.layer.describe(),
+                        "relative_rms_error": rms, "f_in": st.f_in, "f_w": st.f_w, "f_out": st.f_out,
+                        "weight_sparsity": st.weight_sparsity, "input_density": st.input_density,
+                        "saturated_outputs": int(st.sat_count), "msb_histogram": st.histogram,
+                        "kernel_calls": st.calls}
+            result["assignments"][name] = entry
+    finally:
+        for acc in accs.values():
+            acc.close()
+    return result
+
+
+def format_result(res) -> str:
+    lines = [f"{res['model']} on {res['target']}: {res['test_images']} test images, calibrated on "
+             f"{res['calibration_images']} ({res['calibration_mode']}); float accuracy "
+             f"{100 * res['float_accuracy']:.2f}% (onnx ReferenceEvaluator)",
+             f"  {'assignment':<14} {'accuracy':>9} {'vs float':>9} {'images/s':>10}  layers"]
+    for name, e in res["assignments"].items():
+        delta = 100 * (e["accuracy"] - res["float_accuracy"])
+        layers = ", ".join(f"{k}={v}" for k, v in e["layers"].items())
+        lines.append(f"  {name:<14} {100 * e['accuracy']:>8.2f}% {delta:>+8.2f}  {e['images_per_s'] or 0:>10.1f}  "
+                     f"{layers}")
+    return "\n".join(lines)

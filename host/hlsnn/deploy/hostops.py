@@ -1,0 +1,82 @@
+"""The layers that run on the host, in numpy, on float64 values (NCHW).
+
+MaxPool, Flatten, Reshape, Relu and Identity are exact on fixed-point values (they keep the
+producer's radix point); AveragePool, GlobalAveragePool, Add and BatchNormalization compute
+new values, which the next accelerator layer requantizes at its calibrated radix point;
+Softmax produces the network's float output.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+#: ops whose output keeps the input's fixed-point format (they only select, move or clamp values)
+EXACT = ("MaxPool", "Flatten", "Reshape", "Relu", "Identity", "Dropout")
+
+
+def _pool(x, a, reduce):
+    kh, kw = a["kernel_shape"]
+    sh, sw = a.get("strides", [1, 1])
+    if x.ndim != 4:
+        raise InputError(f"pooling needs an NCHW tensor, got shape {x.shape}")
+    n, c, h, w = x.shape
+    oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise InputError(f"a {kh}x{kw} pool does not fit a {h}x{w} map")
+    v = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :oh, :ow]
+    return reduce(v, axis=(-2, -1))
+
+
+def run(layer, inputs):
+    """Evaluate host ``layer`` on its input arrays (float64)."""
+    op, a, x = layer.op, layer.attrs, inputs[0]
+    if op == "MaxPool":
+        return _pool(x, a, np.max)
+    if op == "AveragePool":
+        return _pool(x, a, np.mean)
+    if op == "GlobalAveragePool":
+        return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
+    if op == "Flatten":
+        axis = a.get("axis", 1)
+        return x.reshape(int(np.prod(x.shape[:axis])), -1)
+    if op == "Reshape":
+        shape = list(a["shape"])
+        for i, s in enumerate(shape):
+            if s == 0 and not a.get("allowzero", 0):
+                shape[i] = x.shape[i]
+        return x.reshape(shape)
+    if op == "Relu":
+        return np.maximum(x, 0)
+    if op in ("Identity", "Dropout"):
+        return x
+    if op == "Add":
+        return inputs[0] + inputs[1]
+    if op == "BatchNormalization":
+        gamma, beta, mean, var = a["params"]
+        s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        return (x - mean.reshape(shape)) * s.reshape(shape) + beta.reshape(shape)
+    if op == "Softmax":
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    if op == "fallback":
+        return _fallback(layer, inputs)
+    raise InputError(f"no host implementation of {op}")
+
+
+def _fallback(layer, inputs):
+    """Run one ONNX node with onnx's reference implementation (``--host-fallback``)."""
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    node = layer.node
+    consts = layer.attrs["consts"]
+    ins = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in layer.inputs]
+    init = [numpy_helper.from_array(np.asarray(v, np.float32 if np.asarray(v).dtype.kind == "f" else None), n)
+            for n, v in consts.items()]
+    out = helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, None)
+    graph = helper.make_graph([node], "fallback", ins, [out], initializer=init)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in layer.attrs["opset"]])
+    feeds = {n: np.asarray(v, np.float32) for n, v in zip(layer.inputs, inputs)}
+    return np.asarray(ReferenceEvaluator(model).run(None, feeds)[0], np.float64)

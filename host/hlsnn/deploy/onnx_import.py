@@ -1,0 +1,317 @@
+"""ONNX import: a model file becomes a :class:`Network`, a list of layers in execution order.
+
+Rules (these are what :func:`load_onnx` does, in order):
+
+* Constants (initializers and ``Constant`` nodes) are folded into the layers that use them.
+* ``Gemm`` (``alpha``, ``beta``, ``transB``; ``transA = 0``) and ``MatMul`` by a constant
+  matrix, followed by an ``Add`` of a constant vector (the bias), become a **dense** layer
+  ``y = x @ w.T + b`` with ``w`` of shape (N, K).
+* ``Conv`` (2-D, group 1, stride 1, dilation 1, symmetric padding ``(k-1)/2`` = "same" or 0 =
+  "valid", square odd kernels for "same") becomes a **conv** layer.
+* A ``BatchNormalization`` whose input is produced only for it by a dense or conv layer is
+  folded into that layer: ``s = gamma / sqrt(var + eps)``, ``w' = w * s`` (per output
+  channel), ``b' = (b - mean) * s + beta``. Elsewhere it runs on the host.
+* A ``Relu`` whose input is produced only for it by a dense or conv layer is fused into the
+  layer (every engine has a ReLU in its output stage). Elsewhere it runs on the host.
+* ``MaxPool``, ``AveragePool`` (no padding), ``GlobalAveragePool``, ``Flatten``, ``Reshape``,
+  ``Add`` (of two tensors), ``Relu``, ``BatchNormalization``, ``Softmax``, ``Identity`` and
+  ``Dropout`` (inference: identity) run on the host in numpy (:mod:`hlsnn.deploy.hostops`).
+* Anything else is unsupported: :class:`~hlsnn.errors.UnsupportedModelError` lists every
+  unsupported node (name, op type, why), unless ``host_fallback=True``, which runs such nodes
+  on the host with onnx's reference implementation (one node at a time).
+
+The importer reads weights as float64. It never changes a layer's arithmetic beyond the
+exact algebra above, so the float reference of the imported network equals onnx's own
+evaluation up to float rounding (tested against ``onnx.reference.ReferenceEvaluator``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, MissingDependency, UnsupportedModelError
+
+HOST_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Add", "Relu",
+            "BatchNormalization", "Softmax", "Identity", "Dropout")
+
+
+@dataclass
+class Layer:
+    """One step of the network.
+
+    ``kind`` is ``"dense"`` or ``"conv"`` (run on an accelerator) or ``"host"`` (numpy).
+    ``inputs``/``output`` are tensor names. Engine layers carry ``w`` (dense: (N, K); conv:
+    (Z, C, k, k)), ``b`` (N,) or (Z,), ``relu`` and, for conv, ``pad``. Host layers carry
+    ``op`` and ``attrs`` (and ``node`` for the reference-implementation fallback).
+    """
+    name: str
+    kind: str
+    inputs: list
+    output: str
+    op: str = ""
+    w: np.ndarray = None
+    b: np.ndarray = None
+    relu: bool = False
+    pad: int = 0
+    attrs: dict = field(default_factory=dict)
+    node: object = None
+    folded: list = field(default_factory=list)
+
+    @property
+    def is_engine(self):
+        return self.kind in ("dense", "conv")
+
+    def describe(self):
+        if self.kind == "dense":
+            return f"dense {self.w.shape[1]}->{self.w.shape[0]}" + (" +relu" if self.relu else "")
+        if self.kind == "conv":
+            z, c, k, _ = self.w.shape
+            return f"conv {c}->{z} {k}x{k} pad {self.pad}" + (" +relu" if self.relu else "")
+        return f"host {self.op}"
+
+
+@dataclass
+class Network:
+    """An imported model: ``layers`` in execution order, the input name and shape (batch
+    dimension first, ``None`` where symbolic) and the output name."""
+    name: str
+    path: str
+    input: str
+    input_shape: tuple
+    output: str
+    layers: list
+
+    def engine_layers(self):
+        return [layer for layer in self.layers if layer.is_engine]
+
+    def layer(self, name):
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise InputError(f"network {self.name} has no layer {name!r}; layers: "
+                         f"{', '.join(x.name for x in self.layers)}")
+
+
+def _onnx():
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError:
+        raise MissingDependency('importing ONNX models needs the onnx package: pip install "hlsnn[deploy]"') from None
+    return onnx, numpy_helper
+
+
+def _attrs(node):
+    onnx, _ = _onnx()
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _dims(vi):
+    t = vi.type.tensor_type
+    return tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+
+
+def load_onnx(path, *, host_fallback=False) -> Network:
+    """Import ``path`` (an .onnx file) as a :class:`Network` (see the module docstring)."""
+    onnx, numpy_helper = _onnx()
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"model file {path} does not exist")
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except Exception as e:  # onnx raises several types for a broken file
+        raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+    g = model.graph
+    consts = {t.name: numpy_helper.to_array(t).astype(np.float64) if numpy_helper.to_array(t).dtype.kind == "f"
+              else numpy_helper.to_array(t) for t in g.initializer}
+    graph_inputs = [i for i in g.input if i.name not in consts]
+    if len(graph_inputs) != 1 or len(g.output) != 1:
+        raise InputError(f"{path}: the model must have one input and one output; it has "
+                         f"{len(graph_inputs)} inputs and {len(g.output)} outputs")
+    consumers = {}
+    for node in g.node:
+        for i in node.input:
+            consumers.setdefault(i, []).append(node)
+    outputs = {o.name for o in g.output}
+
+    def sole_user(name):
+        users = consumers.get(name, [])
+        return users[0] if len(users) == 1 and name not in outputs else None
+
+    layers, unsupported, produced = [], [], {}
+    skip = set()
+
+    def const(name, node, what):
+        if name not in consts:
+            unsupported.append((node.name or node.output[0], node.op_type, f"{what} {name!r} is not a constant"))
+            return None
+        return consts[name]
+
+    for node in g.node:
+        if id(node) in skip:
+            continue
+        name = node.name or node.output[0]
+        op = node.op_type
+        a = _attrs(node)
+        if op == "Constant":
+            if "value" not in a:
+                unsupported.append((name, op, "only tensor-valued Constant nodes are supported"))
+                continue
+            arr = numpy_helper.to_array(a["value"])
+            consts[node.output[0]] = arr.astype(np.float64) if arr.dtype.kind == "f" else arr
+            continue
+        layer = None
+        if op in ("Gemm", "MatMul"):
+            wname = node.input[1]
+            w = const(wname, node, "weight")
+            if w is None:
+                continue
+            if op == "Gemm":
+                if a.get("transA", 0):
+                    unsupported.append((name, op, "transA = 1 is not supported"))
+                    continue
+                w = w.T if a.get("transB", 0) else w
+                w = w * a.get("alpha", 1.0)
+                b = None
+                if len(node.input) > 2 and node.input[2]:
+                    b = const(node.input[2], node, "bias")
+                    if b is None:
+                        continue
+                    b = np.broadcast_to(b * a.get("beta", 1.0), (w.shape[1],)).copy()
+            else:
+                b = None
+            if w.ndim != 2:
+                unsupported.append((name, op, f"weight of rank {w.ndim} (need a matrix)"))
+                continue
+            wt = np.ascontiguousarray(w.T)  # (N, K)
+            out = node.output[0]
+            if op == "MatMul":
+                nxt = sole_user(out)
+                if nxt is not None and nxt.op_type == "Add":
+                    other = nxt.input[1] if nxt.input[0] == out else nxt.input[0]
+                    if other in consts and np.asarray(consts[other]).size == wt.shape[0]:
+                        b = np.asarray(consts[other], np.float64).reshape(-1)
+                        skip.add(id(nxt))
+                        out = nxt.output[0]
+            layer = Layer(name, "dense", [node.input[0]], out, op=op, w=wt,
+                          b=np.zeros(wt.shape[0]) if b is None else np.asarray(b, np.float64).reshape(-1))
+        elif op == "Conv":
+            w = const(node.input[1], node, "weight")
+            if w is None:
+                continue
+            why = _conv_unsupported(w, a)
+            if why:
+                unsupported.append((name, op, why))
+                continue
+            b = np.zeros(w.shape[0])
+            if len(node.input) > 2 and node.input[2]:
+                b = const(node.input[2], node, "bias")
+                if b is None:
+                    continue
+            layer = Layer(name, "conv", [node.input[0]], node.output[0], op=op, w=np.asarray(w, np.float64),
+                          b=np.asarray(b, np.float64).reshape(-1).copy(), pad=int(a.get("pads", [0])[0]))
+        elif op in HOST_OPS:
+            prev = produced.get(node.input[0])
+            if op == "BatchNormalization" and prev is not None and prev.is_engine and not prev.relu \
+                    and sole_user(node.input[0]) is node and all(i in consts for i in node.input[1:5]):
+                gamma, beta, mean, var = (np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5])
+                s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))
+                prev.w = prev.w * s.reshape((-1,) + (1,) * (prev.w.ndim - 1))
+                prev.b = (prev.b - mean) * s + beta
+                prev.folded.append(name)
+                prev.output = node.output[0]
+                produced[prev.output] = prev
+                continue
+            if op == "Relu" and prev is not None and prev.is_engine and not prev.relu \
+                    and sole_user(node.input[0]) is node:
+                prev.relu = True
+                prev.folded.append(name)
+                prev.output = node.output[0]
+                produced[prev.output] = prev
+                continue
+            why = _host_unsupported(op, a, node, consts)
+            if why:
+                unsupported.append((name, op, why))
+                continue
+            if op == "Reshape":
+                a = dict(a, shape=tuple(int(v) for v in np.asarray(consts[node.input[1]]).reshape(-1)))
+            if op == "BatchNormalization":
+                a = dict(a, params=[np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5]])
+            if op == "Add":
+                if any(i in consts for i in node.input):
+                    unsupported.append((name, op, "Add of a constant that is not the bias of a MatMul"))
+                    continue
+                layer = Layer(name, "host", list(node.input), node.output[0], op=op, attrs=a)
+            else:
+                layer = Layer(name, "host", [node.input[0]], node.output[0], op=op, attrs=a)
+        elif host_fallback:
+            ins = [i for i in node.input if i and i not in consts]
+            if len(node.output) != 1:
+                unsupported.append((name, op, "host fallback needs a node with one output"))
+                continue
+            layer = Layer(name, "host", ins, node.output[0], op="fallback", node=node,
+                          attrs={"consts": {i: consts[i] for i in node.input if i in consts},
+                                 "opset": [(o.domain, o.version) for o in model.opset_import]})
+        else:
+            unsupported.append((name, op, "no hlsnn engine or host implementation (use --host-fallback to "
+                                          "run it on the host with onnx's reference implementation)"))
+            continue
+        if layer is not None:
+            layers.append(layer)
+            produced[layer.output] = layer
+    if unsupported:
+        raise UnsupportedModelError(str(path), unsupported)
+    final = layers[-1].output if layers else graph_inputs[0].name
+    if final != g.output[0].name:
+        # the output tensor is produced by a folded layer under its last folded node's name
+        if g.output[0].name not in produced:
+            raise InputError(f"{path}: cannot trace the graph output {g.output[0].name!r} to a layer")
+    return Network(name=path.stem, path=str(path), input=graph_inputs[0].name,
+                   input_shape=_dims(graph_inputs[0]), output=g.output[0].name, layers=layers)
+
+
+def _conv_unsupported(w, a):
+    if w.ndim != 4:
+        return f"only 2-D convolution is supported (weight of rank {w.ndim})"
+    if a.get("group", 1) != 1:
+        return f"group = {a['group']}: only group 1 is supported"
+    if any(s != 1 for s in a.get("strides", [1, 1])):
+        return f"strides {a['strides']}: only stride 1 is supported"
+    if any(d != 1 for d in a.get("dilations", [1, 1])):
+        return f"dilations {a['dilations']}: only 1 is supported"
+    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+        return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+    k = w.shape[2]
+    if w.shape[3] != k:
+        return f"kernel {w.shape[2]}x{w.shape[3]}: only square kernels are supported"
+    pads = list(a.get("pads", [0, 0, 0, 0]))
+    if len(set(pads)) != 1 or pads[0] not in (0, (k - 1) // 2) or (pads[0] and k % 2 == 0):
+        return f"pads {pads}: only symmetric 'same' ((k-1)/2, odd k) or 'valid' (0) padding"
+    return None
+
+
+def _host_unsupported(op, a, node, consts):
+    if op in ("MaxPool", "AveragePool"):
+        ks = list(a.get("kernel_shape", []))
+        if len(ks) != 2:
+            return f"kernel_shape {ks}: only 2-D pooling"
+        if any(p != 0 for p in a.get("pads", [0, 0, 0, 0])) or a.get("auto_pad", b"NOTSET") not in (b"NOTSET",
+                                                                                                     "NOTSET",
+                                                                                                     b"VALID", "VALID"):
+            return "padded pooling is not supported"
+        if a.get("ceil_mode", 0):
+            return "ceil_mode = 1 is not supported"
+        if any(d != 1 for d in a.get("dilations", [1, 1])):
+            return "dilated pooling is not supported"
+        if op == "MaxPool" and len(node.output) > 1 and node.output[1]:
+            return "the Indices output of MaxPool is not supported"
+    if op == "Reshape" and node.input[1] not in consts:
+        return "the shape input must be a constant"
+    if op == "BatchNormalization" and not all(i in consts for i in node.input[1:5]):
+        return "scale, bias, mean and var must be constants"
+    if op == "Softmax" and a.get("axis", -1) not in (-1, 1):
+        return f"axis = {a['axis']}: only the last axis (of a (batch, classes) tensor)"
+    return None

@@ -1,0 +1,394 @@
+"""Run an imported network layer by layer on accelerators, in the number format each layer
+is assigned, with activations requantized between layers at calibrated radix points.
+
+The rules (the specification every target follows; the host code is the same on all):
+
+* **Activations** between layers are float64 arrays that hold exactly the values the
+  hardware produced. Each carries its fixed-point format ``(F, bits, signed)`` when it is one
+  (the output of a ``twohot``/``pot``/``fixed``/``sparse`` layer, or a host op that only
+  moves values: MaxPool, Flatten, Reshape, Relu), else ``None`` (a BFP layer's output, an
+  average, a sum, the input image).
+* **Into a fixed-point layer** (``shift_mac``: the accel config's ``act_bits``/``act_signed``;
+  ``sparse_cluster``: int8): a tensor already in that format passes as its integers;
+  anything else is converted (:func:`hlsnn.formats.fixed.convert`, the deployment's
+  ``rounding``) at a radix point chosen by DETERMINE (source 002) from the statistics of
+  the values themselves (:func:`host_radix`).
+* **Weights** are quantized once per format and layer: two-hot / power-of-two codes with one
+  scale per tensor (``F_w``), or int8 with one power-of-two scale per tensor after magnitude
+  pruning (``fixed``/``sparse``). The bias becomes an integer in accumulator units,
+  ``round(b * 2**(F_x + F_w))``.
+* **Output radix point** of a fixed-point layer: the *preceding operation* runs the layer
+  with the engine's statistics unit on (the MSB histogram of the wide results, read back
+  from the kernel), DETERMINE picks ``F_out`` (``overflow_ratio`` of the deployment) and the
+  *main operation* runs with the output shift ``F_x + F_w - F_out``. In ``static`` mode this
+  happens once, on the calibration images, and the radix points stay fixed; in ``dynamic``
+  mode every batch does it (source 002's E1).
+* **BFP layers** quantize their input per sample (``mantissa_bits`` of the accel config) and
+  return the dequantized BFP output; convolutions run as GEMM on host im2col.
+* **Tiling**: outputs (N or Z) are split into chunks of the kernel's maximum and the batch
+  into chunks the kernel accepts; the reduction length K cannot be split without changing
+  the numerics, so a layer whose K exceeds the kernel's ``max_k`` / ``max_in_channels`` is
+  an error naming the layer and the limit.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..engines.common import largest_frac
+from ..errors import InputError
+from ..formats import bfp as bfpfmt
+from ..formats import fixed
+from ..formats import shift as sfmt
+from . import hostops
+
+
+@dataclass
+class Act:
+    """An activation tensor: exact float64 ``values`` and their fixed-point format
+    ``(F, bits, signed)`` or ``None``."""
+    values: np.ndarray
+    fmt: tuple = None
+
+    def ints(self):
+        return np.rint(np.ldexp(self.values, self.fmt[0])).astype(np.int64)
+
+
+def host_radix(values, bits, signed, overflow_ratio=0.0):
+    """DETERMINE (source 002) on host-side values: the fractional bits ``F`` of a
+    ``bits``-bit (signed or unsigned) format for ``values``. The values are first written as
+    integers at a radix ``G`` fine enough that the largest has 52 significant bits, then
+    ``acquire``/``determine`` run on them as on any wide result."""
+    v = np.asarray(values, np.float64)
+    amax = float(np.abs(v).max()) if v.size else 0.0
+    if amax == 0:
+        return bits - 1
+    g = 52 - int(np.floor(np.log2(amax))) - 1
+    wide = np.rint(np.ldexp(v, g)).astype(np.int64)
+    st = fixed.acquire(wide, bins=64)
+    return fixed.determine(st, g, bits, overflow_ratio=overflow_ratio, signed=signed, f_min=-64, f_max=64)
+
+
+def im2col(x, k, pad):
+    """(B, C, H, W) -> (B*H'*W', C*k*k) patches, channel-major then kernel row, column
+    (the order of a (Z, C, k, k) weight flattened), and the output size (H', W')."""
+    b, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = h + 2 * pad - k + 1, w + 2 * pad - k + 1
+    v = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))   # B C oh ow k k
+    return np.ascontiguousarray(v.transpose(0, 2, 3, 1, 4, 5)).reshape(b * oh * ow, c * k * k), (oh, ow)
+
+
+def _chunks(n, size):
+    return [(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def prune(w, fraction):
+    """``w`` with the ``round(fraction * size)`` smallest magnitudes set to zero (ties broken
+    by position, so the count is exact)."""
+    w = np.array(w, np.float64)
+    n = int(round(fraction * w.size))
+    if n:
+        idx = np.argsort(np.abs(w).reshape(-1), kind="stable")[:n]
+        w.reshape(-1)[idx] = 0.0
+    return w
+
+
+@dataclass
+class LayerStats:
+    """What a layer did in the last run (for the report)."""
+    f_in: int = None
+    f_out: int = None
+    f_w: int = None
+    weight_sparsity: float = 0.0
+    input_density: float = 1.0
+    sat_count: int = 0
+    histogram: list = field(default_factory=list)
+    calls: int = 0
+
+
+class _Exec:
+    """One engine layer in one format on one accelerator."""
+
+    def __init__(self, layer, fmt, acc, deploy):
+        self.layer, self.fmt, self.acc, self.deploy = layer, fmt, acc, deploy
+        self.p = acc.config.params
+        self.stats = LayerStats()
+        self.f_x = None          # input radix when the input needs converting (calibrated)
+        self.f_out = None        # output radix (calibrated)
+
+    def _limit_k(self, k, limit, what):
+        if k > limit:
+            raise InputError(f"layer {self.layer.name}: reduction length {k} exceeds {what} = {limit} of "
+                             f"{self.acc.config.name}; K cannot be tiled without changing the numerics")
+
+    def _input_ints(self, act, bits, signed, calibrate):
+        """The input as integers in ``(bits, signed)``: passed through when it already is in
+        that format, else converted at the calibrated (or, dynamically, current) radix."""
+        if act.fmt is not None and act.fmt[1:] == (bits, signed):
+            return act.ints(), act.fmt[0]
+        if calibrate or self.f_x is None or self.deploy.dynamic:
+            self.f_x = host_radix(act.values, bits, signed, self.deploy.overflow_ratio)
+        if not signed and (act.values < 0).any():
+            raise InputError(f"layer {self.layer.name}: negative inputs, but {self.acc.config.name} has unsigned "
+                             f"activations")
+        hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+        lo = -(1 << (bits - 1)) if signed else 0
+        # the values are exact dyadic rationals: write them at a fine radix, then convert
+        g = max(self.f_x + 24, 0)
+        wide = np.rint(np.ldexp(act.values, g)).astype(np.int64)
+        q, _ = fixed.convert(wide, g, self.f_x, bits + (0 if signed else 1), rounding=self.deploy.rounding)
+        return np.clip(q, lo, hi), self.f_x
+
+    def _choose_out(self, hist, n, f_in, bits, signed):
+        st = fixed.Stats.from_histogram(hist, n)
+        return fixed.determine(st, f_in, bits, overflow_ratio=self.deploy.overflow_ratio, signed=signed,
+                               f_prev=self.f_out, f_min=f_in - 63, f_max=f_in + 63)
+
+
+class ShiftExec(_Exec):
+    """two-hot / power-of-two weights on ``shift_mac`` (GEMM; conv as GEMM on host im2col)."""
+
+    def __init__(self, layer, fmt, acc, deploy):
+        super().__init__(layer, fmt, acc, deploy)
+        p = self.p
+        w2 = layer.w.reshape(layer.w.shape[0], -1)
+        self._limit_k(w2.shape[1], p["max_k"], "max_k")
+        self.mode = "twohot" if fmt.type == "twohot" else "pot"
+        if self.mode == "twohot":
+            self.wq = sfmt.quantize_twohot(w2, p["exp_bits"], delta=fmt.delta, axis=None)
+        else:
+            self.wq = sfmt.quantize_pot(w2, p["exp_bits"], axis=None)
+        self.f_w = int(np.asarray(self.wq.scale_exponent).reshape(-1)[0])
+        self.stats.f_w = self.f_w
+        self.stats.weight_sparsity = float(np.mean(self.wq.zero))
+        self.bits, self.signed = p["act_bits"], p["act_signed"]
+        if not self.signed and not layer.relu:
+            raise InputError(f"layer {layer.name} has no ReLU, so its outputs can be negative, but "
+                             f"{acc.config.name} has unsigned activations: use a signed shift_mac config")
+        n = w2.shape[0]
+        tn = 2 * p["rows"] if self.mode == "pot" else p["rows"]
+        step = max(tn, p["max_n"] // tn * tn)
+        self.n_chunks = [(a, b, self._rows(a, b)) for a, b in _chunks(n, step)]
+
+    def _rows(self, a, b):
+        t = self.wq
+        return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, t.e1[a:b], t.e2[a:b], t.s1[a:b], t.s2[a:b],
+                                           t.zero[a:b], t.scale_exponent, delta=t.delta, axis=None)
+
+    def run(self, act, calibrate):
+        layer, p = self.layer, self.p
+        xi, fx = self._input_ints(act, self.bits, self.signed, calibrate)
+        if layer.kind == "conv":
+            k = layer.w.shape[2]
+            rows, (oh, ow) = im2col(xi, k, layer.pad)
+        else:
+            rows = xi.reshape(xi.shape[0], -1)
+        f_in = fx + self.f_w
+        bias = np.rint(np.ldexp(layer.b, f_in))
+        if np.abs(bias).max(initial=0) >= 1 << 31:
+            raise InputError(f"layer {layer.name}: the bias does not fit 32 bits at radix {f_in}")
+        bias = bias.astype(np.int64)
+        kern = self.acc.kernel
+        bsz = max(1, min(p["max_batch"], 1 << 16))
+
+        def call(stats, shift):
+            out = np.empty((rows.shape[0], layer.w.shape[0]), np.int64)
+            hist = None
+            sat = 0
+            for a, b, wq in self.n_chunks:
+                for r0, r1 in _chunks(rows.shape[0], bsz):
+                    out[r0:r1, a:b] = kern.gemm_int(rows[r0:r1], wq, mode=self.mode, bias=bias[a:b], shift=shift,
+                                                    relu=layer.relu, stats=stats)
+                    sat += kern.last_sat_count
+                    self.stats.calls += 1
+                    if stats:
+                        hist = kern.last_stats if hist is None else hist + kern.last_stats
+            return out, hist, sat
+
+        if calibrate or self.f_out is None or self.deploy.dynamic:
+            _, hist, _ = call(True, 0)
+            self.f_out = self._choose_out(hist, rows.shape[0] * layer.w.shape[0], f_in, self.bits, self.signed)
+            self.stats.histogram = hist.tolist()
+        out, _, sat = call(False, f_in - self.f_out)
+        self.stats.f_in, self.stats.f_out, self.stats.sat_count = fx, self.f_out, sat
+        self.stats.input_density = float(np.mean(rows != 0))
+        if layer.kind == "conv":
+            out = out.reshape(xi.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
+        return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.bits, self.signed))
+
+
+class SparseExec(_Exec):
+    """int8 weights (optionally pruned) on the zero-skipping ``sparse_cluster``: convolution
+    per image; dense layers as a 1x1 convolution over a (K, 1, batch) map."""
+
+    BITS = 8
+
+    def __init__(self, layer, fmt, acc, deploy):
+        super().__init__(layer, fmt, acc, deploy)
+        p = self.p
+        w = prune(layer.w, fmt.prune)
+        if layer.kind == "dense":
+            w = w.reshape(w.shape[0], w.shape[1], 1, 1)
+        self._limit_k(w.shape[1], p["max_in_channels"], "max_in_channels")
+        if w.shape[2] > p["max_ksize"]:
+            raise InputError(f"layer {layer.name}: kernel size {w.shape[2]} exceeds max_ksize = {p['max_ksize']} "
+                             f"of {acc.config.name}")
+        self.f_w = largest_frac(float(np.abs(w).max()), 127)
+        self.wq = np.clip(np.rint(np.ldexp(w, self.f_w)), -128, 127).astype(np.int64)
+        self.stats.f_w = self.f_w
+        self.stats.weight_sparsity = float(np.mean(self.wq == 0))
+        self.z_chunks = _chunks(w.shape[0], p["max_out_channels"])
+
+    def run(self, act, calibrate):
+        layer, p = self.layer, self.p
+        xi, fx = self._input_ints(act, self.BITS, True, calibrate)
+        f_in = fx + self.f_w
+        bias = np.rint(np.ldexp(layer.b, f_in))
+        if np.abs(bias).max(initial=0) >= 1 << 30:
+            raise InputError(f"layer {layer.name}: the bias does not fit (-2^30, 2^30) at radix {f_in}")
+        bias = bias.astype(np.int64)
+        kern = self.acc.kernel
+        if layer.kind == "dense":
+            x2 = xi.reshape(xi.shape[0], -1)
+            maps = [(x2[a:b].T[:, None, :], (a, b)) for a, b in _chunks(x2.shape[0], p["max_hw"])]
+            padding = "valid"
+        else:
+            maps = [(xi[i], i) for i in range(xi.shape[0])]
+            padding = "same" if layer.pad else "valid"
+
+        def call(stats, shift):
+            outs, hist, sat = [], None, 0
+            for fmap, _ in maps:
+                parts = []
+                for a, b in self.z_chunks:
+                    parts.append(kern.conv2d_int(fmap, self.wq[a:b], bias=bias[a:b], shift=shift,
+                                                 padding=padding, relu=layer.relu, stats=stats))
+                    sat += kern.last_sat_count
+                    self.stats.calls += 1
+                    if stats:
+                        hist = kern.last_stats if hist is None else hist + kern.last_stats
+                outs.append(np.concatenate(parts, axis=0))
+            return outs, hist, sat
+
+        if calibrate or self.f_out is None or self.deploy.dynamic:
+            pre, hist, _ = call(True, 0)
+            self.f_out = self._choose_out(hist, sum(o.size for o in pre), f_in, self.BITS, True)
+            self.stats.histogram = hist.tolist()
+        outs, _, sat = call(False, f_in - self.f_out)
+        self.stats.f_in, self.stats.f_out, self.stats.sat_count = fx, self.f_out, sat
+        self.stats.input_density = float(np.mean(xi != 0))
+        if layer.kind == "dense":
+            out = np.concatenate([o[:, 0, :].T for o in outs], axis=0)
+        else:
+            out = np.stack(outs)
+        return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
+
+
+class BfpExec(_Exec):
+    """Block floating point on ``bfp_systolic``: GEMM (conv on host im2col); the input gets
+    one exponent per sample (per patch for conv), the output is returned dequantized."""
+
+    def __init__(self, layer, fmt, acc, deploy):
+        super().__init__(layer, fmt, acc, deploy)
+        p = self.p
+        w2 = layer.w.reshape(layer.w.shape[0], -1)
+        self._limit_k(w2.shape[1], p["max_k"], "max_k")
+        self.m, self.e, self.rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
+        waxis = -1 if p["weight_exponent"] == "row" else None
+        self.chunks = []
+        for a, b in _chunks(w2.shape[0], p["max_n"]):
+            wq = bfpfmt.quantize(w2[a:b], self.m, axis=waxis, exponent_bits=self.e, rounding=self.rnd)
+            bq = bfpfmt.quantize(layer.b[a:b], self.m, axis=None, exponent_bits=self.e, rounding=self.rnd)
+            self.chunks.append((a, b, wq, bq))
+        self.stats.weight_sparsity = float(np.mean(np.concatenate([c[2].mantissas.reshape(-1)
+                                                                   for c in self.chunks]) == 0))
+
+    def run(self, act, calibrate):
+        layer = self.layer
+        x = act.values
+        if layer.kind == "conv":
+            rows, (oh, ow) = im2col(x, layer.w.shape[2], layer.pad)
+        else:
+            rows = x.reshape(x.shape[0], -1)
+        xq = bfpfmt.quantize(rows, self.m, axis=-1, exponent_bits=self.e, rounding=self.rnd)
+        kern = self.acc.kernel
+        out = np.empty((rows.shape[0], layer.w.shape[0]))
+        sat = 0
+        for a, b, wq, bq in self.chunks:
+            out[:, a:b] = kern.gemm_bfp(xq, wq, bq, relu=layer.relu).dequantize()
+            sat += kern.last_sat_count
+            self.stats.calls += 1
+        self.stats.sat_count = sat
+        self.stats.input_density = float(np.mean(xq.mantissas != 0))
+        if layer.kind == "conv":
+            out = out.reshape(x.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
+        return Act(out, None)
+
+
+EXECS = {"bfp": BfpExec, "twohot": ShiftExec, "pot": ShiftExec, "fixed": SparseExec, "sparse": SparseExec}
+
+
+class Deployment:
+    """A network with every engine layer bound to a format and an accelerator on a target.
+
+    ``accelerators`` maps accel config paths to open :class:`~hlsnn.Accelerator` objects
+    (shared between deployments on one target; the caller closes them).
+    """
+
+    def __init__(self, net, assignment, formats, accelerators, *, overflow_ratio=0.0, rounding="nearest_away",
+                 dynamic=False):
+        self.net, self.assignment = net, assignment
+        self.overflow_ratio, self.rounding, self.dynamic = overflow_ratio, rounding, dynamic
+        self.execs = {}
+        for layer in net.engine_layers():
+            fmt = formats[assignment.format_of(layer.name)]
+            self.execs[layer.name] = EXECS[fmt.type](layer, fmt, accelerators[fmt.accel], self)
+        unknown = set(assignment.layers) - set(self.execs)
+        if unknown:
+            raise InputError(f"assignment {assignment.name}: no engine layer named {', '.join(sorted(unknown))}; "
+                             f"engine layers: {', '.join(self.execs)}")
+        self.calibrated = False
+
+    def run(self, x, *, calibrate=False, keep=False):
+        """Run the network on ``x`` (float input batch). ``calibrate`` re-chooses every radix
+        point from this batch (the preceding operations). ``keep`` returns every tensor."""
+        if not calibrate and not self.calibrated and not self.dynamic:
+            raise InputError("calibrate first: run(x_cal, calibrate=True)")
+        env = {self.net.input: Act(np.asarray(x, np.float64), None)}
+        for layer in self.net.layers:
+            ins = [env[i] for i in layer.inputs]
+            if layer.kind == "host":
+                out = hostops.run(layer, [a.values for a in ins])
+                env[layer.output] = Act(out, ins[0].fmt if layer.op in hostops.EXACT else None)
+            else:
+                env[layer.output] = self.execs[layer.name].run(ins[0], calibrate)
+        if calibrate:
+            self.calibrated = True
+        y = env[self.net.output].values
+        return (y, {k: a.values for k, a in env.items()}) if keep else y
+
+    def calibrate(self, x_cal):
+        t = time.perf_counter()
+        self.run(x_cal, calibrate=True)
+        return time.perf_counter() - t
+
+
+def float_forward(net, x):
+    """The imported network in float64 (dense/conv in numpy): checks the importer's algebra
+    (folding, fusion) against onnx's evaluation; deployment accuracy never uses it."""
+    env = {net.input: np.asarray(x, np.float64)}
+    for layer in net.layers:
+        ins = [env[i] for i in layer.inputs]
+        if layer.kind == "host":
+            y = hostops.run(layer, ins)
+        elif layer.kind == "dense":
+            y = ins[0].reshape(ins[0].shape[0], -1) @ layer.w.T + layer.b
+        else:
+            rows, (oh, ow) = im2col(ins[0], layer.w.shape[2], layer.pad)
+            y = (rows @ layer.w.reshape(layer.w.shape[0], -1).T + layer.b)
+            y = y.reshape(ins[0].shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
+        env[layer.output] = np.maximum(y, 0) if layer.relu else y
+    return env[net.output]
