@@ -144,9 +144,22 @@ def load_onnx(path, *, host_fallback=False) -> Network:
     layers, unsupported, produced = [], [], {}
     skip = set()
 
+    def reject(node, why):
+        """An unsupported node: listed in the error, or (host_fallback) run on the host."""
+        name = node.name or node.output[0]
+        if not host_fallback or len([o for o in node.output if o]) != 1:
+            unsupported.append((name, node.op_type, why))
+            return
+        layer = Layer(name, "host", [i for i in node.input if i and i not in consts], node.output[0],
+                      op="fallback", node=node,
+                      attrs={"consts": {i: consts[i] for i in node.input if i in consts}, "why": why,
+                             "opset": [(o.domain, o.version) for o in model.opset_import]})
+        layers.append(layer)
+        produced[layer.output] = layer
+
     def const(name, node, what):
         if name not in consts:
-            unsupported.append((node.name or node.output[0], node.op_type, f"{what} {name!r} is not a constant"))
+            reject(node, f"{what} {name!r} is not a constant")
             return None
         return consts[name]
 
@@ -158,7 +171,7 @@ def load_onnx(path, *, host_fallback=False) -> Network:
         a = _attrs(node)
         if op == "Constant":
             if "value" not in a:
-                unsupported.append((name, op, "only tensor-valued Constant nodes are supported"))
+                reject(node, "only tensor-valued Constant nodes are supported")
                 continue
             arr = numpy_helper.to_array(a["value"])
             consts[node.output[0]] = arr.astype(np.float64) if arr.dtype.kind == "f" else arr
@@ -171,7 +184,7 @@ def load_onnx(path, *, host_fallback=False) -> Network:
                 continue
             if op == "Gemm":
                 if a.get("transA", 0):
-                    unsupported.append((name, op, "transA = 1 is not supported"))
+                    reject(node, "transA = 1 is not supported")
                     continue
                 w = w.T if a.get("transB", 0) else w
                 w = w * a.get("alpha", 1.0)
@@ -184,7 +197,7 @@ def load_onnx(path, *, host_fallback=False) -> Network:
             else:
                 b = None
             if w.ndim != 2:
-                unsupported.append((name, op, f"weight of rank {w.ndim} (need a matrix)"))
+                reject(node, f"weight of rank {w.ndim} (need a matrix)")
                 continue
             wt = np.ascontiguousarray(w.T)  # (N, K)
             out = node.output[0]
@@ -204,7 +217,7 @@ def load_onnx(path, *, host_fallback=False) -> Network:
                 continue
             why = _conv_unsupported(w, a)
             if why:
-                unsupported.append((name, op, why))
+                reject(node, why)
                 continue
             b = np.zeros(w.shape[0])
             if len(node.input) > 2 and node.input[2]:
@@ -234,7 +247,7 @@ def load_onnx(path, *, host_fallback=False) -> Network:
                 continue
             why = _host_unsupported(op, a, node, consts)
             if why:
-                unsupported.append((name, op, why))
+                reject(node, why)
                 continue
             if op == "Reshape":
                 a = dict(a, shape=tuple(int(v) for v in np.asarray(consts[node.input[1]]).reshape(-1)))
@@ -242,22 +255,14 @@ def load_onnx(path, *, host_fallback=False) -> Network:
                 a = dict(a, params=[np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5]])
             if op == "Add":
                 if any(i in consts for i in node.input):
-                    unsupported.append((name, op, "Add of a constant that is not the bias of a MatMul"))
+                    reject(node, "Add of a constant that is not the bias of a MatMul")
                     continue
                 layer = Layer(name, "host", list(node.input), node.output[0], op=op, attrs=a)
             else:
                 layer = Layer(name, "host", [node.input[0]], node.output[0], op=op, attrs=a)
-        elif host_fallback:
-            ins = [i for i in node.input if i and i not in consts]
-            if len(node.output) != 1:
-                unsupported.append((name, op, "host fallback needs a node with one output"))
-                continue
-            layer = Layer(name, "host", ins, node.output[0], op="fallback", node=node,
-                          attrs={"consts": {i: consts[i] for i in node.input if i in consts},
-                                 "opset": [(o.domain, o.version) for o in model.opset_import]})
         else:
-            unsupported.append((name, op, "no hlsnn engine or host implementation (use --host-fallback to "
-                                          "run it on the host with onnx's reference implementation)"))
+            reject(node, "no hlsnn engine or host implementation (use --host-fallback to run it on the host "
+                         "with onnx's reference implementation)")
             continue
         if layer is not None:
             layers.append(layer)

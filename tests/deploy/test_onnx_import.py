@@ -1,0 +1,140 @@
+"""ONNX import: every supported op, BN folding, ReLU fusion, unsupported-node errors and the
+host fallback, checked against onnx's ReferenceEvaluator (never against our own float code
+alone)."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.errors import InputError, UnsupportedModelError  # noqa: E402
+
+
+def _init(rng, name, shape, scale=0.5):
+    return numpy_helper.from_array((rng.normal(size=shape) * scale).astype(np.float32), name)
+
+
+def _save(tmp_path, nodes, inits, in_shape, out_shape, name="m"):
+    # opset 15: onnx's ReferenceEvaluator runs BatchNormalization of opsets 9-13 with batch
+    # statistics (its default momentum selects training mode), so it is no reference there
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+    p = tmp_path / f"{name}.onnx"
+    onnx.save(m, str(p))
+    return p
+
+
+def _bn(rng, prefix, c):
+    return [numpy_helper.from_array(a.astype(np.float32), f"{prefix}_{n}") for n, a in
+            (("g", rng.uniform(0.5, 1.5, c)), ("b", rng.normal(size=c)), ("m", rng.normal(size=c)),
+             ("v", rng.uniform(0.2, 2.0, c)))]
+
+
+def every_op_model(tmp_path):
+    rng = np.random.default_rng(1)
+    inits = [_init(rng, "w1", (4, 2, 3, 3)), _init(rng, "b1", (4,)), *_bn(rng, "bn1", 4),
+             _init(rng, "w2", (4, 4, 1, 1)), *_bn(rng, "bn3", 4),
+             _init(rng, "w3", (16, 8)), _init(rng, "b3", (8,)),
+             _init(rng, "w4", (3, 8)), _init(rng, "b4", (3,)),
+             numpy_helper.from_array(np.array([-1, 8], np.int64), "shape")]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("BatchNormalization", ["c1", "bn1_g", "bn1_b", "bn1_m", "bn1_v"], ["n1"], name="bn1",
+                         epsilon=1e-3),
+        helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"], name="conv2"),
+        helper.make_node("Add", ["c2", "p1"], ["s2"], name="add"),
+        helper.make_node("Relu", ["s2"], ["r2"], name="relu2"),
+        helper.make_node("AveragePool", ["r2"], ["a2"], name="avg", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("BatchNormalization", ["a2", "bn3_g", "bn3_b", "bn3_m", "bn3_v"], ["n3"], name="bn3"),
+        helper.make_node("Flatten", ["n3"], ["f"], name="flatten"),
+        helper.make_node("MatMul", ["f", "w3"], ["mm"], name="fc1"),
+        helper.make_node("Add", ["mm", "b3"], ["fc1o"], name="fc1_bias"),
+        helper.make_node("Relu", ["fc1o"], ["r3"], name="relu3"),
+        helper.make_node("Reshape", ["r3", "shape"], ["rs"], name="reshape"),
+        helper.make_node("Dropout", ["rs"], ["d"], name="drop"),
+        helper.make_node("Gemm", ["d", "w4", "b4"], ["g"], name="fc2", transB=1, alpha=0.5, beta=2.0),
+        helper.make_node("Softmax", ["g"], ["y"], name="softmax", axis=-1),
+    ]
+    return _save(tmp_path, nodes, inits, ["N", 2, 8, 8], ["N", 3], "every_op")
+
+
+def test_every_supported_op_matches_reference_evaluator(tmp_path):
+    path = every_op_model(tmp_path)
+    net = load_onnx(path)
+    kinds = [(layer.name, layer.kind, layer.op) for layer in net.layers]
+    assert kinds == [("conv1", "conv", "Conv"), ("pool1", "host", "MaxPool"), ("conv2", "conv", "Conv"),
+                     ("add", "host", "Add"), ("relu2", "host", "Relu"), ("avg", "host", "AveragePool"),
+                     ("bn3", "host", "BatchNormalization"), ("flatten", "host", "Flatten"),
+                     ("fc1", "dense", "MatMul"), ("reshape", "host", "Reshape"), ("drop", "host", "Dropout"),
+                     ("fc2", "dense", "Gemm"), ("softmax", "host", "Softmax")]
+    conv1 = net.layer("conv1")
+    assert conv1.folded == ["bn1", "relu1"] and conv1.relu and conv1.pad == 1
+    assert net.layer("fc1").folded == ["relu3"] and net.layer("fc1").relu
+    assert not net.layer("conv2").relu
+    x = np.random.default_rng(2).normal(size=(5, 2, 8, 8)).astype(np.float32)
+    ref = ReferenceEvaluator(str(path)).run(None, {"x": x})[0]
+    got = float_forward(net, x)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-6)
+    # the folded intermediate tensor is the BN+ReLU output in the reference too
+    inter = ReferenceEvaluator(str(path)).run(None, {"x": x}, intermediate=True)
+    assert conv1.output == "r1"
+    assert inter["r1"].shape == (5, 4, 8, 8)
+
+
+def test_global_average_pool_and_valid_conv(tmp_path):
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3]),
+             helper.make_node("GlobalAveragePool", ["c"], ["gap"], name="gap"),
+             helper.make_node("Flatten", ["gap"], ["y"], name="flat")]
+    path = _save(tmp_path, nodes, [_init(rng, "w", (5, 3, 3, 3))], ["N", 3, 6, 6], ["N", 5], "gap")
+    net = load_onnx(path)
+    assert net.layer("conv").pad == 0
+    x = rng.normal(size=(2, 3, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), ReferenceEvaluator(str(path)).run(None, {"x": x})[0],
+                               rtol=1e-4, atol=1e-6)
+
+
+def _unsupported_model(tmp_path):
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="strided", strides=[2, 2], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"], name="sig"),
+             helper.make_node("Flatten", ["s"], ["f"], name="flat"),
+             helper.make_node("LeakyRelu", ["f"], ["y"], name="leaky", alpha=0.1)]
+    return _save(tmp_path, nodes, [_init(rng, "w", (2, 1, 3, 3))], ["N", 1, 6, 6], ["N", 18], "unsup")
+
+
+def test_unsupported_nodes_are_all_listed(tmp_path):
+    path = _unsupported_model(tmp_path)
+    with pytest.raises(UnsupportedModelError) as e:
+        load_onnx(path)
+    msg = str(e.value)
+    assert "3 unsupported node(s)" in msg
+    for name, op in (("strided", "Conv"), ("sig", "Sigmoid"), ("leaky", "LeakyRelu")):
+        assert f"{name} ({op})" in msg
+    assert "stride" in msg and "--host-fallback" in msg
+    assert [n[0] for n in e.value.nodes] == ["strided", "sig", "leaky"]
+
+
+def test_host_fallback_runs_unsupported_nodes_with_the_reference(tmp_path):
+    path = _unsupported_model(tmp_path)
+    net = load_onnx(path, host_fallback=True)
+    assert [layer.op for layer in net.layers] == ["fallback", "fallback", "Flatten", "fallback"]
+    x = np.random.default_rng(5).normal(size=(3, 1, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), ReferenceEvaluator(str(path)).run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        load_onnx(tmp_path / "nope.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(InputError, match="not a valid ONNX model"):
+        load_onnx(bad)
