@@ -61,7 +61,7 @@ FIELDS = {
     "data": Field("str", "'digits' (scikit-learn's bundled digits) or an .npz with x_train, y_train, x_test, "
                   "y_test (relative to this file)", default="digits"),
     "layout": Field("choice", "input layout of the data", default="auto", choices=("auto", "flat", "nchw")),
-    "calibration": Field("section", "how radix points are chosen (source 002)", fields={
+    "calibration": Field("section", "how radix points are chosen (source 002)", default=None, fields={
         "samples": Field("int", "calibration images, taken from the training split", default=128, lo=1,
                          hi=1 << 20),
         "overflow_ratio": Field("float", "allowed fraction of saturating values (0: the maximum decides)",
@@ -182,6 +182,8 @@ def _check(path, raw):
         raise ConfigError(path, str(unknown[0]), raw[unknown[0]],
                           "unknown key; allowed keys: " + ", ".join(list(FIELDS) + list(SECTIONS)))
     out = check_section(path, "", rest, FIELDS)
+    if out["calibration"] is None:
+        out["calibration"] = check_section(path, "calibration", {}, FIELDS["calibration"].fields)
     out["formats"] = free.get("formats")
     out["assignments"] = free.get("assignments")
     return out

@@ -1,0 +1,196 @@
+"""Whole-model deployment: configs, the runner's rules checked against independent integer
+arithmetic, accuracy of the shipped digits models, bit-exact agreement between targets, and
+the CLI."""
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("sklearn")
+
+from hlsnn.cli import main  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
+from hlsnn.deploy.config import load_deploy_config  # noqa: E402
+from hlsnn.deploy.evaluate import deploy, open_accelerators  # noqa: E402
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import Deployment, host_radix  # noqa: E402
+from hlsnn.errors import ConfigError  # noqa: E402
+from hlsnn.formats import shift as sfmt  # noqa: E402
+from hlsnn.primitives import shift_round_sat  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "configs" / "models"
+MLP, CNN = MODELS / "digits_mlp.yaml", MODELS / "digits_cnn.yaml"
+
+
+def _write(tmp_path, text, name="m.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _base(model=str(MODELS / "digits_mlp.onnx")):
+    return f"name: t\nmodel: {model}\n"
+
+
+@pytest.mark.parametrize("extra, key, what", [
+    ("colour: red\n", "colour", "unknown key"),
+    ("formats: {a: {type: float16, accel: x.yaml}}\n", "formats.a.type", "one of"),
+    (f"formats: {{a: {{type: pot, accel: {ROOT}/configs/accel/bfp8_zcu104.yaml}}}}\n", "formats.a.accel",
+     "runs on engine shift_mac"),
+    (f"formats: {{a: {{type: pot, accel: {ROOT}/configs/accel/shift8_pynq-z2.yaml, prune: 0.5}}}}\n",
+     "formats.a.prune", "only format type 'sparse'"),
+    (f"formats: {{a: {{type: pot, accel: {ROOT}/configs/accel/shift8_pynq-z2.yaml}}}}\n"
+     "assignments: {x: {default: b}}\n", "assignments.x.default", "must name a format"),
+    ("calibration: {overflow_ratio: 2}\n", "calibration.overflow_ratio", "a number in"),
+])
+def test_config_errors_name_the_key(tmp_path, extra, key, what):
+    with pytest.raises(ConfigError) as e:
+        load_deploy_config(_write(tmp_path, _base() + extra))
+    assert key in str(e.value) and what in str(e.value)
+
+
+def test_default_formats_and_assignments(tmp_path):
+    cfg = load_deploy_config(_write(tmp_path, _base()))
+    assert set(cfg.formats) == {"bfp8", "twohot", "pot", "fixed8", "sparse50", "sparse80"}
+    assert all(a.default == n and not a.layers for n, a in cfg.assignments.items())
+
+
+def test_host_radix_is_max_based():
+    # 1.0 needs unsigned_msb 6 above the radix in int8: F = 6 (64 = 1.0); 0.99 fits F = 7
+    assert host_radix(np.array([0.0, 1.0, -0.5]), 8, True) == 6
+    assert host_radix(np.array([0.99, 0.1]), 8, True) == 7
+    assert host_radix(np.array([0.99, 0.1]), 8, False) == 8
+    assert host_radix(np.array([-1.0, 0.25]), 8, True) == 7        # -128/128 fits
+
+
+def _dense_net(tmp_path, k=24, n=20, relu=True, seed=0):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (k, n)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.2, n).astype(np.float32), "b")]
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="fc")]
+    nodes.append(helper.make_node("Relu" if relu else "Identity", ["g"], ["y"], name="act"))
+    g = helper.make_graph(nodes, "d", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", n])], initializer=inits)
+    p = tmp_path / "dense.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)]), str(p))
+    return p
+
+
+def test_twohot_layer_follows_the_documented_rules(tmp_path):
+    """The emulator path of a two-hot dense layer equals integer arithmetic written here from
+    the runner's docstring: input at the max-based radix, per-tensor two-hot weights, bias in
+    accumulator units, the output radix from DETERMINE on the exact wide results."""
+    model = _dense_net(tmp_path)
+    cfgp = _write(tmp_path, _base(model) + f"formats: {{th: {{type: twohot, accel: "
+                                           f"{ROOT}/configs/accel/shift8_pynq-z2.yaml}}}}\n")
+    cfg = load_deploy_config(cfgp)
+    net = load_onnx(model)
+    layer = net.layer("fc")
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (50, 24))
+    accs = open_accelerators(cfg, "emu")
+    try:
+        dep = Deployment(net, cfg.assignments["th"], cfg.formats, accs, rounding="nearest_away")
+        dep.calibrate(x)
+        got = dep.run(x)
+    finally:
+        for a in accs.values():
+            a.close()
+    # independent integer arithmetic
+    amax = np.abs(x).max()
+    top = int(np.floor(np.log2(amax)))                         # a float's MSB position
+    fx = 6 - top                                               # int8: magnitude bits [top-6 .. top]
+    xi = np.clip(np.floor(np.abs(x) * 2.0 ** fx + 0.5) * np.sign(x), -128, 127).astype(np.int64)
+    wq = sfmt.quantize_twohot(layer.w, 4, delta=0, axis=None)
+    fw = int(np.asarray(wq.scale_exponent).reshape(-1)[0])
+    codes = wq.code_values().astype(np.int64)
+    bias = np.rint(layer.b * 2.0 ** (fx + fw)).astype(np.int64)
+    wide = np.maximum(xi @ codes.T + bias, 0)
+    top_out = max(int(v).bit_length() - 1 for v in wide.reshape(-1) if v > 0)
+    s = top_out - 6
+    y, _ = shift_round_sat(wide, s, 8, "nearest_even")        # the shift8 config's rounding
+    np.testing.assert_array_equal(got, np.ldexp(y.astype(np.float64), -(fx + fw - s)))
+
+
+@pytest.fixture(scope="module")
+def results():
+    return {"mlp": deploy(MLP, "emu", per_layer=True), "cnn": deploy(CNN, "emu", per_layer=True)}
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_bfp8_and_twohot_within_one_point_of_float(results, model):
+    r = results[model]
+    assert r["test_images"] == 360 and r["float_accuracy"] > 0.95
+    for fmt in ("bfp8", "twohot"):
+        assert r["assignments"][fmt]["accuracy"] >= r["float_accuracy"] - 0.01, fmt
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_readme_accuracy_table_is_reproduced(results, model):
+    """The README's accuracy table (digits, emu target) is what the shipped configs give."""
+    text = (ROOT / "README.md").read_text()
+    rows = re.findall(rf"^\| digits_{model} \| ([\w+]+) \| ([\d.]+)% \| ([\d.]+)% \|", text, re.M)
+    assert rows, "README has no accuracy rows for digits_" + model
+    r = results[model]
+    for fmt, float_acc, acc in rows:
+        assert f"{100 * r['float_accuracy']:.2f}" == float_acc
+        assert f"{100 * r['assignments'][fmt]['accuracy']:.2f}" == acc, fmt
+    assert {f for f, _, _ in rows} == set(r["assignments"])
+
+
+def test_pruning_reaches_the_configured_sparsity(results):
+    for model in ("mlp", "cnn"):
+        for fmt, want in (("sparse50", 0.5), ("sparse80", 0.8)):
+            for layer, v in results[model]["assignments"][fmt]["per_layer"].items():
+                assert v["weight_sparsity"] >= want - 1e-9, (model, fmt, layer)
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("target", ["csim", "sim"])
+def test_targets_agree_bit_for_bit_with_emulation(target):
+    """Every format of the MLP and of the CNN, on 24 test images: the outputs of the target
+    equal the emulator's, bit for bit."""
+    for path in (MLP, CNN):
+        cfg = load_deploy_config(path)
+        net = load_onnx(cfg.model)
+        ds = datasets.load("digits", layout="nchw" if "cnn" in str(path) else "flat")
+        x_cal, x = ds.x_train[:32], ds.x_test[:24]
+        emu, tgt = open_accelerators(cfg, "emu"), open_accelerators(cfg, target)
+        try:
+            for name, asg in cfg.assignments.items():
+                outs = []
+                for accs in (emu, tgt):
+                    dep = Deployment(net, asg, cfg.formats, accs)
+                    dep.calibrate(x_cal)
+                    outs.append(dep.run(x))
+                np.testing.assert_array_equal(outs[0], outs[1], err_msg=f"{path.name} {name} on {target}")
+        finally:
+            for a in list(emu.values()) + list(tgt.values()):
+                a.close()
+
+
+def test_cli_deploy_json(capsys):
+    assert main(["deploy", str(MLP), "--assignment", "twohot", "--test-samples", "50", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "digits_mlp" and out["target"] == "emu" and out["test_images"] == 50
+    assert set(out["assignments"]) == {"twohot"}
+    assert 0 <= out["assignments"]["twohot"]["accuracy"] <= 1 and out["assignments"]["twohot"]["images_per_s"] > 0
+
+
+def test_cli_unsupported_model_is_one_clear_error(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["y"], name="sig")], "s",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)]), str(tmp_path / "s.onnx"))
+    cfgp = _write(tmp_path, _base(tmp_path / "s.onnx"))
+    assert main(["deploy", str(cfgp)]) == 2
+    err = capsys.readouterr().err
+    assert "sig (Sigmoid)" in err and "--host-fallback" in err and "Traceback" not in err
