@@ -62,3 +62,18 @@ def largest_frac(amax: float, limit: float) -> int:
     while amax * 2.0 ** f > limit:
         f -= 1
     return f
+
+
+def compare_stats(expected, got):
+    """Compare two statistics-unit histograms bin by bin for the cases' reports: ``(bins,
+    mismatching bins, first mismatch)``, the first as ``{"index": ["stats", k], "expected":
+    {"value", "raw"}, "got": {"value", "raw"}}`` (``raw``: the 32-bit counter in hex)."""
+    e, g = np.asarray(expected, np.int64), np.asarray(got, np.int64)
+    bad = e != g
+    first = None
+    if bad.any():
+        k = int(np.argmax(bad))
+        hx = lambda v: f"0x{int(v) & 0xFFFFFFFF:08x}"  # noqa: E731
+        first = {"index": ["stats", k], "expected": {"value": int(e[k]), "raw": hx(e[k])},
+                 "got": {"value": int(g[k]), "raw": hx(g[k])}}
+    return int(bad.size), int(bad.sum()), first

@@ -1,7 +1,8 @@
 """Seeded cases that ``hlsnn compare`` and ``hlsnn csim`` run on a target and on the emulator,
 in all three modes: random registers and activations, plus the edges (largest activations and
 shifts at K = max_k, zero weights, mode changes inside a dot product, saturating left shifts,
-extreme biases, K = 1, ragged sizes, convolutions with 'same' and 'valid' padding)."""
+extreme biases, K = 1, ragged sizes, convolutions with 'same' and 'valid' padding), and cases
+with the statistics segment (``FLAG_STATS_OUT``), whose histogram is compared bin by bin."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..common import compare_stats
 from . import protocol
 from .emulator import emulate, im2col
 from .spec import MAGIC, MODES
@@ -28,6 +30,7 @@ class Case:
     pad: int = 0
     delta: int = 0
     relu: bool = False
+    stats: bool = False
     notes: dict = field(default_factory=dict)
 
     def rows_x(self):
@@ -36,12 +39,12 @@ class Case:
     def regs_in(self):
         x = self.rows_x()
         batch, k = x.shape
+        flags = (protocol.FLAG_RELU if self.relu else 0) | (protocol.FLAG_STATS_OUT if self.stats else 0)
         if self.fmap is not None:
             cin, h, w = self.fmap.shape
-            flags = protocol.FLAG_CONV | (protocol.FLAG_RELU if self.relu else 0)
-            return [batch, self.n, k, flags, MODES[self.mode], self.delta, cin, h, w, self.ksize, self.pad]
-        return [batch, self.n, k, protocol.FLAG_RELU if self.relu else 0, MODES[self.mode], self.delta,
-                0, 0, 0, 0, 0]
+            return [batch, self.n, k, flags | protocol.FLAG_CONV, MODES[self.mode], self.delta, cin, h, w,
+                    self.ksize, self.pad]
+        return [batch, self.n, k, flags, MODES[self.mode], self.delta, 0, 0, 0, 0, 0]
 
 
 def make_cases(cfg, seed=0, n_random=8):
@@ -130,6 +133,27 @@ def make_cases(cfg, seed=0, n_random=8):
                 cases.append(Case(f"{mode}_conv{ks}_{padding}", regs_for(n, k, mode), n, mode, bias_for(n, 6),
                                   shift_for(k, emax, 0, n), fmap=rng.integers(xlo, xhi + 1, (cin, h, w)),
                                   ksize=ks, pad=pad, relu=mode == "pot"))
+    # the statistics unit: negative and positive wide values (ReLU off and on), ragged tiles
+    # (padding neurons and samples must not count), every mode, a convolution, and a bias that
+    # puts wide values at the top of the accumulator
+    for i, mode in enumerate(modes):
+        for relu in (False, True):
+            b, n, k = C + 2, cn(2 * R + 1), ck(19 + 7 * i)
+            d = int(rng.integers(0, (p["max_delta"] if mode == "twohot" else 0) + 1))
+            cases.append(Case(f"stats_{mode}{'_relu' if relu else ''}", regs_for(n, k, mode), n, mode,
+                              bias_for(n, B + emax), shift_for(k, emax, d, n), x=rng.integers(xlo, xhi + 1, (b, k)),
+                              delta=d, relu=relu, stats=True))
+    b, n, k = C, cn(R + 1), ck(5)
+    cases.append(Case("stats_extreme_bias", regs_for(n, k, "twohot"), n, "twohot",
+                      rng.choice([-(1 << min(30, A - 2)), (1 << min(30, A - 2)) - 1, -1, 0], n), np.zeros(n, int),
+                      x=rng.integers(xlo, xhi + 1, (b, k)), stats=True))
+    if p["conv"] and p["max_ksize"] >= 3:
+        cin = max(1, min(2, kmax // 9))
+        h = w = max(3, min(6, int(math.isqrt(p["max_fmap"] // cin)), p["max_hw"]))
+        n = cn(R + 1)
+        cases.append(Case("stats_conv3_same", regs_for(n, cin * 9, "twohot"), n, "twohot", bias_for(n, 6),
+                          shift_for(cin * 9, emax, 0, n), fmap=rng.integers(xlo, xhi + 1, (cin, h, w)), ksize=3,
+                          pad=1, stats=True))
     for i in range(n_random):
         mode = modes[i % 3]
         b = int(rng.integers(1, 3 * C + 2))
@@ -154,10 +178,11 @@ def run_case(cfg, target, case: Case):
     p = cfg.params
     x = case.rows_x()
     b, n = x.shape[0], case.n
-    out, regs_out = target.run(_pack(p, case), case.regs_in(), protocol.n_output_beats(p, b, n))
-    got = protocol.unpack_output(p, out, b, n)
-    exp, esat = emulate(p, x, case.regs, case.bias, case.shift, n=n, mode=case.mode, delta=case.delta,
-                        relu=case.relu)
+    nb = protocol.n_output_beats(p, b, n)
+    out, regs_out = target.run(_pack(p, case), case.regs_in(), protocol.n_output_beats(p, b, n, stats=case.stats))
+    got = protocol.unpack_output(p, out[:nb], b, n)
+    exp, esat, *ehist = emulate(p, x, case.regs, case.bias, case.shift, n=n, mode=case.mode, delta=case.delta,
+                                relu=case.relu, stats=case.stats)
     bad = got != exp
     first = None
     B = p["act_bits"]
@@ -166,8 +191,12 @@ def run_case(cfg, target, case: Case):
         hx = lambda v: f"0x{int(v) & ((1 << B) - 1):0{(B + 3) // 4}x}"  # noqa: E731
         first = {"index": [i, j], "expected": {"value": int(exp[i, j]), "raw": hx(exp[i, j])},
                  "got": {"value": int(got[i, j]), "raw": hx(got[i, j])}}
+    outputs, mismatches = int(bad.size), int(bad.sum())
+    if case.stats:      # the histogram's bins count as outputs of the case
+        bins, bad_bins, first_bin = compare_stats(ehist[0], protocol.unpack_stats(p, out))
+        outputs, mismatches, first = outputs + bins, mismatches + bad_bins, first or first_bin
     regs_ok = [int(r) for r in regs_out] == [MAGIC, cfg.hash32, esat]
-    return {"case": case.name, "shape": [b, n, x.shape[1]], "outputs": int(bad.size), "mismatches": int(bad.sum()),
+    return {"case": case.name, "shape": [b, n, x.shape[1]], "outputs": outputs, "mismatches": mismatches,
             "first": first, "registers_ok": regs_ok,
             "registers": {"expected": [MAGIC, cfg.hash32, esat], "got": [int(r) for r in regs_out]}}
 

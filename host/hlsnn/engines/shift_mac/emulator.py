@@ -30,6 +30,9 @@ Notation: ``B`` = ``act_bits``, ``A`` = ``acc_bits``, ``E`` = ``exp_bits``, ``d`
    ``v = max(v, 0)``; ``y = shift_round_sat(v, shift[n], B)`` for signed activations, or
    ``shift_round_sat(v, shift[n], B + 1)`` clamped to ``[0, 2^B - 1]`` for unsigned ones
    (the clamp counts as saturation). ``sat_count`` counts saturated outputs modulo 2**32.
+6. **Statistics unit** (source 002; only with ``stats=True``, the ``FLAG_STATS_OUT`` bit):
+   ``hist = msb_histogram(v, acc_bits)`` over the wide values ``v`` of rule 5 (after bias and
+   ReLU, before the output shift) of every real output (``batch x N``; never padding neurons).
 
 Convolution first builds the rows of ``x`` on chip (im2col): output pixel ``(oy, ox)`` in
 raster order is sample ``oy*W' + ox``; feature ``(ci*k + ky)*k + kx`` is
@@ -45,7 +48,7 @@ import numpy as np
 from ...errors import InputError
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
-from ...primitives import saturate, shift_round_sat
+from ...primitives import msb_histogram, saturate, shift_round_sat
 from .protocol import unpack_registers
 
 
@@ -91,7 +94,7 @@ def _exact_matmul(x, c, bound_bits):
     return x.astype(np.int64) @ c.astype(np.int64).T
 
 
-def emulate_reference(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False):
+def emulate_reference(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=False):
     """The module's rules transcribed directly (int64 post-processing); :func:`emulate` must
     equal it bit for bit (the tests check this). The same parameters and returns as
     :func:`emulate`.
@@ -131,6 +134,8 @@ def emulate_reference(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False):
         y1, sat = shift_round_sat(v, s, B + 1, p["rounding"])
         y = np.clip(y1, 0, (1 << B) - 1)
         sat = sat | (y != y1)
+    if stats:
+        return y, int(sat.sum()) % (1 << 32), msb_histogram(v, A)
     return y, int(sat.sum()) % (1 << 32)
 
 
@@ -154,7 +159,7 @@ def rows_blk_for(block_elems, n):
     return max(1, block_elems // max(n, 1))
 
 
-def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elems=1 << 15):
+def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=False, block_elems=1 << 15):
     """Run the kernel's arithmetic (the module's rules, bit for bit).
 
     Parameters
@@ -174,6 +179,8 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elem
     delta : int
         The ``delta`` register (two-hot first-term extra shift).
     relu : bool
+    stats : bool
+        Also return the statistics unit's histogram (rule 6).
 
     Returns
     -------
@@ -181,6 +188,8 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elem
         Requantized outputs.
     sat_count : int
         Saturated outputs, modulo 2**32.
+    hist : (acc_bits,) int64
+        Only with ``stats``: ``msb_histogram`` of the wide values of rule 5.
 
     Notes
     -----
@@ -201,7 +210,7 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elem
     batch, k = x.shape
     bound = (p["act_bits"] + 1 + (1 << p["exp_bits"]) + p["max_delta"] + 1 + math.ceil(math.log2(max(k, 1))))
     if bound > 53 or A > 53:
-        return emulate_reference(p, x, regs, bias, shift, n=n, mode=mode, delta=delta, relu=relu)
+        return emulate_reference(p, x, regs, bias, shift, n=n, mode=mode, delta=delta, relu=relu, stats=stats)
     E = p["exp_bits"]
     t1, t2 = _tables(E, int(delta))
     lanes = np.asarray(regs, np.uint16)     # bits above the register are ignored (16-bit tables)
@@ -257,6 +266,8 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elem
     half = np.empty((min(rows_blk_for(block_elems, n), batch), n)) if p["rounding"] == "nearest_away" else None
     y = np.empty((batch, n), np.int64)
     sat = 0
+    hist = np.zeros(A, np.int64) if stats else None
+    unscale = np.ldexp(1.0, shifts) if stats else None
     rows_blk = rows_blk_for(block_elems, n)
     for r0 in range(0, batch, rows_blk):
         r1 = min(batch, r0 + rows_blk)
@@ -265,6 +276,8 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elem
             np.clip(a, lo_a * scale, hi_a * scale, out=a)
         if relu:
             np.maximum(a, 0, out=a)
+        if stats:       # rule 6: v = a * 2**shift, exact (a power of two times an exact value)
+            hist += msb_histogram((a * unscale).astype(np.int64), A)
         yb = y[r0:r1]
         if direct:
             if p["rounding"] == "nearest_away":
@@ -286,4 +299,6 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, block_elem
             sat += int(np.count_nonzero(a > hi)) + int(np.count_nonzero(a < lo))
             np.clip(a, lo, hi, out=a)
             yb[...] = a
+    if stats:
+        return y, sat % (1 << 32), np.minimum(hist, (1 << 32) - 1)
     return y, sat % (1 << 32)

@@ -20,6 +20,11 @@ class Kernel:
     ``"pot_sum"`` (two power-of-two weights of the same neuron, summed: equal to two-hot
     with delta = 0). Integer activations are ``act_bits`` wide, signed or unsigned per the
     config; the output is requantized to the same format.
+
+    ``stats=True`` on an operation sets the ``FLAG_STATS_OUT`` bit: the kernel's statistics unit
+    then returns the MSB histogram of the wide values it requantized (``protocol`` docstring),
+    left in :attr:`last_stats` (int64, ``protocol.stats_bins(p)`` counters); after a call
+    without it, :attr:`last_stats` is None.
     """
 
     OPERATIONS = ("gemm", "gemm_int", "conv2d", "conv2d_int", "run_registers")
@@ -27,6 +32,7 @@ class Kernel:
     def __init__(self, cfg, target):
         self.cfg, self.p, self.target = cfg, cfg.params, target
         self.last_sat_count = 0
+        self.last_stats = None
 
     # ------------------------------------------------------------------ registers
     def registers(self, weights, mode=None):
@@ -82,9 +88,10 @@ class Kernel:
 
     # ------------------------------------------------------------------ lowest level
     def run_registers(self, x=None, regs=None, *, n, mode, delta=0, bias=None, shift=0, relu=False,
-                      fmap=None, ksize=None, pad=0):
+                      fmap=None, ksize=None, pad=0, stats=False):
         """Run raw register lanes (``protocol.pack_registers``) on integer activations ``x``
-        (batch, K), or on a feature map ``fmap`` (cin, H, W) with ``ksize``/``pad``."""
+        (batch, K), or on a feature map ``fmap`` (cin, H, W) with ``ksize``/``pad``.
+        ``stats``: also read the statistics segment into :attr:`last_stats`."""
         p = self.p
         regs = np.asarray(regs)
         bias = np.zeros(n, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
@@ -109,13 +116,15 @@ class Kernel:
                 raise InputError(f"a {ksize}x{ksize} kernel with pad {pad} does not fit a {h}x{w} map")
             batch, k = oh * ow, cin * ksize * ksize
             flags = protocol.FLAG_CONV | (protocol.FLAG_RELU if relu else 0)
+            flags |= protocol.FLAG_STATS_OUT if stats else 0
             regs_in = [batch, n, k, flags, MODES[mode], delta, cin, h, w, ksize, pad]
         else:
             x = np.asarray(x, np.int64)
             if x.ndim != 2:
                 raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
             batch, k = x.shape
-            regs_in = [batch, n, k, protocol.FLAG_RELU if relu else 0, MODES.get(mode, 0), delta, 0, 0, 0, 0, 0]
+            flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
+            regs_in = [batch, n, k, flags, MODES.get(mode, 0), delta, 0, 0, 0, 0, 0]
         if not 1 <= k <= p["max_k"]:
             raise InputError(f"K = {k}: must be in [1, max_k = {p['max_k']}] for config {self.cfg.name}")
         if mode not in MODES:
@@ -126,25 +135,29 @@ class Kernel:
         protocol.check_fields(p, regs=regs, n=n, mode=mode, bias=bias, shift=shift, x=x, fmap=fmap)
         beats = protocol.pack_input(p, regs=regs, bias=bias, shift=shift, n=n, mode=mode, x=x, fmap=fmap,
                                     batch=batch)
-        out, regs_out = self.target.run(beats, regs_in, protocol.n_output_beats(p, batch, n))
+        out, regs_out = self.target.run(beats, regs_in, protocol.n_output_beats(p, batch, n, stats=stats))
         magic, hash32, sat = (int(r) for r in regs_out)
         if magic != MAGIC or hash32 != self.cfg.hash32:
             raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
                              f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
         self.last_sat_count = sat
-        return protocol.unpack_output(p, out, batch, n)
+        self.last_stats = protocol.unpack_stats(p, out) if stats else None
+        return protocol.unpack_output(p, out[:protocol.n_output_beats(p, batch, n)], batch, n)
 
     # ------------------------------------------------------------------ integer level
-    def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False):
+    def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False, stats=False):
         """``x`` (batch, K) integer activations; ``weights`` (N, K) shift codes; ``bias`` in
-        accumulator units; ``shift`` the output right shift(s). Returns int64 (batch, N)."""
+        accumulator units; ``shift`` the output right shift(s). Returns int64 (batch, N).
+        ``stats``: the MSB histogram of the wide results into :attr:`last_stats`."""
         regs, _, mode, delta = self.registers(weights, mode)
         n = weights[0].shape[0] if isinstance(weights, tuple) else weights.shape[0]
-        return self.run_registers(x, regs, n=n, mode=mode, delta=delta, bias=bias, shift=shift, relu=relu)
+        return self.run_registers(x, regs, n=n, mode=mode, delta=delta, bias=bias, shift=shift, relu=relu,
+                                  stats=stats)
 
-    def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False):
+    def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False, stats=False):
         """``x`` (C, H, W) integers; ``weights`` (Z, C, k, k) shift codes (or a pair for
-        ``pot_sum``). Stride 1. Returns int64 (Z, H', W')."""
+        ``pot_sum``). Stride 1. Returns int64 (Z, H', W'). ``stats``: the MSB histogram of the
+        wide results (all Z x H' x W') into :attr:`last_stats`."""
         ref = weights[0] if isinstance(weights, tuple) else weights
         if len(ref.shape) != 4 or ref.shape[2] != ref.shape[3]:
             raise InputError(f"conv weights must be (Z, C, k, k), got {ref.shape}")
@@ -156,7 +169,7 @@ class Kernel:
         flat = tuple(_flatten(t) for t in weights) if isinstance(weights, tuple) else _flatten(weights)
         regs, _, mode, delta = self.registers(flat, mode)
         y = self.run_registers(regs=regs, n=z, mode=mode, delta=delta, bias=bias, shift=shift, relu=relu,
-                               fmap=x, ksize=ks, pad=pad)
+                               fmap=x, ksize=ks, pad=pad, stats=stats)
         oh, ow = x.shape[1] + 2 * pad - ks + 1, x.shape[2] + 2 * pad - ks + 1
         return y.T.reshape(z, oh, ow)
 
@@ -223,14 +236,15 @@ class Kernel:
         fy = self._out_frac(yref)
         return np.ldexp(run(b_int, fx + fw - fy).astype(np.float64), -fy)
 
-    def gemm(self, x, w, bias=None, relu=False, mode=None, *, delta=0):
+    def gemm(self, x, w, bias=None, relu=False, mode=None, *, delta=0, stats=False):
         """Float GEMM ``relu(x @ w.T + bias)``: ``x`` (batch, K) and ``w`` (N, K) floats.
 
         Activations get the largest power-of-two scale that fits ``act_bits``; weights are
         quantized per output row (``mode``: two-hot with ``delta``, PoT, or PoT pairs summed);
         the bias is rounded to accumulator units; the output scale is calibrated on the
         quantized operands (the values the kernel sees) so the largest output fits
-        ``act_bits``. Returns float64 (batch, N).
+        ``act_bits``. Returns float64 (batch, N). ``stats``: as in :meth:`gemm_int` (the
+        histogram is of the wide integers, in accumulator units).
         """
         mode = mode or self.p["default_mode"]
         w = np.asarray(w, np.float64)
@@ -241,10 +255,12 @@ class Kernel:
             raise InputError(f"x must be (batch, K={w.shape[1]}), got {xi.shape}")
         wq = self._quantize_weights(w, mode, delta)
         return self._float_run(xi, fx, wq, bias, relu, lambda a: a,
-                               lambda b_int, sh: self.gemm_int(xi, wq, mode=mode, bias=b_int, shift=sh, relu=relu))
+                               lambda b_int, sh: self.gemm_int(xi, wq, mode=mode, bias=b_int, shift=sh, relu=relu,
+                                                               stats=stats))
 
-    def conv2d(self, x, w, bias=None, padding="same", relu=False, mode=None, *, delta=0):
-        """Float 2-D convolution (stride 1): ``x`` (C, H, W), ``w`` (Z, C, k, k) -> (Z, H', W')."""
+    def conv2d(self, x, w, bias=None, padding="same", relu=False, mode=None, *, delta=0, stats=False):
+        """Float 2-D convolution (stride 1): ``x`` (C, H, W), ``w`` (Z, C, k, k) -> (Z, H', W').
+        ``stats``: as in :meth:`conv2d_int`."""
         mode = mode or self.p["default_mode"]
         w = np.asarray(w, np.float64)
         if w.ndim != 4:
@@ -259,7 +275,8 @@ class Kernel:
         wq = self._quantize_weights(w, mode, delta)
         y = self._float_run(xi, fx, wq, bias, relu, lambda a: im2col(a, w.shape[2], pad)[0],
                             lambda b_int, sh: self.conv2d_int(xi, wq, padding=padding, mode=mode, bias=b_int,
-                                                              shift=sh, relu=relu).reshape(w.shape[0], -1).T)
+                                                              shift=sh, relu=relu, stats=stats
+                                                              ).reshape(w.shape[0], -1).T)
         oh, ow = xi.shape[1] + 2 * pad - w.shape[2] + 1, xi.shape[2] + 2 * pad - w.shape[2] + 1
         return y.T.reshape(w.shape[0], oh, ow)
 
@@ -270,9 +287,13 @@ class Kernel:
         d = protocol.unpack_input(p, beats, regs_in)
         batch, n, k, flags, _, delta, cin, h, w, ks, pad = (int(r) for r in regs_in)
         x = im2col(d["fmap"], ks, pad)[0] if "fmap" in d else d["x"]
-        y, sat = emulate(p, x, d["regs"], d["bias"], d["shift"], n=n, mode=d["mode"], delta=delta,
-                         relu=bool(flags & protocol.FLAG_RELU))
-        return protocol.pack_output(p, y), np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)
+        stats = bool(flags & protocol.FLAG_STATS_OUT)
+        y, sat, *hist = emulate(p, x, d["regs"], d["bias"], d["shift"], n=n, mode=d["mode"], delta=delta,
+                                relu=bool(flags & protocol.FLAG_RELU), stats=stats)
+        out = protocol.pack_output(p, y)
+        if stats:
+            out = np.concatenate([out, protocol.pack_stats(p, hist[0])])
+        return out, np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)
 
 
 def _flatten(t):

@@ -20,13 +20,21 @@ A weight register lane is ``{cfg, z2, s2, e2, z1, s1, e1}`` from the high bits d
 in two-hot and summed-PoT modes it serves neuron ``u``; in dual PoT mode neurons ``2u``
 (shifter 1: ``e1, s1, z1``) and ``2u+1`` (shifter 2: ``e2, s2, z2``).
 
-The output stream is, per sample, one segment of N output lanes; TLAST is set on the last
-beat of the call.
+The output stream is, per sample, one segment of N output lanes. With ``FLAG_STATS_OUT``
+set, one *statistics* segment follows the last sample's: the :func:`stats_bins` (=
+``acc_bits``) 32-bit counters of the statistics unit (source 002), in bin order, each as two
+lanes, low 16 bits first. Counter ``k`` is the number of the call's outputs whose wide value
+``v`` — the accumulator plus bias (saturated to ``acc_bits``), after ReLU if enabled, just
+before the output shift, rounding and saturation (emulator rule 5) — has ``unsigned_msb(v) ==
+k`` (:func:`hlsnn.primitives.msb_histogram`: 0 and -1 are not counted, counters saturate at
+``2**32 - 1``); all ``batch x N`` real outputs count, never the padding neurons of a tile.
+TLAST is set on the last beat of the call (of the statistics segment when there is one);
+without the flag the stream is exactly as before.
 
 Registers (s_axilite, in this order): inputs ``batch, n_out, k, flags, mode, delta, cin,
-fm_height, fm_width, ksize, pad`` (flags bit 0 ReLU, bit 1 convolution; mode 0 two-hot, 1 PoT,
-3 PoT summed; for convolution ``batch`` = output pixels and ``k`` = cin*ksize^2), outputs
-``id_magic, id_hash, sat_count``.
+fm_height, fm_width, ksize, pad`` (flags bit 0 ReLU, bit 1 convolution, bit 2 statistics
+segment out; mode 0 two-hot, 1 PoT, 3 PoT summed; for convolution ``batch`` = output pixels and
+``k`` = cin*ksize^2), outputs ``id_magic, id_hash, sat_count``.
 """
 from __future__ import annotations
 
@@ -35,12 +43,13 @@ import math
 import numpy as np
 
 from ...errors import InputError
+from .. import stream as _stream
 from ..stream import beats_to_lanes, lanes_to_beats, pad_to, segment_rows
 from .spec import LANE_BITS, MODES
 
 REGS_IN = ("batch", "n_out", "k", "flags", "mode", "delta", "cin", "fm_height", "fm_width", "ksize", "pad")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
-FLAG_RELU, FLAG_CONV = 1, 2
+FLAG_RELU, FLAG_CONV, FLAG_STATS_OUT = 1, 2, 4
 LANE = np.dtype("<i2")
 
 
@@ -198,8 +207,29 @@ def n_input_beats(p, *, batch, n, k, mode, fmap_size=None) -> int:
     return batch * math.ceil(k / lanes) + btiles * wbeats
 
 
-def n_output_beats(p, batch, n) -> int:
-    return batch * math.ceil(n / lanes_per_beat(p))
+def stats_bins(p) -> int:
+    """Counters of the statistics segment: one per MSB position of an ``acc_bits`` value."""
+    return p["acc_bits"]
+
+
+def n_stats_beats(p) -> int:
+    return _stream.n_stats_beats(stats_bins(p), LANE_BITS, p["stream_bits"])
+
+
+def n_output_beats(p, batch, n, *, stats=False) -> int:
+    """Output beats of a call; ``stats``: with the statistics segment (``FLAG_STATS_OUT``)."""
+    return batch * math.ceil(n / lanes_per_beat(p)) + (n_stats_beats(p) if stats else 0)
+
+
+def pack_stats(p, hist) -> np.ndarray:
+    """The statistics segment's beats for counters ``hist`` (``stats_bins(p)``,)."""
+    return _stream.pack_stats(hist, LANE_BITS, p["stream_bits"])
+
+
+def unpack_stats(p, beats) -> np.ndarray:
+    """The counters (int64, ``stats_bins(p)``) of a call's output beats that end with the
+    statistics segment (only the last :func:`n_stats_beats` beats are read)."""
+    return _stream.unpack_stats(np.asarray(beats)[-n_stats_beats(p):], stats_bins(p), LANE_BITS)
 
 
 def unpack_input(p, beats, regs_in):
