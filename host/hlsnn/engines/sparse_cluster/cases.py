@@ -2,7 +2,8 @@
 emulator: densities 0 %, 10 %, 50 % and 100 % of inputs and weights, odd map sizes, maps
 larger than a unit's tile (folding, seams between jobs), several input and output channels
 (output-channel groups), kernel sizes 1, 3 and 5, 'same' and 'valid' padding, ReLU, 2x2
-pooling, raw int32 output, saturation and the largest magnitudes."""
+pooling, raw int32 output, saturation and the largest magnitudes; and cases with the statistics
+segment (``FLAG_STATS_OUT``), whose histogram is compared bin by bin."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...formats import sparse as sfmt
+from ..common import compare_stats
 from . import protocol
 from .emulator import emulate
 from .spec import MAGIC
@@ -26,12 +28,13 @@ class Case:
     relu: bool = False
     pool: bool = False
     raw: bool = False
+    stats: bool = False
     notes: dict = field(default_factory=dict)
 
     @property
     def flags(self):
         return ((protocol.FLAG_RELU if self.relu else 0) | (protocol.FLAG_POOL if self.pool else 0)
-                | (protocol.FLAG_RAW if self.raw else 0))
+                | (protocol.FLAG_RAW if self.raw else 0) | (protocol.FLAG_STATS_OUT if self.stats else 0))
 
 
 def _sparse(rng, shape, density, lo=-128, hi=127):
@@ -79,6 +82,19 @@ def make_cases(cfg, seed=0, n_random=6):
     c, z, k = min(4, cmax), min(3, zmax), min(3, kmax)
     cases.append(Case("max_magnitude", np.full((c, 8, 8), -128), np.full((z, c, k, k), -128), np.zeros(z, int),
                       np.full(z, 20), padding="valid"))
+    # the statistics unit: requantized and raw, with and without ReLU and pooling, several
+    # folds and output-channel groups (per-unit histograms merged), negative values, all-zero
+    add("stats", 3, 5, 3, 13, 11, 0.5, 0.5, stats=True)
+    add("stats_relu", 2, 4, 3, big_h, big_w, 0.4, 0.6, relu=True, stats=True)
+    add("stats_pool", 2, zg, 3, 14, 12, 0.5, 0.5, pool=True, stats=True)
+    add("stats_pool_relu", 2, 4, 3, 14, 13, 0.4, 0.5, pool=True, relu=True, stats=True)
+    add("stats_raw", 3, 5, 3, 10, 9, 0.5, 0.5, raw=True, stats=True)
+    add("stats_raw_pool", 2, 3, 3, 10, 10, 0.5, 0.5, raw=True, pool=True, stats=True)
+    add("stats_zero", 2, 3, 3, 9, 9, 0.0, 0.5, stats=True)
+    cases[-1].bias[:] = 0
+    c, z, k = min(4, cmax), min(3, zmax), min(3, kmax)
+    cases.append(Case("stats_max_magnitude", np.full((c, 8, 8), -128), np.full((z, c, k, k), 127),
+                      np.full(z, -(1 << 29)), np.full(z, 20), padding="valid", raw=True, stats=True))
     for i in range(n_random):
         k = int(rng.choice([kk for kk in (1, 3, 5) if kk <= kmax]))
         pad = "same" if rng.integers(0, 2) else "valid"
@@ -106,9 +122,10 @@ def run_case(cfg, target, case: Case):
     p = cfg.params
     plan, beats, regs = _prepare(cfg, case)
     z = case.w.shape[0]
-    out, regs_out = target.run(beats, regs, protocol.n_output_beats(p, plan.rounds, z, case.flags))
+    out, regs_out = target.run(beats, regs, protocol.n_output_beats(p, plan.rounds, z, case.flags, stats=case.stats))
     got = protocol.unpack_output(p, out, plan.rounds, z, plan.out_shape, case.flags)
-    exp, esat = emulate(p, plan.xp, case.w, case.bias, case.shift, relu=case.relu, pool=case.pool, raw=case.raw)
+    exp, esat, *ehist = emulate(p, plan.xp, case.w, case.bias, case.shift, relu=case.relu, pool=case.pool,
+                                raw=case.raw, stats=case.stats)
     bad = got != exp
     first = None
     if bad.any():
@@ -117,9 +134,13 @@ def run_case(cfg, target, case: Case):
         hx = lambda v: f"0x{int(v) & ((1 << width) - 1):0{width // 4}x}"  # noqa: E731
         first = {"index": list(i), "expected": {"value": int(exp[i]), "raw": hx(exp[i])},
                  "got": {"value": int(got[i]), "raw": hx(got[i])}}
+    outputs, mismatches = int(bad.size), int(bad.sum())
+    if case.stats:      # the histogram's bins count as outputs of the case
+        bins, bad_bins, first_bin = compare_stats(ehist[0], protocol.unpack_stats(p, out))
+        outputs, mismatches, first = outputs + bins, mismatches + bad_bins, first or first_bin
     regs_ok = [int(r) for r in regs_out] == [MAGIC, cfg.hash32, esat]
     return {"case": case.name, "shape": [case.x.shape[0], z, case.w.shape[2], *case.x.shape[1:]],
-            "outputs": int(bad.size), "mismatches": int(bad.sum()), "first": first, "registers_ok": regs_ok,
+            "outputs": outputs, "mismatches": mismatches, "first": first, "registers_ok": regs_ok,
             "registers": {"expected": [MAGIC, cfg.hash32, esat], "got": [int(r) for r in regs_out]},
             "rounds": len(plan.rounds)}
 

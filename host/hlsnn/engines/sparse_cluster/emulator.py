@@ -16,12 +16,15 @@ and the board must agree on every output bit.
    last row or column is dropped.
 5. **Output**: raw mode returns ``t`` (int32); otherwise
    ``y = shift_round_sat(t, shift[z], 8)`` (int8), and ``sat_count`` counts saturated outputs.
+6. **Statistics unit** (source 002; only with ``stats=True``, the ``FLAG_STATS_OUT`` bit):
+   ``hist = msb_histogram(t, 32)`` over ``t`` of rules 2-4 (in raw mode, the raw outputs),
+   one count per real output.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ...primitives import shift_round_sat
+from ...primitives import msb_histogram, shift_round_sat
 from ..common import round_into
 
 
@@ -97,9 +100,13 @@ def _bias_relu_pool(acc, bias, relu, pool):
     return t
 
 
-def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even"):
-    """Rules 2-5 on accumulators ``(Z, H, W)``: returns ``(out, sat_count)``."""
+def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even", stats=False):
+    """Rules 2-5 on accumulators ``(Z, H, W)``: returns ``(out, sat_count)``, and with
+    ``stats`` also rule 6's histogram: ``(out, sat_count, hist)``."""
     t = _bias_relu_pool(acc, bias, relu, pool)
+    if stats:
+        out, sat = postprocess(t, 0, shift, raw=raw, rounding=rounding)
+        return out, sat, msb_histogram(t, 32)
     if raw:
         return t, 0
     # rule 5 in float64 (exact: |t| < 2**31 and the scale is a power of two); the integer
@@ -121,8 +128,9 @@ def postprocess_reference(acc, bias, shift, *, relu=False, pool=False, raw=False
     return y, int(sat.sum()) % (1 << 32)
 
 
-def emulate(p, xp, w, bias, shift, *, relu=False, pool=False, raw=False, method="auto"):
+def emulate(p, xp, w, bias, shift, *, relu=False, pool=False, raw=False, method="auto", stats=False):
     """The whole layer on a padded input ``xp`` (C, Hp, Wp): ``(out, sat_count)``, out
-    (Z, H', W') (pooled if ``pool``) as int8 values, or int32 in raw mode."""
+    (Z, H', W') (pooled if ``pool``) as int8 values, or int32 in raw mode; with ``stats``
+    ``(out, sat_count, hist)``, ``hist`` the (32,) int64 counters of rule 6."""
     acc = conv_accumulate(xp, w, method=method)
-    return postprocess(acc, bias, shift, relu=relu, pool=pool, raw=raw, rounding=p["rounding"])
+    return postprocess(acc, bias, shift, relu=relu, pool=pool, raw=raw, rounding=p["rounding"], stats=stats)

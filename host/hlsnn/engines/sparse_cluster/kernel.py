@@ -9,6 +9,7 @@ from ...formats import sparse as sfmt
 from . import protocol
 from .emulator import conv_accumulate, emulate, postprocess
 from ..common import largest_frac
+from ..stream import merge_stats
 from .protocol import Job
 from .spec import MAGIC
 
@@ -43,7 +44,13 @@ class Plan:
 
 
 class Kernel:
-    """Zero-skipping convolution (stride 1, 'same' or 'valid'), int8 in, int8 or int32 out."""
+    """Zero-skipping convolution (stride 1, 'same' or 'valid'), int8 in, int8 or int32 out.
+
+    ``stats=True`` sets the ``FLAG_STATS_OUT`` bit: the statistics unit returns the MSB
+    histogram of the int32 values after bias, ReLU and pooling (``protocol`` docstring), left in
+    :attr:`last_stats` (int64, ``protocol.stats_bins(p)`` = 32 counters); after a call without
+    it, :attr:`last_stats` is None.
+    """
 
     OPERATIONS = ("conv2d", "conv2d_int")
 
@@ -51,6 +58,7 @@ class Kernel:
         self.cfg, self.p, self.target = cfg, cfg.params, target
         self.last_sat_count = 0
         self.last_plan = None
+        self.last_stats = None
 
     # ------------------------------------------------------------------ planning
     def plan(self, x, k, padding="same", pool=False, threshold=0.03, balance="auto"):
@@ -125,13 +133,16 @@ class Kernel:
 
     # ------------------------------------------------------------------ integer path
     def conv2d_int(self, x, w, *, bias=None, shift=None, padding="same", relu=False, pool=False,
-                   requantize=True, threshold=0.03):
+                   requantize=True, threshold=0.03, stats=False):
         """int8 ``x`` (C, H, W) and ``w`` (Z, C, k, k) -> int8 (``requantize``) or the exact
         int32 accumulators (+ bias, ReLU, pooling) as int64 (Z, H', W').
 
         ``shift`` (int or (Z,)): the output right shift; None chooses, per output channel, the
         smallest shift that fits the largest value into int8 (calibrated on the emulator's
         exact accumulators).
+
+        ``stats``: the MSB histogram of the int32 values before requantization into
+        :attr:`last_stats`.
         """
         p = self.p
         x, w = check_operands(p, x, w)
@@ -141,7 +152,7 @@ class Kernel:
             raise InputError("bias must be in (-2^30, 2^30) accumulator units")
         plan = self.plan(x, k, padding, pool, threshold)
         flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_POOL if pool else 0) | \
-            (0 if requantize else protocol.FLAG_RAW)
+            (0 if requantize else protocol.FLAG_RAW) | (protocol.FLAG_STATS_OUT if stats else 0)
         if shift is None:
             if requantize:
                 t, _ = postprocess(conv_accumulate(plan.xp, w), bias, np.zeros(z), relu=relu, pool=pool, raw=True)
@@ -157,32 +168,35 @@ class Kernel:
         beats = protocol.pack_input(p, fmap_padded=plan.xp, coefs=coefs, rounds=plan.rounds, bias=bias,
                                     shift=shift, ksize=k)
         regs = [c, z, k, flags, len(plan.rounds), len(protocol.groups(p, z))]
-        out, regs_out = self.target.run(beats, regs, protocol.n_output_beats(p, plan.rounds, z, flags))
+        out, regs_out = self.target.run(beats, regs, protocol.n_output_beats(p, plan.rounds, z, flags, stats=stats))
         magic, hash32, sat = (int(r) for r in regs_out)
         if magic != MAGIC or hash32 != self.cfg.hash32:
             raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
                              f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
         self.last_sat_count, self.last_plan = sat, plan
+        self.last_stats = protocol.unpack_stats(p, out) if stats else None
         return protocol.unpack_output(p, out, plan.rounds, z, plan.out_shape, flags)
 
     # ------------------------------------------------------------------ float / dispatch
     def conv2d(self, x, w, bias=None, padding="same", relu=False, requantize=True, *, pool=False, shift=None,
-               threshold=0.03):
-        """``x`` (C, H, W), ``w`` (Z, C, k, k). Integer arrays (int8 values) run as they are
+               threshold=0.03, stats=False):
+        """``x`` (C, H, W), ``w`` (Z, C, k, k). ``stats``: as in :meth:`conv2d_int` (the
+        histogram is of the integers, in accumulator units, also on the float path). Integer arrays (int8 values) run as they are
         (see :meth:`conv2d_int`; ``bias`` in accumulator units). Float arrays are quantized to
         int8 with power-of-two scales (the largest that fits), run, and returned as floats."""
         xa, wa = np.asarray(x), np.asarray(w)
         if xa.dtype.kind in "iu" and wa.dtype.kind in "iu":
             return self.conv2d_int(xa, wa, bias=bias, shift=shift, padding=padding, relu=relu, pool=pool,
-                                   requantize=requantize, threshold=threshold)
+                                   requantize=requantize, threshold=threshold, stats=stats)
         xq, fx = _q8(xa, "x")
         wq, fw = _q8(wa, "w")
         b = None if bias is None else np.rint(np.ldexp(np.asarray(bias, np.float64), fx + fw)).astype(np.int64)
         if not requantize:
             y = self.conv2d_int(xq, wq, bias=b, padding=padding, relu=relu, pool=pool, requantize=False,
-                                threshold=threshold)
+                                threshold=threshold, stats=stats)
             return np.ldexp(y.astype(np.float64), -(fx + fw))
-        y = self.conv2d_int(xq, wq, bias=b, shift=shift, padding=padding, relu=relu, pool=pool, threshold=threshold)
+        y = self.conv2d_int(xq, wq, bias=b, shift=shift, padding=padding, relu=relu, pool=pool, threshold=threshold,
+                            stats=stats)
         return np.ldexp(y.astype(np.float64), (self.last_shift - (fx + fw)).reshape(-1, 1, 1))
 
     # ------------------------------------------------------------------ emulator target
@@ -195,7 +209,8 @@ class Kernel:
         d = protocol.unpack_input(p, beats, regs_in)
         w, bias, shift = d["weights"], d["bias"], d["shift"]
         lanes = protocol.lanes_per_beat(p)
-        parts, sat = [], 0
+        stats = bool(flags & protocol.FLAG_STATS_OUT)
+        parts, sat, hist = [], 0, np.zeros(protocol.stats_bins(p), np.int64)
         for z0, z1 in protocol.groups(p, zout):
             for r, hw in enumerate(d["rounds_hw"]):
                 for m in range(p["units"]):
@@ -206,13 +221,18 @@ class Kernel:
                     for kz in range(cin):
                         v, rr, cc = d["entries"][(r, m, kz)]
                         tile[kz, rr, cc] = v
-                    out, s = emulate(p, tile, w[z0:z1], bias[z0:z1], shift[z0:z1], relu=bool(flags & 1),
-                                     pool=bool(flags & 2), raw=bool(flags & 4))
+                    out, s, *h = emulate(p, tile, w[z0:z1], bias[z0:z1], shift[z0:z1], relu=bool(flags & 1),
+                                         pool=bool(flags & 2), raw=bool(flags & 4), stats=stats)
                     sat += s
+                    if stats:
+                        hist = merge_stats(hist, h[0])
                     parts.append(protocol.job_segment(out, bool(flags & protocol.FLAG_RAW), lanes))
         from ..stream import lanes_to_beats
         lanes_all = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        return (lanes_to_beats(lanes_all, protocol.LANE, p["stream_bits"]),
+        out = lanes_to_beats(lanes_all, protocol.LANE, p["stream_bits"])
+        if stats:
+            out = np.concatenate([out, protocol.pack_stats(p, hist)])
+        return (out,
                 np.array([MAGIC, cfg.hash32, sat % (1 << 32)], dtype=np.uint32))
 
 

@@ -23,11 +23,19 @@ Input stream, for each group ``g``, for each round:
 Output stream: for each group, round and unit with ``oh > 0``, one segment of the job's
 outputs, channel-major then row-major: ``int8`` values one per lane, or (raw mode) int32
 accumulators as two lanes ``low, high``; with 2x2 max pooling the job is ``oh/2 x ow/2``.
-TLAST is set on the last beat of the call.
+With ``FLAG_STATS_OUT`` set, one *statistics* segment follows the last job's: the
+:func:`stats_bins` (= 32, ``ACC_BITS``) 32-bit counters of the statistics unit (source 002),
+in bin order, each as two lanes, low 16 bits first. Counter ``k`` is the number of the call's
+real outputs whose int32 value ``t`` — after bias, ReLU and 2x2 pooling if enabled (emulator
+rules 2-4), just before the output shift (in raw mode: the raw value itself) — has
+``unsigned_msb(t) == k`` (:func:`hlsnn.primitives.msb_histogram`: 0 and -1 are not counted,
+counters saturate at ``2**32 - 1``); every unit counts its own jobs' outputs and the counters
+are summed (saturating) over the units. TLAST is set on the last beat of the call (of the
+statistics segment when there is one); without the flag the stream is exactly as before.
 
 Registers (s_axilite, in this order): inputs ``cin, zout, ksize, flags, n_rounds, n_groups``
-(flags bit 0 ReLU, bit 1 2x2 max pooling, bit 2 raw int32 output), outputs ``id_magic,
-id_hash, sat_count``.
+(flags bit 0 ReLU, bit 1 2x2 max pooling, bit 2 raw int32 output, bit 3 statistics segment
+out), outputs ``id_magic, id_hash, sat_count``.
 """
 from __future__ import annotations
 
@@ -37,11 +45,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import InputError
+from .. import stream as _stream
 from ..stream import beats_to_lanes, lanes_to_beats, pad_to
 
 REGS_IN = ("cin", "zout", "ksize", "flags", "n_rounds", "n_groups")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
-FLAG_RELU, FLAG_POOL, FLAG_RAW = 1, 2, 4
+FLAG_RELU, FLAG_POOL, FLAG_RAW, FLAG_STATS_OUT = 1, 2, 4, 8
+#: Width of the accumulators and of the values the statistics unit counts.
+ACC_BITS = 32
 LANE = np.dtype("<i2")
 
 
@@ -133,7 +144,29 @@ def out_dims(job, pool):
     return (job.oh // 2, job.ow // 2) if pool else (job.oh, job.ow)
 
 
-def n_output_beats(p, rounds, zout, flags):
+def stats_bins(p) -> int:
+    """Counters of the statistics segment: one per MSB position of an int32 value."""
+    return ACC_BITS
+
+
+def n_stats_beats(p) -> int:
+    return _stream.n_stats_beats(stats_bins(p), 16, p["stream_bits"])
+
+
+def pack_stats(p, hist) -> np.ndarray:
+    """The statistics segment's beats for counters ``hist`` (``stats_bins(p)``,)."""
+    return _stream.pack_stats(hist, 16, p["stream_bits"])
+
+
+def unpack_stats(p, beats) -> np.ndarray:
+    """The counters (int64) of a call's output beats that end with the statistics segment
+    (only the last :func:`n_stats_beats` beats are read)."""
+    return _stream.unpack_stats(np.asarray(beats)[-n_stats_beats(p):], stats_bins(p), 16)
+
+
+def n_output_beats(p, rounds, zout, flags, *, stats=False):
+    """Output beats of a call; with the statistics segment when ``stats`` (or when ``flags``
+    has ``FLAG_STATS_OUT``: the kernel sends it then)."""
     lanes = lanes_per_beat(p)
     per = 2 if flags & FLAG_RAW else 1
     total = 0
@@ -143,6 +176,8 @@ def n_output_beats(p, rounds, zout, flags):
                 if j.oh:
                     h, w = out_dims(j, flags & FLAG_POOL)
                     total += math.ceil(max((z1 - z0) * h * w * per, 1) / lanes)
+    if stats or flags & FLAG_STATS_OUT:
+        total += n_stats_beats(p)
     return total
 
 

@@ -8,6 +8,7 @@ from ...config import Field
 from ...errors import ConfigError
 from ...primitives import ROUNDING_CODES
 from ..common import bram36
+from .protocol import ACC_BITS
 
 NAME = "sparse_cluster"
 TOP = "sparse_cluster_top"
@@ -95,6 +96,7 @@ def template_context(cfg) -> dict:
         "max_entries": th * tw,
         "max_coefs": p["max_z"] * p["max_ksize"] ** 2,
         "lane_bits": LANE_BITS,
+        "stats_bins": ACC_BITS,
         "rounding_code": ROUNDING_CODES[p["rounding"]],
         "magic": MAGIC,
         "top": TOP,

@@ -1,0 +1,1 @@
+"""Whole-model deployment: ONNX import, calibration, per-layer formats, reports."""

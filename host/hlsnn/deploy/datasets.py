@@ -1,0 +1,123 @@
+"""Small labelled data sets for whole-model deployment: calibration inputs and accuracy checks.
+
+``load("digits")`` is scikit-learn's bundled 8 x 8 handwritten digits (1797 images, no
+download), split once and for all into 1437 training and 360 test images (stratified,
+``random_state=0``) and scaled to [0, 1]. ``load("path/to/data.npz")`` reads an ``.npz`` file
+holding ``x_train``, ``y_train``, ``x_test`` and ``y_test`` (``x_train``/``y_train`` may be
+absent, then they are None).
+
+>>> ds = load("digits")                      # doctest: +SKIP
+>>> ds.x_train.shape, ds.x_test.shape        # doctest: +SKIP
+((1437, 64), (360, 64))
+>>> load("digits", layout="nchw").x_test.shape  # doctest: +SKIP
+(360, 1, 8, 8)
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..errors import InputError
+
+DIGITS_TEST_SIZE = 360
+DIGITS_SPLIT_SEED = 0
+LAYOUTS = ("flat", "nchw")
+ALLOWED = ('"digits" (scikit-learn\'s bundled 8x8 digits) or a path to an .npz file with arrays '
+           "x_train, y_train, x_test, y_test")
+
+
+@dataclass(eq=False)
+class Dataset:
+    """Inputs ``x_*`` (float32) and integer labels ``y_*`` (int64); the train arrays may be None."""
+
+    name: str
+    x_train: Optional[np.ndarray]
+    y_train: Optional[np.ndarray]
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+    @property
+    def num_classes(self) -> int:
+        ys = [y for y in (self.y_train, self.y_test) if y is not None and y.size]
+        return int(max(int(y.max()) for y in ys)) + 1 if ys else 0
+
+
+def load(name_or_path, *, layout=None) -> Dataset:
+    """Load a data set by name (``"digits"``) or from an ``.npz`` file.
+
+    ``layout``: ``"flat"`` gives (N, features) inputs, ``"nchw"`` gives (N, C, H, W) inputs
+    (digits: (N, 1, 8, 8)); None keeps an ``.npz`` file's own shapes and means ``"flat"`` for
+    digits. Raises :class:`hlsnn.errors.InputError` for an unknown name, a missing or malformed
+    file, or an unknown layout.
+    """
+    if layout is not None and layout not in LAYOUTS:
+        raise InputError(f"layout = {layout!r}: expected one of {', '.join(map(repr, LAYOUTS))} or None")
+    if isinstance(name_or_path, str) and name_or_path == "digits":
+        return _digits(layout or "flat")
+    if isinstance(name_or_path, (str, os.PathLike)) and str(name_or_path).endswith(".npz"):
+        return _npz(Path(name_or_path), layout)
+    raise InputError(f"data set {name_or_path!r}: expected {ALLOWED}")
+
+
+def _digits(layout: str) -> Dataset:
+    try:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError as exc:
+        raise InputError(f'data set "digits" needs scikit-learn ({exc}): pip install "hlsnn[deploy]"') from None
+    digits = load_digits()
+    x = (digits.data / 16.0).astype(np.float32)
+    y = digits.target.astype(np.int64)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, y, test_size=DIGITS_TEST_SIZE, random_state=DIGITS_SPLIT_SEED, stratify=y)
+    if layout == "nchw":
+        x_train, x_test = x_train.reshape(-1, 1, 8, 8), x_test.reshape(-1, 1, 8, 8)
+    return Dataset("digits", np.ascontiguousarray(x_train), y_train, np.ascontiguousarray(x_test), y_test)
+
+
+def _npz(path: Path, layout: Optional[str]) -> Dataset:
+    if not path.is_file():
+        raise InputError(f"data set {str(path)!r}: no such file (expected {ALLOWED})")
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+    except Exception as exc:  # a corrupt archive, a pickled object array...
+        raise InputError(f"data set {str(path)!r}: cannot read it as .npz ({exc})") from None
+    missing = [k for k in ("x_test", "y_test") if k not in arrays]
+    if ("x_train" in arrays) != ("y_train" in arrays):
+        missing.append("y_train" if "x_train" in arrays else "x_train")
+    if missing:
+        raise InputError(f"data set {str(path)!r}: missing array(s) {', '.join(missing)} "
+                         f"(has {', '.join(sorted(arrays)) or 'none'}; expected x_train, y_train, x_test, y_test)")
+    parts = {}
+    for split in ("train", "test"):
+        if f"x_{split}" not in arrays:
+            parts[f"x_{split}"] = parts[f"y_{split}"] = None
+            continue
+        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if x.ndim < 2 or y.ndim != 1 or len(x) != len(y):
+            raise InputError(f"data set {str(path)!r}: x_{split} {x.shape} and y_{split} {y.shape} must be "
+                             "(N, ...) and (N,)")
+        if not np.issubdtype(x.dtype, np.number) or not np.issubdtype(y.dtype, np.integer):
+            raise InputError(f"data set {str(path)!r}: x_{split} ({x.dtype}) must be numeric and "
+                             f"y_{split} ({y.dtype}) integer")
+        parts[f"x_{split}"] = _layout(np.ascontiguousarray(x, dtype=np.float32), layout, path, f"x_{split}")
+        parts[f"y_{split}"] = y.astype(np.int64)
+    return Dataset(path.stem, **parts)
+
+
+def _layout(x: np.ndarray, layout: Optional[str], path: Path, key: str) -> np.ndarray:
+    if layout is None:
+        return x
+    if layout == "flat":
+        return x.reshape(len(x), -1)
+    if x.ndim == 4:
+        return x
+    if x.ndim == 3:
+        return x[:, None]
+    raise InputError(f"data set {str(path)!r}: {key} {x.shape} cannot be given layout 'nchw' "
+                     "(store it as (N, H, W) or (N, C, H, W))")
