@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train the shipped example models on scikit-learn's bundled digits and export them to ONNX.
 
-    python scripts/train_digits.py [--out configs/models] [--seed 0] [--opset 13]    # needs pip install -e ".[deploy]"
+    python scripts/train_digits.py [--out configs/models] [--seed 0] [--opset 15]    # needs pip install -e ".[deploy]"
 
 Writes ``digits_mlp.onnx`` (64 -> 32 -> 10 MLP) and ``digits_cnn.onnx`` (two conv-BN-relu-pool
 blocks -> fc), trained with numpy only (hlsnn.deploy.train; deterministic for a seed), and

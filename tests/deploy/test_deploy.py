@@ -148,7 +148,7 @@ def test_pruning_reaches_the_configured_sparsity(results):
     for model in ("mlp", "cnn"):
         for fmt, want in (("sparse50", 0.5), ("sparse80", 0.8)):
             for layer, v in results[model]["assignments"][fmt]["per_layer"].items():
-                assert v["weight_sparsity"] >= want - 1e-9, (model, fmt, layer)
+                assert v["weight_sparsity"] >= want - 1e-3, (model, fmt, layer)   # round(want * size) weights
 
 
 @pytest.mark.csim

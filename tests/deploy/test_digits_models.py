@@ -41,7 +41,7 @@ def _dims(value_info):
 def test_shipped_model_structure(root, kind):
     model = _load(root, kind)
     onnx.checker.check_model(model, full_check=True)
-    assert [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] == [13]
+    assert [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] == [15]
     _, names, ops = MODELS[kind]
     assert [n.name for n in model.graph.node] == names
     assert [n.op_type for n in model.graph.node] == ops

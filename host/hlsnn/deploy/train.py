@@ -19,11 +19,11 @@ inference-mode graph whose every parameter is real. The conv biases are drawn at
 initialization and not trained (a bias in front of a BN has no effect on the loss); they are
 exported, and absorbed by the BN means, so the ONNX Conv nodes carry a non-zero B input.
 
-The exported graphs use opset 13, float32 initializers, input ``input``, output ``probs`` and
+The exported graphs use opset 15, float32 initializers, input ``input``, output ``probs`` and
 a symbolic batch dimension ``N``; :meth:`Mlp.predict_proba` and :meth:`Cnn.predict_proba` are
-the numpy forward passes they compute. Run them with :func:`reference_evaluator` (or
-:func:`reference_probs`), not the bare ``ReferenceEvaluator``: onnx's reference
-BatchNormalization of opsets 9-13 is wrong in inference mode (see there).
+the numpy forward passes they compute. From opset 14 on the stock ``ReferenceEvaluator`` is
+right; :func:`reference_evaluator` also evaluates older models (onnx's reference
+BatchNormalization of opsets 9-13 is wrong in inference mode, see there).
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ from typing import Dict
 
 import numpy as np
 
-OPSET = 13
-IR_VERSION = 7            # the IR version of opset 13 (ONNX 1.8), readable by every onnxruntime
+OPSET = 15
+IR_VERSION = 8            # the IR version of opset 15 (ONNX 1.10)
 BN_EPS = 1e-5
 INPUT_NAME, OUTPUT_NAME = "input", "probs"
 
