@@ -1,13 +1,15 @@
 """Seeded GEMM cases that ``hlsnn compare`` and ``hlsnn csim`` run on a target and on the
 emulator: random operands plus the edges (zeros, largest magnitudes, all-negative results,
 exponents at the floor and ceiling, sizes that are not multiples of the array, K = 1,
-rounding ties in the bias shifter, saturation under the statistics method)."""
+rounding ties in the bias shifter, saturation under the statistics method), and cases with the
+statistics segment (``FLAG_STATS_OUT``), whose histogram is compared bin by bin."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..common import compare_stats
 from . import protocol
 
 
@@ -23,6 +25,7 @@ class Case:
     relu: bool = False
     method: str = "max"
     stats_k: int = 3
+    stats_out: bool = False
     notes: dict = field(default_factory=dict)
 
     @property
@@ -31,7 +34,8 @@ class Case:
 
     def regs(self):
         flags = ((protocol.FLAG_RELU if self.relu else 0) | (protocol.FLAG_BIAS if self.bm is not None else 0)
-                 | (protocol.FLAG_STATS if self.method == "stats" else 0))
+                 | (protocol.FLAG_STATS if self.method == "stats" else 0)
+                 | (protocol.FLAG_STATS_OUT if self.stats_out else 0))
         b, n, k = self.shape
         return [b, n, k, flags, self.stats_k]
 
@@ -116,6 +120,19 @@ def make_cases(cfg, seed=0, n_random=8):
         for ks in (0, 1, 3):
             cases.append(Case(f"stats_k{ks}", mant((b, k)), rng.integers(-4, 4, size=b), mant((n, k)), wexp(n),
                               bm=mant(n), be=-2, relu=bool(ks == 1), method="stats", stats_k=ks))
+    # the statistics unit: negative and positive accumulators (ReLU off and on), bias, ragged
+    # tiles (padding columns must not count), per-sample exponents, both exponent methods
+    b, n, k = 2 * C + 1, clampn(2 * R + 1), clampk(29)
+    for relu in (False, True):
+        cases.append(Case(f"stats_out{'_relu' if relu else ''}", mant((b, k)), rng.integers(-6, 4, size=b),
+                          mant((n, k)), wexp(n), bm=mant(n), be=-3, relu=relu, stats_out=True))
+    cases.append(Case("stats_out_max_magnitude", np.full((C, kmax), mmin), np.zeros(C, int),
+                      np.full((clampn(R), kmax), mmin), np.zeros(clampn(R), int), stats_out=True))
+    cases.append(Case("stats_out_zeros", np.zeros((C + 1, 3), int), np.zeros(C + 1, int), mant((n, 3)), wexp(n),
+                      stats_out=True))
+    if can_stats:
+        cases.append(Case("stats_out_method_stats", mant((b, k)), rng.integers(-4, 4, size=b), mant((n, k)),
+                          wexp(n), bm=mant(n), be=-2, relu=True, method="stats", stats_k=2, stats_out=True))
     for i in range(n_random):
         b = int(rng.integers(1, 3 * C + 2))
         n = clampn(int(rng.integers(1, 3 * R + 4)))
@@ -147,10 +164,10 @@ def run_case(cfg, target, case: Case):
     p = cfg.params
     b, n, k = case.shape
     beats = protocol.pack_input(p, case.xm, case.xe, case.wm, case.we, case.bm, case.be)
-    out, regs_out = target.run(beats, case.regs(), protocol.n_output_beats(p, b, n))
-    gm, ge = protocol.unpack_output(p, out, b, n)
-    em, ee, esat = emulate(p, case.xm, case.xe, case.wm, case.we, case.bm, case.be, relu=case.relu,
-                           use_stats=case.method == "stats", stats_k=case.stats_k)
+    out, regs_out = target.run(beats, case.regs(), protocol.n_output_beats(p, b, n, stats=case.stats_out))
+    gm, ge = protocol.unpack_output(p, out[:protocol.n_output_beats(p, b, n)], b, n)
+    em, ee, esat, *ehist = emulate(p, case.xm, case.xe, case.wm, case.we, case.bm, case.be, relu=case.relu,
+                                   use_stats=case.method == "stats", stats_k=case.stats_k, stats_out=case.stats_out)
     bad = (gm != em) | (ge != ee)[:, None]
     M, E = p["mantissa_bits"], p["exponent_bits"]
     first = None
@@ -165,8 +182,12 @@ def run_case(cfg, target, case: Case):
                  "got": {"mantissa": int(gm[i, j]), "exponent": int(ge[i]),
                          "value": float(np.ldexp(float(gm[i, j]), int(ge[i]))),
                          "raw": f"{hexm(gm[i, j])} e{hexe(ge[i])}"}}
+    outputs, mismatches = int(bad.size), int(bad.sum())
+    if case.stats_out:      # the histogram's bins count as outputs of the case
+        bins, bad_bins, first_bin = compare_stats(ehist[0], protocol.unpack_stats(p, out))
+        outputs, mismatches, first = outputs + bins, mismatches + bad_bins, first or first_bin
     regs_ok = [int(r) for r in regs_out] == [MAGIC, cfg.hash32, esat]
-    return {"case": case.name, "shape": [b, n, k], "outputs": int(bad.size), "mismatches": int(bad.sum()),
+    return {"case": case.name, "shape": [b, n, k], "outputs": outputs, "mismatches": mismatches,
             "first": first, "registers_ok": regs_ok,
             "registers": {"expected": [MAGIC, cfg.hash32, esat], "got": [int(r) for r in regs_out]}}
 

@@ -30,6 +30,11 @@ Notation: ``M`` = ``mantissa_bits``, ``A`` = ``acc_bits``, ``E`` = ``exponent_bi
 6. **Output mantissa shifter**: ``ym = shift_round_sat(acc, e4 - e3, M)``; ``sat_count``
    counts the outputs this saturated (modulo 2**32, as the 32-bit register does).
 
+7. **Statistics unit** (source 002; only with ``stats_out=True``, the ``FLAG_STATS_OUT`` bit):
+   ``hist = msb_histogram(acc, acc_bits)`` over the wide accumulators of step 4 (after bias
+   and ReLU, in accumulator units, i.e. relative to each output's ``e3``) of all ``batch x N``
+   outputs.
+
 Rounding of steps 3 and 6 is :func:`hlsnn.primitives.shift_round_sat`.
 
 :func:`emulate_reference` transcribes these rules literally with the int64 primitives;
@@ -45,7 +50,7 @@ import numpy as np
 from ...errors import InputError
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
-from ...primitives import isqrt, msb_index, shift_round_sat
+from ...primitives import isqrt, msb_histogram, msb_index, shift_round_sat
 from .spec import STAT_BITS
 
 
@@ -117,7 +122,8 @@ def select_exponent(acc, e3, mantissa_bits, exponent_bits, use_stats=False, stat
     return np.where(anyn, e4, emin)
 
 
-def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3):
+def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,
+                      stats_out=False):
     """The module's rules transcribed literally with the integer primitives (int64).
 
     Slower than :func:`emulate`, which must equal it bit for bit (the tests check this on
@@ -140,11 +146,13 @@ def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats
     stats = bool(use_stats) and p["weight_exponent"] == "tensor"
     ye = select_exponent(acc, e3, M, E, stats, stats_k)
     ym, sat = shift_round_sat(acc, ye[:, None] - e3, M, rounding)
+    if stats_out:
+        return ym, ye, int(sat.sum()) % (1 << 32), msb_histogram(acc, A)
     return ym, ye, int(sat.sum()) % (1 << 32)
 
 
 def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,
-            block_elems=1 << 15):
+            stats_out=False, block_elems=1 << 15):
     """Run the kernel's arithmetic on BFP operands (the module's rules, bit for bit).
 
     Parameters
@@ -159,6 +167,8 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
         Bias mantissas and their exponent.
     relu, use_stats, stats_k
         The ``flags`` and ``stats_k`` registers.
+    stats_out : bool
+        Also return the statistics unit's histogram (rule 7; ``FLAG_STATS_OUT``).
 
     Returns
     -------
@@ -168,6 +178,8 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
         Output exponents.
     sat_count : int
         Number of saturated output mantissas, modulo 2**32.
+    hist : (acc_bits,) int64
+        Only with ``stats_out``: ``msb_histogram`` of the wide accumulators (rule 7).
 
     Notes
     -----
@@ -191,7 +203,8 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
     we = np.broadcast_to(np.asarray(we, np.int64).reshape(-1), (N,))
     mag_bits = 2 * (M - 1) + math.ceil(math.log2(max(K, 1)))      # every |partial sum| <= 2**mag_bits
     if A > 48 or E > 8 or mag_bits > 53:
-        return emulate_reference(p, xm, xe, wm, we, bm, be, relu=relu, use_stats=use_stats, stats_k=stats_k)
+        return emulate_reference(p, xm, xe, wm, we, bm, be, relu=relu, use_stats=use_stats, stats_k=stats_k,
+                                 stats_out=stats_out)
     if bm is not None:
         _check_range("mantissa", M, bm)
     _check_range("exponent", E, xe, we, be)
@@ -209,6 +222,8 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
     ym = np.empty((B, N), np.int64)
     ye = np.empty(B, np.int64)
     sat = 0
+    hist = np.zeros(A, np.int64) if stats_out else None
+    unscale = np.ldexp(1.0, -we) if stats_out else None           # a * 2**-we = acc, exact
     rows = max(1, block_elems // max(N, 1))
     buf, tmp = np.empty((min(rows, B), N)), np.empty((min(rows, B), N))
     for r0 in range(0, B, rows):
@@ -227,6 +242,8 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
         # a = acc * 2**we = value * 2**-xe; ReLU (step 4) commutes with the positive scale
         if relu:
             np.maximum(a, 0, out=a)
+        if stats_out:               # rule 7 on the integer accumulators
+            hist += msb_histogram((a * unscale).astype(np.int64), A)
         if stats:                   # step 5, mean + k*sigma (one weight exponent for the tensor)
             w0 = int(we[0]) if N else 0
             np.abs(a, out=t)
@@ -265,4 +282,6 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
             yb[...] = a
         else:
             (np.rint if rounding == "nearest_even" else np.floor)(a, out=yb, casting="unsafe")
+    if stats_out:
+        return ym, ye, sat % (1 << 32), np.minimum(hist, (1 << 32) - 1)
     return ym, ye, sat % (1 << 32)

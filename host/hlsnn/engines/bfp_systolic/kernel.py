@@ -11,9 +11,9 @@ from .emulator import emulate
 from .spec import MAGIC
 
 
-def _flags(relu, has_bias, use_stats):
+def _flags(relu, has_bias, use_stats, stats_out=False):
     return ((protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_BIAS if has_bias else 0)
-            | (protocol.FLAG_STATS if use_stats else 0))
+            | (protocol.FLAG_STATS if use_stats else 0) | (protocol.FLAG_STATS_OUT if stats_out else 0))
 
 
 class Kernel:
@@ -24,6 +24,12 @@ class Kernel:
     tensor, the bias one for the vector; mantissas are ``mantissa_bits`` wide, exponents
     ``exponent_bits``, and float inputs are quantized with the config's ``rounding``. The
     output is a BFP tensor with one exponent per sample.
+
+    ``stats=True`` sets the ``FLAG_STATS_OUT`` bit (not to be confused with ``method="stats"``,
+    the output-exponent rule): the statistics unit returns the MSB histogram of the aligned
+    wide accumulators (``protocol`` docstring; bins relative to each output's product
+    exponent), left in :attr:`last_stats` (int64, ``protocol.stats_bins(p)`` counters); after a
+    call without it, :attr:`last_stats` is None.
     """
 
     OPERATIONS = ("gemm", "gemm_bfp")
@@ -32,6 +38,7 @@ class Kernel:
         self.cfg, self.p, self.target = cfg, cfg.params, target
         self.last_sat_count = 0
         self.last_id = None
+        self.last_stats = None
 
     # ------------------------------------------------------------------ floats
     def quantize_operands(self, x, w, bias=None):
@@ -52,21 +59,22 @@ class Kernel:
                               rounding=qround)
         return xq, wq, bq
 
-    def gemm(self, x, w, bias=None, relu=False, *, method=None, stats_k=None):
+    def gemm(self, x, w, bias=None, relu=False, *, method=None, stats_k=None, stats=False):
         """Float GEMM: ``x`` (batch, K), ``w`` (N, K), ``bias`` (N,) -> float64 (batch, N).
 
         The result is exactly the dequantized output of :meth:`gemm_bfp` on the quantized
         operands.
         """
         xq, wq, bq = self.quantize_operands(x, w, bias)
-        return self.gemm_bfp(xq, wq, bq, relu=relu, method=method, stats_k=stats_k).dequantize()
+        return self.gemm_bfp(xq, wq, bq, relu=relu, method=method, stats_k=stats_k, stats=stats).dequantize()
 
     # ------------------------------------------------------------------ BFP
-    def gemm_bfp(self, x, w, bias=None, relu=False, *, method=None, stats_k=None):
+    def gemm_bfp(self, x, w, bias=None, relu=False, *, method=None, stats_k=None, stats=False):
         """GEMM on BFP tensors; returns a BFPTensor (batch, N) with one exponent per row.
 
         ``method`` is ``"max"`` or ``"stats"`` (default: the config's ``output_exponent``);
-        ``stats_k`` the k of mean + k*sigma (default: the config's).
+        ``stats_k`` the k of mean + k*sigma (default: the config's). ``stats``: read the
+        statistics segment into :attr:`last_stats`.
         """
         p = self.p
         xm, xe, wm, we, bm, be = self._check_bfp(x, w, bias)
@@ -80,15 +88,16 @@ class Kernel:
             raise InputError(f"stats_k = {stats_k!r}: must be an integer in [0, 15]")
         batch, k = xm.shape
         n = wm.shape[0]
-        regs = [batch, n, k, _flags(relu, bm is not None, method == "stats"), k_sigma]
+        regs = [batch, n, k, _flags(relu, bm is not None, method == "stats", stats), k_sigma]
         beats = protocol.pack_input(p, xm, xe, wm, we, bm, be)
-        out, regs_out = self.target.run(beats, regs, protocol.n_output_beats(p, batch, n))
+        out, regs_out = self.target.run(beats, regs, protocol.n_output_beats(p, batch, n, stats=stats))
         magic, hash32, sat = (int(r) for r in regs_out)
         if magic != MAGIC or hash32 != self.cfg.hash32:
             raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
                              f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
         self.last_sat_count, self.last_id = sat, (magic, hash32)
-        ym, ye = protocol.unpack_output(p, out, batch, n)
+        self.last_stats = protocol.unpack_stats(p, out) if stats else None
+        ym, ye = protocol.unpack_output(p, out[:protocol.n_output_beats(p, batch, n)], batch, n)
         return bfp.BFPTensor.from_parts(ym, ye.reshape(-1, 1), p["mantissa_bits"],
                                         exponent_bits=p["exponent_bits"], axis=1, block_size=None)
 
@@ -99,9 +108,14 @@ class Kernel:
         p = cfg.params
         batch, n, k, flags, k_sigma = (int(r) for r in regs_in)
         xm, xe, wm, we, bm, be = protocol.unpack_input(p, beats, batch, n, k, bool(flags & protocol.FLAG_BIAS))
-        ym, ye, sat = emulate(p, xm, xe, wm, we, bm, be, relu=bool(flags & protocol.FLAG_RELU),
-                              use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15)
-        return protocol.pack_output(p, ym, ye), np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)
+        stats_out = bool(flags & protocol.FLAG_STATS_OUT)
+        ym, ye, sat, *hist = emulate(p, xm, xe, wm, we, bm, be, relu=bool(flags & protocol.FLAG_RELU),
+                                     use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
+                                     stats_out=stats_out)
+        out = protocol.pack_output(p, ym, ye)
+        if stats_out:
+            out = np.concatenate([out, protocol.pack_stats(p, hist[0])])
+        return out, np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)
 
     # ------------------------------------------------------------------ checks
     @staticmethod

@@ -19,12 +19,29 @@ with zero lanes to a whole number of beats. A call's input stream is, in order:
       (``2*rows`` lanes, zero past N and past K).
 
 The weights are streamed again for every batch tile (they are never stored on chip). The
-output stream is, per sample ``b``, one segment ``[y_exp[b], y[b,0], …, y[b,N-1]]``; TLAST
-is set on the last beat of the call.
+output stream is, per sample ``b``, one segment ``[y_exp[b], y[b,0], …, y[b,N-1]]``.
+
+With ``FLAG_STATS_OUT`` set, one *statistics* segment follows the last sample's: the
+:func:`stats_bins` (= ``acc_bits``) 32-bit counters of the statistics unit (source 002), in
+bin order, each split into ``32 / lane_bits`` lanes (two 16-bit or four 8-bit lanes), low
+part first. Counter ``k`` is the number of the call's real outputs (``batch x N``) whose
+aligned wide accumulator ``v`` — the ``acc_bits`` value after the exponent-aligned bias
+(saturated) and ReLU (emulator rules 1-4), the value whose leading-one position the output
+exponent selector looks at, just before the output mantissa shifter — has
+``unsigned_msb(v) == k`` (:func:`hlsnn.primitives.msb_histogram`: 0 and -1 are not counted,
+counters saturate at ``2**32 - 1``). ``v`` is in *accumulator units*: output ``(b, n)`` is
+``v * 2**e3`` with ``e3 = x_exp[b] + w_exp[n]``, so the bins are MSB positions relative to
+each sample's (and, with ``weight_exponent: row``, each row's) own product exponent, not
+absolute magnitudes: samples with different exponents share a bin when their accumulators
+have the same leading-one position. TLAST is set on the last beat of the call (of the
+statistics segment when there is one); without the flag the stream is exactly as before.
+
+``FLAG_STATS`` (bit 2) is something else: it selects the mean + k*sigma *method* of the output
+exponent selector (emulator rule 5); ``FLAG_STATS_OUT`` (bit 3) asks for the histogram.
 
 Registers (s_axilite, in this order): inputs ``batch, n_out, k, flags, stats_k``
-(flags bit 0 ReLU, bit 1 bias, bit 2 statistics method), outputs ``id_magic, id_hash,
-sat_count``.
+(flags bit 0 ReLU, bit 1 bias, bit 2 statistics method, bit 3 statistics segment out),
+outputs ``id_magic, id_hash, sat_count``.
 """
 from __future__ import annotations
 
@@ -33,12 +50,13 @@ import math
 import numpy as np
 
 from ...errors import InputError
+from .. import stream as _stream
 from ..stream import pad_to, segment_rows
 from .spec import lane_bits
 
 REGS_IN = ("batch", "n_out", "k", "flags", "stats_k")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
-FLAG_RELU, FLAG_BIAS, FLAG_STATS = 1, 2, 4
+FLAG_RELU, FLAG_BIAS, FLAG_STATS, FLAG_STATS_OUT = 1, 2, 4, 8
 
 
 def _geometry(p):
@@ -159,9 +177,30 @@ def n_input_beats(p, batch, n, k, has_bias) -> int:
     return beats + batch * xbeats + n_btiles * wbeats
 
 
-def n_output_beats(p, batch, n) -> int:
+def stats_bins(p) -> int:
+    """Counters of the statistics segment: one per MSB position of an ``acc_bits`` value."""
+    return p["acc_bits"]
+
+
+def n_stats_beats(p) -> int:
+    return _stream.n_stats_beats(stats_bins(p), lane_bits(p), p["stream_bits"])
+
+
+def n_output_beats(p, batch, n, *, stats=False) -> int:
+    """Output beats of a call; ``stats``: with the statistics segment (``FLAG_STATS_OUT``)."""
     _, lanes, _ = _geometry(p)
-    return batch * math.ceil((n + 1) / lanes)
+    return batch * math.ceil((n + 1) / lanes) + (n_stats_beats(p) if stats else 0)
+
+
+def pack_stats(p, hist) -> np.ndarray:
+    """The statistics segment's beats for counters ``hist`` (``stats_bins(p)``,)."""
+    return _stream.pack_stats(hist, lane_bits(p), p["stream_bits"])
+
+
+def unpack_stats(p, beats) -> np.ndarray:
+    """The counters (int64) of a call's output beats that end with the statistics segment
+    (only the last :func:`n_stats_beats` beats are read)."""
+    return _stream.unpack_stats(np.asarray(beats)[-n_stats_beats(p):], stats_bins(p), lane_bits(p))
 
 
 def unpack_input(p, beats, batch, n, k, has_bias):
