@@ -23,8 +23,10 @@ The rules (the specification every target follows; the host code is the same on 
   *main operation* runs with the output shift ``F_x + F_w - F_out``. In ``static`` mode this
   happens once, on the calibration images, and the radix points stay fixed; in ``dynamic``
   mode every batch does it (source 002's E1).
-* **BFP layers** quantize their input per sample (``mantissa_bits`` of the accel config) and
-  return the dequantized BFP output; convolutions run as GEMM on host im2col.
+* **BFP layers** quantize their input per sample (``mantissa_bits`` of the accel config;
+  an all-zero sample gets the largest exponent of the batch instead of the quantizer's
+  floor, so that the bias alignment does not saturate) and return the dequantized BFP
+  output; convolutions run as GEMM on host im2col (one sample per patch).
 * **Tiling**: outputs (N or Z) are split into chunks of the kernel's maximum and the batch
   into chunks the kernel accepts; the reduction length K cannot be split without changing
   the numerics, so a layer whose K exceeds the kernel's ``max_k`` / ``max_in_channels`` is
@@ -222,7 +224,8 @@ class ShiftExec(_Exec):
 
 class SparseExec(_Exec):
     """int8 weights (optionally pruned) on the zero-skipping ``sparse_cluster``: convolution
-    per image; dense layers as a 1x1 convolution over a (K, 1, batch) map."""
+    on batches of images laid out as one grid map, a job per image
+    (``Kernel.conv2d_batch_int``); dense layers as a 1x1 convolution over a (K, 1, batch) map."""
 
     BITS = 8
 
@@ -253,24 +256,30 @@ class SparseExec(_Exec):
         kern = self.acc.kernel
         if layer.kind == "dense":
             x2 = xi.reshape(xi.shape[0], -1)
-            maps = [(x2[a:b].T[:, None, :], (a, b)) for a, b in _chunks(x2.shape[0], p["max_hw"])]
+            maps = [x2[a:b].T[:, None, :] for a, b in _chunks(x2.shape[0], p["max_hw"])]
             padding = "valid"
         else:
-            maps = [(xi[i], i) for i in range(xi.shape[0])]
             padding = "same" if layer.pad else "valid"
+            per = kern.batch_capacity(xi.shape[2], xi.shape[3], self.wq.shape[2], padding)
+            maps = [xi[a:b] for a, b in _chunks(xi.shape[0], max(1, per))]
 
         def call(stats, shift):
             outs, hist, sat = [], None, 0
-            for fmap, _ in maps:
+            for fmap in maps:
                 parts = []
                 for a, b in self.z_chunks:
-                    parts.append(kern.conv2d_int(fmap, self.wq[a:b], bias=bias[a:b], shift=shift,
-                                                 padding=padding, relu=layer.relu, stats=stats))
+                    if layer.kind == "dense":
+                        y = kern.conv2d_int(fmap, self.wq[a:b], bias=bias[a:b], shift=shift, padding=padding,
+                                            relu=layer.relu, stats=stats)
+                    else:
+                        y = kern.conv2d_batch_int(fmap, self.wq[a:b], bias=bias[a:b], shift=shift,
+                                                  padding=padding, relu=layer.relu, stats=stats)
+                    parts.append(y)
                     sat += kern.last_sat_count
                     self.stats.calls += 1
                     if stats:
                         hist = kern.last_stats if hist is None else hist + kern.last_stats
-                outs.append(np.concatenate(parts, axis=0))
+                outs.append(np.concatenate(parts, axis=0 if layer.kind == "dense" else 1))
             return outs, hist, sat
 
         if calibrate or self.f_out is None or self.deploy.dynamic:
@@ -283,7 +292,7 @@ class SparseExec(_Exec):
         if layer.kind == "dense":
             out = np.concatenate([o[:, 0, :].T for o in outs], axis=0)
         else:
-            out = np.stack(outs)
+            out = np.concatenate(outs, axis=0)
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
 
 
@@ -314,6 +323,14 @@ class BfpExec(_Exec):
         else:
             rows = x.reshape(x.shape[0], -1)
         xq = bfpfmt.quantize(rows, self.m, axis=-1, exponent_bits=self.e, rounding=self.rnd)
+        zero = ~xq.mantissas.any(axis=1)
+        if zero.any() and not zero.all():
+            # an all-zero row's exponent is free (its mantissas are 0); the quantizer's floor
+            # exponent would make the bias alignment shift saturate, so use the batch's largest
+            xe = np.asarray(xq.exponents).reshape(-1, 1).copy()
+            xe[zero] = xe[~zero].max()
+            xq = bfpfmt.BFPTensor.from_parts(xq.mantissas, xe, self.m, exponent_bits=self.e, axis=1,
+                                             block_size=None)
         kern = self.acc.kernel
         out = np.empty((rows.shape[0], layer.w.shape[0]))
         sat = 0

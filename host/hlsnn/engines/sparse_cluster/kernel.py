@@ -52,7 +52,7 @@ class Kernel:
     it, :attr:`last_stats` is None.
     """
 
-    OPERATIONS = ("conv2d", "conv2d_int")
+    OPERATIONS = ("conv2d", "conv2d_int", "conv2d_batch_int")
 
     def __init__(self, cfg, target):
         self.cfg, self.p, self.target = cfg, cfg.params, target
@@ -164,6 +164,11 @@ class Kernel:
         if np.any(np.abs(shift) > 63):
             raise InputError("shift must be in [-63, 63]")
         self.last_shift = shift
+        return self._run_plan(plan, w, bias, shift, flags, stats)
+
+    def _run_plan(self, plan, w, bias, shift, flags, stats):
+        p = self.p
+        z, c, k, _ = w.shape
         coefs = sfmt.compress_kernel(w)
         beats = protocol.pack_input(p, fmap_padded=plan.xp, coefs=coefs, rounds=plan.rounds, bias=bias,
                                     shift=shift, ksize=k)
@@ -176,6 +181,79 @@ class Kernel:
         self.last_sat_count, self.last_plan = sat, plan
         self.last_stats = protocol.unpack_stats(p, out) if stats else None
         return protocol.unpack_output(p, out, plan.rounds, z, plan.out_shape, flags)
+
+    def batch_capacity(self, h, w, k, padding="same"):
+        """Images of ``h x w`` that :meth:`conv2d_batch_int` packs into one call."""
+        pad = (k - 1) // 2 if padding == "same" else 0
+        return (self.p["max_hw"] // (h + 2 * pad)) * (self.p["max_hw"] // (w + 2 * pad))
+
+    def conv2d_batch_int(self, x, w, *, bias=None, shift=0, padding="same", relu=False, stats=False):
+        """A batch of int8 images ``x`` (B, C, H, W) in one call: the zero-padded images are
+        laid out as cells of one grid map (at most ``max_hw`` square) and every cell's output
+        rectangle is its own job (split into tiles of at most ``tile_h x tile_w``), so units
+        work on whole images, no output straddles two images, and the statistics unit counts
+        exactly the B images' outputs. Jobs go to the units round-robin in image order.
+        Returns int8 (B, Z, H', W'); requantized with ``shift`` (int or (Z,))."""
+        p = self.p
+        x = np.asarray(x)
+        if x.ndim != 4:
+            raise InputError(f"x must be (B, C, H, W), got shape {x.shape}")
+        b, c, h, wd = x.shape
+        _, w = check_operands(p, x[0] if b else np.zeros((c, h, wd), np.int64), w)
+        x = _int8("x", x)
+        z, _, k, _ = w.shape
+        pad = self._pad(padding, k)
+        ch, cw = h + 2 * pad, wd + 2 * pad
+        oh, ow = ch - k + 1, cw - k + 1
+        if oh < 1 or ow < 1:
+            raise InputError(f"a {k}x{k} kernel does not fit a {h}x{wd} map with padding {padding!r}")
+        gr, gc = p["max_hw"] // ch, p["max_hw"] // cw
+        if gr * gc < b:
+            raise InputError(f"{b} images of {h}x{wd} exceed one call's grid ({gr * gc} images of max_hw = "
+                             f"{p['max_hw']}); split the batch (batch_capacity)")
+        gc = min(gc, b)
+        gr = -(-b // gc)
+        xp = np.zeros((c, gr * ch, gc * cw), np.int64)
+        for i in range(b):
+            r, q = divmod(i, gc)
+            xp[:, r * ch + pad:r * ch + pad + h, q * cw + pad:q * cw + pad + wd] = x[i]
+        bias = np.zeros(z, np.int64) if bias is None else np.broadcast_to(np.asarray(bias, np.int64), (z,)).copy()
+        if np.any(np.abs(bias) >= 1 << 30):
+            raise InputError("bias must be in (-2^30, 2^30) accumulator units")
+        shift = np.broadcast_to(np.asarray(shift, np.int64), (z,)).copy()
+        if np.any(np.abs(shift) > 63):
+            raise InputError("shift must be in [-63, 63]")
+        rects = []
+        for i in range(b):
+            r, q = divmod(i, gc)
+            for t0 in range(0, oh, p["tile_h"]):
+                for u0 in range(0, ow, p["tile_w"]):
+                    rects.append((r * ch + t0, r * ch + min(t0 + p["tile_h"], oh),
+                                  q * cw + u0, q * cw + min(u0 + p["tile_w"], ow)))
+        units = p["units"]
+        rounds = []
+        for j0 in range(0, len(rects), units):
+            chunk = rects[j0:j0 + units]
+            rounds.append([Job(m, *chunk[m]) if m < len(chunk) else Job(m, 0, 0, 0, 0) for m in range(units)])
+        plan = Plan(xp, k, (gr * ch - k + 1, gc * cw - k + 1), None, rounds, False)
+        flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
+        self.last_shift = shift
+        full = self._run_plan(plan, w, bias, shift, flags, stats)
+        out = np.empty((b, z, oh, ow), np.int64)
+        for i in range(b):
+            r, q = divmod(i, gc)
+            out[i] = full[:, r * ch:r * ch + oh, q * cw:q * cw + ow]
+        return out
+
+    @staticmethod
+    def _pad(padding, k):
+        if padding == "same":
+            if k % 2 == 0:
+                raise InputError(f"padding 'same' needs an odd kernel size, got {k}")
+            return (k - 1) // 2
+        if padding == "valid":
+            return 0
+        raise InputError(f"padding = {padding!r}: must be 'same' or 'valid'")
 
     # ------------------------------------------------------------------ float / dispatch
     def conv2d(self, x, w, bias=None, padding="same", relu=False, requantize=True, *, pool=False, shift=None,
