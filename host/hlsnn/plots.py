@@ -41,7 +41,8 @@ import numpy as np
 from .errors import InputError, MissingDependency
 
 __all__ = ["BITS_RANGE", "DELTA_RANGE", "FORMATS", "load_weights", "default_output",
-           "format_params", "quantization_report", "report_json", "plot_quantization"]
+           "format_params", "quantization_report", "report_json", "plot_quantization",
+           "shift_levels", "draw_weight_levels", "check_out", "save_figure"]
 
 #: Inclusive range of the per-weight bit budget.
 BITS_RANGE = (4, 16)
@@ -57,12 +58,13 @@ _NAMES = {"uniform": "uniform", "pot": "PoT", "twohot": "two-hot"}
 _SAVE_FORMATS = (".png", ".svg", ".pdf")
 
 
-def check_out(out) -> Path:
-    """An image path as a Path; ``InputError`` unless it ends in .png, .svg or .pdf (checked
-    before any work, so a typo costs nothing)."""
+def check_out(out, suffixes=_SAVE_FORMATS) -> Path:
+    """An output path as a Path; ``InputError`` unless it ends in one of ``suffixes`` (by
+    default the image types .png, .svg, .pdf; checked before any work, so a typo costs
+    nothing)."""
     out = Path(out)
-    if out.suffix.lower() not in _SAVE_FORMATS:
-        raise InputError(f"--out {out}: must end in {', '.join(_SAVE_FORMATS)}")
+    if out.suffix.lower() not in suffixes:
+        raise InputError(f"--out {out}: must end in {', '.join(suffixes)}")
     return out
 
 
@@ -240,7 +242,6 @@ def quantization_report(w, bits: int = 8, delta: int = 0, axis: Optional[int] = 
     params = format_params(bits, delta)
     w = _check_weights(w)
     axis = _check_axis(axis, w.ndim)
-    from .formats import shift                      # the formats package stays lazy here
 
     widest = np.unravel_index(int(np.argmax(np.abs(w))), w.shape)
     formats = {}
@@ -258,22 +259,32 @@ def quantization_report(w, bits: int = 8, delta: int = 0, axis: Optional[int] = 
                              "delta": p.get("delta"), "levels": None,
                              "skipped": f"needs at least 5 bits per weight, got {bits}"}
             continue
-        if name == "pot":
-            t = shift.quantize_pot(w, p["exp_bits"], axis=axis)
-            codes = shift.levels("pot", p["exp_bits"])
-        else:
-            t = shift.quantize_twohot(w, p["exp_bits"], delta=delta, axis=axis)
-            codes = shift.levels("twohot", p["exp_bits"], delta)
-        f = int(np.broadcast_to(np.asarray(t.scale_exponent), w.shape)[widest])
+        t, lv = shift_levels(w, name, p["exp_bits"], delta if name == "twohot" else 0, axis)
         formats[name] = {"mse": float(np.mean((w - t.dequantize()) ** 2)),
                          "bits_per_weight": int(t.bits_per_weight), "exp_bits": p["exp_bits"],
-                         "delta": delta if name == "twohot" else None,
-                         "levels": np.ldexp(np.asarray(codes, dtype=np.float64), -f)}
+                         "delta": delta if name == "twohot" else None, "levels": lv}
     for rec in formats.values():
         rec["n_levels"] = None if rec["levels"] is None else int(rec["levels"].size)
     return {"n_weights": int(w.size), "shape": list(w.shape), "bits": int(bits),
             "delta": int(delta), "axis": axis, "range": [float(w.min()), float(w.max())],
             "formats": formats}
+
+
+def shift_levels(w, mode: str, exp_bits: int, delta: int = 0, axis: Optional[int] = None):
+    """Quantize ``w`` with :func:`hlsnn.formats.shift.quantize_pot` (``mode="pot"``) or
+    ``quantize_twohot`` and return ``(ShiftTensor, levels)``: the sorted real levels
+    (:func:`hlsnn.formats.shift.levels` times ``2**-F``) of the slice that holds the largest
+    ``|w|``."""
+    from .formats import shift                      # the formats package stays lazy here
+    w = np.asarray(w, np.float64)
+    if mode == "pot":
+        t = shift.quantize_pot(w, exp_bits, axis=axis)
+    else:
+        t = shift.quantize_twohot(w, exp_bits, delta=delta, axis=axis)
+    widest = np.unravel_index(int(np.argmax(np.abs(w))), w.shape)
+    f = int(np.broadcast_to(np.asarray(t.scale_exponent), w.shape)[widest])
+    codes = shift.levels(mode, exp_bits, delta)
+    return t, np.ldexp(np.asarray(codes, dtype=np.float64), -f)
 
 
 def report_json(report: dict) -> dict:
@@ -337,10 +348,6 @@ def plot_quantization(w, out, *, bits: int = 8, delta: int = 0, axis: Optional[i
     except ImportError:
         raise MissingDependency('plot-quant needs matplotlib: pip install "hlsnn[plot]"') from None
 
-    lo, hi = rep["range"]
-    pad = 0.03 * (hi - lo) if hi > lo else 0.05 * max(abs(lo), 1e-12)
-    xlim = (lo - pad, hi + pad)
-
     fig = Figure(figsize=figsize, dpi=dpi)
     FigureCanvasAgg(fig)
     gs = fig.add_gridspec(2, 1, height_ratios=(3.2, 1.0), hspace=0.06,
@@ -348,40 +355,13 @@ def plot_quantization(w, out, *, bits: int = 8, delta: int = 0, axis: Optional[i
                           bottom=0.11)
     ax = fig.add_subplot(gs[0])
     rug = fig.add_subplot(gs[1], sharex=ax)
-
-    bins = min(200, max(20, int(np.sqrt(w.size))))
-    counts, _, _ = ax.hist(w.ravel(), bins=bins, range=(lo, hi), density=True, color="0.72",
-                           edgecolor="0.55", linewidth=0.3)
-    ax.set_xlim(*xlim)
-    ax.set_ylim(0, 1.5 * float(np.max(counts)))     # headroom for the legend
-    ax.set_ylabel("density")
-    ax.tick_params(labelbottom=False)
-    ax.grid(axis="y", color="0.92", linewidth=0.6)
-    ax.set_axisbelow(True)
+    rows = [{"label": _NAMES[fmt], "color": _COLORS[fmt], "levels": rep["formats"][fmt]["levels"],
+             "missing": "does not fit the budget"} for fmt in FORMATS]
+    draw_weight_levels(ax, rug, w, rows)
 
     handles = [Line2D([], [], color="0.6", linewidth=6, label="float weights (histogram)")]
-    yticks, ylabels = [], []
-    for row, fmt in enumerate(FORMATS):
-        rec = rep["formats"][fmt]
-        y = len(FORMATS) - 1 - row
-        yticks.append(y)
-        ylabels.append(_NAMES[fmt])
-        handles.append(Line2D([], [], color=_COLORS[fmt], linewidth=2.5, label=_label(fmt, rec)))
-        if rec["levels"] is None:
-            rug.text(np.mean(xlim), y, "does not fit the budget", ha="center", va="center",
-                     fontsize=9, color="0.4")
-            continue
-        lv = rec["levels"][(rec["levels"] >= xlim[0]) & (rec["levels"] <= xlim[1])]
-        lw = 0.6 if lv.size > 120 else 1.4
-        rug.vlines(lv, y - 0.36, y + 0.36, color=_COLORS[fmt], linewidth=lw)
-    rug.set_yticks(yticks)
-    rug.set_yticklabels(ylabels)
-    for tick, fmt in zip(rug.get_yticklabels(), FORMATS):
-        tick.set_color(_COLORS[fmt])
-    rug.set_ylim(-0.6, len(FORMATS) - 0.4)
-    rug.set_xlabel("weight value   (vertical ticks: quantization levels in the plotted range)")
-    rug.tick_params(axis="y", length=0)
-
+    handles += [Line2D([], [], color=_COLORS[fmt], linewidth=2.5, label=_label(fmt, rep["formats"][fmt]))
+                for fmt in FORMATS]
     ax.legend(handles=handles, loc="upper left", fontsize=8.5, framealpha=0.92,
               title=f"budget {rep['bits']} bits/weight", title_fontsize=8.5)
     who = name if name else "weights"
@@ -394,3 +374,60 @@ def plot_quantization(w, out, *, bits: int = 8, delta: int = 0, axis: Optional[i
     save_figure(fig, out, dpi)
     rep["out"] = str(out)
     return rep
+
+
+def draw_weight_levels(ax, rug, w, rows, *, max_ticks=None):
+    """Draw the histogram of the weights ``w`` on ``ax`` and quantization levels on ``rug``
+    (an axes sharing x with ``ax``, under it).
+
+    ``rows`` is a list of dicts, drawn top to bottom: ``label`` (the row's y tick), ``color``,
+    ``levels`` (real levels, or None: then the row shows ``missing``) and optionally
+    ``lines``, values marked on the histogram as dashed lines in the row's colour (e.g. a
+    pruning threshold). Only levels inside the weights' range (plus 3 % margin) are drawn;
+    with ``max_ticks`` and more levels than that in range, every n-th level is drawn and the
+    row's tick says so. Returns the x limits.
+    """
+    w = np.asarray(w, np.float64).ravel()
+    lo, hi = float(w.min()), float(w.max())
+    pad = 0.03 * (hi - lo) if hi > lo else 0.05 * max(abs(lo), 1e-12)
+    xlim = (lo - pad, hi + pad)
+
+    bins = min(200, max(20, int(np.sqrt(w.size))))
+    counts, _, _ = ax.hist(w, bins=bins, range=(lo, hi), density=True, color="0.72",
+                           edgecolor="0.55", linewidth=0.3)
+    ax.set_xlim(*xlim)
+    ax.set_ylim(0, 1.5 * float(np.max(counts)))     # headroom for the legend
+    ax.set_ylabel("density")
+    ax.tick_params(labelbottom=False)
+    ax.grid(axis="y", color="0.92", linewidth=0.6)
+    ax.set_axisbelow(True)
+
+    yticks, ylabels = [], []
+    for i, row in enumerate(rows):
+        y = len(rows) - 1 - i
+        yticks.append(y)
+        label = row["label"]
+        for v in row.get("lines", ()):
+            ax.axvline(v, color=row["color"], linestyle="--", linewidth=1.0)
+        if row["levels"] is None:
+            rug.text(np.mean(xlim), y, row.get("missing", ""), ha="center", va="center",
+                     fontsize=9, color="0.4")
+            ylabels.append(label)
+            continue
+        lv = np.asarray(row["levels"], np.float64)
+        lv = lv[(lv >= xlim[0]) & (lv <= xlim[1])]
+        if max_ticks and lv.size > max_ticks:
+            step = -(-lv.size // max_ticks)
+            lv = lv[::step]
+            label = f"{label} (1 in {step})"
+        ylabels.append(label)
+        lw = 0.6 if lv.size > 120 else 1.4
+        rug.vlines(lv, y - 0.36, y + 0.36, color=row["color"], linewidth=lw)
+    rug.set_yticks(yticks)
+    rug.set_yticklabels(ylabels)
+    for tick, row in zip(rug.get_yticklabels(), rows):
+        tick.set_color(row["color"])
+    rug.set_ylim(-0.6, len(rows) - 0.4)
+    rug.set_xlabel("weight value   (vertical ticks: quantization levels in the plotted range)")
+    rug.tick_params(axis="y", length=0)
+    return xlim

@@ -1,0 +1,428 @@
+"""``hlsnn report MODEL.yaml``: one self-contained HTML page about a deployment config.
+
+:func:`write_report` runs :func:`hlsnn.deploy.evaluate.deploy` with per-layer statistics and
+writes one HTML file (inline CSS, figures as base64 PNG, no scripts, no external files):
+
+1. the run: model, target, test and calibration images, float accuracy (onnx's
+   ReferenceEvaluator), hlsnn version and the command that reproduces the page;
+2. accuracy per assignment against float (table and bar chart);
+3. per-layer relative RMS error against the float reference, radix points and saturated
+   outputs (table and grouped bar chart, log scale);
+4. per engine layer, the float weights (after BN folding) with the quantization levels of
+   every format used (:func:`hlsnn.plots.draw_weight_levels`);
+5. weight sparsity and input density per layer and format (table and chart);
+6. modelled latency per layer and board (:func:`layer_cycles`): a model, not a measurement.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import math
+import shlex
+from html import escape
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..config import load_config, read_yaml
+from ..engines.bfp_systolic.spec import lane_bits as _bfp_lane_bits
+from ..engines.common import largest_frac
+from ..errors import ConfigError, InputError, MissingDependency
+from ..formats import bfp as bfpfmt
+from ..paths import CONFIGS_DIR
+from ..plots import check_out, draw_weight_levels, shift_levels
+from . import evaluate
+from .config import load_deploy_config
+from .onnx_import import load_onnx
+from .runner import prune
+
+__all__ = ["write_report", "layer_cycles", "layer_shape"]
+
+#: Lane width of shift_mac and sparse_cluster streams (bits).
+LANE_BITS = 16
+_CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:.8em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 8px}
+th{background:#f2f2f2}td.n{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:100%;display:block;margin:.8em 0}.note{background:#fff6d5;border-left:4px solid #e0b000;
+padding:.5em .8em}code{background:#f4f4f4;padding:1px 4px}dl{display:grid;grid-template-columns:max-content auto;
+gap:2px 1em}dt{font-weight:600}dd{margin:0}"""
+
+
+# --------------------------------------------------------------------------- cycle model
+
+def layer_shape(layer, in_hw=None) -> dict:
+    """A layer's GEMM per sample: ``positions`` (output pixels; 1 for dense), ``k``
+    (reduction length: K, or C*k*k), ``n`` (outputs), ``in_elems`` (input values)."""
+    if layer.kind == "dense":
+        n, k = layer.w.shape
+        return {"positions": 1, "k": int(k), "n": int(n), "in_elems": int(k)}
+    z, c, ks, _ = layer.w.shape
+    if in_hw is None:
+        raise InputError(f"layer {layer.name}: a conv layer needs its input height and width (in_hw)")
+    h, w = in_hw
+    oh, ow = h + 2 * layer.pad - ks + 1, w + 2 * layer.pad - ks + 1
+    return {"positions": oh * ow, "k": c * ks * ks, "n": int(z), "in_elems": c * h * w}
+
+
+def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0, input_density=1.0):
+    """Modelled cycles of one engine layer on the accelerator ``cfg`` (a model, not a measurement).
+
+    The layer is a GEMM of ``M = batch * positions`` rows (conv: im2col rows, ``positions =
+    H' * W'``), reduction length ``K`` and ``N`` outputs (:func:`layer_shape`). Streams carry
+    ``P = stream_bits / lane_bits`` lanes per beat (one beat per cycle); input and output
+    streams run in parallel. The result is ``cycles = max(compute, stream_in, stream_out)``
+    and ``us = cycles / clock_mhz``:
+
+    ``bfp_systolic`` (``rows x cols`` tiles, 2 products per tile per cycle, weights streamed
+    again for each batch tile; ``lane_bits`` 8 for mantissas of <= 8 bits, else 16)
+        ``T = ceil(M / cols)``, ``G = ceil(N / rows)``, ``S = ceil(K / 2)``;
+        ``compute = T * G * S``;
+        ``stream_in = T * G * S * ceil(2 * rows / P) + M * ceil((K + 1) / P)``;
+        ``stream_out = M * ceil((N + 1) / P)``.
+    ``shift_mac`` (``rows x cols`` units; two-hot: 1 product per unit and cycle, ``t = rows``
+    outputs per pass; PoT (``fmt_type="pot"``): 2, ``t = 2 * rows``; 16-bit lanes)
+        ``T = ceil(M / cols)``, ``G = ceil(N / t)``; ``compute = T * G * K``;
+        ``stream_in = T * G * (K * ceil(rows / P) + ceil(3 * t / P)) + M * ceil(K / P)``;
+        ``stream_out = M * ceil(N / P)``.
+    ``sparse_cluster`` (``units`` multipliers, non-zero products only, perfectly balanced;
+    16-bit lanes; zeros assumed independent: ``ws`` = weight sparsity, ``d`` = input density)
+        ``compute = ceil(M * N * K * (1 - ws) * d / units)``;
+        ``stream_in = ceil((2 * ceil(N / max_z) * d * batch * in_elems + 2 * (1 - ws) * N * K) / P)``
+        (value and index lanes; the inputs are sent again per group of ``max_z`` channels);
+        ``stream_out = ceil(M * N / P)``.
+
+    Not modelled: pipeline fill, register writes, DMA set-up, host work (im2col, requantization),
+    load imbalance of the sparse units (see :mod:`hlsnn.engines.sparse_cluster.model`).
+
+    Returns a dict: ``compute``, ``stream_in``, ``stream_out``, ``cycles``, ``bound`` (which
+    term decides), ``us``, and the shape (``m``, ``k``, ``n``).
+    """
+    s = layer_shape(layer, in_hw)
+    p, c = cfg.params, math.ceil
+    m, k, n = batch * s["positions"], s["k"], s["n"]
+    if cfg.engine == "bfp_systolic":
+        lanes = p["stream_bits"] // _bfp_lane_bits(p)
+        t, g, steps = c(m / p["cols"]), c(n / p["rows"]), c(k / 2)
+        compute = t * g * steps
+        s_in = t * g * steps * c(2 * p["rows"] / lanes) + m * c((k + 1) / lanes)
+        s_out = m * c((n + 1) / lanes)
+    elif cfg.engine == "shift_mac":
+        lanes = p["stream_bits"] // LANE_BITS
+        tn = 2 * p["rows"] if fmt_type == "pot" else p["rows"]
+        t, g = c(m / p["cols"]), c(n / tn)
+        compute = t * g * k
+        s_in = t * g * (k * c(p["rows"] / lanes) + c(3 * tn / lanes)) + m * c(k / lanes)
+        s_out = m * c(n / lanes)
+    elif cfg.engine == "sparse_cluster":
+        lanes = p["stream_bits"] // LANE_BITS
+        dw = 1.0 - weight_sparsity
+        compute = c(m * n * k * dw * input_density / p["units"])
+        s_in = c((2 * c(n / p["max_z"]) * input_density * batch * s["in_elems"] + 2 * dw * n * k) / lanes)
+        s_out = c(m * n / lanes)
+    else:
+        raise InputError(f"no cycle model for engine {cfg.engine!r}")
+    terms = {"compute": compute, "stream_in": s_in, "stream_out": s_out}
+    cycles = max(terms.values())
+    bound = max(terms, key=terms.get)
+    return {**terms, "cycles": cycles, "bound": bound, "us": cycles / cfg.clock_mhz, "m": m, "k": k, "n": n}
+
+
+def retarget(accel_path, board):
+    """The accel config at ``accel_path`` built for ``board`` instead (its clock and DMA width;
+    the resource check is left to the caller)."""
+    raw = dict(read_yaml(accel_path))
+    raw["board"] = board
+    return load_config(raw, source=f"{accel_path}@{board}", check_fit=False)
+
+
+# --------------------------------------------------------------------------- html helpers
+
+def _table(headers, rows, tid=None):
+    """An HTML table; every cell is escaped, numbers are right-aligned."""
+    head = "".join(f"<th>{escape(str(h))}</th>" for h in headers)
+    body = []
+    for r in rows:
+        cells = "".join(f'<td class="n">{escape(str(v))}</td>' if isinstance(v, (int, float, np.number))
+                        or _numeric(v) else f"<td>{escape(str(v))}</td>" for v in r)
+        body.append(f"<tr>{cells}</tr>")
+    ident = f' id="{escape(tid)}"' if tid else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _numeric(v):
+    try:
+        float(str(v).rstrip("%").replace("+", ""))
+        return True
+    except ValueError:
+        return False
+
+
+def _img(fig, alt):
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{escape(alt)}">'
+
+
+def _pct(x):
+    return "" if x is None else f"{100 * x:.2f}"
+
+
+def _opt(v):
+    return "" if v is None else v
+
+
+def _matplotlib():
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise MissingDependency('hlsnn report needs matplotlib: pip install "hlsnn[plot]"') from None
+
+    def new(w, h):
+        fig = Figure(figsize=(w, h))
+        FigureCanvasAgg(fig)
+        return fig
+    return new
+
+
+def _bars(new, groups, series, ylabel, *, log=False, hline=None, title=""):
+    """Grouped bar chart: ``series`` is {name: [value per group]} (None: no bar)."""
+    fig = new(10, 4)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(groups))
+    wdt = 0.8 / max(len(series), 1)
+    for i, (name, vals) in enumerate(series.items()):
+        v = np.array([np.nan if a is None else a for a in vals], float)
+        ax.bar(x - 0.4 + wdt * (i + 0.5), v, wdt, label=name)
+    if hline is not None:
+        ax.axhline(hline[0], color="k", linestyle="--", linewidth=1.2, label=hline[1])
+    ax.set_xticks(x)
+    ax.set_xticklabels(groups, rotation=20 if len(groups) > 6 else 0, ha="right" if len(groups) > 6 else "center")
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=11)
+    ax.grid(axis="y", color="0.9")
+    ax.set_axisbelow(True)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------- sections
+
+def _weight_rows(layer, fmts, accels):
+    """Level rows for :func:`draw_weight_levels` and description rows for the table."""
+    w2 = layer.w.reshape(layer.w.shape[0], -1)
+    widest_row = int(np.argmax(np.abs(w2).max(axis=1)))
+    rows, info = [], []
+    for i, f in enumerate(fmts):
+        p = accels[f.accel].params
+        color = f"C{i % 10}"
+        lines = ()
+        if f.type == "bfp":
+            m = p["mantissa_bits"]
+            axis = -1 if p["weight_exponent"] == "row" else None
+            q = bfpfmt.quantize(w2, m, axis=axis, exponent_bits=p["exponent_bits"], rounding=p["rounding"])
+            ex = np.asarray(q.exponents).reshape(-1)
+            e = int(ex[widest_row] if ex.size > 1 else ex[0])
+            levels = np.ldexp(np.arange(-(1 << (m - 1)), 1 << (m - 1), dtype=np.float64), e)
+            desc = f"{m}-bit mantissas x 2^{e} (exponent per {p['weight_exponent']}; row with the largest |w|)"
+        elif f.type in ("twohot", "pot"):
+            t, levels = shift_levels(w2, f.type, p["exp_bits"], f.delta if f.type == "twohot" else 0, None)
+            desc = (f"{f.type} codes, exp_bits {p['exp_bits']}" + (f", delta {f.delta}" if f.type == "twohot" else "")
+                    + f", x 2^-{int(np.asarray(t.scale_exponent).reshape(-1)[0])}")
+        else:
+            wp = prune(layer.w, f.prune)
+            fw = largest_frac(float(np.abs(wp).max()), 127)
+            levels = np.ldexp(np.arange(-128, 128, dtype=np.float64), -fw)
+            desc = f"int8 x 2^-{fw} (one scale per tensor)"
+            if f.prune:
+                thr = float(np.abs(layer.w[wp == 0]).max())
+                lines = (-thr, thr)
+                desc += f"; pruned {100 * f.prune:g} %: |w| <= {thr:.4g} set to 0 (dashed lines)"
+        rows.append({"label": f.name, "color": color, "levels": levels, "lines": lines})
+        info.append((f.name, f.type, desc))
+    return rows, info
+
+
+def _sections(res, cfg, net, accels, shapes, new, command):
+    A = res["assignments"]
+    fl = res["float_accuracy"]
+    elayers = net.engine_layers()
+    out = []
+    # 1. header
+    out.append(f"<h1>Deployment report: {escape(str(res['model']))}</h1>")
+    meta = [("model", res["model"]), ("config", f"{res.get('config', cfg.name)} ({cfg.path})"),
+            ("target", res["target"]), ("test images", res["test_images"]),
+            ("calibration images", f"{res['calibration_images']} ({res.get('calibration_mode', '')})"),
+            ("float accuracy", f"{_pct(fl)} % (onnx ReferenceEvaluator)"), ("hlsnn version", __version__),
+            ("reproduce", command)]
+    out.append('<dl id="summary">' + "".join(f"<dt>{escape(str(k))}</dt><dd>{escape(str(v))}</dd>"
+                                            for k, v in meta) + "</dl>")
+    # 2. accuracy
+    out.append('<h2 id="accuracy">Accuracy per assignment</h2>')
+    rows = [(n, _pct(e["accuracy"]), f"{100 * (e['accuracy'] - fl):+.2f}", _pct(e["agreement_with_float"]),
+             _opt(e["images_per_s"]), e["calibration_s"], ", ".join(f"{k}={v}" for k, v in e["layers"].items()))
+            for n, e in A.items()]
+    out.append(_table(["assignment", "accuracy %", "vs float (points)", "agreement with float %", "images/s",
+                       "calibration s", "layer formats"], rows, "accuracy-table"))
+    out.append(f"<p>images/s: test inference on target <code>{escape(res['target'])}</code>, calibration "
+               "excluded (on emu/csim this is simulation speed, not hardware speed).</p>")
+    fig = _bars(new, list(A), {"accuracy %": [100 * e["accuracy"] for e in A.values()]}, "accuracy %",
+                hline=(100 * fl, f"float {100 * fl:.2f} %"), title="test accuracy per assignment")
+    out.append(_img(fig, "accuracy per assignment"))
+    # 3. per-layer error
+    out.append('<h2 id="layer-error">Per-layer error against the float reference</h2>')
+    rows = []
+    for n, e in A.items():
+        for ln, s in e.get("per_layer", {}).items():
+            rows.append((n, ln, s["kind"], s["format"], f"{s['relative_rms_error']:.3e}", _opt(s["f_in"]),
+                         _opt(s["f_w"]), _opt(s["f_out"]), s["saturated_outputs"], s["kernel_calls"]))
+    out.append(_table(["assignment", "layer", "kind", "format", "relative RMS error", "f_in", "f_w", "f_out",
+                       "saturated outputs", "kernel calls"], rows, "layer-error-table"))
+    out.append("<p>Relative RMS error: RMS(deployed - float) / RMS(float) of the layer's output tensor, float "
+               "from onnx's ReferenceEvaluator on the same test images; radix points are fractional bits "
+               "(empty: not a fixed-point tensor, e.g. BFP).</p>")
+    names = [la.name for la in elayers]
+    series = {n: [max(e["per_layer"][ln]["relative_rms_error"], 1e-12) if ln in e.get("per_layer", {}) else None
+                  for ln in names] for n, e in A.items()}
+    out.append(_img(_bars(new, names, series, "relative RMS error", log=True,
+                          title="relative RMS error per layer (log scale)"), "per-layer error"))
+    # per (layer, format): the first assignment that ran it, for its measured statistics
+    used = {}
+    for n, e in A.items():
+        for ln, s in e.get("per_layer", {}).items():
+            used.setdefault((ln, s["format"]), (n, s))
+    # 4. weights
+    out.append('<h2 id="weights">Weights and quantization levels</h2>')
+    out.append("<p>Histogram of each engine layer's float weights after BN folding, with the levels of every "
+               "format that layer runs in (ticks below the histogram).</p>")
+    for la in elayers:
+        fmts = [cfg.formats[f] for (ln, f) in used if ln == la.name]
+        rows, info = _weight_rows(la, fmts, accels)
+        fig = new(10, 3 + 0.35 * len(rows))
+        gs = fig.add_gridspec(2, 1, height_ratios=(3.0, 0.3 * len(rows) + 0.5), hspace=0.08, left=0.12,
+                              right=0.98, top=0.9, bottom=0.12)
+        ax = fig.add_subplot(gs[0])
+        rug = fig.add_subplot(gs[1], sharex=ax)
+        draw_weight_levels(ax, rug, la.w, rows, max_ticks=400)
+        fig.suptitle(f"{la.name}: {la.describe()}, {la.w.size} weights", fontsize=11)
+        out.append(f"<h3>{escape(la.name)}</h3>" + _img(fig, f"weights of {la.name}")
+                   + _table(["format", "type", "levels drawn"], info))
+    # 5. sparsity
+    out.append('<h2 id="sparsity">Sparsity per layer</h2>')
+    rows = [(ln, f, n, _pct(s["weight_sparsity"]), _pct(s["input_density"])) for (ln, f), (n, s) in used.items()]
+    out.append(_table(["layer", "format", "measured in assignment", "weight sparsity %", "input density %"],
+                      rows, "sparsity-table"))
+    labels = [f"{ln}/{f}" for (ln, f) in used]
+    fig = _bars(new, labels, {"weight sparsity %": [100 * s["weight_sparsity"] for _, s in used.values()],
+                              "input density %": [100 * s["input_density"] for _, s in used.values()]},
+                "%", title="weight sparsity (zero weights after quantization/pruning) and input density")
+    out.append(_img(fig, "sparsity per layer"))
+    # 6. latency
+    out.append(_latency(res, cfg, elayers, accels, shapes, used, new))
+    return "\n".join(out)
+
+
+def _cycles_of(la, f, accel, shapes, stats):
+    hw = shapes[la.name][-2:] if la.kind == "conv" else None
+    return layer_cycles(la, accel, 1, fmt_type=f.type, in_hw=hw, weight_sparsity=stats["weight_sparsity"],
+                        input_density=stats["input_density"])
+
+
+def _latency(res, cfg, elayers, accels, shapes, used, new):
+    out = ['<h2 id="latency">Estimated latency per layer and board (model)</h2>',
+           '<p class="note"><b>These are models, not measurements.</b> Cycles per image (batch 1) from '
+           "<code>hlsnn.deploy.report.layer_cycles</code>: the larger of the engine's compute cycles and the "
+           "stream beats, at the accel config's clock. Host work (im2col, requantization, host ops) and DMA "
+           "set-up are not included.</p>"]
+    by_layer = {la.name: la for la in elayers}
+    rows, est = [], {}
+    for (ln, fname), (_, s) in used.items():
+        f = cfg.formats[fname]
+        acc = accels[f.accel]
+        r = _cycles_of(by_layer[ln], f, acc, shapes, s)
+        est[(ln, fname)] = r["us"]
+        rows.append((ln, fname, acc.name, acc.board.name, f"{acc.clock_mhz:g}", acc.params["stream_bits"],
+                     f"{r['m']}x{r['k']}x{r['n']}", r["compute"], r["stream_in"], r["stream_out"],
+                     r["bound"], r["cycles"], f"{r['us']:.2f}"))
+    out.append(_table(["layer", "format", "accel config", "board", "clock MHz", "stream bits", "M x K x N",
+                       "compute", "stream in", "stream out", "bound", "cycles", "us"], rows, "latency-table"))
+    fmts = list(dict.fromkeys(f for _, f in used))
+    names = [la.name for la in elayers]
+    fig = _bars(new, names, {f: [est.get((ln, f)) for ln in names] for f in fmts}, "us per image (model)",
+                log=True, title="modelled latency per layer and format (log scale)")
+    out.append(_img(fig, "modelled latency"))
+    rows = [(n, f"{sum(est.get((ln, s['format']), 0.0) for ln, s in e.get('per_layer', {}).items()):.2f}")
+            for n, e in res["assignments"].items()]
+    out.append("<h3>Engine time per image per assignment (model)</h3>"
+               + _table(["assignment", "sum of layer times, us"], rows))
+    # the same engine parameters on each shipped board
+    boards = sorted(p.stem for p in (CONFIGS_DIR / "boards").glob("*.yaml"))
+    rows = []
+    for fname in fmts:
+        f = cfg.formats[fname]
+        row = [fname, f"{accels[f.accel].name} ({accels[f.accel].board.name})"]
+        for b in boards:
+            try:
+                acc = retarget(f.accel, b)
+            except ConfigError as exc:
+                row.append(f"n/a ({exc})")
+                continue
+            t = sum(_cycles_of(la, f, acc, shapes, used[(la.name, fname)][1])["us"] for la in elayers
+                    if (la.name, fname) in used)
+            worst = max(acc.estimates["utilization"].items(), key=lambda kv: kv[1])
+            fit = "fits" if worst[1] <= 1 else f"does not fit: {worst[0]} {100 * worst[1]:.0f} %"
+            row.append(f"{t:.2f} us @ {acc.clock_mhz:g} MHz, {acc.params['stream_bits']}-bit ({fit})")
+        rows.append(row)
+    out.append("<h3>Same engine parameters on each shipped board (model)</h3><p>Sum over the layers that run "
+               "in the format, with each board's clock and DMA stream width; resources from the engine's "
+               "<code>spec.estimate</code> model.</p>" + _table(["format", "accel config"] + boards, rows,
+                                                                "boards-table"))
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- entry point
+
+def write_report(config_path, target="emu", *, out=None, host_fallback=False, test_samples=None) -> Path:
+    """Run the deployment config ``config_path`` on ``target`` (per-layer statistics on) and
+    write the HTML report to ``out`` (default ``<config stem>_report.html`` in the current
+    folder). Returns the path written.
+
+    Raises
+    ------
+    InputError
+        ``out`` does not end in .html/.htm or cannot be written (checked before any work
+        where possible), or anything :func:`~hlsnn.deploy.evaluate.deploy` rejects.
+    MissingDependency
+        matplotlib (or onnx) is not installed.
+    """
+    out = check_out(out if out is not None else Path(f"{Path(config_path).stem}_report.html"), (".html", ".htm"))
+    new = _matplotlib()
+    cfg = load_deploy_config(config_path)
+    res = evaluate.deploy(config_path, target, per_layer=True, host_fallback=host_fallback,
+                          test_samples=test_samples)
+    net = load_onnx(cfg.model, host_fallback=host_fallback)
+    accels = {f.accel: load_config(f.accel, check_fit=False) for f in cfg.formats.values()}
+    # input shape of every engine layer, from one zero image through onnx's evaluator
+    x1 = np.zeros((1,) + tuple(d or 1 for d in net.input_shape[1:]))
+    names = sorted({la.inputs[0] for la in net.engine_layers()} - {net.input})
+    _, tens = evaluate.float_reference(cfg.model, x1, names=names) if names else (None, {})
+    shapes = {la.name: (x1 if la.inputs[0] == net.input else tens[la.inputs[0]]).shape[1:]
+              for la in net.engine_layers()}
+    cmd = ["hlsnn", "report", str(config_path), "--target", target, "--out", str(out)]
+    cmd += ["--test-samples", str(test_samples)] if test_samples is not None else []
+    cmd += ["--host-fallback"] if host_fallback else []
+    body = _sections(res, cfg, net, accels, shapes, new, " ".join(shlex.quote(c) for c in cmd))
+    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>hlsnn report: '
+            f"{escape(str(res['model']))}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    return out
