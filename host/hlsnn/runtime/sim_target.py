@@ -76,12 +76,31 @@ class SimTarget(PynqTarget):
             self.sim.uninstall()
             raise
 
+    def _active(self):
+        """A context in which this target's simulated device is pynq's active device: several
+        sim targets may be open at once (e.g. one per format of a deployment), and
+        ``pynq.allocate`` and the DMA driver work on the active device."""
+        import contextlib
+        if self.sim.installed:
+            return contextlib.nullcontext()
+        return self.sim
+
+    def run(self, beats, regs_in, n_out_beats):
+        with self._active():
+            return super().run(beats, regs_in, n_out_beats)
+
     def close(self):
+        sim = getattr(self, "sim", None)
+        if sim is None:
+            return super().close()
         try:
-            super().close()
+            with self._active():
+                super().close()
         finally:
-            if getattr(self, "sim", None) is not None and self.sim.installed:
-                self.sim.uninstall()
+            if sim.installed:
+                sim.uninstall()
+            else:       # another device was installed after this one: leave it active
+                sim._install_stack.clear()
 
 
 def sim_target(cfg, engine, **kw):
