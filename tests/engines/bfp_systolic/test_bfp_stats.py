@@ -2,14 +2,12 @@
 aligned wide accumulators (after bias and ReLU, in accumulator units) equals ``msb_histogram``
 of an independent numpy int64 GEMM, is the same on csim and the emulator (16-bit and 8-bit
 lanes), leaves the stream unchanged when off, and a planted bug is caught."""
-import hashlib
-from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import hlsnn
-from hlsnn import codegen, csim
+from hlsnn import codegen
 from hlsnn.compare import compare
 from hlsnn.engines import ENGINES
 from hlsnn.engines.bfp_systolic import protocol
@@ -18,7 +16,7 @@ from hlsnn.formats import bfp
 from hlsnn.primitives import msb_histogram
 from hlsnn.runtime.targets import CsimTarget, EmuTarget
 
-from conftest import ROOT, test_config
+from conftest import ROOT, planted_csim, test_config
 
 BFP8 = ROOT / "configs" / "accel" / "bfp8_zcu104.yaml"         # 8-bit lanes: four per counter
 BFP16 = ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml"
@@ -99,19 +97,7 @@ def test_planted_stats_bug_is_reported_as_mismatch(tmp_path):
     """Count the padding columns of a ragged batch tile too: only the histogram changes."""
     cfg = hlsnn.load_config(test_config("t16_row"))
     r = codegen.render(cfg, tmp_path / "hls")
-    src = r.dir / "bfp_systolic.cpp"
-    text = src.read_text()
-    assert text.count("counted[c] = c < cb;") == 1
-    src.write_text(text.replace("counted[c] = c < cb;", "counted[c] = true;"))
-    broken = replace(r, sha=hashlib.sha256(src.read_bytes()).hexdigest())
-
-    class Broken(CsimTarget):
-        def __init__(self):
-            self.cfg, self.engine, self.rendered = cfg, ENGINES[cfg.engine], broken
-            self.library_path = csim.compile_library(broken)
-            self.lib = csim.CsimLibrary(self.library_path, len(protocol.REGS_IN), len(protocol.REGS_OUT))
-
-    tgt = Broken()
+    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "counted[c] = c < cb;", "counted[c] = true;")
     case = [c for c in make_cases(cfg, seed=0, n_random=0) if c.name == "stats_out"][0]
     res = run_case(cfg, tgt, case)
     assert res["mismatches"] > 0 and res["first"]["index"][0] == "stats"

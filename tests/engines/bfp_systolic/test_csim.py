@@ -15,7 +15,7 @@ from hlsnn.compare import compare
 from hlsnn.engines import ENGINES
 from hlsnn.runtime.targets import CsimTarget
 
-from conftest import BFP_TEST_CONFIGS, ROOT, test_config
+from conftest import BFP_TEST_CONFIGS, ROOT, planted_csim, test_config
 
 pytestmark = pytest.mark.csim
 
@@ -130,19 +130,8 @@ def test_planted_kernel_bug_is_reported_as_mismatch(tmp_path, capsys):
     """The comparison must be able to fail: break ReLU at -1 in the rendered kernel."""
     cfg = hlsnn.load_config(test_config("t16_row"))
     r = codegen.render(cfg, tmp_path / "hls")
-    src = r.dir / "bfp_systolic.cpp"
-    text = src.read_text()
-    assert "if (relu && v < 0) v = 0;" in text
-    src.write_text(text.replace("if (relu && v < 0) v = 0;", "if (relu && v < -1) v = 0;"))
-    broken = replace(r, sha=hashlib.sha256(src.read_bytes()).hexdigest())
-
-    class Broken(CsimTarget):
-        def __init__(self):
-            self.cfg, self.engine, self.rendered = cfg, ENGINES[cfg.engine], broken
-            self.library_path = csim.compile_library(broken)
-            self.lib = csim.CsimLibrary(self.library_path, 5, 3)
-
-    rep = compare(cfg, "csim", seed=0, n_random=2, target_obj=Broken())
+    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "if (relu && v < 0) v = 0;", "if (relu && v < -1) v = 0;")
+    rep = compare(cfg, "csim", seed=0, n_random=2, target_obj=tgt)
     assert rep["mismatches"] > 0
     f = rep["first_mismatch"]
     assert f["case"] == "unit_values_relu"

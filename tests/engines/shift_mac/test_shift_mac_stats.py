@@ -2,15 +2,13 @@
 results (accumulator + bias, after ReLU) is the same on csim and on the emulator, equals
 ``msb_histogram`` of wide values computed independently with numpy int64, leaves the output
 stream unchanged when off, and a planted counting bug is caught."""
-import hashlib
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import hlsnn
-from hlsnn import codegen, csim
+from hlsnn import codegen
 from hlsnn.compare import compare
 from hlsnn.engines import ENGINES
 from hlsnn.engines.shift_mac import protocol
@@ -19,7 +17,7 @@ from hlsnn.formats import shift as sfmt
 from hlsnn.primitives import msb_histogram
 from hlsnn.runtime.targets import CsimTarget, EmuTarget
 
-from conftest import ROOT
+from conftest import ROOT, planted_csim
 
 CONFIGS = Path(__file__).parent / "configs"
 SHIPPED = ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml"
@@ -138,19 +136,7 @@ def test_planted_stats_bug_is_reported_as_mismatch(tmp_path):
     """Count the padding samples of a ragged tile too: only the histogram changes."""
     cfg = hlsnn.load_config(SHIPPED)
     r = codegen.render(cfg, tmp_path / "hls")
-    src = r.dir / "shift_mac.cpp"
-    text = src.read_text()
-    assert text.count("count_a[c] = n < n_out && c < cb;") == 1
-    src.write_text(text.replace("count_a[c] = n < n_out && c < cb;", "count_a[c] = n < n_out;"))
-    broken = replace(r, sha=hashlib.sha256(src.read_bytes()).hexdigest())
-
-    class Broken(CsimTarget):
-        def __init__(self):
-            self.cfg, self.engine, self.rendered = cfg, ENGINES[cfg.engine], broken
-            self.library_path = csim.compile_library(broken)
-            self.lib = csim.CsimLibrary(self.library_path, len(protocol.REGS_IN), len(protocol.REGS_OUT))
-
-    tgt = Broken()
+    tgt = planted_csim(cfg, r, "shift_mac.cpp", "count_a[c] = n < n_out && c < cb;", "count_a[c] = n < n_out;")
     case = [c for c in make_cases(cfg, seed=0, n_random=0) if c.name == "stats_twohot"][0]
     res = run_case(cfg, tgt, case)
     assert res["mismatches"] > 0 and res["first"]["index"][0] == "stats"

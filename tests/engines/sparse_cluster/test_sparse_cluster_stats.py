@@ -2,8 +2,6 @@
 int32 values after bias, ReLU and pooling (raw mode: the raw outputs) equals ``msb_histogram``
 of an independent scipy/numpy int64 computation, is the same on csim and the emulator (the
 units' histograms merged), leaves the stream unchanged when off, and a planted bug is caught."""
-import hashlib
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +9,7 @@ import pytest
 from scipy.signal import correlate2d
 
 import hlsnn
-from hlsnn import codegen, csim
+from hlsnn import codegen
 from hlsnn.compare import compare
 from hlsnn.engines import ENGINES
 from hlsnn.engines.sparse_cluster import protocol
@@ -19,7 +17,7 @@ from hlsnn.engines.sparse_cluster.cases import _prepare, make_cases, run_case
 from hlsnn.primitives import msb_histogram
 from hlsnn.runtime.targets import CsimTarget, EmuTarget
 
-from conftest import ROOT
+from conftest import ROOT, planted_csim
 
 CONFIGS = Path(__file__).parent / "configs"
 SHIPPED = ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml"
@@ -103,21 +101,9 @@ def test_planted_stats_bug_is_reported_as_mismatch(tmp_path):
     """Count before ReLU instead of after: only the histogram of ReLU cases changes."""
     cfg = hlsnn.load_config(SHIPPED)
     r = codegen.render(cfg, tmp_path / "hls")
-    src = r.dir / "sparse_cluster.cpp"
-    text = src.read_text()
     good = "            if (relu && t < 0) t = 0;\n            if (stats) hlsnn::MsbHistogramAdd1<Cfg::kStatsBins, 32>(hist, t);\n"
     bad = "            if (stats) hlsnn::MsbHistogramAdd1<Cfg::kStatsBins, 32>(hist, t);\n            if (relu && t < 0) t = 0;\n"
-    assert text.count(good) == 1
-    src.write_text(text.replace(good, bad))
-    broken = replace(r, sha=hashlib.sha256(src.read_bytes()).hexdigest())
-
-    class Broken(CsimTarget):
-        def __init__(self):
-            self.cfg, self.engine, self.rendered = cfg, ENGINES[cfg.engine], broken
-            self.library_path = csim.compile_library(broken)
-            self.lib = csim.CsimLibrary(self.library_path, len(protocol.REGS_IN), len(protocol.REGS_OUT))
-
-    tgt = Broken()
+    tgt = planted_csim(cfg, r, "sparse_cluster.cpp", good, bad)
     case = [c for c in make_cases(cfg, seed=0, n_random=0) if c.name == "stats_relu"][0]
     res = run_case(cfg, tgt, case)
     assert res["mismatches"] > 0 and res["first"]["index"][0] == "stats"
