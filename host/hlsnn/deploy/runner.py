@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engines.common import largest_frac
+from ..engines.stream import merge_stats
 from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
@@ -144,10 +145,33 @@ class _Exec:
         q, _ = fixed.convert(wide, g, self.f_x, bits + (0 if signed else 1), rounding=self.deploy.rounding)
         return np.clip(q, lo, hi), self.f_x
 
-    def _choose_out(self, hist, n, f_in, bits, signed):
-        st = fixed.Stats.from_histogram(hist, n)
-        return fixed.determine(st, f_in, bits, overflow_ratio=self.deploy.overflow_ratio, signed=signed,
-                               f_prev=self.f_out, f_min=f_in - 63, f_max=f_in + 63)
+    def _bias(self, f_in, bits):
+        """The bias in accumulator units (radix ``f_in``), checked against the kernel's
+        signed ``bits + 1``-bit bias field."""
+        b = np.rint(np.ldexp(self.layer.b, f_in))
+        if np.abs(b).max(initial=0) >= 1 << bits:
+            raise InputError(f"layer {self.layer.name}: the bias does not fit (-2^{bits}, 2^{bits}) at radix {f_in}")
+        return b.astype(np.int64)
+
+    def _collect(self, hist, stats):
+        """After each kernel call: count it and merge its statistics (saturating, as the
+        kernel's own counters do)."""
+        self.stats.calls += 1
+        return merge_stats(hist, self.acc.kernel.last_stats) if stats else hist
+
+    def _two_pass(self, call, f_in, bits, signed, calibrate):
+        """The preceding operation (statistics on; when calibrating, in dynamic mode, or the
+        first time), DETERMINE on the kernel's histogram, then the main operation with the
+        output shift. ``call(stats, shift) -> (outputs, hist, sat, n_outputs)``."""
+        if calibrate or self.f_out is None or self.deploy.dynamic:
+            _, hist, _, n = call(True, 0)
+            st = fixed.Stats.from_histogram(hist, n)
+            self.f_out = fixed.determine(st, f_in, bits, overflow_ratio=self.deploy.overflow_ratio, signed=signed,
+                                         f_prev=self.f_out, f_min=f_in - 63, f_max=f_in + 63)
+            self.stats.histogram = hist.tolist()
+        out, _, sat, _ = call(False, f_in - self.f_out)
+        self.stats.f_out, self.stats.sat_count = self.f_out, sat
+        return out
 
 
 class ShiftExec(_Exec):
@@ -189,33 +213,23 @@ class ShiftExec(_Exec):
         else:
             rows = xi.reshape(xi.shape[0], -1)
         f_in = fx + self.f_w
-        bias = np.rint(np.ldexp(layer.b, f_in))
-        if np.abs(bias).max(initial=0) >= 1 << 31:
-            raise InputError(f"layer {layer.name}: the bias does not fit 32 bits at radix {f_in}")
-        bias = bias.astype(np.int64)
+        bias = self._bias(f_in, 31)
         kern = self.acc.kernel
         bsz = max(1, min(p["max_batch"], 1 << 16))
 
         def call(stats, shift):
             out = np.empty((rows.shape[0], layer.w.shape[0]), np.int64)
-            hist = None
-            sat = 0
+            hist, sat = None, 0
             for a, b, wq in self.n_chunks:
                 for r0, r1 in _chunks(rows.shape[0], bsz):
                     out[r0:r1, a:b] = kern.gemm_int(rows[r0:r1], wq, mode=self.mode, bias=bias[a:b], shift=shift,
                                                     relu=layer.relu, stats=stats)
                     sat += kern.last_sat_count
-                    self.stats.calls += 1
-                    if stats:
-                        hist = kern.last_stats if hist is None else hist + kern.last_stats
-            return out, hist, sat
+                    hist = self._collect(hist, stats)
+            return out, hist, sat, out.size
 
-        if calibrate or self.f_out is None or self.deploy.dynamic:
-            _, hist, _ = call(True, 0)
-            self.f_out = self._choose_out(hist, rows.shape[0] * layer.w.shape[0], f_in, self.bits, self.signed)
-            self.stats.histogram = hist.tolist()
-        out, _, sat = call(False, f_in - self.f_out)
-        self.stats.f_in, self.stats.f_out, self.stats.sat_count = fx, self.f_out, sat
+        out = self._two_pass(call, f_in, self.bits, self.signed, calibrate)
+        self.stats.f_in = fx
         self.stats.input_density = float(np.mean(rows != 0))
         if layer.kind == "conv":
             out = out.reshape(xi.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
@@ -249,17 +263,14 @@ class SparseExec(_Exec):
         layer, p = self.layer, self.p
         xi, fx = self._input_ints(act, self.BITS, True, calibrate)
         f_in = fx + self.f_w
-        bias = np.rint(np.ldexp(layer.b, f_in))
-        if np.abs(bias).max(initial=0) >= 1 << 30:
-            raise InputError(f"layer {layer.name}: the bias does not fit (-2^30, 2^30) at radix {f_in}")
-        bias = bias.astype(np.int64)
+        bias = self._bias(f_in, 30)
         kern = self.acc.kernel
         if layer.kind == "dense":
             x2 = xi.reshape(xi.shape[0], -1)
             maps = [x2[a:b].T[:, None, :] for a, b in _chunks(x2.shape[0], p["max_hw"])]
-            padding = "valid"
+            padding, op = "valid", kern.conv2d_int
         else:
-            padding = "same" if layer.pad else "valid"
+            padding, op = ("same" if layer.pad else "valid"), kern.conv2d_batch_int
             per = kern.batch_capacity(xi.shape[2], xi.shape[3], self.wq.shape[2], padding)
             maps = [xi[a:b] for a, b in _chunks(xi.shape[0], max(1, per))]
 
@@ -268,26 +279,15 @@ class SparseExec(_Exec):
             for fmap in maps:
                 parts = []
                 for a, b in self.z_chunks:
-                    if layer.kind == "dense":
-                        y = kern.conv2d_int(fmap, self.wq[a:b], bias=bias[a:b], shift=shift, padding=padding,
-                                            relu=layer.relu, stats=stats)
-                    else:
-                        y = kern.conv2d_batch_int(fmap, self.wq[a:b], bias=bias[a:b], shift=shift,
-                                                  padding=padding, relu=layer.relu, stats=stats)
-                    parts.append(y)
+                    parts.append(op(fmap, self.wq[a:b], bias=bias[a:b], shift=shift, padding=padding,
+                                    relu=layer.relu, stats=stats))
                     sat += kern.last_sat_count
-                    self.stats.calls += 1
-                    if stats:
-                        hist = kern.last_stats if hist is None else hist + kern.last_stats
+                    hist = self._collect(hist, stats)
                 outs.append(np.concatenate(parts, axis=0 if layer.kind == "dense" else 1))
-            return outs, hist, sat
+            return outs, hist, sat, sum(o.size for o in outs)
 
-        if calibrate or self.f_out is None or self.deploy.dynamic:
-            pre, hist, _ = call(True, 0)
-            self.f_out = self._choose_out(hist, sum(o.size for o in pre), f_in, self.BITS, True)
-            self.stats.histogram = hist.tolist()
-        outs, _, sat = call(False, f_in - self.f_out)
-        self.stats.f_in, self.stats.f_out, self.stats.sat_count = fx, self.f_out, sat
+        outs = self._two_pass(call, f_in, self.BITS, True, calibrate)
+        self.stats.f_in = fx
         self.stats.input_density = float(np.mean(xi != 0))
         if layer.kind == "dense":
             out = np.concatenate([o[:, 0, :].T for o in outs], axis=0)
