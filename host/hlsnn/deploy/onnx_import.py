@@ -269,11 +269,8 @@ def load_onnx(path, *, host_fallback=False) -> Network:
             produced[layer.output] = layer
     if unsupported:
         raise UnsupportedModelError(str(path), unsupported)
-    final = layers[-1].output if layers else graph_inputs[0].name
-    if final != g.output[0].name:
-        # the output tensor is produced by a folded layer under its last folded node's name
-        if g.output[0].name not in produced:
-            raise InputError(f"{path}: cannot trace the graph output {g.output[0].name!r} to a layer")
+    if g.output[0].name not in produced and g.output[0].name != graph_inputs[0].name:
+        raise InputError(f"{path}: cannot trace the graph output {g.output[0].name!r} to a layer")
     return Network(name=path.stem, path=str(path), input=graph_inputs[0].name,
                    input_shape=_dims(graph_inputs[0]), output=g.output[0].name, layers=layers)
 

@@ -74,14 +74,7 @@ class Kernel:
             raise InputError(f"balance = {balance!r}: must be auto, fraction, work or equal")
         p = self.p
         c, h, w = x.shape
-        if padding == "same":
-            if k % 2 == 0:
-                raise InputError(f"padding 'same' needs an odd kernel size, got {k}")
-            pad = (k - 1) // 2
-        elif padding == "valid":
-            pad = 0
-        else:
-            raise InputError(f"padding = {padding!r}: must be 'same' or 'valid'")
+        pad = self._pad(padding, k)
         xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad)))
         oh, ow = xp.shape[1] - k + 1, xp.shape[2] - k + 1
         if oh < 1 or ow < 1:
