@@ -91,11 +91,14 @@ class PynqTarget:
         The device (default: pynq's active device; the simulated device for ``sim``).
     timeout : float
         Seconds a transfer may take before it is an error (the DMA is then reset).
+    max_transfer_bytes : int, optional
+        Cap one transfer below the DMA's length-register limit (e.g. to bound the contiguous
+        buffers); operations larger than one transfer are tiled by the engine.
     """
 
     name = "pynq"
 
-    def __init__(self, cfg, engine, *, overlay, device=None, timeout=10.0, download=True):
+    def __init__(self, cfg, engine, *, overlay, device=None, timeout=10.0, download=True, max_transfer_bytes=None):
         pynq = _pynq()
         self.cfg, self.engine, self.timeout = cfg, engine, float(timeout)
         bit, hwh, js = overlay_files(overlay, cfg.name)
@@ -113,6 +116,12 @@ class PynqTarget:
         if "dma" not in ips or cfg.name not in ips:
             raise OverlayMismatch(f"overlay {bit.name} has IPs {sorted(ips)}; expected 'dma' and '{cfg.name}'")
         self._check_dma(ips["dma"])
+        from .targets import _limit
+        dma_limit = (1 << self.length_width) - 1
+        user = _limit(max_transfer_bytes)
+        #: bytes one transfer may carry: the DMA's length register, or less if asked; the
+        #: engines tile larger operations to it (``engines.tiling``)
+        self.max_transfer_bytes = dma_limit if user is None else min(user, dma_limit)
         self.dma = self.overlay.dma
         self.kernel = getattr(self.overlay, cfg.name)
         regs = self.manifest.get("register_map") or {}
@@ -154,9 +163,10 @@ class PynqTarget:
                 setattr(self, attr, self._pynq.allocate(shape=(max(n, 64),), dtype=np.uint8))
         limit = (1 << self.length_width) - 1
         for what, n in (("input", n_in), ("output", n_out)):
-            if n > limit:
+            if n > limit:       # the engines tile to max_transfer_bytes: only a raw run() gets here
                 raise InputError(f"{what} transfer of {n} bytes exceeds the DMA's {self.length_width}-bit length "
-                                 f"register ({limit} bytes): split the call")
+                                 f"register ({limit} bytes): split the call (the engines' operations tile "
+                                 f"to target.max_transfer_bytes)")
 
     # ------------------------------------------------------------------ run
     def run(self, beats, regs_in, n_out_beats):

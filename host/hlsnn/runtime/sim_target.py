@@ -61,7 +61,8 @@ class SimTarget(PynqTarget):
 
     name = "sim"
 
-    def __init__(self, cfg, engine, *, overlay=None, strict_cache=False, timeout=10.0, verbose=False):
+    def __init__(self, cfg, engine, *, overlay=None, strict_cache=False, timeout=10.0, verbose=False,
+                 max_transfer_bytes=None):
         from .simdevice import SimDevice, StreamKernelModel
         rendered = codegen.render(cfg)
         self.library_path = csim.compile_library(rendered, verbose=verbose)
@@ -71,7 +72,8 @@ class SimTarget(PynqTarget):
         self.sim.add_model(cfg.name, StreamKernelModel(csim_kernel_model(cfg, engine, lib)))
         self.sim.install()
         try:
-            super().__init__(cfg, engine, overlay=overlay, device=self.sim, timeout=timeout)
+            super().__init__(cfg, engine, overlay=overlay, device=self.sim, timeout=timeout,
+                             max_transfer_bytes=max_transfer_bytes)
         except BaseException:
             self.sim.uninstall()
             raise

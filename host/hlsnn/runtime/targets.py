@@ -7,14 +7,16 @@ from __future__ import annotations
 import numpy as np
 
 
-
 class EmuTarget:
     """The bit-exact numpy emulator, behind the same stream interface as the hardware."""
 
     name = "emu"
 
-    def __init__(self, cfg, engine):
+    def __init__(self, cfg, engine, *, max_transfer_bytes=None):
         self.cfg, self.engine = cfg, engine
+        #: bytes one call's input or output may take (None: unlimited); the engines tile
+        #: larger operations (``engines.tiling``) exactly as on a board's DMA
+        self.max_transfer_bytes = _limit(max_transfer_bytes)
 
     def run(self, beats, regs_in, n_out_beats):
         out, regs_out = self.engine.Kernel.emulate_stream(self.cfg, beats, regs_in)
@@ -31,9 +33,10 @@ class CsimTarget:
 
     name = "csim"
 
-    def __init__(self, cfg, engine, *, build_dir=None, rendered=None, verbose=False):
+    def __init__(self, cfg, engine, *, build_dir=None, rendered=None, verbose=False, max_transfer_bytes=None):
         from .. import codegen, csim      # only csim needs Jinja2 and a compiler: the board path does not
         self.cfg, self.engine = cfg, engine
+        self.max_transfer_bytes = _limit(max_transfer_bytes)
         # a project the caller already rendered is not rendered (nor its testbench vectors emulated) again
         self.rendered = rendered if rendered is not None else codegen.render(cfg, build_dir)
         self.library_path = csim.compile_library(self.rendered, verbose=verbose)
@@ -45,6 +48,16 @@ class CsimTarget:
 
     def close(self):
         pass
+
+
+def _limit(value):
+    """``max_transfer_bytes`` checked: None or a positive integer."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        from ..errors import InputError
+        raise InputError(f"max_transfer_bytes = {value!r}: must be a positive integer (bytes) or None (unlimited)")
+    return int(value)
 
 
 def _pynq_target(cfg, engine, *, overlay=None, **kw):

@@ -1,0 +1,72 @@
+"""Transparent tiling: an operation larger than one kernel call is split into calls.
+
+Two limits bound one call:
+
+* the kernel's maxima from the config (``max_n``, ``max_out_channels``, ``max_hw``, ...): the
+  engine's ``Kernel`` splits the outputs (N, or Z) and, for feature maps, the spatial extent;
+* the largest DMA transfer, :func:`transfer_limit` of the target: on ``pynq``/``sim`` the
+  AXI DMA's length register (``c_sg_length_width`` bits of the overlay's .hwh) caps every
+  input and output transfer at ``2**width - 1`` bytes; ``emu`` and ``csim`` have no such limit
+  unless given ``max_transfer_bytes=`` (which the tests use to exercise the tiled path on every
+  target). The engine then splits the batch (rows of x, or rows of output pixels).
+
+Rules (the same on every target, so tiled results still agree bit for bit between emu, csim,
+sim and pynq):
+
+* only splits that leave every output value unchanged are made automatically: batch rows
+  (every row is computed independently), outputs N/Z of integer operations, and spatial
+  bands of a convolution on a host-padded map; the reduction length K is never split
+  (partial sums would need a wider output and a host-side requantization);
+* statistics-unit histograms of the calls are merged with :func:`engines.stream.merge_stats`
+  (saturating, as the kernel counts) and saturation counts are summed (saturating at 2**32-1,
+  as the 32-bit register does);
+* where a split would change the numerics, the operation says so in its docstring (the BFP
+  float ``gemm`` over N > ``max_n``: each chunk gets its own output exponents).
+"""
+from __future__ import annotations
+
+from ..errors import InputError
+
+#: a 32-bit counter register saturates here
+U32_MAX = 0xFFFFFFFF
+
+
+def transfer_limit(target):
+    """Bytes one DMA transfer may carry on ``target`` (None: unlimited)."""
+    return getattr(target, "max_transfer_bytes", None)
+
+
+def chunks(n: int, size: int):
+    """``[(a, b), ...]`` covering ``range(n)`` in pieces of at most ``size``."""
+    size = max(1, int(size))
+    return [(a, min(a + size, n)) for a in range(0, n, size)]
+
+
+def rows_per_call(batch: int, in_bytes, out_bytes, limit, *, what: str) -> int:
+    """The largest ``b <= batch`` with ``in_bytes(b) <= limit`` and ``out_bytes(b) <= limit``.
+
+    ``in_bytes``/``out_bytes`` are the bytes of one call's input and output transfers for a
+    call of ``b`` rows (non-decreasing in ``b``). ``limit`` None means no limit. A call of a
+    single row that does not fit is an :class:`InputError` naming both sizes: the fixed part
+    (weights, parameters) is then too large for one transfer and only a kernel with a larger
+    ``max_*`` split or a DMA with a wider length register helps.
+    """
+    if limit is None or (in_bytes(batch) <= limit and out_bytes(batch) <= limit):
+        return batch
+    if in_bytes(1) > limit or out_bytes(1) > limit:
+        raise InputError(f"{what}: even one row needs a {in_bytes(1)}-byte input and a {out_bytes(1)}-byte output "
+                         f"transfer, more than the DMA's {limit}-byte limit (its length register); use an overlay "
+                         f"whose DMA has a wider length register (c_sg_length_width) or smaller operands")
+    lo, hi = 1, batch                 # in_bytes(lo) fits, in_bytes(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if in_bytes(mid) <= limit and out_bytes(mid) <= limit:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def add_u32(a: int, b: int) -> int:
+    """Sum of two 32-bit saturation counters, saturating like the register."""
+    return min(int(a) + int(b), U32_MAX)
