@@ -322,15 +322,8 @@ class BfpExec(_Exec):
             rows, (oh, ow) = im2col(x, layer.w.shape[2], layer.pad)
         else:
             rows = x.reshape(x.shape[0], -1)
-        xq = bfpfmt.quantize(rows, self.m, axis=-1, exponent_bits=self.e, rounding=self.rnd)
-        zero = ~xq.mantissas.any(axis=1)
-        if zero.any() and not zero.all():
-            # an all-zero row's exponent is free (its mantissas are 0); the quantizer's floor
-            # exponent would make the bias alignment shift saturate, so use the batch's largest
-            xe = np.asarray(xq.exponents).reshape(-1, 1).copy()
-            xe[zero] = xe[~zero].max()
-            xq = bfpfmt.BFPTensor.from_parts(xq.mantissas, xe, self.m, exponent_bits=self.e, axis=1,
-                                             block_size=None)
+        # all-zero samples get a free exponent that keeps the bias alignment in range (Kernel docstring)
+        xq = self.acc.kernel.quantize_activations(rows)
         kern = self.acc.kernel
         out = np.empty((rows.shape[0], layer.w.shape[0]))
         sat = 0

@@ -6,6 +6,8 @@ import numpy as np
 
 from ...errors import InputError
 from ...formats import bfp
+from .. import tiling
+from ..stream import merge_stats
 from . import protocol
 from .emulator import emulate
 from .spec import MAGIC
@@ -42,12 +44,17 @@ class Kernel:
 
     # ------------------------------------------------------------------ floats
     def quantize_operands(self, x, w, bias=None):
-        """Quantize float operands to the kernel's formats: ``(xq, wq, bq)``."""
+        """Quantize float operands to the kernel's formats: ``(xq, wq, bq)``.
+
+        An all-zero sample's exponent is free (its mantissas are 0); the quantizer's floor
+        exponent would make the kernel's bias alignment shift saturate, so it gets the
+        largest exponent of the batch's other samples, or, when every sample is zero, the
+        exponent that puts the bias's alignment shift at 0 for the largest weight exponent
+        (:meth:`quantize_activations`).
+        """
         p = self.p
         qround = p["rounding"]
-        x = self._float2d("x", x)
         w = self._float2d("w", w)
-        xq = bfp.quantize(x, p["mantissa_bits"], axis=-1, exponent_bits=p["exponent_bits"], rounding=qround)
         waxis = -1 if p["weight_exponent"] == "row" else None
         wq = bfp.quantize(w, p["mantissa_bits"], axis=waxis, exponent_bits=p["exponent_bits"], rounding=qround)
         bq = None
@@ -57,16 +64,50 @@ class Kernel:
                 raise InputError(f"bias must be 1-D (N,), got shape {b.shape}")
             bq = bfp.quantize(b, p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
                               rounding=qround)
-        return xq, wq, bq
+        return self.quantize_activations(x, wq, bq), wq, bq
+
+    def quantize_activations(self, x, wq=None, bq=None):
+        """Float activations ``x`` (batch, K) to a BFPTensor with one exponent per sample,
+        all-zero samples given a free exponent as in :meth:`quantize_operands`."""
+        p = self.p
+        xq = bfp.quantize(self._float2d("x", x), p["mantissa_bits"], axis=-1, exponent_bits=p["exponent_bits"],
+                          rounding=p["rounding"])
+        zero = ~xq.mantissas.any(axis=1)
+        if not zero.any():
+            return xq
+        xe = np.asarray(xq.exponents).reshape(-1, 1).copy()
+        if not zero.all():
+            xe[zero] = xe[~zero].max()
+        elif bq is not None and wq is not None:
+            lo, hi = bfp.exponent_range(p["exponent_bits"])
+            xe[:] = min(max(int(np.asarray(bq.exponents).max()) - int(np.asarray(wq.exponents).max()), lo), hi)
+        else:
+            return xq
+        return bfp.BFPTensor.from_parts(xq.mantissas, xe, p["mantissa_bits"], exponent_bits=p["exponent_bits"],
+                                        axis=1, block_size=None)
 
     def gemm(self, x, w, bias=None, relu=False, *, method=None, stats_k=None, stats=False):
         """Float GEMM: ``x`` (batch, K), ``w`` (N, K), ``bias`` (N,) -> float64 (batch, N).
 
         The result is exactly the dequantized output of :meth:`gemm_bfp` on the quantized
-        operands.
+        operands when N <= ``max_n``. Larger N is tiled: the operands are quantized once, as a
+        whole, then the outputs are computed in chunks of ``max_n``; each chunk's outputs get
+        their own per-sample exponents, so the result equals the concatenation of the chunks'
+        :meth:`gemm_bfp` results (the same on every target), not one ``gemm_bfp`` over all N.
         """
         xq, wq, bq = self.quantize_operands(x, w, bias)
-        return self.gemm_bfp(xq, wq, bq, relu=relu, method=method, stats_k=stats_k, stats=stats).dequantize()
+        n = wq.shape[0]
+        if n <= self.p["max_n"]:
+            return self.gemm_bfp(xq, wq, bq, relu=relu, method=method, stats_k=stats_k, stats=stats).dequantize()
+        xm, xe, wm, we, bm, be = self._check_bfp(xq, wq, bq, wide_n=True)
+        regs = self._regs(method, stats_k, relu, bm is not None, stats)
+        parts, sat, hist = [], 0, None
+        for a, b in tiling.chunks(n, self.p["max_n"]):
+            ym, ye, s_, h = self._run(xm, xe, wm[a:b], we[a:b], None if bm is None else bm[a:b], be, regs, stats)
+            sat, hist = tiling.add_u32(sat, s_), (merge_stats(hist, h) if stats else None)
+            parts.append(self._tensor(ym, ye).dequantize())
+        self.last_sat_count, self.last_stats = sat, hist
+        return np.concatenate(parts, axis=1)
 
     # ------------------------------------------------------------------ BFP
     def gemm_bfp(self, x, w, bias=None, relu=False, *, method=None, stats_k=None, stats=False):
@@ -75,9 +116,26 @@ class Kernel:
         ``method`` is ``"max"`` or ``"stats"`` (default: the config's ``output_exponent``);
         ``stats_k`` the k of mean + k*sigma (default: the config's). ``stats``: read the
         statistics segment into :attr:`last_stats`.
+
+        Tiling (``engines.tiling``): a batch whose input or output stream exceeds one DMA
+        transfer of the target is split into row chunks; every sample is computed
+        independently, so the result is the same as one call, and the histograms of the
+        calls are merged (saturating, as the counters do). N must be at most ``max_n``
+        here: one output exponent per sample spans all N (the float :meth:`gemm` tiles N).
         """
-        p = self.p
         xm, xe, wm, we, bm, be = self._check_bfp(x, w, bias)
+        regs = self._regs(method, stats_k, relu, bm is not None, stats)
+        ym, ye, self.last_sat_count, self.last_stats = self._run(xm, xe, wm, we, bm, be, regs, stats)
+        return self._tensor(ym, ye)
+
+    def _tensor(self, ym, ye):
+        p = self.p
+        return bfp.BFPTensor.from_parts(ym, ye.reshape(-1, 1), p["mantissa_bits"], exponent_bits=p["exponent_bits"],
+                                        axis=1, block_size=None)
+
+    def _regs(self, method, stats_k, relu, has_bias, stats):
+        """The control registers after ``batch, n, k`` (flags, k_sigma), arguments checked."""
+        p = self.p
         method = method or p["output_exponent"]
         if method not in ("max", "stats"):
             raise InputError(f"method = {method!r}: must be 'max' or 'stats'")
@@ -86,20 +144,45 @@ class Kernel:
         k_sigma = p["stats_k"] if stats_k is None else int(stats_k)
         if not 0 <= k_sigma <= 15:
             raise InputError(f"stats_k = {stats_k!r}: must be an integer in [0, 15]")
+        return [_flags(relu, has_bias, method == "stats", stats), k_sigma]
+
+    def _run(self, xm, xe, wm, we, bm, be, regs, stats):
+        """One GEMM of at most ``max_n`` outputs, split over the batch so every call fits one
+        DMA transfer: ``(ym, ye, saturation count, histogram or None)``."""
+        p = self.p
         batch, k = xm.shape
         n = wm.shape[0]
-        regs = [batch, n, k, _flags(relu, bm is not None, method == "stats", stats), k_sigma]
+        beat = p["stream_bits"] // 8
+        rows = tiling.rows_per_call(
+            batch, lambda b: protocol.n_input_beats(p, b, n, k, bm is not None) * beat,
+            lambda b: protocol.n_output_beats(p, b, n, stats=stats) * beat, tiling.transfer_limit(self.target),
+            what=f"{self.cfg.name} GEMM with N = {n}, K = {k}")
+        if rows == batch:
+            return self._call(xm, xe, wm, we, bm, be, regs, stats)
+        yms, yes, sat, hist = [], [], 0, None
+        for a, b in tiling.chunks(batch, rows):
+            ym, ye, s_, h = self._call(xm[a:b], xe[a:b], wm, we, bm, be, regs, stats)
+            yms.append(ym)
+            yes.append(ye)
+            sat, hist = tiling.add_u32(sat, s_), (merge_stats(hist, h) if stats else None)
+        return np.concatenate(yms), np.concatenate(yes), sat, hist
+
+    def _call(self, xm, xe, wm, we, bm, be, regs, stats):
+        """One kernel call: pack, run on the target, check the ID registers, unpack."""
+        p = self.p
+        batch, k = xm.shape
+        n = wm.shape[0]
         beats = protocol.pack_input(p, xm, xe, wm, we, bm, be)
-        out, regs_out = self.target.run(beats, regs, protocol.n_output_beats(p, batch, n, stats=stats))
+        n_out = protocol.n_output_beats(p, batch, n)
+        out, regs_out = self.target.run(beats, [batch, n, k] + regs, n_out + (protocol.n_stats_beats(p) if stats else 0))
         magic, hash32, sat = (int(r) for r in regs_out)
         if magic != MAGIC or hash32 != self.cfg.hash32:
             raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
                              f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
-        self.last_sat_count, self.last_id = sat, (magic, hash32)
-        self.last_stats = protocol.unpack_stats(p, out) if stats else None
-        ym, ye = protocol.unpack_output(p, out[:protocol.n_output_beats(p, batch, n)], batch, n)
-        return bfp.BFPTensor.from_parts(ym, ye.reshape(-1, 1), p["mantissa_bits"],
-                                        exponent_bits=p["exponent_bits"], axis=1, block_size=None)
+        self.last_id = (magic, hash32)
+        hist = protocol.unpack_stats(p, out[n_out:]) if stats else None
+        ym, ye = protocol.unpack_output(p, out[:n_out], batch, n)
+        return ym, ye, sat, hist
 
     # ------------------------------------------------------------------ emulator target
     @staticmethod
@@ -125,7 +208,7 @@ class Kernel:
             raise InputError(f"{name} must be 2-D, got shape {a.shape}")
         return a
 
-    def _check_bfp(self, x, w, bias):
+    def _check_bfp(self, x, w, bias, wide_n=False):
         p = self.p
         m, e = p["mantissa_bits"], p["exponent_bits"]
         for name, t in (("x", x), ("w", w)) + ((("bias", bias),) if bias is not None else ()):
@@ -142,8 +225,10 @@ class Kernel:
             raise InputError(f"x is (batch={batch}, K={k}) but w is (N={n}, K={kw}): K must agree")
         if not 1 <= k <= p["max_k"]:
             raise InputError(f"K = {k}: must be in [1, max_k = {p['max_k']}] for config {self.cfg.name}")
-        if not 1 <= n <= p["max_n"]:
-            raise InputError(f"N = {n}: must be in [1, max_n = {p['max_n']}] for config {self.cfg.name}")
+        if n < 1 or (n > p["max_n"] and not wide_n):
+            raise InputError(f"N = {n}: must be in [1, max_n = {p['max_n']}] for config {self.cfg.name} "
+                             f"(gemm_bfp gives every sample one output exponent over all N; the float gemm tiles "
+                             f"larger N)")
         if batch < 1:
             raise InputError("batch must be at least 1")
         xe = np.asarray(x.exponents)
