@@ -140,12 +140,16 @@ def test_full_build(env):
     assert m["part"] == cfg.board.part
     assert m["config"] == json.loads(json.dumps(cfg.as_dict()))
     assert m["config_sha256"] == cfg.sha and m["config_hash32"] == cfg.hash32
-    # the register map is the generated header's (the kernel argument is k_in there)
+    # the register map is the generated header's, keyed by the protocol's names: the kernel
+    # argument is k_in in the header, the protocol's register is k
     hdr = _fake_header()
-    assert m["register_map"] == reports.parse_register_header(hdr)
+    assert reports.parse_register_header(hdr)["k_in"] == 0x20
     assert m["register_map_source"] == str(hdr)
-    assert m["register_map"] == {"ap_ctrl": 0, "batch": 0x10, "n_out": 0x18, "k_in": 0x20, "flags": 0x28,
+    assert m["register_map"] == {"ap_ctrl": 0, "batch": 0x10, "n_out": 0x18, "k": 0x20, "flags": 0x28,
                                  "stats_k": 0x30, "id_magic": 0x38, "id_hash": 0x40, "sat_count": 0x48}
+    assert m["register_map"] == reports.predicted_register_map(("batch", "n_out", "k", "flags", "stats_k"),
+                                                               ("id_magic", "id_hash", "sat_count"))
+    assert m["register_names"]["k"] == "k_in" and m["register_names"]["batch"] == "batch"
     assert m["tools"] == {"vitis_hls": {"path": str(FAKE_TOOLS / "vitis_hls"), "version": "2023.2"},
                           "vivado": {"path": str(FAKE_TOOLS / "vivado"), "version": "2023.2"}}
     hr = m["hls_report"]
@@ -377,3 +381,16 @@ def test_run_tool_logs_heartbeats_and_fails_with_the_tail(tmp_path, capsys):
         run_tool([sys.executable, "-c", "print('boom'); raise SystemExit(7)"], tmp_path, log, "bad")
     msg = str(exc.value)
     assert "stage bad failed" in msg and "status 7" in msg and str(log) in msg and "boom" in msg
+
+
+def test_header_missing_a_kernel_argument_fails_the_build():
+    """The generated header must have a register for every kernel argument: a missing one is
+    a BuildFailed naming it (the IP does not match the template), not a broken manifest."""
+    from hlsnn.build import flow
+    cfg = hlsnn.load_config(TINY)
+    by_arg = {"ap_ctrl": 0, "batch": 0x10, "n_out": 0x18, "flags": 0x28, "stats_k": 0x30, "id_magic": 0x38,
+              "id_hash": 0x40, "sat_count": 0x48}
+    with pytest.raises(flow.BuildFailed, match=r"no register for kernel argument\(s\) k_in"):
+        flow._protocol_register_map(cfg, by_arg, "xhdr_hw.h")
+    regmap, names = flow._protocol_register_map(cfg, {**by_arg, "k_in": 0x20}, "xhdr_hw.h")
+    assert regmap["k"] == 0x20 and "k_in" not in regmap and names["k"] == "k_in"

@@ -61,6 +61,18 @@ def test_overlay_from_folder_and_config_mismatch(tmp_path):
         hlsnn.Accelerator(other, target="sim", overlay=d)
 
 
+def test_register_map_without_a_protocol_register_is_refused(tmp_path):
+    """The manifest's register map is keyed by the protocol's names (hlsnn build translates the
+    kernel's argument names, e.g. k_in); an overlay lacking one is refused, naming it."""
+    cfg, d = _sim_overlay(tmp_path)
+    js = d / f"{cfg.name}.json"
+    m = json.loads(js.read_text())
+    m["register_map"]["k_in"] = m["register_map"].pop("k")       # an argument name, not the protocol's
+    js.write_text(json.dumps(m))
+    with pytest.raises(hlsnn.HlsnnError, match=r"register_map has no register for k \(it has .*k_in.*rebuild"):
+        hlsnn.Accelerator(d, target="sim")
+
+
 def yaml_of(name):
     import yaml
     return yaml.safe_load((ACCEL / name).read_text())

@@ -36,6 +36,24 @@ class BuildFailed(HlsnnError, RuntimeError):
     """A build stage failed; the message names the stage and where its log is."""
 
 
+def _protocol_register_map(cfg, by_arg, header):
+    """The manifest's register map, keyed by the engine protocol's register names
+    (``REGS_IN``/``REGS_OUT``), from the generated header's map keyed by the kernel's C argument
+    names (e.g. the protocol's ``k`` is the argument ``k_in``; :func:`hlsnn.build.hwh.kernel_arguments`
+    pairs them from the template's pragmas). The board then looks registers up by protocol name
+    and never guesses. Returns ``(map, {protocol name: argument name})``."""
+    from .hwh import kernel_arguments
+    pairs = kernel_arguments(cfg)
+    missing = [arg for _, arg, _ in pairs if arg.lower() not in by_arg]
+    if missing:
+        raise BuildFailed(f"the generated register header {header} has no register for kernel argument(s) "
+                          f"{', '.join(missing)} (it has {', '.join(sorted(by_arg))}): the exported IP does not match "
+                          f"the kernel template")
+    regmap = {"ap_ctrl": by_arg.get("ap_ctrl", 0)}
+    regmap.update({proto: by_arg[arg.lower()] for proto, arg, _ in pairs})
+    return regmap, {proto: arg for proto, arg, _ in pairs}
+
+
 def _say(msg):
     print(msg, flush=True)
 
@@ -203,8 +221,12 @@ class Build:
         self.manifest["hls_report"] = reports.parse_csynth(pick[0])
         hdr = sorted((sol / "impl").glob(f"**/x{top}_hw.h"))
         eng = ENGINES[self.cfg.engine]
-        self.manifest["register_map"] = (reports.parse_register_header(hdr[0]) if hdr else
-                                         reports.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT))
+        if hdr:
+            self.manifest["register_map"], self.manifest["register_names"] = _protocol_register_map(
+                self.cfg, reports.parse_register_header(hdr[0]), hdr[0])
+        else:
+            self.manifest["register_map"] = reports.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT)
+            self.manifest["register_names"] = {n: n for n in self.manifest["register_map"] if n != "ap_ctrl"}
         self.manifest["register_map_source"] = str(hdr[0]) if hdr else "predicted (no generated header found)"
         if not (sol / "impl" / "ip").is_dir():
             raise BuildFailed(f"Vitis HLS exported no IP catalog under {sol / 'impl' / 'ip'}; log: {self.logs / 'hls.log'}")

@@ -124,15 +124,15 @@ class PynqTarget:
         self.max_transfer_bytes = dma_limit if user is None else min(user, dma_limit)
         self.dma = self.overlay.dma
         self.kernel = getattr(self.overlay, cfg.name)
+        # the manifest's register map is keyed by the protocol's register names (hlsnn build
+        # translates the kernel's argument names, e.g. k_in for k, from the generated header)
         regs = self.manifest.get("register_map") or {}
-        self._offsets = {}
-        for name in list(engine.protocol.REGS_IN) + list(engine.protocol.REGS_OUT):
-            for alias in (name, f"{name}_in", f"{name}_r"):
-                if alias in regs:
-                    self._offsets[name] = int(regs[alias])
-                    break
-            else:
-                raise OverlayMismatch(f"overlay register map has no register for '{name}' (has {sorted(regs)})")
+        names = list(engine.protocol.REGS_IN) + list(engine.protocol.REGS_OUT)
+        missing = [n for n in names if n not in regs]
+        if missing:
+            raise OverlayMismatch(f"overlay {js.name}: register_map has no register for {', '.join(missing)} (it has "
+                                  f"{', '.join(sorted(regs))}); rebuild the overlay with this hlsnn (hlsnn build)")
+        self._offsets = {n: int(regs[n]) for n in names}
         self._pynq = pynq
         self._in = self._out = None
         self._beat = cfg.params["stream_bits"] // 8
