@@ -119,3 +119,21 @@ def test_dmasr_decoding():
     text = decode_dmasr(0x4011)
     assert "halted" in text and "DMAIntErr" in text and "error interrupt" in text
     assert "idle" in decode_dmasr(0x2)
+
+
+def test_zynq7000_pl_clock_without_a_frequency_is_filled_in(monkeypatch):
+    """On a PYNQ-Z2 board pynq 4.0.0 gets clock_dict[0]['frequency'] None (pynqmetadata reads no
+    frequency from a Zynq-7000 .hwh) and Overlay.download() raises TypeError in
+    Clocks.set_pl_clk; the pynq target fills it in from the PS parameters before downloading.
+    Here the simulated device keeps its metadata as pynq returns it on the board."""
+    import pynq
+
+    from hlsnn.runtime.pynq_target import fill_pl_clock_frequencies
+    from hlsnn.runtime.simdevice import SimDevice
+    monkeypatch.setattr(SimDevice, "_fill_clock_frequencies", lambda self, parser: None)
+    with hlsnn.Accelerator(ACCEL / "bfp16_pynq-z2.yaml", "sim") as acc:
+        assert acc.target.sim.fixups == []
+        assert acc.target.overlay.clock_dict[0]["frequency"] == pytest.approx(100.0)
+        assert pynq.Clocks.fclk0_mhz == pytest.approx(100.0)
+        assert acc.gemm(np.ones((2, 5)), np.ones((3, 5))).shape == (2, 3)
+    assert fill_pl_clock_frequencies({0: {"enable": 1, "frequency": None}}, parser=None) == []

@@ -46,6 +46,28 @@ def _pynq():
             from None
 
 
+def fill_pl_clock_frequencies(clock_dict, parser):
+    """Fill in ``clock_dict[i]['frequency']`` where the metadata left it None; returns the indices.
+
+    pynq 4.0.0's ``Overlay.download()`` programs each enabled PL clock with that frequency, and
+    pynqmetadata 0.2.0 reads none from a Zynq-7000 ``.hwh`` (PYNQ-Z2): ``Clocks.set_pl_clk``
+    then raises TypeError. The PS records the achieved rate (``PCW_ACT_FPGA<i>_PERIPHERAL_FREQMHZ``).
+    pynq 3.x programs the divisors instead and ignores the frequency."""
+    params = getattr(getattr(parser, "ps", None), "parameters", None) or {}
+    filled = []
+    for i, clk in clock_dict.items():
+        if clk.get("frequency") is not None or not clk.get("enable"):
+            continue
+        for key in (f"PCW_ACT_FPGA{i}_PERIPHERAL_FREQMHZ", f"PCW_FPGA{i}_PERIPHERAL_FREQMHZ"):
+            try:
+                clk["frequency"] = float(params[key].value)
+            except (KeyError, AttributeError, TypeError, ValueError):
+                continue
+            filled.append(i)
+            break
+    return filled
+
+
 def overlay_files(path, name=None):
     """``(bit, hwh, json)`` of an overlay folder ``overlays/<name>/`` or a ``<name>.bit`` path."""
     p = Path(path)
@@ -111,7 +133,10 @@ class PynqTarget:
         vlnv = f"hlsnn.org:hls:{cfg.name}:1.0"
         self._driver = _driver_class(vlnv)
         kw = {"device": device} if device is not None else {}
-        self.overlay = pynq.Overlay(str(bit), download=download, **kw)
+        self.overlay = pynq.Overlay(str(bit), download=False, **kw)
+        if download:
+            fill_pl_clock_frequencies(self.overlay.clock_dict, self.overlay.parser)
+            self.overlay.download()
         ips = self.overlay.ip_dict
         if "dma" not in ips or cfg.name not in ips:
             raise OverlayMismatch(f"overlay {bit.name} has IPs {sorted(ips)}; expected 'dma' and '{cfg.name}'")

@@ -1,7 +1,7 @@
 """A simulated PYNQ device: run ``pynq.Overlay`` + ``pynq.allocate`` + the unmodified
 ``pynq.lib.dma.DMA`` driver on a machine without an FPGA (the ``sim`` target).
 
-:class:`SimDevice` is a ``pynq.Device`` (pynq 4.0) with the ``REGISTER_RW`` capability: every
+:class:`SimDevice` is a ``pynq.Device`` (pynq 3.x and 4.0) with the ``REGISTER_RW`` capability: every
 MMIO read and write of pynq and of its drivers (``mmio.read``, ``ip.write``, ``register_map``)
 arrives here and is routed by address to a Python model of the IP at that address. Addresses,
 IP types, register maps, stream widths and the AXI4-Stream wiring all come from the overlay's
@@ -675,11 +675,12 @@ class _PsClockModel(RegisterFileModel):
         self.name = name
 
 
-# Zynq-7000 SLCR @ 0xF8000000 (50 MHz PS_CLK): ARM PLL x26, DDR PLL x21, IO PLL x20 = 1000 MHz,
-# CPU = ARM PLL / 2, FCLKx = IO PLL / 10 = 100 MHz.
-_SLCR = {0x100: 26 << 12, 0x104: 21 << 12, 0x108: 20 << 12, 0x120: 0x1F000200,
-         0x170: (1 << 20) | (10 << 8), 0x180: (1 << 20) | (10 << 8),
-         0x190: (1 << 20) | (10 << 8), 0x1A0: (1 << 20) | (10 << 8)}
+# Zynq-7000 SLCR @ 0xF8000000 (50 MHz PS_CLK, as a booted PYNQ-Z1/Z2): ARM PLL x26, DDR PLL x21,
+# IO PLL x32 = 1600 MHz (build.hwh.IO_PLL_MHZ), CPU = ARM PLL / 2, FCLKx = IO PLL / (4 x 4) = 100 MHz.
+# The IO PLL matters: pynq 3.x programs the .hwh's FCLK divisors, computed for 1600 MHz.
+_SLCR = {0x100: 26 << 12, 0x104: 21 << 12, 0x108: 32 << 12, 0x120: 0x1F000200,
+         0x170: (4 << 20) | (4 << 8), 0x180: (4 << 20) | (4 << 8),
+         0x190: (4 << 20) | (4 << 8), 0x1A0: (4 << 20) | (4 << 8)}
 # ZynqMP (33.333 MHz PS_REF_CLK): IOPLL x90/2 = 1500 MHz, RPLL x72/2, PL0..3 = IOPLL / 15.
 _CRL_APB = {0x20: (90 << 8) | (1 << 16), 0x30: (72 << 8) | (1 << 16),
             0xC0: (1 << 24) | (1 << 16) | (15 << 8), 0xC4: (1 << 24) | (1 << 16) | (15 << 8),
@@ -1638,6 +1639,21 @@ class SimDevice(_DeviceBase):
             wanted = "_ClocksZynq" if self.arch == "armv7l" else "_ClocksUltrascale"
             if mmio is None or mmio.device is not self or type(inst).__name__ != wanted:
                 del Clocks._real_instance
+        if not hasattr(Clocks, "set_device") and "_real_instance" not in Clocks.__dict__:
+            # pynq 3.0.x (no Clocks.set_device before 3.1): Clocks picks its class from the
+            # *host's* CPU (os.uname(), so on x86 'Architecture not supported for Clocks'), not
+            # from device.arch, and its MMIO from Device.active_device. Build it for this device.
+            import pynq.ps as ps
+            cls = ps._ClocksZynq if self.arch == "armv7l" else ps._ClocksUltrascale
+            Device, saved = _pynq.Device, _pynq.Device.__dict__.get("_active_device", _MISSING)
+            Device.active_device = self
+            try:
+                Clocks._real_instance = cls()
+            finally:
+                if saved is _MISSING:
+                    del Device._active_device
+                else:
+                    Device.active_device = saved
 
     # models -------------------------------------------------------------------------------
     def add_model(self, ip_name, model):
