@@ -167,6 +167,7 @@ PASS_THROUGH_IP = frozenset({
 
 _PAGE = 4096
 _MISSING = object()
+_U32 = struct.Struct("<I")
 
 
 def _require_pynq():
@@ -538,7 +539,7 @@ class StreamLink:
         self.src_width, self.dst_width = src_width, dst_width
         self.producer = self.consumer = None
         self.fifo_bytes = 0                     # depth of axis_data_fifo IP on the path
-        self._buf = bytearray()
+        self._chunks = collections.deque()      # uint8 arrays in flight, oldest first (never copied)
         self._ends = collections.deque()        # absolute byte counts at which packets end
         self.pushed = self.popped = 0
 
@@ -567,10 +568,19 @@ class StreamLink:
             return max(room, c.s2mm.total - c.s2mm.done - self.level())
         return room
 
-    def push(self, data, last):
-        data = bytes(data)
-        self._buf += data
-        self.pushed += len(data)
+    def push(self, data, last, *, copy=True):
+        """Append ``data`` (bytes-like or an array, taken as its raw bytes), TLAST after its
+        last byte if ``last``. ``copy=False``: ``data`` is a private array the link may keep
+        as it is (the caller never changes it afterwards), so nothing is copied."""
+        if isinstance(data, np.ndarray):
+            arr = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+            if copy:
+                arr = arr.copy()
+        else:
+            arr = np.frombuffer(bytes(data), np.uint8)      # bytes are immutable: no copy needed
+        if arr.size:
+            self._chunks.append(arr)
+        self.pushed += arr.size
         if last:
             self._ends.append(self.pushed)
 
@@ -579,13 +589,24 @@ class StreamLink:
         return self._ends[0] - self.popped if self._ends else None
 
     def pop(self, nbytes):
-        """Pop up to ``nbytes`` bytes, never across a packet end. Returns (bytes, tlast)."""
+        """Pop up to ``nbytes`` bytes, never across a packet end. Returns (data, tlast), ``data``
+        a ``uint8`` array (possibly read-only, possibly a view of what was pushed: a consumer
+        reads it, copies what it keeps, and never writes to it)."""
         to_end = self.bytes_to_end()
         n = min(nbytes, self.level())
         if to_end is not None:
             n = min(n, to_end)
-        data = bytes(self._buf[:n])
-        del self._buf[:n]
+        parts, need, chunks = [], n, self._chunks
+        while need > 0:
+            c = chunks[0]
+            if c.size <= need:
+                parts.append(chunks.popleft())
+                need -= c.size
+            else:
+                parts.append(c[:need])
+                chunks[0] = c[need:]
+                need = 0
+        data = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, np.uint8)
         self.popped += n
         last = bool(self._ends) and self._ends[0] == self.popped
         if last:
@@ -634,6 +655,17 @@ class IPModel:
     def step(self):
         return False
 
+    #: True when :meth:`step` can make progress only after a register access that
+    #: :meth:`inert` does not vouch for, or through a stream link another model's step fed
+    #: (not by itself, e.g. by reading DDR the CPU changed). While every model of a design
+    #: says so, the device skips stepping after inert accesses to a settled design.
+    closed = False
+
+    def inert(self, offset, write):
+        """True if this read (``write`` False) or write of the register at ``offset`` cannot
+        let any model make progress (the device then need not step the models after it)."""
+        return False
+
     def blocked_reason(self):
         return None
 
@@ -647,6 +679,18 @@ class IPModel:
     def pending_packet_bytes(self, link):
         """Bytes this producer still holds for ``link`` up to the next TLAST, or None."""
         return None
+
+
+def _is_closed(model):
+    """``model.closed``, trusted only if the class that declared it also defined (or inherited)
+    the ``step``, ``inert``, ``read`` and ``write`` in effect: a subclass that overrides one of
+    them without declaring ``closed`` again is not closed."""
+    mro = type(model).__mro__
+
+    def owner(attr):
+        return next(c for c in mro if attr in c.__dict__)
+    decl = owner("closed")
+    return bool(model.closed) and all(issubclass(decl, owner(a)) for a in ("step", "inert", "read", "write"))
 
 
 class RegisterFileModel(IPModel):
@@ -664,6 +708,11 @@ class RegisterFileModel(IPModel):
 
     def write(self, offset, value):
         self.values[offset] = value
+
+    closed = True
+
+    def inert(self, offset, write):
+        return True
 
 
 class _PsClockModel(RegisterFileModel):
@@ -842,9 +891,9 @@ class _DmaChannel:
             n = min(self.total - self.done, link.space())
             if n <= 0:
                 return False
-            data = memory.read(self.addr + self.done, n, master=self.label)
+            data = memory.read(self.addr + self.done, n, master=self.label)   # a private copy
             self.done += n
-            link.push(data.tobytes(), last=self.done == self.total)
+            link.push(data, last=self.done == self.total, copy=False)
             if self.done == self.total:
                 self._complete()
             return True
@@ -1041,6 +1090,11 @@ class AxiDmaModel(IPModel):
         b = self.s2mm.step()
         return a or b
 
+    closed = True
+
+    def inert(self, offset, write):
+        return not write          # a status read changes no channel (an error is raised, not stepped)
+
     def consumer_state(self, link):
         return self.s2mm.consumer_state(link)
 
@@ -1183,6 +1237,12 @@ class StreamKernelModel(IPModel):
             return self.isr
         return self.values.get(offset, 0)
 
+    closed = True
+
+    def inert(self, offset, write):
+        # reads only clear ap_done/ap_ready; scalar arguments are read at the next ap_start
+        return not write or offset >= 0x10
+
     def write(self, offset, value):
         if offset == 0x00:
             self.auto_restart = bool(value & AUTO_RESTART)
@@ -1229,7 +1289,9 @@ class StreamKernelModel(IPModel):
             if to_end is not None and (want is None or -(-to_end // w) <= want):
                 data, _ = link.pop(to_end)
                 beats = -(-len(data) // w)
-                self._chunks.append(data + bytes(beats * w - len(data)))
+                if beats * w != len(data):       # a beat that ended the packet early: zero-padded
+                    data = np.concatenate([data, np.zeros(beats * w - len(data), np.uint8)])
+                self._chunks.append(data)
                 self._have += beats
                 self._tlast = True
                 progress = True
@@ -1248,7 +1310,12 @@ class StreamKernelModel(IPModel):
 
     def _compute(self):
         w = self.in_width
-        beats_in = np.frombuffer(b"".join(self._chunks), np.uint8).reshape(-1, w).copy()
+        chunks = self._chunks
+        if len(chunks) == 1 and chunks[0].flags.writeable and chunks[0].base is None:
+            flat = chunks[0]                     # the whole input in one private array (the DMA's copy)
+        else:
+            flat = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
+        beats_in = flat.reshape(-1, w)
         regs = self._run_regs
         result = self.fn(beats_in, regs)
         if not (isinstance(result, tuple) and len(result) == 3):
@@ -1580,6 +1647,9 @@ class SimDevice(_DeviceBase):
         self._install_stack = []
         self._lock = threading.RLock()
         self._epoch = 0
+        self._model_list = []                # models in stepping order
+        self._closed = False                 # all models closed (see IPModel.closed)
+        self._settled = False                # stepping now would change nothing (see _settle)
         self._polls = {}
         self._poll_epoch = -1
         self._ps_models = [(base, base + size, name, _PsClockModel(name, regs))
@@ -1724,6 +1794,9 @@ class SimDevice(_DeviceBase):
         regions.sort(key=lambda r: r[0])
         self._regions = regions
         self._region_bases = [r[0] for r in regions]
+        self._model_list = list(self.models.values())
+        self._closed = all(_is_closed(m) for m in self._model_list)
+        self._settled = False
 
     def describe_streams(self):
         """The AXI4-Stream paths of the loaded design, one per line."""
@@ -1763,11 +1836,12 @@ class SimDevice(_DeviceBase):
             if length % 4 or address % 4:
                 raise SimBusError(f"SimDevice: unaligned register read of {length} bytes at 0x{address:x}")
             base, _, model = self._decode(address, length)
-            self._settle()
-            out = bytearray()
-            for off in range(address - base, address - base + length, 4):
-                out += struct.pack("<I", model.read(off) & 0xFFFFFFFF)
-            return bytes(out)
+            off = address - base
+            if not (self._settled and model.inert(off, False)):
+                self._settle()
+            if length == 4:
+                return _U32.pack(model.read(off) & 0xFFFFFFFF)
+            return b"".join(_U32.pack(model.read(o) & 0xFFFFFFFF) for o in range(off, off + length, 4))
 
     def write_registers(self, address, data):
         with self._lock:
@@ -1775,19 +1849,26 @@ class SimDevice(_DeviceBase):
             if len(data) % 4 or address % 4:
                 raise SimBusError(f"SimDevice: unaligned register write of {len(data)} bytes at 0x{address:x}")
             base, _, model = self._decode(address, len(data))
-            for i in range(0, len(data), 4):
-                (value,) = struct.unpack_from("<I", data, i)
-                model.write(address - base + i, value)
+            for i, (value,) in enumerate(_U32.iter_unpack(data)):
+                off = address - base + 4 * i
+                model.write(off, value)
                 self._epoch += 1
-                self._settle()
+                if not (self._settled and model.inert(off, True)):
+                    self._settle()
 
     def _settle(self):
+        """Step every model until none makes progress. Afterwards the design is *settled*
+        (when all its models are ``closed``): until an access that is not ``inert``, stepping
+        again could change nothing, so register accesses skip it."""
+        self._settled = False
+        models = self._model_list
         for _ in range(100000):
             progress = False
-            for model in self.models.values():
+            for model in models:
                 if model.step():
                     progress = True
             if not progress:
+                self._settled = self._closed
                 return
             self._epoch += 1
         raise SimError("SimDevice: the models keep making progress without end (a kernel in "
