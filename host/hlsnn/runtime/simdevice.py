@@ -181,6 +181,79 @@ def _fmt_bytes(n):
     return f"{n} byte" if n == 1 else f"{n} bytes"
 
 
+class _Event:
+    """A trace entry formatted only when it is read: ``fn(*args)`` gives its text. ``args``
+    are values that do not change afterwards (ints, strings, a run's register snapshot)."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
+
+    def __str__(self):
+        return self.fn(*self.args)
+
+
+class _Trace(collections.deque):
+    """``SimDevice.trace``: the last events as text (entries are formatted when read)."""
+
+    def __iter__(self):
+        return (str(e) for e in super().__iter__())
+
+    def __reversed__(self):
+        return (str(e) for e in super().__reversed__())
+
+    def __getitem__(self, i):
+        return str(super().__getitem__(i))
+
+    def __contains__(self, text):
+        return any(text == e for e in self)
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"_Trace({list(self)!r}, maxlen={self.maxlen})"
+
+    def count(self, text):
+        return sum(text == e for e in self)
+
+    def copy(self):
+        return _Trace(self, maxlen=self.maxlen)
+
+
+def _describe_in(alloc, address):
+    """``SimMemory.describe_address`` given the allocation found there (or None)."""
+    if alloc is None:
+        return f"0x{address:x} (no allocated buffer there)"
+    if address == alloc.start:
+        return f"buffer {alloc.describe()}"
+    return f"0x{address:x}, offset {address - alloc.start} into buffer {alloc.describe()}"
+
+
+def _ev_start(label, nbytes, alloc, address):
+    return f"{label}: start {_fmt_bytes(nbytes)} at {_describe_in(alloc, address)}"
+
+
+def _ev_done(label, nbytes):
+    return f"{label}: done, {_fmt_bytes(nbytes)}"
+
+
+def _ev_ap_start(name, regs, n):
+    return f"{name}: ap_start (regs {dict(regs)}, expects {'beats up to TLAST' if n is None else f'{n} beats'})"
+
+
+def _ev_ran(name, beats_in, m, last_index):
+    return (f"{name}: ran on {beats_in} beats -> {m} beats, TLAST "
+            f"{'never' if last_index is None else f'on beat {last_index}'}")
+
+
+def _ev_text(text):
+    return text
+
+
 # --------------------------------------------------------------------------------------------
 # simulated DDR, buffers and the cache model
 
@@ -304,12 +377,7 @@ class SimMemory:
         return None
 
     def describe_address(self, address):
-        alloc = self.find(address)
-        if alloc is None:
-            return f"0x{address:x} (no allocated buffer there)"
-        if address == alloc.start:
-            return f"buffer {alloc.describe()}"
-        return f"0x{address:x}, offset {address - alloc.start} into buffer {alloc.describe()}"
+        return _describe_in(self.find(address), address)
 
     def contains(self, address, nbytes):
         return self.base <= address and address + nbytes <= self.base + self.size
@@ -746,12 +814,16 @@ class _DmaChannel:
         self.dma, self.kind, self.base, self.present = dma, kind, base, present
         self.width, self.burst = width, burst
         self.link = None
+        self._label = None
         self.reset()
 
     @property
     def label(self):
-        role = "sendchannel" if self.kind == "MM2S" else "recvchannel"
-        return f"{self.dma.name} {self.kind} ({role})"
+        name = self.dma.name
+        if self._label is None or self._label[0] != name:
+            role = "sendchannel" if self.kind == "MM2S" else "recvchannel"
+            self._label = (name, f"{name} {self.kind} ({role})")
+        return self._label[1]
 
     @property
     def port(self):
@@ -860,7 +932,7 @@ class _DmaChannel:
             self._fail(SR_DECERR, f"{_fmt_bytes(value)} at 0x{addr:x} are not in the simulated DDR "
                                   f"0x{memory.base:x}..0x{memory.base + memory.size:x}{hint}")
         else:
-            self.dma.sim._trace(f"{self.label}: start {_fmt_bytes(value)} at {memory.describe_address(addr)}")
+            self.dma.sim._event(_ev_start, self.label, value, memory.find(addr), addr)
 
     # data movement ----------------------------------------------------------------------
     def _complete(self, tlast=True):
@@ -870,7 +942,7 @@ class _DmaChannel:
         self.last_transfer = (self.addr, self.done, tlast)
         if self.kind == "S2MM":
             self.length = self.done
-        self.dma.sim._trace(f"{self.label}: done, {_fmt_bytes(self.done)}")
+        self.dma.sim._event(_ev_done, self.label, self.done)
 
     def _fail(self, bit, reason):
         self.err |= bit
@@ -1270,8 +1342,7 @@ class StreamKernelModel(IPModel):
             raise SimError(f"{self.name}: n_in gave {n!r}; it must be a non-negative int (beats per run)")
         self._need = None if n is None else int(n)
         self._chunks, self._have, self._tlast = [], 0, False
-        self.sim._trace(f"{self.name}: ap_start (regs {dict(self._run_regs)}, "
-                        f"expects {'beats up to TLAST' if n is None else f'{n} beats'})")
+        self.sim._event(_ev_ap_start, self.name, self._run_regs, n)
 
     def _input_complete(self):
         if self.in_link is None:
@@ -1355,8 +1426,7 @@ class StreamKernelModel(IPModel):
         if self.ier & 2:
             self.isr |= 2
         self.state = "output"
-        self.sim._trace(f"{self.name}: ran on {beats_in.shape[0]} beats -> {m} beats, TLAST "
-                        f"{'never' if last_index is None else f'on beat {last_index}'}")
+        self.sim._event(_ev_ran, self.name, beats_in.shape[0], m, last_index)
 
     def _as_beats(self, beats_out):
         if beats_out is None:
@@ -1406,7 +1476,7 @@ class StreamKernelModel(IPModel):
         self.ap_done = True
         if self.ier & 1:
             self.isr |= 1
-        self.sim._trace(f"{self.name}: ap_done")
+        self.sim._event(_ev_text, f"{self.name}: ap_done")
         if self.auto_restart or self.start_pending:
             self.start_pending = False
             self.state = "idle"
@@ -1636,7 +1706,7 @@ class SimDevice(_DeviceBase):
         self.downloads = []
         self.cache_ops = []
         self.fixups = []
-        self.trace = collections.deque(maxlen=2000)
+        self.trace = _Trace(maxlen=2000)
         self.dtbo_ops = []
         self.models = {}                     # live models of the programmed design, by IP name
         self.streams = []
@@ -1846,6 +1916,14 @@ class SimDevice(_DeviceBase):
     def write_registers(self, address, data):
         with self._lock:
             data = bytes(data)
+            if len(data) == 4 and not address & 3:          # one word: the common case
+                base, _, model = self._decode(address, 4)
+                off = address - base
+                model.write(off, _U32.unpack(data)[0])
+                self._epoch += 1
+                if not (self._settled and model.inert(off, True)):
+                    self._settle()
+                return
             if len(data) % 4 or address % 4:
                 raise SimBusError(f"SimDevice: unaligned register write of {len(data)} bytes at 0x{address:x}")
             base, _, model = self._decode(address, len(data))
@@ -1892,6 +1970,12 @@ class SimDevice(_DeviceBase):
     def _trace(self, text):
         self.trace.append(text)
         log.debug("%s", text)
+
+    def _event(self, fn, *args):
+        """Trace ``fn(*args)``, formatted only when the trace is read (or logged)."""
+        ev = _Event(fn, args)
+        self.trace.append(ev)
+        log.debug("%s", ev)
 
     # memory ---------------------------------------------------------------------------------
     def allocate(self, shape, dtype="u4", cacheable=True, name=None, **kwargs):
