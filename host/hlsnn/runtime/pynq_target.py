@@ -185,9 +185,8 @@ class PynqTarget:
             if buf is None or buf.nbytes < n:
                 if buf is not None:
                     buf.freebuffer()
-                buf = self._pynq.allocate(shape=(max(n, 64),), dtype=np.uint8)
-                setattr(self, attr, buf)
-                setattr(self, attr + "_np", buf.view(np.ndarray))
+                setattr(self, attr, self._pynq.allocate(shape=(max(n, 64),), dtype=np.uint8))
+                setattr(self, attr + "_np", getattr(self, attr).view(np.ndarray))
         limit = (1 << self.length_width) - 1
         for what, n in (("input", n_in), ("output", n_out)):
             if n > limit:       # the engines tile to max_transfer_bytes: only a raw run() gets here

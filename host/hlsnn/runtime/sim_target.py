@@ -42,16 +42,18 @@ def csim_kernel_model(cfg, engine, lib):
     """A StreamKernelModel function that runs the kernel's C-simulation library on the beats
     the DMA delivered, with the register values the host wrote."""
     offsets = reports.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)
+    in_offsets = [offsets[n] for n in engine.protocol.REGS_IN]
+    out_offsets = [offsets[n] for n in engine.protocol.REGS_OUT]
 
     def fn(beats_in, regs):
-        regs_in = [int(regs.get(offsets[n], 0)) & 0xFFFFFFFF for n in engine.protocol.REGS_IN]
+        regs_in = [int(regs.get(off, 0)) & 0xFFFFFFFF for off in in_offsets]
         cap = max(4 * len(beats_in), 4096)
         while True:
             out, regs_out, last, status = lib.run_stream(beats_in, regs_in, cap)
             if len(out) < cap:
                 break
             cap *= 4                       # the kernel may have written more: run again, larger
-        values = {offsets[n]: int(v) for n, v in zip(engine.protocol.REGS_OUT, regs_out)}
+        values = dict(zip(out_offsets, regs_out.tolist()))
         return out, values, last
     return fn
 
