@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -112,15 +111,6 @@ class CsimLibrary:
                                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.stream_bits = int(self._lib.hlsnn_stream_bits())
         self.n_regs_in, self.n_regs_out = n_regs_in, n_regs_out
-        self._local = threading.local()      # per thread: run_stream's reusable output buffer
-
-    def _scratch(self, nbytes):
-        """A uint8 buffer of at least ``nbytes``, reused by later calls in this thread (its
-        pages stay mapped and warm instead of a fresh allocation per call)."""
-        buf = getattr(self._local, "out", None)
-        if buf is None or buf.size < nbytes:
-            buf = self._local.out = np.empty(nbytes, np.uint8)
-        return buf
 
     def run(self, beats: np.ndarray, regs_in, n_out_beats: int):
         nbytes = self.stream_bits // 8
@@ -145,12 +135,11 @@ class CsimLibrary:
         input left unread, 32: the kernel read past the input)."""
         nbytes = self.stream_bits // 8
         beats = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1, nbytes)
-        out = self._scratch(cap_beats * nbytes)       # only the written beats are returned (copied)
+        out = np.empty((cap_beats, nbytes), dtype=np.uint8)     # only the written beats are returned
         rin = np.ascontiguousarray(np.asarray(regs_in, dtype=np.uint32))
         rout = np.zeros(self.n_regs_out, dtype=np.uint32)
         n_out = ctypes.c_uint64(0)
         last = ctypes.c_int64(-1)
         status = self._lib.hlsnn_run_stream(beats.ctypes.data, beats.shape[0], out.ctypes.data, cap_beats,
                                             rin.ctypes.data, rout.ctypes.data, ctypes.byref(n_out), ctypes.byref(last))
-        got = out[:n_out.value * nbytes].reshape(-1, nbytes).copy()
-        return got, rout, (None if last.value < 0 else int(last.value)), int(status)
+        return out[:n_out.value], rout, (None if last.value < 0 else int(last.value)), int(status)

@@ -11,6 +11,7 @@ works the same way.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from .. import codegen, csim
 from ..build import reports
 from ..paths import build_root
 from .pynq_target import PynqTarget
+
+_NULL = contextlib.nullcontext()     # reusable: it holds no state
 
 
 def prepare_sim_overlay(cfg, engine, out_dir=None) -> Path:
@@ -84,9 +87,8 @@ class SimTarget(PynqTarget):
         """A context in which this target's simulated device is pynq's active device: several
         sim targets may be open at once (e.g. one per format of a deployment), and
         ``pynq.allocate`` and the DMA driver work on the active device."""
-        import contextlib
         if self.sim.installed:
-            return contextlib.nullcontext()
+            return _NULL
         return self.sim
 
     def run(self, beats, regs_in, n_out_beats):
