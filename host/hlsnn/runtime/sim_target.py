@@ -11,6 +11,7 @@ works the same way.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from .. import codegen, csim
 from ..build import reports
 from ..paths import build_root
 from .pynq_target import PynqTarget
+
+_NULL = contextlib.nullcontext()     # reusable: it holds no state
 
 
 def prepare_sim_overlay(cfg, engine, out_dir=None) -> Path:
@@ -42,16 +45,18 @@ def csim_kernel_model(cfg, engine, lib):
     """A StreamKernelModel function that runs the kernel's C-simulation library on the beats
     the DMA delivered, with the register values the host wrote."""
     offsets = reports.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)
+    in_offsets = [offsets[n] for n in engine.protocol.REGS_IN]
+    out_offsets = [offsets[n] for n in engine.protocol.REGS_OUT]
 
     def fn(beats_in, regs):
-        regs_in = [int(regs.get(offsets[n], 0)) & 0xFFFFFFFF for n in engine.protocol.REGS_IN]
+        regs_in = [int(regs.get(off, 0)) & 0xFFFFFFFF for off in in_offsets]
         cap = max(4 * len(beats_in), 4096)
         while True:
             out, regs_out, last, status = lib.run_stream(beats_in, regs_in, cap)
             if len(out) < cap:
                 break
             cap *= 4                       # the kernel may have written more: run again, larger
-        values = {offsets[n]: int(v) for n, v in zip(engine.protocol.REGS_OUT, regs_out)}
+        values = dict(zip(out_offsets, regs_out.tolist()))
         return out, values, last
     return fn
 
@@ -82,9 +87,8 @@ class SimTarget(PynqTarget):
         """A context in which this target's simulated device is pynq's active device: several
         sim targets may be open at once (e.g. one per format of a deployment), and
         ``pynq.allocate`` and the DMA driver work on the active device."""
-        import contextlib
         if self.sim.installed:
-            return contextlib.nullcontext()
+            return _NULL
         return self.sim
 
     def run(self, beats, regs_in, n_out_beats):

@@ -167,6 +167,7 @@ PASS_THROUGH_IP = frozenset({
 
 _PAGE = 4096
 _MISSING = object()
+_U32 = struct.Struct("<I")
 
 
 def _require_pynq():
@@ -178,6 +179,79 @@ def _require_pynq():
 
 def _fmt_bytes(n):
     return f"{n} byte" if n == 1 else f"{n} bytes"
+
+
+class _Event:
+    """A trace entry formatted only when it is read: ``fn(*args)`` gives its text. ``args``
+    are values that do not change afterwards (ints, strings, a run's register snapshot)."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
+
+    def __str__(self):
+        return self.fn(*self.args)
+
+
+class _Trace(collections.deque):
+    """``SimDevice.trace``: the last events as text (entries are formatted when read)."""
+
+    def __iter__(self):
+        return (str(e) for e in super().__iter__())
+
+    def __reversed__(self):
+        return (str(e) for e in super().__reversed__())
+
+    def __getitem__(self, i):
+        return str(super().__getitem__(i))
+
+    def __contains__(self, text):
+        return any(text == e for e in self)
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"_Trace({list(self)!r}, maxlen={self.maxlen})"
+
+    def count(self, text):
+        return sum(text == e for e in self)
+
+    def copy(self):
+        return _Trace(self, maxlen=self.maxlen)
+
+
+def _describe_in(alloc, address):
+    """``SimMemory.describe_address`` given the allocation found there (or None)."""
+    if alloc is None:
+        return f"0x{address:x} (no allocated buffer there)"
+    if address == alloc.start:
+        return f"buffer {alloc.describe()}"
+    return f"0x{address:x}, offset {address - alloc.start} into buffer {alloc.describe()}"
+
+
+def _ev_start(label, nbytes, alloc, address):
+    return f"{label}: start {_fmt_bytes(nbytes)} at {_describe_in(alloc, address)}"
+
+
+def _ev_done(label, nbytes):
+    return f"{label}: done, {_fmt_bytes(nbytes)}"
+
+
+def _ev_ap_start(name, regs, n):
+    return f"{name}: ap_start (regs {dict(regs)}, expects {'beats up to TLAST' if n is None else f'{n} beats'})"
+
+
+def _ev_ran(name, beats_in, m, last_index):
+    return (f"{name}: ran on {beats_in} beats -> {m} beats, TLAST "
+            f"{'never' if last_index is None else f'on beat {last_index}'}")
+
+
+def _ev_text(text):
+    return text
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,12 +377,7 @@ class SimMemory:
         return None
 
     def describe_address(self, address):
-        alloc = self.find(address)
-        if alloc is None:
-            return f"0x{address:x} (no allocated buffer there)"
-        if address == alloc.start:
-            return f"buffer {alloc.describe()}"
-        return f"0x{address:x}, offset {address - alloc.start} into buffer {alloc.describe()}"
+        return _describe_in(self.find(address), address)
 
     def contains(self, address, nbytes):
         return self.base <= address and address + nbytes <= self.base + self.size
@@ -538,7 +607,7 @@ class StreamLink:
         self.src_width, self.dst_width = src_width, dst_width
         self.producer = self.consumer = None
         self.fifo_bytes = 0                     # depth of axis_data_fifo IP on the path
-        self._buf = bytearray()
+        self._chunks = collections.deque()      # uint8 arrays in flight, oldest first (never copied)
         self._ends = collections.deque()        # absolute byte counts at which packets end
         self.pushed = self.popped = 0
 
@@ -567,10 +636,19 @@ class StreamLink:
             return max(room, c.s2mm.total - c.s2mm.done - self.level())
         return room
 
-    def push(self, data, last):
-        data = bytes(data)
-        self._buf += data
-        self.pushed += len(data)
+    def push(self, data, last, *, copy=True):
+        """Append ``data`` (bytes-like or an array, taken as its raw bytes), TLAST after its
+        last byte if ``last``. ``copy=False``: ``data`` is a private array the link may keep
+        as it is (the caller never changes it afterwards), so nothing is copied."""
+        if isinstance(data, np.ndarray):
+            arr = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+            if copy:
+                arr = arr.copy()
+        else:
+            arr = np.frombuffer(bytes(data), np.uint8)      # bytes are immutable: no copy needed
+        if arr.size:
+            self._chunks.append(arr)
+        self.pushed += arr.size
         if last:
             self._ends.append(self.pushed)
 
@@ -579,13 +657,24 @@ class StreamLink:
         return self._ends[0] - self.popped if self._ends else None
 
     def pop(self, nbytes):
-        """Pop up to ``nbytes`` bytes, never across a packet end. Returns (bytes, tlast)."""
+        """Pop up to ``nbytes`` bytes, never across a packet end. Returns (data, tlast), ``data``
+        a ``uint8`` array (possibly read-only, possibly a view of what was pushed: a consumer
+        reads it, copies what it keeps, and never writes to it)."""
         to_end = self.bytes_to_end()
         n = min(nbytes, self.level())
         if to_end is not None:
             n = min(n, to_end)
-        data = bytes(self._buf[:n])
-        del self._buf[:n]
+        parts, need, chunks = [], n, self._chunks
+        while need > 0:
+            c = chunks[0]
+            if c.size <= need:
+                parts.append(chunks.popleft())
+                need -= c.size
+            else:
+                parts.append(c[:need])
+                chunks[0] = c[need:]
+                need = 0
+        data = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros(0, np.uint8)
         self.popped += n
         last = bool(self._ends) and self._ends[0] == self.popped
         if last:
@@ -634,6 +723,17 @@ class IPModel:
     def step(self):
         return False
 
+    #: True when :meth:`step` can make progress only after a register access that
+    #: :meth:`inert` does not vouch for, or through a stream link another model's step fed
+    #: (not by itself, e.g. by reading DDR the CPU changed). While every model of a design
+    #: says so, the device skips stepping after inert accesses to a settled design.
+    closed = False
+
+    def inert(self, offset, write):
+        """True if this read (``write`` False) or write of the register at ``offset`` cannot
+        let any model make progress (the device then need not step the models after it)."""
+        return False
+
     def blocked_reason(self):
         return None
 
@@ -647,6 +747,18 @@ class IPModel:
     def pending_packet_bytes(self, link):
         """Bytes this producer still holds for ``link`` up to the next TLAST, or None."""
         return None
+
+
+def _is_closed(model):
+    """``model.closed``, trusted only if the class that declared it also defined (or inherited)
+    the ``step``, ``inert``, ``read`` and ``write`` in effect: a subclass that overrides one of
+    them without declaring ``closed`` again is not closed."""
+    mro = type(model).__mro__
+
+    def owner(attr):
+        return next(c for c in mro if attr in c.__dict__)
+    decl = owner("closed")
+    return bool(model.closed) and all(issubclass(decl, owner(a)) for a in ("step", "inert", "read", "write"))
 
 
 class RegisterFileModel(IPModel):
@@ -664,6 +776,11 @@ class RegisterFileModel(IPModel):
 
     def write(self, offset, value):
         self.values[offset] = value
+
+    closed = True
+
+    def inert(self, offset, write):
+        return True
 
 
 class _PsClockModel(RegisterFileModel):
@@ -698,12 +815,16 @@ class _DmaChannel:
         self.dma, self.kind, self.base, self.present = dma, kind, base, present
         self.width, self.burst = width, burst
         self.link = None
+        self._label = None
         self.reset()
 
     @property
     def label(self):
-        role = "sendchannel" if self.kind == "MM2S" else "recvchannel"
-        return f"{self.dma.name} {self.kind} ({role})"
+        name = self.dma.name
+        if self._label is None or self._label[0] != name:
+            role = "sendchannel" if self.kind == "MM2S" else "recvchannel"
+            self._label = (name, f"{name} {self.kind} ({role})")
+        return self._label[1]
 
     @property
     def port(self):
@@ -812,7 +933,7 @@ class _DmaChannel:
             self._fail(SR_DECERR, f"{_fmt_bytes(value)} at 0x{addr:x} are not in the simulated DDR "
                                   f"0x{memory.base:x}..0x{memory.base + memory.size:x}{hint}")
         else:
-            self.dma.sim._trace(f"{self.label}: start {_fmt_bytes(value)} at {memory.describe_address(addr)}")
+            self.dma.sim._event(_ev_start, self.label, value, memory.find(addr), addr)
 
     # data movement ----------------------------------------------------------------------
     def _complete(self, tlast=True):
@@ -822,7 +943,7 @@ class _DmaChannel:
         self.last_transfer = (self.addr, self.done, tlast)
         if self.kind == "S2MM":
             self.length = self.done
-        self.dma.sim._trace(f"{self.label}: done, {_fmt_bytes(self.done)}")
+        self.dma.sim._event(_ev_done, self.label, self.done)
 
     def _fail(self, bit, reason):
         self.err |= bit
@@ -843,9 +964,9 @@ class _DmaChannel:
             n = min(self.total - self.done, link.space())
             if n <= 0:
                 return False
-            data = memory.read(self.addr + self.done, n, master=self.label)
+            data = memory.read(self.addr + self.done, n, master=self.label)   # a private copy
             self.done += n
-            link.push(data.tobytes(), last=self.done == self.total)
+            link.push(data, last=self.done == self.total, copy=False)
             if self.done == self.total:
                 self._complete()
             return True
@@ -1042,6 +1163,11 @@ class AxiDmaModel(IPModel):
         b = self.s2mm.step()
         return a or b
 
+    closed = True
+
+    def inert(self, offset, write):
+        return not write          # a status read changes no channel (an error is raised, not stepped)
+
     def consumer_state(self, link):
         return self.s2mm.consumer_state(link)
 
@@ -1184,6 +1310,12 @@ class StreamKernelModel(IPModel):
             return self.isr
         return self.values.get(offset, 0)
 
+    closed = True
+
+    def inert(self, offset, write):
+        # reads only clear ap_done/ap_ready; scalar arguments are read at the next ap_start
+        return not write or offset >= 0x10
+
     def write(self, offset, value):
         if offset == 0x00:
             self.auto_restart = bool(value & AUTO_RESTART)
@@ -1211,8 +1343,7 @@ class StreamKernelModel(IPModel):
             raise SimError(f"{self.name}: n_in gave {n!r}; it must be a non-negative int (beats per run)")
         self._need = None if n is None else int(n)
         self._chunks, self._have, self._tlast = [], 0, False
-        self.sim._trace(f"{self.name}: ap_start (regs {dict(self._run_regs)}, "
-                        f"expects {'beats up to TLAST' if n is None else f'{n} beats'})")
+        self.sim._event(_ev_ap_start, self.name, self._run_regs, n)
 
     def _input_complete(self):
         if self.in_link is None:
@@ -1230,7 +1361,9 @@ class StreamKernelModel(IPModel):
             if to_end is not None and (want is None or -(-to_end // w) <= want):
                 data, _ = link.pop(to_end)
                 beats = -(-len(data) // w)
-                self._chunks.append(data + bytes(beats * w - len(data)))
+                if beats * w != len(data):       # a beat that ended the packet early: zero-padded
+                    data = np.concatenate([data, np.zeros(beats * w - len(data), np.uint8)])
+                self._chunks.append(data)
                 self._have += beats
                 self._tlast = True
                 progress = True
@@ -1249,7 +1382,12 @@ class StreamKernelModel(IPModel):
 
     def _compute(self):
         w = self.in_width
-        beats_in = np.frombuffer(b"".join(self._chunks), np.uint8).reshape(-1, w).copy()
+        chunks = self._chunks
+        if len(chunks) == 1 and chunks[0].flags.writeable and chunks[0].base is None:
+            flat = chunks[0]                     # the whole input in one private array (the DMA's copy)
+        else:
+            flat = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
+        beats_in = flat.reshape(-1, w)
         regs = self._run_regs
         result = self.fn(beats_in, regs)
         if not (isinstance(result, tuple) and len(result) == 3):
@@ -1289,8 +1427,7 @@ class StreamKernelModel(IPModel):
         if self.ier & 2:
             self.isr |= 2
         self.state = "output"
-        self.sim._trace(f"{self.name}: ran on {beats_in.shape[0]} beats -> {m} beats, TLAST "
-                        f"{'never' if last_index is None else f'on beat {last_index}'}")
+        self.sim._event(_ev_ran, self.name, beats_in.shape[0], m, last_index)
 
     def _as_beats(self, beats_out):
         if beats_out is None:
@@ -1340,7 +1477,7 @@ class StreamKernelModel(IPModel):
         self.ap_done = True
         if self.ier & 1:
             self.isr |= 1
-        self.sim._trace(f"{self.name}: ap_done")
+        self.sim._event(_ev_text, f"{self.name}: ap_done")
         if self.auto_restart or self.start_pending:
             self.start_pending = False
             self.state = "idle"
@@ -1570,7 +1707,7 @@ class SimDevice(_DeviceBase):
         self.downloads = []
         self.cache_ops = []
         self.fixups = []
-        self.trace = collections.deque(maxlen=2000)
+        self.trace = _Trace(maxlen=2000)
         self.dtbo_ops = []
         self.models = {}                     # live models of the programmed design, by IP name
         self.streams = []
@@ -1581,6 +1718,9 @@ class SimDevice(_DeviceBase):
         self._install_stack = []
         self._lock = threading.RLock()
         self._epoch = 0
+        self._model_list = []                # models in stepping order
+        self._closed = False                 # all models closed (see IPModel.closed)
+        self._settled = False                # stepping now would change nothing (see _settle)
         self._polls = {}
         self._poll_epoch = -1
         self._ps_models = [(base, base + size, name, _PsClockModel(name, regs))
@@ -1740,6 +1880,9 @@ class SimDevice(_DeviceBase):
         regions.sort(key=lambda r: r[0])
         self._regions = regions
         self._region_bases = [r[0] for r in regions]
+        self._model_list = list(self.models.values())
+        self._closed = all(_is_closed(m) for m in self._model_list)
+        self._settled = False
 
     def describe_streams(self):
         """The AXI4-Stream paths of the loaded design, one per line."""
@@ -1779,31 +1922,47 @@ class SimDevice(_DeviceBase):
             if length % 4 or address % 4:
                 raise SimBusError(f"SimDevice: unaligned register read of {length} bytes at 0x{address:x}")
             base, _, model = self._decode(address, length)
-            self._settle()
-            out = bytearray()
-            for off in range(address - base, address - base + length, 4):
-                out += struct.pack("<I", model.read(off) & 0xFFFFFFFF)
-            return bytes(out)
+            off = address - base
+            if not (self._settled and model.inert(off, False)):
+                self._settle()
+            if length == 4:
+                return _U32.pack(model.read(off) & 0xFFFFFFFF)
+            return b"".join(_U32.pack(model.read(o) & 0xFFFFFFFF) for o in range(off, off + length, 4))
 
     def write_registers(self, address, data):
         with self._lock:
             data = bytes(data)
+            if len(data) == 4 and not address & 3:          # one word: the common case
+                base, _, model = self._decode(address, 4)
+                off = address - base
+                model.write(off, _U32.unpack(data)[0])
+                self._epoch += 1
+                if not (self._settled and model.inert(off, True)):
+                    self._settle()
+                return
             if len(data) % 4 or address % 4:
                 raise SimBusError(f"SimDevice: unaligned register write of {len(data)} bytes at 0x{address:x}")
             base, _, model = self._decode(address, len(data))
-            for i in range(0, len(data), 4):
-                (value,) = struct.unpack_from("<I", data, i)
-                model.write(address - base + i, value)
+            for i, (value,) in enumerate(_U32.iter_unpack(data)):
+                off = address - base + 4 * i
+                model.write(off, value)
                 self._epoch += 1
-                self._settle()
+                if not (self._settled and model.inert(off, True)):
+                    self._settle()
 
     def _settle(self):
+        """Step every model until none makes progress. Afterwards the design is *settled*
+        (when all its models are ``closed``): until an access that is not ``inert``, stepping
+        again could change nothing, so register accesses skip it."""
+        self._settled = False
+        models = self._model_list
         for _ in range(100000):
             progress = False
-            for model in self.models.values():
+            for model in models:
                 if model.step():
                     progress = True
             if not progress:
+                self._settled = self._closed
                 return
             self._epoch += 1
         raise SimError("SimDevice: the models keep making progress without end (a kernel in "
@@ -1827,6 +1986,12 @@ class SimDevice(_DeviceBase):
     def _trace(self, text):
         self.trace.append(text)
         log.debug("%s", text)
+
+    def _event(self, fn, *args):
+        """Trace ``fn(*args)``, formatted only when the trace is read (or logged)."""
+        ev = _Event(fn, args)
+        self.trace.append(ev)
+        log.debug("%s", ev)
 
     # memory ---------------------------------------------------------------------------------
     def allocate(self, shape, dtype="u4", cacheable=True, name=None, **kwargs):
