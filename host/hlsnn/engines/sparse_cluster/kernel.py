@@ -1,5 +1,6 @@
 """Accelerator-facing operations of ``sparse_cluster``: zero-skipping convolution on M units
-with the output map partitioned by the non-zeros of the input (source 003)."""
+with the output map partitioned by the non-zeros of the input (source 003). Operations larger
+than one call are tiled transparently (rules in the :class:`Kernel` docstring)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +11,7 @@ from . import protocol
 from .emulator import conv_accumulate, emulate, postprocess
 from ..common import largest_frac
 from ..stream import merge_stats
+from ..tiling import add_u32, transfer_limit
 from .protocol import Job
 from .spec import MAGIC
 
@@ -23,16 +25,29 @@ def _int8(name, a):
     return a.astype(np.int64)
 
 
-def check_operands(p, x, w):
-    """int8 ``x`` (C, H, W) and ``w`` (Z, C, k, k) within the config's limits, as int64."""
+def _check_tileable(p, x, w):
+    """int8 ``x`` (C, H, W) and ``w`` (Z, C, k, k) with C and k within the config's limits, as
+    int64 (Z and the map size are tiled; C and k are not)."""
     x = _int8("x", x)
     w = _int8("w", w)
     if x.ndim != 3 or w.ndim != 4 or w.shape[1] != x.shape[0] or w.shape[2] != w.shape[3]:
         raise InputError(f"x must be (C, H, W) and w (Z, C, k, k) with matching C; got {x.shape} and {w.shape}")
     z, c, k, _ = w.shape
-    if c > p["max_in_channels"] or z > p["max_out_channels"] or k > p["max_ksize"]:
-        raise InputError(f"C = {c}, Z = {z}, k = {k} exceed the config's max_in_channels = {p['max_in_channels']}, "
-                         f"max_out_channels = {p['max_out_channels']}, max_ksize = {p['max_ksize']}")
+    if c > p["max_in_channels"]:
+        raise InputError(f"C = {c} input channels exceed max_in_channels = {p['max_in_channels']}: the sum over "
+                         f"input channels is not split into several calls (each call requantizes its own sums, so "
+                         f"partial sums would change the result); use a config with max_in_channels >= {c}")
+    if k > p["max_ksize"]:
+        raise InputError(f"kernel size k = {k} exceeds max_ksize = {p['max_ksize']}")
+    return x, w
+
+
+def check_operands(p, x, w):
+    """int8 ``x`` (C, H, W) and ``w`` (Z, C, k, k) within one call's limits, as int64."""
+    x, w = _check_tileable(p, x, w)
+    if w.shape[0] > p["max_out_channels"]:
+        raise InputError(f"Z = {w.shape[0]} output channels exceed max_out_channels = {p['max_out_channels']} "
+                         f"of one call")
     return x, w
 
 
@@ -50,6 +65,35 @@ class Kernel:
     histogram of the int32 values after bias, ReLU and pooling (``protocol`` docstring), left in
     :attr:`last_stats` (int64, ``protocol.stats_bins(p)`` = 32 counters); after a call without
     it, :attr:`last_stats` is None.
+
+    **Tiling** (:mod:`hlsnn.engines.tiling`). An operation larger than one call is split into
+    calls whose outputs are disjoint, so every output value, the histogram and the saturation
+    count equal those of one (hypothetical) call on a kernel with larger maxima, on every target:
+
+    * *Output channels*: a call takes at most ``max_out_channels`` channels, in whole passes
+      of ``max_z`` (every pass resends the map's data segments, so a call below a pass would
+      send them once more for fewer channels); as many passes as the transfer limit allows.
+    * *Map*: the input is zero-padded on the host once (the padding of ``padding``) and cut
+      into rectangles of outputs, each sent with its ``k - 1`` halo and run with 'valid'
+      padding. With the map larger than ``max_hw`` (height or width) the rectangles are at most
+      ``max_hw`` padded inputs high and wide; a rectangle on which one pass exceeds the
+      transfer limit is cut again into a grid of near-square pieces (about as many as the
+      excess; square pieces keep the halo small), down to one output (2x2 with pooling), where
+      calls of fewer channels than a pass, down to one, are the last resort. With ``pool``
+      every rectangle starts on an even output row and column and has an even size, so pooling
+      windows never straddle two calls (an odd last row/column is dropped, as in one call).
+    * *Batch* (:meth:`conv2d_batch_int`): consecutive images, at most :meth:`batch_capacity`
+      per call and as many as the transfer limit allows; an image that alone exceeds one call
+      goes through the map tiling above.
+    * *Input channels* C > ``max_in_channels`` and ``k > max_ksize`` are errors: splitting the
+      sum over C would requantize partial sums.
+    * The transfer limit is :func:`~hlsnn.engines.tiling.transfer_limit` of the target (None:
+      unlimited); the bytes of a call's input and output are computed exactly as
+      :func:`protocol.pack_input` and :func:`protocol.n_output_beats` lay them out.
+    * ``last_stats`` of a tiled operation merges the calls' histograms
+      (:func:`~hlsnn.engines.stream.merge_stats`), ``last_sat_count`` sums their counts
+      (saturating at ``2**32 - 1``), ``last_calls`` counts the calls and ``last_plan`` is the
+      last call's plan. An operation that fits one call runs exactly as before (no copies).
     """
 
     OPERATIONS = ("conv2d", "conv2d_int", "conv2d_batch_int")
@@ -59,12 +103,13 @@ class Kernel:
         self.last_sat_count = 0
         self.last_plan = None
         self.last_stats = None
+        self.last_calls = 0
 
     # ------------------------------------------------------------------ planning
     def plan(self, x, k, padding="same", pool=False, threshold=0.03, balance="auto"):
         """Pad the input, partition the output grid over the units by the input's non-zeros,
         fold each unit's rectangle to the unit's tile size, and group the folds into rounds
-        (one job per unit per round).
+        (one job per unit per round). One call: the map must be within ``max_hw``.
 
         ``balance``: ``"fraction"`` (source 003: non-zero fractions within ``threshold``),
         ``"work"`` (equal non-zero counts), ``"equal"`` (the equal split), or ``"auto"``
@@ -72,15 +117,27 @@ class Kernel:
         unit's time follows its non-zero count)."""
         if balance not in ("auto", "fraction", "work", "equal"):
             raise InputError(f"balance = {balance!r}: must be auto, fraction, work or equal")
-        p = self.p
         c, h, w = x.shape
         pad = self._pad(padding, k)
         xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad)))
+        self._check_fit(xp, k, pool, h, w, padding)
+        if max(h, w) > self.p["max_hw"]:
+            raise InputError(f"feature map {h}x{w} exceeds max_hw = {self.p['max_hw']}")
+        return self._plan_padded(xp, k, pool, threshold, balance)
+
+    @staticmethod
+    def _check_fit(xp, k, pool, h, w, padding):
         oh, ow = xp.shape[1] - k + 1, xp.shape[2] - k + 1
         if oh < 1 or ow < 1:
             raise InputError(f"a {k}x{k} kernel does not fit a {h}x{w} map with padding {padding!r}")
-        if max(h, w) > p["max_hw"]:
-            raise InputError(f"feature map {h}x{w} exceeds max_hw = {p['max_hw']}")
+        if pool and (oh < 2 or ow < 2):
+            raise InputError(f"2x2 pooling needs an output of at least 2x2, got {oh}x{ow}")
+
+    def _plan_padded(self, xp, k, pool, threshold, balance="auto"):
+        """:meth:`plan` of an already padded input ``xp`` (run with 'valid' padding)."""
+        p = self.p
+        c = xp.shape[0]
+        oh, ow = xp.shape[1] - k + 1, xp.shape[2] - k + 1
         # balance by the input non-zeros at each output pixel's centre, counted over channels
         # (partition() weighs a pixel of a 3-D map by its number of non-zero channels)
         c0 = (k - 1) // 2
@@ -88,8 +145,6 @@ class Kernel:
         step = 2 if pool else 1
         gh, gw = oh // step, ow // step
         if pool:
-            if gh < 1 or gw < 1:
-                raise InputError(f"2x2 pooling needs an output of at least 2x2, got {oh}x{ow}")
             # a pooled pixel covers 2x2 outputs: its four positions become extra channels
             weight = weight[:, :gh * 2, :gw * 2].reshape(c, gh, 2, gw, 2).transpose(0, 2, 4, 1, 3).reshape(4 * c, gh, gw)
         tile = (max(1, p["tile_h"] // step), max(1, p["tile_w"] // step))
@@ -128,37 +183,142 @@ class Kernel:
     def conv2d_int(self, x, w, *, bias=None, shift=None, padding="same", relu=False, pool=False,
                    requantize=True, threshold=0.03, stats=False):
         """int8 ``x`` (C, H, W) and ``w`` (Z, C, k, k) -> int8 (``requantize``) or the exact
-        int32 accumulators (+ bias, ReLU, pooling) as int64 (Z, H', W').
+        int32 accumulators (+ bias, ReLU, pooling) as int64 (Z, H', W'). Any Z and map size
+        (tiled, see the class docstring); C <= ``max_in_channels``, k <= ``max_ksize``.
 
         ``shift`` (int or (Z,)): the output right shift; None chooses, per output channel, the
         smallest shift that fits the largest value into int8 (calibrated on the emulator's
-        exact accumulators).
+        exact accumulators over the whole map, once, before any tiling: tiled == untiled).
 
         ``stats``: the MSB histogram of the int32 values before requantization into
         :attr:`last_stats`.
         """
         p = self.p
-        x, w = check_operands(p, x, w)
+        x, w = _check_tileable(p, x, w)
         z, c, k, _ = w.shape
-        bias = np.zeros(z, np.int64) if bias is None else np.broadcast_to(np.asarray(bias, np.int64), (z,)).copy()
-        if np.any(np.abs(bias) >= 1 << 30):
-            raise InputError("bias must be in (-2^30, 2^30) accumulator units")
-        plan = self.plan(x, k, padding, pool, threshold)
+        bias = self._bias(bias, z)
+        h, wd = x.shape[1:]
+        pad = self._pad(padding, k)
+        xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad)))
+        self._check_fit(xp, k, pool, h, wd, padding)
         flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_POOL if pool else 0) | \
             (0 if requantize else protocol.FLAG_RAW) | (protocol.FLAG_STATS_OUT if stats else 0)
         if shift is None:
             if requantize:
-                t, _ = postprocess(conv_accumulate(plan.xp, w), bias, np.zeros(z), relu=relu, pool=pool, raw=True)
+                t, _ = postprocess(conv_accumulate(xp, w), bias, np.zeros(z), relu=relu, pool=pool, raw=True)
                 big = np.abs(t).reshape(z, -1).max(axis=1) if t.size else np.zeros(z, np.int64)
                 shift = np.array([max(0, int(v).bit_length() - 7) for v in big])
             else:
                 shift = np.zeros(z, np.int64)
-        shift = np.broadcast_to(np.asarray(shift, np.int64), (z,)).copy()
-        if np.any(np.abs(shift) > 63):
-            raise InputError("shift must be in [-63, 63]")
+        shift = self._shift(shift, z)
         self.last_shift = shift
-        return self._run_plan(plan, w, bias, shift, flags, stats)
+        return self._conv(xp, w, bias, shift, flags, stats, threshold, max(h, wd) <= p["max_hw"])
 
+    def _conv(self, xp, w, bias, shift, flags, stats, threshold, in_hw):
+        """The convolution of the host-padded ``xp`` in as few calls as the limits allow
+        (class docstring); one call when it fits, without copies."""
+        p, k, z = self.p, w.shape[2], w.shape[0]
+        pool = bool(flags & protocol.FLAG_POOL)
+        step = 2 if pool else 1
+        limit = transfer_limit(self.target)
+        oh, ow = xp.shape[1] - k + 1, xp.shape[2] - k + 1
+        traffic = _Traffic(p, w, flags, stats) if limit is not None else None
+        if in_hw:       # the whole map, trimmed to whole pooling windows if it must be cut
+            todo = [((0, oh // step * step, 0, ow // step * step), self._plan_padded(xp, k, pool, threshold))]
+        else:
+            todo = [(t, None) for t in self._hw_tiles(oh, ow, k, step)]
+        out, tally = None, _Tally(stats)
+        todo.reverse()
+        while todo:
+            (r0, r1, q0, q1), plan = todo.pop()
+            if plan is None:
+                plan = self._plan_padded(xp[:, r0:r1 + k - 1, q0:q1 + k - 1], k, pool, threshold)
+            minimal = r1 - r0 <= step and q1 - q0 <= step
+            zcalls, need = self._z_calls(traffic, limit, z, *self._plan_traffic(plan, limit), whole_passes=not minimal)
+            if out is None:
+                if in_hw and zcalls is not None and len(zcalls) == 1:
+                    return self._run_plan(plan, w, bias, shift, flags, stats)       # one call, as it is
+                out = np.zeros((z, oh // step, ow // step), np.int64)
+            if zcalls is None:
+                todo.extend(reversed([(t, None) for t in self._split(r0, r1, q0, q1, step, need, limit, w)]))
+                continue
+            for za, zb in zcalls:
+                y = self._run_plan(plan, w[za:zb], bias[za:zb], shift[za:zb], flags, stats)
+                out[za:zb, r0 // step:r0 // step + y.shape[1], q0 // step:q0 // step + y.shape[2]] = y
+                tally.add(self)
+        tally.store(self)
+        return out
+
+    def _hw_tiles(self, oh, ow, k, step):
+        """Output rectangles whose padded inputs are at most ``max_hw`` high and wide."""
+        size = (self.p["max_hw"] - k + 1) // step * step
+        if size < step:
+            raise InputError(f"max_hw = {self.p['max_hw']} is smaller than a {k}x{k} kernel's input"
+                             + (" for 2x2 pooling" if step == 2 else ""))
+        axes = []
+        for o in (oh, ow):
+            o = o // step * step
+            axes.append([(0, o)] if o + k - 1 <= self.p["max_hw"] else _pieces(0, o, -(-o // size), step))
+        return [(a, b, c, d) for a, b in axes[0] for c, d in axes[1]]
+
+    @staticmethod
+    def _split(r0, r1, q0, q1, step, need, limit, w):
+        """A rectangle cut into a grid of about as many near-square pieces as its bytes
+        ``need`` exceed ``limit`` (at least two; square pieces keep the halo small)."""
+        if r1 - r0 <= step and q1 - q0 <= step:      # even one output channel did not fit
+            z, c, k, _ = w.shape
+            raise InputError(f"conv2d: even one {r1 - r0}x{q1 - q0} output tile of one output channel needs a "
+                             f"{need[0]}-byte input and a {need[1]}-byte output transfer, more than the DMA's "
+                             f"{limit}-byte limit (its length register): the tile's inputs and the {k}x{k} "
+                             f"coefficients of C = {c} input channels must fit one transfer; use an overlay whose "
+                             f"DMA has a wider length register (c_sg_length_width)")
+        n = max(2, -(-max(need) // limit))
+        side = max(step, ((r1 - r0) * (q1 - q0) / n) ** 0.5)
+        nr, nc = (max(1, min(round(d / side), d // step)) for d in (r1 - r0, q1 - q0))
+        if nr * nc < 2:                                    # a strip: cut its longer side in two
+            nr, nc = (2, 1) if r1 - r0 >= q1 - q0 else (1, 2)
+        return [(a, b, c, d) for a, b in _pieces(r0, r1, nr, step) for c, d in _pieces(q0, q1, nc, step)]
+
+    # ------------------------------------------------------------------ transfer sizes
+    def _plan_traffic(self, plan, limit):
+        """``(n_rounds, data lanes, output areas)`` of a plan's call (None when no limit)."""
+        if limit is None:
+            return None, None, None
+        jobs = [j for r in plan.rounds for j in r if j.oh]
+        idle = sum(len(r) for r in plan.rounds) - len(jobs)
+        box = np.array([[j.row0, j.row1 + plan.k - 1, j.col0, j.col1 + plan.k - 1] for j in jobs],
+                       np.int64).reshape(-1, 4)
+        data = _data_lanes(self.p, plan.xp[None], box).sum() + idle * plan.xp.shape[0] * _pad_lanes(self.p, 1)
+        areas = np.array([np.prod(protocol.out_dims(j, plan.pool)) for j in jobs], np.int64)
+        return len(plan.rounds), int(data), areas
+
+    def _z_calls(self, traffic, limit, z, n_rounds, data, areas, copies=1, whole_passes=True):
+        """Output-channel ranges ``[(za, zb), ...]`` of consecutive calls (class docstring), or
+        None with the bytes of the smallest call allowed when it does not fit: one pass
+        (``whole_passes``: a call below a pass would send the data segments once more for
+        fewer channels), or one channel."""
+        p = self.p
+        zmax = p["max_out_channels"] if z <= p["max_out_channels"] else p["max_out_channels"] // p["max_z"] * p["max_z"]
+        if limit is None:
+            return [(a, min(a + zmax, z)) for a in range(0, z, zmax)], None
+        def fits(za, zb):
+            return max(traffic.bytes(za, zb, n_rounds, data, areas, copies)) <= limit
+        calls, za = [], 0
+        while za < z:
+            least = min(z, za + (p["max_z"] if whole_passes else 1))
+            if not fits(za, least):
+                return None, traffic.bytes(za, least, n_rounds, data, areas, copies)
+            lo, hi = least, min(z, za + zmax)           # fits(lo); the largest zb that fits
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if fits(za, mid) else (lo, mid - 1)
+            if lo < z and lo - za >= p["max_z"]:
+                lo = za + (lo - za) // p["max_z"] * p["max_z"]      # whole passes
+            calls.append((za, lo))
+            za = lo
+        return calls, None
+
+    # ------------------------------------------------------------------ one call
     def _run_plan(self, plan, w, bias, shift, flags, stats):
         p = self.p
         z, c, k, _ = w.shape
@@ -171,66 +331,126 @@ class Kernel:
         if magic != MAGIC or hash32 != self.cfg.hash32:
             raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
                              f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
-        self.last_sat_count, self.last_plan = sat, plan
+        self.last_sat_count, self.last_plan, self.last_calls = sat, plan, 1
         self.last_stats = protocol.unpack_stats(p, out) if stats else None
         return protocol.unpack_output(p, out, plan.rounds, z, plan.out_shape, flags)
 
+    # ------------------------------------------------------------------ batches
     def batch_capacity(self, h, w, k, padding="same"):
-        """Images of ``h x w`` that :meth:`conv2d_batch_int` packs into one call."""
+        """Images of ``h x w`` that :meth:`conv2d_batch_int` packs into one call (by ``max_hw``;
+        the transfer limit may allow fewer)."""
         pad = (k - 1) // 2 if padding == "same" else 0
         return (self.p["max_hw"] // (h + 2 * pad)) * (self.p["max_hw"] // (w + 2 * pad))
 
     def conv2d_batch_int(self, x, w, *, bias=None, shift=0, padding="same", relu=False, stats=False):
-        """A batch of int8 images ``x`` (B, C, H, W) in one call: the zero-padded images are
-        laid out as cells of one grid map (at most ``max_hw`` square) and every cell's output
-        rectangle is its own job (split into tiles of at most ``tile_h x tile_w``), so units
-        work on whole images, no output straddles two images, and the statistics unit counts
-        exactly the B images' outputs. Jobs go to the units round-robin in image order.
+        """A batch of int8 images ``x`` (B, C, H, W): the zero-padded images are laid out as
+        cells of one grid map (at most ``max_hw`` square) and every cell's output rectangle
+        is its own job (split into tiles of at most ``tile_h x tile_w``), so units work on
+        whole images, no output straddles two images, and the statistics unit counts exactly
+        the B images' outputs. Jobs go to the units round-robin in image order. A batch larger
+        than one call is split (class docstring: Z, then consecutive images; an image too large
+        for one call is tiled as in :meth:`conv2d_int`).
         Returns int8 (B, Z, H', W'); requantized with ``shift`` (int or (Z,))."""
         p = self.p
         x = np.asarray(x)
         if x.ndim != 4:
             raise InputError(f"x must be (B, C, H, W), got shape {x.shape}")
         b, c, h, wd = x.shape
-        _, w = check_operands(p, x[0] if b else np.zeros((c, h, wd), np.int64), w)
+        _, w = _check_tileable(p, x[0] if b else np.zeros((c, h, wd), np.int64), w)
         x = _int8("x", x)
         z, _, k, _ = w.shape
         pad = self._pad(padding, k)
-        ch, cw = h + 2 * pad, wd + 2 * pad
-        oh, ow = ch - k + 1, cw - k + 1
+        oh, ow = h + 2 * pad - k + 1, wd + 2 * pad - k + 1
         if oh < 1 or ow < 1:
             raise InputError(f"a {k}x{k} kernel does not fit a {h}x{wd} map with padding {padding!r}")
-        gr, gc = p["max_hw"] // ch, p["max_hw"] // cw
-        if gr * gc < b:
-            raise InputError(f"{b} images of {h}x{wd} exceed one call's grid ({gr * gc} images of max_hw = "
-                             f"{p['max_hw']}); split the batch (batch_capacity)")
-        gc = min(gc, b)
+        bias, shift = self._bias(bias, z), self._shift(shift, z)
+        flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
+        self.last_shift = shift
+        cap = self.batch_capacity(h, wd, k, padding)
+        calls = self._batch_calls(x, w, pad, flags, stats, cap) if cap and b else None
+        if calls is not None and len(calls) == 1:
+            return self._batch_call(x, w, bias, shift, pad, flags, stats)
+        out = np.zeros((b, z, oh, ow), np.int64)
+        tally = _Tally(stats)
+        if calls is None:          # an image alone exceeds one call: tile its map
+            in_hw = max(h, wd) <= p["max_hw"]
+            for i in range(b):
+                xp = np.pad(x[i], ((0, 0), (pad, pad), (pad, pad)))
+                out[i] = self._conv(xp, w, bias, shift, flags, stats, 0.03, in_hw)
+                tally.add(self)
+        else:
+            for za, zb, i0, i1 in calls:
+                out[i0:i1, za:zb] = self._batch_call(x[i0:i1], w[za:zb], bias[za:zb], shift[za:zb], pad, flags, stats)
+                tally.add(self)
+        tally.store(self)
+        return out
+
+    def _batch_rects(self, oh, ow):
+        """One image's job rectangles (output coordinates local to its cell)."""
+        th, tw = self.p["tile_h"], self.p["tile_w"]
+        return [(t0, min(t0 + th, oh), u0, min(u0 + tw, ow)) for t0 in range(0, oh, th) for u0 in range(0, ow, tw)]
+
+    def _batch_calls(self, x, w, pad, flags, stats, cap):
+        """``[(za, zb, i0, i1), ...]``: channels and consecutive images of each call, or None
+        when one image with one output channel exceeds the transfer limit."""
+        p, limit = self.p, transfer_limit(self.target)
+        b, c, h, wd = x.shape
+        z, _, k, _ = w.shape
+        units = p["units"]
+        rects = self._batch_rects(h + 2 * pad - k + 1, wd + 2 * pad - k + 1)
+        rounds1 = -(-len(rects) // units)
+        if limit is None:
+            zcalls, _ = self._z_calls(None, None, z, None, None, None)
+            return [(za, zb, i0, i1) for za, zb in zcalls for i0, i1 in _pieces(0, b, -(-b // cap), 1)]
+        box = np.array([(r0, r1 + k - 1, q0, q1 + k - 1) for r0, r1, q0, q1 in rects])
+        xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+        data = _data_lanes(p, xp, box).reshape(b, -1).sum(axis=1)           # per image
+        csum = np.concatenate([[0], np.cumsum(data)])
+        areas = np.array([(r1 - r0) * (q1 - q0) for r0, r1, q0, q1 in rects], np.int64)
+        idle = c * _pad_lanes(p, 1)
+        traffic = _Traffic(p, w, flags, stats)
+        zcalls, _ = self._z_calls(traffic, limit, z, rounds1, int(data.max()) + (rounds1 * units - len(rects)) * idle,
+                                  areas)
+        if zcalls is None:
+            return None
+        calls = []
+        for za, zb in zcalls:
+            i0 = 0
+            while i0 < b:
+                i1 = i0 + 1            # fits: the channels were chosen for the largest image
+                while i1 < b and i1 - i0 < cap:
+                    n_rounds = -(-(i1 + 1 - i0) * len(rects) // units)
+                    lanes = int(csum[i1 + 1] - csum[i0]) + (n_rounds * units - (i1 + 1 - i0) * len(rects)) * idle
+                    if max(traffic.bytes(za, zb, n_rounds, lanes, areas, i1 + 1 - i0)) > limit:
+                        break
+                    i1 += 1
+                calls.append((za, zb, i0, i1))
+                i0 = i1
+        return calls
+
+    def _batch_call(self, x, w, bias, shift, pad, flags, stats):
+        """One call of a batch that fits it (:meth:`conv2d_batch_int`)."""
+        p = self.p
+        b, c, h, wd = x.shape
+        z, _, k, _ = w.shape
+        ch, cw = h + 2 * pad, wd + 2 * pad
+        oh, ow = ch - k + 1, cw - k + 1
+        gc = min(p["max_hw"] // cw, b)
         gr = -(-b // gc)
         xp = np.zeros((c, gr * ch, gc * cw), np.int64)
         for i in range(b):
             r, q = divmod(i, gc)
             xp[:, r * ch + pad:r * ch + pad + h, q * cw + pad:q * cw + pad + wd] = x[i]
-        bias = np.zeros(z, np.int64) if bias is None else np.broadcast_to(np.asarray(bias, np.int64), (z,)).copy()
-        if np.any(np.abs(bias) >= 1 << 30):
-            raise InputError("bias must be in (-2^30, 2^30) accumulator units")
-        shift = np.broadcast_to(np.asarray(shift, np.int64), (z,)).copy()
-        if np.any(np.abs(shift) > 63):
-            raise InputError("shift must be in [-63, 63]")
         rects = []
         for i in range(b):
             r, q = divmod(i, gc)
-            for t0 in range(0, oh, p["tile_h"]):
-                for u0 in range(0, ow, p["tile_w"]):
-                    rects.append((r * ch + t0, r * ch + min(t0 + p["tile_h"], oh),
-                                  q * cw + u0, q * cw + min(u0 + p["tile_w"], ow)))
+            rects += [(r * ch + r0, r * ch + r1, q * cw + q0, q * cw + q1) for r0, r1, q0, q1 in self._batch_rects(oh, ow)]
         units = p["units"]
         rounds = []
         for j0 in range(0, len(rects), units):
             chunk = rects[j0:j0 + units]
             rounds.append([Job(m, *chunk[m]) if m < len(chunk) else Job(m, 0, 0, 0, 0) for m in range(units)])
         plan = Plan(xp, k, (gr * ch - k + 1, gc * cw - k + 1), None, rounds, False)
-        flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
-        self.last_shift = shift
         full = self._run_plan(plan, w, bias, shift, flags, stats)
         out = np.empty((b, z, oh, ow), np.int64)
         for i in range(b):
@@ -238,6 +458,7 @@ class Kernel:
             out[i] = full[:, r * ch:r * ch + oh, q * cw:q * cw + ow]
         return out
 
+    # ------------------------------------------------------------------ operands
     @staticmethod
     def _pad(padding, k):
         if padding == "same":
@@ -248,13 +469,29 @@ class Kernel:
             return 0
         raise InputError(f"padding = {padding!r}: must be 'same' or 'valid'")
 
+    @staticmethod
+    def _bias(bias, z):
+        bias = np.zeros(z, np.int64) if bias is None else np.broadcast_to(np.asarray(bias, np.int64), (z,)).copy()
+        if np.any(np.abs(bias) >= 1 << 30):
+            raise InputError("bias must be in (-2^30, 2^30) accumulator units")
+        return bias
+
+    @staticmethod
+    def _shift(shift, z):
+        shift = np.broadcast_to(np.asarray(shift, np.int64), (z,)).copy()
+        if np.any(np.abs(shift) > 63):
+            raise InputError("shift must be in [-63, 63]")
+        return shift
+
     # ------------------------------------------------------------------ float / dispatch
     def conv2d(self, x, w, bias=None, padding="same", relu=False, requantize=True, *, pool=False, shift=None,
                threshold=0.03, stats=False):
         """``x`` (C, H, W), ``w`` (Z, C, k, k). ``stats``: as in :meth:`conv2d_int` (the
         histogram is of the integers, in accumulator units, also on the float path). Integer arrays (int8 values) run as they are
         (see :meth:`conv2d_int`; ``bias`` in accumulator units). Float arrays are quantized to
-        int8 with power-of-two scales (the largest that fits), run, and returned as floats."""
+        int8 with power-of-two scales (the largest that fits), run, and returned as floats.
+        The scales of ``x`` and ``w`` and the output shift (``shift=None``) are chosen once over
+        the whole tensors, before any tiling, so a tiled call returns what one call would."""
         xa, wa = np.asarray(x), np.asarray(w)
         if xa.dtype.kind in "iu" and wa.dtype.kind in "iu":
             return self.conv2d_int(xa, wa, bias=bias, shift=shift, padding=padding, relu=relu, pool=pool,
@@ -314,3 +551,70 @@ def _q8(a, name):
         raise InputError(f"{name} contains NaN or Inf")
     f = largest_frac(float(np.abs(a).max()) if a.size else 0.0, 127.0)
     return np.clip(np.rint(np.ldexp(a, f)), -128, 127).astype(np.int64), f
+
+
+def _pieces(a, b, n, step):
+    """``[a, b)`` in at most ``n`` consecutive pieces whose sizes are multiples of ``step``
+    (but the last)."""
+    size = -(-(b - a) // max(1, n))
+    size = -(-size // step) * step
+    return [(s, min(s + size, b)) for s in range(a, b, size)]
+
+
+def _pad_lanes(p, n):
+    """Lanes of a segment of ``n`` lanes (padded to whole beats, as ``protocol._seg``)."""
+    lanes = protocol.lanes_per_beat(p)
+    return -(-np.maximum(n, 1) // lanes) * lanes
+
+
+def _data_lanes(p, xp, box):
+    """Lanes of the data segments of jobs whose input windows are ``box`` (J, 4) rows
+    ``row0, row1, col0, col1`` of the padded maps ``xp`` (B, C, H, W): (B, J), summed over C."""
+    nz = np.zeros((xp.shape[0], xp.shape[1], xp.shape[2] + 1, xp.shape[3] + 1), np.int32)
+    np.cumsum(np.cumsum(xp != 0, axis=2, dtype=np.int32), axis=3, out=nz[:, :, 1:, 1:])
+    r0, r1, q0, q1 = (np.minimum(box[:, i], xp.shape[2 + i // 2]) for i in range(4))
+    n = nz[:, :, r1, q1] - nz[:, :, r0, q1] - nz[:, :, r1, q0] + nz[:, :, r0, q0]     # (B, C, J)
+    return _pad_lanes(p, 1 + 2 * n.astype(np.int64)).sum(axis=1)
+
+
+class _Traffic:
+    """Bytes of one call's input and output transfers for output channels ``[za, zb)`` of
+    ``w``, as :func:`protocol.pack_input` and :func:`protocol.n_output_beats` lay them out:
+    per pass (group of at most ``max_z`` channels, counted from ``za``) and round, a job
+    segment and per input channel the units' data segments and a coefficient segment; the
+    output per pass and job, then the statistics segment."""
+
+    def __init__(self, p, w, flags, stats):
+        self.p = p
+        nnz = np.count_nonzero(w, axis=(2, 3))                                 # (Z, C)
+        self.cum = np.concatenate([np.zeros((1, nnz.shape[1]), np.int64), np.cumsum(nnz, axis=0)])
+        self.per = 2 if flags & protocol.FLAG_RAW else 1
+        self.extra = protocol.n_stats_beats(p) if stats or flags & protocol.FLAG_STATS_OUT else 0
+
+    def bytes(self, za, zb, n_rounds, data, areas, copies=1):
+        """``(input bytes, output bytes)`` of a call of ``n_rounds`` rounds whose data segments
+        take ``data`` lanes per pass and whose jobs have ``areas`` outputs each (``copies``
+        times)."""
+        p, lanes = self.p, protocol.lanes_per_beat(self.p)
+        n_in, n_out = 0, self.extra
+        for g0 in range(za, zb, p["max_z"]):
+            g1 = min(zb, g0 + p["max_z"])
+            coef = int(_pad_lanes(p, 1 + 2 * (self.cum[g1] - self.cum[g0])).sum())
+            n_in += n_rounds * (int(_pad_lanes(p, p["units"] * (2 + 3 * (g1 - g0)))) + coef) + data
+            n_out += copies * int((-(-np.maximum((g1 - g0) * areas * self.per, 1) // lanes)).sum())
+        return 2 * n_in, n_out * p["stream_bits"] // 8
+
+
+class _Tally:
+    """Saturation counts, histograms and calls of several calls, merged as one call's."""
+
+    def __init__(self, stats):
+        self.stats, self.hist, self.sat, self.calls = stats, None, 0, 0
+
+    def add(self, kern):
+        self.sat = add_u32(self.sat, kern.last_sat_count)
+        self.hist = merge_stats(self.hist, kern.last_stats) if self.stats else None
+        self.calls += kern.last_calls
+
+    def store(self, kern):
+        kern.last_sat_count, kern.last_stats, kern.last_calls = self.sat, self.hist, self.calls
