@@ -17,15 +17,22 @@ sim and pynq):
   (every row is computed independently), outputs N/Z of integer operations, and spatial
   bands of a convolution on a host-padded map; the reduction length K is never split
   (partial sums would need a wider output and a host-side requantization);
+* a feature map is padded on the host once (:func:`pad_map`, the kernel's own zero padding
+  of :func:`conv_pad`) and cut into rectangles of outputs (:func:`grid`); each call reads its
+  rectangle's input window with a ``k-1`` halo (:func:`halo_window`), runs with 'valid'
+  padding, and its outputs are put back in place (:func:`stitch`);
 * statistics-unit histograms of the calls are merged with :func:`engines.stream.merge_stats`
   (saturating, as the kernel counts) and saturation counts are summed (saturating at 2**32-1,
-  as the 32-bit register does);
+  as the 32-bit register does): :class:`Tally`;
 * where a split would change the numerics, the operation says so in its docstring (the BFP
   float ``gemm`` over N > ``max_n``: each chunk gets its own output exponents).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import InputError
+from .stream import merge_stats
 
 #: a 32-bit counter register saturates here
 U32_MAX = 0xFFFFFFFF
@@ -70,3 +77,62 @@ def rows_per_call(batch: int, in_bytes, out_bytes, limit, *, what: str) -> int:
 def add_u32(a: int, b: int) -> int:
     """Sum of two 32-bit saturation counters, saturating like the register."""
     return min(int(a) + int(b), U32_MAX)
+
+
+class Tally:
+    """Saturation counts, histograms and calls of several kernel calls, merged as one call's."""
+
+    def __init__(self):
+        self.sat, self.stats, self.calls = 0, None, 0
+
+    def add(self, kern, calls=1):
+        """Add ``kern.last_sat_count`` and ``kern.last_stats`` (None: no histogram read) of the
+        ``calls`` calls ``kern`` just made."""
+        self.sat = add_u32(self.sat, kern.last_sat_count)
+        if kern.last_stats is not None:
+            self.stats = merge_stats(self.stats, kern.last_stats)
+        self.calls += calls
+
+    def store(self, kern):
+        """Leave the totals in ``kern.last_sat_count`` and ``kern.last_stats``."""
+        kern.last_sat_count, kern.last_stats = self.sat, self.stats
+
+
+# ---------------------------------------------------------------------- feature maps
+def conv_pad(padding: str, k: int) -> int:
+    """Zero padding on each side of a stride-1 ``k x k`` convolution: 'valid' 0, 'same' ``(k-1)/2``."""
+    if padding == "valid":
+        return 0
+    if padding == "same":
+        if k % 2 == 0:
+            raise InputError(f"padding 'same' needs an odd kernel size, got {k}")
+        return (k - 1) // 2
+    raise InputError(f"padding = {padding!r}: must be 'same' or 'valid'")
+
+
+def pad_map(x, pad: int):
+    """A new array: ``x`` (..., H, W) with ``pad`` zeros around its last two axes (the
+    kernel's padding, done once on the host so that tiles can run 'valid')."""
+    x = np.asarray(x)
+    xp = np.zeros(x.shape[:-2] + (x.shape[-2] + 2 * pad, x.shape[-1] + 2 * pad), x.dtype)
+    xp[..., pad:pad + x.shape[-2], pad:pad + x.shape[-1]] = x
+    return xp
+
+
+def grid(rows, cols):
+    """Output rectangles ``(r0, r1, c0, c1)``: every row range by every column range, row-major."""
+    return [(r0, r1, c0, c1) for r0, r1 in rows for c0, c1 in cols]
+
+
+def halo_window(xp, rect, k: int):
+    """The input window (a view) of the padded map ``xp`` (..., H, W) that a 'valid' ``k x k``
+    convolution reads for the outputs ``rect`` = ``(r0, r1, c0, c1)``: a ``k-1`` halo."""
+    r0, r1, c0, c1 = rect
+    return xp[..., r0:r1 + k - 1, c0:c1 + k - 1]
+
+
+def stitch(out, rect, y, step: int = 1):
+    """Put a tile's outputs ``y`` (..., h, w) into ``out`` (..., H, W) at ``rect``'s corner;
+    ``step`` 2 when the outputs are 2x2-pooled (``rect`` in unpooled coordinates)."""
+    r0, c0 = rect[0] // step, rect[2] // step
+    out[..., r0:r0 + y.shape[-2], c0:c0 + y.shape[-1]] = y

@@ -7,8 +7,7 @@ import numpy as np
 from ...errors import InputError
 from ...formats import shift as sfmt
 from .. import tiling
-from ..stream import merge_stats
-from . import protocol
+from . import protocol, tiles
 from .emulator import emulate, im2col
 from ..common import largest_frac as _largest_frac
 from .spec import MAGIC, MODES
@@ -28,7 +27,7 @@ class Kernel:
     left in :attr:`last_stats` (int64, ``protocol.stats_bins(p)`` counters); after a call
     without it, :attr:`last_stats` is None.
 
-    **Tiling** (``engines.tiling``). :meth:`gemm_int` and :meth:`conv2d_int` (and the float
+    **Tiling** (``engines.tiling``; the machinery is in ``shift_mac.tiles``). :meth:`gemm_int` and :meth:`conv2d_int` (and the float
     :meth:`gemm` and :meth:`conv2d`, which go through them) take operands of any size up to
     ``max_k``; an operation one kernel call cannot take is split into calls whose results are,
     bit for bit, those of a single call on a kernel with larger maxima (every output is an
@@ -172,9 +171,8 @@ class Kernel:
                              f"{(protocol.register_rows(p, n, mode), k)}")
         limit = tiling.transfer_limit(self.target)
         if limit is not None:
-            nin = self._bytes(protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode,
-                                                     fmap_size=None if fmap is None else fmap.size))
-            nout = self._bytes(protocol.n_output_beats(p, batch, n, stats=stats))
+            nin, nout = tiles.transfer_bytes(p, batch=batch, n=n, k=k, mode=mode, stats=stats,
+                                             fmap_size=None if fmap is None else fmap.size)
             if max(nin, nout) > limit:
                 raise InputError(f"this call needs a {nin}-byte input and a {nout}-byte output transfer; the target "
                                  f"takes at most {limit} bytes per transfer (max_transfer_bytes / the DMA's length "
@@ -206,25 +204,13 @@ class Kernel:
         if x.ndim != 2:
             raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
         batch, k = x.shape
-        self._check_k(k, "gemm_int", "K")
+        tiles.check_k(self.cfg, k, "gemm_int", "K")
         kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
-        in_b = lambda b, nc: self._bytes(protocol.n_input_beats(self.p, batch=b, n=nc, k=k, mode=mode))  # noqa: E731
-        out_b = lambda b, nc: self._bytes(protocol.n_output_beats(self.p, b, nc, stats=stats))  # noqa: E731
         limit = tiling.transfer_limit(self.target)
-        if n <= self.p["max_n"] and (limit is None or max(in_b(batch, n), out_b(batch, n)) <= limit):
+        if n <= self.p["max_n"] and (limit is None or max(
+                tiles.transfer_bytes(self.p, batch=batch, n=n, k=k, mode=mode, stats=stats)) <= limit):
             return self.run_registers(x, regs, n=n, bias=bias, shift=shift, **kw)       # one call
-        bias, shift = self._per_neuron(n, bias, shift)
-        fits = lambda nc: limit is None or max(in_b(1, nc), out_b(1, nc)) <= limit  # noqa: E731
-        y = np.empty((batch, n), np.int64)
-        totals = (0, None)
-        for a, b, r in self._neuron_chunks(weights, regs, n, mode, fits):
-            rows = tiling.rows_per_call(batch, lambda m: in_b(m, b - a), lambda m: out_b(m, b - a), limit,
-                                        what=f"gemm_int on {self.cfg.name} (K = {k}, {b - a} outputs per call)")
-            for r0, r1 in tiling.chunks(batch, rows):
-                y[r0:r1, a:b] = self.run_registers(x[r0:r1], r, n=b - a, bias=bias[a:b], shift=shift[a:b], **kw)
-                totals = self._collect(totals)
-        self._store(totals)
-        return y
+        return tiles.gemm_int(self, x, weights, regs, n, bias, shift, limit, **kw)
 
     def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False, stats=False):
         """``x`` (C, H, W) integers; ``weights`` (Z, C, k, k) shift codes (or a pair for
@@ -242,139 +228,19 @@ class Kernel:
         x = np.asarray(x)
         if x.ndim != 3 or x.shape[0] != c:
             raise InputError(f"x must be (C={c}, H, W), got {x.shape}")
-        pad = self._pad(padding, ks)
+        pad = tiling.conv_pad(padding, ks)
         flat = tuple(_flatten(t) for t in weights) if isinstance(weights, tuple) else _flatten(weights)
         regs, _, mode, delta = self.registers(flat, mode)
         _, h, w = x.shape
         oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
-        self._check_k(c * ks * ks, "conv2d_int", "C*k*k")
+        tiles.check_k(self.cfg, c * ks * ks, "conv2d_int", "C*k*k")
         kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
         limit = tiling.transfer_limit(self.target)
         if not p["conv"] or oh < 1 or ow < 1 or (
-                z <= p["max_n"] and x.size <= p["max_fmap"] and max(h, w) <= p["max_hw"]
-                and self._tile_fits(c, h, w, ks, oh * ow, z, mode, stats, limit)):
+                z <= p["max_n"] and tiles.tile_fits(p, c, h, w, ks, oh * ow, z, mode, stats, limit)):
             y = self.run_registers(regs=regs, n=z, bias=bias, shift=shift, fmap=x, ksize=ks, pad=pad, **kw)
             return y.T.reshape(z, oh, ow)                               # one call (or its error)
-        bias, shift = self._per_neuron(z, bias, shift)
-        if pad:                                                         # the kernel's zero padding, once
-            xp = np.zeros((c, h + 2 * pad, w + 2 * pad), x.dtype)
-            xp[:, pad:pad + h, pad:pad + w] = x
-        else:
-            xp = x
-        fits = lambda nc: self._tile_fits(c, ks, ks, ks, 1, nc, mode, stats, limit)  # noqa: E731
-        y = np.empty((z, oh, ow), np.int64)
-        totals, plans = (0, None), {}
-        for a, b, r in self._neuron_chunks(flat, regs, z, mode, fits):
-            if b - a not in plans:                                      # one plan per chunk size
-                plans[b - a] = self._conv_tile(c, oh, ow, ks, b - a, mode, stats, limit)
-            th, tw = plans[b - a]
-            for y0, y1 in tiling.chunks(oh, th):
-                for x0, x1 in tiling.chunks(ow, tw):
-                    t = self.run_registers(regs=r, n=b - a, bias=bias[a:b], shift=shift[a:b],
-                                           fmap=xp[:, y0:y1 + ks - 1, x0:x1 + ks - 1], ksize=ks, pad=0, **kw)
-                    y[a:b, y0:y1, x0:x1] = t.T.reshape(b - a, y1 - y0, x1 - x0)
-                    totals = self._collect(totals)
-        self._store(totals)
-        return y
-
-    # ------------------------------------------------------------------ tiling
-    def _bytes(self, beats):
-        return beats * (self.p["stream_bits"] // 8)
-
-    def _check_k(self, k, op, what):
-        if k > self.p["max_k"]:
-            raise InputError(f"{op}: the reduction length {what} = {k} exceeds max_k = {self.p['max_k']} of config "
-                             f"{self.cfg.name}; it is not split (partial sums would need a wider output and a "
-                             f"host-side requantization, which changes the numerics): use a config with "
-                             f"max_k >= {k}")
-
-    @staticmethod
-    def _per_neuron(n, bias, shift):
-        """``bias`` and ``shift`` as (N,) int64 arrays, for slicing per neuron chunk."""
-        b = np.zeros(n, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
-        if b.shape != (n,):
-            raise InputError(f"bias must have N = {n} values, got {b.shape}")
-        s = np.asarray(shift, np.int64)
-        if s.size not in (1, n):
-            raise InputError(f"shift must be one value or N = {n} values, got shape {s.shape}")
-        return b, np.broadcast_to(s.reshape(-1), (n,))
-
-    def _neuron_chunks(self, weights, regs, n, mode, fits_one):
-        """``(a, b, register rows)`` per neuron chunk: whole weight tiles up to ``max_n``
-        (``max_n`` when a tile is larger), fewer tiles while the smallest call with them
-        (``fits_one(neurons)``: one row or pixel) exceeds the transfer limit. Chunks of whole
-        tiles (and the last) are row slices (views) of ``regs``; others are re-packed from
-        ``weights``."""
-        p = self.p
-        tn = protocol.tile_neurons(p, mode)
-        cn = min(n, p["max_n"] if p["max_n"] < tn else p["max_n"] // tn * tn)
-        while cn > tn and not fits_one(cn):
-            cn = (cn - 1) // tn * tn
-        for a, b in tiling.chunks(n, cn):
-            if cn % tn == 0 or cn == n:
-                r0 = a // tn * p["rows"]
-                yield a, b, regs[r0:r0 + protocol.register_rows(p, b - a, mode)]
-            else:
-                yield a, b, self.registers(_neurons(weights, a, b), mode)[0]
-
-    def _tile_fits(self, c, ih, iw, ks, pixels, nz, mode, stats, limit):
-        """Whether a call on a (c, ih, iw) map with ``pixels`` outputs of ``nz`` neurons fits
-        ``max_fmap`` / ``max_hw`` and the transfer limit."""
-        p = self.p
-        if max(ih, iw) > p["max_hw"] or c * ih * iw > p["max_fmap"]:
-            return False
-        return limit is None or max(
-            self._bytes(protocol.n_input_beats(p, batch=pixels, n=nz, k=c * ks * ks, mode=mode, fmap_size=c * ih * iw)),
-            self._bytes(protocol.n_output_beats(p, pixels, nz, stats=stats))) <= limit
-
-    def _conv_tile(self, c, oh, ow, ks, nz, mode, stats, limit):
-        """Output tile ``(th, tw)`` for an (oh, ow) output: the fewest calls, then the fewest
-        input bytes (each tile reads ``(th+ks-1) x (tw+ks-1)`` of the padded map)."""
-        def ok(th, tw):
-            return self._tile_fits(c, th + ks - 1, tw + ks - 1, ks, th * tw, nz, mode, stats, limit)
-
-        best = None
-        for tw in sorted({-(-ow // m) for m in range(1, ow + 1)}, reverse=True):
-            if not ok(1, tw):
-                continue
-            lo, hi = 1, oh + 1                          # ok(lo, tw) holds, ok(hi, tw) does not (or hi > oh)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if ok(mid, tw) else (lo, mid)
-            calls = -(-oh // lo) * -(-ow // tw)
-            cost = (calls, calls * (lo + ks - 1) * (tw + ks - 1))
-            if best is None or cost < best[0]:
-                best = (cost, lo, tw)
-        if best is None:
-            p = self.p
-            what = f"conv2d_int on {self.cfg.name} ({c}x{ks}x{ks} window, {nz} outputs per call)"
-            if c * ks * ks > p["max_fmap"] or ks > p["max_hw"]:
-                raise InputError(f"{what}: the {c}x{ks}x{ks} input window of one output pixel exceeds max_fmap = "
-                                 f"{p['max_fmap']} / max_hw = {p['max_hw']}; use a config with larger maxima")
-            px = lambda _: self._bytes(protocol.n_input_beats(p, batch=1, n=nz, k=c * ks * ks, mode=mode,  # noqa: E731
-                                                              fmap_size=c * ks * ks))
-            tiling.rows_per_call(1, px, lambda _: self._bytes(protocol.n_output_beats(p, 1, nz, stats=stats)),
-                                 limit, what=what)              # raises: one pixel does not fit the transfer
-        return best[1], best[2]
-
-    def _collect(self, totals):
-        """``(sat, hist)`` with the last call's counters added (saturating, as the kernel)."""
-        sat, hist = totals
-        return (tiling.add_u32(sat, self.last_sat_count),
-                hist if self.last_stats is None else merge_stats(hist, self.last_stats))
-
-    def _store(self, totals):
-        self.last_sat_count, self.last_stats = totals
-
-    @staticmethod
-    def _pad(padding, ks):
-        if padding == "valid":
-            return 0
-        if padding == "same":
-            if ks % 2 == 0:
-                raise InputError(f"padding 'same' needs an odd kernel size, got {ks}")
-            return (ks - 1) // 2
-        raise InputError(f"padding = {padding!r}: must be 'same' or 'valid'")
+        return tiles.conv2d_int(self, x, flat, regs, pad, ks, bias, shift, limit, **kw)
 
     # ------------------------------------------------------------------ floats
     def _quantize_weights(self, w, mode, delta):
@@ -459,7 +325,7 @@ class Kernel:
         if w.ndim != 4:
             raise InputError(f"w must be (Z, C, k, k), got shape {w.shape}")
         xi, fx = self._act(np.asarray(x, np.float64))
-        pad = self._pad(padding, w.shape[2])
+        pad = tiling.conv_pad(padding, w.shape[2])
         if xi.ndim != 3 or xi.shape[0] != w.shape[1]:
             raise InputError(f"x must be (C={w.shape[1]}, H, W), got {xi.shape}")
         if min(xi.shape[1], xi.shape[2]) + 2 * pad < w.shape[2]:
@@ -487,16 +353,6 @@ class Kernel:
         if stats:
             out = np.concatenate([out, protocol.pack_stats(p, hist[0])])
         return out, np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)
-
-
-def _neurons(weights, a, b):
-    """Neurons (rows) ``a..b`` of 2-D shift weights, or of a ``pot_sum`` pair."""
-    if isinstance(weights, tuple):
-        return tuple(_neurons(t, a, b) for t in weights)
-    t = weights
-    se = np.broadcast_to(np.asarray(t.scale_exponent), t.shape)[a:b, :1]
-    return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, t.e1[a:b], t.e2[a:b], t.s1[a:b], t.s2[a:b],
-                                       t.zero[a:b], se, delta=t.delta, axis=0)
 
 
 def _flatten(t):

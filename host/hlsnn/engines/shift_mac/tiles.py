@@ -1,0 +1,160 @@
+"""Tiling of ``shift_mac`` operations larger than one kernel call (rules: ``Kernel`` docstring,
+*Tiling*, and :mod:`hlsnn.engines.tiling`).
+
+:func:`gemm_int` and :func:`conv2d_int` run the tiled path of the operations of the same name
+on a :class:`~hlsnn.engines.shift_mac.kernel.Kernel` (``kern``), through its public
+``run_registers`` (one call each) and ``registers`` (re-packing a chunk of neurons); the
+``Kernel`` decides with :func:`transfer_bytes` / :func:`tile_fits` whether one call suffices.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InputError
+from ...formats import shift as sfmt
+from .. import tiling
+from . import protocol
+
+
+def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_size=None):
+    """``(input bytes, output bytes)`` of one call (beats x ``stream_bits/8``)."""
+    nb = p["stream_bits"] // 8
+    return (protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode, fmap_size=fmap_size) * nb,
+            protocol.n_output_beats(p, batch, n, stats=stats) * nb)
+
+
+def check_k(cfg, k, op, what):
+    """The reduction length is never split: ``k`` above ``max_k`` is an :class:`InputError`."""
+    if k > cfg.params["max_k"]:
+        raise InputError(f"{op}: the reduction length {what} = {k} exceeds max_k = {cfg.params['max_k']} of config "
+                         f"{cfg.name}; it is not split (partial sums would need a wider output and a "
+                         f"host-side requantization, which changes the numerics): use a config with "
+                         f"max_k >= {k}")
+
+
+def tile_fits(p, c, ih, iw, ks, pixels, nz, mode, stats, limit):
+    """Whether a call on a (c, ih, iw) map with ``pixels`` outputs of ``nz`` neurons fits
+    ``max_fmap`` / ``max_hw`` and the transfer limit."""
+    if max(ih, iw) > p["max_hw"] or c * ih * iw > p["max_fmap"]:
+        return False
+    return limit is None or max(transfer_bytes(p, batch=pixels, n=nz, k=c * ks * ks, mode=mode, stats=stats,
+                                               fmap_size=c * ih * iw)) <= limit
+
+
+# ---------------------------------------------------------------------- tiled operations
+def gemm_int(kern, x, weights, regs, n, bias, shift, limit, *, mode, stats, **kw):
+    """``Kernel.gemm_int`` beyond one call: neuron chunks, each over batch rows per call."""
+    p, k = kern.p, x.shape[1]
+    bias, shift = _per_neuron(n, bias, shift)
+    nbytes = lambda b, nc: transfer_bytes(p, batch=b, n=nc, k=k, mode=mode, stats=stats)  # noqa: E731
+    fits = lambda nc: limit is None or max(nbytes(1, nc)) <= limit  # noqa: E731
+    y = np.empty((x.shape[0], n), np.int64)
+    tally = tiling.Tally()
+    for a, b, r in _neuron_chunks(kern, weights, regs, n, mode, fits):
+        rows = tiling.rows_per_call(x.shape[0], lambda m: nbytes(m, b - a)[0], lambda m: nbytes(m, b - a)[1], limit,
+                                    what=f"gemm_int on {kern.cfg.name} (K = {k}, {b - a} outputs per call)")
+        for r0, r1 in tiling.chunks(x.shape[0], rows):
+            y[r0:r1, a:b] = kern.run_registers(x[r0:r1], r, n=b - a, bias=bias[a:b], shift=shift[a:b], mode=mode,
+                                               stats=stats, **kw)
+            tally.add(kern)
+    tally.store(kern)
+    return y
+
+
+def conv2d_int(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, stats, **kw):
+    """``Kernel.conv2d_int`` beyond one call: the map padded on the host once, neuron chunks,
+    each over output tiles of one shape (:func:`_conv_tile`) run "valid" on their halo window.
+    ``flat``: the (Z, C*k*k) weights that ``regs`` packs."""
+    p = kern.p
+    c, h, w = x.shape
+    z = flat[0].shape[0] if isinstance(flat, tuple) else flat.shape[0]
+    oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
+    bias, shift = _per_neuron(z, bias, shift)
+    xp = tiling.pad_map(x, pad)
+    fits = lambda nc: tile_fits(p, c, ks, ks, ks, 1, nc, mode, stats, limit)  # noqa: E731
+    y = np.empty((z, oh, ow), np.int64)
+    tally, plans = tiling.Tally(), {}
+    for a, b, r in _neuron_chunks(kern, flat, regs, z, mode, fits):
+        if b - a not in plans:                                          # one plan per chunk size
+            plans[b - a] = _conv_tile(kern.cfg, c, oh, ow, ks, b - a, mode, stats, limit)
+        th, tw = plans[b - a]
+        for rect in tiling.grid(tiling.chunks(oh, th), tiling.chunks(ow, tw)):
+            t = kern.run_registers(regs=r, n=b - a, bias=bias[a:b], shift=shift[a:b],
+                                   fmap=tiling.halo_window(xp, rect, ks), ksize=ks, pad=0, mode=mode, stats=stats, **kw)
+            y0, y1, x0, x1 = rect
+            tiling.stitch(y[a:b], rect, t.T.reshape(b - a, y1 - y0, x1 - x0))
+            tally.add(kern)
+    tally.store(kern)
+    return y
+
+
+# ---------------------------------------------------------------------- planning
+def _per_neuron(n, bias, shift):
+    """``bias`` and ``shift`` as (N,) int64 arrays, for slicing per neuron chunk."""
+    b = np.zeros(n, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
+    if b.shape != (n,):
+        raise InputError(f"bias must have N = {n} values, got {b.shape}")
+    s = np.asarray(shift, np.int64)
+    if s.size not in (1, n):
+        raise InputError(f"shift must be one value or N = {n} values, got shape {s.shape}")
+    return b, np.broadcast_to(s.reshape(-1), (n,))
+
+
+def _neuron_chunks(kern, weights, regs, n, mode, fits_one):
+    """``(a, b, register rows)`` per neuron chunk: whole weight tiles up to ``max_n``
+    (``max_n`` when a tile is larger), fewer tiles while the smallest call with them
+    (``fits_one(neurons)``: one row or pixel) exceeds the transfer limit. Chunks of whole
+    tiles (and the last) are row slices (views) of ``regs``; others are re-packed from
+    ``weights``."""
+    p = kern.p
+    tn = protocol.tile_neurons(p, mode)
+    cn = min(n, p["max_n"] if p["max_n"] < tn else p["max_n"] // tn * tn)
+    while cn > tn and not fits_one(cn):
+        cn = (cn - 1) // tn * tn
+    for a, b in tiling.chunks(n, cn):
+        if cn % tn == 0 or cn == n:
+            r0 = a // tn * p["rows"]
+            yield a, b, regs[r0:r0 + protocol.register_rows(p, b - a, mode)]
+        else:
+            yield a, b, kern.registers(_neurons(weights, a, b), mode)[0]
+
+
+def _conv_tile(cfg, c, oh, ow, ks, nz, mode, stats, limit):
+    """Output tile ``(th, tw)`` for an (oh, ow) output: the fewest calls, then the fewest
+    input bytes (each tile reads ``(th+ks-1) x (tw+ks-1)`` of the padded map)."""
+    p = cfg.params
+
+    def ok(th, tw):
+        return tile_fits(p, c, th + ks - 1, tw + ks - 1, ks, th * tw, nz, mode, stats, limit)
+
+    best = None
+    for tw in sorted({-(-ow // m) for m in range(1, ow + 1)}, reverse=True):
+        if not ok(1, tw):
+            continue
+        lo, hi = 1, oh + 1                          # ok(lo, tw) holds, ok(hi, tw) does not (or hi > oh)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if ok(mid, tw) else (lo, mid)
+        calls = -(-oh // lo) * -(-ow // tw)
+        cost = (calls, calls * (lo + ks - 1) * (tw + ks - 1))
+        if best is None or cost < best[0]:
+            best = (cost, lo, tw)
+    if best is None:
+        what = f"conv2d_int on {cfg.name} ({c}x{ks}x{ks} window, {nz} outputs per call)"
+        if c * ks * ks > p["max_fmap"] or ks > p["max_hw"]:
+            raise InputError(f"{what}: the {c}x{ks}x{ks} input window of one output pixel exceeds max_fmap = "
+                             f"{p['max_fmap']} / max_hw = {p['max_hw']}; use a config with larger maxima")
+        one = transfer_bytes(p, batch=1, n=nz, k=c * ks * ks, mode=mode, stats=stats, fmap_size=c * ks * ks)
+        tiling.rows_per_call(1, lambda _: one[0], lambda _: one[1], limit,
+                             what=what)                 # raises: one pixel does not fit the transfer
+    return best[1], best[2]
+
+
+def _neurons(weights, a, b):
+    """Neurons (rows) ``a..b`` of 2-D shift weights, or of a ``pot_sum`` pair."""
+    if isinstance(weights, tuple):
+        return tuple(_neurons(t, a, b) for t in weights)
+    t = weights
+    se = np.broadcast_to(np.asarray(t.scale_exponent), t.shape)[a:b, :1]
+    return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, t.e1[a:b], t.e2[a:b], t.s1[a:b], t.s2[a:b],
+                                       t.zero[a:b], se, delta=t.delta, axis=0)
