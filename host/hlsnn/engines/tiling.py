@@ -19,8 +19,8 @@ sim and pynq):
   (partial sums would need a wider output and a host-side requantization);
 * a feature map is padded on the host once (:func:`pad_map`, the kernel's own zero padding
   of :func:`conv_pad`) and cut into rectangles of outputs (:func:`grid`); each call reads its
-  rectangle's input window with a ``k-1`` halo (:func:`halo_window`), runs with 'valid'
-  padding, and its outputs are put back in place (:func:`stitch`);
+  rectangle's input window with a ``k-1`` halo (:func:`halo`, :func:`halo_window`), runs
+  with 'valid' padding, and its outputs are put back in place (:func:`stitch`);
 * statistics-unit histograms of the calls are merged with :func:`engines.stream.merge_stats`
   (saturating, as the kernel counts) and saturation counts are summed (saturating at 2**32-1,
   as the 32-bit register does): :class:`Tally`;
@@ -43,10 +43,10 @@ def transfer_limit(target):
     return getattr(target, "max_transfer_bytes", None)
 
 
-def chunks(n: int, size: int):
-    """``[(a, b), ...]`` covering ``range(n)`` in pieces of at most ``size``."""
+def chunks(n: int, size: int, start: int = 0):
+    """``[(a, b), ...]`` covering ``range(start, n)`` in pieces of at most ``size``."""
     size = max(1, int(size))
-    return [(a, min(a + size, n)) for a in range(0, n, size)]
+    return [(a, min(a + size, n)) for a in range(start, n, size)]
 
 
 def rows_per_call(batch: int, in_bytes, out_bytes, limit, *, what: str) -> int:
@@ -124,11 +124,18 @@ def grid(rows, cols):
     return [(r0, r1, c0, c1) for r0, r1 in rows for c0, c1 in cols]
 
 
-def halo_window(xp, rect, k: int):
-    """The input window (a view) of the padded map ``xp`` (..., H, W) that a 'valid' ``k x k``
-    convolution reads for the outputs ``rect`` = ``(r0, r1, c0, c1)``: a ``k-1`` halo."""
+def halo(rect, k: int):
+    """The input rectangle that a 'valid' ``k x k`` convolution reads for the outputs ``rect``
+    = ``(r0, r1, c0, c1)``: the rectangle and a ``k-1`` halo below and to the right."""
     r0, r1, c0, c1 = rect
-    return xp[..., r0:r1 + k - 1, c0:c1 + k - 1]
+    return r0, r1 + k - 1, c0, c1 + k - 1
+
+
+def halo_window(xp, rect, k: int):
+    """The input window (a view) of the padded map ``xp`` (..., H, W) of the outputs ``rect``
+    (:func:`halo`)."""
+    r0, r1, c0, c1 = halo(rect, k)
+    return xp[..., r0:r1, c0:c1]
 
 
 def stitch(out, rect, y, step: int = 1):

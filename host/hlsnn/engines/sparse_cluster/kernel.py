@@ -7,12 +7,13 @@ import numpy as np
 
 from ...errors import InputError
 from ...formats import sparse as sfmt
-from . import protocol
+from . import protocol, tiles
 from .emulator import conv_accumulate, emulate, postprocess
 from ..common import largest_frac
 from ..stream import merge_stats
-from ..tiling import add_u32, transfer_limit
+from ..tiling import conv_pad, pad_map, transfer_limit
 from .protocol import Job
+from .tiles import Traffic as _Traffic  # noqa: F401  (tests/engines/sparse_cluster/test_tiling.py imports it from here)
 from .spec import MAGIC
 
 
@@ -94,6 +95,7 @@ class Kernel:
       (:func:`~hlsnn.engines.stream.merge_stats`), ``last_sat_count`` sums their counts
       (saturating at ``2**32 - 1``), ``last_calls`` counts the calls and ``last_plan`` is the
       last call's plan. An operation that fits one call runs exactly as before (no copies).
+      The tiled paths are in ``sparse_cluster.tiles``.
     """
 
     OPERATIONS = ("conv2d", "conv2d_int", "conv2d_batch_int")
@@ -118,8 +120,7 @@ class Kernel:
         if balance not in ("auto", "fraction", "work", "equal"):
             raise InputError(f"balance = {balance!r}: must be auto, fraction, work or equal")
         c, h, w = x.shape
-        pad = self._pad(padding, k)
-        xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad)))
+        xp = pad_map(x, conv_pad(padding, k))
         self._check_fit(xp, k, pool, h, w, padding)
         if max(h, w) > self.p["max_hw"]:
             raise InputError(f"feature map {h}x{w} exceeds max_hw = {self.p['max_hw']}")
@@ -198,8 +199,7 @@ class Kernel:
         z, c, k, _ = w.shape
         bias = self._bias(bias, z)
         h, wd = x.shape[1:]
-        pad = self._pad(padding, k)
-        xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad)))
+        xp = pad_map(x, conv_pad(padding, k))
         self._check_fit(xp, k, pool, h, wd, padding)
         flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_POOL if pool else 0) | \
             (0 if requantize else protocol.FLAG_RAW) | (protocol.FLAG_STATS_OUT if stats else 0)
@@ -212,111 +212,12 @@ class Kernel:
                 shift = np.zeros(z, np.int64)
         shift = self._shift(shift, z)
         self.last_shift = shift
-        return self._conv(xp, w, bias, shift, flags, stats, threshold, max(h, wd) <= p["max_hw"])
+        return tiles.conv(self, xp, w, bias, shift, flags, stats, threshold, max(h, wd) <= p["max_hw"])
 
-    def _conv(self, xp, w, bias, shift, flags, stats, threshold, in_hw):
-        """The convolution of the host-padded ``xp`` in as few calls as the limits allow
-        (class docstring); one call when it fits, without copies."""
-        p, k, z = self.p, w.shape[2], w.shape[0]
-        pool = bool(flags & protocol.FLAG_POOL)
-        step = 2 if pool else 1
-        limit = transfer_limit(self.target)
-        oh, ow = xp.shape[1] - k + 1, xp.shape[2] - k + 1
-        traffic = _Traffic(p, w, flags, stats) if limit is not None else None
-        if in_hw:       # the whole map, trimmed to whole pooling windows if it must be cut
-            todo = [((0, oh // step * step, 0, ow // step * step), self._plan_padded(xp, k, pool, threshold))]
-        else:
-            todo = [(t, None) for t in self._hw_tiles(oh, ow, k, step)]
-        out, tally = None, _Tally(stats)
-        todo.reverse()
-        while todo:
-            (r0, r1, q0, q1), plan = todo.pop()
-            if plan is None:
-                plan = self._plan_padded(xp[:, r0:r1 + k - 1, q0:q1 + k - 1], k, pool, threshold)
-            minimal = r1 - r0 <= step and q1 - q0 <= step
-            zcalls, need = self._z_calls(traffic, limit, z, *self._plan_traffic(plan, limit), whole_passes=not minimal)
-            if out is None:
-                if in_hw and zcalls is not None and len(zcalls) == 1:
-                    return self._run_plan(plan, w, bias, shift, flags, stats)       # one call, as it is
-                out = np.zeros((z, oh // step, ow // step), np.int64)
-            if zcalls is None:
-                todo.extend(reversed([(t, None) for t in self._split(r0, r1, q0, q1, step, need, limit, w)]))
-                continue
-            for za, zb in zcalls:
-                y = self._run_plan(plan, w[za:zb], bias[za:zb], shift[za:zb], flags, stats)
-                out[za:zb, r0 // step:r0 // step + y.shape[1], q0 // step:q0 // step + y.shape[2]] = y
-                tally.add(self)
-        tally.store(self)
-        return out
-
-    def _hw_tiles(self, oh, ow, k, step):
-        """Output rectangles whose padded inputs are at most ``max_hw`` high and wide."""
-        size = (self.p["max_hw"] - k + 1) // step * step
-        if size < step:
-            raise InputError(f"max_hw = {self.p['max_hw']} is smaller than a {k}x{k} kernel's input"
-                             + (" for 2x2 pooling" if step == 2 else ""))
-        axes = []
-        for o in (oh, ow):
-            o = o // step * step
-            axes.append([(0, o)] if o + k - 1 <= self.p["max_hw"] else _pieces(0, o, -(-o // size), step))
-        return [(a, b, c, d) for a, b in axes[0] for c, d in axes[1]]
-
-    @staticmethod
-    def _split(r0, r1, q0, q1, step, need, limit, w):
-        """A rectangle cut into a grid of about as many near-square pieces as its bytes
-        ``need`` exceed ``limit`` (at least two; square pieces keep the halo small)."""
-        if r1 - r0 <= step and q1 - q0 <= step:      # even one output channel did not fit
-            z, c, k, _ = w.shape
-            raise InputError(f"conv2d: even one {r1 - r0}x{q1 - q0} output tile of one output channel needs a "
-                             f"{need[0]}-byte input and a {need[1]}-byte output transfer, more than the DMA's "
-                             f"{limit}-byte limit (its length register): the tile's inputs and the {k}x{k} "
-                             f"coefficients of C = {c} input channels must fit one transfer; use an overlay whose "
-                             f"DMA has a wider length register (c_sg_length_width)")
-        n = max(2, -(-max(need) // limit))
-        side = max(step, ((r1 - r0) * (q1 - q0) / n) ** 0.5)
-        nr, nc = (max(1, min(round(d / side), d // step)) for d in (r1 - r0, q1 - q0))
-        if nr * nc < 2:                                    # a strip: cut its longer side in two
-            nr, nc = (2, 1) if r1 - r0 >= q1 - q0 else (1, 2)
-        return [(a, b, c, d) for a, b in _pieces(r0, r1, nr, step) for c, d in _pieces(q0, q1, nc, step)]
-
-    # ------------------------------------------------------------------ transfer sizes
     def _plan_traffic(self, plan, limit):
-        """``(n_rounds, data lanes, output areas)`` of a plan's call (None when no limit)."""
-        if limit is None:
-            return None, None, None
-        jobs = [j for r in plan.rounds for j in r if j.oh]
-        idle = sum(len(r) for r in plan.rounds) - len(jobs)
-        box = np.array([[j.row0, j.row1 + plan.k - 1, j.col0, j.col1 + plan.k - 1] for j in jobs],
-                       np.int64).reshape(-1, 4)
-        data = _data_lanes(self.p, plan.xp[None], box).sum() + idle * plan.xp.shape[0] * _pad_lanes(self.p, 1)
-        areas = np.array([np.prod(protocol.out_dims(j, plan.pool)) for j in jobs], np.int64)
-        return len(plan.rounds), int(data), areas
-
-    def _z_calls(self, traffic, limit, z, n_rounds, data, areas, copies=1, whole_passes=True):
-        """Output-channel ranges ``[(za, zb), ...]`` of consecutive calls (class docstring), or
-        None with the bytes of the smallest call allowed when it does not fit: one pass
-        (``whole_passes``: a call below a pass would send the data segments once more for
-        fewer channels), or one channel."""
-        p = self.p
-        zmax = p["max_out_channels"] if z <= p["max_out_channels"] else p["max_out_channels"] // p["max_z"] * p["max_z"]
-        if limit is None:
-            return [(a, min(a + zmax, z)) for a in range(0, z, zmax)], None
-        def fits(za, zb):
-            return max(traffic.bytes(za, zb, n_rounds, data, areas, copies)) <= limit
-        calls, za = [], 0
-        while za < z:
-            least = min(z, za + (p["max_z"] if whole_passes else 1))
-            if not fits(za, least):
-                return None, traffic.bytes(za, least, n_rounds, data, areas, copies)
-            lo, hi = least, min(z, za + zmax)           # fits(lo); the largest zb that fits
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if fits(za, mid) else (lo, mid - 1)
-            if lo < z and lo - za >= p["max_z"]:
-                lo = za + (lo - za) // p["max_z"] * p["max_z"]      # whole passes
-            calls.append((za, lo))
-            za = lo
-        return calls, None
+        """:func:`tiles.plan_traffic` with this kernel's config (tests/engines/sparse_cluster/
+        test_tiling.py calls it)."""
+        return tiles.plan_traffic(self.p, plan, limit)
 
     # ------------------------------------------------------------------ one call
     def _run_plan(self, plan, w, bias, shift, flags, stats):
@@ -359,7 +260,7 @@ class Kernel:
         _, w = _check_tileable(p, x[0] if b else np.zeros((c, h, wd), np.int64), w)
         x = _int8("x", x)
         z, _, k, _ = w.shape
-        pad = self._pad(padding, k)
+        pad = conv_pad(padding, k)
         oh, ow = h + 2 * pad - k + 1, wd + 2 * pad - k + 1
         if oh < 1 or ow < 1:
             raise InputError(f"a {k}x{k} kernel does not fit a {h}x{wd} map with padding {padding!r}")
@@ -367,66 +268,10 @@ class Kernel:
         flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
         self.last_shift = shift
         cap = self.batch_capacity(h, wd, k, padding)
-        calls = self._batch_calls(x, w, pad, flags, stats, cap) if cap and b else None
+        calls = tiles.batch_calls(p, transfer_limit(self.target), x, w, pad, flags, stats, cap) if cap and b else None
         if calls is not None and len(calls) == 1:
-            return self._batch_call(x, w, bias, shift, pad, flags, stats)
-        out = np.zeros((b, z, oh, ow), np.int64)
-        tally = _Tally(stats)
-        if calls is None:          # an image alone exceeds one call: tile its map
-            in_hw = max(h, wd) <= p["max_hw"]
-            for i in range(b):
-                xp = np.pad(x[i], ((0, 0), (pad, pad), (pad, pad)))
-                out[i] = self._conv(xp, w, bias, shift, flags, stats, 0.03, in_hw)
-                tally.add(self)
-        else:
-            for za, zb, i0, i1 in calls:
-                out[i0:i1, za:zb] = self._batch_call(x[i0:i1], w[za:zb], bias[za:zb], shift[za:zb], pad, flags, stats)
-                tally.add(self)
-        tally.store(self)
-        return out
-
-    def _batch_rects(self, oh, ow):
-        """One image's job rectangles (output coordinates local to its cell)."""
-        th, tw = self.p["tile_h"], self.p["tile_w"]
-        return [(t0, min(t0 + th, oh), u0, min(u0 + tw, ow)) for t0 in range(0, oh, th) for u0 in range(0, ow, tw)]
-
-    def _batch_calls(self, x, w, pad, flags, stats, cap):
-        """``[(za, zb, i0, i1), ...]``: channels and consecutive images of each call, or None
-        when one image with one output channel exceeds the transfer limit."""
-        p, limit = self.p, transfer_limit(self.target)
-        b, c, h, wd = x.shape
-        z, _, k, _ = w.shape
-        units = p["units"]
-        rects = self._batch_rects(h + 2 * pad - k + 1, wd + 2 * pad - k + 1)
-        rounds1 = -(-len(rects) // units)
-        if limit is None:
-            zcalls, _ = self._z_calls(None, None, z, None, None, None)
-            return [(za, zb, i0, i1) for za, zb in zcalls for i0, i1 in _pieces(0, b, -(-b // cap), 1)]
-        box = np.array([(r0, r1 + k - 1, q0, q1 + k - 1) for r0, r1, q0, q1 in rects])
-        xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-        data = _data_lanes(p, xp, box).reshape(b, -1).sum(axis=1)           # per image
-        csum = np.concatenate([[0], np.cumsum(data)])
-        areas = np.array([(r1 - r0) * (q1 - q0) for r0, r1, q0, q1 in rects], np.int64)
-        idle = c * _pad_lanes(p, 1)
-        traffic = _Traffic(p, w, flags, stats)
-        zcalls, _ = self._z_calls(traffic, limit, z, rounds1, int(data.max()) + (rounds1 * units - len(rects)) * idle,
-                                  areas)
-        if zcalls is None:
-            return None
-        calls = []
-        for za, zb in zcalls:
-            i0 = 0
-            while i0 < b:
-                i1 = i0 + 1            # fits: the channels were chosen for the largest image
-                while i1 < b and i1 - i0 < cap:
-                    n_rounds = -(-(i1 + 1 - i0) * len(rects) // units)
-                    lanes = int(csum[i1 + 1] - csum[i0]) + (n_rounds * units - (i1 + 1 - i0) * len(rects)) * idle
-                    if max(traffic.bytes(za, zb, n_rounds, lanes, areas, i1 + 1 - i0)) > limit:
-                        break
-                    i1 += 1
-                calls.append((za, zb, i0, i1))
-                i0 = i1
-        return calls
+            return self._batch_call(x, w, bias, shift, pad, flags, stats)          # one call
+        return tiles.conv_batch(self, x, w, bias, shift, pad, flags, stats, calls)
 
     def _batch_call(self, x, w, bias, shift, pad, flags, stats):
         """One call of a batch that fits it (:meth:`conv2d_batch_int`)."""
@@ -441,10 +286,10 @@ class Kernel:
         for i in range(b):
             r, q = divmod(i, gc)
             xp[:, r * ch + pad:r * ch + pad + h, q * cw + pad:q * cw + pad + wd] = x[i]
-        rects = []
+        rects, cell = [], tiles.batch_rects(p, oh, ow)
         for i in range(b):
             r, q = divmod(i, gc)
-            rects += [(r * ch + r0, r * ch + r1, q * cw + q0, q * cw + q1) for r0, r1, q0, q1 in self._batch_rects(oh, ow)]
+            rects += [(r * ch + r0, r * ch + r1, q * cw + q0, q * cw + q1) for r0, r1, q0, q1 in cell]
         units = p["units"]
         rounds = []
         for j0 in range(0, len(rects), units):
@@ -459,16 +304,6 @@ class Kernel:
         return out
 
     # ------------------------------------------------------------------ operands
-    @staticmethod
-    def _pad(padding, k):
-        if padding == "same":
-            if k % 2 == 0:
-                raise InputError(f"padding 'same' needs an odd kernel size, got {k}")
-            return (k - 1) // 2
-        if padding == "valid":
-            return 0
-        raise InputError(f"padding = {padding!r}: must be 'same' or 'valid'")
-
     @staticmethod
     def _bias(bias, z):
         bias = np.zeros(z, np.int64) if bias is None else np.broadcast_to(np.asarray(bias, np.int64), (z,)).copy()
@@ -551,70 +386,3 @@ def _q8(a, name):
         raise InputError(f"{name} contains NaN or Inf")
     f = largest_frac(float(np.abs(a).max()) if a.size else 0.0, 127.0)
     return np.clip(np.rint(np.ldexp(a, f)), -128, 127).astype(np.int64), f
-
-
-def _pieces(a, b, n, step):
-    """``[a, b)`` in at most ``n`` consecutive pieces whose sizes are multiples of ``step``
-    (but the last)."""
-    size = -(-(b - a) // max(1, n))
-    size = -(-size // step) * step
-    return [(s, min(s + size, b)) for s in range(a, b, size)]
-
-
-def _pad_lanes(p, n):
-    """Lanes of a segment of ``n`` lanes (padded to whole beats, as ``protocol._seg``)."""
-    lanes = protocol.lanes_per_beat(p)
-    return -(-np.maximum(n, 1) // lanes) * lanes
-
-
-def _data_lanes(p, xp, box):
-    """Lanes of the data segments of jobs whose input windows are ``box`` (J, 4) rows
-    ``row0, row1, col0, col1`` of the padded maps ``xp`` (B, C, H, W): (B, J), summed over C."""
-    nz = np.zeros((xp.shape[0], xp.shape[1], xp.shape[2] + 1, xp.shape[3] + 1), np.int32)
-    np.cumsum(np.cumsum(xp != 0, axis=2, dtype=np.int32), axis=3, out=nz[:, :, 1:, 1:])
-    r0, r1, q0, q1 = (np.minimum(box[:, i], xp.shape[2 + i // 2]) for i in range(4))
-    n = nz[:, :, r1, q1] - nz[:, :, r0, q1] - nz[:, :, r1, q0] + nz[:, :, r0, q0]     # (B, C, J)
-    return _pad_lanes(p, 1 + 2 * n.astype(np.int64)).sum(axis=1)
-
-
-class _Traffic:
-    """Bytes of one call's input and output transfers for output channels ``[za, zb)`` of
-    ``w``, as :func:`protocol.pack_input` and :func:`protocol.n_output_beats` lay them out:
-    per pass (group of at most ``max_z`` channels, counted from ``za``) and round, a job
-    segment and per input channel the units' data segments and a coefficient segment; the
-    output per pass and job, then the statistics segment."""
-
-    def __init__(self, p, w, flags, stats):
-        self.p = p
-        nnz = np.count_nonzero(w, axis=(2, 3))                                 # (Z, C)
-        self.cum = np.concatenate([np.zeros((1, nnz.shape[1]), np.int64), np.cumsum(nnz, axis=0)])
-        self.per = 2 if flags & protocol.FLAG_RAW else 1
-        self.extra = protocol.n_stats_beats(p) if stats or flags & protocol.FLAG_STATS_OUT else 0
-
-    def bytes(self, za, zb, n_rounds, data, areas, copies=1):
-        """``(input bytes, output bytes)`` of a call of ``n_rounds`` rounds whose data segments
-        take ``data`` lanes per pass and whose jobs have ``areas`` outputs each (``copies``
-        times)."""
-        p, lanes = self.p, protocol.lanes_per_beat(self.p)
-        n_in, n_out = 0, self.extra
-        for g0 in range(za, zb, p["max_z"]):
-            g1 = min(zb, g0 + p["max_z"])
-            coef = int(_pad_lanes(p, 1 + 2 * (self.cum[g1] - self.cum[g0])).sum())
-            n_in += n_rounds * (int(_pad_lanes(p, p["units"] * (2 + 3 * (g1 - g0)))) + coef) + data
-            n_out += copies * int((-(-np.maximum((g1 - g0) * areas * self.per, 1) // lanes)).sum())
-        return 2 * n_in, n_out * p["stream_bits"] // 8
-
-
-class _Tally:
-    """Saturation counts, histograms and calls of several calls, merged as one call's."""
-
-    def __init__(self, stats):
-        self.stats, self.hist, self.sat, self.calls = stats, None, 0, 0
-
-    def add(self, kern):
-        self.sat = add_u32(self.sat, kern.last_sat_count)
-        self.hist = merge_stats(self.hist, kern.last_stats) if self.stats else None
-        self.calls += kern.last_calls
-
-    def store(self, kern):
-        kern.last_sat_count, kern.last_stats, kern.last_calls = self.sat, self.hist, self.calls
