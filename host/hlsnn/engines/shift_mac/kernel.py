@@ -27,7 +27,7 @@ class Kernel:
     left in :attr:`last_stats` (int64, ``protocol.stats_bins(p)`` counters); after a call
     without it, :attr:`last_stats` is None.
 
-    **Tiling** (``engines.tiling``; the machinery is in ``shift_mac.tiles``). :meth:`gemm_int` and :meth:`conv2d_int` (and the float
+    **Tiling** (``engines.tiling``). :meth:`gemm_int` and :meth:`conv2d_int` (and the float
     :meth:`gemm` and :meth:`conv2d`, which go through them) take operands of any size up to
     ``max_k``; an operation one kernel call cannot take is split into calls whose results are,
     bit for bit, those of a single call on a kernel with larger maxima (every output is an
@@ -55,7 +55,8 @@ class Kernel:
       ``engines.stream.merge_stats`` — equal to one call's while no counter saturates.
 
     An operation that fits is exactly one call, without extra copies. :meth:`run_registers`
-    is always one call: beyond the maxima or the transfer limit it raises.
+    is always one call: beyond the maxima or the transfer limit it raises. The tiled paths
+    are in ``shift_mac.tiles``.
     """
 
     OPERATIONS = ("gemm", "gemm_int", "conv2d", "conv2d_int", "run_registers")
