@@ -35,6 +35,30 @@ def test_every_engine_on_sim_equals_emu():
         np.testing.assert_array_equal(s.conv2d(x8, w8, requantize=False), e.conv2d(x8, w8, requantize=False))
 
 
+def test_beats_packed_into_the_dma_buffer_are_not_copied_again():
+    """gemm_bfp packs straight into the target's DMA input buffer (input_buffer); run() given
+    those beats sends them as they are, given other beats copies them in: same results."""
+    from hlsnn.engines.bfp_systolic import protocol
+    rng = np.random.default_rng(5)
+    with hlsnn.Accelerator(ACCEL / "bfp16_pynq-z2.yaml", "sim") as s, hlsnn.Accelerator(ACCEL / "bfp16_pynq-z2.yaml") as e:
+        xq, wq, bq = e.kernel.quantize_operands(rng.normal(size=(6, 20)), rng.normal(size=(5, 20)), rng.normal(size=5))
+        got, ref = s.gemm_bfp(xq, wq, bq), e.gemm_bfp(xq, wq, bq)
+        np.testing.assert_array_equal(got.mantissas, ref.mantissas)
+        np.testing.assert_array_equal(got.exponents, ref.exponents)
+        p, t = s.config.params, s.target
+        xm, xe, wm, we, bm, be = s.kernel._check_bfp(xq, wq, bq)
+        fresh = protocol.pack_input(p, xm, xe, wm, we, bm, be)
+        regs = [6, 5, 20, protocol.FLAG_BIAS, 0]
+        n_out = protocol.n_output_beats(p, 6, 5)
+        out1, regs1 = t.run(fresh, regs, n_out)                      # copied into the buffer
+        staged = protocol.pack_input(p, xm, xe, wm, we, bm, be, out=t.input_buffer(fresh.nbytes))
+        assert np.shares_memory(staged, t._in_np)
+        out2, regs2 = t.run(staged, regs, n_out)                     # already there
+        np.testing.assert_array_equal(out1, out2)
+        np.testing.assert_array_equal(regs1, regs2)
+        assert not np.shares_memory(out2, t._out_np)                 # run's result never aliases the buffer
+
+
 def test_cli_compare_on_sim_and_run():
     res = subprocess.run([sys.executable, "-m", "hlsnn.cli", "compare", str(ACCEL / "shift8_zcu104.yaml"), "--target",
                           "sim", "--json"], capture_output=True, text=True, timeout=600)

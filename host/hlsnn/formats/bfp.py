@@ -359,6 +359,25 @@ class BFPTensor:
         """
         return cls(mantissas, exponents, mantissa_bits, exponent_bits, axis, block_size)
 
+    @classmethod
+    def _trusted(cls, mantissas: np.ndarray, exponents: np.ndarray, mantissa_bits: int, exponent_bits: int,
+                 axis: Optional[int], block_size: Optional[int]) -> "BFPTensor":
+        """Internal: wrap arrays hlsnn has just produced, without :meth:`from_parts`' checks and copies.
+
+        The caller guarantees every invariant :meth:`from_parts` would check: ``mantissas``
+        an int64 array in range, ``exponents`` an int32 array of the right shape and range,
+        ``axis`` non-negative, and that nothing else holds a writable reference to either
+        array. Both arrays are taken over (made read-only), not copied. Public callers use
+        :meth:`from_parts`.
+        """
+        t = object.__new__(cls)
+        mantissas.setflags(write=False)
+        exponents.setflags(write=False)
+        for name, value in (("mantissas", mantissas), ("exponents", exponents), ("mantissa_bits", mantissa_bits),
+                            ("exponent_bits", exponent_bits), ("axis", axis), ("block_size", block_size)):
+            object.__setattr__(t, name, value)
+        return t
+
     @property
     def shape(self) -> Tuple[int, ...]:
         """Shape of the tensor (of ``mantissas``)."""

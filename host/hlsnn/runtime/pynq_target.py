@@ -105,6 +105,10 @@ def _runs(offsets):
     return runs
 
 
+def _with_view(buf):
+    return buf, buf.view(np.ndarray)
+
+
 def _driver_class(vlnv):
     """A DefaultIP subclass bound to the kernel's VLNV (pynq picks drivers by ``bindto``)."""
     from pynq import DefaultIP
@@ -181,6 +185,7 @@ class PynqTarget:
         self._pynq = pynq
         self._in = self._out = None
         self._in_np = self._out_np = None          # plain ndarray views of the DMA buffers
+        self._in_addr = None                       # the input buffer's virtual address
         self._beat = cfg.params["stream_bits"] // 8
         # fixed for the overlay: looked up once, not per call
         self._mmio = self.kernel.mmio
@@ -205,19 +210,35 @@ class PynqTarget:
         self.addr_width = int(par.get("c_addr_width", 32))
 
     def _buffers(self, n_in, n_out):
-        for attr, n in (("_in", n_in), ("_out", n_out)):
-            buf = getattr(self, attr)
-            if buf is None or buf.nbytes < n:
-                if buf is not None:
-                    buf.freebuffer()
-                setattr(self, attr, self._pynq.allocate(shape=(max(n, 64),), dtype=np.uint8))
-                setattr(self, attr + "_np", getattr(self, attr).view(np.ndarray))
         limit = (1 << self.length_width) - 1
-        for what, n in (("input", n_in), ("output", n_out)):
+        for what, n in (("input", n_in), ("output", n_out or 0)):
             if n > limit:       # the engines tile to max_transfer_bytes: only a raw run() gets here
                 raise InputError(f"{what} transfer of {n} bytes exceeds the DMA's {self.length_width}-bit length "
                                  f"register ({limit} bytes): split the call (the engines' operations tile "
                                  f"to target.max_transfer_bytes)")
+        if self._in is None or self._in.nbytes < n_in:
+            self._in, self._in_np = self._allocate(self._in, n_in)
+            self._in_addr = self._in_np.ctypes.data
+        if n_out is not None and (self._out is None or self._out.nbytes < n_out):
+            self._out, self._out_np = self._allocate(self._out, n_out)
+
+    def _allocate(self, old, n):
+        """A contiguous buffer of at least ``n`` bytes (``old`` freed) and a plain ndarray view of it."""
+        if old is not None:
+            old.freebuffer()
+        # not assigned on the allocate() line: the simulated device names such buffers '#id'
+        return _with_view(self._pynq.allocate(shape=(max(n, 64),), dtype=np.uint8))
+
+    def input_buffer(self, nbytes):
+        """A writable ``uint8`` view of the first ``nbytes`` of the DMA input buffer, to pack
+        the next :meth:`run`'s input beats into directly (``run`` then copies nothing).
+
+        Valid until the next ``input_buffer``/``run`` call of this target (``run`` may grow
+        and so replace the buffer); a ``run`` given other beats copies them in as before.
+        """
+        if self._in is None or self._in.nbytes < nbytes:
+            self._buffers(nbytes, None)
+        return self._in_np[:nbytes]
 
     # ------------------------------------------------------------------ run
     def run(self, beats, regs_in, n_out_beats):
@@ -226,8 +247,10 @@ class PynqTarget:
         n_in, n_out = beats.nbytes, n_out_beats * self._beat
         self._buffers(n_in, n_out)
         # the bytes go straight into the DMA buffer through a plain ndarray view (a PynqBuffer
-        # slice would build buffer metadata for nothing); sendchannel.transfer() flushes it
-        self._in_np[:n_in] = beats.reshape(-1)
+        # slice would build buffer metadata for nothing); sendchannel.transfer() flushes it.
+        # Beats packed into input_buffer() are there already.
+        if n_in and beats.ctypes.data != self._in_addr:
+            self._in_np[:n_in] = beats.reshape(-1)
         mmio = self._mmio
         values = [int(v) & 0xFFFFFFFF for v in regs_in]
         for off, idx in self._in_runs:       # one write per run of adjacent registers
@@ -288,6 +311,7 @@ class PynqTarget:
                 setattr(self, attr + "_np", None)
                 buf.freebuffer()
                 setattr(self, attr, None)
+        self._in_addr = None
 
 
 def config_from_manifest(manifest: dict):

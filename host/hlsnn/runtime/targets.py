@@ -1,7 +1,10 @@
 """Targets move an engine's stream beats and registers through one implementation of the
 kernel: the emulator (``emu``), or the C-simulated C++ (``csim``). Every target has the same
 ``run(beats, regs_in, n_out_beats) -> (beats_out, regs_out)``; the engine's protocol module
-packs and unpacks beats the same way for all of them."""
+packs and unpacks beats the same way for all of them. A target with a DMA input buffer
+(``pynq``, ``sim``) also has ``input_buffer(nbytes)``: a writable ``uint8`` view of that buffer
+the engine packs the next call's beats into, so ``run`` copies nothing; the others have none
+and the beats go into a new array."""
 from __future__ import annotations
 
 import numpy as np

@@ -190,6 +190,27 @@ def test_protocol_round_trip_and_beat_counts():
         got = protocol.unpack_input(p, beats, batch, n, k, bias)
         for a, e in zip(got, (xm, xe, wm, we, bm, -2 if bias else 0)):
             np.testing.assert_array_equal(a if a is not None else -1, e if e is not None else -1)
+        # packed into a caller's byte buffer (a DMA buffer): the same bytes, a view of the buffer
+        buf = np.full(beats.nbytes + 13, 0xAB, np.uint8)
+        into = protocol.pack_input(p, xm, xe, wm, we, bm, -2, out=buf)
+        np.testing.assert_array_equal(into, beats)
+        assert np.shares_memory(into, buf) and (buf[beats.nbytes:] == 0xAB).all()
+    with pytest.raises(hlsnn.InputError, match="at least"):
+        protocol.pack_input(p, xm, xe, wm, we, bm, -2, out=np.zeros(beats.nbytes - 1, np.uint8))
+
+
+def test_result_fields_outside_the_config_are_refused():
+    """The result tensor is built without from_parts' copies; a kernel that returned an
+    exponent (or, in a wider lane, a mantissa) outside the config's fields is still refused."""
+    with hlsnn.Accelerator(test_config("t4_truncate"), "emu") as acc:   # 4-bit mantissas in 8-bit lanes
+        k, p = acc.kernel, acc.config.params
+        lo, hi = bfp.exponent_range(p["exponent_bits"])
+        t = k._tensor(np.array([[1, -2]]), np.array([hi]))
+        assert t.exponents.dtype == np.int32 and t.exponents.shape == (1, 1) and not t.mantissas.flags.writeable
+        with pytest.raises(hlsnn.InputError, match="exponent of"):
+            k._tensor(np.array([[1, -2]]), np.array([hi + 1]))
+        with pytest.raises(hlsnn.InputError, match="mantissa of 8"):
+            k._tensor(np.array([[8, -2]]), np.array([0]))
 
 
 @pytest.mark.parametrize("bad, match", [

@@ -10,7 +10,7 @@ from .. import tiling
 from ..stream import merge_stats
 from . import protocol
 from .emulator import emulate
-from .spec import MAGIC
+from .spec import MAGIC, lane_bits
 
 
 def _flags(relu, has_bias, use_stats, stats_out=False):
@@ -41,6 +41,14 @@ class Kernel:
         self.last_sat_count = 0
         self.last_id = None
         self.last_stats = None
+        p = self.p
+        # fixed per config, looked up once rather than per call
+        self._beat = p["stream_bits"] // 8
+        self._n_stats = protocol.n_stats_beats(p)
+        self._m_range = bfp.mantissa_range(p["mantissa_bits"])
+        self._e_range = bfp.exponent_range(p["exponent_bits"])
+        # a lane as wide as the mantissa cannot hold an out-of-range one
+        self._check_mantissas = lane_bits(p) > p["mantissa_bits"]
 
     # ------------------------------------------------------------------ floats
     def quantize_operands(self, x, w, bias=None):
@@ -129,9 +137,26 @@ class Kernel:
         return self._tensor(ym, ye)
 
     def _tensor(self, ym, ye):
+        """The result tensor of the fields :func:`protocol.unpack_output` returned (new arrays,
+        taken over without from_parts' copies); only the checks the lane widths leave open are
+        made: every exponent, and the mantissas when their lane is wider than the field."""
         p = self.p
-        return bfp.BFPTensor.from_parts(ym, ye.reshape(-1, 1), p["mantissa_bits"], exponent_bits=p["exponent_bits"],
-                                        axis=1, block_size=None)
+        lo, hi = self._e_range
+        e = ye.tolist()              # one exponent per sample: plain Python beats two cold numpy reductions
+        if min(e) < lo or max(e) > hi:
+            self._out_of_range("exponent", ye, lo, hi)
+        if self._check_mantissas:
+            lo, hi = self._m_range
+            if ym.min() < lo or ym.max() > hi:
+                self._out_of_range("mantissa", ym, lo, hi)
+        return bfp.BFPTensor._trusted(ym, ye.astype(np.int32).reshape(-1, 1), p["mantissa_bits"],
+                                      p["exponent_bits"], 1, None)
+
+    def _out_of_range(self, what, a, lo, hi):
+        bad = a[(a < lo) | (a > hi)]
+        raise InputError(f"the kernel returned an output {what} of {int(bad[0])}, outside the config's "
+                         f"[{lo}, {hi}] ({bad.size} such values): the overlay or library does not run config "
+                         f"{self.cfg.name}'s kernel, or the output stream was corrupted")
 
     def _regs(self, method, stats_k, relu, has_bias, stats):
         """The control registers after ``batch, n, k`` (flags, k_sigma), arguments checked."""
@@ -149,38 +174,48 @@ class Kernel:
     def _run(self, xm, xe, wm, we, bm, be, regs, stats):
         """One GEMM of at most ``max_n`` outputs, split over the batch so every call fits one
         DMA transfer: ``(ym, ye, saturation count, histogram or None)``."""
-        p = self.p
+        p, beat = self.p, self._beat
         batch, k = xm.shape
         n = wm.shape[0]
-        beat = p["stream_bits"] // 8
+        has_bias = bm is not None
+        n_stats = self._n_stats if stats else 0
+        limit = tiling.transfer_limit(self.target)
+        n_in = protocol.n_input_beats(p, batch, n, k, has_bias)
+        n_out = protocol.n_output_beats(p, batch, n)
+        if limit is None or max(n_in, n_out + n_stats) * beat <= limit:    # the common case: one call
+            return self._call(xm, xe, wm, we, bm, be, regs, stats, n_in, n_out)
         rows = tiling.rows_per_call(
-            batch, lambda b: protocol.n_input_beats(p, b, n, k, bm is not None) * beat,
-            lambda b: protocol.n_output_beats(p, b, n, stats=stats) * beat, tiling.transfer_limit(self.target),
+            batch, lambda b: protocol.n_input_beats(p, b, n, k, has_bias) * beat,
+            lambda b: (protocol.n_output_beats(p, b, n) + n_stats) * beat, limit,
             what=f"{self.cfg.name} GEMM with N = {n}, K = {k}")
-        if rows == batch:
-            return self._call(xm, xe, wm, we, bm, be, regs, stats)
         yms, yes, sat, hist = [], [], 0, None
         for a, b in tiling.chunks(batch, rows):
-            ym, ye, s_, h = self._call(xm[a:b], xe[a:b], wm, we, bm, be, regs, stats)
+            ym, ye, s_, h = self._call(xm[a:b], xe[a:b], wm, we, bm, be, regs, stats,
+                                       protocol.n_input_beats(p, b - a, n, k, has_bias),
+                                       protocol.n_output_beats(p, b - a, n))
             yms.append(ym)
             yes.append(ye)
             sat, hist = tiling.add_u32(sat, s_), (merge_stats(hist, h) if stats else None)
         return np.concatenate(yms), np.concatenate(yes), sat, hist
 
-    def _call(self, xm, xe, wm, we, bm, be, regs, stats):
-        """One kernel call: pack, run on the target, check the ID registers, unpack."""
+    def _call(self, xm, xe, wm, we, bm, be, regs, stats, n_in, n_out):
+        """One kernel call of ``n_in`` input and ``n_out`` output beats (statistics segment
+        not counted): pack (into the target's DMA input buffer where it has one), run on the
+        target, check the ID registers, unpack."""
         p = self.p
         batch, k = xm.shape
         n = wm.shape[0]
-        beats = protocol.pack_input(p, xm, xe, wm, we, bm, be)
-        n_out = protocol.n_output_beats(p, batch, n)
-        out, regs_out = self.target.run(beats, [batch, n, k] + regs, n_out + (protocol.n_stats_beats(p) if stats else 0))
+        stage = getattr(self.target, "input_buffer", None)
+        beats = protocol.pack_input(p, xm, xe, wm, we, bm, be,
+                                    out=None if stage is None else stage(n_in * self._beat))
+        out, regs_out = self.target.run(beats, [batch, n, k] + regs, n_out + (self._n_stats if stats else 0))
         magic, hash32, sat = (int(r) for r in regs_out)
         if magic != MAGIC or hash32 != self.cfg.hash32:
             raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
                              f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
         self.last_id = (magic, hash32)
         hist = protocol.unpack_stats(p, out[n_out:]) if stats else None
+        # new arrays (astype copies): nothing aliases the target's buffer, which the next call reuses
         ym, ye = protocol.unpack_output(p, out[:n_out], batch, n)
         return ym, ye, sat, hist
 

@@ -99,9 +99,12 @@ def _weight_lanes(p, wm, we, n, k, dt):
     tlen = explen + kp * steplen
     wt = np.zeros((n_tiles, tlen), dtype=dt)
     if explen:
-        wexp = np.zeros(n_tiles * R, dtype=np.int64)
-        wexp[:n] = np.asarray(we, np.int64).reshape(-1)
-        wt[:, :R] = wexp.reshape(n_tiles, R)
+        if n == n_tiles * R:
+            wt[:, :R] = np.asarray(we).reshape(n_tiles, R)
+        else:
+            wexp = np.zeros(n_tiles * R, dtype=np.int64)
+            wexp[:n] = np.asarray(we, np.int64).reshape(-1)
+            wt[:, :R] = wexp.reshape(n_tiles, R)
     # lane 2*r + j of step s of weight tile t is w[t*R + r, 2*s + j]: moved as lane pairs
     # (one 2-lane integer per (r, s)), a transpose of (R, kp) per tile
     if n == n_tiles * R and k == 2 * kp:
@@ -115,7 +118,7 @@ def _weight_lanes(p, wm, we, n, k, dt):
     return wt.reshape(-1)
 
 
-def pack_input(p, xm, xe, wm, we, bm=None, be=0) -> np.ndarray:
+def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None) -> np.ndarray:
     """Input beats as a ``uint8`` array of shape ``(n_beats, stream_bits // 8)``.
 
     ``xm`` (batch, K), ``xe`` (batch,), ``wm`` (N, K), ``we`` (N,) or scalar (tensor),
@@ -123,6 +126,11 @@ def pack_input(p, xm, xe, wm, we, bm=None, be=0) -> np.ndarray:
 
     The lanes are written once, in the lane type, into one preallocated array: the weight
     part into the first batch tile and copied from there into the others.
+
+    ``out``: a writable, C-contiguous 1-D ``uint8`` array of at least
+    :func:`n_input_beats` x ``stream_bits // 8`` bytes (e.g. a target's DMA input buffer,
+    ``target.input_buffer``); the beats are written into its first bytes (every byte of
+    them, padding included) and the result is a view of those bytes. None: a new array.
     """
     _, lanes, dt = _geometry(p)
     xm, wm = np.asarray(xm), np.asarray(wm)
@@ -141,7 +149,7 @@ def pack_input(p, xm, xe, wm, we, bm=None, be=0) -> np.ndarray:
     tile = C * xlen + wlen
     h = head.size
     total = h + n_full * tile + (rem * xlen + wlen if rem else 0)
-    out = np.empty(total, dtype=dt)
+    out = np.empty(total, dtype=dt) if out is None else _lanes_of(out, total, dt)
     out[:h] = head
     xe = np.asarray(xe, np.int64).reshape(-1)
 
@@ -162,6 +170,16 @@ def pack_input(p, xm, xe, wm, we, bm=None, be=0) -> np.ndarray:
         put_x(_shaped(tail[:rem * xlen], (rem, xlen)), n_full * C, batch)
         tail[rem * xlen:] = wpart
     return out.view(np.uint8).reshape(-1, p["stream_bits"] // 8)
+
+
+def _lanes_of(buf, total, dt):
+    """The first ``total`` lanes of the byte buffer ``buf`` as a ``dt`` view (for ``out=``)."""
+    nbytes = total * dt.itemsize
+    if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1 and buf.flags.c_contiguous
+            and buf.flags.writeable and buf.size >= nbytes):
+        raise InputError(f"out must be a writable, C-contiguous 1-D uint8 array of at least {nbytes} bytes; got "
+                         f"{type(buf).__name__} {getattr(buf, 'dtype', '')} of shape {getattr(buf, 'shape', '?')}")
+    return buf[:nbytes].view(dt)
 
 
 def n_input_beats(p, batch, n, k, has_bias) -> int:
