@@ -589,7 +589,7 @@ def sim_overhead(args, out):
              ("  kernel layer outside target.run (checks, pack, unpack, ID)", "kernel_layer"),
              ("    of which protocol.pack_input", "pack"),
              ("    of which protocol.unpack_output", "unpack"),
-             ("  target.run: before transfer (copy to buffer, flush, 5 regs)", "host_before"),
+             ("  target.run: before transfer (beats to the buffer if not packed there, arg regs)", "host_before"),
              ("  target.run: transfer - kernel (DMA driver, sim MMIO/DMA)", "transfer_minus_kernel"),
              ("    of which csim wrapper (run_stream - C call)", "csim_wrapper"),
              ("  target.run: after transfer (invalidate, copy out, 3 regs)", "host_after"),
