@@ -234,7 +234,7 @@ def cmd_run(args):
             raise InputError(f"--{what} {path}: cannot be read as a .npy array ({exc})") from None
     x = load(args.input, "input")
     acc = Accelerator(args.target_path, target=args.target)
-    ref = Accelerator(acc.config, target="emu")
+    ref = acc.emulator()
     try:
         rng = np.random.default_rng(args.seed)
         engine = acc.config.engine

@@ -1,4 +1,4 @@
-"""Accelerator: one config, one target (``emu`` or ``csim``), the engine's operations."""
+"""Accelerator: one config, one target (``emu``, ``csim``, ``sim`` or ``pynq``), the engine's operations."""
 from __future__ import annotations
 
 from ..config import Config, load_config
@@ -13,9 +13,14 @@ class Accelerator:
     ----------
     config : str, Path or Config
         An accelerator YAML (``configs/accel/*.yaml``) or a loaded :class:`~hlsnn.Config`.
-    target : {"emu", "csim"}
+    target : {"emu", "csim", "sim", "pynq"}
         ``emu``: the bit-exact numpy emulator. ``csim``: the generated C++ compiled with g++
-        (cached) and called through its C ABI.
+        (cached) and called through its C ABI. ``sim``: the pynq code path on the simulated
+        board. ``pynq``: an overlay on a board (pass the overlay folder as ``config``).
+    **target_options
+        Passed to the target, e.g. ``max_transfer_bytes`` (every target: the largest DMA
+        transfer, to which operations are tiled; on ``pynq``/``sim`` at most the DMA's length
+        register), ``timeout`` and ``strict_cache`` (``sim``/``pynq``).
 
     The engine's operations are methods: for ``bfp_systolic``, :meth:`gemm` (float in, float
     out) and :meth:`gemm_bfp` (BFPTensor in and out). Use as a context manager or call
@@ -68,6 +73,13 @@ class Accelerator:
     def run_registers(self, x=None, regs=None, **options):
         """Stream raw weight-register lanes through the kernel (``shift_mac``)."""
         return self._op("run_registers")(x, regs, **options)
+
+    def emulator(self):
+        """An ``emu`` Accelerator of the same config and the same transfer limit
+        (``target.max_transfer_bytes``): operations tile exactly as on this target, so its
+        results are the bit-exact reference for this one's (``hlsnn run`` compares with it)."""
+        return Accelerator(self.config, target="emu",
+                           max_transfer_bytes=getattr(self.target, "max_transfer_bytes", None))
 
     @property
     def target_name(self):

@@ -144,3 +144,36 @@ def test_all_zero_samples_still_get_the_bias(zero_rows):
         y = acc.gemm(x, w, b)
         ref = x @ w.T + b                                  # independent float64 reference
         assert np.abs(y - ref).max() <= 2e-3 * np.abs(ref).max(), name
+
+
+def test_weights_beyond_one_transfer_shrink_the_n_chunks_in_whole_tiles():
+    rng = np.random.default_rng(9)
+    cfg = test_config("t16_row")                              # rows = 4, max_n = 64
+    x, w, b = _operands(rng, 6, 64, 100)
+    p = hlsnn.load_config(cfg).params
+    limit = _bytes(p, 1, 24, 100)[0] + 8                      # 24 outputs of weights fit, 28 do not
+    acc = hlsnn.Accelerator(cfg, max_transfer_bytes=limit)
+    acc.kernel.target = spy = Counting(acc.target)
+    y = acc.gemm(x, w, b)
+    assert all(i <= limit and o <= limit for i, o, _ in spy.calls)
+    # the rule: chunks of 24 outputs (the largest multiple of rows = 4 that fits), each a gemm_bfp
+    xq, wq, bq = acc.kernel.quantize_operands(x, w, b)
+    unlimited = hlsnn.Accelerator(cfg)
+    for a in range(0, 64, 24):
+        c = min(a + 24, 64)
+        wc = bfp.BFPTensor.from_parts(wq.mantissas[a:c], wq.exponents[a:c], p["mantissa_bits"],
+                                      exponent_bits=p["exponent_bits"], axis=1)
+        bc = bfp.BFPTensor.from_parts(bq.mantissas[a:c], bq.exponents, p["mantissa_bits"],
+                                      exponent_bits=p["exponent_bits"], axis=None)
+        np.testing.assert_array_equal(y[:, a:c], unlimited.gemm_bfp(xq, wc, bc).dequantize())
+    ref = x @ w.T + b                                         # independent float64 reference
+    assert np.abs(y - ref).max() <= 2e-3 * np.abs(ref).max()
+
+
+def test_emulator_of_an_accelerator_tiles_like_its_target():
+    acc = hlsnn.Accelerator(test_config("t16_row"), max_transfer_bytes=3000)
+    ref = acc.emulator()
+    assert ref.target_name == "emu" and ref.target.max_transfer_bytes == 3000 and ref.config is acc.config
+    x, w, b = _operands(np.random.default_rng(2), 8, 64, 100)
+    np.testing.assert_array_equal(acc.gemm(x, w, b), ref.gemm(x, w, b))
+    assert not np.array_equal(acc.gemm(x, w, b), hlsnn.Accelerator(test_config("t16_row")).gemm(x, w, b))

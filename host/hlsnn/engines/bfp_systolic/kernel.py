@@ -98,24 +98,49 @@ class Kernel:
         """Float GEMM: ``x`` (batch, K), ``w`` (N, K), ``bias`` (N,) -> float64 (batch, N).
 
         The result is exactly the dequantized output of :meth:`gemm_bfp` on the quantized
-        operands when N <= ``max_n``. Larger N is tiled: the operands are quantized once, as a
-        whole, then the outputs are computed in chunks of ``max_n``; each chunk's outputs get
-        their own per-sample exponents, so the result equals the concatenation of the chunks'
-        :meth:`gemm_bfp` results (the same on every target), not one ``gemm_bfp`` over all N.
+        operands when N <= ``max_n`` and one sample with all N weight rows fits one DMA
+        transfer. Otherwise N is tiled: the operands are quantized once, as a whole, then the
+        outputs are computed in chunks of ``max_n`` outputs, or of fewer (whole multiples of
+        the array's ``rows``) when the weights of ``max_n`` outputs exceed one transfer; each
+        chunk's outputs get their own per-sample exponents, so the result equals the
+        concatenation of the chunks' :meth:`gemm_bfp` results (the same on every target), not
+        one ``gemm_bfp`` over all N.
         """
         xq, wq, bq = self.quantize_operands(x, w, bias)
-        n = wq.shape[0]
-        if n <= self.p["max_n"]:
+        n, k = wq.shape
+        step = self._n_per_call(n, k, bias is not None, stats)
+        if step >= n:
             return self.gemm_bfp(xq, wq, bq, relu=relu, method=method, stats_k=stats_k, stats=stats).dequantize()
         xm, xe, wm, we, bm, be = self._check_bfp(xq, wq, bq, wide_n=True)
         regs = self._regs(method, stats_k, relu, bm is not None, stats)
         parts, sat, hist = [], 0, None
-        for a, b in tiling.chunks(n, self.p["max_n"]):
+        for a, b in tiling.chunks(n, step):
             ym, ye, s_, h = self._run(xm, xe, wm[a:b], we[a:b], None if bm is None else bm[a:b], be, regs, stats)
             sat, hist = tiling.add_u32(sat, s_), (merge_stats(hist, h) if stats else None)
             parts.append(self._tensor(ym, ye).dequantize())
         self.last_sat_count, self.last_stats = sat, hist
         return np.concatenate(parts, axis=1)
+
+    def _n_per_call(self, n, k, has_bias, stats):
+        """Outputs per call of the float :meth:`gemm`: ``max_n``, or the largest multiple of
+        ``rows`` whose one-sample call fits one transfer (at least ``rows``: a call that still
+        does not fit is then refused by :func:`engines.tiling.rows_per_call`, naming sizes)."""
+        p = self.p
+        step, limit = min(n, p["max_n"]), tiling.transfer_limit(self.target)
+        if limit is None or k > p["max_k"]:
+            return step
+        beat, rows = p["stream_bits"] // 8, p["rows"]
+
+        def fits(m):
+            return (protocol.n_input_beats(p, 1, m, k, has_bias) * beat <= limit
+                    and protocol.n_output_beats(p, 1, m, stats=stats) * beat <= limit)
+        if fits(step):
+            return step
+        lo, hi = 1, step // rows                 # in whole tiles of `rows` outputs
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(mid * rows) else (lo, mid)
+        return lo * rows
 
     # ------------------------------------------------------------------ BFP
     def gemm_bfp(self, x, w, bias=None, relu=False, *, method=None, stats_k=None, stats=False):
