@@ -41,6 +41,7 @@ import numpy as np
 
 from ..engines.common import largest_frac
 from ..engines.stream import merge_stats
+from ..engines.tiling import chunks
 from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
@@ -82,10 +83,6 @@ def im2col(x, k, pad):
     oh, ow = h + 2 * pad - k + 1, w + 2 * pad - k + 1
     v = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))   # B C oh ow k k
     return np.ascontiguousarray(v.transpose(0, 2, 3, 1, 4, 5)).reshape(b * oh * ow, c * k * k), (oh, ow)
-
-
-def _chunks(n, size):
-    return [(i, min(i + size, n)) for i in range(0, n, size)]
 
 
 def prune(w, fraction):
@@ -197,7 +194,7 @@ class ShiftExec(_Exec):
         n = w2.shape[0]
         tn = 2 * p["rows"] if self.mode == "pot" else p["rows"]
         step = max(tn, p["max_n"] // tn * tn)
-        self.n_chunks = [(a, b, self._rows(a, b)) for a, b in _chunks(n, step)]
+        self.n_chunks = [(a, b, self._rows(a, b)) for a, b in chunks(n, step)]
 
     def _rows(self, a, b):
         t = self.wq
@@ -221,7 +218,7 @@ class ShiftExec(_Exec):
             out = np.empty((rows.shape[0], layer.w.shape[0]), np.int64)
             hist, sat = None, 0
             for a, b, wq in self.n_chunks:
-                for r0, r1 in _chunks(rows.shape[0], bsz):
+                for r0, r1 in chunks(rows.shape[0], bsz):
                     out[r0:r1, a:b] = kern.gemm_int(rows[r0:r1], wq, mode=self.mode, bias=bias[a:b], shift=shift,
                                                     relu=layer.relu, stats=stats)
                     sat += kern.last_sat_count
@@ -257,7 +254,7 @@ class SparseExec(_Exec):
         self.wq = np.clip(np.rint(np.ldexp(w, self.f_w)), -128, 127).astype(np.int64)
         self.stats.f_w = self.f_w
         self.stats.weight_sparsity = float(np.mean(self.wq == 0))
-        self.z_chunks = _chunks(w.shape[0], p["max_out_channels"])
+        self.z_chunks = chunks(w.shape[0], p["max_out_channels"])
 
     def run(self, act, calibrate):
         layer, p = self.layer, self.p
@@ -267,12 +264,12 @@ class SparseExec(_Exec):
         kern = self.acc.kernel
         if layer.kind == "dense":
             x2 = xi.reshape(xi.shape[0], -1)
-            maps = [x2[a:b].T[:, None, :] for a, b in _chunks(x2.shape[0], p["max_hw"])]
+            maps = [x2[a:b].T[:, None, :] for a, b in chunks(x2.shape[0], p["max_hw"])]
             padding, op = "valid", kern.conv2d_int
         else:
             padding, op = ("same" if layer.pad else "valid"), kern.conv2d_batch_int
             per = kern.batch_capacity(xi.shape[2], xi.shape[3], self.wq.shape[2], padding)
-            maps = [xi[a:b] for a, b in _chunks(xi.shape[0], max(1, per))]
+            maps = [xi[a:b] for a, b in chunks(xi.shape[0], max(1, per))]
 
         def call(stats, shift):
             outs, hist, sat = [], None, 0
@@ -308,7 +305,7 @@ class BfpExec(_Exec):
         self.m, self.e, self.rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         waxis = -1 if p["weight_exponent"] == "row" else None
         self.chunks = []
-        for a, b in _chunks(w2.shape[0], p["max_n"]):
+        for a, b in chunks(w2.shape[0], p["max_n"]):
             wq = bfpfmt.quantize(w2[a:b], self.m, axis=waxis, exponent_bits=self.e, rounding=self.rnd)
             bq = bfpfmt.quantize(layer.b[a:b], self.m, axis=None, exponent_bits=self.e, rounding=self.rnd)
             self.chunks.append((a, b, wq, bq))

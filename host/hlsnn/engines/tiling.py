@@ -49,6 +49,29 @@ def chunks(n: int, size: int, start: int = 0):
     return [(a, min(a + size, n)) for a in range(start, n, size)]
 
 
+def largest(hi: int, fits) -> int:
+    """The largest ``m`` in ``[1, hi]`` with ``fits(m)``, for a ``fits`` that holds up to some
+    ``m`` and not beyond (sizes grow with ``m``); 0 when even ``fits(1)`` fails."""
+    if fits(hi):
+        return hi
+    if hi <= 1 or not fits(1):
+        return 0
+    lo = 1                            # fits(lo) holds, fits(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def outputs_per_call(step: int, tile: int, fits) -> int:
+    """Outputs per call: ``step`` when a call of them ``fits``, else the largest multiple of
+    ``tile`` below ``step`` that does, and at least one ``tile`` (a call that still does not
+    fit is then refused where it is made, naming its sizes)."""
+    if step <= tile or fits(step):
+        return step
+    return max(1, largest((step - 1) // tile, lambda t: fits(t * tile))) * tile
+
+
 def rows_per_call(batch: int, in_bytes, out_bytes, limit, *, what: str) -> int:
     """The largest ``b <= batch`` with ``in_bytes(b) <= limit`` and ``out_bytes(b) <= limit``.
 
@@ -58,20 +81,14 @@ def rows_per_call(batch: int, in_bytes, out_bytes, limit, *, what: str) -> int:
     (weights, parameters) is then too large for one transfer and only a kernel with a larger
     ``max_*`` split or a DMA with a wider length register helps.
     """
-    if limit is None or (in_bytes(batch) <= limit and out_bytes(batch) <= limit):
+    if limit is None:
         return batch
-    if in_bytes(1) > limit or out_bytes(1) > limit:
+    rows = largest(batch, lambda b: in_bytes(b) <= limit and out_bytes(b) <= limit)
+    if rows == 0:
         raise InputError(f"{what}: even one row needs a {in_bytes(1)}-byte input and a {out_bytes(1)}-byte output "
                          f"transfer, more than the DMA's {limit}-byte limit (its length register); use an overlay "
                          f"whose DMA has a wider length register (c_sg_length_width) or smaller operands")
-    lo, hi = 1, batch                 # in_bytes(lo) fits, in_bytes(hi) does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if in_bytes(mid) <= limit and out_bytes(mid) <= limit:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return rows
 
 
 def add_u32(a: int, b: int) -> int:
@@ -85,13 +102,18 @@ class Tally:
     def __init__(self):
         self.sat, self.stats, self.calls = 0, None, 0
 
-    def add(self, kern, calls=1):
-        """Add ``kern.last_sat_count`` and ``kern.last_stats`` (None: no histogram read) of the
-        ``calls`` calls ``kern`` just made."""
-        self.sat = add_u32(self.sat, kern.last_sat_count)
-        if kern.last_stats is not None:
-            self.stats = merge_stats(self.stats, kern.last_stats)
+    def count(self, sat, stats, calls=1):
+        """Add the saturation count ``sat`` and histogram ``stats`` (None: no histogram read)
+        of ``calls`` calls."""
+        self.sat = add_u32(self.sat, sat)
+        if stats is not None:
+            self.stats = merge_stats(self.stats, stats)
         self.calls += calls
+
+    def add(self, kern, calls=1):
+        """Add ``kern.last_sat_count`` and ``kern.last_stats`` of the ``calls`` calls ``kern``
+        just made."""
+        self.count(kern.last_sat_count, kern.last_stats, calls)
 
     def store(self, kern):
         """Leave the totals in ``kern.last_sat_count`` and ``kern.last_stats``."""

@@ -166,11 +166,11 @@ class PynqTarget:
             raise OverlayMismatch(f"overlay {bit.name} has IPs {sorted(ips)}; expected 'dma' and '{cfg.name}'")
         self._check_dma(ips["dma"])
         from .targets import _limit
-        dma_limit = (1 << self.length_width) - 1
+        self._dma_limit = (1 << self.length_width) - 1          # what the length register can count
         user = _limit(max_transfer_bytes)
         #: bytes one transfer may carry: the DMA's length register, or less if asked; the
         #: engines tile larger operations to it (``engines.tiling``)
-        self.max_transfer_bytes = dma_limit if user is None else min(user, dma_limit)
+        self.max_transfer_bytes = self._dma_limit if user is None else min(user, self._dma_limit)
         self.dma = self.overlay.dma
         self.kernel = getattr(self.overlay, cfg.name)
         # the manifest's register map is keyed by the protocol's register names (hlsnn build
@@ -210,7 +210,7 @@ class PynqTarget:
         self.addr_width = int(par.get("c_addr_width", 32))
 
     def _buffers(self, n_in, n_out):
-        limit = (1 << self.length_width) - 1
+        limit = self._dma_limit
         for what, n in (("input", n_in), ("output", n_out or 0)):
             if n > limit:       # the engines tile to max_transfer_bytes: only a raw run() gets here
                 raise InputError(f"{what} transfer of {n} bytes exceeds the DMA's {self.length_width}-bit length "

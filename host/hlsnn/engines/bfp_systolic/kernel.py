@@ -7,7 +7,6 @@ import numpy as np
 from ...errors import InputError
 from ...formats import bfp
 from .. import tiling
-from ..stream import merge_stats
 from . import protocol
 from .emulator import emulate
 from .spec import MAGIC, lane_bits
@@ -87,7 +86,7 @@ class Kernel:
         if not zero.all():
             xe[zero] = xe[~zero].max()
         elif bq is not None and wq is not None:
-            lo, hi = bfp.exponent_range(p["exponent_bits"])
+            lo, hi = self._e_range
             xe[:] = min(max(int(np.asarray(bq.exponents).max()) - int(np.asarray(wq.exponents).max()), lo), hi)
         else:
             return xq
@@ -113,34 +112,29 @@ class Kernel:
             return self.gemm_bfp(xq, wq, bq, relu=relu, method=method, stats_k=stats_k, stats=stats).dequantize()
         xm, xe, wm, we, bm, be = self._check_bfp(xq, wq, bq, wide_n=True)
         regs = self._regs(method, stats_k, relu, bm is not None, stats)
-        parts, sat, hist = [], 0, None
+        parts, tally = [], tiling.Tally()
         for a, b in tiling.chunks(n, step):
-            ym, ye, s_, h = self._run(xm, xe, wm[a:b], we[a:b], None if bm is None else bm[a:b], be, regs, stats)
-            sat, hist = tiling.add_u32(sat, s_), (merge_stats(hist, h) if stats else None)
+            ym, ye, sat, hist = self._run(xm, xe, wm[a:b], we[a:b], None if bm is None else bm[a:b], be, regs, stats)
+            tally.count(sat, hist)
             parts.append(self._tensor(ym, ye).dequantize())
-        self.last_sat_count, self.last_stats = sat, hist
+        tally.store(self)
         return np.concatenate(parts, axis=1)
 
     def _n_per_call(self, n, k, has_bias, stats):
         """Outputs per call of the float :meth:`gemm`: ``max_n``, or the largest multiple of
-        ``rows`` whose one-sample call fits one transfer (at least ``rows``: a call that still
-        does not fit is then refused by :func:`engines.tiling.rows_per_call`, naming sizes)."""
+        ``rows`` whose one-sample call fits one transfer (:func:`engines.tiling.outputs_per_call`)."""
         p = self.p
         step, limit = min(n, p["max_n"]), tiling.transfer_limit(self.target)
         if limit is None or k > p["max_k"]:
             return step
-        beat, rows = p["stream_bits"] // 8, p["rows"]
+        return tiling.outputs_per_call(step, p["rows"],
+                                       lambda m: max(self._transfer_bytes(1, m, k, has_bias, stats)) <= limit)
 
-        def fits(m):
-            return (protocol.n_input_beats(p, 1, m, k, has_bias) * beat <= limit
-                    and protocol.n_output_beats(p, 1, m, stats=stats) * beat <= limit)
-        if fits(step):
-            return step
-        lo, hi = 1, step // rows                 # in whole tiles of `rows` outputs
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if fits(mid * rows) else (lo, mid)
-        return lo * rows
+    def _transfer_bytes(self, batch, n, k, has_bias, stats):
+        """Bytes of one call's input and output transfers (the latter with the statistics segment)."""
+        p = self.p
+        return (protocol.n_input_beats(p, batch, n, k, has_bias) * self._beat,
+                (protocol.n_output_beats(p, batch, n) + (self._n_stats if stats else 0)) * self._beat)
 
     # ------------------------------------------------------------------ BFP
     def gemm_bfp(self, x, w, bias=None, relu=False, *, method=None, stats_k=None, stats=False):
@@ -210,18 +204,18 @@ class Kernel:
         if limit is None or max(n_in, n_out + n_stats) * beat <= limit:    # the common case: one call
             return self._call(xm, xe, wm, we, bm, be, regs, stats, n_in, n_out)
         rows = tiling.rows_per_call(
-            batch, lambda b: protocol.n_input_beats(p, b, n, k, has_bias) * beat,
-            lambda b: (protocol.n_output_beats(p, b, n) + n_stats) * beat, limit,
+            batch, lambda b: self._transfer_bytes(b, n, k, has_bias, stats)[0],
+            lambda b: self._transfer_bytes(b, n, k, has_bias, stats)[1], limit,
             what=f"{self.cfg.name} GEMM with N = {n}, K = {k}")
-        yms, yes, sat, hist = [], [], 0, None
+        yms, yes, tally = [], [], tiling.Tally()
         for a, b in tiling.chunks(batch, rows):
-            ym, ye, s_, h = self._call(xm[a:b], xe[a:b], wm, we, bm, be, regs, stats,
-                                       protocol.n_input_beats(p, b - a, n, k, has_bias),
-                                       protocol.n_output_beats(p, b - a, n))
+            ym, ye, sat, hist = self._call(xm[a:b], xe[a:b], wm, we, bm, be, regs, stats,
+                                           protocol.n_input_beats(p, b - a, n, k, has_bias),
+                                           protocol.n_output_beats(p, b - a, n))
             yms.append(ym)
             yes.append(ye)
-            sat, hist = tiling.add_u32(sat, s_), (merge_stats(hist, h) if stats else None)
-        return np.concatenate(yms), np.concatenate(yes), sat, hist
+            tally.count(sat, hist)
+        return np.concatenate(yms), np.concatenate(yes), tally.sat, tally.stats
 
     def _call(self, xm, xe, wm, we, bm, be, regs, stats, n_in, n_out):
         """One kernel call of ``n_in`` input and ``n_out`` output beats (statistics segment

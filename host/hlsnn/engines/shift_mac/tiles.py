@@ -108,9 +108,7 @@ def _neuron_chunks(kern, weights, regs, n, mode, fits_one):
     ``weights``."""
     p = kern.p
     tn = protocol.tile_neurons(p, mode)
-    cn = min(n, p["max_n"] if p["max_n"] < tn else p["max_n"] // tn * tn)
-    while cn > tn and not fits_one(cn):
-        cn = (cn - 1) // tn * tn
+    cn = tiling.outputs_per_call(min(n, p["max_n"] if p["max_n"] < tn else p["max_n"] // tn * tn), tn, fits_one)
     for a, b in tiling.chunks(n, cn):
         if cn % tn == 0 or cn == n:
             r0 = a // tn * p["rows"]
@@ -131,10 +129,7 @@ def _conv_tile(cfg, c, oh, ow, ks, nz, mode, stats, limit):
     for tw in sorted({-(-ow // m) for m in range(1, ow + 1)}, reverse=True):
         if not ok(1, tw):
             continue
-        lo, hi = 1, oh + 1                          # ok(lo, tw) holds, ok(hi, tw) does not (or hi > oh)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if ok(mid, tw) else (lo, mid)
+        lo = tiling.largest(oh, lambda th: ok(th, tw))      # ok(1, tw) holds: lo >= 1
         calls = -(-oh // lo) * -(-ow // tw)
         cost = (calls, calls * (lo + ks - 1) * (tw + ks - 1))
         if best is None or cost < best[0]:
