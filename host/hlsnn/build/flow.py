@@ -27,7 +27,7 @@ from ..compare import compare, format_report
 from ..engines import ENGINES
 from ..errors import HlsnnError
 from ..paths import build_root
-from . import reports, tools
+from . import boardfiles, reports, tools
 
 EXIT = {"ok": 0, "failed": 1, "tools_missing": 3}
 
@@ -109,7 +109,11 @@ def bd_context(cfg) -> dict:
         "ps_config": sorted((b.ps_config or {}).items()),
         # PS general-purpose master windows: Zynq-7000 GP0 from 0x4000_0000, ZU+ HPM0_FPD from 0xA000_0000
         "dma_base": "0x40400000" if b.ps == "zynq7" else "0xA0000000",
-        "kernel_base": "0x43C00000" if b.ps == "zynq7" else "0xA0010000",   # None when the board file has none
+        "kernel_base": "0x43C00000" if b.ps == "zynq7" else "0xA0010000",
+        # the DMA's memory interconnect, as public designs of this system choose it (hls4ml's
+        # vivado_accelerator: AXI Interconnect on pynq-z2, SmartConnect on zcu102)
+        "mem_intc": "New AXI Interconnect" if b.ps == "zynq7" else "New AXI SmartConnect",
+        "board_vendor_note": boardfiles.where_to_get(b.board_part) if b.board_part else "",
     }
 
 
@@ -174,6 +178,7 @@ class Build:
     def run(self) -> int:
         hls, vivado = tools.find_hls(), tools.find_vivado()
         self.manifest["tools"] = {t.name: {"path": t.path, "version": t.version} for t in (hls, vivado) if t}
+        self.check_board_files(vivado)
         if self.dry_run:
             self.render()
             _say(f"# render: {self.hls_dir} (done; --dry-run still renders, it runs nothing else)")
@@ -210,6 +215,19 @@ class Build:
             raise
         self.stage("overlay", self.assemble)
         return EXIT["ok"]
+
+    def check_board_files(self, vivado):
+        """Warn (stderr) when the board's Vivado board files are not installed, or could not
+        be checked; bd.tcl checks again inside Vivado (HLSNN-WARNING)."""
+        bp = self.cfg.board.board_part
+        if not bp:
+            return None
+        found = boardfiles.find(bp, boardfiles.vivado_root(vivado))
+        self.manifest["board_files"] = {"board_part": bp, "status": found.status, "path": found.path}
+        msg = found.warning(self.cfg.board.part, bool(self.cfg.board.ps_config))
+        if msg:
+            print(msg, file=sys.stderr, flush=True)
+        return found
 
     def read_hls_report(self):
         sol = self.hls_dir / f"{self.cfg.name}_prj" / "solution1"
