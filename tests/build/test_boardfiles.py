@@ -131,3 +131,28 @@ def test_dry_run_warns(vivado, tmp_path, monkeypatch, capsys, installed):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     rc = hlsnn.cli.main(["build", str(Z2), "--dry-run", "--out", str(tmp_path / "ov")])
     assert rc == 0 and "could not check the board files for tul.com.tw:pynq-z2" in capsys.readouterr().err
+
+
+def test_multiline_board_tag_and_a_renamed_vendor(vivado, tmp_path):
+    """Avnet's bdf repository writes the <board> attributes one per line; its 2024 release
+    (commit 3b8414a6 of github.com/Avnet/bdf, ultra96v2/1.3/board.xml) renamed vendor
+    avnet.com -> Avnet-tria and name ultra96v2 -> Ultra96v2, so the board part
+    avnet.com:ultra96v2:part0:1.2 (bdf commit 2d49cfc2, the one FINN's fetch-repos.sh pins) is
+    not among them."""
+    root, home = vivado
+    repo = tmp_path / "bdf"
+    for folder, vendor, name, version in (("ultra96v2/1.2", "avnet.com", "ultra96v2", "1.2"),
+                                          ("ultra96v2/1.3", "Avnet-tria", "Ultra96v2", "1.3")):
+        (repo / folder).mkdir(parents=True)
+        (repo / folder / "board.xml").write_text(
+            f'<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n<!-- licence -->\n<board \n'
+            f'\tschema_version="2.2" \n\tvendor="{vendor}" \n\tname="{name}" \n\tpreset_file="preset.xml">\n'
+            f'<compatible_board_revisions>\n  <revision id="0">Rev 1</revision>\n</compatible_board_revisions>\n\n'
+            f'<file_version>{version}</file_version>\n</board>\n')
+    init = home / ".Xilinx" / "Vivado" / "2023.2" / "Vivado_init.tcl"
+    init.parent.mkdir(parents=True)
+    init.write_text(f"set_param board.repoPaths [list {repo}]\n")
+    assert boardfiles.find("avnet.com:ultra96v2:part0:1.2", root, home).status == "installed"
+    (repo / "ultra96v2" / "1.2" / "board.xml").unlink()
+    assert boardfiles.find("avnet.com:ultra96v2:part0:1.2", root, home).status == "missing"
+    assert boardfiles.find("Avnet-tria:Ultra96v2:part0:1.3", root, home).status == "installed"
