@@ -256,3 +256,10 @@ def test_every_entry_has_known_sources():
             assert srcs and set(srcs) <= set(sources), key
     for s in sources.values():
         assert ("repo" in s and "path" in s and re.fullmatch(r"[0-9a-f]{40}", s["commit"])) or "doc" in s or "index" in s
+
+
+def test_check_tcl_uses_only_the_vocabulary():
+    from hlsnn.build.flow import Build
+    text = Build.CHECK_TCL
+    assert violations(text, "vitis_hls") == []
+    assert [c for c, _ in commands(text)] == ["set", "source"]

@@ -229,6 +229,56 @@ class Build:
             print(msg, file=sys.stderr, flush=True)
         return found
 
+    # ---------------------------------------------------------------- --check
+    CHECK_TCL = ("# hlsnn build --check: Vitis HLS C-simulation and synthesis only (no IP export, no Vivado)\n"
+                 "set argv {csim synth}\n"
+                 "source run_hls.tcl\n")
+
+    def check(self) -> int:
+        """``hlsnn build CONFIG --check``: render, then run only ``csim_design`` and
+        ``csynth_design`` in Vitis HLS, and print each loop's achieved II (and target II) and
+        latency, and the synthesized resources against the estimate. Exit 0 when the tool ran;
+        3 when Vitis HLS is not installed (everything else was rendered)."""
+        hls = tools.find_hls()
+        self.stage("render", self.render)
+        if hls is None:
+            _say(f"\nhlsnn: tools missing: vitis_hls (or vitis-run) not found (set XILINX_HLS / XILINX_VITIS or put it "
+                 f"on PATH); --check needs Vitis HLS (not Vivado).\nThe HLS project is in {self.hls_dir}; on a machine "
+                 f"with Vitis HLS run there:\n  vitis_hls -f check_hls.tcl")
+            (self.hls_dir / "check_hls.tcl").write_text(self.CHECK_TCL)
+            return EXIT["tools_missing"]
+        (self.hls_dir / "check_hls.tcl").write_text(self.CHECK_TCL)
+        argv = hls.command("check_hls.tcl")
+        self.stage("check", lambda: run_tool(argv, self.hls_dir, self.logs / "check.log", "check"))
+        report_dir = self.hls_dir / f"{self.cfg.name}_prj" / "solution1" / "syn" / "report"
+        top = ENGINES[self.cfg.engine].TOP
+        top_xml = next((x for x in (report_dir / f"{top}_csynth.xml", report_dir / "csynth.xml") if x.is_file()), None)
+        if top_xml is None:
+            raise BuildFailed(f"Vitis HLS wrote no synthesis report under {report_dir}; log: {self.logs / 'check.log'}")
+        summary = reports.parse_csynth(top_xml)
+        loops = reports.parse_loops(report_dir, top=top)
+        est = ENGINES[self.cfg.engine].estimate(self.cfg)["resources"]
+        available = summary["available"] or {k: v for k, v in (
+            ("dsp", self.cfg.board.resources.get("dsp")), ("bram_18k", 2 * self.cfg.board.resources.get("bram36", 0)),
+            ("uram", self.cfg.board.resources.get("uram")), ("lut", self.cfg.board.resources.get("lut")),
+            ("ff", self.cfg.board.resources.get("ff")))}
+        rows = reports.compare_resources(summary["resources"], est, available)
+        _say(f"\n{self.cfg.name} ({hls.name} {hls.version}, {self.cfg.board.part}): target clock "
+             f"{summary['target_clock_ns']} ns, estimated {summary['estimated_clock_ns']} ns; "
+             f"top latency {summary['latency_cycles']} cycles, interval {summary['interval']}")
+        _say("loops (II: achieved; target II: the pragma's, where the report gives it):")
+        _say(reports.format_loops(loops))
+        _say("resources (estimated: hlsnn's model; BRAM_18K = 2 x its BRAM36):")
+        _say(reports.format_resources(rows))
+        missed = [lp for lp in loops if lp["target_ii"] and lp["achieved_ii"] and lp["achieved_ii"] > lp["target_ii"]]
+        if missed:
+            _say("hlsnn: WARNING: " + ", ".join(f"{lp['module']}/{lp['name']} II {lp['achieved_ii']} > target "
+                                                 f"{lp['target_ii']}" for lp in missed))
+        self.logs.mkdir(parents=True, exist_ok=True)
+        (self.logs / "check.json").write_text(json.dumps({"summary": summary, "loops": loops, "estimate": est,
+                                                          "resources": rows}, indent=1, default=str) + "\n")
+        return EXIT["ok"]
+
     def read_hls_report(self):
         sol = self.hls_dir / f"{self.cfg.name}_prj" / "solution1"
         xmls = sorted((sol / "syn" / "report").glob("*csynth.xml"))
@@ -288,10 +338,11 @@ class Build:
         _say(f"  overlay: {self.out / name}/{{{name}.bit, {name}.hwh, {name}.json}}")
 
 
-def main_build(cfg, *, out="overlays", jobs=None, dry_run=False) -> int:
+def main_build(cfg, *, out="overlays", jobs=None, dry_run=False, check=False) -> int:
     from ..errors import CompileError, CsimError
     try:
-        return Build(cfg, out=out, jobs=jobs, dry_run=dry_run).run()
+        b = Build(cfg, out=out, jobs=jobs, dry_run=dry_run)
+        return b.check() if check else b.run()
     except (BuildFailed, CompileError, CsimError) as exc:
         print(f"hlsnn: build failed: {exc}", file=sys.stderr)
         return EXIT["failed"]
