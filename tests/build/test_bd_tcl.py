@@ -420,8 +420,8 @@ def test_fixed_control_addresses(tmp_path, board, dma, kernel):
     config = {"pynq-z2": "bfp16_pynq-z2.yaml", "zcu104": "bfp8_zcu104.yaml"}[board]
     cfg = load_for_build(ROOT / "configs" / "accel" / config, None)
     text = codegen.render_extra(cfg, "bd.tcl.j2", tmp_path / "bd.tcl", hlsnn.build.bd_context(cfg)).read_text()
-    assert f"-offset {dma} -range 64K -target_address_space [get_bd_addr_spaces ps/Data] " \
+    assert f"-target_address_space [get_bd_addr_spaces ps/Data] -offset {dma} -range 64K " \
         "[get_bd_addr_segs dma/S_AXI_LITE/Reg] -force" in text
-    assert f"-offset {kernel} -range 64K -target_address_space [get_bd_addr_spaces ps/Data] " \
+    assert f"-target_address_space [get_bd_addr_spaces ps/Data] -offset {kernel} -range 64K " \
         f"[get_bd_addr_segs {cfg.name}/s_axi_control/Reg] -force" in text
     assert text.count("assign_bd_address") == 2
