@@ -192,7 +192,11 @@ def load_for_build(path, board=None):
 def cmd_build(args):
     from .build import main_build
     cfg = load_for_build(args.config, args.board)
-    return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run)
+    if args.check and args.dry_run:
+        from .errors import InputError
+        raise InputError("hlsnn build: --check and --dry-run cannot be combined (--check runs Vitis HLS; "
+                          "--dry-run runs nothing)")
+    return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run, check=args.check)
 
 
 def cmd_sweep(args):
@@ -322,6 +326,9 @@ def build_parser():
     p.add_argument("--jobs", type=int, default=None, help="parallel Vivado jobs (default: CPU count)")
     p.add_argument("--out", default="overlays", help="overlay folder (default overlays/)")
     p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
+    p.add_argument("--check", action="store_true",
+                   help="only Vitis HLS csim_design + csynth_design (no export, no Vivado); print each loop's II and "
+                        "latency and the resources against the estimate (exit 3 without Vitis HLS)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("run", help="run one layer on a target and check it bit for bit against the emulator")

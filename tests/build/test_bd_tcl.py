@@ -202,21 +202,48 @@ def test_bd_tcl_calls(path, board, cfg, tmp_path):
     for key, value in (getattr(b, "ps_config", None) or {}).items():    # the board file's explicit PS settings
         assert ps[f"CONFIG.{key}"] == str(value), key
 
-    # AXI automation: controls on the PS master, DMA memory ports on the PS HP slave
-    axi = [(tcl_dict(a[a.index("-config") + 1]), a[-1]) for a in r.named("apply_bd_automation")
+    # AXI automation (the pattern of hls4ml's vivado_accelerator axi_stream_design.tcl): controls
+    # on the PS master, DMA memory ports on the PS HP slave; each pin automated exactly once
+    axi = [(tcl_dict(a[a.index("-config") + 1]), "/" + a[-1].lstrip("/")) for a in r.named("apply_bd_automation")
            if a[1] == "xilinx.com:bd_rule:axi4"]
-    pairs = {(c["Master"], c["Slave"]) for c, _ in axi}
-    assert pairs == {(master, f"/{name}/s_axi_control"), (master, "/dma/S_AXI_LITE"),
-                     ("/dma/M_AXI_MM2S", slave), ("/dma/M_AXI_S2MM", slave)}
-    for c, target in axi:
-        assert target == c["Slave"], "the axi4 rule is applied to the slave's interface pin"
+    pairs = [(c["Master"], c["Slave"]) for c, _ in axi]
+    assert pairs == [(master, "/dma/S_AXI_LITE"), (master, f"/{name}/s_axi_control"),
+                     ("/dma/M_AXI_MM2S", slave), ("/dma/M_AXI_S2MM", slave)]
+    targets = [target for _, target in axi]
+    assert targets == ["/dma/S_AXI_LITE", f"/{name}/s_axi_control", slave, "/dma/M_AXI_S2MM"]
+    # the first call of each side makes an interconnect; the second names that one (intc_ip)
+    (ctl, _), (kern, _), (mm2s, _), (s2mm, _) = axi
+    assert ctl["intc_ip"] == "New AXI Interconnect"
+    assert mm2s["intc_ip"] == ("New AXI Interconnect" if zynq7 else "New AXI SmartConnect")
+    nets = {frozenset(n.split()) for n in r.named("nets")[0]}
+    ctl_ic, mem_ic = kern["intc_ip"], s2mm["intc_ip"]
+    assert not ctl_ic.startswith("New") and not mem_ic.startswith("New") and ctl_ic != mem_ic
+    # the interface nets the automation and the script leave: both DMA memory masters on the
+    # interconnect that feeds the PS slave, both control slaves on the one behind the PS master
+    assert nets == {frozenset(x) for x in [
+        (master, f"{ctl_ic}/S00_AXI"), (f"{ctl_ic}/M00_AXI", "/dma/S_AXI_LITE"),
+        (f"{ctl_ic}/M01_AXI", f"/{name}/s_axi_control"),
+        ("/dma/M_AXI_MM2S", f"{mem_ic}/S00_AXI"), (f"{mem_ic}/M00_AXI", slave), ("/dma/M_AXI_S2MM", f"{mem_ic}/S01_AXI"),
+        ("/dma/M_AXIS_MM2S", f"/{name}/in_r"), (f"/{name}/out_r", "/dma/S_AXIS_S2MM")]}
+    # one clock: every automation call names the PS clock; nothing clocks a pin a second time
+    for c, _ in axi:
+        assert c["Clk_master"] == c["Clk_slave"] == c["Clk_xbar"] == clk
+    assert [a[1] for a in r.named("apply_bd_automation")] == [
+        "xilinx.com:bd_rule:" + ("processing_system7" if zynq7 else "zynq_ultra_ps_e")] + ["xilinx.com:bd_rule:axi4"] * 4
 
-    # streams both ways, clock on the kernel
+    # streams both ways
     assert ["dma/M_AXIS_MM2S", f"{name}/in_r"] in r.named("connect_bd_intf_net")
     assert [f"{name}/out_r", "dma/S_AXIS_S2MM"] in r.named("connect_bd_intf_net")
     assert len(r.named("connect_bd_intf_net")) == 2
-    clkrst = [a for a in r.named("apply_bd_automation") if a[1] == "xilinx.com:bd_rule:clkrst"]
-    assert clkrst and tcl_dict(clkrst[0][3])["Clk"] == clk and clkrst[0][-1] == f"{name}/ap_clk"
+
+    # addresses: the two control windows, each assigned once at its fixed offset (the automation
+    # mapped everything; no blanket assign_bd_address)
+    addr = r.named("assign_bd_address")
+    assert [a[-2] for a in addr] == ["dma/S_AXI_LITE/Reg", f"{name}/s_axi_control/Reg"]
+    ctx = hlsnn.build.bd_context(cfg)
+    for a, base in zip(addr, (ctx["dma_base"], ctx["kernel_base"])):
+        assert a[a.index("-offset") + 1] == base and a[a.index("-range") + 1] == "64K"
+        assert a[a.index("-target_address_space") + 1] == "ps/Data" and a[-1] == "-force"
 
     # order: design complete -> addresses -> validate -> save -> targets -> wrapper -> run -> read
     order = [r.index(n) for n in ("assign_bd_address", "validate_bd_design", "save_bd_design",
@@ -304,6 +331,66 @@ def test_without_board_files(script, tmp_path):
     assert r.rc == 0
     assert not [a for a in r.named("set_property") if a[0] == "board_part"]
     assert r.named("create_project")[0][3] == cfg.board.part
+    (line,) = [x for x in r.proc.stdout.splitlines() if x.startswith("HLSNN-WARNING")]
+    assert f"board files for {cfg.board.board_part} are not installed" in line and cfg.board.part in line
+    assert ("ps_config" in line) == bool(cfg.board.ps_config)
+    ok = run_bd(bd, tmp_path / "with", STUB_BOARD_PARTS=1)
+    assert "HLSNN-WARNING" not in ok.proc.stdout
+
+
+def _pattern_faults(r):
+    """What the old bd.tcl did that no public script of this design does."""
+    faults = []
+    if [a for a in r.named("apply_bd_automation") if a[1] == "xilinx.com:bd_rule:clkrst"]:
+        faults.append("clkrst after the AXI automation clocked the pins")
+    if [a for a in r.named("assign_bd_address") if not a]:
+        faults.append("blanket assign_bd_address")
+    segs = [a[-2] for a in r.named("assign_bd_address") if len(a) > 1]
+    if len(segs) != len(set(segs)):
+        faults.append("a segment assigned twice")
+    return faults
+
+
+def test_new_pattern_has_no_faults(script, tmp_path):
+    cfg, bd = script
+    r = run_bd(bd, tmp_path)
+    assert r.rc == 0 and _pattern_faults(r) == []
+
+
+@pytest.mark.parametrize("old, new, fault", [
+    # the S2MM call aimed at the PS slave pin that MM2S connected (the bug of issue 12)
+    ("axi_auto /dma/M_AXI_S2MM $PS_SLAVE [intc_of $PS_SLAVE Master] dma/M_AXI_S2MM",
+     "axi_auto /dma/M_AXI_S2MM $PS_SLAVE {Auto} $PS_SLAVE", "already connected"),
+    # S2MM asking for a new interconnect instead of the MM2S one
+    ("axi_auto /dma/M_AXI_S2MM $PS_SLAVE [intc_of $PS_SLAVE Master] dma/M_AXI_S2MM",
+     "axi_auto /dma/M_AXI_S2MM $PS_SLAVE {New AXI SmartConnect} dma/M_AXI_S2MM", "intc_ip asks for a new interconnect"),
+    # the kernel's control slave automated a second time
+    ("validate_bd_design\n", "axi_auto $PS_MASTER /NAME/s_axi_control [intc_of $PS_MASTER Slave] NAME/s_axi_control\n"
+     "validate_bd_design\n", "already connected"),
+])
+def test_old_pattern_fails_in_the_stubs(script, tmp_path, old, new, fault):
+    cfg, bd = script
+    text = bd.read_text()
+    assert old in text
+    bd.write_text(text.replace(old, new.replace("NAME", cfg.name), 1))
+    proc = subprocess.run(["tclsh", str(STUBS), str(bd), str(tmp_path / "log"), str(tmp_path), str(tmp_path / "o"), "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and fault in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("extra, fault", [
+    ("apply_bd_automation -rule xilinx.com:bd_rule:clkrst -config [list Clk $PS_CLK] [get_bd_pins NAME/ap_clk]\n",
+     "clkrst after the AXI automation clocked the pins"),
+    ("assign_bd_address\n", "blanket assign_bd_address"),
+    ("assign_bd_address -offset 0x0 -range 64K -target_address_space [get_bd_addr_spaces ps/Data] "
+     "[get_bd_addr_segs dma/S_AXI_LITE/Reg] -force\n", "a segment assigned twice"),
+])
+def test_pattern_faults_are_caught(script, tmp_path, extra, fault):
+    cfg, bd = script
+    text = bd.read_text()
+    bd.write_text(text.replace("validate_bd_design\n", extra.replace("NAME", cfg.name) + "validate_bd_design\n", 1))
+    r = run_bd(bd, tmp_path)
+    assert fault in _pattern_faults(r)
 
 
 def test_missing_ip_exits_1(script, tmp_path):
@@ -319,7 +406,7 @@ def test_usage_without_tclargs(script, tmp_path):
     log = tmp_path / "calls.log"
     proc = subprocess.run(["tclsh", str(STUBS), str(bd), str(log)], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 1 and "usage:" in proc.stdout
-    assert [json.loads(x)[0] for x in log.read_text().splitlines()] == ["exit"]
+    assert [json.loads(x)[0] for x in log.read_text().splitlines()] == ["nets", "exit"]
 
 
 @pytest.mark.parametrize("board, dma, kernel", [("pynq-z2", "0x40400000", "0x43C00000"),
@@ -333,5 +420,8 @@ def test_fixed_control_addresses(tmp_path, board, dma, kernel):
     config = {"pynq-z2": "bfp16_pynq-z2.yaml", "zcu104": "bfp8_zcu104.yaml"}[board]
     cfg = load_for_build(ROOT / "configs" / "accel" / config, None)
     text = codegen.render_extra(cfg, "bd.tcl.j2", tmp_path / "bd.tcl", hlsnn.build.bd_context(cfg)).read_text()
-    assert f"-offset {dma} -range 64K [get_bd_addr_segs dma/S_AXI_LITE/Reg]" in text
-    assert f"-offset {kernel} -range 64K [get_bd_addr_segs {cfg.name}/s_axi_control/Reg]" in text
+    assert f"-target_address_space [get_bd_addr_spaces ps/Data] -offset {dma} -range 64K " \
+        "[get_bd_addr_segs dma/S_AXI_LITE/Reg] -force" in text
+    assert f"-target_address_space [get_bd_addr_spaces ps/Data] -offset {kernel} -range 64K " \
+        f"[get_bd_addr_segs {cfg.name}/s_axi_control/Reg] -force" in text
+    assert text.count("assign_bd_address") == 2

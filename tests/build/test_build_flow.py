@@ -3,6 +3,7 @@ the overlay and its manifest, failures at every stage (each leaves the logs and 
 good overlay), missing tools (exit 3 with the finishing commands), --dry-run, the C-simulation
 gate, tool discovery (XILINX_HLS / XILINX_VIVADO before PATH) and scripts/build_bitstream.py."""
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -394,3 +395,67 @@ def test_header_missing_a_kernel_argument_fails_the_build():
         flow._protocol_register_map(cfg, by_arg, "xhdr_hw.h")
     regmap, names = flow._protocol_register_map(cfg, {**by_arg, "k_in": 0x20}, "xhdr_hw.h")
     assert regmap["k"] == 0x20 and "k_in" not in regmap and names["k"] == "k_in"
+
+
+# ------------------------------------------------------------------ --check
+def test_check_runs_only_csim_and_synth(env):
+    rc, out, err = env.main("--check")
+    assert rc == 0, out + err
+    (call,) = env.tool_calls()
+    assert call == {"tool": "vitis_hls", "argv": ["-f", "check_hls.tcl"], "cwd": str(env.proj / "hls")}
+    assert (env.proj / "hls" / "check_hls.tcl").read_text().splitlines()[1:] == ["set argv {csim synth}",
+                                                                                 "source run_hls.tcl"]
+    log = (env.logs / "check.log").read_text()
+    assert "csim_design" in log and "csynth_design" in log and "export_design" not in log
+    sol = env.proj / "hls" / f"{NAME}_prj" / "solution1"
+    assert (sol / "syn" / "report" / f"{TOP}_csynth.xml").is_file() and not (sol / "impl").exists()
+    assert not env.out.exists(), "no overlay, no Vivado"
+    assert "[csim] ..." not in out, "the g++ C-simulation is not part of --check"
+
+    # every labelled loop of the kernel, with the II the fake reports (= the pragma's)
+    cpp = (env.proj / "hls" / "bfp_systolic.cpp").read_text()
+    pipelined = re.findall(r"^\s*(\w+):\s*\n\s*for[^\n]*\n#pragma HLS PIPELINE II = (\d+)", cpp, re.M)
+    assert len(pipelined) >= 5
+    lines = out.splitlines()
+    for label, ii in pipelined:
+        row = next(x.split() for x in lines if x.split()[:2] == [f"{TOP}_Pipeline_{label}", label])
+        assert row[4:7] == [ii, ii, "yes"], row
+    assert any(x.split()[:2] == [TOP, "BatchTiles"] for x in lines)
+    assert "II" in out and "target II" in out and "WARNING" not in out
+
+    # resources: the fake's synthesis numbers against the estimate (BRAM_18K = 2 x BRAM36)
+    from hlsnn.engines import ENGINES
+    est = ENGINES["bfp_systolic"].estimate(hlsnn.load_config(TINY))["resources"]
+    res = {x.split()[0]: x.split()[1:] for x in lines if x.split()[:1] in (["DSP"], ["BRAM_18K"], ["LUT"], ["FF"], ["URAM"])}
+    assert res["DSP"][:3] == ["3", str(est["dsp"]), "220"]
+    assert res["BRAM_18K"][:3] == ["6", str(2 * est["bram36"]), "280"]
+    assert res["LUT"][:2] == ["5151", str(est["lut"])] and res["FF"][:2] == ["4242", str(est["ff"])]
+    assert json.loads((env.logs / "check.json").read_text())["estimate"] == est
+
+
+def test_check_warns_on_a_missed_ii(env, monkeypatch):
+    monkeypatch.setenv("FAKE_HLS_II_MISS", "ReadSampleK")
+    rc, out, err = env.main("--check")
+    assert rc == 0, out + err
+    row = next(x.split() for x in out.splitlines() if x.split()[:2] == [f"{TOP}_Pipeline_ReadSampleK", "ReadSampleK"])
+    assert row[4:6] == ["2", "1"]
+    assert f"WARNING: {TOP}_Pipeline_ReadSampleK/ReadSampleK II 2 > target 1" in out
+
+
+def test_check_without_vitis_hls_exits_3(env, monkeypatch):
+    monkeypatch.setenv("PATH", _path_without_tools())
+    rc, out, err = env.main("--check")
+    assert rc == EXIT["tools_missing"] == 3
+    assert "vitis_hls (or vitis-run) not found" in out and "--check needs Vitis HLS" in out
+    assert (env.proj / "hls" / "check_hls.tcl").is_file() and env.tool_calls() == []
+
+
+def test_check_tool_failure(env, monkeypatch):
+    monkeypatch.setenv("FAKE_HLS_FAIL", "1")
+    rc, out, err = env.main("--check")
+    assert rc == 1 and "stage check failed" in err and str(env.logs / "check.log") in err
+
+
+def test_check_and_dry_run_refused(env):
+    rc, out, err = env.main("--check", "--dry-run")
+    assert rc != 0 and "--check and --dry-run cannot be combined" in err

@@ -12,6 +12,10 @@
 #   wait_on_run      -> <project dir>/<project>.runs/impl_1/<top>.bit (top: <bd>_wrapper, from
 #                       make_wrapper -top), only for launch_runs ... -to_step write_bitstream and
 #                       a run that reached 100%
+# and the interface nets the AXI automation (bd_rule:axi4) makes: it refuses a target pin that
+# is already connected, a new interconnect for an end that is already connected, and an end
+# connected to another interconnect than intc_ip names. Before `exit` the log gets one
+# ["nets", "<pin> <pin>", ...] line: every interface net the design has.
 # Environment knobs (all optional):
 #   STUB_PROGRESS   PROGRESS of the run (default 100%)
 #   STUB_STATUS     STATUS of the run (default "write_bitstream Complete!")
@@ -88,14 +92,113 @@ proc get_ipdefs {args} {
   }
   return $out
 }
-proc create_bd_cell {args} { hlsnn_log create_bd_cell {*}$args; return /[lindex $args end] }
-proc apply_bd_automation {args} { hlsnn_log apply_bd_automation {*}$args; return "" }
-proc get_bd_cells {args} { hlsnn_log get_bd_cells {*}$args; return [lindex $args end] }
-proc get_bd_intf_pins {args} { hlsnn_log get_bd_intf_pins {*}$args; return [lindex $args end] }
+# ---- the block design's interface nets, as far as the AXI automation builds them
+# ::net(<pin>) = net name; ::net_pins(<net>) = its pins. Pins are full paths (/cell/PIN); a pin's
+# mode follows Vivado's names: M_AXI*, M00_AXI, M_AXIS* are masters, the rest slaves.
+array set ::net {}
+array set ::net_pins {}
+set ::stub(nets) 0
+set ::stub(intc) 0
+array set ::intc_ports {}
+proc pin_path {p} { return /[string trimleft $p /] }
+proc pin_mode {p} { return [expr {[string match {M*} [lindex [split $p /] end]] ? "Master" : "Slave"}] }
+proc stub_connect {a b} {
+  foreach p [list $a $b] {
+    if {[info exists ::net($p)]} { error "vivado_stubs.tcl: $p is already connected (net $::net($p))" }
+  }
+  set n "net_[incr ::stub(nets)]"
+  set ::net($a) $n
+  set ::net($b) $n
+  set ::net_pins($n) [list $a $b]
+  return $n
+}
+# A new interconnect: AXI Interconnect or SmartConnect, named the way the automation names them.
+proc stub_new_intc {kind} {
+  switch -- $kind {
+    "New AXI Interconnect" { set c /axi_interconnect_[incr ::stub(intc)] }
+    "New AXI SmartConnect" { set c /axi_smc_[incr ::stub(intc)] }
+    default { error "vivado_stubs.tcl: intc_ip $kind is neither an existing interconnect nor a new one" }
+  }
+  lappend ::stub(cells) $c
+  set ::intc_ports($c,S) 0
+  set ::intc_ports($c,M) 0
+  return $c
+}
+proc stub_port {c side} {
+  set i $::intc_ports($c,$side)
+  incr ::intc_ports($c,$side)
+  return [format "%s/%s%02d_AXI" $c $side $i]
+}
+# bd_rule:axi4: the target pin must be one end of Master/Slave and still unconnected; an end that
+# is already connected must be on the interconnect intc_ip names (so it is reused, not doubled).
+proc stub_axi4 {config target} {
+  set cfg [dict create {*}$config]
+  set m [pin_path [dict get $cfg Master]]
+  set s [pin_path [dict get $cfg Slave]]
+  set target [pin_path $target]
+  if {$target ne $m && $target ne $s} { error "vivado_stubs.tcl: axi4 automation on $target, which is neither Master $m nor Slave $s" }
+  if {[info exists ::net($target)]} { error "vivado_stubs.tcl: axi4 automation on $target, which is already connected" }
+  set intc [dict get $cfg intc_ip]
+  if {[string match "New *" $intc] || $intc eq "Auto"} {
+    foreach p [list $m $s] {
+      if {[info exists ::net($p)]} { error "vivado_stubs.tcl: $p is already connected, but intc_ip asks for a new interconnect" }
+    }
+    set c [stub_new_intc [expr {$intc eq "Auto" ? "New AXI Interconnect" : $intc}]]
+  } else {
+    if {[lsearch -exact $::stub(cells) $intc] < 0} { error "vivado_stubs.tcl: intc_ip $intc names no cell" }
+    set c $intc
+  }
+  foreach {p side} [list $m S $s M] {
+    if {[info exists ::net($p)]} {
+      set other [lsearch -inline -not -exact $::net_pins($::net($p)) $p]
+      if {![string match "$c/*" $other]} { error "vivado_stubs.tcl: $p is connected to $other, not to intc_ip $c" }
+    } else {
+      stub_connect $p [stub_port $c $side]
+    }
+  }
+}
+proc create_bd_cell {args} { hlsnn_log create_bd_cell {*}$args; lappend ::stub(cells) /[lindex $args end]; return /[lindex $args end] }
+set ::stub(cells) {}
+proc apply_bd_automation {args} {
+  hlsnn_log apply_bd_automation {*}$args
+  if {[lindex $args 1] eq "xilinx.com:bd_rule:axi4"} { stub_axi4 [lindex $args 3] [lindex $args end] }
+  return ""
+}
+proc get_bd_cells {args} {
+  hlsnn_log get_bd_cells {*}$args
+  set i [lsearch $args -of_objects]
+  if {$i >= 0} { return /[lindex [split [string trimleft [lindex $args [expr {$i + 1}]] /] /] 0] }
+  return [lindex $args end]
+}
+proc get_bd_intf_pins {args} {
+  hlsnn_log get_bd_intf_pins {*}$args
+  set i [lsearch $args -of_objects]
+  if {$i < 0} { return [lindex $args end] }
+  set n [lindex $args [expr {$i + 1}]]
+  if {![info exists ::net_pins($n)]} { return "" }
+  set pins $::net_pins($n)
+  set f [lsearch $args -filter]
+  if {$f >= 0} {
+    if {![regexp {^MODE == (Master|Slave)$} [lindex $args [expr {$f + 1}]] -> mode]} { error "vivado_stubs.tcl: unsupported filter" }
+    set pins [lmap p $pins { expr {[pin_mode $p] eq $mode ? $p : [continue]} }]
+  }
+  return $pins
+}
+proc get_bd_intf_nets {args} {
+  hlsnn_log get_bd_intf_nets {*}$args
+  set i [lsearch $args -of_objects]
+  set p [pin_path [lindex $args [expr {$i + 1}]]]
+  return [expr {[info exists ::net($p)] ? $::net($p) : ""}]
+}
 proc get_bd_pins {args} { hlsnn_log get_bd_pins {*}$args; return [lindex $args end] }
-proc connect_bd_intf_net {args} { hlsnn_log connect_bd_intf_net {*}$args; return "" }
+proc connect_bd_intf_net {args} {
+  hlsnn_log connect_bd_intf_net {*}$args
+  stub_connect [pin_path [lindex $args end-1]] [pin_path [lindex $args end]]
+  return ""
+}
 proc assign_bd_address {args} { hlsnn_log assign_bd_address {*}$args; return "" }
 proc get_bd_addr_segs {args} { hlsnn_log get_bd_addr_segs {*}$args; return [lindex $args end] }
+proc get_bd_addr_spaces {args} { hlsnn_log get_bd_addr_spaces {*}$args; return [lindex $args end] }
 proc validate_bd_design {args} { hlsnn_log validate_bd_design {*}$args; return "" }
 proc save_bd_design {args} { hlsnn_log save_bd_design {*}$args; return "" }
 proc get_files {args} {
@@ -156,6 +259,9 @@ proc unknown {args} {
 
 rename exit __real_exit
 proc exit {{code 0}} {
+  set nets {}
+  foreach n [lsort -dictionary [array names ::net_pins]] { lappend nets [join $::net_pins($n) " "] }
+  hlsnn_log nets {*}$nets
   hlsnn_log exit $code
   close $::hlsnn_fh
   __real_exit $code

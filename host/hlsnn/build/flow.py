@@ -27,7 +27,7 @@ from ..compare import compare, format_report
 from ..engines import ENGINES
 from ..errors import HlsnnError
 from ..paths import build_root
-from . import reports, tools
+from . import boardfiles, reports, tools
 
 EXIT = {"ok": 0, "failed": 1, "tools_missing": 3}
 
@@ -109,7 +109,11 @@ def bd_context(cfg) -> dict:
         "ps_config": sorted((b.ps_config or {}).items()),
         # PS general-purpose master windows: Zynq-7000 GP0 from 0x4000_0000, ZU+ HPM0_FPD from 0xA000_0000
         "dma_base": "0x40400000" if b.ps == "zynq7" else "0xA0000000",
-        "kernel_base": "0x43C00000" if b.ps == "zynq7" else "0xA0010000",   # None when the board file has none
+        "kernel_base": "0x43C00000" if b.ps == "zynq7" else "0xA0010000",
+        # the DMA's memory interconnect, as public designs of this system choose it (hls4ml's
+        # vivado_accelerator: AXI Interconnect on pynq-z2, SmartConnect on zcu102)
+        "mem_intc": "New AXI Interconnect" if b.ps == "zynq7" else "New AXI SmartConnect",
+        "board_vendor_note": boardfiles.where_to_get(b.board_part) if b.board_part else "",
     }
 
 
@@ -174,6 +178,7 @@ class Build:
     def run(self) -> int:
         hls, vivado = tools.find_hls(), tools.find_vivado()
         self.manifest["tools"] = {t.name: {"path": t.path, "version": t.version} for t in (hls, vivado) if t}
+        self.check_board_files(vivado)
         if self.dry_run:
             self.render()
             _say(f"# render: {self.hls_dir} (done; --dry-run still renders, it runs nothing else)")
@@ -209,6 +214,69 @@ class Build:
                                   f"({t.get('status')})") from None
             raise
         self.stage("overlay", self.assemble)
+        return EXIT["ok"]
+
+    def check_board_files(self, vivado):
+        """Warn (stderr) when the board's Vivado board files are not installed, or could not
+        be checked; bd.tcl checks again inside Vivado (HLSNN-WARNING)."""
+        bp = self.cfg.board.board_part
+        if not bp:
+            return None
+        found = boardfiles.find(bp, boardfiles.vivado_root(vivado))
+        self.manifest["board_files"] = {"board_part": bp, "status": found.status, "path": found.path}
+        msg = found.warning(self.cfg.board.part, bool(self.cfg.board.ps_config))
+        if msg:
+            print(msg, file=sys.stderr, flush=True)
+        return found
+
+    # ---------------------------------------------------------------- --check
+    CHECK_TCL = ("# hlsnn build --check: Vitis HLS C-simulation and synthesis only (no IP export, no Vivado)\n"
+                 "set argv {csim synth}\n"
+                 "source run_hls.tcl\n")
+
+    def check(self) -> int:
+        """``hlsnn build CONFIG --check``: render, then run only ``csim_design`` and
+        ``csynth_design`` in Vitis HLS, and print each loop's achieved II (and target II) and
+        latency, and the synthesized resources against the estimate. Exit 0 when the tool ran;
+        3 when Vitis HLS is not installed (everything else was rendered)."""
+        hls = tools.find_hls()
+        self.stage("render", self.render)
+        if hls is None:
+            _say(f"\nhlsnn: tools missing: vitis_hls (or vitis-run) not found (set XILINX_HLS / XILINX_VITIS or put it "
+                 f"on PATH); --check needs Vitis HLS (not Vivado).\nThe HLS project is in {self.hls_dir}; on a machine "
+                 f"with Vitis HLS run there:\n  vitis_hls -f check_hls.tcl")
+            (self.hls_dir / "check_hls.tcl").write_text(self.CHECK_TCL)
+            return EXIT["tools_missing"]
+        (self.hls_dir / "check_hls.tcl").write_text(self.CHECK_TCL)
+        argv = hls.command("check_hls.tcl")
+        self.stage("check", lambda: run_tool(argv, self.hls_dir, self.logs / "check.log", "check"))
+        report_dir = self.hls_dir / f"{self.cfg.name}_prj" / "solution1" / "syn" / "report"
+        top = ENGINES[self.cfg.engine].TOP
+        top_xml = next((x for x in (report_dir / f"{top}_csynth.xml", report_dir / "csynth.xml") if x.is_file()), None)
+        if top_xml is None:
+            raise BuildFailed(f"Vitis HLS wrote no synthesis report under {report_dir}; log: {self.logs / 'check.log'}")
+        summary = reports.parse_csynth(top_xml)
+        loops = reports.parse_loops(report_dir, top=top)
+        est = ENGINES[self.cfg.engine].estimate(self.cfg)["resources"]
+        available = summary["available"] or {k: v for k, v in (
+            ("dsp", self.cfg.board.resources.get("dsp")), ("bram_18k", 2 * self.cfg.board.resources.get("bram36", 0)),
+            ("uram", self.cfg.board.resources.get("uram")), ("lut", self.cfg.board.resources.get("lut")),
+            ("ff", self.cfg.board.resources.get("ff")))}
+        rows = reports.compare_resources(summary["resources"], est, available)
+        _say(f"\n{self.cfg.name} ({hls.name} {hls.version}, {self.cfg.board.part}): target clock "
+             f"{summary['target_clock_ns']} ns, estimated {summary['estimated_clock_ns']} ns; "
+             f"top latency {summary['latency_cycles']} cycles, interval {summary['interval']}")
+        _say("loops (II: achieved; target II: the pragma's, where the report gives it):")
+        _say(reports.format_loops(loops))
+        _say("resources (estimated: hlsnn's model; BRAM_18K = 2 x its BRAM36):")
+        _say(reports.format_resources(rows))
+        missed = [lp for lp in loops if lp["target_ii"] and lp["achieved_ii"] and lp["achieved_ii"] > lp["target_ii"]]
+        if missed:
+            _say("hlsnn: WARNING: " + ", ".join(f"{lp['module']}/{lp['name']} II {lp['achieved_ii']} > target "
+                                                 f"{lp['target_ii']}" for lp in missed))
+        self.logs.mkdir(parents=True, exist_ok=True)
+        (self.logs / "check.json").write_text(json.dumps({"summary": summary, "loops": loops, "estimate": est,
+                                                          "resources": rows}, indent=1, default=str) + "\n")
         return EXIT["ok"]
 
     def read_hls_report(self):
@@ -270,10 +338,11 @@ class Build:
         _say(f"  overlay: {self.out / name}/{{{name}.bit, {name}.hwh, {name}.json}}")
 
 
-def main_build(cfg, *, out="overlays", jobs=None, dry_run=False) -> int:
+def main_build(cfg, *, out="overlays", jobs=None, dry_run=False, check=False) -> int:
     from ..errors import CompileError, CsimError
     try:
-        return Build(cfg, out=out, jobs=jobs, dry_run=dry_run).run()
+        b = Build(cfg, out=out, jobs=jobs, dry_run=dry_run)
+        return b.check() if check else b.run()
     except (BuildFailed, CompileError, CsimError) as exc:
         print(f"hlsnn: build failed: {exc}", file=sys.stderr)
         return EXIT["failed"]
