@@ -69,6 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HlsnnError, MissingDependency
+from . import ps_clocks as _ps_clocks
 
 with warnings.catch_warnings():
     # pynq warns at import time that x86 is not a board architecture: irrelevant here.
@@ -785,27 +786,27 @@ class RegisterFileModel(IPModel):
 
 class _PsClockModel(RegisterFileModel):
     """The PS clock registers pynq.Clocks programs during Overlay.download() (Zynq-7000 SLCR,
-    ZynqMP CRL_APB/CRF_APB), preset like a booted board so the PL clocks come out right."""
+    ZynqMP CRL_APB/CRF_APB), preset like a board booted with the loaded design's PS
+    configuration (see :mod:`hlsnn.runtime.ps_clocks`)."""
 
     def __init__(self, name, initial):
         super().__init__(initial)
         self.name = name
 
+    def preset(self, values):
+        """Set registers as the boot firmware would (reset values and current values)."""
+        self.initial.update(values)
+        self.values.update(values)
 
-# Zynq-7000 SLCR @ 0xF8000000 (50 MHz PS_CLK, as a booted PYNQ-Z1/Z2): ARM PLL x26, DDR PLL x21,
-# IO PLL x32 = 1600 MHz (build.hwh.IO_PLL_MHZ), CPU = ARM PLL / 2, FCLKx = IO PLL / (4 x 4) = 100 MHz.
-# The IO PLL matters: pynq 3.x programs the .hwh's FCLK divisors, computed for 1600 MHz.
-_SLCR = {0x100: 26 << 12, 0x104: 21 << 12, 0x108: 32 << 12, 0x120: 0x1F000200,
-         0x170: (4 << 20) | (4 << 8), 0x180: (4 << 20) | (4 << 8),
-         0x190: (4 << 20) | (4 << 8), 0x1A0: (4 << 20) | (4 << 8)}
-# ZynqMP (33.333 MHz PS_REF_CLK): IOPLL x90/2 = 1500 MHz, RPLL x72/2, PL0..3 = IOPLL / 15.
-_CRL_APB = {0x20: (90 << 8) | (1 << 16), 0x30: (72 << 8) | (1 << 16),
-            0xC0: (1 << 24) | (1 << 16) | (15 << 8), 0xC4: (1 << 24) | (1 << 16) | (15 << 8),
-            0xC8: (1 << 24) | (1 << 16) | (15 << 8), 0xCC: (1 << 24) | (1 << 16) | (15 << 8)}
-_CRF_APB = {0x20: (72 << 8) | (1 << 16), 0x2C: (64 << 8) | (1 << 16), 0x38: (90 << 8) | (1 << 16),
-            0x60: (1 << 8)}
-_PS_REGIONS = [(0xF8000000, 0x1000, "SLCR", _SLCR), (0xFF5E0000, 0x1000, "CRL_APB", _CRL_APB),
-               (0xFD1A0000, 0x1000, "CRF_APB", _CRF_APB)]
+
+def _ps_regions():
+    """(base, size, name, registers) of the PS clock blocks, preset for a PYNQ-Z2 (SLCR) and a
+    ZCU104 (CRL_APB/CRF_APB) until a design's .hwh says otherwise."""
+    regs = {}
+    for family in ("zynq7", "zynqmp"):
+        regs.update(_ps_clocks.register_values(_ps_clocks.default_clocks(family))[0])
+    return [(0xF8000000, 0x1000, "SLCR", regs["SLCR"]), (0xFF5E0000, 0x1000, "CRL_APB", regs["CRL_APB"]),
+            (0xFD1A0000, 0x1000, "CRF_APB", regs["CRF_APB"])]
 
 
 class _DmaChannel:
@@ -1723,8 +1724,9 @@ class SimDevice(_DeviceBase):
         self._settled = False                # stepping now would change nothing (see _settle)
         self._polls = {}
         self._poll_epoch = -1
+        self.ps_clocks = None                # PsClocks of the last .hwh read (ps_clocks module)
         self._ps_models = [(base, base + size, name, _PsClockModel(name, regs))
-                           for base, size, name, regs in _PS_REGIONS]
+                           for base, size, name, regs in _ps_regions()]
         self._rebuild_regions()
 
     def __repr__(self):
@@ -2061,6 +2063,7 @@ class SimDevice(_DeviceBase):
         parser.refresh_hierarchy_dict()
         parser._sim_hwh = str(hwh)
         self._fill_clock_frequencies(parser)
+        self._preset_ps_clocks(parser, hwh)
         if self._fixed_arch is None:
             family = str(getattr(parser, "family_ps", ""))
             self.arch = "armv7l" if family == "processing_system7" else "aarch64"
@@ -2104,6 +2107,28 @@ class SimDevice(_DeviceBase):
                 clk["frequency"] = 100.0
                 self.fixups.append(f"clock_dict[{i}]['frequency'] was None and the .hwh has no "
                                    f"frequency for it; set to 100.0 MHz")
+
+    def _preset_ps_clocks(self, parser, hwh):
+        """Preset the PS clock registers from the PS configuration in the .hwh: reference clock,
+        PLL feedback dividers (and DIV2), each PL clock's source and divisors, the CPU clock."""
+        family = {"processing_system7": "zynq7", "zynq_ultra_ps_e": "zynqmp"}.get(
+            str(getattr(parser, "family_ps", "")))
+        ps = getattr(parser, "ps", None)
+        if family is None or ps is None:
+            return
+        params = {k: getattr(v, "value", v) for k, v in (getattr(ps, "parameters", {}) or {}).items()}
+        try:
+            clocks = _ps_clocks.from_parameters(params, family)
+        except ValueError as exc:
+            raise SimMetadataError(f"SimDevice: {hwh}: PS clock configuration: {exc}") from None
+        regions, notes = _ps_clocks.register_values(clocks)
+        for _, _, name, model in self._ps_models:
+            if name in regions:
+                model.preset(regions[name])
+        self.ps_clocks = clocks
+        if clocks.assumed:
+            self.fixups.append("PS clocks: the .hwh lacks " + "; ".join(clocks.assumed))
+        self.fixups.extend(f"PS clocks: {note}" for note in notes)
 
     def download(self, bitstream, parser=None):
         """"Program" the PL: accept any bitstream, record it, and build the models of the
