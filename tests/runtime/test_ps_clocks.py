@@ -189,3 +189,56 @@ def test_disabled_clocks_and_unknown_sources(tmp_path):
     with SimDevice(unmodeled="ram"):
         with pytest.raises(sd.SimMetadataError, match="PCW_FCLK0_PERIPHERAL_CLKSRC.*IO PLL"):
             pynq.Overlay(str(overlay_files(hwh, tmp_path, "bad")))
+
+
+# ------------------------------------------------------------------ the rendered .hwh of each board
+def _board_configs():
+    import hlsnn
+    import hlsnn.cli
+    root = Path(__file__).resolve().parents[2]
+    cfgs = [hlsnn.load_config(root / "configs" / "accel" / f"{n}.yaml")
+            for n in ("bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats")]
+    cfgs.append(hlsnn.cli.load_for_build(root / "tests" / "engines" / "bfp_systolic" / "configs" / "t2_tiny.yaml",
+                                         "kv260"))
+    return cfgs
+
+
+@pytest.mark.parametrize("cfg", _board_configs(), ids=lambda c: c.board.name)
+def test_rendered_hwh_clocks_on_the_simulated_board(cfg, tmp_path):
+    from hlsnn.build import hwh
+    path = hwh.render_hwh(cfg, tmp_path / "design.hwh")
+    (i, en, act, d0, d1), *_ = declared(path)
+    assert en
+    with SimDevice(unmodeled="ram") as sim:
+        pynq.Overlay(str(overlay_files(path, tmp_path)))
+        assert pynq.Clocks.fclk0_mhz == pytest.approx(act, rel=REL)
+        pynq.Clocks.set_pl_clk(0, div0=d0, div1=d1)
+        assert pynq.Clocks.fclk0_mhz == pytest.approx(act, rel=REL)
+        assert not [f for f in sim.fixups if f.startswith("PS clocks")]
+
+
+# ------------------------------------------------------------------ reading the parameters
+def test_missing_parameters_are_assumed_and_listed():
+    from hlsnn.runtime import ps_clocks
+    # an older .hwh with the IO PLL rate but no FBDIV: the divider follows from the crystal
+    c = ps_clocks.from_parameters({"PCW_CRYSTAL_PERIPHERAL_FREQMHZ": "50", "PCW_IO_IO_PLL_FREQMHZ": "1000.000"},
+                                  "zynq7")
+    assert c.plls["IO"] == (20, False)
+    assert not any(a.startswith("PCW_IOPLL_CTRL_FBDIV") for a in c.assumed)
+    assert any(a.startswith("PCW_FCLK0_PERIPHERAL_DIVISOR0") for a in c.assumed)
+    with pytest.raises(ValueError, match="PSU__CRL_APB__PL0_REF_CTRL__DIVISOR0.*not a number"):
+        ps_clocks.from_parameters({"PSU__CRL_APB__PL0_REF_CTRL__DIVISOR0": "ten"}, "zynqmp")
+    with pytest.raises(ValueError, match="outside the 6-bit range"):
+        ps_clocks.from_parameters({"PCW_FCLK2_PERIPHERAL_DIVISOR1": "64"}, "zynq7")
+    with pytest.raises(ValueError, match="allowed: zynq7, zynqmp"):
+        ps_clocks.from_parameters({}, "versal")
+
+
+def test_the_rendered_pl0_matches_the_model_of_the_real_files():
+    # the model's own arithmetic against the numbers the real files state
+    from hlsnn.runtime import ps_clocks
+    for path, key in ((KV260, "PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ"), (PYNQ_Z2, "PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ")):
+        modtype, p = ps_params(path)
+        c = ps_clocks.from_parameters(p, "zynq7" if modtype == "processing_system7" else "zynqmp")
+        assert c.assumed == ()
+        assert c.pl_mhz(0) == pytest.approx(float(p[key]), rel=1e-6)

@@ -27,8 +27,11 @@ Models: :class:`AxiDmaModel` (AXI DMA in simple mode; created for every
 ``xilinx.com:ip:axi_dma``), :class:`StreamKernelModel` (an ``ap_ctrl_hs`` HLS kernel whose
 behaviour is a Python function on stream beats), :class:`RegisterFileModel` (plain
 registers), or your own :class:`IPModel` subclass. The PS clock registers that
-``Overlay.download()`` programs are modelled too, and the PL clock frequency that Zynq-7000
-``.hwh`` files lack in pynq 4.0.0 is filled in (see :attr:`SimDevice.fixups`).
+``Overlay.download()`` programs are modelled too, preset from the ``.hwh``'s PS configuration
+(reference clock, PLL feedback dividers, PL clock sources and divisors: see
+:mod:`hlsnn.runtime.ps_clocks`) as on a board booted with that design, so ``pynq.Clocks`` reports
+the PL clocks the design declares; the PL clock frequency that Zynq-7000 ``.hwh`` files lack in
+pynq 4.0.0 is filled in (see :attr:`SimDevice.fixups`).
 
 Nothing hangs: when the driver polls a DMA status register (``wait()``) or a kernel's ``CTRL``
 for something that can no longer happen (a missing TLAST, a kernel waiting for input nobody
@@ -40,7 +43,8 @@ receive buffer, DMADecErr for an address outside the DDR) are decoded into
 
 Inspection: ``sim.models`` (live models by IP name; ``sim.model("axi_dma_0").s2mm``...),
 ``sim.streams`` / ``sim.describe_streams()`` (the stream paths found in the ``.hwh``),
-``sim.trace`` (transfers and kernel runs), ``sim.cache_ops``, ``sim.downloads``,
+``sim.trace`` (transfers and kernel runs), ``sim.cache_ops``, ``sim.downloads``, ``sim.ps_clocks``
+(the PS clock settings read from the last ``.hwh``),
 ``sim.memory`` (the simulated DDR, for bus-master models: ``read``/``write`` by physical address).
 
 Not modelled: timing; scatter-gather DMA, VDMA, interrupt-driven ``wait_async``, partial
