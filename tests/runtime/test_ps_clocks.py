@@ -242,3 +242,26 @@ def test_the_rendered_pl0_matches_the_model_of_the_real_files():
         c = ps_clocks.from_parameters(p, "zynq7" if modtype == "processing_system7" else "zynqmp")
         assert c.assumed == ()
         assert c.pl_mhz(0) == pytest.approx(float(p[key]), rel=1e-6)
+
+
+# ------------------------------------------------------------------ a board booted with another design
+def test_a_board_booted_at_1000_mhz_runs_a_1600_mhz_design_slower(tmp_path):
+    # resizer.hwh's FCLK0 divisors (4 x 4) were computed for an IO PLL of 1600 MHz; a PYNQ-Z2 booted
+    # with a preset design (IO PLL 1000 MHz) keeps its PLL, so they give 1000 / 16 = 62.5 MHz there
+    with SimDevice(unmodeled="ram", boot_hwh=PYNQ_Z2) as sim:
+        assert sim.boot_clocks.pll_mhz("IO") == 1000.0
+        pynq.Overlay(str(overlay_files(REAL["resizer"], tmp_path)))
+        # pynq 3.x programs the .hwh's divisors; pynq 4.0 computes its own from the 100 MHz
+        assert pynq.Clocks.fclk0_mhz == pytest.approx(62.5 if pynq.__version__.startswith("3.") else 100.0)
+        pynq.Clocks.set_pl_clk(0, div0=4, div1=4)
+        assert pynq.Clocks.fclk0_mhz == pytest.approx(62.5)
+        notes = [f for f in sim.fixups if f.startswith("PS clocks on the booted board")]
+        assert len(notes) == 1 and "62.500 MHz, not 100.000" in notes[0]
+    # the design it booted with, or one built with the same preset, runs as declared
+    with SimDevice(unmodeled="ram", boot_hwh=PYNQ_Z2) as sim:
+        pynq.Overlay(str(overlay_files(PYNQ_Z2, tmp_path / "same")))
+        pynq.Clocks.set_pl_clk(0, div0=5, div1=2)
+        assert pynq.Clocks.fclk0_mhz == pytest.approx(100.0)
+        assert not [f for f in sim.fixups if f.startswith("PS clocks")]
+    with pytest.raises(sd.SimMetadataError, match="boot_hwh"):
+        SimDevice(boot_hwh=tmp_path / "missing.hwh")

@@ -267,3 +267,49 @@ def register_values(clocks, board_ref_mhz=None):
     cpu_src = {v[0]: v[1] for v in _ZU_CPU_SRC.values()}[clocks.cpu[0]]
     crf[CRF_ACPU_CTRL] = (3 << 24) | (clocks.cpu[1] << 8) | cpu_src        # CLKACT_FULL, CLKACT_HALF
     return {"CRL_APB": crl, "CRF_APB": crf}, notes
+
+
+_PS_MODTYPES = {"processing_system7": "zynq7", "zynq_ultra_ps_e": "zynqmp"}
+
+
+def read_hwh(path):
+    """:func:`from_parameters` on the processing system of the ``.hwh`` at ``path``.
+
+    Raises
+    ------
+    ValueError
+        The file has no (or more than one) Zynq-7000 / Zynq UltraScale+ processing system, or
+        its clock settings cannot be read (see :func:`from_parameters`).
+    """
+    import xml.etree.ElementTree as ET
+    root = ET.parse(path).getroot()
+    mods = [m for m in root.iter("MODULE") if m.get("MODTYPE") in _PS_MODTYPES]
+    if len(mods) != 1:
+        raise ValueError(f"{path}: {len(mods)} processing systems (processing_system7 or zynq_ultra_ps_e); "
+                         f"expected one")
+    params = {p.get("NAME"): p.get("VALUE") for p in mods[0].iter("PARAMETER")}
+    return from_parameters(params, _PS_MODTYPES[mods[0].get("MODTYPE")])
+
+
+def boot_mismatch(design, booted):
+    """How the PL clocks of ``design`` come out on a board that booted with ``booted``'s PLLs
+    (the PLLs are the boot firmware's; pynq 3.x programs the design's divisors).
+
+    Returns
+    -------
+    list of str
+        One sentence per enabled PL clock whose rate differs by more than 0.01 %.
+    """
+    out = []
+    if design.family != booted.family:
+        return [f"the design is for a {design.family} PS, the board booted a {booted.family} one"]
+    for i, clk in enumerate(design.pl):
+        if not clk.enabled:
+            continue
+        want, got = design.pl_mhz(i), booted.pll_mhz(clk.source) / (clk.div0 * clk.div1)
+        if abs(got - want) > 1e-4 * want:
+            label = clk.source if clk.source.endswith("PLL") else f"{clk.source} PLL"
+            out.append(f"PL clock {i}: the design's {label} is {design.pll_mhz(clk.source):.3f} MHz but the "
+                       f"booted board's is {booted.pll_mhz(clk.source):.3f} MHz, so the design's divisors "
+                       f"{clk.div0} x {clk.div1} (what pynq 3.x programs) give {got:.3f} MHz, not {want:.3f}")
+    return out

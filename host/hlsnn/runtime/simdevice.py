@@ -1681,6 +1681,11 @@ class SimDevice(_DeviceBase):
         plain registers.
     name : str
         The device (board) name pynq uses to resolve ``<overlay>.bit.d/<name>/`` folders.
+    boot_hwh : str or Path or None
+        The ``.hwh`` of the design the board booted with (on PYNQ images, the base overlay): its
+        PLLs stay for every overlay loaded later, as on a board, and an overlay whose PL clocks
+        would come out differently on them is reported in :attr:`fixups`. None: the board boots
+        with the PS configuration of each ``.hwh`` it loads.
 
     Use it as a context manager (or :meth:`install` / :meth:`uninstall`) so pynq's global
     lookups (``pynq.allocate``, ``Overlay()`` without ``device=``, ``PL``, ``Clocks``) find it.
@@ -1691,7 +1696,7 @@ class SimDevice(_DeviceBase):
 
     def __init__(self, *, strict_cache=False, arch=None, memory_base=0x1000_0000,
                  memory_size=256 << 20, stream_buffer=None, deadlock_polls=256,
-                 raise_on_dma_error=True, unmodeled="error", name="sim"):
+                 raise_on_dma_error=True, unmodeled="error", name="sim", boot_hwh=None):
         _require_pynq()
         super().__init__(f"sim{next(SimDevice._instances)}")
         if unmodeled not in ("error", "ram"):
@@ -1731,6 +1736,13 @@ class SimDevice(_DeviceBase):
         self.ps_clocks = None                # PsClocks of the last .hwh read (ps_clocks module)
         self._ps_models = [(base, base + size, name, _PsClockModel(name, regs))
                            for base, size, name, regs in _ps_regions()]
+        self.boot_clocks = None
+        if boot_hwh is not None:
+            try:
+                self.boot_clocks = _ps_clocks.read_hwh(boot_hwh)
+            except (OSError, ValueError, SyntaxError) as exc:
+                raise SimMetadataError(f"SimDevice: boot_hwh {boot_hwh}: {exc}") from None
+            self._program_ps_clocks(self.boot_clocks)
         self._rebuild_regions()
 
     def __repr__(self):
@@ -2114,7 +2126,9 @@ class SimDevice(_DeviceBase):
 
     def _preset_ps_clocks(self, parser, hwh):
         """Preset the PS clock registers from the PS configuration in the .hwh: reference clock,
-        PLL feedback dividers (and DIV2), each PL clock's source and divisors, the CPU clock."""
+        PLL feedback dividers (and DIV2), each PL clock's source and divisors, the CPU clock. With
+        ``boot_hwh`` the registers stay as booted and a PL clock that comes out otherwise is
+        reported in :attr:`fixups`."""
         family = {"processing_system7": "zynq7", "zynq_ultra_ps_e": "zynqmp"}.get(
             str(getattr(parser, "family_ps", "")))
         ps = getattr(parser, "ps", None)
@@ -2125,13 +2139,20 @@ class SimDevice(_DeviceBase):
             clocks = _ps_clocks.from_parameters(params, family)
         except ValueError as exc:
             raise SimMetadataError(f"SimDevice: {hwh}: PS clock configuration: {exc}") from None
+        self.ps_clocks = clocks
+        if clocks.assumed:
+            self.fixups.append("PS clocks: the .hwh lacks " + "; ".join(clocks.assumed))
+        if self.boot_clocks is not None:             # the PLLs are the boot firmware's
+            self.fixups.extend(f"PS clocks on the booted board: {m}"
+                               for m in _ps_clocks.boot_mismatch(clocks, self.boot_clocks))
+        else:
+            self._program_ps_clocks(clocks)
+
+    def _program_ps_clocks(self, clocks):
         regions, notes = _ps_clocks.register_values(clocks)
         for _, _, name, model in self._ps_models:
             if name in regions:
                 model.preset(regions[name])
-        self.ps_clocks = clocks
-        if clocks.assumed:
-            self.fixups.append("PS clocks: the .hwh lacks " + "; ".join(clocks.assumed))
         self.fixups.extend(f"PS clocks: {note}" for note in notes)
 
     def download(self, bitstream, parser=None):
