@@ -237,7 +237,8 @@ def test_missing_parameters_are_assumed_and_listed():
 def test_the_rendered_pl0_matches_the_model_of_the_real_files():
     # the model's own arithmetic against the numbers the real files state
     from hlsnn.runtime import ps_clocks
-    for path, key in ((KV260, "PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ"), (PYNQ_Z2, "PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ")):
+    for path, key in ((KV260, "PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ"),
+                      (PYNQ_Z2, "PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ")):
         modtype, p = ps_params(path)
         c = ps_clocks.from_parameters(p, "zynq7" if modtype == "processing_system7" else "zynqmp")
         assert c.assumed == ()

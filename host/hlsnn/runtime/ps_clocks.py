@@ -133,6 +133,14 @@ def _lookup(params, name, assumed, default):
     return value
 
 
+def _float(params, name, assumed, default):
+    value = _lookup(params, name, assumed, default)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"{name} = {value!r} is not a number") from None
+
+
 def _int(params, name, assumed, default):
     value = _lookup(params, name, assumed, default)
     try:
@@ -174,13 +182,13 @@ def from_parameters(params, family):
     d = _DEFAULTS[family]
     assumed = []
     if family == "zynq7":
-        ref = float(_lookup(params, "PCW_CRYSTAL_PERIPHERAL_FREQMHZ", assumed, d["ref"]))
+        ref = _float(params, "PCW_CRYSTAL_PERIPHERAL_FREQMHZ", assumed, d["ref"])
         plls = {}
         for pll, (fbdiv, _) in d["plls"].items():
             name = f"PCW_{pll}PLL_CTRL_FBDIV"
             io_freq = params.get("PCW_IO_IO_PLL_FREQMHZ") if pll == "IO" else None
             if params.get(name) in (None, "") and io_freq not in (None, ""):
-                plls[pll] = (round(float(io_freq) / ref), False)     # older files: only the rate
+                plls[pll] = (round(_float(params, "PCW_IO_IO_PLL_FREQMHZ", [], 0) / ref), False)  # only the rate
             else:
                 plls[pll] = (_int(params, name, assumed, fbdiv), False)
         pl = tuple(PlClock(_source(params, f"PCW_FCLK{i}_PERIPHERAL_CLKSRC", assumed, d["pl"][0], _ZYNQ_FCLK_SRC),
@@ -191,7 +199,7 @@ def from_parameters(params, family):
         cpu = (_source(params, "PCW_CPU_PERIPHERAL_CLKSRC", assumed, d["cpu"][0], _ZYNQ_CPU_SRC),
                _int(params, "PCW_CPU_PERIPHERAL_DIVISOR0", assumed, d["cpu"][1]))
     else:
-        ref = float(_lookup(params, "PSU__PSS_REF_CLK__FREQMHZ", assumed, d["ref"]))
+        ref = _float(params, "PSU__PSS_REF_CLK__FREQMHZ", assumed, d["ref"])
         plls = {}
         for pll, (fbdiv, div2) in d["plls"].items():
             block = "CRL_APB" if pll in CRL_PLL else "CRF_APB"
