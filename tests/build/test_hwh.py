@@ -28,6 +28,14 @@ RESIZER = Path(pynqmetadata.__file__).parent / "tests" / "hwhs" / "resizer.hwh"
 #: Register attributes a field of the same name shadows in pynq's Register subclasses (pynq 4.0
 #: registers.py: a field property called ``width`` recurses when the register is built).
 PYNQ_REGISTER_ATTRS = {"width", "address", "access", "debug"}
+FIXTURES = ROOT / "tests" / "fixtures" / "hwh"
+#: The PL clocks' source PLL (IO PLL / IOPLL) in MHz as a build with each board's preset declares it:
+#: pynq-z2 50 MHz x 20 (tests/fixtures/hwh/pynq_z2_dpu.hwh, a PYNQ-Z2 preset build, Vivado 2024.1; PYNQ
+#: v3.0.1 boards/Pynq-Z2/base/base.tcl); kv260 33.333 x 60 / 2 (tests/fixtures/hwh/kv260_dma_ip_example.hwh,
+#: kv260_som 1.3 preset, Vivado 2022.1); zcu104 33.333333 (XilinxBoardStore zcu104/1.1/preset.xml) x 90 / 2
+#: (PYNQ v3.0.1 boards/ZCU104/base/base.tcl); ultra96v2 33.333333 x 45, no DIV2 (Avnet/bdf
+#: ultra96v2/1.2/preset.xml).
+IO_PLL = {"pynq-z2": 50 * 20, "kv260": 33.333 * 60 / 2, "zcu104": 33.333333 * 90 / 2, "ultra96v2": 33.333333 * 45}
 CTRL_FIELDS = {"AP_START": (0, 1), "AP_DONE": (1, 1), "AP_IDLE": (2, 1), "AP_READY": (3, 1), "AUTO_RESTART": (7, 1)}
 
 
@@ -236,18 +244,25 @@ def test_clock_and_ps(label, cfg, rendered):
     clk = p.clock_dict[0]
     assert clk["enable"] == 1 and all(p.clock_dict[i]["enable"] == 0 for i in (1, 2, 3))
     mhz = hwh.pl_clock_mhz(p)
-    assert mhz == pytest.approx(cfg.clock_mhz, rel=1e-3)
+    pll = IO_PLL[cfg.board.name]
+    assert mhz == pytest.approx(pll / round(pll / cfg.clock_mhz), rel=1e-6)   # the closest the PLL allows
     if cfg.board.ps == "zynq7":
         assert p.family_ps == "processing_system7"
         assert float(params["PCW_FPGA0_PERIPHERAL_FREQMHZ"]) == cfg.clock_mhz
         assert float(params["PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ"]) == pytest.approx(mhz)
         assert clk["src_sel"] == "IO PLL"
-        assert 1600.0 / (clk["divisor0"] * clk["divisor1"]) == pytest.approx(mhz)
+        assert float(params["PCW_IO_IO_PLL_FREQMHZ"]) == pll
+        assert float(params["PCW_CRYSTAL_PERIPHERAL_FREQMHZ"]) * int(params["PCW_IOPLL_CTRL_FBDIV"]) == pll
+        assert pll / (clk["divisor0"] * clk["divisor1"]) == pytest.approx(mhz)
     else:
         assert p.family_ps == "zynq_ultra_ps_e"
         assert float(params["PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ"]) == cfg.clock_mhz
         assert clk["frequency"] == pytest.approx(mhz)           # what Overlay.download() programs
         assert clk["src_sel"] == "IOPLL"
+        div2 = 2 if int(params["PSU__CRL_APB__IOPLL_CTRL__DIV2"]) else 1
+        assert float(params["PSU__PSS_REF_CLK__FREQMHZ"]) * int(params["PSU__CRL_APB__IOPLL_CTRL__FBDIV"]) / div2 == \
+            pytest.approx(pll, rel=1e-9)
+        assert pll / (clk["divisor0"] * clk["divisor1"]) == pytest.approx(mhz)
     for key, value in cfg.board.ps_config.items() if cfg.board.ps_config else ():
         assert params[key] == value
     # the kernel runs from the PS PL clock
@@ -361,11 +376,58 @@ def test_part_and_divisors():
     assert hwh.split_part("xczu7ev-ffvc1156-2-e") == ("xczu7ev", "ffvc1156", "-2")
     assert hwh.split_part("xczu3eg-sbva484-1-i") == ("xczu3eg", "sbva484", "-1")
     assert hwh.split_part("xck26-sfvc784-2LV-c") == ("xck26", "sfvc784", "-2LV")
-    assert hwh._divisors("zynq7", 100) == (4, 4, 100.0)        # as the PYNQ-Z2 resizer.hwh records
-    d0, d1, act = hwh._divisors("zynqmp", 100)
-    assert (d0, d1) == (15, 1) and act == pytest.approx(99.999)
-    d0, d1, act = hwh._divisors("zynqmp", 150)
-    assert (d0, d1) == (10, 1) and act == pytest.approx(149.9985)
+    # the divisors Vivado picked in real files: resizer.hwh (IO PLL 1600: 100 -> 4, 4), PYNQ-Z2 base
+    # (IO PLL 1000: 100 -> 5, 2; 142 -> 7, 1; 200 -> 5, 1), ZCU104 base.tcl (1499.985: 100 -> 15, 1;
+    # 150 -> 10, 1; 250 -> 6, 1; 300 -> 5, 1), the KV260 .hwh (999.99: 100 -> 10, 1)
+    assert hwh._divisors("zynq7", 1600.0, 100) == (4, 4, 100.0)
+    assert [hwh._divisors("zynq7", 1000.0, f)[:2] for f in (100, 142, 200)] == [(5, 2), (7, 1), (5, 1)]
+    assert [hwh._divisors("zynqmp", 1499.985, f)[:2] for f in (100, 150, 250, 300)] == \
+        [(15, 1), (10, 1), (6, 1), (5, 1)]
+    assert hwh._divisors("zynqmp", 999.99, 100)[:2] == (10, 1)
+    d0, d1, act = hwh._divisors("zynqmp", 999.99, 150)        # 150 MHz is not reachable from 1000 MHz
+    assert (d0, d1) == (7, 1) and act == pytest.approx(142.855714)
+
+
+def _ps_params(path):
+    root = ET.parse(path).getroot()
+    ps, = [m for m in root.iter("MODULE") if m.get("MODTYPE") in ("processing_system7", "zynq_ultra_ps_e")]
+    return {q.get("NAME"): q.get("VALUE") for q in ps.iter("PARAMETER")}
+
+
+def test_pynq_z2_clocks_are_those_of_a_real_preset_build(rendered):
+    """The PS clock parameters of the rendered PYNQ-Z2 .hwh equal those of a real PYNQ-Z2 preset
+    build at the same 100 MHz (tests/fixtures/hwh/pynq_z2_dpu.hwh): IO PLL 1000 MHz, FCLK0 / 5 / 2."""
+    real = _ps_params(FIXTURES / "pynq_z2_dpu.hwh")
+    keys = ["PCW_CRYSTAL_PERIPHERAL_FREQMHZ", "PCW_IOPLL_CTRL_FBDIV", "PCW_IO_IO_PLL_FREQMHZ", "PCW_ARMPLL_CTRL_FBDIV",
+            "PCW_DDRPLL_CTRL_FBDIV", "PCW_CPU_PERIPHERAL_CLKSRC", "PCW_CPU_PERIPHERAL_DIVISOR0",
+            "PCW_ACT_APU_PERIPHERAL_FREQMHZ", "PCW_FCLK0_PERIPHERAL_CLKSRC", "PCW_FCLK0_PERIPHERAL_DIVISOR0",
+            "PCW_FCLK0_PERIPHERAL_DIVISOR1", "PCW_FPGA0_PERIPHERAL_FREQMHZ", "PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ",
+            "PCW_FPGA_FCLK0_ENABLE"]
+    assert real["PCW_IO_IO_PLL_FREQMHZ"] == "1000.000"
+    cases = [cfg for _, cfg in CASES if cfg.board.name == "pynq-z2"]
+    assert cases and all(cfg.clock_mhz == 100 for cfg in cases)
+    for cfg in cases:
+        ours = _ps_params(rendered(cfg).path)
+        assert {k: ours[k] for k in keys} == {k: real[k] for k in keys}
+
+
+def test_kv260_clocks_are_those_of_a_real_preset_build(rendered):
+    """PLLs and CPU clock of the rendered KV260 .hwh equal a real KV260 build's
+    (tests/fixtures/hwh/kv260_dma_ip_example.hwh); its 100 MHz PL clocks use the same divisors."""
+    real = _ps_params(FIXTURES / "kv260_dma_ip_example.hwh")
+    keys = ["PSU__PSS_REF_CLK__FREQMHZ", "PSU__CRF_APB__ACPU_CTRL__SRCSEL", "PSU__CRF_APB__ACPU_CTRL__DIVISOR0"]
+    for block, pll in (("CRL_APB", "IOPLL"), ("CRL_APB", "RPLL"), ("CRF_APB", "APLL"), ("CRF_APB", "DPLL"),
+                       ("CRF_APB", "VPLL")):
+        keys += [f"PSU__{block}__{pll}_CTRL__{f}" for f in ("FBDIV", "DIV2", "SRCSEL")]
+    assert real["PSU__CRL_APB__IOPLL_CTRL__FBDIV"] == "60"
+    cfg, = [cfg for _, cfg in CASES if cfg.board.name == "kv260"]
+    ours = _ps_params(rendered(cfg).path)
+    assert {k: ours[k] for k in keys} == {k: real[k] for k in keys}
+    # PL1 is disabled in ours and left at 100 MHz: the divisors the real build used for 100 MHz
+    assert [ours[f"PSU__CRL_APB__PL1_REF_CTRL__{k}"] for k in ("DIVISOR0", "DIVISOR1", "SRCSEL")] == \
+        [real[f"PSU__CRL_APB__PL0_REF_CTRL__{k}"] for k in ("DIVISOR0", "DIVISOR1", "SRCSEL")]
+    assert float(ours["PSU__CRL_APB__PL1_REF_CTRL__ACT_FREQMHZ"]) == \
+        pytest.approx(float(real["PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ"]), rel=1e-6)
 
 
 # ------------------------------------------------------------------ a real Vivado file, same helpers

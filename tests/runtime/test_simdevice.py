@@ -144,6 +144,7 @@ def test_overlay_on_an_explicit_device_without_installing(overlay_dir, monkeypat
     assert np.array_equal(out_buf, nn_resize(image(2), *DST))
 
 
+@pytest.mark.filterwarnings("ignore:Setting frequency to the closest possible value")   # disabled PL1..3
 def test_zynqmp_metadata_selects_the_ultrascale_clocks(tmp_path):
     # the other design in the pynqmetadata wheel is a ZynqMP (RFSoC) one, without AXI DMA
     shutil.copy(RESIZER_HWH.with_name("rfsoc_sam.hwh"), tmp_path / "sam.hwh")

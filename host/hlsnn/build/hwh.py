@@ -43,9 +43,52 @@ CONTROL_RANGE = 0x10000          # bd.tcl: -range 64K for both control windows
 PASS_THROUGH = ("axis_dwidth_converter", "axis_data_fifo", "axis_register_slice", "axis_clock_converter",
                 "axis_subset_converter", "axis_data_fifo_v2")
 
-# PS clock generation as the board presets set it up: Zynq-7000 (PYNQ-Z2 preset) IO PLL
-# 1600 MHz; Zynq UltraScale+ IOPLL 33.333 MHz x 90 / 2 = 1499.985 MHz (ZCU104, Ultra96, KV260).
-IO_PLL_MHZ = {"zynq7": 1600.0, "zynqmp": 1499.985}
+# PS clock generation as a build of bd.tcl.j2 with each board's preset declares it: the reference
+# clock, every PLL's feedback divider (FBDIV, and DIV2 on Zynq UltraScale+) and the CPU clock.
+# Board presets set the reference clock and the peripheral rates; Vivado's PS wizard derives the
+# PLLs from them, so the FBDIVs come from real builds with the same preset. Sources:
+# - pynq-z2: crystal 50 MHz and APU 650 MHz from the TUL board files (Xilinx/XilinxBoardStore
+#   boards/TUL/pynq-z2/A.0/preset.xml); IO/ARM/DDR PLL FBDIV 20/26/21 (IO PLL 1000 MHz), CPU = ARM
+#   PLL / 2 from PYNQ v3.0.1 boards/Pynq-Z2/base/base.tcl, and the same in a Vivado 2024.1 .hwh of
+#   a PYNQ-Z2 preset build (tests/fixtures/hwh/pynq_z2_dpu.hwh).
+# - kv260: PSS_REF_CLK 33.333 MHz from XilinxBoardStore boards/Xilinx/kv260_som/1.3/preset_s4.xml;
+#   IOPLL 60/2 (999.99 MHz), RPLL 64/2, APLL 80/2, DPLL 64/2, VPLL 90/2, ACPU = APLL / 1 from a
+#   Vivado 2022.1 KV260 .hwh (tests/fixtures/hwh/kv260_dma_ip_example.hwh).
+# - zcu104: PSS_REF_CLK 33.333333 MHz from XilinxBoardStore boards/Xilinx/zcu104/1.1/preset.xml;
+#   IOPLL 90/2 (1500 MHz), RPLL 90/2, APLL 72/2, DPLL 64/2, VPLL 90/2, ACPU = APLL / 1 from PYNQ
+#   v3.0.1 boards/ZCU104/base/base.tcl.
+# - ultra96v2: all from the Avnet board files (Avnet/bdf ultra96v2/1.2/preset.xml): PSS_REF_CLK
+#   33.333333 MHz, IOPLL 45 without DIV2 (1500 MHz), RPLL 70/2, APLL 72/2, DPLL 64/2, VPLL 71/2,
+#   ACPU = APLL / 1.
+# A board not listed gets its family's first entry (pynq-z2 or zcu104).
+PS_CLOCKS = {
+    "pynq-z2": {"ref": "50", "plls": {"IO": (20, 0), "ARM": (26, 0), "DDR": (21, 0)}, "cpu": ("ARM PLL", 2)},
+    "zcu104": {"ref": "33.333333", "plls": {"IOPLL": (90, 1), "RPLL": (90, 1), "APLL": (72, 1), "DPLL": (64, 1),
+                                            "VPLL": (90, 1)}, "cpu": ("APLL", 1)},
+    "kv260": {"ref": "33.333", "plls": {"IOPLL": (60, 1), "RPLL": (64, 1), "APLL": (80, 1), "DPLL": (64, 1),
+                                        "VPLL": (90, 1)}, "cpu": ("APLL", 1)},
+    "ultra96v2": {"ref": "33.333333", "plls": {"IOPLL": (45, 0), "RPLL": (70, 1), "APLL": (72, 1),
+                                               "DPLL": (64, 1), "VPLL": (71, 1)}, "cpu": ("APLL", 1)},
+}
+_FAMILY_DEFAULT = {"zynq7": "pynq-z2", "zynqmp": "zcu104"}
+
+
+def ps_clocks(board):
+    """The PS clock settings of ``board`` (a board config): ``PS_CLOCKS`` by board name, else
+    the family's default board."""
+    return PS_CLOCKS.get(board.name, PS_CLOCKS[_FAMILY_DEFAULT[board.ps]])
+
+
+def pll_mhz(clocks, pll):
+    """Output of PLL ``pll`` in MHz: reference x FBDIV (/ 2 with DIV2)."""
+    fbdiv, div2 = clocks["plls"][pll]
+    return float(clocks["ref"]) * fbdiv / (2 if div2 else 1)
+
+
+def io_pll_mhz(board):
+    """The IO PLL (Zynq-7000) / IOPLL (Zynq UltraScale+) of ``board`` in MHz, the PL clocks' source."""
+    clocks = ps_clocks(board)
+    return pll_mhz(clocks, "IO" if board.ps == "zynq7" else "IOPLL")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,10 +164,12 @@ def kernel_registers(cfg, names="kernel"):
 # ---------------------------------------------------------------------------------------------
 # clocks, part, addresses
 
-def _divisors(family, mhz):
-    """PL clock divisors (two 6-bit stages) from the IO PLL as the PS configuration wizard
-    picks them: the closest achievable rate; Zynq UltraScale+ prefers DIVISOR1 = 1."""
-    pll = IO_PLL_MHZ[family]
+def _divisors(family, pll, mhz):
+    """PL clock divisors (two 6-bit stages) from a PLL of ``pll`` MHz as the PS configuration wizard
+    picks them: the closest achievable rate; Zynq-7000 prefers the most balanced pair with
+    DIVISOR0 >= DIVISOR1 (100 MHz from 1000 MHz -> 5, 2 and from 1600 MHz -> 4, 4, as PYNQ's
+    base.tcl and resizer.hwh record), Zynq UltraScale+ prefers DIVISOR1 = 1 (PYNQ's ZCU104
+    base.tcl: 100 -> 15, 1)."""
     best = None
     for d0 in range(1, 64):
         for d1 in range(1, 64):
@@ -380,7 +425,8 @@ def build_design(cfg, names="kernel"):
     sb, hp_w, aw = int(ctx["stream_bits"]), int(ctx["hp_width"]), int(ctx["address_bits"])
     dma_base, kernel_base = int(ctx["dma_base"], 16), int(ctx["kernel_base"], 16)
     req = float(cfg.clock_mhz)
-    d0, d1, act = _divisors(family, req)
+    clocks = ps_clocks(b)
+    d0, d1, act = _divisors(family, io_pll_mhz(b), req)
     freq_hz = str(int(round(act * 1e6)))
     hp_port = ctx["hp_port"]
     full = {"burst": 1, "lock": 1, "prot": 1, "cache": 1, "qos": 1, "wstrb": 1, "bresp": 1, "rresp": 1}
@@ -413,7 +459,12 @@ def build_design(cfg, names="kernel"):
                       ("PCW_CLK3_FREQ", "10000000")]
         ps_params += [(f"PCW_FCLK{i}_PERIPHERAL_DIVISOR{j}", (d0, d1)[j] if i == 0 else 1)
                       for j in range(2) for i in range(4)]
-        ps_params += [("PCW_IO_IO_PLL_FREQMHZ", f"{IO_PLL_MHZ[family]:.3f}")]
+        ps_params += [("PCW_CRYSTAL_PERIPHERAL_FREQMHZ", clocks["ref"]),
+                      ("PCW_IO_IO_PLL_FREQMHZ", f"{pll_mhz(clocks, 'IO'):.3f}")]
+        ps_params += [(f"PCW_{pll}PLL_CTRL_FBDIV", fbdiv) for pll, (fbdiv, _) in clocks["plls"].items()]
+        cpu_src, cpu_div = clocks["cpu"]
+        ps_params += [("PCW_CPU_PERIPHERAL_CLKSRC", cpu_src), ("PCW_CPU_PERIPHERAL_DIVISOR0", cpu_div),
+                      ("PCW_ACT_APU_PERIPHERAL_FREQMHZ", _fmt_mhz(pll_mhz(clocks, cpu_src.split()[0]) / cpu_div))]
         ps_params += [(f"PCW_FCLK{i}_PERIPHERAL_CLKSRC", "IO PLL") for i in range(4)]
         ps_params += [(f"PCW_FPGA_FCLK{i}_ENABLE", int(i == 0)) for i in range(4)]
         ps_params += [("PCW_EN_CLK0_PORT", 1), ("PCW_EN_RST0_PORT", 1), ("PCW_USE_M_AXI_GP0", 1),
@@ -434,16 +485,23 @@ def build_design(cfg, names="kernel"):
         m_phys = lambda lg: f"maxigp0_{lg.lower()}"                     # noqa: E731
         hp_phys = lambda lg: f"saxigp{gp}_{lg.lower()}"                 # noqa: E731
         m_proto, hp_proto, m_addr, hp_addr, m_data, m_id, hp_id = "AXI4", "AXI4", 40, 49, 128, 16, 6
+        o0, o1, o_act = _divisors(family, io_pll_mhz(b), 100.0)          # PL1..3: disabled, at 100
         ps_params = [(f"PSU__CRL_APB__PL{i}_REF_CTRL__FREQMHZ", _fmt_req(req) if i == 0 else "100") for i in range(4)]
-        ps_params += [(f"PSU__CRL_APB__PL{i}_REF_CTRL__ACT_FREQMHZ", _fmt_mhz(act) if i == 0 else "100")
+        ps_params += [(f"PSU__CRL_APB__PL{i}_REF_CTRL__ACT_FREQMHZ", _fmt_mhz(act if i == 0 else o_act))
                       for i in range(4)]
-        ps_params += [(f"PSU__CRL_APB__PL{i}_REF_CTRL__DIVISOR{j}", (d0, d1)[j] if i == 0 else (15, 1)[j])
+        ps_params += [(f"PSU__CRL_APB__PL{i}_REF_CTRL__DIVISOR{j}", (d0, d1)[j] if i == 0 else (o0, o1)[j])
                       for i in range(4) for j in range(2)]
         ps_params += [(f"PSU__CRL_APB__PL{i}_REF_CTRL__SRCSEL", "IOPLL") for i in range(4)]
         ps_params += [(f"PSU__FPGA_PL{i}_ENABLE", int(i == 0)) for i in range(4)]
-        ps_params += [("PSU__CRL_APB__IOPLL_CTRL__FBDIV", 90), ("PSU__CRL_APB__IOPLL_CTRL__DIV2", 1),
-                      ("PSU__CRL_APB__IOPLL_CTRL__SRCSEL", "PSS_REF_CLK"), ("PSU__PSS_REF_CLK__FREQMHZ", "33.333"),
-                      ("PSU__USE__M_AXI_GP0", 1), ("PSU__USE__M_AXI_GP1", 0), ("PSU__MAXIGP0__DATA_WIDTH", 128),
+        ps_params += [("PSU__PSS_REF_CLK__FREQMHZ", clocks["ref"])]
+        for pll, (fbdiv, div2) in clocks["plls"].items():
+            block = "CRL_APB" if pll in ("IOPLL", "RPLL") else "CRF_APB"
+            ps_params += [(f"PSU__{block}__{pll}_CTRL__FBDIV", fbdiv), (f"PSU__{block}__{pll}_CTRL__DIV2", div2),
+                          (f"PSU__{block}__{pll}_CTRL__SRCSEL", "PSS_REF_CLK")]
+        cpu_src, cpu_div = clocks["cpu"]
+        ps_params += [("PSU__CRF_APB__ACPU_CTRL__SRCSEL", cpu_src), ("PSU__CRF_APB__ACPU_CTRL__DIVISOR0", cpu_div),
+                      ("PSU__CRF_APB__ACPU_CTRL__ACT_FREQMHZ", _fmt_mhz(pll_mhz(clocks, cpu_src) / cpu_div))]
+        ps_params += [("PSU__USE__M_AXI_GP0", 1), ("PSU__USE__M_AXI_GP1", 0), ("PSU__MAXIGP0__DATA_WIDTH", 128),
                       (f"PSU__USE__S_AXI_GP{gp}", 1), (f"PSU__SAXIGP{gp}__DATA_WIDTH", hp_w),
                       ("PSU__USE__IRQ0", 0)]
         ps_params += list(ctx["ps_config"])

@@ -27,8 +27,11 @@ Models: :class:`AxiDmaModel` (AXI DMA in simple mode; created for every
 ``xilinx.com:ip:axi_dma``), :class:`StreamKernelModel` (an ``ap_ctrl_hs`` HLS kernel whose
 behaviour is a Python function on stream beats), :class:`RegisterFileModel` (plain
 registers), or your own :class:`IPModel` subclass. The PS clock registers that
-``Overlay.download()`` programs are modelled too, and the PL clock frequency that Zynq-7000
-``.hwh`` files lack in pynq 4.0.0 is filled in (see :attr:`SimDevice.fixups`).
+``Overlay.download()`` programs are modelled too, preset from the ``.hwh``'s PS configuration
+(reference clock, PLL feedback dividers, PL clock sources and divisors: see
+:mod:`hlsnn.runtime.ps_clocks`) as on a board booted with that design, so ``pynq.Clocks`` reports
+the PL clocks the design declares; the PL clock frequency that Zynq-7000 ``.hwh`` files lack in
+pynq 4.0.0 is filled in (see :attr:`SimDevice.fixups`).
 
 Nothing hangs: when the driver polls a DMA status register (``wait()``) or a kernel's ``CTRL``
 for something that can no longer happen (a missing TLAST, a kernel waiting for input nobody
@@ -40,7 +43,8 @@ receive buffer, DMADecErr for an address outside the DDR) are decoded into
 
 Inspection: ``sim.models`` (live models by IP name; ``sim.model("axi_dma_0").s2mm``...),
 ``sim.streams`` / ``sim.describe_streams()`` (the stream paths found in the ``.hwh``),
-``sim.trace`` (transfers and kernel runs), ``sim.cache_ops``, ``sim.downloads``,
+``sim.trace`` (transfers and kernel runs), ``sim.cache_ops``, ``sim.downloads``, ``sim.ps_clocks``
+(the PS clock settings read from the last ``.hwh``),
 ``sim.memory`` (the simulated DDR, for bus-master models: ``read``/``write`` by physical address).
 
 Not modelled: timing; scatter-gather DMA, VDMA, interrupt-driven ``wait_async``, partial
@@ -69,6 +73,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HlsnnError, MissingDependency
+from . import ps_clocks as _ps_clocks
 
 with warnings.catch_warnings():
     # pynq warns at import time that x86 is not a board architecture: irrelevant here.
@@ -785,27 +790,27 @@ class RegisterFileModel(IPModel):
 
 class _PsClockModel(RegisterFileModel):
     """The PS clock registers pynq.Clocks programs during Overlay.download() (Zynq-7000 SLCR,
-    ZynqMP CRL_APB/CRF_APB), preset like a booted board so the PL clocks come out right."""
+    ZynqMP CRL_APB/CRF_APB), preset like a board booted with the loaded design's PS
+    configuration (see :mod:`hlsnn.runtime.ps_clocks`)."""
 
     def __init__(self, name, initial):
         super().__init__(initial)
         self.name = name
 
+    def preset(self, values):
+        """Set registers as the boot firmware would (reset values and current values)."""
+        self.initial.update(values)
+        self.values.update(values)
 
-# Zynq-7000 SLCR @ 0xF8000000 (50 MHz PS_CLK, as a booted PYNQ-Z1/Z2): ARM PLL x26, DDR PLL x21,
-# IO PLL x32 = 1600 MHz (build.hwh.IO_PLL_MHZ), CPU = ARM PLL / 2, FCLKx = IO PLL / (4 x 4) = 100 MHz.
-# The IO PLL matters: pynq 3.x programs the .hwh's FCLK divisors, computed for 1600 MHz.
-_SLCR = {0x100: 26 << 12, 0x104: 21 << 12, 0x108: 32 << 12, 0x120: 0x1F000200,
-         0x170: (4 << 20) | (4 << 8), 0x180: (4 << 20) | (4 << 8),
-         0x190: (4 << 20) | (4 << 8), 0x1A0: (4 << 20) | (4 << 8)}
-# ZynqMP (33.333 MHz PS_REF_CLK): IOPLL x90/2 = 1500 MHz, RPLL x72/2, PL0..3 = IOPLL / 15.
-_CRL_APB = {0x20: (90 << 8) | (1 << 16), 0x30: (72 << 8) | (1 << 16),
-            0xC0: (1 << 24) | (1 << 16) | (15 << 8), 0xC4: (1 << 24) | (1 << 16) | (15 << 8),
-            0xC8: (1 << 24) | (1 << 16) | (15 << 8), 0xCC: (1 << 24) | (1 << 16) | (15 << 8)}
-_CRF_APB = {0x20: (72 << 8) | (1 << 16), 0x2C: (64 << 8) | (1 << 16), 0x38: (90 << 8) | (1 << 16),
-            0x60: (1 << 8)}
-_PS_REGIONS = [(0xF8000000, 0x1000, "SLCR", _SLCR), (0xFF5E0000, 0x1000, "CRL_APB", _CRL_APB),
-               (0xFD1A0000, 0x1000, "CRF_APB", _CRF_APB)]
+
+def _ps_regions():
+    """(base, size, name, registers) of the PS clock blocks, preset for a PYNQ-Z2 (SLCR) and a
+    ZCU104 (CRL_APB/CRF_APB) until a design's .hwh says otherwise."""
+    regs = {}
+    for family in ("zynq7", "zynqmp"):
+        regs.update(_ps_clocks.register_values(_ps_clocks.default_clocks(family))[0])
+    return [(0xF8000000, 0x1000, "SLCR", regs["SLCR"]), (0xFF5E0000, 0x1000, "CRL_APB", regs["CRL_APB"]),
+            (0xFD1A0000, 0x1000, "CRF_APB", regs["CRF_APB"])]
 
 
 class _DmaChannel:
@@ -1676,6 +1681,11 @@ class SimDevice(_DeviceBase):
         plain registers.
     name : str
         The device (board) name pynq uses to resolve ``<overlay>.bit.d/<name>/`` folders.
+    boot_hwh : str or Path or None
+        The ``.hwh`` of the design the board booted with (on PYNQ images, the base overlay): its
+        PLLs stay for every overlay loaded later, as on a board, and an overlay whose PL clocks
+        would come out differently on them is reported in :attr:`fixups`. None: the board boots
+        with the PS configuration of each ``.hwh`` it loads.
 
     Use it as a context manager (or :meth:`install` / :meth:`uninstall`) so pynq's global
     lookups (``pynq.allocate``, ``Overlay()`` without ``device=``, ``PL``, ``Clocks``) find it.
@@ -1686,7 +1696,7 @@ class SimDevice(_DeviceBase):
 
     def __init__(self, *, strict_cache=False, arch=None, memory_base=0x1000_0000,
                  memory_size=256 << 20, stream_buffer=None, deadlock_polls=256,
-                 raise_on_dma_error=True, unmodeled="error", name="sim"):
+                 raise_on_dma_error=True, unmodeled="error", name="sim", boot_hwh=None):
         _require_pynq()
         super().__init__(f"sim{next(SimDevice._instances)}")
         if unmodeled not in ("error", "ram"):
@@ -1723,8 +1733,16 @@ class SimDevice(_DeviceBase):
         self._settled = False                # stepping now would change nothing (see _settle)
         self._polls = {}
         self._poll_epoch = -1
+        self.ps_clocks = None                # PsClocks of the last .hwh read (ps_clocks module)
         self._ps_models = [(base, base + size, name, _PsClockModel(name, regs))
-                           for base, size, name, regs in _PS_REGIONS]
+                           for base, size, name, regs in _ps_regions()]
+        self.boot_clocks = None
+        if boot_hwh is not None:
+            try:
+                self.boot_clocks = _ps_clocks.read_hwh(boot_hwh)
+            except (OSError, ValueError, SyntaxError) as exc:
+                raise SimMetadataError(f"SimDevice: boot_hwh {boot_hwh}: {exc}") from None
+            self._program_ps_clocks(self.boot_clocks)
         self._rebuild_regions()
 
     def __repr__(self):
@@ -2061,6 +2079,7 @@ class SimDevice(_DeviceBase):
         parser.refresh_hierarchy_dict()
         parser._sim_hwh = str(hwh)
         self._fill_clock_frequencies(parser)
+        self._preset_ps_clocks(parser, hwh)
         if self._fixed_arch is None:
             family = str(getattr(parser, "family_ps", ""))
             self.arch = "armv7l" if family == "processing_system7" else "aarch64"
@@ -2104,6 +2123,37 @@ class SimDevice(_DeviceBase):
                 clk["frequency"] = 100.0
                 self.fixups.append(f"clock_dict[{i}]['frequency'] was None and the .hwh has no "
                                    f"frequency for it; set to 100.0 MHz")
+
+    def _preset_ps_clocks(self, parser, hwh):
+        """Preset the PS clock registers from the PS configuration in the .hwh: reference clock,
+        PLL feedback dividers (and DIV2), each PL clock's source and divisors, the CPU clock. With
+        ``boot_hwh`` the registers stay as booted and a PL clock that comes out otherwise is
+        reported in :attr:`fixups`."""
+        family = {"processing_system7": "zynq7", "zynq_ultra_ps_e": "zynqmp"}.get(
+            str(getattr(parser, "family_ps", "")))
+        ps = getattr(parser, "ps", None)
+        if family is None or ps is None:
+            return
+        params = {k: getattr(v, "value", v) for k, v in (getattr(ps, "parameters", {}) or {}).items()}
+        try:
+            clocks = _ps_clocks.from_parameters(params, family)
+        except ValueError as exc:
+            raise SimMetadataError(f"SimDevice: {hwh}: PS clock configuration: {exc}") from None
+        self.ps_clocks = clocks
+        if clocks.assumed:
+            self.fixups.append("PS clocks: the .hwh lacks " + "; ".join(clocks.assumed))
+        if self.boot_clocks is not None:             # the PLLs are the boot firmware's
+            self.fixups.extend(f"PS clocks on the booted board: {m}"
+                               for m in _ps_clocks.boot_mismatch(clocks, self.boot_clocks))
+        else:
+            self._program_ps_clocks(clocks)
+
+    def _program_ps_clocks(self, clocks):
+        regions, notes = _ps_clocks.register_values(clocks)
+        for _, _, name, model in self._ps_models:
+            if name in regions:
+                model.preset(regions[name])
+        self.fixups.extend(f"PS clocks: {note}" for note in notes)
 
     def download(self, bitstream, parser=None):
         """"Program" the PL: accept any bitstream, record it, and build the models of the
