@@ -85,7 +85,7 @@ class Buffer:
     width: int
     dims: tuple = ()
     depth: int = 0
-    partition: tuple = ()         # ((dim, "complete"), ...)
+    partition: tuple = ()         # ((dim, "complete" | "cyclic N" | "block N"), ...)
     storage: str = ""             # BIND_STORAGE type (ram_t2p, fifo, ...) or ""
     impl: str = "auto"            # BIND_STORAGE impl
     static: bool = False
@@ -98,14 +98,23 @@ class Buffer:
         return math.prod(self.dims) if self.dims else 1
 
     def banks_and_depth(self):
-        """(banks, words per bank) after partitioning (arrays)."""
+        """(banks, words per bank) after partitioning (arrays): ``complete`` splits a dimension
+        into single elements, ``cyclic N`` / ``block N`` into N banks."""
         parts = dict(self.partition)
-        if 0 in parts:
+        if parts.get(0) == "complete":
             return self.elements, 1
-        banks = 1
-        for d in parts:
-            banks *= self.dims[d - 1]
-        return banks, self.elements // banks
+        banks, words = 1, 1
+        for d, n in enumerate(self.dims, start=1):
+            how = parts.get(d, "")
+            if how == "complete":
+                banks *= n
+            elif how.startswith(("cyclic", "block")):
+                f = min(int(how.split()[1]), n)
+                banks *= f
+                words *= math.ceil(n / f)
+            else:
+                words *= n
+        return banks, words
 
 
 @dataclass(frozen=True)
