@@ -354,8 +354,7 @@ def format_buffers(est: dict, indent: str = "    ") -> list:
 
 
 def memory_summary(est: dict) -> str:
-    """One line: the buffers that take BRAM or URAM, largest first."""
-    items = sorted((r for r in est["buffers"] if r["bram36"] or r["uram"]),
-                   key=lambda r: -(r["bram36"] + 4 * r["uram"]))
+    """One line: the buffers that take URAM, then those that take BRAM, largest first."""
+    items = sorted((r for r in est["buffers"] if r["bram36"] or r["uram"]), key=lambda r: (-r["uram"], -r["bram36"]))
     return ", ".join((f"{r['name']} {r['bram36']:g} BRAM36" if r["bram36"] else f"{r['name']} {r['uram']} URAM")
                      for r in items) or "no block memory"
