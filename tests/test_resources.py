@@ -144,8 +144,13 @@ def parse_kernel(text: str) -> dict:
             if not m or (not m.group(2) and not stream):
                 continue
             dims = re.findall(r"\[([^\]]+)\]", m.group(2))
+            depth = None
+            if stream:                                  # hls::stream<T, depth>
+                args = _split_top(typ[typ.index("<") + 1:typ.rindex(">")])
+                typ = f"hls::stream<{args[0].strip()}>"
+                depth = int(args[1]) if len(args) > 1 else None
             found[(fn, m.group(1))] = {"type": typ, "dims": dims, "stream": stream, "static": static,
-                                       "partition": [], "depth": None, "bind": None}
+                                       "partition": [], "depth": depth, "bind": None}
     for pos, kind, args in pragmas:
         fn = func_at(pos)
         kv = dict(re.findall(r"(\w+)\s*=\s*(\w+)", args))
@@ -321,6 +326,8 @@ def _plant(text, after, line):
      "shadow in bfp_systolic_top()"),
     ("shift8_pynq-z2", "static y_t ybuf[Cfg::kCols][Cfg::kMaxN];", "  int tmp = 0, extra[Cfg::kMaxN];",
      "extra in shift_mac_top()"),
+    ("sparse16_zcu104", "hls::stream<lane_t> hdr_q;", "  hls::stream<lane_t, 64> side_q;",
+     "side_q in sparse_cluster_top()"),
 ])
 def test_a_planted_buffer_is_caught(kernels, stem, after, plant, expect):
     cfg, texts, includes = kernels[stem]
@@ -345,6 +352,13 @@ def test_changed_depth_width_partition_and_binding_are_caught(kernels):
         problems = compare(cfg, {**texts, "kernel.cpp.j2": text}, includes)
         who, what = expect.split(": ", 1)
         assert any(p.startswith(who) and what in p for p in problems), (expect, problems)
+
+
+def test_stream_depth_in_the_type_is_read():
+    code = "void f() {\n  hls::stream<ap_uint<8>, 64> a_q;\n  hls::stream<ap_uint<8> > b_q[3];\n}\n"
+    bufs = parse_kernel(code)["buffers"]
+    assert bufs[("f", "a_q")]["depth"] == 64 and bufs[("f", "a_q")]["type"] == "hls::stream<ap_uint<8>>"
+    assert bufs[("f", "b_q")]["depth"] is None and bufs[("f", "b_q")]["dims"] == ["3"]
 
 
 def test_csim_only_code_is_not_a_buffer(kernels):
@@ -434,6 +448,36 @@ def test_every_shipped_config_fits_its_board_within_the_margins(path):
     assert est["resources"]["uram"] == sum(r["uram"] for r in est["buffers"])
     assert est["resources"]["bram36"] == -(-sum(2 * r["bram36"] for r in est["buffers"]) // 2)
     assert est["resources"]["dsp"] == sum(r["dsp"] for r in est["multipliers"])
+
+
+def _rows(est):
+    return {(r["function"], r["name"]): r for r in est["buffers"]}
+
+
+def test_shipped_buffers_by_hand():
+    """A few buffers of the shipped configs, counted by hand from the primitive shapes."""
+    sp = _rows(load_config(ROOT / "configs" / "accel" / "sparse16_zcu104.yaml").estimates)
+    top = "sparse_cluster_top"
+    # acc: 8 x 32 x 32 int32 words = 8K x 32 per unit, in URAM (4K x 72): 2 per unit, 16 units
+    assert (sp[("Unit", "acc")]["storage"], sp[("Unit", "acc")]["uram"]) == ("uram", 32)
+    # res_q: 2 * 8 * 32 * 32 = 16,384 x 16 bits per unit: sixteen 1K x 18 RAMB18 = 8 BRAM36, 16 units
+    assert sp[(top, "res_q")]["bram36"] == 128
+    # data_q: 1 + 2 * 38^2 = 2,889 x 16: three 1K x 18 RAMB18 per unit = 1.5 BRAM36
+    assert sp[(top, "data_q")]["bram36"] == 24
+    # val_buf: 38^2 = 1,444 x 8: one 2K x 9 RAMB18 per unit
+    assert sp[("Unit", "val_buf")]["bram36"] == 8
+    # job_q: 2 + 3 * 8 = 26 x 16 = 416 bits: LUTRAM (RAM32M, 16 bits over 6-bit tiles: 3 x 4 LUTs)
+    assert (sp[(top, "job_q")]["storage"], sp[(top, "job_q")]["lut"]) == ("lutram", 16 * 12)
+    # sat_q: no STREAM pragma, depth 2 x 32 bits: shift register
+    assert sp[(top, "sat_q")]["storage"] == "srl"
+    bf = _rows(load_config(ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml").estimates)
+    t = "bfp_systolic_top"
+    # ybuf: 4 banks (dim 1 complete) of 1024 x 48 bits: three 1K x 18 RAMB18 each = 6 BRAM36
+    assert bf[(t, "ybuf")]["bram36"] == 6
+    # xbuf: 4 x 2 banks of 512 x 16: one RAMB18 each = 4 BRAM36
+    assert bf[(t, "xbuf")]["bram36"] == 4
+    # acc: 16 x 4 tiles x 48 bits of registers
+    assert (bf[(t, "acc")]["storage"], bf[(t, "acc")]["ff"]) == ("registers", 16 * 4 * 48)
 
 
 def test_sparse16_zcu104_would_not_fit_with_16_channels_per_pass():
