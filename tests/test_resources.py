@@ -196,9 +196,8 @@ def _function_spans(code):
 
 # ------------------------------------------------------------------------ evaluating sizes
 
-def constants(config_h: str, headers: dict) -> dict:
-    """``static constexpr`` values of the rendered config header, and the typedef widths of the
-    kernel and the hlsnn headers."""
+def constants(config_h: str) -> dict:
+    """``static constexpr`` values of the rendered config header."""
     env = {}
     for name, expr in re.findall(r"static\s+constexpr\s+\w+\s+(k\w+)\s*=\s*([^;]+);", config_h):
         env[name] = evaluate(expr, env)
@@ -219,7 +218,7 @@ def evaluate(expr: str, env: dict):
 def widths(texts, env) -> dict:
     w = {"bool": 1, "int": 32, "unsigned": 32, "char": 8, "short": 16}
     for t in texts:
-        for base, expr, name in re.findall(r"typedef\s+(?:\w+::)?(ap_u?int)\s*<([^;]+?)>\s+(\w+)\s*;", t):
+        for _, expr, name in re.findall(r"typedef\s+(?:\w+::)?(ap_u?int)\s*<([^;]+?)>\s+(\w+)\s*;", t):
             w[name] = evaluate(expr, env)
     return w
 
@@ -252,7 +251,7 @@ def rendered(cfg, out):
 def compare(cfg, texts, includes) -> list:
     """Differences between the C++ (parsed here) and the model: [] when they agree."""
     eng = ENGINES[cfg.engine]
-    env = constants(texts["config.h.j2"], {})
+    env = constants(texts["config.h.j2"])
     w = widths(includes + [texts["kernel.cpp.j2"]], env)
     w["__env__"] = env
     bufs, _ = eng.buffers(eng.template_context(cfg))
@@ -270,7 +269,9 @@ def compare(cfg, texts, includes) -> list:
             if dims != tuple(b.dims):
                 problems.append(f"{where}: dimensions {dims} in the C++, {tuple(b.dims)} in the model")
             wd = width_of(p["type"], w)
-            if wd is not None and wd != b.width:
+            if wd is None:
+                problems.append(f"{where}: the element type {p['type']!r} could not be read")
+            elif wd != b.width:
                 problems.append(f"{where}: {wd}-bit elements in the C++, {b.width} in the model")
             if p["stream"] != (b.kind == "stream"):
                 problems.append(f"{where}: kind differs")

@@ -34,7 +34,9 @@ Mapping rules (a model of Vitis HLS 2020.2 - 2024.x and Vivado, not a synthesis 
   DSP48E2 (27 x 18, Zynq UltraScale+, UG579) when its operands fit the ports (either way
   round); a wider product is tiled over several DSPs, ``ceil(a / (A - 1)) x ceil(b / (B - 1))``
   (unsigned partial products), taking the cheaper orientation. Vivado sometimes saves one
-  DSP of a tiling by building a small partial product in LUTs; the model does not.
+  DSP of a tiling by building a small partial product in LUTs, and the binder (``BIND_OP
+  impl=auto``) may build a narrow product such as int8 x int8 in LUTs; the model counts DSPs.
+  Two int8 products are never packed into one DSP (that needs hand-written packing).
 
 LUT and FF totals stay a documented estimate: each engine's logic formula (in its ``spec.py``)
 plus the LUTs of the LUTRAM and SRL buffers and the flip-flops of the register buffers.
