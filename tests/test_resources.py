@@ -492,3 +492,18 @@ def test_sparse16_zcu104_would_not_fit_with_16_channels_per_pass():
     res_q = next(r for r in est["buffers"] if r["name"] == "res_q")
     assert res_q["bram36"] == 16 * 32 / 2
     assert est["resources"]["bram36"] > 0.85 * 312
+
+
+@pytest.mark.parametrize("board,acc,res_q", [("pynq-z2", False, False), ("zcu104", True, False),
+                                             ("kv260", True, False)])
+def test_uram_only_where_the_board_has_it_and_within_the_margin(tmp_path, board, acc, res_q):
+    import yaml
+    raw = yaml.safe_load((ROOT / "configs" / "accel" / "sparse16_zcu104.yaml").read_text())
+    raw["board"] = board
+    cfg = load_config(raw, check_fit=False)
+    ctx = ENGINES[cfg.engine].template_context(cfg)
+    assert (ctx["acc_uram"], ctx["res_q_uram"]) == (acc, res_q)
+    assert cfg.estimates["resources"]["uram"] <= 0.85 * cfg.board.resources["uram"]
+    cpp = rendered(cfg, tmp_path)[0]["kernel.cpp.j2"]
+    assert ("variable = acc type = ram_t2p impl = uram" in cpp) == acc
+    assert ("variable = res_q type = fifo impl = uram" in cpp) == res_q

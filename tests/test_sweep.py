@@ -183,6 +183,9 @@ def test_over_budget_variants_are_flagged_and_not_compiled(tmp_path, monkeypatch
     assert not build.exists()                          # nothing was rendered or compiled
     table = sweep.format_table(rep)
     assert "NO: DSP 8192/220 (+7972)" in table and "not compiled" in table
+    # 64 columns: 64 ybuf banks of 1024 x 48 (three 1K x 18 RAMB18 each) and 128 xbuf banks of
+    # 512 x 16 (one RAMB18 each), by hand
+    assert "bfp16_pynq_z2_v0: ybuf 96 BRAM36, xbuf 64 BRAM36" in table
 
 
 def test_invalid_variant_is_listed_with_its_error(tiny):
@@ -276,6 +279,9 @@ def test_cli_json(tiny, tmp_path):
     v = rep["variants"][0]
     assert set(v["utilization"]) == {"dsp", "bram36", "uram", "lut", "ff"} and v["throughput"]["unit"] == "GMAC/s"
     assert {b["name"] for b in v["buffers"]} >= {"xbuf", "ybuf", "acc"} and v["multipliers"][0]["name"] == "w*x"
+    table = sweep.format_table(rep)
+    assert "block memory by buffer" in table and "t2_tiny_v0: no block memory" in table, table  # 16-deep: LUTRAM
+    assert "URAM%" not in table                           # the PYNQ-Z2 has no URAM
     assert v["fits"] is True and v["csim"] is None
     assert not list(tmp_path.glob("*.png"))
 
