@@ -137,10 +137,10 @@ def test_base_config_errors_are_config_errors(tmp_path):
 def test_check_fit_false_skips_only_the_fit_check():
     data = yaml.safe_load(BFP16.read_text())
     data["bfp_systolic"].update(rows=64, cols=64)
-    with pytest.raises(ConfigError, match="needs about 8196 DSP but board pynq-z2 has 220"):
+    with pytest.raises(ConfigError, match="needs about 8192 DSP but board pynq-z2 has 220"):
         load_config(data)
     cfg = load_config(data, check_fit=False)
-    assert cfg.estimates["resources"]["dsp"] == 8196
+    assert cfg.estimates["resources"]["dsp"] == 8192         # 2 per tile, no statistics unit (per-row exponents)
     data["bfp_systolic"]["acc_bits"] = 20                        # every other rule still holds
     with pytest.raises(ConfigError, match="acc_bits = 20: must be at least"):
         load_config(data, check_fit=False)
@@ -177,12 +177,15 @@ def test_over_budget_variants_are_flagged_and_not_compiled(tmp_path, monkeypatch
         assert r["csim"] is None and r["csim_skipped"] == "over budget"
         assert r["utilization"]["dsp"] > 1
     dsp = next(o for o in rep["variants"][1]["over_budget"] if o["resource"] == "dsp")
-    assert dsp == {"resource": "dsp", "used": 64 * 64 * 2 + 4, "available": 220, "over": 64 * 64 * 2 + 4 - 220}
+    assert dsp == {"resource": "dsp", "used": 64 * 64 * 2, "available": 220, "over": 64 * 64 * 2 - 220}
     assert rep["summary"]["over_budget"] == 2 and rep["summary"]["csim_run"] == 0
     assert rep["status"] == 0 and rep["jobs"] == 0
     assert not build.exists()                          # nothing was rendered or compiled
     table = sweep.format_table(rep)
-    assert "NO: DSP 8196/220 (+7976)" in table and "not compiled" in table
+    assert "NO: DSP 8192/220 (+7972)" in table and "not compiled" in table
+    # 64 columns: 64 ybuf banks of 1024 x 48 (three 1K x 18 RAMB18 each) and 128 xbuf banks of
+    # 512 x 16 (one RAMB18 each), by hand
+    assert "bfp16_pynq_z2_v0: ybuf 96 BRAM36, xbuf 64 BRAM36" in table
 
 
 def test_invalid_variant_is_listed_with_its_error(tiny):
@@ -274,7 +277,11 @@ def test_cli_json(tiny, tmp_path):
     assert rep["throughput_unit"] == "GMAC/s"
     assert len(rep["variants"]) == 4 and rep["summary"]["invalid"] == 2
     v = rep["variants"][0]
-    assert set(v["utilization"]) == {"dsp", "bram36", "lut", "ff"} and v["throughput"]["unit"] == "GMAC/s"
+    assert set(v["utilization"]) == {"dsp", "bram36", "uram", "lut", "ff"} and v["throughput"]["unit"] == "GMAC/s"
+    assert {b["name"] for b in v["buffers"]} >= {"xbuf", "ybuf", "acc"} and v["multipliers"][0]["name"] == "w*x"
+    table = sweep.format_table(rep)
+    assert "block memory by buffer" in table and "t2_tiny_v0: no block memory" in table, table  # 16-deep: LUTRAM
+    assert "URAM%" not in table                           # the PYNQ-Z2 has no URAM
     assert v["fits"] is True and v["csim"] is None
     assert not list(tmp_path.glob("*.png"))
 

@@ -93,9 +93,16 @@ def cmd_info(args):
     print(f"  config sha256 {cfg.sha[:16]} (ID register hash 0x{cfg.hash32:08x})")
     for k, v in cfg.params.items():
         print(f"  {cfg.engine}.{k}: {v}")
-    print("  estimated resources (model, not synthesis):")
+    from .resources import MARGINS, format_buffers, over_margin
+    print(f"  estimated resources (model, not synthesis; DSPs are {est['dsp_family']}):")
     for r, used in est["resources"].items():
-        print(f"    {r:<7}{used:>8} of {cfg.board.resources[r]:>8}  ({100 * est['utilization'][r]:.0f}%)")
+        limit = f"  (margin {100 * MARGINS[r]:.0f}%)" if r in MARGINS else ""
+        print(f"    {r:<7}{used:>8} of {cfg.board.resources[r]:>8}  ({100 * est['utilization'][r]:.0f}%){limit}")
+    for r, used, limit in over_margin(est, cfg.board.resources):
+        print(f"  note: {r} {used} is above the {100 * MARGINS[r]:.0f}% margin ({limit:.0f}) that shipped configs keep")
+    print("  buffers the kernel declares (copies = banks x stream entries x instances; see hlsnn/resources.py):")
+    for line in format_buffers(est):
+        print(line)
     if "peak_gmacs" in est:
         print(f"  peak {est['peak_gmacs']:.1f} GMAC/s; weight-stream bound {est['stream_bound_gmacs']:.1f} GMAC/s")
     if "peak_macs_per_cycle" in est:

@@ -20,7 +20,10 @@ Keys (``KEY`` of ``--vary KEY=v1,v2,...``): a key of the engine's section, writt
 the top-level ``clock_mhz``. Values are parsed with ``yaml.safe_load``: ``8``, ``1.5``,
 ``true``, ``nearest_even``, ``null`` (the default of keys such as ``stream_bits``).
 
-Resource figures are the engine's model (``estimate()`` in its ``spec.py``), not synthesis.
+Resource figures are the engine's model (``estimate()`` in its ``spec.py``, built on
+:mod:`hlsnn.resources` from the buffers the kernel declares), not synthesis. Each variant also
+carries that per-buffer breakdown (``buffers``, ``multipliers``); the table is followed by one
+line per variant naming the buffers that take block RAM or UltraRAM.
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ __all__ = ["RESOURCES", "MAX_VARIANTS", "parse_vary", "allowed_keys", "resolve_k
            "format_table", "check_out", "plot_sweep", "matplotlib_missing"]
 
 #: Resources reported and plotted, in order (the keys of every engine's estimate).
-RESOURCES = ("dsp", "bram36", "lut", "ff")
+RESOURCES = ("dsp", "bram36", "uram", "lut", "ff")
 #: Most variants one sweep may have.
 MAX_VARIANTS = 512
 #: Names of the engine's section besides the engine's own name.
@@ -50,7 +53,7 @@ SECTION_ALIASES = ("array",)
 #: Top-level keys that may be varied.
 TOP_KEYS = ("clock_mhz",)
 
-_LABELS = {"dsp": "DSP", "bram36": "BRAM", "lut": "LUT", "ff": "FF"}
+_LABELS = {"dsp": "DSP", "bram36": "BRAM", "uram": "URAM", "lut": "LUT", "ff": "FF"}
 _FLOAT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")   # 1e3: a string in YAML 1.1
 
 
@@ -297,7 +300,7 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
     results = []
     for v in vs:
         r = {"index": v["index"], "name": v["name"], "values": v["values"], "valid": False, "error": None,
-             "resources": None, "utilization": None, "throughput": None, "fits": None, "over_budget": [],
+             "resources": None, "utilization": None, "buffers": None, "multipliers": None, "throughput": None, "fits": None, "over_budget": [],
              "clock_mhz": None, "csim": None, "csim_skipped": None}
         try:
             cfg = load_config(v["data"], source=v["source"], check_fit=False)
@@ -313,6 +316,7 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
         avail = cfg.board.resources
         over = [{"resource": k, "used": used, "available": avail.get(k, 0), "over": used - avail.get(k, 0)}
                 for k, used in est["resources"].items() if used > avail.get(k, 0)]
+        r.update(buffers=est.get("buffers", []), multipliers=est.get("multipliers", []))
         r.update(valid=True, resources=res, utilization={k: est["utilization"][k] for k in res},
                  throughput=dict(est["throughput"]) if "throughput" in est else None, fits=not over,
                  over_budget=over, clock_mhz=cfg.clock_mhz)
@@ -427,21 +431,28 @@ def _csim_text(r) -> str:
     return f"{status}: {c['mismatches']} mismatches / {c['cases']} cases{regs}, {c['time_s']:.1f} s"
 
 
+def _shown(report) -> list:
+    """The resources to show: those the board has (a board without URAM gets no URAM column)."""
+    budget = report.get("budget") or {}
+    return [k for k in RESOURCES if budget.get(k, 1)]
+
+
 def format_table(report: dict) -> str:
     """The sweep as a text table: one row per variant, then a summary line."""
     keys = report["keys"]
+    shown = _shown(report)
     unit = report["throughput_unit"] or "throughput"
-    head = ["variant", *keys, *(_LABELS[k] + "%" for k in RESOURCES), unit, "fits?", "csim"]
+    head = ["variant", *keys, *(_LABELS[k] + "%" for k in shown), unit, "fits?", "csim"]
     rows = []
     for r in report["variants"]:
         vals = [_fmt_value(r["values"][k]) for k in keys]
         if not r["valid"]:
             rows.append([r["name"], *vals, None, "invalid: " + r["error"]])
             continue
-        util = [_pct(r["utilization"][k]) for k in RESOURCES]
+        util = [_pct(r["utilization"][k]) for k in shown]
         tp = f"{r['throughput']['value']:.3g}" if r["throughput"] else "-"
         rows.append([r["name"], *vals, *util, tp, _fits_text(r), _csim_text(r)])
-    n_num = len(keys) + len(RESOURCES) + 1          # right-aligned columns after the name
+    n_num = len(keys) + len(shown) + 1          # right-aligned columns after the name
     ncols = len(head)
     width = [len(h) for h in head]
     for row in rows:
@@ -467,7 +478,7 @@ def format_table(report: dict) -> str:
     clock = f" at {report['clock_mhz']:g} MHz" if isinstance(report["clock_mhz"], (int, float)) else ""
     lines = [f"sweep of {report['name']} ({report['engine']} on {report['board']}{clock}): "
              f"{len(report['variants'])} variants of {' x '.join(keys)}",
-             "board budget " + ", ".join(f"{k.upper()} {budget[k]}" for k in RESOURCES if k in budget)
+             "board budget " + ", ".join(f"{k.upper()} {budget[k]}" for k in shown if k in budget)
              + "; utilization and throughput from the engine's model, not synthesis",
              line(head)]
     for row in rows:
@@ -484,6 +495,11 @@ def format_table(report: dict) -> str:
         tail += (f"csim: {s['csim_run']} run on {report['jobs']} worker(s), {s['csim_failed']} failed "
                  f"({s['mismatches']} mismatching outputs)")
     lines.append(tail)
+    from .resources import memory_summary
+    valid = [r for r in report["variants"] if r["valid"] and r.get("buffers")]
+    if valid:
+        lines.append("block memory by buffer (BRAM36 / URAM; `hlsnn info` or --json for every buffer):")
+        lines += [f"  {r['name']}: {memory_summary(r)}" for r in valid]
     whats = list(dict.fromkeys(r["throughput"]["what"] for r in report["variants"] if r["throughput"]))
     if whats:
         lines.append(f"{unit}: {'; '.join(whats)}")
@@ -501,7 +517,13 @@ def matplotlib_missing() -> Optional[str]:
     return None
 
 
-_MARKERS = {"dsp": ("o", "#1f77b4"), "bram36": ("s", "#ff7f0e"), "lut": ("^", "#2ca02c"), "ff": ("D", "#9467bd")}
+_MARKERS = {"dsp": ("o", "#1f77b4"), "bram36": ("s", "#ff7f0e"), "uram": ("v", "#8c564b"), "lut": ("^", "#2ca02c"),
+            "ff": ("D", "#9467bd")}
+
+
+def _offset(k, shown) -> float:
+    """Horizontal offset of resource ``k``'s marker around its variant."""
+    return (shown.index(k) - (len(shown) - 1) / 2) * 0.09
 
 
 def plot_sweep(report: dict, out, *, dpi: int = 100) -> str:
@@ -519,6 +541,7 @@ def plot_sweep(report: dict, out, *, dpi: int = 100) -> str:
     vs = report["variants"]
     n = len(vs)
     keys = report["keys"]
+    shown = _shown(report)
     fig = Figure(figsize=(max(8.0, 0.75 * n + 2.5), 7.4), dpi=dpi)
     FigureCanvasAgg(fig)
     legend_rows = 1 if n >= 9 else 2
@@ -526,18 +549,18 @@ def plot_sweep(report: dict, out, *, dpi: int = 100) -> str:
         "height_ratios": (3, 2), "hspace": 0.08, "left": 0.08, "right": 0.985,
         "top": 0.87 - 0.035 * (legend_rows - 1), "bottom": 0.06 + 0.035 * len(keys)})
     x = list(range(n))
-    utils = [100 * r["utilization"][k] for r in vs if r["valid"] for k in RESOURCES]
+    utils = [100 * r["utilization"][k] for r in vs if r["valid"] for k in shown]
     top = max(utils, default=100)
     log = top > 400
     for i, r in enumerate(vs):
         if r["valid"] and not r["fits"]:
             for ax in (ax_u, ax_t):
                 ax.axvspan(i - 0.45, i + 0.45, color="#d62728", alpha=0.12, lw=0)
-    for k in RESOURCES:
+    for k in shown:
         mk, col = _MARKERS[k]
         xs = [i for i, r in enumerate(vs) if r["valid"]]
         ys = [100 * vs[i]["utilization"][k] for i in xs]
-        offs = (RESOURCES.index(k) - 1.5) * 0.09
+        offs = _offset(k, shown)
         ax_u.plot([i + offs for i in xs], ys, mk, color=col, ms=7, mec="white", mew=0.6,
                   label=_LABELS[k], linestyle="none")
     ax_u.axhline(100, color="#d62728", ls="--", lw=1.2)
@@ -561,12 +584,12 @@ def plot_sweep(report: dict, out, *, dpi: int = 100) -> str:
             k = worst["resource"]
             more = f" & {len(r['over_budget']) - 1} more" if len(r["over_budget"]) > 1 else ""
             ax_u.annotate(f"+{worst['over']} {_LABELS.get(k, k.upper())}{more}",
-                          (i + (RESOURCES.index(k) - 1.5) * 0.09 if k in RESOURCES else i,
+                          (i + _offset(k, shown) if k in shown else i,
                            100 * r["utilization"].get(k, worst["used"] / max(worst["available"], 1))),
                           xytext=(0, 7), textcoords="offset points", ha="center", va="bottom",
                           fontsize=8, color="#b22222", fontweight="bold")
     handles = [Line2D([], [], marker=_MARKERS[k][0], color=_MARKERS[k][1], ls="none", ms=7, label=_LABELS[k])
-               for k in RESOURCES]
+               for k in shown]
     handles += [Line2D([], [], color="#d62728", ls="--", lw=1.2, label="board budget (100%)"),
                 Patch(color="#d62728", alpha=0.18, label="over budget: flagged, not compiled")]
     if any(not r["valid"] for r in vs):

@@ -1,5 +1,4 @@
-"""Helpers shared by the engines' emulators and resource models."""
-import math
+"""Helpers shared by the engines' emulators (the resource model is :mod:`hlsnn.resources`)."""
 import threading
 
 import numpy as np
@@ -41,14 +40,6 @@ def round_into(v, rounding, out):
     a -= fl
     fl += a >= 0.5
     return np.copysign(fl, v, out=out)
-
-
-def bram36(depth: int, width: int) -> float:
-    """BRAM36 blocks for one memory bank: 18 Kb halves of 1024 x 18; banks of <= 2 Kb are
-    LUTRAM (resource model, not synthesis)."""
-    if depth * width <= 2048:
-        return 0.0
-    return math.ceil(width / 18) * math.ceil(depth / 1024) / 2
 
 
 def largest_frac(amax: float, limit: float) -> int:

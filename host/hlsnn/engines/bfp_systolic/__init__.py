@@ -2,7 +2,7 @@
 from . import cases, protocol
 from .emulator import emulate, emulate_reference, exact_matmul, select_exponent
 from .kernel import Kernel
-from .spec import MAGIC, NAME, SCHEMA, TOP, estimate, template_context, validate
+from .spec import MAGIC, NAME, SCHEMA, TOP, buffers, estimate, template_context, validate
 
 #: Jinja2 template (under hls/engines/bfp_systolic/) -> rendered file name.
 TEMPLATES = {
@@ -14,5 +14,5 @@ TEMPLATES = {
 }
 KERNEL_SOURCES = ("bfp_systolic.cpp",)
 
-__all__ = ["NAME", "TOP", "MAGIC", "SCHEMA", "TEMPLATES", "KERNEL_SOURCES", "validate", "estimate",
+__all__ = ["NAME", "TOP", "MAGIC", "SCHEMA", "TEMPLATES", "KERNEL_SOURCES", "validate", "buffers", "estimate",
            "template_context", "protocol", "cases", "emulate", "emulate_reference", "exact_matmul", "select_exponent", "Kernel"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from ...config import Field
-from ..common import bram36 as _bram36
 from ...errors import ConfigError
 from ...primitives import ROUNDING_CODES
 
@@ -61,46 +60,72 @@ def validate(p: dict, board, source) -> dict:
     return p
 
 
-def estimate(cfg) -> dict:
-    """Resource and throughput model (documented, not a synthesis result).
+#: Estimated logic (LUT, FF), not synthesis: per tile, per column, and for streams and control.
+TILE_LUT, COL_LUT, BASE_LUT, BASE_FF = 40, 250, 3000, 4000
 
-    * DSP: two multipliers per tile (each product of two <=16-bit mantissas fits one DSP48
-      multiplier), ``rows * cols * 2``, plus 4 for the statistics unit's divider/squares.
-    * BRAM36: the input buffer (``cols * 2`` banks of ``max_k/2`` mantissas), the result
-      buffer (``cols`` banks of ``max_n`` accumulators), bias and weight-exponent buffers,
-      each bank rounded up to 18 Kb halves; banks of <= 2 Kb are LUTRAM.
-    * LUT / FF: 40 LUTs and ``acc_bits + 2*mantissa_bits`` FFs per tile (operand and pipeline
-      registers), 250 LUTs per column for the post-processing shifters, 3000 LUTs / 4000 FFs
-      for the stream readers, exponent path and control.
+
+def buffers(ctx) -> tuple:
+    """Every array the kernel declares (hls/engines/bfp_systolic/kernel.cpp.j2), by its C++
+    name, and its multipliers, from the template context ``ctx``."""
+    from ...resources import Buffer, Multiplier
+    top, rows, cols = ctx["top"], ctx["rows"], ctx["cols"]
+    m, e, acc, n = ctx["mantissa_bits"], ctx["exponent_bits"], ctx["acc_bits"], ctx["max_n"]
+    complete = ((0, "complete"),)
+    bufs = [
+        Buffer("hist", top, "array", 32, (ctx["acc_bits"],), partition=complete, note="statistics unit"),
+        Buffer("xbuf", top, "array", m, (cols, ctx["max_k_pairs"], 2), partition=((1, "complete"), (3, "complete")),
+               static=True, note="input samples, one bank per column and pair half"),
+        Buffer("xexp", top, "array", e, (cols,), partition=complete, static=True),
+        Buffer("ybuf", top, "array", acc, (cols, n), partition=((1, "complete"),), static=True,
+               note="wide results of a batch tile"),
+        Buffer("bias", top, "array", m, (n,), static=True),
+        Buffer("wexp", top, "array", e, (n,), static=True, used=ctx["weight_exponent_per_row"],
+               note="per-row weight exponents (unused with a tensor-wide exponent)"),
+        Buffer("acc", top, "array", acc, (rows, cols), partition=complete, note="tile accumulators"),
+        Buffer("wide", top, "array", acc, (cols,), partition=complete),
+        Buffer("counted", top, "array", 1, (cols,), partition=complete),
+    ]
+    tiles = rows * cols
+    muls = [Multiplier("w*x", top, m, m, count=2 * tiles,
+                       note="two mantissa products per tile; the sum and accumulation use the DSP's adders")]
+    if not ctx["weight_exponent_per_row"]:   # the statistics unit exists only then (use_stats)
+        sb = STAT_BITS
+        muls += [Multiplier("t*t", top, sb, sb, False, False, note="sum of squares"),
+                 Multiplier("cnt*s2", top, 14, 2 * sb + 13, False, False, note="n * sum t^2"),
+                 Multiplier("s1*s1", top, sb + 13, sb + 13, False, False, note="(sum t)^2"),
+                 Multiplier("k*sd", top, 4, 32, False, False, note="k * n*sigma")]
+    return bufs, muls
+
+
+def estimate(cfg) -> dict:
+    """Resources from the buffers and multipliers the kernel declares (:func:`buffers`,
+    mapped by :mod:`hlsnn.resources`) plus a logic estimate (documented, not a synthesis result).
+
+    * DSP: each mantissa product (at most 16 x 16 bits) fits one DSP48 multiplier, two per
+      tile, ``rows * cols * 2``; the statistics unit (tensor-wide weight exponent only) adds
+      its four products, tiled by width.
+    * LUT / FF: ``TILE_LUT`` LUTs and ``2*mantissa_bits`` FFs per tile (operand and pipeline
+      registers; the accumulators are counted as register buffers), ``COL_LUT`` LUTs per column
+      for the post-processing shifters, ``BASE_LUT`` / ``BASE_FF`` for the stream readers,
+      exponent path and control, plus the LUTRAM and register buffers.
     """
-    p, board = cfg.params, cfg.board
+    from ... import resources
+    p = cfg.params
     tiles = p["rows"] * p["cols"]
-    m = p["mantissa_bits"]
-    kp = (p["max_k"] + 1) // 2
-    bram = (2 * p["cols"] * _bram36(kp, m) + p["cols"] * _bram36(p["max_n"], p["acc_bits"])
-            + _bram36(p["max_n"], m) + _bram36(p["max_n"], p["exponent_bits"]))
-    res = {
-        "dsp": tiles * 2 + 4,
-        "bram36": math.ceil(bram),
-        "lut": 40 * tiles + 250 * p["cols"] + 3000,
-        "ff": (p["acc_bits"] + 2 * m) * tiles + 4000,
-    }
+    model = resources.build(*buffers(template_context(cfg)), cfg.board.ps)
     macs_per_cycle = 2 * tiles
     step_beats = context_step_beats(p)
-    return {
-        "resources": res,
-        "utilization": {k: res[k] / board.resources[k] for k in res},
-        "peak_gmacs": macs_per_cycle * cfg.clock_mhz / 1e3,
-        # Weights stream at one step per step_beats beats; each step is 2*rows*cols MACs.
-        "stream_bound_gmacs": macs_per_cycle / step_beats * cfg.clock_mhz / 1e3,
-        "throughput": {"value": macs_per_cycle * cfg.clock_mhz / 1e3, "unit": "GMAC/s",
-                       "what": "peak multiply-accumulates per second: 2 per tile per cycle"},
-        "notes": {
-            "dsp": f"{tiles} tiles x 2 multipliers",
-            "bram36": f"input buffer {p['cols']}x{p['max_k']}, result buffer {p['cols']}x{p['max_n']}",
-            "lut": f"{tiles} tiles", "ff": f"{tiles} tiles",
+    return resources.estimate(
+        cfg, model, logic_lut=TILE_LUT * tiles + COL_LUT * p["cols"] + BASE_LUT,
+        logic_ff=2 * p["mantissa_bits"] * tiles + BASE_FF,
+        extra={
+            "peak_gmacs": macs_per_cycle * cfg.clock_mhz / 1e3,
+            # Weights stream at one step per step_beats beats; each step is 2*rows*cols MACs.
+            "stream_bound_gmacs": macs_per_cycle / step_beats * cfg.clock_mhz / 1e3,
+            "throughput": {"value": macs_per_cycle * cfg.clock_mhz / 1e3, "unit": "GMAC/s",
+                           "what": "peak multiply-accumulates per second: 2 per tile per cycle"},
         },
-    }
+        notes={"lut": f"{tiles} tiles (model) + LUTRAM buffers", "ff": f"{tiles} tiles (model) + register buffers"})
 
 
 def context_step_beats(p) -> int:

@@ -3,7 +3,7 @@ power-of-two and two-hot weights (source 000)."""
 from . import cases, protocol
 from .emulator import emulate, im2col, register_contributions
 from .kernel import Kernel
-from .spec import MAGIC, MODES, NAME, SCHEMA, TOP, estimate, template_context, validate
+from .spec import MAGIC, MODES, NAME, SCHEMA, TOP, buffers, estimate, template_context, validate
 
 #: Jinja2 template (under hls/engines/shift_mac/ or hls/harness/) -> rendered file name.
 TEMPLATES = {
@@ -15,5 +15,5 @@ TEMPLATES = {
 }
 KERNEL_SOURCES = ("shift_mac.cpp",)
 
-__all__ = ["NAME", "TOP", "MAGIC", "MODES", "SCHEMA", "TEMPLATES", "KERNEL_SOURCES", "validate", "estimate",
+__all__ = ["NAME", "TOP", "MAGIC", "MODES", "SCHEMA", "TEMPLATES", "KERNEL_SOURCES", "validate", "buffers", "estimate",
            "template_context", "protocol", "cases", "emulate", "im2col", "register_contributions", "Kernel"]

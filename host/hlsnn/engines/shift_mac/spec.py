@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 from ...config import Field
-from ..common import bram36 as _bram36
 from ...errors import ConfigError
 from ...primitives import ROUNDING_CODES
 
@@ -89,40 +88,69 @@ def lut_per_unit(p) -> int:
     return shifters + delta + (ws + d + 1) + 2 * p["acc_bits"] + 16
 
 
+#: Estimated logic (LUT, FF) outside the units, not synthesis: streams and control.
+BASE_LUT, BASE_FF = 3000, 4000
+
+
+def buffers(ctx) -> tuple:
+    """Every array the kernel declares (hls/engines/shift_mac/kernel.cpp.j2), by its C++ name,
+    from the template context ``ctx``. No multipliers: products are shifts (``ALLOCATION mul
+    limit=0``)."""
+    from ...resources import Buffer
+    top, rows, cols = ctx["top"], ctx["rows"], ctx["cols"]
+    xb = ctx["act_bits"] + (0 if ctx["act_signed"] else 1)
+    acc = ctx["acc_bits"]
+    complete = ((0, "complete"),)
+    bufs = [
+        Buffer("xbuf", top, "array", xb, (cols, ctx["max_k"]), partition=((1, "complete"),), static=True,
+               note="activations, one bank per column"),
+        Buffer("ybuf", top, "array", ctx["act_bits"] + 1, (cols, ctx["max_n"]), partition=((1, "complete"),),
+               static=True, note="requantized outputs of a batch tile"),
+        Buffer("fmap", top, "array", xb, (ctx["max_fmap"] if ctx["conv"] else 1,), static=True,
+               used=ctx["conv"], note="convolution input feature map"),
+        Buffer("bias", top, "array", 32, (2 * rows,), partition=complete),
+        Buffer("shift", top, "array", 16, (2 * rows,), partition=complete),
+        Buffer("acc1", top, "array", acc, (rows, cols), partition=complete),
+        Buffer("acc2", top, "array", acc, (rows, cols), partition=complete),
+        Buffer("prev_cfg", top, "array", 1, (rows,), partition=complete),
+        Buffer("hist", top, "array", 32, (acc,), partition=complete, note="statistics unit"),
+        Buffer("wide_a", top, "array", acc, (cols,), partition=complete),
+        Buffer("wide_b", top, "array", acc, (cols,), partition=complete),
+        Buffer("count_a", top, "array", 1, (cols,), partition=complete),
+        Buffer("count_b", top, "array", 1, (cols,), partition=complete),
+    ]
+    return bufs, []
+
+
 def estimate(cfg) -> dict:
     """Resources and throughput: no DSPs; LUTs from :func:`lut_per_unit` per unit plus the
-    requantization (one shifter per column) and 3000 LUTs of stream logic and control; FFs
-    for both accumulators and the weight register per unit; BRAM for the input, result and
-    feature-map buffers. Products per cycle: one per unit in two-hot mode, two in PoT mode."""
-    p, board = cfg.params, cfg.board
+    requantization (one shifter per column) and ``BASE_LUT`` of stream logic and control; FFs
+    for the weight register per unit and ``BASE_FF``; the buffers (accumulators in registers,
+    input/result/feature-map RAMs) come from :func:`buffers`, mapped by :mod:`hlsnn.resources`.
+    Products per cycle: one per unit in two-hot mode, two in PoT mode."""
+    from ... import resources
+    p = cfg.params
     units = p["rows"] * p["cols"]
     lut_unit = lut_per_unit(p)
     reg_bits = 2 * p["exp_bits"] + 5
-    bram = (p["cols"] * _bram36(p["max_k"], p["act_bits"]) + p["cols"] * _bram36(p["max_n"], p["act_bits"])
-            + 2 * _bram36(p["max_n"], 32) + (_bram36(p["max_fmap"], p["act_bits"]) if p["conv"] else 0))
-    res = {
-        "dsp": 0,
-        "bram36": math.ceil(bram),
-        "lut": units * lut_unit + p["cols"] * (2 * p["acc_bits"]) + 3000,
-        "ff": units * (2 * p["acc_bits"] + reg_bits) + 4000,
-    }
+    model = resources.build(*buffers(template_context(cfg)), cfg.board.ps)
     step_beats = math.ceil(p["rows"] * LANE_BITS / p["stream_bits"])
     mhz = cfg.clock_mhz
-    return {
-        "resources": res,
-        "utilization": {k: res[k] / board.resources[k] if board.resources[k] else 0.0 for k in res},
-        "lut_per_unit": lut_unit,
-        "units": units,
-        "products_per_cycle": {"twohot": units, "pot": 2 * units, "pot_sum": units},
-        "peak_gops": {m: 2 * n * mhz / 1e3 for m, n in {"twohot": units, "pot": 2 * units}.items()},
-        "stream_bound_products_per_cycle": {"twohot": units / step_beats, "pot": 2 * units / step_beats},
-        "throughput": {"value": (2 if p["default_mode"] == "pot" else 1) * units * mhz / 1e3,
-                       "unit": "G products/s",
-                       "what": f"peak products per second in the default mode ({p['default_mode']})"},
-        "notes": {"lut": f"{units} units x {lut_unit} LUTs (model in spec.lut_per_unit)",
-                  "bram36": "input, result, parameter and feature-map buffers", "dsp": "none by design",
-                  "ff": "two accumulators and a weight register per unit"},
-    }
+    return resources.estimate(
+        cfg, model, logic_lut=units * lut_unit + p["cols"] * (2 * p["acc_bits"]) + BASE_LUT,
+        logic_ff=units * reg_bits + BASE_FF,
+        extra={
+            "lut_per_unit": lut_unit,
+            "units": units,
+            "products_per_cycle": {"twohot": units, "pot": 2 * units, "pot_sum": units},
+            "peak_gops": {m: 2 * n * mhz / 1e3 for m, n in {"twohot": units, "pot": 2 * units}.items()},
+            "stream_bound_products_per_cycle": {"twohot": units / step_beats, "pot": 2 * units / step_beats},
+            "throughput": {"value": (2 if p["default_mode"] == "pot" else 1) * units * mhz / 1e3,
+                           "unit": "G products/s",
+                           "what": f"peak products per second in the default mode ({p['default_mode']})"},
+        },
+        notes={"lut": f"{units} units x {lut_unit} LUTs (model in spec.lut_per_unit) + LUTRAM buffers",
+               "dsp": "none by design", "ff": "a weight register per unit (model) + register buffers"})
 
 
 def template_context(cfg) -> dict:

@@ -3,7 +3,7 @@ sub-feature-maps (sources 003 and 004)."""
 from . import cases, protocol
 from .emulator import conv_accumulate, emulate, postprocess
 from .kernel import Kernel
-from .spec import MAGIC, NAME, SCHEMA, TOP, estimate, template_context, validate
+from .spec import MAGIC, NAME, SCHEMA, TOP, buffers, estimate, template_context, validate
 
 #: Jinja2 template (under hls/engines/sparse_cluster/ or hls/harness/) -> rendered file name.
 TEMPLATES = {
@@ -15,5 +15,5 @@ TEMPLATES = {
 }
 KERNEL_SOURCES = ("sparse_cluster.cpp",)
 
-__all__ = ["NAME", "TOP", "MAGIC", "SCHEMA", "TEMPLATES", "KERNEL_SOURCES", "validate", "estimate",
+__all__ = ["NAME", "TOP", "MAGIC", "SCHEMA", "TEMPLATES", "KERNEL_SOURCES", "validate", "buffers", "estimate",
            "template_context", "protocol", "cases", "conv_accumulate", "emulate", "postprocess", "Kernel"]

@@ -7,7 +7,6 @@ import math
 from ...config import Field
 from ...errors import ConfigError
 from ...primitives import ROUNDING_CODES
-from ..common import bram36
 from .protocol import ACC_BITS
 
 NAME = "sparse_cluster"
@@ -58,31 +57,80 @@ def validate(p: dict, board, source) -> dict:
     return p
 
 
+#: Estimated logic per compute unit and for Dispatch/Collect/control (LUT, FF), not synthesis.
+UNIT_LUT, UNIT_FF, BASE_LUT, BASE_FF = 1800, 2200, 4000, 5000
+
+
+def storage_plan(p, board) -> dict:
+    """Where the two largest per-unit buffers live: ``acc`` (the accumulation RAM) and
+    ``res_q`` (the output FIFO). Where the board has UltraRAM, they go to URAM, ``acc`` first,
+    as long as all units together stay within 85% of the board's URAM; the rest is block RAM.
+    Returns the template booleans ``acc_uram`` and ``res_q_uram``."""
+    from ...resources import MARGINS, uram_for
+    budget = MARGINS["uram"] * board.resources.get("uram", 0)
+    used = 0
+    plan = {}
+    for name, depth, width in (("acc", p["max_z"] * p["tile_h"] * p["tile_w"], ACC_BITS),
+                               ("res_q", 2 * p["max_z"] * p["tile_h"] * p["tile_w"], LANE_BITS)):
+        need = p["units"] * uram_for(depth, width)
+        plan[f"{name}_uram"] = bool(budget) and used + need <= budget
+        used += need if plan[f"{name}_uram"] else 0
+    return plan
+
+
+def buffers(ctx) -> tuple:
+    """Every array and stream the kernel declares (hls/engines/sparse_cluster/kernel.cpp.j2),
+    by its C++ name, and its multipliers, from the template context ``ctx``."""
+    from ...resources import Buffer, DEFAULT_STREAM_DEPTH, Multiplier
+    m = ctx["units"]
+    z, th, tw = ctx["max_z"], ctx["tile_h"], ctx["tile_w"]
+    top = ctx["top"]
+    complete = ((0, "complete"),)
+    bufs = [
+        Buffer("acc", "Unit", "array", ACC_BITS, (z, th, tw), storage="ram_t2p",
+               impl="uram" if ctx["acc_uram"] else "bram", static=True, instances=m,
+               note="accumulation buffer"),
+        Buffer("val_buf", "Unit", "array", 8, (ctx["max_entries"],), static=True, instances=m),
+        Buffer("row_buf", "Unit", "array", 8, (ctx["max_entries"],), static=True, instances=m),
+        Buffer("col_buf", "Unit", "array", 8, (ctx["max_entries"],), static=True, instances=m),
+        Buffer("bias", "Unit", "array", 32, (z,), instances=m),
+        Buffer("shift", "Unit", "array", 16, (z,), instances=m),
+        Buffer("hist", "Unit", "array", 32, (ctx["stats_bins"],), partition=complete, instances=m),
+        Buffer("oh", "Collect", "array", 32, (m,)),
+        Buffer("ow", "Collect", "array", 32, (m,)),
+        Buffer("hist", "Collect", "array", 32, (ctx["stats_bins"],), partition=complete),
+        Buffer("job_q", top, "stream", LANE_BITS, (m,), depth=2 + 3 * z),
+        Buffer("data_q", top, "stream", LANE_BITS, (m,), depth=1 + 2 * ctx["max_entries"]),
+        Buffer("coef_q", top, "stream", LANE_BITS, (m,), depth=1 + 2 * ctx["max_coefs"]),
+        Buffer("res_q", top, "stream", LANE_BITS, (m,), depth=2 * z * th * tw, storage="fifo",
+               impl="uram" if ctx["res_q_uram"] else "bram", note="a whole output tile per unit"),
+        Buffer("sat_q", top, "stream", 32, (m,), depth=DEFAULT_STREAM_DEPTH),
+        Buffer("stats_q", top, "stream", 32, (m,), depth=ctx["stats_bins"]),
+        Buffer("hdr_q", top, "stream", LANE_BITS, (), depth=2 * m * 4),
+    ]
+    muls = [
+        Multiplier("coef*val", "Unit", 8, 8, count=m, note="one int8 x int8 product per unit and cycle"),
+        Multiplier("output sizes", "Collect", 32, 32, count=3 * m,
+                   note="zg*area, oh*ow, (oh/2)*(ow/2) per unit (the binder may share them)"),
+    ]
+    return bufs, muls
+
+
 def estimate(cfg) -> dict:
-    """Resources: one 8x8 multiplier per unit (a DSP), per unit an accumulation buffer
-    ``max_z x tile_h x tile_w`` of int32 and value/index buffers for one input tile, FIFOs.
-    Work model: a unit's cycles follow its non-zero products (see ``model.py``)."""
-    p, board = cfg.params, cfg.board
-    m = p["units"]
-    th, tw = tile_in(p)
-    per_unit_bram = (bram36(p["max_z"] * p["tile_h"] * p["tile_w"], ACC_BITS) + bram36(th * tw, 8)
-                     + bram36(th * tw, 16) + 2 * bram36(p["max_z"] * p["max_ksize"] ** 2, 16))
-    res = {
-        "dsp": m + 1,
-        "bram36": math.ceil(m * per_unit_bram + 2),
-        "lut": m * 1800 + 4000,
-        "ff": m * 2200 + 5000,
-    }
-    return {
-        "resources": res,
-        "utilization": {k: res[k] / board.resources[k] for k in res},
-        "units": m,
-        "peak_macs_per_cycle": m,
-        "throughput": {"value": m * cfg.clock_mhz / 1e3, "unit": "G multiplies/s",
-                       "what": "peak multiplies per second: one per unit per cycle (non-zero pairs only)"},
-        "notes": {"dsp": f"{m} units x 1 multiplier", "bram36": f"{m} accumulation and tile buffers",
-                  "lut": f"{m} units", "ff": f"{m} units"},
-    }
+    """Resources from the buffers and multipliers the kernel declares (:func:`buffers`,
+    mapped by :mod:`hlsnn.resources`); LUT/FF logic ``UNIT_LUT``/``UNIT_FF`` per unit plus
+    ``BASE_LUT``/``BASE_FF``. One int8 x int8 product per unit (a DSP each: 8 x 8 fits any
+    DSP48's ports, and HLS does not pack two into one). Work model: a unit's cycles follow its
+    non-zero products (see ``model.py``)."""
+    from ... import resources
+    m = cfg.params["units"]
+    model = resources.build(*buffers(template_context(cfg)), cfg.board.ps)
+    return resources.estimate(
+        cfg, model, logic_lut=m * UNIT_LUT + BASE_LUT, logic_ff=m * UNIT_FF + BASE_FF,
+        extra={"units": m, "peak_macs_per_cycle": m,
+               "throughput": {"value": m * cfg.clock_mhz / 1e3, "unit": "G multiplies/s",
+                              "what": "peak multiplies per second: one per unit per cycle (non-zero pairs only)"}},
+        notes={"lut": f"{m} units (model) + LUTRAM/SRL buffers", "ff": f"{m} units (model) + register buffers"})
 
 
 def template_context(cfg) -> dict:
@@ -97,6 +145,7 @@ def template_context(cfg) -> dict:
         "max_coefs": p["max_z"] * p["max_ksize"] ** 2,
         "lane_bits": LANE_BITS,
         "stats_bins": ACC_BITS,
+        **storage_plan(p, cfg.board),
         "rounding_code": ROUNDING_CODES[p["rounding"]],
         "magic": MAGIC,
         "top": TOP,
