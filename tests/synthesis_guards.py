@@ -23,7 +23,9 @@ synthesized design would do differently. The rule, checked by :func:`violations`
 
 :func:`strip_sim_only` removes what the tool would not compile (as ``unifdef -D__SYNTHESIS__``
 would for this one macro), so a test can build the stripped kernel and compare its outputs
-with the unstripped one.
+with the unstripped one. C-sim-only state that the C ABI harness reads (a flag, counters)
+belongs in a header the kernels include only inside ``#ifndef __SYNTHESIS__`` and the harness
+includes directly, like ``hlsnn/csim_flags.h``: such a header is treated as sim-only as a whole.
 """
 from __future__ import annotations
 

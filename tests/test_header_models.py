@@ -95,9 +95,16 @@ def copy_rendered(rendered, dest: Path, edit=None):
     return codegen.RenderedKernel(rendered.config, dest, rendered.files, digest.hexdigest())
 
 
-def strip_kernel(name, text):
-    """What Vitis HLS compiles of our kernel-side files: sim-only blocks removed."""
-    return text if Path(name).name in HARNESS_FILES else guards.strip_sim_only(text, name)
+def strip_kernel(rendered):
+    """``edit`` for :func:`copy_rendered`: what Vitis HLS compiles of our kernel-side files,
+    sim-only blocks removed. The harness and headers the kernel includes only from sim-only
+    blocks (C-sim state the harness reads, e.g. csim_flags.h) stay as they are."""
+    texts = {f: (rendered.dir / f).read_text() for f in rendered.files if f.endswith((".h", ".cpp"))}
+    keep = HARNESS_FILES | guards.sim_only_headers(texts)
+
+    def edit(name, text):
+        return text if Path(name).name in keep else guards.strip_sim_only(text, name)
+    return edit
 
 
 # ----------------------------------------------------------------------------- the models
@@ -270,7 +277,7 @@ def libraries(tmp_path_factory):
         r = codegen.render(cfg, base / engine / "hls")
         for model in MODELS:
             jobs[(engine, model)] = (cfg, r, include_dirs(model))
-        jobs[(engine, "stripped")] = (cfg, copy_rendered(r, base / engine / "stripped", strip_kernel), [])
+        jobs[(engine, "stripped")] = (cfg, copy_rendered(r, base / engine / "stripped", strip_kernel(r)), [])
     cfg, r, _ = jobs[("bfp_systolic", "vitis2023")]
 
     def plant(name, text):  # a sim-only block that changes every output beat
