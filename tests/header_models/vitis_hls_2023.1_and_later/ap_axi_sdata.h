@@ -50,18 +50,17 @@
 namespace hls {
 
 // Bit width of a data type: ap_[u]int<W> count W bits, anything else its storage [HDR-2023].
+// As released, the ap_[u]int specialisations take a std::size_t parameter while ap_[u]int take
+// an int: g++ (the compiler of this C-simulation) does not deduce W across that type
+// mismatch, so in C-simulation every type falls back to its storage size (ap_uint<24> -> 32
+// bits, so keep/strb get 4 bits). Kept here so the model behaves as the release does under g++;
+// for hlsnn's power-of-two stream widths of 32 bits and more both give W.
 template <typename T>
-struct hlsnn_model_bits {
-  static constexpr std::size_t value = sizeof(T) * CHAR_BIT;
-};
-template <int W>
-struct hlsnn_model_bits<ap_int<W> > {
-  static constexpr std::size_t value = W;
-};
-template <int W>
-struct hlsnn_model_bits<ap_uint<W> > {
-  static constexpr std::size_t value = W;
-};
+constexpr std::size_t hlsnn_model_bits = sizeof(T) * CHAR_BIT;
+template <std::size_t W>
+constexpr std::size_t hlsnn_model_bits<ap_int<W> > = W;
+template <std::size_t W>
+constexpr std::size_t hlsnn_model_bits<ap_uint<W> > = W;
 
 // The type of every disabled signal: no members, no conversions [HDR-2023].
 struct axis_disabled_signal {};
@@ -83,7 +82,7 @@ struct axis {
   static constexpr std::size_t width_user = has_user ? WUser : 1;
   static constexpr std::size_t width_id = has_id ? WId : 1;
   static constexpr std::size_t width_dest = has_dest ? WDest : 1;
-  static constexpr std::size_t width_keep = (hlsnn_model_bits<T>::value + CHAR_BIT - 1) / CHAR_BIT;
+  static constexpr std::size_t width_keep = (hlsnn_model_bits<T> + CHAR_BIT - 1) / CHAR_BIT;
   static constexpr std::size_t width_strb = width_keep;
   static constexpr std::size_t width_last = 1;
 
