@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "hlsnn/csim_flags.h"
 #include "hlsnn/stream_io.h"
 
 namespace hlsnn {
@@ -25,15 +26,9 @@ template <int W>
 void PushBeats(hls::stream<AxisWord<W> > &s, const uint8_t *bytes, uint64_t n_beats) {
   const int kBytes = W / 8;
   for (uint64_t i = 0; i < n_beats; ++i) {
-    AxisWord<W> beat;
-    for (int b = 0; b < kBytes; ++b) beat.data.range(8 * b + 7, 8 * b) = bytes[i * kBytes + b];
-    beat.keep = -1;
-    beat.strb = -1;
-    beat.user = 0;
-    beat.id = 0;
-    beat.dest = 0;
-    beat.last = (i + 1 == n_beats);
-    s.write(beat);
+    ap_uint<W> data = 0;
+    for (int b = 0; b < kBytes; ++b) data.range(8 * b + 7, 8 * b) = bytes[i * kBytes + b];
+    s.write(MakeBeat<W>(data, i + 1 == n_beats));  // data, keep, strb, last only: see axis.h
   }
 }
 

@@ -3,6 +3,8 @@ call its real top function from Python through the C ABI bridge (ctypes).
 
 * Headers: ``$XILINX_HLS/include`` when set (and it holds ``ap_int.h``), else the copy of
   Xilinx's Apache-2.0 ap_types that the ``hls4ml`` wheel ships (``pip install hlsnn[csim]``).
+  ``include_dirs`` puts extra folders first on the search path, e.g. a model of a Vitis HLS
+  release's ``ap_axi_sdata.h`` (``tests/header_models/``), which ``hlsnn/axis.h`` then uses.
 * Cache: the shared library is named after a hash of the rendered sources, the compiler
   command and the header folder, under ``build/<stem>/csim/``; a rebuild happens only when
   one of them changes. Libraries are compiled to a temporary name and renamed into place, so
@@ -60,16 +62,24 @@ def compiler() -> str:
     return cxx
 
 
-def library_path(rendered) -> Path:
+def include_args(rendered, include_dirs=()) -> list:
+    """The ``-I``/``-isystem`` arguments of a csim compile: ``include_dirs`` first, then the
+    rendered project's folders, then the ap_types headers."""
+    return ([f"-I{Path(d)}" for d in include_dirs]
+            + [f"-I{rendered.dir / 'include'}", f"-I{rendered.dir}", f"-isystem{ap_types_dir()}"])
+
+
+def library_path(rendered, include_dirs=()) -> Path:
     """Where the cached shared library of a rendered kernel lives (may not exist yet)."""
-    cmd = " ".join((compiler(),) + CXX_FLAGS)
+    cmd = " ".join((compiler(),) + CXX_FLAGS + tuple(f"-I{Path(d).resolve()}" for d in include_dirs))
     key = hashlib.sha256(f"{rendered.sha}\n{cmd}\n{ap_types_dir()}".encode()).hexdigest()[:16]
     return rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{key}.so"
 
 
-def compile_library(rendered, *, verbose=False) -> Path:
-    """Compile (or reuse from the cache) the csim library of a rendered kernel."""
-    lib = library_path(rendered)
+def compile_library(rendered, *, verbose=False, include_dirs=()) -> Path:
+    """Compile (or reuse from the cache) the csim library of a rendered kernel.
+    ``include_dirs``: extra header folders searched first (they are part of the cache key)."""
+    lib = library_path(rendered, include_dirs)
     if lib.is_file():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
@@ -77,8 +87,7 @@ def compile_library(rendered, *, verbose=False) -> Path:
     sources = [str(rendered.dir / s) for s in eng.KERNEL_SOURCES] + [str(rendered.dir / "bridge.cpp")]
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
     os.close(fd)
-    argv = [compiler(), *CXX_FLAGS, f"-I{rendered.dir / 'include'}", f"-I{rendered.dir}",
-            f"-isystem{ap_types_dir()}", *sources, "-o", tmp]
+    argv = [compiler(), *CXX_FLAGS, *include_args(rendered, include_dirs), *sources, "-o", tmp]
     t0 = time.time()
     if verbose:
         print(f"csim: compiling {rendered.dir} ...", flush=True)

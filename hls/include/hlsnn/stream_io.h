@@ -5,17 +5,11 @@
 #define HLSNN_STREAM_IO_H_
 
 #include "hlsnn/axis.h"
+#ifndef __SYNTHESIS__
+#include "hlsnn/csim_flags.h"  // CsimUnderflow(): C-simulation only
+#endif
 
 namespace hlsnn {
-
-#ifndef __SYNTHESIS__
-// C-simulation only: set when a kernel reads an empty input stream (the host sent too few
-// beats); the C ABI harness reports it instead of letting hls_stream return zeros silently.
-inline bool &CsimUnderflow() {
-  static bool flag = false;
-  return flag;
-}
-#endif
 
 template <int W>
 inline ap_uint<W> ReadBeat(hls::stream<AxisWord<W> > &s) {
@@ -71,15 +65,7 @@ struct LaneWriter {
   }
   void Emit(hls::stream<AxisWord<W> > &s, bool last) {
 #pragma HLS INLINE
-    AxisWord<W> beat;
-    beat.data = word;
-    beat.keep = -1;
-    beat.strb = -1;
-    beat.user = 0;
-    beat.id = 0;
-    beat.dest = 0;
-    beat.last = last;
-    s.write(beat);
+    s.write(MakeBeat<W>(word, last));  // data, keep, strb, last only: see axis.h
     word = 0;
     lane = 0;
   }
