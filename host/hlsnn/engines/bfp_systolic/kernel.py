@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ...perf import instrument
 from ...formats import bfp
 from .. import tiling
 from . import protocol
@@ -17,6 +18,7 @@ def _flags(relu, has_bias, use_stats, stats_out=False):
             | (protocol.FLAG_STATS if use_stats else 0) | (protocol.FLAG_STATS_OUT if stats_out else 0))
 
 
+@instrument
 class Kernel:
     """GEMM ``y = relu(x @ w.T + bias)`` on a ``bfp_systolic`` accelerator.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ...perf import instrument
 from ...formats import shift as sfmt
 from .. import tiling
 from . import protocol, tiles
@@ -13,6 +14,7 @@ from ..common import largest_frac as _largest_frac
 from .spec import MAGIC, MODES
 
 
+@instrument
 class Kernel:
     """GEMM and convolution on a ``shift_mac`` accelerator.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ...perf import instrument
 from ...formats import sparse as sfmt
 from . import protocol, tiles
 from .emulator import conv_accumulate, emulate, postprocess
@@ -59,6 +60,7 @@ class Plan:
         self.xp, self.k, self.out_shape, self.partition, self.rounds, self.pool = xp, k, out_shape, partition, rounds, pool
 
 
+@instrument
 class Kernel:
     """Zero-skipping convolution (stride 1, 'same' or 'valid'), int8 in, int8 or int32 out.
 
