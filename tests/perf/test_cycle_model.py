@@ -1,0 +1,145 @@
+"""The cycle model (hlsnn.perf) against loop nests counted by hand.
+
+Each expected total below is counted from the kernel template's loop nest (iterations and
+entries per loop) and costed with the rules and depths written on the engine's page
+(host/hlsnn/perf/<engine>.py docstring): a pipelined loop costs (iterations - entries) * II
++ entries * depth, an unpipelined one iterations * its own cycles, plus 2 cycles per call.
+"""
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.csim
+
+BFP = ROOT / "tests" / "engines" / "bfp_systolic" / "configs"
+SHIFT = ROOT / "tests" / "engines" / "shift_mac" / "configs"
+SPARSE = ROOT / "tests" / "engines" / "sparse_cluster" / "configs"
+
+
+@pytest.fixture(scope="module")
+def bfp_acc():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(BFP / "t16_row.yaml", target="csim") as acc:
+        yield acc
+
+
+@pytest.fixture(scope="module")
+def shift_acc():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(SHIFT / "s_tiny.yaml", target="csim") as acc:
+        yield acc
+
+
+@pytest.fixture(scope="module")
+def sparse_acc():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(SPARSE / "sp_one.yaml", target="csim") as acc:
+        yield acc
+
+
+def test_bfp_hand_count(bfp_acc):
+    # t16_row: rows 4, cols 3, 16-bit lanes on a 64-bit stream: a weight step (2*4 lanes) is
+    # 2 beats; per-row weight exponents; no bias. Shape B=5, K=7, N=6:
+    # S = ceil(7/2) = 4 pairs, T = ceil(5/3) = 2 batch tiles (3 + 2 samples), G = ceil(6/4) = 2.
+    rng = np.random.default_rng(1)
+    bfp_acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
+    kc = bfp_acc.kernel.last_cycles
+    want = {                     # label: (iterations, entries)
+        "BatchTiles": (2, 1),
+        "ReadSamples": (5, 2),           # 3 + 2 samples
+        "ReadSampleK": (5 * 8, 5),       # 2*S = 8 lanes per sample
+        "NTiles": (2 * 2, 2),            # T * G
+        "ReadWeightExp": (4 * 4, 4),     # rows per N tile
+        "WeightSteps": (4 * 4 * 2, 4),   # S * 2 beats per N tile
+        "PostRows": (4 * 4, 4),
+        "OutSamples": (5, 2),
+        "ScanMax": (5 * 6, 5),           # N per sample
+        "WriteMantissas": (5 * 6, 5),
+    }
+    assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
+    cycles = (2 * 1                      # BatchTiles: 1 own cycle
+              + 5 * 2                    # ReadSamples: 2 own cycles
+              + (40 - 5) * 1 + 5 * 2     # ReadSampleK: II 1, depth 2
+              + 4 * 2                    # NTiles: 2
+              + (16 - 4) * 1 + 4 * 2     # ReadWeightExp: II 1, depth 2
+              + (32 - 4) * 1 + 4 * 5     # WeightSteps: II 1, depth 5
+              + (16 - 4) * 1 + 4 * 4     # PostRows: II 1, depth 4
+              + 5 * 3                    # OutSamples: 3
+              + (30 - 5) * 1 + 5 * 4     # ScanMax: II 1, depth 4
+              + (30 - 5) * 1 + 5 * 4     # WriteMantissas: II 1, depth 4
+              + 2)                       # call
+    assert cycles == 268
+    assert kc.cycles == cycles and kc.calls == 1
+    # the weight beats (ReadWeightExp + WeightSteps = 20 + 48) outweigh every other phase
+    assert kc.phases["input stream: weights"] == 68 and kc.bound == "input stream: weights"
+
+
+@pytest.mark.parametrize("mode, want", [("twohot", 197), ("pot", 140)])
+def test_shift_mac_hand_count(shift_acc, mode, want):
+    # s_tiny: rows 2, cols 1, one weight step (2 x 16-bit lanes) per 64-bit beat. B=3, K=5, N=3:
+    # T = 3 batch tiles of 1 sample. Two-hot: tile_n = rows = 2, G = ceil(3/2) = 2;
+    # dual PoT: tile_n = 2 * rows = 4, G = 1.
+    rng = np.random.default_rng(2)
+    shift_acc.kernel.gemm(rng.normal(size=(3, 5)), rng.normal(size=(3, 5)), mode=mode)
+    kc = shift_acc.kernel.last_cycles
+    g, tn = (2, 2) if mode == "twohot" else (1, 4)
+    assert kc.counts["NTiles"] == (3 * g, 3)
+    assert kc.counts["ReadParams"] == (3 * g * tn, 3 * g)
+    assert kc.counts["WeightSteps"] == (3 * g * 5, 3 * g)
+    assert kc.counts["PostRows"] == (3 * g * 2, 3 * g)
+    assert kc.counts["ReadSample"] == (15, 3) and kc.counts["WriteOutputs"] == (9, 3)
+    cycles = (3 * 1 + 3 * 2              # BatchTiles 1, LoadSamples 2 own cycles
+              + (15 - 3) + 3 * 2         # ReadSample: II 1, depth 2
+              + 3 * g * 2                # NTiles: 2
+              + (3 * g * tn - 3 * g) * 3 + 3 * g * 4   # ReadParams: 3 reads of `in` -> II 3, depth 4
+              + (3 * g * 5 - 3 * g) + 3 * g * 5        # WeightSteps: II 1, depth 5
+              + (3 * g * 2 - 3 * g) * 2 + 3 * g * 5    # PostRows: II 2, depth 5
+              + 3 * 1                    # OutSamples: 1
+              + (9 - 3) + 3 * 3          # WriteOutputs: II 1, depth 3
+              + 2)
+    assert cycles == want
+    assert kc.cycles == want
+
+
+def test_sparse_hand_count(sparse_acc):
+    # sp_one: 1 unit, 9x9 tiles, max_z 1. C=1, 4x4 map of ones, Z=2, 3x3 kernels of ones, valid:
+    # a 2x2 output in one round; 2 groups of 1 output channel; every input and weight non-zero.
+    x = np.ones((1, 4, 4), np.int8)
+    w = np.ones((2, 1, 3, 3), np.int8)
+    sparse_acc.kernel.conv2d(x, w, padding="valid")
+    kc = sparse_acc.kernel.last_cycles
+    c = kc.counts
+    assert c["DataUnit0"] == (2 * 2 * 16, 2)        # 2 lanes per non-zero of the 4x4 input tile, per group
+    assert c["Coefficients"] == (2 * 2 * 9, 2)      # 2 lanes per non-zero coefficient
+    assert c["ClearAcc.0"] == (2 * 81, 2)           # zg * tile_h * tile_w
+    assert c["NonZeroInputs.0"] == (2 * 9 * 16, 18)  # every coefficient x every input
+    assert c["EffectualMacs.0"] == (2 * 9 * 4, 2 * 9 * 4)  # of which 4 land in the 2x2 output
+    assert c["OutCols.0"] == (8, 4) and c["Merge0"] == (8, 2)
+    dispatch = (2 + 2 + 2 * (1 + 2)       # DispatchGroups, DispatchRounds 1; DispatchChannels units + 2
+                + (36 - 2) + 2 * 2        # Coefficients: II 1, depth 2
+                + (10 - 2) + 2 * 2        # JobUnit0: 2 + 3 lanes per round
+                + (64 - 2) + 2 * 2        # DataUnit0
+                + 1)                      # GroupStart: 3 iterations shared by 3 processes
+    unit = (2 + 2 * 2                     # UnitGroups 1, UnitRounds 2
+            + 2 * 4                       # ReadParams: 1 iteration per entry, depth 4
+            + (162 - 2) + 2 * 3           # ClearAcc: II 1, depth 3
+            + 2 * 2                       # InputChannels 2
+            + (32 - 2) * 2 + 2 * 3        # LoadTile: II 2, depth 3
+            + 18 * 3                      # NonZeroCoefficients: 3 own cycles
+            + (288 - 18) + 18 * 7         # NonZeroInputs: II 1, depth 7
+            + 2 + 4                       # OutChannels, OutRows 1
+            + (8 - 4) * 2 + 4 * 7         # OutCols: II 2, depth 7
+            + 1)
+    collect = 2 + 2 + 2 * 2 + 1 + (8 - 2) + 2 * 3 + 1
+    fill = (12 + 12) // 2                 # one round of JobUnit + one round of Merge
+    assert (dispatch, unit, collect) == (127, 743, 22)
+    assert kc.cycles == max(dispatch, unit, collect) + fill + 2 == 757
+    assert kc.bound == "compute"
+
+
+def test_emu_has_no_cycles():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(BFP / "t16_row.yaml", target="emu") as acc:
+        acc.gemm(np.ones((2, 3)), np.ones((4, 3)))
+        assert acc.kernel.last_cycles is None
