@@ -143,3 +143,133 @@ def test_emu_has_no_cycles():
     with Accelerator(BFP / "t16_row.yaml", target="emu") as acc:
         acc.gemm(np.ones((2, 3)), np.ones((4, 3)))
         assert acc.kernel.last_cycles is None
+
+
+# ---------------------------------------------------------------- invariants on random shapes
+def _check_invariants(kc, macs, peak):
+    assert kc.cycles >= macs / peak            # no faster than the array's peak
+    assert kc.cycles >= kc.beats_in            # a stream moves at most one beat per cycle
+    assert kc.cycles >= kc.beats_out
+
+
+def test_bfp_random_shapes_match_closed_form(bfp_acc):
+    from hlsnn.perf import bfp_systolic as page
+    from hlsnn.perf.closed_form import bfp_call_counts, gemm_cycles
+    rng = np.random.default_rng(3)
+    p = bfp_acc.config.params
+    for _ in range(4):
+        b, k, n = (int(v) for v in rng.integers(1, [9, 40, 40]))
+        bfp_acc.gemm(rng.normal(size=(b, k)), rng.normal(size=(n, k)))
+        kc = bfp_acc.kernel.last_cycles
+        assert kc.counts == bfp_call_counts(p, b, k, n), (b, k, n)
+        assert kc.cycles == gemm_cycles(bfp_acc.config, b, k, n).cycles
+        _check_invariants(kc, b * k * n, page.peak_macs_per_cycle(p))
+    # the weight stream scales with batch tiles x output tiles x K pairs: doubling B (a
+    # multiple of cols) doubles WeightSteps, doubling K (even) doubles it too
+    bfp_acc.gemm(np.ones((3, 8)), np.ones((4, 8)))
+    base = bfp_acc.kernel.last_cycles.counts["WeightSteps"][0]
+    bfp_acc.gemm(np.ones((6, 8)), np.ones((4, 8)))
+    assert bfp_acc.kernel.last_cycles.counts["WeightSteps"][0] == 2 * base
+    bfp_acc.gemm(np.ones((3, 16)), np.ones((4, 16)))
+    assert bfp_acc.kernel.last_cycles.counts["WeightSteps"][0] == 2 * base
+
+
+def test_shift_random_shapes_match_closed_form(shift_acc):
+    from hlsnn.perf import shift_mac as page
+    from hlsnn.perf.closed_form import conv_cycles, shift_call_counts
+    rng = np.random.default_rng(4)
+    p = shift_acc.config.params
+    for mode in ("twohot", "pot"):
+        b, k, n = (int(v) for v in rng.integers(1, [6, 30, 10]))
+        shift_acc.kernel.gemm(rng.normal(size=(b, k)), rng.normal(size=(n, k)), mode=mode)
+        kc = shift_acc.kernel.last_cycles
+        assert kc.counts == shift_call_counts(p, b, k, n, mode=mode), (mode, b, k, n)
+        _check_invariants(kc, b * k * n, page.peak_macs_per_cycle(p, mode))
+    # a convolution on chip: 2 channels of 4x5, 3 output channels, 3x3, same padding
+    shift_acc.kernel.conv2d(rng.normal(size=(2, 4, 5)), rng.normal(size=(3, 2, 3, 3)), mode="twohot")
+    kc = shift_acc.kernel.last_cycles
+    cf = conv_cycles(shift_acc.config, 2, 4, 5, 3, 3, 1, mode="twohot")
+    assert kc.counts == cf.counts and kc.cycles == cf.cycles
+    assert (kc.beats_in, kc.beats_out) == (cf.beats_in, cf.beats_out)
+    assert kc.counts["Gather"] == (20 * 18, 20)     # 4*5 output pixels x K = 2*3*3
+    _check_invariants(kc, 3 * 20 * 18, page.peak_macs_per_cycle(p, "twohot"))
+
+
+def test_sparse_random_maps(sparse_acc):
+    from hlsnn.perf import sparse_cluster as page
+    from hlsnn.engines.sparse_cluster.model import work_model
+    rng = np.random.default_rng(5)
+    p = sparse_acc.config.params
+    for d in (1.0, 0.3):
+        c, h, w, z = (int(v) for v in rng.integers([1, 5, 5, 1], [4, 12, 12, 4]))
+        x = (rng.integers(-128, 128, (c, h, w)) * (rng.random((c, h, w)) < d)).astype(np.int8)
+        wt = (rng.integers(-128, 128, (z, c, 3, 3)) * (rng.random((z, c, 3, 3)) < d)).astype(np.int8)
+        sparse_acc.kernel.conv2d(x, wt)
+        kc = sparse_acc.kernel.last_cycles
+        macs = kc.counts.get("EffectualMacs.0", (0, 0))[0]
+        # the products of non-zeros, counted independently with numpy (same padding)
+        xp = np.pad(x.astype(np.int64) != 0, ((0, 0), (1, 1), (1, 1)))
+        ref = sum(int(np.sum((wt[:, kz, ky, kx] != 0).sum() * xp[kz, ky:ky + h, kx:kx + w]))
+                  for kz in range(c) for ky in range(3) for kx in range(3))
+        assert macs == ref
+        _check_invariants(kc, macs, page.peak_macs_per_cycle(p))
+        # the sparse work model (engines/sparse_cluster/model.py) counts the same pairs and products
+        wm = work_model(sparse_acc.config, x, wt)
+        assert wm["pairs"] == [kc.counts.get("NonZeroInputs.0", (0, 0))[0]]
+        assert wm["multiplies"] == [macs]
+
+
+def test_sparse_units_match_work_model():
+    """Three units: each unit's NonZeroInputs and EffectualMacs counters equal the pairs and
+    multiplies that engines/sparse_cluster/model.py derives from the same job plan."""
+    from hlsnn.runtime import Accelerator
+    from hlsnn.engines.sparse_cluster.model import work_model
+    rng = np.random.default_rng(6)
+    x = (rng.integers(-128, 128, (3, 11, 9)) * (rng.random((3, 11, 9)) < 0.4)).astype(np.int8)
+    wt = (rng.integers(-128, 128, (3, 3, 3, 3)) * (rng.random((3, 3, 3, 3)) < 0.5)).astype(np.int8)
+    with Accelerator(SPARSE / "sp_small.yaml", target="csim") as acc:
+        acc.kernel.conv2d(x, wt)
+        kc = acc.kernel.last_cycles
+        wm = work_model(acc.config, x, wt)
+    units = acc.config.params["units"]
+    assert kc.calls == 1
+    assert wm["pairs"] == [kc.counts.get(f"NonZeroInputs.{m}", (0, 0))[0] for m in range(units)]
+    assert wm["multiplies"] == [kc.counts.get(f"EffectualMacs.{m}", (0, 0))[0] for m in range(units)]
+    # the region is at least as slow as each of its processes
+    from hlsnn.perf.sparse_cluster import process_cycles
+    assert kc.cycles >= max(process_cycles(acc.config.params, kc.counts).values())
+
+
+def test_perf_equals_last_cycles(shift_acc):
+    from hlsnn.perf.measure import measure
+    res = measure(shift_acc.config, gemm=(4, 9, 5), mode="pot", seed=7)
+    rng = np.random.default_rng(7)                  # measure's data recipe, by hand
+    shift_acc.kernel.gemm(rng.normal(size=(4, 9)), rng.normal(size=(5, 9)), mode="pot")
+    kc = shift_acc.kernel.last_cycles
+    assert res["cycles"] == kc.cycles and res["bound"] == kc.bound
+    assert res["macs"] == 4 * 9 * 5 and res["peak_macs_per_cycle"] == 2 * 2 * 1
+    assert res["utilization"] == pytest.approx(180 / (kc.cycles * 4))
+    assert res["bytes_in"] == kc.beats_in * 8 and res["time_us"] == pytest.approx(kc.cycles / 100)
+
+
+def test_sim_target_times_the_kernel():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(BFP / "t16_row.yaml", target="sim") as acc:
+        rng = np.random.default_rng(8)
+        acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
+        kc = acc.kernel.last_cycles
+        assert kc.cycles == 268 and kc.calls == 1    # the hand-counted shape of test_bfp_hand_count
+        assert acc.target.last_timing["kernel_cycles"] == kc.cycles
+        assert acc.target.last_timing["kernel_model_s"] == pytest.approx(kc.cycles / 100e6)
+
+
+def test_perf_errors():
+    from hlsnn.errors import InputError
+    from hlsnn.perf.measure import measure, parse_shape
+    cfg = ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml"
+    with pytest.raises(InputError, match="resident"):
+        measure(cfg, gemm=(1, 4, 4), resident=True)
+    with pytest.raises(InputError, match="GEMMs only"):
+        measure(cfg, conv=(1, 4, 4, 1, 3))
+    with pytest.raises(InputError, match="3 positive integers"):
+        parse_shape("1,2", 3, "gemm")

@@ -3,7 +3,7 @@ report the modelled cycles (:mod:`hlsnn.perf`), the useful MACs, the share of th
 peak, the bound and the bytes each way.
 
 Data (seed 0 unless given): GEMM operands are standard normal floats (``x`` (B, K), ``w``
-(N, K)); convolutions take ``x`` (C, H, W) and ``w`` (Z, C, k, k) — normal floats on
+(N, K); ``|x|`` for unsigned activations); convolutions take ``x`` (C, H, W) and ``w`` (Z, C, k, k) — normal floats on
 ``shift_mac``, int8 on ``sparse_cluster`` where both are zero outside a random ``density``
 share. Useful MACs: ``B*K*N`` for a GEMM, ``Z*H'*W'*C*k*k`` for a dense convolution, and
 for ``sparse_cluster`` the products of non-zeros that land in an output (the kernel's
@@ -60,7 +60,7 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
             b, k, n = gemm
             if engine == "sparse_cluster":
                 raise InputError(f"{cfg.name} ({engine}) runs convolutions only: use --conv C,H,W,Z,k")
-            x, w = rng.normal(size=(b, k)), rng.normal(size=(n, k))
+            x, w = _acts(p, rng.normal(size=(b, k))), rng.normal(size=(n, k))
             if engine == "shift_mac":
                 acc.kernel.gemm(x, w, mode=mode)
             else:
@@ -81,7 +81,7 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
                 w = (rng.integers(-128, 128, (z, c, ks, ks)) * (rng.random((z, c, ks, ks)) < density)).astype(np.int8)
                 acc.kernel.conv2d(x, w, padding=padding)
             else:
-                acc.kernel.conv2d(rng.normal(size=(c, h, wd)), rng.normal(size=(z, c, ks, ks)), padding=padding,
+                acc.kernel.conv2d(_acts(p, rng.normal(size=(c, h, wd))), rng.normal(size=(z, c, ks, ks)), padding=padding,
                                   mode=mode)
             shape = {"op": "conv2d", "C": c, "H": h, "W": wd, "Z": z, "k": ks, "padding": padding,
                      "density": float(density)}
@@ -106,6 +106,11 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
         return res
     finally:
         acc.close()
+
+
+def _acts(p, x):
+    """Activations for a config: ``|x|`` where they are unsigned (``shift_mac act_signed: false``)."""
+    return np.abs(x) if p.get("act_signed", True) is False else x
 
 
 def format_report(r) -> str:
