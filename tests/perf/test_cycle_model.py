@@ -273,3 +273,41 @@ def test_perf_errors():
         measure(cfg, conv=(1, 4, 4, 1, 3))
     with pytest.raises(InputError, match="3 positive integers"):
         parse_shape("1,2", 3, "gemm")
+
+
+# ---------------------------------------------------------------- counts without C-simulation
+def _no_marks(counts):
+    marks = ("Top", "Dispatch", "Collect", "DataflowRegion", "Unit.", "EffectualMacs.")
+    return {k: v for k, v in counts.items() if not k.startswith(marks)}
+
+
+def _counting(cfg):
+    from hlsnn.engines import ENGINES
+    from hlsnn.perf.counting import CountingTarget
+    return ENGINES[cfg.engine].Kernel(cfg, CountingTarget(cfg, ENGINES[cfg.engine]))
+
+
+def test_counting_target_equals_csim(bfp_acc, shift_acc, sparse_acc):
+    """The replica loop nests (perf/counting.py) give the csim counters call for call, also
+    through the tiling (a shift_mac map larger than max_fmap, a bias, statistics, pooling)."""
+    from hlsnn.runtime import Accelerator
+    rng = np.random.default_rng(9)
+    x, w = rng.normal(size=(4, 11)), rng.normal(size=(7, 11))
+    cases = [(bfp_acc, "gemm", (x, w), dict(bias=rng.normal(size=7), stats=True)),
+             (shift_acc, "gemm", (x, w), dict(mode="pot", stats=True)),
+             (shift_acc, "conv2d", (rng.normal(size=(2, 9, 7)), rng.normal(size=(3, 2, 3, 3))), {})]
+    xs = (rng.integers(-128, 128, (3, 12, 10)) * (rng.random((3, 12, 10)) < 0.5)).astype(np.int8)
+    ws = (rng.integers(-128, 128, (3, 3, 3, 3)) * (rng.random((3, 3, 3, 3)) < 0.5)).astype(np.int8)
+    with Accelerator(SPARSE / "sp_small.yaml", target="csim") as sp:
+        cases += [(sp, "conv2d", (xs, ws), {}), (sp, "conv2d", (xs, ws), dict(pool=True, stats=True))]
+        for acc, op, args, kw in cases:
+            getattr(acc.kernel, op)(*args, **kw)
+            want = acc.kernel.last_cycles
+            kern = _counting(acc.config)
+            getattr(kern, op)(*args, **kw)
+            got = kern.last_cycles
+            assert got.calls == want.calls, (acc.config.name, op)
+            assert _no_marks(got.counts) == _no_marks(want.counts), (acc.config.name, op, kw)
+            assert got.cycles == want.cycles
+            if op == "conv2d" and acc is shift_acc:     # 2*9*7 = 126 > max_fmap = 64: tiles
+                assert want.calls > 1
