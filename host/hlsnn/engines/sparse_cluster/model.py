@@ -50,6 +50,13 @@ loop (``3 * zg`` cycles per job), and the coupling of the units through the shar
     + 2 n_d,m(kz)) + max_m (clear + post))``. The makespan with per-channel coupling lies
     between ``makespan`` (fully decoupled units, the model's definition) and this.
 
+The whole-kernel cycle model is :mod:`hlsnn.perf.sparse_cluster` (``hlsnn perf``, the deploy
+report, ``Kernel.last_cycles``): it costs every loop of all three DATAFLOW processes from the
+C-simulation's counters, with entry depths, ``ReadParams`` and ``Dispatch``. This module's
+``pairs`` and ``multiplies`` per unit equal that kernel's ``NonZeroInputs.<m>`` and
+``EffectualMacs.<m>`` counters exactly (tests/perf/test_cycle_model.py); its ``cycles`` are the
+partial sum above, kept for the load-balance study (before / after rebalancing).
+
 Derived figures: ``makespan = max(cycles)``, ``imbalance = max(cycles) / mean(cycles)``,
 ``dense_cycles = Z * C * k^2 * H' * W' / units`` (a dense engine with as many multipliers,
 one MAC per multiplier and cycle, ``H' x W'`` the convolution's output before pooling) and
