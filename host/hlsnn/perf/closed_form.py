@@ -94,6 +94,24 @@ def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
     return kc
 
 
+#: the GEMM ``hlsnn sweep`` models for every variant (issue 13's reference shape)
+REFERENCE_GEMM = (64, 512, 512)
+
+
+def reference_gemm(cfg, shape=REFERENCE_GEMM):
+    """The cycle model of one float GEMM of ``shape`` (B, K, N) on ``cfg``: ``{shape, cycles,
+    utilization, bound}`` (utilization of the default mode's peak), or None for engines whose
+    counts depend on the data (``sparse_cluster``) or a K beyond ``max_k``."""
+    from . import PAGES
+    if cfg.engine not in ("bfp_systolic", "shift_mac") or shape[1] > cfg.params["max_k"]:
+        return None
+    kc = gemm_cycles(cfg, *shape)
+    b, k, n = shape
+    peak = PAGES[cfg.engine].peak_macs_per_cycle(cfg.params)
+    return {"shape": "x".join(map(str, shape)), "cycles": int(kc.cycles),
+            "utilization": b * k * n / (kc.cycles * peak), "bound": kc.bound}
+
+
 def conv_cycles(cfg, c, h, w, z, ksize, pad, *, mode=None) -> KernelCycles:
     """Modelled cycles of a ``shift_mac`` convolution that fits one call (map within
     ``max_fmap``/``max_hw``, ``z <= max_n``), from the closed-form counts."""
@@ -123,4 +141,4 @@ def _shift_beats(p, batch, n, k, mode):
     return protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode), protocol.n_output_beats(p, batch, n)
 
 
-__all__ = ["bfp_call_counts", "shift_call_counts", "gemm_cycles", "conv_cycles"]
+__all__ = ["bfp_call_counts", "shift_call_counts", "gemm_cycles", "conv_cycles", "reference_gemm"]
