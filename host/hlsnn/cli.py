@@ -305,7 +305,14 @@ def cmd_perf(args):
     conv = pm.parse_shape(args.conv, 5, "conv") if args.conv else None
     res = pm.measure(args.config, gemm=gemm, conv=conv, mode=args.mode, resident=args.resident,
                      density=args.density, padding=args.padding, seed=args.seed, target=args.target)
-    print(json.dumps(res) if args.json else pm.format_report(res))
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(pm.format_report(res))
+        if args.loops:
+            from .config import load_config
+            print("\nloops (host/hlsnn/perf/" + res["engine"] + ".py):")
+            print(pm.loop_table(res["engine"], load_config(args.config).params))
     return 0
 
 
@@ -369,6 +376,7 @@ def build_parser():
     p.add_argument("--density", type=float, default=1.0, help="sparse_cluster: share of non-zero inputs and weights")
     p.add_argument("--padding", default="same", choices=["same", "valid"], help="convolution padding (default same)")
     p.add_argument("--target", default="csim", choices=["csim", "sim"], help="default csim")
+    p.add_argument("--loops", action="store_true", help="also print the engine's loop table (II, accesses, depth)")
     p.add_argument("--seed", type=int, default=0, help="seed of the data (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_perf)

@@ -311,3 +311,26 @@ def test_counting_target_equals_csim(bfp_acc, shift_acc, sparse_acc):
             assert got.cycles == want.cycles
             if op == "conv2d" and acc is shift_acc:     # 2*9*7 = 126 > max_fmap = 64: tiles
                 assert want.calls > 1
+
+
+@pytest.mark.parametrize("engine, cfg", [("bfp_systolic", BFP / "t16_row.yaml"),
+                                         ("shift_mac", SHIFT / "s_tiny.yaml"),
+                                         ("sparse_cluster", SPARSE / "sp_small.yaml")])
+def test_pages_match_their_tables(engine, cfg):
+    """Each engine page's docstring table (II got, depth per pipelined loop) is the model's:
+    the page is what the code computes."""
+    import re
+    from hlsnn.config import load_config
+    from hlsnn.perf import PAGES
+    page = PAGES[engine]
+    rows = {lp.name: lp for lp in page.loops(load_config(cfg).params)}
+    seen = 0
+    for line in page.__doc__.splitlines():
+        m = re.match(r"^(\w+)(<m>)?\s+(\d+)\s.*\s\**(\d+)\**\s+(\d+)\s*$", line)
+        if not m:
+            continue
+        name = m.group(1) + ("0" if m.group(2) else "")
+        lp = rows[name]
+        assert (lp.ii, lp.ii_got, lp.depth) == tuple(int(m.group(i)) for i in (3, 4, 5)), line
+        seen += 1
+    assert seen >= 6

@@ -102,7 +102,8 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
                "utilization": macs / (kc.cycles * peak), "bound": kc.bound,
                "phases": {k: int(v) for k, v in sorted(kc.phases.items(), key=lambda kv: -kv[1])},
                "beats_in": kc.beats_in, "beats_out": kc.beats_out,
-               "bytes_in": kc.beats_in * beat, "bytes_out": kc.beats_out * beat}
+               "bytes_in": kc.beats_in * beat, "bytes_out": kc.beats_out * beat,
+               "counts": {k: list(v) for k, v in sorted(kc.counts.items())}}
         return res
     finally:
         acc.close()
@@ -111,6 +112,14 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
 def _acts(p, x):
     """Activations for a config: ``|x|`` where they are unsigned (``shift_mac act_signed: false``)."""
     return np.abs(x) if p.get("act_signed", True) is False else x
+
+
+def loop_table(engine, p) -> str:
+    """The engine page's loop rows for config parameters ``p``: pragma II, accesses per
+    iteration, the II the tool gets, depth, phase (``hlsnn perf --loops``)."""
+    from . import PAGES
+    from .model import page_table
+    return page_table(PAGES[engine].loops(p))
 
 
 def format_report(r) -> str:

@@ -33,6 +33,9 @@ class Kernel:
     wide accumulators (``protocol`` docstring; bins relative to each output's product
     exponent), left in :attr:`last_stats` (int64, ``protocol.stats_bins(p)`` counters); after a
     call without it, :attr:`last_stats` is None.
+
+    After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
+    modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
     """
 
     OPERATIONS = ("gemm", "gemm_bfp")

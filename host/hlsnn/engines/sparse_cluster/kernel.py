@@ -98,6 +98,9 @@ class Kernel:
       (saturating at ``2**32 - 1``), ``last_calls`` counts the calls and ``last_plan`` is the
       last call's plan. An operation that fits one call runs exactly as before (no copies).
       The tiled paths are in ``sparse_cluster.tiles``.
+
+    After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
+    modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
     """
 
     OPERATIONS = ("conv2d", "conv2d_int", "conv2d_batch_int")
