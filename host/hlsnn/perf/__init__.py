@@ -37,19 +37,20 @@ def kernel_cycles(cfg, log) -> KernelCycles | None:
         return None
     kc = KernelCycles()
     for c in log:
-        kc.add(call_cycles(cfg, c["counts"]), c["counts"])
+        kc.add(c.get("call") or call_cycles(cfg, c["counts"]), c["counts"])
         kc.beats_in += c["beats_in"]
         kc.beats_out += c["beats_out"]
     return kc
 
 
-def log_call(target, counts, beats_in, beats_out):
-    """Called by a target after a kernel call: keep the call's counters for the operation in
-    progress (:func:`measured`) and as ``target.last_counts``."""
+def log_call(target, counts, beats_in, beats_out, call=None):
+    """Called by a target after a kernel call: keep the call's counters (and its
+    :class:`CallCycles` when the target computed it already) for the operation in progress
+    (:func:`measured`) and as ``target.last_counts``."""
     target.last_counts = counts
     log = getattr(target, "count_log", None)
     if log is not None:
-        log.append({"counts": counts, "beats_in": int(beats_in), "beats_out": int(beats_out)})
+        log.append({"counts": counts, "beats_in": int(beats_in), "beats_out": int(beats_out), "call": call})
 
 
 def instrument(cls):

@@ -60,6 +60,8 @@ The peak is ``2 * rows * cols`` MAC/cycle (two products per DSP tile).
 """
 from __future__ import annotations
 
+import functools
+
 from .model import Loop, serial_call
 
 NAME = "bfp_systolic"
@@ -70,9 +72,13 @@ RAM = "ram_1p"
 def loops(p):
     """The loop rows of a config ``p`` (its ``bfp_systolic`` parameters)."""
     from ..engines.bfp_systolic.spec import context_step_beats
-    step_beats = context_step_beats(p)
+    return _loops(context_step_beats(p))
+
+
+@functools.lru_cache(maxsize=None)
+def _loops(step_beats):
     steps_phase = "compute" if step_beats == 1 else "input stream: weights"
-    return [
+    return (
         Loop("ReadBias", 1, 2, "input stream: bias", {"in": (STREAM, 1), "bias": (RAM, 1)}),
         Loop("BatchTiles", None, 1, "serial: control"),
         Loop("ReadSamples", None, 2, "input stream: activations"),
@@ -87,7 +93,7 @@ def loops(p):
         Loop("WriteMantissas", 1, 4, "output stream", {"ybuf[c]": (RAM, 1), "wexp": (RAM, 1), "out": (STREAM, 1)}),
         Loop("StatsBins", None, 1, "output stream"),
         Loop("StatsLanes", 1, 2, "output stream", {"out": (STREAM, 1)}),
-    ]
+    )
 
 
 def call_cycles(p, counts):

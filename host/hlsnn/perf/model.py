@@ -68,13 +68,16 @@ class Loop:
         need = max([math.ceil(n / PORTS[kind]) for kind, n in self.access.values()] or [1])
         return max(self.ii, need)
 
+    def __post_init__(self):
+        object.__setattr__(self, "_ii", self.ii_got)     # fixed per row: computed once
+
     def cost(self, iters: int, entries: int) -> int:
         if iters <= 0:
             return 0
         if self.ii is None:
             return iters * self.depth
         entries = max(1, min(entries, iters))
-        return (iters - entries) * self.ii_got + entries * self.depth
+        return (iters - entries) * self._ii + entries * self.depth
 
 
 def loop_costs(loops, counts, *, suffix=""):

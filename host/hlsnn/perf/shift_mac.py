@@ -53,6 +53,8 @@ cycle), and ``2 * rows * cols`` in dual PoT (two weights per unit per cycle).
 """
 from __future__ import annotations
 
+import functools
+
 from .model import Loop, serial_call
 
 NAME = "shift_mac"
@@ -63,8 +65,13 @@ RAM2 = "ram_t2p"
 
 def loops(p):
     """The loop rows of a config ``p`` (its ``shift_mac`` parameters)."""
-    steps_phase = "compute" if _step_beats(p) == 1 else "input stream: weights"
-    return [
+    return _loops(_step_beats(p))
+
+
+@functools.lru_cache(maxsize=None)
+def _loops(step_beats):
+    steps_phase = "compute" if step_beats == 1 else "input stream: weights"
+    return (
         Loop("AreaRows", None, 1, "serial: control"),
         Loop("AreaChannels", None, 1, "serial: control"),
         Loop("ReadFmap", 1, 2, "input stream: activations", {"in": (STREAM, 1), "fmap": (RAM, 1)}),
@@ -81,7 +88,7 @@ def loops(p):
         Loop("WriteOutputs", 1, 3, "output stream", {"ybuf[c]": (RAM, 1), "out": (STREAM, 1)}),
         Loop("StatsBins", None, 1, "output stream"),
         Loop("StatsLanes", 1, 2, "output stream", {"out": (STREAM, 1)}),
-    ]
+    )
 
 
 def _step_beats(p):

@@ -73,6 +73,8 @@ useful MACs are the products that land in an output tile (``EffectualMacs``).
 """
 from __future__ import annotations
 
+import functools
+
 from .model import CallCycles, Loop, loop_costs
 
 NAME = "sparse_cluster"
@@ -80,17 +82,27 @@ STREAM, RAM, RAM2 = "stream", "ram_1p", "ram_t2p"
 
 
 def dispatch_loops(p):
+    return _dispatch_loops(p["units"])
+
+
+@functools.lru_cache(maxsize=None)
+def _dispatch_loops(units):
     rows = [Loop("DispatchGroups", None, 1, "input stream"), Loop("DispatchRounds", None, 1, "input stream"),
-            Loop("DispatchChannels", None, p["units"] + 2, "input stream"),
+            Loop("DispatchChannels", None, units + 2, "input stream"),
             Loop("Coefficients", 1, 2, "input stream", {"in": (STREAM, 1), "coef_q[m]": (STREAM, 1)})]
-    for m in range(p["units"]):
+    for m in range(units):
         rows.append(Loop(f"JobUnit{m}", 1, 2, "input stream", {"in": (STREAM, 1), "job_q": (STREAM, 1)}))
         rows.append(Loop(f"DataUnit{m}", 1, 2, "input stream", {"in": (STREAM, 1), "data_q": (STREAM, 1)}))
-    return rows
+    return tuple(rows)
 
 
 def unit_loops(p):
-    return [
+    return _unit_loops(p["units"])
+
+
+@functools.lru_cache(maxsize=None)
+def _unit_loops(units):
+    return (
         Loop("UnitGroups", None, 1, "compute"), Loop("UnitRounds", None, 2, "compute"),
         Loop("ReadParams", 3, 4, "compute", {"job_q": (STREAM, 3)}),
         Loop("ClearAcc", 1, 3, "compute", {"acc": (RAM2, 1)}),
@@ -101,19 +113,24 @@ def unit_loops(p):
         Loop("OutChannels", None, 1, "compute"), Loop("OutRows", None, 1, "compute"),
         Loop("OutCols", 2, 7, "compute", {"acc": (RAM2, 4), "res_q": (STREAM, 2)}),
         Loop("SendStats", 1, 2, "compute", {"stats_q": (STREAM, 1)}),
-    ]
+    )
 
 
 def collect_loops(p):
+    return _collect_loops(p["units"])
+
+
+@functools.lru_cache(maxsize=None)
+def _collect_loops(units):
     rows = [Loop("CollectGroups", None, 1, "output stream"), Loop("CollectRounds", None, 1, "output stream"),
             Loop("JobSizes", None, 2, "output stream"), Loop("SumSaturation", None, 1, "output stream"),
             Loop("MergeStats", None, 1, "output stream"),
             Loop("MergeBins", 1, 2, "output stream", {"stats_q[m]": (STREAM, 1)}),
             Loop("StatsBins", None, 1, "output stream"),
             Loop("StatsLanes", 1, 2, "output stream", {"out": (STREAM, 1)})]
-    for m in range(p["units"]):
+    for m in range(units):
         rows.append(Loop(f"Merge{m}", 1, 3, "output stream", {"res_q[m]": (STREAM, 1), "out": (STREAM, 1)}))
-    return rows
+    return tuple(rows)
 
 
 def loops(p):

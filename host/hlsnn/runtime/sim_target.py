@@ -106,11 +106,11 @@ class SimTarget(PynqTarget):
         with self._active():
             out = super().run(beats, regs_in, n_out_beats)
         counts = self.lib.last_counts
-        log_call(self, counts, np.size(beats) // self._beat, n_out_beats)
-        if counts is not None:
-            cyc = call_cycles(self.cfg, counts).cycles
-            self.last_timing["kernel_cycles"] = cyc
-            self.last_timing["kernel_model_s"] = cyc / (self.cfg.clock_mhz * 1e6)
+        call = None if counts is None else call_cycles(self.cfg, counts)
+        log_call(self, counts, np.size(beats) // self._beat, n_out_beats, call)
+        if call is not None:
+            self.last_timing["kernel_cycles"] = call.cycles
+            self.last_timing["kernel_model_s"] = call.cycles / (self.cfg.clock_mhz * 1e6)
         return out
 
     def close(self):
