@@ -103,6 +103,7 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
                "phases": {k: int(v) for k, v in sorted(kc.phases.items(), key=lambda kv: -kv[1])},
                "beats_in": kc.beats_in, "beats_out": kc.beats_out,
                "bytes_in": kc.beats_in * beat, "bytes_out": kc.beats_out * beat,
+               "processes": {k: int(v) for k, v in kc.processes.items()} or None,
                "counts": {k: list(v) for k, v in sorted(kc.counts.items())}}
         return res
     finally:
@@ -144,4 +145,8 @@ def format_report(r) -> str:
              "  cycles by phase:"]
     for k, v in r["phases"].items():
         lines.append(f"    {k:<32} {v:>14,}  {100 * v / r['cycles']:5.1f}%")
+    if r.get("processes"):
+        lines.append("  DATAFLOW processes (the region takes the slowest plus the fill):")
+        for k, v in r["processes"].items():
+            lines.append(f"    {k:<32} {v:>14,}  {100 * v / r['cycles']:5.1f}%")
     return "\n".join(lines)

@@ -114,6 +114,7 @@ class CallCycles:
     cycles: int
     phases: dict
     bound: str
+    processes: dict | None = None   #: DATAFLOW only: cycles of each process
 
 
 @dataclass
@@ -121,7 +122,9 @@ class KernelCycles:
     """The modelled cycles of one operation (the sum over the kernel calls the transparent
     tiling made): ``cycles``, ``calls``, ``phases`` (cycles per phase, summed over calls),
     ``bound`` (the phase with the most cycles over all calls), ``counts`` (the loop counters,
-    summed over calls), ``per_call`` (one :class:`CallCycles` per call)."""
+    summed over calls), ``per_call`` (one :class:`CallCycles` per call), ``beats_in`` and
+    ``beats_out`` (stream beats of all calls), ``processes`` (DATAFLOW engines: each process's
+    cycles, summed over calls; the region took the slowest plus the fill)."""
 
     cycles: int = 0
     calls: int = 0
@@ -131,12 +134,15 @@ class KernelCycles:
     per_call: list = field(default_factory=list)
     beats_in: int = 0
     beats_out: int = 0
+    processes: dict = field(default_factory=dict)
 
     def add(self, call: CallCycles, counts: dict):
         self.cycles += call.cycles
         self.calls += 1
         for k, v in call.phases.items():
             self.phases[k] = self.phases.get(k, 0) + v
+        for k, v in (call.processes or {}).items():
+            self.processes[k] = self.processes.get(k, 0) + v
         for k, (i, e) in counts.items():
             i0, e0 = self.counts.get(k, (0, 0))
             self.counts[k] = (i0 + i, e0 + e)

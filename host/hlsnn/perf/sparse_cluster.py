@@ -165,7 +165,8 @@ def call_cycles(p, counts):
     total = int(round(slowest[1] + fill)) + CALL_CYCLES
     phase = {"Dispatch": "input stream", "Collect": "output stream"}.get(slowest[0], "compute")
     phases = {phase: total - int(round(fill)) - CALL_CYCLES, "serial: dataflow fill": int(round(fill))}
-    return CallCycles(total, {k: v for k, v in phases.items() if v}, phase if phase != "compute" else "compute")
+    return CallCycles(total, {k: v for k, v in phases.items() if v}, phase,
+                      {k: int(round(v)) for k, v in procs.items()})
 
 
 def peak_macs_per_cycle(p, mode=None):
