@@ -223,7 +223,7 @@ def test_sparse_units_match_work_model():
     """Three units: each unit's NonZeroInputs and EffectualMacs counters equal the pairs and
     multiplies that engines/sparse_cluster/model.py derives from the same job plan."""
     from hlsnn.runtime import Accelerator
-    from hlsnn.engines.sparse_cluster.model import work_model
+    from hlsnn.engines.sparse_cluster.model import kernel_cycles, work_model
     rng = np.random.default_rng(6)
     x = (rng.integers(-128, 128, (3, 11, 9)) * (rng.random((3, 11, 9)) < 0.4)).astype(np.int8)
     wt = (rng.integers(-128, 128, (3, 3, 3, 3)) * (rng.random((3, 3, 3, 3)) < 0.5)).astype(np.int8)
@@ -231,6 +231,10 @@ def test_sparse_units_match_work_model():
         acc.kernel.conv2d(x, wt)
         kc = acc.kernel.last_cycles
         wm = work_model(acc.config, x, wt)
+        acc.kernel.conv2d_int(x, wt)
+        # the density report's 'kernel model' column (no compiler) is the csim figure
+        assert kernel_cycles(acc.config, x, wt) == acc.kernel.last_cycles.cycles
+        assert kernel_cycles(acc.config, x, wt) >= max(wm["cycles"])   # the partial model omits terms
     units = acc.config.params["units"]
     assert kc.calls == 1
     assert wm["pairs"] == [kc.counts.get(f"NonZeroInputs.{m}", (0, 0))[0] for m in range(units)]
