@@ -179,7 +179,7 @@ def test_shift_random_shapes_match_closed_form(shift_acc):
     from hlsnn.perf.closed_form import conv_cycles, shift_call_counts
     rng = np.random.default_rng(4)
     p = shift_acc.config.params
-    for mode in ("twohot", "pot"):
+    for mode in ("twohot", "pot", "pot_sum"):
         b, k, n = (int(v) for v in rng.integers(1, [6, 30, 10]))
         shift_acc.kernel.gemm(rng.normal(size=(b, k)), rng.normal(size=(n, k)), mode=mode)
         kc = shift_acc.kernel.last_cycles
