@@ -1,4 +1,4 @@
-"""``hlsnn`` command line: render, csim, compare, info.
+"""``hlsnn`` command line: render, csim, compare, info, perf.
 
 User mistakes (bad config, missing tool) end with one line ``hlsnn: error: …`` and exit
 status 2; a mismatch between a target and the emulator ends with exit status 1.
@@ -278,6 +278,11 @@ def cmd_run(args):
             res["transfer_s"] = lt["transfer_s"]
             res["dma_MB_per_s"] = moved / lt["transfer_s"] / 1e6 if lt["transfer_s"] else None
             res["host_overhead_s"] = res["seconds_per_call"] - lt["transfer_s"]
+        kc = getattr(acc.kernel, "last_cycles", None)
+        if kc is not None:           # csim, sim: the cycle model of the last call (hlsnn.perf)
+            res["kernel_cycles"] = int(kc.cycles)
+            res["kernel_model_s"] = kc.cycles / (acc.config.clock_mhz * 1e6)
+            res["kernel_bound"] = kc.bound
         res["elements_per_s"] = float(np.size(y)) / res["seconds_per_call"]
         if args.output:
             np.save(args.output, y)
@@ -292,10 +297,34 @@ def cmd_run(args):
                 line += (f"; DMA transfer {1e3 * res['transfer_s']:.2f} ms ({res['dma_MB_per_s']:.1f} MB/s), "
                          f"host overhead {1e6 * res['host_overhead_s']:.0f} us per call")
             print(line)
+            if kc is not None:
+                print(f"  modelled kernel time {1e6 * res['kernel_model_s']:.1f} us ({res['kernel_cycles']:,} cycles at "
+                      f"{acc.config.clock_mhz:g} MHz, bound: {res['kernel_bound']}; hlsnn perf for the breakdown)")
         return 0 if not bad.any() else 1
     finally:
         acc.close()
         ref.close()
+
+
+def cmd_perf(args):
+    """Modelled cycles of one operation, from the C-simulation's loop counters."""
+    from .perf import measure as pm
+    if (args.gemm is None) == (args.conv is None):
+        from .errors import InputError
+        raise InputError("give exactly one of --gemm B,K,N and --conv C,H,W,Z,k")
+    gemm = pm.parse_shape(args.gemm, 3, "gemm") if args.gemm else None
+    conv = pm.parse_shape(args.conv, 5, "conv") if args.conv else None
+    res = pm.measure(args.config, gemm=gemm, conv=conv, mode=args.mode, resident=args.resident,
+                     density=args.density, padding=args.padding, seed=args.seed, target=args.target)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(pm.format_report(res))
+        if args.loops:
+            from .config import load_config
+            print("\nloops (host/hlsnn/perf/" + res["engine"] + ".py):")
+            print(pm.loop_table(res["engine"], load_config(args.config).params))
+    return 0
 
 
 def build_parser():
@@ -349,6 +378,22 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("perf", help="modelled cycles, MAC/cycle, utilization and bound of one operation, from "
+                                    "the C-simulation's loop counters (hlsnn.perf)")
+    p.add_argument("config")
+    p.add_argument("--gemm", metavar="B,K,N", help="a GEMM of batch B, K inputs, N outputs (bfp_systolic, shift_mac)")
+    p.add_argument("--conv", metavar="C,H,W,Z,k", help="a stride-1 convolution of C channels of HxW to Z channels, "
+                                                     "k x k kernel (shift_mac, sparse_cluster)")
+    p.add_argument("--mode", choices=["twohot", "pot", "pot_sum"], help="shift_mac weight mode (default: the config's)")
+    p.add_argument("--resident", action="store_true", help="weights stay on chip (no engine supports it yet)")
+    p.add_argument("--density", type=float, default=1.0, help="sparse_cluster: share of non-zero inputs and weights")
+    p.add_argument("--padding", default="same", choices=["same", "valid"], help="convolution padding (default same)")
+    p.add_argument("--target", default="csim", choices=["csim", "sim"], help="default csim")
+    p.add_argument("--loops", action="store_true", help="also print the engine's loop table (II, accesses, depth)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the data (default 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_perf)
 
     p = sub.add_parser("deploy", help="run a whole ONNX model layer by layer in each format of a deployment "
                                       "config (configs/models/*.yaml) and report accuracy against float")

@@ -120,6 +120,30 @@ class CsimLibrary:
                                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.stream_bits = int(self._lib.hlsnn_stream_bits())
         self.n_regs_in, self.n_regs_out = n_regs_in, n_regs_out
+        self._has_counters = hasattr(self._lib, "hlsnn_counter_count")
+        if self._has_counters:
+            self._lib.hlsnn_counter_name.restype = ctypes.c_char_p
+            self._lib.hlsnn_counter_name.argtypes = [ctypes.c_int]
+            self._lib.hlsnn_counter_values.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        self._counter_names = []
+        #: loop counters of the last run (``hlsnn/counters.h``): ``{label: (iterations, entries)}``
+        #: for every counter the kernel reached; None for a library built without counters
+        self.last_counts = None
+
+    def _read_counts(self):
+        """The loop counters the last run left in the library (names are registered on first
+        use and cached here, since they never change within a loaded library)."""
+        if not self._has_counters:
+            self.last_counts = None
+            return
+        n = int(self._lib.hlsnn_counter_count())
+        while len(self._counter_names) < n:
+            self._counter_names.append(self._lib.hlsnn_counter_name(len(self._counter_names)).decode())
+        iters = np.zeros(max(n, 1), dtype=np.uint64)
+        entries = np.zeros(max(n, 1), dtype=np.uint64)
+        n = int(self._lib.hlsnn_counter_values(iters.ctypes.data, entries.ctypes.data, n))
+        self.last_counts = {name: (int(i), int(e)) for name, i, e in
+                            zip(self._counter_names[:n], iters.tolist(), entries.tolist()) if i}
 
     def run(self, beats: np.ndarray, regs_in, n_out_beats: int):
         nbytes = self.stream_bits // 8
@@ -131,6 +155,7 @@ class CsimLibrary:
             raise ValueError(f"expected {self.n_regs_in} register values, got {rin.size}")
         status = self._lib.hlsnn_run(beats.ctypes.data, beats.shape[0], out.ctypes.data, n_out_beats,
                                      rin.ctypes.data, rout.ctypes.data)
+        self._read_counts()
         if status:
             why = "; ".join(msg for bit, msg in STATUS_BITS.items() if status & bit)
             raise CsimError(f"C-simulation of {self.path.name}: stream protocol error ({why}); "
@@ -151,4 +176,5 @@ class CsimLibrary:
         last = ctypes.c_int64(-1)
         status = self._lib.hlsnn_run_stream(beats.ctypes.data, beats.shape[0], out.ctypes.data, cap_beats,
                                             rin.ctypes.data, rout.ctypes.data, ctypes.byref(n_out), ctypes.byref(last))
+        self._read_counts()
         return out[:n_out.value], rout, (None if last.value < 0 else int(last.value)), int(status)

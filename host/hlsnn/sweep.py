@@ -284,7 +284,8 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
         ``over_budget`` (list of ``{resource, used, available, over}``) and ``csim`` (None
         when not run, else ``cases``, ``outputs``, ``mismatches``, ``first_mismatch``,
         ``register_mismatches``, ``setup_s``, ``run_s``, ``time_s``; or ``error``, ``time_s``)
-        and ``csim_skipped`` (why not run, or None).
+        and ``csim_skipped`` (why not run, or None); valid variants also ``model``: the
+        modelled cycles of a 64x512x512 GEMM (:func:`hlsnn.perf.closed_form.reference_gemm`).
     """
     if jobs is None:
         jobs = os.cpu_count() or 1
@@ -320,6 +321,8 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
         r.update(valid=True, resources=res, utilization={k: est["utilization"][k] for k in res},
                  throughput=dict(est["throughput"]) if "throughput" in est else None, fits=not over,
                  over_budget=over, clock_mhz=cfg.clock_mhz)
+        from .perf.closed_form import reference_gemm    # the cycle model of hlsnn perf (issue 13)
+        r["model"] = reference_gemm(cfg)
         if over:
             r["csim_skipped"] = "over budget"
         elif not csim:

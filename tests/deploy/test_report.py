@@ -1,9 +1,7 @@
 """hlsnn report for a deployment config: the HTML page (sections, numbers equal to deploy(),
 self-contained figures), the cycle model against hand computation, output-path errors."""
 import base64
-import math
 from html.parser import HTMLParser
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -163,14 +161,6 @@ def test_bad_output_path(root, tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- cycle model
 
-def dense(n, k):
-    return Layer("t", "dense", ["x"], "y", w=np.zeros((n, k)), b=np.zeros(n))
-
-
-def accel(engine, clock=100.0, **params):
-    return SimpleNamespace(engine=engine, clock_mhz=clock, params=params)
-
-
 def test_layer_shape_conv():
     conv = Layer("c", "conv", ["x"], "y", w=np.zeros((4, 2, 3, 3)), b=np.zeros(4), pad=1)
     assert layer_shape(conv, (5, 6)) == {"positions": 30, "k": 18, "n": 4, "in_elems": 60}
@@ -180,40 +170,58 @@ def test_layer_shape_conv():
         layer_shape(conv)
 
 
-def test_cycle_model_by_hand():
-    # batch 3 of a dense 7 -> 5 layer: M = 3, K = 7, N = 5
-    layer, ceil = dense(5, 7), math.ceil
-    # bfp_systolic 2x2, 8-bit mantissas -> 8-bit lanes, 32-bit stream: P = 4
-    r = layer_cycles(layer, accel("bfp_systolic", rows=2, cols=2, mantissa_bits=8, stream_bits=32), 3)
-    t, g, s = ceil(3 / 2), ceil(5 / 2), ceil(7 / 2)                  # 2, 3, 4
-    assert r["compute"] == t * g * s == 24
-    assert r["stream_in"] == 24 * ceil(4 / 4) + 3 * ceil(8 / 4) == 30
-    assert r["stream_out"] == 3 * ceil(6 / 4) == 6
-    assert (r["cycles"], r["bound"], r["us"]) == (30, "stream_in", 0.3)
-    # shift_mac 2x2, 16-bit lanes on 32 bits: P = 2; two-hot: 2 outputs per pass
-    sm = accel("shift_mac", 200.0, rows=2, cols=2, stream_bits=32)
-    r = layer_cycles(layer, sm, 3, fmt_type="twohot")
-    assert r["compute"] == 2 * 3 * 7 == 42
-    assert r["stream_in"] == 2 * 3 * (7 * 1 + ceil(6 / 2)) + 3 * ceil(7 / 2) == 72
-    assert r["stream_out"] == 3 * ceil(5 / 2) == 9
-    assert r["us"] == 72 / 200
-    # dual PoT: 4 outputs per pass
-    r = layer_cycles(layer, sm, 3, fmt_type="pot")
-    assert r["compute"] == 2 * 2 * 7 == 28
-    assert r["stream_in"] == 2 * 2 * (7 + ceil(12 / 2)) + 12 == 64
-    # sparse_cluster, 2 units, 2 channels per group, P = 2; half the weights and inputs zero
-    r = layer_cycles(layer, accel("sparse_cluster", units=2, max_z=2, stream_bits=32), 3,
-                     weight_sparsity=0.5, input_density=0.5)
-    assert r["compute"] == ceil(3 * 5 * 7 * 0.5 * 0.5 / 2) == 14
-    assert r["stream_in"] == ceil((2 * 3 * 0.5 * 3 * 7 + 2 * 0.5 * 5 * 7) / 2) == 49
-    assert r["stream_out"] == ceil(15 / 2) == 8
-    assert (r["cycles"], r["bound"]) == (49, "stream_in")
+# The report's latency is the cycle model of hlsnn.perf on the runner's calls: equal to the
+# C-simulation's counters for the same layer (tests/perf/test_cycle_model.py hand-counts them).
+PERF_CONFIGS = {"bfp": ("bfp_systolic", "t16_row"), "shift": ("shift_mac", "s_tiny"),
+                "sparse": ("sparse_cluster", "sp_small")}
 
 
-def test_cycle_model_conv():
-    # conv 2 -> 4, 3x3, pad 1 on 4x4: M = 16, K = 18, N = 4; 512-bit stream: P = 32 lanes
-    conv = Layer("c", "conv", ["x"], "y", w=np.zeros((4, 2, 3, 3)), b=np.zeros(4), pad=1)
-    r = layer_cycles(conv, accel("shift_mac", rows=4, cols=2, stream_bits=512), fmt_type="twohot", in_hw=(4, 4))
-    assert r["compute"] == 8 * 1 * 18 == 144
-    assert r["stream_in"] == 8 * (18 * 1 + 1) + 16 * 1 == 168
-    assert (r["m"], r["k"], r["n"], r["bound"]) == (16, 18, 4, "stream_in")
+def _csim(root, which):
+    from hlsnn.runtime import Accelerator
+    engine, name = PERF_CONFIGS[which]
+    return Accelerator(root / "tests" / "engines" / engine / "configs" / f"{name}.yaml", target="csim")
+
+
+@pytest.mark.csim
+def test_layer_cycles_equal_csim_bfp(root):
+    # dense 7 -> 6 with a bias, batch 5, on t16_row: the hand-counted call of
+    # tests/perf/test_cycle_model.py (268 cycles) plus ReadBias: (6 - 1) * II 1 + depth 2 = 7
+    layer = Layer("d", "dense", ["x"], "y", w=np.ones((6, 7)), b=np.ones(6))
+    rng = np.random.default_rng(0)
+    with _csim(root, "bfp") as acc:
+        acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)), bias=rng.normal(size=6))
+        want = acc.kernel.last_cycles
+        r = layer_cycles(layer, acc.config, 5)
+    assert want.cycles == 268 + 7 == r["cycles"]
+    assert r["us"] == pytest.approx(275 / acc.config.clock_mhz) and r["bound"] == want.bound
+    assert r["compute"] + r["stream_in"] + r["stream_out"] + r["serial"] == r["cycles"]
+
+
+@pytest.mark.csim
+def test_layer_cycles_equal_csim_shift_conv(root):
+    # conv 2 -> 3, 3x3, pad 1 on 4x5 runs as a GEMM on 20 im2col rows of K = 18 (ShiftExec)
+    conv = Layer("c", "conv", ["x"], "y", w=np.ones((3, 2, 3, 3)), b=np.zeros(3), pad=1)
+    rng = np.random.default_rng(1)
+    with _csim(root, "shift") as acc:
+        for mode in ("twohot", "pot"):
+            acc.kernel.gemm(rng.normal(size=(20, 18)), rng.normal(size=(3, 18)), mode=mode)
+            r = layer_cycles(conv, acc.config, fmt_type=mode, in_hw=(4, 5))
+            assert (r["m"], r["k"], r["n"]) == (20, 18, 3)
+            assert r["cycles"] == acc.kernel.last_cycles.cycles
+
+
+@pytest.mark.csim
+def test_layer_cycles_equal_csim_sparse(root):
+    # a conv layer of two 3-channel 7x6 images on sp_small, with these very int8 operands
+    conv = Layer("c", "conv", ["x"], "y", w=np.ones((4, 3, 3, 3)), b=np.zeros(4), pad=1)
+    rng = np.random.default_rng(2)
+    x = (rng.integers(-128, 128, (2, 3, 7, 6)) * (rng.random((2, 3, 7, 6)) < 0.5)).astype(np.int64)
+    w = (rng.integers(-128, 128, (4, 3, 3, 3)) * (rng.random((4, 3, 3, 3)) < 0.5)).astype(np.int64)
+    with _csim(root, "sparse") as acc:
+        acc.kernel.conv2d_batch_int(x, w, bias=np.zeros(4, np.int64), shift=0, padding="same")
+        want = acc.kernel.last_cycles
+        r = layer_cycles(conv, acc.config, 2, in_hw=(7, 6), x=x, w=w)
+    assert r["cycles"] == want.cycles and r["calls"] == want.calls
+    # the synthetic layer at half density is a different map: still a positive, bounded figure
+    s = layer_cycles(conv, acc.config, 2, in_hw=(7, 6), weight_sparsity=0.5, input_density=0.5)
+    assert 0 < s["cycles"] and s["bound"] in ("compute", "input stream", "output stream")

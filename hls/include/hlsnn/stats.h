@@ -10,6 +10,7 @@
 #ifndef HLSNN_STATS_H_
 #define HLSNN_STATS_H_
 
+#include "hlsnn/counters.h"
 #include "hlsnn/primitives.h"
 #include "hlsnn/stream_io.h"
 
@@ -78,9 +79,11 @@ inline void WriteMsbHistogram(hls::stream<AxisWord<SW> > &s, LaneWriter<SW, L> &
   static_assert(32 % L == 0, "a 32-bit counter must split into whole lanes");
 StatsBins:
   for (int k = 0; k < kBins; ++k) {
+    HLSNN_ITER(StatsBins, k == 0);
   StatsLanes:
     for (int j = 0; j < 32 / L; ++j) {
 #pragma HLS PIPELINE II = 1
+      HLSNN_ITER(StatsLanes, j == 0);
       wr.Put(s, (ap_int<L>)(ap_uint<L>)hist[k].range(j * L + L - 1, j * L));
     }
   }

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import io
-import math
 import shlex
 from html import escape
 from pathlib import Path
@@ -26,7 +25,6 @@ import numpy as np
 
 from .. import __version__
 from ..config import load_config, read_yaml
-from ..engines.bfp_systolic.spec import lane_bits as _bfp_lane_bits
 from ..engines.common import largest_frac
 from ..errors import ConfigError, InputError, MissingDependency
 from ..formats import bfp as bfpfmt
@@ -39,8 +37,6 @@ from .runner import prune
 
 __all__ = ["write_report", "layer_cycles", "layer_shape"]
 
-#: Lane width of shift_mac and sparse_cluster streams (bits).
-LANE_BITS = 16
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 table{border-collapse:collapse;margin:.8em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 8px}
@@ -66,67 +62,25 @@ def layer_shape(layer, in_hw=None) -> dict:
     return {"positions": oh * ow, "k": c * ks * ks, "n": int(z), "in_elems": c * h * w}
 
 
-def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0, input_density=1.0):
+def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0, input_density=1.0,
+                 x=None, w=None):
     """Modelled cycles of one engine layer on the accelerator ``cfg`` (a model, not a measurement).
 
-    The layer is a GEMM of ``M = batch * positions`` rows (conv: im2col rows, ``positions =
-    H' * W'``), reduction length ``K`` and ``N`` outputs (:func:`layer_shape`). Streams carry
-    ``P = stream_bits / lane_bits`` lanes per beat (one beat per cycle); input and output
-    streams run in parallel. The result is ``cycles = max(compute, stream_in, stream_out)``
-    and ``us = cycles / clock_mhz``:
+    The kernel calls the deploy runner makes for the layer, costed by the same cycle model as
+    ``hlsnn perf`` and ``Kernel.last_cycles`` (:mod:`hlsnn.perf`: the loop counts of the
+    kernel's templates, II, depths, serial phases): :func:`hlsnn.perf.layers.layer_cycles`,
+    whose docstring lists the calls per engine. ``bfp_systolic`` and ``shift_mac`` counts
+    depend on the shape only; ``sparse_cluster`` counts are taken on ``x`` and ``w`` (int8)
+    when given, else on a seeded synthetic layer with ``weight_sparsity`` and
+    ``input_density``.
 
-    ``bfp_systolic`` (``rows x cols`` tiles, 2 products per tile per cycle, weights streamed
-    again for each batch tile; ``lane_bits`` 8 for mantissas of <= 8 bits, else 16)
-        ``T = ceil(M / cols)``, ``G = ceil(N / rows)``, ``S = ceil(K / 2)``;
-        ``compute = T * G * S``;
-        ``stream_in = T * G * S * ceil(2 * rows / P) + M * ceil((K + 1) / P)``;
-        ``stream_out = M * ceil((N + 1) / P)``.
-    ``shift_mac`` (``rows x cols`` units; two-hot: 1 product per unit and cycle, ``t = rows``
-    outputs per pass; PoT (``fmt_type="pot"``): 2, ``t = 2 * rows``; 16-bit lanes)
-        ``T = ceil(M / cols)``, ``G = ceil(N / t)``; ``compute = T * G * K``;
-        ``stream_in = T * G * (K * ceil(rows / P) + ceil(3 * t / P)) + M * ceil(K / P)``;
-        ``stream_out = M * ceil(N / P)``.
-    ``sparse_cluster`` (``units`` multipliers, non-zero products only, perfectly balanced;
-    16-bit lanes; zeros assumed independent: ``ws`` = weight sparsity, ``d`` = input density)
-        ``compute = ceil(M * N * K * (1 - ws) * d / units)``;
-        ``stream_in = ceil((2 * ceil(N / max_z) * d * batch * in_elems + 2 * (1 - ws) * N * K) / P)``
-        (value and index lanes; the inputs are sent again per group of ``max_z`` channels);
-        ``stream_out = ceil(M * N / P)``.
-
-    Not modelled: pipeline fill, register writes, DMA set-up, host work (im2col, requantization),
-    load imbalance of the sparse units (see :mod:`hlsnn.engines.sparse_cluster.model`).
-
-    Returns a dict: ``compute``, ``stream_in``, ``stream_out``, ``cycles``, ``bound`` (which
-    term decides), ``us``, and the shape (``m``, ``k``, ``n``).
+    Returns a dict: ``compute``, ``stream_in``, ``stream_out``, ``serial`` (cycles per phase
+    group), ``cycles``, ``bound`` (the phase that limits the layer), ``us``, ``calls`` and the
+    GEMM view ``m``, ``k``, ``n``.
     """
-    s = layer_shape(layer, in_hw)
-    p, c = cfg.params, math.ceil
-    m, k, n = batch * s["positions"], s["k"], s["n"]
-    if cfg.engine == "bfp_systolic":
-        lanes = p["stream_bits"] // _bfp_lane_bits(p)
-        t, g, steps = c(m / p["cols"]), c(n / p["rows"]), c(k / 2)
-        compute = t * g * steps
-        s_in = t * g * steps * c(2 * p["rows"] / lanes) + m * c((k + 1) / lanes)
-        s_out = m * c((n + 1) / lanes)
-    elif cfg.engine == "shift_mac":
-        lanes = p["stream_bits"] // LANE_BITS
-        tn = 2 * p["rows"] if fmt_type == "pot" else p["rows"]
-        t, g = c(m / p["cols"]), c(n / tn)
-        compute = t * g * k
-        s_in = t * g * (k * c(p["rows"] / lanes) + c(3 * tn / lanes)) + m * c(k / lanes)
-        s_out = m * c(n / lanes)
-    elif cfg.engine == "sparse_cluster":
-        lanes = p["stream_bits"] // LANE_BITS
-        dw = 1.0 - weight_sparsity
-        compute = c(m * n * k * dw * input_density / p["units"])
-        s_in = c((2 * c(n / p["max_z"]) * input_density * batch * s["in_elems"] + 2 * dw * n * k) / lanes)
-        s_out = c(m * n / lanes)
-    else:
-        raise InputError(f"no cycle model for engine {cfg.engine!r}")
-    terms = {"compute": compute, "stream_in": s_in, "stream_out": s_out}
-    cycles = max(terms.values())
-    bound = max(terms, key=terms.get)
-    return {**terms, "cycles": cycles, "bound": bound, "us": cycles / cfg.clock_mhz, "m": m, "k": k, "n": n}
+    from ..perf.layers import layer_cycles as _model
+    return _model(layer, cfg, batch, fmt_type=fmt_type, in_hw=in_hw, weight_sparsity=weight_sparsity,
+                  input_density=input_density, x=x, w=w)
 
 
 def retarget(accel_path, board):
@@ -337,9 +291,10 @@ def _cycles_of(la, f, accel, shapes, stats):
 def _latency(res, cfg, elayers, accels, shapes, used, new):
     out = ['<h2 id="latency">Estimated latency per layer and board (model)</h2>',
            '<p class="note"><b>These are models, not measurements.</b> Cycles per image (batch 1) from '
-           "<code>hlsnn.deploy.report.layer_cycles</code>: the larger of the engine's compute cycles and the "
-           "stream beats, at the accel config's clock. Host work (im2col, requantization, host ops) and DMA "
-           "set-up are not included.</p>"]
+           "<code>hlsnn.deploy.report.layer_cycles</code>: the kernel calls of the layer, costed by the "
+           "cycle model of <code>hlsnn perf</code> (loop counts of the kernels, II, depths, serial phases), "
+           "at the accel config's clock. Host work (im2col, requantization, host ops) and DMA set-up are not "
+           "included; sparse layers are counted on a synthetic layer at the measured densities.</p>"]
     by_layer = {la.name: la for la in elayers}
     rows, est = [], {}
     for (ln, fname), (_, s) in used.items():
@@ -348,10 +303,11 @@ def _latency(res, cfg, elayers, accels, shapes, used, new):
         r = _cycles_of(by_layer[ln], f, acc, shapes, s)
         est[(ln, fname)] = r["us"]
         rows.append((ln, fname, acc.name, acc.board.name, f"{acc.clock_mhz:g}", acc.params["stream_bits"],
-                     f"{r['m']}x{r['k']}x{r['n']}", r["compute"], r["stream_in"], r["stream_out"],
+                     f"{r['m']}x{r['k']}x{r['n']}", r["compute"], r["stream_in"], r["stream_out"], r["serial"],
                      r["bound"], r["cycles"], f"{r['us']:.2f}"))
     out.append(_table(["layer", "format", "accel config", "board", "clock MHz", "stream bits", "M x K x N",
-                       "compute", "stream in", "stream out", "bound", "cycles", "us"], rows, "latency-table"))
+                       "compute", "stream in", "stream out", "serial", "bound", "cycles", "us"], rows,
+                      "latency-table"))
     fmts = list(dict.fromkeys(f for _, f in used))
     names = [la.name for la in elayers]
     fig = _bars(new, names, {f: [est.get((ln, f)) for ln in names] for f in fmts}, "us per image (model)",

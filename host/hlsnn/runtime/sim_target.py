@@ -71,7 +71,8 @@ class SimTarget(PynqTarget):
         from .simdevice import SimDevice, StreamKernelModel
         rendered = codegen.render(cfg)
         self.library_path = csim.compile_library(rendered, verbose=verbose)
-        lib = csim.CsimLibrary(self.library_path, len(engine.protocol.REGS_IN), len(engine.protocol.REGS_OUT))
+        lib = self.lib = csim.CsimLibrary(self.library_path, len(engine.protocol.REGS_IN),
+                                          len(engine.protocol.REGS_OUT))
         overlay = Path(overlay) if overlay else prepare_sim_overlay(cfg, engine)
         self.sim = SimDevice(strict_cache=strict_cache)
         self.sim.add_model(cfg.name, StreamKernelModel(csim_kernel_model(cfg, engine, lib)))
@@ -98,8 +99,19 @@ class SimTarget(PynqTarget):
             return super().input_buffer(nbytes)
 
     def run(self, beats, regs_in, n_out_beats):
+        """As the pynq target; ``last_timing`` also gains the kernel's modelled time from the
+        C-simulation's loop counters (``kernel_cycles`` and ``kernel_model_s`` at the config's
+        clock; :mod:`hlsnn.perf`), which the operation's ``last_cycles`` sums over calls."""
+        from ..perf import call_cycles, log_call
         with self._active():
-            return super().run(beats, regs_in, n_out_beats)
+            out = super().run(beats, regs_in, n_out_beats)
+        counts = self.lib.last_counts
+        call = None if counts is None else call_cycles(self.cfg, counts)
+        log_call(self, counts, np.size(beats) // self._beat, n_out_beats, call)
+        if call is not None:
+            self.last_timing["kernel_cycles"] = call.cycles
+            self.last_timing["kernel_model_s"] = call.cycles / (self.cfg.clock_mhz * 1e6)
+        return out
 
     def close(self):
         sim = getattr(self, "sim", None)

@@ -49,7 +49,10 @@ class CsimTarget:
                                     len(engine.protocol.REGS_OUT))
 
     def run(self, beats, regs_in, n_out_beats):
-        return self.lib.run(beats, regs_in, n_out_beats)
+        from ..perf import log_call
+        out = self.lib.run(beats, regs_in, n_out_beats)
+        log_call(self, self.lib.last_counts, np.size(beats) // (self.lib.stream_bits // 8), n_out_beats)
+        return out
 
     def close(self):
         pass

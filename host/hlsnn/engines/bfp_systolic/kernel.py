@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ...perf import instrument
 from ...formats import bfp
 from .. import tiling
 from . import protocol
@@ -17,6 +18,7 @@ def _flags(relu, has_bias, use_stats, stats_out=False):
             | (protocol.FLAG_STATS if use_stats else 0) | (protocol.FLAG_STATS_OUT if stats_out else 0))
 
 
+@instrument
 class Kernel:
     """GEMM ``y = relu(x @ w.T + bias)`` on a ``bfp_systolic`` accelerator.
 
@@ -31,6 +33,9 @@ class Kernel:
     wide accumulators (``protocol`` docstring; bins relative to each output's product
     exponent), left in :attr:`last_stats` (int64, ``protocol.stats_bins(p)`` counters); after a
     call without it, :attr:`last_stats` is None.
+
+    After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
+    modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
     """
 
     OPERATIONS = ("gemm", "gemm_bfp")

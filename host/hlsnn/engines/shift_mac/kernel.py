@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ...perf import instrument
 from ...formats import shift as sfmt
 from .. import tiling
 from . import protocol, tiles
@@ -13,6 +14,7 @@ from ..common import largest_frac as _largest_frac
 from .spec import MAGIC, MODES
 
 
+@instrument
 class Kernel:
     """GEMM and convolution on a ``shift_mac`` accelerator.
 
@@ -57,6 +59,9 @@ class Kernel:
     An operation that fits is exactly one call, without extra copies. :meth:`run_registers`
     is always one call: beyond the maxima or the transfer limit it raises. The tiled paths
     are in ``shift_mac.tiles``.
+
+    After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
+    modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
     """
 
     OPERATIONS = ("gemm", "gemm_int", "conv2d", "conv2d_int", "run_registers")

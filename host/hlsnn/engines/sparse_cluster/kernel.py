@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ...perf import instrument
 from ...formats import sparse as sfmt
 from . import protocol, tiles
 from .emulator import conv_accumulate, emulate, postprocess
@@ -59,6 +60,7 @@ class Plan:
         self.xp, self.k, self.out_shape, self.partition, self.rounds, self.pool = xp, k, out_shape, partition, rounds, pool
 
 
+@instrument
 class Kernel:
     """Zero-skipping convolution (stride 1, 'same' or 'valid'), int8 in, int8 or int32 out.
 
@@ -96,6 +98,9 @@ class Kernel:
       (saturating at ``2**32 - 1``), ``last_calls`` counts the calls and ``last_plan`` is the
       last call's plan. An operation that fits one call runs exactly as before (no copies).
       The tiled paths are in ``sparse_cluster.tiles``.
+
+    After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
+    modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
     """
 
     OPERATIONS = ("conv2d", "conv2d_int", "conv2d_batch_int")

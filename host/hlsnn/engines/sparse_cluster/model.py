@@ -50,6 +50,13 @@ loop (``3 * zg`` cycles per job), and the coupling of the units through the shar
     + 2 n_d,m(kz)) + max_m (clear + post))``. The makespan with per-channel coupling lies
     between ``makespan`` (fully decoupled units, the model's definition) and this.
 
+The whole-kernel cycle model is :mod:`hlsnn.perf.sparse_cluster` (``hlsnn perf``, the deploy
+report, ``Kernel.last_cycles``): it costs every loop of all three DATAFLOW processes from the
+C-simulation's counters, with entry depths, ``ReadParams`` and ``Dispatch``. This module's
+``pairs`` and ``multiplies`` per unit equal that kernel's ``NonZeroInputs.<m>`` and
+``EffectualMacs.<m>`` counters exactly (tests/perf/test_cycle_model.py); its ``cycles`` are the
+partial sum above, kept for the load-balance study (before / after rebalancing).
+
 Derived figures: ``makespan = max(cycles)``, ``imbalance = max(cycles) / mean(cycles)``,
 ``dense_cycles = Z * C * k^2 * H' * W' / units`` (a dense engine with as many multipliers,
 one MAC per multiplier and cycle, ``H' x W'`` the convolution's output before pooling) and
@@ -309,11 +316,23 @@ def density_sweep(cfg, *, channels=64, size=56, ksize=3, densities=(1.0, 0.5, 0.
                 "lockstep_cycles_equal": e["lockstep_cycles"], "lockstep_cycles_rebalanced": r["lockstep_cycles"],
                 "cycles_equal": e["cycles"], "cycles_rebalanced": r["cycles"],
                 "rects_rebalanced": r["rects"],
+                "kernel_cycles": kernel_cycles(cfg, x, w, threshold=threshold),
             })
     return {"config": cfg.name, "engine": NAME, "units": p["units"],
             "shape": {"C": channels, "Z": channels, "k": ksize, "H": size, "W": size},
             "dense_cycles": (channels * channels * ksize * ksize * size * size) / p["units"],
             "seed": seed, "threshold": threshold, "kinds": list(kinds), "rows": rows}
+
+
+def kernel_cycles(cfg, x, w, *, padding="same", threshold=0.03) -> int:
+    """The whole kernel's modelled cycles for this layer (:mod:`hlsnn.perf.sparse_cluster`:
+    every loop of Dispatch, the units and Collect, the DATAFLOW region), from the loop counts
+    of the rebalanced plan's stream (:class:`hlsnn.perf.counting.CountingTarget`, no compiler)."""
+    from ...perf.counting import CountingTarget
+    from .. import ENGINES
+    kern = Kernel(cfg, CountingTarget(cfg, ENGINES[NAME]))
+    kern.conv2d_int(x, w, padding=padding, threshold=threshold)
+    return int(kern.last_cycles.cycles)
 
 
 def format_sweep(rep) -> str:
@@ -325,14 +344,16 @@ def format_sweep(rep) -> str:
              "model cycles per unit (hlsnn.engines.sparse_cluster.model); before = equal split, "
              f"after = rebalanced (threshold {rep['threshold']:g})"]
     hdr = (f"{'inputs':<10} {'density':>7} {'multiplies':>12} {'makespan before':>15} {'after':>11} "
-           f"{'imbalance before':>16} {'after':>6} {'speedup before':>14} {'after':>7}  nz-fraction spread")
+           f"{'imbalance before':>16} {'after':>6} {'speedup before':>14} {'after':>7} {'kernel model':>12}  "
+           "nz-fraction spread")
     lines += [hdr, "-" * len(hdr)]
     for r in rep["rows"]:
         lines.append(f"{r['kind']:<10} {r['density']:7.3g} {r['multiplies']:12,d} {r['makespan_equal']:15,d} "
                      f"{r['makespan_rebalanced']:11,d} {r['imbalance_equal']:16.2f} {r['imbalance_rebalanced']:6.2f} "
-                     f"{r['speedup_equal']:13.3g}x {r['speedup_rebalanced']:6.3g}x  "
+                     f"{r['speedup_equal']:13.3g}x {r['speedup_rebalanced']:6.3g}x {r['kernel_cycles']:12,d}  "
                      f"{r['spread_equal']:.3f} -> {r['spread_rebalanced']:.3f} ({r['status']})")
-    lines.append("imbalance = max/mean of the units' cycles; speedup = dense cycles / makespan; nz-fraction "
+    lines.append("imbalance = max/mean of the units' cycles; speedup = dense cycles / makespan; kernel model = "
+                 "the whole kernel's cycles, rebalanced (hlsnn.perf, as hlsnn perf); nz-fraction "
                  "spread = what the partitioner balances (max - min of the units' non-zero fractions)")
     return "\n".join(lines)
 

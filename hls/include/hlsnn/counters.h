@@ -1,0 +1,91 @@
+// Loop counters for the cycle model (host/hlsnn/perf/): C-simulation only.
+//
+// HLSNN_ITER(Label, first) goes in the body of the loop labelled Label: it adds one to the
+// loop's iteration count and, when `first` (an expression that only reads the loop index,
+// e.g. `i == 0`) holds, one to its entry count. HLSNN_ITER_AT(Label, idx, first) does the same
+// for one instance of a replicated process (a template unit): the counter is "Label.idx".
+// HLSNN_MARK(Label) counts one event of a region (a branch, a process call).
+//
+// Under __SYNTHESIS__ the macros expand to nothing, so the synthesized design is unchanged;
+// in C-simulation they only write this header's own table: never a stream, an output, or
+// state of the kernel. The C ABI bridge resets the table before each run and exports it.
+#ifndef HLSNN_COUNTERS_H_
+#define HLSNN_COUNTERS_H_
+
+#ifndef __SYNTHESIS__
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+namespace hlsnn {
+
+const int kMaxCounters = 256;
+const int kCounterNameBytes = 48;
+
+struct CounterTable {
+  int n;
+  char names[kMaxCounters][kCounterNameBytes];
+  uint64_t iters[kMaxCounters];
+  uint64_t entries[kMaxCounters];
+};
+
+inline CounterTable &Counters() {
+  static CounterTable t = {0, {{0}}, {0}, {0}};
+  return t;
+}
+
+// The slot of counter `name` (with "." idx appended when idx >= 0), registered on first use.
+inline int CounterId(const char *name, int idx) {
+  CounterTable &t = Counters();
+  char full[kCounterNameBytes];
+  if (idx >= 0) {
+    snprintf(full, sizeof full, "%s.%d", name, idx);
+  } else {
+    snprintf(full, sizeof full, "%s", name);
+  }
+  for (int i = 0; i < t.n; ++i) {
+    if (strcmp(t.names[i], full) == 0) return i;
+  }
+  if (t.n == kMaxCounters) return kMaxCounters - 1;  // full: the last slot absorbs the rest
+  snprintf(t.names[t.n], kCounterNameBytes, "%s", full);
+  t.iters[t.n] = 0;
+  t.entries[t.n] = 0;
+  return t.n++;
+}
+
+inline void CounterBump(int id, bool first) {
+  CounterTable &t = Counters();
+  t.iters[id] += 1;
+  if (first) t.entries[id] += 1;
+}
+
+// Zero every count; the names stay registered (their slots are cached at the call sites).
+inline void CountersReset() {
+  CounterTable &t = Counters();
+  for (int i = 0; i < t.n; ++i) {
+    t.iters[i] = 0;
+    t.entries[i] = 0;
+  }
+}
+
+}  // namespace hlsnn
+
+#define HLSNN_ITER_AT(label, idx, first)                                    \
+  do {                                                                      \
+    static const int hlsnn_counter_id_ = ::hlsnn::CounterId(#label, (idx)); \
+    ::hlsnn::CounterBump(hlsnn_counter_id_, (first));                       \
+  } while (0)
+#define HLSNN_ITER(label, first) HLSNN_ITER_AT(label, -1, first)
+#define HLSNN_MARK(label) HLSNN_ITER_AT(label, -1, true)
+#define HLSNN_MARK_AT(label, idx) HLSNN_ITER_AT(label, idx, true)
+
+#else  // __SYNTHESIS__: no counters in hardware
+
+#define HLSNN_ITER_AT(label, idx, first)
+#define HLSNN_ITER(label, first)
+#define HLSNN_MARK(label)
+#define HLSNN_MARK_AT(label, idx)
+
+#endif  // __SYNTHESIS__
+
+#endif  // HLSNN_COUNTERS_H_

@@ -1,0 +1,125 @@
+"""Modelled cycles of one deployed layer: the kernel calls the deploy runner
+(:mod:`hlsnn.deploy.runner`) makes for it, costed by the engine's cycle model.
+
+The calls are those of the runner's main pass (the output shift known, no statistics), for a
+batch of ``batch`` images:
+
+``bfp_systolic`` (``BfpExec``)
+    conv layers as a GEMM on host im2col rows; one ``gemm_bfp`` with the bias per chunk of
+    ``max_n`` outputs. Loop counts depend on the shape only (:mod:`.closed_form`).
+``shift_mac`` (``ShiftExec``)
+    conv layers as a GEMM on host im2col rows; ``gemm_int`` with the bias per chunk of outputs
+    (whole weight tiles up to ``max_n``) and of at most ``max_batch`` rows, in the layer's mode
+    (``pot``: dual PoT). Shape only (:mod:`.closed_form`).
+``sparse_cluster`` (``SparseExec``)
+    conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds),
+    dense layers as a 1x1 convolution over a ``(K, 1, batch)`` map; per chunk of
+    ``max_out_channels``. The counts depend on which inputs and weights are zero: they come
+    from the replica of the kernel's loops (:class:`.counting.CountingTarget`) run on ``x``
+    and ``w`` when given, else on a seeded synthetic layer of the same shape with the given
+    weight sparsity and input density (zeros placed independently at random).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from .model import KernelCycles
+
+
+def _shape(layer, in_hw):
+    if layer.kind == "dense":
+        n, k = layer.w.shape
+        return 1, int(k), int(n), None
+    z, c, ks, _ = layer.w.shape
+    if in_hw is None:
+        raise InputError(f"layer {layer.name}: a conv layer needs its input height and width (in_hw)")
+    h, w = in_hw
+    oh, ow = h + 2 * layer.pad - ks + 1, w + 2 * layer.pad - ks + 1
+    return oh * ow, c * ks * ks, int(z), (c, h, w, ks)
+
+
+def _chunks(n, step):
+    return [(a, min(n, a + step)) for a in range(0, n, step)]
+
+
+def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0,
+                        input_density=1.0, x=None, w=None, seed=0) -> KernelCycles:
+    """The :class:`~.model.KernelCycles` of the runner's calls for one layer (module docstring)."""
+    from . import call_cycles
+    from .closed_form import bfp_call_counts, shift_call_counts
+    p = cfg.params
+    positions, k, n, conv = _shape(layer, in_hw)
+    m = batch * positions
+    kc = KernelCycles()
+    if cfg.engine == "bfp_systolic":
+        for a, b in _chunks(n, p["max_n"]):
+            counts = bfp_call_counts(p, m, k, b - a, bias=True, stats_method=p["output_exponent"] == "stats")
+            kc.add(call_cycles(cfg, counts), counts)
+        return kc
+    if cfg.engine == "shift_mac":
+        mode = "pot" if fmt_type == "pot" else "twohot"
+        tn = 2 * p["rows"] if mode == "pot" else p["rows"]
+        step = max(tn, p["max_n"] // tn * tn)
+        for a, b in _chunks(n, step):
+            for r0, r1 in _chunks(m, max(1, min(p["max_batch"], 1 << 16))):
+                counts = shift_call_counts(p, r1 - r0, k, b - a, mode=mode)
+                kc.add(call_cycles(cfg, counts), counts)
+        return kc
+    if cfg.engine == "sparse_cluster":
+        return _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w, seed)
+    raise InputError(f"no cycle model for engine {cfg.engine!r}")
+
+
+def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w, seed):
+    from ..engines import ENGINES
+    from .counting import CountingTarget
+    p = cfg.params
+    rng = np.random.default_rng(seed)
+    wshape = (n,) + ((conv[0], conv[3], conv[3]) if conv else (k, 1, 1))
+    if w is None:
+        w = rng.integers(1, 128, wshape) * rng.choice([-1, 1], wshape) * (rng.random(wshape) >= weight_sparsity)
+    w = np.asarray(w, np.int64).reshape(wshape)
+    xshape = (batch,) + (conv[:3] if conv else (k,))
+    if x is None:
+        x = rng.integers(1, 128, xshape) * rng.choice([-1, 1], xshape) * (rng.random(xshape) < input_density)
+    x = np.asarray(x, np.int64).reshape(xshape)
+    kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
+    bias = np.zeros(n, np.int64)
+    if conv is None:
+        maps = [x[a:b].T[:, None, :] for a, b in _chunks(batch, p["max_hw"])]
+        padding, op = "valid", kern.conv2d_int
+    else:
+        padding = "same" if layer.pad else "valid"
+        op = kern.conv2d_batch_int
+        per = kern.batch_capacity(conv[1], conv[2], conv[3], padding)
+        maps = [x[a:b] for a, b in _chunks(batch, max(1, per))]
+    kc = KernelCycles()
+    for fmap in maps:
+        for a, b in _chunks(n, p["max_out_channels"]):
+            op(fmap, w[a:b], bias=bias[a:b], shift=0, padding=padding, relu=layer.relu)
+            one = kern.last_cycles
+            for call in one.per_call:
+                kc.add(call, {})
+            for key, (i, e) in one.counts.items():
+                i0, e0 = kc.counts.get(key, (0, 0))
+                kc.counts[key] = (i0 + i, e0 + e)
+            kc.beats_in += one.beats_in
+            kc.beats_out += one.beats_out
+    return kc
+
+
+def layer_cycles(layer, cfg, batch=1, **kw) -> dict:
+    """:func:`layer_kernel_cycles` as the deploy report's row: ``cycles``, ``us`` (at the
+    config's clock), ``bound``, the cycles of the ``compute``, ``stream_in`` (every input
+    stream phase), ``stream_out`` and ``serial`` (the other serial phases, DATAFLOW fill
+    included) phases, ``calls`` and the GEMM view ``m, k, n``."""
+    kc = layer_kernel_cycles(layer, cfg, batch, **kw)
+    positions, k, n, _ = _shape(layer, kw.get("in_hw"))
+    ph = kc.phases
+    s_in = sum(v for key, v in ph.items() if key.startswith("input stream"))
+    s_out = sum(v for key, v in ph.items() if key.startswith("output stream"))
+    comp = ph.get("compute", 0)
+    return {"compute": comp, "stream_in": s_in, "stream_out": s_out,
+            "serial": int(kc.cycles) - comp - s_in - s_out, "cycles": int(kc.cycles), "bound": kc.bound,
+            "us": kc.cycles / cfg.clock_mhz, "calls": kc.calls, "m": batch * positions, "k": k, "n": n}

@@ -1,0 +1,340 @@
+"""The cycle model (hlsnn.perf) against loop nests counted by hand.
+
+Each expected total below is counted from the kernel template's loop nest (iterations and
+entries per loop) and costed with the rules and depths written on the engine's page
+(host/hlsnn/perf/<engine>.py docstring): a pipelined loop costs (iterations - entries) * II
++ entries * depth, an unpipelined one iterations * its own cycles, plus 2 cycles per call.
+"""
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.csim
+
+BFP = ROOT / "tests" / "engines" / "bfp_systolic" / "configs"
+SHIFT = ROOT / "tests" / "engines" / "shift_mac" / "configs"
+SPARSE = ROOT / "tests" / "engines" / "sparse_cluster" / "configs"
+
+
+@pytest.fixture(scope="module")
+def bfp_acc():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(BFP / "t16_row.yaml", target="csim") as acc:
+        yield acc
+
+
+@pytest.fixture(scope="module")
+def shift_acc():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(SHIFT / "s_tiny.yaml", target="csim") as acc:
+        yield acc
+
+
+@pytest.fixture(scope="module")
+def sparse_acc():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(SPARSE / "sp_one.yaml", target="csim") as acc:
+        yield acc
+
+
+def test_bfp_hand_count(bfp_acc):
+    # t16_row: rows 4, cols 3, 16-bit lanes on a 64-bit stream: a weight step (2*4 lanes) is
+    # 2 beats; per-row weight exponents; no bias. Shape B=5, K=7, N=6:
+    # S = ceil(7/2) = 4 pairs, T = ceil(5/3) = 2 batch tiles (3 + 2 samples), G = ceil(6/4) = 2.
+    rng = np.random.default_rng(1)
+    bfp_acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
+    kc = bfp_acc.kernel.last_cycles
+    want = {                     # label: (iterations, entries)
+        "BatchTiles": (2, 1),
+        "ReadSamples": (5, 2),           # 3 + 2 samples
+        "ReadSampleK": (5 * 8, 5),       # 2*S = 8 lanes per sample
+        "NTiles": (2 * 2, 2),            # T * G
+        "ReadWeightExp": (4 * 4, 4),     # rows per N tile
+        "WeightSteps": (4 * 4 * 2, 4),   # S * 2 beats per N tile
+        "PostRows": (4 * 4, 4),
+        "OutSamples": (5, 2),
+        "ScanMax": (5 * 6, 5),           # N per sample
+        "WriteMantissas": (5 * 6, 5),
+    }
+    assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
+    cycles = (2 * 1                      # BatchTiles: 1 own cycle
+              + 5 * 2                    # ReadSamples: 2 own cycles
+              + (40 - 5) * 1 + 5 * 2     # ReadSampleK: II 1, depth 2
+              + 4 * 2                    # NTiles: 2
+              + (16 - 4) * 1 + 4 * 2     # ReadWeightExp: II 1, depth 2
+              + (32 - 4) * 1 + 4 * 5     # WeightSteps: II 1, depth 5
+              + (16 - 4) * 1 + 4 * 4     # PostRows: II 1, depth 4
+              + 5 * 3                    # OutSamples: 3
+              + (30 - 5) * 1 + 5 * 4     # ScanMax: II 1, depth 4
+              + (30 - 5) * 1 + 5 * 4     # WriteMantissas: II 1, depth 4
+              + 2)                       # call
+    assert cycles == 268
+    assert kc.cycles == cycles and kc.calls == 1
+    # the weight beats (ReadWeightExp + WeightSteps = 20 + 48) outweigh every other phase
+    assert kc.phases["input stream: weights"] == 68 and kc.bound == "input stream: weights"
+
+
+@pytest.mark.parametrize("mode, want", [("twohot", 197), ("pot", 140)])
+def test_shift_mac_hand_count(shift_acc, mode, want):
+    # s_tiny: rows 2, cols 1, one weight step (2 x 16-bit lanes) per 64-bit beat. B=3, K=5, N=3:
+    # T = 3 batch tiles of 1 sample. Two-hot: tile_n = rows = 2, G = ceil(3/2) = 2;
+    # dual PoT: tile_n = 2 * rows = 4, G = 1.
+    rng = np.random.default_rng(2)
+    shift_acc.kernel.gemm(rng.normal(size=(3, 5)), rng.normal(size=(3, 5)), mode=mode)
+    kc = shift_acc.kernel.last_cycles
+    g, tn = (2, 2) if mode == "twohot" else (1, 4)
+    assert kc.counts["NTiles"] == (3 * g, 3)
+    assert kc.counts["ReadParams"] == (3 * g * tn, 3 * g)
+    assert kc.counts["WeightSteps"] == (3 * g * 5, 3 * g)
+    assert kc.counts["PostRows"] == (3 * g * 2, 3 * g)
+    assert kc.counts["ReadSample"] == (15, 3) and kc.counts["WriteOutputs"] == (9, 3)
+    cycles = (3 * 1 + 3 * 2              # BatchTiles 1, LoadSamples 2 own cycles
+              + (15 - 3) + 3 * 2         # ReadSample: II 1, depth 2
+              + 3 * g * 2                # NTiles: 2
+              + (3 * g * tn - 3 * g) * 3 + 3 * g * 4   # ReadParams: 3 reads of `in` -> II 3, depth 4
+              + (3 * g * 5 - 3 * g) + 3 * g * 5        # WeightSteps: II 1, depth 5
+              + (3 * g * 2 - 3 * g) * 2 + 3 * g * 5    # PostRows: II 2, depth 5
+              + 3 * 1                    # OutSamples: 1
+              + (9 - 3) + 3 * 3          # WriteOutputs: II 1, depth 3
+              + 2)
+    assert cycles == want
+    assert kc.cycles == want
+
+
+def test_sparse_hand_count(sparse_acc):
+    # sp_one: 1 unit, 9x9 tiles, max_z 1. C=1, 4x4 map of ones, Z=2, 3x3 kernels of ones, valid:
+    # a 2x2 output in one round; 2 groups of 1 output channel; every input and weight non-zero.
+    x = np.ones((1, 4, 4), np.int8)
+    w = np.ones((2, 1, 3, 3), np.int8)
+    sparse_acc.kernel.conv2d(x, w, padding="valid")
+    kc = sparse_acc.kernel.last_cycles
+    c = kc.counts
+    assert c["DataUnit0"] == (2 * 2 * 16, 2)        # 2 lanes per non-zero of the 4x4 input tile, per group
+    assert c["Coefficients"] == (2 * 2 * 9, 2)      # 2 lanes per non-zero coefficient
+    assert c["ClearAcc.0"] == (2 * 81, 2)           # zg * tile_h * tile_w
+    assert c["NonZeroInputs.0"] == (2 * 9 * 16, 18)  # every coefficient x every input
+    assert c["EffectualMacs.0"] == (2 * 9 * 4, 2 * 9 * 4)  # of which 4 land in the 2x2 output
+    assert c["OutCols.0"] == (8, 4) and c["Merge0"] == (8, 2)
+    dispatch = (2 + 2 + 2 * (1 + 2)       # DispatchGroups, DispatchRounds 1; DispatchChannels units + 2
+                + (36 - 2) + 2 * 2        # Coefficients: II 1, depth 2
+                + (10 - 2) + 2 * 2        # JobUnit0: 2 + 3 lanes per round
+                + (64 - 2) + 2 * 2        # DataUnit0
+                + 1)                      # GroupStart: 3 iterations shared by 3 processes
+    unit = (2 + 2 * 2                     # UnitGroups 1, UnitRounds 2
+            + 2 * 4                       # ReadParams: 1 iteration per entry, depth 4
+            + (162 - 2) + 2 * 3           # ClearAcc: II 1, depth 3
+            + 2 * 2                       # InputChannels 2
+            + (32 - 2) * 2 + 2 * 3        # LoadTile: II 2, depth 3
+            + 18 * 3                      # NonZeroCoefficients: 3 own cycles
+            + (288 - 18) + 18 * 7         # NonZeroInputs: II 1, depth 7
+            + 2 + 4                       # OutChannels, OutRows 1
+            + (8 - 4) * 2 + 4 * 7         # OutCols: II 2, depth 7
+            + 1)
+    collect = 2 + 2 + 2 * 2 + 1 + (8 - 2) + 2 * 3 + 1
+    fill = (12 + 12) // 2                 # one round of JobUnit + one round of Merge
+    assert (dispatch, unit, collect) == (127, 743, 22)
+    assert kc.cycles == max(dispatch, unit, collect) + fill + 2 == 757
+    assert kc.bound == "compute"
+
+
+def test_emu_has_no_cycles():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(BFP / "t16_row.yaml", target="emu") as acc:
+        acc.gemm(np.ones((2, 3)), np.ones((4, 3)))
+        assert acc.kernel.last_cycles is None
+
+
+# ---------------------------------------------------------------- invariants on random shapes
+def _check_invariants(kc, macs, peak):
+    assert kc.cycles >= macs / peak            # no faster than the array's peak
+    assert kc.cycles >= kc.beats_in            # a stream moves at most one beat per cycle
+    assert kc.cycles >= kc.beats_out
+
+
+def test_bfp_random_shapes_match_closed_form(bfp_acc):
+    from hlsnn.perf import bfp_systolic as page
+    from hlsnn.perf.closed_form import bfp_call_counts, gemm_cycles
+    rng = np.random.default_rng(3)
+    p = bfp_acc.config.params
+    for _ in range(4):
+        b, k, n = (int(v) for v in rng.integers(1, [9, 40, 40]))
+        bfp_acc.gemm(rng.normal(size=(b, k)), rng.normal(size=(n, k)))
+        kc = bfp_acc.kernel.last_cycles
+        assert kc.counts == bfp_call_counts(p, b, k, n), (b, k, n)
+        assert kc.cycles == gemm_cycles(bfp_acc.config, b, k, n).cycles
+        _check_invariants(kc, b * k * n, page.peak_macs_per_cycle(p))
+    # the weight stream scales with batch tiles x output tiles x K pairs: doubling B (a
+    # multiple of cols) doubles WeightSteps, doubling K (even) doubles it too
+    bfp_acc.gemm(np.ones((3, 8)), np.ones((4, 8)))
+    base = bfp_acc.kernel.last_cycles.counts["WeightSteps"][0]
+    bfp_acc.gemm(np.ones((6, 8)), np.ones((4, 8)))
+    assert bfp_acc.kernel.last_cycles.counts["WeightSteps"][0] == 2 * base
+    bfp_acc.gemm(np.ones((3, 16)), np.ones((4, 16)))
+    assert bfp_acc.kernel.last_cycles.counts["WeightSteps"][0] == 2 * base
+
+
+def test_shift_random_shapes_match_closed_form(shift_acc):
+    from hlsnn.perf import shift_mac as page
+    from hlsnn.perf.closed_form import conv_cycles, shift_call_counts
+    rng = np.random.default_rng(4)
+    p = shift_acc.config.params
+    for mode in ("twohot", "pot", "pot_sum"):
+        b, k, n = (int(v) for v in rng.integers(1, [6, 30, 10]))
+        shift_acc.kernel.gemm(rng.normal(size=(b, k)), rng.normal(size=(n, k)), mode=mode)
+        kc = shift_acc.kernel.last_cycles
+        assert kc.counts == shift_call_counts(p, b, k, n, mode=mode), (mode, b, k, n)
+        _check_invariants(kc, b * k * n, page.peak_macs_per_cycle(p, mode))
+    # a convolution on chip: 2 channels of 4x5, 3 output channels, 3x3, same padding
+    shift_acc.kernel.conv2d(rng.normal(size=(2, 4, 5)), rng.normal(size=(3, 2, 3, 3)), mode="twohot")
+    kc = shift_acc.kernel.last_cycles
+    cf = conv_cycles(shift_acc.config, 2, 4, 5, 3, 3, 1, mode="twohot")
+    assert kc.counts == cf.counts and kc.cycles == cf.cycles
+    assert (kc.beats_in, kc.beats_out) == (cf.beats_in, cf.beats_out)
+    assert kc.counts["Gather"] == (20 * 18, 20)     # 4*5 output pixels x K = 2*3*3
+    _check_invariants(kc, 3 * 20 * 18, page.peak_macs_per_cycle(p, "twohot"))
+
+
+def test_sparse_random_maps(sparse_acc):
+    from hlsnn.perf import sparse_cluster as page
+    from hlsnn.engines.sparse_cluster.model import work_model
+    rng = np.random.default_rng(5)
+    p = sparse_acc.config.params
+    for d in (1.0, 0.3):
+        c, h, w, z = (int(v) for v in rng.integers([1, 5, 5, 1], [4, 12, 12, 4]))
+        x = (rng.integers(-128, 128, (c, h, w)) * (rng.random((c, h, w)) < d)).astype(np.int8)
+        wt = (rng.integers(-128, 128, (z, c, 3, 3)) * (rng.random((z, c, 3, 3)) < d)).astype(np.int8)
+        sparse_acc.kernel.conv2d(x, wt)
+        kc = sparse_acc.kernel.last_cycles
+        macs = kc.counts.get("EffectualMacs.0", (0, 0))[0]
+        # the products of non-zeros, counted independently with numpy (same padding)
+        xp = np.pad(x.astype(np.int64) != 0, ((0, 0), (1, 1), (1, 1)))
+        ref = sum(int(np.sum((wt[:, kz, ky, kx] != 0).sum() * xp[kz, ky:ky + h, kx:kx + w]))
+                  for kz in range(c) for ky in range(3) for kx in range(3))
+        assert macs == ref
+        _check_invariants(kc, macs, page.peak_macs_per_cycle(p))
+        # the sparse work model (engines/sparse_cluster/model.py) counts the same pairs and products
+        wm = work_model(sparse_acc.config, x, wt)
+        assert wm["pairs"] == [kc.counts.get("NonZeroInputs.0", (0, 0))[0]]
+        assert wm["multiplies"] == [macs]
+
+
+def test_sparse_units_match_work_model():
+    """Three units: each unit's NonZeroInputs and EffectualMacs counters equal the pairs and
+    multiplies that engines/sparse_cluster/model.py derives from the same job plan."""
+    from hlsnn.runtime import Accelerator
+    from hlsnn.engines.sparse_cluster.model import kernel_cycles, work_model
+    rng = np.random.default_rng(6)
+    x = (rng.integers(-128, 128, (3, 11, 9)) * (rng.random((3, 11, 9)) < 0.4)).astype(np.int8)
+    wt = (rng.integers(-128, 128, (3, 3, 3, 3)) * (rng.random((3, 3, 3, 3)) < 0.5)).astype(np.int8)
+    with Accelerator(SPARSE / "sp_small.yaml", target="csim") as acc:
+        acc.kernel.conv2d(x, wt)
+        kc = acc.kernel.last_cycles
+        wm = work_model(acc.config, x, wt)
+        acc.kernel.conv2d_int(x, wt)
+        # the density report's 'kernel model' column (no compiler) is the csim figure
+        assert kernel_cycles(acc.config, x, wt) == acc.kernel.last_cycles.cycles
+        assert kernel_cycles(acc.config, x, wt) >= max(wm["cycles"])   # the partial model omits terms
+    units = acc.config.params["units"]
+    assert kc.calls == 1
+    assert wm["pairs"] == [kc.counts.get(f"NonZeroInputs.{m}", (0, 0))[0] for m in range(units)]
+    assert wm["multiplies"] == [kc.counts.get(f"EffectualMacs.{m}", (0, 0))[0] for m in range(units)]
+    # the region is at least as slow as each of its processes
+    from hlsnn.perf.sparse_cluster import process_cycles
+    assert kc.cycles >= max(process_cycles(acc.config.params, kc.counts).values())
+
+
+def test_perf_equals_last_cycles(shift_acc):
+    from hlsnn.perf.measure import measure
+    res = measure(shift_acc.config, gemm=(4, 9, 5), mode="pot", seed=7)
+    rng = np.random.default_rng(7)                  # measure's data recipe, by hand
+    shift_acc.kernel.gemm(rng.normal(size=(4, 9)), rng.normal(size=(5, 9)), mode="pot")
+    kc = shift_acc.kernel.last_cycles
+    assert res["cycles"] == kc.cycles and res["bound"] == kc.bound
+    assert res["macs"] == 4 * 9 * 5 and res["peak_macs_per_cycle"] == 2 * 2 * 1
+    assert res["utilization"] == pytest.approx(180 / (kc.cycles * 4))
+    assert res["bytes_in"] == kc.beats_in * 8 and res["time_us"] == pytest.approx(kc.cycles / 100)
+
+
+def test_sim_target_times_the_kernel():
+    from hlsnn.runtime import Accelerator
+    with Accelerator(BFP / "t16_row.yaml", target="sim") as acc:
+        rng = np.random.default_rng(8)
+        acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
+        kc = acc.kernel.last_cycles
+        assert kc.cycles == 268 and kc.calls == 1    # the hand-counted shape of test_bfp_hand_count
+        assert acc.target.last_timing["kernel_cycles"] == kc.cycles
+        assert acc.target.last_timing["kernel_model_s"] == pytest.approx(kc.cycles / 100e6)
+
+
+def test_perf_errors():
+    from hlsnn.errors import InputError
+    from hlsnn.perf.measure import measure, parse_shape
+    cfg = ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml"
+    with pytest.raises(InputError, match="resident"):
+        measure(cfg, gemm=(1, 4, 4), resident=True)
+    with pytest.raises(InputError, match="GEMMs only"):
+        measure(cfg, conv=(1, 4, 4, 1, 3))
+    with pytest.raises(InputError, match="3 positive integers"):
+        parse_shape("1,2", 3, "gemm")
+
+
+# ---------------------------------------------------------------- counts without C-simulation
+def _no_marks(counts):
+    marks = ("Top", "Dispatch", "Collect", "DataflowRegion", "Unit.", "EffectualMacs.")
+    return {k: v for k, v in counts.items() if not k.startswith(marks)}
+
+
+def _counting(cfg):
+    from hlsnn.engines import ENGINES
+    from hlsnn.perf.counting import CountingTarget
+    return ENGINES[cfg.engine].Kernel(cfg, CountingTarget(cfg, ENGINES[cfg.engine]))
+
+
+def test_counting_target_equals_csim(bfp_acc, shift_acc, sparse_acc):
+    """The replica loop nests (perf/counting.py) give the csim counters call for call, also
+    through the tiling (a shift_mac map larger than max_fmap, a bias, statistics, pooling)."""
+    from hlsnn.runtime import Accelerator
+    rng = np.random.default_rng(9)
+    x, w = rng.normal(size=(4, 11)), rng.normal(size=(7, 11))
+    cases = [(bfp_acc, "gemm", (x, w), dict(bias=rng.normal(size=7), stats=True)),
+             (shift_acc, "gemm", (x, w), dict(mode="pot", stats=True)),
+             (shift_acc, "conv2d", (rng.normal(size=(2, 9, 7)), rng.normal(size=(3, 2, 3, 3))), {})]
+    xs = (rng.integers(-128, 128, (3, 12, 10)) * (rng.random((3, 12, 10)) < 0.5)).astype(np.int8)
+    ws = (rng.integers(-128, 128, (3, 3, 3, 3)) * (rng.random((3, 3, 3, 3)) < 0.5)).astype(np.int8)
+    with Accelerator(SPARSE / "sp_small.yaml", target="csim") as sp:
+        cases += [(sp, "conv2d", (xs, ws), {}), (sp, "conv2d", (xs, ws), dict(pool=True, stats=True))]
+        for acc, op, args, kw in cases:
+            getattr(acc.kernel, op)(*args, **kw)
+            want = acc.kernel.last_cycles
+            kern = _counting(acc.config)
+            getattr(kern, op)(*args, **kw)
+            got = kern.last_cycles
+            assert got.calls == want.calls, (acc.config.name, op)
+            assert _no_marks(got.counts) == _no_marks(want.counts), (acc.config.name, op, kw)
+            assert got.cycles == want.cycles
+            if op == "conv2d" and acc is shift_acc:     # 2*9*7 = 126 > max_fmap = 64: tiles
+                assert want.calls > 1
+
+
+@pytest.mark.parametrize("engine, cfg", [("bfp_systolic", BFP / "t16_row.yaml"),
+                                         ("shift_mac", SHIFT / "s_tiny.yaml"),
+                                         ("sparse_cluster", SPARSE / "sp_small.yaml")])
+def test_pages_match_their_tables(engine, cfg):
+    """Each engine page's docstring table (II got, depth per pipelined loop) is the model's:
+    the page is what the code computes."""
+    import re
+    from hlsnn.config import load_config
+    from hlsnn.perf import PAGES
+    page = PAGES[engine]
+    rows = {lp.name: lp for lp in page.loops(load_config(cfg).params)}
+    seen = 0
+    for line in page.__doc__.splitlines():
+        m = re.match(r"^(\w+)(<m>)?\s+(\d+)\s.*\s\**(\d+)\**\s+(\d+)\s*$", line)
+        if not m:
+            continue
+        name = m.group(1) + ("0" if m.group(2) else "")
+        lp = rows[name]
+        assert (lp.ii, lp.ii_got, lp.depth) == tuple(int(m.group(i)) for i in (3, 4, 5)), line
+        seen += 1
+    assert seen >= 6
