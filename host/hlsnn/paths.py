@@ -1,10 +1,32 @@
-"""Where hlsnn finds its templates, hand-written headers and board files."""
+"""Where hlsnn finds its templates, hand-written headers and board files.
+
+In a checkout (and an editable install) they are the repository's ``hls/`` and ``configs/``.
+An installed wheel carries copies of ``hls/``, ``configs/boards`` and ``configs/accel`` as the
+package data ``hlsnn/_data/`` (``setup.py`` copies them at build time); they are found with
+:mod:`importlib.resources`.
+"""
 import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-#: Repository root (host/hlsnn/.. /..): holds hls/ and configs/.
-ROOT = PACKAGE_DIR.parent.parent
+
+
+def _data_root() -> Path:
+    """The folder holding ``hls/`` and ``configs/``: the repository when hlsnn runs from a
+    checkout, else the package data of the installed wheel."""
+    repo = PACKAGE_DIR.parent.parent
+    if (repo / "hls" / "engines").is_dir() and (repo / "configs" / "accel").is_dir():
+        return repo
+    try:
+        from importlib.resources import files  # novermin (Python 3.9+; 3.8 takes the except branch)
+    except ImportError:  # Python 3.8 (the board's run-time path)
+        return PACKAGE_DIR / "_data"
+    return Path(str(files("hlsnn") / "_data"))
+
+
+#: Repository root in a checkout (host/hlsnn/../..), or hlsnn/_data in an installed wheel:
+#: holds hls/ and configs/.
+ROOT = _data_root()
 HLS_DIR = ROOT / "hls"
 HLS_INCLUDE = HLS_DIR / "include"
 HARNESS_DIR = HLS_DIR / "harness"

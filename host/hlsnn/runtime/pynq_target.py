@@ -41,8 +41,8 @@ def decode_dmasr(value: int) -> str:
 
 def _pynq():
     try:
-        import pynq
-        return pynq
+        from .pynq_compat import import_pynq
+        return import_pynq()  # with a pkg_resources stand-in on setuptools >= 81
     except ImportError as exc:
         raise MissingDependency(f"target 'pynq'/'sim' needs the pynq package (`pip install \"hlsnn[board]\"`): {exc}") \
             from None

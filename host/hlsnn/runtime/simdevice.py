@@ -80,7 +80,8 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="Pynq does not support the CPU Architecture",
                             category=ResourceWarning)
     try:
-        import pynq as _pynq
+        from .pynq_compat import import_pynq as _import_pynq
+        _pynq = _import_pynq()  # with a pkg_resources stand-in on setuptools >= 81
         from pynq.buffer import PynqBuffer as _PynqBuffer
         _DeviceBase = _pynq.Device
         _PYNQ_IMPORT_ERROR = None
