@@ -15,8 +15,12 @@ class EmuTarget:
 
     name = "emu"
 
-    def __init__(self, cfg, engine, *, max_transfer_bytes=None):
+    def __init__(self, cfg, engine, *, max_transfer_bytes=None, arrays=True):
         self.cfg, self.engine = cfg, engine
+        #: True: the GEMM engines call the emulator on their operand arrays and skip the stream
+        #: protocol (pack -> beats -> unpack), which only csim, sim and the board need; False:
+        #: every call goes through ``run`` (the beats), as the tests that hold the two equal do
+        self.arrays = bool(arrays)
         #: bytes one call's input or output may take (None: unlimited); the engines tile
         #: larger operations (``engines.tiling``) exactly as on a board's DMA
         self.max_transfer_bytes = _limit(max_transfer_bytes)

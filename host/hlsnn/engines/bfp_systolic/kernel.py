@@ -229,6 +229,8 @@ class Kernel:
         p = self.p
         batch, k = xm.shape
         n = wm.shape[0]
+        if getattr(self.target, "arrays", False):
+            return self._emulate_arrays(xm, xe, wm, we, bm, be, regs, stats)
         stage = getattr(self.target, "input_buffer", None)
         beats = protocol.pack_input(p, xm, xe, wm, we, bm, be,
                                     out=None if stage is None else stage(n_in * self._beat))
@@ -242,6 +244,18 @@ class Kernel:
         # new arrays (astype copies): nothing aliases the target's buffer, which the next call reuses
         ym, ye = protocol.unpack_output(p, out[:n_out], batch, n)
         return ym, ye, sat, hist
+
+    def _emulate_arrays(self, xm, xe, wm, we, bm, be, regs, stats):
+        """The ``emu`` target's call: the emulator on the operand arrays, with the registers'
+        meaning, and no beats packed or unpacked. It equals :meth:`emulate_stream` on the
+        packed call (``EmuTarget(arrays=False)``), which is what csim and sim are compared with;
+        ``tests/engines/test_emu_arrays.py`` holds the two equal."""
+        flags, k_sigma = (int(r) for r in regs)
+        ym, ye, sat, *hist = emulate(self.p, xm, xe, wm, we, bm, be, relu=bool(flags & protocol.FLAG_RELU),
+                                     use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
+                                     stats_out=stats)
+        self.last_id = (MAGIC, self.cfg.hash32)
+        return ym, ye, sat, (hist[0] if stats else None)
 
     # ------------------------------------------------------------------ emulator target
     @staticmethod

@@ -185,6 +185,15 @@ class Kernel:
                                  f"register): run_registers is one kernel call, gemm_int / conv2d_int split the "
                                  f"operation")
         protocol.check_fields(p, regs=regs, n=n, mode=mode, bias=bias, shift=shift, x=x, fmap=fmap)
+        if getattr(self.target, "arrays", False):
+            # the emu target: the emulator on the arrays, no beats packed or unpacked (equal to
+            # emulate_stream on the packed call: tests/engines/test_emu_arrays.py)
+            xs = im2col(fmap, ksize, pad)[0] if fmap is not None else x
+            y, sat, *hist = emulate(p, xs, regs, bias, shift, n=n, mode=mode, delta=int(delta), relu=bool(relu),
+                                    stats=bool(stats))
+            self.last_sat_count = int(sat)
+            self.last_stats = hist[0] if stats else None
+            return y
         beats = protocol.pack_input(p, regs=regs, bias=bias, shift=shift, n=n, mode=mode, x=x, fmap=fmap,
                                     batch=batch)
         out, regs_out = self.target.run(beats, regs_in, protocol.n_output_beats(p, batch, n, stats=stats))

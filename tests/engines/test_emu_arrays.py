@@ -1,0 +1,77 @@
+"""The emu target's array path (``EmuTarget(arrays=True)``, the default) equals its stream path
+(``arrays=False``: pack -> ``Kernel.emulate_stream`` -> unpack, the protocol that csim, sim and
+the board use) bit for bit, on the operations users call: outputs, dtypes, saturation counts,
+statistics histograms and output exponents, including tiled calls."""
+import numpy as np
+import pytest
+
+import hlsnn
+from conftest import accel_config, test_config
+
+MB = 1 << 20
+
+
+def _pair(cfg, **kw):
+    return hlsnn.Accelerator(cfg, "emu", **kw), hlsnn.Accelerator(cfg, "emu", arrays=False, **kw)
+
+
+def _same(a, b):
+    assert type(a) is type(b)
+    if isinstance(a, tuple):
+        for u, v in zip(a, b):
+            _same(u, v)
+    elif hasattr(a, "mantissas"):
+        _same(a.mantissas, b.mantissas)
+        _same(a.exponents, b.exponents)
+    else:
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+
+
+def _kernel_state(acc):
+    k = acc.kernel
+    return (getattr(k, "last_sat_count", None), None if getattr(k, "last_stats", None) is None
+            else np.asarray(k.last_stats))
+
+
+@pytest.mark.parametrize("cfg", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats"])
+@pytest.mark.parametrize("limit", [None, 4096])
+def test_bfp_arrays_equal_stream(cfg, limit):
+    fast, slow = _pair(accel_config(cfg), max_transfer_bytes=limit)
+    assert fast.target.arrays and not slow.target.arrays
+    rng = np.random.default_rng(hash((cfg, limit)) % 2**32)
+    for case in range(6):
+        b, k, n = rng.integers(1, 40), rng.integers(1, 90), rng.integers(1, 70)
+        x, w = rng.normal(size=(b, k)) * 4.0 ** rng.integers(-3, 3), rng.normal(size=(n, k))
+        if case == 0:
+            x[0] = 0.0                                                   # an all-zero sample
+        bias = rng.normal(size=n) if case % 2 else None
+        kw = dict(relu=bool(case % 3 == 0), stats=bool(case % 2 == 0))
+        if "stats" in cfg:
+            kw["method"] = "stats" if case % 2 else "max"
+        _same(fast.gemm(x, w, bias=bias, **kw), slow.gemm(x, w, bias=bias, **kw))
+        assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
+        if kw["stats"]:
+            _same(_kernel_state(fast)[1], _kernel_state(slow)[1])
+
+
+@pytest.mark.parametrize("mode", ["twohot", "pot", "pot_sum"])
+@pytest.mark.parametrize("limit", [None, 8192])
+def test_shift_arrays_equal_stream(mode, limit):
+    fast, slow = _pair(accel_config("shift8_pynq-z2"), max_transfer_bytes=limit)
+    rng = np.random.default_rng(7 + len(mode) + (limit or 0))
+    for case in range(4):
+        b, k, n = rng.integers(1, 30), rng.integers(1, 60), rng.integers(1, 50)
+        x, w = rng.normal(size=(b, k)), rng.normal(size=(n, k))
+        bias = rng.normal(size=n) if case % 2 else None
+        kw = dict(relu=bool(case % 2 == 0), mode=mode, stats=bool(case % 3 == 0), delta=case % 2)
+        _same(fast.gemm(x, w, bias=bias, **kw), slow.gemm(x, w, bias=bias, **kw))
+        assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
+        if kw["stats"]:
+            _same(_kernel_state(fast)[1], _kernel_state(slow)[1])
+    img, ker = rng.normal(size=(3, 11, 9)), rng.normal(size=(4, 3, 3, 3))
+    for padding in ("same", "valid"):
+        _same(fast.conv2d(img, ker, padding=padding, mode=mode, relu=True),
+              slow.conv2d(img, ker, padding=padding, mode=mode, relu=True))
+        assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
