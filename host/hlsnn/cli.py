@@ -52,7 +52,9 @@ def cmd_csim(args):
     cached = csim.library_path(rendered).is_file()
     print(f"csim: {cfg.name}: rendered {rendered.dir}; "
           + ("library cached" if cached else "compiling with g++ (first build of these sources) ..."), flush=True)
-    tgt = CsimTarget(cfg, ENGINES[cfg.engine], rendered=rendered)
+    from .progress import enabled
+    tgt = CsimTarget(cfg, ENGINES[cfg.engine], rendered=rendered,
+                     progress=enabled(quiet=args.quiet, json=args.json))
     print(f"csim: library {tgt.library_path} ready in {time.time() - t0:.1f} s; running "
           f"seeded GEMMs through {ENGINES[cfg.engine].TOP}() ...", flush=True)
     rep = compare(cfg, "csim", seed=args.seed, n_random=args.cases, verbose=args.verbose and not args.json,
@@ -146,8 +148,10 @@ def _is_deploy_config(path):
 
 def cmd_deploy(args):
     from .deploy.evaluate import deploy, format_result
+    from .progress import enabled
     res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,
-                 per_layer=args.per_layer, test_samples=args.test_samples)
+                 per_layer=args.per_layer, test_samples=args.test_samples,
+                 progress=enabled(quiet=args.quiet, json=args.json))
     print(json.dumps(res) if args.json else format_result(res))
     return 0
 
@@ -203,7 +207,9 @@ def cmd_build(args):
         from .errors import InputError
         raise InputError("hlsnn build: --check and --dry-run cannot be combined (--check runs Vitis HLS; "
                           "--dry-run runs nothing)")
-    return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run, check=args.check)
+    from .progress import enabled
+    return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run, check=args.check,
+                      progress=enabled(quiet=args.quiet))
 
 
 def cmd_sweep(args):
@@ -219,9 +225,9 @@ def cmd_sweep(args):
         if missing:
             print(f"hlsnn: note: no plot: {missing}", file=sys.stderr)
             out = None
-    progress = None if args.json else (lambda line: print(line, flush=True))
+    from .progress import enabled
     rep = sweep.run_sweep(args.config, args.vary, csim=not args.no_csim, jobs=args.jobs, cases=args.cases,
-                          seed=args.seed, progress=progress)
+                          seed=args.seed, show_progress=enabled(quiet=args.quiet, json=args.json))
     rep["out"] = sweep.plot_sweep(rep, out) if out else None
     if args.json:
         print(json.dumps(rep))
@@ -347,6 +353,7 @@ def build_parser():
     p.add_argument("config")
     p.add_argument("--out", help="HLS project folder (default build/<config stem>/hls)")
     compare_opts(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
     p.set_defaults(func=cmd_csim)
 
     p = sub.add_parser("compare", help="compare a target with the emulator, bit for bit (exit 1 on mismatch)")
@@ -365,6 +372,7 @@ def build_parser():
     p.add_argument("--check", action="store_true",
                    help="only Vitis HLS csim_design + csynth_design (no export, no Vivado); print each loop's II and "
                         "latency and the resources against the estimate (exit 3 without Vitis HLS)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("run", help="run one layer on a target and check it bit for bit against the emulator")
@@ -405,6 +413,7 @@ def build_parser():
     p.add_argument("--per-layer", action="store_true", help="radix points, sparsity and error of every layer")
     p.add_argument("--test-samples", type=int, help="evaluate only the first N test images")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
     p.set_defaults(func=cmd_deploy)
 
     p = sub.add_parser("info", help="validate a config and print it with resource estimates")
@@ -464,6 +473,7 @@ def build_parser():
     p.add_argument("--out", help="image file (default <config stem>_sweep.png in the current folder)")
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
     p.set_defaults(func=cmd_sweep)
     return ap
 

@@ -76,9 +76,10 @@ def library_path(rendered, include_dirs=()) -> Path:
     return rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{key}.so"
 
 
-def compile_library(rendered, *, verbose=False, include_dirs=()) -> Path:
+def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False) -> Path:
     """Compile (or reuse from the cache) the csim library of a rendered kernel.
-    ``include_dirs``: extra header folders searched first (they are part of the cache key)."""
+    ``include_dirs``: extra header folders searched first (they are part of the cache key);
+    ``progress``: show the compile's elapsed time on stderr (:mod:`hlsnn.progress`)."""
     lib = library_path(rendered, include_dirs)
     if lib.is_file():
         return lib
@@ -92,7 +93,9 @@ def compile_library(rendered, *, verbose=False, include_dirs=()) -> Path:
     if verbose:
         print(f"csim: compiling {rendered.dir} ...", flush=True)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True)
+        from .progress import ticker
+        with ticker(f"g++ {rendered.dir.parent.name}", show=progress):
+            proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:
             log = lib.parent / "compile-error.log"
             log.write_text(" ".join(argv) + "\n\n" + proc.stderr)

@@ -253,7 +253,7 @@ def _check_csim_tools():
 
 
 def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, cases: int = 2, seed: int = 0,
-              progress: Optional[Callable[[str], Any]] = None) -> dict:
+              progress: Optional[Callable[[str], Any]] = None, show_progress: bool = False) -> dict:
     """Validate, estimate and (optionally) C-simulate every variant of a sweep.
 
     Parameters
@@ -270,6 +270,8 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
         Seed of the cases.
     progress : callable, optional
         Called with one line of text when C-simulation starts and as each variant ends.
+    show_progress : bool, default False
+        A progress bar over the C-simulated variants on stderr (:mod:`hlsnn.progress`).
 
     Returns
     -------
@@ -337,12 +339,18 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
             progress(f"csim: {len(todo)} variant(s) on {workers} worker process(es); each compiles once "
                      f"(cached by source hash) and runs the edge cases + {cases} random case(s) ...")
 
+        from .progress import bar
+        pbar = bar(total=len(todo), desc=f"sweep csim ({workers} worker(s))", unit="variant", show=show_progress)
+
         def done(r):
+            c = r["csim"]
+            what = (f"error: {c['error'].splitlines()[0]}" if "error" in c else
+                    f"{c['mismatches']} mismatches in {c['cases']} cases ({c['outputs']} outputs)")
             if progress:
-                c = r["csim"]
-                what = (f"error: {c['error'].splitlines()[0]}" if "error" in c else
-                        f"{c['mismatches']} mismatches in {c['cases']} cases ({c['outputs']} outputs)")
                 progress(f"  {r['name']}: {what}, {c['time_s'] or 0:.1f} s")
+            if show_progress:
+                pbar.update(1)
+                pbar.set_postfix_str(f"{r['name']}: {what}")
 
         if workers == 1:                            # --jobs 1: in this process, one after the other
             for r, v in todo:
@@ -360,6 +368,8 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
                     except BrokenProcessPool as exc:
                         r["csim"] = {"error": f"the worker process died ({exc})", "time_s": None}
                     done(r)
+        if show_progress:
+            pbar.close()
 
     ran = [r for r in results if r["csim"] is not None]
     failed = [r for r in ran if not _csim_ok(r["csim"])]

@@ -58,9 +58,11 @@ def _say(msg):
     print(msg, flush=True)
 
 
-def run_tool(argv, cwd, log_path, stage, heartbeat=60.0):
+def run_tool(argv, cwd, log_path, stage, heartbeat=60.0, progress=False):
     """Run a tool with its output going to ``log_path``; print a heartbeat every ``heartbeat``
-    seconds; raise BuildFailed (with the log tail) on a non-zero exit."""
+    seconds (with ``progress``, on a terminal: an elapsed-time line instead, :mod:`hlsnn.progress`);
+    raise BuildFailed (with the log tail) on a non-zero exit."""
+    from ..progress import ticker
     t0 = time.time()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
@@ -72,10 +74,11 @@ def run_tool(argv, cwd, log_path, stage, heartbeat=60.0):
         def beat():
             while not done.wait(heartbeat):
                 _say(f"  [{stage}] still running, {_fmt(time.time() - t0)} elapsed (log: {log_path})")
-        th = threading.Thread(target=beat, daemon=True)
-        th.start()
+        if not progress:
+            threading.Thread(target=beat, daemon=True).start()
         try:
-            rc = proc.wait()
+            with ticker(f"[{stage}] {argv[0]}", show=progress):
+                rc = proc.wait()
         except KeyboardInterrupt:
             proc.terminate()
             raise
@@ -120,8 +123,9 @@ def bd_context(cfg) -> dict:
 class Build:
     """One build of one config. ``run()`` returns an exit status (see :data:`EXIT`)."""
 
-    def __init__(self, cfg, *, out="overlays", jobs=None, dry_run=False, cases=4):
+    def __init__(self, cfg, *, out="overlays", jobs=None, dry_run=False, cases=4, progress=False):
         self.cfg = cfg
+        self.progress = progress  # elapsed-time lines for the compile and the tool runs (a terminal)
         self.out = Path(out)
         self.jobs = jobs or os.cpu_count() or 1
         self.dry_run = dry_run
@@ -154,7 +158,7 @@ class Build:
 
     def csim(self):
         from ..runtime.targets import CsimTarget
-        tgt = CsimTarget(self.cfg, ENGINES[self.cfg.engine], rendered=self.rendered)
+        tgt = CsimTarget(self.cfg, ENGINES[self.cfg.engine], rendered=self.rendered, progress=self.progress)
         rep = compare(self.cfg, "csim", seed=0, n_random=self.cases, target_obj=tgt)
         (self.logs / "csim.log").parent.mkdir(parents=True, exist_ok=True)
         (self.logs / "csim.log").write_text(format_report(rep) + "\n" + json.dumps(rep, indent=1) + "\n")
@@ -200,12 +204,12 @@ class Build:
                  f"  hlsnn build {self.cfg.path or self.cfg.name}   # or rerun this command there; it collects the overlay")
             return EXIT["tools_missing"]
         (hls_stage, hls_argv, hls_cwd), (viv_stage, viv_argv, viv_cwd) = self.commands(hls, vivado)
-        self.stage("hls", lambda: run_tool(hls_argv, hls_cwd, self.logs / "hls.log", "hls"))
+        self.stage("hls", lambda: run_tool(hls_argv, hls_cwd, self.logs / "hls.log", "hls", progress=self.progress))
         self.stage("hls-report", self.read_hls_report)
         self.vivado_dir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.vivado_dir / "out", ignore_errors=True)
         try:
-            self.stage("vivado", lambda: run_tool(viv_argv, viv_cwd, self.logs / "vivado.log", "vivado", 60.0))
+            self.stage("vivado", lambda: run_tool(viv_argv, viv_cwd, self.logs / "vivado.log", "vivado", 60.0, progress=self.progress))
         except BuildFailed as exc:
             timing = self.vivado_dir / "out" / "timing.txt"
             if timing.is_file():
@@ -249,7 +253,7 @@ class Build:
             return EXIT["tools_missing"]
         (self.hls_dir / "check_hls.tcl").write_text(self.CHECK_TCL)
         argv = hls.command("check_hls.tcl")
-        self.stage("check", lambda: run_tool(argv, self.hls_dir, self.logs / "check.log", "check"))
+        self.stage("check", lambda: run_tool(argv, self.hls_dir, self.logs / "check.log", "check", progress=self.progress))
         report_dir = self.hls_dir / f"{self.cfg.name}_prj" / "solution1" / "syn" / "report"
         top = ENGINES[self.cfg.engine].TOP
         top_xml = next((x for x in (report_dir / f"{top}_csynth.xml", report_dir / "csynth.xml") if x.is_file()), None)
@@ -338,10 +342,10 @@ class Build:
         _say(f"  overlay: {self.out / name}/{{{name}.bit, {name}.hwh, {name}.json}}")
 
 
-def main_build(cfg, *, out="overlays", jobs=None, dry_run=False, check=False) -> int:
+def main_build(cfg, *, out="overlays", jobs=None, dry_run=False, check=False, progress=False) -> int:
     from ..errors import CompileError, CsimError
     try:
-        b = Build(cfg, out=out, jobs=jobs, dry_run=dry_run)
+        b = Build(cfg, out=out, jobs=jobs, dry_run=dry_run, progress=progress)
         return b.check() if check else b.run()
     except (BuildFailed, CompileError, CsimError) as exc:
         print(f"hlsnn: build failed: {exc}", file=sys.stderr)

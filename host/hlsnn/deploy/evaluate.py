@@ -71,7 +71,7 @@ def open_accelerators(cfg, target, **target_options):
 
 
 def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, per_layer=False,
-           test_samples=None, target_options=None):
+           test_samples=None, target_options=None, progress=False):
     """Run a deployment config: import the model, load the data, evaluate the float model
     with onnx's ReferenceEvaluator, then for each assignment calibrate on the calibration
     images and run the test images on ``target``.
@@ -80,6 +80,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     ``accuracy``, ``images_per_s`` (test inference, calibration excluded), ``calibration_s``,
     the layer formats and, with ``per_layer``, each engine layer's radix points, weight
     sparsity, saturation count and relative RMS error against the float reference.
+    ``progress``: a bar over the assignments on stderr (:mod:`hlsnn.progress`).
     """
     cfg = load_deploy_config(config_path)
     net = load_onnx(cfg.model, host_fallback=host_fallback)
@@ -101,8 +102,12 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
         if a not in cfg.assignments:
             raise InputError(f"assignment {a!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
     accs = open_accelerators(cfg, target, **(target_options or {}))
+    from ..progress import bar
+    steps = bar(wanted, desc=f"deploy {cfg.name} on {target}", unit="assignment", show=progress)
     try:
-        for name in wanted:
+        for name in steps:
+            if progress:
+                steps.set_postfix_str(name)
             asg = cfg.assignments[name]
             dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
                              rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic")

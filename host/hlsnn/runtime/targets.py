@@ -41,14 +41,15 @@ class CsimTarget:
     name = "csim"
 
     def __init__(self, cfg, engine, *, build_dir=None, rendered=None, verbose=False, max_transfer_bytes=None,
-                 include_dirs=()):
+                 include_dirs=(), progress=False):
         from .. import codegen, csim      # only csim needs Jinja2 and a compiler: the board path does not
         self.cfg, self.engine = cfg, engine
         self.max_transfer_bytes = _limit(max_transfer_bytes)
         # a project the caller already rendered is not rendered (nor its testbench vectors emulated) again
         self.rendered = rendered if rendered is not None else codegen.render(cfg, build_dir)
         # include_dirs: extra header folders searched first (e.g. a model of ap_axi_sdata.h)
-        self.library_path = csim.compile_library(self.rendered, verbose=verbose, include_dirs=include_dirs)
+        self.library_path = csim.compile_library(self.rendered, verbose=verbose, include_dirs=include_dirs,
+                                                 progress=progress)
         self.lib = csim.CsimLibrary(self.library_path, len(engine.protocol.REGS_IN),
                                     len(engine.protocol.REGS_OUT))
 
