@@ -141,8 +141,8 @@ def cmd_plot_quant(args):
 
 def _is_deploy_config(path):
     """A deployment config (configs/models/*.yaml) names a model; an accel config does not."""
-    from .config import read_yaml
-    raw = read_yaml(path)
+    from .config import find_config, read_yaml
+    raw = read_yaml(find_config(path))
     return isinstance(raw, dict) and "model" in raw
 
 
@@ -185,9 +185,10 @@ def cmd_report(args):
 
 def load_for_build(path, board=None):
     """A config, optionally moved to another board (``--board``)."""
-    from .config import load_config, read_yaml
+    from .config import find_config, load_config, read_yaml
     if board is None:
         return _load(path)
+    path = find_config(path)
     raw = read_yaml(path)
     if isinstance(raw, dict):
         # another board gets its own overlay name, so it never overwrites the original's

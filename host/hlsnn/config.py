@@ -162,6 +162,39 @@ def _check_value(source, path, v, f: Field):
     return v
 
 
+def config_search_path() -> list:
+    """Folders where an accelerator config is looked up by name: those of ``HLSNN_CONFIG_PATH``
+    (``os.pathsep``-separated, in order), then the shipped ``configs/accel``."""
+    import os
+    from .paths import CONFIGS_DIR
+    dirs = [Path(d) for d in os.environ.get("HLSNN_CONFIG_PATH", "").split(os.pathsep) if d]
+    return dirs + [CONFIGS_DIR / "accel"]
+
+
+def is_config_name(value) -> bool:
+    """A bare config name (``bfp16_pynq-z2`` or ``bfp16_pynq-z2.yaml``): no folder in it."""
+    s = str(value)
+    return bool(s) and "/" not in s and "\\" not in s and s not in (".", "..")
+
+
+def find_config(name_or_path) -> Path:
+    """An accelerator config given by path, or by the name of a user or shipped config.
+
+    A path that exists is taken as it is. Otherwise a bare name (no folder: ``bfp16_pynq-z2``,
+    with or without ``.yaml``) is looked up in :func:`config_search_path`, first match wins.
+    Anything else is returned unchanged, so that the caller's "no such config file" names it.
+    """
+    p = Path(name_or_path)
+    if p.exists() or not is_config_name(name_or_path):
+        return p
+    stem = p.name[:-5] if p.name.endswith(".yaml") else p.name
+    for d in config_search_path():
+        if (d / f"{stem}.yaml").is_file():
+            return d / f"{stem}.yaml"
+    raise ConfigError(p, None, None, "no such config file, and no config of that name in "
+                      + ", ".join(str(d) for d in config_search_path()) + " (HLSNN_CONFIG_PATH, then the shipped ones)")
+
+
 def read_yaml(path) -> Any:
     """Parse a YAML file; syntax errors and missing files become ConfigError."""
     p = Path(path)
@@ -304,7 +337,7 @@ def load_config(path_or_dict, *, source=None, check_fit=True) -> Config:
         raw, path = path_or_dict, None
         source = source or "<dict>"
     else:
-        path = Path(path_or_dict)
+        path = find_config(path_or_dict)       # a path, or the name of a user or shipped config
         source = source or str(path)
         raw = read_yaml(path)
     if not isinstance(raw, Mapping):

@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import yaml
 
-from .config import load_board, load_config, read_yaml
+from .config import find_config, load_board, load_config, read_yaml
 from .errors import ConfigError, HlsnnError, InputError, MissingDependency
 from .plots import check_out, save_figure
 
@@ -183,7 +183,7 @@ def variants(config, vary, *, source: Optional[str] = None) -> list:
         raw, path = copy.deepcopy(dict(config)), None
         source = source or "<dict>"
     else:
-        path = Path(config)
+        path = find_config(config)          # a path, or the name of a user or shipped config
         source = source or str(path)
         raw = read_yaml(path)
     engine, _ = _engine_of(raw, source)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Field, check_section, load_config, read_yaml
+from ..config import Field, check_section, is_config_name, load_config, read_yaml
 from ..errors import ConfigError
 from ..paths import CONFIGS_DIR
 from ..primitives import ROUNDING_CODES
@@ -38,7 +38,8 @@ FORMAT_ENGINES = {"bfp": "bfp_systolic", "twohot": "shift_mac", "pot": "shift_ma
 
 FORMAT_FIELDS = {
     "type": Field("choice", "number format", choices=tuple(FORMAT_ENGINES)),
-    "accel": Field("str", "accelerator config (relative to this file) whose engine runs the format"),
+    "accel": Field("str", "accelerator config whose engine runs the format: a path relative to this file, or "
+                          "the name of a shipped or HLSNN_CONFIG_PATH config (bfp16_pynq-z2)"),
     "delta": Field("int", "two-hot: extra shift of the first term", default=0, lo=0, hi=7),
     "prune": Field("float", "sparse: fraction of each layer's weights set to zero (smallest magnitudes)",
                    default=0.0, lo=0.0, hi=0.99),
@@ -137,7 +138,9 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, f"formats.{name}.prune", s["prune"], "only format type 'sparse' prunes")
         if s["type"] != "twohot" and s["delta"]:
             raise ConfigError(path, f"formats.{name}.delta", s["delta"], "only format type 'twohot' has a delta")
-        accel = _rel(base, s["accel"]) if data["formats"] is not None else s["accel"]
+        accel = s["accel"]
+        if data["formats"] is not None and not (is_config_name(accel) and not (base / accel).exists()):
+            accel = _rel(base, accel)       # a path relative to this file; a bare name is looked up
         cfg = load_config(accel, check_fit=False)
         if cfg.engine != FORMAT_ENGINES[s["type"]]:
             raise ConfigError(path, f"formats.{name}.accel", s["accel"],

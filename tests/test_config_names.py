@@ -1,0 +1,62 @@
+"""Accelerator configs by name (``bfp16_pynq-z2``) wherever a path is accepted: the folders of
+HLSNN_CONFIG_PATH first, then the shipped configs/accel."""
+import numpy as np
+import pytest
+
+import hlsnn
+from hlsnn.cli import main
+from hlsnn.config import find_config, load_config
+from hlsnn.errors import ConfigError
+from conftest import ROOT
+
+SHIPPED = ROOT / "configs" / "accel"
+
+
+def test_shipped_names_with_or_without_suffix(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)                                  # nowhere near the repository's configs
+    monkeypatch.delenv("HLSNN_CONFIG_PATH", raising=False)
+    assert find_config("bfp16_pynq-z2") == SHIPPED / "bfp16_pynq-z2.yaml"
+    assert find_config("sparse4_pynq-z2.yaml") == SHIPPED / "sparse4_pynq-z2.yaml"
+    cfg = load_config("shift8_zcu104")
+    assert cfg.name == "shift8_zcu104" and cfg.stem == "shift8_zcu104"
+    assert hlsnn.Accelerator("bfp16_pynq-z2", "emu").config.name == "bfp16_pynq_z2"
+
+
+def test_user_search_path_comes_first(monkeypatch, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    text = (SHIPPED / "bfp16_pynq-z2.yaml").read_text().replace("name: bfp16_pynq_z2", "name: my_bfp16")
+    (mine / "bfp16_pynq-z2.yaml").write_text(text)
+    monkeypatch.setenv("HLSNN_CONFIG_PATH", f"{tmp_path / 'empty'}:{mine}")
+    assert load_config("bfp16_pynq-z2").name == "my_bfp16"
+    assert load_config("bfp8_zcu104").name == "bfp8_zcu104"              # not shadowed: the shipped one
+
+
+def test_paths_still_win_and_unknown_names_say_where_they_looked(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bfp16_pynq-z2").write_text("not: a config\n")           # an existing path is taken as it is
+    with pytest.raises(ConfigError, match="engine"):
+        load_config("bfp16_pynq-z2")
+    with pytest.raises(ConfigError, match=r"no such config file, and no config of that name in .*configs/accel"):
+        load_config("no_such_accel")
+    with pytest.raises(ConfigError, match="no such config file$"):
+        load_config("somewhere/bfp16_pynq-z2.yaml")                      # a folder: never looked up by name
+
+
+def test_cli_takes_names(capsys):
+    assert main(["info", "sparse4_pynq-z2"]) == 0
+    assert "sparse4_pynq_z2: engine sparse_cluster" in capsys.readouterr().out
+    assert main(["info", "nope"]) == 2
+
+
+def test_deployment_config_names_its_accelerators(tmp_path):
+    pytest.importorskip("onnx")
+    from hlsnn.deploy.config import load_deploy_config
+    src = (ROOT / "configs" / "models" / "digits_mlp.yaml").read_text()
+    model = ROOT / "configs" / "models" / "digits_mlp.onnx"
+    (tmp_path / "d.yaml").write_text(
+        f"name: d\nmodel: {model}\ndata: digits\nformats:\n  bfp8: {{type: bfp, accel: bfp8_zcu104}}\n"
+        "assignments:\n  bfp8: {default: bfp8}\n")
+    cfg = load_deploy_config(tmp_path / "d.yaml")
+    assert cfg.formats["bfp8"].accel == "bfp8_zcu104" and "accel" in src
+    assert np.isfinite(load_config(cfg.formats["bfp8"].accel).clock_mhz)
