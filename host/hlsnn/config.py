@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, excerpt
 from .paths import board_dirs
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -195,6 +195,39 @@ def find_config(name_or_path) -> Path:
                       + ", ".join(str(d) for d in config_search_path()) + " (HLSNN_CONFIG_PATH, then the shipped ones)")
 
 
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader without aliases and without duplicate keys.
+
+    A config has no use for aliases (``*name``), and nested ones expand exponentially (nine
+    levels of ``&a [*a, *a, ...]`` are gigabytes once expanded); a repeated key would silently
+    let the last one win. Both are errors naming the line."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in hlsnn files",
+                                              self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                dup = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: SafeLoader reports it itself
+                dup = False
+            if dup:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {excerpt(key, 40)}",
+                                                        key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def safe_yaml(text: str) -> Any:
+    """Parse YAML text with :class:`StrictLoader` (no aliases, no duplicate keys)."""
+    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+
+
 def read_yaml(path) -> Any:
     """Parse a YAML file; syntax errors and missing files become ConfigError."""
     p = Path(path)
@@ -205,7 +238,7 @@ def read_yaml(path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(p, None, None, "cannot be read as UTF-8 text: " + " ".join(str(exc).split())) from None
     try:
-        return yaml.safe_load(text)
+        return safe_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -8,7 +8,11 @@ call its real top function from Python through the C ABI bridge (ctypes).
 * Cache: the shared library is named after a hash of the rendered sources, the compiler
   command and the header folder, under ``build/<stem>/csim/``; a rebuild happens only when
   one of them changes. Libraries are compiled to a temporary name and renamed into place, so
-  an interrupted compile never leaves a corrupt cache entry.
+  an interrupted compile never leaves a corrupt cache entry, and two processes compiling the
+  same kernel never see each other's half-written file. Each library has a ``.sha256`` beside
+  it; a cached library whose checksum does not match (truncated, zeroed, replaced) is never
+  loaded, which would crash the process with SIGBUS or SIGSEGV: it is rebuilt, with a
+  one-line notice.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -82,7 +87,10 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
     ``progress``: show the compile's elapsed time on stderr (:mod:`hlsnn.progress`)."""
     lib = library_path(rendered, include_dirs)
     if lib.is_file():
-        return lib
+        if _checksum_ok(lib):
+            return lib
+        print(f"hlsnn: note: the cached C-simulation library {lib} does not match its checksum (damaged or "
+              f"replaced); rebuilding it", file=sys.stderr, flush=True)
     lib.parent.mkdir(parents=True, exist_ok=True)
     eng = rendered.engine
     sources = [str(rendered.dir / s) for s in eng.KERNEL_SOURCES] + [str(rendered.dir / "bridge.cpp")]
@@ -100,6 +108,7 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
             log = lib.parent / "compile-error.log"
             log.write_text(" ".join(argv) + "\n\n" + proc.stderr)
             raise CompileError(argv, proc.stderr, rendered.dir / eng.KERNEL_SOURCES[0], log)
+        _write_atomic(_checksum_path(lib), _sha256(Path(tmp)) + "\n")
         os.replace(tmp, lib)
     finally:
         if os.path.exists(tmp):
@@ -107,6 +116,37 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
     if verbose:
         print(f"csim: compiled {lib.name} in {time.time() - t0:.1f} s", flush=True)
     return lib
+
+
+def _checksum_path(lib: Path) -> Path:
+    return lib.parent / (lib.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _checksum_ok(lib: Path) -> bool:
+    """The cached library matches the checksum written when it was compiled."""
+    try:
+        return _checksum_path(lib).read_text().strip() == _sha256(lib)
+    except OSError:
+        return False
+
+
+def _write_atomic(path: Path, text: str):
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 class CsimLibrary:

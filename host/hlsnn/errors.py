@@ -9,13 +9,25 @@ class HlsnnError(Exception):
     """Base class of every error hlsnn raises on purpose."""
 
 
+def excerpt(value, limit: int = 120) -> str:
+    """``repr(value)`` bounded to about ``limit`` characters, also for huge or deeply nested
+    values (reprlib cuts long lists, strings and nesting before anything is expanded)."""
+    import reprlib
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 6, 6, 6, 6
+    r.maxstring, r.maxother, r.maxlong = limit, limit, 40
+    s = r.repr(value)
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
 class ConfigError(HlsnnError, ValueError):
-    """A config file is wrong: names the file, the key, the bad value and what is allowed."""
+    """A config file is wrong: names the file, the key, the bad value (a bounded excerpt) and
+    what is allowed."""
 
     def __init__(self, source, key, value, allowed):
         self.source, self.key, self.value, self.allowed = str(source), key, value, allowed
         where = f"{self.source}: " if self.source else ""
-        keypart = f"{key} = {value!r}: " if key else ""
+        keypart = f"{key} = {excerpt(value)}: " if key else ""
         super().__init__(f"{where}{keypart}{allowed}")
 
 

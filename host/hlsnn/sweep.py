@@ -37,8 +37,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import yaml
 
-from .config import find_config, load_board, load_config, read_yaml
-from .errors import ConfigError, HlsnnError, InputError, MissingDependency
+from .config import find_config, load_board, load_config, read_yaml, safe_yaml
+from .errors import ConfigError, HlsnnError, InputError, MissingDependency, excerpt
 from .plots import check_out, save_figure
 
 __all__ = ["RESOURCES", "MAX_VARIANTS", "parse_vary", "allowed_keys", "resolve_key", "variants", "run_sweep",
@@ -106,9 +106,9 @@ def _parse_value(key, text):
     if not text:
         raise InputError(f"--vary {key}: empty value; write --vary {key}=v1,v2,... with no empty items")
     try:
-        v = yaml.safe_load(text)
+        v = safe_yaml(text)
     except yaml.YAMLError:
-        raise InputError(f"--vary {key}: value {text!r} is not a YAML scalar") from None
+        raise InputError(f"--vary {key}: value {excerpt(text)} is not a YAML scalar") from None
     if isinstance(v, str) and _FLOAT.fullmatch(v):
         v = float(v)
     if v is not None and not isinstance(v, (bool, int, float, str)):
