@@ -373,6 +373,30 @@ def load_config(path_or_dict, *, source=None, check_fit=True) -> Config:
         path = find_config(path_or_dict)       # a path, or the name of a user or shipped config
         source = source or str(path)
         raw = read_yaml(path)
+    return _config_from_raw(raw, source, path, check_fit)
+
+
+def config_from_data(config: Mapping, board: Mapping, *, source: str) -> "Config":
+    """A Config from data that carries its board as data, not as a name: an overlay manifest
+    (``<name>.json``). The same schema and rules as :func:`load_config` (C identifiers for
+    names, the engine's ranges, a board name like a file stem), so nothing from a manifest
+    reaches a path, TCL or C++ unvalidated."""
+    if not isinstance(board, Mapping):
+        raise ConfigError(source, "config.board", board, "must be a mapping (the board's fields)")
+    bdata = check_section(source, "config.board.", {k: v for k, v in board.items()
+                                                    if not (k == "ps_config" and v is None)}, BOARD_FIELDS)
+    if not isinstance(bdata["name"], str) or not _BOARD_NAME.fullmatch(bdata["name"]):
+        raise ConfigError(source, "config.board.name", bdata["name"], "must be a board name such as 'pynq-z2'")
+    if not isinstance(config, Mapping):
+        raise ConfigError(source, "config", config, "must be a mapping with keys name, engine, clock_mhz, ...")
+    raw = {k: v for k, v in config.items() if k != "board"}
+    raw["board"] = bdata["name"]
+    return _config_from_raw(raw, source, None, False, board=Board(path="", **bdata))
+
+
+def _config_from_raw(raw, source, path, check_fit, board=None) -> "Config":
+    from .engines import ENGINES
+
     if not isinstance(raw, Mapping):
         raise ConfigError(source, None, None, "must be a YAML mapping with keys name, board, engine, ...")
     engine = raw.get("engine")
@@ -383,7 +407,8 @@ def load_config(path_or_dict, *, source=None, check_fit=True) -> Config:
     fields = dict(TOP_FIELDS_BASE)
     fields[engine] = Field("section", f"{engine} parameters", fields=eng.SCHEMA)
     data = check_section(source, "", raw, fields)
-    board = load_board(data["board"], source=source, config_path=path)
+    if board is None:
+        board = load_board(data["board"], source=source, config_path=path)
     clock = data["clock_mhz"] if data["clock_mhz"] is not None else board.clock_mhz
     params = eng.validate(dict(data[engine]), board, source)
     cfg = Config(name=data["name"], engine=engine, board=board, clock_mhz=clock, params=params,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,14 @@ def _protocol_register_map(cfg, by_arg, header):
 
 def _say(msg):
     print(msg, flush=True)
+
+
+def shell_line(cwd, argv) -> str:
+    """``mkdir -p CWD && cd CWD && ARGV`` with every word shell-quoted (``shlex.quote``), so a
+    pasted line runs exactly these commands even for paths with spaces, ``$(...)`` or quotes."""
+    import shlex
+    q = shlex.quote(str(cwd))
+    return f"mkdir -p {q} && cd {q} && {shlex.join(str(a) for a in argv)}"
 
 
 def run_tool(argv, cwd, log_path, stage, heartbeat=60.0, progress=False):
@@ -188,7 +197,7 @@ class Build:
             _say(f"# render: {self.hls_dir} (done; --dry-run still renders, it runs nothing else)")
             _say(f"# csim: compile {self.hls_dir} with g++ and compare with the emulator")
             for stage, argv, cwd in self.commands(hls, vivado):
-                _say(f"mkdir -p {cwd} && cd {cwd} && {' '.join(map(str, argv))}")
+                _say(shell_line(cwd, argv))
             _say(f"# then: collect {self.cfg.name}.bit, {self.cfg.name}.hwh and {self.cfg.name}.json into "
                  f"{self.out / self.cfg.name}/")
             return EXIT["ok"]
@@ -196,12 +205,12 @@ class Build:
         self.stage("csim", self.csim)
         missing = [n for n, t in (("vitis_hls (or vitis-run)", hls), ("vivado", vivado)) if t is None]
         if missing:
-            cmds = "\n".join(f"  mkdir -p {cwd} && cd {cwd} && {' '.join(map(str, argv))}"
-                              for _, argv, cwd in self.commands(hls, vivado))
+            cmds = "\n".join(f"  {shell_line(cwd, argv)}" for _, argv, cwd in self.commands(hls, vivado))
             _say(f"\nhlsnn: tools missing: {', '.join(missing)} not found (set XILINX_HLS / XILINX_VIVADO or put them "
                  f"on PATH).\nEverything up to the tools ran: the HLS project and all TCL are in {self.hls_dir}.\n"
                  f"On a machine with Vitis HLS and Vivado, finish the build with:\n{cmds}\n"
-                 f"  hlsnn build {self.cfg.path or self.cfg.name}   # or rerun this command there; it collects the overlay")
+                 f"  hlsnn build {shlex.quote(str(self.cfg.path or self.cfg.name))}   # or rerun this command there; "
+                 f"it collects the overlay")
             return EXIT["tools_missing"]
         (hls_stage, hls_argv, hls_cwd), (viv_stage, viv_argv, viv_cwd) = self.commands(hls, vivado)
         self.stage("hls", lambda: run_tool(hls_argv, hls_cwd, self.logs / "hls.log", "hls", progress=self.progress))

@@ -319,17 +319,14 @@ def config_from_manifest(manifest: dict):
     needed on the board); its sha256 must equal the manifest's."""
     from dataclasses import replace
 
-    from ..config import Board, Config
+    from ..config import config_from_data
     from ..engines import ENGINES
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+        raise InputError("overlay manifest: no 'config' mapping (is this an hlsnn overlay's <name>.json?)")
     c = manifest["config"]
-    eng = ENGINES.get(c.get("engine"))
-    if eng is None:
-        raise InputError(f"overlay manifest names engine {c.get('engine')!r}; this hlsnn knows {', '.join(ENGINES)}")
-    b = dict(c["board"])
-    b.setdefault("ps_config", None)
-    board = Board(path="", **b)
-    cfg = Config(name=c["name"], engine=c["engine"], board=board, clock_mhz=c["clock_mhz"],
-                 params=dict(c[c["engine"]]), path="", stem=c["name"])
+    # validated like a YAML config: names are C identifiers, parameters in range, the board a name
+    cfg = config_from_data(c, c.get("board"), source="overlay manifest")
+    eng = ENGINES[cfg.engine]
     if cfg.sha != manifest.get("config_sha256"):
         raise OverlayMismatch(f"overlay manifest is inconsistent: its config hashes to {cfg.sha[:16]}, "
                               f"it records {str(manifest.get('config_sha256'))[:16]}")
