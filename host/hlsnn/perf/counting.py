@@ -122,6 +122,10 @@ class CountingTarget(EmuTarget):
 
     name = "emu+counts"
 
+    def __init__(self, cfg, engine, **options):
+        options.setdefault("arrays", False)  # it counts what the kernel does with the beats: the stream path
+        super().__init__(cfg, engine, **options)
+
     def run(self, beats, regs_in, n_out_beats):
         out = super().run(beats, regs_in, n_out_beats)
         nbytes = self.cfg.params["stream_bits"] // 8

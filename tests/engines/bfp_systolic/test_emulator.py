@@ -276,6 +276,6 @@ def test_kernel_with_another_config_hash_is_refused():
                                "bfp_systolic": {**ours.params, "max_k": 512}}, source="other")
     assert other.hash32 != ours.hash32
     with hlsnn.Accelerator(ours, "emu") as acc:
-        acc.kernel.target = EmuTarget(other, acc.engine)     # a kernel answering with another hash
+        acc.kernel.target = EmuTarget(other, acc.engine, arrays=False)   # a kernel answering with another hash
         with pytest.raises(hlsnn.InputError, match=f"0x{other.hash32:08x}.*0x{ours.hash32:08x}"):
             acc.gemm(np.ones((2, 3)), np.ones((4, 3)))
