@@ -31,7 +31,9 @@ import numpy as np
 
 from .errors import CompileError, CsimError, MissingDependency
 
-CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-Wall", "-Wno-unused-variable",
+# -Wl,-Bsymbolic: the kernel's failing asserts call the bridge's __assert_fail (which turns them
+# into an error status), not libc's (which aborts the Python process)
+CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-Wl,-Bsymbolic", "-Wall", "-Wno-unused-variable",
              "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
 
 STATUS_BITS = {
@@ -42,6 +44,7 @@ STATUS_BITS = {
     16: "the kernel left input beats unread",
     32: "the kernel read more input beats than were sent",
 }
+ASSERT_FAILED = 64  # a C-simulation assert of the kernel failed (hlsnn_last_assert has the message)
 
 
 def ap_types_dir() -> Path:
@@ -162,6 +165,9 @@ class CsimLibrary:
         self._lib.hlsnn_run_stream.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,
                                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.stream_bits = int(self._lib.hlsnn_stream_bits())
+        self._has_assert_trap = hasattr(self._lib, "hlsnn_last_assert")
+        if self._has_assert_trap:
+            self._lib.hlsnn_last_assert.restype = ctypes.c_char_p
         self.n_regs_in, self.n_regs_out = n_regs_in, n_regs_out
         self._has_counters = hasattr(self._lib, "hlsnn_counter_count")
         if self._has_counters:
@@ -188,6 +194,14 @@ class CsimLibrary:
         self.last_counts = {name: (int(i), int(e)) for name, i, e in
                             zip(self._counter_names[:n], iters.tolist(), entries.tolist()) if i}
 
+    def _check_assert(self, status):
+        """A kernel assert that failed in C-simulation: an error that names it (the process lives)."""
+        if status & ASSERT_FAILED and self._has_assert_trap:
+            msg = (self._lib.hlsnn_last_assert() or b"").decode(errors="replace")
+            raise CsimError(f"C-simulation of {self.path.name}: the kernel stopped on a failed check ({msg}); "
+                            f"the registers or the input stream do not fit this kernel's config (a wrong "
+                            f"register map or overlay?)")
+
     def run(self, beats: np.ndarray, regs_in, n_out_beats: int):
         nbytes = self.stream_bits // 8
         beats = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1, nbytes)
@@ -199,6 +213,7 @@ class CsimLibrary:
         status = self._lib.hlsnn_run(beats.ctypes.data, beats.shape[0], out.ctypes.data, n_out_beats,
                                      rin.ctypes.data, rout.ctypes.data)
         self._read_counts()
+        self._check_assert(status)
         if status:
             why = "; ".join(msg for bit, msg in STATUS_BITS.items() if status & bit)
             raise CsimError(f"C-simulation of {self.path.name}: stream protocol error ({why}); "
@@ -220,4 +235,5 @@ class CsimLibrary:
         status = self._lib.hlsnn_run_stream(beats.ctypes.data, beats.shape[0], out.ctypes.data, cap_beats,
                                             rin.ctypes.data, rout.ctypes.data, ctypes.byref(n_out), ctypes.byref(last))
         self._read_counts()
+        self._check_assert(status)
         return out[:n_out.value], rout, (None if last.value < 0 else int(last.value)), int(status)

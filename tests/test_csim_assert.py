@@ -1,0 +1,45 @@
+"""A kernel `assert` that fails in C-simulation becomes a CsimError naming it; the Python process
+survives (before, glibc's __assert_fail aborted it with SIGABRT), and the library keeps working."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.csim
+
+CODE = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    import numpy as np
+    import hlsnn
+    from conftest import planted_csim, test_config
+    from hlsnn import codegen
+    from hlsnn.engines.bfp_systolic.kernel import Kernel
+    from hlsnn.errors import CsimError
+    from pathlib import Path
+    cfg = hlsnn.load_config(test_config("t2_tiny"))
+    rendered = codegen.render(cfg, Path({out!r}))
+    target = planted_csim(cfg, rendered, "bfp_systolic.cpp", 'assert(batch >= 1 && "batch must be >= 1");',
+                          'assert((batch < 5 || batch > 1000) && "planted: batch of 5 to 1000");')
+    k = Kernel(cfg, target)
+    x, w = np.ones((5, 4)), np.ones((3, 4))
+    try:
+        k.gemm(x, w)
+    except CsimError as exc:
+        print("CAUGHT", exc)
+    y = k.gemm(np.ones((2, 4)), w)          # the same library, a call that passes the check
+    print("AFTER", y.tolist())
+""")
+
+
+def test_failed_kernel_assert_is_an_error_and_the_process_survives(tmp_path):
+    code = CODE.format(tests=str(ROOT / "tests"), out=str(tmp_path / "hls"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT, env={"PYTHONPATH": str(ROOT / "host"), "PATH": "/usr/bin:/bin",
+                                      "HLSNN_BUILD": str(tmp_path / "build")})
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])     # -6 would be SIGABRT
+    assert "CAUGHT" in r.stdout and "planted: batch of 5 to 1000" in r.stdout and "bfp_systolic.cpp" in r.stdout
+    assert "AFTER [[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]" in r.stdout
