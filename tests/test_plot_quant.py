@@ -187,6 +187,7 @@ def png_size(path):
 
 def test_plot_quantization_writes_png(tmp_path):
     pytest.importorskip("matplotlib")
+    (tmp_path / "sub").mkdir()                      # --out makes no folders outside build/ and overlays/
     rep = plot_quantization(bimodal(n=2000), tmp_path / "sub" / "q.png", name="w.npy")
     assert rep["out"] == str(tmp_path / "sub" / "q.png")
     assert png_size(tmp_path / "sub" / "q.png") == (1000, 500)

@@ -241,6 +241,7 @@ def test_plot_marks_over_budget_and_invalid(tmp_path):
     rep = sweep.run_sweep(BFP16, ["rows=8,64", "acc_bits=20,48"], csim=False)
     assert rep["summary"] == {"variants": 4, "invalid": 2, "over_budget": 1, "fit": 1, "csim_run": 0,
                               "csim_failed": 0, "mismatches": 0}
+    (tmp_path / "sub").mkdir()                      # --out makes no folders outside build/ and overlays/
     out = sweep.plot_sweep(rep, tmp_path / "sub" / "s.png")
     assert Path(out).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -44,6 +44,29 @@ def board_dirs(config_path=None):
     return dirs
 
 
+def out_parent(out) -> Path:
+    """Make sure the folder of an ``--out`` file exists: it must exist already, except under the
+    build root (``build/``, ``$HLSNN_BUILD``) or ``overlays/``, where hlsnn makes it. Never
+    creates folders anywhere else (``--out /x/y/z.png`` must not make ``/x/y``)."""
+    from .errors import InputError
+    out = Path(out)
+    parent = out.parent
+    if out.is_dir():
+        raise InputError(f"--out {out}: is a folder; give a file name")
+    if parent.is_dir():
+        return parent
+    if parent.exists():
+        raise InputError(f"--out {out}: {parent} is a file, not a folder")
+    here = Path.cwd().resolve()
+    allowed = [Path(os.path.abspath(build_root())), here / "overlays"]
+    target = Path(os.path.abspath(parent))
+    if any(target == a or a in target.parents for a in allowed):
+        parent.mkdir(parents=True, exist_ok=True)
+        return parent
+    raise InputError(f"--out {out}: the folder {parent} does not exist; create it first (hlsnn makes folders "
+                     f"only under build/ and overlays/)")
+
+
 def build_root():
     """Where rendered projects and csim libraries go (``$HLSNN_BUILD`` or ./build)."""
     return Path(os.environ.get("HLSNN_BUILD", "build"))

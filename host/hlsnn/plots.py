@@ -69,11 +69,12 @@ def check_out(out, suffixes=_SAVE_FORMATS) -> Path:
 
 
 def save_figure(fig, out, dpi):
-    """Write a matplotlib figure to ``out`` (parent folders made); an unwritable path is an
-    ``InputError``."""
+    """Write a matplotlib figure to ``out`` (its folder must exist, or be under build/ or
+    overlays/: :func:`hlsnn.paths.out_parent`); an unwritable path is an ``InputError``."""
+    from .paths import out_parent
     out = Path(out)
+    out_parent(out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, format=out.suffix.lower()[1:], dpi=dpi)
     except OSError as exc:
         raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from None

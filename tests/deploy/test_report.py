@@ -80,6 +80,7 @@ def check_page(page):
 def test_report_accuracy_equals_deploy(root, tmp_path):
     cfg = root / "configs" / "models" / "digits_mlp.yaml"
     res = evaluate.deploy(cfg, "emu", per_layer=True, test_samples=40)
+    (tmp_path / "sub").mkdir()                      # --out makes no folders outside build/ and overlays/
     out = write_report(cfg, "emu", out=tmp_path / "sub" / "mlp.html", test_samples=40)
     assert out == tmp_path / "sub" / "mlp.html"
     page = parse(out)
@@ -155,7 +156,7 @@ def test_bad_output_path(root, tmp_path, monkeypatch):
         write_report(cfg, out=tmp_path / "r.png")
     monkeypatch.setattr(evaluate, "deploy", lambda *a, **k: fake_result())
     (tmp_path / "file").write_text("x")
-    with pytest.raises(InputError, match="cannot write"):
+    with pytest.raises(InputError, match="is a file, not a folder"):
         write_report(cfg, out=tmp_path / "file" / "r.html")
 
 
