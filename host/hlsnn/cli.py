@@ -14,6 +14,31 @@ from . import __version__
 from .errors import HlsnnError
 
 
+def _int_at_least(lo):
+    """An argparse type: an integer >= ``lo`` (argparse turns the ValueError into exit 2)."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"{v} must be an integer >= {lo}")
+        return v
+    parse.__name__ = f"integer >= {lo}"
+    return parse
+
+
+NONNEG, POSITIVE = _int_at_least(0), _int_at_least(1)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with hlsnn's one error line: ``hlsnn: error: <command>: <what>`` and exit 2."""
+
+    def error(self, message):
+        command = self.prog[len("hlsnn"):].strip()
+        self.exit(2, f"hlsnn: error: {command + ': ' if command else ''}{message} (see {self.prog} --help)\n")
+
+
 def _load(path):
     from .config import load_config
     return load_config(path)
@@ -245,11 +270,25 @@ def cmd_run(args):
     from .runtime import Accelerator
     from .errors import InputError
 
+    from pathlib import Path
+
     def load(path, what):
         try:
-            return np.load(path)
-        except (OSError, ValueError) as exc:
+            a = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
             raise InputError(f"--{what} {path}: cannot be read as a .npy array ({exc})") from None
+        if not isinstance(a, np.ndarray):                  # an .npz archive
+            a.close()
+            raise InputError(f"--{what} {path}: is an .npz archive; save one array with numpy.save (.npy)")
+        if a.ndim == 0 or a.size == 0:
+            raise InputError(f"--{what} {path}: holds an array of shape {a.shape}: must have at least one "
+                             f"dimension and one element")
+        if a.dtype.kind not in "biuf":
+            raise InputError(f"--{what} {path}: has dtype {a.dtype}: must be real numbers (int or float); complex, "
+                             f"string and object arrays are refused")
+        return a
+    if not Path(args.target_path).exists() and ("/" in str(args.target_path) or Path(args.target_path).suffix):
+        raise InputError(f"{args.target_path}: no such overlay folder or config file")
     x = load(args.input, "input")
     acc = Accelerator(args.target_path, target=args.target)
     ref = acc.emulator()
@@ -265,11 +304,20 @@ def cmd_run(args):
         else:
             w = rng.normal(size=(args.n, x.shape[-1]))
         op = "conv2d" if conv else "gemm"
-        times = []
+        if op not in acc.kernel.OPERATIONS or x.ndim != (3 if conv else 2):
+            raise InputError(f"--input {args.input}: shape {x.shape}: {engine} takes "
+                             + ("a (C, H, W) feature map" if "conv2d" in acc.kernel.OPERATIONS and conv
+                                else "(batch, K) activations for a GEMM")
+                             + (" (or a (C, H, W) map for conv2d)" if "conv2d" in acc.kernel.OPERATIONS and not conv
+                                else ""))
+        times, overheads = [], []
         for _ in range(max(1, args.repeat)):
             t0 = time.perf_counter()
             y = getattr(acc, op)(x, w)
             times.append(time.perf_counter() - t0)
+            lt_call = getattr(acc.target, "last_timing", None) or {}
+            if lt_call:   # this call's host overhead: its time less its own DMA time (never negative)
+                overheads.append(max(0.0, times[-1] - lt_call["transfer_s"]))
         y_ref = getattr(ref, op)(x, w)
         bad = np.asarray(y != y_ref)
         res = {"config": acc.config.name, "target": acc.target.name, "operation": op, "input": list(x.shape),
@@ -284,7 +332,7 @@ def cmd_run(args):
             moved = lt["bytes_in"] + lt["bytes_out"]
             res["transfer_s"] = lt["transfer_s"]
             res["dma_MB_per_s"] = moved / lt["transfer_s"] / 1e6 if lt["transfer_s"] else None
-            res["host_overhead_s"] = res["seconds_per_call"] - lt["transfer_s"]
+            res["host_overhead_s"] = float(np.median(overheads)) if overheads else None
         kc = getattr(acc.kernel, "last_cycles", None)
         if kc is not None:           # csim, sim: the cycle model of the last call (hlsnn.perf)
             res["kernel_cycles"] = int(kc.cycles)
@@ -335,7 +383,7 @@ def cmd_perf(args):
 
 
 def build_parser():
-    ap = argparse.ArgumentParser(prog="hlsnn", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="hlsnn", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=f"hlsnn {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -345,8 +393,8 @@ def build_parser():
     p.set_defaults(func=cmd_render)
 
     def compare_opts(p):
-        p.add_argument("--seed", type=int, default=0, help="seed of the random cases (default 0)")
-        p.add_argument("--cases", type=int, default=8, help="number of random cases besides the edge cases")
+        p.add_argument("--seed", type=NONNEG, default=0, help="seed of the random cases (default 0)")
+        p.add_argument("--cases", type=NONNEG, default=8, help="number of random cases besides the edge cases")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("-v", "--verbose", action="store_true", help="one line per case")
 
@@ -367,7 +415,7 @@ def build_parser():
                                      "(exit 3 when the Xilinx tools are missing)")
     p.add_argument("config")
     p.add_argument("--board", help="build for another board of configs/boards (default: the config's)")
-    p.add_argument("--jobs", type=int, default=None, help="parallel Vivado jobs (default: CPU count)")
+    p.add_argument("--jobs", type=POSITIVE, default=None, help="parallel Vivado jobs (default: CPU count)")
     p.add_argument("--out", default="overlays", help="overlay folder (default overlays/)")
     p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
     p.add_argument("--check", action="store_true",
@@ -380,11 +428,11 @@ def build_parser():
     p.add_argument("target_path", metavar="OVERLAY_OR_CONFIG", help="an overlay folder (pynq, sim) or a config")
     p.add_argument("--input", required=True, help="x.npy: (batch, K) for a GEMM, (C, H, W) for a convolution")
     p.add_argument("--weights", help="w.npy: (N, K) or (Z, C, k, k); default: seeded random weights")
-    p.add_argument("--n", type=int, default=64, help="outputs (N or Z) of the random weights (default 64)")
+    p.add_argument("--n", type=POSITIVE, default=64, help="outputs (N or Z) of the random weights (default 64)")
     p.add_argument("--target", default="sim", help="pynq, sim, csim or emu (default sim)")
     p.add_argument("--output", help="save the result to this .npy")
-    p.add_argument("--repeat", type=int, default=3, help="calls to time (default 3)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=POSITIVE, default=3, help="calls to time (default 3)")
+    p.add_argument("--seed", type=NONNEG, default=0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_run)
 
@@ -400,7 +448,7 @@ def build_parser():
     p.add_argument("--padding", default="same", choices=["same", "valid"], help="convolution padding (default same)")
     p.add_argument("--target", default="csim", choices=["csim", "sim"], help="default csim")
     p.add_argument("--loops", action="store_true", help="also print the engine's loop table (II, accesses, depth)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the data (default 0)")
+    p.add_argument("--seed", type=NONNEG, default=0, help="seed of the data (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_perf)
 
@@ -412,7 +460,7 @@ def build_parser():
     p.add_argument("--host-fallback", action="store_true",
                    help="run ONNX ops hlsnn has no engine for on the host (onnx's reference implementation)")
     p.add_argument("--per-layer", action="store_true", help="radix points, sparsity and error of every layer")
-    p.add_argument("--test-samples", type=int, help="evaluate only the first N test images")
+    p.add_argument("--test-samples", type=POSITIVE, help="evaluate only the first N test images")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
     p.set_defaults(func=cmd_deploy)
@@ -443,7 +491,7 @@ def build_parser():
     p.add_argument("--target", default="emu", choices=["emu", "csim", "sim", "pynq"],
                    help="deployment report: where the layers run (default emu)")
     p.add_argument("--host-fallback", action="store_true", help="deployment report: see `hlsnn deploy`")
-    p.add_argument("--test-samples", type=int, help="deployment report: only the first N test images")
+    p.add_argument("--test-samples", type=POSITIVE, help="deployment report: only the first N test images")
     p.add_argument("--channels", type=int, default=64, help="input = output channels of the layer (default 64)")
     p.add_argument("--size", type=int, default=56, help="feature-map height = width (default 56)")
     p.add_argument("--ksize", type=int, default=3, help="odd kernel size, 'same' padding (default 3)")
@@ -453,7 +501,7 @@ def build_parser():
     kind.add_argument("--structured", action="store_true",
                       help="only inputs whose non-zeros cluster in blobs (default: random and structured rows)")
     kind.add_argument("--random", action="store_true", help="only uniformly random inputs")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic layers (default 0)")
+    p.add_argument("--seed", type=NONNEG, default=0, help="seed of the synthetic layers (default 0)")
     p.add_argument("--out", help="output file (default <config stem>_report.png, or <config stem>_report.html for "
                                  "a deployment config, in the current folder)")
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
@@ -467,10 +515,10 @@ def build_parser():
     p.add_argument("--vary", action="append", default=[], metavar="KEY=v1,v2,...",
                    help="a key of the engine section (rows, bfp_systolic.rows or array.rows) or clock_mhz, and "
                         "its values (YAML scalars); repeat for more keys: the variants are the Cartesian product")
-    p.add_argument("--jobs", type=int, default=None, help="C-simulation worker processes (default: CPU count)")
+    p.add_argument("--jobs", type=POSITIVE, default=None, help="C-simulation worker processes (default: CPU count)")
     p.add_argument("--no-csim", action="store_true", help="estimates only; compile nothing")
-    p.add_argument("--cases", type=int, default=2, help="random cases per variant besides the edge cases (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the cases (default 0)")
+    p.add_argument("--cases", type=NONNEG, default=2, help="random cases per variant besides the edge cases (default 2)")
+    p.add_argument("--seed", type=NONNEG, default=0, help="seed of the cases (default 0)")
     p.add_argument("--out", help="image file (default <config stem>_sweep.png in the current folder)")
     p.add_argument("--no-plot", action="store_true", help="print the table (or JSON) only")
     p.add_argument("--json", action="store_true", help="print one JSON object")

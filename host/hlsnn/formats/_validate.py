@@ -54,10 +54,32 @@ def as_int_array(name: str, value, lo: int, hi: int, dtype) -> np.ndarray:
     return arr.astype(dtype, copy=True)      # always a private copy (stored read-only)
 
 
+FLAG_OPTIONS = ("relu", "stats", "requantize", "pool")
+
+
+def check_options(options: dict) -> dict:
+    """The keyword options every operation shares, checked in one place (the Accelerator calls
+    this): flags must be True or False (``relu="no"`` is truthy and applied ReLU), ``stats_k``
+    an integer, not a float that would be truncated."""
+    for key in FLAG_OPTIONS:
+        if key in options and not isinstance(options[key], (bool, np.bool_)):
+            from ..errors import excerpt
+            raise InputError(f"{key} = {excerpt(options[key], 40)}: must be True or False")
+    if options.get("stats_k") is not None and not is_int(options["stats_k"]):
+        from ..errors import excerpt
+        raise InputError(f"stats_k = {excerpt(options['stats_k'], 40)}: must be an integer in [0, 15]")
+    return options
+
+
 def as_float_input(x, name: str = "x") -> np.ndarray:
-    """Real, finite, ndim >= 1 float64 array, else an InputError naming the first bad index."""
+    """Real, finite, ndim >= 1 float64 array, else an InputError naming the first bad index.
+    Complex, string and object arrays are refused (complex values would lose their imaginary
+    part in silence)."""
     if np.iscomplexobj(x):
         raise InputError(f"{name}: is complex: must be real floats")
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind in ("O", "U", "S", "V", "M", "m"):
+        raise InputError(f"{name}: has dtype {x.dtype}: must be real numbers (int or float)")
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:

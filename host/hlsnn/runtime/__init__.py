@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..config import Config, load_config
 from ..engines import ENGINES
+from ..formats._validate import check_options
 from .targets import TARGETS, make_target
 
 
@@ -44,6 +45,9 @@ class Accelerator:
         self.kernel = self.engine.Kernel(self.config, self.target)
 
     def _op(self, name):
+        return lambda *args, **options: self._kernel_op(name)(*args, **check_options(options))
+
+    def _kernel_op(self, name):
         if name not in self.kernel.OPERATIONS:
             raise AttributeError(f"engine {self.config.engine!r} has no operation {name!r}; "
                                  f"it offers {', '.join(self.kernel.OPERATIONS)}")

@@ -7,6 +7,7 @@ import numpy as np
 from ...errors import InputError
 from ...perf import instrument
 from ...formats import bfp
+from ...formats._validate import as_float_input
 from .. import tiling
 from . import protocol
 from .emulator import emulate
@@ -276,7 +277,7 @@ class Kernel:
     # ------------------------------------------------------------------ checks
     @staticmethod
     def _float2d(name, a):
-        a = np.asarray(a, dtype=np.float64)
+        a = as_float_input(a, name)                # real and finite, named in the error
         if a.ndim != 2:
             raise InputError(f"{name} must be 2-D, got shape {a.shape}")
         return a

@@ -7,6 +7,7 @@ import numpy as np
 from ...errors import InputError
 from ...perf import instrument
 from ...formats import shift as sfmt
+from ...formats._validate import as_float_input
 from .. import tiling
 from . import protocol, tiles
 from .emulator import emulate, im2col
@@ -300,7 +301,7 @@ class Kernel:
         deq = (wq[0].dequantize() + wq[1].dequantize()) if isinstance(wq, tuple) else wq.dequantize()
         n = ref.shape[0]
         fw = np.broadcast_to(np.asarray(ref.scale_exponent, np.int64).reshape(n, -1)[:, 0], (n,))
-        b = np.zeros(n) if bias is None else np.asarray(bias, np.float64).reshape(-1)
+        b = np.zeros(n) if bias is None else as_float_input(bias, "bias").reshape(-1)
         if b.shape != (n,):
             raise InputError(f"bias must have {n} values, got {b.shape}")
         b_int = np.rint(np.ldexp(b, fx + fw)).astype(np.int64)
@@ -321,10 +322,10 @@ class Kernel:
         histogram is of the wide integers, in accumulator units).
         """
         mode = mode or self.p["default_mode"]
-        w = np.asarray(w, np.float64)
+        w = as_float_input(w, "w")
         if w.ndim != 2:
             raise InputError(f"w must be 2-D (N, K), got shape {w.shape}")
-        xi, fx = self._act(np.asarray(x, np.float64))
+        xi, fx = self._act(as_float_input(x, "x"))
         if xi.ndim != 2 or xi.shape[1] != w.shape[1]:
             raise InputError(f"x must be (batch, K={w.shape[1]}), got {xi.shape}")
         wq = self._quantize_weights(w, mode, delta)
@@ -336,10 +337,10 @@ class Kernel:
         """Float 2-D convolution (stride 1): ``x`` (C, H, W), ``w`` (Z, C, k, k) -> (Z, H', W').
         ``stats``: as in :meth:`conv2d_int`."""
         mode = mode or self.p["default_mode"]
-        w = np.asarray(w, np.float64)
+        w = as_float_input(w, "w")
         if w.ndim != 4:
             raise InputError(f"w must be (Z, C, k, k), got shape {w.shape}")
-        xi, fx = self._act(np.asarray(x, np.float64))
+        xi, fx = self._act(as_float_input(x, "x"))
         pad = tiling.conv_pad(padding, w.shape[2])
         if xi.ndim != 3 or xi.shape[0] != w.shape[1]:
             raise InputError(f"x must be (C={w.shape[1]}, H, W), got {xi.shape}")
