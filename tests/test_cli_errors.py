@@ -18,6 +18,8 @@ def files(tmp_path, monkeypatch):
     np.save("x.npy", np.ones((2, 8)))
     np.save("cplx.npy", np.ones((2, 8)) * (1 + 1j))
     np.save("strs.npy", np.array([["a", "b"]], dtype=object), allow_pickle=True)
+    np.save("big.npy", np.full((4, 4), 1e308))
+    open("f", "w").write("a file where a folder belongs")
     return tmp_path
 
 
@@ -29,7 +31,8 @@ CASES = [
     ["compare", "bfp16_pynq-z2", "--target", "emu", "--cases", "-2"],
     ["build", "bfp16_pynq-z2", "--jobs", "-4", "--dry-run"], ["run", "overlays/nope", "--input", "x.npy"],
     ["deploy", "digits_mlp.yaml", "--test-samples", "0"], ["deploy", "digits_mlp.yaml", "--test-samples", "-5"],
-    ["nosuchcommand"],
+    ["nosuchcommand"], ["render", "bfp16_pynq-z2", "--out", "f"],
+    ["build", "bfp16_pynq-z2", "--out", "f", "--dry-run"], ["plot-quant", "big.npy", "--json"],
 ]
 
 
@@ -66,3 +69,43 @@ def test_api_refuses_what_it_took_silently():
         sh.gemm(x, w, bias=np.ones(5))
     with pytest.raises(InputError, match="dtype object"):
         sh.gemm(np.array([["a", 1.0]], dtype=object), np.ones((3, 2)))
+
+
+def test_empty_operands_are_clear_errors():
+    with pytest.raises(InputError, match="empty"):
+        hlsnn.Accelerator("shift8_pynq-z2", "emu").gemm(np.ones((0, 4)), np.ones((3, 4)))
+    with pytest.raises(InputError, match="at least 1"):
+        hlsnn.Accelerator("sparse4_pynq-z2", "emu").conv2d(np.ones((0, 5, 5), np.int8), np.ones((2, 0, 3, 3), np.int8))
+
+
+def test_stale_overlay_temporaries_are_removed(tmp_path):
+    import os
+    from hlsnn.build.flow import remove_stale_temporaries
+    dead = tmp_path / ".ov.tmp-999999999-abc"           # a SIGKILLed build: its pid is gone
+    old_style = tmp_path / ".ov.tmp-k2j3h"
+    mine = tmp_path / f".ov.tmp-{os.getpid()}-xyz"      # a build that still runs
+    other = tmp_path / ".other.tmp-999999999-abc"        # another overlay's
+    for d in (dead, old_style, mine, other):
+        d.mkdir()
+        (d / "ov.bit").write_bytes(b"partial")
+    assert sorted(p.name for p in remove_stale_temporaries(tmp_path, "ov")) == sorted([dead.name, old_style.name])
+    assert mine.is_dir() and other.is_dir() and not dead.exists()
+
+
+def test_sigterm_is_handled_like_ctrl_c(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import ROOT
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "host"), HLSNN_BUILD=str(tmp_path / "build"))
+    p = subprocess.Popen([sys.executable, "-m", "hlsnn.cli", "csim", "sparse4_pynq-z2"], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)                                      # inside the g++ compile of a fresh build folder
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    if p.returncode == 0:
+        pytest.skip("the run finished before SIGTERM arrived")
+    assert p.returncode == 143 and "terminated" in err and "Traceback" not in err, (p.returncode, err[-1500:])
+    assert not [q for q in (tmp_path / "build").rglob(".tmp-*")]     # the compile's temporary is gone

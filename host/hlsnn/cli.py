@@ -527,14 +527,29 @@ def build_parser():
     return ap
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: the same cleanup (temporary folders, DMA buffers), exit 143."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None):
+    import signal
+    import threading
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
     except HlsnnError as exc:
         msg = str(exc)
         print(f"hlsnn: error: {msg}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("hlsnn: terminated (SIGTERM); cleaned up", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("hlsnn: interrupted", file=sys.stderr)
         return 130

@@ -84,6 +84,9 @@ def render(cfg: Config, out_dir=None) -> RenderedKernel:
     """Render ``cfg`` into ``out_dir`` (default ``build/<stem>/hls``)."""
     eng = ENGINES[cfg.engine]
     out = Path(out_dir) if out_dir is not None else project_dir(cfg)
+    if out.exists() and not out.is_dir():
+        from .errors import InputError
+        raise InputError(f"--out {out}: is a file; the HLS project needs a folder")
     out.mkdir(parents=True, exist_ok=True)
     (out / "include" / "hlsnn").mkdir(parents=True, exist_ok=True)
     env = _environment(cfg.engine)

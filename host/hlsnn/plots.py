@@ -106,6 +106,9 @@ def _check_weights(w, what: str = "weights") -> np.ndarray:
                          f"of {arr.size}: must be finite")
     if not arr.any():
         raise InputError(f"{what}: all {arr.size} weights are zero: nothing to quantize")
+    big = float(np.abs(arr).max())
+    if big > 1e300:   # the histogram's range and the formats' scales overflow float64 beyond this
+        raise InputError(f"{what}: the largest magnitude is {big:.3g}: must be at most 1e300 (scale the weights)")
     return arr
 
 

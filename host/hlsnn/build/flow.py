@@ -59,6 +59,33 @@ def _say(msg):
     print(msg, flush=True)
 
 
+def remove_stale_temporaries(out: Path, name: str) -> list:
+    """Remove what an interrupted assembly of overlay ``name`` left in ``out`` (a SIGKILL
+    leaves ``.<name>.tmp-<pid>-*`` with a partial .bit, or ``.<name>.old-<pid>``): those of
+    processes that no longer run. Returns the folders removed."""
+    removed = []
+    for p in list(out.glob(f".{name}.tmp-*")) + list(out.glob(f".{name}.old-*")):
+        pid = p.name.split("-")[1] if p.name.count("-") >= 1 else ""
+        if pid.isdigit() and _alive(int(pid)):
+            continue                                  # another build of this overlay is running
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+        _say(f"  [collect] removed {p.name}, left by an interrupted build")
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def shell_line(cwd, argv) -> str:
     """``mkdir -p CWD && cd CWD && ARGV`` with every word shell-quoted (``shlex.quote``), so a
     pasted line runs exactly these commands even for paths with spaces, ``$(...)`` or quotes."""
@@ -133,6 +160,9 @@ class Build:
     """One build of one config. ``run()`` returns an exit status (see :data:`EXIT`)."""
 
     def __init__(self, cfg, *, out="overlays", jobs=None, dry_run=False, cases=4, progress=False):
+        if Path(out).exists() and not Path(out).is_dir():     # found before anything runs, not after Vivado
+            from ..errors import InputError
+            raise InputError(f"--out {out}: is a file; overlays go into a folder (default overlays/)")
         self.cfg = cfg
         self.progress = progress  # elapsed-time lines for the compile and the tool runs (a terminal)
         self.out = Path(out)
@@ -324,7 +354,8 @@ class Build:
         self.manifest["timing"] = reports.parse_timing(src / "timing.txt")
         self.manifest["built"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         self.out.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=self.out))
+        remove_stale_temporaries(self.out, name)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=self.out))
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)      # mkdtemp makes it 0700; the overlay is a normal folder

@@ -277,6 +277,8 @@ class Kernel:
     def _act(self, x, name="x"):
         """Float activations -> (integers, F) with the largest F that fits ``act_bits``."""
         p = self.p
+        if np.size(x) == 0:
+            raise InputError(f"{name}: is empty (shape {np.shape(x)}): the batch and K must be at least 1")
         x = np.asarray(x, np.float64)
         if not np.isfinite(x).all():
             raise InputError(f"{name} contains NaN or Inf")

@@ -34,6 +34,8 @@ def _check_tileable(p, x, w):
     w = _int8("w", w)
     if x.ndim != 3 or w.ndim != 4 or w.shape[1] != x.shape[0] or w.shape[2] != w.shape[3]:
         raise InputError(f"x must be (C, H, W) and w (Z, C, k, k) with matching C; got {x.shape} and {w.shape}")
+    if 0 in x.shape or 0 in w.shape:
+        raise InputError(f"x {x.shape} and w {w.shape}: every dimension must be at least 1 (an empty map or kernel)")
     z, c, k, _ = w.shape
     if c > p["max_in_channels"]:
         raise InputError(f"C = {c} input channels exceed max_in_channels = {p['max_in_channels']}: the sum over "
