@@ -44,14 +44,15 @@ def board_dirs(config_path=None):
     return dirs
 
 
-def out_parent(out) -> Path:
-    """Make sure the folder of an ``--out`` file exists: it must exist already, except under the
-    build root (``build/``, ``$HLSNN_BUILD``) or ``overlays/``, where hlsnn makes it. Never
-    creates folders anywhere else (``--out /x/y/z.png`` must not make ``/x/y``)."""
+def out_parent(out, *, folder=False) -> Path:
+    """Make sure the folder that will hold ``--out`` exists: it must exist already, except under
+    the build root (``build/``, ``$HLSNN_BUILD``) or ``overlays/``, where hlsnn makes it. Never
+    creates folders anywhere else (``--out /x/y/z.png`` must not make ``/x/y``). ``folder``:
+    ``out`` is itself a folder to be made (``hlsnn render --out``), not a file."""
     from .errors import InputError
     out = Path(out)
     parent = out.parent
-    if out.is_dir():
+    if out.is_dir() and not folder:
         raise InputError(f"--out {out}: is a folder; give a file name")
     if parent.is_dir():
         return parent
