@@ -109,3 +109,42 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path):
         pytest.skip("the run finished before SIGTERM arrived")
     assert p.returncode == 143 and "terminated" in err and "Traceback" not in err, (p.returncode, err[-1500:])
     assert not [q for q in (tmp_path / "build").rglob(".tmp-*")]     # the compile's temporary is gone
+
+
+@pytest.fixture
+def deploy_files(tmp_path, monkeypatch):
+    pytest.importorskip("onnx")
+    from conftest import ROOT
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "configs" / "models" / "digits_mlp.yaml").read_text()
+    text = text.replace("model: digits_mlp.onnx", f"model: {ROOT / 'configs' / 'models' / 'digits_mlp.onnx'}")
+    text = text.replace("../accel/", "")                     # the shipped accelerators, by name
+    rng = np.random.default_rng(0)
+    np.savez("feat.npz", x_train=rng.normal(size=(20, 50)), y_train=rng.integers(0, 10, 20),
+             x_test=rng.normal(size=(10, 50)), y_test=rng.integers(0, 10, 10))
+    np.savez("lab.npz", x_train=rng.normal(size=(20, 64)), y_train=rng.integers(0, 10, 20),
+             x_test=rng.normal(size=(10, 64)), y_test=rng.integers(50, 60, 10))
+    (tmp_path / "list.yaml").write_text(text.replace("bfp8: {default: bfp8}", "bfp8: {default: [bfp8]}"))
+    (tmp_path / "feat.yaml").write_text(text.replace("data: digits", "data: feat.npz"))
+    (tmp_path / "lab.yaml").write_text(text.replace("data: digits", "data: lab.npz"))
+    for name, body in (("ov1", "{not json"), ("ov2", "{}"), ("ov3", '{"config": {}, "config": {}}')):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}.json").write_text(body)
+        (tmp_path / name / f"{name}.bit").write_bytes(b"x")
+        (tmp_path / name / f"{name}.hwh").write_text("<x/>")
+    np.save("x.npy", np.ones((2, 8)))
+    return tmp_path
+
+
+@pytest.mark.parametrize("args,says", [
+    (["deploy", "list.yaml", "--assignment", "bfp8"], "must name a format"),
+    (["deploy", "feat.yaml", "--assignment", "bfp8"], "samples of shape (50,); the model digits_mlp takes (64,)"),
+    (["deploy", "lab.yaml", "--assignment", "bfp8"], "label 5"),
+    (["run", "ov1", "--input", "x.npy", "--target", "sim"], "not a readable hlsnn manifest"),
+    (["run", "ov2", "--input", "x.npy", "--target", "sim"], "no 'config' mapping"),
+    (["run", "ov3", "--input", "x.npy", "--target", "sim"], "duplicate key 'config'"),
+])
+def test_deploy_and_overlay_mistakes(deploy_files, args, says, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.startswith("hlsnn: error: "), err

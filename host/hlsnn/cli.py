@@ -92,10 +92,10 @@ def cmd_compare(args):
     from .compare import compare
     if Path(args.config).is_dir():        # an overlay folder: its config from <name>.json
         from .engines import ENGINES
-        from .runtime.pynq_target import config_from_manifest, overlay_files
+        from .runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
         from .runtime.targets import make_target
         _, _, js = overlay_files(args.config)
-        cfg = config_from_manifest(json.loads(js.read_text()))
+        cfg = config_from_manifest(read_manifest(js))
         tgt = make_target(args.target, cfg, ENGINES[cfg.engine],
                           **({"overlay": Path(args.config)} if args.target in ("pynq", "sim") else {}))
         try:

@@ -164,7 +164,7 @@ def load_deploy_config(path) -> DeployConfig:
                 raise ConfigError(path, f"assignments.{name}.layers", layers, "must be a mapping of layer names "
                                   "to format names")
             for key, fmt in [("default", a["default"])] + [(f"layers.{k}", v) for k, v in layers.items()]:
-                if fmt not in formats:
+                if not isinstance(fmt, str) or fmt not in formats:
                     raise ConfigError(path, f"assignments.{name}.{key}", fmt,
                                       "must name a format: " + ", ".join(formats))
             assignments[str(name)] = Assignment(str(name), a["default"], {str(k): v for k, v in layers.items()})

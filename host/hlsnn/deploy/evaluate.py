@@ -46,6 +46,25 @@ def float_reference(path, x, *, names=None, batch=512):
     return (y, {n: np.concatenate(v) for n, v in inter.items()}) if names else y
 
 
+def _check_data(data, net, ds, y_test):
+    """The data fit the model: the feature shape the model's input declares, and labels that
+    are class indices of its output (labels beyond it gave 0% accuracy without a word)."""
+    want = tuple(net.input_shape[1:])
+    for what, x in (("x_train", ds.x_train), ("x_test", ds.x_test)):
+        got = tuple(np.shape(x)[1:])
+        if len(got) != len(want) or any(w is not None and w != g for w, g in zip(want, got)):
+            raise InputError(f"{data}: {what} has samples of shape {got}; the model {net.name} takes {want}")
+    if y_test.size and (y_test.dtype.kind not in "iu" or y_test.min() < 0):
+        raise InputError(f"{data}: y_test must be non-negative integer class labels, got dtype {y_test.dtype}, "
+                         f"min {y_test.min()}")
+
+
+def _check_labels(data, y_test, n_classes):
+    if y_test.size and y_test.max() >= n_classes:
+        raise InputError(f"{data}: label {int(y_test.max())} is not a class of the model's {n_classes} outputs "
+                         f"(labels must be 0..{n_classes - 1})")
+
+
 def _layout(net, ds_layout):
     shape = net.input_shape
     if ds_layout != "auto":
@@ -91,9 +110,11 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     x_cal = ds.x_train[:cfg.calibration["samples"]]
     n_test = test_samples if test_samples is not None else (cfg.test_samples or len(ds.x_test))
     x_test, y_test = ds.x_test[:n_test], np.asarray(ds.y_test[:n_test])
+    _check_data(cfg.data, net, ds, y_test)
     names = sorted({layer.output for layer in net.engine_layers()}) if per_layer else None
     ref = float_reference(cfg.model, x_test, names=names)
     y_ref, ref_tensors = ref if per_layer else (ref, {})
+    _check_labels(cfg.data, y_test, y_ref.shape[1])
     result = {"model": net.name, "config": cfg.name, "target": target, "test_images": int(len(x_test)),
               "calibration_images": int(len(x_cal)), "calibration_mode": cfg.calibration["mode"],
               "float_accuracy": float(np.mean(np.argmax(y_ref, axis=1) == y_test)), "assignments": {}}

@@ -34,10 +34,10 @@ class Accelerator:
         if not isinstance(config, Config) and (Path(config).is_dir() or str(config).endswith(".bit")):
             # an overlay folder (or its .bit): the config comes from its <name>.json
             import json
-            from .pynq_target import config_from_manifest, overlay_files
+            from .pynq_target import config_from_manifest, overlay_files, read_manifest
             overlay = Path(config)
             _, _, js = overlay_files(overlay)
-            config = config_from_manifest(json.loads(js.read_text()))
+            config = config_from_manifest(read_manifest(js))
             target_options.setdefault("overlay", overlay)
         self.config = config if isinstance(config, Config) else load_config(config)
         self.engine = ENGINES[self.config.engine]

@@ -148,7 +148,7 @@ class PynqTarget:
         pynq = _pynq()
         self.cfg, self.engine, self.timeout = cfg, engine, float(timeout)
         bit, hwh, js = overlay_files(overlay, cfg.name)
-        self.manifest = json.loads(js.read_text())
+        self.manifest = read_manifest(js)
         got = self.manifest.get("config_hash32")
         if got != cfg.hash32:
             raise OverlayMismatch(f"overlay {bit.parent} was built from config hash 0x{int(got or 0):08x}, but config "
@@ -312,6 +312,21 @@ class PynqTarget:
                 buf.freebuffer()
                 setattr(self, attr, None)
         self._in_addr = None
+
+
+def read_manifest(path) -> dict:
+    """An overlay's ``<name>.json``, parsed (duplicate keys refused); unreadable or malformed
+    JSON is an InputError naming the file."""
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        dup = next((k for k in keys if keys.count(k) > 1), None)
+        if dup is not None:
+            raise ValueError(f"duplicate key {dup!r}")
+        return dict(pairs)
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=no_duplicates)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"overlay manifest {path}: not a readable hlsnn manifest ({exc})") from None
 
 
 def config_from_manifest(manifest: dict):
