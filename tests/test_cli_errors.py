@@ -69,6 +69,11 @@ def test_api_refuses_what_it_took_silently():
         sh.gemm(x, w, bias=np.ones(5))
     with pytest.raises(InputError, match="dtype object"):
         sh.gemm(np.array([["a", 1.0]], dtype=object), np.ones((3, 2)))
+    sp = hlsnn.Accelerator("sparse4_pynq-z2", "emu")
+    with pytest.raises(InputError, match="x: is complex"):
+        sp.conv2d(np.ones((2, 5, 5)) * (1 + 1j), np.ones((2, 2, 3, 3)))
+    with pytest.raises(InputError, match="x: has dtype object"):
+        sp.conv2d(np.array([[[1, "a"]]], dtype=object), np.ones((1, 1, 1, 1)))
 
 
 def test_empty_operands_are_clear_errors():

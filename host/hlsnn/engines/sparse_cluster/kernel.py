@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
+from ...formats._validate import as_float_input
 from ...perf import instrument
 from ...formats import sparse as sfmt
 from . import protocol, tiles
@@ -388,8 +389,6 @@ class Kernel:
 
 def _q8(a, name):
     """Float array -> (int8 values, F) with the largest power-of-two scale 2**F that fits."""
-    a = np.asarray(a, np.float64)
-    if not np.isfinite(a).all():
-        raise InputError(f"{name} contains NaN or Inf")
+    a = as_float_input(a, name)        # real and finite (complex, string, object refused)
     f = largest_frac(float(np.abs(a).max()) if a.size else 0.0, 127.0)
     return np.clip(np.rint(np.ldexp(a, f)), -128, 127).astype(np.int64), f
