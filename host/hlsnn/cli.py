@@ -47,6 +47,9 @@ def _load(path):
 def cmd_render(args):
     from . import codegen
     cfg = _load(args.config)
+    if args.out:
+        from .paths import out_parent
+        out_parent(args.out, folder=True)   # --out makes no parent folders outside build/ and overlays/
     r = codegen.render(cfg, args.out)
     print(f"rendered {cfg.name} ({cfg.engine}, board {cfg.board.name}) into {r.dir}/")
     for f in r.files:

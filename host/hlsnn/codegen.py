@@ -87,9 +87,6 @@ def render(cfg: Config, out_dir=None) -> RenderedKernel:
     if out.exists() and not out.is_dir():
         from .errors import InputError
         raise InputError(f"--out {out}: is a file; the HLS project needs a folder")
-    if out_dir is not None:
-        from .paths import out_parent
-        out_parent(out, folder=True)       # no parent folders made outside build/ and overlays/
     out.mkdir(parents=True, exist_ok=True)
     (out / "include" / "hlsnn").mkdir(parents=True, exist_ok=True)
     env = _environment(cfg.engine)
