@@ -103,34 +103,8 @@ def parse_kernel(text: str) -> dict:
     pragmas = [(m.start(), m.group(1).upper(), m.group(2)) for m in re.finditer(r"#\s*pragma\s+HLS\s+(\w+)([^\n]*)", code,
                                                                                 flags=re.I)]
     code = re.sub(r"#\s*pragma[^\n]*", lambda m: " " * len(m.group(0)), code)
-    # function spans: a '{' ending a chunk "... name(...)" at the top level (outside functions)
-    funcs, depth, fstart, fname, chunk_start = [], 0, None, None, 0
-    decls = []
-    templated = set()
-    for i, ch in enumerate(code):
-        if ch not in "{};":
-            continue
-        chunk = " ".join(code[chunk_start:i].split())
-        chunk_start = i + 1
-        if ch == "{":
-            if fname is None:
-                m = re.search(r"([A-Za-z_]\w*)\s*\(.*\)\s*(const)?$", chunk)
-                if m and not chunk.startswith(("namespace", "struct", "class")) \
-                        and m.group(1) not in _KEYWORDS:
-                    fname, fstart = m.group(1), depth
-                    if chunk.startswith("template"):
-                        templated.add(fname)
-            if chunk.endswith("=") and fname is not None:
-                decls.append((fname, chunk[:-1].strip() + " = {}"))
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if fname is not None and depth == fstart:
-                funcs.append(fname)
-                fname = None
-        elif fname is not None and chunk:
-            decls.append((fname, chunk))
-    func_at = _function_spans(code)
+    spans, decls, templated = _scan_functions(code)
+    func_at = _at(spans)
     found = {}
     for fn, stmt in decls:
         tr = _type_and_rest(stmt)
@@ -172,9 +146,13 @@ def parse_kernel(text: str) -> dict:
     return {"buffers": found, "instances": calls}
 
 
-def _function_spans(code):
-    """pos -> the name of the function whose body holds it."""
-    spans, depth, fname, start, chunk_start = [], 0, None, 0, 0
+def _scan_functions(code):
+    """One pass over the code: each function body's ``(start, end, name)``, the statements at
+    any depth inside functions as ``(function, statement)`` (brace initializers as ``= {}``),
+    and the names of templated functions. A function starts at a '{' that ends a chunk
+    ``... name(...)`` outside any function."""
+    spans, decls, templated = [], [], set()
+    depth, fname, fdepth, start, chunk_start = 0, None, 0, 0, 0
     for i, ch in enumerate(code):
         if ch not in "{};":
             continue
@@ -185,12 +163,23 @@ def _function_spans(code):
                 m = re.search(r"([A-Za-z_]\w*)\s*\(.*\)\s*(const)?$", chunk)
                 if m and not chunk.startswith(("namespace", "struct", "class")) and m.group(1) not in _KEYWORDS:
                     fname, fdepth, start = m.group(1), depth, i
+                    if chunk.startswith("template"):
+                        templated.add(fname)
+            if chunk.endswith("=") and fname is not None:
+                decls.append((fname, chunk[:-1].strip() + " = {}"))
             depth += 1
         elif ch == "}":
             depth -= 1
             if fname is not None and depth == fdepth:
                 spans.append((start, i, fname))
                 fname = None
+        elif fname is not None and chunk:
+            decls.append((fname, chunk))
+    return spans, decls, templated
+
+
+def _at(spans):
+    """pos -> the name of the function whose body holds it."""
     return lambda pos: next((n for a, b, n in spans if a <= pos <= b), None)
 
 
