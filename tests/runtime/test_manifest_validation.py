@@ -5,6 +5,8 @@ anything is rendered, compiled or written."""
 import copy
 import json
 
+import numpy as np
+
 import pytest
 
 from hlsnn.config import load_config
@@ -51,3 +53,23 @@ def test_tampered_manifests_are_refused(field, value):
 def test_malformed_manifests_are_clear_errors(bad):
     with pytest.raises(HlsnnError):
         config_from_manifest(copy.deepcopy(bad))
+
+
+def test_a_wrong_register_map_is_refused_before_any_call(tmp_path):
+    """The register map is checked against the .hwh's registers of the kernel: offsets swapped
+    in the manifest (hash recomputed or not: the map is outside the hashed config) are refused
+    when the overlay loads, instead of tripping the kernel's checks mid-call."""
+    pytest.importorskip("pynq")
+    import hlsnn
+    from hlsnn.engines import ENGINES
+    from hlsnn.runtime.sim_target import prepare_sim_overlay
+    cfg = load_config(accel_config("bfp16_pynq-z2"))
+    d = prepare_sim_overlay(cfg, ENGINES[cfg.engine], tmp_path / cfg.name)
+    with hlsnn.Accelerator(d, target="sim") as acc:                  # the honest map loads
+        acc.gemm(np.ones((2, 4)), np.ones((3, 4)))
+    js = d / f"{cfg.name}.json"
+    m = json.loads(js.read_text())
+    m["register_map"]["batch"], m["register_map"]["n_out"] = m["register_map"]["n_out"], m["register_map"]["batch"]
+    js.write_text(json.dumps(m))
+    with pytest.raises(HlsnnError, match=r"register_map disagrees with the \.hwh's register list: batch at 0x18"):
+        hlsnn.Accelerator(d, target="sim")

@@ -182,6 +182,7 @@ class PynqTarget:
             raise OverlayMismatch(f"overlay {js.name}: register_map has no register for {', '.join(missing)} (it has "
                                   f"{', '.join(sorted(regs))}); rebuild the overlay with this hlsnn (hlsnn build)")
         self._offsets = {n: int(regs[n]) for n in names}
+        _check_register_map(js.name, self._offsets, names, ips[cfg.name])
         self._pynq = pynq
         self._in = self._out = None
         self._in_np = self._out_np = None          # plain ndarray views of the DMA buffers
@@ -312,6 +313,31 @@ class PynqTarget:
                 buf.freebuffer()
                 setattr(self, attr, None)
         self._in_addr = None
+
+
+_CONTROL_REGS = {"CTRL", "GIER", "IP_IER", "IP_ISR"}
+
+
+def _check_register_map(what, offsets, names, ip):
+    """The manifest's register map must be the kernel's: the same offsets as the ``.hwh``'s
+    register list of the kernel IP (its data registers in address order are the top function's
+    arguments in declaration order, which is the protocol's order), or, where the ``.hwh`` lists
+    none, the map the template implies (Vitis HLS: 0x10 on, 8 bytes per 32-bit argument).
+    A wrong map would write registers the kernel does not read."""
+    hw = sorted((int(v.get("address_offset", -1)), k) for k, v in ((ip or {}).get("registers") or {}).items()
+                if k not in _CONTROL_REGS and not k.endswith("_ctrl"))
+    if hw:
+        expected, source = [off for off, _ in hw], "the .hwh's register list"
+    else:
+        expected, source = [0x10 + 8 * i for i in range(len(names))], "the map the kernel template implies"
+    got = [offsets[n] for n in names]
+    if got != expected:
+        bad = next(i for i in range(max(len(got), len(expected)))
+                   if i >= len(got) or i >= len(expected) or got[i] != expected[i])
+        there = f"0x{expected[bad]:x}" if bad < len(expected) else "nothing"
+        here = f"{names[bad]} at 0x{got[bad]:x}" if bad < len(got) else "no register"
+        raise OverlayMismatch(f"overlay {what}: register_map disagrees with {source}: {here}, where it has "
+                              f"{there}; rebuild the overlay (hlsnn build) or restore its <name>.json")
 
 
 def read_manifest(path) -> dict:
