@@ -9,7 +9,8 @@ Every fenced block of README.md is taken apart:
   lines after them up to the next ``$`` are output that must appear; in a block without ``$``
   every line is a command. Left out: ``# board only`` lines, installs (``pip install``), the test
   suite itself (``python -m pytest``) and blocks that are not commands (the layout tree).
-  ``hlsnn build`` may exit 3, as documented, where the Xilinx tools are absent.
+  ``hlsnn build`` may exit 3, as documented, where the Xilinx tools are absent. Blocks marked
+  ```text (the layout tree) are not commands.
 """
 import os
 import re
