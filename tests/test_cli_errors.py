@@ -69,7 +69,13 @@ def test_api_refuses_what_it_took_silently():
         sh.gemm(x, w, bias=np.ones(5))
     with pytest.raises(InputError, match="dtype object"):
         sh.gemm(np.array([["a", 1.0]], dtype=object), np.ones((3, 2)))
+    with pytest.raises(InputError, match="bias: has dtype object"):
+        bfp.gemm(x, w, bias=np.array(["a", "b", "c"], dtype=object))
+    with pytest.raises(InputError, match="one value per output"):
+        bfp.gemm(x, w, bias=np.ones(5))
     sp = hlsnn.Accelerator("sparse4_pynq-z2", "emu")
+    with pytest.raises(InputError, match="one per output channel"):
+        sp.conv2d(np.ones((2, 5, 5)), np.ones((3, 2, 3, 3)), bias=np.ones(7))
     with pytest.raises(InputError, match="x: is complex"):
         sp.conv2d(np.ones((2, 5, 5)) * (1 + 1j), np.ones((2, 2, 3, 3)))
     with pytest.raises(InputError, match="x: has dtype object"):

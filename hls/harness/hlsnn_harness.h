@@ -25,8 +25,8 @@ enum HarnessStatus {
 };
 
 // A failing kernel `assert` must not abort the Python process that drives C-simulation. The
-// bridge defines glibc's __assert_fail (the library is linked with -Bsymbolic, so the kernel's
-// asserts call this one, not libc's): while a run is armed it records the message and jumps back
+// library is linked with --wrap=__assert_fail, so the kernel's asserts call the bridge's
+// __wrap___assert_fail, not libc's: while a run is armed it records the message and jumps back
 // to the run, which returns kAssertFailed; outside a run it prints and aborts as usual.
 struct AssertTrap {
   jmp_buf env;

@@ -31,9 +31,10 @@ import numpy as np
 
 from .errors import CompileError, CsimError, MissingDependency
 
-# -Wl,-Bsymbolic: the kernel's failing asserts call the bridge's __assert_fail (which turns them
-# into an error status), not libc's (which aborts the Python process)
-CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-Wl,-Bsymbolic", "-Wall", "-Wno-unused-variable",
+# -Wl,--wrap=__assert_fail: the kernel's failing asserts call the bridge's __wrap___assert_fail
+# (which turns them into an error status), not libc's (which aborts the Python process). The
+# redirection is made when the library is linked, so it binds nothing else differently.
+CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-Wl,--wrap=__assert_fail", "-Wall", "-Wno-unused-variable",
              "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
 
 STATUS_BITS = {

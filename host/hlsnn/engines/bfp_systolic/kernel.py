@@ -72,9 +72,9 @@ class Kernel:
         wq = bfp.quantize(w, p["mantissa_bits"], axis=waxis, exponent_bits=p["exponent_bits"], rounding=qround)
         bq = None
         if bias is not None:
-            b = np.asarray(bias, dtype=np.float64)
-            if b.ndim != 1:
-                raise InputError(f"bias must be 1-D (N,), got shape {b.shape}")
+            b = as_float_input(bias, "bias")
+            if b.shape != (w.shape[0],):
+                raise InputError(f"bias must have one value per output (N = {w.shape[0]}), got shape {b.shape}")
             bq = bfp.quantize(b, p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
                               rounding=qround)
         return self.quantize_activations(x, wq, bq), wq, bq

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
-from ...formats._validate import as_float_input
+from ...formats._validate import as_float_input, as_int_array
 from ...perf import instrument
 from ...formats import sparse as sfmt
 from . import protocol, tiles
@@ -314,7 +314,10 @@ class Kernel:
     # ------------------------------------------------------------------ operands
     @staticmethod
     def _bias(bias, z):
-        bias = np.zeros(z, np.int64) if bias is None else np.broadcast_to(np.asarray(bias, np.int64), (z,)).copy()
+        if bias is not None and np.size(bias) not in (1, z):
+            raise InputError(f"bias has {np.size(bias)} values: must have one per output channel (Z = {z}) or one")
+        bias = np.zeros(z, np.int64) if bias is None else np.broadcast_to(
+            as_int_array("bias", bias, -(1 << 62), 1 << 62, np.int64), (z,)).copy()
         if np.any(np.abs(bias) >= 1 << 30):
             raise InputError("bias must be in (-2^30, 2^30) accumulator units")
         return bias
@@ -341,7 +344,7 @@ class Kernel:
                                    requantize=requantize, threshold=threshold, stats=stats)
         xq, fx = _q8(xa, "x")
         wq, fw = _q8(wa, "w")
-        b = None if bias is None else np.rint(np.ldexp(np.asarray(bias, np.float64), fx + fw)).astype(np.int64)
+        b = None if bias is None else np.rint(np.ldexp(as_float_input(bias, "bias"), fx + fw)).astype(np.int64)
         if not requantize:
             y = self.conv2d_int(xq, wq, bias=b, padding=padding, relu=relu, pool=pool, requantize=False,
                                 threshold=threshold, stats=stats)
