@@ -82,6 +82,24 @@ def test_api_refuses_what_it_took_silently():
         sp.conv2d(np.array([[[1, "a"]]], dtype=object), np.ones((1, 1, 1, 1)))
 
 
+def test_integer_paths_refuse_what_int64_would_mangle():
+    """shift_mac's integer path cast with np.asarray(x, np.int64): complex lost its imaginary
+    part, "1" was parsed, 1.5 became 1, NaN became -2**63, an object "a" was a ValueError.
+    Expected values: integer-valued floats and ints give the same result (numpy cast by hand)."""
+    from hlsnn.formats import shift as sfmt
+    sh = hlsnn.Accelerator("shift8_pynq-z2", "emu")
+    w = sfmt.quantize_pot(np.random.default_rng(0).normal(size=(4, 16)), 4)
+    xi = np.arange(32).reshape(2, 16) - 16
+    for bad, msg in [(xi + 1j, "x: is complex"), (xi.astype(str), "x: has dtype <U"),
+                     (np.array([[1] * 15 + ["a"]] * 2, dtype=object), "x: has dtype object"),
+                     (xi + 0.5, "x: has 32 non-integer"), (np.full((2, 16), np.nan), "non-integer")]:
+        with pytest.raises(InputError, match=msg):
+            sh.gemm_int(bad, w)
+    np.testing.assert_array_equal(sh.gemm_int(xi.astype(float), w), sh.gemm_int(xi, w))
+    wc = sfmt.quantize_pot(np.random.default_rng(1).normal(size=(4, 2, 3, 3)), 4)
+    with pytest.raises(InputError, match="x: is complex"):
+        sh.conv2d_int(np.ones((2, 6, 6)) * (1 + 1j), wc)
+
 def test_empty_operands_are_clear_errors():
     with pytest.raises(InputError, match="empty"):
         hlsnn.Accelerator("shift8_pynq-z2", "emu").gemm(np.ones((0, 4)), np.ones((3, 4)))

@@ -94,3 +94,19 @@ def as_float_input(x, name: str = "x") -> np.ndarray:
         raise InputError(f"{name}: has {int(np.count_nonzero(bad))} non-finite value(s) (NaN or "
                          f"Inf), the first at index {first}: must be finite")
     return arr
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def as_int_input(x, name: str = "x") -> np.ndarray:
+    """Integer-valued array -> an int64 copy, else an InputError naming ``name``: complex,
+    string and object arrays are refused (``np.asarray(x, np.int64)`` dropped an imaginary
+    part, parsed ``"1"`` and truncated 1.5 to 1 in silence), and so are NaN, Inf and
+    fractional floats. The engine checks the value range itself."""
+    if np.iscomplexobj(x):
+        raise InputError(f"{name}: is complex: must be integers")
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind in ("O", "U", "S", "V", "M", "m"):
+        raise InputError(f"{name}: has dtype {x.dtype}: must be integers")
+    return as_int_array(name, x, int(_INT64.min), int(_INT64.max), np.int64)

@@ -7,7 +7,7 @@ import numpy as np
 from ...errors import InputError
 from ...perf import instrument
 from ...formats import shift as sfmt
-from ...formats._validate import as_float_input
+from ...formats._validate import as_float_input, as_int_input
 from .. import tiling
 from . import protocol, tiles
 from .emulator import emulate, im2col
@@ -148,7 +148,7 @@ class Kernel:
         if fmap is not None:
             if not p["conv"]:
                 raise InputError(f"config {self.cfg.name} has no convolution stage (conv: false)")
-            fmap = np.asarray(fmap, np.int64)
+            fmap = as_int_input(fmap, "fmap")
             cin, h, w = fmap.shape
             if not 1 <= ksize <= p["max_ksize"] or not 0 <= pad < ksize:
                 raise InputError(f"ksize = {ksize}, pad = {pad}: need 1 <= ksize <= {p['max_ksize']}, 0 <= pad < ksize")
@@ -163,7 +163,7 @@ class Kernel:
             flags |= protocol.FLAG_STATS_OUT if stats else 0
             regs_in = [batch, n, k, flags, MODES[mode], delta, cin, h, w, ksize, pad]
         else:
-            x = np.asarray(x, np.int64)
+            x = as_int_input(x)
             if x.ndim != 2:
                 raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
             batch, k = x.shape
@@ -216,7 +216,7 @@ class Kernel:
         docstring, *Tiling*); K above ``max_k`` is an :class:`InputError`."""
         regs, _, mode, delta = self.registers(weights, mode)
         n = weights[0].shape[0] if isinstance(weights, tuple) else weights.shape[0]
-        x = np.asarray(x)
+        x = as_int_input(x)
         if x.ndim != 2:
             raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
         batch, k = x.shape
@@ -241,7 +241,7 @@ class Kernel:
         if len(ref.shape) != 4 or ref.shape[2] != ref.shape[3]:
             raise InputError(f"conv weights must be (Z, C, k, k), got {ref.shape}")
         z, c, ks, _ = ref.shape
-        x = np.asarray(x)
+        x = as_int_input(x)
         if x.ndim != 3 or x.shape[0] != c:
             raise InputError(f"x must be (C={c}, H, W), got {x.shape}")
         pad = tiling.conv_pad(padding, ks)
