@@ -138,3 +138,34 @@ def test_bad_files(tmp_path):
     bad.write_bytes(b"not a model")
     with pytest.raises(InputError, match="not a valid ONNX model"):
         load_onnx(bad)
+
+
+def test_exports_without_constant_folding_and_float_casts(tmp_path):
+    """What a TorchScript export without constant folding leaves (the Transpose of a weight
+    feeding MatMul, a Mul of two constants) and skl2onnx's float->float Cast: the constant
+    subgraph is evaluated once at import and the cast is a no-op; the result equals onnx's
+    ReferenceEvaluator on the same file."""
+    rng = np.random.default_rng(3)
+    inits = [_init(rng, "w_t", (6, 5)), _init(rng, "b", (6,)), _init(rng, "scale", (1,))]
+    nodes = [
+        helper.make_node("Transpose", ["w_t"], ["w"], name="transpose_w", perm=[1, 0]),
+        helper.make_node("Mul", ["w", "scale"], ["ws"], name="scale_w"),
+        helper.make_node("Cast", ["x"], ["xc"], name="cast_in", to=TensorProto.FLOAT),
+        helper.make_node("MatMul", ["xc", "ws"], ["mm"], name="fc"),
+        helper.make_node("Add", ["mm", "b"], ["y0"], name="fc_bias"),
+        helper.make_node("Cast", ["y0"], ["y"], name="cast_out", to=TensorProto.DOUBLE),
+    ]
+    p = _save(tmp_path, nodes, inits, [None, 5], [None, 6])
+    net = load_onnx(p)                                      # no UnsupportedModelError, no fallback
+    assert [layer.kind for layer in net.layers].count("dense") == 1
+    x = rng.normal(size=(7, 5)).astype(np.float32)
+    want = ReferenceEvaluator(str(p)).run(None, {"x": x})[0]
+    got = float_forward(net, x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_casts_to_other_types_stay_unsupported(tmp_path):
+    nodes = [helper.make_node("Cast", ["x"], ["y"], name="to_int", to=TensorProto.INT32)]
+    p = _save(tmp_path, nodes, [], [None, 4], [None, 4])
+    with pytest.raises(UnsupportedModelError, match="to_int"):
+        load_onnx(p)

@@ -2,7 +2,12 @@
 
 Rules (these are what :func:`load_onnx` does, in order):
 
-* Constants (initializers and ``Constant`` nodes) are folded into the layers that use them.
+* Constants (initializers and ``Constant`` nodes) are folded into the layers that use them. A
+  node whose inputs are all constants (e.g. the ``Transpose`` of a weight that an export without
+  constant folding leaves before ``MatMul``) is evaluated once, at import, with onnx's own
+  reference implementation of that op, and its output becomes a constant too.
+* ``Cast`` to float or double is a no-op (activations are float64 here; skl2onnx emits
+  float->float casts); a cast to any other type is unsupported.
 * ``Gemm`` (``alpha``, ``beta``, ``transB``; ``transA = 0``) and ``MatMul`` by a constant
   matrix, followed by an ``Add`` of a constant vector (the bias), become a **dense** layer
   ``y = x @ w.T + b`` with ``w`` of shape (N, K).
@@ -113,6 +118,24 @@ def _dims(vi):
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
 
 
+def _fold_constant(node, consts):
+    """The output of ``node`` on constant inputs, from onnx's reference implementation of the
+    op (None when it cannot be evaluated, so the node is then judged like any other)."""
+    try:
+        from onnx.reference import ReferenceEvaluator
+        feeds = {i: np.asarray(consts[i]) for i in node.input if i}
+        out = ReferenceEvaluator(node).run(None, feeds)[0]
+    except Exception:  # noqa: BLE001 - any failure: leave the node to the normal rules
+        return None
+    out = np.asarray(out)
+    return out.astype(np.float64) if out.dtype.kind == "f" else out
+
+
+def _as_identity(node):
+    from onnx import helper
+    return helper.make_node("Identity", [node.input[0]], list(node.output), name=node.name or node.output[0])
+
+
 def load_onnx(path, *, host_fallback=False) -> Network:
     """Import ``path`` (an .onnx file) as a :class:`Network` (see the module docstring)."""
     onnx, numpy_helper = _onnx()
@@ -176,6 +199,15 @@ def load_onnx(path, *, host_fallback=False) -> Network:
             arr = numpy_helper.to_array(a["value"])
             consts[node.output[0]] = arr.astype(np.float64) if arr.dtype.kind == "f" else arr
             continue
+        ins = [i for i in node.input if i]
+        if ins and all(i in consts for i in ins) and len(node.output) == 1:
+            folded = _fold_constant(node, consts)   # an initializer-only subgraph: evaluated once
+            if folded is not None:
+                consts[node.output[0]] = folded
+                continue
+        if op == "Cast" and a.get("to") in (1, 11):          # FLOAT, DOUBLE: float64 already
+            node = _as_identity(node)
+            op, a = "Identity", {}
         layer = None
         if op in ("Gemm", "MatMul"):
             wname = node.input[1]
