@@ -169,3 +169,24 @@ def test_casts_to_other_types_stay_unsupported(tmp_path):
     p = _save(tmp_path, nodes, [], [None, 4], [None, 4])
     with pytest.raises(UnsupportedModelError, match="to_int"):
         load_onnx(p)
+
+
+def test_fixed_batch_one_export_runs_any_batch(tmp_path):
+    """torch.onnx.export's default fixes the batch at 1 and flattens with Reshape to [1, N]: the
+    leading 1 is taken as the batch, so a batch of 5 runs, equal to onnx evaluating each sample."""
+    rng = np.random.default_rng(4)
+    inits = [_init(rng, "wc", (2, 2, 3, 3)), _init(rng, "wf", (4, 72)), _init(rng, "bf", (4,)),
+             numpy_helper.from_array(np.array([1, 72], np.int64), "flat")]
+    nodes = [helper.make_node("Conv", ["x", "wc"], ["c"], name="conv", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Reshape", ["r", "flat"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], name="fc", transB=1)]
+    p = _save(tmp_path, nodes, inits, [1, 2, 6, 6], [1, 4])
+    net = load_onnx(p)
+    assert net.input_shape == (None, 2, 6, 6) and net.fixed_batch_one
+    x = rng.normal(size=(5, 2, 6, 6)).astype(np.float32)
+    ev = ReferenceEvaluator(str(p))
+    want = np.concatenate([ev.run(None, {"x": x[i:i + 1]})[0] for i in range(5)])
+    np.testing.assert_allclose(float_forward(net, x.astype(np.float64)), want, rtol=1e-5, atol=1e-5)
+    from hlsnn.deploy.evaluate import float_reference
+    np.testing.assert_allclose(float_reference(p, x), want, rtol=1e-6, atol=1e-6)

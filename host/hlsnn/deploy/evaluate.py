@@ -32,6 +32,11 @@ def float_reference(path, x, *, names=None, batch=512):
     onnx's ReferenceEvaluator, as float64; evaluated in batches."""
     ev = reference_evaluator(path)
     inp = ev.input_names[0]
+    vi = next((v for v in getattr(getattr(ev, "proto_", None), "graph", None).input if v.name == inp), None) \
+        if hasattr(getattr(ev, "proto_", None), "graph") else None
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim] if vi else []
+    if dims[:1] == [1]:
+        batch = 1        # an export with the batch fixed at 1: onnx evaluates it one sample a time
     outs, inter = [], {n: [] for n in names or ()}
     for a in range(0, len(x), batch):
         feeds = {inp: np.asarray(x[a:a + batch], np.float32)}

@@ -42,6 +42,8 @@ def run(layer, inputs):
         return x.reshape(int(np.prod(x.shape[:axis])), -1)
     if op == "Reshape":
         shape = list(a["shape"])
+        if a.get("batch_leading"):            # a fixed-batch-1 export: the leading 1 is the batch
+            shape[0] = x.shape[0]
         for i, s in enumerate(shape):
             if s == 0 and not a.get("allowzero", 0):
                 shape[i] = x.shape[i]

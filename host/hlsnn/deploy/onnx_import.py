@@ -21,6 +21,9 @@ Rules (these are what :func:`load_onnx` does, in order):
 * ``MaxPool``, ``AveragePool`` (no padding), ``GlobalAveragePool``, ``Flatten``, ``Reshape``,
   ``Add`` (of two tensors), ``Relu``, ``BatchNormalization``, ``Softmax``, ``Identity`` and
   ``Dropout`` (inference: identity) run on the host in numpy (:mod:`hlsnn.deploy.hostops`).
+* An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
+  symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
+  starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
 * Anything else is unsupported: :class:`~hlsnn.errors.UnsupportedModelError` lists every
   unsupported node (name, op type, why), unless ``host_fallback=True``, which runs such nodes
   on the host with onnx's reference implementation (one node at a time).
@@ -87,6 +90,8 @@ class Network:
     input_shape: tuple
     output: str
     layers: list
+    #: the file declares a batch of exactly 1 (onnx's own evaluation then runs one sample a time)
+    fixed_batch_one: bool = False
 
     def engine_layers(self):
         return [layer for layer in self.layers if layer.is_engine]
@@ -303,8 +308,17 @@ def load_onnx(path, *, host_fallback=False) -> Network:
         raise UnsupportedModelError(str(path), unsupported)
     if g.output[0].name not in produced and g.output[0].name != graph_inputs[0].name:
         raise InputError(f"{path}: cannot trace the graph output {g.output[0].name!r} to a layer")
+    input_shape = _dims(graph_inputs[0])
+    if input_shape and input_shape[0] == 1:
+        # an export with the batch fixed at 1 (torch.onnx.export's default): the leading 1 is the
+        # batch, in the input and in every constant Reshape target that starts with it
+        input_shape = (None,) + tuple(input_shape[1:])
+        for layer in layers:
+            if layer.op == "Reshape" and layer.attrs.get("shape", (0,))[0] == 1:
+                layer.attrs = dict(layer.attrs, batch_leading=True)
     return Network(name=path.stem, path=str(path), input=graph_inputs[0].name,
-                   input_shape=_dims(graph_inputs[0]), output=g.output[0].name, layers=layers)
+                   input_shape=input_shape, output=g.output[0].name, layers=layers,
+                   fixed_batch_one=_dims(graph_inputs[0])[:1] == (1,))
 
 
 def _conv_unsupported(w, a):
