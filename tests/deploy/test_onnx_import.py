@@ -190,3 +190,39 @@ def test_fixed_batch_one_export_runs_any_batch(tmp_path):
     np.testing.assert_allclose(float_forward(net, x.astype(np.float64)), want, rtol=1e-5, atol=1e-5)
     from hlsnn.deploy.evaluate import float_reference
     np.testing.assert_allclose(float_reference(p, x), want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_model_with_two_outputs_deploys_the_named_one(tmp_path):
+    """skl2onnx-style: a label (ArgMax, no engine) beside the probabilities. Without `output:` the
+    error names the outputs; with it only what that output needs is imported, and the whole
+    deployment runs on the named output."""
+    from hlsnn.cli import main
+    from conftest import ROOT
+    src = ROOT / "configs" / "models" / "digits_mlp.onnx"
+    m = onnx.load(str(src))
+    probs = m.graph.output[0].name
+    m.graph.node.append(helper.make_node("ArgMax", [probs], ["label"], name="label", axis=1, keepdims=0))
+    m.graph.output.append(helper.make_tensor_value_info("label", TensorProto.INT64, [None]))
+    p = tmp_path / "two.onnx"
+    onnx.save(m, str(p))
+    with pytest.raises(InputError, match=f"2 outputs \\({probs}, label\\); name the one to deploy with `output:`"):
+        load_onnx(p)
+    net = load_onnx(p, output=probs)
+    assert net.output == probs and not any(layer.op == "ArgMax" for layer in net.layers)
+    with pytest.raises(InputError, match="'nope' is not an output"):
+        load_onnx(p, output="nope")
+    cfg = (ROOT / "configs" / "models" / "digits_mlp.yaml").read_text().replace("../accel/", "")
+    (tmp_path / "two.yaml").write_text(cfg.replace("model: digits_mlp.onnx", f"model: {p}\noutput: {probs}"))
+    (tmp_path / "one.yaml").write_text(cfg.replace("model: digits_mlp.onnx", f"model: {src}"))
+    import json
+    import io
+    import contextlib
+    res = {}
+    for name in ("two", "one"):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert main(["deploy", str(tmp_path / f"{name}.yaml"), "--assignment", "bfp8", "--test-samples", "40",
+                         "--json"]) == 0
+        res[name] = json.loads(buf.getvalue())
+    assert res["two"]["assignments"]["bfp8"]["accuracy"] == res["one"]["assignments"]["bfp8"]["accuracy"]
+    assert res["two"]["float_accuracy"] == res["one"]["float_accuracy"]

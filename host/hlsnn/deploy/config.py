@@ -59,6 +59,8 @@ DEFAULT_FORMATS = {
 FIELDS = {
     "name": Field("ident", "deployment name"),
     "model": Field("str", "ONNX model file (relative to this file)"),
+    "output": Field("str", "the model output to deploy, for a model with several (e.g. skl2onnx's "
+                    "probabilities beside its label)", default=""),
     "data": Field("str", "'digits' (scikit-learn's bundled digits) or an .npz with x_train, y_train, x_test, "
                   "y_test (relative to this file)", default="digits"),
     "layout": Field("choice", "input layout of the data", default="auto", choices=("auto", "flat", "nchw")),
@@ -114,6 +116,7 @@ class DeployConfig:
     test_samples: int
     formats: dict
     assignments: dict
+    output: str = None          # the model output to deploy when it has several (``output:``)
 
 
 def _rel(base, p):
@@ -171,7 +174,7 @@ def load_deploy_config(path) -> DeployConfig:
     model = _rel(base, data["model"])
     dat = data["data"] if data["data"] == "digits" else _rel(base, data["data"])
     return DeployConfig(str(path), data["name"], model, dat, data["layout"], data["calibration"],
-                        data["rounding"], data["test_samples"], formats, assignments)
+                        data["rounding"], data["test_samples"], formats, assignments, data["output"] or None)
 
 
 def _check(path, raw):

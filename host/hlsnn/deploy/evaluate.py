@@ -27,7 +27,7 @@ def reference_evaluator(path):
     return fixed_bn_evaluator(str(path))
 
 
-def float_reference(path, x, *, names=None, batch=512):
+def float_reference(path, x, *, names=None, batch=512, output=None):
     """Float outputs of the ONNX model on ``x`` (and the tensors ``names``, if given), from
     onnx's ReferenceEvaluator, as float64; evaluated in batches."""
     ev = reference_evaluator(path)
@@ -44,9 +44,9 @@ def float_reference(path, x, *, names=None, batch=512):
             res = ev.run(None, feeds, intermediate=True)
             for n in names:
                 inter[n].append(np.asarray(res[n], np.float64))
-            outs.append(np.asarray(res[ev.output_names[0]], np.float64))
+            outs.append(np.asarray(res[output or ev.output_names[0]], np.float64))
         else:
-            outs.append(np.asarray(ev.run(None, feeds)[0], np.float64))
+            outs.append(np.asarray(ev.run([output] if output else None, feeds)[0], np.float64))
     y = np.concatenate(outs)
     return (y, {n: np.concatenate(v) for n, v in inter.items()}) if names else y
 
@@ -107,7 +107,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     ``progress``: a bar over the assignments on stderr (:mod:`hlsnn.progress`).
     """
     cfg = load_deploy_config(config_path)
-    net = load_onnx(cfg.model, host_fallback=host_fallback)
+    net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     layout = _layout(net, cfg.layout)
     ds = datasets.load(cfg.data, layout=layout)
     if ds.x_train is None:
@@ -117,7 +117,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     x_test, y_test = ds.x_test[:n_test], np.asarray(ds.y_test[:n_test])
     _check_data(cfg.data, net, ds, y_test)
     names = sorted({layer.output for layer in net.engine_layers()}) if per_layer else None
-    ref = float_reference(cfg.model, x_test, names=names)
+    ref = float_reference(cfg.model, x_test, names=names, output=net.output)
     y_ref, ref_tensors = ref if per_layer else (ref, {})
     _check_labels(cfg.data, y_test, y_ref.shape[1])
     result = {"model": net.name, "config": cfg.name, "target": target, "test_images": int(len(x_test)),

@@ -141,8 +141,10 @@ def _as_identity(node):
     return helper.make_node("Identity", [node.input[0]], list(node.output), name=node.name or node.output[0])
 
 
-def load_onnx(path, *, host_fallback=False) -> Network:
-    """Import ``path`` (an .onnx file) as a :class:`Network` (see the module docstring)."""
+def load_onnx(path, *, host_fallback=False, output=None) -> Network:
+    """Import ``path`` (an .onnx file) as a :class:`Network` (see the module docstring).
+    ``output``: the graph output to use when the model has several (a deployment config's
+    ``output:``); only the nodes it depends on are imported."""
     onnx, numpy_helper = _onnx()
     path = Path(path)
     if not path.is_file():
@@ -156,9 +158,23 @@ def load_onnx(path, *, host_fallback=False) -> Network:
     consts = {t.name: numpy_helper.to_array(t).astype(np.float64) if numpy_helper.to_array(t).dtype.kind == "f"
               else numpy_helper.to_array(t) for t in g.initializer}
     graph_inputs = [i for i in g.input if i.name not in consts]
-    if len(graph_inputs) != 1 or len(g.output) != 1:
-        raise InputError(f"{path}: the model must have one input and one output; it has "
-                         f"{len(graph_inputs)} inputs and {len(g.output)} outputs")
+    names = [o.name for o in g.output]
+    if len(graph_inputs) != 1:
+        raise InputError(f"{path}: the model must have one input; it has {len(graph_inputs)}")
+    if output is None and len(names) != 1:
+        raise InputError(f"{path}: the model has {len(names)} outputs ({', '.join(names)}); name the one to deploy "
+                         f"with `output:` in the deployment config")
+    output = names[0] if output is None else output
+    if output not in names:
+        raise InputError(f"{path}: output {output!r} is not an output of the model; it has {', '.join(names)}")
+    # only what the chosen output depends on (skl2onnx's label branch, ArgMax/ZipMap, is left out)
+    producer = {o: n for n in g.node for o in n.output}
+    needed, todo = set(), [output]
+    while todo:
+        n = producer.get(todo.pop())
+        if n is not None and id(n) not in needed:
+            needed.add(id(n))
+            todo.extend(i for i in n.input if i)
     consumers = {}
     for node in g.node:
         for i in node.input:
@@ -192,7 +208,7 @@ def load_onnx(path, *, host_fallback=False) -> Network:
         return consts[name]
 
     for node in g.node:
-        if id(node) in skip:
+        if id(node) in skip or id(node) not in needed:
             continue
         name = node.name or node.output[0]
         op = node.op_type
@@ -306,8 +322,8 @@ def load_onnx(path, *, host_fallback=False) -> Network:
             produced[layer.output] = layer
     if unsupported:
         raise UnsupportedModelError(str(path), unsupported)
-    if g.output[0].name not in produced and g.output[0].name != graph_inputs[0].name:
-        raise InputError(f"{path}: cannot trace the graph output {g.output[0].name!r} to a layer")
+    if output not in produced and output != graph_inputs[0].name:
+        raise InputError(f"{path}: cannot trace the graph output {output!r} to a layer")
     input_shape = _dims(graph_inputs[0])
     if input_shape and input_shape[0] == 1:
         # an export with the batch fixed at 1 (torch.onnx.export's default): the leading 1 is the
@@ -317,7 +333,7 @@ def load_onnx(path, *, host_fallback=False) -> Network:
             if layer.op == "Reshape" and layer.attrs.get("shape", (0,))[0] == 1:
                 layer.attrs = dict(layer.attrs, batch_leading=True)
     return Network(name=path.stem, path=str(path), input=graph_inputs[0].name,
-                   input_shape=input_shape, output=g.output[0].name, layers=layers,
+                   input_shape=input_shape, output=output, layers=layers,
                    fixed_batch_one=_dims(graph_inputs[0])[:1] == (1,))
 
 

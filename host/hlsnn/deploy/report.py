@@ -362,7 +362,7 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, te
     cfg = load_deploy_config(config_path)
     res = evaluate.deploy(config_path, target, per_layer=True, host_fallback=host_fallback,
                           test_samples=test_samples)
-    net = load_onnx(cfg.model, host_fallback=host_fallback)
+    net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     accels = {f.accel: load_config(f.accel, check_fit=False) for f in cfg.formats.values()}
     # input shape of every engine layer, from one zero image through onnx's evaluator
     x1 = np.zeros((1,) + tuple(d or 1 for d in net.input_shape[1:]))
