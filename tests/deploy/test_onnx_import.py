@@ -226,3 +226,32 @@ def test_a_model_with_two_outputs_deploys_the_named_one(tmp_path):
         res[name] = json.loads(buf.getvalue())
     assert res["two"]["assignments"]["bfp8"]["accuracy"] == res["one"]["assignments"]["bfp8"]["accuracy"]
     assert res["two"]["float_accuracy"] == res["one"]["float_accuracy"]
+
+
+def test_host_layers_are_reported_with_their_precision(tmp_path, capsys):
+    """No layer runs on the host without the report saying so: the deploy table and JSON list
+    the host layers and their precision, and a --host-fallback layer gets a NOTE."""
+    from hlsnn.cli import main
+    from conftest import ROOT
+    src = ROOT / "configs" / "models" / "digits_mlp.onnx"
+    m = onnx.load(str(src))
+    out = m.graph.output[0]
+    m.graph.node.append(helper.make_node("Sigmoid", [out.name], ["squashed"], name="squash"))
+    m.graph.output.remove(out)
+    m.graph.output.append(helper.make_tensor_value_info("squashed", TensorProto.FLOAT, [None, 10]))
+    p = tmp_path / "sig.onnx"
+    onnx.save(m, str(p))
+    cfg = (ROOT / "configs" / "models" / "digits_mlp.yaml").read_text().replace("../accel/", "")
+    (tmp_path / "sig.yaml").write_text(cfg.replace("model: digits_mlp.onnx", f"model: {p}"))
+    args = ["deploy", str(tmp_path / "sig.yaml"), "--assignment", "bfp8", "--test-samples", "20"]
+    assert main(args) == 2                                   # refused without --host-fallback
+    capsys.readouterr()
+    assert main(args + ["--host-fallback"]) == 0
+    text = capsys.readouterr().out
+    assert "on the host (" in text and "squash (Sigmoid)" in text and "NOTE: 1 layer(s) ran in float" in text
+    assert main(args + ["--host-fallback", "--json"]) == 0
+    import json
+    res = json.loads(capsys.readouterr().out)
+    squash = [h for h in res["host_layers"] if h["layer"] == "squash"]
+    assert len(squash) == 1 and squash[0]["op"] == "Sigmoid" and "--host-fallback" in squash[0]["precision"]
+    assert all("--host-fallback" not in h["precision"] for h in res["host_layers"] if h["layer"] != "squash")

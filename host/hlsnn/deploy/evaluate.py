@@ -70,6 +70,25 @@ def _check_labels(data, y_test, n_classes):
                          f"(labels must be 0..{n_classes - 1})")
 
 
+def host_layers(net) -> list:
+    """Every layer that runs on the host, and in what precision: what the reports must say, so
+    that accuracy and latency are never read as the FPGA's alone."""
+    from .hostops import EXACT
+    out = []
+    for layer in net.layers:
+        if layer.kind != "host":
+            continue
+        if layer.op == "fallback":
+            op = getattr(layer.node, "op_type", "?")
+            how = "float32, onnx's reference implementation (--host-fallback): not what the board computes"
+        elif layer.op in EXACT:
+            op, how = layer.op, "exact on fixed-point values (moves or selects them)"
+        else:
+            op, how = layer.op, "float64 in numpy; the next accelerator layer requantizes the result"
+        out.append({"layer": layer.name, "op": op, "precision": how})
+    return out
+
+
 def _layout(net, ds_layout):
     shape = net.input_shape
     if ds_layout != "auto":
@@ -122,7 +141,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     _check_labels(cfg.data, y_test, y_ref.shape[1])
     result = {"model": net.name, "config": cfg.name, "target": target, "test_images": int(len(x_test)),
               "calibration_images": int(len(x_cal)), "calibration_mode": cfg.calibration["mode"],
-              "float_accuracy": float(np.mean(np.argmax(y_ref, axis=1) == y_test)), "assignments": {}}
+              "float_accuracy": float(np.mean(np.argmax(y_ref, axis=1) == y_test)), "assignments": {},
+              "host_layers": host_layers(net)}
     wanted = assignments or list(cfg.assignments)
     for a in wanted:
         if a not in cfg.assignments:
@@ -178,4 +198,12 @@ def format_result(res) -> str:
         layers = ", ".join(f"{k}={v}" for k, v in e["layers"].items())
         lines.append(f"  {name:<14} {100 * e['accuracy']:>8.2f}% {delta:>+8.2f}  {e['images_per_s'] or 0:>10.1f}  "
                      f"{layers}")
+    hosts = res.get("host_layers") or []
+    if hosts:
+        lines.append(f"  on the host ({len(hosts)} layer(s), in every assignment):")
+        lines += [f"    {h['layer']} ({h['op']}): {h['precision']}" for h in hosts]
+    fallback = [h for h in hosts if "--host-fallback" in h["precision"]]
+    if fallback:
+        lines.append(f"  NOTE: {len(fallback)} layer(s) ran in float on the host through --host-fallback "
+                     f"({', '.join(h['layer'] for h in fallback)}); accuracy and speed are not the board's")
     return "\n".join(lines)

@@ -217,6 +217,11 @@ def _sections(res, cfg, net, accels, shapes, new, command):
             ("reproduce", command)]
     out.append('<dl id="summary">' + "".join(f"<dt>{escape(str(k))}</dt><dd>{escape(str(v))}</dd>"
                                             for k, v in meta) + "</dl>")
+    hosts = res.get("host_layers") or []
+    if hosts:
+        out.append('<h2 id="host-layers">Layers on the host</h2>')
+        out.append(_table(["layer", "op", "precision"], [(h["layer"], h["op"], h["precision"]) for h in hosts],
+                          "host-layers-table"))
     # 2. accuracy
     out.append('<h2 id="accuracy">Accuracy per assignment</h2>')
     rows = [(n, _pct(e["accuracy"]), f"{100 * (e['accuracy'] - fl):+.2f}", _pct(e["agreement_with_float"]),
