@@ -98,6 +98,7 @@ def test_config_schema_fuzz(scratch, base, edits, drop):
 OPTIONS = {
     "--seed": ["-1", "0", "7"], "--cases": ["-2", "0", "1"], "--n": ["-3", "0", "3"], "--repeat": ["0", "1"],
     "--out": ["o.png", "o.html", "sub/o.png", "x.npy", "/proc/x.png"], "--target": ["emu", "nope"],
+    "--output": ["o.npy", "o.png", "/proc/x.npy", "sub/o.npy"],
     "--input": ["x.npy", "w.npy", "missing.npy", ""], "--weights": ["w.npy", "x.npy", "missing.npy"],
     "--vary": ["rows=1,2", "cols=0", "nope=1", "rows"], "--bits": ["99", "8", "-1"], "--delta": ["9", "0"],
     "--axis": ["none", "0", "5"], "--board": ["kv260", "mars", "../x"], "--jobs": ["-4", "0", "1"],
@@ -120,8 +121,9 @@ argument = st.one_of(st.sampled_from(sorted(OPTIONS)).flatmap(lambda k: st.sampl
 def test_cli_argument_fuzz(scratch, cmd, extra):
     args = cmd + [a for pair in extra for a in pair]
     out = None
-    if "--out" in args and args.index("--out") + 1 < len(args):
-        out = args[args.index("--out") + 1]
+    for flag in ("--out", "--output"):
+        if flag in args and args.index(flag) + 1 < len(args):
+            out = args[args.index(flag) + 1]
     if cmd[0] == "run" and "--input" not in args:
         args += ["--input", "x.npy"]
     _call(args, scratch, out)

@@ -32,7 +32,12 @@ NONNEG, POSITIVE = _int_at_least(0), _int_at_least(1)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with hlsnn's one error line: ``hlsnn: error: <command>: <what>`` and exit 2."""
+    """argparse with hlsnn's one error line: ``hlsnn: error: <command>: <what>`` and exit 2, and
+    no abbreviated options (``run --out`` silently meant ``--output``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         command = self.prog[len("hlsnn"):].strip()
@@ -343,7 +348,14 @@ def cmd_run(args):
             res["kernel_bound"] = kc.bound
         res["elements_per_s"] = float(np.size(y)) / res["seconds_per_call"]
         if args.output:
-            np.save(args.output, y)
+            from .paths import out_parent
+            if not str(args.output).endswith(".npy"):
+                raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
+            out_parent(args.output)
+            try:
+                np.save(args.output, y)
+            except OSError as exc:
+                raise InputError(f"--output {args.output}: cannot write ({exc.strerror or exc})") from None
         if args.json:
             print(json.dumps(res))
         else:
