@@ -1,7 +1,9 @@
 """Fuzzing the CLI and the config schema (issue 17): whatever the arguments or the YAML, hlsnn
 ends with an exit status in {0, 1, 2, 3}, never an uncaught exception (a traceback), and writes
 nothing outside build/, overlays/ and the --out it was given. Runs in-process (fast) in a scratch
-folder; commands that would compile C++ are left to the other tests."""
+folder; commands that would compile C++ are left to the other tests. The examples are
+derandomized, so CI runs the same ones every time (run with a fresh seed locally to explore:
+``pytest tests/test_fuzz_cli.py --hypothesis-seed=N``)."""
 import os
 import string
 from pathlib import Path
@@ -16,7 +18,7 @@ from hlsnn.cli import main
 from conftest import ROOT
 
 SHIPPED = sorted((ROOT / "configs" / "accel").glob("*.yaml"))
-FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+FUZZ = settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=True),
@@ -115,7 +117,7 @@ argument = st.one_of(st.sampled_from(sorted(OPTIONS)).flatmap(lambda k: st.sampl
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(extra=st.lists(argument, min_size=1, max_size=4))
 def test_cli_argument_fuzz(scratch, cmd, extra):
