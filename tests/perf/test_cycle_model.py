@@ -415,3 +415,26 @@ def test_shift_goals_of_issue_14(stem, mode):
     kc = conv_cycles(cfg, 64, 56, 56, 64, 3, 1, mode=mode)
     macs = 64 * 56 * 56 * 64 * 9
     assert kc.calls == 1 and macs / (kc.cycles * peak) >= 0.70, macs / (kc.cycles * peak)
+
+
+def test_shift_resident_counts_equal_csim(shift_acc):
+    """load_weights, a call that keeps the weights (streamed, counted as usual) and a resident
+    one (no ReadSteps, no weight stall): both as the closed form says."""
+    from hlsnn.perf.closed_form import conv_cycles, shift_call_counts
+    rng = np.random.default_rng(13)
+    p = shift_acc.config.params
+    x, w = rng.normal(size=(4, 9)), rng.normal(size=(3, 9))
+    shift_acc.kernel.load_weights(w, mode="pot")
+    shift_acc.kernel.gemm(x, w, mode="pot")
+    assert shift_acc.kernel.last_cycles.counts == shift_call_counts(p, 4, 9, 3, mode="pot")
+    shift_acc.kernel.gemm(x, w, mode="pot")
+    kc = shift_acc.kernel.last_cycles
+    assert kc.counts == shift_call_counts(p, 4, 9, 3, mode="pot", resident=True) and "ReadSteps" not in kc.counts
+    xc, wc = rng.normal(size=(2, 5, 6)), rng.normal(size=(3, 2, 3, 3))
+    shift_acc.kernel.load_weights(wc, mode="twohot")
+    shift_acc.kernel.conv2d(xc, wc, mode="twohot")
+    shift_acc.kernel.conv2d(xc, wc, mode="twohot")
+    kc = shift_acc.kernel.last_cycles
+    cf = conv_cycles(shift_acc.config, 2, 5, 6, 3, 3, 1, mode="twohot", resident=True)
+    assert kc.counts == cf.counts and kc.cycles == cf.cycles and "LoadSteps" not in kc.counts
+    shift_acc.kernel.unload_weights()

@@ -88,12 +88,22 @@ class Kernel:
         self._on_chip = None       # the same, once a call has put them there
 
     # ------------------------------------------------------------------ resident weights
-    def load_weights(self, weights, mode=None):
-        """Keep ``weights`` (2-D (N, K) or 4-D (Z, C, k, k) shift codes, or a ``pot_sum`` pair)
-        on chip: the next call with them streams them once, later calls stream only the
-        parameters and activations (class docstring, *Resident weights*). Raises
-        :class:`InputError` when they do not fit one call: ``N <= max_n`` and ``tiles x K <=
-        w_depth`` (``protocol.n_tiles``)."""
+    def load_weights(self, weights, mode=None, *, delta=0):
+        """Keep ``weights`` on chip: the next call with them streams them once, later calls
+        stream only the parameters and activations (class docstring, *Resident weights*).
+
+        ``weights``: shift codes (a 2-D (N, K) or 4-D (Z, C, k, k) ShiftTensor, or a
+        ``pot_sum`` pair), or float weights of either shape, quantized as :meth:`gemm` /
+        :meth:`conv2d` quantize them (``mode``, default the config's; ``delta`` for two-hot),
+        so that those float operations find them resident. Raises :class:`InputError` when
+        they do not fit one call: ``N <= max_n`` and ``tiles x K <= w_depth``
+        (``protocol.n_tiles``). Returns the kernel."""
+        if not isinstance(weights, (tuple, sfmt.ShiftTensor)):
+            w = np.asarray(weights, np.float64)
+            if w.ndim not in (2, 4):
+                raise InputError(f"weights must be (N, K) or (Z, C, k, k), got shape {w.shape}")
+            mode = mode or self.p["default_mode"]
+            weights = self._quantize_weights(w, mode, delta)
         ref = weights[0] if isinstance(weights, tuple) else weights
         if isinstance(ref, sfmt.ShiftTensor) and len(ref.shape) == 4:
             weights = tuple(_flatten(t) for t in weights) if isinstance(weights, tuple) else _flatten(weights)
