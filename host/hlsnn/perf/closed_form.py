@@ -53,8 +53,8 @@ def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None, resident=Fals
     streamed row by row; ``batch`` is then the output pixels and ``k = c * ksize**2``.
     ``resident``: the weights are on chip (none streamed); ``stats``: the statistics segment.
     """
-    from ..engines.shift_mac.spec import lanes, lb_banks, step_beats
-    rows, cols, sb, L = p["rows"], p["cols"], step_beats(p), lanes(p)
+    from ..engines.shift_mac.spec import lanes, lb_banks, step_beats, x_lanes
+    rows, cols, sb, L, XL = p["rows"], p["cols"], step_beats(p), lanes(p), x_lanes(p)
     tn = 2 * rows if mode == "pot" else rows
     t = _c(n, tn)
     pb = _c(4 * n, L)
@@ -66,7 +66,7 @@ def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None, resident=Fals
         c["ReadTiles"] = (t, 1)
         c["ReadSteps"] = (t * k * sb, t)
     if conv is None:
-        kb = _c(k, L)
+        kb = _c(k, XL)
         chunks, g = 1, _c(batch, cols)
         c.update({"ReadSamples": (batch, 1), "ReadSampleBeats": (batch * kb, batch),
                   "LoadSamples": (batch, 1), "LoadSampleBeats": (batch * kb, batch)})
@@ -74,7 +74,7 @@ def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None, resident=Fals
         ch, h, w, ks, pad = conv
         oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
         chunks, g = oh, _c(ow, cols)
-        rb = ch * _c(w, L)                               # beats of one input row (all channels)
+        rb = ch * _c(w, XL)                              # beats of one input row (all channels)
         c.update({"RowBeatsSum": (ch, 1), "ReadRows": (h, 1), "ReadRowBeats": (h * rb, h),
                   "WidthWords": (_c(w, lb_banks(p)), 1), "SlotWords": (ch, 1), "SlotSpan": (ks, 1)})
         if pad:

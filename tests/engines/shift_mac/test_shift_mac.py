@@ -331,26 +331,37 @@ def test_output_stream_order_by_hand():
 
 
 def test_input_stream_by_hand():
-    """s_unsigned (2 lanes per beat, rows 3): parameters (four lanes per neuron), then the
-    samples (K lanes each, padded), then each tile's K steps of 3 register lanes (padded to 4:
-    2 beats); a resident call has no weights; a convolution sends its weights, then the rows."""
+    """s_unsigned (32-bit beats: 2 lanes of 16 bits, or 4 byte lanes for its 6-bit
+    activations; rows 3): parameters (four 16-bit lanes per neuron), then the samples (K byte
+    lanes each, padded to a beat), then each tile's K steps of 3 register lanes (padded to 4:
+    2 beats); a resident call has no weights; a convolution sends its weights, then the rows,
+    per row per channel."""
     p = hlsnn.load_config(cfgp("s_unsigned")).params
     regs = np.arange(1, 7, dtype=np.uint16).reshape(3, 2)     # one tile of 3 rows, K = 2
     x = np.array([[7, 8], [9, 10]])
-    lanes = protocol.pack_input(p, regs=regs, bias=[-2, 70000], shift=[3, -1], n=2, mode="twohot", x=x)
-    got = lanes.reshape(-1).view("<u2").tolist()
-    assert got == [0xFFFE, 0xFFFF, 3, 0, 70000 & 0xFFFF, 1, 0xFFFF, 0,    # bias lo, hi, shift, 0 per neuron
-                   7, 8, 9, 10,                                            # the samples
-                   1, 3, 5, 0, 2, 4, 6, 0]                                 # steps k = 0, 1: rows 0-2
-    assert lanes.shape[0] == protocol.n_input_beats(p, batch=2, n=2, k=2, mode="twohot") == 10
+    beats = protocol.pack_input(p, regs=regs, bias=[-2, 70000], shift=[3, -1], n=2, mode="twohot", x=x)
+    raw = beats.reshape(-1)
+    assert raw[:16].view("<u2").tolist() == [0xFFFE, 0xFFFF, 3, 0, 70000 & 0xFFFF, 1, 0xFFFF, 0]  # lo, hi, shift, 0
+    assert raw[16:24].tolist() == [7, 8, 0, 0, 9, 10, 0, 0]                                        # the samples
+    assert raw[24:].view("<u2").tolist() == [1, 3, 5, 0, 2, 4, 6, 0]                               # steps k = 0, 1
+    assert beats.shape[0] == protocol.n_input_beats(p, batch=2, n=2, k=2, mode="twohot") == 10
     res = protocol.pack_input(p, regs=None, bias=[-2, 70000], shift=[3, -1], n=2, mode="twohot", x=x, resident=True)
-    assert res.reshape(-1).view("<u2").tolist() == got[:12]
+    assert res.reshape(-1).tolist() == raw[:24].tolist()
     fmap = np.array([[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11, 12]]])    # (C=2, H=2, W=3)
     regs9 = np.arange(3 * 18, dtype=np.uint16).reshape(3, 18)
     conv = protocol.pack_input(p, regs=regs9, bias=[0], shift=[0], n=1, mode="twohot", fmap=fmap)
-    tail = conv.reshape(-1).view("<u2").tolist()[4 + 18 * 4:]
-    assert tail == [1, 2, 3, 0, 7, 8, 9, 0, 4, 5, 6, 0, 10, 11, 12, 0]      # per row, per channel
+    tail = conv.reshape(-1)[8 + 18 * 2 * 4:].tolist()                        # after 2 + 36 beats
+    assert tail == [1, 2, 3, 0, 7, 8, 9, 0, 4, 5, 6, 0, 10, 11, 12, 0]      # row 0: channels 0, 1; row 1
     assert conv.shape[0] == protocol.n_input_beats(p, batch=0, n=1, k=18, mode="twohot", fmap_shape=(2, 2, 3))
+    # signed activations of 8 bits or less are signed bytes, 16-bit ones 16-bit lanes
+    ps = hlsnn.load_config(SHIPPED[0]).params
+    b = protocol.pack_input(ps, regs=None, bias=[0], shift=[0], n=1, mode="twohot", x=np.array([[-1, 5, -128]]),
+                            resident=True).reshape(-1)
+    assert b[8:16].view("<i1").tolist() == [-1, 5, -128, 0, 0, 0, 0, 0]
+    pw = hlsnn.load_config(cfgp("s_wide")).params
+    b = protocol.pack_input(pw, regs=None, bias=[0], shift=[0], n=1, mode="twohot", x=np.array([[-300, 7]]),
+                            resident=True).reshape(-1)
+    assert b[32:36].view("<i2").tolist() == [-300, 7]
 
 
 def test_lut_model_by_hand():

@@ -224,7 +224,7 @@ def test_stats_of_tiled_calls_merge_to_the_untiled_histogram():
 def test_saturation_counts_are_summed_saturating_at_u32():
     """Each call's 32-bit sat_count is added saturating at 2**32 - 1, like the register."""
     rng = np.random.default_rng(7)
-    with hlsnn.Accelerator(load("s_unsigned"), "emu", max_transfer_bytes=200) as acc:
+    with hlsnn.Accelerator(load("s_unsigned"), "emu", max_transfer_bytes=150) as acc:
         p = acc.config.params
         run = acc.target.run
 
@@ -294,12 +294,13 @@ def test_a_single_row_that_cannot_fit_the_transfer_limit_is_a_clear_error():
             acc.gemm_int(activations(p, rng, (4, 100)), weights_for(acc.kernel, rng, (5, 100), "twohot"))
         with pytest.raises(hlsnn.InputError, match=r"conv2d_int .*even one row .* 256-byte limit"):
             acc.conv2d_int(activations(p, rng, (12, 9, 9)), weights_for(acc.kernel, rng, (5, 12, 3, 3), "twohot"))
-    small = roomy(load("s_unsigned"), line_depth=4, max_hw=16)
+    small = roomy(load("s_unsigned"), line_depth=3, max_hw=16)
     with hlsnn.Accelerator(small, "emu") as acc:
         p = acc.config.params
-        # 4 rows (ksize + 1) of 1 channel of 3 pixels over 2 banks: 4 x 2 = 8 words per bank
+        # 4 rows (ksize + 1) of 1 channel of 3 pixels over 4 banks (max(cols 2, 4 byte lanes of
+        # a 32-bit beat)): 4 x 1 = 4 words per bank
         with pytest.raises(hlsnn.InputError, match=r"1x3x3 input window of one output pixel does not fit one call: "
-                                                   r"4 input rows .* take 8 words .* above line_depth = 4"):
+                                                   r"4 input rows .* take 4 words .* above line_depth = 3"):
             acc.conv2d_int(activations(p, rng, (1, 5, 5)), weights_for(acc.kernel, rng, (2, 1, 3, 3), "twohot"))
 
 

@@ -1,20 +1,22 @@
 """Stream protocol of ``shift_mac``: how activations, weight registers and requantization
 parameters become AXI-Stream beats and back. Every target moves exactly these beats.
 
-All lanes are 16 bits; ``L`` = ``stream_bits / 16`` lanes per beat. A call's input stream is,
-in order:
+Lanes are 16 bits (``L`` = ``stream_bits / 16`` per beat), except the activations': 8 bits
+when ``act_bits <= 8`` (``stream_bits / 8`` per beat; unsigned values as unsigned bytes), else
+16. A call's input stream is, in order:
 
 1. the *parameters*: four lanes per neuron ``n < N`` -- bias low 16 bits, bias high 16 bits
    (the bias is a 32-bit integer in accumulator units), output shift (signed), 0 -- padded to
    a whole beat;
-2. GEMM: the *activations*, per sample ``b``, one segment ``[x[b,0], ..., x[b,K-1]]``;
+2. GEMM: the *activations*, per sample ``b``, one segment ``[x[b,0], ..., x[b,K-1]]`` of
+   activation lanes;
    then, unless the call is *resident* (``FLAG_RESIDENT``), the *weights*: per weight tile
    (``tile_n`` neurons: ``2*rows`` in dual PoT mode, else ``rows``) K weight *steps*, each one
    segment of ``rows`` register lanes. The weights are streamed once per call, however many
    samples pass them.
 3. Convolution: unless resident, the weights (as above); then the input feature map
    ``(cin, height, width)`` a row at a time: per input row ``iy``, per channel, one segment of
-   ``width`` lanes.
+   ``width`` activation lanes.
 
 A weight register lane is ``{cfg, z2, s2, e2, z1, s1, e1}`` from the high bits down:
 ``e1`` in bits ``[0, E)``, ``s1`` at ``E``, ``z1`` at ``E+1``, ``e2`` in ``[E+2, 2E+2)``,
@@ -53,7 +55,7 @@ import numpy as np
 from ...errors import InputError
 from .. import stream as _stream
 from ..stream import beats_to_lanes, lanes_to_beats, pad_to
-from .spec import LANE_BITS, MODES
+from .spec import LANE_BITS, MODES, x_lane_bits, x_lanes
 
 REGS_IN = ("batch", "n_out", "k", "flags", "mode", "delta", "cin", "fm_height", "fm_width", "ksize", "pad")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
@@ -144,36 +146,46 @@ def check_fields(p, *, regs, n, mode, bias, shift, x=None, fmap=None):
                              f"got [{a.min()}, {a.max()}]")
 
 
-def _fmap_lanes(p, fmap):
-    """The input rows of a (cin, H, W) map: per row, per channel, W lanes padded to whole beats."""
-    f = _ints(fmap)
-    cin, h, w = f.shape
-    wpad = pad_to(w, lanes_per_beat(p))
-    out = np.zeros((h, cin, wpad), LANE)
-    out[:, :, :w] = f.transpose(1, 0, 2)
-    return out.reshape(-1)
+def x_lanes_per_beat(p) -> int:
+    """Activation lanes per beat (:func:`spec.x_lanes`: 8-bit lanes when ``act_bits <= 8``)."""
+    return x_lanes(p)
+
+
+def _x_dtype(p):
+    """The lane type of activations: a byte when they fit one (signed or not), else int16."""
+    if x_lane_bits(p) == 16:
+        return LANE
+    return np.dtype("<i1") if p["act_signed"] else np.dtype("<u1")
+
+
+def _x_lanes(p, a, rows, width):
+    """``a`` (rows, width) integers as activation lanes, each row padded to whole beats."""
+    out = np.zeros((rows, pad_to(width, x_lanes(p))), _x_dtype(p))
+    out[:, :width] = a            # values fit the lane (check_fields); unsigned bytes wrap as bits
+    return out
 
 
 def pack_input(p, *, regs, bias, shift, n, mode, x=None, fmap=None, batch=None, resident=False) -> np.ndarray:
     """Input beats. GEMM: ``x`` (batch, K). Convolution: ``fmap`` (cin, H, W) (``batch``, the
     number of output pixels, is not needed). ``regs`` (register_rows, K) lanes, ``bias``/``shift``
-    (N,). ``resident``: the weights are on chip; ``regs`` is not streamed (and may be None)."""
+    (N,). ``resident``: the weights are on chip; ``regs`` is not streamed (and may be None).
+    Activations go in :func:`x_lanes_per_beat` lanes per beat, everything else in 16-bit lanes."""
     lanes = lanes_per_beat(p)
     parts = [_segment(_params_lanes(p, bias, shift, n), lanes)]
     wl = None if resident else _weight_lanes(p, _ints(regs))
     if fmap is not None:
         if wl is not None:
             parts.append(wl)
-        parts.append(_fmap_lanes(p, fmap))
+        f = _ints(fmap)
+        cin, h, w = f.shape
+        parts.append(_x_lanes(p, f.transpose(1, 0, 2).reshape(h * cin, w), h * cin, w))
     else:
         x = _ints(x)
-        b, k = x.shape
-        xs = np.zeros((b, pad_to(k, lanes)), LANE)
-        xs[:, :k] = x
-        parts.append(xs.reshape(-1))
+        parts.append(_x_lanes(p, x, *x.shape))
         if wl is not None:
             parts.append(wl)
-    return lanes_to_beats(np.concatenate([np.asarray(a, LANE) for a in parts]), LANE, p["stream_bits"])
+    raw = np.concatenate([np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in parts])
+    return raw.reshape(-1, p["stream_bits"] // 8)
 
 
 def _segment(v, lanes):
@@ -193,12 +205,12 @@ def weight_beats(p, *, n, k, mode) -> int:
 
 def n_input_beats(p, *, batch, n, k, mode, fmap_shape=None, resident=False) -> int:
     """Input beats of a call; ``fmap_shape`` = (cin, H, W) for a convolution."""
-    lanes = lanes_per_beat(p)
+    xl = x_lanes(p)
     w = 0 if resident else weight_beats(p, n=n, k=k, mode=mode)
     if fmap_shape is not None:
         cin, h, wd = fmap_shape
-        return param_beats(p, n) + w + h * cin * math.ceil(wd / lanes)
-    return param_beats(p, n) + batch * math.ceil(k / lanes) + w
+        return param_beats(p, n) + w + h * cin * math.ceil(wd / xl)
+    return param_beats(p, n) + batch * math.ceil(k / xl) + w
 
 
 def stats_bins(p) -> int:
@@ -246,36 +258,38 @@ def unpack_input(p, beats, regs_in, resident_regs=None):
         raise InputError(f"mode register = {mode_code}: must be one of {sorted(MODES.values())}")
     conv = bool(flags & FLAG_CONV)
     resident = bool(flags & FLAG_RESIDENT)
-    lanes = lanes_per_beat(p)
-    v = beats_to_lanes(beats, LANE)
+    lanes, xl, nb = lanes_per_beat(p), x_lanes(p), p["stream_bits"] // 8
+    raw = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1)
     want = n_input_beats(p, batch=batch, n=n, k=k, mode=mode, fmap_shape=(cin, height, width) if conv else None,
                          resident=resident)
-    if v.size != want * lanes:
-        raise InputError(f"input stream has {v.size // lanes} beats; this call needs {want}")
+    if raw.size != want * nb:
+        raise InputError(f"input stream has {raw.size // nb} beats; this call needs {want}")
     out = {"mode": mode}
-    pl = v[:4 * n].astype(np.int64).reshape(n, 4)
+    pl = raw[:param_beats(p, n) * nb].view(LANE)[:4 * n].astype(np.int64).reshape(n, 4)
     b = ((pl[:, 1] & 0xFFFF) << 16) | (pl[:, 0] & 0xFFFF)
     out["bias"] = np.where(b >= 1 << 31, b - (1 << 32), b)
     out["shift"] = pl[:, 2]
-    pos = param_beats(p, n) * lanes
-    wlen = 0 if resident else weight_beats(p, n=n, k=k, mode=mode) * lanes
+    pos = param_beats(p, n) * nb
+    wbytes = 0 if resident else weight_beats(p, n=n, k=k, mode=mode) * nb
 
     def regs_at(a):
         R = p["rows"]
         nt = n_tiles(p, n, mode)
-        steps = v[a:a + wlen].reshape(nt, k, pad_to(R, lanes))[:, :, :R]
+        steps = raw[a:a + wbytes].view(LANE).reshape(nt, k, pad_to(R, lanes))[:, :, :R]
         return (steps.transpose(0, 2, 1).reshape(nt * R, k) & 0xFFFF).astype(np.uint16)
 
+    xdt = _x_dtype(p)
     if conv:
         if not resident:
             out["regs"] = regs_at(pos)
-        pos += wlen
-        rows = v[pos:].reshape(height, cin, -1)[:, :, :width]
+        pos += wbytes
+        rows = raw[pos:].view(xdt).reshape(height, cin, -1)[:, :, :width]
         out["fmap"] = rows.transpose(1, 0, 2).astype(np.int64)
     else:
-        xlen = pad_to(k, lanes)
-        out["x"] = v[pos:pos + batch * xlen].reshape(batch, xlen)[:, :k].astype(np.int64)
-        pos += batch * xlen
+        xlen = pad_to(k, xl)
+        xbytes = batch * xlen * xdt.itemsize
+        out["x"] = raw[pos:pos + xbytes].view(xdt).reshape(batch, xlen)[:, :k].astype(np.int64)
+        pos += xbytes
         if not resident:
             out["regs"] = regs_at(pos)
     if resident:

@@ -31,7 +31,8 @@ SCHEMA = {
     "conv": Field("bool", "include the 2-D convolution input stage (a line buffer)", default=True),
     "max_hw": Field("int", "largest feature-map height or width", default=256, lo=1, hi=4096),
     "x_depth": Field("int", "activations held on chip per unit column (GEMM): a call of B samples of K "
-                            "holds ceil(B/cols) x ceil(K/lanes) x lanes of them; default 32 x max_k",
+                            "holds ceil(B/cols) x ceil(K/x_lanes) x x_lanes of them (x_lanes: activation lanes per "
+                            "beat); default 32 x max_k",
                      default=None, lo=1, hi=1 << 22),
     "w_depth": Field("int", "weight steps (one register per unit row) held on chip: a convolution's "
                             "weights or resident weights, tiles x K, must fit; default 4 x max_k",
@@ -64,6 +65,17 @@ def lanes(p) -> int:
     return p["stream_bits"] // LANE_BITS
 
 
+def x_lane_bits(p) -> int:
+    """Bits of an activation lane: 8 when ``act_bits <= 8`` (signed or unsigned, the values fit
+    a byte), else 16."""
+    return 8 if p["act_bits"] <= 8 else 16
+
+
+def x_lanes(p) -> int:
+    """Activation lanes per stream beat."""
+    return p["stream_bits"] // x_lane_bits(p)
+
+
 def reg_bits(p) -> int:
     """A weight register: two exponents, two signs, two zero flags, the config bit."""
     return 2 * p["exp_bits"] + 5
@@ -75,14 +87,14 @@ def step_beats(p) -> int:
 
 
 def lb_banks(p) -> int:
-    """Line-buffer banks: ``max(cols, lanes)``, so that the ``cols`` pixels a step reads and the
-    ``lanes`` pixels a beat writes both fall in distinct banks."""
-    return max(p["cols"], lanes(p))
+    """Line-buffer banks: ``max(cols, x_lanes)``, so that the ``cols`` pixels a step reads and
+    the ``x_lanes`` pixels a beat writes both fall in distinct banks."""
+    return max(p["cols"], x_lanes(p))
 
 
 def x_words(p) -> int:
-    """Words (one beat of ``lanes`` activations each) per unit column of the GEMM activation store."""
-    return math.ceil(p["x_depth"] / lanes(p))
+    """Words (one beat of ``x_lanes`` activations each) per unit column of the GEMM activation store."""
+    return math.ceil(p["x_depth"] / x_lanes(p))
 
 
 def validate(p: dict, board, source) -> dict:
@@ -93,7 +105,7 @@ def validate(p: dict, board, source) -> dict:
         raise ConfigError(source, f"{NAME}.acc_bits", p["acc_bits"],
                           f"must be at least {need} (act_bits + 2^exp_bits - 1 + max_delta + 2 + "
                           f"ceil(log2(max_k)), sign included) so that no sum can overflow")
-    kpad = math.ceil(p["max_k"] / lanes(p)) * lanes(p)
+    kpad = math.ceil(p["max_k"] / x_lanes(p)) * x_lanes(p)
     if p["x_depth"] is None:
         p["x_depth"] = 32 * kpad
     if p["w_depth"] is None:
@@ -194,7 +206,7 @@ def logic_luts(p) -> dict:
     * ``units``: ``rows x cols`` x :func:`lut_per_unit`;
     * ``rows``: per unit row the register decode, the delta adder and the config-change test
       (16 LUTs);
-    * ``cols``: per unit column the activation select: the GEMM lane multiplexer (lanes:1),
+    * ``cols``: per unit column the activation select: the GEMM lane multiplexer (x_lanes:1),
       the line-buffer rotation (banks:1) and the GEMM/convolution choice, ``x_bits`` wide, one
       LUT6 per 4:1 multiplexer;
     * ``banks``: per line-buffer bank its read and write address adders (2 x 16 LUTs);
@@ -210,7 +222,7 @@ def logic_luts(p) -> dict:
     return {
         "units": p["rows"] * p["cols"] * lut_per_unit(p),
         "rows": 16 * p["rows"],
-        "cols": p["cols"] * xb * (mux(ln) + mux(banks) + 1),
+        "cols": p["cols"] * xb * (mux(x_lanes(p)) + mux(banks) + 1),
         "banks": (32 * banks) if p["conv"] else 0,
         "drain": ln * (requantizer_luts(p) + 2 * p["acc_bits"]),
         "stats": ln * p["acc_bits"] + 40 * p["acc_bits"],
@@ -243,7 +255,7 @@ def buffers(ctx) -> tuple:
         # Compute
         Buffer("wstore", "Compute", "array", rows * ctx["reg_bits"], (ctx["w_depth"],), storage="ram_s2p",
                impl=ctx["wstore_impl"], static=True, note="weight steps on chip (one tile, or all: conv/resident)"),
-        Buffer("xbuf", "Compute", "array", ln * xb, (cols, ctx["x_words"]), partition=((1, "complete"),),
+        Buffer("xbuf", "Compute", "array", ctx["x_lanes"] * xb, (cols, ctx["x_words"]), partition=((1, "complete"),),
                storage="ram_1p" if ctx["xbuf_impl"] == "uram" else "", impl=ctx["xbuf_impl"], static=True,
                note="GEMM activations, one bank per unit column, a beat per word"),
         Buffer("lbuf", "Compute", "array", xb, (ctx["lb_banks"], ctx["line_depth"] if ctx["conv"] else 1),
@@ -317,6 +329,9 @@ def template_context(cfg) -> dict:
         "lane_bits": LANE_BITS,
         "lanes": ln,
         "lane_shift": int(math.log2(ln)),
+        "x_lane_bits": x_lane_bits(p),
+        "x_lanes": x_lanes(p),
+        "x_lane_shift": int(math.log2(x_lanes(p))),
         "reg_bits": reg_bits(p),
         "step_beats": sb,
         "step_bits": sb * p["stream_bits"],

@@ -30,8 +30,8 @@ def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=Fal
 
 def samples_per_call(p, k) -> int:
     """GEMM samples of K activations one call holds on chip: whole groups of ``cols`` samples
-    of ``ceil(K / lanes)`` words each, within ``x_words`` per unit column."""
-    lanes = protocol.lanes_per_beat(p)
+    of ``ceil(K / x_lanes)`` words each, within ``x_words`` per unit column."""
+    lanes = protocol.x_lanes_per_beat(p)
     return (p["x_depth"] // lanes) // -(-k // lanes) * p["cols"]
 
 
@@ -47,7 +47,7 @@ def check_k(cfg, k, op, what):
 def line_words(p, c, iw, ks) -> int:
     """Line-buffer words per bank a convolution needs: ``ks + 1`` input rows of ``c`` channels
     of ``ceil(iw / banks)`` words."""
-    return (ks + 1) * c * -(-iw // (max(p["cols"], protocol.lanes_per_beat(p))))
+    return (ks + 1) * c * -(-iw // (max(p["cols"], protocol.x_lanes_per_beat(p))))
 
 
 def conv_call_limits(p, c, ih, iw, ks, n, k, mode) -> str:
