@@ -87,11 +87,12 @@ def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None, resident=Fals
             c["LinePrologue"] = (pro, 1)
             c["PrologueBeats"] = (pro * rb, pro)
         loading = min(oh, max(0, h + pad - ks))          # output rows that load an input row
-        per_row = t * g * k                              # steps of one output row
+        per_row = t * g * max(k, rows)                   # steps of one output row
         if loading and rb > per_row:
             c["LineTail"] = (loading * (rb - per_row), loading)
+    steps = max(k, rows)                                 # a group's steps: K, at least one per unit row
     c.update({"Chunks": (chunks, 1), "Tiles": (chunks * t, chunks), "Groups": (chunks * t * g, chunks * t),
-              "Steps": (chunks * t * g * k, chunks * t * g), "PushRows": (chunks * t * g * rows, chunks * t * g),
+              "Steps": (chunks * t * g * steps, chunks * t * g), "PushTail": (rows, 1),
               "DrainChunks": (chunks, 1), "DrainTiles": (chunks * t, chunks),
               "DrainGroups": (chunks * t * g, chunks * t), "DrainRows": (chunks * t * g * ri, chunks * t * g)})
     if stats:

@@ -13,8 +13,9 @@ process is a serial loop nest, costed with the rules of :mod:`hlsnn.perf.model`.
              conv: WidthWords, SlotWords (C), SlotSpan (k), PadShift (pad),
                    LoadTiles (T) > LoadSteps (K), LinePrologue (k-pad rows) > PrologueBeats
              Chunks (GEMM 1, conv H' output rows) > Tiles (T) > Groups (B/cols, conv W'/cols)
-                                                              > Steps (K), PushRows (rows)
+                                                              > Steps (max(K, rows))
                                                  > LineTail (what the steps left of a row)
+             PushTail (rows)
     Drain:   DrainParams; DrainChunks > DrainTiles > DrainGroups > DrainRows
              (rows x ceil(cols/lanes), twice in dual PoT); StatsBins > StatsLanes
 
@@ -22,7 +23,9 @@ process is a serial loop nest, costed with the rules of :mod:`hlsnn.perf.model`.
 A GEMM's weights stream once per call (the first group of a tile takes its steps from ``wq``
 and stores them; the other groups read the store); a convolution's go to the store first,
 then its input rows stream through the line buffer, one row during the output row before
-the one that needs it.
+the one that needs it. A group's accumulators are copied to shadow registers at its last
+step and handed to ``Drain`` one unit row per step during the next group's first ``rows``
+steps (so a group takes at least ``rows`` steps); ``PushTail`` hands over the last group's.
 
 What each loop body accesses per iteration, and the II that follows (``wstore`` and
 ``lbuf`` are simple-dual-port RAMs, ``BIND_STORAGE ram_s2p``: one read and one write per
@@ -41,8 +44,9 @@ PrologueBeats   1     ``xq``: 1 read; each ``lbuf`` bank: at most 1 write  1    
 Steps           1     ``wq``: at most 1 read; ``wstore``: 1 read and 1     1      6
                       write (2 ports); each ``xbuf[c]`` bank: 1 read;
                       each ``lbuf`` bank: 1 read and at most 1 write (2
-                      ports); ``xq``: at most 1 read
-PushRows        1     each ``accq[c]``: 1 write                            1      2
+                      ports); ``xq``: at most 1 read; each ``accq[c]``:
+                      at most 1 write
+PushTail        1     each ``accq[c]``: 1 write                            1      2
 LineTail        1     ``xq``: 1 read; each ``lbuf`` bank: at most 1 write  1      3
 DrainParams     1     ``pq``: 1 read; each ``params`` bank: at most 1      1      2
                       write
@@ -57,7 +61,8 @@ neuron), a line-buffer beat's ``lanes`` pixels fall in distinct banks (there are
 
 Depths: a stream read and its store, 2 (3 with the lane packing or the bank select of the
 stores). ``Steps``: the weight store's read (2), the decode, the delta adder and the
-activation select (1), the two shifters (1), adder 34 (1), the accumulator (1): 6.
+activation select (1), the two shifters (1), adder 34 (1), the accumulator (1): 6 (the
+hand-over of a shadow row to the FIFOs runs beside it).
 ``DrainRows``: the FIFO read (1), the parameter read (2), the pot_sum adder (1), the bias add
 and ReLU (1), the rounding shifter and its saturation (2), the write (1): 8.
 
@@ -78,7 +83,8 @@ of three paths through the region, plus ``CALL_CYCLES``:
   but its first pass; resident: every pass; a convolution: the output rows from the one
   that loads the last input row on), and the drain of the last group;
 * *drain*: ``Drain`` from the first group's accumulators on (the compute path up to the end
-  of its first push), or from its parameters if they come later.
+  of the first group, plus ``rows`` steps of the second), or from its parameters if they come
+  later.
 
 The bound is the phase with the most cycles on the longest path: *compute* (the units'
 passes), *input stream: parameters / weights / activations* (waiting for or loading beats),
@@ -139,8 +145,8 @@ def _compute_loops():
         Loop("Tiles", None, 1, "compute"),
         Loop("Groups", None, 2, "compute"),
         Loop("Steps", 1, 6, "compute", {"wq": (STREAM, 1), "wstore": (RAM_S2P, 2), "xbuf[c]": (RAM, 1),
-                                        "lbuf[b]": (RAM_S2P, 2), "xq": (STREAM, 1)}),
-        Loop("PushRows", 1, 2, "compute", {"accq[c]": (STREAM, 1)}),
+                                        "lbuf[b]": (RAM_S2P, 2), "xq": (STREAM, 1), "accq[c]": (STREAM, 1)}),
+        Loop("PushTail", 1, 2, "compute", {"accq[c]": (STREAM, 1)}),
         Loop("LineTail", 1, 3, ACTS, {"xq": (STREAM, 1), "lbuf[b]": (RAM_S2P, 1)}),
     )
 
@@ -209,7 +215,7 @@ def call_cycles(p, counts):
         w_wait = _it(counts, "LoadSteps") * (sb - 1)
     else:
         w_wait = k_pass * (sb - 1) if streamed_gemm else 0
-    passes_cost = sum(costs[n] for n in ("Chunks", "Tiles", "Groups", "Steps", "PushRows", "LineTail"))
+    passes_cost = sum(costs[n] for n in ("Chunks", "Tiles", "Groups", "Steps", "PushTail", "LineTail"))
     if conv:
         h, ks, pad = _it(counts, "ReadRows"), _it(counts, "SlotSpan"), _it(counts, "PadShift")
         last = h - 1 + pad - ks           # the output row that loads the last input row
@@ -219,7 +225,8 @@ def call_cycles(p, counts):
     else:
         after = passes_cost
     prologue = procs["Compute"] - passes_cost
-    first_group = (costs["Steps"] + costs["PushRows"] + costs["Groups"]) / max(1, passes)
+    # the first group's accumulators reach Drain during the second group's first rows steps
+    first_group = (costs["Steps"] + costs["Groups"]) / max(1, passes) + p["rows"]
     paths = {
         "compute": {PARAMS: params_in, WEIGHTS: w_wait, ACTS: _phase(compute_loops(p), costs, ACTS),
                     "compute": procs["Compute"] - _phase(compute_loops(p), costs, ACTS), "output stream": d_tail},

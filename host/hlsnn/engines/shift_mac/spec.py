@@ -161,7 +161,10 @@ def unit_luts(p, *, fold_delta=True) -> dict:
     * ``select``: the first accumulator's operand, ``B`` (two-hot) or ``A`` (PoT) with the zero
       flags, one LUT per bit;
     * ``acc1``, ``acc2``: sign-controlled add/sub with the reset on a config change, one LUT
-      per accumulator bit each (the zero flag and the reset fold into the same LUT).
+      per accumulator bit each (the zero flag and the reset fold into the same LUT);
+    * ``handover``: the shadow registers that hand a group's accumulators to the drain: each
+      bit takes the accumulator (at the group's last step) or the shadow row above (shifting
+      toward the FIFO), a 2:1 multiplexer, two bits per LUT6: ``acc_bits`` LUTs for the two.
     """
     xb = p["act_bits"] + (0 if p["act_signed"] else 1)
     emax, d = (1 << p["exp_bits"]) - 1, p["max_delta"]
@@ -174,6 +177,7 @@ def unit_luts(p, *, fold_delta=True) -> dict:
         "select": w1 + 1,
         "acc1": p["acc_bits"],
         "acc2": p["acc_bits"],
+        "handover": p["acc_bits"],
     }
     return parts
 
@@ -184,11 +188,12 @@ def lut_per_unit(p, *, fold_delta=True) -> int:
 
 
 def ff_per_unit(p) -> int:
-    """Flip-flops of one unit: the two accumulators and the pipeline registers after the two
-    shifters (the first as wide as its delta-shifted output)."""
+    """Flip-flops of one unit outside the declared buffers (the accumulators and their shadow
+    rows are counted as register buffers): the pipeline registers after the two shifters (the
+    first as wide as its delta-shifted output)."""
     xb = p["act_bits"] + (0 if p["act_signed"] else 1)
     emax = (1 << p["exp_bits"]) - 1
-    return 2 * p["acc_bits"] + (xb + emax + p["max_delta"]) + (xb + emax)
+    return (xb + emax + p["max_delta"]) + (xb + emax)
 
 
 def requantizer_luts(p) -> int:
@@ -264,6 +269,9 @@ def buffers(ctx) -> tuple:
         Buffer("acc1", "Compute", "array", acc, (rows, cols), partition=complete),
         Buffer("acc2", "Compute", "array", acc, (rows, cols), partition=complete),
         Buffer("prev_cfg", "Compute", "array", 1, (rows,), partition=complete),
+        Buffer("sh1", "Compute", "array", acc, (rows, cols), partition=complete,
+               note="the last group's accumulators, handed over during the next group"),
+        Buffer("sh2", "Compute", "array", acc, (rows, cols), partition=complete),
         Buffer("xv", "Compute", "array", xb, (cols,), partition=complete, note="a step's activations"),
         Buffer("bank_v", "Compute", "array", xb, (ctx["lb_banks"],), partition=complete,
                note="a step's line-buffer reads"),
