@@ -235,9 +235,9 @@ def _operands(cfg, args):
         from hlsnn.engines.shift_mac import protocol as cur
         lo = -(1 << (p["act_bits"] - 1)) if p["act_signed"] else 0
         y = rng.integers(lo, lo + (1 << p["act_bits"]), (B, N))
-        out_beats = cur.pack_output(p, y)
+        out_beats = cur.pack_output(p, y, mode)
         ops = {"pack": lambda pr: pr.pack_input(p, regs=regs, bias=bias, shift=shift, n=N, mode=mode, x=xi),
-               "unpack": lambda pr: pr.unpack_output(p, out_beats, B, N)}
+               "unpack": lambda pr: pr.unpack_output(p, out_beats, B, N, mode)}
     acc.close()
     return cur, ops, {"pack": None, "unpack": out_beats.nbytes}
 

@@ -314,8 +314,8 @@ def _plant(text, after, line):
      "spare_q in sparse_cluster_top()"),
     ("bfp16_pynq-z2", "static exp_t wexp[Cfg::kMaxN];", "  acc_t shadow[Cfg::kRows][Cfg::kCols], more[4];",
      "shadow in bfp_systolic_top()"),
-    ("shift8_pynq-z2", "static y_t ybuf[Cfg::kCols][Cfg::kMaxN];", "  int tmp = 0, extra[Cfg::kMaxN];",
-     "extra in shift_mac_top()"),
+    ("shift8_pynq-z2", "static xword_t xbuf[Cfg::kCols][Cfg::kXWords];", "  int tmp = 0, extra[Cfg::kMaxN];",
+     "extra in Compute()"),
     ("sparse16_zcu104", "hls::stream<lane_t> hdr_q;", "  hls::stream<lane_t, 64> side_q;",
      "side_q in sparse_cluster_top()"),
 ])

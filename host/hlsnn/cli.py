@@ -458,7 +458,8 @@ def build_parser():
     p.add_argument("--conv", metavar="C,H,W,Z,k", help="a stride-1 convolution of C channels of HxW to Z channels, "
                                                      "k x k kernel (shift_mac, sparse_cluster)")
     p.add_argument("--mode", choices=["twohot", "pot", "pot_sum"], help="shift_mac weight mode (default: the config's)")
-    p.add_argument("--resident", action="store_true", help="weights stay on chip (no engine supports it yet)")
+    p.add_argument("--resident", action="store_true",
+                   help="weights stay on chip: a first call loads them, the second is reported (shift_mac)")
     p.add_argument("--density", type=float, default=1.0, help="sparse_cluster: share of non-zero inputs and weights")
     p.add_argument("--padding", default="same", choices=["same", "valid"], help="convolution padding (default same)")
     p.add_argument("--target", default="csim", choices=["csim", "sim"], help="default csim")

@@ -75,31 +75,50 @@ def test_bfp_hand_count(bfp_acc):
     assert kc.phases["input stream: weights"] == 68 and kc.bound == "input stream: weights"
 
 
-@pytest.mark.parametrize("mode, want", [("twohot", 197), ("pot", 140)])
+@pytest.mark.parametrize("mode, want", [("twohot", 108), ("pot", 73)])
 def test_shift_mac_hand_count(shift_acc, mode, want):
-    # s_tiny: rows 2, cols 1, one weight step (2 x 16-bit lanes) per 64-bit beat. B=3, K=5, N=3:
-    # T = 3 batch tiles of 1 sample. Two-hot: tile_n = rows = 2, G = ceil(3/2) = 2;
-    # dual PoT: tile_n = 2 * rows = 4, G = 1.
+    # s_tiny: rows 2, cols 1, 16-bit lanes on a 64-bit stream (4 per beat): a weight step (2
+    # lanes) is 1 beat, the parameters of N = 3 (4 lanes each) are 3 beats; 2-bit activations
+    # travel in byte lanes (8 per beat): a sample of K = 5 is 1 beat. B = 3: G = 3 groups of 1 sample. Two-hot: tile_n = rows = 2, T = 2 tiles;
+    # dual PoT: tile_n = 4, T = 1, and Drain runs each unit row twice.
     rng = np.random.default_rng(2)
     shift_acc.kernel.gemm(rng.normal(size=(3, 5)), rng.normal(size=(3, 5)), mode=mode)
     kc = shift_acc.kernel.last_cycles
-    g, tn = (2, 2) if mode == "twohot" else (1, 4)
-    assert kc.counts["NTiles"] == (3 * g, 3)
-    assert kc.counts["ReadParams"] == (3 * g * tn, 3 * g)
-    assert kc.counts["WeightSteps"] == (3 * g * 5, 3 * g)
-    assert kc.counts["PostRows"] == (3 * g * 2, 3 * g)
-    assert kc.counts["ReadSample"] == (15, 3) and kc.counts["WriteOutputs"] == (9, 3)
-    cycles = (3 * 1 + 3 * 2              # BatchTiles 1, LoadSamples 2 own cycles
-              + (15 - 3) + 3 * 2         # ReadSample: II 1, depth 2
-              + 3 * g * 2                # NTiles: 2
-              + (3 * g * tn - 3 * g) * 3 + 3 * g * 4   # ReadParams: 3 reads of `in` -> II 3, depth 4
-              + (3 * g * 5 - 3 * g) + 3 * g * 5        # WeightSteps: II 1, depth 5
-              + (3 * g * 2 - 3 * g) * 2 + 3 * g * 5    # PostRows: II 2, depth 5
-              + 3 * 1                    # OutSamples: 1
-              + (9 - 3) + 3 * 3          # WriteOutputs: II 1, depth 3
-              + 2)
-    assert cycles == want
-    assert kc.cycles == want
+    t, halves = (2, 1) if mode == "twohot" else (1, 2)
+    want_counts = {                      # label: (iterations, entries)
+        "ReadParams": (3, 1), "ReadSamples": (3, 1), "ReadSampleBeats": (3, 3),
+        "ReadTiles": (t, 1), "ReadSteps": (t * 5, t),                   # the weights: once per call
+        "LoadSamples": (3, 1), "LoadSampleBeats": (3, 3),
+        "Chunks": (1, 1), "Tiles": (t, 1), "Groups": (3 * t, t), "Steps": (15 * t, 3 * t),
+        "PushTail": (2, 1),                # the last group's 2 unit rows; the others ride in Steps
+        "DrainParams": (3, 1), "DrainChunks": (1, 1), "DrainTiles": (t, 1), "DrainGroups": (3 * t, t),
+        "DrainRows": (3 * t * 2 * halves, 3 * t),                       # rows x ceil(cols/lanes) x halves
+    }
+    marks = ("Load", "Compute", "Drain", "DataflowRegion")
+    assert {k: v for k, v in kc.counts.items() if k not in marks} == want_counts
+    # the processes, costed with the page's rows (pipelined: (iters - entries) * II + entries * depth)
+    load = (2 + 2                          # ReadParams: II 1, depth 2
+            + 3 * 1                        # ReadSamples: 1 own cycle
+            + (3 - 3) + 3 * 2              # ReadSampleBeats: II 1, depth 2
+            + t * 1                        # ReadTiles: 1
+            + (5 * t - t) + t * 2)         # ReadSteps: II 1, depth 2
+    passes = (1 * 2 + t * 1 + 3 * t * 2    # Chunks 2, Tiles 1, Groups 2 own cycles
+              + (15 * t - 3 * t) + 3 * t * 6       # Steps: II 1, depth 6 (K = 5 >= rows = 2)
+              + (2 - 1) + 2)                       # PushTail: II 1, depth 2
+    compute = 3 * 1 + (3 - 3) + 3 * 3 + passes    # LoadSamples 1; LoadSampleBeats: II 1, depth 3
+    rows = 3 * t * 2 * halves
+    drain = 2 + 2 + 1 + t + 3 * t * 2 + (rows - 3 * t) + 3 * t * 8  # DrainRows: II 1, depth 8
+    assert kc.processes == {"Load": load, "Compute": compute, "Drain": drain}
+    # the compute path: the parameters Load forwards first (4 cycles), then all of Compute (the
+    # one-beat steps make Compute never wait for weights), then the last group's drain
+    d_tail = ((rows - 3 * t) + 3 * t * 8 + 3 * t * 2) / (3 * t)
+    assert (4 + compute + d_tail + 2) == want
+    # the other two paths are not longer: Load plus the last tile after its first pass, and
+    # the drain from the first hand-over on
+    assert load + (passes / t - 5) + d_tail < want - 2
+    first_group = ((15 * t - 3 * t) + 3 * t * 6 + 3 * t * 2) / (3 * t) + 2      # + rows of the next group
+    assert max(4 + 12 + first_group, 4) + drain - 4 <= want - 2
+    assert kc.cycles == want and kc.bound == "compute"
 
 
 def test_sparse_hand_count(sparse_acc):
@@ -191,7 +210,10 @@ def test_shift_random_shapes_match_closed_form(shift_acc):
     cf = conv_cycles(shift_acc.config, 2, 4, 5, 3, 3, 1, mode="twohot")
     assert kc.counts == cf.counts and kc.cycles == cf.cycles
     assert (kc.beats_in, kc.beats_out) == (cf.beats_in, cf.beats_out)
-    assert kc.counts["Gather"] == (20 * 18, 20)     # 4*5 output pixels x K = 2*3*3
+    # no im2col gather: every step of every output row reads the line buffer; 4 rows x 2 tiles
+    # x 5 groups of 1 pixel x K = 2*3*3 steps, and the 4 input rows of 2 channels stream once
+    assert kc.counts["Steps"] == (4 * 2 * 5 * 18, 4 * 2 * 5)
+    assert kc.counts["ReadRowBeats"] == (4 * 2 * 1, 4) and "Gather" not in kc.counts   # 8 byte lanes per beat
     _check_invariants(kc, 3 * 20 * 18, page.peak_macs_per_cycle(p, "twohot"))
 
 
@@ -293,7 +315,7 @@ def _counting(cfg):
 
 def test_counting_target_equals_csim(bfp_acc, shift_acc, sparse_acc):
     """The replica loop nests (perf/counting.py) give the csim counters call for call, also
-    through the tiling (a shift_mac map larger than max_fmap, a bias, statistics, pooling)."""
+    through the tiling (a shift_mac map larger than max_hw, a bias, statistics, pooling)."""
     from hlsnn.runtime import Accelerator
     rng = np.random.default_rng(9)
     x, w = rng.normal(size=(4, 11)), rng.normal(size=(7, 11))
@@ -313,7 +335,7 @@ def test_counting_target_equals_csim(bfp_acc, shift_acc, sparse_acc):
             assert got.calls == want.calls, (acc.config.name, op)
             assert _no_marks(got.counts) == _no_marks(want.counts), (acc.config.name, op, kw)
             assert got.cycles == want.cycles
-            if op == "conv2d" and acc is shift_acc:     # 2*9*7 = 126 > max_fmap = 64: tiles
+            if op == "conv2d" and acc is shift_acc:     # a 9 x 7 map: higher than max_hw = 8, tiles
                 assert want.calls > 1
 
 
@@ -338,3 +360,84 @@ def test_pages_match_their_tables(engine, cfg):
         assert (lp.ii, lp.ii_got, lp.depth) == tuple(int(m.group(i)) for i in (3, 4, 5)), line
         seen += 1
     assert seen >= 6
+
+
+# ---------------------------------------------------------------- shift_mac: weight reuse and goals
+
+def test_shift_weights_stream_once_per_call(shift_acc):
+    """Doubling the batch doubles the passes (Steps) but not the weight beats (ReadSteps): the
+    weights are streamed once per call, not once per group of samples."""
+    rng = np.random.default_rng(11)
+    w = rng.normal(size=(3, 8))
+    shift_acc.kernel.gemm(rng.normal(size=(4, 8)), w, mode="twohot")
+    one = shift_acc.kernel.last_cycles.counts
+    shift_acc.kernel.gemm(rng.normal(size=(8, 8)), w, mode="twohot")
+    two = shift_acc.kernel.last_cycles.counts
+    assert two["ReadSteps"] == one["ReadSteps"] == (2 * 8, 2)      # 2 tiles x K = 8 one-beat steps
+    assert two["Steps"][0] == 2 * one["Steps"][0]
+
+
+@pytest.mark.parametrize("stem", ["shift8_pynq-z2", "shift8_zcu104"])
+def test_shift_shipped_closed_form_equals_csim(stem):
+    """On the shipped configs (4-beat steps): a GEMM split by nothing, and a 1x1 convolution of
+    40 channels of 17 pixels, count as the closed form says. On zcu104 (16 byte lanes, 19
+    columns) an output row is one group of 40 steps while its next input row is 40 x 2 beats:
+    LineTail takes the other 40. On pynq-z2 (8 lanes, 8 columns) 3 groups of 40 steps take
+    the 40 x 3 beats."""
+    from hlsnn.perf.closed_form import conv_cycles, shift_call_counts
+    from hlsnn.runtime import Accelerator
+    rng = np.random.default_rng(12)
+    with Accelerator(ROOT / "configs" / "accel" / f"{stem}.yaml", target="csim") as acc:
+        p = acc.config.params
+        act = (lambda a: a) if p["act_signed"] else np.abs
+        for mode in ("twohot", "pot"):
+            acc.kernel.gemm(act(rng.normal(size=(13, 40))), rng.normal(size=(37, 40)), mode=mode)
+            kc = acc.kernel.last_cycles
+            assert kc.calls == 1 and kc.counts == shift_call_counts(p, 13, 40, 37, mode=mode)
+        acc.kernel.conv2d(act(rng.normal(size=(40, 5, 17))), rng.normal(size=(5, 40, 1, 1)), mode="twohot")
+        kc = acc.kernel.last_cycles
+        cf = conv_cycles(acc.config, 40, 5, 17, 5, 1, 0, mode="twohot")
+        assert kc.counts == cf.counts and kc.cycles == cf.cycles
+        assert kc.counts.get("LineTail") == ((4 * 40, 4) if stem == "shift8_zcu104" else None)
+
+
+@pytest.mark.parametrize("stem", ["shift8_pynq-z2", "shift8_zcu104"])
+@pytest.mark.parametrize("mode", ["twohot", "pot"])
+def test_shift_goals_of_issue_14(stem, mode):
+    """The figures issue 14 asks for, from the closed-form counts (which equal csim, above):
+    GEMM 256x1024x1024 at >= 80% of the peak, the 64->64 3x3 convolution on 56x56 at >= 70%
+    in one call (the line buffer holds its rows, the weight store its weights)."""
+    from hlsnn.config import load_config
+    from hlsnn.perf import shift_mac as page
+    from hlsnn.perf.closed_form import conv_cycles, gemm_cycles
+    cfg = load_config(ROOT / "configs" / "accel" / f"{stem}.yaml")
+    peak = page.peak_macs_per_cycle(cfg.params, mode)
+    kc = gemm_cycles(cfg, 256, 1024, 1024, mode=mode)
+    macs = 256 * 1024 * 1024
+    assert kc.cycles >= macs / peak and macs / (kc.cycles * peak) >= 0.80, macs / (kc.cycles * peak)
+    kc = conv_cycles(cfg, 64, 56, 56, 64, 3, 1, mode=mode)
+    macs = 64 * 56 * 56 * 64 * 9
+    assert kc.calls == 1 and macs / (kc.cycles * peak) >= 0.70, macs / (kc.cycles * peak)
+
+
+def test_shift_resident_counts_equal_csim(shift_acc):
+    """load_weights, a call that keeps the weights (streamed, counted as usual) and a resident
+    one (no ReadSteps, no weight stall): both as the closed form says."""
+    from hlsnn.perf.closed_form import conv_cycles, shift_call_counts
+    rng = np.random.default_rng(13)
+    p = shift_acc.config.params
+    x, w = rng.normal(size=(4, 9)), rng.normal(size=(3, 9))
+    shift_acc.kernel.load_weights(w, mode="pot")
+    shift_acc.kernel.gemm(x, w, mode="pot")
+    assert shift_acc.kernel.last_cycles.counts == shift_call_counts(p, 4, 9, 3, mode="pot")
+    shift_acc.kernel.gemm(x, w, mode="pot")
+    kc = shift_acc.kernel.last_cycles
+    assert kc.counts == shift_call_counts(p, 4, 9, 3, mode="pot", resident=True) and "ReadSteps" not in kc.counts
+    xc, wc = rng.normal(size=(2, 5, 6)), rng.normal(size=(3, 2, 3, 3))
+    shift_acc.kernel.load_weights(wc, mode="twohot")
+    shift_acc.kernel.conv2d(xc, wc, mode="twohot")
+    shift_acc.kernel.conv2d(xc, wc, mode="twohot")
+    kc = shift_acc.kernel.last_cycles
+    cf = conv_cycles(shift_acc.config, 2, 5, 6, 3, 3, 1, mode="twohot", resident=True)
+    assert kc.counts == cf.counts and kc.cycles == cf.cycles and "LoadSteps" not in kc.counts
+    shift_acc.kernel.unload_weights()

@@ -45,34 +45,79 @@ def _lane(p):
     return lane_bits(p)
 
 
-def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None):
-    """``{label: (iterations, entries)}`` of one ``shift_mac`` call (``n <= max_n``).
+def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None, resident=False, stats=False):
+    """``{label: (iterations, entries)}`` of one ``shift_mac`` call (``n <= max_n``; the loop
+    nests of the engine page :mod:`.shift_mac`).
 
     GEMM: ``batch`` samples of ``k``. Convolution: ``conv = (c, h, w, ksize, pad)``, the map
-    on chip; ``batch`` is then the output pixels and ``k = c * ksize**2``.
+    streamed row by row; ``batch`` is then the output pixels and ``k = c * ksize**2``.
+    ``resident``: the weights are on chip (none streamed); ``stats``: the statistics segment.
     """
-    from .shift_mac import _step_beats
-    rows, cols, sb = p["rows"], p["cols"], _step_beats(p)
+    from ..engines.shift_mac.spec import lanes, lb_banks, step_beats, x_lanes
+    rows, cols, sb, L, XL = p["rows"], p["cols"], step_beats(p), lanes(p), x_lanes(p)
     tn = 2 * rows if mode == "pot" else rows
-    t, g = _c(batch, cols), _c(n, tn)
-    c = {"Top": (1, 1), "BatchTiles": (t, 1), "LoadSamples": (batch, t), "NTiles": (t * g, t),
-         "ReadParams": (t * g * tn, t * g), "WeightSteps": (t * g * k * sb, t * g),
-         "PostRows": (t * g * rows, t * g), "OutSamples": (batch, t), "WriteOutputs": (batch * n, batch)}
+    t = _c(n, tn)
+    pb = _c(4 * n, L)
+    col_beats = _c(cols, L)
+    ri = rows * col_beats * (2 if mode == "pot" else 1)
+    c = {"Load": (1, 1), "Compute": (1, 1), "Drain": (1, 1), "DataflowRegion": (1, 1),
+         "ReadParams": (pb, 1), "DrainParams": (pb, 1)}
+    if not resident:
+        c["ReadTiles"] = (t, 1)
+        c["ReadSteps"] = (t * k * sb, t)
     if conv is None:
-        c["ReadSample"] = (batch * k, batch)
+        kb = _c(k, XL)
+        chunks, g = 1, _c(batch, cols)
+        c.update({"ReadSamples": (batch, 1), "ReadSampleBeats": (batch * kb, batch),
+                  "LoadSamples": (batch, 1), "LoadSampleBeats": (batch * kb, batch)})
     else:
-        ch, h, w, _, pad = conv
-        c.update({"AreaRows": (h, 1), "AreaChannels": (ch, 1), "ReadFmap": (ch * h * w, 1),
-                  "Gather": (batch * k, batch)})
+        ch, h, w, ks, pad = conv
+        oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
+        chunks, g = oh, _c(ow, cols)
+        rb = ch * _c(w, XL)                              # beats of one input row (all channels)
+        c.update({"RowBeatsSum": (ch, 1), "ReadRows": (h, 1), "ReadRowBeats": (h * rb, h),
+                  "WidthWords": (_c(w, lb_banks(p)), 1), "SlotWords": (ch, 1), "SlotSpan": (ks, 1)})
         if pad:
-            c["PadRow"] = (pad, 1)
+            c["PadShift"] = (pad, 1)
+        if not resident:
+            c["LoadTiles"] = (t, 1)
+            c["LoadSteps"] = (t * k, t)
+        pro = min(ks - pad, h)                           # rows before the first output row
+        if pro > 0:
+            c["LinePrologue"] = (pro, 1)
+            c["PrologueBeats"] = (pro * rb, pro)
+        loading = min(oh, max(0, h + pad - ks))          # output rows that load an input row
+        per_row = t * g * max(k, rows)                   # steps of one output row
+        if loading and rb > per_row:
+            c["LineTail"] = (loading * (rb - per_row), loading)
+    steps = max(k, rows)                                 # a group's steps: K, at least one per unit row
+    c.update({"Chunks": (chunks, 1), "Tiles": (chunks * t, chunks), "Groups": (chunks * t * g, chunks * t),
+              "Steps": (chunks * t * g * steps, chunks * t * g), "PushTail": (rows, 1),
+              "DrainChunks": (chunks, 1), "DrainTiles": (chunks * t, chunks),
+              "DrainGroups": (chunks * t * g, chunks * t), "DrainRows": (chunks * t * g * ri, chunks * t * g)})
+    if stats:
+        bins = p["acc_bits"]
+        c["StatsBins"] = (bins, 1)
+        c["StatsLanes"] = (bins * 2, bins)
     return c
+
+
+def shift_gemm_calls(p, batch, k, n, *, mode="twohot"):
+    """``[(samples, outputs), ...]``: the calls ``Kernel.gemm_int`` makes for a GEMM on a target
+    without a transfer limit: N in chunks of ``max_n`` (whole tiles), each over the batch in
+    calls of as many samples as the activation store holds."""
+    from ..engines.shift_mac.tiles import samples_per_call
+    tn = 2 * p["rows"] if mode == "pot" else p["rows"]
+    step = p["max_n"] if p["max_n"] < tn else p["max_n"] // tn * tn
+    per = max(1, samples_per_call(p, k))
+    return [(min(per, batch - r0), min(step, n - a)) for a in range(0, n, step) for r0 in range(0, batch, per)]
 
 
 def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
     """Modelled cycles of a float GEMM (``Kernel.gemm``) on ``cfg``, no bias, with the calls
     the transparent tiling makes on a target without a transfer limit (N in chunks of
-    ``max_n``), from the closed-form counts."""
+    ``max_n``; ``shift_mac`` also splits the batch by its activation store,
+    :func:`shift_gemm_calls`), from the closed-form counts."""
     from . import call_cycles
     p = cfg.params
     if k > p["max_k"]:
@@ -84,13 +129,19 @@ def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
             counts = bfp_call_counts(p, batch, k, m, stats_method=p["output_exponent"] == "stats")
             beats = _bfp_beats(p, batch, m, k)
         elif cfg.engine == "shift_mac":
-            counts = shift_call_counts(p, batch, k, m, mode=mode or p["default_mode"])
-            beats = _shift_beats(p, batch, m, k, mode or p["default_mode"])
+            continue
         else:
             raise InputError(f"{cfg.name}: closed-form counts exist for bfp_systolic and shift_mac only")
         kc.add(call_cycles(cfg, counts), counts)
         kc.beats_in += beats[0]
         kc.beats_out += beats[1]
+    if cfg.engine == "shift_mac":
+        md = mode or p["default_mode"]
+        for b, m in shift_gemm_calls(p, batch, k, n, mode=md):
+            counts = shift_call_counts(p, b, k, m, mode=md)
+            kc.add(call_cycles(cfg, counts), counts)
+            kc.beats_in += _shift_beats(p, b, m, k, md)[0]
+            kc.beats_out += _shift_beats(p, b, m, k, md)[1]
     return kc
 
 
@@ -112,22 +163,26 @@ def reference_gemm(cfg, shape=REFERENCE_GEMM):
             "utilization": b * k * n / (kc.cycles * peak), "bound": kc.bound}
 
 
-def conv_cycles(cfg, c, h, w, z, ksize, pad, *, mode=None) -> KernelCycles:
-    """Modelled cycles of a ``shift_mac`` convolution that fits one call (map within
-    ``max_fmap``/``max_hw``, ``z <= max_n``), from the closed-form counts."""
+def conv_cycles(cfg, c, h, w, z, ksize, pad, *, mode=None, resident=False) -> KernelCycles:
+    """Modelled cycles of a ``shift_mac`` convolution that fits one call (the line buffer,
+    ``max_hw``, the weight store, ``z <= max_n``), from the closed-form counts; ``resident``:
+    the weights are on chip already."""
     from . import call_cycles
+    from ..engines.shift_mac import protocol
+    from ..engines.shift_mac.tiles import conv_call_limits
     p = cfg.params
     if cfg.engine != "shift_mac":
         raise InputError(f"{cfg.name}: closed-form convolution counts exist for shift_mac only")
-    if c * h * w > p["max_fmap"] or max(h, w) > p["max_hw"] or z > p["max_n"] or c * ksize ** 2 > p["max_k"]:
+    mode = mode or p["default_mode"]
+    k = c * ksize ** 2
+    if z > p["max_n"] or k > p["max_k"] or conv_call_limits(p, c, h, w, ksize, z, k, mode):
         raise InputError(f"{cfg.name}: a {c}x{h}x{w} -> {z} convolution takes several calls; use hlsnn perf")
     oh, ow = h + 2 * pad - ksize + 1, w + 2 * pad - ksize + 1
-    mode = mode or p["default_mode"]
-    counts = shift_call_counts(p, oh * ow, c * ksize ** 2, z, mode=mode, conv=(c, h, w, ksize, pad))
+    counts = shift_call_counts(p, oh * ow, k, z, mode=mode, conv=(c, h, w, ksize, pad), resident=resident)
     kc = KernelCycles().add(call_cycles(cfg, counts), counts)
-    from ..engines.shift_mac import protocol
-    kc.beats_in = protocol.n_input_beats(p, batch=oh * ow, n=z, k=c * ksize ** 2, mode=mode, fmap_size=c * h * w)
-    kc.beats_out = protocol.n_output_beats(p, oh * ow, z)
+    kc.beats_in = protocol.n_input_beats(p, batch=oh * ow, n=z, k=k, mode=mode, fmap_shape=(c, h, w),
+                                         resident=resident)
+    kc.beats_out = protocol.n_output_beats(p, oh * ow, z, row=ow)
     return kc
 
 
@@ -141,4 +196,5 @@ def _shift_beats(p, batch, n, k, mode):
     return protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode), protocol.n_output_beats(p, batch, n)
 
 
-__all__ = ["bfp_call_counts", "shift_call_counts", "gemm_cycles", "conv_cycles", "reference_gemm"]
+__all__ = ["bfp_call_counts", "shift_call_counts", "shift_gemm_calls", "gemm_cycles", "conv_cycles",
+           "reference_gemm"]

@@ -36,11 +36,8 @@ def call_counts(cfg, beats, regs_in):
         batch, n, k, flags, mode, _, cin, fh, fw, ks, pad = regs
         name = "pot" if (mode & 1) and not (mode & 2) else "twohot"
         conv = (cin, fh, fw, ks, pad) if (flags & pr.FLAG_CONV) and p["conv"] else None
-        c = shift_call_counts(p, batch, k, n, mode=name, conv=conv)
-        if flags & pr.FLAG_STATS_OUT:
-            c["StatsBins"] = (p["acc_bits"], 1)
-            c["StatsLanes"] = (p["acc_bits"] * 2, p["acc_bits"])
-        return c
+        return shift_call_counts(p, batch, k, n, mode=name, conv=conv, resident=bool(flags & pr.FLAG_RESIDENT),
+                                 stats=bool(flags & pr.FLAG_STATS_OUT))
     return sparse_call_counts(p, beats, regs)
 
 

@@ -61,10 +61,12 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
         mode = "pot" if fmt_type == "pot" else "twohot"
         tn = 2 * p["rows"] if mode == "pot" else p["rows"]
         step = max(tn, p["max_n"] // tn * tn)
+        from .closed_form import shift_gemm_calls
         for a, b in _chunks(n, step):
             for r0, r1 in _chunks(m, max(1, min(p["max_batch"], 1 << 16))):
-                counts = shift_call_counts(p, r1 - r0, k, b - a, mode=mode)
-                kc.add(call_cycles(cfg, counts), counts)
+                for rows, outs in shift_gemm_calls(p, r1 - r0, k, b - a, mode=mode):   # the activation store
+                    counts = shift_call_counts(p, rows, k, outs, mode=mode)
+                    kc.add(call_cycles(cfg, counts), counts)
         return kc
     if cfg.engine == "sparse_cluster":
         return _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w, seed)

@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 #: read (one state), and ap_done/ap_idle are raised (one state)
 CALL_CYCLES = 2
 
-#: per-cycle accesses of one port kind
-PORTS = {"stream": 1, "ram_1p": 1, "ram_t2p": 2}
+#: per-cycle accesses of one port kind (``ram_s2p``: a simple-dual-port RAM, one read port and
+#: one write port; its accesses are listed as one read plus one write)
+PORTS = {"stream": 1, "ram_1p": 1, "ram_t2p": 2, "ram_s2p": 2}
 
 
 @dataclass(frozen=True)

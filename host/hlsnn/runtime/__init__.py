@@ -78,6 +78,14 @@ class Accelerator:
         """Stream raw weight-register lanes through the kernel (``shift_mac``)."""
         return self._op("run_registers")(x, regs, **options)
 
+    def load_weights(self, weights, **options):
+        """Keep a layer's weights on chip, so that later calls with them stream only their
+        activations (the engine's ``Kernel.load_weights``; ``shift_mac``)."""
+        fn = getattr(self.kernel, "load_weights", None)
+        if fn is None:
+            raise AttributeError(f"engine {self.config.engine!r} keeps no weights on chip (no load_weights)")
+        return fn(weights, **options)
+
     def emulator(self):
         """An ``emu`` Accelerator of the same config and the same transfer limit
         (``target.max_transfer_bytes``): operations tile exactly as on this target, so its

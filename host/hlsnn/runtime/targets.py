@@ -24,9 +24,16 @@ class EmuTarget:
         #: bytes one call's input or output may take (None: unlimited); the engines tile
         #: larger operations (``engines.tiling``) exactly as on a board's DMA
         self.max_transfer_bytes = _limit(max_transfer_bytes)
+        #: what the emulated kernel keeps on chip between calls, for an engine whose Kernel sets
+        #: ``EMULATOR_STATE`` (shift_mac: its weight store, for resident weights)
+        self.state = {}
 
     def run(self, beats, regs_in, n_out_beats):
-        out, regs_out = self.engine.Kernel.emulate_stream(self.cfg, beats, regs_in)
+        emulate = self.engine.Kernel.emulate_stream
+        if getattr(self.engine.Kernel, "EMULATOR_STATE", False):
+            out, regs_out = emulate(self.cfg, beats, regs_in, state=self.state)
+        else:
+            out, regs_out = emulate(self.cfg, beats, regs_in)
         if out.shape[0] != n_out_beats:  # pragma: no cover - protocol self-check
             raise AssertionError(f"emulator produced {out.shape[0]} beats, protocol expects {n_out_beats}")
         return out, regs_out

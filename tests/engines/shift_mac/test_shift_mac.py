@@ -304,3 +304,81 @@ def test_fast_emulator_equals_reference_transcription(name):
             ref = emulate_reference(p, x, case.regs, case.bias, case.shift, **kw)
             np.testing.assert_array_equal(got[0], ref[0], err_msg=f"{name} {case.name} {rounding}")
             assert got[1] == ref[1], (name, case.name, rounding)
+
+
+# ---------------------------------------------------------------- the stream protocol by hand
+
+def test_output_stream_order_by_hand():
+    """s_unsigned: rows 3, cols 2, 32-bit beats (2 lanes). B = 3, N = 4 two-hot: tiles of 3
+    neurons (0-2, 3); groups of 2 samples (0-1, 2). Per tile, per group, per neuron: the
+    group's samples, padded to a whole beat."""
+    p = hlsnn.load_config(cfgp("s_unsigned")).params
+    y = np.arange(12).reshape(3, 4) + 100            # y[b, n] = 100 + 4 b + n
+    want = [100, 104, 101, 105, 102, 106,            # tile 0, group 0 (samples 0, 1): neurons 0, 1, 2
+            108, 0, 109, 0, 110, 0,                  # tile 0, group 1 (sample 2, padded)
+            103, 107,                                # tile 1, group 0: neuron 3
+            111, 0]                                  # tile 1, group 1
+    beats = protocol.pack_output(p, y, "twohot")
+    assert beats.reshape(-1).view("<i2").tolist() == want
+    assert beats.shape[0] == protocol.n_output_beats(p, 3, 4) == 8
+    np.testing.assert_array_equal(protocol.unpack_output(p, beats, 3, 4, "twohot"), y)
+    # dual PoT: one tile of 6 neurons holds all four
+    got = protocol.pack_output(p, y, "pot").reshape(-1).view("<i2").tolist()
+    assert got == [100, 104, 101, 105, 102, 106, 103, 107, 108, 0, 109, 0, 110, 0, 111, 0]
+    # a convolution's groups are per output row: 2 rows of 3 pixels, one neuron
+    yc = np.array([[1], [2], [3], [4], [5], [6]])
+    assert protocol.pack_output(p, yc, "twohot", row=3).reshape(-1).view("<i2").tolist() == [1, 2, 3, 0, 4, 5, 6, 0]
+
+
+def test_input_stream_by_hand():
+    """s_unsigned (32-bit beats: 2 lanes of 16 bits, or 4 byte lanes for its 6-bit
+    activations; rows 3): parameters (four 16-bit lanes per neuron), then the samples (K byte
+    lanes each, padded to a beat), then each tile's K steps of 3 register lanes (padded to 4:
+    2 beats); a resident call has no weights; a convolution sends its weights, then the rows,
+    per row per channel."""
+    p = hlsnn.load_config(cfgp("s_unsigned")).params
+    regs = np.arange(1, 7, dtype=np.uint16).reshape(3, 2)     # one tile of 3 rows, K = 2
+    x = np.array([[7, 8], [9, 10]])
+    beats = protocol.pack_input(p, regs=regs, bias=[-2, 70000], shift=[3, -1], n=2, mode="twohot", x=x)
+    raw = beats.reshape(-1)
+    assert raw[:16].view("<u2").tolist() == [0xFFFE, 0xFFFF, 3, 0, 70000 & 0xFFFF, 1, 0xFFFF, 0]  # lo, hi, shift, 0
+    assert raw[16:24].tolist() == [7, 8, 0, 0, 9, 10, 0, 0]                                        # the samples
+    assert raw[24:].view("<u2").tolist() == [1, 3, 5, 0, 2, 4, 6, 0]                               # steps k = 0, 1
+    assert beats.shape[0] == protocol.n_input_beats(p, batch=2, n=2, k=2, mode="twohot") == 10
+    res = protocol.pack_input(p, regs=None, bias=[-2, 70000], shift=[3, -1], n=2, mode="twohot", x=x, resident=True)
+    assert res.reshape(-1).tolist() == raw[:24].tolist()
+    fmap = np.array([[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11, 12]]])    # (C=2, H=2, W=3)
+    regs9 = np.arange(3 * 18, dtype=np.uint16).reshape(3, 18)
+    conv = protocol.pack_input(p, regs=regs9, bias=[0], shift=[0], n=1, mode="twohot", fmap=fmap)
+    tail = conv.reshape(-1)[8 + 18 * 2 * 4:].tolist()                        # after 2 + 36 beats
+    assert tail == [1, 2, 3, 0, 7, 8, 9, 0, 4, 5, 6, 0, 10, 11, 12, 0]      # row 0: channels 0, 1; row 1
+    assert conv.shape[0] == protocol.n_input_beats(p, batch=0, n=1, k=18, mode="twohot", fmap_shape=(2, 2, 3))
+    # signed activations of 8 bits or less are signed bytes, 16-bit ones 16-bit lanes
+    ps = hlsnn.load_config(SHIPPED[0]).params
+    b = protocol.pack_input(ps, regs=None, bias=[0], shift=[0], n=1, mode="twohot", x=np.array([[-1, 5, -128]]),
+                            resident=True).reshape(-1)
+    assert b[8:16].view("<i1").tolist() == [-1, 5, -128, 0, 0, 0, 0, 0]
+    pw = hlsnn.load_config(cfgp("s_wide")).params
+    b = protocol.pack_input(pw, regs=None, bias=[0], shift=[0], n=1, mode="twohot", x=np.array([[-300, 7]]),
+                            resident=True).reshape(-1)
+    assert b[32:36].view("<i2").tolist() == [-300, 7]
+
+
+def test_lut_model_by_hand():
+    """The shifter model of spec.shifter_luts, counted by hand for 8-bit activations: a shift
+    by 0..15 is a 4:1 stage over 8+3 = 11 bits and one over 8+15 = 23 bits (34 LUTs); by
+    0..22 (e1 + delta, delta folded) a third, 2:1 stage over 30 bits, two bits per LUT (15):
+    49; the separate delta shifter of the source (23 bits by 0..7): 26 + 15 = 41."""
+    from hlsnn.engines.shift_mac import spec
+    assert spec.shifter_luts(8, 15) == 34
+    assert spec.shifter_luts(8, 22) == 49
+    assert spec.shifter_luts(23, 7) == 41
+    assert spec.shifter_luts(8, 0) == 0
+    p = hlsnn.load_config(SHIPPED[0]).params      # 8-bit signed, E = 4, delta 7, 42-bit accumulators
+    parts = spec.unit_luts(p)
+    assert parts == {"shifter_1": 49, "shifter_2": 34, "shifter_3": 0, "adder": 31, "select": 31, "acc1": 42,
+                     "acc2": 42, "handover": 42}          # 84 shadow bits, two 2:1 multiplexers per LUT6
+    unfolded = spec.unit_luts(p, fold_delta=False)
+    assert (unfolded["shifter_1"], unfolded["shifter_3"]) == (34, 41)
+    # folding delta saves 34 + 41 - 49 = 26 LUTs per unit
+    assert spec.lut_per_unit(p, fold_delta=False) - spec.lut_per_unit(p) == 26

@@ -136,7 +136,7 @@ def test_planted_stats_bug_is_reported_as_mismatch(tmp_path):
     """Count the padding samples of a ragged tile too: only the histogram changes."""
     cfg = hlsnn.load_config(SHIPPED)
     r = codegen.render(cfg, tmp_path / "hls")
-    tgt = planted_csim(cfg, r, "shift_mac.cpp", "count_a[c] = n < n_out && c < cb;", "count_a[c] = n < n_out;")
+    tgt = planted_csim(cfg, r, "shift_mac.cpp", "valid[q] = n_ok && c < cb;", "valid[q] = n_ok;")
     case = [c for c in make_cases(cfg, seed=0, n_random=0) if c.name == "stats_twohot"][0]
     res = run_case(cfg, tgt, case)
     assert res["mismatches"] > 0 and res["first"]["index"][0] == "stats"

@@ -32,8 +32,8 @@ def load(name):
 
 def roomy(cfg, **extra):
     """``cfg`` with maxima large enough that nothing in these tests needs tiling."""
-    return dataclasses.replace(cfg, params={**cfg.params, "max_n": 1 << 13, "max_fmap": 1 << 22, "max_hw": 1 << 12,
-                                            **extra})
+    return dataclasses.replace(cfg, params={**cfg.params, "max_n": 1 << 13, "max_hw": 1 << 12, "x_depth": 1 << 22,
+                                            "w_depth": 1 << 20, "line_depth": 1 << 20, **extra})
 
 
 def in_bytes(beats):
@@ -146,7 +146,7 @@ def test_max_n_below_one_weight_tile_repacks_each_chunk(mode):
     """max_n = 4 is smaller than a dual-PoT weight tile (6 neurons on 3 rows): chunks of 4
     neurons are re-packed from the weights; in two-hot mode (3-neuron tiles) chunks are
     whole tiles, row slices of the register matrix."""
-    cfg, rng = roomy(load("s_unsigned"), max_n=4, max_fmap=512, max_hw=16), np.random.default_rng(2)
+    cfg, rng = roomy(load("s_unsigned"), max_n=4, max_hw=16), np.random.default_rng(2)
     with hlsnn.Accelerator(cfg, "emu") as acc:
         p = acc.config.params
         x, wq = activations(p, rng, (5, 7)), weights_for(acc.kernel, rng, (11, 7), mode)
@@ -174,8 +174,8 @@ def test_one_call_when_nothing_needs_tiling():
 @pytest.mark.parametrize("padding", ["same", "valid"])
 @pytest.mark.parametrize("mode, limit", [("twohot", None), ("pot", 400), ("pot_sum", None)])
 def test_conv2d_int_spatial_tiles_equal_untiled_and_reference(mode, limit, padding):
-    """A (2, 21, 19) map above max_fmap = 512 and max_hw = 16, Z = 45 > max_n = 40 (and a
-    transfer limit): host padding, halo tiles run "valid", stitched bit for bit."""
+    """A (2, 21, 19) map above max_hw = 16, Z = 45 > max_n = 40 (and a transfer limit): host
+    padding, halo tiles run "valid", stitched bit for bit."""
     cfg, rng = load("s_unsigned"), np.random.default_rng(4)
     with hlsnn.Accelerator(cfg, "emu", max_transfer_bytes=limit) as acc, hlsnn.Accelerator(roomy(cfg)) as one:
         p = acc.config.params
@@ -226,7 +226,7 @@ def test_stats_of_tiled_calls_merge_to_the_untiled_histogram():
 def test_saturation_counts_are_summed_saturating_at_u32():
     """Each call's 32-bit sat_count is added saturating at 2**32 - 1, like the register."""
     rng = np.random.default_rng(7)
-    with hlsnn.Accelerator(load("s_unsigned"), "emu", max_transfer_bytes=200) as acc:
+    with hlsnn.Accelerator(load("s_unsigned"), "emu", max_transfer_bytes=150) as acc:
         p = acc.config.params
         run = acc.target.run
         acc.target.arrays = False              # the stream path: every call goes through run
@@ -253,7 +253,7 @@ def test_saturation_counts_are_summed_saturating_at_u32():
        c=st.integers(1, 2), h=st.integers(1, 13), w=st.integers(1, 13), ks=st.sampled_from([1, 3]),
        same=st.booleans(), limit=st.none() | st.integers(400, 3000), seed=st.integers(0, 2 ** 16))
 def test_random_shapes_tiled_equal_reference(mode, batch, n, k, c, h, w, ks, same, limit, seed):
-    """The narrowest config (max_n 9, max_fmap 64, max_hw 8, 64-bit beats) on random shapes
+    """The narrowest config (max_n 9, max_hw 8, 64-bit beats) on random shapes
     and transfer limits: GEMM and convolution equal the reference."""
     rng = np.random.default_rng(seed)
     with hlsnn.Accelerator(load("s_tiny"), "emu", max_transfer_bytes=limit) as acc:
@@ -297,10 +297,13 @@ def test_a_single_row_that_cannot_fit_the_transfer_limit_is_a_clear_error():
             acc.gemm_int(activations(p, rng, (4, 100)), weights_for(acc.kernel, rng, (5, 100), "twohot"))
         with pytest.raises(hlsnn.InputError, match=r"conv2d_int .*even one row .* 256-byte limit"):
             acc.conv2d_int(activations(p, rng, (12, 9, 9)), weights_for(acc.kernel, rng, (5, 12, 3, 3), "twohot"))
-    small = roomy(load("s_unsigned"), max_fmap=8, max_hw=16)
+    small = roomy(load("s_unsigned"), line_depth=3, max_hw=16)
     with hlsnn.Accelerator(small, "emu") as acc:
         p = acc.config.params
-        with pytest.raises(hlsnn.InputError, match=r"1x3x3 input window of one output pixel exceeds max_fmap = 8"):
+        # 4 rows (ksize + 1) of 1 channel of 3 pixels over 4 banks (max(cols 2, 4 byte lanes of
+        # a 32-bit beat)): 4 x 1 = 4 words per bank
+        with pytest.raises(hlsnn.InputError, match=r"1x3x3 input window of one output pixel does not fit one call: "
+                                                   r"4 input rows .* take 4 words .* above line_depth = 3"):
             acc.conv2d_int(activations(p, rng, (1, 5, 5)), weights_for(acc.kernel, rng, (2, 1, 3, 3), "twohot"))
 
 
@@ -314,7 +317,7 @@ def test_run_registers_is_one_call_and_points_to_the_tiled_operations():
         regs, _, mode, delta = acc.kernel.registers(weights_for(acc.kernel, rng, (3, 4), "twohot"))
         with pytest.raises(hlsnn.InputError, match="at most 256 bytes per transfer.*gemm_int / conv2d_int split"):
             acc.run_registers(activations(p, rng, (60, 4)), regs, n=3, mode=mode, delta=delta)
-        with pytest.raises(hlsnn.InputError, match="max_hw = 16 of one kernel call.*conv2d_int tiles"):
+        with pytest.raises(hlsnn.InputError, match="exceeds max_hw = 16 for one kernel call.*conv2d_int tiles"):
             acc.run_registers(regs=regs[:, :1], n=3, mode=mode, delta=delta, fmap=activations(p, rng, (1, 4, 17)),
                               ksize=1)
 

@@ -36,6 +36,10 @@ class Case:
     def rows_x(self):
         return im2col(self.fmap, self.ksize, self.pad)[0] if self.fmap is not None else self.x
 
+    def out_width(self):
+        """A convolution's output width (its output groups are per output row), else None."""
+        return None if self.fmap is None else self.fmap.shape[2] + 2 * self.pad - self.ksize + 1
+
     def regs_in(self):
         x = self.rows_x()
         batch, k = x.shape
@@ -127,7 +131,7 @@ def make_cases(cfg, seed=0, n_random=8):
                     continue
                 pad = (ks - 1) // 2 if padding == "same" else 0
                 cin = max(1, min(3, kmax // (ks * ks)))
-                h = w = max(ks, min(7, int(math.isqrt(p["max_fmap"] // cin)), p["max_hw"]))
+                h = w = max(ks, min(7, p["max_hw"]))
                 n = cn(R + 1)
                 k = cin * ks * ks
                 cases.append(Case(f"{mode}_conv{ks}_{padding}", regs_for(n, k, mode), n, mode, bias_for(n, 6),
@@ -149,11 +153,27 @@ def make_cases(cfg, seed=0, n_random=8):
                       x=rng.integers(xlo, xhi + 1, (b, k)), stats=True))
     if p["conv"] and p["max_ksize"] >= 3:
         cin = max(1, min(2, kmax // 9))
-        h = w = max(3, min(6, int(math.isqrt(p["max_fmap"] // cin)), p["max_hw"]))
+        h = w = max(3, min(6, p["max_hw"]))
         n = cn(R + 1)
         cases.append(Case("stats_conv3_same", regs_for(n, cin * 9, "twohot"), n, "twohot", bias_for(n, 6),
                           shift_for(cin * 9, emax, 0, n), fmap=rng.integers(xlo, xhi + 1, (cin, h, w)), ksize=3,
                           pad=1, stats=True))
+    if p["conv"] and p["max_ksize"] >= 3:
+        # a map wider than the unit columns and taller than the line buffer's rows, with more
+        # channels than lanes: several groups per output row, input rows loaded during the
+        # steps of the output row before (and the rest after them when K is short), a ragged
+        # last group; 5x5 where the config allows it
+        ks = 5 if p["max_ksize"] >= 5 and 4 * 25 <= kmax else 3
+        cin = max(1, min(4, kmax // (ks * ks)))
+        w = min(p["max_hw"], 2 * C + 3)
+        h = min(p["max_hw"], ks + 4)
+        for mode in modes:
+            n = cn(R + 2)
+            k = cin * ks * ks
+            cases.append(Case(f"{mode}_conv{ks}_lines", regs_for(n, k, mode), n, mode, bias_for(n, 6),
+                              shift_for(k, emax, 0, n), fmap=rng.integers(xlo, xhi + 1, (cin, h, w)), ksize=ks,
+                              pad=(ks - 1) // 2, relu=mode == "twohot",
+                              delta=int(rng.integers(0, p["max_delta"] + 1)) if mode == "twohot" else 0))
     for i in range(n_random):
         mode = modes[i % 3]
         b = int(rng.integers(1, 3 * C + 2))
@@ -178,9 +198,11 @@ def run_case(cfg, target, case: Case):
     p = cfg.params
     x = case.rows_x()
     b, n = x.shape[0], case.n
-    nb = protocol.n_output_beats(p, b, n)
-    out, regs_out = target.run(_pack(p, case), case.regs_in(), protocol.n_output_beats(p, b, n, stats=case.stats))
-    got = protocol.unpack_output(p, out[:nb], b, n)
+    row = case.out_width()
+    nb = protocol.n_output_beats(p, b, n, row=row)
+    out, regs_out = target.run(_pack(p, case), case.regs_in(),
+                               protocol.n_output_beats(p, b, n, stats=case.stats, row=row))
+    got = protocol.unpack_output(p, out[:nb], b, n, case.mode, row)
     exp, esat, *ehist = emulate(p, x, case.regs, case.bias, case.shift, n=n, mode=case.mode, delta=case.delta,
                                 relu=case.relu, stats=case.stats)
     bad = got != exp
@@ -208,4 +230,4 @@ def testbench_vectors(cfg, seed=0):
     x = case.rows_x()
     y, sat = emulate(p, x, case.regs, case.bias, case.shift, n=case.n, mode=case.mode, delta=case.delta,
                      relu=case.relu)
-    return _pack(p, case), case.regs_in(), protocol.pack_output(p, y), [MAGIC, cfg.hash32, sat]
+    return _pack(p, case), case.regs_in(), protocol.pack_output(p, y, case.mode), [MAGIC, cfg.hash32, sat]

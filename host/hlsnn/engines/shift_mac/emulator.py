@@ -34,9 +34,15 @@ Notation: ``B`` = ``act_bits``, ``A`` = ``acc_bits``, ``E`` = ``exp_bits``, ``d`
    ``hist = msb_histogram(v, acc_bits)`` over the wide values ``v`` of rule 5 (after bias and
    ReLU, before the output shift) of every real output (``batch x N``; never padding neurons).
 
-Convolution first builds the rows of ``x`` on chip (im2col): output pixel ``(oy, ox)`` in
-raster order is sample ``oy*W' + ox``; feature ``(ci*k + ky)*k + kx`` is
+Convolution is this GEMM on the rows of ``x`` that :func:`im2col` builds: output pixel
+``(oy, ox)`` in raster order is sample ``oy*W' + ox``; feature ``(ci*k + ky)*k + kx`` is
 ``fmap[ci, oy + ky - pad, ox + kx - pad]``, or 0 outside the map; ``H' = H + 2 pad - k + 1``.
+(The kernel never builds these rows: its units read the same values from a line buffer of
+``k + 1`` input rows.)
+
+Nothing here depends on the order in which the kernel passes samples, weight tiles or
+output rows, nor on whether the weights were streamed by the call or were already on chip
+(resident): only on the registers, the activations and the call registers.
 """
 from __future__ import annotations
 

@@ -45,11 +45,16 @@ class Kernel:
       (``tiling.rows_per_call``); if even one row with a chunk's weights does not fit, the
       chunk shrinks by whole weight tiles first; a single row with a single weight tile
       that does not fit is an :class:`InputError`;
-    * feature maps larger than ``max_fmap`` / ``max_hw``, or whose call exceeds the transfer
-      limit: the map is padded on the host once (zeros, exactly the kernel's padding) and cut
-      into tiles of ``th x tw`` output pixels; a tile reads the ``(th+k-1) x (tw+k-1)`` window
-      of the padded map (a ``k-1`` halo) and runs with ``pad = 0`` ("valid"); the tile shape
-      is the one that needs the fewest calls, then the fewest input bytes;
+    * GEMM batches whose activations exceed the on-chip store (``ceil(B/cols) x ceil(K/lanes)
+      x lanes`` above ``x_depth``) are split into calls of whole sample groups;
+    * convolutions whose weights exceed the weight store (``tiles x C*k*k`` above
+      ``w_depth``) are cut into chunks of whole weight tiles; feature maps wider than the line
+      buffer holds (``(k + 1) x C x ceil(W / banks)`` above ``line_depth``), higher or wider
+      than ``max_hw``, or whose call exceeds the transfer limit: the map is padded on the host
+      once (zeros, exactly the kernel's padding) and cut into tiles of ``th x tw`` output
+      pixels; a tile reads the ``(th+k-1) x (tw+k-1)`` window of the padded map (a ``k-1``
+      halo) and runs with ``pad = 0`` ("valid"); the tile shape is the one that needs the
+      fewest calls, then the fewest input bytes;
     * the reduction length K (GEMM K, conv ``C*k*k``) is never split (partial sums would
       need a wider output and a host-side requantization): K > ``max_k`` is an
       :class:`InputError`;
@@ -63,14 +68,83 @@ class Kernel:
 
     After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
     modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
+
+    **Resident weights** (:meth:`load_weights`). Weights whose tiles fit the weight store
+    (``tiles x K <= w_depth``, ``N <= max_n``) can stay on chip: after ``load_weights(w)`` the
+    first call with these weights streams them once with the *keep* flag, and every later
+    call with the same registers streams none (*resident* flag): it costs the parameters and
+    the activations only. Any other call's weights replace them on chip (the kernel reuses
+    the store), and the next call with the loaded weights streams them again with *keep*.
     """
 
     OPERATIONS = ("gemm", "gemm_int", "conv2d", "conv2d_int", "run_registers")
+    #: the emulator keeps the kernel's weight store between calls (``state``, per target)
+    EMULATOR_STATE = True
 
     def __init__(self, cfg, target):
         self.cfg, self.p, self.target = cfg, cfg.params, target
         self.last_sat_count = 0
         self.last_stats = None
+        self._loaded = None        # (n, k, mode, regs) that load_weights asked to keep on chip
+        self._on_chip = None       # the same, once a call has put them there
+
+    # ------------------------------------------------------------------ resident weights
+    def load_weights(self, weights, mode=None, *, delta=0):
+        """Keep ``weights`` on chip: the next call with them streams them once, later calls
+        stream only the parameters and activations (class docstring, *Resident weights*).
+
+        ``weights``: shift codes (a 2-D (N, K) or 4-D (Z, C, k, k) ShiftTensor, or a
+        ``pot_sum`` pair), or float weights of either shape, quantized as :meth:`gemm` /
+        :meth:`conv2d` quantize them (``mode``, default the config's; ``delta`` for two-hot),
+        so that those float operations find them resident. Raises :class:`InputError` when
+        they do not fit one call: ``N <= max_n`` and ``tiles x K <= w_depth``
+        (``protocol.n_tiles``). Returns the kernel."""
+        if not isinstance(weights, (tuple, sfmt.ShiftTensor)):
+            w = np.asarray(weights, np.float64)
+            if w.ndim not in (2, 4):
+                raise InputError(f"weights must be (N, K) or (Z, C, k, k), got shape {w.shape}")
+            mode = mode or self.p["default_mode"]
+            weights = self._quantize_weights(w, mode, delta)
+        ref = weights[0] if isinstance(weights, tuple) else weights
+        if isinstance(ref, sfmt.ShiftTensor) and len(ref.shape) == 4:
+            weights = tuple(_flatten(t) for t in weights) if isinstance(weights, tuple) else _flatten(weights)
+        regs, _, mode, _ = self.registers(weights, mode)
+        n = (weights[0] if isinstance(weights, tuple) else weights).shape[0]
+        k = regs.shape[1]
+        self._check_resident(n, k, mode)
+        self._loaded = (n, k, mode, np.array(regs, copy=True))
+        return self
+
+    def unload_weights(self):
+        """Forget the loaded weights: every call streams its weights again."""
+        self._loaded = self._on_chip = None
+        return self
+
+    @property
+    def resident(self):
+        """``(N, K, mode)`` of the weights on chip for resident calls, or None."""
+        return None if self._on_chip is None else self._on_chip[:3]
+
+    def _check_resident(self, n, k, mode):
+        p = self.p
+        steps = protocol.n_tiles(p, n, mode) * k
+        if n > p["max_n"] or k > p["max_k"] or steps > p["w_depth"]:
+            raise InputError(f"weights of N = {n}, K = {k} in mode {mode} take {protocol.n_tiles(p, n, mode)} tiles x "
+                             f"{k} = {steps} steps; config {self.cfg.name} keeps at most w_depth = {p['w_depth']} "
+                             f"steps on chip (and N <= max_n = {p['max_n']}, K <= max_k = {p['max_k']})")
+
+    @staticmethod
+    def _same(held, n, k, mode, regs):
+        return (held is not None and held[:3] == (n, k, mode) and held[3].shape == regs.shape
+                and np.array_equal(held[3], regs))
+
+    def _weight_flags(self, n, k, mode, regs):
+        """``(flags, resident)`` for a call with these registers (class docstring)."""
+        if self._same(self._on_chip, n, k, mode, regs):
+            return protocol.FLAG_RESIDENT, True
+        if self._same(self._loaded, n, k, mode, regs):
+            return protocol.FLAG_KEEP, False
+        return 0, False
 
     # ------------------------------------------------------------------ registers
     def registers(self, weights, mode=None):
@@ -131,9 +205,10 @@ class Kernel:
         (batch, K), or on a feature map ``fmap`` (cin, H, W) with ``ksize``/``pad``.
         ``stats``: also read the statistics segment into :attr:`last_stats`.
 
-        Exactly one kernel call, never tiled: N above ``max_n``, a map above ``max_fmap`` /
-        ``max_hw`` or a transfer above ``tiling.transfer_limit(target)`` is an
-        :class:`InputError` (:meth:`gemm_int` / :meth:`conv2d_int` split such operations)."""
+        Exactly one kernel call, never tiled: N above ``max_n``, a batch above the activation
+        store, a map beyond the line buffer or ``max_hw``, convolution weights beyond the weight
+        store, or a transfer above ``tiling.transfer_limit(target)`` is an :class:`InputError`
+        (:meth:`gemm_int` / :meth:`conv2d_int` split such operations)."""
         p = self.p
         regs = np.asarray(regs)
         bias = np.zeros(n, np.int64) if bias is None else np.asarray(bias, np.int64).reshape(-1)
@@ -145,20 +220,26 @@ class Kernel:
                              f"gemm_int / conv2d_int split larger N")
         if not 0 <= int(delta) <= p["max_delta"]:
             raise InputError(f"delta = {delta}: must be in [0, max_delta = {p['max_delta']}]")
+        if mode not in MODES:
+            raise InputError(f"mode = {mode!r}: must be one of {', '.join(MODES)}")
+        row = None
         if fmap is not None:
             if not p["conv"]:
                 raise InputError(f"config {self.cfg.name} has no convolution stage (conv: false)")
             fmap = as_int_input(fmap, "fmap")
+            if fmap.ndim != 3:
+                raise InputError(f"fmap must be (C, H, W), got shape {fmap.shape}")
             cin, h, w = fmap.shape
-            if not 1 <= ksize <= p["max_ksize"] or not 0 <= pad < ksize:
+            if ksize is None or not 1 <= ksize <= p["max_ksize"] or not 0 <= pad < ksize:
                 raise InputError(f"ksize = {ksize}, pad = {pad}: need 1 <= ksize <= {p['max_ksize']}, 0 <= pad < ksize")
-            if fmap.size > p["max_fmap"] or max(h, w) > p["max_hw"]:
-                raise InputError(f"feature map {fmap.shape} exceeds max_fmap = {p['max_fmap']} / max_hw = "
-                                 f"{p['max_hw']} of one kernel call (run_registers); conv2d_int tiles larger maps")
             oh, ow = h + 2 * pad - ksize + 1, w + 2 * pad - ksize + 1
             if oh < 1 or ow < 1:
                 raise InputError(f"a {ksize}x{ksize} kernel with pad {pad} does not fit a {h}x{w} map")
-            batch, k = oh * ow, cin * ksize * ksize
+            batch, k, row = oh * ow, cin * ksize * ksize, ow
+            why = tiles.conv_call_limits(p, cin, h, w, ksize, n, k, mode)
+            if why:
+                raise InputError(f"feature map {fmap.shape} with {ksize}x{ksize} kernels: {why} for one kernel call "
+                                 f"(run_registers); conv2d_int tiles larger maps")
             flags = protocol.FLAG_CONV | (protocol.FLAG_RELU if relu else 0)
             flags |= protocol.FLAG_STATS_OUT if stats else 0
             regs_in = [batch, n, k, flags, MODES[mode], delta, cin, h, w, ksize, pad]
@@ -168,18 +249,24 @@ class Kernel:
                 raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
             batch, k = x.shape
             flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
-            regs_in = [batch, n, k, flags, MODES.get(mode, 0), delta, 0, 0, 0, 0, 0]
+            regs_in = [batch, n, k, flags, MODES[mode], delta, 0, 0, 0, 0, 0]
+            if batch < 1:
+                raise InputError("x has no samples (batch = 0)")
         if not 1 <= k <= p["max_k"]:
             raise InputError(f"K = {k}: must be in [1, max_k = {p['max_k']}] for config {self.cfg.name}")
-        if mode not in MODES:
-            raise InputError(f"mode = {mode!r}: must be one of {', '.join(MODES)}")
         if regs.shape != (protocol.register_rows(p, n, mode), k):
             raise InputError(f"register matrix shape {regs.shape}: N = {n} in mode {mode} with K = {k} needs "
                              f"{(protocol.register_rows(p, n, mode), k)}")
+        if fmap is None and batch > tiles.samples_per_call(p, k):
+            raise InputError(f"batch = {batch} samples of K = {k} exceed the on-chip activation store of one call "
+                             f"({tiles.samples_per_call(p, k)} samples: x_depth = {p['x_depth']}); gemm_int splits "
+                             f"larger batches")
+        wflags, resident = self._weight_flags(n, k, mode, regs)
+        regs_in[3] |= wflags
         limit = tiling.transfer_limit(self.target)
         if limit is not None:
-            nin, nout = tiles.transfer_bytes(p, batch=batch, n=n, k=k, mode=mode, stats=stats,
-                                             fmap_size=None if fmap is None else fmap.size)
+            nin, nout = tiles.transfer_bytes(p, batch=batch, n=n, k=k, mode=mode, stats=stats, resident=resident,
+                                             fmap_shape=None if fmap is None else fmap.shape, row=row)
             if max(nin, nout) > limit:
                 raise InputError(f"this call needs a {nin}-byte input and a {nout}-byte output transfer; the target "
                                  f"takes at most {limit} bytes per transfer (max_transfer_bytes / the DMA's length "
@@ -194,17 +281,21 @@ class Kernel:
                                     stats=bool(stats))
             self.last_sat_count = int(sat)
             self.last_stats = hist[0] if stats else None
+            self._on_chip = self._loaded if (wflags & (protocol.FLAG_KEEP | protocol.FLAG_RESIDENT)) else None
             return y
         beats = protocol.pack_input(p, regs=regs, bias=bias, shift=shift, n=n, mode=mode, x=x, fmap=fmap,
-                                    batch=batch)
-        out, regs_out = self.target.run(beats, regs_in, protocol.n_output_beats(p, batch, n, stats=stats))
+                                    batch=batch, resident=resident)
+        nb = protocol.n_output_beats(p, batch, n, row=row)
+        out, regs_out = self.target.run(beats, regs_in, nb + (protocol.n_stats_beats(p) if stats else 0))
+        # the weight store now holds these weights (keep), still holds them (resident), or not
+        self._on_chip = self._loaded if (wflags & (protocol.FLAG_KEEP | protocol.FLAG_RESIDENT)) else None
         magic, hash32, sat = (int(r) for r in regs_out)
         if magic != MAGIC or hash32 != self.cfg.hash32:
             raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
                              f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
         self.last_sat_count = sat
         self.last_stats = protocol.unpack_stats(p, out) if stats else None
-        return protocol.unpack_output(p, out[:protocol.n_output_beats(p, batch, n)], batch, n)
+        return protocol.unpack_output(p, out[:nb], batch, n, mode, row)
 
     # ------------------------------------------------------------------ integer level
     def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False, stats=False):
@@ -223,7 +314,7 @@ class Kernel:
         tiles.check_k(self.cfg, k, "gemm_int", "K")
         kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
         limit = tiling.transfer_limit(self.target)
-        if n <= self.p["max_n"] and (limit is None or max(
+        if n <= self.p["max_n"] and batch <= tiles.samples_per_call(self.p, k) and (limit is None or max(
                 tiles.transfer_bytes(self.p, batch=batch, n=n, k=k, mode=mode, stats=stats)) <= limit):
             return self.run_registers(x, regs, n=n, bias=bias, shift=shift, **kw)       # one call
         return tiles.gemm_int(self, x, weights, regs, n, bias, shift, limit, **kw)
@@ -233,8 +324,8 @@ class Kernel:
         ``pot_sum``). Stride 1. Returns int64 (Z, H', W'). ``stats``: the MSB histogram of the
         wide results (all Z x H' x W') into :attr:`last_stats`.
 
-        Any Z and map size: Z above ``max_n``, maps above ``max_fmap`` / ``max_hw`` and calls
-        above the transfer limit are split (class docstring, *Tiling*: host padding, tiles
+        Any Z and map size: Z above ``max_n`` or the weight store, maps beyond the line buffer or
+        ``max_hw`` and calls above the transfer limit are split (class docstring, *Tiling*: host padding, tiles
         with a ``k-1`` halo run "valid"); ``C*k*k`` above ``max_k`` is an :class:`InputError`."""
         p = self.p
         ref = weights[0] if isinstance(weights, tuple) else weights
@@ -253,7 +344,7 @@ class Kernel:
         kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
         limit = tiling.transfer_limit(self.target)
         if not p["conv"] or oh < 1 or ow < 1 or (
-                z <= p["max_n"] and tiles.tile_fits(p, c, h, w, ks, oh * ow, z, mode, stats, limit)):
+                z <= p["max_n"] and tiles.tile_fits(p, c, h, w, ks, pad, z, mode, stats, limit)):
             y = self.run_registers(regs=regs, n=z, bias=bias, shift=shift, fmap=x, ksize=ks, pad=pad, **kw)
             return y.T.reshape(z, oh, ow)                               # one call (or its error)
         return tiles.conv2d_int(self, x, flat, regs, pad, ks, bias, shift, limit, **kw)
@@ -359,15 +450,36 @@ class Kernel:
 
     # ------------------------------------------------------------------ emulator target
     @staticmethod
-    def emulate_stream(cfg, beats, regs_in):
+    def emulate_stream(cfg, beats, regs_in, state=None):
+        """One kernel call on the emulator. ``state`` (a dict the target keeps between calls)
+        holds the kernel's weight store (``wstore``: ``w_depth`` steps of ``rows`` register
+        lanes, zero at first, as the kernel's static array): written as the kernel writes it
+        (a GEMM's tiles all at step 0, or side by side with the keep flag; a convolution's side
+        by side), read by resident calls."""
         p = cfg.params
-        d = protocol.unpack_input(p, beats, regs_in)
+        state = {} if state is None else state
         batch, n, k, flags, _, delta, cin, h, w, ks, pad = (int(r) for r in regs_in)
+        mode = {v: m for m, v in MODES.items()}.get(int(regs_in[4]))
+        conv = bool(flags & protocol.FLAG_CONV) and p["conv"]
+        store = state.get("wstore")
+        if store is None:
+            store = state["wstore"] = np.zeros((p["w_depth"], p["rows"]), np.uint16)
+        nt = protocol.n_tiles(p, n, mode) if mode else 0
+        held = None
+        if flags & protocol.FLAG_RESIDENT and mode:
+            held = store[:nt * k].reshape(nt, k, p["rows"]).transpose(0, 2, 1).reshape(nt * p["rows"], k)
+        d = protocol.unpack_input(p, beats, regs_in, resident_regs=held)
+        if not flags & protocol.FLAG_RESIDENT:
+            steps = d["regs"].reshape(nt, p["rows"], k).transpose(0, 2, 1)        # (tiles, K, rows)
+            if conv or flags & protocol.FLAG_KEEP:
+                store[:nt * k] = steps.reshape(nt * k, p["rows"])
+            else:
+                store[:k] = steps[-1]
         x = im2col(d["fmap"], ks, pad)[0] if "fmap" in d else d["x"]
         stats = bool(flags & protocol.FLAG_STATS_OUT)
         y, sat, *hist = emulate(p, x, d["regs"], d["bias"], d["shift"], n=n, mode=d["mode"], delta=delta,
                                 relu=bool(flags & protocol.FLAG_RELU), stats=stats)
-        out = protocol.pack_output(p, y)
+        out = protocol.pack_output(p, y, d["mode"], row=(w + 2 * pad - ks + 1) if "fmap" in d else None)
         if stats:
             out = np.concatenate([out, protocol.pack_stats(p, hist[0])])
         return out, np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)

@@ -1,17 +1,22 @@
 """Stream protocol of ``shift_mac``: how activations, weight registers and requantization
 parameters become AXI-Stream beats and back. Every target moves exactly these beats.
 
-All lanes are 16 bits. A call's input stream is, in order:
+Lanes are 16 bits (``L`` = ``stream_bits / 16`` per beat), except the activations': 8 bits
+when ``act_bits <= 8`` (``stream_bits / 8`` per beat; unsigned values as unsigned bytes), else
+16. A call's input stream is, in order:
 
-1. convolution only: one segment holding the input feature map ``(cin, height, width)``,
-   channel-major, row-major;
-2. for each tile of ``cols`` samples (GEMM rows, or output pixels in raster order):
-
-   a. GEMM only: per sample, one segment ``[x[b,0], …, x[b,K-1]]``;
-   b. per weight tile (``tile_n`` neurons: ``2*rows`` in dual PoT mode, else ``rows``): one
-      *parameter* segment with three lanes per neuron slot — bias low 16 bits, bias high 16
-      bits (the bias is a 32-bit integer in accumulator units), output shift (signed) — zero
-      past N; then K weight *steps*, each one segment of ``rows`` register lanes.
+1. the *parameters*: four lanes per neuron ``n < N`` -- bias low 16 bits, bias high 16 bits
+   (the bias is a 32-bit integer in accumulator units), output shift (signed), 0 -- padded to
+   a whole beat;
+2. GEMM: the *activations*, per sample ``b``, one segment ``[x[b,0], ..., x[b,K-1]]`` of
+   activation lanes;
+   then, unless the call is *resident* (``FLAG_RESIDENT``), the *weights*: per weight tile
+   (``tile_n`` neurons: ``2*rows`` in dual PoT mode, else ``rows``) K weight *steps*, each one
+   segment of ``rows`` register lanes. The weights are streamed once per call, however many
+   samples pass them.
+3. Convolution: unless resident, the weights (as above); then the input feature map
+   ``(cin, height, width)`` a row at a time: per input row ``iy``, per channel, one segment of
+   ``width`` activation lanes.
 
 A weight register lane is ``{cfg, z2, s2, e2, z1, s1, e1}`` from the high bits down:
 ``e1`` in bits ``[0, E)``, ``s1`` at ``E``, ``z1`` at ``E+1``, ``e2`` in ``[E+2, 2E+2)``,
@@ -20,36 +25,41 @@ A weight register lane is ``{cfg, z2, s2, e2, z1, s1, e1}`` from the high bits d
 in two-hot and summed-PoT modes it serves neuron ``u``; in dual PoT mode neurons ``2u``
 (shifter 1: ``e1, s1, z1``) and ``2u+1`` (shifter 2: ``e2, s2, z2``).
 
-The output stream is, per sample, one segment of N output lanes. With ``FLAG_STATS_OUT``
-set, one *statistics* segment follows the last sample's: the :func:`stats_bins` (=
+The output stream follows the kernel's passes: per *chunk* (a convolution's output row; a
+GEMM has one chunk of all its samples), per weight tile, per *group* of ``cols`` samples of
+the chunk (the last group may be shorter: ``cb`` samples), per neuron ``n < N`` of the tile in
+order: one segment of ``cb`` output lanes, the group's samples in order. With
+``FLAG_STATS_OUT`` set, one *statistics* segment follows: the :func:`stats_bins` (=
 ``acc_bits``) 32-bit counters of the statistics unit (source 002), in bin order, each as two
 lanes, low 16 bits first. Counter ``k`` is the number of the call's outputs whose wide value
 ``v`` — the accumulator plus bias (saturated to ``acc_bits``), after ReLU if enabled, just
 before the output shift, rounding and saturation (emulator rule 5) — has ``unsigned_msb(v) ==
 k`` (:func:`hlsnn.primitives.msb_histogram`: 0 and -1 are not counted, counters saturate at
 ``2**32 - 1``); all ``batch x N`` real outputs count, never the padding neurons of a tile.
-TLAST is set on the last beat of the call (of the statistics segment when there is one);
-without the flag the stream is exactly as before.
+TLAST is set on the last beat of the call (of the statistics segment when there is one).
 
 Registers (s_axilite, in this order): inputs ``batch, n_out, k, flags, mode, delta, cin,
 fm_height, fm_width, ksize, pad`` (flags bit 0 ReLU, bit 1 convolution, bit 2 statistics
-segment out; mode 0 two-hot, 1 PoT, 3 PoT summed; for convolution ``batch`` = output pixels and
-``k`` = cin*ksize^2), outputs ``id_magic, id_hash, sat_count``.
+segment out, bit 3 resident: the weights are those on chip, bit 4 keep: a GEMM stores its
+weights for later resident calls; mode 0 two-hot, 1 PoT, 3 PoT summed; for convolution
+``batch`` = output pixels and ``k`` = cin*ksize^2), outputs ``id_magic, id_hash, sat_count``.
+A resident call must have the N, K and mode of the call that put the weights on chip.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from ...errors import InputError
 from .. import stream as _stream
-from ..stream import beats_to_lanes, lanes_to_beats, pad_to, segment_rows
-from .spec import LANE_BITS, MODES
+from ..stream import beats_to_lanes, lanes_to_beats, pad_to
+from .spec import LANE_BITS, MODES, x_lane_bits, x_lanes
 
 REGS_IN = ("batch", "n_out", "k", "flags", "mode", "delta", "cin", "fm_height", "fm_width", "ksize", "pad")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
-FLAG_RELU, FLAG_CONV, FLAG_STATS_OUT = 1, 2, 4
+FLAG_RELU, FLAG_CONV, FLAG_STATS_OUT, FLAG_RESIDENT, FLAG_KEEP = 1, 2, 4, 8, 16
 LANE = np.dtype("<i2")
 
 
@@ -61,9 +71,14 @@ def tile_neurons(p, mode: str) -> int:
     return 2 * p["rows"] if mode == "pot" else p["rows"]
 
 
+def n_tiles(p, n: int, mode: str) -> int:
+    """Weight tiles of a call with N outputs."""
+    return math.ceil(n / tile_neurons(p, mode))
+
+
 def register_rows(p, n: int, mode: str) -> int:
     """Rows of the register matrix a call with N outputs streams (whole tiles)."""
-    return math.ceil(n / tile_neurons(p, mode)) * p["rows"]
+    return n_tiles(p, n, mode) * p["rows"]
 
 
 def pack_registers(p, e1, s1, z1, e2, s2, z2, cfg) -> np.ndarray:
@@ -83,29 +98,12 @@ def unpack_registers(p, lanes):
             (r >> (2 * E + 3)) & 1, (r >> (2 * E + 4)) & 1)
 
 
-def _params_part(p, bias, shift, n, mode):
-    """Per weight tile, the parameter segment: (n_tiles, padded lanes)."""
-    lanes = lanes_per_beat(p)
-    tn = tile_neurons(p, mode)
-    n_tiles = math.ceil(n / tn)
-    b = np.zeros(n_tiles * tn, np.int64)
-    s = np.zeros(n_tiles * tn, np.int64)
-    b[:n] = bias
-    s[:n] = shift
-    u = b & 0xFFFFFFFF
-    lo, hi = u & 0xFFFF, u >> 16
-    trip = np.stack([lo, hi, s & 0xFFFF], axis=1).reshape(n_tiles, 3 * tn)
-    out = np.zeros((n_tiles, pad_to(3 * tn, lanes)), np.int64)
-    out[:, :3 * tn] = trip
-    return out
-
-
-def _shaped(a, shape):
-    """``a`` viewed as ``shape`` without copying (raises if a copy would be needed), so that
-    assignments through it land in ``a``."""
-    v = a.view()
-    v.shape = shape
-    return v
+def _params_lanes(p, bias, shift, n):
+    """The parameter segment: four lanes per neuron, as int64 (n*4,)."""
+    u = np.asarray(bias, np.int64)[:n] & 0xFFFFFFFF
+    out = np.zeros((n, 4), np.int64)
+    out[:, 0], out[:, 1], out[:, 2] = u & 0xFFFF, u >> 16, np.asarray(shift, np.int64)[:n] & 0xFFFF
+    return out.reshape(-1)
 
 
 def _ints(a):
@@ -114,18 +112,15 @@ def _ints(a):
     return a if a.dtype.kind in "iu" else a.astype(np.int64)
 
 
-def _weight_lanes(p, regs, bias, shift, n, mode):
-    """All weight tiles (parameters + steps) as one flat int16 lane array, identical per batch
-    tile, written straight into the lane type."""
+def _weight_lanes(p, regs):
+    """Every tile's K steps of ``rows`` register lanes (padded to whole beats), flat."""
     lanes = lanes_per_beat(p)
     R = p["rows"]
     rows_needed, k = regs.shape
-    n_tiles = rows_needed // R
-    plen, slen = pad_to(3 * tile_neurons(p, mode), lanes), pad_to(R, lanes)
-    wt = np.zeros((n_tiles, plen + k * slen), LANE)
-    wt[:, :plen] = _params_part(p, bias, shift, n, mode)
-    steps = _shaped(wt[:, plen:], (n_tiles, k, slen))[:, :, :R]
-    steps[...] = np.ascontiguousarray(regs, dtype=LANE).reshape(n_tiles, R, k).transpose(0, 2, 1)
+    nt = rows_needed // R
+    slen = pad_to(R, lanes)
+    wt = np.zeros((nt, k, slen), LANE)
+    wt[:, :, :R] = np.ascontiguousarray(regs, dtype=LANE).reshape(nt, R, k).transpose(0, 2, 1)
     return wt.reshape(-1)
 
 
@@ -133,7 +128,7 @@ def check_fields(p, *, regs, n, mode, bias, shift, x=None, fmap=None):
     """Host-side checks that every value fits the field the kernel reads it into."""
     if mode not in MODES:
         raise InputError(f"mode = {mode!r}: must be one of {', '.join(MODES)}")
-    if regs.shape[0] != register_rows(p, n, mode):
+    if regs is not None and regs.shape[0] != register_rows(p, n, mode):
         raise InputError(f"register matrix has {regs.shape[0]} rows; N = {n} in mode {mode} needs "
                          f"{register_rows(p, n, mode)}")
     A = p["acc_bits"]
@@ -151,60 +146,71 @@ def check_fields(p, *, regs, n, mode, bias, shift, x=None, fmap=None):
                              f"got [{a.min()}, {a.max()}]")
 
 
-def pack_input(p, *, regs, bias, shift, n, mode, x=None, fmap=None, batch=None) -> np.ndarray:
-    """Input beats. GEMM: ``x`` (batch, K). Convolution: ``fmap`` (cin, H, W) and ``batch`` =
-    the number of output pixels. ``regs`` (register_rows, K) lanes, ``bias``/``shift`` (N,).
+def x_lanes_per_beat(p) -> int:
+    """Activation lanes per beat (:func:`spec.x_lanes`: 8-bit lanes when ``act_bits <= 8``)."""
+    return x_lanes(p)
 
-    The lanes are written once, as int16, into one preallocated array: the weight part into
-    the first batch tile and copied from there into the others."""
+
+def _x_dtype(p):
+    """The lane type of activations: a byte when they fit one (signed or not), else int16."""
+    if x_lane_bits(p) == 16:
+        return LANE
+    return np.dtype("<i1") if p["act_signed"] else np.dtype("<u1")
+
+
+def _x_lanes(p, a, rows, width):
+    """``a`` (rows, width) integers as activation lanes, each row padded to whole beats."""
+    out = np.zeros((rows, pad_to(width, x_lanes(p))), _x_dtype(p))
+    out[:, :width] = a            # values fit the lane (check_fields); unsigned bytes wrap as bits
+    return out
+
+
+def pack_input(p, *, regs, bias, shift, n, mode, x=None, fmap=None, batch=None, resident=False) -> np.ndarray:
+    """Input beats. GEMM: ``x`` (batch, K). Convolution: ``fmap`` (cin, H, W) (``batch``, the
+    number of output pixels, is not needed). ``regs`` (register_rows, K) lanes, ``bias``/``shift``
+    (N,). ``resident``: the weights are on chip; ``regs`` is not streamed (and may be None).
+    Activations go in :func:`x_lanes_per_beat` lanes per beat, everything else in 16-bit lanes."""
     lanes = lanes_per_beat(p)
-    C = p["cols"]
-    wpart = _weight_lanes(p, _ints(regs), bias, shift, n, mode)
-    wlen = wpart.size
+    parts = [_segment(_params_lanes(p, bias, shift, n), lanes)]
+    wl = None if resident else _weight_lanes(p, _ints(regs))
     if fmap is not None:
-        f = _ints(fmap).reshape(-1)
-        flen = pad_to(f.size, lanes)
-        n_tiles = -(-batch // C)
-        out = np.empty(flen + n_tiles * wlen, LANE)
-        out[:f.size] = f
-        out[f.size:flen] = 0
-        if n_tiles:
-            body = _shaped(out[flen:], (n_tiles, wlen))
-            body[0] = wpart
-            body[1:] = body[0]
-        return lanes_to_beats(out, LANE, p["stream_bits"])
-    x = _ints(x)
-    batch, k = x.shape
-    xlen = pad_to(k, lanes)
-    n_full, rem = divmod(batch, C)
-    tile = C * xlen + wlen
-    out = np.empty(n_full * tile + (rem * xlen + wlen if rem else 0), LANE)
-
-    def put_x(seg, b0, b1):                       # seg: (..., xlen) view of out, samples b0..b1
-        seg[..., :k] = x[b0:b1].reshape(seg.shape[:-1] + (k,))
-        seg[..., k:] = 0
-
-    if n_full:
-        body = _shaped(out[:n_full * tile], (n_full, tile))
-        put_x(_shaped(body[:, :C * xlen], (n_full, C, xlen)), 0, n_full * C)
-        body[0, C * xlen:] = wpart
-        body[1:, C * xlen:] = body[0, C * xlen:]
-    if rem:
-        tail = out[n_full * tile:]
-        put_x(_shaped(tail[:rem * xlen], (rem, xlen)), n_full * C, batch)
-        tail[rem * xlen:] = wpart
-    return lanes_to_beats(out, LANE, p["stream_bits"])
+        if wl is not None:
+            parts.append(wl)
+        f = _ints(fmap)
+        cin, h, w = f.shape
+        parts.append(_x_lanes(p, f.transpose(1, 0, 2).reshape(h * cin, w), h * cin, w))
+    else:
+        x = _ints(x)
+        parts.append(_x_lanes(p, x, *x.shape))
+        if wl is not None:
+            parts.append(wl)
+    raw = np.concatenate([np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in parts])
+    return raw.reshape(-1, p["stream_bits"] // 8)
 
 
-def n_input_beats(p, *, batch, n, k, mode, fmap_size=None) -> int:
-    lanes = lanes_per_beat(p)
-    tn = tile_neurons(p, mode)
-    n_tiles = math.ceil(n / tn)
-    wbeats = n_tiles * (math.ceil(3 * tn / lanes) + k * math.ceil(p["rows"] / lanes))
-    btiles = math.ceil(batch / p["cols"])
-    if fmap_size is not None:
-        return math.ceil(fmap_size / lanes) + btiles * wbeats
-    return batch * math.ceil(k / lanes) + btiles * wbeats
+def _segment(v, lanes):
+    out = np.zeros(pad_to(v.size, lanes), LANE)
+    out[:v.size] = v
+    return out
+
+
+def param_beats(p, n) -> int:
+    return math.ceil(4 * n / lanes_per_beat(p))
+
+
+def weight_beats(p, *, n, k, mode) -> int:
+    """Beats of a call's weights (every tile's K steps)."""
+    return n_tiles(p, n, mode) * k * math.ceil(p["rows"] / lanes_per_beat(p))
+
+
+def n_input_beats(p, *, batch, n, k, mode, fmap_shape=None, resident=False) -> int:
+    """Input beats of a call; ``fmap_shape`` = (cin, H, W) for a convolution."""
+    xl = x_lanes(p)
+    w = 0 if resident else weight_beats(p, n=n, k=k, mode=mode)
+    if fmap_shape is not None:
+        cin, h, wd = fmap_shape
+        return param_beats(p, n) + w + h * cin * math.ceil(wd / xl)
+    return param_beats(p, n) + batch * math.ceil(k / xl) + w
 
 
 def stats_bins(p) -> int:
@@ -216,9 +222,19 @@ def n_stats_beats(p) -> int:
     return _stream.n_stats_beats(stats_bins(p), LANE_BITS, p["stream_bits"])
 
 
-def n_output_beats(p, batch, n, *, stats=False) -> int:
-    """Output beats of a call; ``stats``: with the statistics segment (``FLAG_STATS_OUT``)."""
-    return batch * math.ceil(n / lanes_per_beat(p)) + (n_stats_beats(p) if stats else 0)
+def _group_beats(p, per):
+    """Output beats of one neuron summed over the groups of a chunk of ``per`` samples."""
+    lanes, c = lanes_per_beat(p), p["cols"]
+    full, rem = divmod(per, c)
+    return full * math.ceil(c / lanes) + math.ceil(rem / lanes)
+
+
+def n_output_beats(p, batch, n, *, stats=False, row=None) -> int:
+    """Output beats of a call; ``row``: a convolution's output width (its groups are per output
+    row); ``stats``: with the statistics segment (``FLAG_STATS_OUT``)."""
+    per = batch if row is None else row
+    chunks = 1 if row is None else batch // row
+    return chunks * n * _group_beats(p, per) + (n_stats_beats(p) if stats else 0)
 
 
 def pack_stats(p, hist) -> np.ndarray:
@@ -232,66 +248,105 @@ def unpack_stats(p, beats) -> np.ndarray:
     return _stream.unpack_stats(np.asarray(beats)[-n_stats_beats(p):], stats_bins(p), LANE_BITS)
 
 
-def unpack_input(p, beats, regs_in):
+def unpack_input(p, beats, regs_in, resident_regs=None):
     """Inverse of :func:`pack_input` (used by the emulator target). Returns a dict with
-    ``x`` (GEMM) or ``fmap`` (convolution), ``regs``, ``bias``, ``shift``. The weight part
-    must be the same for every batch tile."""
+    ``x`` (GEMM) or ``fmap`` (convolution), ``regs``, ``bias``, ``shift``, ``mode``. A resident
+    call (``FLAG_RESIDENT``) takes ``regs`` from ``resident_regs`` (the registers on chip)."""
     batch, n, k, flags, mode_code, delta, cin, height, width, ksize, pad = (int(r) for r in regs_in)
     mode = {v: m for m, v in MODES.items()}.get(mode_code)
     if mode is None:
         raise InputError(f"mode register = {mode_code}: must be one of {sorted(MODES.values())}")
     conv = bool(flags & FLAG_CONV)
-    lanes = lanes_per_beat(p)
-    v = beats_to_lanes(beats, LANE)
-    fsize = cin * height * width if conv else None
-    want = n_input_beats(p, batch=batch, n=n, k=k, mode=mode, fmap_size=fsize)
-    if v.size != want * lanes:
-        raise InputError(f"input stream has {v.size // lanes} beats; this call needs {want}")
-    R, C = p["rows"], p["cols"]
-    tn = tile_neurons(p, mode)
-    n_tiles = math.ceil(n / tn)
-    plen = pad_to(3 * tn, lanes)
-    slen = pad_to(R, lanes)
-    wlen = n_tiles * (plen + k * slen)
-    pos = 0
+    resident = bool(flags & FLAG_RESIDENT)
+    lanes, xl, nb = lanes_per_beat(p), x_lanes(p), p["stream_bits"] // 8
+    raw = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1)
+    want = n_input_beats(p, batch=batch, n=n, k=k, mode=mode, fmap_shape=(cin, height, width) if conv else None,
+                         resident=resident)
+    if raw.size != want * nb:
+        raise InputError(f"input stream has {raw.size // nb} beats; this call needs {want}")
     out = {"mode": mode}
+    pl = raw[:param_beats(p, n) * nb].view(LANE)[:4 * n].astype(np.int64).reshape(n, 4)
+    b = ((pl[:, 1] & 0xFFFF) << 16) | (pl[:, 0] & 0xFFFF)
+    out["bias"] = np.where(b >= 1 << 31, b - (1 << 32), b)
+    out["shift"] = pl[:, 2]
+    pos = param_beats(p, n) * nb
+    wbytes = 0 if resident else weight_beats(p, n=n, k=k, mode=mode) * nb
+
+    def regs_at(a):
+        R = p["rows"]
+        nt = n_tiles(p, n, mode)
+        steps = raw[a:a + wbytes].view(LANE).reshape(nt, k, pad_to(R, lanes))[:, :, :R]
+        return (steps.transpose(0, 2, 1).reshape(nt * R, k) & 0xFFFF).astype(np.uint16)
+
+    xdt = _x_dtype(p)
     if conv:
-        flen = pad_to(fsize, lanes)
-        out["fmap"] = v[:fsize].astype(np.int64).reshape(cin, height, width)
-        pos = flen
-        ws = v[pos:].reshape(-1, wlen)
+        if not resident:
+            out["regs"] = regs_at(pos)
+        pos += wbytes
+        rows = raw[pos:].view(xdt).reshape(height, cin, -1)[:, :, :width]
+        out["fmap"] = rows.transpose(1, 0, 2).astype(np.int64)
     else:
-        xlen = pad_to(k, lanes)
-        n_full, rem = divmod(batch, C)
-        tile = C * xlen + wlen
-        body = v[:n_full * tile].reshape(n_full, tile)
-        xs, ws = [body[:, :C * xlen].reshape(-1, xlen)], [body[:, C * xlen:]]
-        if rem:
-            tail = v[n_full * tile:]
-            xs.append(tail[:rem * xlen].reshape(rem, xlen))
-            ws.append(tail[rem * xlen:].reshape(1, wlen))
-        out["x"] = np.concatenate(xs)[:, :k].astype(np.int64)
-        ws = np.concatenate(ws)
-    if ws.shape[0] > 1 and not (ws[1:] == ws[0]).all():
-        raise InputError("the weights differ between batch tiles; the emulator target models one weight "
-                         "matrix per call")
-    wt = ws[0].reshape(n_tiles, plen + k * slen).astype(np.int64)
-    trip = wt[:, :3 * tn].reshape(n_tiles * tn, 3)
-    lo, hi, sh = trip[:, 0] & 0xFFFF, trip[:, 1] & 0xFFFF, trip[:, 2]
-    b = (hi << 16) | lo
-    out["bias"] = np.where(b >= 1 << 31, b - (1 << 32), b)[:n]
-    out["shift"] = sh[:n]
-    steps = wt[:, plen:].reshape(n_tiles, k, slen)[:, :, :R]
-    out["regs"] = (steps.transpose(0, 2, 1).reshape(n_tiles * R, k) & 0xFFFF).astype(np.uint16)
+        xlen = pad_to(k, xl)
+        xbytes = batch * xlen * xdt.itemsize
+        out["x"] = raw[pos:pos + xbytes].view(xdt).reshape(batch, xlen)[:, :k].astype(np.int64)
+        pos += xbytes
+        if not resident:
+            out["regs"] = regs_at(pos)
+    if resident:
+        if resident_regs is None:
+            raise InputError("a resident call (FLAG_RESIDENT) found no weights on chip: load them first "
+                             "(Kernel.load_weights, or a call with FLAG_KEEP)")
+        if resident_regs.shape != (register_rows(p, n, mode), k):
+            raise InputError(f"the weights on chip are {resident_regs.shape} registers; this call (N = {n}, "
+                             f"K = {k}, mode {mode}) needs {(register_rows(p, n, mode), k)}")
+        out["regs"] = resident_regs
     return out
 
 
-def pack_output(p, y) -> np.ndarray:
-    return lanes_to_beats(segment_rows(np.asarray(y, np.int64), lanes_per_beat(p)), LANE, p["stream_bits"])
+@functools.lru_cache(maxsize=32)
+def _out_index(rows, cols, lanes, chunks, per, n, tn):
+    """Per output lane (in stream order, whole beats), the flat index ``b * n + j`` of the
+    output it carries (``b`` the call's sample), or -1 for a padding lane."""
+    full, rem = divmod(per, cols)
+    parts = []
+    for t0 in range(0, n, tn):
+        js = np.arange(t0, min(n, t0 + tn))
+        if full:
+            lc = np.arange(pad_to(cols, lanes))
+            b = np.arange(full)[:, None, None] * cols + lc[None, None, :]
+            parts.append(np.where(lc[None, None, :] < cols, b * n + js[None, :, None], -1).reshape(-1))
+        if rem:
+            lc = np.arange(pad_to(rem, lanes))
+            b = full * cols + lc
+            parts.append(np.where(lc[None, :] < rem, b[None, :] * n + js[:, None], -1).reshape(-1))
+    one = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    idx = np.where(one[None, :] >= 0, one[None, :] + (np.arange(chunks) * per * n)[:, None], -1).reshape(-1)
+    idx.flags.writeable = False
+    return idx
 
 
-def unpack_output(p, beats, batch, n) -> np.ndarray:
-    y = beats_to_lanes(beats, LANE).reshape(batch, -1)[:, :n].astype(np.int64)
+def output_index(p, batch, n, mode, row=None):
+    """:func:`_out_index` for a call (``row``: a convolution's output width)."""
+    per = batch if row is None else row
+    chunks = 1 if row is None else batch // row
+    return _out_index(p["rows"], p["cols"], lanes_per_beat(p), chunks, per, n, tile_neurons(p, mode))
+
+
+def pack_output(p, y, mode, row=None) -> np.ndarray:
+    """Output beats of ``y`` (batch, N) in the kernel's order (module docstring)."""
+    y = np.asarray(y, np.int64)
+    idx = output_index(p, y.shape[0], y.shape[1], mode, row)
+    lanes = np.where(idx >= 0, y.reshape(-1)[np.maximum(idx, 0)], 0)
+    return lanes_to_beats(lanes.astype(LANE), LANE, p["stream_bits"])
+
+
+def unpack_output(p, beats, batch, n, mode, row=None) -> np.ndarray:
+    idx = output_index(p, batch, n, mode, row)
+    v = beats_to_lanes(beats, LANE)
+    ok = idx >= 0
+    y = np.empty(batch * n, np.int64)
+    y[idx[ok]] = v[:idx.size][ok]
+    y = y.reshape(batch, n)
     if not p["act_signed"]:
         y &= 0xFFFF   # unsigned outputs up to 16 bits
     return y

@@ -4,7 +4,8 @@
 :func:`gemm_int` and :func:`conv2d_int` run the tiled path of the operations of the same name
 on a :class:`~hlsnn.engines.shift_mac.kernel.Kernel` (``kern``), through its public
 ``run_registers`` (one call each) and ``registers`` (re-packing a chunk of neurons); the
-``Kernel`` decides with :func:`transfer_bytes` / :func:`tile_fits` whether one call suffices.
+``Kernel`` decides with :func:`transfer_bytes`, :func:`samples_per_call` and :func:`tile_fits`
+whether one call suffices.
 """
 from __future__ import annotations
 
@@ -16,11 +17,22 @@ from .. import tiling
 from . import protocol
 
 
-def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_size=None):
-    """``(input bytes, output bytes)`` of one call (beats x ``stream_bits/8``)."""
+def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=False, row=None):
+    """``(input bytes, output bytes)`` of one call (beats x ``stream_bits/8``); a convolution
+    gives ``fmap_shape`` (cin, H, W) and ``row``, its output width."""
     nb = p["stream_bits"] // 8
-    return (protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode, fmap_size=fmap_size) * nb,
-            protocol.n_output_beats(p, batch, n, stats=stats) * nb)
+    if fmap_shape is not None and row is None:
+        row = batch
+    return (protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode, fmap_shape=fmap_shape,
+                                   resident=resident) * nb,
+            protocol.n_output_beats(p, batch, n, stats=stats, row=row) * nb)
+
+
+def samples_per_call(p, k) -> int:
+    """GEMM samples of K activations one call holds on chip: whole groups of ``cols`` samples
+    of ``ceil(K / x_lanes)`` words each, within ``x_words`` per unit column."""
+    lanes = protocol.x_lanes_per_beat(p)
+    return (p["x_depth"] // lanes) // -(-k // lanes) * p["cols"]
 
 
 def check_k(cfg, k, op, what):
@@ -32,13 +44,35 @@ def check_k(cfg, k, op, what):
                          f"max_k >= {k}")
 
 
-def tile_fits(p, c, ih, iw, ks, pixels, nz, mode, stats, limit):
-    """Whether a call on a (c, ih, iw) map with ``pixels`` outputs of ``nz`` neurons fits
-    ``max_fmap`` / ``max_hw`` and the transfer limit."""
-    if max(ih, iw) > p["max_hw"] or c * ih * iw > p["max_fmap"]:
+def line_words(p, c, iw, ks) -> int:
+    """Line-buffer words per bank a convolution needs: ``ks + 1`` input rows of ``c`` channels
+    of ``ceil(iw / banks)`` words."""
+    return (ks + 1) * c * -(-iw // (max(p["cols"], protocol.x_lanes_per_beat(p))))
+
+
+def conv_call_limits(p, c, ih, iw, ks, n, k, mode) -> str:
+    """Why one call cannot take this convolution ('' when it can): the map beyond ``max_hw``,
+    the input rows beyond the line buffer, the weights beyond the weight store."""
+    if max(ih, iw) > p["max_hw"]:
+        return f"a {ih}x{iw} map exceeds max_hw = {p['max_hw']}"
+    if line_words(p, c, iw, ks) > p["line_depth"]:
+        return (f"{ks + 1} input rows of {c} channels x {iw} pixels take {line_words(p, c, iw, ks)} words per "
+                f"line-buffer bank, above line_depth = {p['line_depth']}")
+    steps = protocol.n_tiles(p, n, mode) * k
+    if steps > p["w_depth"]:
+        return f"{n} outputs of K = {k} take {steps} weight steps, above w_depth = {p['w_depth']}"
+    return ""
+
+
+def tile_fits(p, c, ih, iw, ks, pad, nz, mode, stats, limit):
+    """Whether a call on a (c, ih, iw) map with ``pad`` and ``nz`` neurons fits the kernel's
+    stores (:func:`conv_call_limits`) and the transfer limit."""
+    k = c * ks * ks
+    if conv_call_limits(p, c, ih, iw, ks, nz, k, mode):
         return False
-    return limit is None or max(transfer_bytes(p, batch=pixels, n=nz, k=c * ks * ks, mode=mode, stats=stats,
-                                               fmap_size=c * ih * iw)) <= limit
+    oh, ow = ih + 2 * pad - ks + 1, iw + 2 * pad - ks + 1
+    return limit is None or max(transfer_bytes(p, batch=oh * ow, n=nz, k=k, mode=mode, stats=stats,
+                                               fmap_shape=(c, ih, iw), row=ow)) <= limit
 
 
 # ---------------------------------------------------------------------- tiled operations
@@ -50,8 +84,10 @@ def gemm_int(kern, x, weights, regs, n, bias, shift, limit, *, mode, stats, **kw
     fits = lambda nc: limit is None or max(nbytes(1, nc)) <= limit  # noqa: E731
     y = np.empty((x.shape[0], n), np.int64)
     tally = tiling.Tally()
+    store = samples_per_call(p, k)                    # samples the activation store holds
     for a, b, r in _neuron_chunks(kern, weights, regs, n, mode, fits):
-        rows = tiling.rows_per_call(x.shape[0], lambda m: nbytes(m, b - a)[0], lambda m: nbytes(m, b - a)[1], limit,
+        rows = tiling.rows_per_call(min(x.shape[0], store), lambda m: nbytes(m, b - a)[0],
+                                    lambda m: nbytes(m, b - a)[1], limit,
                                     what=f"gemm_int on {kern.cfg.name} (K = {k}, {b - a} outputs per call)")
         for r0, r1 in tiling.chunks(x.shape[0], rows):
             y[r0:r1, a:b] = kern.run_registers(x[r0:r1], r, n=b - a, bias=bias[a:b], shift=shift[a:b], mode=mode,
@@ -71,10 +107,11 @@ def conv2d_int(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, stats,
     oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
     bias, shift = _per_neuron(z, bias, shift)
     xp = tiling.pad_map(x, pad)
-    fits = lambda nc: tile_fits(p, c, ks, ks, ks, 1, nc, mode, stats, limit)  # noqa: E731
+    fits = lambda nc: tile_fits(p, c, ks, ks, ks, 0, nc, mode, stats, limit)  # noqa: E731
     y = np.empty((z, oh, ow), np.int64)
     tally, plans = tiling.Tally(), {}
-    for a, b, r in _neuron_chunks(kern, flat, regs, z, mode, fits):
+    cap = max(1, p["w_depth"] // (c * ks * ks)) * protocol.tile_neurons(p, mode)    # weight store
+    for a, b, r in _neuron_chunks(kern, flat, regs, z, mode, fits, cap=cap):
         if b - a not in plans:                                          # one plan per chunk size
             plans[b - a] = _conv_tile(kern.cfg, c, oh, ow, ks, b - a, mode, stats, limit)
         th, tw = plans[b - a]
@@ -100,15 +137,18 @@ def _per_neuron(n, bias, shift):
     return b, np.broadcast_to(s.reshape(-1), (n,))
 
 
-def _neuron_chunks(kern, weights, regs, n, mode, fits_one):
+def _neuron_chunks(kern, weights, regs, n, mode, fits_one, cap=None):
     """``(a, b, register rows)`` per neuron chunk: whole weight tiles up to ``max_n``
-    (``max_n`` when a tile is larger), fewer tiles while the smallest call with them
-    (``fits_one(neurons)``: one row or pixel) exceeds the transfer limit. Chunks of whole
-    tiles (and the last) are row slices (views) of ``regs``; others are re-packed from
-    ``weights``."""
+    (``max_n`` when a tile is larger) and ``cap`` (a convolution's weight store), fewer tiles
+    while the smallest call with them (``fits_one(neurons)``: one row or pixel) exceeds the
+    transfer limit. Chunks of whole tiles (and the last) are row slices (views) of ``regs``;
+    others are re-packed from ``weights``."""
     p = kern.p
     tn = protocol.tile_neurons(p, mode)
-    cn = tiling.outputs_per_call(min(n, p["max_n"] if p["max_n"] < tn else p["max_n"] // tn * tn), tn, fits_one)
+    step = min(n, p["max_n"] if p["max_n"] < tn else p["max_n"] // tn * tn)
+    if cap is not None:
+        step = min(step, cap)
+    cn = tiling.outputs_per_call(step, tn, fits_one)
     for a, b in tiling.chunks(n, cn):
         if cn % tn == 0 or cn == n:
             r0 = a // tn * p["rows"]
@@ -123,7 +163,7 @@ def _conv_tile(cfg, c, oh, ow, ks, nz, mode, stats, limit):
     p = cfg.params
 
     def ok(th, tw):
-        return tile_fits(p, c, th + ks - 1, tw + ks - 1, ks, th * tw, nz, mode, stats, limit)
+        return tile_fits(p, c, th + ks - 1, tw + ks - 1, ks, 0, nz, mode, stats, limit)
 
     best = None
     for tw in sorted({-(-ow // m) for m in range(1, ow + 1)}, reverse=True):
@@ -136,10 +176,11 @@ def _conv_tile(cfg, c, oh, ow, ks, nz, mode, stats, limit):
             best = (cost, lo, tw)
     if best is None:
         what = f"conv2d_int on {cfg.name} ({c}x{ks}x{ks} window, {nz} outputs per call)"
-        if c * ks * ks > p["max_fmap"] or ks > p["max_hw"]:
-            raise InputError(f"{what}: the {c}x{ks}x{ks} input window of one output pixel exceeds max_fmap = "
-                             f"{p['max_fmap']} / max_hw = {p['max_hw']}; use a config with larger maxima")
-        one = transfer_bytes(p, batch=1, n=nz, k=c * ks * ks, mode=mode, stats=stats, fmap_size=c * ks * ks)
+        why = conv_call_limits(p, c, ks, ks, ks, nz, c * ks * ks, mode)
+        if why:
+            raise InputError(f"{what}: the {c}x{ks}x{ks} input window of one output pixel does not fit one call: "
+                             f"{why}; use a config with larger maxima")
+        one = transfer_bytes(p, batch=1, n=nz, k=c * ks * ks, mode=mode, stats=stats, fmap_shape=(c, ks, ks), row=1)
         tiling.rows_per_call(1, lambda _: one[0], lambda _: one[1], limit,
                              what=what)                 # raises: one pixel does not fit the transfer
     return best[1], best[2]
