@@ -1,104 +1,144 @@
 """Cycle model of ``bfp_systolic`` (``hls/engines/bfp_systolic/kernel.cpp.j2``).
 
-The kernel has no DATAFLOW: its loops run one after another, so a call costs the sum of its
-loops (:mod:`hlsnn.perf.model`). Per call the loop nest is::
+The kernel has no DATAFLOW region: its phases are loops that run one after another, and the
+overlap is inside the ``Steps`` loop, which computes one weight step and reads one weight
+beat (of the next tile) in the same cycle. A call costs the sum of its loops
+(:mod:`hlsnn.perf.model`). Per call the loops are::
 
-    ReadBias (n_out)                       -- only with a bias
-    BatchTiles (ceil(batch / cols))
-      ReadSamples (cb)                       exponent, then
-        ReadSampleK (2 * ceil(K / 2))        one mantissa lane per iteration
-      NTiles (ceil(n_out / rows))
-        ReadWeightExp (rows)                 -- per-row weight exponents only
-        WeightSteps (ceil(K / 2) * step_beats)   one weight beat per iteration; the array
-                                                 fires on the last beat of each step
-        PostRows (rows)
-      OutSamples (cb)
-        ScanMax (n_out)
-        StatSums (n_out)                     -- only with output_exponent: stats
-        WriteMantissas (n_out)               one mantissa lane per iteration
+    ReadBias (ceil((N+1)/lanes) beats)          -- only with a bias
+    ReadSampleBeats (batch * ceil((K+1)/lanes))   every sample once, a beat per cycle
+    Steps (one iteration per cycle)               tiles x groups x S compute steps, where
+                                                  S = max(ceil(K/2), rows + POST_GAP); an
+                                                  iteration whose step waits for its
+                                                  weights is a WeightWait; each iteration
+                                                  also reads one weight beat while any remain
+    PostTail (rows)                               the last group's results
+    OutSamples (batch)
+      StatSums (N)                                -- only with output_exponent: stats
+      WriteBeats (ceil((N+1)/lanes))              a beat per cycle
+    StatsBins > StatsLanes                        -- only with the statistics segment
 
-What each loop body accesses per iteration, and the II that follows:
+What each loop body accesses per iteration, and the II that follows (``wstore``, ``wexp``
+and the running state ``run_*`` are simple-dual-port RAMs, ``BIND_STORAGE ram_s2p``: one
+read and one write per cycle):
 
-============== ===== ====================================================== ====== =====
-loop           II    accesses per iteration                                 II got depth
-============== ===== ====================================================== ====== =====
-ReadBias       1     ``in``: at most 1 read (``rd.Next``); ``bias``: 1 write   1      2
-ReadSampleK    1     ``in``: at most 1 read; one ``xbuf[c]`` bank: 1 write    1      2
-ReadWeightExp  1     ``in``: at most 1 read; ``wexp``: 1 write                1      2
-WeightSteps    1     ``in``: 1 read (``ReadBeat``); each ``xbuf[c][.][j]``    1      5
-                     bank (dims 1 and 3 partitioned): 1 read
-PostRows       1     ``bias``, ``wexp``: 1 read each; each ``ybuf[c]`` bank:   1      4
-                     1 write (``acc`` is registers)
-ScanMax        1     one ``ybuf[c]`` bank: 1 read; ``wexp``: 1 read           1      4
-StatSums       1     one ``ybuf[c]`` bank: 1 read                             1      47
-WriteMantissas 1     ``ybuf[c]``: 1 read; ``wexp``: 1 read; ``out``: at most  1      4
-                     1 write (``wr.Put``)
-StatsLanes     1     ``out``: at most 1 write                                 1      2
-============== ===== ====================================================== ====== =====
+=============== ===== =================================================== ====== =====
+loop            II    accesses per iteration                              II got depth
+=============== ===== =================================================== ====== =====
+ReadBias        1     ``in``: 1 read; each ``bias`` bank: at most 1 write  1      2
+ReadSampleBeats 1     ``in``: 1 read; one ``xstore[c]``: 1 write; one      1      3
+                      ``xexp[c]``: at most 1 write
+Steps           1     ``in``: at most 1 read; ``wstore``: 1 read and 1     1      7
+                      write (2 ports); each ``xstore[c]``: 1 read; one
+                      ``wexp`` bank: 1 read and 1 write (2 ports); each
+                      ``ybuf[c]`` bank: at most 1 write; each ``run_*[c]``:
+                      1 read and 1 write (2 ports); ``xexp[c]``, one
+                      ``bias`` bank: 1 read
+PostTail        1     as the post part of ``Steps``                        1      5
+StatSums        1     one ``ybuf[c]`` bank: 1 read                         1      47
+WriteBeats      1     each ``ybuf[c]`` bank: 1 read (lane j reads bank     1      5
+                      (j-1) mod lanes); each ``wexp`` bank: 1 read;
+                      ``out``: 1 write
+StatsLanes      1     ``out``: at most 1 write                             1      2
+=============== ===== =================================================== ====== =====
 
 No port is over-subscribed, so every pipelined loop gets its pragma's II = 1.
 
-Depths (the latency of one iteration; they only matter once per entry): a stream read and
-the store it feeds take 2 cycles. ``WeightSteps``: read the beat (1), read ``xbuf`` (1), the
-DSP48 pre-adder/multiplier/post-adder chain with its A/B, M and P registers (3): 5.
-``PostRows``: bias alignment shifter and saturating add (2), ReLU and the ``ybuf`` write (1),
-histogram (1): 4. ``ScanMax`` and ``WriteMantissas``: read (1), leading-one detector or
-rounding shifter (2), compare or write (1): 4. ``StatSums`` is short in II but its entry
+Depths: a stream read and the store it feeds take 2 cycles (3 with the lane masking of the
+samples). ``Steps``: the weight-store and activation-store reads (2), the pair select (1), the
+DSP48 multiplier and its adders with their M and P registers (3), the accumulator (1): 7 (the
+post of a shadow row runs beside it: bias alignment shifter (2), the saturating add and ReLU
+(1), the leading-one detector and the running maximum (1), the result-store write (1): 5,
+which is ``PostTail``'s depth). ``WriteBeats``: the result-store read (2), the rounding
+shifter and its saturation (2), the write (1): 5. ``StatSums`` is short in II but its entry
 carries the statistics tail after the loop (64-bit integer square root and the 40/14-bit
 division, ~45 cycles of sequential logic), charged as its depth.
 
-Unpipelined loops and their own cycles per iteration: ``BatchTiles`` 1 (tile bounds),
-``ReadSamples`` 2 (the exponent read, then ``Align``), ``NTiles`` 2 (clear the accumulator
-registers, loop control), ``OutSamples`` 3 (output exponent, its ``Put``, ``Flush``),
-``StatsBins`` 1.
+Unpipelined loops and their own cycles per iteration: ``OutSamples`` 3 (the output exponent
+from the running state, the sample counters), ``StatsBins`` 1.
 
-Phases: ``WeightSteps`` is *compute* when a weight step is one beat (the array fires every
-cycle), else *input stream: weights* (the array waits ``step_beats - 1`` cycles of every
-step for its weights); loading the samples is *input stream: activations*; writing the
-mantissas *output stream*; ``PostRows``, ``ScanMax`` and the statistics are serial phases.
-The peak is ``2 * rows * cols`` MAC/cycle (two products per DSP tile).
+Phases: ``Steps`` iterations that compute are *compute*, its ``WeightWait`` iterations are
+*input stream: weights* (the loop reads a weight beat a cycle and a step needs
+``step_beats``); the head and the samples are *input stream*; ``WriteBeats`` and the
+statistics segment *output stream*; ``PostTail`` and ``OutSamples`` / ``StatSums`` serial
+phases. The peak is ``2 * rows * cols`` MAC/cycle (two products per DSP tile).
+
+:func:`steps_iterations` gives the ``Steps`` count in closed form (the tests hold it equal to
+the C-simulation's counter): with ``T`` tiles, ``G`` groups, ``S`` steps per group,
+``kp = ceil(K/2)``, ``E`` exponent beats and ``TB = E + kp * step_beats`` beats per tile,
+tile ``t``'s beats are read from iteration ``L_t`` on (``L_0 = 0``,
+``L_t = max(L_{t-1} + TB, C_{t-2})`` with ``C_{-1} = 0``, or ``t * TB`` with the keep flag),
+its step ``s`` may compute from iteration ``L_t + E + (s+1) * step_beats`` on, and its last
+step runs at ``C_t = max(C_{t-1} + kp, L_t + E + kp * step_beats) + (S - kp) + (G-1) * S``
+(``C_{-1} = -1``; ``C_t = C_{t-1} + G*S`` for resident weights). ``Steps`` runs
+``C_{T-1} + 1`` iterations.
 """
 from __future__ import annotations
 
 import functools
 
-from .model import Loop, serial_call
+from .model import Loop, bound_of, serial_call
 
 NAME = "bfp_systolic"
 STREAM = "stream"
 RAM = "ram_1p"
+S2P = "ram_s2p"
 
 
 def loops(p):
     """The loop rows of a config ``p`` (its ``bfp_systolic`` parameters)."""
-    from ..engines.bfp_systolic.spec import context_step_beats
-    return _loops(context_step_beats(p))
+    return _LOOPS
 
 
-@functools.lru_cache(maxsize=None)
-def _loops(step_beats):
-    steps_phase = "compute" if step_beats == 1 else "input stream: weights"
-    return (
-        Loop("ReadBias", 1, 2, "input stream: bias", {"in": (STREAM, 1), "bias": (RAM, 1)}),
-        Loop("BatchTiles", None, 1, "serial: control"),
-        Loop("ReadSamples", None, 2, "input stream: activations"),
-        Loop("ReadSampleK", 1, 2, "input stream: activations", {"in": (STREAM, 1), "xbuf[c]": (RAM, 1)}),
-        Loop("NTiles", None, 2, "serial: control"),
-        Loop("ReadWeightExp", 1, 2, "input stream: weights", {"in": (STREAM, 1), "wexp": (RAM, 1)}),
-        Loop("WeightSteps", 1, 5, steps_phase, {"in": (STREAM, 1), "xbuf[c][.][j]": (RAM, 1)}),
-        Loop("PostRows", 1, 4, "serial: bias, ReLU", {"bias": (RAM, 1), "wexp": (RAM, 1), "ybuf[c]": (RAM, 1)}),
-        Loop("OutSamples", None, 3, "serial: output exponent"),
-        Loop("ScanMax", 1, 4, "serial: output exponent", {"ybuf[c]": (RAM, 1), "wexp": (RAM, 1)}),
-        Loop("StatSums", 1, 47, "serial: output exponent", {"ybuf[c]": (RAM, 1)}),
-        Loop("WriteMantissas", 1, 4, "output stream", {"ybuf[c]": (RAM, 1), "wexp": (RAM, 1), "out": (STREAM, 1)}),
-        Loop("StatsBins", None, 1, "output stream"),
-        Loop("StatsLanes", 1, 2, "output stream", {"out": (STREAM, 1)}),
-    )
+_LOOPS = (
+    Loop("ReadBias", 1, 2, "input stream: bias", {"in": (STREAM, 1), "bias[j]": (RAM, 1)}),
+    Loop("ReadSampleBeats", 1, 3, "input stream: activations",
+         {"in": (STREAM, 1), "xstore[c]": (RAM, 1), "xexp[c]": (RAM, 1)}),
+    Loop("Steps", 1, 7, "compute", {"in": (STREAM, 1), "wstore": (S2P, 2), "xstore[c]": (RAM, 1),
+                                    "wexp[j]": (S2P, 2), "ybuf[c][j]": (RAM, 1), "run_*[c]": (S2P, 2),
+                                    "xexp[c]": (RAM, 1), "bias[j]": (RAM, 1)}),
+    Loop("PostTail", 1, 5, "serial: bias, ReLU", {"ybuf[c][j]": (RAM, 1), "run_*[c]": (S2P, 2)}),
+    Loop("OutSamples", None, 3, "serial: output exponent"),
+    Loop("StatSums", 1, 47, "serial: output exponent", {"ybuf[c][j]": (RAM, 1)}),
+    Loop("WriteBeats", 1, 5, "output stream", {"ybuf[c][j]": (RAM, 1), "wexp[j]": (RAM, 1), "out": (STREAM, 1)}),
+    Loop("StatsBins", None, 1, "output stream"),
+    Loop("StatsLanes", 1, 2, "output stream", {"out": (STREAM, 1)}),
+)
 
 
 def call_cycles(p, counts):
-    """Modelled cycles of one call from its loop counters."""
-    return serial_call(loops(p), counts)
+    """Modelled cycles of one call from its loop counters: the loops add up; the ``Steps``
+    iterations that waited for weights (``WeightWait``) are moved to the weights phase."""
+    call = serial_call(loops(p), counts)
+    wait = counts.get("WeightWait", (0, 0))[0]
+    if wait:
+        call.phases["compute"] = call.phases.get("compute", 0) - wait
+        call.phases["input stream: weights"] = call.phases.get("input stream: weights", 0) + wait
+        call.bound = bound_of(call.phases)
+    return call
+
+
+def steps_iterations(p, batch, k, n, *, keep=False, resident=False):
+    """``(iterations, waits)`` of the ``Steps`` loop of one call (module docstring)."""
+    from ..engines.bfp_systolic.spec import POST_GAP, context_step_beats, exp_beats
+    rows, sb, E = p["rows"], context_step_beats(p), exp_beats(p)
+    kp = (k + 1) // 2
+    S = max(kp, rows + POST_GAP)
+    T, G = -(-n // rows), -(-batch // p["cols"])
+    work = T * G * S
+    if resident:
+        return work, 0
+    TB = E + kp * sb
+    last, starts, ends = -1, [], []
+    for t in range(T):
+        if keep or t == 0:
+            lt = t * TB
+        else:
+            lt = max(starts[t - 1] + TB, ends[t - 2] if t >= 2 else 0)
+        starts.append(lt)
+        last = max(last + kp, lt + E + kp * sb) + (S - kp) + (G - 1) * S
+        ends.append(last)
+    return last + 1, last + 1 - work
 
 
 def peak_macs_per_cycle(p, mode=None):

@@ -17,26 +17,28 @@ def _c(a, b):
     return -(-a // b)
 
 
-def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out=False):
-    """``{label: (iterations, entries)}`` of one ``bfp_systolic`` call (``n <= max_n``)."""
-    from ..engines.bfp_systolic.spec import context_step_beats
-    rows, cols, sb = p["rows"], p["cols"], context_step_beats(p)
-    s, t, g = _c(k, 2), _c(batch, cols), _c(n, rows)
-    per_row = p["weight_exponent"] == "row"
-    c = {"Top": (1, 1), "BatchTiles": (t, 1), "ReadSamples": (batch, t), "ReadSampleK": (batch * 2 * s, batch),
-         "NTiles": (t * g, t), "WeightSteps": (t * g * s * sb, t * g), "PostRows": (t * g * rows, t * g),
-         "OutSamples": (batch, t), "ScanMax": (batch * n, batch), "WriteMantissas": (batch * n, batch)}
+def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out=False, keep=False,
+                    resident=False):
+    """``{label: (iterations, entries)}`` of one ``bfp_systolic`` call (``n <= max_n``, ``batch``
+    at most ``protocol.samples_per_call``): the loops of the engine page :mod:`.bfp_systolic`."""
+    from ..engines.bfp_systolic.spec import lanes
+    from .bfp_systolic import steps_iterations
+    L = lanes(p)
+    its, waits = steps_iterations(p, batch, k, n, keep=keep, resident=resident)
+    nbo = _c(n + 1, L)
+    c = {"Top": (1, 1), "ReadSampleBeats": (batch * _c(k + 1, L), 1), "Steps": (its, 1),
+         "PostTail": (p["rows"], 1), "OutSamples": (batch, 1), "WriteBeats": (batch * nbo, batch)}
+    if waits:
+        c["WeightWait"] = (waits, waits)
     if bias:
-        c["ReadBias"] = (n, 1)
-    if per_row:
-        c["ReadWeightExp"] = (t * g * rows, t * g)
-    if stats_method and not per_row:
+        c["ReadBias"] = (nbo, 1)
+    if stats_method and p["weight_exponent"] != "row":
         c["StatSums"] = (batch * n, batch)   # every sample with a non-zero output
     if stats_out:
         bins = p["acc_bits"]
-        lanes = 32 // _lane(p)
+        lanes32 = 32 // _lane(p)
         c["StatsBins"] = (bins, 1)
-        c["StatsLanes"] = (bins * lanes, bins)
+        c["StatsLanes"] = (bins * lanes32, bins)
     return c
 
 
@@ -102,6 +104,19 @@ def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None, resident=Fals
     return c
 
 
+def bfp_gemm_calls(p, batch, k, n):
+    """``[(samples, outputs), ...]``: the calls ``Kernel.gemm`` makes on a target without a
+    transfer limit: N in chunks of ``max_n``, each over the batch in calls of as many samples
+    as the activation and result stores hold (``protocol.samples_per_call``)."""
+    from ..engines.bfp_systolic.protocol import samples_per_call
+    out = []
+    for a in range(0, n, p["max_n"]):
+        m = min(p["max_n"], n - a)
+        per = max(1, samples_per_call(p, k, m))
+        out += [(min(per, batch - r0), m) for r0 in range(0, batch, per)]
+    return out
+
+
 def shift_gemm_calls(p, batch, k, n, *, mode="twohot"):
     """``[(samples, outputs), ...]``: the calls ``Kernel.gemm_int`` makes for a GEMM on a target
     without a transfer limit: N in chunks of ``max_n`` (whole tiles), each over the batch in
@@ -123,18 +138,15 @@ def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
     if k > p["max_k"]:
         raise InputError(f"K = {k} exceeds max_k = {p['max_k']} of {cfg.name}")
     kc = KernelCycles()
-    for a in range(0, n, p["max_n"]):
-        m = min(p["max_n"], n - a)
-        if cfg.engine == "bfp_systolic":
-            counts = bfp_call_counts(p, batch, k, m, stats_method=p["output_exponent"] == "stats")
-            beats = _bfp_beats(p, batch, m, k)
-        elif cfg.engine == "shift_mac":
-            continue
-        else:
-            raise InputError(f"{cfg.name}: closed-form counts exist for bfp_systolic and shift_mac only")
-        kc.add(call_cycles(cfg, counts), counts)
-        kc.beats_in += beats[0]
-        kc.beats_out += beats[1]
+    if cfg.engine not in ("bfp_systolic", "shift_mac"):
+        raise InputError(f"{cfg.name}: closed-form counts exist for bfp_systolic and shift_mac only")
+    if cfg.engine == "bfp_systolic":
+        for b, m in bfp_gemm_calls(p, batch, k, n):
+            counts = bfp_call_counts(p, b, k, m, stats_method=p["output_exponent"] == "stats")
+            beats = _bfp_beats(p, b, m, k)
+            kc.add(call_cycles(cfg, counts), counts)
+            kc.beats_in += beats[0]
+            kc.beats_out += beats[1]
     if cfg.engine == "shift_mac":
         md = mode or p["default_mode"]
         for b, m in shift_gemm_calls(p, batch, k, n, mode=md):
@@ -196,5 +208,5 @@ def _shift_beats(p, batch, n, k, mode):
     return protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode), protocol.n_output_beats(p, batch, n)
 
 
-__all__ = ["bfp_call_counts", "shift_call_counts", "shift_gemm_calls", "gemm_cycles", "conv_cycles",
+__all__ = ["bfp_call_counts", "bfp_gemm_calls", "shift_call_counts", "shift_gemm_calls", "gemm_cycles", "conv_cycles",
            "reference_gemm"]

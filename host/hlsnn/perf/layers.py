@@ -53,8 +53,9 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
     m = batch * positions
     kc = KernelCycles()
     if cfg.engine == "bfp_systolic":
-        for a, b in _chunks(n, p["max_n"]):
-            counts = bfp_call_counts(p, m, k, b - a, bias=True, stats_method=p["output_exponent"] == "stats")
+        from .closed_form import bfp_gemm_calls
+        for rows, outs in bfp_gemm_calls(p, m, k, n):            # N by max_n, the batch by the stores
+            counts = bfp_call_counts(p, rows, k, outs, bias=True, stats_method=p["output_exponent"] == "stats")
             kc.add(call_cycles(cfg, counts), counts)
         return kc
     if cfg.engine == "shift_mac":

@@ -32,7 +32,7 @@ def parse_shape(text, n, what):
 def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=1.0, padding="same", seed=0,
             target="csim", build_dir=None):
     """Run the operation on ``target`` (csim or sim) and return the report dict (the keys of
-    ``hlsnn perf --json``). ``resident`` (``shift_mac``): the weights are put on chip
+    ``hlsnn perf --json``). ``resident`` (``bfp_systolic``, ``shift_mac``): the weights are put on chip
     (``load_weights``) and a first call loads them; the report is of a second, identical
     call, which streams only the parameters and activations."""
     from ..config import Config, load_config
@@ -42,9 +42,9 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
     engine = cfg.engine
     if (gemm is None) == (conv is None):
         raise InputError("give exactly one of --gemm B,K,N and --conv C,H,W,Z,k")
-    if resident and engine != "shift_mac":
-        raise InputError(f"--resident: {cfg.name} ({engine}) does not keep its weights on chip; shift_mac "
-                         f"configs do (load_weights); run without --resident")
+    if resident and engine == "sparse_cluster":
+        raise InputError(f"--resident: {cfg.name} ({engine}) does not keep its weights on chip; bfp_systolic and "
+                         f"shift_mac configs do (load_weights); run without --resident")
     if mode is not None and (engine != "shift_mac" or mode not in MODES):
         raise InputError(f"--mode {mode}: only shift_mac configs take a mode, one of {', '.join(MODES)}")
     if not 0.0 < float(density) <= 1.0:
@@ -69,6 +69,9 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
                     acc.kernel.gemm(x, w, mode=mode)
                 acc.kernel.gemm(x, w, mode=mode)
             else:
+                if resident:        # the weights go on chip with a first call; the second is measured
+                    acc.kernel.load_weights(w)
+                    acc.kernel.gemm(x, w)
                 acc.kernel.gemm(x, w)
             macs = dense = b * k * n
             shape = {"op": "gemm", "B": b, "K": k, "N": n}

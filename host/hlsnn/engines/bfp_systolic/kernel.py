@@ -37,9 +37,22 @@ class Kernel:
 
     After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
     modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
+
+    **Calls.** One kernel call holds at most ``protocol.samples_per_call(p, K, N)`` samples
+    (the activation and result stores); a larger batch is split into calls, each streaming
+    the weights once.
+
+    **Resident weights** (:meth:`load_weights`). Weights whose tiles fit the weight store side
+    by side (``ceil(N / rows) * ceil(K / 2) <= w_depth``) can stay on chip: after
+    ``load_weights(w)`` the first call with these weights streams them once with the *keep*
+    flag, and every later call with the same weights streams none (*resident* flag): it
+    costs the activations only. Any other call's weights overwrite the store, and the next
+    call with the loaded weights streams them again with *keep*.
     """
 
     OPERATIONS = ("gemm", "gemm_bfp")
+    #: the emulator keeps the kernel's weight store between calls (``state``, per target)
+    EMULATOR_STATE = True
 
     def __init__(self, cfg, target):
         self.cfg, self.p, self.target = cfg, cfg.params, target
@@ -54,6 +67,60 @@ class Kernel:
         self._e_range = bfp.exponent_range(p["exponent_bits"])
         # a lane as wide as the mantissa cannot hold an out-of-range one
         self._check_mantissas = lane_bits(p) > p["mantissa_bits"]
+        self._loaded = None        # (wm, we) that load_weights asked to keep on chip
+        self._on_chip = None       # the same, once a call has put them there
+
+    # ------------------------------------------------------------------ resident weights
+    def load_weights(self, w):
+        """Keep the weights ``w`` on chip: the next call with them streams them once, later
+        calls stream only the activations (class docstring, *Resident weights*).
+
+        ``w``: float weights (N, K), quantized as :meth:`gemm` quantizes them (so that float
+        GEMMs with the same ``w`` find them resident), or a BFPTensor as :meth:`gemm_bfp`
+        takes it. Raises :class:`InputError` when they do not fit: ``N <= max_n``,
+        ``K <= max_k`` and ``ceil(N / rows) * ceil(K / 2) <= w_depth``. Returns the kernel."""
+        p = self.p
+        if not isinstance(w, bfp.BFPTensor):
+            w = self.quantize_weights(w)
+        _, _, wm, we, _, _ = self._check_bfp(bfp.quantize(np.zeros((1, w.shape[1])), p["mantissa_bits"], axis=-1,
+                                                          exponent_bits=p["exponent_bits"]), w, None)
+        n, k = wm.shape
+        if not protocol.resident_fits(p, n, k):
+            steps = -(-n // p["rows"]) * ((k + 1) // 2)
+            raise InputError(f"weights of N = {n}, K = {k} take {-(-n // p['rows'])} tiles x {(k + 1) // 2} steps = "
+                             f"{steps} steps; config {self.cfg.name} keeps at most w_depth = {p['w_depth']} on chip")
+        self._loaded = (np.array(wm, np.int64), np.array(we, np.int64))
+        return self
+
+    def unload_weights(self):
+        """Forget the loaded weights: every call streams its weights again."""
+        self._loaded = self._on_chip = None
+        return self
+
+    @property
+    def resident(self):
+        """``(N, K)`` of the weights on chip for resident calls, or None."""
+        return None if self._on_chip is None else self._on_chip[0].shape
+
+    @staticmethod
+    def _same(held, wm, we):
+        return held is not None and held[0].shape == wm.shape and np.array_equal(held[0], wm) \
+            and np.array_equal(held[1], we)
+
+    def _weight_flags(self, wm, we):
+        """The keep / resident flags of a call with these weights (class docstring)."""
+        if self._same(self._on_chip, wm, we):
+            return protocol.FLAG_RESIDENT
+        if self._same(self._loaded, wm, we):
+            return protocol.FLAG_KEEP
+        return 0
+
+    def quantize_weights(self, w):
+        """Float weights (N, K) to the kernel's weight format, as :meth:`quantize_operands` does."""
+        p = self.p
+        waxis = -1 if p["weight_exponent"] == "row" else None
+        return bfp.quantize(self._float2d("w", w), p["mantissa_bits"], axis=waxis, exponent_bits=p["exponent_bits"],
+                            rounding=p["rounding"])
 
     # ------------------------------------------------------------------ floats
     def quantize_operands(self, x, w, bias=None):
@@ -67,14 +134,12 @@ class Kernel:
         """
         p = self.p
         qround = p["rounding"]
-        w = self._float2d("w", w)
-        waxis = -1 if p["weight_exponent"] == "row" else None
-        wq = bfp.quantize(w, p["mantissa_bits"], axis=waxis, exponent_bits=p["exponent_bits"], rounding=qround)
+        wq = self.quantize_weights(w)
         bq = None
         if bias is not None:
             b = as_float_input(bias, "bias")
-            if b.shape != (w.shape[0],):
-                raise InputError(f"bias must have one value per output (N = {w.shape[0]}), got shape {b.shape}")
+            if b.shape != (wq.shape[0],):
+                raise InputError(f"bias must have one value per output (N = {wq.shape[0]}), got shape {b.shape}")
             bq = bfp.quantize(b, p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
                               rounding=qround)
         return self.quantize_activations(x, wq, bq), wq, bq
@@ -205,12 +270,13 @@ class Kernel:
         has_bias = bm is not None
         n_stats = self._n_stats if stats else 0
         limit = tiling.transfer_limit(self.target)
+        cap = protocol.samples_per_call(p, k, n)
         n_in = protocol.n_input_beats(p, batch, n, k, has_bias)
         n_out = protocol.n_output_beats(p, batch, n)
-        if limit is None or max(n_in, n_out + n_stats) * beat <= limit:    # the common case: one call
+        if batch <= cap and (limit is None or max(n_in, n_out + n_stats) * beat <= limit):  # the common case
             return self._call(xm, xe, wm, we, bm, be, regs, stats, n_in, n_out)
         rows = tiling.rows_per_call(
-            batch, lambda b: self._transfer_bytes(b, n, k, has_bias, stats)[0],
+            min(batch, cap), lambda b: self._transfer_bytes(b, n, k, has_bias, stats)[0],
             lambda b: self._transfer_bytes(b, n, k, has_bias, stats)[1], limit,
             what=f"{self.cfg.name} GEMM with N = {n}, K = {k}")
         yms, yes, tally = [], [], tiling.Tally()
@@ -230,12 +296,22 @@ class Kernel:
         p = self.p
         batch, k = xm.shape
         n = wm.shape[0]
+        wflags = self._weight_flags(wm, we)
+        # the weight store now holds these weights (keep), still holds them (resident), or not
+        on_chip = self._loaded if wflags else None
         if getattr(self.target, "arrays", False):
+            self._on_chip = on_chip
             return self._emulate_arrays(xm, xe, wm, we, bm, be, regs, stats)
+        resident = bool(wflags & protocol.FLAG_RESIDENT)
+        if resident:
+            n_in = protocol.n_input_beats(p, batch, n, k, bm is not None, resident=True)
         stage = getattr(self.target, "input_buffer", None)
-        beats = protocol.pack_input(p, xm, xe, wm, we, bm, be,
+        beats = protocol.pack_input(p, xm, xe, wm, we, bm, be, resident=resident,
                                     out=None if stage is None else stage(n_in * self._beat))
-        out, regs_out = self.target.run(beats, [batch, n, k] + regs, n_out + (self._n_stats if stats else 0))
+        regs_in = [batch, n, k, regs[0] | wflags, regs[1]]
+        self._on_chip = None                    # a failed call leaves the store unknown
+        out, regs_out = self.target.run(beats, regs_in, n_out + (self._n_stats if stats else 0))
+        self._on_chip = on_chip
         magic, hash32, sat = (int(r) for r in regs_out)
         if magic != MAGIC or hash32 != self.cfg.hash32:
             raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
@@ -260,11 +336,39 @@ class Kernel:
 
     # ------------------------------------------------------------------ emulator target
     @staticmethod
-    def emulate_stream(cfg, beats, regs_in):
-        """The emulator behind the stream interface: decode beats, emulate, encode beats."""
+    def emulate_stream(cfg, beats, regs_in, state=None):
+        """The emulator behind the stream interface: decode beats, emulate, encode beats.
+
+        ``state`` (a dict the target keeps between calls) holds the kernel's weight store as
+        the kernel writes it: ``wstore`` (``w_depth`` steps of ``2*rows`` mantissas, zero at
+        first, as the static array) with tile ``t`` at step ``t*ceil(K/2)`` under the keep
+        flag and at ``(t % 2)*ceil(K/2)`` otherwise, and ``wexp`` (one per output row, written
+        by every per-row call); a resident call reads both."""
         p = cfg.params
+        state = {} if state is None else state
+        R = p["rows"]
         batch, n, k, flags, k_sigma = (int(r) for r in regs_in)
-        xm, xe, wm, we, bm, be = protocol.unpack_input(p, beats, batch, n, k, bool(flags & protocol.FLAG_BIAS))
+        resident = bool(flags & protocol.FLAG_RESIDENT)
+        xm, xe, wm, we, bm, be = protocol.unpack_input(p, beats, batch, n, k, bool(flags & protocol.FLAG_BIAS),
+                                                       resident=resident)
+        if "wstore" not in state:
+            state["wstore"] = np.zeros((p["w_depth"], 2 * R), np.int64)
+            state["wexp"] = np.zeros(p["max_n"], np.int64)
+        store, kp, nt = state["wstore"], (k + 1) // 2, -(-n // R)
+        if resident:
+            steps = store[:nt * kp].reshape(nt, kp, R, 2).transpose(0, 2, 1, 3).reshape(nt * R, 2 * kp)
+            wm = steps[:n, :k]
+            if we is None:
+                we = state["wexp"][:n].copy()
+        else:
+            padded = np.zeros((nt * R, 2 * kp), np.int64)
+            padded[:n, :k] = wm
+            tiles = padded.reshape(nt, R, kp, 2).transpose(0, 2, 1, 3).reshape(nt, kp, 2 * R)
+            for t in range(nt):
+                base = t * kp if flags & protocol.FLAG_KEEP else (t % 2) * kp
+                store[base:base + kp] = tiles[t]
+            if p["weight_exponent"] == "row":
+                state["wexp"][:n] = we
         stats_out = bool(flags & protocol.FLAG_STATS_OUT)
         ym, ye, sat, *hist = emulate(p, xm, xe, wm, we, bm, be, relu=bool(flags & protocol.FLAG_RELU),
                                      use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,

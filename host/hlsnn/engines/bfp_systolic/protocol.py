@@ -10,16 +10,21 @@ with zero lanes to a whole number of beats. A call's input stream is, in order:
 
 1. if bias: one segment ``[bias_exp, b[0], …, b[N-1]]``;
 2. if ``weight_exponent: tensor``: one segment ``[w_exp]``;
-3. for each batch tile ``t`` (samples ``t*cols …``, the last tile may be short):
+3. per sample ``b`` of the call, one segment ``[x[b,0], …, x[b,K-1], x_exp[b]]`` (the
+   mantissas start at lane 0 of a beat, so a beat is one word of the activation store);
+4. unless ``FLAG_RESIDENT``: per weight tile ``n0 = 0, rows, 2*rows, …``, once per call: if
+   ``weight_exponent: row``, one segment of ``rows`` exponents ``w_exp[n0 … n0+rows-1]``
+   (zero past N); then ``ceil(K/2)`` weight *steps*, each one segment
+   ``[w[n0,2s], w[n0,2s+1], w[n0+1,2s], w[n0+1,2s+1], …]`` (``2*rows`` lanes, zero past N
+   and past K).
 
-   a. per sample ``b`` of the tile, one segment ``[x_exp[b], x[b,0], …, x[b,K-1]]``;
-   b. per weight tile ``n0 = 0, rows, 2*rows, …``: if ``weight_exponent: row``, one segment
-      of ``rows`` exponents ``w_exp[n0 … n0+rows-1]`` (zero past N); then ``ceil(K/2)`` weight
-      *steps*, each one segment ``[w[n0,2s], w[n0,2s+1], w[n0+1,2s], w[n0+1,2s+1], …]``
-      (``2*rows`` lanes, zero past N and past K).
-
-The weights are streamed again for every batch tile (they are never stored on chip). The
+A call holds at most :func:`samples_per_call` samples (the activation and result stores). The
 output stream is, per sample ``b``, one segment ``[y_exp[b], y[b,0], …, y[b,N-1]]``.
+
+``FLAG_KEEP`` (bit 4) stores the call's weight tiles side by side in the weight store
+(``ceil(N/rows) * ceil(K/2) <= w_depth`` steps) and keeps them, with the row exponents;
+a later call with ``FLAG_RESIDENT`` (bit 5) and the same N and K streams no weights and uses
+them. Without either flag the tiles ping-pong through two halves of the store.
 
 With ``FLAG_STATS_OUT`` set, one *statistics* segment follows the last sample's: the
 :func:`stats_bins` (= ``acc_bits``) 32-bit counters of the statistics unit (source 002), in
@@ -40,7 +45,8 @@ statistics segment when there is one); without the flag the stream is exactly as
 exponent selector (emulator rule 5); ``FLAG_STATS_OUT`` (bit 3) asks for the histogram.
 
 Registers (s_axilite, in this order): inputs ``batch, n_out, k, flags, stats_k``
-(flags bit 0 ReLU, bit 1 bias, bit 2 statistics method, bit 3 statistics segment out),
+(flags bit 0 ReLU, bit 1 bias, bit 2 statistics method, bit 3 statistics segment out, bit 4
+keep the weights, bit 5 resident weights),
 outputs ``id_magic, id_hash, sat_count``.
 """
 from __future__ import annotations
@@ -52,11 +58,11 @@ import numpy as np
 from ...errors import InputError
 from .. import stream as _stream
 from ..stream import pad_to, segment_rows
-from .spec import lane_bits
+from .spec import lane_bits, lanes as _lanes, max_groups
 
 REGS_IN = ("batch", "n_out", "k", "flags", "stats_k")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
-FLAG_RELU, FLAG_BIAS, FLAG_STATS, FLAG_STATS_OUT = 1, 2, 4, 8
+FLAG_RELU, FLAG_BIAS, FLAG_STATS, FLAG_STATS_OUT, FLAG_KEEP, FLAG_RESIDENT = 1, 2, 4, 8, 16, 32
 
 
 def _geometry(p):
@@ -118,14 +124,26 @@ def _weight_lanes(p, wm, we, n, k, dt):
     return wt.reshape(-1)
 
 
-def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None) -> np.ndarray:
+def samples_per_call(p, k, n) -> int:
+    """Samples one call holds: ``cols`` per group, as many groups as the activation store
+    (``ceil(K / lanes)`` words per sample) and the result store (``ceil(N / lanes)`` words per
+    bank and sample) take, at most ``max_groups``."""
+    L = _lanes(p)
+    g = min(p["x_depth"] // math.ceil(k / L), (p["y_depth"] // L) // math.ceil(n / L), max_groups(p))
+    return g * p["cols"]
+
+
+def resident_fits(p, n, k) -> bool:
+    """Whether an N x K layer's weight tiles fit the weight store side by side (keep / resident)."""
+    return math.ceil(n / p["rows"]) * ((k + 1) // 2) <= p["w_depth"]
+
+
+def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None, resident=False) -> np.ndarray:
     """Input beats as a ``uint8`` array of shape ``(n_beats, stream_bits // 8)``.
 
     ``xm`` (batch, K), ``xe`` (batch,), ``wm`` (N, K), ``we`` (N,) or scalar (tensor),
-    ``bm`` (N,) or None, ``be`` scalar. Values must already fit their fields.
-
-    The lanes are written once, in the lane type, into one preallocated array: the weight
-    part into the first batch tile and copied from there into the others.
+    ``bm`` (N,) or None, ``be`` scalar. Values must already fit their fields. ``resident``:
+    the call sets ``FLAG_RESIDENT``, so no weights are packed (``wm`` and ``we`` only give N).
 
     ``out``: a writable, C-contiguous 1-D ``uint8`` array of at least
     :func:`n_input_beats` x ``stream_bits // 8`` bytes (e.g. a target's DMA input buffer,
@@ -140,36 +158,28 @@ def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None) -> np.ndarray:
         wm = wm.astype(np.int64)
     batch, k = xm.shape
     n = wm.shape[0]
-    C = p["cols"]
     head = _head(p, n, bm, be, we, bm is not None)
-    wpart = _weight_lanes(p, wm, we, n, k, dt)
-    wlen = wpart.size
-    xlen = _pad_to(1 + k, lanes)
-    n_full, rem = divmod(batch, C)
-    tile = C * xlen + wlen
+    xlen = _pad_to(k + 1, lanes)
     h = head.size
-    total = h + n_full * tile + (rem * xlen + wlen if rem else 0)
+    wlen = 0 if resident else n_weight_lanes(p, n, k)
+    total = h + batch * xlen + wlen
     out = np.empty(total, dtype=dt) if out is None else _lanes_of(out, total, dt)
     out[:h] = head
-    xe = np.asarray(xe, np.int64).reshape(-1)
-
-    def put_x(seg, b0, b1):                       # seg: (..., xlen) view of out, samples b0..b1
-        lead = seg.shape[:-1]
-        seg[..., 0] = xe[b0:b1].reshape(lead)
-        seg[..., 1:1 + k] = xm[b0:b1].reshape(lead + (k,))
-        seg[..., 1 + k:] = 0
-
-    if n_full:
-        body = _shaped(out[h:h + n_full * tile], (n_full, tile))
-        put_x(_shaped(body[:, :C * xlen], (n_full, C, xlen)), 0, n_full * C)
-        body[0, C * xlen:] = wpart
-        if n_full > 1:
-            body[1:, C * xlen:] = body[0, C * xlen:]
-    if rem:
-        tail = out[h + n_full * tile:]
-        put_x(_shaped(tail[:rem * xlen], (rem, xlen)), n_full * C, batch)
-        tail[rem * xlen:] = wpart
+    seg = _shaped(out[h:h + batch * xlen], (batch, xlen))
+    seg[:, :k] = xm
+    seg[:, k] = np.asarray(xe, np.int64).reshape(-1)
+    seg[:, k + 1:] = 0
+    if wlen:
+        out[h + batch * xlen:] = _weight_lanes(p, wm, we, n, k, dt)
     return out.view(np.uint8).reshape(-1, p["stream_bits"] // 8)
+
+
+def n_weight_lanes(p, n, k) -> int:
+    """Lanes of all weight tiles of an N x K call."""
+    _, lanes, _ = _geometry(p)
+    R = p["rows"]
+    explen = _pad_to(R, lanes) if p["weight_exponent"] == "row" else 0
+    return math.ceil(n / R) * (explen + ((k + 1) // 2) * _pad_to(2 * R, lanes))
 
 
 def _lanes_of(buf, total, dt):
@@ -182,17 +192,12 @@ def _lanes_of(buf, total, dt):
     return buf[:nbytes].view(dt)
 
 
-def n_input_beats(p, batch, n, k, has_bias) -> int:
-    lb, lanes, _ = _geometry(p)
-    kp = (k + 1) // 2
-    R = p["rows"]
-    n_tiles = math.ceil(n / R)
+def n_input_beats(p, batch, n, k, has_bias, *, resident=False) -> int:
+    _, lanes, _ = _geometry(p)
     beats = math.ceil((n + 1) / lanes) if has_bias else 0
     beats += 0 if p["weight_exponent"] == "row" else 1
-    wbeats = n_tiles * (kp * math.ceil(2 * R / lanes) + (math.ceil(R / lanes) if p["weight_exponent"] == "row" else 0))
-    xbeats = math.ceil((1 + k) / lanes)
-    n_btiles = math.ceil(batch / p["cols"])
-    return beats + batch * xbeats + n_btiles * wbeats
+    beats += batch * math.ceil((1 + k) / lanes)
+    return beats + (0 if resident else n_weight_lanes(p, n, k) // lanes)
 
 
 def stats_bins(p) -> int:
@@ -221,20 +226,17 @@ def unpack_stats(p, beats) -> np.ndarray:
     return _stream.unpack_stats(np.asarray(beats)[-n_stats_beats(p):], stats_bins(p), lane_bits(p))
 
 
-def unpack_input(p, beats, batch, n, k, has_bias):
+def unpack_input(p, beats, batch, n, k, has_bias, *, resident=False):
     """Inverse of :func:`pack_input` (used by the emulator target): returns
-    ``xm, xe, wm, we, bm, be`` (``bm`` None without bias; ``we`` of shape (N,)).
-
-    The weights must be the same in every batch tile (the emulator models one weight matrix
-    per call); a stream that differs raises InputError.
-    """
+    ``xm, xe, wm, we, bm, be`` (``bm`` None without bias; ``we`` of shape (N,); ``wm`` and
+    ``we`` None for a ``resident`` call, which streams no weights)."""
     _, lanes, dt = _geometry(p)
     v = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1).view(dt)
-    want = n_input_beats(p, batch, n, k, has_bias)
+    want = n_input_beats(p, batch, n, k, has_bias, resident=resident)
     if v.size != want * lanes:
         raise InputError(f"input stream has {v.size // lanes} beats; a batch={batch}, N={n}, K={k} call "
                          f"{'with' if has_bias else 'without'} bias needs {want}")
-    R, C = p["rows"], p["cols"]
+    R = p["rows"]
     kp = (k + 1) // 2
     n_tiles = math.ceil(n / R)
     pos = 0
@@ -249,28 +251,17 @@ def unpack_input(p, beats, batch, n, k, has_bias):
         w_tensor = int(v[pos])
         pos += lanes
     xlen = _pad_to(1 + k, lanes)
+    xs = v[pos:pos + batch * xlen].reshape(batch, xlen).astype(np.int64)
+    pos += batch * xlen
+    if resident:
+        return xs[:, :k], xs[:, k], None, (None if per_row else np.full(n, w_tensor, np.int64)), bm, be
     explen = _pad_to(R, lanes) if per_row else 0
     steplen = _pad_to(2 * R, lanes)
-    wlen = n_tiles * (explen + kp * steplen)
-    n_full, rem = divmod(batch, C)
-    tile = C * xlen + wlen
-    body = v[pos:pos + n_full * tile].reshape(n_full, tile)
-    xs = [body[:, :C * xlen].reshape(n_full * C, xlen)]
-    ws = [body[:, C * xlen:]]
-    if rem:
-        tail = v[pos + n_full * tile:]
-        xs.append(tail[:rem * xlen].reshape(rem, xlen))
-        ws.append(tail[rem * xlen:].reshape(1, wlen))
-    xs = np.concatenate(xs).astype(np.int64)
-    ws = np.concatenate(ws)
-    if ws.shape[0] > 1 and not (ws[1:] == ws[0]).all():
-        raise InputError("the weights differ between batch tiles; the emulator target models one "
-                         "weight matrix per call")
-    wt = ws[0].astype(np.int64).reshape(n_tiles, explen + kp * steplen)
+    wt = v[pos:].astype(np.int64).reshape(n_tiles, explen + kp * steplen)
     steps = wt[:, explen:].reshape(n_tiles, kp, steplen)[:, :, :2 * R]
     wm = steps.reshape(n_tiles, kp, R, 2).transpose(0, 2, 1, 3).reshape(n_tiles * R, 2 * kp)[:n, :k]
     we = wt[:, :R].reshape(-1)[:n] if per_row else np.full(n, w_tensor, np.int64)
-    return xs[:, 1:1 + k], xs[:, 0], wm, we, bm, be
+    return xs[:, :k], xs[:, k], wm, we, bm, be
 
 
 def pack_output(p, ym, ye) -> np.ndarray:

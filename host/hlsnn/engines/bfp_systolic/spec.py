@@ -33,7 +33,16 @@ SCHEMA = {
     "stats_k": Field("int", "k of mean + k*sigma for the stats method", default=3, lo=0, hi=15),
     "stream_bits": Field("int", "AXI-Stream width; default: the board's DMA width", default=None,
                          lo=32, hi=512, pow2=True),
+    "x_depth": Field("int", "activation store: words (one beat of mantissas) per column; default 8 samples "
+                     "of max_k per column", default=None, lo=1, hi=1 << 20),
+    "y_depth": Field("int", "result store: wide results per column (a multiple of the lanes per beat); "
+                     "default 8 samples of max_n per column", default=None, lo=1, hi=1 << 22),
+    "w_depth": Field("int", "weight store: steps (2*rows mantissas) on chip, at least two tiles of max_k "
+                     "(ping-pong); more keeps a layer resident; default two tiles", default=None, lo=2, hi=1 << 20),
 }
+
+#: steps per group are at least rows + POST_GAP (kernel: kPostGap)
+POST_GAP = 3
 
 
 def lane_bits(p) -> int:
@@ -41,10 +50,30 @@ def lane_bits(p) -> int:
     return 8 if p["mantissa_bits"] <= 8 else 16
 
 
+def lanes(p) -> int:
+    """Lanes per beat."""
+    return p["stream_bits"] // lane_bits(p)
+
+
 def validate(p: dict, board, source) -> dict:
     """Cross-field rules; fills board-derived defaults. Raises ConfigError."""
     if p["stream_bits"] is None:
         p["stream_bits"] = board.dma["stream_bits"]
+    L = lanes(p)
+    xw, nw, kp = math.ceil(p["max_k"] / L), math.ceil(p["max_n"] / L), (p["max_k"] + 1) // 2
+    if L < 2:
+        raise ConfigError(source, f"{NAME}.stream_bits", p["stream_bits"],
+                          f"must hold at least two {lane_bits(p)}-bit lanes (one mantissa pair)")
+    for key, default, least, what in (("x_depth", 8 * xw, xw, "one sample of max_k"),
+                                      ("y_depth", 8 * nw * L, nw * L, "one sample of max_n"),
+                                      ("w_depth", 2 * kp, 2 * kp, "two weight tiles of max_k (ping-pong)")):
+        if p[key] is None:
+            p[key] = default
+        elif p[key] < least:
+            raise ConfigError(source, f"{NAME}.{key}", p[key], f"must be at least {least}: {what}")
+    if p["y_depth"] % L:
+        raise ConfigError(source, f"{NAME}.y_depth", p["y_depth"],
+                          f"must be a multiple of the {L} lanes per beat (one bank per lane)")
     need = 2 * p["mantissa_bits"] - 1 + math.ceil(math.log2(max(p["max_k"], 1)))
     if p["acc_bits"] < need:
         raise ConfigError(source, f"{NAME}.acc_bits", p["acc_bits"],
@@ -69,21 +98,29 @@ def buffers(ctx) -> tuple:
     name, and its multipliers, from the template context ``ctx``."""
     from ...resources import Buffer, Multiplier
     top, rows, cols = ctx["top"], ctx["rows"], ctx["cols"]
-    m, e, acc, n = ctx["mantissa_bits"], ctx["exponent_bits"], ctx["acc_bits"], ctx["max_n"]
+    m, e, acc, L, g = ctx["mantissa_bits"], ctx["exponent_bits"], ctx["acc_bits"], ctx["lanes"], ctx["max_groups"]
     complete = ((0, "complete"),)
     bufs = [
         Buffer("hist", top, "array", 32, (ctx["acc_bits"],), partition=complete, note="statistics unit"),
-        Buffer("xbuf", top, "array", m, (cols, ctx["max_k_pairs"], 2), partition=((1, "complete"), (3, "complete")),
-               static=True, note="input samples, one bank per column and pair half"),
-        Buffer("xexp", top, "array", e, (cols,), partition=complete, static=True),
-        Buffer("ybuf", top, "array", acc, (cols, n), partition=((1, "complete"),), static=True,
-               note="wide results of a batch tile"),
-        Buffer("bias", top, "array", m, (n,), static=True),
-        Buffer("wexp", top, "array", e, (n,), static=True, used=ctx["weight_exponent_per_row"],
-               note="per-row weight exponents (unused with a tensor-wide exponent)"),
+        Buffer("xstore", top, "array", L * m, (cols, ctx["x_depth"]), partition=((1, "complete"),), static=True,
+               note="activation store: one bank per column, a beat of mantissas per word"),
+        Buffer("xexp", top, "array", e, (cols, g), partition=((1, "complete"),), static=True),
+        Buffer("ybuf", top, "array", acc, (cols, L, ctx["y_words"]), partition=((1, "complete"), (2, "complete")),
+               static=True, note="result store: one bank per column and lane"),
+        Buffer("run_lop", top, "array", 12, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True,
+               note="running output-exponent state per sample"),
+        Buffer("run_any", top, "array", 1, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True),
+        Buffer("run_mag", top, "array", 12, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True),
+        Buffer("wstore", top, "array", 2 * rows * m, (ctx["w_depth"],), storage="ram_s2p", static=True,
+               note="weight store: one step per word"),
+        Buffer("wexp", top, "array", e, (L, ctx["n_words"]), partition=((1, "complete"),), storage="ram_s2p", static=True,
+               used=ctx["weight_exponent_per_row"], note="per-row weight exponents (unused with a tensor-wide one)"),
+        Buffer("bias", top, "array", m, (L, ctx["n_words"]), partition=((1, "complete"),), static=True),
         Buffer("acc", top, "array", acc, (rows, cols), partition=complete, note="tile accumulators"),
-        Buffer("wide", top, "array", acc, (cols,), partition=complete),
-        Buffer("counted", top, "array", 1, (cols,), partition=complete),
+        Buffer("shv", top, "array", acc, (rows, cols), partition=complete, note="shadow registers"),
+        Buffer("cur", top, "array", 25, (cols,), partition=complete, note="the posted samples' running state"),
+        Buffer("wide", "PostRow", "array", acc, (cols,), partition=complete),
+        Buffer("counted", "PostRow", "array", 1, (cols,), partition=complete),
     ]
     tiles = rows * cols
     muls = [Multiplier("w*x", top, m, m, count=2 * tiles,
@@ -128,6 +165,17 @@ def estimate(cfg) -> dict:
         notes={"lut": f"{tiles} tiles (model) + LUTRAM buffers", "ff": f"{tiles} tiles (model) + register buffers"})
 
 
+def max_groups(p) -> int:
+    """Groups of ``cols`` samples one call holds at most (a sample takes at least one word of
+    the activation store and one of each result bank)."""
+    return min(p["x_depth"], p["y_depth"] // lanes(p))
+
+
+def exp_beats(p) -> int:
+    """Beats of a weight tile's row exponents (0 with a tensor-wide weight exponent)."""
+    return math.ceil(p["rows"] / lanes(p)) if p["weight_exponent"] == "row" else 0
+
+
 def context_step_beats(p) -> int:
     lanes = p["stream_bits"] // lane_bits(p)
     return math.ceil(2 * p["rows"] / lanes)
@@ -136,10 +184,11 @@ def context_step_beats(p) -> int:
 def template_context(cfg) -> dict:
     """Flat, validated scalars for the templates (no C++ fragments)."""
     p = cfg.params
-    lb = lane_bits(p)
+    lb, L = lane_bits(p), lanes(p)
     sb = context_step_beats(p)
     kp = (p["max_k"] + 1) // 2
     n_tiles = math.ceil(p["max_n"] / p["rows"])
+    groups = max_groups(p)
     return {
         **{k: p[k] for k in ("rows", "cols", "mantissa_bits", "exponent_bits", "acc_bits", "max_k",
                              "max_n", "max_batch", "stream_bits", "rounding")},
@@ -148,7 +197,19 @@ def template_context(cfg) -> dict:
         "lane_bits": lb,
         "step_beats": sb,
         "step_bits": sb * p["stream_bits"],
-        "steps_max": kp * sb,
+        "lanes": L,
+        "x_depth": p["x_depth"],
+        "y_words": p["y_depth"] // L,
+        "w_depth": p["w_depth"],
+        "n_words": math.ceil(p["max_n"] / L),
+        "max_groups": groups,
+        "max_call_batch": groups * p["cols"],
+        "exp_beats": exp_beats(p),
+        "post_gap": POST_GAP,
+        "out_beats_max": math.ceil((p["max_n"] + 1) / L),
+        "sample_beats_max": groups * p["cols"] * math.ceil((p["max_k"] + 1) / L),
+        # the steps loop: every step of every group and tile, plus the loads it waits for
+        "steps_max": n_tiles * (groups * max(kp, p["rows"] + POST_GAP) + exp_beats(p) + kp * sb),
         "n_tiles_max": n_tiles,
         "batch_tiles_max": math.ceil(p["max_batch"] / p["cols"]),
         "weight_exponent_per_row": p["weight_exponent"] == "row",
