@@ -34,8 +34,13 @@ from .errors import CompileError, CsimError, MissingDependency
 # -Wl,--wrap=__assert_fail: the kernel's failing asserts call the bridge's __wrap___assert_fail
 # (which turns them into an error status), not libc's (which aborts the Python process). The
 # redirection is made when the library is linked, so it binds nothing else differently.
-CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-Wl,--wrap=__assert_fail", "-Wall", "-Wno-unused-variable",
-             "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
+# -fvisibility=hidden: the statics of inline functions (the loop-counter table, the slots the
+# counting macros cache, the assert trap) would otherwise be STB_GNU_UNIQUE symbols, which the
+# dynamic loader binds once per process across every library loaded, RTLD_LOCAL or not: two
+# kernels in one Python process shared one counter table, and a slot cached by one library
+# named another library's loop. The bridge exports its C ABI with default visibility.
+CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wl,--wrap=__assert_fail", "-Wall",
+             "-Wno-unused-variable", "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
 
 STATUS_BITS = {
     1: "fewer output beats than expected",
