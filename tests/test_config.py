@@ -291,7 +291,15 @@ def test_clock_out_of_range(tmp_path, value):
     ("bfp_systolic.stream_bits", 32), ("clock_mhz", 10), ("clock_mhz", 800), ("clock_mhz", 142.857),
 ])
 def test_boundary_values_are_accepted(tmp_path, dotted, value):
-    cfg = load_config(cfg_file(tmp_path, dotted, value))
+    data = mutate(base(), dotted, value)
+    # The stores then hold one sample per column, not their default groups, which would not
+    # fit pynq-z2's 140 BRAM36 (max_n 8192: 384 for the result store; a 512-bit stream: 32
+    # lanes, 128 result banks; a 32-bit stream: 16 groups).
+    if dotted == "bfp_systolic.max_n":
+        data["bfp_systolic"]["y_depth"] = 8192
+    if dotted == "bfp_systolic.stream_bits":   # and at 512 bits, 256 results of max_n (LUTRAM)
+        data["bfp_systolic"].update(x_depth=1024 * 16 // value, max_n=256, y_depth=256)
+    cfg = load_config(write(tmp_path / "x.yaml", data))
     got = cfg.clock_mhz if dotted == "clock_mhz" else cfg.params[dotted.split(".")[1]]
     assert got == value
 
@@ -373,7 +381,7 @@ def test_custom_board_next_to_config_dir(tmp_path):
 
 
 def test_config_dir_boards_shadow_repository_boards(tmp_path):
-    custom_board(tmp_path, "pynq-z2", resources__dsp=1000)
+    custom_board(tmp_path, "pynq-z2", resources__dsp=1000, resources__bram36=400)
     cfg = load_config(accel_on(tmp_path, "pynq-z2", bfp_systolic__rows=32, bfp_systolic__cols=8))
     assert cfg.board.resources["dsp"] == 1000
     assert Path(cfg.board.path).is_relative_to(tmp_path)
@@ -504,7 +512,14 @@ def test_acc_bits_too_small(tmp_path, mantissa_bits, max_k, acc_bits, need):
     expect_error(p, "bfp_systolic.acc_bits", "must be at least 2*mantissa_bits - 1 + ceil(log2(max_k))",
                  f"= {need}", f"max_k = {max_k}", value=acc_bits)
     data["bfp_systolic"]["acc_bits"] = need                       # the minimum is enough
-    assert load_config(write(tmp_path / "ok.yaml", data)).params["acc_bits"] == need
+    if max_k <= 4096:
+        assert load_config(write(tmp_path / "ok.yaml", data)).params["acc_bits"] == need
+    else:
+        # ... for the accumulator; K = 65536 on chip (two weight tiles of 32,768 steps) then
+        # exceeds the board's block RAM, a different rule with its own message
+        with pytest.raises(ConfigError) as ei:
+            load_config(write(tmp_path / "ok.yaml", data))
+        assert ei.value.key == "bfp_systolic" and "BRAM36" in str(ei.value) and "wstore" in str(ei.value)
 
 
 def test_stats_needs_tensor_weight_exponent(tmp_path):
@@ -536,6 +551,8 @@ def test_same_array_fits_a_bigger_board(tmp_path):
     p = write(tmp_path / "x.yaml", data)
     expect_error(p, "bfp_systolic", "DSP", "board pynq-z2 has 220")
     data["board"] = "zcu104"
+    # stores of two groups of samples (the default of 8 would take 313 BRAM36 of the 312)
+    data["bfp_systolic"].update(x_depth=2 * 1024 // 8, y_depth=2 * 1024)
     cfg = load_config(write(tmp_path / "y.yaml", data))
     assert cfg.estimates["resources"]["dsp"] == 32 * 16 * 2 <= 1728
 
@@ -575,7 +592,7 @@ def test_hash32_is_low_32_bits_of_sha():
     ("name", "other_name"), ("board", "ultra96v2"), ("clock_mhz", 125),
     ("bfp_systolic.rows", 8), ("bfp_systolic.cols", 2), ("bfp_systolic.mantissa_bits", 15),
     ("bfp_systolic.exponent_bits", 7), ("bfp_systolic.acc_bits", 47), ("bfp_systolic.max_k", 512),
-    ("bfp_systolic.max_n", 2048), ("bfp_systolic.max_batch", 1000), ("bfp_systolic.weight_exponent", "tensor"),
+    ("bfp_systolic.max_n", 512), ("bfp_systolic.max_batch", 1000), ("bfp_systolic.weight_exponent", "tensor"),
     ("bfp_systolic.rounding", "truncate"), ("bfp_systolic.stats_k", 2), ("bfp_systolic.stream_bits", 128),
 ])
 def test_any_change_changes_hash(tmp_path, dotted, value):
@@ -734,7 +751,7 @@ def test_cli_info_good_config(tmp_path):
         assert re.search(rf"{res}\s+{used}\s+of\s+{cfg.board.resources[res]}\b", r.stdout), r.stdout
     dsp_line = [line for line in r.stdout.splitlines() if line.strip().startswith("dsp")]
     assert dsp_line and "128 of" in re.sub(r"\s+", " ", dsp_line[0])      # 16*4 tiles * 2
-    assert "buffers the kernel declares" in r.stdout and re.search(r"\bxbuf\s+bfp_systolic_top\s+array\s+8\b", r.stdout)
+    assert "buffers the kernel declares" in r.stdout and re.search(r"\bxstore\s+bfp_systolic_top\s+array\s+4\b", r.stdout)
 
 
 def test_cli_main_in_process(tmp_path, capsys):
@@ -743,7 +760,7 @@ def test_cli_main_in_process(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["sha256"] == load_config(BASE_CONFIG).sha
     assert out["estimates"]["resources"]["dsp"] == 128
-    assert {b["name"] for b in out["estimates"]["buffers"]} >= {"xbuf", "ybuf", "bias", "wexp", "acc"}
+    assert {b["name"] for b in out["estimates"]["buffers"]} >= {"xstore", "ybuf", "wstore", "bias", "wexp", "acc"}
     p = cfg_file(tmp_path, "name", "class")
     assert main(["info", str(p)]) == 2
     err = capsys.readouterr().err

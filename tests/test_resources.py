@@ -209,6 +209,22 @@ def widths(texts, env) -> dict:
     for t in texts:
         for _, expr, name in re.findall(r"typedef\s+(?:\w+::)?(ap_u?int)\s*<([^;]+?)>\s+(\w+)\s*;", t):
             w[name] = evaluate(expr, env)
+    for t in texts:                         # aliases of those: typedef hlsnn::exp_wide_t expw_t;
+        for src, name in re.findall(r"typedef\s+(?:\w+::)*(\w+)\s+(\w+)\s*;", t):
+            if src in w:
+                w.setdefault(name, w[src])
+    for t in texts:                         # plain structs: the sum of their members' widths
+        for name, body in re.findall(r"\bstruct\s+(\w+)\s*\{([^{}]*)\}\s*;", t):
+            total = 0
+            for member in filter(None, (re.sub(r"//[^\n]*", "", m).strip() for m in body.split(";"))):
+                m = re.fullmatch(r"(.+?)\s+(\w+(?:\s*,\s*\w+)*)", " ".join(member.split()))
+                wd = width_of(m.group(1), {**w, "__env__": env}) if m else None
+                if wd is None or "static" in member:
+                    total = None
+                    break
+                total += wd * len(m.group(2).split(","))
+            if total is not None:
+                w.setdefault(name, total)
     return w
 
 
@@ -312,7 +328,7 @@ def _plant(text, after, line):
      "planted in Unit()"),
     ("sparse4_pynq-z2", "hls::stream<lane_t> hdr_q;", "  hls::stream<ap_uint<64> > spare_q[Cfg::kUnits];",
      "spare_q in sparse_cluster_top()"),
-    ("bfp16_pynq-z2", "static exp_t wexp[Cfg::kMaxN];", "  acc_t shadow[Cfg::kRows][Cfg::kCols], more[4];",
+    ("bfp16_pynq-z2", "static exp_t wexp[Cfg::kLanes][Cfg::kNWords];", "  acc_t shadow[Cfg::kRows][Cfg::kCols], more[4];",
      "shadow in bfp_systolic_top()"),
     ("shift8_pynq-z2", "static xword_t xbuf[Cfg::kCols][Cfg::kXWords];", "  int tmp = 0, extra[Cfg::kMaxN];",
      "extra in Compute()"),
@@ -462,10 +478,15 @@ def test_shipped_buffers_by_hand():
     assert sp[(top, "sat_q")]["storage"] == "srl"
     bf = _rows(load_config(ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml").estimates)
     t = "bfp_systolic_top"
-    # ybuf: 4 banks (dim 1 complete) of 1024 x 48 bits: three 1K x 18 RAMB18 each = 6 BRAM36
-    assert bf[(t, "ybuf")]["bram36"] == 6
-    # xbuf: 4 x 2 banks of 512 x 16: one RAMB18 each = 4 BRAM36
-    assert bf[(t, "xbuf")]["bram36"] == 4
+    # Stores of 8 groups (a weight step is 2 * 16 mantissas = 8 beats of 4 lanes).
+    # ybuf: 4 columns x 4 lanes = 16 banks of 8 * 1024 / 4 = 2048 x 48 bits: six 2K x 9 RAMB18
+    # each = 3 BRAM36, 48 in all
+    assert bf[(t, "ybuf")]["bram36"] == 48
+    # xstore: 4 banks of 8 * 1024 / 4 = 2048 words of 4 x 16 bits: eight 2K x 9 RAMB18 each
+    assert bf[(t, "xstore")]["bram36"] == 16
+    # wstore: two tiles of 512 steps = 1024 words of 2 * 16 x 16 = 512 bits: 29 RAMB18 of
+    # 1K x 18 (512 x 36 would take two deep of 15 wide, 30)
+    assert bf[(t, "wstore")]["bram36"] == 14.5
     # acc: 16 x 4 tiles x 48 bits of registers
     assert (bf[(t, "acc")]["storage"], bf[(t, "acc")]["ff"]) == ("registers", 16 * 4 * 48)
 

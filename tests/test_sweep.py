@@ -183,9 +183,10 @@ def test_over_budget_variants_are_flagged_and_not_compiled(tmp_path, monkeypatch
     assert not build.exists()                          # nothing was rendered or compiled
     table = sweep.format_table(rep)
     assert "NO: DSP 8192/220 (+7972)" in table and "not compiled" in table
-    # 64 columns: 64 ybuf banks of 1024 x 48 (three 1K x 18 RAMB18 each) and 128 xbuf banks of
-    # 512 x 16 (one RAMB18 each), by hand
-    assert "bfp16_pynq_z2_v0: ybuf 96 BRAM36, xbuf 64 BRAM36" in table
+    # rows 32, 64 columns, by hand: a weight step is 2 * 32 lanes = 16 beats, so the stores hold
+    # 16 groups. ybuf: 64 x 4 = 256 banks of 16 * 1024 / 4 = 4096 x 48 bits (twelve 4K x 4
+    # RAMB18 each = 6 BRAM36); xstore: 64 banks of 16 * 256 = 4096 x 64 bits (16 RAMB18 = 8)
+    assert "bfp16_pynq_z2_v0: ybuf 1536 BRAM36, xstore 512 BRAM36" in table
 
 
 def test_invalid_variant_is_listed_with_its_error(tiny):
@@ -279,7 +280,7 @@ def test_cli_json(tiny, tmp_path):
     assert len(rep["variants"]) == 4 and rep["summary"]["invalid"] == 2
     v = rep["variants"][0]
     assert set(v["utilization"]) == {"dsp", "bram36", "uram", "lut", "ff"} and v["throughput"]["unit"] == "GMAC/s"
-    assert {b["name"] for b in v["buffers"]} >= {"xbuf", "ybuf", "acc"} and v["multipliers"][0]["name"] == "w*x"
+    assert {b["name"] for b in v["buffers"]} >= {"xstore", "ybuf", "wstore", "acc"} and v["multipliers"][0]["name"] == "w*x"
     table = sweep.format_table(rep)
     assert "block memory by buffer" in table and "t2_tiny_v0: no block memory" in table, table  # 16-deep: LUTRAM
     assert "URAM%" not in table                           # the PYNQ-Z2 has no URAM

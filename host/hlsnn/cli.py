@@ -139,7 +139,8 @@ def cmd_info(args):
     for line in format_buffers(est):
         print(line)
     if "peak_gmacs" in est:
-        print(f"  peak {est['peak_gmacs']:.1f} GMAC/s; weight-stream bound {est['stream_bound_gmacs']:.1f} GMAC/s")
+        print(f"  peak {est['peak_gmacs']:.1f} GMAC/s; weight-stream bound {est['stream_bound_gmacs']:.1f} GMAC/s "
+              "(a call of as many max_k x max_n samples as the stores hold)")
     if "peak_macs_per_cycle" in est:
         print(f"  {est['units']} compute units; at most {est['peak_macs_per_cycle']} multiplies per cycle "
               f"(only non-zero pairs are multiplied: see `hlsnn report`)")

@@ -39,40 +39,40 @@ def sparse_acc():
 
 
 def test_bfp_hand_count(bfp_acc):
-    # t16_row: rows 4, cols 3, 16-bit lanes on a 64-bit stream: a weight step (2*4 lanes) is
-    # 2 beats; per-row weight exponents; no bias. Shape B=5, K=7, N=6:
-    # S = ceil(7/2) = 4 pairs, T = ceil(5/3) = 2 batch tiles (3 + 2 samples), G = ceil(6/4) = 2.
+    # t16_row: rows 4, cols 3, 16-bit lanes on a 64-bit stream (L = 4 per beat); per-row weight
+    # exponents; no bias. Shape B=5, K=7, N=6:
+    #   kp = ceil(7/2) = 4 steps, S = max(kp, rows + POST_GAP 3) = 7 steps per group,
+    #   G = ceil(5/3) = 2 groups, T = ceil(6/4) = 2 weight tiles;
+    #   a sample is ceil((7+1)/4) = 2 beats, an output sample ceil((6+1)/4) = 2 beats;
+    #   a weight step (2*4 lanes) is 2 beats, a tile 1 exponent beat + 4 * 2 = 9 beats.
+    # Steps, iteration by iteration: tile 0's beats arrive in iterations 0-8 (exponents in 0,
+    # step s complete after 2 + 2s); a step computes once its weights are complete, so
+    # iterations 0, 1, 2, 4, 6, 8 wait and steps 0-3 run in 3, 5, 7, 9; steps 4-6 need no
+    # weights (10-12); group 1 runs 13-19. Tile 1 loads in 9-17 (while tile 0 computes) and
+    # its 14 steps run 20-33 without a wait: 34 iterations, 6 of them WeightWait.
     rng = np.random.default_rng(1)
     bfp_acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
     kc = bfp_acc.kernel.last_cycles
     want = {                     # label: (iterations, entries)
-        "BatchTiles": (2, 1),
-        "ReadSamples": (5, 2),           # 3 + 2 samples
-        "ReadSampleK": (5 * 8, 5),       # 2*S = 8 lanes per sample
-        "NTiles": (2 * 2, 2),            # T * G
-        "ReadWeightExp": (4 * 4, 4),     # rows per N tile
-        "WeightSteps": (4 * 4 * 2, 4),   # S * 2 beats per N tile
-        "PostRows": (4 * 4, 4),
-        "OutSamples": (5, 2),
-        "ScanMax": (5 * 6, 5),           # N per sample
-        "WriteMantissas": (5 * 6, 5),
+        "ReadSampleBeats": (5 * 2, 1),   # every sample once, a beat per cycle
+        "Steps": (34, 1),
+        "WeightWait": (6, 6),            # a mark: one entry per waiting iteration
+        "PostTail": (4, 1),              # the last group's rows
+        "OutSamples": (5, 1),
+        "WriteBeats": (5 * 2, 5),
     }
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
-    cycles = (2 * 1                      # BatchTiles: 1 own cycle
-              + 5 * 2                    # ReadSamples: 2 own cycles
-              + (40 - 5) * 1 + 5 * 2     # ReadSampleK: II 1, depth 2
-              + 4 * 2                    # NTiles: 2
-              + (16 - 4) * 1 + 4 * 2     # ReadWeightExp: II 1, depth 2
-              + (32 - 4) * 1 + 4 * 5     # WeightSteps: II 1, depth 5
-              + (16 - 4) * 1 + 4 * 4     # PostRows: II 1, depth 4
-              + 5 * 3                    # OutSamples: 3
-              + (30 - 5) * 1 + 5 * 4     # ScanMax: II 1, depth 4
-              + (30 - 5) * 1 + 5 * 4     # WriteMantissas: II 1, depth 4
+    cycles = ((10 - 1) * 1 + 1 * 3       # ReadSampleBeats: II 1, depth 3
+              + (34 - 1) * 1 + 1 * 7     # Steps: II 1, depth 7
+              + (4 - 1) * 1 + 1 * 5      # PostTail: II 1, depth 5
+              + 5 * 3                    # OutSamples: 3 own cycles
+              + (10 - 5) * 1 + 5 * 5     # WriteBeats: II 1, depth 5
               + 2)                       # call
-    assert cycles == 268
+    assert cycles == 107
     assert kc.cycles == cycles and kc.calls == 1
-    # the weight beats (ReadWeightExp + WeightSteps = 20 + 48) outweigh every other phase
-    assert kc.phases["input stream: weights"] == 68 and kc.bound == "input stream: weights"
+    # the waits are the weights' phase; the array's 28 steps (and the pipeline) are compute
+    assert kc.phases["input stream: weights"] == 6 and kc.phases["compute"] == 40 - 6
+    assert kc.bound == "compute"
 
 
 @pytest.mark.parametrize("mode, want", [("twohot", 108), ("pot", 73)])
@@ -183,14 +183,16 @@ def test_bfp_random_shapes_match_closed_form(bfp_acc):
         assert kc.counts == bfp_call_counts(p, b, k, n), (b, k, n)
         assert kc.cycles == gemm_cycles(bfp_acc.config, b, k, n).cycles
         _check_invariants(kc, b * k * n, page.peak_macs_per_cycle(p))
-    # the weight stream scales with batch tiles x output tiles x K pairs: doubling B (a
-    # multiple of cols) doubles WeightSteps, doubling K (even) doubles it too
+    # the weights cross the stream once per call: doubling B within one call adds only the
+    # samples (3 more of ceil((8+1)/4) = 3 beats); the weights of N = 4, K = 8 are one tile of
+    # 1 exponent beat + 4 steps * 2 beats = 9 beats, whatever B is
     bfp_acc.gemm(np.ones((3, 8)), np.ones((4, 8)))
-    base = bfp_acc.kernel.last_cycles.counts["WeightSteps"][0]
+    base = bfp_acc.kernel.last_cycles
     bfp_acc.gemm(np.ones((6, 8)), np.ones((4, 8)))
-    assert bfp_acc.kernel.last_cycles.counts["WeightSteps"][0] == 2 * base
-    bfp_acc.gemm(np.ones((3, 16)), np.ones((4, 16)))
-    assert bfp_acc.kernel.last_cycles.counts["WeightSteps"][0] == 2 * base
+    more = bfp_acc.kernel.last_cycles
+    assert base.calls == more.calls == 1
+    assert more.beats_in - base.beats_in == 3 * 3
+    assert base.beats_in == 3 * 3 + 9                 # samples + weights, no bias
 
 
 def test_shift_random_shapes_match_closed_form(shift_acc):
@@ -284,7 +286,7 @@ def test_sim_target_times_the_kernel():
         rng = np.random.default_rng(8)
         acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
         kc = acc.kernel.last_cycles
-        assert kc.cycles == 268 and kc.calls == 1    # the hand-counted shape of test_bfp_hand_count
+        assert kc.cycles == 107 and kc.calls == 1    # the hand-counted shape of test_bfp_hand_count
         assert acc.target.last_timing["kernel_cycles"] == kc.cycles
         assert acc.target.last_timing["kernel_model_s"] == pytest.approx(kc.cycles / 100e6)
 
@@ -294,7 +296,7 @@ def test_perf_errors():
     from hlsnn.perf.measure import measure, parse_shape
     cfg = ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml"
     with pytest.raises(InputError, match="resident"):
-        measure(cfg, gemm=(1, 4, 4), resident=True)
+        measure(ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml", conv=(1, 4, 4, 1, 3), resident=True)
     with pytest.raises(InputError, match="GEMMs only"):
         measure(cfg, conv=(1, 4, 4, 1, 3))
     with pytest.raises(InputError, match="3 positive integers"):

@@ -143,6 +143,9 @@ def make_cases(cfg, seed=0, n_random=8):
                           bm=mant(n) if has_bias else None, be=int(rng.integers(-12, 4)),
                           relu=bool(rng.integers(0, 2)), method=method, stats_k=int(rng.integers(0, 5))))
     for c in cases:
+        # one case is one kernel call: at most the samples its stores hold (protocol.samples_per_call)
+        cap = protocol.samples_per_call(p, c.xm.shape[1], c.wm.shape[0])
+        c.xm, c.xe = c.xm[:cap], np.asarray(c.xe)[:cap]
         c.xe = np.clip(np.asarray(c.xe), emin, emax)
         c.we = np.clip(np.asarray(c.we), emin, emax)
         c.be = int(np.clip(c.be, emin, emax))

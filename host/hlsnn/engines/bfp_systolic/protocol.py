@@ -58,7 +58,7 @@ import numpy as np
 from ...errors import InputError
 from .. import stream as _stream
 from ..stream import pad_to, segment_rows
-from .spec import lane_bits, lanes as _lanes, max_groups
+from .spec import call_groups, lane_bits
 
 REGS_IN = ("batch", "n_out", "k", "flags", "stats_k")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
@@ -128,9 +128,7 @@ def samples_per_call(p, k, n) -> int:
     """Samples one call holds: ``cols`` per group, as many groups as the activation store
     (``ceil(K / lanes)`` words per sample) and the result store (``ceil(N / lanes)`` words per
     bank and sample) take, at most ``max_groups``."""
-    L = _lanes(p)
-    g = min(p["x_depth"] // math.ceil(k / L), (p["y_depth"] // L) // math.ceil(n / L), max_groups(p))
-    return g * p["cols"]
+    return call_groups(p, k, n) * p["cols"]
 
 
 def resident_fits(p, n, k) -> bool:

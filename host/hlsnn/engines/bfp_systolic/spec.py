@@ -33,10 +33,12 @@ SCHEMA = {
     "stats_k": Field("int", "k of mean + k*sigma for the stats method", default=3, lo=0, hi=15),
     "stream_bits": Field("int", "AXI-Stream width; default: the board's DMA width", default=None,
                          lo=32, hi=512, pow2=True),
-    "x_depth": Field("int", "activation store: words (one beat of mantissas) per column; default 8 samples "
-                     "of max_k per column", default=None, lo=1, hi=1 << 20),
+    "x_depth": Field("int", "activation store: words (one beat of mantissas) per column; default "
+                     "max(2, beats per weight step) samples of max_k per column (the groups that hide a "
+                     "weight tile's load)", default=None, lo=1, hi=1 << 20),
     "y_depth": Field("int", "result store: wide results per column (a multiple of the lanes per beat); "
-                     "default 8 samples of max_n per column", default=None, lo=1, hi=1 << 22),
+                     "default as many samples of max_n per column as x_depth's default", default=None,
+                     lo=1, hi=1 << 22),
     "w_depth": Field("int", "weight store: steps (2*rows mantissas) on chip, at least two tiles of max_k "
                      "(ping-pong); more keeps a layer resident; default two tiles", default=None, lo=2, hi=1 << 20),
 }
@@ -64,8 +66,11 @@ def validate(p: dict, board, source) -> dict:
     if L < 2:
         raise ConfigError(source, f"{NAME}.stream_bits", p["stream_bits"],
                           f"must hold at least two {lane_bits(p)}-bit lanes (one mantissa pair)")
-    for key, default, least, what in (("x_depth", 8 * xw, xw, "one sample of max_k"),
-                                      ("y_depth", 8 * nw * L, nw * L, "one sample of max_n"),
+    # The default stores hold the groups that hide a weight tile's load: a tile of kp steps
+    # streams in kp * step_beats beats while the previous one computes groups * kp steps.
+    g0 = default_groups(p)
+    for key, default, least, what in (("x_depth", g0 * xw, xw, "one sample of max_k"),
+                                      ("y_depth", g0 * nw * L, nw * L, "one sample of max_n"),
                                       ("w_depth", 2 * kp, 2 * kp, "two weight tiles of max_k (ping-pong)")):
         if p[key] is None:
             p[key] = default
@@ -157,8 +162,11 @@ def estimate(cfg) -> dict:
         logic_ff=2 * p["mantissa_bits"] * tiles + BASE_FF,
         extra={
             "peak_gmacs": macs_per_cycle * cfg.clock_mhz / 1e3,
-            # Weights stream at one step per step_beats beats; each step is 2*rows*cols MACs.
-            "stream_bound_gmacs": macs_per_cycle / step_beats * cfg.clock_mhz / 1e3,
+            # A weight tile streams once per call (kp * step_beats beats) while the previous tile
+            # computes groups * kp steps: at the stores' batch of max_k x max_n samples the
+            # weight stream bounds the array at groups / step_beats of its peak.
+            "stream_bound_gmacs": macs_per_cycle * min(1.0, call_groups(p, p["max_k"], p["max_n"]) / step_beats)
+            * cfg.clock_mhz / 1e3,
             "throughput": {"value": macs_per_cycle * cfg.clock_mhz / 1e3, "unit": "GMAC/s",
                            "what": "peak multiply-accumulates per second: 2 per tile per cycle"},
         },
@@ -174,6 +182,19 @@ def max_groups(p) -> int:
 def exp_beats(p) -> int:
     """Beats of a weight tile's row exponents (0 with a tensor-wide weight exponent)."""
     return math.ceil(p["rows"] / lanes(p)) if p["weight_exponent"] == "row" else 0
+
+
+def default_groups(p) -> int:
+    """Groups of ``cols`` samples of max_k / max_n the default stores hold: ``max(2, step_beats)``,
+    so that a weight tile loads (``kp * step_beats`` beats) while the previous tile computes
+    (``groups * kp`` steps)."""
+    return max(2, context_step_beats(p))
+
+
+def call_groups(p, k: int, n: int) -> int:
+    """Groups of ``cols`` samples of K = ``k``, N = ``n`` that one call holds (the stores' limit)."""
+    L = lanes(p)
+    return min(p["x_depth"] // math.ceil(k / L), (p["y_depth"] // L) // math.ceil(n / L), max_groups(p))
 
 
 def context_step_beats(p) -> int:
