@@ -14,7 +14,7 @@ beat (of the next tile) in the same cycle. A call costs the sum of its loops
                                                   also reads one weight beat while any remain
     PostTail (rows)                               the last group's results
     OutSamples (batch)
-      StatSums (N)                                -- only with output_exponent: stats
+      StatSums (ceil(N/lanes))                    -- only with output_exponent: stats
       WriteBeats (ceil((N+1)/lanes))              a beat per cycle
     StatsBins > StatsLanes                        -- only with the statistics segment
 
@@ -35,7 +35,7 @@ Steps           1     ``in``: at most 1 read; ``wstore``: 1 read and 1     1    
                       1 read and 1 write (2 ports); ``xexp[c]``, one
                       ``bias`` bank: 1 read
 PostTail        1     as the post part of ``Steps``                        1      5
-StatSums        1     one ``ybuf[c]`` bank: 1 read                         1      47
+StatSums        1     each ``ybuf[c]`` bank: 1 read (a beat of results)    1      47
 WriteBeats      1     each ``ybuf[c]`` bank: 1 read (lane j reads bank     1      5
                       (j-1) mod lanes); each ``wexp`` bank: 1 read;
                       ``out``: 1 write
@@ -99,7 +99,7 @@ _LOOPS = (
                                     "xexp[c]": (RAM, 1), "bias[j]": (RAM, 1)}),
     Loop("PostTail", 1, 5, "serial: bias, ReLU", {"ybuf[c][j]": (RAM, 1), "run_*[c]": (S2P, 2)}),
     Loop("OutSamples", None, 3, "serial: output exponent"),
-    Loop("StatSums", 1, 47, "serial: output exponent", {"ybuf[c][j]": (RAM, 1)}),
+    Loop("StatSums", 1, 47, "serial: output exponent", {"ybuf[c][j]": (RAM, 1)}),   # every bank j once
     Loop("WriteBeats", 1, 5, "output stream", {"ybuf[c][j]": (RAM, 1), "wexp[j]": (RAM, 1), "out": (STREAM, 1)}),
     Loop("StatsBins", None, 1, "output stream"),
     Loop("StatsLanes", 1, 2, "output stream", {"out": (STREAM, 1)}),

@@ -33,7 +33,7 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     if bias:
         c["ReadBias"] = (nbo, 1)
     if stats_method and p["weight_exponent"] != "row":
-        c["StatSums"] = (batch * n, batch)   # every sample with a non-zero output
+        c["StatSums"] = (batch * -(-n // L), batch)   # every sample with a non-zero output: a beat a cycle
     if stats_out:
         bins = p["acc_bits"]
         lanes32 = 32 // _lane(p)

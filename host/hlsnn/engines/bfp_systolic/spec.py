@@ -45,6 +45,10 @@ SCHEMA = {
 
 #: steps per group are at least rows + POST_GAP (kernel: kPostGap)
 POST_GAP = 3
+#: groups one call holds at most: the depth of the per-sample state (xexp, run_*). Only layers
+#: with a few words per sample reach it, and ``512 * cols`` samples already make the per-call
+#: overhead small; deeper state would cost block RAM that the stores need.
+MAX_GROUPS = 512
 
 
 def lane_bits(p) -> int:
@@ -132,7 +136,7 @@ def buffers(ctx) -> tuple:
                        note="two mantissa products per tile; the sum and accumulation use the DSP's adders")]
     if not ctx["weight_exponent_per_row"]:   # the statistics unit exists only then (use_stats)
         sb = STAT_BITS
-        muls += [Multiplier("t*t", top, sb, sb, False, False, note="sum of squares"),
+        muls += [Multiplier("t*t", top, sb, sb, False, False, count=L, note="sum of squares, a beat of results a cycle"),
                  Multiplier("cnt*s2", top, 14, 2 * sb + 13, False, False, note="n * sum t^2"),
                  Multiplier("s1*s1", top, sb + 13, sb + 13, False, False, note="(sum t)^2"),
                  Multiplier("k*sd", top, 4, 32, False, False, note="k * n*sigma")]
@@ -175,8 +179,8 @@ def estimate(cfg) -> dict:
 
 def max_groups(p) -> int:
     """Groups of ``cols`` samples one call holds at most (a sample takes at least one word of
-    the activation store and one of each result bank)."""
-    return min(p["x_depth"], p["y_depth"] // lanes(p))
+    the activation store and one of each result bank), at most :data:`MAX_GROUPS`."""
+    return min(p["x_depth"], p["y_depth"] // lanes(p), MAX_GROUPS)
 
 
 def exp_beats(p) -> int:
