@@ -478,17 +478,16 @@ def test_shipped_buffers_by_hand():
     assert sp[(top, "sat_q")]["storage"] == "srl"
     bf = _rows(load_config(ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml").estimates)
     t = "bfp_systolic_top"
-    # Stores of 8 groups (a weight step is 2 * 16 mantissas = 8 beats of 4 lanes).
-    # ybuf: 4 columns x 4 lanes = 16 banks of 8 * 1024 / 4 = 2048 x 48 bits: six 2K x 9 RAMB18
-    # each = 3 BRAM36, 48 in all
-    assert bf[(t, "ybuf")]["bram36"] == 48
-    # xstore: 4 banks of 8 * 1024 / 4 = 2048 words of 4 x 16 bits: eight 2K x 9 RAMB18 each
-    assert bf[(t, "xstore")]["bram36"] == 16
-    # wstore: two tiles of 512 steps = 1024 words of 2 * 16 x 16 = 512 bits: 29 RAMB18 of
-    # 1K x 18 (512 x 36 would take two deep of 15 wide, 30)
-    assert bf[(t, "wstore")]["bram36"] == 14.5
-    # acc: 16 x 4 tiles x 48 bits of registers
-    assert (bf[(t, "acc")]["storage"], bf[(t, "acc")]["ff"]) == ("registers", 16 * 4 * 48)
+    # 8 x 11 tiles; stores of 4 groups (a weight step is 2 * 8 mantissas = 4 beats of 4 lanes).
+    # ybuf: 11 columns x 4 lanes = 44 banks of 4 * 1024 / 4 = 1024 x 48 bits: three 1K x 18
+    # RAMB18 each = 1.5 BRAM36, 66 in all
+    assert bf[(t, "ybuf")]["bram36"] == 66
+    # xstore: 11 banks of 4 * 1024 / 4 = 1024 words of 4 x 16 bits: four 1K x 18 RAMB18 each
+    assert bf[(t, "xstore")]["bram36"] == 22
+    # wstore: two tiles of 512 steps = 1024 words of 2 * 8 x 16 = 256 bits: 15 RAMB18 of 1K x 18
+    assert bf[(t, "wstore")]["bram36"] == 7.5
+    # acc: 8 x 11 tiles x 48 bits of registers
+    assert (bf[(t, "acc")]["storage"], bf[(t, "acc")]["ff"]) == ("registers", 8 * 11 * 48)
 
 
 def test_sparse16_zcu104_would_not_fit_with_16_channels_per_pass():

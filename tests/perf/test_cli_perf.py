@@ -67,9 +67,10 @@ def test_run_prints_modelled_kernel_time(tmp_path, capsys):
     assert r["kernel_cycles"] > 0 and r["kernel_model_s"] == pytest.approx(r["kernel_cycles"] / 100e6)
 
 
-def test_sweep_reports_the_same_model():
+def test_sweep_reports_the_same_model(tmp_path):
     """hlsnn sweep's per-variant model is the closed-form count of the 64x512x512 GEMM, which
-    equals the C-simulation's counters. By hand (hls/engines/bfp_systolic, perf/bfp_systolic.py):
+    equals the C-simulation's counters. bfp16_pynq-z2 as a 16x4 array (the shape issue 13 read);
+    by hand (hls/engines/bfp_systolic, perf/bfp_systolic.py):
     one call of 16 groups; 32 weight tiles of 4 exponent beats + 256 steps * 8 beats = 2052
     beats; Steps: the first tile's last step at 2052 + 15 * 256 = 5892, each later tile 16 * 256
     = 4096 later (its load hides behind the previous tile): 5892 + 31 * 4096 + 1 = 132,869
@@ -78,7 +79,12 @@ def test_sweep_reports_the_same_model():
     entries: 8,192 + 64 * 5 = 8,512; the call 2."""
     from hlsnn.perf.measure import measure
     from hlsnn.sweep import run_sweep
-    cfg = str(ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml")
+    import yaml
+    data = yaml.safe_load((ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml").read_text())
+    data["bfp_systolic"].update(rows=16, cols=4)
+    cfg = tmp_path / "bfp16_16x4.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    cfg = str(cfg)
     rep = run_sweep(cfg, ["cols=2,4"], csim=False)
     m2, m4 = (v["model"] for v in rep["variants"])
     r = measure(cfg, gemm=(64, 512, 512))
