@@ -488,6 +488,10 @@ def test_shipped_buffers_by_hand():
     assert bf[(t, "wstore")]["bram36"] == 7.5
     # acc: 8 x 11 tiles x 48 bits of registers
     assert (bf[(t, "acc")]["storage"], bf[(t, "acc")]["ff"]) == ("registers", 8 * 11 * 48)
+    # bfp8_zcu104's weight store (the board has URAM, the store fits 85% of it): 16,384 steps of
+    # 2 * 48 x 8 = 768 bits, 4K x 72 blocks: 4 deep x 11 wide = 44 URAM, no block RAM
+    b8 = _rows(load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").estimates)
+    assert (b8[(t, "wstore")]["uram"], b8[(t, "wstore")]["bram36"]) == (44, 0)
 
 
 def test_sparse16_zcu104_would_not_fit_with_16_channels_per_pass():

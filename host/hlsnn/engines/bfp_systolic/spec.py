@@ -120,8 +120,8 @@ def buffers(ctx) -> tuple:
                note="running output-exponent state per sample"),
         Buffer("run_any", top, "array", 1, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True),
         Buffer("run_mag", top, "array", 12, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True),
-        Buffer("wstore", top, "array", 2 * rows * m, (ctx["w_depth"],), storage="ram_s2p", static=True,
-               note="weight store: one step per word"),
+        Buffer("wstore", top, "array", 2 * rows * m, (ctx["w_depth"],), storage="ram_s2p",
+               impl="uram" if ctx["wstore_uram"] else "auto", static=True, note="weight store: one step per word"),
         Buffer("wexp", top, "array", e, (L, ctx["n_words"]), partition=((1, "complete"),), storage="ram_s2p", static=True,
                used=ctx["weight_exponent_per_row"], note="per-row weight exponents (unused with a tensor-wide one)"),
         Buffer("bias", top, "array", m, (L, ctx["n_words"]), partition=((1, "complete"),), static=True),
@@ -188,6 +188,16 @@ def exp_beats(p) -> int:
     return math.ceil(p["rows"] / lanes(p)) if p["weight_exponent"] == "row" else 0
 
 
+def wstore_uram(p, board) -> bool:
+    """Whether the weight store is UltraRAM: where the board has URAM and the store fits 85% of
+    it (``MARGINS``), as the sparse engine places its buffers; else block RAM. The other
+    stores stay in block RAM: their banks (one per column and lane) are far smaller than a
+    4K x 72 URAM block."""
+    from ...resources import MARGINS, uram_for
+    budget = MARGINS["uram"] * board.resources.get("uram", 0)
+    return bool(budget) and uram_for(p["w_depth"], 2 * p["rows"] * p["mantissa_bits"]) <= budget
+
+
 def default_groups(p) -> int:
     """Groups of ``cols`` samples of max_k / max_n the default stores hold: ``max(2, step_beats)``,
     so that a weight tile loads (``kp * step_beats`` beats) while the previous tile computes
@@ -226,6 +236,7 @@ def template_context(cfg) -> dict:
         "x_depth": p["x_depth"],
         "y_words": p["y_depth"] // L,
         "w_depth": p["w_depth"],
+        "wstore_uram": wstore_uram(p, cfg.board),
         "n_words": math.ceil(p["max_n"] / L),
         "max_groups": groups,
         "max_call_batch": groups * p["cols"],

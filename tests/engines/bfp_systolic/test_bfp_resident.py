@@ -1,0 +1,100 @@
+"""bfp_systolic: resident weights (``Kernel.load_weights``; protocol flags 4 keep and 5 resident).
+
+The kernel's weight store is static. A call with the keep flag leaves its tiles side by side
+(tile t at step t * ceil(K/2)); a resident call reads them instead of streaming weights. Without
+keep, tiles ping-pong between [0, kp) and [kp, 2 kp). The emulator target models the store
+(``emulate_stream(state=...)``), so emu and csim must agree on every call of a sequence.
+Expected values come from ordinary (streamed) calls, which the rest of the suite checks
+against independent references."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hlsnn
+from hlsnn.engines.bfp_systolic import emulate, protocol
+from hlsnn.errors import InputError
+
+CONFIGS = Path(__file__).parent / "configs"
+TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim)]
+KEEP, RESIDENT = protocol.FLAG_KEEP, protocol.FLAG_RESIDENT
+
+
+def stream(target):
+    """The emu target through its stream path (``arrays=False``), whose calls these tests count."""
+    return {"arrays": False} if target == "emu" else {}
+
+
+def record(acc):
+    """Wrap ``acc.target.run``: a list of (flags register, input beats) per call."""
+    calls, run = [], acc.target.run
+
+    def counted(beats, regs_in, n_out_beats):
+        calls.append((int(regs_in[3]), np.asarray(beats).shape[0]))
+        return run(beats, regs_in, n_out_beats)
+
+    acc.target.run = counted
+    return calls
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("config, weight_beats", [
+    # rows 4, 16-bit lanes on a 64-bit stream (4 lanes): N = 6 is 2 tiles, K = 20 is 10 steps of
+    # 2 * 4 mantissas = 2 beats each; per-row exponents add 1 beat per tile: 2 * (1 + 10 * 2)
+    ("t16_row", 42),
+    # a tensor-wide weight exponent travels in the head, resident or not: 2 * 10 * 2
+    ("t16_stats", 40),
+])
+def test_loaded_weights_stream_once_then_stay(target, config, weight_beats):
+    rng = np.random.default_rng(1)
+    with hlsnn.Accelerator(CONFIGS / f"{config}.yaml", target, **stream(target)) as acc, \
+            hlsnn.Accelerator(CONFIGS / f"{config}.yaml", "emu") as ref:
+        w, w2 = rng.normal(size=(6, 20)), rng.normal(size=(6, 20))
+        b = rng.normal(size=6)
+        xs = [rng.normal(size=(5, 20)) for _ in range(4)]
+        calls = record(acc)
+        acc.load_weights(w)
+        assert acc.kernel.resident is None                    # nothing on chip before the first call
+        y = [acc.gemm(xs[0], w, bias=b), acc.gemm(xs[1], w, bias=b, relu=True)]
+        assert acc.kernel.resident == (6, 20)
+        y.append(acc.gemm(xs[2], w2, bias=b))                  # other weights: streamed, the store overwritten
+        assert acc.kernel.resident is None
+        y.append(acc.gemm(xs[3], w, bias=b))                   # the loaded ones again: keep, streamed once more
+        assert [f & (KEEP | RESIDENT) for f, _ in calls] == [KEEP, RESIDENT, 0, KEEP]
+        assert calls[0][1] - calls[1][1] == weight_beats
+        for yi, xi, wi, relu in zip(y, xs, [w, w, w2, w], [False, True, False, False]):
+            np.testing.assert_array_equal(yi, ref.gemm(xi, wi, bias=b, relu=relu))
+
+
+@pytest.mark.csim
+def test_the_weight_store_is_the_same_on_emu_and_csim():
+    """Raw calls: a streamed GEMM of two tiles without keep leaves tile 0 at step 0 of the
+    store; a resident one-tile call then computes with that tile (and the row exponents the
+    first call wrote). The emulator's store and the C++'s agree, and the result is that of a
+    streamed call with tile 0's weights."""
+    outs = {}
+    for target in ("emu", "csim"):
+        with hlsnn.Accelerator(CONFIGS / "t16_row.yaml", target, **stream(target)) as acc:
+            p = acc.config.params
+            rng = np.random.default_rng(3)                    # the same data on both targets
+            xm, xe = rng.integers(-2000, 2000, (3, 10)), rng.integers(-4, 4, 3)
+            wm, we = rng.integers(-2000, 2000, (8, 10)), rng.integers(-4, 4, 8)
+            acc.target.run(protocol.pack_input(p, xm, xe, wm, we), [3, 8, 10, 0, 3],
+                           protocol.n_output_beats(p, 3, 8))
+            out, regs_out = acc.target.run(protocol.pack_input(p, xm, xe, wm[:4], we[:4], resident=True),
+                                           [3, 4, 10, RESIDENT, 3], protocol.n_output_beats(p, 3, 4))
+            outs[target] = (*protocol.unpack_output(p, out, 3, 4), int(regs_out[2]))
+    for a, b in zip(outs["emu"], outs["csim"]):
+        np.testing.assert_array_equal(a, b)
+    ym, ye, sat, *_ = emulate(p, xm, xe, wm[:4], we[:4])
+    np.testing.assert_array_equal(outs["csim"][0], ym)
+    np.testing.assert_array_equal(outs["csim"][1], ye)
+    assert outs["csim"][2] == sat
+
+
+def test_weights_that_do_not_fit_the_store_are_refused():
+    with hlsnn.Accelerator(CONFIGS / "t16_row.yaml", "emu") as acc:
+        # 64 rows are 16 tiles of 4; K = 256 is 128 steps: 2048 > w_depth 256 (two tiles of max_k)
+        with pytest.raises(InputError, match=r"16 tiles x 128 steps = 2048 steps.*w_depth = 256"):
+            acc.load_weights(np.ones((64, 256)))
+        assert acc.kernel.resident is None
