@@ -28,6 +28,25 @@ def stable_seed(*key) -> int:
     return zlib.crc32(repr(key).encode())
 
 
+def stream_path(target):
+    """Accelerator options that put the emu target on its stream path (``arrays=False``), the
+    path whose calls the resident-weight tests count; none for other targets."""
+    return {"arrays": False} if target == "emu" else {}
+
+
+def record_calls(acc):
+    """Wrap ``acc.target.run``: returns a list that gets (flags register, input beats) per call."""
+    import numpy as np
+    calls, run = [], acc.target.run
+
+    def counted(beats, regs_in, n_out_beats):
+        calls.append((int(regs_in[3]), np.asarray(beats).shape[0]))
+        return run(beats, regs_in, n_out_beats)
+
+    acc.target.run = counted
+    return calls
+
+
 def accel_config(name):
     return ROOT / "configs" / "accel" / f"{name}.yaml"
 

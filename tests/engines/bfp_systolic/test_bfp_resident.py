@@ -12,29 +12,13 @@ import numpy as np
 import pytest
 
 import hlsnn
+from conftest import record_calls as record, stream_path as stream
 from hlsnn.engines.bfp_systolic import emulate, protocol
 from hlsnn.errors import InputError
 
 CONFIGS = Path(__file__).parent / "configs"
 TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim)]
 KEEP, RESIDENT = protocol.FLAG_KEEP, protocol.FLAG_RESIDENT
-
-
-def stream(target):
-    """The emu target through its stream path (``arrays=False``), whose calls these tests count."""
-    return {"arrays": False} if target == "emu" else {}
-
-
-def record(acc):
-    """Wrap ``acc.target.run``: a list of (flags register, input beats) per call."""
-    calls, run = [], acc.target.run
-
-    def counted(beats, regs_in, n_out_beats):
-        calls.append((int(regs_in[3]), np.asarray(beats).shape[0]))
-        return run(beats, regs_in, n_out_beats)
-
-    acc.target.run = counted
-    return calls
 
 
 @pytest.mark.parametrize("target", TARGETS)
