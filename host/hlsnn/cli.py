@@ -141,6 +141,9 @@ def cmd_info(args):
     if "peak_gmacs" in est:
         print(f"  peak {est['peak_gmacs']:.1f} GMAC/s; weight-stream bound {est['stream_bound_gmacs']:.1f} GMAC/s "
               "(a call of as many max_k x max_n samples as the stores hold)")
+    if est.get("k_limit", 0) > cfg.params.get("max_k", 0):
+        print(f"  K up to {est['k_limit']} in one call (passes of {est['pass_k']} beyond max_k = "
+              f"{cfg.params['max_k']}; the partial sums stay on chip, exact in {cfg.params['acc_bits']} bits)")
     if "peak_macs_per_cycle" in est:
         print(f"  {est['units']} compute units; at most {est['peak_macs_per_cycle']} multiplies per cycle "
               f"(only non-zero pairs are multiplied: see `hlsnn report`)")

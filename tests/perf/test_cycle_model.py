@@ -60,19 +60,47 @@ def test_bfp_hand_count(bfp_acc):
         "PostTail": (4, 1),              # the last group's rows
         "OutSamples": (5, 1),
         "WriteBeats": (5 * 2, 5),
+        "Passes": (1, 1),                # K <= max_k: one pass
     }
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
-    cycles = ((10 - 1) * 1 + 1 * 3       # ReadSampleBeats: II 1, depth 3
+    cycles = (1 * 1                      # Passes: 1 own cycle
+              + (10 - 1) * 1 + 1 * 3     # ReadSampleBeats: II 1, depth 3
               + (34 - 1) * 1 + 1 * 7     # Steps: II 1, depth 7
-              + (4 - 1) * 1 + 1 * 5      # PostTail: II 1, depth 5
+              + (4 - 1) * 1 + 1 * 7      # PostTail: II 1, depth 7 (the partial-sum read)
               + 5 * 3                    # OutSamples: 3 own cycles
               + (10 - 5) * 1 + 5 * 5     # WriteBeats: II 1, depth 5
               + 2)                       # call
-    assert cycles == 107
+    assert cycles == 110
     assert kc.cycles == cycles and kc.calls == 1
     # the waits are the weights' phase; the array's 28 steps (and the pipeline) are compute
     assert kc.phases["input stream: weights"] == 6 and kc.phases["compute"] == 40 - 6
     assert kc.bound == "compute"
+
+
+def test_bfp_hand_count_k_passes(bfp_acc):
+    # t16_row (as above; max_k 256): B=5, K=263, N=6 runs in two passes, K = 256 and K = 7.
+    # Pass 0: kp = 128 steps = S, G = 2, T = 2; a tile is 1 exponent beat + 128 * 2 = 257 beats.
+    # Tile 0's step s is complete after iteration 2 + 2s, so it computes in 3 + 2s (3, 5, ...,
+    # 257: 130 waiting iterations before and between); its group 1 runs 258-385. Tile 1 loads
+    # in 257-513 (step s computable from 260 + 2s); its group 0 runs 386 + s, which step 127
+    # (computable from 514) reaches one iteration late: one wait at 513; its group 1 runs
+    # 515-642: 643 iterations, 131 waits. Pass 1 is the K = 7 call of test_bfp_hand_count: 34
+    # iterations, 6 waits. Samples: 5 of ceil(257/4) = 65 beats, then 5 of 2.
+    rng = np.random.default_rng(2)
+    bfp_acc.gemm(rng.normal(size=(5, 263)), rng.normal(size=(6, 263)))
+    kc = bfp_acc.kernel.last_cycles
+    want = {"Passes": (2, 1), "ReadSampleBeats": (5 * 65 + 5 * 2, 2), "Steps": (643 + 34, 2),
+            "WeightWait": (131 + 6, 131 + 6), "PostTail": (2 * 4, 2), "OutSamples": (5, 1), "WriteBeats": (5 * 2, 5)}
+    assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
+    cycles = (2 * 1                      # Passes: 1 own cycle each
+              + (335 - 2) + 2 * 3        # ReadSampleBeats: II 1, depth 3, two entries
+              + (677 - 2) + 2 * 7        # Steps
+              + (8 - 2) + 2 * 7          # PostTail
+              + 5 * 3 + (10 - 5) + 5 * 5 + 2)
+    assert cycles == 1097 and kc.cycles == cycles
+    # the weights of every pass cross the stream once: pass 0 two tiles of 257 beats, pass 1
+    # two of 1 + 4 * 2 = 9
+    assert kc.beats_in == 335 + 2 * 257 + 2 * 9
 
 
 @pytest.mark.parametrize("mode, want", [("twohot", 108), ("pot", 73)])
@@ -178,6 +206,8 @@ def test_bfp_random_shapes_match_closed_form(bfp_acc):
     p = bfp_acc.config.params
     for _ in range(4):
         b, k, n = (int(v) for v in rng.integers(1, [9, 40, 40]))
+        if _ == 3:
+            k = int(rng.integers(257, 512))     # K passes (max_k 256, k_limit 511)
         bfp_acc.gemm(rng.normal(size=(b, k)), rng.normal(size=(n, k)))
         kc = bfp_acc.kernel.last_cycles
         assert kc.counts == bfp_call_counts(p, b, k, n), (b, k, n)
@@ -286,7 +316,7 @@ def test_sim_target_times_the_kernel():
         rng = np.random.default_rng(8)
         acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
         kc = acc.kernel.last_cycles
-        assert kc.cycles == 107 and kc.calls == 1    # the hand-counted shape of test_bfp_hand_count
+        assert kc.cycles == 110 and kc.calls == 1    # the hand-counted shape of test_bfp_hand_count
         assert acc.target.last_timing["kernel_cycles"] == kc.cycles
         assert acc.target.last_timing["kernel_model_s"] == pytest.approx(kc.cycles / 100e6)
 

@@ -28,9 +28,11 @@ The rules (the specification every target follows; the host code is the same on 
   floor, so that the bias alignment does not saturate) and return the dequantized BFP
   output; convolutions run as GEMM on host im2col (one sample per patch).
 * **Tiling**: outputs (N or Z) are split into chunks of the kernel's maximum and the batch
-  into chunks the kernel accepts; the reduction length K cannot be split without changing
-  the numerics, so a layer whose K exceeds the kernel's ``max_k`` / ``max_in_channels`` is
-  an error naming the layer and the limit.
+  into chunks the kernel accepts. ``bfp_systolic`` runs a K beyond ``max_k`` in passes inside
+  the kernel, with exact partial sums on chip, up to its ``k_limit``; on the other engines
+  the reduction length K cannot be split without changing the numerics, so a layer whose K
+  exceeds the kernel's ``max_k`` / ``max_in_channels`` (or ``k_limit``) is an error naming
+  the layer and the limit.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engines.bfp_systolic.spec import k_limit as bfp_k_limit
 from ..engines.common import largest_frac
 from ..engines.stream import merge_stats
 from ..engines.tiling import chunks
@@ -119,10 +122,10 @@ class _Exec:
         self.f_x = None          # input radix when the input needs converting (calibrated)
         self.f_out = None        # output radix (calibrated)
 
-    def _limit_k(self, k, limit, what):
+    def _limit_k(self, k, limit, what, why="K cannot be tiled without changing the numerics"):
         if k > limit:
             raise InputError(f"layer {self.layer.name}: reduction length {k} exceeds {what} = {limit} of "
-                             f"{self.acc.config.name}; K cannot be tiled without changing the numerics")
+                             f"{self.acc.config.name}; {why}")
 
     def _input_ints(self, act, bits, signed, calibrate):
         """The input as integers in ``(bits, signed)``: passed through when it already is in
@@ -301,7 +304,8 @@ class BfpExec(_Exec):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
         w2 = layer.w.reshape(layer.w.shape[0], -1)
-        self._limit_k(w2.shape[1], p["max_k"], "max_k")
+        self._limit_k(w2.shape[1], bfp_k_limit(p), "k_limit",
+                      "the longest K whose sum fits the accumulator (acc_bits) exactly")
         self.m, self.e, self.rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         waxis = -1 if p["weight_exponent"] == "row" else None
         self.chunks = []

@@ -6,13 +6,14 @@ beat (of the next tile) in the same cycle. A call costs the sum of its loops
 (:mod:`hlsnn.perf.model`). Per call the loops are::
 
     ReadBias (ceil((N+1)/lanes) beats)          -- only with a bias
-    ReadSampleBeats (batch * ceil((K+1)/lanes))   every sample once, a beat per cycle
-    Steps (one iteration per cycle)               tiles x groups x S compute steps, where
-                                                  S = max(ceil(K/2), rows + POST_GAP); an
+    Passes (one per pass of K: one pass when K <= max_k, else ceil(K / pass_k))
+      ReadSampleBeats (batch * ceil((Kq+1)/lanes))  every sample's slice once, a beat per cycle
+      Steps (one iteration per cycle)             tiles x groups x S compute steps, where
+                                                  S = max(ceil(Kq/2), rows + POST_GAP); an
                                                   iteration whose step waits for its
                                                   weights is a WeightWait; each iteration
                                                   also reads one weight beat while any remain
-    PostTail (rows)                               the last group's results
+      PostTail (rows)                             the last group's results
     OutSamples (batch)
       StatSums (ceil(N/lanes))                    -- only with output_exponent: stats
       WriteBeats (ceil((N+1)/lanes))              a beat per cycle
@@ -31,10 +32,11 @@ ReadSampleBeats 1     ``in``: 1 read; one ``xstore[c]``: 1 write; one      1    
 Steps           1     ``in``: at most 1 read; ``wstore``: 1 read and 1     1      7
                       write (2 ports); each ``xstore[c]``: 1 read; one
                       ``wexp`` bank: 1 read and 1 write (2 ports); each
-                      ``ybuf[c]`` bank: at most 1 write; each ``run_*[c]``:
-                      1 read and 1 write (2 ports); ``xexp[c]``, one
-                      ``bias`` bank: 1 read
-PostTail        1     as the post part of ``Steps``                        1      5
+                      ``ybuf[c]`` bank: 1 read and 1 write (2 ports: the
+                      partial sum of a K pass); each ``run_*[c]``: 1 read
+                      and 1 write (2 ports); ``xexp[c]``, one ``bias``
+                      bank: 1 read
+PostTail        1     as the post part of ``Steps``                        1      7
 StatSums        1     each ``ybuf[c]`` bank: 1 read (a beat of results)    1      47
 WriteBeats      1     each ``ybuf[c]`` bank: 1 read (lane j reads bank     1      5
                       (j-1) mod lanes); each ``wexp`` bank: 1 read;
@@ -47,15 +49,17 @@ No port is over-subscribed, so every pipelined loop gets its pragma's II = 1.
 Depths: a stream read and the store it feeds take 2 cycles (3 with the lane masking of the
 samples). ``Steps``: the weight-store and activation-store reads (2), the pair select (1), the
 DSP48 multiplier and its adders with their M and P registers (3), the accumulator (1): 7 (the
-post of a shadow row runs beside it: bias alignment shifter (2), the saturating add and ReLU
-(1), the leading-one detector and the running maximum (1), the result-store write (1): 5,
+post of a shadow row runs beside it: the result-store read of the partial sum (2), bias
+alignment shifter (2, beside the read), the partial-sum add (1), the saturating add and ReLU
+(1), the leading-one detector and the running maximum (1), the result-store write (1): 7,
 which is ``PostTail``'s depth). ``WriteBeats``: the result-store read (2), the rounding
 shifter and its saturation (2), the write (1): 5. ``StatSums`` is short in II but its entry
 carries the statistics tail after the loop (64-bit integer square root and the 40/14-bit
 division, ~45 cycles of sequential logic), charged as its depth.
 
-Unpipelined loops and their own cycles per iteration: ``OutSamples`` 3 (the output exponent
-from the running state, the sample counters), ``StatsBins`` 1.
+Unpipelined loops and their own cycles per iteration: ``Passes`` 1 (the pass's geometry),
+``OutSamples`` 3 (the output exponent from the running state, the sample counters),
+``StatsBins`` 1.
 
 Phases: ``Steps`` iterations that compute are *compute*, its ``WeightWait`` iterations are
 *input stream: weights* (the loop reads a weight beat a cycle and a step needs
@@ -64,7 +68,8 @@ statistics segment *output stream*; ``PostTail`` and ``OutSamples`` / ``StatSums
 phases. The peak is ``2 * rows * cols`` MAC/cycle (two products per DSP tile).
 
 :func:`steps_iterations` gives the ``Steps`` count in closed form (the tests hold it equal to
-the C-simulation's counter): with ``T`` tiles, ``G`` groups, ``S`` steps per group,
+the C-simulation's counter) for one pass of ``K`` (a pass of a tiled K counts as a call of
+its ``Kq``; the ``Steps`` loop starts afresh in every pass): with ``T`` tiles, ``G`` groups, ``S`` steps per group,
 ``kp = ceil(K/2)``, ``E`` exponent beats and ``TB = E + kp * step_beats`` beats per tile,
 tile ``t``'s beats are read from iteration ``L_t`` on (``L_0 = 0``,
 ``L_t = max(L_{t-1} + TB, C_{t-2})`` with ``C_{-1} = 0``, or ``t * TB`` with the keep flag),
@@ -92,12 +97,13 @@ def loops(p):
 
 _LOOPS = (
     Loop("ReadBias", 1, 2, "input stream: bias", {"in": (STREAM, 1), "bias[j]": (RAM, 1)}),
+    Loop("Passes", None, 1, "serial: K passes"),
     Loop("ReadSampleBeats", 1, 3, "input stream: activations",
          {"in": (STREAM, 1), "xstore[c]": (RAM, 1), "xexp[c]": (RAM, 1)}),
     Loop("Steps", 1, 7, "compute", {"in": (STREAM, 1), "wstore": (S2P, 2), "xstore[c]": (RAM, 1),
-                                    "wexp[j]": (S2P, 2), "ybuf[c][j]": (RAM, 1), "run_*[c]": (S2P, 2),
+                                    "wexp[j]": (S2P, 2), "ybuf[c][j]": (S2P, 2), "run_*[c]": (S2P, 2),
                                     "xexp[c]": (RAM, 1), "bias[j]": (RAM, 1)}),
-    Loop("PostTail", 1, 5, "serial: bias, ReLU", {"ybuf[c][j]": (RAM, 1), "run_*[c]": (S2P, 2)}),
+    Loop("PostTail", 1, 7, "serial: bias, ReLU", {"ybuf[c][j]": (S2P, 2), "run_*[c]": (S2P, 2)}),
     Loop("OutSamples", None, 3, "serial: output exponent"),
     Loop("StatSums", 1, 47, "serial: output exponent", {"ybuf[c][j]": (RAM, 1)}),   # every bank j once
     Loop("WriteBeats", 1, 5, "output stream", {"ybuf[c][j]": (RAM, 1), "wexp[j]": (RAM, 1), "out": (STREAM, 1)}),
@@ -119,7 +125,8 @@ def call_cycles(p, counts):
 
 
 def steps_iterations(p, batch, k, n, *, keep=False, resident=False):
-    """``(iterations, waits)`` of the ``Steps`` loop of one call (module docstring)."""
+    """``(iterations, waits)`` of the ``Steps`` loop of one pass of reduction length ``k``
+    (module docstring)."""
     from ..engines.bfp_systolic.spec import POST_GAP, context_step_beats, exp_beats
     rows, sb, E = p["rows"], context_step_beats(p), exp_beats(p)
     kp = (k + 1) // 2

@@ -20,14 +20,20 @@ def _c(a, b):
 def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out=False, keep=False,
                     resident=False):
     """``{label: (iterations, entries)}`` of one ``bfp_systolic`` call (``n <= max_n``, ``batch``
-    at most ``protocol.samples_per_call``): the loops of the engine page :mod:`.bfp_systolic`."""
-    from ..engines.bfp_systolic.spec import lanes
+    at most ``protocol.samples_per_call``): the loops of the engine page :mod:`.bfp_systolic`,
+    summed over the call's passes of K (``spec.passes``)."""
+    from ..engines.bfp_systolic.spec import lanes, passes
     from .bfp_systolic import steps_iterations
     L = lanes(p)
-    its, waits = steps_iterations(p, batch, k, n, keep=keep, resident=resident)
+    qs = passes(p, k)
+    its = waits = sample_beats = 0
+    for _, kq in qs:
+        i, w = steps_iterations(p, batch, kq, n, keep=keep, resident=resident)
+        its, waits, sample_beats = its + i, waits + w, sample_beats + batch * _c(kq + 1, L)
+    Q = len(qs)
     nbo = _c(n + 1, L)
-    c = {"Top": (1, 1), "ReadSampleBeats": (batch * _c(k + 1, L), 1), "Steps": (its, 1),
-         "PostTail": (p["rows"], 1), "OutSamples": (batch, 1), "WriteBeats": (batch * nbo, batch)}
+    c = {"Top": (1, 1), "Passes": (Q, 1), "ReadSampleBeats": (sample_beats, Q), "Steps": (its, Q),
+         "PostTail": (Q * p["rows"], Q), "OutSamples": (batch, 1), "WriteBeats": (batch * nbo, batch)}
     if waits:
         c["WeightWait"] = (waits, waits)
     if bias:
@@ -135,8 +141,10 @@ def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
     :func:`shift_gemm_calls`), from the closed-form counts."""
     from . import call_cycles
     p = cfg.params
-    if k > p["max_k"]:
-        raise InputError(f"K = {k} exceeds max_k = {p['max_k']} of {cfg.name}")
+    limit = _k_limit(cfg)
+    if k > limit:
+        raise InputError(f"K = {k} exceeds {'k_limit' if cfg.engine == 'bfp_systolic' else 'max_k'} = {limit} "
+                         f"of {cfg.name}")
     kc = KernelCycles()
     if cfg.engine not in ("bfp_systolic", "shift_mac"):
         raise InputError(f"{cfg.name}: closed-form counts exist for bfp_systolic and shift_mac only")
@@ -164,9 +172,9 @@ REFERENCE_GEMM = (64, 512, 512)
 def reference_gemm(cfg, shape=REFERENCE_GEMM):
     """The cycle model of one float GEMM of ``shape`` (B, K, N) on ``cfg``: ``{shape, cycles,
     utilization, bound}`` (utilization of the default mode's peak), or None for engines whose
-    counts depend on the data (``sparse_cluster``) or a K beyond ``max_k``."""
+    counts depend on the data (``sparse_cluster``) or a K beyond what the config takes."""
     from . import PAGES
-    if cfg.engine not in ("bfp_systolic", "shift_mac") or shape[1] > cfg.params["max_k"]:
+    if cfg.engine not in ("bfp_systolic", "shift_mac") or shape[1] > _k_limit(cfg):
         return None
     kc = gemm_cycles(cfg, *shape)
     b, k, n = shape
@@ -196,6 +204,15 @@ def conv_cycles(cfg, c, h, w, z, ksize, pad, *, mode=None, resident=False) -> Ke
                                          resident=resident)
     kc.beats_out = protocol.n_output_beats(p, oh * ow, z, row=ow)
     return kc
+
+
+def _k_limit(cfg):
+    """The longest K a GEMM of ``cfg`` takes: ``bfp_systolic`` runs K in passes up to its
+    ``k_limit``; ``shift_mac`` takes ``max_k``."""
+    if cfg.engine == "bfp_systolic":
+        from ..engines.bfp_systolic.spec import k_limit
+        return k_limit(cfg.params)
+    return cfg.params["max_k"]
 
 
 def _bfp_beats(p, batch, n, k):

@@ -97,7 +97,7 @@ def test_planted_stats_bug_is_reported_as_mismatch(tmp_path):
     """Count the padding columns of a ragged batch tile too: only the histogram changes."""
     cfg = hlsnn.load_config(test_config("t16_row"))
     r = codegen.render(cfg, tmp_path / "hls")
-    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "counted[c] = valid;", "counted[c] = true;")
+    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "counted[c] = valid && k.last;", "counted[c] = k.last;")
     case = [c for c in make_cases(cfg, seed=0, n_random=0) if c.name == "stats_out"][0]
     res = run_case(cfg, tgt, case)
     assert res["mismatches"] > 0 and res["first"]["index"][0] == "stats"

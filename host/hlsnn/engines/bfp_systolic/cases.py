@@ -11,6 +11,7 @@ import numpy as np
 
 from ..common import compare_stats
 from . import protocol
+from .spec import k_limit, pass_k
 
 
 @dataclass
@@ -75,6 +76,16 @@ def make_cases(cfg, seed=0, n_random=8):
                       np.zeros(n, int)))
     cases.append(Case("max_magnitude_mixed", np.full((b, k), mmin), np.zeros(b, int), np.full((n, k), mmax),
                       np.zeros(n, int), bm=np.full(n, mmin), be=emax))
+    if k_limit(p) > kmax:
+        # K in passes: the longest K at the accumulator's edge (K * 2^(2M-2) fits A bits
+        # exactly) where the stores allow, and a ragged random K of three passes with bias
+        kl = min(k_limit(p), 8 * kmax)
+        b, n = C, clampn(R)
+        cases.append(Case("max_magnitude_k_passes", np.full((b, kl), mmin), np.zeros(b, int), np.full((n, kl), mmin),
+                          np.zeros(n, int)))
+        b, n, k = C + 1, clampn(R + 1), min(k_limit(p), 2 * pass_k(p) + 3)
+        cases.append(Case("k_passes", mant((b, k)), rng.integers(-3, 3, size=b), mant((n, k)), wexp(n),
+                          bm=mant(n), be=int(rng.integers(-4, 4)), relu=True))
     b, n, k = C + 2, clampn(2 * R + 3), clampk(33)
     cases.append(Case("all_negative", mant((b, k), 1, mmax), rng.integers(-4, 4, size=b),
                       mant((n, k), mmin, -1), wexp(n)))

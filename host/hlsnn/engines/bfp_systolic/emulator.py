@@ -7,8 +7,11 @@ Notation: ``M`` = ``mantissa_bits``, ``A`` = ``acc_bits``, ``E`` = ``exponent_bi
 ``[emin, emax] = [-2**(E-1), 2**(E-1)-1]``; rounding is the config's ``rounding``.
 
 1. **Products** (DSP tiles). ``acc[b, n] = sum_k xm[b, k] * wm[n, k]``, exact. The config
-   guarantees ``A >= 2M - 1 + ceil(log2(max_k))``, so no partial sum overflows ``A`` bits;
-   the order of summation does not matter.
+   guarantees ``A >= 2M - 1 + ceil(log2(max_k))``, so no partial sum of one pass overflows
+   ``A`` bits. A K beyond ``max_k`` runs in passes whose sums add up in the result store;
+   K is at most ``spec.k_limit`` = ``(2**(A-1) - 1) >> (2M - 2)``, for which even ``K``
+   products of ``(-2**(M-1))**2`` fit, so every partial sum over passes is exact too and
+   the passes, like the order of summation, do not change a bit.
 2. **Exponent adder.** ``e3[b, n] = xe[b] + we[n]`` (``we`` is one value per weight row, or
    one for the tensor).
 3. **Bias** (optional, one exponent ``be`` for the bias vector). The bias mantissa is moved

@@ -11,7 +11,7 @@ from ...formats._validate import as_float_input
 from .. import tiling
 from . import protocol
 from .emulator import emulate
-from .spec import MAGIC, lane_bits
+from .spec import MAGIC, k_limit, lane_bits, passes
 
 
 def _flags(relu, has_bias, use_stats, stats_out=False):
@@ -41,6 +41,10 @@ class Kernel:
     **Calls.** One kernel call holds at most ``protocol.samples_per_call(p, K, N)`` samples
     (the activation and result stores); a larger batch is split into calls, each streaming
     the weights once.
+
+    **Long K.** K up to ``spec.k_limit(p)`` (the longest whose sum fits the accumulator
+    exactly); a K beyond ``max_k`` runs in passes inside one call, with the partial sums on
+    chip (``protocol`` docstring, *K passes*), so the result is the same as one pass would give.
 
     **Resident weights** (:meth:`load_weights`). Weights whose tiles fit the weight store side
     by side (``ceil(N / rows) * ceil(K / 2) <= w_depth``) can stay on chip: after
@@ -78,7 +82,7 @@ class Kernel:
         ``w``: float weights (N, K), quantized as :meth:`gemm` quantizes them (so that float
         GEMMs with the same ``w`` find them resident), or a BFPTensor as :meth:`gemm_bfp`
         takes it. Raises :class:`InputError` when they do not fit: ``N <= max_n``,
-        ``K <= max_k`` and ``ceil(N / rows) * ceil(K / 2) <= w_depth``. Returns the kernel."""
+        ``K <= k_limit`` and ``ceil(N / rows) * ceil(K / 2) <= w_depth``. Returns the kernel."""
         p = self.p
         if not isinstance(w, bfp.BFPTensor):
             w = self.quantize_weights(w)
@@ -196,7 +200,7 @@ class Kernel:
         ``rows`` whose one-sample call fits one transfer (:func:`engines.tiling.outputs_per_call`)."""
         p = self.p
         step, limit = min(n, p["max_n"]), tiling.transfer_limit(self.target)
-        if limit is None or k > p["max_k"]:
+        if limit is None or k > k_limit(p):
             return step
         return tiling.outputs_per_call(step, p["rows"],
                                        lambda m: max(self._transfer_bytes(1, m, k, has_bias, stats)) <= limit)
@@ -341,9 +345,10 @@ class Kernel:
 
         ``state`` (a dict the target keeps between calls) holds the kernel's weight store as
         the kernel writes it: ``wstore`` (``w_depth`` steps of ``2*rows`` mantissas, zero at
-        first, as the static array) with tile ``t`` at step ``t*ceil(K/2)`` under the keep
-        flag and at ``(t % 2)*ceil(K/2)`` otherwise, and ``wexp`` (one per output row, written
-        by every per-row call); a resident call reads both."""
+        first, as the static array), written pass after pass (``spec.passes``): tile ``t`` of
+        a pass of ``Kq`` at step ``base + t*ceil(Kq/2)`` under the keep flag, ``base`` being the
+        steps of the passes before, and at ``(t % 2)*ceil(Kq/2)`` otherwise; and ``wexp`` (one
+        per output row, written by every per-row call); a resident call reads both."""
         p = cfg.params
         state = {} if state is None else state
         R = p["rows"]
@@ -354,21 +359,27 @@ class Kernel:
         if "wstore" not in state:
             state["wstore"] = np.zeros((p["w_depth"], 2 * R), np.int64)
             state["wexp"] = np.zeros(p["max_n"], np.int64)
-        store, kp, nt = state["wstore"], (k + 1) // 2, -(-n // R)
+        store, nt = state["wstore"], -(-n // R)
         if resident:
-            steps = store[:nt * kp].reshape(nt, kp, R, 2).transpose(0, 2, 1, 3).reshape(nt * R, 2 * kp)
-            wm = steps[:n, :k]
-            if we is None:
-                we = state["wexp"][:n].copy()
-        else:
-            padded = np.zeros((nt * R, 2 * kp), np.int64)
-            padded[:n, :k] = wm
-            tiles = padded.reshape(nt, R, kp, 2).transpose(0, 2, 1, 3).reshape(nt, kp, 2 * R)
-            for t in range(nt):
-                base = t * kp if flags & protocol.FLAG_KEEP else (t % 2) * kp
-                store[base:base + kp] = tiles[t]
-            if p["weight_exponent"] == "row":
-                state["wexp"][:n] = we
+            wm = np.zeros((n, k), np.int64)
+        base = 0
+        for k0, kq in passes(p, k):
+            kp = (kq + 1) // 2
+            if resident:
+                steps = store[base:base + nt * kp].reshape(nt, kp, R, 2).transpose(0, 2, 1, 3).reshape(nt * R, 2 * kp)
+                wm[:, k0:k0 + kq] = steps[:n, :kq]
+            else:
+                padded = np.zeros((nt * R, 2 * kp), np.int64)
+                padded[:n, :kq] = wm[:, k0:k0 + kq]
+                tiles = padded.reshape(nt, R, kp, 2).transpose(0, 2, 1, 3).reshape(nt, kp, 2 * R)
+                for t in range(nt):
+                    at = base + t * kp if flags & protocol.FLAG_KEEP else (t % 2) * kp
+                    store[at:at + kp] = tiles[t]
+            base += nt * kp
+        if resident and we is None:
+            we = state["wexp"][:n].copy()
+        if not resident and p["weight_exponent"] == "row":
+            state["wexp"][:n] = we
         stats_out = bool(flags & protocol.FLAG_STATS_OUT)
         ym, ye, sat, *hist = emulate(p, xm, xe, wm, we, bm, be, relu=bool(flags & protocol.FLAG_RELU),
                                      use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
@@ -401,8 +412,10 @@ class Kernel:
         n, kw = w.shape
         if kw != k:
             raise InputError(f"x is (batch={batch}, K={k}) but w is (N={n}, K={kw}): K must agree")
-        if not 1 <= k <= p["max_k"]:
-            raise InputError(f"K = {k}: must be in [1, max_k = {p['max_k']}] for config {self.cfg.name}")
+        if not 1 <= k <= k_limit(p):
+            raise InputError(f"K = {k}: must be in [1, k_limit = {k_limit(p)}] for config {self.cfg.name} (K beyond "
+                             f"max_k = {p['max_k']} runs in passes; k_limit is the longest K whose sum fits "
+                             f"acc_bits = {p['acc_bits']} exactly)")
         if n < 1 or (n > p["max_n"] and not wide_n):
             raise InputError(f"N = {n}: must be in [1, max_n = {p['max_n']}] for config {self.cfg.name} "
                              f"(gemm_bfp gives every sample one output exponent over all N; the float gemm tiles "

@@ -18,11 +18,20 @@ with zero lanes to a whole number of beats. A call's input stream is, in order:
    ``[w[n0,2s], w[n0,2s+1], w[n0+1,2s], w[n0+1,2s+1], …]`` (``2*rows`` lanes, zero past N
    and past K).
 
+**K passes.** A K longer than ``max_k`` (up to ``spec.k_limit``) runs in passes
+(``spec.passes``: slices ``[k0, k0+Kq)`` of ``spec.pass_k`` mantissas, the last one shorter).
+Items 3 and 4 are then sent once per pass, in pass order, for the pass's slice, exactly as
+for a call of K = Kq: ``[x[b,k0], …, x[b,k0+Kq-1], x_exp[b]]`` per sample (``x_exp`` in every
+pass; the kernel keeps the last pass's), then every weight tile's exponents (in every pass;
+the last pass's are kept) and its ``ceil(Kq/2)`` steps of the slice. With K <= ``max_k`` there
+is one pass and the stream is as above.
+
 A call holds at most :func:`samples_per_call` samples (the activation and result stores). The
 output stream is, per sample ``b``, one segment ``[y_exp[b], y[b,0], …, y[b,N-1]]``.
 
 ``FLAG_KEEP`` (bit 4) stores the call's weight tiles side by side in the weight store
-(``ceil(N/rows) * ceil(K/2) <= w_depth`` steps) and keeps them, with the row exponents;
+(``ceil(N/rows) * ceil(K/2) <= w_depth`` steps; pass after pass, tile after tile) and keeps
+them, with the row exponents;
 a later call with ``FLAG_RESIDENT`` (bit 5) and the same N and K streams no weights and uses
 them. Without either flag the tiles ping-pong through two halves of the store.
 
@@ -58,7 +67,7 @@ import numpy as np
 from ...errors import InputError
 from .. import stream as _stream
 from ..stream import pad_to, segment_rows
-from .spec import call_groups, lane_bits
+from .spec import call_groups, lane_bits, passes
 
 REGS_IN = ("batch", "n_out", "k", "flags", "stats_k")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
@@ -157,27 +166,32 @@ def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None, resident=False) ->
     batch, k = xm.shape
     n = wm.shape[0]
     head = _head(p, n, bm, be, we, bm is not None)
-    xlen = _pad_to(k + 1, lanes)
     h = head.size
-    wlen = 0 if resident else n_weight_lanes(p, n, k)
-    total = h + batch * xlen + wlen
+    total = n_input_beats(p, batch, n, k, bm is not None, resident=resident) * lanes
     out = np.empty(total, dtype=dt) if out is None else _lanes_of(out, total, dt)
     out[:h] = head
-    seg = _shaped(out[h:h + batch * xlen], (batch, xlen))
-    seg[:, :k] = xm
-    seg[:, k] = np.asarray(xe, np.int64).reshape(-1)
-    seg[:, k + 1:] = 0
-    if wlen:
-        out[h + batch * xlen:] = _weight_lanes(p, wm, we, n, k, dt)
+    pos = h
+    xe = np.asarray(xe, np.int64).reshape(-1)
+    for k0, kq in passes(p, k):
+        xlen = _pad_to(kq + 1, lanes)
+        seg = _shaped(out[pos:pos + batch * xlen], (batch, xlen))
+        seg[:, :kq] = xm[:, k0:k0 + kq]
+        seg[:, kq] = xe
+        seg[:, kq + 1:] = 0
+        pos += batch * xlen
+        if not resident:
+            wl = n_weight_lanes(p, n, kq)
+            out[pos:pos + wl] = _weight_lanes(p, wm if kq == k else wm[:, k0:k0 + kq], we, n, kq, dt)
+            pos += wl
     return out.view(np.uint8).reshape(-1, p["stream_bits"] // 8)
 
 
 def n_weight_lanes(p, n, k) -> int:
-    """Lanes of all weight tiles of an N x K call."""
+    """Lanes of all weight tiles of an N x K call (every pass)."""
     _, lanes, _ = _geometry(p)
     R = p["rows"]
     explen = _pad_to(R, lanes) if p["weight_exponent"] == "row" else 0
-    return math.ceil(n / R) * (explen + ((k + 1) // 2) * _pad_to(2 * R, lanes))
+    return sum(math.ceil(n / R) * (explen + ((kq + 1) // 2) * _pad_to(2 * R, lanes)) for _, kq in passes(p, k))
 
 
 def _lanes_of(buf, total, dt):
@@ -194,7 +208,7 @@ def n_input_beats(p, batch, n, k, has_bias, *, resident=False) -> int:
     _, lanes, _ = _geometry(p)
     beats = math.ceil((n + 1) / lanes) if has_bias else 0
     beats += 0 if p["weight_exponent"] == "row" else 1
-    beats += batch * math.ceil((1 + k) / lanes)
+    beats += sum(batch * math.ceil((1 + kq) / lanes) for _, kq in passes(p, k))
     return beats + (0 if resident else n_weight_lanes(p, n, k) // lanes)
 
 
@@ -235,7 +249,6 @@ def unpack_input(p, beats, batch, n, k, has_bias, *, resident=False):
         raise InputError(f"input stream has {v.size // lanes} beats; a batch={batch}, N={n}, K={k} call "
                          f"{'with' if has_bias else 'without'} bias needs {want}")
     R = p["rows"]
-    kp = (k + 1) // 2
     n_tiles = math.ceil(n / R)
     pos = 0
     bm, be = None, 0
@@ -248,18 +261,29 @@ def unpack_input(p, beats, batch, n, k, has_bias, *, resident=False):
     if not per_row:
         w_tensor = int(v[pos])
         pos += lanes
-    xlen = _pad_to(1 + k, lanes)
-    xs = v[pos:pos + batch * xlen].reshape(batch, xlen).astype(np.int64)
-    pos += batch * xlen
-    if resident:
-        return xs[:, :k], xs[:, k], None, (None if per_row else np.full(n, w_tensor, np.int64)), bm, be
     explen = _pad_to(R, lanes) if per_row else 0
     steplen = _pad_to(2 * R, lanes)
-    wt = v[pos:].astype(np.int64).reshape(n_tiles, explen + kp * steplen)
-    steps = wt[:, explen:].reshape(n_tiles, kp, steplen)[:, :, :2 * R]
-    wm = steps.reshape(n_tiles, kp, R, 2).transpose(0, 2, 1, 3).reshape(n_tiles * R, 2 * kp)[:n, :k]
-    we = wt[:, :R].reshape(-1)[:n] if per_row else np.full(n, w_tensor, np.int64)
-    return xs[:, :k], xs[:, k], wm, we, bm, be
+    xm = np.zeros((batch, k), np.int64)
+    wm = None if resident else np.zeros((n, k), np.int64)
+    xe = we = None
+    for k0, kq in passes(p, k):
+        xlen = _pad_to(1 + kq, lanes)
+        xs = v[pos:pos + batch * xlen].reshape(batch, xlen).astype(np.int64)
+        pos += batch * xlen
+        xm[:, k0:k0 + kq], xe = xs[:, :kq], xs[:, kq]       # the last pass's exponents are kept
+        if resident:
+            continue
+        kp = (kq + 1) // 2
+        wlen = n_tiles * (explen + kp * steplen)
+        wt = v[pos:pos + wlen].astype(np.int64).reshape(n_tiles, explen + kp * steplen)
+        pos += wlen
+        steps = wt[:, explen:].reshape(n_tiles, kp, steplen)[:, :, :2 * R]
+        wm[:, k0:k0 + kq] = steps.reshape(n_tiles, kp, R, 2).transpose(0, 2, 1, 3).reshape(n_tiles * R, 2 * kp)[:n, :kq]
+        if per_row:
+            we = wt[:, :R].reshape(-1)[:n]
+    if not per_row:
+        we = np.full(n, w_tensor, np.int64)
+    return xm, xe, wm, we, bm, be
 
 
 def pack_output(p, ym, ye) -> np.ndarray:

@@ -21,7 +21,9 @@ SCHEMA = {
     "mantissa_bits": Field("int", "signed mantissa width (DSP ports take 18 bits)", lo=2, hi=16),
     "exponent_bits": Field("int", "signed shared-exponent width", default=8, lo=3, hi=8),
     "acc_bits": Field("int", "tile accumulator width (a DSP48 accumulates 48 bits)", default=48, lo=8, hi=48),
-    "max_k": Field("int", "largest reduction length K", default=1024, lo=1, hi=65536),
+    "max_k": Field("int", "longest reduction length K of one pass: the stores hold samples and weight tiles of "
+                   "max_k; a longer K runs in passes with on-chip partial sums, up to k_limit", default=1024,
+                   lo=1, hi=65536),
     "max_n": Field("int", "largest number of outputs N", default=1024, lo=1, hi=8192),
     "max_batch": Field("int", "largest batch (loop trip counts only)", default=65536, lo=1, hi=1 << 24),
     "weight_exponent": Field("choice", "exponent sharing of the weights", default="row",
@@ -115,7 +117,8 @@ def buffers(ctx) -> tuple:
                note="activation store: one bank per column, a beat of mantissas per word"),
         Buffer("xexp", top, "array", e, (cols, g), partition=((1, "complete"),), static=True),
         Buffer("ybuf", top, "array", acc, (cols, L, ctx["y_words"]), partition=((1, "complete"), (2, "complete")),
-               static=True, note="result store: one bank per column and lane"),
+               storage="ram_s2p", static=True,
+               note="result store: one bank per column and lane; the partial sums between K passes"),
         Buffer("run_lop", top, "array", 12, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True,
                note="running output-exponent state per sample"),
         Buffer("run_any", top, "array", 1, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True),
@@ -166,6 +169,8 @@ def estimate(cfg) -> dict:
         logic_ff=2 * p["mantissa_bits"] * tiles + BASE_FF,
         extra={
             "peak_gmacs": macs_per_cycle * cfg.clock_mhz / 1e3,
+            "k_limit": k_limit(p),
+            "pass_k": pass_k(p),
             # A weight tile streams once per call (kp * step_beats beats) while the previous tile
             # computes groups * kp steps: at the stores' batch of max_k x max_n samples the
             # weight stream bounds the array at groups / step_beats of its peak.
@@ -198,6 +203,33 @@ def wstore_uram(p, board) -> bool:
     return bool(budget) and uram_for(p["w_depth"], 2 * p["rows"] * p["mantissa_bits"]) <= budget
 
 
+def k_limit(p) -> int:
+    """The longest K a call takes: the largest K whose worst-case sum, ``K * 2**(2M-2)``
+    (every mantissa ``-2**(M-1)``), fits a signed ``acc_bits`` accumulator, so that the sum
+    over all passes is exact (emulator rule 1). Without K tiling (``max_k`` shorter than one
+    beat of lanes, :func:`pass_k`) it is ``max_k``."""
+    if p["max_k"] < lanes(p):
+        return p["max_k"]
+    return max(p["max_k"], ((1 << (p["acc_bits"] - 1)) - 1) >> (2 * p["mantissa_bits"] - 2))
+
+
+def pass_k(p) -> int:
+    """K of one full pass when K exceeds ``max_k``: ``max_k`` rounded down to whole beats of
+    lanes (even, so a pass holds whole mantissa pairs and its samples whole words)."""
+    L = lanes(p)
+    return max(L, p["max_k"] // L * L)
+
+
+def passes(p, k: int) -> list:
+    """``[(k0, kq), ...]``: the passes of a call of reduction length ``k`` (the mantissas
+    ``k0 .. k0+kq-1`` of every sample and weight row). One pass of ``k`` when ``k <= max_k``;
+    else passes of :func:`pass_k` and a last, shorter one."""
+    if k <= p["max_k"]:
+        return [(0, k)]
+    P = pass_k(p)
+    return [(k0, min(P, k - k0)) for k0 in range(0, k, P)]
+
+
 def default_groups(p) -> int:
     """Groups of ``cols`` samples of max_k / max_n the default stores hold: ``max(2, step_beats)``,
     so that a weight tile loads (``kp * step_beats`` beats) while the previous tile computes
@@ -206,9 +238,11 @@ def default_groups(p) -> int:
 
 
 def call_groups(p, k: int, n: int) -> int:
-    """Groups of ``cols`` samples of K = ``k``, N = ``n`` that one call holds (the stores' limit)."""
+    """Groups of ``cols`` samples of K = ``k``, N = ``n`` that one call holds (the stores' limit;
+    the activation store holds one pass of K, :func:`passes`)."""
     L = lanes(p)
-    return min(p["x_depth"] // math.ceil(k / L), (p["y_depth"] // L) // math.ceil(n / L), max_groups(p))
+    kq = max(kq for _, kq in passes(p, k))
+    return min(p["x_depth"] // math.ceil(kq / L), (p["y_depth"] // L) // math.ceil(n / L), max_groups(p))
 
 
 def context_step_beats(p) -> int:
@@ -254,6 +288,9 @@ def template_context(cfg) -> dict:
         "exp_max": (1 << (p["exponent_bits"] - 1)) - 1,
         "stat_bits": STAT_BITS,
         "log2_max_k": math.ceil(math.log2(max(p["max_k"], 1))),
+        "pass_k": pass_k(p),
+        "passes_max": math.ceil(k_limit(p) / pass_k(p)),
+        "k_limit": k_limit(p),
         "magic": MAGIC,
         "top": TOP,
         "cfg_struct": "BfpSystolicCfg",
