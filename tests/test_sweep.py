@@ -25,7 +25,7 @@ T2_TINY = ROOT / "tests" / "engines" / "bfp_systolic" / "configs" / "t2_tiny.yam
 BFP16 = ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml"
 HAVE_MPL = importlib.util.find_spec("matplotlib") is not None
 BFP_KEYS = ("rows, cols, mantissa_bits, exponent_bits, acc_bits, max_k, max_n, max_batch, weight_exponent, "
-            "rounding, output_exponent, stats_k, stream_bits")
+            "rounding, output_exponent, stats_k, rolling_len, underflow_bits, stream_bits")
 
 
 @pytest.fixture(autouse=True)
@@ -137,10 +137,10 @@ def test_base_config_errors_are_config_errors(tmp_path):
 def test_check_fit_false_skips_only_the_fit_check():
     data = yaml.safe_load(BFP16.read_text())
     data["bfp_systolic"].update(rows=64, cols=64)
-    with pytest.raises(ConfigError, match="needs about 8192 DSP but board pynq-z2 has 220"):
+    with pytest.raises(ConfigError, match="needs about 8205 DSP but board pynq-z2 has 220"):
         load_config(data)
     cfg = load_config(data, check_fit=False)
-    assert cfg.estimates["resources"]["dsp"] == 8192         # 2 per tile, no statistics unit (per-row exponents)
+    assert cfg.estimates["resources"]["dsp"] == 8205         # 2 per tile + 13 of the rolling unit (no statistics unit: per-row exponents)
     data["bfp_systolic"]["acc_bits"] = 20                        # every other rule still holds
     with pytest.raises(ConfigError, match="acc_bits = 20: must be at least"):
         load_config(data, check_fit=False)
@@ -177,12 +177,13 @@ def test_over_budget_variants_are_flagged_and_not_compiled(tmp_path, monkeypatch
         assert r["csim"] is None and r["csim_skipped"] == "over budget"
         assert r["utilization"]["dsp"] > 1
     dsp = next(o for o in rep["variants"][1]["over_budget"] if o["resource"] == "dsp")
-    assert dsp == {"resource": "dsp", "used": 64 * 64 * 2, "available": 220, "over": 64 * 64 * 2 - 220}
+    used = 64 * 64 * 2 + 13                               # two per tile and the rolling unit's 13
+    assert dsp == {"resource": "dsp", "used": used, "available": 220, "over": used - 220}
     assert rep["summary"]["over_budget"] == 2 and rep["summary"]["csim_run"] == 0
     assert rep["status"] == 0 and rep["jobs"] == 0
     assert not build.exists()                          # nothing was rendered or compiled
     table = sweep.format_table(rep)
-    assert "NO: DSP 8192/220 (+7972)" in table and "not compiled" in table
+    assert "NO: DSP 8205/220 (+7985)" in table and "not compiled" in table
     # rows 32, 64 columns, by hand: a weight step is 2 * 32 lanes = 16 beats, so the stores hold
     # 16 groups. ybuf: 64 x 4 = 256 banks of 16 * 1024 / 4 = 4096 x 48 bits (twelve 4K x 4
     # RAMB18 each = 6 BRAM36); xstore: 64 banks of 16 * 256 = 4096 x 64 bits (16 RAMB18 = 8)

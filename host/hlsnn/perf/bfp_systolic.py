@@ -15,6 +15,7 @@ beat (of the next tile) in the same cycle. A call costs the sum of its loops
                                                   also reads one weight beat while any remain
       PostTail (rows)                             the last group's results
     OutSamples (batch)
+      RollPredict (1)                             -- only with the rolling method
       StatSums (ceil(N/lanes))                    -- only with output_exponent: stats
       WriteBeats (ceil((N+1)/lanes))              a beat per cycle
     StatsBins > StatsLanes                        -- only with the statistics segment
@@ -59,7 +60,9 @@ division, ~45 cycles of sequential logic), charged as its depth.
 
 Unpipelined loops and their own cycles per iteration: ``Passes`` 1 (the pass's geometry),
 ``OutSamples`` 3 (the output exponent from the running state, the sample counters),
-``StatsBins`` 1.
+``RollPredict`` 45 (the rolling method's prediction: the buffer's sums, the 64-bit integer
+square root and the division by the entries held, as the statistics tail; charged for every
+sample, whether or not it predicts), ``StatsBins`` 1.
 
 Phases: ``Steps`` iterations that compute are *compute*, its ``WeightWait`` iterations are
 *input stream: weights* (the loop reads a weight beat a cycle and a step needs
@@ -105,6 +108,7 @@ _LOOPS = (
                                     "xexp[c]": (RAM, 1), "bias[j]": (RAM, 1)}),
     Loop("PostTail", 1, 7, "serial: bias, ReLU", {"ybuf[c][j]": (S2P, 2), "run_*[c]": (S2P, 2)}),
     Loop("OutSamples", None, 3, "serial: output exponent"),
+    Loop("RollPredict", None, 45, "serial: output exponent"),
     Loop("StatSums", 1, 47, "serial: output exponent", {"ybuf[c][j]": (RAM, 1)}),   # every bank j once
     Loop("WriteBeats", 1, 5, "output stream", {"ybuf[c][j]": (RAM, 1), "wexp[j]": (RAM, 1), "out": (STREAM, 1)}),
     Loop("StatsBins", None, 1, "output stream"),

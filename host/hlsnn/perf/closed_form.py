@@ -18,7 +18,7 @@ def _c(a, b):
 
 
 def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out=False, keep=False,
-                    resident=False):
+                    resident=False, rolling=False):
     """``{label: (iterations, entries)}`` of one ``bfp_systolic`` call (``n <= max_n``, ``batch``
     at most ``protocol.samples_per_call``): the loops of the engine page :mod:`.bfp_systolic`,
     summed over the call's passes of K (``spec.passes``)."""
@@ -38,7 +38,9 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
         c["WeightWait"] = (waits, waits)
     if bias:
         c["ReadBias"] = (nbo, 1)
-    if stats_method and p["weight_exponent"] != "row":
+    if rolling:
+        c["RollPredict"] = (batch, batch)             # every sample
+    elif stats_method and p["weight_exponent"] != "row":
         c["StatSums"] = (batch * -(-n // L), batch)   # every sample with a non-zero output: a beat a cycle
     if stats_out:
         bins = p["acc_bits"]
@@ -150,7 +152,8 @@ def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
         raise InputError(f"{cfg.name}: closed-form counts exist for bfp_systolic and shift_mac only")
     if cfg.engine == "bfp_systolic":
         for b, m in bfp_gemm_calls(p, batch, k, n):
-            counts = bfp_call_counts(p, b, k, m, stats_method=p["output_exponent"] == "stats")
+            counts = bfp_call_counts(p, b, k, m, stats_method=p["output_exponent"] == "stats",
+                                     rolling=p["output_exponent"] == "rolling")
             beats = _bfp_beats(p, b, m, k)
             kc.add(call_cycles(cfg, counts), counts)
             kc.beats_in += beats[0]

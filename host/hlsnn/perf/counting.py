@@ -31,7 +31,7 @@ def call_counts(cfg, beats, regs_in):
         return bfp_call_counts(p, batch, k, n, bias=bool(flags & pr.FLAG_BIAS),
                                stats_method=bool(flags & pr.FLAG_STATS) and p["weight_exponent"] == "tensor",
                                stats_out=bool(flags & pr.FLAG_STATS_OUT), keep=bool(flags & pr.FLAG_KEEP),
-                               resident=bool(flags & pr.FLAG_RESIDENT))
+                               resident=bool(flags & pr.FLAG_RESIDENT), rolling=bool(flags & pr.FLAG_ROLLING))
     if cfg.engine == "shift_mac":
         from ..engines.shift_mac import protocol as pr
         batch, n, k, flags, mode, _, cin, fh, fw, ks, pad = regs

@@ -55,7 +55,8 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
     if cfg.engine == "bfp_systolic":
         from .closed_form import bfp_gemm_calls
         for rows, outs in bfp_gemm_calls(p, m, k, n):            # N by max_n, the batch by the stores
-            counts = bfp_call_counts(p, rows, k, outs, bias=True, stats_method=p["output_exponent"] == "stats")
+            counts = bfp_call_counts(p, rows, k, outs, bias=True, stats_method=p["output_exponent"] == "stats",
+                                     rolling=p["output_exponent"] == "rolling")
             kc.add(call_cycles(cfg, counts), counts)
         return kc
     if cfg.engine == "shift_mac":

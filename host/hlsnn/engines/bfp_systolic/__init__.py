@@ -1,6 +1,6 @@
 """``bfp_systolic``: block-floating-point GEMM on a systolic array of DSP tiles (source 001)."""
 from . import cases, protocol
-from .emulator import emulate, emulate_reference, exact_matmul, select_exponent
+from .emulator import RollingState, emulate, emulate_reference, exact_matmul, select_exponent
 from .kernel import Kernel
 from .spec import MAGIC, NAME, SCHEMA, TOP, buffers, estimate, template_context, validate
 

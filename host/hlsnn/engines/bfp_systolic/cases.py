@@ -36,6 +36,7 @@ class Case:
     def regs(self):
         flags = ((protocol.FLAG_RELU if self.relu else 0) | (protocol.FLAG_BIAS if self.bm is not None else 0)
                  | (protocol.FLAG_STATS if self.method == "stats" else 0)
+                 | (protocol.FLAG_ROLLING | protocol.FLAG_ROLL_CLEAR if self.method == "rolling" else 0)
                  | (protocol.FLAG_STATS_OUT if self.stats_out else 0))
         b, n, k = self.shape
         return [b, n, k, flags, self.stats_k]
@@ -144,6 +145,22 @@ def make_cases(cfg, seed=0, n_random=8):
     if can_stats:
         cases.append(Case("stats_out_method_stats", mant((b, k)), rng.integers(-4, 4, size=b), mant((n, k)),
                           wexp(n), bm=mant(n), be=-2, relu=True, method="stats", stats_k=2, stats_out=True))
+    # The rolling method (each case empties the buffer first): sample exponents that drift by a
+    # step (predictions kept), jump up (overflow, corrected) and down by more than
+    # underflow_bits (underflow, corrected), an all-zero sample, and more samples than the
+    # buffer holds (it wraps)
+    Rl = p["rolling_len"]
+    b, n, k = min(max(3 * Rl + 2, 12), 64), clampn(R + 1), clampk(9)
+    drift = np.cumsum(rng.integers(-1, 2, size=b))
+    drift[b // 3] += 6
+    drift[2 * b // 3:] -= p["underflow_bits"] + 3
+    xm_r = mant((b, k))
+    xm_r[b // 2] = 0
+    cases.append(Case("rolling_sequence", xm_r, np.clip(drift, emin + 2, emax - 8), mant((n, k)), wexp(n, 0, 1),
+                      method="rolling", stats_k=1))
+    b = min(2 * Rl + 3, 64)
+    cases.append(Case("rolling_bias_relu", mant((b, k)), rng.integers(-3, 3, size=b), mant((n, k)), wexp(n),
+                      bm=mant(n), be=-1, relu=True, method="rolling", stats_k=int(rng.integers(0, 4))))
     for i in range(n_random):
         b = int(rng.integers(1, 3 * C + 2))
         n = clampn(int(rng.integers(1, 3 * R + 4)))
@@ -172,7 +189,7 @@ def run_case(cfg, target, case: Case):
     Returns a dict with the mismatch count over all outputs (an output mismatches when its
     mantissa or its row's exponent differs), the first mismatch, and the register check.
     """
-    from .emulator import emulate
+    from .emulator import RollingState, emulate
     from .spec import MAGIC
 
     p = cfg.params
@@ -181,7 +198,8 @@ def run_case(cfg, target, case: Case):
     out, regs_out = target.run(beats, case.regs(), protocol.n_output_beats(p, b, n, stats=case.stats_out))
     gm, ge = protocol.unpack_output(p, out[:protocol.n_output_beats(p, b, n)], b, n)
     em, ee, esat, *ehist = emulate(p, case.xm, case.xe, case.wm, case.we, case.bm, case.be, relu=case.relu,
-                                   use_stats=case.method == "stats", stats_k=case.stats_k, stats_out=case.stats_out)
+                                   use_stats=case.method == "stats", stats_k=case.stats_k, stats_out=case.stats_out,
+                                   rolling=RollingState(p["rolling_len"]) if case.method == "rolling" else None)
     bad = (gm != em) | (ge != ee)[:, None]
     M, E = p["mantissa_bits"], p["exponent_bits"]
     first = None

@@ -29,6 +29,28 @@ Notation: ``M`` = ``mantissa_bits``, ``A`` = ``acc_bits``, ``E`` = ``exponent_bi
      ``S1 = sum t``, ``S2 = sum t*t``, ``D = N*S2 - S1**2`` (= N² var), ``sd = isqrt(D)``,
      ``H = S1 + k*sd``, ``q = max(1, H // N)`` (the floor of mean + k·sigma),
      ``L = msb_index(q) + sh + e3`` and ``e4 = clamp(L - (M - 2), emin, emax)``.
+   * *rolling* (Alg 1-E, a prediction from earlier samples, checked and corrected by Alg 1-F;
+     flags bit 6, which wins over bit 2). The kernel keeps a rolling buffer of the max-rule
+     leading-one positions ``L = max over acc != 0 of msb_index(|acc|) + e3`` of the last
+     ``R = rolling_len`` samples that had a non-zero result, in call order and across calls
+     (static registers); a call with flags bit 7 empties it first. An entry is stored as
+     ``u = L + 512`` (non-negative). Each sample in turn:
+
+     - all results zero: ``e4 = emin``; the buffer is unchanged;
+     - the buffer empty: the max rule, ``e4 = clamp(L - (M - 2), emin, emax)``;
+     - otherwise, with the ``n`` entries held, ``S1 = sum u``, ``S2 = sum u*u``,
+       ``sd = isqrt(n*S2 - S1**2)`` and ``P = max(u_last, (S1 + k*sd) // n)`` (``k`` =
+       ``stats_k``; SPECS Alg 1-E's default g, the latest block maximum or mean + k·sigma of
+       the buffer, taken over leading-one positions), the predicted exponent is
+       ``ep = P - 512 - (M - 2)``. The sample's own ``em = L - (M - 2)`` checks it (Alg 1-F):
+       *overflow* when ``ep < em`` (its largest result would not fit), *underflow* when
+       ``ep > em + U`` (``U = underflow_bits``: more than U unused top bits in every
+       mantissa). Either one corrects the exponent to ``em`` (the results are still wide, so
+       the correction loses nothing) and empties the buffer (claim 31); otherwise
+       ``e4 = ep``. Then ``e4`` is clamped to ``[emin, emax]``;
+
+     and the sample's ``u`` is pushed (the oldest entry dropped when ``R`` are held). The
+     rolling state is :class:`RollingState`, which :func:`emulate` updates in place.
    * A row whose results are all zero gets ``e4 = emin``.
 6. **Output mantissa shifter**: ``ym = shift_round_sat(acc, e4 - e3, M)``; ``sat_count``
    counts the outputs this saturated (modulo 2**32, as the 32-bit register does).
@@ -54,7 +76,41 @@ from ...errors import InputError
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
 from ...primitives import isqrt, msb_histogram, msb_index, shift_round_sat
-from .spec import STAT_BITS
+from .spec import ROLL_OFFSET, STAT_BITS
+
+
+class RollingState:
+    """The rolling method's buffer (rule 5, *rolling*): the stored ``u = L + 512`` of the last
+    ``rolling_len`` samples with a non-zero result, oldest first."""
+
+    def __init__(self, length):
+        self.length = int(length)
+        self.u = []
+
+    def clear(self):
+        self.u = []
+
+    def exponent(self, lop, mantissa_bits, exponent_bits, stats_k, underflow_bits):
+        """``e4`` of one sample whose max-rule leading-one position is ``lop`` (None: all its
+        results are zero), and the buffer updated: rule 5, *rolling*."""
+        emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
+        if lop is None:
+            return emin
+        em = int(lop) - (mantissa_bits - 2)
+        e = em
+        if self.u:
+            n = len(self.u)
+            s1 = sum(self.u)
+            s2 = sum(v * v for v in self.u)
+            sd = int(isqrt(np.array([n * s2 - s1 * s1], np.int64))[0])
+            pred = max(self.u[-1], (s1 + int(stats_k) * sd) // n)
+            ep = pred - ROLL_OFFSET - (mantissa_bits - 2)
+            if ep < em or ep > em + underflow_bits:        # Alg 1-F: overflow or underflow, corrected
+                self.u = []
+            else:
+                e = ep
+        self.u = (self.u + [int(lop) + ROLL_OFFSET])[-self.length:]
+        return min(max(e, emin), emax)
 
 
 def _check_range(what, bits, *arrays):
@@ -126,7 +182,7 @@ def select_exponent(acc, e3, mantissa_bits, exponent_bits, use_stats=False, stat
 
 
 def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,
-                      stats_out=False):
+                      stats_out=False, rolling=None):
     """The module's rules transcribed literally with the integer primitives (int64).
 
     Slower than :func:`emulate`, which must equal it bit for bit (the tests check this on
@@ -146,8 +202,14 @@ def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats
         acc = np.clip(acc + b_al, lo, hi)
     if relu:
         acc = np.maximum(acc, 0)
-    stats = bool(use_stats) and p["weight_exponent"] == "tensor"
-    ye = select_exponent(acc, e3, M, E, stats, stats_k)
+    if rolling is not None:       # rule 5, rolling: sample after sample
+        nz = acc != 0
+        lops = np.where(nz, msb_index(np.abs(acc)) + e3, np.iinfo(np.int64).min).max(axis=1)
+        ye = np.array([rolling.exponent(int(v) if row.any() else None, M, E, stats_k, p["underflow_bits"])
+                       for v, row in zip(lops, nz)], np.int64).reshape(-1)
+    else:
+        stats = bool(use_stats) and p["weight_exponent"] == "tensor"
+        ye = select_exponent(acc, e3, M, E, stats, stats_k)
     ym, sat = shift_round_sat(acc, ye[:, None] - e3, M, rounding)
     if stats_out:
         return ym, ye, int(sat.sum()) % (1 << 32), msb_histogram(acc, A)
@@ -155,7 +217,7 @@ def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats
 
 
 def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,
-            stats_out=False, block_elems=1 << 15):
+            stats_out=False, rolling=None, block_elems=1 << 15):
     """Run the kernel's arithmetic on BFP operands (the module's rules, bit for bit).
 
     Parameters
@@ -170,6 +232,9 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
         Bias mantissas and their exponent.
     relu, use_stats, stats_k
         The ``flags`` and ``stats_k`` registers.
+    rolling : RollingState or None
+        The rolling method's buffer (rule 5, *rolling*; it wins over ``use_stats``), updated
+        in place sample by sample; None: another method.
     stats_out : bool
         Also return the statistics unit's histogram (rule 7; ``FLAG_STATS_OUT``).
 
@@ -207,7 +272,7 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
     mag_bits = 2 * (M - 1) + math.ceil(math.log2(max(K, 1)))      # every |partial sum| <= 2**mag_bits
     if A > 48 or E > 8 or mag_bits > 53:
         return emulate_reference(p, xm, xe, wm, we, bm, be, relu=relu, use_stats=use_stats, stats_k=stats_k,
-                                 stats_out=stats_out)
+                                 stats_out=stats_out, rolling=rolling)
     if bm is not None:
         _check_range("mantissa", M, bm)
     _check_range("exponent", E, xe, we, be)
@@ -219,7 +284,7 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
     wf = _to_float_checked(wm, _workspace("w", wm.shape, ft), M)
     acc = np.matmul(xf, wf.T, out=_workspace("acc", (B, N), ft))   # step 1
     colscale = np.ldexp(1.0, we)                                   # 2**we[n]
-    stats = bool(use_stats) and p["weight_exponent"] == "tensor"
+    stats = bool(use_stats) and p["weight_exponent"] == "tensor" and rolling is None
     if bm is not None:
         bcol = np.asarray(bm, np.float64).reshape(-1) * np.ldexp(1.0, int(be) - we)
     ym = np.empty((B, N), np.int64)
@@ -265,7 +330,11 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
             rmax, rmin = a.max(axis=1), a.min(axis=1)
             amax = np.maximum(rmax, -rmin)
             lop = np.frexp(amax)[1].astype(np.int64) - 1 + xeb
-        e4 = np.where(amax > 0, np.clip(lop - (M - 2), emin, emax), emin)
+        if rolling is not None:     # step 5, rolling: sample after sample, on the max rule's lop
+            e4 = np.array([rolling.exponent(int(v) if m > 0 else None, M, E, stats_k, p["underflow_bits"])
+                           for v, m in zip(lop, amax)], np.int64)
+        else:
+            e4 = np.where(amax > 0, np.clip(lop - (M - 2), emin, emax), emin)
         ye[r0:r1] = e4
         scale = np.ldexp(1.0, xeb - e4)
         a *= scale[:, None]                                        # acc * 2**(e3 - e4)

@@ -10,13 +10,14 @@ from ...formats import bfp
 from ...formats._validate import as_float_input
 from .. import tiling
 from . import protocol
-from .emulator import emulate
+from .emulator import RollingState, emulate
 from .spec import MAGIC, k_limit, lane_bits, passes
 
 
-def _flags(relu, has_bias, use_stats, stats_out=False):
+def _flags(relu, has_bias, method, stats_out=False):
     return ((protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_BIAS if has_bias else 0)
-            | (protocol.FLAG_STATS if use_stats else 0) | (protocol.FLAG_STATS_OUT if stats_out else 0))
+            | (protocol.FLAG_STATS if method == "stats" else 0) | (protocol.FLAG_ROLLING if method == "rolling" else 0)
+            | (protocol.FLAG_STATS_OUT if stats_out else 0))
 
 
 @instrument
@@ -41,6 +42,13 @@ class Kernel:
     **Calls.** One kernel call holds at most ``protocol.samples_per_call(p, K, N)`` samples
     (the activation and result stores); a larger batch is split into calls, each streaming
     the weights once.
+
+    **The rolling method** (``method="rolling"``, emulator rule 5) predicts each sample's
+    exponent from the samples before it. Every operation (one :meth:`gemm` or :meth:`gemm_bfp`)
+    starts with an empty buffer (its first kernel call sets the clear flag), and the buffer
+    carries over between the calls of the operation, so the result does not depend on how the
+    batch is split into calls. It does depend on the order of the samples: N chunks of the
+    float :meth:`gemm` each run over the whole batch, one after another.
 
     **Long K.** K up to ``spec.k_limit(p)`` (the longest whose sum fits the accumulator
     exactly); a K beyond ``max_k`` runs in passes inside one call, with the partial sums on
@@ -73,6 +81,8 @@ class Kernel:
         self._check_mantissas = lane_bits(p) > p["mantissa_bits"]
         self._loaded = None        # (wm, we) that load_weights asked to keep on chip
         self._on_chip = None       # the same, once a call has put them there
+        self._roll = RollingState(p["rolling_len"])   # the rolling buffer, for the emu target's arrays
+        self._roll_fresh = False   # the next call starts an operation: it empties the rolling buffer
 
     # ------------------------------------------------------------------ resident weights
     def load_weights(self, w):
@@ -183,6 +193,7 @@ class Kernel:
         xq, wq, bq = self.quantize_operands(x, w, bias)
         n, k = wq.shape
         step = self._n_per_call(n, k, bias is not None, stats)
+        self._roll_fresh = True
         if step >= n:
             return self.gemm_bfp(xq, wq, bq, relu=relu, method=method, stats_k=stats_k, stats=stats).dequantize()
         xm, xe, wm, we, bm, be = self._check_bfp(xq, wq, bq, wide_n=True)
@@ -227,6 +238,7 @@ class Kernel:
         """
         xm, xe, wm, we, bm, be = self._check_bfp(x, w, bias)
         regs = self._regs(method, stats_k, relu, bm is not None, stats)
+        self._roll_fresh = True
         ym, ye, self.last_sat_count, self.last_stats = self._run(xm, xe, wm, we, bm, be, regs, stats)
         return self._tensor(ym, ye)
 
@@ -256,14 +268,14 @@ class Kernel:
         """The control registers after ``batch, n, k`` (flags, k_sigma), arguments checked."""
         p = self.p
         method = method or p["output_exponent"]
-        if method not in ("max", "stats"):
-            raise InputError(f"method = {method!r}: must be 'max' or 'stats'")
+        if method not in ("max", "stats", "rolling"):
+            raise InputError(f"method = {method!r}: must be 'max', 'stats' or 'rolling'")
         if method == "stats" and p["weight_exponent"] != "tensor":
             raise InputError("method = 'stats' needs a config with weight_exponent: tensor")
         k_sigma = p["stats_k"] if stats_k is None else int(stats_k)
         if not 0 <= k_sigma <= 15:
             raise InputError(f"stats_k = {stats_k!r}: must be an integer in [0, 15]")
-        return [_flags(relu, has_bias, method == "stats", stats), k_sigma]
+        return [_flags(relu, has_bias, method, stats), k_sigma]
 
     def _run(self, xm, xe, wm, we, bm, be, regs, stats):
         """One GEMM of at most ``max_n`` outputs, split over the batch so every call fits one
@@ -301,6 +313,9 @@ class Kernel:
         batch, k = xm.shape
         n = wm.shape[0]
         wflags = self._weight_flags(wm, we)
+        if regs[0] & protocol.FLAG_ROLLING and self._roll_fresh:
+            regs = [regs[0] | protocol.FLAG_ROLL_CLEAR, regs[1]]   # the operation's first call
+        self._roll_fresh = False
         # the weight store now holds these weights (keep), still holds them (resident), or not
         on_chip = self._loaded if wflags else None
         if getattr(self.target, "arrays", False):
@@ -332,9 +347,11 @@ class Kernel:
         packed call (``EmuTarget(arrays=False)``), which is what csim and sim are compared with;
         ``tests/engines/test_emu_arrays.py`` holds the two equal."""
         flags, k_sigma = (int(r) for r in regs)
+        if flags & protocol.FLAG_ROLL_CLEAR:
+            self._roll.clear()
         ym, ye, sat, *hist = emulate(self.p, xm, xe, wm, we, bm, be, relu=bool(flags & protocol.FLAG_RELU),
                                      use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
-                                     stats_out=stats)
+                                     stats_out=stats, rolling=self._roll if flags & protocol.FLAG_ROLLING else None)
         self.last_id = (MAGIC, self.cfg.hash32)
         return ym, ye, sat, (hist[0] if stats else None)
 
@@ -348,7 +365,9 @@ class Kernel:
         first, as the static array), written pass after pass (``spec.passes``): tile ``t`` of
         a pass of ``Kq`` at step ``base + t*ceil(Kq/2)`` under the keep flag, ``base`` being the
         steps of the passes before, and at ``(t % 2)*ceil(Kq/2)`` otherwise; and ``wexp`` (one
-        per output row, written by every per-row call); a resident call reads both."""
+        per output row, written by every per-row call); a resident call reads both. It also
+        holds the rolling method's buffer (``rolling``, a :class:`RollingState`), which a
+        call with the rolling-clear flag empties first."""
         p = cfg.params
         state = {} if state is None else state
         R = p["rows"]
@@ -359,6 +378,9 @@ class Kernel:
         if "wstore" not in state:
             state["wstore"] = np.zeros((p["w_depth"], 2 * R), np.int64)
             state["wexp"] = np.zeros(p["max_n"], np.int64)
+            state["rolling"] = RollingState(p["rolling_len"])
+        if flags & protocol.FLAG_ROLL_CLEAR:
+            state["rolling"].clear()
         store, nt = state["wstore"], -(-n // R)
         if resident:
             wm = np.zeros((n, k), np.int64)
@@ -383,7 +405,8 @@ class Kernel:
         stats_out = bool(flags & protocol.FLAG_STATS_OUT)
         ym, ye, sat, *hist = emulate(p, xm, xe, wm, we, bm, be, relu=bool(flags & protocol.FLAG_RELU),
                                      use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
-                                     stats_out=stats_out)
+                                     stats_out=stats_out,
+                                     rolling=state["rolling"] if flags & protocol.FLAG_ROLLING else None)
         out = protocol.pack_output(p, ym, ye)
         if stats_out:
             out = np.concatenate([out, protocol.pack_stats(p, hist[0])])

@@ -55,7 +55,8 @@ exponent selector (emulator rule 5); ``FLAG_STATS_OUT`` (bit 3) asks for the his
 
 Registers (s_axilite, in this order): inputs ``batch, n_out, k, flags, stats_k``
 (flags bit 0 ReLU, bit 1 bias, bit 2 statistics method, bit 3 statistics segment out, bit 4
-keep the weights, bit 5 resident weights),
+keep the weights, bit 5 resident weights, bit 6 rolling method, bit 7 empty the rolling buffer
+first; emulator rule 5),
 outputs ``id_magic, id_hash, sat_count``.
 """
 from __future__ import annotations
@@ -72,6 +73,7 @@ from .spec import call_groups, lane_bits, passes
 REGS_IN = ("batch", "n_out", "k", "flags", "stats_k")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
 FLAG_RELU, FLAG_BIAS, FLAG_STATS, FLAG_STATS_OUT, FLAG_KEEP, FLAG_RESIDENT = 1, 2, 4, 8, 16, 32
+FLAG_ROLLING, FLAG_ROLL_CLEAR = 64, 128
 
 
 def _geometry(p):

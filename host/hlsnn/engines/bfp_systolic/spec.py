@@ -14,6 +14,9 @@ TOP = "bfp_systolic_top"
 MAGIC = 0x484E0101
 #: Magnitude bits the statistics unit keeps per output (see emulator.select_exponent).
 STAT_BITS = 16
+#: The rolling method stores leading-one positions L as L + ROLL_OFFSET, non-negative in 10 bits
+#: (|L| <= 2 * 128 + 47 for exponents of at most 8 bits and accumulators of at most 48).
+ROLL_OFFSET = 512
 
 SCHEMA = {
     "rows": Field("int", "DSP tiles per column = output channels per pass", lo=1, hi=64),
@@ -31,8 +34,12 @@ SCHEMA = {
     "rounding": Field("choice", "rounding of every right shift in the kernel", default="nearest_even",
                       choices=tuple(ROUNDING_CODES)),
     "output_exponent": Field("choice", "default output-exponent method (a register selects it per call)",
-                             default="max", choices=("max", "stats")),
-    "stats_k": Field("int", "k of mean + k*sigma for the stats method", default=3, lo=0, hi=15),
+                             default="max", choices=("max", "stats", "rolling")),
+    "stats_k": Field("int", "k of mean + k*sigma for the stats and rolling methods", default=3, lo=0, hi=15),
+    "rolling_len": Field("int", "rolling method: block maxima the prediction looks back on (Alg 1-E)",
+                         default=8, lo=1, hi=64),
+    "underflow_bits": Field("int", "rolling method: unused top mantissa bits a predicted exponent may leave "
+                            "before it is corrected (Alg 1-F underflow)", default=2, lo=0, hi=15),
     "stream_bits": Field("int", "AXI-Stream width; default: the board's DMA width", default=None,
                          lo=32, hi=512, pow2=True),
     "x_depth": Field("int", "activation store: words (one beat of mantissas) per column; default "
@@ -128,6 +135,8 @@ def buffers(ctx) -> tuple:
         Buffer("wexp", top, "array", e, (L, ctx["n_words"]), partition=((1, "complete"),), storage="ram_s2p", static=True,
                used=ctx["weight_exponent_per_row"], note="per-row weight exponents (unused with a tensor-wide one)"),
         Buffer("bias", top, "array", m, (L, ctx["n_words"]), partition=((1, "complete"),), static=True),
+        Buffer("roll_u", top, "array", 10, (ctx["rolling_len"],), partition=complete, static=True,
+               note="rolling method's buffer of leading-one positions"),
         Buffer("acc", top, "array", acc, (rows, cols), partition=complete, note="tile accumulators"),
         Buffer("shv", top, "array", acc, (rows, cols), partition=complete, note="shadow registers"),
         Buffer("cur", top, "array", 25, (cols,), partition=complete, note="the posted samples' running state"),
@@ -137,6 +146,11 @@ def buffers(ctx) -> tuple:
     tiles = rows * cols
     muls = [Multiplier("w*x", top, m, m, count=2 * tiles,
                        note="two mantissa products per tile; the sum and accumulation use the DSP's adders")]
+    R = ctx["rolling_len"]                     # the rolling method's prediction (any weight exponent)
+    muls += [Multiplier("u*u", top, 10, 10, False, False, count=R, note="rolling: squares of the buffer's entries"),
+             Multiplier("n*S2", top, 7, 27, False, False, note="rolling: n * sum u^2"),
+             Multiplier("S1*S1", top, 17, 17, False, False, note="rolling: (sum u)^2"),
+             Multiplier("k*sd(rolling)", top, 4, 32, False, False, note="rolling: k * n*sigma")]
     if not ctx["weight_exponent_per_row"]:   # the statistics unit exists only then (use_stats)
         sb = STAT_BITS
         muls += [Multiplier("t*t", top, sb, sb, False, False, count=L, note="sum of squares, a beat of results a cycle"),
@@ -287,6 +301,9 @@ def template_context(cfg) -> dict:
         "exp_min": -(1 << (p["exponent_bits"] - 1)),
         "exp_max": (1 << (p["exponent_bits"] - 1)) - 1,
         "stat_bits": STAT_BITS,
+        "rolling_len": p["rolling_len"],
+        "underflow_bits": p["underflow_bits"],
+        "roll_offset": ROLL_OFFSET,
         "log2_max_k": math.ceil(math.log2(max(p["max_k"], 1))),
         "pass_k": pass_k(p),
         "passes_max": math.ceil(k_limit(p) / pass_k(p)),
