@@ -102,7 +102,7 @@ class RollingState:
             n = len(self.u)
             s1 = sum(self.u)
             s2 = sum(v * v for v in self.u)
-            sd = int(isqrt(np.array([n * s2 - s1 * s1], np.int64))[0])
+            sd = math.isqrt(n * s2 - s1 * s1)
             pred = max(self.u[-1], (s1 + int(stats_k) * sd) // n)
             ep = pred - ROLL_OFFSET - (mantissa_bits - 2)
             if ep < em or ep > em + underflow_bits:        # Alg 1-F: overflow or underflow, corrected
@@ -111,6 +111,12 @@ class RollingState:
                 e = ep
         self.u = (self.u + [int(lop) + ROLL_OFFSET])[-self.length:]
         return min(max(e, emin), emax)
+
+    def exponents(self, lops, nonzero, p, stats_k):
+        """:meth:`exponent` for each sample in order (``lops`` their max-rule leading-one
+        positions, ``nonzero`` whether any result is non-zero) under config section ``p``."""
+        return np.array([self.exponent(int(v) if nz else None, p["mantissa_bits"], p["exponent_bits"], stats_k,
+                                       p["underflow_bits"]) for v, nz in zip(lops, nonzero)], np.int64)
 
 
 def _check_range(what, bits, *arrays):
@@ -152,6 +158,14 @@ def exact_matmul(xm: np.ndarray, wm: np.ndarray, mantissa_bits: int) -> np.ndarr
     return xm.astype(np.int64) @ wm.astype(np.int64).T
 
 
+def max_rule_lop(acc, e3):
+    """Rule 5's ``L`` per row: the largest ``msb_index(|acc|) + e3`` over the non-zero
+    results (the int64 minimum for an all-zero row)."""
+    acc = np.asarray(acc, np.int64)
+    e3 = np.broadcast_to(np.asarray(e3, np.int64), acc.shape)
+    return np.where(acc != 0, msb_index(np.abs(acc)) + e3, np.iinfo(np.int64).min).max(axis=1)
+
+
 def select_exponent(acc, e3, mantissa_bits, exponent_bits, use_stats=False, stats_k=3):
     """Output exponent per row of ``acc`` (step 5 of the module rules).
 
@@ -160,13 +174,11 @@ def select_exponent(acc, e3, mantissa_bits, exponent_bits, use_stats=False, stat
     emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
     acc = np.asarray(acc, np.int64)
     e3 = np.broadcast_to(np.asarray(e3, np.int64), acc.shape)
-    mag = np.abs(acc)
-    nz = acc != 0
-    anyn = nz.any(axis=1)
-    msb = msb_index(mag)
+    anyn = (acc != 0).any(axis=1)
     if use_stats:
+        mag = np.abs(acc)
         n = acc.shape[1]
-        p = msb.max(axis=1)
+        p = msb_index(mag).max(axis=1)
         sh = np.maximum(p - (STAT_BITS - 1), 0)
         t = np.right_shift(mag, sh[:, None])
         s1 = t.sum(axis=1)
@@ -176,7 +188,7 @@ def select_exponent(acc, e3, mantissa_bits, exponent_bits, use_stats=False, stat
         q = np.maximum(h // n, 1)
         lop = msb_index(q) + sh + e3[:, 0]
     else:
-        lop = np.where(nz, msb + e3, np.iinfo(np.int64).min).max(axis=1)
+        lop = max_rule_lop(acc, e3)
     e4 = np.clip(lop - (mantissa_bits - 2), emin, emax)
     return np.where(anyn, e4, emin)
 
@@ -203,10 +215,7 @@ def emulate_reference(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats
     if relu:
         acc = np.maximum(acc, 0)
     if rolling is not None:       # rule 5, rolling: sample after sample
-        nz = acc != 0
-        lops = np.where(nz, msb_index(np.abs(acc)) + e3, np.iinfo(np.int64).min).max(axis=1)
-        ye = np.array([rolling.exponent(int(v) if row.any() else None, M, E, stats_k, p["underflow_bits"])
-                       for v, row in zip(lops, nz)], np.int64).reshape(-1)
+        ye = rolling.exponents(max_rule_lop(acc, e3), (acc != 0).any(axis=1), p, stats_k)
     else:
         stats = bool(use_stats) and p["weight_exponent"] == "tensor"
         ye = select_exponent(acc, e3, M, E, stats, stats_k)
@@ -331,8 +340,7 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
             amax = np.maximum(rmax, -rmin)
             lop = np.frexp(amax)[1].astype(np.int64) - 1 + xeb
         if rolling is not None:     # step 5, rolling: sample after sample, on the max rule's lop
-            e4 = np.array([rolling.exponent(int(v) if m > 0 else None, M, E, stats_k, p["underflow_bits"])
-                           for v, m in zip(lop, amax)], np.int64)
+            e4 = rolling.exponents(lop, amax > 0, p, stats_k)
         else:
             e4 = np.where(amax > 0, np.clip(lop - (M - 2), emin, emax), emin)
         ye[r0:r1] = e4

@@ -388,12 +388,11 @@ class Kernel:
         for k0, kq in passes(p, k):
             kp = (kq + 1) // 2
             if resident:
-                steps = store[base:base + nt * kp].reshape(nt, kp, R, 2).transpose(0, 2, 1, 3).reshape(nt * R, 2 * kp)
-                wm[:, k0:k0 + kq] = steps[:n, :kq]
+                wm[:, k0:k0 + kq] = protocol.steps_to_rows(store[base:base + nt * kp].reshape(nt, kp, 2 * R), R)[:n, :kq]
             else:
                 padded = np.zeros((nt * R, 2 * kp), np.int64)
                 padded[:n, :kq] = wm[:, k0:k0 + kq]
-                tiles = padded.reshape(nt, R, kp, 2).transpose(0, 2, 1, 3).reshape(nt, kp, 2 * R)
+                tiles = protocol.rows_to_steps(padded, R)
                 for t in range(nt):
                     at = base + t * kp if flags & protocol.FLAG_KEEP else (t % 2) * kp
                     store[at:at + kp] = tiles[t]

@@ -135,6 +135,19 @@ def _weight_lanes(p, wm, we, n, k, dt):
     return wt.reshape(-1)
 
 
+def steps_to_rows(steps, R):
+    """Weight steps ``(tiles, kp, 2*R)`` (lane ``2*r + j`` of step ``s`` of tile ``t`` is
+    ``w[t*R + r, 2*s + j]``) as weight rows ``(tiles*R, 2*kp)``."""
+    nt, kp = steps.shape[:2]
+    return steps.reshape(nt, kp, R, 2).transpose(0, 2, 1, 3).reshape(nt * R, 2 * kp)
+
+
+def rows_to_steps(rows, R):
+    """Inverse of :func:`steps_to_rows`: rows ``(tiles*R, 2*kp)`` (padded) as steps ``(tiles, kp, 2*R)``."""
+    nr, k2 = rows.shape
+    return rows.reshape(nr // R, R, k2 // 2, 2).transpose(0, 2, 1, 3).reshape(nr // R, k2 // 2, 2 * R)
+
+
 def samples_per_call(p, k, n) -> int:
     """Samples one call holds: ``cols`` per group, as many groups as the activation store
     (``ceil(K / lanes)`` words per sample) and the result store (``ceil(N / lanes)`` words per
@@ -280,7 +293,7 @@ def unpack_input(p, beats, batch, n, k, has_bias, *, resident=False):
         wt = v[pos:pos + wlen].astype(np.int64).reshape(n_tiles, explen + kp * steplen)
         pos += wlen
         steps = wt[:, explen:].reshape(n_tiles, kp, steplen)[:, :, :2 * R]
-        wm[:, k0:k0 + kq] = steps.reshape(n_tiles, kp, R, 2).transpose(0, 2, 1, 3).reshape(n_tiles * R, 2 * kp)[:n, :kq]
+        wm[:, k0:k0 + kq] = steps_to_rows(steps, R)[:n, :kq]
         if per_row:
             we = wt[:, :R].reshape(-1)[:n]
     if not per_row:
