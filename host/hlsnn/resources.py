@@ -78,7 +78,9 @@ class Buffer:
     single stream); ``partition`` maps a dimension (1-based; 0 = all) to ``"complete"``;
     ``instances`` counts the function's copies (template instances); ``depth`` is a stream's
     FIFO depth. ``used=False`` marks a buffer the code declares but never reads (the
-    synthesizer removes it; it costs nothing).
+    synthesizer removes it; it costs nothing). ``live`` counts the elements of a register
+    array that the code reads (a shift register whose tail positions nothing reads: the
+    synthesizer removes those); 0 means every element.
     """
 
     name: str
@@ -94,6 +96,7 @@ class Buffer:
     instances: int = 1
     used: bool = True
     note: str = ""
+    live: int = 0
 
     @property
     def elements(self) -> int:
@@ -220,7 +223,8 @@ def map_buffer(b: Buffer) -> Mapped:
     copies = banks * b.instances
     small = not b.static and b.elements < COMPLETE_THRESHOLD and b.impl == "auto"
     if words == 1 or small:
-        return Mapped(b, "registers", ff=b.elements * b.width * b.instances, copies=b.elements * b.instances)
+        kept = b.live or b.elements
+        return Mapped(b, "registers", ff=kept * b.width * b.instances, copies=kept * b.instances)
     impl = b.impl
     if impl in ("auto", "memory"):
         impl = "lutram" if words * b.width <= LUTRAM_MAX_BITS else "bram"

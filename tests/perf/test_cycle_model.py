@@ -41,7 +41,7 @@ def sparse_acc():
 def test_bfp_hand_count(bfp_acc):
     # t16_row: rows 4, cols 3, 16-bit lanes on a 64-bit stream (L = 4 per beat); per-row weight
     # exponents; no bias. Shape B=5, K=7, N=6:
-    #   kp = ceil(7/2) = 4 steps, S = max(kp, rows + POST_GAP 3) = 7 steps per group,
+    #   kp = ceil(7/2) = 4 steps, S = max(kp, rows + POST_GAP 3, cols + 1) = 7 steps per group,
     #   G = ceil(5/3) = 2 groups, T = ceil(6/4) = 2 weight tiles;
     #   a sample is ceil((7+1)/4) = 2 beats, an output sample ceil((6+1)/4) = 2 beats;
     #   a weight step (2*4 lanes) is 2 beats, a tile 1 exponent beat + 4 * 2 = 9 beats.
@@ -49,15 +49,17 @@ def test_bfp_hand_count(bfp_acc):
     # step s complete after 2 + 2s); a step computes once its weights are complete, so
     # iterations 0, 1, 2, 4, 6, 8 wait and steps 0-3 run in 3, 5, 7, 9; steps 4-6 need no
     # weights (10-12); group 1 runs 13-19. Tile 1 loads in 9-17 (while tile 0 computes) and
-    # its 14 steps run 20-33 without a wait: 34 iterations, 6 of them WeightWait.
+    # its 14 steps run 20-33 without a wait; then rows + cols - 1 = 6 iterations (34-39) drain
+    # the array: the last step reaches tile (3, 2) in 33 + 5 = 38, and the last group's shadow
+    # rows are posted from cols = 3 iterations after its last step, one a cycle, in 36-39:
+    # 40 iterations, 6 of them WeightWait.
     rng = np.random.default_rng(1)
     bfp_acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
     kc = bfp_acc.kernel.last_cycles
     want = {                     # label: (iterations, entries)
         "ReadSampleBeats": (5 * 2, 1),   # every sample once, a beat per cycle
-        "Steps": (34, 1),
+        "Steps": (40, 1),
         "WeightWait": (6, 6),            # a mark: one entry per waiting iteration
-        "PostTail": (4, 1),              # the last group's rows
         "OutSamples": (5, 1),
         "WriteBeats": (5 * 2, 5),
         "Passes": (1, 1),                # K <= max_k: one pass
@@ -65,15 +67,14 @@ def test_bfp_hand_count(bfp_acc):
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
     cycles = (1 * 1                      # Passes: 1 own cycle
               + (10 - 1) * 1 + 1 * 3     # ReadSampleBeats: II 1, depth 3
-              + (34 - 1) * 1 + 1 * 7     # Steps: II 1, depth 7
-              + (4 - 1) * 1 + 1 * 7      # PostTail: II 1, depth 7 (the partial-sum read)
+              + (40 - 1) * 1 + 1 * 7     # Steps: II 1, depth 7
               + 5 * 3                    # OutSamples: 3 own cycles
               + (10 - 5) * 1 + 5 * 5     # WriteBeats: II 1, depth 5
               + 2)                       # call
-    assert cycles == 110
+    assert cycles == 106
     assert kc.cycles == cycles and kc.calls == 1
-    # the waits are the weights' phase; the array's 28 steps (and the pipeline) are compute
-    assert kc.phases["input stream: weights"] == 6 and kc.phases["compute"] == 40 - 6
+    # the waits are the weights' phase; the array's 28 steps, its drain and the pipeline are compute
+    assert kc.phases["input stream: weights"] == 6 and kc.phases["compute"] == 46 - 6
     assert kc.bound == "compute"
 
 
@@ -84,20 +85,20 @@ def test_bfp_hand_count_k_passes(bfp_acc):
     # 257: 130 waiting iterations before and between); its group 1 runs 258-385. Tile 1 loads
     # in 257-513 (step s computable from 260 + 2s); its group 0 runs 386 + s, which step 127
     # (computable from 514) reaches one iteration late: one wait at 513; its group 1 runs
-    # 515-642: 643 iterations, 131 waits. Pass 1 is the K = 7 call of test_bfp_hand_count: 34
-    # iterations, 6 waits. Samples: 5 of ceil(257/4) = 65 beats, then 5 of 2.
+    # 515-642, and 6 iterations drain the array: 649 iterations, 131 waits. Pass 1 is the K = 7
+    # call of test_bfp_hand_count: 40 iterations, 6 waits. Samples: 5 of ceil(257/4) = 65 beats,
+    # then 5 of 2.
     rng = np.random.default_rng(2)
     bfp_acc.gemm(rng.normal(size=(5, 263)), rng.normal(size=(6, 263)))
     kc = bfp_acc.kernel.last_cycles
-    want = {"Passes": (2, 1), "ReadSampleBeats": (5 * 65 + 5 * 2, 2), "Steps": (643 + 34, 2),
-            "WeightWait": (131 + 6, 131 + 6), "PostTail": (2 * 4, 2), "OutSamples": (5, 1), "WriteBeats": (5 * 2, 5)}
+    want = {"Passes": (2, 1), "ReadSampleBeats": (5 * 65 + 5 * 2, 2), "Steps": (649 + 40, 2),
+            "WeightWait": (131 + 6, 131 + 6), "OutSamples": (5, 1), "WriteBeats": (5 * 2, 5)}
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
     cycles = (2 * 1                      # Passes: 1 own cycle each
               + (335 - 2) + 2 * 3        # ReadSampleBeats: II 1, depth 3, two entries
-              + (677 - 2) + 2 * 7        # Steps
-              + (8 - 2) + 2 * 7          # PostTail
+              + (689 - 2) + 2 * 7        # Steps
               + 5 * 3 + (10 - 5) + 5 * 5 + 2)
-    assert cycles == 1097 and kc.cycles == cycles
+    assert cycles == 1089 and kc.cycles == cycles
     # the weights of every pass cross the stream once: pass 0 two tiles of 257 beats, pass 1
     # two of 1 + 4 * 2 = 9
     assert kc.beats_in == 335 + 2 * 257 + 2 * 9
@@ -316,7 +317,7 @@ def test_sim_target_times_the_kernel():
         rng = np.random.default_rng(8)
         acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
         kc = acc.kernel.last_cycles
-        assert kc.cycles == 110 and kc.calls == 1    # the hand-counted shape of test_bfp_hand_count
+        assert kc.cycles == 106 and kc.calls == 1    # the hand-counted shape of test_bfp_hand_count
         assert acc.target.last_timing["kernel_cycles"] == kc.cycles
         assert acc.target.last_timing["kernel_model_s"] == pytest.approx(kc.cycles / 100e6)
 

@@ -9,11 +9,14 @@ beat (of the next tile) in the same cycle. A call costs the sum of its loops
     Passes (one per pass of K: one pass when K <= max_k, else ceil(K / pass_k))
       ReadSampleBeats (batch * ceil((Kq+1)/lanes))  every sample's slice once, a beat per cycle
       Steps (one iteration per cycle)             tiles x groups x S compute steps, where
-                                                  S = max(ceil(Kq/2), rows + POST_GAP); an
-                                                  iteration whose step waits for its
+                                                  S = max(ceil(Kq/2), min_steps) and
+                                                  min_steps = max(rows + POST_GAP, cols + 1);
+                                                  an iteration whose step waits for its
                                                   weights is a WeightWait; each iteration
-                                                  also reads one weight beat while any remain
-      PostTail (rows)                             the last group's results
+                                                  also reads one weight beat while any
+                                                  remain; then rows + cols - 1 iterations
+                                                  drain the array (the last step's wavefront
+                                                  and the last group's shadow rows)
     OutSamples (batch)
       RollPredict (1)                             -- only with the rolling method
       StatSums (ceil(N/lanes))                    -- only with output_exponent: stats
@@ -37,7 +40,6 @@ Steps           1     ``in``: at most 1 read; ``wstore``: 1 read and 1     1    
                       partial sum of a K pass); each ``run_*[c]``: 1 read
                       and 1 write (2 ports); ``xexp[c]``, one ``bias``
                       bank: 1 read
-PostTail        1     as the post part of ``Steps``                        1      7
 StatSums        1     each ``ybuf[c]`` bank: 1 read (a beat of results)    1      47
 WriteBeats      1     each ``ybuf[c]`` bank: 1 read (lane j reads bank     1      5
                       (j-1) mod lanes); each ``wexp`` bank: 1 read;
@@ -48,12 +50,14 @@ StatsLanes      1     ``out``: at most 1 write                             1    
 No port is over-subscribed, so every pipelined loop gets its pragma's II = 1.
 
 Depths: a stream read and the store it feeds take 2 cycles (3 with the lane masking of the
-samples). ``Steps``: the weight-store and activation-store reads (2), the pair select (1), the
-DSP48 multiplier and its adders with their M and P registers (3), the accumulator (1): 7 (the
-post of a shadow row runs beside it: the result-store read of the partial sum (2), bias
-alignment shifter (2, beside the read), the partial-sum add (1), the saturating add and ReLU
-(1), the leading-one detector and the running maximum (1), the result-store write (1): 7,
-which is ``PostTail``'s depth). ``WriteBeats``: the result-store read (2), the rounding
+samples). ``Steps``: the weight-store and activation-store reads (2), the pair select and the
+injection register (1), the DSP48 multiplier and its adders with their M and P registers (3),
+the accumulator (1): 7 (the post of a shadow row runs beside it: the shadow row multiplexer
+and the result-store read of the partial sum (2), bias alignment shifter (2, beside the
+read), the partial-sum add (1), the saturating add and ReLU (1), the leading-one detector and
+the running maximum (1), the result-store write (1): 7). The array's wavefront is not in the
+depth: a step reaches tile (d, c) d + c iterations after it entered, and the ``rows + cols - 1``
+drain iterations at the end of the loop count that time. ``WriteBeats``: the result-store read (2), the rounding
 shifter and its saturation (2), the write (1): 5. ``StatSums`` is short in II but its entry
 carries the statistics tail after the loop (64-bit integer square root and the 40/14-bit
 division, ~45 cycles of sequential logic), charged as its depth.
@@ -67,8 +71,8 @@ sample, whether or not it predicts), ``StatsBins`` 1.
 Phases: ``Steps`` iterations that compute are *compute*, its ``WeightWait`` iterations are
 *input stream: weights* (the loop reads a weight beat a cycle and a step needs
 ``step_beats``); the head and the samples are *input stream*; ``WriteBeats`` and the
-statistics segment *output stream*; ``PostTail`` and ``OutSamples`` / ``StatSums`` serial
-phases. The peak is ``2 * rows * cols`` MAC/cycle (two products per DSP tile).
+statistics segment *output stream*; ``OutSamples`` / ``StatSums`` serial phases (the drain
+iterations count as compute). The peak is ``2 * rows * cols`` MAC/cycle (two products per DSP tile).
 
 :func:`steps_iterations` gives the ``Steps`` count in closed form (the tests hold it equal to
 the C-simulation's counter) for one pass of ``K`` (a pass of a tiled K counts as a call of
@@ -79,7 +83,7 @@ tile ``t``'s beats are read from iteration ``L_t`` on (``L_0 = 0``,
 its step ``s`` may compute from iteration ``L_t + E + (s+1) * step_beats`` on, and its last
 step runs at ``C_t = max(C_{t-1} + kp, L_t + E + kp * step_beats) + (S - kp) + (G-1) * S``
 (``C_{-1} = -1``; ``C_t = C_{t-1} + G*S`` for resident weights). ``Steps`` runs
-``C_{T-1} + 1`` iterations.
+``C_{T-1} + 1 + rows + cols - 1`` iterations (the drain).
 """
 from __future__ import annotations
 
@@ -106,7 +110,6 @@ _LOOPS = (
     Loop("Steps", 1, 7, "compute", {"in": (STREAM, 1), "wstore": (S2P, 2), "xstore[c]": (RAM, 1),
                                     "wexp[j]": (S2P, 2), "ybuf[c][j]": (S2P, 2), "run_*[c]": (S2P, 2),
                                     "xexp[c]": (RAM, 1), "bias[j]": (RAM, 1)}),
-    Loop("PostTail", 1, 7, "serial: bias, ReLU", {"ybuf[c][j]": (S2P, 2), "run_*[c]": (S2P, 2)}),
     Loop("OutSamples", None, 3, "serial: output exponent"),
     Loop("RollPredict", None, 45, "serial: output exponent"),
     Loop("StatSums", 1, 47, "serial: output exponent", {"ybuf[c][j]": (RAM, 1)}),   # every bank j once
@@ -131,14 +134,15 @@ def call_cycles(p, counts):
 def steps_iterations(p, batch, k, n, *, keep=False, resident=False):
     """``(iterations, waits)`` of the ``Steps`` loop of one pass of reduction length ``k``
     (module docstring)."""
-    from ..engines.bfp_systolic.spec import POST_GAP, context_step_beats, exp_beats
+    from ..engines.bfp_systolic.spec import context_step_beats, exp_beats, min_steps
     rows, sb, E = p["rows"], context_step_beats(p), exp_beats(p)
     kp = (k + 1) // 2
-    S = max(kp, rows + POST_GAP)
+    S = max(kp, min_steps(p))
     T, G = -(-n // rows), -(-batch // p["cols"])
     work = T * G * S
+    drain = rows + p["cols"] - 1
     if resident:
-        return work, 0
+        return work + drain, 0
     TB = E + kp * sb
     last, starts, ends = -1, [], []
     for t in range(T):
@@ -149,7 +153,7 @@ def steps_iterations(p, batch, k, n, *, keep=False, resident=False):
         starts.append(lt)
         last = max(last + kp, lt + E + kp * sb) + (S - kp) + (G - 1) * S
         ends.append(last)
-    return last + 1, last + 1 - work
+    return last + 1 + drain, last + 1 - work
 
 
 def peak_macs_per_cycle(p, mode=None):

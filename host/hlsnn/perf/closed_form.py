@@ -33,7 +33,7 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     Q = len(qs)
     nbo = _c(n + 1, L)
     c = {"Top": (1, 1), "Passes": (Q, 1), "ReadSampleBeats": (sample_beats, Q), "Steps": (its, Q),
-         "PostTail": (Q * p["rows"], Q), "OutSamples": (batch, 1), "WriteBeats": (batch * nbo, batch)}
+         "OutSamples": (batch, 1), "WriteBeats": (batch * nbo, batch)}
     if waits:
         c["WeightWait"] = (waits, waits)
     if bias:

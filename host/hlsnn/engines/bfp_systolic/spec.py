@@ -52,12 +52,20 @@ SCHEMA = {
                      "(ping-pong); more keeps a layer resident; default two tiles", default=None, lo=2, hi=1 << 20),
 }
 
-#: steps per group are at least rows + POST_GAP (kernel: kPostGap)
+#: steps per group are at least rows + POST_GAP (kernel: kPostGap), and more than cols
 POST_GAP = 3
 #: groups one call holds at most: the depth of the per-sample state (xexp, run_*). Only layers
 #: with a few words per sample reach it, and ``512 * cols`` samples already make the per-call
 #: overhead small; deeper state would cost block RAM that the stores need.
 MAX_GROUPS = 512
+
+
+def min_steps(p) -> int:
+    """Steps per group, at least (kernel: kMinSteps): a group's ``rows`` shadow rows are posted,
+    one an array cycle from ``cols`` cycles after its last step entered the array, before the next
+    group's last step enters (``> cols``), and a sample's running state is written back
+    ``POST_GAP + 1`` steps before it is read again (``rows + POST_GAP``)."""
+    return max(p["rows"] + POST_GAP, p["cols"] + 1)
 
 
 def lane_bits(p) -> int:
@@ -115,7 +123,7 @@ def buffers(ctx) -> tuple:
     """Every array the kernel declares (hls/engines/bfp_systolic/kernel.cpp.j2), by its C++
     name, and its multipliers, from the template context ``ctx``."""
     from ...resources import Buffer, Multiplier
-    top, rows, cols = ctx["top"], ctx["rows"], ctx["cols"]
+    top, rows, cols, chain = ctx["top"], ctx["rows"], ctx["cols"], ctx["chain"]
     m, e, acc, L, g = ctx["mantissa_bits"], ctx["exponent_bits"], ctx["acc_bits"], ctx["lanes"], ctx["max_groups"]
     complete = ((0, "complete"),)
     bufs = [
@@ -137,15 +145,35 @@ def buffers(ctx) -> tuple:
         Buffer("bias", top, "array", m, (L, ctx["n_words"]), partition=((1, "complete"),), static=True),
         Buffer("roll_u", top, "array", 10, (ctx["rolling_len"],), partition=complete, static=True,
                note="rolling method's buffer of leading-one positions"),
-        Buffer("acc", top, "array", acc, (rows, cols), partition=complete, note="tile accumulators"),
+        # the chains: row d's weights reach position d + cols - 1, column c's samples c + rows - 1
+        Buffer("wch0", top, "array", m, (rows, chain), partition=complete, live=rows * cols + rows * (rows - 1) // 2,
+               note="weight chains (even products): a skew of d registers, then one per tile"),
+        Buffer("wch1", top, "array", m, (rows, chain), partition=complete, live=rows * cols + rows * (rows - 1) // 2,
+               note="weight chains (odd products)"),
+        Buffer("xch0", top, "array", m, (cols, chain), partition=complete, live=rows * cols + cols * (cols - 1) // 2,
+               note="sample chains (even products): a skew of c registers, then one per tile"),
+        Buffer("xch1", top, "array", m, (cols, chain), partition=complete, live=rows * cols + cols * (cols - 1) // 2,
+               note="sample chains (odd products)"),
+        Buffer("cch", top, "array", 4, (cols, chain), partition=complete, live=rows * cols + cols * (cols - 1) // 2,
+               note="control bits beside the samples"),
+        Buffer("acc", top, "array", acc, (rows, cols), partition=complete,
+               note="tile accumulators (the second DSP's P register)"),
+
         Buffer("shv", top, "array", acc, (rows, cols), partition=complete, note="shadow registers"),
         Buffer("cur", top, "array", 25, (cols,), partition=complete, note="the posted samples' running state"),
         Buffer("wide", "PostRow", "array", acc, (cols,), partition=complete),
         Buffer("counted", "PostRow", "array", 1, (cols,), partition=complete),
     ]
+    if ctx["split_acc"]:
+        bufs.insert(next(i for i, b in enumerate(bufs) if b.name == "acc") + 1,
+                    Buffer("acc1", top, "array", acc, (rows, cols), partition=complete,
+                           note="DSP48E1: the first DSP's own accumulator"))
     tiles = rows * cols
     muls = [Multiplier("w*x", top, m, m, count=2 * tiles,
-                       note="two mantissa products per tile; the sum and accumulation use the DSP's adders")]
+                       note="two mantissa products per tile, one per DSP; " + (
+                           "each DSP accumulates its own (P = P + M), the fabric adds the two per group"
+                           if ctx["split_acc"] else "the first cascades its product (PCOUT -> PCIN) into the "
+                           "second, which accumulates P = P + M + PCIN"))]
     R = ctx["rolling_len"]                     # the rolling method's prediction (any weight exponent)
     muls += [Multiplier("u*u", top, 10, 10, False, False, count=R, note="rolling: squares of the buffer's entries"),
              Multiplier("n*S2", top, 7, 27, False, False, note="rolling: n * sum u^2"),
@@ -167,10 +195,12 @@ def estimate(cfg) -> dict:
     * DSP: each mantissa product (at most 16 x 16 bits) fits one DSP48 multiplier, two per
       tile, ``rows * cols * 2``; the statistics unit (tensor-wide weight exponent only) adds
       its four products, tiled by width.
-    * LUT / FF: ``TILE_LUT`` LUTs and ``2*mantissa_bits`` FFs per tile (operand and pipeline
-      registers; the accumulators are counted as register buffers), ``COL_LUT`` LUTs per column
-      for the post-processing shifters, ``BASE_LUT`` / ``BASE_FF`` for the stream readers,
-      exponent path and control, plus the LUTRAM and register buffers.
+    * LUT / FF: ``TILE_LUT`` LUTs per tile, ``COL_LUT`` LUTs per column for the
+      post-processing shifters, the shadow row multiplexer (``acc_bits`` bits of a ``rows``:1
+      multiplexer per column, a 4:1 per LUT), on DSP48E1 the fabric adder of a tile's two
+      accumulators (``acc_bits`` LUTs per tile), ``BASE_LUT`` / ``BASE_FF`` for the stream
+      readers, exponent path and control, plus the LUTRAM and register buffers: the weight and
+      sample chains (the positions a tile reads), the accumulators and shadows.
     """
     from ... import resources
     p = cfg.params
@@ -179,8 +209,10 @@ def estimate(cfg) -> dict:
     macs_per_cycle = 2 * tiles
     step_beats = context_step_beats(p)
     return resources.estimate(
-        cfg, model, logic_lut=TILE_LUT * tiles + COL_LUT * p["cols"] + BASE_LUT,
-        logic_ff=2 * p["mantissa_bits"] * tiles + BASE_FF,
+        cfg, model, logic_lut=TILE_LUT * tiles + COL_LUT * p["cols"] + BASE_LUT
+        + p["acc_bits"] * p["cols"] * math.ceil((p["rows"] - 1) / 3)
+        + (p["acc_bits"] * tiles if split_acc(cfg.board) else 0),
+        logic_ff=BASE_FF,
         extra={
             "peak_gmacs": macs_per_cycle * cfg.clock_mhz / 1e3,
             "k_limit": k_limit(p),
@@ -194,6 +226,11 @@ def estimate(cfg) -> dict:
                            "what": "peak multiply-accumulates per second: 2 per tile per cycle"},
         },
         notes={"lut": f"{tiles} tiles (model) + LUTRAM buffers", "ff": f"{tiles} tiles (model) + register buffers"})
+
+
+def split_acc(board) -> bool:
+    """Whether a tile keeps two accumulators (DSP48E1: no three-input add, kernel comment)."""
+    return board.ps == "zynq7"
 
 
 def max_groups(p) -> int:
@@ -290,10 +327,13 @@ def template_context(cfg) -> dict:
         "max_call_batch": groups * p["cols"],
         "exp_beats": exp_beats(p),
         "post_gap": POST_GAP,
+        "min_steps": min_steps(p),
+        "chain": p["rows"] + p["cols"] - 1,
+        "split_acc": split_acc(cfg.board),
         "out_beats_max": math.ceil((p["max_n"] + 1) / L),
         "sample_beats_max": groups * p["cols"] * math.ceil((p["max_k"] + 1) / L),
         # the steps loop: every step of every group and tile, plus the loads it waits for
-        "steps_max": n_tiles * (groups * max(kp, p["rows"] + POST_GAP) + exp_beats(p) + kp * sb),
+        "steps_max": n_tiles * (groups * max(kp, min_steps(p)) + exp_beats(p) + kp * sb) + p["rows"] + p["cols"],
         "n_tiles_max": n_tiles,
         "batch_tiles_max": math.ceil(p["max_batch"] / p["cols"]),
         "weight_exponent_per_row": p["weight_exponent"] == "row",

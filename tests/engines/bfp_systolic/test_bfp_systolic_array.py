@@ -1,0 +1,82 @@
+"""bfp_systolic: the array is systolic (issue 14, "a systolic array in fact").
+
+Tile (d, c) works on the step that entered the array d + c array cycles before: row d's
+weights pass from tile to tile along the row after a skew of d registers, column c's samples
+down the column after a skew of c registers (kernel.cpp.j2, the chain comment). The numbers do
+not change: ``hlsnn compare`` holds the kernel to the emulator on every shipped config. These
+tests show that the comparison sees the wavefront, by planting the mistakes a systolic array
+invites (a missing skew, a shadow row posted before its last tile has finished, the DSP48E1
+accumulator pair not added), and check the resource model's count of the chains against the
+positions the tiles read."""
+from pathlib import Path
+
+import pytest
+
+import hlsnn
+from conftest import ROOT, planted_csim
+
+CONFIGS = Path(__file__).parent / "configs"
+SHIPPED = sorted((ROOT / "configs" / "accel").glob("bfp*.yaml"))
+
+
+def _bad_cases(tmp_path, config, old, new):
+    from hlsnn import codegen
+    from hlsnn.compare import compare
+    cfg = hlsnn.load_config(config)
+    r = codegen.render(cfg, tmp_path / "hls")
+    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", old, new)
+    rep = compare(cfg, "csim", seed=0, n_random=2, target_obj=tgt)
+    return {c["case"] for c in rep["results"] if c["mismatches"]}, {c["case"] for c in rep["results"]}
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("what, old, new", [
+    # row d's weights without their skew of d registers: tile (d, c) multiplies the weights of
+    # step s + d by the samples of step s
+    ("no weight skew", "const mant_t w0 = wch0[d][d + c], w1 = wch1[d][d + c];",
+     "const mant_t w0 = wch0[d][c], w1 = wch1[d][c];"),
+    # the shadow row posted as soon as the group's last step has entered: the tiles to the
+    # right of column 0 have not yet added it
+    ("shadow posted early", "pend.lag = Cfg::kCols - 1;", "pend.lag = 0;"),
+])
+def test_a_broken_wavefront_fails_compare(tmp_path, what, old, new):
+    # t16_row: 4 x 3 tiles on pynq-z2
+    bad, cases = _bad_cases(tmp_path, CONFIGS / "t16_row.yaml", old, new)
+    # every case with more than one output row or more than one sample goes wrong; the
+    # comparison does not pass a single random case
+    assert len(bad) >= len(cases) // 2, (what, sorted(cases - bad))
+    assert {c for c in cases if c.startswith("random")} <= bad
+
+
+@pytest.mark.csim
+def test_dsp48e1_accumulator_pair_is_added(tmp_path):
+    # pynq-z2 (DSP48E1): a tile keeps two accumulators; without their sum only the even
+    # products reach the shadow
+    bad, cases = _bad_cases(tmp_path, CONFIGS / "t16_row.yaml", "shv[d][c] = acc[d][c] + acc1[d][c];",
+                            "shv[d][c] = acc[d][c];")
+    assert len(bad) >= len(cases) // 2
+
+
+@pytest.mark.parametrize("config", SHIPPED, ids=lambda p: p.stem)
+def test_chains_counted_as_the_positions_tiles_read(config):
+    """The model counts a chain's registers up to the last position a tile reads: enumerate
+    the tiles and the positions they read (kernel: wch*[d][d + c], xch*/cch[c][c + d])."""
+    from hlsnn.engines.bfp_systolic.spec import buffers, template_context
+    cfg = hlsnn.load_config(config)
+    ctx = template_context(cfg)
+    rows, cols, m = ctx["rows"], ctx["cols"], ctx["mantissa_bits"]
+    last_w = {d: max(d + c for c in range(cols)) for d in range(rows)}
+    last_x = {c: max(c + d for d in range(rows)) for c in range(cols)}
+    want_w = sum(last_w[d] + 1 for d in range(rows))      # positions 0 .. last, each row
+    want_x = sum(last_x[c] + 1 for c in range(cols))
+    assert ctx["chain"] == max(max(last_w.values()), max(last_x.values())) + 1
+    from hlsnn import resources
+    bufs, _ = buffers(ctx)
+    mapped = {b.name: resources.map_buffer(b) for b in bufs}
+    for name, width, want in [("wch0", m, want_w), ("wch1", m, want_w), ("xch0", m, want_x),
+                              ("xch1", m, want_x), ("cch", 4, want_x)]:
+        assert mapped[name].storage == "registers"
+        assert mapped[name].ff == want * width, name
+    # DSP48E1 boards keep the second accumulator; DSP48E2 boards add in the cascade
+    assert ("acc1" in mapped) == (cfg.board.ps == "zynq7")
+
