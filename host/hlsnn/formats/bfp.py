@@ -218,14 +218,21 @@ def _round(v: np.ndarray, x: np.ndarray, rounding: str, seed) -> np.ndarray:
 
 def _encode(x: np.ndarray, elem_exp: np.ndarray, mantissa_bits: int, rounding: str,
             seed) -> np.ndarray:
+    """Mantissas of ``x`` for the exponents ``elem_exp`` (per element, or any shape that
+    broadcasts to ``x``: the keepdims block exponents of a whole-axis block)."""
     lo, hi = mantissa_range(mantissa_bits)
     with np.errstate(over="ignore", under="ignore"):
-        v = np.ldexp(x, -elem_exp.astype(np.int32))
+        v = np.ldexp(x, np.negative(elem_exp, dtype=np.int32))
     # Clipping to one step outside the range first keeps every mode monotone and finite;
-    # the final clip saturates.
-    v = np.clip(v, lo - 1, hi + 1)
-    r = _round(v, x, rounding, seed)
-    return np.clip(r, lo, hi).astype(np.int64)
+    # the final clip saturates. In place: v is a new array. rint needs no first clip: it
+    # maps a value beyond the range (or an overflow's inf) to one the final clip saturates.
+    if rounding == "nearest_even":
+        r = np.rint(v, out=v)
+    else:
+        np.clip(v, lo - 1, hi + 1, out=v)
+        r = _round(v, x, rounding, seed)
+    np.clip(r, lo, hi, out=r)
+    return r.astype(np.int64)
 
 
 # --------------------------------------------------------------------------- public API
@@ -395,6 +402,15 @@ class BFPTensor:
         becomes ``+-inf`` with numpy's overflow ``RuntimeWarning``; one below the
         subnormal range rounds as ``np.ldexp`` does.
         """
+        if self.block_size is None:
+            e = self.exponents                    # one per whole-axis block: broadcasts
+            if e.size and -990 <= e.min() and e.max() <= 990:
+                # |mantissa| < 2**32, so the product is a normal float64 and multiplying by the
+                # exact power of two is exact: ldexp's result, at a multiply's speed
+                out = self.mantissas.astype(np.float64)
+                out *= np.ldexp(1.0, e)
+                return out
+            return np.ldexp(self.mantissas.astype(np.float64), e)
         return np.ldexp(self.mantissas.astype(np.float64), self.element_exponents())
 
 
@@ -468,6 +484,8 @@ def quantize(x, mantissa_bits: int, *, axis: Optional[int] = -1,
         except ValueError:
             raise InputError(f"exponent: has shape {given.shape}: must broadcast to the "
                              f"exponents shape {eshape}") from None
-    elem = _expand(exps, a.shape, axis, block_size)
+    # a whole-axis block's exponents broadcast over it; blocks along an axis expand
+    elem = exps if block_size is None else _expand(exps, a.shape, axis, block_size)
     mant = _encode(a, elem, m, rounding, seed)
-    return BFPTensor(mant, exps, m, b, axis, block_size)
+    # in range by construction (clipped), of the checked layout, and new arrays
+    return BFPTensor._trusted(mant, np.ascontiguousarray(exps, dtype=np.int32), m, b, axis, block_size)

@@ -289,7 +289,11 @@ class Kernel:
         cap = protocol.samples_per_call(p, k, n)
         n_in = protocol.n_input_beats(p, batch, n, k, has_bias)
         n_out = protocol.n_output_beats(p, batch, n)
-        if batch <= cap and (limit is None or max(n_in, n_out + n_stats) * beat <= limit):  # the common case
+        # The emu target's arrays are not limited by the stores: every sample is computed on
+        # its own and the rolling buffer carries over between calls, so one call gives what
+        # the calls of the split would (a transfer limit, if set, still splits them)
+        if (batch <= cap or getattr(self.target, "arrays", False)) \
+                and (limit is None or max(n_in, n_out + n_stats) * beat <= limit):  # the common case
             return self._call(xm, xe, wm, we, bm, be, regs, stats, n_in, n_out)
         rows = tiling.rows_per_call(
             min(batch, cap), lambda b: self._transfer_bytes(b, n, k, has_bias, stats)[0],
