@@ -74,7 +74,7 @@ def test_every_supported_op_matches_reference_evaluator(tmp_path):
                      ("fc1", "dense", "MatMul"), ("reshape", "host", "Reshape"), ("drop", "host", "Dropout"),
                      ("fc2", "dense", "Gemm"), ("softmax", "host", "Softmax")]
     conv1 = net.layer("conv1")
-    assert conv1.folded == ["bn1", "relu1"] and conv1.relu and conv1.pad == 1
+    assert conv1.folded == ["bn1", "relu1"] and conv1.relu and conv1.geom.pads == (1, 1, 1, 1)
     assert net.layer("fc1").folded == ["relu3"] and net.layer("fc1").relu
     assert not net.layer("conv2").relu
     x = np.random.default_rng(2).normal(size=(5, 2, 8, 8)).astype(np.float32)
@@ -102,8 +102,8 @@ def test_global_average_pool_and_valid_conv(tmp_path):
 
 def _unsupported_model(tmp_path):
     rng = np.random.default_rng(4)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="strided", strides=[2, 2], kernel_shape=[3, 3],
-                              pads=[1, 1, 1, 1]),
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="autopad", strides=[2, 2], kernel_shape=[3, 3],
+                              auto_pad="SAME_UPPER"),
              helper.make_node("Sigmoid", ["c"], ["s"], name="sig"),
              helper.make_node("Flatten", ["s"], ["f"], name="flat"),
              helper.make_node("LeakyRelu", ["f"], ["y"], name="leaky", alpha=0.1)]
@@ -116,10 +116,10 @@ def test_unsupported_nodes_are_all_listed(tmp_path):
         load_onnx(path)
     msg = str(e.value)
     assert "3 unsupported node(s)" in msg
-    for name, op in (("strided", "Conv"), ("sig", "Sigmoid"), ("leaky", "LeakyRelu")):
+    for name, op in (("autopad", "Conv"), ("sig", "Sigmoid"), ("leaky", "LeakyRelu")):
         assert f"{name} ({op})" in msg
-    assert "stride" in msg and "--host-fallback" in msg
-    assert [n[0] for n in e.value.nodes] == ["strided", "sig", "leaky"]
+    assert "auto_pad" in msg and "--host-fallback" in msg
+    assert [n[0] for n in e.value.nodes] == ["autopad", "sig", "leaky"]
 
 
 def test_host_fallback_runs_unsupported_nodes_with_the_reference(tmp_path):

@@ -11,8 +11,9 @@ Rules (these are what :func:`load_onnx` does, in order):
 * ``Gemm`` (``alpha``, ``beta``, ``transB``; ``transA = 0``) and ``MatMul`` by a constant
   matrix, followed by an ``Add`` of a constant vector (the bias), become a **dense** layer
   ``y = x @ w.T + b`` with ``w`` of shape (N, K).
-* ``Conv`` (2-D, group 1, stride 1, dilation 1, symmetric padding ``(k-1)/2`` = "same" or 0 =
-  "valid", square odd kernels for "same") becomes a **conv** layer.
+* ``Conv`` (2-D: any stride, explicit pads, dilation, rectangular kernels, groups including
+  depthwise; ``auto_pad`` NOTSET or VALID) becomes a **conv** layer; :mod:`hlsnn.deploy.conv`
+  says how each engine runs it.
 * A ``BatchNormalization`` whose input is produced only for it by a dense or conv layer is
   folded into that layer: ``s = gamma / sqrt(var + eps)``, ``w' = w * s`` (per output
   channel), ``b' = (b - mean) * s + beta``. Elsewhere it runs on the host.
@@ -51,8 +52,10 @@ class Layer:
 
     ``kind`` is ``"dense"`` or ``"conv"`` (run on an accelerator) or ``"host"`` (numpy).
     ``inputs``/``output`` are tensor names. Engine layers carry ``w`` (dense: (N, K); conv:
-    (Z, C, k, k)), ``b`` (N,) or (Z,), ``relu`` and, for conv, ``pad``. Host layers carry
-    ``op`` and ``attrs`` (and ``node`` for the reference-implementation fallback).
+    (Z, C/group, kh, kw)), ``b`` (N,) or (Z,), ``relu`` and, for conv, its geometry: ``pad``
+    (the same padding on every side) or ``pads`` (top, left, bottom, right), ``strides``,
+    ``dilations`` and ``group`` (:attr:`geom`). Host layers carry ``op`` and ``attrs`` (and
+    ``node`` for the reference-implementation fallback).
     """
     name: str
     kind: str
@@ -63,6 +66,10 @@ class Layer:
     b: np.ndarray = None
     relu: bool = False
     pad: int = 0
+    pads: tuple = None
+    strides: tuple = (1, 1)
+    dilations: tuple = (1, 1)
+    group: int = 1
     attrs: dict = field(default_factory=dict)
     node: object = None
     folded: list = field(default_factory=list)
@@ -71,12 +78,20 @@ class Layer:
     def is_engine(self):
         return self.kind in ("dense", "conv")
 
+    @property
+    def geom(self):
+        """The :class:`~hlsnn.deploy.conv.ConvGeom` of a conv layer."""
+        from .conv import ConvGeom
+        pads = tuple(self.pads) if self.pads is not None else (self.pad,) * 4
+        return ConvGeom(int(self.w.shape[2]), int(self.w.shape[3]), *map(int, self.strides), pads,
+                        *map(int, self.dilations), int(self.group))
+
     def describe(self):
         if self.kind == "dense":
             return f"dense {self.w.shape[1]}->{self.w.shape[0]}" + (" +relu" if self.relu else "")
         if self.kind == "conv":
-            z, c, k, _ = self.w.shape
-            return f"conv {c}->{z} {k}x{k} pad {self.pad}" + (" +relu" if self.relu else "")
+            z, c = self.w.shape[:2]
+            return f"conv {c * self.group}->{z} {self.geom.describe()}" + (" +relu" if self.relu else "")
         return f"host {self.op}"
 
 
@@ -277,8 +292,11 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 b = const(node.input[2], node, "bias")
                 if b is None:
                     continue
+            pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]      # ONNX: top, left, bottom, right
             layer = Layer(name, "conv", [node.input[0]], node.output[0], op=op, w=np.asarray(w, np.float64),
-                          b=np.asarray(b, np.float64).reshape(-1).copy(), pad=int(a.get("pads", [0])[0]))
+                          b=np.asarray(b, np.float64).reshape(-1).copy(), pads=(pads[0], pads[1], pads[2], pads[3]),
+                          strides=tuple(int(v) for v in a.get("strides", [1, 1])),
+                          dilations=tuple(int(v) for v in a.get("dilations", [1, 1])), group=int(a.get("group", 1)))
         elif op in HOST_OPS:
             prev = produced.get(node.input[0])
             if op == "BatchNormalization" and prev is not None and prev.is_engine and not prev.relu \
@@ -340,20 +358,15 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
 def _conv_unsupported(w, a):
     if w.ndim != 4:
         return f"only 2-D convolution is supported (weight of rank {w.ndim})"
-    if a.get("group", 1) != 1:
-        return f"group = {a['group']}: only group 1 is supported"
-    if any(s != 1 for s in a.get("strides", [1, 1])):
-        return f"strides {a['strides']}: only stride 1 is supported"
-    if any(d != 1 for d in a.get("dilations", [1, 1])):
-        return f"dilations {a['dilations']}: only 1 is supported"
+    g = a.get("group", 1)
+    if g < 1 or w.shape[0] % g:
+        return f"group = {g}: the {w.shape[0]} output channels must split into {g} groups"
+    for key, n in (("strides", 2), ("dilations", 2), ("pads", 4)):
+        v = list(a.get(key, [1] * n if key != "pads" else [0] * n))
+        if len(v) != n or any(int(x) < (0 if key == "pads" else 1) for x in v):
+            return f"{key} {v}: must be {n} integers, at least {0 if key == 'pads' else 1}"
     if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
         return f"auto_pad {a['auto_pad']!r}: give explicit pads"
-    k = w.shape[2]
-    if w.shape[3] != k:
-        return f"kernel {w.shape[2]}x{w.shape[3]}: only square kernels are supported"
-    pads = list(a.get("pads", [0, 0, 0, 0]))
-    if len(set(pads)) != 1 or pads[0] not in (0, (k - 1) // 2) or (pads[0] and k % 2 == 0):
-        return f"pads {pads}: only symmetric 'same' ((k-1)/2, odd k) or 'valid' (0) padding"
     return None
 
 

@@ -54,12 +54,14 @@ def layer_shape(layer, in_hw=None) -> dict:
     if layer.kind == "dense":
         n, k = layer.w.shape
         return {"positions": 1, "k": int(k), "n": int(n), "in_elems": int(k)}
-    z, c, ks, _ = layer.w.shape
+    z, cg, kh, kw = layer.w.shape
+    c = cg * layer.group
     if in_hw is None:
         raise InputError(f"layer {layer.name}: a conv layer needs its input height and width (in_hw)")
     h, w = in_hw
-    oh, ow = h + 2 * layer.pad - ks + 1, w + 2 * layer.pad - ks + 1
-    return {"positions": oh * ow, "k": c * ks * ks, "n": int(z), "in_elems": c * h * w}
+    oh, ow = layer.geom.out_hw(h, w)
+    # the GEMM the engines run: every input channel (a grouped layer's block-diagonal weight)
+    return {"positions": oh * ow, "k": c * kh * kw, "n": int(z), "in_elems": c * h * w}
 
 
 def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0, input_density=1.0,

@@ -49,7 +49,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import hostops
+from . import conv, hostops
 
 
 @dataclass
@@ -78,14 +78,11 @@ def host_radix(values, bits, signed, overflow_ratio=0.0):
     return fixed.determine(st, g, bits, overflow_ratio=overflow_ratio, signed=signed, f_min=-64, f_max=64)
 
 
-def im2col(x, k, pad):
-    """(B, C, H, W) -> (B*H'*W', C*k*k) patches, channel-major then kernel row, column
-    (the order of a (Z, C, k, k) weight flattened), and the output size (H', W')."""
-    b, c, h, w = x.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh, ow = h + 2 * pad - k + 1, w + 2 * pad - k + 1
-    v = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))   # B C oh ow k k
-    return np.ascontiguousarray(v.transpose(0, 2, 3, 1, 4, 5)).reshape(b * oh * ow, c * k * k), (oh, ow)
+def _gemm_weight(layer):
+    """A dense layer's (N, K) weight, or a conv layer's over all input channels (the groups'
+    block-diagonal weight, :func:`conv.dense_weight`) flattened to (Z, C*kh*kw)."""
+    w = layer.w if layer.kind == "dense" else conv.dense_weight(layer.w, layer.group)
+    return w.reshape(w.shape[0], -1)
 
 
 def prune(w, fraction):
@@ -180,7 +177,7 @@ class ShiftExec(_Exec):
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        w2 = layer.w.reshape(layer.w.shape[0], -1)
+        w2 = _gemm_weight(layer)
         self._limit_k(w2.shape[1], p["max_k"], "max_k")
         self.mode = "twohot" if fmt.type == "twohot" else "pot"
         if self.mode == "twohot":
@@ -208,8 +205,7 @@ class ShiftExec(_Exec):
         layer, p = self.layer, self.p
         xi, fx = self._input_ints(act, self.bits, self.signed, calibrate)
         if layer.kind == "conv":
-            k = layer.w.shape[2]
-            rows, (oh, ow) = im2col(xi, k, layer.pad)
+            rows, (oh, ow) = conv.im2col(xi, layer.geom)
         else:
             rows = xi.reshape(xi.shape[0], -1)
         f_in = fx + self.f_w
@@ -239,7 +235,10 @@ class ShiftExec(_Exec):
 class SparseExec(_Exec):
     """int8 weights (optionally pruned) on the zero-skipping ``sparse_cluster``: convolution
     on batches of images laid out as one grid map, a job per image
-    (``Kernel.conv2d_batch_int``); dense layers as a 1x1 convolution over a (K, 1, batch) map."""
+    (``Kernel.conv2d_batch_int``); dense layers as a 1x1 convolution over a (K, 1, batch) map.
+    A convolution other than a stride-1 square one with "same" or "valid" padding runs as the
+    stride-1 "valid" convolution of :func:`conv.as_stride1` on the host-padded input, its
+    output sampled by the stride."""
 
     BITS = 8
 
@@ -249,15 +248,20 @@ class SparseExec(_Exec):
         w = prune(layer.w, fmt.prune)
         if layer.kind == "dense":
             w = w.reshape(w.shape[0], w.shape[1], 1, 1)
-        self._limit_k(w.shape[1], p["max_in_channels"], "max_in_channels")
-        if w.shape[2] > p["max_ksize"]:
-            raise InputError(f"layer {layer.name}: kernel size {w.shape[2]} exceeds max_ksize = {p['max_ksize']} "
-                             f"of {acc.config.name}")
         self.f_w = largest_frac(float(np.abs(w).max()), 127)
-        self.wq = np.clip(np.rint(np.ldexp(w, self.f_w)), -128, 127).astype(np.int64)
+        wq = np.clip(np.rint(np.ldexp(w, self.f_w)), -128, 127).astype(np.int64)
+        self.stats.weight_sparsity = float(np.mean(wq == 0))      # of the layer's own weights
+        self.general = layer.kind == "conv" and layer.geom.simple_pad is None
+        if self.general:                                         # zero taps: groups, dilation, shape
+            wq, self.pads1, _ = conv.as_stride1(wq, layer.geom)
+        self.wq = wq
+        self._limit_k(wq.shape[1], p["max_in_channels"], "max_in_channels")
+        if wq.shape[2] > p["max_ksize"]:
+            raise InputError(f"layer {layer.name}: kernel size {wq.shape[2]}"
+                             + (f" (as a stride-1 square kernel: {layer.geom.describe()})" if self.general else "")
+                             + f" exceeds max_ksize = {p['max_ksize']} of {acc.config.name}")
         self.stats.f_w = self.f_w
-        self.stats.weight_sparsity = float(np.mean(self.wq == 0))
-        self.z_chunks = chunks(w.shape[0], p["max_out_channels"])
+        self.z_chunks = chunks(wq.shape[0], p["max_out_channels"])
 
     def run(self, act, calibrate):
         layer, p = self.layer, self.p
@@ -270,9 +274,15 @@ class SparseExec(_Exec):
             maps = [x2[a:b].T[:, None, :] for a, b in chunks(x2.shape[0], p["max_hw"])]
             padding, op = "valid", kern.conv2d_int
         else:
-            padding, op = ("same" if layer.pad else "valid"), kern.conv2d_batch_int
-            per = kern.batch_capacity(xi.shape[2], xi.shape[3], self.wq.shape[2], padding)
-            maps = [xi[a:b] for a, b in chunks(xi.shape[0], max(1, per))]
+            x4 = xi
+            if self.general:
+                t, l, bo, r = self.pads1
+                x4, padding = np.pad(xi, ((0, 0), (0, 0), (t, bo), (l, r))), "valid"
+            else:
+                padding = "same" if layer.geom.simple_pad else "valid"
+            op = kern.conv2d_batch_int
+            per = kern.batch_capacity(x4.shape[2], x4.shape[3], self.wq.shape[2], padding)
+            maps = [x4[a:b] for a, b in chunks(x4.shape[0], max(1, per))]
 
         def call(stats, shift):
             outs, hist, sat = [], None, 0
@@ -293,6 +303,8 @@ class SparseExec(_Exec):
             out = np.concatenate([o[:, 0, :].T for o in outs], axis=0)
         else:
             out = np.concatenate(outs, axis=0)
+            if self.general:
+                out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
 
 
@@ -303,7 +315,7 @@ class BfpExec(_Exec):
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        w2 = layer.w.reshape(layer.w.shape[0], -1)
+        w2 = _gemm_weight(layer)
         self._limit_k(w2.shape[1], bfp_k_limit(p), "k_limit",
                       "the longest K whose sum fits the accumulator (acc_bits) exactly")
         self.m, self.e, self.rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
@@ -320,7 +332,7 @@ class BfpExec(_Exec):
         layer = self.layer
         x = act.values
         if layer.kind == "conv":
-            rows, (oh, ow) = im2col(x, layer.w.shape[2], layer.pad)
+            rows, (oh, ow) = conv.im2col(x, layer.geom)
         else:
             rows = x.reshape(x.shape[0], -1)
         # all-zero samples get a free exponent that keeps the bias alignment in range (Kernel docstring)
@@ -398,8 +410,6 @@ def float_forward(net, x):
         elif layer.kind == "dense":
             y = ins[0].reshape(ins[0].shape[0], -1) @ layer.w.T + layer.b
         else:
-            rows, (oh, ow) = im2col(ins[0], layer.w.shape[2], layer.pad)
-            y = (rows @ layer.w.reshape(layer.w.shape[0], -1).T + layer.b)
-            y = y.reshape(ins[0].shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
+            y = conv.conv_float(ins[0], layer.w, layer.b, layer.geom)
         env[layer.output] = np.maximum(y, 0) if layer.relu else y
     return env[net.output]

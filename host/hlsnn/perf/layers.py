@@ -12,7 +12,9 @@ batch of ``batch`` images:
     (whole weight tiles up to ``max_n``) and of at most ``max_batch`` rows, in the layer's mode
     (``pot``: dual PoT). Shape only (:mod:`.closed_form`).
 ``sparse_cluster`` (``SparseExec``)
-    conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds),
+    conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds; a
+    strided, dilated, grouped or asymmetrically padded one as the runner runs it, the stride-1
+    convolution of :func:`hlsnn.deploy.conv.as_stride1` on the host-padded input),
     dense layers as a 1x1 convolution over a ``(K, 1, batch)`` map; per chunk of
     ``max_out_channels``. The counts depend on which inputs and weights are zero: they come
     from the replica of the kernel's loops (:class:`.counting.CountingTarget`) run on ``x``
@@ -31,12 +33,14 @@ def _shape(layer, in_hw):
     if layer.kind == "dense":
         n, k = layer.w.shape
         return 1, int(k), int(n), None
-    z, c, ks, _ = layer.w.shape
+    z, cg, kh, kw = layer.w.shape
+    c = cg * layer.group
     if in_hw is None:
         raise InputError(f"layer {layer.name}: a conv layer needs its input height and width (in_hw)")
     h, w = in_hw
-    oh, ow = h + 2 * layer.pad - ks + 1, w + 2 * layer.pad - ks + 1
-    return oh * ow, c * ks * ks, int(z), (c, h, w, ks)
+    oh, ow = layer.geom.out_hw(h, w)
+    # the GEMM engines' K: every input channel (a grouped layer's block-diagonal weight)
+    return oh * ow, c * kh * kw, int(z), (c, h, w)
 
 
 def _chunks(n, step):
@@ -79,8 +83,9 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     from ..engines import ENGINES
     from .counting import CountingTarget
     p = cfg.params
+    from ..deploy import conv as cv
     rng = np.random.default_rng(seed)
-    wshape = (n,) + ((conv[0], conv[3], conv[3]) if conv else (k, 1, 1))
+    wshape = (n,) + (layer.w.shape[1:] if conv else (k, 1, 1))
     if w is None:
         w = rng.integers(1, 128, wshape) * rng.choice([-1, 1], wshape) * (rng.random(wshape) >= weight_sparsity)
     w = np.asarray(w, np.int64).reshape(wshape)
@@ -88,15 +93,19 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     if x is None:
         x = rng.integers(1, 128, xshape) * rng.choice([-1, 1], xshape) * (rng.random(xshape) < input_density)
     x = np.asarray(x, np.int64).reshape(xshape)
+    general = conv is not None and layer.geom.simple_pad is None
+    if general:                      # the runner's stride-1 convolution on the host-padded input
+        w, (t, l, bo, r), _ = cv.as_stride1(w, layer.geom)
+        x = np.pad(x, ((0, 0), (0, 0), (t, bo), (l, r)))
     kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
     bias = np.zeros(n, np.int64)
     if conv is None:
         maps = [x[a:b].T[:, None, :] for a, b in _chunks(batch, p["max_hw"])]
         padding, op = "valid", kern.conv2d_int
     else:
-        padding = "same" if layer.pad else "valid"
+        padding = "valid" if general else ("same" if layer.geom.simple_pad else "valid")
         op = kern.conv2d_batch_int
-        per = kern.batch_capacity(conv[1], conv[2], conv[3], padding)
+        per = kern.batch_capacity(x.shape[2], x.shape[3], w.shape[2], padding)
         maps = [x[a:b] for a, b in _chunks(batch, max(1, per))]
     kc = KernelCycles()
     for fmap in maps:

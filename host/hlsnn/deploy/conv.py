@@ -1,0 +1,132 @@
+"""Convolution geometry of a deployed ``conv`` layer: ONNX ``Conv`` with any stride, explicit
+(asymmetric) padding, dilation, rectangular kernels and groups, and how each engine runs it.
+
+ONNX semantics (the operator's definition): the input ``(B, C, H, W)`` is zero-padded by
+``pads = (top, left, bottom, right)``; a weight ``(Z, C/g, kh, kw)`` of ``g`` groups maps
+input channels ``[j*C/g, (j+1)*C/g)`` to output channels ``[j*Z/g, (j+1)*Z/g)``; output
+``(y, x)`` reads the padded input at ``(y*sh + i*dh, x*sw + j*dw)`` for kernel tap ``(i, j)``;
+``oh = (H + top + bottom - dh*(kh-1) - 1) // sh + 1`` (and ``ow`` likewise).
+
+How the engines run it, exactly (no approximation beyond each engine's own arithmetic):
+
+* **GEMM engines** (``bfp_systolic``, ``shift_mac``): host im2col (:func:`im2col`) with the
+  stride, dilation and padding, and one GEMM against :func:`dense_weight`, the weight of
+  all groups as one ``(Z, C*kh*kw)`` matrix that is zero outside each group's block
+  (block-diagonal over the groups). The zeros contribute exactly nothing, so the result is
+  the grouped convolution's; a grouped layer costs ``g`` times its MACs on the array.
+* **Convolving engine** (``sparse_cluster``): a stride-1 convolution of a square kernel, with
+  "same" or "valid" padding, runs as it always did. Anything else becomes such a convolution
+  (:func:`as_stride1`): the groups' block-diagonal weight, the dilation as zero taps, a
+  rectangular kernel padded with zero taps to a square one (the input padded on the bottom and
+  right to match), the padding applied on the host (then "valid"), and a stride taken by
+  keeping every ``sh``-th row and ``sw``-th column of the stride-1 output. Zero weights cost
+  the sparse engine nothing, but the stride does: the kernel computes ``sh * sw`` times the
+  outputs the layer keeps, and its statistics unit and saturation counter see all of them
+  (the output radix is chosen from their histogram).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ConvGeom:
+    """Kernel size, stride, pads (top, left, bottom, right), dilation and groups."""
+
+    kh: int
+    kw: int
+    sh: int = 1
+    sw: int = 1
+    pads: tuple = (0, 0, 0, 0)
+    dh: int = 1
+    dw: int = 1
+    group: int = 1
+
+    def out_hw(self, h, w):
+        """The output height and width for an input of ``h x w``."""
+        t, l, b, r = self.pads
+        oh = (h + t + b - self.dh * (self.kh - 1) - 1) // self.sh + 1
+        ow = (w + l + r - self.dw * (self.kw - 1) - 1) // self.sw + 1
+        return oh, ow
+
+    @property
+    def simple_pad(self):
+        """The symmetric pad of a stride-1, undilated, ungrouped square convolution with "same"
+        (``(k-1)/2``, odd ``k``) or "valid" (0) padding, the form every engine convolves
+        natively; None for any other convolution."""
+        p = self.pads[0]
+        if (self.kh != self.kw or (self.sh, self.sw, self.dh, self.dw, self.group) != (1, 1, 1, 1, 1)
+                or len(set(self.pads)) != 1 or p not in (0, (self.kh - 1) // 2) or (p and self.kh % 2 == 0)):
+            return None
+        return p
+
+    def describe(self):
+        parts = [f"{self.kh}x{self.kw}"]
+        if (self.sh, self.sw) != (1, 1):
+            parts.append(f"stride {self.sh}x{self.sw}" if self.sh != self.sw else f"stride {self.sh}")
+        if len(set(self.pads)) == 1:
+            parts.append(f"pad {self.pads[0]}")
+        else:
+            parts.append("pads {}".format(",".join(map(str, self.pads))))
+        if (self.dh, self.dw) != (1, 1):
+            parts.append(f"dilation {self.dh}x{self.dw}")
+        if self.group != 1:
+            parts.append(f"groups {self.group}")
+        return " ".join(parts)
+
+
+def im2col(x, g: ConvGeom):
+    """(B, C, H, W) -> (B*oh*ow, C*kh*kw) patches, channel-major then kernel row, column (the
+    order of a (Z, C, kh, kw) weight flattened), and (oh, ow)."""
+    b, c, h, w = x.shape
+    t, l, bo, r = g.pads
+    xp = np.pad(x, ((0, 0), (0, 0), (t, bo), (l, r)))
+    oh, ow = g.out_hw(h, w)
+    eh, ew = g.dh * (g.kh - 1) + 1, g.dw * (g.kw - 1) + 1            # the dilated kernel's extent
+    v = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))   # B C H' W' eh ew
+    v = v[:, :, ::g.sh, ::g.sw, ::g.dh, ::g.dw][:, :, :oh, :ow]
+    return np.ascontiguousarray(v.transpose(0, 2, 3, 1, 4, 5)).reshape(b * oh * ow, c * g.kh * g.kw), (oh, ow)
+
+
+def dense_weight(w, group):
+    """A grouped weight (Z, C/g, kh, kw) as the (Z, C, kh, kw) weight of all input channels,
+    zero outside each group's block (the weight itself when ``group == 1``)."""
+    if group == 1:
+        return w
+    z, cg = w.shape[:2]
+    zg = z // group
+    full = np.zeros((z, cg * group) + w.shape[2:], dtype=w.dtype)
+    for j in range(group):
+        full[j * zg:(j + 1) * zg, j * cg:(j + 1) * cg] = w[j * zg:(j + 1) * zg]
+    return full
+
+
+def conv_float(x, w, b, g: ConvGeom):
+    """The convolution in float64 (the reference the deployment is held to)."""
+    rows, (oh, ow) = im2col(x, g)
+    wd = dense_weight(w, g.group)
+    y = rows @ wd.reshape(wd.shape[0], -1).T + b
+    return y.reshape(x.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
+
+
+def as_stride1(w, g: ConvGeom):
+    """The stride-1 square convolution that computes ``g`` (module docstring): ``(w1, pads1,
+    k1)`` with ``w1`` (Z, C, k1, k1) whose zero taps stand for the groups, the dilation and a
+    rectangular kernel, and the input pads ``(top, left, bottom, right)`` to apply on the host
+    before a "valid" convolution; its output, sampled ``[::sh, ::sw][:oh, :ow]``, is the layer's."""
+    wd = dense_weight(w, g.group)
+    eh, ew = g.dh * (g.kh - 1) + 1, g.dw * (g.kw - 1) + 1
+    k1 = max(eh, ew)
+    w1 = np.zeros(wd.shape[:2] + (k1, k1), dtype=wd.dtype)
+    w1[:, :, :eh:g.dh, :ew:g.dw] = wd
+    t, l, bo, r = g.pads
+    # the zero taps past the kernel's extent read k1 - eh more rows (k1 - ew more columns)
+    return w1, (t, l, bo + k1 - eh, r + k1 - ew), k1
+
+
+def stride1_output(y, g: ConvGeom, h, w):
+    """Keep the outputs of the layer from the stride-1 "valid" convolution's ``y`` (B, Z, H', W')."""
+    oh, ow = g.out_hw(h, w)
+    return y[:, :, ::g.sh, ::g.sw][:, :, :oh, :ow]
