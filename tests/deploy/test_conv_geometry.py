@@ -140,3 +140,32 @@ def test_report_counts_the_stride1_rewrite_on_sparse(tmp_path):
     same = Layer("s", "conv", ["x"], "y", w=layer.w, b=layer.b, pad=1)
     r1 = layer_cycles(same, cfg, 1, in_hw=hw)
     assert 0.8 < r["cycles"] / r1["cycles"] < 1.3
+
+
+# (op, kernel, attributes, input H x W)
+POOLS = [
+    ("MaxPool", (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), (8, 8)),          # ResNet's stem pool
+    ("MaxPool", (2, 2), dict(strides=[2, 2], ceil_mode=1), (7, 7)),
+    ("MaxPool", (3, 3), dict(strides=[2, 2], pads=[0, 1, 1, 0], ceil_mode=1), (8, 9)),
+    ("AveragePool", (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), (8, 8)),
+    ("AveragePool", (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1), (8, 8)),
+    ("AveragePool", (2, 2), dict(strides=[2, 2], ceil_mode=1), (7, 5)),
+    ("AveragePool", (3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1), (8, 8)),
+    ("AveragePool", (3, 2), dict(strides=[3, 2], pads=[0, 1, 2, 0], ceil_mode=1), (10, 7)),
+]
+
+
+@pytest.mark.parametrize("op, k, attrs, hw", POOLS, ids=[f"{p[0]}-{i}" for i, p in enumerate(POOLS)])
+def test_padded_and_ceil_mode_pooling_equals_the_reference(tmp_path, op, k, attrs, hw):
+    node = helper.make_node(op, ["x"], ["y"], name="pool", kernel_shape=list(k), **attrs)
+    gr = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, *hw])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, "OH", "OW"])])
+    path = tmp_path / "pool.onnx"
+    onnx.save(helper.make_model(gr, opset_imports=[helper.make_opsetid("", 19)]), str(path))
+    net = load_onnx(path)
+    assert net.layer("pool").kind == "host"
+    x = np.random.default_rng(6).normal(size=(3, 2, *hw)).astype(np.float32)
+    want = ReferenceEvaluator(str(path)).run(None, {"x": x})[0]
+    got = float_forward(net, x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

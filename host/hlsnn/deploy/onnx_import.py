@@ -19,7 +19,7 @@ Rules (these are what :func:`load_onnx` does, in order):
   channel), ``b' = (b - mean) * s + beta``. Elsewhere it runs on the host.
 * A ``Relu`` whose input is produced only for it by a dense or conv layer is fused into the
   layer (every engine has a ReLU in its output stage). Elsewhere it runs on the host.
-* ``MaxPool``, ``AveragePool`` (no padding), ``GlobalAveragePool``, ``Flatten``, ``Reshape``,
+* ``MaxPool``, ``AveragePool`` (with pads and ceil_mode; no dilation), ``GlobalAveragePool``, ``Flatten``, ``Reshape``,
   ``Add`` (of two tensors), ``Relu``, ``BatchNormalization``, ``Softmax``, ``Identity`` and
   ``Dropout`` (inference: identity) run on the host in numpy (:mod:`hlsnn.deploy.hostops`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
@@ -375,12 +375,12 @@ def _host_unsupported(op, a, node, consts):
         ks = list(a.get("kernel_shape", []))
         if len(ks) != 2:
             return f"kernel_shape {ks}: only 2-D pooling"
-        if any(p != 0 for p in a.get("pads", [0, 0, 0, 0])) or a.get("auto_pad", b"NOTSET") not in (b"NOTSET",
-                                                                                                     "NOTSET",
-                                                                                                     b"VALID", "VALID"):
-            return "padded pooling is not supported"
-        if a.get("ceil_mode", 0):
-            return "ceil_mode = 1 is not supported"
+        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+            return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+        if len(list(a.get("pads", [0, 0, 0, 0]))) != 4 or any(int(p) < 0 for p in a.get("pads", [])):
+            return f"pads {list(a.get('pads'))}: must be 4 integers, at least 0"
+        if any(int(p) >= k for p, k in zip(a.get("pads", [0, 0, 0, 0]), ks + ks)):
+            return f"pads {list(a.get('pads'))}: each must be smaller than the kernel {ks}"
         if any(d != 1 for d in a.get("dilations", [1, 1])):
             return "dilated pooling is not supported"
         if op == "MaxPool" and len(node.output) > 1 and node.output[1]:
