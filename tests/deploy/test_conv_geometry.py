@@ -1,5 +1,5 @@
 """Convolutions as PyTorch exports them (issue 16): any stride, asymmetric pads, dilation,
-rectangular kernels, grouped and depthwise, on every engine (hlsnn/deploy/conv.py).
+rectangular kernels, grouped and depthwise, on every engine (hlsnn/engines/convgeom.py).
 
 The reference is onnx's ReferenceEvaluator on the same single-Conv model, never our own
 float code alone; the engines' deployments are held to it within their formats' error, and
@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import conv  # noqa: E402
+from hlsnn.engines import convgeom as conv  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 

@@ -12,7 +12,7 @@ Rules (these are what :func:`load_onnx` does, in order):
   matrix, followed by an ``Add`` of a constant vector (the bias), become a **dense** layer
   ``y = x @ w.T + b`` with ``w`` of shape (N, K).
 * ``Conv`` (2-D: any stride, explicit pads, dilation, rectangular kernels, groups including
-  depthwise; ``auto_pad`` NOTSET or VALID) becomes a **conv** layer; :mod:`hlsnn.deploy.conv`
+  depthwise; ``auto_pad`` NOTSET or VALID) becomes a **conv** layer; :mod:`hlsnn.engines.convgeom`
   says how each engine runs it.
 * A ``BatchNormalization`` whose input is produced only for it by a dense or conv layer is
   folded into that layer: ``s = gamma / sqrt(var + eps)``, ``w' = w * s`` (per output
@@ -80,8 +80,8 @@ class Layer:
 
     @property
     def geom(self):
-        """The :class:`~hlsnn.deploy.conv.ConvGeom` of a conv layer."""
-        from .conv import ConvGeom
+        """The :class:`~hlsnn.engines.convgeom.ConvGeom` of a conv layer."""
+        from ..engines.convgeom import ConvGeom
         pads = tuple(self.pads) if self.pads is not None else (self.pad,) * 4
         return ConvGeom(int(self.w.shape[2]), int(self.w.shape[3]), *map(int, self.strides), pads,
                         *map(int, self.dilations), int(self.group))

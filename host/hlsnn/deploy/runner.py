@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engines import convgeom as conv
 from ..engines.bfp_systolic.spec import k_limit as bfp_k_limit
 from ..engines.common import largest_frac
 from ..engines.stream import merge_stats
@@ -49,7 +50,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import conv, hostops
+from . import hostops
 
 
 @dataclass

@@ -14,7 +14,7 @@ batch of ``batch`` images:
 ``sparse_cluster`` (``SparseExec``)
     conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds; a
     strided, dilated, grouped or asymmetrically padded one as the runner runs it, the stride-1
-    convolution of :func:`hlsnn.deploy.conv.as_stride1` on the host-padded input),
+    convolution of :func:`hlsnn.engines.convgeom.as_stride1` on the host-padded input),
     dense layers as a 1x1 convolution over a ``(K, 1, batch)`` map; per chunk of
     ``max_out_channels``. The counts depend on which inputs and weights are zero: they come
     from the replica of the kernel's loops (:class:`.counting.CountingTarget`) run on ``x``
@@ -83,7 +83,7 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     from ..engines import ENGINES
     from .counting import CountingTarget
     p = cfg.params
-    from ..deploy import conv as cv
+    from ..engines import convgeom as cv
     rng = np.random.default_rng(seed)
     wshape = (n,) + (layer.w.shape[1:] if conv else (k, 1, 1))
     if w is None:

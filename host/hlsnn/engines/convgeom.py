@@ -1,4 +1,4 @@
-"""Convolution geometry of a deployed ``conv`` layer: ONNX ``Conv`` with any stride, explicit
+"""Convolution geometry of a deployed ``conv`` layer (:mod:`hlsnn.deploy`): ONNX ``Conv`` with any stride, explicit
 (asymmetric) padding, dilation, rectangular kernels and groups, and how each engine runs it.
 
 ONNX semantics (the operator's definition): the input ``(B, C, H, W)`` is zero-padded by
