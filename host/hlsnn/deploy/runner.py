@@ -239,7 +239,14 @@ class SparseExec(_Exec):
     (``Kernel.conv2d_batch_int``); dense layers as a 1x1 convolution over a (K, 1, batch) map.
     A convolution other than a stride-1 square one with "same" or "valid" padding runs as the
     stride-1 "valid" convolution of :func:`conv.as_stride1` on the host-padded input, its
-    output sampled by the stride."""
+    output sampled by the stride.
+
+    **K tiling.** A layer of more input channels than ``max_in_channels`` runs in chunks of
+    at most ``max_in_channels`` channels, each a raw call (``FLAG_RAW``: the int32 sums, no
+    bias, no ReLU); the host adds the chunks' sums exactly (int64), then applies the kernel's
+    own output rules to the total (``sparse_cluster.emulator.postprocess``: bias, ReLU, the
+    statistics unit's histogram, the output shift with rounding and saturation). A layer
+    whose channels fit one call gets the same bits either way (tested)."""
 
     BITS = 8
 
@@ -256,7 +263,8 @@ class SparseExec(_Exec):
         if self.general:                                         # zero taps: groups, dilation, shape
             wq, self.pads1, _ = conv.as_stride1(wq, layer.geom)
         self.wq = wq
-        self._limit_k(wq.shape[1], p["max_in_channels"], "max_in_channels")
+        c = wq.shape[1]
+        self.k_chunks = chunks(c, p["max_in_channels"]) if c > p["max_in_channels"] else None
         if wq.shape[2] > p["max_ksize"]:
             raise InputError(f"layer {layer.name}: kernel size {wq.shape[2]}"
                              + (f" (as a stride-1 square kernel: {layer.geom.describe()})" if self.general else "")
@@ -290,10 +298,16 @@ class SparseExec(_Exec):
             for fmap in maps:
                 parts = []
                 for a, b in self.z_chunks:
-                    parts.append(op(fmap, self.wq[a:b], bias=bias[a:b], shift=shift, padding=padding,
-                                    relu=layer.relu, stats=stats))
-                    sat += kern.last_sat_count
-                    hist = self._collect(hist, stats)
+                    if self.k_chunks is None:
+                        parts.append(op(fmap, self.wq[a:b], bias=bias[a:b], shift=shift, padding=padding,
+                                        relu=layer.relu, stats=stats))
+                        sat += kern.last_sat_count
+                        hist = self._collect(hist, stats)
+                        continue
+                    y, s, h = self._k_tiled(op, fmap, a, b, bias[a:b], shift, padding, stats)
+                    parts.append(y)
+                    sat = (sat + s) % (1 << 32)
+                    hist = merge_stats(hist, h) if stats else hist
                 outs.append(np.concatenate(parts, axis=0 if layer.kind == "dense" else 1))
             return outs, hist, sat, sum(o.size for o in outs)
 
@@ -307,6 +321,33 @@ class SparseExec(_Exec):
             if self.general:
                 out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
+
+
+    def _k_tiled_sums(self, op, fmap, a, b, padding):
+        """The exact sums of output channels ``[a, b)`` over all input channels: one raw call
+        per chunk of ``max_in_channels`` (class docstring, *K tiling*)."""
+        dense = self.layer.kind == "dense"
+        total = None
+        for c0, c1 in self.k_chunks:
+            part = fmap[c0:c1] if dense else fmap[:, c0:c1]
+            raw = {"requantize": False} if dense else {"raw": True}
+            y = op(part, self.wq[a:b, c0:c1], bias=np.zeros(b - a, np.int64), shift=0, padding=padding,
+                   relu=False, **raw)
+            self.stats.calls += 1
+            total = y if total is None else total + y
+        return total
+
+    def _k_tiled(self, op, fmap, a, b, bias, shift, padding, stats):
+        """``(outputs, saturation count, histogram or None)`` of a K-tiled chunk of outputs."""
+        from ..engines.sparse_cluster.emulator import postprocess
+        total = self._k_tiled_sums(op, fmap, a, b, padding)
+        dense = self.layer.kind == "dense"
+        z3 = total if dense else total.transpose(1, 0, 2, 3).reshape(b - a, -1, total.shape[3])  # (Z, H, W)
+        res = postprocess(z3, bias, np.full(b - a, shift, np.int64), relu=self.layer.relu,
+                          rounding=self.p["rounding"], stats=stats)
+        y = res[0] if dense else res[0].reshape(b - a, total.shape[0], total.shape[2],
+                                                total.shape[3]).transpose(1, 0, 2, 3)
+        return y, res[1], (res[2] if stats else None)
 
 
 class BfpExec(_Exec):

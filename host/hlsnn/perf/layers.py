@@ -14,7 +14,8 @@ batch of ``batch`` images:
 ``sparse_cluster`` (``SparseExec``)
     conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds; a
     strided, dilated, grouped or asymmetrically padded one as the runner runs it, the stride-1
-    convolution of :func:`hlsnn.engines.convgeom.as_stride1` on the host-padded input),
+    convolution of :func:`hlsnn.engines.convgeom.as_stride1` on the host-padded input; more
+    input channels than ``max_in_channels`` as the runner's raw calls, one per chunk),
     dense layers as a 1x1 convolution over a ``(K, 1, batch)`` map; per chunk of
     ``max_out_channels``. The counts depend on which inputs and weights are zero: they come
     from the replica of the kernel's loops (:class:`.counting.CountingTarget`) run on ``x``
@@ -107,19 +108,31 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
         op = kern.conv2d_batch_int
         per = kern.batch_capacity(x.shape[2], x.shape[3], w.shape[2], padding)
         maps = [x[a:b] for a, b in _chunks(batch, max(1, per))]
+    c = w.shape[1]
+    k_chunks = _chunks(c, p["max_in_channels"]) if c > p["max_in_channels"] else None
     kc = KernelCycles()
     for fmap in maps:
         for a, b in _chunks(n, p["max_out_channels"]):
-            op(fmap, w[a:b], bias=bias[a:b], shift=0, padding=padding, relu=layer.relu)
-            one = kern.last_cycles
-            for call in one.per_call:
-                kc.add(call, {})
-            for key, (i, e) in one.counts.items():
-                i0, e0 = kc.counts.get(key, (0, 0))
-                kc.counts[key] = (i0 + i, e0 + e)
-            kc.beats_in += one.beats_in
-            kc.beats_out += one.beats_out
+            if k_chunks is None:
+                op(fmap, w[a:b], bias=bias[a:b], shift=0, padding=padding, relu=layer.relu)
+                _merge(kc, kern.last_cycles)
+                continue
+            for c0, c1 in k_chunks:                  # the runner's K tiling: raw calls, summed on the host
+                raw = {"requantize": False} if conv is None else {"raw": True}
+                part = fmap[c0:c1] if conv is None else fmap[:, c0:c1]
+                op(part, w[a:b, c0:c1], bias=bias[a:b], shift=0, padding=padding, relu=False, **raw)
+                _merge(kc, kern.last_cycles)
     return kc
+
+
+def _merge(kc, one):
+    for call in one.per_call:
+        kc.add(call, {})
+    for key, (i, e) in one.counts.items():
+        i0, e0 = kc.counts.get(key, (0, 0))
+        kc.counts[key] = (i0 + i, e0 + e)
+    kc.beats_in += one.beats_in
+    kc.beats_out += one.beats_out
 
 
 def layer_cycles(layer, cfg, batch=1, **kw) -> dict:

@@ -92,7 +92,8 @@ class Kernel:
       per call and as many as the transfer limit allows; an image that alone exceeds one call
       goes through the map tiling above.
     * *Input channels* C > ``max_in_channels`` and ``k > max_ksize`` are errors: splitting the
-      sum over C would requantize partial sums.
+      sum over C would requantize partial sums. (The deploy runner splits C into raw calls,
+      whose int32 sums it adds on the host before the output rules: ``deploy.runner.SparseExec``.)
     * The transfer limit is :func:`~hlsnn.engines.tiling.transfer_limit` of the target (None:
       unlimited); the bytes of a call's input and output are computed exactly as
       :func:`protocol.pack_input` and :func:`protocol.n_output_beats` lay them out.
@@ -251,7 +252,7 @@ class Kernel:
         pad = (k - 1) // 2 if padding == "same" else 0
         return (self.p["max_hw"] // (h + 2 * pad)) * (self.p["max_hw"] // (w + 2 * pad))
 
-    def conv2d_batch_int(self, x, w, *, bias=None, shift=0, padding="same", relu=False, stats=False):
+    def conv2d_batch_int(self, x, w, *, bias=None, shift=0, padding="same", relu=False, stats=False, raw=False):
         """A batch of int8 images ``x`` (B, C, H, W): the zero-padded images are laid out as
         cells of one grid map (at most ``max_hw`` square) and every cell's output rectangle
         is its own job (split into tiles of at most ``tile_h x tile_w``), so units work on
@@ -259,7 +260,8 @@ class Kernel:
         the B images' outputs. Jobs go to the units round-robin in image order. A batch larger
         than one call is split (class docstring: Z, then consecutive images; an image too large
         for one call is tiled as in :meth:`conv2d_int`).
-        Returns int8 (B, Z, H', W'); requantized with ``shift`` (int or (Z,))."""
+        Returns int8 (B, Z, H', W'); requantized with ``shift`` (int or (Z,)); with ``raw``,
+        the int32 accumulators (plus bias, ReLU) as int64 (``FLAG_RAW``; ``shift`` unused)."""
         p = self.p
         x = np.asarray(x)
         if x.ndim != 4:
@@ -273,7 +275,8 @@ class Kernel:
         if oh < 1 or ow < 1:
             raise InputError(f"a {k}x{k} kernel does not fit a {h}x{wd} map with padding {padding!r}")
         bias, shift = self._bias(bias, z), self._shift(shift, z)
-        flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
+        flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0) | \
+            (protocol.FLAG_RAW if raw else 0)
         self.last_shift = shift
         cap = self.batch_capacity(h, wd, k, padding)
         calls = tiles.batch_calls(p, transfer_limit(self.target), x, w, pad, flags, stats, cap) if cap and b else None
