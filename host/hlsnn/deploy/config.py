@@ -61,7 +61,8 @@ FIELDS = {
     "model": Field("str", "ONNX model file (relative to this file)"),
     "output": Field("str", "the model output to deploy, for a model with several (e.g. skl2onnx's "
                     "probabilities beside its label)", default=""),
-    "data": Field("str", "'digits' (scikit-learn's bundled digits) or an .npz with x_train, y_train, x_test, "
+    "data": Field("str", "'digits' (scikit-learn's bundled digits), 'digits32' (the same as 32x32x3 images) or "
+                  "an .npz with x_train, y_train, x_test, "
                   "y_test (relative to this file)", default="digits"),
     "layout": Field("choice", "input layout of the data", default="auto", choices=("auto", "flat", "nchw")),
     "calibration": Field("section", "how radix points are chosen (source 002)", default=None, fields={
@@ -172,7 +173,7 @@ def load_deploy_config(path) -> DeployConfig:
                                       "must name a format: " + ", ".join(formats))
             assignments[str(name)] = Assignment(str(name), a["default"], {str(k): v for k, v in layers.items()})
     model = _rel(base, data["model"])
-    dat = data["data"] if data["data"] == "digits" else _rel(base, data["data"])
+    dat = data["data"] if data["data"] in ("digits", "digits32") else _rel(base, data["data"])
     return DeployConfig(str(path), data["name"], model, dat, data["layout"], data["calibration"],
                         data["rounding"], data["test_samples"], formats, assignments, data["output"] or None)
 

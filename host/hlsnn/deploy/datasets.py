@@ -2,7 +2,10 @@
 
 ``load("digits")`` is scikit-learn's bundled 8 x 8 handwritten digits (1797 images, no
 download), split once and for all into 1437 training and 360 test images (stratified,
-``random_state=0``) and scaled to [0, 1]. ``load("path/to/data.npz")`` reads an ``.npz`` file
+``random_state=0``) and scaled to [0, 1]. ``load("digits32")`` is the same split as
+32 x 32 colour images (N, 3, 32, 32) for the ResNet-8-shaped example: every pixel repeated
+4 x 4, the three channels the grey image times 1, 3/4 and 1/2 (a fixed tint, so the channels
+differ). ``load("path/to/data.npz")`` reads an ``.npz`` file
 holding ``x_train``, ``y_train``, ``x_test`` and ``y_test`` (``x_train``/``y_train`` may be
 absent, then they are None).
 
@@ -26,8 +29,9 @@ from ..errors import InputError
 DIGITS_TEST_SIZE = 360
 DIGITS_SPLIT_SEED = 0
 LAYOUTS = ("flat", "nchw")
-ALLOWED = ('"digits" (scikit-learn\'s bundled 8x8 digits) or a path to an .npz file with arrays '
-           "x_train, y_train, x_test, y_test")
+ALLOWED = ('"digits" (scikit-learn\'s bundled 8x8 digits), "digits32" (the same as 32x32x3 images) or a '
+           "path to an .npz file with arrays x_train, y_train, x_test, y_test")
+DIGITS32_TINT = (1.0, 0.75, 0.5)
 
 
 @dataclass(eq=False)
@@ -58,9 +62,23 @@ def load(name_or_path, *, layout=None) -> Dataset:
         raise InputError(f"layout = {layout!r}: expected one of {', '.join(map(repr, LAYOUTS))} or None")
     if isinstance(name_or_path, str) and name_or_path == "digits":
         return _digits(layout or "flat")
+    if isinstance(name_or_path, str) and name_or_path == "digits32":
+        if layout not in (None, "nchw"):
+            raise InputError(f'layout = {layout!r}: "digits32" comes as (N, 3, 32, 32) images only ("nchw")')
+        return _digits32()
     if isinstance(name_or_path, (str, os.PathLike)) and str(name_or_path).endswith(".npz"):
         return _npz(Path(name_or_path), layout)
     raise InputError(f"data set {name_or_path!r}: expected {ALLOWED}")
+
+
+def _digits32() -> Dataset:
+    ds = _digits("nchw")
+
+    def up(x):
+        big = np.kron(x, np.ones((1, 1, 4, 4), np.float32))                      # (N, 1, 32, 32)
+        return np.ascontiguousarray(big * np.asarray(DIGITS32_TINT, np.float32).reshape(1, 3, 1, 1))
+
+    return Dataset("digits32", up(ds.x_train), ds.y_train, up(ds.x_test), ds.y_test)
 
 
 def _digits(layout: str) -> Dataset:
