@@ -4,9 +4,9 @@
     python scripts/train_digits.py [--out configs/models] [--seed 0] [--opset 15]    # needs pip install -e ".[deploy]"
 
 Writes ``digits_mlp.onnx`` (64 -> 32 -> 10 MLP) and ``digits_cnn.onnx`` (two conv-BN-relu-pool
-blocks -> fc), trained with numpy only (hlsnn.deploy.train; deterministic for a seed), and
+blocks -> fc), trained with numpy only (scripts/digits_models.py; deterministic for a seed), and
 prints their train/test accuracy as the ONNX float reference computes it
-(``hlsnn.deploy.train.reference_evaluator``: onnx's ReferenceEvaluator with inference-mode
+(``hlsnn.deploy.reference.reference_evaluator``: onnx's ReferenceEvaluator with inference-mode
 BatchNormalization per the spec).
 """
 from __future__ import annotations
@@ -17,8 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
+sys.path.insert(0, str(ROOT / "scripts"))
 
-from hlsnn.deploy import datasets, train  # noqa: E402
+import digits_models as train  # noqa: E402  (beside this script)
+from hlsnn.deploy import datasets  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -27,7 +29,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the initial weights and batch order (default: 0)")
     ap.add_argument("--opset", type=int, default=train.OPSET,
                     help="ONNX opset of the exported models (default: %(default)s; 14+ also evaluates correctly "
-                         "under the stock ReferenceEvaluator, see hlsnn.deploy.train.reference_evaluator)")
+                         "under the stock ReferenceEvaluator, see hlsnn.deploy.reference.reference_evaluator)")
     ap.add_argument("--verbose", action="store_true", help="print the accuracy after every epoch")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 """The shipped digits example models (configs/models/digits_{mlp,cnn}.onnx) and the numpy
-training / ONNX export code that makes them (hlsnn.deploy.train, scripts/train_digits.py)."""
+training / ONNX export code that makes them (scripts/digits_models.py, run by
+scripts/train_digits.py; an example outside the package)."""
 import numpy as np
 import pytest
 
@@ -8,7 +9,13 @@ pytest.importorskip("sklearn")
 
 from onnx import numpy_helper  # noqa: E402
 
-from hlsnn.deploy import datasets, train  # noqa: E402
+import sys  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import digits_models as train  # noqa: E402
 
 MODELS = {"mlp": ("digits_mlp.onnx", ["fc1", "relu1", "fc2", "softmax"], ["Gemm", "Relu", "Gemm", "Softmax"]),
           "cnn": ("digits_cnn.onnx",

@@ -18,12 +18,12 @@ TARGETS = ("emu", "csim", "sim", "pynq")
 def reference_evaluator(path):
     """onnx's ReferenceEvaluator for ``path``: the float reference. Its one correction is
     inference-mode BatchNormalization for opsets 9-13, which the stock reference normalizes
-    with batch statistics (:func:`hlsnn.deploy.train.reference_evaluator`)."""
+    with batch statistics (:func:`hlsnn.deploy.reference.reference_evaluator`)."""
     try:
         import onnx.reference  # noqa: F401
     except ImportError:
         raise MissingDependency('the float reference needs the onnx package: pip install "hlsnn[deploy]"') from None
-    from .train import reference_evaluator as fixed_bn_evaluator
+    from .reference import reference_evaluator as fixed_bn_evaluator
     return fixed_bn_evaluator(str(path))
 
 

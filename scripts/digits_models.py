@@ -1,4 +1,5 @@
-"""Numpy-only training and ONNX export of the shipped digits example models (issue 6).
+"""Numpy-only training and ONNX export of the shipped digits example models (issue 6); an example,
+not part of the hlsnn package (``scripts/train_digits.py`` runs it).
 
 Two small classifiers of scikit-learn's bundled 8 x 8 digits (:func:`hlsnn.deploy.datasets.load`):
 
@@ -22,8 +23,8 @@ exported, and absorbed by the BN means, so the ONNX Conv nodes carry a non-zero 
 The exported graphs use opset 15, float32 initializers, input ``input``, output ``probs`` and
 a symbolic batch dimension ``N``; :meth:`Mlp.predict_proba` and :meth:`Cnn.predict_proba` are
 the numpy forward passes they compute. From opset 14 on the stock ``ReferenceEvaluator`` is
-right; :func:`reference_evaluator` also evaluates older models (onnx's reference
-BatchNormalization of opsets 9-13 is wrong in inference mode, see there).
+right; :func:`hlsnn.deploy.reference.reference_evaluator` also evaluates older models (onnx's
+reference BatchNormalization of opsets 9-13 is wrong in inference mode, see there).
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Dict
 
 import numpy as np
+
+from hlsnn.deploy.reference import reference_evaluator, reference_probs  # noqa: F401 (re-exported)
 
 OPSET = 15
 IR_VERSION = 8            # the IR version of opset 15 (ONNX 1.10)
@@ -383,46 +386,3 @@ def export_cnn(model: Cnn, path=None, *, opset: int = OPSET):
     if path is not None:
         onnx.save(m, str(path))
     return m
-
-
-def reference_evaluator(model):
-    """``onnx.reference.ReferenceEvaluator`` for ``model`` (ModelProto or path), with inference-mode
-    BatchNormalization computed as the ONNX spec says for every opset.
-
-    The stock reference ``BatchNormalization_9`` (used for opsets 9-13, onnx <= 1.22 at least)
-    chooses training mode whenever ``momentum`` is set, and the schema always fills in its
-    default 0.9, so a one-output (inference) node is normalized with a 0.9 / 0.1 blend of the
-    given mean/var and the statistics of the current batch: the output depends on the batch
-    and disagrees with onnxruntime (onnx/onnx pull request 8442). This override applies
-    ``scale * (x - mean) / sqrt(var + epsilon) + B`` whenever the node has one output and is
-    not in training mode (opset >= 14 ``training_mode``), and refuses training-mode nodes.
-    """
-    from onnx.reference import ReferenceEvaluator
-    return ReferenceEvaluator(str(model) if isinstance(model, (str, bytes)) or not hasattr(model, "graph")
-                              else model, new_ops=[_inference_batchnorm_op()])
-
-
-def _inference_batchnorm_op():
-    from onnx.reference.op_run import OpRun
-
-    class BatchNormalization(OpRun):
-        op_domain = ""
-
-        def _run(self, x, scale, bias, mean, var, epsilon=None, momentum=None, training_mode=None, **_):
-            if len(self.onnx_node.output) > 1 or training_mode:
-                raise NotImplementedError("hlsnn's reference BatchNormalization is inference-only "
-                                          f"(node {self.onnx_node.name!r} is in training mode)")
-            s = (-1,) + (1,) * (x.ndim - 2)
-            eps = BN_EPS if epsilon is None else epsilon
-            y = (x - mean.reshape(s)) / np.sqrt(var.reshape(s) + eps) * scale.reshape(s) + bias.reshape(s)
-            return (y.astype(x.dtype),)
-
-    return BatchNormalization
-
-
-def reference_probs(model, x: np.ndarray, batch_size: int = 0) -> np.ndarray:
-    """The outputs of an ONNX model (ModelProto or path) under :func:`reference_evaluator`, the float reference."""
-    sess = reference_evaluator(model)
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    step = batch_size or len(x)
-    return np.concatenate([sess.run(None, {INPUT_NAME: x[i:i + step]})[0] for i in range(0, len(x), step)])
