@@ -36,30 +36,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hlsnn.deploy import datasets, hostops  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
 from hlsnn.deploy.evaluate import _layout, open_accelerators  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.report import layer_cycles  # noqa: E402
+from hlsnn.deploy.report import engine_input_shapes, layer_cycles  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402
-from hlsnn.engines.convgeom import conv_float  # noqa: E402
-
-
-def input_shapes(net, x1):
-    """Each engine layer's input shape (one image), from a float pass."""
-    env, shapes = {net.input: np.asarray(x1, np.float64)}, {}
-    for layer in net.layers:
-        ins = [env[i] for i in layer.inputs]
-        if layer.kind == "host":
-            y = hostops.run(layer, ins)
-        else:
-            shapes[layer.name] = ins[0].shape[1:]
-            if layer.kind == "dense":
-                y = ins[0].reshape(ins[0].shape[0], -1) @ layer.w.T + layer.b
-            else:
-                y = conv_float(ins[0], layer.w, layer.b, layer.geom)
-        env[layer.output] = np.maximum(y, 0) if layer.relu else y
-    return shapes
 
 
 def main():
@@ -95,7 +77,7 @@ def main():
                            "images_per_s": n / statistics.median(t_batch),
                            "ms_per_image_batch1": 1e3 * statistics.median(t_one)},
            "formats": {}}
-    shapes = input_shapes(net, x_test[:1])
+    shapes = engine_input_shapes(cfg.model, net)
     accs = open_accelerators(cfg, "emu")
     try:
         for name, asg in cfg.assignments.items():

@@ -11,7 +11,6 @@ from conftest import ROOT  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
 from hlsnn.deploy.onnx_import import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402
-from hlsnn.engines.tiling import chunks  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
 SPARSE4 = ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml"     # max_in_channels 64
@@ -42,7 +41,7 @@ def _run(net, x, target="emu", force_chunk=None, fmt="fixed"):
         dep = Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", fmt, "a")}, {"a": acc})
         ex = dep.execs["l"]
         if force_chunk:
-            ex.k_chunks = chunks(ex.wq.shape[1], force_chunk)
+            ex.k_step = force_chunk
         dep.calibrate(x)
         y = dep.run(x)
         return y, ex.stats

@@ -294,7 +294,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                     continue
             pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]      # ONNX: top, left, bottom, right
             layer = Layer(name, "conv", [node.input[0]], node.output[0], op=op, w=np.asarray(w, np.float64),
-                          b=np.asarray(b, np.float64).reshape(-1).copy(), pads=(pads[0], pads[1], pads[2], pads[3]),
+                          b=np.asarray(b, np.float64).reshape(-1).copy(), pads=tuple(pads),
                           strides=tuple(int(v) for v in a.get("strides", [1, 1])),
                           dilations=tuple(int(v) for v in a.get("dilations", [1, 1])), group=int(a.get("group", 1)))
         elif op in HOST_OPS:

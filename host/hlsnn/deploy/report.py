@@ -35,7 +35,7 @@ from .config import load_deploy_config
 from .onnx_import import load_onnx
 from .runner import prune
 
-__all__ = ["write_report", "layer_cycles", "layer_shape"]
+__all__ = ["write_report", "layer_cycles", "layer_shape", "engine_input_shapes"]
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
@@ -289,6 +289,16 @@ def _sections(res, cfg, net, accels, shapes, new, command):
     return "\n".join(out)
 
 
+def engine_input_shapes(model_path, net) -> dict:
+    """The input shape (without the batch) of every engine layer of ``net``, from one zero
+    image through onnx's evaluator of ``model_path``."""
+    x1 = np.zeros((1,) + tuple(d or 1 for d in net.input_shape[1:]))
+    names = sorted({la.inputs[0] for la in net.engine_layers()} - {net.input})
+    _, tens = evaluate.float_reference(model_path, x1, names=names) if names else (None, {})
+    return {la.name: (x1 if la.inputs[0] == net.input else tens[la.inputs[0]]).shape[1:]
+            for la in net.engine_layers()}
+
+
 def _cycles_of(la, f, accel, shapes, stats):
     hw = shapes[la.name][-2:] if la.kind == "conv" else None
     return layer_cycles(la, accel, 1, fmt_type=f.type, in_hw=hw, weight_sparsity=stats["weight_sparsity"],
@@ -371,12 +381,7 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, te
                           test_samples=test_samples)
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     accels = {f.accel: load_config(f.accel, check_fit=False) for f in cfg.formats.values()}
-    # input shape of every engine layer, from one zero image through onnx's evaluator
-    x1 = np.zeros((1,) + tuple(d or 1 for d in net.input_shape[1:]))
-    names = sorted({la.inputs[0] for la in net.engine_layers()} - {net.input})
-    _, tens = evaluate.float_reference(cfg.model, x1, names=names) if names else (None, {})
-    shapes = {la.name: (x1 if la.inputs[0] == net.input else tens[la.inputs[0]]).shape[1:]
-              for la in net.engine_layers()}
+    shapes = engine_input_shapes(cfg.model, net)
     cmd = ["hlsnn", "report", str(config_path), "--target", target, "--out", str(out)]
     cmd += ["--test-samples", str(test_samples)] if test_samples is not None else []
     cmd += ["--host-fallback"] if host_fallback else []

@@ -263,8 +263,8 @@ class SparseExec(_Exec):
         if self.general:                                         # zero taps: groups, dilation, shape
             wq, self.pads1, _ = conv.as_stride1(wq, layer.geom)
         self.wq = wq
-        c = wq.shape[1]
-        self.k_chunks = chunks(c, p["max_in_channels"]) if c > p["max_in_channels"] else None
+        # K tiling (class docstring): channels per raw call, or None when one call takes them all
+        self.k_step = p["max_in_channels"] if wq.shape[1] > p["max_in_channels"] else None
         if wq.shape[2] > p["max_ksize"]:
             raise InputError(f"layer {layer.name}: kernel size {wq.shape[2]}"
                              + (f" (as a stride-1 square kernel: {layer.geom.describe()})" if self.general else "")
@@ -285,8 +285,7 @@ class SparseExec(_Exec):
         else:
             x4 = xi
             if self.general:
-                t, l, bo, r = self.pads1
-                x4, padding = np.pad(xi, ((0, 0), (0, 0), (t, bo), (l, r))), "valid"
+                x4, padding = conv.pad_nchw(xi, self.pads1), "valid"
             else:
                 padding = "same" if layer.geom.simple_pad else "valid"
             op = kern.conv2d_batch_int
@@ -298,13 +297,13 @@ class SparseExec(_Exec):
             for fmap in maps:
                 parts = []
                 for a, b in self.z_chunks:
-                    if self.k_chunks is None:
+                    if self.k_step is None:
                         parts.append(op(fmap, self.wq[a:b], bias=bias[a:b], shift=shift, padding=padding,
                                         relu=layer.relu, stats=stats))
                         sat += kern.last_sat_count
                         hist = self._collect(hist, stats)
                         continue
-                    y, s, h = self._k_tiled(op, fmap, a, b, bias[a:b], shift, padding, stats)
+                    y, s, h = self._k_tiled(fmap, a, b, bias[a:b], shift, padding, stats)
                     parts.append(y)
                     sat = (sat + s) % (1 << 32)
                     hist = merge_stats(hist, h) if stats else hist
@@ -322,26 +321,13 @@ class SparseExec(_Exec):
                 out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
 
-
-    def _k_tiled_sums(self, op, fmap, a, b, padding):
-        """The exact sums of output channels ``[a, b)`` over all input channels: one raw call
-        per chunk of ``max_in_channels`` (class docstring, *K tiling*)."""
-        dense = self.layer.kind == "dense"
-        total = None
-        for c0, c1 in self.k_chunks:
-            part = fmap[c0:c1] if dense else fmap[:, c0:c1]
-            raw = {"requantize": False} if dense else {"raw": True}
-            y = op(part, self.wq[a:b, c0:c1], bias=np.zeros(b - a, np.int64), shift=0, padding=padding,
-                   relu=False, **raw)
-            self.stats.calls += 1
-            total = y if total is None else total + y
-        return total
-
-    def _k_tiled(self, op, fmap, a, b, bias, shift, padding, stats):
-        """``(outputs, saturation count, histogram or None)`` of a K-tiled chunk of outputs."""
+    def _k_tiled(self, fmap, a, b, bias, shift, padding, stats):
+        """``(outputs, saturation count, histogram or None)`` of a K-tiled chunk of outputs:
+        the raw sums of every channel (``Kernel.channel_sums``), then the output rules."""
         from ..engines.sparse_cluster.emulator import postprocess
-        total = self._k_tiled_sums(op, fmap, a, b, padding)
         dense = self.layer.kind == "dense"
+        total = self.acc.kernel.channel_sums(fmap, self.wq[a:b], padding=padding, batch=not dense, step=self.k_step)
+        self.stats.calls += -(-self.wq.shape[1] // self.k_step)
         z3 = total if dense else total.transpose(1, 0, 2, 3).reshape(b - a, -1, total.shape[3])  # (Z, H, W)
         res = postprocess(z3, bias, np.full(b - a, shift, np.int64), relu=self.layer.relu,
                           rounding=self.p["rounding"], stats=stats)

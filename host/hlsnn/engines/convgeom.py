@@ -77,12 +77,17 @@ class ConvGeom:
         return " ".join(parts)
 
 
+def pad_nchw(x, pads):
+    """``x`` (B, C, H, W) zero-padded by ``pads`` (top, left, bottom, right)."""
+    t, l, b, r = pads
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+
+
 def im2col(x, g: ConvGeom):
     """(B, C, H, W) -> (B*oh*ow, C*kh*kw) patches, channel-major then kernel row, column (the
     order of a (Z, C, kh, kw) weight flattened), and (oh, ow)."""
     b, c, h, w = x.shape
-    t, l, bo, r = g.pads
-    xp = np.pad(x, ((0, 0), (0, 0), (t, bo), (l, r)))
+    xp = pad_nchw(x, g.pads)
     oh, ow = g.out_hw(h, w)
     eh, ew = g.dh * (g.kh - 1) + 1, g.dw * (g.kw - 1) + 1            # the dilated kernel's extent
     v = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))   # B C H' W' eh ew

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engines import convgeom
 from ..errors import InputError
 from .model import KernelCycles
 
@@ -84,7 +85,6 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     from ..engines import ENGINES
     from .counting import CountingTarget
     p = cfg.params
-    from ..engines import convgeom as cv
     rng = np.random.default_rng(seed)
     wshape = (n,) + (layer.w.shape[1:] if conv else (k, 1, 1))
     if w is None:
@@ -96,8 +96,8 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     x = np.asarray(x, np.int64).reshape(xshape)
     general = conv is not None and layer.geom.simple_pad is None
     if general:                      # the runner's stride-1 convolution on the host-padded input
-        w, (t, l, bo, r), _ = cv.as_stride1(w, layer.geom)
-        x = np.pad(x, ((0, 0), (0, 0), (t, bo), (l, r)))
+        w, pads, _ = convgeom.as_stride1(w, layer.geom)
+        x = convgeom.pad_nchw(x, pads)
     kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
     bias = np.zeros(n, np.int64)
     if conv is None:
@@ -108,20 +108,14 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
         op = kern.conv2d_batch_int
         per = kern.batch_capacity(x.shape[2], x.shape[3], w.shape[2], padding)
         maps = [x[a:b] for a, b in _chunks(batch, max(1, per))]
-    c = w.shape[1]
-    k_chunks = _chunks(c, p["max_in_channels"]) if c > p["max_in_channels"] else None
     kc = KernelCycles()
     for fmap in maps:
         for a, b in _chunks(n, p["max_out_channels"]):
-            if k_chunks is None:
+            if w.shape[1] > p["max_in_channels"]:    # the runner's K tiling: raw calls, summed on the host
+                kern.channel_sums(fmap, w[a:b], padding=padding, batch=conv is not None)
+            else:
                 op(fmap, w[a:b], bias=bias[a:b], shift=0, padding=padding, relu=layer.relu)
-                _merge(kc, kern.last_cycles)
-                continue
-            for c0, c1 in k_chunks:                  # the runner's K tiling: raw calls, summed on the host
-                raw = {"requantize": False} if conv is None else {"raw": True}
-                part = fmap[c0:c1] if conv is None else fmap[:, c0:c1]
-                op(part, w[a:b, c0:c1], bias=bias[a:b], shift=0, padding=padding, relu=False, **raw)
-                _merge(kc, kern.last_cycles)
+            _merge(kc, kern.last_cycles)
     return kc
 
 

@@ -107,7 +107,7 @@ class Kernel:
     modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
     """
 
-    OPERATIONS = ("conv2d", "conv2d_int", "conv2d_batch_int")
+    OPERATIONS = ("conv2d", "conv2d_int", "conv2d_batch_int", "channel_sums")
 
     def __init__(self, cfg, target):
         self.cfg, self.p, self.target = cfg, cfg.params, target
@@ -313,6 +313,29 @@ class Kernel:
             r, q = divmod(i, gc)
             out[i] = full[:, r * ch:r * ch + oh, q * cw:q * cw + ow]
         return out
+
+    def channel_sums(self, x, w, *, padding="same", batch=True, step=None):
+        """The exact sums over any number of input channels: one raw call (``FLAG_RAW``: int32
+        sums, no bias, no ReLU) per chunk of at most ``max_in_channels`` channels, added here
+        (int64). ``x`` is a batch (B, C, H, W) for :meth:`conv2d_batch_int` or, with
+        ``batch=False``, one map (C, H, W) for :meth:`conv2d_int`; ``w`` (Z, C, k, k); ``step``
+        the channels per call (default and most ``max_in_channels``). Returns
+        (B, Z, H', W') or (Z, H', W'); :attr:`last_calls` counts the calls. The deploy runner
+        applies the output rules (``emulator.postprocess``) to the total."""
+        c = np.shape(w)[1]
+        step = step or self.p["max_in_channels"]
+        zero = np.zeros(np.shape(w)[0], np.int64)
+        total, calls = None, 0
+        for c0 in range(0, c, step):
+            c1 = min(c, c0 + step)
+            if batch:
+                y = self.conv2d_batch_int(x[:, c0:c1], w[:, c0:c1], bias=zero, padding=padding, raw=True)
+            else:
+                y = self.conv2d_int(x[c0:c1], w[:, c0:c1], bias=zero, shift=0, padding=padding, requantize=False)
+            calls += self.last_calls
+            total = y if total is None else total + y
+        self.last_calls = calls
+        return total
 
     # ------------------------------------------------------------------ operands
     @staticmethod
