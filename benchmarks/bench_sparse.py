@@ -8,7 +8,7 @@ matmul convolution of the same shape, measured side by side in one run."
 * Layer: ``x`` (64, 56, 56) and ``w`` (64, 64, 3, 3), int8, 'same' padding, built per density
   (seeded) with both inputs and weights non-zero with probability ``density``; ``xp`` is the
   zero-padded input (64, 58, 58) as int64, as ``Kernel.plan`` makes it. ``p`` are the params of
-  configs/accel/sparse4_pynq-z2.yaml (only ``rounding`` matters to the emulator).
+  configs/accel/sparse8_pynq-z2.yaml (only ``rounding`` matters to the emulator).
 * Timed, round robin (one call of each per repetition, in a fresh random order each time, so
   that every series sees the same clock, thermal and cache state and no series always follows
   the same neighbour), medians compared:
@@ -57,7 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import OtherLoad  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG = ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml"
+CONFIG = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 NOISY = 1.5
 BUSY = 0.25
@@ -72,7 +72,7 @@ def parse_args(argv=None):
     ap.add_argument("--channels", type=int, default=64, help="input = output channels (default 64)")
     ap.add_argument("--size", type=int, default=56, help="map height = width (default 56)")
     ap.add_argument("--ksize", type=int, default=3, help="kernel size (default 3)")
-    ap.add_argument("--config", type=Path, default=CONFIG, help="sparse_cluster config (default sparse4_pynq-z2)")
+    ap.add_argument("--config", type=Path, default=CONFIG, help="sparse_cluster config (default sparse8_pynq-z2)")
     ap.add_argument("--budget", type=float, default=6.0,
                     help="approximate seconds of timed round-robin repetitions (default 6)")
     ap.add_argument("--min-reps", type=int, default=7, help="minimum repetitions (default 7)")

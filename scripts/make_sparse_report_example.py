@@ -4,9 +4,9 @@
 Deterministic and offline: seed 0 synthetic 64 -> 64 channel, 56 x 56, 3 x 3 layers at
 densities 1, 0.5, 0.2, 0.1 and 0.05 (inputs and weights), with uniformly random inputs and
 with structured inputs whose non-zeros cluster in blobs, through the work model of
-``configs/accel/sparse4_pynq-z2.yaml``, plotted through the CLI code path::
+``configs/accel/sparse8_pynq-z2.yaml``, plotted through the CLI code path::
 
-    hlsnn report configs/accel/sparse4_pynq-z2.yaml --out docs/images/sparse_balance.png
+    hlsnn report configs/accel/sparse8_pynq-z2.yaml --out docs/images/sparse_balance.png
 
     python scripts/make_sparse_report_example.py            # needs pip install -e ".[plot]"
     python scripts/make_sparse_report_example.py OUT.png [CONFIG.yaml]
@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "images" / "sparse_balance.png"
-CONFIG = ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml"
+CONFIG = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
 
 
 def main(argv=None) -> int:

@@ -73,7 +73,7 @@ def test_api_refuses_what_it_took_silently():
         bfp.gemm(x, w, bias=np.array(["a", "b", "c"], dtype=object))
     with pytest.raises(InputError, match="one value per output"):
         bfp.gemm(x, w, bias=np.ones(5))
-    sp = hlsnn.Accelerator("sparse4_pynq-z2", "emu")
+    sp = hlsnn.Accelerator("sparse8_pynq-z2", "emu")
     with pytest.raises(InputError, match="one per output channel"):
         sp.conv2d(np.ones((2, 5, 5)), np.ones((3, 2, 3, 3)), bias=np.ones(7))
     with pytest.raises(InputError, match="x: is complex"):
@@ -104,7 +104,7 @@ def test_empty_operands_are_clear_errors():
     with pytest.raises(InputError, match="empty"):
         hlsnn.Accelerator("shift8_pynq-z2", "emu").gemm(np.ones((0, 4)), np.ones((3, 4)))
     with pytest.raises(InputError, match="at least 1"):
-        hlsnn.Accelerator("sparse4_pynq-z2", "emu").conv2d(np.ones((0, 5, 5), np.int8), np.ones((2, 0, 3, 3), np.int8))
+        hlsnn.Accelerator("sparse8_pynq-z2", "emu").conv2d(np.ones((0, 5, 5), np.int8), np.ones((2, 0, 3, 3), np.int8))
 
 
 def test_stale_overlay_temporaries_are_removed(tmp_path):
@@ -129,7 +129,7 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path):
     import time
     from conftest import ROOT
     env = dict(os.environ, PYTHONPATH=str(ROOT / "host"), HLSNN_BUILD=str(tmp_path / "build"))
-    p = subprocess.Popen([sys.executable, "-m", "hlsnn.cli", "csim", "sparse4_pynq-z2"], cwd=tmp_path, env=env,
+    p = subprocess.Popen([sys.executable, "-m", "hlsnn.cli", "csim", "sparse8_pynq-z2"], cwd=tmp_path, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(2.5)                                      # inside the g++ compile of a fresh build folder
     p.send_signal(signal.SIGTERM)

@@ -16,7 +16,7 @@ def test_shipped_names_with_or_without_suffix(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)                                  # nowhere near the repository's configs
     monkeypatch.delenv("HLSNN_CONFIG_PATH", raising=False)
     assert find_config("bfp16_pynq-z2") == SHIPPED / "bfp16_pynq-z2.yaml"
-    assert find_config("sparse4_pynq-z2.yaml") == SHIPPED / "sparse4_pynq-z2.yaml"
+    assert find_config("sparse8_pynq-z2.yaml") == SHIPPED / "sparse8_pynq-z2.yaml"
     cfg = load_config("shift8_zcu104")
     assert cfg.name == "shift8_zcu104" and cfg.stem == "shift8_zcu104"
     assert hlsnn.Accelerator("bfp16_pynq-z2", "emu").config.name == "bfp16_pynq_z2"
@@ -44,8 +44,8 @@ def test_paths_still_win_and_unknown_names_say_where_they_looked(monkeypatch, tm
 
 
 def test_cli_takes_names(capsys):
-    assert main(["info", "sparse4_pynq-z2"]) == 0
-    assert "sparse4_pynq_z2: engine sparse_cluster" in capsys.readouterr().out
+    assert main(["info", "sparse8_pynq-z2"]) == 0
+    assert "sparse8_pynq_z2: engine sparse_cluster" in capsys.readouterr().out
     assert main(["info", "nope"]) == 2
 
 

@@ -108,7 +108,7 @@ OPTIONS = {
     "--density": ["2", "0.5", "-1"], "--test-samples": ["0", "-5", "3"], "--padding": ["same", "valid", "x"],
 }
 FLAGS = ["--json", "--dry-run", "--no-csim", "--no-plot", "--resident"]
-COMMANDS = [["info", "bfp16_pynq-z2"], ["info", "sparse4_pynq-z2"], ["run", "bfp16_pynq-z2", "--target", "emu"],
+COMMANDS = [["info", "bfp16_pynq-z2"], ["info", "sparse8_pynq-z2"], ["run", "bfp16_pynq-z2", "--target", "emu"],
             ["run", "shift8_pynq-z2", "--target", "emu"], ["plot-quant", "w.npy"],
             ["sweep", "bfp16_pynq-z2", "--no-csim", "--no-plot"], ["build", "bfp16_pynq-z2", "--dry-run"],
             ["render", "shift8_pynq-z2"], ["perf", "nope"], ["deploy", "nope.yaml"]]

@@ -324,15 +324,15 @@ def _plant(text, after, line):
 
 
 @pytest.mark.parametrize("stem,after,plant,expect", [
-    ("sparse16_zcu104", "static ap_int<8> val_buf[Cfg::kMaxEntries];", "  static ap_int<16> planted[512];",
+    ("sparse12_zcu104", "static ap_uint<16> ebuf[2][Cfg::kTileInW][Cfg::kTileInH];", "  static ap_int<16> planted[512];",
      "planted in Unit()"),
-    ("sparse4_pynq-z2", "hls::stream<lane_t> hdr_q;", "  hls::stream<ap_uint<64> > spare_q[Cfg::kUnits];",
+    ("sparse8_pynq-z2", "hls::stream<lane_t> hdr_q;", "  hls::stream<ap_uint<64> > spare_q[Cfg::kUnits];",
      "spare_q in sparse_cluster_top()"),
     ("bfp16_pynq-z2", "static exp_t wexp[Cfg::kLanes][Cfg::kNWords];", "  acc_t shadow[Cfg::kRows][Cfg::kCols], more[4];",
      "shadow in bfp_systolic_top()"),
     ("shift8_pynq-z2", "static xword_t xbuf[Cfg::kCols][Cfg::kXWords];", "  int tmp = 0, extra[Cfg::kMaxN];",
      "extra in Compute()"),
-    ("sparse16_zcu104", "hls::stream<lane_t> hdr_q;", "  hls::stream<lane_t, 64> side_q;",
+    ("sparse12_zcu104", "hls::stream<lane_t> hdr_q;", "  hls::stream<lane_t, 64> side_q;",
      "side_q in sparse_cluster_top()"),
 ])
 def test_a_planted_buffer_is_caught(kernels, stem, after, plant, expect):
@@ -343,12 +343,12 @@ def test_a_planted_buffer_is_caught(kernels, stem, after, plant, expect):
 
 
 def test_changed_depth_width_partition_and_binding_are_caught(kernels):
-    cfg, texts, includes = kernels["sparse16_zcu104"]
+    cfg, texts, includes = kernels["sparse12_zcu104"]
     cpp = texts["kernel.cpp.j2"]
     cases = [
         (re.sub(r"(variable = res_q depth = )\d+", r"\g<1>99", cpp), "res_q in sparse_cluster_top(): FIFO depth 99"),
-        (cpp.replace("static ap_uint<8> row_buf", "static ap_uint<9> row_buf"), "row_buf in Unit(): 9-bit"),
-        (cpp.replace("variable = acc type = ram_t2p impl = uram", "variable = acc type = ram_t2p impl = bram"),
+        (cpp.replace("static ap_uint<16> ebuf", "static ap_uint<17> ebuf"), "ebuf in Unit(): 17-bit"),
+        (cpp.replace("variable = acc type = ram_s2p impl = bram", "variable = acc type = ram_s2p impl = uram"),
          "acc in Unit(): BIND_STORAGE"),
         (cpp.replace("#pragma HLS ARRAY_PARTITION variable = hist complete", "", 1), "hist in Unit(): partition"),
         (cpp.replace("  hls::stream<ap_uint<32> > sat_q[Cfg::kUnits];\n", ""), "sat_q in sparse_cluster_top(): counted"),
@@ -368,7 +368,7 @@ def test_stream_depth_in_the_type_is_read():
 
 
 def test_csim_only_code_is_not_a_buffer(kernels):
-    cfg, texts, includes = kernels["sparse4_pynq-z2"]
+    cfg, texts, includes = kernels["sparse8_pynq-z2"]
     planted = _plant(texts["kernel.cpp.j2"], "hls::stream<lane_t> hdr_q;",
                      "#ifndef __SYNTHESIS__\n  static unsigned long long loop_count[64];\n"
                      "  hls::stream<int> trace_q;\n#endif")
@@ -462,18 +462,19 @@ def _rows(est):
 
 def test_shipped_buffers_by_hand():
     """A few buffers of the shipped configs, counted by hand from the primitive shapes."""
-    sp = _rows(load_config(ROOT / "configs" / "accel" / "sparse16_zcu104.yaml").estimates)
+    sp = _rows(load_config(ROOT / "configs" / "accel" / "sparse12_zcu104.yaml").estimates)
     top = "sparse_cluster_top"
-    # acc: 8 x 32 x 32 int32 words = 8K x 32 per unit, in URAM (4K x 72): 2 per unit, 16 units
-    assert (sp[("Unit", "acc")]["storage"], sp[("Unit", "acc")]["uram"]) == ("uram", 32)
-    # res_q: 2 * 8 * 32 * 32 = 16,384 x 16 bits per unit: sixteen 1K x 18 RAMB18 = 8 BRAM36, 16 units
-    assert sp[(top, "res_q")]["bram36"] == 128
-    # data_q: 1 + 2 * 38^2 = 2,889 x 16: three 1K x 18 RAMB18 per unit = 1.5 BRAM36
-    assert sp[(top, "data_q")]["bram36"] == 24
-    # val_buf: 38^2 = 1,444 x 8: one 2K x 9 RAMB18 per unit
-    assert sp[("Unit", "val_buf")]["bram36"] == 8
-    # job_q: 2 + 3 * 8 = 26 x 16 = 416 bits: LUTRAM (RAM32M, 16 bits over 6-bit tiles: 3 x 4 LUTs)
-    assert (sp[(top, "job_q")]["storage"], sp[(top, "job_q")]["lut"]) == ("lutram", 16 * 12)
+    # acc: a bank per multiplier (12 units x 32), each 16 channels x 32 rows = 512 int32 words,
+    # read and written once a cycle (simple dual port): one RAMB18 in 512 x 36 mode each
+    assert (sp[("Unit", "acc")]["storage"], sp[("Unit", "acc")]["bram36"]) == ("bram", 12 * 32 / 2)
+    # res_q: 2 * 16 * 32 * 32 lanes = 4,096 beats of 128 bits per unit: URAM (4K x 72) 2 wide
+    assert (sp[(top, "res_q")]["storage"], sp[(top, "res_q")]["uram"]) == ("uram", 12 * 2)
+    # data_q: 1 + 2 * 36^2 = 2,593 lanes = 325 beats (+1) of 128 bits: four 512 x 36 RAMB18 per unit
+    assert sp[(top, "data_q")]["bram36"] == 12 * 4 / 2
+    # ebuf: two sets of 36 column memories of 36 entries x 16 bits per unit, in LUTRAM
+    assert (sp[("Unit", "ebuf")]["storage"], sp[("Unit", "ebuf")]["copies"]) == ("lutram", 12 * 2 * 36)
+    # job_q: 2 + 3 * 16 = 50 x 16 = 800 bits: LUTRAM (RAM64M, 16 bits over 3-bit tiles: 6 x 4 LUTs)
+    assert (sp[(top, "job_q")]["storage"], sp[(top, "job_q")]["lut"]) == ("lutram", 12 * 24)
     # sat_q: no STREAM pragma, depth 2 x 32 bits: shift register
     assert sp[(top, "sat_q")]["storage"] == "srl"
     bf = _rows(load_config(ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml").estimates)
@@ -494,29 +495,29 @@ def test_shipped_buffers_by_hand():
     assert (b8[(t, "wstore")]["uram"], b8[(t, "wstore")]["bram36"]) == (44, 0)
 
 
-def test_sparse16_zcu104_would_not_fit_with_16_channels_per_pass():
-    """The reason the shipped config has max_z 8: at 16 the accumulators fill the URAM budget
-    and the output FIFOs alone need 256 BRAM36 (16 units x 32,768 x 16 bits, by hand: 32 RAMB18
-    each)."""
+def test_sparse12_zcu104_would_not_fit_with_16_units():
+    """The reason the shipped config has 12 units: every multiplier has its own accumulator
+    bank (a RAMB18), so 16 units of 32 multipliers need 256 BRAM36 for the banks alone (by
+    hand: 512 RAMB18), above the 85% margin of the board's 312."""
     import yaml
-    raw = yaml.safe_load((ROOT / "configs" / "accel" / "sparse16_zcu104.yaml").read_text())
-    raw["sparse_cluster"]["max_z"] = 16
+    raw = yaml.safe_load((ROOT / "configs" / "accel" / "sparse12_zcu104.yaml").read_text())
+    raw["sparse_cluster"]["units"] = 16
     est = load_config(raw, check_fit=False).estimates
-    res_q = next(r for r in est["buffers"] if r["name"] == "res_q")
-    assert res_q["bram36"] == 16 * 32 / 2
+    acc = next(r for r in est["buffers"] if r["name"] == "acc")
+    assert acc["bram36"] == 16 * 32 / 2
     assert est["resources"]["bram36"] > 0.85 * 312
 
 
-@pytest.mark.parametrize("board,acc,res_q", [("pynq-z2", False, False), ("zcu104", True, False),
-                                             ("kv260", True, False)])
+@pytest.mark.parametrize("board,acc,res_q", [("pynq-z2", False, False), ("zcu104", False, True),
+                                             ("kv260", False, True)])
 def test_uram_only_where_the_board_has_it_and_within_the_margin(tmp_path, board, acc, res_q):
     import yaml
-    raw = yaml.safe_load((ROOT / "configs" / "accel" / "sparse16_zcu104.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "configs" / "accel" / "sparse12_zcu104.yaml").read_text())
     raw["board"] = board
     cfg = load_config(raw, check_fit=False)
     ctx = ENGINES[cfg.engine].template_context(cfg)
     assert (ctx["acc_uram"], ctx["res_q_uram"]) == (acc, res_q)
     assert cfg.estimates["resources"]["uram"] <= 0.85 * cfg.board.resources["uram"]
     cpp = rendered(cfg, tmp_path)[0]["kernel.cpp.j2"]
-    assert ("variable = acc type = ram_t2p impl = uram" in cpp) == acc
+    assert ("variable = acc type = ram_s2p impl = uram" in cpp) == acc
     assert ("variable = res_q type = fifo impl = uram" in cpp) == res_q

@@ -81,7 +81,7 @@ def test_stride1_rewrite_is_exact(tmp_path, name, c, z, k, attrs, hw):
     np.testing.assert_array_equal(conv.stride1_output(y1, layer.geom, *hw), want)
 
 
-FORMATS = [("bfp", "bfp16_pynq-z2", 0.02), ("twohot", "shift8_zcu104", 0.15), ("fixed", "sparse16_zcu104", 0.08)]
+FORMATS = [("bfp", "bfp16_pynq-z2", 0.02), ("twohot", "shift8_zcu104", 0.15), ("fixed", "sparse12_zcu104", 0.08)]
 
 
 def _deploy(net, fmt_type, accel, x, target="emu"):
@@ -115,7 +115,7 @@ def test_every_engine_deploys_the_conv(tmp_path, fmt_type, accel, tol, name):
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("fmt_type, accel", [("fixed", "sparse4_pynq-z2"), ("twohot", "shift8_pynq-z2")])
+@pytest.mark.parametrize("fmt_type, accel", [("fixed", "sparse8_pynq-z2"), ("twohot", "shift8_pynq-z2")])
 def test_strided_depthwise_conv_is_bit_exact_on_csim(tmp_path, fmt_type, accel):
     _, c, z, k, attrs, hw = next(g for g in GEOMETRIES if g[0] == "depthwise")
     net = load_onnx(_model(tmp_path, "depthwise", c, z, k, attrs, hw, relu=True))
@@ -132,7 +132,7 @@ def test_report_counts_the_stride1_rewrite_on_sparse(tmp_path):
     from hlsnn.perf.layers import layer_cycles
     _, c, z, k, attrs, hw = next(g for g in GEOMETRIES if g[0] == "stride2")
     layer = load_onnx(_model(tmp_path, "stride2", c, z, k, attrs, hw)).layer("stride2")
-    cfg = load_config(ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml")
+    cfg = load_config(ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml")
     r = layer_cycles(layer, cfg, 1, in_hw=hw)
     assert r["m"] == 5 * 5                                 # the layer's outputs per image
     # the same weights as a stride-1 "same" layer: 9 x 9 outputs, the work the kernel does

@@ -13,7 +13,7 @@ from hlsnn.deploy.onnx_import import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
-SPARSE4 = ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml"     # max_in_channels 64
+SPARSE4 = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"     # max_in_channels 64
 
 
 def _net(kind, cin, cout, seed=0, relu=True):
@@ -72,7 +72,7 @@ def test_tiled_layer_is_bit_exact_on_csim():
 
 @pytest.mark.parametrize("kind", ["dense", "conv"])
 def test_layers_beyond_max_in_channels_deploy(kind):
-    """A 128-wide dense layer (issue 16's example) and a 96-channel conv on sparse4_pynq-z2,
+    """A 128-wide dense layer (issue 16's example) and a 96-channel conv on sparse8_pynq-z2,
     whose max_in_channels is 64: within int8 error of the float layer."""
     cin = 128 if kind == "dense" else 96
     net = _net(kind, cin, 10)
@@ -89,7 +89,7 @@ def test_layers_beyond_max_in_channels_deploy(kind):
 
 
 def test_report_models_the_raw_calls():
-    """The report's cycle model makes the runner's calls: a 128-wide dense layer on sparse4
+    """The report's cycle model makes the runner's calls: a 128-wide dense layer on sparse8
     (max_in_channels 64) is two raw calls of 64 channels for a batch that fits one map."""
     from hlsnn import load_config
     from hlsnn.perf.layers import layer_cycles

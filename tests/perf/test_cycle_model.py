@@ -151,38 +151,41 @@ def test_shift_mac_hand_count(shift_acc, mode, want):
 
 
 def test_sparse_hand_count(sparse_acc):
-    # sp_one: 1 unit, 9x9 tiles, max_z 1. C=1, 4x4 map of ones, Z=2, 3x3 kernels of ones, valid:
-    # a 2x2 output in one round; 2 groups of 1 output channel; every input and weight non-zero.
+    # sp_one: 1 unit of 9 multipliers, 9x9 tiles (15x15 with the 7x7 halo), max_z 1, 256-bit
+    # stream (16 lanes a beat). C=1, 4x4 map of ones, Z=2, 3x3 kernels of ones, valid: a 2x2
+    # output in one round; 2 groups of 1 output channel; every input and weight non-zero.
     x = np.ones((1, 4, 4), np.int8)
     w = np.ones((2, 1, 3, 3), np.int8)
     sparse_acc.kernel.conv2d(x, w, padding="valid")
     kc = sparse_acc.kernel.last_cycles
     c = kc.counts
-    assert c["DataUnit0"] == (2 * 2 * 16, 2)        # 2 lanes per non-zero of the 4x4 input tile, per group
-    assert c["Coefficients"] == (2 * 2 * 9, 2)      # 2 lanes per non-zero coefficient
-    assert c["ClearAcc.0"] == (2 * 81, 2)           # zg * tile_h * tile_w
-    assert c["NonZeroInputs.0"] == (2 * 9 * 16, 18)  # every coefficient x every input
-    assert c["EffectualMacs.0"] == (2 * 9 * 4, 2 * 9 * 4)  # of which 4 land in the 2x2 output
-    assert c["OutCols.0"] == (8, 4) and c["Merge0"] == (8, 2)
-    dispatch = (2 + 2 + 2 * (1 + 2)       # DispatchGroups, DispatchRounds 1; DispatchChannels units + 2
-                + (36 - 2) + 2 * 2        # Coefficients: II 1, depth 2
+    assert c["JobUnit0"] == (2 * 5, 2)              # oh, ow, bias lo/hi and shift of 1 channel
+    assert c["DataUnit0"] == (2 * 2, 2)             # 1 + 2 * 16 lanes = 3 beats: 2 after the first
+    assert c["Coefficients"] == (2 * 1, 2)          # 1 + 2 * 9 lanes = 2 beats: 1 after the first
+    assert c["LoadFirst.0"] == (2 * 16, 2)          # the 16 non-zeros of channel 0, per group
+    assert c["CountWindows.0"] == (2 * 9, 2)        # k^2 windows per channel
+    # each coefficient (ky, kx): multipliers 0 and 1 (ow = 2) each have the 2 rows ky, ky + 1 of
+    # their column l + kx, so 2 cycles; 9 coefficients, no next channel to load
+    assert c["MacLoop.0"] == (2 * 9 * 2, 2)
+    assert c["EffectualMacs.0"] == (2 * 9 * 4, 2 * 9 * 4)  # 2 multipliers x 2 cycles x 9 x 2 groups
+    assert c["OutPixels.0"] == (8, 2) and c["Merge0"] == (2, 2)     # 4 int8 lanes: one beat a group
+    dispatch = (2 + 2 + 2 * 2             # DispatchGroups, DispatchRounds 1; DispatchChannels units + 1
+                + 2 * 2                   # Coefficients: II 1, depth 2
                 + (10 - 2) + 2 * 2        # JobUnit0: 2 + 3 lanes per round
-                + (64 - 2) + 2 * 2        # DataUnit0
+                + (4 - 2) + 2 * 2         # DataUnit0
                 + 1)                      # GroupStart: 3 iterations shared by 3 processes
-    unit = (2 + 2 * 2                     # UnitGroups 1, UnitRounds 2
+    unit = (2 + 2 * 3                     # UnitGroups 1, UnitRounds 3
             + 2 * 4                       # ReadParams: 1 iteration per entry, depth 4
-            + (162 - 2) + 2 * 3           # ClearAcc: II 1, depth 3
-            + 2 * 2                       # InputChannels 2
-            + (32 - 2) * 2 + 2 * 3        # LoadTile: II 2, depth 3
-            + 18 * 3                      # NonZeroCoefficients: 3 own cycles
-            + (288 - 18) + 18 * 7         # NonZeroInputs: II 1, depth 7
-            + 2 + 4                       # OutChannels, OutRows 1
-            + (8 - 4) * 2 + 4 * 7         # OutCols: II 2, depth 7
+            + (32 - 2) + 2 * 3            # LoadFirst: II 1, depth 3
+            + 2 * 3                       # InputChannels 3
+            + (18 - 2) + 2 * 3            # CountWindows: II 1, depth 3
+            + (36 - 2) + 2 * 7            # MacLoop: II 1, depth 7
+            + (8 - 2) + 2 * 6             # OutPixels: II 1, depth 6
             + 1)
-    collect = 2 + 2 + 2 * 2 + 1 + (8 - 2) + 2 * 3 + 1
-    fill = (12 + 12) // 2                 # one round of JobUnit + one round of Merge
-    assert (dispatch, unit, collect) == (127, 743, 22)
-    assert kc.cycles == max(dispatch, unit, collect) + fill + 2 == 757
+    collect = 2 + 2 + 2 * 2 + 1 + 2 * 2 + 1
+    fill = (12 + 4) // 2                  # one round of JobUnit + one round of Merge
+    assert (dispatch, unit, collect) == (31, 147, 14)
+    assert kc.cycles == max(dispatch, unit, collect) + fill + 2 == 157
     assert kc.bound == "compute"
 
 
@@ -268,14 +271,14 @@ def test_sparse_random_maps(sparse_acc):
                   for kz in range(c) for ky in range(3) for kx in range(3))
         assert macs == ref
         _check_invariants(kc, macs, page.peak_macs_per_cycle(p))
-        # the sparse work model (engines/sparse_cluster/model.py) counts the same pairs and products
+        # the sparse work model (engines/sparse_cluster/model.py) counts the same steps and products
         wm = work_model(sparse_acc.config, x, wt)
-        assert wm["pairs"] == [kc.counts.get("NonZeroInputs.0", (0, 0))[0]]
+        assert wm["steps"] == [kc.counts.get("MacLoop.0", (0, 0))[0]]
         assert wm["multiplies"] == [macs]
 
 
 def test_sparse_units_match_work_model():
-    """Three units: each unit's NonZeroInputs and EffectualMacs counters equal the pairs and
+    """Three units: each unit's MacLoop and EffectualMacs counters equal the steps and
     multiplies that engines/sparse_cluster/model.py derives from the same job plan."""
     from hlsnn.runtime import Accelerator
     from hlsnn.engines.sparse_cluster.model import kernel_cycles, work_model
@@ -289,10 +292,11 @@ def test_sparse_units_match_work_model():
         acc.kernel.conv2d_int(x, wt)
         # the density report's 'kernel model' column (no compiler) is the csim figure
         assert kernel_cycles(acc.config, x, wt) == acc.kernel.last_cycles.cycles
-        assert kernel_cycles(acc.config, x, wt) >= max(wm["cycles"])   # the partial model omits terms
+        assert kernel_cycles(acc.config, x, wt) >= max(wm["cycles"])   # the region is at least its slowest unit
+        assert wm["kernel_cycles"] == acc.kernel.last_cycles.cycles
     units = acc.config.params["units"]
     assert kc.calls == 1
-    assert wm["pairs"] == [kc.counts.get(f"NonZeroInputs.{m}", (0, 0))[0] for m in range(units)]
+    assert wm["steps"] == [kc.counts.get(f"MacLoop.{m}", (0, 0))[0] for m in range(units)]
     assert wm["multiplies"] == [kc.counts.get(f"EffectualMacs.{m}", (0, 0))[0] for m in range(units)]
     # the region is at least as slow as each of its processes
     from hlsnn.perf.sparse_cluster import process_cycles
@@ -327,7 +331,7 @@ def test_perf_errors():
     from hlsnn.perf.measure import measure, parse_shape
     cfg = ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml"
     with pytest.raises(InputError, match="resident"):
-        measure(ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml", conv=(1, 4, 4, 1, 3), resident=True)
+        measure(ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml", conv=(1, 4, 4, 1, 3), resident=True)
     with pytest.raises(InputError, match="GEMMs only"):
         measure(cfg, conv=(1, 4, 4, 1, 3))
     with pytest.raises(InputError, match="3 positive integers"):
@@ -336,7 +340,7 @@ def test_perf_errors():
 
 # ---------------------------------------------------------------- counts without C-simulation
 def _no_marks(counts):
-    marks = ("Top", "Dispatch", "Collect", "DataflowRegion", "Unit.", "EffectualMacs.")
+    marks = ("Top", "Dispatch", "Collect", "DataflowRegion", "Unit.")
     return {k: v for k, v in counts.items() if not k.startswith(marks)}
 
 

@@ -22,7 +22,7 @@ import json, sys, numpy as np
 import hlsnn, hlsnn.cli
 from hlsnn.compare import compare
 from hlsnn.runtime import pynq_target, targets   # the board path
-for cfg in ("bfp16_pynq-z2", "shift8_pynq-z2", "sparse4_pynq-z2"):
+for cfg in ("bfp16_pynq-z2", "shift8_pynq-z2", "sparse8_pynq-z2"):
     acc = hlsnn.Accelerator(f"configs/accel/{cfg}.yaml", "emu")
     if cfg.startswith("sparse"):
         acc.conv2d(np.ones((1, 6, 6), np.int8), np.ones((2, 1, 3, 3), np.int8))

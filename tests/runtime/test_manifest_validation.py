@@ -28,7 +28,7 @@ def _recomputed(man):
 
 
 def test_an_honest_manifest_round_trips():
-    cfg = load_config(accel_config("sparse4_pynq-z2"))
+    cfg = load_config(accel_config("sparse8_pynq-z2"))
     assert config_from_manifest(_manifest(cfg)).sha == cfg.sha
 
 

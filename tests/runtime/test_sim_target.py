@@ -28,8 +28,8 @@ def test_every_engine_on_sim_equals_emu():
     with hlsnn.Accelerator(ACCEL / "shift8_pynq-z2.yaml", "sim") as s, hlsnn.Accelerator(ACCEL / "shift8_pynq-z2.yaml") as e:
         xc, wc = rng.normal(size=(2, 9, 8)), rng.normal(size=(5, 2, 3, 3))
         np.testing.assert_array_equal(s.conv2d(xc, wc, mode="pot"), e.conv2d(xc, wc, mode="pot"))
-    with hlsnn.Accelerator(ACCEL / "sparse4_pynq-z2.yaml", "sim") as s, \
-            hlsnn.Accelerator(ACCEL / "sparse4_pynq-z2.yaml") as e:
+    with hlsnn.Accelerator(ACCEL / "sparse8_pynq-z2.yaml", "sim") as s, \
+            hlsnn.Accelerator(ACCEL / "sparse8_pynq-z2.yaml") as e:
         x8 = (rng.integers(-128, 128, (3, 21, 19)) * (rng.random((3, 21, 19)) < 0.3)).astype(np.int8)
         w8 = (rng.integers(-128, 128, (6, 3, 3, 3)) * (rng.random((6, 3, 3, 3)) < 0.5)).astype(np.int8)
         np.testing.assert_array_equal(s.conv2d(x8, w8, requantize=False), e.conv2d(x8, w8, requantize=False))

@@ -42,6 +42,18 @@ struct LaneReader {
   void Align() { lane = kLanes; }
 };
 
+// A beat to an AXI-Stream port (TLAST as given) or to an internal FIFO of plain words.
+template <int W>
+inline void WriteBeat(hls::stream<AxisWord<W> > &s, const ap_uint<W> &data, bool last) {
+#pragma HLS INLINE
+  s.write(MakeBeat<W>(data, last));  // data, keep, strb, last only: see axis.h
+}
+template <int W>
+inline void WriteBeat(hls::stream<ap_uint<W> > &s, const ap_uint<W> &data, bool) {
+#pragma HLS INLINE
+  s.write(data);
+}
+
 template <int W, int L>
 struct LaneWriter {
   static constexpr int kLanes = W / L;
@@ -52,20 +64,34 @@ struct LaneWriter {
     word = 0;
     lane = 0;
   }
-  void Put(hls::stream<AxisWord<W> > &s, ap_int<L> v) {
+  template <typename S>
+  void Put(S &s, ap_int<L> v) {
 #pragma HLS INLINE
     if (lane == kLanes) Emit(s, false);
     word.range(lane * L + L - 1, lane * L) = (ap_uint<L>)v;
     ++lane;
   }
+  // Two lanes at once (low first), with at most one beat sent: the lanes of a beat are even in
+  // number and pairs are put from an even lane, so a pair never straddles two beats.
+  template <typename S>
+  void Put2(S &s, ap_int<L> lo, ap_int<L> hi) {
+#pragma HLS INLINE
+    static_assert(kLanes % 2 == 0, "Put2 needs an even number of lanes per beat");
+    if (lane >= kLanes - 1) Emit(s, false);
+    word.range(lane * L + L - 1, lane * L) = (ap_uint<L>)lo;
+    word.range(lane * L + 2 * L - 1, lane * L + L) = (ap_uint<L>)hi;
+    lane += 2;
+  }
   // Send the pending beat (zero-padded); `last` sets TLAST on it.
-  void Flush(hls::stream<AxisWord<W> > &s, bool last) {
+  template <typename S>
+  void Flush(S &s, bool last) {
 #pragma HLS INLINE
     if (lane > 0) Emit(s, last);
   }
-  void Emit(hls::stream<AxisWord<W> > &s, bool last) {
+  template <typename S>
+  void Emit(S &s, bool last) {
 #pragma HLS INLINE
-    s.write(MakeBeat<W>(word, last));  // data, keep, strb, last only: see axis.h
+    WriteBeat<W>(s, word, last);
     word = 0;
     lane = 0;
   }

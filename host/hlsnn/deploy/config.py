@@ -51,9 +51,9 @@ DEFAULT_FORMATS = {
     "bfp8": {"type": "bfp", "accel": str(_ACCEL / "bfp8_zcu104.yaml")},
     "twohot": {"type": "twohot", "accel": str(_ACCEL / "shift8_pynq-z2.yaml")},
     "pot": {"type": "pot", "accel": str(_ACCEL / "shift8_pynq-z2.yaml")},
-    "fixed8": {"type": "fixed", "accel": str(_ACCEL / "sparse4_pynq-z2.yaml")},
-    "sparse50": {"type": "sparse", "accel": str(_ACCEL / "sparse4_pynq-z2.yaml"), "prune": 0.5},
-    "sparse80": {"type": "sparse", "accel": str(_ACCEL / "sparse4_pynq-z2.yaml"), "prune": 0.8},
+    "fixed8": {"type": "fixed", "accel": str(_ACCEL / "sparse8_pynq-z2.yaml")},
+    "sparse50": {"type": "sparse", "accel": str(_ACCEL / "sparse8_pynq-z2.yaml"), "prune": 0.5},
+    "sparse80": {"type": "sparse", "accel": str(_ACCEL / "sparse8_pynq-z2.yaml"), "prune": 0.8},
 }
 
 FIELDS = {

@@ -9,9 +9,8 @@ compiler is needed.
 
 ``bfp_systolic`` and ``shift_mac`` counts follow from the registers alone
 (:mod:`.closed_form`); ``sparse_cluster`` counts are read from the input stream the way
-``Dispatch`` reads it (job headers, per-channel data and coefficient counts). The one
-counter a replica does not derive is ``EffectualMacs`` (it needs the tiles' geometry): the
-cycle model does not use it.
+``Dispatch`` and the units read it (job headers, the tiles' non-zeros and the coefficients'
+positions), ``EffectualMacs`` included.
 """
 from __future__ import annotations
 
@@ -49,12 +48,15 @@ def _add(c, key, iters, entries):
 
 
 def sparse_call_counts(p, beats, regs):
-    """The ``sparse_cluster`` counters of one call, read off its input stream."""
+    """The ``sparse_cluster`` counters of one call, read off its input stream the way
+    ``Dispatch`` and the units read it (:mod:`hlsnn.perf.sparse_cluster` describes the loops;
+    ``MacLoop``'s iterations follow from the tiles' non-zeros by :func:`sparse_mac_steps`)."""
     from ..engines.sparse_cluster import protocol as pr
     from ..engines.stream import beats_to_lanes, pad_to
-    cin, zout, _, flags, n_rounds, n_groups = regs
+    cin, zout, ksize, flags, n_rounds, n_groups = regs
     pool, raw, stats = bool(flags & pr.FLAG_POOL), bool(flags & pr.FLAG_RAW), bool(flags & pr.FLAG_STATS_OUT)
-    lanes, units, th, tw = pr.lanes_per_beat(p), p["units"], p["tile_h"], p["tile_w"]
+    lanes, units = pr.lanes_per_beat(p), p["units"]
+    th, tw = p["tile_h"] + p["max_ksize"] - 1, p["tile_w"] + p["max_ksize"] - 1
     v = beats_to_lanes(beats, pr.LANE).astype(np.int64)
     c, pos = {}, 0
     gr = n_groups * n_rounds
@@ -70,40 +72,45 @@ def sparse_call_counts(p, beats, regs):
         _add(c, f"UnitGroups.{m}", n_groups, 1)
         _add(c, f"UnitRounds.{m}", gr, n_groups)
         _add(c, f"InputChannels.{m}", gr * cin, gr)
+    beats_of = lambda n: pad_to(1 + 2 * n, lanes) // lanes      # noqa: E731  (a segment's beats)
     for g, (z0, z1) in enumerate(pr.groups(p, zout)):
         zg = z1 - z0
         for _r in range(n_rounds):
             hdr = v[pos:pos + units * (2 + 3 * zg)].reshape(units, 2 + 3 * zg)
             pos += pad_to(units * (2 + 3 * zg), lanes)
+            windows = []
             for m in range(units):
                 oh, ow = int(hdr[m, 0]), int(hdr[m, 1])
                 ph, pw = (oh // 2, ow // 2) if pool else (oh, ow)
+                windows.append((oh // 2 * 2, ow // 2 * 2) if pool else (oh, ow))
                 _add(c, f"JobUnit{m}", 2 + 3 * zg, 1)
                 _add(c, f"ReadParams.{m}", zg, 1)
-                _add(c, f"ClearAcc.{m}", zg * th * tw, 1)
-                _add(c, f"OutChannels.{m}", zg, 1)
-                if ph:
-                    _add(c, f"OutRows.{m}", zg * ph, zg)
-                    if pw:
-                        _add(c, f"OutCols.{m}", zg * ph * pw, zg * ph)
+                _add(c, ("PoolPixels" if pool else "OutPixels") + f".{m}", zg * ph * pw, 1)
                 if oh:
                     n_out = zg * ph * pw * (2 if raw else 1)
-                    _add(c, f"Merge{m}", n_out, 1)
-            for _kz in range(cin):
-                nds = []
+                    _add(c, f"Merge{m}", max(1, -(-n_out // lanes)), 1)
+            tiles = [[None] * units for _ in range(cin)]
+            coefs = []
+            for kz in range(cin):
                 for m in range(units):
                     nd = int(v[pos])
+                    e = v[pos + 1:pos + 1 + 2 * nd].reshape(nd, 2)
                     pos += pad_to(1 + 2 * nd, lanes)
-                    nds.append(nd)
-                    _add(c, f"DataUnit{m}", 2 * nd, 1)
-                    _add(c, f"LoadTile.{m}", nd, 1)
+                    tiles[kz][m] = (e[:, 1] >> 8) & 0xFF, e[:, 1] & 0xFF
+                    _add(c, f"DataUnit{m}", beats_of(nd) - 1, 1)
                 nw = int(v[pos])
+                e = v[pos + 1:pos + 1 + 2 * nw].reshape(nw, 2)
                 pos += pad_to(1 + 2 * nw, lanes)
-                _add(c, "Coefficients", 2 * nw, 1)
-                for m in range(units):
-                    _add(c, f"NonZeroCoefficients.{m}", nw, 1)
-                    if nds[m]:
-                        _add(c, f"NonZeroInputs.{m}", nw * nds[m], nw)
+                coefs.append(((e[:, 1] >> 4) & 0xF, e[:, 1] & 0xF))
+                _add(c, "Coefficients", beats_of(nw) - 1, 1)
+            for m in range(units):
+                _add(c, f"LoadFirst.{m}", len(tiles[0][m][0]), 1)
+                for kz in range(cin):
+                    _add(c, f"CountWindows.{m}", ksize * ksize, 1)
+                    steps, macs = sparse_mac_steps(tiles[kz][m], coefs[kz], windows[m], ksize, (th, tw))
+                    nxt = len(tiles[kz + 1][m][0]) if kz + 1 < cin else 0
+                    _add(c, f"MacLoop.{m}", max(steps, nxt), 1)
+                    _add(c, f"EffectualMacs.{m}", macs, macs)
     if stats:
         bins = pr.stats_bins(p)
         for m in range(units):
@@ -113,6 +120,28 @@ def sparse_call_counts(p, beats, regs):
         _add(c, "StatsBins", bins, 1)
         _add(c, "StatsLanes", bins * 2, bins)
     return c
+
+
+def sparse_mac_steps(tile, coefs, window, ksize, tile_in):
+    """``(steps, products)`` of one unit's ``MacLoop`` for one channel: the tile's non-zeros
+    ``(rows, cols)`` (tile-local), the coefficients' ``(ky, kx)``, the job's computed window
+    ``(eh, ew)``. A coefficient at ``(ky, kx)`` takes ``max(1, max over l < ew of n(ky, l + kx))``
+    cycles, ``n(ky, c)`` the non-zeros of input column ``c`` in rows ``ky .. ky + eh - 1``;
+    the products are the sum of those counts over the multipliers."""
+    ky, kx = coefs
+    if len(ky) == 0:
+        return 0, 0
+    eh, ew = window
+    k = ksize
+    if ew == 0 or len(tile[0]) == 0:
+        return len(ky), 0
+    grid = np.zeros((tile_in[0] + 1, tile_in[1] + k), np.int64)
+    np.add.at(grid, (tile[0] + 1, tile[1]), 1)
+    col = np.cumsum(grid, axis=0)                                   # col[r, c]: entries of column c in rows < r
+    win = col[eh:eh + k] - col[:k]                                  # (k, cols): rows ky .. ky + eh - 1
+    slide = np.lib.stride_tricks.sliding_window_view(win, ew, axis=1)[:, :k]     # (ky, kx, l)
+    most, total = np.maximum(slide.max(axis=2), 1), slide.sum(axis=2)
+    return int(most[ky, kx].sum()), int(total[ky, kx].sum())
 
 
 class CountingTarget(EmuTarget):

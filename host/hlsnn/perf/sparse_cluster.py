@@ -2,74 +2,81 @@
 
 The top function is one DATAFLOW region of ``units + 2`` processes joined by FIFOs:
 ``Dispatch`` reads the input stream and feeds every unit, ``Unit<m>`` (m < units) computes,
-``Collect`` merges the units' outputs into the output stream. Each process is a serial loop
+``Collect`` forwards the units' outputs to the output stream. Each process is a serial loop
 nest, costed with the rules of :mod:`hlsnn.perf.model`; the region costs its slowest process
 plus the fill. Per call (``n_groups`` passes of up to ``max_z`` output channels, each of
 ``n_rounds`` rounds of one output tile per unit)::
 
     Dispatch: DispatchGroups > DispatchRounds > JobUnit<m> (2 + 3*zg lanes per unit)
-                                              > DispatchChannels (C) > DataUnit<m> (2*nnz lanes)
-                                                                     > Coefficients (2*nnz_w lanes)
-    Unit<m>:  UnitGroups > UnitRounds > ReadParams (zg), ClearAcc (zg*tile_h*tile_w)
-                                      > InputChannels (C) > LoadTile (nnz of the tile's channel)
-                                                          > NonZeroCoefficients (nnz_w)
-                                                            > NonZeroInputs (nnz of the tile's channel)
-                                      > OutChannels > OutRows > OutCols (output pixels)
-    Collect:  CollectGroups > CollectRounds > JobSizes (units), Merge<m> (output lanes)
+                                              > DispatchChannels (C) > DataUnit<m> (beats - 1)
+                                                                     > Coefficients (beats - 1)
+    Unit<m>:  UnitGroups > UnitRounds > ReadParams (zg), LoadFirst (entries of channel 0)
+                                      > InputChannels (C) > CountWindows (k^2)
+                                                          > MacLoop (max(steps, next entries))
+                                      > OutPixels (zg*oh*ow) or PoolPixels (zg*oh/2*ow/2)
+    Collect:  CollectGroups > CollectRounds > JobSizes (units), Merge<m> (output beats)
 
-What each loop body accesses per iteration, and the II that follows (``acc`` is a
-true-dual-port BRAM, ``BIND_STORAGE ram_t2p``: two accesses per cycle):
+A unit has ``tile_w`` multipliers, one per output column of its tile. ``MacLoop`` applies one
+non-zero coefficient per cycle to all of them (multiplier ``l`` takes the non-zeros of input
+column ``l + kx`` in the rows that land in the tile, one per cycle); a coefficient at
+``(ky, kx)`` takes ``steps = max(1, max_l n_l(ky, kx))`` cycles, ``n_l`` the non-zeros of the
+multiplier's column in the window (``CountWindows`` tabulates it per channel). In the same
+iterations the next channel's tile is read into the other buffer set, one entry a cycle, so
+the loop runs ``max(sum of steps, entries of the next channel)`` iterations.
+
+What each loop body accesses per iteration, and the II that follows:
 
 =================== ===== ====================================================== ====== =====
 loop                II    accesses per iteration                                 II got depth
 =================== ===== ====================================================== ====== =====
 JobUnit<m>          1     ``in``: at most 1 read; ``job_q``: 1 write; ``hdr_q``:  1      2
                           at most 1 write
-DataUnit<m>         1     ``in``: at most 1 read; ``data_q``: 1 write             1      2
-Coefficients        1     ``in``: at most 1 read; each ``coef_q[m]``: 1 write      1      2
+DataUnit<m>         1     ``in``: 1 read; ``data_q[m]``: 1 write (a beat)         1      2
+Coefficients        1     ``in``: 1 read; each ``coef_q[m]``: 1 write (a beat)    1      2
 ReadParams          3     ``job_q``: 3 reads                                      3      4
-ClearAcc            1     ``acc``: 1 write (2 ports)                              1      3
-LoadTile            2     ``data_q``: 2 reads; value/row/col buffers: 1 write     2      3
-NonZeroInputs       1     ``acc``: 1 read + 1 write (2 ports); value/row/col      1      7
-                          buffers: 1 read each
-OutCols             2     ``acc``: 4 reads with pooling, else 1 (2 ports: 2);     2      7
-                          ``res_q``: 2 writes raw, else 1
-Merge<m>            1     ``res_q[m]``: 1 read; ``out``: at most 1 write          1      3
+LoadFirst           1     ``data_q``: at most 1 read; per multiplier one          1      3
+                          ``ebuf`` write
+CountWindows        1     bitmap registers only                                   1      3
+MacLoop             1     per multiplier: its ``acc`` bank 1 read + 1 write       1      7
+                          (true dual port), ``ebuf`` of the set computing 1 read
+                          and of the set loading 1 write (simple dual port);
+                          ``coef_q``, ``data_q``: at most 1 read each
+OutPixels           1     ``acc`` bank: 1 read + 1 write (clear); ``res_q``: at   1      6
+                          most 1 write
+PoolPixels          2     two ``acc`` banks: 2 reads + 2 writes each              2      7
+Merge<m>            1     ``res_q[m]``: 1 read; ``out``: 1 write (a beat)         1      2
 MergeBins/SendStats 1     one FIFO read or write                                 1      2
 =================== ===== ====================================================== ====== =====
 
-No loop is pushed above its pragma's II: ``ReadParams``, ``LoadTile`` and ``OutCols`` carry
-the II their accesses need.
-
-Depths: a FIFO or stream read and the store it feeds, 2 (3 with the index arithmetic of
-``ClearAcc`` and ``LoadTile``, or the ``Put`` of ``Merge``). ``NonZeroInputs``: buffer reads
-(1), index subtract and bounds test (1), ``acc`` read (2, BRAM latency), the 8x8 product and
-the add (2), the write (1): 7. ``OutCols``: ``acc`` read (2), pooling max (2), bias add/ReLU
-(1), rounding shifter and saturation (1), the FIFO write (1): 7.
+Depths: a FIFO read and the store it feeds, 2; ``LoadFirst`` adds the rank (a popcount of
+the column's bitmap), ``CountWindows`` the popcount and the maximum over the multipliers.
+``MacLoop``: the entry's place (popcounts) 1, the ``ebuf`` read 1, the ``acc`` read 2 (BRAM
+latency), the 8x8 product and the add 2, the write 1: 7. ``OutPixels``: ``acc`` read 2, bias
+add and ReLU 1, rounding shifter and saturation 1, lane packing and the FIFO write 2.
 
 Unpipelined loops and their own cycles per iteration: ``DispatchGroups``, ``UnitGroups``,
-``CollectGroups``, ``DispatchRounds`` (``Align``), ``CollectRounds``, ``OutChannels``,
-``OutRows``, ``SumSaturation``, ``MergeStats``, ``GroupStart`` 1; ``UnitRounds`` 2 (``oh`` and
-``ow``: two reads of one FIFO); ``JobSizes`` 2 (two ``hdr_q`` reads); ``InputChannels`` 2 (the
-``nd`` read, the ``nw`` read); ``NonZeroCoefficients`` 3 (two ``coef_q`` reads, the start of
-the inner pipeline); ``DispatchChannels`` ``units + 2`` (one count read per unit from the one
-input stream, the coefficient count and its broadcast).
+``CollectGroups``, ``DispatchRounds`` (``Align``), ``CollectRounds``, ``SumSaturation``,
+``MergeStats``, ``GroupStart`` 1; ``UnitRounds`` 3 (``oh`` and ``ow``: two reads of one
+FIFO, then channel 0's count); ``JobSizes`` 2 (two ``hdr_q`` reads); ``InputChannels`` 3
+(the coefficient count, the next channel's count, the first coefficient);
+``DispatchChannels`` ``units + 1`` (the first beat of each unit's data segment and of the
+coefficient segment, one read each from the one input stream).
 
 ``GroupStart`` sits in a helper that every process inlines; its counter is shared, so each
 process is charged ``1 / (units + 2)`` of it.
 
 Fill: a unit starts only after ``Dispatch`` has sent every unit its job segment of the first
-round, and the region ends only after ``Collect`` has merged the last round. The fill is
+round, and the region ends only after ``Collect`` has forwarded the last round. The fill is
 taken as one round of job dispatch (the ``JobUnit`` cycles divided by the rounds) plus one
-round of merging (the ``Merge`` cycles divided by the rounds). Taking the slowest process's
-*total* assumes the FIFOs (one channel of data per unit) absorb the per-channel imbalance
-between units; where one unit is slowest on some channels and another on others, the real
-region is slower, so this is a lower bound for unbalanced maps.
+round of forwarding (the ``Merge`` cycles divided by the rounds). Taking the slowest
+process's *total* assumes the FIFOs (a whole channel's segment per unit) absorb the
+per-channel imbalance between units; where one unit is slowest on some channels and another
+on others, the real region is slower, so this is a lower bound for unbalanced maps.
 
-Phases and bound: ``Dispatch`` is the *input stream* (it moves one 16-bit lane per cycle),
-the units are *compute*, ``Collect`` is the *output stream*; the bound is the slowest of
-them. The peak is ``units`` MAC/cycle (one product of non-zeros per unit per cycle); the
-useful MACs are the products that land in an output tile (``EffectualMacs``).
+Phases and bound: ``Dispatch`` is the *input stream* (a beat per cycle), the units are
+*compute*, ``Collect`` is the *output stream*; the bound is the slowest of them. The peak is
+``units * tile_w`` MAC/cycle (every multiplier busy with a product of non-zeros); the useful
+MACs are the products that land in an output tile (``EffectualMacs``).
 """
 from __future__ import annotations
 
@@ -78,7 +85,7 @@ import functools
 from .model import CallCycles, Loop, loop_costs
 
 NAME = "sparse_cluster"
-STREAM, RAM, RAM2 = "stream", "ram_1p", "ram_t2p"
+STREAM, RAM, RAM2, S2P = "stream", "ram_1p", "ram_t2p", "ram_s2p"
 
 
 def dispatch_loops(p):
@@ -88,7 +95,7 @@ def dispatch_loops(p):
 @functools.lru_cache(maxsize=None)
 def _dispatch_loops(units):
     rows = [Loop("DispatchGroups", None, 1, "input stream"), Loop("DispatchRounds", None, 1, "input stream"),
-            Loop("DispatchChannels", None, units + 2, "input stream"),
+            Loop("DispatchChannels", None, units + 1, "input stream"),
             Loop("Coefficients", 1, 2, "input stream", {"in": (STREAM, 1), "coef_q[m]": (STREAM, 1)})]
     for m in range(units):
         rows.append(Loop(f"JobUnit{m}", 1, 2, "input stream", {"in": (STREAM, 1), "job_q": (STREAM, 1)}))
@@ -103,15 +110,15 @@ def unit_loops(p):
 @functools.lru_cache(maxsize=None)
 def _unit_loops(units):
     return (
-        Loop("UnitGroups", None, 1, "compute"), Loop("UnitRounds", None, 2, "compute"),
+        Loop("UnitGroups", None, 1, "compute"), Loop("UnitRounds", None, 3, "compute"),
         Loop("ReadParams", 3, 4, "compute", {"job_q": (STREAM, 3)}),
-        Loop("ClearAcc", 1, 3, "compute", {"acc": (RAM2, 1)}),
-        Loop("InputChannels", None, 2, "compute"),
-        Loop("LoadTile", 2, 3, "compute", {"data_q": (STREAM, 2), "val_buf": (RAM, 1)}),
-        Loop("NonZeroCoefficients", None, 3, "compute"),
-        Loop("NonZeroInputs", 1, 7, "compute", {"acc": (RAM2, 2), "val_buf": (RAM, 1)}),
-        Loop("OutChannels", None, 1, "compute"), Loop("OutRows", None, 1, "compute"),
-        Loop("OutCols", 2, 7, "compute", {"acc": (RAM2, 4), "res_q": (STREAM, 2)}),
+        Loop("LoadFirst", 1, 3, "compute", {"data_q": (STREAM, 1), "ebuf[l]": (S2P, 1)}),
+        Loop("InputChannels", None, 3, "compute"),
+        Loop("CountWindows", 1, 3, "compute"),
+        Loop("MacLoop", 1, 7, "compute", {"acc[l]": (S2P, 2), "ebuf[l]": (S2P, 2), "coef_q": (STREAM, 1),
+                                          "data_q": (STREAM, 1)}),
+        Loop("OutPixels", 1, 6, "compute", {"acc[l]": (S2P, 2), "res_q": (STREAM, 1)}),
+        Loop("PoolPixels", 2, 7, "compute", {"acc[l]": (S2P, 4), "res_q": (STREAM, 1)}),
         Loop("SendStats", 1, 2, "compute", {"stats_q": (STREAM, 1)}),
     )
 
@@ -129,7 +136,7 @@ def _collect_loops(units):
             Loop("StatsBins", None, 1, "output stream"),
             Loop("StatsLanes", 1, 2, "output stream", {"out": (STREAM, 1)})]
     for m in range(units):
-        rows.append(Loop(f"Merge{m}", 1, 3, "output stream", {"res_q[m]": (STREAM, 1), "out": (STREAM, 1)}))
+        rows.append(Loop(f"Merge{m}", 1, 2, "output stream", {"res_q[m]": (STREAM, 1), "out": (STREAM, 1)}))
     return tuple(rows)
 
 
@@ -170,4 +177,4 @@ def call_cycles(p, counts):
 
 
 def peak_macs_per_cycle(p, mode=None):
-    return p["units"]
+    return p["units"] * p["tile_w"]

@@ -19,7 +19,7 @@ from hlsnn.errors import ConfigError, InputError
 from conftest import ROOT
 
 CONFIGS = Path(__file__).parent / "configs"
-SP4 = ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml"
+SP4 = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
 BFP = ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml"
 
 
@@ -28,35 +28,32 @@ def sparse(rng, shape, density):
 
 
 def brute_force(cfg, plan, w):
-    """Per unit: (multiplies, pairs, cycles) by looping over the non-zero inputs of each job's
-    tile and the non-zero coefficients, as the kernel's loops do (independent of the model's
-    prefix sums)."""
+    """Per unit: (multiplies, MacLoop steps) by looping over each job's non-zero inputs and the
+    non-zero coefficients, as the kernel's vector unit does (independent of the stream replica
+    in hlsnn.perf.counting): a coefficient at (ky, kx) takes max(1, the most non-zeros any
+    multiplier l < ow has in input column l + kx, rows ky .. ky + oh - 1) cycles; a channel's
+    loop runs max(its coefficients' cycles, the next channel's entries)."""
     p = cfg.params
     M = p["units"]
     z_, c_, k, _ = w.shape
-    mult, pairs, cycles = [0] * M, [0] * M, [0] * M
+    mult, steps = [0] * M, [0] * M
     for z0, z1 in protocol.groups(p, z_):
-        zg = z1 - z0
         coefs = [[(ky, kx) for z in range(z0, z1) for ky in range(k) for kx in range(k) if w[z, kz, ky, kx]]
                  for kz in range(c_)]
         for jobs in plan.rounds:
             for j in jobs:
-                cyc = zg * p["tile_h"] * p["tile_w"]
-                if j.oh:
-                    for kz in range(c_):
-                        tile = plan.xp[kz, j.row0:j.row1 + k - 1, j.col0:j.col1 + k - 1]
-                        entries = list(zip(*np.nonzero(tile)))
-                        cyc += 2 * len(entries)
-                        for ky, kx in coefs[kz]:
-                            for r, c in entries:
-                                pairs[j.unit] += 1
-                                cyc += 1
-                                if 0 <= r - ky < j.oh and 0 <= c - kx < j.ow:
-                                    mult[j.unit] += 1
-                    outs = (j.oh // 2) * (j.ow // 2) if plan.pool else j.oh * j.ow
-                    cyc += 2 * zg * outs
-                cycles[j.unit] += cyc
-    return mult, pairs, cycles
+                eh, ew = (j.oh // 2 * 2, j.ow // 2 * 2) if plan.pool else (j.oh, j.ow)
+                tiles = [list(zip(*np.nonzero(plan.xp[kz, j.row0:j.row1 + k - 1, j.col0:j.col1 + k - 1])))
+                         if j.oh else [] for kz in range(c_)]
+                for kz in range(c_):
+                    cyc = 0
+                    for ky, kx in coefs[kz]:
+                        per_lane = [sum(1 for r, c in tiles[kz] if c == l + kx and ky <= r < ky + eh)
+                                    for l in range(ew)]
+                        cyc += max([1] + per_lane)
+                        mult[j.unit] += sum(per_lane)
+                    steps[j.unit] += max(cyc, len(tiles[kz + 1]) if kz + 1 < c_ else 0)
+    return mult, steps
 
 
 def layer_products(x, w, padding):
@@ -75,7 +72,7 @@ def layer_products(x, w, padding):
     dict(seed=3, c=2, z=4, k=3, h=14, w=12, dx=0.5, dw=0.5, padding="same", pool=True),
     dict(seed=4, c=3, z=2, k=1, h=9, w=7, dx=0.5, dw=1.0, padding="valid", pool=False),
 ])
-def test_multiplies_pairs_cycles_equal_brute_force(case):
+def test_multiplies_and_steps_equal_brute_force(case):
     cfg = hlsnn.load_config(CONFIGS / "sp_small.yaml")       # 3 units, 5x4 tiles, groups of 2
     rng = np.random.default_rng(case["seed"])
     x = sparse(rng, (case["c"], case["h"], case["w"]), case["dx"])
@@ -84,13 +81,13 @@ def test_multiplies_pairs_cycles_equal_brute_force(case):
     for res, balance in ((r, "auto"), (r["equal_split"], "equal")):
         plan = Kernel(cfg, None).plan(x, case["k"], case["padding"], case["pool"], 0.03, balance=balance)
         assert len(plan.rounds) > 1                           # several folds per unit
-        mult, pairs, cycles = brute_force(cfg, plan, w)
+        mult, steps = brute_force(cfg, plan, w)
         assert res["multiplies"] == mult
-        assert res["pairs"] == pairs
-        assert res["cycles"] == cycles
+        assert res["steps"] == steps
+        assert all(c > s for c, s in zip(res["cycles"], steps))      # the MAC loop is part of a unit's time
         assert res["total_multiplies"] == sum(mult)
-        assert res["makespan"] == max(cycles)
-        assert res["imbalance"] == pytest.approx(max(cycles) / np.mean(cycles), rel=1e-12)
+        assert res["makespan"] == max(res["cycles"])
+        assert res["imbalance"] == pytest.approx(max(res["cycles"]) / np.mean(res["cycles"]), rel=1e-12)
 
 
 @pytest.mark.parametrize("config", [CONFIGS / "sp_small.yaml", CONFIGS / "sp_one.yaml", SP4])
@@ -105,7 +102,8 @@ def test_multiplies_add_up_to_the_layers_nonzero_products(config, padding):
     assert expect > 0
     assert r["total_multiplies"] == sum(r["multiplies"]) == expect
     assert r["equal_split"]["total_multiplies"] == expect      # the partition moves work, never changes it
-    assert all(m <= q for m, q in zip(r["multiplies"], r["pairs"]))
+    lanes = cfg.params["tile_w"]
+    assert all(m <= lanes * q for m, q in zip(r["multiplies"], r["steps"]))     # tile_w products a step at most
     assert r["dense_macs"] == z * c * 9 * r["shape"]["H_out"] * r["shape"]["W_out"]
 
 
@@ -117,15 +115,15 @@ def test_imbalance_at_least_one_and_the_figures_are_consistent():
         r = work_model(cfg, x, w)
         for res in (r, r["equal_split"]):
             assert res["imbalance"] >= 1.0
-            assert len(res["cycles"]) == len(res["multiplies"]) == 4
+            assert len(res["cycles"]) == len(res["multiplies"]) == 8
             assert res["speedup"] == pytest.approx(r["dense_cycles"] / res["makespan"])
-            assert res["lockstep_cycles"] >= res["makespan"]
-        assert r["dense_cycles"] == pytest.approx(12 * 8 * 9 * 40 * 40 / 4)
+            assert res["kernel_cycles"] >= res["makespan"]            # the region is at least its slowest unit
+        assert r["dense_cycles"] == pytest.approx(12 * 8 * 9 * 40 * 40 / (8 * 16))
         assert r["density_x"] == pytest.approx(np.count_nonzero(x) / x.size)
         assert r["density_w"] == pytest.approx(np.count_nonzero(w) / w.size)
 
 
-@pytest.mark.parametrize("config", [SP4, ROOT / "configs" / "accel" / "sparse16_zcu104.yaml"])
+@pytest.mark.parametrize("config", [SP4, ROOT / "configs" / "accel" / "sparse12_zcu104.yaml"])
 def test_speedup_grows_as_density_falls(config):
     """On one fixed plan (the equal split) fewer non-zeros mean fewer cycles. (The rebalanced
     plan changes with the map.)"""
@@ -159,7 +157,7 @@ CORNER_MAPS = [dict(c=4, size=16, z=4, corner=8, density=1.0), dict(c=4, size=24
                dict(c=8, size=32, z=8, corner=16, density=0.8), dict(c=16, size=56, z=16, corner=22, density=0.5)]
 
 
-@pytest.mark.parametrize("config", [SP4, ROOT / "configs" / "accel" / "sparse16_zcu104.yaml"])
+@pytest.mark.parametrize("config", [SP4, ROOT / "configs" / "accel" / "sparse12_zcu104.yaml"])
 def test_rebalancing_does_not_worsen_the_imbalance_of_corner_maps(config):
     cfg = hlsnn.load_config(config)
     worse = []
@@ -207,7 +205,7 @@ def test_report_json_and_png(tmp_path):
     r = hlsnn_cli("report", SP4, "--channels", 8, "--size", 24, "--densities", "1,0.3,0.1", "--out", out, "--json")
     assert r.returncode == 0, r.stderr
     js = json.loads(r.stdout)
-    assert js["out"] == str(out) and js["engine"] == "sparse_cluster" and js["units"] == 4
+    assert js["out"] == str(out) and js["engine"] == "sparse_cluster" and js["units"] == 8
     assert js["shape"] == {"C": 8, "Z": 8, "k": 3, "H": 24, "W": 24}
     assert [(row["kind"], row["density"]) for row in js["rows"]] == \
         [(k, d) for k in ("random", "structured") for d in (1.0, 0.3, 0.1)]
@@ -229,11 +227,11 @@ def test_report_table_default_output_and_structured(tmp_path):
     r = hlsnn_cli("report", SP4, "--channels", 4, "--size", 20, "--densities", "0.5,0.1", "--structured",
                   cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "sparse4_pynq-z2_report.png").is_file()
+    assert (tmp_path / "sparse8_pynq-z2_report.png").is_file()
     lines = r.stdout.splitlines()
     assert any(line.startswith("structured") for line in lines)
     assert not any(line.startswith("random") for line in lines)
-    assert "wrote sparse4_pynq-z2_report.png" in r.stdout
+    assert "wrote sparse8_pynq-z2_report.png" in r.stdout
 
 
 @pytest.mark.parametrize("args, message", [

@@ -14,7 +14,7 @@ from hlsnn.primitives import shift_round_sat
 from conftest import ROOT
 
 CONFIGS = Path(__file__).parent / "configs"
-SHIPPED = [ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml", ROOT / "configs" / "accel" / "sparse16_zcu104.yaml"]
+SHIPPED = [ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml", ROOT / "configs" / "accel" / "sparse12_zcu104.yaml"]
 TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim)]
 
 

@@ -20,7 +20,7 @@ from hlsnn.runtime.targets import CsimTarget, EmuTarget
 from conftest import ROOT, planted_csim
 
 CONFIGS = Path(__file__).parent / "configs"
-SHIPPED = ROOT / "configs" / "accel" / "sparse4_pynq-z2.yaml"
+SHIPPED = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
 TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim)]
 
 
@@ -62,7 +62,7 @@ def test_histogram_equals_msb_histogram_of_independent_wide_values(target, relu,
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("path", [SHIPPED, ROOT / "configs" / "accel" / "sparse16_zcu104.yaml",
+@pytest.mark.parametrize("path", [SHIPPED, ROOT / "configs" / "accel" / "sparse12_zcu104.yaml",
                                   CONFIGS / "sp_one.yaml"], ids=lambda p: p.stem)
 def test_csim_histogram_equals_emulator_on_seeded_calls(path):
     rng = np.random.default_rng(5)
@@ -101,8 +101,8 @@ def test_planted_stats_bug_is_reported_as_mismatch(tmp_path):
     """Count before ReLU instead of after: only the histogram of ReLU cases changes."""
     cfg = hlsnn.load_config(SHIPPED)
     r = codegen.render(cfg, tmp_path / "hls")
-    good = "            if (relu && t < 0) t = 0;\n            if (stats) hlsnn::MsbHistogramAdd1<Cfg::kStatsBins, 32>(hist, t);\n"
-    bad = "            if (stats) hlsnn::MsbHistogramAdd1<Cfg::kStatsBins, 32>(hist, t);\n            if (relu && t < 0) t = 0;\n"
+    good = "  if (relu && t < 0) t = 0;\n  if (stats) hlsnn::MsbHistogramAdd1<Cfg::kStatsBins, 32>(hist, t);\n"
+    bad = "  if (stats) hlsnn::MsbHistogramAdd1<Cfg::kStatsBins, 32>(hist, t);\n  if (relu && t < 0) t = 0;\n"
     tgt = planted_csim(cfg, r, "sparse_cluster.cpp", good, bad)
     case = [c for c in make_cases(cfg, seed=0, n_random=0) if c.name == "stats_relu"][0]
     res = run_case(cfg, tgt, case)

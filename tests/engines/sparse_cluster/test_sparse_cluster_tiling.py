@@ -323,7 +323,7 @@ def test_csim_tiled_equals_emu_bit_for_bit():
 @pytest.mark.csim
 def test_sim_tiled_equals_emu_bit_for_bit():
     pytest.importorskip("pynq")
-    cfg = hlsnn.load_config(accel_config("sparse4_pynq-z2"))
+    cfg = hlsnn.load_config(accel_config("sparse8_pynq-z2"))
     rng = np.random.default_rng(12)
     x, w = sparse(rng, (3, 21, 19), 0.4), sparse(rng, (11, 3, 3, 3), 0.5)
     got = []

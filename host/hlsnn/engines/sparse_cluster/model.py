@@ -2,67 +2,32 @@
 for one convolution layer, counted exactly from the layer's non-zeros and the real job plan.
 
 :func:`work_model` takes the jobs that :meth:`Kernel.plan <hlsnn.engines.sparse_cluster.
-kernel.Kernel.plan>` produces (the same partition, folds and rounds the kernel receives) and
-counts, per job ``j`` (output rectangle ``[row0, row1) x [col0, col1)``, ``oh x ow``
-outputs) and per output-channel group ``g = [z0, z1)`` of ``zg <= max_z`` channels
-(:func:`protocol.groups`):
+kernel.Kernel.plan>` produces (the same partition, folds and rounds the kernel receives),
+builds the input stream the kernel would receive, and reads the loop counts off it
+(:func:`hlsnn.perf.counting.sparse_call_counts`, equal to the C-simulation's counters). The
+per-unit figures are:
 
-``n_d(kz)``
-    the non-zero inputs of the job's input tile of channel ``kz``: the padded input
-    ``xp[kz, row0 : row1 + k - 1, col0 : col1 + k - 1]`` (the entries of the unit's *data*
-    segment; 0 for an idle job).
-``n_w(kz, g)``
-    the non-zero coefficients ``w[z0:z1, kz]`` (the entries of the *coefficient* segment).
-``pairs``
-    ``sum_kz n_d(kz) * n_w(kz, g)``: iterations of the kernel's ``NonZeroInputs`` loop,
-    which runs over every entry of the tile for every coefficient (one cycle each at II=1).
 ``multiplies``
-    the subset of the pairs whose product lands inside the job's output (the kernel's
-    ``if (oy >= 0 && oy < oh && ox >= 0 && ox < ow)``), i.e. the products that are actually
-    accumulated: ``sum_{kz, ky, kx} nnz(xp[kz, row0+ky : row0+ky+oh, col0+kx : col0+kx+ow])
-    * nnz(w[z0:z1, kz, ky, kx])``. Summed over all jobs and groups (without pooling) this is
-    exactly the number of non-zero products of the layer.
+    the products of non-zeros that land in the unit's output tiles (``EffectualMacs``):
+    summed over all units (without pooling) exactly the non-zero products of the layer.
+``steps``
+    the iterations of the unit's ``MacLoop``: per input channel of a job, ``max(sum of the
+    coefficients' cycles, entries of the next channel's tile)``, a coefficient at ``(ky, kx)``
+    costing ``max(1, the most non-zeros any multiplier has in its window)`` (the kernel's
+    vector unit: one coefficient per cycle on ``tile_w`` multipliers).
 ``cycles``
-    the model's cycle count of the job for the group, the sum of four terms:
-
-    * ``pairs`` -- the inner loop, one pair per cycle (``NonZeroInputs``, II=1);
-    * ``2 * sum_kz n_d(kz)`` -- loading the tile's value and index buffers (``LoadTile``,
-      II=2: two 16-bit lanes per entry), once per channel and group;
-    * ``zg * tile_h * tile_w`` -- clearing the accumulation buffer (``ClearAcc``, II=1,
-      over the config's whole tile, also for an idle job);
-    * ``2 * zg * outputs`` -- bias, ReLU, pooling and requantization (``OutCols``, II=2);
-      ``outputs = oh * ow``, or ``(oh / 2) * (ow / 2)`` with 2x2 pooling.
-
-A unit's multiplies and cycles are the sums over its jobs (one per round, idle rounds
-included) and the groups. Not modelled: loop entry and pipeline fill latencies (notably one
-per non-zero coefficient and channel, when ``NonZeroInputs`` is entered), the ``ReadParams``
-loop (``3 * zg`` cycles per job), and the coupling of the units through the shared
-``Dispatch``. Two bounds describe that coupling and are reported beside the model:
-
-``dispatch_cycles``
-    ``Dispatch`` reads the input stream one 16-bit lane per cycle and feeds the units one
-    after the other: per group and round ``units * (2 + 3 * zg)`` lanes of job headers, and
-    per channel ``sum_m (1 + 2 * n_d)`` data lanes plus ``1 + 2 * n_w`` coefficient lanes. No
-    unit can finish before Dispatch has read its last entry.
-``lockstep_cycles``
-    The FIFOs let a unit run at most about one input channel ahead of the slowest, so the
-    units proceed nearly in lock step per channel: ``sum_{g, round} (sum_kz max_m (pairs_m(kz)
-    + 2 n_d,m(kz)) + max_m (clear + post))``. The makespan with per-channel coupling lies
-    between ``makespan`` (fully decoupled units, the model's definition) and this.
-
-The whole-kernel cycle model is :mod:`hlsnn.perf.sparse_cluster` (``hlsnn perf``, the deploy
-report, ``Kernel.last_cycles``): it costs every loop of all three DATAFLOW processes from the
-C-simulation's counters, with entry depths, ``ReadParams`` and ``Dispatch``. This module's
-``pairs`` and ``multiplies`` per unit equal that kernel's ``NonZeroInputs.<m>`` and
-``EffectualMacs.<m>`` counters exactly (tests/perf/test_cycle_model.py); its ``cycles`` are the
-partial sum above, kept for the load-balance study (before / after rebalancing).
+    the unit's process cycles in the cycle model (:mod:`hlsnn.perf.sparse_cluster`: every loop
+    of the unit, with its II and depth): its ``MacLoop``, the first tile's load, the window
+    counts, the output pixels, the parameter reads.
 
 Derived figures: ``makespan = max(cycles)``, ``imbalance = max(cycles) / mean(cycles)``,
-``dense_cycles = Z * C * k^2 * H' * W' / units`` (a dense engine with as many multipliers,
-one MAC per multiplier and cycle, ``H' x W'`` the convolution's output before pooling) and
-``speedup = dense_cycles / makespan``. Every figure is reported for the rebalanced plan
-(``threshold``) and for the equal split (the plan with ``balance="equal"``, which the
-partitioner returns at once, Alg 3-A step 2), so that before / after can be compared.
+``dispatch_cycles`` and ``collect_cycles`` (the two stream processes), ``kernel_cycles`` (the
+whole DATAFLOW region, as ``hlsnn perf`` models it), ``dense_cycles = Z * C * k^2 * H' * W' /
+(units * tile_w)`` (a dense engine with as many multipliers, one MAC per multiplier and cycle,
+``H' x W'`` the convolution's output before pooling) and ``speedup = dense_cycles /
+makespan``. Every figure is reported for the rebalanced plan (``threshold``) and for the
+equal split (the plan with ``balance="equal"``, which the partitioner returns at once, Alg
+3-A step 2), so that before / after can be compared.
 """
 from __future__ import annotations
 
@@ -83,88 +48,51 @@ __all__ = ["work_model", "plan_work", "check_engine", "check_out", "synthetic_la
 KINDS = ("random", "structured")
 
 
-def _box(P, r0, r1, c0, c1):
-    """Counts of rectangles ``[r0, r1) x [c0, c1)`` from prefix sums ``P`` (C, H+1, W+1);
-    the corner arrays are (N,), the result (C, N)."""
-    return P[:, r1, c1] - P[:, r0, c1] - P[:, r1, c0] + P[:, r0, c0]
-
-
 def check_engine(cfg):
     """``ConfigError`` unless ``cfg`` is a ``sparse_cluster`` config."""
     if getattr(cfg, "engine", None) != NAME:
         raise ConfigError(getattr(cfg, "path", "") or getattr(cfg, "name", ""), "engine",
                           getattr(cfg, "engine", None),
                           f"the work model and `hlsnn report` are for {NAME!r} configs "
-                          f"(e.g. configs/accel/sparse4_pynq-z2.yaml)")
+                          f"(e.g. configs/accel/sparse8_pynq-z2.yaml)")
 
 
 def plan_work(cfg, plan, w) -> dict:
-    """The model of the module docstring for one :class:`~.kernel.Plan` and weights ``w``.
+    """The figures of the module docstring for one :class:`~.kernel.Plan` and weights ``w``,
+    from the loop counts of the plan's one kernel call (the input stream the kernel would
+    receive, read by :func:`hlsnn.perf.counting.sparse_call_counts`; no compiler, no
+    emulation).
 
-    Returns per-unit ``multiplies``, ``pairs``, ``cycles`` (lists of ints), their totals,
-    ``imbalance``, ``makespan``, ``dispatch_cycles``, ``lockstep_cycles``, ``rounds`` and the
-    partition's ``status`` and ``spread`` (its own balance metric on non-zero fractions)."""
+    Returns per-unit ``multiplies``, ``steps``, ``cycles`` (lists of ints), their totals,
+    ``imbalance``, ``makespan``, ``dispatch_cycles``, ``collect_cycles``, ``kernel_cycles``,
+    ``rounds`` and the partition's ``status`` and ``spread`` (its own balance metric on
+    non-zero fractions)."""
+    from ...perf import call_cycles
+    from ...perf.counting import sparse_call_counts
+    from ...perf.sparse_cluster import process_cycles
+    from ...formats import sparse as sfmt
     p = cfg.params
-    M, th, tw = p["units"], p["tile_h"], p["tile_w"]
+    M = p["units"]
     w = np.asarray(w)
     Z, C, k, _ = w.shape
-    xp = plan.xp
-    nzx = np.asarray(xp != 0, np.int64)
-    P = np.zeros((C, xp.shape[1] + 1, xp.shape[2] + 1), np.int64)
-    np.cumsum(np.cumsum(nzx, axis=1), axis=2, out=P[:, 1:, 1:])
-
-    jobs = [j for rnd in plan.rounds for j in rnd]                  # round-major, then unit
-    R = len(plan.rounds)
-    unit = np.array([j.unit for j in jobs], np.int64)
-    r0 = np.array([j.row0 for j in jobs], np.int64)
-    r1 = np.array([j.row1 for j in jobs], np.int64)
-    c0 = np.array([j.col0 for j in jobs], np.int64)
-    c1 = np.array([j.col1 for j in jobs], np.int64)
-    oh, ow = r1 - r0, c1 - c0
-    active = oh > 0
-    outputs = (oh // 2) * (ow // 2) if plan.pool else oh * ow
-
-    # n_d (C, N): the job's input tile, k - 1 rows and columns of halo (0 for idle jobs)
-    n_d = np.where(active, _box(P, r0, np.where(active, r1 + k - 1, r0), c0, np.where(active, c1 + k - 1, c0)), 0)
-    # win (C, k, k, N): non-zeros whose product with coefficient (ky, kx) lands in the job
-    win = np.empty((C, k, k, len(jobs)), np.int64)
-    for ky in range(k):
-        for kx in range(k):
-            win[:, ky, kx] = _box(P, r0 + ky, r0 + ky + oh, c0 + kx, c0 + kx + ow)
-
-    nzw = np.asarray(w != 0, np.int64)
-    grps = protocol.groups(p, Z)
-    n_wo = np.stack([nzw[z0:z1].sum(axis=0) for z0, z1 in grps])          # (G, C, k, k)
-    n_w = n_wo.reshape(len(grps), C, -1).sum(axis=2)                       # (G, C)
-    zg = np.array([z1 - z0 for z0, z1 in grps], np.int64)                  # (G,)
-
-    pairs_kz = n_d[None, :, :] * n_w[:, :, None]                           # (G, C, N)
-    pairs = pairs_kz.sum(axis=1)                                           # (G, N)
-    mult = np.einsum("gcyx,cyxn->gn", n_wo, win)                           # (G, N)
-    load = 2 * n_d.sum(axis=0)                                             # (N,)
-    fixed = zg[:, None] * th * tw + 2 * zg[:, None] * outputs[None, :]     # (G, N): clear + post
-    cycles = pairs + load[None, :] + fixed                                 # (G, N)
-
-    per_unit = lambda a: np.bincount(unit, weights=a.sum(axis=0), minlength=M).astype(np.int64)  # noqa: E731
-    u_mult, u_pairs, u_cycles = per_unit(mult), per_unit(pairs), per_unit(cycles)
-
-    # bounds of the units' coupling through Dispatch (module docstring)
-    G = len(grps)
-    dispatch = (G * R * M * 2 + R * M * 3 * int(zg.sum())                  # job segments
-                + G * int((1 + 2 * n_d).sum())                             # data segments, every group
-                + R * int((1 + 2 * n_w).sum()))                            # coefficient segments, every round
-    by_round = (pairs_kz + 2 * n_d[None]).reshape(G, C, R, M).max(axis=3)  # (G, C, R): slowest unit per channel
-    lockstep = int(by_round.sum() + fixed.reshape(G, R, M).max(axis=2).sum())
-
-    mean = float(u_cycles.mean())
+    beats = protocol.pack_input(p, fmap_padded=plan.xp, coefs=sfmt.compress_kernel(w), rounds=plan.rounds,
+                                bias=np.zeros(Z, np.int64), shift=np.zeros(Z, np.int64), ksize=k)
+    flags = protocol.FLAG_POOL if plan.pool else 0
+    counts = sparse_call_counts(p, beats, [C, Z, k, flags, len(plan.rounds), len(protocol.groups(p, Z))])
+    procs = process_cycles(p, counts)
+    get = lambda name: [int(counts.get(f"{name}.{m}", (0, 0))[0]) for m in range(M)]   # noqa: E731
+    u_mult, u_steps = get("EffectualMacs"), get("MacLoop")
+    u_cycles = [int(round(procs[f"Unit {m}"])) for m in range(M)]
+    mean = float(np.mean(u_cycles))
     part = plan.partition
     return {
-        "multiplies": u_mult.tolist(), "pairs": u_pairs.tolist(), "cycles": u_cycles.tolist(),
-        "total_multiplies": int(u_mult.sum()), "total_pairs": int(u_pairs.sum()),
-        "imbalance": float(u_cycles.max()) / mean if mean > 0 else 1.0,
-        "makespan": int(u_cycles.max()),
-        "dispatch_cycles": int(dispatch), "lockstep_cycles": lockstep,
-        "rounds": R, "rects": [list(r) for r in part.rects],
+        "multiplies": u_mult, "steps": u_steps, "cycles": u_cycles,
+        "total_multiplies": int(sum(u_mult)), "total_steps": int(sum(u_steps)),
+        "imbalance": float(max(u_cycles)) / mean if mean > 0 else 1.0,
+        "makespan": int(max(u_cycles)),
+        "dispatch_cycles": int(round(procs["Dispatch"])), "collect_cycles": int(round(procs["Collect"])),
+        "kernel_cycles": int(call_cycles(cfg, counts).cycles),
+        "rounds": len(plan.rounds), "rects": [list(r) for r in part.rects],
         "status": part.status, "spread": float(part.spread),
     }
 
@@ -188,8 +116,8 @@ def work_model(cfg, x, w, *, padding="same", pool=False, threshold=0.03) -> dict
     -------
     dict
         The rebalanced plan's figures at the top level (:func:`plan_work`: ``multiplies``,
-        ``pairs``, ``cycles`` per unit, ``total_multiplies``, ``imbalance``, ``makespan``,
-        ``dispatch_cycles``, ``lockstep_cycles``, ...) plus ``speedup``, and the same under
+        ``steps``, ``cycles`` per unit, ``total_multiplies``, ``imbalance``, ``makespan``,
+        ``dispatch_cycles``, ``collect_cycles``, ``kernel_cycles``, ...) plus ``speedup``, and the same under
         ``equal_split``; ``dense_cycles``, ``dense_macs``, ``density_x``, ``density_w``,
         ``shape`` ``{C, Z, k, H, W, H_out, W_out}``, ``units``, ``threshold``, ``padding``,
         ``pool``.
@@ -210,7 +138,7 @@ def work_model(cfg, x, w, *, padding="same", pool=False, threshold=0.03) -> dict
     plan_eq = kern.plan(x, k, padding, pool, threshold, balance="equal")
     hout, wout = plan.xp.shape[1] - k + 1, plan.xp.shape[2] - k + 1
     dense_macs = Z * C * k * k * hout * wout
-    dense_cycles = dense_macs / p["units"]
+    dense_cycles = dense_macs / (p["units"] * p["tile_w"])
     res = plan_work(cfg, plan, w)
     eq = plan_work(cfg, plan_eq, w)
     for r in (res, eq):
@@ -306,21 +234,22 @@ def density_sweep(cfg, *, channels=64, size=56, ksize=3, densities=(1.0, 0.5, 0.
             e = r["equal_split"]
             rows.append({
                 "kind": kind, "density": float(d), "density_x": r["density_x"], "density_w": r["density_w"],
-                "multiplies": r["total_multiplies"], "pairs": r["total_pairs"],
+                "multiplies": r["total_multiplies"], "steps": r["total_steps"],
                 "makespan_equal": e["makespan"], "makespan_rebalanced": r["makespan"],
                 "imbalance_equal": e["imbalance"], "imbalance_rebalanced": r["imbalance"],
                 "speedup_equal": e["speedup"], "speedup_rebalanced": r["speedup"],
                 "rounds_equal": e["rounds"], "rounds_rebalanced": r["rounds"],
                 "status": r["status"], "spread_equal": e["spread"], "spread_rebalanced": r["spread"],
                 "dispatch_cycles_equal": e["dispatch_cycles"], "dispatch_cycles_rebalanced": r["dispatch_cycles"],
-                "lockstep_cycles_equal": e["lockstep_cycles"], "lockstep_cycles_rebalanced": r["lockstep_cycles"],
+                "collect_cycles_equal": e["collect_cycles"], "collect_cycles_rebalanced": r["collect_cycles"],
                 "cycles_equal": e["cycles"], "cycles_rebalanced": r["cycles"],
                 "rects_rebalanced": r["rects"],
-                "kernel_cycles": kernel_cycles(cfg, x, w, threshold=threshold),
+                "kernel_cycles": r["kernel_cycles"],
             })
     return {"config": cfg.name, "engine": NAME, "units": p["units"],
             "shape": {"C": channels, "Z": channels, "k": ksize, "H": size, "W": size},
-            "dense_cycles": (channels * channels * ksize * ksize * size * size) / p["units"],
+            "dense_cycles": (channels * channels * ksize * ksize * size * size) / (p["units"] * p["tile_w"]),
+            "multipliers": p["units"] * p["tile_w"],
             "seed": seed, "threshold": threshold, "kinds": list(kinds), "rows": rows}
 
 
@@ -339,9 +268,9 @@ def format_sweep(rep) -> str:
     """The table ``hlsnn report`` prints."""
     s = rep["shape"]
     lines = [f"{rep['config']}: {rep['units']} units; {s['C']} -> {s['Z']} channels, {s['H']}x{s['W']}, "
-             f"{s['k']}x{s['k']} 'same'; a dense engine with {rep['units']} multipliers needs "
+             f"{s['k']}x{s['k']} 'same'; a dense engine with {rep['multipliers']} multipliers needs "
              f"{rep['dense_cycles']:,.0f} cycles",
-             "model cycles per unit (hlsnn.engines.sparse_cluster.model); before = equal split, "
+             "unit cycles from the cycle model's loop counts (hlsnn.perf.sparse_cluster); before = equal split, "
              f"after = rebalanced (threshold {rep['threshold']:g})"]
     hdr = (f"{'inputs':<10} {'density':>7} {'multiplies':>12} {'makespan before':>15} {'after':>11} "
            f"{'imbalance before':>16} {'after':>6} {'speedup before':>14} {'after':>7} {'kernel model':>12}  "
@@ -414,7 +343,7 @@ def plot_sweep(rep, out, *, figsize=(10, 4.5), dpi=100) -> str:
     ax_s.set_yscale("log")
     ax_s.yaxis.set_major_formatter(fmt)
     ax_s.axhline(1.0, color="0.5", lw=0.8)
-    ax_s.set_ylabel(f"speedup over a dense engine ({rep['units']} MAC/cycle)")
+    ax_s.set_ylabel(f"speedup over a dense engine ({rep['multipliers']} MAC/cycle)")
     ax_s.set_title("speedup = dense cycles / slowest unit's cycles", fontsize=10)
     s = rep["shape"]
     fig.suptitle(f"{rep['config']}: {rep['units']} units, {s['C']}->{s['Z']} channels, {s['H']}x{s['W']}, "

@@ -57,22 +57,26 @@ def validate(p: dict, board, source) -> dict:
     return p
 
 
-#: Estimated logic per compute unit and for Dispatch/Collect/control (LUT, FF), not synthesis.
-UNIT_LUT, UNIT_FF, BASE_LUT, BASE_FF = 1800, 2200, 4000, 5000
+#: Estimated logic (LUT, FF), not synthesis: per multiplier (its two popcounts of a column
+#: bitmap, the entry address, the forwarding compare and multiplexer of the accumulator
+#: pipeline, the product's add), per unit (its loop control, the window counts' maximum,
+#: the output path), and for Dispatch/Collect/control.
+LANE_LUT, LANE_FF, UNIT_LUT, UNIT_FF, BASE_LUT, BASE_FF = 180, 160, 900, 1200, 4000, 5000
 
 
 def storage_plan(p, board) -> dict:
-    """Where the two largest per-unit buffers live: ``acc`` (the accumulation RAM) and
-    ``res_q`` (the output FIFO). Where the board has UltraRAM, they go to URAM, ``acc`` first,
+    """Where the two largest per-unit buffers live: ``acc`` (the accumulation RAM, a bank per
+    multiplier) and ``res_q`` (the output FIFO). Where the board has UltraRAM, they go to URAM, ``acc`` first,
     as long as all units together stay within 85% of the board's URAM; the rest is block RAM.
     Returns the template booleans ``acc_uram`` and ``res_q_uram``."""
     from ...resources import MARGINS, uram_for
     budget = MARGINS["uram"] * board.resources.get("uram", 0)
     used = 0
     plan = {}
-    for name, depth, width in (("acc", p["max_z"] * p["tile_h"] * p["tile_w"], ACC_BITS),
-                               ("res_q", 2 * p["max_z"] * p["tile_h"] * p["tile_w"], LANE_BITS)):
-        need = p["units"] * uram_for(depth, width)
+    res = stream_depths(p)["res_beats"]
+    for name, banks, depth, width in (("acc", p["tile_w"], p["max_z"] * p["tile_h"], ACC_BITS),
+                                      ("res_q", 1, res, p["stream_bits"])):
+        need = p["units"] * banks * uram_for(depth, width)
         plan[f"{name}_uram"] = bool(budget) and used + need <= budget
         used += need if plan[f"{name}_uram"] else 0
     return plan
@@ -86,13 +90,26 @@ def buffers(ctx) -> tuple:
     z, th, tw = ctx["max_z"], ctx["tile_h"], ctx["tile_w"]
     top = ctx["top"]
     complete = ((0, "complete"),)
+    kk = ctx["max_ksize"]
     bufs = [
-        Buffer("acc", "Unit", "array", ACC_BITS, (z, th, tw), storage="ram_t2p",
+        Buffer("acc", "Unit", "array", ACC_BITS, (tw, z * th), partition=((1, "complete"),), storage="ram_s2p",
                impl="uram" if ctx["acc_uram"] else "bram", static=True, instances=m,
-               note="accumulation buffer"),
-        Buffer("val_buf", "Unit", "array", 8, (ctx["max_entries"],), static=True, instances=m),
-        Buffer("row_buf", "Unit", "array", 8, (ctx["max_entries"],), static=True, instances=m),
-        Buffer("col_buf", "Unit", "array", 8, (ctx["max_entries"],), static=True, instances=m),
+               note="accumulation buffer: a bank per multiplier (output column)"),
+        Buffer("ebuf", "Unit", "array", 16, (2, ctx["tile_in_w"], ctx["tile_in_h"]),
+               partition=((1, "complete"), (2, "complete")), storage="ram_s2p", impl="lutram", static=True,
+               instances=m, note="two tile buffer sets: per input column, its non-zeros"),
+        Buffer("occ", "Unit", "array", ctx["tile_in_h"], (2, ctx["tile_in_w"]), partition=((0, "complete"),),
+               instances=m, note="row bitmaps of the buffered columns (per-row offsets)"),
+        Buffer("nwin", "Unit", "array", 8, (kk, kk), partition=((0, "complete"),), instances=m),
+        Buffer("n", "Unit", "array", 9, (ctx["tile_in_w"],), partition=((0, "complete"),), instances=m,
+               note="the columns' counts in one window (CountWindows)"),
+        Buffer("col_e", "Unit", "array", 16, (ctx["tile_in_w"],), partition=((0, "complete"),), instances=m,
+               note="the entry each column memory gives in a MacLoop cycle"),
+        Buffer("col_ok", "Unit", "array", 1, (ctx["tile_in_w"],), partition=((0, "complete"),), instances=m),
+        Buffer("fa1", "Unit", "array", 32, (tw,), partition=((0, "complete"),), instances=m),
+        Buffer("fa2", "Unit", "array", 32, (tw,), partition=((0, "complete"),), instances=m),
+        Buffer("fv1", "Unit", "array", ACC_BITS, (tw,), partition=((0, "complete"),), instances=m),
+        Buffer("fv2", "Unit", "array", ACC_BITS, (tw,), partition=((0, "complete"),), instances=m),
         Buffer("bias", "Unit", "array", 32, (z,), instances=m),
         Buffer("shift", "Unit", "array", 16, (z,), instances=m),
         Buffer("hist", "Unit", "array", 32, (ctx["stats_bins"],), partition=complete, instances=m),
@@ -100,37 +117,59 @@ def buffers(ctx) -> tuple:
         Buffer("ow", "Collect", "array", 32, (m,)),
         Buffer("hist", "Collect", "array", 32, (ctx["stats_bins"],), partition=complete),
         Buffer("job_q", top, "stream", LANE_BITS, (m,), depth=2 + 3 * z),
-        Buffer("data_q", top, "stream", LANE_BITS, (m,), depth=1 + 2 * ctx["max_entries"]),
-        Buffer("coef_q", top, "stream", LANE_BITS, (m,), depth=1 + 2 * ctx["max_coefs"]),
-        Buffer("res_q", top, "stream", LANE_BITS, (m,), depth=2 * z * th * tw, storage="fifo",
-               impl="uram" if ctx["res_q_uram"] else "bram", note="a whole output tile per unit"),
+        Buffer("data_q", top, "stream", ctx["stream_bits"], (m,), depth=ctx["data_beats"] + 1),
+        Buffer("coef_q", top, "stream", ctx["stream_bits"], (m,), depth=ctx["coef_beats"] + 1),
+        Buffer("res_q", top, "stream", ctx["stream_bits"], (m,), depth=ctx["res_beats"], storage="fifo",
+               impl="uram" if ctx["res_q_uram"] else "bram", note="a whole output tile per unit, in beats"),
         Buffer("sat_q", top, "stream", 32, (m,), depth=DEFAULT_STREAM_DEPTH),
         Buffer("stats_q", top, "stream", 32, (m,), depth=ctx["stats_bins"]),
         Buffer("hdr_q", top, "stream", LANE_BITS, (), depth=2 * m * 4),
     ]
     muls = [
-        Multiplier("coef*val", "Unit", 8, 8, count=m, note="one int8 x int8 product per unit and cycle"),
-        Multiplier("output sizes", "Collect", 32, 32, count=3 * m,
-                   note="zg*area, oh*ow, (oh/2)*(ow/2) per unit (the binder may share them)"),
+        Multiplier("coef*val", "Unit", 8, 8, count=m * tw,
+                   note=f"{tw} int8 x int8 products per unit and cycle (one per output column)"),
+        Multiplier("output sizes", "Collect", 8, 16, count=2 * m,
+                   note="zg*area and oh*ow per unit: 8-bit sizes (the binder may share them)"),
+        Multiplier("output count", "Unit", 8, 16, count=m, note="zg*ph*pw per unit"),
     ]
     return bufs, muls
 
 
 def estimate(cfg) -> dict:
     """Resources from the buffers and multipliers the kernel declares (:func:`buffers`,
-    mapped by :mod:`hlsnn.resources`); LUT/FF logic ``UNIT_LUT``/``UNIT_FF`` per unit plus
-    ``BASE_LUT``/``BASE_FF``. One int8 x int8 product per unit (a DSP each: 8 x 8 fits any
-    DSP48's ports, and HLS does not pack two into one). Work model: a unit's cycles follow its
-    non-zero products (see ``model.py``)."""
+    mapped by :mod:`hlsnn.resources`); LUT/FF logic ``LANE_LUT``/``LANE_FF`` per multiplier, ``UNIT_LUT``/``UNIT_FF`` per unit plus
+    ``BASE_LUT``/``BASE_FF``. ``tile_w`` int8 x int8 products per unit (a DSP each: 8 x 8
+    fits any DSP48's ports, and HLS does not pack two into one). Work model: a unit's cycles
+    follow its non-zero products (see ``model.py``)."""
     from ... import resources
-    m = cfg.params["units"]
+    m, tw = cfg.params["units"], cfg.params["tile_w"]
     model = resources.build(*buffers(template_context(cfg)), cfg.board.ps)
+    peak = m * tw
     return resources.estimate(
-        cfg, model, logic_lut=m * UNIT_LUT + BASE_LUT, logic_ff=m * UNIT_FF + BASE_FF,
-        extra={"units": m, "peak_macs_per_cycle": m,
-               "throughput": {"value": m * cfg.clock_mhz / 1e3, "unit": "G multiplies/s",
-                              "what": "peak multiplies per second: one per unit per cycle (non-zero pairs only)"}},
-        notes={"lut": f"{m} units (model) + LUTRAM/SRL buffers", "ff": f"{m} units (model) + register buffers"})
+        cfg, model, logic_lut=m * (UNIT_LUT + tw * LANE_LUT) + BASE_LUT,
+        logic_ff=m * (UNIT_FF + tw * LANE_FF) + BASE_FF,
+        extra={"units": m, "peak_macs_per_cycle": peak,
+               "throughput": {"value": peak * cfg.clock_mhz / 1e3, "unit": "G multiplies/s",
+                              "what": f"peak multiplies per second: tile_w = {tw} per unit per cycle "
+                                      "(non-zero pairs only)"}},
+        notes={"lut": f"{m} units x {tw} multipliers (model) + LUTRAM/SRL buffers",
+               "ff": f"{m} units x {tw} multipliers (model) + register buffers"})
+
+
+def stream_depths(p) -> dict:
+    """Beats of the largest segments (``data_beats``: one unit's tile of one channel;
+    ``coef_beats``: one channel's coefficients of a pass; ``res_beats``: one job's outputs of
+    a pass, raw), the MAC loop's bound and log2 of the lanes per beat."""
+    th, tw = tile_in(p)
+    lanes = p["stream_bits"] // LANE_BITS
+    max_coefs = p["max_z"] * p["max_ksize"] ** 2
+    return {
+        "data_beats": -(-(1 + 2 * th * tw) // lanes),
+        "coef_beats": -(-(1 + 2 * max_coefs) // lanes),
+        "res_beats": -(-(2 * p["max_z"] * p["tile_h"] * p["tile_w"]) // lanes),
+        "mac_bound": max(max_coefs * p["tile_h"], th * tw),
+        "lane_shift": lanes.bit_length() - 1,
+    }
 
 
 def template_context(cfg) -> dict:
@@ -143,6 +182,7 @@ def template_context(cfg) -> dict:
         "tile_in_w": tw,
         "max_entries": th * tw,
         "max_coefs": p["max_z"] * p["max_ksize"] ** 2,
+        **stream_depths(p),
         "lane_bits": LANE_BITS,
         "stats_bins": ACC_BITS,
         **storage_plan(p, cfg.board),
