@@ -44,9 +44,9 @@ struct LaneReader {
 
 // A beat to an AXI-Stream port (TLAST as given) or to an internal FIFO of plain words.
 template <int W>
-inline void WriteBeat(hls::stream<AxisWord<W> > &s, const ap_uint<W> &data, bool last) {
+inline void WriteBeat(hls::stream<AxisWord<W> > &s, ap_uint<W> word, bool last) {
 #pragma HLS INLINE
-  s.write(MakeBeat<W>(data, last));  // data, keep, strb, last only: see axis.h
+  s.write(MakeBeat<W>(word, last));  // data, keep, strb, last only: see axis.h
 }
 template <int W>
 inline void WriteBeat(hls::stream<ap_uint<W> > &s, const ap_uint<W> &data, bool) {
