@@ -161,7 +161,7 @@ def test_every_engine_estimates_a_throughput():
             assert tp["value"] == pytest.approx(est["products_per_cycle"][mode] * mhz / 1e3)
             assert tp["unit"] == "G products/s" and mode in tp["what"]
         else:
-            assert tp["value"] == pytest.approx(cfg.params["units"] * mhz / 1e3)
+            assert tp["value"] == pytest.approx(cfg.params["units"] * cfg.params["tile_w"] * mhz / 1e3)
             assert tp["unit"] == "G multiplies/s"
 
 

@@ -81,7 +81,7 @@ def test_stride1_rewrite_is_exact(tmp_path, name, c, z, k, attrs, hw):
     np.testing.assert_array_equal(conv.stride1_output(y1, layer.geom, *hw), want)
 
 
-FORMATS = [("bfp", "bfp16_pynq-z2", 0.02), ("twohot", "shift8_zcu104", 0.15), ("fixed", "sparse12_zcu104", 0.08)]
+FORMATS = [("bfp", "bfp16_pynq-z2", 0.02), ("twohot", "shift8_zcu104", 0.15), ("fixed", "sparse20_zcu104", 0.08)]
 
 
 def _deploy(net, fmt_type, accel, x, target="emu"):

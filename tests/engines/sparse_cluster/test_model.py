@@ -123,7 +123,7 @@ def test_imbalance_at_least_one_and_the_figures_are_consistent():
         assert r["density_w"] == pytest.approx(np.count_nonzero(w) / w.size)
 
 
-@pytest.mark.parametrize("config", [SP4, ROOT / "configs" / "accel" / "sparse12_zcu104.yaml"])
+@pytest.mark.parametrize("config", [SP4, ROOT / "configs" / "accel" / "sparse20_zcu104.yaml"])
 def test_speedup_grows_as_density_falls(config):
     """On one fixed plan (the equal split) fewer non-zeros mean fewer cycles. (The rebalanced
     plan changes with the map.)"""
@@ -157,7 +157,7 @@ CORNER_MAPS = [dict(c=4, size=16, z=4, corner=8, density=1.0), dict(c=4, size=24
                dict(c=8, size=32, z=8, corner=16, density=0.8), dict(c=16, size=56, z=16, corner=22, density=0.5)]
 
 
-@pytest.mark.parametrize("config", [SP4, ROOT / "configs" / "accel" / "sparse12_zcu104.yaml"])
+@pytest.mark.parametrize("config", [SP4, ROOT / "configs" / "accel" / "sparse20_zcu104.yaml"])
 def test_rebalancing_does_not_worsen_the_imbalance_of_corner_maps(config):
     cfg = hlsnn.load_config(config)
     worse = []

@@ -62,7 +62,7 @@ def test_histogram_equals_msb_histogram_of_independent_wide_values(target, relu,
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("path", [SHIPPED, ROOT / "configs" / "accel" / "sparse12_zcu104.yaml",
+@pytest.mark.parametrize("path", [SHIPPED, ROOT / "configs" / "accel" / "sparse20_zcu104.yaml",
                                   CONFIGS / "sp_one.yaml"], ids=lambda p: p.stem)
 def test_csim_histogram_equals_emulator_on_seeded_calls(path):
     rng = np.random.default_rng(5)

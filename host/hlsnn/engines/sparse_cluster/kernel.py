@@ -56,6 +56,81 @@ def check_operands(p, x, w):
     return x, w
 
 
+class JobTimes:
+    """Unit-time estimates of jobs on the vector units (for planning, not the cycle model): a
+    job's time is its ``MacLoop`` with every coefficient non-zero (per channel, the sum over
+    ``(ky, kx)`` of ``max(1, the most non-zeros a multiplier's column has in the window)``, or
+    the next channel's entries when more), plus its first tile's entries, ``k^2 + 3`` cycles a
+    channel and its output pixels. Rectangles are in output coordinates of the padded map
+    ``xp``."""
+
+    def __init__(self, xp, k):
+        c, hp, wp = xp.shape
+        self.k, self.c = k, c
+        self.col = np.zeros((c, hp + 1, wp), np.int32)
+        np.cumsum(xp != 0, axis=1, out=self.col[:, 1:])
+        self.cache = {}
+
+    def __call__(self, rect):
+        t = self.cache.get(rect)
+        if t is None:
+            r0, r1, q0, q1 = rect
+            k, col = self.k, self.col
+            eh, ew = r1 - r0, q1 - q0
+            rows = np.stack([col[:, r0 + ky + eh, q0:q1 + k - 1] - col[:, r0 + ky, q0:q1 + k - 1]
+                             for ky in range(k)], axis=1)                          # (C, ky, columns)
+            most = np.lib.stride_tricks.sliding_window_view(rows, ew, axis=2)[:, :, :k].max(axis=3)
+            steps = np.maximum(most, 1).sum(axis=(1, 2))                            # (C,)
+            entries = col[:, r1 + k - 1, q0:q1 + k - 1].sum(axis=1) - col[:, r0, q0:q1 + k - 1].sum(axis=1)
+            t = int(np.maximum(steps, np.append(entries[1:], 0)).sum()) + int(entries[0]) \
+                + (k * k + 3) * self.c + eh * ew
+            self.cache[rect] = t
+        return t
+
+
+def deal(times, rects, units):
+    """Rounds of jobs: the rectangles sorted by time, ``units`` a round (the slowest together,
+    which minimizes the sum of the rounds' slowest jobs); within a round the slowest job goes
+    to the unit with the least time so far, so that the units' totals even out.
+    Returns ``(rounds, time)``: per round, per unit, a rectangle or None; and the sum over the
+    rounds of their slowest job."""
+    order = sorted(rects, key=lambda r: (-times(r), r))
+    rounds, total, load = [], 0, [0] * units
+    for i in range(0, len(order), units):
+        chunk = order[i:i + units]
+        total += times(chunk[0])
+        rnd = [None] * units
+        for rect in chunk:                    # the round's slowest job to the least loaded unit
+            m = min((m for m in range(units) if rnd[m] is None), key=lambda m: (load[m], m))
+            rnd[m] = rect
+            load[m] += times(rect)
+        rounds.append(rnd)
+    return rounds, total
+
+
+def refine(times, rects, units, step, min_rows=2):
+    """Split a slow job in two row bands (at a multiple of ``step``) while that lowers the
+    dealt time (:func:`deal`): the slowest job first, else the next slowest (up to
+    ``units`` of them), at most ``4 * units`` splits. A dense patch then spreads over several
+    units instead of holding one round back."""
+    rects = list(rects)
+    _, best = deal(times, rects, units)
+    for _ in range(4 * units):
+        for worst in sorted(rects, key=lambda r: (-times(r), r))[:units]:
+            r0, r1, q0, q1 = worst
+            mid = r0 + (r1 - r0) // 2 // step * step
+            if mid - r0 < max(step, min_rows) or r1 - mid < max(step, min_rows):
+                continue
+            trial = [r for r in rects if r != worst] + [(r0, mid, q0, q1), (mid, r1, q0, q1)]
+            _, t = deal(times, trial, units)
+            if t < best:
+                rects, best = trial, t
+                break
+        else:
+            break
+    return rects
+
+
 class Plan:
     """How a layer is cut into jobs: the padded input, the partition and the rounds."""
 
@@ -160,32 +235,48 @@ class Kernel:
         tile = (max(1, p["tile_h"] // step), max(1, p["tile_w"] // step))
         units = p["units"]
         def best(**kw):
-            # Source 003 balances the non-zero fractions; a unit's time follows its non-zero
-            # count, so "auto" keeps whichever of the two has the lower work imbalance.
+            # Source 003 balances the non-zero fractions; "auto" considers that partition, the
+            # equal split and the count-balanced one on the default grid, and the equal and
+            # count-balanced ones on every other grid of the units, and keeps the one the
+            # vector units finish soonest (plan_time: the rounds' slowest jobs).
             if balance == "equal":
                 return sfmt.partition(weight, threshold=1.0, max_tile=tile, **kw)
             frac = None if balance == "work" else sfmt.partition(weight, threshold=threshold, max_tile=tile, **kw)
             if balance == "fraction":
                 return frac
             work = sfmt.partition(weight, threshold=threshold, max_tile=tile, balance="work", **kw)
-            return work if frac is None or work.imbalance < frac.imbalance else frac
+            if balance == "work":
+                return work
+            cands = [frac, work, sfmt.partition(weight, threshold=1.0, max_tile=tile, **kw)]
+            if "grid" not in kw:
+                n = kw["units"]
+                for gr in range(1, n + 1):
+                    if n % gr or (gr, n // gr) == sfmt.default_grid(n) or gr > gh or n // gr > gw:
+                        continue
+                    for how in ("work", "equal"):
+                        cands.append(sfmt.partition(weight, threshold=1.0 if how == "equal" else threshold,
+                                                    max_tile=tile, grid=(gr, n // gr),
+                                                    balance="work" if how == "work" else "fraction", **kw))
+            return cands
         try:
             part = best(units=units)
         except InputError:       # a map smaller than the unit grid: one band of columns
             units_used = min(units, gw)
             part = best(units=units_used, grid=(1, units_used))
-        folds = list(part.folds) + [[] for _ in range(units - len(part.folds))]
-        n_rounds = max(len(f) for f in folds)
-        rounds = []
-        for r in range(n_rounds):
-            jobs = []
-            for m in range(units):
-                if r < len(folds[m]):
-                    r0, r1, q0, q1 = (int(v) * step for v in folds[m][r])
-                    jobs.append(Job(m, r0, r1, q0, q1))
-                else:
-                    jobs.append(Job(m, 0, 0, 0, 0))
-            rounds.append(jobs)
+        if isinstance(part, list):
+            # "auto": the jobs (time-folded cells) of the candidate partition that deals best,
+            # with the slowest jobs cut into row bands while that helps, dealt by time
+            times = JobTimes(xp, k)
+            scaled = [[[tuple(int(v) * step for v in f) for f in fl] for fl in pt.folds] for pt in part]
+            flat = [[r for fl in sc for r in fl] for sc in scaled]
+            i = min(range(len(part)), key=lambda i: deal(times, flat[i], units)[1])
+            part = part[i]
+            slots, _ = deal(times, refine(times, flat[i], units, step), units)
+        else:
+            folds = list(part.folds) + [[] for _ in range(units - len(part.folds))]
+            slots = [[tuple(int(v) * step for v in folds[m][r]) if r < len(folds[m]) else None
+                      for m in range(units)] for r in range(max(len(f) for f in folds))]
+        rounds = [[Job(m, *rect) if rect else Job(m, 0, 0, 0, 0) for m, rect in enumerate(rnd)] for rnd in slots]
         out_shape = (gh, gw) if pool else (oh, ow)
         return Plan(xp, k, out_shape, part, rounds, pool)
 
