@@ -189,6 +189,26 @@ def test_sparse_hand_count(sparse_acc):
     assert kc.bound == "compute"
 
 
+def test_sparse_mac_steps_by_hand():
+    """A 2x2 output window of one unit, 2x2 kernel positions (0, 0) and (0, 1): input columns 0
+    and 2 hold rows 0-2, column 1 holds row 0. Multiplier l takes column l + kx, rows 0..1 of
+    the window (eh = 2) for ky = 0: coefficient A (kx = 0) gives multiplier 0 two entries and
+    multiplier 1 one; B (kx = 1) gives 1 and 2. U = 1: max(2, 1) + max(1, 2) = 4 cycles. U = 2:
+    multiplier 1 starts B while multiplier 0 finishes A: multiplier 0 works in cycles 0-1 (A)
+    and 2 (B), multiplier 1 in 0 (A) and 1-2 (B): 3 cycles. Both: 6 products."""
+    from hlsnn.perf.counting import sparse_mac_steps
+    rows, cols = np.array([0, 0, 0, 1, 1, 2, 2]), np.array([0, 1, 2, 0, 2, 0, 2])
+    coefs = (np.array([0, 0]), np.array([0, 1]))
+    assert sparse_mac_steps((rows, cols), coefs, (2, 2), 2, (4, 4), 1) == (4, 6)
+    assert sparse_mac_steps((rows, cols), coefs, (2, 2), 2, (4, 4), 2) == (3, 6)
+    # one multiplier (ew = 1), eh = 1: (0, 0) has row 0 of column 0, (1, 1) nothing (column 1
+    # has no row 1), (0, 1) row 0 of column 1. The empty coefficient still takes its cycle
+    # (U = 1), or its shift out of the window, one a cycle (U = 2): 3 cycles, 2 products
+    seq = (np.array([0, 1, 0]), np.array([0, 1, 1]))
+    assert sparse_mac_steps((rows, cols), seq, (1, 1), 2, (4, 4), 1) == (3, 2)
+    assert sparse_mac_steps((rows, cols), seq, (1, 1), 2, (4, 4), 2) == (3, 2)
+
+
 def test_emu_has_no_cycles():
     from hlsnn.runtime import Accelerator
     with Accelerator(BFP / "t16_row.yaml", target="emu") as acc:
@@ -361,8 +381,10 @@ def test_counting_target_equals_csim(bfp_acc, shift_acc, sparse_acc):
              (shift_acc, "conv2d", (rng.normal(size=(2, 9, 7)), rng.normal(size=(3, 2, 3, 3))), {})]
     xs = (rng.integers(-128, 128, (3, 12, 10)) * (rng.random((3, 12, 10)) < 0.5)).astype(np.int8)
     ws = (rng.integers(-128, 128, (3, 3, 3, 3)) * (rng.random((3, 3, 3, 3)) < 0.5)).astype(np.int8)
-    with Accelerator(SPARSE / "sp_small.yaml", target="csim") as sp:
-        cases += [(sp, "conv2d", (xs, ws), {}), (sp, "conv2d", (xs, ws), dict(pool=True, stats=True))]
+    with Accelerator(SPARSE / "sp_small.yaml", target="csim") as sp, \
+            Accelerator(SPARSE / "sp_u2.yaml", target="csim") as u2:
+        cases += [(sp, "conv2d", (xs, ws), {}), (sp, "conv2d", (xs, ws), dict(pool=True, stats=True)),
+                  (u2, "conv2d", (xs, ws), {}), (u2, "conv2d", (xs, ws), dict(pool=True, stats=True))]
         for acc, op, args, kw in cases:
             getattr(acc.kernel, op)(*args, **kw)
             want = acc.kernel.last_cycles

@@ -55,7 +55,7 @@ def sparse_call_counts(p, beats, regs):
     from ..engines.stream import beats_to_lanes, pad_to
     cin, zout, ksize, flags, n_rounds, n_groups = regs
     pool, raw, stats = bool(flags & pr.FLAG_POOL), bool(flags & pr.FLAG_RAW), bool(flags & pr.FLAG_STATS_OUT)
-    lanes, units = pr.lanes_per_beat(p), p["units"]
+    lanes, units, u = pr.lanes_per_beat(p), p["units"], p["weights_per_round"]
     th, tw = p["tile_h"] + p["max_ksize"] - 1, p["tile_w"] + p["max_ksize"] - 1
     v = beats_to_lanes(beats, pr.LANE).astype(np.int64)
     c, pos = {}, 0
@@ -106,8 +106,9 @@ def sparse_call_counts(p, beats, regs):
             for m in range(units):
                 _add(c, f"LoadFirst.{m}", len(tiles[0][m][0]), 1)
                 for kz in range(cin):
-                    _add(c, f"CountWindows.{m}", ksize * ksize, 1)
-                    steps, macs = sparse_mac_steps(tiles[kz][m], coefs[kz], windows[m], ksize, (th, tw))
+                    if u == 1:
+                        _add(c, f"CountWindows.{m}", ksize * ksize, 1)
+                    steps, macs = sparse_mac_steps(tiles[kz][m], coefs[kz], windows[m], ksize, (th, tw), u)
                     nxt = len(tiles[kz + 1][m][0]) if kz + 1 < cin else 0
                     _add(c, f"MacLoop.{m}", max(steps, nxt), 1)
                     _add(c, f"EffectualMacs.{m}", macs, macs)
@@ -122,12 +123,19 @@ def sparse_call_counts(p, beats, regs):
     return c
 
 
-def sparse_mac_steps(tile, coefs, window, ksize, tile_in):
-    """``(steps, products)`` of one unit's ``MacLoop`` for one channel: the tile's non-zeros
-    ``(rows, cols)`` (tile-local), the coefficients' ``(ky, kx)``, the job's computed window
-    ``(eh, ew)``. A coefficient at ``(ky, kx)`` takes ``max(1, max over l < ew of n(ky, l + kx))``
-    cycles, ``n(ky, c)`` the non-zeros of input column ``c`` in rows ``ky .. ky + eh - 1``;
-    the products are the sum of those counts over the multipliers."""
+def sparse_mac_steps(tile, coefs, window, ksize, tile_in, u=1):
+    """``(cycles, products)`` of one unit's ``MacLoop`` for one channel's coefficients: the
+    tile's non-zeros ``(rows, cols)`` (tile-local), the coefficients' ``(ky, kx)`` in stream
+    order, the job's computed window ``(eh, ew)`` and ``u`` (``weights_per_round``).
+    Multiplier ``l < ew`` has ``n_l(j)`` entries for coefficient ``j``: the non-zeros of input
+    column ``l + kx_j`` in rows ``ky_j .. ky_j + eh - 1``; the products are their sum.
+
+    ``u = 1``: a coefficient takes ``max(1, max_l n_l(j))`` cycles. ``u = 2``: coefficient
+    ``j`` may be applied once ``j - 2`` has left the window (``E_j = T_{j-2} + 1``); multiplier
+    ``l`` applies it in the cycles from ``S = max(D_l(j-1) + 1, E_j)`` to ``D_l(j) = S + n_l(j)
+    - 1``, and it leaves the window at the end of cycle ``T_j = max(T_{j-1} + 1, max_l
+    D_l(j))`` (at most one coefficient a cycle); the loop takes ``T_last + 1`` cycles (the
+    kernel's ``MacLoop`` for U = 2 does exactly this, cycle by cycle)."""
     ky, kx = coefs
     if len(ky) == 0:
         return 0, 0
@@ -140,8 +148,17 @@ def sparse_mac_steps(tile, coefs, window, ksize, tile_in):
     col = np.cumsum(grid, axis=0)                                   # col[r, c]: entries of column c in rows < r
     win = col[eh:eh + k] - col[:k]                                  # (k, cols): rows ky .. ky + eh - 1
     slide = np.lib.stride_tricks.sliding_window_view(win, ew, axis=1)[:, :k]     # (ky, kx, l)
-    most, total = np.maximum(slide.max(axis=2), 1), slide.sum(axis=2)
-    return int(most[ky, kx].sum()), int(total[ky, kx].sum())
+    products = int(slide.sum(axis=2)[ky, kx].sum())
+    if u == 1:
+        return int(np.maximum(slide.max(axis=2), 1)[ky, kx].sum()), products
+    n = slide[ky, kx]                                               # (J, lanes)
+    done = np.full(n.shape[1], -1, np.int64)                        # D_l(j - 1)
+    t_prev = [-1] * u                                               # T_{j-1}, T_{j-2}, ...
+    for j in range(n.shape[0]):
+        done = np.maximum(done + 1, t_prev[u - 1] + 1) + n[j] - 1
+        t_j = max(t_prev[0] + 1, int(done.max()))
+        t_prev = [t_j] + t_prev[:-1]
+    return t_prev[0] + 1, products
 
 
 class CountingTarget(EmuTarget):

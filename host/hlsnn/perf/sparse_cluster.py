@@ -24,6 +24,12 @@ multiplier's column in the window (``CountWindows`` tabulates it per channel). I
 iterations the next channel's tile is read into the other buffer set, one entry a cycle, so
 the loop runs ``max(sum of steps, entries of the next channel)`` iterations.
 
+With ``weights_per_round: 2`` (source 003's U = 2) a unit holds a window of two coefficients:
+a multiplier done with the older one goes on with the newer, and the window moves when every
+multiplier is done with the older (at most once a cycle). ``CountWindows`` is not needed
+then, and the coefficients' cycles follow the recursion of
+:func:`hlsnn.perf.counting.sparse_mac_steps` instead of the sum of the steps.
+
 What each loop body accesses per iteration, and the II that follows:
 
 =================== ===== ====================================================== ====== =====
@@ -36,7 +42,7 @@ Coefficients        1     ``in``: 1 read; each ``coef_q[m]``: 1 write (a beat)  
 ReadParams          3     ``job_q``: 3 reads                                      3      4
 LoadFirst           1     ``data_q``: at most 1 read; per multiplier one          1      3
                           ``ebuf`` write
-CountWindows        1     bitmap registers only                                   1      3
+CountWindows        1     bitmap registers only (U = 1 only)                      1      3
 MacLoop             1     per multiplier: its ``acc`` bank 1 read + 1 write       1      7
                           (true dual port), ``ebuf`` of the set computing 1 read
                           and of the set loading 1 write (simple dual port);

@@ -26,6 +26,8 @@ SCHEMA = {
     "max_in_channels": Field("int", "largest number of input channels C", default=64, lo=1, hi=4096),
     "max_ksize": Field("int", "largest kernel size k", default=5, lo=1, hi=15),
     "max_hw": Field("int", "largest feature-map height or width", default=256, lo=1, hi=4096),
+    "weights_per_round": Field("int", "U: distinct weights the multipliers of a unit may apply in one cycle "
+                               "(source 003: 1 for units 1000/1300, 2 for units 1400/1500)", default=1, lo=1, hi=2),
     "rounding": Field("choice", "rounding of the output requantization", default="nearest_even",
                       choices=tuple(ROUNDING_CODES)),
     "stream_bits": Field("int", "AXI-Stream width; default: the board's DMA width", default=None,
@@ -62,6 +64,9 @@ def validate(p: dict, board, source) -> dict:
 #: pipeline, the product's add), per unit (its loop control, the window counts' maximum,
 #: the output path), and for Dispatch/Collect/control.
 LANE_LUT, LANE_FF, UNIT_LUT, UNIT_FF, BASE_LUT, BASE_FF = 180, 160, 900, 1200, 4000, 5000
+#: U = 2 adds per multiplier the second slot's column multiplexers, its choice of slot and
+#: weight, and its two progress counters, and per input column two more popcounts.
+U2_LANE_LUT, U2_LANE_FF = 120, 40
 
 
 def storage_plan(p, board) -> dict:
@@ -90,7 +95,8 @@ def buffers(ctx) -> tuple:
     z, th, tw = ctx["max_z"], ctx["tile_h"], ctx["tile_w"]
     top = ctx["top"]
     complete = ((0, "complete"),)
-    kk = ctx["max_ksize"]
+    kk, tiw = ctx["max_ksize"], ctx["tile_in_w"]
+    u1 = ctx["weights_per_round"] == 1
     bufs = [
         Buffer("acc", "Unit", "array", ACC_BITS, (tw, z * th), partition=((1, "complete"),), storage="ram_s2p",
                impl="uram" if ctx["acc_uram"] else "bram", static=True, instances=m,
@@ -100,12 +106,22 @@ def buffers(ctx) -> tuple:
                instances=m, note="two tile buffer sets: per input column, its non-zeros"),
         Buffer("occ", "Unit", "array", ctx["tile_in_h"], (2, ctx["tile_in_w"]), partition=((0, "complete"),),
                instances=m, note="row bitmaps of the buffered columns (per-row offsets)"),
-        Buffer("nwin", "Unit", "array", 8, (kk, kk), partition=((0, "complete"),), instances=m),
-        Buffer("n", "Unit", "array", 9, (ctx["tile_in_w"],), partition=((0, "complete"),), instances=m,
+        Buffer("nwin", "Unit", "array", 8, (kk, kk), partition=((0, "complete"),), instances=m, used=u1),
+    ] + ([
+        Buffer("n", "Unit", "array", 9, (tiw,), partition=complete, instances=m,
                note="the columns' counts in one window (CountWindows)"),
-        Buffer("col_e", "Unit", "array", 16, (ctx["tile_in_w"],), partition=((0, "complete"),), instances=m,
+        Buffer("col_e", "Unit", "array", 16, (tiw,), partition=complete, instances=m,
                note="the entry each column memory gives in a MacLoop cycle"),
-        Buffer("col_ok", "Unit", "array", 1, (ctx["tile_in_w"],), partition=((0, "complete"),), instances=m),
+        Buffer("col_ok", "Unit", "array", 1, (tiw,), partition=complete, instances=m),
+    ] if u1 else [
+        Buffer("ebuf1", "Unit", "array", 16, (2, tiw, ctx["tile_in_h"]),
+               partition=((1, "complete"), (2, "complete")), storage="ram_s2p", impl="lutram", static=True,
+               instances=m, note="U = 2: a second copy of the tile buffers for the second slot's reads"),
+        Buffer("t0", "Unit", "array", 9, (tw,), partition=complete, instances=m),
+        Buffer("t1", "Unit", "array", 9, (tw,), partition=complete, instances=m),
+        *(Buffer(name, "Unit", "array", 9, (tiw,), partition=complete, instances=m)
+          for name in ("st0", "n0", "st1", "n1")),
+    ]) + [
         Buffer("fa1", "Unit", "array", 32, (tw,), partition=((0, "complete"),), instances=m),
         Buffer("fa2", "Unit", "array", 32, (tw,), partition=((0, "complete"),), instances=m),
         Buffer("fv1", "Unit", "array", ACC_BITS, (tw,), partition=((0, "complete"),), instances=m),
@@ -145,9 +161,10 @@ def estimate(cfg) -> dict:
     m, tw = cfg.params["units"], cfg.params["tile_w"]
     model = resources.build(*buffers(template_context(cfg)), cfg.board.ps)
     peak = m * tw
+    u2 = cfg.params["weights_per_round"] == 2
     return resources.estimate(
-        cfg, model, logic_lut=m * (UNIT_LUT + tw * LANE_LUT) + BASE_LUT,
-        logic_ff=m * (UNIT_FF + tw * LANE_FF) + BASE_FF,
+        cfg, model, logic_lut=m * (UNIT_LUT + tw * (LANE_LUT + u2 * U2_LANE_LUT)) + BASE_LUT,
+        logic_ff=m * (UNIT_FF + tw * (LANE_FF + u2 * U2_LANE_FF)) + BASE_FF,
         extra={"units": m, "peak_macs_per_cycle": peak,
                "throughput": {"value": peak * cfg.clock_mhz / 1e3, "unit": "G multiplies/s",
                               "what": f"peak multiplies per second: tile_w = {tw} per unit per cycle "
@@ -177,7 +194,7 @@ def template_context(cfg) -> dict:
     th, tw = tile_in(p)
     return {
         **{k: p[k] for k in ("units", "tile_h", "tile_w", "max_z", "max_out_channels", "max_in_channels",
-                             "max_ksize", "max_hw", "stream_bits", "rounding")},
+                             "max_ksize", "max_hw", "stream_bits", "rounding", "weights_per_round")},
         "tile_in_h": th,
         "tile_in_w": tw,
         "max_entries": th * tw,
