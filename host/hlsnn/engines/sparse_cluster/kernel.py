@@ -57,19 +57,33 @@ def check_operands(p, x, w):
 
 
 class JobTimes:
-    """Unit-time estimates of jobs on the vector units (for planning, not the cycle model): a
-    job's time is its ``MacLoop`` with every coefficient non-zero (per channel, the sum over
-    ``(ky, kx)`` of ``max(1, the most non-zeros a multiplier's column has in the window)``, or
-    the next channel's entries when more), plus its first tile's entries, ``k^2 + 3`` cycles a
-    channel and its output pixels. Rectangles are in output coordinates of the padded map
-    ``xp``."""
+    """Time estimates of jobs on the vector units, for planning (the cycle model is
+    :mod:`hlsnn.perf.sparse_cluster`), per pass of output channels: ``nw`` (C, k, k) holds a
+    pass's non-zero coefficients per input channel and position (the layer's count divided by
+    its passes; without weights, every coefficient of ``zg`` channels). A job's unit time is
+    its ``MacLoop`` (per channel, the sum over ``(ky, kx)`` of ``nw`` times ``max(1, the most
+    non-zeros a multiplier's column has in the window)``, or the next channel's entries when
+    more), its first tile's entries, ``k^2 + 3`` cycles a channel and its output pixels; a
+    unit without a job in a round still takes a cycle per coefficient (:attr:`idle`).
+    :meth:`stream` is a job's share of ``Dispatch`` (its data segments, ``lanes`` to a beat) and
+    :attr:`round_stream` a round's coefficient segments. Rectangles are in output coordinates
+    of the padded map ``xp``."""
 
-    def __init__(self, xp, k):
+    def __init__(self, xp, k, zg, nw=None, lanes=4):
         c, hp, wp = xp.shape
-        self.k, self.c = k, c
+        self.k, self.c, self.zg, self.lanes = k, c, zg, lanes
+        self.nw = np.full((c, k, k), float(zg)) if nw is None else np.asarray(nw, float)
         self.col = np.zeros((c, hp + 1, wp), np.int32)
         np.cumsum(xp != 0, axis=1, out=self.col[:, 1:])
-        self.cache = {}
+        per = self.nw.sum(axis=(1, 2))
+        self.idle = float(per.sum()) + c * (k * k + 3)
+        self.round_stream = float(((1 + 2 * per) / lanes + 0.5).sum()) + c
+        self.cache, self.scache = {}, {}
+
+    def _entries(self, rect):
+        r0, r1, q0, q1 = rect
+        col, k = self.col, self.k
+        return col[:, r1 + k - 1, q0:q1 + k - 1].sum(axis=1) - col[:, r0, q0:q1 + k - 1].sum(axis=1)
 
     def __call__(self, rect):
         t = self.cache.get(rect)
@@ -80,22 +94,30 @@ class JobTimes:
             rows = np.stack([col[:, r0 + ky + eh, q0:q1 + k - 1] - col[:, r0 + ky, q0:q1 + k - 1]
                              for ky in range(k)], axis=1)                          # (C, ky, columns)
             most = np.lib.stride_tricks.sliding_window_view(rows, ew, axis=2)[:, :, :k].max(axis=3)
-            steps = np.maximum(most, 1).sum(axis=(1, 2))                            # (C,)
-            entries = col[:, r1 + k - 1, q0:q1 + k - 1].sum(axis=1) - col[:, r0, q0:q1 + k - 1].sum(axis=1)
-            t = int(np.maximum(steps, np.append(entries[1:], 0)).sum()) + int(entries[0]) \
-                + (k * k + 3) * self.c + eh * ew
+            steps = (self.nw * np.maximum(most, 1)).sum(axis=(1, 2))               # (C,)
+            entries = self._entries(rect)
+            t = float(np.maximum(steps, np.append(entries[1:], 0)).sum()) + float(entries[0]) \
+                + (k * k + 3) * self.c + self.zg * eh * ew
             self.cache[rect] = t
+        return t
+
+    def stream(self, rect):
+        if rect is None:
+            return float(self.c)
+        t = self.scache.get(rect)
+        if t is None:
+            t = self.scache[rect] = float(((1 + 2 * self._entries(rect)) / self.lanes + 0.5).sum())
         return t
 
 
 def deal(times, rects, units):
-    """Rounds of jobs: the rectangles sorted by time, ``units`` a round (the slowest together,
-    which minimizes the sum of the rounds' slowest jobs); within a round the slowest job goes
-    to the unit with the least time so far, so that the units' totals even out.
-    Returns ``(rounds, time)``: per round, per unit, a rectangle or None; and the sum over the
-    rounds of their slowest job."""
+    """Rounds of jobs: the rectangles sorted by time, ``units`` a round (the slowest together);
+    within a round the slowest job goes to the unit with the least time so far, so that the
+    units' totals even out. Returns ``(rounds, cost)``: per round, per unit, a rectangle or
+    None; and ``(the slower of the slowest unit's total and Dispatch's, the sum of the rounds'
+    slowest jobs)``, a unit without a job in a round counting ``times.idle``."""
     order = sorted(rects, key=lambda r: (-times(r), r))
-    rounds, total, load = [], 0, [0] * units
+    rounds, total, load, stream = [], 0.0, [0.0] * units, 0.0
     for i in range(0, len(order), units):
         chunk = order[i:i + units]
         total += times(chunk[0])
@@ -104,8 +126,13 @@ def deal(times, rects, units):
             m = min((m for m in range(units) if rnd[m] is None), key=lambda m: (load[m], m))
             rnd[m] = rect
             load[m] += times(rect)
+        for m in range(units):
+            if rnd[m] is None:
+                load[m] += times.idle
+            stream += times.stream(rnd[m])
+        stream += times.round_stream
         rounds.append(rnd)
-    return rounds, total
+    return rounds, (max(max(load), stream), total)
 
 
 def refine(times, rects, units, step, min_rows=2):
@@ -192,15 +219,18 @@ class Kernel:
         self.last_calls = 0
 
     # ------------------------------------------------------------------ planning
-    def plan(self, x, k, padding="same", pool=False, threshold=0.03, balance="auto"):
+    def plan(self, x, k, padding="same", pool=False, threshold=0.03, balance="auto", weights=None):
         """Pad the input, partition the output grid over the units by the input's non-zeros,
         fold each unit's rectangle to the unit's tile size, and group the folds into rounds
         (one job per unit per round). One call: the map must be within ``max_hw``.
 
         ``balance``: ``"fraction"`` (source 003: non-zero fractions within ``threshold``),
-        ``"work"`` (equal non-zero counts), ``"equal"`` (the equal split), or ``"auto"``
-        (default): of ``fraction`` and ``work``, the one with the lower work imbalance (a
-        unit's time follows its non-zero count)."""
+        ``"work"`` (equal non-zero counts), ``"equal"`` (the equal split, folds in unit
+        order), or ``"auto"`` (default): the partition, of those and of the equal and
+        count-balanced ones on every other grid of the units, whose jobs deal best by their
+        modelled time (:class:`JobTimes`, with the ``weights`` (Z, C, k, k) when given), its
+        slowest jobs cut into row bands while that helps (:func:`refine`), dealt to the
+        units by time (:func:`deal`)."""
         if balance not in ("auto", "fraction", "work", "equal"):
             raise InputError(f"balance = {balance!r}: must be auto, fraction, work or equal")
         c, h, w = x.shape
@@ -208,7 +238,7 @@ class Kernel:
         self._check_fit(xp, k, pool, h, w, padding)
         if max(h, w) > self.p["max_hw"]:
             raise InputError(f"feature map {h}x{w} exceeds max_hw = {self.p['max_hw']}")
-        return self._plan_padded(xp, k, pool, threshold, balance)
+        return self._plan_padded(xp, k, pool, threshold, balance, weights)
 
     @staticmethod
     def _check_fit(xp, k, pool, h, w, padding):
@@ -218,7 +248,7 @@ class Kernel:
         if pool and (oh < 2 or ow < 2):
             raise InputError(f"2x2 pooling needs an output of at least 2x2, got {oh}x{ow}")
 
-    def _plan_padded(self, xp, k, pool, threshold, balance="auto"):
+    def _plan_padded(self, xp, k, pool, threshold, balance="auto", weights=None):
         """:meth:`plan` of an already padded input ``xp`` (run with 'valid' padding)."""
         p = self.p
         c = xp.shape[0]
@@ -234,6 +264,9 @@ class Kernel:
             weight = weight[:, :gh * 2, :gw * 2].reshape(c, gh, 2, gw, 2).transpose(0, 2, 4, 1, 3).reshape(4 * c, gh, gw)
         tile = (max(1, p["tile_h"] // step), max(1, p["tile_w"] // step))
         units = p["units"]
+        zg = min(p["max_z"], weights.shape[0] if weights is not None else p["max_z"])
+        nw = None if weights is None else np.count_nonzero(weights, axis=0) / -(-weights.shape[0] // p["max_z"])
+
         def best(**kw):
             # Source 003 balances the non-zero fractions; "auto" considers that partition, the
             # equal split and the count-balanced one on the default grid, and the equal and
@@ -266,7 +299,7 @@ class Kernel:
         if isinstance(part, list):
             # "auto": the jobs (time-folded cells) of the candidate partition that deals best,
             # with the slowest jobs cut into row bands while that helps, dealt by time
-            times = JobTimes(xp, k)
+            times = JobTimes(xp, k, zg, nw, p["stream_bits"] // protocol.LANE.itemsize // 8)
             scaled = [[[tuple(int(v) * step for v in f) for f in fl] for fl in pt.folds] for pt in part]
             flat = [[r for fl in sc for r in fl] for sc in scaled]
             i = min(range(len(part)), key=lambda i: deal(times, flat[i], units)[1])

@@ -134,7 +134,7 @@ def work_model(cfg, x, w, *, padding="same", pool=False, threshold=0.03) -> dict
     x, w = check_operands(p, x, w)
     Z, C, k, _ = w.shape
     kern = Kernel(cfg, None)
-    plan = kern.plan(x, k, padding, pool, threshold)
+    plan = kern.plan(x, k, padding, pool, threshold, weights=w)
     plan_eq = kern.plan(x, k, padding, pool, threshold, balance="equal")
     hout, wout = plan.xp.shape[1] - k + 1, plan.xp.shape[2] - k + 1
     dense_macs = Z * C * k * k * hout * wout

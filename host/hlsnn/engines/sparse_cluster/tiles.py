@@ -27,7 +27,7 @@ def conv(kern, xp, w, bias, shift, flags, stats, threshold, in_hw):
     oh, ow = xp.shape[1] - k + 1, xp.shape[2] - k + 1
     traffic = Traffic(p, w, flags, stats) if limit is not None else None
     if in_hw:       # the whole map, trimmed to whole pooling windows if it must be cut
-        todo = [((0, oh // step * step, 0, ow // step * step), kern._plan_padded(xp, k, pool, threshold))]
+        todo = [((0, oh // step * step, 0, ow // step * step), kern._plan_padded(xp, k, pool, threshold, weights=w))]
     else:
         todo = [(t, None) for t in hw_tiles(p, oh, ow, k, step)]
     out, tally = None, tiling.Tally()
@@ -36,7 +36,7 @@ def conv(kern, xp, w, bias, shift, flags, stats, threshold, in_hw):
         rect, plan = todo.pop()
         r0, r1, q0, q1 = rect
         if plan is None:
-            plan = kern._plan_padded(tiling.halo_window(xp, rect, k), k, pool, threshold)
+            plan = kern._plan_padded(tiling.halo_window(xp, rect, k), k, pool, threshold, weights=w)
         minimal = r1 - r0 <= step and q1 - q0 <= step
         zcalls, need = z_calls(p, traffic, limit, z, *plan_traffic(p, plan, limit), whole_passes=not minimal)
         if out is None:
