@@ -32,7 +32,7 @@ from hlsnn.runtime.targets import CsimTarget
 import synthesis_guards as guards
 from conftest import ROOT
 
-pytestmark = pytest.mark.csim
+pytestmark = [pytest.mark.csim, pytest.mark.slow]   # every shipped config under every header model: minutes
 
 MODELS_DIR = ROOT / "tests" / "header_models"
 MODELS = {"vitis2022": MODELS_DIR / "vitis_hls_2020.2_to_2022.2",

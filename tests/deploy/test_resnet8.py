@@ -67,6 +67,7 @@ def test_bfp8_and_twohot_within_one_point_of_float(model, fmt):
 
 
 @pytest.mark.csim
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["bfp8", "bfp16", "twohot", "pot", "fixed8", "sparse50"])
 def test_every_format_bit_exact_on_csim(model, fmt):
     cfg, net, ds = model
