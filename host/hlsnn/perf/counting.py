@@ -143,11 +143,10 @@ def sparse_mac_steps(tile, coefs, window, ksize, tile_in, u=1):
     k = ksize
     if ew == 0 or len(tile[0]) == 0:
         return len(ky), 0
+    from ..engines.sparse_cluster.kernel import window_counts
     grid = np.zeros((tile_in[0] + 1, tile_in[1] + k), np.int64)
     np.add.at(grid, (tile[0] + 1, tile[1]), 1)
-    col = np.cumsum(grid, axis=0)                                   # col[r, c]: entries of column c in rows < r
-    win = col[eh:eh + k] - col[:k]                                  # (k, cols): rows ky .. ky + eh - 1
-    slide = np.lib.stride_tricks.sliding_window_view(win, ew, axis=1)[:, :k]     # (ky, kx, l)
+    slide = window_counts(np.cumsum(grid, axis=0), 0, eh, 0, ew, k)   # (ky, kx, l)
     products = int(slide.sum(axis=2)[ky, kx].sum())
     if u == 1:
         return int(np.maximum(slide.max(axis=2), 1)[ky, kx].sum()), products

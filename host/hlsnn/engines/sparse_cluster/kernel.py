@@ -56,6 +56,17 @@ def check_operands(p, x, w):
     return x, w
 
 
+def window_counts(col, row0, eh, col0, ew, k):
+    """The vector unit's work per coefficient position: ``out[..., ky, kx, l]`` is the number of
+    non-zeros multiplier ``l < ew`` applies coefficient ``(ky, kx)`` to, those of input column
+    ``col0 + l + kx`` in rows ``row0 + ky .. row0 + ky + eh - 1``. ``col[..., r, c]``: the
+    non-zeros of column ``c`` in rows above ``r`` (a cumulative sum over rows with a leading
+    zero row)."""
+    rows = np.stack([col[..., row0 + ky + eh, col0:col0 + ew + k - 1] - col[..., row0 + ky, col0:col0 + ew + k - 1]
+                     for ky in range(k)], axis=-2)                                  # (..., ky, columns)
+    return np.lib.stride_tricks.sliding_window_view(rows, ew, axis=-1)[..., :k, :]
+
+
 class JobTimes:
     """Time estimates of jobs on the vector units, for planning (the cycle model is
     :mod:`hlsnn.perf.sparse_cluster`), per pass of output channels: ``nw`` (C, k, k) holds a
@@ -89,11 +100,8 @@ class JobTimes:
         t = self.cache.get(rect)
         if t is None:
             r0, r1, q0, q1 = rect
-            k, col = self.k, self.col
-            eh, ew = r1 - r0, q1 - q0
-            rows = np.stack([col[:, r0 + ky + eh, q0:q1 + k - 1] - col[:, r0 + ky, q0:q1 + k - 1]
-                             for ky in range(k)], axis=1)                          # (C, ky, columns)
-            most = np.lib.stride_tricks.sliding_window_view(rows, ew, axis=2)[:, :, :k].max(axis=3)
+            k, eh, ew = self.k, r1 - r0, q1 - q0
+            most = window_counts(self.col, r0, eh, q0, ew, k).max(axis=-1)         # (C, ky, kx)
             steps = (self.nw * np.maximum(most, 1)).sum(axis=(1, 2))               # (C,)
             entries = self._entries(rect)
             t = float(np.maximum(steps, np.append(entries[1:], 0)).sum()) + float(entries[0]) \
@@ -268,10 +276,9 @@ class Kernel:
         nw = None if weights is None else np.count_nonzero(weights, axis=0) / -(-weights.shape[0] // p["max_z"])
 
         def best(**kw):
-            # Source 003 balances the non-zero fractions; "auto" considers that partition, the
-            # equal split and the count-balanced one on the default grid, and the equal and
-            # count-balanced ones on every other grid of the units, and keeps the one the
-            # vector units finish soonest (plan_time: the rounds' slowest jobs).
+            # Source 003 balances the non-zero fractions; "auto" returns the candidates for
+            # the caller to deal: that partition, the equal split and the count-balanced one
+            # on the default grid, and the equal and count-balanced ones on every other grid.
             if balance == "equal":
                 return sfmt.partition(weight, threshold=1.0, max_tile=tile, **kw)
             frac = None if balance == "work" else sfmt.partition(weight, threshold=threshold, max_tile=tile, **kw)
@@ -299,9 +306,8 @@ class Kernel:
         if isinstance(part, list):
             # "auto": the jobs (time-folded cells) of the candidate partition that deals best,
             # with the slowest jobs cut into row bands while that helps, dealt by time
-            times = JobTimes(xp, k, zg, nw, p["stream_bits"] // protocol.LANE.itemsize // 8)
-            scaled = [[[tuple(int(v) * step for v in f) for f in fl] for fl in pt.folds] for pt in part]
-            flat = [[r for fl in sc for r in fl] for sc in scaled]
+            times = JobTimes(xp, k, zg, nw, protocol.lanes_per_beat(p))
+            flat = [[tuple(int(v) * step for v in f) for fl in pt.folds for f in fl] for pt in part]
             i = min(range(len(part)), key=lambda i: deal(times, flat[i], units)[1])
             part = part[i]
             slots, _ = deal(times, refine(times, flat[i], units, step), units)

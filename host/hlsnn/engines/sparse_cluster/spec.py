@@ -106,8 +106,8 @@ def buffers(ctx) -> tuple:
                instances=m, note="two tile buffer sets: per input column, its non-zeros"),
         Buffer("occ", "Unit", "array", ctx["tile_in_h"], (2, ctx["tile_in_w"]), partition=((0, "complete"),),
                instances=m, note="row bitmaps of the buffered columns (per-row offsets)"),
-        Buffer("nwin", "Unit", "array", 8, (kk, kk), partition=((0, "complete"),), instances=m, used=u1),
     ] + ([
+        Buffer("nwin", "Unit", "array", 8, (kk, kk), partition=complete, instances=m),
         Buffer("n", "Unit", "array", 9, (tiw,), partition=complete, instances=m,
                note="the columns' counts in one window (CountWindows)"),
         Buffer("col_e", "Unit", "array", 16, (tiw,), partition=complete, instances=m,
@@ -122,10 +122,8 @@ def buffers(ctx) -> tuple:
         *(Buffer(name, "Unit", "array", 9, (tiw,), partition=complete, instances=m)
           for name in ("st0", "n0", "st1", "n1")),
     ]) + [
-        Buffer("fa1", "Unit", "array", 32, (tw,), partition=((0, "complete"),), instances=m),
-        Buffer("fa2", "Unit", "array", 32, (tw,), partition=((0, "complete"),), instances=m),
-        Buffer("fv1", "Unit", "array", ACC_BITS, (tw,), partition=((0, "complete"),), instances=m),
-        Buffer("fv2", "Unit", "array", ACC_BITS, (tw,), partition=((0, "complete"),), instances=m),
+        Buffer("fwd", "Unit", "array", 2 * 32 + 2 * ACC_BITS, (tw,), partition=complete, instances=m,
+               note="each multiplier's read-add-write bypass: two addresses and words"),
         Buffer("bias", "Unit", "array", 32, (z,), instances=m),
         Buffer("shift", "Unit", "array", 16, (z,), instances=m),
         Buffer("hist", "Unit", "array", 32, (ctx["stats_bins"],), partition=complete, instances=m),
