@@ -420,7 +420,7 @@ def test_check_runs_only_csim_and_synth(env):
     for label, ii in pipelined:
         row = next(x.split() for x in lines if x.split()[:2] == [f"{TOP}_Pipeline_{label}", label])
         assert row[4:7] == [ii, ii, "yes"], row
-    assert any(x.split()[:2] == [TOP, "BatchTiles"] for x in lines)
+    assert any(x.split()[:2] == [TOP, "Passes"] for x in lines), "an unpipelined top-level loop"
     assert "II" in out and "target II" in out and "WARNING" not in out
 
     # resources: the fake's synthesis numbers against the estimate (BRAM_18K = 2 x BRAM36)
@@ -434,12 +434,12 @@ def test_check_runs_only_csim_and_synth(env):
 
 
 def test_check_warns_on_a_missed_ii(env, monkeypatch):
-    monkeypatch.setenv("FAKE_HLS_II_MISS", "ReadSampleK")
+    monkeypatch.setenv("FAKE_HLS_II_MISS", "ReadSampleBeats")
     rc, out, err = env.main("--check")
     assert rc == 0, out + err
-    row = next(x.split() for x in out.splitlines() if x.split()[:2] == [f"{TOP}_Pipeline_ReadSampleK", "ReadSampleK"])
+    row = next(x.split() for x in out.splitlines() if x.split()[:2] == [f"{TOP}_Pipeline_ReadSampleBeats", "ReadSampleBeats"])
     assert row[4:6] == ["2", "1"]
-    assert f"WARNING: {TOP}_Pipeline_ReadSampleK/ReadSampleK II 2 > target 1" in out
+    assert f"WARNING: {TOP}_Pipeline_ReadSampleBeats/ReadSampleBeats II 2 > target 1" in out
 
 
 def test_check_without_vitis_hls_exits_3(env, monkeypatch):
