@@ -8,6 +8,9 @@ Rules (these are what :func:`load_onnx` does, in order):
   reference implementation of that op, and its output becomes a constant too.
 * ``Cast`` to float or double is a no-op (activations are float64 here; skl2onnx emits
   float->float casts); a cast to any other type is unsupported.
+* ``ZipMap`` (skl2onnx's default probabilities output, a sequence of {class: probability}
+  maps) is read as its input tensor when its class labels are the integers 0..n-1, so that
+  column j is class j; with other labels it is unsupported.
 * ``Gemm`` (``alpha``, ``beta``, ``transB``; ``transA = 0``) and ``MatMul`` by a constant
   matrix, followed by an ``Add`` of a constant vector (the bias), become a **dense** layer
   ``y = x @ w.T + b`` with ``w`` of shape (N, K).
@@ -156,6 +159,19 @@ def _as_identity(node):
     return helper.make_node("Identity", [node.input[0]], list(node.output), name=node.name or node.output[0])
 
 
+def _zipmap_unsupported(a):
+    """Why a ``ZipMap`` cannot be read as its input tensor, or None: only integer class labels
+    0, 1, ..., n-1 make column j of the probabilities the probability of class j."""
+    labels = a.get("classlabels_int64s")
+    if labels is None:
+        return ("ZipMap with string class labels (export the probabilities as a tensor: skl2onnx's "
+                "options={id(model): {'zipmap': False}}, or name ZipMap's input with `output:`)")
+    if list(labels) != list(range(len(labels))):
+        return (f"ZipMap with class labels {list(labels)[:6]}{'...' if len(labels) > 6 else ''}: only 0..n-1 "
+                "(export the probabilities as a tensor: skl2onnx's options={id(model): {'zipmap': False}})")
+    return None
+
+
 def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     """Import ``path`` (an .onnx file) as a :class:`Network` (see the module docstring).
     ``output``: the graph output to use when the model has several (a deployment config's
@@ -243,6 +259,13 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 continue
         if op == "Cast" and a.get("to") in (1, 11):          # FLOAT, DOUBLE: float64 already
             node = _as_identity(node)
+            op, a = "Identity", {}
+        if op == "ZipMap" and node.domain == "ai.onnx.ml":
+            why = _zipmap_unsupported(a)
+            if why:
+                reject(node, why)
+                continue
+            node = _as_identity(node)                        # the probabilities, column j = class j
             op, a = "Identity", {}
         layer = None
         if op in ("Gemm", "MatMul"):

@@ -22,7 +22,7 @@ def reference_evaluator(model):
     """
     from onnx.reference import ReferenceEvaluator
     return ReferenceEvaluator(str(model) if isinstance(model, (str, bytes)) or not hasattr(model, "graph")
-                              else model, new_ops=[_inference_batchnorm_op()])
+                              else model, new_ops=[_inference_batchnorm_op(), _zipmap_op()])
 
 
 def _inference_batchnorm_op():
@@ -41,6 +41,24 @@ def _inference_batchnorm_op():
             return (y.astype(x.dtype),)
 
     return BatchNormalization
+
+
+def _zipmap_op():
+    """skl2onnx's ``ZipMap`` (ai.onnx.ml), which the stock reference lacks, read as the
+    probability tensor it zips: with class labels 0..n-1 map j of sample i holds column j of
+    row i, so the tensor holds the same numbers in the layout the deploy commands compare."""
+    from onnx.reference.op_run import OpRun
+
+    class ZipMap(OpRun):
+        op_domain = "ai.onnx.ml"
+
+        def _run(self, x, classlabels_int64s=None, classlabels_strings=None, **_):
+            labels = list(classlabels_int64s) if classlabels_int64s is not None else None
+            if labels is None or labels != list(range(len(labels))) or len(labels) != x.shape[-1]:
+                raise NotImplementedError("hlsnn's reference ZipMap takes integer class labels 0..n-1 only")
+            return (x,)
+
+    return ZipMap
 
 
 def reference_probs(model, x: np.ndarray, batch_size: int = 0) -> np.ndarray:
