@@ -187,7 +187,7 @@ def cmd_deploy(args):
     from .deploy.evaluate import deploy, format_result
     from .progress import enabled
     res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,
-                 per_layer=args.per_layer, test_samples=args.test_samples,
+                 host_precision=args.host_precision, host_bits=args.host_bits, per_layer=args.per_layer, test_samples=args.test_samples,
                  progress=enabled(quiet=args.quiet, json=args.json))
     print(json.dumps(res) if args.json else format_result(res))
     return 0
@@ -198,7 +198,7 @@ def cmd_report(args):
     if _is_deploy_config(args.config):
         from .deploy.report import write_report
         out = write_report(args.config, args.target, out=args.out, host_fallback=args.host_fallback,
-                           test_samples=args.test_samples)
+                           host_precision=args.host_precision, host_bits=args.host_bits, test_samples=args.test_samples)
         print(f"wrote {out}")
         return 0
     from .engines.sparse_cluster.model import (KINDS, check_engine, check_out, density_sweep, format_sweep,
@@ -479,6 +479,11 @@ def build_parser():
     p.add_argument("--assignment", action="append", help="evaluate only this layer-format assignment (repeatable)")
     p.add_argument("--host-fallback", action="store_true",
                    help="run ONNX ops hlsnn has no engine for on the host (onnx's reference implementation)")
+    p.add_argument("--host-precision", choices=["float", "quantized"], default="float",
+                   help="host layers that compute (fallback nodes, Add, pools that average, BN, Softmax): in float "
+                        "(default), or between fixed-point inputs and outputs of --host-bits bits, as a board "
+                        "would compute them")
+    p.add_argument("--host-bits", type=int, default=8, help="width of --host-precision quantized (default 8)")
     p.add_argument("--per-layer", action="store_true", help="radix points, sparsity and error of every layer")
     p.add_argument("--test-samples", type=POSITIVE, help="evaluate only the first N test images")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -511,6 +516,9 @@ def build_parser():
     p.add_argument("--target", default="emu", choices=["emu", "csim", "sim", "pynq"],
                    help="deployment report: where the layers run (default emu)")
     p.add_argument("--host-fallback", action="store_true", help="deployment report: see `hlsnn deploy`")
+    p.add_argument("--host-precision", choices=["float", "quantized"], default="float",
+                   help="deployment report: see `hlsnn deploy`")
+    p.add_argument("--host-bits", type=int, default=8, help="deployment report: see `hlsnn deploy`")
     p.add_argument("--test-samples", type=POSITIVE, help="deployment report: only the first N test images")
     p.add_argument("--channels", type=int, default=64, help="input = output channels of the layer (default 64)")
     p.add_argument("--size", type=int, default=56, help="feature-map height = width (default 56)")

@@ -70,21 +70,43 @@ def _check_labels(data, y_test, n_classes):
                          f"(labels must be 0..{n_classes - 1})")
 
 
-def host_layers(net) -> list:
+HOST_PRECISIONS = ("float", "quantized")
+
+
+def host_bits_of(host_precision="float", host_bits=8):
+    """The quantized host mode's width, or None for float host layers. ``host_precision``:
+    ``"float"`` (host ops in float64, ``--host-fallback`` nodes in float32) or ``"quantized"``
+    (every host op that computes, fallback nodes included, runs between ``host_bits``-bit
+    fixed-point inputs and outputs: :class:`hlsnn.deploy.runner.HostQuant`)."""
+    if host_precision == "float":
+        return None
+    if host_precision != "quantized":
+        raise InputError(f"host precision = {host_precision!r}: expected one of {', '.join(HOST_PRECISIONS)}")
+    if not isinstance(host_bits, int) or isinstance(host_bits, bool) or not 2 <= host_bits <= 32:
+        raise InputError(f"host bits = {host_bits!r}: an integer 2..32")
+    return host_bits
+
+
+def host_layers(net, host_bits=None) -> list:
     """Every layer that runs on the host, and in what precision: what the reports must say, so
-    that accuracy and latency are never read as the FPGA's alone."""
+    that accuracy and latency are never read as the FPGA's alone. ``host_bits``: the quantized
+    host mode's width (None: float host layers)."""
     from .hostops import EXACT
     out = []
     for layer in net.layers:
         if layer.kind != "host":
             continue
-        if layer.op == "fallback":
-            op = getattr(layer.node, "op_type", "?")
+        op = getattr(layer.node, "op_type", "?") if layer.op == "fallback" else layer.op
+        if layer.op in EXACT:
+            how = "exact on fixed-point values (moves or selects them)"
+        elif host_bits is not None:
+            how = (f"{host_bits}-bit fixed point in and out (radix points by DETERMINE when calibrating), "
+                   + ("onnx's reference implementation (--host-fallback)" if layer.op == "fallback"
+                      else "float64 in numpy") + " between them")
+        elif layer.op == "fallback":
             how = "float32, onnx's reference implementation (--host-fallback): not what the board computes"
-        elif layer.op in EXACT:
-            op, how = layer.op, "exact on fixed-point values (moves or selects them)"
         else:
-            op, how = layer.op, "float64 in numpy; the next accelerator layer requantizes the result"
+            how = "float64 in numpy; the next accelerator layer requantizes the result"
         out.append({"layer": layer.name, "op": op, "precision": how})
     return out
 
@@ -113,8 +135,8 @@ def open_accelerators(cfg, target, **target_options):
     return accs
 
 
-def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, per_layer=False,
-           test_samples=None, target_options=None, progress=False):
+def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, host_precision="float", host_bits=8,
+           per_layer=False, test_samples=None, target_options=None, progress=False):
     """Run a deployment config: import the model, load the data, evaluate the float model
     with onnx's ReferenceEvaluator, then for each assignment calibrate on the calibration
     images and run the test images on ``target``.
@@ -124,7 +146,11 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     the layer formats and, with ``per_layer``, each engine layer's radix points, weight
     sparsity, saturation count and relative RMS error against the float reference.
     ``progress``: a bar over the assignments on stderr (:mod:`hlsnn.progress`).
+    ``host_fallback``: run unsupported nodes on the host; ``host_precision`` (``"float"`` or
+    ``"quantized"``, with ``host_bits``): how every computing host layer runs, see
+    :func:`host_bits_of`. The result's ``host_precision`` says which ran.
     """
+    bits = host_bits_of(host_precision, host_bits)
     cfg = load_deploy_config(config_path)
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     layout = _layout(net, cfg.layout)
@@ -142,7 +168,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     result = {"model": net.name, "config": cfg.name, "target": target, "test_images": int(len(x_test)),
               "calibration_images": int(len(x_cal)), "calibration_mode": cfg.calibration["mode"],
               "float_accuracy": float(np.mean(np.argmax(y_ref, axis=1) == y_test)), "assignments": {},
-              "host_layers": host_layers(net)}
+              "host_layers": host_layers(net, bits),
+              "host_precision": "float" if bits is None else f"quantized {bits}-bit"}
     wanted = assignments or list(cfg.assignments)
     for a in wanted:
         if a not in cfg.assignments:
@@ -156,7 +183,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 steps.set_postfix_str(name)
             asg = cfg.assignments[name]
             dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
-                             rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic")
+                             rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic", host_bits=bits)
             t_cal = dep.calibrate(x_cal)
             t0 = time.perf_counter()
             y, env = dep.run(x_test, keep=True)
@@ -168,6 +195,11 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 "calibration_s": round(t_cal, 3),
                 "layers": {ln: cfg.formats[asg.format_of(ln)].name for ln in dep.execs},
             }
+            if dep.host:
+                entry["host_fixed_point"] = {
+                    ln: {"f_in": [h.f_in.get(i) for i in range(len(h.layer.inputs))], "f_out": h.f_out,
+                         "bits": h.bits, "signed": h.signed, "saturated_outputs": h.sat_count}
+                    for ln, h in dep.host.items()}
             if per_layer:
                 entry["per_layer"] = {}
                 for ln, ex in dep.execs.items():
@@ -202,7 +234,7 @@ def format_result(res) -> str:
     if hosts:
         lines.append(f"  on the host ({len(hosts)} layer(s), in every assignment):")
         lines += [f"    {h['layer']} ({h['op']}): {h['precision']}" for h in hosts]
-    fallback = [h for h in hosts if "--host-fallback" in h["precision"]]
+    fallback = [h for h in hosts if h["precision"].startswith("float32") and "--host-fallback" in h["precision"]]
     if fallback:
         lines.append(f"  NOTE: {len(fallback)} layer(s) ran in float on the host through --host-fallback "
                      f"({', '.join(h['layer'] for h in fallback)}); accuracy and speed are not the board's")

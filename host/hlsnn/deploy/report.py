@@ -361,7 +361,8 @@ def _latency(res, cfg, elayers, accels, shapes, used, new):
 
 # --------------------------------------------------------------------------- entry point
 
-def write_report(config_path, target="emu", *, out=None, host_fallback=False, test_samples=None) -> Path:
+def write_report(config_path, target="emu", *, out=None, host_fallback=False, host_precision="float",
+                 host_bits=8, test_samples=None) -> Path:
     """Run the deployment config ``config_path`` on ``target`` (per-layer statistics on) and
     write the HTML report to ``out`` (default ``<config stem>_report.html`` in the current
     folder). Returns the path written.
@@ -378,13 +379,15 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, te
     new = _matplotlib()
     cfg = load_deploy_config(config_path)
     res = evaluate.deploy(config_path, target, per_layer=True, host_fallback=host_fallback,
-                          test_samples=test_samples)
+                          host_precision=host_precision, host_bits=host_bits, test_samples=test_samples)
+    bits = evaluate.host_bits_of(host_precision, host_bits)
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     accels = {f.accel: load_config(f.accel, check_fit=False) for f in cfg.formats.values()}
     shapes = engine_input_shapes(cfg.model, net)
     cmd = ["hlsnn", "report", str(config_path), "--target", target, "--out", str(out)]
     cmd += ["--test-samples", str(test_samples)] if test_samples is not None else []
     cmd += ["--host-fallback"] if host_fallback else []
+    cmd += ["--host-precision", "quantized", "--host-bits", str(bits)] if bits is not None else []
     body = _sections(res, cfg, net, accels, shapes, new, " ".join(shlex.quote(c) for c in cmd))
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>hlsnn report: '
             f"{escape(str(res['model']))}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")

@@ -79,6 +79,66 @@ def host_radix(values, bits, signed, overflow_ratio=0.0):
     return fixed.determine(st, g, bits, overflow_ratio=overflow_ratio, signed=signed, f_min=-64, f_max=64)
 
 
+def to_fixed(values, f, bits, signed, rounding):
+    """``values`` as ``bits``-bit integers at radix ``f`` (CONVERT with ``rounding``, then
+    saturation to the format's range; an unsigned format clips negatives to 0). The values
+    are exact dyadic rationals, so they are first written exactly at a radix 24 bits finer."""
+    hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+    lo = -(1 << (bits - 1)) if signed else 0
+    g = max(f + 24, 0)
+    wide = np.rint(np.ldexp(np.asarray(values, np.float64), g)).astype(np.int64)
+    q, _ = fixed.convert(wide, g, f, bits + (0 if signed else 1), rounding=rounding)
+    return np.clip(q, lo, hi)
+
+
+class HostQuant:
+    """A host layer of a deployment in the quantized host mode (``--host-fallback quantized``),
+    the fixed-point emulation of a host op that does not only move values (``Add``,
+    ``AveragePool``, ``GlobalAveragePool``, ``BatchNormalization``, ``Softmax`` and every
+    ``--host-fallback`` node):
+
+    * each input that is not already a fixed-point tensor of at most ``bits`` bits is
+      converted to ``bits``-bit signed fixed point at a radix chosen by DETERMINE
+      (:func:`host_radix`, the deployment's ``overflow_ratio``) and the deployment's
+      ``rounding``;
+    * the op runs on those exact values (float64 in numpy, or onnx's reference implementation
+      for a fallback node);
+    * its output is converted to ``bits``-bit fixed point the same way; the format is unsigned
+      when the calibration outputs had no negative value (a later negative saturates to 0),
+      and the output carries that format ``(F, bits, signed)`` to the next layer.
+
+    Radix points and signedness are chosen when calibrating (and on every batch in dynamic
+    mode), like an engine layer's. The op between the quantized input and output is exact
+    float64, so a board's own implementation (a lookup table, a fixed-point unit) may differ
+    from it in the last bit of the output."""
+
+    def __init__(self, layer, bits, deploy):
+        self.layer, self.bits, self.deploy = layer, bits, deploy
+        self.f_in, self.f_out, self.signed = {}, None, True
+        self.sat_count = 0
+
+    def run(self, ins, calibrate):
+        redo = calibrate or self.f_out is None or self.deploy.dynamic
+        vals = []
+        for i, a in enumerate(ins):
+            if a.fmt is not None and a.fmt[1] <= self.bits:
+                vals.append(a.values)
+                continue
+            if redo or i not in self.f_in:
+                self.f_in[i] = host_radix(a.values, self.bits, True, self.deploy.overflow_ratio)
+            f = self.f_in[i]
+            vals.append(np.ldexp(to_fixed(a.values, f, self.bits, True, self.deploy.rounding).astype(np.float64), -f))
+        out = hostops.run(self.layer, vals)
+        if redo:
+            self.signed = bool((out < 0).any())
+            self.f_out = host_radix(out, self.bits, self.signed, self.deploy.overflow_ratio)
+        y = np.ldexp(to_fixed(out, self.f_out, self.bits, self.signed, self.deploy.rounding).astype(np.float64),
+                     -self.f_out)
+        # rounding moves a value by at most half a unit in the last place; saturation moves it further
+        self.sat_count = int(np.count_nonzero(np.abs(y - out) > np.ldexp(0.5, -self.f_out)))
+        return Act(y, (self.f_out, self.bits, self.signed))
+
+
 def _gemm_weight(layer):
     """A dense layer's (N, K) weight, or a conv layer's over all input channels (the groups'
     block-diagonal weight, :func:`conv.dense_weight`) flattened to (Z, C*kh*kw)."""
@@ -135,13 +195,7 @@ class _Exec:
         if not signed and (act.values < 0).any():
             raise InputError(f"layer {self.layer.name}: negative inputs, but {self.acc.config.name} has unsigned "
                              f"activations")
-        hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
-        lo = -(1 << (bits - 1)) if signed else 0
-        # the values are exact dyadic rationals: write them at a fine radix, then convert
-        g = max(self.f_x + 24, 0)
-        wide = np.rint(np.ldexp(act.values, g)).astype(np.int64)
-        q, _ = fixed.convert(wide, g, self.f_x, bits + (0 if signed else 1), rounding=self.deploy.rounding)
-        return np.clip(q, lo, hi), self.f_x
+        return to_fixed(act.values, self.f_x, bits, signed, self.deploy.rounding), self.f_x
 
     def _bias(self, f_in, bits):
         """The bias in accumulator units (radix ``f_in``), checked against the kernel's
@@ -390,9 +444,14 @@ class Deployment:
     """
 
     def __init__(self, net, assignment, formats, accelerators, *, overflow_ratio=0.0, rounding="nearest_away",
-                 dynamic=False):
+                 dynamic=False, host_bits=None):
         self.net, self.assignment = net, assignment
         self.overflow_ratio, self.rounding, self.dynamic = overflow_ratio, rounding, dynamic
+        if host_bits is not None and not (isinstance(host_bits, int) and 2 <= host_bits <= 32):
+            raise InputError(f"host_bits = {host_bits!r}: an integer 2..32, or None for float host layers")
+        # the quantized host mode: host layers that compute (not only move values) in fixed point
+        self.host = {layer.name: HostQuant(layer, host_bits, self) for layer in net.layers
+                     if host_bits is not None and layer.kind == "host" and layer.op not in hostops.EXACT}
         self.execs = {}
         for layer in net.engine_layers():
             fmt = formats[assignment.format_of(layer.name)]
@@ -411,7 +470,9 @@ class Deployment:
         env = {self.net.input: Act(np.asarray(x, np.float64), None)}
         for layer in self.net.layers:
             ins = [env[i] for i in layer.inputs]
-            if layer.kind == "host":
+            if layer.name in self.host:
+                env[layer.output] = self.host[layer.name].run(ins, calibrate)
+            elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])
                 env[layer.output] = Act(out, ins[0].fmt if layer.op in hostops.EXACT else None)
             else:
