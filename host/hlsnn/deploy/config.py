@@ -18,8 +18,10 @@ Format types and the engine that runs them:
 * ``bfp``: block floating point on ``bfp_systolic`` (the accel config fixes the mantissa
   width; activations get one exponent per sample, conv layers run as GEMM on host im2col).
 * ``twohot`` / ``pot``: two-hot (with ``delta``) or power-of-two weights on ``shift_mac``;
-  one weight scale per tensor, activations in the accel config's fixed-point format.
-* ``fixed``: int8 weights and activations (dynamic fixed point) on ``sparse_cluster``.
+  one power-of-two weight scale per tensor, or per output channel with
+  ``weight_scale: channel``; activations in the accel config's fixed-point format.
+* ``fixed``: int8 weights and activations (dynamic fixed point) on ``sparse_cluster``; the
+  weight scale per tensor or (``weight_scale: channel``) per output channel.
 * ``sparse``: as ``fixed`` with the smallest ``prune`` fraction of each layer's weights (by
   magnitude) set to zero, so the zero-skipping engine skips them.
 """
@@ -43,6 +45,8 @@ FORMAT_FIELDS = {
     "delta": Field("int", "two-hot: extra shift of the first term", default=0, lo=0, hi=7),
     "prune": Field("float", "sparse: fraction of each layer's weights set to zero (smallest magnitudes)",
                    default=0.0, lo=0.0, hi=0.99),
+    "weight_scale": Field("choice", "twohot, pot, fixed, sparse: one power-of-two weight scale per tensor, or one "
+                          "per output channel", default="tensor", choices=("tensor", "channel")),
 }
 
 _ACCEL = CONFIGS_DIR / "accel"
@@ -89,6 +93,7 @@ class FormatSpec:
     accel: str
     delta: int = 0
     prune: float = 0.0
+    weight_scale: str = "tensor"
 
     @property
     def engine(self):
@@ -134,12 +139,16 @@ def load_deploy_config(path) -> DeployConfig:
     fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS
     if not isinstance(fm_raw, dict) or not fm_raw:
         raise ConfigError(path, "formats", fm_raw, "must be a non-empty mapping of format names to "
-                          "{type, accel, delta, prune}")
+                          "{type, accel, delta, prune, weight_scale}")
     formats = {}
     for name, spec in fm_raw.items():
         s = check_section(path, f"formats.{name}", spec, FORMAT_FIELDS)
         if s["type"] != "sparse" and s["prune"]:
             raise ConfigError(path, f"formats.{name}.prune", s["prune"], "only format type 'sparse' prunes")
+        if s["type"] == "bfp" and s["weight_scale"] != "tensor":
+            raise ConfigError(path, f"formats.{name}.weight_scale", s["weight_scale"],
+                              "a bfp format's weight exponents are set by its accel config (weight_exponent: row "
+                              "gives one per output row)")
         if s["type"] != "twohot" and s["delta"]:
             raise ConfigError(path, f"formats.{name}.delta", s["delta"], "only format type 'twohot' has a delta")
         accel = s["accel"]
@@ -150,7 +159,7 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, f"formats.{name}.accel", s["accel"],
                               f"format type {s['type']!r} runs on engine {FORMAT_ENGINES[s['type']]}, but this "
                               f"config's engine is {cfg.engine}")
-        formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"])
+        formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"])
     as_raw = data["assignments"]
     assignments = {}
     if as_raw is None:

@@ -15,7 +15,10 @@ The rules (the specification every target follows; the host code is the same on 
   the values themselves (:func:`host_radix`).
 * **Weights** are quantized once per format and layer: two-hot / power-of-two codes with one
   scale per tensor (``F_w``), or int8 with one power-of-two scale per tensor after magnitude
-  pruning (``fixed``/``sparse``). The bias becomes an integer in accumulator units,
+  pruning (``fixed``/``sparse``); with ``weight_scale: channel`` one ``F_w`` per output
+  channel, at most :data:`CHANNEL_FRAC_LIMIT` bits finer than the tensor's, and per-channel
+  output shifts (both kernels take one per output; ``_Exec._two_pass`` says how the one
+  output radix is chosen). The bias becomes an integer in accumulator units,
   ``round(b * 2**(F_x + F_w))``.
 * **Output radix point** of a fixed-point layer: the *preceding operation* runs the layer
   with the engine's statistics unit on (the MSB histogram of the wide results, read back
@@ -77,6 +80,35 @@ def host_radix(values, bits, signed, overflow_ratio=0.0):
     wide = np.rint(np.ldexp(v, g)).astype(np.int64)
     st = fixed.acquire(wide, bins=64)
     return fixed.determine(st, g, bits, overflow_ratio=overflow_ratio, signed=signed, f_min=-64, f_max=64)
+
+
+def _add_histogram(total, hist, up):
+    """``total`` plus ``hist`` moved up by ``up`` bins (a longer array when needed), the
+    counters saturating at ``2**32 - 1`` as the kernels' do."""
+    h = np.concatenate([np.zeros(up, np.int64), np.asarray(hist, np.int64)])
+    if total is None:
+        return h
+    size = max(len(total), len(h))
+    return np.minimum(np.pad(total, (0, size - len(total))) + np.pad(h, (0, size - len(h))), (1 << 32) - 1)
+
+
+#: A channel's own weight scale is at most 2**CHANNEL_FRAC_LIMIT finer than the tensor's: a
+#: channel of tiny weights (a dead unit) would otherwise get a radix at which its bias, in
+#: accumulator units, overflows the kernel's bias field.
+CHANNEL_FRAC_LIMIT = 8
+
+
+def weight_fracs(w, per_channel, limit):
+    """Fractional bits of int weights, ``largest_frac(max |w|, limit)``: one for the whole
+    tensor, or (``per_channel``) one per output channel (axis 0), at most
+    :data:`CHANNEL_FRAC_LIMIT` above the tensor's; an all-zero channel takes the tensor's."""
+    w = np.asarray(w, np.float64)
+    whole = largest_frac(float(np.abs(w).max(initial=0.0)), limit)
+    if not per_channel:
+        return whole
+    amax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1, initial=0.0)
+    return np.array([min(largest_frac(float(a), limit), whole + CHANNEL_FRAC_LIMIT) if a > 0 else whole
+                     for a in amax], np.int64)
 
 
 def to_fixed(values, f, bits, signed, rounding):
@@ -175,6 +207,7 @@ class _Exec:
 
     def __init__(self, layer, fmt, acc, deploy):
         self.layer, self.fmt, self.acc, self.deploy = layer, fmt, acc, deploy
+        self.n_out = layer.w.shape[0]        # output channels (N of a dense layer, Z of a conv)
         self.p = acc.config.params
         self.stats = LayerStats()
         self.f_x = None          # input radix when the input needs converting (calibrated)
@@ -214,14 +247,35 @@ class _Exec:
     def _two_pass(self, call, f_in, bits, signed, calibrate):
         """The preceding operation (statistics on; when calibrating, in dynamic mode, or the
         first time), DETERMINE on the kernel's histogram, then the main operation with the
-        output shift. ``call(stats, shift) -> (outputs, hist, sat, n_outputs)``."""
+        output shifts. ``call(stats, shift, chans) -> (outputs, hist, sat, n_outputs)``:
+        ``shift`` an int or one per output channel, ``chans`` None (every output channel) or the
+        indices of the channels to compute.
+
+        ``f_in`` (int, or one per output channel with per-channel weight scales) is the radix
+        of the wide results. The output radix ``F_out`` is shared by the layer, so the
+        statistics must be in one unit: the preceding operation runs once per group of
+        channels of equal ``f_in`` (one group with one weight scale per tensor), and each
+        group's histogram moves up by ``ref - f_in`` bins, ``ref`` the finest ``f_in``, before
+        the histograms add (saturating, as the kernels' counters do): a bin is then the MSB
+        position at radix ``ref`` (exactly, for every value but -1, which has no MSB at its
+        own radix and is counted nowhere). DETERMINE runs on the sum at ``ref``, and channel z gets the
+        output shift ``f_in[z] - F_out``. ``F_out`` is clamped so that every shift is within
+        63 of zero."""
+        f_vec = np.asarray(f_in, np.int64).reshape(-1)
+        ref, lo = int(f_vec.max()), int(f_vec.min())
         if calibrate or self.f_out is None or self.deploy.dynamic:
-            _, hist, _, n = call(True, 0)
+            groups = np.unique(f_vec)
+            hist, n = None, 0
+            for g in groups:
+                chans = None if len(groups) == 1 else np.flatnonzero(np.broadcast_to(f_vec, (self.n_out,)) == g)
+                _, h, _, m = call(True, 0, chans)
+                hist, n = _add_histogram(hist, h, ref - int(g)), n + m
             st = fixed.Stats.from_histogram(hist, n)
-            self.f_out = fixed.determine(st, f_in, bits, overflow_ratio=self.deploy.overflow_ratio, signed=signed,
-                                         f_prev=self.f_out, f_min=f_in - 63, f_max=f_in + 63)
+            self.f_out = fixed.determine(st, ref, bits, overflow_ratio=self.deploy.overflow_ratio, signed=signed,
+                                         f_prev=self.f_out, f_min=ref - 63, f_max=lo + 63)
             self.stats.histogram = hist.tolist()
-        out, _, sat, _ = call(False, f_in - self.f_out)
+        shift = f_in - self.f_out if np.ndim(f_in) == 0 else f_vec - self.f_out
+        out, _, sat, _ = call(False, shift, None)
         self.stats.f_out, self.stats.sat_count = self.f_out, sat
         return out
 
@@ -235,12 +289,27 @@ class ShiftExec(_Exec):
         w2 = _gemm_weight(layer)
         self._limit_k(w2.shape[1], p["max_k"], "max_k")
         self.mode = "twohot" if fmt.type == "twohot" else "pot"
-        if self.mode == "twohot":
-            self.wq = sfmt.quantize_twohot(w2, p["exp_bits"], delta=fmt.delta, axis=None)
-        else:
-            self.wq = sfmt.quantize_pot(w2, p["exp_bits"], axis=None)
-        self.f_w = int(np.asarray(self.wq.scale_exponent).reshape(-1)[0])
-        self.stats.f_w = self.f_w
+        axis = 0 if fmt.weight_scale == "channel" else None          # one scale per output row, or one
+
+        def quantize(ax):
+            if self.mode == "twohot":
+                return sfmt.quantize_twohot(w2, p["exp_bits"], delta=fmt.delta, axis=ax)
+            return sfmt.quantize_pot(w2, p["exp_bits"], axis=ax)
+        self.wq = quantize(axis)
+        if axis is not None:
+            # rows more than CHANNEL_FRAC_LIMIT bits finer than the tensor keep the tensor's scale
+            whole = quantize(None)
+            f_t = int(np.asarray(whole.scale_exponent).reshape(-1)[0])
+            f_r = np.asarray(self.wq.scale_exponent, np.int64).reshape(-1)
+            over = (f_r > f_t + CHANNEL_FRAC_LIMIT)[:, None]
+            t = self.wq
+            self.wq = sfmt.ShiftTensor.from_codes(
+                t.mode, t.exp_bits, *(np.where(over, getattr(whole, a), getattr(t, a)) for a in
+                                      ("e1", "e2", "s1", "s2", "zero")),
+                np.where(over[:, 0], f_t, f_r).reshape(t.scale_exponent.shape), delta=t.delta, axis=0)
+        f_w = np.asarray(self.wq.scale_exponent, np.int64).reshape(-1)
+        self.f_w = int(f_w[0]) if axis is None else f_w
+        self.stats.f_w = self.f_w if axis is None else f_w.tolist()
         self.stats.weight_sparsity = float(np.mean(self.wq.zero))
         self.bits, self.signed = p["act_bits"], p["act_signed"]
         if not self.signed and not layer.relu:
@@ -248,13 +317,15 @@ class ShiftExec(_Exec):
                              f"{acc.config.name} has unsigned activations: use a signed shift_mac config")
         n = w2.shape[0]
         tn = 2 * p["rows"] if self.mode == "pot" else p["rows"]
-        step = max(tn, p["max_n"] // tn * tn)
-        self.n_chunks = [(a, b, self._rows(a, b)) for a, b in chunks(n, step)]
+        self.step = max(tn, p["max_n"] // tn * tn)
+        self.n_chunks = [(a, b, self._rows(slice(a, b))) for a, b in chunks(n, self.step)]
 
-    def _rows(self, a, b):
+    def _rows(self, idx):
+        """The weight rows ``idx`` (a slice or an index array) as a ShiftTensor of their own."""
         t = self.wq
-        return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, t.e1[a:b], t.e2[a:b], t.s1[a:b], t.s2[a:b],
-                                           t.zero[a:b], t.scale_exponent, delta=t.delta, axis=None)
+        f = t.scale_exponent if t.axis is None else np.asarray(t.scale_exponent)[idx]
+        return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, t.e1[idx], t.e2[idx], t.s1[idx], t.s2[idx],
+                                           t.zero[idx], f, delta=t.delta, axis=t.axis)
 
     def run(self, act, calibrate):
         layer, p = self.layer, self.p
@@ -268,13 +339,18 @@ class ShiftExec(_Exec):
         kern = self.acc.kernel
         bsz = max(1, min(p["max_batch"], 1 << 16))
 
-        def call(stats, shift):
-            out = np.empty((rows.shape[0], layer.w.shape[0]), np.int64)
+        def call(stats, shift, chans):
+            sel = np.arange(self.n_out) if chans is None else chans
+            parts = self.n_chunks if chans is None else [(a, b, self._rows(chans[a:b]))
+                                                         for a, b in chunks(len(chans), self.step)]
+            shifts = np.broadcast_to(np.asarray(shift, np.int64), (self.n_out,))
+            out = np.empty((rows.shape[0], len(sel)), np.int64)
             hist, sat = None, 0
-            for a, b, wq in self.n_chunks:
+            for a, b, wq in parts:
+                idx = sel[a:b]
                 for r0, r1 in chunks(rows.shape[0], bsz):
-                    out[r0:r1, a:b] = kern.gemm_int(rows[r0:r1], wq, mode=self.mode, bias=bias[a:b], shift=shift,
-                                                    relu=layer.relu, stats=stats)
+                    out[r0:r1, a:b] = kern.gemm_int(rows[r0:r1], wq, mode=self.mode, bias=bias[idx],
+                                                    shift=shifts[idx], relu=layer.relu, stats=stats)
                     sat += kern.last_sat_count
                     hist = self._collect(hist, stats)
             return out, hist, sat, out.size
@@ -310,8 +386,10 @@ class SparseExec(_Exec):
         w = prune(layer.w, fmt.prune)
         if layer.kind == "dense":
             w = w.reshape(w.shape[0], w.shape[1], 1, 1)
-        self.f_w = largest_frac(float(np.abs(w).max()), 127)
-        wq = np.clip(np.rint(np.ldexp(w, self.f_w)), -128, 127).astype(np.int64)
+        per_channel = fmt.weight_scale == "channel"
+        self.f_w = weight_fracs(w, per_channel, 127)       # an int, or one per output channel
+        scale = np.asarray(self.f_w).reshape(-1, 1, 1, 1) if per_channel else self.f_w
+        wq = np.clip(np.rint(np.ldexp(w, scale)), -128, 127).astype(np.int64)
         self.stats.weight_sparsity = float(np.mean(wq == 0))      # of the layer's own weights
         self.general = layer.kind == "conv" and layer.geom.simple_pad is None
         if self.general:                                         # zero taps: groups, dilation, shape
@@ -323,8 +401,7 @@ class SparseExec(_Exec):
             raise InputError(f"layer {layer.name}: kernel size {wq.shape[2]}"
                              + (f" (as a stride-1 square kernel: {layer.geom.describe()})" if self.general else "")
                              + f" exceeds max_ksize = {p['max_ksize']} of {acc.config.name}")
-        self.stats.f_w = self.f_w
-        self.z_chunks = chunks(wq.shape[0], p["max_out_channels"])
+        self.stats.f_w = self.f_w.tolist() if per_channel else self.f_w
 
     def run(self, act, calibrate):
         layer, p = self.layer, self.p
@@ -346,18 +423,21 @@ class SparseExec(_Exec):
             per = kern.batch_capacity(x4.shape[2], x4.shape[3], self.wq.shape[2], padding)
             maps = [x4[a:b] for a, b in chunks(x4.shape[0], max(1, per))]
 
-        def call(stats, shift):
+        def call(stats, shift, chans):
+            sel = np.arange(self.n_out) if chans is None else chans
+            w, bz = self.wq[sel], bias[sel]
+            shifts = np.broadcast_to(np.asarray(shift, np.int64), (self.n_out,))[sel]
             outs, hist, sat = [], None, 0
             for fmap in maps:
                 parts = []
-                for a, b in self.z_chunks:
+                for a, b in chunks(len(sel), p["max_out_channels"]):
                     if self.k_step is None:
-                        parts.append(op(fmap, self.wq[a:b], bias=bias[a:b], shift=shift, padding=padding,
+                        parts.append(op(fmap, w[a:b], bias=bz[a:b], shift=shifts[a:b], padding=padding,
                                         relu=layer.relu, stats=stats))
                         sat += kern.last_sat_count
                         hist = self._collect(hist, stats)
                         continue
-                    y, s, h = self._k_tiled(fmap, a, b, bias[a:b], shift, padding, stats)
+                    y, s, h = self._k_tiled(fmap, w[a:b], bz[a:b], shifts[a:b], padding, stats)
                     parts.append(y)
                     sat = (sat + s) % (1 << 32)
                     hist = merge_stats(hist, h) if stats else hist
@@ -375,17 +455,19 @@ class SparseExec(_Exec):
                 out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
 
-    def _k_tiled(self, fmap, a, b, bias, shift, padding, stats):
-        """``(outputs, saturation count, histogram or None)`` of a K-tiled chunk of outputs:
-        the raw sums of every channel (``Kernel.channel_sums``), then the output rules."""
+    def _k_tiled(self, fmap, w, bias, shift, padding, stats):
+        """``(outputs, saturation count, histogram or None)`` of a K-tiled chunk of outputs
+        (weights ``w``, one ``shift`` per output channel): the raw sums of every channel
+        (``Kernel.channel_sums``), then the output rules."""
         from ..engines.sparse_cluster.emulator import postprocess
         dense = self.layer.kind == "dense"
-        total = self.acc.kernel.channel_sums(fmap, self.wq[a:b], padding=padding, batch=not dense, step=self.k_step)
-        self.stats.calls += -(-self.wq.shape[1] // self.k_step)
-        z3 = total if dense else total.transpose(1, 0, 2, 3).reshape(b - a, -1, total.shape[3])  # (Z, H, W)
-        res = postprocess(z3, bias, np.full(b - a, shift, np.int64), relu=self.layer.relu,
+        z = w.shape[0]
+        total = self.acc.kernel.channel_sums(fmap, w, padding=padding, batch=not dense, step=self.k_step)
+        self.stats.calls += -(-w.shape[1] // self.k_step)
+        z3 = total if dense else total.transpose(1, 0, 2, 3).reshape(z, -1, total.shape[3])  # (Z, H, W)
+        res = postprocess(z3, bias, np.asarray(shift, np.int64), relu=self.layer.relu,
                           rounding=self.p["rounding"], stats=stats)
-        y = res[0] if dense else res[0].reshape(b - a, total.shape[0], total.shape[2],
+        y = res[0] if dense else res[0].reshape(z, total.shape[0], total.shape[2],
                                                 total.shape[3]).transpose(1, 0, 2, 3)
         return y, res[1], (res[2] if stats else None)
 
