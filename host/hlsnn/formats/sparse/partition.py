@@ -1,181 +1,65 @@
-"""Sparse formats: compressed kernels, compressed sub-feature-maps and the sparsity-balanced
-partitioner of the sparse accelerators.
+"""The sparsity-balanced partitioner of the sparse accelerators (source 003, Alg 3-A/3-B/3-C):
+:func:`partition` and its result types :class:`Split` and :class:`Partition`.
 
-This module is the reference for the compressed kernel stream of the zero-coefficient-skipping
-convolution engine (SPECS section 5, seed 004), and for the compressed sub-feature-maps and
-the sparsity-balanced partitioning of the sparse tensor accelerator (SPECS section 4, seed
-003, Alg 3-A/3-B/3-C). The rules below are the specification that the emulators, the
-generated C++ and the tests all follow.
+This is the algorithm in short; the full rules (topology, metric, tolerance, inputs, the
+search's guarantee) are in the package docstring, :mod:`hlsnn.formats.sparse`.
 
-Compressed kernels (:func:`compress_kernel`, :class:`SparseKernel`)
-    A kernel tensor ``w`` of shape ``(Z, C, KH, KW)`` (``Z`` kernels = output channels,
-    ``C`` input channels indexed by ``kz``, kernel row ``ky``, kernel column ``kx``; usually
-    ``KH = KW = k``) becomes one entry ``(coef, z, kz, ky, kx)`` per NON-ZERO coefficient.
-    Zero coefficients get no entry (claims 4-6 of the source). The entries are five 1-D int64
-    arrays of one length ``nnz``, ordered **kz-major, then by z, then ky, then kx**, i.e.
-    strictly increasing in ``(kz, z, ky, kx)``. This is the stream the engine consumes: one
-    input image ``kz`` at a time, every kernel ``z`` of that image in turn, each kernel
-    row-major. Decompression is lossless: ``decompress()`` returns ``w`` as int64.
-    :meth:`SparseKernel.entries` returns the entries of one input channel as arrays, and
-    :meth:`SparseKernel.coefficients` yields them one at a time, like the source's kernel
-    decompressor that "decompresses one coefficient at a time" (it is for tests and
-    documentation, not for speed).
-
-Compressed sub-feature-maps (:func:`compress_map`, :class:`SparseMap`)
-    The value buffer + index buffer of source 003 in COO form (decision A3.9). A 2-D map
-    ``(H, W)`` or 3-D map ``(C, H, W)`` of integers becomes one entry ``(value, chan, row,
-    col)`` per non-zero value, with LOCAL coordinates (``chan`` is 0 for a 2-D map). The
-    entries are ordered by channel, then row-major within the channel (strictly increasing
-    in ``(chan, row, col)``). ``origin = (row, col)`` is the position of the sub-map's
-    top-left pixel in the full feature map (the source's "index value"), so a local
-    ``(row, col)`` sits at ``(origin[0] + row, origin[1] + col)`` in the full map.
-    Decompression is lossless.
-
-Partitioning (:func:`partition`, :class:`Partition`)
-    Non-zeros
-        A 2-D map ``(H, W)`` has weight 1 at every pixel whose value is ``!= 0``. A 3-D map
-        ``(C, H, W)`` has at each pixel the number of its non-zero channels. The count
-        ``nz`` of a rectangle is the sum of its weights, and its non-zero fraction is
-        ``nz_pct = nz / (C * area)`` (``C = 1`` for a 2-D map), a number in ``[0, 1]``. All
-        counts come from 2-D prefix sums (:func:`numpy.cumsum`).
-    Topology (Alg 3-A)
-        ``units`` rectangles in a guillotine grid: ``gr`` row bands, each cut independently
-        into ``gc`` cells, ``gr * gc = units``. By default ``(gr, gc)`` is the factor pair
-        with ``gr <= gc`` closest to square (``units = 6 -> 2 x 3``, a prime ``p -> 1 x p``);
-        ``grid=(gr, gc)`` overrides it. Every rectangle is non-empty, so ``H >= gr`` and
-        ``W >= gc`` are required. A rectangle is half-open ``(row0, row1, col0, col1)``.
-        :attr:`Partition.rects` lists them band by band, left to right, and they tile the
-        map exactly. A partition is fully described by its cuts: :attr:`Partition.row_cuts`
-        ``(0 = r_0 < r_1 < ... < r_gr = H)`` and, per band, :attr:`Partition.col_cuts`
-        ``(0 = c_0 < ... < c_gc = W)``.
-    Metric (Alg 3-B)
-        ``spread = max(nz_pct) - min(nz_pct)``. A partition is ``"balanced"`` when
-        ``spread <= threshold + 2 * tol`` and ``"best_effort"`` otherwise, where the
-        rounding tolerance is ``tol = max(1e-9, 1e-13 * H * W)`` (1e-9 up to 10**4 pixels,
-        1.05e-7 at 1024 x 1024). A unit only multiplies non-zeros, so its ``work`` is
-        its ``nz``, and ``imbalance = max(work) / mean(work)`` (1.0 when every ``nz`` is 0).
-    Equal split (Alg 3-A step 2)
-        Band ``i`` is rows ``[floor(i * H / gr), floor((i + 1) * H / gr))``, and in every band
-        cell ``j`` is columns ``[floor(j * W / gc), floor((j + 1) * W / gc))``. The remainders
-        are thus spread over the bands and cells. :attr:`Partition.equal_split` keeps its
-        summary (a :class:`Split`) so that reports can show before / after.
-    Search (Alg 3-B, deterministic, no randomness)
-        Moving one boundary by one row or column at a time (the source's mechanism) stalls
-        in local minima far from balanced partitions, so the search is global instead:
-
-        1. Fast path: if the equal split is balanced, it is returned as is.
-        2. Candidate cut positions: along a dimension of length ``n <= 96`` every position
-           ``0 ... n``; for ``n > 96`` every ``s``-th position ``0, s, 2s, ...`` with
-           ``s = ceil(n / 96)``, plus ``n`` (:data:`MAX_CANDIDATES`).
-        3. Window test: is there a partition whose cuts are candidates and whose fractions
-           all lie in a window ``[lo, hi]``? A dynamic program over the row cuts, band
-           index by band index, keeps the reachable band starts; a band ``(r0, r1)`` is
-           *usable* when its columns can be cut into exactly ``gc`` cells with fractions in
-           the window. That is a second dynamic program over the column cuts, with the
-           band's column prefix sums ``P``. Cell ``(c0, c1)`` is admissible iff
-           ``flo(c0) <= flo(c1)`` and ``fhi(c0) >= fhi(c1)`` for
-           ``f(c) = P(c) - a * C * h * c`` (``a = lo``, resp. ``hi``; ``h`` the band
-           height). So one more cell is a 2-D dominance query: a running maximum (minimum)
-           over the positions sorted by ``flo``, vectorized over all bands of one step.
-           ``gc // 2`` cells are reached forward from column 0 and the others backward
-           from column W. Bands whose own fraction is outside the window are pruned (a
-           band's fraction is the area-weighted mean of its cells'). The cuts of a hit
-           are the lexicographically smallest: the row cuts first, then each band's column
-           cuts, smallest positions first. The window is widened by ``tol / 2`` on both
-           sides against rounding.
-        4. Balanced search (``T = threshold``, ``d`` the fraction of the whole map). The
-           smallest fraction ``m`` of any partition with ``spread <= T`` lies in
-           ``[d - T, d]``, since ``d`` is an area-weighted mean of the cell fractions.
-           Branch and bound over that interval: for an interval ``[a, b]`` of ``m``, test
-           the relaxed window ``[a, b + T]``. A miss discards the interval; a hit whose
-           spread is ``<= T`` is the answer; any other hit splits the interval in halves
-           (lower half first) until it is narrower than ``tol``, where every hit has
-           ``spread <= T + 2 * tol``.
-
-           Guarantee: if a partition of the ``gr x gc`` topology with ``spread <= T`` has
-           all its cuts on candidate positions, a balanced partition is returned. The one
-           exception is a branch and bound that runs out of its budget of 64 window tests,
-           which only happens when many intervals hold partitions with spreads just above
-           ``T``. For maps up to 96 x 96 every position is a candidate, so the guarantee
-           holds at pixel resolution.
-        5. Best effort, when step 4 finds nothing. With coarser candidates (``n <= 64``:
-           all positions, else every ``ceil(n / 64)``-th), step 4 is repeated with
-           thresholds ``T' = 2 T, 4 T, ...`` (starting from ``2**-10`` when ``T = 0``, up
-           to 1) and 16 window tests each. After the first hit, it bisects (6 steps)
-           between the last missed ``T'`` and the smallest spread found so far. The best
-           hit and the equal split are then each polished at pixel resolution by coordinate
-           descent. Every cut in turn moves to the position between its neighbouring cuts
-           that minimizes the spread (an exhaustive, vectorized line search, taken only
-           on a strict improvement). This repeats until no cut moves (at most 64 sweeps).
-           Of the equal split, the polished hit and the polished equal split, the one
-           with the smallest spread wins, the earlier one on ties. So the result is NEVER
-           worse than the equal split, and it is the equal split itself when nothing
-           better was found. Its status is ``"balanced"`` if polishing reached the
-           threshold.
-    Halo (Alg 3-A step 3, decision A3.3)
-        Balancing is done on the cores. :attr:`Partition.halo_rects` extends each core by
-        ``halo`` rows and columns on every side, clipped to the map. With ``halo = k - 1``
-        a unit can work on its sub-map independently.
-    Time folding (Alg 3-C)
-        With ``max_tile = (th, tw)``, each unit's core is split into sub-rectangles of at
-        most ``th x tw``: row blocks starting at ``row0, row0 + th, ...`` and column blocks
-        starting at ``col0, col0 + tw, ...``, listed row-major. They cover the core exactly
-        (a 2048 x 2048 core with ``max_tile=(1024, 1024)`` gives four 1024 x 1024 folds,
-        T3.7). ``max_tile=None`` gives one fold per unit, the core itself.
-
-Inputs
-    Integer arrays are converted like the other formats (integer-valued floats and bools are
-    accepted; values must fit int64). ``partition`` takes any real or complex numeric map.
-    Anything else raises :class:`hlsnn.errors.InputError` (a :class:`ValueError`) with a
-    one-line message naming the parameter, the value and what is allowed.
-
-Examples
---------
->>> import numpy as np
->>> from hlsnn.formats import sparse
->>> w = np.zeros((2, 2, 3, 3), dtype=int)       # (Z, C, k, k)
->>> w[0, 1, 0, 2], w[1, 0, 2, 1], w[0, 0, 1, 1] = 5, -3, 7
->>> sk = sparse.compress_kernel(w)
->>> sk.coef, sk.kz, sk.z, sk.ky, sk.kx         # kz-major, then z, ky, kx
-(array([ 7, -3,  5]), array([0, 0, 1]), array([0, 1, 0]), array([1, 2, 0]), array([1, 1, 2]))
->>> list(sk.coefficients(0))                  # (coef, z, ky, kx), one at a time
-[(7, 0, 1, 1), (-3, 1, 2, 1)]
->>> bool((sk.decompress() == w).all()), sk.nnz, sk.nnz_per_channel()
-(True, 3, array([2, 1]))
-
-A sub-map at (row, col) = (4, 8) of a larger map, as value and index buffers:
-
->>> sm = sparse.compress_map([[0, 3, 0], [-1, 0, 2]], origin=(4, 8))
->>> sm.values, sm.rows, sm.cols, sm.origin
-(array([ 3, -1,  2]), array([0, 1, 1]), array([1, 0, 2]), (4, 8))
-
-Partitioning a 6 x 8 map with two dense columns on the left and one on the right into two
-units: the equal split has fractions 0.5 and 0.25, moving the cut to column 5 balances
-them to within 0.1.
-
->>> fmap = np.zeros((6, 8), dtype=int)
->>> fmap[:, :2] = fmap[:, 7] = 1
->>> p = sparse.partition(fmap, 2, threshold=0.1)
->>> p.rects, p.nz.tolist(), p.nz_pct.round(3).tolist(), p.status
-([(0, 6, 0, 5), (0, 6, 5, 8)], [12, 6], [0.4, 0.333], 'balanced')
->>> p.equal_split.rects, p.equal_split.nz_pct.tolist()
-([(0, 6, 0, 4), (0, 6, 4, 8)], [0.5, 0.25])
->>> p = sparse.partition(fmap, 4, grid=(4, 1), halo=1)
->>> p.rects[1], p.halo_rects[1], p.status
-((1, 3, 0, 8), (0, 4, 0, 8), 'balanced')
+What is partitioned
+    A 2-D ``(H, W)`` or 3-D ``(C, H, W)`` feature map, each pixel weighted by its number of
+    non-zero channels, into ``units = gr * gc`` rectangles: ``gr`` row bands, each cut on its
+    own into ``gc`` cells. A partition is its cuts: ``gr + 1`` row cuts and, per band,
+    ``gc + 1`` column cuts. Every count comes from one 2-D prefix sum ``S``.
+Objective
+    A cell's non-zero fraction is ``nz / (C * area)``; ``spread = max - min`` of the fractions
+    should be at most ``threshold`` (``T``), up to a rounding tolerance ``tol``. An equal split
+    that meets it is returned as is. (``balance="work"`` searches nothing: equal-count quantile
+    cuts if their ``imbalance = max(nz) / mean(nz)`` is below the equal split's, else the
+    equal split.)
+Window test (:meth:`_Searcher.search`)
+    Is there a partition with every fraction in a window ``[lo, hi]``, its cuts on candidate
+    positions (along a dimension of length ``n <= 96`` every position, else every
+    ``ceil(n / 96)``-th)? A DP over the band cuts: for band index 0, 1, ..., the row cuts
+    where that band can start, reached through *usable* bands. A band is usable when its own
+    fraction is in the window and its columns can be cut into ``gc`` cells in the window
+    (:func:`_bands_ok`: a second DP, over the column cuts, where one more cell is a running
+    maximum or minimum over the positions sorted by ``P - lo * C * h * x``; ``gc // 2`` cells
+    forward from column 0, the rest backward from ``W``). A hit walks back to the smallest
+    row cuts, then each band's smallest column cuts (:func:`_band_cuts`).
+Branch and bound (:meth:`_Searcher.find`)
+    The smallest fraction ``m`` of a partition with ``spread <= T`` lies in ``[d - T, d]``
+    (``d`` the fraction of the whole map). An interval ``[a, b]`` of ``m`` is tested with the
+    window ``[a, b + T]``: a miss drops it, a hit with ``spread <= T`` is the answer, any other
+    hit splits it in halves (lower half first) while it is wider than ``tol``; at most 64
+    window tests.
+Best effort and polish (:func:`_best_effort`, :func:`_polish`)
+    When that finds nothing: on coarser candidates (64 per dimension), thresholds ``2t, 4t,
+    ...`` up to 1 (``t = max(T, 2**-10)``, 16 tests each) until one is met, then up to 6
+    bisection steps between the last missed threshold and the best spread found. The hit (if
+    any) and the equal split are each polished: coordinate descent at pixel resolution, every
+    cut in turn moved to the position between its neighbours that gives the smallest spread
+    (strict improvements only), until no cut moves (at most 64 sweeps). Of the equal split,
+    the polished hit and the polished equal split the smallest spread wins (the earlier on
+    ties), so the result is never worse than the equal split.
+The result (:class:`Partition`)
+    The cuts and the core rectangles (band by band, left to right) with their ``nz``,
+    ``nz_pct``, ``spread`` and ``imbalance``; ``status`` (``"balanced"`` when
+    ``spread <= T + 2 * tol``, or for ``"work"`` ``imbalance - 1 <= T + 2 * tol``, else
+    ``"best_effort"``); ``halo_rects`` (cores grown by ``halo``, clipped to the map); the time
+    ``folds`` (each core cut into tiles of at most ``max_tile``); and ``equal_split``, the same
+    summary (a :class:`Split`) of the equal split.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from hlsnn.errors import InputError
 
-__all__ = ["STATUSES", "MAX_CANDIDATES", "SparseKernel", "SparseMap", "Split", "Partition",
-           "compress_kernel", "compress_map", "partition", "default_grid", "equal_cuts"]
+__all__ = ["STATUSES", "MAX_CANDIDATES", "Split", "Partition", "partition", "default_grid",
+           "equal_cuts"]
 
 #: The possible values of :attr:`Partition.status`.
 STATUSES = ("balanced", "best_effort")
@@ -189,7 +73,6 @@ _BUDGET = 64                   # window searches of the balanced search
 _BUDGET_BEST_EFFORT = 16       # ... per threshold tried in best-effort mode
 _BISECT_STEPS = 6
 _POLISH_SWEEPS = 64
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _tolerance(H: int, W: int) -> float:
@@ -200,17 +83,8 @@ def _tolerance(H: int, W: int) -> float:
 
 # --------------------------------------------------------------------------- validation
 
-from ._validate import as_int_array as _as_int_array  # noqa: E402
-from ._validate import check_int_range as _check_int_range  # noqa: E402
-from ._validate import is_int as _is_int  # noqa: E402
-
-
-def _check_pair(name: str, value, lo: int) -> Tuple[int, int]:
-    """A pair of ints, each ``>= lo``."""
-    if (not isinstance(value, (tuple, list)) or len(value) != 2
-            or not all(_is_int(v) and v >= lo for v in value)):
-        raise InputError(f"{name} = {value!r}: must be a pair of ints >= {lo}")
-    return int(value[0]), int(value[1])
+from .._validate import check_int_range as _check_int_range  # noqa: E402
+from .compress import _check_pair  # noqa: E402
 
 
 def _check_threshold(value) -> float:
@@ -220,311 +94,6 @@ def _check_threshold(value) -> float:
         raise InputError(f"threshold = {value!r}: must be a number in [0, 1] (a fraction: "
                          f"0.03 = 3 percentage points)")
     return float(value)
-
-
-def _index_array(name: str, value, hi: int) -> np.ndarray:
-    arr = _as_int_array(name, value, 0, max(hi - 1, 0), np.int64)
-    if arr.ndim != 1:
-        raise InputError(f"{name}: has shape {arr.shape}: must be 1-D")
-    return arr
-
-
-def _check_sorted(key: np.ndarray, what: str):
-    bad = np.flatnonzero(np.diff(key) <= 0)
-    if bad.size:
-        raise InputError(f"entries: entry {int(bad[0]) + 1} is not after entry "
-                         f"{int(bad[0])}: must be strictly increasing in {what}")
-
-
-# --------------------------------------------------------------------------- kernels
-
-@dataclass(frozen=True, eq=False)
-class SparseKernel:
-    """A compressed kernel tensor: one entry per non-zero coefficient.
-
-    Build one with :func:`compress_kernel` (or directly from entry arrays, which are all
-    validated). The arrays are stored read-only.
-
-    Attributes
-    ----------
-    coef : numpy.ndarray of int64
-        The non-zero coefficients, 1-D of length ``nnz``.
-    z, kz, ky, kx : numpy.ndarray of int64
-        Kernel (output channel), input channel, kernel row and kernel column of each entry,
-        in ``[0, Z)``, ``[0, C)``, ``[0, KH)``, ``[0, KW)``. Entries are strictly increasing
-        in ``(kz, z, ky, kx)``: kz-major, then z, then ky, then kx.
-    shape : tuple of int
-        ``(Z, C, KH, KW)`` of the dense tensor, each ``>= 1``.
-    """
-
-    coef: np.ndarray
-    z: np.ndarray
-    kz: np.ndarray
-    ky: np.ndarray
-    kx: np.ndarray
-    shape: Tuple[int, int, int, int]
-
-    def __post_init__(self):
-        shape = self.shape
-        if (not isinstance(shape, (tuple, list)) or len(shape) != 4
-                or not all(_is_int(s) and s >= 1 for s in shape)):
-            raise InputError(f"shape = {shape!r}: must be 4 ints >= 1, (Z, C, KH, KW)")
-        shape = tuple(int(s) for s in shape)
-        Z, C, KH, KW = shape
-        coef = _as_int_array("coef", self.coef, *_INT64, np.int64)
-        if coef.ndim != 1:
-            raise InputError(f"coef: has shape {coef.shape}: must be 1-D")
-        if np.any(coef == 0):
-            raise InputError(f"coef: has {int(np.count_nonzero(coef == 0))} zero(s): a "
-                             f"compressed kernel has no entries for zero coefficients")
-        fields = {"coef": coef}
-        for name, hi in (("z", Z), ("kz", C), ("ky", KH), ("kx", KW)):
-            arr = _index_array(name, getattr(self, name), hi)
-            if arr.shape != coef.shape:
-                raise InputError(f"{name}: has length {arr.size}: must be {coef.size}, the "
-                                 f"length of coef")
-            fields[name] = arr
-        key = ((fields["kz"] * Z + fields["z"]) * KH + fields["ky"]) * KW + fields["kx"]
-        _check_sorted(key, "(kz, z, ky, kx)")
-        for value in fields.values():
-            value.setflags(write=False)
-        fields["shape"] = shape
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
-
-    @property
-    def nnz(self) -> int:
-        """Number of entries (non-zero coefficients)."""
-        return int(self.coef.size)
-
-    @property
-    def density(self) -> float:
-        """``nnz / (Z * C * KH * KW)``: the fraction of non-zero coefficients."""
-        return self.nnz / float(np.prod(self.shape))
-
-    def nnz_per_channel(self) -> np.ndarray:
-        """Entries per input channel ``kz``: an int64 array of length ``C``."""
-        return np.bincount(self.kz, minlength=self.shape[1]).astype(np.int64)
-
-    def decompress(self) -> np.ndarray:
-        """The dense ``(Z, C, KH, KW)`` int64 tensor (zeros where there is no entry)."""
-        out = np.zeros(self.shape, dtype=np.int64)
-        out[self.z, self.kz, self.ky, self.kx] = self.coef
-        return out
-
-    def _channel(self, kz) -> slice:
-        c = _check_int_range("kz", kz, 0, self.shape[1] - 1)
-        lo, hi = np.searchsorted(self.kz, [c, c + 1])
-        return slice(int(lo), int(hi))
-
-    def entries(self, kz: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The entries of input channel ``kz`` in stream order.
-
-        Parameters
-        ----------
-        kz : int
-            Input channel, in ``[0, C)``.
-
-        Returns
-        -------
-        tuple of numpy.ndarray
-            ``(coef, z, ky, kx)``, read-only int64 views, ordered by z, then ky, then kx.
-
-        Raises
-        ------
-        InputError
-            ``kz`` out of range.
-
-        Examples
-        --------
-        >>> w = [[[[0, 2], [0, 0]]], [[[-1, 0], [0, 4]]]]        # Z=2, C=1, k=2
-        >>> compress_kernel(w).entries(0)
-        (array([ 2, -1,  4]), array([0, 1, 1]), array([0, 0, 1]), array([1, 0, 1]))
-        """
-        s = self._channel(kz)
-        return self.coef[s], self.z[s], self.ky[s], self.kx[s]
-
-    def coefficients(self, kz: int) -> Iterator[Tuple[int, int, int, int]]:
-        """Yield the entries of input channel ``kz`` one at a time, in stream order.
-
-        The source's kernel decompressor emits one coefficient per step, skipping zeros;
-        this is that loop (for tests and documentation, not for speed).
-
-        Parameters
-        ----------
-        kz : int
-            Input channel, in ``[0, C)`` (checked at the call, not at the first ``next``).
-
-        Returns
-        -------
-        iterator of tuple of int
-            ``(coef, z, ky, kx)`` as Python ints.
-
-        Raises
-        ------
-        InputError
-            ``kz`` out of range.
-
-        Examples
-        --------
-        >>> w = [[[[0, 2], [0, 0]]], [[[-1, 0], [0, 4]]]]
-        >>> list(compress_kernel(w).coefficients(0))
-        [(2, 0, 0, 1), (-1, 1, 0, 0), (4, 1, 1, 1)]
-        """
-        s = self._channel(kz)
-        cols = [a[s].tolist() for a in (self.coef, self.z, self.ky, self.kx)]
-        return (entry for entry in zip(*cols))
-
-
-def compress_kernel(w) -> SparseKernel:
-    """Compress a ``(Z, C, KH, KW)`` integer kernel tensor, dropping zero coefficients.
-
-    Parameters
-    ----------
-    w : array_like of int
-        4-D, each dimension ``>= 1``, integer values (integer-valued floats and bools are
-        accepted) in the int64 range.
-
-    Returns
-    -------
-    SparseKernel
-        Entries ordered kz-major, then z, ky, kx (see the module docstring).
-
-    Raises
-    ------
-    InputError
-        ``w`` not 4-D, an empty dimension, or non-integer values.
-
-    Examples
-    --------
-    >>> sk = compress_kernel([[[[1, 0], [0, -2]]]])
-    >>> sk.coef, sk.ky, sk.kx, sk.density
-    (array([ 1, -2]), array([0, 1]), array([0, 1]), 0.5)
-    """
-    arr = _as_int_array("w", w, *_INT64, np.int64)
-    if arr.ndim != 4 or 0 in arr.shape:
-        raise InputError(f"w: has shape {arr.shape}: must be 4-D (Z, C, KH, KW) with every "
-                         f"dimension >= 1")
-    t = arr.transpose(1, 0, 2, 3)              # (kz, z, ky, kx): nonzero() is then in order
-    kz, z, ky, kx = np.nonzero(t)
-    return SparseKernel(t[kz, z, ky, kx], z, kz, ky, kx, arr.shape)
-
-
-# --------------------------------------------------------------------------- feature maps
-
-@dataclass(frozen=True, eq=False)
-class SparseMap:
-    """A compressed (sub-)feature-map: a value buffer and an index buffer.
-
-    Build one with :func:`compress_map` (or directly from entry arrays, which are all
-    validated). The arrays are stored read-only.
-
-    Attributes
-    ----------
-    values : numpy.ndarray of int64
-        The non-zero values, 1-D of length ``nnz``.
-    rows, cols : numpy.ndarray of int64
-        Local row and column of each value, in ``[0, H)`` and ``[0, W)``.
-    chan : numpy.ndarray of int64
-        Channel of each value, in ``[0, C)``; all 0 for a 2-D map. Entries are strictly
-        increasing in ``(chan, row, col)``: channels in order, row-major within a channel.
-    shape : tuple of int
-        ``(H, W)`` or ``(C, H, W)`` of the dense sub-map.
-    origin : tuple of int
-        ``(row, col)`` of the sub-map's top-left pixel in the full map, each ``>= 0``.
-    """
-
-    values: np.ndarray
-    rows: np.ndarray
-    cols: np.ndarray
-    chan: np.ndarray
-    shape: Tuple[int, ...]
-    origin: Tuple[int, int] = (0, 0)
-
-    def __post_init__(self):
-        shape = self.shape
-        if (not isinstance(shape, (tuple, list)) or len(shape) not in (2, 3)
-                or not all(_is_int(s) and s >= 0 for s in shape)):
-            raise InputError(f"shape = {shape!r}: must be 2 or 3 ints >= 0, (H, W) or "
-                             f"(C, H, W)")
-        shape = tuple(int(s) for s in shape)
-        C, H, W = (1,) + shape if len(shape) == 2 else shape
-        origin = _check_pair("origin", self.origin, 0)
-        values = _as_int_array("values", self.values, *_INT64, np.int64)
-        if values.ndim != 1:
-            raise InputError(f"values: has shape {values.shape}: must be 1-D")
-        if np.any(values == 0):
-            raise InputError(f"values: has {int(np.count_nonzero(values == 0))} zero(s): a "
-                             f"compressed map has no entries for zero values")
-        fields = {"values": values}
-        for name, hi in (("rows", H), ("cols", W), ("chan", C)):
-            arr = _index_array(name, getattr(self, name), hi)
-            if arr.shape != values.shape:
-                raise InputError(f"{name}: has length {arr.size}: must be {values.size}, "
-                                 f"the length of values")
-            fields[name] = arr
-        _check_sorted((fields["chan"] * H + fields["rows"]) * W + fields["cols"],
-                      "(chan, row, col)")
-        for value in fields.values():
-            value.setflags(write=False)
-        fields.update(shape=shape, origin=origin)
-        for name, value in fields.items():
-            object.__setattr__(self, name, value)
-
-    @property
-    def nnz(self) -> int:
-        """Number of entries (non-zero values)."""
-        return int(self.values.size)
-
-    def nnz_per_channel(self) -> np.ndarray:
-        """Entries per channel: an int64 array of length ``C`` (length 1 for a 2-D map)."""
-        nchan = self.shape[0] if len(self.shape) == 3 else 1
-        return np.bincount(self.chan, minlength=nchan).astype(np.int64)
-
-    def decompress(self) -> np.ndarray:
-        """The dense int64 sub-map of :attr:`shape` (zeros where there is no entry)."""
-        out = np.zeros(self.shape, dtype=np.int64)
-        if len(self.shape) == 2:
-            out[self.rows, self.cols] = self.values
-        else:
-            out[self.chan, self.rows, self.cols] = self.values
-        return out
-
-
-def compress_map(fmap, origin: Tuple[int, int] = (0, 0)) -> SparseMap:
-    """Compress a 2-D ``(H, W)`` or 3-D ``(C, H, W)`` integer (sub-)feature-map.
-
-    Parameters
-    ----------
-    fmap : array_like of int
-        2-D or 3-D, integer values (integer-valued floats and bools are accepted) in the
-        int64 range. Empty dimensions are allowed.
-    origin : pair of int, default (0, 0)
-        ``(row, col)`` of the sub-map in the full feature map, each ``>= 0``.
-
-    Returns
-    -------
-    SparseMap
-        Entries ordered by channel, then row-major, with local coordinates.
-
-    Raises
-    ------
-    InputError
-        ``fmap`` not 2-D or 3-D, non-integer values, or a bad ``origin``.
-
-    Examples
-    --------
-    >>> sm = compress_map([[[0, 1], [2, 0]], [[0, 0], [0, -5]]])
-    >>> sm.values, sm.chan, sm.rows, sm.cols, sm.nnz_per_channel()
-    (array([ 1,  2, -5]), array([0, 0, 1]), array([0, 1, 1]), array([1, 0, 1]), array([2, 1]))
-    """
-    arr = _as_int_array("fmap", fmap, *_INT64, np.int64)
-    if arr.ndim not in (2, 3):
-        raise InputError(f"fmap: has shape {arr.shape}: must be 2-D (H, W) or 3-D (C, H, W)")
-    origin = _check_pair("origin", origin, 0)
-    a3 = arr if arr.ndim == 3 else arr[None]
-    chan, rows, cols = np.nonzero(a3)
-    return SparseMap(a3[chan, rows, cols], rows, cols, chan, arr.shape, origin)
 
 
 # --------------------------------------------------------------------------- partition types
@@ -558,7 +127,7 @@ class Split:
 class Partition:
     """A sparsity-balanced partition of a feature map into ``units`` rectangles.
 
-    Returned by :func:`partition`; see the module docstring for every rule.
+    Returned by :func:`partition`; see the package docstring for every rule.
 
     Attributes
     ----------
@@ -1071,7 +640,7 @@ def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
 
     Alg 3-A (equal split), 3-B (rebalancing to a threshold) and 3-C (time folding) of
     source 003; the full rules (topology, metric, search and its guarantee, best effort)
-    are in the module docstring.
+    are in the package docstring.
 
     Parameters
     ----------
