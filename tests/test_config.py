@@ -795,3 +795,20 @@ def test_board_ps_config_is_validated_and_rendered(tmp_path):
     cfg = load_config(tmp_path / "accel" / "c.yaml")
     out = codegen.render_extra(cfg, "bd.tcl.j2", tmp_path / "bd.tcl", hlsnn.build.bd_context(cfg))
     assert "CONFIG.PSU__FOO__BAR {7}" in out.read_text()
+
+
+def test_config_imports_no_engine_and_the_registry_has_them_all():
+    """Imports flow one way (issue 19): config.py reads the engine registry, which every engine
+    package fills when imported; it imports neither engines nor the runtime."""
+    import ast
+    from hlsnn import config, engine_registry
+    from hlsnn.engines import ENGINES
+    tree = ast.parse(open(config.__file__).read())
+    mods = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not [m for m in mods if m.split(".")[0] in ("engines", "runtime", "deploy", "hlsnn")], mods
+    specs = engine_registry.engines()
+    assert list(specs) == list(ENGINES)
+    for name, eng in ENGINES.items():
+        assert specs[name].schema is eng.SCHEMA and specs[name].validate is eng.validate
+        assert specs[name].estimate is eng.estimate

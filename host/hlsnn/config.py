@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from .engine_registry import engines as registered_engines
 from .errors import ConfigError, excerpt
 from .paths import board_dirs
 
@@ -364,8 +365,6 @@ def load_config(path_or_dict, *, source=None, check_fit=True) -> Config:
     ConfigError
         On the first problem found, naming file, key, value and what is allowed.
     """
-    from .engines import ENGINES
-
     if isinstance(path_or_dict, Mapping):
         raw, path = path_or_dict, None
         source = source or "<dict>"
@@ -395,8 +394,7 @@ def config_from_data(config: Mapping, board: Mapping, *, source: str) -> "Config
 
 
 def _config_from_raw(raw, source, path, check_fit, board=None) -> "Config":
-    from .engines import ENGINES
-
+    ENGINES = registered_engines()          # filled by the engine packages (hlsnn.engine_registry)
     if not isinstance(raw, Mapping):
         raise ConfigError(source, None, None, "must be a YAML mapping with keys name, board, engine, ...")
     engine = raw.get("engine")
@@ -405,7 +403,7 @@ def _config_from_raw(raw, source, path, check_fit, board=None) -> "Config":
                           "must be one of " + ", ".join(repr(e) for e in ENGINES))
     eng = ENGINES[engine]
     fields = dict(TOP_FIELDS_BASE)
-    fields[engine] = Field("section", f"{engine} parameters", fields=eng.SCHEMA)
+    fields[engine] = Field("section", f"{engine} parameters", fields=eng.schema)
     data = check_section(source, "", raw, fields)
     if board is None:
         board = load_board(data["board"], source=source, config_path=path)

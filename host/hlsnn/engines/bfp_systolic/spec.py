@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ...config import Field
+from ...engine_registry import register
 from ...errors import ConfigError
 from ...primitives import ROUNDING_CODES
 
@@ -353,3 +354,6 @@ def template_context(cfg) -> dict:
         "cfg_struct": "BfpSystolicCfg",
         "word_type": "bfp_word_t",
     }
+
+
+register(NAME, SCHEMA, validate, estimate)       # hlsnn.engine_registry: what config.py reads

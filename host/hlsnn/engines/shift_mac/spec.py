@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ...config import Field
+from ...engine_registry import register
 from ...errors import ConfigError
 from ...primitives import ROUNDING_CODES
 
@@ -362,3 +363,6 @@ def template_context(cfg) -> dict:
         "word_type": "shift_word_t",
         "log2_max_k": math.ceil(math.log2(max(p["max_k"], 1))),
     }
+
+
+register(NAME, SCHEMA, validate, estimate)       # hlsnn.engine_registry: what config.py reads

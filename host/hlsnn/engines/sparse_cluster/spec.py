@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ...config import Field
+from ...engine_registry import register
 from ...errors import ConfigError
 from ...primitives import ROUNDING_CODES
 from .protocol import ACC_BITS
@@ -207,3 +208,6 @@ def template_context(cfg) -> dict:
         "cfg_struct": "SparseClusterCfg",
         "word_type": "sparse_word_t",
     }
+
+
+register(NAME, SCHEMA, validate, estimate)       # hlsnn.engine_registry: what config.py reads

@@ -1,0 +1,34 @@
+"""The engines' registry: what :mod:`hlsnn.config` needs of an engine to read its config
+section (its schema, ``validate`` and ``estimate``).
+
+Each engine package registers itself when it is imported (the ``register`` call at the end of
+its ``spec.py``); ``import hlsnn`` imports every engine through the runtime, so the registry is
+full before any config is read. :mod:`hlsnn.config` reads this registry and imports no engine,
+so imports flow one way: ``config`` <- ``engines`` <- ``runtime``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """An engine as the config loader sees it."""
+    name: str
+    schema: Mapping[str, Any]      #: its config section's fields (hlsnn.config.Field)
+    validate: Callable             #: validate(params, board, source) -> params
+    estimate: Callable             #: estimate(cfg) -> {"resources": ..., "notes": ...}
+
+
+_ENGINES: Dict[str, EngineSpec] = {}
+
+
+def register(name: str, schema, validate, estimate) -> None:
+    """Register (or re-register, on a module reload) the engine ``name``."""
+    _ENGINES[name] = EngineSpec(name, schema, validate, estimate)
+
+
+def engines() -> Dict[str, EngineSpec]:
+    """The registered engines by name, in registration order."""
+    return dict(_ENGINES)
