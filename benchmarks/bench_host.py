@@ -443,7 +443,7 @@ def _profile(call, calls):
         f = fname.replace("\\", "/")
         if f.endswith("hlsnn/csim.py") and name == "run_stream":
             area = "kernel: csim C call (in CsimLibrary.run_stream)"
-        elif "hlsnn/runtime/simdevice.py" in f:
+        elif "hlsnn/runtime/sim/" in f:
             area = "hlsnn simdevice (simulated MMIO, DMA, streams, memory)"
         elif "/pynq/" in f:
             area = "pynq (MMIO, DMA driver, buffers)"
