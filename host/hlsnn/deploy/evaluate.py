@@ -10,7 +10,7 @@ from ..errors import InputError, MissingDependency
 from . import datasets
 from .config import load_deploy_config
 from .onnx_import import load_onnx
-from .runner import Deployment
+from .runner import Deployment, check_host_bits
 
 TARGETS = ("emu", "csim", "sim", "pynq")
 
@@ -82,9 +82,7 @@ def host_bits_of(host_precision="float", host_bits=8):
         return None
     if host_precision != "quantized":
         raise InputError(f"host precision = {host_precision!r}: expected one of {', '.join(HOST_PRECISIONS)}")
-    if not isinstance(host_bits, int) or isinstance(host_bits, bool) or not 2 <= host_bits <= 32:
-        raise InputError(f"host bits = {host_bits!r}: an integer 2..32")
-    return host_bits
+    return check_host_bits(host_bits)
 
 
 def host_layers(net, host_bits=None) -> list:

@@ -89,7 +89,7 @@ def _add_histogram(total, hist, up):
     if total is None:
         return h
     size = max(len(total), len(h))
-    return np.minimum(np.pad(total, (0, size - len(total))) + np.pad(h, (0, size - len(h))), (1 << 32) - 1)
+    return merge_stats(np.pad(total, (0, size - len(total))), np.pad(h, (0, size - len(h))))
 
 
 #: A channel's own weight scale is at most 2**CHANNEL_FRAC_LIMIT finer than the tensor's: a
@@ -123,8 +123,15 @@ def to_fixed(values, f, bits, signed, rounding):
     return np.clip(q, lo, hi)
 
 
+def check_host_bits(bits):
+    """The quantized host mode's width: an integer 2..32 (else :class:`InputError`)."""
+    if not isinstance(bits, int) or isinstance(bits, bool) or not 2 <= bits <= 32:
+        raise InputError(f"host bits = {bits!r}: an integer 2..32")
+    return bits
+
+
 class HostQuant:
-    """A host layer of a deployment in the quantized host mode (``--host-fallback quantized``),
+    """A host layer of a deployment in the quantized host mode (``--host-precision quantized``),
     the fixed-point emulation of a host op that does not only move values (``Add``,
     ``AveragePool``, ``GlobalAveragePool``, ``BatchNormalization``, ``Softmax`` and every
     ``--host-fallback`` node):
@@ -267,7 +274,7 @@ class _Exec:
             groups = np.unique(f_vec)
             hist, n = None, 0
             for g in groups:
-                chans = None if len(groups) == 1 else np.flatnonzero(np.broadcast_to(f_vec, (self.n_out,)) == g)
+                chans = None if len(groups) == 1 else np.flatnonzero(f_vec == g)     # f_vec: one per channel
                 _, h, _, m = call(True, 0, chans)
                 hist, n = _add_histogram(hist, h, ref - int(g)), n + m
             st = fixed.Stats.from_histogram(hist, n)
@@ -424,13 +431,13 @@ class SparseExec(_Exec):
             maps = [x4[a:b] for a, b in chunks(x4.shape[0], max(1, per))]
 
         def call(stats, shift, chans):
-            sel = np.arange(self.n_out) if chans is None else chans
-            w, bz = self.wq[sel], bias[sel]
-            shifts = np.broadcast_to(np.asarray(shift, np.int64), (self.n_out,))[sel]
+            shifts = np.broadcast_to(np.asarray(shift, np.int64), (self.n_out,))
+            w, bz = (self.wq, bias) if chans is None else (self.wq[chans], bias[chans])
+            shifts = shifts if chans is None else shifts[chans]
             outs, hist, sat = [], None, 0
             for fmap in maps:
                 parts = []
-                for a, b in chunks(len(sel), p["max_out_channels"]):
+                for a, b in chunks(w.shape[0], p["max_out_channels"]):
                     if self.k_step is None:
                         parts.append(op(fmap, w[a:b], bias=bz[a:b], shift=shifts[a:b], padding=padding,
                                         relu=layer.relu, stats=stats))
@@ -529,8 +536,8 @@ class Deployment:
                  dynamic=False, host_bits=None):
         self.net, self.assignment = net, assignment
         self.overflow_ratio, self.rounding, self.dynamic = overflow_ratio, rounding, dynamic
-        if host_bits is not None and not (isinstance(host_bits, int) and 2 <= host_bits <= 32):
-            raise InputError(f"host_bits = {host_bits!r}: an integer 2..32, or None for float host layers")
+        if host_bits is not None:
+            check_host_bits(host_bits)
         # the quantized host mode: host layers that compute (not only move values) in fixed point
         self.host = {layer.name: HostQuant(layer, host_bits, self) for layer in net.layers
                      if host_bits is not None and layer.kind == "host" and layer.op not in hostops.EXACT}
