@@ -95,8 +95,13 @@ def test_sweep_reports_the_same_model(tmp_path):
     beats; Steps: the first tile's last step at 2052 + 15 * 256 = 5892, each later tile 16 * 256
     = 4096 later (its load hides behind the previous tile): 5892 + 31 * 4096 + 1 = 132,869
     iterations, and rows + cols - 1 = 19 that drain the array: (132,888 - 1) + depth 7 = 132,894
-    cycles; ReadSampleBeats 64 * 129 beats: 8,258; OutSamples 64 * 3 = 192; WriteBeats 64 * 129
-    beats in 64 entries: 8,192 + 64 * 5 = 8,512; one pass of K: 1; the call 2."""
+    cycles; ReadSampleBeats 64 * 129 beats: 8,258; one pass of K: 1; the call 2.
+    The output (max rule, one pass) streams during Steps: the last ceil(4 samples * 129 beats /
+    256 steps) = 3 tiles run group after group, so group g's block of tile 31 ends at
+    2052 + (29 * 16 + 3g + 2) * 256 and its 516 beats stream from 20 iterations later (cols +
+    rows), before the next group's 768 steps end. Groups 0-14 stream whole inside the loop; the
+    last completes as the loop ends: OutSamples 4 * 3 = 12; WriteBeats 4 * 129 beats in 4
+    entries: 512 + 4 * 5 = 532."""
     from hlsnn.perf.measure import measure
     from hlsnn.sweep import run_sweep
     import yaml
@@ -108,7 +113,7 @@ def test_sweep_reports_the_same_model(tmp_path):
     rep = run_sweep(cfg, ["cols=2,4"], csim=False)
     m2, m4 = (v["model"] for v in rep["variants"])
     r = measure(cfg, gemm=(64, 512, 512))
-    assert m4["cycles"] == r["cycles"] == 8_258 + 132_894 + 192 + 8_512 + 1 + 2 and m4["bound"] == r["bound"]
+    assert m4["cycles"] == r["cycles"] == 8_258 + 132_894 + 12 + 532 + 1 + 2 and m4["bound"] == r["bound"]
     assert m4["utilization"] == pytest.approx(r["utilization"])
     # half the columns: half the array, so the compute (87% of the call) takes twice as long;
     # the samples and the results stream as before

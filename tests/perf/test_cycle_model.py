@@ -53,6 +53,11 @@ def test_bfp_hand_count(bfp_acc):
     # the array: the last step reaches tile (3, 2) in 33 + 5 = 38, and the last group's shadow
     # rows are posted from cols = 3 iterations after its last step, one a cycle, in 36-39:
     # 40 iterations, 6 of them WeightWait.
+    # The output overlaps (max rule, one pass of K). Its tail is ceil(cols * 2 beats / 7
+    # steps) = 1 tile, so the order above stands. Group 0's last block (tile 1) has its last
+    # step in 26; its shadow rows are posted in 29-32, so its 3 samples' 6 beats stream in
+    # 33-38, inside the loop. Group 1 completes in the loop's last iteration: its 2 samples
+    # (4 beats) stream after the loop.
     rng = np.random.default_rng(1)
     bfp_acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
     kc = bfp_acc.kernel.last_cycles
@@ -60,18 +65,19 @@ def test_bfp_hand_count(bfp_acc):
         "ReadSampleBeats": (5 * 2, 1),   # every sample once, a beat per cycle
         "Steps": (40, 1),
         "WeightWait": (6, 6),            # a mark: one entry per waiting iteration
-        "OutSamples": (5, 1),
-        "WriteBeats": (5 * 2, 5),
+        "OutOverlap": (6, 6),            # a mark: one per output beat written inside Steps
+        "OutSamples": (2, 1),
+        "WriteBeats": (2 * 2, 2),
         "Passes": (1, 1),                # K <= max_k: one pass
     }
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
     cycles = (1 * 1                      # Passes: 1 own cycle
               + (10 - 1) * 1 + 1 * 3     # ReadSampleBeats: II 1, depth 3
               + (40 - 1) * 1 + 1 * 7     # Steps: II 1, depth 7
-              + 5 * 3                    # OutSamples: 3 own cycles
-              + (10 - 5) * 1 + 5 * 5     # WriteBeats: II 1, depth 5
+              + 2 * 3                    # OutSamples: 3 own cycles
+              + (4 - 2) * 1 + 2 * 5      # WriteBeats: II 1, depth 5
               + 2)                       # call
-    assert cycles == 106
+    assert cycles == 79
     assert kc.cycles == cycles and kc.calls == 1
     # the waits are the weights' phase; the array's 28 steps, its drain and the pipeline are compute
     assert kc.phases["input stream: weights"] == 6 and kc.phases["compute"] == 46 - 6
@@ -223,6 +229,57 @@ def _check_invariants(kc, macs, peak):
     assert kc.cycles >= kc.beats_out
 
 
+@pytest.mark.parametrize("b, k, n, tail", [
+    (8, 20, 40, 4),    # S = 10 steps, a group's output 3 samples x 11 beats: a tail of 4 tiles of 10
+    (8, 52, 40, 2),    # kp = 26: the 256-step store is a ring of 9 slots for 10 tiles, tail 2
+    (6, 52, 64, 1),    # 16 tiles through the 9-slot ring; 2 groups x 26 steps < 53 beats a tile: no tail
+    (2, 52, 40, 1),    # one group: the weight stream bounds the pass, no tail
+    (8, 7, 6, 1),      # the output of a group fits one group's steps
+])
+def test_bfp_tail_and_ring_match_closed_form(bfp_acc, b, k, n, tail):
+    """The last tiles run group after group (the tail) and the weight store is a ring, and the
+    output beats of complete groups stream during the array loop: the C-simulation's counters
+    equal the closed form on shapes that exercise each (t16_row: w_depth 256 steps), and the
+    results equal the emulator's."""
+    from hlsnn.perf.bfp_systolic import tail_tiles
+    from hlsnn.perf.closed_form import bfp_call_counts
+    from hlsnn.runtime import Accelerator
+    p = bfp_acc.config.params
+    assert p["w_depth"] == 256
+    assert tail_tiles(p, b, k, n, out_on=True) == tail
+    rng = np.random.default_rng(b * 1000 + k * 10 + n)
+    x, w = rng.normal(size=(b, k)), rng.normal(size=(n, k))
+    out = bfp_acc.gemm(x, w)
+    counts = bfp_acc.kernel.last_cycles.counts
+    assert counts == bfp_call_counts(p, b, k, n), (b, k, n)
+    # the groups before the last stream some output during the loop (one group cannot)
+    assert (counts.get("OutOverlap", (0, 0))[0] > 0) == (b > p["cols"])
+    with Accelerator(BFP / "t16_row.yaml", target="emu") as emu:
+        np.testing.assert_array_equal(out, emu.gemm(x, w))
+
+
+def test_bfp_keep_and_resident_match_closed_form(bfp_acc):
+    """A call that keeps its tiles (side by side, no ring) and a resident call (no weights in
+    the stream; any tail fits) count as the closed form says, with the same results."""
+    from hlsnn.perf.closed_form import bfp_call_counts
+    p = bfp_acc.config.params
+    rng = np.random.default_rng(29)
+    x, w = rng.normal(size=(8, 20)), rng.normal(size=(24, 20))
+    streamed = bfp_acc.gemm(x, w)
+    bfp_acc.kernel.load_weights(w)
+    try:
+        kept = bfp_acc.gemm(x, w)
+        assert bfp_acc.kernel.last_cycles.counts == bfp_call_counts(p, 8, 20, 24, keep=True)
+        resident = bfp_acc.gemm(x, w)
+        kc = bfp_acc.kernel.last_cycles
+        assert kc.counts == bfp_call_counts(p, 8, 20, 24, resident=True)
+        assert "WeightWait" not in kc.counts and kc.counts.get("OutOverlap", (0, 0))[0] > 0
+    finally:
+        bfp_acc.kernel.unload_weights()
+    np.testing.assert_array_equal(kept, streamed)
+    np.testing.assert_array_equal(resident, streamed)
+
+
 def test_bfp_random_shapes_match_closed_form(bfp_acc):
     from hlsnn.perf import bfp_systolic as page
     from hlsnn.perf.closed_form import bfp_call_counts, gemm_cycles
@@ -341,7 +398,7 @@ def test_sim_target_times_the_kernel():
         rng = np.random.default_rng(8)
         acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
         kc = acc.kernel.last_cycles
-        assert kc.cycles == 106 and kc.calls == 1    # the hand-counted shape of test_bfp_hand_count
+        assert kc.cycles == 79 and kc.calls == 1     # the hand-counted shape of test_bfp_hand_count
         assert acc.target.last_timing["kernel_cycles"] == kc.cycles
         assert acc.target.last_timing["kernel_model_s"] == pytest.approx(kc.cycles / 100e6)
 

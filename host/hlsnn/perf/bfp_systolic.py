@@ -1,9 +1,10 @@
 """Cycle model of ``bfp_systolic`` (``hls/engines/bfp_systolic/kernel.cpp.j2``).
 
 The kernel has no DATAFLOW region: its phases are loops that run one after another, and the
-overlap is inside the ``Steps`` loop, which computes one weight step and reads one weight
-beat (of the next tile) in the same cycle. A call costs the sum of its loops
-(:mod:`hlsnn.perf.model`). Per call the loops are::
+overlap is inside the ``Steps`` loop, which computes one weight step, reads one weight beat
+(of a later tile) and writes one output beat (of a sample whose results are complete) in the
+same cycle. A call costs the sum of its loops (:mod:`hlsnn.perf.model`). Per call the loops
+are::
 
     ReadBias (ceil((N+1)/lanes) beats)          -- only with a bias
     Passes (one per pass of K: one pass when K <= max_k, else ceil(K / pass_k))
@@ -16,16 +17,21 @@ beat (of the next tile) in the same cycle. A call costs the sum of its loops
                                                   also reads one weight beat while any
                                                   remain; then rows + cols - 1 iterations
                                                   drain the array (the last step's wavefront
-                                                  and the last group's shadow rows)
-    OutSamples (batch)
+                                                  and the last group's shadow rows); in the
+                                                  last pass, with the max rule and one pass
+                                                  of K, an iteration also writes an output
+                                                  beat (``OutOverlap``) while a sample whose
+                                                  group is complete has beats left
+    OutSamples (the samples not streamed whole during Steps)
       RollPredict (1)                             -- only with the rolling method
       StatSums (ceil(N/lanes))                    -- only with output_exponent: stats
-      WriteBeats (ceil((N+1)/lanes))              a beat per cycle
+      WriteBeats (ceil((N+1)/lanes), fewer for    a beat per cycle
+                  a sample begun in Steps)
     StatsBins > StatsLanes                        -- only with the statistics segment
 
-What each loop body accesses per iteration, and the II that follows (``wstore``, ``wexp``
-and the running state ``run_*`` are simple-dual-port RAMs, ``BIND_STORAGE ram_s2p``: one
-read and one write per cycle):
+What each loop body accesses per iteration, and the II that follows (``wstore``, ``wexp``,
+``ybuf`` and the running state ``run_*``, ``o_exp``, ``wexp_o`` are simple-dual-port
+RAMs, ``BIND_STORAGE ram_s2p``: one read and one write per cycle):
 
 =============== ===== =================================================== ====== =====
 loop            II    accesses per iteration                              II got depth
@@ -33,16 +39,19 @@ loop            II    accesses per iteration                              II got
 ReadBias        1     ``in``: 1 read; each ``bias`` bank: at most 1 write  1      2
 ReadSampleBeats 1     ``in``: 1 read; one ``xstore[c]``: 1 write; one      1      3
                       ``xexp[c]``: at most 1 write
-Steps           1     ``in``: at most 1 read; ``wstore``: 1 read and 1     1      7
-                      write (2 ports); each ``xstore[c]``: 1 read; one
-                      ``wexp`` bank: 1 read and 1 write (2 ports); each
-                      ``ybuf[c]`` bank: 1 read and 1 write (2 ports: the
-                      partial sum of a K pass); each ``run_*[c]``: 1 read
-                      and 1 write (2 ports); ``xexp[c]``, one ``bias``
-                      bank: 1 read
+Steps           1     ``in``: at most 1 read; ``out``: at most 1 write;   1      7
+                      ``wstore``: 1 read and 1 write (2 ports); each
+                      ``xstore[c]``: 1 read; one ``wexp`` bank and each
+                      ``wexp_o`` bank: 1 read and 1 write (2 ports); each
+                      ``ybuf[c][j]`` bank: 1 read (``ResultRead``: the
+                      output beat's word or the partial sum of a K pass,
+                      one address per bank, never both) and 1 write;
+                      each ``o_exp[c]``: 1 read and 1 write;
+                      each ``run_*[c]``: 1 read and 1 write (2 ports);
+                      ``xexp[c]``, one ``bias`` bank: 1 read
 StatSums        1     each ``ybuf[c]`` bank: 1 read (a beat of results)    1      47
 WriteBeats      1     each ``ybuf[c]`` bank: 1 read (lane j reads bank     1      5
-                      (j-1) mod lanes); each ``wexp`` bank: 1 read;
+                      (j-1) mod lanes); each ``wexp_o`` bank: 1 read;
                       ``out``: 1 write
 StatsLanes      1     ``out``: at most 1 write                             1      2
 =============== ===== =================================================== ====== =====
@@ -76,14 +85,20 @@ iterations count as compute). The peak is ``2 * rows * cols`` MAC/cycle (two pro
 
 :func:`steps_iterations` gives the ``Steps`` count in closed form (the tests hold it equal to
 the C-simulation's counter) for one pass of ``K`` (a pass of a tiled K counts as a call of
-its ``Kq``; the ``Steps`` loop starts afresh in every pass): with ``T`` tiles, ``G`` groups, ``S`` steps per group,
-``kp = ceil(K/2)``, ``E`` exponent beats and ``TB = E + kp * step_beats`` beats per tile,
-tile ``t``'s beats are read from iteration ``L_t`` on (``L_0 = 0``,
-``L_t = max(L_{t-1} + TB, C_{t-2})`` with ``C_{-1} = 0``, or ``t * TB`` with the keep flag),
-its step ``s`` may compute from iteration ``L_t + E + (s+1) * step_beats`` on, and its last
-step runs at ``C_t = max(C_{t-1} + kp, L_t + E + kp * step_beats) + (S - kp) + (G-1) * S``
-(``C_{-1} = -1``; ``C_t = C_{t-1} + G*S`` for resident weights). ``Steps`` runs
-``C_{T-1} + 1 + rows + cols - 1`` iterations (the drain).
+its ``Kq``; the ``Steps`` loop starts afresh in every pass): with ``T`` tiles, ``G`` groups,
+``S`` steps per group, ``kp = ceil(K/2)``, ``E`` exponent beats and ``TB = E + kp *
+step_beats`` beats per tile. The blocks (tile, group) run tile after tile, except the last
+``tail`` tiles (:func:`tail_tiles`), which run group after group. The weight store is a ring
+of ``slots = w_depth // kp`` tiles: tile ``u``'s beats are read from iteration
+``L_u = max(L_{u-1} + TB, F_u)`` on (``L_0 = 0``), where ``F_u`` is the iteration of the last
+step of tile ``u - slots`` (0 while ``u < slots``), or ``u * TB`` with the keep flag. Step
+``s`` of a block of tile ``t`` may compute from iteration ``L_t + E + (s+1) * step_beats`` on,
+so a block's last step runs at ``X_b = max(X_{b-1} + kp, L_t + E + kp * step_beats) + (S -
+kp)`` (``X_{-1} = -1``; ``X_b = X_{b-1} + S`` for resident weights). ``Steps`` runs ``X_last
++ 1 + rows + cols - 1`` iterations (the drain). Group ``g``'s samples are complete after its
+block of the last tile has posted its rows, so its output beats may stream from iteration
+``X + cols + rows`` on, after the groups before it, a beat per iteration; the beats that fit
+before the loop ends are ``OutOverlap``, and the rest stream in ``WriteBeats``.
 """
 from __future__ import annotations
 
@@ -131,29 +146,71 @@ def call_cycles(p, counts):
     return call
 
 
-def steps_iterations(p, batch, k, n, *, keep=False, resident=False):
-    """``(iterations, waits)`` of the ``Steps`` loop of one pass of reduction length ``k``
-    (module docstring)."""
-    from ..engines.bfp_systolic.spec import context_step_beats, exp_beats, min_steps
-    rows, sb, E = p["rows"], context_step_beats(p), exp_beats(p)
+def tail_tiles(p, batch, k, n, *, out_on, resident=False, keep=False) -> int:
+    """The tiles of a pass that run group after group (the kernel's ``tail``): with output
+    overlap, enough that a group's tail steps outlast the output beats of the group before
+    it, ``ceil(cols * nbo / S)``, at most the tiles and the weight store's ``slots``; 1
+    otherwise, and when the weight stream bounds the pass (``G * S < TB``)."""
+    from ..engines.bfp_systolic.spec import context_step_beats, exp_beats, lanes, min_steps
     kp = (k + 1) // 2
     S = max(kp, min_steps(p))
-    T, G = -(-n // rows), -(-batch // p["cols"])
+    T, G = -(-n // p["rows"]), -(-batch // p["cols"])
+    TB = exp_beats(p) + kp * context_step_beats(p)
+    if not out_on or (not resident and G * S < TB):
+        return 1
+    nbo = -(-(n + 1) // lanes(p))
+    slots = T if (keep or resident) else p["w_depth"] // kp
+    return max(1, min(-(-(p["cols"] * nbo) // S), T, slots))
+
+
+def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False):
+    """``(iterations, waits, out_beats)`` of the ``Steps`` loop of one pass of reduction length
+    ``k`` (module docstring); ``out_beats`` are the output beats written during the loop
+    (``out_on``: the last pass of a call whose output overlaps)."""
+    from ..engines.bfp_systolic.spec import context_step_beats, exp_beats, lanes, min_steps
+    rows, cols, sb, E = p["rows"], p["cols"], context_step_beats(p), exp_beats(p)
+    kp = (k + 1) // 2
+    S = max(kp, min_steps(p))
+    T, G = -(-n // rows), -(-batch // cols)
     work = T * G * S
-    drain = rows + p["cols"] - 1
-    if resident:
-        return work + drain, 0
+    drain = rows + cols - 1
+    tail = tail_tiles(p, batch, k, n, out_on=out_on, resident=resident, keep=keep)
+    t_a = T - tail
+    order = [(t, g) for t in range(t_a) for g in range(G)] + [(t, g) for g in range(G) for t in range(t_a, T)]
     TB = E + kp * sb
-    last, starts, ends = -1, [], []
-    for t in range(T):
-        if keep or t == 0:
-            lt = t * TB
+    slots = T if (keep or resident) else p["w_depth"] // kp
+    # the iteration of the last step of each tile's last block in the head (frees its slot)
+    head_end = {}
+    starts = []
+    x = -1
+    last_step = {}
+    for t, g in order:
+        if resident:
+            x += S
         else:
-            lt = max(starts[t - 1] + TB, ends[t - 2] if t >= 2 else 0)
-        starts.append(lt)
-        last = max(last + kp, lt + E + kp * sb) + (S - kp) + (G - 1) * S
-        ends.append(last)
-    return last + 1 + drain, last + 1 - work
+            while len(starts) <= t:      # tile t's loads start when its slot is free
+                u = len(starts)
+                if keep or u == 0:
+                    lt = u * TB
+                else:
+                    free = head_end.get(u - slots, 0) if u - slots >= 0 else 0
+                    lt = max(starts[u - 1] + TB, free)
+                starts.append(lt)
+            x = max(x + kp, starts[t] + E + kp * sb) + (S - kp)
+        last_step[t, g] = x
+        if t < t_a and g == G - 1:
+            head_end[t] = x
+    its = x + 1 + drain
+    out_beats = 0
+    if out_on:
+        nbo = -(-(n + 1) // lanes(p))
+        end = 0
+        for g in range(G):
+            ready = last_step[T - 1, g] + cols + rows       # the iteration after its last row is posted
+            start = max(ready, end)
+            end = start + min(cols, batch - g * cols) * nbo
+            out_beats += max(0, min(end, its) - start)
+    return its, x + 1 - work, out_beats
 
 
 def peak_macs_per_cycle(p, mode=None):

@@ -26,21 +26,30 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     from .bfp_systolic import steps_iterations
     L = lanes(p)
     qs = passes(p, k)
-    its = waits = sample_beats = 0
-    for _, kq in qs:
-        i, w = steps_iterations(p, batch, kq, n, keep=keep, resident=resident)
-        its, waits, sample_beats = its + i, waits + w, sample_beats + batch * _c(kq + 1, L)
+    stats_used = stats_method and p["weight_exponent"] != "row" and not rolling
+    overlap = not rolling and not stats_used and len(qs) == 1   # the kernel's `overlap`
+    its = waits = sample_beats = out_beats = 0
+    for q, (_, kq) in enumerate(qs):
+        i, w, o = steps_iterations(p, batch, kq, n, keep=keep, resident=resident,
+                                   out_on=overlap and q == len(qs) - 1)
+        its, waits, out_beats = its + i, waits + w, out_beats + o
+        sample_beats += batch * _c(kq + 1, L)
     Q = len(qs)
     nbo = _c(n + 1, L)
-    c = {"Top": (1, 1), "Passes": (Q, 1), "ReadSampleBeats": (sample_beats, Q), "Steps": (its, Q),
-         "OutSamples": (batch, 1), "WriteBeats": (batch * nbo, batch)}
+    ob = out_beats // nbo                     # samples the array loop streamed whole
+    c = {"Top": (1, 1), "Passes": (Q, 1), "ReadSampleBeats": (sample_beats, Q), "Steps": (its, Q)}
+    if ob < batch:
+        c["OutSamples"] = (batch - ob, 1)
+        c["WriteBeats"] = (batch * nbo - out_beats, batch - ob)
+    if out_beats:
+        c["OutOverlap"] = (out_beats, out_beats)
     if waits:
         c["WeightWait"] = (waits, waits)
     if bias:
         c["ReadBias"] = (nbo, 1)
     if rolling:
         c["RollPredict"] = (batch, batch)             # every sample
-    elif stats_method and p["weight_exponent"] != "row":
+    elif stats_used:
         c["StatSums"] = (batch * -(-n // L), batch)   # every sample with a non-zero output: a beat a cycle
     if stats_out:
         bins = p["acc_bits"]

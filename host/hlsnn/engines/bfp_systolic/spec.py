@@ -144,6 +144,12 @@ def buffers(ctx) -> tuple:
         Buffer("wexp", top, "array", e, (L, ctx["n_words"]), partition=((1, "complete"),), storage="ram_s2p", static=True,
                used=ctx["weight_exponent_per_row"], note="per-row weight exponents (unused with a tensor-wide one)"),
         Buffer("bias", top, "array", m, (L, ctx["n_words"]), partition=((1, "complete"),), static=True),
+        Buffer("wexp_o", top, "array", e, (L, ctx["n_words"]), partition=((1, "complete"),), storage="ram_s2p",
+               impl="lutram", static=True, used=ctx["weight_exponent_per_row"],
+               note="the output beats' copy of the per-row weight exponents (its own read port)"),
+        Buffer("o_exp", top, "array", 2 * e, (cols, g), partition=((1, "complete"),), storage="ram_s2p",
+               impl="lutram", static=True,
+               note="each complete sample's output and sample exponents, for the output beats during the array loop"),
         Buffer("roll_u", top, "array", 10, (ctx["rolling_len"],), partition=complete, static=True,
                note="rolling method's buffer of leading-one positions"),
         # the chains: row d's weights reach position d + cols - 1, column c's samples c + rows - 1
@@ -163,6 +169,10 @@ def buffers(ctx) -> tuple:
         Buffer("shv", top, "array", acc, (rows, cols), partition=complete, note="shadow registers"),
         Buffer("cur", top, "array", 25, (cols,), partition=complete, note="the posted samples' running state"),
         Buffer("wide", "PostRow", "array", acc, (cols,), partition=complete),
+        Buffer("yr", top, "array", acc, (cols, L), partition=complete,
+               note="the words read from the result store's banks in an array-loop cycle"),
+        Buffer("yw", top, "array", acc, (L,), partition=complete,
+               note="an output beat's words (declared in the array loop and after it; they are never live together)"),
         Buffer("counted", "PostRow", "array", 1, (cols,), partition=complete),
     ]
     if ctx["split_acc"]:
