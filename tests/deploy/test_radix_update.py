@@ -250,3 +250,26 @@ def test_e2_e4_disagreement_is_an_error(monkeypatch):
     finally:
         for a in accs.values():
             a.close()
+
+
+@pytest.mark.csim
+def test_e5_on_csim_equals_emu():
+    """E4's raw calls (wide results and their histogram in one call) on the C-simulated
+    kernel: the same choices and the same bits as on the emulator."""
+    cfg = load_deploy_config(MLP)
+    net = load_onnx(cfg.model)
+    ds = datasets.load("digits", layout="flat")
+    fmt = {"fixed8": cfg.formats["fixed8"]}
+    outs, ups = [], []
+    for target in ("emu", "csim"):
+        accs = open_accelerators(type(cfg)(**{**cfg.__dict__, "formats": fmt}), target)
+        try:
+            dep = Deployment(net, cfg.assignments["fixed8"], fmt, accs, update="e5")
+            dep.calibrate(ds.x_train[:32])
+            outs.append(dep.run(ds.x_test[:24]))
+            ups.append({n: (ex.stats.update["method"], ex.f_out, ex.update_ran) for n, ex in dep.execs.items()})
+        finally:
+            for a in accs.values():
+                a.close()
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert ups[0] == ups[1]
