@@ -273,3 +273,22 @@ def test_e5_on_csim_equals_emu():
                 a.close()
     np.testing.assert_array_equal(outs[0], outs[1])
     assert ups[0] == ups[1]
+
+
+def test_choose_leaves_layers_without_e4_out_of_the_type_means():
+    """A conv layer on shift_mac (no raw output) takes E2 and does not enter the conv mean."""
+    from types import SimpleNamespace as NS
+
+    from hlsnn.deploy import update
+    from hlsnn.deploy.runner import LayerStats
+
+    def ex(kind, wide, e2, e4, engine="sparse_cluster"):
+        return NS(layer=NS(kind=kind), WIDE_OUT=wide, update_times={"e2_us": e2, "e4_us": e4},
+                  stats=LayerStats(), acc=NS(config=NS(engine=engine)), update_choice=None)
+    execs = {"a": ex("conv", True, 10.0, 9.0), "b": ex("conv", True, 5.0, 5.5),
+             "c": ex("conv", False, 1.0, 100.0, "shift_mac"), "d": ex("dense", True, 2.0, 3.0)}
+    update.choose(execs, "op_type")
+    got = {n: (e.update_choice, e.stats.update["compared_e2_us"], e.stats.update["compared_e4_us"])
+           for n, e in execs.items()}
+    assert got == {"a": ("e4", 7.5, 7.25), "b": ("e4", 7.5, 7.25), "c": ("e2", 1.0, 100.0), "d": ("e2", 2.0, 3.0)}
+    assert execs["c"].stats.update["by"] == "layer" and "shift_mac" in execs["c"].stats.update["note"]
