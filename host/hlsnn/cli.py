@@ -188,7 +188,8 @@ def cmd_deploy(args):
     from .progress import enabled
     res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,
                  host_precision=args.host_precision, host_bits=args.host_bits, per_layer=args.per_layer, test_samples=args.test_samples,
-                 progress=enabled(quiet=args.quiet, json=args.json))
+                 progress=enabled(quiet=args.quiet, json=args.json), radix_update=args.radix_update,
+                 radix_update_by=args.radix_update_by)
     print(json.dumps(res) if args.json else format_result(res))
     return 0
 
@@ -198,7 +199,8 @@ def cmd_report(args):
     if _is_deploy_config(args.config):
         from .deploy.report import write_report
         out = write_report(args.config, args.target, out=args.out, host_fallback=args.host_fallback,
-                           host_precision=args.host_precision, host_bits=args.host_bits, test_samples=args.test_samples)
+                           host_precision=args.host_precision, host_bits=args.host_bits, test_samples=args.test_samples,
+                           radix_update=args.radix_update, radix_update_by=args.radix_update_by)
         print(f"wrote {out}")
         return 0
     from .engines.sparse_cluster.model import (KINDS, check_engine, check_out, density_sweep, format_sweep,
@@ -484,6 +486,14 @@ def build_parser():
                         "(default), or between fixed-point inputs and outputs of --host-bits bits, as a board "
                         "would compute them")
     p.add_argument("--host-bits", type=int, default=8, help="width of --host-precision quantized (default 8)")
+    p.add_argument("--radix-update", choices=["e1", "e5"],
+                   help="how fixed-point layers update their radix points (default: the config's calibration.update, "
+                        "else e1): e1, a preceding operation on every image; e5, per layer the faster of E2 (two "
+                        "operations on a sample) and E4 (the sample's wide results saved) by the cycle model, shown "
+                        "in the output")
+    p.add_argument("--radix-update-by", choices=["layer", "op_type"],
+                   help="--radix-update e5: choose per layer or per operation type (default: the config's "
+                        "calibration.update_by, else layer)")
     p.add_argument("--per-layer", action="store_true", help="radix points, sparsity and error of every layer")
     p.add_argument("--test-samples", type=POSITIVE, help="evaluate only the first N test images")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -519,6 +529,8 @@ def build_parser():
     p.add_argument("--host-precision", choices=["float", "quantized"], default="float",
                    help="deployment report: see `hlsnn deploy`")
     p.add_argument("--host-bits", type=int, default=8, help="deployment report: see `hlsnn deploy`")
+    p.add_argument("--radix-update", choices=["e1", "e5"], help="deployment report: see `hlsnn deploy`")
+    p.add_argument("--radix-update-by", choices=["layer", "op_type"], help="deployment report: see `hlsnn deploy`")
     p.add_argument("--test-samples", type=POSITIVE, help="deployment report: only the first N test images")
     p.add_argument("--channels", type=int, default=64, help="input = output channels of the layer (default 64)")
     p.add_argument("--size", type=int, default=56, help="feature-map height = width (default 56)")

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from hlsnn.errors import InputError
 from hlsnn.formats import fixed
-from hlsnn.formats.fixed import (Stats, acquire, convert, cost_model, determine, run_e1, run_e2,
-                                 run_e3, run_e4, sample_mask, sample_run)
+from hlsnn.formats.fixed import (Choice, Stats, acquire, convert, cost_model, determine, run_e1, run_e2,
+                                 run_e3, run_e4, run_e5, sample_mask, sample_run, select_e5)
 from hlsnn.primitives import msb_histogram
 
 ROUNDINGS = ("nearest_even", "nearest_away", "truncate")
@@ -433,6 +433,83 @@ def test_f_prev_passes_through_runners():
     assert run_e1(Recorder(zeros), 5, 8).f_out == 5
 
 
+# ------------------------------------------------------------------ E5 (Alg 2-E)
+
+def test_e5_fig15_example_chooses_two_operations():
+    """SPECS T2.1: in the transfer-bound case of fig. 15, E2 (2.35 ms) beats E4 (3.8 ms)."""
+    full = matmul_op(np.random.default_rng(3), 16, 5, 4, relu=False)
+    choice, r = run_e5(Recorder(full), 10, 8, 12.5, shape=full.shape, axis=0, t_prev=2.1, t_pre=2.0, t_store=15.7)
+    assert choice.method == "e2" and round(choice.e2, 2) == 2.35 and round(choice.e4, 2) == 3.8
+    r2 = run_e2(Recorder(full), 10, 8, 12.5, shape=full.shape, axis=0)
+    np.testing.assert_array_equal(r.out, r2.out)
+    assert r.items_computed == r2.items_computed and r.op_calls == 2
+
+
+def test_e5_compute_bound_chooses_result_saving():
+    """When recomputing costs more than moving the wide results (the source: "in the reverse
+    case #3 and #4 can be shorter"), E4 wins, and the runner is E4's (one pass over each item)."""
+    full = matmul_op(np.random.default_rng(4), 16, 5, 4, relu=True)
+    choice, r = run_e5(Recorder(full), 10, 8, 20, shape=full.shape, axis=0, t_prev=2.1, t_pre=20.0, t_store=3.0,
+                       signed=False)
+    assert choice == Choice("e4", 0.2 * 20 + 2.1, 0.2 * 3.0 + 0.8 * 2.1)
+    assert r.items_computed == full.size
+    np.testing.assert_array_equal(r.out, run_e4(Recorder(full), 10, 8, 20, shape=full.shape, axis=0,
+                                                signed=False).out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2 ** 32 - 1), st.floats(0, 50), st.floats(0, 50), st.floats(0, 200),
+       st.sampled_from([12.5, 20.0, 50.0, 100.0]), st.sampled_from([0, 1]))
+def test_e5_picks_the_faster_and_returns_its_result(seed, t_prev, t_pre, t_store, percent, axis):
+    full = matmul_op(np.random.default_rng(seed), 9, 6, 7, relu=False)
+    c = cost_model(t_prev, t_pre, t_store, percent)
+    choice, r = run_e5(Recorder(full), 12, 8, percent, shape=full.shape, axis=axis, t_prev=t_prev, t_pre=t_pre,
+                       t_store=t_store)
+    assert choice == Choice("e4" if c.e4 < c.e2 else "e2", c.e2, c.e4)
+    assert min(choice.e2, choice.e4) == (choice.e4 if choice.method == "e4" else choice.e2)
+    runner = run_e4 if choice.method == "e4" else run_e2
+    ref = runner(Recorder(full), 12, 8, percent, shape=full.shape, axis=axis)
+    np.testing.assert_array_equal(r.out, ref.out)
+    np.testing.assert_array_equal(r.sat, ref.sat)
+    assert (r.f_out, r.stats, r.items_computed, r.op_calls) == (ref.f_out, ref.stats, ref.items_computed,
+                                                                ref.op_calls)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.dictionaries(st.sampled_from("abcdef"), st.tuples(st.lists(st.floats(0, 10), min_size=1, max_size=4),
+                                                             st.lists(st.floats(0, 10), min_size=1, max_size=4),
+                                                             st.sampled_from(["conv", "dense"])), min_size=1))
+def test_select_e5_per_layer_and_per_type(layers):
+    t2 = {k: v[0] for k, v in layers.items()}
+    t4 = {k: v[1] for k, v in layers.items()}
+    per_layer = select_e5(t2, t4)
+    for k in layers:
+        m2, m4 = math.fsum(t2[k]) / len(t2[k]), math.fsum(t4[k]) / len(t4[k])
+        assert per_layer[k] == Choice("e4" if m4 < m2 else "e2", m2, m4)
+    groups = {k: v[2] for k, v in layers.items()}
+    per_type = select_e5(t2, t4, groups=groups)
+    for g in set(groups.values()):
+        members = [k for k in layers if groups[k] == g]
+        m2 = math.fsum(per_layer[k].e2 for k in members) / len(members)
+        m4 = math.fsum(per_layer[k].e4 for k in members) / len(members)
+        for k in members:
+            assert per_type[k] == Choice("e4" if m4 < m2 else "e2", m2, m4)
+
+
+def test_select_e5_tie_goes_to_two_operations():
+    assert select_e5({"l": 1.5}, {"l": [1.0, 2.0]})["l"] == Choice("e2", 1.5, 1.5)
+
+
+def test_select_e5_type_can_overrule_a_layer():
+    """Per type, one layer's large gain decides for the type's other layers."""
+    t2 = {"conv1": 1.0, "conv2": 9.0, "bn1": 1.0}
+    t4 = {"conv1": 1.2, "conv2": 3.0, "bn1": 4.0}
+    assert [c.method for c in select_e5(t2, t4).values()] == ["e2", "e4", "e2"]
+    by_type = select_e5(t2, t4, groups={"conv1": "conv", "conv2": "conv", "bn1": "bn"})
+    assert [c.method for c in by_type.values()] == ["e4", "e4", "e2"]
+    assert by_type["conv1"] == Choice("e4", 5.0, 2.1)
+
+
 # ------------------------------------------------------------------ bad input
 
 @pytest.mark.parametrize("call, message", [
@@ -466,6 +543,12 @@ def test_f_prev_passes_through_runners():
     (lambda: run_e2(lambda m: np.zeros((2, 2), dtype=np.int64), 0, 8, 50, shape=(2, 3)),
      "op result: has shape (2, 2): must be the output shape (2, 3)"),
     (lambda: run_e3("not callable", 0, 8), "op = 'not callable': must be callable"),
+    (lambda: select_e5({"a": 1}, {"b": 1}), "t_e2, t_e4: layers ['a'] and ['b']: must be two non-empty"),
+    (lambda: select_e5({"a": []}, {"a": 1}), "t_e2['a']: has no times"),
+    (lambda: select_e5({"a": 1}, {"a": -2}), "t_e4['a'] = -2: must be a number in [0, inf)"),
+    (lambda: select_e5({"a": 1}, {"a": 2}, groups={}), "groups: has no operation type for layer(s) a"),
+    (lambda: run_e5(Recorder(np.zeros(3, dtype=np.int64)), 0, 8, 20, shape=(3,), t_prev=1, t_pre=1,
+                    t_store=float("nan")), "t_store = nan: must be a number in [0, inf)"),
 ])
 def test_bad_input(call, message):
     with pytest.raises(InputError, match=re.escape(message)) as info:
@@ -476,4 +559,4 @@ def test_bad_input(call, message):
 def test_module_api():
     assert set(fixed.__all__) >= {"Stats", "Result", "acquire", "determine", "convert",
                                   "sample_mask", "run_e1", "run_e2", "run_e3", "run_e4",
-                                  "cost_model"}
+                                  "cost_model", "Choice", "select_e5", "run_e5"}

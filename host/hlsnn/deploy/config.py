@@ -5,7 +5,7 @@ try and which layer runs in which format.
 name: digits_cnn
 model: digits_cnn.onnx              # relative to this file
 data: digits                        # scikit-learn's bundled digits, or a .npz file
-calibration: {samples: 128, overflow_ratio: 0.0, mode: static}
+calibration: {samples: 128, overflow_ratio: 0.0, mode: static}   # optional: update: e5, update_by, percent
 formats:                            # optional; default: DEFAULT_FORMATS
   bfp8:   {type: bfp, accel: ../accel/bfp8_zcu104.yaml}
   twohot: {type: twohot, accel: ../accel/shift8_pynq-z2.yaml, delta: 0}
@@ -77,6 +77,15 @@ FIELDS = {
         "mode": Field("choice", "static: radix points fixed at calibration; dynamic: every batch runs a "
                       "preceding operation with statistics, then the main operation", default="static",
                       choices=("static", "dynamic")),
+        "update": Field("choice", "how fixed-point layers update their output radix points: e1: a preceding "
+                        "operation on every image, then the main operation; e5: per layer the faster (by the "
+                        "cycle model) of E2 (two operations, the preceding one on a sample) and E4 (the sample's "
+                        "wide results saved and converted, the main operation on the rest)", default="e1",
+                        choices=("e1", "e5")),
+        "update_by": Field("choice", "e5: choose per layer, or per operation type (conv, dense)", default="layer",
+                           choices=("layer", "op_type")),
+        "percent": Field("float", "e5: percentage of each batch's images in the sample of E2 and E4",
+                         default=20.0, lo=1.0, hi=100.0),
     }),
     "rounding": Field("choice", "rounding of host-side activation requantization", default="nearest_away",
                       choices=tuple(ROUNDING_CODES)),

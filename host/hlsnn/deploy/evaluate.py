@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from ..errors import InputError, MissingDependency
-from . import datasets
+from . import datasets, update
 from .config import load_deploy_config
 from .onnx_import import load_onnx
 from .runner import Deployment, check_host_bits
@@ -134,7 +134,8 @@ def open_accelerators(cfg, target, **target_options):
 
 
 def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, host_precision="float", host_bits=8,
-           per_layer=False, test_samples=None, target_options=None, progress=False):
+           per_layer=False, test_samples=None, target_options=None, progress=False, radix_update=None,
+           radix_update_by=None):
     """Run a deployment config: import the model, load the data, evaluate the float model
     with onnx's ReferenceEvaluator, then for each assignment calibrate on the calibration
     images and run the test images on ``target``.
@@ -147,9 +148,15 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     ``host_fallback``: run unsupported nodes on the host; ``host_precision`` (``"float"`` or
     ``"quantized"``, with ``host_bits``): how every computing host layer runs, see
     :func:`host_bits_of`. The result's ``host_precision`` says which ran.
+    ``radix_update`` (``"e1"``/``"e5"``) and ``radix_update_by`` (``"layer"``/``"op_type"``)
+    override the config's ``calibration.update`` and ``calibration.update_by``
+    (:mod:`hlsnn.deploy.update`); with E5 the result's ``radix_update`` says how, and each
+    assignment's ``radix_update`` gives every fixed-point layer's choice and modelled times.
     """
     bits = host_bits_of(host_precision, host_bits)
     cfg = load_deploy_config(config_path)
+    cal = cfg.calibration
+    upd = update.check(radix_update or cal["update"], radix_update_by or cal["update_by"], cal["percent"])
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     layout = _layout(net, cfg.layout)
     ds = datasets.load(cfg.data, layout=layout)
@@ -167,7 +174,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
               "calibration_images": int(len(x_cal)), "calibration_mode": cfg.calibration["mode"],
               "float_accuracy": float(np.mean(np.argmax(y_ref, axis=1) == y_test)), "assignments": {},
               "host_layers": host_layers(net, bits),
-              "host_precision": "float" if bits is None else f"quantized {bits}-bit"}
+              "host_precision": "float" if bits is None else f"quantized {bits}-bit",
+              "radix_update": {"update": upd[0], "by": upd[1], "percent": upd[2]}}
     wanted = assignments or list(cfg.assignments)
     for a in wanted:
         if a not in cfg.assignments:
@@ -181,7 +189,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 steps.set_postfix_str(name)
             asg = cfg.assignments[name]
             dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
-                             rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic", host_bits=bits)
+                             rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic", host_bits=bits,
+                             update=upd[0], update_by=upd[1], update_percent=upd[2])
             t_cal = dep.calibrate(x_cal)
             t0 = time.perf_counter()
             y, env = dep.run(x_test, keep=True)
@@ -193,6 +202,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 "calibration_s": round(t_cal, 3),
                 "layers": {ln: cfg.formats[asg.format_of(ln)].name for ln in dep.execs},
             }
+            if upd[0] == "e5":
+                entry["radix_update"] = {ln: dict(ex.stats.update) for ln, ex in dep.execs.items() if ex.stats.update}
             if dep.host:
                 entry["host_fixed_point"] = {
                     ln: {"f_in": [h.f_in.get(i) for i in range(len(h.layer.inputs))], "f_out": h.f_out,
@@ -228,6 +239,7 @@ def format_result(res) -> str:
         layers = ", ".join(f"{k}={v}" for k, v in e["layers"].items())
         lines.append(f"  {name:<14} {100 * e['accuracy']:>8.2f}% {delta:>+8.2f}  {e['images_per_s'] or 0:>10.1f}  "
                      f"{layers}")
+    lines += format_update(res)
     hosts = res.get("host_layers") or []
     if hosts:
         lines.append(f"  on the host ({len(hosts)} layer(s), in every assignment):")
@@ -237,3 +249,23 @@ def format_result(res) -> str:
         lines.append(f"  NOTE: {len(fallback)} layer(s) ran in float on the host through --host-fallback "
                      f"({', '.join(h['layer'] for h in fallback)}); accuracy and speed are not the board's")
     return "\n".join(lines)
+
+
+def format_update(res) -> list:
+    """The E5 lines of the deploy table: per assignment and fixed-point layer, the modelled
+    times of E2 and E4 and the method chosen (none unless E5 ran)."""
+    ru = res.get("radix_update") or {}
+    rows = [(n, ln, u) for n, e in res["assignments"].items() for ln, u in (e.get("radix_update") or {}).items()]
+    if ru.get("update") != "e5" or not rows:
+        return []
+    u0 = rows[0][2]
+    by = "per operation type" if ru["by"] == "op_type" else "per layer"
+    lines = [f"  radix-point update: E5 {by} (E2 or E4, the faster by the cycle model; sample "
+             f"{u0['sampled_images']} of {u0['batch']} calibration images), modelled us per batch:",
+             f"    {'assignment':<14} {'layer':<12} {'E2 us':>10} {'E4 us':>10}  chosen"]
+    for n, ln, u in rows:
+        how = u["method"].upper() + (f" (type {u['op_type']}: E2 {u['compared_e2_us']:.2f}, E4 "
+                                     f"{u['compared_e4_us']:.2f})" if u["by"] == "op_type" else "")
+        how += f"; {u['note']}" if u["note"] else ""
+        lines.append(f"    {n:<14} {ln:<12} {u['e2_us']:>10.2f} {u['e4_us']:>10.2f}  {how}")
+    return lines

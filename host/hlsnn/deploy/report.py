@@ -11,7 +11,9 @@ writes one HTML file (inline CSS, figures as base64 PNG, no scripts, no external
 4. per engine layer, the float weights (after BN folding) with the quantization levels of
    every format used (:func:`hlsnn.plots.draw_weight_levels`);
 5. weight sparsity and input density per layer and format (table and chart);
-6. modelled latency per layer and board (:func:`layer_cycles`): a model, not a measurement.
+6. modelled latency per layer and board (:func:`layer_cycles`): a model, not a measurement;
+7. with ``--radix-update e5`` (or ``calibration.update: e5``): each fixed-point layer's
+   radix-point update, E2 or E4, with both modelled times (:mod:`hlsnn.deploy.update`).
 """
 from __future__ import annotations
 
@@ -215,6 +217,7 @@ def _sections(res, cfg, net, accels, shapes, new, command):
     meta = [("model", res["model"]), ("config", f"{res.get('config', cfg.name)} ({cfg.path})"),
             ("target", res["target"]), ("test images", res["test_images"]),
             ("calibration images", f"{res['calibration_images']} ({res.get('calibration_mode', '')})"),
+            ("radix-point update", _update_summary(res.get("radix_update"))),
             ("float accuracy", f"{_pct(fl)} % (onnx ReferenceEvaluator)"), ("hlsnn version", __version__),
             ("reproduce", command)]
     out.append('<dl id="summary">' + "".join(f"<dt>{escape(str(k))}</dt><dd>{escape(str(v))}</dd>"
@@ -286,6 +289,49 @@ def _sections(res, cfg, net, accels, shapes, new, command):
     out.append(_img(fig, "sparsity per layer"))
     # 6. latency
     out.append(_latency(res, cfg, elayers, accels, shapes, used, new))
+    # 7. E5
+    out.append(_update_section(res, new))
+    return "\n".join(out)
+
+
+def _update_summary(ru):
+    if not ru:
+        return "e1"
+    if ru["update"] == "e1":
+        return "e1: a preceding operation on every calibration image, then the main operation"
+    by = "per operation type" if ru["by"] == "op_type" else "per layer"
+    return f"e5: E2 or E4 {by}, the faster by the cycle model, on a {ru['percent']:g} % sample of the images"
+
+
+def _update_section(res, new):
+    """Section 7: the E5 choice of every fixed-point layer (empty unless E5 ran)."""
+    rows = [(n, ln, u) for n, e in res["assignments"].items() for ln, u in (e.get("radix_update") or {}).items()]
+    if (res.get("radix_update") or {}).get("update") != "e5" or not rows:
+        return ""
+    out = ['<h2 id="radix-update">Radix-point update per layer: E2 or E4 (E5, model)</h2>',
+           '<p class="note"><b>Modelled times, not measurements.</b> Source 002\'s E5: each fixed-point layer '
+           "updates its output radix point either by two operations (E2: the preceding operation on the sample, "
+           "then the main operation on every image) or by saving results (E4: the sample's wide results streamed "
+           "out, their statistics give the point, they are converted, and the main operation runs the other "
+           "images), whichever is faster. Times per calibration batch at the accel config's clock: t_prev the "
+           "main operation (the cycle model of the latency section, for the whole batch), t_pre the preceding "
+           "operation on every image (costed the same: the statistics unit sits in the output stage), t_store "
+           "= t_prev + streaming the wide results out and back in (bytes / stream bytes per cycle, each way); "
+           "E2 = N t_pre + t_prev, E4 = N t_store + (1 - N) t_prev (fig. 15), N the sampled fraction. Both "
+           "methods give the same bits; the calibration ran both and checked that.</p>"]
+    table = [(n, ln, u["op_type"], f"{u['sampled_images']} / {u['batch']}", u["main_cycles"],
+              u["wide_stream_cycles"], f"{u['t_prev_us']:.2f}", f"{u['t_pre_us']:.2f}", f"{u['t_store_us']:.2f}",
+              f"{u['e2_us']:.2f}", f"{u['e4_us']:.2f}",
+              "layer" if u["by"] == "layer" else f"type {u['op_type']}: E2 {u['compared_e2_us']:.2f}, E4 "
+                                                 f"{u['compared_e4_us']:.2f}",
+              u["method"].upper(), u["note"]) for n, ln, u in rows]
+    out.append(_table(["assignment", "layer", "op type", "sampled images", "main cycles", "wide stream cycles (each way)",
+                       "t_prev us", "t_pre us", "t_store us", "E2 us", "E4 us", "compared", "chosen", "note"],
+                      table, "radix-update-table"))
+    labels = [f"{n}/{ln}" for n, ln, _ in rows]
+    fig = _bars(new, labels, {"E2 us": [u["e2_us"] for _, _, u in rows], "E4 us": [u["e4_us"] for _, _, u in rows]},
+                "us per calibration batch (model)", title="modelled time of updating the radix point: E2 vs E4")
+    out.append(_img(fig, "E2 and E4 modelled times"))
     return "\n".join(out)
 
 
@@ -362,10 +408,11 @@ def _latency(res, cfg, elayers, accels, shapes, used, new):
 # --------------------------------------------------------------------------- entry point
 
 def write_report(config_path, target="emu", *, out=None, host_fallback=False, host_precision="float",
-                 host_bits=8, test_samples=None) -> Path:
+                 host_bits=8, test_samples=None, radix_update=None, radix_update_by=None) -> Path:
     """Run the deployment config ``config_path`` on ``target`` (per-layer statistics on) and
     write the HTML report to ``out`` (default ``<config stem>_report.html`` in the current
-    folder). Returns the path written.
+    folder). Returns the path written. ``radix_update`` / ``radix_update_by``: see
+    :func:`~hlsnn.deploy.evaluate.deploy` (section 7 shows E5's choices).
 
     Raises
     ------
@@ -379,7 +426,8 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, ho
     new = _matplotlib()
     cfg = load_deploy_config(config_path)
     res = evaluate.deploy(config_path, target, per_layer=True, host_fallback=host_fallback,
-                          host_precision=host_precision, host_bits=host_bits, test_samples=test_samples)
+                          host_precision=host_precision, host_bits=host_bits, test_samples=test_samples,
+                          radix_update=radix_update, radix_update_by=radix_update_by)
     bits = evaluate.host_bits_of(host_precision, host_bits)
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     accels = {f.accel: load_config(f.accel, check_fit=False) for f in cfg.formats.values()}
@@ -388,6 +436,8 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, ho
     cmd += ["--test-samples", str(test_samples)] if test_samples is not None else []
     cmd += ["--host-fallback"] if host_fallback else []
     cmd += ["--host-precision", "quantized", "--host-bits", str(bits)] if bits is not None else []
+    cmd += ["--radix-update", radix_update] if radix_update else []
+    cmd += ["--radix-update-by", radix_update_by] if radix_update_by else []
     body = _sections(res, cfg, net, accels, shapes, new, " ".join(shlex.quote(c) for c in cmd))
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>hlsnn report: '
             f"{escape(str(res['model']))}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")

@@ -17,7 +17,7 @@ The rules (the specification every target follows; the host code is the same on 
   scale per tensor (``F_w``), or int8 with one power-of-two scale per tensor after magnitude
   pruning (``fixed``/``sparse``); with ``weight_scale: channel`` one ``F_w`` per output
   channel, at most :data:`CHANNEL_FRAC_LIMIT` bits finer than the tensor's, and per-channel
-  output shifts (both kernels take one per output; ``_Exec._two_pass`` says how the one
+  output shifts (both kernels take one per output; ``_Exec.preceding`` says how the one
   output radix is chosen). The bias becomes an integer in accumulator units,
   ``round(b * 2**(F_x + F_w))``.
 * **Output radix point** of a fixed-point layer: the *preceding operation* runs the layer
@@ -25,7 +25,9 @@ The rules (the specification every target follows; the host code is the same on 
   from the kernel), DETERMINE picks ``F_out`` (``overflow_ratio`` of the deployment) and the
   *main operation* runs with the output shift ``F_x + F_w - F_out``. In ``static`` mode this
   happens once, on the calibration images, and the radix points stay fixed; in ``dynamic``
-  mode every batch does it (source 002's E1).
+  mode every batch does it (source 002's E1). With ``update="e5"`` each layer instead runs
+  E2 or E4 on a sample of the images, whichever the cycle model says is faster
+  (:mod:`hlsnn.deploy.update`).
 * **BFP layers** quantize their input per sample (``mantissa_bits`` of the accel config;
   an all-zero sample gets the largest exponent of the batch instead of the quantizer's
   floor, so that the bias alignment does not saturate) and return the dequantized BFP
@@ -54,6 +56,7 @@ from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
 from . import hostops
+from . import update as updates
 
 
 @dataclass
@@ -207,10 +210,14 @@ class LayerStats:
     sat_count: int = 0
     histogram: list = field(default_factory=list)
     calls: int = 0
+    update: dict = None        # E5: the choice and the modelled times (hlsnn.deploy.update.choose)
 
 
 class _Exec:
     """One engine layer in one format on one accelerator."""
+
+    #: the kernel can stream out its wide results (a raw mode), so E4 can run on it
+    WIDE_OUT = False
 
     def __init__(self, layer, fmt, acc, deploy):
         self.layer, self.fmt, self.acc, self.deploy = layer, fmt, acc, deploy
@@ -219,6 +226,8 @@ class _Exec:
         self.stats = LayerStats()
         self.f_x = None          # input radix when the input needs converting (calibrated)
         self.f_out = None        # output radix (calibrated)
+        self.in_shape = None     # shape of the last input batch
+        self.update_times = self.update_choice = self.update_ran = None     # E5 (hlsnn.deploy.update)
 
     def _limit_k(self, k, limit, what, why="K cannot be tiled without changing the numerics"):
         if k > limit:
@@ -228,6 +237,7 @@ class _Exec:
     def _input_ints(self, act, bits, signed, calibrate):
         """The input as integers in ``(bits, signed)``: passed through when it already is in
         that format, else converted at the calibrated (or, dynamically, current) radix."""
+        self.in_shape = act.values.shape
         if act.fmt is not None and act.fmt[1:] == (bits, signed):
             return act.ints(), act.fmt[0]
         if calibrate or self.f_x is None or self.deploy.dynamic:
@@ -253,13 +263,34 @@ class _Exec:
 
     def _two_pass(self, call, f_in, bits, signed, calibrate):
         """The preceding operation (statistics on; when calibrating, in dynamic mode, or the
-        first time), DETERMINE on the kernel's histogram, then the main operation with the
-        output shifts. ``call(stats, shift, chans) -> (outputs, hist, sat, n_outputs)``:
-        ``shift`` an int or one per output channel, ``chans`` None (every output channel) or the
-        indices of the channels to compute.
+        first time: :meth:`preceding`), DETERMINE on the kernel's histogram, then the main
+        operation with the output shifts; with the deployment's ``update="e5"``, E2 or E4
+        instead (:func:`hlsnn.deploy.update.run`). ``call(stats, shift, chans, images=None,
+        raw=False) -> (outputs, hist, sat, n_outputs)``: ``shift`` an int or one per output
+        channel, ``chans`` None (every output channel) or the indices of the channels to
+        compute, ``images`` None (the whole batch) or a bool mask of the images to compute,
+        ``raw`` (kernels with ``WIDE_OUT``) the wide results instead of the outputs."""
+        f_vec = np.asarray(f_in, np.int64).reshape(-1)
+        redo = calibrate or self.f_out is None or self.deploy.dynamic
+        if redo and self.deploy.update == "e5":
+            out, sat = updates.run(self, call, f_in, f_vec, bits, signed, calibrate)
+        else:
+            if redo:
+                self.preceding(call, f_vec, bits, signed)
+            out, _, sat, _ = call(False, self.shift_for(f_in, f_vec), None)
+        self.stats.f_out, self.stats.sat_count = self.f_out, sat
+        return out
 
-        ``f_in`` (int, or one per output channel with per-channel weight scales) is the radix
-        of the wide results. The output radix ``F_out`` is shared by the layer, so the
+    def shift_for(self, f_in, f_vec):
+        """The output shift(s) ``f_in - F_out``: an int, or one per output channel."""
+        return f_in - self.f_out if np.ndim(f_in) == 0 else f_vec - self.f_out
+
+    def preceding(self, call, f_vec, bits, signed, images=None, raw=False):
+        """The preceding operation on ``images`` (None: all) and DETERMINE: sets ``F_out``;
+        with ``raw``, returns the wide results (images first, every output channel).
+
+        ``f_vec`` (one value, or one per output channel with per-channel weight scales) is
+        the radix of the wide results. The output radix ``F_out`` is shared by the layer, so the
         statistics must be in one unit: the preceding operation runs once per group of
         channels of equal ``f_in`` (one group with one weight scale per tensor), and each
         group's histogram moves up by ``ref - f_in`` bins, ``ref`` the finest ``f_in``, before
@@ -268,23 +299,23 @@ class _Exec:
         own radix and is counted nowhere). DETERMINE runs on the sum at ``ref``, and channel z gets the
         output shift ``f_in[z] - F_out``. ``F_out`` is clamped so that every shift is within
         63 of zero."""
-        f_vec = np.asarray(f_in, np.int64).reshape(-1)
         ref, lo = int(f_vec.max()), int(f_vec.min())
-        if calibrate or self.f_out is None or self.deploy.dynamic:
-            groups = np.unique(f_vec)
-            hist, n = None, 0
-            for g in groups:
-                chans = None if len(groups) == 1 else np.flatnonzero(f_vec == g)     # f_vec: one per channel
-                _, h, _, m = call(True, 0, chans)
-                hist, n = _add_histogram(hist, h, ref - int(g)), n + m
-            st = fixed.Stats.from_histogram(hist, n)
-            self.f_out = fixed.determine(st, ref, bits, overflow_ratio=self.deploy.overflow_ratio, signed=signed,
-                                         f_prev=self.f_out, f_min=ref - 63, f_max=lo + 63)
-            self.stats.histogram = hist.tolist()
-        shift = f_in - self.f_out if np.ndim(f_in) == 0 else f_vec - self.f_out
-        out, _, sat, _ = call(False, shift, None)
-        self.stats.f_out, self.stats.sat_count = self.f_out, sat
-        return out
+        groups = np.unique(f_vec)
+        hist, n, stored = None, 0, None
+        extra = {} if images is None and not raw else {"images": images, "raw": raw}
+        for g in groups:
+            chans = None if len(groups) == 1 else np.flatnonzero(f_vec == g)     # f_vec: one per channel
+            out, h, _, m = call(True, 0, chans, **extra)
+            if raw:
+                if stored is None:
+                    stored = np.empty((out.shape[0], self.n_out) + out.shape[2:], np.int64)
+                stored[:, slice(None) if chans is None else chans] = out
+            hist, n = _add_histogram(hist, h, ref - int(g)), n + m
+        st = fixed.Stats.from_histogram(hist, n)
+        self.f_out = fixed.determine(st, ref, bits, overflow_ratio=self.deploy.overflow_ratio, signed=signed,
+                                     f_prev=self.f_out, f_min=ref - 63, f_max=lo + 63)
+        self.stats.histogram = hist.tolist()
+        return stored
 
 
 class ShiftExec(_Exec):
@@ -346,25 +377,29 @@ class ShiftExec(_Exec):
         kern = self.acc.kernel
         bsz = max(1, min(p["max_batch"], 1 << 16))
 
-        def call(stats, shift, chans):
+        def call(stats, shift, chans, images=None, raw=False):
+            if raw:
+                raise InputError(f"layer {layer.name}: {self.acc.config.name} (shift_mac) has no raw output mode")
             sel = np.arange(self.n_out) if chans is None else chans
             parts = self.n_chunks if chans is None else [(a, b, self._rows(chans[a:b]))
                                                          for a, b in chunks(len(chans), self.step)]
             shifts = np.broadcast_to(np.asarray(shift, np.int64), (self.n_out,))
-            out = np.empty((rows.shape[0], len(sel)), np.int64)
+            rws = rows if images is None else rows.reshape(xi.shape[0], -1, rows.shape[1])[images].reshape(
+                -1, rows.shape[1])
+            out = np.empty((rws.shape[0], len(sel)), np.int64)
             hist, sat = None, 0
             for a, b, wq in parts:
                 idx = sel[a:b]
-                for r0, r1 in chunks(rows.shape[0], bsz):
-                    out[r0:r1, a:b] = kern.gemm_int(rows[r0:r1], wq, mode=self.mode, bias=bias[idx],
+                for r0, r1 in chunks(rws.shape[0], bsz):
+                    out[r0:r1, a:b] = kern.gemm_int(rws[r0:r1], wq, mode=self.mode, bias=bias[idx],
                                                     shift=shifts[idx], relu=layer.relu, stats=stats)
                     sat += kern.last_sat_count
                     hist = self._collect(hist, stats)
             return out, hist, sat, out.size
 
+        self.stats.input_density = float(np.mean(rows != 0))
         out = self._two_pass(call, f_in, self.bits, self.signed, calibrate)
         self.stats.f_in = fx
-        self.stats.input_density = float(np.mean(rows != 0))
         if layer.kind == "conv":
             out = out.reshape(xi.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.bits, self.signed))
@@ -386,6 +421,7 @@ class SparseExec(_Exec):
     whose channels fit one call gets the same bits either way (tested)."""
 
     BITS = 8
+    WIDE_OUT = True           # FLAG_RAW: the int32 accumulators plus bias and ReLU
 
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
@@ -416,56 +452,63 @@ class SparseExec(_Exec):
         f_in = fx + self.f_w
         bias = self._bias(f_in, 30)
         kern = self.acc.kernel
-        if layer.kind == "dense":
-            x2 = xi.reshape(xi.shape[0], -1)
-            maps = [x2[a:b].T[:, None, :] for a, b in chunks(x2.shape[0], p["max_hw"])]
+        dense = layer.kind == "dense"
+        if dense:
+            xs = xi.reshape(xi.shape[0], -1)
             padding, op = "valid", kern.conv2d_int
+
+            def maps_of(x2):          # a 1x1 convolution over (K, 1, images)
+                return [x2[a:b].T[:, None, :] for a, b in chunks(x2.shape[0], p["max_hw"])]
         else:
-            x4 = xi
+            xs = xi
             if self.general:
-                x4, padding = conv.pad_nchw(xi, self.pads1), "valid"
+                xs, padding = conv.pad_nchw(xi, self.pads1), "valid"
             else:
                 padding = "same" if layer.geom.simple_pad else "valid"
             op = kern.conv2d_batch_int
-            per = kern.batch_capacity(x4.shape[2], x4.shape[3], self.wq.shape[2], padding)
-            maps = [x4[a:b] for a, b in chunks(x4.shape[0], max(1, per))]
+            per = kern.batch_capacity(xs.shape[2], xs.shape[3], self.wq.shape[2], padding)
 
-        def call(stats, shift, chans):
+            def maps_of(x4):
+                return [x4[a:b] for a, b in chunks(x4.shape[0], max(1, per))]
+
+        def call(stats, shift, chans, images=None, raw=False):
+            """(outputs images first: (B, Z) or (B, Z, H', W'), hist, sat, n); ``raw``: the
+            wide results (the kernel's ``FLAG_RAW``: accumulators plus bias and ReLU)."""
             shifts = np.broadcast_to(np.asarray(shift, np.int64), (self.n_out,))
             w, bz = (self.wq, bias) if chans is None else (self.wq[chans], bias[chans])
             shifts = shifts if chans is None else shifts[chans]
+            flag = {"requantize": not raw} if dense else {"raw": raw}
             outs, hist, sat = [], None, 0
-            for fmap in maps:
+            for fmap in maps_of(xs if images is None else xs[images]):
                 parts = []
                 for a, b in chunks(w.shape[0], p["max_out_channels"]):
                     if self.k_step is None:
                         parts.append(op(fmap, w[a:b], bias=bz[a:b], shift=shifts[a:b], padding=padding,
-                                        relu=layer.relu, stats=stats))
+                                        relu=layer.relu, stats=stats, **(flag if raw else {})))
                         sat += kern.last_sat_count
                         hist = self._collect(hist, stats)
                         continue
-                    y, s, h = self._k_tiled(fmap, w[a:b], bz[a:b], shifts[a:b], padding, stats)
+                    y, s, h = self._k_tiled(fmap, w[a:b], bz[a:b], shifts[a:b], padding, stats, raw)
                     parts.append(y)
                     sat = (sat + s) % (1 << 32)
                     hist = merge_stats(hist, h) if stats else hist
-                outs.append(np.concatenate(parts, axis=0 if layer.kind == "dense" else 1))
-            return outs, hist, sat, sum(o.size for o in outs)
-
-        outs = self._two_pass(call, f_in, self.BITS, True, calibrate)
-        self.stats.f_in = fx
-        self.stats.input_density = float(np.mean(xi != 0))
-        if layer.kind == "dense":
-            out = np.concatenate([o[:, 0, :].T for o in outs], axis=0)
-        else:
+                o = np.concatenate(parts, axis=0 if dense else 1)
+                outs.append(o[:, 0, :].T if dense else o)
             out = np.concatenate(outs, axis=0)
-            if self.general:
-                out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
+            return out, hist, sat, out.size
+
+        self.stats.input_density = float(np.mean(xi != 0))
+        out = self._two_pass(call, f_in, self.BITS, True, calibrate)
+        self.stats.f_in = fx
+        if self.general:
+            out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
 
-    def _k_tiled(self, fmap, w, bias, shift, padding, stats):
+    def _k_tiled(self, fmap, w, bias, shift, padding, stats, raw=False):
         """``(outputs, saturation count, histogram or None)`` of a K-tiled chunk of outputs
         (weights ``w``, one ``shift`` per output channel): the raw sums of every channel
-        (``Kernel.channel_sums``), then the output rules."""
+        (``Kernel.channel_sums``), then the output rules (``raw``: bias and ReLU only, the
+        wide results)."""
         from ..engines.sparse_cluster.emulator import postprocess
         dense = self.layer.kind == "dense"
         z = w.shape[0]
@@ -473,7 +516,7 @@ class SparseExec(_Exec):
         self.stats.calls += -(-w.shape[1] // self.k_step)
         z3 = total if dense else total.transpose(1, 0, 2, 3).reshape(z, -1, total.shape[3])  # (Z, H, W)
         res = postprocess(z3, bias, np.asarray(shift, np.int64), relu=self.layer.relu,
-                          rounding=self.p["rounding"], stats=stats)
+                          rounding=self.p["rounding"], stats=stats, raw=raw)
         y = res[0] if dense else res[0].reshape(z, total.shape[0], total.shape[2],
                                                 total.shape[3]).transpose(1, 0, 2, 3)
         return y, res[1], (res[2] if stats else None)
@@ -529,13 +572,16 @@ class Deployment:
     """A network with every engine layer bound to a format and an accelerator on a target.
 
     ``accelerators`` maps accel config paths to open :class:`~hlsnn.Accelerator` objects
-    (shared between deployments on one target; the caller closes them).
+    (shared between deployments on one target; the caller closes them). ``update``
+    (``"e1"`` or ``"e5"``), ``update_by`` (``"layer"`` or ``"op_type"``) and ``update_percent``:
+    how the fixed-point layers update their radix points (:mod:`hlsnn.deploy.update`).
     """
 
     def __init__(self, net, assignment, formats, accelerators, *, overflow_ratio=0.0, rounding="nearest_away",
-                 dynamic=False, host_bits=None):
+                 dynamic=False, host_bits=None, update="e1", update_by="layer", update_percent=updates.DEFAULT_PERCENT):
         self.net, self.assignment = net, assignment
         self.overflow_ratio, self.rounding, self.dynamic = overflow_ratio, rounding, dynamic
+        self.update, self.update_by, self.update_percent = updates.check(update, update_by, update_percent)
         if host_bits is not None:
             check_host_bits(host_bits)
         # the quantized host mode: host layers that compute (not only move values) in fixed point
@@ -568,6 +614,8 @@ class Deployment:
                 env[layer.output] = self.execs[layer.name].run(ins[0], calibrate)
         if calibrate:
             self.calibrated = True
+            if self.update == "e5":
+                updates.choose(self.execs, self.update_by)      # after iteration A (Alg 2-E)
         y = env[self.net.output].values
         return (y, {k: a.values for k, a in env.items()}) if keep else y
 

@@ -69,6 +69,8 @@ Embodiments (SPECS 3.3) -> :func:`run_e1` ... :func:`run_e4`, :class:`Result`
     anything. The runners count the computed items in :attr:`Result.items_computed`. For a
     deterministic ``op``, E1 and E3 give bit-identical results, and so do E2 and E4 for the
     same sample (and E2 at 100% equals E1). :func:`cost_model` is the fig. 15 timing model.
+    E5 (Alg 2-E) -> :func:`select_e5`, :func:`run_e5`: per layer (or per operation type), the
+    faster of E2 and E4 by their times, E2 on a tie.
 
 Inputs
     Anything out of range raises :class:`hlsnn.errors.InputError` (a :class:`ValueError`)
@@ -109,7 +111,7 @@ from ._validate import is_int as _is_int
 
 __all__ = ["WIDE_LIMIT", "BITS_RANGE", "MAX_BINS", "MAX_PERIOD", "Stats", "Result", "Costs",
            "acquire", "determine", "convert", "sample_run", "sample_mask", "run_e1", "run_e2",
-           "run_e3", "run_e4", "cost_model"]
+           "run_e3", "run_e4", "cost_model", "Choice", "select_e5", "run_e5"]
 
 #: Wide results must satisfy ``|v| < WIDE_LIMIT``.
 WIDE_LIMIT = 1 << 62
@@ -599,3 +601,104 @@ def cost_model(t_prev: float, t_pre: float, t_store: float, percent: float) -> C
                   for name, t in (("t_prev", t_prev), ("t_pre", t_pre), ("t_store", t_store)))
     n = _check_real("percent", percent, 0.0, 100.0, lo_open=True, hi_open=False) / 100
     return Costs(t0, tp + t0, n * tp + t0, ts, n * ts + (1 - n) * t0)
+
+
+# --------------------------------------------------------------------------- E5
+
+class Choice(NamedTuple):
+    """E5's decision for one layer: ``method`` (``"e2"`` or ``"e4"``) and the two mean times
+    it compared (the layer's own, or its operation type's)."""
+    method: str
+    e2: float
+    e4: float
+
+
+def _mean_time(name, key, t) -> float:
+    v = np.asarray(t, dtype=object).reshape(-1)
+    if v.size == 0:
+        raise InputError(f"{name}[{key!r}]: has no times: give one time or one per iteration 1..A")
+    vals = [_check_real(f"{name}[{key!r}]", x, 0.0, math.inf, lo_open=False, hi_open=True) for x in v]
+    return math.fsum(vals) / len(vals)
+
+
+def select_e5(t_e2, t_e4, groups=None) -> dict:
+    """E5's selection (Alg 2-E): the faster way of updating the radix point, per layer or
+    per operation type. Returns ``{layer: Choice}``.
+
+    Rules
+        * ``t_e2[L]`` / ``t_e4[L]``: the times of E2 (update by two operations, N%
+          statistics) and E4 (update by saving results) at layer ``L``: one number, or one per
+          iteration ``1..A`` (numbers >= 0, finite). Both mappings have the same layers.
+        * A layer's time of a method is the mean over its iterations (the source records the
+          elapsed times until iteration A and averages them per layer).
+        * Per layer (``groups`` None): ``method = "e4"`` iff ``mean(t_e4) < mean(t_e2)``,
+          else ``"e2"``: a tie goes to E2, which stores no wide results (the source leaves
+          ties open).
+        * Per operation type (the modification; ``groups`` maps every layer to its type,
+          e.g. ``"conv"``): a type's time of a method is the mean of its layers' means, the
+          same rule decides, and every layer of the type gets the type's :class:`Choice`.
+        * From iteration A+1 on, a layer runs the chosen method (:func:`run_e5`).
+
+    Notes
+    -----
+    Fig. 17 of the source shows every layer choosing E2 per layer while the convolutions
+    choose E4 per type. Under this rule that cannot come from one set of times (a mean of
+    layers that each have ``e2 < e4`` keeps ``e2 < e4``), and the figure's times are not in
+    the text, so that example is not reproduced.
+
+    Examples
+    --------
+    >>> c = select_e5({"conv1": [2.4, 2.3], "bn1": 1.0}, {"conv1": [1.9, 2.1], "bn1": 1.0})
+    >>> c["conv1"].method, c["conv1"].e4, c["bn1"].method
+    ('e4', 2.0, 'e2')
+    >>> select_e5({"a": 3, "b": 1}, {"a": 1, "b": 2}, groups={"a": "conv", "b": "conv"})["b"]
+    Choice(method='e4', e2=2.0, e4=1.5)
+    """
+    if not isinstance(t_e2, dict) or not isinstance(t_e4, dict) or set(t_e2) != set(t_e4) or not t_e2:
+        raise InputError(f"t_e2, t_e4: layers {sorted(map(str, t_e2 or {}))} and {sorted(map(str, t_e4 or {}))}: "
+                         f"must be two non-empty mappings of the same layers to times")
+    m2 = {k: _mean_time("t_e2", k, v) for k, v in t_e2.items()}
+    m4 = {k: _mean_time("t_e4", k, v) for k, v in t_e4.items()}
+    if groups is None:
+        keys = {k: k for k in m2}
+    else:
+        missing = [k for k in m2 if k not in groups] if isinstance(groups, dict) else list(m2)
+        if missing:
+            raise InputError(f"groups: has no operation type for layer(s) {', '.join(map(str, missing))}: "
+                             f"must map every layer to its type")
+        keys = {k: groups[k] for k in m2}
+    choices = {}
+    for g in dict.fromkeys(keys.values()):
+        members = [k for k in m2 if keys[k] == g]
+        e2 = math.fsum(m2[k] for k in members) / len(members)
+        e4 = math.fsum(m4[k] for k in members) / len(members)
+        choices[g] = Choice("e4" if e4 < e2 else "e2", e2, e4)
+    return {k: choices[keys[k]] for k in m2}
+
+
+def run_e5(op: Callable, f_in: int, bits: int, percent, *, shape, t_prev: float, t_pre: float,
+           t_store: float, axis: int = -1, run: Optional[int] = None, signed: bool = True,
+           rounding: str = "nearest_away", bins: int = MAX_BINS, **kw) -> Tuple[Choice, Result]:
+    """E5 at one layer after iteration A: :func:`cost_model` gives the times of E2 (#2) and
+    E4 (#4) from ``t_prev``, ``t_pre``, ``t_store`` and ``N = percent / 100``;
+    :func:`select_e5` picks the faster (E2 on a tie), and that runner (:func:`run_e2` or
+    :func:`run_e4`, same arguments) runs. Returns ``(Choice, Result)``; the result is the
+    chosen runner's bit for bit, and for one sample E2's equals E4's: the choice changes the
+    time, never the bits.
+
+    Examples
+    --------
+    Fig. 15 (SPECS T2.1): transfer-bound, so E2 (2.35) beats E4 (3.8).
+
+    >>> import numpy as np
+    >>> wide = np.array([[1000, -700, 30, 5]] * 8)
+    >>> choice, r = run_e5(lambda mask: wide, 8, 8, 12.5, shape=wide.shape, axis=0,
+    ...                    t_prev=2.1, t_pre=2.0, t_store=15.7)
+    >>> choice.method, round(choice.e2, 2), round(choice.e4, 2), r.f_out, r.out[0].tolist()
+    ('e2', 2.35, 3.8, 5, [125, -88, 4, 1])
+    """
+    costs = cost_model(t_prev, t_pre, t_store, percent)
+    choice = select_e5({0: costs.e2}, {0: costs.e4})[0]
+    runner = run_e2 if choice.method == "e2" else run_e4
+    return choice, runner(op, f_in, bits, percent, shape=shape, axis=axis, run=run, signed=signed,
+                          rounding=rounding, bins=bins, **kw)
