@@ -200,10 +200,12 @@ class Kernel:
 
     # ------------------------------------------------------------------ lowest level
     def run_registers(self, x=None, regs=None, *, n, mode, delta=0, bias=None, shift=0, relu=False,
-                      fmap=None, ksize=None, pad=0, stats=False):
+                      fmap=None, ksize=None, pad=0, stats=False, raw=False):
         """Run raw register lanes (``protocol.pack_registers``) on integer activations ``x``
         (batch, K), or on a feature map ``fmap`` (cin, H, W) with ``ksize``/``pad``.
-        ``stats``: also read the statistics segment into :attr:`last_stats`.
+        ``stats``: also read the statistics segment into :attr:`last_stats`. ``raw``: the raw
+        output mode (``FLAG_RAW``): returns the wide values (emulator rule 7: accumulator plus
+        bias, after ReLU, ``acc_bits`` wide) instead of requantized outputs; ``shift`` unused.
 
         Exactly one kernel call, never tiled: N above ``max_n``, a batch above the activation
         store, a map beyond the line buffer or ``max_hw``, convolution weights beyond the weight
@@ -241,7 +243,7 @@ class Kernel:
                 raise InputError(f"feature map {fmap.shape} with {ksize}x{ksize} kernels: {why} for one kernel call "
                                  f"(run_registers); conv2d_int tiles larger maps")
             flags = protocol.FLAG_CONV | (protocol.FLAG_RELU if relu else 0)
-            flags |= protocol.FLAG_STATS_OUT if stats else 0
+            flags |= (protocol.FLAG_STATS_OUT if stats else 0) | (protocol.FLAG_RAW if raw else 0)
             regs_in = [batch, n, k, flags, MODES[mode], delta, cin, h, w, ksize, pad]
         else:
             x = as_int_input(x)
@@ -249,6 +251,7 @@ class Kernel:
                 raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
             batch, k = x.shape
             flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
+            flags |= protocol.FLAG_RAW if raw else 0
             regs_in = [batch, n, k, flags, MODES[mode], delta, 0, 0, 0, 0, 0]
             if batch < 1:
                 raise InputError("x has no samples (batch = 0)")
@@ -266,7 +269,7 @@ class Kernel:
         limit = tiling.transfer_limit(self.target)
         if limit is not None:
             nin, nout = tiles.transfer_bytes(p, batch=batch, n=n, k=k, mode=mode, stats=stats, resident=resident,
-                                             fmap_shape=None if fmap is None else fmap.shape, row=row)
+                                             fmap_shape=None if fmap is None else fmap.shape, row=row, raw=raw)
             if max(nin, nout) > limit:
                 raise InputError(f"this call needs a {nin}-byte input and a {nout}-byte output transfer; the target "
                                  f"takes at most {limit} bytes per transfer (max_transfer_bytes / the DMA's length "
@@ -278,14 +281,14 @@ class Kernel:
             # emulate_stream on the packed call: tests/engines/test_emu_arrays.py)
             xs = im2col(fmap, ksize, pad)[0] if fmap is not None else x
             y, sat, *hist = emulate(p, xs, regs, bias, shift, n=n, mode=mode, delta=int(delta), relu=bool(relu),
-                                    stats=bool(stats))
+                                    stats=bool(stats), raw=bool(raw))
             self.last_sat_count = int(sat)
             self.last_stats = hist[0] if stats else None
             self._on_chip = self._loaded if (wflags & (protocol.FLAG_KEEP | protocol.FLAG_RESIDENT)) else None
             return y
         beats = protocol.pack_input(p, regs=regs, bias=bias, shift=shift, n=n, mode=mode, x=x, fmap=fmap,
                                     batch=batch, resident=resident)
-        nb = protocol.n_output_beats(p, batch, n, row=row)
+        nb = protocol.n_output_beats(p, batch, n, row=row, raw=raw)
         out, regs_out = self.target.run(beats, regs_in, nb + (protocol.n_stats_beats(p) if stats else 0))
         # the weight store now holds these weights (keep), still holds them (resident), or not
         self._on_chip = self._loaded if (wflags & (protocol.FLAG_KEEP | protocol.FLAG_RESIDENT)) else None
@@ -295,7 +298,7 @@ class Kernel:
                              f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
         self.last_sat_count = sat
         self.last_stats = protocol.unpack_stats(p, out) if stats else None
-        return protocol.unpack_output(p, out[:nb], batch, n, mode, row)
+        return protocol.unpack_output(p, out[:nb], batch, n, mode, row, raw=raw)
 
     # ------------------------------------------------------------------ integer level
     def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False, stats=False):
@@ -477,9 +480,10 @@ class Kernel:
                 store[:k] = steps[-1]
         x = im2col(d["fmap"], ks, pad)[0] if "fmap" in d else d["x"]
         stats = bool(flags & protocol.FLAG_STATS_OUT)
+        raw = bool(flags & protocol.FLAG_RAW)
         y, sat, *hist = emulate(p, x, d["regs"], d["bias"], d["shift"], n=n, mode=d["mode"], delta=delta,
-                                relu=bool(flags & protocol.FLAG_RELU), stats=stats)
-        out = protocol.pack_output(p, y, d["mode"], row=(w + 2 * pad - ks + 1) if "fmap" in d else None)
+                                relu=bool(flags & protocol.FLAG_RELU), stats=stats, raw=raw)
+        out = protocol.pack_output(p, y, d["mode"], row=(w + 2 * pad - ks + 1) if "fmap" in d else None, raw=raw)
         if stats:
             out = np.concatenate([out, protocol.pack_stats(p, hist[0])])
         return out, np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)

@@ -61,6 +61,12 @@ def acc_bits_needed(p) -> int:
     return shifter_bits(p) + p["max_delta"] + 1 + math.ceil(math.log2(max(p["max_k"], 1))) + 1
 
 
+def raw_bits(p) -> int:
+    """Bits of a raw output (``FLAG_RAW``, the protocol): the accumulator sign-extended to 32
+    bits when ``acc_bits <= 32``, else to 64."""
+    return 32 if p["acc_bits"] <= 32 else 64
+
+
 def lanes(p) -> int:
     """16-bit lanes per stream beat."""
     return p["stream_bits"] // LANE_BITS
@@ -348,6 +354,9 @@ def template_context(cfg) -> dict:
         "lb_banks": lb_banks(p),
         "pad_words": math.ceil(max(p["max_ksize"] - 1, 0) / lb_banks(p)),
         "col_beats": math.ceil(p["cols"] / ln),
+        "raw_bits": raw_bits(p),
+        "raw_factor": raw_bits(p) // LANE_BITS,
+        "raw_shift": (raw_bits(p) // LANE_BITS).bit_length() - 1,
         "param_banks": max(1, ln // 4),
         "param_beats": max(1, 4 // ln),
         "param_shift": (max(1, ln // 4) - 1).bit_length(),

@@ -17,15 +17,15 @@ from .. import tiling
 from . import protocol
 
 
-def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=False, row=None):
+def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=False, row=None, raw=False):
     """``(input bytes, output bytes)`` of one call (beats x ``stream_bits/8``); a convolution
-    gives ``fmap_shape`` (cin, H, W) and ``row``, its output width."""
+    gives ``fmap_shape`` (cin, H, W) and ``row``, its output width; ``raw``: the raw output mode."""
     nb = p["stream_bits"] // 8
     if fmap_shape is not None and row is None:
         row = batch
     return (protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode, fmap_shape=fmap_shape,
                                    resident=resident) * nb,
-            protocol.n_output_beats(p, batch, n, stats=stats, row=row) * nb)
+            protocol.n_output_beats(p, batch, n, stats=stats, row=row, raw=raw) * nb)
 
 
 def samples_per_call(p, k) -> int:
