@@ -31,10 +31,10 @@ class Kernel:
     without it, :attr:`last_stats` is None.
 
     **Tiling** (``engines.tiling``). :meth:`gemm_int` and :meth:`conv2d_int` (and the float
-    :meth:`gemm` and :meth:`conv2d`, which go through them) take operands of any size up to
-    ``max_k``; an operation one kernel call cannot take is split into calls whose results are,
-    bit for bit, those of a single call on a kernel with larger maxima (every output is an
-    exact integer computed from its own row/window, weights, bias and shift):
+    :meth:`gemm` and :meth:`conv2d`, which go through them) take operands of any size; an
+    operation one kernel call cannot take is split into calls whose results are, bit for bit,
+    those of a single call on a kernel with larger maxima (every output is an exact integer
+    computed from its own row/window, weights, bias and shift):
 
     * outputs: N (conv: Z) above ``max_n`` is cut into chunks of at most ``max_n`` neurons, in
       whole weight tiles (``protocol.tile_neurons``: ``rows``, ``2*rows`` in dual PoT mode;
@@ -55,9 +55,13 @@ class Kernel:
       pixels; a tile reads the ``(th+k-1) x (tw+k-1)`` window of the padded map (a ``k-1``
       halo) and runs with ``pad = 0`` ("valid"); the tile shape is the one that needs the
       fewest calls, then the fewest input bytes;
-    * the reduction length K (GEMM K, conv ``C*k*k``) is never split (partial sums would
-      need a wider output and a host-side requantization): K > ``max_k`` is an
-      :class:`InputError`;
+    * the reduction length K (GEMM K, conv ``C*k*k``) above ``max_k`` runs as raw calls
+      (``FLAG_RAW``) over chunks of K (a GEMM's columns, a convolution's input channels), each
+      tiled as above; the host adds their exact sums in int64 and applies the kernel's output
+      rules to the total (``emulator.output_rule``: bias, ReLU, statistics, output shift) —
+      ``emulate`` on the whole K, bit for bit (``shift_mac.tiles``, *K tiling*, which also
+      bounds K so that the int64 sum cannot overflow). ``k_step`` forces chunks of that many
+      columns (a convolution: whole channels) for any K;
     * :attr:`last_sat_count` is the sum of the calls' counts, saturating at ``2**32-1``
       (``tiling.add_u32``); :attr:`last_stats` the calls' histograms merged with
       ``engines.stream.merge_stats`` — equal to one call's while no counter saturates.
@@ -301,35 +305,40 @@ class Kernel:
         return protocol.unpack_output(p, out[:nb], batch, n, mode, row, raw=raw)
 
     # ------------------------------------------------------------------ integer level
-    def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False, stats=False):
+    def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False, stats=False, k_step=None):
         """``x`` (batch, K) integer activations; ``weights`` (N, K) shift codes; ``bias`` in
         accumulator units; ``shift`` the output right shift(s). Returns int64 (batch, N).
         ``stats``: the MSB histogram of the wide results into :attr:`last_stats`.
 
-        Any N and batch: N above ``max_n`` and calls above the transfer limit are split (class
-        docstring, *Tiling*); K above ``max_k`` is an :class:`InputError`."""
+        Any N, batch and K: N above ``max_n`` and calls above the transfer limit are split, K
+        above ``max_k`` (or any K, with ``k_step``) runs as raw calls over chunks of K (class
+        docstring, *Tiling*)."""
         regs, _, mode, delta = self.registers(weights, mode)
         n = weights[0].shape[0] if isinstance(weights, tuple) else weights.shape[0]
         x = as_int_input(x)
         if x.ndim != 2:
             raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
         batch, k = x.shape
-        tiles.check_k(self.cfg, k, "gemm_int", "K")
         kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
         limit = tiling.transfer_limit(self.target)
+        if k > self.p["max_k"] or k_step is not None:
+            return tiles.gemm_int_k(self, x, weights, regs, n, bias, shift, limit, k_step=k_step, **kw)
         if n <= self.p["max_n"] and batch <= tiles.samples_per_call(self.p, k) and (limit is None or max(
                 tiles.transfer_bytes(self.p, batch=batch, n=n, k=k, mode=mode, stats=stats)) <= limit):
             return self.run_registers(x, regs, n=n, bias=bias, shift=shift, **kw)       # one call
         return tiles.gemm_int(self, x, weights, regs, n, bias, shift, limit, **kw)
 
-    def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False, stats=False):
+    def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False, stats=False,
+                   k_step=None):
         """``x`` (C, H, W) integers; ``weights`` (Z, C, k, k) shift codes (or a pair for
         ``pot_sum``). Stride 1. Returns int64 (Z, H', W'). ``stats``: the MSB histogram of the
         wide results (all Z x H' x W') into :attr:`last_stats`.
 
-        Any Z and map size: Z above ``max_n`` or the weight store, maps beyond the line buffer or
+        Any Z, map size and C: Z above ``max_n`` or the weight store, maps beyond the line buffer or
         ``max_hw`` and calls above the transfer limit are split (class docstring, *Tiling*: host padding, tiles
-        with a ``k-1`` halo run "valid"); ``C*k*k`` above ``max_k`` is an :class:`InputError`."""
+        with a ``k-1`` halo run "valid"); ``C*k*k`` above ``max_k`` (or any, with ``k_step``: at
+        most that many of the K = C*k*k columns per call, whole channels) runs as raw calls over
+        chunks of input channels."""
         p = self.p
         ref = weights[0] if isinstance(weights, tuple) else weights
         if len(ref.shape) != 4 or ref.shape[2] != ref.shape[3]:
@@ -343,9 +352,10 @@ class Kernel:
         regs, _, mode, delta = self.registers(flat, mode)
         _, h, w = x.shape
         oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
-        tiles.check_k(self.cfg, c * ks * ks, "conv2d_int", "C*k*k")
         kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
         limit = tiling.transfer_limit(self.target)
+        if p["conv"] and oh >= 1 and ow >= 1 and (c * ks * ks > p["max_k"] or k_step is not None):
+            return tiles.conv2d_int_k(self, x, flat, regs, pad, ks, bias, shift, limit, k_step=k_step, **kw)
         if not p["conv"] or oh < 1 or ow < 1 or (
                 z <= p["max_n"] and tiles.tile_fits(p, c, h, w, ks, pad, z, mode, stats, limit)):
             y = self.run_registers(regs=regs, n=z, bias=bias, shift=shift, fmap=x, ksize=ks, pad=pad, **kw)
