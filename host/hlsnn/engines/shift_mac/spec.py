@@ -224,6 +224,9 @@ def logic_luts(p) -> dict:
     * ``banks``: per line-buffer bank its read and write address adders (2 x 16 LUTs);
     * ``drain``: ``lanes`` requantizers (:func:`requantizer_luts`) and the column-to-lane
       multiplexer (one LUT per bit of the two accumulators per lane);
+    * ``raw_out``: the raw output mode's beat select: each of the ``stream_bits`` output bits
+      takes the requantized word or one of the ``raw_bits / 16`` beats of the raw word (the
+      lanes' wide values, sign-extended: wiring), a ``(raw_bits/16 + 1):1`` multiplexer;
     * ``stats``: the statistics unit: a priority encoder per lane (``acc_bits`` LUTs) and a
       32-bit saturating counter per bin (40 LUTs);
     * ``base``: :data:`BASE_LUT`, stream reader/writer, loop control and the register file.
@@ -237,6 +240,7 @@ def logic_luts(p) -> dict:
         "cols": p["cols"] * xb * (mux(x_lanes(p)) + mux(banks) + 1),
         "banks": (32 * banks) if p["conv"] else 0,
         "drain": ln * (requantizer_luts(p) + 2 * p["acc_bits"]),
+        "raw_out": p["stream_bits"] * mux(raw_bits(p) // LANE_BITS + 1),
         "stats": ln * p["acc_bits"] + 40 * p["acc_bits"],
         "base": BASE_LUT,
     }
