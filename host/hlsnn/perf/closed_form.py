@@ -230,8 +230,8 @@ def _k_limit(cfg):
     if cfg.engine == "bfp_systolic":
         from ..engines.bfp_systolic.spec import k_limit
         return k_limit(cfg.params)
-    from ..engines.shift_mac.tiles import product_bits
-    return 1 << (63 - product_bits(cfg.params))
+    from ..engines.shift_mac.spec import k_tiled_limit
+    return k_tiled_limit(cfg.params)
 
 
 def _bfp_beats(p, batch, n, k):

@@ -317,7 +317,8 @@ def test_float_gemm_beyond_max_k_is_close_to_float():
 def test_bounds_and_bad_steps_are_clear_errors():
     """The host's int64 sum bounds K (s_wide: 16-bit activations, shifts to 31, delta 7: 54-bit
     products, so K up to 512); a k_step outside [1, max_k] (conv: whole channels) is an error."""
-    from hlsnn.engines.shift_mac.tiles import check_k_sum, product_bits
+    from hlsnn.engines.shift_mac.spec import product_bits
+    from hlsnn.engines.shift_mac.tiles import check_k_sum
     cfg = hlsnn.load_config(cfg_path("s_wide"))
     assert product_bits(cfg.params) == 15 + 31 + 7 + 1
     check_k_sum(cfg, 512, "gemm_int", "K")

@@ -61,6 +61,20 @@ def acc_bits_needed(p) -> int:
     return shifter_bits(p) + p["max_delta"] + 1 + math.ceil(math.log2(max(p["max_k"], 1))) + 1
 
 
+def product_bits(p) -> int:
+    """Bits that bound one product ``|x * c|`` (emulator rule 1): ``|x| <= 2**(act_bits - 1)``
+    (signed) or ``< 2**act_bits`` (unsigned), ``|c| <= 2**(emax + delta) + 2**emax <=
+    2**(emax + max_delta + 1)`` (two-hot; PoT terms and their sums are smaller)."""
+    xb = p["act_bits"] - 1 if p["act_signed"] else p["act_bits"]
+    return xb + (1 << p["exp_bits"]) - 1 + p["max_delta"] + 1
+
+
+def k_tiled_limit(p) -> int:
+    """The longest K the host's K tiling takes (``shift_mac.tiles``): ``2**(63 - product_bits)``,
+    so that the int64 sum of K products of at most ``2**product_bits`` cannot overflow."""
+    return 1 << (63 - product_bits(p))
+
+
 def raw_bits(p) -> int:
     """Bits of a raw output (``FLAG_RAW``, the protocol): the accumulator sign-extended to 32
     bits when ``acc_bits <= 32``, else to 64."""
@@ -321,6 +335,7 @@ def estimate(cfg) -> dict:
             "logic_lut": logic,
             "units": units,
             "products_per_cycle": {"twohot": units, "pot": 2 * units, "pot_sum": units},
+            "k_tiled_limit": k_tiled_limit(p),
             "peak_gops": {m: 2 * n * mhz / 1e3 for m, n in {"twohot": units, "pot": 2 * units}.items()},
             "stream_bound_products_per_cycle": {"twohot": units / sb, "pot": 2 * units / sb},
             "throughput": {"value": (2 if p["default_mode"] == "pot" else 1) * units * mhz / 1e3,

@@ -17,11 +17,13 @@ over the whole K), and applies the output rules to the total with the emulator's
 :func:`~hlsnn.engines.shift_mac.emulator.output_rule` (bias, ReLU, statistics, output shift
 with rounding and saturation). The result is :func:`~hlsnn.engines.shift_mac.emulator.emulate`
 on the whole K, bit for bit: the output one call would give on a kernel whose accumulator
-holds the sum (rule 3). The int64 sum cannot overflow: every product is below
-``2**product_bits`` (:func:`product_bits`) in magnitude, so the total is below
-``2**(product_bits + ceil(log2 K))``, which :func:`check_k_sum` requires to be at most
-``2**63`` (K up to ``2**32`` on the shipped configs; 512 on the widest test config, whose
-16-bit activations and shifts to 31 leave the fewest bits). The registers' config bit must
+holds the sum (rule 3). The int64 sum cannot overflow: every product is at most
+``2**product_bits`` in magnitude (``spec.product_bits``; only a negative one reaches it,
+positive activations being below their bound), so every partial and total sum lies in
+``[-K * 2**product_bits, K * 2**product_bits)``, inside int64 for K up to
+``spec.k_tiled_limit = 2**(63 - product_bits)``, which :func:`check_k_sum` enforces (2**33 on
+``shift8_pynq-z2``, 2**32 on ``shift8_zcu104``; 512 on the widest test config, whose 16-bit
+activations and shifts to 31 leave the fewest bits). The registers' config bit must
 not change along K (the registers ``Kernel.registers`` packs never do): a change would reset
 the accumulators inside one chunk only.
 """
@@ -33,6 +35,7 @@ from ...errors import InputError
 from ...formats import shift as sfmt
 from .. import tiling
 from . import protocol
+from .spec import k_tiled_limit, product_bits
 
 
 def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=False, row=None, raw=False):
@@ -53,19 +56,10 @@ def samples_per_call(p, k) -> int:
     return (p["x_depth"] // lanes) // -(-k // lanes) * p["cols"]
 
 
-def product_bits(p) -> int:
-    """Bits that bound one product ``|x * c|`` (emulator rule 1): ``|x| <= 2**(act_bits - 1)``
-    (signed) or ``< 2**act_bits`` (unsigned), ``|c| <= 2**(emax + delta) + 2**emax <=
-    2**(emax + max_delta + 1)`` (two-hot; PoT terms and their sums are smaller)."""
-    xb = p["act_bits"] - 1 if p["act_signed"] else p["act_bits"]
-    return xb + (1 << p["exp_bits"]) - 1 + p["max_delta"] + 1
-
-
 def check_k_sum(cfg, k, op, what):
     """The K-tiled sum of ``k`` products must fit int64 (module docstring); else :class:`InputError`."""
-    bits = product_bits(cfg.params) + max(0, (k - 1).bit_length())
-    if bits > 63:
-        limit = 1 << (63 - product_bits(cfg.params))
+    if k > k_tiled_limit(cfg.params):
+        limit = k_tiled_limit(cfg.params)
         raise InputError(f"{op}: the reduction length {what} = {k} is split into raw calls of at most max_k = "
                          f"{cfg.params['max_k']}, but the host's int64 sum of {k} products of up to "
                          f"{product_bits(cfg.params)} bits could overflow: config {cfg.name} takes K up to {limit}")
