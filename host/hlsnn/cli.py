@@ -144,6 +144,9 @@ def cmd_info(args):
     if est.get("k_limit", 0) > cfg.params.get("max_k", 0):
         print(f"  K up to {est['k_limit']} in one call (passes of {est['pass_k']} beyond max_k = "
               f"{cfg.params['max_k']}; the partial sums stay on chip, exact in {cfg.params['acc_bits']} bits)")
+    if "k_tiled_limit" in est:
+        print(f"  K beyond max_k = {cfg.params['max_k']}: raw calls over chunks of K, summed on the host (int64) "
+              f"and requantized there by the kernel's rules, up to K = {est['k_tiled_limit']}")
     if "peak_macs_per_cycle" in est:
         print(f"  {est['units']} compute units; at most {est['peak_macs_per_cycle']} multiplies per cycle "
               f"(only non-zero pairs are multiplied: see `hlsnn report`)")

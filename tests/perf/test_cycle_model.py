@@ -306,6 +306,32 @@ def test_bfp_random_shapes_match_closed_form(bfp_acc):
     assert base.beats_in == 3 * 3 + 9                 # samples + weights, no bias
 
 
+def test_shift_raw_calls_match_closed_form(shift_acc):
+    """The raw output mode (``FLAG_RAW``) writes ``raw_bits / 16`` beats per requantized beat
+    (``DrainRows``); a float GEMM whose K exceeds max_k makes raw calls over chunks of K. The
+    closed-form counts, cycles and beats equal the C-simulation's."""
+    from hlsnn.engines.shift_mac import protocol
+    from hlsnn.perf.closed_form import gemm_cycles, shift_call_counts
+    rng = np.random.default_rng(14)
+    p = shift_acc.config.params                          # s_tiny: max_k 32, 16-bit accumulators
+    assert protocol.raw_factor(p) == 2
+    for mode, code in (("twohot", 0), ("pot", 1), ("pot_sum", 3)):
+        b, k, n = (int(v) for v in rng.integers(1, [6, 30, 9]))
+        rows = protocol.register_rows(p, n, mode)
+        regs = protocol.pack_registers(p, *(rng.integers(0, 2, (rows, k)) for _ in range(6)), code & 1)
+        shift_acc.kernel.run_registers(rng.integers(-2, 2, (b, k)), regs, n=n, mode=mode, raw=True)
+        kc = shift_acc.kernel.last_cycles
+        assert kc.counts == shift_call_counts(p, b, k, n, mode=mode, raw=True), (mode, b, k, n)
+        plain = shift_call_counts(p, b, k, n, mode=mode)
+        assert kc.counts["DrainRows"][0] == 2 * plain["DrainRows"][0]
+        shift_acc.kernel.gemm(rng.normal(size=(3, 70)), rng.normal(size=(5, 70)), mode=mode)   # K = 70 > 32
+        kc = shift_acc.kernel.last_cycles
+        cf = gemm_cycles(shift_acc.config, 3, 70, 5, mode=mode)
+        assert kc.calls == cf.calls >= 3
+        assert kc.counts == cf.counts and kc.cycles == cf.cycles
+        assert (kc.beats_in, kc.beats_out) == (cf.beats_in, cf.beats_out)
+
+
 def test_shift_random_shapes_match_closed_form(shift_acc):
     from hlsnn.perf import shift_mac as page
     from hlsnn.perf.closed_form import conv_cycles, shift_call_counts
@@ -435,6 +461,7 @@ def test_counting_target_equals_csim(bfp_acc, shift_acc, sparse_acc):
     x, w = rng.normal(size=(4, 11)), rng.normal(size=(7, 11))
     cases = [(bfp_acc, "gemm", (x, w), dict(bias=rng.normal(size=7), stats=True)),
              (shift_acc, "gemm", (x, w), dict(mode="pot", stats=True)),
+             (shift_acc, "gemm", (rng.normal(size=(3, 45)), rng.normal(size=(5, 45))), dict(stats=True)),  # K > max_k
              (shift_acc, "conv2d", (rng.normal(size=(2, 9, 7)), rng.normal(size=(3, 2, 3, 3))), {})]
     xs = (rng.integers(-128, 128, (3, 12, 10)) * (rng.random((3, 12, 10)) < 0.5)).astype(np.int8)
     ws = (rng.integers(-128, 128, (3, 3, 3, 3)) * (rng.random((3, 3, 3, 3)) < 0.5)).astype(np.int8)

@@ -34,10 +34,11 @@ The rules (the specification every target follows; the host code is the same on 
   output; convolutions run as GEMM on host im2col (one sample per patch).
 * **Tiling**: outputs (N or Z) are split into chunks of the kernel's maximum and the batch
   into chunks the kernel accepts. ``bfp_systolic`` runs a K beyond ``max_k`` in passes inside
-  the kernel, with exact partial sums on chip, up to its ``k_limit``; on the other engines
-  the reduction length K cannot be split without changing the numerics, so a layer whose K
-  exceeds the kernel's ``max_k`` / ``max_in_channels`` (or ``k_limit``) is an error naming
-  the layer and the limit.
+  the kernel, with exact partial sums on chip, up to its ``k_limit`` (a longer K is an error
+  naming the layer and the limit). ``shift_mac`` and ``sparse_cluster`` run a K beyond
+  ``max_k`` / ``max_in_channels`` as raw calls (the kernel's exact sums over a chunk of K),
+  added on the host in int64, where the kernel's own output rules act on the total
+  (``ShiftExec``, ``SparseExec``): the same bits as one call that could hold the whole K.
 """
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ from ..engines.bfp_systolic.spec import k_limit as bfp_k_limit
 from ..engines.common import largest_frac
 from ..engines.stream import merge_stats
 from ..engines.tiling import chunks
+from ..perf.closed_form import shift_k_chunks
 from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
@@ -319,13 +321,21 @@ class _Exec:
 
 
 class ShiftExec(_Exec):
-    """two-hot / power-of-two weights on ``shift_mac`` (GEMM; conv as GEMM on host im2col)."""
+    """two-hot / power-of-two weights on ``shift_mac`` (GEMM; conv as GEMM on host im2col).
+
+    **K tiling.** A layer whose K (dense K, conv ``C*kh*kw``) exceeds ``max_k`` runs through
+    the kernel's own K tiling (``Kernel.gemm_int``, ``shift_mac.tiles``): raw calls
+    (``FLAG_RAW``: the exact accumulators of a chunk of K) added on the host in int64, then
+    the kernel's output rules on the total (``shift_mac.emulator.output_rule``: bias, ReLU,
+    the statistics unit's histogram, the output shift with rounding and saturation). A layer
+    that fits one call gets the same bits either way (tested; :attr:`k_step` forces the
+    chunks)."""
 
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
         w2 = _gemm_weight(layer)
-        self._limit_k(w2.shape[1], p["max_k"], "max_k")
+        self.k_step = None       # K columns per raw call; None: as the kernel chooses (one call when K fits)
         self.mode = "twohot" if fmt.type == "twohot" else "pot"
         axis = 0 if fmt.weight_scale == "channel" else None          # one scale per output row, or one
 
@@ -376,6 +386,7 @@ class ShiftExec(_Exec):
         bias = self._bias(f_in, 31)
         kern = self.acc.kernel
         bsz = max(1, min(p["max_batch"], 1 << 16))
+        k_calls = len(shift_k_chunks(p, rows.shape[1], self.k_step))
 
         def call(stats, shift, chans, images=None, raw=False):
             if raw:
@@ -392,9 +403,11 @@ class ShiftExec(_Exec):
                 idx = sel[a:b]
                 for r0, r1 in chunks(rws.shape[0], bsz):
                     out[r0:r1, a:b] = kern.gemm_int(rws[r0:r1], wq, mode=self.mode, bias=bias[idx],
-                                                    shift=shifts[idx], relu=layer.relu, stats=stats)
+                                                    shift=shifts[idx], relu=layer.relu, stats=stats,
+                                                    k_step=self.k_step)
                     sat += kern.last_sat_count
                     hist = self._collect(hist, stats)
+                    self.stats.calls += k_calls - 1          # the raw calls of a K-tiled gemm_int
             return out, hist, sat, out.size
 
         self.stats.input_density = float(np.mean(rows != 0))

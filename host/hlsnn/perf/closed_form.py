@@ -64,21 +64,22 @@ def _lane(p):
     return lane_bits(p)
 
 
-def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None, resident=False, stats=False):
+def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None, resident=False, stats=False, raw=False):
     """``{label: (iterations, entries)}`` of one ``shift_mac`` call (``n <= max_n``; the loop
     nests of the engine page :mod:`.shift_mac`).
 
     GEMM: ``batch`` samples of ``k``. Convolution: ``conv = (c, h, w, ksize, pad)``, the map
     streamed row by row; ``batch`` is then the output pixels and ``k = c * ksize**2``.
-    ``resident``: the weights are on chip (none streamed); ``stats``: the statistics segment.
+    ``resident``: the weights are on chip (none streamed); ``stats``: the statistics segment;
+    ``raw``: the raw output mode (``DrainRows`` writes ``raw_bits / 16`` beats per beat).
     """
-    from ..engines.shift_mac.spec import lanes, lb_banks, step_beats, x_lanes
+    from ..engines.shift_mac.spec import LANE_BITS, lanes, lb_banks, raw_bits, step_beats, x_lanes
     rows, cols, sb, L, XL = p["rows"], p["cols"], step_beats(p), lanes(p), x_lanes(p)
     tn = 2 * rows if mode == "pot" else rows
     t = _c(n, tn)
     pb = _c(4 * n, L)
     col_beats = _c(cols, L)
-    ri = rows * col_beats * (2 if mode == "pot" else 1)
+    ri = rows * col_beats * (2 if mode == "pot" else 1) * (raw_bits(p) // LANE_BITS if raw else 1)
     c = {"Load": (1, 1), "Compute": (1, 1), "Drain": (1, 1), "DataflowRegion": (1, 1),
          "ReadParams": (pb, 1), "DrainParams": (pb, 1)}
     if not resident:
@@ -145,17 +146,28 @@ def shift_gemm_calls(p, batch, k, n, *, mode="twohot"):
     return [(min(per, batch - r0), min(step, n - a)) for a in range(0, n, step) for r0 in range(0, batch, per)]
 
 
+def shift_k_chunks(p, k, k_step=None):
+    """``[(K of the call, raw), ...]``: the chunks of K that ``Kernel.gemm_int`` runs: one
+    requantizing call of ``k`` when it fits ``max_k`` (and no ``k_step``), else raw calls over
+    ``shift_mac.tiles.k_chunks``."""
+    from ..engines.shift_mac.tiles import k_chunks
+    if k <= p["max_k"] and k_step is None:
+        return [(k, False)]
+    return [(k1 - k0, True) for k0, k1 in k_chunks(p, k, k_step)]
+
+
 def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
     """Modelled cycles of a float GEMM (``Kernel.gemm``) on ``cfg``, no bias, with the calls
     the transparent tiling makes on a target without a transfer limit (N in chunks of
     ``max_n``; ``shift_mac`` also splits the batch by its activation store,
-    :func:`shift_gemm_calls`), from the closed-form counts."""
+    :func:`shift_gemm_calls`, and K above ``max_k`` into raw calls, :func:`shift_k_chunks`),
+    from the closed-form counts."""
     from . import call_cycles
     p = cfg.params
     limit = _k_limit(cfg)
     if k > limit:
-        raise InputError(f"K = {k} exceeds {'k_limit' if cfg.engine == 'bfp_systolic' else 'max_k'} = {limit} "
-                         f"of {cfg.name}")
+        raise InputError(f"K = {k} exceeds {'k_limit' if cfg.engine == 'bfp_systolic' else 'the K-tiled sum bound'} "
+                         f"= {limit} of {cfg.name}")
     kc = KernelCycles()
     if cfg.engine not in ("bfp_systolic", "shift_mac"):
         raise InputError(f"{cfg.name}: closed-form counts exist for bfp_systolic and shift_mac only")
@@ -169,11 +181,13 @@ def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
             kc.beats_out += beats[1]
     if cfg.engine == "shift_mac":
         md = mode or p["default_mode"]
-        for b, m in shift_gemm_calls(p, batch, k, n, mode=md):
-            counts = shift_call_counts(p, b, k, m, mode=md)
-            kc.add(call_cycles(cfg, counts), counts)
-            kc.beats_in += _shift_beats(p, b, m, k, md)[0]
-            kc.beats_out += _shift_beats(p, b, m, k, md)[1]
+        for kq, raw in shift_k_chunks(p, k):
+            for b, m in shift_gemm_calls(p, batch, kq, n, mode=md):
+                counts = shift_call_counts(p, b, kq, m, mode=md, raw=raw)
+                kc.add(call_cycles(cfg, counts), counts)
+                beats = _shift_beats(p, b, m, kq, md, raw)
+                kc.beats_in += beats[0]
+                kc.beats_out += beats[1]
     return kc
 
 
@@ -220,11 +234,13 @@ def conv_cycles(cfg, c, h, w, z, ksize, pad, *, mode=None, resident=False) -> Ke
 
 def _k_limit(cfg):
     """The longest K a GEMM of ``cfg`` takes: ``bfp_systolic`` runs K in passes up to its
-    ``k_limit``; ``shift_mac`` takes ``max_k``."""
+    ``k_limit``; ``shift_mac`` runs K above ``max_k`` as raw calls, up to the int64 bound of
+    the host's sum (``shift_mac.tiles.check_k_sum``)."""
     if cfg.engine == "bfp_systolic":
         from ..engines.bfp_systolic.spec import k_limit
         return k_limit(cfg.params)
-    return cfg.params["max_k"]
+    from ..engines.shift_mac.spec import k_tiled_limit
+    return k_tiled_limit(cfg.params)
 
 
 def _bfp_beats(p, batch, n, k):
@@ -232,10 +248,11 @@ def _bfp_beats(p, batch, n, k):
     return protocol.n_input_beats(p, batch, n, k, False), protocol.n_output_beats(p, batch, n)
 
 
-def _shift_beats(p, batch, n, k, mode):
+def _shift_beats(p, batch, n, k, mode, raw=False):
     from ..engines.shift_mac import protocol
-    return protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode), protocol.n_output_beats(p, batch, n)
+    return (protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode),
+            protocol.n_output_beats(p, batch, n, raw=raw))
 
 
-__all__ = ["bfp_call_counts", "bfp_gemm_calls", "shift_call_counts", "shift_gemm_calls", "gemm_cycles", "conv_cycles",
-           "reference_gemm"]
+__all__ = ["bfp_call_counts", "bfp_gemm_calls", "shift_call_counts", "shift_gemm_calls", "shift_k_chunks",
+           "gemm_cycles", "conv_cycles", "reference_gemm"]

@@ -37,7 +37,7 @@ def call_counts(cfg, beats, regs_in):
         name = "pot" if (mode & 1) and not (mode & 2) else "twohot"
         conv = (cin, fh, fw, ks, pad) if (flags & pr.FLAG_CONV) and p["conv"] else None
         return shift_call_counts(p, batch, k, n, mode=name, conv=conv, resident=bool(flags & pr.FLAG_RESIDENT),
-                                 stats=bool(flags & pr.FLAG_STATS_OUT))
+                                 stats=bool(flags & pr.FLAG_STATS_OUT), raw=bool(flags & pr.FLAG_RAW))
     return sparse_call_counts(p, beats, regs)
 
 

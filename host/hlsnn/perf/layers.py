@@ -10,7 +10,8 @@ batch of ``batch`` images:
 ``shift_mac`` (``ShiftExec``)
     conv layers as a GEMM on host im2col rows; ``gemm_int`` with the bias per chunk of outputs
     (whole weight tiles up to ``max_n``) and of at most ``max_batch`` rows, in the layer's mode
-    (``pot``: dual PoT). Shape only (:mod:`.closed_form`).
+    (``pot``: dual PoT); a K above ``max_k`` as the kernel's raw calls, one per chunk of K
+    (:func:`.closed_form.shift_k_chunks`). Shape only (:mod:`.closed_form`).
 ``sparse_cluster`` (``SparseExec``)
     conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds; a
     strided, dilated, grouped or asymmetrically padded one as the runner runs it, the stride-1
@@ -69,12 +70,13 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
         mode = "pot" if fmt_type == "pot" else "twohot"
         tn = 2 * p["rows"] if mode == "pot" else p["rows"]
         step = max(tn, p["max_n"] // tn * tn)
-        from .closed_form import shift_gemm_calls
+        from .closed_form import shift_gemm_calls, shift_k_chunks
         for a, b in _chunks(n, step):
             for r0, r1 in _chunks(m, max(1, min(p["max_batch"], 1 << 16))):
-                for rows, outs in shift_gemm_calls(p, r1 - r0, k, b - a, mode=mode):   # the activation store
-                    counts = shift_call_counts(p, rows, k, outs, mode=mode)
-                    kc.add(call_cycles(cfg, counts), counts)
+                for kq, raw in shift_k_chunks(p, k):                                 # K tiling: raw calls
+                    for rows, outs in shift_gemm_calls(p, r1 - r0, kq, b - a, mode=mode):   # the activation store
+                        counts = shift_call_counts(p, rows, kq, outs, mode=mode, raw=raw)
+                        kc.add(call_cycles(cfg, counts), counts)
         return kc
     if cfg.engine == "sparse_cluster":
         return _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w, seed)

@@ -17,7 +17,8 @@ process is a serial loop nest, costed with the rules of :mod:`hlsnn.perf.model`.
                                                  > LineTail (what the steps left of a row)
              PushTail (rows)
     Drain:   DrainParams; DrainChunks > DrainTiles > DrainGroups > DrainRows
-             (rows x ceil(cols/lanes), twice in dual PoT); StatsBins > StatsLanes
+             (rows x ceil(cols/lanes), twice in dual PoT, raw_bits/16 times in the raw
+             output mode: a beat of wide values per cycle); StatsBins > StatsLanes
 
 ``T`` = ceil(N / tile_n) weight tiles (``tile_n`` = ``2*rows`` in dual PoT, else ``rows``).
 A GEMM's weights stream once per call (the first group of a tile takes its steps from ``wq``

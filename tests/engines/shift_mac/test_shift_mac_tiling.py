@@ -276,16 +276,26 @@ def test_random_shapes_tiled_equal_reference(mode, batch, n, k, c, h, w, ks, sam
 
 # ---------------------------------------------------------------- errors
 
-def test_k_above_max_k_is_a_clear_error():
-    with hlsnn.Accelerator(load("s_unsigned"), "emu") as acc:           # max_k = 128
+def test_k_above_max_k_runs_as_raw_calls():
+    """K above max_k is no longer an error (issue 16): raw calls over chunks of K, summed on the
+    host, then the output rules (test_shift_mac_ktile.py has the full checks); here against this
+    file's reference and together with N and transfer tiling."""
+    with hlsnn.Accelerator(load("s_unsigned"), "emu", max_transfer_bytes=1200) as acc:   # max_k = 128
         p = acc.config.params
         rng = np.random.default_rng(8)
-        with pytest.raises(hlsnn.InputError, match=r"K = 130 exceeds max_k = 128 .*not split"):
-            acc.gemm_int(activations(p, rng, (2, 130)), weights_for(acc.kernel, rng, (3, 130), "twohot"))
-        with pytest.raises(hlsnn.InputError, match=r"C\*k\*k = 135 exceeds max_k = 128"):
-            acc.conv2d_int(activations(p, rng, (15, 6, 6)), weights_for(acc.kernel, rng, (2, 15, 3, 3), "pot"))
-        with pytest.raises(hlsnn.InputError, match="max_k >= 200"):
-            acc.gemm(np.ones((2, 200)), np.ones((3, 200)))
+        x, wq = activations(p, rng, (2, 130)), weights_for(acc.kernel, rng, (45, 130), "twohot")
+        bias, shift = rng.integers(-99, 99, 45), spread_shift(p, x, wq) - 1
+        calls = record(acc)
+        y = acc.gemm_int(x, wq, mode="twohot", bias=bias, shift=shift, stats=True)
+        ry, rsat, rhist = ref_gemm(p, x, wq, bias, shift, relu=False)
+        np.testing.assert_array_equal(y, ry)
+        assert acc.kernel.last_sat_count == rsat
+        np.testing.assert_array_equal(acc.kernel.last_stats, rhist)
+        assert len(calls) > 2 and max(max(c) for c in calls) <= 1200
+        xc, wc = activations(p, rng, (15, 6, 6)), weights_for(acc.kernel, rng, (2, 15, 3, 3), "pot")
+        yc = acc.conv2d_int(xc, wc, mode="pot", bias=[3, -3], shift=4, relu=True)     # C*k*k = 135
+        np.testing.assert_array_equal(yc, ref_conv(p, xc, wc, [3, -3], 4, True, 1)[0])
+        assert acc.gemm(np.ones((2, 200)), np.ones((3, 200)), relu=True).shape == (2, 3)
 
 
 def test_a_single_row_that_cannot_fit_the_transfer_limit_is_a_clear_error():

@@ -1,8 +1,9 @@
 """Seeded cases that ``hlsnn compare`` and ``hlsnn csim`` run on a target and on the emulator,
 in all three modes: random registers and activations, plus the edges (largest activations and
 shifts at K = max_k, zero weights, mode changes inside a dot product, saturating left shifts,
-extreme biases, K = 1, ragged sizes, convolutions with 'same' and 'valid' padding), and cases
-with the statistics segment (``FLAG_STATS_OUT``), whose histogram is compared bin by bin."""
+extreme biases, K = 1, ragged sizes, convolutions with 'same' and 'valid' padding), cases
+with the statistics segment (``FLAG_STATS_OUT``), whose histogram is compared bin by bin, and
+cases in the raw output mode (``FLAG_RAW``: the wide values, compared in full)."""
 from __future__ import annotations
 
 import math
@@ -31,6 +32,7 @@ class Case:
     delta: int = 0
     relu: bool = False
     stats: bool = False
+    raw: bool = False
     notes: dict = field(default_factory=dict)
 
     def rows_x(self):
@@ -44,6 +46,7 @@ class Case:
         x = self.rows_x()
         batch, k = x.shape
         flags = (protocol.FLAG_RELU if self.relu else 0) | (protocol.FLAG_STATS_OUT if self.stats else 0)
+        flags |= protocol.FLAG_RAW if self.raw else 0
         if self.fmap is not None:
             cin, h, w = self.fmap.shape
             return [batch, self.n, k, flags | protocol.FLAG_CONV, MODES[self.mode], self.delta, cin, h, w,
@@ -174,6 +177,29 @@ def make_cases(cfg, seed=0, n_random=8):
                               shift_for(k, emax, 0, n), fmap=rng.integers(xlo, xhi + 1, (cin, h, w)), ksize=ks,
                               pad=(ks - 1) // 2, relu=mode == "twohot",
                               delta=int(rng.integers(0, p["max_delta"] + 1)) if mode == "twohot" else 0))
+    # the raw output mode: every mode, with and without bias and ReLU, the largest magnitudes
+    # at K = max_k (the accumulator's top bits), a ragged batch, statistics, a convolution
+    for i, mode in enumerate(modes):
+        b, n, k = C + 2, cn(2 * R + 1), ck(17 + 5 * i)
+        d = int(rng.integers(0, (p["max_delta"] if mode == "twohot" else 0) + 1))
+        cases.append(Case(f"raw_{mode}", regs_for(n, k, mode), n, mode, np.zeros(n, int), np.zeros(n, int),
+                          x=rng.integers(xlo, xhi + 1, (b, k)), delta=d, raw=True))
+        cases.append(Case(f"raw_{mode}_bias_relu_stats", regs_for(n, k, mode), n, mode, bias_for(n, B + emax),
+                          rng.integers(-3, 4, n), x=rng.integers(xlo, xhi + 1, (b, k)), delta=d, relu=True,
+                          raw=True, stats=True))
+        b, n, k = C, cn(R), kmax
+        rows = protocol.register_rows(p, n, mode)
+        big = protocol.pack_registers(p, np.full((rows, k), emax), 0, 0, np.full((rows, k), emax), 0, 0,
+                                      0 if mode == "twohot" else 1)
+        cases.append(Case(f"raw_{mode}_max_magnitude", big, n, mode, np.zeros(n, int), np.zeros(n, int),
+                          x=np.full((b, k), xlo if p["act_signed"] else xhi), delta=p["max_delta"] if mode == "twohot"
+                          else 0, raw=True))
+    if p["conv"] and p["max_ksize"] >= 3:
+        cin = max(1, min(2, kmax // 9))
+        h = w = max(3, min(6, p["max_hw"]))
+        n = cn(R + 1)
+        cases.append(Case("raw_conv3_same", regs_for(n, cin * 9, "pot"), n, "pot", bias_for(n, 6), np.zeros(n, int),
+                          fmap=rng.integers(xlo, xhi + 1, (cin, h, w)), ksize=3, pad=1, raw=True, stats=True))
     for i in range(n_random):
         mode = modes[i % 3]
         b = int(rng.integers(1, 3 * C + 2))
@@ -199,15 +225,15 @@ def run_case(cfg, target, case: Case):
     x = case.rows_x()
     b, n = x.shape[0], case.n
     row = case.out_width()
-    nb = protocol.n_output_beats(p, b, n, row=row)
+    nb = protocol.n_output_beats(p, b, n, row=row, raw=case.raw)
     out, regs_out = target.run(_pack(p, case), case.regs_in(),
-                               protocol.n_output_beats(p, b, n, stats=case.stats, row=row))
-    got = protocol.unpack_output(p, out[:nb], b, n, case.mode, row)
+                               protocol.n_output_beats(p, b, n, stats=case.stats, row=row, raw=case.raw))
+    got = protocol.unpack_output(p, out[:nb], b, n, case.mode, row, raw=case.raw)
     exp, esat, *ehist = emulate(p, x, case.regs, case.bias, case.shift, n=n, mode=case.mode, delta=case.delta,
-                                relu=case.relu, stats=case.stats)
+                                relu=case.relu, stats=case.stats, raw=case.raw)
     bad = got != exp
     first = None
-    B = p["act_bits"]
+    B = protocol.raw_bits(p) if case.raw else p["act_bits"]
     if bad.any():
         i, j = (int(v) for v in np.argwhere(bad)[0])
         hx = lambda v: f"0x{int(v) & ((1 << B) - 1):0{(B + 3) // 4}x}"  # noqa: E731

@@ -33,6 +33,12 @@ Notation: ``B`` = ``act_bits``, ``A`` = ``acc_bits``, ``E`` = ``exp_bits``, ``d`
 6. **Statistics unit** (source 002; only with ``stats=True``, the ``FLAG_STATS_OUT`` bit):
    ``hist = msb_histogram(v, acc_bits)`` over the wide values ``v`` of rule 5 (after bias and
    ReLU, before the output shift) of every real output (``batch x N``; never padding neurons).
+7. **Raw mode** (``raw=True``, the ``FLAG_RAW`` bit): the output is ``v`` of rule 5 itself
+   (``acc_bits`` wide, sent as ``protocol.raw_bits`` = 32 or 64 bits), with no output shift,
+   rounding or saturation; ``sat_count`` is 0; the statistics unit counts as in rule 6. With
+   ``bias = 0`` and no ReLU, ``v`` is rule 4's accumulator, exact (rule 3), so the sums of raw
+   calls over chunks of K add up exactly on the host, which then applies rules 5-6 to the
+   total (:func:`output_rule`, the one function of those rules; ``shift_mac.tiles``).
 
 Convolution is this GEMM on the rows of ``x`` that :func:`im2col` builds: output pixel
 ``(oy, ox)`` in raster order is sample ``oy*W' + ox``; feature ``(ci*k + ky)*k + kx`` is
@@ -100,10 +106,63 @@ def _exact_matmul(x, c, bound_bits):
     return x.astype(np.int64) @ c.astype(np.int64).T
 
 
-def emulate_reference(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=False):
-    """The module's rules transcribed directly (int64 post-processing); :func:`emulate` must
-    equal it bit for bit (the tests check this). The same parameters and returns as
-    :func:`emulate`.
+def output_rule(p, acc, bias, shift, *, relu=False, stats=False, raw=False):
+    """Rules 5-7: the output of every neuron from its accumulator, in int64.
+
+    Parameters
+    ----------
+    p : mapping
+        The validated ``shift_mac`` config section.
+    acc : (batch, N) int array
+        Rule 4's accumulators (summed PoT: already ``saturate_A(acc1 + acc2)``). Any int64
+        value is accepted: values beyond ``+-2**62`` are first clamped to ``+-2**62``, which
+        changes no result (``|bias| < 2**31`` and ``acc_bits <= 62``, so such a sum saturates
+        to the same end of the ``acc_bits`` range either way).
+    bias, shift : (N,) int arrays
+    relu, stats, raw : bool
+        ReLU; also return the histogram of rule 6; return ``v`` (rule 7) instead of ``y``.
+
+    Returns
+    -------
+    y : (batch, N) int64
+        Requantized outputs, or (``raw``) the wide values ``v``.
+    sat_count : int
+        Saturated outputs modulo 2**32 (0 in raw mode).
+    hist : (acc_bits,) int64
+        Only with ``stats``: ``msb_histogram(v, acc_bits)``.
+
+    Notes
+    -----
+    ``v = saturate_A(acc + bias[n])``; ReLU: ``v = max(v, 0)``; ``y = shift_round_sat(v,
+    shift[n], B)`` for signed activations, or ``shift_round_sat(v, shift[n], B + 1)`` clamped
+    to ``[0, 2^B - 1]`` for unsigned ones (the clamp counts as saturation). This function is
+    the rule for :func:`emulate_reference` (and so, through the tests that equate them, for
+    :func:`emulate`) and for the host's post-step of a K-tiled GEMM (``shift_mac.tiles``).
+    """
+    A, B = p["acc_bits"], p["act_bits"]
+    n = np.shape(acc)[1]
+    lim = 1 << 62
+    acc = np.clip(np.asarray(acc, np.int64), -lim, lim)
+    v = saturate(acc + np.asarray(bias, np.int64).reshape(-1)[None, :n], A)
+    if relu:
+        v = np.maximum(v, 0)
+    hist = (msb_histogram(v, A),) if stats else ()
+    if raw:
+        return (v, 0) + hist
+    s = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (n,))[None, :]
+    if p["act_signed"]:
+        y, sat = shift_round_sat(v, s, B, p["rounding"])
+    else:
+        y1, sat = shift_round_sat(v, s, B + 1, p["rounding"])
+        y = np.clip(y1, 0, (1 << B) - 1)
+        sat = sat | (y != y1)
+    return (y, int(sat.sum()) % (1 << 32)) + hist
+
+
+def emulate_reference(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=False, raw=False):
+    """The module's rules transcribed directly (int64 post-processing, :func:`output_rule`);
+    :func:`emulate` must equal it bit for bit (the tests check this). The same parameters and
+    returns as :func:`emulate`.
     """
     A, B = p["acc_bits"], p["act_bits"]
     if not 0 <= delta <= p["max_delta"]:
@@ -129,20 +188,8 @@ def emulate_reference(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, 
         acc = saturate((acc1 + acc2).astype(np.int64), A)[:, :n]
     else:
         raise InputError(f"mode = {mode!r}: must be twohot, pot or pot_sum")
-    acc = np.asarray(acc).astype(np.int64)
-    v = saturate(acc + np.asarray(bias, np.int64)[None, :n], A)
-    if relu:
-        v = np.maximum(v, 0)
-    s = np.asarray(shift, np.int64)[None, :n]
-    if p["act_signed"]:
-        y, sat = shift_round_sat(v, s, B, p["rounding"])
-    else:
-        y1, sat = shift_round_sat(v, s, B + 1, p["rounding"])
-        y = np.clip(y1, 0, (1 << B) - 1)
-        sat = sat | (y != y1)
-    if stats:
-        return y, int(sat.sum()) % (1 << 32), msb_histogram(v, A)
-    return y, int(sat.sum()) % (1 << 32)
+    return output_rule(p, np.asarray(acc).astype(np.int64), np.asarray(bias, np.int64)[:n],
+                       np.asarray(shift, np.int64)[:n], relu=relu, stats=stats, raw=raw)
 
 
 @functools.lru_cache(maxsize=64)
@@ -165,7 +212,8 @@ def rows_blk_for(block_elems, n):
     return max(1, block_elems // max(n, 1))
 
 
-def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=False, block_elems=1 << 15):
+def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=False, raw=False,
+            block_elems=1 << 15):
     """Run the kernel's arithmetic (the module's rules, bit for bit).
 
     Parameters
@@ -187,13 +235,15 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     relu : bool
     stats : bool
         Also return the statistics unit's histogram (rule 6).
+    raw : bool
+        The raw mode (rule 7, ``FLAG_RAW``): return the wide values instead of requantizing.
 
     Returns
     -------
     y : (batch, N) int64
-        Requantized outputs.
+        Requantized outputs (raw mode: the wide values ``v`` of rule 5).
     sat_count : int
-        Saturated outputs, modulo 2**32.
+        Saturated outputs, modulo 2**32 (0 in raw mode).
     hist : (acc_bits,) int64
         Only with ``stats``: ``msb_histogram`` of the wide values of rule 5.
 
@@ -204,7 +254,8 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     PoT interleaves accumulator 2 and 1; summed PoT adds the two tables, exact because the
     config's ``acc_bits`` leaves room for that adder). The GEMM and the requantization run in
     float64, exact while the accumulator bound is below 2**53 (otherwise, and for accumulator
-    widths above 53 bits, :func:`emulate_reference` is used).
+    widths above 53 bits, :func:`emulate_reference` is used). The raw mode runs
+    :func:`emulate_reference` (its exact GEMM, then :func:`output_rule`).
     """
     A, B = p["acc_bits"], p["act_bits"]
     if not 0 <= delta <= p["max_delta"]:
@@ -215,8 +266,9 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     regs = np.asarray(regs)
     batch, k = x.shape
     bound = (p["act_bits"] + 1 + (1 << p["exp_bits"]) + p["max_delta"] + 1 + math.ceil(math.log2(max(k, 1))))
-    if bound > 53 or A > 53:
-        return emulate_reference(p, x, regs, bias, shift, n=n, mode=mode, delta=delta, relu=relu, stats=stats)
+    if bound > 53 or A > 53 or raw:
+        return emulate_reference(p, x, regs, bias, shift, n=n, mode=mode, delta=delta, relu=relu, stats=stats,
+                                 raw=raw)
     E = p["exp_bits"]
     t1, t2 = _tables(E, int(delta))
     lanes = np.asarray(regs, np.uint16)     # bits above the register are ignored (16-bit tables)

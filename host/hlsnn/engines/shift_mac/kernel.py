@@ -31,10 +31,10 @@ class Kernel:
     without it, :attr:`last_stats` is None.
 
     **Tiling** (``engines.tiling``). :meth:`gemm_int` and :meth:`conv2d_int` (and the float
-    :meth:`gemm` and :meth:`conv2d`, which go through them) take operands of any size up to
-    ``max_k``; an operation one kernel call cannot take is split into calls whose results are,
-    bit for bit, those of a single call on a kernel with larger maxima (every output is an
-    exact integer computed from its own row/window, weights, bias and shift):
+    :meth:`gemm` and :meth:`conv2d`, which go through them) take operands of any size; an
+    operation one kernel call cannot take is split into calls whose results are, bit for bit,
+    those of a single call on a kernel with larger maxima (every output is an exact integer
+    computed from its own row/window, weights, bias and shift):
 
     * outputs: N (conv: Z) above ``max_n`` is cut into chunks of at most ``max_n`` neurons, in
       whole weight tiles (``protocol.tile_neurons``: ``rows``, ``2*rows`` in dual PoT mode;
@@ -55,9 +55,13 @@ class Kernel:
       pixels; a tile reads the ``(th+k-1) x (tw+k-1)`` window of the padded map (a ``k-1``
       halo) and runs with ``pad = 0`` ("valid"); the tile shape is the one that needs the
       fewest calls, then the fewest input bytes;
-    * the reduction length K (GEMM K, conv ``C*k*k``) is never split (partial sums would
-      need a wider output and a host-side requantization): K > ``max_k`` is an
-      :class:`InputError`;
+    * the reduction length K (GEMM K, conv ``C*k*k``) above ``max_k`` runs as raw calls
+      (``FLAG_RAW``) over chunks of K (a GEMM's columns, a convolution's input channels), each
+      tiled as above; the host adds their exact sums in int64 and applies the kernel's output
+      rules to the total (``emulator.output_rule``: bias, ReLU, statistics, output shift) —
+      ``emulate`` on the whole K, bit for bit (``shift_mac.tiles``, *K tiling*, which also
+      bounds K so that the int64 sum cannot overflow). ``k_step`` forces chunks of that many
+      columns (a convolution: whole channels) for any K;
     * :attr:`last_sat_count` is the sum of the calls' counts, saturating at ``2**32-1``
       (``tiling.add_u32``); :attr:`last_stats` the calls' histograms merged with
       ``engines.stream.merge_stats`` — equal to one call's while no counter saturates.
@@ -200,10 +204,12 @@ class Kernel:
 
     # ------------------------------------------------------------------ lowest level
     def run_registers(self, x=None, regs=None, *, n, mode, delta=0, bias=None, shift=0, relu=False,
-                      fmap=None, ksize=None, pad=0, stats=False):
+                      fmap=None, ksize=None, pad=0, stats=False, raw=False):
         """Run raw register lanes (``protocol.pack_registers``) on integer activations ``x``
         (batch, K), or on a feature map ``fmap`` (cin, H, W) with ``ksize``/``pad``.
-        ``stats``: also read the statistics segment into :attr:`last_stats`.
+        ``stats``: also read the statistics segment into :attr:`last_stats`. ``raw``: the raw
+        output mode (``FLAG_RAW``): returns the wide values (emulator rule 7: accumulator plus
+        bias, after ReLU, ``acc_bits`` wide) instead of requantized outputs; ``shift`` unused.
 
         Exactly one kernel call, never tiled: N above ``max_n``, a batch above the activation
         store, a map beyond the line buffer or ``max_hw``, convolution weights beyond the weight
@@ -241,7 +247,7 @@ class Kernel:
                 raise InputError(f"feature map {fmap.shape} with {ksize}x{ksize} kernels: {why} for one kernel call "
                                  f"(run_registers); conv2d_int tiles larger maps")
             flags = protocol.FLAG_CONV | (protocol.FLAG_RELU if relu else 0)
-            flags |= protocol.FLAG_STATS_OUT if stats else 0
+            flags |= (protocol.FLAG_STATS_OUT if stats else 0) | (protocol.FLAG_RAW if raw else 0)
             regs_in = [batch, n, k, flags, MODES[mode], delta, cin, h, w, ksize, pad]
         else:
             x = as_int_input(x)
@@ -249,6 +255,7 @@ class Kernel:
                 raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
             batch, k = x.shape
             flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_STATS_OUT if stats else 0)
+            flags |= protocol.FLAG_RAW if raw else 0
             regs_in = [batch, n, k, flags, MODES[mode], delta, 0, 0, 0, 0, 0]
             if batch < 1:
                 raise InputError("x has no samples (batch = 0)")
@@ -266,7 +273,7 @@ class Kernel:
         limit = tiling.transfer_limit(self.target)
         if limit is not None:
             nin, nout = tiles.transfer_bytes(p, batch=batch, n=n, k=k, mode=mode, stats=stats, resident=resident,
-                                             fmap_shape=None if fmap is None else fmap.shape, row=row)
+                                             fmap_shape=None if fmap is None else fmap.shape, row=row, raw=raw)
             if max(nin, nout) > limit:
                 raise InputError(f"this call needs a {nin}-byte input and a {nout}-byte output transfer; the target "
                                  f"takes at most {limit} bytes per transfer (max_transfer_bytes / the DMA's length "
@@ -278,14 +285,14 @@ class Kernel:
             # emulate_stream on the packed call: tests/engines/test_emu_arrays.py)
             xs = im2col(fmap, ksize, pad)[0] if fmap is not None else x
             y, sat, *hist = emulate(p, xs, regs, bias, shift, n=n, mode=mode, delta=int(delta), relu=bool(relu),
-                                    stats=bool(stats))
+                                    stats=bool(stats), raw=bool(raw))
             self.last_sat_count = int(sat)
             self.last_stats = hist[0] if stats else None
             self._on_chip = self._loaded if (wflags & (protocol.FLAG_KEEP | protocol.FLAG_RESIDENT)) else None
             return y
         beats = protocol.pack_input(p, regs=regs, bias=bias, shift=shift, n=n, mode=mode, x=x, fmap=fmap,
                                     batch=batch, resident=resident)
-        nb = protocol.n_output_beats(p, batch, n, row=row)
+        nb = protocol.n_output_beats(p, batch, n, row=row, raw=raw)
         out, regs_out = self.target.run(beats, regs_in, nb + (protocol.n_stats_beats(p) if stats else 0))
         # the weight store now holds these weights (keep), still holds them (resident), or not
         self._on_chip = self._loaded if (wflags & (protocol.FLAG_KEEP | protocol.FLAG_RESIDENT)) else None
@@ -295,38 +302,43 @@ class Kernel:
                              f"{self.cfg.name} expects 0x{MAGIC:08x} 0x{self.cfg.hash32:08x}")
         self.last_sat_count = sat
         self.last_stats = protocol.unpack_stats(p, out) if stats else None
-        return protocol.unpack_output(p, out[:nb], batch, n, mode, row)
+        return protocol.unpack_output(p, out[:nb], batch, n, mode, row, raw=raw)
 
     # ------------------------------------------------------------------ integer level
-    def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False, stats=False):
+    def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False, stats=False, k_step=None):
         """``x`` (batch, K) integer activations; ``weights`` (N, K) shift codes; ``bias`` in
         accumulator units; ``shift`` the output right shift(s). Returns int64 (batch, N).
         ``stats``: the MSB histogram of the wide results into :attr:`last_stats`.
 
-        Any N and batch: N above ``max_n`` and calls above the transfer limit are split (class
-        docstring, *Tiling*); K above ``max_k`` is an :class:`InputError`."""
+        Any N, batch and K: N above ``max_n`` and calls above the transfer limit are split, K
+        above ``max_k`` (or any K, with ``k_step``) runs as raw calls over chunks of K (class
+        docstring, *Tiling*)."""
         regs, _, mode, delta = self.registers(weights, mode)
         n = weights[0].shape[0] if isinstance(weights, tuple) else weights.shape[0]
         x = as_int_input(x)
         if x.ndim != 2:
             raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
         batch, k = x.shape
-        tiles.check_k(self.cfg, k, "gemm_int", "K")
         kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
         limit = tiling.transfer_limit(self.target)
+        if k > self.p["max_k"] or k_step is not None:
+            return tiles.gemm_int_k(self, x, weights, regs, n, bias, shift, limit, k_step=k_step, **kw)
         if n <= self.p["max_n"] and batch <= tiles.samples_per_call(self.p, k) and (limit is None or max(
                 tiles.transfer_bytes(self.p, batch=batch, n=n, k=k, mode=mode, stats=stats)) <= limit):
             return self.run_registers(x, regs, n=n, bias=bias, shift=shift, **kw)       # one call
         return tiles.gemm_int(self, x, weights, regs, n, bias, shift, limit, **kw)
 
-    def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False, stats=False):
+    def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False, stats=False,
+                   k_step=None):
         """``x`` (C, H, W) integers; ``weights`` (Z, C, k, k) shift codes (or a pair for
         ``pot_sum``). Stride 1. Returns int64 (Z, H', W'). ``stats``: the MSB histogram of the
         wide results (all Z x H' x W') into :attr:`last_stats`.
 
-        Any Z and map size: Z above ``max_n`` or the weight store, maps beyond the line buffer or
+        Any Z, map size and C: Z above ``max_n`` or the weight store, maps beyond the line buffer or
         ``max_hw`` and calls above the transfer limit are split (class docstring, *Tiling*: host padding, tiles
-        with a ``k-1`` halo run "valid"); ``C*k*k`` above ``max_k`` is an :class:`InputError`."""
+        with a ``k-1`` halo run "valid"); ``C*k*k`` above ``max_k`` (or any, with ``k_step``: at
+        most that many of the K = C*k*k columns per call, whole channels) runs as raw calls over
+        chunks of input channels."""
         p = self.p
         ref = weights[0] if isinstance(weights, tuple) else weights
         if len(ref.shape) != 4 or ref.shape[2] != ref.shape[3]:
@@ -340,9 +352,10 @@ class Kernel:
         regs, _, mode, delta = self.registers(flat, mode)
         _, h, w = x.shape
         oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
-        tiles.check_k(self.cfg, c * ks * ks, "conv2d_int", "C*k*k")
         kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
         limit = tiling.transfer_limit(self.target)
+        if p["conv"] and oh >= 1 and ow >= 1 and (c * ks * ks > p["max_k"] or k_step is not None):
+            return tiles.conv2d_int_k(self, x, flat, regs, pad, ks, bias, shift, limit, k_step=k_step, **kw)
         if not p["conv"] or oh < 1 or ow < 1 or (
                 z <= p["max_n"] and tiles.tile_fits(p, c, h, w, ks, pad, z, mode, stats, limit)):
             y = self.run_registers(regs=regs, n=z, bias=bias, shift=shift, fmap=x, ksize=ks, pad=pad, **kw)
@@ -477,9 +490,10 @@ class Kernel:
                 store[:k] = steps[-1]
         x = im2col(d["fmap"], ks, pad)[0] if "fmap" in d else d["x"]
         stats = bool(flags & protocol.FLAG_STATS_OUT)
+        raw = bool(flags & protocol.FLAG_RAW)
         y, sat, *hist = emulate(p, x, d["regs"], d["bias"], d["shift"], n=n, mode=d["mode"], delta=delta,
-                                relu=bool(flags & protocol.FLAG_RELU), stats=stats)
-        out = protocol.pack_output(p, y, d["mode"], row=(w + 2 * pad - ks + 1) if "fmap" in d else None)
+                                relu=bool(flags & protocol.FLAG_RELU), stats=stats, raw=raw)
+        out = protocol.pack_output(p, y, d["mode"], row=(w + 2 * pad - ks + 1) if "fmap" in d else None, raw=raw)
         if stats:
             out = np.concatenate([out, protocol.pack_stats(p, hist[0])])
         return out, np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)

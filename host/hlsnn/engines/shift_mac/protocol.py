@@ -38,6 +38,14 @@ k`` (:func:`hlsnn.primitives.msb_histogram`: 0 and -1 are not counted, counters 
 ``2**32 - 1``); all ``batch x N`` real outputs count, never the padding neurons of a tile.
 TLAST is set on the last beat of the call (of the statistics segment when there is one).
 
+With ``FLAG_RAW`` (the *raw* output mode) every output lane above is replaced by the wide
+value ``v`` of emulator rule 5 (accumulator plus bias, saturated to ``acc_bits``, after ReLU
+if enabled; no output shift, rounding or saturation) as a :func:`raw_bits`-bit two's-complement
+integer (``int32`` when ``acc_bits <= 32``, else ``int64``; sign-extended from ``acc_bits``),
+little-endian, in the same order: each 16-bit lane of the requantized layout becomes
+``raw_bits / 16`` lanes, so the output segment has :func:`raw_factor` times its beats
+(padding lanes are 0). ``sat_count`` reads 0; the statistics segment is unchanged.
+
 Registers (s_axilite, in this order): inputs ``batch, n_out, k, flags, mode, delta, cin,
 fm_height, fm_width, ksize, pad`` (flags bit 0 ReLU, bit 1 convolution, bit 2 statistics
 segment out, bit 3 resident: the weights are those on chip, bit 4 keep: a GEMM stores its
@@ -55,12 +63,21 @@ import numpy as np
 from ...errors import InputError
 from .. import stream as _stream
 from ..stream import beats_to_lanes, lanes_to_beats, pad_to
-from .spec import LANE_BITS, MODES, x_lane_bits, x_lanes
+from .spec import LANE_BITS, MODES, raw_bits, x_lane_bits, x_lanes
 
 REGS_IN = ("batch", "n_out", "k", "flags", "mode", "delta", "cin", "fm_height", "fm_width", "ksize", "pad")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
-FLAG_RELU, FLAG_CONV, FLAG_STATS_OUT, FLAG_RESIDENT, FLAG_KEEP = 1, 2, 4, 8, 16
+FLAG_RELU, FLAG_CONV, FLAG_STATS_OUT, FLAG_RESIDENT, FLAG_KEEP, FLAG_RAW = 1, 2, 4, 8, 16, 32
 LANE = np.dtype("<i2")
+
+
+def raw_factor(p) -> int:
+    """Output beats of the raw mode per beat of the requantized layout: ``raw_bits / 16``."""
+    return raw_bits(p) // LANE_BITS
+
+
+def _raw_dtype(p):
+    return np.dtype("<i4") if raw_bits(p) == 32 else np.dtype("<i8")
 
 
 def lanes_per_beat(p) -> int:
@@ -229,12 +246,14 @@ def _group_beats(p, per):
     return full * math.ceil(c / lanes) + math.ceil(rem / lanes)
 
 
-def n_output_beats(p, batch, n, *, stats=False, row=None) -> int:
+def n_output_beats(p, batch, n, *, stats=False, row=None, raw=False) -> int:
     """Output beats of a call; ``row``: a convolution's output width (its groups are per output
-    row); ``stats``: with the statistics segment (``FLAG_STATS_OUT``)."""
+    row); ``stats``: with the statistics segment (``FLAG_STATS_OUT``); ``raw``: the raw mode
+    (``FLAG_RAW``, :func:`raw_factor` beats per beat of outputs)."""
     per = batch if row is None else row
     chunks = 1 if row is None else batch // row
-    return chunks * n * _group_beats(p, per) + (n_stats_beats(p) if stats else 0)
+    return (chunks * n * _group_beats(p, per) * (raw_factor(p) if raw else 1)
+            + (n_stats_beats(p) if stats else 0))
 
 
 def pack_stats(p, hist) -> np.ndarray:
@@ -332,21 +351,25 @@ def output_index(p, batch, n, mode, row=None):
     return _out_index(p["rows"], p["cols"], lanes_per_beat(p), chunks, per, n, tile_neurons(p, mode))
 
 
-def pack_output(p, y, mode, row=None) -> np.ndarray:
-    """Output beats of ``y`` (batch, N) in the kernel's order (module docstring)."""
+def pack_output(p, y, mode, row=None, raw=False) -> np.ndarray:
+    """Output beats of ``y`` (batch, N) in the kernel's order (module docstring); ``raw``: the
+    wide values of the raw mode (:func:`raw_bits` lanes)."""
     y = np.asarray(y, np.int64)
     idx = output_index(p, y.shape[0], y.shape[1], mode, row)
     lanes = np.where(idx >= 0, y.reshape(-1)[np.maximum(idx, 0)], 0)
-    return lanes_to_beats(lanes.astype(LANE), LANE, p["stream_bits"])
+    dt = _raw_dtype(p) if raw else LANE
+    return lanes_to_beats(lanes.astype(dt), dt, p["stream_bits"])
 
 
-def unpack_output(p, beats, batch, n, mode, row=None) -> np.ndarray:
+def unpack_output(p, beats, batch, n, mode, row=None, raw=False) -> np.ndarray:
+    """``(batch, N)`` int64 outputs of a call's output beats (without the statistics segment);
+    ``raw``: the raw mode's wide values (signed ``raw_bits``)."""
     idx = output_index(p, batch, n, mode, row)
-    v = beats_to_lanes(beats, LANE)
+    v = beats_to_lanes(beats, _raw_dtype(p) if raw else LANE)
     ok = idx >= 0
     y = np.empty(batch * n, np.int64)
     y[idx[ok]] = v[:idx.size][ok]
     y = y.reshape(batch, n)
-    if not p["act_signed"]:
+    if not p["act_signed"] and not raw:
         y &= 0xFFFF   # unsigned outputs up to 16 bits
     return y

@@ -61,6 +61,26 @@ def acc_bits_needed(p) -> int:
     return shifter_bits(p) + p["max_delta"] + 1 + math.ceil(math.log2(max(p["max_k"], 1))) + 1
 
 
+def product_bits(p) -> int:
+    """Bits that bound one product ``|x * c|`` (emulator rule 1): ``|x| <= 2**(act_bits - 1)``
+    (signed) or ``< 2**act_bits`` (unsigned), ``|c| <= 2**(emax + delta) + 2**emax <=
+    2**(emax + max_delta + 1)`` (two-hot; PoT terms and their sums are smaller)."""
+    xb = p["act_bits"] - 1 if p["act_signed"] else p["act_bits"]
+    return xb + (1 << p["exp_bits"]) - 1 + p["max_delta"] + 1
+
+
+def k_tiled_limit(p) -> int:
+    """The longest K the host's K tiling takes (``shift_mac.tiles``): ``2**(63 - product_bits)``,
+    so that the int64 sum of K products of at most ``2**product_bits`` cannot overflow."""
+    return 1 << (63 - product_bits(p))
+
+
+def raw_bits(p) -> int:
+    """Bits of a raw output (``FLAG_RAW``, the protocol): the accumulator sign-extended to 32
+    bits when ``acc_bits <= 32``, else to 64."""
+    return 32 if p["acc_bits"] <= 32 else 64
+
+
 def lanes(p) -> int:
     """16-bit lanes per stream beat."""
     return p["stream_bits"] // LANE_BITS
@@ -218,6 +238,9 @@ def logic_luts(p) -> dict:
     * ``banks``: per line-buffer bank its read and write address adders (2 x 16 LUTs);
     * ``drain``: ``lanes`` requantizers (:func:`requantizer_luts`) and the column-to-lane
       multiplexer (one LUT per bit of the two accumulators per lane);
+    * ``raw_out``: the raw output mode's beat select: each of the ``stream_bits`` output bits
+      takes the requantized word or one of the ``raw_bits / 16`` beats of the raw word (the
+      lanes' wide values, sign-extended: wiring), a ``(raw_bits/16 + 1):1`` multiplexer;
     * ``stats``: the statistics unit: a priority encoder per lane (``acc_bits`` LUTs) and a
       32-bit saturating counter per bin (40 LUTs);
     * ``base``: :data:`BASE_LUT`, stream reader/writer, loop control and the register file.
@@ -231,6 +254,7 @@ def logic_luts(p) -> dict:
         "cols": p["cols"] * xb * (mux(x_lanes(p)) + mux(banks) + 1),
         "banks": (32 * banks) if p["conv"] else 0,
         "drain": ln * (requantizer_luts(p) + 2 * p["acc_bits"]),
+        "raw_out": p["stream_bits"] * mux(raw_bits(p) // LANE_BITS + 1),
         "stats": ln * p["acc_bits"] + 40 * p["acc_bits"],
         "base": BASE_LUT,
     }
@@ -311,6 +335,7 @@ def estimate(cfg) -> dict:
             "logic_lut": logic,
             "units": units,
             "products_per_cycle": {"twohot": units, "pot": 2 * units, "pot_sum": units},
+            "k_tiled_limit": k_tiled_limit(p),
             "peak_gops": {m: 2 * n * mhz / 1e3 for m, n in {"twohot": units, "pot": 2 * units}.items()},
             "stream_bound_products_per_cycle": {"twohot": units / sb, "pot": 2 * units / sb},
             "throughput": {"value": (2 if p["default_mode"] == "pot" else 1) * units * mhz / 1e3,
@@ -348,6 +373,9 @@ def template_context(cfg) -> dict:
         "lb_banks": lb_banks(p),
         "pad_words": math.ceil(max(p["max_ksize"] - 1, 0) / lb_banks(p)),
         "col_beats": math.ceil(p["cols"] / ln),
+        "raw_bits": raw_bits(p),
+        "raw_factor": raw_bits(p) // LANE_BITS,
+        "raw_shift": (raw_bits(p) // LANE_BITS).bit_length() - 1,
         "param_banks": max(1, ln // 4),
         "param_beats": max(1, 4 // ln),
         "param_shift": (max(1, ln // 4) - 1).bit_length(),

@@ -6,6 +6,26 @@ on a :class:`~hlsnn.engines.shift_mac.kernel.Kernel` (``kern``), through its pub
 ``run_registers`` (one call each) and ``registers`` (re-packing a chunk of neurons); the
 ``Kernel`` decides with :func:`transfer_bytes`, :func:`samples_per_call` and :func:`tile_fits`
 whether one call suffices.
+
+**K tiling** (:func:`gemm_int_k`, :func:`conv2d_int_k`). A reduction length K above
+``max_k`` (or any K, with an explicit ``k_step``) runs as raw calls (``FLAG_RAW``, emulator
+rule 7: bias 0, no ReLU, so each call returns its chunk's exact accumulators) over chunks of
+K: a GEMM's columns ``[k0, k1)``, a convolution's input channels ``[c0, c1)`` (its K
+``C*k*k`` is channel-major). The host adds the chunks' sums in int64, saturates the sum to
+``acc_bits`` in summed-PoT mode (rule 4's adder, which one call applies to ``acc1 + acc2``
+over the whole K), and applies the output rules to the total with the emulator's own
+:func:`~hlsnn.engines.shift_mac.emulator.output_rule` (bias, ReLU, statistics, output shift
+with rounding and saturation). The result is :func:`~hlsnn.engines.shift_mac.emulator.emulate`
+on the whole K, bit for bit: the output one call would give on a kernel whose accumulator
+holds the sum (rule 3). The int64 sum cannot overflow: every product is at most
+``2**product_bits`` in magnitude (``spec.product_bits``; only a negative one reaches it,
+positive activations being below their bound), so every partial and total sum lies in
+``[-K * 2**product_bits, K * 2**product_bits)``, inside int64 for K up to
+``spec.k_tiled_limit = 2**(63 - product_bits)``, which :func:`check_k_sum` enforces (2**33 on
+``shift8_pynq-z2``, 2**32 on ``shift8_zcu104``; 512 on the widest test config, whose 16-bit
+activations and shifts to 31 leave the fewest bits). The registers' config bit must
+not change along K (the registers ``Kernel.registers`` packs never do): a change would reset
+the accumulators inside one chunk only.
 """
 from __future__ import annotations
 
@@ -15,17 +35,18 @@ from ...errors import InputError
 from ...formats import shift as sfmt
 from .. import tiling
 from . import protocol
+from .spec import k_tiled_limit, product_bits
 
 
-def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=False, row=None):
+def transfer_bytes(p, *, batch, n, k, mode, stats, fmap_shape=None, resident=False, row=None, raw=False):
     """``(input bytes, output bytes)`` of one call (beats x ``stream_bits/8``); a convolution
-    gives ``fmap_shape`` (cin, H, W) and ``row``, its output width."""
+    gives ``fmap_shape`` (cin, H, W) and ``row``, its output width; ``raw``: the raw output mode."""
     nb = p["stream_bits"] // 8
     if fmap_shape is not None and row is None:
         row = batch
     return (protocol.n_input_beats(p, batch=batch, n=n, k=k, mode=mode, fmap_shape=fmap_shape,
                                    resident=resident) * nb,
-            protocol.n_output_beats(p, batch, n, stats=stats, row=row) * nb)
+            protocol.n_output_beats(p, batch, n, stats=stats, row=row, raw=raw) * nb)
 
 
 def samples_per_call(p, k) -> int:
@@ -35,13 +56,24 @@ def samples_per_call(p, k) -> int:
     return (p["x_depth"] // lanes) // -(-k // lanes) * p["cols"]
 
 
-def check_k(cfg, k, op, what):
-    """The reduction length is never split: ``k`` above ``max_k`` is an :class:`InputError`."""
-    if k > cfg.params["max_k"]:
-        raise InputError(f"{op}: the reduction length {what} = {k} exceeds max_k = {cfg.params['max_k']} of config "
-                         f"{cfg.name}; it is not split (partial sums would need a wider output and a "
-                         f"host-side requantization, which changes the numerics): use a config with "
-                         f"max_k >= {k}")
+def check_k_sum(cfg, k, op, what):
+    """The K-tiled sum of ``k`` products must fit int64 (module docstring); else :class:`InputError`."""
+    if k > k_tiled_limit(cfg.params):
+        limit = k_tiled_limit(cfg.params)
+        raise InputError(f"{op}: the reduction length {what} = {k} is split into raw calls of at most max_k = "
+                         f"{cfg.params['max_k']}, but the host's int64 sum of {k} products of up to "
+                         f"{product_bits(cfg.params)} bits could overflow: config {cfg.name} takes K up to {limit}")
+
+
+def k_chunks(p, k, step=None):
+    """``[(k0, k1), ...]``: K in chunks of at most ``step`` (default: as few chunks of at most
+    ``max_k`` as possible, of balanced lengths)."""
+    if step is None:
+        parts = -(-k // p["max_k"])
+        step = -(-k // parts)
+    if not 1 <= step <= p["max_k"]:
+        raise InputError(f"k_step = {step}: must be in [1, max_k = {p['max_k']}]")
+    return list(tiling.chunks(k, step))
 
 
 def line_words(p, c, iw, ks) -> int:
@@ -64,23 +96,24 @@ def conv_call_limits(p, c, ih, iw, ks, n, k, mode) -> str:
     return ""
 
 
-def tile_fits(p, c, ih, iw, ks, pad, nz, mode, stats, limit):
+def tile_fits(p, c, ih, iw, ks, pad, nz, mode, stats, limit, raw=False):
     """Whether a call on a (c, ih, iw) map with ``pad`` and ``nz`` neurons fits the kernel's
-    stores (:func:`conv_call_limits`) and the transfer limit."""
+    stores (:func:`conv_call_limits`) and the transfer limit (``raw``: a raw call's output)."""
     k = c * ks * ks
     if conv_call_limits(p, c, ih, iw, ks, nz, k, mode):
         return False
     oh, ow = ih + 2 * pad - ks + 1, iw + 2 * pad - ks + 1
     return limit is None or max(transfer_bytes(p, batch=oh * ow, n=nz, k=k, mode=mode, stats=stats,
-                                               fmap_shape=(c, ih, iw), row=ow)) <= limit
+                                               fmap_shape=(c, ih, iw), row=ow, raw=raw)) <= limit
 
 
 # ---------------------------------------------------------------------- tiled operations
-def gemm_int(kern, x, weights, regs, n, bias, shift, limit, *, mode, stats, **kw):
-    """``Kernel.gemm_int`` beyond one call: neuron chunks, each over batch rows per call."""
+def gemm_int(kern, x, weights, regs, n, bias, shift, limit, *, mode, stats, raw=False, **kw):
+    """``Kernel.gemm_int`` beyond one call: neuron chunks, each over batch rows per call
+    (``raw``: raw calls, whose wide values are returned)."""
     p, k = kern.p, x.shape[1]
     bias, shift = _per_neuron(n, bias, shift)
-    nbytes = lambda b, nc: transfer_bytes(p, batch=b, n=nc, k=k, mode=mode, stats=stats)  # noqa: E731
+    nbytes = lambda b, nc: transfer_bytes(p, batch=b, n=nc, k=k, mode=mode, stats=stats, raw=raw)  # noqa: E731
     fits = lambda nc: limit is None or max(nbytes(1, nc)) <= limit  # noqa: E731
     y = np.empty((x.shape[0], n), np.int64)
     tally = tiling.Tally()
@@ -91,38 +124,114 @@ def gemm_int(kern, x, weights, regs, n, bias, shift, limit, *, mode, stats, **kw
                                     what=f"gemm_int on {kern.cfg.name} (K = {k}, {b - a} outputs per call)")
         for r0, r1 in tiling.chunks(x.shape[0], rows):
             y[r0:r1, a:b] = kern.run_registers(x[r0:r1], r, n=b - a, bias=bias[a:b], shift=shift[a:b], mode=mode,
-                                               stats=stats, **kw)
+                                               stats=stats, raw=raw, **kw)
             tally.add(kern)
     tally.store(kern)
     return y
 
 
-def conv2d_int(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, stats, **kw):
+def conv2d_int(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, stats, raw=False, **kw):
     """``Kernel.conv2d_int`` beyond one call: the map padded on the host once, neuron chunks,
     each over output tiles of one shape (:func:`_conv_tile`) run "valid" on their halo window.
-    ``flat``: the (Z, C*k*k) weights that ``regs`` packs."""
+    ``flat``: the (Z, C*k*k) weights that ``regs`` packs; ``raw``: raw calls."""
     p = kern.p
     c, h, w = x.shape
     z = flat[0].shape[0] if isinstance(flat, tuple) else flat.shape[0]
     oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
     bias, shift = _per_neuron(z, bias, shift)
     xp = tiling.pad_map(x, pad)
-    fits = lambda nc: tile_fits(p, c, ks, ks, ks, 0, nc, mode, stats, limit)  # noqa: E731
+    fits = lambda nc: tile_fits(p, c, ks, ks, ks, 0, nc, mode, stats, limit, raw)  # noqa: E731
     y = np.empty((z, oh, ow), np.int64)
     tally, plans = tiling.Tally(), {}
     cap = max(1, p["w_depth"] // (c * ks * ks)) * protocol.tile_neurons(p, mode)    # weight store
     for a, b, r in _neuron_chunks(kern, flat, regs, z, mode, fits, cap=cap):
         if b - a not in plans:                                          # one plan per chunk size
-            plans[b - a] = _conv_tile(kern.cfg, c, oh, ow, ks, b - a, mode, stats, limit)
+            plans[b - a] = _conv_tile(kern.cfg, c, oh, ow, ks, b - a, mode, stats, limit, raw)
         th, tw = plans[b - a]
         for rect in tiling.grid(tiling.chunks(oh, th), tiling.chunks(ow, tw)):
             t = kern.run_registers(regs=r, n=b - a, bias=bias[a:b], shift=shift[a:b],
-                                   fmap=tiling.halo_window(xp, rect, ks), ksize=ks, pad=0, mode=mode, stats=stats, **kw)
+                                   fmap=tiling.halo_window(xp, rect, ks), ksize=ks, pad=0, mode=mode, stats=stats,
+                                   raw=raw, **kw)
             y0, y1, x0, x1 = rect
             tiling.stitch(y[a:b], rect, t.T.reshape(b - a, y1 - y0, x1 - x0))
             tally.add(kern)
     tally.store(kern)
     return y
+
+
+def gemm_int_k(kern, x, weights, regs, n, bias, shift, limit, *, mode, delta, relu, stats, k_step=None):
+    """``Kernel.gemm_int`` over chunks of K (module docstring, *K tiling*): raw calls of
+    :func:`gemm_int` per chunk of columns, their sums added in int64, then the output rules."""
+    p, k = kern.p, x.shape[1]
+    check_k_sum(kern.cfg, k, "gemm_int", "K")
+    bias, shift = _per_neuron(n, bias, shift)
+    protocol.check_fields(p, regs=None, n=n, mode=mode, bias=bias, shift=shift)     # the host applies them
+    zero = np.zeros(n, np.int64)
+    total = np.zeros((x.shape[0], n), np.int64)
+    for k0, k1 in k_chunks(p, k, k_step):
+        total += gemm_int(kern, x[:, k0:k1], _columns(weights, k0, k1), regs[:, k0:k1], n, zero, 0, limit,
+                          mode=mode, stats=False, raw=True, delta=delta, relu=False)
+    return _finish(kern, total, bias, shift, mode, relu, stats)
+
+
+def conv2d_int_k(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, delta, relu, stats, k_step=None):
+    """``Kernel.conv2d_int`` over chunks of input channels (module docstring, *K tiling*):
+    raw calls of the whole convolution (:func:`conv2d_int`, or one call when it fits) per
+    chunk of ``k_step // ks**2`` channels (default: as few chunks of at most ``max_k // ks**2``
+    channels as possible), their sums added in int64, then the output rules. ``flat``: the
+    (Z, C*k*k) weights that ``regs`` packs; returns (Z, H', W')."""
+    p = kern.p
+    c, h, w = x.shape
+    z = flat[0].shape[0] if isinstance(flat, tuple) else flat.shape[0]
+    kk = ks * ks
+    check_k_sum(kern.cfg, c * kk, "conv2d_int", "C*k*k")
+    if k_step is not None and not kk <= k_step <= p["max_k"]:
+        raise InputError(f"k_step = {k_step}: must be in [k*k = {kk}, max_k = {p['max_k']}] (whole channels)")
+    per = (k_step or p["max_k"]) // kk
+    if per < 1:
+        raise InputError(f"conv2d_int: one input channel of a {ks}x{ks} kernel is K = {kk}, above max_k = "
+                         f"{p['max_k']}")
+    parts = -(-c // per)
+    per = per if k_step else -(-c // parts)                 # balanced chunks by default
+    oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
+    bias, shift = _per_neuron(z, bias, shift)
+    protocol.check_fields(p, regs=None, n=z, mode=mode, bias=bias, shift=shift)     # the host applies them
+    zero = np.zeros(z, np.int64)
+    total = np.zeros((z, oh, ow), np.int64)
+    for c0, c1 in tiling.chunks(c, per):
+        xc, fc, rc = x[c0:c1], _columns(flat, c0 * kk, c1 * kk), regs[:, c0 * kk:c1 * kk]
+        kw = dict(mode=mode, stats=False, raw=True, delta=delta, relu=False)
+        if z <= p["max_n"] and p["conv"] and tile_fits(p, c1 - c0, h, w, ks, pad, z, mode, False, limit, True):
+            y = kern.run_registers(regs=rc, n=z, bias=zero, shift=0, fmap=xc, ksize=ks, pad=pad, **kw)
+            total += y.T.reshape(z, oh, ow)
+        else:
+            total += conv2d_int(kern, xc, fc, rc, pad, ks, zero, 0, limit, **kw)
+    y = _finish(kern, total.reshape(z, -1).T, bias, shift, mode, relu, stats)
+    return y.T.reshape(z, oh, ow)
+
+
+def _finish(kern, total, bias, shift, mode, relu, stats):
+    """The output rules on the K-tiled sums ``total`` (batch, N): summed PoT saturates the sum
+    (rule 4), then :func:`~hlsnn.engines.shift_mac.emulator.output_rule`; the saturation count
+    and histogram are left in ``kern``."""
+    from .emulator import output_rule
+    from ...primitives import saturate
+    p = kern.p
+    acc = saturate(total, p["acc_bits"]) if mode == "pot_sum" else total
+    y, sat, *hist = output_rule(p, acc, bias, shift, relu=relu, stats=stats)
+    kern.last_sat_count = sat
+    kern.last_stats = hist[0] if stats else None
+    return y
+
+
+def _columns(weights, k0, k1):
+    """Columns ``k0..k1`` (of K) of 2-D shift weights, or of a ``pot_sum`` pair."""
+    if isinstance(weights, tuple):
+        return tuple(_columns(t, k0, k1) for t in weights)
+    t = weights
+    se = np.broadcast_to(np.asarray(t.scale_exponent), t.shape)[:, :1]
+    return sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, t.e1[:, k0:k1], t.e2[:, k0:k1], t.s1[:, k0:k1],
+                                       t.s2[:, k0:k1], t.zero[:, k0:k1], se, delta=t.delta, axis=0)
 
 
 # ---------------------------------------------------------------------- planning
@@ -157,13 +266,13 @@ def _neuron_chunks(kern, weights, regs, n, mode, fits_one, cap=None):
             yield a, b, kern.registers(_neurons(weights, a, b), mode)[0]
 
 
-def _conv_tile(cfg, c, oh, ow, ks, nz, mode, stats, limit):
+def _conv_tile(cfg, c, oh, ow, ks, nz, mode, stats, limit, raw=False):
     """Output tile ``(th, tw)`` for an (oh, ow) output: the fewest calls, then the fewest
     input bytes (each tile reads ``(th+ks-1) x (tw+ks-1)`` of the padded map)."""
     p = cfg.params
 
     def ok(th, tw):
-        return tile_fits(p, c, th + ks - 1, tw + ks - 1, ks, 0, nz, mode, stats, limit)
+        return tile_fits(p, c, th + ks - 1, tw + ks - 1, ks, 0, nz, mode, stats, limit, raw)
 
     best = None
     for tw in sorted({-(-ow // m) for m in range(1, ow + 1)}, reverse=True):
@@ -180,7 +289,8 @@ def _conv_tile(cfg, c, oh, ow, ks, nz, mode, stats, limit):
         if why:
             raise InputError(f"{what}: the {c}x{ks}x{ks} input window of one output pixel does not fit one call: "
                              f"{why}; use a config with larger maxima")
-        one = transfer_bytes(p, batch=1, n=nz, k=c * ks * ks, mode=mode, stats=stats, fmap_shape=(c, ks, ks), row=1)
+        one = transfer_bytes(p, batch=1, n=nz, k=c * ks * ks, mode=mode, stats=stats, fmap_shape=(c, ks, ks), row=1,
+                             raw=raw)
         tiling.rows_per_call(1, lambda _: one[0], lambda _: one[1], limit,
                              what=what)                 # raises: one pixel does not fit the transfer
     return best[1], best[2]
