@@ -563,6 +563,20 @@ def test_shift_goals_of_issue_14(stem, mode):
     assert kc.calls == 1 and macs / (kc.cycles * peak) >= 0.70, macs / (kc.cycles * peak)
 
 
+@pytest.mark.parametrize("stem", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats"])
+def test_bfp_gemm_goal_of_issue_14(stem):
+    """Issue 14's BFP goal, from the closed-form counts (which equal csim, above): the GEMM
+    256x1024x1024 at >= 85% of the array's peak on every shipped BFP config."""
+    from hlsnn.config import load_config
+    from hlsnn.perf import bfp_systolic as page
+    from hlsnn.perf.closed_form import gemm_cycles
+    cfg = load_config(ROOT / "configs" / "accel" / f"{stem}.yaml")
+    peak = page.peak_macs_per_cycle(cfg.params)
+    kc = gemm_cycles(cfg, 256, 1024, 1024)
+    macs = 256 * 1024 * 1024
+    assert kc.cycles >= macs / peak and macs / (kc.cycles * peak) >= 0.85, macs / (kc.cycles * peak)
+
+
 def test_shift_resident_counts_equal_csim(shift_acc):
     """load_weights, a call that keeps the weights (streamed, counted as usual) and a resident
     one (no ReadSteps, no weight stall): both as the closed form says."""
