@@ -414,6 +414,61 @@ class BFPTensor:
         return np.ldexp(self.mantissas.astype(np.float64), self.element_exponents())
 
 
+def _quantize_rows_into(a: np.ndarray, mantissa_bits: int, exponent_bits: int, rounding: str,
+                        out: np.ndarray, *, whole: bool = False,
+                        block_elems: int = 1 << 14) -> Tuple[np.ndarray, np.ndarray]:
+    """Internal: ``quantize(a, mantissa_bits, axis=-1 (None if whole), exponent_bits=...,
+    rounding=...)`` of a 2-D float64 array, its mantissas written as floats into ``out``.
+
+    ``a`` must be what :func:`quantize` would check it to be (finite float64, 2-D: the caller
+    ran :func:`~hlsnn.formats._validate.as_float_input`), ``rounding`` a deterministic mode
+    (not ``"stochastic"``) and ``out`` a float32 or float64 array of ``a``'s shape, float32
+    only for ``mantissa_bits <= 25`` (the mantissas are then exact in it). Returns
+    ``(exponents, nonzero)``: the int32 exponent of every row (with ``whole``, the tensor's
+    one, repeated), and whether the row has a non-zero mantissa. ``out`` and the exponents
+    equal ``quantize``'s ``mantissas`` (as floats) and ``exponents`` (broadcast to one per row).
+
+    The rows go in blocks of about ``block_elems`` elements through one small scratch array
+    (fresh multi-MB temporaries cost more in page faults than the arithmetic). Every mode
+    rounds monotonically, so a row's largest and smallest mantissa are those of its largest
+    and smallest value: they tell, per row, whether any mantissa saturates (only then is
+    the block clipped) and whether all are zero.
+    """
+    m = _check_mantissa_bits(mantissa_bits)
+    lo, hi = mantissa_range(m)
+    rows, n = a.shape
+    if n:
+        ext_x = np.stack([a.max(axis=1), a.min(axis=1)])   # (2, rows): each row's extremes
+    else:
+        ext_x = np.zeros((2, rows))
+    amax = np.maximum(ext_x[0], -ext_x[1])
+    if whole:
+        amax = np.full(rows, amax.max(initial=0.0))
+    e = shared_exponent(amax, m, exponent_bits)        # int32 per row
+    ne = np.negative(e, dtype=np.int32)
+    with np.errstate(over="ignore", under="ignore"):
+        ext = np.ldexp(ext_x, ne)
+    ext = _round(np.clip(ext, lo - 1, hi + 1), ext_x, rounding, None)
+    clip_rows = ((ext > hi) | (ext < lo)).any(axis=0)
+    nonzero = (ext != 0).any(axis=0)
+    step = max(1, block_elems // max(n, 1))
+    tmp = np.empty((min(step, rows), n))
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        v, xb = tmp[:r1 - r0], a[r0:r1]
+        with np.errstate(over="ignore", under="ignore"):
+            np.ldexp(xb, ne[r0:r1, None], out=v)
+        if rounding == "nearest_even":
+            np.rint(v, out=v)
+        else:
+            np.clip(v, lo - 1, hi + 1, out=v)
+            v[...] = _round(v, xb, rounding, None)
+        if clip_rows[r0:r1].any():
+            np.clip(v, lo, hi, out=v)
+        out[r0:r1] = v
+    return e, nonzero
+
+
 def quantize(x, mantissa_bits: int, *, axis: Optional[int] = -1,
              block_size: Optional[int] = None, exponent_bits: int = 8,
              rounding: str = "nearest_even", seed: Any = None,

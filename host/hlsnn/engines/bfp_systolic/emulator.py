@@ -271,32 +271,57 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
     cannot change a bit. Rows are processed in blocks of about ``block_elems`` outputs in
     reused buffers. Configs outside these bounds fall back to :func:`emulate_reference`.
     """
-    M, A, E = p["mantissa_bits"], p["acc_bits"], p["exponent_bits"]
-    rounding = p["rounding"]
+    M, E = p["mantissa_bits"], p["exponent_bits"]
     xm, wm = np.asarray(xm), np.asarray(wm)
-    B, K = xm.shape
     N = wm.shape[0]
     xe = np.asarray(xe, np.int64).reshape(-1)
     we = np.broadcast_to(np.asarray(we, np.int64).reshape(-1), (N,))
-    mag_bits = 2 * (M - 1) + math.ceil(math.log2(max(K, 1)))      # every |partial sum| <= 2**mag_bits
-    if A > 48 or E > 8 or mag_bits > 53:
+    ft = gemm_dtype(p, xm.shape[1])
+    if ft is None:
         return emulate_reference(p, xm, xe, wm, we, bm, be, relu=relu, use_stats=use_stats, stats_k=stats_k,
                                  stats_out=stats_out, rolling=rolling)
     if bm is not None:
         _check_range("mantissa", M, bm)
     _check_range("exponent", E, xe, we, be)
+    xf = _to_float_checked(xm, _workspace("x", xm.shape, ft), M)  # exact: |mantissa| <= 2**15
+    wf = _to_float_checked(wm, _workspace("w", wm.shape, ft), M)
+    return emulate_floats(p, xf, xe, wf, we, bm, be, relu=relu, use_stats=use_stats, stats_k=stats_k,
+                          stats_out=stats_out, rolling=rolling, block_elems=block_elems)
+
+
+def gemm_dtype(p, k):
+    """The float type :func:`emulate` runs a GEMM of reduction length ``k`` in: float32 when
+    every partial sum is below 2**24, float64 below 2**53; None when the config or ``k`` is
+    beyond the bounds of :func:`emulate`'s Notes (then :func:`emulate_reference` runs)."""
+    M = p["mantissa_bits"]
+    mag_bits = 2 * (M - 1) + math.ceil(math.log2(max(k, 1)))      # every |partial sum| <= 2**mag_bits
+    if p["acc_bits"] > 48 or p["exponent_bits"] > 8 or mag_bits > 53:
+        return None
+    return np.float32 if mag_bits <= 24 else np.float64
+
+
+def emulate_floats(p, xf, xe, wf, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,
+                   stats_out=False, rolling=None, dequantize=False, block_elems=1 << 15):
+    """:func:`emulate` on mantissas that are already floats: the caller guarantees that
+    ``xf`` (batch, K) and ``wf`` (N, K) hold integers in the ``mantissa_bits`` range, of
+    type ``gemm_dtype(p, K)`` (not None), and that ``xe`` (batch,) and ``we`` (N,) are int64
+    exponents in range (the kernel's float GEMM quantizes straight into such arrays).
+
+    ``dequantize=True`` returns, instead of the int64 mantissas ``ym``, the float64 values
+    ``ym * 2**ye`` (``BFPTensor.dequantize`` of the result: exact, and +0.0 for a zero
+    mantissa); the other returns are :func:`emulate`'s."""
+    M, A, E = p["mantissa_bits"], p["acc_bits"], p["exponent_bits"]
+    rounding = p["rounding"]
+    B, N = xf.shape[0], wf.shape[0]
     emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
     lo_a, hi_a = -(1 << (A - 1)), (1 << (A - 1)) - 1
     lo, hi = -(1 << (M - 1)), (1 << (M - 1)) - 1
-    ft = np.float32 if mag_bits <= 24 else np.float64
-    xf = _to_float_checked(xm, _workspace("x", xm.shape, ft), M)  # exact: |mantissa| <= 2**15
-    wf = _to_float_checked(wm, _workspace("w", wm.shape, ft), M)
-    acc = np.matmul(xf, wf.T, out=_workspace("acc", (B, N), ft))   # step 1
+    acc = np.matmul(xf, wf.T, out=_workspace("acc", (B, N), xf.dtype))   # step 1
     colscale = np.ldexp(1.0, we)                                   # 2**we[n]
     stats = bool(use_stats) and p["weight_exponent"] == "tensor" and rolling is None
     if bm is not None:
         bcol = np.asarray(bm, np.float64).reshape(-1) * np.ldexp(1.0, int(be) - we)
-    ym = np.empty((B, N), np.int64)
+    ym = np.empty((B, N), np.float64 if dequantize else np.int64)
     ye = np.empty(B, np.int64)
     sat = 0
     hist = np.zeros(A, np.int64) if stats_out else None
@@ -354,12 +379,16 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
             ext = np.concatenate([rmax * scale, rmin * scale])
             _round_into(ext, rounding, ext)
             may_saturate = bool((ext > hi).any() or (ext < lo).any())
-        if may_saturate or rounding == "nearest_away":            # step 6
+        if may_saturate or rounding == "nearest_away" or dequantize:    # step 6
             _round_into(a, rounding, a)
             if may_saturate:
                 sat += int(np.count_nonzero(a > hi)) + int(np.count_nonzero(a < lo))
                 np.clip(a, lo, hi, out=a)
-            yb[...] = a
+            if dequantize:          # ym * 2**e4, exact (|ym| < 2**15, |e4| <= 128); -0.0 -> +0.0
+                np.multiply(a, np.ldexp(1.0, e4)[:, None], out=yb)
+                yb += 0.0
+            else:
+                yb[...] = a
         else:
             (np.rint if rounding == "nearest_even" else np.floor)(a, out=yb, casting="unsafe")
     if stats_out:

@@ -10,7 +10,8 @@ from ...formats import bfp
 from ...formats._validate import as_float_input
 from .. import tiling
 from . import protocol
-from .emulator import RollingState, emulate
+from ..common import workspace as _workspace
+from .emulator import RollingState, emulate, emulate_floats, gemm_dtype
 from .spec import MAGIC, k_limit, lane_bits, passes
 
 
@@ -146,17 +147,18 @@ class Kernel:
         exponent that puts the bias's alignment shift at 0 for the largest weight exponent
         (:meth:`quantize_activations`).
         """
-        p = self.p
-        qround = p["rounding"]
         wq = self.quantize_weights(w)
-        bq = None
-        if bias is not None:
-            b = as_float_input(bias, "bias")
-            if b.shape != (wq.shape[0],):
-                raise InputError(f"bias must have one value per output (N = {wq.shape[0]}), got shape {b.shape}")
-            bq = bfp.quantize(b, p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
-                              rounding=qround)
+        bq = None if bias is None else self._quantize_bias(bias, wq.shape[0])
         return self.quantize_activations(x, wq, bq), wq, bq
+
+    def _quantize_bias(self, bias, n):
+        """Float bias (N,) to a BFPTensor with one exponent, as :meth:`quantize_operands` does."""
+        p = self.p
+        b = as_float_input(bias, "bias")
+        if b.shape != (n,):
+            raise InputError(f"bias must have one value per output (N = {n}), got shape {b.shape}")
+        return bfp.quantize(b, p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
+                            rounding=p["rounding"])
 
     def quantize_activations(self, x, wq=None, bq=None):
         """Float activations ``x`` (batch, K) to a BFPTensor with one exponent per sample,
@@ -190,6 +192,11 @@ class Kernel:
         concatenation of the chunks' :meth:`gemm_bfp` results (the same on every target), not
         one ``gemm_bfp`` over all N.
         """
+        if getattr(self.target, "arrays", False) and self._loaded is None \
+                and tiling.transfer_limit(self.target) is None:
+            y = self._gemm_arrays(x, w, bias, relu, method, stats_k, stats)
+            if y is not None:
+                return y
         xq, wq, bq = self.quantize_operands(x, w, bias)
         n, k = wq.shape
         step = self._n_per_call(n, k, bias is not None, stats)
@@ -205,6 +212,53 @@ class Kernel:
             parts.append(self._tensor(ym, ye).dequantize())
         tally.store(self)
         return np.concatenate(parts, axis=1)
+
+    def _gemm_arrays(self, x, w, bias, relu, method, stats_k, stats):
+        """The float :meth:`gemm` on the ``emu`` target's arrays (no transfer limit, no
+        loaded weights) as one emulator call, or None when it is not that simple (N above
+        ``max_n``, K beyond the limits, shapes that disagree: the general path then runs, and
+        raises its errors).
+
+        It computes what the general path does (quantize, ``gemm_bfp``, dequantize), bit for
+        bit and with the same kernel state afterwards, in fewer passes: the operands are
+        quantized straight into the float arrays the emulator's GEMM reads
+        (``bfp._quantize_rows_into``, reused buffers), their all-zero samples found from
+        each row's extremes, and the emulator returns the dequantized result
+        (:func:`~.emulator.emulate_floats`); no BFPTensor is built, and nothing is checked
+        twice. ``tests/engines/bfp_systolic/test_fast_gemm.py`` holds the two paths equal."""
+        p = self.p
+        w = self._float2d("w", w)
+        bq = None if bias is None else self._quantize_bias(bias, w.shape[0])
+        x = self._float2d("x", x)
+        (batch, k), (n, kw) = x.shape, w.shape
+        ft = gemm_dtype(p, k)
+        if ft is None or kw != k or not 1 <= k <= k_limit(p) or not 1 <= n <= p["max_n"] or batch < 1:
+            return None
+        m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
+        wf = _workspace("gemm_w", (n, k), ft)
+        we, _ = bfp._quantize_rows_into(w, m, e, rounding, wf, whole=p["weight_exponent"] == "tensor")
+        xf = _workspace("gemm_x", (batch, k), ft)
+        xe, nonzero = bfp._quantize_rows_into(x, m, e, rounding, xf)
+        xe, we = xe.astype(np.int64), we.astype(np.int64)
+        if not nonzero.all():       # all-zero samples get a free exponent (quantize_activations)
+            if nonzero.any():
+                xe[~nonzero] = xe[nonzero].max()
+            elif bq is not None:
+                lo, hi = self._e_range
+                xe[:] = min(max(int(np.asarray(bq.exponents).max()) - int(we.max()), lo), hi)
+        bm, be = (None, 0) if bq is None else (bq.mantissas, int(np.asarray(bq.exponents).reshape(-1)[0]))
+        flags, k_sigma = self._regs(method, stats_k, relu, bm is not None, stats)
+        # one call, as _call and _emulate_arrays make it: the operation empties the rolling buffer
+        self._roll_fresh = False
+        if flags & protocol.FLAG_ROLLING:
+            self._roll.clear()
+        self._on_chip = None
+        y, _, sat, *hist = emulate_floats(p, xf, xe, wf, we, bm, be, relu=bool(relu), use_stats=bool(flags & protocol.FLAG_STATS),
+                                          stats_k=k_sigma & 15, stats_out=stats, dequantize=True,
+                                          rolling=self._roll if flags & protocol.FLAG_ROLLING else None)
+        self.last_id = (MAGIC, self.cfg.hash32)
+        self.last_sat_count, self.last_stats = sat, (hist[0] if stats else None)
+        return y
 
     def _n_per_call(self, n, k, has_bias, stats):
         """Outputs per call of the float :meth:`gemm`: ``max_n``, or the largest multiple of
