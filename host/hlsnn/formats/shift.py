@@ -519,10 +519,8 @@ def _scale_exponent(amax: np.ndarray, max_mag: int) -> np.ndarray:
 _BLOCK_ELEMS = 1 << 14
 
 
-def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
-    """:func:`quantize_pot` / :func:`quantize_twohot`: the module's rules, with the nearest
-    magnitude found by :func:`_nearest`, block by block of the leading axis; equal, field for
-    field, to :func:`_quantize_reference` (``tests/formats/test_shift.py``)."""
+def _prepare(mode: str, w, exp_bits, delta, axis):
+    """Checked inputs, the format's table and the scale exponents: ``(a, tab, F, eb, d, ax)``."""
     eb = _check_exp_bits(exp_bits)
     d = _check_delta(delta, mode)
     a = np.ascontiguousarray(_as_float_input(w))
@@ -534,9 +532,13 @@ def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
         others = tuple(i for i in range(a.ndim) if i != ax)
         amax = np.maximum(a.max(axis=others, keepdims=True, initial=0.0),
                           -a.min(axis=others, keepdims=True, initial=0.0))
-    F = _scale_exponent(amax, tab.max_mag)
-    e1, e2, s1, s2 = (np.zeros(a.shape, np.uint8) for _ in range(4))
-    zero = np.empty(a.shape, bool)
+    return a, tab, _scale_exponent(amax, tab.max_mag), eb, d, ax
+
+
+def _blocks(a, tab, F):
+    """``(rows, values, k)`` per block of the leading axis of ``a``: ``k`` the index of the
+    nearest magnitude to each ``|value| * 2**F`` (ties to the smaller). Blocks of about
+    :data:`_BLOCK_ELEMS` elements."""
     n0 = a.shape[0]
     rows = max(1, _BLOCK_ELEMS // max(1, a.size // max(n0, 1)))
     for r0 in range(0, n0, rows):
@@ -545,7 +547,17 @@ def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
         v = np.abs(ab)
         with np.errstate(under="ignore"):
             np.ldexp(v, F[sl] if F.shape[0] > 1 else F, out=v)   # exact unless far below the smallest level
-        k = _nearest(tab, v)                                     # ties -> the smaller magnitude
+        yield sl, ab, _nearest(tab, v)
+
+
+def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
+    """:func:`quantize_pot` / :func:`quantize_twohot`: the module's rules, with the nearest
+    magnitude found by :func:`_nearest`, block by block of the leading axis; equal, field for
+    field, to :func:`_quantize_reference` (``tests/formats/test_shift.py``)."""
+    a, tab, F, eb, d, ax = _prepare(mode, w, exp_bits, delta, axis)
+    e1, e2, s1, s2 = (np.zeros(a.shape, np.uint8) for _ in range(4))
+    zero = np.empty(a.shape, bool)
+    for sl, ab, k in _blocks(a, tab, F):
         z = np.equal(k, 0, out=zero[sl])
         neg = ab < 0
         neg &= ~z
@@ -560,6 +572,20 @@ def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
             s2[sl] = neg
     # every field in range and of the checked shapes by construction, and new arrays
     return ShiftTensor._trusted(mode, eb, e1, e2, s1, s2, zero, F, d, ax)
+
+
+def _quantize_values_into(mode: str, w: np.ndarray, exp_bits: int, delta: int, out: np.ndarray) -> np.ndarray:
+    """Internal: the code values of ``_quantize(mode, w, exp_bits, delta, axis=0)`` of 2-D
+    ``w``, written as float64 into ``out`` (w's shape; any strides), without building the
+    fields: ``out = code_values()`` exactly (+0.0 for a zero code). Returns the scale
+    exponents, int32 ``(N, 1)``. The shift_mac kernel's float GEMM multiplies by these."""
+    a, tab, F, _, _, _ = _prepare(mode, w, exp_bits, delta, 0)
+    for sl, ab, k in _blocks(a, tab, F):
+        ob = out[sl]
+        np.take(tab.mags, k, out=ob)
+        np.copysign(ob, ab, out=ob)       # the value's sign is the weight's (module docstring)
+        ob += 0.0                         # a zero code of a negative weight: +0.0
+    return F
 
 
 def _quantize_reference(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
