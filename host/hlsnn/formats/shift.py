@@ -243,11 +243,10 @@ def _nearest(tab: "_Table", v: np.ndarray) -> np.ndarray:
     vb = v.reshape(-1).view(np.int64)            # v >= +0.0: patterns ordered as the values
     key = vb >> bk.shift
     key -= bk.first
-    np.maximum(key, 0, out=key)                  # below bucket 0: below every threshold
-    np.minimum(key, bk.base.size - 1, out=key)   # above the last: beyond every threshold
-    k = bk.base[key]
-    k += vb > bk.cut[key]
-    dense = np.flatnonzero(bk.dense[key])
+    # a key below bucket 0 is below every threshold, one above the last beyond every one: clipped
+    k = np.take(bk.base, key, mode="clip")
+    k += vb > np.take(bk.cut, key, mode="clip")
+    dense = np.flatnonzero(np.take(bk.dense, key, mode="clip"))
     if dense.size:
         k[dense] = np.searchsorted(bk.thresholds, v.reshape(-1)[dense], side="left")
     return k.reshape(v.shape)
