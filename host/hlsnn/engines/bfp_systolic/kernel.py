@@ -11,7 +11,7 @@ from ...formats._validate import as_float_input
 from .. import tiling
 from . import protocol
 from ..common import workspace as _workspace
-from .emulator import RollingState, emulate, emulate_floats, gemm_dtype
+from .emulator import RollingState, emulate, emulate_floats, emulate_values, gemm_dtype, values_fit_float32
 from .spec import MAGIC, k_limit, lane_bits, passes
 
 
@@ -222,10 +222,13 @@ class Kernel:
         It computes what the general path does (quantize, ``gemm_bfp``, dequantize), bit for
         bit and with the same kernel state afterwards, in fewer passes: the operands are
         quantized straight into the float arrays the emulator's GEMM reads
-        (``bfp._quantize_rows_into``, reused buffers), their all-zero samples found from
-        each row's extremes, and the emulator returns the dequantized result
-        (:func:`~.emulator.emulate_floats`); no BFPTensor is built, and nothing is checked
-        twice. ``tests/engines/bfp_systolic/test_fast_gemm.py`` holds the two paths equal."""
+        (``bfp._row_plan`` / ``bfp._encode_rows_into``, reused buffers), their all-zero
+        samples found from each row's extremes, and the emulator returns the dequantized
+        result: from the dequantized operands (:func:`~.emulator.emulate_values`) when no
+        bias, statistics or stats rule needs the integer accumulators, else from the
+        mantissas (:func:`~.emulator.emulate_floats`). No BFPTensor is built, and nothing is
+        checked twice. ``tests/engines/bfp_systolic/test_fast_gemm.py`` holds the two paths
+        equal."""
         p = self.p
         w = self._float2d("w", w)
         bq = None if bias is None else self._quantize_bias(bias, w.shape[0])
@@ -235,11 +238,10 @@ class Kernel:
         if ft is None or kw != k or not 1 <= k <= k_limit(p) or not 1 <= n <= p["max_n"] or batch < 1:
             return None
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
-        wf = _workspace("gemm_w", (n, k), ft)
-        we, _ = bfp._quantize_rows_into(w, m, e, rounding, wf, whole=p["weight_exponent"] == "tensor")
-        xf = _workspace("gemm_x", (batch, k), ft)
-        xe, nonzero = bfp._quantize_rows_into(x, m, e, rounding, xf)
-        xe, we = xe.astype(np.int64), we.astype(np.int64)
+        wplan = bfp._row_plan(w, m, e, rounding, whole=p["weight_exponent"] == "tensor")
+        xplan = bfp._row_plan(x, m, e, rounding)
+        xe, we = xplan.exponents.astype(np.int64), wplan.exponents.astype(np.int64)
+        nonzero = xplan.nonzero
         if not nonzero.all():       # all-zero samples get a free exponent (quantize_activations)
             if nonzero.any():
                 xe[~nonzero] = xe[nonzero].max()
@@ -248,14 +250,25 @@ class Kernel:
                 xe[:] = min(max(int(np.asarray(bq.exponents).max()) - int(we.max()), lo), hi)
         bm, be = (None, 0) if bq is None else (bq.mantissas, int(np.asarray(bq.exponents).reshape(-1)[0]))
         flags, k_sigma = self._regs(method, stats_k, relu, bm is not None, stats)
+        # the GEMM on the dequantized operands yields the values (emulator.emulate_values), where
+        # no bias, statistics or stats rule needs the integer accumulators
+        values = bm is None and not stats and not flags & protocol.FLAG_STATS \
+            and (ft == np.float64 or values_fit_float32(p, xe, we, k))
+        wf = bfp._encode_rows_into(w, wplan, m, rounding, _workspace("gemm_w", (n, k), ft), values=values)
+        xf = bfp._encode_rows_into(x, xplan, m, rounding, _workspace("gemm_x", (batch, k), ft), values=values)
         # one call, as _call and _emulate_arrays make it: the operation empties the rolling buffer
         self._roll_fresh = False
         if flags & protocol.FLAG_ROLLING:
             self._roll.clear()
         self._on_chip = None
-        y, _, sat, *hist = emulate_floats(p, xf, xe, wf, we, bm, be, relu=bool(relu), use_stats=bool(flags & protocol.FLAG_STATS),
-                                          stats_k=k_sigma & 15, stats_out=stats, dequantize=True,
-                                          rolling=self._roll if flags & protocol.FLAG_ROLLING else None)
+        rolling = self._roll if flags & protocol.FLAG_ROLLING else None
+        if values:
+            y, _, sat = emulate_values(p, xf, wf, relu=bool(relu), stats_k=k_sigma & 15, rolling=rolling)
+            hist = []
+        else:
+            y, _, sat, *hist = emulate_floats(p, xf, xe, wf, we, bm, be, relu=bool(relu),
+                                              use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
+                                              stats_out=stats, dequantize=True, rolling=rolling)
         self.last_id = (MAGIC, self.cfg.hash32)
         self.last_sat_count, self.last_stats = sat, (hist[0] if stats else None)
         return y
