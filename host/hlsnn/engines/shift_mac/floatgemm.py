@@ -35,7 +35,7 @@ from ...formats import shift as sfmt
 from ...formats._validate import as_float_input, is_int
 from .. import tiling
 from ..common import largest_frac, workspace
-from .emulator import requantize
+from .emulator import requantize, wide_bound
 
 #: Scale exponents (activation, weight, output and their sums) within which every value of
 #: the calibration product is an exact normal float64.
@@ -100,22 +100,56 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     b_int = np.rint(b_scaled).astype(np.int64)
     wm[:, k] = b_int
     v = np.matmul(xf, wm.T, out=workspace("shift_gemm_acc", (batch, n)))     # acc + bias, exact
+    if relu:                                 # rule 5's ReLU, here already (the calibration sees it too)
+        np.maximum(v, 0, out=v)
     # the output scale, as Kernel._out_frac on V * 2**-(fx + fw) (exact: module docstring)
     colscale = np.ldexp(1.0, -f_in)
-    top = float((v.max(axis=0) * colscale).max())
+    colmax, colmin = v.max(axis=0), v.min(axis=0)
+    top = float((colmax * colscale).max())
     if relu or not p["act_signed"]:
         amax_y = max(top, 0.0)
     else:
-        amax_y = max(top, float((-v.min(axis=0) * colscale).max()))
+        amax_y = max(top, float((-colmin * colscale).max()))
     fy = largest_frac(amax_y, (1 << (B - 1)) - 1 if p["act_signed"] else (1 << B) - 1)
     shifts = f_in - fy
     if abs(fy) > SCALE_LIMIT or np.abs(shifts).max() > 127:      # the shift field: the general path raises
         return None
+    delta_reg = qdelta if mode == "twohot" else 0
+    max_bias = int(np.abs(b_int).max())
+    kern._on_chip = None
+    y = _round_unsaturated(p, v, colmax, colmin, shifts, f_in, k, delta_reg, max_bias) if not stats else None
+    if y is not None:
+        kern.last_sat_count, kern.last_stats = 0, None
+        return y
     scale = np.ldexp(1.0, -shifts)
     v *= scale
-    y, sat, *hist = requantize(p, v, shifts, scale, k=k, delta=qdelta if mode == "twohot" else 0,
-                               max_bias=int(np.abs(b_int).max()), relu=bool(relu), stats=bool(stats),
-                               dequantize=fy)
+    y, sat, *hist = requantize(p, v, shifts, scale, k=k, delta=delta_reg, max_bias=max_bias, relu=False,
+                               stats=bool(stats), dequantize=fy)
     kern.last_sat_count, kern.last_stats = sat, (hist[0] if stats else None)
-    kern._on_chip = None
+    return y
+
+
+#: 1.5 * 2**52: ``(v + C q) - C q`` is ``rint(v / q) * q`` for a power of two ``q`` and
+#: ``|v| < 2**51 q`` (the sum's ulp is ``q``; ties to even, +0.0 for a zero).
+_ROUND_MAGIC = 1.5 * 2.0 ** 52
+
+
+def _round_unsaturated(p, v, colmax, colmin, shifts, f_in, k, delta, max_bias):
+    """Rule 5 for ``nearest_even`` when nothing can saturate, or None: ``v`` (batch, N) holds
+    the wide values (after ReLU), ``colmax``/``colmin`` their extremes per output. With
+    ``q = 2**shift``, ``y = rint(v / q)`` and the result is ``y * 2**-fy = rint(v / q) * q *
+    2**-f_in`` (``f_in = shift + fy``), computed as ``((v + C q) - C q) * 2**-f_in`` in three
+    passes. Nothing saturates when no accumulator clamp can act (:func:`~.emulator.wide_bound`)
+    and the rounded column extremes fit the output range (rounding is monotone)."""
+    A, B = p["acc_bits"], p["act_bits"]
+    if p["rounding"] != "nearest_even" or (1 << wide_bound(p, k, delta)) + max_bias > (1 << (A - 1)) - 1:
+        return None
+    lo, hi = (-(1 << (B - 1)), (1 << (B - 1)) - 1) if p["act_signed"] else (0, (1 << B) - 1)
+    q = np.ldexp(1.0, shifts)
+    if np.rint(colmax / q).max() > hi or np.rint(colmin / q).min() < lo:
+        return None
+    c = _ROUND_MAGIC * q
+    y = np.add(v, c)
+    y -= c
+    y *= np.ldexp(1.0, -f_in)
     return y
