@@ -122,3 +122,20 @@ def test_quantize_rows_into_equals_quantize(rounding, m, e, whole):
         plan = bfp._row_plan(a, m, e, rounding, whole)
         vals = bfp._encode_rows_into(a, plan, m, rounding, np.full(a.shape, np.nan), values=True, block_elems=100)
         np.testing.assert_array_equal(bits(vals), bits(ref.dequantize()))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_fast_gemm_refuses_non_finite_operands_as_the_general_path(bad):
+    cfg = hlsnn.load_config(accel_config("bfp8_zcu104"))
+    acc = hlsnn.Accelerator(cfg, "emu")
+    x, w = np.ones((3, 4)), np.ones((5, 4))
+    for name, a in (("x", x), ("w", w)):
+        a[1, 2] = bad
+        with pytest.raises(hlsnn.errors.InputError, match=rf"^{name}: has 1 non-finite value\(s\).*index \(1, 2\)"):
+            acc.gemm(x, w)
+        if name == "w":                                  # w's error comes before the bias's
+            with pytest.raises(hlsnn.errors.InputError, match="^w: has 1 non-finite"):
+                acc.gemm(x, w, bias=np.full(5, np.nan))
+        a[1, 2] = 1.0
+    with pytest.raises(hlsnn.errors.InputError, match="^bias: has 1 non-finite"):
+        acc.gemm(x, w, bias=np.array([1.0, np.nan, 0, 0, 0]))

@@ -7,7 +7,7 @@ import numpy as np
 from ...errors import InputError
 from ...perf import instrument
 from ...formats import bfp
-from ...formats._validate import as_float_input
+from ...formats._validate import as_float_array, as_float_input
 from .. import tiling
 from . import protocol
 from ..common import workspace as _workspace
@@ -230,16 +230,26 @@ class Kernel:
         checked twice. ``tests/engines/bfp_systolic/test_fast_gemm.py`` holds the two paths
         equal."""
         p = self.p
-        w = self._float2d("w", w)
+        m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
+        # the general path's checks in its order (w, bias, x); the finiteness of w and x shows
+        # in their plans' row extremes (else None: the general path raises the error)
+        w = as_float_array(w, "w")
+        if w.ndim != 2:
+            return None
+        wplan = bfp._row_plan(w, m, e, rounding, whole=p["weight_exponent"] == "tensor")
+        if not wplan.finite:
+            return None
         bq = None if bias is None else self._quantize_bias(bias, w.shape[0])
-        x = self._float2d("x", x)
+        x = as_float_array(x, "x")
+        if x.ndim != 2:
+            return None
         (batch, k), (n, kw) = x.shape, w.shape
         ft = gemm_dtype(p, k)
         if ft is None or kw != k or not 1 <= k <= k_limit(p) or not 1 <= n <= p["max_n"] or batch < 1:
             return None
-        m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
-        wplan = bfp._row_plan(w, m, e, rounding, whole=p["weight_exponent"] == "tensor")
         xplan = bfp._row_plan(x, m, e, rounding)
+        if not xplan.finite:
+            return None
         xe, we = xplan.exponents.astype(np.int64), wplan.exponents.astype(np.int64)
         nonzero = xplan.nonzero
         if not nonzero.all():       # all-zero samples get a free exponent (quantize_activations)
