@@ -137,7 +137,7 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 # --------------------------------------------------------------------------- validation
 
-from ._validate import as_float_input  # noqa: E402
+from ._validate import as_float_array, as_float_input  # noqa: E402
 
 from ._validate import as_int_array as _as_int_array  # noqa: E402
 from ._validate import check_axis as _check_axis  # noqa: E402
@@ -522,7 +522,7 @@ def _prepare(mode: str, w, exp_bits, delta, axis):
     """Checked inputs, the format's table and the scale exponents: ``(a, tab, F, eb, d, ax)``."""
     eb = _check_exp_bits(exp_bits)
     d = _check_delta(delta, mode)
-    a = np.ascontiguousarray(_as_float_input(w))
+    a = np.ascontiguousarray(as_float_array(w, "w"))
     ax = _check_axis(axis, a.ndim)
     tab = _table(mode, eb, d)
     if ax is None:
@@ -531,6 +531,8 @@ def _prepare(mode: str, w, exp_bits, delta, axis):
         others = tuple(i for i in range(a.ndim) if i != ax)
         amax = np.maximum(a.max(axis=others, keepdims=True, initial=0.0),
                           -a.min(axis=others, keepdims=True, initial=0.0))
+    if not np.isfinite(amax).all():          # a NaN or an Inf shows in its slice's extremes
+        _as_float_input(w)                   # raises the error naming the first one
     return a, tab, _scale_exponent(amax, tab.max_mag), eb, d, ax
 
 

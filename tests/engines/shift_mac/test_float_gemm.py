@@ -119,3 +119,19 @@ def test_quantize_values_into_equals_code_values(mode, eb, delta):
     np.testing.assert_array_equal(F, q.scale_exponent)
     np.testing.assert_array_equal(bits(ws[:, :70]), bits(q.code_values().astype(np.float64)))
     assert np.isnan(ws[:, 70]).all()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_float_gemm_refuses_non_finite_operands_as_the_general_path(bad):
+    _, fast, _ = pair("shift8_pynq-z2")
+    x, w = np.ones((3, 4)), np.ones((5, 4))
+    for name, a in (("x", x), ("w", w)):
+        a[1, 2] = bad
+        with pytest.raises(hlsnn.errors.InputError, match=rf"^{name}: has 1 non-finite value\(s\).*index \(1, 2\)"):
+            fast.gemm(x, w)
+        a[1, 2] = 1.0
+    x[0, 0] = w[0, 0] = bad                              # w is checked first
+    with pytest.raises(hlsnn.errors.InputError, match="^w: has 1 non-finite"):
+        fast.gemm(x, w)
+    with pytest.raises(hlsnn.errors.InputError, match="^w: has 1 non-finite"):
+        shift.quantize_twohot(w, 4, axis=0)

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from ...formats import shift as sfmt
-from ...formats._validate import as_float_input, is_int
+from ...formats._validate import as_float_array, as_float_input, is_int
 from .. import tiling
 from ..common import largest_frac, workspace
 from .emulator import requantize, wide_bound
@@ -56,8 +56,8 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     defaulted), or None when the general path must run (module docstring)."""
     p = kern.p
     A, B, E = p["acc_bits"], p["act_bits"], p["exp_bits"]
-    w = as_float_input(w, "w")
-    x = as_float_input(x, "x")
+    w = as_float_array(w, "w")           # finiteness: checked by the quantizer (its slice extremes)
+    x = as_float_array(x, "x")           # finiteness: from the extremes below
     if w.ndim != 2 or x.ndim != 2 or x.size == 0 or x.shape[1] != w.shape[1] or mode not in ("twohot", "pot", "pot_sum"):
         return None
     if mode == "twohot" and not (is_int(delta) and 0 <= delta <= min(p["max_delta"], sfmt.DELTA_RANGE[1])):
@@ -66,13 +66,11 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     bound = B + 1 + (1 << E) + p["max_delta"] + 1 + math.ceil(math.log2(max(k, 1)))   # emulate's guard
     if k > p["max_k"] or batch * n >= 1 << 32 or bound > 53 or A > 53:
         return None
-    if p["act_signed"]:
-        limit = (1 << (B - 1)) - 1
-    else:
-        if x.min() < 0:
-            return None
-        limit = (1 << B) - 1
-    amax_x = max(float(x.max()), -float(x.min()))
+    xmax, xmin = float(x.max()), float(x.min())
+    if not (np.isfinite(xmax) and np.isfinite(xmin)) or (xmin < 0 and not p["act_signed"]):
+        return None                      # the general path raises (w's error first, as it checks w first)
+    limit = (1 << (B - 1)) - 1 if p["act_signed"] else (1 << B) - 1
+    amax_x = max(xmax, -xmin)
     fx = largest_frac(amax_x, limit)
     # activations: clip(rint(x * 2**fx), lo, limit), as Kernel._act, into the GEMM operand with a
     # column of ones. The clip never acts: |x| * 2**fx <= max|x| * 2**fx <= limit (largest_frac;
