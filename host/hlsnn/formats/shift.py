@@ -201,6 +201,10 @@ class _Table(NamedTuple):
 _BUCKET_MANTISSA_BITS = 8
 
 
+#: The base of a bucket with two thresholds or more (far above any index into the magnitudes).
+_DENSE = 1 << 40
+
+
 class _Buckets(NamedTuple):
     """A lookup for "how many rounding thresholds lie below ``v``" over the float64 bit
     pattern of ``v >= 0`` (monotone in ``v``): bucket ``b`` holds the patterns whose top bits
@@ -209,8 +213,8 @@ class _Buckets(NamedTuple):
     shift: int              # pattern >> shift = bucket key
     first: int              # key of bucket 0 (that of the smallest threshold)
     base: np.ndarray        # intp per bucket: thresholds below the bucket's first pattern
+                            # (_DENSE for a dense bucket)
     cut: np.ndarray         # int64 per bucket: the pattern of its one threshold (int64 max: none)
-    dense: np.ndarray       # bool per bucket: two thresholds or more (searched exactly)
 
 
 def _buckets(mags: np.ndarray) -> _Buckets:
@@ -225,7 +229,10 @@ def _buckets(mags: np.ndarray) -> _Buckets:
     cut = np.full(base.shape, np.iinfo(np.int64).max, np.int64)
     one = count == 1
     cut[one] = bits[base[one]]
-    arrays = (thr, base.astype(np.intp), cut, count >= 2)
+    dense = count >= 2
+    base = base.astype(np.intp)
+    base[dense] = _DENSE                          # marks the values to search exactly
+    arrays = (thr, base, cut)
     for a in arrays:
         a.setflags(write=False)
     return _Buckets(arrays[0], shift, first, *arrays[1:])
@@ -246,7 +253,7 @@ def _nearest(tab: "_Table", v: np.ndarray) -> np.ndarray:
     # a key below bucket 0 is below every threshold, one above the last beyond every one: clipped
     k = np.take(bk.base, key, mode="clip")
     k += vb > np.take(bk.cut, key, mode="clip")
-    dense = np.flatnonzero(np.take(bk.dense, key, mode="clip"))
+    dense = np.flatnonzero(k >= _DENSE)          # a dense bucket's base is the mark
     if dense.size:
         k[dense] = np.searchsorted(bk.thresholds, v.reshape(-1)[dense], side="left")
     return k.reshape(v.shape)
@@ -542,12 +549,18 @@ def _blocks(a, tab, F):
     :data:`_BLOCK_ELEMS` elements."""
     n0 = a.shape[0]
     rows = max(1, _BLOCK_ELEMS // max(1, a.size // max(n0, 1)))
+    normal_scale = F.size > 0 and -1022 <= int(F.min()) and int(F.max()) <= 1023
+    unit = np.ldexp(1.0, F) if normal_scale else None
     for r0 in range(0, n0, rows):
         sl = slice(r0, r0 + rows)
         ab = a[sl]
         v = np.abs(ab)
+        Fb = F[sl] if F.shape[0] > 1 else F
         with np.errstate(under="ignore"):
-            np.ldexp(v, F[sl] if F.shape[0] > 1 else F, out=v)   # exact unless far below the smallest level
+            if normal_scale:                 # |w| * 2**F: the same correctly rounded value as ldexp
+                v *= unit[sl] if F.shape[0] > 1 else unit
+            else:
+                np.ldexp(v, Fb, out=v)       # exact unless far below the smallest level
         yield sl, ab, _nearest(tab, v)
 
 
