@@ -58,7 +58,8 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     A, B, E = p["acc_bits"], p["act_bits"], p["exp_bits"]
     w = as_float_array(w, "w")           # finiteness: checked by the quantizer (its slice extremes)
     x = as_float_array(x, "x")           # finiteness: from the extremes below
-    if w.ndim != 2 or x.ndim != 2 or x.size == 0 or x.shape[1] != w.shape[1] or mode not in ("twohot", "pot", "pot_sum"):
+    if w.ndim != 2 or x.ndim != 2 or x.size == 0 or x.shape[1] != w.shape[1] \
+            or mode not in ("twohot", "pot", "pot_sum"):
         return None
     if mode == "twohot" and not (is_int(delta) and 0 <= delta <= min(p["max_delta"], sfmt.DELTA_RANGE[1])):
         return None
