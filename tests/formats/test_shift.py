@@ -603,3 +603,83 @@ def test_one_million_weights():
         assert np.isfinite(deq).all()
         assert np.abs(deq - w).max() <= np.abs(w).max() / 3      # PoT: relative error <= 1/3
     print(f"quantize 1M weights: {timings}")    # measured, not asserted
+
+
+# ------------------------------------------------------------------ fast quantizer == reference
+
+FIELDS = ("e1", "e2", "s1", "s2", "zero", "scale_exponent")
+
+
+def assert_same_tensor(got, ref):
+    """Field for field, dtype and bits (the reference validated every field)."""
+    for name in FIELDS:
+        g, r = getattr(got, name), getattr(ref, name)
+        assert g.dtype == r.dtype and g.shape == r.shape, name
+        np.testing.assert_array_equal(g, r, err_msg=name)
+        assert not g.flags.writeable
+    assert (got.mode, got.exp_bits, got.delta, got.axis) == (ref.mode, ref.exp_bits, ref.delta, ref.axis)
+
+
+def edge_values(mode, eb, delta):
+    """Every level, every midpoint between neighbours and the floats next to both (ties and
+    the values just beside them), at F = 0 (the largest level is in the tensor, so F = 0),
+    with zeros, signs, subnormals and values below the smallest level."""
+    mags = shift._table(mode, eb, delta).mags
+    mids = (mags[:-1] + mags[1:]) / 2
+    pts = np.concatenate([mags, mids])
+    pts = np.concatenate([pts, np.nextafter(pts, np.inf), np.nextafter(pts, -np.inf)])
+    pts = np.concatenate([pts, [0.0, -0.0, 5e-324, 2.2e-308, 1e-300, 0.25, 0.5, 0.75]])
+    pts = pts[(pts >= 0) & (pts <= mags[-1])]
+    return np.concatenate([pts, -pts, [mags[-1]]])
+
+
+@pytest.mark.parametrize("mode,eb,delta", ALL_CONFIGS + [("twohot", 5, 0), ("twohot", 5, 7)])
+def test_fast_quantizer_equals_reference_on_every_level_and_midpoint(mode, eb, delta):
+    w = edge_values(mode, eb, delta)
+    for axis in (None, 0):
+        ref = shift._quantize_reference(mode, w, eb, delta, axis)
+        got = shift._quantize(mode, w, eb, delta, axis)
+        assert_same_tensor(got, ref)
+        assert int(np.asarray(got.scale_exponent).ravel()[0]) == 0
+    # the same values scaled to other F, and in many rows (one F per row)
+    rows = np.stack([np.ldexp(w, s) for s in (-1080, -1030, -40, -3, 1, 17, 900)])
+    for axis in (None, 0, 1):
+        assert_same_tensor(shift._quantize(mode, rows, eb, delta, axis),
+                           shift._quantize_reference(mode, rows, eb, delta, axis))
+
+
+@pytest.mark.parametrize("mode,eb,delta", [("pot", 4, 0), ("twohot", 4, 0), ("twohot", 4, 3),
+                                           ("twohot", 5, 7), ("pot", 1, 0), ("twohot", 1, 2)])
+def test_fast_quantizer_equals_reference_on_random_tensors(mode, eb, delta):
+    rng = np.random.default_rng([eb, delta, len(mode)])
+    shapes = [(300, 257), (3, 70000), (70000,), (5, 4, 3, 3)]
+    for shape in shapes:
+        w = rng.standard_normal(shape) * np.exp(rng.uniform(-30, 30, size=shape))
+        w[..., ::7] = 0.0
+        w[..., 1::11] = -w[..., 1::11]
+        w.reshape(-1)[::13] = np.round(w.reshape(-1)[::13])          # small integers: ties
+        for axis in (None, 0, -1):
+            assert_same_tensor(shift._quantize(mode, w, eb, delta, axis),
+                               shift._quantize_reference(mode, w, eb, delta, axis))
+    # saturating-size and subnormal slices, a non-contiguous view, and an all-zero tensor
+    w = rng.standard_normal((64, 64))
+    w[0] *= 1e300
+    w[1] *= 1e-310
+    w[2] = 0.0
+    for src in (w, w.T, w[::2, ::3], np.zeros((3, 4))):
+        for axis in (None, 0, 1):
+            assert_same_tensor(shift._quantize(mode, src, eb, delta, axis),
+                               shift._quantize_reference(mode, src, eb, delta, axis))
+
+
+any_float = st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mode=st.sampled_from(shift.MODES), eb=st.integers(1, 5), delta=st.integers(0, 7),
+       w=hnp.arrays(np.float64, hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=9),
+                    elements=any_float), axis=st.integers(-1, 0) | st.none())
+def test_prop_fast_quantizer_equals_reference(mode, eb, delta, w, axis):
+    delta = 0 if mode == "pot" else delta
+    assert_same_tensor(shift._quantize(mode, w, eb, delta, axis),
+                       shift._quantize_reference(mode, w, eb, delta, axis))

@@ -75,6 +75,20 @@ def as_float_input(x, name: str = "x") -> np.ndarray:
     """Real, finite, ndim >= 1 float64 array, else an InputError naming the first bad index.
     Complex, string and object arrays are refused (complex values would lose their imaginary
     part in silence)."""
+    arr = as_float_array(x, name)
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad = ~finite
+        first = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape))
+        raise InputError(f"{name}: has {int(np.count_nonzero(bad))} non-finite value(s) (NaN or "
+                         f"Inf), the first at index {first}: must be finite")
+    return arr
+
+
+def as_float_array(x, name: str = "x") -> np.ndarray:
+    """:func:`as_float_input` without the finiteness check, for a caller that reads every
+    value's extremes anyway (a NaN or an Inf shows in them) and then calls
+    :func:`as_float_input` for the error."""
     if np.iscomplexobj(x):
         raise InputError(f"{name}: is complex: must be real floats")
     kind = getattr(getattr(x, "dtype", None), "kind", None)
@@ -87,12 +101,6 @@ def as_float_input(x, name: str = "x") -> np.ndarray:
     if arr.ndim == 0:
         raise InputError(f"{name}: is 0-d (a scalar {float(arr)!r}): must have ndim >= 1, "
                          f"e.g. wrap it as [{name}]")
-    finite = np.isfinite(arr)
-    if not finite.all():
-        bad = ~finite
-        first = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape))
-        raise InputError(f"{name}: has {int(np.count_nonzero(bad))} non-finite value(s) (NaN or "
-                         f"Inf), the first at index {first}: must be finite")
     return arr
 
 

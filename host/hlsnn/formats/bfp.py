@@ -82,7 +82,7 @@ array([[  1.      ,   0.296875,  -0.203125,   0.      , 100.      ,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -412,6 +412,112 @@ class BFPTensor:
                 return out
             return np.ldexp(self.mantissas.astype(np.float64), e)
         return np.ldexp(self.mantissas.astype(np.float64), self.element_exponents())
+
+
+#: 1.5 * 2**52 (:func:`_encode_rows_into`).
+_ROUND_MAGIC = 1.5 * 2.0 ** 52
+
+
+class _RowPlan(NamedTuple):
+    """What :func:`_row_plan` found: the exponents, the rows with a non-zero mantissa, the
+    rows with a saturating one, and whether every value is finite (else nothing else holds)."""
+    exponents: np.ndarray   # int32 per row
+    nonzero: np.ndarray     # bool per row
+    saturates: np.ndarray   # bool per row
+    finite: bool
+
+
+def _row_plan(a: np.ndarray, mantissa_bits: int, exponent_bits: int, rounding: str,
+              whole: bool = False) -> _RowPlan:
+    """Internal, with :func:`_encode_rows_into`: ``quantize(a, mantissa_bits, axis=-1 (None if
+    whole), exponent_bits=..., rounding=...)`` of a 2-D float64 array in two steps, without
+    the int64 mantissas. ``a`` must be what :func:`quantize` would check it to be (finite
+    float64, 2-D: the caller ran :func:`~hlsnn.formats._validate.as_float_input`), and
+    ``rounding`` a deterministic mode (not ``"stochastic"``).
+
+    The exponent of every row (with ``whole``, the tensor's one, repeated) as ``quantize``
+    gives it. Every mode rounds monotonically, so a row's largest and smallest mantissa are
+    those of its largest and smallest value: they tell whether any mantissa of the row
+    saturates and whether all are zero. ``a`` may hold NaN or Inf (the caller used
+    :func:`~hlsnn.formats._validate.as_float_array`): the plan then has ``finite`` False and
+    nothing else in it holds."""
+    m = _check_mantissa_bits(mantissa_bits)
+    lo, hi = mantissa_range(m)
+    rows, n = a.shape
+    if n:
+        ext_x = np.stack([a.max(axis=1), a.min(axis=1)])   # (2, rows): each row's extremes
+    else:
+        ext_x = np.zeros((2, rows))
+    if not np.isfinite(ext_x).all():                       # a NaN or an Inf shows in its row's extremes
+        none = np.zeros(rows, bool)
+        return _RowPlan(np.zeros(rows, np.int32), none, none, False)
+    amax = np.maximum(ext_x[0], -ext_x[1])
+    if whole:
+        amax = np.full(rows, amax.max(initial=0.0))
+    e = shared_exponent(amax, m, exponent_bits)        # int32 per row
+    with np.errstate(over="ignore", under="ignore"):
+        ext = np.ldexp(ext_x, np.negative(e, dtype=np.int32))
+    ext = _round(np.clip(ext, lo - 1, hi + 1), ext_x, rounding, None)
+    return _RowPlan(e, (ext != 0).any(axis=0), ((ext > hi) | (ext < lo)).any(axis=0), True)
+
+
+def _encode_rows_into(a: np.ndarray, plan: _RowPlan, mantissa_bits: int, rounding: str, out: np.ndarray, *,
+                      values: bool = False, block_elems: int = 1 << 14) -> np.ndarray:
+    """Internal: the mantissas of :func:`_row_plan`'s quantization written as floats into
+    ``out`` (float32 or float64 of ``a``'s shape; float32 only for ``mantissa_bits <= 25``,
+    where they are exact), or with ``values`` the dequantized values ``mantissa * 2**e``
+    (the caller makes sure ``out``'s type holds them exactly). Equal to ``quantize``'s
+    ``mantissas`` (resp. ``dequantize()``) as floats; returns ``out``.
+
+    The rows go in blocks of about ``block_elems`` elements through one small scratch array
+    (fresh multi-MB temporaries cost more in page faults than the arithmetic); a block is
+    clipped only when one of its rows saturates. The values of a block that does not
+    saturate, under ``nearest_even``, take two passes: ``(x + C 2**e) - C 2**e`` with
+    ``C = 1.5 * 2**52`` is ``rint(x * 2**-e) * 2**e`` exactly (the sum's ulp is ``2**e``;
+    ``|x * 2**-e| < 2**51``; ties to even, +0.0 for a zero), for exponents within +-960."""
+    lo, hi = mantissa_range(mantissa_bits)
+    rows, n = a.shape
+    ne = np.negative(plan.exponents, dtype=np.int32)
+    unit = np.ldexp(1.0, plan.exponents) if values else None
+    magic = values and rounding == "nearest_even" and rows > 0 and -960 <= int(plan.exponents.min()) \
+        and int(plan.exponents.max()) <= 960
+    step = max(1, block_elems // max(n, 1))
+    tmp = np.empty((min(step, rows), n))
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        v, xb = tmp[:r1 - r0], a[r0:r1]
+        if magic and not plan.saturates[r0:r1].any():
+            c = (_ROUND_MAGIC * unit[r0:r1])[:, None]
+            dst = out[r0:r1] if out.dtype == np.float64 else v
+            np.add(xb, c, out=dst)
+            dst -= c
+            if dst is v:
+                out[r0:r1] = v
+            continue
+        with np.errstate(over="ignore", under="ignore"):
+            np.ldexp(xb, ne[r0:r1, None], out=v)
+        if rounding == "nearest_even":
+            np.rint(v, out=v)
+        else:
+            np.clip(v, lo - 1, hi + 1, out=v)
+            v[...] = _round(v, xb, rounding, None)
+        if plan.saturates[r0:r1].any():
+            np.clip(v, lo, hi, out=v)
+        if values:
+            v *= unit[r0:r1, None]
+            v += 0.0                                   # a zero mantissa of a negative value: +0.0
+        out[r0:r1] = v
+    return out
+
+
+def _quantize_rows_into(a: np.ndarray, mantissa_bits: int, exponent_bits: int, rounding: str,
+                        out: np.ndarray, *, whole: bool = False,
+                        block_elems: int = 1 << 14) -> Tuple[np.ndarray, np.ndarray]:
+    """Internal: :func:`_row_plan` and :func:`_encode_rows_into` (the mantissas) in one call;
+    returns ``(exponents, nonzero)`` per row."""
+    plan = _row_plan(a, mantissa_bits, exponent_bits, rounding, whole)
+    _encode_rows_into(a, plan, mantissa_bits, rounding, out, block_elems=block_elems)
+    return plan.exponents, plan.nonzero
 
 
 def quantize(x, mantissa_bits: int, *, axis: Optional[int] = -1,

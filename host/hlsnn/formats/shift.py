@@ -52,8 +52,11 @@ Quantization (nearest code, deterministic tie-break)
 
     Vectorized: the sorted distinct magnitudes of a format and their canonical codes are
     built once per ``(mode, exp_bits, delta)`` (cached); ``a = |w| * 2**F`` (exact, via
-    :func:`numpy.ldexp`) is located with :func:`numpy.searchsorted` between neighbours
-    ``lo < a <= hi`` and rounds to ``hi`` only when ``2 * a > lo + hi`` (exact in float64).
+    :func:`numpy.ldexp`) is located between neighbours ``lo < a <= hi`` and rounds to
+    ``hi`` only when ``2 * a > lo + hi`` (exact in float64). Equivalently, the index of its
+    magnitude is the number of midpoints ``(lo + hi) / 2`` below ``a``; :func:`_nearest`
+    counts them with a table over the top bits of ``a``'s float64 pattern (cached with the
+    magnitudes), :func:`_nearest_reference` with :func:`numpy.searchsorted`.
 
 Dequantization
     ``code_value * 2**-F`` computed with :func:`numpy.ldexp`: exact whenever the result is a
@@ -134,7 +137,7 @@ _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 # --------------------------------------------------------------------------- validation
 
-from ._validate import as_float_input  # noqa: E402
+from ._validate import as_float_array, as_float_input  # noqa: E402
 
 from ._validate import as_int_array as _as_int_array  # noqa: E402
 from ._validate import check_axis as _check_axis  # noqa: E402
@@ -191,6 +194,78 @@ class _Table(NamedTuple):
     s1: np.ndarray          # uint8; twohot: the canonical code's s1
     neg: np.ndarray         # bool; twohot: canonical inner value is negative
     max_mag: int
+    buckets: "_Buckets"     # the nearest-magnitude lookup (:func:`_nearest`)
+
+
+#: Mantissa bits of a float64 that select a bucket of :class:`_Buckets` (with its exponent).
+_BUCKET_MANTISSA_BITS = 8
+
+
+#: The base of a bucket with two thresholds or more (far above any index into the magnitudes).
+_DENSE = 1 << 40
+
+
+class _Buckets(NamedTuple):
+    """A lookup for "how many rounding thresholds lie below ``v``" over the float64 bit
+    pattern of ``v >= 0`` (monotone in ``v``): bucket ``b`` holds the patterns whose top bits
+    (exponent and :data:`_BUCKET_MANTISSA_BITS` mantissa bits) are ``first + b``."""
+    thresholds: np.ndarray  # float64 midpoints (mags[i-1] + mags[i]) / 2, ascending (exact)
+    shift: int              # pattern >> shift = bucket key
+    first: int              # key of bucket 0 (that of the smallest threshold)
+    base: np.ndarray        # intp per bucket: thresholds below the bucket's first pattern
+                            # (_DENSE for a dense bucket)
+    cut: np.ndarray         # int64 per bucket: the pattern of its one threshold (int64 max: none)
+
+
+def _buckets(mags: np.ndarray) -> _Buckets:
+    thr = (mags[:-1] + mags[1:]) / 2             # integers' halves: exact
+    bits = thr.view(np.int64)
+    shift = 52 - _BUCKET_MANTISSA_BITS
+    first = int(bits[0] >> shift)
+    last = int(np.array(mags[-1]).view(np.int64) >> shift)
+    starts = np.arange(first, last + 2, dtype=np.int64) << shift
+    edges = np.searchsorted(bits, starts, side="left")
+    base, count = edges[:-1], np.diff(edges)
+    cut = np.full(base.shape, np.iinfo(np.int64).max, np.int64)
+    one = count == 1
+    cut[one] = bits[base[one]]
+    dense = count >= 2
+    base = base.astype(np.intp)
+    base[dense] = _DENSE                          # marks the values to search exactly
+    arrays = (thr, base, cut)
+    for a in arrays:
+        a.setflags(write=False)
+    return _Buckets(arrays[0], shift, first, *arrays[1:])
+
+
+def _nearest(tab: "_Table", v: np.ndarray) -> np.ndarray:
+    """Index into ``tab.mags`` of the nearest magnitude to each ``v >= 0`` (a C-contiguous
+    float64 array), ties to the smaller one: the number of midpoints ``t`` with ``v > t``.
+
+    The reference is :func:`_nearest_reference` (:func:`numpy.searchsorted` between
+    neighbours); this counts the same thresholds through :class:`_Buckets`: one table
+    lookup and one comparison of bit patterns per value, and an exact search only for the
+    values in buckets that hold two thresholds or more."""
+    bk = tab.buckets
+    vb = v.reshape(-1).view(np.int64)            # v >= +0.0: patterns ordered as the values
+    key = vb >> bk.shift
+    key -= bk.first
+    # a key below bucket 0 is below every threshold, one above the last beyond every one: clipped
+    k = np.take(bk.base, key, mode="clip")
+    k += vb > np.take(bk.cut, key, mode="clip")
+    dense = np.flatnonzero(k >= _DENSE)          # a dense bucket's base is the mark
+    if dense.size:
+        k[dense] = np.searchsorted(bk.thresholds, v.reshape(-1)[dense], side="left")
+    return k.reshape(v.shape)
+
+
+def _nearest_reference(tab: "_Table", v: np.ndarray) -> np.ndarray:
+    """:func:`_nearest` as the module docstring states it: :func:`numpy.searchsorted`
+    between neighbours ``lo < v <= hi``, rounding to ``hi`` only when ``2 v > lo + hi``."""
+    mags = tab.mags
+    idx = np.clip(np.searchsorted(mags, v, side="left"), 1, len(mags) - 1)
+    lo, hi = mags[idx - 1], mags[idx]
+    return np.where(2.0 * v > lo + hi, idx, idx - 1)
 
 
 @functools.lru_cache(maxsize=None)
@@ -216,7 +291,7 @@ def _table(mode: str, exp_bits: int, delta: int) -> _Table:
     arrays.append(np.array([r[3] for r in rows], dtype=bool))
     for a in arrays:
         a.setflags(write=False)
-    return _Table(*arrays, max_mag=_max_magnitude(mode, exp_bits, delta))
+    return _Table(*arrays, max_mag=_max_magnitude(mode, exp_bits, delta), buckets=_buckets(arrays[0]))
 
 
 def levels(mode: str, exp_bits: int, delta: int = 0) -> np.ndarray:
@@ -383,6 +458,23 @@ class ShiftTensor:
         """
         return cls(mode, exp_bits, e1, e2, s1, s2, zero, scale_exponent, delta, axis)
 
+    @classmethod
+    def _trusted(cls, mode: str, exp_bits: int, e1, e2, s1, s2, zero, scale_exponent, delta: int,
+                 axis: Optional[int]) -> "ShiftTensor":
+        """Internal: wrap fields hlsnn has just produced, without :meth:`from_codes`' checks
+        and copies. The caller guarantees every invariant the constructor checks (uint8
+        fields in range, bool ``zero``, int32 ``scale_exponent`` of the keepdims shape,
+        ``axis`` normalized) and that nothing else holds a writable reference to them; they
+        are taken over and made read-only."""
+        t = object.__new__(cls)
+        fields = dict(mode=mode, exp_bits=exp_bits, e1=e1, e2=e2, s1=s1, s2=s2, zero=zero,
+                      scale_exponent=scale_exponent, delta=delta, axis=axis)
+        for name, value in fields.items():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+            object.__setattr__(t, name, value)
+        return t
+
     @property
     def shape(self) -> Tuple[int, ...]:
         """Shape of the tensor (of ``e1``)."""
@@ -428,7 +520,91 @@ def _scale_exponent(amax: np.ndarray, max_mag: int) -> np.ndarray:
     return np.where(amax == 0, 0, F).astype(np.int32)
 
 
+#: Elements per block of :func:`_quantize`: its temporaries stay small and are reused by
+#: the allocator (fresh multi-MB temporaries cost more in page faults than their arithmetic).
+_BLOCK_ELEMS = 1 << 14
+
+
+def _prepare(mode: str, w, exp_bits, delta, axis):
+    """Checked inputs, the format's table and the scale exponents: ``(a, tab, F, eb, d, ax)``."""
+    eb = _check_exp_bits(exp_bits)
+    d = _check_delta(delta, mode)
+    a = np.ascontiguousarray(as_float_array(w, "w"))
+    ax = _check_axis(axis, a.ndim)
+    tab = _table(mode, eb, d)
+    if ax is None:
+        amax = np.maximum(a.max(initial=0.0), -a.min(initial=0.0)).reshape((1,) * a.ndim)
+    else:
+        others = tuple(i for i in range(a.ndim) if i != ax)
+        amax = np.maximum(a.max(axis=others, keepdims=True, initial=0.0),
+                          -a.min(axis=others, keepdims=True, initial=0.0))
+    if not np.isfinite(amax).all():          # a NaN or an Inf shows in its slice's extremes
+        _as_float_input(w)                   # raises the error naming the first one
+    return a, tab, _scale_exponent(amax, tab.max_mag), eb, d, ax
+
+
+def _blocks(a, tab, F):
+    """``(rows, values, k)`` per block of the leading axis of ``a``: ``k`` the index of the
+    nearest magnitude to each ``|value| * 2**F`` (ties to the smaller). Blocks of about
+    :data:`_BLOCK_ELEMS` elements."""
+    n0 = a.shape[0]
+    rows = max(1, _BLOCK_ELEMS // max(1, a.size // max(n0, 1)))
+    normal_scale = F.size > 0 and -1022 <= int(F.min()) and int(F.max()) <= 1023
+    unit = np.ldexp(1.0, F) if normal_scale else None
+    for r0 in range(0, n0, rows):
+        sl = slice(r0, r0 + rows)
+        ab = a[sl]
+        v = np.abs(ab)
+        Fb = F[sl] if F.shape[0] > 1 else F
+        with np.errstate(under="ignore"):
+            if normal_scale:                 # |w| * 2**F: the same correctly rounded value as ldexp
+                v *= unit[sl] if F.shape[0] > 1 else unit
+            else:
+                np.ldexp(v, Fb, out=v)       # exact unless far below the smallest level
+        yield sl, ab, _nearest(tab, v)
+
+
 def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
+    """:func:`quantize_pot` / :func:`quantize_twohot`: the module's rules, with the nearest
+    magnitude found by :func:`_nearest`, block by block of the leading axis; equal, field for
+    field, to :func:`_quantize_reference` (``tests/formats/test_shift.py``)."""
+    a, tab, F, eb, d, ax = _prepare(mode, w, exp_bits, delta, axis)
+    e1, e2, s1, s2 = (np.zeros(a.shape, np.uint8) for _ in range(4))
+    zero = np.empty(a.shape, bool)
+    for sl, ab, k in _blocks(a, tab, F):
+        z = np.equal(k, 0, out=zero[sl])
+        neg = ab < 0
+        neg &= ~z
+        np.take(tab.e1, k, out=e1[sl])
+        if mode == "pot":
+            s1[sl] = neg
+        else:
+            np.take(tab.e2, k, out=e2[sl])
+            np.take(tab.s1, k, out=s1[sl])
+            neg ^= tab.neg[k]
+            neg &= ~z
+            s2[sl] = neg
+    # every field in range and of the checked shapes by construction, and new arrays
+    return ShiftTensor._trusted(mode, eb, e1, e2, s1, s2, zero, F, d, ax)
+
+
+def _quantize_values_into(mode: str, w: np.ndarray, exp_bits: int, delta: int, out: np.ndarray) -> np.ndarray:
+    """Internal: the code values of ``_quantize(mode, w, exp_bits, delta, axis=0)`` of 2-D
+    ``w``, written as float64 into ``out`` (w's shape; any strides), without building the
+    fields: ``out = code_values()`` exactly (+0.0 for a zero code). Returns the scale
+    exponents, int32 ``(N, 1)``. The shift_mac kernel's float GEMM multiplies by these."""
+    a, tab, F, _, _, _ = _prepare(mode, w, exp_bits, delta, 0)
+    for sl, ab, k in _blocks(a, tab, F):
+        ob = out[sl]
+        np.take(tab.mags, k, out=ob)
+        np.copysign(ob, ab, out=ob)       # the value's sign is the weight's (module docstring)
+        ob += 0.0                         # a zero code of a negative weight: +0.0
+    return F
+
+
+def _quantize_reference(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
+    """The quantizer as first written (searchsorted, every field validated by the
+    constructor): the reference :func:`_quantize` must equal on every input."""
     eb = _check_exp_bits(exp_bits)
     d = _check_delta(delta, mode)
     a = _as_float_input(w)
@@ -443,10 +619,7 @@ def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
     F = _scale_exponent(amax, tab.max_mag)
     with np.errstate(under="ignore"):
         v = np.ldexp(mag, F)                 # exact unless far below the smallest level
-    mags = tab.mags
-    idx = np.clip(np.searchsorted(mags, v, side="left"), 1, len(mags) - 1)
-    lo, hi = mags[idx - 1], mags[idx]
-    k = np.where(2.0 * v > lo + hi, idx, idx - 1)     # ties -> the smaller magnitude
+    k = _nearest_reference(tab, v)           # ties -> the smaller magnitude
     zero = k == 0
     neg = (a < 0) & ~zero
     e1 = tab.e1[k]

@@ -271,32 +271,132 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
     cannot change a bit. Rows are processed in blocks of about ``block_elems`` outputs in
     reused buffers. Configs outside these bounds fall back to :func:`emulate_reference`.
     """
-    M, A, E = p["mantissa_bits"], p["acc_bits"], p["exponent_bits"]
-    rounding = p["rounding"]
+    M, E = p["mantissa_bits"], p["exponent_bits"]
     xm, wm = np.asarray(xm), np.asarray(wm)
-    B, K = xm.shape
     N = wm.shape[0]
     xe = np.asarray(xe, np.int64).reshape(-1)
     we = np.broadcast_to(np.asarray(we, np.int64).reshape(-1), (N,))
-    mag_bits = 2 * (M - 1) + math.ceil(math.log2(max(K, 1)))      # every |partial sum| <= 2**mag_bits
-    if A > 48 or E > 8 or mag_bits > 53:
+    ft = gemm_dtype(p, xm.shape[1])
+    if ft is None:
         return emulate_reference(p, xm, xe, wm, we, bm, be, relu=relu, use_stats=use_stats, stats_k=stats_k,
                                  stats_out=stats_out, rolling=rolling)
     if bm is not None:
         _check_range("mantissa", M, bm)
     _check_range("exponent", E, xe, we, be)
+    xf = _to_float_checked(xm, _workspace("x", xm.shape, ft), M)  # exact: |mantissa| <= 2**15
+    wf = _to_float_checked(wm, _workspace("w", wm.shape, ft), M)
+    return emulate_floats(p, xf, xe, wf, we, bm, be, relu=relu, use_stats=use_stats, stats_k=stats_k,
+                          stats_out=stats_out, rolling=rolling, block_elems=block_elems)
+
+
+def gemm_dtype(p, k):
+    """The float type :func:`emulate` runs a GEMM of reduction length ``k`` in: float32 when
+    every partial sum is below 2**24, float64 below 2**53; None when the config or ``k`` is
+    beyond the bounds of :func:`emulate`'s Notes (then :func:`emulate_reference` runs)."""
+    M = p["mantissa_bits"]
+    mag_bits = 2 * (M - 1) + math.ceil(math.log2(max(k, 1)))      # every |partial sum| <= 2**mag_bits
+    if p["acc_bits"] > 48 or p["exponent_bits"] > 8 or mag_bits > 53:
+        return None
+    return np.float32 if mag_bits <= 24 else np.float64
+
+
+#: 1.5 * 2**52: adding ``C * q`` and subtracting it again rounds to a multiple of ``q`` (a
+#: power of two), ties to even, for every ``|v| < 2**51 * q`` (the sum's ulp is ``q``).
+_ROUND_MAGIC = 1.5 * 2.0 ** 52
+
+
+def values_fit_float32(p, xe, we, k):
+    """Whether :func:`emulate_values` may take float32 operands of reduction length ``k``:
+    every operand value ``mantissa * 2**e`` and every partial sum of the GEMM (a multiple of
+    ``2**(xe + we)`` below ``2**(mag_bits + xe + we)``, ``mag_bits <= 24``) is zero or a
+    normal float32, hence exact."""
+    M = p["mantissa_bits"]
+    mag_bits = 2 * (M - 1) + math.ceil(math.log2(max(k, 1)))
+    xlo, xhi, wlo, whi = int(xe.min()), int(xe.max()), int(we.min()), int(we.max())
+    return (mag_bits <= 24 and min(xlo, wlo, xlo + wlo) >= -126 and max(xhi, whi) + M <= 127
+            and xhi + whi + mag_bits <= 127)
+
+
+def emulate_values(p, xv, wv, *, relu=False, stats_k=3, rolling=None, block_elems=1 << 15):
+    """:func:`emulate` without bias, statistics or the stats rule, on the dequantized operands,
+    returning the dequantized result: ``xv = xm * 2**xe`` (batch, K) and ``wv = wm * 2**we``
+    (N, K), of type ``gemm_dtype(p, K)``, float32 only where :func:`values_fit_float32`
+    (the exponents of all-zero rows do not matter: every result of such a row is 0).
+
+    Returns ``(y, ye, sat_count)``: ``y = ym * 2**ye`` float64 (as :func:`emulate_floats`
+    with ``dequantize=True``), the int64 exponents and the saturation count.
+
+    Notes
+    -----
+    The GEMM then yields the values ``acc * 2**e3`` themselves, exactly (powers of two scale
+    exact sums). The max rule's ``L`` is ``floor(log2(max |value|))`` of the row (one
+    ``frexp``), and a row whose rounded extremes fit the mantissa range (rounding is
+    monotone) is rounded to multiples of ``2**e4`` in two passes: ``(v + C 2**e4) - C 2**e4``
+    with ``C = 1.5 * 2**52`` is ``rint(v / 2**e4) * 2**e4`` exactly (round to nearest even;
+    +0.0 for a zero), which is ``ym * 2**ye``. Other rows, and the other roundings, go the
+    way of :func:`emulate_floats`."""
+    M, E = p["mantissa_bits"], p["exponent_bits"]
+    rounding = p["rounding"]
+    B, N = xv.shape[0], wv.shape[0]
+    emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
+    lo, hi = -(1 << (M - 1)), (1 << (M - 1)) - 1
+    acc = np.matmul(xv, wv.T, out=_workspace("acc", (B, N), xv.dtype))   # the values, exact
+    y = np.empty((B, N), np.float64)
+    ye = np.empty(B, np.int64)
+    sat = 0
+    rows = max(1, block_elems // max(N, 1))
+    for r0 in range(0, B, rows):
+        r1 = min(B, r0 + rows)
+        a, yb = acc[r0:r1], y[r0:r1]
+        if relu:                    # step 4, on the values (a positive scale of acc)
+            np.maximum(a, 0, out=a)
+        rmax, rmin = a.max(axis=1).astype(np.float64), a.min(axis=1).astype(np.float64)
+        amax = np.maximum(rmax, -rmin)
+        lop = np.frexp(amax)[1].astype(np.int64) - 1                  # step 5: msb|acc| + e3, max over the row
+        if rolling is not None:
+            e4 = rolling.exponents(lop, amax > 0, p, stats_k)
+        else:
+            e4 = np.where(amax > 0, np.clip(lop - (M - 2), emin, emax), emin)
+        ye[r0:r1] = e4
+        q = np.ldexp(1.0, e4)                                         # 2**e4 per row
+        ext = np.concatenate([rmax / q, rmin / q])
+        _round_into(ext, rounding, ext)
+        if rounding == "nearest_even" and not ((ext > hi).any() or (ext < lo).any()):
+            c = (_ROUND_MAGIC * q)[:, None]                          # step 6, no saturation possible
+            np.add(a, c, out=yb)
+            yb -= c
+            continue
+        np.multiply(a, (1.0 / q)[:, None], out=yb)                   # acc * 2**(e3 - e4), exact
+        _round_into(yb, rounding, yb)
+        sat += int(np.count_nonzero(yb > hi)) + int(np.count_nonzero(yb < lo))
+        np.clip(yb, lo, hi, out=yb)
+        yb *= q[:, None]
+        yb += 0.0                                                     # -0.0 -> +0.0, as from the integers
+    return y, ye, sat % (1 << 32)
+
+
+def emulate_floats(p, xf, xe, wf, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,
+                   stats_out=False, rolling=None, dequantize=False, block_elems=1 << 15):
+    """:func:`emulate` on mantissas that are already floats: the caller guarantees that
+    ``xf`` (batch, K) and ``wf`` (N, K) hold integers in the ``mantissa_bits`` range, of
+    type ``gemm_dtype(p, K)`` (not None), and that ``xe`` (batch,) and ``we`` (N,) are int64
+    exponents in range (the kernel's float GEMM quantizes straight into such arrays).
+
+    ``dequantize=True`` returns, instead of the int64 mantissas ``ym``, the float64 values
+    ``ym * 2**ye`` (``BFPTensor.dequantize`` of the result: exact, and +0.0 for a zero
+    mantissa); the other returns are :func:`emulate`'s."""
+    M, A, E = p["mantissa_bits"], p["acc_bits"], p["exponent_bits"]
+    rounding = p["rounding"]
+    B, N = xf.shape[0], wf.shape[0]
     emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
     lo_a, hi_a = -(1 << (A - 1)), (1 << (A - 1)) - 1
     lo, hi = -(1 << (M - 1)), (1 << (M - 1)) - 1
-    ft = np.float32 if mag_bits <= 24 else np.float64
-    xf = _to_float_checked(xm, _workspace("x", xm.shape, ft), M)  # exact: |mantissa| <= 2**15
-    wf = _to_float_checked(wm, _workspace("w", wm.shape, ft), M)
-    acc = np.matmul(xf, wf.T, out=_workspace("acc", (B, N), ft))   # step 1
+    acc = np.matmul(xf, wf.T, out=_workspace("acc", (B, N), xf.dtype))   # step 1
     colscale = np.ldexp(1.0, we)                                   # 2**we[n]
     stats = bool(use_stats) and p["weight_exponent"] == "tensor" and rolling is None
     if bm is not None:
         bcol = np.asarray(bm, np.float64).reshape(-1) * np.ldexp(1.0, int(be) - we)
-    ym = np.empty((B, N), np.int64)
+    ym = np.empty((B, N), np.float64 if dequantize else np.int64)
     ye = np.empty(B, np.int64)
     sat = 0
     hist = np.zeros(A, np.int64) if stats_out else None
@@ -354,12 +454,16 @@ def emulate(p, xm, xe, wm, we, bm=None, be=0, *, relu=False, use_stats=False, st
             ext = np.concatenate([rmax * scale, rmin * scale])
             _round_into(ext, rounding, ext)
             may_saturate = bool((ext > hi).any() or (ext < lo).any())
-        if may_saturate or rounding == "nearest_away":            # step 6
+        if may_saturate or rounding == "nearest_away" or dequantize:    # step 6
             _round_into(a, rounding, a)
             if may_saturate:
                 sat += int(np.count_nonzero(a > hi)) + int(np.count_nonzero(a < lo))
                 np.clip(a, lo, hi, out=a)
-            yb[...] = a
+            if dequantize:          # ym * 2**e4, exact (|ym| < 2**15, |e4| <= 128); -0.0 -> +0.0
+                np.multiply(a, np.ldexp(1.0, e4)[:, None], out=yb)
+                yb += 0.0
+            else:
+                yb[...] = a
         else:
             (np.rint if rounding == "nearest_even" else np.floor)(a, out=yb, casting="unsafe")
     if stats_out:

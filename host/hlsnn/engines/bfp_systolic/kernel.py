@@ -7,10 +7,11 @@ import numpy as np
 from ...errors import InputError
 from ...perf import instrument
 from ...formats import bfp
-from ...formats._validate import as_float_input
+from ...formats._validate import as_float_array, as_float_input
 from .. import tiling
 from . import protocol
-from .emulator import RollingState, emulate
+from ..common import workspace as _workspace
+from .emulator import RollingState, emulate, emulate_floats, emulate_values, gemm_dtype, values_fit_float32
 from .spec import MAGIC, k_limit, lane_bits, passes
 
 
@@ -146,17 +147,18 @@ class Kernel:
         exponent that puts the bias's alignment shift at 0 for the largest weight exponent
         (:meth:`quantize_activations`).
         """
-        p = self.p
-        qround = p["rounding"]
         wq = self.quantize_weights(w)
-        bq = None
-        if bias is not None:
-            b = as_float_input(bias, "bias")
-            if b.shape != (wq.shape[0],):
-                raise InputError(f"bias must have one value per output (N = {wq.shape[0]}), got shape {b.shape}")
-            bq = bfp.quantize(b, p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
-                              rounding=qround)
+        bq = None if bias is None else self._quantize_bias(bias, wq.shape[0])
         return self.quantize_activations(x, wq, bq), wq, bq
+
+    def _quantize_bias(self, bias, n):
+        """Float bias (N,) to a BFPTensor with one exponent, as :meth:`quantize_operands` does."""
+        p = self.p
+        b = as_float_input(bias, "bias")
+        if b.shape != (n,):
+            raise InputError(f"bias must have one value per output (N = {n}), got shape {b.shape}")
+        return bfp.quantize(b, p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
+                            rounding=p["rounding"])
 
     def quantize_activations(self, x, wq=None, bq=None):
         """Float activations ``x`` (batch, K) to a BFPTensor with one exponent per sample,
@@ -190,6 +192,11 @@ class Kernel:
         concatenation of the chunks' :meth:`gemm_bfp` results (the same on every target), not
         one ``gemm_bfp`` over all N.
         """
+        if getattr(self.target, "arrays", False) and self._loaded is None \
+                and tiling.transfer_limit(self.target) is None:
+            y = self._gemm_arrays(x, w, bias, relu, method, stats_k, stats)
+            if y is not None:
+                return y
         xq, wq, bq = self.quantize_operands(x, w, bias)
         n, k = wq.shape
         step = self._n_per_call(n, k, bias is not None, stats)
@@ -205,6 +212,76 @@ class Kernel:
             parts.append(self._tensor(ym, ye).dequantize())
         tally.store(self)
         return np.concatenate(parts, axis=1)
+
+    def _gemm_arrays(self, x, w, bias, relu, method, stats_k, stats):
+        """The float :meth:`gemm` on the ``emu`` target's arrays (no transfer limit, no
+        loaded weights) as one emulator call, or None when it is not that simple (N above
+        ``max_n``, K beyond the limits, shapes that disagree: the general path then runs, and
+        raises its errors).
+
+        It computes what the general path does (quantize, ``gemm_bfp``, dequantize), bit for
+        bit and with the same kernel state afterwards, in fewer passes: the operands are
+        quantized straight into the float arrays the emulator's GEMM reads
+        (``bfp._row_plan`` / ``bfp._encode_rows_into``, reused buffers), their all-zero
+        samples found from each row's extremes, and the emulator returns the dequantized
+        result: from the dequantized operands (:func:`~.emulator.emulate_values`) when no
+        bias, statistics or stats rule needs the integer accumulators, else from the
+        mantissas (:func:`~.emulator.emulate_floats`). No BFPTensor is built, and nothing is
+        checked twice. ``tests/engines/bfp_systolic/test_fast_gemm.py`` holds the two paths
+        equal."""
+        p = self.p
+        m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
+        # the general path's checks in its order (w, bias, x); the finiteness of w and x shows
+        # in their plans' row extremes (else None: the general path raises the error)
+        w = as_float_array(w, "w")
+        if w.ndim != 2:
+            return None
+        wplan = bfp._row_plan(w, m, e, rounding, whole=p["weight_exponent"] == "tensor")
+        if not wplan.finite:
+            return None
+        bq = None if bias is None else self._quantize_bias(bias, w.shape[0])
+        x = as_float_array(x, "x")
+        if x.ndim != 2:
+            return None
+        (batch, k), (n, kw) = x.shape, w.shape
+        ft = gemm_dtype(p, k)
+        if ft is None or kw != k or not 1 <= k <= k_limit(p) or not 1 <= n <= p["max_n"] or batch < 1:
+            return None
+        xplan = bfp._row_plan(x, m, e, rounding)
+        if not xplan.finite:
+            return None
+        xe, we = xplan.exponents.astype(np.int64), wplan.exponents.astype(np.int64)
+        nonzero = xplan.nonzero
+        if not nonzero.all():       # all-zero samples get a free exponent (quantize_activations)
+            if nonzero.any():
+                xe[~nonzero] = xe[nonzero].max()
+            elif bq is not None:
+                lo, hi = self._e_range
+                xe[:] = min(max(int(np.asarray(bq.exponents).max()) - int(we.max()), lo), hi)
+        bm, be = (None, 0) if bq is None else (bq.mantissas, int(np.asarray(bq.exponents).reshape(-1)[0]))
+        flags, k_sigma = self._regs(method, stats_k, relu, bm is not None, stats)
+        # the GEMM on the dequantized operands yields the values (emulator.emulate_values), where
+        # no bias, statistics or stats rule needs the integer accumulators
+        values = bm is None and not stats and not flags & protocol.FLAG_STATS \
+            and (ft == np.float64 or values_fit_float32(p, xe, we, k))
+        wf = bfp._encode_rows_into(w, wplan, m, rounding, _workspace("gemm_w", (n, k), ft), values=values)
+        xf = bfp._encode_rows_into(x, xplan, m, rounding, _workspace("gemm_x", (batch, k), ft), values=values)
+        # one call, as _call and _emulate_arrays make it: the operation empties the rolling buffer
+        self._roll_fresh = False
+        if flags & protocol.FLAG_ROLLING:
+            self._roll.clear()
+        self._on_chip = None
+        rolling = self._roll if flags & protocol.FLAG_ROLLING else None
+        if values:
+            y, _, sat = emulate_values(p, xf, wf, relu=bool(relu), stats_k=k_sigma & 15, rolling=rolling)
+            hist = []
+        else:
+            y, _, sat, *hist = emulate_floats(p, xf, xe, wf, we, bm, be, relu=bool(relu),
+                                              use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
+                                              stats_out=stats, dequantize=True, rolling=rolling)
+        self.last_id = (MAGIC, self.cfg.hash32)
+        self.last_sat_count, self.last_stats = sat, (hist[0] if stats else None)
+        return y
 
     def _n_per_call(self, n, k, has_bias, stats):
         """Outputs per call of the float :meth:`gemm`: ``max_n``, or the largest multiple of

@@ -257,7 +257,7 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     widths above 53 bits, :func:`emulate_reference` is used). The raw mode runs
     :func:`emulate_reference` (its exact GEMM, then :func:`output_rule`).
     """
-    A, B = p["acc_bits"], p["act_bits"]
+    A = p["acc_bits"]
     if not 0 <= delta <= p["max_delta"]:
         raise InputError(f"delta = {delta}: must be in [0, max_delta = {p['max_delta']}]")
     if mode not in ("twohot", "pot", "pot_sum"):
@@ -277,8 +277,6 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     cfg_lanes = (lanes >> np.uint16(2 * E + 4)) & np.uint16(1)
     uniform = k <= 1 or cfg_lanes.size == 0 or cfg_lanes.min() == cfg_lanes.max()
     changed = None if uniform else (cfg_lanes[:, 1:] != cfg_lanes[:, :-1])
-    lo_a, hi_a = -(1 << (A - 1)), (1 << (A - 1)) - 1
-    lo, hi = (-(1 << (B - 1)), (1 << (B - 1)) - 1) if p["act_signed"] else (0, (1 << B) - 1)
     bias_i = np.asarray(bias, np.int64).reshape(-1)[:n]
     shifts = np.asarray(shift, np.int64).reshape(-1)[:n]
     # The bias rides in the GEMM as an extra input of value 1 (exact: every sum < 2**53).
@@ -310,11 +308,34 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     np.copyto(xf[:, :k], x, casting="unsafe")
     xf[:, k] = 1.0
     acc = np.matmul(xf, w[:n].T, out=_workspace("acc", (batch, n)))   # (acc + bias) * 2**-shift
-    # Static bounds decide which clamps can ever act: |x| <= 2**xb, |multiplier| <=
-    # 2**(emax + delta + 1), so |acc| <= 2**tight (rule 3).
-    xb = B - 1 if p["act_signed"] else B
-    tight = xb + (1 << E) - 1 + int(delta) + 1 + math.ceil(math.log2(max(k, 1)))
-    max_bias = int(np.abs(bias_i).max()) if n else 0
+    return requantize(p, acc, shifts, scale, k=k, delta=delta, max_bias=int(np.abs(bias_i).max()) if n else 0,
+                      relu=relu, stats=stats, block_elems=block_elems)
+
+
+def wide_bound(p, k, delta):
+    """``tight``: every accumulator of a GEMM of reduction length ``k`` (before the bias) is
+    below ``2**tight`` in magnitude (rule 3): ``|x| <= 2**xb`` and ``|multiplier| <=
+    2**(emax + delta + 1)``."""
+    xb = p["act_bits"] - 1 if p["act_signed"] else p["act_bits"]
+    return xb + (1 << p["exp_bits"]) - 1 + int(delta) + 1 + math.ceil(math.log2(max(k, 1)))
+
+
+def requantize(p, acc, shifts, scale, *, k, delta, max_bias, relu=False, stats=False, dequantize=None,
+               block_elems=1 << 15):
+    """Rule 5 (and 6) on the wide values, in place: ``acc`` (batch, N) float64 holds
+    ``(accumulator + bias) * scale`` exactly, ``scale = 2**-shifts`` per output; ``k`` and
+    ``delta`` bound the accumulators (:func:`wide_bound`), ``max_bias`` the bias magnitudes.
+    Returns :func:`emulate`'s ``(y, sat_count[, hist])``.
+
+    ``dequantize=fy`` (an int) returns, instead of the int64 ``y``, the float64 values
+    ``y * 2**-fy`` (exact, +0.0 for a zero output: the float GEMM's result) for ``|fy| <= 900``."""
+    A, B = p["acc_bits"], p["act_bits"]
+    n = acc.shape[1]
+    batch = acc.shape[0]
+    lo_a, hi_a = -(1 << (A - 1)), (1 << (A - 1)) - 1
+    lo, hi = (-(1 << (B - 1)), (1 << (B - 1)) - 1) if p["act_signed"] else (0, (1 << B) - 1)
+    # Static bounds decide which clamps can ever act: |acc| <= 2**tight (rule 3).
+    tight = wide_bound(p, k, delta)
     clamp_acc = (1 << tight) + max_bias > hi_a
     # Rounding straight into int64 is safe while |v * 2**-shift| < 2**62. For nearest_away,
     # trunc(v + copysign(1/2, v)) is exact: v = m * 2**-s with |m| < 2**(tight+1) <= 2**51,
@@ -322,7 +343,8 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     direct = (tight + 1 + max(0, -int(shifts.min(initial=0)))) < 62 and tight + 1 <= 51
     nonneg = bool(relu)   # after ReLU every value is >= 0
     half = np.empty((min(rows_blk_for(block_elems, n), batch), n)) if p["rounding"] == "nearest_away" else None
-    y = np.empty((batch, n), np.int64)
+    y = np.empty((batch, n), np.int64 if dequantize is None else np.float64)
+    unit = None if dequantize is None else np.ldexp(1.0, -int(dequantize))
     sat = 0
     hist = np.zeros(A, np.int64) if stats else None
     unscale = np.ldexp(1.0, shifts) if stats else None
@@ -337,7 +359,7 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
         if stats:       # rule 6: v = a * 2**shift, exact (a power of two times an exact value)
             hist += msb_histogram((a * unscale).astype(np.int64), A)
         yb = y[r0:r1]
-        if direct:
+        if direct and dequantize is None:
             if p["rounding"] == "nearest_away":
                 if nonneg:
                     a += 0.5
@@ -354,9 +376,14 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
                 np.clip(yb, lo, hi, out=yb)
         else:
             _round_into(a, p["rounding"], a)
-            sat += int(np.count_nonzero(a > hi)) + int(np.count_nonzero(a < lo))
-            np.clip(a, lo, hi, out=a)
-            yb[...] = a
+            if a.size and (a.max() > hi or a.min() < lo):
+                sat += int(np.count_nonzero(a > hi)) + int(np.count_nonzero(a < lo))
+                np.clip(a, lo, hi, out=a)
+            if dequantize is None:
+                yb[...] = a
+            else:       # y * 2**-fy: exact (|y| <= 2**B, |fy| <= 900); -0.0 -> +0.0 as from the integers
+                np.multiply(a, unit, out=yb)
+                yb += 0.0
     if stats:
         return y, sat % (1 << 32), np.minimum(hist, (1 << 32) - 1)
     return y, sat % (1 << 32)

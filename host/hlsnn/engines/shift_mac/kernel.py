@@ -9,7 +9,7 @@ from ...perf import instrument
 from ...formats import shift as sfmt
 from ...formats._validate import as_float_input, as_int_input
 from .. import tiling
-from . import protocol, tiles
+from . import floatgemm, protocol, tiles
 from .emulator import emulate, im2col
 from ..common import largest_frac as _largest_frac
 from .spec import MAGIC, MODES
@@ -428,6 +428,10 @@ class Kernel:
         histogram is of the wide integers, in accumulator units).
         """
         mode = mode or self.p["default_mode"]
+        if floatgemm.applies(self):         # the emu target: one GEMM, the same bits (floatgemm docstring)
+            y = floatgemm.gemm_arrays(self, x, w, bias, relu, mode, delta, stats)
+            if y is not None:
+                return y
         w = as_float_input(w, "w")
         if w.ndim != 2:
             raise InputError(f"w must be 2-D (N, K), got shape {w.shape}")
