@@ -90,8 +90,12 @@ def test_float_gemm_falls_back_and_raises_as_the_general_path():
     assert floatgemm.gemm_arrays(fast.kernel, -np.ones((2, 3)), np.ones((4, 3)), None, False, "pot", 0, False) is None
     with pytest.raises(hlsnn.errors.InputError, match="negative"):
         fast.gemm(-np.ones((2, 3)), np.ones((4, 3)))
-    with pytest.raises(hlsnn.errors.InputError):
-        fast.gemm(np.ones((2, cfg.params["max_k"] + 1)), np.ones((4, cfg.params["max_k"] + 1)))
+    # K beyond max_k: the general path runs it as raw calls over chunks of K; the float GEMM
+    # gives the same bits
+    k = cfg.params["max_k"] + 1
+    slow = pair("shift8_zcu104")[2]
+    for mode in ("pot", "pot_sum"):
+        assert check(fast, slow, np.abs(rng.normal(size=(3, k))), rng.normal(size=(4, k)), mode=mode) is not None
     with pytest.raises(hlsnn.errors.InputError, match="bias"):
         fast.gemm(np.ones((2, 3)), rng.normal(size=(4, 3)), bias=np.ones(5))
     # a huge bias leaves the fast path; the general path's check speaks
