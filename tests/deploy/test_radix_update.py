@@ -42,7 +42,8 @@ def cnn_config(tmp):
     """digits_cnn's deployment config plus ``twohot_u``: two-hot on the unsigned shift8_zcu104."""
     text = CNN.read_text().replace("model: digits_cnn.onnx", f"model: {MODELS / 'digits_cnn.onnx'}")
     text = text.replace("../accel/", f"{ROOT / 'configs' / 'accel'}/")
-    text = text.replace("formats:\n", f"formats:\n  twohot_u: {{type: twohot, accel: {ROOT / 'configs/accel/shift8_zcu104.yaml'}}}\n")
+    zcu = ROOT / "configs" / "accel" / "shift8_zcu104.yaml"
+    text = text.replace("formats:\n", f"formats:\n  twohot_u: {{type: twohot, accel: {zcu}}}\n")
     text = text.replace("assignments:\n", "assignments:\n  twohot_u: {default: twohot_u, layers: {fc: bfp8}}\n")
     path = tmp / "digits_cnn_u.yaml"
     path.write_text(text)
