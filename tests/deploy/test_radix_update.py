@@ -184,6 +184,30 @@ def test_shift_mac_layers_choose_between_e2_and_e4(cnn, assignment):
         assert methods == {"conv1": "e2", "conv2": "e2", "fc": "e4"}
 
 
+def test_e4_on_k_tiled_shift_layers_equals_one_call():
+    """A shift layer run as raw calls over chunks of K (``ShiftExec.k_step``: the kernel's K
+    tiling, its raw mode applied to the host's sum) gives E4 and E2 the same bits as one call."""
+    cfg = load_deploy_config(CNN)
+    net = load_onnx(cfg.model)
+    ds = datasets.load("digits", layout="nchw")
+    accs = open_accelerators(cfg, "emu")
+    try:
+        got = []
+        for step in (None, 9):
+            dep = Deployment(net, cfg.assignments["twohot"], cfg.formats, accs, update="e5", rounding=cfg.rounding)
+            for ex in dep.execs.values():
+                ex.k_step = step
+            dep.calibrate(ds.x_train[:32])
+            y = dep.run(ds.x_test[:20])
+            got.append((y, {n: (ex.f_out, ex.stats.update["method"], ex.update_ran) for n, ex in dep.execs.items()}))
+        np.testing.assert_array_equal(got[0][0], got[1][0])
+        assert got[0][1] == got[1][1]
+        assert all(ran == ["e2", "e4"] for _, _, ran in got[0][1].values())
+    finally:
+        for a in accs.values():
+            a.close()
+
+
 def test_per_op_type_and_dynamic_batches_run_the_choice():
     """Per operation type the layers of a kind share the choice of their mean times; in
     dynamic mode a batch after the calibration runs only the chosen method."""
