@@ -2,7 +2,10 @@
 operation type) the faster of E2 and E4 by the cycle model, the choice equal to the fig. 15
 cost model on the recorded times, the outputs equal to source 002's runners
 (``formats.fixed.run_e2`` / ``run_e4``) on the layer's wide results computed here, and the
-choice shown in the deploy table, the JSON and the HTML report."""
+choice shown in the deploy table, the JSON and the HTML report. Both fixed-point engines run
+E4 through their raw modes: ``sparse_cluster`` (int32 wide results) and ``shift_mac``
+(``Kernel.gemm_int(raw=True)``, int64 lanes for the shipped 42- and 44-bit accumulators;
+signed on the PYNQ-Z2 config, unsigned on the ZCU104 one)."""
 import json
 from pathlib import Path
 
@@ -26,22 +29,42 @@ ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "configs" / "models"
 MLP, CNN = MODELS / "digits_mlp.yaml", MODELS / "digits_cnn.yaml"
 N_CAL = 64
+#: the CNN's assignments the fixture calibrates: sparse_cluster, shift_mac (two-hot and dual
+#: PoT, signed, shift8_pynq-z2), and two-hot on the unsigned shift8_zcu104 (fc in BFP: it has
+#: no ReLU)
+CNN_ASSIGNMENTS = ("fixed8", "twohot", "pot", "twohot_u")
+#: the same assignments calibrated with an overflow ratio, so that outputs saturate
+SATURATING = {f"{a}@sat": a for a in ("fixed8", "twohot", "twohot_u")}
+OVERFLOW_RATIO = 0.02
+
+
+def cnn_config(tmp):
+    """digits_cnn's deployment config plus ``twohot_u``: two-hot on the unsigned shift8_zcu104."""
+    text = CNN.read_text().replace("model: digits_cnn.onnx", f"model: {MODELS / 'digits_cnn.onnx'}")
+    text = text.replace("../accel/", f"{ROOT / 'configs' / 'accel'}/")
+    zcu = ROOT / "configs" / "accel" / "shift8_zcu104.yaml"
+    text = text.replace("formats:\n", f"formats:\n  twohot_u: {{type: twohot, accel: {zcu}}}\n")
+    text = text.replace("assignments:\n", "assignments:\n  twohot_u: {default: twohot_u, layers: {fc: bfp8}}\n")
+    path = tmp / "digits_cnn_u.yaml"
+    path.write_text(text)
+    return load_deploy_config(path)
 
 
 @pytest.fixture(scope="module")
-def cnn():
-    """digits_cnn, calibrated with E5 per layer on 64 images, in fixed8 (sparse_cluster) and
-    twohot (shift_mac): (deployment per assignment, tensors of the calibration run, x_cal)."""
-    cfg = load_deploy_config(CNN)
+def cnn(tmp_path_factory):
+    """digits_cnn, calibrated with E5 per layer on 64 images in :data:`CNN_ASSIGNMENTS`:
+    (deployment and tensors of the calibration run per assignment, x_cal)."""
+    cfg = cnn_config(tmp_path_factory.mktemp("cnn"))
     net = load_onnx(cfg.model)
     x_cal = datasets.load("digits", layout="nchw").x_train[:N_CAL]
     accs = open_accelerators(cfg, "emu")
     out = {}
     try:
-        for name in ("fixed8", "twohot"):
-            dep = Deployment(net, cfg.assignments[name], cfg.formats, accs, update="e5", rounding=cfg.rounding)
+        for key, name in [(a, a) for a in CNN_ASSIGNMENTS] + list(SATURATING.items()):
+            dep = Deployment(net, cfg.assignments[name], cfg.formats, accs, update="e5", rounding=cfg.rounding,
+                             overflow_ratio=OVERFLOW_RATIO if key in SATURATING else 0.0)
             _, env = dep.run(x_cal, calibrate=True, keep=True)
-            out[name] = (dep, env)
+            out[key] = (dep, env)
     finally:
         for a in accs.values():
             a.close()
@@ -49,8 +72,15 @@ def cnn():
 
 
 def _wide(ex, xi, bias):
-    """The layer's wide results (accumulators + bias, ReLU), images first, in plain numpy."""
-    w = ex.wq.astype(np.int64)
+    """The layer's wide results (accumulators + bias, ReLU), images first, in plain numpy
+    (shift weights by their integer codes; no sum here reaches ``acc_bits``, so the
+    accumulator's saturation never acts)."""
+    if hasattr(ex.wq, "code_values"):              # shift_mac: (Z, C*k*k) codes of the GEMM weight
+        w = ex.wq.code_values()
+        if ex.layer.kind == "conv":
+            w = w.reshape(ex.layer.w.shape)
+    else:
+        w = ex.wq.astype(np.int64)
     if ex.layer.kind == "dense":
         acc = xi.reshape(len(xi), -1) @ w.reshape(w.shape[0], -1).T
         acc = acc + bias
@@ -90,39 +120,92 @@ def test_e5_choice_is_the_cost_model_on_the_cycle_model(cnn):
     assert methods == {"conv1": "e2", "conv2": "e4", "fc": "e4"}
 
 
-def test_e5_outputs_equal_the_chosen_runner(cnn):
-    """Every layer's calibration output and radix equal ``run_e2`` / ``run_e4`` (the one
-    chosen, and the other: they agree) on the wide results computed here from the layer's
-    input, with the runner's DETERMINE clamps and the kernel's rounding."""
+@pytest.mark.parametrize("assignment", CNN_ASSIGNMENTS + tuple(SATURATING))
+def test_e5_outputs_equal_the_chosen_runner(cnn, assignment):
+    """Every fixed-point layer's calibration output, radix and saturation count equal
+    ``run_e2`` / ``run_e4`` (the one chosen, and the other: they agree) on the wide results
+    computed here from the layer's input, with the runner's DETERMINE clamps and the kernel's
+    rounding and output format. Both methods ran on the layer (the runner checks their bits
+    against each other: outputs, F_out, saturation count). ``@sat``: calibrated with an
+    overflow ratio, so that some outputs saturate."""
     deps, x_cal = cnn
-    dep, env = deps["fixed8"]
-    for name, ex in dep.execs.items():
+    dep, env = deps[assignment]
+    layers = [(n, ex) for n, ex in dep.execs.items() if ex.stats.update]
+    assert [n for n, _ in layers] == (["conv1", "conv2"] if "twohot_u" in assignment else ["conv1", "conv2", "fc"])
+    for name, ex in layers:
         la = ex.layer
+        bits, signed = (ex.bits, ex.signed) if hasattr(ex, "bits") else (8, True)
+        assert ex.update_ran == ["e2", "e4"], name
         src = x_cal if la.inputs[0] == dep.net.input else env[la.inputs[0]]
-        xi = to_fixed(src, ex.stats.f_in, 8, True, dep.rounding)
+        xi = to_fixed(src, ex.stats.f_in, bits, signed, dep.rounding)
         f_in = ex.stats.f_in + ex.f_w
         bias = np.rint(np.ldexp(la.b, f_in)).astype(np.int64)
         wide = _wide(ex, xi, bias)
-        kw = dict(shape=wide.shape, axis=0, rounding=ex.p["rounding"], f_min=f_in - 63, f_max=f_in + 63)
+        kw = dict(shape=wide.shape, axis=0, signed=signed, rounding=ex.p["rounding"], f_min=f_in - 63,
+                  f_max=f_in + 63, overflow_ratio=dep.overflow_ratio)
         chosen = {"e2": fixed.run_e2, "e4": fixed.run_e4}[ex.update_choice]
         for runner in (chosen, fixed.run_e2, fixed.run_e4):
-            r = runner(lambda mask: wide, f_in, 8, 20, **kw)
+            r = runner(lambda mask: wide, f_in, bits, 20, **kw)
             got = np.rint(np.ldexp(env[la.output], r.f_out)).astype(np.int64)
             assert r.f_out == ex.f_out, name
             np.testing.assert_array_equal(got, r.out, err_msg=name)
             assert int(r.sat.sum()) == ex.stats.sat_count, name
+    if assignment in SATURATING:
+        assert all(ex.stats.sat_count > 0 for _, ex in layers if ex.layer.kind == "conv")   # fc: none of 640
 
 
-def test_shift_mac_layers_take_e2_and_show_both_times(cnn):
+@pytest.mark.parametrize("assignment", ["twohot", "pot", "twohot_u"])
+def test_shift_mac_layers_choose_between_e2_and_e4(cnn, assignment):
+    """shift_mac layers run both methods on the calibration batch and take the faster by the
+    cycle model; E4's modelled transfer is the raw mode's lane (int64: acc_bits 42 and 44)."""
+    from hlsnn.engines.shift_mac.protocol import raw_factor
+    from hlsnn.engines.shift_mac.spec import LANE_BITS, raw_bits
     deps, _ = cnn
-    dep, _ = deps["twohot"]
-    for ex in dep.execs.values():
+    dep, _ = deps[assignment]
+    methods = {}
+    for name, ex in dep.execs.items():
         u = ex.stats.update
-        assert u["method"] == "e2" and not u["e4_available"] and "shift_mac streams no wide results" in u["note"]
-        assert u["wide_bytes"] == 8                       # a 42-bit accumulator: two 32-bit words
+        if u is None:
+            continue
+        p = ex.acc.config.params
+        assert u["e4_available"] and u["note"] == "" and ex.update_ran == ["e2", "e4"]
+        assert u["wide_bytes"] == raw_bits(p) // 8 == raw_factor(p) * LANE_BITS // 8 == 8
+        r = layer_cycles(ex.layer, ex.acc.config, N_CAL, fmt_type=ex.fmt.type,
+                         in_hw=ex.in_shape[-2:] if ex.layer.kind == "conv" else None,
+                         weight_sparsity=ex.stats.weight_sparsity, input_density=ex.stats.input_density)
+        assert u["wide_stream_cycles"] == -(-r["m"] * r["n"] * 8 // (p["stream_bits"] // 8))
         c = fixed.cost_model(u["t_prev_us"], u["t_pre_us"], u["t_store_us"], u["percent"])
         assert (u["e2_us"], u["e4_us"]) == (c.e2, c.e4)
-        assert ex.update_ran == ["e2"]
+        assert u["method"] == ("e4" if c.e4 < c.e2 else "e2") == ex.update_choice
+        methods[name] = u["method"]
+    # 64 images on shift8_pynq-z2: the convolutions recompute faster than they stream 8-byte
+    # results out and in, the dense layer (K = 288, 10 outputs) streams faster
+    if assignment != "twohot_u":
+        assert methods == {"conv1": "e2", "conv2": "e2", "fc": "e4"}
+
+
+def test_e4_on_k_tiled_shift_layers_equals_one_call():
+    """A shift layer run as raw calls over chunks of K (``ShiftExec.k_step``: the kernel's K
+    tiling, its raw mode applied to the host's sum) gives E4 and E2 the same bits as one call."""
+    cfg = load_deploy_config(CNN)
+    net = load_onnx(cfg.model)
+    ds = datasets.load("digits", layout="nchw")
+    accs = open_accelerators(cfg, "emu")
+    try:
+        got = []
+        for step in (None, 9):
+            dep = Deployment(net, cfg.assignments["twohot"], cfg.formats, accs, update="e5", rounding=cfg.rounding)
+            for ex in dep.execs.values():
+                ex.k_step = step
+            dep.calibrate(ds.x_train[:32])
+            y = dep.run(ds.x_test[:20])
+            got.append((y, {n: (ex.f_out, ex.stats.update["method"], ex.update_ran) for n, ex in dep.execs.items()}))
+        np.testing.assert_array_equal(got[0][0], got[1][0])
+        assert got[0][1] == got[1][1]
+        assert all(ran == ["e2", "e4"] for _, _, ran in got[0][1].values())
+    finally:
+        for a in accs.values():
+            a.close()
 
 
 def test_per_op_type_and_dynamic_batches_run_the_choice():
@@ -182,7 +265,8 @@ def test_cli_shows_the_choice_in_the_table_and_the_json(capsys):
         ups = res["assignments"][asg]["radix_update"]
         assert set(ups) == {"fc1", "fc2"}
         for u in ups.values():
-            assert u["method"] == ("e4" if u["e4_available"] and u["e4_us"] < u["e2_us"] else "e2")
+            assert u["e4_available"]                     # sparse_cluster and shift_mac both have a raw mode
+            assert u["method"] == ("e4" if u["e4_us"] < u["e2_us"] else "e2")
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "radix-point update: E5 per layer" in text
@@ -253,18 +337,20 @@ def test_e2_e4_disagreement_is_an_error(monkeypatch):
 
 
 @pytest.mark.csim
-def test_e5_on_csim_equals_emu():
+@pytest.mark.parametrize("assignment", ["fixed8", "twohot"])
+def test_e5_on_csim_equals_emu(assignment):
     """E4's raw calls (wide results and their histogram in one call) on the C-simulated
-    kernel: the same choices and the same bits as on the emulator."""
+    kernel: the same choices and the same bits as on the emulator (sparse_cluster, and
+    shift_mac's int64 raw lanes); both methods ran on every layer."""
     cfg = load_deploy_config(MLP)
     net = load_onnx(cfg.model)
     ds = datasets.load("digits", layout="flat")
-    fmt = {"fixed8": cfg.formats["fixed8"]}
+    fmt = {assignment: cfg.formats[assignment]}
     outs, ups = [], []
     for target in ("emu", "csim"):
         accs = open_accelerators(type(cfg)(**{**cfg.__dict__, "formats": fmt}), target)
         try:
-            dep = Deployment(net, cfg.assignments["fixed8"], fmt, accs, update="e5")
+            dep = Deployment(net, cfg.assignments[assignment], fmt, accs, update="e5")
             dep.calibrate(ds.x_train[:32])
             outs.append(dep.run(ds.x_test[:24]))
             ups.append({n: (ex.stats.update["method"], ex.f_out, ex.update_ran) for n, ex in dep.execs.items()})
@@ -273,10 +359,12 @@ def test_e5_on_csim_equals_emu():
                 a.close()
     np.testing.assert_array_equal(outs[0], outs[1])
     assert ups[0] == ups[1]
+    assert all(ran == ["e2", "e4"] for _, _, ran in ups[0].values())
 
 
 def test_choose_leaves_layers_without_e4_out_of_the_type_means():
-    """A conv layer on shift_mac (no raw output) takes E2 and does not enter the conv mean."""
+    """A conv layer on an engine without a raw output mode (``WIDE_OUT = False``; no shipped
+    fixed-point engine lacks one now) takes E2 and does not enter the conv mean."""
     from types import SimpleNamespace as NS
 
     from hlsnn.deploy import update
@@ -286,9 +374,10 @@ def test_choose_leaves_layers_without_e4_out_of_the_type_means():
         return NS(layer=NS(kind=kind), WIDE_OUT=wide, update_times={"e2_us": e2, "e4_us": e4},
                   stats=LayerStats(), acc=NS(config=NS(engine=engine)), update_choice=None)
     execs = {"a": ex("conv", True, 10.0, 9.0), "b": ex("conv", True, 5.0, 5.5),
-             "c": ex("conv", False, 1.0, 100.0, "shift_mac"), "d": ex("dense", True, 2.0, 3.0)}
+             "c": ex("conv", False, 1.0, 100.0, "no_raw"), "d": ex("dense", True, 2.0, 3.0)}
     update.choose(execs, "op_type")
     got = {n: (e.update_choice, e.stats.update["compared_e2_us"], e.stats.update["compared_e4_us"])
            for n, e in execs.items()}
     assert got == {"a": ("e4", 7.5, 7.25), "b": ("e4", 7.5, 7.25), "c": ("e2", 1.0, 100.0), "d": ("e2", 2.0, 3.0)}
-    assert execs["c"].stats.update["by"] == "layer" and "shift_mac" in execs["c"].stats.update["note"]
+    assert execs["c"].stats.update["by"] == "layer"
+    assert execs["c"].stats.update["note"] == "E4 not available: no_raw streams no wide results"

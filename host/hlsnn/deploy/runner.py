@@ -49,6 +49,7 @@ import numpy as np
 
 from ..engines import convgeom as conv
 from ..engines.bfp_systolic.spec import k_limit as bfp_k_limit
+from ..engines.shift_mac.spec import raw_bits as shift_raw_bits
 from ..engines.common import largest_frac
 from ..engines.stream import merge_stats
 from ..engines.tiling import chunks
@@ -231,6 +232,12 @@ class _Exec:
         self.in_shape = None     # shape of the last input batch
         self.update_times = self.update_choice = self.update_ran = None     # E5 (hlsnn.deploy.update)
 
+    @property
+    def wide_bits(self):
+        """Bits of one wide result as the kernel's raw mode streams it (E4's modelled transfer,
+        :func:`hlsnn.deploy.update.modelled_times`): 32, ``sparse_cluster``'s int32."""
+        return 32
+
     def _limit_k(self, k, limit, what, why="K cannot be tiled without changing the numerics"):
         if k > limit:
             raise InputError(f"layer {self.layer.name}: reduction length {k} exceeds {what} = {limit} of "
@@ -329,7 +336,15 @@ class ShiftExec(_Exec):
     the kernel's output rules on the total (``shift_mac.emulator.output_rule``: bias, ReLU,
     the statistics unit's histogram, the output shift with rounding and saturation). A layer
     that fits one call gets the same bits either way (tested; :attr:`k_step` forces the
-    chunks)."""
+    chunks).
+
+    **Wide results** (E4 of ``--radix-update e5``): ``gemm_int(..., raw=True)``, the kernel's
+    raw mode: per output the accumulator plus bias, saturated to ``acc_bits``, after ReLU
+    (``emulator.output_rule``'s rule 5), streamed as ``spec.raw_bits`` (32 or 64) bits, with
+    the same statistics histogram as the requantizing call (K-tiled layers: the host's sum
+    through the same rule)."""
+
+    WIDE_OUT = True           # FLAG_RAW: the accumulators plus bias and ReLU (Kernel.gemm_int(raw=True))
 
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
@@ -368,6 +383,11 @@ class ShiftExec(_Exec):
         self.step = max(tn, p["max_n"] // tn * tn)
         self.n_chunks = [(a, b, self._rows(slice(a, b))) for a, b in chunks(n, self.step)]
 
+    @property
+    def wide_bits(self):
+        """``spec.raw_bits``: the raw lanes are int32 when ``acc_bits <= 32``, else int64."""
+        return shift_raw_bits(self.p)
+
     def _rows(self, idx):
         """The weight rows ``idx`` (a slice or an index array) as a ShiftTensor of their own."""
         t = self.wq
@@ -389,8 +409,8 @@ class ShiftExec(_Exec):
         k_calls = len(shift_k_chunks(p, rows.shape[1], self.k_step))
 
         def call(stats, shift, chans, images=None, raw=False):
-            if raw:
-                raise InputError(f"layer {layer.name}: {self.acc.config.name} (shift_mac) has no raw output mode")
+            """(outputs images first: (B, N) or (B, Z, H', W'), hist, sat, n); ``raw``: the
+            wide results (``gemm_int(raw=True)``: accumulators plus bias and ReLU)."""
             sel = np.arange(self.n_out) if chans is None else chans
             parts = self.n_chunks if chans is None else [(a, b, self._rows(chans[a:b]))
                                                          for a, b in chunks(len(chans), self.step)]
@@ -404,17 +424,17 @@ class ShiftExec(_Exec):
                 for r0, r1 in chunks(rws.shape[0], bsz):
                     out[r0:r1, a:b] = kern.gemm_int(rws[r0:r1], wq, mode=self.mode, bias=bias[idx],
                                                     shift=shifts[idx], relu=layer.relu, stats=stats,
-                                                    k_step=self.k_step)
+                                                    k_step=self.k_step, raw=raw)
                     sat += kern.last_sat_count
                     hist = self._collect(hist, stats)
                     self.stats.calls += k_calls - 1          # the raw calls of a K-tiled gemm_int
+            if layer.kind == "conv":                          # im2col rows -> images first, NCHW
+                out = out.reshape(-1, oh, ow, len(sel)).transpose(0, 3, 1, 2)
             return out, hist, sat, out.size
 
         self.stats.input_density = float(np.mean(rows != 0))
         out = self._two_pass(call, f_in, self.bits, self.signed, calibrate)
         self.stats.f_in = fx
-        if layer.kind == "conv":
-            out = out.reshape(xi.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.bits, self.signed))
 
 

@@ -16,18 +16,22 @@ and ``hlsnn report``.
     * **E2**: the preceding operation runs the sampled images (statistics on), DETERMINE
       picks ``F_out`` from their histogram, the main operation runs every image.
     * **E4**: the preceding operation runs the sampled images in the kernel's raw mode: the
-      kernel streams out the wide results (``sparse_cluster``'s ``FLAG_RAW``: the int32
-      accumulators plus bias and ReLU) and its statistics unit counts them; DETERMINE picks
-      ``F_out``; the stored wide results are converted by the kernel's output rule
-      (``shift_round_sat`` with the config's rounding, saturating to int8:
-      ``sparse_cluster.emulator`` rule 5) and the main operation runs only the other
-      images. ``shift_mac`` has no raw mode, so E4 is not available on its layers: they
-      take E2, and their modelled E4 time is shown for comparison only.
+      kernel streams out the wide results (``FLAG_RAW``: ``sparse_cluster``'s int32
+      accumulators plus bias and ReLU; ``shift_mac``'s accumulators plus bias, saturated to
+      ``acc_bits``, after ReLU, as int32 or int64, ``Kernel.gemm_int(raw=True)``) and its
+      statistics unit counts them, the same histogram as the requantizing call's; DETERMINE
+      picks ``F_out``; the stored wide results are converted by the kernel's output rule
+      (:func:`_convert`: ``shift_round_sat`` with the config's rounding, saturating to the
+      signed output format, or for unsigned ``shift_mac`` activations to ``bits + 1`` signed
+      bits with negatives then 0: ``sparse_cluster.emulator`` rule 5,
+      ``shift_mac.emulator.output_rule``) and the main operation runs only the other images.
+      Both engines' fixed-point layers can take E4.
     * For the same sample and DETERMINE, E2 and E4 give the same bits (SPECS T2.6); the
       runner checks that whenever it runs both.
     * **Iterations 1..A** are the calibration batch (A = 1; in ``dynamic`` mode also any
-      batch before it): every layer runs both methods (E2 only where E4 is not available)
-      and its modelled times are recorded. At the end of the calibration run the choice is
+      batch before it): every layer runs both methods (E2 only where E4 is not available:
+      an engine without a raw mode, ``WIDE_OUT = False``) and its modelled times are
+      recorded. At the end of the calibration run the choice is
       made, per layer or (``calibration.update_by: op_type``) per operation type (the layer
       kind, ``conv`` or ``dense``; layers without E4 are left out of their type's means).
       Later updates (every batch in ``dynamic`` mode) run the chosen method only.
@@ -48,8 +52,10 @@ measured weight sparsity and input density) and the fig. 15 timing model
 * ``t_store``: E3, the operation with its wide results saved: ``t_prev`` plus streaming
   the wide results out and back in, ``2 * ceil(outputs * wide_bytes / (stream_bits / 8))``
   cycles, one beat of ``stream_bits`` per cycle on the config's AXI stream (the cycle
-  model's stream rule), ``wide_bytes`` the accumulator in whole 32-bit words (4 on
-  ``sparse_cluster``, 8 for a 42-bit ``shift_mac`` accumulator);
+  model's stream rule), ``wide_bytes`` the width of a raw output as the kernel streams it
+  (``_Exec.wide_bits / 8``: 4 on ``sparse_cluster``; on ``shift_mac`` ``spec.raw_bits / 8``,
+  4 when ``acc_bits <= 32``, else 8, as for the shipped configs' 42- and 44-bit
+  accumulators);
 * ``N`` = the sampled fraction of the batch's images; then E2 = ``N*t_pre + t_prev`` and
   E4 = ``N*t_store + (1-N)*t_prev`` = ``t_prev + N * (wide streaming)``: E4 wins where
   streaming the wide results out and in costs less than recomputing the operation.
@@ -66,9 +72,6 @@ UPDATES = ("e1", "e5")
 UPDATE_BY = ("layer", "op_type")
 #: the sample of E2/E4 when a deployment does not set one (SPECS T2.5: E5 assumes 20 %)
 DEFAULT_PERCENT = 20.0
-#: bits of one word of the wide results as they are streamed
-WORD_BITS = 32
-
 
 def check(update, update_by, percent):
     """The update options, validated (:class:`InputError` naming the bad one)."""
@@ -88,7 +91,7 @@ def modelled_times(ex, batch, in_hw, percent) -> dict:
     cfg = ex.acc.config
     r = layer_cycles(ex.layer, cfg, batch, fmt_type=ex.fmt.type, in_hw=in_hw,
                      weight_sparsity=ex.stats.weight_sparsity, input_density=ex.stats.input_density)
-    wide_bytes = -(-cfg.params.get("acc_bits", WORD_BITS) // WORD_BITS) * WORD_BITS // 8
+    wide_bytes = ex.wide_bits // 8
     move = -(-r["m"] * r["n"] * wide_bytes // (cfg.params["stream_bits"] // 8))
     t_prev = r["cycles"]
     us = [c / cfg.clock_mhz for c in (t_prev, t_prev, t_prev + 2 * move)]
@@ -98,10 +101,18 @@ def modelled_times(ex, batch, in_hw, percent) -> dict:
             "e2_us": costs.e2, "e4_us": costs.e4}
 
 
-def _convert(stored, shift, rounding, bits):
-    """The kernel's output rule on stored wide results (images first, channels on axis 1)."""
+def _convert(stored, shift, rounding, bits, signed=True):
+    """The kernel's output rule on stored wide results (images first, channels on axis 1):
+    ``(outputs, saturation flags)``. Signed outputs: ``shift_round_sat`` to ``bits``
+    (``sparse_cluster.emulator`` rule 5, ``shift_mac.emulator.output_rule`` for signed
+    activations); unsigned: to ``bits + 1`` signed bits, then negatives become 0 and count as
+    saturated (``output_rule`` for unsigned activations; ``formats.fixed.convert``)."""
     s = np.asarray(shift, np.int64).reshape((1, -1) + (1,) * (stored.ndim - 2))
-    return shift_round_sat(stored, s, bits, rounding)
+    if signed:
+        return shift_round_sat(stored, s, bits, rounding)
+    out, sat = shift_round_sat(stored, s, bits + 1, rounding)
+    neg = out < 0
+    return np.where(neg, 0, out), sat | neg
 
 
 def _same(layer, a, b):
@@ -138,7 +149,7 @@ def run(ex, call, f_in, f_vec, bits, signed, calibrate):
         else:
             stored = ex.preceding(call, f_vec, bits, signed, images=sample, raw=True)
             shift = np.broadcast_to(np.asarray(ex.shift_for(f_in, f_vec), np.int64), (ex.n_out,))
-            conv_s, flags = _convert(stored, shift, ex.p["rounding"], bits)
+            conv_s, flags = _convert(stored, shift, ex.p["rounding"], bits, signed)
             sat = int(np.count_nonzero(flags))
             if sample.all():
                 out = conv_s

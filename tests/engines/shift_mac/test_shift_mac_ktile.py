@@ -8,6 +8,7 @@ property); a K above ``max_k`` equals ``emulate`` on the whole K and an independ
 reference (integer code values, an exact integer matmul, and the documented output rule with
 the rounding written out here by hand, never calling the kernel, the protocol, the
 emulator or the primitives)."""
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ import hlsnn
 from hlsnn.engines.shift_mac import protocol
 from hlsnn.engines.shift_mac.emulator import emulate, im2col
 from hlsnn.engines.shift_mac.kernel import _flatten
+from hlsnn.engines.shift_mac.tiles import transfer_bytes
 
 from conftest import ROOT
 
@@ -169,6 +171,71 @@ def test_raw_value_is_the_wide_value_of_rule_5():
             ref_y, ref_sat, ref_v = reference(p, x, wq, bias, shift, mode=md, relu=True)
             np.testing.assert_array_equal(v, ref_v.astype(np.int64))
             np.testing.assert_array_equal(y, ref_y)
+
+
+RAW_TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim),
+               pytest.param("sim", marks=[pytest.mark.csim, pytest.mark.skipif(
+                   importlib.util.find_spec("pynq") is None, reason="the simulated board needs pynq")])]
+
+
+@pytest.mark.parametrize("target", RAW_TARGETS)
+@pytest.mark.parametrize("name", ["s_unsigned", "s_wide"])
+def test_raw_gemm_int_is_the_output_rule_without_the_shift(target, name):
+    """``gemm_int(..., raw=True)`` (the deploy runner's E4): the wide values ``v`` of rule 5
+    (bias, saturation to acc_bits, ReLU; no shift) as ``output_rule(..., raw=True)`` and
+    ``emulate_reference`` give them and the independent reference computes them, through one
+    call, through N and batch tiling (a small transfer limit) and through K tiling
+    (``k_step``); a zero saturation count, and the histogram the requantizing call's statistics
+    unit gives (the wide values' MSBs at the input radix). s_unsigned has 32-bit raw lanes
+    (acc_bits 28) and a convolution stage, s_wide 64-bit ones (acc_bits 62)."""
+    from hlsnn.engines.shift_mac.emulator import emulate_reference, output_rule
+    rng = np.random.default_rng(31)
+    cfg = hlsnn.load_config(cfg_path(name))
+    p = cfg.params
+    k, n, b = min(p["max_k"], 40), p["rows"] * 2 + 3, p["cols"] * 3 + 1
+    # a transfer limit that takes two samples of one weight tile's outputs: N and the batch split
+    limit = max(max(transfer_bytes(p, batch=2, n=protocol.tile_neurons(p, m), k=k, mode=m, stats=True, raw=True))
+                for m in MODES)
+    with hlsnn.Accelerator(cfg, target) as acc, hlsnn.Accelerator(cfg, target, max_transfer_bytes=limit) as small:
+        run, calls = small.kernel.run_registers, []
+        small.kernel.run_registers = lambda *a, **kw: calls.append(kw.get("raw")) or run(*a, **kw)
+        for mode in MODES:
+            x, wq = activations(p, rng, (b, k)), weights_for(acc.kernel, rng, (n, k), mode)
+            bias = rng.integers(-(1 << 12), 1 << 12, n)
+            relu = mode != "pot_sum"
+            ry, _, rv = reference(p, x, wq, bias, np.zeros(n, np.int64), mode=mode, relu=relu)
+            regs, md, delta = regs_of(acc.kernel, wq, mode)
+            c1, c2 = codes_of(wq)
+            exact = x.astype(np.int64) @ c1.T + (0 if c2 is None else x.astype(np.int64) @ c2.T)
+            rule, _ = output_rule(p, exact if mode != "pot_sum" else np.clip(
+                exact, -(1 << (p["acc_bits"] - 1)), (1 << (p["acc_bits"] - 1)) - 1), bias, 0, relu=relu, raw=True)
+            np.testing.assert_array_equal(rule, rv.astype(np.int64))
+            er = emulate_reference(p, x, regs, bias, np.zeros(n, np.int64), n=n, mode=md, delta=delta, relu=relu,
+                                   raw=True)[0]
+            np.testing.assert_array_equal(er, rule)
+            acc.gemm_int(x, wq, mode=mode, bias=bias, shift=3, relu=relu, stats=True)
+            want_hist = acc.kernel.last_stats                 # the requantizing call's statistics
+            np.testing.assert_array_equal(want_hist, msb_hist(rv, p["acc_bits"]))
+            for kern, k_step in ((acc, None), (small, None), (acc, 13)):
+                v = kern.gemm_int(x, wq, mode=mode, bias=bias, shift=3, relu=relu, stats=True, k_step=k_step,
+                                  raw=True)
+                assert v.dtype == np.int64
+                np.testing.assert_array_equal(v, rule, err_msg=f"{mode} k_step={k_step}")
+                assert kern.kernel.last_sat_count == 0
+                np.testing.assert_array_equal(kern.kernel.last_stats, want_hist)
+            assert len(calls) > 2 and all(calls)                # the tiled raw GEMM: raw calls
+            calls.clear()
+        if p["conv"]:
+            xc, wc = activations(p, rng, (3, 6, 7)), weights_for(acc.kernel, rng, (5, 3, 3, 3), "twohot")
+            bc = rng.integers(-99, 99, 5)
+            rows, (oh, ow) = im2col(xc, 3, 1)
+            _, _, rv = reference(p, rows, _flatten(wc), bc, np.zeros(5, np.int64), mode="twohot", relu=True)
+            for kern, k_step in ((acc, None), (small, None), (acc, 9)):
+                vc = kern.conv2d_int(xc, wc, mode="twohot", bias=bc, shift=2, relu=True, stats=True, k_step=k_step,
+                                     raw=True)
+                np.testing.assert_array_equal(vc, rv.astype(np.int64).T.reshape(5, oh, ow))
+                np.testing.assert_array_equal(kern.kernel.last_stats, msb_hist(rv, p["acc_bits"]))
+            assert len(calls) > 1 and all(calls)
 
 
 # ---------------------------------------------------------------- chunked == one call (property)

@@ -305,10 +305,19 @@ class Kernel:
         return protocol.unpack_output(p, out[:nb], batch, n, mode, row, raw=raw)
 
     # ------------------------------------------------------------------ integer level
-    def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False, stats=False, k_step=None):
+    def gemm_int(self, x, weights, *, mode=None, bias=None, shift=0, relu=False, stats=False, k_step=None,
+                 raw=False):
         """``x`` (batch, K) integer activations; ``weights`` (N, K) shift codes; ``bias`` in
         accumulator units; ``shift`` the output right shift(s). Returns int64 (batch, N).
         ``stats``: the MSB histogram of the wide results into :attr:`last_stats`.
+
+        ``raw``: the wide results instead of the outputs (the raw mode, ``FLAG_RAW``): per
+        output ``v`` of emulator rule 5, the accumulator plus bias saturated to ``acc_bits``,
+        after ReLU, with no output shift (``shift`` is unused); :attr:`last_sat_count` is 0 and
+        :attr:`last_stats` (with ``stats``) the same histogram as the requantizing call's, the
+        statistics of ``v`` at the input radix. Equal to ``emulator.output_rule(..., raw=True)``
+        on the accumulators on every target and through every tiling (a K-tiled call applies
+        the rule to the host's int64 sum, as for the outputs).
 
         Any N, batch and K: N above ``max_n`` and calls above the transfer limit are split, K
         above ``max_k`` (or any K, with ``k_step``) runs as raw calls over chunks of K (class
@@ -319,20 +328,21 @@ class Kernel:
         if x.ndim != 2:
             raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
         batch, k = x.shape
-        kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
+        kw = dict(mode=mode, delta=delta, relu=relu, stats=stats, raw=bool(raw))
         limit = tiling.transfer_limit(self.target)
         if k > self.p["max_k"] or k_step is not None:
             return tiles.gemm_int_k(self, x, weights, regs, n, bias, shift, limit, k_step=k_step, **kw)
         if n <= self.p["max_n"] and batch <= tiles.samples_per_call(self.p, k) and (limit is None or max(
-                tiles.transfer_bytes(self.p, batch=batch, n=n, k=k, mode=mode, stats=stats)) <= limit):
+                tiles.transfer_bytes(self.p, batch=batch, n=n, k=k, mode=mode, stats=stats, raw=raw)) <= limit):
             return self.run_registers(x, regs, n=n, bias=bias, shift=shift, **kw)       # one call
         return tiles.gemm_int(self, x, weights, regs, n, bias, shift, limit, **kw)
 
     def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False, stats=False,
-                   k_step=None):
+                   k_step=None, raw=False):
         """``x`` (C, H, W) integers; ``weights`` (Z, C, k, k) shift codes (or a pair for
         ``pot_sum``). Stride 1. Returns int64 (Z, H', W'). ``stats``: the MSB histogram of the
-        wide results (all Z x H' x W') into :attr:`last_stats`.
+        wide results (all Z x H' x W') into :attr:`last_stats`; ``raw``: the wide results, as
+        in :meth:`gemm_int`.
 
         Any Z, map size and C: Z above ``max_n`` or the weight store, maps beyond the line buffer or
         ``max_hw`` and calls above the transfer limit are split (class docstring, *Tiling*: host padding, tiles
@@ -352,12 +362,12 @@ class Kernel:
         regs, _, mode, delta = self.registers(flat, mode)
         _, h, w = x.shape
         oh, ow = h + 2 * pad - ks + 1, w + 2 * pad - ks + 1
-        kw = dict(mode=mode, delta=delta, relu=relu, stats=stats)
+        kw = dict(mode=mode, delta=delta, relu=relu, stats=stats, raw=bool(raw))
         limit = tiling.transfer_limit(self.target)
         if p["conv"] and oh >= 1 and ow >= 1 and (c * ks * ks > p["max_k"] or k_step is not None):
             return tiles.conv2d_int_k(self, x, flat, regs, pad, ks, bias, shift, limit, k_step=k_step, **kw)
         if not p["conv"] or oh < 1 or ow < 1 or (
-                z <= p["max_n"] and tiles.tile_fits(p, c, h, w, ks, pad, z, mode, stats, limit)):
+                z <= p["max_n"] and tiles.tile_fits(p, c, h, w, ks, pad, z, mode, stats, limit, raw)):
             y = self.run_registers(regs=regs, n=z, bias=bias, shift=shift, fmap=x, ksize=ks, pad=pad, **kw)
             return y.T.reshape(z, oh, ow)                               # one call (or its error)
         return tiles.conv2d_int(self, x, flat, regs, pad, ks, bias, shift, limit, **kw)

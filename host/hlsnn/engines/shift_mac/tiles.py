@@ -159,9 +159,10 @@ def conv2d_int(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, stats,
     return y
 
 
-def gemm_int_k(kern, x, weights, regs, n, bias, shift, limit, *, mode, delta, relu, stats, k_step=None):
+def gemm_int_k(kern, x, weights, regs, n, bias, shift, limit, *, mode, delta, relu, stats, k_step=None, raw=False):
     """``Kernel.gemm_int`` over chunks of K (module docstring, *K tiling*): raw calls of
-    :func:`gemm_int` per chunk of columns, their sums added in int64, then the output rules."""
+    :func:`gemm_int` per chunk of columns, their sums added in int64, then the output rules
+    (``raw``: rules 5 and 7, the wide results)."""
     p, k = kern.p, x.shape[1]
     check_k_sum(kern.cfg, k, "gemm_int", "K")
     bias, shift = _per_neuron(n, bias, shift)
@@ -171,15 +172,16 @@ def gemm_int_k(kern, x, weights, regs, n, bias, shift, limit, *, mode, delta, re
     for k0, k1 in k_chunks(p, k, k_step):
         total += gemm_int(kern, x[:, k0:k1], _columns(weights, k0, k1), regs[:, k0:k1], n, zero, 0, limit,
                           mode=mode, stats=False, raw=True, delta=delta, relu=False)
-    return _finish(kern, total, bias, shift, mode, relu, stats)
+    return _finish(kern, total, bias, shift, mode, relu, stats, raw)
 
 
-def conv2d_int_k(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, delta, relu, stats, k_step=None):
+def conv2d_int_k(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, delta, relu, stats, k_step=None,
+                 raw=False):
     """``Kernel.conv2d_int`` over chunks of input channels (module docstring, *K tiling*):
     raw calls of the whole convolution (:func:`conv2d_int`, or one call when it fits) per
     chunk of ``k_step // ks**2`` channels (default: as few chunks of at most ``max_k // ks**2``
-    channels as possible), their sums added in int64, then the output rules. ``flat``: the
-    (Z, C*k*k) weights that ``regs`` packs; returns (Z, H', W')."""
+    channels as possible), their sums added in int64, then the output rules (``raw``: the
+    wide results). ``flat``: the (Z, C*k*k) weights that ``regs`` packs; returns (Z, H', W')."""
     p = kern.p
     c, h, w = x.shape
     z = flat[0].shape[0] if isinstance(flat, tuple) else flat.shape[0]
@@ -206,19 +208,20 @@ def conv2d_int_k(kern, x, flat, regs, pad, ks, bias, shift, limit, *, mode, delt
             total += y.T.reshape(z, oh, ow)
         else:
             total += conv2d_int(kern, xc, fc, rc, pad, ks, zero, 0, limit, **kw)
-    y = _finish(kern, total.reshape(z, -1).T, bias, shift, mode, relu, stats)
+    y = _finish(kern, total.reshape(z, -1).T, bias, shift, mode, relu, stats, raw)
     return y.T.reshape(z, oh, ow)
 
 
-def _finish(kern, total, bias, shift, mode, relu, stats):
+def _finish(kern, total, bias, shift, mode, relu, stats, raw=False):
     """The output rules on the K-tiled sums ``total`` (batch, N): summed PoT saturates the sum
-    (rule 4), then :func:`~hlsnn.engines.shift_mac.emulator.output_rule`; the saturation count
-    and histogram are left in ``kern``."""
+    (rule 4), then :func:`~hlsnn.engines.shift_mac.emulator.output_rule` (``raw``: the wide
+    values of rule 5, as a raw call returns them); the saturation count and histogram are
+    left in ``kern``."""
     from .emulator import output_rule
     from ...primitives import saturate
     p = kern.p
     acc = saturate(total, p["acc_bits"]) if mode == "pot_sum" else total
-    y, sat, *hist = output_rule(p, acc, bias, shift, relu=relu, stats=stats)
+    y, sat, *hist = output_rule(p, acc, bias, shift, relu=relu, stats=stats, raw=raw)
     kern.last_sat_count = sat
     kern.last_stats = hist[0] if stats else None
     return y
