@@ -98,8 +98,8 @@ def test_sweep_reports_the_same_model(tmp_path):
     cycles; ReadSampleBeats 64 * 129 beats: 8,258; one pass of K: 1; the call 2.
     The output (max rule, one pass) streams during Steps: the last ceil(4 samples * 129 beats /
     256 steps) = 3 tiles run group after group, so group g's block of tile 31 ends at
-    2052 + (29 * 16 + 3g + 2) * 256 and its 516 beats stream from 20 iterations later (cols +
-    rows), before the next group's 768 steps end. Groups 0-14 stream whole inside the loop; the
+    2052 + (29 * 16 + 3g + 2) * 256 and its 516 beats stream from 23 iterations later (cols +
+    rows + the post gap of 3), before the next group's 768 steps end. Groups 0-14 stream whole inside the loop; the
     last completes as the loop ends: OutSamples 4 * 3 = 12; WriteBeats 4 * 129 beats in 4
     entries: 512 + 4 * 5 = 532."""
     from hlsnn.perf.measure import measure

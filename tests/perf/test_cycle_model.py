@@ -55,9 +55,9 @@ def test_bfp_hand_count(bfp_acc):
     # 40 iterations, 6 of them WeightWait.
     # The output overlaps (max rule, one pass of K). Its tail is ceil(cols * 2 beats / 7
     # steps) = 1 tile, so the order above stands. Group 0's last block (tile 1) has its last
-    # step in 26; its shadow rows are posted in 29-32, so its 3 samples' 6 beats stream in
-    # 33-38, inside the loop. Group 1 completes in the loop's last iteration: its 2 samples
-    # (4 beats) stream after the loop.
+    # step in 26; its shadow rows are posted in 29-32, and after the post gap of 3 iterations
+    # its beats stream from 36: samples 0 and 1 (4 beats) in 36-39, inside the loop. Sample 2
+    # and group 1's 2 samples (6 beats) stream after the loop.
     rng = np.random.default_rng(1)
     bfp_acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
     kc = bfp_acc.kernel.last_cycles
@@ -65,19 +65,19 @@ def test_bfp_hand_count(bfp_acc):
         "ReadSampleBeats": (5 * 2, 1),   # every sample once, a beat per cycle
         "Steps": (40, 1),
         "WeightWait": (6, 6),            # a mark: one entry per waiting iteration
-        "OutOverlap": (6, 6),            # a mark: one per output beat written inside Steps
-        "OutSamples": (2, 1),
-        "WriteBeats": (2 * 2, 2),
+        "OutOverlap": (4, 4),            # a mark: one per output beat written inside Steps
+        "OutSamples": (3, 1),
+        "WriteBeats": (3 * 2, 3),
         "Passes": (1, 1),                # K <= max_k: one pass
     }
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
     cycles = (1 * 1                      # Passes: 1 own cycle
               + (10 - 1) * 1 + 1 * 3     # ReadSampleBeats: II 1, depth 3
               + (40 - 1) * 1 + 1 * 7     # Steps: II 1, depth 7
-              + 2 * 3                    # OutSamples: 3 own cycles
-              + (4 - 2) * 1 + 2 * 5      # WriteBeats: II 1, depth 5
+              + 3 * 3                    # OutSamples: 3 own cycles
+              + (6 - 3) * 1 + 3 * 5      # WriteBeats: II 1, depth 5
               + 2)                       # call
-    assert cycles == 79
+    assert cycles == 88
     assert kc.cycles == cycles and kc.calls == 1
     # the waits are the weights' phase; the array's 28 steps, its drain and the pipeline are compute
     assert kc.phases["input stream: weights"] == 6 and kc.phases["compute"] == 46 - 6
@@ -424,7 +424,7 @@ def test_sim_target_times_the_kernel():
         rng = np.random.default_rng(8)
         acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
         kc = acc.kernel.last_cycles
-        assert kc.cycles == 79 and kc.calls == 1     # the hand-counted shape of test_bfp_hand_count
+        assert kc.cycles == 88 and kc.calls == 1     # the hand-counted shape of test_bfp_hand_count
         assert acc.target.last_timing["kernel_cycles"] == kc.cycles
         assert acc.target.last_timing["kernel_model_s"] == pytest.approx(kc.cycles / 100e6)
 

@@ -97,7 +97,8 @@ so a block's last step runs at ``X_b = max(X_{b-1} + kp, L_t + E + kp * step_bea
 kp)`` (``X_{-1} = -1``; ``X_b = X_{b-1} + S`` for resident weights). ``Steps`` runs ``X_last
 + 1 + rows + cols - 1`` iterations (the drain). Group ``g``'s samples are complete after its
 block of the last tile has posted its rows, so its output beats may stream from iteration
-``X + cols + rows`` on, after the groups before it, a beat per iteration; the beats that fit
+``X + cols + rows + POST_GAP`` on (the post gap keeps the pipeline's reads behind the post's
+writes), after the groups before it, a beat per iteration; the beats that fit
 before the loop ends are ``OutOverlap``, and the rest stream in ``WriteBeats``.
 """
 from __future__ import annotations
@@ -167,7 +168,7 @@ def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False
     """``(iterations, waits, out_beats)`` of the ``Steps`` loop of one pass of reduction length
     ``k`` (module docstring); ``out_beats`` are the output beats written during the loop
     (``out_on``: the last pass of a call whose output overlaps)."""
-    from ..engines.bfp_systolic.spec import context_step_beats, exp_beats, lanes, min_steps
+    from ..engines.bfp_systolic.spec import POST_GAP, context_step_beats, exp_beats, lanes, min_steps
     rows, cols, sb, E = p["rows"], p["cols"], context_step_beats(p), exp_beats(p)
     kp = (k + 1) // 2
     S = max(kp, min_steps(p))
@@ -206,7 +207,9 @@ def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False
         nbo = -(-(n + 1) // lanes(p))
         end = 0
         for g in range(G):
-            ready = last_step[T - 1, g] + cols + rows       # the iteration after its last row is posted
+            # its last row is posted cols + rows - 1 iterations after its last step, and its
+            # beats may stream POST_GAP + 1 iterations after that
+            ready = last_step[T - 1, g] + cols + rows + POST_GAP
             start = max(ready, end)
             end = start + min(cols, batch - g * cols) * nbo
             out_beats += max(0, min(end, its) - start)
