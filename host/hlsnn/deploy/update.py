@@ -7,10 +7,10 @@ and ``hlsnn report``.
     DETERMINE picks ``F_out``, the main operation runs the whole batch again
     (:meth:`hlsnn.deploy.runner._Exec._two_pass`).
 ``e5``
-    Source 002's E5 (Alg 2-E, :func:`hlsnn.formats.fixed.select_e5`): every layer is updated
+    Source 002's E5 (Alg 2-E, :func:`hlsnn.formats.radix_update.select_e5`): every layer is updated
     either by two operations on a sample (E2) or by saving results (E4), whichever the cycle
     model says is faster. The sample is ``calibration.percent`` % of the batch's images, at
-    equal intervals (:func:`hlsnn.formats.fixed.sample_mask` along the image axis: image
+    equal intervals (:func:`hlsnn.formats.radix_update.sample_mask` along the image axis: image
     ``i`` is sampled iff ``i % b < a``).
 
     * **E2**: the preceding operation runs the sampled images (statistics on), DETERMINE
@@ -43,7 +43,7 @@ Modelled times (:func:`modelled_times`), per layer and per calibration batch, in
 accelerator config's clock: cycles from :func:`hlsnn.perf.layers.layer_cycles` (the cycle
 model of ``hlsnn perf`` and the deploy report, for the runner's kernel calls, at the
 measured weight sparsity and input density) and the fig. 15 timing model
-(:func:`hlsnn.formats.fixed.cost_model`):
+(:func:`hlsnn.formats.radix_update.cost_model`):
 
 * ``t_prev``: the main operation on the whole batch;
 * ``t_pre``: the preceding operation on the whole batch. The statistics unit sits in the
@@ -65,7 +65,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import HlsnnError, InputError
-from ..formats import fixed
+from ..formats import radix_update
 from ..primitives import shift_round_sat
 
 UPDATES = ("e1", "e5")
@@ -95,7 +95,7 @@ def modelled_times(ex, batch, in_hw, percent) -> dict:
     move = -(-r["m"] * r["n"] * wide_bytes // (cfg.params["stream_bits"] // 8))
     t_prev = r["cycles"]
     us = [c / cfg.clock_mhz for c in (t_prev, t_prev, t_prev + 2 * move)]
-    costs = fixed.cost_model(*us, percent)
+    costs = radix_update.cost_model(*us, percent)
     return {"batch": int(batch), "percent": float(percent), "main_cycles": int(t_prev), "wide_stream_cycles": int(move),
             "wide_bytes": int(wide_bytes), "t_prev_us": us[0], "t_pre_us": us[1], "t_store_us": us[2],
             "e2_us": costs.e2, "e4_us": costs.e4}
@@ -132,7 +132,7 @@ def run(ex, call, f_in, f_vec, bits, signed, calibrate):
     deploy = ex.deploy
     shape = ex.in_shape
     n_images = shape[0]
-    sample = fixed.sample_mask((n_images,), deploy.update_percent)
+    sample = radix_update.sample_mask((n_images,), deploy.update_percent)
     choice = None if calibrate else ex.update_choice
     methods = [choice] if choice else (["e2", "e4"] if ex.WIDE_OUT else ["e2"])
     if choice is None:
@@ -166,18 +166,18 @@ def run(ex, call, f_in, f_vec, bits, signed, calibrate):
 
 def choose(execs, update_by):
     """After iteration A (the calibration run): E5's choice for every layer that recorded
-    modelled times, per layer or per operation type (:func:`hlsnn.formats.fixed.select_e5`);
+    modelled times, per layer or per operation type (:func:`hlsnn.formats.radix_update.select_e5`);
     layers without E4 take E2. Fills ``ex.update_choice`` and ``ex.stats.update``."""
     timed = {n: ex for n, ex in execs.items() if getattr(ex, "update_times", None)}
     both = {n: ex for n, ex in timed.items() if ex.WIDE_OUT}
     picks = {}
     if both:
         groups = {n: ex.layer.kind for n, ex in both.items()} if update_by == "op_type" else None
-        picks = fixed.select_e5({n: ex.update_times["e2_us"] for n, ex in both.items()},
+        picks = radix_update.select_e5({n: ex.update_times["e2_us"] for n, ex in both.items()},
                                 {n: ex.update_times["e4_us"] for n, ex in both.items()}, groups=groups)
     for n, ex in timed.items():
         t = ex.update_times
-        c = picks.get(n) or fixed.Choice("e2", t["e2_us"], t["e4_us"])
+        c = picks.get(n) or radix_update.Choice("e2", t["e2_us"], t["e4_us"])
         ex.update_choice = c.method
         ex.stats.update = dict(t, method=c.method, by=update_by if n in picks else "layer",
                                op_type=ex.layer.kind, compared_e2_us=c.e2, compared_e4_us=c.e4,
