@@ -65,8 +65,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import HlsnnError, InputError
-from ..formats import radix_update
-from ..primitives import shift_round_sat
+from ..formats import fixed, radix_update
 
 UPDATES = ("e1", "e5")
 UPDATE_BY = ("layer", "op_type")
@@ -106,13 +105,9 @@ def _convert(stored, shift, rounding, bits, signed=True):
     ``(outputs, saturation flags)``. Signed outputs: ``shift_round_sat`` to ``bits``
     (``sparse_cluster.emulator`` rule 5, ``shift_mac.emulator.output_rule`` for signed
     activations); unsigned: to ``bits + 1`` signed bits, then negatives become 0 and count as
-    saturated (``output_rule`` for unsigned activations; ``formats.fixed.convert``)."""
+    saturated (``output_rule`` for unsigned activations; :func:`hlsnn.formats.fixed.convert_shifted`)."""
     s = np.asarray(shift, np.int64).reshape((1, -1) + (1,) * (stored.ndim - 2))
-    if signed:
-        return shift_round_sat(stored, s, bits, rounding)
-    out, sat = shift_round_sat(stored, s, bits + 1, rounding)
-    neg = out < 0
-    return np.where(neg, 0, out), sat | neg
+    return fixed.convert_shifted(stored, s, bits, rounding, signed)
 
 
 def _same(layer, a, b):

@@ -91,7 +91,8 @@ from hlsnn.primitives import ROUNDING_CODES, msb_histogram, nz_lsb, shift_round_
 from ._validate import check_int_range as _check_int_range
 from ._validate import is_int as _is_int
 
-__all__ = ["WIDE_LIMIT", "BITS_RANGE", "MAX_BINS", "MAX_PERIOD", "Stats", "acquire", "determine", "convert"]
+__all__ = ["WIDE_LIMIT", "BITS_RANGE", "MAX_BINS", "MAX_PERIOD", "Stats", "acquire", "determine", "convert",
+           "convert_shifted"]
 
 #: Names that live in :mod:`hlsnn.formats.radix_update`, importable from here as before.
 _MOVED = ("Result", "Costs", "Choice", "sample_run", "sample_mask", "run_e1", "run_e2", "run_e3", "run_e4",
@@ -386,8 +387,15 @@ def convert(values, f_in: int, f_out: int, bits: int, *, rounding: str = "neares
     v = _wide("values", values)
     s = _check_int("f_in", f_in) - _check_int("f_out", f_out)
     bits = _check_bits(bits)
-    rounding = _check_rounding(rounding)
-    if _check_bool("signed", signed):
+    return convert_shifted(v, s, bits, _check_rounding(rounding), _check_bool("signed", signed))
+
+
+def convert_shifted(v, s, bits: int, rounding: str, signed: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """CONVERT's rule (module docstring) on wide integers ``v`` by a right shift ``s`` (an int
+    or an array broadcast against ``v``, e.g. one per channel), arguments already checked:
+    signed, ``shift_round_sat`` to ``bits``; unsigned, to ``bits + 1`` signed bits and then
+    negatives become 0 and count as saturated. Returns ``(out, sat)``."""
+    if signed:
         return shift_round_sat(v, s, bits, rounding)
     t, sat = shift_round_sat(v, s, bits + 1, rounding)
     neg = t < 0

@@ -161,7 +161,7 @@ def tail_tiles(p, batch, k, n, *, out_on, resident=False, keep=False) -> int:
         return 1
     nbo = -(-(n + 1) // lanes(p))
     slots = T if (keep or resident) else p["w_depth"] // kp
-    return max(1, min(-(-(p["cols"] * nbo) // S), T, slots))
+    return min(-(-(p["cols"] * nbo) // S), T, slots)     # each term >= 1
 
 
 def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False):
