@@ -13,6 +13,9 @@ def pytest_configure(config):
     if "HLSNN_BUILD" not in os.environ:
         import tempfile
         os.environ["HLSNN_BUILD"] = tempfile.mkdtemp(prefix="hlsnn-test-build-")
+    # The emulators' compiled helpers (hlsnn.native) likewise build into the session's folder.
+    if "HLSNN_NATIVE_CACHE" not in os.environ:
+        os.environ["HLSNN_NATIVE_CACHE"] = os.path.join(os.environ["HLSNN_BUILD"], "native")
 
 
 @pytest.fixture(scope="session")
