@@ -126,6 +126,9 @@ _LOOPS = (
     Loop("Steps", 1, 7, "compute", {"in": (STREAM, 1), "wstore": (S2P, 2), "xstore[c]": (RAM, 1),
                                     "wexp[j]": (S2P, 2), "ybuf[c][j]": (S2P, 2), "run_*[c]": (S2P, 2),
                                     "xexp[c]": (RAM, 1), "bias[j]": (RAM, 1)}),
+    Loop("GemvSteps", 1, 8, "compute", {"in": (STREAM, 1), "wstore[b]": ("ram_t2p", 2), "xstore[c]": (S2P, 2),
+                                         "xexp[c]": (RAM, 1), "wexp[j]": (S2P, 1), "bias[j]": (RAM, 1),
+                                         "ybuf[c][j]": (S2P, 1)}),
     Loop("OutSamples", None, 3, "serial: output exponent"),
     Loop("RollPredict", None, 45, "serial: output exponent"),
     Loop("StatSums", 1, 47, "serial: output exponent", {"ybuf[c][j]": (RAM, 1)}),   # every bank j once
@@ -137,13 +140,15 @@ _LOOPS = (
 
 def call_cycles(p, counts):
     """Modelled cycles of one call from its loop counters: the loops add up; the ``Steps``
-    iterations that waited for weights (``WeightWait``) are moved to the weights phase."""
+    iterations that waited for weights (``WeightWait``) are moved to the weights phase, the
+    ``GemvSteps`` iterations that waited for the sample (``SampleWait``) to the activations'."""
     call = serial_call(loops(p), counts)
-    wait = counts.get("WeightWait", (0, 0))[0]
-    if wait:
-        call.phases["compute"] = call.phases.get("compute", 0) - wait
-        call.phases["input stream: weights"] = call.phases.get("input stream: weights", 0) + wait
-        call.bound = bound_of(call.phases)
+    for mark, phase in (("WeightWait", "input stream: weights"), ("SampleWait", "input stream: activations")):
+        wait = counts.get(mark, (0, 0))[0]
+        if wait:
+            call.phases["compute"] = call.phases.get("compute", 0) - wait
+            call.phases[phase] = call.phases.get(phase, 0) + wait
+            call.bound = bound_of(call.phases)
     return call
 
 
@@ -214,6 +219,29 @@ def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False
             end = start + min(cols, batch - g * cols) * nbo
             out_beats += max(0, min(end, its) - start)
     return its, x + 1 - work, out_beats
+
+
+def gemv_iterations(p, k, n):
+    """``(iterations, waits)`` of the ``GemvSteps`` loop (GEMV mode: a resident call of one
+    sample with ``weight_banks > 1``). ``T`` tiles of ``gsteps = max(ceil(kp / gc), lag +
+    ceil(rows / post))`` iterations each: each of the ``gc`` columns computes one of the tile's
+    ``kp`` steps an iteration, and a tile's rows are posted before the next tile's sums replace
+    them. The sample streams in during the loop, a beat an iteration from the first: iteration
+    ``j`` of the first tile needs the word of step ``min((j+1) * gc, kp) - 1`` (a word holds
+    ``lanes / 2`` steps), read in an earlier iteration, so it runs at ``I_j = max(I_{j-1} + 1,
+    word + 1)``; the iterations it waits are ``waits``. The other tiles follow without a gap,
+    and ``lag + ceil(rows / post) - 1`` iterations post the last tile's rows. The loop also
+    runs until the sample's ``ceil((k + 1) / lanes)`` beats are read."""
+    from ..engines.bfp_systolic.spec import gemv_cols, gemv_lag, gemv_post, gemv_steps, lanes
+    kp = (k + 1) // 2
+    T = -(-n // p["rows"])
+    S, gc, pairs = gemv_steps(p, kp), gemv_cols(p), lanes(p) // 2
+    i = -1
+    for j in range(S):
+        i = max(i + 1, (min((j + 1) * gc, kp) - 1) // pairs + 1)
+    last = i + (T - 1) * S
+    its = max(last + 1 + gemv_lag(p) + -(-p["rows"] // gemv_post(p)) - 1, -(-(k + 1) // lanes(p)))
+    return its, i + 1 - S
 
 
 def peak_macs_per_cycle(p, mode=None):

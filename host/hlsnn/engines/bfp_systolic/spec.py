@@ -51,10 +51,40 @@ SCHEMA = {
                      lo=1, hi=1 << 22),
     "w_depth": Field("int", "weight store: steps (2*rows mantissas) on chip, at least two tiles of max_k "
                      "(ping-pong); more keeps a layer resident; default two tiles", default=None, lo=2, hi=1 << 20),
+    "weight_banks": Field("int", "weight store banks (cyclic by step, two read ports each): with more than one, "
+                          "a resident batch-1 call splits K across min(cols, 2*weight_banks) columns, each "
+                          "reading its own steps (GEMV mode); at most ceil(cols/2)", default=1, lo=1, hi=32),
 }
 
 #: steps per group are at least rows + POST_GAP (kernel: kPostGap), and more than cols
 POST_GAP = 3
+#: GEMV mode: output rows posted per cycle at most (kernel: kGemvPost, also at most the lanes)
+GEMV_POST = 4
+
+
+def gemv_post(p) -> int:
+    """GEMV mode: rows posted per cycle, to as many distinct result banks (n mod lanes)."""
+    return min(GEMV_POST, lanes(p))
+
+
+def gemv_cols(p) -> int:
+    """Columns a resident batch-1 call splits K across (1: no GEMV mode)."""
+    return min(p["cols"], 2 * p["weight_banks"]) if p["weight_banks"] > 1 else 1
+
+
+def gemv_lag(p) -> int:
+    """GEMV mode: pipeline stages of the adder tree that sums a row's column partial sums
+    (kernel: kGemvLag): a tile's shadow rows are posted from this many iterations on."""
+    return max(1, math.ceil(math.log2(max(gemv_cols(p), 2))))
+
+
+def gemv_steps(p, kp: int) -> int:
+    """GEMV mode: iterations per weight tile of ``kp`` steps: each column's share of them, and
+    at least enough that the tile's rows are posted (:func:`gemv_post` a cycle, after the
+    adder tree) before the next tile's sums replace them."""
+    return max(math.ceil(kp / gemv_cols(p)), gemv_lag(p) + math.ceil(p["rows"] / gemv_post(p)))
+
+
 #: groups one call holds at most: the depth of the per-sample state (xexp, run_*). Only layers
 #: with a few words per sample reach it, and ``512 * cols`` samples already make the per-call
 #: overhead small; deeper state would cost block RAM that the stores need.
@@ -110,6 +140,14 @@ def validate(p: dict, board, source) -> dict:
         raise ConfigError(source, f"{NAME}.output_exponent", "stats",
                           "needs weight_exponent: tensor (one product exponent per output row); "
                           "use output_exponent: max with weight_exponent: row")
+    wb = p["weight_banks"]
+    if wb & (wb - 1):
+        raise ConfigError(source, f"{NAME}.weight_banks", wb,
+                          "must be a power of two (a step's bank is the low bits of its address)")
+    if p["weight_banks"] > 1 and p["weight_banks"] > math.ceil(p["cols"] / 2):
+        raise ConfigError(source, f"{NAME}.weight_banks", p["weight_banks"],
+                          f"must be at most ceil(cols / 2) = {math.ceil(p['cols'] / 2)}: each bank's two read ports "
+                          f"serve two columns in GEMV mode")
     if p["stream_bits"] > board.dma["stream_bits"] * 8:
         raise ConfigError(source, f"{NAME}.stream_bits", p["stream_bits"],
                           f"must be at most 8x the board DMA width ({board.dma['stream_bits']})")
@@ -140,7 +178,17 @@ def buffers(ctx) -> tuple:
         Buffer("run_any", top, "array", 1, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True),
         Buffer("run_mag", top, "array", 12, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True),
         Buffer("wstore", top, "array", 2 * rows * m, (ctx["w_depth"],), storage="ram_s2p",
-               impl="uram" if ctx["wstore_uram"] else "auto", static=True, note="weight store: one step per word"),
+               impl="uram" if ctx["wstore_uram_banks"] else "auto", static=True, used=ctx["weight_banks"] == 1,
+               note="weight store: one step per word"),
+        Buffer("wstore_u", top, "array", 2 * rows * m, (max(1, ctx["wstore_uram_banks"]), ctx["w_bank_depth"]),
+               partition=((1, "complete"),), storage="ram_t2p", impl="uram", static=True,
+               used=ctx["weight_banks"] > 1 and ctx["wstore_uram_banks"] > 0,
+               note="weight store banks in UltraRAM (step a in bank a mod weight_banks), two ports each"),
+        Buffer("wstore_b", top, "array", 2 * rows * m,
+               (max(1, ctx["weight_banks"] - ctx["wstore_uram_banks"]), ctx["w_bank_depth"]),
+               partition=((1, "complete"),), storage="ram_t2p", static=True,
+               used=ctx["weight_banks"] > 1 and ctx["wstore_uram_banks"] < ctx["weight_banks"],
+               note="weight store banks in block RAM (those the UltraRAM budget leaves), two ports each"),
         Buffer("wexp", top, "array", e, (L, ctx["n_words"]), partition=((1, "complete"),), storage="ram_s2p", static=True,
                used=ctx["weight_exponent_per_row"], note="per-row weight exponents (unused with a tensor-wide one)"),
         Buffer("bias", top, "array", m, (L, ctx["n_words"]), partition=((1, "complete"),), static=True),
@@ -209,7 +257,8 @@ def estimate(cfg) -> dict:
     * LUT / FF: ``TILE_LUT`` LUTs per tile, ``COL_LUT`` LUTs per column for the
       post-processing shifters, the shadow row multiplexer (``acc_bits`` bits of a ``rows``:1
       multiplexer per column, a 4:1 per LUT), on DSP48E1 the fabric adder of a tile's two
-      accumulators (``acc_bits`` LUTs per tile), ``BASE_LUT`` / ``BASE_FF`` for the stream
+      accumulators (``acc_bits`` LUTs per tile), GEMV mode's multiplexers and adder tree
+      (:func:`gemv_lut`), ``BASE_LUT`` / ``BASE_FF`` for the stream
       readers, exponent path and control, plus the LUTRAM and register buffers: the weight and
       sample chains (the positions a tile reads), the accumulators and shadows.
     """
@@ -222,7 +271,7 @@ def estimate(cfg) -> dict:
     return resources.estimate(
         cfg, model, logic_lut=TILE_LUT * tiles + COL_LUT * p["cols"] + BASE_LUT
         + p["acc_bits"] * p["cols"] * math.ceil((p["rows"] - 1) / 3)
-        + (p["acc_bits"] * tiles if split_acc(cfg.board) else 0),
+        + (p["acc_bits"] * tiles if split_acc(cfg.board) else 0) + gemv_lut(p),
         logic_ff=BASE_FF,
         extra={
             "peak_gmacs": macs_per_cycle * cfg.clock_mhz / 1e3,
@@ -237,6 +286,16 @@ def estimate(cfg) -> dict:
                            "what": "peak multiply-accumulates per second: 2 per tile per cycle"},
         },
         notes={"lut": f"{tiles} tiles (model) + LUTRAM buffers", "ff": f"{tiles} tiles (model) + register buffers"})
+
+
+def gemv_lut(p) -> int:
+    """LUTs of GEMV mode (0 without it): in each of its columns, every tile's 2:1 multiplexer
+    between the weight chain and the bank's pair (2 * mantissa_bits LUTs), and the adder tree
+    that sums a row's partial sums (rows * (gemv_cols - 1) adders of acc_bits, a LUT a bit)."""
+    gc = gemv_cols(p)
+    if gc == 1:
+        return 0
+    return gc * p["rows"] * 2 * p["mantissa_bits"] + p["rows"] * (gc - 1) * p["acc_bits"]
 
 
 def split_acc(board) -> bool:
@@ -255,14 +314,15 @@ def exp_beats(p) -> int:
     return math.ceil(p["rows"] / lanes(p)) if p["weight_exponent"] == "row" else 0
 
 
-def wstore_uram(p, board) -> bool:
-    """Whether the weight store is UltraRAM: where the board has URAM and the store fits 85% of
-    it (``MARGINS``), as the sparse engine places its buffers; else block RAM. The other
-    stores stay in block RAM: their banks (one per column and lane) are far smaller than a
-    4K x 72 URAM block."""
+def wstore_uram_banks(p, board) -> int:
+    """Weight-store banks in UltraRAM. One bank (``weight_banks: 1``): 1 where the board has
+    URAM and the store fits 85% of it (``MARGINS``), else 0 (block RAM). More banks: as many
+    as fit that budget; the rest are block RAM."""
     from ...resources import MARGINS, uram_for
     budget = MARGINS["uram"] * board.resources.get("uram", 0)
-    return bool(budget) and uram_for(p["w_depth"], 2 * p["rows"] * p["mantissa_bits"]) <= budget
+    banks = p["weight_banks"]
+    each = uram_for(math.ceil(p["w_depth"] / banks), 2 * p["rows"] * p["mantissa_bits"])
+    return min(banks, int(budget // each))
 
 
 def k_limit(p) -> int:
@@ -332,7 +392,14 @@ def template_context(cfg) -> dict:
         "x_depth": p["x_depth"],
         "y_words": p["y_depth"] // L,
         "w_depth": p["w_depth"],
-        "wstore_uram": wstore_uram(p, cfg.board),
+        "weight_banks": p["weight_banks"],
+        "gemv_cols": gemv_cols(p),
+        "gemv_post": gemv_post(p),
+        "gemv_lag": gemv_lag(p),
+        "gemv_steps_max": n_tiles * gemv_steps(p, kp) + gemv_lag(p) + math.ceil(p["rows"] / gemv_post(p))
+        + math.ceil((p["max_k"] + 1) / L),
+        "wstore_uram_banks": wstore_uram_banks(p, cfg.board),
+        "w_bank_depth": math.ceil(p["w_depth"] / p["weight_banks"]),
         "n_words": math.ceil(p["max_n"] / L),
         "max_groups": groups,
         "max_call_batch": groups * p["cols"],

@@ -1,0 +1,129 @@
+"""bfp_systolic GEMV mode (``weight_banks > 1``): a resident call of one sample splits K across
+the columns, each reading its own steps from a bank of the weight store, and an adder tree sums
+each row's partial sums.
+
+The expected values are those of ordinary streamed calls (normal order), which the rest of the
+suite checks against independent references: the sum is exact (rule 1), so its order must not
+change one bit of the output, the saturation count or the statistics segment. The cycle
+counts equal the closed form (``perf.bfp_systolic.gemv_iterations``)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hlsnn
+from conftest import record_calls as record, stream_path as stream
+from hlsnn.engines.bfp_systolic import protocol, spec
+from hlsnn.errors import ConfigError
+from hlsnn.perf.closed_form import bfp_call_counts
+
+CONFIGS = Path(__file__).parent / "configs"
+ROOT = Path(__file__).resolve().parents[3]
+TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim)]
+
+# (K, N, bias, relu, method): a big call first, so that a later short one would see any
+# accumulator a column did not restart; K = 1, 2, 3 leave columns without a step; N not a
+# multiple of rows leaves a ragged last tile; K = max_k fills every column
+SHAPES = [(64, 16, True, True, None), (3, 13, True, False, None), (1, 1, False, False, None),
+          (2, 16, True, True, None), (7, 5, False, False, None), (20, 6, True, False, None)]
+
+
+def _layers(seed, shapes):
+    rng = np.random.default_rng(seed)
+    for k, n, bias, relu, method in shapes:
+        yield (rng.normal(size=(1, k)) * 3, rng.normal(size=(n, k)), rng.normal(size=n) if bias else None,
+               relu, method)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gemv_mode_gives_the_streamed_bits(target):
+    with hlsnn.Accelerator(CONFIGS / "t16_gemv.yaml", target, **stream(target)) as acc, \
+            hlsnn.Accelerator(CONFIGS / "t16_gemv.yaml", "emu") as ref:
+        assert spec.gemv_cols(acc.config.params) == 4
+        calls = record(acc)
+        for x, w, b, relu, _ in _layers(5, SHAPES):
+            expected = ref.gemm(x, w, bias=b, relu=relu)
+            acc.load_weights(w)
+            kept = acc.gemm(x, w, bias=b, relu=relu)
+            gemv = acc.gemm(x, w, bias=b, relu=relu)
+            assert calls[-1][0] & protocol.FLAG_RESIDENT
+            if target == "csim":
+                counts = acc.kernel.last_cycles.counts
+                assert "Steps" not in counts and counts["GemvSteps"][0] > 0
+                assert counts == bfp_call_counts(acc.config.params, 1, w.shape[1], w.shape[0], resident=True,
+                                                 bias=b is not None)
+            acc.kernel.unload_weights()
+            np.testing.assert_array_equal(kept, expected)
+            np.testing.assert_array_equal(gemv, expected)
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("method", ["stats", "max", "rolling"])
+def test_gemv_mode_with_every_output_method_and_the_statistics_segment(method):
+    """8-bit mantissas, a tensor-wide weight exponent, saturating outputs: the output exponent
+    (each method), the saturation count and the MSB histogram equal a streamed call's."""
+    cfg = CONFIGS / "t8_gemv_tensor.yaml"
+    with hlsnn.Accelerator(cfg, "csim") as acc, hlsnn.Accelerator(cfg, "emu") as ref:
+        assert spec.gemv_cols(acc.config.params) == 8
+        rng = np.random.default_rng(11)
+        sats = 0
+        for k, n in ((96, 24), (5, 7), (40, 3)):
+            x, w = rng.normal(size=(1, k)), rng.normal(size=(n, k))
+            w[0] *= 40                                   # one large row: the stats method saturates it
+            b = rng.normal(size=n)
+            xq, wq, bq = ref.kernel.quantize_operands(x, w, b)
+            want = ref.kernel.gemm_bfp(xq, wq, bq, method=method, stats=True)
+            want_sat, want_hist = ref.kernel.last_sat_count, ref.kernel.last_stats
+            acc.kernel.load_weights(wq)
+            acc.kernel.gemm_bfp(xq, wq, bq, method=method, stats=True)          # keep
+            got = acc.kernel.gemm_bfp(xq, wq, bq, method=method, stats=True)    # GEMV mode
+            assert "GemvSteps" in acc.kernel.last_cycles.counts
+            acc.kernel.unload_weights()
+            np.testing.assert_array_equal(got.mantissas, want.mantissas)
+            np.testing.assert_array_equal(got.exponents, want.exponents)
+            assert acc.kernel.last_sat_count == want_sat
+            np.testing.assert_array_equal(acc.kernel.last_stats, want_hist)
+            sats += want_sat
+        assert (sats > 0) == (method == "stats")     # the outlier row saturates under mean + k sigma only
+
+
+@pytest.mark.csim
+def test_batches_above_one_keep_the_array_order():
+    """GEMV mode is for one sample: a resident call of two samples runs the array loop."""
+    with hlsnn.Accelerator(CONFIGS / "t16_gemv.yaml", "csim") as acc, \
+            hlsnn.Accelerator(CONFIGS / "t16_gemv.yaml", "emu") as ref:
+        rng = np.random.default_rng(2)
+        x, w = rng.normal(size=(2, 30)), rng.normal(size=(9, 30))
+        acc.load_weights(w)
+        acc.gemm(x, w)
+        y = acc.gemm(x, w)
+        counts = acc.kernel.last_cycles.counts
+        acc.kernel.unload_weights()
+        assert "GemvSteps" not in counts and counts["Steps"][0] > 0
+        np.testing.assert_array_equal(y, ref.gemm(x, w))
+
+
+def test_gemv_cycles_follow_the_columns():
+    """The closed form on bfp8_zcu104 (48 x 16, 8 banks, 16 lanes): K shared by 16 columns
+    takes ceil(kp / 16) iterations a tile, at least the adder tree's 4 stages plus the posting
+    of the tile's 48 rows (4 a cycle); the first tile waits for the sample's words (8 steps a
+    word, 16 steps an iteration)."""
+    from hlsnn.perf.bfp_systolic import gemv_iterations
+    p = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").params
+    assert spec.gemv_cols(p) == 16 and spec.gemv_lag(p) == 4 and spec.gemv_post(p) == 4
+    # 1024 x 1024: 22 tiles of 32 iterations; iteration j of the first tile needs word 2j + 1,
+    # read at iteration 2j + 1, so it runs at 2j + 2 (the last at 64: 33 waits); then
+    # 21 * 32 more and 4 + 12 - 1 to post the last tile
+    assert gemv_iterations(p, 1024, 1024) == (64 + 1 + 21 * 32 + 15, 33)
+    # K = 64: 32 steps take 2 iterations on 16 columns, but a tile's 48 rows take 4 + 12 = 16;
+    # the first tile's iteration 0 needs word 1 (runs at 2), iteration 1 word 3 (at 4), the
+    # other 14 follow: the first tile ends at iteration 18, 3 waits; one more tile and 15 posts
+    assert gemv_iterations(p, 64, 96) == (19 + 16 + 15, 3)
+    assert spec.gemv_cols({**p, "weight_banks": 1}) == 1
+
+
+def test_more_banks_than_column_pairs_is_a_config_error(tmp_path):
+    text = (CONFIGS / "t16_gemv.yaml").read_text().replace("weight_banks: 2", "weight_banks: 4")
+    (tmp_path / "bad.yaml").write_text(text)
+    with pytest.raises(ConfigError, match="weight_banks.*ceil\\(cols / 2\\) = 3"):
+        hlsnn.load_config(tmp_path / "bad.yaml")
