@@ -489,10 +489,13 @@ def test_shipped_buffers_by_hand():
     assert bf[(t, "wstore")]["bram36"] == 7.5
     # acc: 8 x 11 tiles x 48 bits of registers
     assert (bf[(t, "acc")]["storage"], bf[(t, "acc")]["ff"]) == ("registers", 8 * 11 * 48)
-    # bfp8_zcu104's weight store (the board has URAM, the store fits 85% of it): 16,384 steps of
-    # 2 * 48 x 8 = 768 bits, 4K x 72 blocks: 4 deep x 11 wide = 44 URAM, no block RAM
+    # bfp8_zcu104's weight store: 16,384 steps of 2 * 48 x 8 = 768 bits in 8 banks of 2,048
+    # (GEMV mode). A bank in 4K x 72 UltraRAM is 11 blocks wide; 85% of the board's 96 is 81.6,
+    # so 7 banks take 77 URAM and the 8th is block RAM, true dual port (RAMB18 at most 18 bits
+    # a port): a 2K x 768 bank is ceil(768 / 9) = 86 RAMB18 of 2K x 9 = 43 BRAM36
     b8 = _rows(load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").estimates)
-    assert (b8[(t, "wstore")]["uram"], b8[(t, "wstore")]["bram36"]) == (44, 0)
+    assert (b8[(t, "wstore_u")]["uram"], b8[(t, "wstore_u")]["bram36"]) == (77, 0)
+    assert (b8[(t, "wstore_b")]["uram"], b8[(t, "wstore_b")]["bram36"]) == (0, 43)
 
 
 def test_sparse20_zcu104_would_not_fit_with_24_units():

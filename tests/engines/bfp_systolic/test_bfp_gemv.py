@@ -127,3 +127,34 @@ def test_more_banks_than_column_pairs_is_a_config_error(tmp_path):
     (tmp_path / "bad.yaml").write_text(text)
     with pytest.raises(ConfigError, match="weight_banks.*ceil\\(cols / 2\\) = 3"):
         hlsnn.load_config(tmp_path / "bad.yaml")
+
+
+def test_resident_gemv_goal_of_issue_14():
+    """Issue 14's resident batch-1 goal on bfp8_zcu104, from the closed form (which equals csim,
+    above): GEMV 1x1024x1024 in at most 1.25 x max(MACs / peak, beats in and out), with fewer
+    than 256 KB streamed in (the sample's 65 beats of 16 bytes)."""
+    from hlsnn.engines.bfp_systolic.spec import lanes
+    from hlsnn.perf import bfp_systolic as page
+    cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml")
+    p = cfg.params
+    counts = bfp_call_counts(p, 1, 1024, 1024, resident=True)
+    cycles = page.call_cycles(p, counts).cycles
+    beats_in = beats_out = -(-1025 // lanes(p))                  # [x[0..1023], x_exp]; [y_exp, y[..]]
+    bound = max(1024 * 1024 / page.peak_macs_per_cycle(p), beats_in + beats_out)
+    assert cycles <= 1.25 * bound, (cycles, bound)
+    assert beats_in * p["stream_bits"] // 8 < 256 * 1024
+
+
+@pytest.mark.csim
+def test_a_planted_gemv_bug_fails_compare(tmp_path):
+    """hlsnn compare's resident cases reach GEMV mode: a column that does not restart its sum
+    at a tile's first step (it keeps the keep call's accumulators) is reported."""
+    from conftest import planted_csim
+    from hlsnn import codegen
+    from hlsnn.compare import compare
+    cfg = hlsnn.load_config(CONFIGS / "t8_gemv_tensor.yaml")
+    r = codegen.render(cfg, tmp_path / "hls")
+    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "acc[d][c] = (gj == 0 ? acc_t(0) : acc[d][c]) + p;",
+                       "acc[d][c] = acc[d][c] + p;")
+    rep = compare(cfg, "csim", seed=0, n_random=0, target_obj=tgt)
+    assert rep["mismatches"] > 0 and rep["first_mismatch"]["case"].startswith("resident_gemv")

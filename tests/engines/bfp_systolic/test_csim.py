@@ -130,7 +130,7 @@ def test_planted_kernel_bug_is_reported_as_mismatch(tmp_path, capsys):
     """The comparison must be able to fail: break ReLU at -1 in the rendered kernel."""
     cfg = hlsnn.load_config(test_config("t16_row"))
     r = codegen.render(cfg, tmp_path / "hls")
-    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "if (k.last && k.relu && v < 0) v = 0;", "if (k.last && k.relu && v < -1) v = 0;")
+    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "if (k.relu && v < 0) v = 0;", "if (k.relu && v < -1) v = 0;")
     rep = compare(cfg, "csim", seed=0, n_random=2, target_obj=tgt)
     assert rep["mismatches"] > 0
     f = rep["first_mismatch"]

@@ -1,8 +1,10 @@
 """Seeded GEMM cases that ``hlsnn compare`` and ``hlsnn csim`` run on a target and on the
 emulator: random operands plus the edges (zeros, largest magnitudes, all-negative results,
 exponents at the floor and ceiling, sizes that are not multiples of the array, K = 1,
-rounding ties in the bias shifter, saturation under the statistics method), and cases with the
-statistics segment (``FLAG_STATS_OUT``), whose histogram is compared bin by bin."""
+rounding ties in the bias shifter, saturation under the statistics method), cases with the
+statistics segment (``FLAG_STATS_OUT``), whose histogram is compared bin by bin, and resident
+cases (a call that keeps the weights, then the compared call, which streams none: on a config
+with ``weight_banks > 1`` the one-sample ones run in GEMV mode)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ class Case:
     method: str = "max"
     stats_k: int = 3
     stats_out: bool = False
+    resident: bool = False      # run a keep call first; the compared call reads the weights on chip
     notes: dict = field(default_factory=dict)
 
     @property
@@ -161,6 +164,21 @@ def make_cases(cfg, seed=0, n_random=8):
     b = min(2 * Rl + 3, 64)
     cases.append(Case("rolling_bias_relu", mant((b, k)), rng.integers(-3, 3, size=b), mant((n, k)), wexp(n),
                       bm=mant(n), be=-1, relu=True, method="rolling", stats_k=int(rng.integers(0, 4))))
+    # Resident weights: one sample (GEMV mode where the store has banks) at the largest K and at
+    # odd small ones, with bias, ReLU and the statistics segment; and a batch that fills more
+    # than the columns (the array loop). Only where the layer fits the weight store.
+    def fits(n, k):
+        return k <= kmax and -(-n // R) * ((k + 1) // 2) <= p["w_depth"]
+    for name, b, n, k, extra in (("resident_gemv_max_k", 1, clampn(3 * R + 1), kmax, {}),
+                                 ("resident_gemv_small_k", 1, clampn(2 * R + 1), clampk(3),
+                                  {"relu": True, "stats_out": True}),
+                                 ("resident_gemv_ragged", 1, clampn(R + 1), clampk(2 * C + 5), {"stats_out": True}),
+                                 ("resident_batch", C + 2, clampn(R + 2), clampk(40), {"relu": True})):
+        while not fits(n, k) and k > 1:
+            k = max(1, k // 2)
+        if fits(n, k):
+            cases.append(Case(name, mant((b, k)), rng.integers(-4, 4, size=b), mant((n, k)), wexp(n),
+                              bm=mant(n), be=-2, resident=True, **extra))
     for i in range(n_random):
         b = int(rng.integers(1, 3 * C + 2))
         n = clampn(int(rng.integers(1, 3 * R + 4)))
@@ -195,7 +213,14 @@ def run_case(cfg, target, case: Case):
     p = cfg.params
     b, n, k = case.shape
     beats = protocol.pack_input(p, case.xm, case.xe, case.wm, case.we, case.bm, case.be)
-    out, regs_out = target.run(beats, case.regs(), protocol.n_output_beats(p, b, n, stats=case.stats_out))
+    regs = case.regs()
+    if case.resident:
+        # the keep call stores the tiles side by side; the compared call streams no weights
+        keep = [*regs[:3], regs[3] | protocol.FLAG_KEEP, regs[4]]
+        target.run(beats, keep, protocol.n_output_beats(p, b, n, stats=case.stats_out))
+        beats = protocol.pack_input(p, case.xm, case.xe, case.wm, case.we, case.bm, case.be, resident=True)
+        regs = [*regs[:3], regs[3] | protocol.FLAG_RESIDENT, regs[4]]
+    out, regs_out = target.run(beats, regs, protocol.n_output_beats(p, b, n, stats=case.stats_out))
     gm, ge = protocol.unpack_output(p, out[:protocol.n_output_beats(p, b, n)], b, n)
     em, ee, esat, *ehist = emulate(p, case.xm, case.xe, case.wm, case.we, case.bm, case.be, relu=case.relu,
                                    use_stats=case.method == "stats", stats_k=case.stats_k, stats_out=case.stats_out,

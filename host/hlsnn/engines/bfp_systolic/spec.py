@@ -177,18 +177,7 @@ def buffers(ctx) -> tuple:
                note="running output-exponent state per sample"),
         Buffer("run_any", top, "array", 1, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True),
         Buffer("run_mag", top, "array", 12, (cols, g), partition=((1, "complete"),), storage="ram_s2p", static=True),
-        Buffer("wstore", top, "array", 2 * rows * m, (ctx["w_depth"],), storage="ram_s2p",
-               impl="uram" if ctx["wstore_uram_banks"] else "auto", static=True, used=ctx["weight_banks"] == 1,
-               note="weight store: one step per word"),
-        Buffer("wstore_u", top, "array", 2 * rows * m, (max(1, ctx["wstore_uram_banks"]), ctx["w_bank_depth"]),
-               partition=((1, "complete"),), storage="ram_t2p", impl="uram", static=True,
-               used=ctx["weight_banks"] > 1 and ctx["wstore_uram_banks"] > 0,
-               note="weight store banks in UltraRAM (step a in bank a mod weight_banks), two ports each"),
-        Buffer("wstore_b", top, "array", 2 * rows * m,
-               (max(1, ctx["weight_banks"] - ctx["wstore_uram_banks"]), ctx["w_bank_depth"]),
-               partition=((1, "complete"),), storage="ram_t2p", static=True,
-               used=ctx["weight_banks"] > 1 and ctx["wstore_uram_banks"] < ctx["weight_banks"],
-               note="weight store banks in block RAM (those the UltraRAM budget leaves), two ports each"),
+        *_weight_store(ctx, top, 2 * rows * m),
         Buffer("wexp", top, "array", e, (L, ctx["n_words"]), partition=((1, "complete"),), storage="ram_s2p", static=True,
                used=ctx["weight_exponent_per_row"], note="per-row weight exponents (unused with a tensor-wide one)"),
         Buffer("bias", top, "array", m, (L, ctx["n_words"]), partition=((1, "complete"),), static=True),
@@ -222,6 +211,11 @@ def buffers(ctx) -> tuple:
         Buffer("yw", top, "array", acc, (L,), partition=complete,
                note="an output beat's words (declared in the array loop and after it; they are never live together)"),
         Buffer("counted", "PostRow", "array", 1, (cols,), partition=complete),
+        # GEMV mode (declared always, used with weight_banks > 1)
+        Buffer("gsh", top, "array", acc, (rows,), partition=complete, used=ctx["gemv_cols"] > 1,
+               note="GEMV mode: a tile's row sums (the adder tree's output)"),
+        Buffer("wide", top, "array", acc, (ctx["gemv_post"],), partition=complete, used=ctx["gemv_cols"] > 1),
+        Buffer("counted", top, "array", 1, (ctx["gemv_post"],), partition=complete, used=ctx["gemv_cols"] > 1),
     ]
     if ctx["split_acc"]:
         bufs.insert(next(i for i, b in enumerate(bufs) if b.name == "acc") + 1,
@@ -245,6 +239,22 @@ def buffers(ctx) -> tuple:
                  Multiplier("s1*s1", top, sb + 13, sb + 13, False, False, note="(sum t)^2"),
                  Multiplier("k*sd", top, 4, 32, False, False, note="k * n*sigma")]
     return bufs, muls
+
+
+def _weight_store(ctx, top, width) -> list:
+    """The weight store's buffers: one array (``weight_banks: 1``), or the UltraRAM banks and
+    the block RAM banks (each declared only when it has a bank)."""
+    from ...resources import Buffer
+    banks, ub = ctx["weight_banks"], ctx["wstore_uram_banks"]
+    if banks == 1:
+        return [Buffer("wstore", top, "array", width, (ctx["w_depth"],), storage="ram_s2p",
+                       impl="uram" if ub else "auto", static=True, note="weight store: one step per word")]
+    out = []
+    for name, n, impl, what in (("wstore_u", ub, "uram", "UltraRAM"), ("wstore_b", banks - ub, "auto", "block RAM")):
+        out.append(Buffer(name, top, "array", width, (max(1, n), ctx["w_bank_depth"]), partition=((1, "complete"),),
+                          storage="ram_t2p", impl=impl, static=True, used=n > 0,
+                          note=f"weight store banks in {what} (step a in bank a mod weight_banks), two ports each"))
+    return out
 
 
 def estimate(cfg) -> dict:
