@@ -22,6 +22,12 @@ are::
                                                   of K, an iteration also writes an output
                                                   beat (``OutOverlap``) while a sample whose
                                                   group is complete has beats left
+      GemvSteps (GEMV mode, instead of            a resident call of one sample with
+                 ReadSampleBeats and Steps)       weight_banks > 1: reads the sample a beat
+                                                  an iteration while the tiles compute
+                                                  (``SampleWait``: the first tile's
+                                                  iterations that wait for a word),
+                                                  :func:`gemv_iterations`
     OutSamples (the samples not streamed whole during Steps)
       RollPredict (1)                             -- only with the rolling method
       StatSums (ceil(N/lanes))                    -- only with output_exponent: stats
@@ -49,6 +55,13 @@ Steps           1     ``in``: at most 1 read; ``out``: at most 1 write;   1     
                       each ``o_exp[c]``: 1 read and 1 write;
                       each ``run_*[c]``: 1 read and 1 write (2 ports);
                       ``xexp[c]``, one ``bias`` bank: 1 read
+GemvSteps       1     ``in``: at most 1 read; each ``wstore`` bank: at     1      8
+                      most 2 reads (``ram_t2p``: the gc steps of an
+                      iteration are consecutive addresses, two columns
+                      per bank); each sharing ``xstore[c]``: 1 read and
+                      1 write; ``xexp[0]``: at most 1 write; per row
+                      posted (4, consecutive outputs): its ``wexp``,
+                      ``bias`` and ``ybuf[0][j]`` banks, 1 access each
 StatSums        1     each ``ybuf[c]`` bank: 1 read (a beat of results)    1      47
 WriteBeats      1     each ``ybuf[c]`` bank: 1 read (lane j reads bank     1      5
                       (j-1) mod lanes); each ``wexp_o`` bank: 1 read;
@@ -66,7 +79,10 @@ and the result-store read of the partial sum (2), bias alignment shifter (2, bes
 read), the partial-sum add (1), the saturating add and ReLU (1), the leading-one detector and
 the running maximum (1), the result-store write (1): 7). The array's wavefront is not in the
 depth: a step reaches tile (d, c) d + c iterations after it entered, and the ``rows + cols - 1``
-drain iterations at the end of the loop count that time. ``WriteBeats``: the result-store read (2), the rounding
+drain iterations at the end of the loop count that time. ``GemvSteps``: the bank read (2),
+the sample pair's register tree down the column (2), the DSP48 multiplier and accumulator
+(3), the loop's control (1): 8; the adder tree and the posts run beside the next tile and
+are counted as iterations (``lag + ceil(rows / post) - 1`` after the last tile). ``WriteBeats``: the result-store read (2), the rounding
 shifter and its saturation (2), the write (1): 5. ``StatSums`` is short in II but its entry
 carries the statistics tail after the loop (64-bit integer square root and the 40/14-bit
 division, ~45 cycles of sequential logic), charged as its depth.

@@ -50,8 +50,9 @@ def test_gemv_mode_gives_the_streamed_bits(target):
             if target == "csim":
                 counts = acc.kernel.last_cycles.counts
                 assert "Steps" not in counts and counts["GemvSteps"][0] > 0
-                assert counts == bfp_call_counts(acc.config.params, 1, w.shape[1], w.shape[0], resident=True,
-                                                 bias=b is not None)
+                # the bias is the keep call's: it stays on chip (no ReadBias)
+                assert counts == bfp_call_counts(acc.config.params, 1, w.shape[1], w.shape[0], resident=True)
+                assert bool(calls[-1][0] & protocol.FLAG_BIAS_KEPT) == (b is not None)
             acc.kernel.unload_weights()
             np.testing.assert_array_equal(kept, expected)
             np.testing.assert_array_equal(gemv, expected)

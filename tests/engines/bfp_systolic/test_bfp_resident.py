@@ -24,10 +24,12 @@ KEEP, RESIDENT = protocol.FLAG_KEEP, protocol.FLAG_RESIDENT
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("config, weight_beats", [
     # rows 4, 16-bit lanes on a 64-bit stream (4 lanes): N = 6 is 2 tiles, K = 20 is 10 steps of
-    # 2 * 4 mantissas = 2 beats each; per-row exponents add 1 beat per tile: 2 * (1 + 10 * 2)
-    ("t16_row", 42),
+    # 2 * 4 mantissas = 2 beats each; per-row exponents add 1 beat per tile: 2 * (1 + 10 * 2);
+    # the resident call's bias is the keep call's, so its segment [b_exp, b[0..5]] (2 beats)
+    # stays on chip too
+    ("t16_row", 42 + 2),
     # a tensor-wide weight exponent travels in the head, resident or not: 2 * 10 * 2
-    ("t16_stats", 40),
+    ("t16_stats", 40 + 2),
 ])
 def test_loaded_weights_stream_once_then_stay(target, config, weight_beats):
     rng = np.random.default_rng(1)
@@ -45,6 +47,7 @@ def test_loaded_weights_stream_once_then_stay(target, config, weight_beats):
         assert acc.kernel.resident is None
         y.append(acc.gemm(xs[3], w, bias=b))                   # the loaded ones again: keep, streamed once more
         assert [f & (KEEP | RESIDENT) for f, _ in calls] == [KEEP, RESIDENT, 0, KEEP]
+        assert [bool(f & protocol.FLAG_BIAS_KEPT) for f, _ in calls] == [False, True, False, False]
         assert calls[0][1] - calls[1][1] == weight_beats
         for yi, xi, wi, relu in zip(y, xs, [w, w, w2, w], [False, True, False, False]):
             np.testing.assert_array_equal(yi, ref.gemm(xi, wi, bias=b, relu=relu))
@@ -82,3 +85,27 @@ def test_weights_that_do_not_fit_the_store_are_refused():
         with pytest.raises(InputError, match=r"16 tiles x 128 steps = 2048 steps.*w_depth = 256"):
             acc.load_weights(np.ones((64, 256)))
         assert acc.kernel.resident is None
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_resident_layer_streams_only_its_activations(target):
+    """A resident call whose bias is the keep call's streams neither weights nor bias
+    (FLAG_BIAS_KEPT: the samples and nothing else); one with another bias streams the bias
+    (and then keeps that one); the results are those of streamed calls."""
+    with hlsnn.Accelerator(CONFIGS / "t16_row.yaml", target, **stream(target)) as acc, \
+            hlsnn.Accelerator(CONFIGS / "t16_row.yaml", "emu") as ref:
+        p = acc.config.params
+        rng = np.random.default_rng(8)
+        w, b, b2 = rng.normal(size=(9, 14)), rng.normal(size=9), rng.normal(size=9)
+        xs = [rng.normal(size=(2, 14)) for _ in range(4)]
+        calls = record(acc)
+        acc.load_weights(w)
+        y = [acc.gemm(xs[0], w, bias=b), acc.gemm(xs[1], w, bias=b, relu=True),
+             acc.gemm(xs[2], w, bias=b2), acc.gemm(xs[3], w, bias=b2)]
+        kept = [bool(f & protocol.FLAG_BIAS_KEPT) for f, _ in calls]
+        assert kept == [False, True, False, True]
+        samples_only = protocol.n_input_beats(p, 2, 9, 14, False, resident=True)
+        assert [beats for _, beats in calls][1] == samples_only and calls[3][1] == samples_only
+        assert calls[2][1] == protocol.n_input_beats(p, 2, 9, 14, True, resident=True)
+        for yi, xi, bi, relu in zip(y, xs, [b, b, b2, b2], [False, True, False, False]):
+            np.testing.assert_array_equal(yi, ref.gemm(xi, w, bias=bi, relu=relu))

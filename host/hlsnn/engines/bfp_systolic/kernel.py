@@ -82,6 +82,7 @@ class Kernel:
         self._check_mantissas = lane_bits(p) > p["mantissa_bits"]
         self._loaded = None        # (wm, we) that load_weights asked to keep on chip
         self._on_chip = None       # the same, once a call has put them there
+        self._bias_on_chip = None  # (bm, be) of the last call that streamed a bias
         self._roll = RollingState(p["rolling_len"])   # the rolling buffer, for the emu target's arrays
         self._roll_fresh = False   # the next call starts an operation: it empties the rolling buffer
 
@@ -403,15 +404,20 @@ class Kernel:
             self._on_chip = on_chip
             return self._emulate_arrays(xm, xe, wm, we, bm, be, regs, stats)
         resident = bool(wflags & protocol.FLAG_RESIDENT)
+        # a resident call whose bias is the one on chip streams only its activations
+        bias_kept = resident and bm is not None and self._bias_on_chip is not None \
+            and np.array_equal(self._bias_on_chip[0], bm) and self._bias_on_chip[1] == int(be)
         if resident:
-            n_in = protocol.n_input_beats(p, batch, n, k, bm is not None, resident=True)
+            n_in = protocol.n_input_beats(p, batch, n, k, bm is not None, resident=True, bias_kept=bias_kept)
         stage = getattr(self.target, "input_buffer", None)
-        beats = protocol.pack_input(p, xm, xe, wm, we, bm, be, resident=resident,
+        beats = protocol.pack_input(p, xm, xe, wm, we, bm, be, resident=resident, bias_kept=bias_kept,
                                     out=None if stage is None else stage(n_in * self._beat))
-        regs_in = [batch, n, k, regs[0] | wflags, regs[1]]
-        self._on_chip = None                    # a failed call leaves the store unknown
+        regs_in = [batch, n, k, regs[0] | wflags | (protocol.FLAG_BIAS_KEPT if bias_kept else 0), regs[1]]
+        self._on_chip = None                    # a failed call leaves the stores unknown
+        kept_bias, self._bias_on_chip = self._bias_on_chip, None
         out, regs_out = self.target.run(beats, regs_in, n_out + (self._n_stats if stats else 0))
         self._on_chip = on_chip
+        self._bias_on_chip = kept_bias if bm is None or bias_kept else (np.array(bm, np.int64), int(be))
         magic, hash32, sat = (int(r) for r in regs_out)
         if magic != MAGIC or hash32 != self.cfg.hash32:
             raise InputError(f"kernel ID register reads magic 0x{magic:08x} hash 0x{hash32:08x}; config "
@@ -445,8 +451,11 @@ class Kernel:
         the kernel writes it: ``wstore`` (``w_depth`` steps of ``2*rows`` mantissas, zero at
         first, as the static array), written pass after pass (``spec.passes``): tile ``t`` of
         a pass of ``Kq`` at step ``base + t*ceil(Kq/2)`` under the keep flag, ``base`` being the
-        steps of the passes before, and at ``(t % 2)*ceil(Kq/2)`` otherwise; and ``wexp`` (one
-        per output row, written by every per-row call); a resident call reads both. It also
+        steps of the passes before, and at ``(t mod slots)*ceil(Kq/2)`` otherwise (the ring of
+        ``slots = w_depth // ceil(Kq/2)`` tiles); and ``wexp`` (one per output row, written by
+        every per-row call); a resident call reads both. ``bias``: the bias mantissas and
+        exponent of the last call that streamed a bias, which a call with
+        ``FLAG_BIAS_KEPT`` uses. It also
         holds the rolling method's buffer (``rolling``, a :class:`RollingState`), which a
         call with the rolling-clear flag empties first."""
         p = cfg.params
@@ -454,12 +463,20 @@ class Kernel:
         R = p["rows"]
         batch, n, k, flags, k_sigma = (int(r) for r in regs_in)
         resident = bool(flags & protocol.FLAG_RESIDENT)
-        xm, xe, wm, we, bm, be = protocol.unpack_input(p, beats, batch, n, k, bool(flags & protocol.FLAG_BIAS),
-                                                       resident=resident)
+        has_bias = bool(flags & protocol.FLAG_BIAS)
+        bias_kept = has_bias and bool(flags & protocol.FLAG_BIAS_KEPT)
+        xm, xe, wm, we, bm, be = protocol.unpack_input(p, beats, batch, n, k, has_bias, resident=resident,
+                                                       bias_kept=bias_kept)
         if "wstore" not in state:
             state["wstore"] = np.zeros((p["w_depth"], 2 * R), np.int64)
             state["wexp"] = np.zeros(p["max_n"], np.int64)
             state["rolling"] = RollingState(p["rolling_len"])
+            state["bias"] = (np.zeros(p["max_n"], np.int64), 0)
+        if bias_kept:
+            bm, be = state["bias"][0][:n].copy(), state["bias"][1]
+        elif has_bias:
+            state["bias"][0][:n] = bm
+            state["bias"] = (state["bias"][0], int(be))
         if flags & protocol.FLAG_ROLL_CLEAR:
             state["rolling"].clear()
         store, nt = state["wstore"], -(-n // R)
@@ -474,8 +491,9 @@ class Kernel:
                 padded = np.zeros((nt * R, 2 * kp), np.int64)
                 padded[:n, :kq] = wm[:, k0:k0 + kq]
                 tiles = protocol.rows_to_steps(padded, R)
+                slots = p["w_depth"] // kp          # the kernel's ring of tiles
                 for t in range(nt):
-                    at = base + t * kp if flags & protocol.FLAG_KEEP else (t % 2) * kp
+                    at = base + t * kp if flags & protocol.FLAG_KEEP else (t % slots) * kp
                     store[at:at + kp] = tiles[t]
             base += nt * kp
         if resident and we is None:

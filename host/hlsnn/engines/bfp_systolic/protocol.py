@@ -8,7 +8,7 @@ up to 8 bits, else 16); lane *i* of a beat is bits ``[i*L, (i+1)*L)``; every val
 two's-complement integer sign-extended to its lane. A *segment* is a run of lanes padded
 with zero lanes to a whole number of beats. A call's input stream is, in order:
 
-1. if bias: one segment ``[bias_exp, b[0], …, b[N-1]]``;
+1. if bias, unless ``FLAG_BIAS_KEPT``: one segment ``[bias_exp, b[0], …, b[N-1]]``;
 2. if ``weight_exponent: tensor``: one segment ``[w_exp]``;
 3. per sample ``b`` of the call, one segment ``[x[b,0], …, x[b,K-1], x_exp[b]]`` (the
    mantissas start at lane 0 of a beat, so a beat is one word of the activation store);
@@ -33,7 +33,13 @@ output stream is, per sample ``b``, one segment ``[y_exp[b], y[b,0], …, y[b,N-
 (``ceil(N/rows) * ceil(K/2) <= w_depth`` steps; pass after pass, tile after tile) and keeps
 them, with the row exponents;
 a later call with ``FLAG_RESIDENT`` (bit 5) and the same N and K streams no weights and uses
-them. Without either flag the tiles ping-pong through two halves of the store.
+them. Without either flag the tiles pass through the store as a ring of ``w_depth //
+ceil(K/2)`` tiles (tile ``t`` of a pass at step ``(t mod slots) * ceil(K/2)``).
+
+``FLAG_BIAS_KEPT`` (bit 8, with ``FLAG_BIAS``): the call streams no bias segment and uses the
+bias and bias exponent that the last call with a bias segment left on chip (same N). The host
+sets it only on resident calls whose bias is the one their keep call streamed, so that a
+resident layer streams only its activations.
 
 With ``FLAG_STATS_OUT`` set, one *statistics* segment follows the last sample's: the
 :func:`stats_bins` (= ``acc_bits``) 32-bit counters of the statistics unit (source 002), in
@@ -56,7 +62,7 @@ exponent selector (emulator rule 5); ``FLAG_STATS_OUT`` (bit 3) asks for the his
 Registers (s_axilite, in this order): inputs ``batch, n_out, k, flags, stats_k``
 (flags bit 0 ReLU, bit 1 bias, bit 2 statistics method, bit 3 statistics segment out, bit 4
 keep the weights, bit 5 resident weights, bit 6 rolling method, bit 7 empty the rolling buffer
-first; emulator rule 5),
+first, emulator rule 5; bit 8 the bias is on chip),
 outputs ``id_magic, id_hash, sat_count``.
 """
 from __future__ import annotations
@@ -73,7 +79,7 @@ from .spec import call_groups, lane_bits, passes
 REGS_IN = ("batch", "n_out", "k", "flags", "stats_k")
 REGS_OUT = ("id_magic", "id_hash", "sat_count")
 FLAG_RELU, FLAG_BIAS, FLAG_STATS, FLAG_STATS_OUT, FLAG_KEEP, FLAG_RESIDENT = 1, 2, 4, 8, 16, 32
-FLAG_ROLLING, FLAG_ROLL_CLEAR = 64, 128
+FLAG_ROLLING, FLAG_ROLL_CLEAR, FLAG_BIAS_KEPT = 64, 128, 256
 
 
 def _geometry(p):
@@ -160,12 +166,13 @@ def resident_fits(p, n, k) -> bool:
     return math.ceil(n / p["rows"]) * ((k + 1) // 2) <= p["w_depth"]
 
 
-def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None, resident=False) -> np.ndarray:
+def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None, resident=False, bias_kept=False) -> np.ndarray:
     """Input beats as a ``uint8`` array of shape ``(n_beats, stream_bits // 8)``.
 
     ``xm`` (batch, K), ``xe`` (batch,), ``wm`` (N, K), ``we`` (N,) or scalar (tensor),
     ``bm`` (N,) or None, ``be`` scalar. Values must already fit their fields. ``resident``:
     the call sets ``FLAG_RESIDENT``, so no weights are packed (``wm`` and ``we`` only give N).
+    ``bias_kept``: the call sets ``FLAG_BIAS_KEPT``, so no bias segment is packed.
 
     ``out``: a writable, C-contiguous 1-D ``uint8`` array of at least
     :func:`n_input_beats` x ``stream_bits // 8`` bytes (e.g. a target's DMA input buffer,
@@ -180,9 +187,9 @@ def pack_input(p, xm, xe, wm, we, bm=None, be=0, *, out=None, resident=False) ->
         wm = wm.astype(np.int64)
     batch, k = xm.shape
     n = wm.shape[0]
-    head = _head(p, n, bm, be, we, bm is not None)
+    head = _head(p, n, bm, be, we, bm is not None and not bias_kept)
     h = head.size
-    total = n_input_beats(p, batch, n, k, bm is not None, resident=resident) * lanes
+    total = n_input_beats(p, batch, n, k, bm is not None, resident=resident, bias_kept=bias_kept) * lanes
     out = np.empty(total, dtype=dt) if out is None else _lanes_of(out, total, dt)
     out[:h] = head
     pos = h
@@ -219,9 +226,9 @@ def _lanes_of(buf, total, dt):
     return buf[:nbytes].view(dt)
 
 
-def n_input_beats(p, batch, n, k, has_bias, *, resident=False) -> int:
+def n_input_beats(p, batch, n, k, has_bias, *, resident=False, bias_kept=False) -> int:
     _, lanes, _ = _geometry(p)
-    beats = math.ceil((n + 1) / lanes) if has_bias else 0
+    beats = math.ceil((n + 1) / lanes) if has_bias and not bias_kept else 0
     beats += 0 if p["weight_exponent"] == "row" else 1
     beats += sum(batch * math.ceil((1 + kq) / lanes) for _, kq in passes(p, k))
     return beats + (0 if resident else n_weight_lanes(p, n, k) // lanes)
@@ -253,13 +260,13 @@ def unpack_stats(p, beats) -> np.ndarray:
     return _stream.unpack_stats(np.asarray(beats)[-n_stats_beats(p):], stats_bins(p), lane_bits(p))
 
 
-def unpack_input(p, beats, batch, n, k, has_bias, *, resident=False):
+def unpack_input(p, beats, batch, n, k, has_bias, *, resident=False, bias_kept=False):
     """Inverse of :func:`pack_input` (used by the emulator target): returns
-    ``xm, xe, wm, we, bm, be`` (``bm`` None without bias; ``we`` of shape (N,); ``wm`` and
-    ``we`` None for a ``resident`` call, which streams no weights)."""
+    ``xm, xe, wm, we, bm, be`` (``bm`` None without bias or with ``bias_kept``; ``we`` of
+    shape (N,); ``wm`` and ``we`` None for a ``resident`` call, which streams no weights)."""
     _, lanes, dt = _geometry(p)
     v = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1).view(dt)
-    want = n_input_beats(p, batch, n, k, has_bias, resident=resident)
+    want = n_input_beats(p, batch, n, k, has_bias, resident=resident, bias_kept=bias_kept)
     if v.size != want * lanes:
         raise InputError(f"input stream has {v.size // lanes} beats; a batch={batch}, N={n}, K={k} call "
                          f"{'with' if has_bias else 'without'} bias needs {want}")
@@ -267,7 +274,7 @@ def unpack_input(p, beats, batch, n, k, has_bias, *, resident=False):
     n_tiles = math.ceil(n / R)
     pos = 0
     bm, be = None, 0
-    if has_bias:
+    if has_bias and not bias_kept:
         seg = v[:n + 1].astype(np.int64)
         be, bm = int(seg[0]), seg[1:]
         pos = _pad_to(n + 1, lanes)
