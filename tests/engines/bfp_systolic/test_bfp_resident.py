@@ -109,3 +109,26 @@ def test_a_resident_layer_streams_only_its_activations(target):
         assert calls[2][1] == protocol.n_input_beats(p, 2, 9, 14, True, resident=True)
         for yi, xi, bi, relu in zip(y, xs, [b, b, b2, b2], [False, True, False, False]):
             np.testing.assert_array_equal(yi, ref.gemm(xi, w, bias=bi, relu=relu))
+
+
+@pytest.mark.csim
+def test_the_emulators_store_follows_the_kernels_ring():
+    """Raw calls: a streamed GEMM of three tiles without keep leaves them in the ring's first
+    three slots (t16_row: w_depth 256 steps, K = 10 is 5 steps: 51 slots), so a resident call of
+    the same N reads all three, on emu as in the C++ (a ping-pong model would have put tile 2
+    over tile 0)."""
+    outs = {}
+    for target in ("emu", "csim"):
+        with hlsnn.Accelerator(CONFIGS / "t16_row.yaml", target, **stream(target)) as acc:
+            p = acc.config.params
+            rng = np.random.default_rng(4)
+            xm, xe = rng.integers(-2000, 2000, (2, 10)), rng.integers(-4, 4, 2)
+            wm, we = rng.integers(-2000, 2000, (12, 10)), rng.integers(-4, 4, 12)
+            acc.target.run(protocol.pack_input(p, xm, xe, wm, we), [2, 12, 10, 0, 3], protocol.n_output_beats(p, 2, 12))
+            out, _ = acc.target.run(protocol.pack_input(p, xm, xe, wm, we, resident=True), [2, 12, 10, RESIDENT, 3],
+                                    protocol.n_output_beats(p, 2, 12))
+            outs[target] = protocol.unpack_output(p, out, 2, 12)
+    ym, ye, *_ = emulate(p, xm, xe, wm, we)
+    for got in outs.values():
+        np.testing.assert_array_equal(got[0], ym)
+        np.testing.assert_array_equal(got[1], ye)
