@@ -139,7 +139,8 @@ def test_k_passes_equal_the_whole_sum(target, config):
 def test_resident_weights_over_k_passes(target):
     # t16_row: N = 4 is one tile; K = 300 is a pass of 256 (128 steps) and one of 44 (22
     # steps): 150 steps kept side by side in the store of 256. Streamed weights: per pass one
-    # exponent beat and 2 beats a step: (1 + 128 * 2) + (1 + 22 * 2) = 302 beats.
+    # exponent beat and 2 beats a step: (1 + 128 * 2) + (1 + 22 * 2) = 302 beats; the bias
+    # [b_exp, b[0..3]] (2 beats of 4 lanes) stays on chip too.
     rng = np.random.default_rng(5)
     with hlsnn.Accelerator(CONFIGS / "t16_row.yaml", target, **stream(target)) as acc, \
             hlsnn.Accelerator(CONFIGS / "t16_row.yaml", "emu") as ref:
@@ -149,7 +150,7 @@ def test_resident_weights_over_k_passes(target):
         acc.load_weights(w)
         y = [acc.gemm(x, w, bias=b) for x in xs]
         assert [f & (KEEP | RESIDENT) for f, _ in calls] == [KEEP, RESIDENT, RESIDENT]
-        assert calls[0][1] - calls[1][1] == 302
+        assert calls[0][1] - calls[1][1] == 302 + 2
         for yi, xi in zip(y, xs):
             np.testing.assert_array_equal(yi, ref.gemm(xi, w, bias=b))
         with pytest.raises(hlsnn.InputError, match="w_depth = 256"):

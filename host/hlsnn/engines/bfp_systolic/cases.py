@@ -164,9 +164,19 @@ def make_cases(cfg, seed=0, n_random=8):
     b = min(2 * Rl + 3, 64)
     cases.append(Case("rolling_bias_relu", mant((b, k)), rng.integers(-3, 3, size=b), mant((n, k)), wexp(n),
                       bm=mant(n), be=-1, relu=True, method="rolling", stats_k=int(rng.integers(0, 4))))
-    # Resident weights: one sample (GEMV mode where the store has banks) at the largest K and at
-    # odd small ones, with bias, ReLU and the statistics segment; and a batch that fills more
-    # than the columns (the array loop). Only where the layer fits the weight store.
+    for i in range(n_random):
+        b = int(rng.integers(1, 3 * C + 2))
+        n = clampn(int(rng.integers(1, 3 * R + 4)))
+        k = clampk(int(rng.integers(1, 96)))
+        has_bias = bool(rng.integers(0, 2))
+        method = "stats" if can_stats and rng.integers(0, 2) else "max"
+        cases.append(Case(f"random{i}", mant((b, k)), rng.integers(-10, 6, size=b), mant((n, k)), wexp(n, -10, 6),
+                          bm=mant(n) if has_bias else None, be=int(rng.integers(-12, 4)),
+                          relu=bool(rng.integers(0, 2)), method=method, stats_k=int(rng.integers(0, 5))))
+    # Resident weights (drawn after the random cases, which stay as they were): one sample
+    # (GEMV mode where the store has banks) at the largest K and at odd small ones, with bias,
+    # ReLU and the statistics segment; and a batch that fills more than the columns (the array
+    # loop). Only where the layer fits the weight store.
     def fits(n, k):
         return k <= kmax and -(-n // R) * ((k + 1) // 2) <= p["w_depth"]
     for name, b, n, k, extra in (("resident_gemv_max_k", 1, clampn(3 * R + 1), kmax, {}),
@@ -179,15 +189,6 @@ def make_cases(cfg, seed=0, n_random=8):
         if fits(n, k):
             cases.append(Case(name, mant((b, k)), rng.integers(-4, 4, size=b), mant((n, k)), wexp(n),
                               bm=mant(n), be=-2, resident=True, **extra))
-    for i in range(n_random):
-        b = int(rng.integers(1, 3 * C + 2))
-        n = clampn(int(rng.integers(1, 3 * R + 4)))
-        k = clampk(int(rng.integers(1, 96)))
-        has_bias = bool(rng.integers(0, 2))
-        method = "stats" if can_stats and rng.integers(0, 2) else "max"
-        cases.append(Case(f"random{i}", mant((b, k)), rng.integers(-10, 6, size=b), mant((n, k)), wexp(n, -10, 6),
-                          bm=mant(n) if has_bias else None, be=int(rng.integers(-12, 4)),
-                          relu=bool(rng.integers(0, 2)), method=method, stats_k=int(rng.integers(0, 5))))
     for c in cases:
         # one case is one kernel call: at most the samples its stores hold (protocol.samples_per_call)
         cap = protocol.samples_per_call(p, c.xm.shape[1], c.wm.shape[0])
