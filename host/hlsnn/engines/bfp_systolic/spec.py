@@ -52,8 +52,8 @@ SCHEMA = {
     "w_depth": Field("int", "weight store: steps (2*rows mantissas) on chip, at least two tiles of max_k "
                      "(ping-pong); more keeps a layer resident; default two tiles", default=None, lo=2, hi=1 << 20),
     "weight_banks": Field("int", "weight store banks (cyclic by step, two read ports each): with more than one, "
-                          "a resident batch-1 call splits K across min(cols, 2*weight_banks) columns, each "
-                          "reading its own steps (GEMV mode); at most ceil(cols/2)", default=1, lo=1, hi=32),
+                          "a resident batch-1 call splits K across 2*weight_banks columns, each reading its "
+                          "own bank and port (GEMV mode); a power of two, at most cols/2", default=1, lo=1, hi=32),
 }
 
 #: steps per group are at least rows + POST_GAP (kernel: kPostGap), and more than cols
@@ -68,8 +68,9 @@ def gemv_post(p) -> int:
 
 
 def gemv_cols(p) -> int:
-    """Columns a resident batch-1 call splits K across (1: no GEMV mode)."""
-    return min(p["cols"], 2 * p["weight_banks"]) if p["weight_banks"] > 1 else 1
+    """Columns a resident batch-1 call splits K across: two per weight bank, one on each of
+    its ports (1: no GEMV mode)."""
+    return 2 * p["weight_banks"] if p["weight_banks"] > 1 else 1
 
 
 def gemv_lag(p) -> int:
@@ -144,10 +145,10 @@ def validate(p: dict, board, source) -> dict:
     if wb & (wb - 1):
         raise ConfigError(source, f"{NAME}.weight_banks", wb,
                           "must be a power of two (a step's bank is the low bits of its address)")
-    if p["weight_banks"] > 1 and p["weight_banks"] > math.ceil(p["cols"] / 2):
-        raise ConfigError(source, f"{NAME}.weight_banks", p["weight_banks"],
-                          f"must be at most ceil(cols / 2) = {math.ceil(p['cols'] / 2)}: each bank's two read ports "
-                          f"serve two columns in GEMV mode")
+    if wb > 1 and 2 * wb > p["cols"]:
+        raise ConfigError(source, f"{NAME}.weight_banks", wb,
+                          f"must be at most cols / 2 = {p['cols'] // 2}: in GEMV mode each bank's two read ports "
+                          f"serve two columns")
     if p["stream_bits"] > board.dma["stream_bits"] * 8:
         raise ConfigError(source, f"{NAME}.stream_bits", p["stream_bits"],
                           f"must be at most 8x the board DMA width ({board.dma['stream_bits']})")
@@ -211,12 +212,12 @@ def buffers(ctx) -> tuple:
         Buffer("yw", top, "array", acc, (L,), partition=complete,
                note="an output beat's words (declared in the array loop and after it; they are never live together)"),
         Buffer("counted", "PostRow", "array", 1, (cols,), partition=complete),
-        # GEMV mode (declared always, used with weight_banks > 1)
-        Buffer("gsh", top, "array", acc, (rows,), partition=complete, used=ctx["gemv_cols"] > 1,
-               note="GEMV mode: a tile's row sums (the adder tree's output)"),
-        Buffer("wide", top, "array", acc, (ctx["gemv_post"],), partition=complete, used=ctx["gemv_cols"] > 1),
-        Buffer("counted", top, "array", 1, (ctx["gemv_post"],), partition=complete, used=ctx["gemv_cols"] > 1),
     ]
+    if ctx["gemv_cols"] > 1:        # GEMV mode's loop (gemv.inc.j2) is rendered only then
+        bufs += [Buffer("gsh", top, "array", acc, (rows,), partition=complete,
+                        note="GEMV mode: a tile's row sums (the adder tree's output)"),
+                 Buffer("wide", top, "array", acc, (ctx["gemv_post"],), partition=complete),
+                 Buffer("counted", top, "array", 1, (ctx["gemv_post"],), partition=complete)]
     if ctx["split_acc"]:
         bufs.insert(next(i for i, b in enumerate(bufs) if b.name == "acc") + 1,
                     Buffer("acc1", top, "array", acc, (rows, cols), partition=complete,
