@@ -16,9 +16,10 @@
  * (z, c, ky, kx) runs over the non-zero inputs of channel c in rows ky .. ky + oh - 1, the only
  * rows it can hit. The inner loop is a load of (offset, value), a multiply and an add.
  *
- * Arithmetic: int64 accumulators, as the numpy path. The sums are formed in uint64 (two's
- * complement wrap-around instead of C's undefined signed overflow); for the emulator's int8
- * operands they are far from 2^63 and exact.
+ * Arithmetic: int64 accumulators, as the numpy path. Products and sums are formed in uint64
+ * (two's complement wrap-around instead of C's undefined signed overflow), so they are exact
+ * whenever the result fits in int64; for the emulator's int8 operands (|sum| <= C k^2 2^14)
+ * it is far from 2^63.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,13 +33,18 @@ int hlsnn_sparse_conv(const int64_t *xp, int64_t c, int64_t hp, int64_t wp,
   if (c < 0 || z < 0 || k < 1 || hp < k || wp < k) return -1;
   const int64_t oh = hp - k + 1, ow = wp - k + 1, wb = wp + k - 1;
   const int64_t kk = k * k;
-  int64_t nnz = 0;
-  for (int64_t i = 0; i < c * hp * wp; ++i) nnz += xp[i] != 0;
+  /* Room for every input, so that the non-zeros are gathered in one pass (only the pages
+   * written, those of the non-zeros, are ever touched); on a large map, a counting pass first. */
+  int64_t room = c * hp * wp + 1;
+  if (room > ((int64_t)1 << 22)) {
+    room = 1;
+    for (int64_t i = 0; i < c * hp * wp; ++i) room += xp[i] != 0;
+  }
 
   /* row_start[ch * (hp + 1) + y]: index of channel ch's first non-zero in row y */
   int64_t *row_start = malloc(sizeof(int64_t) * (size_t)(c * (hp + 1) + 1));
-  int64_t *off = malloc(sizeof(int64_t) * (size_t)(nnz + 1));      /* y * wb + x */
-  uint64_t *val = malloc(sizeof(uint64_t) * (size_t)(nnz + 1));
+  int64_t *off = malloc(sizeof(int64_t) * (size_t)room);           /* y * wb + x */
+  uint64_t *val = malloc(sizeof(uint64_t) * (size_t)room);
   uint64_t *plane = malloc(sizeof(uint64_t) * (size_t)(oh * wb));
   if (!row_start || !off || !val || !plane) {
     free(row_start); free(off); free(val); free(plane);
@@ -52,11 +58,9 @@ int hlsnn_sparse_conv(const int64_t *xp, int64_t c, int64_t hp, int64_t wp,
       row_start[ch * (hp + 1) + y] = n;
       const int64_t *row = xc + y * wp;
       for (int64_t x = 0; x < wp; ++x) {
-        if (row[x] != 0) {
-          off[n] = y * wb + x;
-          val[n] = (uint64_t)row[x];
-          ++n;
-        }
+        off[n] = y * wb + x;               /* written always, kept if non-zero: no branch */
+        val[n] = (uint64_t)row[x];
+        n += row[x] != 0;
       }
     }
     row_start[ch * (hp + 1) + hp] = n;
@@ -86,4 +90,30 @@ int hlsnn_sparse_conv(const int64_t *xp, int64_t c, int64_t hp, int64_t wp,
   }
   free(row_start); free(off); free(val); free(plane);
   return 0;
+}
+
+/* The number of non-zero pairs the pair path forms: sum over input channels ch of (non-zeros
+ * of xp[ch]) * (non-zeros of w[:, ch]); xp (c, n) and w (z, c, kk) int64, C order. What
+ * method="auto" weighs against the dense MACs, in one pass over each operand; -1 when memory
+ * is short. */
+int64_t hlsnn_pair_count(const int64_t *xp, int64_t c, int64_t n, const int64_t *w, int64_t z, int64_t kk) {
+  int64_t *nw = calloc((size_t)c + 1, sizeof(int64_t));
+  if (!nw) return -1;
+  for (int64_t zz = 0; zz < z; ++zz)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t *wc = w + (zz * c + ch) * kk;
+      int64_t m = 0;
+      for (int64_t i = 0; i < kk; ++i) m += wc[i] != 0;
+      nw[ch] += m;
+    }
+  int64_t pairs = 0;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    if (nw[ch] == 0) continue;                          /* no need to count this channel */
+    const int64_t *xc = xp + ch * n;
+    int64_t nx = 0;
+    for (int64_t i = 0; i < n; ++i) nx += xc[i] != 0;
+    pairs += nx * nw[ch];
+  }
+  free(nw);
+  return pairs;
 }

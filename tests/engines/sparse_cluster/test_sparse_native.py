@@ -92,6 +92,30 @@ def test_empty_channels():
 
 
 @needs_cc
+def test_a_large_map_counts_before_it_gathers():
+    """Above 2^22 padded inputs the compiled path counts the non-zeros before gathering them."""
+    rng = np.random.default_rng(stable_seed("large"))
+    xp = np.zeros((2, 1500, 1500), np.int64)
+    ys, xs = rng.integers(0, 1500, (2, 3000))
+    xp[0, ys, xs] = rng.integers(-128, 128, 3000)
+    xp[1, -1, -1] = -128
+    w = rng.integers(-128, 128, (2, 2, 3, 3))
+    np.testing.assert_array_equal(em._native_pairs(xp, w), em._scatter(xp, w))
+
+
+@needs_cc
+@pytest.mark.parametrize("density", DENSITIES)
+def test_the_compiled_pair_count_is_numpys(density):
+    rng = np.random.default_rng(stable_seed("count", density))
+    lib = em._native_lib()
+    for shape in SHAPES:
+        xp, w = layer(rng, shape, density)
+        w[:, :1] = 0                                                   # a channel it skips
+        assert em._pair_count(xp, w, lib) == em._pair_count(xp, w, None)
+    assert em._pair_count(np.zeros((0, 4, 4), np.int64), np.zeros((2, 0, 3, 3), np.int64), lib) == 0
+
+
+@needs_cc
 def test_non_contiguous_and_int8_operands():
     rng = np.random.default_rng(stable_seed("views"))
     xp, w = layer(rng, (4, 12, 14, 3, 3, "valid"), 0.3)

@@ -85,6 +85,9 @@ def _native_lib():
         f.restype = ctypes.c_int
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         f.argtypes = [ptr, i64, i64, i64, ptr, i64, i64, ptr]
+        g = lib.hlsnn_pair_count
+        g.restype = i64
+        g.argtypes = [ptr, i64, i64, ptr, i64, i64]
         lib._hlsnn_typed = True
     return lib
 
@@ -109,14 +112,34 @@ def _native_pairs(xp, w):
     return acc
 
 
+def _pair_count(xp, w, lib):
+    """The number of non-zero pairs the pair path forms: over input channels, (non-zeros of
+    the channel's inputs) x (its non-zero coefficients); counted in one compiled pass when
+    ``lib`` is loaded (numpy's ``count_nonzero`` over an axis takes about twice as long)."""
+    z, c, k, _ = w.shape
+    if c == 0 or z == 0:
+        return 0
+    if lib is None:
+        nnz_w = np.count_nonzero(w.reshape(z, c, -1), axis=(0, 2))
+        nnz_x = np.count_nonzero(xp.reshape(c, -1), axis=1)
+        return int((nnz_w * nnz_x).sum())
+    xp = np.ascontiguousarray(xp, np.int64)
+    w = np.ascontiguousarray(w, np.int64)
+    pairs = int(lib.hlsnn_pair_count(xp.ctypes.data, c, xp[0].size, w.ctypes.data, z, k * k))
+    return pairs if pairs >= 0 else _pair_count(xp, w, None)
+
+
 # The cost model of method="auto", measured on the benchmark layer (benchmarks/bench_sparse.py,
-# 64->64 channels, 56x56, 3x3; 2 shared cores): a dense MAC costs ~0.08 ns (BLAS, im2col
-# included); a non-zero pair ~20 ns in numpy (a scatter via bincount) and ~NATIVE_PAIR_NS in the
-# compiled twin, which also scans every input once (~NATIVE_SCAN_NS per padded input entry).
+# 64->64 channels, 56x56, 3x3; 2 shared cores): a dense MAC costs ~0.05-0.08 ns (BLAS, im2col
+# included); a non-zero pair ~20 ns in numpy (a scatter via bincount) and 0.75-0.9 ns in the
+# compiled twin, which also gathers every input once and clears and copies the output planes
+# (~2 ns per padded input entry of this layer). The compiled pair path's constants lean
+# towards the dense path: the compiled path measured faster up to density ~0.34 (pairs/MAC
+# ~0.11) with another process busy, and the model switches at pairs/MAC ~0.075 (density ~0.27).
 DENSE_MAC_NS = 0.08
 NUMPY_PAIR_NS = 20.0
 NATIVE_PAIR_NS = 1.0
-NATIVE_SCAN_NS = 1.0
+NATIVE_SCAN_NS = 2.0
 
 
 def conv_accumulate(xp, w, *, method="auto"):
@@ -139,11 +162,10 @@ def conv_accumulate(xp, w, *, method="auto"):
     w = np.asarray(w, np.int64)
     z, c, k, _ = w.shape
     if method == "auto":
-        nnz_w = np.count_nonzero(w.reshape(z, c, -1), axis=(0, 2))          # per input channel
-        nnz_x = np.count_nonzero(xp.reshape(c, -1), axis=1)
-        pairs = float((nnz_w * nnz_x).sum())
+        lib = _native_lib()
+        pairs = float(_pair_count(xp, w, lib))
         dense_ns = DENSE_MAC_NS * z * c * k * k * (xp.shape[1] - k + 1) * (xp.shape[2] - k + 1)
-        if _native_lib() is not None and pairs * NATIVE_PAIR_NS + xp.size * NATIVE_SCAN_NS < dense_ns:
+        if lib is not None and pairs * NATIVE_PAIR_NS + xp.size * NATIVE_SCAN_NS < dense_ns:
             method = "native"
         elif pairs * NUMPY_PAIR_NS < dense_ns:
             method = "sparse"
