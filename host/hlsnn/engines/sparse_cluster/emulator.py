@@ -95,7 +95,7 @@ def _native_lib():
 def _native_pairs(xp, w):
     """:func:`_scatter`'s sum formed by its compiled twin (same pairs, int64, bit-equal), or
     None when the compiled helper is unavailable (``HLSNN_NATIVE=0``, no C compiler, a failed
-    compile) or the shape is one it does not take (an empty output)."""
+    compile), the output is empty or memory is short: the caller then takes the numpy path."""
     z, c, k, _ = w.shape
     _, hp, wp = xp.shape
     oh, ow = hp - k + 1, wp - k + 1
