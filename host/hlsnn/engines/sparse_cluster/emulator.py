@@ -133,9 +133,9 @@ def _pair_count(xp, w, lib):
 # 64->64 channels, 56x56, 3x3; 2 shared cores): a dense MAC costs ~0.05-0.08 ns (BLAS, im2col
 # included); a non-zero pair ~20 ns in numpy (a scatter via bincount) and 0.75-0.9 ns in the
 # compiled twin, which also gathers every input once and clears and copies the output planes
-# (~2 ns per padded input entry of this layer). The compiled pair path's constants lean
-# towards the dense path: the compiled path measured faster up to density ~0.34 (pairs/MAC
-# ~0.11) with another process busy, and the model switches at pairs/MAC ~0.075 (density ~0.27).
+# (~2 ns per padded input entry of this layer). The compiled path measured faster than the
+# dense one below density 0.27-0.34 (pairs/MAC 0.075-0.11, 2 shared cores, another process
+# busy); the model switches at pairs/MAC ~0.075 (density ~0.27), leaning towards dense.
 DENSE_MAC_NS = 0.08
 NUMPY_PAIR_NS = 20.0
 NATIVE_PAIR_NS = 1.0
