@@ -16,17 +16,21 @@ matmul convolution of the same shape, measured side by side in one run."
   - (A) the float32 baseline: ``sliding_window_view`` im2col of the padded input, made
     contiguous, ``(H'W', C k k) @ (C k k, Z)``;
   - (B) ``emulate(p, xp, w, bias, shift)`` at every density (its default ``method="auto"``:
-    the emulator picks the dense im2col + GEMM path or the non-zero-pair path by its own
-    cost model; which one it picked is recorded once, outside the timing);
-  - (C) the same call forced to each path, ``method="dense"`` and ``method="sparse"``, to
-    find the density below which the pair path is faster (the "crossover"). The pair path
-    is skipped where it would form more than ``--max-pairs`` pairs (memory: ~40 bytes each);
+    the emulator picks the dense im2col + GEMM path, the compiled non-zero-pair path
+    (``hlsnn/native/sparse_conv.c``, when it builds and loads) or the numpy non-zero-pair path
+    by its own cost model; which one it picked is recorded once, outside the timing);
+  - (C) the same call forced to each path, ``method="dense"``, ``method="native"`` (the
+    compiled pair path) and ``method="sparse"`` (the numpy pair path), to find the densities
+    below which each pair path is faster than the dense one (the "crossovers"). The numpy pair
+    path is skipped where it would form more than ``--max-pairs`` pairs (memory: ~40 bytes
+    each), the compiled one above ``--max-native-pairs`` (time: ~1 ns each), and the compiled
+    one everywhere when it is unavailable (``HLSNN_NATIVE=0``, no C compiler);
   - (D) ``postprocess`` alone on the layer's accumulators (bias, int8 requantization): the
     part of ``emulate`` that does not shrink with the non-zeros.
 
 * Targets: ``median B(100%) / median B(10%) >= 3`` and ``median B(100%) / median A <= 3``.
-  Informational: the measured crossover density, interpolated on log-log axes between the
-  two measured densities where ``dense / sparse`` changes sign.
+  Informational: the measured crossover densities, interpolated on log-log axes between the
+  two measured densities where ``dense / pairs`` changes sign.
 * Noise: CPU time of OTHER processes during the run (/proc/stat) and median/min per series;
   the run is flagged NOISY when other processes used more than 0.25 CPU or a series'
   median/min exceeds 1.5.
@@ -36,6 +40,8 @@ Usage::
     python benchmarks/bench_sparse.py
     python benchmarks/bench_sparse.py --threads 1 --json
     python benchmarks/bench_sparse.py --densities 1 0.1 0.05 0.03 0.02 --budget 10
+    python benchmarks/bench_sparse.py --densities 1 0.5 0.3 0.25 0.2 0.15 0.1   # the native crossover
+    HLSNN_NATIVE=0 python benchmarks/bench_sparse.py                            # numpy paths only
 
 The exit status is 0 whatever the outcome (this is a measurement); look for the PASS/FAIL
 lines (or "pass" in the JSON).
@@ -78,7 +84,9 @@ def parse_args(argv=None):
     ap.add_argument("--min-reps", type=int, default=7, help="minimum repetitions (default 7)")
     ap.add_argument("--max-reps", type=int, default=200, help="maximum repetitions (default 200)")
     ap.add_argument("--max-pairs", type=float, default=2e7,
-                    help="skip the forced pair path above this many non-zero pairs (default 2e7)")
+                    help="skip the forced numpy pair path above this many non-zero pairs (default 2e7)")
+    ap.add_argument("--max-native-pairs", type=float, default=5e7,
+                    help="skip the forced compiled pair path above this many non-zero pairs (default 5e7)")
     ap.add_argument("--target-drop", type=float, default=3.0, help="100%% / 10%% at least this (default 3)")
     ap.add_argument("--target-ratio", type=float, default=3.0,
                     help="100%% / float32 im2col+matmul at most this (default 3)")
@@ -100,24 +108,38 @@ def make_layer(np, rng, c, z, size, k, d):
     return np.pad(x, ((0, 0), (pad, pad), (pad, pad))), w
 
 
+PATHS = {"_dense": "dense", "_native_pairs": "native", "_scatter": "pairs"}
+
+
 def which_path(em, p, xp, w, bias, shift):
-    """The path emulate(method='auto') takes for these operands (recorded, not timed)."""
+    """The path emulate(method='auto') takes for these operands (recorded, not timed):
+    'dense', 'native' (the compiled pair path) or 'pairs' (the numpy pair path)."""
     seen = []
-    dense, scatter = em._dense, em._scatter
-    em._dense = lambda *a: (seen.append("dense"), dense(*a))[1]
-    em._scatter = lambda *a: (seen.append("pairs"), scatter(*a))[1]
+    saved = {name: getattr(em, name) for name in PATHS}
+
+    def spy(name):
+        def f(*a):
+            r = saved[name](*a)
+            if r is not None:                               # _native_pairs: None = unavailable
+                seen.append(PATHS[name])
+            return r
+        return f
+    for name in PATHS:
+        setattr(em, name, spy(name))
     try:
         em.emulate(p, xp, w, bias, shift)
     finally:
-        em._dense, em._scatter = dense, scatter
+        for name, f in saved.items():
+            setattr(em, name, f)
     return seen[0] if seen else "?"
 
 
-def crossover(rows):
-    """Density where the forced pair path and dense path take the same time, interpolated on
-    log-log axes between the neighbouring measured densities where their order changes."""
-    pts = sorted((r["density"], math.log(r["dense_ms"] / r["pairs_ms"])) for r in rows
-                 if r.get("pairs_ms") and r.get("dense_ms"))
+def crossover(rows, key="pairs_ms"):
+    """Density where the forced pair path (``key``) and dense path take the same time,
+    interpolated on log-log axes between the neighbouring measured densities where their order
+    changes."""
+    pts = sorted((r["density"], math.log(r["dense_ms"] / r[key])) for r in rows
+                 if r.get(key) and r.get("dense_ms"))
     for (d0, g0), (d1, g1) in zip(pts, pts[1:]):           # ascending density
         if g0 > 0 >= g1:
             t = g0 / (g0 - g1)
@@ -146,6 +168,7 @@ def main(argv=None):
     dense_macs = Z * C * k * k * S * S
     bias, shift = np.zeros(Z, np.int64), np.full(Z, 10, np.int64)
 
+    has_native = em._native_lib() is not None
     layers, rows = {}, []
     for i, d in enumerate(args.densities):
         xp, w = make_layer(np, np.random.default_rng([args.seed, i]), C, Z, S, k, d)
@@ -156,7 +179,8 @@ def main(argv=None):
         rows.append({"density": d, "density_x": float(np.count_nonzero(xp)) / (C * S * S),
                      "density_w": float(np.count_nonzero(w)) / w.size, "pairs": pairs,
                      "pairs_per_mac": pairs / dense_macs, "auto_path": which_path(em, p, xp, w, bias, shift),
-                     "pairs_timed": pairs <= args.max_pairs})
+                     "pairs_timed": pairs <= args.max_pairs,
+                     "native_timed": has_native and pairs <= args.max_native_pairs})
 
     # the float32 baseline of the same shape (operands from the 100 % layer, or the densest)
     xp0, w0 = layers[max(args.densities)]
@@ -175,16 +199,21 @@ def main(argv=None):
         if r["pairs_timed"]:
             calls.append(("pairs", r["density"],
                           lambda xp=xp, w=w: em.emulate(p, xp, w, bias, shift, method="sparse")))
+        if r["native_timed"]:
+            calls.append(("native", r["density"],
+                          lambda xp=xp, w=w: em.emulate(p, xp, w, bias, shift, method="native")))
         acc = em.conv_accumulate(xp, w)
         calls.append(("post", r["density"],
                       lambda acc=acc: em.postprocess(acc, bias, shift, rounding=p["rounding"])))
-    # correctness first: both forced paths agree with the automatic one
+    # correctness first: the forced paths agree with the automatic one
     for r in rows:
         xp, w = layers[r["density"]]
         ref = em.emulate(p, xp, w, bias, shift)[0]
         assert np.array_equal(ref, em.emulate(p, xp, w, bias, shift, method="dense")[0])
         if r["pairs_timed"]:
             assert np.array_equal(ref, em.emulate(p, xp, w, bias, shift, method="sparse")[0])
+        if r["native_timed"]:
+            assert np.array_equal(ref, em.emulate(p, xp, w, bias, shift, method="native")[0])
 
     sys.stdout.flush()
     print(f"  timing {len(calls)} calls round robin ...", file=sys.stderr, flush=True)
@@ -207,11 +236,14 @@ def main(argv=None):
         d = r["density"]
         r["emulate_ms"], r["dense_ms"] = med[("auto", d)], med[("dense", d)]
         r["pairs_ms"] = med.get(("pairs", d))
+        r["native_ms"] = med.get(("native", d))
         r["post_ms"] = med[("post", d)]
-        r["faster_path"] = None if r["pairs_ms"] is None else ("pairs" if r["pairs_ms"] < r["dense_ms"] else "dense")
+        r["faster_path"] = min((r[f"{kind}_ms"], kind) for kind in ("dense", "native", "pairs")
+                               if r[f"{kind}_ms"] is not None)[1]
         r["vs_baseline"] = r["emulate_ms"] / base
     by_d = {r["density"]: r for r in rows}
     d_cross, bracket = crossover(rows)
+    d_cross_native, bracket_native = crossover(rows, "native_ms")
     max_spread = max(spread.values())
     noisy = max_spread > NOISY or (other.cpus or 0.0) > BUSY
 
@@ -225,35 +257,47 @@ def main(argv=None):
           + f"; {C}->{Z} channels, {S}x{S}, {k}x{k} 'same' ({dense_macs:,} MACs); {reps} round-robin "
           f"repetitions, medians", file=out)
     print(f"# baseline (A): float32 im2col (sliding_window_view) + matmul: {base:.2f} ms", file=out)
-    hdr = (f"{'density':>7} {'x nz':>6} {'w nz':>6} {'pairs':>12} {'pairs/MAC':>9} {'auto':>5} "
-           f"{'emulate ms':>10} {'vs 100%':>7} {'vs f32':>6} {'dense ms':>9} {'pairs ms':>9} {'faster':>6} "
-           f"{'post ms':>7}")
+    hdr = (f"{'density':>7} {'x nz':>6} {'w nz':>6} {'pairs':>12} {'pairs/MAC':>9} {'auto':>6} "
+           f"{'emulate ms':>10} {'vs 100%':>7} {'vs f32':>6} {'dense ms':>9} {'native ms':>9} {'pairs ms':>9} "
+           f"{'faster':>6} {'post ms':>7}")
     print(hdr, file=out)
     print("-" * len(hdr), file=out)
     full = by_d.get(1.0)
     for r in rows:
         drop = f"{full['emulate_ms'] / r['emulate_ms']:6.2f}x" if full else f"{'-':>7}"
         pm = f"{r['pairs_ms']:9.2f}" if r["pairs_ms"] is not None else f"{'skipped':>9}"
+        nm = (f"{r['native_ms']:9.2f}" if r["native_ms"] is not None
+              else f"{'skipped' if has_native else 'n/a':>9}")
         print(f"{r['density']:7.3g} {r['density_x']:6.3f} {r['density_w']:6.3f} {r['pairs']:12,d} "
-              f"{r['pairs_per_mac']:9.4f} {r['auto_path']:>5} {r['emulate_ms']:10.2f} {drop} "
-              f"{r['vs_baseline']:5.2f}x {r['dense_ms']:9.2f} {pm} {r['faster_path'] or '-':>6} "
+              f"{r['pairs_per_mac']:9.4f} {r['auto_path']:>6} {r['emulate_ms']:10.2f} {drop} "
+              f"{r['vs_baseline']:5.2f}x {r['dense_ms']:9.2f} {nm} {pm} {r['faster_path']:>6} "
               f"{r['post_ms']:7.2f}", file=out)
-    print("  auto = the path emulate() chose (its default method='auto'); vs 100% = emulate(100%) / "
-          "emulate(this);\n  vs f32 = emulate / float32 baseline; dense ms / pairs ms = emulate forced to "
-          f"method='dense' / 'sparse'\n  (the pair path is skipped above {args.max_pairs:.0e} pairs); post ms = "
-          "postprocess() alone (bias, int8 requantization), a floor under every path", file=out)
-    if d_cross is not None:
-        cross_txt = (f"the non-zero-pair path is faster than the dense path below density ~{d_cross:.3f} "
-                     f"(interpolated between {bracket[0]:g} and {bracket[1]:g})")
-    elif bracket:
-        cross_txt = f"crossover not bracketed: {bracket[0]} (down to/up to {bracket[1]:g})"
-    else:
-        cross_txt = "crossover not measured (the pair path was not timed)"
-    auto_sw = sorted(r["density"] for r in rows if r["auto_path"] == "pairs")
-    auto_txt = (f"emulate(method='auto') takes the pair path at density <= {max(auto_sw):g} "
-                f"(pairs/MAC {by_d[max(auto_sw)]['pairs_per_mac']:.4f})" if auto_sw
+    print("  auto = the path emulate() chose (its default method='auto'; native = the compiled pair path, "
+          "pairs = the numpy one);\n  vs 100% = emulate(100%) / emulate(this); vs f32 = emulate / float32 "
+          "baseline;\n  dense / native / pairs ms = emulate forced to method='dense' / 'native' / 'sparse' (the "
+          f"compiled pair path is skipped above\n  {args.max_native_pairs:.0e} pairs, the numpy one above "
+          f"{args.max_pairs:.0e}); post ms = postprocess() alone (bias, int8 requantization),\n  a floor under "
+          "every path", file=out)
+
+    def cross_text(name, d_x, br):
+        if d_x is not None:
+            return (f"the {name} pair path is faster than the dense path below density ~{d_x:.3f} "
+                    f"(interpolated between {br[0]:g} and {br[1]:g})")
+        if br:
+            return f"{name} crossover not bracketed: {br[0]} (down to/up to {br[1]:g})"
+        return f"{name} crossover not measured (that pair path was not timed)"
+    cross_txt = cross_text("numpy", d_cross, bracket)
+    native_txt = (cross_text("compiled", d_cross_native, bracket_native) if has_native
+                  else "the compiled pair path is unavailable (HLSNN_NATIVE=0, no C compiler or a failed compile)")
+    auto_txt = []
+    for path in ("native", "pairs"):
+        sw = sorted(r["density"] for r in rows if r["auto_path"] == path)
+        if sw:
+            auto_txt.append(f"the {path} path at density {min(sw):g}..{max(sw):g} "
+                            f"(pairs/MAC up to {by_d[max(sw)]['pairs_per_mac']:.4f})")
+    auto_txt = ("emulate(method='auto') takes " + " and ".join(auto_txt) if auto_txt
                 else "emulate(method='auto') takes the dense path at every density measured")
-    print(f"  crossover: {cross_txt}", file=out)
+    print(f"  crossovers: {native_txt};\n              {cross_txt}", file=out)
     print(f"  other processes used {other.cpus if other.cpus is not None else float('nan'):.2f} CPUs; "
           f"largest median/min {max_spread:.2f}" + ("  [NOISY]" if noisy else ""), file=out)
     print(file=out)
@@ -276,7 +320,7 @@ def main(argv=None):
               f"im2col + matmul (target <= {args.target_ratio:g}x)", file=out)
     else:
         ratio = None
-    print(f"INFO: {cross_txt}; {auto_txt}", file=out)
+    print(f"INFO: {native_txt}; {cross_txt}; {auto_txt}", file=out)
     if full and 0.1 in by_d:
         floor = full["emulate_ms"] / by_d[0.1]["post_ms"]
         print(f"INFO: postprocess alone takes {by_d[0.1]['post_ms']:.2f} ms at 10% (it does not shrink with the "
@@ -293,11 +337,14 @@ def main(argv=None):
             "target": (f"emulate(100%)/emulate(10%) >= {args.target_drop:g} and "
                        f"emulate(100%)/float32 im2col+matmul <= {args.target_ratio:g}"),
             "environment": {"python": platform.python_version(), "numpy": np.__version__, "blas": blas,
-                            "cpus": os.cpu_count(), "threads": args.threads, "other_cpus": other.cpus},
+                            "cpus": os.cpu_count(), "threads": args.threads, "other_cpus": other.cpus,
+                            "native": has_native},
             "shape": {"C": C, "Z": Z, "H": S, "W": S, "k": k, "dense_macs": dense_macs},
             "reps": reps, "baseline_ms": base, "results": rows,
             "drop_100_vs_10": drop10, "ratio_100_vs_baseline": ratio,
-            "crossover_density": d_cross, "crossover_bracket": bracket, "best_possible_drop_100_vs_10": floor,
+            "crossover_density": d_cross, "crossover_bracket": bracket,
+            "crossover_density_native": d_cross_native, "crossover_bracket_native": bracket_native,
+            "best_possible_drop_100_vs_10": floor,
             "max_spread": max_spread, "noisy": noisy, "pass": all_pass}, indent=2))
     return 0
 

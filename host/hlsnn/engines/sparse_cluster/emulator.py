@@ -22,10 +22,16 @@ and the board must agree on every output bit.
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
+from ... import native
 from ...primitives import msb_histogram, shift_round_sat
 from ..common import round_into
+
+#: Methods of :func:`conv_accumulate`.
+METHODS = ("auto", "dense", "sparse", "native")
 
 
 def _dense(xp, w):
@@ -71,21 +77,103 @@ def _scatter(xp, w):
     return np.rint(buf).astype(np.int64)
 
 
+def _native_lib():
+    """The compiled pair path (``hlsnn/native/sparse_conv.c``), or None: the numpy path."""
+    lib = native.load("sparse_conv")
+    if lib is not None and not getattr(lib, "_hlsnn_typed", False):
+        f = lib.hlsnn_sparse_conv
+        f.restype = ctypes.c_int
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        f.argtypes = [ptr, i64, i64, i64, ptr, i64, i64, ptr]
+        g = lib.hlsnn_pair_count
+        g.restype = i64
+        g.argtypes = [ptr, i64, i64, ptr, i64, i64]
+        lib._hlsnn_typed = True
+    return lib
+
+
+def _native_pairs(xp, w):
+    """:func:`_scatter`'s sum formed by its compiled twin (same pairs, int64, bit-equal), or
+    None when the compiled helper is unavailable (``HLSNN_NATIVE=0``, no C compiler, a failed
+    compile), the output is empty or memory is short: the caller then takes the numpy path."""
+    z, c, k, _ = w.shape
+    _, hp, wp = xp.shape
+    oh, ow = hp - k + 1, wp - k + 1
+    if oh <= 0 or ow <= 0:
+        return None
+    lib = _native_lib()
+    if lib is None:
+        return None
+    xp = np.ascontiguousarray(xp, np.int64)
+    w = np.ascontiguousarray(w, np.int64)
+    acc = np.empty((z, oh, ow), np.int64)
+    if lib.hlsnn_sparse_conv(xp.ctypes.data, c, hp, wp, w.ctypes.data, z, k, acc.ctypes.data) != 0:
+        return None
+    return acc
+
+
+def _pair_count(xp, w, lib):
+    """The number of non-zero pairs the pair path forms: over input channels, (non-zeros of
+    the channel's inputs) x (its non-zero coefficients); counted in one compiled pass when
+    ``lib`` is loaded (numpy's ``count_nonzero`` over an axis takes about twice as long)."""
+    z, c, k, _ = w.shape
+    if c == 0 or z == 0:
+        return 0
+    if lib is None:
+        nnz_w = np.count_nonzero(w.reshape(z, c, -1), axis=(0, 2))
+        nnz_x = np.count_nonzero(xp.reshape(c, -1), axis=1)
+        return int((nnz_w * nnz_x).sum())
+    xp = np.ascontiguousarray(xp, np.int64)
+    w = np.ascontiguousarray(w, np.int64)
+    pairs = int(lib.hlsnn_pair_count(xp.ctypes.data, c, xp[0].size, w.ctypes.data, z, k * k))
+    return pairs if pairs >= 0 else _pair_count(xp, w, None)
+
+
+# The cost model of method="auto", measured on the benchmark layer (benchmarks/bench_sparse.py,
+# 64->64 channels, 56x56, 3x3; 2 shared cores): a dense MAC costs ~0.05-0.08 ns (BLAS, im2col
+# included); a non-zero pair ~20 ns in numpy (a scatter via bincount) and 0.75-0.9 ns in the
+# compiled twin, which also gathers every input once and clears and copies the output planes
+# (~2 ns per padded input entry of this layer). The compiled path measured faster than the
+# dense one below density 0.27-0.34 (pairs/MAC 0.075-0.11, 2 shared cores, another process
+# busy); the model switches at pairs/MAC ~0.075 (density ~0.27), leaning towards dense.
+DENSE_MAC_NS = 0.08
+NUMPY_PAIR_NS = 20.0
+NATIVE_PAIR_NS = 1.0
+NATIVE_SCAN_NS = 2.0
+
+
 def conv_accumulate(xp, w, *, method="auto"):
     """Rule 1: exact int64 accumulators ``(Z, Hp-k+1, Wp-k+1)`` of padded input ``xp`` and
-    weights ``w``. ``method``: ``"dense"`` (im2col + GEMM), ``"sparse"`` (non-zero pairs
-    only) or ``"auto"`` (the cheaper by a cost model: pairs of non-zeros vs dense MACs)."""
+    weights ``w``. ``method``:
+
+    * ``"dense"``: im2col + GEMM;
+    * ``"sparse"``: the non-zero pairs only, in numpy (:func:`_scatter`, the specification of
+      the pair path);
+    * ``"native"``: the same pairs summed by the compiled twin (``hlsnn/native/sparse_conv.c``);
+      the numpy pair path when the compiled helpers are unavailable (``HLSNN_NATIVE=0``, no C
+      compiler), with the same bits;
+    * ``"auto"``: the cheapest of the dense path and the pair path (compiled when available,
+      else numpy) by a cost model: pairs of non-zeros vs dense MACs.
+
+    Every method gives the same integers (tested)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}")
     xp = np.asarray(xp, np.int64)
     w = np.asarray(w, np.int64)
     z, c, k, _ = w.shape
     if method == "auto":
-        nnz_w = np.count_nonzero(w.reshape(z, c, -1), axis=(0, 2))          # per input channel
-        nnz_x = np.count_nonzero(xp.reshape(c, -1), axis=1)
-        pairs = float((nnz_w * nnz_x).sum())
-        dense_macs = float(z * c * k * k * (xp.shape[1] - k + 1) * (xp.shape[2] - k + 1))
-        # measured on 2 cores: a non-zero pair costs ~20 ns in numpy (scatter via bincount),
-        # a dense MAC ~0.08 ns (BLAS, including im2col): sparse wins below ~1/250 of the MACs
-        method = "sparse" if pairs * 250 < dense_macs else "dense"
+        lib = _native_lib()
+        pairs = float(_pair_count(xp, w, lib))
+        dense_ns = DENSE_MAC_NS * z * c * k * k * (xp.shape[1] - k + 1) * (xp.shape[2] - k + 1)
+        if lib is not None and pairs * NATIVE_PAIR_NS + xp.size * NATIVE_SCAN_NS < dense_ns:
+            method = "native"
+        elif pairs * NUMPY_PAIR_NS < dense_ns:
+            method = "sparse"
+        else:
+            method = "dense"
+    if method == "native":
+        acc = _native_pairs(xp, w)
+        return acc if acc is not None else _scatter(xp, w)
     return _scatter(xp, w) if method == "sparse" else _dense(xp, w)
 
 
