@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import cachefile
 from .errors import CompileError, CsimError, MissingDependency
 
 # -Wl,--wrap=__assert_fail: the kernel's failing asserts call the bridge's __wrap___assert_fail
@@ -41,6 +42,11 @@ from .errors import CompileError, CsimError, MissingDependency
 # named another library's loop. The bridge exports its C ABI with default visibility.
 CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wl,--wrap=__assert_fail", "-Wall",
              "-Wno-unused-variable", "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
+
+# the cache's file helpers (kept under these names: tests and callers use them)
+_checksum_path, _sha256, _checksum_ok, _write_atomic = (cachefile.checksum_path, cachefile.sha256,
+                                                        cachefile.checksum_ok, cachefile.write_atomic)
+
 
 STATUS_BITS = {
     1: "fewer output beats than expected",
@@ -125,37 +131,6 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
     if verbose:
         print(f"csim: compiled {lib.name} in {time.time() - t0:.1f} s", flush=True)
     return lib
-
-
-def _checksum_path(lib: Path) -> Path:
-    return lib.parent / (lib.name + ".sha256")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _checksum_ok(lib: Path) -> bool:
-    """The cached library matches the checksum written when it was compiled."""
-    try:
-        return _checksum_path(lib).read_text().strip() == _sha256(lib)
-    except OSError:
-        return False
-
-
-def _write_atomic(path: Path, text: str):
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 class CsimLibrary:

@@ -32,6 +32,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .. import cachefile
+
 SOURCE_DIR = Path(__file__).resolve().parent
 
 #: C flags of every helper: no -march=native, so that a cache shared between machines of one
@@ -104,7 +106,7 @@ def _notice(name, text):
 
 def _build(name: str, cc: str) -> Path:
     lib = library_path(name, cc)
-    if lib.is_file() and _checksum_path(lib).is_file() and _checksum_path(lib).read_text().strip() == _sha256(lib):
+    if lib.is_file() and cachefile.checksum_ok(lib):
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
@@ -116,29 +118,10 @@ def _build(name: str, cc: str) -> Path:
             log = lib.parent / f"{name}-compile-error.log"
             log.write_text(" ".join(argv) + "\n\n" + proc.stderr)
             raise OSError(f"{cc} failed; see {log}")
-        digest = _sha256(Path(tmp))
+        digest = cachefile.sha256(Path(tmp))
         os.replace(tmp, lib)
-        _write_atomic(_checksum_path(lib), digest + "\n")
+        cachefile.write_atomic(cachefile.checksum_path(lib), digest + "\n")
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return lib
-
-
-def _checksum_path(lib: Path) -> Path:
-    return lib.parent / (lib.name + ".sha256")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _write_atomic(path: Path, text: str):
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
