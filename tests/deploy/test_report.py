@@ -227,3 +227,34 @@ def test_layer_cycles_equal_csim_sparse(root):
     # the synthetic layer at half density is a different map: still a positive, bounded figure
     s = layer_cycles(conv, acc.config, 2, in_hw=(7, 6), weight_sparsity=0.5, input_density=0.5)
     assert 0 < s["cycles"] and s["bound"] in ("compute", "input stream", "output stream")
+
+
+@pytest.mark.csim
+def test_the_runner_keeps_a_layer_on_chip_and_the_model_counts_it(root):
+    """A BFP dense layer whose batch takes several calls (t16_row's stores hold 48 samples of
+    K = 7, N = 6: 100 samples are 3 calls): the runner keeps its weights on chip, so the first call streams them (keep)
+    and the others stream only the samples (resident, the bias kept). The latency model counts
+    the same calls: its cycles equal the C-simulation's, and the layer's output equals the
+    emulator's."""
+    from conftest import record_calls
+    from hlsnn.deploy.runner import Act, BfpExec
+    from hlsnn.engines.bfp_systolic import protocol
+    rng = np.random.default_rng(4)
+    layer = Layer("d", "dense", ["x"], "y", w=rng.normal(size=(6, 7)), b=rng.normal(size=6))
+    x = rng.normal(size=(100, 7))
+    outs = {}
+    for target in ("csim", "emu"):
+        from hlsnn.runtime import Accelerator
+        cfgp = root / "tests" / "engines" / "bfp_systolic" / "configs" / "t16_row.yaml"
+        with Accelerator(cfgp, target=target, **({"arrays": False} if target == "emu" else {})) as acc:
+            per = protocol.samples_per_call(acc.config.params, 7, 6)
+            assert per == 48
+            calls = record_calls(acc)
+            ex = BfpExec(layer, None, acc, None)
+            outs[target] = ex.run(Act(x, None), calibrate=False).values
+            flags = [f & (protocol.FLAG_KEEP | protocol.FLAG_RESIDENT | protocol.FLAG_BIAS_KEPT) for f, _ in calls]
+            assert flags == [protocol.FLAG_KEEP] + [protocol.FLAG_RESIDENT | protocol.FLAG_BIAS_KEPT] * (len(calls) - 1)
+            assert len(calls) == 3
+            if target == "csim":
+                assert acc.kernel.last_cycles.cycles == layer_cycles(layer, acc.config, 100)["cycles"]
+    np.testing.assert_array_equal(outs["csim"], outs["emu"])

@@ -421,6 +421,7 @@ class ShiftExec(_Exec):
             hist, sat = None, 0
             for a, b, wq in parts:
                 idx = sel[a:b]
+                _keep_on_chip(kern, wq, mode=self.mode)
                 for r0, r1 in chunks(rws.shape[0], bsz):
                     out[r0:r1, a:b] = kern.gemm_int(rws[r0:r1], wq, mode=self.mode, bias=bias[idx],
                                                     shift=shifts[idx], relu=layer.relu, stats=stats,
@@ -436,6 +437,18 @@ class ShiftExec(_Exec):
         out = self._two_pass(call, f_in, self.bits, self.signed, calibrate)
         self.stats.f_in = fx
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.bits, self.signed))
+
+
+def _keep_on_chip(kern, wq, **options):
+    """Resident weights for the calls of one chunk of a layer: where they fit the weight store,
+    the first call streams them with the keep flag and the later ones (a batch over several
+    calls, the second pass) stream only the activations (and, on bfp_systolic, no bias); on a
+    board the store is reloaded only when the layer changes (the kernel compares the weights
+    with those on chip). Weights that do not fit stream with every call, as before."""
+    try:
+        kern.load_weights(wq, **options)
+    except InputError:
+        kern.unload_weights()
 
 
 class SparseExec(_Exec):
@@ -588,6 +601,7 @@ class BfpExec(_Exec):
         out = np.empty((rows.shape[0], layer.w.shape[0]))
         sat = 0
         for a, b, wq, bq in self.chunks:
+            _keep_on_chip(kern, wq)
             out[:, a:b] = kern.gemm_bfp(xq, wq, bq, relu=layer.relu).dequantize()
             sat += kern.last_sat_count
             self.stats.calls += 1

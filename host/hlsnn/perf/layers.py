@@ -6,10 +6,13 @@ batch of ``batch`` images:
 
 ``bfp_systolic`` (``BfpExec``)
     conv layers as a GEMM on host im2col rows; one ``gemm_bfp`` with the bias per chunk of
-    ``max_n`` outputs. Loop counts depend on the shape only (:mod:`.closed_form`).
+    ``max_n`` outputs. Where the chunk's weights fit the weight store the runner keeps them on
+    chip: its first call streams them (keep), the later calls of the batch only the samples
+    (resident, the bias kept). Loop counts depend on the shape only (:mod:`.closed_form`).
 ``shift_mac`` (``ShiftExec``)
     conv layers as a GEMM on host im2col rows; ``gemm_int`` with the bias per chunk of outputs
-    (whole weight tiles up to ``max_n``) and of at most ``max_batch`` rows, in the layer's mode
+    (whole weight tiles up to ``max_n``, kept on chip as for ``bfp_systolic`` where they fit)
+    and of at most ``max_batch`` rows, in the layer's mode
     (``pot``: dual PoT); a K above ``max_k`` as the kernel's raw calls, one per chunk of K
     (:func:`.closed_form.shift_k_chunks`). Shape only (:mod:`.closed_form`).
 ``sparse_cluster`` (``SparseExec``)
@@ -60,23 +63,35 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
     m = batch * positions
     kc = KernelCycles()
     if cfg.engine == "bfp_systolic":
+        from ..engines.bfp_systolic.protocol import resident_fits
         from .closed_form import bfp_gemm_calls
-        for rows, outs in bfp_gemm_calls(p, m, k, n):            # N by max_n, the batch by the stores
-            counts = bfp_call_counts(p, rows, k, outs, bias=True, stats_method=p["output_exponent"] == "stats",
-                                     rolling=p["output_exponent"] == "rolling")
-            kc.add(call_cycles(cfg, counts), counts)
+        for a in range(0, n, p["max_n"]):                           # N by max_n
+            outs = min(p["max_n"], n - a)
+            on_chip = resident_fits(p, outs, k)                     # the runner keeps the chunk on chip
+            for i, (rows, _) in enumerate(bfp_gemm_calls(p, m, k, outs)):   # the batch by the stores
+                keep, resident = on_chip and i == 0, on_chip and i > 0
+                counts = bfp_call_counts(p, rows, k, outs, bias=not resident, keep=keep, resident=resident,
+                                         stats_method=p["output_exponent"] == "stats",
+                                         rolling=p["output_exponent"] == "rolling")
+                kc.add(call_cycles(cfg, counts), counts)
         return kc
     if cfg.engine == "shift_mac":
         mode = "pot" if fmt_type == "pot" else "twohot"
         tn = 2 * p["rows"] if mode == "pot" else p["rows"]
         step = max(tn, p["max_n"] // tn * tn)
+        from ..engines.shift_mac.protocol import n_tiles
         from .closed_form import shift_gemm_calls, shift_k_chunks
         for a, b in _chunks(n, step):
+            # the runner keeps the chunk on chip where it fits: its first call streams it
+            on_chip = b - a <= p["max_n"] and k <= p["max_k"] and n_tiles(p, b - a, mode) * k <= p["w_depth"]
+            first = True
             for r0, r1 in _chunks(m, max(1, min(p["max_batch"], 1 << 16))):
                 for kq, raw in shift_k_chunks(p, k):                                 # K tiling: raw calls
                     for rows, outs in shift_gemm_calls(p, r1 - r0, kq, b - a, mode=mode):   # the activation store
-                        counts = shift_call_counts(p, rows, kq, outs, mode=mode, raw=raw)
+                        counts = shift_call_counts(p, rows, kq, outs, mode=mode, raw=raw,
+                                                   resident=on_chip and not first)
                         kc.add(call_cycles(cfg, counts), counts)
+                        first = False
         return kc
     if cfg.engine == "sparse_cluster":
         return _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w, seed)
