@@ -22,12 +22,13 @@ are::
                                                   of K, an iteration also writes an output
                                                   beat (``OutOverlap``) while a sample whose
                                                   group is complete has beats left
-      GemvSteps (GEMV mode, instead of            a resident call of one sample with
-                 ReadSampleBeats and Steps)       weight_banks > 1: reads the sample a beat
-                                                  an iteration while the tiles compute
-                                                  (``SampleWait``: the first tile's
-                                                  iterations that wait for a word),
-                                                  :func:`gemv_iterations`
+      GemvSamples (GEMV mode, instead of          a resident call with weight_banks > 1
+                   ReadSampleBeats and Steps;     (``spec.gemv_applies``): the samples one
+                   batch)                         after another
+        GemvSteps                                 reads the sample a beat an iteration
+                                                  while the tiles compute (``SampleWait``:
+                                                  the first tile's iterations that wait for
+                                                  a word), :func:`gemv_iterations`
     OutSamples (the samples not streamed whole during Steps)
       RollPredict (1)                             -- only with the rolling method
       StatSums (ceil(N/lanes))                    -- only with output_exponent: stats
@@ -142,6 +143,7 @@ _LOOPS = (
     Loop("Steps", 1, 7, "compute", {"in": (STREAM, 1), "wstore": (S2P, 2), "xstore[c]": (RAM, 1),
                                     "wexp[j]": (S2P, 2), "ybuf[c][j]": (S2P, 2), "run_*[c]": (S2P, 2),
                                     "xexp[c]": (RAM, 1), "bias[j]": (RAM, 1)}),
+    Loop("GemvSamples", None, 1, "serial: GEMV samples"),
     Loop("GemvSteps", 1, 8, "compute", {"in": (STREAM, 1), "wstore[b]": ("ram_t2p", 2), "xstore[c]": (S2P, 2),
                                          "xexp[c]": (RAM, 1), "wexp[j]": (S2P, 1), "bias[j]": (RAM, 1),
                                          "ybuf[c][j]": (S2P, 1)}),

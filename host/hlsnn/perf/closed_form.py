@@ -22,14 +22,14 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     """``{label: (iterations, entries)}`` of one ``bfp_systolic`` call (``n <= max_n``, ``batch``
     at most ``protocol.samples_per_call``): the loops of the engine page :mod:`.bfp_systolic`,
     summed over the call's passes of K (``spec.passes``)."""
-    from ..engines.bfp_systolic.spec import gemv_cols, lanes, passes
+    from ..engines.bfp_systolic.spec import gemv_applies, lanes, passes
     from .bfp_systolic import gemv_iterations, steps_iterations
     L = lanes(p)
     qs = passes(p, k)
     stats_used = stats_method and p["weight_exponent"] != "row" and not rolling
     overlap = not rolling and not stats_used and len(qs) == 1   # the kernel's `overlap`
     its = waits = sample_beats = out_beats = 0
-    gemv = gemv_cols(p) > 1 and resident and batch == 1 and len(qs) == 1   # the kernel's `gemv`
+    gemv = resident and gemv_applies(p, batch, k)                       # the kernel's `gemv`
     for q, (_, kq) in enumerate(qs):
         if not gemv:
             i, w, o = steps_iterations(p, batch, kq, n, keep=keep, resident=resident,
@@ -40,9 +40,11 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     nbo = _c(n + 1, L)
     ob = out_beats // nbo                     # samples the array loop streamed whole
     c = {"Top": (1, 1), "Passes": (Q, 1)}
-    if gemv:                                  # the sample streams in during GemvSteps
+    if gemv:                                  # the samples, one after another, stream in during GemvSteps
         its, waits = gemv_iterations(p, k, n)
-        c["GemvSteps"] = (its, 1)
+        c["GemvSamples"] = (batch, 1)
+        c["GemvSteps"] = (batch * its, batch)
+        waits *= batch
     else:
         c["ReadSampleBeats"] = (sample_beats, Q)
         c["Steps"] = (its, Q)

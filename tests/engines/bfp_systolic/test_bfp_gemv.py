@@ -21,18 +21,19 @@ CONFIGS = Path(__file__).parent / "configs"
 ROOT = Path(__file__).resolve().parents[3]
 TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim)]
 
-# (K, N, bias, relu, method): a big call first, so that a later short one would see any
+# (batch, K, N, bias, relu): a big call first, so that a later short one would see any
 # accumulator a column did not restart; K = 1, 2, 3 leave columns without a step; N not a
-# multiple of rows leaves a ragged last tile; K = max_k fills every column
-SHAPES = [(64, 16, True, True, None), (3, 13, True, False, None), (1, 1, False, False, None),
-          (2, 16, True, True, None), (7, 5, False, False, None), (20, 6, True, False, None)]
+# multiple of rows leaves a ragged last tile; K = max_k fills every column; batches of 2 and 3
+# run their samples one after another (t16_gemv: 4 iterations a tile each at K = 64, against
+# the array loop's 32)
+SHAPES = [(1, 64, 16, True, True), (1, 3, 13, True, False), (1, 1, 1, False, False), (2, 64, 9, True, False),
+          (1, 2, 16, True, True), (3, 64, 16, True, True), (1, 7, 5, False, False), (1, 20, 6, True, False)]
 
 
 def _layers(seed, shapes):
     rng = np.random.default_rng(seed)
-    for k, n, bias, relu, method in shapes:
-        yield (rng.normal(size=(1, k)) * 3, rng.normal(size=(n, k)), rng.normal(size=n) if bias else None,
-               relu, method)
+    for b, k, n, bias, relu in shapes:
+        yield (rng.normal(size=(b, k)) * 3, rng.normal(size=(n, k)), rng.normal(size=n) if bias else None, relu)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -41,7 +42,7 @@ def test_gemv_mode_gives_the_streamed_bits(target):
             hlsnn.Accelerator(CONFIGS / "t16_gemv.yaml", "emu") as ref:
         assert spec.gemv_cols(acc.config.params) == 4
         calls = record(acc)
-        for x, w, b, relu, _ in _layers(5, SHAPES):
+        for x, w, b, relu in _layers(5, SHAPES):
             expected = ref.gemm(x, w, bias=b, relu=relu)
             acc.load_weights(w)
             kept = acc.gemm(x, w, bias=b, relu=relu)
@@ -51,7 +52,8 @@ def test_gemv_mode_gives_the_streamed_bits(target):
                 counts = acc.kernel.last_cycles.counts
                 assert "Steps" not in counts and counts["GemvSteps"][0] > 0
                 # the bias is the keep call's: it stays on chip (no ReadBias)
-                assert counts == bfp_call_counts(acc.config.params, 1, w.shape[1], w.shape[0], resident=True)
+                assert counts == bfp_call_counts(acc.config.params, x.shape[0], w.shape[1], w.shape[0], resident=True)
+                assert counts["GemvSamples"] == (x.shape[0], 1)
                 assert bool(calls[-1][0] & protocol.FLAG_BIAS_KEPT) == (b is not None)
             acc.kernel.unload_weights()
             np.testing.assert_array_equal(kept, expected)
@@ -89,12 +91,15 @@ def test_gemv_mode_with_every_output_method_and_the_statistics_segment(method):
 
 
 @pytest.mark.csim
-def test_batches_above_one_keep_the_array_order():
-    """GEMV mode is for one sample: a resident call of two samples runs the array loop."""
+def test_a_batch_the_array_loop_does_faster_keeps_the_array_order():
+    """Four samples of K = 30 on t16_gemv: one after another they would take 4 x 4 iterations a
+    tile, the array loop's group 15, so the call runs the array loop."""
     with hlsnn.Accelerator(CONFIGS / "t16_gemv.yaml", "csim") as acc, \
             hlsnn.Accelerator(CONFIGS / "t16_gemv.yaml", "emu") as ref:
+        p = acc.config.params
+        assert spec.gemv_applies(p, 3, 30) and not spec.gemv_applies(p, 4, 30)
         rng = np.random.default_rng(2)
-        x, w = rng.normal(size=(2, 30)), rng.normal(size=(9, 30))
+        x, w = rng.normal(size=(4, 30)), rng.normal(size=(9, 30))
         acc.load_weights(w)
         acc.gemm(x, w)
         y = acc.gemm(x, w)

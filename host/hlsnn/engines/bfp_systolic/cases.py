@@ -183,6 +183,7 @@ def make_cases(cfg, seed=0, n_random=8):
                                  ("resident_gemv_small_k", 1, clampn(2 * R + 1), clampk(3),
                                   {"relu": True, "stats_out": True}),
                                  ("resident_gemv_ragged", 1, clampn(R + 1), clampk(2 * C + 5), {"stats_out": True}),
+                                 ("resident_gemv_two", 2, clampn(R + 3), kmax, {"relu": True}),
                                  ("resident_batch", C + 2, clampn(R + 2), clampk(40), {"relu": True})):
         while not fits(n, k) and k > 1:
             k = max(1, k // 2)

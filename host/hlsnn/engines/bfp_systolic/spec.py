@@ -86,6 +86,16 @@ def gemv_steps(p, kp: int) -> int:
     return max(math.ceil(kp / gemv_cols(p)), gemv_lag(p) + math.ceil(p["rows"] / gemv_post(p)))
 
 
+def gemv_applies(p, batch, k) -> bool:
+    """Whether a resident call of ``batch`` samples and reduction length ``k`` runs in GEMV
+    mode (the kernel's ``gemv``): the config has it, one pass of K, one group of samples, and
+    the samples one after another take fewer iterations a tile (``batch * gemv_steps``) than
+    the array loop's group of them (``max(kp, min_steps)``)."""
+    kp = (k + 1) // 2
+    return (gemv_cols(p) > 1 and k <= p["max_k"] and batch <= p["cols"]
+            and batch * gemv_steps(p, kp) < max(kp, min_steps(p)))
+
+
 #: groups one call holds at most: the depth of the per-sample state (xexp, run_*). Only layers
 #: with a few words per sample reach it, and ``512 * cols`` samples already make the per-call
 #: overhead small; deeper state would cost block RAM that the stores need.
