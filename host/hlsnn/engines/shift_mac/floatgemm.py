@@ -35,6 +35,7 @@ from ...formats import shift as sfmt
 from ...formats._validate import as_float_array, as_float_input, is_int
 from .. import tiling
 from ..common import largest_frac, workspace
+from . import compiled
 from .emulator import requantize, wide_bound
 
 #: Scale exponents (activation, weight, output and their sums) within which every value of
@@ -67,7 +68,12 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     bound = B + 1 + (1 << E) + p["max_delta"] + 1 + math.ceil(math.log2(max(k, 1)))   # emulate's guard
     if k > p["max_k"] or batch * n >= 1 << 32 or bound > 53 or A > 53:
         return None
-    xmax, xmin = float(x.max()), float(x.min())
+    so = compiled.lib()                  # the compiled passes (same bits), or None: numpy
+    if so is not None:
+        x = compiled.rows_view(x)
+        xmax, xmin = compiled.extremes(so, x)
+    else:
+        xmax, xmin = float(x.max()), float(x.min())
     if not (np.isfinite(xmax) and np.isfinite(xmin)) or (xmin < 0 and not p["act_signed"]):
         return None                      # the general path raises (w's error first, as it checks w first)
     limit = (1 << (B - 1)) - 1 if p["act_signed"] else (1 << B) - 1
@@ -77,16 +83,22 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     # column of ones. The clip never acts: |x| * 2**fx <= max|x| * 2**fx <= limit (largest_frac;
     # ldexp rounds monotonically) and rint keeps an integer bound, and -limit >= lo.
     xf = workspace("shift_gemm_x", (batch, k + 1))
-    rows = max(1, BLOCK_ELEMS // k)
-    for r0 in range(0, batch, rows):
-        xb = xf[r0:r0 + rows, :k]
-        np.ldexp(x[r0:r0 + rows], fx, out=xb)
-        np.rint(xb, out=xb)
-    xf[:, k] = 1.0
+    if so is not None and abs(fx) <= SCALE_LIMIT:
+        compiled.activations(so, x, fx, xf)
+    else:
+        rows = max(1, BLOCK_ELEMS // k)
+        for r0 in range(0, batch, rows):
+            xb = xf[r0:r0 + rows, :k]
+            np.ldexp(x[r0:r0 + rows], fx, out=xb)
+            np.rint(xb, out=xb)
+        xf[:, k] = 1.0
     # weights: their code values, with the bias in accumulator units as the last column
     wm = workspace("shift_gemm_w", (n, k + 1))
     qmode, qdelta = ("pot", 0) if mode == "pot" else ("twohot", int(delta) if mode == "twohot" else 0)
-    fw = sfmt._quantize_values_into(qmode, w, E, qdelta, wm[:, :k])[:, 0].astype(np.int64)
+    fw = compiled.weights(so, qmode, compiled.rows_view(w), E, qdelta, wm[:, :k]) if so is not None else None
+    if fw is None:                       # the numpy quantizer (it raises on a NaN or an Inf)
+        fw = sfmt._quantize_values_into(qmode, w, E, qdelta, wm[:, :k])
+    fw = fw[:, 0].astype(np.int64)
     b = np.zeros(n) if bias is None else as_float_input(bias, "bias").reshape(-1)
     if b.shape != (n,):
         return None
@@ -99,11 +111,18 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     b_int = np.rint(b_scaled).astype(np.int64)
     wm[:, k] = b_int
     v = np.matmul(xf, wm.T, out=workspace("shift_gemm_acc", (batch, n)))     # acc + bias, exact
-    if relu:                                 # rule 5's ReLU, here already (the calibration sees it too)
-        np.maximum(v, 0, out=v)
+    native_out = so is not None and not stats
+    if native_out:                           # the compiled requantization applies the ReLU
+        colmax, colmin = compiled.col_extremes(so, v)
+        if relu:
+            np.maximum(colmax, 0, out=colmax)
+            np.maximum(colmin, 0, out=colmin)
+    else:
+        if relu:                             # rule 5's ReLU, here already (the calibration sees it too)
+            np.maximum(v, 0, out=v)
+        colmax, colmin = v.max(axis=0), v.min(axis=0)
     # the output scale, as Kernel._out_frac on V * 2**-(fx + fw) (exact: module docstring)
     colscale = np.ldexp(1.0, -f_in)
-    colmax, colmin = v.max(axis=0), v.min(axis=0)
     top = float((colmax * colscale).max())
     if relu or not p["act_signed"]:
         amax_y = max(top, 0.0)
@@ -116,6 +135,11 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     delta_reg = qdelta if mode == "twohot" else 0
     max_bias = int(np.abs(b_int).max())
     kern._on_chip = None
+    if native_out:
+        y, kern.last_sat_count = compiled.requantize(so, p, v, shifts, k=k, delta=delta_reg, max_bias=max_bias,
+                                                     relu=relu, fy=fy)
+        kern.last_stats = None
+        return y
     y = _round_unsaturated(p, v, colmax, colmin, shifts, f_in, k, delta_reg, max_bias) if not stats else None
     if y is not None:
         kern.last_sat_count, kern.last_stats = 0, None

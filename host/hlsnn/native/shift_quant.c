@@ -1,0 +1,269 @@
+/* shift_quant.c: the compiled twins of the per-element passes of shift_mac's float GEMM
+ * (hlsnn/engines/shift_mac/floatgemm.py, called through compiled.py).
+ *
+ * The numpy code is the specification; each function here gives the same bits (the tests in
+ * tests/engines/shift_mac/test_compiled.py hold them equal). Every function works on a
+ * range of rows, so that Python threads can run the halves of one array at once (ctypes
+ * releases the GIL during the call). Arrays are float64 rows with unit column stride; `ld*`
+ * is the row stride in elements.
+ *
+ * Rounding without a libm call per element: for 0 <= m < 2**52, (m + 2**52) - 2**52 is m
+ * rounded to an integer, ties to even (the sum's ulp is 1), i.e. rint(m); an m >= 2**52 is
+ * already an integer. The sign is put back with copysign, so rint(-0.3) is -0.0 as numpy's.
+ * Multiplying by an exact power of two 2**f (a normal float64) is correctly rounded, as
+ * ldexp(., f) is: the two give the same bits.
+ *
+ * GCC: no-trapping-math lets the loops' selects be vectorized (the result bits do not depend on
+ * it; nothing here reads the floating-point exception flags).
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "float64 arithmetic must be evaluated in float64 (no excess precision)"
+#endif
+
+#define TWO52 4503599627370496.0 /* 2**52 */
+#define LANES 8                  /* independent accumulators of a reduction (vectorized) */
+
+enum { ROUND_NEAREST_EVEN = 0, ROUND_NEAREST_AWAY = 1, ROUND_TRUNCATE = 2 }; /* primitives.ROUNDING_CODES */
+
+static inline double rint_nonneg(double m) { /* rint(m) for m >= 0 */
+  return m < TWO52 ? (m + TWO52) - TWO52 : m;
+}
+
+static inline double rint_even(double a) { /* np.rint */
+  return copysign(rint_nonneg(fabs(a)), a);
+}
+
+static inline double floor_exact(double a) { /* np.floor */
+  double r = rint_even(a);
+  return r > a ? r - 1.0 : r;
+}
+
+static inline double round_away(double a) { /* common.round_into(., "nearest_away") */
+  double m = fabs(a);
+  double fl = rint_nonneg(m);
+  fl = fl > m ? fl - 1.0 : fl;          /* floor(m) */
+  fl = m - fl >= 0.5 ? fl + 1.0 : fl;   /* m - floor(m) is exact */
+  return copysign(fl, a);
+}
+
+/* Lane-wise extremes of r[0..n) into mx[LANES], mn[LANES] (combined by the caller), and chk[l]
+ * += v - v, which stays 0 unless a value is NaN or infinite (then it is NaN). */
+static inline void lane_extremes(const double *r, int64_t n, double *mx, double *mn, double *chk) {
+  double a[LANES], b[LANES], c[LANES]; /* local copies: no aliasing, so the lanes vectorize */
+  memcpy(a, mx, sizeof a);
+  memcpy(b, mn, sizeof b);
+  memcpy(c, chk, sizeof c);
+  int64_t j = 0;
+  for (; j + LANES <= n; j += LANES)
+    for (int l = 0; l < LANES; ++l) {
+      double v = r[j + l];
+      a[l] = v > a[l] ? v : a[l];
+      b[l] = v < b[l] ? v : b[l];
+      c[l] += v - v;
+    }
+  for (; j < n; ++j) {
+    double v = r[j];
+    a[0] = v > a[0] ? v : a[0];
+    b[0] = v < b[0] ? v : b[0];
+    c[0] += v - v;
+  }
+  memcpy(mx, a, sizeof a);
+  memcpy(mn, b, sizeof b);
+  memcpy(chk, c, sizeof c);
+}
+
+/* Combines the lanes: returns 1 when a value was NaN or infinite. */
+static inline int lanes_combine(const double *mx, const double *mn, const double *chk, double *ext) {
+  double a = mx[0], b = mn[0], c = chk[0];
+  for (int l = 1; l < LANES; ++l) {
+    a = mx[l] > a ? mx[l] : a;
+    b = mn[l] < b ? mn[l] : b;
+    c += chk[l];
+  }
+  ext[0] = a;
+  ext[1] = b;
+  return c != 0.0;
+}
+
+/* The extremes of rows [0, rows) into ext[0] (max) and ext[1] (min) (the sign of a zero
+ * extreme is unspecified); returns 1 when a value is NaN or infinite (then the extremes are
+ * unspecified). rows * cols > 0. */
+int hlsnn_shift_extremes(const double *x, int64_t rows, int64_t cols, int64_t ldx, double *ext) {
+  double mx[LANES], mn[LANES], chk[LANES];
+  for (int l = 0; l < LANES; ++l) {
+    mx[l] = mn[l] = x[0];
+    chk[l] = 0.0;
+  }
+  for (int64_t i = 0; i < rows; ++i) lane_extremes(x + i * ldx, cols, mx, mn, chk);
+  return lanes_combine(mx, mn, chk, ext);
+}
+
+/* The activations into the GEMM operand: out[i, j] = rint(x[i, j] * scale) for j < cols and
+ * out[i, cols] = 1 (floatgemm: np.ldexp(x, fx) then np.rint; scale = 2**fx, a normal float64). */
+void hlsnn_shift_act(const double *x, int64_t rows, int64_t cols, int64_t ldx, double scale,
+                     double *out, int64_t ldo) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const double *r = x + i * ldx;
+    double *o = out + i * ldo;
+    for (int64_t j = 0; j < cols; ++j) o[j] = rint_even(r[j] * scale);
+    o[cols] = 1.0;
+  }
+}
+
+/* The index of the nearest magnitude to v >= +0.0, ties to the smaller (shift._nearest): the
+ * number of thresholds t < v. `edges[b]` counts the thresholds whose bit pattern lies below
+ * bucket b's first pattern (the bucket of pattern p is (p >> shift) - first, clipped to
+ * [0, nbuckets)), so only bucket b's own thresholds need a look. */
+static inline int64_t nearest(double v, const double *thr, const int64_t *edges, int64_t nbuckets,
+                              int64_t shift, int64_t first) {
+  int64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  int64_t key = (bits >> shift) - first;
+  key = key < 0 ? 0 : (key >= nbuckets ? nbuckets - 1 : key);
+  int64_t lo = edges[key], hi = edges[key + 1];
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (thr[mid] < v)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* shift._quantize_values_into on rows [0, rows) of w: per row the scale exponent F (the
+ * largest F with amax <= max_mag * 2**-F, 0 for an all-zero row; shift._scale_exponent, L the
+ * bit length of max_mag) and each value's code value copysign(mags[k], w) (+0.0 for k == 0),
+ * k the nearest magnitude to |w| * 2**F. Returns the number of rows holding a NaN or an
+ * infinity (their outputs are unspecified). */
+int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t ldw, double *out,
+                            int64_t ldo, int32_t *F, const double *mags, const double *thr,
+                            const int64_t *edges, int64_t nbuckets, int64_t shift, int64_t first,
+                            double max_mag, int64_t L) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const double *r = w + i * ldw;
+    double *o = out + i * ldo;
+    double mx[LANES], mn[LANES], chk[LANES], ext[2];
+    for (int l = 0; l < LANES; ++l) mx[l] = mn[l] = chk[l] = 0.0; /* max/min with initial=0.0 */
+    lane_extremes(r, cols, mx, mn, chk);
+    if (lanes_combine(mx, mn, chk, ext)) {
+      ++bad;
+      F[i] = 0;
+      continue;
+    }
+    double amax = ext[0] > -ext[1] ? ext[0] : -ext[1];
+    int32_t f = 0;
+    if (amax != 0.0) {
+      int e;
+      double fr = frexp(amax, &e);
+      f = (int32_t)(L - e - (ldexp(fr, (int)L) > max_mag ? 1 : 0));
+    }
+    F[i] = f;
+    if (f >= -1022 && f <= 1023) {
+      double unit = ldexp(1.0, f);
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t k = nearest(fabs(r[j]) * unit, thr, edges, nbuckets, shift, first);
+        o[j] = k == 0 ? 0.0 : copysign(mags[k], r[j]);
+      }
+    } else { /* 2**f is no normal float64: ldexp, as numpy then does for every row */
+      for (int64_t j = 0; j < cols; ++j) {
+        int64_t k = nearest(ldexp(fabs(r[j]), f), thr, edges, nbuckets, shift, first);
+        o[j] = k == 0 ? 0.0 : copysign(mags[k], r[j]);
+      }
+    }
+  }
+  return bad;
+}
+
+/* The extremes of each column of rows [0, rows) (rows > 0): cmax[j], cmin[j]. */
+void hlsnn_shift_col_extremes(const double *v, int64_t rows, int64_t n, int64_t ldv, double *cmax,
+                              double *cmin) {
+  memcpy(cmax, v, (size_t)n * sizeof *v);
+  memcpy(cmin, v, (size_t)n * sizeof *v);
+  for (int64_t i = 1; i < rows; ++i) {
+    const double *r = v + i * ldv;
+    for (int64_t j = 0; j < n; ++j) {
+      double a = r[j];
+      cmax[j] = a > cmax[j] ? a : cmax[j];
+      cmin[j] = a < cmin[j] ? a : cmin[j];
+    }
+  }
+}
+
+/* One element of hlsnn_shift_requant, specialized by the constant flags; *sat counts a
+ * saturation (a float64 count, exact, so that the loops vectorize). */
+static inline __attribute__((always_inline)) double
+requant_one(double a, double scale, double acc_lo, double acc_hi, const int clamp_acc,
+            const int relu, const int rounding, double lo, double hi, double unit, double *sat) {
+  if (relu) a = a >= 0.0 ? a : 0.0; /* np.maximum(v, 0) (no NaN here) */
+  a *= scale;
+  if (clamp_acc) { /* np.clip */
+    a = a >= acc_lo ? a : acc_lo;
+    a = a <= acc_hi ? a : acc_hi;
+  }
+  if (rounding == ROUND_NEAREST_EVEN)
+    a = rint_even(a);
+  else if (rounding == ROUND_TRUNCATE)
+    a = floor_exact(a);
+  else
+    a = round_away(a);
+  *sat += (a > hi ? 1.0 : 0.0) + (a < lo ? 1.0 : 0.0);
+  a = a > hi ? hi : a;
+  a = a < lo ? lo : a;
+  return a * unit + 0.0;
+}
+
+/* One row of hlsnn_shift_requant (always inlined, so specialized by the constant flags). */
+static inline __attribute__((always_inline)) int64_t
+requant_row(const double *r, double *o, int64_t n, const double *scale, const double *acc_lo,
+            const double *acc_hi, const int clamp_acc, const int relu, const int rounding, double lo,
+            double hi, double unit) {
+  double sat[LANES] = {0.0};
+  int64_t j = 0;
+  for (; j + LANES <= n; j += LANES)
+    for (int l = 0; l < LANES; ++l)
+      o[j + l] = requant_one(r[j + l], scale[j + l], acc_lo[j + l], acc_hi[j + l], clamp_acc, relu,
+                             rounding, lo, hi, unit, &sat[l]);
+  for (; j < n; ++j)
+    o[j] = requant_one(r[j], scale[j], acc_lo[j], acc_hi[j], clamp_acc, relu, rounding, lo, hi,
+                       unit, &sat[0]);
+  double total = 0.0;
+  for (int l = 0; l < LANES; ++l) total += sat[l];
+  return (int64_t)total;
+}
+
+#define REQUANT_CASE(C, R, M)                                                                   \
+  case (C) * 6 + (R) * 3 + (M):                                                                 \
+    for (int64_t i = 0; i < rows; ++i)                                                          \
+      sat += requant_row(v + i * ldv, y + i * ldy, n, scale, acc_lo, acc_hi, C, R, M, lo, hi,    \
+                         unit);                                                                 \
+    break;
+
+/* Rule 5 on the wide values, dequantized (emulator.requantize(..., dequantize=fy) after
+ * floatgemm's ReLU and scaling): per element a = v (relu: np.maximum(v, 0)), a *= scale[j],
+ * (clamp_acc: np.clip(a, acc_lo[j], acc_hi[j])), rounded per `rounding`, saturated to
+ * [lo, hi] (counted), y = a * unit + 0.0. Returns the saturation count, or -1 for an unknown
+ * rounding code. */
+int64_t hlsnn_shift_requant(const double *v, int64_t rows, int64_t n, int64_t ldv, double *y,
+                            int64_t ldy, const double *scale, const double *acc_lo,
+                            const double *acc_hi, int clamp_acc, int relu, int rounding, double lo,
+                            double hi, double unit) {
+  int64_t sat = 0;
+  if (rounding < 0 || rounding > 2) return -1;
+  switch ((clamp_acc != 0) * 6 + (relu != 0) * 3 + rounding) {
+    REQUANT_CASE(0, 0, 0) REQUANT_CASE(0, 0, 1) REQUANT_CASE(0, 0, 2)
+    REQUANT_CASE(0, 1, 0) REQUANT_CASE(0, 1, 1) REQUANT_CASE(0, 1, 2)
+    REQUANT_CASE(1, 0, 0) REQUANT_CASE(1, 0, 1) REQUANT_CASE(1, 0, 2)
+    REQUANT_CASE(1, 1, 0) REQUANT_CASE(1, 1, 1) REQUANT_CASE(1, 1, 2)
+  }
+  return sat;
+}
