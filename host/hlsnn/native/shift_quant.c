@@ -23,6 +23,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
 #error "float64 arithmetic must be evaluated in float64 (no excess precision)"
@@ -41,43 +44,45 @@ static inline double rint_even(double a) { /* np.rint */
   return copysign(rint_nonneg(fabs(a)), a);
 }
 
-static inline double floor_exact(double a) { /* np.floor */
-  double r = rint_even(a);
-  return r > a ? r - 1.0 : r;
-}
-
-static inline double round_away(double a) { /* common.round_into(., "nearest_away") */
-  double m = fabs(a);
-  double fl = rint_nonneg(m);
-  fl = fl > m ? fl - 1.0 : fl;          /* floor(m) */
-  fl = m - fl >= 0.5 ? fl + 1.0 : fl;   /* m - floor(m) is exact */
-  return copysign(fl, a);
-}
-
 /* Lane-wise extremes of r[0..n) into mx[LANES], mn[LANES] (combined by the caller), and chk[l]
- * += v - v, which stays 0 unless a value is NaN or infinite (then it is NaN). */
+ * += v - v, which stays 0 unless a value is NaN or infinite (then it is NaN). A lane's max and
+ * min skip a NaN (chk shows it); with SSE2, MAXPD(v, a) is exactly v > a ? v : a. */
 static inline void lane_extremes(const double *r, int64_t n, double *mx, double *mn, double *chk) {
-  double a[LANES], b[LANES], c[LANES]; /* local copies: no aliasing, so the lanes vectorize */
-  memcpy(a, mx, sizeof a);
-  memcpy(b, mn, sizeof b);
-  memcpy(c, chk, sizeof c);
   int64_t j = 0;
+#if defined(__SSE2__) && LANES == 8
+  __m128d a[4], b[4], c[4];
+  for (int l = 0; l < 4; ++l) {
+    a[l] = _mm_loadu_pd(mx + 2 * l);
+    b[l] = _mm_loadu_pd(mn + 2 * l);
+    c[l] = _mm_loadu_pd(chk + 2 * l);
+  }
+  for (; j + LANES <= n; j += LANES)
+    for (int l = 0; l < 4; ++l) {
+      __m128d v = _mm_loadu_pd(r + j + 2 * l);
+      a[l] = _mm_max_pd(v, a[l]);
+      b[l] = _mm_min_pd(v, b[l]);
+      c[l] = _mm_add_pd(c[l], _mm_sub_pd(v, v));
+    }
+  for (int l = 0; l < 4; ++l) {
+    _mm_storeu_pd(mx + 2 * l, a[l]);
+    _mm_storeu_pd(mn + 2 * l, b[l]);
+    _mm_storeu_pd(chk + 2 * l, c[l]);
+  }
+#else
   for (; j + LANES <= n; j += LANES)
     for (int l = 0; l < LANES; ++l) {
       double v = r[j + l];
-      a[l] = v > a[l] ? v : a[l];
-      b[l] = v < b[l] ? v : b[l];
-      c[l] += v - v;
+      mx[l] = v > mx[l] ? v : mx[l];
+      mn[l] = v < mn[l] ? v : mn[l];
+      chk[l] += v - v;
     }
+#endif
   for (; j < n; ++j) {
     double v = r[j];
-    a[0] = v > a[0] ? v : a[0];
-    b[0] = v < b[0] ? v : b[0];
-    c[0] += v - v;
+    mx[0] = v > mx[0] ? v : mx[0];
+    mn[0] = v < mn[0] ? v : mn[0];
+    chk[0] += v - v;
   }
-  memcpy(mx, a, sizeof a);
-  memcpy(mn, b, sizeof b);
-  memcpy(chk, c, sizeof c);
 }
 
 /* Combines the lanes: returns 1 when a value was NaN or infinite. */
@@ -119,16 +124,20 @@ void hlsnn_shift_act(const double *x, int64_t rows, int64_t cols, int64_t ldx, d
 }
 
 /* The index of the nearest magnitude to v >= +0.0, ties to the smaller (shift._nearest): the
- * number of thresholds t < v. `edges[b]` counts the thresholds whose bit pattern lies below
- * bucket b's first pattern (the bucket of pattern p is (p >> shift) - first, clipped to
- * [0, nbuckets)), so only bucket b's own thresholds need a look. */
-static inline int64_t nearest(double v, const double *thr, const int64_t *edges, int64_t nbuckets,
+ * number of thresholds t < v. Bucket b holds the bit patterns p with (p >> shift) - first == b
+ * (clipped to [0, nbuckets)); tb[2 b + 1] counts the thresholds below its first pattern, and
+ * tb[2 b] is its one threshold, +inf when it has none, NaN when it has two or more (then they
+ * are searched: thr[tb[2 b + 1]] ... thr[tb[2 b + 3] - 1]; tb has a closing bucket). */
+static inline int64_t nearest(double v, const double *thr, const double *tb, int64_t nbuckets,
                               int64_t shift, int64_t first) {
   int64_t bits;
   memcpy(&bits, &v, sizeof bits);
   int64_t key = (bits >> shift) - first;
   key = key < 0 ? 0 : (key >= nbuckets ? nbuckets - 1 : key);
-  int64_t lo = edges[key], hi = edges[key + 1];
+  double cut = tb[2 * key];
+  int64_t lo = (int64_t)tb[2 * key + 1];
+  if (cut == cut) return lo + (v > cut);
+  int64_t hi = (int64_t)tb[2 * key + 3];
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
     if (thr[mid] < v)
@@ -146,7 +155,7 @@ static inline int64_t nearest(double v, const double *thr, const int64_t *edges,
  * infinity (their outputs are unspecified). */
 int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t ldw, double *out,
                             int64_t ldo, int32_t *F, const double *mags, const double *thr,
-                            const int64_t *edges, int64_t nbuckets, int64_t shift, int64_t first,
+                            const double *tb, int64_t nbuckets, int64_t shift, int64_t first,
                             double max_mag, int64_t L) {
   int64_t bad = 0;
   for (int64_t i = 0; i < rows; ++i) {
@@ -171,13 +180,13 @@ int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t
     if (f >= -1022 && f <= 1023) {
       double unit = ldexp(1.0, f);
       for (int64_t j = 0; j < cols; ++j) {
-        int64_t k = nearest(fabs(r[j]) * unit, thr, edges, nbuckets, shift, first);
-        o[j] = k == 0 ? 0.0 : copysign(mags[k], r[j]);
+        int64_t k = nearest(fabs(r[j]) * unit, thr, tb, nbuckets, shift, first);
+        o[j] = copysign(mags[k], r[j]) + 0.0; /* mags[0] == 0: +0.0 for a zero code */
       }
     } else { /* 2**f is no normal float64: ldexp, as numpy then does for every row */
       for (int64_t j = 0; j < cols; ++j) {
-        int64_t k = nearest(ldexp(fabs(r[j]), f), thr, edges, nbuckets, shift, first);
-        o[j] = k == 0 ? 0.0 : copysign(mags[k], r[j]);
+        int64_t k = nearest(ldexp(fabs(r[j]), f), thr, tb, nbuckets, shift, first);
+        o[j] = copysign(mags[k], r[j]) + 0.0;
       }
     }
   }
@@ -200,70 +209,145 @@ void hlsnn_shift_col_extremes(const double *v, int64_t rows, int64_t n, int64_t 
 }
 
 /* One element of hlsnn_shift_requant, specialized by the constant flags; *sat counts a
- * saturation (a float64 count, exact, so that the loops vectorize). */
+ * saturation (a float64 count, exact, so that the loops vectorize).
+ *
+ * The rounding uses M = 1.5 * 2**52: for |a| < 2**51, (a + M) - M is rint(a) (the sum's ulp
+ * is 1), up to the sign of a zero, which the final + 0.0 makes +0.0 anyway. Beyond 2**51 it is
+ * a within a few units, of a's sign and magnitude >= 2**50, so it saturates exactly as rint(a)
+ * does while hi < 2**50 (the caller's condition): the same output and the same count. */
 static inline __attribute__((always_inline)) double
 requant_one(double a, double scale, double acc_lo, double acc_hi, const int clamp_acc,
             const int relu, const int rounding, double lo, double hi, double unit, double *sat) {
+  const double M = 1.5 * TWO52;
   if (relu) a = a >= 0.0 ? a : 0.0; /* np.maximum(v, 0) (no NaN here) */
   a *= scale;
   if (clamp_acc) { /* np.clip */
     a = a >= acc_lo ? a : acc_lo;
     a = a <= acc_hi ? a : acc_hi;
   }
-  if (rounding == ROUND_NEAREST_EVEN)
-    a = rint_even(a);
-  else if (rounding == ROUND_TRUNCATE)
-    a = floor_exact(a);
-  else
-    a = round_away(a);
+  if (rounding == ROUND_NEAREST_EVEN) {
+    a = (a + M) - M;
+  } else if (rounding == ROUND_TRUNCATE) { /* floor: rint, less one where it rounded up */
+    double r = (a + M) - M;
+    a = r > a ? r - 1.0 : r;
+  } else { /* sign(a) * (floor|a| + (frac >= 1/2)) */
+    double m = fabs(a);
+    double fl = (m + M) - M;
+    fl = fl > m ? fl - 1.0 : fl;
+    fl = m - fl >= 0.5 ? fl + 1.0 : fl;
+    a = copysign(fl, a);
+  }
   *sat += (a > hi ? 1.0 : 0.0) + (a < lo ? 1.0 : 0.0);
   a = a > hi ? hi : a;
   a = a < lo ? lo : a;
   return a * unit + 0.0;
 }
 
+#if defined(__SSE2__)
+/* Two elements of requant_one with SSE2 (the same operations; a select is and/andnot/or; the
+ * lane count is a float64 0 or 1 per lane). */
+static inline __attribute__((always_inline)) __m128d
+requant_two(__m128d a, __m128d scale, __m128d acc_lo, __m128d acc_hi, const int clamp_acc,
+            const int relu, const int rounding, __m128d lo, __m128d hi, __m128d unit,
+            __m128d *sat) {
+  const __m128d M = _mm_set1_pd(1.5 * TWO52), one = _mm_set1_pd(1.0), zero = _mm_setzero_pd();
+  if (relu) a = _mm_and_pd(a, _mm_cmpge_pd(a, zero));
+  a = _mm_mul_pd(a, scale);
+  if (clamp_acc) {
+    __m128d m = _mm_cmpge_pd(a, acc_lo);
+    a = _mm_or_pd(_mm_and_pd(m, a), _mm_andnot_pd(m, acc_lo));
+    m = _mm_cmple_pd(a, acc_hi);
+    a = _mm_or_pd(_mm_and_pd(m, a), _mm_andnot_pd(m, acc_hi));
+  }
+  if (rounding == ROUND_NEAREST_EVEN) {
+    a = _mm_sub_pd(_mm_add_pd(a, M), M);
+  } else if (rounding == ROUND_TRUNCATE) {
+    __m128d r = _mm_sub_pd(_mm_add_pd(a, M), M);
+    a = _mm_sub_pd(r, _mm_and_pd(_mm_cmpgt_pd(r, a), one));
+  } else {
+    const __m128d sign = _mm_set1_pd(-0.0), half = _mm_set1_pd(0.5);
+    __m128d m = _mm_andnot_pd(sign, a);
+    __m128d fl = _mm_sub_pd(_mm_add_pd(m, M), M);
+    fl = _mm_sub_pd(fl, _mm_and_pd(_mm_cmpgt_pd(fl, m), one));
+    fl = _mm_add_pd(fl, _mm_and_pd(_mm_cmpge_pd(_mm_sub_pd(m, fl), half), one));
+    a = _mm_or_pd(fl, _mm_and_pd(sign, a));
+  }
+  __m128d above = _mm_cmpgt_pd(a, hi), below = _mm_cmplt_pd(a, lo);
+  *sat = _mm_add_pd(*sat, _mm_add_pd(_mm_and_pd(above, one), _mm_and_pd(below, one)));
+  a = _mm_or_pd(_mm_and_pd(above, hi), _mm_andnot_pd(above, a));
+  a = _mm_or_pd(_mm_and_pd(below, lo), _mm_andnot_pd(below, a));
+  return _mm_add_pd(_mm_mul_pd(a, unit), zero);
+}
+#endif
+
 /* One row of hlsnn_shift_requant (always inlined, so specialized by the constant flags). */
 static inline __attribute__((always_inline)) int64_t
 requant_row(const double *r, double *o, int64_t n, const double *scale, const double *acc_lo,
             const double *acc_hi, const int clamp_acc, const int relu, const int rounding, double lo,
             double hi, double unit) {
-  double sat[LANES] = {0.0};
+  double total = 0.0;
   int64_t j = 0;
-  for (; j + LANES <= n; j += LANES)
-    for (int l = 0; l < LANES; ++l)
-      o[j + l] = requant_one(r[j + l], scale[j + l], acc_lo[j + l], acc_hi[j + l], clamp_acc, relu,
-                             rounding, lo, hi, unit, &sat[l]);
+#if defined(__SSE2__)
+  __m128d sat = _mm_setzero_pd(), vlo = _mm_set1_pd(lo), vhi = _mm_set1_pd(hi),
+          vunit = _mm_set1_pd(unit);
+  for (; j + 2 <= n; j += 2) {
+    __m128d a = requant_two(_mm_loadu_pd(r + j), _mm_loadu_pd(scale + j),
+                            clamp_acc ? _mm_loadu_pd(acc_lo + j) : vlo,
+                            clamp_acc ? _mm_loadu_pd(acc_hi + j) : vhi, clamp_acc, relu, rounding,
+                            vlo, vhi, vunit, &sat);
+    _mm_storeu_pd(o + j, a);
+  }
+  double lanes[2];
+  _mm_storeu_pd(lanes, sat);
+  total = lanes[0] + lanes[1];
+#endif
   for (; j < n; ++j)
     o[j] = requant_one(r[j], scale[j], acc_lo[j], acc_hi[j], clamp_acc, relu, rounding, lo, hi,
-                       unit, &sat[0]);
-  double total = 0.0;
-  for (int l = 0; l < LANES; ++l) total += sat[l];
+                       unit, &total);
   return (int64_t)total;
 }
 
-#define REQUANT_CASE(C, R, M)                                                                   \
-  case (C) * 6 + (R) * 3 + (M):                                                                 \
-    for (int64_t i = 0; i < rows; ++i)                                                          \
+/* One function per flag combination (each vectorized on its own). */
+typedef int64_t (*requant_fn)(const double *, int64_t, int64_t, int64_t, double *, int64_t,
+                              const double *, const double *, const double *, double, double,
+                              double);
+#define REQUANT_FN(C, R, M)                                                                       \
+  static int64_t requant_##C##R##M(const double *v, int64_t rows, int64_t n, int64_t ldv,         \
+                                   double *y, int64_t ldy, const double *scale,                   \
+                                   const double *acc_lo, const double *acc_hi, double lo,         \
+                                   double hi, double unit) {                                      \
+    int64_t sat = 0;                                                                              \
+    for (int64_t i = 0; i < rows; ++i)                                                            \
       sat += requant_row(v + i * ldv, y + i * ldy, n, scale, acc_lo, acc_hi, C, R, M, lo, hi,    \
-                         unit);                                                                 \
-    break;
+                         unit);                                                                   \
+    return sat;                                                                                   \
+  }
+REQUANT_FN(0, 0, 0)
+REQUANT_FN(0, 0, 1)
+REQUANT_FN(0, 0, 2)
+REQUANT_FN(0, 1, 0)
+REQUANT_FN(0, 1, 1)
+REQUANT_FN(0, 1, 2)
+REQUANT_FN(1, 0, 0)
+REQUANT_FN(1, 0, 1)
+REQUANT_FN(1, 0, 2)
+REQUANT_FN(1, 1, 0)
+REQUANT_FN(1, 1, 1)
+REQUANT_FN(1, 1, 2)
+static const requant_fn requant_fns[12] = {requant_000, requant_001, requant_002, requant_010,
+                                           requant_011, requant_012, requant_100, requant_101,
+                                           requant_102, requant_110, requant_111, requant_112};
 
 /* Rule 5 on the wide values, dequantized (emulator.requantize(..., dequantize=fy) after
  * floatgemm's ReLU and scaling): per element a = v (relu: np.maximum(v, 0)), a *= scale[j],
  * (clamp_acc: np.clip(a, acc_lo[j], acc_hi[j])), rounded per `rounding`, saturated to
  * [lo, hi] (counted), y = a * unit + 0.0. Returns the saturation count, or -1 for an unknown
- * rounding code. */
+ * rounding code or hi >= 2**50 (requant_one). */
 int64_t hlsnn_shift_requant(const double *v, int64_t rows, int64_t n, int64_t ldv, double *y,
                             int64_t ldy, const double *scale, const double *acc_lo,
                             const double *acc_hi, int clamp_acc, int relu, int rounding, double lo,
                             double hi, double unit) {
-  int64_t sat = 0;
-  if (rounding < 0 || rounding > 2) return -1;
-  switch ((clamp_acc != 0) * 6 + (relu != 0) * 3 + rounding) {
-    REQUANT_CASE(0, 0, 0) REQUANT_CASE(0, 0, 1) REQUANT_CASE(0, 0, 2)
-    REQUANT_CASE(0, 1, 0) REQUANT_CASE(0, 1, 1) REQUANT_CASE(0, 1, 2)
-    REQUANT_CASE(1, 0, 0) REQUANT_CASE(1, 0, 1) REQUANT_CASE(1, 0, 2)
-    REQUANT_CASE(1, 1, 0) REQUANT_CASE(1, 1, 1) REQUANT_CASE(1, 1, 2)
-  }
-  return sat;
+  if (rounding < 0 || rounding > 2 || !(hi < TWO52 / 4) || !(lo > -TWO52 / 4)) return -1;
+  return requant_fns[(clamp_acc != 0) * 6 + (relu != 0) * 3 + rounding](
+      v, rows, n, ldv, y, ldy, scale, acc_lo, acc_hi, lo, hi, unit);
 }

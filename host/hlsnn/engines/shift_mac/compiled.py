@@ -99,14 +99,22 @@ def activations(so, x, fx, out):
 
 @functools.lru_cache(maxsize=None)
 def _table(mode, exp_bits, delta):
-    """The format's magnitudes, thresholds and buckets as the C helper reads them: ``edges[b]``
-    counts the thresholds below bucket ``b``'s first bit pattern (``shift._Buckets``)."""
+    """The format's magnitudes, thresholds and buckets (those of ``shift._Buckets``) as the C
+    helper reads them: per bucket its one threshold (+inf: none, NaN: two or more) and the
+    count of thresholds below its first bit pattern, then a closing bucket."""
     tab = sfmt._table(mode, exp_bits, delta)
     bk = tab.buckets
     thr = np.ascontiguousarray(bk.thresholds, np.float64)
-    starts = (np.arange(bk.base.size + 1, dtype=np.int64) + bk.first) << bk.shift
-    edges = np.searchsorted(thr.view(np.int64), starts, side="left").astype(np.int64)
-    return np.ascontiguousarray(tab.mags, np.float64), thr, edges, bk.shift, bk.first, float(tab.max_mag), \
+    nb = bk.base.size
+    starts = (np.arange(nb + 1, dtype=np.int64) + bk.first) << bk.shift
+    edges = np.searchsorted(thr.view(np.int64), starts, side="left")
+    count = np.diff(edges)
+    tb = np.empty((nb + 1, 2))
+    tb[:, 1] = edges
+    tb[:-1, 0] = np.where(count == 0, np.inf, np.nan)
+    tb[:-1, 0][count == 1] = thr[edges[:-1][count == 1]]
+    tb[-1, 0] = np.nan
+    return np.ascontiguousarray(tab.mags, np.float64), thr, tb, nb, bk.shift, bk.first, float(tab.max_mag), \
         int(tab.max_mag).bit_length()
 
 
@@ -114,11 +122,11 @@ def weights(so, mode, w, exp_bits, delta, out):
     """``shift._quantize_values_into(mode, w, exp_bits, delta, out)`` for a :func:`rows_view`
     ``w`` and an ``out`` with unit column stride: the scale exponents (int32 ``(N, 1)``), or
     None when a value is NaN or infinite (the numpy quantizer then raises its error)."""
-    mags, thr, edges, shift, first, max_mag, L = _table(mode, exp_bits, delta)
+    mags, thr, tb, nb, shift, first, max_mag, L = _table(mode, exp_bits, delta)
     n, k = w.shape
     F = np.empty((n, 1), np.int32)
     wb, wl, ob, ol = w.ctypes.data, _ld(w), out.ctypes.data, _ld(out)
-    fixed = (mags.ctypes.data, thr.ctypes.data, edges.ctypes.data, edges.size - 1, shift, first, max_mag, L)
+    fixed = (mags.ctypes.data, thr.ctypes.data, tb.ctypes.data, nb, shift, first, max_mag, L)
 
     def part(r0, r1):
         return so.hlsnn_shift_weights(wb + 8 * wl * r0, r1 - r0, k, wl, ob + 8 * ol * r0, ol,
@@ -143,6 +151,12 @@ def col_extremes(so, v):
     return ext[0], ext[1]
 
 
+def requantizes(p):
+    """Whether :func:`requantize` applies to these parameters (the output range within
+    ``+-2**50``: the C helper's rounding shortcut, ``shift_quant.c``)."""
+    return p["act_bits"] <= 48 and p["rounding"] in ROUNDING_CODES
+
+
 def requantize(so, p, v, shifts, *, k, delta, max_bias, relu, fy):
     """floatgemm's ``np.maximum(v, 0)`` (``relu``), ``v *= 2**-shifts`` and
     ``emulator.requantize(p, v, shifts, 2**-shifts, k=k, delta=delta, max_bias=max_bias,
@@ -162,5 +176,7 @@ def requantize(so, p, v, shifts, *, k, delta, max_bias, relu, fy):
 
     def part(r0, r1):
         return so.hlsnn_shift_requant(vb + 8 * vl * r0, r1 - r0, n, vl, yb + 8 * n * r0, n, *fixed)
-    sat = sum(parallel.run(part, _ranges(v)))
-    return y, sat % (1 << 32)
+    sat = parallel.run(part, _ranges(v))
+    if min(sat) < 0:
+        raise ValueError("hlsnn_shift_requant refused its parameters")   # requantizes(p) is False
+    return y, sum(sat) % (1 << 32)

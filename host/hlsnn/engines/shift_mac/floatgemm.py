@@ -111,7 +111,7 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     b_int = np.rint(b_scaled).astype(np.int64)
     wm[:, k] = b_int
     v = np.matmul(xf, wm.T, out=workspace("shift_gemm_acc", (batch, n)))     # acc + bias, exact
-    native_out = so is not None and not stats
+    native_out = so is not None and not stats and compiled.requantizes(p)
     if native_out:                           # the compiled requantization applies the ReLU
         colmax, colmin = compiled.col_extremes(so, v)
         if relu:
