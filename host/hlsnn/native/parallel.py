@@ -36,7 +36,11 @@ def threads() -> int:
 def parts(rows: int, min_rows: int):
     """``rows`` split into at most :func:`threads` contiguous ``(r0, r1)`` ranges of at least
     ``min_rows`` rows each (one range when ``rows < 2 * min_rows``)."""
-    count = max(1, min(threads(), rows // max(1, min_rows)))
+    return split(rows, max(1, min(threads(), rows // max(1, min_rows))))
+
+
+def split(rows: int, count: int):
+    """``rows`` split into ``count`` contiguous ``(r0, r1)`` ranges, as even as can be."""
     step, extra = divmod(rows, count)
     out, r0 = [], 0
     for i in range(count):

@@ -29,6 +29,7 @@ def so(request, monkeypatch):
     arrays are split too)."""
     monkeypatch.setenv("HLSNN_NATIVE_THREADS", request.param)
     monkeypatch.setattr(compiled, "MIN_ELEMS", 1)
+    monkeypatch.setattr(compiled, "MIN_ELEMS_CHEAP", 1)
     lib = compiled.lib()
     if lib is None:
         pytest.skip("no compiled helper")
@@ -106,6 +107,23 @@ def test_weights(so, mode, eb, delta):
     assert compiled.weights(so, mode, w, eb, delta, out[:, 1:k + 1]) is None
     w[10, 3], w[11, 0] = 0.0, -np.inf
     assert compiled.weights(so, mode, w, eb, delta, out[:, 1:k + 1]) is None
+
+
+@needs_cc
+def test_inputs_reads_x_and_w_at_once(so):
+    rng = np.random.default_rng(5)
+    for shape_x, n in (((1, 6), 1), ((40, 6), 3), ((2, 6), 50), ((9, 6), 0)):
+        x, w = rng.normal(size=shape_x), rng.normal(size=(n, 6)) * 3.0
+        ref = np.empty((n, 6))
+        F_ref = shift._quantize_values_into("twohot", w, 4, 2, ref)
+        out = np.empty((n, 6))
+        ext, F = compiled.inputs(so, x, "twohot", w, 4, 2, out)
+        assert ext == (float(x.max()), float(x.min()))
+        np.testing.assert_array_equal(F, F_ref)
+        np.testing.assert_array_equal(bits(out), bits(ref))
+        x[0, 0] = np.nan
+        ext, F = compiled.inputs(so, x, "twohot", w, 4, 2, out)
+        assert np.isnan(ext).all() and (F is not None)
 
 
 @needs_cc
@@ -199,6 +217,7 @@ def test_float_gemm_same_bits_with_and_without_the_compiled_helpers(name, mode, 
     acc = hlsnn.Accelerator(cfg, "emu")
     p = acc.kernel.p
     monkeypatch.setattr(compiled, "MIN_ELEMS", 64)
+    monkeypatch.setattr(compiled, "MIN_ELEMS_CHEAP", 64)
     monkeypatch.setenv("HLSNN_NATIVE_THREADS", "2")
     fast = []                                             # the float GEMM's results, None: it fell back
     real = floatgemm.gemm_arrays

@@ -30,8 +30,13 @@ from ...primitives import ROUNDING_CODES
 from .emulator import wide_bound
 
 #: Elements per thread at least (smaller calls run in one thread: a thread hand-off costs
-#: tens of microseconds).
+#: tens of microseconds): the weights' search and the requantization ...
 MIN_ELEMS = 1 << 15
+#: ... and the memory-bound passes (a few tenths of a nanosecond per element).
+MIN_ELEMS_CHEAP = 1 << 19
+#: How many weights cost about as much as reading one activation's extremes (the weight
+#: search does a table lookup per element): balances :func:`inputs`.
+EXTREMES_PER_WEIGHT = 8
 
 _P, _I64, _F64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
 _SIGNATURES = {
@@ -69,8 +74,8 @@ def _ld(a):
     return a.strides[0] // 8
 
 
-def _ranges(a):
-    return parallel.parts(a.shape[0], max(1, MIN_ELEMS // max(1, a.shape[1])))
+def _ranges(a, min_elems=None):
+    return parallel.parts(a.shape[0], max(1, (MIN_ELEMS if min_elems is None else min_elems) // max(1, a.shape[1])))
 
 
 def extremes(so, x):
@@ -82,7 +87,7 @@ def extremes(so, x):
         ext = np.empty(2)
         bad = so.hlsnn_shift_extremes(base + 8 * ld * r0, r1 - r0, k, ld, ext.ctypes.data)
         return ext, bad
-    res = parallel.run(part, _ranges(x))
+    res = parallel.run(part, _ranges(x, MIN_ELEMS_CHEAP))
     if any(bad for _, bad in res):
         return float("nan"), float("nan")
     return max(float(e[0]) for e, _ in res), min(float(e[1]) for e, _ in res)
@@ -94,7 +99,7 @@ def activations(so, x, fx, out):
     scale = float(np.ldexp(1.0, fx))
     xb, xl, ob, ol, k = x.ctypes.data, _ld(x), out.ctypes.data, _ld(out), x.shape[1]
     parallel.run(lambda r0, r1: so.hlsnn_shift_act(xb + 8 * xl * r0, r1 - r0, k, xl, scale, ob + 8 * ol * r0, ol),
-                 _ranges(x))
+                 _ranges(x, MIN_ELEMS_CHEAP))
 
 
 @functools.lru_cache(maxsize=None)
@@ -122,17 +127,35 @@ def weights(so, mode, w, exp_bits, delta, out):
     """``shift._quantize_values_into(mode, w, exp_bits, delta, out)`` for a :func:`rows_view`
     ``w`` and an ``out`` with unit column stride: the scale exponents (int32 ``(N, 1)``), or
     None when a value is NaN or infinite (the numpy quantizer then raises its error)."""
+    return inputs(so, None, mode, w, exp_bits, delta, out)[1]
+
+
+def inputs(so, x, mode, w, exp_bits, delta, out):
+    """``(extremes(so, x), weights(so, mode, w, exp_bits, delta, out))`` in one parallel
+    dispatch (``x`` None: no extremes): the calling thread reads ``x`` and fewer rows of ``w``."""
     mags, thr, tb, nb, shift, first, max_mag, L = _table(mode, exp_bits, delta)
     n, k = w.shape
     F = np.empty((n, 1), np.int32)
     wb, wl, ob, ol = w.ctypes.data, _ld(w), out.ctypes.data, _ld(out)
     fixed = (mags.ctypes.data, thr.ctypes.data, tb.ctypes.data, nb, shift, first, max_mag, L)
+    count = len(_ranges(w))
+    lead = 0 if x is None else min(n, x.size // (EXTREMES_PER_WEIGHT * max(1, k)))  # x's pass, in rows of w
+    mine = min(n, max(0, (n + lead) // count - lead)) if count > 1 else n
+    ranges = [(0, 0, mine)] + [(i + 1, r0 + mine, r1 + mine) for i, (r0, r1) in
+                               enumerate(parallel.split(n - mine, count - 1) if count > 1 else [])]
+    ext = np.empty(2)
 
-    def part(r0, r1):
-        return so.hlsnn_shift_weights(wb + 8 * wl * r0, r1 - r0, k, wl, ob + 8 * ol * r0, ol,
-                                      F.ctypes.data + 4 * r0, *fixed)
-    bad = sum(parallel.run(part, _ranges(w)))
-    return None if bad else F
+    def part(i, r0, r1):                 # the calling thread's part (i == 0) reads x too
+        bad_x = so.hlsnn_shift_extremes(x.ctypes.data, x.shape[0], x.shape[1], _ld(x), ext.ctypes.data) \
+            if i == 0 and x is not None else 0
+        bad_w = so.hlsnn_shift_weights(wb + 8 * wl * r0, r1 - r0, k, wl, ob + 8 * ol * r0, ol,
+                                       F.ctypes.data + 4 * r0, *fixed) if r1 > r0 else 0
+        return bad_x, bad_w
+    res = parallel.run(part, ranges)
+    xext = None
+    if x is not None:
+        xext = (float("nan"), float("nan")) if res[0][0] else (float(ext[0]), float(ext[1]))
+    return xext, (None if any(b for _, b in res) else F)
 
 
 def col_extremes(so, v):
@@ -143,7 +166,7 @@ def col_extremes(so, v):
         ext = np.empty((2, n))
         so.hlsnn_shift_col_extremes(base + 8 * ld * r0, r1 - r0, n, ld, ext[0].ctypes.data, ext[1].ctypes.data)
         return ext
-    res = parallel.run(part, _ranges(v))
+    res = parallel.run(part, _ranges(v, MIN_ELEMS_CHEAP))
     ext = res[0]
     for e in res[1:]:
         np.maximum(ext[0], e[0], out=ext[0])

@@ -69,9 +69,11 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     if k > p["max_k"] or batch * n >= 1 << 32 or bound > 53 or A > 53:
         return None
     so = compiled.lib()                  # the compiled passes (same bits), or None: numpy
-    if so is not None:
+    qmode, qdelta = ("pot", 0) if mode == "pot" else ("twohot", int(delta) if mode == "twohot" else 0)
+    wm = workspace("shift_gemm_w", (n, k + 1))
+    if so is not None:                   # x's extremes and w's codes at once (fw None: w's error below)
         x = compiled.rows_view(x)
-        xmax, xmin = compiled.extremes(so, x)
+        (xmax, xmin), fw = compiled.inputs(so, x, qmode, compiled.rows_view(w), E, qdelta, wm[:, :k])
     else:
         xmax, xmin = float(x.max()), float(x.min())
     if not (np.isfinite(xmax) and np.isfinite(xmin)) or (xmin < 0 and not p["act_signed"]):
@@ -93,10 +95,7 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
             np.rint(xb, out=xb)
         xf[:, k] = 1.0
     # weights: their code values, with the bias in accumulator units as the last column
-    wm = workspace("shift_gemm_w", (n, k + 1))
-    qmode, qdelta = ("pot", 0) if mode == "pot" else ("twohot", int(delta) if mode == "twohot" else 0)
-    fw = compiled.weights(so, qmode, compiled.rows_view(w), E, qdelta, wm[:, :k]) if so is not None else None
-    if fw is None:                       # the numpy quantizer (it raises on a NaN or an Inf)
+    if so is None or fw is None:         # the numpy quantizer (it raises on a NaN or an Inf)
         fw = sfmt._quantize_values_into(qmode, w, E, qdelta, wm[:, :k])
     fw = fw[:, 0].astype(np.int64)
     b = np.zeros(n) if bias is None else as_float_input(bias, "bias").reshape(-1)
