@@ -34,6 +34,15 @@
 #define TWO52 4503599627370496.0 /* 2**52 */
 #define LANES 8                  /* independent accumulators of a reduction (vectorized) */
 
+/* Rows are handed out in chunks through a shared counter: every thread calling a function with
+ * the same `next` takes the next `chunk` rows until none is left, so a thread that starts late
+ * or runs slowly (a busy core) simply does fewer. Each row's result depends on that row alone. */
+static inline int64_t claim(int64_t *next, int64_t chunk, int64_t rows, int64_t *end) {
+  int64_t r0 = __atomic_fetch_add(next, chunk, __ATOMIC_RELAXED);
+  *end = r0 + chunk < rows ? r0 + chunk : rows;
+  return r0;
+}
+
 enum { ROUND_NEAREST_EVEN = 0, ROUND_NEAREST_AWAY = 1, ROUND_TRUNCATE = 2 }; /* primitives.ROUNDING_CODES */
 
 static inline double rint_nonneg(double m) { /* rint(m) for m >= 0 */
@@ -123,73 +132,80 @@ void hlsnn_shift_act(const double *x, int64_t rows, int64_t cols, int64_t ldx, d
   }
 }
 
-/* The index of the nearest magnitude to v >= +0.0, ties to the smaller (shift._nearest): the
- * number of thresholds t < v. Bucket b holds the bit patterns p with (p >> shift) - first == b
- * (clipped to [0, nbuckets)); tb[2 b + 1] counts the thresholds below its first pattern, and
- * tb[2 b] is its one threshold, +inf when it has none, NaN when it has two or more (then they
- * are searched: thr[tb[2 b + 1]] ... thr[tb[2 b + 3] - 1]; tb has a closing bucket). */
-static inline int64_t nearest(double v, const double *thr, const double *tb, int64_t nbuckets,
-                              int64_t shift, int64_t first) {
-  int64_t bits;
-  memcpy(&bits, &v, sizeof bits);
-  int64_t key = (bits >> shift) - first;
-  key = key < 0 ? 0 : (key >= nbuckets ? nbuckets - 1 : key);
-  double cut = tb[2 * key];
-  int64_t lo = (int64_t)tb[2 * key + 1];
-  if (cut == cut) return lo + (v > cut);
-  int64_t hi = (int64_t)tb[2 * key + 3];
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (thr[mid] < v)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-/* shift._quantize_values_into on rows [0, rows) of w: per row the scale exponent F (the
- * largest F with amax <= max_mag * 2**-F, 0 for an all-zero row; shift._scale_exponent, L the
- * bit length of max_mag) and each value's code value copysign(mags[k], w) (+0.0 for k == 0),
- * k the nearest magnitude to |w| * 2**F. Returns the number of rows holding a NaN or an
- * infinity (their outputs are unspecified). */
+/* shift._quantize_values_into on rows [0, rows) of w (those this call takes, claim): per row
+ * the scale exponent F (the largest F with amax <= max_mag * 2**-F, 0 for an all-zero row;
+ * shift._scale_exponent, L the bit length of max_mag) and each value's code value
+ * copysign(mags[k], w) + 0.0 (+0.0 for k == 0), k the index of the nearest magnitude to
+ * v = |w| * 2**F, ties to the smaller (shift._nearest): the number of thresholds below v.
+ *
+ * v is found as its bit pattern p (ordered as the values, v >= +0.0): for a normal |w| and a
+ * normal 2**F, p = pattern(|w|) + F * 2**52 whenever v is normal; where v would be subnormal
+ * that sum is below pattern(2**-1022) (or negative), as is v's own pattern, and both count no
+ * threshold (all >= 1/2). A subnormal or zero |w| and the other rows compute v itself.
+ * Bucket b holds the patterns with (p >> shift) - first == b (clipped to [0, nbuckets));
+ * tb[2 b + 1] counts the thresholds below its first pattern and tb[2 b] is the pattern of its
+ * one threshold, INT64_MAX when it has none, -1 when it has two or more (then they are
+ * searched: thr[tb[2 b + 1]] ... thr[tb[2 b + 3] - 1]; tb has a closing bucket).
+ * Returns the number of rows holding a NaN or an infinity (their outputs are unspecified). */
 int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t ldw, double *out,
                             int64_t ldo, int32_t *F, const double *mags, const double *thr,
-                            const double *tb, int64_t nbuckets, int64_t shift, int64_t first,
-                            double max_mag, int64_t L) {
+                            const int64_t *tb, int64_t nbuckets, int64_t shift, int64_t first,
+                            double max_mag, int64_t L, int64_t *next, int64_t chunk) {
+  const int64_t min_normal = (int64_t)1 << 52; /* pattern of 2**-1022 */
   int64_t bad = 0;
-  for (int64_t i = 0; i < rows; ++i) {
-    const double *r = w + i * ldw;
-    double *o = out + i * ldo;
-    double mx[LANES], mn[LANES], chk[LANES], ext[2];
-    for (int l = 0; l < LANES; ++l) mx[l] = mn[l] = chk[l] = 0.0; /* max/min with initial=0.0 */
-    lane_extremes(r, cols, mx, mn, chk);
-    if (lanes_combine(mx, mn, chk, ext)) {
-      ++bad;
-      F[i] = 0;
-      continue;
-    }
-    double amax = ext[0] > -ext[1] ? ext[0] : -ext[1];
-    int32_t f = 0;
-    if (amax != 0.0) {
-      int e;
-      double fr = frexp(amax, &e);
-      f = (int32_t)(L - e - (ldexp(fr, (int)L) > max_mag ? 1 : 0));
-    }
-    F[i] = f;
-    if (f >= -1022 && f <= 1023) {
-      double unit = ldexp(1.0, f);
+  for (int64_t r0, r1; (r0 = claim(next, chunk, rows, &r1)) < rows;)
+    for (int64_t i = r0; i < r1; ++i) {
+      const double *r = w + i * ldw;
+      double *o = out + i * ldo;
+      double mx[LANES], mn[LANES], chk[LANES], ext[2];
+      for (int l = 0; l < LANES; ++l) mx[l] = mn[l] = chk[l] = 0.0; /* max/min, initial=0.0 */
+      lane_extremes(r, cols, mx, mn, chk);
+      if (lanes_combine(mx, mn, chk, ext)) {
+        ++bad;
+        F[i] = 0;
+        continue;
+      }
+      double amax = ext[0] > -ext[1] ? ext[0] : -ext[1];
+      int32_t f = 0;
+      if (amax != 0.0) {
+        int e;
+        double fr = frexp(amax, &e);
+        f = (int32_t)(L - e - (ldexp(fr, (int)L) > max_mag ? 1 : 0));
+      }
+      F[i] = f;
+      const int normal = f >= -1022 && f <= 1023; /* else ldexp, as numpy then does */
+      const double unit = normal ? ldexp(1.0, f) : 0.0;
+      const int64_t off = (int64_t)f * min_normal;
       for (int64_t j = 0; j < cols; ++j) {
-        int64_t k = nearest(fabs(r[j]) * unit, thr, tb, nbuckets, shift, first);
+        int64_t p, a;
+        memcpy(&p, r + j, sizeof p);
+        a = p & INT64_MAX; /* |w| */
+        if (normal && a >= min_normal) {
+          p = a + off;
+        } else {
+          double v = normal ? fabs(r[j]) * unit : ldexp(fabs(r[j]), f);
+          memcpy(&p, &v, sizeof p);
+        }
+        int64_t key = (p >> shift) - first;
+        if ((uint64_t)key >= (uint64_t)nbuckets) key = key < 0 ? 0 : nbuckets - 1;
+        int64_t cut = tb[2 * key], k = tb[2 * key + 1];
+        if (cut >= 0) {
+          k += p > cut;
+        } else { /* np.searchsorted(thresholds, v, side="left") within the bucket */
+          int64_t hi = tb[2 * key + 3];
+          double v;
+          memcpy(&v, &p, sizeof v);
+          while (k < hi) {
+            int64_t mid = k + (hi - k) / 2;
+            if (thr[mid] < v)
+              k = mid + 1;
+            else
+              hi = mid;
+          }
+        }
         o[j] = copysign(mags[k], r[j]) + 0.0; /* mags[0] == 0: +0.0 for a zero code */
       }
-    } else { /* 2**f is no normal float64: ldexp, as numpy then does for every row */
-      for (int64_t j = 0; j < cols; ++j) {
-        int64_t k = nearest(ldexp(fabs(r[j]), f), thr, tb, nbuckets, shift, first);
-        o[j] = copysign(mags[k], r[j]) + 0.0;
-      }
     }
-  }
   return bad;
 }
 
@@ -310,15 +326,16 @@ requant_row(const double *r, double *o, int64_t n, const double *scale, const do
 /* One function per flag combination (each vectorized on its own). */
 typedef int64_t (*requant_fn)(const double *, int64_t, int64_t, int64_t, double *, int64_t,
                               const double *, const double *, const double *, double, double,
-                              double);
+                              double, int64_t *, int64_t);
 #define REQUANT_FN(C, R, M)                                                                       \
   static int64_t requant_##C##R##M(const double *v, int64_t rows, int64_t n, int64_t ldv,         \
                                    double *y, int64_t ldy, const double *scale,                   \
                                    const double *acc_lo, const double *acc_hi, double lo,         \
-                                   double hi, double unit) {                                      \
+                                   double hi, double unit, int64_t *next, int64_t chunk) {        \
     int64_t sat = 0;                                                                              \
-    for (int64_t i = 0; i < rows; ++i)                                                            \
-      sat += requant_row(v + i * ldv, y + i * ldy, n, scale, acc_lo, acc_hi, C, R, M, lo, hi,    \
+    for (int64_t r0, r1; (r0 = claim(next, chunk, rows, &r1)) < rows;)                            \
+      for (int64_t i = r0; i < r1; ++i)                                                           \
+        sat += requant_row(v + i * ldv, y + i * ldy, n, scale, acc_lo, acc_hi, C, R, M, lo, hi,    \
                          unit);                                                                   \
     return sat;                                                                                   \
   }
@@ -341,13 +358,13 @@ static const requant_fn requant_fns[12] = {requant_000, requant_001, requant_002
 /* Rule 5 on the wide values, dequantized (emulator.requantize(..., dequantize=fy) after
  * floatgemm's ReLU and scaling): per element a = v (relu: np.maximum(v, 0)), a *= scale[j],
  * (clamp_acc: np.clip(a, acc_lo[j], acc_hi[j])), rounded per `rounding`, saturated to
- * [lo, hi] (counted), y = a * unit + 0.0. Returns the saturation count, or -1 for an unknown
- * rounding code or hi >= 2**50 (requant_one). */
+ * [lo, hi] (counted), y = a * unit + 0.0, on the rows this call takes (claim). Returns their
+ * saturation count, or -1 for an unknown rounding code or hi >= 2**50 (requant_one). */
 int64_t hlsnn_shift_requant(const double *v, int64_t rows, int64_t n, int64_t ldv, double *y,
                             int64_t ldy, const double *scale, const double *acc_lo,
                             const double *acc_hi, int clamp_acc, int relu, int rounding, double lo,
-                            double hi, double unit) {
+                            double hi, double unit, int64_t *next, int64_t chunk) {
   if (rounding < 0 || rounding > 2 || !(hi < TWO52 / 4) || !(lo > -TWO52 / 4)) return -1;
   return requant_fns[(clamp_acc != 0) * 6 + (relu != 0) * 3 + rounding](
-      v, rows, n, ldv, y, ldy, scale, acc_lo, acc_hi, lo, hi, unit);
+      v, rows, n, ldv, y, ldy, scale, acc_lo, acc_hi, lo, hi, unit, next, chunk);
 }

@@ -25,11 +25,12 @@ def bits(a):
 
 @pytest.fixture(params=["1", "3"])
 def so(request, monkeypatch):
-    """The library, with the row ranges split over 1 or 3 threads (tiny parts, so that small
-    arrays are split too)."""
+    """The library, with the rows split over 1 or 3 threads (tiny parts and chunks, so that
+    small arrays are split too)."""
     monkeypatch.setenv("HLSNN_NATIVE_THREADS", request.param)
     monkeypatch.setattr(compiled, "MIN_ELEMS", 1)
     monkeypatch.setattr(compiled, "MIN_ELEMS_CHEAP", 1)
+    monkeypatch.setattr(compiled, "CHUNK_ELEMS", 1)        # the threads take one row at a time
     lib = compiled.lib()
     if lib is None:
         pytest.skip("no compiled helper")
@@ -95,6 +96,7 @@ def test_weights(so, mode, eb, delta):
     w[4] = np.nextafter(w[3], np.inf)                     # just beyond the ties
     w[5] = np.nextafter(w[3], -np.inf)
     w[6] = rng.normal(size=k) * 1e300                     # huge: F far below 0
+    w[6, :5] = [1e-20, -1e-25, 3e-300, 2.0 ** -60, -5e-324]  # |w| * 2**F subnormal or zero
     w[7, :] = 5e-324                                      # the smallest subnormal
     w[8] = np.ldexp(rng.choice(tab.mags, k), rng.integers(-3, 3))                     # exact levels
     ref = np.full((n, k + 3), np.nan)
@@ -218,6 +220,7 @@ def test_float_gemm_same_bits_with_and_without_the_compiled_helpers(name, mode, 
     p = acc.kernel.p
     monkeypatch.setattr(compiled, "MIN_ELEMS", 64)
     monkeypatch.setattr(compiled, "MIN_ELEMS_CHEAP", 64)
+    monkeypatch.setattr(compiled, "CHUNK_ELEMS", 16)
     monkeypatch.setenv("HLSNN_NATIVE_THREADS", "2")
     fast = []                                             # the float GEMM's results, None: it fell back
     real = floatgemm.gemm_arrays

@@ -34,19 +34,19 @@ from .emulator import wide_bound
 MIN_ELEMS = 1 << 15
 #: ... and the memory-bound passes (a few tenths of a nanosecond per element).
 MIN_ELEMS_CHEAP = 1 << 19
-#: How many weights cost about as much as reading one activation's extremes (the weight
-#: search does a table lookup per element): balances :func:`inputs`.
-EXTREMES_PER_WEIGHT = 8
+#: Elements per chunk of rows that the threads of :func:`inputs` and :func:`requantize` take
+#: in turn (``shift_quant.c``, ``claim``).
+CHUNK_ELEMS = 1 << 13
 
 _P, _I64, _F64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
 _SIGNATURES = {
     "hlsnn_shift_extremes": (_INT, [_P, _I64, _I64, _I64, _P]),
     "hlsnn_shift_act": (None, [_P, _I64, _I64, _I64, _F64, _P, _I64]),
     "hlsnn_shift_weights": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _I64, _I64, _I64,
-                                   _F64, _I64]),
+                                   _F64, _I64, _P, _I64]),
     "hlsnn_shift_col_extremes": (None, [_P, _I64, _I64, _I64, _P, _P]),
     "hlsnn_shift_requant": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _INT, _INT, _INT, _F64,
-                                   _F64, _F64]),
+                                   _F64, _F64, _P, _I64]),
 }
 
 
@@ -105,8 +105,8 @@ def activations(so, x, fx, out):
 @functools.lru_cache(maxsize=None)
 def _table(mode, exp_bits, delta):
     """The format's magnitudes, thresholds and buckets (those of ``shift._Buckets``) as the C
-    helper reads them: per bucket its one threshold (+inf: none, NaN: two or more) and the
-    count of thresholds below its first bit pattern, then a closing bucket."""
+    helper reads them: per bucket the bit pattern of its one threshold (int64 max: none, -1:
+    two or more) and the count of thresholds below its first pattern, then a closing bucket."""
     tab = sfmt._table(mode, exp_bits, delta)
     bk = tab.buckets
     thr = np.ascontiguousarray(bk.thresholds, np.float64)
@@ -114,11 +114,11 @@ def _table(mode, exp_bits, delta):
     starts = (np.arange(nb + 1, dtype=np.int64) + bk.first) << bk.shift
     edges = np.searchsorted(thr.view(np.int64), starts, side="left")
     count = np.diff(edges)
-    tb = np.empty((nb + 1, 2))
+    tb = np.empty((nb + 1, 2), np.int64)
     tb[:, 1] = edges
-    tb[:-1, 0] = np.where(count == 0, np.inf, np.nan)
-    tb[:-1, 0][count == 1] = thr[edges[:-1][count == 1]]
-    tb[-1, 0] = np.nan
+    tb[:-1, 0] = np.where(count == 0, np.iinfo(np.int64).max, -1)
+    tb[:-1, 0][count == 1] = thr.view(np.int64)[edges[:-1][count == 1]]
+    tb[-1, 0] = -1
     return np.ascontiguousarray(tab.mags, np.float64), thr, tb, nb, bk.shift, bk.first, float(tab.max_mag), \
         int(tab.max_mag).bit_length()
 
@@ -130,28 +130,30 @@ def weights(so, mode, w, exp_bits, delta, out):
     return inputs(so, None, mode, w, exp_bits, delta, out)[1]
 
 
+def _shared(a):
+    """The threads of one call of a row-claiming helper (:data:`MIN_ELEMS` elements each at
+    least), its row counter and chunk: ``(threads, counter, chunk)``."""
+    threads = len(_ranges(a))
+    return threads, np.zeros(1, np.int64), max(1, CHUNK_ELEMS // max(1, a.shape[1]))
+
+
 def inputs(so, x, mode, w, exp_bits, delta, out):
     """``(extremes(so, x), weights(so, mode, w, exp_bits, delta, out))`` in one parallel
-    dispatch (``x`` None: no extremes): the calling thread reads ``x`` and fewer rows of ``w``."""
+    dispatch (``x`` None: no extremes): the calling thread reads ``x`` first, then takes rows
+    of ``w`` with the other threads until none is left."""
     mags, thr, tb, nb, shift, first, max_mag, L = _table(mode, exp_bits, delta)
     n, k = w.shape
     F = np.empty((n, 1), np.int32)
-    wb, wl, ob, ol = w.ctypes.data, _ld(w), out.ctypes.data, _ld(out)
-    fixed = (mags.ctypes.data, thr.ctypes.data, tb.ctypes.data, nb, shift, first, max_mag, L)
-    count = len(_ranges(w))
-    lead = 0 if x is None else min(n, x.size // (EXTREMES_PER_WEIGHT * max(1, k)))  # x's pass, in rows of w
-    mine = min(n, max(0, (n + lead) // count - lead)) if count > 1 else n
-    ranges = [(0, 0, mine)] + [(i + 1, r0 + mine, r1 + mine) for i, (r0, r1) in
-                               enumerate(parallel.split(n - mine, count - 1) if count > 1 else [])]
+    threads, counter, chunk = _shared(w)
+    args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data, mags.ctypes.data, thr.ctypes.data,
+            tb.ctypes.data, nb, shift, first, max_mag, L, counter.ctypes.data, chunk)
     ext = np.empty(2)
 
-    def part(i, r0, r1):                 # the calling thread's part (i == 0) reads x too
+    def part(i):
         bad_x = so.hlsnn_shift_extremes(x.ctypes.data, x.shape[0], x.shape[1], _ld(x), ext.ctypes.data) \
             if i == 0 and x is not None else 0
-        bad_w = so.hlsnn_shift_weights(wb + 8 * wl * r0, r1 - r0, k, wl, ob + 8 * ol * r0, ol,
-                                       F.ctypes.data + 4 * r0, *fixed) if r1 > r0 else 0
-        return bad_x, bad_w
-    res = parallel.run(part, ranges)
+        return bad_x, so.hlsnn_shift_weights(*args)
+    res = parallel.run(part, [(i,) for i in range(threads)])
     xext = None
     if x is not None:
         xext = (float("nan"), float("nan")) if res[0][0] else (float(ext[0]), float(ext[1]))
@@ -193,13 +195,11 @@ def requantize(so, p, v, shifts, *, k, delta, max_bias, relu, fy):
     unit = float(np.ldexp(1.0, -int(fy)))
     batch, n = v.shape
     y = np.empty((batch, n))
-    vb, vl, yb = v.ctypes.data, _ld(v), y.ctypes.data
-    fixed = (scale.ctypes.data, acc_lo.ctypes.data, acc_hi.ctypes.data, int(clamp_acc), int(bool(relu)),
-             ROUNDING_CODES[p["rounding"]], float(lo), float(hi), unit)
-
-    def part(r0, r1):
-        return so.hlsnn_shift_requant(vb + 8 * vl * r0, r1 - r0, n, vl, yb + 8 * n * r0, n, *fixed)
-    sat = parallel.run(part, _ranges(v))
+    threads, counter, chunk = _shared(v)
+    args = (v.ctypes.data, batch, n, _ld(v), y.ctypes.data, n, scale.ctypes.data, acc_lo.ctypes.data,
+            acc_hi.ctypes.data, int(clamp_acc), int(bool(relu)), ROUNDING_CODES[p["rounding"]], float(lo),
+            float(hi), unit, counter.ctypes.data, chunk)
+    sat = parallel.run(lambda i: so.hlsnn_shift_requant(*args), [(i,) for i in range(threads)])
     if min(sat) < 0:
         raise ValueError("hlsnn_shift_requant refused its parameters")   # requantizes(p) is False
     return y, sum(sat) % (1 << 32)
