@@ -119,13 +119,18 @@ def test_inputs_reads_x_and_w_at_once(so):
         ref = np.empty((n, 6))
         F_ref = shift._quantize_values_into("twohot", w, 4, 2, ref)
         out = np.empty((n, 6))
-        ext, F = compiled.inputs(so, x, "twohot", w, 4, 2, out)
-        assert ext == (float(x.max()), float(x.min()))
+        seen = []
+        xf = np.full((shape_x[0], 7), np.nan)
+        ext, F, fx = compiled.inputs(so, x, "twohot", w, 4, 2, out,
+                                     act=(lambda hi, lo: seen.append((hi, lo)) or 5, xf))
+        assert ext == (float(x.max()), float(x.min())) == seen[0] and fx == 5
+        np.testing.assert_array_equal(bits(xf), bits(_act_reference(x, 5)))
         np.testing.assert_array_equal(F, F_ref)
         np.testing.assert_array_equal(bits(out), bits(ref))
+        assert compiled.inputs(so, x, "twohot", w, 4, 2, out, act=(lambda hi, lo: None, xf))[2] is None
         x[0, 0] = np.nan
-        ext, F = compiled.inputs(so, x, "twohot", w, 4, 2, out)
-        assert np.isnan(ext).all() and (F is not None)
+        ext, F, fx = compiled.inputs(so, x, "twohot", w, 4, 2, out, act=(lambda hi, lo: 1 / 0, xf))
+        assert np.isnan(ext).all() and (F is not None) and fx is None      # (frac is not called)
 
 
 @needs_cc

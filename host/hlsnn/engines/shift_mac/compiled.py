@@ -137,10 +137,12 @@ def _shared(a):
     return threads, np.zeros(1, np.int64), max(1, CHUNK_ELEMS // max(1, a.shape[1]))
 
 
-def inputs(so, x, mode, w, exp_bits, delta, out):
-    """``(extremes(so, x), weights(so, mode, w, exp_bits, delta, out))`` in one parallel
+def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
+    """``(extremes(so, x), weights(so, mode, w, exp_bits, delta, out), fx)`` in one parallel
     dispatch (``x`` None: no extremes): the calling thread reads ``x`` first, then takes rows
-    of ``w`` with the other threads until none is left."""
+    of ``w`` with the other threads until none is left. ``act = (frac, xf)``: in between, the
+    calling thread also runs :func:`activations` ``(so, x, fx, xf)`` with ``fx = frac(xmax,
+    xmin)`` unless that is None; ``fx`` is returned (None: not run)."""
     mags, thr, tb, nb, shift, first, max_mag, L = _table(mode, exp_bits, delta)
     n, k = w.shape
     F = np.empty((n, 1), np.int32)
@@ -148,16 +150,22 @@ def inputs(so, x, mode, w, exp_bits, delta, out):
     args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data, mags.ctypes.data, thr.ctypes.data,
             tb.ctypes.data, nb, shift, first, max_mag, L, counter.ctypes.data, chunk)
     ext = np.empty(2)
+    done = [None]
 
     def part(i):
-        bad_x = so.hlsnn_shift_extremes(x.ctypes.data, x.shape[0], x.shape[1], _ld(x), ext.ctypes.data) \
-            if i == 0 and x is not None else 0
+        bad_x = 0
+        if i == 0 and x is not None:
+            bad_x = so.hlsnn_shift_extremes(x.ctypes.data, x.shape[0], x.shape[1], _ld(x), ext.ctypes.data)
+            fx = act[0](float(ext[0]), float(ext[1])) if act is not None and not bad_x else None
+            if fx is not None:
+                activations(so, x, fx, act[1])
+                done[0] = fx
         return bad_x, so.hlsnn_shift_weights(*args)
     res = parallel.run(part, [(i,) for i in range(threads)])
     xext = None
     if x is not None:
         xext = (float("nan"), float("nan")) if res[0][0] else (float(ext[0]), float(ext[1]))
-    return xext, (None if any(b for _, b in res) else F)
+    return xext, (None if any(b for _, b in res) else F), done[0]
 
 
 def col_extremes(so, v):

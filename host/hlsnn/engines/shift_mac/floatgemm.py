@@ -68,26 +68,36 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     bound = B + 1 + (1 << E) + p["max_delta"] + 1 + math.ceil(math.log2(max(k, 1)))   # emulate's guard
     if k > p["max_k"] or batch * n >= 1 << 32 or bound > 53 or A > 53:
         return None
+    limit = (1 << (B - 1)) - 1 if p["act_signed"] else (1 << B) - 1
+
+    def act_frac(xmax, xmin):
+        """The activations' scale exponent from x's extremes, or None: the general path runs."""
+        if not (np.isfinite(xmax) and np.isfinite(xmin)) or (xmin < 0 and not p["act_signed"]):
+            return None                  # the general path raises (w's error first, as it checks w first)
+        return largest_frac(max(xmax, -xmin), limit)
+
+    def act_frac_compiled(xmax, xmin):   # where the compiled activations pass runs (|fx| <= SCALE_LIMIT)
+        f = act_frac(xmax, xmin)
+        return f if f is not None and abs(f) <= SCALE_LIMIT else None
+
     so = compiled.lib()                  # the compiled passes (same bits), or None: numpy
     qmode, qdelta = ("pot", 0) if mode == "pot" else ("twohot", int(delta) if mode == "twohot" else 0)
     wm = workspace("shift_gemm_w", (n, k + 1))
-    if so is not None:                   # x's extremes and w's codes at once (fw None: w's error below)
+    xf = workspace("shift_gemm_x", (batch, k + 1))
+    fx_done = None
+    if so is not None:                   # x's extremes and operand, w's codes at once (fw None: w's error below)
         x = compiled.rows_view(x)
-        (xmax, xmin), fw = compiled.inputs(so, x, qmode, compiled.rows_view(w), E, qdelta, wm[:, :k])
+        (xmax, xmin), fw, fx_done = compiled.inputs(
+            so, x, qmode, compiled.rows_view(w), E, qdelta, wm[:, :k], act=(act_frac_compiled, xf))
     else:
         xmax, xmin = float(x.max()), float(x.min())
-    if not (np.isfinite(xmax) and np.isfinite(xmin)) or (xmin < 0 and not p["act_signed"]):
-        return None                      # the general path raises (w's error first, as it checks w first)
-    limit = (1 << (B - 1)) - 1 if p["act_signed"] else (1 << B) - 1
-    amax_x = max(xmax, -xmin)
-    fx = largest_frac(amax_x, limit)
+    fx = act_frac(xmax, xmin)
+    if fx is None:
+        return None
     # activations: clip(rint(x * 2**fx), lo, limit), as Kernel._act, into the GEMM operand with a
     # column of ones. The clip never acts: |x| * 2**fx <= max|x| * 2**fx <= limit (largest_frac;
     # ldexp rounds monotonically) and rint keeps an integer bound, and -limit >= lo.
-    xf = workspace("shift_gemm_x", (batch, k + 1))
-    if so is not None and abs(fx) <= SCALE_LIMIT:
-        compiled.activations(so, x, fx, xf)
-    else:
+    if fx_done is None:                  # (the compiled path ran it above where |fx| <= SCALE_LIMIT)
         rows = max(1, BLOCK_ELEMS // k)
         for r0 in range(0, batch, rows):
             xb = xf[r0:r0 + rows, :k]
