@@ -24,6 +24,13 @@ the split are the saturating sums of the parts, equal to one call's below 2**32 
 (checked). Whatever is not this simple (loaded weights, a transfer limit, shapes or options
 the general path rejects, extreme scales) returns None, and the general path runs and raises
 its errors. ``tests/engines/shift_mac/test_float_gemm.py`` holds the two paths equal.
+
+The per-element passes (x's extremes and its operand, the weights' codes, the output's column
+extremes and requantization) run through their compiled twins (:mod:`.compiled`,
+``native/shift_quant.c``) on row ranges in parallel threads when :func:`hlsnn.native.load`
+gives the library; the numpy code here is their specification and runs otherwise
+(``HLSNN_NATIVE=0``, no C compiler). ``tests/engines/shift_mac/test_compiled.py`` holds the
+two equal.
 """
 from __future__ import annotations
 
