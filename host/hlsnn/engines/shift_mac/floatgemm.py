@@ -24,6 +24,13 @@ the split are the saturating sums of the parts, equal to one call's below 2**32 
 (checked). Whatever is not this simple (loaded weights, a transfer limit, shapes or options
 the general path rejects, extreme scales) returns None, and the general path runs and raises
 its errors. ``tests/engines/shift_mac/test_float_gemm.py`` holds the two paths equal.
+
+The per-element passes (x's extremes and its operand, the weights' codes, the output's column
+extremes and requantization) run through their compiled twins (:mod:`.compiled`,
+``native/shift_quant.c``) on row ranges in parallel threads when :func:`hlsnn.native.load`
+gives the library; the numpy code here is their specification and runs otherwise
+(``HLSNN_NATIVE=0``, no C compiler). ``tests/engines/shift_mac/test_compiled.py`` holds the
+two equal.
 """
 from __future__ import annotations
 
@@ -35,6 +42,7 @@ from ...formats import shift as sfmt
 from ...formats._validate import as_float_array, as_float_input, is_int
 from .. import tiling
 from ..common import largest_frac, workspace
+from . import compiled
 from .emulator import requantize, wide_bound
 
 #: Scale exponents (activation, weight, output and their sums) within which every value of
@@ -67,26 +75,46 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     bound = B + 1 + (1 << E) + p["max_delta"] + 1 + math.ceil(math.log2(max(k, 1)))   # emulate's guard
     if k > p["max_k"] or batch * n >= 1 << 32 or bound > 53 or A > 53:
         return None
-    xmax, xmin = float(x.max()), float(x.min())
-    if not (np.isfinite(xmax) and np.isfinite(xmin)) or (xmin < 0 and not p["act_signed"]):
-        return None                      # the general path raises (w's error first, as it checks w first)
     limit = (1 << (B - 1)) - 1 if p["act_signed"] else (1 << B) - 1
-    amax_x = max(xmax, -xmin)
-    fx = largest_frac(amax_x, limit)
+
+    def act_frac(xmax, xmin):
+        """The activations' scale exponent from x's extremes, or None: the general path runs."""
+        if not (np.isfinite(xmax) and np.isfinite(xmin)) or (xmin < 0 and not p["act_signed"]):
+            return None                  # the general path raises (w's error first, as it checks w first)
+        return largest_frac(max(xmax, -xmin), limit)
+
+    def act_frac_compiled(xmax, xmin):   # where the compiled activations pass runs (|fx| <= SCALE_LIMIT)
+        f = act_frac(xmax, xmin)
+        return f if f is not None and abs(f) <= SCALE_LIMIT else None
+
+    so = compiled.lib()                  # the compiled passes (same bits), or None: numpy
+    qmode, qdelta = ("pot", 0) if mode == "pot" else ("twohot", int(delta) if mode == "twohot" else 0)
+    wm = workspace("shift_gemm_w", (n, k + 1))
+    xf = workspace("shift_gemm_x", (batch, k + 1))
+    fx_done = None
+    if so is not None:                   # x's extremes and operand, w's codes at once (fw None: w's error below)
+        x = compiled.rows_view(x)
+        (xmax, xmin), fw, fx_done = compiled.inputs(
+            so, x, qmode, compiled.rows_view(w), E, qdelta, wm[:, :k], act=(act_frac_compiled, xf))
+    else:
+        xmax, xmin = float(x.max()), float(x.min())
+    fx = act_frac(xmax, xmin)
+    if fx is None:
+        return None
     # activations: clip(rint(x * 2**fx), lo, limit), as Kernel._act, into the GEMM operand with a
     # column of ones. The clip never acts: |x| * 2**fx <= max|x| * 2**fx <= limit (largest_frac;
     # ldexp rounds monotonically) and rint keeps an integer bound, and -limit >= lo.
-    xf = workspace("shift_gemm_x", (batch, k + 1))
-    rows = max(1, BLOCK_ELEMS // k)
-    for r0 in range(0, batch, rows):
-        xb = xf[r0:r0 + rows, :k]
-        np.ldexp(x[r0:r0 + rows], fx, out=xb)
-        np.rint(xb, out=xb)
-    xf[:, k] = 1.0
+    if fx_done is None:                  # (the compiled path ran it above where |fx| <= SCALE_LIMIT)
+        rows = max(1, BLOCK_ELEMS // k)
+        for r0 in range(0, batch, rows):
+            xb = xf[r0:r0 + rows, :k]
+            np.ldexp(x[r0:r0 + rows], fx, out=xb)
+            np.rint(xb, out=xb)
+        xf[:, k] = 1.0
     # weights: their code values, with the bias in accumulator units as the last column
-    wm = workspace("shift_gemm_w", (n, k + 1))
-    qmode, qdelta = ("pot", 0) if mode == "pot" else ("twohot", int(delta) if mode == "twohot" else 0)
-    fw = sfmt._quantize_values_into(qmode, w, E, qdelta, wm[:, :k])[:, 0].astype(np.int64)
+    if so is None or fw is None:         # the numpy quantizer (it raises on a NaN or an Inf)
+        fw = sfmt._quantize_values_into(qmode, w, E, qdelta, wm[:, :k])
+    fw = fw[:, 0].astype(np.int64)
     b = np.zeros(n) if bias is None else as_float_input(bias, "bias").reshape(-1)
     if b.shape != (n,):
         return None
@@ -99,11 +127,18 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     b_int = np.rint(b_scaled).astype(np.int64)
     wm[:, k] = b_int
     v = np.matmul(xf, wm.T, out=workspace("shift_gemm_acc", (batch, n)))     # acc + bias, exact
-    if relu:                                 # rule 5's ReLU, here already (the calibration sees it too)
-        np.maximum(v, 0, out=v)
+    native_out = so is not None and not stats and compiled.requantizes(p)
+    if native_out:                           # the compiled requantization applies the ReLU
+        colmax, colmin = compiled.col_extremes(so, v)
+        if relu:
+            np.maximum(colmax, 0, out=colmax)
+            np.maximum(colmin, 0, out=colmin)
+    else:
+        if relu:                             # rule 5's ReLU, here already (the calibration sees it too)
+            np.maximum(v, 0, out=v)
+        colmax, colmin = v.max(axis=0), v.min(axis=0)
     # the output scale, as Kernel._out_frac on V * 2**-(fx + fw) (exact: module docstring)
     colscale = np.ldexp(1.0, -f_in)
-    colmax, colmin = v.max(axis=0), v.min(axis=0)
     top = float((colmax * colscale).max())
     if relu or not p["act_signed"]:
         amax_y = max(top, 0.0)
@@ -116,6 +151,11 @@ def gemm_arrays(kern, x, w, bias, relu, mode, delta, stats):
     delta_reg = qdelta if mode == "twohot" else 0
     max_bias = int(np.abs(b_int).max())
     kern._on_chip = None
+    if native_out:
+        y, kern.last_sat_count = compiled.requantize(so, p, v, shifts, k=k, delta=delta_reg, max_bias=max_bias,
+                                                     relu=relu, fy=fy)
+        kern.last_stats = None
+        return y
     y = _round_unsaturated(p, v, colmax, colmin, shifts, f_in, k, delta_reg, max_bias) if not stats else None
     if y is not None:
         kern.last_sat_count, kern.last_stats = 0, None

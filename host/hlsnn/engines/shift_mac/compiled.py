@@ -1,0 +1,213 @@
+"""The compiled twins of :mod:`.floatgemm`'s per-element passes (``hlsnn/native/shift_quant.c``),
+run on row ranges in parallel threads (:mod:`hlsnn.native.parallel`).
+
+Each function here gives the bits of a numpy original, which stays the specification:
+
+* :func:`extremes`: ``x.max()``, ``x.min()`` (and whether every value is finite);
+* :func:`activations`: floatgemm's ``rint(ldexp(x, fx))`` into the GEMM operand, with its
+  column of ones;
+* :func:`weights`: :func:`hlsnn.formats.shift._quantize_values_into` (scale exponents and
+  code values, through the same nearest-magnitude buckets);
+* :func:`col_extremes`: ``v.max(axis=0)``, ``v.min(axis=0)``;
+* :func:`requantize`: floatgemm's ReLU, then :func:`.emulator.requantize` with
+  ``dequantize=fy`` and ``stats=False``.
+
+:func:`lib` is None when :func:`hlsnn.native.load` is (``HLSNN_NATIVE=0``, no C compiler, a
+failed compile); floatgemm then runs its numpy code. ``tests/engines/shift_mac/test_compiled.py``
+holds each twin equal to its original.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+from ... import native
+from ...formats import shift as sfmt
+from ...native import parallel
+from ...primitives import ROUNDING_CODES
+from .emulator import wide_bound
+
+#: Elements per thread at least (smaller calls run in one thread: a thread hand-off costs
+#: tens of microseconds): the weights' search and the requantization ...
+MIN_ELEMS = 1 << 15
+#: ... and the memory-bound passes (a few tenths of a nanosecond per element).
+MIN_ELEMS_CHEAP = 1 << 19
+#: Elements per chunk of rows that the threads of :func:`inputs` and :func:`requantize` take
+#: in turn (``shift_quant.c``, ``claim``).
+CHUNK_ELEMS = 1 << 13
+
+_P, _I64, _F64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
+_SIGNATURES = {
+    "hlsnn_shift_extremes": (_INT, [_P, _I64, _I64, _I64, _P]),
+    "hlsnn_shift_act": (None, [_P, _I64, _I64, _I64, _F64, _P, _I64]),
+    "hlsnn_shift_weights": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _I64, _I64, _I64,
+                                   _F64, _I64, _P, _I64]),
+    "hlsnn_shift_col_extremes": (None, [_P, _I64, _I64, _I64, _P, _P]),
+    "hlsnn_shift_requant": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _INT, _INT, _INT, _F64,
+                                   _F64, _F64, _P, _I64]),
+}
+
+
+def lib():
+    """The loaded ``shift_quant`` library with its signatures set, or None (the numpy path)."""
+    so = native.load("shift_quant")
+    if so is not None and not getattr(so, "_hlsnn_typed", False):
+        for name, (res, args) in _SIGNATURES.items():
+            fn = getattr(so, name)
+            fn.restype, fn.argtypes = res, args
+        so._hlsnn_typed = True
+    return so
+
+
+def rows_view(a):
+    """``a`` itself when the helpers can read it in place (2-D float64, aligned, unit column
+    stride, a row stride of whole elements), else a C-contiguous copy."""
+    if a.dtype == np.float64 and a.ndim == 2 and a.flags.aligned and (a.strides[1] == 8 or a.shape[1] <= 1) \
+            and a.strides[0] % 8 == 0:
+        return a
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _ld(a):
+    return a.strides[0] // 8
+
+
+def _ranges(a, min_elems=None):
+    return parallel.parts(a.shape[0], max(1, (MIN_ELEMS if min_elems is None else min_elems) // max(1, a.shape[1])))
+
+
+def extremes(so, x):
+    """``(x.max(), x.min())`` of a non-empty :func:`rows_view` ``x``; NaN for both when a value
+    is NaN or infinite (numpy's max/min would show NaN or an infinity)."""
+    base, ld, k = x.ctypes.data, _ld(x), x.shape[1]
+
+    def part(r0, r1):
+        ext = np.empty(2)
+        bad = so.hlsnn_shift_extremes(base + 8 * ld * r0, r1 - r0, k, ld, ext.ctypes.data)
+        return ext, bad
+    res = parallel.run(part, _ranges(x, MIN_ELEMS_CHEAP))
+    if any(bad for _, bad in res):
+        return float("nan"), float("nan")
+    return max(float(e[0]) for e, _ in res), min(float(e[1]) for e, _ in res)
+
+
+def activations(so, x, fx, out):
+    """``out[:, :k] = rint(ldexp(x, fx))``, ``out[:, k] = 1`` for ``|fx| <= 1022``."""
+    assert -1022 <= fx <= 1022 and out.shape == (x.shape[0], x.shape[1] + 1)
+    scale = float(np.ldexp(1.0, fx))
+    xb, xl, ob, ol, k = x.ctypes.data, _ld(x), out.ctypes.data, _ld(out), x.shape[1]
+    parallel.run(lambda r0, r1: so.hlsnn_shift_act(xb + 8 * xl * r0, r1 - r0, k, xl, scale, ob + 8 * ol * r0, ol),
+                 _ranges(x, MIN_ELEMS_CHEAP))
+
+
+@functools.lru_cache(maxsize=None)
+def _table(mode, exp_bits, delta):
+    """The format's magnitudes, thresholds and buckets (those of ``shift._Buckets``) as the C
+    helper reads them: per bucket the bit pattern of its one threshold (int64 max: none, -1:
+    two or more) and the count of thresholds below its first pattern, then a closing bucket."""
+    tab = sfmt._table(mode, exp_bits, delta)
+    bk = tab.buckets
+    thr = np.ascontiguousarray(bk.thresholds, np.float64)
+    nb = bk.base.size
+    starts = (np.arange(nb + 1, dtype=np.int64) + bk.first) << bk.shift
+    edges = np.searchsorted(thr.view(np.int64), starts, side="left")
+    count = np.diff(edges)
+    tb = np.empty((nb + 1, 2), np.int64)
+    tb[:, 1] = edges
+    tb[:-1, 0] = np.where(count == 0, np.iinfo(np.int64).max, -1)
+    tb[:-1, 0][count == 1] = thr.view(np.int64)[edges[:-1][count == 1]]
+    tb[-1, 0] = -1
+    return np.ascontiguousarray(tab.mags, np.float64), thr, tb, nb, bk.shift, bk.first, float(tab.max_mag), \
+        int(tab.max_mag).bit_length()
+
+
+def weights(so, mode, w, exp_bits, delta, out):
+    """``shift._quantize_values_into(mode, w, exp_bits, delta, out)`` for a :func:`rows_view`
+    ``w`` and an ``out`` with unit column stride: the scale exponents (int32 ``(N, 1)``), or
+    None when a value is NaN or infinite (the numpy quantizer then raises its error)."""
+    return inputs(so, None, mode, w, exp_bits, delta, out)[1]
+
+
+def _shared(a):
+    """The threads of one call of a row-claiming helper (:data:`MIN_ELEMS` elements each at
+    least), its row counter and chunk: ``(threads, counter, chunk)``."""
+    threads = len(_ranges(a))
+    return threads, np.zeros(1, np.int64), max(1, CHUNK_ELEMS // max(1, a.shape[1]))
+
+
+def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
+    """``(extremes(so, x), weights(so, mode, w, exp_bits, delta, out), fx)`` in one parallel
+    dispatch (``x`` None: no extremes): the calling thread reads ``x`` first, then takes rows
+    of ``w`` with the other threads until none is left. ``act = (frac, xf)``: in between, the
+    calling thread also runs :func:`activations` ``(so, x, fx, xf)`` with ``fx = frac(xmax,
+    xmin)`` unless that is None; ``fx`` is returned (None: not run)."""
+    mags, thr, tb, nb, shift, first, max_mag, L = _table(mode, exp_bits, delta)
+    n, k = w.shape
+    F = np.empty((n, 1), np.int32)
+    threads, counter, chunk = _shared(w)
+    args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data, mags.ctypes.data, thr.ctypes.data,
+            tb.ctypes.data, nb, shift, first, max_mag, L, counter.ctypes.data, chunk)
+    ext = np.empty(2)
+    done = [None]
+
+    def part(i):
+        bad_x = 0
+        if i == 0 and x is not None:
+            bad_x = so.hlsnn_shift_extremes(x.ctypes.data, x.shape[0], x.shape[1], _ld(x), ext.ctypes.data)
+            fx = act[0](float(ext[0]), float(ext[1])) if act is not None and not bad_x else None
+            if fx is not None:
+                activations(so, x, fx, act[1])
+                done[0] = fx
+        return bad_x, so.hlsnn_shift_weights(*args)
+    res = parallel.run(part, [(i,) for i in range(threads)])
+    xext = None
+    if x is not None:
+        xext = (float("nan"), float("nan")) if res[0][0] else (float(ext[0]), float(ext[1]))
+    return xext, (None if any(b for _, b in res) else F), done[0]
+
+
+def col_extremes(so, v):
+    """``(v.max(axis=0), v.min(axis=0))`` of a non-empty :func:`rows_view` ``v``."""
+    base, ld, n = v.ctypes.data, _ld(v), v.shape[1]
+
+    def part(r0, r1):
+        ext = np.empty((2, n))
+        so.hlsnn_shift_col_extremes(base + 8 * ld * r0, r1 - r0, n, ld, ext[0].ctypes.data, ext[1].ctypes.data)
+        return ext
+    res = parallel.run(part, _ranges(v, MIN_ELEMS_CHEAP))
+    ext = res[0]
+    for e in res[1:]:
+        np.maximum(ext[0], e[0], out=ext[0])
+        np.minimum(ext[1], e[1], out=ext[1])
+    return ext[0], ext[1]
+
+
+def requantizes(p):
+    """Whether :func:`requantize` applies to these parameters (the output range within
+    ``+-2**50``: the C helper's rounding shortcut, ``shift_quant.c``)."""
+    return p["act_bits"] <= 48 and p["rounding"] in ROUNDING_CODES
+
+
+def requantize(so, p, v, shifts, *, k, delta, max_bias, relu, fy):
+    """floatgemm's ``np.maximum(v, 0)`` (``relu``), ``v *= 2**-shifts`` and
+    ``emulator.requantize(p, v, shifts, 2**-shifts, k=k, delta=delta, max_bias=max_bias,
+    dequantize=fy)``, without changing ``v``: ``(y, sat_count)``, ``y`` a new float64 array."""
+    A, B = p["acc_bits"], p["act_bits"]
+    lo_a, hi_a = -(1 << (A - 1)), (1 << (A - 1)) - 1
+    lo, hi = (-(1 << (B - 1)), (1 << (B - 1)) - 1) if p["act_signed"] else (0, (1 << B) - 1)
+    clamp_acc = (1 << wide_bound(p, k, delta)) + max_bias > hi_a
+    scale = np.ascontiguousarray(np.ldexp(1.0, -np.asarray(shifts)), np.float64)
+    acc_lo, acc_hi = lo_a * scale, hi_a * scale
+    unit = float(np.ldexp(1.0, -int(fy)))
+    batch, n = v.shape
+    y = np.empty((batch, n))
+    threads, counter, chunk = _shared(v)
+    args = (v.ctypes.data, batch, n, _ld(v), y.ctypes.data, n, scale.ctypes.data, acc_lo.ctypes.data,
+            acc_hi.ctypes.data, int(clamp_acc), int(bool(relu)), ROUNDING_CODES[p["rounding"]], float(lo),
+            float(hi), unit, counter.ctypes.data, chunk)
+    sat = parallel.run(lambda i: so.hlsnn_shift_requant(*args), [(i,) for i in range(threads)])
+    if min(sat) < 0:
+        raise ValueError("hlsnn_shift_requant refused its parameters")   # requantizes(p) is False
+    return y, sum(sat) % (1 << 32)
