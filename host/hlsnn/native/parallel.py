@@ -73,10 +73,3 @@ def run(fn, ranges):
         wait(futures)                    # no call outlives this one, even on an error
     return [first] + [f.result() for f in futures]
 
-
-def call(*fns):
-    """``[f() for f in fns]``, at once: the first in the calling thread, the others on the pool
-    (one after the other when :func:`threads` is 1)."""
-    if threads() < 2:
-        return [f() for f in fns]
-    return run(lambda i: fns[i](), [(i,) for i in range(len(fns))])

@@ -8,7 +8,6 @@ import pytest
 
 import hlsnn
 from conftest import accel_config, stable_seed, test_config
-from hlsnn.engines.bfp_systolic import emulator as emulator_module
 from hlsnn.engines.bfp_systolic import kernel as kernel_module
 from hlsnn.engines.bfp_systolic.spec import k_limit
 from hlsnn.formats import bfp
@@ -40,18 +39,8 @@ def operands(rng, b, k, n, case):
     return x, w
 
 
-def split_threads(monkeypatch):
-    """The float GEMM's passes split over three threads however small the operands."""
-    monkeypatch.setenv("HLSNN_NATIVE_THREADS", "3")
-    monkeypatch.setattr(kernel_module, "_PARALLEL_MIN_ELEMS", 1)
-    monkeypatch.setattr(emulator_module, "PARALLEL_MIN_ELEMS", 1)
-
-
-@pytest.mark.parametrize("split", [False, True], ids=["", "threads"])
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
-def test_fast_gemm_equals_general_path(path, split, monkeypatch):
-    if split:
-        split_threads(monkeypatch)
+def test_fast_gemm_equals_general_path(path, monkeypatch):
     cfg = hlsnn.load_config(path)
     p = cfg.params
     fast, slow = hlsnn.Accelerator(cfg, "emu"), hlsnn.Accelerator(cfg, "emu", max_transfer_bytes=NO_LIMIT)
@@ -82,10 +71,7 @@ def test_fast_gemm_equals_general_path(path, split, monkeypatch):
     assert ran["values"] >= 3 and ran["floats"] >= 3, ran
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["", "threads"])
-def test_fast_gemm_saturates_and_rolls_like_the_general_path(split, monkeypatch):
-    if split:
-        split_threads(monkeypatch)
+def test_fast_gemm_saturates_and_rolls_like_the_general_path():
     cfg = hlsnn.load_config(accel_config("bfp8_zcu104"))
     fast, slow = hlsnn.Accelerator(cfg, "emu"), hlsnn.Accelerator(cfg, "emu", max_transfer_bytes=NO_LIMIT)
     rng = np.random.default_rng(5)

@@ -73,7 +73,6 @@ import math
 import numpy as np
 
 from ...errors import InputError
-from ...native import parallel
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
 from ...primitives import isqrt, msb_histogram, msb_index, shift_round_sat
@@ -336,35 +335,19 @@ def emulate_values(p, xv, wv, *, relu=False, stats_k=3, rolling=None, block_elem
     with ``C = 1.5 * 2**52`` is ``rint(v / 2**e4) * 2**e4`` exactly (round to nearest even;
     +0.0 for a zero), which is ``ym * 2**ye``. Other rows, and the other roundings, go the
     way of :func:`emulate_floats`."""
+    M, E = p["mantissa_bits"], p["exponent_bits"]
+    rounding = p["rounding"]
     B, N = xv.shape[0], wv.shape[0]
+    emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
+    lo, hi = -(1 << (M - 1)), (1 << (M - 1)) - 1
     acc = np.matmul(xv, wv.T, out=_workspace("acc", (B, N), xv.dtype))   # the values, exact
     y = np.empty((B, N), np.float64)
     ye = np.empty(B, np.int64)
-    rows = max(1, block_elems // max(N, 1))
-    if rolling is None:             # rows are independent: row ranges in parallel threads (numpy
-        ranges = parallel.parts(B, max(1, PARALLEL_MIN_ELEMS // max(N, 1)))   # releases the GIL)
-    else:                           # the rolling exponents depend on the rows before
-        ranges = [(0, B)]
-    sat = sum(parallel.run(lambda r0, r1: _values_rows(p, acc, y, ye, r0, r1, rows, relu, stats_k, rolling),
-                           ranges))
-    return y, ye, sat % (1 << 32)
-
-
-#: Elements per thread at least of :func:`emulate_values`' rounding passes.
-PARALLEL_MIN_ELEMS = 1 << 16
-
-
-def _values_rows(p, acc, y, ye, r0, r1, rows, relu, stats_k, rolling):
-    """:func:`emulate_values` steps 4-6 on rows ``[r0, r1)`` of ``acc`` into ``y`` and ``ye``,
-    in blocks of ``rows``; returns the saturation count."""
-    M, E = p["mantissa_bits"], p["exponent_bits"]
-    rounding = p["rounding"]
-    emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
-    lo, hi = -(1 << (M - 1)), (1 << (M - 1)) - 1
     sat = 0
-    for b0 in range(r0, r1, rows):
-        b1 = min(r1, b0 + rows)
-        a, yb = acc[b0:b1], y[b0:b1]
+    rows = max(1, block_elems // max(N, 1))
+    for r0 in range(0, B, rows):
+        r1 = min(B, r0 + rows)
+        a, yb = acc[r0:r1], y[r0:r1]
         if relu:                    # step 4, on the values (a positive scale of acc)
             np.maximum(a, 0, out=a)
         rmax, rmin = a.max(axis=1).astype(np.float64), a.min(axis=1).astype(np.float64)
@@ -374,7 +357,7 @@ def _values_rows(p, acc, y, ye, r0, r1, rows, relu, stats_k, rolling):
             e4 = rolling.exponents(lop, amax > 0, p, stats_k)
         else:
             e4 = np.where(amax > 0, np.clip(lop - (M - 2), emin, emax), emin)
-        ye[b0:b1] = e4
+        ye[r0:r1] = e4
         q = np.ldexp(1.0, e4)                                         # 2**e4 per row
         ext = np.concatenate([rmax / q, rmin / q])
         _round_into(ext, rounding, ext)
@@ -389,7 +372,7 @@ def _values_rows(p, acc, y, ye, r0, r1, rows, relu, stats_k, rolling):
         np.clip(yb, lo, hi, out=yb)
         yb *= q[:, None]
         yb += 0.0                                                     # -0.0 -> +0.0, as from the integers
-    return sat
+    return y, ye, sat % (1 << 32)
 
 
 def emulate_floats(p, xf, xe, wf, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,

@@ -8,15 +8,11 @@ from ...errors import InputError
 from ...perf import instrument
 from ...formats import bfp
 from ...formats._validate import as_float_array, as_float_input
-from ...native import parallel
 from .. import tiling
 from . import protocol
 from ..common import workspace as _workspace
 from .emulator import RollingState, emulate, emulate_floats, emulate_values, gemm_dtype, values_fit_float32
 from .spec import MAGIC, k_limit, lane_bits, passes
-
-#: Operand elements from which the float GEMM quantizes w and x in two threads at once.
-_PARALLEL_MIN_ELEMS = 1 << 17
 
 
 def _flags(relu, has_bias, method, stats_out=False):
@@ -241,28 +237,18 @@ class Kernel:
         w = as_float_array(w, "w")
         if w.ndim != 2:
             return None
-        whole = p["weight_exponent"] == "tensor"
-        try:                        # both plans at once (numpy releases the GIL), when x converts
-            xa = as_float_array(x, "x")
-        except InputError:
-            xa = None
-        if xa is not None and xa.ndim == 2 and w.size + xa.size >= _PARALLEL_MIN_ELEMS:
-            wplan, xplan = parallel.call(lambda: bfp._row_plan(w, m, e, rounding, whole=whole),
-                                         lambda: bfp._row_plan(xa, m, e, rounding))
-        else:
-            wplan, xplan = bfp._row_plan(w, m, e, rounding, whole=whole), None
+        wplan = bfp._row_plan(w, m, e, rounding, whole=p["weight_exponent"] == "tensor")
         if not wplan.finite:
             return None
         bq = None if bias is None else self._quantize_bias(bias, w.shape[0])
-        x = as_float_array(x, "x") if xa is None else xa
+        x = as_float_array(x, "x")
         if x.ndim != 2:
             return None
         (batch, k), (n, kw) = x.shape, w.shape
         ft = gemm_dtype(p, k)
         if ft is None or kw != k or not 1 <= k <= k_limit(p) or not 1 <= n <= p["max_n"] or batch < 1:
             return None
-        if xplan is None:
-            xplan = bfp._row_plan(x, m, e, rounding)
+        xplan = bfp._row_plan(x, m, e, rounding)
         if not xplan.finite:
             return None
         xe, we = xplan.exponents.astype(np.int64), wplan.exponents.astype(np.int64)
@@ -279,14 +265,8 @@ class Kernel:
         # no bias, statistics or stats rule needs the integer accumulators
         values = bm is None and not stats and not flags & protocol.FLAG_STATS \
             and (ft == np.float64 or values_fit_float32(p, xe, we, k))
-        wf, xf = _workspace("gemm_w", (n, k), ft), _workspace("gemm_x", (batch, k), ft)
-        encode = [lambda: bfp._encode_rows_into(w, wplan, m, rounding, wf, values=values),
-                  lambda: bfp._encode_rows_into(x, xplan, m, rounding, xf, values=values)]
-        if w.size + x.size >= _PARALLEL_MIN_ELEMS:        # both at once (numpy releases the GIL)
-            parallel.call(*encode)
-        else:
-            for f in encode:
-                f()
+        wf = bfp._encode_rows_into(w, wplan, m, rounding, _workspace("gemm_w", (n, k), ft), values=values)
+        xf = bfp._encode_rows_into(x, xplan, m, rounding, _workspace("gemm_x", (batch, k), ft), values=values)
         # one call, as _call and _emulate_arrays make it: the operation empties the rolling buffer
         self._roll_fresh = False
         if flags & protocol.FLAG_ROLLING:
