@@ -3,8 +3,8 @@
 
 * ``tests/header_models/`` holds two models of ``ap_axi_sdata.h`` (2020.2-2022.2 and 2023.1+),
   written from UG1399 and the released headers' documented behaviour (provenance in each file).
-  Every shipped config's kernel, C ABI bridge and testbench must compile against both and
-  against the fallback of ``hls/include/hlsnn/axis.h``; one config per engine is also built
+  Every shipped config's kernel (and a test config's dsp_packing), C ABI bridge and testbench
+  must compile against both and against the fallback of ``hls/include/hlsnn/axis.h``; one config per engine is also built
   through the normal csim path under each model and must stay bit-exact with the emulator.
 * The side-channel writes that broke 2023.1 (``beat.user = 0``) are planted back to show the
   2023 model (and the fallback) refuse them while the 2022 model accepts them, as the real
@@ -38,7 +38,9 @@ MODELS_DIR = ROOT / "tests" / "header_models"
 MODELS = {"vitis2022": MODELS_DIR / "vitis_hls_2020.2_to_2022.2",
           "vitis2023": MODELS_DIR / "vitis_hls_2023.1_and_later"}
 TARGETS = ("fallback",) + tuple(MODELS)       # fallback: the open-source ap_types, no ap_axi_sdata.h
-SHIPPED = sorted((ROOT / "configs" / "accel").glob("*.yaml"))
+SHIPPED = sorted((ROOT / "configs" / "accel").glob("*.yaml")) + [
+    # and the code only a test config renders: bfp_systolic's dsp_packing (with GEMV mode)
+    ROOT / "tests" / "engines" / "bfp_systolic" / "configs" / "t8_packed_gemv.yaml"]
 RUN_CONFIGS = {  # the smallest config of each engine: built and run under each model
     "bfp_systolic": ROOT / "tests" / "engines" / "bfp_systolic" / "configs" / "t2_tiny.yaml",
     "shift_mac": ROOT / "tests" / "engines" / "shift_mac" / "configs" / "s_tiny.yaml",

@@ -69,19 +69,23 @@ def test_output_beats_wait_for_their_group(tmp_path):
     assert {c for c in cases if c.startswith("random")} & bad
 
 
-@pytest.mark.parametrize("config", SHIPPED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("config", SHIPPED + [CONFIGS / "t7_packed_e1.yaml"], ids=lambda p: p.stem)
 def test_chains_counted_as_the_positions_tiles_read(config):
     """The model counts a chain's registers up to the last position a tile reads: enumerate
-    the tiles and the positions they read (kernel: wch*[d][d + c], xch*/cch[c][c + d])."""
+    the tiles and the positions they read (kernel: wch*[d][d + c], xch*/cch[c][c + d]; with
+    dsp_packing the tiles of rows 2D and 2D+1 both read position 2D + c)."""
     from hlsnn.engines.bfp_systolic.spec import buffers, template_context
     cfg = hlsnn.load_config(config)
     ctx = template_context(cfg)
     rows, cols, m = ctx["rows"], ctx["cols"], ctx["mantissa_bits"]
-    last_w = {d: max(d + c for c in range(cols)) for d in range(rows)}
-    last_x = {c: max(c + d for d in range(rows)) for c in range(cols)}
+    packed = cfg.params["dsp_packing"]
+    pos = (lambda d, c: 2 * (d // 2) + c) if packed else (lambda d, c: d + c)
+    last_w = {d: max(pos(d, c) for c in range(cols)) for d in range(rows)}
+    last_x = {c: max(pos(d, c) for d in range(rows)) for c in range(cols)}
     want_w = sum(last_w[d] + 1 for d in range(rows))      # positions 0 .. last, each row
     want_x = sum(last_x[c] + 1 for c in range(cols))
-    assert ctx["chain"] == max(max(last_w.values()), max(last_x.values())) + 1
+    # the chains are declared rows + cols - 1 long; packed, their last register is never read
+    assert ctx["chain"] == max(max(last_w.values()), max(last_x.values())) + 1 + packed
     from hlsnn import resources
     bufs, _ = buffers(ctx)
     mapped = {b.name: resources.map_buffer(b) for b in bufs}
@@ -89,6 +93,7 @@ def test_chains_counted_as_the_positions_tiles_read(config):
                               ("xch1", m, want_x), ("cch", 4, want_x)]:
         assert mapped[name].storage == "registers"
         assert mapped[name].ff == want * width, name
-    # DSP48E1 boards keep the second accumulator; DSP48E2 boards add in the cascade
-    assert ("acc1" in mapped) == (cfg.board.ps == "zynq7")
+    # DSP48E1 boards keep the second accumulator; DSP48E2 boards add in the cascade (packed:
+    # the fabric accumulates, on either family)
+    assert ("acc1" in mapped) == (cfg.board.ps == "zynq7" and not packed)
 

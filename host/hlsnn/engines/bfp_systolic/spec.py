@@ -54,6 +54,9 @@ SCHEMA = {
     "weight_banks": Field("int", "weight store banks (cyclic by step, two read ports each): with more than one, "
                           "a resident batch-1 call splits K across 2*weight_banks columns, each reading its "
                           "own bank and port (GEMV mode); a power of two, at most cols/2", default=1, lo=1, hi=32),
+    "dsp_packing": Field("bool", "two products per DSP: rows 2D and 2D+1 share the sample mantissa, so one DSP "
+                         "multiplies both weights at once (half the DSPs, the accumulators in fabric); rows even, "
+                         "mantissa_bits at most 8 on DSP48E2 and 7 on DSP48E1", default=False),
 }
 
 #: steps per group are at least rows + POST_GAP (kernel: kPostGap), and more than cols
@@ -159,6 +162,17 @@ def validate(p: dict, board, source) -> dict:
         raise ConfigError(source, f"{NAME}.weight_banks", wb,
                           f"must be at most cols / 2 = {p['cols'] // 2}: in GEMV mode each bank's two read ports "
                           f"serve two columns")
+    if p["dsp_packing"]:
+        from ...resources import DSP_FAMILIES
+        dsp, a_port, _ = DSP_FAMILIES[board.ps]
+        most = (a_port - 2) // 3
+        if p["mantissa_bits"] > most:
+            raise ConfigError(source, f"{NAME}.mantissa_bits", p["mantissa_bits"],
+                              f"must be at most {most} with dsp_packing on {dsp} (two weights and the gap between "
+                              f"them, 3*mantissa_bits + 2 bits, fill its {a_port}-bit A port); turn dsp_packing off")
+        if p["rows"] % 2:
+            raise ConfigError(source, f"{NAME}.rows", p["rows"],
+                              "must be even with dsp_packing (rows 2D and 2D+1 share each DSP)")
     if p["stream_bits"] > board.dma["stream_bits"] * 8:
         raise ConfigError(source, f"{NAME}.stream_bits", p["stream_bits"],
                           f"must be at most 8x the board DMA width ({board.dma['stream_bits']})")
@@ -176,6 +190,12 @@ def buffers(ctx) -> tuple:
     top, rows, cols, chain = ctx["top"], ctx["rows"], ctx["cols"], ctx["chain"]
     m, e, acc, L, g = ctx["mantissa_bits"], ctx["exponent_bits"], ctx["acc_bits"], ctx["lanes"], ctx["max_groups"]
     complete = ((0, "complete"),)
+    pack = ctx["dsp_packing"]
+    # chain registers a tile reads, and those before them: row d's weights reach position
+    # skew(d) + cols - 1, column c's samples c + skew(rows - 1) (skew: d, or d rounded down to
+    # even with dsp_packing, where rows 2D and 2D+1 work on the same step)
+    w_live = sum(row_skew(ctx, d) + cols for d in range(rows))
+    x_live = sum(c + row_skew(ctx, rows - 1) + 1 for c in range(cols))
     bufs = [
         Buffer("hist", top, "array", 32, (ctx["acc_bits"],), partition=complete, note="statistics unit"),
         Buffer("xstore", top, "array", L * m, (cols, ctx["x_depth"]), partition=((1, "complete"),), static=True,
@@ -201,18 +221,20 @@ def buffers(ctx) -> tuple:
         Buffer("roll_u", top, "array", 10, (ctx["rolling_len"],), partition=complete, static=True,
                note="rolling method's buffer of leading-one positions"),
         # the chains: row d's weights reach position d + cols - 1, column c's samples c + rows - 1
-        Buffer("wch0", top, "array", m, (rows, chain), partition=complete, live=rows * cols + rows * (rows - 1) // 2,
-               note="weight chains (even products): a skew of d registers, then one per tile"),
-        Buffer("wch1", top, "array", m, (rows, chain), partition=complete, live=rows * cols + rows * (rows - 1) // 2,
+        Buffer("wch0", top, "array", m, (rows, chain), partition=complete, live=w_live,
+               note="weight chains (even products): a skew of d registers (d rounded down to even with "
+                    "dsp_packing), then one per tile"),
+        Buffer("wch1", top, "array", m, (rows, chain), partition=complete, live=w_live,
                note="weight chains (odd products)"),
-        Buffer("xch0", top, "array", m, (cols, chain), partition=complete, live=rows * cols + cols * (cols - 1) // 2,
+        Buffer("xch0", top, "array", m, (cols, chain), partition=complete, live=x_live,
                note="sample chains (even products): a skew of c registers, then one per tile"),
-        Buffer("xch1", top, "array", m, (cols, chain), partition=complete, live=rows * cols + cols * (cols - 1) // 2,
+        Buffer("xch1", top, "array", m, (cols, chain), partition=complete, live=x_live,
                note="sample chains (odd products)"),
-        Buffer("cch", top, "array", 4, (cols, chain), partition=complete, live=rows * cols + cols * (cols - 1) // 2,
+        Buffer("cch", top, "array", 4, (cols, chain), partition=complete, live=x_live,
                note="control bits beside the samples"),
         Buffer("acc", top, "array", acc, (rows, cols), partition=complete,
-               note="tile accumulators (the second DSP's P register)"),
+               note="tile accumulators (fabric registers with dsp_packing)" if pack
+               else "tile accumulators (the second DSP's P register)"),
 
         Buffer("shv", top, "array", acc, (rows, cols), partition=complete, note="shadow registers"),
         Buffer("cur", top, "array", 25, (cols,), partition=complete, note="the posted samples' running state"),
@@ -233,11 +255,18 @@ def buffers(ctx) -> tuple:
                     Buffer("acc1", top, "array", acc, (rows, cols), partition=complete,
                            note="DSP48E1: the first DSP's own accumulator"))
     tiles = rows * cols
-    muls = [Multiplier("w*x", top, m, m, count=2 * tiles,
-                       note="two mantissa products per tile, one per DSP; " + (
-                           "each DSP accumulates its own (P = P + M), the fabric adds the two per group"
-                           if ctx["split_acc"] else "the first cascades its product (PCOUT -> PCIN) into the "
-                           "second, which accumulates P = P + M + PCIN"))]
+    if pack:
+        muls = [Multiplier("w*x (packed)", top, ctx["pack_bits"], m, count=tiles,
+                           note="two tiles (rows 2D, 2D+1 of a column) share two DSPs: each multiplies the sample "
+                           "mantissa by both rows' weights packed into its A port (w[2D+1] * 2**(2M+1) + w[2D]); "
+                           "the first cascades its product (PCOUT -> PCIN) into the second, which adds it; the "
+                           "fabric splits the sum into the two rows' pairs and accumulates them")]
+    else:
+        muls = [Multiplier("w*x", top, m, m, count=2 * tiles,
+                           note="two mantissa products per tile, one per DSP; " + (
+                               "each DSP accumulates its own (P = P + M), the fabric adds the two per group"
+                               if ctx["split_acc"] else "the first cascades its product (PCOUT -> PCIN) into the "
+                               "second, which accumulates P = P + M + PCIN"))]
     R = ctx["rolling_len"]                     # the rolling method's prediction (any weight exponent)
     muls += [Multiplier("u*u", top, 10, 10, False, False, count=R, note="rolling: squares of the buffer's entries"),
              Multiplier("n*S2", top, 7, 27, False, False, note="rolling: n * sum u^2"),
@@ -273,12 +302,14 @@ def estimate(cfg) -> dict:
     mapped by :mod:`hlsnn.resources`) plus a logic estimate (documented, not a synthesis result).
 
     * DSP: each mantissa product (at most 16 x 16 bits) fits one DSP48 multiplier, two per
-      tile, ``rows * cols * 2``; the statistics unit (tensor-wide weight exponent only) adds
+      tile, ``rows * cols * 2``; with ``dsp_packing`` one DSP makes two tiles' products,
+      ``rows * cols``; the statistics unit (tensor-wide weight exponent only) adds
       its four products, tiled by width.
     * LUT / FF: ``TILE_LUT`` LUTs per tile, ``COL_LUT`` LUTs per column for the
       post-processing shifters, the shadow row multiplexer (``acc_bits`` bits of a ``rows``:1
       multiplexer per column, a 4:1 per LUT), on DSP48E1 the fabric adder of a tile's two
-      accumulators (``acc_bits`` LUTs per tile), GEMV mode's multiplexers and adder tree
+      accumulators (``acc_bits`` LUTs per tile), with ``dsp_packing`` each tile's accumulator
+      (``acc_bits`` LUTs: its adder is a carry chain in the fabric), GEMV mode's multiplexers and adder tree
       (:func:`gemv_lut`), ``BASE_LUT`` / ``BASE_FF`` for the stream
       readers, exponent path and control, plus the LUTRAM and register buffers: the weight and
       sample chains (the positions a tile reads), the accumulators and shadows.
@@ -292,7 +323,7 @@ def estimate(cfg) -> dict:
     return resources.estimate(
         cfg, model, logic_lut=TILE_LUT * tiles + COL_LUT * p["cols"] + BASE_LUT
         + p["acc_bits"] * p["cols"] * math.ceil((p["rows"] - 1) / 3)
-        + (p["acc_bits"] * tiles if split_acc(cfg.board) else 0) + gemv_lut(p),
+        + (p["acc_bits"] * tiles if split_acc(p, cfg.board) or p["dsp_packing"] else 0) + gemv_lut(p),
         logic_ff=BASE_FF,
         extra={
             "peak_gmacs": macs_per_cycle * cfg.clock_mhz / 1e3,
@@ -319,9 +350,24 @@ def gemv_lut(p) -> int:
     return gc * p["rows"] * 2 * p["mantissa_bits"] + p["rows"] * (gc - 1) * p["acc_bits"]
 
 
-def split_acc(board) -> bool:
-    """Whether a tile keeps two accumulators (DSP48E1: no three-input add, kernel comment)."""
-    return board.ps == "zynq7"
+def split_acc(p, board) -> bool:
+    """Whether a tile keeps two accumulators (DSP48E1: no three-input add, kernel comment; with
+    ``dsp_packing`` the fabric accumulates, so one accumulator on every family)."""
+    return board.ps == "zynq7" and not p["dsp_packing"]
+
+
+def pack_shift(p) -> int:
+    """``dsp_packing``: the bit position of row 2D+1's weight in the packed A operand, 2M + 1:
+    the low field then holds row 2D's pair sum (at most ``2**(2M-1)`` in magnitude) as a
+    signed ``2M + 1``-bit number, so the fabric splits the DSP's sum exactly (kernel comment)."""
+    return 2 * p["mantissa_bits"] + 1
+
+
+def row_skew(ctx, d: int) -> int:
+    """Array cycles between a step's injection and tile row ``d`` working on it (plus the
+    column): ``d``, or ``d`` rounded down to even with ``dsp_packing`` (rows 2D and 2D+1 share
+    the sample mantissa, so they work on the same step)."""
+    return d & ~1 if ctx["dsp_packing"] else d
 
 
 def max_groups(p) -> int:
@@ -428,7 +474,10 @@ def template_context(cfg) -> dict:
         "post_gap": POST_GAP,
         "min_steps": min_steps(p),
         "chain": p["rows"] + p["cols"] - 1,
-        "split_acc": split_acc(cfg.board),
+        "split_acc": split_acc(p, cfg.board),
+        "dsp_packing": p["dsp_packing"],
+        "pack_shift": pack_shift(p),
+        "pack_bits": pack_shift(p) + p["mantissa_bits"] + 1,
         "out_beats_max": math.ceil((p["max_n"] + 1) / L),
         "sample_beats_max": groups * p["cols"] * math.ceil((p["max_k"] + 1) / L),
         # the steps loop: every step of every group and tile, plus the loads it waits for
