@@ -26,6 +26,39 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(HLSNN_PORTABLE)
+#define HLSNN_X86 1 /* AVX2 versions of some loops, chosen at run time (target attributes) */
+#include <immintrin.h>
+static int isa_avx2 = -1; /* unknown yet; see hlsnn_shift_isa */
+static int has_avx2(void) {
+  int k = __atomic_load_n(&isa_avx2, __ATOMIC_RELAXED);
+  if (k < 0) {
+    __builtin_cpu_init();
+    k = __builtin_cpu_supports("avx2") ? 1 : 0;
+    __atomic_store_n(&isa_avx2, k, __ATOMIC_RELAXED);
+  }
+  return k;
+}
+#else
+#define HLSNN_X86 0
+#endif
+
+/* Whether the AVX2 versions run: 1 where the CPU has AVX2 (checked once), unless
+ * hlsnn_shift_isa(0) turned them off (tests: the portable code on the same inputs). Returns
+ * the setting after the call; hlsnn_shift_isa(-1) only reads it. */
+int hlsnn_shift_isa(int avx2) {
+#if HLSNN_X86
+  if (avx2 >= 0) {
+    __builtin_cpu_init();
+    avx2 = avx2 && __builtin_cpu_supports("avx2");
+    __atomic_store_n(&isa_avx2, avx2, __ATOMIC_RELAXED);
+  }
+  return has_avx2();
+#else
+  (void)avx2;
+  return 0;
+#endif
+}
 
 #if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
 #error "float64 arithmetic must be evaluated in float64 (no excess precision)"
@@ -94,7 +127,8 @@ static inline void lane_extremes(const double *r, int64_t n, double *mx, double 
   }
 }
 
-/* Combines the lanes: returns 1 when a value was NaN or infinite. */
+/* Combines the lanes: returns 1 when a value was NaN or infinite (chk not 0, or an infinite
+ * extreme: the lanes of lane_extremes_avx2 show a NaN only in chk). */
 static inline int lanes_combine(const double *mx, const double *mn, const double *chk, double *ext) {
   double a = mx[0], b = mn[0], c = chk[0];
   for (int l = 1; l < LANES; ++l) {
@@ -104,7 +138,52 @@ static inline int lanes_combine(const double *mx, const double *mn, const double
   }
   ext[0] = a;
   ext[1] = b;
-  return c != 0.0;
+  return c != 0.0 || !(a <= DBL_MAX && b >= -DBL_MAX);
+}
+
+#if HLSNN_X86
+/* lane_extremes with AVX2: the same lanes (lane l of the 8 takes the values j = l mod 8 of
+ * the vector loop), 16 values an iteration in two sets of accumulators; chk[l] becomes a NaN
+ * (all ones) where a value is NaN, left unchanged otherwise (an infinity shows in the
+ * extremes). */
+__attribute__((target("avx2"))) static void lane_extremes_avx2(const double *r, int64_t n, double *mx,
+                                                                double *mn, double *chk) {
+  __m256d a0 = _mm256_loadu_pd(mx), a1 = _mm256_loadu_pd(mx + 4), b0 = _mm256_loadu_pd(mn),
+          b1 = _mm256_loadu_pd(mn + 4), c0 = _mm256_loadu_pd(chk), c1 = _mm256_loadu_pd(chk + 4);
+  __m256d a2 = a0, a3 = a1, b2 = b0, b3 = b1, c2 = c0, c3 = c1;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m256d v0 = _mm256_loadu_pd(r + j), v1 = _mm256_loadu_pd(r + j + 4), v2 = _mm256_loadu_pd(r + j + 8),
+            v3 = _mm256_loadu_pd(r + j + 12);
+    a0 = _mm256_max_pd(v0, a0);
+    a1 = _mm256_max_pd(v1, a1);
+    a2 = _mm256_max_pd(v2, a2);
+    a3 = _mm256_max_pd(v3, a3);
+    b0 = _mm256_min_pd(v0, b0);
+    b1 = _mm256_min_pd(v1, b1);
+    b2 = _mm256_min_pd(v2, b2);
+    b3 = _mm256_min_pd(v3, b3);
+    c0 = _mm256_or_pd(c0, _mm256_cmp_pd(v0, v0, _CMP_UNORD_Q));
+    c1 = _mm256_or_pd(c1, _mm256_cmp_pd(v1, v1, _CMP_UNORD_Q));
+    c2 = _mm256_or_pd(c2, _mm256_cmp_pd(v2, v2, _CMP_UNORD_Q));
+    c3 = _mm256_or_pd(c3, _mm256_cmp_pd(v3, v3, _CMP_UNORD_Q));
+  }
+  _mm256_storeu_pd(mx, _mm256_max_pd(a2, a0));
+  _mm256_storeu_pd(mx + 4, _mm256_max_pd(a3, a1));
+  _mm256_storeu_pd(mn, _mm256_min_pd(b2, b0));
+  _mm256_storeu_pd(mn + 4, _mm256_min_pd(b3, b1));
+  _mm256_storeu_pd(chk, _mm256_or_pd(c2, c0));
+  _mm256_storeu_pd(chk + 4, _mm256_or_pd(c3, c1));
+  lane_extremes(r + j, n - j, mx, mn, chk);
+}
+#endif
+
+/* lane_extremes, in its AVX2 version where the CPU has it. */
+static void (*lane_extremes_fn(void))(const double *, int64_t, double *, double *, double *) {
+#if HLSNN_X86
+  if (has_avx2()) return lane_extremes_avx2;
+#endif
+  return lane_extremes;
 }
 
 /* The extremes of rows [0, rows) into ext[0] (max) and ext[1] (min) (the sign of a zero
@@ -116,14 +195,39 @@ int hlsnn_shift_extremes(const double *x, int64_t rows, int64_t cols, int64_t ld
     mx[l] = mn[l] = x[0];
     chk[l] = 0.0;
   }
-  for (int64_t i = 0; i < rows; ++i) lane_extremes(x + i * ldx, cols, mx, mn, chk);
+  void (*ext_row)(const double *, int64_t, double *, double *, double *) = lane_extremes_fn();
+  for (int64_t i = 0; i < rows; ++i) ext_row(x + i * ldx, cols, mx, mn, chk);
   return lanes_combine(mx, mn, chk, ext);
 }
 
 /* The activations into the GEMM operand: out[i, j] = rint(x[i, j] * scale) for j < cols and
  * out[i, cols] = 1 (floatgemm: np.ldexp(x, fx) then np.rint; scale = 2**fx, a normal float64). */
+#if HLSNN_X86
+/* hlsnn_shift_act's rows with AVX: ROUNDPD to nearest is rint (ties to even, -0.0 kept). */
+__attribute__((target("avx2"))) static void act_avx2(const double *x, int64_t rows, int64_t cols, int64_t ldx,
+                                                      double scale, double *out, int64_t ldo) {
+  const __m256d s = _mm256_set1_pd(scale);
+  for (int64_t i = 0; i < rows; ++i) {
+    const double *r = x + i * ldx;
+    double *o = out + i * ldo;
+    int64_t j = 0;
+    for (; j + 4 <= cols; j += 4)
+      _mm256_storeu_pd(o + j, _mm256_round_pd(_mm256_mul_pd(_mm256_loadu_pd(r + j), s),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; j < cols; ++j) o[j] = rint_even(r[j] * scale);
+    o[cols] = 1.0;
+  }
+}
+#endif
+
 void hlsnn_shift_act(const double *x, int64_t rows, int64_t cols, int64_t ldx, double scale,
                      double *out, int64_t ldo) {
+#if HLSNN_X86
+  if (has_avx2()) {
+    act_avx2(x, rows, cols, ldx, scale, out, ldo);
+    return;
+  }
+#endif
   for (int64_t i = 0; i < rows; ++i) {
     const double *r = x + i * ldx;
     double *o = out + i * ldo;
@@ -132,26 +236,158 @@ void hlsnn_shift_act(const double *x, int64_t rows, int64_t cols, int64_t ldx, d
   }
 }
 
+/* The nearest-magnitude lookup of hlsnn_shift_weights (its table arguments). */
+typedef struct {
+  const double *mags, *thr;
+  const int64_t *tb;
+  int64_t nbuckets, shift, first;
+  const uint64_t *packed; /* NULL, or the buckets in one word each (weights_row_avx2) */
+  int64_t g;
+  double vlo, vhi;
+  double max_mag;
+} lookup;
+
+/* The index of the nearest magnitude to the value of pattern p >= +0.0 (ties to the smaller):
+ * the number of thresholds below it, through the buckets (hlsnn_shift_weights). */
+static inline int64_t nearest(const lookup *t, int64_t p) {
+  int64_t key = (p >> t->shift) - t->first;
+  key = key < 0 ? 0 : key;
+  key = key > t->nbuckets - 1 ? t->nbuckets - 1 : key;
+  int64_t cut = t->tb[2 * key], k = t->tb[2 * key + 1];
+  if (cut >= 0) return k + (p > cut);
+  int64_t hi = t->tb[2 * key + 3]; /* np.searchsorted(thresholds, v, side="left") in the bucket */
+  double v;
+  memcpy(&v, &p, sizeof v);
+  while (k < hi) {
+    int64_t mid = k + (hi - k) / 2;
+    if (t->thr[mid] < v)
+      k = mid + 1;
+    else
+      hi = mid;
+  }
+  return k;
+}
+
+/* One code value: copysign(mags[k], w) + 0.0 for v = |w| * 2**F (+0.0 for a zero code). */
+static inline double code_value(const lookup *t, double w, double v) {
+  int64_t p;
+  memcpy(&p, &v, sizeof p);
+  return copysign(t->mags[nearest(t, p)], w) + 0.0;
+}
+
+/* The code values of one row of n weights at the normal scale unit = 2**F: v = |w| * unit, the
+ * same bits as ldexp(|w|, F) (a product by a normal power of two is correctly rounded). */
+static void weights_row(const double *r, double *o, int64_t n, double unit, const lookup *t) {
+  for (int64_t j = 0; j < n; ++j) o[j] = code_value(t, r[j], fabs(r[j]) * unit);
+}
+
+/* The PoT formats (magnitudes 0, 1, 2, 4, ..., max_mag; thresholds 1/2 and 3 * 2**(e - 1)):
+ * the nearest magnitude by arithmetic. v <= 1/2: 0. Else, with v = m * 2**e (1 <= m < 2), the
+ * pattern of v plus 2**51 - 1 carries into the exponent field iff m > 3/2, so that masking it
+ * to its exponent field gives 2**e, or 2**(e + 1) beyond the threshold (a tie stays below);
+ * for 1/2 < v < 1 that is 1/2 or 1, the magnitude 1; beyond max_mag, max_mag (the clipped
+ * buckets count every threshold). */
+static inline double pot_code_value(double w, double v, double max_mag) {
+  int64_t p;
+  double q;
+  memcpy(&p, &v, sizeof p);
+  p = (p + (((int64_t)1 << 51) - 1)) & ((int64_t)0x7ff << 52);
+  memcpy(&q, &p, sizeof q);
+  q = q > 1.0 ? q : 1.0;
+  q = q < max_mag ? q : max_mag;
+  return copysign(v > 0.5 ? q : 0.0, w) + 0.0;
+}
+
+static void weights_row_pot(const double *r, double *o, int64_t n, double unit, const lookup *t) {
+  for (int64_t j = 0; j < n; ++j) o[j] = pot_code_value(r[j], fabs(r[j]) * unit, t->max_mag);
+}
+
+#if HLSNN_X86
+/* weights_row_pot with AVX2 (the same operations, four values at a time). */
+__attribute__((target("avx2"))) static void weights_row_pot_avx2(const double *r, double *o, int64_t n,
+                                                                  double unit, const lookup *t) {
+  const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(),
+                one = _mm256_set1_pd(1.0), half = _mm256_set1_pd(0.5), top = _mm256_set1_pd(t->max_mag);
+  const __m256i carry = _mm256_set1_epi64x((((int64_t)1 << 51) - 1)), expo = _mm256_set1_epi64x((int64_t)0x7ff << 52);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m256d w = _mm256_loadu_pd(r + j);
+    __m256d v = _mm256_mul_pd(_mm256_andnot_pd(sign, w), vunit);
+    __m256d q = _mm256_castsi256_pd(_mm256_and_si256(_mm256_add_epi64(_mm256_castpd_si256(v), carry), expo));
+    q = _mm256_min_pd(_mm256_max_pd(q, one), top);
+    q = _mm256_and_pd(q, _mm256_cmp_pd(v, half, _CMP_GT_OQ));
+    _mm256_storeu_pd(o + j, _mm256_add_pd(_mm256_or_pd(q, _mm256_and_pd(sign, w)), zero));
+  }
+  weights_row_pot(r + j, o + j, n - j, unit, t);
+}
+
+/* weights_row with AVX2, four values at a time and one gather from the packed buckets (a
+ * format whose magnitudes are integers below 2**24 and whose thresholds have their low g
+ * pattern bits zero, compiled._table): bucket b's word is C << 48 | hi << 24 | lo, lo the
+ * magnitude of the values below its threshold (of every value when it has none), hi that of
+ * those above it, and its threshold's pattern (first + b) << shift + C << g; C = 2**15 when it
+ * has none, C = 0xffff when it has two or more (those values are redone by code_value).
+ * v is first clamped to the patterns of the buckets, [vlo, vhi]: a value below bucket 0
+ * counts no threshold as one at its start, one beyond the last bucket every threshold of it
+ * as its last pattern. In a bucket, with l = p - its first pattern (the low shift bits),
+ * v > threshold iff l > C * 2**g iff ceil(l / 2**g) > C. The magnitude is converted exactly:
+ * for an integer m < 2**52, pattern(2**52) | m is the float64 2**52 + m. */
+__attribute__((target("avx2"))) static void weights_row_avx2(const double *r, double *o, int64_t n,
+                                                              double unit, const lookup *t) {
+  const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(),
+                vlo = _mm256_set1_pd(t->vlo), vhi = _mm256_set1_pd(t->vhi), two52 = _mm256_set1_pd(TWO52);
+  const __m256i first = _mm256_set1_epi64x(t->first), low = _mm256_set1_epi64x(((int64_t)1 << t->shift) - 1),
+                round = _mm256_set1_epi64x(((int64_t)1 << t->g) - 1), mag = _mm256_set1_epi64x(0xffffff),
+                dense = _mm256_set1_epi64x(0xffff), exp52 = _mm256_castpd_si256(two52);
+  const __m128i sh = _mm_cvtsi64_si128(t->shift), g = _mm_cvtsi64_si128(t->g);
+  const long long *packed = (const long long *)t->packed;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m256d w = _mm256_loadu_pd(r + j);
+    __m256d v = _mm256_min_pd(_mm256_max_pd(_mm256_mul_pd(_mm256_andnot_pd(sign, w), vunit), vlo), vhi);
+    __m256i p = _mm256_castpd_si256(v);
+    long long kb[4]; /* four loads: faster than a gather here (AMD Zen 4) */
+    _mm256_storeu_si256((__m256i *)kb, _mm256_sub_epi64(_mm256_srl_epi64(p, sh), first));
+    __m256i e = _mm256_set_epi64x(packed[kb[3]], packed[kb[2]], packed[kb[1]], packed[kb[0]]);
+    __m256i q = _mm256_srl_epi64(_mm256_add_epi64(_mm256_and_si256(p, low), round), g);
+    __m256i c = _mm256_srli_epi64(e, 48);
+    __m256i m = _mm256_blendv_epi8(_mm256_and_si256(e, mag), _mm256_and_si256(_mm256_srli_epi64(e, 24), mag),
+                                   _mm256_cmpgt_epi64(q, c));
+    __m256d a = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(m, exp52)), two52);
+    _mm256_storeu_pd(o + j, _mm256_add_pd(_mm256_or_pd(a, _mm256_and_pd(sign, w)), zero));
+    int d = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(c, dense)));
+    if (d)
+      for (int l = 0; l < 4; ++l)
+        if (d >> l & 1) o[j + l] = code_value(t, r[j + l], fabs(r[j + l]) * unit);
+  }
+  weights_row(r + j, o + j, n - j, unit, t);
+}
+#endif
+
 /* shift._quantize_values_into on rows [0, rows) of w (those this call takes, claim): per row
  * the scale exponent F (the largest F with amax <= max_mag * 2**-F, 0 for an all-zero row;
  * shift._scale_exponent, L the bit length of max_mag) and each value's code value
  * copysign(mags[k], w) + 0.0 (+0.0 for k == 0), k the index of the nearest magnitude to
  * v = |w| * 2**F, ties to the smaller (shift._nearest): the number of thresholds below v.
  *
- * v is found as its bit pattern p (ordered as the values, v >= +0.0): for a normal |w| and a
- * normal 2**F, p = pattern(|w|) + F * 2**52 whenever v is normal; where v would be subnormal
- * that sum is below pattern(2**-1022) (or negative), as is v's own pattern, and both count no
- * threshold (all >= 1/2). A subnormal or zero |w| and the other rows compute v itself.
- * Bucket b holds the patterns with (p >> shift) - first == b (clipped to [0, nbuckets));
- * tb[2 b + 1] counts the thresholds below its first pattern and tb[2 b] is the pattern of its
- * one threshold, INT64_MAX when it has none, -1 when it has two or more (then they are
- * searched: thr[tb[2 b + 1]] ... thr[tb[2 b + 3] - 1]; tb has a closing bucket).
+ * v >= +0.0 is found as its bit pattern p (ordered as the values). Bucket b holds the patterns
+ * with (p >> shift) - first == b (clipped to [0, nbuckets)); tb[2 b + 1] counts the thresholds
+ * below its first pattern and tb[2 b] is the pattern of its one threshold, INT64_MAX when it
+ * has none, -1 when it has two or more (then they are searched: thr[tb[2 b + 1]] ...
+ * thr[tb[2 b + 3] - 1]; tb has a closing bucket). `packed` (or NULL), g, vlo, vhi: the same
+ * buckets for weights_row_avx2.
  * Returns the number of rows holding a NaN or an infinity (their outputs are unspecified). */
 int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t ldw, double *out,
                             int64_t ldo, int32_t *F, const double *mags, const double *thr,
                             const int64_t *tb, int64_t nbuckets, int64_t shift, int64_t first,
-                            double max_mag, int64_t L, int64_t *next, int64_t chunk) {
-  const int64_t min_normal = (int64_t)1 << 52; /* pattern of 2**-1022 */
+                            double max_mag, int64_t L, int64_t pot, const uint64_t *packed, int64_t g,
+                            double vlo, double vhi, int64_t *next, int64_t chunk) {
+  const lookup t = {mags, thr, tb, nbuckets, shift, first, packed, g, vlo, vhi, max_mag};
+  void (*row)(const double *, double *, int64_t, double, const lookup *) = pot ? weights_row_pot : weights_row;
+  void (*ext_row)(const double *, int64_t, double *, double *, double *) = lane_extremes_fn();
+#if HLSNN_X86
+  if (has_avx2()) row = pot ? weights_row_pot_avx2 : packed != NULL ? weights_row_avx2 : weights_row;
+#endif
   int64_t bad = 0;
   for (int64_t r0, r1; (r0 = claim(next, chunk, rows, &r1)) < rows;)
     for (int64_t i = r0; i < r1; ++i) {
@@ -159,7 +395,7 @@ int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t
       double *o = out + i * ldo;
       double mx[LANES], mn[LANES], chk[LANES], ext[2];
       for (int l = 0; l < LANES; ++l) mx[l] = mn[l] = chk[l] = 0.0; /* max/min, initial=0.0 */
-      lane_extremes(r, cols, mx, mn, chk);
+      ext_row(r, cols, mx, mn, chk);
       if (lanes_combine(mx, mn, chk, ext)) {
         ++bad;
         F[i] = 0;
@@ -173,38 +409,11 @@ int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t
         f = (int32_t)(L - e - (ldexp(fr, (int)L) > max_mag ? 1 : 0));
       }
       F[i] = f;
-      const int normal = f >= -1022 && f <= 1023; /* else ldexp, as numpy then does */
-      const double unit = normal ? ldexp(1.0, f) : 0.0;
-      const int64_t off = (int64_t)f * min_normal;
-      for (int64_t j = 0; j < cols; ++j) {
-        int64_t p, a;
-        memcpy(&p, r + j, sizeof p);
-        a = p & INT64_MAX; /* |w| */
-        if (normal && a >= min_normal) {
-          p = a + off;
-        } else {
-          double v = normal ? fabs(r[j]) * unit : ldexp(fabs(r[j]), f);
-          memcpy(&p, &v, sizeof p);
-        }
-        int64_t key = (p >> shift) - first;
-        if ((uint64_t)key >= (uint64_t)nbuckets) key = key < 0 ? 0 : nbuckets - 1;
-        int64_t cut = tb[2 * key], k = tb[2 * key + 1];
-        if (cut >= 0) {
-          k += p > cut;
-        } else { /* np.searchsorted(thresholds, v, side="left") within the bucket */
-          int64_t hi = tb[2 * key + 3];
-          double v;
-          memcpy(&v, &p, sizeof v);
-          while (k < hi) {
-            int64_t mid = k + (hi - k) / 2;
-            if (thr[mid] < v)
-              k = mid + 1;
-            else
-              hi = mid;
-          }
-        }
-        o[j] = copysign(mags[k], r[j]) + 0.0; /* mags[0] == 0: +0.0 for a zero code */
-      }
+      if (f >= -1022 && f <= 1023) /* a normal 2**F */
+        row(r, o, cols, ldexp(1.0, f), &t);
+      else /* ldexp, as numpy then does */
+        for (int64_t j = 0; j < cols; ++j)
+          o[j] = pot ? pot_code_value(r[j], ldexp(fabs(r[j]), f), max_mag) : code_value(&t, r[j], ldexp(fabs(r[j]), f));
     }
   return bad;
 }

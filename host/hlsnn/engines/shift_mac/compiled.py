@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -40,10 +41,11 @@ CHUNK_ELEMS = 1 << 13
 
 _P, _I64, _F64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
 _SIGNATURES = {
+    "hlsnn_shift_isa": (_INT, [_INT]),
     "hlsnn_shift_extremes": (_INT, [_P, _I64, _I64, _I64, _P]),
     "hlsnn_shift_act": (None, [_P, _I64, _I64, _I64, _F64, _P, _I64]),
     "hlsnn_shift_weights": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _I64, _I64, _I64,
-                                   _F64, _I64, _P, _I64]),
+                                   _F64, _I64, _I64, _P, _I64, _F64, _F64, _P, _I64]),
     "hlsnn_shift_col_extremes": (None, [_P, _I64, _I64, _I64, _P, _P]),
     "hlsnn_shift_requant": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _INT, _INT, _INT, _F64,
                                    _F64, _F64, _P, _I64]),
@@ -102,14 +104,42 @@ def activations(so, x, fx, out):
                  _ranges(x, MIN_ELEMS_CHEAP))
 
 
+#: Bits of a packed bucket's threshold field (:func:`_table`).
+_CUT_BITS = 15
+#: Bits of a packed bucket's magnitude fields: magnitudes below ``2**24``.
+_MAG_BITS = 24
+
+
+class _Lookup(NamedTuple):
+    """The format's nearest-magnitude lookup as ``hlsnn_shift_weights`` reads it."""
+    mags: np.ndarray      # float64 magnitudes, ascending, 0 first
+    thr: np.ndarray       # float64 thresholds (midpoints), ascending
+    tb: np.ndarray        # int64 (nb + 1, 2): per bucket its one threshold's pattern (int64 max:
+                          # none, -1: two or more) and the count of thresholds below its first
+                          # pattern; a closing bucket
+    nb: int
+    shift: int
+    first: int
+    max_mag: float
+    L: int                # bit length of max_mag
+    pot: bool             # the PoT magnitudes 0, 1, 2, 4, ..., max_mag (shift_quant.c, pot_code_value)
+    packed: Optional[np.ndarray]   # uint64 per bucket (shift_quant.c, weights_row_avx2), or None
+    g: int
+    vlo: float            # the value of bucket 0's first pattern
+    vhi: float            # the value of the last bucket's last pattern
+
+
 @functools.lru_cache(maxsize=None)
 def _table(mode, exp_bits, delta):
     """The format's magnitudes, thresholds and buckets (those of ``shift._Buckets``) as the C
-    helper reads them: per bucket the bit pattern of its one threshold (int64 max: none, -1:
-    two or more) and the count of thresholds below its first pattern, then a closing bucket."""
+    helper reads them (:class:`_Lookup`), and the same buckets packed in one word each where
+    the format allows it: magnitudes that are integers below ``2**24`` and every threshold's
+    pattern a multiple of ``2**g`` past its bucket's first pattern, ``g = shift - 15``; the
+    word is ``C << 48 | hi << 24 | lo`` (``shift_quant.c``, ``weights_row_avx2``)."""
     tab = sfmt._table(mode, exp_bits, delta)
     bk = tab.buckets
     thr = np.ascontiguousarray(bk.thresholds, np.float64)
+    mags = np.ascontiguousarray(tab.mags, np.float64)
     nb = bk.base.size
     starts = (np.arange(nb + 1, dtype=np.int64) + bk.first) << bk.shift
     edges = np.searchsorted(thr.view(np.int64), starts, side="left")
@@ -119,8 +149,26 @@ def _table(mode, exp_bits, delta):
     tb[:-1, 0] = np.where(count == 0, np.iinfo(np.int64).max, -1)
     tb[:-1, 0][count == 1] = thr.view(np.int64)[edges[:-1][count == 1]]
     tb[-1, 0] = -1
-    return np.ascontiguousarray(tab.mags, np.float64), thr, tb, nb, bk.shift, bk.first, float(tab.max_mag), \
-        int(tab.max_mag).bit_length()
+    g = bk.shift - _CUT_BITS
+    one = count == 1
+    low = tb[:-1, 0][one] - starts[:-1][one]          # a threshold's pattern past its bucket's first
+    packed = None
+    if g >= 0 and np.array_equal(mags, np.rint(mags)) and mags[-1] < 1 << _MAG_BITS \
+            and not (low & ((1 << g) - 1)).any():
+        base = edges[:-1]
+        lo = mags[base].astype(np.uint64)
+        hi = lo.copy()
+        hi[one] = mags[base[one] + 1].astype(np.uint64)
+        cut = np.full(nb, 1 << _CUT_BITS, np.uint64)  # none: above every ceil(l / 2**g)
+        cut[one] = (low >> g).astype(np.uint64)
+        cut[count >= 2] = 0xFFFF                      # two or more: searched by the scalar code
+        packed = (cut << np.uint64(48)) | (hi << np.uint64(_MAG_BITS)) | lo
+    vlo, vhi = starts[:1].view(np.float64)[0], (starts[-1:] - 1).view(np.float64)[0]
+    pot = mode == "pot"
+    assert not pot or np.array_equal(mags, np.concatenate([[0.0], np.ldexp(1.0, np.arange(mags.size - 1))])) \
+        and mags[-1] == tab.max_mag
+    return _Lookup(mags, thr, tb, nb, bk.shift, bk.first, float(tab.max_mag), int(tab.max_mag).bit_length(),
+                   bool(pot), packed, g, float(vlo), float(vhi))
 
 
 def weights(so, mode, w, exp_bits, delta, out):
@@ -143,12 +191,13 @@ def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
     of ``w`` with the other threads until none is left. ``act = (frac, xf)``: in between, the
     calling thread also runs :func:`activations` ``(so, x, fx, xf)`` with ``fx = frac(xmax,
     xmin)`` unless that is None; ``fx`` is returned (None: not run)."""
-    mags, thr, tb, nb, shift, first, max_mag, L = _table(mode, exp_bits, delta)
+    t = _table(mode, exp_bits, delta)
     n, k = w.shape
     F = np.empty((n, 1), np.int32)
     threads, counter, chunk = _shared(w)
-    args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data, mags.ctypes.data, thr.ctypes.data,
-            tb.ctypes.data, nb, shift, first, max_mag, L, counter.ctypes.data, chunk)
+    args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data, t.mags.ctypes.data,
+            t.thr.ctypes.data, t.tb.ctypes.data, t.nb, t.shift, t.first, t.max_mag, t.L, int(t.pot),
+            None if t.packed is None else t.packed.ctypes.data, t.g, t.vlo, t.vhi, counter.ctypes.data, chunk)
     ext = np.empty(2)
     done = [None]
 
