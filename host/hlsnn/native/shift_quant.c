@@ -418,12 +418,26 @@ int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t
   return bad;
 }
 
-/* The extremes of each column of rows [0, rows) (rows > 0): cmax[j], cmin[j]. */
-void hlsnn_shift_col_extremes(const double *v, int64_t rows, int64_t n, int64_t ldv, double *cmax,
-                              double *cmin) {
+/* The extremes of each column of rows [0, rows) (rows > 0): cmax[j], cmin[j] (no NaN here; the
+ * sign of a zero extreme is unspecified). Four rows at a time, so that cmax and cmin are read
+ * and written once per four rows. */
+static inline __attribute__((always_inline)) void col_extremes(const double *v, int64_t rows, int64_t n,
+                                                               int64_t ldv, double *cmax, double *cmin) {
   memcpy(cmax, v, (size_t)n * sizeof *v);
   memcpy(cmin, v, (size_t)n * sizeof *v);
-  for (int64_t i = 1; i < rows; ++i) {
+  int64_t i = 1;
+  for (; i + 4 <= rows; i += 4) {
+    const double *r0 = v + i * ldv, *r1 = r0 + ldv, *r2 = r1 + ldv, *r3 = r2 + ldv;
+    for (int64_t j = 0; j < n; ++j) {
+      double a0 = r0[j], a1 = r1[j], a2 = r2[j], a3 = r3[j];
+      double hi01 = a0 > a1 ? a0 : a1, hi23 = a2 > a3 ? a2 : a3, lo01 = a0 < a1 ? a0 : a1,
+             lo23 = a2 < a3 ? a2 : a3;
+      double hi = hi01 > hi23 ? hi01 : hi23, lo = lo01 < lo23 ? lo01 : lo23;
+      cmax[j] = hi > cmax[j] ? hi : cmax[j];
+      cmin[j] = lo < cmin[j] ? lo : cmin[j];
+    }
+  }
+  for (; i < rows; ++i) {
     const double *r = v + i * ldv;
     for (int64_t j = 0; j < n; ++j) {
       double a = r[j];
@@ -431,6 +445,24 @@ void hlsnn_shift_col_extremes(const double *v, int64_t rows, int64_t n, int64_t 
       cmin[j] = a < cmin[j] ? a : cmin[j];
     }
   }
+}
+
+#if HLSNN_X86
+__attribute__((target("avx2"))) static void col_extremes_avx2(const double *v, int64_t rows, int64_t n,
+                                                               int64_t ldv, double *cmax, double *cmin) {
+  col_extremes(v, rows, n, ldv, cmax, cmin); /* vectorized by the compiler, for AVX2 */
+}
+#endif
+
+void hlsnn_shift_col_extremes(const double *v, int64_t rows, int64_t n, int64_t ldv, double *cmax,
+                              double *cmin) {
+#if HLSNN_X86
+  if (has_avx2()) {
+    col_extremes_avx2(v, rows, n, ldv, cmax, cmin);
+    return;
+  }
+#endif
+  col_extremes(v, rows, n, ldv, cmax, cmin);
 }
 
 /* One element of hlsnn_shift_requant, specialized by the constant flags; *sat counts a
@@ -505,6 +537,64 @@ requant_two(__m128d a, __m128d scale, __m128d acc_lo, __m128d acc_hi, const int 
 }
 #endif
 
+#if HLSNN_X86
+/* requant_two with AVX2: four elements; the rounding with ROUNDPD (rint and floor, exact for
+ * every value, so beyond 2**51 too: the same outputs and counts as requant_one's). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) __m256d
+requant_four(__m256d a, __m256d scale, __m256d acc_lo, __m256d acc_hi, const int clamp_acc,
+             const int relu, const int rounding, __m256d lo, __m256d hi, __m256d unit, __m256d *sat) {
+  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  if (relu) a = _mm256_and_pd(a, _mm256_cmp_pd(a, zero, _CMP_GE_OQ));
+  a = _mm256_mul_pd(a, scale);
+  if (clamp_acc) {
+    __m256d m = _mm256_cmp_pd(a, acc_lo, _CMP_GE_OQ);
+    a = _mm256_or_pd(_mm256_and_pd(m, a), _mm256_andnot_pd(m, acc_lo));
+    m = _mm256_cmp_pd(a, acc_hi, _CMP_LE_OQ);
+    a = _mm256_or_pd(_mm256_and_pd(m, a), _mm256_andnot_pd(m, acc_hi));
+  }
+  if (rounding == ROUND_NEAREST_EVEN) { /* ROUNDPD: rint and floor exactly (also beyond 2**51) */
+    a = _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  } else if (rounding == ROUND_TRUNCATE) {
+    a = _mm256_round_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  } else {
+    const __m256d sign = _mm256_set1_pd(-0.0), half = _mm256_set1_pd(0.5);
+    __m256d m = _mm256_andnot_pd(sign, a);
+    __m256d fl = _mm256_round_pd(m, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    fl = _mm256_add_pd(fl, _mm256_and_pd(_mm256_cmp_pd(_mm256_sub_pd(m, fl), half, _CMP_GE_OQ), one));
+    a = _mm256_or_pd(fl, _mm256_and_pd(sign, a));
+  }
+  __m256d above = _mm256_cmp_pd(a, hi, _CMP_GT_OQ), below = _mm256_cmp_pd(a, lo, _CMP_LT_OQ);
+  *sat = _mm256_add_pd(*sat, _mm256_add_pd(_mm256_and_pd(above, one), _mm256_and_pd(below, one)));
+  a = _mm256_or_pd(_mm256_and_pd(above, hi), _mm256_andnot_pd(above, a));
+  a = _mm256_or_pd(_mm256_and_pd(below, lo), _mm256_andnot_pd(below, a));
+  return _mm256_add_pd(_mm256_mul_pd(a, unit), zero);
+}
+
+/* requant_row with AVX2 (the tail by requant_one). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) int64_t
+requant_row_avx2(const double *r, double *o, int64_t n, const double *scale, const double *acc_lo,
+                 const double *acc_hi, const int clamp_acc, const int relu, const int rounding, double lo,
+                 double hi, double unit) {
+  __m256d sat = _mm256_setzero_pd(), vlo = _mm256_set1_pd(lo), vhi = _mm256_set1_pd(hi),
+          vunit = _mm256_set1_pd(unit);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m256d a = requant_four(_mm256_loadu_pd(r + j), _mm256_loadu_pd(scale + j),
+                             clamp_acc ? _mm256_loadu_pd(acc_lo + j) : vlo,
+                             clamp_acc ? _mm256_loadu_pd(acc_hi + j) : vhi, clamp_acc, relu, rounding,
+                             vlo, vhi, vunit, &sat);
+    _mm256_storeu_pd(o + j, a);
+  }
+  double lanes[4], total;
+  _mm256_storeu_pd(lanes, sat);
+  total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; j < n; ++j)
+    o[j] = requant_one(r[j], scale[j], acc_lo[j], acc_hi[j], clamp_acc, relu, rounding, lo, hi,
+                       unit, &total);
+  return (int64_t)total;
+}
+#endif
+
 /* One row of hlsnn_shift_requant (always inlined, so specialized by the constant flags). */
 static inline __attribute__((always_inline)) int64_t
 requant_row(const double *r, double *o, int64_t n, const double *scale, const double *acc_lo,
@@ -548,21 +638,43 @@ typedef int64_t (*requant_fn)(const double *, int64_t, int64_t, int64_t, double 
                          unit);                                                                   \
     return sat;                                                                                   \
   }
-REQUANT_FN(0, 0, 0)
-REQUANT_FN(0, 0, 1)
-REQUANT_FN(0, 0, 2)
-REQUANT_FN(0, 1, 0)
-REQUANT_FN(0, 1, 1)
-REQUANT_FN(0, 1, 2)
-REQUANT_FN(1, 0, 0)
-REQUANT_FN(1, 0, 1)
-REQUANT_FN(1, 0, 2)
-REQUANT_FN(1, 1, 0)
-REQUANT_FN(1, 1, 1)
-REQUANT_FN(1, 1, 2)
+#if HLSNN_X86
+#define REQUANT_FN_AVX2(C, R, M)                                                                  \
+  __attribute__((target("avx2"))) static int64_t requant_avx2_##C##R##M(                          \
+      const double *v, int64_t rows, int64_t n, int64_t ldv, double *y, int64_t ldy,              \
+      const double *scale, const double *acc_lo, const double *acc_hi, double lo, double hi,      \
+      double unit, int64_t *next, int64_t chunk) {                                                \
+    int64_t sat = 0;                                                                              \
+    for (int64_t r0, r1; (r0 = claim(next, chunk, rows, &r1)) < rows;)                            \
+      for (int64_t i = r0; i < r1; ++i)                                                           \
+        sat += requant_row_avx2(v + i * ldv, y + i * ldy, n, scale, acc_lo, acc_hi, C, R, M, lo,  \
+                                hi, unit);                                                        \
+    return sat;                                                                                   \
+  }
+#else
+#define REQUANT_FN_AVX2(C, R, M)
+#endif
+#define REQUANT_FNS(C, R, M) REQUANT_FN(C, R, M) REQUANT_FN_AVX2(C, R, M)
+REQUANT_FNS(0, 0, 0)
+REQUANT_FNS(0, 0, 1)
+REQUANT_FNS(0, 0, 2)
+REQUANT_FNS(0, 1, 0)
+REQUANT_FNS(0, 1, 1)
+REQUANT_FNS(0, 1, 2)
+REQUANT_FNS(1, 0, 0)
+REQUANT_FNS(1, 0, 1)
+REQUANT_FNS(1, 0, 2)
+REQUANT_FNS(1, 1, 0)
+REQUANT_FNS(1, 1, 1)
+REQUANT_FNS(1, 1, 2)
 static const requant_fn requant_fns[12] = {requant_000, requant_001, requant_002, requant_010,
                                            requant_011, requant_012, requant_100, requant_101,
                                            requant_102, requant_110, requant_111, requant_112};
+#if HLSNN_X86
+static const requant_fn requant_avx2_fns[12] = {
+    requant_avx2_000, requant_avx2_001, requant_avx2_002, requant_avx2_010, requant_avx2_011, requant_avx2_012,
+    requant_avx2_100, requant_avx2_101, requant_avx2_102, requant_avx2_110, requant_avx2_111, requant_avx2_112};
+#endif
 
 /* Rule 5 on the wide values, dequantized (emulator.requantize(..., dequantize=fy) after
  * floatgemm's ReLU and scaling): per element a = v (relu: np.maximum(v, 0)), a *= scale[j],
@@ -574,6 +686,10 @@ int64_t hlsnn_shift_requant(const double *v, int64_t rows, int64_t n, int64_t ld
                             const double *acc_hi, int clamp_acc, int relu, int rounding, double lo,
                             double hi, double unit, int64_t *next, int64_t chunk) {
   if (rounding < 0 || rounding > 2 || !(hi < TWO52 / 4) || !(lo > -TWO52 / 4)) return -1;
-  return requant_fns[(clamp_acc != 0) * 6 + (relu != 0) * 3 + rounding](
+  const requant_fn *fns = requant_fns;
+#if HLSNN_X86
+  if (has_avx2()) fns = requant_avx2_fns;
+#endif
+  return fns[(clamp_acc != 0) * 6 + (relu != 0) * 3 + rounding](
       v, rows, n, ldv, y, ldy, scale, acc_lo, acc_hi, lo, hi, unit, next, chunk);
 }

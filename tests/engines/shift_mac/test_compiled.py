@@ -178,7 +178,7 @@ def test_inputs_reads_x_and_w_at_once(so):
 @needs_cc
 def test_col_extremes(so):
     rng = np.random.default_rng(3)
-    for shape in [(1, 5), (2, 1), (37, 29)]:
+    for shape in [(1, 5), (2, 1), (37, 29), (7, 13), (8, 3), (10, 40)]:     # blocks of four rows and the rest
         v = np.rint(rng.normal(size=shape) * 2.0 ** 40)
         cmax, cmin = compiled.col_extremes(so, v)
         np.testing.assert_array_equal(cmax, v.max(axis=0))
