@@ -236,6 +236,9 @@ void hlsnn_shift_act(const double *x, int64_t rows, int64_t cols, int64_t ldx, d
   }
 }
 
+/* hlsnn_shift_weights' `rule`: the buckets, or arithmetic for these formats (compiled._table). */
+enum { RULE_BUCKETS = 0, RULE_POT = 1, RULE_TWOHOT0 = 2 };
+
 /* The nearest-magnitude lookup of hlsnn_shift_weights (its table arguments). */
 typedef struct {
   const double *mags, *thr;
@@ -321,6 +324,45 @@ __attribute__((target("avx2"))) static void weights_row_pot_avx2(const double *r
   weights_row_pot(r + j, o + j, n - j, unit, t);
 }
 
+/* The two-hot formats at delta 0 (magnitudes |2**a +- 2**b|, a, b in [0, emax]; max_mag =
+ * 2**(emax + 1)) with AVX2: the nearest magnitude by arithmetic, four values at a time. In a
+ * binade [2**E, 2**(E + 1)), 0 <= E < emax, the magnitudes are 2**E, 2**E + 2**j and
+ * 2**(E + 1) - 2**j (0 <= j < E), 2**(E + 1); in the top binade E = emax, 2**E + 2**j
+ * (0 <= j < E) and 2**(E + 1). So for v <= 1.5 * 2**E, or E = emax: 2**E + the nearest of 0,
+ * 1, 2, ..., 2**(E - 1) (2**E at the top) to r = v - 2**E, ties to the smaller (0 for
+ * r <= 1/2, else the PoT rule of pot_code_value); for 1.5 * 2**E < v < 2**emax: 2**(E + 1)
+ * minus the nearest of 0, 1, ..., 2**(E - 1) to s = 2**(E + 1) - v, ties to the larger (0 for
+ * s < 1/2; else 2**51 carries iff the mantissa >= 3/2). r and s are exact; so are the sums.
+ * v <= 1/2: 0; 1/2 < v < 1: 1; beyond max_mag: max_mag. */
+__attribute__((target("avx2"))) static void weights_row_twohot0_avx2(const double *r, double *o, int64_t n,
+                                                                      double unit, const lookup *t) {
+  const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(),
+                one = _mm256_set1_pd(1.0), half = _mm256_set1_pd(0.5), top = _mm256_set1_pd(t->max_mag),
+                hinge = _mm256_set1_pd(t->max_mag * 0.5), below_half = _mm256_set1_pd(0.5 - DBL_EPSILON / 4);
+  const __m256i expo = _mm256_set1_epi64x((int64_t)0x7ff << 52), mant = _mm256_set1_epi64x(((int64_t)1 << 52) - 1),
+                m15 = _mm256_set1_epi64x((int64_t)1 << 51), carry = _mm256_set1_epi64x(((int64_t)1 << 51) - 1);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m256d w = _mm256_loadu_pd(r + j);
+    __m256d v = _mm256_mul_pd(_mm256_andnot_pd(sign, w), vunit);
+    __m256i p = _mm256_castpd_si256(v);
+    __m256d p0 = _mm256_castsi256_pd(_mm256_and_si256(p, expo)); /* 2**E */
+    __m256d up = _mm256_and_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_and_si256(p, mant), m15)),
+                               _mm256_cmp_pd(v, hinge, _CMP_LT_OQ)); /* the s side */
+    __m256d x = _mm256_blendv_pd(_mm256_sub_pd(v, p0), _mm256_sub_pd(_mm256_add_pd(p0, p0), v), up);
+    __m256i c = _mm256_add_epi64(carry, _mm256_srli_epi64(_mm256_castpd_si256(up), 63)); /* s: 2**51 */
+    __m256d q = _mm256_castsi256_pd(_mm256_and_si256(_mm256_add_epi64(_mm256_castpd_si256(x), c), expo));
+    q = _mm256_max_pd(q, one);
+    q = _mm256_and_pd(q, _mm256_cmp_pd(x, _mm256_blendv_pd(half, below_half, up), _CMP_GT_OQ));
+    __m256d y = _mm256_add_pd(p0, _mm256_blendv_pd(q, _mm256_sub_pd(p0, q), up));
+    y = _mm256_min_pd(y, top);
+    y = _mm256_blendv_pd(y, one, _mm256_cmp_pd(v, one, _CMP_LT_OQ));
+    y = _mm256_and_pd(y, _mm256_cmp_pd(v, half, _CMP_GT_OQ));
+    _mm256_storeu_pd(o + j, _mm256_add_pd(_mm256_or_pd(y, _mm256_and_pd(sign, w)), zero));
+  }
+  weights_row(r + j, o + j, n - j, unit, t);
+}
+
 /* weights_row with AVX2, four values at a time and one gather from the packed buckets (a
  * format whose magnitudes are integers below 2**24 and whose thresholds have their low g
  * pattern bits zero, compiled._table): bucket b's word is C << 48 | hi << 24 | lo, lo the
@@ -375,18 +417,25 @@ __attribute__((target("avx2"))) static void weights_row_avx2(const double *r, do
  * below its first pattern and tb[2 b] is the pattern of its one threshold, INT64_MAX when it
  * has none, -1 when it has two or more (then they are searched: thr[tb[2 b + 1]] ...
  * thr[tb[2 b + 3] - 1]; tb has a closing bucket). `packed` (or NULL), g, vlo, vhi: the same
- * buckets for weights_row_avx2.
+ * buckets for weights_row_avx2. `rule`: RULE_POT, RULE_TWOHOT0 for the formats that the
+ * arithmetic of pot_code_value, weights_row_twohot0_avx2 applies to (the latter with AVX2
+ * only; the portable code reads the buckets), else RULE_BUCKETS.
  * Returns the number of rows holding a NaN or an infinity (their outputs are unspecified). */
 int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t ldw, double *out,
                             int64_t ldo, int32_t *F, const double *mags, const double *thr,
                             const int64_t *tb, int64_t nbuckets, int64_t shift, int64_t first,
-                            double max_mag, int64_t L, int64_t pot, const uint64_t *packed, int64_t g,
+                            double max_mag, int64_t L, int64_t rule, const uint64_t *packed, int64_t g,
                             double vlo, double vhi, int64_t *next, int64_t chunk) {
   const lookup t = {mags, thr, tb, nbuckets, shift, first, packed, g, vlo, vhi, max_mag};
+  const int pot = rule == RULE_POT;
   void (*row)(const double *, double *, int64_t, double, const lookup *) = pot ? weights_row_pot : weights_row;
   void (*ext_row)(const double *, int64_t, double *, double *, double *) = lane_extremes_fn();
 #if HLSNN_X86
-  if (has_avx2()) row = pot ? weights_row_pot_avx2 : packed != NULL ? weights_row_avx2 : weights_row;
+  if (has_avx2())
+    row = pot                     ? weights_row_pot_avx2
+          : rule == RULE_TWOHOT0  ? weights_row_twohot0_avx2
+          : packed != NULL        ? weights_row_avx2
+                                  : weights_row;
 #endif
   int64_t bad = 0;
   for (int64_t r0, r1; (r0 = claim(next, chunk, rows, &r1)) < rows;)

@@ -104,6 +104,8 @@ def activations(so, x, fx, out):
                  _ranges(x, MIN_ELEMS_CHEAP))
 
 
+#: ``hlsnn_shift_weights``' rules: the buckets, or arithmetic for PoT and two-hot at delta 0.
+_RULE_BUCKETS, _RULE_POT, _RULE_TWOHOT0 = 0, 1, 2
 #: Bits of a packed bucket's threshold field (:func:`_table`).
 _CUT_BITS = 15
 #: Bits of a packed bucket's magnitude fields: magnitudes below ``2**24``.
@@ -122,7 +124,7 @@ class _Lookup(NamedTuple):
     first: int
     max_mag: float
     L: int                # bit length of max_mag
-    pot: bool             # the PoT magnitudes 0, 1, 2, 4, ..., max_mag (shift_quant.c, pot_code_value)
+    rule: int             # 1: PoT, 2: two-hot at delta 0 (by arithmetic, shift_quant.c), 0: the buckets
     packed: Optional[np.ndarray]   # uint64 per bucket (shift_quant.c, weights_row_avx2), or None
     g: int
     vlo: float            # the value of bucket 0's first pattern
@@ -164,11 +166,18 @@ def _table(mode, exp_bits, delta):
         cut[count >= 2] = 0xFFFF                      # two or more: searched by the scalar code
         packed = (cut << np.uint64(48)) | (hi << np.uint64(_MAG_BITS)) | lo
     vlo, vhi = starts[:1].view(np.float64)[0], (starts[-1:] - 1).view(np.float64)[0]
-    pot = mode == "pot"
-    assert not pot or np.array_equal(mags, np.concatenate([[0.0], np.ldexp(1.0, np.arange(mags.size - 1))])) \
-        and mags[-1] == tab.max_mag
+    emax = (1 << exp_bits) - 1
+    if mode == "pot":                                 # 0, 1, 2, 4, ..., 2**emax
+        rule = _RULE_POT
+        assert np.array_equal(mags, np.concatenate([[0.0], np.ldexp(1.0, np.arange(emax + 1))]))
+    elif delta == 0:                                  # |2**a +- 2**b|, a, b in [0, emax]
+        rule = _RULE_TWOHOT0
+        e = np.ldexp(1.0, np.arange(emax + 1))
+        assert np.array_equal(mags, np.unique(np.abs(np.concatenate([(e[:, None] + e).ravel(), (e[:, None] - e).ravel()]))))
+    else:
+        rule = _RULE_BUCKETS
     return _Lookup(mags, thr, tb, nb, bk.shift, bk.first, float(tab.max_mag), int(tab.max_mag).bit_length(),
-                   bool(pot), packed, g, float(vlo), float(vhi))
+                   rule, packed, g, float(vlo), float(vhi))
 
 
 def weights(so, mode, w, exp_bits, delta, out):
@@ -196,7 +205,7 @@ def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
     F = np.empty((n, 1), np.int32)
     threads, counter, chunk = _shared(w)
     args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data, t.mags.ctypes.data,
-            t.thr.ctypes.data, t.tb.ctypes.data, t.nb, t.shift, t.first, t.max_mag, t.L, int(t.pot),
+            t.thr.ctypes.data, t.tb.ctypes.data, t.nb, t.shift, t.first, t.max_mag, t.L, t.rule,
             None if t.packed is None else t.packed.ctypes.data, t.g, t.vlo, t.vhi, counter.ctypes.data, chunk)
     ext = np.empty(2)
     done = [None]
