@@ -30,11 +30,15 @@ from ...native import parallel
 from ...primitives import ROUNDING_CODES
 from .emulator import wide_bound
 
-#: Elements per thread at least (smaller calls run in one thread: a thread hand-off costs
-#: tens of microseconds): the weights' search and the requantization ...
-MIN_ELEMS = 1 << 15
-#: ... and the memory-bound passes (a few tenths of a nanosecond per element).
-MIN_ELEMS_CHEAP = 1 << 19
+#: Elements per thread at least (smaller calls run in one thread): the weights' codes and the
+#: requantization (about 1 and 0.6 ns per element with AVX2) ...
+MIN_ELEMS = 1 << 19
+#: ... and the memory-bound passes (a few tenths of a nanosecond per element). A hand-off to
+#: a pool thread costs tens of microseconds, and right after a BLAS call (the float GEMM, or
+#: the caller's) up to a few hundred: OpenBLAS's worker threads keep spinning on the CPUs for
+#: a while. At 512 x 512 one thread measured faster than two on two CPUs (AVX-512 EPYC:
+#: benchmarks/bench_emulator.py, 2.6-2.9x float32 instead of 2.9-3.1x).
+MIN_ELEMS_CHEAP = 1 << 20
 #: Elements per chunk of rows that the threads of :func:`inputs` and :func:`requantize` take
 #: in turn (``shift_quant.c``, ``claim``).
 CHUNK_ELEMS = 1 << 13
