@@ -728,7 +728,8 @@ static const requant_fn requant_avx2_fns[12] = {
 /* Rule 5 on the wide values, dequantized (emulator.requantize(..., dequantize=fy) after
  * floatgemm's ReLU and scaling): per element a = v (relu: np.maximum(v, 0)), a *= scale[j],
  * (clamp_acc: np.clip(a, acc_lo[j], acc_hi[j])), rounded per `rounding`, saturated to
- * [lo, hi] (counted), y = a * unit + 0.0, on the rows this call takes (claim). Returns their
+ * [lo, hi] (counted), y = a * unit + 0.0, on the rows this call takes (claim); acc_lo and
+ * acc_hi (n values each) matter only with clamp_acc. Returns their
  * saturation count, or -1 for an unknown rounding code or hi >= 2**50 (requant_one). */
 int64_t hlsnn_shift_requant(const double *v, int64_t rows, int64_t n, int64_t ldv, double *y,
                             int64_t ldy, const double *scale, const double *acc_lo,

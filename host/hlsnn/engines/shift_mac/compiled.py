@@ -81,7 +81,10 @@ def _ld(a):
 
 
 def _ranges(a, min_elems=None):
-    return parallel.parts(a.shape[0], max(1, (MIN_ELEMS if min_elems is None else min_elems) // max(1, a.shape[1])))
+    min_elems = MIN_ELEMS if min_elems is None else min_elems
+    if a.shape[0] * a.shape[1] < 2 * min_elems:          # one thread (without asking how many there are)
+        return [(0, a.shape[0])]
+    return parallel.parts(a.shape[0], max(1, min_elems // max(1, a.shape[1])))
 
 
 def extremes(so, x):
@@ -133,6 +136,7 @@ class _Lookup(NamedTuple):
     g: int
     vlo: float            # the value of bucket 0's first pattern
     vhi: float            # the value of the last bucket's last pattern
+    args: tuple           # hlsnn_shift_weights' arguments from mags to vhi (the arrays' addresses)
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,8 +184,10 @@ def _table(mode, exp_bits, delta):
         assert np.array_equal(mags, np.unique(np.abs(np.concatenate([(e[:, None] + e).ravel(), (e[:, None] - e).ravel()]))))
     else:
         rule = _RULE_BUCKETS
-    return _Lookup(mags, thr, tb, nb, bk.shift, bk.first, float(tab.max_mag), int(tab.max_mag).bit_length(),
-                   rule, packed, g, float(vlo), float(vhi))
+    max_mag, L = float(tab.max_mag), int(tab.max_mag).bit_length()
+    args = (mags.ctypes.data, thr.ctypes.data, tb.ctypes.data, nb, bk.shift, bk.first, max_mag, L, rule,
+            None if packed is None else packed.ctypes.data, g, float(vlo), float(vhi))
+    return _Lookup(mags, thr, tb, nb, bk.shift, bk.first, max_mag, L, rule, packed, g, float(vlo), float(vhi), args)
 
 
 def weights(so, mode, w, exp_bits, delta, out):
@@ -208,9 +214,8 @@ def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
     n, k = w.shape
     F = np.empty((n, 1), np.int32)
     threads, counter, chunk = _shared(w)
-    args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data, t.mags.ctypes.data,
-            t.thr.ctypes.data, t.tb.ctypes.data, t.nb, t.shift, t.first, t.max_mag, t.L, t.rule,
-            None if t.packed is None else t.packed.ctypes.data, t.g, t.vlo, t.vhi, counter.ctypes.data, chunk)
+    args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data) + t.args \
+        + (counter.ctypes.data, chunk)
     ext = np.empty(2)
     done = [None]
 
@@ -261,13 +266,18 @@ def requantize(so, p, v, shifts, *, k, delta, max_bias, relu, fy):
     lo, hi = (-(1 << (B - 1)), (1 << (B - 1)) - 1) if p["act_signed"] else (0, (1 << B) - 1)
     clamp_acc = (1 << wide_bound(p, k, delta)) + max_bias > hi_a
     scale = np.ascontiguousarray(np.ldexp(1.0, -np.asarray(shifts)), np.float64)
-    acc_lo, acc_hi = lo_a * scale, hi_a * scale
+    sp = scale.ctypes.data
+    if clamp_acc:
+        acc_lo, acc_hi = lo_a * scale, hi_a * scale
+        bounds = (acc_lo.ctypes.data, acc_hi.ctypes.data)
+    else:                                         # not read (any n values)
+        bounds = (sp, sp)
     unit = float(np.ldexp(1.0, -int(fy)))
     batch, n = v.shape
     y = np.empty((batch, n))
     threads, counter, chunk = _shared(v)
-    args = (v.ctypes.data, batch, n, _ld(v), y.ctypes.data, n, scale.ctypes.data, acc_lo.ctypes.data,
-            acc_hi.ctypes.data, int(clamp_acc), int(bool(relu)), ROUNDING_CODES[p["rounding"]], float(lo),
+    args = (v.ctypes.data, batch, n, _ld(v), y.ctypes.data, n, sp) + bounds + (
+            int(clamp_acc), int(bool(relu)), ROUNDING_CODES[p["rounding"]], float(lo),
             float(hi), unit, counter.ctypes.data, chunk)
     sat = parallel.run(lambda i: so.hlsnn_shift_requant(*args), [(i,) for i in range(threads)])
     if min(sat) < 0:
