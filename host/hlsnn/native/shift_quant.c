@@ -588,19 +588,16 @@ requant_two(__m128d a, __m128d scale, __m128d acc_lo, __m128d acc_hi, const int 
 
 #if HLSNN_X86
 /* requant_two with AVX2: four elements; the rounding with ROUNDPD (rint and floor, exact for
- * every value, so beyond 2**51 too: the same outputs and counts as requant_one's). */
+ * every value, so beyond 2**51 too: the same outputs and counts as requant_one's), the clamps
+ * with MINPD/MAXPD, the count in int64 lanes. */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) __m256d
 requant_four(__m256d a, __m256d scale, __m256d acc_lo, __m256d acc_hi, const int clamp_acc,
-             const int relu, const int rounding, __m256d lo, __m256d hi, __m256d unit, __m256d *sat) {
+             const int relu, const int rounding, __m256d lo, __m256d hi, __m256d unit, __m256i *sat) {
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   if (relu) a = _mm256_and_pd(a, _mm256_cmp_pd(a, zero, _CMP_GE_OQ));
   a = _mm256_mul_pd(a, scale);
-  if (clamp_acc) {
-    __m256d m = _mm256_cmp_pd(a, acc_lo, _CMP_GE_OQ);
-    a = _mm256_or_pd(_mm256_and_pd(m, a), _mm256_andnot_pd(m, acc_lo));
-    m = _mm256_cmp_pd(a, acc_hi, _CMP_LE_OQ);
-    a = _mm256_or_pd(_mm256_and_pd(m, a), _mm256_andnot_pd(m, acc_hi));
-  }
+  if (clamp_acc) /* MAXPD(a, b) is a > b ? a : b, MINPD(a, b) a < b ? a : b (no NaN here) */
+    a = _mm256_min_pd(_mm256_max_pd(a, acc_lo), acc_hi);
   if (rounding == ROUND_NEAREST_EVEN) { /* ROUNDPD: rint and floor exactly (also beyond 2**51) */
     a = _mm256_round_pd(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   } else if (rounding == ROUND_TRUNCATE) {
@@ -613,9 +610,8 @@ requant_four(__m256d a, __m256d scale, __m256d acc_lo, __m256d acc_hi, const int
     a = _mm256_or_pd(fl, _mm256_and_pd(sign, a));
   }
   __m256d above = _mm256_cmp_pd(a, hi, _CMP_GT_OQ), below = _mm256_cmp_pd(a, lo, _CMP_LT_OQ);
-  *sat = _mm256_add_pd(*sat, _mm256_add_pd(_mm256_and_pd(above, one), _mm256_and_pd(below, one)));
-  a = _mm256_or_pd(_mm256_and_pd(above, hi), _mm256_andnot_pd(above, a));
-  a = _mm256_or_pd(_mm256_and_pd(below, lo), _mm256_andnot_pd(below, a));
+  *sat = _mm256_sub_epi64(_mm256_sub_epi64(*sat, _mm256_castpd_si256(above)), _mm256_castpd_si256(below));
+  a = _mm256_max_pd(_mm256_min_pd(a, hi), lo); /* lo <= hi */
   return _mm256_add_pd(_mm256_mul_pd(a, unit), zero);
 }
 
@@ -624,8 +620,8 @@ __attribute__((target("avx2"))) static inline __attribute__((always_inline)) int
 requant_row_avx2(const double *r, double *o, int64_t n, const double *scale, const double *acc_lo,
                  const double *acc_hi, const int clamp_acc, const int relu, const int rounding, double lo,
                  double hi, double unit) {
-  __m256d sat = _mm256_setzero_pd(), vlo = _mm256_set1_pd(lo), vhi = _mm256_set1_pd(hi),
-          vunit = _mm256_set1_pd(unit);
+  __m256i sat = _mm256_setzero_si256(); /* per lane, the count of saturations (a mask is -1) */
+  __m256d vlo = _mm256_set1_pd(lo), vhi = _mm256_set1_pd(hi), vunit = _mm256_set1_pd(unit);
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     __m256d a = requant_four(_mm256_loadu_pd(r + j), _mm256_loadu_pd(scale + j),
@@ -634,9 +630,9 @@ requant_row_avx2(const double *r, double *o, int64_t n, const double *scale, con
                              vlo, vhi, vunit, &sat);
     _mm256_storeu_pd(o + j, a);
   }
-  double lanes[4], total;
-  _mm256_storeu_pd(lanes, sat);
-  total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  int64_t lanes[4];
+  _mm256_storeu_si256((__m256i *)lanes, sat);
+  double total = (double)(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
   for (; j < n; ++j)
     o[j] = requant_one(r[j], scale[j], acc_lo[j], acc_hi[j], clamp_acc, relu, rounding, lo, hi,
                        unit, &total);
