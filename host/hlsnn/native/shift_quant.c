@@ -15,6 +15,13 @@
  *
  * GCC: no-trapping-math lets the loops' selects be vectorized (the result bits do not depend on
  * it; nothing here reads the floating-point exception flags).
+ *
+ * x86-64 (GCC or Clang): the hot loops also have AVX2 versions (target attributes, so the build
+ * flags stay portable), chosen at run time when the CPU has AVX2 (has_avx2; hlsnn_shift_isa(0)
+ * turns them off, for the tests). They do the same float64 operations, never fused (no FMA:
+ * no "fma" target, and -std=c99 keeps contraction off), or exact equivalents (ROUNDPD for rint
+ * and floor, MINPD/MAXPD for selects on non-NaN values). Elsewhere (-DHLSNN_PORTABLE too)
+ * only the portable code is built.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -26,7 +33,7 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__)) && !defined(HLSNN_PORTABLE)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
 #define HLSNN_X86 1 /* AVX2 versions of some loops, chosen at run time (target attributes) */
 #include <immintrin.h>
 static int isa_avx2 = -1; /* unknown yet; see hlsnn_shift_isa */

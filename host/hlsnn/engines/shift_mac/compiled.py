@@ -1,5 +1,6 @@
-"""The compiled twins of :mod:`.floatgemm`'s per-element passes (``hlsnn/native/shift_quant.c``),
-run on row ranges in parallel threads (:mod:`hlsnn.native.parallel`).
+"""The compiled twins of :mod:`.floatgemm`'s per-element passes (``hlsnn/native/shift_quant.c``:
+portable C, and AVX2 versions of the loops chosen at run time), run on row ranges in parallel
+threads (:mod:`hlsnn.native.parallel`) when an array is large (:data:`MIN_ELEMS`).
 
 Each function here gives the bits of a numpy original, which stays the specification:
 
@@ -7,7 +8,8 @@ Each function here gives the bits of a numpy original, which stays the specifica
 * :func:`activations`: floatgemm's ``rint(ldexp(x, fx))`` into the GEMM operand, with its
   column of ones;
 * :func:`weights`: :func:`hlsnn.formats.shift._quantize_values_into` (scale exponents and
-  code values, through the same nearest-magnitude buckets);
+  code values: the nearest magnitude through the same buckets, or by arithmetic for PoT and
+  for two-hot at delta 0, :func:`_table`);
 * :func:`col_extremes`: ``v.max(axis=0)``, ``v.min(axis=0)``;
 * :func:`requantize`: floatgemm's ReLU, then :func:`.emulator.requantize` with
   ``dequantize=fy`` and ``stats=False``.
