@@ -227,14 +227,8 @@ __attribute__((target("avx2"))) static void act_avx2(const double *x, int64_t ro
 }
 #endif
 
-void hlsnn_shift_act(const double *x, int64_t rows, int64_t cols, int64_t ldx, double scale,
-                     double *out, int64_t ldo) {
-#if HLSNN_X86
-  if (has_avx2()) {
-    act_avx2(x, rows, cols, ldx, scale, out, ldo);
-    return;
-  }
-#endif
+static void act_rows(const double *x, int64_t rows, int64_t cols, int64_t ldx, double scale, double *out,
+                     int64_t ldo) {
   for (int64_t i = 0; i < rows; ++i) {
     const double *r = x + i * ldx;
     double *o = out + i * ldo;
@@ -243,8 +237,24 @@ void hlsnn_shift_act(const double *x, int64_t rows, int64_t cols, int64_t ldx, d
   }
 }
 
-/* hlsnn_shift_weights' `rule`: the buckets, or arithmetic for these formats (compiled._table). */
+typedef void (*act_fn)(const double *, int64_t, int64_t, int64_t, double, double *, int64_t);
+
+static act_fn act_rows_fn(void) { /* act_rows, in its AVX2 version where the CPU has it */
+#if HLSNN_X86
+  if (has_avx2()) return act_avx2;
+#endif
+  return act_rows;
+}
+
+void hlsnn_shift_act(const double *x, int64_t rows, int64_t cols, int64_t ldx, double scale,
+                     double *out, int64_t ldo) {
+  act_rows_fn()(x, rows, cols, ldx, scale, out, ldo);
+}
+
+/* hlsnn_shift_weights' `rule`: the buckets, or arithmetic for these formats (compiled._table),
+ * and its side `job`. */
 enum { RULE_BUCKETS = 0, RULE_POT = 1, RULE_TWOHOT0 = 2 };
+enum { JOB_NONE = 0, JOB_EXTREMES = 1, JOB_ACT = 2 };
 
 /* The nearest-magnitude lookup of hlsnn_shift_weights (its table arguments). */
 typedef struct {
@@ -427,13 +437,28 @@ __attribute__((target("avx2"))) static void weights_row_avx2(const double *r, do
  * buckets for weights_row_avx2. `rule`: RULE_POT, RULE_TWOHOT0 for the formats that the
  * arithmetic of pot_code_value, weights_row_twohot0_avx2 applies to (the latter with AVX2
  * only; the portable code reads the buckets), else RULE_BUCKETS.
+ *
+ * `job`: a pass over x (xrows > 0 rows of xcols) that the call does in step with its rows of w
+ * (a memory-bound pass beside a compute-bound one), for a call that takes every row alone
+ * (one thread): JOB_EXTREMES, hlsnn_shift_extremes(x, xrows, xcols, ldx, xext) with its
+ * return value in xext[2] (1.0 or 0.0); JOB_ACT, hlsnn_shift_act(x, xrows, xcols, ldx, scale,
+ * xout, ldxo); JOB_NONE (x unused).
  * Returns the number of rows holding a NaN or an infinity (their outputs are unspecified). */
 int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t ldw, double *out,
                             int64_t ldo, int32_t *F, const double *mags, const double *thr,
                             const int64_t *tb, int64_t nbuckets, int64_t shift, int64_t first,
                             double max_mag, int64_t L, int64_t rule, const uint64_t *packed, int64_t g,
-                            double vlo, double vhi, int64_t *next, int64_t chunk) {
+                            double vlo, double vhi, int64_t *next, int64_t chunk, int64_t job,
+                            const double *x, int64_t xrows, int64_t xcols, int64_t ldx, double scale,
+                            double *xout, int64_t ldxo, double *xext) {
   const lookup t = {mags, thr, tb, nbuckets, shift, first, packed, g, vlo, vhi, max_mag};
+  const act_fn act = act_rows_fn();
+  double xmx[LANES], xmn[LANES], xchk[LANES];
+  int64_t xdone = 0; /* the side job's rows done */
+  for (int l = 0; l < LANES; ++l) {
+    xmx[l] = xmn[l] = job == JOB_EXTREMES ? x[0] : 0.0;
+    xchk[l] = 0.0;
+  }
   const int pot = rule == RULE_POT;
   void (*row)(const double *, double *, int64_t, double, const lookup *) = pot ? weights_row_pot : weights_row;
   void (*ext_row)(const double *, int64_t, double *, double *, double *) = lane_extremes_fn();
@@ -450,6 +475,14 @@ int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t
       const double *r = w + i * ldw;
       double *o = out + i * ldo;
       double mx[LANES], mn[LANES], chk[LANES], ext[2];
+      if (job != JOB_NONE) { /* the side job's share so far, first */
+        int64_t upto = (i + 1) * xrows / rows;
+        for (; xdone < upto; ++xdone)
+          if (job == JOB_EXTREMES)
+            ext_row(x + xdone * ldx, xcols, xmx, xmn, xchk);
+          else
+            act(x + xdone * ldx, 1, xcols, ldx, scale, xout + xdone * ldxo, ldxo);
+      }
       for (int l = 0; l < LANES; ++l) mx[l] = mn[l] = chk[l] = 0.0; /* max/min, initial=0.0 */
       ext_row(r, cols, mx, mn, chk);
       if (lanes_combine(mx, mn, chk, ext)) {
@@ -471,6 +504,12 @@ int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t
         for (int64_t j = 0; j < cols; ++j)
           o[j] = pot ? pot_code_value(r[j], ldexp(fabs(r[j]), f), max_mag) : code_value(&t, r[j], ldexp(fabs(r[j]), f));
     }
+  if (job == JOB_EXTREMES) {
+    for (; xdone < xrows; ++xdone) ext_row(x + xdone * ldx, xcols, xmx, xmn, xchk);
+    xext[2] = lanes_combine(xmx, xmn, xchk, xext);
+  } else if (job == JOB_ACT && xdone < xrows) {
+    act(x + xdone * ldx, xrows - xdone, xcols, ldx, scale, xout + xdone * ldxo, ldxo);
+  }
   return bad;
 }
 

@@ -51,7 +51,8 @@ _SIGNATURES = {
     "hlsnn_shift_extremes": (_INT, [_P, _I64, _I64, _I64, _P]),
     "hlsnn_shift_act": (None, [_P, _I64, _I64, _I64, _F64, _P, _I64]),
     "hlsnn_shift_weights": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _I64, _I64, _I64,
-                                   _F64, _I64, _I64, _P, _I64, _F64, _F64, _P, _I64]),
+                                   _F64, _I64, _I64, _P, _I64, _F64, _F64, _P, _I64,
+                                   _I64, _P, _I64, _I64, _I64, _F64, _P, _I64, _P]),
     "hlsnn_shift_col_extremes": (None, [_P, _I64, _I64, _I64, _P, _P]),
     "hlsnn_shift_requant": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _INT, _INT, _INT, _F64,
                                    _F64, _F64, _P, _I64]),
@@ -206,19 +207,29 @@ def _shared(a):
     return threads, np.zeros(1, np.int64), max(1, CHUNK_ELEMS // max(1, a.shape[1]))
 
 
+#: ``hlsnn_shift_weights``' side jobs.
+_JOB_NONE, _JOB_EXTREMES, _JOB_ACT = 0, 1, 2
+_NO_JOB = (_JOB_NONE, None, 0, 0, 0, 0.0, None, 0, None)
+
+
 def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
-    """``(extremes(so, x), weights(so, mode, w, exp_bits, delta, out), fx)`` in one parallel
-    dispatch (``x`` None: no extremes): the calling thread reads ``x`` first, then takes rows
-    of ``w`` with the other threads until none is left. ``act = (frac, xf)``: in between, the
-    calling thread also runs :func:`activations` ``(so, x, fx, xf)`` with ``fx = frac(xmax,
-    xmin)`` unless that is None; ``fx`` is returned (None: not run)."""
+    """``(extremes(so, x), weights(so, mode, w, exp_bits, delta, out), fx)`` (``x`` None: no
+    extremes). ``act = (frac, xf)``: then also :func:`activations` ``(so, x, fx, xf)`` with
+    ``fx = frac(xmax, xmin)`` unless that is None; ``fx`` is returned (None: not run).
+
+    In one thread, the passes over ``x`` run in step with the weights' rows (the C helper's
+    side job): the extremes beside the first half of them, the activations beside the
+    second. In several, the calling thread reads ``x`` first, then takes rows of ``w`` with
+    the other threads until none is left."""
     t = _table(mode, exp_bits, delta)
     n, k = w.shape
     F = np.empty((n, 1), np.int32)
     threads, counter, chunk = _shared(w)
+    ext = np.empty(3)
+    if threads == 1 and x is not None and x.shape[0] > 0:
+        return _inputs_in_step(so, x, w, out, F, t, ext, act)
     args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data) + t.args \
-        + (counter.ctypes.data, chunk)
-    ext = np.empty(2)
+        + (counter.ctypes.data, chunk) + _NO_JOB
     done = [None]
 
     def part(i):
@@ -235,6 +246,26 @@ def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
     if x is not None:
         xext = (float("nan"), float("nan")) if res[0][0] else (float(ext[0]), float(ext[1]))
     return xext, (None if any(b for _, b in res) else F), done[0]
+
+
+def _inputs_in_step(so, x, w, out, F, t, ext, act):
+    """:func:`inputs` in the calling thread: two calls of the weights' helper, on the first and
+    the second half of the rows of ``w``, with the extremes and then the activations of ``x``."""
+    n, k = w.shape
+    half = n // 2
+    xrows, xcols, xl = x.shape[0], x.shape[1], _ld(x)
+    wp, wl, op, ol, Fp = w.ctypes.data, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data
+    bad = so.hlsnn_shift_weights(wp, half, k, wl, op, ol, Fp, *t.args, np.zeros(1, np.int64).ctypes.data, 1 << 30,
+                                 _JOB_EXTREMES, x.ctypes.data, xrows, xcols, xl, 0.0, None, 0, ext.ctypes.data)
+    bad_x = ext[2] != 0
+    fx = act[0](float(ext[0]), float(ext[1])) if act is not None and not bad_x else None
+    job = _NO_JOB if fx is None else (_JOB_ACT, x.ctypes.data, xrows, xcols, xl, float(np.ldexp(1.0, fx)),
+                                      act[1].ctypes.data, _ld(act[1]), None)
+    assert fx is None or (-1022 <= fx <= 1022 and act[1].shape == (xrows, xcols + 1))
+    bad += so.hlsnn_shift_weights(wp + 8 * wl * half, n - half, k, wl, op + 8 * ol * half, ol, Fp + 4 * half,
+                                  *t.args, np.zeros(1, np.int64).ctypes.data, 1 << 30, *job)
+    xext = (float("nan"), float("nan")) if bad_x else (float(ext[0]), float(ext[1]))
+    return xext, (None if bad else F), fx
 
 
 def col_extremes(so, v):
