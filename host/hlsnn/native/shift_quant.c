@@ -328,7 +328,8 @@ __attribute__((target("avx2"))) static void weights_row_pot_avx2(const double *r
                                                                   double unit, const lookup *t) {
   const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(),
                 one = _mm256_set1_pd(1.0), half = _mm256_set1_pd(0.5), top = _mm256_set1_pd(t->max_mag);
-  const __m256i carry = _mm256_set1_epi64x((((int64_t)1 << 51) - 1)), expo = _mm256_set1_epi64x((int64_t)0x7ff << 52);
+  const __m256i carry = _mm256_set1_epi64x((((int64_t)1 << 51) - 1)),
+                expo = _mm256_set1_epi64x((int64_t)0x7ff << 52);
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     __m256d w = _mm256_loadu_pd(r + j);
@@ -355,9 +356,11 @@ __attribute__((target("avx2"))) static void weights_row_twohot0_avx2(const doubl
                                                                       double unit, const lookup *t) {
   const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(),
                 one = _mm256_set1_pd(1.0), half = _mm256_set1_pd(0.5), top = _mm256_set1_pd(t->max_mag),
-                hinge = _mm256_set1_pd(t->max_mag * 0.5), below_half = _mm256_set1_pd(0.5 - DBL_EPSILON / 4);
-  const __m256i expo = _mm256_set1_epi64x((int64_t)0x7ff << 52), mant = _mm256_set1_epi64x(((int64_t)1 << 52) - 1),
-                m15 = _mm256_set1_epi64x((int64_t)1 << 51), carry = _mm256_set1_epi64x(((int64_t)1 << 51) - 1);
+                hinge = _mm256_set1_pd(t->max_mag * 0.5),
+                below_half = _mm256_set1_pd(0.5 - DBL_EPSILON / 4); /* the float64 below 1/2 */
+  const __m256i expo = _mm256_set1_epi64x((int64_t)0x7ff << 52),
+                mant = _mm256_set1_epi64x(((int64_t)1 << 52) - 1), m15 = _mm256_set1_epi64x((int64_t)1 << 51),
+                carry = _mm256_set1_epi64x(((int64_t)1 << 51) - 1);
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     __m256d w = _mm256_loadu_pd(r + j);
@@ -395,7 +398,8 @@ __attribute__((target("avx2"))) static void weights_row_avx2(const double *r, do
                                                               double unit, const lookup *t) {
   const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(),
                 vlo = _mm256_set1_pd(t->vlo), vhi = _mm256_set1_pd(t->vhi), two52 = _mm256_set1_pd(TWO52);
-  const __m256i first = _mm256_set1_epi64x(t->first), low = _mm256_set1_epi64x(((int64_t)1 << t->shift) - 1),
+  const __m256i first = _mm256_set1_epi64x(t->first),
+                low = _mm256_set1_epi64x(((int64_t)1 << t->shift) - 1),
                 round = _mm256_set1_epi64x(((int64_t)1 << t->g) - 1), mag = _mm256_set1_epi64x(0xffffff),
                 dense = _mm256_set1_epi64x(0xffff), exp52 = _mm256_castpd_si256(two52);
   const __m128i sh = _mm_cvtsi64_si128(t->shift), g = _mm_cvtsi64_si128(t->g);
@@ -460,7 +464,8 @@ int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t
     xchk[l] = 0.0;
   }
   const int pot = rule == RULE_POT;
-  void (*row)(const double *, double *, int64_t, double, const lookup *) = pot ? weights_row_pot : weights_row;
+  void (*row)(const double *, double *, int64_t, double, const lookup *) =
+      pot ? weights_row_pot : weights_row;
   void (*ext_row)(const double *, int64_t, double *, double *, double *) = lane_extremes_fn();
 #if HLSNN_X86
   if (has_avx2())
@@ -501,8 +506,10 @@ int64_t hlsnn_shift_weights(const double *w, int64_t rows, int64_t cols, int64_t
       if (f >= -1022 && f <= 1023) /* a normal 2**F */
         row(r, o, cols, ldexp(1.0, f), &t);
       else /* ldexp, as numpy then does */
-        for (int64_t j = 0; j < cols; ++j)
-          o[j] = pot ? pot_code_value(r[j], ldexp(fabs(r[j]), f), max_mag) : code_value(&t, r[j], ldexp(fabs(r[j]), f));
+        for (int64_t j = 0; j < cols; ++j) {
+          double v = ldexp(fabs(r[j]), f);
+          o[j] = pot ? pot_code_value(r[j], v, max_mag) : code_value(&t, r[j], v);
+        }
     }
   if (job == JOB_EXTREMES) {
     for (; xdone < xrows; ++xdone) ext_row(x + xdone * ldx, xcols, xmx, xmn, xchk);

@@ -33,13 +33,14 @@ from ...primitives import ROUNDING_CODES
 from .emulator import wide_bound
 
 #: Elements per thread at least (smaller calls run in one thread): the weights' codes and the
-#: requantization (about 1 and 0.6 ns per element with AVX2) ...
+#: requantization (0.5-1 and 0.35-0.55 ns per element with AVX2, one thread) ...
 MIN_ELEMS = 1 << 19
 #: ... and the memory-bound passes (a few tenths of a nanosecond per element). A hand-off to
 #: a pool thread costs tens of microseconds, and right after a BLAS call (the float GEMM, or
 #: the caller's) up to a few hundred: OpenBLAS's worker threads keep spinning on the CPUs for
 #: a while. At 512 x 512 one thread measured faster than two on two CPUs (AVX-512 EPYC:
-#: benchmarks/bench_emulator.py, 2.6-2.9x float32 instead of 2.9-3.1x).
+#: benchmarks/bench_emulator.py, 2.6-3.0x float32 instead of 2.9-3.1x); at 1024 x 1024 the
+#: same within the noise.
 MIN_ELEMS_CHEAP = 1 << 20
 #: Elements per chunk of rows that the threads of :func:`inputs` and :func:`requantize` take
 #: in turn (``shift_quant.c``, ``claim``).
@@ -184,7 +185,8 @@ def _table(mode, exp_bits, delta):
     elif delta == 0:                                  # |2**a +- 2**b|, a, b in [0, emax]
         rule = _RULE_TWOHOT0
         e = np.ldexp(1.0, np.arange(emax + 1))
-        assert np.array_equal(mags, np.unique(np.abs(np.concatenate([(e[:, None] + e).ravel(), (e[:, None] - e).ravel()]))))
+        both = np.concatenate([(e[:, None] + e).ravel(), (e[:, None] - e).ravel()])
+        assert np.array_equal(mags, np.unique(np.abs(both)))
     else:
         rule = _RULE_BUCKETS
     max_mag, L = float(tab.max_mag), int(tab.max_mag).bit_length()
