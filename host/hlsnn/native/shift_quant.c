@@ -326,7 +326,7 @@ static void weights_row_pot(const double *r, double *o, int64_t n, double unit, 
 /* weights_row_pot with AVX2 (the same operations, four values at a time). */
 __attribute__((target("avx2"))) static void weights_row_pot_avx2(const double *r, double *o, int64_t n,
                                                                   double unit, const lookup *t) {
-  const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(),
+  const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0),
                 one = _mm256_set1_pd(1.0), half = _mm256_set1_pd(0.5), top = _mm256_set1_pd(t->max_mag);
   const __m256i carry = _mm256_set1_epi64x((((int64_t)1 << 51) - 1)),
                 expo = _mm256_set1_epi64x((int64_t)0x7ff << 52);
@@ -336,8 +336,7 @@ __attribute__((target("avx2"))) static void weights_row_pot_avx2(const double *r
     __m256d v = _mm256_mul_pd(_mm256_andnot_pd(sign, w), vunit);
     __m256d q = _mm256_castsi256_pd(_mm256_and_si256(_mm256_add_epi64(_mm256_castpd_si256(v), carry), expo));
     q = _mm256_min_pd(_mm256_max_pd(q, one), top);
-    q = _mm256_and_pd(q, _mm256_cmp_pd(v, half, _CMP_GT_OQ));
-    _mm256_storeu_pd(o + j, _mm256_add_pd(_mm256_or_pd(q, _mm256_and_pd(sign, w)), zero));
+    _mm256_storeu_pd(o + j, _mm256_and_pd(_mm256_or_pd(q, _mm256_and_pd(sign, w)), _mm256_cmp_pd(v, half, _CMP_GT_OQ)));
   }
   weights_row_pot(r + j, o + j, n - j, unit, t);
 }
@@ -354,7 +353,7 @@ __attribute__((target("avx2"))) static void weights_row_pot_avx2(const double *r
  * v <= 1/2: 0; 1/2 < v < 1: 1; beyond max_mag: max_mag. */
 __attribute__((target("avx2"))) static void weights_row_twohot0_avx2(const double *r, double *o, int64_t n,
                                                                       double unit, const lookup *t) {
-  const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(),
+  const __m256d vunit = _mm256_set1_pd(unit), sign = _mm256_set1_pd(-0.0),
                 one = _mm256_set1_pd(1.0), half = _mm256_set1_pd(0.5), top = _mm256_set1_pd(t->max_mag),
                 hinge = _mm256_set1_pd(t->max_mag * 0.5),
                 below_half = _mm256_set1_pd(0.5 - DBL_EPSILON / 4); /* the float64 below 1/2 */
@@ -365,6 +364,8 @@ __attribute__((target("avx2"))) static void weights_row_twohot0_avx2(const doubl
   for (; j + 4 <= n; j += 4) {
     __m256d w = _mm256_loadu_pd(r + j);
     __m256d v = _mm256_mul_pd(_mm256_andnot_pd(sign, w), vunit);
+    __m256d keep = _mm256_cmp_pd(v, half, _CMP_GT_OQ); /* else 0 */
+    v = _mm256_max_pd(v, one);                          /* 1/2 < v < 1: as 1 */
     __m256i p = _mm256_castpd_si256(v);
     __m256d p0 = _mm256_castsi256_pd(_mm256_and_si256(p, expo)); /* 2**E */
     __m256d up = _mm256_and_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(_mm256_and_si256(p, mant), m15)),
@@ -376,9 +377,7 @@ __attribute__((target("avx2"))) static void weights_row_twohot0_avx2(const doubl
     q = _mm256_and_pd(q, _mm256_cmp_pd(x, _mm256_blendv_pd(half, below_half, up), _CMP_GT_OQ));
     __m256d y = _mm256_add_pd(p0, _mm256_blendv_pd(q, _mm256_sub_pd(p0, q), up));
     y = _mm256_min_pd(y, top);
-    y = _mm256_blendv_pd(y, one, _mm256_cmp_pd(v, one, _CMP_LT_OQ));
-    y = _mm256_and_pd(y, _mm256_cmp_pd(v, half, _CMP_GT_OQ));
-    _mm256_storeu_pd(o + j, _mm256_add_pd(_mm256_or_pd(y, _mm256_and_pd(sign, w)), zero));
+    _mm256_storeu_pd(o + j, _mm256_and_pd(_mm256_or_pd(y, _mm256_and_pd(sign, w)), keep)); /* +0.0 or +-y */
   }
   weights_row(r + j, o + j, n - j, unit, t);
 }
