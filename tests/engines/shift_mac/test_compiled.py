@@ -124,8 +124,9 @@ def test_weights(so, mode, eb, delta):
 
 
 @needs_cc
-@pytest.mark.parametrize("mode,eb,delta", [("pot", 4, 0), ("twohot", 4, 0), ("twohot", 4, 3), ("twohot", 4, 7),
-                                           ("twohot", 5, 7), ("pot", 5, 0), ("twohot", 2, 1)])
+@pytest.mark.parametrize("mode,eb,delta", [("pot", eb, 0) for eb in range(1, 6)]
+                         + [("twohot", 4, d) for d in range(8)]
+                         + [("twohot", eb, d) for eb in (1, 2, 3, 5) for d in (0, 1, 7)])
 def test_weights_long_rows(so, mode, eb, delta):
     """Rows long enough for the vector loops (with a tail), values in every bucket of the
     format (dense ones too), at, beside and between the thresholds, and the levels."""
