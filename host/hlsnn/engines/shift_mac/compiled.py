@@ -228,7 +228,7 @@ def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
     F = np.empty((n, 1), np.int32)
     threads, counter, chunk = _shared(w)
     ext = np.empty(3)
-    if threads == 1 and x is not None and x.shape[0] > 0:
+    if threads == 1 and x is not None and x.size > 0:
         return _inputs_in_step(so, x, w, out, F, t, ext, act)
     args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data) + t.args \
         + (counter.ctypes.data, chunk) + _NO_JOB
