@@ -23,18 +23,22 @@ def bits(a):
     return a.view(np.int64)
 
 
-@pytest.fixture(params=["1", "3"])
+@pytest.fixture(params=[("1", 1), ("3", 1), ("1", 0)], ids=["1-thread", "3-threads", "portable"])
 def so(request, monkeypatch):
     """The library, with the rows split over 1 or 3 threads (tiny parts and chunks, so that
-    small arrays are split too)."""
-    monkeypatch.setenv("HLSNN_NATIVE_THREADS", request.param)
+    small arrays are split too); "portable": without the AVX2 versions of the loops (the code
+    that runs on other machines), where the CPU has them."""
+    threads, isa = request.param
+    monkeypatch.setenv("HLSNN_NATIVE_THREADS", threads)
     monkeypatch.setattr(compiled, "MIN_ELEMS", 1)
     monkeypatch.setattr(compiled, "MIN_ELEMS_CHEAP", 1)
     monkeypatch.setattr(compiled, "CHUNK_ELEMS", 1)        # the threads take one row at a time
     lib = compiled.lib()
     if lib is None:
         pytest.skip("no compiled helper")
-    return lib
+    lib.hlsnn_shift_isa(isa)
+    yield lib
+    lib.hlsnn_shift_isa(1)                                # back to the CPU's best
 
 
 @needs_cc
@@ -44,6 +48,14 @@ def test_extremes(so):
         x = rng.normal(size=shape) * 10.0 ** rng.integers(-300, 300)
         assert compiled.extremes(so, x) == (float(x.max()), float(x.min()))
         assert compiled.extremes(so, x[:, :-1] if shape[1] > 1 else x) is not None
+    for shape in [(5, 16), (3, 40), (2, 1003)]:           # the vector loops, NaN and infinities in any lane
+        x = rng.normal(size=shape)
+        assert compiled.extremes(so, x) == (float(x.max()), float(x.min()))
+        for pos in (0, 5, shape[1] - 1):
+            for bad in (np.nan, np.inf, -np.inf):
+                y = x.copy()
+                y[-1, pos] = bad
+                assert all(np.isnan(compiled.extremes(so, y)))
     x = rng.normal(size=(9, 11))
     v = x[2:7, 1:9]                                       # a strided view, read in place
     assert compiled.rows_view(v) is v and compiled.extremes(so, v) == (float(v.max()), float(v.min()))
@@ -112,6 +124,37 @@ def test_weights(so, mode, eb, delta):
 
 
 @needs_cc
+@pytest.mark.parametrize("mode,eb,delta", [("pot", eb, 0) for eb in range(1, 6)]
+                         + [("twohot", 4, d) for d in range(8)]
+                         + [("twohot", eb, d) for eb in (1, 2, 3, 5) for d in (0, 1, 7)])
+def test_weights_long_rows(so, mode, eb, delta):
+    """Rows long enough for the vector loops (with a tail), values in every bucket of the
+    format (dense ones too), at, beside and between the thresholds, and the levels."""
+    rng = np.random.default_rng(stable_seed("long", mode, eb, delta))
+    tab = shift._table(mode, eb, delta)
+    thr = tab.buckets.thresholds
+    n, k = 24, 1001
+    w = rng.normal(size=(n, k)) * 2.0 ** rng.integers(-20, 20, size=(n, 1))
+    w[:, 0] = tab.max_mag                                 # amax: F = 0, v = |w|
+    t = rng.choice(thr, size=(6, k - 1))
+    w[0:6, 1:] = t * rng.choice([-1.0, 1.0], size=t.shape)
+    w[1, 1:] = np.nextafter(w[1, 1:], np.inf)
+    w[2, 1:] = np.nextafter(w[2, 1:], -np.inf)
+    w[3, 1:] = rng.uniform(0, tab.max_mag, size=k - 1)  # every binade's buckets
+    w[4, 1:] = np.exp(rng.uniform(-3, np.log(tab.max_mag), size=k - 1)) * rng.choice([-1.0, 1.0], size=k - 1)
+    w[5, 1:] = rng.choice(tab.mags, size=k - 1) * rng.choice([-1.0, 1.0], size=k - 1)
+    w[6, 1:] = rng.choice([0.0, -0.0, 0.25, 0.5, -0.5, 0.75, 5e-324, -1e-310], size=k - 1)
+    for i, j in enumerate(range(7, 13)):                  # the thresholds' neighbours, 1 to 4 ulps off
+        w[j, 1:] = np.nextafter(t[i % 6], np.inf if i % 2 else -np.inf) + (i // 2) * np.spacing(t[i % 6])
+    ref = np.full((n, k), np.nan)
+    F_ref = shift._quantize_values_into(mode, w, eb, delta, ref)
+    out = np.full((n, k), np.nan)
+    F = compiled.weights(so, mode, w, eb, delta, out)
+    np.testing.assert_array_equal(F, F_ref)
+    np.testing.assert_array_equal(bits(out), bits(ref))
+
+
+@needs_cc
 def test_inputs_reads_x_and_w_at_once(so):
     rng = np.random.default_rng(5)
     for shape_x, n in (((1, 6), 1), ((40, 6), 3), ((2, 6), 50), ((9, 6), 0)):
@@ -136,7 +179,7 @@ def test_inputs_reads_x_and_w_at_once(so):
 @needs_cc
 def test_col_extremes(so):
     rng = np.random.default_rng(3)
-    for shape in [(1, 5), (2, 1), (37, 29)]:
+    for shape in [(1, 5), (2, 1), (37, 29), (7, 13), (8, 3), (10, 40)]:     # blocks of four rows and the rest
         v = np.rint(rng.normal(size=shape) * 2.0 ** 40)
         cmax, cmin = compiled.col_extremes(so, v)
         np.testing.assert_array_equal(cmax, v.max(axis=0))

@@ -1,5 +1,6 @@
-"""The compiled twins of :mod:`.floatgemm`'s per-element passes (``hlsnn/native/shift_quant.c``),
-run on row ranges in parallel threads (:mod:`hlsnn.native.parallel`).
+"""The compiled twins of :mod:`.floatgemm`'s per-element passes (``hlsnn/native/shift_quant.c``:
+portable C, and AVX2 versions of the loops chosen at run time), run on row ranges in parallel
+threads (:mod:`hlsnn.native.parallel`) when an array is large (:data:`MIN_ELEMS`).
 
 Each function here gives the bits of a numpy original, which stays the specification:
 
@@ -7,7 +8,8 @@ Each function here gives the bits of a numpy original, which stays the specifica
 * :func:`activations`: floatgemm's ``rint(ldexp(x, fx))`` into the GEMM operand, with its
   column of ones;
 * :func:`weights`: :func:`hlsnn.formats.shift._quantize_values_into` (scale exponents and
-  code values, through the same nearest-magnitude buckets);
+  code values: the nearest magnitude through the same buckets, or by arithmetic for PoT and
+  for two-hot at delta 0, :func:`_table`);
 * :func:`col_extremes`: ``v.max(axis=0)``, ``v.min(axis=0)``;
 * :func:`requantize`: floatgemm's ReLU, then :func:`.emulator.requantize` with
   ``dequantize=fy`` and ``stats=False``.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -29,21 +32,28 @@ from ...native import parallel
 from ...primitives import ROUNDING_CODES
 from .emulator import wide_bound
 
-#: Elements per thread at least (smaller calls run in one thread: a thread hand-off costs
-#: tens of microseconds): the weights' search and the requantization ...
-MIN_ELEMS = 1 << 15
-#: ... and the memory-bound passes (a few tenths of a nanosecond per element).
-MIN_ELEMS_CHEAP = 1 << 19
+#: Elements per thread at least (smaller calls run in one thread): the weights' codes and the
+#: requantization (0.5-1 and 0.35-0.55 ns per element with AVX2, one thread) ...
+MIN_ELEMS = 1 << 19
+#: ... and the memory-bound passes (a few tenths of a nanosecond per element). A hand-off to
+#: a pool thread costs tens of microseconds, and right after a BLAS call (the float GEMM, or
+#: the caller's) up to a few hundred: OpenBLAS's worker threads keep spinning on the CPUs for
+#: a while. At 512 x 512 one thread measured faster than two on two CPUs (AVX-512 EPYC:
+#: benchmarks/bench_emulator.py, 2.6-3.0x float32 instead of 2.9-3.1x); at 1024 x 1024 the
+#: same within the noise.
+MIN_ELEMS_CHEAP = 1 << 20
 #: Elements per chunk of rows that the threads of :func:`inputs` and :func:`requantize` take
 #: in turn (``shift_quant.c``, ``claim``).
 CHUNK_ELEMS = 1 << 13
 
 _P, _I64, _F64, _INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_int
 _SIGNATURES = {
+    "hlsnn_shift_isa": (_INT, [_INT]),
     "hlsnn_shift_extremes": (_INT, [_P, _I64, _I64, _I64, _P]),
     "hlsnn_shift_act": (None, [_P, _I64, _I64, _I64, _F64, _P, _I64]),
     "hlsnn_shift_weights": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _P, _I64, _I64, _I64,
-                                   _F64, _I64, _P, _I64]),
+                                   _F64, _I64, _I64, _P, _I64, _F64, _F64, _P, _I64,
+                                   _I64, _P, _I64, _I64, _I64, _F64, _P, _I64, _P]),
     "hlsnn_shift_col_extremes": (None, [_P, _I64, _I64, _I64, _P, _P]),
     "hlsnn_shift_requant": (_I64, [_P, _I64, _I64, _I64, _P, _I64, _P, _P, _P, _INT, _INT, _INT, _F64,
                                    _F64, _F64, _P, _I64]),
@@ -75,7 +85,10 @@ def _ld(a):
 
 
 def _ranges(a, min_elems=None):
-    return parallel.parts(a.shape[0], max(1, (MIN_ELEMS if min_elems is None else min_elems) // max(1, a.shape[1])))
+    min_elems = MIN_ELEMS if min_elems is None else min_elems
+    if a.shape[0] * a.shape[1] < 2 * min_elems:          # one thread (without asking how many there are)
+        return [(0, a.shape[0])]
+    return parallel.parts(a.shape[0], max(1, min_elems // max(1, a.shape[1])))
 
 
 def extremes(so, x):
@@ -102,14 +115,45 @@ def activations(so, x, fx, out):
                  _ranges(x, MIN_ELEMS_CHEAP))
 
 
+#: ``hlsnn_shift_weights``' rules: the buckets, or arithmetic for PoT and two-hot at delta 0.
+_RULE_BUCKETS, _RULE_POT, _RULE_TWOHOT0 = 0, 1, 2
+#: Bits of a packed bucket's threshold field (:func:`_table`).
+_CUT_BITS = 15
+#: Bits of a packed bucket's magnitude fields: magnitudes below ``2**24``.
+_MAG_BITS = 24
+
+
+class _Lookup(NamedTuple):
+    """The format's nearest-magnitude lookup as ``hlsnn_shift_weights`` reads it."""
+    mags: np.ndarray      # float64 magnitudes, ascending, 0 first
+    thr: np.ndarray       # float64 thresholds (midpoints), ascending
+    tb: np.ndarray        # int64 (nb + 1, 2): per bucket its one threshold's pattern (int64 max:
+                          # none, -1: two or more) and the count of thresholds below its first
+                          # pattern; a closing bucket
+    nb: int
+    shift: int
+    first: int
+    max_mag: float
+    L: int                # bit length of max_mag
+    rule: int             # 1: PoT, 2: two-hot at delta 0 (by arithmetic, shift_quant.c), 0: the buckets
+    packed: Optional[np.ndarray]   # uint64 per bucket (shift_quant.c, weights_row_avx2), or None
+    g: int
+    vlo: float            # the value of bucket 0's first pattern
+    vhi: float            # the value of the last bucket's last pattern
+    args: tuple           # hlsnn_shift_weights' arguments from mags to vhi (the arrays' addresses)
+
+
 @functools.lru_cache(maxsize=None)
 def _table(mode, exp_bits, delta):
     """The format's magnitudes, thresholds and buckets (those of ``shift._Buckets``) as the C
-    helper reads them: per bucket the bit pattern of its one threshold (int64 max: none, -1:
-    two or more) and the count of thresholds below its first pattern, then a closing bucket."""
+    helper reads them (:class:`_Lookup`), and the same buckets packed in one word each where
+    the format allows it: magnitudes that are integers below ``2**24`` and every threshold's
+    pattern a multiple of ``2**g`` past its bucket's first pattern, ``g = shift - 15``; the
+    word is ``C << 48 | hi << 24 | lo`` (``shift_quant.c``, ``weights_row_avx2``)."""
     tab = sfmt._table(mode, exp_bits, delta)
     bk = tab.buckets
     thr = np.ascontiguousarray(bk.thresholds, np.float64)
+    mags = np.ascontiguousarray(tab.mags, np.float64)
     nb = bk.base.size
     starts = (np.arange(nb + 1, dtype=np.int64) + bk.first) << bk.shift
     edges = np.searchsorted(thr.view(np.int64), starts, side="left")
@@ -119,8 +163,36 @@ def _table(mode, exp_bits, delta):
     tb[:-1, 0] = np.where(count == 0, np.iinfo(np.int64).max, -1)
     tb[:-1, 0][count == 1] = thr.view(np.int64)[edges[:-1][count == 1]]
     tb[-1, 0] = -1
-    return np.ascontiguousarray(tab.mags, np.float64), thr, tb, nb, bk.shift, bk.first, float(tab.max_mag), \
-        int(tab.max_mag).bit_length()
+    g = bk.shift - _CUT_BITS
+    one = count == 1
+    low = tb[:-1, 0][one] - starts[:-1][one]          # a threshold's pattern past its bucket's first
+    packed = None
+    if g >= 0 and np.array_equal(mags, np.rint(mags)) and mags[-1] < 1 << _MAG_BITS \
+            and not (low & ((1 << g) - 1)).any():
+        base = edges[:-1]
+        lo = mags[base].astype(np.uint64)
+        hi = lo.copy()
+        hi[one] = mags[base[one] + 1].astype(np.uint64)
+        cut = np.full(nb, 1 << _CUT_BITS, np.uint64)  # none: above every ceil(l / 2**g)
+        cut[one] = (low >> g).astype(np.uint64)
+        cut[count >= 2] = 0xFFFF                      # two or more: searched by the scalar code
+        packed = (cut << np.uint64(48)) | (hi << np.uint64(_MAG_BITS)) | lo
+    vlo, vhi = starts[:1].view(np.float64)[0], (starts[-1:] - 1).view(np.float64)[0]
+    emax = (1 << exp_bits) - 1
+    if mode == "pot":                                 # 0, 1, 2, 4, ..., 2**emax
+        rule = _RULE_POT
+        assert np.array_equal(mags, np.concatenate([[0.0], np.ldexp(1.0, np.arange(emax + 1))]))
+    elif delta == 0:                                  # |2**a +- 2**b|, a, b in [0, emax]
+        rule = _RULE_TWOHOT0
+        e = np.ldexp(1.0, np.arange(emax + 1))
+        both = np.concatenate([(e[:, None] + e).ravel(), (e[:, None] - e).ravel()])
+        assert np.array_equal(mags, np.unique(np.abs(both)))
+    else:
+        rule = _RULE_BUCKETS
+    max_mag, L = float(tab.max_mag), int(tab.max_mag).bit_length()
+    args = (mags.ctypes.data, thr.ctypes.data, tb.ctypes.data, nb, bk.shift, bk.first, max_mag, L, rule,
+            None if packed is None else packed.ctypes.data, g, float(vlo), float(vhi))
+    return _Lookup(mags, thr, tb, nb, bk.shift, bk.first, max_mag, L, rule, packed, g, float(vlo), float(vhi), args)
 
 
 def weights(so, mode, w, exp_bits, delta, out):
@@ -137,19 +209,29 @@ def _shared(a):
     return threads, np.zeros(1, np.int64), max(1, CHUNK_ELEMS // max(1, a.shape[1]))
 
 
+#: ``hlsnn_shift_weights``' side jobs.
+_JOB_NONE, _JOB_EXTREMES, _JOB_ACT = 0, 1, 2
+_NO_JOB = (_JOB_NONE, None, 0, 0, 0, 0.0, None, 0, None)
+
+
 def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
-    """``(extremes(so, x), weights(so, mode, w, exp_bits, delta, out), fx)`` in one parallel
-    dispatch (``x`` None: no extremes): the calling thread reads ``x`` first, then takes rows
-    of ``w`` with the other threads until none is left. ``act = (frac, xf)``: in between, the
-    calling thread also runs :func:`activations` ``(so, x, fx, xf)`` with ``fx = frac(xmax,
-    xmin)`` unless that is None; ``fx`` is returned (None: not run)."""
-    mags, thr, tb, nb, shift, first, max_mag, L = _table(mode, exp_bits, delta)
+    """``(extremes(so, x), weights(so, mode, w, exp_bits, delta, out), fx)`` (``x`` None: no
+    extremes). ``act = (frac, xf)``: then also :func:`activations` ``(so, x, fx, xf)`` with
+    ``fx = frac(xmax, xmin)`` unless that is None; ``fx`` is returned (None: not run).
+
+    In one thread, the passes over ``x`` run in step with the weights' rows (the C helper's
+    side job): the extremes beside the first half of them, the activations beside the
+    second. In several, the calling thread reads ``x`` first, then takes rows of ``w`` with
+    the other threads until none is left."""
+    t = _table(mode, exp_bits, delta)
     n, k = w.shape
     F = np.empty((n, 1), np.int32)
     threads, counter, chunk = _shared(w)
-    args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data, mags.ctypes.data, thr.ctypes.data,
-            tb.ctypes.data, nb, shift, first, max_mag, L, counter.ctypes.data, chunk)
-    ext = np.empty(2)
+    ext = np.empty(3)
+    if threads == 1 and x is not None and x.size > 0:
+        return _inputs_in_step(so, x, w, out, F, t, ext, act)
+    args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data) + t.args \
+        + (counter.ctypes.data, chunk) + _NO_JOB
     done = [None]
 
     def part(i):
@@ -166,6 +248,26 @@ def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
     if x is not None:
         xext = (float("nan"), float("nan")) if res[0][0] else (float(ext[0]), float(ext[1]))
     return xext, (None if any(b for _, b in res) else F), done[0]
+
+
+def _inputs_in_step(so, x, w, out, F, t, ext, act):
+    """:func:`inputs` in the calling thread: two calls of the weights' helper, on the first and
+    the second half of the rows of ``w``, with the extremes and then the activations of ``x``."""
+    n, k = w.shape
+    half = n // 2
+    xrows, xcols, xl = x.shape[0], x.shape[1], _ld(x)
+    wp, wl, op, ol, Fp = w.ctypes.data, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data
+    bad = so.hlsnn_shift_weights(wp, half, k, wl, op, ol, Fp, *t.args, np.zeros(1, np.int64).ctypes.data, 1 << 30,
+                                 _JOB_EXTREMES, x.ctypes.data, xrows, xcols, xl, 0.0, None, 0, ext.ctypes.data)
+    bad_x = ext[2] != 0
+    fx = act[0](float(ext[0]), float(ext[1])) if act is not None and not bad_x else None
+    job = _NO_JOB if fx is None else (_JOB_ACT, x.ctypes.data, xrows, xcols, xl, float(np.ldexp(1.0, fx)),
+                                      act[1].ctypes.data, _ld(act[1]), None)
+    assert fx is None or (-1022 <= fx <= 1022 and act[1].shape == (xrows, xcols + 1))
+    bad += so.hlsnn_shift_weights(wp + 8 * wl * half, n - half, k, wl, op + 8 * ol * half, ol, Fp + 4 * half,
+                                  *t.args, np.zeros(1, np.int64).ctypes.data, 1 << 30, *job)
+    xext = (float("nan"), float("nan")) if bad_x else (float(ext[0]), float(ext[1]))
+    return xext, (None if bad else F), fx
 
 
 def col_extremes(so, v):
@@ -199,13 +301,18 @@ def requantize(so, p, v, shifts, *, k, delta, max_bias, relu, fy):
     lo, hi = (-(1 << (B - 1)), (1 << (B - 1)) - 1) if p["act_signed"] else (0, (1 << B) - 1)
     clamp_acc = (1 << wide_bound(p, k, delta)) + max_bias > hi_a
     scale = np.ascontiguousarray(np.ldexp(1.0, -np.asarray(shifts)), np.float64)
-    acc_lo, acc_hi = lo_a * scale, hi_a * scale
+    sp = scale.ctypes.data
+    if clamp_acc:
+        acc_lo, acc_hi = lo_a * scale, hi_a * scale
+        bounds = (acc_lo.ctypes.data, acc_hi.ctypes.data)
+    else:                                         # not read (any n values)
+        bounds = (sp, sp)
     unit = float(np.ldexp(1.0, -int(fy)))
     batch, n = v.shape
     y = np.empty((batch, n))
     threads, counter, chunk = _shared(v)
-    args = (v.ctypes.data, batch, n, _ld(v), y.ctypes.data, n, scale.ctypes.data, acc_lo.ctypes.data,
-            acc_hi.ctypes.data, int(clamp_acc), int(bool(relu)), ROUNDING_CODES[p["rounding"]], float(lo),
+    args = (v.ctypes.data, batch, n, _ld(v), y.ctypes.data, n, sp) + bounds + (
+            int(clamp_acc), int(bool(relu)), ROUNDING_CODES[p["rounding"]], float(lo),
             float(hi), unit, counter.ctypes.data, chunk)
     sat = parallel.run(lambda i: so.hlsnn_shift_requant(*args), [(i,) for i in range(threads)])
     if min(sat) < 0:
