@@ -165,8 +165,8 @@ def validate(p: dict, board, source) -> dict:
     if p["dsp_packing"]:
         from ...resources import DSP_FAMILIES
         dsp, a_port, _ = DSP_FAMILIES[board.ps]
-        most = (a_port - 2) // 3
-        if p["mantissa_bits"] > most:
+        if pack_bits(p) > a_port:
+            most = (a_port - 2) // 3             # the largest mantissa_bits whose pack_bits fit
             raise ConfigError(source, f"{NAME}.mantissa_bits", p["mantissa_bits"],
                               f"must be at most {most} with dsp_packing on {dsp} (two weights and the gap between "
                               f"them, 3*mantissa_bits + 2 bits, fill its {a_port}-bit A port); turn dsp_packing off")
@@ -220,7 +220,6 @@ def buffers(ctx) -> tuple:
                note="each complete sample's output and sample exponents, for the output beats during the array loop"),
         Buffer("roll_u", top, "array", 10, (ctx["rolling_len"],), partition=complete, static=True,
                note="rolling method's buffer of leading-one positions"),
-        # the chains: row d's weights reach position d + cols - 1, column c's samples c + rows - 1
         Buffer("wch0", top, "array", m, (rows, chain), partition=complete, live=w_live,
                note="weight chains (even products): a skew of d registers (d rounded down to even with "
                     "dsp_packing), then one per tile"),
@@ -363,6 +362,12 @@ def pack_shift(p) -> int:
     return 2 * p["mantissa_bits"] + 1
 
 
+def pack_bits(p) -> int:
+    """``dsp_packing``: the width of the packed A operand (signed), 3M + 2: row 2D+1's weight at
+    :func:`pack_shift` above row 2D's."""
+    return pack_shift(p) + p["mantissa_bits"] + 1
+
+
 def row_skew(ctx, d: int) -> int:
     """Array cycles between a step's injection and tile row ``d`` working on it (plus the
     column): ``d``, or ``d`` rounded down to even with ``dsp_packing`` (rows 2D and 2D+1 share
@@ -477,7 +482,7 @@ def template_context(cfg) -> dict:
         "split_acc": split_acc(p, cfg.board),
         "dsp_packing": p["dsp_packing"],
         "pack_shift": pack_shift(p),
-        "pack_bits": pack_shift(p) + p["mantissa_bits"] + 1,
+        "pack_bits": pack_bits(p),
         "out_beats_max": math.ceil((p["max_n"] + 1) / L),
         "sample_beats_max": groups * p["cols"] * math.ceil((p["max_k"] + 1) / L),
         # the steps loop: every step of every group and tile, plus the loads it waits for
