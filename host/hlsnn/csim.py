@@ -171,7 +171,7 @@ class CsimLibrary:
             self._counter_names.append(self._lib.hlsnn_counter_name(len(self._counter_names)).decode())
         iters = np.zeros(max(n, 1), dtype=np.uint64)
         entries = np.zeros(max(n, 1), dtype=np.uint64)
-        n = int(self._lib.hlsnn_counter_values(iters.ctypes.data, entries.ctypes.data, n))
+        n = int(self._lib.hlsnn_counter_values(iters.ctypes, entries.ctypes, n))
         self.last_counts = {name: (int(i), int(e)) for name, i, e in
                             zip(self._counter_names[:n], iters.tolist(), entries.tolist()) if i}
 
@@ -191,8 +191,8 @@ class CsimLibrary:
         rout = np.zeros(self.n_regs_out, dtype=np.uint32)
         if rin.size != self.n_regs_in:
             raise ValueError(f"expected {self.n_regs_in} register values, got {rin.size}")
-        status = self._lib.hlsnn_run(beats.ctypes.data, beats.shape[0], out.ctypes.data, n_out_beats,
-                                     rin.ctypes.data, rout.ctypes.data)
+        status = self._lib.hlsnn_run(beats.ctypes, beats.shape[0], out.ctypes, n_out_beats,
+                                     rin.ctypes, rout.ctypes)
         self._read_counts()
         self._check_assert(status)
         if status:
@@ -213,8 +213,8 @@ class CsimLibrary:
         rout = np.zeros(self.n_regs_out, dtype=np.uint32)
         n_out = ctypes.c_uint64(0)
         last = ctypes.c_int64(-1)
-        status = self._lib.hlsnn_run_stream(beats.ctypes.data, beats.shape[0], out.ctypes.data, cap_beats,
-                                            rin.ctypes.data, rout.ctypes.data, ctypes.byref(n_out), ctypes.byref(last))
+        status = self._lib.hlsnn_run_stream(beats.ctypes, beats.shape[0], out.ctypes, cap_beats,
+                                            rin.ctypes, rout.ctypes, ctypes.byref(n_out), ctypes.byref(last))
         self._read_counts()
         self._check_assert(status)
         return out[:n_out.value], rout, (None if last.value < 0 else int(last.value)), int(status)

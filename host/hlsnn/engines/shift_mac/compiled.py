@@ -84,6 +84,13 @@ def _ld(a):
     return a.strides[0] // 8
 
 
+def _at(a, row):
+    """The C pointer to row ``row`` of ``a`` as an argument that owns ``a`` (numpy's
+    ``.ctypes`` of a view): the array lives as long as the call that holds it. Never pass a bare
+    ``.ctypes.data`` address: nothing keeps its array alive (``tests/test_ctypes_buffers.py``)."""
+    return a[row:].ctypes
+
+
 def _ranges(a, min_elems=None):
     min_elems = MIN_ELEMS if min_elems is None else min_elems
     if a.shape[0] * a.shape[1] < 2 * min_elems:          # one thread (without asking how many there are)
@@ -94,11 +101,11 @@ def _ranges(a, min_elems=None):
 def extremes(so, x):
     """``(x.max(), x.min())`` of a non-empty :func:`rows_view` ``x``; NaN for both when a value
     is NaN or infinite (numpy's max/min would show NaN or an infinity)."""
-    base, ld, k = x.ctypes.data, _ld(x), x.shape[1]
+    ld, k = _ld(x), x.shape[1]
 
     def part(r0, r1):
         ext = np.empty(2)
-        bad = so.hlsnn_shift_extremes(base + 8 * ld * r0, r1 - r0, k, ld, ext.ctypes.data)
+        bad = so.hlsnn_shift_extremes(_at(x, r0), r1 - r0, k, ld, ext.ctypes)
         return ext, bad
     res = parallel.run(part, _ranges(x, MIN_ELEMS_CHEAP))
     if any(bad for _, bad in res):
@@ -110,8 +117,8 @@ def activations(so, x, fx, out):
     """``out[:, :k] = rint(ldexp(x, fx))``, ``out[:, k] = 1`` for ``|fx| <= 1022``."""
     assert -1022 <= fx <= 1022 and out.shape == (x.shape[0], x.shape[1] + 1)
     scale = float(np.ldexp(1.0, fx))
-    xb, xl, ob, ol, k = x.ctypes.data, _ld(x), out.ctypes.data, _ld(out), x.shape[1]
-    parallel.run(lambda r0, r1: so.hlsnn_shift_act(xb + 8 * xl * r0, r1 - r0, k, xl, scale, ob + 8 * ol * r0, ol),
+    xl, ol, k = _ld(x), _ld(out), x.shape[1]
+    parallel.run(lambda r0, r1: so.hlsnn_shift_act(_at(x, r0), r1 - r0, k, xl, scale, _at(out, r0), ol),
                  _ranges(x, MIN_ELEMS_CHEAP))
 
 
@@ -190,8 +197,8 @@ def _table(mode, exp_bits, delta):
     else:
         rule = _RULE_BUCKETS
     max_mag, L = float(tab.max_mag), int(tab.max_mag).bit_length()
-    args = (mags.ctypes.data, thr.ctypes.data, tb.ctypes.data, nb, bk.shift, bk.first, max_mag, L, rule,
-            None if packed is None else packed.ctypes.data, g, float(vlo), float(vhi))
+    args = (mags.ctypes, thr.ctypes, tb.ctypes, nb, bk.shift, bk.first, max_mag, L, rule,
+            None if packed is None else packed.ctypes, g, float(vlo), float(vhi))
     return _Lookup(mags, thr, tb, nb, bk.shift, bk.first, max_mag, L, rule, packed, g, float(vlo), float(vhi), args)
 
 
@@ -230,14 +237,14 @@ def inputs(so, x, mode, w, exp_bits, delta, out, act=None):
     ext = np.empty(3)
     if threads == 1 and x is not None and x.size > 0:
         return _inputs_in_step(so, x, w, out, F, t, ext, act)
-    args = (w.ctypes.data, n, k, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data) + t.args \
-        + (counter.ctypes.data, chunk) + _NO_JOB
+    args = (w.ctypes, n, k, _ld(w), out.ctypes, _ld(out), F.ctypes) + t.args \
+        + (counter.ctypes, chunk) + _NO_JOB
     done = [None]
 
     def part(i):
         bad_x = 0
         if i == 0 and x is not None:
-            bad_x = so.hlsnn_shift_extremes(x.ctypes.data, x.shape[0], x.shape[1], _ld(x), ext.ctypes.data)
+            bad_x = so.hlsnn_shift_extremes(x.ctypes, x.shape[0], x.shape[1], _ld(x), ext.ctypes)
             fx = act[0](float(ext[0]), float(ext[1])) if act is not None and not bad_x else None
             if fx is not None:
                 activations(so, x, fx, act[1])
@@ -256,27 +263,30 @@ def _inputs_in_step(so, x, w, out, F, t, ext, act):
     n, k = w.shape
     half = n // 2
     xrows, xcols, xl = x.shape[0], x.shape[1], _ld(x)
-    wp, wl, op, ol, Fp = w.ctypes.data, _ld(w), out.ctypes.data, _ld(out), F.ctypes.data
-    bad = so.hlsnn_shift_weights(wp, half, k, wl, op, ol, Fp, *t.args, np.zeros(1, np.int64).ctypes.data, 1 << 30,
-                                 _JOB_EXTREMES, x.ctypes.data, xrows, xcols, xl, 0.0, None, 0, ext.ctypes.data)
+    wl, ol = _ld(w), _ld(out)
+    # the row counters: arrays held by this frame for the length of the calls (a temporary's
+    # address, np.zeros(1).ctypes.data, pointed at freed memory by the time the C code ran)
+    counters = np.zeros(2, np.int64)
+    bad = so.hlsnn_shift_weights(w.ctypes, half, k, wl, out.ctypes, ol, F.ctypes, *t.args, _at(counters, 0), 1 << 30,
+                                 _JOB_EXTREMES, x.ctypes, xrows, xcols, xl, 0.0, None, 0, ext.ctypes)
     bad_x = ext[2] != 0
     fx = act[0](float(ext[0]), float(ext[1])) if act is not None and not bad_x else None
-    job = _NO_JOB if fx is None else (_JOB_ACT, x.ctypes.data, xrows, xcols, xl, float(np.ldexp(1.0, fx)),
-                                      act[1].ctypes.data, _ld(act[1]), None)
+    job = _NO_JOB if fx is None else (_JOB_ACT, x.ctypes, xrows, xcols, xl, float(np.ldexp(1.0, fx)),
+                                      act[1].ctypes, _ld(act[1]), None)
     assert fx is None or (-1022 <= fx <= 1022 and act[1].shape == (xrows, xcols + 1))
-    bad += so.hlsnn_shift_weights(wp + 8 * wl * half, n - half, k, wl, op + 8 * ol * half, ol, Fp + 4 * half,
-                                  *t.args, np.zeros(1, np.int64).ctypes.data, 1 << 30, *job)
+    bad += so.hlsnn_shift_weights(_at(w, half), n - half, k, wl, _at(out, half), ol, _at(F, half),
+                                  *t.args, _at(counters, 1), 1 << 30, *job)
     xext = (float("nan"), float("nan")) if bad_x else (float(ext[0]), float(ext[1]))
     return xext, (None if bad else F), fx
 
 
 def col_extremes(so, v):
     """``(v.max(axis=0), v.min(axis=0))`` of a non-empty :func:`rows_view` ``v``."""
-    base, ld, n = v.ctypes.data, _ld(v), v.shape[1]
+    ld, n = _ld(v), v.shape[1]
 
     def part(r0, r1):
         ext = np.empty((2, n))
-        so.hlsnn_shift_col_extremes(base + 8 * ld * r0, r1 - r0, n, ld, ext[0].ctypes.data, ext[1].ctypes.data)
+        so.hlsnn_shift_col_extremes(_at(v, r0), r1 - r0, n, ld, ext[0].ctypes, ext[1].ctypes)
         return ext
     res = parallel.run(part, _ranges(v, MIN_ELEMS_CHEAP))
     ext = res[0]
@@ -301,19 +311,19 @@ def requantize(so, p, v, shifts, *, k, delta, max_bias, relu, fy):
     lo, hi = (-(1 << (B - 1)), (1 << (B - 1)) - 1) if p["act_signed"] else (0, (1 << B) - 1)
     clamp_acc = (1 << wide_bound(p, k, delta)) + max_bias > hi_a
     scale = np.ascontiguousarray(np.ldexp(1.0, -np.asarray(shifts)), np.float64)
-    sp = scale.ctypes.data
+    sp = scale.ctypes
     if clamp_acc:
         acc_lo, acc_hi = lo_a * scale, hi_a * scale
-        bounds = (acc_lo.ctypes.data, acc_hi.ctypes.data)
+        bounds = (acc_lo.ctypes, acc_hi.ctypes)
     else:                                         # not read (any n values)
         bounds = (sp, sp)
     unit = float(np.ldexp(1.0, -int(fy)))
     batch, n = v.shape
     y = np.empty((batch, n))
     threads, counter, chunk = _shared(v)
-    args = (v.ctypes.data, batch, n, _ld(v), y.ctypes.data, n, sp) + bounds + (
+    args = (v.ctypes, batch, n, _ld(v), y.ctypes, n, sp) + bounds + (
             int(clamp_acc), int(bool(relu)), ROUNDING_CODES[p["rounding"]], float(lo),
-            float(hi), unit, counter.ctypes.data, chunk)
+            float(hi), unit, counter.ctypes, chunk)
     sat = parallel.run(lambda i: so.hlsnn_shift_requant(*args), [(i,) for i in range(threads)])
     if min(sat) < 0:
         raise ValueError("hlsnn_shift_requant refused its parameters")   # requantizes(p) is False

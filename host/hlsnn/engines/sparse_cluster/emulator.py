@@ -107,7 +107,7 @@ def _native_pairs(xp, w):
     xp = np.ascontiguousarray(xp, np.int64)
     w = np.ascontiguousarray(w, np.int64)
     acc = np.empty((z, oh, ow), np.int64)
-    if lib.hlsnn_sparse_conv(xp.ctypes.data, c, hp, wp, w.ctypes.data, z, k, acc.ctypes.data) != 0:
+    if lib.hlsnn_sparse_conv(xp.ctypes, c, hp, wp, w.ctypes, z, k, acc.ctypes) != 0:
         return None
     return acc
 
@@ -125,7 +125,7 @@ def _pair_count(xp, w, lib):
         return int((nnz_w * nnz_x).sum())
     xp = np.ascontiguousarray(xp, np.int64)
     w = np.ascontiguousarray(w, np.int64)
-    pairs = int(lib.hlsnn_pair_count(xp.ctypes.data, c, xp[0].size, w.ctypes.data, z, k * k))
+    pairs = int(lib.hlsnn_pair_count(xp.ctypes, c, xp[0].size, w.ctypes, z, k * k))
     return pairs if pairs >= 0 else _pair_count(xp, w, None)
 
 
