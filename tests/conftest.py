@@ -65,13 +65,12 @@ def planted_csim(cfg, rendered, filename, old, new):
     """A csim target on a copy of the rendered kernel with one planted bug: ``old`` (which
     must occur exactly once in ``filename``) replaced by ``new``. For checks that a
     comparison can fail."""
-    import hashlib
-    from dataclasses import replace
+    from hlsnn.codegen import reread
     from hlsnn.engines import ENGINES
     from hlsnn.runtime.targets import CsimTarget
     src = rendered.dir / filename
     text = src.read_text()
     assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {src}"
     src.write_text(text.replace(old, new))
-    broken = replace(rendered, sha=hashlib.sha256(src.read_bytes()).hexdigest())
+    broken = reread(rendered)
     return CsimTarget(cfg, ENGINES[cfg.engine], rendered=broken)

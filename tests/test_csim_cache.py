@@ -1,7 +1,8 @@
 """The C-simulation cache is verified: a damaged cached library (truncated, zeroed in the middle,
-empty, garbage) is rebuilt with a one-line notice instead of crashing the process (SIGBUS,
+empty, garbage) or one without its manifest is rebuilt with a one-line notice instead of crashing the process (SIGBUS,
 SIGSEGV) or failing with "invalid ELF header"; two processes compiling the same kernel at once
 both end with a good library."""
+import json
 import subprocess
 import sys
 
@@ -43,28 +44,28 @@ def test_damaged_cache_entries_are_rebuilt(tmp_path, capfd):
     cfg, rendered = _render(tmp_path)
     lib = csim.compile_library(rendered)
     good = lib.read_bytes()
-    assert (lib.parent / (lib.name + ".sha256")).read_text().strip()
+    assert json.loads((lib.parent / (lib.name + ".json")).read_text())["sha256"]
     for what, damage in DAMAGE.items():
         lib.write_bytes(damage(good))
         capfd.readouterr()
         assert csim.compile_library(rendered) == lib
         err = capfd.readouterr().err
-        assert "does not match its checksum" in err and "rebuilding" in err, what
+        assert "does not match its manifest" in err and "rebuilding" in err, what
         assert lib.read_bytes() != damage(good), what
     _gemm_ok(cfg, rendered)                                   # the rebuilt library runs, bit-exact
     capfd.readouterr()
     csim.compile_library(rendered)
-    assert "checksum" not in capfd.readouterr().err           # a good entry is reused silently
+    assert "manifest" not in capfd.readouterr().err           # a good entry is reused silently
 
 
-def test_missing_checksum_means_rebuild(tmp_path, capfd):
+def test_missing_manifest_means_rebuild(tmp_path, capfd):
     from hlsnn import csim
     _, rendered = _render(tmp_path)
     lib = csim.compile_library(rendered)
-    (lib.parent / (lib.name + ".sha256")).unlink()
+    (lib.parent / (lib.name + ".json")).unlink()
     csim.compile_library(rendered)
     assert "rebuilding" in capfd.readouterr().err
-    assert (lib.parent / (lib.name + ".sha256")).is_file()
+    assert (lib.parent / (lib.name + ".json")).is_file()
 
 
 def test_two_processes_compile_the_same_kernel(tmp_path):
@@ -80,5 +81,6 @@ def test_two_processes_compile_the_same_kernel(tmp_path):
     from hlsnn import csim
     lib = csim.library_path(rendered)
     assert {o[0].strip() for o in outs} == {str(lib)}
-    assert csim._checksum_ok(lib)
-    assert not [p for p in lib.parent.iterdir() if p.name.startswith(".tmp-")]   # no temporary left behind
+    from hlsnn import cachefile
+    assert cachefile.entry_ok(lib, csim._built_from(rendered, (), rendered.sha))
+    assert not [p for p in lib.parent.iterdir() if p.name.startswith(".")]   # no temporary left behind

@@ -32,7 +32,7 @@ def test_builds_once_and_reuses_the_cache(probe, tmp_path):
     lib = native.load("probe")
     assert lib is not None and _call(lib, 4) == 13
     built = sorted((tmp_path / "cache").glob("libprobe_*.so"))
-    assert len(built) == 1 and built[0].with_name(built[0].name + ".sha256").is_file()
+    assert len(built) == 1 and built[0].with_name(built[0].name + ".json").is_file()
     stamp = built[0].stat().st_mtime_ns
     native.forget()
     assert _call(native.load("probe"), 5) == 16

@@ -1,17 +1,27 @@
-"""Files of a build cache (the csim libraries, the emulators' compiled helpers): written
-atomically, and checked against the SHA-256 recorded beside them when they were made, so that
-a damaged entry is rebuilt instead of loaded."""
+"""Files of a build cache (the csim libraries, the emulators' compiled helpers).
+
+A cached library ``lib<x>_<key>.so`` has a manifest beside it, ``lib<x>_<key>.so.json``, written
+(atomically, :mod:`hlsnn.files`) only after the library was built and checked. It records what
+the library was built from (``built_from``: the hash of the exact sources compiled, the compiler
+command, the header folder) and the SHA-256 of the library itself. A cached library is used
+only when its manifest exists, names the same ``built_from`` as the caller's and its checksum
+matches the file: a damaged, replaced, foreign or half-written entry is rebuilt, never loaded
+(loading it could crash the process with SIGBUS or SIGSEGV). The key in the file name is only
+where to look; the manifest is what is trusted.
+"""
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
+import json
 from pathlib import Path
 
+from .files import write_atomic  # noqa: F401 - re-exported: callers write cache files with it
 
-def checksum_path(path: Path) -> Path:
-    """Where the checksum of a cached file lives: ``<name>.sha256`` beside it."""
-    return path.parent / (path.name + ".sha256")
+
+def manifest_path(path: Path) -> Path:
+    """Where the manifest of a cached file lives: ``<name>.json`` beside it."""
+    path = Path(path)
+    return path.parent / (path.name + ".json")
 
 
 def sha256(path: Path) -> str:
@@ -22,22 +32,32 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def checksum_ok(path: Path) -> bool:
-    """The cached file matches the checksum written when it was made."""
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_manifest(path: Path, built_from: dict, digest: str):
+    """Record that ``path`` (whose SHA-256 is ``digest``) was built from ``built_from``."""
+    write_atomic(manifest_path(path), json.dumps({"sha256": digest, "built_from": built_from}, indent=1,
+                                                 sort_keys=True) + "\n")
+
+
+def read_manifest(path: Path):
+    """The manifest of ``path`` as a dict, or None when it is missing or unreadable."""
     try:
-        return checksum_path(path).read_text().strip() == sha256(path)
+        data = json.loads(manifest_path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def entry_ok(path: Path, built_from: dict) -> bool:
+    """The cached file exists, its manifest says it was built from ``built_from``, and it
+    matches the checksum recorded when it was made."""
+    data = read_manifest(path)
+    if data is None or data.get("built_from") != built_from:
+        return False
+    try:
+        return data.get("sha256") == sha256(path)
     except OSError:
         return False
-
-
-def write_atomic(path: Path, text: str):
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename: a
-    reader sees the old file or the whole new one, never a part."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -239,8 +239,7 @@ def load_for_build(path, board=None):
             raw["name"] = f"{raw['name']}_{board.replace('-', '_').replace('.', '_')}"
     cfg = load_config(raw, source=str(path))
     from dataclasses import replace
-    from pathlib import Path as _P
-    return replace(cfg, path=str(path), stem=f"{_P(path).stem}@{board}")
+    return replace(cfg, path=str(path))     # build/<name>: the name above carries the board
 
 
 def cmd_build(args):
@@ -361,8 +360,10 @@ def cmd_run(args):
             if not str(args.output).endswith(".npy"):
                 raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
             out_parent(args.output)
+            from .files import atomic_path
             try:
-                np.save(args.output, y)
+                with atomic_path(Path(args.output)) as tmp:
+                    np.save(tmp, y)
             except OSError as exc:
                 raise InputError(f"--output {args.output}: cannot write ({exc.strerror or exc})") from None
         if args.json:
@@ -413,7 +414,7 @@ def build_parser():
 
     p = sub.add_parser("render", help="render a config into a Vitis HLS project (build/<config>/hls/)")
     p.add_argument("config")
-    p.add_argument("--out", help="output folder (default build/<config stem>/hls)")
+    p.add_argument("--out", help="output folder (default build/<config name>/hls)")
     p.set_defaults(func=cmd_render)
 
     def compare_opts(p):
@@ -424,7 +425,7 @@ def build_parser():
 
     p = sub.add_parser("csim", help="compile the rendered C++ and compare it with the emulator")
     p.add_argument("config")
-    p.add_argument("--out", help="HLS project folder (default build/<config stem>/hls)")
+    p.add_argument("--out", help="HLS project folder (default build/<config name>/hls)")
     compare_opts(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
     p.set_defaults(func=cmd_csim)

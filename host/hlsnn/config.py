@@ -325,6 +325,8 @@ class Config:
     clock_mhz: float
     params: Mapping[str, Any]
     path: str = ""
+    #: the name of the config's build folder, ``build/<stem>/`` (:func:`hlsnn.paths.build_dir`):
+    #: its ``name`` (a C identifier), never the file's stem, which can be ``..`` (``...yaml``)
     stem: str = ""
     estimates: Mapping[str, Any] = field(default_factory=dict)
     #: SHA-256 of the canonical JSON of :meth:`as_dict` (hex), set when the config is made.
@@ -410,7 +412,7 @@ def _config_from_raw(raw, source, path, check_fit, board=None) -> "Config":
     clock = data["clock_mhz"] if data["clock_mhz"] is not None else board.clock_mhz
     params = eng.validate(dict(data[engine]), board, source)
     cfg = Config(name=data["name"], engine=engine, board=board, clock_mhz=clock, params=params,
-                 path=str(path) if path else "", stem=path.stem if path else data["name"])
+                 path=str(path) if path else "", stem=data["name"])
     est = eng.estimate(cfg)
     for res, used in est["resources"].items():
         avail = board.resources.get(res, 0)

@@ -19,17 +19,20 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from . import cachefile
+from . import cachefile, files
 from .errors import CompileError, CsimError, MissingDependency
 
 # -Wl,--wrap=__assert_fail: the kernel's failing asserts call the bridge's __wrap___assert_fail
@@ -43,9 +46,6 @@ from .errors import CompileError, CsimError, MissingDependency
 CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wl,--wrap=__assert_fail", "-Wall",
              "-Wno-unused-variable", "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
 
-# the cache's file helpers (kept under these names: tests and callers use them)
-_checksum_path, _sha256, _checksum_ok, _write_atomic = (cachefile.checksum_path, cachefile.sha256,
-                                                        cachefile.checksum_ok, cachefile.write_atomic)
 
 
 STATUS_BITS = {
@@ -89,56 +89,165 @@ def include_args(rendered, include_dirs=()) -> list:
             + [f"-I{rendered.dir / 'include'}", f"-I{rendered.dir}", f"-isystem{ap_types_dir()}"])
 
 
-def library_path(rendered, include_dirs=()) -> Path:
-    """Where the cached shared library of a rendered kernel lives (may not exist yet)."""
+def _rendered_sources(rendered):
+    """The files of a rendered project exactly as they were rendered: ``(files, digest)``,
+    ``files`` a list of ``(name, bytes)``. The contents :func:`hlsnn.codegen.render` kept are
+    used when they still hash to ``rendered.sha``; else the folder's files when they do (a
+    project copied or edited on purpose, with its hash recomputed). When neither does, the
+    folder was rewritten since (another process rendered a different config of the same name
+    into it): an error, never a library built from someone else's sources."""
+    from .codegen import sources_digest
+    kept = getattr(rendered, "sources", None)
+    if kept is not None and sources_digest(kept) == rendered.sha:
+        return list(kept), rendered.sha
+    try:
+        files = [(f, (rendered.dir / f).read_bytes()) for f in rendered.files]
+    except OSError as exc:
+        raise CsimError(f"C-simulation of {rendered.config.name}: cannot read the rendered project {rendered.dir} "
+                        f"({exc.strerror or exc}); render it again") from None
+    if sources_digest(files) != rendered.sha:
+        raise CsimError(f"C-simulation of {rendered.config.name}: {rendered.dir} no longer holds the sources rendered "
+                        f"for it (changed since, e.g. another config named {rendered.config.name!r} rendered into "
+                        f"it); render it again")
+    return files, rendered.sha
+
+
+def _built_from(rendered, include_dirs, digest) -> dict:
+    """What a csim library is built from, as its cache key and manifest record it."""
     cmd = " ".join((compiler(),) + CXX_FLAGS + tuple(f"-I{Path(d).resolve()}" for d in include_dirs))
-    key = hashlib.sha256(f"{rendered.sha}\n{cmd}\n{ap_types_dir()}".encode()).hexdigest()[:16]
-    return rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{key}.so"
+    return {"sources_sha256": digest, "command": cmd, "ap_types": str(ap_types_dir())}
+
+
+def _key(built_from: dict) -> str:
+    return hashlib.sha256(json.dumps(built_from, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def library_path(rendered, include_dirs=()) -> Path:
+    """Where the cached shared library of a rendered kernel lives (may not exist yet):
+    ``<csim folder>/lib<engine>_<key>.so``, the key a hash of the rendered sources, the
+    compiler command and the header folder."""
+    _, digest = _rendered_sources(rendered)
+    return rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{_key(_built_from(rendered, include_dirs, digest))}.so"
 
 
 def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False) -> Path:
     """Compile (or reuse from the cache) the csim library of a rendered kernel.
     ``include_dirs``: extra header folders searched first (they are part of the cache key);
-    ``progress``: show the compile's elapsed time on stderr (:mod:`hlsnn.progress`)."""
-    lib = library_path(rendered, include_dirs)
+    ``progress``: show the compile's elapsed time on stderr (:mod:`hlsnn.progress`).
+
+    The compile reads a private snapshot of the rendered sources (the bytes the cache key
+    hashes), never the shared project folder, which another process may be rewriting; the
+    library is then renamed into place and its manifest written (:mod:`hlsnn.cachefile`)."""
+    sources, digest = _rendered_sources(rendered)
+    built_from = _built_from(rendered, include_dirs, digest)
+    lib = rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{_key(built_from)}.so"
+    if cachefile.entry_ok(lib, built_from):
+        return lib
     if lib.is_file():
-        if _checksum_ok(lib):
-            return lib
-        print(f"hlsnn: note: the cached C-simulation library {lib} does not match its checksum (damaged or "
-              f"replaced); rebuilding it", file=sys.stderr, flush=True)
+        print(f"hlsnn: note: the cached C-simulation library {lib} does not match its manifest (damaged, replaced "
+              f"or built from other sources); rebuilding it", file=sys.stderr, flush=True)
     lib.parent.mkdir(parents=True, exist_ok=True)
+    files.remove_stale(lib.parent)             # temporaries of compiles that were killed
     eng = rendered.engine
-    sources = [str(rendered.dir / s) for s in eng.KERNEL_SOURCES] + [str(rendered.dir / "bridge.cpp")]
-    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
+    snap = Path(tempfile.mkdtemp(dir=lib.parent, prefix=files.tmp_prefix("src")))
+    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=files.tmp_prefix(lib.name), suffix=".so")
     os.close(fd)
-    argv = [compiler(), *CXX_FLAGS, *include_args(rendered, include_dirs), *sources, "-o", tmp]
     t0 = time.time()
     if verbose:
         print(f"csim: compiling {rendered.dir} ...", flush=True)
     try:
+        for name, data in sources:
+            (snap / name).parent.mkdir(parents=True, exist_ok=True)
+            (snap / name).write_bytes(data)
+        snapshot = replace(rendered, dir=snap)
+        argv = [compiler(), *CXX_FLAGS, *include_args(snapshot, include_dirs),
+                *[str(snap / s) for s in eng.KERNEL_SOURCES], str(snap / "bridge.cpp"), "-o", tmp]
         from .progress import ticker
         with ticker(f"g++ {rendered.dir.parent.name}", show=progress):
             proc = subprocess.run(argv, capture_output=True, text=True)
+        shown = [a.replace(str(snap), str(rendered.dir)) for a in argv]
         if proc.returncode != 0:
+            stderr = proc.stderr.replace(str(snap), str(rendered.dir))
             log = lib.parent / "compile-error.log"
-            log.write_text(" ".join(argv) + "\n\n" + proc.stderr)
-            raise CompileError(argv, proc.stderr, rendered.dir / eng.KERNEL_SOURCES[0], log)
-        _write_atomic(_checksum_path(lib), _sha256(Path(tmp)) + "\n")
+            files.write_atomic(log, " ".join(shown) + "\n\n" + stderr)
+            raise CompileError(shown, stderr, rendered.dir / eng.KERNEL_SOURCES[0], log)
+        with open(tmp, "rb") as f:
+            head = f.read(4)
+        if head != b"\x7fELF":
+            raise CompileError(shown, f"error: the compiler reported success but wrote no shared library to {tmp} "
+                                      f"({os.path.getsize(tmp)} bytes, not an ELF file): check CXX",
+                               rendered.dir / eng.KERNEL_SOURCES[0])
+        digest_so = cachefile.sha256(Path(tmp))
+        os.chmod(tmp, 0o755 & ~_umask())
         os.replace(tmp, lib)
+        cachefile.write_manifest(lib, built_from, digest_so)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        shutil.rmtree(snap, ignore_errors=True)
     if verbose:
         print(f"csim: compiled {lib.name} in {time.time() - t0:.1f} s", flush=True)
     return lib
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: Libraries loaded without a private copy (the folder and the temporary folder were not
+#: writable): a second instance of one of them would share its state, so it is refused.
+_SHARED_LOADS: set = set()
+_SHARED_LOCK = threading.Lock()
+
+
+def _load_private(path: Path):
+    """``ctypes.CDLL`` of a private copy of the library at ``path``, so that each loaded
+    instance has its own static state (the kernel's weight store, the loop counters, the
+    assert trap): the dynamic loader returns the already loaded object for a path or a file
+    (device and inode) it has loaded before, so two instances need two files. The copy is
+    checked against the library's manifest while it is written, and unlinked right after it is
+    loaded (the mapping stays)."""
+    data = path.read_bytes()
+    man = cachefile.read_manifest(path)
+    if man is not None and man.get("sha256") != cachefile.sha256_bytes(data):
+        raise CsimError(f"C-simulation library {path} changed while it was loaded (does not match its manifest); "
+                        f"run again")
+    for folder in (path.parent, Path(tempfile.gettempdir())):
+        try:
+            fd, copy = tempfile.mkstemp(dir=folder, prefix=files.tmp_prefix(path.name), suffix=".so")
+        except OSError:
+            continue
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            return ctypes.CDLL(copy)
+        except OSError:
+            continue            # e.g. a temporary folder mounted noexec
+        finally:
+            os.unlink(copy)
+    with _SHARED_LOCK:
+        if str(path.resolve()) in _SHARED_LOADS:
+            raise CsimError(f"C-simulation library {path}: no writable folder for a private copy ({path.parent} and "
+                            f"{tempfile.gettempdir()} are not), and it is loaded already; a second instance would "
+                            f"share the first one's kernel state. Set HLSNN_BUILD to a writable folder")
+        _SHARED_LOADS.add(str(path.resolve()))
+    return ctypes.CDLL(str(path))
+
+
 class CsimLibrary:
-    """A loaded csim library: ``run(beats, regs_in, n_out_beats) -> (beats_out, regs_out)``."""
+    """A loaded csim library: ``run(beats, regs_in, n_out_beats) -> (beats_out, regs_out)``.
+
+    Each instance loads its own copy of the library (:func:`_load_private`): two instances of
+    one kernel (two Accelerators of one config) never share the kernel's static state. Calls on
+    one instance are serialized by its lock (the kernel's state and the counters it leaves are
+    per instance, not per thread)."""
 
     def __init__(self, path: Path, n_regs_in: int, n_regs_out: int):
         self.path = Path(path)
-        self._lib = ctypes.CDLL(str(self.path))
+        self._lock = threading.RLock()
+        self._lib = _load_private(self.path)
         self._lib.hlsnn_run.restype = ctypes.c_int
         self._lib.hlsnn_run.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,
                                         ctypes.c_void_p, ctypes.c_void_p]
@@ -191,10 +300,11 @@ class CsimLibrary:
         rout = np.zeros(self.n_regs_out, dtype=np.uint32)
         if rin.size != self.n_regs_in:
             raise ValueError(f"expected {self.n_regs_in} register values, got {rin.size}")
-        status = self._lib.hlsnn_run(beats.ctypes, beats.shape[0], out.ctypes, n_out_beats,
-                                     rin.ctypes, rout.ctypes)
-        self._read_counts()
-        self._check_assert(status)
+        with self._lock:
+            status = self._lib.hlsnn_run(beats.ctypes, beats.shape[0], out.ctypes, n_out_beats,
+                                         rin.ctypes, rout.ctypes)
+            self._read_counts()
+            self._check_assert(status)
         if status:
             why = "; ".join(msg for bit, msg in STATUS_BITS.items() if status & bit)
             raise CsimError(f"C-simulation of {self.path.name}: stream protocol error ({why}); "
@@ -213,8 +323,9 @@ class CsimLibrary:
         rout = np.zeros(self.n_regs_out, dtype=np.uint32)
         n_out = ctypes.c_uint64(0)
         last = ctypes.c_int64(-1)
-        status = self._lib.hlsnn_run_stream(beats.ctypes, beats.shape[0], out.ctypes, cap_beats,
-                                            rin.ctypes, rout.ctypes, ctypes.byref(n_out), ctypes.byref(last))
-        self._read_counts()
-        self._check_assert(status)
+        with self._lock:
+            status = self._lib.hlsnn_run_stream(beats.ctypes, beats.shape[0], out.ctypes, cap_beats,
+                                                rin.ctypes, rout.ctypes, ctypes.byref(n_out), ctypes.byref(last))
+            self._read_counts()
+            self._check_assert(status)
         return out[:n_out.value], rout, (None if last.value < 0 else int(last.value)), int(status)

@@ -6,6 +6,7 @@ package data ``hlsnn/_data/`` (``setup.py`` copies them at build time); they are
 :mod:`importlib.resources`.
 """
 import os
+import re
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -69,5 +70,24 @@ def out_parent(out, *, folder=False) -> Path:
 
 
 def build_root():
-    """Where rendered projects and csim libraries go (``$HLSNN_BUILD`` or ./build)."""
-    return Path(os.environ.get("HLSNN_BUILD", "build"))
+    """Where rendered projects and csim libraries go: ``$HLSNN_BUILD``, or ./build when it is
+    unset or empty (an empty one would otherwise put everything in the working folder)."""
+    return Path(os.environ.get("HLSNN_BUILD", "").strip() or "build")
+
+
+#: A build folder's name: no separator, and not ``.``, ``..`` or any other name starting with a dot.
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,127}")
+
+
+def build_dir(cfg) -> Path:
+    """A config's build folder, ``<build root>/<name>``: every file hlsnn writes for the config
+    (``hls/``, ``csim/``, ``vivado/``, ``logs/``, ``sim_overlay/``) is under it, and
+    ``hlsnn build`` deletes nothing outside it. The name is the config's own ``name`` (a C
+    identifier, validated), so a config file named ``...yaml`` (stem ``..``) cannot make the
+    working folder its build folder."""
+    from .errors import InputError
+    name = getattr(cfg, "stem", "") or cfg.name
+    if not isinstance(name, str) or not _FOLDER_NAME.fullmatch(name):
+        raise InputError(f"config {cfg.name!r}: {name!r} cannot name a build folder (letters, digits, _ . @ + -, "
+                         f"not starting with a dot)")
+    return build_root() / name

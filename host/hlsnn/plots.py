@@ -70,12 +70,15 @@ def check_out(out, suffixes=_SAVE_FORMATS) -> Path:
 
 def save_figure(fig, out, dpi):
     """Write a matplotlib figure to ``out`` (its folder must exist, or be under build/ or
-    overlays/: :func:`hlsnn.paths.out_parent`); an unwritable path is an ``InputError``."""
+    overlays/: :func:`hlsnn.paths.out_parent`), atomically (:mod:`hlsnn.files`: a full disk
+    leaves no 0-byte file under the name); an unwritable path is an ``InputError``."""
+    from .files import atomic_path
     from .paths import out_parent
     out = Path(out)
     out_parent(out)
     try:
-        fig.savefig(out, format=out.suffix.lower()[1:], dpi=dpi)
+        with atomic_path(out) as tmp:
+            fig.savefig(tmp, format=out.suffix.lower()[1:], dpi=dpi)
     except OSError as exc:
         raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
 

@@ -1,7 +1,7 @@
 """The bitstream flow: render → C-simulation (stops on any mismatch) → Vitis HLS (csynth,
 export IP) → Vivado (block design, implementation, timing, bitstream) → overlay.
 
-Every stage prints its start and elapsed time and logs to ``build/<stem>/logs/<stage>.log``;
+Every stage prints its start and elapsed time and logs to ``build/<name>/logs/<stage>.log``;
 long tool runs print a heartbeat. The overlay is assembled in a temporary folder beside
 ``overlays/<name>`` and moved in only when everything succeeded, so a failed build never
 leaves a half-written overlay and never replaces a good one. Tool exit codes are checked.
@@ -27,7 +27,7 @@ from .. import __version__, codegen
 from ..compare import compare, format_report
 from ..engines import ENGINES
 from ..errors import HlsnnError
-from ..paths import build_root
+from ..paths import build_dir
 from . import boardfiles, reports, tools
 
 EXIT = {"ok": 0, "failed": 1, "tools_missing": 3}
@@ -171,7 +171,7 @@ class Build:
         self.cases = cases
         # Absolute: the tools run in their own folders (cwd), so relative paths in their
         # arguments (the default build root is ./build) would point nowhere.
-        self.root = Path(os.path.abspath(build_root())) / cfg.stem
+        self.root = Path(os.path.abspath(build_dir(cfg)))
         self.logs = self.root / "logs"
         self.hls_dir = self.root / "hls"
         self.vivado_dir = self.root / "vivado"

@@ -19,9 +19,7 @@ Helpers that read any ``.hwh`` (this one or Vivado's) the way pynq does: :func:`
 """
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -727,10 +725,8 @@ def render_hwh(cfg, path, *, names="kernel"):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = b'<?xml version="1.0" encoding="UTF-8" standalone="no" ?>\n' + ET.tostring(root, encoding="utf-8") + b"\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    from ..files import write_atomic
+    write_atomic(path, data)
     return path
 
 

@@ -441,10 +441,11 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, ho
     body = _sections(res, cfg, net, accels, shapes, new, " ".join(shlex.quote(c) for c in cmd))
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>hlsnn report: '
             f"{escape(str(res['model']))}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
+    from ..files import write_atomic
     from ..paths import out_parent
     out_parent(out)
     try:
-        out.write_text(page, encoding="utf-8")
+        write_atomic(out, page)
     except OSError as exc:
         raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
     return out

@@ -14,17 +14,21 @@ every caller falls back to the numpy path when :func:`load` returns None:
 Cache: ``$HLSNN_NATIVE_CACHE``, else ``$XDG_CACHE_HOME/hlsnn/native``, else
 ``~/.cache/hlsnn/native`` (the emulators run from any directory, so the cache is not the
 working directory's ``build/``). A library is named after a hash of its source, the compiler
-command and the machine, compiled to a temporary name and renamed into place, with a
-``.sha256`` beside it: an interrupted compile never leaves a corrupt entry, two processes
-compiling at once never see each other's half-written file, and a damaged cached library is
-rebuilt instead of loaded (loading it could crash the process).
+command and the machine, compiled to a temporary name and renamed into place, with a manifest
+beside it (:mod:`hlsnn.cachefile`: what it was built from and its checksum): an interrupted
+compile never leaves a corrupt entry (and its temporaries are removed by the next compile),
+two processes compiling at once never see each other's half-written file, and a damaged,
+foreign or empty cached library (one that lacks the helper's functions) is rebuilt instead of
+loaded or used.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +36,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .. import cachefile
+from .. import cachefile, files
 
 SOURCE_DIR = Path(__file__).resolve().parent
 
@@ -65,10 +69,23 @@ def cache_dir() -> Path:
     return Path(base) / "hlsnn" / "native"
 
 
+def _built_from(name: str, cc: str) -> dict:
+    """What a helper's library is built from (its cache key and manifest)."""
+    source = (SOURCE_DIR / f"{name}.c").read_bytes()
+    return {"source_sha256": hashlib.sha256(source).hexdigest(), "command": " ".join((cc,) + C_FLAGS),
+            "machine": f"{platform.machine()} {sys.platform}"}
+
+
+def exported(name: str) -> list:
+    """The functions ``<name>.c`` exports (its non-static ``hlsnn_*`` definitions): a library
+    that lacks one is not this helper's, whatever its manifest says."""
+    src = (SOURCE_DIR / f"{name}.c").read_text()
+    return re.findall(r"^(?!static\b)[A-Za-z_][\w \t*]*?\b(hlsnn_\w+)\s*\(", src, re.M)
+
+
 def library_path(name: str, cc: str) -> Path:
     """Where the cached library of helper ``name`` built by ``cc`` lives (may not exist yet)."""
-    source = (SOURCE_DIR / f"{name}.c").read_bytes()
-    key = hashlib.sha256(source + "\n".join((cc,) + C_FLAGS + (platform.machine(), sys.platform)).encode())
+    key = hashlib.sha256(json.dumps(_built_from(name, cc), sort_keys=True).encode())
     return cache_dir() / f"lib{name}_{key.hexdigest()[:16]}.so"
 
 
@@ -85,7 +102,7 @@ def load(name: str):
         cc = c_compiler()
         if cc is not None:
             try:
-                lib = ctypes.CDLL(str(_build(name, cc)))
+                lib = _build_and_load(name, cc)
             except (OSError, subprocess.SubprocessError) as exc:
                 _notice(name, f"the compiled helper '{name}' is unavailable ({exc}); using the numpy path")
         _loaded[name] = lib
@@ -96,6 +113,7 @@ def forget():
     """Drop the loaded libraries, so that the next :func:`load` looks again (tests)."""
     with _lock:
         _loaded.clear()
+        _noticed.clear()
 
 
 def _notice(name, text):
@@ -104,24 +122,55 @@ def _notice(name, text):
         print(f"hlsnn: note: {text}", file=sys.stderr, flush=True)
 
 
-def _build(name: str, cc: str) -> Path:
+def _missing(lib, name):
+    return [f for f in exported(name) if not hasattr(lib, f)]
+
+
+def _build_and_load(name: str, cc: str):
+    """The helper's library from the cache when its manifest names the same source, compiler
+    and machine, its checksum matches and it exports the helper's functions; else compiled
+    afresh (to a temporary, loaded and checked there, then renamed into place)."""
     lib = library_path(name, cc)
-    if lib.is_file() and cachefile.checksum_ok(lib):
-        return lib
+    built_from = _built_from(name, cc)
+    if cachefile.entry_ok(lib, built_from):
+        try:
+            so = ctypes.CDLL(str(lib))
+            why = ("it lacks " + ", ".join(_missing(so, name))) if _missing(so, name) else ""
+        except OSError as exc:
+            so, why = None, " ".join(str(exc).split())
+        if so is not None and not why:
+            return so
+        _notice(name + ".cache", f"the cached helper {lib} is not the library of {name}.c ({why}); rebuilding it")
     lib.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
+    files.remove_stale(lib.parent)             # temporaries of compiles that were killed
+    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=files.tmp_prefix(lib.name), suffix=".so")
     os.close(fd)
     argv = [cc, *C_FLAGS, str(SOURCE_DIR / f"{name}.c"), "-o", tmp]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         if proc.returncode != 0:
             log = lib.parent / f"{name}-compile-error.log"
-            log.write_text(" ".join(argv) + "\n\n" + proc.stderr)
+            files.write_atomic(log, " ".join(argv) + "\n\n" + proc.stderr)
             raise OSError(f"{cc} failed; see {log}")
+        with open(tmp, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                raise OSError(f"{cc} reported success but wrote no shared library ({os.path.getsize(tmp)} bytes); "
+                              f"check CC")
+        so = ctypes.CDLL(tmp)                  # a new file: never the handle of a foreign library above
+        missing = _missing(so, name)
+        if missing:
+            raise OSError(f"{cc} built a library without {', '.join(missing)}")
         digest = cachefile.sha256(Path(tmp))
+        os.chmod(tmp, 0o755 & ~_umask())
         os.replace(tmp, lib)
-        cachefile.write_atomic(cachefile.checksum_path(lib), digest + "\n")
+        cachefile.write_manifest(lib, built_from, digest)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return lib
+    return so
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -1,6 +1,9 @@
 """Accelerator: one config, one target (``emu``, ``csim``, ``sim`` or ``pynq``), the engine's operations."""
 from __future__ import annotations
 
+import functools
+import threading
+
 from ..config import Config, load_config
 from ..engines import ENGINES
 from ..formats._validate import check_options
@@ -26,6 +29,14 @@ class Accelerator:
     The engine's operations are methods: for ``bfp_systolic``, :meth:`gemm` (float in, float
     out) and :meth:`gemm_bfp` (BFPTensor in and out). Use as a context manager or call
     :meth:`close` to release the target.
+
+    **Threads.** Each Accelerator has its own kernel state: on ``csim`` and ``sim`` its own
+    loaded copy of the C-simulation library (:class:`hlsnn.csim.CsimLibrary`), so two
+    Accelerators of one config never see each other's resident weights. Operations on one
+    Accelerator are serialized by its lock: threads may share it, and each call runs whole (a
+    tiled operation's calls, a resident-weight call after its ``load_weights``); attributes that
+    describe "the last call" (``kernel.last_stats``, ``target.last_timing``) then belong to
+    whichever thread called last. ``docs/threads-and-safety.md`` has the details.
     """
 
     def __init__(self, config, target="emu", **target_options):
@@ -43,9 +54,18 @@ class Accelerator:
         self.engine = ENGINES[self.config.engine]
         self.target = make_target(target, self.config, self.engine, **target_options)
         self.kernel = self.engine.Kernel(self.config, self.target)
+        #: held for the length of every operation (class docstring, *Threads*)
+        self.lock = threading.RLock()
 
     def _op(self, name):
-        return lambda *args, **options: self._kernel_op(name)(*args, **check_options(options))
+        return lambda *args, **options: self._locked(self._kernel_op(name))(*args, **check_options(options))
+
+    def _locked(self, fn):
+        @functools.wraps(fn)
+        def call(*args, **kw):
+            with self.lock:
+                return fn(*args, **kw)
+        return call
 
     def _kernel_op(self, name):
         if name not in self.kernel.OPERATIONS:
@@ -84,7 +104,7 @@ class Accelerator:
         fn = getattr(self.kernel, "load_weights", None)
         if fn is None:
             raise AttributeError(f"engine {self.config.engine!r} keeps no weights on chip (no load_weights)")
-        return fn(weights, **options)
+        return self._locked(fn)(weights, **options)
 
     def emulator(self):
         """An ``emu`` Accelerator of the same config and the same transfer limit
@@ -98,7 +118,8 @@ class Accelerator:
         return self.target.name
 
     def close(self):
-        self.target.close()
+        with self.lock:
+            self.target.close()
 
     def __enter__(self):
         return self

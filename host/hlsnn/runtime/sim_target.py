@@ -1,6 +1,6 @@
 """The ``sim`` target: the pynq target's very code path on the simulated PYNQ device.
 
-For a config, a *sim overlay* is prepared under ``build/<stem>/sim_overlay/<name>/``: the
+For a config, a *sim overlay* is prepared under ``build/<name>/sim_overlay/<name>/``: the
 ``.hwh`` the build flow renders (the block design of ``bd.tcl``: same IP names, VLNVs,
 addresses, registers and stream links), a placeholder ``.bit`` and the ``.json`` manifest.
 The simulated device (:mod:`hlsnn.runtime.simdevice`) parses that ``.hwh`` with pynq's own
@@ -13,22 +13,26 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from .. import codegen, csim
 from ..build import reports
-from ..paths import build_root
+from ..files import write_atomic
+from ..paths import build_dir
 from .pynq_target import PynqTarget
 
-_NULL = contextlib.nullcontext()     # reusable: it holds no state
+#: pynq has one active device per process (``pynq.Device.active_device``), which a sim
+#: target switches to its own for each call: calls of all sim targets of a process take turns.
+_DEVICE_LOCK = threading.RLock()
 
 
 def prepare_sim_overlay(cfg, engine, out_dir=None) -> Path:
     """Write ``<name>.hwh``, a placeholder ``<name>.bit`` and ``<name>.json`` for ``cfg``."""
     from ..build.hwh import render_hwh
-    d = Path(out_dir) if out_dir else build_root() / cfg.stem / "sim_overlay" / cfg.name
+    d = Path(out_dir) if out_dir else build_dir(cfg) / "sim_overlay" / cfg.name
     d.mkdir(parents=True, exist_ok=True)
     render_hwh(cfg, d / f"{cfg.name}.hwh")
     bit = d / f"{cfg.name}.bit"
@@ -37,7 +41,7 @@ def prepare_sim_overlay(cfg, engine, out_dir=None) -> Path:
     manifest = {"name": cfg.name, "engine": cfg.engine, "config": cfg.as_dict(), "config_sha256": cfg.sha,
                 "config_hash32": cfg.hash32, "simulated": True,
                 "register_map": reports.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)}
-    (d / f"{cfg.name}.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_atomic(d / f"{cfg.name}.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return d
 
 
@@ -76,21 +80,27 @@ class SimTarget(PynqTarget):
         overlay = Path(overlay) if overlay else prepare_sim_overlay(cfg, engine)
         self.sim = SimDevice(strict_cache=strict_cache)
         self.sim.add_model(cfg.name, StreamKernelModel(csim_kernel_model(cfg, engine, lib)))
-        self.sim.install()
-        try:
-            super().__init__(cfg, engine, overlay=overlay, device=self.sim, timeout=timeout,
-                             max_transfer_bytes=max_transfer_bytes)
-        except BaseException:
-            self.sim.uninstall()
-            raise
+        with _DEVICE_LOCK:
+            self.sim.install()
+            try:
+                super().__init__(cfg, engine, overlay=overlay, device=self.sim, timeout=timeout,
+                                 max_transfer_bytes=max_transfer_bytes)
+            except BaseException:
+                self.sim.uninstall()
+                raise
 
+    @contextlib.contextmanager
     def _active(self):
         """A context in which this target's simulated device is pynq's active device: several
-        sim targets may be open at once (e.g. one per format of a deployment), and
-        ``pynq.allocate`` and the DMA driver work on the active device."""
-        if self.sim.installed:
-            return _NULL
-        return self.sim
+        sim targets may be open at once (e.g. one per format of a deployment, or in several
+        threads), and ``pynq.allocate`` and the DMA driver work on the active device. Holds
+        :data:`_DEVICE_LOCK` throughout."""
+        with _DEVICE_LOCK:
+            if self.sim.installed:
+                yield
+            else:
+                with self.sim:
+                    yield
 
     def input_buffer(self, nbytes):
         if self._in is not None and self._in.nbytes >= nbytes:     # no allocation: no device needed
@@ -117,14 +127,15 @@ class SimTarget(PynqTarget):
         sim = getattr(self, "sim", None)
         if sim is None:
             return super().close()
-        try:
-            with self._active():
-                super().close()
-        finally:
-            if sim.installed:
-                sim.uninstall()
-            else:       # another device was installed after this one: leave it active
-                sim._install_stack.clear()
+        with _DEVICE_LOCK:
+            try:
+                with self._active():
+                    super().close()
+            finally:
+                if sim.installed:
+                    sim.uninstall()
+                else:       # another device was installed after this one: leave it active
+                    sim._install_stack.clear()
 
 
 def sim_target(cfg, engine, **kw):
