@@ -359,7 +359,9 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
         else:
             from concurrent.futures import ProcessPoolExecutor, as_completed
             from concurrent.futures.process import BrokenProcessPool
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            from .workers import die_with_parent   # workers end when this process is killed
+            with ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent,
+                                     initargs=(os.getpid(),)) as pool:
                 futures = {pool.submit(_csim_one, v["data"], v["source"], seed, cases): r for r, v in todo}
                 for fut in as_completed(futures):
                     r = futures[fut]
