@@ -211,7 +211,8 @@ def cmd_report(args):
     cfg = _load(args.config)
     check_engine(cfg)
     densities = parse_densities(args.densities)
-    out = None if args.no_plot else check_out(args.out or Path(f"{cfg.stem}_report.png"))
+    stem = Path(cfg.path).stem if cfg.path else cfg.name
+    out = None if args.no_plot else check_out(args.out or Path(f"{stem}_report.png"))
     kinds = ("structured",) if args.structured else ("random",) if args.random else KINDS
     rep = density_sweep(cfg, channels=args.channels, size=args.size, ksize=args.ksize, densities=densities,
                         kinds=kinds, seed=args.seed)

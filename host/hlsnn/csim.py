@@ -6,13 +6,18 @@ call its real top function from Python through the C ABI bridge (ctypes).
   ``include_dirs`` puts extra folders first on the search path, e.g. a model of a Vitis HLS
   release's ``ap_axi_sdata.h`` (``tests/header_models/``), which ``hlsnn/axis.h`` then uses.
 * Cache: the shared library is named after a hash of the rendered sources, the compiler
-  command and the header folder, under ``build/<stem>/csim/``; a rebuild happens only when
-  one of them changes. Libraries are compiled to a temporary name and renamed into place, so
-  an interrupted compile never leaves a corrupt cache entry, and two processes compiling the
-  same kernel never see each other's half-written file. Each library has a ``.sha256`` beside
-  it; a cached library whose checksum does not match (truncated, zeroed, replaced) is never
-  loaded, which would crash the process with SIGBUS or SIGSEGV: it is rebuilt, with a
-  one-line notice.
+  command and the header folder, under ``build/<name>/csim/``; a rebuild happens only when
+  one of them changes. The compile reads a private snapshot of the sources the key hashes
+  (never the shared project folder, which another config of the same name may be rewriting),
+  writes a temporary name and renames it into place, so an interrupted compile never leaves a
+  corrupt entry and two processes never see each other's half-written file. Each library has
+  a manifest beside it (:mod:`hlsnn.cachefile`: what it was built from, its checksum); a
+  cached library whose manifest is missing, names other sources or does not match the file
+  (truncated, zeroed, replaced) is never loaded, which could crash the process with SIGBUS or
+  SIGSEGV: it is rebuilt, with a one-line notice.
+* Instances: each :class:`CsimLibrary` loads its own copy of the library, so the kernel's
+  static state (weight store, counters) belongs to one instance, i.e. one Accelerator; calls
+  on one instance are serialized by its lock (``docs/threads-and-safety.md``).
 """
 from __future__ import annotations
 

@@ -95,9 +95,9 @@ def test_two_threads_on_csim_accelerators(path, kw, n_accs):
             a.close()
 
 
+@pytest.mark.slow                      # the simulated board's set-up: a few seconds
 @pytest.mark.parametrize("n_accs", [1, 2])
 def test_two_threads_on_sim_accelerators(n_accs):
-    pytest.importorskip("pynq", reason="the sim target runs pynq's own driver code")
     accs = [hlsnn.Accelerator(BFP, "sim") for _ in range(n_accs)]
     try:
         assert _hammer(accs, BFP, {}, calls=3) == []
