@@ -49,9 +49,11 @@ def test_two_accelerators_of_one_config_by_name_and_by_path_keep_their_own_weigh
         np.testing.assert_array_equal(got, _ref(path, x2, w, kw))
 
 
-def _hammer(accs, path, kw, threads=2, calls=6):
+def _hammer(accs, path, kw, threads=2, calls=8):
     """``threads`` threads, thread t on ``accs[t % len(accs)]`` with its own weights (loaded, so
-    that calls alternate between keep/resident and streamed ones); the wrong results."""
+    that calls alternate between keep/resident and streamed ones), the first half of their
+    calls in step (the i-th calls of all threads at once), the rest as they come; the wrong
+    results."""
     jobs = []
     for t in range(threads):
         x, w = _data(10 + t, positive=bool(kw))
@@ -64,9 +66,10 @@ def _hammer(accs, path, kw, threads=2, calls=6):
         acc = accs[t % len(accs)]
         x, w, xo, wo, want, want_o = jobs[t]
         try:
-            start.wait()
             acc.load_weights(w, **kw)
             for i in range(calls):
+                if i < calls // 2:          # the first calls of every thread at once: keep, resident, other
+                    start.wait()
                 if i % 3 == 2:
                     got, exp = acc.gemm(xo, wo, **kw), want_o
                 else:
