@@ -219,6 +219,7 @@ def _load_private(path: Path):
     if man is not None and man.get("sha256") != cachefile.sha256_bytes(data):
         raise CsimError(f"C-simulation library {path} changed while it was loaded (does not match its manifest); "
                         f"run again")
+    files.remove_stale(path.parent)            # copies left by processes killed while loading
     for folder in (path.parent, Path(tempfile.gettempdir())):
         try:
             fd, copy = tempfile.mkstemp(dir=folder, prefix=files.tmp_prefix(path.name), suffix=".so")
