@@ -106,15 +106,15 @@ def _rendered_sources(rendered):
     if kept is not None and sources_digest(kept) == rendered.sha:
         return list(kept), rendered.sha
     try:
-        files = [(f, (rendered.dir / f).read_bytes()) for f in rendered.files]
+        found = [(f, (rendered.dir / f).read_bytes()) for f in rendered.files]
     except OSError as exc:
         raise CsimError(f"C-simulation of {rendered.config.name}: cannot read the rendered project {rendered.dir} "
                         f"({exc.strerror or exc}); render it again") from None
-    if sources_digest(files) != rendered.sha:
+    if sources_digest(found) != rendered.sha:
         raise CsimError(f"C-simulation of {rendered.config.name}: {rendered.dir} no longer holds the sources rendered "
                         f"for it (changed since, e.g. another config named {rendered.config.name!r} rendered into "
                         f"it); render it again")
-    return files, rendered.sha
+    return found, rendered.sha
 
 
 def _built_from(rendered, include_dirs, digest) -> dict:
@@ -132,7 +132,8 @@ def library_path(rendered, include_dirs=()) -> Path:
     ``<csim folder>/lib<engine>_<key>.so``, the key a hash of the rendered sources, the
     compiler command and the header folder."""
     _, digest = _rendered_sources(rendered)
-    return rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{_key(_built_from(rendered, include_dirs, digest))}.so"
+    key = _key(_built_from(rendered, include_dirs, digest))
+    return rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{key}.so"
 
 
 def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False) -> Path:
@@ -145,7 +146,7 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
     library is then renamed into place and its manifest written (:mod:`hlsnn.cachefile`)."""
     sources, digest = _rendered_sources(rendered)
     built_from = _built_from(rendered, include_dirs, digest)
-    lib = rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{_key(built_from)}.so"
+    lib = library_path(rendered, include_dirs)
     if cachefile.entry_ok(lib, built_from):
         return lib
     if lib.is_file():
@@ -183,7 +184,7 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
                                       f"({os.path.getsize(tmp)} bytes, not an ELF file): check CXX",
                                rendered.dir / eng.KERNEL_SOURCES[0])
         digest_so = cachefile.sha256(Path(tmp))
-        os.chmod(tmp, 0o755 & ~_umask())
+        os.chmod(tmp, 0o755 & ~files.umask())
         os.replace(tmp, lib)
         cachefile.write_manifest(lib, built_from, digest_so)
     finally:
@@ -193,12 +194,6 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
     if verbose:
         print(f"csim: compiled {lib.name} in {time.time() - t0:.1f} s", flush=True)
     return lib
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 #: Libraries loaded without a private copy (the folder and the temporary folder were not
@@ -214,10 +209,14 @@ def _load_private(path: Path):
     (device and inode) it has loaded before, so two instances need two files. The copy is
     checked against the library's manifest while it is written, and unlinked right after it is
     loaded (the mapping stays)."""
-    data = path.read_bytes()
-    man = cachefile.read_manifest(path)
-    if man is not None and man.get("sha256") != cachefile.sha256_bytes(data):
-        raise CsimError(f"C-simulation library {path} changed while it was loaded (does not match its manifest); "
+    for attempt in range(20):           # another process may be between its rename and its manifest
+        data = path.read_bytes()
+        man = cachefile.read_manifest(path)
+        if man is None or man.get("sha256") == cachefile.sha256_bytes(data):
+            break
+        time.sleep(0.05)
+    else:
+        raise CsimError(f"C-simulation library {path} does not match its manifest (replaced while it was loaded?); "
                         f"run again")
     files.remove_stale(path.parent)            # copies left by processes killed while loading
     for folder in (path.parent, Path(tempfile.gettempdir())):

@@ -22,7 +22,16 @@ import time
 from pathlib import Path
 
 
-def _umask() -> int:
+def umask() -> int:
+    """The process's umask: from ``/proc/self/status`` on Linux (reading it there changes
+    nothing, which matters with other threads creating files), else by setting and restoring it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -44,7 +53,7 @@ def atomic_path(path, *, mode=None):
     os.close(fd)
     try:
         yield Path(tmp)
-        os.chmod(tmp, (0o666 & ~_umask()) if mode is None else mode)
+        os.chmod(tmp, (0o666 & ~umask()) if mode is None else mode)
         os.replace(tmp, path)
     finally:
         if os.path.lexists(tmp):

@@ -161,16 +161,10 @@ def _build_and_load(name: str, cc: str):
         if missing:
             raise OSError(f"{cc} built a library without {', '.join(missing)}")
         digest = cachefile.sha256(Path(tmp))
-        os.chmod(tmp, 0o755 & ~_umask())
+        os.chmod(tmp, 0o755 & ~files.umask())
         os.replace(tmp, lib)
         cachefile.write_manifest(lib, built_from, digest)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return so
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
