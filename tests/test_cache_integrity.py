@@ -265,3 +265,22 @@ def test_hlsnn_build_deletes_nothing_outside_its_build_folder(tmp_path, monkeypa
     assert (tmp_path / "vivado" / "out" / "important.txt").is_file()
 
 
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_two_configs_of_one_name_compiled_at_once_both_run(tmp_path):
+    """The reported race: a/net.yaml (rows 8) and b/net.yaml (rows 4) C-simulated by two
+    processes at the same moment, then each again: every run bit-exact against the emulator
+    (on main, one library held the other's kernel: "stream protocol error" from then on)."""
+    pa, pb = _two_of_one_name(tmp_path)
+    code = ("import sys, numpy as np, hlsnn\n"
+            "x, w = np.random.default_rng(1).normal(size=(3, 8)), np.random.default_rng(2).normal(size=(5, 8))\n"
+            "with hlsnn.Accelerator(sys.argv[1], 'csim') as c, hlsnn.Accelerator(sys.argv[1], 'emu') as e:\n"
+            "    assert np.array_equal(c.gemm(x, w), e.gemm(x, w))\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "host"), HLSNN_BUILD=str(tmp_path / "build"))
+    for _ in range(2):                     # the first round compiles, the second reads the cache
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(p)], env=env, stderr=subprocess.PIPE, text=True)
+                 for p in (pa, pb)]
+        errs = [p.communicate(timeout=600)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], [e[-1500:] for e in errs]
