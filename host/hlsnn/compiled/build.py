@@ -73,6 +73,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
             fmt = cfg.formats[asg.format_of(la.name)]
             entry, arr = capture(dep.execs[la.name], fmt.type)
             entry["accel"] = keys[fmt.accel]
+            entry["engine"], entry["op"] = fmt.engine, la.kind
             entry["format_name"] = fmt.name
             entry["epilogue"] = _epilogue(entry)
             program["layers"].append(entry)

@@ -33,6 +33,7 @@ class LayerStub:
         self.name, self.kind, self.relu, self.b = name, kind, bool(relu), b
         self.w = np.broadcast_to(np.zeros((), np.int8), tuple(w_shape))
         self.geom = geom
+        self.group = geom.group if geom is not None else 1
         self.inputs, self.output = list(inputs), output
 
     def describe(self):
@@ -63,6 +64,18 @@ def _int(v):
     return None if v is None else (int(v) if np.ndim(v) == 0 else [int(a) for a in np.asarray(v).reshape(-1)])
 
 
+def _small(a):
+    """An integer array in the narrowest signed type that holds it (the file stores codes, not int64s)."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu" or a.size == 0:
+        return a
+    lo, hi = int(a.min()), int(a.max())
+    for t in (np.int8, np.int16, np.int32):
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return a.astype(t)
+    return a.astype(np.int64)
+
+
 def capture(ex, fmt_type):
     """``(entry, arrays)`` of a calibrated ``_Exec``: the JSON fields and the named arrays."""
     L = ex.layer
@@ -76,7 +89,7 @@ def capture(ex, fmt_type):
         t = ex.wq
         entry.update(mode=ex.mode, exp_bits=int(t.exp_bits), delta=int(t.delta), axis=t.axis, f_w=_int(ex.f_w),
                      bits=int(ex.bits), signed=bool(ex.signed), step=int(ex.step), k_step=ex.k_step)
-        arrays.update({f: np.asarray(getattr(t, f)) for f in _SHIFT_FIELDS})
+        arrays.update({f: _small(getattr(t, f)) for f in _SHIFT_FIELDS})
     elif isinstance(ex, SparseExec):
         entry.update(f_w=_int(ex.f_w), general=bool(ex.general), k_step=ex.k_step,
                      pads1=list(ex.pads1) if ex.general else None)
@@ -87,8 +100,8 @@ def capture(ex, fmt_type):
             entry["chunks"].append({"rows": [int(a), int(b)], "w_axis": wq.axis, "w_block": wq.block_size,
                                     "b_axis": bq.axis, "b_block": bq.block_size})
             for f in _BFP_FIELDS:
-                arrays[f"w{i}_{f}"] = np.asarray(getattr(wq, f))
-                arrays[f"b{i}_{f}"] = np.asarray(getattr(bq, f))
+                arrays[f"w{i}_{f}"] = _small(getattr(wq, f))
+                arrays[f"b{i}_{f}"] = _small(getattr(bq, f))
     else:
         raise InputError(f"layer {L.name}: no compiled form for {type(ex).__name__}")
     return entry, arrays
