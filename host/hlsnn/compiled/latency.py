@@ -5,7 +5,8 @@ deployment runner makes them: :func:`hlsnn.perf.layers.layer_kernel_cycles`):
 
 * ``kernel_us``: the kernel calls' cycles from the engine's cycle model at the config's clock
   (the stream phases included at the kernel's ``stream_bits`` per cycle);
-* ``ddr_us``: the DMA bytes (every beat in and out) at the board's HP-port peak
+* ``ddr_us``: the DMA bytes (every beat in and out: the stream phases' cycles, one beat
+  per cycle, times ``stream_bits / 8``) at the board's HP-port peak
   (:data:`BOARDS`); the DMA streams while the kernel runs, so the layer's fabric time is
   ``max(kernel_us, ddr_us)``;
 * ``host_us``: ``kernel_starts * call_us + host_bytes * byte_us``: the driver's cost per
@@ -60,10 +61,10 @@ BOARDS = {
 
 
 def host_bytes(kind, in_elems, out_elems, rows_elems=0, dma_bytes=0):
-    """Bytes the host touches for one layer today: float64 input and output activations (read,
-    converted and written), the im2col rows (written, then read to pack), and every DMA byte
+    """Bytes the host touches for one layer today: the float64 input read and output written,
+    the im2col rows (8-byte elements, written, then read to pack them), and every DMA byte
     (packed in, unpacked out)."""
-    return 8 * (2 * in_elems + 2 * out_elems + 2 * rows_elems) + 2 * dma_bytes
+    return 8 * (in_elems + out_elems + 2 * rows_elems) + dma_bytes
 
 
 def _elems(shape):
@@ -90,6 +91,8 @@ def model(path, *, board=None, batch=1):
         if x is None:
             x = np.zeros((1,) + net.input_shape)
         xb = np.repeat(x[:1], batch, axis=0)
+        for ex in net._dep.execs.values():
+            ex.deploy.collect_stats = True         # the sparse engine's cycles depend on the input density
         _, env = net.run(xb, keep=True)
         shapes = {k: np.shape(v) for k, v in env.items()}
         shapes[prog["input"]["name"]] = xb.shape
@@ -111,7 +114,9 @@ def model(path, *, board=None, batch=1):
                 kc = layer_kernel_cycles(ex.layer, cfg, batch, fmt_type=j["format"], in_hw=in_hw,
                                          weight_sparsity=wsp, input_density=ex.stats.input_density)
                 beat = cfg.params["stream_bits"] // 8
-                dma = int((kc.beats_in + kc.beats_out) * beat)
+                # one beat per cycle of the stream phases (the closed-form counts carry no beat totals)
+                streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
+                dma = int(max(kc.beats_in + kc.beats_out, streams) * beat)
                 rows = 0
                 if j["kind"] == "conv" and j["format"] in ("bfp", "twohot", "pot"):
                     g = ex.layer.geom

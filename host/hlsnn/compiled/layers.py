@@ -45,6 +45,7 @@ class DeployStub:
 
     dynamic = False
     update = "e1"
+    collect_stats = False         # no pass over the inputs for the report's densities (latency turns it on)
 
     def __init__(self, rounding, overflow_ratio):
         self.rounding, self.overflow_ratio = rounding, overflow_ratio
