@@ -32,19 +32,20 @@ from ..errors import InputError
 #: host cost constants per CPU: us per kernel start, us per byte touched, us per host op
 CPUS = {
     "x86-this-machine": {
-        "call_us": 105.0, "byte_us": 0.0012, "op_us": 20.0,
-        "source": "measured: call_us = hlsnn run's host overhead per call of a small GEMM on the sim board "
-                  "(the pynq driver path, kernel wait excluded); byte_us = the remainder of resnet8 bfp16's host "
-                  "time per image (benchmarks/bench_compiled_host.py) over its modelled host bytes; op_us: numpy "
-                  "dispatch of a small host op (timeit)"},
+        "call_us": 105.0, "byte_us": 0.005, "op_us": 10.0,
+        "source": "measured on this 2-core x86 under the session's shared load (load average ~12): byte_us and "
+                  "op_us by timeit of an im2col plus conversion (4.8 MB touched) and of a small numpy op; call_us "
+                  "fitted to the host CPU time per image of resnet8 bfp16 on the sim board "
+                  "(benchmarks/bench_compiled_host.py) less its modelled bytes and host ops"},
     "cortex-a9-650": {
-        "call_us": 1050.0, "byte_us": 0.012, "op_us": 200.0,
+        "call_us": 1050.0, "byte_us": 0.05, "op_us": 100.0,
         "source": "estimate: x86-this-machine x 10. Interpreter-bound work (call_us, op_us): CoreMark per core "
                   "about 2.5/MHz x 650 MHz ~ 1,600 (Cortex-A9, ARM's figure) vs ~15,000-25,000 for a current x86 "
                   "core; memory-bound numpy work (byte_us): the PYNQ-Z2's 16-bit DDR3-1066 peaks at 2.1 GB/s vs "
-                  "~20 GB/s here. The issue's 'an order of magnitude slower'. Not measured on a board"},
+                  "~20 GB/s here. The issue's 'an order of magnitude slower'; a published Python DMA round trip of a tiny MLP "
+                  "on a PYNQ-Z2 takes ~3.5 ms (ainews247.org/story/78316). Not measured on a board"},
     "cortex-a53-1200": {
-        "call_us": 420.0, "byte_us": 0.005, "op_us": 80.0,
+        "call_us": 420.0, "byte_us": 0.02, "op_us": 40.0,
         "source": "estimate: x86-this-machine x 4 (Cortex-A53 at 1.2-1.5 GHz, in-order: CoreMark ~3.5/MHz; "
                   "64-bit DDR4). Not measured on a board"},
 }
