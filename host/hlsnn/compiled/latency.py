@@ -32,22 +32,25 @@ from ..errors import InputError
 #: host cost constants per CPU: us per kernel start, us per byte touched, us per host op
 CPUS = {
     "x86-this-machine": {
-        "call_us": 105.0, "byte_us": 0.005, "op_us": 10.0,
-        "source": "measured on this 2-core x86 under the session's shared load (load average ~12): byte_us and "
-                  "op_us by timeit of an im2col plus conversion (4.8 MB touched) and of a small numpy op; call_us "
-                  "fitted to the host CPU time per image of resnet8 bfp16 on the sim board "
-                  "(benchmarks/bench_compiled_host.py) less its modelled bytes and host ops"},
+        "call_us": 1800.0, "byte_us": 0.0009, "op_us": 3.0,
+        "source": "measured on this 2-core x86 (CPU time, so the session's shared load does not inflate it): "
+                  "byte_us and op_us from an im2col plus conversion touching 4.8 MB (0.0009 us/byte) and a small "
+                  "numpy op (2.6 us); call_us fitted to resnet8 bfp16's host CPU time per image on the sim board "
+                  "(40.4 ms, benchmarks/bench_compiled_host.py) less its modelled bytes and host ops, over its 17 "
+                  "kernel starts. It includes the simulated board's own Python (register and DMA models, the "
+                  "cycle bookkeeping), so it overstates a real board's driver call"},
     "cortex-a9-650": {
-        "call_us": 1050.0, "byte_us": 0.05, "op_us": 100.0,
-        "source": "estimate: x86-this-machine x 10. Interpreter-bound work (call_us, op_us): CoreMark per core "
-                  "about 2.5/MHz x 650 MHz ~ 1,600 (Cortex-A9, ARM's figure) vs ~15,000-25,000 for a current x86 "
-                  "core; memory-bound numpy work (byte_us): the PYNQ-Z2's 16-bit DDR3-1066 peaks at 2.1 GB/s vs "
-                  "~20 GB/s here. The issue's 'an order of magnitude slower'; a published Python DMA round trip of a tiny MLP "
-                  "on a PYNQ-Z2 takes ~3.5 ms (ainews247.org/story/78316). Not measured on a board"},
+        "call_us": 1000.0, "byte_us": 0.009, "op_us": 30.0,
+        "source": "estimate. byte_us and op_us: x86-this-machine x 10 (CoreMark per core ~2.5/MHz x 650 MHz ~ "
+                  "1,600 vs ~15,000-25,000 for a current x86 core; the PYNQ-Z2's 16-bit DDR3-1066 peaks at "
+                  "2.1 GB/s vs ~20 GB/s here; the issue's 'an order of magnitude slower'). call_us: one pynq "
+                  "kernel start with its two DMA transfers in Python, taken as 1 ms: a published PYNQ-Z2 "
+                  "measurement puts a whole Python DMA round trip of a tiny MLP at ~3.5 ms, 1.0-1.3 ms of it "
+                  "the shell (ainews247.org/story/78316). Not measured on a board"},
     "cortex-a53-1200": {
-        "call_us": 420.0, "byte_us": 0.02, "op_us": 40.0,
-        "source": "estimate: x86-this-machine x 4 (Cortex-A53 at 1.2-1.5 GHz, in-order: CoreMark ~3.5/MHz; "
-                  "64-bit DDR4). Not measured on a board"},
+        "call_us": 400.0, "byte_us": 0.0036, "op_us": 12.0,
+        "source": "estimate: byte_us and op_us x86-this-machine x 4 (Cortex-A53 at 1.2-1.5 GHz, in order, "
+                  "CoreMark ~3.5/MHz; 64-bit DDR4); call_us the Cortex-A9's / 2.5. Not measured"},
 }
 
 #: per board: its CPU (a key of CPUS) and the HP port the DMA masters (bits per PL clock cycle; peak)
