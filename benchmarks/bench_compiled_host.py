@@ -17,7 +17,8 @@ generated C++ the sim board calls), and the wall time less the DMA waits the pyn
 Usage::
 
     python benchmarks/bench_compiled_host.py --images 8            # this tree
-    HLSNN_BENCH_HOST=/path/to/other/host python benchmarks/bench_compiled_host.py   # another tree (before)
+    # another tree (before): its host/ folder first on the path
+    HLSNN_BENCH_HOST=/path/to/other/host python benchmarks/bench_compiled_host.py
 
 A measurement on a shared machine: small (a few images), medians of per-image times.
 """

@@ -25,7 +25,7 @@ from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.errors import HlsnnError, InputError  # noqa: E402
 
 MODELS = ROOT / "configs" / "models"
-CAL = 32          # calibration images of the compiled models and of the reference deployments
+CAL = 16          # calibration images of the compiled models and of the reference deployments
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +63,9 @@ def _x(model, n=6):
 
 
 @pytest.mark.parametrize("model,assignment", [("digits_mlp", "bfp16"), ("digits_mlp", "twohot+bfp8"),
-                                              ("digits_cnn", "twohot"), ("digits_cnn", "sparse50"),
-                                              ("digits_cnn", "pot")])
+                                              ("digits_cnn", "twohot"),
+                                              pytest.param("digits_cnn", "sparse50", marks=pytest.mark.slow),
+                                              pytest.param("digits_cnn", "pot", marks=pytest.mark.slow)])
 def test_round_trip_gives_the_deployments_bits(compiled, model, assignment):
     path = compiled(model, assignment)
     x = _x(model)
@@ -139,6 +140,8 @@ def test_bad_files_and_inputs_are_one_clear_error(tmp_path, compiled):
             net(np.zeros((1, 8, 8)))
     with pytest.raises(InputError, match="target"):
         hlsnn.load(compiled("digits_cnn", "twohot"), target="fpga")
+    with pytest.raises(InputError, match=r"target pynq: give overlays=\{name: overlay folder\} for every accelerator"):
+        hlsnn.load(compiled("digits_cnn", "twohot"), target="pynq")
 
 
 BLOCKER = """

@@ -54,9 +54,9 @@ def read(path):
         program = json.loads(blob.tobytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"{path}: the layer program is not valid JSON ({exc})") from None
-    if not isinstance(program, dict) or program.get("format") != FORMAT:
-        raise InputError(f"{path}: not a compiled model (format {program.get('format') if isinstance(program, dict) else None!r}, "
-                         f"expected {FORMAT!r})")
+    fmt = program.get("format") if isinstance(program, dict) else None
+    if fmt != FORMAT:
+        raise InputError(f"{path}: not a compiled model (format {fmt!r}, expected {FORMAT!r})")
     if program.get("version") != VERSION:
         raise InputError(f"{path}: compiled model version {program.get('version')!r}; this hlsnn reads version "
                          f"{VERSION}: recompile it with `hlsnn compile`")
