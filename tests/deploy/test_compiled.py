@@ -240,3 +240,16 @@ def test_resnet8_compiled_is_bit_exact_on_every_target(tmp_path, assignment):
             outs[target] = net.logits(x)
     np.testing.assert_array_equal(outs["emu"], outs["csim"])
     np.testing.assert_array_equal(outs["emu"], outs["sim"])
+
+
+@pytest.mark.csim
+def test_refuses_a_sim_overlay_folder_of_another_config(compiled, tmp_path):
+    """The board's path: an overlay folder whose manifest names another config is refused."""
+    from hlsnn.engines import ENGINES
+    from hlsnn.runtime.sim_target import prepare_sim_overlay
+    path = compiled("digits_cnn", "twohot")
+    key = next(iter(artifact.read(path)[0]["accels"]))
+    cfg = hlsnn.load_config("bfp16_pynq-z2")
+    other = prepare_sim_overlay(cfg, ENGINES[cfg.engine], tmp_path / cfg.name)
+    with pytest.raises(InputError, match=r"its config bfp16_pynq_z2 has hash .* build the overlay from the same config"):
+        hlsnn.load(path, target="sim", overlays={key: other})
