@@ -255,5 +255,5 @@ def test_refuses_a_sim_overlay_folder_of_another_config(compiled, tmp_path):
     key = next(iter(artifact.read(path)[0]["accels"]))
     cfg = hlsnn.load_config("bfp16_pynq-z2")
     other = prepare_sim_overlay(cfg, ENGINES[cfg.engine], tmp_path / cfg.name)
-    with pytest.raises(InputError, match=r"its config bfp16_pynq_z2 has hash .* build the overlay from the same config"):
+    with pytest.raises(InputError, match=r"bfp16_pynq_z2 has hash .* build the overlay from the same config"):
         hlsnn.load(path, target="sim", overlays={key: other})
