@@ -11,5 +11,14 @@ from .errors import (CompileError, ConfigError, CsimError, HlsnnError, InputErro
                      MissingDependency)
 from .runtime import Accelerator  # noqa: E402
 
-__all__ = ["__version__", "Accelerator", "Config", "load_config", "load_board", "HlsnnError",
+
+
+def load(path, target="emu", **options):
+    """A compiled model (``hlsnn compile``) on ``target``, as a callable network: ``y = net(x)``
+    (:func:`hlsnn.compiled.net.load`; on a board it needs only numpy and pynq)."""
+    from .compiled.net import load as _load
+    return _load(path, target, **options)
+
+
+__all__ = ["__version__", "Accelerator", "load", "Config", "load_config", "load_board", "HlsnnError",
            "ConfigError", "InputError", "CompileError", "CsimError", "MissingDependency"]

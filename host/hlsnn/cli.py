@@ -282,7 +282,11 @@ def cmd_sweep(args):
 
 
 def cmd_run(args):
-    """One layer on a target, checked bit for bit against the emulator, with timing."""
+    """One layer on a target, checked bit for bit against the emulator, with timing (or, given
+    a NAME.hlsnn, a compiled network: :func:`hlsnn.compiled.cli.run_compiled`)."""
+    if str(args.target_path).endswith(".hlsnn"):
+        from .compiled.cli import run_compiled
+        return run_compiled(args)
     import numpy as np
     from .runtime import Accelerator
     from .errors import InputError
@@ -387,8 +391,17 @@ def cmd_run(args):
         ref.close()
 
 
+def cmd_compile(args):
+    from .compiled.cli import cmd_compile as compile_cmd
+    return compile_cmd(args)
+
+
 def cmd_perf(args):
-    """Modelled cycles of one operation, from the C-simulation's loop counters."""
+    """Modelled cycles of one operation, from the C-simulation's loop counters (or, given a
+    NAME.hlsnn, a compiled network's end-to-end latency: :mod:`hlsnn.compiled.latency`)."""
+    if str(args.config).endswith(".hlsnn"):
+        from .compiled.cli import perf_compiled
+        return perf_compiled(args)
     from .perf import measure as pm
     if (args.gemm is None) == (args.conv is None):
         from .errors import InputError
@@ -450,9 +463,22 @@ def build_parser():
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("run", help="run one layer on a target and check it bit for bit against the emulator")
-    p.add_argument("target_path", metavar="OVERLAY_OR_CONFIG", help="an overlay folder (pynq, sim) or a config")
-    p.add_argument("--input", required=True, help="x.npy: (batch, K) for a GEMM, (C, H, W) for a convolution")
+    p = sub.add_parser("compile", help="calibrate one assignment of a deployment config and write everything an "
+                                       "inference needs into one NAME.hlsnn file (docs/compiled-models.md)")
+    p.add_argument("config", help="a deployment config (configs/models/*.yaml)")
+    p.add_argument("--assignment", required=True, help="the layer-format assignment to compile")
+    p.add_argument("-o", "--output", help="NAME.hlsnn (default: <config>_<assignment>.hlsnn)")
+    p.add_argument("--check-samples", type=NONNEG, default=4, help="self-check input/output pairs (default 4)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("run", help="run one layer (or a compiled NAME.hlsnn network) on a target and check it bit "
+                                   "for bit against the emulator")
+    p.add_argument("target_path", metavar="OVERLAY_OR_CONFIG", help="an overlay folder (pynq, sim), a config, or a "
+                                                                    "compiled model NAME.hlsnn")
+    p.add_argument("--input", required=True, help="x.npy: (batch, K) for a GEMM, (C, H, W) for a convolution, a "
+                                                  "batch in the model's layout for NAME.hlsnn")
+    p.add_argument("--no-self-check", action="store_true", help="NAME.hlsnn: skip the self-check on load")
     p.add_argument("--weights", help="w.npy: (N, K) or (Z, C, k, k); default: seeded random weights")
     p.add_argument("--n", type=POSITIVE, default=64, help="outputs (N or Z) of the random weights (default 64)")
     p.add_argument("--target", default="sim", help="pynq, sim, csim or emu (default sim)")
@@ -464,7 +490,10 @@ def build_parser():
 
     p = sub.add_parser("perf", help="modelled cycles, MAC/cycle, utilization and bound of one operation, from "
                                     "the C-simulation's loop counters (hlsnn.perf)")
-    p.add_argument("config")
+    p.add_argument("config", help="an accel config, or a compiled model NAME.hlsnn (end-to-end latency)")
+    p.add_argument("--board", help="NAME.hlsnn: the board whose CPU and HP port are modelled (default: the "
+                                   "accelerators' board)")
+    p.add_argument("--batch", type=POSITIVE, default=1, help="NAME.hlsnn: images per call (default 1)")
     p.add_argument("--gemm", metavar="B,K,N", help="a GEMM of batch B, K inputs, N outputs (bfp_systolic, shift_mac)")
     p.add_argument("--conv", metavar="C,H,W,Z,k", help="a stride-1 convolution of C channels of HxW to Z channels, "
                                                      "k x k kernel (shift_mac, sparse_cluster)")

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from .engine_registry import engines as registered_engines
 from .errors import ConfigError, excerpt
 from .paths import board_dirs
@@ -196,37 +194,52 @@ def find_config(name_or_path) -> Path:
                       + ", ".join(str(d) for d in config_search_path()) + " (HLSNN_CONFIG_PATH, then the shipped ones)")
 
 
-class StrictLoader(yaml.SafeLoader):
-    """PyYAML's SafeLoader without aliases and without duplicate keys.
+def _strict_loader():
+    """:class:`StrictLoader`, made on first use: PyYAML is imported only when YAML is read, so
+    that a board that runs a compiled model (:mod:`hlsnn.compiled`) needs no PyYAML."""
+    global StrictLoader
+    if StrictLoader is not None:
+        return StrictLoader
+    import yaml
 
-    A config has no use for aliases (``*name``), and nested ones expand exponentially (nine
-    levels of ``&a [*a, *a, ...]`` are gigabytes once expanded); a repeated key would silently
-    let the last one win. Both are errors naming the line."""
+    class StrictLoader(yaml.SafeLoader):
+        """PyYAML's SafeLoader without aliases and without duplicate keys.
 
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in hlsnn files",
-                                              self.peek_event().start_mark)
-        return super().compose_node(parent, index)
+        A config has no use for aliases (``*name``), and nested ones expand exponentially (nine
+        levels of ``&a [*a, *a, ...]`` are gigabytes once expanded); a repeated key would silently
+        let the last one win. Both are errors naming the line."""
 
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                dup = key in seen
-                seen.add(key)
-            except TypeError:  # an unhashable key: SafeLoader reports it itself
-                dup = False
-            if dup:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {excerpt(key, 40)}",
-                                                        key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in hlsnn files",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    dup = key in seen
+                    seen.add(key)
+                except TypeError:  # an unhashable key: SafeLoader reports it itself
+                    dup = False
+                if dup:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {excerpt(key, 40)}",
+                                                            key_node.start_mark)
+            return super().construct_mapping(node, deep=deep)
+
+    return StrictLoader
+
+
+#: PyYAML's SafeLoader without aliases and duplicate keys (:func:`_strict_loader`; None until first used)
+StrictLoader = None
 
 
 def safe_yaml(text: str) -> Any:
     """Parse YAML text with :class:`StrictLoader` (no aliases, no duplicate keys)."""
-    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+    import yaml
+    return yaml.load(text, Loader=_strict_loader())  # noqa: S506 - StrictLoader is a SafeLoader
 
 
 def read_yaml(path) -> Any:
@@ -238,6 +251,7 @@ def read_yaml(path) -> Any:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(p, None, None, "cannot be read as UTF-8 text: " + " ".join(str(exc).split())) from None
+    import yaml
     try:
         return safe_yaml(text)
     except yaml.YAMLError as exc:

@@ -433,7 +433,8 @@ class ShiftExec(_Exec):
                 out = out.reshape(-1, oh, ow, len(sel)).transpose(0, 3, 1, 2)
             return out, hist, sat, out.size
 
-        self.stats.input_density = float(np.mean(rows != 0))
+        if getattr(self.deploy, "collect_stats", True):
+            self.stats.input_density = float(np.mean(rows != 0))
         out = self._two_pass(call, f_in, self.bits, self.signed, calibrate)
         self.stats.f_in = fx
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.bits, self.signed))
@@ -543,7 +544,8 @@ class SparseExec(_Exec):
             out = np.concatenate(outs, axis=0)
             return out, hist, sat, out.size
 
-        self.stats.input_density = float(np.mean(xi != 0))
+        if getattr(self.deploy, "collect_stats", True):
+            self.stats.input_density = float(np.mean(xi != 0))
         out = self._two_pass(call, f_in, self.BITS, True, calibrate)
         self.stats.f_in = fx
         if self.general:
@@ -606,7 +608,8 @@ class BfpExec(_Exec):
             sat += kern.last_sat_count
             self.stats.calls += 1
         self.stats.sat_count = sat
-        self.stats.input_density = float(np.mean(xq.mantissas != 0))
+        if getattr(self.deploy, "collect_stats", True):
+            self.stats.input_density = float(np.mean(xq.mantissas != 0))
         if layer.kind == "conv":
             out = out.reshape(x.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
         return Act(out, None)
@@ -623,6 +626,10 @@ class Deployment:
     (``"e1"`` or ``"e5"``), ``update_by`` (``"layer"`` or ``"op_type"``) and ``update_percent``:
     how the fixed-point layers update their radix points (:mod:`hlsnn.deploy.update`).
     """
+
+    #: the layers' input densities for the report (a pass over each layer's input; a compiled
+    #: network, :mod:`hlsnn.compiled`, turns it off)
+    collect_stats = True
 
     def __init__(self, net, assignment, formats, accelerators, *, overflow_ratio=0.0, rounding="nearest_away",
                  dynamic=False, host_bits=None, update="e1", update_by="layer", update_percent=updates.DEFAULT_PERCENT):

@@ -193,6 +193,8 @@ class PynqTarget:
         self._in_runs = _runs([self._offsets[n] for n in engine.protocol.REGS_IN])
         self._out_offsets = [self._offsets[n] for n in engine.protocol.REGS_OUT]
         self.last_timing = {}
+        # running totals over this target's life (hlsnn.compiled: the kernel's share of a call)
+        self.total_calls, self.total_transfer_s, self.total_bytes = 0, 0.0, 0
 
     # ------------------------------------------------------------------ checks
     def _check_dma(self, ip):
@@ -276,6 +278,9 @@ class PynqTarget:
         t3 = time.perf_counter()
         self.last_timing = {"host_before_s": t1 - t0, "transfer_s": t2 - t1, "host_after_s": t3 - t2,
                             "bytes_in": n_in, "bytes_out": n_out}
+        self.total_calls += 1
+        self.total_transfer_s += t2 - t1
+        self.total_bytes += n_in + n_out
         return out, regs_out
 
     def _wait(self, ch, what):

@@ -1,0 +1,161 @@
+"""End-to-end latency of a compiled network on a board, modelled: ``hlsnn perf NAME.hlsnn``.
+
+Per engine layer, for a batch of ``batch`` images (the compiled network's own calls, as the
+deployment runner makes them: :func:`hlsnn.perf.layers.layer_kernel_cycles`):
+
+* ``kernel_us``: the kernel calls' cycles from the engine's cycle model at the config's clock
+  (the stream phases included at the kernel's ``stream_bits`` per cycle);
+* ``ddr_us``: the DMA bytes (every beat in and out: the stream phases' cycles, one beat
+  per cycle, times ``stream_bits / 8``) at the board's HP-port peak
+  (:data:`BOARDS`); the DMA streams while the kernel runs, so the layer's fabric time is
+  ``max(kernel_us, ddr_us)``;
+* ``host_us``: ``kernel_starts * call_us + host_bytes * byte_us``: the driver's cost per
+  kernel start (register writes, two DMA starts, the waits' polling) and the host's numpy work
+  per byte it touches (:func:`host_bytes`), with the constants of the board's CPU.
+
+Host layers (the residual ``Add``, pooling, ``Flatten``, the final ``Softmax``) cost
+``op_us + host_bytes * byte_us``. Nothing overlaps: the host waits for every call, so
+``end_to_end_us`` is the sum over the layers of fabric and host time. ``host_bytes`` counts
+the runner's float64 work as it is today (see docs/compiled-models.md).
+
+The CPU constants (:data:`CPUS`) are stated with their source: ``x86-this-machine`` measured
+here (``benchmarks/bench_compiled_host.py`` and ``hlsnn run`` on the sim board), the boards'
+ARM cores *estimated* from it (the factor and how it was derived are in the table). A model,
+not a measurement.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+#: host cost constants per CPU: us per kernel start, us per byte touched, us per host op
+CPUS = {
+    "x86-this-machine": {
+        "call_us": 1800.0, "byte_us": 0.0009, "op_us": 3.0,
+        "source": "measured on this 2-core x86 (CPU time, so the session's shared load does not inflate it): "
+                  "byte_us and op_us from an im2col plus conversion touching 4.8 MB (0.0009 us/byte) and a small "
+                  "numpy op (2.6 us); call_us fitted to resnet8 bfp16's host CPU time per image on the sim board "
+                  "(40.4 ms, benchmarks/bench_compiled_host.py) less its modelled bytes and host ops, over its 17 "
+                  "kernel starts. It includes the simulated board's own Python (register and DMA models, the "
+                  "cycle bookkeeping), so it overstates a real board's driver call"},
+    "cortex-a9-650": {
+        "call_us": 1000.0, "byte_us": 0.009, "op_us": 30.0,
+        "source": "estimate. byte_us and op_us: x86-this-machine x 10 (CoreMark per core ~2.5/MHz x 650 MHz ~ "
+                  "1,600 vs ~15,000-25,000 for a current x86 core; the PYNQ-Z2's 16-bit DDR3-1066 peaks at "
+                  "2.1 GB/s vs ~20 GB/s here; the issue's 'an order of magnitude slower'). call_us: one pynq "
+                  "kernel start with its two DMA transfers in Python, taken as 1 ms: a published PYNQ-Z2 "
+                  "measurement puts a whole Python DMA round trip of a tiny MLP at ~3.5 ms, 1.0-1.3 ms of it "
+                  "the shell (ainews247.org/story/78316). Not measured on a board"},
+    "cortex-a53-1200": {
+        "call_us": 400.0, "byte_us": 0.0036, "op_us": 12.0,
+        "source": "estimate: byte_us and op_us x86-this-machine x 4 (Cortex-A53 at 1.2-1.5 GHz, in order, "
+                  "CoreMark ~3.5/MHz; 64-bit DDR4); call_us the Cortex-A9's / 2.5. Not measured"},
+}
+
+#: per board: its CPU (a key of CPUS) and the HP port the DMA masters (bits per PL clock cycle; peak)
+BOARDS = {
+    "pynq-z2": {"cpu": "cortex-a9-650", "hp_bits": 64,
+                "source": "Zynq-7000 S_AXI_HP ports are 64 bits wide (UG585 ch. 5); the DMA runs at the PL clock"},
+    "zcu104": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "Zynq UltraScale+ S_AXI_HP: 128 bits (UG1085)"},
+    "ultra96v2": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "as zcu104"},
+    "kv260": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "as zcu104"},
+    "x86-sim": {"cpu": "x86-this-machine", "hp_bits": 64, "source": "this machine driving the simulated board"},
+}
+
+
+def host_bytes(kind, in_elems, out_elems, rows_elems=0, dma_bytes=0):
+    """Bytes the host touches for one layer today: the float64 input read and output written,
+    the im2col rows (8-byte elements, written, then read to pack them), and every DMA byte
+    (packed in, unpacked out)."""
+    return 8 * (in_elems + out_elems + 2 * rows_elems) + dma_bytes
+
+
+def _elems(shape):
+    return int(np.prod(shape)) if shape is not None else 0
+
+
+def model(path, *, board=None, batch=1):
+    """The latency model of a compiled model (module docstring): a JSON-able dict with keys
+    ``board``, ``cpu``, ``batch``, ``kernel_starts``, ``kernel_us``, ``ddr_us``, ``fabric_us``,
+    ``host_us``, ``end_to_end_us``, ``host_bytes``, ``dma_bytes``, ``layers`` (one dict per layer
+    with the same keys) and ``constants``."""
+    from ..perf.layers import layer_kernel_cycles
+    from .net import load
+    net = load(path, "emu", self_check=False)
+    try:
+        prog = net.program
+        boards = {v["config"]["board"]["name"] for v in prog["accels"].values()}
+        name = board or sorted(boards)[0]
+        if name not in BOARDS:
+            raise InputError(f"--board {name!r}: no CPU constants for it; known: {', '.join(BOARDS)}")
+        b = BOARDS[name]
+        cpu = CPUS[b["cpu"]]
+        x = net.check.get("x")
+        if x is None:
+            x = np.zeros((1,) + net.input_shape)
+        xb = np.repeat(x[:1], batch, axis=0)
+        for ex in net._dep.execs.values():
+            ex.deploy.collect_stats = True         # the sparse engine's cycles depend on the input density
+        _, env = net.run(xb, keep=True)
+        shapes = {k: np.shape(v) for k, v in env.items()}
+        shapes[prog["input"]["name"]] = xb.shape
+        layers = []
+        for j in prog["layers"]:
+            ins = [shapes.get(i) for i in j["inputs"]]
+            in_el, out_el = sum(_elems(s) for s in ins), _elems(shapes.get(j["output"]))
+            row = {"name": j["name"], "kind": j["kind"] if j["kind"] != "host" else "host " + j["op"],
+                   "kernel_starts": 0, "kernel_cycles": 0, "kernel_us": 0.0, "ddr_us": 0.0, "dma_bytes": 0}
+            if j["kind"] == "host":
+                hb = host_bytes("host", in_el, out_el)
+                row.update(host_bytes=hb, host_us=cpu["op_us"] + hb * cpu["byte_us"], fabric_us=0.0)
+            else:
+                ex = net._dep.execs[j["name"]]
+                acc = ex.acc
+                cfg = acc.config
+                in_hw = tuple(ins[0][-2:]) if j["kind"] == "conv" else None
+                wsp = float(np.mean(np.asarray(ex.wq) == 0)) if j["format"] in ("fixed", "sparse") else 0.0
+                kc = layer_kernel_cycles(ex.layer, cfg, batch, fmt_type=j["format"], in_hw=in_hw,
+                                         weight_sparsity=wsp, input_density=ex.stats.input_density)
+                beat = cfg.params["stream_bits"] // 8
+                # one beat per cycle of the stream phases (the closed-form counts carry no beat totals)
+                streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
+                dma = int(max(kc.beats_in + kc.beats_out, streams) * beat)
+                rows = 0
+                if j["kind"] == "conv" and j["format"] in ("bfp", "twohot", "pot"):
+                    g = ex.layer.geom
+                    oh, ow = g.out_hw(*in_hw)
+                    rows = batch * oh * ow * int(np.prod(j["w_shape"][1:])) * g.group
+                hb = host_bytes(j["kind"], in_el, out_el, rows, dma)
+                k_us = kc.cycles / cfg.clock_mhz
+                d_us = dma / (b["hp_bits"] / 8 * cfg.clock_mhz)
+                row.update(kernel_starts=int(kc.calls), kernel_cycles=int(kc.cycles), kernel_us=k_us, ddr_us=d_us,
+                           dma_bytes=dma, fabric_us=max(k_us, d_us), host_bytes=hb,
+                           host_us=kc.calls * cpu["call_us"] + hb * cpu["byte_us"], bound=kc.bound)
+            row["end_to_end_us"] = row["fabric_us"] + row["host_us"]
+            layers.append(row)
+    finally:
+        net.close()
+    tot = {k: sum(r[k] for r in layers) for k in ("kernel_starts", "kernel_us", "ddr_us", "fabric_us", "host_us",
+                                                   "end_to_end_us", "host_bytes", "dma_bytes")}
+    return {"model": prog["name"], "assignment": prog["assignment"], "board": name, "cpu": b["cpu"], "batch": batch,
+            **tot, "layers": layers,
+            "host_only_layers": [r["name"] for r in layers if r["kind"].startswith("host")],
+            "constants": {"cpu": dict(cpu), "hp_bits": b["hp_bits"], "hp_source": b["source"]}}
+
+
+def format_table(res):
+    lines = [f"{res['model']} ({res['assignment']}) on {res['board']} ({res['cpu']}), batch {res['batch']}: "
+             f"modelled, per batch",
+             f"  {'layer':<12} {'kind':<22} {'starts':>6} {'kernel us':>10} {'DDR us':>8} {'host us':>9} "
+             f"{'host bytes':>11} {'total us':>9}"]
+    for r in res["layers"]:
+        lines.append(f"  {r['name']:<12} {r['kind']:<22} {r['kernel_starts']:>6} {r['kernel_us']:>10.1f} "
+                     f"{r['ddr_us']:>8.1f} {r['host_us']:>9.1f} {r['host_bytes']:>11,} {r['end_to_end_us']:>9.1f}")
+    lines.append(f"  {'total':<12} {'':<22} {res['kernel_starts']:>6} {res['kernel_us']:>10.1f} {res['ddr_us']:>8.1f} "
+                 f"{res['host_us']:>9.1f} {res['host_bytes']:>11,} {res['end_to_end_us']:>9.1f}")
+    c = res["constants"]["cpu"]
+    lines.append(f"  CPU constants ({res['cpu']}): {c['call_us']} us per kernel start, {c['byte_us']} us per byte, "
+                 f"{c['op_us']} us per host op; {c['source']}")
+    lines.append(f"  HP port: {res['constants']['hp_bits']} bits per PL cycle (peak; {res['constants']['hp_source']})")
+    return "\n".join(lines)

@@ -1,0 +1,148 @@
+"""A calibrated engine layer's state, out of a deployment and back into one.
+
+:func:`capture` takes a calibrated ``_Exec`` of :mod:`hlsnn.deploy.runner` (static radix
+points) and returns its program entry (JSON) and its arrays: the weights in the engine's own
+codes (``shift_mac``: the two-hot / power-of-two fields and scale exponents;
+``sparse_cluster``: int8 weights, after the stride-1 rewrite of a general convolution;
+``bfp_systolic``: each output chunk's weight and bias mantissas and exponents), the float
+bias, the input radix ``f_x`` and output radix ``f_out`` chosen when calibrating.
+:func:`restore` rebuilds the same ``_Exec`` from them, so a compiled network runs the very
+code a deployment runs (the same kernel calls, the same bits) without the ONNX model, the
+data set or calibration. Only numpy and the engine packages are needed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engines.convgeom import ConvGeom
+from ..errors import InputError
+from ..formats import bfp as bfpfmt
+from ..formats import shift as sfmt
+from ..deploy.runner import BfpExec, LayerStats, ShiftExec, SparseExec
+
+EXEC_OF = {"bfp": BfpExec, "twohot": ShiftExec, "pot": ShiftExec, "fixed": SparseExec, "sparse": SparseExec}
+_SHIFT_FIELDS = ("e1", "e2", "s1", "s2", "zero", "scale_exponent")
+_BFP_FIELDS = ("mantissas", "exponents")
+
+
+class LayerStub:
+    """What an ``_Exec`` reads of its layer: name, kind, ReLU, the float bias, the conv
+    geometry and the weight's shape (a zero-strided view: no memory)."""
+
+    def __init__(self, name, kind, relu, b, w_shape, geom=None, inputs=(), output=""):
+        self.name, self.kind, self.relu, self.b = name, kind, bool(relu), b
+        self.w = np.broadcast_to(np.zeros((), np.int8), tuple(w_shape))
+        self.geom = geom
+        self.group = geom.group if geom is not None else 1
+        self.inputs, self.output = list(inputs), output
+
+    def describe(self):
+        return f"{self.kind} {tuple(self.w.shape)}" + (" +relu" if self.relu else "")
+
+
+class DeployStub:
+    """The deployment settings an ``_Exec`` reads on the main operation (static radix points)."""
+
+    dynamic = False
+    update = "e1"
+    collect_stats = False         # no pass over the inputs for the report's densities (latency turns it on)
+
+    def __init__(self, rounding, overflow_ratio):
+        self.rounding, self.overflow_ratio = rounding, overflow_ratio
+
+
+def _geom_json(g):
+    return None if g is None else {"kh": g.kh, "kw": g.kw, "strides": [g.sh, g.sw], "pads": list(g.pads),
+                                   "dilations": [g.dh, g.dw], "group": g.group}
+
+
+def _geom(j):
+    return None if j is None else ConvGeom(j["kh"], j["kw"], *j["strides"], tuple(j["pads"]), *j["dilations"],
+                                           j["group"])
+
+
+def _int(v):
+    return None if v is None else (int(v) if np.ndim(v) == 0 else [int(a) for a in np.asarray(v).reshape(-1)])
+
+
+def _small(a):
+    """An integer array in the narrowest signed type that holds it (the file stores codes, not int64s)."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu" or a.size == 0:
+        return a
+    lo, hi = int(a.min()), int(a.max())
+    for t in (np.int8, np.int16, np.int32):
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return a.astype(t)
+    return a.astype(np.int64)
+
+
+def capture(ex, fmt_type):
+    """``(entry, arrays)`` of a calibrated ``_Exec``: the JSON fields and the named arrays."""
+    L = ex.layer
+    if ex.f_out is None and fmt_type != "bfp":
+        raise InputError(f"layer {L.name}: not calibrated (no output radix point)")
+    entry = {"name": L.name, "kind": L.kind, "format": fmt_type, "relu": bool(L.relu), "n_out": int(ex.n_out),
+             "w_shape": list(L.w.shape), "geom": _geom_json(L.geom) if L.kind == "conv" else None,
+             "inputs": list(L.inputs), "output": L.output, "f_x": _int(ex.f_x), "f_out": _int(ex.f_out)}
+    arrays = {"b": np.asarray(L.b, np.float64)}
+    if isinstance(ex, ShiftExec):
+        t = ex.wq
+        entry.update(mode=ex.mode, exp_bits=int(t.exp_bits), delta=int(t.delta), axis=t.axis, f_w=_int(ex.f_w),
+                     bits=int(ex.bits), signed=bool(ex.signed), step=int(ex.step), k_step=ex.k_step)
+        arrays.update({f: _small(getattr(t, f)) for f in _SHIFT_FIELDS})
+    elif isinstance(ex, SparseExec):
+        entry.update(f_w=_int(ex.f_w), general=bool(ex.general), k_step=ex.k_step,
+                     pads1=list(ex.pads1) if ex.general else None)
+        arrays["wq"] = np.asarray(ex.wq, np.int8)
+    elif isinstance(ex, BfpExec):
+        entry.update(mantissa_bits=ex.m, exponent_bits=ex.e, rounding=ex.rnd, chunks=[])
+        for i, (a, b, wq, bq) in enumerate(ex.chunks):
+            entry["chunks"].append({"rows": [int(a), int(b)], "w_axis": wq.axis, "w_block": wq.block_size,
+                                    "b_axis": bq.axis, "b_block": bq.block_size})
+            for f in _BFP_FIELDS:
+                arrays[f"w{i}_{f}"] = _small(getattr(wq, f))
+                arrays[f"b{i}_{f}"] = _small(getattr(bq, f))
+    else:
+        raise InputError(f"layer {L.name}: no compiled form for {type(ex).__name__}")
+    return entry, arrays
+
+
+def restore(entry, arrays, acc, deploy):
+    """The ``_Exec`` of a program entry on accelerator ``acc`` (its arrays: ``name -> ndarray``)."""
+    cls = EXEC_OF[entry["format"]]
+    ex = cls.__new__(cls)
+    layer = LayerStub(entry["name"], entry["kind"], entry["relu"], arrays["b"], entry["w_shape"],
+                      _geom(entry["geom"]), entry["inputs"], entry["output"])
+    ex.layer, ex.acc, ex.deploy, ex.fmt = layer, acc, deploy, None
+    ex.n_out, ex.p, ex.stats = entry["n_out"], acc.config.params, LayerStats()
+    ex.f_x = None if entry["f_x"] is None else (np.asarray(entry["f_x"]) if isinstance(entry["f_x"], list)
+                                                else entry["f_x"])
+    ex.f_out, ex.in_shape = entry["f_out"], None
+    ex.update_times = ex.update_choice = ex.update_ran = None
+    if cls is ShiftExec:
+        ex.mode, ex.k_step, ex.step = entry["mode"], entry["k_step"], entry["step"]
+        ex.bits, ex.signed = entry["bits"], entry["signed"]
+        ex.wq = sfmt.ShiftTensor.from_codes(entry["mode"], entry["exp_bits"],
+                                            *(arrays[f] for f in _SHIFT_FIELDS), delta=entry["delta"],
+                                            axis=entry["axis"])
+        ex.f_w = entry["f_w"] if not isinstance(entry["f_w"], list) else np.asarray(entry["f_w"], np.int64)
+        n = ex.wq.e1.shape[0]
+        ex.n_chunks = [(a, min(a + ex.step, n), ex._rows(slice(a, min(a + ex.step, n))))
+                       for a in range(0, n, ex.step)]
+    elif cls is SparseExec:
+        ex.wq = arrays["wq"].astype(np.int64)
+        ex.f_w = entry["f_w"] if not isinstance(entry["f_w"], list) else np.asarray(entry["f_w"], np.int64)
+        ex.general, ex.k_step = entry["general"], entry["k_step"]
+        if ex.general:
+            ex.pads1 = tuple(entry["pads1"])
+    else:
+        ex.m, ex.e, ex.rnd = entry["mantissa_bits"], entry["exponent_bits"], entry["rounding"]
+        ex.chunks = []
+        for i, c in enumerate(entry["chunks"]):
+            wq = bfpfmt.BFPTensor.from_parts(arrays[f"w{i}_mantissas"], arrays[f"w{i}_exponents"], ex.m,
+                                             exponent_bits=ex.e, axis=c["w_axis"], block_size=c["w_block"])
+            bq = bfpfmt.BFPTensor.from_parts(arrays[f"b{i}_mantissas"], arrays[f"b{i}_exponents"], ex.m,
+                                             exponent_bits=ex.e, axis=c["b_axis"], block_size=c["b_block"])
+            ex.chunks.append((c["rows"][0], c["rows"][1], wq, bq))
+    return ex

@@ -1,0 +1,201 @@
+"""A compiled network, loaded: ``net = hlsnn.load("digits_cnn.hlsnn", target="sim"); y = net(x)``.
+
+What a board needs is numpy, pynq (on ``target="pynq"``) and this package: no onnx, no
+scikit-learn, no PyYAML, no data set, no calibration. The loader
+
+* rebuilds each accelerator config from the JSON the file holds and checks its SHA-256
+  against the one recorded at compile time; on ``pynq`` (or with ``overlays=``) the overlay's
+  own config must have that hash, else :class:`~hlsnn.errors.InputError` says which overlay
+  differs and how;
+* rebuilds every engine layer from its stored codes and radix points
+  (:func:`hlsnn.compiled.layers.restore`) and runs the network with the deployment runner's
+  own code (:class:`hlsnn.deploy.runner.Deployment`, static radix points), so a compiled
+  network gives the bits its deployment gave when it was compiled, on every target;
+* with ``self_check=True`` (the default) runs the stored input/output pairs and raises
+  :class:`~hlsnn.errors.HlsnnError` on the first differing bit of the last engine layer's
+  output (the logits before a host Softmax; the network's float output is compared to 1e-12
+  relative, since a host ``exp`` may differ in its last bit between CPUs).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import HlsnnError, InputError
+from . import artifact
+from .layers import DeployStub, LayerStub, restore
+
+TARGETS = ("emu", "csim", "sim", "pynq")
+
+
+class _NetStub:
+    def __init__(self, name, inp, out, layers):
+        self.name, self.input, self.output, self.layers = name, inp, out, layers
+
+    def engine_layers(self):
+        return [la for la in self.layers if la.kind in ("dense", "conv")]
+
+
+def config_of(entry, source):
+    """The accelerator Config a program's ``accels`` entry describes, its hash checked."""
+    from ..config import config_from_data
+    cfg = config_from_data({k: v for k, v in entry["config"].items() if k != "board"}, entry["config"]["board"],
+                           source=source)
+    cfg = replace(cfg, stem=entry.get("stem") or cfg.name)
+    if cfg.sha != entry["sha"]:
+        raise InputError(f"{source}: accel config {cfg.name} hashes to {cfg.sha[:12]}, but the file records "
+                         f"{entry['sha'][:12]}: the compiled model is damaged; compile it again")
+    return cfg
+
+
+def _host_layer(j, arrays):
+    attrs = dict(j["attrs"])
+    if j["op"] == "BatchNormalization":
+        attrs["params"] = [arrays[f"{j['name']}/bn{i}"] for i in range(4)]
+    stub = LayerStub(j["name"], "host", False, None, (0,), None, j["inputs"], j["output"])
+    stub.op, stub.attrs = j["op"], attrs
+    return stub
+
+
+class CompiledNet:
+    """A compiled model on a target: ``net(x)`` runs a batch (float input, the model's layout)
+    and returns the network's output (float64). :meth:`close` (or ``with``) releases the
+    accelerators. ``net.program`` is the layer program, ``net.last_host_s`` the host time of
+    the last call with the kernels' wall time subtracted where the target reports it."""
+
+    def __init__(self, path, target="emu", *, overlays=None, self_check=True, **target_options):
+        from ..runtime import Accelerator
+        from ..deploy.runner import Deployment
+        if target not in TARGETS:
+            raise InputError(f"target = {target!r}: must be one of {', '.join(TARGETS)}")
+        self.path = str(path)
+        self.program, arrays = artifact.read(path)
+        prog = self.program
+        overlays = dict(overlays or {})
+        unknown = set(overlays) - set(prog["accels"])
+        if unknown:
+            raise InputError(f"overlays: {', '.join(sorted(unknown))} is not an accelerator of {path}; it uses "
+                             f"{', '.join(prog['accels'])}")
+        if target == "pynq" and set(overlays) != set(prog["accels"]):
+            raise InputError(f"target pynq: give overlays={{name: overlay folder}} for every accelerator of {path}: "
+                             f"{', '.join(prog['accels'])}")
+        self.accs = {}
+        try:
+            for key, entry in prog["accels"].items():
+                cfg = config_of(entry, self.path)
+                acc = Accelerator(overlays[key] if key in overlays else cfg, target, **target_options)
+                self.accs[key] = acc
+                if acc.config.sha != cfg.sha:
+                    raise InputError(
+                        f"overlay {overlays.get(key, acc.config.name)}: its config {acc.config.name} has hash "
+                        f"{acc.config.sha[:12]}, but {Path(self.path).name} was compiled for {cfg.name} with hash "
+                        f"{cfg.sha[:12]}; build the overlay from the same config, or compile the model again "
+                        f"against this overlay's config")
+            dstub = DeployStub(prog["rounding"], prog["overflow_ratio"])
+            layers, execs = [], {}
+            for j in prog["layers"]:
+                if j["kind"] == "host":
+                    layers.append(_host_layer(j, arrays))
+                    continue
+                sub = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(j["name"] + "/")}
+                ex = restore(j, sub, self.accs[j["accel"]], dstub)
+                execs[j["name"]] = ex
+                layers.append(ex.layer)
+            dep = Deployment.__new__(Deployment)
+            dep.net = _NetStub(prog["name"], prog["input"]["name"], prog["output"]["name"], layers)
+            dep.overflow_ratio, dep.rounding, dep.dynamic = prog["overflow_ratio"], prog["rounding"], False
+            dep.update, dep.host, dep.execs, dep.calibrated = "e1", {}, execs, True
+            self._dep = dep
+            self.check = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("check/")}
+            self.last_host_s = None
+            if self_check:
+                self.self_check()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def input_shape(self):
+        return tuple(self.program["input"]["shape"])
+
+    def _check_input(self, x):
+        x = np.asarray(x)
+        if x.dtype.kind not in "biuf":
+            raise InputError(f"input: dtype {x.dtype}: must be real numbers")
+        want = self.input_shape
+        if x.shape[1:] != want:
+            if x.shape == want:
+                raise InputError(f"input: shape {x.shape} is one sample; give a batch of shape (B,) + {want}")
+            raise InputError(f"input: shape {x.shape}: the model takes a batch of shape (B,) + {want}")
+        return np.asarray(x, np.float64)
+
+    def run(self, x, *, keep=False):
+        """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name."""
+        x = self._check_input(x)
+        t_kernel = self._kernel_wall()
+        t0 = time.perf_counter()
+        res = self._dep.run(x, keep=keep)
+        dt = time.perf_counter() - t0
+        self.last_host_s = max(0.0, dt - (self._kernel_wall() - t_kernel))
+        return res
+
+    def __call__(self, x):
+        return self.run(x)
+
+    def logits(self, x):
+        """The last engine layer's output (the bits the self-check compares)."""
+        _, env = self.run(x, keep=True)
+        return env[self.program["output"]["engine_tensor"]]
+
+    def _kernel_wall(self):
+        """Seconds the targets spent in their transfers and kernels so far (sim/pynq: the DMA
+        waits; emu/csim report none, so the whole call counts as host time)."""
+        tot = 0.0
+        for acc in self.accs.values():
+            tot += float(getattr(acc.target, "total_transfer_s", 0.0) or 0.0)
+        return tot
+
+    def self_check(self):
+        """Run the stored pairs; raise :class:`HlsnnError` at the first differing bit."""
+        if "x" not in self.check:
+            return 0
+        y, env = self.run(self.check["x"], keep=True)
+        ref_l, got_l = self.check["logits"], env[self.program["output"]["engine_tensor"]]
+        bad = np.flatnonzero(np.asarray(got_l).reshape(-1).view(np.uint64) != ref_l.reshape(-1).view(np.uint64))
+        if bad.size:
+            i = int(bad[0])
+            raise HlsnnError(f"{self.path}: self-check failed on {self.target_name}: {bad.size} of {ref_l.size} "
+                             f"outputs of layer {self.program['output']['engine_layer']} differ from the emulator's "
+                             f"at compile time; first at flat index {i}: expected {float(ref_l.reshape(-1)[i])!r}, "
+                             f"got {float(np.asarray(got_l).reshape(-1)[i])!r}")
+        if not np.allclose(y, self.check["y"], rtol=1e-12, atol=1e-300):
+            raise HlsnnError(f"{self.path}: self-check failed on {self.target_name}: the network output differs from "
+                             f"the compile-time output by more than 1e-12 relative")
+        return len(self.check["x"])
+
+    @property
+    def target_name(self):
+        return next(iter(self.accs.values())).target.name if self.accs else "?"
+
+    def close(self):
+        for acc in self.accs.values():
+            acc.close()
+        self.accs = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def load(path, target="emu", *, overlays=None, self_check=True, **target_options):
+    """Load a compiled model (``hlsnn compile``) onto ``target`` and return a callable
+    :class:`CompiledNet`: ``y = net(x)``. ``overlays``: ``{accelerator: overlay folder}``
+    (needed on ``pynq``; elsewhere an overlay folder or config to run instead of the stored
+    config, refused unless its hash is the stored one). ``self_check``: run the stored
+    input/output pairs first."""
+    return CompiledNet(path, target, overlays=overlays, self_check=self_check, **target_options)
