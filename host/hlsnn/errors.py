@@ -35,6 +35,11 @@ class InputError(HlsnnError, ValueError):
     """An array handed to the library has the wrong shape, dtype or range."""
 
 
+class ModelError(InputError):
+    """An ONNX model cannot be imported or evaluated: names the node or initializer at fault and
+    what is wrong (also every failure of onnx's reference evaluator, the float reference)."""
+
+
 class CompileError(HlsnnError, RuntimeError):
     """g++ failed on rendered C++: carries the command and the compiler's message."""
 

@@ -123,6 +123,15 @@ def _npz(path: Path, layout: Optional[str]) -> Dataset:
         if not np.issubdtype(x.dtype, np.number) or not np.issubdtype(y.dtype, np.integer):
             raise InputError(f"data set {str(path)!r}: x_{split} ({x.dtype}) must be numeric and "
                              f"y_{split} ({y.dtype}) integer")
+        if x.dtype.kind == "c":                      # float32 would drop the imaginary part silently
+            raise InputError(f"data set {str(path)!r}: x_{split} ({x.dtype}) must be real numbers, not complex")
+        if len(x) == 0:
+            raise InputError(f"data set {str(path)!r}: x_{split} has no samples (shape {x.shape}); "
+                             + ("leave x_train and y_train out for a data set without calibration images"
+                                if split == "train" else "give at least one test sample"))
+        if not np.isfinite(x).all():
+            raise InputError(f"data set {str(path)!r}: x_{split} has {int((~np.isfinite(x)).sum())} non-finite "
+                             "value(s) (NaN or Inf)")
         parts[f"x_{split}"] = _layout(np.ascontiguousarray(x, dtype=np.float32), layout, path, f"x_{split}")
         parts[f"y_{split}"] = y.astype(np.int64)
     return Dataset(path.stem, **parts)
