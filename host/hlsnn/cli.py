@@ -230,17 +230,19 @@ def load_for_build(path, board=None):
     from .config import find_config, load_config, read_yaml
     if board is None:
         return _load(path)
+    from .config import load_board
     path = find_config(path)
+    bname = load_board(board, source="--board").name     # a board name or a board file's path
     raw = read_yaml(path)
     if isinstance(raw, dict):
         # another board gets its own overlay name, so it never overwrites the original's
         raw = {**raw, "board": board}
         if isinstance(raw.get("name"), str) and "name" in raw:
-            raw["name"] = f"{raw['name']}_{board.replace('-', '_').replace('.', '_')}"
+            raw["name"] = f"{raw['name']}_{bname.replace('-', '_').replace('.', '_')}"
     cfg = load_config(raw, source=str(path))
     from dataclasses import replace
     from pathlib import Path as _P
-    return replace(cfg, path=str(path), stem=f"{_P(path).stem}@{board}")
+    return replace(cfg, path=str(path), stem=f"{_P(path).stem}@{bname}")
 
 
 def cmd_build(args):
@@ -438,7 +440,8 @@ def build_parser():
     p = sub.add_parser("build", help="build an overlay: render, csim, Vitis HLS, Vivado -> overlays/<name>/ "
                                      "(exit 3 when the Xilinx tools are missing)")
     p.add_argument("config")
-    p.add_argument("--board", help="build for another board of configs/boards (default: the config's)")
+    p.add_argument("--board", help="build for another board: a name of configs/boards or a board file's path "
+                        "(default: the config's)")
     p.add_argument("--jobs", type=POSITIVE, default=None, help="parallel Vivado jobs (default: CPU count)")
     p.add_argument("--out", default="overlays", help="overlay folder (default overlays/)")
     p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
