@@ -118,13 +118,28 @@ def cmd_compare(args):
     return _print_compare(rep, args.json)
 
 
+def _shadowing(name, path):
+    """`` (HLSNN_CONFIG_PATH; shadows the shipped <file>)`` when a config looked up by name was found
+    in HLSNN_CONFIG_PATH while a shipped config has the same name."""
+    from pathlib import Path
+    from .config import is_config_name
+    from .paths import CONFIGS_DIR
+    if not is_config_name(name) or Path(name).exists():
+        return ""
+    shipped = CONFIGS_DIR / "accel" / Path(path).name
+    if shipped.is_file() and Path(path).resolve() != shipped.resolve():
+        return f" (found in HLSNN_CONFIG_PATH; it shadows the shipped {shipped})"
+    return ""
+
+
 def cmd_info(args):
     cfg = _load(args.config)
     est = cfg.estimates
     if args.json:
-        print(json.dumps({"config": cfg.as_dict(), "sha256": cfg.sha, "estimates": est}))
+        print(json.dumps({"config": cfg.as_dict(), "path": cfg.path, "sha256": cfg.sha, "estimates": est}))
         return 0
     print(f"{cfg.name}: engine {cfg.engine} on {cfg.board.name} ({cfg.board.part}) at {cfg.clock_mhz:g} MHz")
+    print(f"  read from {cfg.path}" + _shadowing(args.config, cfg.path))
     print(f"  config sha256 {cfg.sha[:16]} (ID register hash 0x{cfg.hash32:08x})")
     for k, v in cfg.params.items():
         print(f"  {cfg.engine}.{k}: {v}")
