@@ -118,7 +118,8 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
     try:
         from .progress import ticker
         with ticker(f"g++ {rendered.dir.parent.name}", show=progress):
-            proc = subprocess.run(argv, capture_output=True, text=True)
+            from . import compiling
+            proc = compiling.run(argv, f"the C-simulation of {rendered.dir.parent.name}")
         if proc.returncode != 0:
             log = lib.parent / "compile-error.log"
             log.write_text(" ".join(argv) + "\n\n" + proc.stderr)
@@ -138,7 +139,11 @@ class CsimLibrary:
 
     def __init__(self, path: Path, n_regs_in: int, n_regs_out: int):
         self.path = Path(path)
-        self._lib = ctypes.CDLL(str(self.path))
+        try:
+            self._lib = ctypes.CDLL(str(self.path))
+        except OSError as exc:      # an empty or foreign file where the compiler's library should be
+            raise CsimError(f"C-simulation library {self.path} does not load ({exc}): the compiler did not write a "
+                            f"shared library this Python can load; check CXX, delete the file and run again") from None
         self._lib.hlsnn_run.restype = ctypes.c_int
         self._lib.hlsnn_run.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,
                                         ctypes.c_void_p, ctypes.c_void_p]
