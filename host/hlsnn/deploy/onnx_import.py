@@ -248,6 +248,12 @@ def _check_sizes(path, model):
         if not tt.HasField("shape"):
             continue
         n = int(np.prod([d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim], dtype=object))
+        if any(d.HasField("dim_value") and d.dim_value <= 0 for d in tt.shape.dim):
+            node = producer.get(vi.name)
+            who = f"node {node.name or node.output[0]!r} ({node.op_type})" if node is not None else "the graph"
+            dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim]
+            raise ModelError(f"{path}: {who} makes an empty tensor {vi.name!r} of shape {dims}: its kernel or window "
+                             "is larger than its padded input, or a shape is 0")
         if n > MAX_TENSOR_ELEMENTS:
             node = producer.get(vi.name)
             who = f"node {node.name or node.output[0]!r} ({node.op_type})" if node is not None else "the graph"

@@ -72,7 +72,7 @@ def reference_evaluator(model):
                                  else "")
     try:
         sess = ReferenceEvaluator(str(model) if isinstance(model, (str, bytes)) or not hasattr(model, "graph")
-                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op()])
+                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op(), *_pool_ops()])
     except HlsnnError:
         raise
     except Exception as exc:  # noqa: BLE001 - an attribute onnx's reference cannot take, an unknown op
@@ -97,6 +97,55 @@ def _inference_batchnorm_op():
             return (y.astype(x.dtype),)
 
     return BatchNormalization
+
+
+def _pool_ops():
+    """``MaxPool`` and ``AveragePool`` (2-D, no dilation, one output) as ONNX defines them, from
+    :func:`hlsnn.deploy.hostops._pool`; other cases run onnx's stock implementation.
+
+    onnx's reference pools (onnx 1.22) disagree with onnxruntime when the pads are asymmetric
+    or with ``ceil_mode``: of 600 random 2-D pools, 23 gave another shape, other values or an
+    exception (MaxPool pads [0, 0, 1, 0] of a 2x3 map: 3 values where onnxruntime gives 4), while
+    ``hostops._pool`` agreed with onnxruntime on all 600. tests/deploy/test_fuzz_onnx.py holds
+    this reference to onnxruntime."""
+    from onnx.reference.op_run import OpRun
+    from onnx.reference.ops.op_average_pool import AveragePool_11, AveragePool_19
+    from onnx.reference.ops.op_max_pool import MaxPool as StockMaxPool
+
+    def ours(node, x, a):
+        dil = a.get("dilations")
+        ks = a.get("kernel_shape")
+        pad = a.get("auto_pad") or "NOTSET"
+        pad = pad.decode() if isinstance(pad, bytes) else pad
+        return (x.ndim == 4 and ks is not None and len(ks) == 2 and pad in ("NOTSET", "VALID")
+                and (dil is None or all(int(d) == 1 for d in dil)) and len([o for o in node.output if o]) == 1
+                and x.dtype.kind == "f")
+
+    def run(self, stock, op, x, kwargs):
+        if not ours(self.onnx_node, x, kwargs):
+            return stock(self.onnx_node, self.run_params)._run(x, **kwargs)
+        from .hostops import _pool
+        a = {"kernel_shape": [int(k) for k in kwargs["kernel_shape"]],
+             "strides": [int(v) for v in (kwargs.get("strides") or [1, 1])],
+             "pads": [int(v) for v in (kwargs.get("pads") or [0, 0, 0, 0])] if (kwargs.get("auto_pad") or "NOTSET")
+             in ("NOTSET", b"NOTSET") else [0, 0, 0, 0],
+             "ceil_mode": int(kwargs.get("ceil_mode") or 0), "count_include_pad": int(kwargs.get("count_include_pad") or 0)}
+        return (_pool(np.asarray(x, np.float64), a, op).astype(x.dtype),)
+
+    class MaxPool(OpRun):
+        op_domain = ""
+
+        def _run(self, x, **kwargs):
+            return run(self, StockMaxPool, "MaxPool", x, kwargs)
+
+    class AveragePool(OpRun):
+        op_domain = ""
+
+        def _run(self, x, **kwargs):
+            stock = AveragePool_19 if "dilations" in kwargs else AveragePool_11
+            return run(self, stock, "AveragePool", x, kwargs)
+
+    return MaxPool, AveragePool
 
 
 def _zipmap_op():
