@@ -2,7 +2,6 @@
 stopped after HLSNN_COMPILE_TIMEOUT with a word while waiting and a message naming the bound; a
 CC that names no compiler is an error, not a silent fall-back to cc; a compiler that writes an
 empty or garbage library gets a message that says so."""
-import os
 import stat
 import time
 

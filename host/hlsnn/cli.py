@@ -11,7 +11,7 @@ import sys
 import time
 
 from . import __version__
-from .errors import HlsnnError
+from .errors import HlsnnError, filesystem_message  # noqa: F401 (filesystem_message: re-exported)
 
 
 def _int_at_least(lo):
@@ -628,50 +628,6 @@ def main(argv=None):
         print(f"hlsnn: error: out of memory ({str(exc).splitlines()[0][:160] if str(exc) else 'MemoryError'}); "
               "use smaller inputs (--test-samples, fewer cases) or free memory", file=sys.stderr)
         return 2
-
-
-#: errno values that are the environment's doing, not a bug: reported as one line naming the path
-FILESYSTEM_ERRNOS = {"EROFS": "the file system is read-only", "ENOSPC": "no space left on the device",
-                     "EDQUOT": "disk quota exceeded", "EACCES": "permission denied", "EPERM": "operation not permitted",
-                     "ENAMETOOLONG": "file name too long", "EMFILE": "too many open files",
-                     "ENOTDIR": "a parent in the path is not a folder", "EISDIR": "it is a folder",
-                     "EFBIG": "file too large", "EIO": "input/output error", "ENOENT": "no such file or folder"}
-
-
-def _open_file_of(tb):
-    """The file a failed ``write``/``flush`` was writing (ENOSPC carries no file name): the open
-    file object, or else a path, among the locals of the innermost frame that has one."""
-    import io
-    import os
-    frames = []
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    for frame in reversed(frames):
-        local = frame.f_locals
-        files = [v.name for v in local.values() if isinstance(v, io.IOBase) and isinstance(getattr(v, "name", None), str)]
-        if files:
-            return files[:1]
-        named = [local[k] for k in ("path", "dst", "target", "out", "filename", "tmp", "self")
-                 if isinstance(local.get(k), os.PathLike)]
-        if named:
-            return [os.fspath(named[0])]
-    return []
-
-
-def filesystem_message(exc):
-    """A one-line message for an OSError of the file system (read-only, full, no permission...)
-    naming the path, or None for anything else (those stay tracebacks: they are bugs)."""
-    import errno
-    import os
-    name = errno.errorcode.get(exc.errno or -1)
-    if name not in FILESYSTEM_ERRNOS:
-        return None
-    paths = [p for p in (exc.filename, exc.filename2) if p is not None] or _open_file_of(exc.__traceback__)
-    where = " -> ".join(os.path.abspath(os.fsdecode(p)) if isinstance(p, (bytes, str)) else str(p) for p in paths) \
-        or "(the system did not say which file)"
-    return f"cannot write or read {where}: {FILESYSTEM_ERRNOS[name]} ({name}); choose another folder " \
-           "(HLSNN_BUILD for build output, --out for reports) or free space"
 
 
 if __name__ == "__main__":

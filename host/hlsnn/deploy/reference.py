@@ -26,8 +26,10 @@ def _node_guard(rt_node, where):
     def guarded(*args, **kwargs):
         try:
             return run(*args, **kwargs)
-        except HlsnnError:
+        except ModelError:
             raise
+        except HlsnnError as exc:          # hlsnn's own overrides (a pool window larger than the map)
+            raise ModelError(f"{where}: onnx's reference evaluation failed at {label}: {exc}") from None
         except Exception as exc:  # noqa: BLE001 - onnx's reference raises anything: one error type
             raise ModelError(f"{where}: onnx's reference evaluation failed at {label}: {_why(exc)}") from None
     return guarded
