@@ -239,3 +239,10 @@ def test_names_with_newlines_are_refused(tmp_path, section, name):
     (tmp_path / "d.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=f"{section}.*names must be"):
         load_deploy_config(tmp_path / "d.yaml")
+
+
+def test_a_data_path_that_is_a_fifo_says_so(tmp_path):
+    p = tmp_path / "d.npz"
+    os.mkfifo(p)
+    with pytest.raises(InputError, match="not a regular file"):
+        datasets.load(p)

@@ -99,7 +99,9 @@ def _digits(layout: str) -> Dataset:
 
 def _npz(path: Path, layout: Optional[str]) -> Dataset:
     if not path.is_file():
-        raise InputError(f"data set {str(path)!r}: no such file (expected {ALLOWED})")
+        what = "a folder" if path.is_dir() else "not a regular file (a FIFO, device or socket)" if path.exists() \
+            else "no such file"
+        raise InputError(f"data set {str(path)!r}: {what} (expected {ALLOWED})")
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
