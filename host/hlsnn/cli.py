@@ -11,7 +11,7 @@ import sys
 import time
 
 from . import __version__
-from .errors import HlsnnError
+from .errors import HlsnnError, filesystem_message  # noqa: F401 (filesystem_message: re-exported)
 
 
 def _int_at_least(lo):
@@ -118,13 +118,28 @@ def cmd_compare(args):
     return _print_compare(rep, args.json)
 
 
+def _shadowing(name, path):
+    """`` (HLSNN_CONFIG_PATH; shadows the shipped <file>)`` when a config looked up by name was found
+    in HLSNN_CONFIG_PATH while a shipped config has the same name."""
+    from pathlib import Path
+    from .config import is_config_name
+    from .paths import CONFIGS_DIR
+    if not is_config_name(name) or Path(name).exists():
+        return ""
+    shipped = CONFIGS_DIR / "accel" / Path(path).name
+    if shipped.is_file() and Path(path).resolve() != shipped.resolve():
+        return f" (found in HLSNN_CONFIG_PATH; it shadows the shipped {shipped})"
+    return ""
+
+
 def cmd_info(args):
     cfg = _load(args.config)
     est = cfg.estimates
     if args.json:
-        print(json.dumps({"config": cfg.as_dict(), "sha256": cfg.sha, "estimates": est}))
+        print(json.dumps({"config": cfg.as_dict(), "path": cfg.path, "sha256": cfg.sha, "estimates": est}))
         return 0
     print(f"{cfg.name}: engine {cfg.engine} on {cfg.board.name} ({cfg.board.part}) at {cfg.clock_mhz:g} MHz")
+    print(f"  read from {cfg.path}" + _shadowing(args.config, cfg.path))
     print(f"  config sha256 {cfg.sha[:16]} (ID register hash 0x{cfg.hash32:08x})")
     for k, v in cfg.params.items():
         print(f"  {cfg.engine}.{k}: {v}")
@@ -231,13 +246,15 @@ def load_for_build(path, board=None):
     from .config import find_config, load_config, read_yaml
     if board is None:
         return _load(path)
+    from .config import load_board
     path = find_config(path)
+    bname = load_board(board, source="--board").name     # a board name or a board file's path
     raw = read_yaml(path)
     if isinstance(raw, dict):
         # another board gets its own overlay name, so it never overwrites the original's
         raw = {**raw, "board": board}
         if isinstance(raw.get("name"), str) and "name" in raw:
-            raw["name"] = f"{raw['name']}_{board.replace('-', '_').replace('.', '_')}"
+            raw["name"] = f"{raw['name']}_{bname.replace('-', '_').replace('.', '_')}"
     cfg = load_config(raw, source=str(path))
     from dataclasses import replace
     return replace(cfg, path=str(path))     # build/<name>: the name above carries the board
@@ -453,7 +470,8 @@ def build_parser():
     p = sub.add_parser("build", help="build an overlay: render, csim, Vitis HLS, Vivado -> overlays/<name>/ "
                                      "(exit 3 when the Xilinx tools are missing)")
     p.add_argument("config")
-    p.add_argument("--board", help="build for another board of configs/boards (default: the config's)")
+    p.add_argument("--board", help="build for another board: a name of configs/boards or a board file's path "
+                        "(default: the config's)")
     p.add_argument("--jobs", type=POSITIVE, default=None, help="parallel Vivado jobs (default: CPU count)")
     p.add_argument("--out", default="overlays", help="overlay folder (default overlays/)")
     p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
@@ -631,6 +649,16 @@ def main(argv=None):
         import os
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        msg = filesystem_message(exc)
+        if msg is None:
+            raise
+        print(f"hlsnn: error: {msg}", file=sys.stderr)
+        return 2
+    except MemoryError as exc:
+        print(f"hlsnn: error: out of memory ({str(exc).splitlines()[0][:160] if str(exc) else 'MemoryError'}); "
+              "use smaller inputs (--test-samples, fewer cases) or free memory", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

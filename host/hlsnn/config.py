@@ -313,6 +313,9 @@ def load_board(name_or_path, *, source="", config_path=None) -> Board:
         path = candidate
     else:
         name = str(name_or_path)
+        if candidate.suffix in (".yaml", ".yml") and not _BOARD_NAME.fullmatch(name):
+            raise ConfigError(source, "board", name_or_path, "no such board file (give a board name such as "
+                              "'pynq-z2', or the path of a board YAML like configs/boards/pynq-z2.yaml)")
         if not _BOARD_NAME.fullmatch(name):
             raise ConfigError(source, "board", name_or_path, "must be a board name such as 'pynq-z2'")
         found = [d / f"{name}.yaml" for d in board_dirs(config_path) if (d / f"{name}.yaml").is_file()]

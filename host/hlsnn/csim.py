@@ -170,7 +170,8 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
                 *[str(snap / s) for s in eng.KERNEL_SOURCES], str(snap / "bridge.cpp"), "-o", tmp]
         from .progress import ticker
         with ticker(f"g++ {rendered.dir.parent.name}", show=progress):
-            proc = subprocess.run(argv, capture_output=True, text=True)
+            from . import compiling
+            proc = compiling.run(argv, f"the C-simulation of {rendered.dir.parent.name}")
         shown = [a.replace(str(snap), str(rendered.dir)) for a in argv]
         if proc.returncode != 0:
             stderr = proc.stderr.replace(str(snap), str(rendered.dir))
@@ -252,7 +253,11 @@ class CsimLibrary:
     def __init__(self, path: Path, n_regs_in: int, n_regs_out: int):
         self.path = Path(path)
         self._lock = threading.RLock()
-        self._lib = _load_private(self.path)
+        try:
+            self._lib = _load_private(self.path)
+        except OSError as exc:      # an empty or foreign file where the compiler's library should be
+            raise CsimError(f"C-simulation library {self.path} does not load ({exc}): the compiler did not write a "
+                            f"shared library this Python can load; check CXX, delete the file and run again") from None
         self._lib.hlsnn_run.restype = ctypes.c_int
         self._lib.hlsnn_run.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,
                                         ctypes.c_void_p, ctypes.c_void_p]

@@ -35,6 +35,11 @@ class InputError(HlsnnError, ValueError):
     """An array handed to the library has the wrong shape, dtype or range."""
 
 
+class ModelError(InputError):
+    """An ONNX model cannot be imported or evaluated: names the node or initializer at fault and
+    what is wrong (also every failure of onnx's reference evaluator, the float reference)."""
+
+
 class CompileError(HlsnnError, RuntimeError):
     """g++ failed on rendered C++: carries the command and the compiler's message."""
 
@@ -65,3 +70,47 @@ class UnsupportedModelError(HlsnnError, ValueError):
         lines = "\n".join(f"  {name} ({op}): {why}" for name, op, why in self.nodes)
         super().__init__(f"{path}: {len(self.nodes)} unsupported node(s) (--host-fallback runs unknown ops "
                          f"on the host in numpy):\n{lines}")
+
+
+#: errno values that are the environment's doing, not a bug: reported as one line naming the path
+FILESYSTEM_ERRNOS = {"EROFS": "the file system is read-only", "ENOSPC": "no space left on the device",
+                     "EDQUOT": "disk quota exceeded", "EACCES": "permission denied", "EPERM": "operation not permitted",
+                     "ENAMETOOLONG": "file name too long", "EMFILE": "too many open files",
+                     "ENOTDIR": "a parent in the path is not a folder", "EISDIR": "it is a folder",
+                     "EFBIG": "file too large", "EIO": "input/output error", "ENOENT": "no such file or folder"}
+
+
+def _open_file_of(tb):
+    """The file a failed ``write``/``flush`` was writing (ENOSPC carries no file name): the open
+    file object, or else a path, among the locals of the innermost frame that has one."""
+    import io
+    import os
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        local = frame.f_locals
+        files = [v.name for v in local.values() if isinstance(v, io.IOBase) and isinstance(getattr(v, "name", None), str)]
+        if files:
+            return files[:1]
+        named = [local[k] for k in ("path", "dst", "target", "out", "filename", "tmp", "self")
+                 if isinstance(local.get(k), os.PathLike)]
+        if named:
+            return [os.fspath(named[0])]
+    return []
+
+
+def filesystem_message(exc):
+    """A one-line message for an OSError of the file system (read-only, full, no permission...)
+    naming the path, or None for anything else (those stay tracebacks: they are bugs)."""
+    import errno
+    import os
+    name = errno.errorcode.get(exc.errno or -1)
+    if name not in FILESYSTEM_ERRNOS:
+        return None
+    paths = [p for p in (exc.filename, exc.filename2) if p is not None] or _open_file_of(exc.__traceback__)
+    where = " -> ".join(os.path.abspath(os.fsdecode(p)) if isinstance(p, (bytes, str)) else str(p) for p in paths) \
+        or "(the system did not say which file)"
+    return f"cannot write or read {where}: {FILESYSTEM_ERRNOS[name]} ({name}); choose another folder " \
+           "(HLSNN_BUILD for build output, --out for reports) or free space"

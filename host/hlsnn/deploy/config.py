@@ -151,6 +151,7 @@ def load_deploy_config(path) -> DeployConfig:
                           "{type, accel, delta, prune, weight_scale}")
     formats = {}
     for name, spec in fm_raw.items():
+        _check_name(path, "formats", name)
         s = check_section(path, f"formats.{name}", spec, FORMAT_FIELDS)
         if s["type"] != "sparse" and s["prune"]:
             raise ConfigError(path, f"formats.{name}.prune", s["prune"], "only format type 'sparse' prunes")
@@ -178,6 +179,7 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, "assignments", as_raw, "must be a non-empty mapping of names to "
                               "{default: FORMAT, layers: {LAYER: FORMAT}}")
         for name, a in as_raw.items():
+            _check_name(path, "assignments", name)
             if not isinstance(a, dict) or set(a) - {"default", "layers"} or "default" not in a:
                 raise ConfigError(path, f"assignments.{name}", a, "must be a mapping {default: FORMAT, "
                                   "layers: {LAYER: FORMAT}} (layers optional)")
@@ -194,6 +196,17 @@ def load_deploy_config(path) -> DeployConfig:
     dat = data["data"] if data["data"] in ("digits", "digits32") else _rel(base, data["data"])
     return DeployConfig(str(path), data["name"], model, dat, data["layout"], data["calibration"],
                         data["rounding"], data["test_samples"], formats, assignments, data["output"] or None)
+
+
+_NAME = __import__("re").compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+
+
+def _check_name(path, section, name):
+    """Format and assignment names head table rows and JSON keys: letters, digits, ``_ . + -``, at
+    most 64 (a newline in a name forged rows of the deploy table)."""
+    if isinstance(name, bool) or not isinstance(name, (str, int)) or not _NAME.fullmatch(str(name)):
+        raise ConfigError(path, f"{section}", name, "names must be 1-64 letters, digits, '_', '.', '+' or '-' "
+                          "(starting with a letter, digit or '_')")
 
 
 def _check(path, raw):

@@ -99,7 +99,9 @@ def _digits(layout: str) -> Dataset:
 
 def _npz(path: Path, layout: Optional[str]) -> Dataset:
     if not path.is_file():
-        raise InputError(f"data set {str(path)!r}: no such file (expected {ALLOWED})")
+        what = "a folder" if path.is_dir() else "not a regular file (a FIFO, device or socket)" if path.exists() \
+            else "no such file"
+        raise InputError(f"data set {str(path)!r}: {what} (expected {ALLOWED})")
     try:
         with np.load(path, allow_pickle=False) as f:
             arrays = {k: f[k] for k in f.files}
@@ -123,6 +125,15 @@ def _npz(path: Path, layout: Optional[str]) -> Dataset:
         if not np.issubdtype(x.dtype, np.number) or not np.issubdtype(y.dtype, np.integer):
             raise InputError(f"data set {str(path)!r}: x_{split} ({x.dtype}) must be numeric and "
                              f"y_{split} ({y.dtype}) integer")
+        if x.dtype.kind == "c":                      # float32 would drop the imaginary part silently
+            raise InputError(f"data set {str(path)!r}: x_{split} ({x.dtype}) must be real numbers, not complex")
+        if len(x) == 0:
+            raise InputError(f"data set {str(path)!r}: x_{split} has no samples (shape {x.shape}); "
+                             + ("leave x_train and y_train out for a data set without calibration images"
+                                if split == "train" else "give at least one test sample"))
+        if not np.isfinite(x).all():
+            raise InputError(f"data set {str(path)!r}: x_{split} has {int((~np.isfinite(x)).sum())} non-finite "
+                             "value(s) (NaN or Inf)")
         parts[f"x_{split}"] = _layout(np.ascontiguousarray(x, dtype=np.float32), layout, path, f"x_{split}")
         parts[f"y_{split}"] = y.astype(np.int64)
     return Dataset(path.stem, **parts)

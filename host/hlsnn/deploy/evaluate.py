@@ -30,6 +30,7 @@ def reference_evaluator(path):
 def float_reference(path, x, *, names=None, batch=512, output=None):
     """Float outputs of the ONNX model on ``x`` (and the tensors ``names``, if given), from
     onnx's ReferenceEvaluator, as float64; evaluated in batches."""
+    from .reference import run
     ev = reference_evaluator(path)
     inp = ev.input_names[0]
     vi = next((v for v in getattr(getattr(ev, "proto_", None), "graph", None).input if v.name == inp), None) \
@@ -41,12 +42,12 @@ def float_reference(path, x, *, names=None, batch=512, output=None):
     for a in range(0, len(x), batch):
         feeds = {inp: np.asarray(x[a:a + batch], np.float32)}
         if names:
-            res = ev.run(None, feeds, intermediate=True)
+            res = run(ev, None, feeds, ev.hlsnn_where, intermediate=True)
             for n in names:
                 inter[n].append(np.asarray(res[n], np.float64))
             outs.append(np.asarray(res[output or ev.output_names[0]], np.float64))
         else:
-            outs.append(np.asarray(ev.run([output] if output else None, feeds)[0], np.float64))
+            outs.append(np.asarray(run(ev, [output] if output else None, feeds, ev.hlsnn_where)[0], np.float64))
     y = np.concatenate(outs)
     return (y, {n: np.concatenate(v) for n, v in inter.items()}) if names else y
 

@@ -107,4 +107,12 @@ def _fallback(layer, inputs):
     graph = helper.make_graph([node], "fallback", ins, [out], initializer=init)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in layer.attrs["opset"]])
     feeds = {n: np.asarray(v, np.float32) for n, v in zip(layer.inputs, inputs)}
-    return np.asarray(ReferenceEvaluator(model).run(None, feeds)[0], np.float64)
+    from .reference import guard, run
+    where = f"host fallback of {layer.name!r}"
+    try:
+        sess = guard(ReferenceEvaluator(model), where)
+    except Exception as exc:  # noqa: BLE001 - onnx's reference cannot load the node
+        from ..errors import ModelError
+        from .reference import _why
+        raise ModelError(f"{where}: onnx's reference evaluator cannot load the node: {_why(exc)}") from None
+    return np.asarray(run(sess, None, feeds, where)[0], np.float64)

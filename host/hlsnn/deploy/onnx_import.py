@@ -28,6 +28,13 @@ Rules (these are what :func:`load_onnx` does, in order):
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
+* Control flow (``Loop``, ``Scan``, ``If``: any node with a subgraph) is unsupported, also with
+  ``host_fallback``: evaluating it at import could run for ever (a constant trip count of 10^12).
+* Bounds (issue 33): an initializer holds at most :data:`MAX_INITIALIZER_ELEMENTS` values, every
+  tensor whose size shape inference knows at most :data:`MAX_TENSOR_ELEMENTS` per sample, and a
+  constant-folded node's output at most :data:`MAX_TENSOR_ELEMENTS`. Weights, biases and
+  BatchNormalization parameters must be finite floats (a variance also >= 0); each failure names
+  the initializer or node.
 * Anything else is unsupported: :class:`~hlsnn.errors.UnsupportedModelError` lists every
   unsupported node (name, op type, why), unless ``host_fallback=True``, which runs such nodes
   on the host with onnx's reference implementation (one node at a time).
@@ -43,7 +50,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, MissingDependency, UnsupportedModelError
+from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
+
+#: the most values an initializer may hold (32 Mi: far beyond any model an FPGA of hlsnn's boards holds)
+MAX_INITIALIZER_ELEMENTS = 1 << 25
+#: the most values of one tensor per sample (and of one constant-folded tensor): 128 Mi, 1 GiB as float64
+MAX_TENSOR_ELEMENTS = 1 << 27
+#: ops with subgraphs: never folded nor run at import
+CONTROL_FLOW = ("Loop", "Scan", "If", "SequenceMap")
 
 HOST_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Add", "Relu",
             "BatchNormalization", "Softmax", "Identity", "Dropout")
@@ -141,17 +155,125 @@ def _dims(vi):
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
 
 
-def _fold_constant(node, consts):
+def _fold_size(node, consts, opset):
+    """The number of values ``node``'s first output would hold on its constant inputs, from
+    onnx's shape inference (None when it cannot tell): folding is refused above
+    :data:`MAX_TENSOR_ELEMENTS` before anything is evaluated (a ``Range`` to 10^12, a
+    ``ConstantOfShape`` of [10^6, 10^6])."""
+    from onnx import helper, numpy_helper, shape_inference
+    try:
+        inits = [numpy_helper.from_array(np.asarray(consts[i]), i) for i in dict.fromkeys(x for x in node.input if x)]
+        g = helper.make_graph([node], "fold", [], [helper.make_empty_tensor_value_info(node.output[0])],
+                              initializer=inits)
+        m = shape_inference.infer_shapes(helper.make_model(g, opset_imports=opset), data_prop=True)
+        dims = m.graph.output[0].type.tensor_type.shape.dim
+        if not m.graph.output[0].type.tensor_type.HasField("shape") or \
+                not all(d.HasField("dim_value") for d in dims):
+            return None
+        return int(np.prod([d.dim_value for d in dims], dtype=object))
+    except Exception:  # noqa: BLE001 - shape inference cannot tell
+        return None
+
+
+def _fold_constant(node, consts, opset=None):
     """The output of ``node`` on constant inputs, from onnx's reference implementation of the
-    op (None when it cannot be evaluated, so the node is then judged like any other)."""
+    op (None when it cannot be evaluated, so the node is then judged like any other). Raises
+    :class:`ModelError` when the output would hold more than :data:`MAX_TENSOR_ELEMENTS` values."""
+    size = _fold_size(node, consts, opset or [])
+    if size is not None and size > MAX_TENSOR_ELEMENTS:
+        raise ModelError(f"node {node.name or node.output[0]!r} ({node.op_type}) on constant inputs would make a "
+                         f"tensor of {size:,} values (at most {MAX_TENSOR_ELEMENTS:,})")
     try:
         from onnx.reference import ReferenceEvaluator
         feeds = {i: np.asarray(consts[i]) for i in node.input if i}
         out = ReferenceEvaluator(node).run(None, feeds)[0]
-    except Exception:  # noqa: BLE001 - any failure: leave the node to the normal rules
+    except Exception:  # noqa: BLE001 - any failure (MemoryError too): leave the node to the normal rules
         return None
     out = np.asarray(out)
     return out.astype(np.float64) if out.dtype.kind == "f" else out
+
+
+def check_model_path(path):
+    """A model path must name a regular file: a folder, a FIFO or a device (``/dev/zero`` reads for
+    ever) gets its own message, not "does not exist"."""
+    import stat
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"model file {path} does not exist") from None
+    except OSError as exc:
+        raise InputError(f"model file {path}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(f"model file {path} is a folder; give the path of an .onnx file")
+    if not stat.S_ISREG(mode):
+        raise InputError(f"model file {path} is not a regular file (a FIFO, device or socket); give an .onnx file")
+
+
+def _initializer(path, t):
+    """Initializer ``t`` as an array (floats as float64), bounded by :data:`MAX_INITIALIZER_ELEMENTS`;
+    data that do not decode (external data shorter than declared, ``raw_data`` of the wrong
+    length, a type numpy cannot hold) is a :class:`ModelError` naming the initializer."""
+    _, numpy_helper = _onnx()
+    n = int(np.prod([int(d) for d in t.dims], dtype=object)) if len(t.dims) else 1
+    if n > MAX_INITIALIZER_ELEMENTS:
+        raise ModelError(f"{path}: initializer {t.name!r} declares {n:,} values (shape {list(t.dims)}); hlsnn takes "
+                         f"at most {MAX_INITIALIZER_ELEMENTS:,} per initializer")
+    try:
+        arr = numpy_helper.to_array(t)
+    except MemoryError:
+        raise ModelError(f"{path}: initializer {t.name!r} ({n:,} values) does not fit in memory") from None
+    except Exception as exc:  # noqa: BLE001 - onnx/numpy raise several types for bad data
+        msg = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{path}: initializer {t.name!r}: its data cannot be read as {list(t.dims)} values "
+                         f"({msg}); is its raw_data or external data file the declared size?") from None
+    if arr.size != n:
+        raise ModelError(f"{path}: initializer {t.name!r} holds {arr.size} values; its shape {list(t.dims)} "
+                         f"declares {n}")
+    return arr.astype(np.float64) if arr.dtype.kind == "f" else arr
+
+
+def _check_sizes(path, model):
+    """Every tensor whose size onnx's shape inference knows holds at most :data:`MAX_TENSOR_ELEMENTS`
+    values (symbolic dimensions, the batch, count as 1): pads of 30,000 would otherwise ask numpy for
+    tens of GiB in the float reference. Names the node that makes the tensor."""
+    from onnx import shape_inference
+    try:
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - a model shape inference cannot handle: the evaluator judges it
+        return
+    producer = {o: n for n in inferred.graph.node for o in n.output}
+    for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            continue
+        n = int(np.prod([d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim], dtype=object))
+        if any(d.HasField("dim_value") and d.dim_value <= 0 for d in tt.shape.dim):
+            node = producer.get(vi.name)
+            who = f"node {node.name or node.output[0]!r} ({node.op_type})" if node is not None else "the graph"
+            dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim]
+            raise ModelError(f"{path}: {who} makes an empty tensor {vi.name!r} of shape {dims}: its kernel or window "
+                             "is larger than its padded input, or a shape is 0")
+        if n > MAX_TENSOR_ELEMENTS:
+            node = producer.get(vi.name)
+            who = f"node {node.name or node.output[0]!r} ({node.op_type})" if node is not None else "the graph"
+            dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim]
+            raise ModelError(f"{path}: {who} makes tensor {vi.name!r} of shape {dims}, {n:,} values per "
+                             f"evaluation (at most {MAX_TENSOR_ELEMENTS:,}): check its pads, strides and shapes")
+
+
+def _float_param(value, name, node, what):
+    """A weight, bias or BatchNormalization parameter: finite floats, else a :class:`ModelError`
+    naming the initializer and the node."""
+    arr = np.asarray(value)
+    where = f"node {node.name or node.output[0]!r} ({node.op_type}): {what} {name!r}"
+    if arr.dtype.kind != "f":
+        raise ModelError(f"{where} has dtype {arr.dtype}; hlsnn takes float weights (float16, float32 or float64)")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ModelError(f"{where} has {int(bad.sum())} non-finite value(s) (NaN or Inf), e.g. at index "
+                         f"{tuple(int(i) for i in np.argwhere(bad)[0])}")
+    return arr
 
 
 def _as_identity(node):
@@ -178,16 +300,15 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     ``output:``); only the nodes it depends on are imported."""
     onnx, numpy_helper = _onnx()
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"model file {path} does not exist")
+    check_model_path(path)
     try:
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     g = model.graph
-    consts = {t.name: numpy_helper.to_array(t).astype(np.float64) if numpy_helper.to_array(t).dtype.kind == "f"
-              else numpy_helper.to_array(t) for t in g.initializer}
+    consts = {t.name: _initializer(path, t) for t in g.initializer}
+    _check_sizes(path, model)
     graph_inputs = [i for i in g.input if i.name not in consts]
     names = [o.name for o in g.output]
     if len(graph_inputs) != 1:
@@ -236,7 +357,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         if name not in consts:
             reject(node, f"{what} {name!r} is not a constant")
             return None
-        return consts[name]
+        return _float_param(consts[name], name, node, what)
 
     for node in g.node:
         if id(node) in skip or id(node) not in needed:
@@ -251,9 +372,14 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             arr = numpy_helper.to_array(a["value"])
             consts[node.output[0]] = arr.astype(np.float64) if arr.dtype.kind == "f" else arr
             continue
+        if op in CONTROL_FLOW or any(at.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                                     for at in node.attribute):
+            unsupported.append((name, op, "control flow (a node with a subgraph) is not supported, also not "
+                                          "with --host-fallback: hlsnn runs straight-line graphs"))
+            continue
         ins = [i for i in node.input if i]
         if ins and all(i in consts for i in ins) and len(node.output) == 1:
-            folded = _fold_constant(node, consts)   # an initializer-only subgraph: evaluated once
+            folded = _fold_constant(node, consts, list(model.opset_import))   # an initializer-only subgraph
             if folded is not None:
                 consts[node.output[0]] = folded
                 continue
@@ -322,6 +448,13 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                           dilations=tuple(int(v) for v in a.get("dilations", [1, 1])), group=int(a.get("group", 1)))
         elif op in HOST_OPS:
             prev = produced.get(node.input[0])
+            if op == "BatchNormalization" and all(i in consts for i in node.input[1:5]):
+                for i, what in zip(node.input[1:5], ("scale", "bias", "mean", "variance")):
+                    _float_param(consts[i], i, node, what)
+                if np.any(np.asarray(consts[node.input[4]]) < 0):
+                    raise ModelError(f"node {name!r} (BatchNormalization): variance {node.input[4]!r} has "
+                                     f"{int(np.sum(np.asarray(consts[node.input[4]]) < 0))} negative value(s); a "
+                                     "variance is >= 0")
             if op == "BatchNormalization" and prev is not None and prev.is_engine and not prev.relu \
                     and sole_user(node.input[0]) is node and all(i in consts for i in node.input[1:5]):
                 gamma, beta, mean, var = (np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5])
@@ -412,6 +545,11 @@ def _host_unsupported(op, a, node, consts):
         return "the shape input must be a constant"
     if op == "BatchNormalization" and not all(i in consts for i in node.input[1:5]):
         return "scale, bias, mean and var must be constants"
+    if op == "Flatten" and a.get("axis", 1) != 1:
+        return (f"axis = {a['axis']}: only axis 1 (the batch stays the first dimension; axis {a['axis']} would "
+                "merge samples)")
+    if op in ("MaxPool", "AveragePool") and any(int(s) < 1 for s in a.get("strides", [1, 1])):
+        return f"strides {list(a['strides'])}: must be at least 1"
     if op == "Softmax" and a.get("axis", -1) not in (-1, 1):
         return f"axis = {a['axis']}: only the last axis (of a (batch, classes) tensor)"
     return None

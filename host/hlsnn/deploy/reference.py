@@ -5,7 +5,56 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import HlsnnError, ModelError
+
 BN_EPS = 1e-5
+
+
+def _why(exc) -> str:
+    """The first line of an exception's message, bounded (onnx's messages can hold whole protos)."""
+    if isinstance(exc, MemoryError):
+        return f"needs more memory than is available ({str(exc).splitlines()[0][:160] if str(exc) else 'MemoryError'})"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
+def _node_guard(rt_node, where):
+    """``rt_node.run`` whose every failure becomes a :class:`ModelError` naming the node."""
+    run, node = rt_node.run, rt_node.onnx_node
+    label = f"node {node.name or node.output[0]!r} ({node.op_type})"
+
+    def guarded(*args, **kwargs):
+        try:
+            return run(*args, **kwargs)
+        except ModelError:
+            raise
+        except HlsnnError as exc:          # hlsnn's own overrides (a pool window larger than the map)
+            raise ModelError(f"{where}: onnx's reference evaluation failed at {label}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - onnx's reference raises anything: one error type
+            raise ModelError(f"{where}: onnx's reference evaluation failed at {label}: {_why(exc)}") from None
+    return guarded
+
+
+def guard(sess, where="float reference"):
+    """Make every failure of ``sess`` (a ReferenceEvaluator) a :class:`~hlsnn.errors.ModelError`
+    that names the node, instead of whatever numpy or onnx raised (issue 33: channel mismatches,
+    kernels larger than the map, impossible reshapes, pool stride 0, out-of-memory pads)."""
+    for rt in getattr(sess, "rt_nodes_", ()):
+        if getattr(rt, "onnx_node", None) is not None:
+            rt.run = _node_guard(rt, where)
+    return sess
+
+
+def run(sess, output_names, feeds, where="float reference", **kwargs):
+    """``sess.run(output_names, feeds)`` with onnx's and numpy's exceptions turned into
+    :class:`~hlsnn.errors.ModelError` (the nodes are guarded by :func:`guard`; this catches the rest:
+    a missing input, a wrong feed dtype)."""
+    try:
+        return sess.run(output_names, feeds, **kwargs)
+    except HlsnnError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(f"{where}: onnx's reference evaluation failed: {_why(exc)}") from None
 
 
 def reference_evaluator(model):
@@ -21,8 +70,17 @@ def reference_evaluator(model):
     not in training mode (opset >= 14 ``training_mode``), and refuses training-mode nodes.
     """
     from onnx.reference import ReferenceEvaluator
-    return ReferenceEvaluator(str(model) if isinstance(model, (str, bytes)) or not hasattr(model, "graph")
-                              else model, new_ops=[_inference_batchnorm_op(), _zipmap_op()])
+    where = "float reference" + (f" of {model}" if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__")
+                                 else "")
+    try:
+        sess = ReferenceEvaluator(str(model) if isinstance(model, (str, bytes)) or not hasattr(model, "graph")
+                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op(), *_pool_ops()])
+    except HlsnnError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an attribute onnx's reference cannot take, an unknown op
+        raise ModelError(f"{where}: onnx's reference evaluator cannot load the model: {_why(exc)}") from None
+    sess.hlsnn_where = where
+    return guard(sess, where)
 
 
 def _inference_batchnorm_op():
@@ -41,6 +99,55 @@ def _inference_batchnorm_op():
             return (y.astype(x.dtype),)
 
     return BatchNormalization
+
+
+def _pool_ops():
+    """``MaxPool`` and ``AveragePool`` (2-D, no dilation, one output) as ONNX defines them, from
+    :func:`hlsnn.deploy.hostops._pool`; other cases run onnx's stock implementation.
+
+    onnx's reference pools (onnx 1.22) disagree with onnxruntime when the pads are asymmetric
+    or with ``ceil_mode``: of 600 random 2-D pools, 23 gave another shape, other values or an
+    exception (MaxPool pads [0, 0, 1, 0] of a 2x3 map: 3 values where onnxruntime gives 4), while
+    ``hostops._pool`` agreed with onnxruntime on all 600. tests/deploy/test_fuzz_onnx.py holds
+    this reference to onnxruntime."""
+    from onnx.reference.op_run import OpRun
+    from onnx.reference.ops.op_average_pool import AveragePool_11, AveragePool_19
+    from onnx.reference.ops.op_max_pool import MaxPool as StockMaxPool
+
+    def ours(node, x, a):
+        dil = a.get("dilations")
+        ks = a.get("kernel_shape")
+        pad = a.get("auto_pad") or "NOTSET"
+        pad = pad.decode() if isinstance(pad, bytes) else pad
+        return (x.ndim == 4 and ks is not None and len(ks) == 2 and pad in ("NOTSET", "VALID")
+                and (dil is None or all(int(d) == 1 for d in dil)) and len([o for o in node.output if o]) == 1
+                and x.dtype.kind == "f")
+
+    def run(self, stock, op, x, kwargs):
+        if not ours(self.onnx_node, x, kwargs):
+            return stock(self.onnx_node, self.run_params)._run(x, **kwargs)
+        from .hostops import _pool
+        a = {"kernel_shape": [int(k) for k in kwargs["kernel_shape"]],
+             "strides": [int(v) for v in (kwargs.get("strides") or [1, 1])],
+             "pads": [int(v) for v in (kwargs.get("pads") or [0, 0, 0, 0])] if (kwargs.get("auto_pad") or "NOTSET")
+             in ("NOTSET", b"NOTSET") else [0, 0, 0, 0],
+             "ceil_mode": int(kwargs.get("ceil_mode") or 0), "count_include_pad": int(kwargs.get("count_include_pad") or 0)}
+        return (_pool(np.asarray(x, np.float64), a, op).astype(x.dtype),)
+
+    class MaxPool(OpRun):
+        op_domain = ""
+
+        def _run(self, x, **kwargs):
+            return run(self, StockMaxPool, "MaxPool", x, kwargs)
+
+    class AveragePool(OpRun):
+        op_domain = ""
+
+        def _run(self, x, **kwargs):
+            stock = AveragePool_19 if "dilations" in kwargs else AveragePool_11
+            return run(self, stock, "AveragePool", x, kwargs)
+
+    return MaxPool, AveragePool
 
 
 def _zipmap_op():
@@ -66,4 +173,5 @@ def reference_probs(model, x: np.ndarray, batch_size: int = 0) -> np.ndarray:
     sess = reference_evaluator(model)
     x = np.ascontiguousarray(x, dtype=np.float32)
     step = batch_size or len(x)
-    return np.concatenate([sess.run(None, {sess.input_names[0]: x[i:i + step]})[0] for i in range(0, len(x), step)])
+    return np.concatenate([run(sess, None, {sess.input_names[0]: x[i:i + step]}, sess.hlsnn_where)[0]
+                           for i in range(0, len(x), step)])

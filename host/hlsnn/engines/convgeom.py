@@ -87,8 +87,12 @@ def im2col(x, g: ConvGeom):
     """(B, C, H, W) -> (B*oh*ow, C*kh*kw) patches, channel-major then kernel row, column (the
     order of a (Z, C, kh, kw) weight flattened), and (oh, ow)."""
     b, c, h, w = x.shape
-    xp = pad_nchw(x, g.pads)
     oh, ow = g.out_hw(h, w)
+    if oh < 1 or ow < 1:
+        from ..errors import InputError
+        raise InputError(f"a {g.describe()} convolution does not fit a {h}x{w} map: the (dilated) kernel is larger "
+                         "than the padded map")
+    xp = pad_nchw(x, g.pads)
     eh, ew = g.dh * (g.kh - 1) + 1, g.dw * (g.kw - 1) + 1            # the dilated kernel's extent
     v = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))   # B C H' W' eh ew
     v = v[:, :, ::g.sh, ::g.sw, ::g.dh, ::g.dw][:, :, :oh, :ow]

@@ -54,7 +54,9 @@ def as_int_array(name: str, value, lo: int, hi: int, dtype) -> np.ndarray:
     return arr.astype(dtype, copy=True)      # always a private copy (stored read-only)
 
 
-FLAG_OPTIONS = ("relu", "stats", "requantize", "pool")
+FLAG_OPTIONS = ("relu", "stats", "requantize", "pool", "raw")
+#: integer options: None or an int (a string "10" or a float was compared or truncated in silence)
+INT_OPTIONS = ("k_step", "stats_k", "n", "ksize", "pad")
 
 
 def check_options(options: dict) -> dict:
@@ -65,9 +67,11 @@ def check_options(options: dict) -> dict:
         if key in options and not isinstance(options[key], (bool, np.bool_)):
             from ..errors import excerpt
             raise InputError(f"{key} = {excerpt(options[key], 40)}: must be True or False")
-    if options.get("stats_k") is not None and not is_int(options["stats_k"]):
-        from ..errors import excerpt
-        raise InputError(f"stats_k = {excerpt(options['stats_k'], 40)}: must be an integer in [0, 15]")
+    for key in INT_OPTIONS:
+        if options.get(key) is not None and not is_int(options[key]):
+            from ..errors import excerpt
+            raise InputError(f"{key} = {excerpt(options[key], 40)}: must be an integer"
+                             + (" in [0, 15]" if key == "stats_k" else ""))
     return options
 
 

@@ -55,8 +55,22 @@ def enabled() -> bool:
 
 
 def c_compiler():
-    """The C compiler to use, or None when there is none on PATH."""
-    for cc in ([os.environ["CC"]] if os.environ.get("CC") else []) + ["cc", "gcc"]:
+    """The C compiler command to use (a string; ``CC`` may carry flags, as for make), or None when
+    ``CC`` is unset and neither ``cc`` nor ``gcc`` is on PATH. A ``CC`` that names no program on
+    PATH is an error (it fell back to ``cc`` in silence)."""
+    cc = os.environ.get("CC", "").strip()
+    if cc:
+        import shlex
+        from ..errors import MissingDependency
+        try:
+            words = shlex.split(cc)
+        except ValueError:
+            words = []
+        if not words or shutil.which(words[0]) is None:
+            raise MissingDependency(f"CC = {cc!r}: no such compiler on PATH; set CC to a C compiler (flags may "
+                                    "follow it), unset it to use cc, or set HLSNN_NATIVE=0 for the numpy path")
+        return cc
+    for cc in ("cc", "gcc"):
         if shutil.which(cc):
             return cc
     return None
@@ -104,7 +118,8 @@ def load(name: str):
             try:
                 lib = _build_and_load(name, cc)
             except (OSError, subprocess.SubprocessError) as exc:
-                _notice(name, f"the compiled helper '{name}' is unavailable ({exc}); using the numpy path")
+                _notice(name, f"the compiled helper '{name}' built with CC={cc!r} is unavailable ({exc}); "
+                              "using the numpy path (set CC to a working C compiler, or HLSNN_NATIVE=0)")
         _loaded[name] = lib
         return lib
 
@@ -145,9 +160,11 @@ def _build_and_load(name: str, cc: str):
     files.remove_stale(lib.parent)             # temporaries of compiles that were killed
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=files.tmp_prefix(lib.name), suffix=".so")
     os.close(fd)
-    argv = [cc, *C_FLAGS, str(SOURCE_DIR / f"{name}.c"), "-o", tmp]
+    import shlex
+    from .. import compiling
+    argv = [*shlex.split(cc), *C_FLAGS, str(SOURCE_DIR / f"{name}.c"), "-o", tmp]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        proc = compiling.run(argv, f"the emulator's C helper '{name}' (first use)")
         if proc.returncode != 0:
             log = lib.parent / f"{name}-compile-error.log"
             files.write_atomic(log, " ".join(argv) + "\n\n" + proc.stderr)

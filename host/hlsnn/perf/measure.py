@@ -29,6 +29,30 @@ def parse_shape(text, n, what):
     return vals
 
 
+#: the largest operation ``hlsnn perf`` runs: operands and result together (values) and multiply-adds;
+#: beyond them the arrays alone need gigabytes and the C-simulation hours
+MAX_VALUES = 1 << 26
+MAX_MACS = 1 << 31
+
+
+def check_size(gemm=None, conv=None):
+    """Refuse an operation beyond :data:`MAX_VALUES` / :data:`MAX_MACS` with one clear error
+    (``--gemm 100000000,65536,8192`` asked numpy for 48 PiB)."""
+    if gemm is not None:
+        b, k, n = gemm
+        values, macs, what = b * k + n * k + b * n, b * k * n, f"--gemm {b},{k},{n}"
+    elif conv is not None:
+        c, h, w, z, ks = conv
+        values, macs, what = c * h * w + z * c * ks * ks + z * h * w, z * h * w * c * ks * ks, \
+            f"--conv {c},{h},{w},{z},{ks}"
+    else:
+        return
+    if values > MAX_VALUES or macs > MAX_MACS:
+        raise InputError(f"{what}: {values:,} values and {macs:,} multiply-adds; hlsnn perf runs at most "
+                         f"{MAX_VALUES:,} values and {MAX_MACS:,} multiply-adds (cycles scale with the tile "
+                         "count: measure a smaller shape)")
+
+
 def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=1.0, padding="same", seed=0,
             target="csim", build_dir=None):
     """Run the operation on ``target`` (csim or sim) and return the report dict (the keys of
@@ -53,6 +77,7 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
         raise InputError(f"--density: only sparse_cluster configs skip zeros ({cfg.name} is {engine})")
     if padding not in ("same", "valid"):
         raise InputError(f"--padding {padding!r}: must be 'same' or 'valid'")
+    check_size(gemm, conv)
     rng = np.random.default_rng(seed)
     p = cfg.params
     opts = {} if build_dir is None else {"build_dir": build_dir}

@@ -15,8 +15,9 @@ class Accelerator:
 
     Parameters
     ----------
-    config : str, Path or Config
-        An accelerator YAML (``configs/accel/*.yaml``) or a loaded :class:`~hlsnn.Config`.
+    config : str, Path, dict or Config
+        A config name, a YAML path, an overlay folder, a parsed config (the YAML as a dict, validated
+        like the file) or a :class:`~hlsnn.config.Config`.
     target : {"emu", "csim", "sim", "pynq"}
         ``emu``: the bit-exact numpy emulator. ``csim``: the generated C++ compiled with g++
         (cached) and called through its C ABI. ``sim``: the pynq code path on the simulated
@@ -41,8 +42,14 @@ class Accelerator:
 
     def __init__(self, config, target="emu", **target_options):
         from pathlib import Path
+        import os
+        from collections.abc import Mapping
         overlay = None
-        if not isinstance(config, Config) and (Path(config).is_dir() or str(config).endswith(".bit")):
+        if not isinstance(config, (Config, Mapping, str, os.PathLike)):
+            from ..errors import InputError, excerpt
+            raise InputError(f"config = {excerpt(config, 60)}: must be a config name, a YAML path, an overlay "
+                             "folder, a parsed config (dict) or a Config from hlsnn.load_config")
+        if isinstance(config, (str, os.PathLike)) and (Path(config).is_dir() or str(config).endswith(".bit")):
             # an overlay folder (or its .bit): the config comes from its <name>.json
             import json
             from .pynq_target import config_from_manifest, overlay_files, read_manifest

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import HlsnnError, InputError, MissingDependency
+from ..errors import HlsnnError, InputError, MissingDependency, excerpt
 
 #: AXI DMA status register (DMASR) bits.
 DMASR_BITS = {0: "halted", 1: "idle", 4: "internal error (DMAIntErr: e.g. a packet longer than the buffer, or a "
@@ -149,6 +149,8 @@ class PynqTarget:
         self.cfg, self.engine, self.timeout = cfg, engine, float(timeout)
         bit, hwh, js = overlay_files(overlay, cfg.name)
         self.manifest = read_manifest(js)
+        if not isinstance(self.manifest, dict):
+            raise InputError(f"overlay manifest {js}: must be a JSON object (is this an hlsnn overlay's <name>.json?)")
         got = self.manifest.get("config_hash32")
         if got != cfg.hash32:
             raise OverlayMismatch(f"overlay {bit.parent} was built from config hash 0x{int(got or 0):08x}, but config "
@@ -164,6 +166,8 @@ class PynqTarget:
         ips = self.overlay.ip_dict
         if "dma" not in ips or cfg.name not in ips:
             raise OverlayMismatch(f"overlay {bit.name} has IPs {sorted(ips)}; expected 'dma' and '{cfg.name}'")
+        for ip_name in ("dma", cfg.name):
+            _check_address(ip_name, ips[ip_name])
         self._check_dma(ips["dma"])
         from .targets import _limit
         self._dma_limit = (1 << self.length_width) - 1          # what the length register can count
@@ -176,11 +180,20 @@ class PynqTarget:
         # the manifest's register map is keyed by the protocol's register names (hlsnn build
         # translates the kernel's argument names, e.g. k_in for k, from the generated header)
         regs = self.manifest.get("register_map") or {}
+        if not isinstance(regs, dict):
+            raise OverlayMismatch(f"overlay {js.name}: register_map = {excerpt(regs, 40)}: must be a JSON object of "
+                                  "register names to offsets; rebuild the overlay (hlsnn build)")
         names = list(engine.protocol.REGS_IN) + list(engine.protocol.REGS_OUT)
         missing = [n for n in names if n not in regs]
         if missing:
             raise OverlayMismatch(f"overlay {js.name}: register_map has no register for {', '.join(missing)} (it has "
                                   f"{', '.join(sorted(regs))}); rebuild the overlay with this hlsnn (hlsnn build)")
+        bad = next((n for n in names if isinstance(regs[n], bool) or not isinstance(regs[n], int)
+                    or not 0x10 <= regs[n] < 0x10000 or regs[n] % 4), None)
+        if bad is not None:
+            raise OverlayMismatch(f"overlay {js.name}: register_map[{bad!r}] = {excerpt(regs[bad], 40)}: must be a "
+                                  "register offset, a JSON integer in [0x10, 0x10000) and a multiple of 4; rebuild "
+                                  "the overlay (hlsnn build) or restore its <name>.json")
         self._offsets = {n: int(regs[n]) for n in names}
         _check_register_map(js.name, self._offsets, names, ips[cfg.name])
         self._pynq = pynq
@@ -209,8 +222,12 @@ class PynqTarget:
         need("c_include_sg", lambda v: v == "0", "it must run in simple mode (no scatter-gather)")
         need("c_m_axis_mm2s_tdata_width", lambda v: int(v) == sb, f"the kernel's input stream is {sb} bits")
         need("c_s_axis_s2mm_tdata_width", lambda v: int(v) == sb, f"the kernel's output stream is {sb} bits")
-        self.length_width = int(par.get("c_sg_length_width", 14))
-        self.addr_width = int(par.get("c_addr_width", 32))
+        for key in ("c_include_mm2s", "c_include_s2mm"):      # both channels, or a call never returns
+            if key in par and str(par[key]) != "1":
+                raise OverlayMismatch(f"the overlay's DMA has {key} = {par[key]}: the kernel needs both channels "
+                                      "(MM2S for its input, S2MM for its output)")
+        self.length_width = _int_param(par, "c_sg_length_width", 14, 8, 26)
+        self.addr_width = _int_param(par, "c_addr_width", 32, 32, 64)
 
     def _buffers(self, n_in, n_out):
         limit = self._dma_limit
@@ -320,6 +337,36 @@ class PynqTarget:
         self._in_addr = None
 
 
+def _int_param(par, key, default, lo, hi):
+    """An integer IP parameter of the ``.hwh`` in [lo, hi] (a tampered one is an OverlayMismatch)."""
+    raw = par.get(key, default)
+    try:
+        value = int(str(raw), 0)
+    except ValueError:
+        value = None
+    if value is None or not lo <= value <= hi:
+        raise OverlayMismatch(f"the overlay's DMA has {key} = {excerpt(raw, 40)}: must be an integer in [{lo}, {hi}] "
+                              "(is the .hwh damaged? rebuild the overlay with hlsnn build)")
+    return value
+
+
+#: the highest address an IP of the boards' PS-PL ports can sit at (ZynqMP: 40-bit physical addresses)
+ADDRESS_LIMIT = 1 << 40
+
+
+def _check_address(name, ip):
+    """An IP's base address and range from the ``.hwh`` must lie in the physical address space."""
+    base, span = (ip or {}).get("phys_addr"), (ip or {}).get("addr_range")
+    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (base, span)) and \
+        0 <= base and 0 < span <= 1 << 32 and base + span <= ADDRESS_LIMIT
+    if not ok:
+        def show(v):
+            return f"{v:#x}" if isinstance(v, int) and not isinstance(v, bool) else excerpt(v, 30)
+        raise OverlayMismatch(f"the overlay's IP {name!r} has base address {show(base)} and range "
+                              f"{show(span)}: must lie within the {ADDRESS_LIMIT.bit_length() - 1}-bit physical "
+                              "address space (is the .hwh damaged? rebuild the overlay with hlsnn build)")
+
+
 _CONTROL_REGS = {"CTRL", "GIER", "IP_IER", "IP_ISR"}
 
 
@@ -358,6 +405,8 @@ def read_manifest(path) -> dict:
         return json.loads(Path(path).read_text(encoding="utf-8"), object_pairs_hook=no_duplicates)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"overlay manifest {path}: not a readable hlsnn manifest ({exc})") from None
+    except RecursionError:
+        raise InputError(f"overlay manifest {path}: not a readable hlsnn manifest (nested too deeply)") from None
 
 
 def config_from_manifest(manifest: dict):

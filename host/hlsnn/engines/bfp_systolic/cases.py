@@ -191,6 +191,12 @@ def make_cases(cfg, seed=0, n_random=8):
             cases.append(Case(name, mant((b, k)), rng.integers(-4, 4, size=b), mant((n, k)), wexp(n),
                               bm=mant(n), be=-2, resident=True, **extra))
     for c in cases:
+        # every case within the config's own limits (a fixed K of 3 asserted in the kernel of a
+        # max_k = 1 config): K up to k_limit (max_k for resident weights), N up to max_n
+        kcap = kmax if c.resident else k_limit(p)
+        c.xm, c.wm = c.xm[:, :kcap], c.wm[:, :kcap]
+        c.wm, c.we = c.wm[:nmax], np.asarray(c.we)[:nmax]
+        c.bm = None if c.bm is None else np.asarray(c.bm)[:nmax]
         # one case is one kernel call: at most the samples its stores hold (protocol.samples_per_call)
         cap = protocol.samples_per_call(p, c.xm.shape[1], c.wm.shape[0])
         c.xm, c.xe = c.xm[:cap], np.asarray(c.xe)[:cap]

@@ -351,8 +351,11 @@ class Kernel:
         chunks of input channels."""
         p = self.p
         ref = weights[0] if isinstance(weights, tuple) else weights
-        if len(ref.shape) != 4 or ref.shape[2] != ref.shape[3]:
-            raise InputError(f"conv weights must be (Z, C, k, k), got {ref.shape}")
+        if not all(isinstance(t, sfmt.ShiftTensor) for t in (weights if isinstance(weights, tuple) else (weights,))):
+            raise InputError(f"weights must be a ShiftTensor (hlsnn.formats.shift), or a pair of them for "
+                             f"'pot_sum', got {type(ref).__name__}")
+        if len(ref.shape) != 4 or ref.shape[2] != ref.shape[3] or 0 in ref.shape:
+            raise InputError(f"conv weights must be (Z, C, k, k) with Z, C, k >= 1, got {ref.shape}")
         z, c, ks, _ = ref.shape
         x = as_int_input(x)
         if x.ndim != 3 or x.shape[0] != c:
@@ -458,8 +461,8 @@ class Kernel:
         ``stats``: as in :meth:`conv2d_int`."""
         mode = mode or self.p["default_mode"]
         w = as_float_input(w, "w")
-        if w.ndim != 4:
-            raise InputError(f"w must be (Z, C, k, k), got shape {w.shape}")
+        if w.ndim != 4 or 0 in w.shape or w.shape[2] != w.shape[3]:
+            raise InputError(f"w must be (Z, C, k, k) with Z, C, k >= 1, got shape {w.shape}")
         xi, fx = self._act(as_float_input(x, "x"))
         pad = tiling.conv_pad(padding, w.shape[2])
         if xi.ndim != 3 or xi.shape[0] != w.shape[1]:

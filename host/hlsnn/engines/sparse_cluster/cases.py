@@ -98,12 +98,30 @@ def make_cases(cfg, seed=0, n_random=6):
     for i in range(n_random):
         k = int(rng.choice([kk for kk in (1, 3, 5) if kk <= kmax]))
         pad = "same" if rng.integers(0, 2) else "valid"
-        h = int(rng.integers(k + 1, min(p["max_hw"], 3 * th) + 1))
-        w = int(rng.integers(k + 1, min(p["max_hw"], 3 * tw) + 1))
+        cap_h, cap_w = min(p["max_hw"], 3 * th), min(p["max_hw"], 3 * tw)
+        h = int(rng.integers(min(k + 1, cap_h), cap_h + 1))     # (tiny maps or tiles: _fit below)
+        w = int(rng.integers(min(k + 1, cap_w), cap_w + 1))
         pool = bool(rng.integers(0, 2)) and h >= k + 2 and w >= k + 2
         add(f"random{i}", int(rng.integers(1, 5)), int(rng.integers(1, 12)), k, h, w, float(rng.random()),
             float(rng.random()), padding=pad, relu=bool(rng.integers(0, 2)), pool=pool, raw=bool(rng.integers(0, 4) == 0))
-    return cases
+    return [_fit(p, c) for c in cases]
+
+
+def _fit(p, case):
+    """``case`` within the config's own limits (a 13x11 map failed a config of max_hw = 7): the
+    map cut to ``max_hw``, a 'valid' kernel cut to the map, pooling dropped where the output is
+    smaller than 2x2 or a tile cannot hold a 2x2 window. Configs whose limits the cases already meet get them unchanged."""
+    hw = p["max_hw"]
+    case.x = case.x[:, :hw, :hw]
+    _, h, w = case.x.shape
+    k = case.w.shape[2]
+    if case.padding == "valid" and k > min(h, w):
+        k = min(h, w)
+        case.w = np.ascontiguousarray(case.w[:, :, :k, :k])
+    oh, ow = (h, w) if case.padding == "same" else (h - k + 1, w - k + 1)
+    if case.pool and (oh < 2 or ow < 2 or min(p["tile_h"], p["tile_w"]) < 2):
+        case.pool = False
+    return case
 
 
 def _prepare(cfg, case, threshold=0.03):

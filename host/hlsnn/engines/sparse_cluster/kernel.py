@@ -244,9 +244,16 @@ class Kernel:
         c, h, w = x.shape
         xp = pad_map(x, conv_pad(padding, k))
         self._check_fit(xp, k, pool, h, w, padding)
+        self._check_pool(pool)
         if max(h, w) > self.p["max_hw"]:
             raise InputError(f"feature map {h}x{w} exceeds max_hw = {self.p['max_hw']}")
         return self._plan_padded(xp, k, pool, threshold, balance, weights)
+
+    def _check_pool(self, pool):
+        """A pooled job covers whole 2x2 windows, so a unit's output tile must hold one."""
+        if pool and min(self.p["tile_h"], self.p["tile_w"]) < 2:
+            raise InputError(f"2x2 pooling needs output tiles of at least 2x2; config {self.cfg.name} has tile_h = "
+                             f"{self.p['tile_h']}, tile_w = {self.p['tile_w']} (pool on the host instead)")
 
     @staticmethod
     def _check_fit(xp, k, pool, h, w, padding):
@@ -340,6 +347,7 @@ class Kernel:
         h, wd = x.shape[1:]
         xp = pad_map(x, conv_pad(padding, k))
         self._check_fit(xp, k, pool, h, wd, padding)
+        self._check_pool(pool)
         flags = (protocol.FLAG_RELU if relu else 0) | (protocol.FLAG_POOL if pool else 0) | \
             (0 if requantize else protocol.FLAG_RAW) | (protocol.FLAG_STATS_OUT if stats else 0)
         if shift is None:

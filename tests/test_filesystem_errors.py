@@ -1,0 +1,103 @@
+"""A read-only working folder and a full disk (issue 33, finding 8): every command ends with one
+line ``hlsnn: error: cannot write or read <path>: ...`` and exit 2, never a traceback. The CLI maps
+OSError of the file system (EROFS, ENOSPC, EACCES, ...) to that line in one place
+(:func:`hlsnn.cli.filesystem_message`); these tests make the file system fail on purpose (root
+ignores chmod, so the read-only folder is simulated: every create under it raises EROFS)."""
+import builtins
+import errno
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from hlsnn.cli import filesystem_message, main
+
+
+@pytest.fixture
+def read_only_cwd(tmp_path, monkeypatch):
+    """The working folder (and build/ under it) is read-only: creating anything there raises EROFS."""
+    here = tmp_path / "ro"
+    here.mkdir()
+    import numpy as np
+    np.save(here / "x.npy", np.ones((2, 16)))
+    monkeypatch.chdir(here)
+    monkeypatch.delenv("HLSNN_BUILD", raising=False)
+    monkeypatch.setenv("HLSNN_PROGRESS", "0")
+    root = str(here)
+
+    def inside(p):
+        try:
+            return os.path.abspath(os.fsdecode(p)).startswith(root)
+        except TypeError:                           # a file descriptor
+            return False
+
+    def refuse(p):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(p))
+
+    real_mkdir, real_open, real_bopen = os.mkdir, os.open, builtins.open
+
+    def mkdir(p, *a, **k):
+        return refuse(p) if inside(p) else real_mkdir(p, *a, **k)
+
+    def osopen(p, flags, *a, **k):
+        return refuse(p) if inside(p) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT) else \
+            real_open(p, flags, *a, **k)
+
+    def bopen(p, mode="r", *a, **k):
+        return refuse(p) if inside(p) and any(c in mode for c in "wax+") else real_bopen(p, mode, *a, **k)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    monkeypatch.setattr(os, "open", osopen)
+    monkeypatch.setattr(builtins, "open", bopen)
+    monkeypatch.setattr(io, "open", bopen)
+    return here
+
+
+COMMANDS = [["render", "bfp8_zcu104"], ["csim", "shift8_pynq-z2"], ["build", "bfp8_zcu104", "--dry-run"],
+            ["perf", "shift8_pynq-z2", "--gemm", "2,16,8"], pytest.param(["compare", "bfp8_zcu104", "--target", "sim"], marks=pytest.mark.slow),
+            ["run", "shift8_pynq-z2", "--target", "csim", "--input", "x.npy"],
+            pytest.param(["deploy", str(Path(__file__).resolve().parents[1] / "configs/models/digits_mlp.yaml"),
+                          "--target", "csim", "--assignment", "twohot", "--test-samples", "5"], marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: " ".join(c)[:40])
+def test_read_only_working_folder_is_one_line(read_only_cwd, capsys, cmd):
+    code = main(cmd)
+    err = capsys.readouterr().err
+    if code == 0:                                   # nothing to write there: fine
+        return
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("hlsnn: error: cannot write or read ") and str(read_only_cwd) in lines[-1], err
+    assert "read-only" in lines[-1] and "Traceback" not in err
+
+
+def test_full_disk_during_render_names_the_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))   # as write(2) reports it: no file name
+
+    monkeypatch.setattr(os, "fdopen", lambda *a, **k: Full(real_fdopen(*a, **k)))
+    assert main(["render", "bfp8_zcu104"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hlsnn: error: cannot write or read ") and "no space left" in err, err
+    assert str(tmp_path / "build" / "bfp8_zcu104") in err and len(err.splitlines()) == 1
+
+
+def test_other_os_errors_stay_bugs():
+    assert filesystem_message(OSError(errno.EINVAL, "x")) is None
+    assert "p.txt" in filesystem_message(OSError(errno.EACCES, "Permission denied", "p.txt"))
