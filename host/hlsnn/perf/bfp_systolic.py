@@ -191,7 +191,7 @@ def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False
     """``(iterations, waits, out_beats)`` of the ``Steps`` loop of one pass of reduction length
     ``k`` (module docstring); ``out_beats`` are the output beats written during the loop
     (``out_on``: the last pass of a call whose output overlaps)."""
-    from ..engines.bfp_systolic.spec import POST_GAP, context_step_beats, exp_beats, lanes, min_steps
+    from ..engines.bfp_systolic.spec import POST_GAP, W_GAP, context_step_beats, exp_beats, lanes, min_steps
     rows, cols, sb, E = p["rows"], p["cols"], context_step_beats(p), exp_beats(p)
     kp = (k + 1) // 2
     S = max(kp, min_steps(p))
@@ -217,10 +217,14 @@ def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False
                 if keep or u == 0:
                     lt = u * TB
                 else:
-                    free = head_end.get(u - slots, 0) if u - slots >= 0 else 0
+                    # the slot is free from the iteration after its tile's last step (the
+                    # loader reads the free limit as a register)
+                    free = head_end[u - slots] + 1 if u - slots >= 0 else 0
                     lt = max(starts[u - 1] + TB, free)
                 starts.append(lt)
-            x = max(x + kp, starts[t] + E + kp * sb) + (S - kp)
+            # the last step is written in iteration starts[t] + E + kp * sb - 1 and read
+            # W_GAP iterations later at the earliest
+            x = max(x + kp, starts[t] + E + kp * sb - 1 + W_GAP) + (S - kp)
         last_step[t, g] = x
         if t < t_a and g == G - 1:
             head_end[t] = x
