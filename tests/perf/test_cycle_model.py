@@ -64,6 +64,7 @@ def test_bfp_hand_count(bfp_acc):
     bfp_acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
     kc = bfp_acc.kernel.last_cycles
     want = {                     # label: (iterations, entries)
+        "Geometry": (1, 1),              # the call's serial quotients and products
         "ReadSampleBeats": (5 * 2, 1),   # every sample once, a beat per cycle
         "Steps": (59, 1),
         "WeightWait": (9, 9),            # a mark: one entry per waiting iteration
@@ -73,13 +74,20 @@ def test_bfp_hand_count(bfp_acc):
         "Passes": (1, 1),                # K <= max_k: one pass
     }
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
-    cycles = (1 * 1                      # Passes: 1 own cycle
+    # The serial geometry (a bit a cycle, + 2 a function; t16_row: max_n 64, max_groups
+    # min(x_depth 128, y_depth / 4 = 32, 512) = 32, w_depth 256, k_limit / pass_k < 4):
+    # per call ceil(N / rows) in 5 bits, ceil(B / cols) in 6, the passes in 2, cols * nbo in 2
+    # (3 is 2 bits): 7 + 8 + 4 + 4 = 23; per pass w_depth / kp in 9 bits, the tail's want in
+    # 6 (3 * 17 output beats < 64), kp * step_beats in 2, groups * S in 6, tiles * kp in 5,
+    # batch * xb in 7 (96 samples): 11 + 8 + 4 + 8 + 7 + 9 = 47.
+    cycles = (23                         # Geometry
+              + 1 * (1 + 47)             # Passes: 1 own cycle + its geometry
               + (10 - 1) * 1 + 1 * 3     # ReadSampleBeats: II 1, depth 3
               + (59 - 1) * 1 + 1 * 7     # Steps: II 1, depth 7
               + 3 * 3                    # OutSamples: 3 own cycles
               + (6 - 3) * 1 + 3 * 5      # WriteBeats: II 1, depth 5
               + 2)                       # call
-    assert cycles == 107
+    assert cycles == 177
     assert kc.cycles == cycles and kc.calls == 1
     # the waits are the weights' phase; the array's 44 steps, its drain and the pipeline are compute
     assert kc.phases["input stream: weights"] == 9 and kc.phases["compute"] == 65 - 9
@@ -99,14 +107,14 @@ def test_bfp_hand_count_k_passes(bfp_acc):
     rng = np.random.default_rng(2)
     bfp_acc.gemm(rng.normal(size=(5, 263)), rng.normal(size=(6, 263)))
     kc = bfp_acc.kernel.last_cycles
-    want = {"Passes": (2, 1), "ReadSampleBeats": (5 * 65 + 5 * 2, 2), "Steps": (652 + 59, 2),
+    want = {"Geometry": (1, 1), "Passes": (2, 1), "ReadSampleBeats": (5 * 65 + 5 * 2, 2), "Steps": (652 + 59, 2),
             "WeightWait": (134 + 9, 134 + 9), "OutSamples": (5, 1), "WriteBeats": (5 * 2, 5)}
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
-    cycles = (2 * 1                      # Passes: 1 own cycle each
+    cycles = (23 + 2 * (1 + 47)          # Geometry; Passes: 1 own cycle + its geometry, each
               + (335 - 2) + 2 * 3        # ReadSampleBeats: II 1, depth 3, two entries
               + (711 - 2) + 2 * 7        # Steps
               + 5 * 3 + (10 - 5) + 5 * 5 + 2)
-    assert cycles == 1111 and kc.cycles == cycles
+    assert cycles == 1228 and kc.cycles == cycles
     # the weights of every pass cross the stream once: pass 0 two tiles of 257 beats, pass 1
     # two of 1 + 4 * 2 = 9
     assert kc.beats_in == 335 + 2 * 257 + 2 * 9

@@ -131,8 +131,13 @@ S2P = "ram_s2p"
 
 
 def loops(p):
-    """The loop rows of a config ``p`` (its ``bfp_systolic`` parameters)."""
-    return _LOOPS
+    """The loop rows of a config ``p`` (its ``bfp_systolic`` parameters): the page's table, with
+    the serial geometry's cycles (``spec.serial_cycles``) in ``Geometry`` (once a call) and
+    ``Passes`` (once a pass, beside the pass's own cycle)."""
+    from ..engines.bfp_systolic.spec import serial_cycles
+    per_call, per_pass = serial_cycles(p)
+    return (Loop("Geometry", None, per_call, "serial: geometry"),
+            *(Loop("Passes", None, 1 + per_pass, lp.phase) if lp.name == "Passes" else lp for lp in _LOOPS))
 
 
 _LOOPS = (

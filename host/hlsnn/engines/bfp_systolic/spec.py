@@ -485,6 +485,39 @@ def context_step_beats(p) -> int:
     return math.ceil(2 * p["rows"] / lanes)
 
 
+def serial_bits(p) -> dict:
+    """Bits of each serial product and quotient of the geometry (kernel: SerialMul, SerialDiv;
+    one bit a cycle): the quotients tiles = ceil(N / rows), groups = ceil(B / cols), passes =
+    ceil(K / pass_k), slots = w_depth / kp, the tail's want = ceil(cols * nbo / S), and the
+    multipliers' widths of kp * step_beats, groups * S, tiles * kp, batch * xb, cols * nbo
+    and (GEMV mode) batch * gsteps."""
+    L = lanes(p)
+    kp = (p["max_k"] + 1) // 2
+    n_tiles = math.ceil(p["max_n"] / p["rows"])
+    groups = max_groups(p)
+    return {
+        "q_tiles_bits": _bits(n_tiles), "q_groups_bits": _bits(groups),
+        "q_passes_bits": _bits(math.ceil(k_limit(p) / pass_k(p))),
+        "q_slots_bits": _bits(p["w_depth"]),
+        "q_want_bits": _bits(p["cols"] * math.ceil((p["max_n"] + 1) / L)),
+        "m_step_beats_bits": _bits(context_step_beats(p)), "m_groups_bits": _bits(groups),
+        "m_tiles_bits": _bits(n_tiles), "m_batch_bits": _bits(groups * p["cols"]),
+        "m_cols_bits": _bits(p["cols"]),
+    }
+
+
+def serial_cycles(p) -> tuple:
+    """``(per call, per pass)``: the cycles of the geometry's serial arithmetic (a bit a
+    cycle, plus 2 for entering and leaving each function), from :func:`serial_bits`."""
+    b = serial_bits(p)
+    call = [b["q_tiles_bits"], b["q_groups_bits"], b["q_passes_bits"], b["m_cols_bits"]]
+    if gemv_cols(p) > 1:
+        call.append(b["m_cols_bits"])
+    per_pass = [b["q_slots_bits"], b["q_want_bits"], b["m_step_beats_bits"], b["m_groups_bits"],
+                b["m_tiles_bits"], b["m_batch_bits"]]
+    return sum(x + 2 for x in call), sum(x + 2 for x in per_pass)
+
+
 def _bits(n: int) -> int:
     """Bits of an unsigned counter that holds 0 .. n."""
     return max(1, int(n).bit_length())
@@ -529,6 +562,7 @@ def template_context(cfg) -> dict:
         "group_bits": _bits(groups + 1),
         "gidx_bits": _bits(n_tiles * kp + 1),
         "waddr_bits": _bits(p["w_depth"] + max(kp, 1) + 1),
+        **serial_bits(p),
         "min_steps": min_steps(p),
         "chain": p["rows"] + p["cols"] - 1,
         "split_acc": split_acc(p, cfg.board),
