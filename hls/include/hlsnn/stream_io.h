@@ -5,6 +5,7 @@
 #define HLSNN_STREAM_IO_H_
 
 #include "hlsnn/axis.h"
+#include "hlsnn/strict.h"  // hlsnn::Fifo: an internal FIFO (hls::stream except in strict C-simulation)
 #ifndef __SYNTHESIS__
 #include "hlsnn/csim_flags.h"  // CsimUnderflow(): C-simulation only
 #endif
@@ -53,6 +54,12 @@ inline void WriteBeat(hls::stream<ap_uint<W> > &s, const ap_uint<W> &data, bool)
 #pragma HLS INLINE
   s.write(data);
 }
+#if !defined(__SYNTHESIS__) && defined(HLSNN_STRICT_CSIM)
+template <int W>
+inline void WriteBeat(Fifo<ap_uint<W> > &s, const ap_uint<W> &data, bool) {
+  s.write(data);
+}
+#endif
 
 template <int W, int L>
 struct LaneWriter {
