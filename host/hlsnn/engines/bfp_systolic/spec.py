@@ -557,6 +557,8 @@ def template_context(cfg) -> dict:
         "exp_beats": exp_beats(p),
         "post_gap": POST_GAP,
         "w_gap": W_GAP,
+        "w_raw": W_DEPTH,
+        "post_raw": POST_DEPTH,
         "tile_bits": _bits(n_tiles + 1),
         "step_bits_c": _bits(max(kp, min_steps(p)) + 1),
         "group_bits": _bits(groups + 1),
