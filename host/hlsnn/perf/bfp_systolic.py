@@ -161,11 +161,47 @@ _LOOPS = (
 )
 
 
-def call_cycles(p, counts):
+def loopbacks(p) -> dict:
+    """The longest loop-back chain of each pipelined loop (:mod:`.timing`): what an iteration's
+    loop-carried registers pass through before the next iteration needs them.
+
+    ``Steps``: the longest of three paths, each one compare of registers, the condition's
+    LUT and the counters' next-value multiplexers (increment, restart, the tail's restore; the
+    increments themselves are computed beside the compare): the issue, the loader's progress of
+    ``W_GAP`` iterations ago against the compute's step in load order (``gidx_bits``); the
+    load, the loader's tile against the ring's free limit (``tile_bits``); the output beat,
+    the 32-bit sample counter against the batch and the complete groups. (Before issue 30 the
+    issue rule, the compute's counters, the oldest tile still needed, its sum with the slots
+    and the loader's compare were in series: five carry chains of 32 bits, about 11 ns on the
+    Z-7020 against 7.3.) ``GemvSteps``: the first tile's sample wait, ``(gj + 1) * gc - 1``,
+    its minimum with ``kp - 1`` and the compare with the words read, then the counters. The
+    other loops: a 32-bit exit compare and a counter update."""
+    from ..engines.bfp_systolic.spec import _bits
+    kp = (p["max_k"] + 1) // 2
+    n_tiles = -(-p["max_n"] // p["rows"])
+    gidx, tile = _bits(n_tiles * kp + 1), _bits(n_tiles + 1)
+    paths = [[("carry", gidx), ("lut", 1), ("lut", 2)], [("carry", tile), ("lut", 1), ("lut", 2)],
+             [("carry", 32), ("lut", 1), ("lut", 2)]]
+    simple = [("carry", 32), ("lut", 1), ("lut", 1)]
+    out = {"ReadBias": simple, "ReadSampleBeats": [("carry", 32), ("lut", 1), ("lut", 2)],
+           "Steps": max(paths, key=lambda c: sum(n for k, n in c if k == "carry")),
+           "StatSums": simple, "WriteBeats": simple}
+    if p["weight_banks"] > 1:
+        out["GemvSteps"] = [("carry", 32), ("carry", 32), ("lut", 1), ("carry", 32), ("lut", 1), ("lut", 2)]
+    return out
+
+
+def call_cycles(p, counts, ii=None):
     """Modelled cycles of one call from its loop counters: the loops add up; the ``Steps``
     iterations that waited for weights (``WeightWait``) are moved to the weights phase, the
-    ``GemvSteps`` iterations that waited for the sample (``SampleWait``) to the activations'."""
-    call = serial_call(loops(p), counts)
+    ``GemvSteps`` iterations that waited for the sample (``SampleWait``) to the activations'.
+    ``ii``: ``{loop: II}`` of loops whose loop-back does not close at II = 1 (:mod:`.timing`)."""
+    import dataclasses
+    rows = loops(p)
+    if ii:
+        rows = tuple(dataclasses.replace(lp, ii=max(lp.ii, ii[lp.name])) if lp.ii and lp.name in ii else lp
+                     for lp in rows)
+    call = serial_call(rows, counts)
     for mark, phase in (("WeightWait", "input stream: weights"), ("SampleWait", "input stream: activations")):
         wait = counts.get(mark, (0, 0))[0]
         if wait:
