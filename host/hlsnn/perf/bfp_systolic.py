@@ -125,6 +125,15 @@ import functools
 from .model import Loop, bound_of, serial_call
 
 NAME = "bfp_systolic"
+
+#: Read-after-write distances (in ``Steps`` iterations) the depth table above implies for the
+#: arrays declared ``DEPENDENCE inter false``; the strict C-simulation holds every checked read
+#: to them (``HLSNN_MEM``). ``wstore``: the loader writes a step word at stage 1 (stream read,
+#: then the store) and the compute reads at stage 0, so a word is readable 2 iterations after
+#: its write. ``run_*`` and ``ybuf``: the post reads them at stage 0 (the shadow row
+#: multiplexer and the result-store read) and writes them at stage 6 (after the running
+#: maximum), so 7.
+RAW_DISTANCE = {"wstore": 2, "run": 7, "ybuf": 7}
 STREAM = "stream"
 RAM = "ram_1p"
 S2P = "ram_s2p"
