@@ -75,3 +75,51 @@ def planted_csim(cfg, rendered, filename, old, new):
     src.write_text(text.replace(old, new))
     broken = replace(rendered, sha=hashlib.sha256(src.read_bytes()).hexdigest())
     return CsimTarget(cfg, ENGINES[cfg.engine], rendered=broken)
+
+
+# Issue 30: the strict C-simulation (docs/strict-csim.md) stops bfp_systolic runs on hazards
+# that are known and being fixed in the kernel (branch bfp-hw): a weight-store read one
+# iteration after the loader's write, the running output-exponent state and the result store
+# read back closer than the post pipeline allows. A test that fails with exactly such a
+# StrictCsimError is reported as xfail (strict=False: once the kernel is fixed it passes);
+# any other failure, strict or not, stays a failure.
+KNOWN_BFP_HAZARDS = ("array 'wstore", "array 'run_lop", "array 'run_any", "array 'run_mag", "array 'ybuf")
+
+
+_HAZARD = None
+
+
+def _known_bfp_hazard(rep, excinfo):
+    """The known-hazard message in the failure: in the exception chain (StrictCsimError), or in
+    the failure text and captured output (a CLI run in process or a subprocess whose output the
+    assertion shows)."""
+    global _HAZARD
+    import re
+    if _HAZARD is None:
+        _HAZARD = re.compile(r"strict C-simulation of libbfp_systolic_\w+\.so: ("
+                             + "|".join(re.escape(h) for h in KNOWN_BFP_HAZARDS) + r")[^\n]*")
+    texts = []
+    exc, seen = (excinfo.value if excinfo is not None else None), set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        texts.append(str(exc))
+        exc = exc.__cause__ or exc.__context__
+    texts.append(str(rep.longrepr))
+    texts.extend(content for _, content in rep.sections)
+    for text in texts:
+        m = _HAZARD.search(text)
+        if m:
+            return m.group(0)
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed and call.when == "call":
+        why = _known_bfp_hazard(rep, call.excinfo)
+        if why is not None:
+            rep.outcome = "skipped"
+            rep.wasxfail = ("issue 30: known bfp_systolic hazard under the strict C-simulation (fixed on branch "
+                            "bfp-hw): " + why.split(".so: ", 1)[-1][:200])
