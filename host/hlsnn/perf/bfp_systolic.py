@@ -130,10 +130,10 @@ NAME = "bfp_systolic"
 #: arrays declared ``DEPENDENCE inter false``; the strict C-simulation holds every checked read
 #: to them (``HLSNN_MEM``). ``wstore``: the loader writes a step word at stage 1 (stream read,
 #: then the store) and the compute reads at stage 0, so a word is readable 2 iterations after
-#: its write. ``run_*`` and ``ybuf``: the post reads them at stage 0 (the shadow row
+#: its write (``wexp``: the exponent beats take the same path, 2). ``run_*`` and ``ybuf``: the post reads them at stage 0 (the shadow row
 #: multiplexer and the result-store read) and writes them at stage 6 (after the running
 #: maximum), so 7.
-RAW_DISTANCE = {"wstore": 2, "run": 7, "ybuf": 7}
+RAW_DISTANCE = {"wstore": 2, "wexp": 2, "run": 7, "ybuf": 7}
 STREAM = "stream"
 RAM = "ram_1p"
 S2P = "ram_s2p"
