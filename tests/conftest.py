@@ -75,3 +75,5 @@ def planted_csim(cfg, rendered, filename, old, new):
     src.write_text(text.replace(old, new))
     broken = replace(rendered, sha=hashlib.sha256(src.read_bytes()).hexdigest())
     return CsimTarget(cfg, ENGINES[cfg.engine], rendered=broken)
+
+

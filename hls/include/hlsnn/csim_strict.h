@@ -415,6 +415,9 @@ class Region {
     std::string name(call);
     const size_t paren = name.find('(');
     if (paren != std::string::npos) name.resize(paren);
+    int same = 0;  // a function run as several processes: Consume, Consume#2, ...
+    for (Process *q : procs_) same += q->name == name || q->name.compare(0, name.size() + 1, name + "#") == 0;
+    if (same) name += "#" + std::to_string(same + 1);
     Process *p = new Process();
     p->name = name;
     {

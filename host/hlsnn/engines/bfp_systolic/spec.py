@@ -525,13 +525,16 @@ def _bits(n: int) -> int:
 
 def template_context(cfg) -> dict:
     """Flat, validated scalars for the templates (no C++ fragments)."""
+    from ...perf.bfp_systolic import RAW_DISTANCE   # the strict C-simulation's dependence distances
     p = cfg.params
     lb, L = lane_bits(p), lanes(p)
     sb = context_step_beats(p)
     kp = (p["max_k"] + 1) // 2
     n_tiles = math.ceil(p["max_n"] / p["rows"])
     groups = max_groups(p)
+    strict_raw = {f"raw_{k}": v for k, v in RAW_DISTANCE.items()}
     return {
+        **strict_raw,
         **{k: p[k] for k in ("rows", "cols", "mantissa_bits", "exponent_bits", "acc_bits", "max_k",
                              "max_n", "max_batch", "stream_bits", "rounding")},
         "max_k_pairs": kp,
@@ -557,8 +560,6 @@ def template_context(cfg) -> dict:
         "exp_beats": exp_beats(p),
         "post_gap": POST_GAP,
         "w_gap": W_GAP,
-        "w_raw": W_DEPTH,
-        "post_raw": POST_DEPTH,
         "tile_bits": _bits(n_tiles + 1),
         "step_bits_c": _bits(max(kp, min_steps(p)) + 1),
         "group_bits": _bits(groups + 1),
