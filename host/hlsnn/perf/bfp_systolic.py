@@ -88,7 +88,10 @@ shifter and its saturation (2), the write (1): 5. ``StatSums`` is short in II bu
 carries the statistics tail after the loop (64-bit integer square root and the 40/14-bit
 division, ~45 cycles of sequential logic), charged as its depth.
 
-Unpipelined loops and their own cycles per iteration: ``Passes`` 1 (the pass's geometry),
+Unpipelined loops and their own cycles per iteration: ``Geometry`` (once a call) and
+``Passes`` 1 (once a pass) plus the serial quotients and products of their geometry, a bit a
+cycle and 2 a function (``spec.serial_cycles``: the kernel has no run-time multiplier or
+divider for index arithmetic),
 ``OutSamples`` 3 (the output exponent from the running state, the sample counters),
 ``RollPredict`` 45 (the rolling method's prediction: the buffer's sums, the 64-bit integer
 square root and the division by the entries held, as the statistics tail; charged for every
@@ -107,11 +110,13 @@ its ``Kq``; the ``Steps`` loop starts afresh in every pass): with ``T`` tiles, `
 step_beats`` beats per tile. The blocks (tile, group) run tile after tile, except the last
 ``tail`` tiles (:func:`tail_tiles`), which run group after group. The weight store is a ring
 of ``slots = w_depth // kp`` tiles: tile ``u``'s beats are read from iteration
-``L_u = max(L_{u-1} + TB, F_u)`` on (``L_0 = 0``), where ``F_u`` is the iteration of the last
-step of tile ``u - slots`` (0 while ``u < slots``), or ``u * TB`` with the keep flag. Step
-``s`` of a block of tile ``t`` may compute from iteration ``L_t + E + (s+1) * step_beats`` on,
-so a block's last step runs at ``X_b = max(X_{b-1} + kp, L_t + E + kp * step_beats) + (S -
-kp)`` (``X_{-1} = -1``; ``X_b = X_{b-1} + S`` for resident weights). ``Steps`` runs ``X_last
+``L_u = max(L_{u-1} + TB, F_u)`` on (``L_0 = 0``), where ``F_u`` is one iteration after the
+last step of tile ``u - slots`` (the loader reads the ring's free limit as a register; 0 while
+``u < slots``), or ``u * TB`` with the keep flag. Step ``s`` of a block of tile ``t`` is
+written in iteration ``L_t + E + (s+1) * step_beats - 1`` and may compute ``W_GAP``
+iterations later (the weight store's read-after-write distance, docs/hardware-rules.md), so a
+block's last step runs at ``X_b = max(X_{b-1} + kp, L_t + E + kp * step_beats - 1 + W_GAP) +
+(S - kp)`` (``X_{-1} = -1``; ``X_b = X_{b-1} + S`` for resident weights). ``Steps`` runs ``X_last
 + 1 + rows + cols - 1`` iterations (the drain). Group ``g``'s samples are complete after its
 block of the last tile has posted its rows, so its output beats may stream from iteration
 ``X + cols + rows + POST_GAP`` on (the post gap keeps the pipeline's reads behind the post's
