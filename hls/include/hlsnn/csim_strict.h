@@ -17,6 +17,7 @@
 //   (hlsnn::Trap, hlsnn/csim_flags.h), which returns kStrictFailed with the message.
 #ifndef HLSNN_CSIM_STRICT_H_
 #define HLSNN_CSIM_STRICT_H_
+#ifdef HLSNN_STRICT_CSIM  // the fast C-simulation: nothing here (hlsnn/strict.h's plain wrappers)
 
 #include <setjmp.h>
 #include <stdint.h>
@@ -35,8 +36,10 @@
 
 #include <hls_stream.h>
 
+#ifndef __SYNTHESIS__  // (always true here: the form tests/synthesis_guards.py reads as sim-only)
 #include "hlsnn/csim_counters.h"
 #include "hlsnn/csim_flags.h"
+#endif
 
 namespace hlsnn {
 namespace strict {
@@ -830,13 +833,15 @@ using Mem = strict::Mem<T, N>;
     static const int hlsnn_sites_loop_ = ::hlsnn::CounterId(#loop, -1);                 \
     ::hlsnn::strict::DeclareSites((arr), hlsnn_sites_loop_, (reads), (writes));         \
   } while (0)
-#define HLSNN_OPS(loop, mul, div, dsp)                                                  \
+#define HLSNN_OPS_AT(loop, idx, mul, div, dsp)                                          \
   do {                                                                                  \
-    static const int hlsnn_ops_loop_ = ::hlsnn::CounterId(#loop, -1);                   \
+    static const int hlsnn_ops_loop_ = ::hlsnn::CounterId(#loop, (idx));                \
     ::hlsnn::strict::DeclareOps(hlsnn_ops_loop_, (mul), (div), (dsp));                  \
   } while (0)
+#define HLSNN_OPS(loop, mul, div, dsp) HLSNN_OPS_AT(loop, -1, mul, div, dsp)
 #define HLSNN_DATAFLOW_BEGIN() ::hlsnn::strict::Region hlsnn_region_
 #define HLSNN_PROCESS(...) hlsnn_region_.Spawn(#__VA_ARGS__, [&]() { __VA_ARGS__; })
 #define HLSNN_DATAFLOW_END() hlsnn_region_.Join()
 
+#endif  // HLSNN_STRICT_CSIM
 #endif  // HLSNN_CSIM_STRICT_H_

@@ -50,16 +50,10 @@ inline void WriteBeat(hls::stream<AxisWord<W> > &s, ap_uint<W> word, bool last) 
   s.write(MakeBeat<W>(word, last));  // data, keep, strb, last only: see axis.h
 }
 template <int W>
-inline void WriteBeat(hls::stream<ap_uint<W> > &s, const ap_uint<W> &data, bool) {
+inline void WriteBeat(Fifo<ap_uint<W> > &s, const ap_uint<W> &data, bool) {  // hls::stream but in strict csim
 #pragma HLS INLINE
   s.write(data);
 }
-#if !defined(__SYNTHESIS__) && defined(HLSNN_STRICT_CSIM)
-template <int W>
-inline void WriteBeat(Fifo<ap_uint<W> > &s, const ap_uint<W> &data, bool) {
-  s.write(data);
-}
-#endif
 
 template <int W, int L>
 struct LaneWriter {

@@ -29,6 +29,8 @@
 //                                           static read / write sites (run-time bank indices
 //                                           count against every bank they reach)
 //   HLSNN_OPS(Loop, mul, div, dsp);         the multipliers, dividers and DSPs of Loop's body
+//   HLSNN_OPS_AT(Loop, idx, mul, div, dsp); the same for instance idx (HLSNN_ITER_AT's "Loop.idx")
+//                                           (declared before the loop: reported, not checked)
 //   HLSNN_DATAFLOW_BEGIN(); HLSNN_PROCESS(f(...)); ... HLSNN_DATAFLOW_END();
 //                                           the processes of a DATAFLOW region
 // The iterations of a loop are counted by its HLSNN_ITER / HLSNN_ITER_AT (hlsnn/counters.h).
@@ -44,9 +46,12 @@ namespace hlsnn {
 enum MemKind { kRam1p = 0, kRamS2p = 1, kRamT2p = 2, kRegs = 3 };
 }  // namespace hlsnn
 
-#if !defined(__SYNTHESIS__) && defined(HLSNN_STRICT_CSIM)
-#include "hlsnn/csim_strict.h"  // bounded FIFOs, threads, dependence and port checks
-#else
+#ifndef __SYNTHESIS__
+#include "hlsnn/csim_strict.h"  // with HLSNN_STRICT_CSIM: bounded FIFOs, threads, dependence and port checks
+#endif
+
+#ifndef HLSNN_FIFO
+// synthesis and the fast C-simulation: every wrapper is what it stands for
 namespace hlsnn {
 template <typename T>
 using Fifo = hls::stream<T>;
@@ -61,6 +66,7 @@ using Mem = T[N];
 #define HLSNN_STORE_AT(arr, i, v, site) ((arr)[i] = (v))
 #define HLSNN_SITES(loop, arr, reads, writes)
 #define HLSNN_OPS(loop, mul, div, dsp)
+#define HLSNN_OPS_AT(loop, idx, mul, div, dsp)
 #define HLSNN_DATAFLOW_BEGIN()
 #define HLSNN_PROCESS(...) __VA_ARGS__
 #define HLSNN_DATAFLOW_END()
