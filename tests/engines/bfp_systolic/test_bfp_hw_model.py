@@ -128,3 +128,17 @@ def test_a_loop_that_cannot_close_is_costed_at_its_ii(monkeypatch):
     assert timing.timing_ii(cfg) == {"Steps": 2}
     its, entries = counts["Steps"]
     assert call_cycles(cfg, counts).cycles == base + (its - entries)
+
+
+@pytest.mark.parametrize("path", SHIPPED + TESTS, ids=lambda q: q.stem)
+def test_declared_loop_operators_match_the_resource_model(path):
+    """The products each pipelined loop declares to the strict C-simulation (HLSNN_OPS) are
+    the resource model's multipliers of that loop: one module per loop, none shared."""
+    from hlsnn.engines.bfp_systolic.spec import template_context
+    cfg = hlsnn.load_config(path, check_fit=False)
+    ctx = template_context(cfg)
+    by_loop = {}
+    for m in cfg.estimates["multipliers"]:
+        by_loop[m["function"]] = by_loop.get(m["function"], 0) + m["dsp"]
+    assert by_loop["Steps"] == ctx["steps_products"]
+    assert by_loop.get("GemvSteps", 0) == ctx["gemv_products"]

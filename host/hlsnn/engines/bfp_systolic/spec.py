@@ -560,6 +560,10 @@ def template_context(cfg) -> dict:
         "exp_beats": exp_beats(p),
         "post_gap": POST_GAP,
         "w_gap": W_GAP,
+        # products (one DSP each: mantissas fit the ports, packed A operands too) of the array
+        # loop and of GEMV mode's loop, for the strict C-simulation's operator list (HLSNN_OPS)
+        "steps_products": p["rows"] * p["cols"] * (1 if p["dsp_packing"] else 2),
+        "gemv_products": p["rows"] * gemv_cols(p) * (1 if p["dsp_packing"] else 2) if gemv_cols(p) > 1 else 0,
         "tile_bits": _bits(n_tiles + 1),
         "step_bits_c": _bits(max(kp, min_steps(p)) + 1),
         "group_bits": _bits(groups + 1),
