@@ -74,3 +74,5 @@ def planted_csim(cfg, rendered, filename, old, new):
     src.write_text(text.replace(old, new))
     broken = reread(rendered)
     return CsimTarget(cfg, ENGINES[cfg.engine], rendered=broken)
+
+

@@ -35,11 +35,17 @@ CODE = textwrap.dedent("""
 """)
 
 
-def test_failed_kernel_assert_is_an_error_and_the_process_survives(tmp_path):
+@pytest.mark.parametrize("mode", [
+    "fast",
+    "strict",
+])
+def test_failed_kernel_assert_is_an_error_and_the_process_survives(tmp_path, mode):
     code = CODE.format(tests=str(ROOT / "tests"), out=str(tmp_path / "hls"))
+    env = {"PYTHONPATH": str(ROOT / "host"), "PATH": "/usr/bin:/bin", "HLSNN_BUILD": str(tmp_path / "build")}
+    if mode == "fast":
+        env["HLSNN_CSIM_FAST"] = "1"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       cwd=ROOT, env={"PYTHONPATH": str(ROOT / "host"), "PATH": "/usr/bin:/bin",
-                                      "HLSNN_BUILD": str(tmp_path / "build")})
+                       cwd=ROOT, env=env)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])     # -6 would be SIGABRT
     assert "CAUGHT" in r.stdout and "planted: batch of 2 to 1000" in r.stdout and "bfp_systolic.cpp" in r.stdout
     assert "AFTER [[4.0, 4.0, 4.0]]" in r.stdout

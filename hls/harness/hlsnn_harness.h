@@ -4,7 +4,6 @@
 #ifndef HLSNN_HARNESS_H_
 #define HLSNN_HARNESS_H_
 
-#include <setjmp.h>
 #include <stdint.h>
 
 #include "hlsnn/csim_flags.h"
@@ -22,22 +21,8 @@ enum HarnessStatus {
   kInputLeftover = 16,   // the kernel did not consume every input beat
   kInputUnderflow = 32,  // the kernel read more input beats than were sent
   kAssertFailed = 64,    // a C-simulation assert of the kernel failed (message: hlsnn_last_assert)
+  kStrictFailed = 128,   // the strict C-simulation stopped on a rule (message: hlsnn_last_assert)
 };
-
-// A failing kernel `assert` must not abort the Python process that drives C-simulation. The
-// library is linked with --wrap=__assert_fail, so the kernel's asserts call the bridge's
-// __wrap___assert_fail, not libc's: while a run is armed it records the message and jumps back
-// to the run, which returns kAssertFailed; outside a run it prints and aborts as usual.
-struct AssertTrap {
-  jmp_buf env;
-  bool armed;
-  char message[512];
-};
-
-inline AssertTrap &Trap() {
-  static AssertTrap trap;
-  return trap;
-}
 
 template <int W>
 void PushBeats(hls::stream<AxisWord<W> > &s, const uint8_t *bytes, uint64_t n_beats) {

@@ -74,8 +74,16 @@ def _print_compare(rep, as_json):
     return 0 if rep["mismatches"] == 0 and not rep["register_mismatches"] else 1
 
 
+def _strict_option(args):
+    """``--fast``: this process builds and loads the fast C-simulation libraries."""
+    if getattr(args, "fast", False):
+        from . import csim
+        csim.set_strict_default(False)
+
+
 def cmd_csim(args):
     from . import codegen, csim
+    _strict_option(args)
     from .compare import compare
     from .runtime.targets import CsimTarget
     from .engines import ENGINES
@@ -98,6 +106,7 @@ def cmd_csim(args):
 def cmd_compare(args):
     from pathlib import Path
     from .compare import compare
+    _strict_option(args)
     if Path(args.config).is_dir():        # an overlay folder: its config from <name>.json
         from .engines import ENGINES
         from .runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
@@ -453,6 +462,9 @@ def build_parser():
         p.add_argument("--cases", type=NONNEG, default=8, help="number of random cases besides the edge cases")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("-v", "--verbose", action="store_true", help="one line per case")
+        p.add_argument("--fast", action="store_true",
+                       help="csim/sim: the plain sequential C-simulation, without the strict checks (bounded "
+                            "FIFOs, threads, dependence distances, bank ports; docs/strict-csim.md)")
 
     p = sub.add_parser("csim", help="compile the rendered C++ and compare it with the emulator")
     p.add_argument("config")

@@ -18,6 +18,12 @@ call its real top function from Python through the C ABI bridge (ctypes).
 * Instances: each :class:`CsimLibrary` loads its own copy of the library, so the kernel's
   static state (weight store, counters) belongs to one instance, i.e. one Accelerator; calls
   on one instance are serialized by its lock (``docs/threads-and-safety.md``).
+* Strict mode (issue 30, ``hlsnn/strict.h``): the default library is compiled with
+  ``-DHLSNN_STRICT_CSIM -pthread`` (its own cache entry): internal FIFOs bounded at their
+  STREAM depth, DATAFLOW processes as threads with deadlock detection, read-after-write
+  distances and bank ports checked. A violation raises :class:`StrictCsimError` naming the FIFO,
+  array or loop. ``strict=False`` (``--fast``, or ``HLSNN_CSIM_FAST=1`` in the environment)
+  builds the plain sequential library.
 """
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cachefile, files
-from .errors import CompileError, CsimError, MissingDependency
+from .errors import CompileError, CsimError, MissingDependency, StrictCsimError
 
 # -Wl,--wrap=__assert_fail: the kernel's failing asserts call the bridge's __wrap___assert_fail
 # (which turns them into an error status), not libc's (which aborts the Python process). The
@@ -51,6 +57,27 @@ from .errors import CompileError, CsimError, MissingDependency
 CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wl,--wrap=__assert_fail", "-Wall",
              "-Wno-unused-variable", "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
 
+# the strict C-simulation's compile flags (hlsnn/strict.h): a library variant of its own
+STRICT_FLAGS = ("-DHLSNN_STRICT_CSIM", "-pthread")
+
+_strict_default = [os.environ.get("HLSNN_CSIM_FAST", "") in ("", "0")]
+
+
+def strict_default() -> bool:
+    """Whether C-simulation libraries are strict unless a caller says otherwise: True, except
+    after :func:`set_strict_default` (False) or with ``HLSNN_CSIM_FAST=1`` in the environment."""
+    return _strict_default[0]
+
+
+def set_strict_default(strict: bool) -> None:
+    """Make the strict (True) or the fast (False) library the default of this process (the CLI's
+    ``--fast``)."""
+    _strict_default[0] = bool(strict)
+
+
+def _flags(strict) -> tuple:
+    return CXX_FLAGS + (STRICT_FLAGS if (strict_default() if strict is None else strict) else ())
+
 
 
 STATUS_BITS = {
@@ -62,6 +89,7 @@ STATUS_BITS = {
     32: "the kernel read more input beats than were sent",
 }
 ASSERT_FAILED = 64  # a C-simulation assert of the kernel failed (hlsnn_last_assert has the message)
+STRICT_FAILED = 128  # the strict C-simulation stopped on a rule (hlsnn_last_assert has the message)
 
 
 def ap_types_dir() -> Path:
@@ -117,9 +145,9 @@ def _rendered_sources(rendered):
     return found, rendered.sha
 
 
-def _built_from(rendered, include_dirs, digest) -> dict:
+def _built_from(rendered, include_dirs, digest, strict=None) -> dict:
     """What a csim library is built from, as its cache key and manifest record it."""
-    cmd = " ".join((compiler(),) + CXX_FLAGS + tuple(f"-I{Path(d).resolve()}" for d in include_dirs))
+    cmd = " ".join((compiler(),) + _flags(strict) + tuple(f"-I{Path(d).resolve()}" for d in include_dirs))
     return {"sources_sha256": digest, "command": cmd, "ap_types": str(ap_types_dir())}
 
 
@@ -127,26 +155,28 @@ def _key(built_from: dict) -> str:
     return hashlib.sha256(json.dumps(built_from, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def library_path(rendered, include_dirs=()) -> Path:
+def library_path(rendered, include_dirs=(), strict=None) -> Path:
     """Where the cached shared library of a rendered kernel lives (may not exist yet):
     ``<csim folder>/lib<engine>_<key>.so``, the key a hash of the rendered sources, the
-    compiler command and the header folder."""
+    compiler command (strict or not: ``strict``, None for :func:`strict_default`) and the
+    header folder."""
     _, digest = _rendered_sources(rendered)
-    key = _key(_built_from(rendered, include_dirs, digest))
+    key = _key(_built_from(rendered, include_dirs, digest, strict))
     return rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{key}.so"
 
 
-def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False) -> Path:
+def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False, strict=None) -> Path:
     """Compile (or reuse from the cache) the csim library of a rendered kernel.
     ``include_dirs``: extra header folders searched first (they are part of the cache key);
-    ``progress``: show the compile's elapsed time on stderr (:mod:`hlsnn.progress`).
+    ``progress``: show the compile's elapsed time on stderr (:mod:`hlsnn.progress`);
+    ``strict``: the strict C-simulation (None: :func:`strict_default`).
 
     The compile reads a private snapshot of the rendered sources (the bytes the cache key
     hashes), never the shared project folder, which another process may be rewriting; the
     library is then renamed into place and its manifest written (:mod:`hlsnn.cachefile`)."""
     sources, digest = _rendered_sources(rendered)
-    built_from = _built_from(rendered, include_dirs, digest)
-    lib = library_path(rendered, include_dirs)
+    built_from = _built_from(rendered, include_dirs, digest, strict)
+    lib = library_path(rendered, include_dirs, strict)
     if cachefile.entry_ok(lib, built_from):
         return lib
     if lib.is_file():
@@ -166,7 +196,7 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
             (snap / name).parent.mkdir(parents=True, exist_ok=True)
             (snap / name).write_bytes(data)
         snapshot = replace(rendered, dir=snap)
-        argv = [compiler(), *CXX_FLAGS, *include_args(snapshot, include_dirs),
+        argv = [compiler(), *_flags(strict), *include_args(snapshot, include_dirs),
                 *[str(snap / s) for s in eng.KERNEL_SOURCES], str(snap / "bridge.cpp"), "-o", tmp]
         from .progress import ticker
         with ticker(f"g++ {rendered.dir.parent.name}", show=progress):
@@ -278,6 +308,13 @@ class CsimLibrary:
         #: loop counters of the last run (``hlsnn/counters.h``): ``{label: (iterations, entries)}``
         #: for every counter the kernel reached; None for a library built without counters
         self.last_counts = None
+        #: a strict library (``hlsnn/strict.h``): the records of the last run, and of every run
+        #: so far merged (:func:`merge_strict`); None for a fast library
+        self.strict = hasattr(self._lib, "hlsnn_strict_report")
+        if self.strict:
+            self._lib.hlsnn_strict_report.restype = ctypes.c_char_p
+        self.last_strict = None
+        self.strict_totals = None
 
     def _read_counts(self):
         """The loop counters the last run left in the library (names are registered on first
@@ -294,8 +331,19 @@ class CsimLibrary:
         self.last_counts = {name: (int(i), int(e)) for name, i, e in
                             zip(self._counter_names[:n], iters.tolist(), entries.tolist()) if i}
 
+    def _read_strict(self):
+        if not self.strict:
+            return
+        self.last_strict = json.loads(self._lib.hlsnn_strict_report().decode())
+        self.strict_totals = merge_strict(self.strict_totals, self.last_strict)
+
     def _check_assert(self, status):
-        """A kernel assert that failed in C-simulation: an error that names it (the process lives)."""
+        """A kernel assert that failed in C-simulation, or a rule of the strict C-simulation: an
+        error that names it (the process lives)."""
+        if status & STRICT_FAILED and self._has_assert_trap:
+            msg = (self._lib.hlsnn_last_assert() or b"").decode(errors="replace")
+            raise StrictCsimError(f"strict C-simulation of {self.path.name}: {msg} (hlsnn csim --fast skips "
+                                  f"these checks)")
         if status & ASSERT_FAILED and self._has_assert_trap:
             msg = (self._lib.hlsnn_last_assert() or b"").decode(errors="replace")
             raise CsimError(f"C-simulation of {self.path.name}: the kernel stopped on a failed check ({msg}); "
@@ -314,6 +362,7 @@ class CsimLibrary:
             status = self._lib.hlsnn_run(beats.ctypes, beats.shape[0], out.ctypes, n_out_beats,
                                          rin.ctypes, rout.ctypes)
             self._read_counts()
+            self._read_strict()
             self._check_assert(status)
         if status:
             why = "; ".join(msg for bit, msg in STATUS_BITS.items() if status & bit)
@@ -337,5 +386,30 @@ class CsimLibrary:
             status = self._lib.hlsnn_run_stream(beats.ctypes, beats.shape[0], out.ctypes, cap_beats,
                                                 rin.ctypes, rout.ctypes, ctypes.byref(n_out), ctypes.byref(last))
             self._read_counts()
+            self._read_strict()
             self._check_assert(status)
         return out[:n_out.value], rout, (None if last.value < 0 else int(last.value)), int(status)
+
+
+def merge_strict(total, rep):
+    """Two strict reports merged: a FIFO's largest peak, an array's smallest distance seen, a
+    bank's most sites, a loop's operators (each list keeps its first-seen order)."""
+    if total is None:
+        return {k: [dict(r) for r in v] for k, v in rep.items()}
+    keys = {"fifos": ("name",), "raw": ("array",), "banks": ("loop", "array", "bank"), "operators": ("loop",)}
+    for kind, key in keys.items():
+        index = {tuple(r[k] for k in key): r for r in total[kind]}
+        for r in rep.get(kind, []):
+            old = index.get(tuple(r[k] for k in key))
+            if old is None:
+                total[kind].append(dict(r))
+                index[tuple(r[k] for k in key)] = total[kind][-1]
+            elif kind == "fifos":
+                old["peak"] = max(old["peak"], r["peak"])
+            elif kind == "raw":
+                seen = [d for d in (old["min_distance"], r["min_distance"]) if d is not None]
+                old["min_distance"] = min(seen) if seen else None
+            elif kind == "banks":
+                for f in ("sites", "reads", "writes"):
+                    old[f] = max(old[f], r[f])
+    return total

@@ -58,6 +58,12 @@ class CsimError(HlsnnError, RuntimeError):
     """The C-simulated kernel reported a protocol error (missing TLAST, leftover words...)."""
 
 
+class StrictCsimError(CsimError):
+    """The strict C-simulation (issue 30) stopped on a hardware rule: a FIFO deadlock, an empty
+    read or leftover beats, a read-after-write closer than the pipeline allows, a bank with more
+    accesses than ports. The message names the FIFO, array or loop."""
+
+
 class MissingDependency(HlsnnError, ImportError):
     """An optional package or tool is missing; the message says how to install it."""
 

@@ -71,11 +71,11 @@ def test_perf_resident_bfp(capsys):
     """--resident on a bfp config: the reported call streams the samples only. t16_row, GEMM
     5 x 20 x 6 (by hand): 5 samples of ceil((20 + 1) / 4) = 6 beats = 30; streamed: + 2 tiles
     x (1 exponent beat + 10 steps x 2 beats) = 42. Steps: resident, the 2 tiles x 2 groups x
-    max(10, 4 + 3) steps compute back to back, 40 iterations. Streamed, tile 0's step s can
-    compute from iteration 2s + 3 (its exponent beat, then 2 beats a step): waits in 0, 1, 2
-    and one before each later step, 12; its groups end at 31. Tile 1's 21 beats arrive in
-    iterations 21-41 while its group 0 runs steps 0-9 in 32-41, and step 9 needs the beat read
-    in 41: one more wait. 13 in all."""
+    max(10, rows 4 + POST_GAP 7) = 11 steps compute back to back, 44 iterations. Streamed, tile
+    0's step s is written in iteration 2s + 2 (its exponent beat, then 2 beats a step) and can
+    compute W_GAP = 4 iterations later, from 2s + 6: waits in 0-5 and one before each later
+    step, 15; its groups end at 36. Tile 1's 21 beats arrive in iterations 21-41 (step s
+    readable from 2s + 27) while its group 0 runs steps 0-10 in 37-47: no wait. 15 in all."""
     from hlsnn.cli import main
     cfg = str(ROOT / "tests" / "engines" / "bfp_systolic" / "configs" / "t16_row.yaml")
     assert main(["perf", cfg, "--gemm", "5,20,6", "--json"]) == 0
@@ -84,7 +84,7 @@ def test_perf_resident_bfp(capsys):
     r = json.loads(capsys.readouterr().out)
     assert r["resident"] and not streamed["resident"]
     assert (r["beats_in"], streamed["beats_in"]) == (30, 30 + 42)
-    assert r["cycles"] == streamed["cycles"] - 13      # the 13 weight waits
+    assert r["cycles"] == streamed["cycles"] - 15      # the 15 weight waits
 
 
 def test_sweep_reports_the_same_model(tmp_path):

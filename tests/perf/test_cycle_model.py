@@ -41,70 +41,80 @@ def sparse_acc():
 def test_bfp_hand_count(bfp_acc):
     # t16_row: rows 4, cols 3, 16-bit lanes on a 64-bit stream (L = 4 per beat); per-row weight
     # exponents; no bias. Shape B=5, K=7, N=6:
-    #   kp = ceil(7/2) = 4 steps, S = max(kp, rows + POST_GAP 3, cols + 1) = 7 steps per group,
+    #   kp = ceil(7/2) = 4 steps, S = max(kp, rows + POST_GAP 7, cols + 1) = 11 steps per group,
     #   G = ceil(5/3) = 2 groups, T = ceil(6/4) = 2 weight tiles;
     #   a sample is ceil((7+1)/4) = 2 beats, an output sample ceil((6+1)/4) = 2 beats;
     #   a weight step (2*4 lanes) is 2 beats, a tile 1 exponent beat + 4 * 2 = 9 beats.
     # Steps, iteration by iteration: tile 0's beats arrive in iterations 0-8 (exponents in 0,
-    # step s complete after 2 + 2s); a step computes once its weights are complete, so
-    # iterations 0, 1, 2, 4, 6, 8 wait and steps 0-3 run in 3, 5, 7, 9; steps 4-6 need no
-    # weights (10-12); group 1 runs 13-19. Tile 1 loads in 9-17 (while tile 0 computes) and
-    # its 14 steps run 20-33 without a wait; then rows + cols - 1 = 6 iterations (34-39) drain
-    # the array: the last step reaches tile (3, 2) in 33 + 5 = 38, and the last group's shadow
-    # rows are posted from cols = 3 iterations after its last step, one a cycle, in 36-39:
-    # 40 iterations, 6 of them WeightWait.
-    # The output overlaps (max rule, one pass of K). Its tail is ceil(cols * 2 beats / 7
+    # step s written in 2 + 2s); a step computes W_GAP = 4 iterations after its weights are
+    # written (the loader's progress reaches the compute through a delay line), so steps 0-3
+    # run in 6, 8, 10, 12 and iterations 0-5, 7, 9, 11 wait; steps 4-10 need no weights
+    # (13-19); group 1 runs 20-30. Tile 1 loads in 9-17 (while tile 0 computes; its last step
+    # is readable from 21) and its 22 steps run 31-52 without a wait; then rows + cols - 1 = 6
+    # iterations (53-58) drain the array: the last step reaches tile (3, 2) in 52 + 5 = 57, and
+    # the last group's shadow rows are posted from cols = 3 iterations after its last step,
+    # one a cycle, in 55-58: 59 iterations, 9 of them WeightWait.
+    # The output overlaps (max rule, one pass of K). Its tail is ceil(cols * 2 beats / 11
     # steps) = 1 tile, so the order above stands. Group 0's last block (tile 1) has its last
-    # step in 26; its shadow rows are posted in 29-32, and after the post gap of 3 iterations
-    # its beats stream from 36: samples 0 and 1 (4 beats) in 36-39, inside the loop. Sample 2
-    # and group 1's 2 samples (6 beats) stream after the loop.
+    # step in 41; its shadow rows are posted in 44-47, and after the post gap of 7 iterations
+    # its beats stream from 55 (8 iterations after the last post wrote the result store):
+    # samples 0 and 1 (4 beats) in 55-58, inside the loop. Sample 2 and group 1's 2 samples
+    # (6 beats) stream after the loop.
     rng = np.random.default_rng(1)
     bfp_acc.gemm(rng.normal(size=(5, 7)), rng.normal(size=(6, 7)))
     kc = bfp_acc.kernel.last_cycles
     want = {                     # label: (iterations, entries)
+        "Geometry": (1, 1),              # the call's serial quotients and products
         "ReadSampleBeats": (5 * 2, 1),   # every sample once, a beat per cycle
-        "Steps": (40, 1),
-        "WeightWait": (6, 6),            # a mark: one entry per waiting iteration
+        "Steps": (59, 1),
+        "WeightWait": (9, 9),            # a mark: one entry per waiting iteration
         "OutOverlap": (4, 4),            # a mark: one per output beat written inside Steps
         "OutSamples": (3, 1),
         "WriteBeats": (3 * 2, 3),
         "Passes": (1, 1),                # K <= max_k: one pass
     }
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
-    cycles = (1 * 1                      # Passes: 1 own cycle
+    # The serial geometry (a bit a cycle, + 2 a function; t16_row: max_n 64, max_groups
+    # min(x_depth 128, y_depth / 4 = 32, 512) = 32, w_depth 256, k_limit / pass_k < 4):
+    # per call ceil(N / rows) in 5 bits, ceil(B / cols) in 6, the passes in 2, cols * nbo in 2
+    # (3 is 2 bits): 7 + 8 + 4 + 4 = 23; per pass w_depth / kp in 9 bits, the tail's want in
+    # 6 (3 * 17 output beats < 64), kp * step_beats in 2, groups * S in 6, tiles * kp in 5,
+    # batch * xb in 7 (96 samples): 11 + 8 + 4 + 8 + 7 + 9 = 47.
+    cycles = (23                         # Geometry
+              + 1 * (1 + 47)             # Passes: 1 own cycle + its geometry
               + (10 - 1) * 1 + 1 * 3     # ReadSampleBeats: II 1, depth 3
-              + (40 - 1) * 1 + 1 * 7     # Steps: II 1, depth 7
+              + (59 - 1) * 1 + 1 * 7     # Steps: II 1, depth 7
               + 3 * 3                    # OutSamples: 3 own cycles
               + (6 - 3) * 1 + 3 * 5      # WriteBeats: II 1, depth 5
               + 2)                       # call
-    assert cycles == 88
+    assert cycles == 177
     assert kc.cycles == cycles and kc.calls == 1
-    # the waits are the weights' phase; the array's 28 steps, its drain and the pipeline are compute
-    assert kc.phases["input stream: weights"] == 6 and kc.phases["compute"] == 46 - 6
+    # the waits are the weights' phase; the array's 44 steps, its drain and the pipeline are compute
+    assert kc.phases["input stream: weights"] == 9 and kc.phases["compute"] == 65 - 9
     assert kc.bound == "compute"
 
 
 def test_bfp_hand_count_k_passes(bfp_acc):
     # t16_row (as above; max_k 256): B=5, K=263, N=6 runs in two passes, K = 256 and K = 7.
     # Pass 0: kp = 128 steps = S, G = 2, T = 2; a tile is 1 exponent beat + 128 * 2 = 257 beats.
-    # Tile 0's step s is complete after iteration 2 + 2s, so it computes in 3 + 2s (3, 5, ...,
-    # 257: 130 waiting iterations before and between); its group 1 runs 258-385. Tile 1 loads
-    # in 257-513 (step s computable from 260 + 2s); its group 0 runs 386 + s, which step 127
-    # (computable from 514) reaches one iteration late: one wait at 513; its group 1 runs
-    # 515-642, and 6 iterations drain the array: 649 iterations, 131 waits. Pass 1 is the K = 7
-    # call of test_bfp_hand_count: 40 iterations, 6 waits. Samples: 5 of ceil(257/4) = 65 beats,
-    # then 5 of 2.
+    # Tile 0's step s is written in iteration 2 + 2s, so it computes W_GAP = 4 later, in 6 + 2s
+    # (6, 8, ..., 260: 133 waiting iterations before and between); its group 1 runs 261-388.
+    # Tile 1 loads in 257-513 (step s computable from 263 + 2s); its group 0 runs 389 + s,
+    # which step 127 (computable from 517) reaches one iteration late: one wait at 516; its
+    # group 1 runs 518-645, and 6 iterations drain the array: 652 iterations, 134 waits. Pass 1
+    # is the K = 7 call of test_bfp_hand_count: 59 iterations, 9 waits. Samples: 5 of
+    # ceil(257/4) = 65 beats, then 5 of 2.
     rng = np.random.default_rng(2)
     bfp_acc.gemm(rng.normal(size=(5, 263)), rng.normal(size=(6, 263)))
     kc = bfp_acc.kernel.last_cycles
-    want = {"Passes": (2, 1), "ReadSampleBeats": (5 * 65 + 5 * 2, 2), "Steps": (649 + 40, 2),
-            "WeightWait": (131 + 6, 131 + 6), "OutSamples": (5, 1), "WriteBeats": (5 * 2, 5)}
+    want = {"Geometry": (1, 1), "Passes": (2, 1), "ReadSampleBeats": (5 * 65 + 5 * 2, 2), "Steps": (652 + 59, 2),
+            "WeightWait": (134 + 9, 134 + 9), "OutSamples": (5, 1), "WriteBeats": (5 * 2, 5)}
     assert {k: v for k, v in kc.counts.items() if k != "Top"} == want
-    cycles = (2 * 1                      # Passes: 1 own cycle each
+    cycles = (23 + 2 * (1 + 47)          # Geometry; Passes: 1 own cycle + its geometry, each
               + (335 - 2) + 2 * 3        # ReadSampleBeats: II 1, depth 3, two entries
-              + (689 - 2) + 2 * 7        # Steps
+              + (711 - 2) + 2 * 7        # Steps
               + 5 * 3 + (10 - 5) + 5 * 5 + 2)
-    assert cycles == 1089 and kc.cycles == cycles
+    assert cycles == 1228 and kc.cycles == cycles
     # the weights of every pass cross the stream once: pass 0 two tiles of 257 beats, pass 1
     # two of 1 + 4 * 2 = 9
     assert kc.beats_in == 335 + 2 * 257 + 2 * 9
@@ -230,7 +240,7 @@ def _check_invariants(kc, macs, peak):
 
 
 @pytest.mark.parametrize("b, k, n, tail", [
-    (8, 20, 40, 4),    # S = 10 steps, a group's output 3 samples x 11 beats: a tail of 4 tiles of 10
+    (8, 20, 40, 3),    # S = max(10, rows + POST_GAP 7) = 11 steps, a group's output 3 samples x 11 beats: a tail of 3 tiles of 11
     (8, 52, 40, 2),    # kp = 26: the 256-step store is a ring of 9 slots for 10 tiles, tail 2
     (6, 52, 64, 1),    # 16 tiles through the 9-slot ring; 2 groups x 26 steps < 53 beats a tile: no tail
     (2, 52, 40, 1),    # one group: the weight stream bounds the pass, no tail

@@ -5,6 +5,7 @@
 #define HLSNN_STREAM_IO_H_
 
 #include "hlsnn/axis.h"
+#include "hlsnn/strict.h"  // hlsnn::Fifo: an internal FIFO (hls::stream except in strict C-simulation)
 #ifndef __SYNTHESIS__
 #include "hlsnn/csim_flags.h"  // CsimUnderflow(): C-simulation only
 #endif
@@ -49,7 +50,7 @@ inline void WriteBeat(hls::stream<AxisWord<W> > &s, ap_uint<W> word, bool last) 
   s.write(MakeBeat<W>(word, last));  // data, keep, strb, last only: see axis.h
 }
 template <int W>
-inline void WriteBeat(hls::stream<ap_uint<W> > &s, const ap_uint<W> &data, bool) {
+inline void WriteBeat(Fifo<ap_uint<W> > &s, const ap_uint<W> &data, bool) {  // hls::stream but in strict csim
 #pragma HLS INLINE
   s.write(data);
 }

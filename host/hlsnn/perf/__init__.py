@@ -26,8 +26,15 @@ def page(engine):
 
 
 def call_cycles(cfg, counts) -> CallCycles:
-    """Modelled cycles of one kernel call of config ``cfg`` from its loop counters."""
-    return PAGES[cfg.engine].call_cycles(cfg.params, counts)
+    """Modelled cycles of one kernel call of config ``cfg`` from its loop counters; a loop
+    whose loop-back does not close within the clock (:mod:`.timing`) at the II it would get."""
+    page = PAGES[cfg.engine]
+    if hasattr(page, "loopbacks"):
+        from .timing import timing_ii
+        slow = timing_ii(cfg)
+        if slow:
+            return page.call_cycles(cfg.params, counts, ii=slow)
+    return page.call_cycles(cfg.params, counts)
 
 
 def kernel_cycles(cfg, log) -> KernelCycles | None:

@@ -88,7 +88,10 @@ shifter and its saturation (2), the write (1): 5. ``StatSums`` is short in II bu
 carries the statistics tail after the loop (64-bit integer square root and the 40/14-bit
 division, ~45 cycles of sequential logic), charged as its depth.
 
-Unpipelined loops and their own cycles per iteration: ``Passes`` 1 (the pass's geometry),
+Unpipelined loops and their own cycles per iteration: ``Geometry`` (once a call) and
+``Passes`` 1 (once a pass) plus the serial quotients and products of their geometry, a bit a
+cycle and 2 a function (``spec.serial_cycles``: the kernel has no run-time multiplier or
+divider for index arithmetic),
 ``OutSamples`` 3 (the output exponent from the running state, the sample counters),
 ``RollPredict`` 45 (the rolling method's prediction: the buffer's sums, the 64-bit integer
 square root and the division by the entries held, as the statistics tail; charged for every
@@ -107,11 +110,13 @@ its ``Kq``; the ``Steps`` loop starts afresh in every pass): with ``T`` tiles, `
 step_beats`` beats per tile. The blocks (tile, group) run tile after tile, except the last
 ``tail`` tiles (:func:`tail_tiles`), which run group after group. The weight store is a ring
 of ``slots = w_depth // kp`` tiles: tile ``u``'s beats are read from iteration
-``L_u = max(L_{u-1} + TB, F_u)`` on (``L_0 = 0``), where ``F_u`` is the iteration of the last
-step of tile ``u - slots`` (0 while ``u < slots``), or ``u * TB`` with the keep flag. Step
-``s`` of a block of tile ``t`` may compute from iteration ``L_t + E + (s+1) * step_beats`` on,
-so a block's last step runs at ``X_b = max(X_{b-1} + kp, L_t + E + kp * step_beats) + (S -
-kp)`` (``X_{-1} = -1``; ``X_b = X_{b-1} + S`` for resident weights). ``Steps`` runs ``X_last
+``L_u = max(L_{u-1} + TB, F_u)`` on (``L_0 = 0``), where ``F_u`` is one iteration after the
+last step of tile ``u - slots`` (the loader reads the ring's free limit as a register; 0 while
+``u < slots``), or ``u * TB`` with the keep flag. Step ``s`` of a block of tile ``t`` is
+written in iteration ``L_t + E + (s+1) * step_beats - 1`` and may compute ``W_GAP``
+iterations later (the weight store's read-after-write distance, docs/hardware-rules.md), so a
+block's last step runs at ``X_b = max(X_{b-1} + kp, L_t + E + kp * step_beats - 1 + W_GAP) +
+(S - kp)`` (``X_{-1} = -1``; ``X_b = X_{b-1} + S`` for resident weights). ``Steps`` runs ``X_last
 + 1 + rows + cols - 1`` iterations (the drain). Group ``g``'s samples are complete after its
 block of the last tile has posted its rows, so its output beats may stream from iteration
 ``X + cols + rows + POST_GAP`` on (the post gap keeps the pipeline's reads behind the post's
@@ -125,14 +130,29 @@ import functools
 from .model import Loop, bound_of, serial_call
 
 NAME = "bfp_systolic"
+
+#: Read-after-write distances (in ``Steps`` iterations) the depth table above implies for the
+#: arrays declared ``DEPENDENCE inter false``; the strict C-simulation holds every checked read
+#: to them (``HLSNN_MEM``). ``wstore``: the loader's beat read, the step assembly register and
+#: the write (stage 2) against the compute's read at stage 0: ``spec.W_DEPTH`` = 3 (the kernel
+#: leaves ``spec.W_GAP`` = 4); ``wexp``: the exponent beats skip the assembly, 2. ``run_*`` and
+#: ``ybuf``: the post reads them at stage 0 (the shadow row multiplexer and the result-store
+#: read) and writes them at stage 6 (after the running maximum): ``spec.POST_DEPTH`` = 7 (the
+#: kernel leaves ``POST_GAP + 1`` = 8).
+RAW_DISTANCE = {"wstore": 3, "wexp": 2, "run": 7, "ybuf": 7}
 STREAM = "stream"
 RAM = "ram_1p"
 S2P = "ram_s2p"
 
 
 def loops(p):
-    """The loop rows of a config ``p`` (its ``bfp_systolic`` parameters)."""
-    return _LOOPS
+    """The loop rows of a config ``p`` (its ``bfp_systolic`` parameters): the page's table, with
+    the serial geometry's cycles (``spec.serial_cycles``) in ``Geometry`` (once a call) and
+    ``Passes`` (once a pass, beside the pass's own cycle)."""
+    from ..engines.bfp_systolic.spec import serial_cycles
+    per_call, per_pass = serial_cycles(p)
+    return (Loop("Geometry", None, per_call, "serial: geometry"),
+            *(Loop("Passes", None, 1 + per_pass, lp.phase) if lp.name == "Passes" else lp for lp in _LOOPS))
 
 
 _LOOPS = (
@@ -156,11 +176,47 @@ _LOOPS = (
 )
 
 
-def call_cycles(p, counts):
+def loopbacks(p) -> dict:
+    """The longest loop-back chain of each pipelined loop (:mod:`.timing`): what an iteration's
+    loop-carried registers pass through before the next iteration needs them.
+
+    ``Steps``: the longest of three paths, each one compare of registers, the condition's
+    LUT and the counters' next-value multiplexers (increment, restart, the tail's restore; the
+    increments themselves are computed beside the compare): the issue, the loader's progress of
+    ``W_GAP`` iterations ago against the compute's step in load order (``gidx_bits``); the
+    load, the loader's tile against the ring's free limit (``tile_bits``); the output beat,
+    the 32-bit sample counter against the batch and the complete groups. (Before issue 30 the
+    issue rule, the compute's counters, the oldest tile still needed, its sum with the slots
+    and the loader's compare were in series: five carry chains of 32 bits, about 11 ns on the
+    Z-7020 against 7.3.) ``GemvSteps``: the first tile's sample wait, ``(gj + 1) * gc - 1``,
+    its minimum with ``kp - 1`` and the compare with the words read, then the counters. The
+    other loops: a 32-bit exit compare and a counter update."""
+    from ..engines.bfp_systolic.spec import _bits
+    kp = (p["max_k"] + 1) // 2
+    n_tiles = -(-p["max_n"] // p["rows"])
+    gidx, tile = _bits(n_tiles * kp + 1), _bits(n_tiles + 1)
+    paths = [[("carry", gidx), ("lut", 1), ("lut", 2)], [("carry", tile), ("lut", 1), ("lut", 2)],
+             [("carry", 32), ("lut", 1), ("lut", 2)]]
+    simple = [("carry", 32), ("lut", 1), ("lut", 1)]
+    out = {"ReadBias": simple, "ReadSampleBeats": [("carry", 32), ("lut", 1), ("lut", 2)],
+           "Steps": max(paths, key=lambda c: sum(n for k, n in c if k == "carry")),
+           "StatSums": simple, "WriteBeats": simple}
+    if p["weight_banks"] > 1:
+        out["GemvSteps"] = [("carry", 32), ("carry", 32), ("lut", 1), ("carry", 32), ("lut", 1), ("lut", 2)]
+    return out
+
+
+def call_cycles(p, counts, ii=None):
     """Modelled cycles of one call from its loop counters: the loops add up; the ``Steps``
     iterations that waited for weights (``WeightWait``) are moved to the weights phase, the
-    ``GemvSteps`` iterations that waited for the sample (``SampleWait``) to the activations'."""
-    call = serial_call(loops(p), counts)
+    ``GemvSteps`` iterations that waited for the sample (``SampleWait``) to the activations'.
+    ``ii``: ``{loop: II}`` of loops whose loop-back does not close at II = 1 (:mod:`.timing`)."""
+    import dataclasses
+    rows = loops(p)
+    if ii:
+        rows = tuple(dataclasses.replace(lp, ii=max(lp.ii, ii[lp.name])) if lp.ii and lp.name in ii else lp
+                     for lp in rows)
+    call = serial_call(rows, counts)
     for mark, phase in (("WeightWait", "input stream: weights"), ("SampleWait", "input stream: activations")):
         wait = counts.get(mark, (0, 0))[0]
         if wait:
@@ -191,7 +247,7 @@ def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False
     """``(iterations, waits, out_beats)`` of the ``Steps`` loop of one pass of reduction length
     ``k`` (module docstring); ``out_beats`` are the output beats written during the loop
     (``out_on``: the last pass of a call whose output overlaps)."""
-    from ..engines.bfp_systolic.spec import POST_GAP, context_step_beats, exp_beats, lanes, min_steps
+    from ..engines.bfp_systolic.spec import POST_GAP, W_GAP, context_step_beats, exp_beats, lanes, min_steps
     rows, cols, sb, E = p["rows"], p["cols"], context_step_beats(p), exp_beats(p)
     kp = (k + 1) // 2
     S = max(kp, min_steps(p))
@@ -217,10 +273,14 @@ def steps_iterations(p, batch, k, n, *, keep=False, resident=False, out_on=False
                 if keep or u == 0:
                     lt = u * TB
                 else:
-                    free = head_end.get(u - slots, 0) if u - slots >= 0 else 0
+                    # the slot is free from the iteration after its tile's last step (the
+                    # loader reads the free limit as a register)
+                    free = head_end[u - slots] + 1 if u - slots >= 0 else 0
                     lt = max(starts[u - 1] + TB, free)
                 starts.append(lt)
-            x = max(x + kp, starts[t] + E + kp * sb) + (S - kp)
+            # the last step is written in iteration starts[t] + E + kp * sb - 1 and read
+            # W_GAP iterations later at the earliest
+            x = max(x + kp, starts[t] + E + kp * sb - 1 + W_GAP) + (S - kp)
         last_step[t, g] = x
         if t < t_a and g == G - 1:
             head_end[t] = x

@@ -39,7 +39,7 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     Q = len(qs)
     nbo = _c(n + 1, L)
     ob = out_beats // nbo                     # samples the array loop streamed whole
-    c = {"Top": (1, 1), "Passes": (Q, 1)}
+    c = {"Top": (1, 1), "Geometry": (1, 1), "Passes": (Q, 1)}
     if gemv:                                  # the samples, one after another, stream in during GemvSteps
         its, waits = gemv_iterations(p, k, n)
         c["GemvSamples"] = (batch, 1)

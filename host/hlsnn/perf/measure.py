@@ -142,6 +142,8 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
                "bytes_in": kc.beats_in * beat, "bytes_out": kc.beats_out * beat,
                "processes": {k: int(v) for k, v in kc.processes.items()} or None,
                "counts": {k: list(v) for k, v in sorted(kc.counts.items())}}
+        from .timing import loop_timing
+        res["timing"] = loop_timing(cfg)
         return res
     finally:
         acc.close()
@@ -188,4 +190,11 @@ def format_report(r) -> str:
         lines.append("  DATAFLOW processes (the region takes the slowest plus the fill):")
         for k, v in r["processes"].items():
             lines.append(f"    {k:<32} {v:>14,}  {100 * v / r['cycles']:5.1f}%")
+    if r.get("timing"):
+        t = r["timing"]
+        lines.append(f"  loop-back timing (delay model, host/hlsnn/perf/timing.py; budget {t[0]['budget_ns']:.2f} ns = "
+                     f"the period less 27%):")
+        for row in t:
+            verdict = "closes at II = 1" if row["ii"] == 1 else f"does NOT close: modelled at II = {row['ii']}"
+            lines.append(f"    {row['loop']:<16} {row['delay_ns']:5.2f} ns  {verdict}  ({row['chain']})")
     return "\n".join(lines)

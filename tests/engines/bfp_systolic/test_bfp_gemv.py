@@ -110,12 +110,13 @@ def test_a_batch_the_array_loop_does_faster_keeps_the_array_order():
 
 
 def test_gemv_cycles_follow_the_columns():
-    """The closed form on bfp8_zcu104 (48 x 16, 8 banks, 16 lanes): K shared by 16 columns
+    """The closed form on bfp8_zcu104's array with 8 banks (48 x 16, 16 lanes; the shipped
+    config has one bank since issue 30: GEMV mode's own DSPs would not fit): K shared by 16 columns
     takes ceil(kp / 16) iterations a tile, at least the adder tree's 4 stages plus the posting
     of the tile's 48 rows (4 a cycle); the first tile waits for the sample's words (8 steps a
     word, 16 steps an iteration)."""
     from hlsnn.perf.bfp_systolic import gemv_iterations
-    p = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").params
+    p = {**hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").params, "weight_banks": 8}
     assert spec.gemv_cols(p) == 16 and spec.gemv_lag(p) == 4 and spec.gemv_post(p) == 4
     # 1024 x 1024: 22 tiles of 32 iterations; iteration j of the first tile needs word 2j + 1,
     # read at iteration 2j + 1, so it runs at 2j + 2 (the last at 64: 33 waits); then
@@ -136,18 +137,28 @@ def test_more_banks_than_column_pairs_is_a_config_error(tmp_path):
 
 
 def test_resident_gemv_goal_of_issue_14():
-    """Issue 14's resident batch-1 goal on bfp8_zcu104, from the closed form (which equals csim,
-    above): GEMV 1x1024x1024 in at most 1.25 x max(MACs / peak, beats in and out), with fewer
-    than 256 KB streamed in (the sample's 65 beats of 16 bytes)."""
+    """Issue 14's resident batch-1 goal on bfp8_zcu104's array with GEMV mode (8 banks), from
+    the closed form (which equals csim, above): GEMV 1x1024x1024 in at most 1.25 x max(MACs /
+    peak, beats in and out), with fewer than 256 KB streamed in (the sample's 65 beats of 16
+    bytes). Since issue 30 the shipped config has no GEMV mode: its own loop's 1,536 products
+    would not fit the board's DSPs beside the array's (test_bfp_hw_model.py); a resident GEMV
+    then runs in the array loop, one column of sixteen. Since issue 30 the model also charges
+    the call's serial geometry (spec.serial_cycles: 35 cycles a call, 72 a pass and 7 for GEMV
+    mode's batch product on this array), which issue 14's count left out: the goal holds for
+    the rest, and the whole call misses it by that much (949 cycles against 853)."""
     from hlsnn.engines.bfp_systolic.spec import lanes
     from hlsnn.perf import bfp_systolic as page
     cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml")
-    p = cfg.params
+    assert not spec.gemv_applies(cfg.params, 1, 1024)
+    p = {**cfg.params, "weight_banks": 8}
     counts = bfp_call_counts(p, 1, 1024, 1024, resident=True)
     cycles = page.call_cycles(p, counts).cycles
     beats_in = beats_out = -(-1025 // lanes(p))                  # [x[0..1023], x_exp]; [y_exp, y[..]]
     bound = max(1024 * 1024 / page.peak_macs_per_cycle(p), beats_in + beats_out)
-    assert cycles <= 1.25 * bound, (cycles, bound)
+    per_call, per_pass = spec.serial_cycles(p)
+    geometry = per_call + per_pass
+    assert geometry == 35 + 72 + 7
+    assert cycles - geometry <= 1.25 * bound < cycles, (cycles, bound)
     assert beats_in * p["stream_bits"] // 8 < 256 * 1024
 
 
@@ -160,7 +171,7 @@ def test_a_planted_gemv_bug_fails_compare(tmp_path):
     from hlsnn.compare import compare
     cfg = hlsnn.load_config(CONFIGS / "t8_gemv_tensor.yaml")
     r = codegen.render(cfg, tmp_path / "hls")
-    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "acc[d][c] = (gj == 0 ? acc_t(0) : acc[d][c]) + p;",
-                       "acc[d][c] = acc[d][c] + p;")
+    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "acc[d][c] = (gj == 0 ? acc_t(0) : acc[d][c]) + (pair_t)(w0 * x0);",
+                       "acc[d][c] = acc[d][c] + (pair_t)(w0 * x0);")
     rep = compare(cfg, "csim", seed=0, n_random=0, target_obj=tgt)
     assert rep["mismatches"] > 0 and rep["first_mismatch"]["case"].startswith("resident_gemv")

@@ -59,8 +59,30 @@ SCHEMA = {
                          "mantissa_bits at most 8 on DSP48E2 and 7 on DSP48E1", default=False),
 }
 
-#: steps per group are at least rows + POST_GAP (kernel: kPostGap), and more than cols
-POST_GAP = 3
+#: Pipeline stages of a shadow row's post in ``Steps`` (perf/bfp_systolic.py's depth table):
+#: the result-store read (2), the partial-sum add (1), the saturating bias add and ReLU (1),
+#: the leading-one detector and running maximum (1), the write (1), counted from the read
+#: stage: the write of iteration i completes in stage POST_DEPTH - 1, so a read of the same
+#: word (``run_*``, ``ybuf``, ``o_exp``, all ``DEPENDENCE inter false``) in stage 0 of
+#: iteration j sees it only when j - i >= POST_DEPTH (the strict C-simulation's required
+#: distance, :data:`RAW_REQUIRED`).
+POST_DEPTH = 7
+#: Steps per group are at least rows + POST_GAP (kernel: kPostGap), and more than cols: a
+#: sample's running state is read back POST_GAP + 1 iterations after its write at the least,
+#: and a complete group's output beats start POST_GAP + 1 iterations after its last post.
+#: POST_DEPTH plus one stage of margin (a depth table that is one stage short stays safe).
+POST_GAP = POST_DEPTH
+#: Stages from a weight beat's stream read to the weight store's write of the step it
+#: completes (the read, the step assembly register, the write: the write completes in stage 2),
+#: so the compute's read (stage 0) of a step written in iteration i sees it from i + 3 on.
+W_DEPTH = 3
+#: Iterations from a weight step's write to the first compute read of it (kernel: kWGap, the
+#: delay line of the loader's progress): W_DEPTH plus one stage of margin.
+W_GAP = W_DEPTH + 1
+#: Read-after-write distance each ``DEPENDENCE inter false`` array of ``Steps`` needs
+#: (iterations from a write to a read of the same word), for the strict C-simulation.
+RAW_REQUIRED = {"wstore": W_DEPTH, "wstore_u": W_DEPTH, "wstore_b": W_DEPTH, "run_lop": POST_DEPTH,
+                "run_any": POST_DEPTH, "run_mag": POST_DEPTH, "ybuf": POST_DEPTH, "o_exp": POST_DEPTH}
 #: GEMV mode: output rows posted per cycle at most (kernel: kGemvPost, also at most the lanes)
 GEMV_POST = 4
 
@@ -243,11 +265,17 @@ def buffers(ctx) -> tuple:
         Buffer("yw", top, "array", acc, (L,), partition=complete,
                note="an output beat's words (declared in the array loop and after it; they are never live together)"),
         Buffer("counted", "PostRow", "array", 1, (cols,), partition=complete),
+        Buffer("lwd", top, "array", ctx["gidx_bits"], (ctx["w_gap"],), partition=complete,
+               note="the loader's progress of the last w_gap iterations: a step issues w_gap after its write"),
     ]
     if ctx["gemv_cols"] > 1:        # GEMV mode's loop (gemv.inc.j2) is rendered only then
         bufs += [Buffer("gsh", top, "array", acc, (rows,), partition=complete,
                         note="GEMV mode: a tile's row sums (the adder tree's output)"),
                  Buffer("wide", top, "array", acc, (ctx["gemv_post"],), partition=complete),
+                 Buffer("we", top, "array", e, (L,), partition=complete,
+                        note="GEMV mode: the posted rows' weight exponents, one read per bank (bank-major)"),
+                 Buffer("bi", top, "array", m, (L,), partition=complete,
+                        note="GEMV mode: the posted rows' bias mantissas, one read per bank"),
                  Buffer("counted", top, "array", 1, (ctx["gemv_post"],), partition=complete)]
     if ctx["split_acc"]:
         bufs.insert(next(i for i, b in enumerate(bufs) if b.name == "acc") + 1,
@@ -255,17 +283,26 @@ def buffers(ctx) -> tuple:
                            note="DSP48E1: the first DSP's own accumulator"))
     tiles = rows * cols
     if pack:
-        muls = [Multiplier("w*x (packed)", top, ctx["pack_bits"], m, count=tiles,
+        muls = [Multiplier("w*x (packed)", "Steps", ctx["pack_bits"], m, count=tiles,
                            note="two tiles (rows 2D, 2D+1 of a column) share two DSPs: each multiplies the sample "
                            "mantissa by both rows' weights packed into its A port (w[2D+1] * 2**(2M+1) + w[2D]); "
                            "the first cascades its product (PCOUT -> PCIN) into the second, which adds it; the "
                            "fabric splits the sum into the two rows' pairs and accumulates them")]
     else:
-        muls = [Multiplier("w*x", top, m, m, count=2 * tiles,
-                           note="two mantissa products per tile, one per DSP; " + (
-                               "each DSP accumulates its own (P = P + M), the fabric adds the two per group"
-                               if ctx["split_acc"] else "the first cascades its product (PCOUT -> PCIN) into the "
-                               "second, which accumulates P = P + M + PCIN"))]
+        muls = [Multiplier("w*x", "Steps", m, m, count=2 * tiles,
+                           note="two mantissa products per tile, one per DSP; each DSP accumulates its own "
+                                "(P = P + M, the multiply-accumulate Vitis HLS maps), the fabric adds the two "
+                                "per group")]
+    gc = ctx["gemv_cols"]
+    if gc > 1:
+        # GEMV mode's loop is a module of its own (Vitis HLS gives each pipelined loop one, and
+        # modules share no operator): its products are DSPs of their own, beside the array's
+        if pack:
+            muls.append(Multiplier("w*x (GEMV, packed)", "GemvSteps", ctx["pack_bits"], m, count=rows * gc,
+                                   note="GEMV mode's own products: per column, rows / 2 pairs of packed DSPs"))
+        else:
+            muls.append(Multiplier("w*x (GEMV)", "GemvSteps", m, m, count=2 * rows * gc,
+                                   note="GEMV mode's own products: two per row in each of its columns"))
     R = ctx["rolling_len"]                     # the rolling method's prediction (any weight exponent)
     muls += [Multiplier("u*u", top, 10, 10, False, False, count=R, note="rolling: squares of the buffer's entries"),
              Multiplier("n*S2", top, 7, 27, False, False, note="rolling: n * sum u^2"),
@@ -306,8 +343,8 @@ def estimate(cfg) -> dict:
       its four products, tiled by width.
     * LUT / FF: ``TILE_LUT`` LUTs per tile, ``COL_LUT`` LUTs per column for the
       post-processing shifters, the shadow row multiplexer (``acc_bits`` bits of a ``rows``:1
-      multiplexer per column, a 4:1 per LUT), on DSP48E1 the fabric adder of a tile's two
-      accumulators (``acc_bits`` LUTs per tile), with ``dsp_packing`` each tile's accumulator
+      multiplexer per column, a 4:1 per LUT), the fabric adder of a tile's two accumulators
+      when its group ends (``acc_bits`` LUTs per tile), with ``dsp_packing`` each tile's accumulator
       (``acc_bits`` LUTs: its adder is a carry chain in the fabric), GEMV mode's multiplexers and adder tree
       (:func:`gemv_lut`), ``BASE_LUT`` / ``BASE_FF`` for the stream
       readers, exponent path and control, plus the LUTRAM and register buffers: the weight and
@@ -340,19 +377,23 @@ def estimate(cfg) -> dict:
 
 
 def gemv_lut(p) -> int:
-    """LUTs of GEMV mode (0 without it): in each of its columns, every tile's 2:1 multiplexer
-    between the weight chain and the bank's pair (2 * mantissa_bits LUTs), and the adder tree
-    that sums a row's partial sums (rows * (gemv_cols - 1) adders of acc_bits, a LUT a bit)."""
+    """LUTs of GEMV mode (0 without it; its loop is a module of its own, so nothing is shared
+    with the array): the adder tree that sums a row's partial sums (rows * (parts - 1) adders
+    of acc_bits, a LUT a bit, where parts is gemv_cols, twice that with two accumulators a
+    tile), and with dsp_packing the fabric accumulator of each of its rows * gemv_cols tiles."""
     gc = gemv_cols(p)
     if gc == 1:
         return 0
-    return gc * p["rows"] * 2 * p["mantissa_bits"] + p["rows"] * (gc - 1) * p["acc_bits"]
+    parts = gc if p["dsp_packing"] else 2 * gc
+    return p["rows"] * (parts - 1) * p["acc_bits"] + (p["rows"] * gc * p["acc_bits"] if p["dsp_packing"] else 0)
 
 
 def split_acc(p, board) -> bool:
-    """Whether a tile keeps two accumulators (DSP48E1: no three-input add, kernel comment; with
-    ``dsp_packing`` the fabric accumulates, so one accumulator on every family)."""
-    return board.ps == "zynq7" and not p["dsp_packing"]
+    """Whether a tile keeps two accumulators, one per DSP (P = P + M, the multiply-accumulate
+    Vitis HLS maps on DSP48E1 and DSP48E2 alike; UG1399's DSP matching has no three-input
+    P = P + M + PCIN, so a single accumulator of the pair sum would be a fabric adder per
+    tile); with ``dsp_packing`` the fabric accumulates, so one accumulator."""
+    return not p["dsp_packing"]
 
 
 def pack_shift(p) -> int:
@@ -444,15 +485,56 @@ def context_step_beats(p) -> int:
     return math.ceil(2 * p["rows"] / lanes)
 
 
+def serial_bits(p) -> dict:
+    """Bits of each serial product and quotient of the geometry (kernel: SerialMul, SerialDiv;
+    one bit a cycle): the quotients tiles = ceil(N / rows), groups = ceil(B / cols), passes =
+    ceil(K / pass_k), slots = w_depth / kp, the tail's want = ceil(cols * nbo / S), and the
+    multipliers' widths of kp * step_beats, groups * S, tiles * kp, batch * xb, cols * nbo
+    and (GEMV mode) batch * gsteps."""
+    L = lanes(p)
+    kp = (p["max_k"] + 1) // 2
+    n_tiles = math.ceil(p["max_n"] / p["rows"])
+    groups = max_groups(p)
+    return {
+        "q_tiles_bits": _bits(n_tiles), "q_groups_bits": _bits(groups),
+        "q_passes_bits": _bits(math.ceil(k_limit(p) / pass_k(p))),
+        "q_slots_bits": _bits(p["w_depth"]),
+        "q_want_bits": _bits(p["cols"] * math.ceil((p["max_n"] + 1) / L)),
+        "m_step_beats_bits": _bits(context_step_beats(p)), "m_groups_bits": _bits(groups),
+        "m_tiles_bits": _bits(n_tiles), "m_batch_bits": _bits(groups * p["cols"]),
+        "m_cols_bits": _bits(p["cols"]),
+    }
+
+
+def serial_cycles(p) -> tuple:
+    """``(per call, per pass)``: the cycles of the geometry's serial arithmetic (a bit a
+    cycle, plus 2 for entering and leaving each function), from :func:`serial_bits`."""
+    b = serial_bits(p)
+    call = [b["q_tiles_bits"], b["q_groups_bits"], b["q_passes_bits"], b["m_cols_bits"]]
+    if gemv_cols(p) > 1:
+        call.append(b["m_cols_bits"])
+    per_pass = [b["q_slots_bits"], b["q_want_bits"], b["m_step_beats_bits"], b["m_groups_bits"],
+                b["m_tiles_bits"], b["m_batch_bits"]]
+    return sum(x + 2 for x in call), sum(x + 2 for x in per_pass)
+
+
+def _bits(n: int) -> int:
+    """Bits of an unsigned counter that holds 0 .. n."""
+    return max(1, int(n).bit_length())
+
+
 def template_context(cfg) -> dict:
     """Flat, validated scalars for the templates (no C++ fragments)."""
+    from ...perf.bfp_systolic import RAW_DISTANCE   # the strict C-simulation's dependence distances
     p = cfg.params
     lb, L = lane_bits(p), lanes(p)
     sb = context_step_beats(p)
     kp = (p["max_k"] + 1) // 2
     n_tiles = math.ceil(p["max_n"] / p["rows"])
     groups = max_groups(p)
+    strict_raw = {f"raw_{k}": v for k, v in RAW_DISTANCE.items()}
     return {
+        **strict_raw,
         **{k: p[k] for k in ("rows", "cols", "mantissa_bits", "exponent_bits", "acc_bits", "max_k",
                              "max_n", "max_batch", "stream_bits", "rounding")},
         "max_k_pairs": kp,
@@ -477,6 +559,17 @@ def template_context(cfg) -> dict:
         "max_call_batch": groups * p["cols"],
         "exp_beats": exp_beats(p),
         "post_gap": POST_GAP,
+        "w_gap": W_GAP,
+        # products (one DSP each: mantissas fit the ports, packed A operands too) of the array
+        # loop and of GEMV mode's loop, for the strict C-simulation's operator list (HLSNN_OPS)
+        "steps_products": p["rows"] * p["cols"] * (1 if p["dsp_packing"] else 2),
+        "gemv_products": p["rows"] * gemv_cols(p) * (1 if p["dsp_packing"] else 2) if gemv_cols(p) > 1 else 0,
+        "tile_bits": _bits(n_tiles + 1),
+        "step_bits_c": _bits(max(kp, min_steps(p)) + 1),
+        "group_bits": _bits(groups + 1),
+        "gidx_bits": _bits(n_tiles * kp + 1),
+        "waddr_bits": _bits(p["w_depth"] + max(kp, 1) + 1),
+        **serial_bits(p),
         "min_steps": min_steps(p),
         "chain": p["rows"] + p["cols"] - 1,
         "split_acc": split_acc(p, cfg.board),

@@ -189,9 +189,12 @@ def stream_depths(p) -> dict:
 
 
 def template_context(cfg) -> dict:
+    from ...perf.sparse_cluster import ACC_RAW_DISTANCE   # the MAC loop's read-to-write distance
     p = cfg.params
     th, tw = tile_in(p)
     return {
+        "acc_distance": ACC_RAW_DISTANCE,        # strict csim: an acc read needs this distance
+        "acc_forward": ACC_RAW_DISTANCE - 1,     # so Accumulate forwards the words of as many iterations
         **{k: p[k] for k in ("units", "tile_h", "tile_w", "max_z", "max_out_channels", "max_in_channels",
                              "max_ksize", "max_hw", "stream_bits", "rounding", "weights_per_round")},
         "tile_in_h": th,

@@ -1,0 +1,83 @@
+"""Timing of a pipelined loop's loop-back, a simple delay model (not a timing report).
+
+A pipelined loop at II = 1 must close, within one clock cycle, the logic that computes an
+iteration's loop-carried registers from the previous iteration's (its loop-back: the exit test,
+the counters and flags that decide the next iteration). Vitis HLS cannot spread that logic over
+more cycles without raising the II. Each engine page that knows its loop-backs lists them
+(``loopbacks(p)``: ``{loop: chain}``), a chain being the elements in series from a register to
+a register:
+
+* ``("carry", bits)``: an adder, subtractor or magnitude compare: a LUT into the carry chain
+  and the chain's ``bits``;
+* ``("lut", levels)``: LUT levels (an equality test of a few bits, a 4:1 or 2:1 multiplexer
+  level, AND/OR of conditions), each a LUT plus its route.
+
+Delay = clock-to-out + setup + sum of the elements. The budget is the clock period less
+Vitis HLS's default clock uncertainty of 27% (``config_clock -uncertainty`` default, UG1399);
+a chain longer than the budget is modelled at ``II = ceil(delay / budget)`` (the loop-back
+then takes that many cycles) and ``hlsnn perf`` says so.
+
+The constants (:data:`FAMILY_DELAYS`) are round figures for the slowest speed grade of each
+family, from the switching characteristics of DS187 (Zynq-7000: LUT T_ILO about 0.1 ns, CARRY4
+about 0.1 ns per 4 bits, flip-flop clock-to-out and setup about 0.5 ns) and DS925 (Zynq
+UltraScale+: CARRY8 about 0.1 ns per 8 bits, faster LUTs and flip-flops), plus a routing
+allowance per LUT level of about four times the LUT's own delay (a typical share of routed
+delay in Vivado timing reports). They are estimates to compare chains with each other and with
+the budget, not sign-off figures.
+"""
+from __future__ import annotations
+
+import math
+
+#: Per PS family: ns per LUT level (LUT + route), per carry bit, and clock-to-out + setup.
+FAMILY_DELAYS = {
+    "zynq7": {"lut": 0.55, "carry_bit": 0.03, "reg": 0.75},
+    "zynqmp": {"lut": 0.35, "carry_bit": 0.015, "reg": 0.40},
+}
+#: Vitis HLS's default clock uncertainty: 27% of the period (UG1399, config_clock).
+UNCERTAINTY = 0.27
+
+
+def chain_delay_ns(chain, ps: str) -> float:
+    """Delay of a loop-back chain (module notes) on PS family ``ps``."""
+    d = FAMILY_DELAYS[ps]
+    t = d["reg"]
+    for kind, n in chain:
+        if kind == "carry":
+            t += d["lut"] + n * d["carry_bit"]
+        elif kind == "lut":
+            t += n * d["lut"]
+        else:
+            raise ValueError(f"unknown chain element {kind!r}; allowed: carry, lut")
+    return t
+
+
+def budget_ns(clock_mhz: float) -> float:
+    """The clock period less the default uncertainty (27%)."""
+    return 1e3 / clock_mhz * (1 - UNCERTAINTY)
+
+
+def chain_text(chain) -> str:
+    return " -> ".join(f"{n}-bit carry" if k == "carry" else f"{n} LUT" for k, n in chain)
+
+
+def loop_timing(cfg) -> list:
+    """Per pipelined loop of ``cfg``'s engine page that lists its loop-backs: ``{loop, chain,
+    delay_ns, budget_ns, ii}`` (``ii``: 1 when the chain closes within the budget). Empty for a
+    page without ``loopbacks``."""
+    from . import PAGES
+    page = PAGES[cfg.engine]
+    if not hasattr(page, "loopbacks"):
+        return []
+    ps, budget = cfg.board.ps, budget_ns(cfg.clock_mhz)
+    rows = []
+    for loop, chain in page.loopbacks(cfg.params).items():
+        t = chain_delay_ns(chain, ps)
+        rows.append({"loop": loop, "chain": chain_text(chain), "delay_ns": round(t, 2),
+                     "budget_ns": round(budget, 2), "ii": max(1, math.ceil(t / budget))})
+    return rows
+
+
+def timing_ii(cfg) -> dict:
+    """``{loop: II}`` of the loops whose loop-back does not close at II = 1."""
+    return {r["loop"]: r["ii"] for r in loop_timing(cfg) if r["ii"] > 1}

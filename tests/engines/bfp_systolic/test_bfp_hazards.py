@@ -1,0 +1,60 @@
+"""The bfp_systolic hazards of issue 30, planted back, fail the strict C-simulation; the shipped
+gaps leave the distances the pipeline needs.
+
+The required distances are hardware facts stated in spec.py (W_DEPTH: the loader's write
+completes in stage 2 of Steps; POST_DEPTH: a post's write in stage 6), independent of the
+scheduling gaps under test (W_GAP, POST_GAP). Planting sets a gap back to its old value, renders
+and compiles the kernel afresh (slow), and runs a call whose schedule reaches the short
+distance: the strict run must stop with an error naming the array."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hlsnn.engines.bfp_systolic import spec
+from hlsnn.errors import StrictCsimError
+
+CONFIGS = Path(__file__).parent / "configs"
+pytestmark = pytest.mark.csim
+
+
+def test_gaps_cover_the_required_distances():
+    # the scheduling gaps against the pipeline's stages: a step is read W_GAP iterations after
+    # its write, a sample's running state POST_GAP + 1 after its post (min_steps = rows + POST_GAP)
+    assert spec.W_GAP >= spec.W_DEPTH == 3
+    assert spec.POST_GAP + 1 >= spec.POST_DEPTH == 7
+    assert spec.RAW_REQUIRED["wstore"] == spec.W_DEPTH and spec.RAW_REQUIRED["run_lop"] == spec.POST_DEPTH
+
+
+def _gemm(b, k, n, seed=0):
+    """Runs one GEMM on t16_row's strict C-simulation; its read-after-write records."""
+    from hlsnn.runtime import Accelerator
+    rng = np.random.default_rng(seed)
+    with Accelerator(CONFIGS / "t16_row.yaml", target="csim") as acc:
+        acc.gemm(rng.normal(size=(b, k)), rng.normal(size=(n, k)))
+        return {r["array"]: r for r in acc.target.lib.last_strict["raw"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what, patch, shape, names", [
+    # the old issue rule: a step computes the iteration after its write (distance 1)
+    ("wstore", {"W_GAP": 1}, (5, 7, 6), "wstore"),
+    # the old post gap: one group, three tiles of a short K: the next tile reads a sample's
+    # running state POST_GAP + 1 = 4 iterations after the last post wrote it
+    ("run_*", {"POST_GAP": 3}, (2, 7, 12), "run_"),
+])
+def test_planted_hazard_fails_the_strict_csim(monkeypatch, what, patch, shape, names):
+    for k, v in patch.items():
+        monkeypatch.setattr(spec, k, v)
+    with pytest.raises(StrictCsimError, match=names):
+        _gemm(*shape)
+
+
+@pytest.mark.slow
+def test_shipped_gaps_pass_the_planted_shapes():
+    """The same shapes with the shipped gaps: the strict run passes, and its read-after-write
+    records show the distances the gaps give (4 for the weight store, 8 for the running state)."""
+    w = _gemm(5, 7, 6)["wstore"]
+    r = _gemm(2, 7, 12)["run_lop"]
+    assert (w["min_distance"], w["required"]) == (spec.W_GAP, spec.W_DEPTH)
+    assert (r["min_distance"], r["required"]) == (spec.POST_GAP + 1, spec.POST_DEPTH)

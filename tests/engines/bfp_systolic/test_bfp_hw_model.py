@@ -1,0 +1,144 @@
+"""bfp_systolic against the hardware rules of issue 30, without C-simulation: GEMV mode's DSPs
+counted as its own loop's, index arithmetic without run-time multipliers or dividers, GEMV
+posting bank-major, and the loop-back timing model (docs/hardware-rules.md)."""
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+import hlsnn
+from hlsnn.errors import ConfigError
+from hlsnn.perf import timing
+
+ROOT = Path(__file__).resolve().parents[3]
+CONFIGS = Path(__file__).parent / "configs"
+SHIPPED = sorted((ROOT / "configs" / "accel").glob("bfp*.yaml"))
+TESTS = sorted(CONFIGS.glob("*.yaml"))
+
+
+def _zcu104_with_gemv():
+    raw = yaml.safe_load((ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").read_text())
+    raw["bfp_systolic"]["weight_banks"] = 8
+    return raw
+
+
+def test_gemv_mode_counts_its_own_dsps():
+    # bfp8_zcu104 with GEMV mode over 16 columns (by hand): the array's 48 x 16 tiles x 2
+    # products, GEMV mode's 48 rows x 16 columns x 2 in a loop of its own, and the rolling
+    # method's 8 squares + n*S2 (7 x 27 bits: 2 DSP48E2) + S1*S1 (1) + k*sd (4 x 32: 2) = 13
+    est = hlsnn.load_config(_zcu104_with_gemv(), check_fit=False).estimates
+    muls = {m["name"]: m for m in est["multipliers"]}
+    assert muls["w*x"]["dsp"] == 48 * 16 * 2 and muls["w*x"]["function"] == "Steps"
+    assert muls["w*x (GEMV)"]["dsp"] == 48 * 16 * 2 and muls["w*x (GEMV)"]["function"] == "GemvSteps"
+    assert est["resources"]["dsp"] == 2 * 1536 + 13 > 1728
+    with pytest.raises(ConfigError, match="DSP"):
+        hlsnn.load_config(_zcu104_with_gemv())
+
+
+def test_packed_gemv_counts_a_dsp_pair_per_row_pair_and_column():
+    cfg = hlsnn.load_config(CONFIGS / "t8_packed_gemv.yaml")
+    p = cfg.params
+    gc = 2 * p["weight_banks"]
+    muls = {m["name"]: m for m in cfg.estimates["multipliers"]}
+    assert muls["w*x (GEMV, packed)"]["count"] == p["rows"] * gc          # rows / 2 pairs x 2 DSPs
+    assert muls["w*x (packed)"]["count"] == p["rows"] * p["cols"]
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda q: q.stem)
+def test_shipped_fit_with_two_accumulators_a_tile(path):
+    """Every DSP accumulates its own product (no P = P + M + PCIN claim), so the fabric adds a
+    tile's two accumulators once per group: acc_bits LUTs a tile are in the logic estimate, and
+    the config still fits its board (the load checks the margins)."""
+    cfg = hlsnn.load_config(path)
+    rows = {b["name"] for b in cfg.estimates["buffers"]}
+    assert ("acc1" in rows) == (not cfg.params["dsp_packing"])
+    assert cfg.estimates["resources"]["dsp"] <= 0.9 * cfg.board.resources["dsp"]
+
+
+# run-time index arithmetic that issue 30 found (products and quotients of two run-time values,
+# or of a run-time value and a constant that is not a power of two); they must not come back
+_BANNED = [r"tiles \* ", r"groups \* ", r"batch \* ", r"/ kp\b", r"/ steps\b", r"/ Cfg::kRows\b",
+           r"/ Cfg::kCols\b", r"/ Cfg::kPassK\b", r"og \* nw", r"\* Cfg::kPassK", r"[cl]t \* Cfg::kRows\b",
+           r"cg \* Cfg::kCols\b", r"Cfg::kCols \* nbo", r"\* Cfg::kStepBeats", r"slots \* kp", r"gt \* Cfg::kRows", r"Cfg::kWDepth / kp"]
+
+
+def _code(path):
+    import tempfile
+    from hlsnn.codegen import render
+    with tempfile.TemporaryDirectory() as d:
+        text = (render(hlsnn.load_config(path), d).dir / "bfp_systolic.cpp").read_text()
+    text = re.sub(r"#ifndef __SYNTHESIS__.*?#endif", "", text, flags=re.S)   # C-simulation only
+    return "\n".join(line.split("//")[0] for line in text.splitlines())
+
+
+@pytest.mark.parametrize("path", SHIPPED + [CONFIGS / "t16_gemv.yaml", CONFIGS / "t8_packed_gemv.yaml"],
+                         ids=lambda q: q.stem)
+def test_no_run_time_index_products_or_quotients(path):
+    code = _code(path)
+    for pat in _BANNED:
+        assert not re.search(pat, code), pat
+    # the geometry's serial arithmetic keeps the tool from inferring a multiplier
+    for fn in ("SerialMul", "SerialDiv"):
+        body = code[code.index(f"ap_uint<32> {fn}("):]
+        body = body[:body.index("\n}\n")]
+        assert "ALLOCATION operation instances = mul limit = 0" in body, fn
+
+
+def test_gemv_posting_is_bank_major():
+    """GEMV posting reads wexp and bias and writes ybuf at a constant bank index (the unrolled
+    bank j), once per bank: the rows take their bank's word through registers."""
+    code = _code(CONFIGS / "t16_gemv.yaml")
+    rows = code[code.index("GemvPostRows:"):code.index("GemvPostWrite:")]
+    assert not re.search(r"\b(wexp|bias|ybuf)\[", rows)
+    assert re.search(r"we\[j\] = wexp\[j\]\[wa\]", code) and re.search(r"ybuf\[smp\]\[j\]\[", code)
+
+
+def test_timing_model_old_steps_chain_does_not_close():
+    # the chain issue 30 read: the issue compare, the compute's counter, the oldest tile still
+    # needed, its sum with the slots, the loader's compare (five 32-bit carry chains) and the
+    # logic between: 0.75 + 5 * (0.55 + 32 * 0.03) + 5 * 0.55 = 11.05 ns on the Z-7020, against
+    # 10 ns less 27% = 7.3 ns at 100 MHz
+    old = [("carry", 32), ("lut", 2), ("carry", 32), ("carry", 32), ("carry", 32), ("carry", 32), ("lut", 1),
+           ("lut", 2)]
+    assert timing.chain_delay_ns(old, "zynq7") == pytest.approx(11.05)
+    assert timing.budget_ns(100) == pytest.approx(7.3)
+    assert timing.chain_delay_ns(old, "zynqmp") > timing.budget_ns(150)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda q: q.stem)
+def test_every_shipped_loop_back_closes(path):
+    rows = timing.loop_timing(hlsnn.load_config(path))
+    assert {r["loop"] for r in rows} >= {"Steps", "ReadSampleBeats", "WriteBeats"}
+    assert all(r["ii"] == 1 and r["delay_ns"] < r["budget_ns"] for r in rows), rows
+
+
+def test_a_loop_that_cannot_close_is_costed_at_its_ii(monkeypatch):
+    """With the old Steps chain planted back, the model runs Steps at II = 2: the call costs
+    its Steps iterations less one more (a pipelined loop costs (iterations - 1) * II + depth)."""
+    from hlsnn.perf import bfp_systolic as page, call_cycles
+    from hlsnn.perf.closed_form import bfp_call_counts
+    cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml")
+    counts = bfp_call_counts(cfg.params, 44, 1024, 1024)
+    base = call_cycles(cfg, counts).cycles
+    old = [("carry", 32), ("lut", 2), ("carry", 32), ("carry", 32), ("carry", 32), ("carry", 32), ("lut", 1),
+           ("lut", 2)]
+    real = page.loopbacks
+    monkeypatch.setattr(page, "loopbacks", lambda p: {**real(p), "Steps": old})
+    assert timing.timing_ii(cfg) == {"Steps": 2}
+    its, entries = counts["Steps"]
+    assert call_cycles(cfg, counts).cycles == base + (its - entries)
+
+
+@pytest.mark.parametrize("path", SHIPPED + TESTS, ids=lambda q: q.stem)
+def test_declared_loop_operators_match_the_resource_model(path):
+    """The products each pipelined loop declares to the strict C-simulation (HLSNN_OPS) are
+    the resource model's multipliers of that loop: one module per loop, none shared."""
+    from hlsnn.engines.bfp_systolic.spec import template_context
+    cfg = hlsnn.load_config(path, check_fit=False)
+    ctx = template_context(cfg)
+    by_loop = {}
+    for m in cfg.estimates["multipliers"]:
+        by_loop[m["function"]] = by_loop.get(m["function"], 0) + m["dsp"]
+    assert by_loop["Steps"] == ctx["steps_products"]
+    assert by_loop.get("GemvSteps", 0) == ctx["gemv_products"]

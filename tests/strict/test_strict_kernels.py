@@ -1,0 +1,130 @@
+"""The kernels under the strict C-simulation (issue 30, docs/strict-csim.md): their wrappers
+declare what their pragmas say, the shipped shift and sparse configs pass, and hazards planted
+back into a rendered kernel fail with an error naming them."""
+import re
+
+import pytest
+
+import hlsnn
+from conftest import ROOT, accel_config, planted_csim
+
+TEMPLATES = sorted((ROOT / "hls" / "engines").glob("*/*.j2"))
+SPARSE_CONFIGS = ROOT / "tests" / "engines" / "sparse_cluster" / "configs"
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_internal_stream_and_dependence_array_goes_through_a_wrapper(path):
+    text = path.read_text()
+    pragmas = dict(re.findall(r"#pragma HLS STREAM variable = (\w+) depth = (\{\{.*?\}\}|\d+)", text))
+    fifos = dict(re.findall(r"HLSNN_FIFO\((\w+), (\{\{.*?\}\}|\d+)\)", text))
+    # the bounded run uses the STREAM pragma's depth (Vitis HLS's default 2 without one)
+    assert {k: fifos[k] for k in pragmas} == pragmas
+    assert all(fifos[k] == "2" for k in set(fifos) - set(pragmas))
+    # internal streams are hlsnn::Fifo; only the top function's AXI-Stream ports stay hls::stream
+    assert not re.findall(r"hls::stream<(?!\w+_word_t>)[^>]*>", text)
+    declared = {name for line in text.splitlines() if line.lstrip().startswith("hlsnn::Fifo<") and "&" not in line
+                for name in re.findall(r"(\w+)(?:\[[^\]]*\])*\s*[,;]", line.rsplit(">", 1)[1])}
+    assert bool(declared) == bool(fifos)
+    assert declared <= set(fifos)
+    # every array the pipeline is told to ignore a dependence on is checked for it
+    dependence = set(re.findall(r"#pragma HLS DEPENDENCE variable = (\w+) inter false", text))
+    assert dependence <= set(re.findall(r"HLSNN_MEM\((\w+), hlsnn::k\w+, ", text))
+
+
+def test_sparse_accumulate_forwards_every_word_the_pipeline_has_not_written_back():
+    from hlsnn.engines.sparse_cluster.spec import template_context
+    from hlsnn.perf.sparse_cluster import ACC_RAW_DISTANCE, MAC_ACC_READ_STAGE, MAC_ACC_WRITE_STAGE
+    # the depth table (perf/sparse_cluster.py): place 1, ebuf read 1 -> acc read issued at stage 2;
+    # acc read 2, product and add 2 -> the write at stage 6
+    assert (MAC_ACC_READ_STAGE, MAC_ACC_WRITE_STAGE) == (1 + 1, 1 + 1 + 2 + 2)
+    ctx = template_context(hlsnn.load_config(accel_config("sparse8_pynq-z2")))
+    assert ctx["acc_distance"] == ACC_RAW_DISTANCE == 5 and ctx["acc_forward"] == 4
+
+
+def _compare(cfg, target):
+    from hlsnn.compare import compare
+    return compare(cfg, "csim", target_obj=target, n_random=2)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("name", ["shift8_pynq-z2", "shift8_zcu104", "sparse8_pynq-z2", "sparse20_zcu104"])
+def test_every_shipped_shift_and_sparse_config_passes_the_strict_csim(name):
+    from hlsnn.compare import compare
+    cfg = hlsnn.load_config(accel_config(name))
+    rep = compare(cfg, "csim", n_random=2)
+    assert rep["mismatches"] == 0 and not rep["register_mismatches"]
+    st = rep["strict"]
+    assert sorted(st) == ["banks", "fifos", "operators", "raw"]
+    assert st["fifos"] and all(0 <= f["peak"] <= f["depth"] for f in st["fifos"])
+    assert all(r["min_distance"] is None or r["min_distance"] >= r["required"] for r in st["raw"])
+    assert all(b["sites"] <= b["ports"] for b in st["banks"])
+    if cfg.engine == "sparse_cluster":
+        assert [r["array"] for r in st["raw"]] == ["acc"]
+
+
+@pytest.fixture
+def sparse_small(tmp_path):
+    # a fresh rendering per test: planted_csim edits the rendered file in place
+    from hlsnn import codegen
+    cfg = hlsnn.load_config(SPARSE_CONFIGS / "sp_u2.yaml")
+    return cfg, codegen.render(cfg, tmp_path / "hls")
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_the_old_two_word_forwarding_of_sparse_accumulate_fails(sparse_small):
+    from hlsnn.errors import StrictCsimError
+    cfg, rendered = sparse_small
+    target = planted_csim(cfg, rendered, "sparse_cluster.cpp", "constexpr int kAccForward = 4;",
+                          "constexpr int kAccForward = 2;")
+    with pytest.raises(StrictCsimError, match=r"array 'acc\[\d\]': word \d+ read [34] iteration\(s\) after its write "
+                                              r"in loop MacLoop\.\d; the pipeline needs 5"):
+        _compare(cfg, target)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_a_run_time_column_index_on_the_sparse_column_memories_fails(sparse_small):
+    # multiplier l reads its column l + kx itself (the old MacLoop's form): a site per multiplier
+    # whose bank is a run-time value, so a column memory gets several read sites
+    from hlsnn.errors import StrictCsimError
+    cfg, rendered = sparse_small
+    target = planted_csim(cfg, rendered, "sparse_cluster.cpp", "                  e0 = col0[l + d];",
+                          "                  e0 = t0[l] < n0[l + d] ? HLSNN_LOAD_AT(ebuf[b][l + d], st0[l + d] + t0[l], l)"
+                          " : (ap_uint<16>)0;")
+    with pytest.raises(StrictCsimError, match=r"loop MacLoop\.\d: bank 'ebuf\[\d\]\[\d+\]' has [2-9] read "
+                                              r"site\(s\) and \d write site\(s\), more than its ports"):
+        _compare(cfg, target)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_a_second_reader_of_a_sparse_fifo_fails(sparse_small):
+    from hlsnn.errors import StrictCsimError
+    cfg, rendered = sparse_small
+    # unit 1 is handed unit 0's job FIFO: job_q[0] has two readers
+    target = planted_csim(cfg, rendered, "sparse_cluster.cpp", "HLSNN_PROCESS(Unit<1>(job_q[1],",
+                          "HLSNN_PROCESS(Unit<1>(job_q[0],")
+    with pytest.raises(StrictCsimError, match=r"FIFO 'job_q\[0\]' is read by two processes, Unit<[01]> and Unit<[01]>"):
+        _compare(cfg, target)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_fast_is_the_plain_library_without_a_strict_report(sparse_small, capsys):
+    from hlsnn import cli
+    from hlsnn import csim
+    cfg, rendered = sparse_small
+    before = csim.strict_default()
+    assert cli.main(["compare", str(SPARSE_CONFIGS / "sp_u2.yaml"), "--target", "csim", "--cases", "0",
+                     "--json"]) == 0
+    strict = __import__("json").loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert sorted(strict["strict"]) == ["banks", "fifos", "operators", "raw"]
+    try:
+        assert cli.main(["compare", str(SPARSE_CONFIGS / "sp_u2.yaml"), "--target", "csim", "--cases", "0",
+                         "--json", "--fast"]) == 0
+        fast = __import__("json").loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert "strict" not in fast and fast["mismatches"] == 0
+    finally:
+        csim.set_strict_default(before)
