@@ -118,7 +118,9 @@ inline void RecordLocked(int kind, const std::string &msg);
 
 // Stop this thread's part of the run after an error was recorded (no mutex held): a worker
 // unwinds to its start, the caller's thread jumps back to the bridge.
-[[noreturn]] inline void Bail() {
+#define HLSNN_STRICT_COLD_ __attribute__((noinline, cold))
+
+[[noreturn]] HLSNN_STRICT_COLD_ inline void Bail() {
   if (WorkerEnv()) longjmp(*WorkerEnv(), 1);
   AssertTrap &trap = Trap();
   if (trap.armed) {
@@ -130,7 +132,7 @@ inline void RecordLocked(int kind, const std::string &msg);
   abort();
 }
 
-[[noreturn]] inline void Fail(const std::string &msg) {
+[[noreturn]] HLSNN_STRICT_COLD_ inline void Fail(const std::string &msg) {
   {
     std::lock_guard<std::mutex> hold(S().mu);
     RecordLocked(2, msg);
@@ -246,7 +248,7 @@ inline void RecordLocked(int kind, const std::string &msg) {
 }
 
 // One process per side of a FIFO (Vitis HLS: a stream has one producer and one consumer).
-inline void CheckSide(FifoBase &f, bool reading, std::unique_lock<std::mutex> &lk) {
+__attribute__((noinline)) inline void CheckSide(FifoBase &f, bool reading, std::unique_lock<std::mutex> &lk) {
   Process *me = CurrentProcess();
   Process *&side = reading ? f.reader : f.writer;
   bool &seen = reading ? f.read_seen : f.write_seen;
@@ -265,7 +267,7 @@ inline void CheckSide(FifoBase &f, bool reading, std::unique_lock<std::mutex> &l
 }
 
 // Wait until `f` does not block this side; errors when it never can.
-inline void WaitFor(FifoBase &f, bool reading, std::unique_lock<std::mutex> &lk) {
+__attribute__((noinline)) inline void WaitFor(FifoBase &f, bool reading, std::unique_lock<std::mutex> &lk) {
   State &s = S();
   while (f.Blocks(reading)) {
     if (s.abort) {
@@ -553,7 +555,7 @@ struct MemGroup {
     uses.push_back(Use{loop, bank, 0, 0});
     return uses.back();
   }
-  void Reach(int loop, int line, int site, bool write, int bank) {
+  __attribute__((noinline)) void Reach(int loop, int line, int site, bool write, int bank) {
     for (Site &x : sites) {
       if (x.loop == loop && x.line == line && x.site == site && x.write == write) {
         x.reach[bank] = 1;
@@ -625,6 +627,22 @@ struct MemGroup {
   }
 };
 
+// the errors of a bank (out of line: every checked access carries the test, not the message)
+[[noreturn]] HLSNN_STRICT_COLD_ inline void RawError(const MemGroup &g, int bank, int word, long long d, int loop) {
+  Fail("array '" + g.array + g.banks[bank] + "': word " + std::to_string(word) + " read " + std::to_string(d) +
+       " iteration(s) after its write in loop " + LoopName(loop) + "; the pipeline needs " +
+       std::to_string(g.distance) + " (DEPENDENCE inter false: the read would see the old value)");
+}
+[[noreturn]] HLSNN_STRICT_COLD_ inline void BoundsError(const MemGroup *g, int bank, const char *what, int word, int n) {
+  Fail(std::string(what) + " of word " + std::to_string(word) + " of array '" +
+       (g ? g->array + g->banks[bank] : std::string("?")) + "' of " + std::to_string(n) + " words");
+}
+[[noreturn]] HLSNN_STRICT_COLD_ inline void PortError(const MemGroup &g, int bank, int reads, int writes, int loop) {
+  Fail("loop " + LoopName(loop) + ": bank '" + g.array + g.banks[bank] + "' has " + std::to_string(reads) +
+       " read(s) and " + std::to_string(writes) + " write(s) in one iteration, more than its ports (" + g.Ports() +
+       "): the loop cannot run at II = 1");
+}
+
 template <typename T, int N>
 class Mem {
  public:
@@ -653,9 +671,7 @@ class Mem {
       const long long d = c.iter - witer_[i];
       if (d >= 1 && (group_->min_seen < 0 || d < group_->min_seen)) group_->min_seen = d;
       if (d >= 1 && d < group_->distance) {
-        Fail("array '" + Name() + "': word " + std::to_string(i) + " read " + std::to_string(d) +
-             " iteration(s) after its write in loop " + LoopName(c.loop) + "; the pipeline needs " +
-             std::to_string(group_->distance) + " (DEPENDENCE inter false: the read would see the old value)");
+        RawError(*group_, index_, i, d, c.loop);
       }
     }
     Count(c, false, i, line, site);
@@ -674,8 +690,7 @@ class Mem {
   std::string Name() const { return group_ ? group_->array + group_->banks[index_] : std::string("?"); }
   void Bounds(int i, const char *what) {
     if (i < 0 || i >= N)
-      Fail(std::string(what) + " of word " + std::to_string(i) + " of array '" + Name() + "' of " + std::to_string(N) +
-           " words");
+      BoundsError(group_, index_, what, i, N);
   }
   // this iteration's accesses: distinct read addresses, every write
   void Count(const LoopClock &c, bool write, int addr, int line, int site) {
@@ -699,9 +714,7 @@ class Mem {
     u.reads = std::max(u.reads, reads_);
     u.writes = std::max(u.writes, writes_);
     if (group_->Over(reads_, writes_))
-      Fail("loop " + LoopName(c.loop) + ": bank '" + Name() + "' has " + std::to_string(reads_) + " read(s) and " +
-           std::to_string(writes_) + " write(s) in one iteration, more than its ports (" + group_->Ports() +
-           "): the loop cannot run at II = 1");
+      PortError(*group_, index_, reads_, writes_, c.loop);
   }
   // the how-many-th access of `line` in this iteration, over the group's banks
   int Ordinal(const LoopClock &c, int line) {
@@ -843,5 +856,6 @@ using Mem = strict::Mem<T, N>;
 #define HLSNN_PROCESS(...) hlsnn_region_.Spawn(#__VA_ARGS__, [&]() { __VA_ARGS__; })
 #define HLSNN_DATAFLOW_END() hlsnn_region_.Join()
 
+#undef HLSNN_STRICT_COLD_
 #endif  // HLSNN_STRICT_CSIM
 #endif  // HLSNN_CSIM_STRICT_H_
