@@ -827,7 +827,12 @@ inline void DeclareOps(int loop, int mul, int div, int dsp) {
 }
 
 }  // namespace strict
+}  // namespace hlsnn
 
+// The checked wrappers, unless hlsnn/strict.h already gave the plain ones (a kernel stripped of
+// its sim-only blocks, tests/test_header_models.py, built with the strict bridge).
+#ifndef HLSNN_FIFO
+namespace hlsnn {
 template <typename T>
 using Fifo = strict::Fifo<T>;
 template <typename T, int N>
@@ -855,6 +860,7 @@ using Mem = strict::Mem<T, N>;
 #define HLSNN_DATAFLOW_BEGIN() ::hlsnn::strict::Region hlsnn_region_
 #define HLSNN_PROCESS(...) hlsnn_region_.Spawn(#__VA_ARGS__, [&]() { __VA_ARGS__; })
 #define HLSNN_DATAFLOW_END() hlsnn_region_.Join()
+#endif  // HLSNN_FIFO
 
 #undef HLSNN_STRICT_COLD_
 #endif  // HLSNN_STRICT_CSIM
