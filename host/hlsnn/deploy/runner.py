@@ -656,7 +656,7 @@ class Deployment:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
             elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])
-                env[layer.output] = Act(out, ins[0].fmt if layer.op in hostops.EXACT else None)
+                env[layer.output] = Act(out, hostops.out_format(layer, [a.fmt for a in ins]))
             else:
                 env[layer.output] = self.execs[layer.name].run(ins[0], calibrate)
         if calibrate:
