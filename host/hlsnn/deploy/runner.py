@@ -591,6 +591,7 @@ class BfpExec(_Exec):
     def run(self, act, calibrate):
         layer = self.layer
         x = act.values
+        self.in_shape = x.shape
         if layer.kind == "conv":
             rows, (oh, ow) = conv.im2col(x, layer.geom)
         else:
