@@ -58,7 +58,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import hostops
+from . import blocks, hostops
 from . import update as updates
 
 
@@ -464,7 +464,13 @@ class SparseExec(_Exec):
     bias, no ReLU); the host adds the chunks' sums exactly (int64), then applies the kernel's
     own output rules to the total (``sparse_cluster.emulator.postprocess``: bias, ReLU, the
     statistics unit's histogram, the output shift with rounding and saturation). A layer
-    whose channels fit one call gets the same bits either way (tested)."""
+    whose channels fit one call gets the same bits either way (tested).
+
+    **Big kernels.** A kernel whose stride-1 square form exceeds ``max_ksize`` is split into
+    blocks of taps of at most ``max_ksize`` rows and columns (:func:`hlsnn.deploy.blocks.kernel_blocks`); each
+    block is a raw convolution of the padded input shifted by the block's offset, and the
+    blocks' exact sums add on the host (int64) before the kernel's output rules act on the
+    total (the statistics unit then sees only the outputs the layer keeps)."""
 
     BITS = 8
     WIDE_OUT = True           # FLAG_RAW: the int32 accumulators plus bias and ReLU
@@ -481,15 +487,14 @@ class SparseExec(_Exec):
         wq = np.clip(np.rint(np.ldexp(w, scale)), -128, 127).astype(np.int64)
         self.stats.weight_sparsity = float(np.mean(wq == 0))      # of the layer's own weights
         self.general = layer.kind == "conv" and layer.geom.simple_pad is None
+        self.w_taps = wq                                         # the layer's own int8 taps (Z, C/g, kh, kw)
         if self.general:                                         # zero taps: groups, dilation, shape
             wq, self.pads1, _ = conv.as_stride1(wq, layer.geom)
         self.wq = wq
         # K tiling (class docstring): channels per raw call, or None when one call takes them all
         self.k_step = p["max_in_channels"] if wq.shape[1] > p["max_in_channels"] else None
-        if wq.shape[2] > p["max_ksize"]:
-            raise InputError(f"layer {layer.name}: kernel size {wq.shape[2]}"
-                             + (f" (as a stride-1 square kernel: {layer.geom.describe()})" if self.general else "")
-                             + f" exceeds max_ksize = {p['max_ksize']} of {acc.config.name}")
+        # a kernel beyond max_ksize: blocks of taps, each a raw convolution (class docstring)
+        self.blocks = blocks.kernel_blocks(layer.geom, p["max_ksize"]) if wq.shape[2] > p["max_ksize"] else None
         self.stats.f_w = self.f_w.tolist() if per_channel else self.f_w
 
     def run(self, act, calibrate):
@@ -543,10 +548,12 @@ class SparseExec(_Exec):
             out = np.concatenate(outs, axis=0)
             return out, hist, sat, out.size
 
+        if self.blocks is not None:
+            call = blocks.block_call(self, xi, bias)
         self.stats.input_density = float(np.mean(xi != 0))
         out = self._two_pass(call, f_in, self.BITS, True, calibrate)
         self.stats.f_in = fx
-        if self.general:
+        if self.general and self.blocks is None:
             out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
 
