@@ -82,6 +82,7 @@ class Layer:
     attrs: dict = field(default_factory=dict)
     node: object = None
     folded: list = field(default_factory=list)
+    in_hw: tuple = None         # a conv layer's input height and width, when shape inference knows them
 
     @property
     def is_engine(self):
@@ -331,7 +332,9 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 pads = [pads[0] + pp[2], pads[1] + pp[3], pads[2] + pp[6], pads[3] + pp[7]]
                 layers.remove(prev)
                 src, folded = prev.inputs[0], [prev.name]
+            hw = shapes.get(src, ())[2:4]
             layer = Layer(name, "conv", [src], node.output[0], op=op, w=np.asarray(w, np.float64), folded=folded,
+                          in_hw=tuple(hw) if len(hw) == 2 and None not in hw else None,
                           b=np.asarray(b, np.float64).reshape(-1).copy(), pads=tuple(pads),
                           strides=tuple(int(v) for v in a.get("strides", [1, 1])),
                           dilations=tuple(int(v) for v in a.get("dilations", [1, 1])), group=int(a.get("group", 1)))

@@ -184,11 +184,36 @@ class HostQuant:
         return Act(y, (self.f_out, self.bits, self.signed))
 
 
-def _gemm_weight(layer):
-    """A dense layer's (N, K) weight, or a conv layer's over all input channels (the groups'
-    block-diagonal weight, :func:`conv.dense_weight`) flattened to (Z, C*kh*kw)."""
-    w = layer.w if layer.kind == "dense" else conv.dense_weight(layer.w, layer.group)
-    return w.reshape(w.shape[0], -1)
+def _gemm_weight(layer, gp=1):
+    """A dense layer's (N, K) weight, or a conv layer's flattened to (Z, gp*C/g*kh*kw): row z
+    holds output z's weights over the input channels of its pack of ``gp`` groups (zero
+    outside its own group): a grouped layer runs as one GEMM per pack (:func:`_group_parts`)."""
+    if layer.kind == "dense" or layer.group == 1:
+        return layer.w.reshape(layer.w.shape[0], -1)
+    z = layer.w.shape[0]
+    zp = z // (layer.group // gp)
+    return np.concatenate([conv.dense_weight(layer.w[a:a + zp], gp) for a in range(0, z, zp)]).reshape(z, -1)
+
+
+def _pack(layer, acc, fmt_type):
+    """Groups per GEMM of a grouped conv layer (:func:`hlsnn.perf.layers.group_pack`, at the
+    layer's input size when the network declares it, else 16 x 16)."""
+    if layer.kind != "conv" or layer.group == 1:
+        return 1
+    from ..perf.layers import group_pack
+    return group_pack(layer, acc.config, fmt_type=fmt_type, in_hw=getattr(layer, "in_hw", None) or (16, 16))
+
+
+def _group_parts(chans, zg, step):
+    """Chunks ``(a, b)`` of positions in the output-channel indices ``chans`` (ascending) of at
+    most ``step`` outputs that never straddle two groups of ``zg`` outputs: each chunk is one
+    GEMM over its group's input channels."""
+    grp = np.asarray(chans) // zg
+    parts, start = [], 0
+    for end in list(np.flatnonzero(np.diff(grp)) + 1) + [len(grp)]:
+        parts += [(start + a, start + b) for a, b in chunks(end - start, step)]
+        start = end
+    return parts
 
 
 def prune(w, fraction):
@@ -349,7 +374,8 @@ class ShiftExec(_Exec):
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        w2 = _gemm_weight(layer)
+        self.gp = _pack(layer, acc, fmt.type)
+        w2 = _gemm_weight(layer, self.gp)
         self.k_step = None       # K columns per raw call; None: as the kernel chooses (one call when K fits)
         self.mode = "twohot" if fmt.type == "twohot" else "pot"
         axis = 0 if fmt.weight_scale == "channel" else None          # one scale per output row, or one
@@ -381,12 +407,19 @@ class ShiftExec(_Exec):
         n = w2.shape[0]
         tn = 2 * p["rows"] if self.mode == "pot" else p["rows"]
         self.step = max(tn, p["max_n"] // tn * tn)
-        self.n_chunks = [(a, b, self._rows(slice(a, b))) for a, b in chunks(n, self.step)]
+        self.groups = layer.group // self.gp if layer.kind == "conv" else 1
+        self.zg = n // self.groups                      # outputs per pack of groups: one GEMM per pack
+        self.n_chunks = self._parts(np.arange(n))
 
     @property
     def wide_bits(self):
         """``spec.raw_bits``: the raw lanes are int32 when ``acc_bits <= 32``, else int64."""
         return shift_raw_bits(self.p)
+
+    def _parts(self, chans):
+        """``(a, b, weight rows)`` per GEMM of the outputs ``chans``: chunks of ``step``
+        outputs within one group."""
+        return [(a, b, self._rows(chans[a:b])) for a, b in _group_parts(chans, self.zg, self.step)]
 
     def _rows(self, idx):
         """The weight rows ``idx`` (a slice or an index array) as a ShiftTensor of their own."""
@@ -406,14 +439,14 @@ class ShiftExec(_Exec):
         bias = self._bias(f_in, 31)
         kern = self.acc.kernel
         bsz = max(1, min(p["max_batch"], 1 << 16))
-        k_calls = len(shift_k_chunks(p, rows.shape[1], self.k_step))
+        kg = rows.shape[1] // self.groups                # K of one group's GEMM
+        k_calls = len(shift_k_chunks(p, kg, self.k_step))
 
         def call(stats, shift, chans, images=None, raw=False):
             """(outputs images first: (B, N) or (B, Z, H', W'), hist, sat, n); ``raw``: the
             wide results (``gemm_int(raw=True)``: accumulators plus bias and ReLU)."""
             sel = np.arange(self.n_out) if chans is None else chans
-            parts = self.n_chunks if chans is None else [(a, b, self._rows(chans[a:b]))
-                                                         for a, b in chunks(len(chans), self.step)]
+            parts = self.n_chunks if chans is None else self._parts(chans)
             shifts = np.broadcast_to(np.asarray(shift, np.int64), (self.n_out,))
             rws = rows if images is None else rows.reshape(xi.shape[0], -1, rows.shape[1])[images].reshape(
                 -1, rows.shape[1])
@@ -421,9 +454,11 @@ class ShiftExec(_Exec):
             hist, sat = None, 0
             for a, b, wq in parts:
                 idx = sel[a:b]
+                j = int(idx[0]) // self.zg
+                rj = rws if self.groups == 1 else np.ascontiguousarray(rws[:, j * kg:(j + 1) * kg])
                 _keep_on_chip(kern, wq, mode=self.mode)
                 for r0, r1 in chunks(rws.shape[0], bsz):
-                    out[r0:r1, a:b] = kern.gemm_int(rws[r0:r1], wq, mode=self.mode, bias=bias[idx],
+                    out[r0:r1, a:b] = kern.gemm_int(rj[r0:r1], wq, mode=self.mode, bias=bias[idx],
                                                     shift=shifts[idx], relu=layer.relu, stats=stats,
                                                     k_step=self.k_step, raw=raw)
                     sat += kern.last_sat_count
@@ -577,18 +612,24 @@ class SparseExec(_Exec):
 
 class BfpExec(_Exec):
     """Block floating point on ``bfp_systolic``: GEMM (conv on host im2col); the input gets
-    one exponent per sample (per patch for conv), the output is returned dequantized."""
+    one exponent per sample (per patch for conv), the output is returned dequantized. A
+    grouped (depthwise) convolution runs as one GEMM per pack of groups (``gp`` groups,
+    :func:`hlsnn.perf.layers.group_pack`), over the pack's input channels (one exponent per
+    patch of those channels)."""
 
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        w2 = _gemm_weight(layer)
+        self.gp = _pack(layer, acc, fmt.type)
+        w2 = _gemm_weight(layer, self.gp)
         self._limit_k(w2.shape[1], bfp_k_limit(p), "k_limit",
                       "the longest K whose sum fits the accumulator (acc_bits) exactly")
         self.m, self.e, self.rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         waxis = -1 if p["weight_exponent"] == "row" else None
         self.chunks = []
-        for a, b in chunks(w2.shape[0], p["max_n"]):
+        self.groups = layer.group // self.gp if layer.kind == "conv" else 1
+        self.zg = w2.shape[0] // self.groups            # outputs per pack of groups: one GEMM per pack
+        for a, b in _group_parts(np.arange(w2.shape[0]), self.zg, p["max_n"]):
             wq = bfpfmt.quantize(w2[a:b], self.m, axis=waxis, exponent_bits=self.e, rounding=self.rnd)
             bq = bfpfmt.quantize(layer.b[a:b], self.m, axis=None, exponent_bits=self.e, rounding=self.rnd)
             self.chunks.append((a, b, wq, bq))
@@ -604,17 +645,20 @@ class BfpExec(_Exec):
         else:
             rows = x.reshape(x.shape[0], -1)
         # all-zero samples get a free exponent that keeps the bias alignment in range (Kernel docstring)
-        xq = self.acc.kernel.quantize_activations(rows)
         kern = self.acc.kernel
+        kg = rows.shape[1] // self.groups
+        # each group's GEMM quantizes its own rows (one exponent per sample of the group's channels)
+        xqs = [kern.quantize_activations(rows if self.groups == 1 else np.ascontiguousarray(
+            rows[:, j * kg:(j + 1) * kg])) for j in range(self.groups)]
         out = np.empty((rows.shape[0], layer.w.shape[0]))
         sat = 0
         for a, b, wq, bq in self.chunks:
             _keep_on_chip(kern, wq)
-            out[:, a:b] = kern.gemm_bfp(xq, wq, bq, relu=layer.relu).dequantize()
+            out[:, a:b] = kern.gemm_bfp(xqs[a // self.zg], wq, bq, relu=layer.relu).dequantize()
             sat += kern.last_sat_count
             self.stats.calls += 1
         self.stats.sat_count = sat
-        self.stats.input_density = float(np.mean(xq.mantissas != 0))
+        self.stats.input_density = float(np.mean([np.mean(x.mantissas != 0) for x in xqs]))
         if layer.kind == "conv":
             out = out.reshape(x.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
         return Act(out, None)

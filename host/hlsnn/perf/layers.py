@@ -15,6 +15,9 @@ batch of ``batch`` images:
     and of at most ``max_batch`` rows, in the layer's mode
     (``pot``: dual PoT); a K above ``max_k`` as the kernel's raw calls, one per chunk of K
     (:func:`.closed_form.shift_k_chunks`). Shape only (:mod:`.closed_form`).
+A grouped (depthwise) conv layer on either GEMM engine: one GEMM per pack of ``gp`` groups
+(:func:`group_pack`: the fastest by this model; ``gp = 1`` is one GEMM per group), as the
+runner calls them.
 ``sparse_cluster`` (``SparseExec``)
     conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds; a
     strided, dilated, grouped or asymmetrically padded one as the runner runs it, the stride-1
@@ -45,7 +48,8 @@ def _shape(layer, in_hw):
         raise InputError(f"layer {layer.name}: a conv layer needs its input height and width (in_hw)")
     h, w = in_hw
     oh, ow = layer.geom.out_hw(h, w)
-    # the GEMM engines' K: every input channel (a grouped layer's block-diagonal weight)
+    # the GEMM view of the whole layer (K over every input channel); the GEMM engines run one
+    # GEMM per group, of K / group and N / group (layer_kernel_cycles)
     return oh * ow, c * kh * kw, int(z), (c, h, w)
 
 
@@ -62,6 +66,13 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
     positions, k, n, conv = _shape(layer, in_hw)
     m = batch * positions
     kc = KernelCycles()
+    groups = layer.group if conv is not None and cfg.engine != "sparse_cluster" else 1
+    if groups > 1:                        # one GEMM per pack of groups (the runner's calls), each alike
+        gp = group_pack(layer, cfg, fmt_type=fmt_type, in_hw=in_hw)
+        one = layer_kernel_cycles(_GroupView(layer, gp), cfg, batch, fmt_type=fmt_type, in_hw=in_hw)
+        for _ in range(groups // gp):
+            _merge(kc, one)
+        return kc
     if cfg.engine == "bfp_systolic":
         from ..engines.bfp_systolic.protocol import resident_fits
         from .closed_form import bfp_gemm_calls
@@ -134,6 +145,35 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
                 op(fmap, w[a:b], bias=bias[a:b], shift=0, padding=padding, relu=layer.relu)
             _merge(kc, kern.last_cycles)
     return kc
+
+
+def group_pack(layer, cfg, *, fmt_type=None, in_hw=None):
+    """Groups per GEMM of a grouped conv layer on a GEMM engine: the divisor ``gp`` of the
+    layer's groups whose ``group / gp`` GEMMs (each over ``gp`` groups, block-diagonal within
+    the pack) the cycle model finds fastest, the smallest on a tie. One GEMM per group
+    (``gp = 1``) does only the layer's MACs but pays each call's fixed phases; a depthwise
+    layer's one-output GEMMs then cost more than a pack that fills the array's outputs."""
+    g = layer.group
+    best = None
+    for gp in (d for d in range(1, g + 1) if g % d == 0):
+        one = layer_kernel_cycles(_GroupView(layer, gp), cfg, 1, fmt_type=fmt_type, in_hw=in_hw)
+        t = one.cycles * (g // gp)
+        if best is None or t < best[0]:
+            best = (t, gp)
+    return best[1]
+
+
+class _GroupView:
+    """``gp`` groups of a grouped conv layer as one ungrouped layer (the block-diagonal weight of
+    the pack), for the cost of one GEMM of the runner."""
+
+    def __init__(self, layer, gp=1):
+        g = layer.group
+        self.kind, self.relu, self.name = "conv", layer.relu, layer.name
+        self.group = 1
+        self.w = convgeom.dense_weight(layer.w[:layer.w.shape[0] // g * gp], gp)
+        self.geom = convgeom.ConvGeom(*(getattr(layer.geom, f) for f in ("kh", "kw", "sh", "sw", "pads", "dh",
+                                                                            "dw")), 1)
 
 
 def _merge(kc, one):
