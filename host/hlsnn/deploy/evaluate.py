@@ -3,6 +3,7 @@ config on one target, against onnx's own float evaluation of the model."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -151,6 +152,34 @@ def open_accelerators(cfg, target, **target_options):
             a.close()
         raise
     return accs
+
+
+@contextmanager
+def open_deployment(config_path, assignment=None, target="emu", *, host_fallback=False, **target_options):
+    """A :class:`~hlsnn.deploy.runner.Deployment` of one assignment of a deployment config, its
+    accelerators open on ``target`` for the ``with`` block (closed after it), for running the
+    model on your own inputs::
+
+        with open_deployment("configs/models/digits_mlp.yaml", "bfp8") as dep:
+            dep.calibrate(x_cal)          # radix points (fixed-point formats) from these inputs
+            y = dep.run(x)                # the model's outputs, float64, batch first
+
+    ``assignment``: its name (default: the config's first); the deployment takes the config's
+    calibration settings and rounding."""
+    cfg = load_deploy_config(config_path)
+    name = assignment or next(iter(cfg.assignments))
+    if name not in cfg.assignments:
+        raise InputError(f"assignment {name!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
+    net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
+    cal = cfg.calibration
+    accs = open_accelerators(cfg, target, **target_options)
+    try:
+        yield Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
+                         rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic", update=cal["update"],
+                         update_by=cal["update_by"], update_percent=cal["percent"])
+    finally:
+        for acc in accs.values():
+            acc.close()
 
 
 def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, host_precision="float", host_bits=8,
