@@ -235,6 +235,18 @@ def export_patterns(torch, nn, ort):
     (PATTERNS / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
+def write_config(name, data, task):
+    """The deployment config beside a tiny model: bfp8, two-hot and fixed8 (issue 32's "done when")."""
+    extra = "task: regression\ntargets: inputs           # an autoencoder: its targets are its inputs\n" \
+        if task == "regression" else "task: classification\n"
+    (TINY / f"{name}.yaml").write_text(
+        f"# written by scripts/export_torch_models.py --only tiny\nname: {name}\nmodel: {name}.onnx\n"
+        f"data: {data}\n{extra}calibration: {{samples: 64}}\nformats:\n"
+        "  bfp8:   {type: bfp, accel: bfp8_zcu104}\n"
+        "  twohot: {type: twohot, accel: shift8_pynq-z2}\n"
+        "  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n")
+
+
 def export_tiny(torch, nn, ort, datasets):
     """tests/data/torch/tiny/: the DS-CNN, MobileNet (ReLU and ReLU6), ResNet-8 and FC
     autoencoder shapes, trained briefly on the digits, exported both ways."""
@@ -259,6 +271,7 @@ def export_tiny(torch, nn, ort, datasets):
             else:
                 entry["float_accuracy"] = float(np.mean(np.argmax(y, axis=1) == ds.y_test))
             manifest["models"][f"{name}_{variant}"] = entry
+            write_config(f"{name}_{variant}", data, task)
             print(f"{name}_{variant:8s} {entry.get('float_accuracy', entry.get('float_mse_vs_input')):.4f}  "
                   f"{' '.join(files)}")
     (TINY / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")

@@ -73,6 +73,8 @@ FIELDS = {
                   "error relative to the float model's outputs, against float targets y_* or, without them, the "
                   "float model's outputs); auto: classification when the data have integer labels",
                   default="auto", choices=("auto", "classification", "regression")),
+    "targets": Field("choice", "regression targets: data (the data's float y_*, else the float model's outputs) or "
+                     "inputs (the inputs themselves: an autoencoder)", default="data", choices=("data", "inputs")),
     "calibration": Field("section", "how radix points are chosen (source 002)", default=None, fields={
         "samples": Field("int", "calibration images, taken from the training split", default=128, lo=1,
                          hi=1 << 20),
@@ -137,6 +139,7 @@ class DeployConfig:
     assignments: dict
     output: str = None          # the model output to deploy when it has several (``output:``)
     task: str = "auto"          # classification, regression or auto (inferred from the labels)
+    targets: str = "data"       # regression targets: the data's y_* (or float outputs), or the inputs
 
 
 def _rel(base, p):
@@ -199,7 +202,7 @@ def load_deploy_config(path) -> DeployConfig:
     dat = data["data"] if data["data"] in ("digits", "digits32") else _rel(base, data["data"])
     return DeployConfig(str(path), data["name"], model, dat, data["layout"], data["calibration"],
                         data["rounding"], data["test_samples"], formats, assignments, data["output"] or None,
-                        data["task"])
+                        data["task"], data["targets"])
 
 
 def _check(path, raw):

@@ -215,6 +215,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     n_test = test_samples if test_samples is not None else (cfg.test_samples or len(ds.x_test))
     x_test = ds.x_test[:n_test]
     y_test = None if ds.y_test is None else np.asarray(ds.y_test[:n_test])
+    if cfg.targets == "inputs":             # an autoencoder: the targets are the inputs themselves
+        y_test = np.asarray(x_test, np.float64)
     task = infer_task(cfg.task, y_test)
     _check_data(cfg.data, net, ds, y_test, task)
     names = sorted({layer.output for layer in net.engine_layers()}) if per_layer else None
@@ -229,7 +231,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
         score = _classification(y_test, y_ref)
     else:
         targets = _targets(cfg.data, y_test, y_ref)
-        result["reference"] = "the float model's outputs" if targets is None else "y_test of the data"
+        result["reference"] = ("the float model's outputs" if targets is None else "the inputs"
+                               if cfg.targets == "inputs" else "y_test of the data")
         result.update({f"float_{k}": v for k, v in _regression(targets, y_ref, y_ref).items()
                        if k in ("mse", "mae")})
         score = _regression_scorer(targets, y_ref)

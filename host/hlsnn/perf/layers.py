@@ -21,7 +21,8 @@ runner calls them.
 ``sparse_cluster`` (``SparseExec``)
     conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds; a
     strided, dilated, grouped or asymmetrically padded one as the runner runs it, the stride-1
-    convolution of :func:`hlsnn.engines.convgeom.as_stride1` on the host-padded input; more
+    convolution of :func:`hlsnn.engines.convgeom.as_stride1` on the host-padded input, a
+    kernel beyond ``max_ksize`` as the runner's blocks of taps (:mod:`hlsnn.deploy.blocks`); more
     input channels than ``max_in_channels`` as the runner's raw calls, one per chunk),
     dense layers as a 1x1 convolution over a ``(K, 1, batch)`` map; per chunk of
     ``max_out_channels``. The counts depend on which inputs and weights are zero: they come
@@ -123,10 +124,22 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
         x = rng.integers(1, 128, xshape) * rng.choice([-1, 1], xshape) * (rng.random(xshape) < input_density)
     x = np.asarray(x, np.int64).reshape(xshape)
     general = conv is not None and layer.geom.simple_pad is None
+    kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
+    if general and convgeom.as_stride1(w[:1, :1], layer.geom)[2] > p["max_ksize"]:
+        # the runner's blocks of taps (hlsnn.deploy.blocks): raw convolutions of the shifted input
+        from ..deploy.blocks import kernel_blocks
+        g = layer.geom
+        kc = KernelCycles()
+        xp = convgeom.pad_nchw(x, g.pads)
+        for i0, th, j0, tw in kernel_blocks(g, p["max_ksize"]):
+            sub = convgeom.ConvGeom(th, tw, g.sh, g.sw, (0, 0, 0, 0), g.dh, g.dw, g.group)
+            w1, pads1, _ = convgeom.as_stride1(w[:, :, i0:i0 + th, j0:j0 + tw], sub)
+            kern.channel_sums(convgeom.pad_nchw(xp[:, :, i0 * g.dh:, j0 * g.dw:], pads1), w1, padding="valid")
+            _merge(kc, kern.last_cycles)
+        return kc
     if general:                      # the runner's stride-1 convolution on the host-padded input
         w, pads, _ = convgeom.as_stride1(w, layer.geom)
         x = convgeom.pad_nchw(x, pads)
-    kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
     bias = np.zeros(n, np.int64)
     if conv is None:
         maps = [x[a:b].T[:, None, :] for a, b in _chunks(batch, p["max_hw"])]
