@@ -116,7 +116,11 @@ def host_layers(net, host_bits=None) -> list:
         if layer.kind != "host":
             continue
         op = getattr(layer.node, "op_type", "?") if layer.op == "fallback" else layer.op
-        if layer.op in EXACT:
+        if layer.op in ("Clip", "Concat", "Pad"):
+            how = ("exact on fixed-point values: keeps the input's format when its "
+                   + {"Clip": "bounds are values of it (a clamp)", "Concat": "inputs share one format",
+                      "Pad": "pad value is a value of it"}[layer.op])
+        elif layer.op in EXACT:
             how = "exact on fixed-point values (moves or selects them)"
         elif host_bits is not None:
             how = (f"{host_bits}-bit fixed point in and out (radix points by DETERMINE when calibrating), "
