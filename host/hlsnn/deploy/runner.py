@@ -620,7 +620,7 @@ class BfpExec(_Exec):
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        self.gp = _pack(layer, acc, fmt.type)
+        self.gp = _pack(layer, acc, "bfp")
         w2 = _gemm_weight(layer, self.gp)
         self._limit_k(w2.shape[1], bfp_k_limit(p), "k_limit",
                       "the longest K whose sum fits the accumulator (acc_bits) exactly")
