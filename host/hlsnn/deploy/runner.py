@@ -58,7 +58,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import blocks, hostops
+from . import blocks, groups, hostops
 from . import update as updates
 
 
@@ -182,38 +182,6 @@ class HostQuant:
         # rounding moves a value by at most half a unit in the last place; saturation moves it further
         self.sat_count = int(np.count_nonzero(np.abs(y - out) > np.ldexp(0.5, -self.f_out)))
         return Act(y, (self.f_out, self.bits, self.signed))
-
-
-def _gemm_weight(layer, gp=1):
-    """A dense layer's (N, K) weight, or a conv layer's flattened to (Z, gp*C/g*kh*kw): row z
-    holds output z's weights over the input channels of its pack of ``gp`` groups (zero
-    outside its own group): a grouped layer runs as one GEMM per pack (:func:`_group_parts`)."""
-    if layer.kind == "dense" or layer.group == 1:
-        return layer.w.reshape(layer.w.shape[0], -1)
-    z = layer.w.shape[0]
-    zp = z // (layer.group // gp)
-    return np.concatenate([conv.dense_weight(layer.w[a:a + zp], gp) for a in range(0, z, zp)]).reshape(z, -1)
-
-
-def _pack(layer, acc, fmt_type):
-    """Groups per GEMM of a grouped conv layer (:func:`hlsnn.perf.layers.group_pack`, at the
-    layer's input size when the network declares it, else 16 x 16)."""
-    if layer.kind != "conv" or layer.group == 1:
-        return 1
-    from ..perf.layers import group_pack
-    return group_pack(layer, acc.config, fmt_type=fmt_type, in_hw=getattr(layer, "in_hw", None) or (16, 16))
-
-
-def _group_parts(chans, zg, step):
-    """Chunks ``(a, b)`` of positions in the output-channel indices ``chans`` (ascending) of at
-    most ``step`` outputs that never straddle two groups of ``zg`` outputs: each chunk is one
-    GEMM over its group's input channels."""
-    grp = np.asarray(chans) // zg
-    parts, start = [], 0
-    for end in list(np.flatnonzero(np.diff(grp)) + 1) + [len(grp)]:
-        parts += [(start + a, start + b) for a, b in chunks(end - start, step)]
-        start = end
-    return parts
 
 
 def prune(w, fraction):
@@ -374,8 +342,8 @@ class ShiftExec(_Exec):
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        self.gp = _pack(layer, acc, fmt.type)
-        w2 = _gemm_weight(layer, self.gp)
+        self.gp = groups.pack_of(layer, acc, fmt.type)
+        w2 = groups.gemm_weight(layer, self.gp)
         self.k_step = None       # K columns per raw call; None: as the kernel chooses (one call when K fits)
         self.mode = "twohot" if fmt.type == "twohot" else "pot"
         axis = 0 if fmt.weight_scale == "channel" else None          # one scale per output row, or one
@@ -419,7 +387,7 @@ class ShiftExec(_Exec):
     def _parts(self, chans):
         """``(a, b, weight rows)`` per GEMM of the outputs ``chans``: chunks of ``step``
         outputs within one group."""
-        return [(a, b, self._rows(chans[a:b])) for a, b in _group_parts(chans, self.zg, self.step)]
+        return [(a, b, self._rows(chans[a:b])) for a, b in groups.group_parts(chans, self.zg, self.step)]
 
     def _rows(self, idx):
         """The weight rows ``idx`` (a slice or an index array) as a ShiftTensor of their own."""
@@ -620,8 +588,8 @@ class BfpExec(_Exec):
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        self.gp = _pack(layer, acc, "bfp")
-        w2 = _gemm_weight(layer, self.gp)
+        self.gp = groups.pack_of(layer, acc, "bfp")
+        w2 = groups.gemm_weight(layer, self.gp)
         self._limit_k(w2.shape[1], bfp_k_limit(p), "k_limit",
                       "the longest K whose sum fits the accumulator (acc_bits) exactly")
         self.m, self.e, self.rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
@@ -629,7 +597,7 @@ class BfpExec(_Exec):
         self.chunks = []
         self.groups = layer.group // self.gp if layer.kind == "conv" else 1
         self.zg = w2.shape[0] // self.groups            # outputs per pack of groups: one GEMM per pack
-        for a, b in _group_parts(np.arange(w2.shape[0]), self.zg, p["max_n"]):
+        for a, b in groups.group_parts(np.arange(w2.shape[0]), self.zg, p["max_n"]):
             wq = bfpfmt.quantize(w2[a:b], self.m, axis=waxis, exponent_bits=self.e, rounding=self.rnd)
             bq = bfpfmt.quantize(layer.b[a:b], self.m, axis=None, exponent_bits=self.e, rounding=self.rnd)
             self.chunks.append((a, b, wq, bq))
