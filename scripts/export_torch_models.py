@@ -17,6 +17,18 @@ Models (trained with Adam on scikit-learn's digits, the split of ``hlsnn.deploy.
 * ``strided``: Conv 1->8 3x3 pad 1, ReLU, Conv 8->16 3x3 stride 2 pad 1, BatchNorm, ReLU,
   Flatten (256), Linear 256->10.
 
+Issue 32 adds two sets, each exported both ways users export (the default dynamo exporter and
+``dynamo=False`` at opset 17), with ``--only patterns`` / ``--only tiny``:
+
+* ``tests/data/torch/patterns/``: one tiny untrained module per import pattern
+  (``AdaptiveAvgPool2d``, ``AdaptiveMaxPool2d``, ``ReLU6``, ``Hardswish``/``Hardsigmoid``/
+  ``Sigmoid``, ``Linear`` without bias, ``Flatten``, depthwise with ReLU6, ``ZeroPad2d``,
+  ``Upsample``, ``cat`` with ``*`` and ``/`` by constants), with the op types each export wrote.
+* ``tests/data/torch/tiny/``: the model shapes of MLPerf Tiny at tiny widths, trained briefly:
+  a DS-CNN (10x4 stride-2 stem, three depthwise-separable blocks), a MobileNetV1-like net with
+  ReLU and with ReLU6, a ResNet-8 with BatchNorm (on ``digits32``, 3x32x32), and a fully
+  connected autoencoder 64-32-8-32-64 (MSE on ``digits``).
+
 Each is exported with a batch-1 example input and no ``dynamic_axes``, the way the PyTorch
 tutorials do it, so the batch is fixed at 1 in every file. The outputs are logits. The float
 accuracy of each model on the test split (onnxruntime) goes into ``tests/data/torch/MANIFEST.json``
@@ -91,7 +103,188 @@ def _sklearn(ort, datasets):
     return out
 
 
-def main() -> int:
+#: the two ways users export (issue 32): today's default (dynamo, opset 18+, the batch fixed at 1,
+#: weights in .onnx.data) and the TorchScript exporter at opset 17
+TWO_WAYS = {"dynamo": dict(), "ts17": dict(dynamo=False, opset_version=17)}
+PATTERNS = OUT / "patterns"
+TINY = OUT / "tiny"
+
+
+def _patterns(nn):
+    """One tiny untrained module per pattern issue 32 names (and the other import rules), each
+    between layers that run on an engine: (module, input shape without the batch)."""
+    import torch
+
+    class Cat(nn.Module):               # Concat on channels, Mul and Div by constants
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(1, 2, 3, padding=1), nn.Conv2d(1, 3, 1)
+
+        def forward(self, x):
+            return torch.cat([self.a(x), nn.functional.relu(self.b(x)) * 0.5], 1) / 4.0
+
+    conv = (1, 8, 8)
+    return {
+        "adaptiveavgpool": (nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                          nn.Linear(4, 3)), conv),
+        "adaptivemaxpool": (nn.Sequential(nn.Conv2d(1, 4, 3), nn.AdaptiveMaxPool2d(1), nn.Flatten(),
+                                          nn.Linear(4, 3)), conv),
+        "relu6": (nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU6(), nn.Conv2d(4, 2, 3)), conv),
+        "hardswish": (nn.Sequential(nn.Conv2d(1, 4, 3), nn.Hardswish(), nn.Conv2d(4, 4, 1), nn.Hardsigmoid(),
+                                    nn.Conv2d(4, 2, 1), nn.Sigmoid()), conv),
+        "linear_nobias": (nn.Sequential(nn.Flatten(), nn.Linear(64, 8, bias=False), nn.ReLU(),
+                                        nn.Linear(8, 3, bias=False)), conv),
+        "flatten": (nn.Sequential(nn.Conv2d(1, 2, 3, stride=2), nn.Flatten(), nn.Linear(18, 3)), conv),
+        "depthwise_relu6": (nn.Sequential(nn.Conv2d(2, 4, 1), nn.Conv2d(4, 4, 3, padding=1, groups=4),
+                                          nn.BatchNorm2d(4), nn.ReLU6()), (2, 8, 8)),
+        "zeropad": (nn.Sequential(nn.ZeroPad2d((1, 2, 0, 1)), nn.Conv2d(1, 2, 3)), conv),
+        "upsample": (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Upsample(scale_factor=2), nn.Conv2d(2, 2, 3)), conv),
+        "concat_scale": (Cat(), conv),
+    }
+
+
+def _tiny_models(nn):
+    """The model shapes of issue 32 at tiny widths (a few thousand weights each):
+    (module, data set, layout, task)."""
+    def dw(c, z, stride, act):
+        return [nn.Conv2d(c, c, 3, stride=stride, padding=1, groups=c, bias=False), nn.BatchNorm2d(c), act(),
+                nn.Conv2d(c, z, 1, bias=False), nn.BatchNorm2d(z), act()]
+
+    class Block(nn.Module):             # ResNet-8's residual stack: two 3x3 convs and a shortcut
+        def __init__(self, c, z, stride):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(c, z, 3, stride, 1, bias=False), nn.BatchNorm2d(z), nn.ReLU(),
+                                      nn.Conv2d(z, z, 3, 1, 1, bias=False), nn.BatchNorm2d(z))
+            self.short = (nn.Sequential(nn.Conv2d(c, z, 1, stride, bias=False), nn.BatchNorm2d(z))
+                          if stride != 1 or c != z else nn.Identity())
+
+        def forward(self, x):
+            return nn.functional.relu(self.body(x) + self.short(x))
+
+    def mobilenet(act):
+        return nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), act(),
+                             *dw(8, 16, 1, act), *dw(16, 32, 2, act), *dw(32, 32, 1, act), *dw(32, 64, 2, act),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+    dscnn = nn.Sequential(nn.Conv2d(3, 16, (10, 4), stride=2, padding=(4, 1)), nn.BatchNorm2d(16),
+                          nn.ReLU(), *dw(16, 16, 1, nn.ReLU), *dw(16, 16, 1, nn.ReLU), *dw(16, 16, 1, nn.ReLU),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    resnet8 = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                            Block(8, 8, 1), Block(8, 16, 2), Block(16, 24, 2),
+                            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 10))
+    autoencoder = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 8), nn.ReLU(),
+                                nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 64))
+    return {"dscnn": (dscnn, "digits32", "nchw", "classification"),
+            "mobilenet_relu": (mobilenet(nn.ReLU), "digits32", "nchw", "classification"),
+            "mobilenet_relu6": (mobilenet(nn.ReLU6), "digits32", "nchw", "classification"),
+            "resnet8": (resnet8, "digits32", "nchw", "classification"),
+            "autoencoder": (autoencoder, "digits", "flat", "regression")}
+
+
+def _train_ae(torch, model, x, *, epochs=150, seed=0):
+    torch.manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    xt = torch.from_numpy(x)
+    gen = torch.Generator().manual_seed(seed)
+    model.train()
+    for _ in range(epochs):
+        for idx in torch.randperm(len(xt), generator=gen).split(64):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(xt[idx]), xt[idx])
+            loss.backward()
+            opt.step()
+    model.eval()
+    return model
+
+
+def _export(torch, model, example, path, kwargs):
+    for old in path.parent.glob(path.name + "*"):
+        old.unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (example,), str(path), **kwargs)
+    return sorted(p.name for p in path.parent.glob(path.name + "*"))
+
+
+def _ort_outputs(ort, path, x):
+    sess = ort.InferenceSession(str(path))
+    inp = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {inp: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+
+
+def export_patterns(torch, nn, ort):
+    """tests/data/torch/patterns/: each pattern module exported both ways (untrained, seeded)."""
+    import onnx
+    PATTERNS.mkdir(parents=True, exist_ok=True)
+    manifest = {"torch": torch.__version__, "models": {}}
+    torch.manual_seed(0)
+    for name, (model, shape) in _patterns(nn).items():
+        model.eval()
+        for m in model.modules():                     # BatchNorm statistics that are not the identity
+            if isinstance(m, nn.BatchNorm2d):
+                with torch.no_grad():
+                    m.running_mean.uniform_(-0.5, 0.5)
+                    m.running_var.uniform_(0.5, 2.0)
+        example = torch.randn(1, *shape)
+        for variant, kwargs in TWO_WAYS.items():
+            files = _export(torch, model, example, PATTERNS / f"{name}_{variant}.onnx", kwargs)
+            g = onnx.load(str(PATTERNS / f"{name}_{variant}.onnx"), load_external_data=False).graph
+            manifest["models"][f"{name}_{variant}"] = {"export": kwargs, "files": files, "input_shape": list(shape),
+                                                      "ops": [n.op_type for n in g.node]}
+            print(f"{name}_{variant:8s} {' '.join(n.op_type for n in g.node)}")
+    (PATTERNS / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def write_config(name, data, task):
+    """The deployment config beside a tiny model: bfp8, two-hot and fixed8 (issue 32's "done when")."""
+    extra = "task: regression\ntargets: inputs           # an autoencoder: its targets are its inputs\n" \
+        if task == "regression" else "task: classification\n"
+    (TINY / f"{name}.yaml").write_text(
+        f"# written by scripts/export_torch_models.py --only tiny\nname: {name}\nmodel: {name}.onnx\n"
+        f"data: {data}\n{extra}calibration: {{samples: 64}}\nformats:\n"
+        "  bfp8:   {type: bfp, accel: bfp8_zcu104}\n"
+        "  twohot: {type: twohot, accel: shift8_pynq-z2}\n"
+        "  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n")
+
+
+def export_tiny(torch, nn, ort, datasets):
+    """tests/data/torch/tiny/: the DS-CNN, MobileNet (ReLU and ReLU6), ResNet-8 and FC
+    autoencoder shapes, trained briefly on the digits, exported both ways."""
+    TINY.mkdir(parents=True, exist_ok=True)
+    manifest = {"torch": torch.__version__, "models": {}}
+    torch.manual_seed(0)
+    for name, (model, data, layout, task) in _tiny_models(nn).items():
+        ds = datasets.load(data, layout=layout)
+        x_train = ds.x_train.astype(np.float32)
+        if task == "regression":
+            model = _train_ae(torch, model, x_train)
+        else:
+            model = _train(torch, model, x_train, ds.y_train, epochs=12)
+        example = torch.from_numpy(ds.x_test[:1].astype(np.float32))
+        for variant, kwargs in TWO_WAYS.items():
+            path = TINY / f"{name}_{variant}.onnx"
+            files = _export(torch, model, example, path, kwargs)
+            y = _ort_outputs(ort, path, ds.x_test)
+            entry = {"data": data, "layout": layout, "task": task, "export": kwargs, "files": files}
+            if task == "regression":
+                entry["float_mse_vs_input"] = float(np.mean((y - ds.x_test) ** 2))
+            else:
+                entry["float_accuracy"] = float(np.mean(np.argmax(y, axis=1) == ds.y_test))
+            manifest["models"][f"{name}_{variant}"] = entry
+            write_config(f"{name}_{variant}", data, task)
+            print(f"{name}_{variant:8s} {entry.get('float_accuracy', entry.get('float_mse_vs_input')):.4f}  "
+                  f"{' '.join(files)}")
+    (TINY / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=("classic", "patterns", "tiny"), action="append",
+                    help="export only these sets (default: all): classic = issue 16's files, patterns and "
+                         "tiny = issue 32's")
+    args = ap.parse_args(argv)
+    sets = set(args.only or ("classic", "patterns", "tiny"))
     try:
         import torch
         from torch import nn
@@ -100,6 +293,12 @@ def main() -> int:
         return 2
     import onnxruntime as ort
     from hlsnn.deploy import datasets
+    if "patterns" in sets:
+        export_patterns(torch, nn, ort)
+    if "tiny" in sets:
+        export_tiny(torch, nn, ort, datasets)
+    if "classic" not in sets:
+        return 0
 
     OUT.mkdir(parents=True, exist_ok=True)
     manifest = {"torch": torch.__version__, "models": {}}

@@ -74,8 +74,9 @@ class UnsupportedModelError(HlsnnError, ValueError):
     def __init__(self, path, nodes):
         self.path, self.nodes = path, list(nodes)
         lines = "\n".join(f"  {name} ({op}): {why}" for name, op, why in self.nodes)
-        super().__init__(f"{path}: {len(self.nodes)} unsupported node(s) (--host-fallback runs unknown ops "
-                         f"on the host in numpy):\n{lines}")
+        super().__init__(f"{path}: {len(self.nodes)} unsupported node(s), which no accelerator or host rule of "
+                         f"hlsnn runs; --host-fallback runs each of them on the host in float32 with onnx's "
+                         f"reference implementation (not on the FPGA):\n{lines}")
 
 
 #: errno values that are the environment's doing, not a bug: reported as one line naming the path

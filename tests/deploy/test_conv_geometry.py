@@ -101,7 +101,7 @@ def _deploy(net, fmt_type, accel, x, target="emu"):
 @pytest.mark.parametrize("fmt_type, accel, tol", FORMATS, ids=[f[1] for f in FORMATS])
 @pytest.mark.parametrize("name", ["stride2_asym", "depthwise", "dilated", "rect_stride"])
 def test_every_engine_deploys_the_conv(tmp_path, fmt_type, accel, tol, name):
-    """Each engine runs the layer (GEMM engines on host im2col of the block-diagonal weight,
+    """Each engine runs the layer (GEMM engines on host im2col, one GEMM per pack of groups,
     the sparse engine as its stride-1 rewrite) within its format's error of the reference:
     the largest error at most ``tol`` of the outputs' range."""
     _, c, z, k, attrs, hw = next(g for g in GEOMETRIES if g[0] == name)

@@ -84,8 +84,11 @@ def test_bad_names(bad, tmp_path, monkeypatch):
 
 def test_bad_npz(tmp_path):
     path = tmp_path / "bad.npz"
-    np.savez(path, x_test=np.zeros((2, 4)))
-    with pytest.raises(InputError, match="y_test"):
+    np.savez(path, y_test=np.zeros(2, int))
+    with pytest.raises(InputError, match="x_test"):
+        load(path)
+    np.savez(path, x_test=np.zeros((2, 4)), y_test=np.zeros((2, 3), int))
+    with pytest.raises(InputError, match="one class label per sample"):
         load(path)
     np.savez(path, x_test=np.zeros((2, 4)), y_test=np.zeros(3, int))
     with pytest.raises(InputError, match="x_test"):
@@ -115,3 +118,16 @@ def test_missing_sklearn_is_an_input_error(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(InputError, match=r'pip install "hlsnn\[deploy\]"'):
         load("digits")
+
+
+def test_npz_regression_targets_and_no_labels(tmp_path):
+    """Issue 32: y_* may be float targets of any shape, or absent."""
+    path = tmp_path / "ae.npz"
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    np.savez(path, x_train=x, x_test=x[:2], y_test=x[:2, :, None] * 0.5)
+    ds = load(path)
+    assert ds.y_train is None and ds.y_test.dtype == np.float64 and ds.y_test.shape == (2, 8, 1)
+    assert ds.num_classes == 0
+    np.savez(path, x_test=x)
+    ds = load(path)
+    assert ds.y_test is None and ds.x_train is None

@@ -104,7 +104,7 @@ def _unsupported_model(tmp_path):
     rng = np.random.default_rng(4)
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="autopad", strides=[2, 2], kernel_shape=[3, 3],
                               auto_pad="SAME_UPPER"),
-             helper.make_node("Sigmoid", ["c"], ["s"], name="sig"),
+             helper.make_node("Sin", ["c"], ["s"], name="sig"),
              helper.make_node("Flatten", ["s"], ["f"], name="flat"),
              helper.make_node("LeakyRelu", ["f"], ["y"], name="leaky", alpha=0.1)]
     return _save(tmp_path, nodes, [_init(rng, "w", (2, 1, 3, 3))], ["N", 1, 6, 6], ["N", 18], "unsup")
@@ -116,7 +116,7 @@ def test_unsupported_nodes_are_all_listed(tmp_path):
         load_onnx(path)
     msg = str(e.value)
     assert "3 unsupported node(s)" in msg
-    for name, op in (("autopad", "Conv"), ("sig", "Sigmoid"), ("leaky", "LeakyRelu")):
+    for name, op in (("autopad", "Conv"), ("sig", "Sin"), ("leaky", "LeakyRelu")):
         assert f"{name} ({op})" in msg
     assert "auto_pad" in msg and "--host-fallback" in msg
     assert [n[0] for n in e.value.nodes] == ["autopad", "sig", "leaky"]
@@ -236,7 +236,7 @@ def test_host_layers_are_reported_with_their_precision(tmp_path, capsys):
     src = ROOT / "configs" / "models" / "digits_mlp.onnx"
     m = onnx.load(str(src))
     out = m.graph.output[0]
-    m.graph.node.append(helper.make_node("Sigmoid", [out.name], ["squashed"], name="squash"))
+    m.graph.node.append(helper.make_node("Sin", [out.name], ["squashed"], name="squash"))
     m.graph.output.remove(out)
     m.graph.output.append(helper.make_tensor_value_info("squashed", TensorProto.FLOAT, [None, 10]))
     p = tmp_path / "sig.onnx"
@@ -248,12 +248,12 @@ def test_host_layers_are_reported_with_their_precision(tmp_path, capsys):
     capsys.readouterr()
     assert main(args + ["--host-fallback"]) == 0
     text = capsys.readouterr().out
-    assert "on the host (" in text and "squash (Sigmoid)" in text and "NOTE: 1 layer(s) ran in float" in text
+    assert "on the host (" in text and "squash (Sin)" in text and "NOTE: 1 layer(s) ran in float" in text
     assert main(args + ["--host-fallback", "--json"]) == 0
     import json
     res = json.loads(capsys.readouterr().out)
     squash = [h for h in res["host_layers"] if h["layer"] == "squash"]
-    assert len(squash) == 1 and squash[0]["op"] == "Sigmoid" and "--host-fallback" in squash[0]["precision"]
+    assert len(squash) == 1 and squash[0]["op"] == "Sin" and "--host-fallback" in squash[0]["precision"]
     assert all("--host-fallback" not in h["precision"] for h in res["host_layers"] if h["layer"] != "squash")
 
 

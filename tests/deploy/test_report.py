@@ -258,3 +258,22 @@ def test_the_runner_keeps_a_layer_on_chip_and_the_model_counts_it(root):
             if target == "csim":
                 assert acc.kernel.last_cycles.cycles == layer_cycles(layer, acc.config, 100)["cycles"]
     np.testing.assert_array_equal(outs["csim"], outs["emu"])
+
+
+def test_boards_table_with_accel_configs_named_by_name(root, tmp_path, monkeypatch):
+    """Issue 32: accel configs given by bare name (bfp8_zcu104, as the README recommends) are
+    retargeted like paths, not "no such config file"; a failed assignment is listed, not fatal."""
+    text = (root / "configs" / "models" / "digits_mlp.yaml").read_text()
+    text = text.replace("../accel/", "").replace(".yaml}", "}").replace(".yaml,", ",")
+    text = text.replace("model: digits_mlp.onnx", f"model: {root / 'configs' / 'models' / 'digits_mlp.onnx'}")
+    (tmp_path / "byname.yaml").write_text(text)
+    res = fake_result()
+    res["assignments"]["fixed8"] = {"error": "layer fc1: something the test made up", "layers": {}}
+    monkeypatch.setattr(evaluate, "deploy", lambda *a, **k: res)
+    out = write_report(tmp_path / "byname.yaml", out=tmp_path / "r.html")
+    page = parse(out)
+    cells = [c for row in page.tables["boards-table"][1:] for c in row[2:]]
+    assert cells and not any("n/a" in c for c in cells), cells
+    assert all(" us @ " in c for c in cells)
+    assert "fixed8" not in rows_by_first(page.tables["accuracy-table"])
+    assert "fixed8: layer fc1: something the test made up" in out.read_text()

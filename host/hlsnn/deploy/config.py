@@ -69,6 +69,12 @@ FIELDS = {
                   "an .npz with x_train, y_train, x_test, "
                   "y_test (relative to this file)", default="digits"),
     "layout": Field("choice", "input layout of the data", default="auto", choices=("auto", "flat", "nchw")),
+    "task": Field("choice", "classification (accuracy against integer labels) or regression (MSE, MAE and the "
+                  "error relative to the float model's outputs, against float targets y_* or, without them, the "
+                  "float model's outputs); auto: classification when the data have integer labels",
+                  default="auto", choices=("auto", "classification", "regression")),
+    "targets": Field("choice", "regression targets: data (the data's float y_*, else the float model's outputs) or "
+                     "inputs (the inputs themselves: an autoencoder)", default="data", choices=("data", "inputs")),
     "calibration": Field("section", "how radix points are chosen (source 002)", default=None, fields={
         "samples": Field("int", "calibration images, taken from the training split", default=128, lo=1,
                          hi=1 << 20),
@@ -132,6 +138,8 @@ class DeployConfig:
     formats: dict
     assignments: dict
     output: str = None          # the model output to deploy when it has several (``output:``)
+    task: str = "auto"          # classification, regression or auto (inferred from the labels)
+    targets: str = "data"       # regression targets: the data's y_* (or float outputs), or the inputs
 
 
 def _rel(base, p):
@@ -195,7 +203,8 @@ def load_deploy_config(path) -> DeployConfig:
     model = _rel(base, data["model"])
     dat = data["data"] if data["data"] in ("digits", "digits32") else _rel(base, data["data"])
     return DeployConfig(str(path), data["name"], model, dat, data["layout"], data["calibration"],
-                        data["rounding"], data["test_samples"], formats, assignments, data["output"] or None)
+                        data["rounding"], data["test_samples"], formats, assignments, data["output"] or None,
+                        data["task"], data["targets"])
 
 
 _NAME = __import__("re").compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")

@@ -6,8 +6,9 @@ download), split once and for all into 1437 training and 360 test images (strati
 32 x 32 colour images (N, 3, 32, 32) for the ResNet-8-shaped example: every pixel repeated
 4 x 4, the three channels the grey image times 1, 3/4 and 1/2 (a fixed tint, so the channels
 differ). ``load("path/to/data.npz")`` reads an ``.npz`` file
-holding ``x_train``, ``y_train``, ``x_test`` and ``y_test`` (``x_train``/``y_train`` may be
-absent, then they are None).
+holding ``x_train``, ``y_train``, ``x_test`` and ``y_test``: ``x_train`` may be absent, and
+any ``y_*`` may be absent (then it is None); a ``y_*`` is integer class labels (N,) or float
+regression targets (N, ...) of any shape.
 
 >>> ds = load("digits")                      # doctest: +SKIP
 >>> ds.x_train.shape, ds.x_test.shape        # doctest: +SKIP
@@ -36,7 +37,8 @@ DIGITS32_TINT = (1.0, 0.75, 0.5)
 
 @dataclass(eq=False)
 class Dataset:
-    """Inputs ``x_*`` (float32) and integer labels ``y_*`` (int64); the train arrays may be None."""
+    """Inputs ``x_*`` (float32) and integer labels (int64) or float targets (float64) ``y_*``;
+    the train arrays and ``y_test`` may be None."""
 
     name: str
     x_train: Optional[np.ndarray]
@@ -46,7 +48,7 @@ class Dataset:
 
     @property
     def num_classes(self) -> int:
-        ys = [y for y in (self.y_train, self.y_test) if y is not None and y.size]
+        ys = [y for y in (self.y_train, self.y_test) if y is not None and y.size and y.dtype.kind in "iu"]
         return int(max(int(y.max()) for y in ys)) + 1 if ys else 0
 
 
@@ -107,9 +109,9 @@ def _npz(path: Path, layout: Optional[str]) -> Dataset:
             arrays = {k: f[k] for k in f.files}
     except Exception as exc:  # a corrupt archive, a pickled object array...
         raise InputError(f"data set {str(path)!r}: cannot read it as .npz ({exc})") from None
-    missing = [k for k in ("x_test", "y_test") if k not in arrays]
-    if ("x_train" in arrays) != ("y_train" in arrays):
-        missing.append("y_train" if "x_train" in arrays else "x_train")
+    missing = [k for k in ("x_test",) if k not in arrays]
+    if "y_train" in arrays and "x_train" not in arrays:
+        missing.append("x_train")
     if missing:
         raise InputError(f"data set {str(path)!r}: missing array(s) {', '.join(missing)} "
                          f"(has {', '.join(sorted(arrays)) or 'none'}; expected x_train, y_train, x_test, y_test)")
@@ -118,13 +120,17 @@ def _npz(path: Path, layout: Optional[str]) -> Dataset:
         if f"x_{split}" not in arrays:
             parts[f"x_{split}"] = parts[f"y_{split}"] = None
             continue
-        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
-        if x.ndim < 2 or y.ndim != 1 or len(x) != len(y):
-            raise InputError(f"data set {str(path)!r}: x_{split} {x.shape} and y_{split} {y.shape} must be "
-                             "(N, ...) and (N,)")
-        if not np.issubdtype(x.dtype, np.number) or not np.issubdtype(y.dtype, np.integer):
+        x, y = arrays[f"x_{split}"], arrays.get(f"y_{split}")
+        if x.ndim < 2 or (y is not None and (y.ndim < 1 or len(x) != len(y))):
+            raise InputError(f"data set {str(path)!r}: x_{split} {x.shape} and y_{split} {getattr(y, 'shape', None)} must be "
+                             "(N, ...) and (N,) labels or (N, ...) targets")
+        if not np.issubdtype(x.dtype, np.number) or (y is not None and not (
+                np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating))):
             raise InputError(f"data set {str(path)!r}: x_{split} ({x.dtype}) must be numeric and "
-                             f"y_{split} ({y.dtype}) integer")
+                             f"y_{split} ({getattr(y, 'dtype', None)}) integer labels or float targets")
+        if y is not None and np.issubdtype(y.dtype, np.integer) and y.ndim != 1:
+            raise InputError(f"data set {str(path)!r}: integer y_{split} {y.shape} must be one class label per "
+                             "sample, (N,) (float targets may have any shape)")
         if x.dtype.kind == "c":                      # float32 would drop the imaginary part silently
             raise InputError(f"data set {str(path)!r}: x_{split} ({x.dtype}) must be real numbers, not complex")
         if len(x) == 0:
@@ -135,7 +141,8 @@ def _npz(path: Path, layout: Optional[str]) -> Dataset:
             raise InputError(f"data set {str(path)!r}: x_{split} has {int((~np.isfinite(x)).sum())} non-finite "
                              "value(s) (NaN or Inf)")
         parts[f"x_{split}"] = _layout(np.ascontiguousarray(x, dtype=np.float32), layout, path, f"x_{split}")
-        parts[f"y_{split}"] = y.astype(np.int64)
+        parts[f"y_{split}"] = None if y is None else (y.astype(np.int64) if np.issubdtype(y.dtype, np.integer)
+                                                      else y.astype(np.float64))
     return Dataset(path.stem, **parts)
 
 

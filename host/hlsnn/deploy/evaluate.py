@@ -3,10 +3,11 @@ config on one target, against onnx's own float evaluation of the model."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
-from ..errors import InputError, MissingDependency
+from ..errors import HlsnnError, InputError, MissingDependency
 from . import datasets, update
 from .config import load_deploy_config
 from .onnx_import import load_onnx
@@ -52,17 +53,37 @@ def float_reference(path, x, *, names=None, batch=512, output=None):
     return (y, {n: np.concatenate(v) for n, v in inter.items()}) if names else y
 
 
-def _check_data(data, net, ds, y_test):
-    """The data fit the model: the feature shape the model's input declares, and labels that
-    are class indices of its output (labels beyond it gave 0% accuracy without a word)."""
+TASKS = ("classification", "regression")
+
+
+def infer_task(task, y_test):
+    """The deployment's task: ``task`` when given (``"classification"``/``"regression"``),
+    else (``"auto"``) classification when the data have integer labels ``y_test`` of one per
+    sample, regression otherwise (float targets of any shape, or none)."""
+    if task in TASKS:
+        return task
+    if y_test is not None and y_test.ndim == 1 and y_test.dtype.kind in "iu":
+        return "classification"
+    return "regression"
+
+
+def _check_data(data, net, ds, y_test, task):
+    """The data fit the model: the feature shape the model's input declares, and (classification)
+    labels that are class indices of its output (labels beyond it gave 0% accuracy without a
+    word)."""
     want = tuple(net.input_shape[1:])
     for what, x in (("x_train", ds.x_train), ("x_test", ds.x_test)):
         got = tuple(np.shape(x)[1:])
         if len(got) != len(want) or any(w is not None and w != g for w, g in zip(want, got)):
             raise InputError(f"{data}: {what} has samples of shape {got}; the model {net.name} takes {want}")
-    if y_test.size and (y_test.dtype.kind not in "iu" or y_test.min() < 0):
-        raise InputError(f"{data}: y_test must be non-negative integer class labels, got dtype {y_test.dtype}, "
-                         f"min {y_test.min()}")
+    if task == "regression":
+        return
+    if y_test is None:
+        raise InputError(f"{data}: classification needs labels y_test (or set task: regression, which compares "
+                         f"with the float model's outputs)")
+    if y_test.size and (y_test.ndim != 1 or y_test.dtype.kind not in "iu" or y_test.min() < 0):
+        raise InputError(f"{data}: y_test must be non-negative integer class labels, one per sample, got dtype "
+                         f"{y_test.dtype} and shape {y_test.shape} (float targets: set task: regression)")
 
 
 def _check_labels(data, y_test, n_classes):
@@ -96,7 +117,11 @@ def host_layers(net, host_bits=None) -> list:
         if layer.kind != "host":
             continue
         op = getattr(layer.node, "op_type", "?") if layer.op == "fallback" else layer.op
-        if layer.op in EXACT:
+        if layer.op in ("Clip", "Concat", "Pad"):
+            how = ("exact on fixed-point values: keeps the input's format when its "
+                   + {"Clip": "bounds are values of it (a clamp)", "Concat": "inputs share one format",
+                      "Pad": "pad value is a value of it"}[layer.op])
+        elif layer.op in EXACT:
             how = "exact on fixed-point values (moves or selects them)"
         elif host_bits is not None:
             how = (f"{host_bits}-bit fixed point in and out (radix points by DETERMINE when calibrating), "
@@ -134,6 +159,34 @@ def open_accelerators(cfg, target, **target_options):
     return accs
 
 
+@contextmanager
+def open_deployment(config_path, assignment=None, target="emu", *, host_fallback=False, **target_options):
+    """A :class:`~hlsnn.deploy.runner.Deployment` of one assignment of a deployment config, its
+    accelerators open on ``target`` for the ``with`` block (closed after it), for running the
+    model on your own inputs::
+
+        with open_deployment("configs/models/digits_mlp.yaml", "bfp8") as dep:
+            dep.calibrate(x_cal)          # radix points (fixed-point formats) from these inputs
+            y = dep.run(x)                # the model's outputs, float64, batch first
+
+    ``assignment``: its name (default: the config's first); the deployment takes the config's
+    calibration settings and rounding."""
+    cfg = load_deploy_config(config_path)
+    name = assignment or next(iter(cfg.assignments))
+    if name not in cfg.assignments:
+        raise InputError(f"assignment {name!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
+    net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
+    cal = cfg.calibration
+    accs = open_accelerators(cfg, target, **target_options)
+    try:
+        yield Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
+                         rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic", update=cal["update"],
+                         update_by=cal["update_by"], update_percent=cal["percent"])
+    finally:
+        for acc in accs.values():
+            acc.close()
+
+
 def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, host_precision="float", host_bits=8,
            per_layer=False, test_samples=None, target_options=None, progress=False, radix_update=None,
            radix_update_by=None):
@@ -165,18 +218,32 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
         raise InputError(f"{cfg.data}: calibration needs x_train")
     x_cal = ds.x_train[:cfg.calibration["samples"]]
     n_test = test_samples if test_samples is not None else (cfg.test_samples or len(ds.x_test))
-    x_test, y_test = ds.x_test[:n_test], np.asarray(ds.y_test[:n_test])
-    _check_data(cfg.data, net, ds, y_test)
+    x_test = ds.x_test[:n_test]
+    y_test = None if ds.y_test is None else np.asarray(ds.y_test[:n_test])
+    if cfg.targets == "inputs":             # an autoencoder: the targets are the inputs themselves
+        y_test = np.asarray(x_test, np.float64)
+    task = infer_task(cfg.task, y_test)
+    _check_data(cfg.data, net, ds, y_test, task)
     names = sorted({layer.output for layer in net.engine_layers()}) if per_layer else None
     ref = float_reference(cfg.model, x_test, names=names, output=net.output)
     y_ref, ref_tensors = ref if per_layer else (ref, {})
-    _check_labels(cfg.data, y_test, y_ref.shape[1])
-    result = {"model": net.name, "config": cfg.name, "target": target, "test_images": int(len(x_test)),
-              "calibration_images": int(len(x_cal)), "calibration_mode": cfg.calibration["mode"],
-              "float_accuracy": float(np.mean(np.argmax(y_ref, axis=1) == y_test)), "assignments": {},
-              "host_layers": host_layers(net, bits),
+    result = {"model": net.name, "config": cfg.name, "target": target, "task": task,
+              "test_images": int(len(x_test)),
+              "calibration_images": int(len(x_cal)), "calibration_mode": cfg.calibration["mode"]}
+    if task == "classification":
+        _check_labels(cfg.data, y_test, y_ref.shape[1])
+        result["float_accuracy"] = float(np.mean(np.argmax(y_ref, axis=1) == y_test))
+        score = _classification(y_test, y_ref)
+    else:
+        targets = _targets(cfg.data, y_test, y_ref)
+        result["reference"] = ("the float model's outputs" if targets is None else "the inputs"
+                               if cfg.targets == "inputs" else "y_test of the data")
+        result.update({f"float_{k}": v for k, v in _regression(targets, y_ref, y_ref).items()
+                       if k in ("mse", "mae")})
+        score = _regression_scorer(targets, y_ref)
+    result.update({"assignments": {}, "host_layers": host_layers(net, bits),
               "host_precision": "float" if bits is None else f"quantized {bits}-bit",
-              "radix_update": {"update": upd[0], "by": upd[1], "percent": upd[2]}}
+              "radix_update": {"update": upd[0], "by": upd[1], "percent": upd[2]}})
     wanted = assignments or list(cfg.assignments)
     for a in wanted:
         if a not in cfg.assignments:
@@ -189,20 +256,26 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
             if progress:
                 steps.set_postfix_str(name)
             asg = cfg.assignments[name]
-            dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
-                             rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic", host_bits=bits,
-                             update=upd[0], update_by=upd[1], update_percent=upd[2])
-            t_cal = dep.calibrate(x_cal)
-            t0 = time.perf_counter()
-            y, env = dep.run(x_test, keep=True)
-            dt = time.perf_counter() - t0
-            entry = {
-                "accuracy": float(np.mean(np.argmax(y, axis=1) == y_test)),
-                "agreement_with_float": float(np.mean(np.argmax(y, axis=1) == np.argmax(y_ref, axis=1))),
+            try:
+                dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
+                                 rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic",
+                                 host_bits=bits, update=upd[0], update_by=upd[1], update_percent=upd[2])
+                t_cal = dep.calibrate(x_cal)
+                t0 = time.perf_counter()
+                y, env = dep.run(x_test, keep=True)
+                dt = time.perf_counter() - t0
+            except HlsnnError as exc:          # this assignment fails; the others' results are kept
+                result["assignments"][name] = {"error": str(exc).splitlines()[0],
+                                               "layers": {la.name: asg.format_of(la.name)
+                                                          for la in net.engine_layers()}}
+                continue
+            entry = dict(score(y))
+            entry.update({
                 "images_per_s": round(len(x_test) / dt, 1) if dt > 0 else None,
                 "calibration_s": round(t_cal, 3),
                 "layers": {ln: cfg.formats[asg.format_of(ln)].name for ln in dep.execs},
-            }
+            })
+            entry.update(modelled_latency(dep, cfg, asg))
             if upd[0] == "e5":
                 entry["radix_update"] = {ln: dict(ex.stats.update) for ln, ex in dep.execs.items() if ex.stats.update}
             if dep.host:
@@ -230,16 +303,87 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     return result
 
 
+def _classification(y_test, y_ref):
+    def score(y):
+        return {"accuracy": float(np.mean(np.argmax(y, axis=1) == y_test)),
+                "agreement_with_float": float(np.mean(np.argmax(y, axis=1) == np.argmax(y_ref, axis=1)))}
+    return score
+
+
+def _targets(data, y_test, y_ref):
+    """The regression targets: float ``y_test`` with one target of the model's output size per
+    sample, or None (then the float model's outputs are the reference)."""
+    if y_test is None or y_test.dtype.kind != "f":
+        return None
+    if y_test.shape[0] != y_ref.shape[0] or y_test[0].size != y_ref[0].size:
+        raise InputError(f"{data}: y_test has targets of shape {y_test.shape[1:]}; the model's output has "
+                         f"{y_ref.shape[1:]} per sample ({y_ref[0].size} values)")
+    return y_test.reshape(y_ref.shape).astype(np.float64)
+
+
+def _regression(targets, y, y_ref):
+    """MSE and MAE of ``y`` against ``targets`` (None: against the float outputs ``y_ref``) and
+    the relative error against the float outputs, ``||y - y_ref|| / ||y_ref||`` (Frobenius)."""
+    t = y_ref if targets is None else targets
+    d = np.asarray(y, np.float64).reshape(t.shape) - t
+    norm = float(np.linalg.norm(y_ref))
+    return {"mse": float(np.mean(d ** 2)), "mae": float(np.mean(np.abs(d))),
+            "relative_error": float(np.linalg.norm(np.asarray(y).reshape(y_ref.shape) - y_ref) / norm)
+            if norm > 0 else 0.0}
+
+
+def _regression_scorer(targets, y_ref):
+    return lambda y: _regression(targets, y, y_ref)
+
+
+def modelled_latency(dep, cfg, asg) -> dict:
+    """The modelled engine time per image (batch 1) of a run deployment: every engine layer's
+    kernel calls costed by the cycle model, as the report's latency section
+    (:func:`hlsnn.perf.layers.layer_cycles`, at the measured weight sparsity and input
+    density), in microseconds: ``modelled_us_per_image`` (the sum) and ``modelled_us_by_layer``.
+    Host work (im2col, requantization, host ops) and DMA set-up are not included."""
+    from ..perf.layers import layer_cycles
+    by_layer = {}
+    for ln, ex in dep.execs.items():
+        f = cfg.formats[asg.format_of(ln)]
+        hw = tuple(ex.in_shape[-2:]) if ex.layer.kind == "conv" else None
+        try:
+            r = layer_cycles(ex.layer, ex.acc.config, 1, fmt_type=f.type, in_hw=hw,
+                             weight_sparsity=ex.stats.weight_sparsity, input_density=ex.stats.input_density)
+        except HlsnnError:
+            return {"modelled_us_per_image": None, "modelled_us_by_layer": {}}
+        by_layer[ln] = round(float(r["us"]), 3)
+    return {"modelled_us_per_image": round(sum(by_layer.values()), 3), "modelled_us_by_layer": by_layer}
+
+
 def format_result(res) -> str:
-    lines = [f"{res['model']} on {res['target']}: {res['test_images']} test images, calibrated on "
-             f"{res['calibration_images']} ({res['calibration_mode']}); float accuracy "
-             f"{100 * res['float_accuracy']:.2f}% (onnx ReferenceEvaluator)",
-             f"  {'assignment':<14} {'accuracy':>9} {'vs float':>9} {'images/s':>10}  layers"]
+    head = (f"{res['model']} on {res['target']}: {res['test_images']} test images, calibrated on "
+            f"{res['calibration_images']} ({res['calibration_mode']}); ")
+    regression = res.get("task") == "regression"
+    if regression:
+        lines = [head + f"regression against {res['reference']}: float MSE {res['float_mse']:.4g}, MAE "
+                 f"{res['float_mae']:.4g} (onnx ReferenceEvaluator)",
+                 f"  {'assignment':<14} {'MSE':>10} {'MAE':>10} {'rel. err':>9} {'images/s':>10} {'model us':>9}"
+                 f"  layers"]
+    else:
+        lines = [head + f"float accuracy {100 * res['float_accuracy']:.2f}% (onnx ReferenceEvaluator)",
+                 f"  {'assignment':<14} {'accuracy':>9} {'vs float':>9} {'images/s':>10} {'model us':>9}  layers"]
     for name, e in res["assignments"].items():
-        delta = 100 * (e["accuracy"] - res["float_accuracy"])
         layers = ", ".join(f"{k}={v}" for k, v in e["layers"].items())
-        lines.append(f"  {name:<14} {100 * e['accuracy']:>8.2f}% {delta:>+8.2f}  {e['images_per_s'] or 0:>10.1f}  "
-                     f"{layers}")
+        if "error" in e:
+            lines.append(f"  {name:<14} FAILED: {e['error']}")
+            continue
+        us = e.get("modelled_us_per_image")
+        us = f"{us:>9.1f}" if us is not None else f"{'n/a':>9}"
+        if regression:
+            lines.append(f"  {name:<14} {e['mse']:>10.4g} {e['mae']:>10.4g} {100 * e['relative_error']:>8.2f}% "
+                         f"{e['images_per_s'] or 0:>10.1f} {us}  {layers}")
+            continue
+        delta = 100 * (e["accuracy"] - res["float_accuracy"])
+        lines.append(f"  {name:<14} {100 * e['accuracy']:>8.2f}% {delta:>+8.2f}  {e['images_per_s'] or 0:>10.1f} "
+                     f"{us}  {layers}")
+    lines.append("  model us: modelled engine time per image (batch 1, the cycle model of `hlsnn perf`; host work "
+                 "not included): a model, not a measurement")
     lines += format_update(res)
     hosts = res.get("host_layers") or []
     if hosts:

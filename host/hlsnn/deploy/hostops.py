@@ -1,9 +1,12 @@
 """The layers that run on the host, in numpy, on float64 values (NCHW).
 
-MaxPool, Flatten, Reshape, Relu and Identity are exact on fixed-point values (they keep the
-producer's radix point); AveragePool, GlobalAveragePool, Add and BatchNormalization compute
-new values, which the next accelerator layer requantizes at its calibrated radix point;
-Softmax produces the network's float output.
+MaxPool, GlobalMaxPool, Flatten, Reshape, Relu, Identity, Upsample (a repetition) and zero
+Pad are exact on fixed-point values (they keep the producer's radix point), and so are Clip
+when its bounds are values of the input's format and Concat when its inputs share one format
+(:func:`out_format`); AveragePool, GlobalAveragePool, Add, BatchNormalization, Scale (``Mul``
+or ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish and Tanh compute new values, which
+the next accelerator layer requantizes at its calibrated radix point; Softmax produces the
+network's float output.
 """
 from __future__ import annotations
 
@@ -11,8 +14,38 @@ import numpy as np
 
 from ..errors import InputError
 
-#: ops whose output keeps the input's fixed-point format (they only select, move or clamp values)
-EXACT = ("MaxPool", "Flatten", "Reshape", "Relu", "Identity", "Dropout")
+#: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
+#: Clip, Concat and Pad under the conditions of :func:`out_format`)
+EXACT = ("MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Relu", "Identity", "Dropout", "Upsample", "Clip",
+         "Concat", "Pad")
+
+
+def _on_grid(v, fmt, side=0):
+    """``v`` is a value of the fixed-point format ``(F, bits, signed)``; ``side`` -1 (a lower
+    bound) or 1 (an upper bound) also accepts a bound beyond the format's range on that side
+    (the clamp then changes no value)."""
+    f, bits, signed = fmt
+    q = np.ldexp(v, f)
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    return (q == np.rint(q) and lo <= q <= hi) or (side < 0 and q <= lo) or (side > 0 and q >= hi)
+
+
+def out_format(layer, fmts):
+    """The fixed-point format ``(F, bits, signed)`` of host ``layer``'s output given its
+    inputs' formats ``fmts`` (None where an input has none), or None: an :data:`EXACT` op
+    keeps its input's format, a Clip only when its bounds are values of it, a Pad only when
+    its value is, a Concat only when all its inputs share it."""
+    op, a = layer.op, layer.attrs
+    if op not in EXACT or not fmts or fmts[0] is None:
+        return None
+    if op == "Clip" and not all(_on_grid(v, fmts[0], side) for v, side in ((a["lo"], -1), (a["hi"], 1))
+                                if v is not None):
+        return None
+    if op == "Pad" and not _on_grid(a["value"], fmts[0]):
+        return None
+    if op == "Concat" and any(f != fmts[0] for f in fmts):
+        return None
+    return fmts[0]
 
 
 def _pool(x, a, op):
@@ -62,7 +95,32 @@ def run(layer, inputs):
     if op in ("MaxPool", "AveragePool"):
         return _pool(x, a, op)
     if op == "GlobalAveragePool":
-        return x.mean(axis=tuple(range(2, x.ndim)), keepdims=True)
+        return x.mean(axis=tuple(range(2, x.ndim)), keepdims=bool(a.get("keepdims", 1)))
+    if op == "GlobalMaxPool":
+        return x.max(axis=tuple(range(2, x.ndim)), keepdims=bool(a.get("keepdims", 1)))
+    if op == "Clip":
+        return np.clip(x, -np.inf if a["lo"] is None else a["lo"], np.inf if a["hi"] is None else a["hi"])
+    if op == "Sigmoid":
+        return 0.5 * (1.0 + np.tanh(0.5 * x))          # 1 / (1 + exp(-x)), without overflow
+    if op == "Tanh":
+        return np.tanh(x)
+    if op == "HardSigmoid":
+        return np.clip(a["alpha"] * x + a["beta"], 0.0, 1.0)
+    if op == "HardSwish":
+        return x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
+    if op == "Pad":
+        p = list(a["pads"])
+        n = len(p) // 2
+        if n != x.ndim:
+            raise InputError(f"Pad: {n} axes of pads for a tensor of rank {x.ndim}")
+        return np.pad(x, list(zip(p[:n], p[n:])), constant_values=a["value"])
+    if op == "Concat":
+        return np.concatenate(inputs, axis=a["axis"])
+    if op == "Upsample":
+        fh, fw = a["factors"]
+        return np.repeat(np.repeat(x, fh, axis=2), fw, axis=3)
+    if op == "Scale":
+        return x / a["c"] if a["divide"] else x * a["c"]
     if op == "Flatten":
         axis = a.get("axis", 1)
         return x.reshape(int(np.prod(x.shape[:axis])), -1)

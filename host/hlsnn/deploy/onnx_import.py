@@ -25,6 +25,11 @@ Rules (these are what :func:`load_onnx` does, in order):
 * ``MaxPool``, ``AveragePool`` (with pads and ceil_mode; no dilation), ``GlobalAveragePool``, ``Flatten``, ``Reshape``,
   ``Add`` (of two tensors), ``Relu``, ``BatchNormalization``, ``Softmax``, ``Identity`` and
   ``Dropout`` (inference: identity) run on the host in numpy (:mod:`hlsnn.deploy.hostops`).
+* Global pooling written as ``ReduceMean``/``ReduceMax``, ``Clip`` (ReLU6: its ReLU fused),
+  ``Sigmoid``, ``HardSigmoid``, ``HardSwish``, ``Tanh``, ``Pad``, ``Concat`` on channels,
+  ``Resize``/``Upsample`` by integer nearest factors and ``Mul``/``Div`` by constants (folded
+  into the preceding layer where exact): the rules of :mod:`hlsnn.deploy.import_rules`. A
+  zero ``Pad`` of H and W that only a ``Conv`` reads becomes that conv's padding.
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
@@ -51,6 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
+from . import import_rules as rules
 
 #: the most values an initializer may hold (32 Mi: far beyond any model an FPGA of hlsnn's boards holds)
 MAX_INITIALIZER_ELEMENTS = 1 << 25
@@ -90,6 +96,7 @@ class Layer:
     attrs: dict = field(default_factory=dict)
     node: object = None
     folded: list = field(default_factory=list)
+    in_hw: tuple = None         # a conv layer's input height and width, when shape inference knows them
 
     @property
     def is_engine(self):
@@ -332,6 +339,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         for i in node.input:
             consumers.setdefault(i, []).append(node)
     outputs = {o.name for o in g.output}
+    shapes = _shapes(model)
 
     def sole_user(name):
         users = consumers.get(name, [])
@@ -442,10 +450,49 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 if b is None:
                     continue
             pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]      # ONNX: top, left, bottom, right
-            layer = Layer(name, "conv", [node.input[0]], node.output[0], op=op, w=np.asarray(w, np.float64),
+            src, folded = node.input[0], []
+            prev = produced.get(src)
+            if prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 and len(prev.attrs["pads"]) == 8 \
+                    and not any(prev.attrs["pads"][i] for i in (0, 1, 4, 5)) and sole_user(src) is node:
+                pp = prev.attrs["pads"]                 # a zero Pad of H and W only: the conv's own padding
+                pads = [pads[0] + pp[2], pads[1] + pp[3], pads[2] + pp[6], pads[3] + pp[7]]
+                layers.remove(prev)
+                src, folded = prev.inputs[0], [prev.name]
+            hw = shapes.get(src, ())[2:4]
+            layer = Layer(name, "conv", [src], node.output[0], op=op, w=np.asarray(w, np.float64), folded=folded,
+                          in_hw=tuple(hw) if len(hw) == 2 and None not in hw else None,
                           b=np.asarray(b, np.float64).reshape(-1).copy(), pads=tuple(pads),
                           strides=tuple(int(v) for v in a.get("strides", [1, 1])),
                           dilations=tuple(int(v) for v in a.get("dilations", [1, 1])), group=int(a.get("group", 1)))
+        elif op in rules.OPS:
+            spec = rules.host_rule(node, a, consts, shapes)
+            if isinstance(spec, str):
+                reject(node, spec)
+                continue
+            prev = produced.get(spec.inputs[0])
+            fusable = prev is not None and prev.is_engine and sole_user(spec.inputs[0]) is node
+            if spec.op == "Clip" and fusable and not prev.relu and spec.attrs["lo"] is not None \
+                    and spec.attrs["lo"] >= 0:
+                prev.relu = True                    # clip(relu(x), lo, hi) = clip(x, lo, hi) for lo >= 0
+                if spec.attrs["lo"] == 0 and spec.attrs["hi"] is None:
+                    prev.folded.append(name)
+                    prev.output = node.output[0]
+                    produced[prev.output] = prev
+                    continue
+                prev.folded.append(f"{name} (its ReLU)")
+                if spec.attrs["lo"] == 0:
+                    spec.attrs = dict(spec.attrs, lo=None)
+            if spec.op == "Scale" and fusable:
+                c = rules.channel_scale(spec.attrs["c"], prev.kind, prev.w.shape[0])
+                if c is not None and (not prev.relu or (c > 0).all()):
+                    c = 1.0 / c if spec.attrs["divide"] else c
+                    prev.w = prev.w * c.reshape((-1,) + (1,) * (prev.w.ndim - 1))
+                    prev.b = prev.b * c
+                    prev.folded.append(name)
+                    prev.output = node.output[0]
+                    produced[prev.output] = prev
+                    continue
+            layer = Layer(name, "host", spec.inputs, node.output[0], op=spec.op, attrs=spec.attrs)
         elif op in HOST_OPS:
             prev = produced.get(node.input[0])
             if op == "BatchNormalization" and all(i in consts for i in node.input[1:5]):
@@ -488,8 +535,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             else:
                 layer = Layer(name, "host", [node.input[0]], node.output[0], op=op, attrs=a)
         else:
-            reject(node, "no hlsnn engine or host implementation (use --host-fallback to run it on the host "
-                         "with onnx's reference implementation)")
+            reject(node, f"no engine or host rule for {op}")
             continue
         if layer is not None:
             layers.append(layer)
@@ -509,6 +555,19 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     return Network(name=path.stem, path=str(path), input=graph_inputs[0].name,
                    input_shape=input_shape, output=output, layers=layers,
                    fixed_batch_one=_dims(graph_inputs[0])[:1] == (1,))
+
+
+def _shapes(model):
+    """Tensor shapes (tuples, None for an unknown dimension) by name, from onnx's shape
+    inference where it succeeds (the rules that need a rank or a size read them here)."""
+    try:
+        from onnx import shape_inference
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - shapes are a help, not a requirement
+        inferred = model
+    g = inferred.graph
+    return {v.name: _dims(v) for v in list(g.input) + list(g.value_info) + list(g.output)
+            if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
 
 
 def _conv_unsupported(w, a):

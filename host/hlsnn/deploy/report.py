@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..config import load_config, read_yaml
+from ..config import find_config, load_config, read_yaml
 from ..engines.common import largest_frac
 from ..errors import ConfigError, InputError, MissingDependency
 from ..formats import bfp as bfpfmt
@@ -90,7 +90,7 @@ def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_spars
 def retarget(accel_path, board):
     """The accel config at ``accel_path`` built for ``board`` instead (its clock and DMA width;
     the resource check is left to the caller)."""
-    raw = dict(read_yaml(accel_path))
+    raw = dict(read_yaml(find_config(accel_path)))     # a bare name (bfp8_zcu104) is looked up
     raw["board"] = board
     return load_config(raw, source=f"{accel_path}@{board}", check_fit=False)
 
@@ -208,8 +208,10 @@ def _weight_rows(layer, fmts, accels):
 
 
 def _sections(res, cfg, net, accels, shapes, new, command):
-    A = res["assignments"]
-    fl = res["float_accuracy"]
+    failed = {n: e for n, e in res["assignments"].items() if "error" in e}
+    A = {n: e for n, e in res["assignments"].items() if "error" not in e}
+    regression = res.get("task") == "regression"
+    fl = None if regression else res["float_accuracy"]
     elayers = net.engine_layers()
     out = []
     # 1. header
@@ -218,7 +220,9 @@ def _sections(res, cfg, net, accels, shapes, new, command):
             ("target", res["target"]), ("test images", res["test_images"]),
             ("calibration images", f"{res['calibration_images']} ({res.get('calibration_mode', '')})"),
             ("radix-point update", _update_summary(res.get("radix_update"))),
-            ("float accuracy", f"{_pct(fl)} % (onnx ReferenceEvaluator)"), ("hlsnn version", __version__),
+            ("float accuracy", f"{_pct(fl)} % (onnx ReferenceEvaluator)") if not regression else
+            ("float model", f"regression against {res['reference']}: MSE {res['float_mse']:.4g}, MAE "
+                            f"{res['float_mae']:.4g} (onnx ReferenceEvaluator)"), ("hlsnn version", __version__),
             ("reproduce", command)]
     out.append('<dl id="summary">' + "".join(f"<dt>{escape(str(k))}</dt><dd>{escape(str(v))}</dd>"
                                             for k, v in meta) + "</dl>")
@@ -227,17 +231,33 @@ def _sections(res, cfg, net, accels, shapes, new, command):
         out.append('<h2 id="host-layers">Layers on the host</h2>')
         out.append(_table(["layer", "op", "precision"], [(h["layer"], h["op"], h["precision"]) for h in hosts],
                           "host-layers-table"))
-    # 2. accuracy
-    out.append('<h2 id="accuracy">Accuracy per assignment</h2>')
-    rows = [(n, _pct(e["accuracy"]), f"{100 * (e['accuracy'] - fl):+.2f}", _pct(e["agreement_with_float"]),
-             _opt(e["images_per_s"]), e["calibration_s"], ", ".join(f"{k}={v}" for k, v in e["layers"].items()))
-            for n, e in A.items()]
-    out.append(_table(["assignment", "accuracy %", "vs float (points)", "agreement with float %", "images/s",
-                       "calibration s", "layer formats"], rows, "accuracy-table"))
+    # 2. accuracy (or, for regression, the errors)
+    out.append('<h2 id="accuracy">' + ("Error per assignment" if regression else "Accuracy per assignment")
+               + "</h2>")
+    if failed:
+        out.append('<p class="note"><b>Failed assignments</b> (the others ran): '
+                   + "; ".join(f"{escape(n)}: {escape(e['error'])}" for n, e in failed.items()) + "</p>")
+    if regression:
+        rows = [(n, f"{e['mse']:.4g}", f"{e['mae']:.4g}", f"{100 * e['relative_error']:.2f}",
+                 _opt(e["images_per_s"]), e["calibration_s"], _opt(e.get("modelled_us_per_image")),
+                 ", ".join(f"{k}={v}" for k, v in e["layers"].items())) for n, e in A.items()]
+        out.append(_table(["assignment", "MSE", "MAE", "error relative to float %", "images/s", "calibration s",
+                           "modelled us/image", "layer formats"], rows, "accuracy-table"))
+    else:
+        rows = [(n, _pct(e["accuracy"]), f"{100 * (e['accuracy'] - fl):+.2f}", _pct(e["agreement_with_float"]),
+                 _opt(e["images_per_s"]), e["calibration_s"], _opt(e.get("modelled_us_per_image")),
+                 ", ".join(f"{k}={v}" for k, v in e["layers"].items())) for n, e in A.items()]
+        out.append(_table(["assignment", "accuracy %", "vs float (points)", "agreement with float %", "images/s",
+                           "calibration s", "modelled us/image", "layer formats"], rows, "accuracy-table"))
     out.append(f"<p>images/s: test inference on target <code>{escape(res['target'])}</code>, calibration "
-               "excluded (on emu/csim this is simulation speed, not hardware speed).</p>")
-    fig = _bars(new, list(A), {"accuracy %": [100 * e["accuracy"] for e in A.values()]}, "accuracy %",
-                hline=(100 * fl, f"float {100 * fl:.2f} %"), title="test accuracy per assignment")
+               "excluded (on emu/csim this is simulation speed, not hardware speed); modelled us/image: the "
+               "latency section's sum over the engine layers.</p>")
+    if regression:
+        fig = _bars(new, list(A), {"MSE": [e["mse"] for e in A.values()]}, "MSE",
+                    hline=(res["float_mse"], f"float {res['float_mse']:.4g}"), title="test MSE per assignment")
+    else:
+        fig = _bars(new, list(A), {"accuracy %": [100 * e["accuracy"] for e in A.values()]}, "accuracy %",
+                    hline=(100 * fl, f"float {100 * fl:.2f} %"), title="test accuracy per assignment")
     out.append(_img(fig, "accuracy per assignment"))
     # 3. per-layer error
     out.append('<h2 id="layer-error">Per-layer error against the float reference</h2>')
@@ -377,7 +397,7 @@ def _latency(res, cfg, elayers, accels, shapes, used, new):
                 log=True, title="modelled latency per layer and format (log scale)")
     out.append(_img(fig, "modelled latency"))
     rows = [(n, f"{sum(est.get((ln, s['format']), 0.0) for ln, s in e.get('per_layer', {}).items()):.2f}")
-            for n, e in res["assignments"].items()]
+            for n, e in res["assignments"].items() if "error" not in e]
     out.append("<h3>Engine time per image per assignment (model)</h3>"
                + _table(["assignment", "sum of layer times, us"], rows))
     # the same engine parameters on each shipped board

@@ -58,7 +58,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import hostops
+from . import blocks, groups, hostops
 from . import update as updates
 
 
@@ -182,13 +182,6 @@ class HostQuant:
         # rounding moves a value by at most half a unit in the last place; saturation moves it further
         self.sat_count = int(np.count_nonzero(np.abs(y - out) > np.ldexp(0.5, -self.f_out)))
         return Act(y, (self.f_out, self.bits, self.signed))
-
-
-def _gemm_weight(layer):
-    """A dense layer's (N, K) weight, or a conv layer's over all input channels (the groups'
-    block-diagonal weight, :func:`conv.dense_weight`) flattened to (Z, C*kh*kw)."""
-    w = layer.w if layer.kind == "dense" else conv.dense_weight(layer.w, layer.group)
-    return w.reshape(w.shape[0], -1)
 
 
 def prune(w, fraction):
@@ -349,7 +342,8 @@ class ShiftExec(_Exec):
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        w2 = _gemm_weight(layer)
+        self.gp = groups.pack_of(layer, acc, fmt.type)
+        w2 = groups.gemm_weight(layer, self.gp)
         self.k_step = None       # K columns per raw call; None: as the kernel chooses (one call when K fits)
         self.mode = "twohot" if fmt.type == "twohot" else "pot"
         axis = 0 if fmt.weight_scale == "channel" else None          # one scale per output row, or one
@@ -381,12 +375,19 @@ class ShiftExec(_Exec):
         n = w2.shape[0]
         tn = 2 * p["rows"] if self.mode == "pot" else p["rows"]
         self.step = max(tn, p["max_n"] // tn * tn)
-        self.n_chunks = [(a, b, self._rows(slice(a, b))) for a, b in chunks(n, self.step)]
+        self.groups = layer.group // self.gp if layer.kind == "conv" else 1
+        self.zg = n // self.groups                      # outputs per pack of groups: one GEMM per pack
+        self.n_chunks = self._parts(np.arange(n))
 
     @property
     def wide_bits(self):
         """``spec.raw_bits``: the raw lanes are int32 when ``acc_bits <= 32``, else int64."""
         return shift_raw_bits(self.p)
+
+    def _parts(self, chans):
+        """``(a, b, weight rows)`` per GEMM of the outputs ``chans``: chunks of ``step``
+        outputs within one group."""
+        return [(a, b, self._rows(chans[a:b])) for a, b in groups.group_parts(chans, self.zg, self.step)]
 
     def _rows(self, idx):
         """The weight rows ``idx`` (a slice or an index array) as a ShiftTensor of their own."""
@@ -406,14 +407,14 @@ class ShiftExec(_Exec):
         bias = self._bias(f_in, 31)
         kern = self.acc.kernel
         bsz = max(1, min(p["max_batch"], 1 << 16))
-        k_calls = len(shift_k_chunks(p, rows.shape[1], self.k_step))
+        kg = rows.shape[1] // self.groups                # K of one group's GEMM
+        k_calls = len(shift_k_chunks(p, kg, self.k_step))
 
         def call(stats, shift, chans, images=None, raw=False):
             """(outputs images first: (B, N) or (B, Z, H', W'), hist, sat, n); ``raw``: the
             wide results (``gemm_int(raw=True)``: accumulators plus bias and ReLU)."""
             sel = np.arange(self.n_out) if chans is None else chans
-            parts = self.n_chunks if chans is None else [(a, b, self._rows(chans[a:b]))
-                                                         for a, b in chunks(len(chans), self.step)]
+            parts = self.n_chunks if chans is None else self._parts(chans)
             shifts = np.broadcast_to(np.asarray(shift, np.int64), (self.n_out,))
             rws = rows if images is None else rows.reshape(xi.shape[0], -1, rows.shape[1])[images].reshape(
                 -1, rows.shape[1])
@@ -421,9 +422,11 @@ class ShiftExec(_Exec):
             hist, sat = None, 0
             for a, b, wq in parts:
                 idx = sel[a:b]
+                j = int(idx[0]) // self.zg
+                rj = rws if self.groups == 1 else np.ascontiguousarray(rws[:, j * kg:(j + 1) * kg])
                 _keep_on_chip(kern, wq, mode=self.mode)
                 for r0, r1 in chunks(rws.shape[0], bsz):
-                    out[r0:r1, a:b] = kern.gemm_int(rws[r0:r1], wq, mode=self.mode, bias=bias[idx],
+                    out[r0:r1, a:b] = kern.gemm_int(rj[r0:r1], wq, mode=self.mode, bias=bias[idx],
                                                     shift=shifts[idx], relu=layer.relu, stats=stats,
                                                     k_step=self.k_step, raw=raw)
                     sat += kern.last_sat_count
@@ -465,7 +468,13 @@ class SparseExec(_Exec):
     bias, no ReLU); the host adds the chunks' sums exactly (int64), then applies the kernel's
     own output rules to the total (``sparse_cluster.emulator.postprocess``: bias, ReLU, the
     statistics unit's histogram, the output shift with rounding and saturation). A layer
-    whose channels fit one call gets the same bits either way (tested)."""
+    whose channels fit one call gets the same bits either way (tested).
+
+    **Big kernels.** A kernel whose stride-1 square form exceeds ``max_ksize`` is split into
+    blocks of taps of at most ``max_ksize`` rows and columns (:func:`hlsnn.deploy.blocks.kernel_blocks`); each
+    block is a raw convolution of the padded input shifted by the block's offset, and the
+    blocks' exact sums add on the host (int64) before the kernel's output rules act on the
+    total (the statistics unit then sees only the outputs the layer keeps)."""
 
     BITS = 8
     WIDE_OUT = True           # FLAG_RAW: the int32 accumulators plus bias and ReLU
@@ -482,15 +491,14 @@ class SparseExec(_Exec):
         wq = np.clip(np.rint(np.ldexp(w, scale)), -128, 127).astype(np.int64)
         self.stats.weight_sparsity = float(np.mean(wq == 0))      # of the layer's own weights
         self.general = layer.kind == "conv" and layer.geom.simple_pad is None
+        self.w_taps = wq                                         # the layer's own int8 taps (Z, C/g, kh, kw)
         if self.general:                                         # zero taps: groups, dilation, shape
             wq, self.pads1, _ = conv.as_stride1(wq, layer.geom)
         self.wq = wq
         # K tiling (class docstring): channels per raw call, or None when one call takes them all
         self.k_step = p["max_in_channels"] if wq.shape[1] > p["max_in_channels"] else None
-        if wq.shape[2] > p["max_ksize"]:
-            raise InputError(f"layer {layer.name}: kernel size {wq.shape[2]}"
-                             + (f" (as a stride-1 square kernel: {layer.geom.describe()})" if self.general else "")
-                             + f" exceeds max_ksize = {p['max_ksize']} of {acc.config.name}")
+        # a kernel beyond max_ksize: blocks of taps, each a raw convolution (class docstring)
+        self.blocks = blocks.kernel_blocks(layer.geom, p["max_ksize"]) if wq.shape[2] > p["max_ksize"] else None
         self.stats.f_w = self.f_w.tolist() if per_channel else self.f_w
 
     def run(self, act, calibrate):
@@ -544,11 +552,13 @@ class SparseExec(_Exec):
             out = np.concatenate(outs, axis=0)
             return out, hist, sat, out.size
 
+        if self.blocks is not None:
+            call = blocks.block_call(self, xi, bias)
         if getattr(self.deploy, "collect_stats", True):
             self.stats.input_density = float(np.mean(xi != 0))
         out = self._two_pass(call, f_in, self.BITS, True, calibrate)
         self.stats.f_in = fx
-        if self.general:
+        if self.general and self.blocks is None:
             out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
         return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
 
@@ -572,18 +582,24 @@ class SparseExec(_Exec):
 
 class BfpExec(_Exec):
     """Block floating point on ``bfp_systolic``: GEMM (conv on host im2col); the input gets
-    one exponent per sample (per patch for conv), the output is returned dequantized."""
+    one exponent per sample (per patch for conv), the output is returned dequantized. A
+    grouped (depthwise) convolution runs as one GEMM per pack of groups (``gp`` groups,
+    :func:`hlsnn.perf.layers.group_pack`), over the pack's input channels (one exponent per
+    patch of those channels)."""
 
     def __init__(self, layer, fmt, acc, deploy):
         super().__init__(layer, fmt, acc, deploy)
         p = self.p
-        w2 = _gemm_weight(layer)
+        self.gp = groups.pack_of(layer, acc, "bfp")
+        w2 = groups.gemm_weight(layer, self.gp)
         self._limit_k(w2.shape[1], bfp_k_limit(p), "k_limit",
                       "the longest K whose sum fits the accumulator (acc_bits) exactly")
         self.m, self.e, self.rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         waxis = -1 if p["weight_exponent"] == "row" else None
         self.chunks = []
-        for a, b in chunks(w2.shape[0], p["max_n"]):
+        self.groups = layer.group // self.gp if layer.kind == "conv" else 1
+        self.zg = w2.shape[0] // self.groups            # outputs per pack of groups: one GEMM per pack
+        for a, b in groups.group_parts(np.arange(w2.shape[0]), self.zg, p["max_n"]):
             wq = bfpfmt.quantize(w2[a:b], self.m, axis=waxis, exponent_bits=self.e, rounding=self.rnd)
             bq = bfpfmt.quantize(layer.b[a:b], self.m, axis=None, exponent_bits=self.e, rounding=self.rnd)
             self.chunks.append((a, b, wq, bq))
@@ -593,23 +609,27 @@ class BfpExec(_Exec):
     def run(self, act, calibrate):
         layer = self.layer
         x = act.values
+        self.in_shape = x.shape
         if layer.kind == "conv":
             rows, (oh, ow) = conv.im2col(x, layer.geom)
         else:
             rows = x.reshape(x.shape[0], -1)
         # all-zero samples get a free exponent that keeps the bias alignment in range (Kernel docstring)
-        xq = self.acc.kernel.quantize_activations(rows)
         kern = self.acc.kernel
+        kg = rows.shape[1] // self.groups
+        # each group's GEMM quantizes its own rows (one exponent per sample of the group's channels)
+        xqs = [kern.quantize_activations(rows if self.groups == 1 else np.ascontiguousarray(
+            rows[:, j * kg:(j + 1) * kg])) for j in range(self.groups)]
         out = np.empty((rows.shape[0], layer.w.shape[0]))
         sat = 0
         for a, b, wq, bq in self.chunks:
             _keep_on_chip(kern, wq)
-            out[:, a:b] = kern.gemm_bfp(xq, wq, bq, relu=layer.relu).dequantize()
+            out[:, a:b] = kern.gemm_bfp(xqs[a // self.zg], wq, bq, relu=layer.relu).dequantize()
             sat += kern.last_sat_count
             self.stats.calls += 1
         self.stats.sat_count = sat
         if getattr(self.deploy, "collect_stats", True):
-            self.stats.input_density = float(np.mean(xq.mantissas != 0))
+            self.stats.input_density = float(np.mean([np.mean(x.mantissas != 0) for x in xqs]))
         if layer.kind == "conv":
             out = out.reshape(x.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
         return Act(out, None)
@@ -663,7 +683,7 @@ class Deployment:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
             elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])
-                env[layer.output] = Act(out, ins[0].fmt if layer.op in hostops.EXACT else None)
+                env[layer.output] = Act(out, hostops.out_format(layer, [a.fmt for a in ins]))
             else:
                 env[layer.output] = self.execs[layer.name].run(ins[0], calibrate)
         if calibrate:

@@ -10,10 +10,9 @@ input channels ``[j*C/g, (j+1)*C/g)`` to output channels ``[j*Z/g, (j+1)*Z/g)``;
 How the engines run it, exactly (no approximation beyond each engine's own arithmetic):
 
 * **GEMM engines** (``bfp_systolic``, ``shift_mac``): host im2col (:func:`im2col`) with the
-  stride, dilation and padding, and one GEMM against :func:`dense_weight`, the weight of
-  all groups as one ``(Z, C*kh*kw)`` matrix that is zero outside each group's block
-  (block-diagonal over the groups). The zeros contribute exactly nothing, so the result is
-  the grouped convolution's; a grouped layer costs ``g`` times its MACs on the array.
+  stride, dilation and padding, and one GEMM per group: the im2col columns of the group's
+  input channels (contiguous, channel-major) against the group's ``(Z/g, C/g*kh*kw)``
+  weight, so a depthwise layer costs its own MACs (no block-diagonal zeros).
 * **Convolving engine** (``sparse_cluster``): a stride-1 convolution of a square kernel, with
   "same" or "valid" padding, runs as it always did. Anything else becomes such a convolution
   (:func:`as_stride1`): the groups' block-diagonal weight, the dilation as zero taps, a

@@ -15,10 +15,14 @@ batch of ``batch`` images:
     and of at most ``max_batch`` rows, in the layer's mode
     (``pot``: dual PoT); a K above ``max_k`` as the kernel's raw calls, one per chunk of K
     (:func:`.closed_form.shift_k_chunks`). Shape only (:mod:`.closed_form`).
+A grouped (depthwise) conv layer on either GEMM engine: one GEMM per pack of ``gp`` groups
+(:func:`group_pack`: the fastest by this model; ``gp = 1`` is one GEMM per group), as the
+runner calls them.
 ``sparse_cluster`` (``SparseExec``)
     conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds; a
     strided, dilated, grouped or asymmetrically padded one as the runner runs it, the stride-1
-    convolution of :func:`hlsnn.engines.convgeom.as_stride1` on the host-padded input; more
+    convolution of :func:`hlsnn.engines.convgeom.as_stride1` on the host-padded input, a
+    kernel beyond ``max_ksize`` as the runner's blocks of taps (:mod:`hlsnn.deploy.blocks`); more
     input channels than ``max_in_channels`` as the runner's raw calls, one per chunk),
     dense layers as a 1x1 convolution over a ``(K, 1, batch)`` map; per chunk of
     ``max_out_channels``. The counts depend on which inputs and weights are zero: they come
@@ -45,7 +49,8 @@ def _shape(layer, in_hw):
         raise InputError(f"layer {layer.name}: a conv layer needs its input height and width (in_hw)")
     h, w = in_hw
     oh, ow = layer.geom.out_hw(h, w)
-    # the GEMM engines' K: every input channel (a grouped layer's block-diagonal weight)
+    # the GEMM view of the whole layer (K over every input channel); the GEMM engines run one
+    # GEMM per group, of K / group and N / group (layer_kernel_cycles)
     return oh * ow, c * kh * kw, int(z), (c, h, w)
 
 
@@ -62,6 +67,13 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
     positions, k, n, conv = _shape(layer, in_hw)
     m = batch * positions
     kc = KernelCycles()
+    groups = layer.group if conv is not None and cfg.engine != "sparse_cluster" else 1
+    if groups > 1:                        # one GEMM per pack of groups (the runner's calls), each alike
+        gp = group_pack(layer, cfg, fmt_type=fmt_type, in_hw=in_hw)
+        one = layer_kernel_cycles(_GroupView(layer, gp), cfg, batch, fmt_type=fmt_type, in_hw=in_hw)
+        for _ in range(groups // gp):
+            _merge(kc, one)
+        return kc
     if cfg.engine == "bfp_systolic":
         from ..engines.bfp_systolic.protocol import resident_fits
         from .closed_form import bfp_gemm_calls
@@ -112,10 +124,22 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
         x = rng.integers(1, 128, xshape) * rng.choice([-1, 1], xshape) * (rng.random(xshape) < input_density)
     x = np.asarray(x, np.int64).reshape(xshape)
     general = conv is not None and layer.geom.simple_pad is None
+    kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
+    if general and convgeom.as_stride1(w[:1, :1], layer.geom)[2] > p["max_ksize"]:
+        # the runner's blocks of taps (hlsnn.deploy.blocks): raw convolutions of the shifted input
+        from ..deploy.blocks import kernel_blocks
+        g = layer.geom
+        kc = KernelCycles()
+        xp = convgeom.pad_nchw(x, g.pads)
+        for i0, th, j0, tw in kernel_blocks(g, p["max_ksize"]):
+            sub = convgeom.ConvGeom(th, tw, g.sh, g.sw, (0, 0, 0, 0), g.dh, g.dw, g.group)
+            w1, pads1, _ = convgeom.as_stride1(w[:, :, i0:i0 + th, j0:j0 + tw], sub)
+            kern.channel_sums(convgeom.pad_nchw(xp[:, :, i0 * g.dh:, j0 * g.dw:], pads1), w1, padding="valid")
+            _merge(kc, kern.last_cycles)
+        return kc
     if general:                      # the runner's stride-1 convolution on the host-padded input
         w, pads, _ = convgeom.as_stride1(w, layer.geom)
         x = convgeom.pad_nchw(x, pads)
-    kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
     bias = np.zeros(n, np.int64)
     if conv is None:
         maps = [x[a:b].T[:, None, :] for a, b in _chunks(batch, p["max_hw"])]
@@ -134,6 +158,35 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
                 op(fmap, w[a:b], bias=bias[a:b], shift=0, padding=padding, relu=layer.relu)
             _merge(kc, kern.last_cycles)
     return kc
+
+
+def group_pack(layer, cfg, *, fmt_type=None, in_hw=None):
+    """Groups per GEMM of a grouped conv layer on a GEMM engine: the divisor ``gp`` of the
+    layer's groups whose ``group / gp`` GEMMs (each over ``gp`` groups, block-diagonal within
+    the pack) the cycle model finds fastest, the smallest on a tie. One GEMM per group
+    (``gp = 1``) does only the layer's MACs but pays each call's fixed phases; a depthwise
+    layer's one-output GEMMs then cost more than a pack that fills the array's outputs."""
+    g = layer.group
+    best = None
+    for gp in (d for d in range(1, g + 1) if g % d == 0):
+        one = layer_kernel_cycles(_GroupView(layer, gp), cfg, 1, fmt_type=fmt_type, in_hw=in_hw)
+        t = one.cycles * (g // gp)
+        if best is None or t < best[0]:
+            best = (t, gp)
+    return best[1]
+
+
+class _GroupView:
+    """``gp`` groups of a grouped conv layer as one ungrouped layer (the block-diagonal weight of
+    the pack), for the cost of one GEMM of the runner."""
+
+    def __init__(self, layer, gp=1):
+        g = layer.group
+        self.kind, self.relu, self.name = "conv", layer.relu, layer.name
+        self.group = 1
+        self.w = convgeom.dense_weight(layer.w[:layer.w.shape[0] // g * gp], gp)
+        self.geom = convgeom.ConvGeom(*(getattr(layer.geom, f) for f in ("kh", "kw", "sh", "sw", "pads", "dh",
+                                                                            "dw")), 1)
 
 
 def _merge(kc, one):

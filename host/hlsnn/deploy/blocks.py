@@ -1,0 +1,51 @@
+"""Kernels beyond an engine's ``max_ksize`` (issue 32): blocks of taps whose raw partial sums
+add exactly on the host, so that no shipped config refuses a layer for its kernel size."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..engines import convgeom as conv
+
+
+def kernel_blocks(g, max_ksize):
+    """Blocks of taps ``(i0, th, j0, tw)`` that cover a ``g.kh x g.kw`` kernel, each of a
+    dilated extent of at most ``max_ksize`` (``dh*(th-1)+1 <= max_ksize``): row blocks of
+    ``th`` taps times column blocks of ``tw``, the last of each shorter."""
+    th = (max_ksize - 1) // g.dh + 1
+    tw = (max_ksize - 1) // g.dw + 1
+    return [(i0, min(th, g.kh - i0), j0, min(tw, g.kw - j0))
+            for i0 in range(0, g.kh, th) for j0 in range(0, g.kw, tw)]
+
+
+def block_call(ex, xi, bias):
+    """The ``call`` of :class:`~hlsnn.deploy.runner.SparseExec` ``ex`` (see ``_Exec._two_pass``)
+    for a kernel beyond ``max_ksize``: for each block of taps (:func:`kernel_blocks`) the raw sums (``Kernel.channel_sums``) of
+    the block's stride-1 convolution on the padded input shifted by the block's offset,
+    sampled by the stride; the blocks' sums add exactly (int64), and the kernel's output
+    rules (``emulator.postprocess``) act on the total, as for the K tiling."""
+    from ..engines.sparse_cluster.emulator import postprocess
+    g = ex.layer.geom
+    kern = ex.acc.kernel
+    oh, ow = g.out_hw(xi.shape[2], xi.shape[3])
+
+    def call(stats, shift, chans, images=None, raw=False):
+        x = conv.pad_nchw(xi if images is None else xi[images], g.pads)
+        w = ex.w_taps if chans is None else ex.w_taps[chans]
+        total = None
+        for i0, th, j0, tw in ex.blocks:
+            sub = conv.ConvGeom(th, tw, g.sh, g.sw, (0, 0, 0, 0), g.dh, g.dw, g.group)
+            w1, pads1, _ = conv.as_stride1(w[:, :, i0:i0 + th, j0:j0 + tw], sub)
+            xs = conv.pad_nchw(x[:, :, i0 * g.dh:, j0 * g.dw:], pads1)
+            part = kern.channel_sums(xs, w1, padding="valid", batch=True, step=ex.k_step)
+            ex.stats.calls += kern.last_calls
+            part = part[:, :, ::g.sh, ::g.sw][:, :, :oh, :ow]
+            total = part if total is None else total + part
+        b, z = total.shape[:2]
+        shifts = np.broadcast_to(np.asarray(shift, np.int64), (ex.n_out,))
+        bz, shifts = (bias, shifts) if chans is None else (bias[chans], shifts[chans])
+        res = postprocess(total.transpose(1, 0, 2, 3).reshape(z, b * oh, ow), bz, shifts, relu=ex.layer.relu,
+                          rounding=ex.p["rounding"], stats=stats, raw=raw)
+        y = res[0].reshape(z, b, oh, ow).transpose(1, 0, 2, 3)
+        return y, (res[2] if stats else None), res[1], y.size
+    return call
+
