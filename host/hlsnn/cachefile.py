@@ -3,10 +3,16 @@ atomically, and checked against the SHA-256 recorded beside them when they were 
 a damaged entry is rebuilt instead of loaded."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover  (Windows: no lock; the rename still keeps entries whole)
+    fcntl = None
 
 
 def checksum_path(path: Path) -> Path:
@@ -41,3 +47,23 @@ def write_atomic(path: Path, text: str):
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def build_lock(path: Path):
+    """Hold an exclusive lock on ``<name>.lock`` beside the cache entry ``path`` while it is
+    checked and built: a second process that needs the same entry waits for the first one's
+    build and then finds it in the cache, instead of building it a second time (test workers
+    that start on the same kernel, parallel sweeps). A lock, not a guard of correctness: entries
+    are written atomically either way. The lock goes with the process (``flock``), so a killed
+    build leaves nothing to clean up; without ``fcntl`` (Windows) nothing is locked."""
+    if fcntl is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(str(path.parent / (path.name + ".lock")), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                    # releases the lock

@@ -9,7 +9,9 @@ call its real top function from Python through the C ABI bridge (ctypes).
   command and the header folder, under ``build/<stem>/csim/``; a rebuild happens only when
   one of them changes. Libraries are compiled to a temporary name and renamed into place, so
   an interrupted compile never leaves a corrupt cache entry, and two processes compiling the
-  same kernel never see each other's half-written file. Each library has a ``.sha256`` beside
+  same kernel never see each other's half-written file; a lock beside the entry
+  (:func:`hlsnn.cachefile.build_lock`) makes the second one wait for the first one's library
+  instead of compiling it again. Each library has a ``.sha256`` beside
   it; a cached library whose checksum does not match (truncated, zeroed, replaced) is never
   loaded, which would crash the process with SIGBUS or SIGSEGV: it is rebuilt, with a
   one-line notice.
@@ -101,12 +103,18 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False)
     ``include_dirs``: extra header folders searched first (they are part of the cache key);
     ``progress``: show the compile's elapsed time on stderr (:mod:`hlsnn.progress`)."""
     lib = library_path(rendered, include_dirs)
+    if lib.is_file() and _checksum_ok(lib):
+        return lib
+    with cachefile.build_lock(lib):          # another process building it: wait, then reuse it
+        return _compile_locked(rendered, lib, verbose, include_dirs, progress)
+
+
+def _compile_locked(rendered, lib, verbose, include_dirs, progress) -> Path:
     if lib.is_file():
         if _checksum_ok(lib):
             return lib
         print(f"hlsnn: note: the cached C-simulation library {lib} does not match its checksum (damaged or "
               f"replaced); rebuilding it", file=sys.stderr, flush=True)
-    lib.parent.mkdir(parents=True, exist_ok=True)
     eng = rendered.engine
     sources = [str(rendered.dir / s) for s in eng.KERNEL_SOURCES] + [str(rendered.dir / "bridge.cpp")]
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")

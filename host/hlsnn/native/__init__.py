@@ -108,7 +108,13 @@ def _build(name: str, cc: str) -> Path:
     lib = library_path(name, cc)
     if lib.is_file() and cachefile.checksum_ok(lib):
         return lib
-    lib.parent.mkdir(parents=True, exist_ok=True)
+    with cachefile.build_lock(lib):          # another process building it: wait, then reuse it
+        if lib.is_file() and cachefile.checksum_ok(lib):
+            return lib
+        return _compile(name, cc, lib)
+
+
+def _compile(name: str, cc: str, lib: Path) -> Path:
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
     os.close(fd)
     argv = [cc, *C_FLAGS, str(SOURCE_DIR / f"{name}.c"), "-o", tmp]
