@@ -1,4 +1,5 @@
-"""hlsnn.cachefile.build_lock: a second builder of the same cache entry waits for the first."""
+"""hlsnn.cachefile.build_lock: a second builder of the same cache entry waits for the first; the
+csim optimization level (HLSNN_CSIM_OPT)."""
 import threading
 import time
 
@@ -51,3 +52,15 @@ def test_the_lock_is_released_on_error(tmp_path):
     t.start()
     t.join(5)
     assert done == [True]
+
+
+def test_the_csim_optimization_level(monkeypatch):
+    from hlsnn import csim
+    from hlsnn.errors import InputError
+    monkeypatch.setenv("HLSNN_CSIM_OPT", "-O2")
+    assert csim.cxx_flags() == csim.CXX_FLAGS
+    monkeypatch.setenv("HLSNN_CSIM_OPT", "-O1")
+    assert "-O1" in csim.cxx_flags() and "-O2" not in csim.cxx_flags()
+    monkeypatch.setenv("HLSNN_CSIM_OPT", "-O9; rm -rf /")
+    with pytest.raises(InputError, match="HLSNN_CSIM_OPT = .*must be one of -O0, -O1"):
+        csim.cxx_flags()

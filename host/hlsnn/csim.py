@@ -5,6 +5,8 @@ call its real top function from Python through the C ABI bridge (ctypes).
   Xilinx's Apache-2.0 ap_types that the ``hls4ml`` wheel ships (``pip install hlsnn[csim]``).
   ``include_dirs`` puts extra folders first on the search path, e.g. a model of a Vitis HLS
   release's ``ap_axi_sdata.h`` (``tests/header_models/``), which ``hlsnn/axis.h`` then uses.
+* Flags: :data:`CXX_FLAGS` (``-O2``; ``$HLSNN_CSIM_OPT`` chooses another optimization level,
+  see :func:`cxx_flags`).
 * Cache: the shared library is named after a hash of the rendered sources, the compiler
   command and the header folder, under ``build/<stem>/csim/``; a rebuild happens only when
   one of them changes. Libraries are compiled to a temporary name and renamed into place, so
@@ -32,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cachefile
-from .errors import CompileError, CsimError, MissingDependency
+from .errors import CompileError, CsimError, InputError, MissingDependency
 
 # -Wl,--wrap=__assert_fail: the kernel's failing asserts call the bridge's __wrap___assert_fail
 # (which turns them into an error status), not libc's (which aborts the Python process). The
@@ -44,6 +46,19 @@ from .errors import CompileError, CsimError, MissingDependency
 # named another library's loop. The bridge exports its C ABI with default visibility.
 CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wl,--wrap=__assert_fail", "-Wall",
              "-Wno-unused-variable", "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
+
+#: Optimization levels ``$HLSNN_CSIM_OPT`` may choose instead of CXX_FLAGS's ``-O2`` (the test suite
+#: compiles its many kernels at ``-O1``: about a quarter less compile time, the same bits).
+CSIM_OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os", "-Og")
+
+
+def cxx_flags() -> tuple:
+    """:data:`CXX_FLAGS` with the optimization level of ``$HLSNN_CSIM_OPT`` (default ``-O2``)."""
+    opt = os.environ.get("HLSNN_CSIM_OPT", "-O2")
+    if opt not in CSIM_OPT_LEVELS:
+        raise InputError(f"HLSNN_CSIM_OPT = {opt!r}: must be one of {', '.join(CSIM_OPT_LEVELS)}")
+    return tuple(opt if f == "-O2" else f for f in CXX_FLAGS)
+
 
 # the cache's file helpers (kept under these names: tests and callers use them)
 _checksum_path, _sha256, _checksum_ok, _write_atomic = (cachefile.checksum_path, cachefile.sha256,
@@ -93,7 +108,7 @@ def include_args(rendered, include_dirs=()) -> list:
 
 def library_path(rendered, include_dirs=()) -> Path:
     """Where the cached shared library of a rendered kernel lives (may not exist yet)."""
-    cmd = " ".join((compiler(),) + CXX_FLAGS + tuple(f"-I{Path(d).resolve()}" for d in include_dirs))
+    cmd = " ".join((compiler(),) + cxx_flags() + tuple(f"-I{Path(d).resolve()}" for d in include_dirs))
     key = hashlib.sha256(f"{rendered.sha}\n{cmd}\n{ap_types_dir()}".encode()).hexdigest()[:16]
     return rendered.dir.parent / "csim" / f"lib{rendered.config.engine}_{key}.so"
 
@@ -119,7 +134,7 @@ def _compile_locked(rendered, lib, verbose, include_dirs, progress) -> Path:
     sources = [str(rendered.dir / s) for s in eng.KERNEL_SOURCES] + [str(rendered.dir / "bridge.cpp")]
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
     os.close(fd)
-    argv = [compiler(), *CXX_FLAGS, *include_args(rendered, include_dirs), *sources, "-o", tmp]
+    argv = [compiler(), *cxx_flags(), *include_args(rendered, include_dirs), *sources, "-o", tmp]
     t0 = time.time()
     if verbose:
         print(f"csim: compiling {rendered.dir} ...", flush=True)
