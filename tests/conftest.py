@@ -19,6 +19,12 @@ def pytest_configure(config):
     # The emulators' compiled helpers (hlsnn.native) likewise build into the session's folder.
     if "HLSNN_NATIVE_CACHE" not in os.environ:
         os.environ["HLSNN_NATIVE_CACHE"] = os.path.join(os.environ["HLSNN_BUILD"], "native")
+    # pynq 3.0-4.0 import pkg_resources, which setuptools >= 81 no longer ships: hlsnn puts its
+    # stand-in in place before it imports pynq (hlsnn.runtime.pynq_compat); tests that import
+    # pynq themselves (test_notebook's importorskip, test_simdevice) need it first too, or a
+    # failed import leaves a half-initialized pynq behind for the next test module.
+    from hlsnn.runtime.pynq_compat import ensure_pkg_resources
+    ensure_pkg_resources()
 
 
 @pytest.fixture(scope="session")
