@@ -444,7 +444,7 @@ def _profile(call, calls):
         if f.endswith("hlsnn/csim.py") and name == "run_stream":
             area = "kernel: csim C call (in CsimLibrary.run_stream)"
         elif "hlsnn/runtime/sim/" in f:
-            area = "hlsnn simdevice (simulated MMIO, DMA, streams, memory)"
+            area = "hlsnn.runtime.sim (simulated MMIO, DMA, streams, memory)"
         elif "/pynq/" in f:
             area = "pynq (MMIO, DMA driver, buffers)"
         elif "hlsnn/runtime/" in f:

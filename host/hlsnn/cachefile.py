@@ -11,11 +11,18 @@ where to look; the manifest is what is trusted.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from .files import write_atomic  # noqa: F401 - re-exported: callers write cache files with it
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover  (Windows: no lock; the rename still keeps entries whole)
+    fcntl = None
 
 
 def manifest_path(path: Path) -> Path:
@@ -61,3 +68,23 @@ def entry_ok(path: Path, built_from: dict) -> bool:
         return data.get("sha256") == sha256(path)
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def build_lock(path: Path):
+    """Hold an exclusive lock on ``<name>.lock`` beside the cache entry ``path`` while it is
+    checked and built: a second process that needs the same entry waits for the first one's
+    build and then finds it in the cache, instead of building it a second time (test workers
+    that start on the same kernel, parallel sweeps). A lock, not a guard of correctness: entries
+    are written atomically either way. The lock goes with the process (``flock``), so a killed
+    build leaves nothing to clean up; without ``fcntl`` (Windows) nothing is locked."""
+    if fcntl is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(str(path.parent / (path.name + ".lock")), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                    # releases the lock

@@ -5,12 +5,16 @@ call its real top function from Python through the C ABI bridge (ctypes).
   Xilinx's Apache-2.0 ap_types that the ``hls4ml`` wheel ships (``pip install hlsnn[csim]``).
   ``include_dirs`` puts extra folders first on the search path, e.g. a model of a Vitis HLS
   release's ``ap_axi_sdata.h`` (``tests/header_models/``), which ``hlsnn/axis.h`` then uses.
+* Flags: :data:`CXX_FLAGS` (``-O2``; ``$HLSNN_CSIM_OPT`` chooses another optimization level,
+  see :func:`cxx_flags`).
 * Cache: the shared library is named after a hash of the rendered sources, the compiler
   command and the header folder, under ``build/<name>/csim/``; a rebuild happens only when
   one of them changes. The compile reads a private snapshot of the sources the key hashes
   (never the shared project folder, which another config of the same name may be rewriting),
   writes a temporary name and renames it into place, so an interrupted compile never leaves a
-  corrupt entry and two processes never see each other's half-written file. Each library has
+  corrupt entry and two processes never see each other's half-written file; a lock beside the
+  entry (:func:`hlsnn.cachefile.build_lock`) makes the second one wait for the first one's
+  library instead of compiling it again. Each library has
   a manifest beside it (:mod:`hlsnn.cachefile`: what it was built from, its checksum); a
   cached library whose manifest is missing, names other sources or does not match the file
   (truncated, zeroed, replaced) is never loaded, which could crash the process with SIGBUS or
@@ -44,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from . import cachefile, files
-from .errors import CompileError, CsimError, MissingDependency, StrictCsimError
+from .errors import CompileError, CsimError, InputError, MissingDependency, StrictCsimError
 
 # -Wl,--wrap=__assert_fail: the kernel's failing asserts call the bridge's __wrap___assert_fail
 # (which turns them into an error status), not libc's (which aborts the Python process). The
@@ -56,6 +60,19 @@ from .errors import CompileError, CsimError, MissingDependency, StrictCsimError
 # named another library's loop. The bridge exports its C ABI with default visibility.
 CXX_FLAGS = ("-std=c++14", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wl,--wrap=__assert_fail", "-Wall",
              "-Wno-unused-variable", "-Wno-unused-but-set-variable", "-Wno-unknown-pragmas")
+
+#: Optimization levels ``$HLSNN_CSIM_OPT`` may choose instead of CXX_FLAGS's ``-O2`` (the test suite
+#: compiles its many kernels at ``-O1``: about a quarter less compile time, the same bits).
+CSIM_OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os", "-Og")
+
+
+def cxx_flags() -> tuple:
+    """:data:`CXX_FLAGS` with the optimization level of ``$HLSNN_CSIM_OPT`` (default ``-O2``)."""
+    opt = os.environ.get("HLSNN_CSIM_OPT", "-O2")
+    if opt not in CSIM_OPT_LEVELS:
+        raise InputError(f"HLSNN_CSIM_OPT = {opt!r}: must be one of {', '.join(CSIM_OPT_LEVELS)}")
+    return tuple(opt if f == "-O2" else f for f in CXX_FLAGS)
+
 
 # the strict C-simulation's compile flags (hlsnn/strict.h): a library variant of its own
 STRICT_FLAGS = ("-DHLSNN_STRICT_CSIM", "-pthread")
@@ -76,7 +93,7 @@ def set_strict_default(strict: bool) -> None:
 
 
 def _flags(strict) -> tuple:
-    return CXX_FLAGS + (STRICT_FLAGS if (strict_default() if strict is None else strict) else ())
+    return cxx_flags() + (STRICT_FLAGS if (strict_default() if strict is None else strict) else ())
 
 
 
@@ -178,6 +195,13 @@ def compile_library(rendered, *, verbose=False, include_dirs=(), progress=False,
     built_from = _built_from(rendered, include_dirs, digest, strict)
     lib = library_path(rendered, include_dirs, strict)
     if cachefile.entry_ok(lib, built_from):
+        return lib
+    with cachefile.build_lock(lib):          # another process building it: wait, then reuse it
+        return _compile_locked(rendered, lib, built_from, sources, verbose, include_dirs, progress, strict)
+
+
+def _compile_locked(rendered, lib, built_from, sources, verbose, include_dirs, progress, strict) -> Path:
+    if cachefile.entry_ok(lib, built_from):     # built by the process that held the lock before
         return lib
     if lib.is_file():
         print(f"hlsnn: note: the cached C-simulation library {lib} does not match its manifest (damaged, replaced "

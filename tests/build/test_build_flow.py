@@ -32,15 +32,12 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="C-simulatio
 
 # ------------------------------------------------------------------ fixtures and helpers
 @pytest.fixture(scope="module")
-def csim_cache(tmp_path_factory):
-    """The compiled C-simulation library of the tiny config, built once for the module; each
-    test copies it into its own build folder (the library is keyed by the rendered sources)."""
-    root = tmp_path_factory.mktemp("csim-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HLSNN_BUILD", str(root))
-        rendered = codegen.render(hlsnn.load_config(TINY))
-        csim.compile_library(rendered)
-    return root / NAME / "csim"
+def csim_cache():
+    """The compiled C-simulation library of the tiny config, the test run's own (the session's
+    build folder, tests/conftest.py: compiled once per run); each test copies it into its own
+    build folder (the library is keyed by the rendered sources, not by their folder)."""
+    rendered = codegen.render(hlsnn.load_config(TINY))
+    return csim.compile_library(rendered).parent
 
 
 def _seed_build(build_root, csim_cache):

@@ -15,7 +15,7 @@ import pytest
 import hlsnn
 import hlsnn.cli
 from hlsnn import codegen
-from hlsnn.build import bd_context, hwh, reports
+from hlsnn.build import bd_context, hwh, hwh_read, ps_presets, reports
 from hlsnn.engines import ENGINES
 
 pynqmetadata = pytest.importorskip("pynqmetadata")
@@ -55,7 +55,7 @@ class Rendered:
         self.cfg = cfg
         self.ctx = bd_context(cfg)
         self.path = hwh.render_hwh(cfg, folder / f"{cfg.name}.hwh")
-        self.parser = hwh.parse_hwh(self.path)
+        self.parser = hwh_read.parse_hwh(self.path)
         self.md = self.parser.systemgraph
         self.ip = self.parser.ip_dict
 
@@ -93,7 +93,7 @@ def _reg_device_class():
             self.timestamp = self.bitfile_name = None
 
         def get_bitfile_metadata(self, bitfile_name, partial=False):
-            return hwh.parse_hwh(Path(bitfile_name).with_suffix(".hwh"))
+            return hwh_read.parse_hwh(Path(bitfile_name).with_suffix(".hwh"))
 
         def read_registers(self, address, length):
             return bytes(self.mem.get(address + i, 0) for i in range(length))
@@ -191,7 +191,7 @@ def test_kernel_and_register_map(label, cfg, rendered):
 
     # names="protocol": the register names are exactly the predicted map's
     p = hwh.render_hwh(cfg, r.path.with_name(f"{cfg.name}_protocol.hwh"), names="protocol")
-    regs_p = hwh.parse_hwh(p).ip_dict[cfg.name]["registers"]
+    regs_p = hwh_read.parse_hwh(p).ip_dict[cfg.name]["registers"]
     got = {n: v["address_offset"] for n, v in regs_p.items()
            if n not in ("GIER", "IP_IER", "IP_ISR") and not n.endswith("_ctrl")}
     got["ap_ctrl"] = got.pop("CTRL")
@@ -212,9 +212,9 @@ def test_stream_links(label, cfg, rendered):
     assert {(p.parent().name, p.name) for p in mm2s.destinations().values()} == {(name, "in_r")}
     assert {(p.parent().name, p.name) for p in k_out.destinations().values()} == {("dma", "S_AXIS_S2MM")}
     assert {(p.parent().name, p.name) for p in k_in.destinations().values()} == {("dma", "M_AXIS_MM2S")}
-    assert hwh.stream_peer(md, "dma", "M_AXIS_MM2S") == (name, "in_r")
-    assert hwh.stream_peer(md, "dma", "S_AXIS_S2MM") == (name, "out_r")
-    assert hwh.stream_peer(md, name, "out_r") == ("dma", "S_AXIS_S2MM")
+    assert hwh_read.stream_peer(md, "dma", "M_AXIS_MM2S") == (name, "in_r")
+    assert hwh_read.stream_peer(md, "dma", "S_AXIS_S2MM") == (name, "out_r")
+    assert hwh_read.stream_peer(md, name, "out_r") == ("dma", "S_AXIS_S2MM")
     for port in (mm2s, s2mm, k_in, k_out):
         assert port.vlnv.name == "axis"
         assert int(port.parameters["TDATA_NUM_BYTES"].value) == sb // 8
@@ -243,7 +243,7 @@ def test_clock_and_ps(label, cfg, rendered):
     params = {k: v.value for k, v in p.ps.parameters.items()}
     clk = p.clock_dict[0]
     assert clk["enable"] == 1 and all(p.clock_dict[i]["enable"] == 0 for i in (1, 2, 3))
-    mhz = hwh.pl_clock_mhz(p)
+    mhz = hwh_read.pl_clock_mhz(p)
     pll = IO_PLL[cfg.board.name]
     assert mhz == pytest.approx(pll / round(pll / cfg.clock_mhz), rel=1e-6)   # the closest the PLL allows
     if cfg.board.ps == "zynq7":
@@ -379,12 +379,12 @@ def test_part_and_divisors():
     # the divisors Vivado picked in real files: resizer.hwh (IO PLL 1600: 100 -> 4, 4), PYNQ-Z2 base
     # (IO PLL 1000: 100 -> 5, 2; 142 -> 7, 1; 200 -> 5, 1), ZCU104 base.tcl (1499.985: 100 -> 15, 1;
     # 150 -> 10, 1; 250 -> 6, 1; 300 -> 5, 1), the KV260 .hwh (999.99: 100 -> 10, 1)
-    assert hwh._divisors("zynq7", 1600.0, 100) == (4, 4, 100.0)
-    assert [hwh._divisors("zynq7", 1000.0, f)[:2] for f in (100, 142, 200)] == [(5, 2), (7, 1), (5, 1)]
-    assert [hwh._divisors("zynqmp", 1499.985, f)[:2] for f in (100, 150, 250, 300)] == \
+    assert ps_presets.pl_divisors("zynq7", 1600.0, 100) == (4, 4, 100.0)
+    assert [ps_presets.pl_divisors("zynq7", 1000.0, f)[:2] for f in (100, 142, 200)] == [(5, 2), (7, 1), (5, 1)]
+    assert [ps_presets.pl_divisors("zynqmp", 1499.985, f)[:2] for f in (100, 150, 250, 300)] == \
         [(15, 1), (10, 1), (6, 1), (5, 1)]
-    assert hwh._divisors("zynqmp", 999.99, 100)[:2] == (10, 1)
-    d0, d1, act = hwh._divisors("zynqmp", 999.99, 150)        # 150 MHz is not reachable from 1000 MHz
+    assert ps_presets.pl_divisors("zynqmp", 999.99, 100)[:2] == (10, 1)
+    d0, d1, act = ps_presets.pl_divisors("zynqmp", 999.99, 150)        # 150 MHz is not reachable from 1000 MHz
     assert (d0, d1) == (7, 1) and act == pytest.approx(142.855714)
 
 
@@ -433,7 +433,7 @@ def test_kv260_clocks_are_those_of_a_real_preset_build(rendered):
 # ------------------------------------------------------------------ a real Vivado file, same helpers
 def test_resizer_hwh_reads_the_same_way(rendered, overlay_of):
     assert RESIZER.is_file()
-    p = hwh.parse_hwh(RESIZER)
+    p = hwh_read.parse_hwh(RESIZER)
     dma, k = p.ip_dict["axi_dma_0"], p.ip_dict["resize_accel_0"]
     assert dma["type"] == "xilinx.com:ip:axi_dma:7.1" and dma["phys_addr"] == 0x40400000
     assert dma["parameters"]["c_include_sg"] == "0" and dma["parameters"]["c_m_axis_mm2s_tdata_width"] == "32"
@@ -445,10 +445,10 @@ def test_resizer_hwh_reads_the_same_way(rendered, overlay_of):
     assert {f: (v["bit_offset"], v["bit_width"]) for f, v in ctrl.items() if f in CTRL_FIELDS} == CTRL_FIELDS
     # streams go through two axis_dwidth_converters in this design; stream_peer walks through them
     md = p.systemgraph
-    assert hwh.stream_peer(md, "axi_dma_0", "M_AXIS_MM2S") == ("resize_accel_0", "src")
-    assert hwh.stream_peer(md, "axi_dma_0", "S_AXIS_S2MM") == ("resize_accel_0", "dst")
-    assert hwh.stream_peer(md, "resize_accel_0", "src") == ("axi_dma_0", "M_AXIS_MM2S")
-    assert hwh.pl_clock_mhz(p) == 100.0
+    assert hwh_read.stream_peer(md, "axi_dma_0", "M_AXIS_MM2S") == ("resize_accel_0", "src")
+    assert hwh_read.stream_peer(md, "axi_dma_0", "S_AXIS_S2MM") == ("resize_accel_0", "dst")
+    assert hwh_read.stream_peer(md, "resize_accel_0", "src") == ("axi_dma_0", "M_AXIS_MM2S")
+    assert hwh_read.pl_clock_mhz(p) == 100.0
     assert p.clock_dict[0]["frequency"] is None or p.clock_dict[0]["frequency"] == 100.0
     # our file has the same shape of entries as Vivado's
     ours = rendered(CASES[0][1])

@@ -1,7 +1,7 @@
 """E5 in deployment (``calibration.update: e5`` / ``--radix-update e5``): per layer (or per
 operation type) the faster of E2 and E4 by the cycle model, the choice equal to the fig. 15
 cost model on the recorded times, the outputs equal to source 002's runners
-(``formats.fixed.run_e2`` / ``run_e4``) on the layer's wide results computed here, and the
+(``formats.radix_update.run_e2`` / ``run_e4``) on the layer's wide results computed here, and the
 choice shown in the deploy table, the JSON and the HTML report. Both fixed-point engines run
 E4 through their raw modes: ``sparse_cluster`` (int32 wide results) and ``shift_mac``
 (``Kernel.gemm_int(raw=True)``, int64 lanes for the shipped 42- and 44-bit accumulators;
@@ -22,7 +22,7 @@ from hlsnn.deploy.evaluate import deploy, format_result, open_accelerators  # no
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import Deployment, to_fixed  # noqa: E402
 from hlsnn.errors import ConfigError, InputError  # noqa: E402
-from hlsnn.formats import fixed  # noqa: E402
+from hlsnn.formats import radix_update  # noqa: E402
 from hlsnn.perf.layers import layer_cycles  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,13 +104,13 @@ def test_e5_choice_is_the_cost_model_on_the_cycle_model(cnn):
                          weight_sparsity=ex.stats.weight_sparsity, input_density=ex.stats.input_density)
         move = -(-r["m"] * r["n"] * 4 // (cfg.params["stream_bits"] // 8))     # int32 results, one beat a cycle
         assert (u["main_cycles"], u["wide_stream_cycles"], u["batch"]) == (r["cycles"], move, N_CAL)
-        a, b = fixed.sample_run(20)
+        a, b = radix_update.sample_run(20)
         assert u["sampled_images"] == sum(i % b < a for i in range(N_CAL))
         assert u["percent"] == pytest.approx(100 * u["sampled_images"] / N_CAL)
         us = r["cycles"] / cfg.clock_mhz
         assert (u["t_prev_us"], u["t_pre_us"]) == pytest.approx((us, us))
         assert u["t_store_us"] == pytest.approx(us + 2 * move / cfg.clock_mhz)
-        c = fixed.cost_model(u["t_prev_us"], u["t_pre_us"], u["t_store_us"], u["percent"])
+        c = radix_update.cost_model(u["t_prev_us"], u["t_pre_us"], u["t_store_us"], u["percent"])
         assert (u["e2_us"], u["e4_us"]) == (c.e2, c.e4)
         assert u["method"] == ("e4" if c.e4 < c.e2 else "e2") == ex.update_choice
         assert u["e4_available"] and u["by"] == "layer" and u["note"] == ""
@@ -143,8 +143,8 @@ def test_e5_outputs_equal_the_chosen_runner(cnn, assignment):
         wide = _wide(ex, xi, bias)
         kw = dict(shape=wide.shape, axis=0, signed=signed, rounding=ex.p["rounding"], f_min=f_in - 63,
                   f_max=f_in + 63, overflow_ratio=dep.overflow_ratio)
-        chosen = {"e2": fixed.run_e2, "e4": fixed.run_e4}[ex.update_choice]
-        for runner in (chosen, fixed.run_e2, fixed.run_e4):
+        chosen = {"e2": radix_update.run_e2, "e4": radix_update.run_e4}[ex.update_choice]
+        for runner in (chosen, radix_update.run_e2, radix_update.run_e4):
             r = runner(lambda mask: wide, f_in, bits, 20, **kw)
             got = np.rint(np.ldexp(env[la.output], r.f_out)).astype(np.int64)
             assert r.f_out == ex.f_out, name
@@ -174,7 +174,7 @@ def test_shift_mac_layers_choose_between_e2_and_e4(cnn, assignment):
                          in_hw=ex.in_shape[-2:] if ex.layer.kind == "conv" else None,
                          weight_sparsity=ex.stats.weight_sparsity, input_density=ex.stats.input_density)
         assert u["wide_stream_cycles"] == -(-r["m"] * r["n"] * 8 // (p["stream_bits"] // 8))
-        c = fixed.cost_model(u["t_prev_us"], u["t_pre_us"], u["t_store_us"], u["percent"])
+        c = radix_update.cost_model(u["t_prev_us"], u["t_pre_us"], u["t_store_us"], u["percent"])
         assert (u["e2_us"], u["e4_us"]) == (c.e2, c.e4)
         assert u["method"] == ("e4" if c.e4 < c.e2 else "e2") == ex.update_choice
         methods[name] = u["method"]
@@ -220,7 +220,7 @@ def test_per_op_type_and_dynamic_batches_run_the_choice():
                          dynamic=True)
         dep.calibrate(ds.x_train[:N_CAL])
         ups = {n: ex.stats.update for n, ex in dep.execs.items()}
-        want = fixed.select_e5({n: u["e2_us"] for n, u in ups.items()}, {n: u["e4_us"] for n, u in ups.items()},
+        want = radix_update.select_e5({n: u["e2_us"] for n, u in ups.items()}, {n: u["e4_us"] for n, u in ups.items()},
                                groups={n: u["op_type"] for n, u in ups.items()})
         for n, u in ups.items():
             assert (u["method"], u["compared_e2_us"], u["compared_e4_us"]) == tuple(want[n]) and u["by"] == "op_type"

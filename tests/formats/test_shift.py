@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from hlsnn.errors import InputError
-from hlsnn.formats import shift
+from hlsnn.formats import shift, shift_codes
 from hlsnn.formats.shift import ShiftTensor, levels, quantize_pot, quantize_twohot
 
 TWOHOT_CONFIGS = [(eb, d) for eb in range(1, 5) for d in (0, 1, 3, 7)]
@@ -624,7 +624,7 @@ def edge_values(mode, eb, delta):
     """Every level, every midpoint between neighbours and the floats next to both (ties and
     the values just beside them), at F = 0 (the largest level is in the tensor, so F = 0),
     with zeros, signs, subnormals and values below the smallest level."""
-    mags = shift._table(mode, eb, delta).mags
+    mags = shift_codes.table(mode, eb, delta).mags
     mids = (mags[:-1] + mags[1:]) / 2
     pts = np.concatenate([mags, mids])
     pts = np.concatenate([pts, np.nextafter(pts, np.inf), np.nextafter(pts, -np.inf)])

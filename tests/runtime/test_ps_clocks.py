@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from hlsnn.runtime import simdevice as sd
+from hlsnn.runtime.sim.pynq_base import _pynq
 
-if sd._pynq is None:  # pragma: no cover
+if _pynq is None:  # pragma: no cover
     pytest.skip("pynq is not installed", allow_module_level=True)
 
 import pynq  # noqa: E402
 import pynqmetadata  # noqa: E402
 
-from hlsnn.runtime.simdevice import SimDevice  # noqa: E402
+from hlsnn.runtime.sim import SimDevice, SimMetadataError  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Setting frequency to the closest possible value:UserWarning")
 
@@ -187,7 +187,7 @@ def test_disabled_clocks_and_unknown_sources(tmp_path):
     # a clock source pynq cannot read back is a clear error naming the parameter
     hwh = patched(PYNQ_Z2, tmp_path / "bad.hwh", {"PCW_FCLK0_PERIPHERAL_CLKSRC": "EXTERNAL"})
     with SimDevice(unmodeled="ram"):
-        with pytest.raises(sd.SimMetadataError, match="PCW_FCLK0_PERIPHERAL_CLKSRC.*IO PLL"):
+        with pytest.raises(SimMetadataError, match="PCW_FCLK0_PERIPHERAL_CLKSRC.*IO PLL"):
             pynq.Overlay(str(overlay_files(hwh, tmp_path, "bad")))
 
 
@@ -264,5 +264,5 @@ def test_a_board_booted_at_1000_mhz_runs_a_1600_mhz_design_slower(tmp_path):
         pynq.Clocks.set_pl_clk(0, div0=5, div1=2)
         assert pynq.Clocks.fclk0_mhz == pytest.approx(100.0)
         assert not [f for f in sim.fixups if f.startswith("PS clocks")]
-    with pytest.raises(sd.SimMetadataError, match="boot_hwh"):
+    with pytest.raises(SimMetadataError, match="boot_hwh"):
         SimDevice(boot_hwh=tmp_path / "missing.hwh")

@@ -65,7 +65,9 @@ def test_stand_in_offers_what_pynq_uses():
 
 
 def test_real_pkg_resources_is_left_alone():
-    pytest.importorskip("pkg_resources")
+    real = pytest.importorskip("pkg_resources")
+    if getattr(real, "HLSNN_STAND_IN", False):      # tests/conftest.py put the stand-in in place
+        pytest.skip("setuptools >= 81: no real pkg_resources here")
     from hlsnn.runtime import pynq_compat
     assert pynq_compat.ensure_pkg_resources() is False
     assert not getattr(sys.modules["pkg_resources"], "HLSNN_STAND_IN", False)

@@ -153,7 +153,7 @@ def test_zynq7000_pl_clock_without_a_frequency_is_filled_in(monkeypatch):
     import pynq
 
     from hlsnn.runtime.pynq_target import fill_pl_clock_frequencies
-    from hlsnn.runtime.simdevice import SimDevice
+    from hlsnn.runtime.sim import SimDevice
     monkeypatch.setattr(SimDevice, "_fill_clock_frequencies", lambda self, parser: None)
     with hlsnn.Accelerator(ACCEL / "bfp16_pynq-z2.yaml", "sim") as acc:
         assert acc.target.sim.fixups == []

@@ -1,4 +1,4 @@
-"""hlsnn.runtime.simdevice on the real PYNQ-Z2 resizer design (AXI DMA + HLS resize_accel).
+"""hlsnn.runtime.sim on the real PYNQ-Z2 resizer design (AXI DMA + HLS resize_accel).
 
 The .hwh is the one that ships in the pynqmetadata wheel (pynqmetadata/tests/hwhs/resizer.hwh);
 every test copies it next to a dummy resizer.bit and loads it with the unmodified
@@ -10,18 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hlsnn.runtime import simdevice as sd
+from hlsnn.runtime.sim.pynq_base import _pynq
 
-if sd._pynq is None:  # pragma: no cover
+if _pynq is None:  # pragma: no cover
     pytest.skip("pynq is not installed", allow_module_level=True)
 
-import pynq  # noqa: E402  (after simdevice, which silences pynq's x86 import warning)
+import pynq  # noqa: E402  (after hlsnn.runtime.sim, which silences pynq's x86 import warning)
 import pynq.lib.dma  # noqa: E402
 import pynqmetadata  # noqa: E402
 
 from hlsnn.errors import HlsnnError  # noqa: E402
-from hlsnn.runtime.simdevice import (  # noqa: E402
-    AxiDmaModel, RegisterFileModel, SimBusError, SimCacheError, SimDeadlock, SimDevice, SimDmaError,
+from hlsnn.runtime.sim import (  # noqa: E402
+    AxiDmaModel, RegisterFileModel, SimBusError, SimCacheError, SimDeadlock, SimDevice, SimDmaError, SimError,
     SimMetadataError, StreamKernelModel, decode_dmasr,
 )
 
@@ -254,7 +254,7 @@ def test_kernel_output_width_is_checked(sim, overlay_dir):
     in_buf = pynq.allocate((*SRC, 3), np.uint8)
     set_sizes(ol.resize_accel_0)
     ol.resize_accel_0.write(0x00, 1)
-    with pytest.raises(sd.SimError, match=r"resize_accel_0.dst is 3 bytes wide"):
+    with pytest.raises(SimError, match=r"resize_accel_0.dst is 3 bytes wide"):
         ol.axi_dma_0.sendchannel.transfer(in_buf)
 
 

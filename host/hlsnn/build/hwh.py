@@ -14,8 +14,8 @@ names follow Vivado's convention and nothing should depend on them.
 Host code finds everything by the names bd.tcl fixes (``dma``, ``<name>``, the VLNVs, the
 addresses), so the ``.hwh`` of a real Vivado run drops in unchanged.
 
-Helpers that read any ``.hwh`` (this one or Vivado's) the way pynq does: :func:`parse_hwh`,
-:func:`stream_peer`, :func:`pl_clock_mhz`, :func:`kernel_registers`.
+The board presets of the PS clocks are in :mod:`hlsnn.build.ps_presets`; helpers that read any
+``.hwh`` (this one or Vivado's) the way pynq does are in :mod:`hlsnn.build.hwh_read`.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from .. import __version__
 from ..engines import ENGINES
 from ..paths import HLS_DIR
 from .flow import bd_context
+from .ps_presets import io_pll_mhz, pl_divisors, pll_mhz, ps_clocks
 
 DMA_VLNV = "xilinx.com:ip:axi_dma:7.1"
 PS_VLNV = {"zynq7": "xilinx.com:ip:processing_system7:5.5", "zynqmp": "xilinx.com:ip:zynq_ultra_ps_e:3.5"}
@@ -37,57 +38,6 @@ AXIMM = "xilinx.com:interface:aximm:1.0"
 AXIS = "xilinx.com:interface:axis:1.0"
 IN_STREAM, OUT_STREAM, CONTROL = "in_r", "out_r", "s_axi_control"
 CONTROL_RANGE = 0x10000          # bd.tcl: -range 64K for both control windows
-#: IP that passes an AXI-Stream through unchanged (for :func:`stream_peer`).
-PASS_THROUGH = ("axis_dwidth_converter", "axis_data_fifo", "axis_register_slice", "axis_clock_converter",
-                "axis_subset_converter", "axis_data_fifo_v2")
-
-# PS clock generation as a build of bd.tcl.j2 with each board's preset declares it: the reference
-# clock, every PLL's feedback divider (FBDIV, and DIV2 on Zynq UltraScale+) and the CPU clock.
-# Board presets set the reference clock and the peripheral rates; Vivado's PS wizard derives the
-# PLLs from them, so the FBDIVs come from real builds with the same preset. Sources:
-# - pynq-z2: crystal 50 MHz and APU 650 MHz from the TUL board files (Xilinx/XilinxBoardStore
-#   boards/TUL/pynq-z2/A.0/preset.xml); IO/ARM/DDR PLL FBDIV 20/26/21 (IO PLL 1000 MHz), CPU = ARM
-#   PLL / 2 from PYNQ v3.0.1 boards/Pynq-Z2/base/base.tcl, and the same in a Vivado 2024.1 .hwh of
-#   a PYNQ-Z2 preset build (tests/fixtures/hwh/pynq_z2_dpu.hwh).
-# - kv260: PSS_REF_CLK 33.333 MHz from XilinxBoardStore boards/Xilinx/kv260_som/1.3/preset_s4.xml;
-#   IOPLL 60/2 (999.99 MHz), RPLL 64/2, APLL 80/2, DPLL 64/2, VPLL 90/2, ACPU = APLL / 1 from a
-#   Vivado 2022.1 KV260 .hwh (tests/fixtures/hwh/kv260_dma_ip_example.hwh).
-# - zcu104: PSS_REF_CLK 33.333333 MHz from XilinxBoardStore boards/Xilinx/zcu104/1.1/preset.xml;
-#   IOPLL 90/2 (1500 MHz), RPLL 90/2, APLL 72/2, DPLL 64/2, VPLL 90/2, ACPU = APLL / 1 from PYNQ
-#   v3.0.1 boards/ZCU104/base/base.tcl.
-# - ultra96v2: all from the Avnet board files (Avnet/bdf ultra96v2/1.2/preset.xml): PSS_REF_CLK
-#   33.333333 MHz, IOPLL 45 without DIV2 (1500 MHz), RPLL 70/2, APLL 72/2, DPLL 64/2, VPLL 71/2,
-#   ACPU = APLL / 1.
-# A board not listed gets its family's first entry (pynq-z2 or zcu104).
-PS_CLOCKS = {
-    "pynq-z2": {"ref": "50", "plls": {"IO": (20, 0), "ARM": (26, 0), "DDR": (21, 0)}, "cpu": ("ARM PLL", 2)},
-    "zcu104": {"ref": "33.333333", "plls": {"IOPLL": (90, 1), "RPLL": (90, 1), "APLL": (72, 1), "DPLL": (64, 1),
-                                            "VPLL": (90, 1)}, "cpu": ("APLL", 1)},
-    "kv260": {"ref": "33.333", "plls": {"IOPLL": (60, 1), "RPLL": (64, 1), "APLL": (80, 1), "DPLL": (64, 1),
-                                        "VPLL": (90, 1)}, "cpu": ("APLL", 1)},
-    "ultra96v2": {"ref": "33.333333", "plls": {"IOPLL": (45, 0), "RPLL": (70, 1), "APLL": (72, 1),
-                                               "DPLL": (64, 1), "VPLL": (71, 1)}, "cpu": ("APLL", 1)},
-}
-_FAMILY_DEFAULT = {"zynq7": "pynq-z2", "zynqmp": "zcu104"}
-
-
-def ps_clocks(board):
-    """The PS clock settings of ``board`` (a board config): ``PS_CLOCKS`` by board name, else
-    the family's default board."""
-    return PS_CLOCKS.get(board.name, PS_CLOCKS[_FAMILY_DEFAULT[board.ps]])
-
-
-def pll_mhz(clocks, pll):
-    """Output of PLL ``pll`` in MHz: reference x FBDIV (/ 2 with DIV2)."""
-    fbdiv, div2 = clocks["plls"][pll]
-    return float(clocks["ref"]) * fbdiv / (2 if div2 else 1)
-
-
-def io_pll_mhz(board):
-    """The IO PLL (Zynq-7000) / IOPLL (Zynq UltraScale+) of ``board`` in MHz, the PL clocks' source."""
-    clocks = ps_clocks(board)
-    return pll_mhz(clocks, "IO" if board.ps == "zynq7" else "IOPLL")
-
 
 # ---------------------------------------------------------------------------------------------
 # the kernel's register map
@@ -161,24 +111,6 @@ def kernel_registers(cfg, names="kernel"):
 
 # ---------------------------------------------------------------------------------------------
 # clocks, part, addresses
-
-def _divisors(family, pll, mhz):
-    """PL clock divisors (two 6-bit stages) from a PLL of ``pll`` MHz as the PS configuration wizard
-    picks them: the closest achievable rate; Zynq-7000 prefers the most balanced pair with
-    DIVISOR0 >= DIVISOR1 (100 MHz from 1000 MHz -> 5, 2 and from 1600 MHz -> 4, 4, as PYNQ's
-    base.tcl and resizer.hwh record), Zynq UltraScale+ prefers DIVISOR1 = 1 (PYNQ's ZCU104
-    base.tcl: 100 -> 15, 1)."""
-    best = None
-    for d0 in range(1, 64):
-        for d1 in range(1, 64):
-            err = abs(pll / (d0 * d1) - mhz)
-            pref = (d1 != 1, d0 * d1) if family == "zynqmp" else (abs(d0 - d1), -d0)
-            key = (round(err, 9), pref)
-            if best is None or key < best[0]:
-                best = (key, d0, d1)
-    _, d0, d1 = best
-    return d0, d1, pll / (d0 * d1)
-
 
 def _fmt_mhz(v):
     return f"{v:.6f}"
@@ -424,7 +356,7 @@ def build_design(cfg, names="kernel"):
     dma_base, kernel_base = int(ctx["dma_base"], 16), int(ctx["kernel_base"], 16)
     req = float(cfg.clock_mhz)
     clocks = ps_clocks(b)
-    d0, d1, act = _divisors(family, io_pll_mhz(b), req)
+    d0, d1, act = pl_divisors(family, io_pll_mhz(b), req)
     freq_hz = str(int(round(act * 1e6)))
     hp_port = ctx["hp_port"]
     full = {"burst": 1, "lock": 1, "prot": 1, "cache": 1, "qos": 1, "wstrb": 1, "bresp": 1, "rresp": 1}
@@ -483,7 +415,7 @@ def build_design(cfg, names="kernel"):
         m_phys = lambda lg: f"maxigp0_{lg.lower()}"                     # noqa: E731
         hp_phys = lambda lg: f"saxigp{gp}_{lg.lower()}"                 # noqa: E731
         m_proto, hp_proto, m_addr, hp_addr, m_data, m_id, hp_id = "AXI4", "AXI4", 40, 49, 128, 16, 6
-        o0, o1, o_act = _divisors(family, io_pll_mhz(b), 100.0)          # PL1..3: disabled, at 100
+        o0, o1, o_act = pl_divisors(family, io_pll_mhz(b), 100.0)          # PL1..3: disabled, at 100
         ps_params = [(f"PSU__CRL_APB__PL{i}_REF_CTRL__FREQMHZ", _fmt_req(req) if i == 0 else "100") for i in range(4)]
         ps_params += [(f"PSU__CRL_APB__PL{i}_REF_CTRL__ACT_FREQMHZ", _fmt_mhz(act if i == 0 else o_act))
                       for i in range(4)]
@@ -731,56 +663,3 @@ def render_hwh(cfg, path, *, names="kernel"):
 
 
 # ---------------------------------------------------------------------------------------------
-# reading a .hwh the way pynq 4.0 does (this one or Vivado's)
-
-def parse_hwh(path):
-    """pynq 4.0's parse of a ``.hwh``: ``RuntimeMetadataParser(Metadata(input=path))`` (what
-    ``Device.get_bitfile_metadata`` returns on a board). Its ``ip_dict``, ``clock_dict``,
-    ``mem_dict`` are pynq's; ``.systemgraph`` (== ``.md``) is the connection graph:
-    ``systemgraph.blocks[<instance>].ports[<interface>]``."""
-    from pynqmetadata.frontends import Metadata
-    from pynqmetadata.views.runtime import RuntimeMetadataParser
-    return RuntimeMetadataParser(Metadata(input=str(path)))
-
-
-def stream_peer(md, block, port, through=PASS_THROUGH):
-    """Where the AXI-Stream interface ``block/port`` ends: ``(instance, interface)`` of the IP on
-    the far side, walking through pass-through stream IP (width converters, FIFOs, register
-    slices). ``md`` is ``parser.systemgraph``. ``None`` if the interface is unconnected; a
-    ValueError if it fans out."""
-    seen = set()
-    cur = md.blocks[block].ports[port]
-    while True:
-        dests = [d for d in cur.destinations().values() if d.parent() is not None]
-        if not dests:
-            return None
-        if len(dests) > 1:
-            raise ValueError(f"{block}/{port} fans out to {[f'{d.parent().name}/{d.name}' for d in dests]}")
-        dst = dests[0]
-        owner = dst.parent()
-        vlnv = getattr(owner, "vlnv", None)
-        if vlnv is not None and vlnv.name in through and (owner.name, dst.name) not in seen:
-            seen.add((owner.name, dst.name))
-            nxt = [p for p in owner.ports.values()
-                   if getattr(p, "vlnv", None) is not None and p.vlnv.name == "axis"
-                   and getattr(p, "driver", None) is not None and p.driver != dst.driver]
-            if len(nxt) != 1:
-                return owner.name, dst.name
-            cur = nxt[0]
-            continue
-        return owner.name, dst.name
-
-
-def pl_clock_mhz(parser, index=0):
-    """PL clock ``index`` in MHz: pynq's ``clock_dict[index]['frequency']`` when it has one (Zynq
-    UltraScale+), else the achieved rate the Zynq-7000 PS records
-    (``PCW_ACT_FPGA<i>_PERIPHERAL_FREQMHZ``; pynqmetadata 0.2.0 reads no frequency there)."""
-    f = parser.clock_dict.get(index, {}).get("frequency")
-    if f is not None:
-        return float(f)
-    params = parser.ps.parameters
-    for key in (f"PCW_ACT_FPGA{index}_PERIPHERAL_FREQMHZ", f"PCW_FPGA{index}_PERIPHERAL_FREQMHZ",
-                f"PSU__CRL_APB__PL{index}_REF_CTRL__FREQMHZ"):
-        if key in params and params[key].value not in (None, ""):
-            return float(params[key].value)
-    return None

@@ -1,17 +1,17 @@
 """Deployment configs (``configs/models/*.yaml``): a model, its data, the number formats to
 try and which layer runs in which format.
 
-```yaml
-name: digits_cnn
-model: digits_cnn.onnx              # relative to this file
-data: digits                        # scikit-learn's bundled digits, or a .npz file
-calibration: {samples: 128, overflow_ratio: 0.0, mode: static}   # optional: update: e5, update_by, percent
-formats:                            # optional; default: DEFAULT_FORMATS
-  bfp8:   {type: bfp, accel: ../accel/bfp8_zcu104.yaml}
-  twohot: {type: twohot, accel: ../accel/shift8_pynq-z2.yaml, delta: 0}
-assignments:                        # optional; default: one per format, all layers on it
-  mixed: {default: twohot, layers: {fc: bfp8}}
-```
+::
+
+    name: digits_cnn
+    model: digits_cnn.onnx              # relative to this file
+    data: digits                        # scikit-learn's bundled digits, or a .npz file
+    calibration: {samples: 128, overflow_ratio: 0.0, mode: static}   # optional: update: e5, update_by, percent
+    formats:                            # optional; default: DEFAULT_FORMATS
+      bfp8:   {type: bfp, accel: ../accel/bfp8_zcu104.yaml}
+      twohot: {type: twohot, accel: ../accel/shift8_pynq-z2.yaml, delta: 0}
+    assignments:                        # optional; default: one per format, all layers on it
+      mixed: {default: twohot, layers: {fc: bfp8}}
 
 Format types and the engine that runs them:
 

@@ -53,7 +53,6 @@ Conversion (CONVERT, Alg 2-C) -> :func:`convert`
     (RHAZ, SPECS A2.2).
 
 Sampling and the embodiments E1-E5 (Alg 2-D, 2-E; SPECS 3.3) -> :mod:`hlsnn.formats.radix_update`
-    (these names stay importable from here).
 
 Inputs
     Anything out of range raises :class:`hlsnn.errors.InputError` (a :class:`ValueError`)
@@ -93,10 +92,6 @@ from ._validate import is_int as _is_int
 
 __all__ = ["WIDE_LIMIT", "BITS_RANGE", "MAX_BINS", "MAX_PERIOD", "Stats", "acquire", "determine", "convert",
            "convert_shifted"]
-
-#: Names that live in :mod:`hlsnn.formats.radix_update`, importable from here as before.
-_MOVED = ("Result", "Costs", "Choice", "sample_run", "sample_mask", "run_e1", "run_e2", "run_e3", "run_e4",
-          "run_e5", "cost_model", "select_e5")
 
 #: Wide results must satisfy ``|v| < WIDE_LIMIT``.
 WIDE_LIMIT = 1 << 62
@@ -185,8 +180,8 @@ class Stats:
 
     Attributes
     ----------
-    h_msb, h_lsb : np.ndarray of int64, shape (bins,)
-        Histograms of ``unsigned_msb`` and ``nz_lsb`` (read-only).
+    h_msb, h_lsb : np.ndarray of int64
+        Histograms of ``unsigned_msb`` and ``nz_lsb``, ``bins`` long each (read-only).
     max_msb, min_lsb : int
         Largest MSB and smallest non-zero LSB, ``-1`` (NONE) when no value has one.
     n, n_nz : int
@@ -401,11 +396,3 @@ def convert_shifted(v, s, bits: int, rounding: str, signed: bool) -> Tuple[np.nd
     neg = t < 0
     return np.where(neg, 0, t), sat | neg
 
-
-def __getattr__(name):
-    """The sampling and E1-E5 names, from :mod:`hlsnn.formats.radix_update` (imported lazily:
-    that module builds on this one)."""
-    if name in _MOVED:
-        from . import radix_update
-        return getattr(radix_update, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

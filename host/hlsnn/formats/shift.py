@@ -54,9 +54,9 @@ Quantization (nearest code, deterministic tie-break)
     built once per ``(mode, exp_bits, delta)`` (cached); ``a = |w| * 2**F`` (exact, via
     :func:`numpy.ldexp`) is located between neighbours ``lo < a <= hi`` and rounds to
     ``hi`` only when ``2 * a > lo + hi`` (exact in float64). Equivalently, the index of its
-    magnitude is the number of midpoints ``(lo + hi) / 2`` below ``a``; :func:`_nearest`
+    magnitude is the number of midpoints ``(lo + hi) / 2`` below ``a``; :func:`.shift_codes.nearest`
     counts them with a table over the top bits of ``a``'s float64 pattern (cached with the
-    magnitudes), :func:`_nearest_reference` with :func:`numpy.searchsorted`.
+    magnitudes), :func:`.shift_codes.nearest_reference` with :func:`numpy.searchsorted`.
 
 Dequantization
     ``code_value * 2**-F`` computed with :func:`numpy.ldexp`: exact whenever the result is a
@@ -112,13 +112,14 @@ array([-4, -3, -2, -1,  0,  1,  2,  3,  4])
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
 from hlsnn.errors import InputError
+
+from . import shift_codes as codes
 
 __all__ = ["MODES", "EXP_BITS_RANGE", "DELTA_RANGE", "ShiftTensor", "quantize_pot",
            "quantize_twohot", "levels"]
@@ -173,125 +174,6 @@ def _scale_shape(shape: Tuple[int, ...], axis: Optional[int]) -> Tuple[int, ...]
     return tuple(out)
 
 
-# --------------------------------------------------------------------------- code tables
-
-def _emax(exp_bits: int) -> int:
-    return (1 << exp_bits) - 1
-
-
-def _max_magnitude(mode: str, exp_bits: int, delta: int) -> int:
-    emax = _emax(exp_bits)
-    if mode == "pot":
-        return 1 << emax
-    return (1 << (emax + delta)) + (1 << emax)
-
-
-class _Table(NamedTuple):
-    """Sorted distinct magnitudes of a format (0 first) and their canonical codes."""
-    mags: np.ndarray        # float64, ascending, mags[0] == 0
-    e1: np.ndarray          # uint8 per magnitude
-    e2: np.ndarray
-    s1: np.ndarray          # uint8; twohot: the canonical code's s1
-    neg: np.ndarray         # bool; twohot: canonical inner value is negative
-    max_mag: int
-    buckets: "_Buckets"     # the nearest-magnitude lookup (:func:`_nearest`)
-
-
-#: Mantissa bits of a float64 that select a bucket of :class:`_Buckets` (with its exponent).
-_BUCKET_MANTISSA_BITS = 8
-
-
-#: The base of a bucket with two thresholds or more (far above any index into the magnitudes).
-_DENSE = 1 << 40
-
-
-class _Buckets(NamedTuple):
-    """A lookup for "how many rounding thresholds lie below ``v``" over the float64 bit
-    pattern of ``v >= 0`` (monotone in ``v``): bucket ``b`` holds the patterns whose top bits
-    (exponent and :data:`_BUCKET_MANTISSA_BITS` mantissa bits) are ``first + b``."""
-    thresholds: np.ndarray  # float64 midpoints (mags[i-1] + mags[i]) / 2, ascending (exact)
-    shift: int              # pattern >> shift = bucket key
-    first: int              # key of bucket 0 (that of the smallest threshold)
-    base: np.ndarray        # intp per bucket: thresholds below the bucket's first pattern
-                            # (_DENSE for a dense bucket)
-    cut: np.ndarray         # int64 per bucket: the pattern of its one threshold (int64 max: none)
-
-
-def _buckets(mags: np.ndarray) -> _Buckets:
-    thr = (mags[:-1] + mags[1:]) / 2             # integers' halves: exact
-    bits = thr.view(np.int64)
-    shift = 52 - _BUCKET_MANTISSA_BITS
-    first = int(bits[0] >> shift)
-    last = int(np.array(mags[-1]).view(np.int64) >> shift)
-    starts = np.arange(first, last + 2, dtype=np.int64) << shift
-    edges = np.searchsorted(bits, starts, side="left")
-    base, count = edges[:-1], np.diff(edges)
-    cut = np.full(base.shape, np.iinfo(np.int64).max, np.int64)
-    one = count == 1
-    cut[one] = bits[base[one]]
-    dense = count >= 2
-    base = base.astype(np.intp)
-    base[dense] = _DENSE                          # marks the values to search exactly
-    arrays = (thr, base, cut)
-    for a in arrays:
-        a.setflags(write=False)
-    return _Buckets(arrays[0], shift, first, *arrays[1:])
-
-
-def _nearest(tab: "_Table", v: np.ndarray) -> np.ndarray:
-    """Index into ``tab.mags`` of the nearest magnitude to each ``v >= 0`` (a C-contiguous
-    float64 array), ties to the smaller one: the number of midpoints ``t`` with ``v > t``.
-
-    The reference is :func:`_nearest_reference` (:func:`numpy.searchsorted` between
-    neighbours); this counts the same thresholds through :class:`_Buckets`: one table
-    lookup and one comparison of bit patterns per value, and an exact search only for the
-    values in buckets that hold two thresholds or more."""
-    bk = tab.buckets
-    vb = v.reshape(-1).view(np.int64)            # v >= +0.0: patterns ordered as the values
-    key = vb >> bk.shift
-    key -= bk.first
-    # a key below bucket 0 is below every threshold, one above the last beyond every one: clipped
-    k = np.take(bk.base, key, mode="clip")
-    k += vb > np.take(bk.cut, key, mode="clip")
-    dense = np.flatnonzero(k >= _DENSE)          # a dense bucket's base is the mark
-    if dense.size:
-        k[dense] = np.searchsorted(bk.thresholds, v.reshape(-1)[dense], side="left")
-    return k.reshape(v.shape)
-
-
-def _nearest_reference(tab: "_Table", v: np.ndarray) -> np.ndarray:
-    """:func:`_nearest` as the module docstring states it: :func:`numpy.searchsorted`
-    between neighbours ``lo < v <= hi``, rounding to ``hi`` only when ``2 v > lo + hi``."""
-    mags = tab.mags
-    idx = np.clip(np.searchsorted(mags, v, side="left"), 1, len(mags) - 1)
-    lo, hi = mags[idx - 1], mags[idx]
-    return np.where(2.0 * v > lo + hi, idx, idx - 1)
-
-
-@functools.lru_cache(maxsize=None)
-def _table(mode: str, exp_bits: int, delta: int) -> _Table:
-    emax = _emax(exp_bits)
-    best = {0: (0, 0, 0, False)}
-    if mode == "pot":
-        for e1 in range(emax + 1):
-            best[1 << e1] = (e1, 0, 0, False)
-    else:
-        # Lexicographic (e1, e2, s1) order: the first prefix reaching a magnitude is the
-        # canonical one (s2 is then fixed by the sign, see the module docstring).
-        for e1 in range(emax + 1):
-            for e2 in range(emax + 1):
-                for s1 in (0, 1):
-                    inner = (1 << (e1 + delta)) + (-1) ** s1 * (1 << e2)
-                    if inner != 0:
-                        best.setdefault(abs(inner), (e1, e2, s1, inner < 0))
-    keys = sorted(best)
-    rows = [best[k] for k in keys]
-    arrays = [np.array(keys, dtype=np.float64)]
-    arrays += [np.array([r[i] for r in rows], dtype=np.uint8) for i in range(3)]
-    arrays.append(np.array([r[3] for r in rows], dtype=bool))
-    for a in arrays:
-        a.setflags(write=False)
-    return _Table(*arrays, max_mag=_max_magnitude(mode, exp_bits, delta), buckets=_buckets(arrays[0]))
 
 
 def levels(mode: str, exp_bits: int, delta: int = 0) -> np.ndarray:
@@ -327,7 +209,7 @@ def levels(mode: str, exp_bits: int, delta: int = 0) -> np.ndarray:
     mode = _check_mode(mode)
     eb = _check_exp_bits(exp_bits)
     d = _check_delta(delta, mode)
-    mags = _table(mode, eb, d).mags.astype(np.int64)
+    mags = codes.table(mode, eb, d).mags.astype(np.int64)
     return np.concatenate([-mags[:0:-1], mags])
 
 
@@ -378,7 +260,7 @@ class ShiftTensor:
         mode = _check_mode(self.mode)
         eb = _check_exp_bits(self.exp_bits)
         d = _check_delta(self.delta, mode)
-        emax = _emax(eb)
+        emax = codes.emax(eb)
         e1 = _as_int_array("e1", self.e1, 0, emax, np.uint8)
         if e1.ndim == 0:
             raise InputError("e1: is 0-d: must have ndim >= 1")
@@ -531,7 +413,7 @@ def _prepare(mode: str, w, exp_bits, delta, axis):
     d = _check_delta(delta, mode)
     a = np.ascontiguousarray(as_float_array(w, "w"))
     ax = _check_axis(axis, a.ndim)
-    tab = _table(mode, eb, d)
+    tab = codes.table(mode, eb, d)
     if ax is None:
         amax = np.maximum(a.max(initial=0.0), -a.min(initial=0.0)).reshape((1,) * a.ndim)
     else:
@@ -561,12 +443,12 @@ def _blocks(a, tab, F):
                 v *= unit[sl] if F.shape[0] > 1 else unit
             else:
                 np.ldexp(v, Fb, out=v)       # exact unless far below the smallest level
-        yield sl, ab, _nearest(tab, v)
+        yield sl, ab, codes.nearest(tab, v)
 
 
 def _quantize(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
     """:func:`quantize_pot` / :func:`quantize_twohot`: the module's rules, with the nearest
-    magnitude found by :func:`_nearest`, block by block of the leading axis; equal, field for
+    magnitude found by :func:`.shift_codes.nearest`, block by block of the leading axis; equal, field for
     field, to :func:`_quantize_reference` (``tests/formats/test_shift.py``)."""
     a, tab, F, eb, d, ax = _prepare(mode, w, exp_bits, delta, axis)
     e1, e2, s1, s2 = (np.zeros(a.shape, np.uint8) for _ in range(4))
@@ -609,7 +491,7 @@ def _quantize_reference(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
     d = _check_delta(delta, mode)
     a = _as_float_input(w)
     ax = _check_axis(axis, a.ndim)
-    tab = _table(mode, eb, d)
+    tab = codes.table(mode, eb, d)
     mag = np.abs(a)
     if ax is None:
         amax = np.max(mag, initial=0.0).reshape((1,) * a.ndim)
@@ -619,7 +501,7 @@ def _quantize_reference(mode: str, w, exp_bits, delta, axis) -> ShiftTensor:
     F = _scale_exponent(amax, tab.max_mag)
     with np.errstate(under="ignore"):
         v = np.ldexp(mag, F)                 # exact unless far below the smallest level
-    k = _nearest_reference(tab, v)           # ties -> the smaller magnitude
+    k = codes.nearest_reference(tab, v)     # ties -> the smaller magnitude
     zero = k == 0
     neg = (a < 0) & ~zero
     e1 = tab.e1[k]

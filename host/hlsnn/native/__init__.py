@@ -147,15 +147,31 @@ def _build_and_load(name: str, cc: str):
     afresh (to a temporary, loaded and checked there, then renamed into place)."""
     lib = library_path(name, cc)
     built_from = _built_from(name, cc)
-    if cachefile.entry_ok(lib, built_from):
-        try:
-            so = ctypes.CDLL(str(lib))
-            why = ("it lacks " + ", ".join(_missing(so, name))) if _missing(so, name) else ""
-        except OSError as exc:
-            so, why = None, " ".join(str(exc).split())
-        if so is not None and not why:
-            return so
+    so = _cached(name, lib, built_from, quiet=True)
+    if so is not None:
+        return so
+    with cachefile.build_lock(lib):          # another process building it: wait, then reuse it
+        so = _cached(name, lib, built_from)
+        return so if so is not None else _compile(name, cc, lib, built_from)
+
+
+def _cached(name, lib, built_from, quiet=False):
+    """The cached helper loaded, when its manifest and exports check out; else None."""
+    if not cachefile.entry_ok(lib, built_from):
+        return None
+    try:
+        so = ctypes.CDLL(str(lib))
+        why = ("it lacks " + ", ".join(_missing(so, name))) if _missing(so, name) else ""
+    except OSError as exc:
+        so, why = None, " ".join(str(exc).split())
+    if so is not None and not why:
+        return so
+    if not quiet:
         _notice(name + ".cache", f"the cached helper {lib} is not the library of {name}.c ({why}); rebuilding it")
+    return None
+
+
+def _compile(name: str, cc: str, lib: Path, built_from: dict):
     lib.parent.mkdir(parents=True, exist_ok=True)
     files.remove_stale(lib.parent)             # temporaries of compiles that were killed
     fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=files.tmp_prefix(lib.name), suffix=".so")

@@ -430,7 +430,7 @@ __attribute__((target("avx2"))) static void weights_row_avx2(const double *r, do
  * the scale exponent F (the largest F with amax <= max_mag * 2**-F, 0 for an all-zero row;
  * shift._scale_exponent, L the bit length of max_mag) and each value's code value
  * copysign(mags[k], w) + 0.0 (+0.0 for k == 0), k the index of the nearest magnitude to
- * v = |w| * 2**F, ties to the smaller (shift._nearest): the number of thresholds below v.
+ * v = |w| * 2**F, ties to the smaller (shift_codes.nearest): the number of thresholds below v.
  *
  * v >= +0.0 is found as its bit pattern p (ordered as the values). Bucket b holds the patterns
  * with (p >> shift) - first == b (clipped to [0, nbuckets)); tb[2 b + 1] counts the thresholds

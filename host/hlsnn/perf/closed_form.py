@@ -2,7 +2,7 @@
 
 The two serial engines' loop counts depend only on the call's shape and flags (never on the
 data), so they can be written down from the loop nests of their templates (the engine
-pages, :mod:`.bfp_systolic` and :mod:`.shift_mac`). The tests check these against the
+pages, :mod:`hlsnn.perf.bfp_systolic` and :mod:`hlsnn.perf.shift_mac`). The tests check these against the
 C-simulation's counters on random shapes; the deploy report and large shapes use them where
 running the C-simulation would take too long. ``sparse_cluster`` skips zeros, so its counts
 depend on the data: they come from the C-simulation (``hlsnn perf``) only.
@@ -20,7 +20,7 @@ def _c(a, b):
 def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out=False, keep=False,
                     resident=False, rolling=False):
     """``{label: (iterations, entries)}`` of one ``bfp_systolic`` call (``n <= max_n``, ``batch``
-    at most ``protocol.samples_per_call``): the loops of the engine page :mod:`.bfp_systolic`,
+    at most ``protocol.samples_per_call``): the loops of the engine page :mod:`hlsnn.perf.bfp_systolic`,
     summed over the call's passes of K (``spec.passes``)."""
     from ..engines.bfp_systolic.spec import gemv_applies, lanes, passes
     from .bfp_systolic import gemv_iterations, steps_iterations
@@ -76,7 +76,7 @@ def _lane(p):
 
 def shift_call_counts(p, batch, k, n, *, mode="twohot", conv=None, resident=False, stats=False, raw=False):
     """``{label: (iterations, entries)}`` of one ``shift_mac`` call (``n <= max_n``; the loop
-    nests of the engine page :mod:`.shift_mac`).
+    nests of the engine page :mod:`hlsnn.perf.shift_mac`).
 
     GEMM: ``batch`` samples of ``k``. Convolution: ``conv = (c, h, w, ksize, pad)``, the map
     streamed row by row; ``batch`` is then the output pixels and ``k = c * ksize**2``.

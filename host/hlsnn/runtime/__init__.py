@@ -27,6 +27,8 @@ class Accelerator:
         transfer, to which operations are tiled; on ``pynq``/``sim`` at most the DMA's length
         register), ``timeout`` and ``strict_cache`` (``sim``/``pynq``).
 
+    Notes
+    -----
     The engine's operations are methods: for ``bfp_systolic``, :meth:`gemm` (float in, float
     out) and :meth:`gemm_bfp` (BFPTensor in and out). Use as a context manager or call
     :meth:`close` to release the target.

@@ -1,6 +1,6 @@
 """The PS clock generator a ``.hwh`` declares, and the PS clock registers that produce it.
 
-The simulated board (:class:`hlsnn.runtime.simdevice.SimDevice`) presets its SLCR (Zynq-7000) or
+The simulated board (:class:`hlsnn.runtime.sim.SimDevice`) presets its SLCR (Zynq-7000) or
 CRL_APB/CRF_APB (Zynq UltraScale+) registers from the ``.hwh`` it is given, as a board that booted
 with that design's PS configuration would hold them. ``pynq.Clocks`` then reads and programs them
 exactly as on a board, so the PL clock frequencies pynq reports are the ones the design declares.

@@ -3,7 +3,7 @@
 For a config, a *sim overlay* is prepared under ``build/<name>/sim_overlay/<name>/``: the
 ``.hwh`` the build flow renders (the block design of ``bd.tcl``: same IP names, VLNVs,
 addresses, registers and stream links), a placeholder ``.bit`` and the ``.json`` manifest.
-The simulated device (:mod:`hlsnn.runtime.simdevice`) parses that ``.hwh`` with pynq's own
+The simulated device (:mod:`hlsnn.runtime.sim`) parses that ``.hwh`` with pynq's own
 parser, models the AXI DMA behind the unmodified ``pynq.lib.dma.DMA`` driver, and serves the
 kernel with the C-simulation library of that very kernel — so the register map, the DMA
 protocol and TLAST handling run end to end. A real overlay folder (with a Vivado ``.hwh``)
@@ -72,7 +72,7 @@ class SimTarget(PynqTarget):
 
     def __init__(self, cfg, engine, *, overlay=None, strict_cache=False, timeout=10.0, verbose=False,
                  max_transfer_bytes=None):
-        from .simdevice import SimDevice, StreamKernelModel
+        from .sim import SimDevice, StreamKernelModel
         rendered = codegen.render(cfg)
         self.library_path = csim.compile_library(rendered, verbose=verbose)
         lib = self.lib = csim.CsimLibrary(self.library_path, len(engine.protocol.REGS_IN),

@@ -162,6 +162,7 @@ def test_resident_gemv_goal_of_issue_14():
     assert beats_in * p["stream_bits"] // 8 < 256 * 1024
 
 
+@pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
 def test_a_planted_gemv_bug_fails_compare(tmp_path):
     """hlsnn compare's resident cases reach GEMV mode: a column that does not restart its sum

@@ -200,6 +200,7 @@ def test_deploy_runs_a_layer_longer_than_max_k(tmp_path):
     assert np.abs(got - want).max() <= (scale * 2.0 ** -12).max()
 
 
+@pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
 def test_a_kernel_that_drops_the_partial_sums_fails_compare(tmp_path):
     """The K-pass cases can fail: a kernel that forgets the passes before the last mismatches

@@ -91,6 +91,7 @@ def test_packed_array_gives_the_emulator_bits_at_the_edges(name):
         np.testing.assert_array_equal(resident, expected)
 
 
+@pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
 @pytest.mark.parametrize("old,new", [
     # the high field's borrow correction dropped: wrong wherever row 2D's pair sum is negative

@@ -92,6 +92,7 @@ def test_flag_off_stream_is_unchanged_and_flag_on_appends_one_segment(target, pa
     assert lanes[0] == h[0] & ((1 << lb) - 1)                # low part first
 
 
+@pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
 def test_planted_stats_bug_is_reported_as_mismatch(tmp_path):
     """Count the padding columns of a ragged batch tile too: only the histogram changes."""

@@ -29,6 +29,7 @@ def _bad_cases(tmp_path, config, old, new):
     return {c["case"] for c in rep["results"] if c["mismatches"]}, {c["case"] for c in rep["results"]}
 
 
+@pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
 @pytest.mark.parametrize("what, old, new", [
     # row d's weights without their skew of d registers: tile (d, c) multiplies the weights of
@@ -48,6 +49,7 @@ def test_a_broken_wavefront_fails_compare(tmp_path, what, old, new):
     assert {c for c in cases if c.startswith("random")} <= bad
 
 
+@pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
 def test_dsp48e1_accumulator_pair_is_added(tmp_path):
     # pynq-z2 (DSP48E1): a tile keeps two accumulators; without their sum only the even
@@ -57,6 +59,7 @@ def test_dsp48e1_accumulator_pair_is_added(tmp_path):
     assert len(bad) >= len(cases) // 2
 
 
+@pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
 def test_output_beats_wait_for_their_group(tmp_path):
     # the output beats that stream during the array loop read a group's results only once its

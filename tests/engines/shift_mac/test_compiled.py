@@ -11,7 +11,7 @@ from conftest import accel_config, stable_seed
 from hlsnn import native
 from hlsnn.engines.shift_mac import compiled, floatgemm
 from hlsnn.engines.shift_mac.emulator import requantize
-from hlsnn.formats import shift
+from hlsnn.formats import shift, shift_codes
 
 CONFIGS = ["shift8_pynq-z2", "shift8_zcu104"]
 needs_cc = pytest.mark.skipif(native.c_compiler() is None, reason="no C compiler")
@@ -96,7 +96,7 @@ def test_activations(so):
                                            ("twohot", 3, 5)])
 def test_weights(so, mode, eb, delta):
     rng = np.random.default_rng(stable_seed(mode, eb, delta))
-    tab = shift._table(mode, eb, delta)
+    tab = shift_codes.table(mode, eb, delta)
     n, k = 40, 37
     w = rng.normal(size=(n, k)) * np.exp(rng.uniform(-30, 30, size=(n, 1)))
     w[0] = 0.0                                            # an all-zero row
@@ -131,7 +131,7 @@ def test_weights_long_rows(so, mode, eb, delta):
     """Rows long enough for the vector loops (with a tail), values in every bucket of the
     format (dense ones too), at, beside and between the thresholds, and the levels."""
     rng = np.random.default_rng(stable_seed("long", mode, eb, delta))
-    tab = shift._table(mode, eb, delta)
+    tab = shift_codes.table(mode, eb, delta)
     thr = tab.buckets.thresholds
     n, k = 24, 1001
     w = rng.normal(size=(n, k)) * 2.0 ** rng.integers(-20, 20, size=(n, 1))

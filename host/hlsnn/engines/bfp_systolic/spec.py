@@ -16,7 +16,7 @@ MAGIC = 0x484E0101
 #: Magnitude bits the statistics unit keeps per output (see emulator.select_exponent).
 STAT_BITS = 16
 #: The rolling method stores leading-one positions L as L + ROLL_OFFSET, non-negative in 10 bits
-#: (|L| <= 2 * 128 + 47 for exponents of at most 8 bits and accumulators of at most 48).
+#: (``|L| <= 2 * 128 + 47`` for exponents of at most 8 bits and accumulators of at most 48).
 ROLL_OFFSET = 512
 
 SCHEMA = {

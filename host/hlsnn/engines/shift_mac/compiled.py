@@ -27,7 +27,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from ... import native
-from ...formats import shift as sfmt
+from ...formats import shift_codes
 from ...native import parallel
 from ...primitives import ROUNDING_CODES
 from .emulator import wide_bound
@@ -152,12 +152,12 @@ class _Lookup(NamedTuple):
 
 @functools.lru_cache(maxsize=None)
 def _table(mode, exp_bits, delta):
-    """The format's magnitudes, thresholds and buckets (those of ``shift._Buckets``) as the C
-    helper reads them (:class:`_Lookup`), and the same buckets packed in one word each where
+    """The format's magnitudes, thresholds and buckets (those of
+    :class:`hlsnn.formats.shift_codes.Buckets`) as the C helper reads them (:class:`_Lookup`), and the same buckets packed in one word each where
     the format allows it: magnitudes that are integers below ``2**24`` and every threshold's
     pattern a multiple of ``2**g`` past its bucket's first pattern, ``g = shift - 15``; the
     word is ``C << 48 | hi << 24 | lo`` (``shift_quant.c``, ``weights_row_avx2``)."""
-    tab = sfmt._table(mode, exp_bits, delta)
+    tab = shift_codes.table(mode, exp_bits, delta)
     bk = tab.buckets
     thr = np.ascontiguousarray(bk.thresholds, np.float64)
     mags = np.ascontiguousarray(tab.mags, np.float64)

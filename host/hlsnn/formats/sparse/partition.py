@@ -15,23 +15,23 @@ Objective
     that meets it is returned as is. (``balance="work"`` searches nothing: equal-count quantile
     cuts if their ``imbalance = max(nz) / mean(nz)`` is below the equal split's, else the
     equal split.)
-Window test (:meth:`_Searcher.search`)
+Window test (:meth:`.search.Searcher.search`)
     Is there a partition with every fraction in a window ``[lo, hi]``, its cuts on candidate
     positions (along a dimension of length ``n <= 96`` every position, else every
     ``ceil(n / 96)``-th)? A DP over the band cuts: for band index 0, 1, ..., the row cuts
     where that band can start, reached through *usable* bands. A band is usable when its own
     fraction is in the window and its columns can be cut into ``gc`` cells in the window
-    (:func:`_bands_ok`: a second DP, over the column cuts, where one more cell is a running
+    (:func:`.search._bands_ok`: a second DP, over the column cuts, where one more cell is a running
     maximum or minimum over the positions sorted by ``P - lo * C * h * x``; ``gc // 2`` cells
     forward from column 0, the rest backward from ``W``). A hit walks back to the smallest
-    row cuts, then each band's smallest column cuts (:func:`_band_cuts`).
-Branch and bound (:meth:`_Searcher.find`)
+    row cuts, then each band's smallest column cuts (:func:`.search._band_cuts`).
+Branch and bound (:meth:`.search.Searcher.find`)
     The smallest fraction ``m`` of a partition with ``spread <= T`` lies in ``[d - T, d]``
     (``d`` the fraction of the whole map). An interval ``[a, b]`` of ``m`` is tested with the
     window ``[a, b + T]``: a miss drops it, a hit with ``spread <= T`` is the answer, any other
     hit splits it in halves (lower half first) while it is wider than ``tol``; at most 64
     window tests.
-Best effort and polish (:func:`_best_effort`, :func:`_polish`)
+Best effort and polish (:func:`_best_effort`, :func:`.search.polish`)
     When that finds nothing: on coarser candidates (64 per dimension), thresholds ``2t, 4t,
     ...`` up to 1 (``t = max(T, 2**-10)``, 16 tests each) until one is met, then up to 6
     bisection steps between the last missed threshold and the best spread found. The hit (if
@@ -58,6 +58,8 @@ import numpy as np
 
 from hlsnn.errors import InputError
 
+from .search import Eval, Searcher, polish
+
 __all__ = ["STATUSES", "MAX_CANDIDATES", "Split", "Partition", "partition", "default_grid",
            "equal_cuts"]
 
@@ -72,12 +74,11 @@ _BEST_EFFORT_CANDIDATES = 64   # candidate positions per dimension in best-effor
 _BUDGET = 64                   # window searches of the balanced search
 _BUDGET_BEST_EFFORT = 16       # ... per threshold tried in best-effort mode
 _BISECT_STEPS = 6
-_POLISH_SWEEPS = 64
 
 
 def _tolerance(H: int, W: int) -> float:
     """Rounding tolerance of the fraction comparisons: it stays well above the float64
-    noise of counts up to ``C * H * W`` (see :func:`_bands_ok`)."""
+    noise of counts up to ``C * H * W`` (see :func:`.search._bands_ok`)."""
     return max(1e-9, 1e-13 * H * W)
 
 
@@ -258,297 +259,15 @@ def equal_cuts(n: int, parts: int) -> np.ndarray:
     return (np.arange(parts + 1, dtype=np.int64) * n) // parts
 
 
-def _candidates(n: int, most: int) -> np.ndarray:
-    """Candidate cut positions along a dimension of length n (see the module docstring)."""
-    if n <= most:
-        return np.arange(n + 1, dtype=np.int64)
-    step = -(-n // most)
-    return np.append(np.arange(0, n, step, dtype=np.int64), np.int64(n))
-
-
-def _rects_array(rcuts: np.ndarray, ccuts: np.ndarray) -> np.ndarray:
-    """(units, 4) array of (r0, r1, c0, c1), band by band, left to right."""
-    gr, gc1 = ccuts.shape
-    r0 = np.repeat(rcuts[:-1], gc1 - 1)
-    r1 = np.repeat(rcuts[1:], gc1 - 1)
-    return np.stack([r0, r1, ccuts[:, :-1].ravel(), ccuts[:, 1:].ravel()], axis=1)
-
-
-def _rect_counts(S: np.ndarray, R: np.ndarray) -> np.ndarray:
-    r0, r1, c0, c1 = R.T
-    return S[r1, c1] - S[r0, c1] - S[r1, c0] + S[r0, c0]
-
-
-class _Eval:
-    """Counts, fractions and spread of a cut set."""
-
-    def __init__(self, S: np.ndarray, depth: int, rcuts: np.ndarray, ccuts: np.ndarray):
-        self.rcuts, self.ccuts = rcuts, ccuts
-        self.R = _rects_array(rcuts, ccuts)
-        self.nz = _rect_counts(S, self.R).astype(np.int64)
-        area = (self.R[:, 1] - self.R[:, 0]) * (self.R[:, 3] - self.R[:, 2])
-        self.pct = self.nz / (float(depth) * area)
-        self.spread = float(self.pct.max() - self.pct.min())
-        mean = self.nz.mean()
-        self.imbalance = float(self.nz.max() / mean) if mean > 0 else 1.0
-
-    def split(self) -> Split:
-        nz, pct = self.nz.copy(), self.pct.copy()
-        nz.setflags(write=False)
-        pct.setflags(write=False)
-        return Split([tuple(r) for r in self.R.tolist()], nz, pct, self.spread, self.imbalance)
-
-
-# --------------------------------------------------------------------------- window search
-
-# The column reachability works on (positions, bands) arrays: the running extrema then run
-# along axis 0, one vector operation per position for the whole batch.
-
-def _forward(R: np.ndarray, fhi_s: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """One more cell, forward: ``out[j1, b] = any_{j0 in R[:, b]} cell (j0, j1) admissible``.
-
-    ``order`` (flat indices) sorts each column ``b`` by ``flo`` (stable, so ties keep the
-    position order) and ``fhi_s`` is ``fhi`` in that order. A cell (j0, j1) is admissible
-    iff ``flo[j0] <= flo[j1]`` and ``fhi[j0] >= fhi[j1]`` (``j0 < j1`` follows, see
-    :func:`_bands_ok`), i.e. iff j0 comes before j1 in the order and ``fhi[j0] >= fhi[j1]``:
-    an exclusive running maximum.
-    """
-    v = np.where(R.ravel()[order].reshape(R.shape), fhi_s, -np.inf)
-    best = np.empty_like(v)
-    best[0] = -np.inf
-    np.maximum.accumulate(v[:-1], axis=0, out=best[1:])
-    out = np.empty(R.size, dtype=bool)
-    out[order] = (best >= fhi_s).ravel()
-    return out.reshape(R.shape)
-
-
-def _backward(R: np.ndarray, fhi_s: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """One more cell, backward: ``out[j0, b] = any_{j1 in R[:, b]} cell (j0, j1) admissible``
-    (an exclusive running minimum from the end of the order)."""
-    v = np.where(R.ravel()[order].reshape(R.shape), fhi_s, np.inf)
-    best = np.empty_like(v)
-    best[-1] = np.inf
-    best[:-1] = np.minimum.accumulate(v[:0:-1], axis=0)[::-1]
-    out = np.empty(R.size, dtype=bool)
-    out[order] = (best <= fhi_s).ravel()
-    return out.reshape(R.shape)
-
-
-def _admissible(P: np.ndarray, h: np.ndarray, x: np.ndarray, a_lo: float, a_hi: float):
-    """``flo, fhi, order, fhi_s`` of bands with column prefix counts ``P`` (n, m) and heights
-    ``h`` (m,); see :func:`_bands_ok`. ``order`` holds flat indices into an (n, m) array."""
-    hx = x[:, None] * h[None, :]
-    flo = P - a_lo * hx
-    fhi = P - a_hi * hx
-    n, m = P.shape
-    order = (np.argsort(flo, axis=0, kind="stable") * m + np.arange(m)).ravel()
-    return flo, fhi, order, fhi.ravel()[order].reshape(n, m)
-
-
-def _bands_ok(P: np.ndarray, h: np.ndarray, x: np.ndarray, a_lo: float, a_hi: float,
-              gc: int) -> np.ndarray:
-    """For each band ``b`` (column prefix counts ``P[:, b]`` at the candidate columns x,
-    height ``h[b]``): can it be cut into exactly gc cells whose fractions lie in the window?
-
-    A cell (j0, j1) is admissible iff ``a_lo * h * dx <= dP <= a_hi * h * dx``, i.e. iff
-    ``flo[j1] >= flo[j0]`` and ``fhi[j1] <= fhi[j0]`` with ``f = P - a * h * x``. As
-    ``flo - fhi = (a_hi - a_lo) * h * x`` grows with x, these two already imply
-    ``j0 < j1`` (the tolerance keeps ``a_hi - a_lo`` well above the rounding noise), so
-    one step of the reachability is a 2-D dominance query: a running extremum over the
-    positions sorted by ``flo`` (O(n log n) per band instead of an n x n matrix). The
-    reachable sets meet in the middle: ``gc // 2`` cells forward from position 0 and the
-    rest backward from the last position.
-    """
-    flo, fhi, order, fhi_s = _admissible(P, h, x, a_lo, a_hi)
-    fwd = (flo >= flo[:1]) & (fhi <= fhi[:1])          # one cell from position 0
-    fwd[0] = False
-    if gc == 1:
-        return fwd[-1]
-    bwd = (flo[-1:] >= flo) & (fhi[-1:] <= fhi)        # one cell to the last position
-    bwd[-1] = False
-    for _ in range(gc // 2 - 1):
-        fwd = _forward(fwd, fhi_s, order)
-    for _ in range(gc - gc // 2 - 1):
-        bwd = _backward(bwd, fhi_s, order)
-    return (fwd & bwd).any(axis=0)
-
-
-def _band_cuts(P: np.ndarray, h: float, x: np.ndarray, a_lo: float, a_hi: float,
-               gc: int) -> np.ndarray:
-    """The lexicographically smallest gc-cell cut (indices into x) of one usable band."""
-    flo, fhi, order, fhi_s = _admissible(P[:, None], np.array([h]), x, a_lo, a_hi)
-    flo, fhi = flo[:, 0], fhi[:, 0]
-    n = x.size
-    back = [np.zeros((n, 1), dtype=bool)]            # back[k]: end reachable in k cells
-    back[0][-1] = True
-    for _ in range(gc - 1):
-        back.append(_backward(back[-1], fhi_s, order))
-    pos = np.arange(n)
-    cuts = [0]
-    for step in range(1, gc):
-        c = cuts[-1]
-        row = (flo >= flo[c]) & (fhi <= fhi[c]) & (pos > c) & back[gc - step][:, 0]
-        cuts.append(int(np.argmax(row)))
-    cuts.append(n - 1)
-    return np.asarray(cuts, dtype=np.int64)
-
-
-class _Searcher:
-    """The window search of the module docstring on fixed candidate positions."""
-
-    def __init__(self, S: np.ndarray, depth: int, gr: int, gc: int, tol: float, most: int):
-        H, W = S.shape[0] - 1, S.shape[1] - 1
-        self.S, self.gr, self.gc, self.depth, self.tol = S, gr, gc, depth, tol
-        self.rc, self.cc = _candidates(H, most), _candidates(W, most)
-        self.x = self.cc.astype(np.float64)
-        # prefix counts at the candidate (column, row) positions, float64 (exact)
-        self.ScT = np.ascontiguousarray(S[np.ix_(self.rc, self.cc)].T, dtype=np.float64)
-        nR = self.rc.size
-        i0, i1 = np.nonzero(np.triu(np.ones((nR, nR), dtype=bool), 1))
-        self.pairs = (i0, i1)
-
-    def _usable(self, i0: np.ndarray, i1: np.ndarray, a_lo: float, a_hi: float) -> np.ndarray:
-        h = (self.rc[i1] - self.rc[i0]).astype(np.float64)
-        n = self.ScT[-1, i1] - self.ScT[-1, i0]
-        area = h * self.x[-1]
-        out = (n >= a_lo * area) & (n <= a_hi * area)          # the band is in the window
-        keep = np.flatnonzero(out)
-        if keep.size:
-            k0, k1 = i0[keep], i1[keep]
-            out[keep] = _bands_ok(self.ScT[:, k1] - self.ScT[:, k0], h[keep], self.x,
-                                  a_lo, a_hi, self.gc)
-        return out
-
-    def search(self, lo: float, hi: float) -> Optional[Tuple[np.ndarray, np.ndarray]]:
-        """Smallest cuts (pixel positions) with every fraction in [lo, hi], or None."""
-        gr, gc = self.gr, self.gc
-        a_lo, a_hi = (lo - self.tol / 2) * self.depth, (hi + self.tol / 2) * self.depth
-        nR, end = self.rc.size, self.rc.size - 1
-        U = np.zeros((nR, nR), dtype=bool)           # usable bands, not ending at H
-        done = np.zeros(nR, dtype=bool)
-        front = [np.zeros(nR, dtype=bool)]
-        front[0][0] = True
-        pi0, pi1 = self.pairs
-        for level in range(gr - 1):
-            new = front[level] & ~done
-            if new.any():
-                sel = new[pi0] & (pi1 < end)          # rows are reused at later levels
-                i0, i1 = pi0[sel], pi1[sel]
-                U[i0, i1] = self._usable(i0, i1, a_lo, a_hi)
-                done |= new
-            front.append(U[front[level]].any(axis=0))
-        final = np.zeros(nR, dtype=bool)
-        last = np.flatnonzero(front[gr - 1])
-        if last.size:
-            final[last] = self._usable(last, np.full(last.size, end), a_lo, a_hi)
-        if not final.any():
-            return None
-        good = [None] * gr                             # band starts that can finish
-        good[gr - 1] = final
-        for level in range(gr - 2, -1, -1):
-            good[level] = front[level] & U[:, good[level + 1]].any(axis=1)
-        ridx = [0]
-        for level in range(gr - 1):
-            ridx.append(int(np.argmax(U[ridx[-1]] & good[level + 1])))
-        ridx.append(end)
-        cidx = np.empty((gr, gc + 1), dtype=np.int64)
-        for b in range(gr):
-            i0, i1 = ridx[b], ridx[b + 1]
-            cidx[b] = _band_cuts(self.ScT[:, i1] - self.ScT[:, i0],
-                                 float(self.rc[i1] - self.rc[i0]),
-                                 self.x, a_lo, a_hi, gc)
-        return self.rc[np.asarray(ridx)], self.cc[cidx]
-
-    def find(self, d: float, T: float, budget: int) -> Optional["_Eval"]:
-        """A partition with spread <= T (up to the tolerance), or None.
-
-        Branch and bound over the interval ``[a, b]`` that holds the smallest fraction of
-        a wanted partition: every cell then lies in the relaxed window ``[a, b + T]``. A
-        failing window prunes the interval; a window whose smallest-cut partition has a
-        spread above T splits it in halves (lower half first) until it is narrower than
-        the tolerance. At most ``budget`` window searches.
-        """
-        stack = [(max(0.0, d - T), min(d, 1.0))]
-        calls = 0
-        while stack and calls < budget:
-            a, b = stack.pop()
-            calls += 1
-            found = self.search(a, min(1.0, b + T))
-            if found is None:
-                continue
-            ev = _Eval(self.S, self.depth, *found)
-            if ev.spread <= T + 2 * self.tol:
-                return ev
-            if b - a > self.tol:
-                mid = 0.5 * (a + b)
-                stack += [(mid, b), (a, mid)]
-        return None
-
-
-# --------------------------------------------------------------------------- polishing
-
-def _polish(S: np.ndarray, depth: int, rcuts: np.ndarray, ccuts: np.ndarray):
-    """Coordinate descent at pixel resolution: each cut moves to the position between its
-    neighbours with the smallest spread (strict improvement only) until nothing moves."""
-    rcuts, ccuts = rcuts.copy(), ccuts.copy()
-    gr, gc = ccuts.shape[0], ccuts.shape[1] - 1
-    dep = float(depth)
-
-    def band_pct(r0, r1, cuts):
-        """Fractions of a band's cells for every row pair (arrays r0, r1 broadcast)."""
-        cnt = np.diff(S[r1[:, None], cuts[None, :]] - S[r0[:, None], cuts[None, :]], axis=1)
-        area = (r1 - r0)[:, None] * np.diff(cuts)[None, :]
-        return cnt / (dep * area)
-
-    ev = _Eval(S, depth, rcuts, ccuts)
-    pct = ev.pct.reshape(gr, gc)
-    best = ev.spread
-    for _ in range(_POLISH_SWEEPS):
-        moved = False
-        for t in range(1, gr):                     # row cut between bands t-1 and t
-            xs = np.arange(rcuts[t - 1] + 1, rcuts[t + 1], dtype=np.int64)
-            if xs.size < 2:
-                continue
-            up = band_pct(np.full(xs.size, rcuts[t - 1]), xs, ccuts[t - 1])
-            dn = band_pct(xs, np.full(xs.size, rcuts[t + 1]), ccuts[t])
-            other = np.delete(pct, [t - 1, t], axis=0)
-            hi = np.maximum(up.max(axis=1), dn.max(axis=1))
-            lo = np.minimum(up.min(axis=1), dn.min(axis=1))
-            if other.size:
-                hi, lo = np.maximum(hi, other.max()), np.minimum(lo, other.min())
-            k = int(np.argmin(hi - lo))
-            if hi[k] - lo[k] < best - 1e-15:
-                rcuts[t] = xs[k]
-                pct[t - 1], pct[t] = up[k], dn[k]
-                best, moved = float(hi[k] - lo[k]), True
-        for b in range(gr):
-            r0, r1 = rcuts[b], rcuts[b + 1]
-            colsum = S[r1] - S[r0]
-            for j in range(1, gc):                 # column cut between cells j-1 and j
-                c0, c2 = ccuts[b, j - 1], ccuts[b, j + 1]
-                xs = np.arange(c0 + 1, c2, dtype=np.int64)
-                if xs.size < 2:
-                    continue
-                h = float(r1 - r0)
-                left = (colsum[xs] - colsum[c0]) / (dep * h * (xs - c0))
-                right = (colsum[c2] - colsum[xs]) / (dep * h * (c2 - xs))
-                mask = np.ones((gr, gc), dtype=bool)
-                mask[b, j - 1:j + 1] = False
-                other = pct[mask]
-                hi, lo = np.maximum(left, right), np.minimum(left, right)
-                if other.size:
-                    hi, lo = np.maximum(hi, other.max()), np.minimum(lo, other.min())
-                k = int(np.argmin(hi - lo))
-                if hi[k] - lo[k] < best - 1e-15:
-                    ccuts[b, j] = xs[k]
-                    pct[b, j - 1], pct[b, j] = left[k], right[k]
-                    best, moved = float(hi[k] - lo[k]), True
-        if not moved:
-            break
-    return rcuts, ccuts
-
-
 # --------------------------------------------------------------------------- partition
+
+def _split_of(ev: Eval) -> Split:
+    """The :class:`Split` summary of an evaluated cut set (read-only arrays)."""
+    nz, pct = ev.nz.copy(), ev.pct.copy()
+    nz.setflags(write=False)
+    pct.setflags(write=False)
+    return Split([tuple(r) for r in ev.R.tolist()], nz, pct, ev.spread, ev.imbalance)
+
 
 def _count_map(fmap) -> Tuple[np.ndarray, int]:
     """Per-pixel non-zero weights (H, W) int64 and the channel depth C."""
@@ -600,9 +319,9 @@ def _best_effort(S, depth, searcher, d, T, rc_eq, cc_eq):
                 lo_T = mid
             else:
                 found = f
-        cands.append(_polish(S, depth, found.rcuts, found.ccuts))
-    cands.append(_polish(S, depth, rc_eq, cc_eq))
-    evals = [_Eval(S, depth, r, c) for r, c in cands]
+        cands.append(polish(S, depth, found.rcuts, found.ccuts))
+    cands.append(polish(S, depth, rc_eq, cc_eq))
+    evals = [Eval(S, depth, r, c) for r, c in cands]
     k = min(range(len(evals)), key=lambda i: (evals[i].spread, i))
     return evals[k]
 
@@ -709,23 +428,23 @@ def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
 
     rc_eq = equal_cuts(H, gr)
     cc_eq = np.tile(equal_cuts(W, gc), (gr, 1))
-    eq = _Eval(S, depth, rc_eq, cc_eq)
+    eq = Eval(S, depth, rc_eq, cc_eq)
     tol = _tolerance(H, W)
     if balance not in ("fraction", "work"):
         raise InputError(f"balance = {balance!r}: must be 'fraction' or 'work'")
     if balance == "work":
-        wk = _Eval(S, depth, *_work_cuts(S, gr, gc))
-        res = wk if wk.split().imbalance < eq.split().imbalance else eq
+        wk = Eval(S, depth, *_work_cuts(S, gr, gc))
+        res = wk if wk.imbalance < eq.imbalance else eq
     elif eq.spread <= T + 2 * tol:
         res = eq
     else:
         d = float(S[-1, -1]) / (depth * H * W)
-        searcher = _Searcher(S, depth, gr, gc, tol, MAX_CANDIDATES)
+        searcher = Searcher(S, depth, gr, gc, tol, MAX_CANDIDATES)
         res = searcher.find(d, T, _BUDGET)
         if res is None:
-            coarse = _Searcher(S, depth, gr, gc, tol, _BEST_EFFORT_CANDIDATES)
+            coarse = Searcher(S, depth, gr, gc, tol, _BEST_EFFORT_CANDIDATES)
             res = _best_effort(S, depth, coarse, d, T, rc_eq, cc_eq)
-    split = res.split()
+    split = _split_of(res)
     rects = split.rects
     halo_rects = [(max(r0 - halo, 0), min(r1 + halo, H), max(c0 - halo, 0), min(c1 + halo, W))
                   for r0, r1, c0, c1 in rects]
@@ -738,4 +457,4 @@ def partition(fmap, units: int, *, threshold: float = 0.03, halo: int = 0,
         status=("balanced" if (split.imbalance - 1 <= T + 2 * tol if balance == "work"
                                 else split.spread <= T + 2 * tol) else "best_effort"),
         threshold=T, halo=halo, halo_rects=halo_rects,
-        folds=[_folds(r, max_tile) for r in rects], equal_split=eq.split())
+        folds=[_folds(r, max_tile) for r in rects], equal_split=_split_of(eq))

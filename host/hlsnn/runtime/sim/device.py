@@ -100,6 +100,8 @@ class SimDevice(_DeviceBase):
         would come out differently on them is reported in :attr:`fixups`. None: the board boots
         with the PS configuration of each ``.hwh`` it loads.
 
+    Notes
+    -----
     Use it as a context manager (or :meth:`install` / :meth:`uninstall`) so pynq's global
     lookups (``pynq.allocate``, ``Overlay()`` without ``device=``, ``PL``, ``Clocks``) find it.
     """

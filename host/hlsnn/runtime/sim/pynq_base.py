@@ -29,5 +29,5 @@ with warnings.catch_warnings():
 def _require_pynq():
     if _pynq is None:  # pragma: no cover
         raise MissingDependency(
-            f"hlsnn.runtime.simdevice needs pynq ({_PYNQ_IMPORT_ERROR}); install it with "
+            f"hlsnn.runtime.sim needs pynq ({_PYNQ_IMPORT_ERROR}); install it with "
             "`pip install pynq==4.0.0 'setuptools<81'` (pynq 4.0 still imports pkg_resources)")
