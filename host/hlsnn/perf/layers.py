@@ -15,9 +15,9 @@ batch of ``batch`` images:
     and of at most ``max_batch`` rows, in the layer's mode
     (``pot``: dual PoT); a K above ``max_k`` as the kernel's raw calls, one per chunk of K
     (:func:`.closed_form.shift_k_chunks`). Shape only (:mod:`.closed_form`).
-A grouped (depthwise) conv layer on either GEMM engine: one GEMM per pack of ``gp`` groups
-(:func:`group_pack`: the fastest by this model; ``gp = 1`` is one GEMM per group), as the
-runner calls them.
+grouped (depthwise) conv layers on either GEMM engine
+    one GEMM per pack of ``gp`` groups (:func:`group_pack`: the fastest by this model;
+    ``gp = 1`` is one GEMM per group), as the runner calls them.
 ``sparse_cluster`` (``SparseExec``)
     conv layers through ``conv2d_batch_int`` (as many images per call as the grid holds; a
     strided, dilated, grouped or asymmetrically padded one as the runner runs it, the stride-1
