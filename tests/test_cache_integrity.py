@@ -131,7 +131,7 @@ def _two_of_one_name(tmp_path):
 def test_csim_compiles_the_sources_it_hashed_not_the_shared_folder(tmp_path, monkeypatch):
     """A renders, B (same name) renders into the same folder, A compiles: A's library must be
     built from A's sources (on main it was built from B's, under A's hash)."""
-    from hlsnn import codegen, csim
+    from hlsnn import codegen, compiling, csim
     from hlsnn.config import load_config
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
     pa, pb = _two_of_one_name(tmp_path)
@@ -141,13 +141,13 @@ def test_csim_compiles_the_sources_it_hashed_not_the_shared_folder(tmp_path, mon
     assert ra.dir == rb.dir                         # one project folder: build/net/hls
     seen = {}
 
-    def fake_compiler(argv, **kw):                  # record what g++ would read, and fail
+    def fake_compiler(argv, *a, **kw):              # record what g++ would read, and fail
         srcs = [Path(a) for a in argv if a.endswith(".cpp")]
         seen["cpp"] = {p.name: p.read_text() for p in srcs}
         seen["config"] = next(Path(a[2:]) for a in argv if a.startswith("-I") and not a.endswith("include")) \
             .joinpath("bfp_systolic_config.h").read_text()
         return subprocess.CompletedProcess(argv, 1, "", "error: stop here")
-    monkeypatch.setattr(csim.subprocess, "run", fake_compiler)
+    monkeypatch.setattr(compiling, "run", fake_compiler)     # csim runs g++ through compiling.run
     with pytest.raises(Exception):
         csim.compile_library(ra)
     want = dict(ra.sources)
@@ -158,7 +158,7 @@ def test_csim_compiles_the_sources_it_hashed_not_the_shared_folder(tmp_path, mon
 
 def test_a_cache_entry_is_used_only_for_what_it_was_built_from(tmp_path, monkeypatch):
     """An entry under A's key whose manifest names other sources is not used."""
-    from hlsnn import cachefile, codegen, csim
+    from hlsnn import cachefile, codegen, compiling, csim
     from hlsnn.config import load_config
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
     ca = load_config(_two_of_one_name(tmp_path)[0])
@@ -170,8 +170,8 @@ def test_a_cache_entry_is_used_only_for_what_it_was_built_from(tmp_path, monkeyp
     cachefile.write_manifest(lib, built, cachefile.sha256(lib))
     assert not cachefile.entry_ok(lib, csim._built_from(ra, (), ra.sha))
     calls = []
-    monkeypatch.setattr(csim.subprocess, "run",
-                        lambda argv, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, 1, "", "error: x"))
+    monkeypatch.setattr(compiling, "run",
+                        lambda argv, *a, **kw: calls.append(argv) or subprocess.CompletedProcess(argv, 1, "", "error: x"))
     with pytest.raises(Exception):
         csim.compile_library(ra)
     assert calls, "the entry was taken from the cache"

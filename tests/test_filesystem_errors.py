@@ -76,7 +76,6 @@ def test_read_only_working_folder_is_one_line(read_only_cwd, capsys, cmd):
 def test_full_disk_during_render_names_the_file(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
-    real_fdopen = os.fdopen
 
     class Full:
         def __init__(self, f):
@@ -91,7 +90,9 @@ def test_full_disk_during_render_names_the_file(tmp_path, monkeypatch, capsys):
         def write(self, data):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))   # as write(2) reports it: no file name
 
-    monkeypatch.setattr(os, "fdopen", lambda *a, **k: Full(real_fdopen(*a, **k)))
+    # every file render writes goes through hlsnn.files.write_atomic (its open() of the temporary)
+    from hlsnn import files
+    monkeypatch.setattr(files, "open", lambda *a, **k: Full(builtins.open(*a, **k)), raising=False)
     assert main(["render", "bfp8_zcu104"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("hlsnn: error: cannot write or read ") and "no space left" in err, err

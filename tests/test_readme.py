@@ -92,8 +92,10 @@ CASES = _cases()
 
 
 def _scratch(tmp_path):
-    for name in ("configs", "docs", "overlays", "scripts", "tests"):
+    for name in ("configs", "docs", "host", "overlays", "scripts", "tests"):   # `PYTHONPATH=host` in a block
         os.symlink(ROOT / name, tmp_path / name)
+    # a checkout's build/ (the session's HLSNN_BUILD is elsewhere, so `--out build/...` finds it made)
+    (tmp_path / "build").mkdir()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "host"), MPLBACKEND="Agg")
     return env
 

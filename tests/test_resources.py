@@ -196,7 +196,7 @@ def _at(spans):
 def constants(config_h: str) -> dict:
     """``static constexpr`` values of the rendered config header."""
     env = {}
-    for name, expr in re.findall(r"static\s+constexpr\s+\w+\s+(k\w+)\s*=\s*([^;]+);", config_h):
+    for name, expr in re.findall(r"(?:static\s+)?constexpr\s+\w+\s+(k\w+)\s*=\s*([^;]+);", config_h):
         env[name] = evaluate(expr, env)
     return env
 
@@ -225,12 +225,15 @@ def widths(texts, env) -> dict:
         for name, body in re.findall(r"\bstruct\s+(\w+)\s*\{([^{}]*)\}\s*;", t):
             total = 0
             for member in filter(None, (re.sub(r"//[^\n]*", "", m).strip() for m in body.split(";"))):
-                m = re.fullmatch(r"(.+?)\s+(\w+(?:\s*,\s*\w+)*)", " ".join(member.split()))
+                m = re.fullmatch(r"(.+?)\s+(\w+(?:\s*,\s*\w+)*)\s*((?:\[[^\]]+\])*)", " ".join(member.split()))
                 wd = width_of(m.group(1), {**w, "__env__": env}) if m else None
-                if wd is None or "static" in member:
+                n = 1                       # an array member: int a[kAccForward];
+                for d in re.findall(r"\[([^\]]+)\]", m.group(3) if m else ""):
+                    n = n * evaluate(d, env) if n is not None and evaluate(d, env) is not None else None
+                if wd is None or n is None or "static" in member:
                     total = None
                     break
-                total += wd * len(m.group(2).split(","))
+                total += wd * n * len(m.group(2).split(","))
             if total is not None:
                 w.setdefault(name, total)
     return w
@@ -264,7 +267,7 @@ def rendered(cfg, out):
 def compare(cfg, texts, includes) -> list:
     """Differences between the C++ (parsed here) and the model: [] when they agree."""
     eng = ENGINES[cfg.engine]
-    env = constants(texts["config.h.j2"])
+    env = {**constants(texts["config.h.j2"]), **constants(texts["kernel.cpp.j2"])}
     w = widths(includes + [texts["kernel.cpp.j2"]], env)
     w["__env__"] = env
     bufs, _ = eng.buffers(eng.template_context(cfg))

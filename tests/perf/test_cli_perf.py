@@ -92,14 +92,21 @@ def test_sweep_reports_the_same_model(tmp_path):
     equals the C-simulation's counters. bfp16_pynq-z2 as a 16x4 array (the shape issue 13 read);
     by hand (hls/engines/bfp_systolic, perf/bfp_systolic.py):
     one call of 16 groups; 32 weight tiles of 4 exponent beats + 256 steps * 8 beats = 2052
-    beats; Steps: the first tile's last step at 2052 + 15 * 256 = 5892, each later tile 16 * 256
-    = 4096 later (its load hides behind the previous tile): 5892 + 31 * 4096 + 1 = 132,869
-    iterations, and rows + cols - 1 = 19 that drain the array: (132,888 - 1) + depth 7 = 132,894
-    cycles; ReadSampleBeats 64 * 129 beats: 8,258; one pass of K: 1; the call 2.
+    beats; Steps: a step computes W_GAP = 4 iterations after its last beat is written, so the
+    first tile's step 255 (written in 2051) runs in 2055 and its last step in 2055 + 15 * 256 =
+    5895, each later tile 16 * 256 = 4096 later (its load hides behind the previous tile):
+    5895 + 31 * 4096 + 1 = 132,872 iterations, and rows + cols - 1 = 19 that drain the array:
+    (132,891 - 1) + depth 7 = 132,897 cycles; ReadSampleBeats 64 * 129 beats: 8,258; the call 2.
+    The serial geometry (a bit a cycle, + 2 a function; max_n 1024, max_groups 512, w_depth
+    1024, k_limit 131071, pass_k 1024): per call ceil(N / rows) in 7 bits (64 tiles), ceil(B /
+    cols) in 10, the passes in 8 (128), cols * nbo in 3: 9 + 12 + 10 + 5 = 36; per pass (one
+    pass of K: 1 own cycle) w_depth / kp in 11, the tail's want in 11 (4 * 257 beats), kp *
+    step_beats in 4 (8), groups * S in 10, tiles * kp in 7, batch * xb in 12 (2048 samples):
+    13 + 13 + 6 + 12 + 9 + 14 = 67.
     The output (max rule, one pass) streams during Steps: the last ceil(4 samples * 129 beats /
     256 steps) = 3 tiles run group after group, so group g's block of tile 31 ends at
-    2052 + (29 * 16 + 3g + 2) * 256 and its 516 beats stream from 23 iterations later (cols +
-    rows + the post gap of 3), before the next group's 768 steps end. Groups 0-14 stream whole inside the loop; the
+    2055 + (29 * 16 + 3g + 2) * 256 and its 516 beats stream from 27 iterations later (cols +
+    rows + the post gap of 7), before the next group's 768 steps end. Groups 0-14 stream whole inside the loop; the
     last completes as the loop ends: OutSamples 4 * 3 = 12; WriteBeats 4 * 129 beats in 4
     entries: 512 + 4 * 5 = 532."""
     from hlsnn.perf.measure import measure
@@ -113,7 +120,7 @@ def test_sweep_reports_the_same_model(tmp_path):
     rep = run_sweep(cfg, ["cols=2,4"], csim=False)
     m2, m4 = (v["model"] for v in rep["variants"])
     r = measure(cfg, gemm=(64, 512, 512))
-    assert m4["cycles"] == r["cycles"] == 8_258 + 132_894 + 12 + 532 + 1 + 2 and m4["bound"] == r["bound"]
+    assert m4["cycles"] == r["cycles"] == 36 + (1 + 67) + 8_258 + 132_897 + 12 + 532 + 2 and m4["bound"] == r["bound"]
     assert m4["utilization"] == pytest.approx(r["utilization"])
     # half the columns: half the array, so the compute (87% of the call) takes twice as long;
     # the samples and the results stream as before

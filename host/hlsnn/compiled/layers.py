@@ -89,14 +89,19 @@ def capture(ex, fmt_type):
     if isinstance(ex, ShiftExec):
         t = ex.wq
         entry.update(mode=ex.mode, exp_bits=int(t.exp_bits), delta=int(t.delta), axis=t.axis, f_w=_int(ex.f_w),
-                     bits=int(ex.bits), signed=bool(ex.signed), step=int(ex.step), k_step=ex.k_step)
+                     bits=int(ex.bits), signed=bool(ex.signed), step=int(ex.step), k_step=ex.k_step,
+                     gp=int(ex.gp), groups=int(ex.groups), zg=int(ex.zg))
         arrays.update({f: _small(getattr(t, f)) for f in _SHIFT_FIELDS})
     elif isinstance(ex, SparseExec):
         entry.update(f_w=_int(ex.f_w), general=bool(ex.general), k_step=ex.k_step,
-                     pads1=list(ex.pads1) if ex.general else None)
+                     pads1=list(ex.pads1) if ex.general else None,
+                     blocks=None if ex.blocks is None else [list(map(int, b)) for b in ex.blocks])
         arrays["wq"] = np.asarray(ex.wq, np.int8)
+        if ex.blocks is not None:                    # blocks of taps run on the layer's own taps
+            arrays["w_taps"] = np.asarray(ex.w_taps, np.int8)
     elif isinstance(ex, BfpExec):
-        entry.update(mantissa_bits=ex.m, exponent_bits=ex.e, rounding=ex.rnd, chunks=[])
+        entry.update(mantissa_bits=ex.m, exponent_bits=ex.e, rounding=ex.rnd, chunks=[],
+                     gp=int(ex.gp), groups=int(ex.groups), zg=int(ex.zg))
         for i, (a, b, wq, bq) in enumerate(ex.chunks):
             entry["chunks"].append({"rows": [int(a), int(b)], "w_axis": wq.axis, "w_block": wq.block_size,
                                     "b_axis": bq.axis, "b_block": bq.block_size})
@@ -128,17 +133,22 @@ def restore(entry, arrays, acc, deploy):
                                             axis=entry["axis"])
         ex.f_w = entry["f_w"] if not isinstance(entry["f_w"], list) else np.asarray(entry["f_w"], np.int64)
         n = ex.wq.e1.shape[0]
-        ex.n_chunks = [(a, min(a + ex.step, n), ex._rows(slice(a, min(a + ex.step, n))))
-                       for a in range(0, n, ex.step)]
+        ex.gp, ex.groups, ex.zg = entry.get("gp", 1), entry.get("groups", 1), entry.get("zg", n)
+        ex.n_chunks = ex._parts(np.arange(n))
     elif cls is SparseExec:
         ex.wq = arrays["wq"].astype(np.int64)
         ex.f_w = entry["f_w"] if not isinstance(entry["f_w"], list) else np.asarray(entry["f_w"], np.int64)
         ex.general, ex.k_step = entry["general"], entry["k_step"]
         if ex.general:
             ex.pads1 = tuple(entry["pads1"])
+        bl = entry.get("blocks")
+        ex.blocks = None if bl is None else [tuple(b) for b in bl]
+        ex.w_taps = arrays["w_taps"].astype(np.int64) if bl is not None else ex.wq
     else:
         ex.m, ex.e, ex.rnd = entry["mantissa_bits"], entry["exponent_bits"], entry["rounding"]
         ex.chunks = []
+        ex.gp, ex.groups = entry.get("gp", 1), entry.get("groups", 1)
+        ex.zg = entry.get("zg", entry["n_out"] // ex.groups)
         for i, c in enumerate(entry["chunks"]):
             wq = bfpfmt.BFPTensor.from_parts(arrays[f"w{i}_mantissas"], arrays[f"w{i}_exponents"], ex.m,
                                              exponent_bits=ex.e, axis=c["w_axis"], block_size=c["w_block"])

@@ -71,7 +71,15 @@ def ensure_pkg_resources() -> bool:
 
 
 def import_pynq():
-    """``import pynq`` after :func:`ensure_pkg_resources`; ImportError as usual without pynq."""
+    """``import pynq`` after :func:`ensure_pkg_resources`; ImportError as usual without pynq.
+
+    An ``import pynq`` that failed before the stand-in was in place (a notebook's own board
+    check, say) leaves pynq's submodules (``pynq.ps``, ``pynq.pl_server``...) in
+    ``sys.modules`` without the package: a second import would then bind none of them as
+    attributes (``pynq.ps`` missing). Those leftovers are dropped so pynq imports whole."""
     ensure_pkg_resources()
+    if "pynq" not in sys.modules and any(m.startswith("pynq.") for m in sys.modules):
+        for name in [m for m in sys.modules if m.startswith(("pynq.", "pynqutils"))]:
+            del sys.modules[name]
     import pynq
     return pynq

@@ -96,7 +96,7 @@ def test_chains_counted_as_the_positions_tiles_read(config):
                               ("xch1", m, want_x), ("cch", 4, want_x)]:
         assert mapped[name].storage == "registers"
         assert mapped[name].ff == want * width, name
-    # DSP48E1 boards keep the second accumulator; DSP48E2 boards add in the cascade (packed:
-    # the fabric accumulates, on either family)
-    assert ("acc1" in mapped) == (cfg.board.ps == "zynq7" and not packed)
+    # unpacked, each DSP accumulates its own product on either family (no P = P + M + PCIN), so
+    # a tile keeps a second accumulator; packed, the fabric accumulates, one accumulator
+    assert ("acc1" in mapped) == (not packed)
 

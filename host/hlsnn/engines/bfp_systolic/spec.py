@@ -280,7 +280,7 @@ def buffers(ctx) -> tuple:
     if ctx["split_acc"]:
         bufs.insert(next(i for i, b in enumerate(bufs) if b.name == "acc") + 1,
                     Buffer("acc1", top, "array", acc, (rows, cols), partition=complete,
-                           note="DSP48E1: the first DSP's own accumulator"))
+                           note="the first DSP's own accumulator (each DSP accumulates its product)"))
     tiles = rows * cols
     if pack:
         muls = [Multiplier("w*x (packed)", "Steps", ctx["pack_bits"], m, count=tiles,

@@ -122,9 +122,12 @@ def buffers(ctx) -> tuple:
         Buffer("t1", "Unit", "array", 9, (tw,), partition=complete, instances=m),
         *(Buffer(name, "Unit", "array", 9, (tiw,), partition=complete, instances=m)
           for name in ("st0", "n0", "st1", "n1")),
+        *(Buffer(name, "Unit", "array", 16, (tiw,), partition=complete, instances=m,
+                 note="the entry each column memory gives a slot in a MacLoop cycle (ReadColumns)")
+          for name in ("col0", "col1")),
     ]) + [
-        Buffer("fwd", "Unit", "array", 2 * 32 + 2 * ACC_BITS, (tw,), partition=complete, instances=m,
-               note="each multiplier's read-add-write bypass: two addresses and words"),
+        Buffer("fwd", "Unit", "array", ctx["acc_forward"] * (32 + ACC_BITS), (tw,), partition=complete, instances=m,
+               note="each multiplier's read-add-write bypass: acc_forward addresses and words"),
         Buffer("bias", "Unit", "array", 32, (z,), instances=m),
         Buffer("shift", "Unit", "array", 16, (z,), instances=m),
         Buffer("hist", "Unit", "array", 32, (ctx["stats_bins"],), partition=complete, instances=m),
