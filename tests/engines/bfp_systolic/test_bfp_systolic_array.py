@@ -64,10 +64,20 @@ def test_dsp48e1_accumulator_pair_is_added(tmp_path):
 def test_output_beats_wait_for_their_group(tmp_path):
     # the output beats that stream during the array loop read a group's results only once its
     # block of the last tile has posted every row: one group early, they read a result store
-    # that still holds the partial tiles (and exponents not yet fixed)
-    bad, cases = _bad_cases(tmp_path, CONFIGS / "t16_row.yaml",
-                            "const bool out_beat = out_on && ob < batch && og < gdone;",
-                            "const bool out_beat = out_on && ob < batch && og <= gdone;")
+    # that still holds the partial tiles (and exponents not yet fixed). The strict C-simulation
+    # refuses the read before its write is visible (ybuf); the fast one shows the wrong bits.
+    from hlsnn import csim
+    from hlsnn.errors import StrictCsimError
+    old = "const bool out_beat = out_on && ob < batch && og < gdone;"
+    new = "const bool out_beat = out_on && ob < batch && og <= gdone;"
+    with pytest.raises(StrictCsimError, match="ybuf"):
+        _bad_cases(tmp_path / "strict", CONFIGS / "t16_row.yaml", old, new)
+    was = csim.strict_default()
+    csim.set_strict_default(False)
+    try:
+        bad, cases = _bad_cases(tmp_path / "fast", CONFIGS / "t16_row.yaml", old, new)
+    finally:
+        csim.set_strict_default(was)
     assert bad, "no case caught output beats read before their group was complete"
     assert {c for c in cases if c.startswith("random")} & bad
 
