@@ -85,3 +85,22 @@ def planted_csim(cfg, rendered, filename, old, new):
     return CsimTarget(cfg, ENGINES[cfg.engine], rendered=broken)
 
 
+
+
+#: a C helper of one function, for the tests of the native helpers' cache (fixture ``probe``)
+PROBE = "int hlsnn_probe(int a) { return 3 * a + 1; }\n"
+
+
+@pytest.fixture
+def probe(tmp_path, monkeypatch):
+    """A helper source folder holding ``probe.c`` (:data:`PROBE`) in place of hlsnn's own, with
+    a cache of its own: hlsnn.native builds and loads it like a shipped helper."""
+    from hlsnn import native
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "probe.c").write_text(PROBE)
+    monkeypatch.setattr(native, "SOURCE_DIR", src)
+    monkeypatch.setenv("HLSNN_NATIVE_CACHE", str(tmp_path / "cache"))
+    native.forget()
+    yield src
+    native.forget()

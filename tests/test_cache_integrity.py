@@ -26,19 +26,6 @@ from hlsnn import native
 
 needs_cc = pytest.mark.skipif(native.c_compiler() is None, reason="no C compiler")
 
-PROBE = "int hlsnn_probe(int a) { return 3 * a + 1; }\n"
-
-
-@pytest.fixture
-def probe(tmp_path, monkeypatch):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "probe.c").write_text(PROBE)
-    monkeypatch.setattr(native, "SOURCE_DIR", src)
-    monkeypatch.setenv("HLSNN_NATIVE_CACHE", str(tmp_path / "cache"))
-    native.forget()
-    yield src
-    native.forget()
 
 
 def _resign(lib: Path):

@@ -4,21 +4,9 @@ import ctypes
 
 import pytest
 
+from conftest import PROBE
 from hlsnn import native
 
-PROBE = "int hlsnn_probe(int a) { return 3 * a + 1; }\n"
-
-
-@pytest.fixture
-def probe(tmp_path, monkeypatch):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "probe.c").write_text(PROBE)
-    monkeypatch.setattr(native, "SOURCE_DIR", src)
-    monkeypatch.setenv("HLSNN_NATIVE_CACHE", str(tmp_path / "cache"))
-    native.forget()
-    yield src
-    native.forget()
 
 
 def _call(lib, a):
