@@ -91,3 +91,14 @@ def test_plot_quant_on_a_full_disk_leaves_no_file(tmp_path):
     res = _hlsnn("plot-quant", "w.npy", "--out", "q.png", cwd=tmp_path)
     assert res.returncode != 0 and "q.png" in res.stderr, res.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.npy"]
+
+
+def test_an_error_about_the_temporary_names_the_file_asked_for(tmp_path):
+    """os.replace onto a folder fails about the hidden temporary; the error names the target."""
+    from hlsnn.files import write_atomic
+    target = tmp_path / "out.json"
+    (target / "inside").mkdir(parents=True)
+    with pytest.raises(OSError) as info:
+        write_atomic(target, "{}")
+    assert info.value.filename == str(target) and info.value.filename2 is None
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]      # no temporary left

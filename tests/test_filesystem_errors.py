@@ -97,6 +97,10 @@ def test_full_disk_during_render_names_the_file(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("hlsnn: error: cannot write or read ") and "no space left" in err, err
     assert str(tmp_path / "build" / "bfp8_zcu104") in err and len(err.splitlines()) == 1
+    # the file that was asked for, not the hidden temporary beside it
+    assert ".tmp-" not in err, err
+    named = err.split("cannot write or read ", 1)[1].split(":", 1)[0]
+    assert not Path(named).name.startswith("."), err
 
 
 def test_other_os_errors_stay_bugs():

@@ -15,6 +15,7 @@ the ones of a process that died (``kill -9`` during a compile) from those still 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import tempfile
@@ -49,15 +50,37 @@ def atomic_path(path, *, mode=None):
     replaces ``path``, on an exception it is removed and ``path`` is left as it was.
     ``mode``: the file's permission bits (default ``0o666`` less the umask)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=tmp_prefix(path.name), suffix=path.suffix)
-    os.close(fd)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=tmp_prefix(path.name), suffix=path.suffix)
+        os.close(fd)
         yield Path(tmp)
         os.chmod(tmp, (0o666 & ~umask()) if mode is None else mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        named = _named_for(exc, path, tmp)
+        if named is exc:
+            raise
+        raise named from exc
     finally:
-        if os.path.lexists(tmp):
+        if tmp is not None and os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+#: Errors of writing data itself, which the system reports without a file name.
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _named_for(exc: OSError, path: Path, tmp) -> OSError:
+    """``exc`` as the user should read it: an error about the hidden temporary (or a full disk
+    while writing it) names ``path``, the file that was asked for. Errors about other files
+    (a source read inside the ``with`` block) are left as they are."""
+    about_tmp = exc.filename is not None and tmp is not None and os.fsdecode(exc.filename) == os.fsdecode(tmp)
+    about_tmp = about_tmp or (exc.filename is None and exc.errno in _WRITE_ERRNOS)
+    about_tmp = about_tmp or (tmp is None and exc.filename is not None)     # mkstemp itself
+    if not about_tmp:
+        return exc
+    return OSError(exc.errno, exc.strerror, str(path))
 
 
 def write_atomic(path, data, *, mode=None):
