@@ -307,6 +307,17 @@ def cmd_sweep(args):
     return rep["status"]
 
 
+def _config_of(target_path):
+    """The config of a config name, YAML path or overlay folder (its ``<name>.json``), as
+    :class:`hlsnn.runtime.Accelerator` reads it, without making a target."""
+    from pathlib import Path
+    from .config import load_config
+    if Path(target_path).is_dir() or str(target_path).endswith(".bit"):
+        from .runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
+        return config_from_manifest(read_manifest(overlay_files(Path(target_path))[2]))
+    return load_config(target_path)
+
+
 def cmd_run(args):
     """One layer on a target, checked bit for bit against the emulator, with timing (or, given
     a NAME.hlsnn, a compiled network: :func:`hlsnn.compiled.cli.run_compiled`)."""
@@ -337,11 +348,21 @@ def cmd_run(args):
     if not Path(args.target_path).exists() and ("/" in str(args.target_path) or Path(args.target_path).suffix):
         raise InputError(f"{args.target_path}: no such overlay folder or config file")
     x = load(args.input, "input")
+    # the input is checked against the engine before the target is made (a csim target compiles)
+    from .engines import ENGINES
+    engine = _config_of(args.target_path).engine
+    conv = engine == "sparse_cluster" or x.ndim == 3
+    op = "conv2d" if conv else "gemm"
+    ops = ENGINES[engine].Kernel.OPERATIONS
+    if op not in ops or x.ndim != (3 if conv else 2):
+        raise InputError(f"--input {args.input}: shape {x.shape}: {engine} takes "
+                         + ("a (C, H, W) feature map" if "conv2d" in ops and conv
+                            else "(batch, K) activations for a GEMM")
+                         + (" (or a (C, H, W) map for conv2d)" if "conv2d" in ops and not conv else ""))
     acc = Accelerator(args.target_path, target=args.target)
     ref = acc.emulator()
     try:
         rng = np.random.default_rng(args.seed)
-        engine = acc.config.engine
         conv = engine == "sparse_cluster" or x.ndim == 3
         if args.weights:
             w = load(args.weights, "weights")
@@ -350,13 +371,6 @@ def cmd_run(args):
                  ).astype(x.dtype if x.dtype.kind in "iu" else np.float64)
         else:
             w = rng.normal(size=(args.n, x.shape[-1]))
-        op = "conv2d" if conv else "gemm"
-        if op not in acc.kernel.OPERATIONS or x.ndim != (3 if conv else 2):
-            raise InputError(f"--input {args.input}: shape {x.shape}: {engine} takes "
-                             + ("a (C, H, W) feature map" if "conv2d" in acc.kernel.OPERATIONS and conv
-                                else "(batch, K) activations for a GEMM")
-                             + (" (or a (C, H, W) map for conv2d)" if "conv2d" in acc.kernel.OPERATIONS and not conv
-                                else ""))
         times, overheads = [], []
         for _ in range(max(1, args.repeat)):
             t0 = time.perf_counter()
