@@ -172,7 +172,7 @@ def test_a_planted_gemv_bug_fails_compare(tmp_path):
     from hlsnn.compare import compare
     cfg = hlsnn.load_config(CONFIGS / "t8_gemv_tensor.yaml")
     r = codegen.render(cfg, tmp_path / "hls")
-    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "acc[d][c] = (gj == 0 ? acc_t(0) : acc[d][c]) + (pair_t)(w0 * x0);",
-                       "acc[d][c] = acc[d][c] + (pair_t)(w0 * x0);")
+    tgt = planted_csim(cfg, r, "bfp_systolic.cpp", "const bool rst = gm ? gj == 0 : (bool)k[2];",
+                       "const bool rst = gm ? false : (bool)k[2];")
     rep = compare(cfg, "csim", seed=0, n_random=0, target_obj=tgt)
     assert rep["mismatches"] > 0 and rep["first_mismatch"]["case"].startswith("resident_gemv")
