@@ -31,6 +31,8 @@ _CONST_NAME = re.compile(r"^k[A-Z]\w*$")
 _TYPE_WORDS = {"int", "unsigned", "signed", "long", "short", "char", "bool", "const", "true", "false", "sizeof",
                "ap_int", "ap_uint", "ap_fixed", "ap_ufixed", "static_cast", "Cfg", "hlsnn", "std"}
 _FOR = re.compile(r"\bfor\s*\(")
+# member calls that are never one of the file's functions (a stream's, an ap_int's)
+_STREAM_METHODS = {"read", "write", "empty", "full", "range", "size", "to_int", "to_uint"}
 _FUNC = re.compile(r"(?:^|\n)[ \t]*(?:template\s*<([^>]*)>\s*)?(?:inline\s+|static\s+)*[\w:<>, ]+?[\s&*]"
                    r"(\w+)\s*\(([^;{}]*)\)\s*(?:const\s*)?\{")
 
@@ -106,11 +108,10 @@ def functions(code: str) -> dict:
         brace = m.end() - 1
         body = code[brace + 1:_match(code, brace)]
         tnames = [p.split()[-1] for p in (tparams or "").split(",") if p.strip()]
-        pnames = set()
+        pnames = []
         for p in _split_top(params):
             ids = _IDENT.findall(p.split("=")[0].split("[")[0])
-            if ids:
-                pnames.add(ids[-1])
+            pnames.append(ids[-1] if ids else "")
         out[name] = (tnames, pnames, body)
     return out
 
@@ -128,6 +129,15 @@ def _split_top(s: str) -> list:
         else:
             cur += ch
     return parts + [cur] if cur.strip() else parts
+
+
+def class_template_params(code: str) -> frozenset:
+    """The parameter names of the class templates in ``code`` (``template <int W, int L>
+    struct LaneWriter``): constants in their member functions."""
+    names = set()
+    for params in re.findall(r"template\s*<([^<>]*)>\s*(?:struct|class)\s+\w+", code):
+        names |= {p.split()[-1] for p in params.split(",") if p.strip()}
+    return frozenset(names)
 
 
 def pipelined_loops(code: str) -> list:
@@ -150,9 +160,10 @@ def pipelined_loops(code: str) -> list:
 class Counter:
     """Counts the run-time products and quotients of a loop body (see the module docstring)."""
 
-    def __init__(self, env: dict, funcs: dict):
+    def __init__(self, env: dict, funcs: dict, class_params: frozenset = frozenset()):
         self.env = env
         self.funcs = funcs
+        self.class_params = class_params            # a class template's parameters: constants
 
     def count(self, body: str, consts: frozenset = frozenset(), mult: int = 1, depth: int = 0,
               targs: dict | None = None) -> dict:
@@ -162,7 +173,7 @@ class Counter:
             raise ValueError("calls nested too deep (recursion?)")
         env = {**self.env, **(targs or {})}
         total = {"mul": 0, "div": 0}
-        consts = set(consts)
+        consts = set(consts) | self.class_params
         pos = 0
         flat = []                                   # the body without its nested loops
         for m in _FOR.finditer(body):
@@ -204,7 +215,7 @@ class Counter:
         # calls of the file's functions: their operators, once per call site
         for m in re.finditer(r"\b(\w+)\s*(<[^<>()]*(?:<[^<>()]*>[^<>()]*)*>)?\s*\(", text):
             name = m.group(1)
-            if name in self.funcs and not text[:m.start()].rstrip().endswith((".", "->")):
+            if name in self.funcs and name not in _STREAM_METHODS:
                 tnames, _params, fbody = self.funcs[name]
                 args = _split_top(m.group(2)[1:-1]) if m.group(2) else []
                 bound = {}
@@ -316,7 +327,7 @@ def loop_operators(rendered_dir: Path, kernel_file: str, config_header: str, wit
     headers = "\n".join(code_of(p.read_text()) for p in sorted(INCLUDE.glob("*.h"))
                         if not p.name.startswith("csim_"))
     funcs = {**functions(headers), **functions(code)}
-    counter = Counter(env, funcs)
+    counter = Counter(env, funcs, class_template_params(headers + code))
     out = {}
     for label, body in pipelined_loops(code):
         c = counter.count(body)
@@ -372,3 +383,180 @@ def check(cfg, rendered) -> list:
             problems.append(f"{label}: the resource model counts {model.get(label, 0)} products, "
                             f"the code {c['mul']} x {per} instance(s)")
     return problems
+
+
+# ------------------------------------------------------------ memory bank sites, statically
+
+_ACCESS = re.compile(r"\bHLSNN_(LOAD|STORE)(_AT)?\(")
+_MEM_DECL = re.compile(r"hlsnn::Mem<[^;{}]*?>\s+(\w+)((?:\[[^\]]+\])*)\s*;")
+_MEM_KIND = re.compile(r"\bHLSNN_MEM\(\s*(\w+)\s*,\s*hlsnn::(\w+)")
+#: ports of a bank: (reads, writes, shared), as the strict C-simulation's kinds (csim_strict_mem.h)
+PORTS = {"kRam1p": (0, 0, 1), "kRamS2p": (1, 1, 0), "kRamT2p": (0, 0, 2)}
+
+
+def _call_args(text: str, open_paren: int):
+    close = _match(text, open_paren)
+    return [a.strip() for a in _split_top(text[open_paren + 1:close])], close
+
+
+def resolve_mode(body: str, flag: str, value: bool) -> str:
+    """``body`` with every ``if (flag) { A } else { B }`` (and ``if (flag) { A }``) replaced by
+    the branch that runs when ``flag`` is ``value``: the two sides of one if never run in the
+    same iteration, so each side's accesses are counted against the ports on their own."""
+    pat = re.compile(r"\bif\s*\(\s*" + re.escape(flag) + r"\s*\)\s*\{")
+    while True:
+        m = pat.search(body)
+        if not m:
+            return body
+        close = _match(body, m.end() - 1)
+        then = body[m.end():close]
+        rest = body[close + 1:]
+        e = re.match(r"\s*else\s*\{", rest)
+        other, end = "", close + 1
+        if e:
+            eo = close + 1 + e.end() - 1
+            ec = _match(body, eo)
+            other, end = body[eo + 1:ec], ec + 1
+        body = body[:m.start()] + (then if value else other) + body[end:]
+
+
+class Sites:
+    """The checked access sites (``HLSNN_LOAD`` / ``HLSNN_STORE``, ``_AT``) of a loop body on
+    each bank of each ``hlsnn::Mem`` array, from the code: every copy of an unrolled loop with
+    its index bound, a bank index that is not a constant counted on every bank of its
+    dimension, a site named by ``_AT`` counted once per name (the runtime check's rule)."""
+
+    def __init__(self, env: dict, funcs: dict, dims: dict):
+        self.env, self.funcs, self.dims = env, funcs, dims
+
+    def walk(self, body: str, bind: dict, out: dict, depth: int = 0, alias: dict | None = None):
+        """Records the sites of ``body`` in ``out``; ``bind``: the unrolled indices' values and
+        template arguments; ``alias``: a called function's array parameters, as ``(array,
+        [bank index values])`` of the caller's argument."""
+        alias = alias or {}
+        if depth > 20:
+            raise ValueError("calls nested too deep (recursion?)")
+        pos, flat = 0, []
+        for m in _FOR.finditer(body):
+            if m.start() < pos:
+                continue
+            close = _match(body, m.end() - 1)
+            header = body[m.end():close]
+            stripped = body[close + 1:].lstrip()
+            start = close + 1 + len(body[close + 1:]) - len(stripped)
+            if stripped.startswith("{"):
+                end = _match(body, start)
+                inner = body[start + 1:end]
+            else:
+                end = body.index(";", start)
+                inner = body[start:end + 1]
+            env = {**self.env, **bind}
+            var, trips = Counter(env, {})._trips(header, env)
+            first = _eval(re.match(r"\s*(?:int|unsigned)\s+\w+\s*=\s*([^;]+);", header).group(1), env)
+            step = 1 if "++" in header.rsplit(";", 1)[1] else -1
+            for t in range(trips):
+                self.walk(inner, {**bind, var: first + step * t}, out, depth, alias)
+            flat.append((pos, body[pos:m.start()]))
+            pos = end + 1
+        flat.append((pos, body[pos:]))
+        for offset, text in flat:
+            self._accesses(body, offset, text, bind, out, alias)
+            for m in re.finditer(r"\b(\w+)\s*(<[^<>()]*(?:<[^<>()]*>[^<>()]*)*>)?\s*\(", text):
+                name = m.group(1)
+                if name in self.funcs and name not in _STREAM_METHODS:
+                    tnames, params, fbody = self.funcs[name]
+                    args = _split_top(m.group(2)[1:-1]) if m.group(2) else []
+                    targs = {}
+                    for t, a in zip(tnames, args):
+                        try:
+                            targs[t] = _eval(a, {**self.env, **bind})
+                        except ValueError:
+                            pass
+                    calls, _ = _call_args(text, m.end() - 1)
+                    inner = {}
+                    for prm, arg in zip(params, calls):
+                        am = re.fullmatch(r"(\w+)((?:\[[^\[\]]+\])*)", arg)
+                        if am and (am.group(1) in self.dims or am.group(1) in alias):
+                            base, pre = alias.get(am.group(1), (am.group(1), []))
+                            inner[prm] = (base, pre + [self._index(d, bind) for d in
+                                                       re.findall(r"\[([^\[\]]+)\]", am.group(2))])
+                    self.walk(fbody, targs, out, depth + 1, inner)
+
+    def _index(self, expr, bind):
+        try:
+            return _eval(expr, {**self.env, **bind})
+        except ValueError:
+            return None                                    # a run-time value
+
+    def _accesses(self, body, offset, text, bind, out, alias):
+        env = {**self.env, **bind}
+        for m in _ACCESS.finditer(text):
+            args, _ = _call_args(text, m.end() - 1)
+            kind = "reads" if m.group(1) == "LOAD" else "writes"
+            arr = args[0]
+            name = _IDENT.match(arr.strip()).group(0)
+            pre = []
+            if name in alias:
+                name, pre = alias[name]
+            if name not in self.dims:
+                continue
+            idx = pre + [self._index(d, bind) for d in re.findall(r"\[([^\[\]]+)\]", arr)]
+            banks = [()]
+            for v, size in zip(idx, self.dims[name]):
+                vals = list(range(size)) if v is None else [v]   # a run-time bank index: every bank
+                banks = [b + (x,) for b in banks for x in vals]
+            if m.group(2):
+                try:
+                    site = ("at", _eval(args[-1], env))
+                except ValueError:
+                    site = ("at", args[-1])
+            else:
+                site = ("copy", tuple(sorted(bind.items())))
+            key = (id(body), offset + m.start(), site)
+            for b in banks:
+                out.setdefault((name, b), {"reads": set(), "writes": set()})[kind].add(key)
+
+
+def bank_sites(rendered_dir: Path, kernel_file: str, config_header: str, modes=("gemv",)) -> list:
+    """``[{"loop", "mode", "array", "bank", "reads", "writes", "ports"}]``: every bank of every
+    ``hlsnn::Mem`` array each pipelined loop accesses, whether or not a run reaches it, per
+    value of each mode flag in ``modes`` that the loop branches on."""
+    rendered_dir = Path(rendered_dir)
+    code = code_of((rendered_dir / kernel_file).read_text())
+    env = constants((rendered_dir / config_header).read_text())
+    for name, expr in re.findall(r"\bconst(?:expr)?\s+int\s+(k\w+)\s*=\s*([^;]+);", code):
+        try:
+            env[name] = _eval(expr, env)
+        except ValueError:
+            pass
+    headers = "\n".join(code_of(p.read_text()) for p in sorted(INCLUDE.glob("*.h"))
+                        if not p.name.startswith("csim_"))
+    funcs = {**functions(headers), **functions(code)}
+    dims = {n: [_eval(d, env) for d in re.findall(r"\[([^\]]+)\]", ds)] for n, ds in _MEM_DECL.findall(code)}
+    kinds = dict(_MEM_KIND.findall(code))
+    rows = []
+    for label, body in pipelined_loops(code):
+        flags = [f for f in modes if re.search(r"\bif\s*\(\s*" + f + r"\s*\)", body)]
+        variants = [("", body)] if not flags else \
+            [(f"{f}={v}", resolve_mode(body, f, v)) for f in flags for v in (True, False)]
+        for mode, text in variants:
+            out = {}
+            Sites(env, funcs, dims).walk(text, {}, out)
+            for (name, bank), s in sorted(out.items()):
+                rows.append({"loop": label, "mode": mode, "array": name, "bank": list(bank),
+                             "reads": len(s["reads"]), "writes": len(s["writes"]),
+                             "ports": PORTS.get(kinds.get(name, ""), None)})
+    return rows
+
+
+def over_ports(rows: list) -> list:
+    """The rows of :func:`bank_sites` with more sites than their bank's ports."""
+    bad = []
+    for r in rows:
+        p = r["ports"]
+        if p is None:
+            continue
+        pr, pw, shared = p
+        if (shared and r["reads"] + r["writes"] > shared) or (not shared and (r["reads"] > pr or r["writes"] > pw)):
+            bad.append(r)
+    return bad

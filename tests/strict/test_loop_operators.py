@@ -1,8 +1,11 @@
-"""Each pipelined loop's operators counted from the rendered code (tests/loop_operators.py), held
-against what the loop declares to the strict C-simulation (``HLSNN_OPS``) and against the
-resource model's multipliers of that loop, for every shipped config and the bfp GEMV configs
-(issue 30: operators per loop module, none shared across loops). The expected products are
-also counted by hand from the array shapes, and planted products make the check fail."""
+"""Each pipelined loop's operators and memory bank sites counted from the rendered code
+(tests/loop_operators.py), for every shipped config and the bfp GEMV configs (issue 30).
+
+Operators: held against what the loop declares to the strict C-simulation (``HLSNN_OPS``) and
+against the resource model's multipliers of that loop (operators per loop module, none shared
+across loops). Bank sites: every bank of every checked array (``hlsnn::Mem``), whether or not a
+run reaches it, against the bank's ports. The expected counts are also made by hand from the
+array shapes, and planted code makes each check fail."""
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ import pytest
 import hlsnn
 from conftest import ROOT
 from hlsnn.codegen import render
-from loop_operators import check, loop_operators
+from loop_operators import bank_sites, check, loop_operators, over_ports
 
 SHIPPED = sorted((ROOT / "configs" / "accel").glob("*.yaml"))
 GEMV = [ROOT / "tests" / "engines" / "bfp_systolic" / "configs" / f"{n}.yaml"
@@ -80,3 +83,46 @@ def test_a_product_in_a_loop_the_resource_model_does_not_count_fails(tmp_path):
     cfg = dataclasses.replace(cfg, estimates={**cfg.estimates, "multipliers": muls})
     problems = check(cfg, r)
     assert problems == ["StatSums: the resource model counts 0 products, the code 8 x 1 instance(s)"]
+
+
+def _sites(r):
+    header = next(p.name for p in Path(r.dir).iterdir() if p.name.endswith("_config.h"))
+    return bank_sites(r.dir, r.engine.KERNEL_SOURCES[0], header)
+
+
+@pytest.mark.parametrize("path", SHIPPED + GEMV, ids=lambda p: p.stem)
+def test_every_bank_of_every_checked_array_is_within_its_ports(path, tmp_path):
+    cfg, r = _rendered(path, tmp_path)
+    rows = _sites(r)
+    assert rows and over_ports(rows) == []
+
+
+def test_bank_sites_by_hand(tmp_path):
+    """shift8_pynq-z2's Steps: each of the line buffer's banks has the window's read and the
+    next input row's write (a run of a small convolution may never write the last bank; the
+    code does); bfp8_zcu104's Steps in GEMV mode: each weight-exponent bank one read (bank-major
+    posting) and each result-store bank of the 16 columns x 16 lanes one write (the sample's
+    column is a run-time index: every column)."""
+    cfg, r = _rendered(ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml", tmp_path / "s")
+    lbuf = [x for x in _sites(r) if (x["loop"], x["array"]) == ("Steps", "lbuf")]
+    assert len(lbuf) == max(cfg.params["cols"], 8)      # max(cols, lanes) banks: 8 lanes of 8 bits in 64
+    assert all((x["reads"], x["writes"]) == (1, 1) for x in lbuf)
+    cfg, r = _rendered(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml", tmp_path / "b")
+    gemv = [x for x in _sites(r) if x["mode"] == "gemv=True"]
+    assert sorted({x["array"] for x in gemv}) == ["wexp", "ybuf"]
+    assert [(x["reads"], x["writes"]) for x in gemv if x["array"] == "wexp"] == [(1, 0)] * 16
+    assert [(x["reads"], x["writes"]) for x in gemv if x["array"] == "ybuf"] == [(0, 1)] * (16 * 16)
+
+
+def test_a_run_time_bank_index_in_gemv_posting_is_over_the_ports(tmp_path):
+    """The old GEMV posting form, a read of wexp[(n0 + r) mod lanes] for each of the four rows
+    posted a cycle, planted back: a run-time bank index per row, so every bank has five read
+    sites (the rows' and the bank-major read's) against one read port."""
+    cfg, r = _rendered(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml", tmp_path)
+    src = Path(r.dir) / "bfp_systolic.cpp"
+    old = "(Cfg::kWeightExponentPerRow ? we[nb] : w_tensor_exp)"
+    text = src.read_text()
+    assert text.count(old) == 1
+    src.write_text(text.replace(old, "(Cfg::kWeightExponentPerRow ? HLSNN_LOAD_AT(wexp[nb], w0, r) : w_tensor_exp)"))
+    bad = over_ports(_sites(r))
+    assert [(x["loop"], x["mode"], x["array"], x["reads"]) for x in bad] == [("Steps", "gemv=True", "wexp", 5)] * 16
