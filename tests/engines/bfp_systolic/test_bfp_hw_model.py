@@ -151,3 +151,18 @@ def test_declared_loop_operators_match_the_resource_model(path):
         by_loop[m["function"]] = by_loop.get(m["function"], 0) + m["dsp"]
     assert by_loop["Steps"] == ctx["steps_products"]
     assert "GemvSteps" not in by_loop        # GEMV mode runs in Steps, on its products
+
+
+def test_stall_enable_model_by_hand():
+    """bfp8_zcu104's Steps freezes, with one enable, its accumulators (2 x 768 x 32 bits), shadows
+    (768 x 32) and the chains' registers (the resource model's 15,168 + 15,168 + 7,104 + 7,104 +
+    3,552): 121,824 flip-flops. A tree of 64 loads a driver is 3 levels (64^2 < 121,824 <= 64^3),
+    so the path is 0.40 + 2 x 0.35 (handshake) + 3 x 0.35 + 1.0 (route) = 3.15 ns of 4.87. At
+    twice the clock it would not close."""
+    import dataclasses
+    cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml")
+    e = timing.enable_timing(cfg)
+    assert e["loads"] == 3 * 768 * 32 + 15168 * 2 + 7104 * 2 + 3552
+    assert (e["levels"], e["delay_ns"], e["closes"]) == (3, pytest.approx(3.15), True)
+    e2 = timing.enable_timing(dataclasses.replace(cfg, clock_mhz=300))
+    assert e2["budget_ns"] == pytest.approx(1e3 / 300 * 0.73, abs=0.01) and not e2["closes"]
