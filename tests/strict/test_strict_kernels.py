@@ -138,7 +138,9 @@ def test_shift_weight_store_and_line_buffer_are_checked_stores():
     """shift_mac's two stores that its pipelined loops both write and read, the weight store and
     the convolution's line buffer, are checked like bfp's (perf/shift_mac.py RAW_DISTANCE: 2
     and 3): compare's cases (GEMMs, convolutions) pass, and in Steps each line-buffer bank has
-    one read site (the window) and one write site (the next input row), within its two ports."""
+    one read site (the window) and at most one write site (the next input row; a small run may
+    not write the last bank, the static count in test_loop_operators.py counts it), within its
+    two ports."""
     from hlsnn.compare import compare
     cfg = hlsnn.load_config(SHIFT_CONFIGS / "s_tiny.yaml")
     assert cfg.params["conv"]
@@ -148,7 +150,8 @@ def test_shift_weight_store_and_line_buffer_are_checked_stores():
     assert (raw["wstore"]["required"], raw["lbuf"]["required"]) == (2, 3)
     assert all(r["min_distance"] is None or r["min_distance"] >= r["required"] for r in raw.values())
     steps = [b for b in rep["strict"]["banks"] if b["loop"] == "Steps" and b["array"] == "lbuf"]
-    assert steps and all((b["reads"], b["writes"]) == (1, 1) and b["sites"] <= b["ports"] for b in steps), steps
+    assert steps and all(b["reads"] == 1 and b["writes"] <= 1 and b["sites"] <= b["ports"] for b in steps), steps
+    assert sum(b["writes"] for b in steps) >= len(steps) - 1
 
 
 @pytest.mark.slow   # compiles a kernel with a planted hazard

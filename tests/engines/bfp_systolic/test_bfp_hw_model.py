@@ -100,7 +100,8 @@ def test_gemv_posting_is_bank_major():
     code = _code(CONFIGS / "t16_gemv.yaml")
     rows = code[code.index("GemvPostRows:"):code.index("GemvPostWrite:")]
     assert not re.search(r"\b(wexp|bias|ybuf)\[", rows)
-    assert re.search(r"we\[j\] = wexp\[j\]\[wa\]", code) and re.search(r"ybuf\[smp\]\[j\]\[", code)
+    assert re.search(r"we\[j\] = held \? HLSNN_LOAD_AT\(wexp\[j\], wa, j\)", code)
+    assert re.search(r"HLSNN_STORE_AT\(ybuf\[smp\]\[j\], ", code)
 
 
 def test_timing_model_old_steps_chain_does_not_close():
