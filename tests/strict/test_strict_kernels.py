@@ -157,14 +157,20 @@ def test_shift_weight_store_and_line_buffer_are_checked_stores():
 @pytest.mark.slow   # compiles a kernel with a planted hazard
 @pytest.mark.csim
 def test_a_shift_weight_read_right_after_its_write_fails(tmp_path):
-    """The first pass of a tile writes each step into the weight store; a read of the same word
-    in the same iteration (distance 0, the pipeline needs 2) stops the strict run naming it."""
+    """A tile's first pass writes each step into the weight store and later passes read it. Planted:
+    the first pass writes only step 0 and reads the other steps, step 1 reading word 0 (written
+    one iteration before; the pipeline needs 2). The strict run stops naming the array."""
     from hlsnn import codegen
     from hlsnn.errors import StrictCsimError
     cfg = hlsnn.load_config(SHIFT_CONFIGS / "s_tiny.yaml")
     rendered = codegen.render(cfg, tmp_path / "hls")
-    target = planted_csim(cfg, rendered, "shift_mac.cpp", "            HLSNN_STORE(wstore, wofs + k, st);",
-                          "            HLSNN_STORE(wstore, wofs + k, st);\n            st = HLSNN_LOAD(wstore, wofs + k);")
-    with pytest.raises(StrictCsimError, match=r"array 'wstore': word \d+ read 0 iteration\(s\) after its write "
+    src = rendered.dir / "shift_mac.cpp"
+    text = src.read_text()
+    old = "          if (live && first_pass) {"
+    assert text.count(old) == 1
+    src.write_text(text.replace(old, "          if (live && first_pass && k == 0) {"))
+    target = planted_csim(cfg, rendered, "shift_mac.cpp", "st = HLSNN_LOAD(wstore, wofs + k);",
+                          "st = HLSNN_LOAD(wstore, (ap_uint<32>)(k == 1 ? wofs : ap_uint<32>(wofs + k)));")
+    with pytest.raises(StrictCsimError, match=r"array 'wstore': word \d+ read 1 iteration\(s\) after its write "
                                               r"in loop Steps; the pipeline needs 2"):
         _compare(cfg, target)

@@ -66,7 +66,7 @@ def test_a_run_time_bank_index_in_gemv_posting_fails_the_strict_csim(tmp_path):
     Planted back, the old form reads wexp[(n0 + r) mod lanes] for each of the kGemvPost rows r:
     a site per row whose bank is a run-time value, so each bank gets five read sites (the four
     rows' and the bank-major read's) against its one read port (II = 5), and the strict run
-    stops naming the loop and the bank."""
+    stops naming the loop and the bank as soon as a bank has reached a second site."""
     import hlsnn
     from conftest import planted_csim
     from hlsnn import codegen
@@ -76,6 +76,6 @@ def test_a_run_time_bank_index_in_gemv_posting_fails_the_strict_csim(tmp_path):
                           "(Cfg::kWeightExponentPerRow ? HLSNN_LOAD_AT(wexp[nb], w0 + (nb < b0 ? 1 : 0), r)"
                           " : w_tensor_exp)")
     from hlsnn.compare import compare
-    with pytest.raises(StrictCsimError, match=r"loop GemvSteps: bank 'wexp\[\d\]' has 5 read site\(s\) and "
+    with pytest.raises(StrictCsimError, match=r"loop GemvSteps: bank 'wexp\[\d\]' has [2-5] read site\(s\) and "
                                               r"0 write site\(s\), more than its ports"):
         compare(cfg, "csim", seed=0, n_random=0, target_obj=target)     # its resident cases run GEMV mode
