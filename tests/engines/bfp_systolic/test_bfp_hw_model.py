@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 import hlsnn
-from hlsnn.errors import ConfigError
 from hlsnn.perf import timing
 
 ROOT = Path(__file__).resolve().parents[3]
