@@ -500,17 +500,17 @@ def test_shipped_buffers_by_hand():
     assert bf[(t, "wstore")]["bram36"] == 7.5
     # acc: 8 x 11 tiles x 48 bits of registers
     assert (bf[(t, "acc")]["storage"], bf[(t, "acc")]["ff"]) == ("registers", 8 * 11 * 48)
-    # bfp8_zcu104's weight store: 16,384 steps of 2 * 48 x 8 = 768 bits in one bank (no GEMV
-    # mode since issue 30): 4K x 72 UltraRAM, 4 deep x 11 wide = 44 blocks, within 85% of 96
-    b8 = _rows(load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").estimates)
-    assert (b8[(t, "wstore")]["uram"], b8[(t, "wstore")]["bram36"]) == (44, 0)
-    # with GEMV mode's 8 banks of 2,048: a bank in UltraRAM is 11 blocks wide; 85% of the
-    # board's 96 is 81.6, so 7 banks take 77 URAM and the 8th is block RAM, true dual port
-    # (RAMB18 at most 18 bits a port): a 2K x 768 bank is ceil(768 / 9) = 86 RAMB18 of 2K x 9
+    # bfp8_zcu104's weight store, 16,384 steps of 2 * 48 x 8 = 768 bits, in one bank (a config
+    # without GEMV mode): 4K x 72 UltraRAM, 4 deep x 11 wide = 44 blocks, within 85% of 96
     import yaml
     raw = yaml.safe_load((ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").read_text())
-    raw["bfp_systolic"]["weight_banks"] = 8
-    g8 = _rows(load_config(raw, check_fit=False).estimates)
+    raw["bfp_systolic"]["weight_banks"] = 1
+    b8 = _rows(load_config(raw).estimates)
+    assert (b8[(t, "wstore")]["uram"], b8[(t, "wstore")]["bram36"]) == (44, 0)
+    # as shipped, with GEMV mode's 8 banks of 2,048: a bank in UltraRAM is 11 blocks wide; 85%
+    # of the board's 96 is 81.6, so 7 banks take 77 URAM and the 8th is block RAM, true dual
+    # port (RAMB18 at most 18 bits a port): a 2K x 768 bank is ceil(768 / 9) = 86 RAMB18 of 2K x 9
+    g8 = _rows(load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").estimates)
     assert (g8[(t, "wstore_u")]["uram"], g8[(t, "wstore_u")]["bram36"]) == (77, 0)
     assert (g8[(t, "wstore_b")]["uram"], g8[(t, "wstore_b")]["bram36"]) == (0, 43)
 

@@ -128,3 +128,49 @@ def test_fast_is_the_plain_library_without_a_strict_report(sparse_small, capsys)
         assert "strict" not in fast and fast["mismatches"] == 0
     finally:
         csim.set_strict_default(before)
+
+
+SHIFT_CONFIGS = ROOT / "tests" / "engines" / "shift_mac" / "configs"
+
+
+@pytest.mark.csim
+def test_shift_weight_store_and_line_buffer_are_checked_stores():
+    """shift_mac's two stores that its pipelined loops both write and read, the weight store and
+    the convolution's line buffer, are checked like bfp's (perf/shift_mac.py RAW_DISTANCE: 2
+    and 3): compare's cases (GEMMs, convolutions) pass, and in Steps each line-buffer bank has
+    one read site (the window) and at most one write site (the next input row; a small run may
+    not write the last bank, the static count in test_loop_operators.py counts it), within its
+    two ports."""
+    from hlsnn.compare import compare
+    cfg = hlsnn.load_config(SHIFT_CONFIGS / "s_tiny.yaml")
+    assert cfg.params["conv"]
+    rep = compare(cfg, "csim", n_random=1)
+    assert rep["mismatches"] == 0
+    raw = {r["array"]: r for r in rep["strict"]["raw"]}
+    assert (raw["wstore"]["required"], raw["lbuf"]["required"]) == (2, 3)
+    assert all(r["min_distance"] is None or r["min_distance"] >= r["required"] for r in raw.values())
+    steps = [b for b in rep["strict"]["banks"] if b["loop"] == "Steps" and b["array"] == "lbuf"]
+    assert steps and all(b["reads"] == 1 and b["writes"] <= 1 and b["sites"] <= b["ports"] for b in steps), steps
+    assert sum(b["writes"] for b in steps) >= len(steps) - 1
+
+
+@pytest.mark.slow   # compiles a kernel with a planted hazard
+@pytest.mark.csim
+def test_a_shift_weight_read_right_after_its_write_fails(tmp_path):
+    """A tile's first pass writes each step into the weight store and later passes read it. Planted:
+    the first pass writes only step 0 and reads the other steps, step 1 reading word 0 (written
+    one iteration before; the pipeline needs 2). The strict run stops naming the array."""
+    from hlsnn import codegen
+    from hlsnn.errors import StrictCsimError
+    cfg = hlsnn.load_config(SHIFT_CONFIGS / "s_tiny.yaml")
+    rendered = codegen.render(cfg, tmp_path / "hls")
+    src = rendered.dir / "shift_mac.cpp"
+    text = src.read_text()
+    old = "          if (live && first_pass) {"
+    assert text.count(old) == 1
+    src.write_text(text.replace(old, "          if (live && first_pass && k == 0) {"))
+    target = planted_csim(cfg, rendered, "shift_mac.cpp", "st = HLSNN_LOAD(wstore, wofs + k);",
+                          "st = HLSNN_LOAD(wstore, (ap_uint<32>)(k == 1 ? wofs : ap_uint<32>(wofs + k)));")
+    with pytest.raises(StrictCsimError, match=r"array 'wstore': word \d+ read 1 iteration\(s\) after its write "
+                                              r"in loop Steps; the pipeline needs 2"):
+        _compare(cfg, target)

@@ -24,8 +24,13 @@ are::
                                                   group is complete has beats left
       GemvSamples (GEMV mode, instead of          a resident call with weight_banks > 1
                    ReadSampleBeats and Steps;     (``spec.gemv_applies``): the samples one
-                   batch)                         after another
-        GemvSteps                                 reads the sample a beat an iteration
+                   batch; with weight_banks > 1   after another
+                   it also runs once a pass
+                   around Steps)
+        GemvSteps                                 the ``Steps`` loop itself in GEMV mode (one
+                                                  loop, one module: its tiles take GEMV
+                                                  mode's operands through a multiplexer);
+                                                  reads the sample a beat an iteration
                                                   while the tiles compute (``SampleWait``:
                                                   the first tile's iterations that wait for
                                                   a word), :func:`gemv_iterations`
@@ -80,9 +85,10 @@ and the result-store read of the partial sum (2), bias alignment shifter (2, bes
 read), the partial-sum add (1), the saturating add and ReLU (1), the leading-one detector and
 the running maximum (1), the result-store write (1): 7). The array's wavefront is not in the
 depth: a step reaches tile (d, c) d + c iterations after it entered, and the ``rows + cols - 1``
-drain iterations at the end of the loop count that time. ``GemvSteps``: the bank read (2),
-the sample pair's register tree down the column (2), the DSP48 multiplier and accumulator
-(3), the loop's control (1): 8; the adder tree and the posts run beside the next tile and
+drain iterations at the end of the loop count that time. ``GemvSteps`` (GEMV mode of the same
+loop): the bank read (2), the sample pair's register tree down the column (2), the DSP48
+multiplier and accumulator (3), the loop's control (1): 8; with GEMV mode (``weight_banks >
+1``) the one loop has the deeper of the two pipelines, so ``Steps`` is charged 8 as well; the adder tree and the posts run beside the next tile and
 are counted as iterations (``lag + ceil(rows / post) - 1`` after the last tile). ``WriteBeats``: the result-store read (2), the rounding
 shifter and its saturation (2), the write (1): 5. ``StatSums`` is short in II but its entry
 carries the statistics tail after the loop (64-bit integer square root and the 40/14-bit
@@ -150,9 +156,14 @@ def loops(p):
     the serial geometry's cycles (``spec.serial_cycles``) in ``Geometry`` (once a call) and
     ``Passes`` (once a pass, beside the pass's own cycle)."""
     from ..engines.bfp_systolic.spec import serial_cycles
+    import dataclasses
     per_call, per_pass = serial_cycles(p)
-    return (Loop("Geometry", None, per_call, "serial: geometry"),
-            *(Loop("Passes", None, 1 + per_pass, lp.phase) if lp.name == "Passes" else lp for lp in _LOOPS))
+    rows = tuple(Loop("Passes", None, 1 + per_pass, lp.phase) if lp.name == "Passes" else lp for lp in _LOOPS)
+    if p["weight_banks"] > 1:     # GEMV mode runs in Steps: one pipeline, the deeper of the two
+        depth = max(lp.depth for lp in rows if lp.name in ("Steps", "GemvSteps"))
+        rows = tuple(dataclasses.replace(lp, depth=depth) if lp.name in ("Steps", "GemvSteps") else lp
+                     for lp in rows)
+    return (Loop("Geometry", None, per_call, "serial: geometry"), *rows)
 
 
 _LOOPS = (
@@ -202,7 +213,11 @@ def loopbacks(p) -> dict:
            "Steps": max(paths, key=lambda c: sum(n for k, n in c if k == "carry")),
            "StatSums": simple, "WriteBeats": simple}
     if p["weight_banks"] > 1:
-        out["GemvSteps"] = [("carry", 32), ("carry", 32), ("lut", 1), ("carry", 32), ("lut", 1), ("lut", 2)]
+        # one loop in both modes: its loop-back is the longer of the two modes' (the mode is a
+        # constant of the run, but the hardware closes both paths)
+        gemv = [("carry", 32), ("carry", 32), ("lut", 1), ("carry", 32), ("lut", 1), ("lut", 2)]
+        out["Steps"] = out["GemvSteps"] = max(out["Steps"], gemv, key=lambda c: (sum(n for k, n in c if k == "carry"),
+                                                                                    len(c)))
     return out
 
 

@@ -22,7 +22,7 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     """``{label: (iterations, entries)}`` of one ``bfp_systolic`` call (``n <= max_n``, ``batch``
     at most ``protocol.samples_per_call``): the loops of the engine page :mod:`hlsnn.perf.bfp_systolic`,
     summed over the call's passes of K (``spec.passes``)."""
-    from ..engines.bfp_systolic.spec import gemv_applies, lanes, passes
+    from ..engines.bfp_systolic.spec import gemv_applies, gemv_cols, lanes, passes
     from .bfp_systolic import gemv_iterations, steps_iterations
     L = lanes(p)
     qs = passes(p, k)
@@ -48,6 +48,8 @@ def bfp_call_counts(p, batch, k, n, *, bias=False, stats_method=False, stats_out
     else:
         c["ReadSampleBeats"] = (sample_beats, Q)
         c["Steps"] = (its, Q)
+        if gemv_cols(p) > 1:                  # the samples' loop around Steps runs once a pass
+            c["GemvSamples"] = (Q, Q)
     if ob < batch:
         c["OutSamples"] = (batch - ob, 1)
         c["WriteBeats"] = (batch * nbo - out_beats, batch - ob)

@@ -142,8 +142,9 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
                "bytes_in": kc.beats_in * beat, "bytes_out": kc.beats_out * beat,
                "processes": {k: int(v) for k, v in kc.processes.items()} or None,
                "counts": {k: list(v) for k, v in sorted(kc.counts.items())}}
-        from .timing import loop_timing
+        from .timing import enable_timing, loop_timing
         res["timing"] = loop_timing(cfg)
+        res["stall_enable"] = enable_timing(cfg)
         return res
     finally:
         acc.close()
@@ -197,4 +198,10 @@ def format_report(r) -> str:
         for row in t:
             verdict = "closes at II = 1" if row["ii"] == 1 else f"does NOT close: modelled at II = {row['ii']}"
             lines.append(f"    {row['loop']:<16} {row['delay_ns']:5.2f} ns  {verdict}  ({row['chain']})")
+    if r.get("stall_enable"):
+        e = r["stall_enable"]
+        verdict = "closes" if e["closes"] else "does NOT close (a risk the cycle model does not charge)"
+        lines.append(f"  stall enable of {e['loop']}: {e['loads']:,} flip-flops; handshake, a replication tree of "
+                     f"{e['levels']} levels and the route across the array: {e['delay_ns']:.2f} ns of "
+                     f"{e['budget_ns']:.2f}, {verdict} (an estimate, host/hlsnn/perf/timing.py)")
     return "\n".join(lines)

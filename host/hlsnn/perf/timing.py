@@ -78,6 +78,48 @@ def loop_timing(cfg) -> list:
     return rows
 
 
+#: The registers a stall-style pipeline freezes with one enable, per engine: ``(loop, buffer
+#: names of the resource model whose flip-flops it holds)``. A blocking stream access in the
+#: loop (bfp ``Steps``: the weight beats in, the output beats out; shift ``Steps``: the weight
+#: steps, the line buffer's rows and the hand-over FIFOs) stalls every stage at once, so the
+#: stream's handshake drives the clock enable of all of them.
+STALL_ENABLES = {
+    "bfp_systolic": ("Steps", ("acc", "acc1", "shv", "wch0", "wch1", "xch0", "xch1", "cch")),
+    "shift_mac": ("Steps", ("acc1", "acc2", "sh1", "sh2")),
+}
+#: Loads a driver of the replicated enable serves (Vivado replicates a high-fan-out net, with
+#: ``phys_opt_design`` or a ``MAX_FANOUT`` attribute, into a tree of drivers): an assumption of
+#: this model, not a datasheet figure.
+FANOUT_PER_DRIVER = 64
+#: The route from the enable's root to the far end of the region the array spans, per PS family
+#: (ns): an allowance of this model (a long horizontal and vertical route), not a measurement.
+SPAN_ROUTE = {"zynq7": 1.5, "zynqmp": 1.0}
+#: The handshake logic that makes the enable: a stream's valid (or ready) with the access's
+#: condition, two LUT levels.
+ENABLE_LOGIC = [("lut", 2)]
+
+
+def enable_timing(cfg) -> dict | None:
+    """The stall enable of ``cfg``'s stall-style pipeline (:data:`STALL_ENABLES`; None for an
+    engine without one): ``{loop, loads, levels, delay_ns, budget_ns, closes}``. ``loads``: the
+    flip-flops it freezes, from the resource model's buffers; the path is the handshake logic,
+    a replication tree of ``ceil(log(loads) / log(FANOUT_PER_DRIVER))`` LUT levels and the route
+    across the array. A risk, not a cost: the cycle model assumes it closes, and a path that
+    does not is reported, not charged (restructuring the processing elements as dataflow
+    processes would remove it; docs/hardware-rules.md)."""
+    if cfg.engine not in STALL_ENABLES:
+        return None
+    loop, names = STALL_ENABLES[cfg.engine]
+    loads = sum(b["ff"] for b in cfg.estimates.get("buffers", []) if b["name"] in names)
+    if not loads:
+        return None
+    levels = max(1, math.ceil(math.log(loads) / math.log(FANOUT_PER_DRIVER)))
+    ps, budget = cfg.board.ps, budget_ns(cfg.clock_mhz)
+    t = chain_delay_ns(ENABLE_LOGIC + [("lut", levels)], ps) + SPAN_ROUTE[ps]
+    return {"loop": loop, "loads": loads, "levels": levels, "delay_ns": round(t, 2),
+            "budget_ns": round(budget, 2), "closes": t <= budget}
+
+
 def timing_ii(cfg) -> dict:
     """``{loop: II}`` of the loops whose loop-back does not close at II = 1."""
     return {r["loop"]: r["ii"] for r in loop_timing(cfg) if r["ii"] > 1}

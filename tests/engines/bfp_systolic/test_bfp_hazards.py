@@ -58,3 +58,24 @@ def test_shipped_gaps_pass_the_planted_shapes():
     r = _gemm(2, 7, 12)["run_lop"]
     assert (w["min_distance"], w["required"]) == (spec.W_GAP, spec.W_DEPTH)
     assert (r["min_distance"], r["required"]) == (spec.POST_GAP + 1, spec.POST_DEPTH)
+
+
+@pytest.mark.slow   # compiles a kernel with the hazard planted back
+def test_a_run_time_bank_index_in_gemv_posting_fails_the_strict_csim(tmp_path):
+    """GEMV posting reads each weight-exponent bank once, at a constant bank index (bank-major).
+    Planted back, the old form reads wexp[(n0 + r) mod lanes] for each of the kGemvPost rows r:
+    a site per row whose bank is a run-time value, so each bank gets five read sites (the four
+    rows' and the bank-major read's) against its one read port (II = 5), and the strict run
+    stops naming the loop and the bank as soon as a bank has reached a second site."""
+    import hlsnn
+    from conftest import planted_csim
+    from hlsnn import codegen
+    cfg = hlsnn.load_config(CONFIGS / "t16_gemv.yaml")
+    rendered = codegen.render(cfg, tmp_path / "hls")
+    target = planted_csim(cfg, rendered, "bfp_systolic.cpp", "(Cfg::kWeightExponentPerRow ? we[nb] : w_tensor_exp)",
+                          "(Cfg::kWeightExponentPerRow ? HLSNN_LOAD_AT(wexp[nb], w0 + (nb < b0 ? 1 : 0), r)"
+                          " : w_tensor_exp)")
+    from hlsnn.compare import compare
+    with pytest.raises(StrictCsimError, match=r"loop GemvSteps: bank 'wexp\[\d\]' has [2-5] read site\(s\) and "
+                                              r"0 write site\(s\), more than its ports"):
+        compare(cfg, "csim", seed=0, n_random=0, target_obj=target)     # its resident cases run GEMV mode

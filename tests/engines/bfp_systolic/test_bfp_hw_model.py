@@ -1,5 +1,5 @@
-"""bfp_systolic against the hardware rules of issue 30, without C-simulation: GEMV mode's DSPs
-counted as its own loop's, index arithmetic without run-time multipliers or dividers, GEMV
+"""bfp_systolic against the hardware rules of issue 30, without C-simulation: GEMV mode on the
+array's DSPs (one loop, operands multiplexed by mode), index arithmetic without run-time multipliers or dividers, GEMV
 posting bank-major, and the loop-back timing model (docs/hardware-rules.md)."""
 import re
 from pathlib import Path
@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 import hlsnn
-from hlsnn.errors import ConfigError
 from hlsnn.perf import timing
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -17,32 +16,41 @@ SHIPPED = sorted((ROOT / "configs" / "accel").glob("bfp*.yaml"))
 TESTS = sorted(CONFIGS.glob("*.yaml"))
 
 
-def _zcu104_with_gemv():
+def _zcu104(weight_banks):
     raw = yaml.safe_load((ROOT / "configs" / "accel" / "bfp8_zcu104.yaml").read_text())
-    raw["bfp_systolic"]["weight_banks"] = 8
+    raw["bfp_systolic"]["weight_banks"] = weight_banks
     return raw
 
 
-def test_gemv_mode_counts_its_own_dsps():
-    # bfp8_zcu104 with GEMV mode over 16 columns (by hand): the array's 48 x 16 tiles x 2
-    # products, GEMV mode's 48 rows x 16 columns x 2 in a loop of its own, and the rolling
-    # method's 8 squares + n*S2 (7 x 27 bits: 2 DSP48E2) + S1*S1 (1) + k*sd (4 x 32: 2) = 13
-    est = hlsnn.load_config(_zcu104_with_gemv(), check_fit=False).estimates
+def test_gemv_mode_shares_the_array_dsps():
+    # bfp8_zcu104 ships with GEMV mode over 16 columns (8 banks). By hand: the array's 48 x 16
+    # tiles x 2 products are the only mantissa products (GEMV mode runs in the same loop and
+    # multiplexes the tiles' operands), plus the rolling method's 8 squares + n*S2 (7 x 27 bits:
+    # 2 DSP48E2) + S1*S1 (1) + k*sd (4 x 32: 2) = 13: 1,549 of 1,728, within 90% (1,555)
+    cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml")   # checks the margins
+    assert cfg.params["weight_banks"] == 8
+    est = cfg.estimates
     muls = {m["name"]: m for m in est["multipliers"]}
     assert muls["w*x"]["dsp"] == 48 * 16 * 2 and muls["w*x"]["function"] == "Steps"
-    assert muls["w*x (GEMV)"]["dsp"] == 48 * 16 * 2 and muls["w*x (GEMV)"]["function"] == "GemvSteps"
-    assert est["resources"]["dsp"] == 2 * 1536 + 13 > 1728
-    with pytest.raises(ConfigError, match="DSP"):
-        hlsnn.load_config(_zcu104_with_gemv())
+    assert not [m for m in est["multipliers"] if m["function"] == "GemvSteps"]
+    assert est["resources"]["dsp"] == 1536 + 13 <= 0.9 * 1728
+    # what GEMV mode costs instead: a 2:1 multiplexer in front of each operand of its 48 x 16
+    # tiles (4 x 8 bits a tile) and the adder tree (48 rows x 31 adders of 32 bits)
+    one_bank = hlsnn.load_config(_zcu104(1)).estimates["resources"]
+    assert est["resources"]["dsp"] == one_bank["dsp"]
+    assert est["resources"]["lut"] - one_bank["lut"] >= 48 * 16 * 4 * 8 + 48 * 31 * 32
 
 
-def test_packed_gemv_counts_a_dsp_pair_per_row_pair_and_column():
+def test_packed_gemv_uses_the_array_dsp_pairs():
     cfg = hlsnn.load_config(CONFIGS / "t8_packed_gemv.yaml")
     p = cfg.params
-    gc = 2 * p["weight_banks"]
+    names = [m["name"] for m in cfg.estimates["multipliers"]]
+    assert not [n for n in names if "GEMV" in n]
     muls = {m["name"]: m for m in cfg.estimates["multipliers"]}
-    assert muls["w*x (GEMV, packed)"]["count"] == p["rows"] * gc          # rows / 2 pairs x 2 DSPs
     assert muls["w*x (packed)"]["count"] == p["rows"] * p["cols"]
+    from hlsnn.engines.bfp_systolic.spec import gemv_lut
+    # by hand: 6 rows x 8 columns x six 8-bit operands a tile pair (3 a tile), and 6 x 7 adders of 24
+    assert gemv_lut(p) == 6 * 8 * 3 * 8 + 6 * 7 * 24
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda q: q.stem)
@@ -91,7 +99,8 @@ def test_gemv_posting_is_bank_major():
     code = _code(CONFIGS / "t16_gemv.yaml")
     rows = code[code.index("GemvPostRows:"):code.index("GemvPostWrite:")]
     assert not re.search(r"\b(wexp|bias|ybuf)\[", rows)
-    assert re.search(r"we\[j\] = wexp\[j\]\[wa\]", code) and re.search(r"ybuf\[smp\]\[j\]\[", code)
+    assert re.search(r"we\[j\] = held \? HLSNN_LOAD_AT\(wexp\[j\], wa, j\)", code)
+    assert re.search(r"HLSNN_STORE_AT\(ybuf\[smp\]\[j\], ", code)
 
 
 def test_timing_model_old_steps_chain_does_not_close():
@@ -141,4 +150,19 @@ def test_declared_loop_operators_match_the_resource_model(path):
     for m in cfg.estimates["multipliers"]:
         by_loop[m["function"]] = by_loop.get(m["function"], 0) + m["dsp"]
     assert by_loop["Steps"] == ctx["steps_products"]
-    assert by_loop.get("GemvSteps", 0) == ctx["gemv_products"]
+    assert "GemvSteps" not in by_loop        # GEMV mode runs in Steps, on its products
+
+
+def test_stall_enable_model_by_hand():
+    """bfp8_zcu104's Steps freezes, with one enable, its accumulators (2 x 768 x 32 bits), shadows
+    (768 x 32) and the chains' registers (the resource model's 15,168 + 15,168 + 7,104 + 7,104 +
+    3,552): 121,824 flip-flops. A tree of 64 loads a driver is 3 levels (64^2 < 121,824 <= 64^3),
+    so the path is 0.40 + 2 x 0.35 (handshake) + 3 x 0.35 + 1.0 (route) = 3.15 ns of 4.87. At
+    twice the clock it would not close."""
+    import dataclasses
+    cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml")
+    e = timing.enable_timing(cfg)
+    assert e["loads"] == 3 * 768 * 32 + 15168 * 2 + 7104 * 2 + 3552
+    assert (e["levels"], e["delay_ns"], e["closes"]) == (3, pytest.approx(3.15), True)
+    e2 = timing.enable_timing(dataclasses.replace(cfg, clock_mhz=300))
+    assert e2["budget_ns"] == pytest.approx(1e3 / 300 * 0.73, abs=0.01) and not e2["closes"]

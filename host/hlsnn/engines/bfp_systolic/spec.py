@@ -268,8 +268,15 @@ def buffers(ctx) -> tuple:
         Buffer("lwd", top, "array", ctx["gidx_bits"], (ctx["w_gap"],), partition=complete,
                note="the loader's progress of the last w_gap iterations: a step issues w_gap after its write"),
     ]
-    if ctx["gemv_cols"] > 1:        # GEMV mode's loop (gemv.inc.j2) is rendered only then
-        bufs += [Buffer("gsh", top, "array", acc, (rows,), partition=complete,
+    if ctx["gemv_cols"] > 1:        # GEMV mode (gemv.inc.j2, in the array loop) is rendered only then
+        gc = ctx["gemv_cols"]
+        bufs += [Buffer("gww", top, "array", 2 * rows * m, (gc,), partition=complete,
+                        note="GEMV mode: each column's weight step, read from its bank (the tiles' operands)"),
+                 Buffer("gx0", top, "array", m, (gc,), partition=complete,
+                        note="GEMV mode: each column's first sample mantissa"),
+                 Buffer("gx1", top, "array", m, (gc,), partition=complete,
+                        note="GEMV mode: each column's second sample mantissa"),
+                 Buffer("gsh", top, "array", acc, (rows,), partition=complete,
                         note="GEMV mode: a tile's row sums (the adder tree's output)"),
                  Buffer("wide", top, "array", acc, (ctx["gemv_post"],), partition=complete),
                  Buffer("we", top, "array", e, (L,), partition=complete,
@@ -293,16 +300,8 @@ def buffers(ctx) -> tuple:
                            note="two mantissa products per tile, one per DSP; each DSP accumulates its own "
                                 "(P = P + M, the multiply-accumulate Vitis HLS maps), the fabric adds the two "
                                 "per group")]
-    gc = ctx["gemv_cols"]
-    if gc > 1:
-        # GEMV mode's loop is a module of its own (Vitis HLS gives each pipelined loop one, and
-        # modules share no operator): its products are DSPs of their own, beside the array's
-        if pack:
-            muls.append(Multiplier("w*x (GEMV, packed)", "GemvSteps", ctx["pack_bits"], m, count=rows * gc,
-                                   note="GEMV mode's own products: per column, rows / 2 pairs of packed DSPs"))
-        else:
-            muls.append(Multiplier("w*x (GEMV)", "GemvSteps", m, m, count=2 * rows * gc,
-                                   note="GEMV mode's own products: two per row in each of its columns"))
+    # GEMV mode (gemv_cols > 1) has no product of its own: it runs in the array loop, whose
+    # tiles take its operands through a multiplexer (gemv_lut), so the array's are its DSPs
     R = ctx["rolling_len"]                     # the rolling method's prediction (any weight exponent)
     muls += [Multiplier("u*u", top, 10, 10, False, False, count=R, note="rolling: squares of the buffer's entries"),
              Multiplier("n*S2", top, 7, 27, False, False, note="rolling: n * sum u^2"),
@@ -310,7 +309,8 @@ def buffers(ctx) -> tuple:
              Multiplier("k*sd(rolling)", top, 4, 32, False, False, note="rolling: k * n*sigma")]
     if not ctx["weight_exponent_per_row"]:   # the statistics unit exists only then (use_stats)
         sb = STAT_BITS
-        muls += [Multiplier("t*t", top, sb, sb, False, False, count=L, note="sum of squares, a beat of results a cycle"),
+        muls += [Multiplier("t*t", "StatSums", sb, sb, False, False, count=L,
+                            note="sum of squares, a beat of results a cycle"),
                  Multiplier("cnt*s2", top, 14, 2 * sb + 13, False, False, note="n * sum t^2"),
                  Multiplier("s1*s1", top, sb + 13, sb + 13, False, False, note="(sum t)^2"),
                  Multiplier("k*sd", top, 4, 32, False, False, note="k * n*sigma")]
@@ -345,8 +345,8 @@ def estimate(cfg) -> dict:
       post-processing shifters, the shadow row multiplexer (``acc_bits`` bits of a ``rows``:1
       multiplexer per column, a 4:1 per LUT), the fabric adder of a tile's two accumulators
       when its group ends (``acc_bits`` LUTs per tile), with ``dsp_packing`` each tile's accumulator
-      (``acc_bits`` LUTs: its adder is a carry chain in the fabric), GEMV mode's multiplexers and adder tree
-      (:func:`gemv_lut`), ``BASE_LUT`` / ``BASE_FF`` for the stream
+      (``acc_bits`` LUTs: its adder is a carry chain in the fabric), GEMV mode's operand
+      multiplexers and adder tree (:func:`gemv_lut`; GEMV mode shares the array's DSPs), ``BASE_LUT`` / ``BASE_FF`` for the stream
       readers, exponent path and control, plus the LUTRAM and register buffers: the weight and
       sample chains (the positions a tile reads), the accumulators and shadows.
     """
@@ -377,15 +377,19 @@ def estimate(cfg) -> dict:
 
 
 def gemv_lut(p) -> int:
-    """LUTs of GEMV mode (0 without it; its loop is a module of its own, so nothing is shared
-    with the array): the adder tree that sums a row's partial sums (rows * (parts - 1) adders
-    of acc_bits, a LUT a bit, where parts is gemv_cols, twice that with two accumulators a
-    tile), and with dsp_packing the fabric accumulator of each of its rows * gemv_cols tiles."""
+    """LUTs of GEMV mode (0 without it). It runs in the array loop and its products are the
+    tiles' (one loop module, one set of DSPs): what it adds is the 2:1 multiplexer in front
+    of each operand of the rows * gemv_cols tiles it uses (the chain's register or the
+    column's bank word and sample pair: 4 * mantissa_bits bits a tile, 3 * mantissa_bits with
+    dsp_packing, whose tile pair has six operands; a LUT a bit, conservatively: a LUT6_2
+    makes two) and the adder tree that sums a row's partial sums (rows * (parts - 1) adders of
+    acc_bits, a LUT a bit, where parts is gemv_cols, twice that with two accumulators a tile)."""
     gc = gemv_cols(p)
     if gc == 1:
         return 0
     parts = gc if p["dsp_packing"] else 2 * gc
-    return p["rows"] * (parts - 1) * p["acc_bits"] + (p["rows"] * gc * p["acc_bits"] if p["dsp_packing"] else 0)
+    mux = p["rows"] * gc * (3 if p["dsp_packing"] else 4) * p["mantissa_bits"]
+    return p["rows"] * (parts - 1) * p["acc_bits"] + mux
 
 
 def split_acc(p, board) -> bool:
@@ -561,9 +565,9 @@ def template_context(cfg) -> dict:
         "post_gap": POST_GAP,
         "w_gap": W_GAP,
         # products (one DSP each: mantissas fit the ports, packed A operands too) of the array
-        # loop and of GEMV mode's loop, for the strict C-simulation's operator list (HLSNN_OPS)
+        # loop, GEMV mode's too (it multiplexes the tiles' operands), for the strict
+        # C-simulation's operator list (HLSNN_OPS)
         "steps_products": p["rows"] * p["cols"] * (1 if p["dsp_packing"] else 2),
-        "gemv_products": p["rows"] * gemv_cols(p) * (1 if p["dsp_packing"] else 2) if gemv_cols(p) > 1 else 0,
         "tile_bits": _bits(n_tiles + 1),
         "step_bits_c": _bits(max(kp, min_steps(p)) + 1),
         "group_bits": _bits(groups + 1),

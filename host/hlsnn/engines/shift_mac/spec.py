@@ -348,11 +348,13 @@ def estimate(cfg) -> dict:
 
 
 def template_context(cfg) -> dict:
+    from ...perf.shift_mac import RAW_DISTANCE     # the strict C-simulation's dependence distances
     p = cfg.params
     sb = step_beats(p)
     ln = lanes(p)
     tn_max = 2 * p["rows"]
     return {
+        **{f"raw_{k}": v for k, v in RAW_DISTANCE.items()},
         **{k: p[k] for k in ("rows", "cols", "act_bits", "exp_bits", "max_delta", "acc_bits", "max_k",
                              "max_n", "max_batch", "max_hw", "max_ksize", "stream_bits", "rounding", "w_depth",
                              "line_depth")},

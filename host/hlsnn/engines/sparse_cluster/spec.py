@@ -144,7 +144,7 @@ def buffers(ctx) -> tuple:
         Buffer("hdr_q", top, "stream", LANE_BITS, (), depth=2 * m * 4),
     ]
     muls = [
-        Multiplier("coef*val", "Unit", 8, 8, count=m * tw,
+        Multiplier("coef*val", "MacLoop", 8, 8, count=m * tw,   # the loop of each unit's module
                    note=f"{tw} int8 x int8 products per unit and cycle (one per output column)"),
         Multiplier("output sizes", "Collect", 8, 16, count=2 * m,
                    note="zg*area and oh*ow per unit: 8-bit sizes (the binder may share them)"),
