@@ -18,7 +18,11 @@ from conftest import BFP_TEST_CONFIGS, ROOT, planted_csim, test_config
 pytestmark = pytest.mark.csim
 
 SHIPPED = [c for c in sorted((ROOT / "configs" / "accel").glob("*.yaml")) if c.name.startswith("bfp")]
-ALL_CONFIGS = SHIPPED + sorted(BFP_TEST_CONFIGS.glob("*.yaml"))
+#: configs whose csim library no other quick test compiles: their sweep is slow-only (a g++ run
+#: of ~12 CPU-s each); bfp8_zcu104 sweeps the same 8-bit format in the quick suite
+SWEEP_SLOW = {"bfp8_ultra96v2"}
+ALL_CONFIGS = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SWEEP_SLOW else p
+               for p in SHIPPED + sorted(BFP_TEST_CONFIGS.glob("*.yaml"))]
 
 
 @pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: p.stem)
