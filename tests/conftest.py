@@ -16,6 +16,14 @@ def pytest_configure(config):
     # The suite compiles about 25 kernels: at -O1 (same bits, a quarter less g++ time than the
     # users' -O2, which the wheel check, the README's quick start and HLSNN_CSIM_OPT=-O2 run).
     os.environ.setdefault("HLSNN_CSIM_OPT", "-O1")
+    # The test run's C-simulation library is the fast one (plain, sequential: the strict one,
+    # hlsnn/strict.h, costs 20-40 % more g++ time and more run time); the strict rules are
+    # checked by the tests marked ``strict_csim`` (one config per engine in the quick suite,
+    # every config and every planted hazard in the slow one: tests/strict/). HLSNN_CSIM_FAST=0
+    # in the environment runs every test on the strict library instead.
+    os.environ.setdefault("HLSNN_CSIM_FAST", "1")
+    from hlsnn import csim
+    csim.set_strict_default(os.environ["HLSNN_CSIM_FAST"] in ("", "0"))
     # The emulators' compiled helpers (hlsnn.native) likewise build into the session's folder.
     if "HLSNN_NATIVE_CACHE" not in os.environ:
         os.environ["HLSNN_NATIVE_CACHE"] = os.path.join(os.environ["HLSNN_BUILD"], "native")
@@ -25,6 +33,47 @@ def pytest_configure(config):
     # failed import leaves a half-initialized pynq behind for the next test module.
     from hlsnn.runtime.pynq_compat import ensure_pkg_resources
     ensure_pkg_resources()
+
+
+class _StrictCsim:
+    """While active: the strict C-simulation library is this process's default, and
+    ``HLSNN_CSIM_FAST=0`` tells the subprocesses a test starts (the CLI) the same."""
+
+    def __enter__(self):
+        from hlsnn import csim
+        self.was = csim.strict_default(), os.environ.get("HLSNN_CSIM_FAST")
+        csim.set_strict_default(True)
+        os.environ["HLSNN_CSIM_FAST"] = "0"
+
+    def __exit__(self, *exc):
+        from hlsnn import csim
+        csim.set_strict_default(self.was[0])
+        if self.was[1] is None:
+            os.environ.pop("HLSNN_CSIM_FAST", None)
+        else:
+            os.environ["HLSNN_CSIM_FAST"] = self.was[1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _strict_csim_module(request):
+    """A module marked ``strict_csim`` (``pytestmark``) gets the strict library from its first
+    fixture on, module-scoped ones included (they are set up before function-scoped fixtures)."""
+    if request.node.get_closest_marker("strict_csim") is None:
+        yield
+        return
+    with _StrictCsim():
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _strict_csim(request):
+    """A test marked ``strict_csim`` runs on the strict C-simulation library (the suite's
+    default is the fast one: :func:`pytest_configure`)."""
+    if request.node.get_closest_marker("strict_csim") is None:
+        yield
+        return
+    with _StrictCsim():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -222,7 +222,8 @@ def test_a_mismatch_makes_status_1(tiny, monkeypatch):
     assert "MISMATCH: 4 mismatches" in sweep.format_table(rep)
 
 
-@pytest.mark.csim
+@pytest.mark.slow   # two variant libraries no other test uses (two g++ runs, ~25 CPU-s); the quick
+@pytest.mark.csim   # suite covers the csim report path with a stand-in compare (test_a_mismatch_makes_status_1)
 def test_csim_runs_in_parallel_with_no_mismatches(tiny):
     lines = []
     rep = sweep.run_sweep(tiny, ["rows=1,2"], jobs=2, cases=2, progress=lines.append)

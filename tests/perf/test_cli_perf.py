@@ -87,6 +87,8 @@ def test_perf_resident_bfp(capsys):
     assert r["cycles"] == streamed["cycles"] - 15      # the 15 weight waits
 
 
+@pytest.mark.slow   # a 16x4 variant compiled for it alone and a 64x512x512 GEMM on csim (~15 CPU-s); the
+# model == csim counters rule stays quick in perf/test_cycle_model.py (hand counts, random shapes)
 def test_sweep_reports_the_same_model(tmp_path):
     """hlsnn sweep's per-variant model is the closed-form count of the 64x512x512 GEMM, which
     equals the C-simulation's counters. bfp16_pynq-z2 as a 16x4 array (the shape issue 13 read);

@@ -8,6 +8,8 @@ import pytest
 import hlsnn
 from conftest import ROOT, accel_config, planted_csim
 
+pytestmark = pytest.mark.strict_csim
+
 TEMPLATES = sorted((ROOT / "hls" / "engines").glob("*/*.j2"))
 SPARSE_CONFIGS = ROOT / "tests" / "engines" / "sparse_cluster" / "configs"
 

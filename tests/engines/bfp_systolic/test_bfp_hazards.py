@@ -15,7 +15,7 @@ from hlsnn.engines.bfp_systolic import spec
 from hlsnn.errors import StrictCsimError
 
 CONFIGS = Path(__file__).parent / "configs"
-pytestmark = pytest.mark.csim
+pytestmark = [pytest.mark.csim, pytest.mark.strict_csim]
 
 
 def test_gaps_cover_the_required_distances():

@@ -61,6 +61,7 @@ def test_dsp48e1_accumulator_pair_is_added(tmp_path):
 
 @pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
+@pytest.mark.strict_csim
 def test_output_beats_wait_for_their_group(tmp_path):
     # the output beats that stream during the array loop read a group's results only once its
     # block of the last tile has posted every row: one group early, they read a result store

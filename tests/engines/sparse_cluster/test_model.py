@@ -254,10 +254,8 @@ def test_report_errors_are_one_line(tmp_path, args, message):
 
 def test_rebalancing_clustered_inputs_pays_in_the_cycle_model():
     """Clustered ("structured") inputs: the plan's jobs finish sooner than the equal split's by
-    the whole kernel's cycle model, and the units are better balanced, on several seeds; on
-    the issue's layer (64 -> 64, 56x56, 3x3, the report's seeds) the slowest unit is within
-    1.15x of the mean at every density below 1."""
-    from hlsnn.engines.sparse_cluster.model import density_sweep, synthetic_layer
+    the whole kernel's cycle model, and the units are better balanced, on several seeds."""
+    from hlsnn.engines.sparse_cluster.model import synthetic_layer
     cfg = hlsnn.load_config(SP4)
     for seed in range(3):
         for d in (0.5, 0.2, 0.1):
@@ -265,6 +263,15 @@ def test_rebalancing_clustered_inputs_pays_in_the_cycle_model():
             r = work_model(cfg, x, w)
             e = r["equal_split"]
             assert r["kernel_cycles"] < e["kernel_cycles"] and r["imbalance"] < e["imbalance"], (seed, d)
+
+
+@pytest.mark.slow
+def test_rebalancing_keeps_the_issues_layer_balanced():
+    """On the issue's layer (64 -> 64, 56x56, 3x3, the report's seeds) the slowest unit is
+    within 1.15x of the mean at every density below 1 (slow: the whole report's sweep, about
+    25 CPU-seconds; the property on small layers above stays in the quick suite)."""
+    from hlsnn.engines.sparse_cluster.model import density_sweep
+    cfg = hlsnn.load_config(SP4)
     rep = density_sweep(cfg, densities=(1.0, 0.5, 0.2, 0.1, 0.05))
     for row in (r for r in rep["rows"] if r["kind"] == "structured" and r["density"] < 1):
         assert row["imbalance_rebalanced"] <= 1.15, row
