@@ -153,3 +153,33 @@ def probe(tmp_path, monkeypatch):
     native.forget()
     yield src
     native.forget()
+
+
+#: Test configs that exist for one feature each (GEMV, packing, truncation, wide words,
+#: statistics, unsigned activations, U = 2, one unit) and the larger shipped configs whose
+#: engine a smaller config already compiles in the quick suite. Their C-simulation cases run in
+#: the slow suite (CI runs it): each is a library of its own, 10-25 CPU-seconds of g++ for a
+#: few calls, and the quick suite is bounded by compiles. Their emulator cases stay quick; every
+#: feature keeps one quick csim case through the configs left out of this set (t2_tiny,
+#: bfp16_pynq-z2 and bfp8_zcu104 with GEMV mode, t8_packed_gemv with packing, s_tiny,
+#: shift8_pynq-z2, sp_small, sparse8_pynq-z2).
+SLOW_CSIM_CONFIGS = ("t16_gemv", "t8_gemv_tensor", "t8_packed]", "t8_packed-", "t7_packed_e1", "t16_row",
+                     "t4_truncate", "t9_wide", "t16_stats", "s_wide", "s_unsigned", "sp_u2", "sp_one",
+                     "bfp12_ultra96v2", "bfp8_ultra96v2", "shift8_zcu104", "sparse20_zcu104")
+
+
+def _runs_csim(item):
+    name = item.nodeid.split("::", 1)[-1]
+    params = name.partition("[")[2]
+    if item.get_closest_marker("csim") is not None:
+        return "emu" not in params.replace("emulator", "").split("-")
+    return "csim" in params.split("-") or "sim" in params.split("-") or "csim" in name.partition("[")[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        params = item.nodeid.partition("[")[2]
+        if params and any(c in "[" + params if c.endswith(("]", "-")) else c in params for c in SLOW_CSIM_CONFIGS) \
+                and _runs_csim(item) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
+            item.user_properties.append(("slow_reason", "csim of a feature config (SLOW_CSIM_CONFIGS)"))

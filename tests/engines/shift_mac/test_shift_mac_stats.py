@@ -131,6 +131,7 @@ def test_stats_segment_round_trip_and_lanes_low_half_first():
     assert lanes[0] == h[0] & 0xFFFF and lanes[1] == h[0] >> 16
 
 
+@pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
 def test_planted_stats_bug_is_reported_as_mismatch(tmp_path):
     """Count the padding samples of a ragged tile too: only the histogram changes."""

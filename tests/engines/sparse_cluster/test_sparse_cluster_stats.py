@@ -96,6 +96,7 @@ def test_flag_off_stream_is_unchanged_and_flag_on_appends_one_segment(target):
     np.testing.assert_array_equal(regs_on, regs_off)
 
 
+@pytest.mark.slow   # compiles a kernel with a planted bug (a g++ run of its own)
 @pytest.mark.csim
 def test_planted_stats_bug_is_reported_as_mismatch(tmp_path):
     """Count before ReLU instead of after: only the histogram of ReLU cases changes."""
