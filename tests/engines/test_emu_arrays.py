@@ -77,3 +77,33 @@ def test_shift_arrays_equal_stream(mode, limit):
         _same(fast.conv2d(img, ker, padding=padding, mode=mode, relu=True),
               slow.conv2d(img, ker, padding=padding, mode=mode, relu=True))
         assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
+
+
+@pytest.mark.parametrize("limit", [None, 1 << 14])
+def test_sparse_arrays_equal_stream(limit):
+    """sparse_cluster: a batch laid out as cells of one map (gaps between the cells that no job
+    covers), one map with pooling, raw sums, statistics, and calls split by a transfer limit."""
+    fast, slow = _pair(accel_config("sparse8_pynq-z2"), max_transfer_bytes=limit)
+    rng = np.random.default_rng(11 + (limit or 0))
+
+    def ints(shape, density):
+        return np.where(rng.random(shape) < density, rng.integers(-128, 128, shape), 0)
+
+    for case in range(4 if limit is None else 2):
+        b, c, z, k = rng.integers(1, 8), rng.integers(1, 7), rng.integers(1, 36), (1, 3, 5)[case % 3]
+        x, w = ints((b, c, 9 + case, 7 + 2 * case), 0.2 + 0.15 * case), ints((z, c, k, k), 0.6)
+        bias, shift = rng.integers(-3000, 3000, z), rng.integers(0, 12, z)
+        kw = dict(bias=bias, padding=("same", "valid")[case % 2], relu=bool(case % 2), stats=case != 2)
+        for raw in (False, True):
+            _same(fast.kernel.conv2d_batch_int(x, w, shift=shift, raw=raw, **kw),
+                  slow.kernel.conv2d_batch_int(x, w, shift=shift, raw=raw, **kw))
+            assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
+            assert fast.kernel.last_calls == slow.kernel.last_calls
+            if kw["stats"]:
+                _same(_kernel_state(fast)[1], _kernel_state(slow)[1])
+        for pool, req in ((True, True), (False, False), (True, False)):
+            _same(fast.kernel.conv2d_int(x[0], w, shift=shift, pool=pool, requantize=req, **kw),
+                  slow.kernel.conv2d_int(x[0], w, shift=shift, pool=pool, requantize=req, **kw))
+            assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
+            if kw["stats"]:
+                _same(_kernel_state(fast)[1], _kernel_state(slow)[1])
