@@ -411,7 +411,9 @@ class Kernel:
         res = postprocess(t, 0, shift, raw=raw, rounding=self.p["rounding"], stats=stats)
         self.last_sat_count, self.last_plan, self.last_calls = res[1], plan, 1
         self.last_stats = res[2] if stats else None
-        return res[0]
+        # C order, as the stream path's result: host float ops downstream (a Softmax's sums)
+        # round by the memory layout of what they read
+        return np.ascontiguousarray(res[0])
 
     # ------------------------------------------------------------------ batches
     def batch_capacity(self, h, w, k, padding="same"):
