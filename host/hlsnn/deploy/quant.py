@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines.common import largest_frac
+from ..engines.common import largest_frac, round_into
 from ..errors import InputError
 from ..formats import fixed
 from . import hostops
@@ -63,7 +63,35 @@ def weight_fracs(w, per_channel, limit):
 def to_fixed(values, f, bits, signed, rounding):
     """``values`` as ``bits``-bit integers at radix ``f`` (CONVERT with ``rounding``, then
     saturation to the format's range; an unsigned format clips negatives to 0). The values
-    are exact dyadic rationals, so they are first written exactly at a radix 24 bits finer."""
+    are exact dyadic rationals, so they are first written exactly at a radix 24 bits finer.
+
+    The rule is :func:`to_fixed_reference` (integers and ``fixed.convert``); this computes
+    the same bits in float64 (tested equal): ``w = rint(values * 2**g)`` is the reference's
+    wide integer, held exactly while ``|w| < 2**52`` (else the reference runs); ``w * 2**-s``
+    (``s = g - f >= 24``) is exact (a power-of-two scale of an integer of at most 53 bits,
+    far above the subnormals), and rounding it with ``rounding`` (:func:`round_into`: rint,
+    floor, or half away from zero) is ``shift_round_sat``'s right shift with that rounding;
+    saturating to the format's range is the reference's clip (its ``bits + 1``-bit CONVERT of
+    an unsigned format then the clip to ``[0, 2**bits - 1]`` is one clip)."""
+    if rounding not in ("nearest_even", "nearest_away", "truncate"):
+        return to_fixed_reference(values, f, bits, signed, rounding)        # its error
+    hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+    lo = -(1 << (bits - 1)) if signed else 0
+    g = max(f + 24, 0)
+    v = np.ldexp(np.asarray(values, np.float64), g)
+    np.rint(v, out=v)
+    if v.size and not (v.max() < 2.0 ** 52 and v.min() > -2.0 ** 52):       # (a NaN fails both)
+        return to_fixed_reference(values, f, bits, signed, rounding)
+    np.ldexp(v, -(g - f), out=v)
+    round_into(v, rounding, v)
+    np.clip(v, lo, hi, out=v)
+    return v.astype(np.int64)
+
+
+def to_fixed_reference(values, f, bits, signed, rounding):
+    """:func:`to_fixed`'s rule in integers: the values written exactly at radix ``g = max(f +
+    24, 0)`` as int64, CONVERT (``fixed.convert``: ``shift_round_sat`` by ``g - f``) to
+    ``bits`` (unsigned: ``bits + 1``) signed bits, then clipped to the format's range."""
     hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
     lo = -(1 << (bits - 1)) if signed else 0
     g = max(f + 24, 0)
