@@ -130,3 +130,43 @@ def test_shift_arrays_batch_beyond_the_store(mode):
               slow.kernel.gemm_int(x, w, mode=mode, bias=bias, shift=shift, **kw))
         assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
         _same(_kernel_state(fast)[1], _kernel_state(slow)[1])
+
+
+def _rolling_bfp8():
+    import yaml
+    d = yaml.safe_load(open(accel_config("bfp8_zcu104")))
+    d["name"] = "bfp8_rolling"
+    d["bfp_systolic"]["output_exponent"] = "rolling"
+    return d
+
+
+@pytest.mark.parametrize("cfg", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats", "rolling"])
+def test_bfp_gemm_rows_equal_stream(cfg):
+    """Kernel.gemm_rows (float activations on quantized weights, as the deploy runner calls it):
+    the array path equals the stream path's quantize_activations + gemm_bfp, in the outputs,
+    the saturation count, the non-zero count and the weights left on chip (a second call with
+    the same loaded weights runs resident)."""
+    cfg = _rolling_bfp8() if cfg == "rolling" else accel_config(cfg)
+    fast, slow = _pair(cfg)
+    p = fast.kernel.p
+    rng = np.random.default_rng(5)
+    for case in range(4):
+        b, k, n = rng.integers(1, 60), rng.integers(1, 90), rng.integers(1, min(70, p["max_n"]))
+        x = rng.normal(size=(b, k)) * 4.0 ** rng.integers(-3, 3)
+        if case == 1:
+            x[: b // 2 + 1] = 0.0                                   # all-zero samples
+        if case == 2:
+            x[:] = 0.0                                              # every sample zero
+        if case == 3:
+            x[-1] = 1e-30                                           # a sample whose mantissas all round to 0
+            x[0] *= 1e6                                             # outputs that saturate
+        wq = fast.kernel.quantize_weights(rng.normal(size=(n, k)))
+        bq = fast.kernel._quantize_bias(rng.normal(size=n), n) if case % 2 else None
+        for acc in (fast, slow):
+            acc.kernel.load_weights(wq)
+        for scale in (2.0 ** 12, 1.0):       # the rolling buffer of the first call is emptied by the second
+            ys = [acc.kernel.gemm_rows(x * scale, wq, bq, relu=bool(case % 3 == 0)) for acc in (fast, slow)]
+            _same(*ys)
+            assert fast.kernel.last_sat_count == slow.kernel.last_sat_count
+            assert fast.kernel.last_x_nonzero == slow.kernel.last_x_nonzero
+            assert fast.kernel.resident == slow.kernel.resident is not None
