@@ -329,7 +329,7 @@ class Kernel:
         docstring, *Tiling*)."""
         regs, _, mode, delta = self.registers(weights, mode)
         n = weights[0].shape[0] if isinstance(weights, tuple) else weights.shape[0]
-        x = as_int_input(x)
+        x = as_int_input(x, copy=False)          # only read: the calls copy it into the emulator's floats
         if x.ndim != 2:
             raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
         batch, k = x.shape
