@@ -77,3 +77,96 @@ def test_shift_arrays_equal_stream(mode, limit):
         _same(fast.conv2d(img, ker, padding=padding, mode=mode, relu=True),
               slow.conv2d(img, ker, padding=padding, mode=mode, relu=True))
         assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
+
+
+@pytest.mark.parametrize("limit", [None, 1 << 14])
+def test_sparse_arrays_equal_stream(limit):
+    """sparse_cluster: a batch laid out as cells of one map (gaps between the cells that no job
+    covers), one map with pooling, raw sums, statistics, and calls split by a transfer limit."""
+    fast, slow = _pair(accel_config("sparse8_pynq-z2"), max_transfer_bytes=limit)
+    rng = np.random.default_rng(11 + (limit or 0))
+
+    def ints(shape, density):
+        return np.where(rng.random(shape) < density, rng.integers(-128, 128, shape), 0)
+
+    for case in range(4 if limit is None else 2):
+        b, c, z, k = rng.integers(1, 8), rng.integers(1, 7), rng.integers(1, 36), (1, 3, 5)[case % 3]
+        x, w = ints((b, c, 9 + case, 7 + 2 * case), 0.2 + 0.15 * case), ints((z, c, k, k), 0.6)
+        bias, shift = rng.integers(-3000, 3000, z), rng.integers(0, 12, z)
+        kw = dict(bias=bias, padding=("same", "valid")[case % 2], relu=bool(case % 2), stats=case != 2)
+        for raw in (False, True):
+            _same(fast.kernel.conv2d_batch_int(x, w, shift=shift, raw=raw, **kw),
+                  slow.kernel.conv2d_batch_int(x, w, shift=shift, raw=raw, **kw))
+            assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
+            assert fast.kernel.last_calls == slow.kernel.last_calls
+            if kw["stats"]:
+                _same(_kernel_state(fast)[1], _kernel_state(slow)[1])
+        for pool, req in ((True, True), (False, False), (True, False)):
+            _same(fast.kernel.conv2d_int(x[0], w, shift=shift, pool=pool, requantize=req, **kw),
+                  slow.kernel.conv2d_int(x[0], w, shift=shift, pool=pool, requantize=req, **kw))
+            assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
+            if kw["stats"]:
+                _same(_kernel_state(fast)[1], _kernel_state(slow)[1])
+
+
+@pytest.mark.parametrize("mode", ["twohot", "pot"])
+def test_shift_arrays_batch_beyond_the_store(mode):
+    """A batch above the activation store: the stream path splits it into calls, the array path
+    runs it in one emulator call; the outputs, saturation counts and histograms agree (also
+    through K tiling's raw calls)."""
+    from hlsnn.engines.shift_mac.tiles import samples_per_call
+    cfg = accel_config("shift8_pynq-z2")
+    fast, slow = _pair(cfg)
+    rng = np.random.default_rng(len(mode))
+    k, n = 700, 24
+    b = samples_per_call(fast.kernel.p, k) * 2 + 5
+    x = rng.integers(-128, 128, (b, k))
+    from hlsnn.formats import shift as sfmt
+    w = (sfmt.quantize_twohot if mode == "twohot" else sfmt.quantize_pot)(rng.normal(size=(n, k)),
+                                                                          fast.kernel.p["exp_bits"])
+    bias, shift = rng.integers(-5000, 5000, n), rng.integers(6, 14, n)
+    for kw in (dict(stats=True, relu=True), dict(stats=True, raw=True), dict(k_step=300, stats=True)):
+        _same(fast.kernel.gemm_int(x, w, mode=mode, bias=bias, shift=shift, **kw),
+              slow.kernel.gemm_int(x, w, mode=mode, bias=bias, shift=shift, **kw))
+        assert _kernel_state(fast)[0] == _kernel_state(slow)[0]
+        _same(_kernel_state(fast)[1], _kernel_state(slow)[1])
+
+
+def _rolling_bfp8():
+    import yaml
+    d = yaml.safe_load(open(accel_config("bfp8_zcu104")))
+    d["name"] = "bfp8_rolling"
+    d["bfp_systolic"]["output_exponent"] = "rolling"
+    return d
+
+
+@pytest.mark.parametrize("cfg", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats", "rolling"])
+def test_bfp_gemm_rows_equal_stream(cfg):
+    """Kernel.gemm_rows (float activations on quantized weights, as the deploy runner calls it):
+    the array path equals the stream path's quantize_activations + gemm_bfp, in the outputs,
+    the saturation count, the non-zero count and the weights left on chip (a second call with
+    the same loaded weights runs resident)."""
+    cfg = _rolling_bfp8() if cfg == "rolling" else accel_config(cfg)
+    fast, slow = _pair(cfg)
+    p = fast.kernel.p
+    rng = np.random.default_rng(5)
+    for case in range(4):
+        b, k, n = rng.integers(1, 60), rng.integers(1, 90), rng.integers(1, min(70, p["max_n"]))
+        x = rng.normal(size=(b, k)) * 4.0 ** rng.integers(-3, 3)
+        if case == 1:
+            x[: b // 2 + 1] = 0.0                                   # all-zero samples
+        if case == 2:
+            x[:] = 0.0                                              # every sample zero
+        if case == 3:
+            x[-1] = 1e-30                                           # a sample whose mantissas all round to 0
+            x[0] *= 1e6                                             # outputs that saturate
+        wq = fast.kernel.quantize_weights(rng.normal(size=(n, k)))
+        bq = fast.kernel._quantize_bias(rng.normal(size=n), n) if case % 2 else None
+        for acc in (fast, slow):
+            acc.kernel.load_weights(wq)
+        for scale in (2.0 ** 12, 1.0):       # the rolling buffer of the first call is emptied by the second
+            ys = [acc.kernel.gemm_rows(x * scale, wq, bq, relu=bool(case % 3 == 0)) for acc in (fast, slow)]
+            _same(*ys)
+            assert fast.kernel.last_sat_count == slow.kernel.last_sat_count
+            assert fast.kernel.last_x_nonzero == slow.kernel.last_x_nonzero
+            assert fast.kernel.resident == slow.kernel.resident is not None

@@ -99,7 +99,7 @@ def host_bits_of(host_precision="float", host_bits=8):
     """The quantized host mode's width, or None for float host layers. ``host_precision``:
     ``"float"`` (host ops in float64, ``--host-fallback`` nodes in float32) or ``"quantized"``
     (every host op that computes, fallback nodes included, runs between ``host_bits``-bit
-    fixed-point inputs and outputs: :class:`hlsnn.deploy.runner.HostQuant`)."""
+    fixed-point inputs and outputs: :class:`hlsnn.deploy.quant.HostQuant`)."""
     if host_precision == "float":
         return None
     if host_precision != "quantized":

@@ -30,8 +30,10 @@ def check_axis(axis, ndim: int) -> Optional[int]:
     return int(axis) % ndim
 
 
-def as_int_array(name: str, value, lo: int, hi: int, dtype) -> np.ndarray:
-    """Integer-valued array-like -> a private ``dtype`` copy, every value checked in ``[lo, hi]``."""
+def as_int_array(name: str, value, lo: int, hi: int, dtype, copy: bool = True) -> np.ndarray:
+    """Integer-valued array-like -> a private ``dtype`` copy, every value checked in ``[lo, hi]``
+    (``copy=False``: the array itself when it already is a ``dtype`` array, for a caller that
+    only reads it)."""
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError) as exc:
@@ -45,13 +47,15 @@ def as_int_array(name: str, value, lo: int, hi: int, dtype) -> np.ndarray:
                              f"value(s), e.g. {arr[bad].flat[0]!r}: must be integers")
     elif arr.dtype.kind not in "iu":
         raise InputError(f"{name}: has dtype {arr.dtype}: must be integers")
-    if arr.size:
+    if arr.dtype == dtype and (lo, hi) == (np.iinfo(dtype).min, np.iinfo(dtype).max):
+        pass                                   # every value of the type is in range
+    elif arr.size:
         amin, amax = arr.min(), arr.max()
         if amin < lo or amax > hi:
             badval = (amin if amin < lo else amax).item()
             raise InputError(f"{name}: value {badval!r} is out of range: must be integers "
                              f"in [{lo}, {hi}]")
-    return arr.astype(dtype, copy=True)      # always a private copy (stored read-only)
+    return arr.astype(dtype, copy=copy)      # a private copy (stored read-only) unless copy=False
 
 
 FLAG_OPTIONS = ("relu", "stats", "requantize", "pool", "raw")
@@ -111,7 +115,7 @@ def as_float_array(x, name: str = "x") -> np.ndarray:
 _INT64 = np.iinfo(np.int64)
 
 
-def as_int_input(x, name: str = "x") -> np.ndarray:
+def as_int_input(x, name: str = "x", copy: bool = True) -> np.ndarray:
     """Integer-valued array -> an int64 copy, else an InputError naming ``name``: complex,
     string and object arrays are refused (``np.asarray(x, np.int64)`` dropped an imaginary
     part, parsed ``"1"`` and truncated 1.5 to 1 in silence), and so are NaN, Inf and
@@ -121,4 +125,4 @@ def as_int_input(x, name: str = "x") -> np.ndarray:
     kind = getattr(getattr(x, "dtype", None), "kind", None)
     if kind in ("O", "U", "S", "V", "M", "m"):
         raise InputError(f"{name}: has dtype {x.dtype}: must be integers")
-    return as_int_array(name, x, int(_INT64.min), int(_INT64.max), np.int64)
+    return as_int_array(name, x, int(_INT64.min), int(_INT64.max), np.int64, copy)

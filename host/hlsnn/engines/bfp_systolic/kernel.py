@@ -11,7 +11,8 @@ from ...formats._validate import as_float_array, as_float_input
 from .. import tiling
 from . import protocol
 from ..common import workspace as _workspace
-from .emulator import RollingState, emulate, emulate_floats, emulate_values, gemm_dtype, values_fit_float32
+from .emulator import (RollingState, _to_float_checked, emulate, emulate_floats, emulate_values, gemm_dtype,
+                       values_fit_float32)
 from .spec import MAGIC, k_limit, lane_bits, passes
 
 
@@ -63,7 +64,7 @@ class Kernel:
     call with the loaded weights streams them again with *keep*.
     """
 
-    OPERATIONS = ("gemm", "gemm_bfp")
+    OPERATIONS = ("gemm", "gemm_bfp", "gemm_rows")
     #: the emulator keeps the kernel's weight store between calls (``state``, per target)
     EMULATOR_STATE = True
 
@@ -282,6 +283,61 @@ class Kernel:
                                               stats_out=stats, dequantize=True, rolling=rolling)
         self.last_id = (MAGIC, self.cfg.hash32)
         self.last_sat_count, self.last_stats = sat, (hist[0] if stats else None)
+        return y
+
+    def gemm_rows(self, x, w, bias=None, relu=False):
+        """Float activations ``x`` (batch, K) on quantized weights: ``gemm_bfp(
+        quantize_activations(x), w, bias, relu=relu).dequantize()`` (``w`` and ``bias``
+        BFPTensors as :meth:`gemm_bfp` takes them; the config's output-exponent method), with
+        the same bits and kernel state afterwards (saturation count, weights on chip, rolling
+        buffer). :attr:`last_x_nonzero` counts the non-zero input mantissas.
+
+        On the ``emu`` target's arrays (no transfer limit, a deterministic rounding, K within
+        :func:`~.emulator.gemm_dtype`'s bounds, finite ``x``) the activations are quantized
+        straight into the float array the emulator's GEMM reads (``bfp._row_plan`` /
+        ``bfp._encode_rows_into``, as :meth:`gemm`'s array path), and one emulator call
+        (:func:`~.emulator.emulate_floats`) returns the dequantized outputs: no BFPTensor and
+        no int64 mantissas are built. Elsewhere it runs the two calls above.
+        ``tests/engines/test_emu_arrays.py`` holds the two paths equal."""
+        p = self.p
+        m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
+        fast = getattr(self.target, "arrays", False) and tiling.transfer_limit(self.target) is None \
+            and rounding != "stochastic"
+        if fast:
+            xa = as_float_array(x, "x")
+            ft = gemm_dtype(p, xa.shape[1]) if xa.ndim == 2 and xa.shape[0] >= 1 else None
+            plan = bfp._row_plan(xa, m, e, rounding) if ft is not None else None
+            fast = plan is not None and plan.finite
+        if not fast:
+            xq = self.quantize_activations(x)
+            self.last_x_nonzero = int(np.count_nonzero(xq.mantissas))
+            return self.gemm_bfp(xq, w, bias, relu=relu).dequantize()
+        # gemm_bfp's checks of w and bias (against a one-sample stand-in for x)
+        one = bfp.BFPTensor._trusted(np.zeros((1, xa.shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
+        _, _, wm, we, bm, be = self._check_bfp(one, w, bias)
+        # quantize_activations: one exponent per sample; an all-zero sample (every mantissa 0)
+        # takes the largest exponent of the others (none: the quantizer's, as without wq, bq)
+        xe = plan.exponents.astype(np.int64)
+        nonzero = plan.nonzero
+        if nonzero.any() and not nonzero.all():
+            xe[~nonzero] = xe[nonzero].max()
+        xf = bfp._encode_rows_into(xa, plan, m, rounding, _workspace("rows_x", xa.shape, ft))
+        self.last_x_nonzero = int(np.count_nonzero(xf))
+        wf = _to_float_checked(np.asarray(wm), _workspace("rows_w", np.shape(wm), ft), m)
+        # gemm_bfp -> _run -> _call -> _emulate_arrays, their state in their order
+        flags, k_sigma = self._regs(None, None, relu, bm is not None, False)
+        if flags & protocol.FLAG_ROLLING:            # the operation's first (and only) call
+            self._roll.clear()
+        self._roll_fresh = False
+        self._on_chip = self._loaded if self._weight_flags(wm, we) else None
+        y, ye, sat = emulate_floats(p, xf, xe, wf, np.asarray(we, np.int64), bm, be, relu=bool(relu),
+                                    use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
+                                    dequantize=True, rolling=self._roll if flags & protocol.FLAG_ROLLING else None)
+        lo, hi = self._e_range
+        if ye.size and (ye.min() < lo or ye.max() > hi):         # as _tensor checks the output
+            self._out_of_range("exponent", ye, lo, hi)
+        self.last_id = (MAGIC, self.cfg.hash32)
+        self.last_sat_count, self.last_stats = sat, None
         return y
 
     def _n_per_call(self, n, k, has_bias, stats):

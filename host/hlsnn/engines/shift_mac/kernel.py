@@ -204,12 +204,17 @@ class Kernel:
 
     # ------------------------------------------------------------------ lowest level
     def run_registers(self, x=None, regs=None, *, n, mode, delta=0, bias=None, shift=0, relu=False,
-                      fmap=None, ksize=None, pad=0, stats=False, raw=False):
+                      fmap=None, ksize=None, pad=0, stats=False, raw=False, _rows=False):
         """Run raw register lanes (``protocol.pack_registers``) on integer activations ``x``
         (batch, K), or on a feature map ``fmap`` (cin, H, W) with ``ksize``/``pad``.
         ``stats``: also read the statistics segment into :attr:`last_stats`. ``raw``: the raw
         output mode (``FLAG_RAW``): returns the wide values (emulator rule 7: accumulator plus
         bias, after ReLU, ``acc_bits`` wide) instead of requantized outputs; ``shift`` unused.
+        ``_rows`` (``tiles.gemm_int`` on the ``emu`` target's arrays without a transfer limit
+        only): ``x`` is an int64 array its caller checked, and a batch of any size runs as one
+        emulator call; every sample is computed on its own, so this equals the calls the
+        activation store would split it into (outputs, the saturation count modulo ``2**32``,
+        the histogram saturating at ``2**32 - 1``; ``tests/engines/test_emu_arrays.py``).
 
         Exactly one kernel call, never tiled: N above ``max_n``, a batch above the activation
         store, a map beyond the line buffer or ``max_hw``, convolution weights beyond the weight
@@ -250,7 +255,7 @@ class Kernel:
             flags |= (protocol.FLAG_STATS_OUT if stats else 0) | (protocol.FLAG_RAW if raw else 0)
             regs_in = [batch, n, k, flags, MODES[mode], delta, cin, h, w, ksize, pad]
         else:
-            x = as_int_input(x)
+            x = x if _rows else as_int_input(x)
             if x.ndim != 2:
                 raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
             batch, k = x.shape
@@ -264,7 +269,7 @@ class Kernel:
         if regs.shape != (protocol.register_rows(p, n, mode), k):
             raise InputError(f"register matrix shape {regs.shape}: N = {n} in mode {mode} with K = {k} needs "
                              f"{(protocol.register_rows(p, n, mode), k)}")
-        if fmap is None and batch > tiles.samples_per_call(p, k):
+        if fmap is None and batch > tiles.samples_per_call(p, k) and not _rows:
             raise InputError(f"batch = {batch} samples of K = {k} exceed the on-chip activation store of one call "
                              f"({tiles.samples_per_call(p, k)} samples: x_depth = {p['x_depth']}); gemm_int splits "
                              f"larger batches")
@@ -324,7 +329,7 @@ class Kernel:
         docstring, *Tiling*)."""
         regs, _, mode, delta = self.registers(weights, mode)
         n = weights[0].shape[0] if isinstance(weights, tuple) else weights.shape[0]
-        x = as_int_input(x)
+        x = as_int_input(x, copy=False)          # only read: the calls copy it into the emulator's floats
         if x.ndim != 2:
             raise InputError(f"x must be 2-D (batch, K), got shape {x.shape}")
         batch, k = x.shape
@@ -334,7 +339,8 @@ class Kernel:
             return tiles.gemm_int_k(self, x, weights, regs, n, bias, shift, limit, k_step=k_step, **kw)
         if n <= self.p["max_n"] and batch <= tiles.samples_per_call(self.p, k) and (limit is None or max(
                 tiles.transfer_bytes(self.p, batch=batch, n=n, k=k, mode=mode, stats=stats, raw=raw)) <= limit):
-            return self.run_registers(x, regs, n=n, bias=bias, shift=shift, **kw)       # one call
+            return self.run_registers(x, regs, n=n, bias=bias, shift=shift, **kw,     # one call (x checked above)
+                                      _rows=bool(getattr(self.target, "arrays", False)) and limit is None)
         return tiles.gemm_int(self, x, weights, regs, n, bias, shift, limit, **kw)
 
     def conv2d_int(self, x, weights, *, padding="same", mode=None, bias=None, shift=0, relu=False, stats=False,

@@ -118,13 +118,16 @@ def gemm_int(kern, x, weights, regs, n, bias, shift, limit, *, mode, stats, raw=
     y = np.empty((x.shape[0], n), np.int64)
     tally = tiling.Tally()
     store = samples_per_call(p, k)                    # samples the activation store holds
+    # the emu target's arrays without a transfer limit: the whole batch in one emulator call
+    # (Kernel.run_registers' _rows; x is the int64 array Kernel.gemm_int checked)
+    rows_any = bool(getattr(kern.target, "arrays", False)) and limit is None and x.dtype == np.int64
     for a, b, r in _neuron_chunks(kern, weights, regs, n, mode, fits):
-        rows = tiling.rows_per_call(min(x.shape[0], store), lambda m: nbytes(m, b - a)[0],
-                                    lambda m: nbytes(m, b - a)[1], limit,
-                                    what=f"gemm_int on {kern.cfg.name} (K = {k}, {b - a} outputs per call)")
+        rows = max(1, x.shape[0]) if rows_any else tiling.rows_per_call(
+            min(x.shape[0], store), lambda m: nbytes(m, b - a)[0], lambda m: nbytes(m, b - a)[1], limit,
+            what=f"gemm_int on {kern.cfg.name} (K = {k}, {b - a} outputs per call)")
         for r0, r1 in tiling.chunks(x.shape[0], rows):
             y[r0:r1, a:b] = kern.run_registers(x[r0:r1], r, n=b - a, bias=bias[a:b], shift=shift[a:b], mode=mode,
-                                               stats=stats, raw=raw, **kw)
+                                               stats=stats, raw=raw, _rows=rows_any, **kw)
             tally.add(kern)
     tally.store(kern)
     return y

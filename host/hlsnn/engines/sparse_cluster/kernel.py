@@ -370,6 +370,8 @@ class Kernel:
     def _run_plan(self, plan, w, bias, shift, flags, stats):
         p = self.p
         z, c, k, _ = w.shape
+        if getattr(self.target, "arrays", False):
+            return self._plan_arrays(plan, w, bias, shift, flags, stats)
         coefs = sfmt.compress_kernel(w)
         beats = protocol.pack_input(p, fmap_padded=plan.xp, coefs=coefs, rounds=plan.rounds, bias=bias,
                                     shift=shift, ksize=k)
@@ -382,6 +384,36 @@ class Kernel:
         self.last_sat_count, self.last_plan, self.last_calls = sat, plan, 1
         self.last_stats = protocol.unpack_stats(p, out) if stats else None
         return protocol.unpack_output(p, out, plan.rounds, z, plan.out_shape, flags)
+
+    def _plan_arrays(self, plan, w, bias, shift, flags, stats):
+        """The ``emu`` target's call of a plan: the emulator's rules on the whole padded map at
+        once, no beats packed or unpacked, equal to :meth:`emulate_stream` on the packed call
+        (``EmuTarget(arrays=False)``; ``tests/engines/test_emu_arrays.py`` holds the two equal).
+
+        A job reads only its rectangle's halo of the map, so its outputs are those of the
+        whole map's convolution (rules 1-4) inside its rectangle; outputs no job covers (the
+        gaps between a batch's cells) stay 0, are not counted by the statistics unit (0 has no
+        MSB) and do not saturate. The saturation count is the sum over the jobs modulo
+        ``2**32`` (as the stream's per-job sums), the histogram the count over every job's
+        outputs saturated at ``2**32 - 1`` (as the counters' merges)."""
+        relu, pool = bool(flags & protocol.FLAG_RELU), bool(flags & protocol.FLAG_POOL)
+        raw = bool(flags & protocol.FLAG_RAW)
+        t = postprocess(conv_accumulate(plan.xp, w), bias, shift, relu=relu, pool=pool, raw=True)[0]
+        mask = np.zeros(t.shape[1:], bool)
+        for jobs in plan.rounds:
+            for j in jobs:
+                if j.oh:
+                    h, wd = protocol.out_dims(j, pool)
+                    r0, c0 = (j.row0 // 2, j.col0 // 2) if pool else (j.row0, j.col0)
+                    mask[r0:r0 + h, c0:c0 + wd] = True
+        if not mask.all():
+            t = np.where(mask, t, 0)
+        res = postprocess(t, 0, shift, raw=raw, rounding=self.p["rounding"], stats=stats)
+        self.last_sat_count, self.last_plan, self.last_calls = res[1], plan, 1
+        self.last_stats = res[2] if stats else None
+        # C order, as the stream path's result: host float ops downstream (a Softmax's sums)
+        # round by the memory layout of what they read
+        return np.ascontiguousarray(res[0])
 
     # ------------------------------------------------------------------ batches
     def batch_capacity(self, h, w, k, padding="same"):

@@ -1,0 +1,166 @@
+"""The host side of a deployment's number formats (the rules: :mod:`hlsnn.deploy.runner`'s
+docstring): activations with their fixed-point format (:class:`Act`), DETERMINE on host
+values (:func:`host_radix`), conversion to fixed point (:func:`to_fixed`), the quantized host
+mode (:class:`HostQuant`) and the weight preparations every format shares (:func:`prune`,
+:func:`weight_fracs`). :mod:`hlsnn.deploy.runner` re-exports every name."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engines.common import largest_frac, round_into
+from ..errors import InputError
+from ..formats import fixed
+from . import hostops
+
+
+@dataclass
+class Act:
+    """An activation tensor: exact float64 ``values`` and their fixed-point format
+    ``(F, bits, signed)`` or ``None``."""
+    values: np.ndarray
+    fmt: tuple = None
+
+    def ints(self):
+        return np.rint(np.ldexp(self.values, self.fmt[0])).astype(np.int64)
+
+
+def host_radix(values, bits, signed, overflow_ratio=0.0):
+    """DETERMINE (source 002) on host-side values: the fractional bits ``F`` of a
+    ``bits``-bit (signed or unsigned) format for ``values``. The values are first written as
+    integers at a radix ``G`` fine enough that the largest has 52 significant bits, then
+    ``acquire``/``determine`` run on them as on any wide result."""
+    v = np.asarray(values, np.float64)
+    amax = float(np.abs(v).max()) if v.size else 0.0
+    if amax == 0:
+        return bits - 1
+    g = 52 - int(np.floor(np.log2(amax))) - 1
+    wide = np.rint(np.ldexp(v, g)).astype(np.int64)
+    st = fixed.acquire(wide, bins=64)
+    return fixed.determine(st, g, bits, overflow_ratio=overflow_ratio, signed=signed, f_min=-64, f_max=64)
+
+
+#: A channel's own weight scale is at most 2**CHANNEL_FRAC_LIMIT finer than the tensor's: a
+#: channel of tiny weights (a dead unit) would otherwise get a radix at which its bias, in
+#: accumulator units, overflows the kernel's bias field.
+CHANNEL_FRAC_LIMIT = 8
+
+
+def weight_fracs(w, per_channel, limit):
+    """Fractional bits of int weights, ``largest_frac(max |w|, limit)``: one for the whole
+    tensor, or (``per_channel``) one per output channel (axis 0), at most
+    :data:`CHANNEL_FRAC_LIMIT` above the tensor's; an all-zero channel takes the tensor's."""
+    w = np.asarray(w, np.float64)
+    whole = largest_frac(float(np.abs(w).max(initial=0.0)), limit)
+    if not per_channel:
+        return whole
+    amax = np.abs(w.reshape(w.shape[0], -1)).max(axis=1, initial=0.0)
+    return np.array([min(largest_frac(float(a), limit), whole + CHANNEL_FRAC_LIMIT) if a > 0 else whole
+                     for a in amax], np.int64)
+
+
+def to_fixed(values, f, bits, signed, rounding):
+    """``values`` as ``bits``-bit integers at radix ``f`` (CONVERT with ``rounding``, then
+    saturation to the format's range; an unsigned format clips negatives to 0). The values
+    are exact dyadic rationals, so they are first written exactly at a radix 24 bits finer.
+
+    The rule is :func:`to_fixed_reference` (integers and ``fixed.convert``); this computes
+    the same bits in float64 (tested equal): ``w = rint(values * 2**g)`` is the reference's
+    wide integer, held exactly while ``|w| < 2**52`` (else the reference runs); ``w * 2**-s``
+    (``s = g - f >= 24``) is exact (a power-of-two scale of an integer of at most 53 bits,
+    far above the subnormals), and rounding it with ``rounding`` (:func:`round_into`: rint,
+    floor, or half away from zero) is ``shift_round_sat``'s right shift with that rounding;
+    saturating to the format's range is the reference's clip (its ``bits + 1``-bit CONVERT of
+    an unsigned format then the clip to ``[0, 2**bits - 1]`` is one clip)."""
+    if rounding not in ("nearest_even", "nearest_away", "truncate"):
+        return to_fixed_reference(values, f, bits, signed, rounding)        # its error
+    hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+    lo = -(1 << (bits - 1)) if signed else 0
+    g = max(f + 24, 0)
+    v = np.ldexp(np.asarray(values, np.float64), g)
+    np.rint(v, out=v)
+    if v.size and not (v.max() < 2.0 ** 52 and v.min() > -2.0 ** 52):       # (a NaN fails both)
+        return to_fixed_reference(values, f, bits, signed, rounding)
+    np.ldexp(v, -(g - f), out=v)
+    round_into(v, rounding, v)
+    np.clip(v, lo, hi, out=v)
+    return v.astype(np.int64)
+
+
+def to_fixed_reference(values, f, bits, signed, rounding):
+    """:func:`to_fixed`'s rule in integers: the values written exactly at radix ``g = max(f +
+    24, 0)`` as int64, CONVERT (``fixed.convert``: ``shift_round_sat`` by ``g - f``) to
+    ``bits`` (unsigned: ``bits + 1``) signed bits, then clipped to the format's range."""
+    hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+    lo = -(1 << (bits - 1)) if signed else 0
+    g = max(f + 24, 0)
+    wide = np.rint(np.ldexp(np.asarray(values, np.float64), g)).astype(np.int64)
+    q, _ = fixed.convert(wide, g, f, bits + (0 if signed else 1), rounding=rounding)
+    return np.clip(q, lo, hi)
+
+
+def check_host_bits(bits):
+    """The quantized host mode's width: an integer 2..32 (else :class:`InputError`)."""
+    if not isinstance(bits, int) or isinstance(bits, bool) or not 2 <= bits <= 32:
+        raise InputError(f"host bits = {bits!r}: an integer 2..32")
+    return bits
+
+
+class HostQuant:
+    """A host layer of a deployment in the quantized host mode (``--host-precision quantized``),
+    the fixed-point emulation of a host op that does not only move values (``Add``,
+    ``AveragePool``, ``GlobalAveragePool``, ``BatchNormalization``, ``Softmax`` and every
+    ``--host-fallback`` node):
+
+    * each input that is not already a fixed-point tensor of at most ``bits`` bits is
+      converted to ``bits``-bit signed fixed point at a radix chosen by DETERMINE
+      (:func:`host_radix`, the deployment's ``overflow_ratio``) and the deployment's
+      ``rounding``;
+    * the op runs on those exact values (float64 in numpy, or onnx's reference implementation
+      for a fallback node);
+    * its output is converted to ``bits``-bit fixed point the same way; the format is unsigned
+      when the calibration outputs had no negative value (a later negative saturates to 0),
+      and the output carries that format ``(F, bits, signed)`` to the next layer.
+
+    Radix points and signedness are chosen when calibrating (and on every batch in dynamic
+    mode), like an engine layer's. The op between the quantized input and output is exact
+    float64, so a board's own implementation (a lookup table, a fixed-point unit) may differ
+    from it in the last bit of the output."""
+
+    def __init__(self, layer, bits, deploy):
+        self.layer, self.bits, self.deploy = layer, bits, deploy
+        self.f_in, self.f_out, self.signed = {}, None, True
+        self.sat_count = 0
+
+    def run(self, ins, calibrate):
+        redo = calibrate or self.f_out is None or self.deploy.dynamic
+        vals = []
+        for i, a in enumerate(ins):
+            if a.fmt is not None and a.fmt[1] <= self.bits:
+                vals.append(a.values)
+                continue
+            if redo or i not in self.f_in:
+                self.f_in[i] = host_radix(a.values, self.bits, True, self.deploy.overflow_ratio)
+            f = self.f_in[i]
+            vals.append(np.ldexp(to_fixed(a.values, f, self.bits, True, self.deploy.rounding).astype(np.float64), -f))
+        out = hostops.run(self.layer, vals)
+        if redo:
+            self.signed = bool((out < 0).any())
+            self.f_out = host_radix(out, self.bits, self.signed, self.deploy.overflow_ratio)
+        y = np.ldexp(to_fixed(out, self.f_out, self.bits, self.signed, self.deploy.rounding).astype(np.float64),
+                     -self.f_out)
+        # rounding moves a value by at most half a unit in the last place; saturation moves it further
+        self.sat_count = int(np.count_nonzero(np.abs(y - out) > np.ldexp(0.5, -self.f_out)))
+        return Act(y, (self.f_out, self.bits, self.signed))
+
+
+def prune(w, fraction):
+    """``w`` with the ``round(fraction * size)`` smallest magnitudes set to zero (ties broken
+    by position, so the count is exact)."""
+    w = np.array(w, np.float64)
+    n = int(round(fraction * w.size))
+    if n:
+        idx = np.argsort(np.abs(w).reshape(-1), kind="stable")[:n]
+        w.reshape(-1)[idx] = 0.0
+    return w
