@@ -20,7 +20,8 @@ from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
 from hlsnn.deploy.evaluate import deploy, format_result, open_accelerators  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment, to_fixed  # noqa: E402
+from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.errors import ConfigError, InputError  # noqa: E402
 from hlsnn.formats import radix_update  # noqa: E402
 from hlsnn.perf.layers import layer_cycles  # noqa: E402

@@ -11,7 +11,8 @@ from ..errors import HlsnnError, InputError, MissingDependency
 from . import datasets, update
 from .config import load_deploy_config
 from .onnx_import import load_onnx
-from .runner import Deployment, check_host_bits
+from .runner import Deployment
+from .quant import check_host_bits
 
 TARGETS = ("emu", "csim", "sim", "pynq")
 

@@ -35,7 +35,7 @@ from ..plots import check_out, draw_weight_levels, shift_levels
 from . import evaluate
 from .config import load_deploy_config
 from .onnx_import import load_onnx
-from .runner import prune
+from .quant import prune
 
 __all__ = ["write_report", "layer_cycles", "layer_shape", "engine_input_shapes"]
 

@@ -59,7 +59,8 @@ from ..formats import fixed
 from ..formats import shift as sfmt
 from . import blocks, groups, hostops
 from . import update as updates
-from .quant import (CHANNEL_FRAC_LIMIT, Act, HostQuant, check_host_bits, host_radix,  # noqa: F401 (re-exported)
+from .quant import (CHANNEL_FRAC_LIMIT, Act, HostQuant, check_host_bits, host_radix, prune, to_fixed,
+                    weight_fracs)
                     prune, to_fixed, weight_fracs)
 
 
