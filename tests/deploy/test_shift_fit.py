@@ -145,3 +145,13 @@ def test_deploy_table_shows_the_note_beside_the_row():
     lines = format_result(res).splitlines()
     row = next(i for i, ln in enumerate(lines) if ln.strip().startswith("pot "))
     assert lines[row + 1].split()[:4] == ["note:", "pot:", "-30.0", "pts"]
+
+
+def test_a_long_reduction_gets_the_nearest_codes(monkeypatch):
+    monkeypatch.setattr(shift_fit, "MAX_FEEDBACK_K", 5)
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 1, (3, 8))
+    want, f = _nearest(w)
+    got, _ = shift_fit.fit_layer(_dense(w, np.zeros(3)), rng.normal(0, 9, (20, 8)).round(), 0, f,
+                                 shift_codes.table("twohot", 4, 0))
+    np.testing.assert_array_equal(got, want)

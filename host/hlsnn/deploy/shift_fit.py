@@ -22,7 +22,8 @@ the float bias that is then rounded into accumulator units as before.
    through the upper Cholesky factor ``U`` of ``H^-1``: ``w[j>i] -= (w_i - q_i) / U_ii *
    U_i,j``. This minimises ``|| (W - Q) X ||`` greedily instead of ``|| W - Q ||``. A grouped
    (depthwise) layer does it per group, over its own input channels. Inputs that are zero on
-   every calibration image get ``H_ii = 1`` (their weights are rounded, not zeroed).
+   every calibration image get ``H_ii = 1`` (their weights are rounded, not zeroed). A K beyond
+   :data:`MAX_FEEDBACK_K` gets nearest codes (the cost is ``N * K**2``).
 2. **Bias correction** (M. Nagel, M. van Baalen, T. Blankevoort, M. Welling, "Data-Free
    Quantization Through Weight Equalization and Bias Correction", ICCV 2019, section 4.2, the
    empirical form): the mean output error on the calibration inputs, ``(W - Q) E[x]``, is
@@ -43,6 +44,10 @@ from . import groups
 
 #: GPTQ's dampening: ``lambda = DAMP * mean(diag(H))`` (the paper's 1%).
 DAMP = 0.01
+
+#: Reductions longer than this get nearest codes (and the bias correction) instead of the error
+#: feedback, whose cost grows as ``N * K**2``.
+MAX_FEEDBACK_K = 4096
 
 #: The choices of a shift format's ``weight_fit``.
 FITS = ("output", "nearest")
@@ -97,7 +102,10 @@ def fit_layer(layer, x, fx, f, tab):
     for j in range(g):
         r = rows[:, j * kg:(j + 1) * kg]
         out = slice(j * zg, (j + 1) * zg)
-        values[out] = gptq_values(w[out], r.T @ r, tab, f[out])
+        if kg <= MAX_FEEDBACK_K:
+            values[out] = gptq_values(w[out], r.T @ r, tab, f[out])
+        else:
+            values[out] = nearest_values(np.ldexp(w[out], f[out]), tab)
         mean_x = np.ldexp(r.mean(axis=0), -fx)
         bias[out] += (w[out] - np.ldexp(values[out], -f[out])) @ mean_x
     return values, bias
