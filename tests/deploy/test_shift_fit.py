@@ -155,3 +155,13 @@ def test_a_long_reduction_gets_the_nearest_codes(monkeypatch):
     got, _ = shift_fit.fit_layer(_dense(w, np.zeros(3)), rng.normal(0, 9, (20, 8)).round(), 0, f,
                                  shift_codes.table("twohot", 4, 0))
     np.testing.assert_array_equal(got, want)
+
+
+def test_deploy_writes_the_note_from_its_measurement(monkeypatch):
+    from hlsnn.deploy import evaluate
+    monkeypatch.setattr(evaluate, "POT_NOTE_POINTS", -100.0)      # every pot result gets its note
+    res = evaluate.deploy(ROOT / "configs" / "models" / "digits_mlp.yaml", "emu", assignments=["pot", "twohot"],
+                          test_samples=40)
+    e = res["assignments"]["pot"]
+    assert e["note"].startswith(f"pot: {100 * (e['accuracy'] - res['float_accuracy']):+.1f} pts vs float: ")
+    assert "note" not in res["assignments"]["twohot"]
