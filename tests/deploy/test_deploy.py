@@ -88,7 +88,7 @@ def test_twohot_layer_follows_the_documented_rules(tmp_path):
     the runner's docstring: input at the max-based radix, per-tensor two-hot weights, bias in
     accumulator units, the output radix from DETERMINE on the exact wide results."""
     model = _dense_net(tmp_path)
-    cfgp = _write(tmp_path, _base(model) + f"formats: {{th: {{type: twohot, accel: "
+    cfgp = _write(tmp_path, _base(model) + f"formats: {{th: {{type: twohot, weight_fit: nearest, accel: "
                                            f"{ROOT}/configs/accel/shift8_pynq-z2.yaml}}}}\n")
     cfg = load_deploy_config(cfgp)
     net = load_onnx(model)

@@ -140,7 +140,8 @@ def test_e5_outputs_equal_the_chosen_runner(cnn, assignment):
         src = x_cal if la.inputs[0] == dep.net.input else env[la.inputs[0]]
         xi = to_fixed(src, ex.stats.f_in, bits, signed, dep.rounding)
         f_in = ex.stats.f_in + ex.f_w
-        bias = np.rint(np.ldexp(la.b, f_in)).astype(np.int64)
+        b = la.b if getattr(ex, "b_fit", None) is None else ex.b_fit     # shift_fit's corrected bias
+        bias = np.rint(np.ldexp(b, f_in)).astype(np.int64)
         wide = _wide(ex, xi, bias)
         kw = dict(shape=wide.shape, axis=0, signed=signed, rounding=ex.p["rounding"], f_min=f_in - 63,
                   f_max=f_in + 63, overflow_ratio=dep.overflow_ratio)

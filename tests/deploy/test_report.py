@@ -279,3 +279,13 @@ def test_boards_table_with_accel_configs_named_by_name(root, tmp_path, monkeypat
     assert all(" us @ " in c for c in cells)
     assert "fixed8" not in rows_by_first(page.tables["accuracy-table"])
     assert "fixed8: layer fc1: something the test made up" in out.read_text()
+
+
+def test_report_shows_the_pot_note_beside_its_row(root, tmp_path, monkeypatch):
+    res = fake_result()
+    note = "pot: -22.5 pts vs float: power-of-two weights without retraining; use two-hot or retrain"
+    res["assignments"]["pot"]["note"] = note
+    monkeypatch.setattr(evaluate, "deploy", lambda *a, **k: res)
+    acc = rows_by_first(parse(write_report(root / "configs" / "models" / "digits_mlp.yaml",
+                                           out=tmp_path / "r.html")).tables["accuracy-table"])
+    assert acc["pot"]["note"] == note and acc["twohot"]["note"] == ""

@@ -683,3 +683,20 @@ def test_prop_fast_quantizer_equals_reference(mode, eb, delta, w, axis):
     delta = 0 if mode == "pot" else delta
     assert_same_tensor(shift._quantize(mode, w, eb, delta, axis),
                        shift._quantize_reference(mode, w, eb, delta, axis))
+
+
+@pytest.mark.parametrize("mode, delta", [("pot", 0), ("twohot", 0), ("twohot", 3)])
+def test_encode_rebuilds_the_quantizer_codes(mode, delta):
+    """encode(code_values, F) writes the canonical codes: field for field those the quantizer wrote."""
+    w = np.random.default_rng(7).normal(0, 1, (9, 13)) * np.logspace(-3, 0, 13)
+    q = shift.quantize_pot(w, 3, axis=0) if mode == "pot" else shift.quantize_twohot(w, 3, delta=delta, axis=0)
+    t = shift.encode(q.code_values(), q.scale_exponent, mode, 3, delta=delta, axis=0)
+    for f in ("e1", "e2", "s1", "s2", "zero", "scale_exponent"):
+        np.testing.assert_array_equal(getattr(t, f), getattr(q, f), err_msg=f)
+
+
+def test_encode_refuses_a_value_off_the_levels():
+    with pytest.raises(InputError, match="values: 7 is no code value of pot"):
+        shift.encode([4, 7], 0, "pot", 3)
+    with pytest.raises(InputError, match="values: must be integers"):
+        shift.encode([0.5], 0, "twohot", 3)

@@ -85,7 +85,8 @@ def capture(ex, fmt_type):
     entry = {"name": L.name, "kind": L.kind, "format": fmt_type, "relu": bool(L.relu), "n_out": int(ex.n_out),
              "w_shape": list(L.w.shape), "geom": _geom_json(L.geom) if L.kind == "conv" else None,
              "inputs": list(L.inputs), "output": L.output, "f_x": _int(ex.f_x), "f_out": _int(ex.f_out)}
-    arrays = {"b": np.asarray(L.b, np.float64)}
+    b_fit = getattr(ex, "b_fit", None)           # a shift layer's corrected bias (hlsnn.deploy.shift_fit)
+    arrays = {"b": np.asarray(L.b if b_fit is None else b_fit, np.float64)}
     if isinstance(ex, ShiftExec):
         t = ex.wq
         entry.update(mode=ex.mode, exp_bits=int(t.exp_bits), delta=int(t.delta), axis=t.axis, f_w=_int(ex.f_w),

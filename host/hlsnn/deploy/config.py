@@ -19,7 +19,9 @@ Format types and the engine that runs them:
   width; activations get one exponent per sample, conv layers run as GEMM on host im2col).
 * ``twohot`` / ``pot``: two-hot (with ``delta``) or power-of-two weights on ``shift_mac``;
   one power-of-two weight scale per tensor, or per output channel with
-  ``weight_scale: channel``; activations in the accel config's fixed-point format.
+  ``weight_scale: channel``; activations in the accel config's fixed-point format. The codes
+  are chosen on the calibration images for the layer's output (``weight_fit: output``, the
+  default: :mod:`hlsnn.deploy.shift_fit`), or each weight's nearest (``weight_fit: nearest``).
 * ``fixed``: int8 weights and activations (dynamic fixed point) on ``sparse_cluster``; the
   weight scale per tensor or (``weight_scale: channel``) per output channel.
 * ``sparse``: as ``fixed`` with the smallest ``prune`` fraction of each layer's weights (by
@@ -47,6 +49,9 @@ FORMAT_FIELDS = {
                    default=0.0, lo=0.0, hi=0.99),
     "weight_scale": Field("choice", "twohot, pot, fixed, sparse: one power-of-two weight scale per tensor, or one "
                           "per output channel", default="tensor", choices=("tensor", "channel")),
+    "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
+                        "(error feedback and bias correction, hlsnn.deploy.shift_fit), or each weight's nearest code",
+                        default="output", choices=("output", "nearest")),
 }
 
 _ACCEL = CONFIGS_DIR / "accel"
@@ -109,6 +114,7 @@ class FormatSpec:
     delta: int = 0
     prune: float = 0.0
     weight_scale: str = "tensor"
+    weight_fit: str = "output"
 
     @property
     def engine(self):
@@ -156,7 +162,7 @@ def load_deploy_config(path) -> DeployConfig:
     fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS
     if not isinstance(fm_raw, dict) or not fm_raw:
         raise ConfigError(path, "formats", fm_raw, "must be a non-empty mapping of format names to "
-                          "{type, accel, delta, prune, weight_scale}")
+                          "{type, accel, delta, prune, weight_scale, weight_fit}")
     formats = {}
     for name, spec in fm_raw.items():
         _check_name(path, "formats", name)
@@ -169,6 +175,9 @@ def load_deploy_config(path) -> DeployConfig:
                               "gives one per output row)")
         if s["type"] != "twohot" and s["delta"]:
             raise ConfigError(path, f"formats.{name}.delta", s["delta"], "only format type 'twohot' has a delta")
+        if s["type"] not in ("twohot", "pot") and s["weight_fit"] != "output":
+            raise ConfigError(path, f"formats.{name}.weight_fit", s["weight_fit"],
+                              "only the shift formats (twohot, pot) choose their codes; leave it out")
         accel = s["accel"]
         if data["formats"] is not None and not (is_config_name(accel) and not (base / accel).exists()):
             accel = _rel(base, accel)       # a path relative to this file; a bare name is looked up
@@ -177,7 +186,8 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, f"formats.{name}.accel", s["accel"],
                               f"format type {s['type']!r} runs on engine {FORMAT_ENGINES[s['type']]}, but this "
                               f"config's engine is {cfg.engine}")
-        formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"])
+        formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"],
+                                     s["weight_fit"])
     as_raw = data["assignments"]
     assignments = {}
     if as_raw is None:

@@ -277,6 +277,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 "layers": {ln: cfg.formats[asg.format_of(ln)].name for ln in dep.execs},
             })
             entry.update(modelled_latency(dep, cfg, asg))
+            note = pot_note(entry, result, {cfg.formats[asg.format_of(ln)].type for ln in dep.execs})
+            if note:
+                entry["note"] = note
             if upd[0] == "e5":
                 entry["radix_update"] = {ln: dict(ex.stats.update) for ln, ex in dep.execs.items() if ex.stats.update}
             if dep.host:
@@ -337,6 +340,32 @@ def _regression_scorer(targets, y_ref):
     return lambda y: _regression(targets, y, y_ref)
 
 
+#: An assignment with power-of-two layers gets :func:`pot_note` when it loses more than this many
+#: accuracy points against float (issue 32's bar), or (regression) raises the MSE by more than
+#: this fraction of the float model's.
+POT_NOTE_POINTS = 1.0
+POT_NOTE_MSE = 0.10
+
+
+def pot_note(entry, result, types):
+    """The note beside an assignment whose layers include power-of-two weights (format types
+    ``types``) and that loses accuracy: its measured loss against float and why, e.g. ``"pot:
+    -22.5 pts vs float: power-of-two weights without retraining; use two-hot or retrain"``,
+    or None (no pot layer, or a loss within :data:`POT_NOTE_POINTS` points / an MSE within
+    :data:`POT_NOTE_MSE` of float's)."""
+    if "pot" not in types:
+        return None
+    why = "power-of-two weights without retraining; use two-hot or retrain"
+    if "accuracy" in entry and result.get("float_accuracy") is not None:
+        delta = 100 * (entry["accuracy"] - result["float_accuracy"])
+        return f"pot: {delta:+.1f} pts vs float: {why}" if delta < -POT_NOTE_POINTS else None
+    fl = result.get("float_mse")
+    if "mse" in entry and fl:
+        ratio = entry["mse"] / fl
+        return f"pot: MSE {ratio:.2f}x float's: {why}" if ratio > 1 + POT_NOTE_MSE else None
+    return None
+
+
 def modelled_latency(dep, cfg, asg) -> dict:
     """The modelled engine time per image (batch 1) of a run deployment: every engine layer's
     kernel calls costed by the cycle model, as the report's latency section
@@ -379,10 +408,14 @@ def format_result(res) -> str:
         if regression:
             lines.append(f"  {name:<14} {e['mse']:>10.4g} {e['mae']:>10.4g} {100 * e['relative_error']:>8.2f}% "
                          f"{e['images_per_s'] or 0:>10.1f} {us}  {layers}")
+            if e.get("note"):
+                lines.append(f"  {'':<14} note: {e['note']}")
             continue
         delta = 100 * (e["accuracy"] - res["float_accuracy"])
         lines.append(f"  {name:<14} {100 * e['accuracy']:>8.2f}% {delta:>+8.2f}  {e['images_per_s'] or 0:>10.1f} "
                      f"{us}  {layers}")
+        if e.get("note"):
+            lines.append(f"  {'':<14} note: {e['note']}")
     lines.append("  model us: modelled engine time per image (batch 1, the cycle model of `hlsnn perf`; host work "
                  "not included): a model, not a measurement")
     lines += format_update(res)

@@ -240,15 +240,15 @@ def _sections(res, cfg, net, accels, shapes, new, command):
     if regression:
         rows = [(n, f"{e['mse']:.4g}", f"{e['mae']:.4g}", f"{100 * e['relative_error']:.2f}",
                  _opt(e["images_per_s"]), e["calibration_s"], _opt(e.get("modelled_us_per_image")),
-                 ", ".join(f"{k}={v}" for k, v in e["layers"].items())) for n, e in A.items()]
+                 e.get("note", ""), ", ".join(f"{k}={v}" for k, v in e["layers"].items())) for n, e in A.items()]
         out.append(_table(["assignment", "MSE", "MAE", "error relative to float %", "images/s", "calibration s",
-                           "modelled us/image", "layer formats"], rows, "accuracy-table"))
+                           "modelled us/image", "note", "layer formats"], rows, "accuracy-table"))
     else:
         rows = [(n, _pct(e["accuracy"]), f"{100 * (e['accuracy'] - fl):+.2f}", _pct(e["agreement_with_float"]),
                  _opt(e["images_per_s"]), e["calibration_s"], _opt(e.get("modelled_us_per_image")),
-                 ", ".join(f"{k}={v}" for k, v in e["layers"].items())) for n, e in A.items()]
+                 e.get("note", ""), ", ".join(f"{k}={v}" for k, v in e["layers"].items())) for n, e in A.items()]
         out.append(_table(["assignment", "accuracy %", "vs float (points)", "agreement with float %", "images/s",
-                           "calibration s", "modelled us/image", "layer formats"], rows, "accuracy-table"))
+                           "calibration s", "modelled us/image", "note", "layer formats"], rows, "accuracy-table"))
     out.append(f"<p>images/s: test inference on target <code>{escape(res['target'])}</code>, calibration "
                "excluded (on emu/csim this is simulation speed, not hardware speed); modelled us/image: the "
                "latency section's sum over the engine layers.</p>")

@@ -19,7 +19,9 @@ The rules (the specification every target follows; the host code is the same on 
   channel, at most :data:`CHANNEL_FRAC_LIMIT` bits finer than the tensor's, and per-channel
   output shifts (both kernels take one per output; ``_Exec.preceding`` says how the one
   output radix is chosen). The bias becomes an integer in accumulator units,
-  ``round(b * 2**(F_x + F_w))``.
+  ``round(b * 2**(F_x + F_w))``. Shift formats with ``weight_fit: output`` (the default)
+  re-choose their codes and bias when calibrating, on the calibration inputs
+  (:mod:`hlsnn.deploy.shift_fit`); the scale exponents stay.
 * **Output radix point** of a fixed-point layer: the *preceding operation* runs the layer
   with the engine's statistics unit on (the MSB histogram of the wide results, read back
   from the kernel), DETERMINE picks ``F_out`` (``overflow_ratio`` of the deployment) and the
@@ -57,7 +59,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import blocks, groups, hostops
+from . import blocks, groups, hostops, shift_fit
 from . import update as updates
 from .quant import (CHANNEL_FRAC_LIMIT, Act, HostQuant, check_host_bits, host_radix, prune, to_fixed,
                     weight_fracs)
@@ -131,7 +133,8 @@ class _Exec:
     def _bias(self, f_in, bits):
         """The bias in accumulator units (radix ``f_in``), checked against the kernel's
         signed ``bits + 1``-bit bias field."""
-        b = np.rint(np.ldexp(self.layer.b, f_in))
+        b_fit = getattr(self, "b_fit", None)          # shift_fit's corrected bias, when it ran
+        b = np.rint(np.ldexp(self.layer.b if b_fit is None else b_fit, f_in))
         if np.abs(b).max(initial=0) >= 1 << bits:
             raise InputError(f"layer {self.layer.name}: the bias does not fit (-2^{bits}, 2^{bits}) at radix {f_in}")
         return b.astype(np.int64)
@@ -278,6 +281,8 @@ class ShiftExec(_Exec):
     def run(self, act, calibrate):
         layer, p = self.layer, self.p
         xi, fx = self._input_ints(act, self.bits, self.signed, calibrate)
+        if calibrate and getattr(self.fmt, "weight_fit", "nearest") == "output":
+            shift_fit.refit(self, xi, fx)        # codes and bias for the output (hlsnn.deploy.shift_fit)
         if layer.kind == "conv":
             rows, (oh, ow) = conv.im2col(xi, layer.geom)
         else:

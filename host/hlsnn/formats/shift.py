@@ -122,7 +122,7 @@ from hlsnn.errors import InputError
 from . import shift_codes as codes
 
 __all__ = ["MODES", "EXP_BITS_RANGE", "DELTA_RANGE", "ShiftTensor", "quantize_pot",
-           "quantize_twohot", "levels"]
+           "quantize_twohot", "levels", "encode"]
 
 #: The shift-code formats: ``"pot"`` (one power of two) and ``"twohot"`` (two).
 MODES = ("pot", "twohot")
@@ -590,3 +590,54 @@ def quantize_twohot(w, exp_bits: int, *, delta: int = 0,
     (array([18]), array([3], dtype=uint8), array([1], dtype=uint8), array([9.]))
     """
     return _quantize("twohot", w, exp_bits, delta, axis)
+
+
+def encode(values, scale_exponent, mode: str, exp_bits: int, *, delta: int = 0,
+           axis: Optional[int] = None) -> ShiftTensor:
+    """The canonical codes of integer code values chosen by the caller (a quantizer other than
+    nearest rounding, e.g. :mod:`hlsnn.deploy.shift_fit`): ``values`` must all be levels of
+    the format (:func:`levels`), ``scale_exponent`` as in :meth:`ShiftTensor.from_codes`.
+    Each value is written as the module docstring says (zero flag for 0, the canonical code
+    of its magnitude, the sign in ``s1`` for pot and in ``s2`` for two-hot), so
+    ``encode(q.code_values(), q.scale_exponent, ...)`` rebuilds ``q`` field for field.
+
+    Raises
+    ------
+    InputError
+        A value that is no level of the format (naming the first), or a bad parameter.
+
+    Examples
+    --------
+    >>> encode([5, -6, 0], 0, "twohot", 2).code_values()
+    array([ 5, -6,  0])
+    >>> encode([3], 0, "pot", 2)
+    Traceback (most recent call last):
+    ...
+    hlsnn.errors.InputError: values: 3 is no code value of pot with exp_bits=2, delta=0
+    """
+    mode = _check_mode(mode)
+    eb = _check_exp_bits(exp_bits)
+    d = _check_delta(delta, mode)
+    v = np.asarray(values)
+    if v.dtype.kind == "f":
+        if not np.all(np.isfinite(v)) or np.any(v != np.rint(v)):
+            raise InputError("values: must be integers (code values)")
+        v = v.astype(np.int64)
+    v = np.asarray(v, np.int64)
+    tab = codes.table(mode, eb, d)
+    mag = np.abs(v).astype(np.float64)
+    k = np.clip(np.searchsorted(tab.mags, mag), 0, len(tab.mags) - 1)
+    bad = tab.mags[k] != mag
+    if bad.any():
+        raise InputError(f"values: {int(v[bad].reshape(-1)[0])} is no code value of {mode} with "
+                         f"exp_bits={eb}, delta={d}")
+    zero = k == 0
+    neg = (v < 0) & ~zero
+    e1 = tab.e1[k]
+    if mode == "pot":
+        e2 = s2 = np.zeros(v.shape, np.uint8)
+        s1 = neg.astype(np.uint8)
+    else:
+        e2, s1 = tab.e2[k], tab.s1[k]
+        s2 = ((neg ^ tab.neg[k]) & ~zero).astype(np.uint8)
+    return ShiftTensor(mode, eb, e1, e2, s1, s2, zero, scale_exponent, d, axis)

@@ -1,0 +1,167 @@
+"""Shift codes chosen for the layer's output (hlsnn.deploy.shift_fit, ``weight_fit: output``):
+properties of the error feedback and the bias correction, the kernel running the chosen codes
+unchanged (integer arithmetic written here, and csim equal to emu), and the measured note
+beside a power-of-two assignment (``pot_note``)."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+from test_deploy import ROOT, _base, _dense_net, _write  # noqa: E402
+
+from hlsnn.deploy import shift_fit  # noqa: E402
+from hlsnn.deploy.config import load_deploy_config  # noqa: E402
+from hlsnn.deploy.evaluate import format_result, open_accelerators, pot_note  # noqa: E402
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.errors import ConfigError  # noqa: E402
+from hlsnn.formats import shift as sfmt  # noqa: E402
+from hlsnn.formats import shift_codes  # noqa: E402
+from hlsnn.primitives import shift_round_sat  # noqa: E402
+
+SHIFT8 = f"{ROOT}/configs/accel/shift8_pynq-z2.yaml"
+
+
+def _dense(w, b):
+    return SimpleNamespace(kind="dense", w=np.asarray(w, np.float64), b=np.asarray(b, np.float64), group=1)
+
+
+def _nearest(w, mode="twohot"):
+    q = sfmt.quantize_twohot(w, 4) if mode == "twohot" else sfmt.quantize_pot(w, 4)
+    f = np.full((w.shape[0], 1), int(np.asarray(q.scale_exponent).reshape(-1)[0]))
+    return q.code_values().astype(np.float64), f
+
+
+@pytest.mark.parametrize("mode", ["twohot", "pot"])
+def test_uncorrelated_inputs_give_the_nearest_codes(mode):
+    """With inputs whose Gram matrix is diagonal (here each input alone on its own rows), no
+    error can be fed to another weight: every weight gets its nearest code."""
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 0.5, (6, 10))
+    x = np.kron(np.eye(10), np.ones((3, 1))) * np.arange(1, 11)       # rows: one input each
+    want, f = _nearest(w, mode)
+    got, _ = shift_fit.fit_layer(_dense(w, np.zeros(6)), x, 0, f, shift_codes.table(mode, 4, 0))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("mode", ["twohot", "pot"])
+def test_error_feedback_lowers_the_output_error_with_codes_of_the_format(mode, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.normal(0, 0.5, (8, 24))
+    mix = rng.normal(0, 1, (24, 24)) + 2 * np.eye(24)                   # correlated inputs
+    x = np.rint(rng.normal(0, 20, (200, 24)) @ mix / 8)
+    near, f = _nearest(w, mode)
+    got, _ = shift_fit.fit_layer(_dense(w, np.zeros(8)), x, 0, f, shift_codes.table(mode, 4, 0))
+    assert set(np.abs(got).reshape(-1)) <= set(sfmt.levels(mode, 4).astype(float))
+    err = np.linalg.norm(x @ (np.ldexp(got, -f) - w).T)
+    err_near = np.linalg.norm(x @ (np.ldexp(near, -f) - w).T)
+    assert err < 0.8 * err_near, (err, err_near)
+
+
+def test_bias_correction_keeps_the_mean_output():
+    """On the calibration inputs, the quantized layer's mean output equals the float layer's."""
+    rng = np.random.default_rng(3)
+    w, b = rng.normal(0, 0.5, (5, 12)), rng.normal(0, 0.1, 5)
+    x = np.maximum(rng.normal(10, 30, (100, 12)), 0).round()             # ReLU-like inputs, radix 3
+    _, f = _nearest(w)
+    v, bias = shift_fit.fit_layer(_dense(w, b), x, 3, f, shift_codes.table("twohot", 4, 0))
+    xf = x / 8
+    np.testing.assert_allclose((xf @ np.ldexp(v, -f).T + bias).mean(axis=0), (xf @ w.T + b).mean(axis=0),
+                               rtol=0, atol=1e-12)
+
+
+def _deploy(tmp_path, fit, target, x):
+    model = _dense_net(tmp_path)
+    cfg = load_deploy_config(_write(tmp_path, _base(model) + f"formats: {{th: {{type: twohot, weight_fit: {fit}, "
+                                                             f"accel: {SHIFT8}}}}}\n"))
+    net = load_onnx(model)
+    accs = open_accelerators(cfg, target)
+    try:
+        dep = Deployment(net, cfg.assignments["th"], cfg.formats, accs, rounding="nearest_away")
+        dep.calibrate(x)
+        return dep.run(x), dep.execs["fc"], net.layer("fc")
+    finally:
+        for a in accs.values():
+            a.close()
+
+
+def test_fitted_layer_runs_its_codes_by_the_documented_rules(tmp_path):
+    """The kernel is unchanged: the layer's output is the integer arithmetic of the runner's
+    docstring on the chosen codes and the corrected bias (at the nearest quantizer's scale)."""
+    x = np.random.default_rng(1).uniform(-1, 1, (50, 24))
+    got, ex, layer = _deploy(tmp_path, "output", "emu", x)
+    near = sfmt.quantize_twohot(layer.w, 4)
+    assert np.array_equal(ex.wq.scale_exponent, near.scale_exponent)
+    assert not np.array_equal(ex.wq.code_values(), near.code_values())    # the fit changed codes
+    fx = 6 - int(np.floor(np.log2(np.abs(x).max())))
+    xi = np.clip(np.floor(np.abs(x) * 2.0 ** fx + 0.5) * np.sign(x), -128, 127).astype(np.int64)
+    fw = int(np.asarray(near.scale_exponent).reshape(-1)[0])
+    bias = np.rint(ex.b_fit * 2.0 ** (fx + fw)).astype(np.int64)
+    wide = np.maximum(xi @ ex.wq.code_values().T + bias, 0)
+    s = max(int(v).bit_length() - 1 for v in wide.reshape(-1) if v > 0) - 6
+    y, _ = shift_round_sat(wide, s, 8, "nearest_even")
+    np.testing.assert_array_equal(got, np.ldexp(y.astype(np.float64), -(fx + fw - s)))
+    # and closer to the float layer than the nearest codes
+    ref = np.maximum(x @ layer.w.T + layer.b, 0)
+    got_near, _, _ = _deploy(tmp_path, "nearest", "emu", x)
+    assert np.linalg.norm(got - ref) < np.linalg.norm(got_near - ref)
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+def test_fitted_codes_agree_on_csim(tmp_path):
+    x = np.random.default_rng(4).uniform(-1, 1, (16, 24))
+    np.testing.assert_array_equal(_deploy(tmp_path, "output", "csim", x)[0], _deploy(tmp_path, "output", "emu", x)[0])
+
+
+def test_weight_fit_only_for_shift_formats(tmp_path):
+    with pytest.raises(ConfigError, match="formats.a.weight_fit.*only the shift formats"):
+        load_deploy_config(_write(tmp_path, _base() + f"formats: {{a: {{type: fixed, weight_fit: nearest, accel: "
+                                                       f"{ROOT}/configs/accel/sparse8_pynq-z2.yaml}}}}\n"))
+
+
+def test_pot_note_states_the_measured_loss():
+    res = {"float_accuracy": 0.93}
+    assert pot_note({"accuracy": 0.705}, res, {"pot"}) == \
+        "pot: -22.5 pts vs float: power-of-two weights without retraining; use two-hot or retrain"
+    assert pot_note({"accuracy": 0.925}, res, {"pot"}) is None                # within a point
+    assert pot_note({"accuracy": 0.5}, res, {"twohot", "bfp"}) is None         # no pot layer
+    assert pot_note({"accuracy": 0.5}, res, {"pot", "bfp"}).startswith("pot: -43.0 pts")
+    reg = {"float_mse": 0.02}
+    assert pot_note({"mse": 0.03}, reg, {"pot"}) == \
+        "pot: MSE 1.50x float's: power-of-two weights without retraining; use two-hot or retrain"
+    assert pot_note({"mse": 0.021}, reg, {"pot"}) is None
+
+
+def test_deploy_table_shows_the_note_beside_the_row():
+    res = {"model": "m", "target": "emu", "test_images": 10, "calibration_images": 4, "calibration_mode": "static",
+           "float_accuracy": 0.9, "assignments": {
+               "pot": {"accuracy": 0.6, "images_per_s": 1.0, "modelled_us_per_image": 2.0, "layers": {"fc": "pot"},
+                       "note": "pot: -30.0 pts vs float: power-of-two weights without retraining; use two-hot or "
+                               "retrain"}}}
+    lines = format_result(res).splitlines()
+    row = next(i for i, ln in enumerate(lines) if ln.strip().startswith("pot "))
+    assert lines[row + 1].split()[:4] == ["note:", "pot:", "-30.0", "pts"]
+
+
+def test_a_long_reduction_gets_the_nearest_codes(monkeypatch):
+    monkeypatch.setattr(shift_fit, "MAX_FEEDBACK_K", 5)
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 1, (3, 8))
+    want, f = _nearest(w)
+    got, _ = shift_fit.fit_layer(_dense(w, np.zeros(3)), rng.normal(0, 9, (20, 8)).round(), 0, f,
+                                 shift_codes.table("twohot", 4, 0))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_deploy_writes_the_note_from_its_measurement(monkeypatch):
+    from hlsnn.deploy import evaluate
+    monkeypatch.setattr(evaluate, "POT_NOTE_POINTS", -100.0)      # every pot result gets its note
+    res = evaluate.deploy(ROOT / "configs" / "models" / "digits_mlp.yaml", "emu", assignments=["pot", "twohot"],
+                          test_samples=40)
+    e = res["assignments"]["pot"]
+    assert e["note"].startswith(f"pot: {100 * (e['accuracy'] - res['float_accuracy']):+.1f} pts vs float: ")
+    assert "note" not in res["assignments"]["twohot"]
