@@ -63,7 +63,6 @@ from . import blocks, groups, hostops, shift_fit
 from . import update as updates
 from .quant import (CHANNEL_FRAC_LIMIT, Act, HostQuant, check_host_bits, host_radix, prune, to_fixed,
                     weight_fracs)
-                    prune, to_fixed, weight_fracs)
 
 
 def _add_histogram(total, hist, up):
