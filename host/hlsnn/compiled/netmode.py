@@ -211,6 +211,7 @@ def lower(program, arrays):
         else:
             geom = j["geom"]
             codes = t.code_values().reshape(j["w_shape"])
+        fields = _fields(t, codes.shape)
         if geom["dilations"] != [1, 1]:
             raise _why(j, "dilation")
         z, cg, kh, kw = codes.shape
@@ -228,7 +229,7 @@ def lower(program, arrays):
         ops.append(Op("conv", j["name"], [src], j["output"],
                       dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=g,
                            codes=codes.astype(np.int64), bias=bias.astype(np.int64), shift=f_acc - j["f_out"],
-                           relu=bool(j["relu"]), dense=j["kind"] == "dense", mode=j["mode"])))
+                           relu=bool(j["relu"]), dense=j["kind"] == "dense", mode=j["mode"], fields=fields)))
         state[j["output"]] = ("q", j["f_out"])
         shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
     if out_name not in state or state[out_name][0] != "q":
@@ -243,6 +244,27 @@ def lower(program, arrays):
                       dict(tensor=out_name, f=state[out_name][1], name=program["output"]["name"],
                            shape=shapes[out_name]),
                       host_after, dict(p), acc_name, aliases)
+
+
+def _fields(t, shape):
+    """The kernel's shift-add fields of a ShiftTensor's codes: ``value = (-1)**so * (2**ea +
+    hb * (-1)**sb * 2**eb)``, 0 where ``zero`` (two-hot: ``ea = e1 + delta``, ``eb = e2``, ``so =
+    s2``, ``sb = s1``, ``hb = 1``; PoT: ``ea = e1``, ``so = s1``, ``hb = 0``). Checked against
+    :meth:`~hlsnn.formats.shift.ShiftTensor.code_values`."""
+    i = lambda a: np.asarray(a, np.int64).reshape(shape)          # noqa: E731
+    zero = i(t.zero)
+    if t.mode == "twohot":
+        f = dict(ea=i(t.e1) + t.delta, eb=i(t.e2), so=i(t.s2), hb=1 - zero, sb=i(t.s1), zero=zero)
+    else:
+        f = dict(ea=i(t.e1), eb=np.zeros(shape, np.int64), so=i(t.s1), hb=np.zeros(shape, np.int64),
+                 sb=np.zeros(shape, np.int64), zero=zero)
+    f["ea"], f["so"] = np.where(zero == 1, 0, f["ea"]), np.where(zero == 1, 0, f["so"])
+    v = (1 - 2 * f["so"]) * ((1 << f["ea"]) + f["hb"] * (1 - 2 * f["sb"]) * (1 << f["eb"]))
+    if not np.array_equal(np.where(zero == 1, 0, v), t.code_values().reshape(shape)):
+        raise InputError("network kernel: the shift-add fields do not give the codes' values")
+    if f["ea"].max(initial=0) > 63 or f["eb"].max(initial=0) > 63:
+        raise InputError("network kernel: a weight shift beyond 63")
+    return f
 
 
 def quantize_input(net, x):
