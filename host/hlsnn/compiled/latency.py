@@ -82,7 +82,7 @@ def model(path, *, board=None, batch=1):
     with the same keys) and ``constants``."""
     from ..perf.layers import layer_kernel_cycles
     from .net import load
-    net = load(path, "emu", self_check=False)
+    net = load(path, "emu", self_check=False, network=False)
     try:
         prog = net.program
         boards = {v["config"]["board"]["name"] for v in prog["accels"].values()}
