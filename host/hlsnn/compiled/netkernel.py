@@ -68,7 +68,9 @@ def allocate(net):
         i = made[t]
         slot = None
         if main_uses[t]:
-            reading = {name(x) for x in (net.ops[i].ins if i >= 0 else [])}
+            # the tensor op i reads from an activation buffer (an add's shortcut is in sc)
+            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind == "add"
+                                           else name(net.ops[i].ins[0])}
             free = [s for s in (0, 1) if holder[s] is None or (last(holder[s], main_uses) <= i
                                                                and holder[s] not in reading)]
             if not free:

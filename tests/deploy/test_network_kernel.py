@@ -1,0 +1,176 @@
+"""The network path of a compiled shift_mac model (issue 31, design B): the network mode
+(``hlsnn.compiled.netmode``, the spec) and the network kernel (one kernel start per batch).
+
+References: the layer-by-layer compiled network on the emulator (today's path, itself tested
+against a fresh deployment), a plain-Python integer convolution with its own rounding, and the
+deployment's float host glue (``hostops`` + ``to_fixed``) for the residual Add's rule."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+import hlsnn  # noqa: E402
+from conftest import ROOT  # noqa: E402
+from hlsnn.compiled import artifact, netmode  # noqa: E402
+from hlsnn.compiled.build import compile_model  # noqa: E402
+from hlsnn.compiled.netkernel import allocate  # noqa: E402
+from hlsnn.deploy import datasets, hostops  # noqa: E402
+from hlsnn.deploy.runner import to_fixed  # noqa: E402
+from hlsnn.errors import InputError  # noqa: E402
+
+MODELS = ROOT / "configs" / "models"
+CAL = 16
+P = {"acc_bits": 42, "act_bits": 8, "act_signed": True, "rounding": "nearest_even"}
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    d = tmp_path_factory.mktemp("netk")
+    cache = {}
+
+    def get(model, assignment):
+        if (model, assignment) not in cache:
+            cache[model, assignment] = d / f"{model}_{assignment}.hlsnn"
+            compile_model(MODELS / f"{model}.yaml", assignment, cache[model, assignment], calibration_samples=CAL,
+                          check_samples=2)
+        return cache[model, assignment]
+    return get
+
+
+def _x(model, n=24):
+    ds = datasets.load("digits", layout="flat" if model == "digits_mlp" else "nchw")
+    return ds.x_test[:n]
+
+
+@pytest.mark.parametrize("model,assignment", [("digits_mlp", "twohot"), ("digits_cnn", "twohot"),
+                                              pytest.param("digits_cnn", "pot", marks=pytest.mark.slow)])
+def test_network_mode_equals_the_layer_by_layer_emulator(compiled, model, assignment):
+    path = compiled(model, assignment)
+    x = _x(model)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        y_ref, env_ref = ref.run(x, keep=True)
+    with hlsnn.load(path, "emu", network=True) as net:      # the self-check passes too
+        y, env = net.run(x, keep=True)
+        assert net.last_kernel_starts == 0 and net.network is not None
+    lt = net.program["output"]["engine_tensor"]
+    np.testing.assert_array_equal(env[lt].view(np.uint64), env_ref[lt].view(np.uint64))
+    np.testing.assert_array_equal(y, y_ref)
+
+
+def _round(fr, rounding):
+    """Round a Fraction to an integer: half to even, or half away from zero."""
+    fl = fr.numerator // fr.denominator
+    rem = fr - fl
+    if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and (rounding == "nearest_away" and fr > 0
+                                                          or rounding == "nearest_even" and fl % 2)):
+        return fl + 1
+    return fl
+
+
+def test_conv_rule_against_plain_python():
+    """Stride 2, asymmetric padding, two groups, per-channel shifts (one negative), ReLU on."""
+    rng = np.random.default_rng(3)
+    c, h, w, z, g, kh, kw = 4, 7, 6, 4, 2, 3, 2
+    pads, (sh, sw) = (1, 0, 2, 1), (2, 1)
+    oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
+    x = rng.integers(-128, 128, (2, c, h, w))
+    codes = rng.choice([-48, -6, -1, 0, 3, 5, 96, 1 << 12], (z, c // g, kh, kw))
+    bias = rng.integers(-3000, 3000, z)
+    shift = np.array([5, 9, 0, -1])
+    f = dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=g, codes=codes,
+             bias=bias, shift=shift, relu=True)
+    got = netmode.conv_ints(x, f, P)
+    for b in range(2):
+        for zz in range(z):
+            j = zz // (z // g)
+            for oy in range(oh):
+                for ox in range(ow):
+                    acc = 0
+                    for ci in range(c // g):
+                        for ky in range(kh):
+                            for kx in range(kw):
+                                iy, ix = oy * sh + ky - pads[0], ox * sw + kx - pads[1]
+                                if 0 <= iy < h and 0 <= ix < w:
+                                    acc += int(x[b, j * (c // g) + ci, iy, ix]) * int(codes[zz, ci, ky, kx])
+                    v = max(acc + int(bias[zz]), 0)
+                    y = max(-128, min(127, _round(Fraction(v, 1) / Fraction(2) ** int(shift[zz]), "nearest_even")))
+                    assert got[b, zz, oy, ox] == y, (b, zz, oy, ox)
+
+
+@pytest.mark.parametrize("fa,fb,fx,gap", [(3, 5, 3, False), (5, 3, 4, False), (2, 2, 6, False), (1, 3, 1, True),
+                                          (3, 3, -2, True)])
+def test_add_rule_equals_the_float_host_glue(fa, fb, fx, gap):
+    """Rule 4 against today's glue: float Add, Relu, GlobalAveragePool, to_fixed(nearest_away)."""
+    rng = np.random.default_rng(fa * 7 + fb + fx)
+    a, b = rng.integers(-128, 128, (2, 3, 4, 4)), rng.integers(-128, 128, (2, 3, 4, 4))
+    a[0, 0, 0, :2], b[0, 0, 0, :2] = [1, -1], [0, 0]           # ties at the rounding point
+    fm = max(fa, fb)
+    vals = hostops.run(_Host("Add"), [np.ldexp(a * 1.0, -fa), np.ldexp(b * 1.0, -fb)])
+    vals = np.maximum(vals, 0)
+    if gap:
+        vals = hostops.run(_Host("GlobalAveragePool"), [vals])
+    ref = to_fixed(vals, fx, 8, True, "nearest_away")
+    f = dict(sa=fm - fa, sb=fm - fb, relu=True, gap=gap, shift=fm + (4 if gap else 0) - fx, rounding="nearest_away")
+    got = netmode.add_ints(a.reshape(2, 3, 16), b.reshape(2, 3, 16), f, 8)
+    np.testing.assert_array_equal(got.reshape(ref.shape), ref)
+
+
+class _Host:
+    def __init__(self, op):
+        self.op, self.attrs = op, {}
+
+
+def test_lower_refuses_what_it_cannot_run(compiled, tmp_path):
+    prog, arrays = artifact.read(compiled("digits_cnn", "twohot"))
+    bad = dict(prog, layers=[dict(j, attrs={"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1})
+                             if j.get("op") == "MaxPool" else j for j in prog["layers"]])
+    with pytest.raises(InputError, match=r"layer pool1 \(MaxPool\): ceil_mode or dilation; .*network=False"):
+        netmode.lower(bad, arrays)
+    bad = dict(prog, layers=[dict(j, op="Sigmoid") if j.get("op") == "MaxPool" else j for j in prog["layers"]])
+    with pytest.raises(InputError, match="no integer rule for this host op"):
+        netmode.lower(bad, arrays)
+    with pytest.raises(InputError, match="network=True: the network kernel runs on emu, csim so far, not on sim"):
+        hlsnn.load(compiled("digits_cnn", "twohot"), "sim", network=True)
+
+
+def _net(ops, shapes, out):
+    return netmode.NetProgram("t", ops, shapes, dict(name="x"), dict(tensor=out), [], {}, "a", {})
+
+
+def test_buffers_ping_pong_and_shortcut():
+    """An identity shortcut (written to a ping-pong buffer and the shortcut buffer) and a
+    projection shortcut (the shortcut buffer only)."""
+    O = netmode.Op
+    s = (4, 2, 2)
+    ops = [O("conv", "c0", ["x"], "t0"), O("conv", "c1", ["t0"], "t1"), O("add", "a1", ["t1", "t0"], "u1"),
+           O("conv", "c2", ["u1"], "t2"), O("conv", "p2", ["u1"], "s2"), O("conv", "c3", ["t2"], "t3"),
+           O("add", "a2", ["t3", "s2"], "u2")]
+    place, act, sc = allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "u1", "t2", "s2", "t3", "u2"], s), "u2"))
+    assert place["t0"] == (1, True) and place["s2"] == (None, True) and place["u2"][1] is False
+    assert place["t1"][0] == 0 and place["u1"][0] == 1 and place["t3"][0] == 1 and (act, sc) == (16, 16)
+    assert ops[2].f["short"] == "t0" and ops[6].f["short"] == "s2"      # the operand computed earlier
+    # three tensors alive at once on the main path: refused with the tensor's name
+    ops = [O("conv", "c0", ["x"], "t0"), O("conv", "c1", ["x"], "t1"), O("conv", "c2", ["t0"], "t2"),
+           O("add", "a", ["t2", "t1"], "u"), O("conv", "c3", ["x"], "t3")]
+    with pytest.raises(InputError, match=r"t2 needs a third activation buffer \(x and t0 are still to be read\)"):
+        allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "t2", "u", "t3"], s), "t3"))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("model", ["digits_mlp", "digits_cnn"])
+def test_network_kernel_one_start_bit_exact(compiled, model):
+    """The strict C-simulation of the network kernel: one call for the batch, the emulator's bits."""
+    path = compiled(model, "twohot")
+    x = _x(model, 6)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "csim", network=True) as net:
+        got = net.logits(x)
+        assert net.last_kernel_starts == 1
+        k = net._kernel
+        assert k.strict and not k.strict_report["raw"] and all(b["sites"] <= b["ports"]
+                                                               for b in k.strict_report["banks"])
+        assert k.counters["NetLoad"] == (6 * int(np.prod(net.input_shape)), 6)
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
