@@ -184,8 +184,9 @@ print(chr(10).join(getattr(sys.modules[n], "__file__", None) or "" for n in mods
 
 def test_perf_json_keys_and_totals(compiled, capsys):
     path = compiled("digits_cnn", "twohot")
-    assert main(["perf", str(path), "--json"]) == 0
-    res = json.loads(capsys.readouterr().out)
+    assert main(["perf", str(path), "--json", "--layer-by-layer"]) == 0     # today's calls (the network path:
+    res = json.loads(capsys.readouterr().out)                            # tests/deploy/test_network_kernel.py)
+    assert res["path"] == "layers"
     for k in ("board", "kernel_starts", "kernel_us", "host_us", "end_to_end_us", "layers"):
         assert k in res, k
     assert res["board"] == "pynq-z2"

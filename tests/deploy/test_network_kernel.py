@@ -4,6 +4,7 @@
 References: the layer-by-layer compiled network on the emulator (today's path, itself tested
 against a fresh deployment), a plain-Python integer convolution with its own rounding, and the
 deployment's float host glue (``hostops`` + ``to_fixed``) for the residual Add's rule."""
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.compiled import artifact, netmode  # noqa: E402
+from hlsnn.compiled import artifact, netmode, netperf  # noqa: E402
 from hlsnn.compiled.build import compile_model  # noqa: E402
 from hlsnn.compiled.netkernel import allocate  # noqa: E402
 from hlsnn.deploy import datasets, hostops  # noqa: E402
@@ -157,6 +158,25 @@ def test_buffers_ping_pong_and_shortcut():
         allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "t2", "u", "t3"], s), "t3"))
 
 
+def test_perf_of_the_network_path(compiled, capsys):
+    """One kernel start per batch; totals are the rows' sums; the conv cycles are the static
+    schedule's (hand count for conv1: 8x8 pixels, one block of 16 lanes, K = 9)."""
+    from hlsnn.cli import main
+    from hlsnn.compiled import netperf as npf
+    assert main(["perf", str(compiled("digits_cnn", "twohot")), "--json", "--batch", "2"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["path"] == "network" and res["kernel_starts"] == 1 and res["board"] == "pynq-z2"
+    for k in ("kernel_starts", "kernel_us", "host_us", "end_to_end_us", "host_bytes", "dma_bytes"):
+        assert res[k] == pytest.approx(sum(r[k] for r in res["layers"])), k
+    conv1 = next(r for r in res["layers"] if r["name"] == "conv1")
+    assert conv1["kernel_cycles"] == 2 * 64 * (9 + npf.MAC_DEPTH + 16 + npf.EPI_DEPTH + npf.LOOP_ENTRY)
+    # the host touches the float input and output and the integers it hands over, nothing else
+    n_in, n_out = 2 * 64, 2 * 10
+    assert res["host_bytes"] == 9 * n_in + 9 * n_out + 16 * n_out
+    assert res["dma_bytes"] == 2 * 8 * (8 + 2)
+    assert res["kernel_resources"]["dsp"] == 0 and res["kernel_resources"]["bram36"] > 0
+
+
 @pytest.mark.slow
 @pytest.mark.csim
 @pytest.mark.parametrize("model", ["digits_mlp", "digits_cnn"])
@@ -173,6 +193,9 @@ def test_network_kernel_one_start_bit_exact(compiled, model):
         assert k.strict and not k.strict_report["raw"] and all(b["sites"] <= b["ports"]
                                                                for b in k.strict_report["banks"])
         assert k.counters["NetLoad"] == (6 * int(np.prod(net.input_shape)), 6)
+        # the cycle model's iteration counts are the kernel's loop counters
+        assert {n: it for n, (it, _) in k.counters.items()} == {
+            n: 6 * v for n, v in netperf.iterations(net.network, k.tables).items()}
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
 
 

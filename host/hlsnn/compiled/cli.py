@@ -96,6 +96,7 @@ def run_compiled(args):
 
 def perf_compiled(args):
     from .latency import format_table, model
-    res = model(args.config, board=args.board, batch=args.batch)
+    res = model(args.config, board=args.board, batch=args.batch,
+                network=False if getattr(args, "layer_by_layer", False) else None)
     print(json.dumps(res) if args.json else format_table(res))
     return 0
