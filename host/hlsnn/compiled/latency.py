@@ -102,7 +102,7 @@ def network_model(path, *, board=None, batch=1):
         return None
     name, b, cpu = _board(prog, board)
     cfg = config_of(prog["accels"][net.accel], str(path))
-    t = netkernel.tables(net, int(net.params["rows"]))
+    t = netkernel.tables(net, *netkernel.lanes(net.params))
     mhz, beat = cfg.clock_mhz, b["hp_bits"] / 8
     n_in, n_out = t["in_elems"] * batch, t["out_elems"] * batch
 

@@ -29,8 +29,8 @@ import numpy as np
 from ..errors import CsimError, InputError
 
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
-          "pt_w", "sh_w", "step_row", "step_chan", "kg", "zb", "zlast", "ohw", "ohw_pz", "woff", "boff",
-          "blocks_per_group", "group_words", "n_iter", "hw", "sa", "sb", "gap", "shift")
+          "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift")
 OPS = {"conv": 0, "maxpool": 1, "add": 2}
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
@@ -40,9 +40,16 @@ def _size(shape):
     return int(np.prod(shape))
 
 
-def allocate(net):
-    """``{tensor: (slot or None, in_sc)}``, the buffer sizes ``(act_words, sc_words)`` (module
-    docstring); :class:`InputError` when two buffers and a shortcut do not suffice."""
+def bank_words(shape, pc):
+    """Words per bank of a tensor (C, H, W) or (K,) in ``pc`` channel banks."""
+    c, h, w = shape if len(shape) == 3 else (int(np.prod(shape)), 1, 1)
+    return -(-c // pc) * h * w
+
+
+def allocate(net, pc=1):
+    """``{tensor: (slot or None, in_sc)}``, the words per bank ``(act_words, sc_words)`` of the
+    buffers in ``pc`` channel banks (module docstring); :class:`InputError` when two buffers and
+    a shortcut do not suffice."""
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     order = [name(net.input["name"])] + [op.out for op in net.ops]
     made = {t: i - 1 for i, t in enumerate(order)}          # producer's op index (-1: the input)
@@ -83,8 +90,8 @@ def allocate(net):
                 raise InputError(f"network kernel: {t} and {sc_holder} would both need the shortcut buffer")
             sc_holder = t
         place[t] = (slot, bool(sc_uses[t]))
-    act_words = max([_size(net.shapes[t]) for t in order if place[t][0] is not None] + [1])
-    sc_words = max([_size(net.shapes[t]) for t in order if place[t][1]] + [1])
+    act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
+    sc_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][1]] + [1])
     return place, act_words, sc_words
 
 
@@ -95,11 +102,16 @@ def _code_words(f):
     return ea | (eb << 6) | (so << 12) | (hb << 13) | (sb << 14) | (zero << 15)
 
 
-def tables(net, pz):
-    """The descriptor rows, the lanes' weight/bias/shift ROMs and the widths the kernel needs."""
-    place, act_words, sc_words = allocate(net)
+def tables(net, pz, pc):
+    """The descriptor rows, the weight/bias/shift ROMs (``pz`` output lanes by ``pc`` channel
+    banks) and the widths the kernel needs."""
+    if pc % pz:
+        raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
+    place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
-    rows, wl, bl, sl = [], [[] for _ in range(pz)], [[] for _ in range(pz)], [[] for _ in range(pz)]
+    rows = []
+    wl = [[[] for _ in range(pc)] for _ in range(pz)]
+    bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
     woff = boff = 0
     max_ea, sum_bits, add_bits = 0, 0, 0
     a_bits = net.input["bits"]
@@ -115,20 +127,27 @@ def tables(net, pz):
             src = place[name(op.ins[0])][0]
             t, l, _, _ = f["pads"]
             d.update(src=src, h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=f["kh"], kw=f["kw"], sh=f["sh"],
-                     sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1))
+                     sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1),
+                     hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"])
         if op.kind == "conv":
             z, g = f["z"], f["group"]
             zg, cg = z // g, f["c"] // g
-            if g > 1 and zg % pz:
-                raise InputError(f"network kernel: {op.name}: {zg} output channels per group, not a multiple of the "
-                                 f"{pz} lanes (a grouped conv with narrower groups is not yet supported)")
-            kg = cg * f["kh"] * f["kw"]
+            if g > 1 and (zg % pz or cg % pc):
+                raise InputError(f"network kernel: {op.name}: groups of {cg} input and {zg} output channels; a "
+                                 f"grouped conv needs multiples of {pc} and {pz} (narrower groups: not yet)")
+            ncg = -(-cg // pc)
+            steps = ncg * f["kh"] * f["kw"]
             nb = -(-z // pz)
-            codes = _code_words(f)
-            ea = int(np.max(np.where(f["fields"]["zero"].reshape(z, -1), 0, f["fields"]["ea"].reshape(z, -1)),
-                            initial=0))
-            max_ea = max(max_ea, ea)
-            bound = (1 << (a_bits - 1)) * ((1 << ea) + (1 << int(np.max(f["fields"]["eb"], initial=0)))) * kg
+            codes = _code_words(f).reshape(z, cg, f["kh"] * f["kw"])
+            cpad = np.full((z, ncg * pc, f["kh"] * f["kw"]), 1 << 15, np.int64)
+            cpad[:, :cg] = codes
+            # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
+            per = cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
+            live = np.asarray(f["fields"]["zero"]).reshape(z, -1) == 0
+            ea = int(np.max(np.where(live, np.asarray(f["fields"]["ea"]).reshape(z, -1), 0), initial=0))
+            eb = int(np.max(np.where(live, np.asarray(f["fields"]["eb"]).reshape(z, -1), 0), initial=0))
+            max_ea = max(max_ea, ea, eb)
+            bound = (1 << (a_bits - 1)) * ((1 << ea) + (1 << eb)) * cg * f["kh"] * f["kw"]
             sum_bits = max(sum_bits, bound.bit_length() + 1)
             shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
             if shift.min() < -60 or shift.max() > 60:
@@ -136,20 +155,20 @@ def tables(net, pz):
             for lane in range(pz):
                 zz = np.arange(lane, nb * pz, pz)
                 real = zz < z
-                blk = np.full((nb, kg), 1 << 15, np.int64)
-                blk[real] = codes[zz[real]]
-                wl[lane].append(blk.reshape(-1))
+                blk = np.full((nb, pc, steps), 1 << 15, np.int64)
+                blk[real] = per[zz[real]]
+                for j in range(pc):
+                    wl[lane][j].append(blk[:, j].reshape(-1))
                 bl[lane].append(np.where(real, f["bias"][np.minimum(zz, z - 1)], 0))
                 sl[lane].append(np.where(real, shift[np.minimum(zz, z - 1)], 0))
-            d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1), kg=kg, zb=nb,
-                     zlast=z - (nb - 1) * pz, ohw=f["oh"] * f["ow"], ohw_pz=pz * f["oh"] * f["ow"], woff=woff,
-                     boff=boff, blocks_per_group=(zg // pz if g > 1 else nb), group_words=cg * f["h"] * f["w"],
+            d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1), cg=cg, steps=steps, zb=nb,
+                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=nb * f["oh"] * f["ow"] * steps,
+                     blocks_per_group=(zg // pz if g > 1 else nb), group_words=(cg // pc) * f["h"] * f["w"],
                      relu=int(f["relu"]))
-            woff += nb * kg
+            woff += nb * steps
             boff += nb
         elif op.kind == "maxpool":
-            d.update(step_chan=f["h"] * f["w"] - (f["oh"] - 1) * f["sh"] * f["w"],
-                     n_iter=f["c"] * f["oh"] * f["ow"] * f["kh"] * f["kw"])
+            d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         else:
             main, short = f["main"], f["short"]
             if name(op.ins[0]) != main:                     # the kernel's a is the main operand
@@ -160,18 +179,30 @@ def tables(net, pz):
                 raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
             p = int(np.log2(f["hw"])) if f["gap"] else 0
             add_bits = max(add_bits, a_bits + max(f["sa"], f["sb"]) + 2 + p)
-            d.update(src=src, relu=int(f["relu"]), n_iter=f["c"] * f["hw"], hw=f["hw"], sa=f["sa"], sb=f["sb"],
-                     gap=int(f["gap"]), shift=f["shift"])
+            d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
+                     sb=f["sb"], gap=int(f["gap"]), shift=f["shift"])
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
                          vals=[int(d[k]) for k in FIELDS]))
     inp, out = name(net.input["name"]), name(net.output["tensor"])
-    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place,
-                weights=[np.concatenate(x) if x else np.zeros(1, np.int64) for x in wl],
-                biases=[np.concatenate(x) if x else np.zeros(1, np.int64) for x in bl],
-                shifts=[np.concatenate(x) if x else np.zeros(1, np.int64) for x in sl],
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
+    hw = lambda shape: int(np.prod(shape[1:])) if len(shape) == 3 else 1               # noqa: E731
+    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc,
+                weights=[[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in wl],
+                biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl],
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), in_slot=place[inp][0], in_dual=place[inp][1],
-                out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]))
+                out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
+
+
+def lanes(p):
+    """``(output lanes, channel banks)`` of a shift_mac config: its ``cols`` and ``rows`` (the
+    same rows x cols shift-add units as the layer kernel)."""
+    return int(p["cols"]), int(p["rows"])
+
+
+def _most(t, op):
+    return max([r["vals"][FIELDS.index("n_iter")] for r in t["rows"] if r["vals"][0] == op] + [1])
 
 
 def _ints(a, per_line=24):
@@ -186,27 +217,22 @@ def render(net, out_dir):
     from .. import __version__
     from ..paths import HLS_DIR
     p = net.params
-    pz = int(p["rows"])
-    t = tables(net, pz)
+    pz, pc = lanes(p)
+    t = tables(net, pz, pc)
     guard = "".join(c if c.isalnum() else "_" for c in net.name).upper()
     ctx = dict(banner=f"Generated by hlsnn {__version__} from the compiled model {net.name} for {net.accel}; "
                       f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
                header="network.h", data_header="network_data.h", act_bits=net.input["bits"],
                act_min=-(1 << (net.input["bits"] - 1)), acc_bits=p["acc_bits"], prod_bits=t["prod_bits"],
-               sum_bits=t["sum_bits"], add_bits=t["add_bits"], pz=pz, rounding=ROUNDING[p["rounding"]],
+               sum_bits=t["sum_bits"], add_bits=t["add_bits"], pz=pz, pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"], rounding=ROUNDING[p["rounding"]],
                add_rounding=ROUNDING[net.input["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
                in_elems=t["in_elems"], in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"],
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
                out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],
-               w_words=len(t["weights"][0]), b_words=len(t["biases"][0]),
-               weights=[_ints(w) for w in t["weights"]], biases=[_ints(b) for b in t["biases"]],
+               w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]),
+               weights=[[_ints(b) for b in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]],
-               max_zb=max([r["vals"][FIELDS.index("zb")] for r in t["rows"]] + [1]),
-               max_hw=max([max(r["vals"][FIELDS.index("oh")], r["vals"][FIELDS.index("ow")]) for r in t["rows"]]
-                          + [1]),
-               max_kg=max([r["vals"][FIELDS.index("kg")] for r in t["rows"]] + [1]),
-               max_pool_iter=max([r["vals"][FIELDS.index("n_iter")] for r in t["rows"]] + [1]),
-               max_act=t["act_words"])
+               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     texts = {"network.cpp": env.get_template("network.cpp.j2").render(**ctx),

@@ -11,7 +11,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
 1. **Input.** ``q = to_fixed(x, F_x, B, signed, rounding)`` of :mod:`hlsnn.deploy.runner`
    (the deployment's ``rounding``, ``nearest_away`` for the shipped models), at the first
    engine layer's calibrated ``F_x``. The one float operation; it runs on the host.
-2. **conv** (dense is a conv of a ``K x 1 x 1`` map with a ``1 x 1`` kernel). With the weight
+2. **conv** (dense is a conv whose kernel covers its input map: a ``C x H x W`` map flattened
+   in NCHW order, or ``K x 1 x 1``; the weight ``(Z, C*H*W)`` is ``(Z, C, H, W)``). With the weight
    codes' integer values ``c`` (:meth:`hlsnn.formats.shift.ShiftTensor.code_values`: shift-add
    multipliers ``+-(2**ea +- 2**eb)``), the input zero-padded by ``pads`` (top, left, bottom,
    right), ``groups`` as such, strides ``(sh, sw)``:
@@ -200,14 +201,14 @@ def lower(program, arrays):
             src = base
             st = state[base]
         f_in = st[1]
-        c, h, w = _chw(shapes[src])
+        c, h, w = _chw(shapes[aliases.get(src, src)])     # a flattened map: its (C, H, W)
         t = sfmt.ShiftTensor.from_codes(j["mode"], j["exp_bits"], *(arrays[f"{j['name']}/{k}"] for k in
                                                                       ("e1", "e2", "s1", "s2", "zero",
                                                                        "scale_exponent")),
                                         delta=j["delta"], axis=j["axis"])
-        if j["kind"] == "dense":
-            geom = dict(kh=1, kw=1, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
-            codes = t.code_values().reshape(j["w_shape"][0], -1, 1, 1)
+        if j["kind"] == "dense":                 # a conv whose kernel covers the (flattened) map
+            geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
+            codes = t.code_values().reshape(j["w_shape"][0], c, h, w)
         else:
             geom = j["geom"]
             codes = t.code_values().reshape(j["w_shape"])
