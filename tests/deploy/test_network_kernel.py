@@ -230,3 +230,15 @@ def test_network_kernel_compiles_against_both_header_models(compiled, tmp_path):
         assert proc.returncode == 0, f"{target}:\n{proc.stderr[-3000:]}"
         proc = syntax_check(tmp_path / "stripped", target, ["network.cpp"])
         assert proc.returncode == 0, f"stripped, {target}:\n{proc.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("f,rounding", [(6, "nearest_away"), (-3, "nearest_away"), (0, "nearest_even"),
+                                        (-30, "nearest_away")])
+def test_fast_input_quantization_is_to_fixed(f, rounding):
+    """Rule 1's float64 shortcut against the deployment's to_fixed, ties and near-ties included."""
+    rng = np.random.default_rng(f + 40)
+    k = rng.integers(-300, 300, 400).astype(np.float64)
+    x = np.concatenate([np.ldexp(k + 0.5, -f), np.ldexp(k + 0.5 - 2.0 ** -30, -f), np.ldexp(k + 0.5 + 2.0 ** -26, -f),
+                        rng.normal(0, 2.0 ** -f * 60, 400), [0.0, -0.0, 1e-300, -1e-300]])
+    net = netmode.NetProgram("t", [], {}, dict(f=f, bits=8, signed=True, rounding=rounding), {}, [], {}, "a", {})
+    np.testing.assert_array_equal(netmode.quantize_input(net, x), to_fixed(x, f, 8, True, rounding))

@@ -269,10 +269,30 @@ def _fields(t, shape):
 
 
 def quantize_input(net, x):
-    """Rule 1: the float batch ``x`` as the input's integers (int64)."""
+    """Rule 1: the float batch ``x`` as the input's integers (int64): exactly
+    :func:`hlsnn.deploy.runner.to_fixed` (the value written at radix ``g = max(F + 24, 0)``
+    with ``rint``, then rounded to radix ``F`` and saturated), computed in float64 on integers
+    below ``2**52`` (exact), else by ``to_fixed`` itself."""
     from ..deploy.runner import to_fixed
     i = net.input
-    return to_fixed(np.asarray(x, np.float64), i["f"], i["bits"], i["signed"], i["rounding"])
+    v = np.asarray(x, np.float64)
+    f, bits, rounding = i["f"], i["bits"], i["rounding"]
+    g = max(f + 24, 0)
+    wide = np.rint(np.ldexp(v, g))
+    if not i["signed"] or rounding not in ("nearest_away", "nearest_even") or not (
+            np.abs(wide).max(initial=0.0) < 2.0 ** 52):
+        return to_fixed(v, f, bits, i["signed"], rounding)
+    s = g - f
+    if s <= 0:
+        q = np.ldexp(wide, -s)
+    else:
+        q = np.floor(np.ldexp(wide, -s))               # exact: a power-of-two division of an integer
+        rem = wide - np.ldexp(q, s)
+        half = 2.0 ** (s - 1)
+        tie = rem == half
+        up = (rem > half) | (tie & (wide >= 0) if rounding == "nearest_away" else tie & (np.fmod(q, 2) != 0))
+        q += up
+    return np.clip(q, -(1 << (bits - 1)), (1 << (bits - 1)) - 1).astype(np.int64)
 
 
 def _pad(x, pads, value):
