@@ -226,7 +226,8 @@ def test_emu_csim_sim_give_the_same_bits(compiled, model, assignment):
     x = _x(model, 4)
     outs = {}
     for target in ("emu", "csim", "sim"):
-        with hlsnn.load(path, target=target) as net:          # the self-check runs on each target too
+        # layer by layer (the network kernel's C-simulation: tests/deploy/test_network_kernel.py, slow)
+        with hlsnn.load(path, target=target, network=False) as net:   # the self-check runs on each target too
             outs[target] = net.logits(x)
     np.testing.assert_array_equal(outs["emu"], outs["csim"])
     np.testing.assert_array_equal(outs["emu"], outs["sim"])

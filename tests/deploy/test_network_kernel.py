@@ -131,6 +131,9 @@ def test_lower_refuses_what_it_cannot_run(compiled, tmp_path):
     bad = dict(prog, layers=[dict(j, op="Sigmoid") if j.get("op") == "MaxPool" else j for j in prog["layers"]])
     with pytest.raises(InputError, match="no integer rule for this host op"):
         netmode.lower(bad, arrays)
+    two = dict(prog, accels={**prog["accels"], "other": next(iter(prog["accels"].values()))})
+    with pytest.raises(InputError, match="uses 2 accelerators; the network kernel runs a network on one"):
+        netmode.lower(two, arrays)
     with pytest.raises(InputError, match="network=True: the network kernel runs on emu, csim so far, not on sim"):
         hlsnn.load(compiled("digits_cnn", "twohot"), "sim", network=True)
 
@@ -184,10 +187,11 @@ def test_perf_of_the_network_path(compiled, capsys):
 
 @pytest.mark.slow
 @pytest.mark.csim
-@pytest.mark.parametrize("model", ["digits_mlp", "digits_cnn"])
-def test_network_kernel_one_start_bit_exact(compiled, model):
+@pytest.mark.parametrize("model,assignment", [("digits_mlp", "twohot"), ("digits_cnn", "twohot"),
+                                              ("digits_cnn", "pot")])
+def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
     """The strict C-simulation of the network kernel: one call for the batch, the emulator's bits."""
-    path = compiled(model, "twohot")
+    path = compiled(model, assignment)
     x = _x(model, 6)
     with hlsnn.load(path, "emu", network=False) as ref:
         want = ref.logits(x)
