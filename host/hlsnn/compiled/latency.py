@@ -131,6 +131,8 @@ def network_model(path, *, board=None, batch=1):
                           host_us=cpu["op_us"] + 16 * n_out * cpu["byte_us"]))
     tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
     res = netperf.resources(net, t, cfg.board.ps)
+    have = cfg.board.resources
+    res["fits"] = all(res[k] <= have.get(k, 0) for k in ("bram36", "uram", "dsp") if res[k])
     return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,
             "cpu": b["cpu"], "batch": batch, **tot, "layers": layers,
             "host_only_layers": [j["name"] for j in net.host_after],
@@ -227,7 +229,8 @@ def format_table(res):
     if "kernel_resources" in res:
         r = res["kernel_resources"]
         lines.append(f"  network kernel memories (hlsnn.resources): {r['bram36']} BRAM36, {r['lut']:,} LUT as LUTRAM, "
-                     f"{r['dsp']} DSP")
+                     f"{r['dsp']} DSP" + ("" if r["fits"] else "; MORE THAN THE BOARD HAS (weights are never "
+                                          "streamed from DDR yet)"))
     c = res["constants"]["cpu"]
     lines.append(f"  CPU constants ({res['cpu']}): {c['call_us']} us per kernel start, {c['byte_us']} us per byte, "
                  f"{c['op_us']} us per host op; {c['source']}")
