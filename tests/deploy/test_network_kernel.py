@@ -246,3 +246,44 @@ def test_fast_input_quantization_is_to_fixed(f, rounding):
                         rng.normal(0, 2.0 ** -f * 60, 400), [0.0, -0.0, 1e-300, -1e-300]])
     net = netmode.NetProgram("t", [], {}, dict(f=f, bits=8, signed=True, rounding=rounding), {}, [], {}, "a", {})
     np.testing.assert_array_equal(netmode.quantize_input(net, x), to_fixed(x, f, 8, True, rounding))
+
+
+def test_axi_master_bursts():
+    """Bursts of at most 64 beats that never cross 4 KB; misaligned addresses refused."""
+    from hlsnn.runtime.sim.axi_master import LATENCY, AxiMaster
+    from hlsnn.runtime.sim.errors import SimBusError
+    from hlsnn.runtime.sim.memory import SimMemory
+    mem = SimMemory(0x10000000, 1 << 16, False)
+    port = AxiMaster(mem, "gmem0", width_bits=64, max_burst=64)
+    assert port.plan(0x10000FC0, 1024) == [(0x10000FC0, 8), (0x10001000, 64), (0x10001200, 56)]
+    data = np.arange(20, dtype=np.uint8)
+    port.write(0x10000010, data)                      # 20 bytes: 3 beats, one burst
+    assert (port.bursts, port.beats, port.cycles) == (1, 3, LATENCY + 3)
+    np.testing.assert_array_equal(port.read(0x10000010, 20), data)
+    with pytest.raises(SimBusError, match="0x10000004 is not aligned to the port's 8 bytes"):
+        port.read(0x10000004, 8)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_network_kernel_as_an_ip_on_the_simulated_ddr(compiled):
+    """Register writes (the DDR addresses, the batch, ap_start), one start for the batch, the
+    input read and the logits written through the m_axi ports: the emulator's bits."""
+    from hlsnn.compiled.netkernel import REGISTERS, NetKernel, ip_model, lanes, tables
+    from hlsnn.runtime.sim.memory import SimMemory
+    prog, arrays = artifact.read(compiled("digits_cnn", "twohot"))
+    net = netmode.lower(prog, arrays)
+    x = _x("digits_cnn", 5)
+    xq = netmode.quantize_input(net, x)
+    mem = SimMemory(0x10000000, 1 << 16, False)
+    ip = ip_model(NetKernel(net), memory=mem)
+    mem.write(0x10000000, np.asarray(xq, np.int8).view(np.uint8).reshape(-1))     # 64 values: 8 words
+    for reg, v in (("in", 0x10000000), ("out", 0x10002000), ("batch", 5)):
+        ip.write(REGISTERS[reg], v)
+    ip.write(0x00, 1)
+    assert ip.read(0x00) & 2 and not ip.read(0x00) & 2            # ap_done, cleared on read
+    got = mem.read(0x10002000, 5 * 16).view(np.int8).reshape(5, 16)[:, :10]
+    np.testing.assert_array_equal(got, netmode.run_ints(net, xq))
+    (regs, cycles, bursts, beats), = ip.runs
+    assert regs["batch"] == 5 and bursts == 2 and beats == 5 * 8 + 5 * 2
+    assert cycles == 5 * sum(c for _, _, c in netperf.op_cycles(net, tables(net, *lanes(net.params))))

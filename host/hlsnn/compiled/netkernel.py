@@ -332,3 +332,31 @@ class NetKernel:
         if self.strict:
             self.strict_report = json.loads(self.lib.hlsnn_strict_report().decode())
         return out[:, :self.tables["out_elems"]].astype(np.int64)
+
+
+#: the network kernel's s_axilite argument registers (byte offsets; CTRL is at 0x00)
+REGISTERS = {"in": 0x10, "out": 0x18, "batch": 0x20}
+
+
+def ip_model(kernel, *, memory=None):
+    """The network kernel as a register-level IP of the simulated board
+    (:class:`hlsnn.runtime.sim.axi_master.MasterKernelModel`): ``ap_start`` reads ``batch``
+    images from DDR at ``in`` through the 64-bit ``m_axi`` port ``gmem0``, runs the kernel's
+    C-simulation (``kernel``, a :class:`NetKernel`) and writes the outputs at ``out`` through
+    ``gmem1``; its cycles are the cycle model's (:func:`hlsnn.compiled.netperf.op_cycles`)."""
+    from ..runtime.sim.axi_master import MasterKernelModel
+    from . import netperf
+    per_image = sum(c for _, _, c in netperf.op_cycles(kernel.net, kernel.tables))
+    n_in, n_out = kernel.in_words * 8, kernel.out_words * 8
+
+    def run(regs, ports):
+        b = regs["batch"]
+        x = ports["gmem0"].read(regs["in"], b * n_in).view(np.int8).reshape(b, n_in)
+        y = kernel.run(x[:, :kernel.tables["in_elems"]].astype(np.int64))
+        out = np.zeros((b, n_out), np.int8)
+        out[:, :y.shape[1]] = y
+        ports["gmem1"].write(regs["out"], out.view(np.uint8).reshape(-1))
+        return per_image * b
+
+    spec = dict(width_bits=64, max_burst=64)
+    return MasterKernelModel(run, REGISTERS, {"gmem0": spec, "gmem1": spec}, memory=memory)
