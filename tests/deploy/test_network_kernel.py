@@ -134,8 +134,8 @@ def test_lower_refuses_what_it_cannot_run(compiled, tmp_path):
     two = dict(prog, accels={**prog["accels"], "other": next(iter(prog["accels"].values()))})
     with pytest.raises(InputError, match="uses 2 accelerators; the network kernel runs a network on one"):
         netmode.lower(two, arrays)
-    with pytest.raises(InputError, match="network=True: the network kernel runs on emu, csim so far, not on sim"):
-        hlsnn.load(compiled("digits_cnn", "twohot"), "sim", network=True)
+    with pytest.raises(InputError, match="network=True: the network kernel runs on emu, csim, sim so far, not on pynq"):
+        hlsnn.load(compiled("digits_cnn", "twohot"), "pynq", network=True)
 
 
 def _net(ops, shapes, out):
@@ -205,6 +205,24 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
         # the cycle model's iteration counts are the kernel's loop counters
         assert {n: it for n, (it, _) in k.counters.items()} == {
             n: 6 * v for n, v in netperf.iterations(net.network, k.tables).items()}
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_network_kernel_on_the_sim_board_through_pynq(compiled):
+    """pynq.allocate, flush, the IP's register writes, ap_start, ap_done, invalidate (strict
+    cache checks on): one start per batch, the emulator's bits."""
+    path = compiled("digits_cnn", "twohot")
+    x = _x("digits_cnn", 7)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim") as net:                       # the self-check runs on the board too
+        got = net.logits(x)
+        board = net._kernel
+        assert net.last_kernel_starts == 1 and board.starts == 2 and board.sim.strict_cache
+        (regs, _, bursts, beats), = board.model.runs[-1:]
+        assert regs["batch"] == 7 and beats == 7 * (8 + 2)
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
 
 

@@ -30,8 +30,9 @@ from . import netmode
 from .layers import DeployStub, LayerStub, restore
 
 TARGETS = ("emu", "csim", "sim", "pynq")
-#: targets with the network path (hlsnn.compiled.netmode on emu, the network kernel on csim)
-NETWORK_TARGETS = ("emu", "csim")
+#: targets with the network path (hlsnn.compiled.netmode on emu, the network kernel's
+#: C-simulation on csim, and on the simulated board through pynq on sim)
+NETWORK_TARGETS = ("emu", "csim", "sim")
 
 
 class _NetStub:
@@ -92,6 +93,7 @@ class CompiledNet:
             except InputError:
                 if network:
                     raise
+        self._target_options = dict(target_options)
         if self.network is not None:
             target, target_options = "emu", {}      # the accelerators only check the configs' hashes
         overlays = dict(overlays or {})
@@ -129,9 +131,13 @@ class CompiledNet:
             dep.overflow_ratio, dep.rounding, dep.dynamic = prog["overflow_ratio"], prog["rounding"], False
             dep.update, dep.host, dep.execs, dep.calibrated = "e1", {}, execs, True
             self._dep = dep
-            if self.network is not None and self.target == "csim":
+            if self.network is not None and self.target in ("csim", "sim"):
                 from .netkernel import NetKernel
                 self._kernel = NetKernel(self.network)
+                if self.target == "sim":
+                    from .netsim import NetSimBoard
+                    self._kernel = NetSimBoard(self._kernel, config_of(prog["accels"][self.network.accel], self.path),
+                                               strict_cache=self._target_options.get("strict_cache", True))
             self.check = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("check/")}
             self.last_host_s = None
             if self_check:
@@ -177,14 +183,14 @@ class CompiledNet:
         t1 = time.perf_counter()
         if self._kernel is not None:
             q = self._kernel.run(xq).reshape((len(x),) + tuple(n.output["shape"]))
-            self.last_kernel_starts = 1
+            self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
         else:
             q = netmode.run_ints(n, xq)
             self.last_kernel_starts = 0
-        t2 = time.perf_counter()
+            kernel_s = time.perf_counter() - t1
         y = netmode.finish(n, q)
         t3 = time.perf_counter()
-        self.last_host_s = (t1 - t0) + (t3 - t2)
+        self.last_host_s = max(0.0, (t3 - t0) - kernel_s)
         if not keep:
             return y
         return y, {n.input["name"]: x, n.output["tensor"]: np.ldexp(q.astype(np.float64), -n.output["f"]),
@@ -231,6 +237,8 @@ class CompiledNet:
         return next(iter(self.accs.values())).target.name if self.accs else "?"
 
     def close(self):
+        if getattr(self, "_kernel", None) is not None and hasattr(self._kernel, "close"):
+            self._kernel.close()
         for acc in self.accs.values():
             acc.close()
         self.accs = {}

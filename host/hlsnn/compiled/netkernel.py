@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -309,7 +310,7 @@ class NetKernel:
         self.lib.hlsnn_counter_name.restype = ctypes.c_char_p
         self.in_words = -(-self.tables["in_elems"] // 8)
         self.out_words = -(-self.tables["out_elems"] // 8)
-        self.calls = 0
+        self.calls, self.last_kernel_s = 0, 0.0
         self.counters = {}
         self.strict_report = None
 
@@ -319,7 +320,9 @@ class NetKernel:
         x8 = np.zeros((b, self.in_words * 8), np.int8)
         x8[:, :self.tables["in_elems"]] = np.asarray(xq).reshape(b, -1)
         out = np.zeros((b, self.out_words * 8), np.int8)
+        t0 = time.perf_counter()
         st = self.lib.hlsnn_net_run(x8.ctypes.data, out.ctypes.data, b)
+        self.last_kernel_s = time.perf_counter() - t0
         self.calls += 1
         if st:
             raise CsimError(f"network kernel of {self.net.name}: "
