@@ -88,8 +88,12 @@ class CompiledNet:
             if network and target not in NETWORK_TARGETS:
                 raise InputError(f"network=True: the network kernel runs on {', '.join(NETWORK_TARGETS)} so far, "
                                  f"not on {target}")
-            try:
-                self.network = netmode.lower(prog, arrays) if target in NETWORK_TARGETS else None
+            if network and overlays and target == "sim":
+                raise InputError("network=True with overlays= on sim: the overlay folders hold the layer kernel; "
+                                 "the network kernel has no overlay folder yet")
+            try:                 # an overlay folder on sim: the layer kernel it holds, layer by layer
+                self.network = (netmode.lower(prog, arrays) if target in NETWORK_TARGETS
+                                and not (overlays and target == "sim") else None)
             except InputError:
                 if network:
                     raise
