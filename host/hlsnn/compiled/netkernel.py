@@ -21,6 +21,7 @@ import ctypes
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -285,7 +286,6 @@ def build(net, *, strict=None, out_root=None):
         os.replace(part, lib)
         return lib, t
     finally:
-        import shutil
         shutil.rmtree(tmp, ignore_errors=True)
 
 
