@@ -523,6 +523,8 @@ def build_parser():
     p.add_argument("--input", required=True, help="x.npy: (batch, K) for a GEMM, (C, H, W) for a convolution, a "
                                                   "batch in the model's layout for NAME.hlsnn")
     p.add_argument("--no-self-check", action="store_true", help="NAME.hlsnn: skip the self-check on load")
+    p.add_argument("--layer-by-layer", action="store_true", help="NAME.hlsnn: one kernel call per layer chunk, "
+                                                                   "not the network kernel (one start per batch)")
     p.add_argument("--weights", help="w.npy: (N, K) or (Z, C, k, k); default: seeded random weights")
     p.add_argument("--n", type=POSITIVE, default=64, help="outputs (N or Z) of the random weights (default 64)")
     p.add_argument("--target", default="sim", help="pynq, sim, csim or emu (default sim)")
@@ -538,6 +540,8 @@ def build_parser():
     p.add_argument("--board", help="NAME.hlsnn: the board whose CPU and HP port are modelled (default: the "
                                    "accelerators' board)")
     p.add_argument("--batch", type=POSITIVE, default=1, help="NAME.hlsnn: images per call (default 1)")
+    p.add_argument("--layer-by-layer", action="store_true", help="NAME.hlsnn: model today's per-layer kernel calls, "
+                                                                   "not the network kernel (one start per batch)")
     p.add_argument("--gemm", metavar="B,K,N", help="a GEMM of batch B, K inputs, N outputs (bfp_systolic, shift_mac)")
     p.add_argument("--conv", metavar="C,H,W,Z,k", help="a stride-1 convolution of C channels of HxW to Z channels, "
                                                      "k x k kernel (shift_mac, sparse_cluster)")

@@ -184,8 +184,9 @@ print(chr(10).join(getattr(sys.modules[n], "__file__", None) or "" for n in mods
 
 def test_perf_json_keys_and_totals(compiled, capsys):
     path = compiled("digits_cnn", "twohot")
-    assert main(["perf", str(path), "--json"]) == 0
-    res = json.loads(capsys.readouterr().out)
+    assert main(["perf", str(path), "--json", "--layer-by-layer"]) == 0     # today's calls (the network path:
+    res = json.loads(capsys.readouterr().out)                            # tests/deploy/test_network_kernel.py)
+    assert res["path"] == "layers"
     for k in ("board", "kernel_starts", "kernel_us", "host_us", "end_to_end_us", "layers"):
         assert k in res, k
     assert res["board"] == "pynq-z2"
@@ -225,7 +226,8 @@ def test_emu_csim_sim_give_the_same_bits(compiled, model, assignment):
     x = _x(model, 4)
     outs = {}
     for target in ("emu", "csim", "sim"):
-        with hlsnn.load(path, target=target) as net:          # the self-check runs on each target too
+        # layer by layer (the network kernel's C-simulation: tests/deploy/test_network_kernel.py, slow)
+        with hlsnn.load(path, target=target, network=False) as net:   # the self-check runs on each target too
             outs[target] = net.logits(x)
     np.testing.assert_array_equal(outs["emu"], outs["csim"])
     np.testing.assert_array_equal(outs["emu"], outs["sim"])

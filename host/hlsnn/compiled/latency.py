@@ -75,22 +75,92 @@ def _elems(shape):
     return int(np.prod(shape)) if shape is not None else 0
 
 
-def model(path, *, board=None, batch=1):
+_TOTALS = ("kernel_starts", "kernel_us", "ddr_us", "fabric_us", "host_us", "end_to_end_us", "host_bytes", "dma_bytes")
+
+
+def _board(prog, board):
+    boards = {v["config"]["board"]["name"] for v in prog["accels"].values()}
+    name = board or sorted(boards)[0]
+    if name not in BOARDS:
+        raise InputError(f"--board {name!r}: no CPU constants for it; known: {', '.join(BOARDS)}")
+    return name, BOARDS[name], CPUS[BOARDS[name]["cpu"]]
+
+
+def network_model(path, *, board=None, batch=1):
+    """The latency model of the network path (one kernel start per batch,
+    :mod:`hlsnn.compiled.netkernel`), or None when the network kernel cannot run the model.
+    The host quantizes the input (8 bytes read, 1 written per value), starts the kernel once,
+    dequantizes the output (1 read, 8 written) and runs the host layers after it (a Softmax: 8
+    read, 8 written per value). The kernel's cycles are :func:`hlsnn.compiled.netperf.op_cycles`
+    per image; its DDR traffic is the input and output words at the HP port's width."""
+    from . import artifact, netkernel, netmode, netperf
+    from .net import config_of
+    prog, arrays = artifact.read(path)
+    try:
+        net = netmode.lower(prog, arrays)
+    except InputError:
+        return None
+    name, b, cpu = _board(prog, board)
+    cfg = config_of(prog["accels"][net.accel], str(path))
+    t = netkernel.tables(net, *netkernel.lanes(net.params))
+    mhz, beat = cfg.clock_mhz, b["hp_bits"] / 8
+    n_in, n_out = t["in_elems"] * batch, t["out_elems"] * batch
+
+    def row(nm, kind, **k):
+        r = dict(name=nm, kind=kind, kernel_starts=0, kernel_cycles=0, kernel_us=0.0, ddr_us=0.0, dma_bytes=0,
+                 host_bytes=0, host_us=0.0, fabric_us=0.0)
+        r.update(k)
+        r["end_to_end_us"] = r["fabric_us"] + r["host_us"]
+        return r
+    layers = [row("input", "host quantize", host_bytes=9 * n_in, host_us=cpu["op_us"] + 9 * n_in * cpu["byte_us"])]
+    for nm, kind, cyc in netperf.op_cycles(net, t):
+        c = cyc * batch
+        k_us = c / mhz
+        extra = {}
+        if kind in ("load image", "store output"):
+            words = -(-t["in_elems" if kind == "load image" else "out_elems"] // 8) * batch
+            extra = dict(dma_bytes=8 * words, ddr_us=8 * words / (beat * mhz))
+        if kind == "load image":                      # the one kernel start of the batch
+            extra.update(kernel_starts=1, host_us=cpu["call_us"])
+        layers.append(row(nm, kind, kernel_cycles=c, kernel_us=k_us, fabric_us=max(k_us, extra.get("ddr_us", 0.0)),
+                          **extra))
+    layers.append(row("output", "host dequantize", host_bytes=9 * n_out,
+                      host_us=cpu["op_us"] + 9 * n_out * cpu["byte_us"]))
+    for j in net.host_after:
+        layers.append(row(j["name"], "host " + j["op"], host_bytes=16 * n_out,
+                          host_us=cpu["op_us"] + 16 * n_out * cpu["byte_us"]))
+    tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
+    res = netperf.resources(net, t, cfg.board.ps)
+    have = cfg.board.resources
+    res["fits"] = all(res[k] <= have.get(k, 0) for k in ("bram36", "uram", "dsp") if res[k])
+    return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,
+            "cpu": b["cpu"], "batch": batch, **tot, "layers": layers,
+            "host_only_layers": [j["name"] for j in net.host_after],
+            "kernel_resources": {k: v for k, v in res.items() if k != "buffers"},
+            "constants": {"cpu": dict(cpu), "hp_bits": b["hp_bits"], "hp_source": b["source"],
+                          "ddr_latency_cycles": netperf.DDR_LATENCY}}
+
+
+def model(path, *, board=None, batch=1, network=None):
     """The latency model of a compiled model (module docstring): a JSON-able dict with keys
     ``board``, ``cpu``, ``batch``, ``kernel_starts``, ``kernel_us``, ``ddr_us``, ``fabric_us``,
     ``host_us``, ``end_to_end_us``, ``host_bytes``, ``dma_bytes``, ``layers`` (one dict per layer
-    with the same keys) and ``constants``."""
+    with the same keys), ``path`` (``network``: one kernel start per batch,
+    :func:`network_model`; ``layers``: today's calls) and ``constants``. ``network``: None takes
+    the network path where the model has one, True requires it, False models layer by layer."""
+    if network is not False:
+        res = network_model(path, board=board, batch=batch)
+        if res is not None:
+            return res
+        if network:
+            from . import artifact, netmode
+            netmode.lower(*artifact.read(path))          # raises the reason
     from ..perf.layers import layer_kernel_cycles
     from .net import load
-    net = load(path, "emu", self_check=False)
+    net = load(path, "emu", self_check=False, network=False)
     try:
         prog = net.program
-        boards = {v["config"]["board"]["name"] for v in prog["accels"].values()}
-        name = board or sorted(boards)[0]
-        if name not in BOARDS:
-            raise InputError(f"--board {name!r}: no CPU constants for it; known: {', '.join(BOARDS)}")
-        b = BOARDS[name]
-        cpu = CPUS[b["cpu"]]
+        name, b, cpu = _board(prog, board)
         x = net.check.get("x")
         if x is None:
             x = np.zeros((1,) + net.input_shape)
@@ -136,17 +206,19 @@ def model(path, *, board=None, batch=1):
             layers.append(row)
     finally:
         net.close()
-    tot = {k: sum(r[k] for r in layers) for k in ("kernel_starts", "kernel_us", "ddr_us", "fabric_us", "host_us",
-                                                   "end_to_end_us", "host_bytes", "dma_bytes")}
-    return {"model": prog["name"], "assignment": prog["assignment"], "board": name, "cpu": b["cpu"], "batch": batch,
+    tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
+    return {"model": prog["name"], "assignment": prog["assignment"], "path": "layers", "board": name, "cpu": b["cpu"],
+            "batch": batch,
             **tot, "layers": layers,
             "host_only_layers": [r["name"] for r in layers if r["kind"].startswith("host")],
             "constants": {"cpu": dict(cpu), "hp_bits": b["hp_bits"], "hp_source": b["source"]}}
 
 
 def format_table(res):
+    path = ("the network kernel, one start per batch" if res.get("path") == "network"
+            else "layer by layer, today's kernel calls")
     lines = [f"{res['model']} ({res['assignment']}) on {res['board']} ({res['cpu']}), batch {res['batch']}: "
-             f"modelled, per batch",
+             f"modelled, per batch; {path}",
              f"  {'layer':<12} {'kind':<22} {'starts':>6} {'kernel us':>10} {'DDR us':>8} {'host us':>9} "
              f"{'host bytes':>11} {'total us':>9}"]
     for r in res["layers"]:
@@ -154,6 +226,11 @@ def format_table(res):
                      f"{r['ddr_us']:>8.1f} {r['host_us']:>9.1f} {r['host_bytes']:>11,} {r['end_to_end_us']:>9.1f}")
     lines.append(f"  {'total':<12} {'':<22} {res['kernel_starts']:>6} {res['kernel_us']:>10.1f} {res['ddr_us']:>8.1f} "
                  f"{res['host_us']:>9.1f} {res['host_bytes']:>11,} {res['end_to_end_us']:>9.1f}")
+    if "kernel_resources" in res:
+        r = res["kernel_resources"]
+        lines.append(f"  network kernel memories (hlsnn.resources): {r['bram36']} BRAM36, {r['lut']:,} LUT as LUTRAM, "
+                     f"{r['dsp']} DSP" + ("" if r["fits"] else "; MORE THAN THE BOARD HAS (weights are never "
+                                          "streamed from DDR yet)"))
     c = res["constants"]["cpu"]
     lines.append(f"  CPU constants ({res['cpu']}): {c['call_us']} us per kernel start, {c['byte_us']} us per byte, "
                  f"{c['op_us']} us per host op; {c['source']}")

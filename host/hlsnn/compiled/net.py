@@ -26,9 +26,13 @@ import numpy as np
 
 from ..errors import HlsnnError, InputError
 from . import artifact
+from . import netmode
 from .layers import DeployStub, LayerStub, restore
 
 TARGETS = ("emu", "csim", "sim", "pynq")
+#: targets with the network path (hlsnn.compiled.netmode on emu, the network kernel's
+#: C-simulation on csim, and on the simulated board through pynq on sim)
+NETWORK_TARGETS = ("emu", "csim", "sim")
 
 
 class _NetStub:
@@ -66,14 +70,36 @@ class CompiledNet:
     accelerators. ``net.program`` is the layer program, ``net.last_host_s`` the host time of
     the last call with the kernels' wall time subtracted where the target reports it."""
 
-    def __init__(self, path, target="emu", *, overlays=None, self_check=True, **target_options):
+    def __init__(self, path, target="emu", *, overlays=None, self_check=True, network=None, **target_options):
         from ..runtime import Accelerator
         from ..deploy.runner import Deployment
         if target not in TARGETS:
             raise InputError(f"target = {target!r}: must be one of {', '.join(TARGETS)}")
+        if network not in (None, True, False):
+            raise InputError(f"network = {network!r}: must be None (where it runs), True or False")
         self.path = str(path)
         self.program, arrays = artifact.read(path)
         prog = self.program
+        self.target = target
+        # the network path (one kernel start per batch): the network mode on emu, the network
+        # kernel on csim; elsewhere, and for networks it cannot run, layer by layer
+        self.network, self._kernel, self.last_kernel_starts = None, None, 0
+        if network is not False:
+            if network and target not in NETWORK_TARGETS:
+                raise InputError(f"network=True: the network kernel runs on {', '.join(NETWORK_TARGETS)} so far, "
+                                 f"not on {target}")
+            if network and overlays and target == "sim":
+                raise InputError("network=True with overlays= on sim: the overlay folders hold the layer kernel; "
+                                 "the network kernel has no overlay folder yet")
+            try:                 # an overlay folder on sim: the layer kernel it holds, layer by layer
+                self.network = (netmode.lower(prog, arrays) if target in NETWORK_TARGETS
+                                and not (overlays and target == "sim") else None)
+            except InputError:
+                if network:
+                    raise
+        self._target_options = dict(target_options)
+        if self.network is not None:
+            target, target_options = "emu", {}      # the accelerators only check the configs' hashes
         overlays = dict(overlays or {})
         unknown = set(overlays) - set(prog["accels"])
         if unknown:
@@ -109,6 +135,13 @@ class CompiledNet:
             dep.overflow_ratio, dep.rounding, dep.dynamic = prog["overflow_ratio"], prog["rounding"], False
             dep.update, dep.host, dep.execs, dep.calibrated = "e1", {}, execs, True
             self._dep = dep
+            if self.network is not None and self.target in ("csim", "sim"):
+                from .netkernel import NetKernel
+                self._kernel = NetKernel(self.network)
+                if self.target == "sim":
+                    from .netsim import NetSimBoard
+                    self._kernel = NetSimBoard(self._kernel, config_of(prog["accels"][self.network.accel], self.path),
+                                               strict_cache=self._target_options.get("strict_cache", True))
             self.check = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("check/")}
             self.last_host_s = None
             if self_check:
@@ -135,12 +168,37 @@ class CompiledNet:
     def run(self, x, *, keep=False):
         """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name."""
         x = self._check_input(x)
+        if self.network is not None:
+            return self._run_network(x, keep)
+        self.last_kernel_starts = None
         t_kernel = self._kernel_wall()
         t0 = time.perf_counter()
         res = self._dep.run(x, keep=keep)
         dt = time.perf_counter() - t0
         self.last_host_s = max(0.0, dt - (self._kernel_wall() - t_kernel))
         return res
+
+    def _run_network(self, x, keep):
+        """The network path: the input quantized on the host (netmode rule 1), the network in
+        one kernel start (csim) or the network mode (emu), the output dequantized (rule 5)."""
+        n = self.network
+        t0 = time.perf_counter()
+        xq = netmode.quantize_input(n, x)
+        t1 = time.perf_counter()
+        if self._kernel is not None:
+            q = self._kernel.run(xq).reshape((len(x),) + tuple(n.output["shape"]))
+            self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
+        else:
+            q = netmode.run_ints(n, xq)
+            self.last_kernel_starts = 0
+            kernel_s = time.perf_counter() - t1
+        y = netmode.finish(n, q)
+        t3 = time.perf_counter()
+        self.last_host_s = max(0.0, (t3 - t0) - kernel_s)
+        if not keep:
+            return y
+        return y, {n.input["name"]: x, n.output["tensor"]: np.ldexp(q.astype(np.float64), -n.output["f"]),
+                   n.output["name"]: y}
 
     def __call__(self, x):
         return self.run(x)
@@ -178,9 +236,13 @@ class CompiledNet:
 
     @property
     def target_name(self):
+        if self.network is not None:
+            return self.target
         return next(iter(self.accs.values())).target.name if self.accs else "?"
 
     def close(self):
+        if getattr(self, "_kernel", None) is not None and hasattr(self._kernel, "close"):
+            self._kernel.close()
         for acc in self.accs.values():
             acc.close()
         self.accs = {}
@@ -192,10 +254,13 @@ class CompiledNet:
         self.close()
 
 
-def load(path, target="emu", *, overlays=None, self_check=True, **target_options):
+def load(path, target="emu", *, overlays=None, self_check=True, network=None, **target_options):
     """Load a compiled model (``hlsnn compile``) onto ``target`` and return a callable
     :class:`CompiledNet`: ``y = net(x)``. ``overlays``: ``{accelerator: overlay folder}``
     (needed on ``pynq``; elsewhere an overlay folder or config to run instead of the stored
     config, refused unless its hash is the stored one). ``self_check``: run the stored
-    input/output pairs first."""
-    return CompiledNet(path, target, overlays=overlays, self_check=self_check, **target_options)
+    input/output pairs first. ``network``: None runs the network path where it exists (a
+    network on one ``shift_mac`` accelerator that :func:`hlsnn.compiled.netmode.lower` accepts,
+    on ``emu`` or ``csim``: one kernel start per batch), True requires it, False runs layer by
+    layer."""
+    return CompiledNet(path, target, overlays=overlays, self_check=self_check, network=network, **target_options)

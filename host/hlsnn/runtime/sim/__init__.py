@@ -61,6 +61,8 @@ Imports flow one way, each module using only those listed before it:
 - ``trace``: trace events, formatted when read;
 - ``memory``: the simulated DDR, buffers and the strict cache model;
 - ``ipmodel``: :class:`~.ipmodel.IPModel`, the base of the IP models;
+- ``axi_master``: ``m_axi`` ports on the simulated DDR (width, bursts, an assumed latency) and
+  an ``ap_ctrl_hs`` kernel that uses them (:class:`~.axi_master.MasterKernelModel`);
 - ``registers``: plain register files and the PS clock registers;
 - ``dma``: the AXI DMA in simple mode;
 - ``kernel_model``: an ``ap_ctrl_hs`` HLS kernel with stream data, behaviour in Python;
@@ -75,6 +77,7 @@ from .errors import (
 )
 from .memory import CacheOp, SimMemory
 from .ipmodel import IPModel
+from .axi_master import AxiMaster, MasterKernelModel
 from .registers import RegisterFileModel
 from .dma import AxiDmaModel, decode_dmasr
 from .kernel_model import KernelRun, RegisterValues, StreamKernelModel
@@ -82,7 +85,8 @@ from .streams import StreamLink
 from .device import DownloadRecord, SimDevice
 
 __all__ = [
-    "SimDevice", "IPModel", "RegisterFileModel", "AxiDmaModel", "StreamKernelModel",
+    "SimDevice", "IPModel", "RegisterFileModel", "AxiDmaModel", "StreamKernelModel", "AxiMaster",
+    "MasterKernelModel",
     "RegisterValues", "StreamLink", "SimMemory", "DownloadRecord", "CacheOp", "KernelRun",
     "decode_dmasr", "SimError", "SimDeadlock", "SimDmaError", "SimCacheError", "SimBusError",
     "SimMetadataError", "SimUnsupported",

@@ -1,0 +1,365 @@
+"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.compiled.netmode`):
+its buffers, its descriptor table and resident weights, rendered into
+``hls/engines/shift_mac/network*.j2``, built for C-simulation and run through ctypes.
+
+**Buffers.** Activations stay on chip in two ping-pong buffers ``act[0]``, ``act[1]`` and one
+shortcut buffer ``sc`` (:func:`allocate`). A tensor that a residual Add reads as its shortcut
+(of its two operands, the one computed earlier) is written to ``sc``, and also to an
+activation buffer when another op reads it (the conv epilogue writes both); every other
+tensor goes to the activation buffer not holding a tensor still to be read. A network that
+needs a third activation buffer, or two shortcuts alive at once, is refused with the tensor's
+name. Each buffer is as large as the largest tensor it holds.
+
+**Descriptors.** One :data:`FIELDS` row per op, with the address steps precomputed so the
+kernel's index arithmetic is incremental. Weights: lane ``l`` of block ``zb`` holds output
+channel ``zb*P + l`` (``P`` = the config's ``rows``), its ``Cg*kh*kw`` codes in the tap order
+the kernel walks (channel, ky, kx); a partial last block pads with zero codes.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CsimError, InputError
+
+FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
+          "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift")
+OPS = {"conv": 0, "maxpool": 1, "add": 2}
+ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
+TOP = "net_top"
+
+
+def _size(shape):
+    return int(np.prod(shape))
+
+
+def bank_words(shape, pc):
+    """Words per bank of a tensor (C, H, W) or (K,) in ``pc`` channel banks."""
+    c, h, w = shape if len(shape) == 3 else (int(np.prod(shape)), 1, 1)
+    return -(-c // pc) * h * w
+
+
+def allocate(net, pc=1):
+    """``{tensor: (slot or None, in_sc)}``, the words per bank ``(act_words, sc_words)`` of the
+    buffers in ``pc`` channel banks (module docstring); :class:`InputError` when two buffers and
+    a shortcut do not suffice."""
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    order = [name(net.input["name"])] + [op.out for op in net.ops]
+    made = {t: i - 1 for i, t in enumerate(order)}          # producer's op index (-1: the input)
+    main_uses, sc_uses = {t: [] for t in order}, {t: [] for t in order}
+    for i, op in enumerate(net.ops):
+        ins = [name(t) for t in op.ins]
+        if op.kind == "add":
+            a, b = ins
+            if made[a] < made[b]:
+                a, b = b, a
+            if a == b:
+                raise InputError(f"network kernel: {op.name} adds {a} to itself")
+            op.f["main"], op.f["short"] = a, b
+            main_uses[a].append(i)
+            sc_uses[b].append(i)
+        else:
+            main_uses[ins[0]].append(i)
+    out = name(net.output["tensor"])
+    main_uses[out].append(len(net.ops))
+    place, holder, sc_holder = {}, [None, None], None
+    last = lambda t, uses: max(uses[t], default=-2)       # noqa: E731
+    for t in order:
+        i = made[t]
+        slot = None
+        if main_uses[t]:
+            # the tensor op i reads from an activation buffer (an add's shortcut is in sc)
+            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind == "add"
+                                           else name(net.ops[i].ins[0])}
+            free = [s for s in (0, 1) if holder[s] is None or (last(holder[s], main_uses) <= i
+                                                               and holder[s] not in reading)]
+            if not free:
+                raise InputError(f"network kernel: {t} needs a third activation buffer ({holder[0]} and "
+                                 f"{holder[1]} are still to be read)")
+            slot = free[0]
+            holder[slot] = t
+        if sc_uses[t]:
+            if sc_holder is not None and last(sc_holder, sc_uses) >= i:
+                raise InputError(f"network kernel: {t} and {sc_holder} would both need the shortcut buffer")
+            sc_holder = t
+        place[t] = (slot, bool(sc_uses[t]))
+    act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
+    sc_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][1]] + [1])
+    return place, act_words, sc_words
+
+
+def _code_words(f):
+    """The 16-bit weight codes (Z, Cg*kh*kw) of a conv op (bits: network_data.h.j2)."""
+    ea, eb, so, hb, sb, zero = (np.asarray(f["fields"][k], np.int64).reshape(f["z"], -1)
+                                for k in ("ea", "eb", "so", "hb", "sb", "zero"))
+    return ea | (eb << 6) | (so << 12) | (hb << 13) | (sb << 14) | (zero << 15)
+
+
+def tables(net, pz, pc):
+    """The descriptor rows, the weight/bias/shift ROMs (``pz`` output lanes by ``pc`` channel
+    banks) and the widths the kernel needs."""
+    if pc % pz:
+        raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
+    place, act_words, sc_words = allocate(net, pc)
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    rows = []
+    wl = [[[] for _ in range(pc)] for _ in range(pz)]
+    bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
+    woff = boff = 0
+    max_ea, sum_bits, add_bits = 0, 0, 0
+    a_bits = net.input["bits"]
+    for op in net.ops:
+        f = op.f
+        dst, dual = place[op.out]
+        d = dict.fromkeys(FIELDS, 0)
+        # dual: 0 an activation buffer, 1 that and the shortcut buffer, 2 the shortcut buffer only
+        d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual))
+        if dst is None and op.kind != "conv":
+            raise InputError(f"network kernel: {op.name}: only a conv can write the shortcut buffer alone")
+        if op.kind in ("conv", "maxpool"):
+            src = place[name(op.ins[0])][0]
+            t, l, _, _ = f["pads"]
+            d.update(src=src, h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=f["kh"], kw=f["kw"], sh=f["sh"],
+                     sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1),
+                     hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"])
+        if op.kind == "conv":
+            z, g = f["z"], f["group"]
+            zg, cg = z // g, f["c"] // g
+            if g > 1 and (zg % pz or cg % pc):
+                raise InputError(f"network kernel: {op.name}: groups of {cg} input and {zg} output channels; a "
+                                 f"grouped conv needs multiples of {pc} and {pz} (narrower groups: not yet)")
+            ncg = -(-cg // pc)
+            steps = ncg * f["kh"] * f["kw"]
+            nb = -(-z // pz)
+            codes = _code_words(f).reshape(z, cg, f["kh"] * f["kw"])
+            cpad = np.full((z, ncg * pc, f["kh"] * f["kw"]), 1 << 15, np.int64)
+            cpad[:, :cg] = codes
+            # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
+            per = cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
+            live = np.asarray(f["fields"]["zero"]).reshape(z, -1) == 0
+            ea = int(np.max(np.where(live, np.asarray(f["fields"]["ea"]).reshape(z, -1), 0), initial=0))
+            eb = int(np.max(np.where(live, np.asarray(f["fields"]["eb"]).reshape(z, -1), 0), initial=0))
+            max_ea = max(max_ea, ea, eb)
+            bound = (1 << (a_bits - 1)) * ((1 << ea) + (1 << eb)) * cg * f["kh"] * f["kw"]
+            sum_bits = max(sum_bits, bound.bit_length() + 1)
+            shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
+            if shift.min() < -60 or shift.max() > 60:
+                raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
+            for lane in range(pz):
+                zz = np.arange(lane, nb * pz, pz)
+                real = zz < z
+                blk = np.full((nb, pc, steps), 1 << 15, np.int64)
+                blk[real] = per[zz[real]]
+                for j in range(pc):
+                    wl[lane][j].append(blk[:, j].reshape(-1))
+                bl[lane].append(np.where(real, f["bias"][np.minimum(zz, z - 1)], 0))
+                sl[lane].append(np.where(real, shift[np.minimum(zz, z - 1)], 0))
+            d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1), cg=cg, steps=steps, zb=nb,
+                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=nb * f["oh"] * f["ow"] * steps,
+                     blocks_per_group=(zg // pz if g > 1 else nb), group_words=(cg // pc) * f["h"] * f["w"],
+                     relu=int(f["relu"]))
+            woff += nb * steps
+            boff += nb
+        elif op.kind == "maxpool":
+            d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
+        else:
+            main, short = f["main"], f["short"]
+            if name(op.ins[0]) != main:                     # the kernel's a is the main operand
+                f["sa"], f["sb"] = f["sb"], f["sa"]
+                op.ins = [op.ins[1], op.ins[0]]
+            src = place[main][0]
+            if src is None or not place[short][1]:
+                raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
+            p = int(np.log2(f["hw"])) if f["gap"] else 0
+            add_bits = max(add_bits, a_bits + max(f["sa"], f["sb"]) + 2 + p)
+            d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
+                     sb=f["sb"], gap=int(f["gap"]), shift=f["shift"])
+        rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
+                         vals=[int(d[k]) for k in FIELDS]))
+    inp, out = name(net.input["name"]), name(net.output["tensor"])
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
+    hw = lambda shape: int(np.prod(shape[1:])) if len(shape) == 3 else 1               # noqa: E731
+    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc,
+                weights=[[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in wl],
+                biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl],
+                prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
+                add_bits=max(add_bits, a_bits + 2, 16), in_slot=place[inp][0], in_dual=place[inp][1],
+                out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
+
+
+def lanes(p):
+    """``(output lanes, channel banks)`` of a shift_mac config: its ``cols`` and ``rows`` (the
+    same rows x cols shift-add units as the layer kernel)."""
+    return int(p["cols"]), int(p["rows"])
+
+
+def _most(t, op):
+    return max([r["vals"][FIELDS.index("n_iter")] for r in t["rows"] if r["vals"][0] == op] + [1])
+
+
+def _ints(a, per_line=24):
+    a = [str(int(v)) for v in np.asarray(a).reshape(-1)]
+    return ",\n      ".join(", ".join(a[i:i + per_line]) for i in range(0, len(a), per_line))
+
+
+def render(net, out_dir):
+    """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
+    ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
+    import jinja2
+    from .. import __version__
+    from ..paths import HLS_DIR
+    p = net.params
+    pz, pc = lanes(p)
+    t = tables(net, pz, pc)
+    guard = "".join(c if c.isalnum() else "_" for c in net.name).upper()
+    ctx = dict(banner=f"Generated by hlsnn {__version__} from the compiled model {net.name} for {net.accel}; "
+                      f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
+               header="network.h", data_header="network_data.h", act_bits=net.input["bits"],
+               act_min=-(1 << (net.input["bits"] - 1)), acc_bits=p["acc_bits"], prod_bits=t["prod_bits"],
+               sum_bits=t["sum_bits"], add_bits=t["add_bits"], pz=pz, pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"], rounding=ROUNDING[p["rounding"]],
+               add_rounding=ROUNDING[net.input["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
+               in_elems=t["in_elems"], in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"],
+               in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
+               out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],
+               w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]),
+               weights=[[_ints(b) for b in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
+               shifts=[_ints(s) for s in t["shifts"]],
+               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac")),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    texts = {"network.cpp": env.get_template("network.cpp.j2").render(**ctx),
+             "network.h": env.get_template("network.h.j2").render(**ctx),
+             "network_data.h": env.get_template("network_data.h.j2").render(**ctx),
+             "bridge.cpp": env.get_template("network_bridge.cpp.j2").render(**ctx)}
+    inc = HLS_DIR / "include" / "hlsnn"
+    for f in sorted(inc.glob("*.h")):
+        texts[f"include/hlsnn/{f.name}"] = f.read_text()
+    out = Path(out_dir)
+    digest = hashlib.sha256()
+    for k in sorted(texts):
+        (out / k).parent.mkdir(parents=True, exist_ok=True)
+        (out / k).write_text(texts[k])
+        digest.update(k.encode() + b"\0" + texts[k].encode() + b"\0")
+    return sorted(texts), digest.hexdigest(), t
+
+
+def build(net, *, strict=None, out_root=None):
+    """Render and compile (cached by the sources' and flags' hash) the C-simulation library of
+    ``net``'s network kernel. Returns ``(library path, tables)``."""
+    from .. import csim, compiling
+    from ..paths import build_root
+    root = Path(out_root) if out_root else build_root() / "netkernel"
+    tmp = Path(tempfile.mkdtemp(prefix="render-", dir=_mkdir(root)))
+    try:
+        files, sha, t = render(net, tmp)
+        flags = csim._flags(strict)
+        key = hashlib.sha256(json.dumps([sha, csim.compiler(), list(flags), str(csim.ap_types_dir())]).encode()
+                             ).hexdigest()[:16]
+        folder = root / f"{net.name}_{key}"
+        lib = folder / "libnet.so"
+        if lib.is_file():
+            return lib, t
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            (folder / f).parent.mkdir(parents=True, exist_ok=True)
+            (folder / f).write_bytes((tmp / f).read_bytes())
+        fd, part = tempfile.mkstemp(dir=folder, suffix=".so")
+        os.close(fd)
+        argv = [csim.compiler(), *flags, "-Wno-unused-label", f"-I{folder / 'include'}", f"-I{folder}", f"-isystem{csim.ap_types_dir()}",
+                str(folder / "network.cpp"), str(folder / "bridge.cpp"), "-o", part]
+        proc = compiling.run(argv, f"the C-simulation of the network kernel of {net.name}")
+        if proc.returncode != 0:
+            os.unlink(part)
+            (folder / "compile-error.log").write_text(" ".join(argv) + "\n\n" + proc.stderr)
+            raise CsimError(f"network kernel of {net.name}: the C++ did not compile; see "
+                            f"{folder / 'compile-error.log'}:\n{proc.stderr[:2000]}")
+        os.replace(part, lib)
+        return lib, t
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _mkdir(p):
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+class NetKernel:
+    """The network kernel's C-simulation library: :meth:`run` takes a batch of input
+    integers and returns the output integers, in one call of the top function."""
+
+    def __init__(self, net, *, strict=None):
+        self.net = net
+        self.path, self.tables = build(net, strict=strict)
+        self.lib = ctypes.CDLL(str(self.path))
+        self.lib.hlsnn_net_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        self.lib.hlsnn_last_assert.restype = ctypes.c_char_p
+        self.strict = bool(self.lib.hlsnn_strict())
+        if self.strict:
+            self.lib.hlsnn_strict_report.restype = ctypes.c_char_p
+        self.lib.hlsnn_counter_name.restype = ctypes.c_char_p
+        self.in_words = -(-self.tables["in_elems"] // 8)
+        self.out_words = -(-self.tables["out_elems"] // 8)
+        self.calls, self.last_kernel_s = 0, 0.0
+        self.counters = {}
+        self.strict_report = None
+
+    def run(self, xq):
+        """``xq`` (B, ...) integers of the input -> (B, out_elems) int64."""
+        b = xq.shape[0]
+        x8 = np.zeros((b, self.in_words * 8), np.int8)
+        x8[:, :self.tables["in_elems"]] = np.asarray(xq).reshape(b, -1)
+        out = np.zeros((b, self.out_words * 8), np.int8)
+        t0 = time.perf_counter()
+        st = self.lib.hlsnn_net_run(x8.ctypes.data, out.ctypes.data, b)
+        self.last_kernel_s = time.perf_counter() - t0
+        self.calls += 1
+        if st:
+            raise CsimError(f"network kernel of {self.net.name}: "
+                            f"{'strict C-simulation' if st == 128 else 'a kernel assert'}: "
+                            f"{self.lib.hlsnn_last_assert().decode(errors='replace')}")
+        n = self.lib.hlsnn_counter_count()
+        it, en = (ctypes.c_uint64 * max(n, 1))(), (ctypes.c_uint64 * max(n, 1))()
+        self.lib.hlsnn_counter_values(it, en, n)
+        self.counters = {self.lib.hlsnn_counter_name(i).decode(): (int(it[i]), int(en[i])) for i in range(n)}
+        if self.strict:
+            self.strict_report = json.loads(self.lib.hlsnn_strict_report().decode())
+        return out[:, :self.tables["out_elems"]].astype(np.int64)
+
+
+#: the network kernel's s_axilite argument registers (byte offsets; CTRL is at 0x00)
+REGISTERS = {"in": 0x10, "out": 0x18, "batch": 0x20}
+
+
+def ip_model(kernel, *, memory=None):
+    """The network kernel as a register-level IP of the simulated board
+    (:class:`hlsnn.runtime.sim.axi_master.MasterKernelModel`): ``ap_start`` reads ``batch``
+    images from DDR at ``in`` through the 64-bit ``m_axi`` port ``gmem0``, runs the kernel's
+    C-simulation (``kernel``, a :class:`NetKernel`) and writes the outputs at ``out`` through
+    ``gmem1``; its cycles are the cycle model's (:func:`hlsnn.compiled.netperf.op_cycles`)."""
+    from ..runtime.sim.axi_master import MasterKernelModel
+    from . import netperf
+    per_image = sum(c for _, _, c in netperf.op_cycles(kernel.net, kernel.tables))
+    n_in, n_out = kernel.in_words * 8, kernel.out_words * 8
+
+    def run(regs, ports):
+        b = regs["batch"]
+        x = ports["gmem0"].read(regs["in"], b * n_in).view(np.int8).reshape(b, n_in)
+        y = kernel.run(x[:, :kernel.tables["in_elems"]].astype(np.int64))
+        out = np.zeros((b, n_out), np.int8)
+        out[:, :y.shape[1]] = y
+        ports["gmem1"].write(regs["out"], out.view(np.uint8).reshape(-1))
+        return per_image * b
+
+    spec = dict(width_bits=64, max_burst=64)
+    return MasterKernelModel(run, REGISTERS, {"gmem0": spec, "gmem1": spec}, memory=memory)

@@ -1,0 +1,375 @@
+"""The network mode: a compiled ``shift_mac`` network as one integer program, the
+specification of the network kernel (``hls/engines/shift_mac/network.cpp.j2``, one kernel
+start per batch).
+
+:func:`lower` turns a compiled model's layer program into a list of integer ops on on-chip
+tensors; :func:`run_ints` runs them in numpy, integers only. The host does two things: it
+quantizes the float input once, and dequantizes the logits (plus a final host layer such as
+``Softmax``). Everything between runs on the fabric. The rules, every one an integer rule
+(``q`` a tensor's integers, ``F`` its radix point: value ``q * 2**-F``):
+
+1. **Input.** ``q = to_fixed(x, F_x, B, signed, rounding)`` of :mod:`hlsnn.deploy.runner`
+   (the deployment's ``rounding``, ``nearest_away`` for the shipped models), at the first
+   engine layer's calibrated ``F_x``. The one float operation; it runs on the host.
+2. **conv** (dense is a conv whose kernel covers its input map: a ``C x H x W`` map flattened
+   in NCHW order, or ``K x 1 x 1``; the weight ``(Z, C*H*W)`` is ``(Z, C, H, W)``). With the weight
+   codes' integer values ``c`` (:meth:`hlsnn.formats.shift.ShiftTensor.code_values`: shift-add
+   multipliers ``+-(2**ea +- 2**eb)``), the input zero-padded by ``pads`` (top, left, bottom,
+   right), ``groups`` as such, strides ``(sh, sw)``:
+   ``acc[z, y, x] = sum over (ci, ky, kx) of q[g*Cg + ci, y*sh + ky - top, x*sw + kx - left] *
+   c[z, ci, ky, kx]``, exact (int64; ``g = z // (Z / groups)``). Then the engine's output rule
+   (:func:`hlsnn.engines.shift_mac.emulator.output_rule`, emulator rule 5: ``v = saturate_A(acc
+   + bias)``, ReLU, ``shift_round_sat(v, shift, B)`` with the *config's* rounding), with
+   ``bias = rint(b * 2**(F_in + F_w))`` (round half to even; an error unless ``|bias| <
+   2**31``) and ``shift = F_in + F_w - F_out``, per output channel with per-channel weight
+   scales. ``F_in`` is the input's radix. The output has radix ``F_out``.
+3. **maxpool**: the largest ``q`` of each window (padding never wins), ``ceil_mode`` 0. Radix
+   and format unchanged. ``Flatten``, ``Reshape`` and ``Identity`` change no integer.
+4. **add** (a residual ``Add``, with the ``Relu`` and ``GlobalAveragePool`` that follow it
+   fused, and the requantization to the consuming engine layer's format): both inputs are
+   integer tensors at radixes ``Fa``, ``Fb``; with ``Fm = max(Fa, Fb)``,
+   ``s = (qa << (Fm - Fa)) + (qb << (Fm - Fb))``; ReLU: ``s = max(s, 0)``; the global pool
+   sums ``s`` over the ``H*W = 2**p`` pixels of each channel (radix ``Fm + p``); then
+   ``q = shift_round_sat(s, Fm [+ p] - F_x, B, rounding)`` with the deployment's rounding
+   (signed activations). ``F_x`` is the consumer's calibrated input radix.
+5. **Output.** The last engine layer's integers ``q`` are the logits; the host returns
+   ``q * 2**-F_out`` and runs the host layers after it (a final ``Softmax``) in float64.
+
+Rule 4 is today's host glue, which works in float64 (:mod:`hlsnn.deploy.hostops`), written
+as an integer rule. It gives the same bits because every float value there is exact: the sum
+of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixel count, and
+``to_fixed`` first writes the value exactly at radix ``F_x + 24`` (:func:`lower` checks
+``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). A mean over a pixel count that is not a
+power of two has no exact float value and no integer rule here: :func:`lower` refuses it
+(say, a 7x7 global pool), as it refuses any host op other than those above between engine
+layers, a format other than ``twohot``/``pot`` on ``shift_mac``, dilation, ``ceil_mode`` pools
+and unsigned activations. Those networks run layer by layer as before.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from ..engines.shift_mac.emulator import output_rule
+from ..formats import shift as sfmt
+from ..primitives import shift_round_sat
+
+#: host ops that change no integer (an alias of their input)
+ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout")
+
+
+@dataclass
+class Op:
+    """One integer op: ``kind`` (``conv``, ``maxpool``, ``add``), its input and output
+    tensors (names), and its fields (module rules 2-4)."""
+    kind: str
+    name: str
+    ins: list
+    out: str
+    f: dict = field(default_factory=dict)
+
+
+@dataclass
+class NetProgram:
+    """A lowered network: the ops, the tensors' shapes (per image, CHW or (K,)), the input's
+    quantization, the output tensor and its radix, the host layers after it, the engine
+    config's ``shift_mac`` parameters and its name."""
+    name: str
+    ops: list
+    shapes: dict
+    input: dict
+    output: dict
+    host_after: list
+    params: dict
+    accel: str
+    aliases: dict
+
+
+def _why(layer, what):
+    return InputError(f"network kernel: layer {layer['name']} ({layer.get('op', layer['kind'])}): {what}; "
+                      f"this network runs layer by layer (hlsnn.load(..., network=False))")
+
+
+def _chw(shape):
+    return tuple(shape) if len(shape) == 3 else (int(np.prod(shape)), 1, 1)
+
+
+def lower(program, arrays):
+    """The :class:`NetProgram` of a compiled model's ``program`` and ``arrays`` (as
+    :func:`hlsnn.compiled.artifact.read` returns them), or :class:`InputError` naming the
+    layer the network kernel cannot run and why (module docstring)."""
+    accels = program["accels"]
+    if len(accels) != 1:
+        raise InputError(f"network kernel: {program['name']} uses {len(accels)} accelerators; the network kernel "
+                         f"runs a network on one")
+    (acc_name, acc), = accels.items()
+    if acc["engine"] != "shift_mac":
+        raise InputError(f"network kernel: engine {acc['engine']} of {acc_name}: only shift_mac has one so far")
+    p = acc["config"]["shift_mac"]
+    if not p["act_signed"]:
+        raise InputError(f"network kernel: {acc_name} has unsigned activations; the network kernel takes signed ones")
+    bits, rounding = p["act_bits"], program["rounding"]
+    inp = program["input"]
+    # tensor state: ("input",) float input; ("q", F) integers at radix F; ("add", {...}) pending add
+    state = {inp["name"]: ("input",)}
+    shapes = {inp["name"]: tuple(inp["shape"])}
+    aliases, ops = {}, []
+    out_name = program["output"]["engine_tensor"]
+    quant = None
+    for j in program["layers"]:
+        if j["kind"] == "host":
+            src = j["inputs"][0]
+            st = state.get(src)
+            op = j["op"]
+            if st is None:
+                raise _why(j, f"input {src} is not computed on the fabric")
+            if j["output"] == program["output"]["name"] or src == out_name:
+                continue                                          # host layers after the logits
+            if op in ALIAS_OPS:
+                shape = shapes[src] if op in ("Identity", "Dropout") else (int(np.prod(shapes[src])),)
+                state[j["output"]], shapes[j["output"]] = st, shape
+                if st[0] != "add":
+                    aliases[j["output"]] = aliases.get(src, src)
+                continue
+            if op == "MaxPool" and st[0] == "q":
+                a = j["attrs"]
+                if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
+                    raise _why(j, "ceil_mode or dilation")
+                c, h, w = shapes[src]
+                kh, kw = a["kernel_shape"]
+                sh, sw = a.get("strides", [1, 1])
+                t, l, b, r = a.get("pads", [0, 0, 0, 0])
+                oh, ow = (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1
+                ops.append(Op("maxpool", j["name"], [src], j["output"],
+                              dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=(t, l, b, r))))
+                state[j["output"]], shapes[j["output"]] = st, (c, oh, ow)
+                continue
+            if op == "Add":
+                ins = j["inputs"]
+                sts = [state.get(i) for i in ins]
+                if any(s is None or s[0] != "q" for s in sts) or shapes[ins[0]] != shapes[ins[1]]:
+                    raise _why(j, "an Add of two fabric tensors of one shape is supported")
+                state[j["output"]] = ("add", dict(ins=list(ins), fa=sts[0][1], fb=sts[1][1], relu=False, p=None,
+                                                  name=j["name"]))
+                shapes[j["output"]] = shapes[ins[0]]
+                continue
+            if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
+                state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
+                continue
+            if op == "GlobalAveragePool" and st[0] == "add" and st[1]["p"] is None:
+                c, h, w = shapes[src]
+                if h * w & (h * w - 1):
+                    raise _why(j, f"a mean over {h}x{w} pixels (not a power of two) has no exact integer rule")
+                state[j["output"]] = ("add", dict(st[1], p=int(math.log2(h * w))))
+                shapes[j["output"]] = (c, 1, 1)
+                continue
+            raise _why(j, "no integer rule for this host op here")
+        # an engine layer
+        if j["engine"] != "shift_mac" or j["format"] not in ("twohot", "pot"):
+            raise _why(j, f"format {j['format']} on {j['engine']}")
+        src = j["inputs"][0]
+        st = state.get(src)
+        if st is None:
+            raise _why(j, f"input {src} is not computed on the fabric")
+        if st[0] == "input":
+            if quant is not None:
+                raise _why(j, "a second layer reads the float input")
+            quant = j["f_x"]
+            state[src] = st = ("q", j["f_x"])
+        elif st[0] == "add":
+            a = st[1]
+            f_x = j["f_x"]
+            fm = max(a["fa"], a["fb"]) + (a["p"] or 0)
+            if f_x is None or fm > max(f_x + 24, 0):
+                raise _why(j, f"the requantization from radix {fm} to {f_x} is not exact in today's host rule")
+            base = a["name"] + "_q"                  # the add's materialized output (one per Add)
+            if base in shapes:
+                if state[base][1] != f_x:
+                    raise _why(j, f"two consumers of {a['name']} requantize it to different radix points")
+            else:
+                c = shapes[a["ins"][0]][0]
+                hw = int(np.prod(shapes[a["ins"][0]][1:]))
+                ops.append(Op("add", a["name"], list(a["ins"]), base,
+                              dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
+                                   relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=rounding)))
+                shapes[base] = (c, 1, 1) if a["p"] is not None else shapes[a["ins"][0]]
+                state[base] = ("q", f_x)
+            aliases[src] = base
+            src = base
+            st = state[base]
+        f_in = st[1]
+        c, h, w = _chw(shapes[aliases.get(src, src)])     # a flattened map: its (C, H, W)
+        t = sfmt.ShiftTensor.from_codes(j["mode"], j["exp_bits"], *(arrays[f"{j['name']}/{k}"] for k in
+                                                                      ("e1", "e2", "s1", "s2", "zero",
+                                                                       "scale_exponent")),
+                                        delta=j["delta"], axis=j["axis"])
+        if j["kind"] == "dense":                 # a conv whose kernel covers the (flattened) map
+            geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
+            codes = t.code_values().reshape(j["w_shape"][0], c, h, w)
+        else:
+            geom = j["geom"]
+            codes = t.code_values().reshape(j["w_shape"])
+        fields = _fields(t, codes.shape)
+        if geom["dilations"] != [1, 1]:
+            raise _why(j, "dilation")
+        z, cg, kh, kw = codes.shape
+        g = geom["group"]
+        if cg * g != c:
+            raise _why(j, f"weights {codes.shape} for an input of {c} channels")
+        f_w = np.broadcast_to(np.asarray(j["f_w"], np.int64).reshape(-1), (z,))
+        f_acc = f_in + f_w
+        bias = np.rint(np.ldexp(arrays[f"{j['name']}/b"], f_acc))
+        if np.abs(bias).max(initial=0) >= 1 << 31:
+            raise _why(j, f"the bias does not fit (-2^31, 2^31) at radix {f_acc.tolist()}")
+        sh, sw = geom["strides"]
+        pads = tuple(geom["pads"])
+        oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
+        ops.append(Op("conv", j["name"], [src], j["output"],
+                      dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=g,
+                           codes=codes.astype(np.int64), bias=bias.astype(np.int64), shift=f_acc - j["f_out"],
+                           relu=bool(j["relu"]), dense=j["kind"] == "dense", mode=j["mode"], fields=fields)))
+        state[j["output"]] = ("q", j["f_out"])
+        shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
+    if out_name not in state or state[out_name][0] != "q":
+        raise InputError(f"network kernel: the output {out_name} is not an engine layer's integers")
+    q = inp["quantization"]
+    if q.get("type") != "fixed" or quant != q["frac_bits"] or q["bits"] != bits or not q["signed"]:
+        raise InputError(f"network kernel: input quantization {q} does not match the first layer's format")
+    host_after = [j for j in program["layers"] if j["kind"] == "host" and j["name"] in
+                  program["output"].get("host_after", [])]
+    return NetProgram(program["name"], ops, shapes, dict(name=inp["name"], shape=tuple(inp["shape"]),
+                                                          f=quant, bits=bits, signed=True, rounding=rounding),
+                      dict(tensor=out_name, f=state[out_name][1], name=program["output"]["name"],
+                           shape=shapes[out_name]),
+                      host_after, dict(p), acc_name, aliases)
+
+
+def _fields(t, shape):
+    """The kernel's shift-add fields of a ShiftTensor's codes: ``value = (-1)**so * (2**ea +
+    hb * (-1)**sb * 2**eb)``, 0 where ``zero`` (two-hot: ``ea = e1 + delta``, ``eb = e2``, ``so =
+    s2``, ``sb = s1``, ``hb = 1``; PoT: ``ea = e1``, ``so = s1``, ``hb = 0``). Checked against
+    :meth:`~hlsnn.formats.shift.ShiftTensor.code_values`."""
+    i = lambda a: np.asarray(a, np.int64).reshape(shape)          # noqa: E731
+    zero = i(t.zero)
+    if t.mode == "twohot":
+        f = dict(ea=i(t.e1) + t.delta, eb=i(t.e2), so=i(t.s2), hb=1 - zero, sb=i(t.s1), zero=zero)
+    else:
+        f = dict(ea=i(t.e1), eb=np.zeros(shape, np.int64), so=i(t.s1), hb=np.zeros(shape, np.int64),
+                 sb=np.zeros(shape, np.int64), zero=zero)
+    f["ea"], f["so"] = np.where(zero == 1, 0, f["ea"]), np.where(zero == 1, 0, f["so"])
+    v = (1 - 2 * f["so"]) * ((1 << f["ea"]) + f["hb"] * (1 - 2 * f["sb"]) * (1 << f["eb"]))
+    if not np.array_equal(np.where(zero == 1, 0, v), t.code_values().reshape(shape)):
+        raise InputError("network kernel: the shift-add fields do not give the codes' values")
+    if f["ea"].max(initial=0) > 63 or f["eb"].max(initial=0) > 63:
+        raise InputError("network kernel: a weight shift beyond 63")
+    return f
+
+
+def quantize_input(net, x):
+    """Rule 1: the float batch ``x`` as the input's integers (int64): exactly
+    :func:`hlsnn.deploy.runner.to_fixed` (the value written at radix ``g = max(F + 24, 0)``
+    with ``rint``, then rounded to radix ``F`` and saturated), computed in float64 on integers
+    below ``2**52`` (exact), else by ``to_fixed`` itself."""
+    from ..deploy.runner import to_fixed
+    i = net.input
+    v = np.asarray(x, np.float64)
+    f, bits, rounding = i["f"], i["bits"], i["rounding"]
+    g = max(f + 24, 0)
+    wide = np.rint(np.ldexp(v, g))
+    if not i["signed"] or rounding not in ("nearest_away", "nearest_even") or not (
+            np.abs(wide).max(initial=0.0) < 2.0 ** 52):
+        return to_fixed(v, f, bits, i["signed"], rounding)
+    s = g - f
+    if s <= 0:
+        q = np.ldexp(wide, -s)
+    else:
+        q = np.floor(np.ldexp(wide, -s))               # exact: a power-of-two division of an integer
+        rem = wide - np.ldexp(q, s)
+        half = 2.0 ** (s - 1)
+        tie = rem == half
+        up = (rem > half) | (tie & (wide >= 0) if rounding == "nearest_away" else tie & (np.fmod(q, 2) != 0))
+        q += up
+    return np.clip(q, -(1 << (bits - 1)), (1 << (bits - 1)) - 1).astype(np.int64)
+
+
+def _pad(x, pads, value):
+    t, l, b, r = pads
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=value)
+
+
+def conv_ints(x, f, p):
+    """Rule 2 on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64."""
+    xp = _pad(np.asarray(x, np.int64), f["pads"], 0)
+    z, g = f["z"], f["group"]
+    cg, zg = f["c"] // g, z // g
+    win = np.lib.stride_tricks.sliding_window_view(xp, (f["kh"], f["kw"]), axis=(2, 3))
+    win = win[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]          # (B, C, OH, OW, kh, kw)
+    acc = np.empty((x.shape[0], z, f["oh"], f["ow"]), np.int64)
+    # |x| <= 2**(B-1), |c| < 2**(ea+1): the sums are exact in float64 below 2**53 (else int64)
+    bound = int(np.abs(x).max(initial=0)) * int(np.abs(f["codes"]).max(initial=0)) * f["kh"] * f["kw"] * cg
+    dt = np.float64 if bound < 1 << 53 else np.int64
+    for j in range(g):
+        rows = win[:, j * cg:(j + 1) * cg].transpose(0, 2, 3, 1, 4, 5).reshape(-1, cg * f["kh"] * f["kw"])
+        wj = f["codes"][j * zg:(j + 1) * zg].reshape(zg, -1)
+        acc[:, j * zg:(j + 1) * zg] = (rows.astype(dt) @ wj.T.astype(dt)).astype(np.int64).reshape(
+            x.shape[0], f["oh"], f["ow"], zg).transpose(0, 3, 1, 2)
+    a2 = acc.transpose(0, 2, 3, 1).reshape(-1, z)
+    y, _ = output_rule(p, a2, f["bias"], f["shift"], relu=f["relu"])
+    return y.reshape(x.shape[0], f["oh"], f["ow"], z).transpose(0, 3, 1, 2)
+
+
+def maxpool_ints(x, f):
+    """Rule 3 on (B, C, H, W) integers."""
+    lo = np.iinfo(np.int64).min
+    xp = _pad(np.asarray(x, np.int64), f["pads"], lo)
+    win = np.lib.stride_tricks.sliding_window_view(xp, (f["kh"], f["kw"]), axis=(2, 3))
+    return win[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]].max(axis=(-2, -1))
+
+
+def add_ints(a, b, f, bits):
+    """Rule 4 on (B, C, HW) integers: (B, C, HW), or (B, C, 1) with the global pool."""
+    s = (np.asarray(a, np.int64) << f["sa"]) + (np.asarray(b, np.int64) << f["sb"])
+    if f["relu"]:
+        s = np.maximum(s, 0)
+    if f["gap"]:
+        s = s.sum(axis=2, keepdims=True)
+    y, _ = shift_round_sat(s, f["shift"], bits, f["rounding"])
+    return y
+
+
+def run_ints(net, xq, *, keep=False):
+    """Run the ops on a batch of input integers ``xq`` (B, ...): the output tensor's integers
+    (B, ...) int64; with ``keep``, ``(out, {tensor: integers})``."""
+    b = xq.shape[0]
+    env = {net.input["name"]: np.asarray(xq, np.int64)}
+
+    def get(name):
+        name = net.aliases.get(name, name)
+        return env[name]
+    for op in net.ops:
+        f = op.f
+        x = get(op.ins[0])
+        if op.kind == "conv":
+            y = conv_ints(x.reshape(b, f["c"], f["h"], f["w"]), f, net.params)
+            env[op.out] = y.reshape(b, -1) if f["dense"] else y
+        elif op.kind == "maxpool":
+            env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
+        else:
+            y = add_ints(x.reshape(b, f["c"], f["hw"]), get(op.ins[1]).reshape(b, f["c"], f["hw"]), f,
+                         net.input["bits"])
+            env[op.out] = y.reshape((b,) + net.shapes[op.out])
+    out = get(net.output["tensor"]).reshape((b,) + tuple(net.output["shape"]))
+    return (out, env) if keep else out
+
+
+def finish(net, q):
+    """Rule 5: the network's float output from the output integers ``q``."""
+    from ..deploy import hostops
+    from .net import _host_layer
+    y = np.ldexp(np.asarray(q, np.float64), -net.output["f"])
+    for j in net.host_after:
+        y = hostops.run(_host_layer(j, {}), [y])
+    return y
