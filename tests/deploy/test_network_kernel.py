@@ -187,6 +187,7 @@ def test_perf_of_the_network_path(compiled, capsys):
 
 @pytest.mark.slow
 @pytest.mark.csim
+@pytest.mark.strict_csim           # the kernel is born under the strict rules: it runs on the strict library
 @pytest.mark.parametrize("model,assignment", [("digits_mlp", "twohot"), ("digits_cnn", "twohot"),
                                               ("digits_cnn", "pot")])
 def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
