@@ -321,7 +321,7 @@ class NetKernel:
         x8[:, :self.tables["in_elems"]] = np.asarray(xq).reshape(b, -1)
         out = np.zeros((b, self.out_words * 8), np.int8)
         t0 = time.perf_counter()
-        st = self.lib.hlsnn_net_run(x8.ctypes.data, out.ctypes.data, b)
+        st = self.lib.hlsnn_net_run(x8.ctypes, out.ctypes, b)      # the arrays stay alive for the call
         self.last_kernel_s = time.perf_counter() - t0
         self.calls += 1
         if st:
