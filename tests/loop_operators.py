@@ -109,26 +109,28 @@ def functions(code: str) -> dict:
         body = code[brace + 1:_match(code, brace)]
         tnames = [p.split()[-1] for p in (tparams or "").split(",") if p.strip()]
         pnames = []
-        for p in _split_top(params):
+        for p in split_top(params):
             ids = _IDENT.findall(p.split("=")[0].split("[")[0])
             pnames.append(ids[-1] if ids else "")
         out[name] = (tnames, pnames, body)
     return out
 
 
-def _split_top(s: str) -> list:
+def split_top(s: str, sep: str = ",", *, keep_empty_tail: bool = False) -> list:
+    """``s`` split at each ``sep`` outside brackets (``<>``, ``()``, ``[]``, ``{}``); a blank last
+    part is dropped unless ``keep_empty_tail``. Also used by tests/test_resources.py."""
     parts, depth, cur = [], 0, ""
     for ch in s:
-        if ch in "<([":
+        if ch in "<([{":
             depth += 1
-        elif ch in ">)]":
+        elif ch in ">)]}":
             depth -= 1
-        if ch == "," and depth == 0:
+        if ch == sep and depth == 0:
             parts.append(cur)
             cur = ""
         else:
             cur += ch
-    return parts + [cur] if cur.strip() else parts
+    return parts + [cur] if keep_empty_tail or cur.strip() else parts
 
 
 def class_template_params(code: str) -> frozenset:
@@ -199,7 +201,7 @@ class Counter:
         text = " ".join(flat)
         # const int locals from constants are constants
         for decl in re.finditer(r"\bconst\s+int\s+([^;]+);", text):
-            for part in _split_top(decl.group(1)):
+            for part in split_top(decl.group(1)):
                 if "=" in part:
                     name, expr = part.split("=", 1)
                     if self._constant(expr, consts):
@@ -217,7 +219,7 @@ class Counter:
             name = m.group(1)
             if name in self.funcs and name not in _STREAM_METHODS:
                 tnames, _params, fbody = self.funcs[name]
-                args = _split_top(m.group(2)[1:-1]) if m.group(2) else []
+                args = split_top(m.group(2)[1:-1]) if m.group(2) else []
                 bound = {}
                 for t, a in zip(tnames, args):
                     try:
@@ -350,7 +352,7 @@ def declared(code: str, label: str, env: dict) -> tuple | None:
     (in its body or just before it; None without one)."""
     for m in _OPS.finditer(code):
         if m.group(2) == label:
-            args = _split_top(m.group(3))[1 if m.group(1) else 0:]
+            args = split_top(m.group(3))[1 if m.group(1) else 0:]
             return tuple(_eval(a, env) for a in args)
     return None
 
@@ -396,7 +398,7 @@ PORTS = {"kRam1p": (0, 0, 1), "kRamS2p": (1, 1, 0), "kRamT2p": (0, 0, 2)}
 
 def _call_args(text: str, open_paren: int):
     close = _match(text, open_paren)
-    return [a.strip() for a in _split_top(text[open_paren + 1:close])], close
+    return [a.strip() for a in split_top(text[open_paren + 1:close])], close
 
 
 def resolve_mode(body: str, flag: str, value: bool) -> str:
@@ -465,7 +467,7 @@ class Sites:
                 name = m.group(1)
                 if name in self.funcs and name not in _STREAM_METHODS:
                     tnames, params, fbody = self.funcs[name]
-                    args = _split_top(m.group(2)[1:-1]) if m.group(2) else []
+                    args = split_top(m.group(2)[1:-1]) if m.group(2) else []
                     targs = {}
                     for t, a in zip(tnames, args):
                         try:

@@ -22,6 +22,7 @@ from hlsnn.codegen import render
 from hlsnn.config import load_config
 from hlsnn.engines import ENGINES
 from hlsnn import resources as R
+from loop_operators import split_top
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "configs" / "accel").glob("*.yaml"))
@@ -62,18 +63,7 @@ def strip_csim_only(text: str) -> str:
 
 
 def _split_top(s: str, sep: str = ",") -> list:
-    parts, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth -= 1
-        if ch == sep and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return parts + [cur]
+    return split_top(s, sep, keep_empty_tail=True)
 
 
 def _type_and_rest(stmt: str):
