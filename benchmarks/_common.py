@@ -1,5 +1,7 @@
 """Helpers shared by the benchmark scripts."""
 import os
+import random
+import statistics
 import time
 
 
@@ -30,3 +32,22 @@ class OtherLoad:
         b1, c1, t1 = self._busy(), time.process_time(), time.perf_counter()
         self.cpus = (None if self.b0 is None or b1 is None else
                      max(0.0, ((b1 - self.b0) - (c1 - self.c0)) / max(t1 - self.t0, 1e-9)))
+
+
+def interleaved_medians(series, repeat, seed, *, warm_up=False):
+    """Time each callable of ``series`` (name -> f) ``repeat`` times, in a new shuffled order
+    each round so that a drift of the machine's load falls on all of them alike; the median
+    seconds per name. ``warm_up``: one untimed call of each first (caches, allocations)."""
+    if warm_up:
+        for f in series.values():
+            f()
+    times = {k: [] for k in series}
+    rng = random.Random(seed)
+    for _ in range(repeat):
+        order = list(series)
+        rng.shuffle(order)
+        for k in order:
+            t0 = time.perf_counter()
+            series[k]()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}

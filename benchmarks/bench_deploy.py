@@ -26,22 +26,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
 from hlsnn.deploy.evaluate import _layout, open_accelerators  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402
+from _common import interleaved_medians  # noqa: E402
 
 LIMIT_S = 2.0
 
@@ -69,21 +68,10 @@ def main():
                              rounding=cfg.rounding)
             dep.calibrate(x_cal)
             series[name] = (lambda d: (lambda: d.run(x_test)))(dep)
-        times = {k: [] for k in series}
-        rng = random.Random(args.seed)
-        for f in series.values():      # warm up (caches, first-call allocations)
-            f()
-        for _ in range(args.repeat):
-            order = list(series)
-            rng.shuffle(order)
-            for k in order:
-                t0 = time.perf_counter()
-                series[k]()
-                times[k].append(time.perf_counter() - t0)
+        med = interleaved_medians(series, args.repeat, args.seed, warm_up=True)
     finally:
         for a in accs.values():
             a.close()
-    med = {k: statistics.median(v) for k, v in times.items()}
     base = med["onnxruntime_float32"]
     n = len(x_test)
     res = {"config": cfg.name, "images": n, "repeat": args.repeat, "limit_s": LIMIT_S,

@@ -35,22 +35,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
 from hlsnn.deploy.evaluate import _layout, open_accelerators  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402
+from _common import interleaved_medians  # noqa: E402
 
 CONFIGS = [ROOT / "configs" / "models" / "resnet8_digits32.yaml",
            ROOT / "tests" / "data" / "torch" / "tiny" / "mobilenet_relu6_ts17.yaml"]
@@ -81,19 +80,10 @@ def bench(cfg_path, n_images, repeat, seed):
             cal[name] = dep.calibrate(x_cal)
             kinds[name] = sorted({cfg.formats[asg.format_of(lay.name)].type for lay in net.engine_layers()})
             series[name] = (lambda d: (lambda: d.run(x)))(dep)
-        times = {k: [] for k in series}
-        rng = random.Random(seed)
-        for _ in range(repeat):
-            order = list(series)
-            rng.shuffle(order)
-            for k in order:
-                t0 = time.perf_counter()
-                series[k]()
-                times[k].append(time.perf_counter() - t0)
+        med = interleaved_medians(series, repeat, seed)
     finally:
         for a in accs.values():
             a.close()
-    med = {k: statistics.median(v) for k, v in times.items()}
     base = med.pop("onnxruntime_float32")
     out = {"config": cfg.name, "images": n_images, "calibration_images": len(x_cal), "repeat": repeat,
            "onnxruntime_ms_per_image": base / n_images * 1e3, "formats": {}}
