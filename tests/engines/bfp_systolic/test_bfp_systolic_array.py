@@ -34,8 +34,7 @@ def _bad_cases(tmp_path, config, old, new):
 @pytest.mark.parametrize("what, old, new", [
     # row d's weights without their skew of d registers: tile (d, c) multiplies the weights of
     # step s + d by the samples of step s
-    ("no weight skew", "const mant_t w0 = wch0[d][d + c], w1 = wch1[d][d + c];",
-     "const mant_t w0 = wch0[d][c], w1 = wch1[d][c];"),
+    ("no weight skew", "const mant_t w0 = wch0[d][d + c];", "const mant_t w0 = wch0[d][c];"),
     # the shadow row posted as soon as the group's last step has entered: the tiles to the
     # right of column 0 have not yet added it
     ("shadow posted early", "pend.lag = Cfg::kCols - 1;", "pend.lag = 0;"),
