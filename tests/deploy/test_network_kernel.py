@@ -256,13 +256,15 @@ def test_network_kernel_compiles_against_both_header_models(compiled, tmp_path):
 
 
 @pytest.mark.parametrize("f,rounding", [(6, "nearest_away"), (-3, "nearest_away"), (0, "nearest_even"),
-                                        (-30, "nearest_away")])
+                                        (-30, "nearest_away"), (-30, "nearest_even"), (20, "nearest_even"),
+                                        (29, "nearest_away"), (3, "truncate")])
 def test_fast_input_quantization_is_to_fixed(f, rounding):
     """Rule 1's float64 shortcut against the deployment's to_fixed, ties and near-ties included."""
     rng = np.random.default_rng(f + 40)
     k = rng.integers(-300, 300, 400).astype(np.float64)
     x = np.concatenate([np.ldexp(k + 0.5, -f), np.ldexp(k + 0.5 - 2.0 ** -30, -f), np.ldexp(k + 0.5 + 2.0 ** -26, -f),
-                        rng.normal(0, 2.0 ** -f * 60, 400), [0.0, -0.0, 1e-300, -1e-300]])
+                        rng.normal(0, 2.0 ** -f * 60, 400), rng.normal(0, 2.0 ** -f * 1e9, 50),  # saturating
+                        np.ldexp([127.5, -128.5, 128.5, -129.5, 127.4999], -f), [0.0, -0.0, 1e-300, -1e-300]])
     net = netmode.NetProgram("t", [], {}, dict(f=f, bits=8, signed=True, rounding=rounding), {}, [], {}, "a", {})
     np.testing.assert_array_equal(netmode.quantize_input(net, x), to_fixed(x, f, 8, True, rounding))
 
@@ -306,3 +308,67 @@ def test_network_kernel_as_an_ip_on_the_simulated_ddr(compiled):
     (regs, cycles, bursts, beats), = ip.runs
     assert regs["batch"] == 5 and bursts == 2 and beats == 5 * 8 + 5 * 2
     assert cycles == 5 * sum(c for _, _, c in netperf.op_cycles(net, tables(net, *lanes(net.params))))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.strict_csim
+@pytest.mark.parametrize("pz,pc", [(3, 6), (16, 16)])
+def test_network_kernel_sized_by_net_lanes_and_banks(compiled, pz, pc):
+    """Any ``net_lanes x net_banks`` gives the spec's bits and the static schedule's loop counts
+    (3 x 6: odd lanes, one code per weight ROM word; 16 x 16: two codes per word)."""
+    from hlsnn.compiled.netkernel import NetKernel
+    prog, arrays = artifact.read(compiled("digits_cnn", "twohot"))
+    net = netmode.lower(prog, arrays)
+    net.params = dict(net.params, net_lanes=pz, net_banks=pc)
+    xq = netmode.quantize_input(net, np.asarray(_x("digits_cnn", 3), np.float64))
+    want = netmode.run_ints(net, xq).reshape(3, -1)
+    k = NetKernel(net)
+    np.testing.assert_array_equal(k.run(xq), want)
+    assert (k.tables["pz"], k.tables["pc"], k.tables["pack"]) == (pz, pc, 1 if pz % 2 else 2)
+    assert {n: it for n, (it, _) in k.counters.items()} == {
+        n: 3 * v for n, v in netperf.iterations(net, k.tables).items()}
+
+
+def test_network_datapath_model_hand_count():
+    """The datapath model's rules (netperf.datapath's docstring) counted by hand for 8 lanes x
+    16 banks, 8-bit activations, 25-bit products, 42-bit sums and accumulator, 18-bit residual
+    sums: a unit is two shifters of 8 bits by 0..15 (a 4:1 stage of 11 bits, then one of 23:
+    34 LUTs each) plus the add/subtract and the negation (25 each): 118 LUTs; a lane's tree 16
+    adders of 42 bits; an epilogue the bias add (44), the saturation (3 x 42), the rounding
+    shifter, its increment (42) and the output clamp (16); the AXI allowances as stated."""
+    from types import SimpleNamespace
+    from hlsnn.engines.shift_mac.spec import shifter_luts
+    net = SimpleNamespace(input={"bits": 8}, params={"acc_bits": 42})
+    t = dict(pz=8, pc=16, prod_bits=25, sum_bits=42, add_bits=18)
+    d = netperf.datapath(net, t)
+    assert shifter_luts(8, 15) == 11 + 23
+    assert d["units"] == (128 * 118, 128 * 25)
+    assert d["trees"][0] == 8 * 16 * 42
+    assert d["epilogues"][0] == 8 * (44 + 3 * 42 + shifter_luts(42, 60) + 42 + 16)
+    assert d["axi"] == (2 * 1200 + 300, 2 * 1600 + 400)
+    # twice the lanes: twice the units, trees and epilogues, the same banks
+    d2 = netperf.datapath(net, dict(t, pz=16))
+    assert d2["units"][0] == 2 * d["units"][0] and d2["trees"][0] == 2 * d["trees"][0]
+    assert d2["epilogues"] == tuple(2 * v for v in d["epilogues"])
+    assert d2["banks"] == d["banks"]            # a 2:1 or 3:1 write select: one LUT6 per bit either way
+
+
+def test_net_lanes_and_banks_in_the_config(tmp_path):
+    """Defaults: rows banks and the largest divisor of them not above cols (8 x 16 on
+    shift8_pynq-z2; 16 x 32 on shift8_zcu104, whose 19 cols do not divide 32); banks must be
+    a multiple of lanes."""
+    import yaml
+    from hlsnn.config import load_config
+    from hlsnn.errors import ConfigError
+    src = ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml"
+    data = yaml.safe_load(src.read_text())
+    cfg = load_config(src)
+    assert (cfg.params["net_lanes"], cfg.params["net_banks"]) == (8, 16)
+    z = load_config(ROOT / "configs" / "accel" / "shift8_zcu104.yaml")
+    assert (z.params["cols"], z.params["rows"], z.params["net_lanes"], z.params["net_banks"]) == (19, 32, 16, 32)
+    data["shift_mac"].update(net_lanes=6, net_banks=16)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"net_banks.*multiple of net_lanes = 6"):
+        load_config(bad)

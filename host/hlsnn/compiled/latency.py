@@ -53,6 +53,24 @@ CPUS = {
                   "CoreMark ~3.5/MHz; 64-bit DDR4); call_us the Cortex-A9's / 2.5. Not measured"},
 }
 
+#: the network path's host costs per CPU (one kernel start per batch): ``start_us`` the driver's
+#: calls of one start (the input buffer's fill and flush, ap_start, the last poll of ap_done,
+#: invalidate, the read-back), ``quant_us + quant_value_us * n`` rule 1 on ``n`` input values,
+#: ``finish_us + finish_value_us * n`` rule 5 and the host layers after the logits on ``n``
+#: outputs. x86: measured on this machine by ``python benchmarks/bench_network_start.py
+#: --model resnet8_digits32 --calls 50`` (driver 42 us, of which pynq's own Python 26 us, the
+#: rest the simulated board's register and cache models; quantize 23 us for 64 values and
+#: 40 us for 3,072; finish 12.5 us for 10 outputs); the ARM cores: the same x 10 and x 4, the
+#: factors of :data:`CPUS` (estimates, not measured on a board).
+NET_HOST = {
+    "x86-this-machine": {"start_us": 42.0, "quant_us": 22.6, "quant_value_us": 0.0057, "finish_us": 12.5,
+                         "finish_value_us": 0.0},
+    "cortex-a9-650": {"start_us": 420.0, "quant_us": 226.0, "quant_value_us": 0.057, "finish_us": 125.0,
+                      "finish_value_us": 0.0},
+    "cortex-a53-1200": {"start_us": 168.0, "quant_us": 90.4, "quant_value_us": 0.023, "finish_us": 50.0,
+                        "finish_value_us": 0.0},
+}
+
 #: per board: its CPU (a key of CPUS) and the HP port the DMA masters (bits per PL clock cycle; peak)
 BOARDS = {
     "pynq-z2": {"cpu": "cortex-a9-650", "hp_bits": 64,
@@ -91,8 +109,10 @@ def network_model(path, *, board=None, batch=1):
     :mod:`hlsnn.compiled.netkernel`), or None when the network kernel cannot run the model.
     The host quantizes the input (8 bytes read, 1 written per value), starts the kernel once,
     dequantizes the output (1 read, 8 written) and runs the host layers after it (a Softmax: 8
-    read, 8 written per value). The kernel's cycles are :func:`hlsnn.compiled.netperf.op_cycles`
-    per image; its DDR traffic is the input and output words at the HP port's width."""
+    read, 8 written per value); their times are :data:`NET_HOST`'s, measured on this machine's
+    network path and scaled to the board's CPU. The kernel's cycles are
+    :func:`hlsnn.compiled.netperf.op_cycles` per image; its DDR traffic is the input and output
+    words at the HP port's width."""
     from . import artifact, netkernel, netmode, netperf
     from .net import config_of
     prog, arrays = artifact.read(path)
@@ -112,7 +132,8 @@ def network_model(path, *, board=None, batch=1):
         r.update(k)
         r["end_to_end_us"] = r["fabric_us"] + r["host_us"]
         return r
-    layers = [row("input", "host quantize", host_bytes=9 * n_in, host_us=cpu["op_us"] + 9 * n_in * cpu["byte_us"])]
+    nh = NET_HOST[b["cpu"]]
+    layers = [row("input", "host quantize", host_bytes=9 * n_in, host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
     for nm, kind, cyc in netperf.op_cycles(net, t):
         c = cyc * batch
         k_us = c / mhz
@@ -121,24 +142,27 @@ def network_model(path, *, board=None, batch=1):
             words = -(-t["in_elems" if kind == "load image" else "out_elems"] // 8) * batch
             extra = dict(dma_bytes=8 * words, ddr_us=8 * words / (beat * mhz))
         if kind == "load image":                      # the one kernel start of the batch
-            extra.update(kernel_starts=1, host_us=cpu["call_us"])
+            extra.update(kernel_starts=1, host_us=nh["start_us"])
         layers.append(row(nm, kind, kernel_cycles=c, kernel_us=k_us, fabric_us=max(k_us, extra.get("ddr_us", 0.0)),
                           **extra))
-    layers.append(row("output", "host dequantize", host_bytes=9 * n_out,
-                      host_us=cpu["op_us"] + 9 * n_out * cpu["byte_us"]))
-    for j in net.host_after:
-        layers.append(row(j["name"], "host " + j["op"], host_bytes=16 * n_out,
-                          host_us=cpu["op_us"] + 16 * n_out * cpu["byte_us"]))
+    # rule 5 and the host layers after the logits, measured together (finish_us): split evenly
+    fin = [("output", "host dequantize", 9 * n_out)] + [(j["name"], "host " + j["op"], 16 * n_out)
+                                                        for j in net.host_after]
+    for nm, kind, hb in fin:
+        layers.append(row(nm, kind, host_bytes=hb, host_us=(nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin)))
     tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
     res = netperf.resources(net, t, cfg.board.ps)
     have = cfg.board.resources
-    res["fits"] = all(res[k] <= have.get(k, 0) for k in ("bram36", "uram", "dsp") if res[k])
+    from ..resources import MARGINS           # the margins every config is checked against
+    res["fits"] = all(res[k] <= MARGINS.get(k, 1.0) * have.get(k, 0) for k in ("bram36", "uram", "dsp", "lut", "ff")
+                      if res[k])
     return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,
             "cpu": b["cpu"], "batch": batch, **tot, "layers": layers,
             "host_only_layers": [j["name"] for j in net.host_after],
-            "kernel_resources": {k: v for k, v in res.items() if k != "buffers"},
-            "constants": {"cpu": dict(cpu), "hp_bits": b["hp_bits"], "hp_source": b["source"],
-                          "ddr_latency_cycles": netperf.DDR_LATENCY}}
+            "kernel_resources": {k: v for k, v in res.items() if k not in ("buffers", "logic")},
+            "kernel_logic": res["logic"],
+            "constants": {"cpu": dict(cpu), "network_host": dict(nh), "hp_bits": b["hp_bits"],
+                          "hp_source": b["source"], "ddr_latency_cycles": netperf.DDR_LATENCY}}
 
 
 def model(path, *, board=None, batch=1, network=None):
@@ -228,10 +252,16 @@ def format_table(res):
                  f"{res['host_us']:>9.1f} {res['host_bytes']:>11,} {res['end_to_end_us']:>9.1f}")
     if "kernel_resources" in res:
         r = res["kernel_resources"]
-        lines.append(f"  network kernel memories (hlsnn.resources): {r['bram36']} BRAM36, {r['lut']:,} LUT as LUTRAM, "
-                     f"{r['dsp']} DSP" + ("" if r["fits"] else "; MORE THAN THE BOARD HAS (weights are never "
-                                          "streamed from DDR yet)"))
+        lines.append(f"  network kernel (hlsnn.resources and the datapath model, not synthesis): {r['bram36']} BRAM36, "
+                     f"{r['lut']:,} LUT, {r['ff']:,} FF, {r['dsp']} DSP" +
+                     ("" if r["fits"] else "; MORE THAN THE BOARD HAS (weights are never streamed from DDR yet)"))
     c = res["constants"]["cpu"]
+    if "network_host" in res["constants"]:
+        n = res["constants"]["network_host"]
+        lines.append(f"  host constants ({res['cpu']}, network path): {n['start_us']} us per kernel start, quantize "
+                     f"{n['quant_us']} us + {n['quant_value_us']} us per value, finish {n['finish_us']} us; "
+                     f"hlsnn.compiled.latency.NET_HOST (x86 measured by benchmarks/bench_network_start.py; the ARM "
+                     f"cores scaled x 10 and x 4 as below, estimates)")
     lines.append(f"  CPU constants ({res['cpu']}): {c['call_us']} us per kernel start, {c['byte_us']} us per byte, "
                  f"{c['op_us']} us per host op; {c['source']}")
     lines.append(f"  HP port: {res['constants']['hp_bits']} bits per PL cycle (peak; {res['constants']['hp_source']})")

@@ -188,8 +188,12 @@ def tables(net, pz, pc):
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     hw = lambda shape: int(np.prod(shape[1:])) if len(shape) == 3 else 1               # noqa: E731
-    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc,
-                weights=[[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in wl],
+    weights = [[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in wl]
+    pack = weight_pack(pz)
+    words = [[sum(weights[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)]
+             for q in range(pz // pack)]
+    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pack=pack,
+                weights=weights, words=words,
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl],
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), in_slot=place[inp][0], in_dual=place[inp][1],
@@ -198,9 +202,18 @@ def tables(net, pz, pc):
 
 
 def lanes(p):
-    """``(output lanes, channel banks)`` of a shift_mac config: its ``cols`` and ``rows`` (the
-    same rows x cols shift-add units as the layer kernel)."""
-    return int(p["cols"]), int(p["rows"])
+    """``(output lanes, channel banks)`` of a shift_mac config: its ``net_lanes`` and
+    ``net_banks`` (by default its ``rows`` banks and the largest divisor of them not above its
+    ``cols``: on shift8_pynq-z2 the layer kernel's 8 x 16 units). The network kernel is a
+    bitstream of its own, so it is sized for itself."""
+    return int(p.get("net_lanes") or p["cols"]), int(p.get("net_banks") or p["rows"])
+
+
+def weight_pack(pz):
+    """Weight codes per ROM word: two 16-bit codes (two output lanes) in a 32-bit word when the
+    lanes pair up, so that a ROM of a few hundred codes fills a BRAM18 in its 512 x 36 shape
+    instead of half of one in 1K x 18 (:mod:`hlsnn.compiled.netperf`)."""
+    return 2 if pz % 2 == 0 else 1
 
 
 def _most(t, op):
@@ -231,8 +244,8 @@ def render(net, out_dir):
                in_elems=t["in_elems"], in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"],
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
                out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],
-               w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]),
-               weights=[[_ints(b) for b in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
+               w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]), pack=t["pack"], pz_words=pz // t["pack"],
+               weights=[[_ints(b) for b in q] for q in t["words"]], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]],
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac")),
@@ -322,7 +335,6 @@ class NetKernel:
         out = np.zeros((b, self.out_words * 8), np.int8)
         t0 = time.perf_counter()
         st = self.lib.hlsnn_net_run(x8.ctypes, out.ctypes, b)      # the arrays stay alive for the call
-        self.last_kernel_s = time.perf_counter() - t0
         self.calls += 1
         if st:
             raise CsimError(f"network kernel of {self.net.name}: "
@@ -334,6 +346,8 @@ class NetKernel:
         self.counters = {self.lib.hlsnn_counter_name(i).decode(): (int(it[i]), int(en[i])) for i in range(n)}
         if self.strict:
             self.strict_report = json.loads(self.lib.hlsnn_strict_report().decode())
+        # the simulation's own bookkeeping (loop counters, the strict report) is the kernel's time
+        self.last_kernel_s = time.perf_counter() - t0
         return out[:, :self.tables["out_elems"]].astype(np.int64)
 
 

@@ -271,28 +271,35 @@ def _fields(t, shape):
 def quantize_input(net, x):
     """Rule 1: the float batch ``x`` as the input's integers (int64): exactly
     :func:`hlsnn.deploy.runner.to_fixed` (the value written at radix ``g = max(F + 24, 0)``
-    with ``rint``, then rounded to radix ``F`` and saturated), computed in float64 on integers
-    below ``2**52`` (exact), else by ``to_fixed`` itself."""
+    with ``rint``, then rounded to radix ``F`` and saturated), else by ``to_fixed`` itself.
+
+    The fast path, for signed inputs rounded to nearest (even or away), in float64: ``w =
+    rint(x * 2**g)`` is ``to_fixed``'s wide integer while ``|w| < 2**52`` (checked); ``y = w *
+    2**-(g - F)`` is exact (a power-of-two scale of an integer, far from the subnormals), and
+    clipped to ``[lo - 1, hi + 1]`` it needs at most ``B + 1 + (g - F)`` significant bits, so
+    ``y +- 0.5`` is exact while that is at most 52 (checked): rounding half away from zero is
+    ``trunc(y + copysign(0.5, y))``, half to even is ``rint(y)``; then the clip to ``[lo,
+    hi]``. Every step is exact, so the bits are ``to_fixed``'s (tested)."""
     from ..deploy.runner import to_fixed
     i = net.input
-    v = np.asarray(x, np.float64)
     f, bits, rounding = i["f"], i["bits"], i["rounding"]
     g = max(f + 24, 0)
-    wide = np.rint(np.ldexp(v, g))
-    if not i["signed"] or rounding not in ("nearest_away", "nearest_even") or not (
-            np.abs(wide).max(initial=0.0) < 2.0 ** 52):
-        return to_fixed(v, f, bits, i["signed"], rounding)
     s = g - f
-    if s <= 0:
-        q = np.ldexp(wide, -s)
+    v = np.multiply(x, 2.0 ** g, dtype=np.float64)         # exact: a power of two
+    np.rint(v, out=v)
+    if (not i["signed"] or rounding not in ("nearest_away", "nearest_even") or bits + 1 + s > 52
+            or not (np.abs(v).max(initial=0.0) < 2.0 ** 52)):
+        return to_fixed(np.asarray(x, np.float64), f, bits, i["signed"], rounding)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    np.multiply(v, 2.0 ** -s, out=v)
+    np.clip(v, lo - 1, hi + 1, out=v)
+    if rounding == "nearest_away":
+        v += np.copysign(0.5, v)
+        np.trunc(v, out=v)
     else:
-        q = np.floor(np.ldexp(wide, -s))               # exact: a power-of-two division of an integer
-        rem = wide - np.ldexp(q, s)
-        half = 2.0 ** (s - 1)
-        tie = rem == half
-        up = (rem > half) | (tie & (wide >= 0) if rounding == "nearest_away" else tie & (np.fmod(q, 2) != 0))
-        q += up
-    return np.clip(q, -(1 << (bits - 1)), (1 << (bits - 1)) - 1).astype(np.int64)
+        np.rint(v, out=v)
+    np.clip(v, lo, hi, out=v)
+    return v.astype(np.int64)
 
 
 def _pad(x, pads, value):
@@ -367,9 +374,12 @@ def run_ints(net, xq, *, keep=False):
 
 def finish(net, q):
     """Rule 5: the network's float output from the output integers ``q``."""
-    from ..deploy import hostops
-    from .net import _host_layer
+    stubs = getattr(net, "_host_stubs", None)
+    if stubs is None:                          # the host layers after the logits, made once per program
+        from ..deploy import hostops
+        from .net import _host_layer
+        stubs = net._host_stubs = [(hostops.run, _host_layer(j, {})) for j in net.host_after]
     y = np.ldexp(np.asarray(q, np.float64), -net.output["f"])
-    for j in net.host_after:
-        y = hostops.run(_host_layer(j, {}), [y])
+    for run, st in stubs:
+        y = run(st, [y])
     return y

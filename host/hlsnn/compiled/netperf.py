@@ -7,8 +7,8 @@ count, so the schedule is static):
 * load: ``in_elems`` cycles (one activation per cycle, a 64-bit AXI word every 8) plus
   :data:`DDR_LATENCY` for the first word of the burst;
 * conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ceil(Cg/Q) * kh * kw``
-  (``P`` output lanes = the config's ``cols``, ``Q`` channel banks = its ``rows``; the epilogue
-  is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
+  (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
+  the epilogue is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
 * add: ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
 * store: ``out_elems`` cycles plus :data:`DDR_LATENCY`.
@@ -16,10 +16,15 @@ count, so the schedule is static):
 The iteration counts are exact and checked against the C-simulation's loop counters (tests);
 the depths are the model's, not a synthesis report. Nothing overlaps between layers.
 
-**Resources** (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut buffer in
-``Q`` banks each (``act_bits`` wide), the weight ROMs (``P x Q`` banks of 16-bit codes), the
-bias ROMs (32-bit) and the shift ROMs (8-bit), each as the C++ declares it. No DSP: products
-are shifts and adds.
+**Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
+buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
+codes per word, :func:`hlsnn.compiled.netkernel.weight_pack`), the bias ROMs (32-bit) and the
+shift ROMs (8-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
+datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
+declares, part by part, with the LUT rules of the layer kernel's model
+(:func:`hlsnn.engines.shift_mac.spec.shifter_luts`: a LUT6 per output bit per 4:1 stage; one
+LUT per bit of an adder on the carry chain); the AXI adapters and control are stated
+allowances, not synthesis results.
 """
 from __future__ import annotations
 
@@ -70,17 +75,67 @@ def buffers(net, tables):
                    static=True, note="ping-pong activation buffers, channel banks"),
             Buffer("sc", "net_top", "array", a, (pc, tables["sc_words"]), partition=((1, "complete"),), static=True,
                    note="shortcut buffer, channel banks"),
-            Buffer("kWeights", "net_top", "array", 16, (pz, pc, nw), partition=((1, "complete"), (2, "complete")),
-                   static=True, note="resident weight codes, one ROM per unit"),
+            Buffer("kWeights", "net_top", "array", 16 * tables["pack"], (pz // tables["pack"], pc, nw),
+                   partition=((1, "complete"), (2, "complete")), static=True,
+                   note=f"resident weight codes, {tables['pack']} units' codes per ROM word"),
             Buffer("kBias", "net_top", "array", 32, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kShift", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True)]
 
 
+#: allowances (LUT, FF) for what the model does not derive from widths: each 64-bit m_axi
+#: adapter with its burst logic, the s_axilite register file, and the descriptor walk with the
+#: loops' control. Assumptions of the order Vitis HLS reports for such interfaces, not measured.
+AXI_MASTER = (1200, 1600)
+AXI_LITE = (300, 400)
+CONTROL = (1500, 1500)
+
+
+def datapath(net, tables):
+    """``{part: (LUT, FF)}`` of the network kernel's logic outside its memories (module
+    docstring), with ``P`` lanes, ``Q`` banks and the rendered widths (``a`` act_bits, ``pb``
+    a product's bits, ``sb`` a reduction's, ``A`` the accumulator's, ``wb`` a residual sum's):
+
+    * ``units`` (``P*Q``): two left shifters of ``a`` bits by up to the program's largest weight
+      shift, the add/subtract of the two terms and the conditional negation (``pb`` each; the
+      zero flag folds into the negation); a ``pb``-bit product register;
+    * ``trees`` (``P``): ``Q - 1`` adders of ``sb`` bits and the accumulator's adder, a
+      register per level (``log2 Q + 1`` of ``sb`` bits);
+    * ``epilogues`` (``P``): the bias add (``sb + 2``), the saturation's two compares and clamp
+      (``3 A``), the rounding right shifter by 0..60 (``shifter_luts(A, 60)``), its increment
+      and the output clamp (``A + 2a``);
+    * ``banks`` (``Q``): the read address adder and the zero-padding select (``16 + a``), the
+      ping-pong source select (``a``), the write data select over ``Q/P + 1`` writers (the
+      lanes' blocks and the other ops), the maxpool compare (``2a``), and the residual Add: two
+      aligning shifters, the sum, the pool accumulator and its rounding shifter (``wb`` bits);
+    * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
+    """
+    import math
+    from ..engines.shift_mac.spec import shifter_luts
+    pz, pc = tables["pz"], tables["pc"]
+    a, pb, sb, wb = net.input["bits"], tables["prod_bits"], tables["sum_bits"], tables["add_bits"]
+    acc = net.params["acc_bits"]
+    smax = pb - a - 2
+    mux = lambda n: math.ceil(n / 4) if n > 1 else 0          # noqa: E731 - LUT6s of an n:1 multiplexer, per bit
+    lvls = math.ceil(math.log2(max(pc, 2))) + 1
+    unit = (2 * shifter_luts(a, smax) + 2 * pb, pb)
+    tree = (pc * sb, lvls * sb)
+    epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a, 2 * acc + a)
+    bank = (16 + a + a + a * mux(pc // pz + 1) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
+            16 + 3 * a + 2 * wb)
+    parts = {"units": (pz * pc * unit[0], pz * pc * unit[1]), "trees": (pz * tree[0], pz * tree[1]),
+             "epilogues": (pz * epi[0], pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
+             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+    return parts
+
+
 def resources(net, tables, ps):
-    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers"}`` of the declared buffers (LUT and FF
-    count only the memories, not the datapath)."""
+    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}``: the declared buffers
+    (:mod:`hlsnn.resources`) plus the datapath (:func:`datapath`, in ``lut``/``ff``; ``logic``
+    its parts)."""
     import math
     from ..resources import build
     m = build(buffers(net, tables), [], ps)
-    return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut, "ff": m.ff, "dsp": m.dsp,
-            "buffers": m.buffer_rows()}
+    logic = datapath(net, tables)
+    return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
+            "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
+            "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}

@@ -41,7 +41,7 @@ class NetSimBoard:
         self.model = ip_model(kernel)
         self.sim.add_model(cfg.name, self.model)
         self.inb = self.outb = None
-        self.starts, self.last_kernel_s = 0, 0.0
+        self.starts, self.last_kernel_s, self.last_driver_s = 0, 0.0, 0.0
         with _DEVICE_LOCK:
             self.sim.install()
             try:
@@ -60,27 +60,41 @@ class NetSimBoard:
         return self.kernel.tables
 
     def _buffers(self, batch):
+        """Allocate (on the first call and when a batch outgrows them) the input and output
+        buffers, with their int8 views (``_x8``, ``_y8``: one image per row) made once: the
+        padding of each input row is zeroed here and never written again. The two address
+        registers are written only then, and ``batch`` only when it changes: the kernel's
+        ``s_axilite`` registers keep their values across starts."""
         words_in, words_out = batch * self.kernel.in_words, batch * self.kernel.out_words
+        n_in, n_out = self.kernel.in_words * 8, self.kernel.out_words * 8
         if self.inb is None or self.inb.shape[0] < words_in or self.outb.shape[0] < words_out:
             for b in (self.inb, self.outb):
                 if b is not None:
                     b.freebuffer()
+            self.inb = self.outb = None
             self.inb = self._pynq.allocate((words_in,), np.uint64)
             self.outb = self._pynq.allocate((words_out,), np.uint64)
-
-    def run(self, xq):
-        """``xq`` (B, ...) input integers -> (B, out_elems) int64, in one kernel start."""
-        b = xq.shape[0]
-        n_in, n_out = self.kernel.in_words * 8, self.kernel.out_words * 8
-        with self._lock, self.sim:
-            self._buffers(b)
-            x8 = self.inb.view(np.int8)[:b * n_in].reshape(b, n_in)
-            x8[:] = 0
-            x8[:, :self.kernel.tables["in_elems"]] = np.asarray(xq).reshape(b, -1)
-            self.inb.flush()
+            self._x8 = np.asarray(self.inb).view(np.int8).reshape(batch, n_in)
+            self._y8 = np.asarray(self.outb).view(np.int8).reshape(batch, n_out)
+            self._x8[:] = 0
             self.ip.write(REGISTERS["in"], self.inb.device_address)
             self.ip.write(REGISTERS["out"], self.outb.device_address)
-            self.ip.write(REGISTERS["batch"], b)
+            self._batch = None
+        if self._batch != batch:
+            self.ip.write(REGISTERS["batch"], batch)
+            self._batch = batch
+
+    def run(self, xq):
+        """``xq`` (B, ...) input integers -> (B, out_elems) int64, in one kernel start: the
+        input buffer's fill and ``flush()``, ``ap_start``, a poll of ``ap_done``,
+        ``invalidate()`` and the read-back (the address and batch registers when they change)."""
+        b = xq.shape[0]
+        n_el, n_out = self.kernel.tables["in_elems"], self.kernel.tables["out_elems"]
+        t_call = time.perf_counter()
+        with self._lock, self.sim:
+            self._buffers(b)
+            self._x8[:b, :n_el] = np.asarray(xq).reshape(b, -1)
+            self.inb.flush()
             t0 = time.perf_counter()
             self.ip.write(0x00, 1)                                    # ap_start
             while not self.ip.read(0x00) & 2:                         # ap_done
@@ -88,8 +102,11 @@ class NetSimBoard:
             self.last_kernel_s = time.perf_counter() - t0
             self.starts += 1
             self.outb.invalidate()
-            y = np.array(self.outb.view(np.int8)[:b * n_out]).reshape(b, n_out)
-        return y[:, :self.kernel.tables["out_elems"]].astype(np.int64)
+            y = self._y8[:b, :n_out].astype(np.int64)
+        # the driver's share of the call (buffer fill and syncs, register accesses, read-back):
+        # benchmarks/bench_network_start.py measures it
+        self.last_driver_s = time.perf_counter() - t_call - self.last_kernel_s
+        return y
 
     def close(self):
         with self._lock:

@@ -47,6 +47,10 @@ SCHEMA = {
                           choices=tuple(MODES)),
     "stream_bits": Field("int", "AXI-Stream width; default: the board's DMA width", default=None,
                          lo=32, hi=512, pow2=True),
+    "net_lanes": Field("int", "network kernel (hlsnn compile): output channels per cycle; default the "
+                              "largest divisor of net_banks not above cols", default=None, lo=1, hi=64),
+    "net_banks": Field("int", "network kernel: input channels per cycle, the activation buffers' banks; a "
+                              "multiple of net_lanes; default rows", default=None, lo=1, hi=64),
 }
 
 
@@ -121,6 +125,14 @@ def x_words(p) -> int:
 def validate(p: dict, board, source) -> dict:
     if p["stream_bits"] is None:
         p["stream_bits"] = board.dma["stream_bits"]
+    if p["net_banks"] is None:
+        p["net_banks"] = p["rows"]
+    if p["net_lanes"] is None:
+        p["net_lanes"] = max(d for d in range(1, min(p["cols"], p["net_banks"]) + 1) if p["net_banks"] % d == 0)
+    if p["net_banks"] % p["net_lanes"]:
+        raise ConfigError(source, f"{NAME}.net_banks", p["net_banks"],
+                          f"must be a multiple of net_lanes = {p['net_lanes']} (a block of output channels is "
+                          f"written to distinct activation banks)")
     need = acc_bits_needed(p)
     if p["acc_bits"] < need:
         raise ConfigError(source, f"{NAME}.acc_bits", p["acc_bits"],
