@@ -211,6 +211,9 @@ def lower(program, arrays):
             codes = t.code_values().reshape(j["w_shape"][0], c, h, w)
         else:
             geom = j["geom"]
+            if t.code_values().size != int(np.prod(j["w_shape"])):   # groups packed as block-diagonal GEMMs
+                raise _why(j, f"a grouped conv whose groups are packed {j.get('gp')} to a GEMM (depthwise): "
+                              f"not in the network kernel yet")
             codes = t.code_values().reshape(j["w_shape"])
         fields = _fields(t, codes.shape)
         if geom["dilations"] != [1, 1]:
