@@ -224,7 +224,12 @@ def test_network_kernel_on_the_sim_board_through_pynq(compiled):
         assert net.last_kernel_starts == 1 and board.starts == 2 and board.sim.strict_cache
         (regs, _, bursts, beats), = board.model.runs[-1:]
         assert regs["batch"] == 7 and beats == 7 * (8 + 2)
+        # a smaller batch reuses the buffers: only the batch register is written again
+        got3 = net.logits(x[2:5])
+        (regs3, _, _, beats3), = board.model.runs[-1:]
+        assert regs3["batch"] == 3 and beats3 == 3 * (8 + 2) and regs3["in"] == regs["in"]
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(got3.view(np.uint64), want[2:5].view(np.uint64))
 
 
 @pytest.mark.slow
