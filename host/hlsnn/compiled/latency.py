@@ -120,6 +120,8 @@ def network_model(path, *, board=None, batch=1):
         net = netmode.lower(prog, arrays)
     except InputError:
         return None
+    if net.engine != "shift_mac":
+        return None
     name, b, cpu = _board(prog, board)
     cfg = config_of(prog["accels"][net.accel], str(path))
     t = netkernel.tables(net, *netkernel.lanes(net.params))

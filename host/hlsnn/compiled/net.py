@@ -55,6 +55,17 @@ def config_of(entry, source):
     return cfg
 
 
+def kernel_class(net):
+    """The network kernel's class (C-simulation) for a lowered network's engine, or None."""
+    if net.engine == "shift_mac":
+        from .netkernel import NetKernel
+        return NetKernel
+    if net.engine == "sparse_cluster":
+        from . import sparsekernel
+        return getattr(sparsekernel, "SparseNetKernel", None)
+    return None
+
+
 def _host_layer(j, arrays):
     attrs = dict(j["attrs"])
     if j["op"] == "BatchNormalization":
@@ -94,7 +105,11 @@ class CompiledNet:
             try:                 # an overlay folder on sim: the layer kernel it holds, layer by layer
                 self.network = (netmode.lower(prog, arrays) if target in NETWORK_TARGETS
                                 and not (overlays and target == "sim") else None)
+                if self.network is not None and target != "emu" and kernel_class(self.network) is None:
+                    raise InputError(f"network kernel: engine {self.network.engine} has a network mode (emu) but "
+                                     f"no network kernel yet, so not on {target}")
             except InputError:
+                self.network = None
                 if network:
                     raise
         self._target_options = dict(target_options)
@@ -136,8 +151,7 @@ class CompiledNet:
             dep.update, dep.host, dep.execs, dep.calibrated = "e1", {}, execs, True
             self._dep = dep
             if self.network is not None and self.target in ("csim", "sim"):
-                from .netkernel import NetKernel
-                self._kernel = NetKernel(self.network)
+                self._kernel = kernel_class(self.network)(self.network)
                 if self.target == "sim":
                     from .netsim import NetSimBoard
                     self._kernel = NetSimBoard(self._kernel, config_of(prog["accels"][self.network.accel], self.path),
