@@ -139,3 +139,167 @@ def test_lower_names_the_engine_without_a_network_mode(compiled):
     with pytest.raises(InputError, match="engine bfp_systolic of .*: only shift_mac and sparse_cluster have a "
                                          "network mode so far"):
         netmode.lower(dict(prog, accels={"a": acc}), arrays)
+
+
+# ------------------------------------------------------------------ the sparse network kernel
+
+def test_schedule_by_hand():
+    """Two lanes, M = 2 multipliers, Q = 4 banks, one input-channel block, a 1x2 kernel: tap
+    (0, 0) has 3 and 1 non-zeros (two steps), tap (0, 1) none in either lane (no step)."""
+    from hlsnn.compiled.sparsekernel import schedule
+    w = np.zeros((2, 4, 1, 2), np.int64)
+    w[0, [0, 2, 3], 0, 0] = [5, -7, 9]
+    w[1, 1, 0, 0] = -128
+    (blk,) = schedule(w, 4, 2, 2)
+    assert blk == [((0, 0, 0), [[(5, 0), (-7, 2)], [(-128, 1)]]), ((0, 0, 0), [[(9, 3)], []])]
+    # an all-zero block keeps one empty step (its outputs: the output rule of the bias)
+    assert schedule(np.zeros((2, 4, 1, 2), np.int64), 4, 2, 2) == [[((0, 0, 0), [[], []])]]
+
+
+def _steps_by_hand(codes, pz, pc, pm):
+    """A block's steps: over (channel block, ky, kx), the largest ceil(non-zeros / M) of its lanes."""
+    z, cg, kh, kw = codes.shape
+    total = 0
+    for b0 in range(0, z, pz):
+        n = 0
+        for cb in range(0, cg, pc):
+            nz = (codes[b0:b0 + pz, cb:cb + pc] != 0).sum(axis=1)          # (lanes, kh, kw)
+            n += int(np.ceil(nz / pm).max(axis=0).sum())
+        total += max(n, 1)
+    return total
+
+
+@pytest.mark.parametrize("assignment", ["fixed8", "sparse50"])
+def test_perf_cycles_follow_the_non_zeros(compiled, assignment, capsys):
+    """`hlsnn perf --json`: one kernel start per batch, the totals the rows' sums, each conv
+    op's cycles OH * OW * (its blocks' steps, counted here from the weights) + the depth."""
+    import json
+    from hlsnn.cli import main
+    from hlsnn.compiled import artifact, sparsekernel, sparseperf
+    path = compiled("digits_cnn", assignment)
+    assert main(["perf", str(path), "--json", "--batch", "2"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["path"] == "network" and res["kernel_starts"] == 1 and res["board"] == "pynq-z2"
+    for k in ("kernel_starts", "kernel_us", "host_us", "end_to_end_us", "host_bytes", "dma_bytes"):
+        assert res[k] == pytest.approx(sum(r[k] for r in res["layers"])), k
+    net = netmode.lower(*artifact.read(path))
+    pz, pc, pm = sparsekernel.shape(net.params)
+    assert (pz, pc, pm) == (16, 32, 8)                # sparse8_pynq-z2: max_z 16, 8 x 16 multipliers
+    for op in net.ops:
+        if op.kind == "conv":
+            row = next(r for r in res["layers"] if r["name"] == op.name)
+            steps = _steps_by_hand(op.f["codes"], pz, pc, pm)
+            assert row["kernel_cycles"] == 2 * (op.f["oh"] * op.f["ow"] * steps + sparseperf.CONV_DEPTH), op.name
+    kr = res["kernel_resources"]
+    assert kr["dsp"] == pz * pm and kr["fits"]
+
+
+def test_pruning_cuts_the_modelled_conv_cycles(compiled):
+    """With one lane of one multiplier a step is one non-zero weight: a conv takes OH * OW
+    times its non-zero weights (an output channel without any: one empty step) cycles, plus
+    the depth; half the weights pruned, every layer of more than one input channel is cheaper
+    (the first layer's few taps keep most weights)."""
+    from hlsnn.compiled import artifact, sparsekernel, sparseperf
+    cyc = {}
+    for a in ("fixed8", "sparse50"):
+        net = netmode.lower(*artifact.read(compiled("digits_cnn", a)))
+        t = sparsekernel.tables(net, 1, 1, 1)
+        cyc[a] = {n: c for n, k, c in sparseperf.op_cycles(net, t) if k == "conv"}
+        for op in net.ops:
+            if op.kind == "conv":
+                nnz = np.maximum((op.f["codes"] != 0).reshape(op.f["z"], -1).sum(axis=1), 1).sum()
+                assert cyc[a][op.name] == op.f["oh"] * op.f["ow"] * nnz + sparseperf.CONV_DEPTH, (a, op.name)
+    assert all(cyc["sparse50"][n] < 0.6 * cyc["fixed8"][n] for n in ("conv2", "fc")), cyc
+
+
+def test_loop_operators_and_bank_sites_of_the_rendered_kernel(compiled, tmp_path):
+    """Counted from the rendered C++ (tests/loop_operators.py): NetMac has P x M run-time
+    products (the declared HLSNN_OPS and the resource model's multipliers), no other loop
+    multiplies or divides, and every bank of every checked array is within its ports."""
+    from loop_operators import bank_sites, loop_operators, over_ports
+    from hlsnn.compiled import artifact, sparsekernel, sparseperf
+    net = netmode.lower(*artifact.read(compiled("digits_cnn", "sparse50")))
+    _, _, t = sparsekernel.render(net, tmp_path)
+    ops = loop_operators(tmp_path, "network.cpp", "network.h", with_declared=True)
+    assert ops["NetMac"]["mul"] == t["pz"] * t["pm"] == 128 and ops["NetMac"]["declared"][:2] == (128, 0)
+    assert all(c["mul"] == 0 and c["div"] == 0 for k, c in ops.items() if k != "NetMac"), ops
+    _, muls = sparseperf.buffers(net, t)
+    assert sum(m.count for m in muls if m.function == "NetMac") == ops["NetMac"]["mul"]
+    rows = bank_sites(tmp_path, "network.cpp", "network.h")
+    assert rows and over_ports(rows) == []
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.strict_csim           # the kernel is born under the strict rules: it runs on the strict library
+@pytest.mark.parametrize("model,assignment", [("digits_mlp", "fixed8"), ("digits_cnn", "fixed8"),
+                                              ("digits_cnn", "sparse50"), ("resnet8_digits32", "fixed8"),
+                                              ("resnet8_digits32", "sparse50")])
+def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
+    """The strict C-simulation of the sparse network kernel: one call for the batch, the
+    layer-by-layer emulator's bits; its loop counters are the cycle model's iterations."""
+    from hlsnn.compiled import sparseperf
+    path = compiled(model, assignment)
+    n = 3 if model.startswith("resnet") else 6
+    x = _x(model, n)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "csim", network=True) as net:
+        got = net.logits(x)
+        assert net.last_kernel_starts == 1
+        k = net._kernel
+        assert k.strict and not k.strict_report["raw"] and all(b["sites"] <= b["ports"]
+                                                               for b in k.strict_report["banks"])
+        assert k.strict_report["operators"] == [{"loop": "NetMac", "mul": 128, "div": 0, "dsp": 128}]
+        assert {m: it for m, (it, _) in k.counters.items()} == {
+            m: n * v for m, v in sparseperf.iterations(net.network, k.tables).items()}
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_network_kernel_on_the_sim_board_through_pynq(compiled):
+    """pynq.allocate, flush, the IP's register writes, ap_start, ap_done, invalidate (strict
+    cache checks on): one start per batch, the emulator's bits, the cycle model's cycles."""
+    from hlsnn.compiled import sparseperf
+    path = compiled("digits_cnn", "sparse50")
+    x = _x("digits_cnn", 7)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim") as net:                       # the self-check runs on the board too
+        got = net.logits(x)
+        board = net._kernel
+        assert net.last_kernel_starts == 1 and board.starts == 2 and board.sim.strict_cache
+        (regs, cycles, bursts, beats), = board.model.runs[-1:]
+        assert regs["batch"] == 7 and beats == 7 * (8 + 2)
+        assert cycles == 7 * sum(c for _, _, c in sparseperf.op_cycles(net.network, board.tables))
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_network_kernel_compiles_against_both_header_models(compiled, tmp_path):
+    """The rendered kernel and bridge under the fallback ap_types and both ap_axi_sdata.h
+    models, the __SYNTHESIS__ rule (tests/synthesis_guards.py), and the kernel stripped of its
+    sim-only blocks (what the tool compiles)."""
+    import synthesis_guards as guards
+    from test_header_models import TARGETS, syntax_check
+    from hlsnn.compiled import artifact
+    from hlsnn.compiled.sparsekernel import render
+    prog, arrays = artifact.read(compiled("digits_cnn", "sparse50"))
+    files, _, _ = render(netmode.lower(prog, arrays), tmp_path / "net")
+    kernel_side = {f: (tmp_path / "net" / f).read_text() for f in files if f != "bridge.cpp"}
+    assert guards.violations(kernel_side) == []
+    sim_only = guards.sim_only_headers(kernel_side)
+    for f, text in kernel_side.items():
+        if f.split("/")[-1] not in sim_only:
+            dest = tmp_path / "stripped" / f
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(guards.strip_sim_only(text, f))
+    for f in sim_only:
+        (tmp_path / "stripped" / "include" / "hlsnn" / f).write_text(kernel_side[f"include/hlsnn/{f}"])
+    for target in TARGETS:
+        proc = syntax_check(tmp_path / "net", target, ["network.cpp", "bridge.cpp"])
+        assert proc.returncode == 0, f"{target}:\n{proc.stderr[-3000:]}"
+        proc = syntax_check(tmp_path / "stripped", target, ["network.cpp"])
+        assert proc.returncode == 0, f"stripped, {target}:\n{proc.stderr[-3000:]}"

@@ -32,7 +32,7 @@ def shape(p):
     """``(P lanes, Q banks, M multipliers per lane)`` of a sparse_cluster config (module docstring)."""
     pz = int(p["max_z"])
     pm = max(1, int(p["units"]) * int(p["tile_w"]) // pz)
-    return pz, pz, pm
+    return pz, 2 * pz, pm
 
 
 def schedule(codes, pc, pm, pz):
