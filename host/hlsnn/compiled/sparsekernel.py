@@ -149,7 +149,8 @@ def tables(net, pz, pc, pm):
     hwf = lambda s: int(np.prod(s[1:])) if len(s) == 3 else 1                        # noqa: E731
     return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
                 weights=[[np.asarray(m, np.int64) for m in lane] for lane in wl],
-                biases=[np.asarray(x or [0], np.int64) for x in bl], shifts=[np.asarray(x or [0], np.int64) for x in sl],
+                biases=[np.asarray(x or [0], np.int64) for x in bl],
+                shifts=[np.asarray(x or [0], np.int64) for x in sl],
                 sum_bits=sum_bits, add_bits=add_bits, in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]))
