@@ -257,12 +257,13 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
 
 @pytest.mark.slow
 @pytest.mark.csim
-def test_network_kernel_on_the_sim_board_through_pynq(compiled):
+@pytest.mark.parametrize("model,assignment", [("digits_cnn", "sparse50"), ("resnet8_digits32", "fixed8")])
+def test_network_kernel_on_the_sim_board_through_pynq(compiled, model, assignment):
     """pynq.allocate, flush, the IP's register writes, ap_start, ap_done, invalidate (strict
     cache checks on): one start per batch, the emulator's bits, the cycle model's cycles."""
     from hlsnn.compiled import sparseperf
-    path = compiled("digits_cnn", "sparse50")
-    x = _x("digits_cnn", 7)
+    path = compiled(model, assignment)
+    x = _x(model, 7)
     with hlsnn.load(path, "emu", network=False) as ref:
         want = ref.logits(x)
     with hlsnn.load(path, "sim") as net:                       # the self-check runs on the board too
@@ -270,7 +271,8 @@ def test_network_kernel_on_the_sim_board_through_pynq(compiled):
         board = net._kernel
         assert net.last_kernel_starts == 1 and board.starts == 2 and board.sim.strict_cache
         (regs, cycles, bursts, beats), = board.model.runs[-1:]
-        assert regs["batch"] == 7 and beats == 7 * (8 + 2)
+        words = -(-int(np.prod(net.input_shape)) // 8) + 2              # 10 logits: two 64-bit words
+        assert regs["batch"] == 7 and beats == 7 * words
         assert cycles == 7 * sum(c for _, _, c in sparseperf.op_cycles(net.network, board.tables))
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
 

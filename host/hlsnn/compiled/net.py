@@ -274,7 +274,8 @@ def load(path, target="emu", *, overlays=None, self_check=True, network=None, **
     (needed on ``pynq``; elsewhere an overlay folder or config to run instead of the stored
     config, refused unless its hash is the stored one). ``self_check``: run the stored
     input/output pairs first. ``network``: None runs the network path where it exists (a
-    network on one ``shift_mac`` accelerator that :func:`hlsnn.compiled.netmode.lower` accepts,
+    network on one ``shift_mac`` or ``sparse_cluster`` accelerator that
+    :func:`hlsnn.compiled.netmode.lower` accepts,
     on ``emu`` or ``csim``: one kernel start per batch), True requires it, False runs layer by
     layer."""
     return CompiledNet(path, target, overlays=overlays, self_check=self_check, network=network, **target_options)
