@@ -304,3 +304,22 @@ def test_network_kernel_compiles_against_both_header_models(compiled, tmp_path):
         assert proc.returncode == 0, f"{target}:\n{proc.stderr[-3000:]}"
         proc = syntax_check(tmp_path / "stripped", target, ["network.cpp"])
         assert proc.returncode == 0, f"stripped, {target}:\n{proc.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+def test_resnet8_perf_one_start_and_pruning_pays(compiled, capsys):
+    """`hlsnn perf` on the compiled ResNet-8: one kernel start per image, the kernel within the
+    PYNQ-Z2's margins, and sparse50's kernel faster than fixed8's (the same network, half the
+    weights pruned: fewer steps in the 32- and 64-channel convs)."""
+    import json
+    from hlsnn.cli import main
+    res = {}
+    for a in ("fixed8", "sparse50"):
+        assert main(["perf", str(compiled("resnet8_digits32", a)), "--json"]) == 0
+        res[a] = json.loads(capsys.readouterr().out)
+        assert res[a]["path"] == "network" and res[a]["kernel_starts"] == 1
+        assert res[a]["kernel_resources"]["fits"] and res[a]["kernel_resources"]["dsp"] == 128
+    conv = {a: {r["name"]: r["kernel_cycles"] for r in res[a]["layers"] if r["kind"] == "conv"} for a in res}
+    assert conv["sparse50"]["stem"] == conv["fixed8"]["stem"]            # 3 channels: a step per tap either way
+    assert all(conv["sparse50"][n] < conv["fixed8"][n] for n in ("s2b", "s3a", "s3b"))
+    assert res["sparse50"]["kernel_us"] < res["fixed8"]["kernel_us"]
