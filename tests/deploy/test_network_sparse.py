@@ -226,6 +226,15 @@ def test_loop_operators_and_bank_sites_of_the_rendered_kernel(compiled, tmp_path
     assert sum(m.count for m in muls if m.function == "NetMac") == ops["NetMac"]["mul"]
     rows = bank_sites(tmp_path, "network.cpp", "network.h")
     assert rows and over_ports(rows) == []
+    # planted: the epilogue writing lane l to bank obank + l (a run-time bank): every bank of
+    # the destination buffers gets all P lanes' write sites
+    src = tmp_path / "network.cpp"
+    text = src.read_text()
+    old = "HLSNN_STORE_AT(act[d.dst][j], obase + pix, y[l], j);"
+    assert text.count(old) == 1
+    src.write_text(text.replace(old, "HLSNN_STORE_AT(act[d.dst][oblk * Cfg::kPz + l], obase + pix, y[l], j);"))
+    bad = over_ports(bank_sites(tmp_path, "network.cpp", "network.h"))
+    assert {(x["loop"], x["array"], x["writes"]) for x in bad} == {("NetMac", "act", t["pc"])}
 
 
 @pytest.mark.slow
