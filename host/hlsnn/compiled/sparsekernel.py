@@ -5,19 +5,21 @@ the shift_mac network kernel's), built for C-simulation and run through ctypes.
 
 **Shape** (:func:`shape`): ``P`` output lanes (output channels per block: the config's
 ``max_z``), ``M`` multipliers per lane (``units * tile_w / max_z``: the layer kernel's int8
-multipliers, 128 on sparse8_pynq-z2, one DSP each) and ``Q = P`` activation banks.
+multipliers, 128 on sparse8_pynq-z2, one DSP each) and ``Q = P`` activation banks (each
+reading its own tap in a step, so more banks than lanes would buy little).
 
 **Buffers**: :func:`hlsnn.compiled.netkernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks, as the shift_mac network kernel).
 
-**Steps** (:func:`schedule`): per block of ``P`` output channels, the taps in the order the
-kernel walks them (channel block ``cb`` of ``Q`` channels, ``ky``, ``kx``); a tap whose
-weights are all zero in the block has no step; a tap whose lanes hold ``n_l`` non-zero weights
-takes ``max_l ceil(n_l / M)`` steps, step ``k`` giving lane ``l`` its non-zeros ``k*M`` to
-``k*M + M - 1`` (in channel order) with the bank each multiplies. A block with no non-zero
-weight at all keeps one empty step (its outputs are the output rule of the bias alone). A
-pixel of a block takes exactly the block's steps: the kernel's cycles follow the non-zeros
-(:mod:`hlsnn.compiled.sparseperf`).
+**Steps** (:func:`schedule`): a block of ``P`` output channels has a list of steps. In a step
+each bank ``j`` reads one tap (channel ``cb*Q + j`` of the group at kernel position ``ky,
+kx``: an address and a padding test per bank), and each lane takes up to ``M`` of its
+non-zero weights among those ``Q`` values (a ``Q:1`` select per multiplier). A zero weight has
+no slot, so a block needs at least ``max_l ceil(n_l / M)`` steps (``n_l`` the lane's non-zeros)
+and at least as many as the most taps one bank must read; the greedy schedule comes close to
+the larger of the two. A block with no non-zero weight at all keeps one empty step (its
+outputs are the output rule of the bias alone). A pixel of a block takes exactly the block's
+steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.compiled.sparseperf`).
 """
 from __future__ import annotations
 
@@ -32,30 +34,47 @@ def shape(p):
     """``(P lanes, Q banks, M multipliers per lane)`` of a sparse_cluster config (module docstring)."""
     pz = int(p["max_z"])
     pm = max(1, int(p["units"]) * int(p["tile_w"]) // pz)
-    return pz, 2 * pz, pm
+    return pz, pz, pm
 
 
 def schedule(codes, pc, pm, pz):
     """The steps of one conv op's weights ``codes`` (Z, Cg, kh, kw) int: a list per block of
-    ``(tap (cb, ky, kx), [per lane: [(weight, bank)] up to pm])`` (module docstring)."""
+    ``(taps, lanes)``: ``taps`` one ``(cb, ky, kx)`` (or None) per bank, ``lanes`` per lane up
+    to ``pm`` ``(weight, bank)`` (module docstring). Greedy: in each step every bank reads the
+    tap whose remaining non-zeros belong to the busiest lanes, and every lane takes up to
+    ``pm`` of its non-zeros among the banks' taps, the banks with the most taps still to read
+    first."""
     z, cg, kh, kw = codes.shape
     ncb = -(-cg // pc)
     blocks = []
     for b0 in range(0, z, pz):
-        wb = codes[b0:b0 + pz]
+        wb = np.asarray(codes[b0:b0 + pz], np.int64)
+        lanes_n = wb.shape[0]
+        w4 = np.zeros((lanes_n, ncb * pc, kh, kw), np.int64)
+        w4[:, :cg] = wb
+        # (lane, bank j, tap t = (cb*kh + ky)*kw + kx): channel cb*pc + j at (ky, kx)
+        wt = w4.reshape(lanes_n, ncb, pc, kh, kw).transpose(0, 2, 1, 3, 4).reshape(lanes_n, pc, -1)
+        need = wt != 0
         steps = []
-        for cb in range(ncb):
-            part = wb[:, cb * pc:(cb + 1) * pc]                     # (lanes, <=pc, kh, kw)
-            for ky in range(kh):
-                for kx in range(kw):
-                    col = part[:, :, ky, kx]
-                    nz = [np.flatnonzero(col[l]) for l in range(col.shape[0])]
-                    n = max((-(-len(a) // pm) for a in nz), default=0)
-                    for k in range(n):
-                        steps.append(((cb, ky, kx), [[(int(col[l, j]), int(j)) for j in a[k * pm:(k + 1) * pm]]
-                                                     for l, a in enumerate(nz)]))
+        while need.any():
+            rem = need.sum(axis=(1, 2))
+            has = need.any(axis=0)                                   # (bank, tap)
+            score = np.where(has, (need * rem[:, None, None]).sum(axis=0), -1)
+            banks = np.flatnonzero(has.any(axis=1))
+            tsel = score.argmax(axis=1)
+            order = banks[np.argsort(-has[banks].sum(axis=1), kind="stable")]
+            lanes = []
+            for lane in range(lanes_n):
+                js = [int(j) for j in order if need[lane, j, tsel[j]]][:pm]
+                lanes.append([(int(wt[lane, j, tsel[j]]), j) for j in js])
+                need[lane, js, tsel[js]] = False
+            taps = [None] * pc
+            for j in banks:
+                cb, r = divmod(int(tsel[j]), kh * kw)
+                taps[j] = (cb, r // kw, r % kw)
+            steps.append((taps, lanes))
         if not steps:
-            steps.append(((0, 0, 0), [[] for _ in range(wb.shape[0])]))
+            steps.append(([None] * pc, [[] for _ in range(lanes_n)]))
         blocks.append(steps)
     return blocks
 
@@ -104,8 +123,10 @@ def tables(net, pz, pc, pm):
             blocks = schedule(codes, pc, pm, pz)
             hw, w = f["h"] * f["w"], f["w"]
             for bi, blk in enumerate(blocks):
-                for k, ((cb, ky, kx), lanes) in enumerate(blk):
-                    steps.append((cb * hw + ky * w + kx, ky, kx, int(k + 1 == len(blk))))
+                for k, (taps, lanes) in enumerate(blk):
+                    bank_taps = [(0, 0, 0) if tp is None else (tp[0] * hw + tp[1] * w + tp[2], tp[1], tp[2])
+                                 for tp in taps]
+                    steps.append((bank_taps, int(k + 1 == len(blk))))
                     for lane in range(pz):
                         slots = lanes[lane] if lane < len(lanes) else []
                         for m in range(pm):
@@ -141,7 +162,7 @@ def tables(net, pz, pc, pm):
     if sum_bits > 62:
         raise InputError(f"network kernel: a layer's sum needs {sum_bits} bits (at most 62)")
     if not steps:
-        steps.append((0, 0, 0, 1))
+        steps.append(([(0, 0, 0)] * pc, 1))
         for lane in range(pz):
             for m in range(pm):
                 wl[lane][m].append(0)
@@ -175,7 +196,8 @@ def render(net, out_dir):
                in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",
                out_elems=t["out_elems"], out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"],
                n_ops=len(t["rows"]), ops=t["rows"], n_steps=len(t["steps"]),
-               steps=[", ".join(str(v) for v in s) for s in t["steps"]], b_words=len(t["biases"][0]),
+               taps=[[", ".join(map(str, st[0][j])) for st in t["steps"]] for j in range(pc)],
+               last=_ints([st[1] for st in t["steps"]]), b_words=len(t["biases"][0]),
                weights=[[_ints(m) for m in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]],
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2))

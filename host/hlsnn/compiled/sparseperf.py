@@ -6,14 +6,14 @@ buffers and multipliers.
 trip count): the load, maxpool, add and store as the shift_mac network kernel's
 (:mod:`hlsnn.compiled.netperf`: the same loops and depths); a conv takes one cycle per step and
 output pixel, ``OH * OW * sum over blocks of the block's steps``, plus :data:`CONV_DEPTH`. A
-block's steps are ``sum over taps of max over lanes of ceil(n_l / M)`` (``n_l`` the lane's
-non-zero weights at the tap, :func:`hlsnn.compiled.sparsekernel.schedule`), so a pruned layer
-costs its non-zeros (and the imbalance between the lanes), not its MACs. The iteration counts
+block's steps are its schedule's (:func:`hlsnn.compiled.sparsekernel.schedule`): at least
+``max_l ceil(n_l / M)`` (``n_l`` a lane's non-zero weights) and the most taps one bank reads,
+so a pruned layer costs its non-zeros, not its MACs. The iteration counts
 are exact and checked against the C-simulation's loop counters (tests); the depths are the
 model's, not a synthesis report.
 
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks
-(int8), the step table (32-bit offset and the tap's position), the ``P x M`` weight ROMs (16-bit
+(int8), the step tables (per bank a 32-bit offset and the tap's position; the last-step flags), the ``P x M`` weight ROMs (16-bit
 words: the int8 weight and its bank select), the bias and shift ROMs, and ``P x M`` int8 x int8
 multipliers (a DSP48 each); the datapath logic (the ``Q:1`` selects, the lanes' adder trees
 and the epilogues) is an allowance per part (:func:`datapath`).
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from .netperf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, LOOPS, POOL_DEPTH, _f
 
-#: step ROM read (1), the bank reads (1), the select and product (DSP, 3), the lane's adder
-#: tree of M products (log2 M + 1 = 4), the epilogue (bias, shift, clamp: 2)
-CONV_DEPTH = 11
+#: step ROM read (1), the banks' address adds and reads (2), the select and product (DSP, 3),
+#: the lane's adder tree of M products (log2 M + 1 = 4), the epilogue (bias, shift, clamp: 2)
+CONV_DEPTH = 12
 
 
 def iterations(net, tables):
@@ -71,8 +71,9 @@ def buffers(net, tables):
                    note="ping-pong activation buffers, channel banks"),
             Buffer("sc", "net_top", "array", 8, (pc, tables["sc_words"]), partition=((1, "complete"),), static=True,
                    note="shortcut buffer, channel banks"),
-            Buffer("kSteps", "net_top", "array", 56, (ns,), static=True,
-                   note="the step table: a tap's offset, ky, kx, last"),
+            Buffer("kTaps", "net_top", "array", 48, (pc, ns), partition=((1, "complete"),), static=True,
+                   note="the step table: per bank its tap's offset, ky, kx"),
+            Buffer("kLast", "net_top", "array", 8, (ns,), static=True, note="a block's last step"),
             Buffer("kW", "net_top", "array", 16, (pz, pm, ns), partition=((1, "complete"), (2, "complete")),
                    static=True, note="resident non-zero weights with their bank selects, one ROM per multiplier"),
             Buffer("kBias", "net_top", "array", 32, (pz, nb), partition=((1, "complete"),), static=True),
@@ -87,14 +88,15 @@ def datapath(tables):
     a lane, ``Q`` banks, ``sb`` a lane sum's bits and ``wb`` a residual sum's: per multiplier
     the ``Q:1`` select of 8 bits (``8 * ceil(Q/4)``); per lane the adder tree of ``M`` products
     and the accumulator (``M * sb``), the epilogue (bias add, rounding shifter ~ ``4 * sb``,
-    clamp); per bank the address adder, padding select and the residual Add (as the shift_mac
-    kernel's); the AXI and control allowances of :mod:`hlsnn.compiled.netperf`."""
+    clamp); per bank its tap's address (two 32-bit adds) and padding test (four compares of
+    its row and column), the read select, and the residual Add (as the shift_mac kernel's);
+    the AXI and control allowances of :mod:`hlsnn.compiled.netperf`."""
     import math
     pz, pc, pm, sb, wb = tables["pz"], tables["pc"], tables["pm"], tables["sum_bits"], tables["add_bits"]
     sel = 8 * math.ceil(pc / 4)
     return {"selects": (pz * pm * sel, pz * pm * 8), "trees": (pz * pm * sb, pz * 2 * sb),
             "epilogues": (pz * (sb + 4 * sb + sb + 16), pz * (sb + 8)),
-            "banks": (pc * (16 + 8 + 8 + 16 + 3 * wb + 4 * wb), pc * (16 + 24 + 2 * wb)),
+            "banks": (pc * (2 * 32 + 4 * 8 + 8 + 8 + 16 + 3 * wb + 4 * wb), pc * (32 + 16 + 24 + 2 * wb)),
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 
 
