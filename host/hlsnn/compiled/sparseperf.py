@@ -8,15 +8,16 @@ trip count): the load, maxpool, add and store as the shift_mac network kernel's
 output pixel, ``OH * OW * sum over blocks of the block's steps``, plus :data:`CONV_DEPTH`. A
 block's steps are its schedule's (:func:`hlsnn.compiled.sparsekernel.schedule`): at least
 ``max_l ceil(n_l / M)`` (``n_l`` a lane's non-zero weights) and the most taps one bank reads,
-so a pruned layer costs its non-zeros, not its MACs. The iteration counts
-are exact and checked against the C-simulation's loop counters (tests); the depths are the
-model's, not a synthesis report.
+so a pruned layer costs its non-zeros, not its MACs. The iteration counts are exact and
+checked against the C-simulation's loop counters (tests); the depths are the model's, not a
+synthesis report.
 
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks
-(int8), the step tables (per bank a 32-bit offset and the tap's position; the last-step flags), the ``P x M`` weight ROMs (16-bit
-words: the int8 weight and its bank select), the bias and shift ROMs, and ``P x M`` int8 x int8
-multipliers (a DSP48 each); the datapath logic (the ``Q:1`` selects, the lanes' adder trees
-and the epilogues) is an allowance per part (:func:`datapath`).
+(int8), the step tables (per bank a 32-bit offset and the tap's position; the last-step
+flags), the ``P x M`` weight ROMs (16-bit words: the int8 weight and its bank select), the bias
+and shift ROMs, and ``P x M`` int8 x int8 multipliers (a DSP48 each); the datapath logic (the
+``Q:1`` selects, the lanes' adder trees and the epilogues) is an allowance per part
+(:func:`datapath`).
 """
 from __future__ import annotations
 
@@ -44,21 +45,6 @@ def op_cycles(net, tables):
         rows.append((op.name, op.kind, _f(r, "n_iter") + depth[_f(r, "op")]))
     rows.append(("store", "store output", tables["out_elems"] + DDR_LATENCY))
     return rows
-
-
-def dense_cycles(net, tables):
-    """Per image, the cycles the conv ops would take without skipping a zero weight (every
-    tap of every block a step of ``ceil(Q / M)``... as many steps as a full tap needs): the
-    figure the zero-skipping saves against."""
-    pz, pc, pm = tables["pz"], tables["pc"], tables["pm"]
-    tot = 0
-    for op in net.ops:
-        if op.kind == "conv":
-            f = op.f
-            cg = f["c"] // f["group"]
-            per_tap = -(-min(cg, pc) // pm)
-            tot += -(-f["z"] // pz) * f["oh"] * f["ow"] * -(-cg // pc) * f["kh"] * f["kw"] * per_tap
-    return tot
 
 
 def buffers(net, tables):
