@@ -363,3 +363,21 @@ def test_resnet8_perf_one_start_and_pruning_pays(compiled, capsys):
     assert conv["sparse50"]["stem"] == conv["fixed8"]["stem"]            # 3 channels: a step per tap either way
     assert all(conv["sparse50"][n] < 0.8 * conv["fixed8"][n] for n in ("s1a", "s2b", "s3a", "s3b"))
     assert res["sparse50"]["kernel_us"] < res["fixed8"]["kernel_us"]
+
+
+@pytest.mark.slow
+@pytest.mark.csim               # the layer kernel's C-simulation library (a compile)
+def test_a_network_the_kernel_refuses_runs_layer_by_layer_on_csim(compiled, monkeypatch):
+    """The kernel's refusal (here: its tables refuse every network) keeps network=None on the
+    layer-by-layer path on csim and in `hlsnn perf`, and network=True names the reason."""
+    from hlsnn.compiled import latency, sparsekernel
+
+    def refuse(*a, **k):
+        raise InputError("network kernel: planted refusal")
+    monkeypatch.setattr(sparsekernel, "tables", refuse)
+    path = compiled("digits_mlp", "fixed8")
+    with pytest.raises(InputError, match="planted refusal"):
+        hlsnn.load(path, "csim", network=True, self_check=False)
+    assert latency.network_model(path) is None
+    with hlsnn.load(path, "csim", self_check=False) as net:
+        assert net.network is None

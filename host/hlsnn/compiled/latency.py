@@ -124,7 +124,10 @@ def network_model(path, *, board=None, batch=1):
     cfg = config_of(prog["accels"][net.accel], str(path))
     if net.engine == "sparse_cluster":             # its own kernel: sparsekernel, sparseperf
         from . import sparsekernel, sparseperf as perf
-        t = sparsekernel.tables(net, *sparsekernel.shape(net.params))
+        try:
+            t = sparsekernel.tables(net, *sparsekernel.shape(net.params))
+        except InputError:                         # a network the kernel refuses runs layer by layer
+            return None
     else:
         perf = netperf
         t = netkernel.tables(net, *netkernel.lanes(net.params))

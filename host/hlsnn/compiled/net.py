@@ -105,9 +105,13 @@ class CompiledNet:
             try:                 # an overlay folder on sim: the layer kernel it holds, layer by layer
                 self.network = (netmode.lower(prog, arrays) if target in NETWORK_TARGETS
                                 and not (overlays and target == "sim") else None)
-                if self.network is not None and target != "emu" and kernel_class(self.network) is None:
-                    raise InputError(f"network kernel: engine {self.network.engine} has a network mode (emu) but "
-                                     f"no network kernel yet, so not on {target}")
+                if self.network is not None and target != "emu":
+                    cls = kernel_class(self.network)
+                    if cls is None:
+                        raise InputError(f"network kernel: engine {self.network.engine} has a network mode (emu) "
+                                         f"but no network kernel yet, so not on {target}")
+                    if hasattr(cls, "check"):        # what the kernel refuses (its tables), before building it
+                        cls.check(self.network)
             except InputError:
                 self.network = None
                 if network:

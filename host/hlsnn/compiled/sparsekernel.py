@@ -223,6 +223,11 @@ class SparseNetKernel(netkernel.NetKernel):
     def __init__(self, net, *, strict=None):
         super().__init__(net, strict=strict, builder=build)
 
+    @staticmethod
+    def check(net):
+        """:class:`InputError` when the kernel cannot run ``net`` (its tables refuse it)."""
+        tables(net, *shape(net.params))
+
     def cycles_per_image(self):
         from . import sparseperf
         return sum(c for _, _, c in sparseperf.op_cycles(self.net, self.tables))
