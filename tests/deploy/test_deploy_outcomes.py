@@ -70,3 +70,25 @@ def test_regression_against_targets_and_against_the_float_outputs(tmp_path):
     # task: classification with float targets is a clear error
     with pytest.raises(Exception, match="classification needs labels"):
         deploy(_config(tmp_path, "task: classification\n", data=str(npz)), assignments=["bfp8"])
+
+
+def test_end_to_end_latency_is_the_compiled_models(tmp_path):
+    """The deploy result's end-to-end figure is `hlsnn perf` of the same assignment compiled:
+    one kernel start on the network kernel for two-hot, one call per engine layer for bfp8."""
+    from hlsnn.compiled import latency
+    from hlsnn.compiled.build import compile_model
+    text = (f"name: e2e\nmodel: {MLP}\ndata: digits\ncalibration: {{samples: 16}}\n"
+            "formats:\n  bfp8: {type: bfp, accel: bfp8_zcu104}\n  twohot: {type: twohot, accel: shift8_pynq-z2}\n"
+            "assignments:\n  twohot: {default: twohot}\n  bfp8: {default: bfp8}\n")
+    path = tmp_path / "e2e.yaml"
+    path.write_text(text)
+    res = deploy(path, test_samples=10)
+    for name, want_path, starts in (("twohot", "network", 1), ("bfp8", "layers", 2)):
+        e = res["assignments"][name]["end_to_end"]
+        compile_model(path, name, tmp_path / f"{name}.hlsnn", calibration_samples=16, check_samples=1)
+        ref = latency.model(tmp_path / f"{name}.hlsnn")
+        assert (e["path"], e["kernel_starts"]) == (want_path, starts) == (ref["path"], ref["kernel_starts"])
+        assert e["kernel_us"] == pytest.approx(ref["kernel_us"], abs=1e-3)
+        assert e["end_to_end_us"] == pytest.approx(ref["end_to_end_us"], abs=1e-3)
+        assert e["end_to_end_us"] >= e["kernel_us"] + e["host_us"] - 1e-6 and e["host_us"] > 0
+    assert "e2e us" in format_result(res)

@@ -164,8 +164,8 @@ def test_buffers_ping_pong_and_shortcut():
 def test_perf_of_the_network_path(compiled, capsys):
     """One kernel start per batch; totals are the rows' sums; the conv cycles are the static
     schedule's (hand counts on shift8_pynq-z2, 8 output lanes x 16 channel banks: conv1, 8x8
-    pixels, 8 outputs in one block, 1 channel in one bank, 3x3 taps; fc, 10 outputs in two
-    blocks, a 16x2x2 map: one channel block, 2x2 taps)."""
+    pixels, 8 outputs in one block, its 1 channel's 3 columns of taps unfolded into 3 banks, so
+    3 taps (ky); fc, 10 outputs in two blocks, a 16x2x2 map: one channel block, 2x2 taps)."""
     from hlsnn.cli import main
     from hlsnn.compiled import netperf as npf
     assert main(["perf", str(compiled("digits_cnn", "twohot")), "--json", "--batch", "2"]) == 0
@@ -174,7 +174,7 @@ def test_perf_of_the_network_path(compiled, capsys):
     for k in ("kernel_starts", "kernel_us", "host_us", "end_to_end_us", "host_bytes", "dma_bytes"):
         assert res[k] == pytest.approx(sum(r[k] for r in res["layers"])), k
     conv1 = next(r for r in res["layers"] if r["name"] == "conv1")
-    assert conv1["kernel_cycles"] == 2 * (64 * 9 + npf.CONV_DEPTH)
+    assert conv1["kernel_cycles"] == 2 * (64 * 3 + npf.CONV_DEPTH)
     fc = next(r for r in res["layers"] if r["name"] == "fc")
     assert fc["kernel_cycles"] == 2 * (2 * 1 * 4 + npf.CONV_DEPTH)
     # the host touches the float input and output and the integers it hands over, nothing else

@@ -116,6 +116,9 @@ def test_bfp8_and_twohot_within_one_point_of_float(tmp_path, name):
     for fmt in ("bfp8", "twohot"):
         acc = res["assignments"][fmt]["accuracy"]
         assert acc >= float_acc - 0.01, (name, fmt, acc, float_acc)
+        # compiled (for the end-to-end model) and loaded back, whatever slashes the ONNX names hold
+        assert res["assignments"][fmt]["end_to_end"]["end_to_end_us"] > 0, res["assignments"][fmt].get(
+            "end_to_end_note")
 
 
 @pytest.mark.parametrize("name", ["mlp_dynamo", "lenet_ts13_nofold", "strided_ts17", "skl_mlp_zipmap"])

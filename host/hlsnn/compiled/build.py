@@ -20,6 +20,8 @@ def _jsonable(v):
         return v.item()
     if isinstance(v, np.ndarray):
         return v.tolist()
+    if isinstance(v, bytes):                   # an ONNX string attribute (auto_pad: b"NOTSET")
+        return v.decode("utf-8", "replace")
     return v
 
 
@@ -43,58 +45,69 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
     x_cal = ds.x_train[:calibration_samples or cal["samples"]]
     asg = cfg.assignments[assignment]
-    used = {cfg.formats[asg.format_of(la.name)].accel for la in net.engine_layers()}
     accs = open_accelerators(cfg, "emu")
     try:
         dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding,
                          update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"])
         dep.calibrate(x_cal)
-        keys = {a: accs[a].config.stem or accs[a].config.name for a in sorted(used)}
-        program = {"name": net.name, "model": cfg.name, "assignment": assignment, "hlsnn": __version__,
-                   "rounding": cfg.rounding, "overflow_ratio": cal["overflow_ratio"],
-                   "calibration": {"images": int(len(x_cal)), "mode": "static", "update": cal["update"]},
-                   "accels": {keys[a]: {"config": _jsonable(accs[a].config.as_dict()), "sha": accs[a].config.sha,
-                                        "stem": accs[a].config.stem, "engine": accs[a].config.engine}
-                              for a in sorted(used)},
-                   "layers": []}
-        arrays = {}
-        for la in net.layers:
-            if la.kind == "host":
-                if la.op == "fallback":
-                    raise InputError(f"layer {la.name}: runs through --host-fallback (onnx's reference "
-                                     f"implementation), which a board does not have; it cannot be compiled")
-                attrs = {k: v for k, v in la.attrs.items() if k != "params"}
-                program["layers"].append({"name": la.name, "kind": "host", "op": la.op, "inputs": list(la.inputs),
-                                          "output": la.output, "attrs": _jsonable(attrs)})
-                if la.op == "BatchNormalization":
-                    for i, p in enumerate(la.attrs["params"]):
-                        arrays[f"{la.name}/bn{i}"] = np.asarray(p, np.float64)
-                continue
-            fmt = cfg.formats[asg.format_of(la.name)]
-            entry, arr = capture(dep.execs[la.name], fmt.type)
-            entry["accel"] = keys[fmt.accel]
-            entry["engine"], entry["op"] = fmt.engine, la.kind
-            entry["format_name"] = fmt.name
-            entry["epilogue"] = _epilogue(entry)
-            program["layers"].append(entry)
-            arrays.update({f"{la.name}/{k}": v for k, v in arr.items()})
-        engine = net.engine_layers()
-        first, last = engine[0], engine[-1]
-        program["input"] = {"name": net.input, "shape": [int(d) for d in net.input_shape[1:]],
-                            "quantized_by": first.name, "quantization": _in_quant(program, first.name)}
-        program["output"] = {"name": net.output, "engine_layer": last.name, "engine_tensor": last.output,
-                             "dequantization": _out_quant(program, last.name),
-                             "host_after": [la.name for la in net.layers[net.layers.index(last) + 1:]]}
-        if check_samples:
-            xc = np.asarray(ds.x_test[:check_samples], np.float64)
-            y, env = dep.run(xc, keep=True)
-            arrays.update({"check/x": xc, "check/y": np.asarray(y, np.float64),
-                           "check/logits": np.asarray(env[last.output], np.float64)})
+        xc = np.asarray(ds.x_test[:check_samples], np.float64) if check_samples else None
+        program, arrays = program_of(dep, net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc)
         artifact.write(output, program, arrays)
         return program
     finally:
         for a in accs.values():
             a.close()
+
+
+def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None):
+    """The layer program and arrays of a calibrated deployment ``dep`` (one assignment of the
+    deployment config ``cfg``, its accelerators ``accs``): what :func:`compile_model` writes,
+    and what ``hlsnn deploy`` models end to end. ``x_cal``: the calibration images' count;
+    ``x_check``: the self-check inputs (their outputs are stored), or None."""
+    asg = cfg.assignments[assignment]
+    cal = cfg.calibration
+    used = {cfg.formats[asg.format_of(la.name)].accel for la in net.engine_layers()}
+    keys = {a: accs[a].config.stem or accs[a].config.name for a in sorted(used)}
+    program = {"name": net.name, "model": cfg.name, "assignment": assignment, "hlsnn": __version__,
+               "rounding": cfg.rounding, "overflow_ratio": cal["overflow_ratio"],
+               "calibration": {"images": int(x_cal), "mode": "static", "update": cal["update"]},
+               "accels": {keys[a]: {"config": _jsonable(accs[a].config.as_dict()), "sha": accs[a].config.sha,
+                                    "stem": accs[a].config.stem, "engine": accs[a].config.engine}
+                          for a in sorted(used)},
+               "layers": []}
+    arrays = {}
+    for la in net.layers:
+        if la.kind == "host":
+            if la.op == "fallback":
+                raise InputError(f"layer {la.name}: runs through --host-fallback (onnx's reference "
+                                 f"implementation), which a board does not have; it cannot be compiled")
+            attrs = {k: v for k, v in la.attrs.items() if k != "params"}
+            program["layers"].append({"name": la.name, "kind": "host", "op": la.op, "inputs": list(la.inputs),
+                                      "output": la.output, "attrs": _jsonable(attrs)})
+            if la.op == "BatchNormalization":
+                for i, p in enumerate(la.attrs["params"]):
+                    arrays[f"{la.name}/bn{i}"] = np.asarray(p, np.float64)
+            continue
+        fmt = cfg.formats[asg.format_of(la.name)]
+        entry, arr = capture(dep.execs[la.name], fmt.type)
+        entry["accel"] = keys[fmt.accel]
+        entry["engine"], entry["op"] = fmt.engine, la.kind
+        entry["format_name"] = fmt.name
+        entry["epilogue"] = _epilogue(entry)
+        program["layers"].append(entry)
+        arrays.update({f"{la.name}/{k}": v for k, v in arr.items()})
+    engine = net.engine_layers()
+    first, last = engine[0], engine[-1]
+    program["input"] = {"name": net.input, "shape": [int(d) for d in net.input_shape[1:]],
+                        "quantized_by": first.name, "quantization": _in_quant(program, first.name)}
+    program["output"] = {"name": net.output, "engine_layer": last.name, "engine_tensor": last.output,
+                         "dequantization": _out_quant(program, last.name),
+                         "host_after": [la.name for la in net.layers[net.layers.index(last) + 1:]]}
+    if x_check is not None:
+        y, env = dep.run(x_check, keep=True)
+        arrays.update({"check/x": x_check, "check/y": np.asarray(y, np.float64),
+                       "check/logits": np.asarray(env[last.output], np.float64)})
+    return program, arrays
 
 
 def _entry(program, name):

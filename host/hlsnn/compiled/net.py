@@ -145,7 +145,8 @@ class CompiledNet:
                 if j["kind"] == "host":
                     layers.append(_host_layer(j, arrays))
                     continue
-                sub = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(j["name"] + "/")}
+                pre = j["name"] + "/"            # ONNX names may hold slashes themselves ("/0/Conv")
+                sub = {k[len(pre):]: v for k, v in arrays.items() if k.startswith(pre)}
                 ex = restore(j, sub, self.accs[j["accel"]], dstub)
                 execs[j["name"]] = ex
                 layers.append(ex.layer)

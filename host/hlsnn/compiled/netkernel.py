@@ -97,6 +97,26 @@ def allocate(net, pc=1):
     return place, act_words, sc_words
 
 
+def unfold_of(net, place, pc):
+    """The stem's tap unfolding, or None: when the input is read only by one conv (groups 1,
+    ``kw > 1``) whose ``C * kw`` channels fit the ``pc`` banks, the kernel's image load writes
+    each input value of channel ``c`` at column ``x`` into the ``kw`` banks ``c + C*kx``, at
+    column ``x - kx + pl`` of the same row (a zero where that falls outside the row, at the
+    position it wraps to: every column of every bank is written once per row), and the conv
+    runs as a ``kh x 1`` kernel over ``C * kw`` channels with no left/right padding: ``kw``
+    times fewer taps, the same integer sums. Its output column ``ox`` reads column ``ox * sw``,
+    which must lie in the row: ``(ow - 1) * sw <= w - 1``."""
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    inp = name(net.input["name"])
+    readers = [op for op in net.ops if inp in [name(t) for t in op.ins]]
+    if len(readers) != 1 or readers[0].kind != "conv" or place[inp][1] or len(net.shapes[inp]) != 3:
+        return None
+    f = readers[0].f
+    if f["group"] != 1 or f["kw"] < 2 or f["c"] * f["kw"] > pc or (f["ow"] - 1) * f["sw"] > f["w"] - 1:
+        return None
+    return dict(op=readers[0].name, c=f["c"], kw=f["kw"], pl=f["pads"][1], w=f["w"])
+
+
 def _code_words(f):
     """The 16-bit weight codes (Z, Cg*kh*kw) of a conv op (bits: network_data.h.j2)."""
     ea, eb, so, hb, sb, zero = (np.asarray(f["fields"][k], np.int64).reshape(f["z"], -1)
@@ -117,8 +137,11 @@ def tables(net, pz, pc):
     woff = boff = 0
     max_ea, sum_bits, add_bits = 0, 0, 0
     a_bits = net.input["bits"]
+    unfold = unfold_of(net, place, pc)
     for op in net.ops:
         f = op.f
+        if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
+            f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
         dst, dual = place[op.out]
         d = dict.fromkeys(FIELDS, 0)
         # dual: 0 an activation buffer, 1 that and the shortcut buffer, 2 the shortcut buffer only
@@ -140,7 +163,10 @@ def tables(net, pz, pc):
             ncg = -(-cg // pc)
             steps = ncg * f["kh"] * f["kw"]
             nb = -(-z // pz)
-            codes = _code_words(f).reshape(z, cg, f["kh"] * f["kw"])
+            codes = _code_words(op.f).reshape(z, cg, f["kh"] * f["kw"])
+            if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh): channel kx*C + c
+                kw0 = op.f["kw"]
+                codes = _code_words(op.f).reshape(z, cg // kw0, f["kh"], kw0).transpose(0, 3, 1, 2).reshape(z, cg, -1)
             cpad = np.full((z, ncg * pc, f["kh"] * f["kw"]), 1 << 15, np.int64)
             cpad[:, :cg] = codes
             # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
@@ -192,7 +218,7 @@ def tables(net, pz, pc):
     pack = weight_pack(pz)
     words = [[sum(weights[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)]
              for q in range(pz // pack)]
-    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pack=pack,
+    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pack=pack, unfold=unfold,
                 weights=weights, words=words,
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl],
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
@@ -247,7 +273,11 @@ def render(net, out_dir):
                w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]), pack=t["pack"], pz_words=pz // t["pack"],
                weights=[[_ints(b) for b in q] for q in t["words"]], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]],
-               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2))
+               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
+               unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
+               unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
+               unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],
+               unfold_kx=[min(j // t["unfold"]["c"], t["unfold"]["kw"]) if t["unfold"] else 0 for j in range(pc)])
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     texts = {"network.cpp": env.get_template("network.cpp.j2").render(**ctx),

@@ -269,6 +269,9 @@ class ShiftRules:
                                                                        "scale_exponent")),
                                         delta=j["delta"], axis=j["axis"])
         shape = (j["w_shape"][0],) + tuple(chw) if j["kind"] == "dense" else tuple(j["w_shape"])
+        if t.code_values().size != int(np.prod(shape)):          # groups packed as block-diagonal GEMMs
+            raise why(f"a grouped conv whose groups are packed {j.get('gp')} to a GEMM (depthwise): "
+                      f"not in the network kernel yet")
         codes = t.code_values().reshape(shape)
         return codes, dict(mode=j["mode"], fields=_fields(t, shape))
 

@@ -300,6 +300,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                         "weight_sparsity": st.weight_sparsity, "input_density": st.input_density,
                         "saturated_outputs": int(st.sat_count), "msb_histogram": st.histogram,
                         "kernel_calls": st.calls}
+            entry.update(end_to_end_latency(dep, net, cfg, name, accs, x_test[:1]))
             result["assignments"][name] = entry
     finally:
         for acc in accs.values():
@@ -386,6 +387,33 @@ def modelled_latency(dep, cfg, asg) -> dict:
     return {"modelled_us_per_image": round(sum(by_layer.values()), 3), "modelled_us_by_layer": by_layer}
 
 
+def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
+    """The modelled end-to-end time per image (batch 1, host included) of assignment ``name``
+    on its board, as ``hlsnn perf NAME.hlsnn`` gives it for the compiled model
+    (:func:`hlsnn.compiled.latency.model`): the network kernel's path where the model has one
+    (one kernel start), else today's layer-by-layer calls. ``end_to_end`` holds ``board``,
+    ``path``, ``kernel_starts``, ``kernel_us``, ``host_us`` and ``end_to_end_us``, or is None
+    with ``end_to_end_note`` saying why (a dynamic calibration or a ``--host-fallback`` layer:
+    no compiled model). ``x1``: one input, for the layers' shapes and densities."""
+    import tempfile
+    from pathlib import Path
+    from ..compiled import artifact, latency
+    from ..compiled.build import program_of
+    if cfg.calibration["mode"] != "static":
+        return {"end_to_end": None, "end_to_end_note": "dynamic calibration: no compiled model to model end to end"}
+    try:
+        program, arrays = program_of(dep, net, cfg, name, accs, x_cal=0)
+        arrays["check/x"] = np.asarray(x1, np.float64)
+        with tempfile.TemporaryDirectory(prefix="hlsnn-e2e-") as d:
+            path = Path(d) / f"{name}.hlsnn"
+            artifact.write(path, program, arrays)
+            res = latency.model(path)
+    except HlsnnError as exc:
+        return {"end_to_end": None, "end_to_end_note": str(exc).splitlines()[0]}
+    keys = ("board", "path", "kernel_starts", "kernel_us", "host_us", "end_to_end_us")
+    return {"end_to_end": {k: (round(res[k], 3) if isinstance(res[k], float) else res[k]) for k in keys}}
+
+
 def format_result(res) -> str:
     head = (f"{res['model']} on {res['target']}: {res['test_images']} test images, calibrated on "
             f"{res['calibration_images']} ({res['calibration_mode']}); ")
@@ -394,10 +422,11 @@ def format_result(res) -> str:
         lines = [head + f"regression against {res['reference']}: float MSE {res['float_mse']:.4g}, MAE "
                  f"{res['float_mae']:.4g} (onnx ReferenceEvaluator)",
                  f"  {'assignment':<14} {'MSE':>10} {'MAE':>10} {'rel. err':>9} {'images/s':>10} {'model us':>9}"
-                 f"  layers"]
+                 f" {'e2e us':>9}  layers"]
     else:
         lines = [head + f"float accuracy {100 * res['float_accuracy']:.2f}% (onnx ReferenceEvaluator)",
-                 f"  {'assignment':<14} {'accuracy':>9} {'vs float':>9} {'images/s':>10} {'model us':>9}  layers"]
+                 f"  {'assignment':<14} {'accuracy':>9} {'vs float':>9} {'images/s':>10} {'model us':>9} "
+                 f"{'e2e us':>9}  layers"]
     for name, e in res["assignments"].items():
         layers = ", ".join(f"{k}={v}" for k, v in e["layers"].items())
         if "error" in e:
@@ -405,6 +434,8 @@ def format_result(res) -> str:
             continue
         us = e.get("modelled_us_per_image")
         us = f"{us:>9.1f}" if us is not None else f"{'n/a':>9}"
+        e2e = (e.get("end_to_end") or {}).get("end_to_end_us")
+        us += f" {e2e:>9.1f}" if e2e is not None else f" {'n/a':>9}"
         if regression:
             lines.append(f"  {name:<14} {e['mse']:>10.4g} {e['mae']:>10.4g} {100 * e['relative_error']:>8.2f}% "
                          f"{e['images_per_s'] or 0:>10.1f} {us}  {layers}")
@@ -416,6 +447,10 @@ def format_result(res) -> str:
                      f"{us}  {layers}")
         if e.get("note"):
             lines.append(f"  {'':<14} note: {e['note']}")
+    boards = sorted({(e["end_to_end"]["board"]) for e in res["assignments"].values() if e.get("end_to_end")})
+    lines.append(f"  e2e us: modelled end to end per image, host included (batch 1, `hlsnn perf NAME.hlsnn` of the "
+                 f"compiled model on {', '.join(boards) or 'its board'}; the network kernel where it runs the "
+                 f"model, else one call per layer): a model, not a measurement")
     lines.append("  model us: modelled engine time per image (batch 1, the cycle model of `hlsnn perf`; host work "
                  "not included): a model, not a measurement")
     lines += format_update(res)
