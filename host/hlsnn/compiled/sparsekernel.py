@@ -91,8 +91,11 @@ def tables(net, pz, pc, pm):
     boff = 0
     sum_bits, add_bits = 18, 16
     a_bits = 8
+    unfold = netkernel.unfold_of(net, place, pc)
     for op in net.ops:
         f = op.f
+        if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
+            f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
         dst, dual = place[op.out]
         d = dict.fromkeys(FIELDS, 0)
         d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual))
@@ -111,6 +114,8 @@ def tables(net, pz, pc, pm):
                 raise InputError(f"network kernel: {op.name}: groups of {cg} input and {zg} output channels; a "
                                  f"grouped conv needs multiples of {pc} and {pz} (narrower groups: not yet)")
             codes = np.asarray(f["codes"], np.int64)
+            if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh, 1): channel kx*C + c
+                codes = codes.transpose(0, 3, 1, 2).reshape(z, f["c"], f["kh"], 1)
             if np.abs(codes).max(initial=0) > 128 or codes.min(initial=0) < -128:
                 raise InputError(f"network kernel: {op.name}: weights beyond int8")
             bias = np.asarray(f["bias"], np.int64)
@@ -169,6 +174,7 @@ def tables(net, pz, pc, pm):
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     hwf = lambda s: int(np.prod(s[1:])) if len(s) == 3 else 1                        # noqa: E731
     return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
+                unfold=unfold,
                 weights=[[np.asarray(m, np.int64) for m in lane] for lane in wl],
                 biases=[np.asarray(x or [0], np.int64) for x in bl],
                 shifts=[np.asarray(x or [0], np.int64) for x in sl],
@@ -200,7 +206,11 @@ def render(net, out_dir):
                last=_ints([st[1] for st in t["steps"]]), b_words=len(t["biases"][0]),
                weights=[[_ints(m) for m in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]],
-               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2))
+               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
+               unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
+               unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
+               unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],
+               unfold_kx=[min(j // t["unfold"]["c"], t["unfold"]["kw"]) if t["unfold"] else 0 for j in range(pc)])
     env = jinja2.Environment(loader=jinja2.ChoiceLoader([
         jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "sparse_cluster")),
         jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac"))]),       # the shared C ABI bridge
