@@ -122,7 +122,15 @@ def network_model(path, *, board=None, batch=1):
         return None
     name, b, cpu = _board(prog, board)
     cfg = config_of(prog["accels"][net.accel], str(path))
-    t = netkernel.tables(net, *netkernel.lanes(net.params))
+    if net.engine == "sparse_cluster":             # its own kernel: sparsekernel, sparseperf
+        from . import sparsekernel, sparseperf as perf
+        try:
+            t = sparsekernel.tables(net, *sparsekernel.shape(net.params))
+        except InputError:                         # a network the kernel refuses runs layer by layer
+            return None
+    else:
+        perf = netperf
+        t = netkernel.tables(net, *netkernel.lanes(net.params))
     mhz, beat = cfg.clock_mhz, b["hp_bits"] / 8
     n_in, n_out = t["in_elems"] * batch, t["out_elems"] * batch
 
@@ -134,7 +142,7 @@ def network_model(path, *, board=None, batch=1):
         return r
     nh = NET_HOST[b["cpu"]]
     layers = [row("input", "host quantize", host_bytes=9 * n_in, host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
-    for nm, kind, cyc in netperf.op_cycles(net, t):
+    for nm, kind, cyc in perf.op_cycles(net, t):
         c = cyc * batch
         k_us = c / mhz
         extra = {}
@@ -151,7 +159,7 @@ def network_model(path, *, board=None, batch=1):
     for nm, kind, hb in fin:
         layers.append(row(nm, kind, host_bytes=hb, host_us=(nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin)))
     tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
-    res = netperf.resources(net, t, cfg.board.ps)
+    res = perf.resources(net, t, cfg.board.ps)
     have = cfg.board.resources
     from ..resources import MARGINS           # the margins every config is checked against
     res["fits"] = all(res[k] <= MARGINS.get(k, 1.0) * have.get(k, 0) for k in ("bram36", "uram", "dsp", "lut", "ff")

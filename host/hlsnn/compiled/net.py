@@ -55,6 +55,17 @@ def config_of(entry, source):
     return cfg
 
 
+def kernel_class(net):
+    """The network kernel's class (C-simulation) for a lowered network's engine, or None."""
+    if net.engine == "shift_mac":
+        from .netkernel import NetKernel
+        return NetKernel
+    if net.engine == "sparse_cluster":
+        from . import sparsekernel
+        return getattr(sparsekernel, "SparseNetKernel", None)
+    return None
+
+
 def _host_layer(j, arrays):
     attrs = dict(j["attrs"])
     if j["op"] == "BatchNormalization":
@@ -94,7 +105,15 @@ class CompiledNet:
             try:                 # an overlay folder on sim: the layer kernel it holds, layer by layer
                 self.network = (netmode.lower(prog, arrays) if target in NETWORK_TARGETS
                                 and not (overlays and target == "sim") else None)
+                if self.network is not None and target != "emu":
+                    cls = kernel_class(self.network)
+                    if cls is None:
+                        raise InputError(f"network kernel: engine {self.network.engine} has a network mode (emu) "
+                                         f"but no network kernel yet, so not on {target}")
+                    if hasattr(cls, "check"):        # what the kernel refuses (its tables), before building it
+                        cls.check(self.network)
             except InputError:
+                self.network = None
                 if network:
                     raise
         self._target_options = dict(target_options)
@@ -137,8 +156,7 @@ class CompiledNet:
             dep.update, dep.host, dep.execs, dep.calibrated = "e1", {}, execs, True
             self._dep = dep
             if self.network is not None and self.target in ("csim", "sim"):
-                from .netkernel import NetKernel
-                self._kernel = NetKernel(self.network)
+                self._kernel = kernel_class(self.network)(self.network)
                 if self.target == "sim":
                     from .netsim import NetSimBoard
                     self._kernel = NetSimBoard(self._kernel, config_of(prog["accels"][self.network.accel], self.path),
@@ -261,7 +279,8 @@ def load(path, target="emu", *, overlays=None, self_check=True, network=None, **
     (needed on ``pynq``; elsewhere an overlay folder or config to run instead of the stored
     config, refused unless its hash is the stored one). ``self_check``: run the stored
     input/output pairs first. ``network``: None runs the network path where it exists (a
-    network on one ``shift_mac`` accelerator that :func:`hlsnn.compiled.netmode.lower` accepts,
+    network on one ``shift_mac`` or ``sparse_cluster`` accelerator that
+    :func:`hlsnn.compiled.netmode.lower` accepts,
     on ``emu`` or ``csim``: one kernel start per batch), True requires it, False runs layer by
     layer."""
     return CompiledNet(path, target, overlays=overlays, self_check=self_check, network=network, **target_options)

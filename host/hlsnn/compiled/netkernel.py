@@ -284,6 +284,14 @@ def render(net, out_dir):
              "network.h": env.get_template("network.h.j2").render(**ctx),
              "network_data.h": env.get_template("network_data.h.j2").render(**ctx),
              "bridge.cpp": env.get_template("network_bridge.cpp.j2").render(**ctx)}
+    return write_rendered(texts, out_dir) + (t,)
+
+
+def write_rendered(texts, out_dir):
+    """Write the rendered ``texts`` ({file: text}) and the hlsnn headers into ``out_dir``:
+    ``(files, sha)``."""
+    from ..paths import HLS_DIR
+    texts = dict(texts)
     inc = HLS_DIR / "include" / "hlsnn"
     for f in sorted(inc.glob("*.h")):
         texts[f"include/hlsnn/{f.name}"] = f.read_text()
@@ -293,18 +301,19 @@ def render(net, out_dir):
         (out / k).parent.mkdir(parents=True, exist_ok=True)
         (out / k).write_text(texts[k])
         digest.update(k.encode() + b"\0" + texts[k].encode() + b"\0")
-    return sorted(texts), digest.hexdigest(), t
+    return sorted(texts), digest.hexdigest()
 
 
-def build(net, *, strict=None, out_root=None):
-    """Render and compile (cached by the sources' and flags' hash) the C-simulation library of
-    ``net``'s network kernel. Returns ``(library path, tables)``."""
+def build(net, *, strict=None, out_root=None, render_fn=None):
+    """Render (``render_fn``, by default :func:`render`) and compile (cached by the sources' and
+    flags' hash) the C-simulation library of ``net``'s network kernel. Returns ``(library
+    path, tables)``."""
     from .. import csim, compiling
     from ..paths import build_root
     root = Path(out_root) if out_root else build_root() / "netkernel"
     tmp = Path(tempfile.mkdtemp(prefix="render-", dir=_mkdir(root)))
     try:
-        files, sha, t = render(net, tmp)
+        files, sha, t = (render_fn or render)(net, tmp)
         flags = csim._flags(strict)
         key = hashlib.sha256(json.dumps([sha, csim.compiler(), list(flags), str(csim.ap_types_dir())]).encode()
                              ).hexdigest()[:16]
@@ -341,9 +350,9 @@ class NetKernel:
     """The network kernel's C-simulation library: :meth:`run` takes a batch of input
     integers and returns the output integers, in one call of the top function."""
 
-    def __init__(self, net, *, strict=None):
+    def __init__(self, net, *, strict=None, builder=None):
         self.net = net
-        self.path, self.tables = build(net, strict=strict)
+        self.path, self.tables = (builder or build)(net, strict=strict)
         self.lib = ctypes.CDLL(str(self.path))
         self.lib.hlsnn_net_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
         self.lib.hlsnn_last_assert.restype = ctypes.c_char_p
@@ -393,7 +402,8 @@ def ip_model(kernel, *, memory=None):
     ``gmem1``; its cycles are the cycle model's (:func:`hlsnn.compiled.netperf.op_cycles`)."""
     from ..runtime.sim.axi_master import MasterKernelModel
     from . import netperf
-    per_image = sum(c for _, _, c in netperf.op_cycles(kernel.net, kernel.tables))
+    per_image = (kernel.cycles_per_image() if hasattr(kernel, "cycles_per_image")
+                 else sum(c for _, _, c in netperf.op_cycles(kernel.net, kernel.tables)))
     n_in, n_out = kernel.in_words * 8, kernel.out_words * 8
 
     def run(regs, ports):

@@ -1,6 +1,11 @@
-"""The network mode: a compiled ``shift_mac`` network as one integer program, the
-specification of the network kernel (``hls/engines/shift_mac/network.cpp.j2``, one kernel
-start per batch).
+"""The network mode: a compiled ``shift_mac`` or ``sparse_cluster`` network as one integer
+program, the specification of the network kernels (``hls/engines/<engine>/network.cpp.j2``,
+one kernel start per batch).
+
+The rules below are the engines' common ones; an engine's weight values and output rule come
+from its layer rules (:func:`engine_rules`: :class:`ShiftRules` for ``shift_mac``, as rule 2
+states them, and :class:`hlsnn.compiled.netsparse.SparseRules` for ``sparse_cluster``: int8
+taps, ``t = acc + bias`` exact, ReLU, ``shift_round_sat`` to 8 bits; that module's docstring).
 
 :func:`lower` turns a compiled model's layer program into a list of integer ops on on-chip
 tensors; :func:`run_ints` runs them in numpy, integers only. The host does two things: it
@@ -42,7 +47,8 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 ``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). A mean over a pixel count that is not a
 power of two has no exact float value and no integer rule here: :func:`lower` refuses it
 (say, a 7x7 global pool), as it refuses any host op other than those above between engine
-layers, a format other than ``twohot``/``pot`` on ``shift_mac``, dilation, ``ceil_mode`` pools
+layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
+``sparse_cluster``, dilation, ``ceil_mode`` pools
 and unsigned activations. Those networks run layer by layer as before.
 """
 from __future__ import annotations
@@ -86,6 +92,7 @@ class NetProgram:
     params: dict
     accel: str
     aliases: dict
+    engine: str = "shift_mac"
 
 
 def _why(layer, what):
@@ -106,12 +113,9 @@ def lower(program, arrays):
         raise InputError(f"network kernel: {program['name']} uses {len(accels)} accelerators; the network kernel "
                          f"runs a network on one")
     (acc_name, acc), = accels.items()
-    if acc["engine"] != "shift_mac":
-        raise InputError(f"network kernel: engine {acc['engine']} of {acc_name}: only shift_mac has one so far")
-    p = acc["config"]["shift_mac"]
-    if not p["act_signed"]:
-        raise InputError(f"network kernel: {acc_name} has unsigned activations; the network kernel takes signed ones")
-    bits, rounding = p["act_bits"], program["rounding"]
+    rules = engine_rules(acc["engine"], acc_name)
+    p = acc["config"][acc["engine"]]
+    bits, rounding = rules.activations(p, acc_name), program["rounding"]
     inp = program["input"]
     # tensor state: ("input",) float input; ("q", F) integers at radix F; ("add", {...}) pending add
     state = {inp["name"]: ("input",)}
@@ -168,7 +172,7 @@ def lower(program, arrays):
                 continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
-        if j["engine"] != "shift_mac" or j["format"] not in ("twohot", "pot"):
+        if j["engine"] != rules.engine or j["format"] not in rules.formats:
             raise _why(j, f"format {j['format']} on {j['engine']}")
         src = j["inputs"][0]
         st = state.get(src)
@@ -202,22 +206,13 @@ def lower(program, arrays):
             st = state[base]
         f_in = st[1]
         c, h, w = _chw(shapes[aliases.get(src, src)])     # a flattened map: its (C, H, W)
-        t = sfmt.ShiftTensor.from_codes(j["mode"], j["exp_bits"], *(arrays[f"{j['name']}/{k}"] for k in
-                                                                      ("e1", "e2", "s1", "s2", "zero",
-                                                                       "scale_exponent")),
-                                        delta=j["delta"], axis=j["axis"])
         if j["kind"] == "dense":                 # a conv whose kernel covers the (flattened) map
             geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
-            codes = t.code_values().reshape(j["w_shape"][0], c, h, w)
         else:
             geom = j["geom"]
-            if t.code_values().size != int(np.prod(j["w_shape"])):   # groups packed as block-diagonal GEMMs
-                raise _why(j, f"a grouped conv whose groups are packed {j.get('gp')} to a GEMM (depthwise): "
-                              f"not in the network kernel yet")
-            codes = t.code_values().reshape(j["w_shape"])
-        fields = _fields(t, codes.shape)
         if geom["dilations"] != [1, 1]:
             raise _why(j, "dilation")
+        codes, extra = rules.weights(j, arrays, (c, h, w), lambda what: _why(j, what))
         z, cg, kh, kw = codes.shape
         g = geom["group"]
         if cg * g != c:
@@ -225,15 +220,16 @@ def lower(program, arrays):
         f_w = np.broadcast_to(np.asarray(j["f_w"], np.int64).reshape(-1), (z,))
         f_acc = f_in + f_w
         bias = np.rint(np.ldexp(arrays[f"{j['name']}/b"], f_acc))
-        if np.abs(bias).max(initial=0) >= 1 << 31:
-            raise _why(j, f"the bias does not fit (-2^31, 2^31) at radix {f_acc.tolist()}")
+        if np.abs(bias).max(initial=0) >= 1 << rules.bias_bits:
+            raise _why(j, f"the bias does not fit (-2^{rules.bias_bits}, 2^{rules.bias_bits}) at radix "
+                          f"{f_acc.tolist()}")
         sh, sw = geom["strides"]
         pads = tuple(geom["pads"])
         oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
         ops.append(Op("conv", j["name"], [src], j["output"],
                       dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=g,
                            codes=codes.astype(np.int64), bias=bias.astype(np.int64), shift=f_acc - j["f_out"],
-                           relu=bool(j["relu"]), dense=j["kind"] == "dense", mode=j["mode"], fields=fields)))
+                           relu=bool(j["relu"]), dense=j["kind"] == "dense", engine=rules.engine, **extra)))
         state[j["output"]] = ("q", j["f_out"])
         shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
     if out_name not in state or state[out_name][0] != "q":
@@ -247,7 +243,53 @@ def lower(program, arrays):
                                                           f=quant, bits=bits, signed=True, rounding=rounding),
                       dict(tensor=out_name, f=state[out_name][1], name=program["output"]["name"],
                            shape=shapes[out_name]),
-                      host_after, dict(p), acc_name, aliases)
+                      host_after, dict(p), acc_name, aliases, rules.engine)
+
+
+class ShiftRules:
+    """The ``shift_mac`` layer rules (module rule 2): two-hot / power-of-two codes as their
+    shift-add values, ``saturate_A(acc + bias)``, ReLU and ``shift_round_sat`` with the config's
+    rounding (:func:`hlsnn.engines.shift_mac.emulator.output_rule`)."""
+    engine = "shift_mac"
+    formats = ("twohot", "pot")
+    bias_bits = 31
+
+    @staticmethod
+    def activations(p, acc_name):
+        if not p["act_signed"]:
+            raise InputError(f"network kernel: {acc_name} has unsigned activations; the network kernel takes "
+                             f"signed ones")
+        return p["act_bits"]
+
+    @staticmethod
+    def weights(j, arrays, chw, why):
+        """``(values (Z, Cg, kh, kw) int64, extra op fields)`` of an engine layer."""
+        t = sfmt.ShiftTensor.from_codes(j["mode"], j["exp_bits"], *(arrays[f"{j['name']}/{k}"] for k in
+                                                                      ("e1", "e2", "s1", "s2", "zero",
+                                                                       "scale_exponent")),
+                                        delta=j["delta"], axis=j["axis"])
+        shape = (j["w_shape"][0],) + tuple(chw) if j["kind"] == "dense" else tuple(j["w_shape"])
+        if t.code_values().size != int(np.prod(shape)):          # groups packed as block-diagonal GEMMs
+            raise why(f"a grouped conv whose groups are packed {j.get('gp')} to a GEMM (depthwise): "
+                      f"not in the network kernel yet")
+        codes = t.code_values().reshape(shape)
+        return codes, dict(mode=j["mode"], fields=_fields(t, shape))
+
+    @staticmethod
+    def output(p, acc, bias, shift, relu):
+        return output_rule(p, acc, bias, shift, relu=relu)[0]
+
+
+def engine_rules(engine, acc_name=None):
+    """The layer rules of ``engine`` (:class:`ShiftRules`, or ``sparse_cluster``'s
+    :class:`hlsnn.compiled.netsparse.SparseRules`); :class:`InputError` for an engine without."""
+    if engine == "shift_mac":
+        return ShiftRules
+    if engine == "sparse_cluster":
+        from .netsparse import SparseRules
+        return SparseRules
+    raise InputError(f"network kernel: engine {engine}{' of ' + acc_name if acc_name else ''}: only shift_mac "
+                     f"and sparse_cluster have a network mode so far")
 
 
 def _fields(t, shape):
@@ -327,7 +369,7 @@ def conv_ints(x, f, p):
         acc[:, j * zg:(j + 1) * zg] = (rows.astype(dt) @ wj.T.astype(dt)).astype(np.int64).reshape(
             x.shape[0], f["oh"], f["ow"], zg).transpose(0, 3, 1, 2)
     a2 = acc.transpose(0, 2, 3, 1).reshape(-1, z)
-    y, _ = output_rule(p, a2, f["bias"], f["shift"], relu=f["relu"])
+    y = engine_rules(f.get("engine", "shift_mac")).output(p, a2, f["bias"], f["shift"], f["relu"])
     return y.reshape(x.shape[0], f["oh"], f["ow"], z).transpose(0, 3, 1, 2)
 
 

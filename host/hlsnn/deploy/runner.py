@@ -431,7 +431,8 @@ class SparseExec(_Exec):
                     sat = (sat + s) % (1 << 32)
                     hist = merge_stats(hist, h) if stats else hist
                 o = np.concatenate(parts, axis=0 if dense else 1)
-                outs.append(o[:, 0, :].T if dense else o)
+                # C order: a host Softmax after it sums in the order the network path does
+                outs.append(np.ascontiguousarray(o[:, 0, :].T) if dense else o)
             out = np.concatenate(outs, axis=0)
             return out, hist, sat, out.size
 

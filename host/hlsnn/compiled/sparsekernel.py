@@ -1,0 +1,243 @@
+"""The network kernel of a lowered ``sparse_cluster`` network (:mod:`hlsnn.compiled.netmode`
+with :mod:`hlsnn.compiled.netsparse`'s rules): its compressed weights and step table, its
+descriptor table, rendered into ``hls/engines/sparse_cluster/network*.j2`` (the C ABI bridge is
+the shift_mac network kernel's), built for C-simulation and run through ctypes.
+
+**Shape** (:func:`shape`): ``P`` output lanes (output channels per block: the config's
+``max_z``), ``M`` multipliers per lane (``units * tile_w / max_z``: the layer kernel's int8
+multipliers, 128 on sparse8_pynq-z2, one DSP each) and ``Q = P`` activation banks (each
+reading its own tap in a step, so more banks than lanes would buy little).
+
+**Buffers**: :func:`hlsnn.compiled.netkernel.allocate` (two ping-pong buffers and a shortcut
+buffer in ``Q`` channel banks, as the shift_mac network kernel).
+
+**Steps** (:func:`schedule`): a block of ``P`` output channels has a list of steps. In a step
+each bank ``j`` reads one tap (channel ``cb*Q + j`` of the group at kernel position ``ky,
+kx``: an address and a padding test per bank), and each lane takes up to ``M`` of its
+non-zero weights among those ``Q`` values (a ``Q:1`` select per multiplier). A zero weight has
+no slot, so a block needs at least ``max_l ceil(n_l / M)`` steps (``n_l`` the lane's non-zeros)
+and at least as many as the most taps one bank must read; the greedy schedule comes close to
+the larger of the two. A block with no non-zero weight at all keeps one empty step (its
+outputs are the output rule of the bias alone). A pixel of a block takes exactly the block's
+steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.compiled.sparseperf`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from . import netkernel
+from .netkernel import FIELDS, OPS, ROUNDING, TOP, _ints, _most, _size, allocate
+
+
+def shape(p):
+    """``(P lanes, Q banks, M multipliers per lane)`` of a sparse_cluster config (module docstring)."""
+    pz = int(p["max_z"])
+    pm = max(1, int(p["units"]) * int(p["tile_w"]) // pz)
+    return pz, pz, pm
+
+
+def schedule(codes, pc, pm, pz):
+    """The steps of one conv op's weights ``codes`` (Z, Cg, kh, kw) int: a list per block of
+    ``(taps, lanes)``: ``taps`` one ``(cb, ky, kx)`` (or None) per bank, ``lanes`` per lane up
+    to ``pm`` ``(weight, bank)`` (module docstring). Greedy: in each step every bank reads the
+    tap whose remaining non-zeros belong to the busiest lanes, and every lane takes up to
+    ``pm`` of its non-zeros among the banks' taps, the banks with the most taps still to read
+    first."""
+    z, cg, kh, kw = codes.shape
+    ncb = -(-cg // pc)
+    blocks = []
+    for b0 in range(0, z, pz):
+        wb = np.asarray(codes[b0:b0 + pz], np.int64)
+        lanes_n = wb.shape[0]
+        w4 = np.zeros((lanes_n, ncb * pc, kh, kw), np.int64)
+        w4[:, :cg] = wb
+        # (lane, bank j, tap t = (cb*kh + ky)*kw + kx): channel cb*pc + j at (ky, kx)
+        wt = w4.reshape(lanes_n, ncb, pc, kh, kw).transpose(0, 2, 1, 3, 4).reshape(lanes_n, pc, -1)
+        need = wt != 0
+        steps = []
+        while need.any():
+            rem = need.sum(axis=(1, 2))
+            has = need.any(axis=0)                                   # (bank, tap)
+            score = np.where(has, (need * rem[:, None, None]).sum(axis=0), -1)
+            banks = np.flatnonzero(has.any(axis=1))
+            tsel = score.argmax(axis=1)
+            order = banks[np.argsort(-has[banks].sum(axis=1), kind="stable")]
+            lanes = []
+            for lane in range(lanes_n):
+                js = [int(j) for j in order if need[lane, j, tsel[j]]][:pm]
+                lanes.append([(int(wt[lane, j, tsel[j]]), j) for j in js])
+                need[lane, js, tsel[js]] = False
+            taps = [None] * pc
+            for j in banks:
+                cb, r = divmod(int(tsel[j]), kh * kw)
+                taps[j] = (cb, r // kw, r % kw)
+            steps.append((taps, lanes))
+        if not steps:
+            steps.append(([None] * pc, [[] for _ in range(lanes_n)]))
+        blocks.append(steps)
+    return blocks
+
+
+def tables(net, pz, pc, pm):
+    """The descriptor rows, the step table, the weight/bias/shift ROMs and the widths."""
+    if pc % pz:
+        raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
+    place, act_words, sc_words = allocate(net, pc)
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    rows, steps = [], []
+    wl = [[[] for _ in range(pm)] for _ in range(pz)]
+    bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
+    boff = 0
+    sum_bits, add_bits = 18, 16
+    a_bits = 8
+    unfold = netkernel.unfold_of(net, place, pc)
+    for op in net.ops:
+        f = op.f
+        if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
+            f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
+        dst, dual = place[op.out]
+        d = dict.fromkeys(FIELDS, 0)
+        d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual))
+        if dst is None and op.kind != "conv":
+            raise InputError(f"network kernel: {op.name}: only a conv can write the shortcut buffer alone")
+        if op.kind in ("conv", "maxpool"):
+            src = place[name(op.ins[0])][0]
+            t, l, _, _ = f["pads"]
+            d.update(src=src, h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=f["kh"], kw=f["kw"], sh=f["sh"],
+                     sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1),
+                     hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"])
+        if op.kind == "conv":
+            z, g = f["z"], f["group"]
+            zg, cg = z // g, f["c"] // g
+            if g > 1 and (zg % pz or cg % pc):
+                raise InputError(f"network kernel: {op.name}: groups of {cg} input and {zg} output channels; a "
+                                 f"grouped conv needs multiples of {pc} and {pz} (narrower groups: not yet)")
+            codes = np.asarray(f["codes"], np.int64)
+            if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh, 1): channel kx*C + c
+                codes = codes.transpose(0, 3, 1, 2).reshape(z, f["c"], f["kh"], 1)
+            if np.abs(codes).max(initial=0) > 128 or codes.min(initial=0) < -128:
+                raise InputError(f"network kernel: {op.name}: weights beyond int8")
+            bias = np.asarray(f["bias"], np.int64)
+            bound = 128 * np.abs(codes).reshape(z, -1).sum(axis=1) + np.abs(bias)
+            sum_bits = max(sum_bits, int(bound.max(initial=0)).bit_length() + 1)
+            shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
+            if shift.min() < -60 or shift.max() > 60:
+                raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
+            woff = len(steps)
+            blocks = schedule(codes, pc, pm, pz)
+            hw, w = f["h"] * f["w"], f["w"]
+            for bi, blk in enumerate(blocks):
+                for k, (taps, lanes) in enumerate(blk):
+                    bank_taps = [(0, 0, 0) if tp is None else (tp[0] * hw + tp[1] * w + tp[2], tp[1], tp[2])
+                                 for tp in taps]
+                    steps.append((bank_taps, int(k + 1 == len(blk))))
+                    for lane in range(pz):
+                        slots = lanes[lane] if lane < len(lanes) else []
+                        for m in range(pm):
+                            wv, j = slots[m] if m < len(slots) else (0, 0)
+                            wl[lane][m].append((j << 8) | (wv & 0xFF))
+                zz = bi * pz + np.arange(pz)
+                real = zz < z
+                for lane in range(pz):
+                    bl[lane].append(int(bias[zz[lane]]) if real[lane] else 0)
+                    sl[lane].append(int(shift[zz[lane]]) if real[lane] else 0)
+            nb = len(blocks)
+            n_steps = len(steps) - woff
+            d.update(step_chan=0, cg=cg, steps=n_steps, zb=nb, zlast=z - (nb - 1) * pz, woff=woff, boff=boff,
+                     n_iter=f["oh"] * f["ow"] * n_steps, blocks_per_group=(zg // pz if g > 1 else nb),
+                     group_words=(cg // pc) * f["h"] * f["w"], relu=int(f["relu"]))
+            boff += nb
+        elif op.kind == "maxpool":
+            d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
+        else:
+            main, short = f["main"], f["short"]
+            if name(op.ins[0]) != main:                     # the kernel's a is the main operand
+                f["sa"], f["sb"] = f["sb"], f["sa"]
+                op.ins = [op.ins[1], op.ins[0]]
+            src = place[main][0]
+            if src is None or not place[short][1]:
+                raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
+            p = int(np.log2(f["hw"])) if f["gap"] else 0
+            add_bits = max(add_bits, a_bits + max(f["sa"], f["sb"]) + 2 + p)
+            d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
+                     sb=f["sb"], gap=int(f["gap"]), shift=f["shift"])
+        rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
+                         vals=[int(d[k]) for k in FIELDS]))
+    if sum_bits > 62:
+        raise InputError(f"network kernel: a layer's sum needs {sum_bits} bits (at most 62)")
+    if not steps:
+        steps.append(([(0, 0, 0)] * pc, 1))
+        for lane in range(pz):
+            for m in range(pm):
+                wl[lane][m].append(0)
+    inp, out = name(net.input["name"]), name(net.output["tensor"])
+    hwf = lambda s: int(np.prod(s[1:])) if len(s) == 3 else 1                        # noqa: E731
+    return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
+                unfold=unfold,
+                weights=[[np.asarray(m, np.int64) for m in lane] for lane in wl],
+                biases=[np.asarray(x or [0], np.int64) for x in bl],
+                shifts=[np.asarray(x or [0], np.int64) for x in sl],
+                sum_bits=sum_bits, add_bits=add_bits, in_slot=place[inp][0], in_dual=place[inp][1],
+                out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
+                in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]))
+
+
+def render(net, out_dir):
+    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.compiled.netkernel.render`):
+    ``(files, sha, tables)``."""
+    import jinja2
+    from .. import __version__
+    from ..paths import HLS_DIR
+    p = net.params
+    pz, pc, pm = shape(p)
+    t = tables(net, pz, pc, pm)
+    guard = "".join(c if c.isalnum() else "_" for c in net.name).upper()
+    ctx = dict(banner=f"Generated by hlsnn {__version__} from the compiled model {net.name} for {net.accel}; "
+                      f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
+               header="network.h", data_header="network_data.h", sum_bits=t["sum_bits"], add_bits=t["add_bits"],
+               pz=pz, pc=pc, pm=pm, sel_bits=max(1, (pc - 1).bit_length()), in_hw=t["in_hw"], out_hw=t["out_hw"],
+               rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
+               act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
+               in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",
+               out_elems=t["out_elems"], out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"],
+               n_ops=len(t["rows"]), ops=t["rows"], n_steps=len(t["steps"]),
+               taps=[[", ".join(map(str, st[0][j])) for st in t["steps"]] for j in range(pc)],
+               last=_ints([st[1] for st in t["steps"]]), b_words=len(t["biases"][0]),
+               weights=[[_ints(m) for m in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
+               shifts=[_ints(s) for s in t["shifts"]],
+               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
+               unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
+               unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
+               unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],
+               unfold_kx=[min(j // t["unfold"]["c"], t["unfold"]["kw"]) if t["unfold"] else 0 for j in range(pc)])
+    env = jinja2.Environment(loader=jinja2.ChoiceLoader([
+        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "sparse_cluster")),
+        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac"))]),       # the shared C ABI bridge
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    texts = {"network.cpp": env.get_template("network.cpp.j2").render(**ctx),
+             "network.h": env.get_template("network.h.j2").render(**ctx),
+             "network_data.h": env.get_template("network_data.h.j2").render(**ctx),
+             "bridge.cpp": env.get_template("network_bridge.cpp.j2").render(**ctx)}
+    return netkernel.write_rendered(texts, out_dir) + (t,)
+
+
+def build(net, *, strict=None, out_root=None):
+    """The C-simulation library of ``net``'s sparse network kernel (cached): ``(path, tables)``."""
+    return netkernel.build(net, strict=strict, out_root=out_root, render_fn=render)
+
+
+class SparseNetKernel(netkernel.NetKernel):
+    """The sparse_cluster network kernel's C-simulation library (as :class:`~hlsnn.compiled.netkernel.NetKernel`)."""
+
+    def __init__(self, net, *, strict=None):
+        super().__init__(net, strict=strict, builder=build)
+
+    @staticmethod
+    def check(net):
+        """:class:`InputError` when the kernel cannot run ``net`` (its tables refuse it)."""
+        tables(net, *shape(net.params))
+
+    def cycles_per_image(self):
+        from . import sparseperf
+        return sum(c for _, _, c in sparseperf.op_cycles(self.net, self.tables))
