@@ -274,6 +274,7 @@ def render(net, out_dir):
                weights=[[_ints(b) for b in q] for q in t["words"]], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]],
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
+               lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
                unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
                unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],
