@@ -91,6 +91,7 @@ def test_report_accuracy_equals_deploy(root, tmp_path):
         assert acc[name]["accuracy %"] == f"{100 * e['accuracy']:.2f}"
         assert acc[name]["vs float (points)"] == f"{100 * (e['accuracy'] - res['float_accuracy']):+.2f}"
         assert acc[name]["agreement with float %"] == f"{100 * e['agreement_with_float']:.2f}"
+        assert acc[name]["end to end us/image"].startswith(f"{e['end_to_end']['end_to_end_us']:.1f} (")
     err = page.tables["layer-error-table"]
     assert len(err) - 1 == sum(len(e["per_layer"]) for e in res["assignments"].values())
     # 2 engine layers: accuracy, error, 2 weight figures, sparsity, latency

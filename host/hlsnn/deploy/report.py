@@ -239,19 +239,23 @@ def _sections(res, cfg, net, accels, shapes, new, command):
                    + "; ".join(f"{escape(n)}: {escape(e['error'])}" for n, e in failed.items()) + "</p>")
     if regression:
         rows = [(n, f"{e['mse']:.4g}", f"{e['mae']:.4g}", f"{100 * e['relative_error']:.2f}",
-                 _opt(e["images_per_s"]), e["calibration_s"], _opt(e.get("modelled_us_per_image")),
+                 _opt(e["images_per_s"]), e["calibration_s"], _opt(e.get("modelled_us_per_image")), _e2e(e),
                  e.get("note", ""), ", ".join(f"{k}={v}" for k, v in e["layers"].items())) for n, e in A.items()]
         out.append(_table(["assignment", "MSE", "MAE", "error relative to float %", "images/s", "calibration s",
-                           "modelled us/image", "note", "layer formats"], rows, "accuracy-table"))
+                           "modelled us/image", "end to end us/image", "note", "layer formats"], rows,
+                          "accuracy-table"))
     else:
         rows = [(n, _pct(e["accuracy"]), f"{100 * (e['accuracy'] - fl):+.2f}", _pct(e["agreement_with_float"]),
-                 _opt(e["images_per_s"]), e["calibration_s"], _opt(e.get("modelled_us_per_image")),
+                 _opt(e["images_per_s"]), e["calibration_s"], _opt(e.get("modelled_us_per_image")), _e2e(e),
                  e.get("note", ""), ", ".join(f"{k}={v}" for k, v in e["layers"].items())) for n, e in A.items()]
         out.append(_table(["assignment", "accuracy %", "vs float (points)", "agreement with float %", "images/s",
-                           "calibration s", "modelled us/image", "note", "layer formats"], rows, "accuracy-table"))
+                           "calibration s", "modelled us/image", "end to end us/image", "note", "layer formats"], rows,
+                          "accuracy-table"))
     out.append(f"<p>images/s: test inference on target <code>{escape(res['target'])}</code>, calibration "
                "excluded (on emu/csim this is simulation speed, not hardware speed); modelled us/image: the "
-               "latency section's sum over the engine layers.</p>")
+               "latency section's sum over the engine layers; end to end us/image: the assignment compiled and "
+               "modelled with the host included, batch 1, as <code>hlsnn perf NAME.hlsnn</code> gives it (one kernel "
+               "start where a network kernel runs the model).</p>")
     if regression:
         fig = _bars(new, list(A), {"MSE": [e["mse"] for e in A.values()]}, "MSE",
                     hline=(res["float_mse"], f"float {res['float_mse']:.4g}"), title="test MSE per assignment")
@@ -369,6 +373,14 @@ def _cycles_of(la, f, accel, shapes, stats):
     hw = shapes[la.name][-2:] if la.kind == "conv" else None
     return layer_cycles(la, accel, 1, fmt_type=f.type, in_hw=hw, weight_sparsity=stats["weight_sparsity"],
                         input_density=stats["input_density"])
+
+
+def _e2e(e):
+    """The end-to-end cell: microseconds, with the board and the path, or why there is none."""
+    r = e.get("end_to_end")
+    if not r:
+        return e.get("end_to_end_note", "n/a")
+    return f"{r['end_to_end_us']:.1f} ({r['board']}, {r['kernel_starts']} start{'s' if r['kernel_starts'] != 1 else ''})"
 
 
 def _latency(res, cfg, elayers, accels, shapes, used, new):
