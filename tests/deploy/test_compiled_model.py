@@ -31,16 +31,8 @@ CAL = 16          # calibration images of the compiled models and of the referen
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
     """(model, assignment) -> path of its compiled file, compiled once per module."""
-    d = tmp_path_factory.mktemp("compiled")
-    cache = {}
-
-    def get(model, assignment):
-        key = (model, assignment)
-        if key not in cache:
-            cache[key] = d / f"{model}_{assignment.replace('+', '_')}.hlsnn"
-            compile_model(MODELS / f"{model}.yaml", assignment, cache[key], calibration_samples=CAL)
-        return cache[key]
-    return get
+    from compiled_fixtures import compiled_models
+    return compiled_models(tmp_path_factory, "compiled", calibration_samples=CAL)
 
 
 def _reference(model, assignment, x):

@@ -14,29 +14,20 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from hlsnn.compiled import artifact, netmode, netperf  # noqa: E402
-from hlsnn.compiled.build import compile_model  # noqa: E402
 from hlsnn.compiled.netkernel import allocate  # noqa: E402
 from hlsnn.deploy import datasets, hostops  # noqa: E402
 from hlsnn.deploy.runner import to_fixed  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
-MODELS = ROOT / "configs" / "models"
 CAL = 16
 P = {"acc_bits": 42, "act_bits": 8, "act_signed": True, "rounding": "nearest_even"}
 
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    d = tmp_path_factory.mktemp("netk")
-    cache = {}
-
-    def get(model, assignment):
-        if (model, assignment) not in cache:
-            cache[model, assignment] = d / f"{model}_{assignment}.hlsnn"
-            compile_model(MODELS / f"{model}.yaml", assignment, cache[model, assignment], calibration_samples=CAL,
-                          check_samples=2)
-        return cache[model, assignment]
-    return get
+    """(model, assignment) -> path of its compiled file, compiled once per module."""
+    from compiled_fixtures import compiled_models
+    return compiled_models(tmp_path_factory, "netk", calibration_samples=CAL, check_samples=2)
 
 
 def _x(model, n=24):
@@ -234,14 +225,16 @@ def test_network_kernel_on_the_sim_board_through_pynq(compiled):
 
 @pytest.mark.slow
 @pytest.mark.csim
-def test_network_kernel_compiles_against_both_header_models(compiled, tmp_path):
-    """The rendered kernel and bridge under the fallback ap_types and both ap_axi_sdata.h
-    models, the __SYNTHESIS__ rule (tests/synthesis_guards.py), and the kernel stripped of its
-    sim-only blocks (what the tool compiles)."""
+@pytest.mark.parametrize("assignment,kernel", [("twohot", "netkernel"), ("sparse50", "sparsekernel")])
+def test_network_kernel_compiles_against_both_header_models(compiled, tmp_path, assignment, kernel):
+    """The rendered kernel (shift_mac's, sparse_cluster's) and bridge under the fallback
+    ap_types and both ap_axi_sdata.h models, the __SYNTHESIS__ rule (tests/synthesis_guards.py),
+    and the kernel stripped of its sim-only blocks (what the tool compiles)."""
+    import importlib
     import synthesis_guards as guards
     from test_header_models import TARGETS, syntax_check
-    from hlsnn.compiled.netkernel import render
-    prog, arrays = artifact.read(compiled("digits_cnn", "twohot"))
+    render = importlib.import_module(f"hlsnn.compiled.{kernel}").render
+    prog, arrays = artifact.read(compiled("digits_cnn", assignment))
     files, _, _ = render(netmode.lower(prog, arrays), tmp_path / "net")
     kernel_side = {f: (tmp_path / "net" / f).read_text() for f in files if f != "bridge.cpp"}
     assert guards.violations(kernel_side) == []

@@ -13,28 +13,19 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from hlsnn.compiled import netmode, netsparse  # noqa: E402
-from hlsnn.compiled.build import compile_model  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.engines.convgeom import ConvGeom, as_stride1  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
-MODELS = ROOT / "configs" / "models"
 CAL = 16
 P = {"rounding": "nearest_even"}
 
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    d = tmp_path_factory.mktemp("netsparse")
-    cache = {}
-
-    def get(model, assignment):
-        if (model, assignment) not in cache:
-            cache[model, assignment] = d / f"{model}_{assignment}.hlsnn"
-            compile_model(MODELS / f"{model}.yaml", assignment, cache[model, assignment], calibration_samples=CAL,
-                          check_samples=2)
-        return cache[model, assignment]
-    return get
+    """(model, assignment) -> path of its compiled file, compiled once per module."""
+    from compiled_fixtures import compiled_models
+    return compiled_models(tmp_path_factory, "netsparse", calibration_samples=CAL, check_samples=2)
 
 
 def _x(model, n=24):
@@ -320,35 +311,6 @@ def test_network_kernel_on_the_sim_board_through_pynq(compiled, model, assignmen
         assert regs["batch"] == 7 and beats == 7 * words
         assert cycles == 7 * sum(c for _, _, c in sparseperf.op_cycles(net.network, board.tables))
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
-
-
-@pytest.mark.slow
-@pytest.mark.csim
-def test_network_kernel_compiles_against_both_header_models(compiled, tmp_path):
-    """The rendered kernel and bridge under the fallback ap_types and both ap_axi_sdata.h
-    models, the __SYNTHESIS__ rule (tests/synthesis_guards.py), and the kernel stripped of its
-    sim-only blocks (what the tool compiles)."""
-    import synthesis_guards as guards
-    from test_header_models import TARGETS, syntax_check
-    from hlsnn.compiled import artifact
-    from hlsnn.compiled.sparsekernel import render
-    prog, arrays = artifact.read(compiled("digits_cnn", "sparse50"))
-    files, _, _ = render(netmode.lower(prog, arrays), tmp_path / "net")
-    kernel_side = {f: (tmp_path / "net" / f).read_text() for f in files if f != "bridge.cpp"}
-    assert guards.violations(kernel_side) == []
-    sim_only = guards.sim_only_headers(kernel_side)
-    for f, text in kernel_side.items():
-        if f.split("/")[-1] not in sim_only:
-            dest = tmp_path / "stripped" / f
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(guards.strip_sim_only(text, f))
-    for f in sim_only:
-        (tmp_path / "stripped" / "include" / "hlsnn" / f).write_text(kernel_side[f"include/hlsnn/{f}"])
-    for target in TARGETS:
-        proc = syntax_check(tmp_path / "net", target, ["network.cpp", "bridge.cpp"])
-        assert proc.returncode == 0, f"{target}:\n{proc.stderr[-3000:]}"
-        proc = syntax_check(tmp_path / "stripped", target, ["network.cpp"])
-        assert proc.returncode == 0, f"stripped, {target}:\n{proc.stderr[-3000:]}"
 
 
 @pytest.mark.slow

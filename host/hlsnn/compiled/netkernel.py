@@ -97,6 +97,55 @@ def allocate(net, pc=1):
     return place, act_words, sc_words
 
 
+def descriptor_head(op, unfold, place, name, pz, pc):
+    """``(f, d)``: the geometry of ``op`` as the kernel runs it (the stem's unfolded one,
+    :func:`unfold_of`) and the descriptor fields every network kernel fills alike: the op, its
+    buffers (``dual``: 0 an activation buffer, 1 that and the shortcut buffer, 2 the shortcut
+    buffer only), a conv's or pool's shapes and address steps. :class:`InputError` for what
+    no network kernel runs (a pool into the shortcut buffer alone, narrow groups)."""
+    f = op.f
+    if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
+        f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
+    dst, dual = place[op.out]
+    d = dict.fromkeys(FIELDS, 0)
+    d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual))
+    if dst is None and op.kind != "conv":
+        raise InputError(f"network kernel: {op.name}: only a conv can write the shortcut buffer alone")
+    if op.kind in ("conv", "maxpool"):
+        src = place[name(op.ins[0])][0]
+        t, l, _, _ = f["pads"]
+        d.update(src=src, h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=f["kh"], kw=f["kw"], sh=f["sh"],
+                 sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1),
+                 hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"])
+    if op.kind == "conv":
+        z, g = f["z"], f["group"]
+        zg, cg = z // g, f["c"] // g
+        if g > 1 and (zg % pz or cg % pc):
+            raise InputError(f"network kernel: {op.name}: groups of {cg} input and {zg} output channels; a "
+                             f"grouped conv needs multiples of {pc} and {pz} (narrower groups: not yet)")
+    return f, d
+
+
+def pool_or_add(op, f, d, place, name, pc, a_bits):
+    """Fill the descriptor ``d`` of a maxpool or a residual Add (every network kernel alike: the
+    Add's main operand first, from an activation buffer, its shortcut from the shortcut
+    buffer); return the bits a residual sum and its global pool need (0 for a pool)."""
+    if op.kind == "maxpool":
+        d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
+        return 0
+    main, short = f["main"], f["short"]
+    if name(op.ins[0]) != main:                     # the kernel's a is the main operand
+        f["sa"], f["sb"] = f["sb"], f["sa"]
+        op.ins = [op.ins[1], op.ins[0]]
+    src = place[main][0]
+    if src is None or not place[short][1]:
+        raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
+    p = int(np.log2(f["hw"])) if f["gap"] else 0
+    d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
+             sb=f["sb"], gap=int(f["gap"]), shift=f["shift"])
+    return a_bits + max(f["sa"], f["sb"]) + 2 + p
+
+
 def unfold_of(net, place, pc):
     """The stem's tap unfolding, or None: when the input is read only by one conv (groups 1,
     ``kw > 1``) whose ``C * kw`` channels fit the ``pc`` banks, the kernel's image load writes
@@ -139,27 +188,10 @@ def tables(net, pz, pc):
     a_bits = net.input["bits"]
     unfold = unfold_of(net, place, pc)
     for op in net.ops:
-        f = op.f
-        if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
-            f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
-        dst, dual = place[op.out]
-        d = dict.fromkeys(FIELDS, 0)
-        # dual: 0 an activation buffer, 1 that and the shortcut buffer, 2 the shortcut buffer only
-        d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual))
-        if dst is None and op.kind != "conv":
-            raise InputError(f"network kernel: {op.name}: only a conv can write the shortcut buffer alone")
-        if op.kind in ("conv", "maxpool"):
-            src = place[name(op.ins[0])][0]
-            t, l, _, _ = f["pads"]
-            d.update(src=src, h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=f["kh"], kw=f["kw"], sh=f["sh"],
-                     sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1),
-                     hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"])
+        f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
             z, g = f["z"], f["group"]
             zg, cg = z // g, f["c"] // g
-            if g > 1 and (zg % pz or cg % pc):
-                raise InputError(f"network kernel: {op.name}: groups of {cg} input and {zg} output channels; a "
-                                 f"grouped conv needs multiples of {pc} and {pz} (narrower groups: not yet)")
             ncg = -(-cg // pc)
             steps = ncg * f["kh"] * f["kw"]
             nb = -(-z // pz)
@@ -195,20 +227,8 @@ def tables(net, pz, pc):
                      relu=int(f["relu"]))
             woff += nb * steps
             boff += nb
-        elif op.kind == "maxpool":
-            d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         else:
-            main, short = f["main"], f["short"]
-            if name(op.ins[0]) != main:                     # the kernel's a is the main operand
-                f["sa"], f["sb"] = f["sb"], f["sa"]
-                op.ins = [op.ins[1], op.ins[0]]
-            src = place[main][0]
-            if src is None or not place[short][1]:
-                raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
-            p = int(np.log2(f["hw"])) if f["gap"] else 0
-            add_bits = max(add_bits, a_bits + max(f["sa"], f["sb"]) + 2 + p)
-            d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
-                     sb=f["sb"], gap=int(f["gap"]), shift=f["shift"])
+            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
                          vals=[int(d[k]) for k in FIELDS]))
     inp, out = name(net.input["name"]), name(net.output["tensor"])

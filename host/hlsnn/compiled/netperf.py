@@ -54,9 +54,10 @@ def iterations(net, tables):
     return it
 
 
-def op_cycles(net, tables):
-    """``[(name, kind, cycles)]`` per image: the load, every op, the store."""
-    depth = {0: CONV_DEPTH, 1: POOL_DEPTH, 2: ADD_DEPTH}
+def op_cycles(net, tables, conv_depth=CONV_DEPTH):
+    """``[(name, kind, cycles)]`` per image: the load, every op, the store (a conv's pipeline
+    depth ``conv_depth``: the sparse kernel's differs, :mod:`hlsnn.compiled.sparseperf`)."""
+    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH}
     rows = [("load", "load image", tables["in_elems"] + DDR_LATENCY)]
     for op, r in zip(net.ops, tables["rows"]):
         rows.append((op.name, op.kind, _f(r, "n_iter") + depth[_f(r, "op")]))

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import netkernel
-from .netkernel import FIELDS, OPS, ROUNDING, TOP, _ints, _most, _size, allocate
+from .netkernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 
 def shape(p):
@@ -93,26 +93,10 @@ def tables(net, pz, pc, pm):
     a_bits = 8
     unfold = netkernel.unfold_of(net, place, pc)
     for op in net.ops:
-        f = op.f
-        if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
-            f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
-        dst, dual = place[op.out]
-        d = dict.fromkeys(FIELDS, 0)
-        d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual))
-        if dst is None and op.kind != "conv":
-            raise InputError(f"network kernel: {op.name}: only a conv can write the shortcut buffer alone")
-        if op.kind in ("conv", "maxpool"):
-            src = place[name(op.ins[0])][0]
-            t, l, _, _ = f["pads"]
-            d.update(src=src, h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=f["kh"], kw=f["kw"], sh=f["sh"],
-                     sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1),
-                     hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"])
+        f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
             z, g = f["z"], f["group"]
             zg, cg = z // g, f["c"] // g
-            if g > 1 and (zg % pz or cg % pc):
-                raise InputError(f"network kernel: {op.name}: groups of {cg} input and {zg} output channels; a "
-                                 f"grouped conv needs multiples of {pc} and {pz} (narrower groups: not yet)")
             codes = np.asarray(f["codes"], np.int64)
             if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh, 1): channel kx*C + c
                 codes = codes.transpose(0, 3, 1, 2).reshape(z, f["c"], f["kh"], 1)
@@ -148,20 +132,8 @@ def tables(net, pz, pc, pm):
                      n_iter=f["oh"] * f["ow"] * n_steps, blocks_per_group=(zg // pz if g > 1 else nb),
                      group_words=(cg // pc) * f["h"] * f["w"], relu=int(f["relu"]))
             boff += nb
-        elif op.kind == "maxpool":
-            d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         else:
-            main, short = f["main"], f["short"]
-            if name(op.ins[0]) != main:                     # the kernel's a is the main operand
-                f["sa"], f["sb"] = f["sb"], f["sa"]
-                op.ins = [op.ins[1], op.ins[0]]
-            src = place[main][0]
-            if src is None or not place[short][1]:
-                raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
-            p = int(np.log2(f["hw"])) if f["gap"] else 0
-            add_bits = max(add_bits, a_bits + max(f["sa"], f["sb"]) + 2 + p)
-            d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
-                     sb=f["sb"], gap=int(f["gap"]), shift=f["shift"])
+            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
                          vals=[int(d[k]) for k in FIELDS]))
     if sum_bits > 62:

@@ -21,30 +21,18 @@ and shift ROMs, and ``P x M`` int8 x int8 multipliers (a DSP48 each); the datapa
 """
 from __future__ import annotations
 
-from .netperf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, LOOPS, POOL_DEPTH, _f
+from . import netperf
+from .netperf import AXI_LITE, AXI_MASTER, CONTROL, iterations  # noqa: F401 - the same loops and counts
 
 #: step ROM read (1), the banks' address adds and reads (2), the select and product (DSP, 3),
 #: the lane's adder tree of M products (log2 M + 1 = 4), the epilogue (bias, shift, clamp: 2)
 CONV_DEPTH = 12
 
 
-def iterations(net, tables):
-    """Per image, the iterations of each counted loop (the C-simulation's ``HLSNN_ITER`` counters)."""
-    it = {"NetLoad": tables["in_elems"], "NetStore": tables["out_elems"]}
-    for r in tables["rows"]:
-        k = LOOPS[_f(r, "op")]
-        it[k] = it.get(k, 0) + _f(r, "n_iter")
-    return it
-
-
 def op_cycles(net, tables):
-    """``[(name, kind, cycles)]`` per image: the load, every op, the store."""
-    depth = {0: CONV_DEPTH, 1: POOL_DEPTH, 2: ADD_DEPTH}
-    rows = [("load", "load image", tables["in_elems"] + DDR_LATENCY)]
-    for op, r in zip(net.ops, tables["rows"]):
-        rows.append((op.name, op.kind, _f(r, "n_iter") + depth[_f(r, "op")]))
-    rows.append(("store", "store output", tables["out_elems"] + DDR_LATENCY))
-    return rows
+    """``[(name, kind, cycles)]`` per image: :func:`hlsnn.compiled.netperf.op_cycles` with this
+    kernel's conv depth."""
+    return netperf.op_cycles(net, tables, CONV_DEPTH)
 
 
 def buffers(net, tables):
