@@ -11,7 +11,6 @@ import pytest
 
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
-from conftest import ROOT  # noqa: E402
 from hlsnn.compiled import netmode, netsparse  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.engines.convgeom import ConvGeom, as_stride1  # noqa: E402
