@@ -199,3 +199,33 @@ def test_cli_unsupported_model_is_one_clear_error(tmp_path, capsys):
     assert main(["deploy", str(cfgp)]) == 2
     err = capsys.readouterr().err
     assert "sig (Sin)" in err and "--host-fallback" in err and "Traceback" not in err
+
+
+def test_a_batch_in_slices_gives_the_bits_and_statistics_of_one_piece():
+    """Deployment.run on emu takes a batch in slices of ``chunk`` images: every format of the
+    CNN gives the same outputs (and kept tensors) as in one piece, and the layers' saturation
+    counts and input densities are those of the whole batch."""
+    cfg = load_deploy_config(CNN)
+    net = load_onnx(cfg.model)
+    ds = datasets.load("digits", layout="nchw")
+    x = ds.x_test[:50]
+    accs = open_accelerators(cfg, "emu")
+    try:
+        for name, asg in cfg.assignments.items():
+            dep = Deployment(net, asg, cfg.formats, accs)
+            dep.calibrate(ds.x_train[:32])
+            dep.chunk = 1 << 20
+            whole, whole_env = dep.run(x, keep=True)
+            stats = {k: (ex.stats.sat_count, ex.stats.input_density) for k, ex in dep.execs.items()}
+            dep.chunk = 7                                  # 50 = 7 * 7 + 1: a short last slice
+            part, part_env = dep.run(x, keep=True)
+            np.testing.assert_array_equal(whole, part, err_msg=name)
+            assert set(whole_env) == set(part_env)
+            for k in whole_env:
+                np.testing.assert_array_equal(whole_env[k], part_env[k], err_msg=f"{name} {k}")
+            for k, ex in dep.execs.items():
+                assert ex.stats.sat_count == stats[k][0]
+                assert ex.stats.input_density == pytest.approx(stats[k][1], rel=1e-12)
+    finally:
+        for a in accs.values():
+            a.close()

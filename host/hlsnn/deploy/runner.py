@@ -494,7 +494,10 @@ class BfpExec(_Exec):
         layer = self.layer
         x = act.values
         self.in_shape = x.shape
-        if layer.kind == "conv":
+        if layer.kind == "conv" and self.groups == 1:     # the kernel may gather the rows itself
+            rows = conv.Patches(x, layer.geom)
+            oh, ow = rows.out_hw
+        elif layer.kind == "conv":
             rows, (oh, ow) = conv.im2col(x, layer.geom)
         else:
             rows = x.reshape(x.shape[0], -1)
@@ -511,7 +514,7 @@ class BfpExec(_Exec):
                 xj = {j: rows if self.groups == 1 else np.ascontiguousarray(rows[:, j * kg:(j + 1) * kg])}
             _keep_on_chip(kern, wq)
             out[:, a:b] = kern.gemm_rows(xj[j], wq, bq, relu=layer.relu)
-            density.setdefault(j, kern.last_x_nonzero / xj[j].size)
+            density.setdefault(j, kern.last_x_nonzero / (xj[j].shape[0] * xj[j].shape[1]))
             sat += kern.last_sat_count
             self.stats.calls += 1
         self.stats.sat_count = sat
@@ -558,12 +561,47 @@ class Deployment:
                              f"engine layers: {', '.join(self.execs)}")
         self.calibrated = False
 
+    #: images per pass of :meth:`run` (not calibrating): a batch goes through the network in
+    #: slices of this many, so that a layer's im2col rows and outputs stay in the CPU's caches
+    chunk = 32
+
     def run(self, x, *, calibrate=False, keep=False):
         """Run the network on ``x`` (float input batch). ``calibrate`` re-chooses every radix
-        point from this batch (the preceding operations). ``keep`` returns every tensor."""
+        point from this batch (the preceding operations). ``keep`` returns every tensor.
+
+        Not calibrating (and not ``dynamic``), every image's outputs depend on that image
+        alone (each radix point and weight is fixed; a BFP exponent is per sample), so on the
+        ``emu`` target a batch runs in slices of :attr:`chunk` images with the same bits; the
+        layers' statistics are then those of the whole batch (saturations add, input densities
+        are weighted by images; ``calls`` counts the calls made). A ``bfp`` layer whose config
+        predicts exponents with the ``rolling`` method carries state from sample to sample: it
+        runs whole. Other targets take the batch in one piece, as a board would."""
         if not calibrate and not self.calibrated and not self.dynamic:
             raise InputError("calibrate first: run(x_cal, calibrate=True)")
-        env = {self.net.input: Act(np.asarray(x, np.float64), None)}
+        x = np.asarray(x, np.float64)
+        n = x.shape[0] if x.ndim else 0
+        if (calibrate or self.dynamic or n <= self.chunk
+                or any(ex.acc.target.name != "emu" or ex.p.get("output_exponent") == "rolling"
+                       for ex in self.execs.values())):
+            return self._run(x, calibrate, keep)
+        parts, sat, dens = [], {k: 0 for k in self.execs}, {k: 0.0 for k in self.execs}
+        for i0 in range(0, n, self.chunk):
+            xs = x[i0:i0 + self.chunk]
+            parts.append(self._run(xs, False, keep))
+            for k, ex in self.execs.items():
+                sat[k] += ex.stats.sat_count
+                dens[k] += ex.stats.input_density * len(xs)
+        for k, ex in self.execs.items():
+            ex.stats.sat_count, ex.stats.input_density = sat[k], dens[k] / n
+            if ex.in_shape is not None:
+                ex.in_shape = (n,) + tuple(ex.in_shape[1:])
+        if not keep:
+            return np.concatenate(parts)
+        return (np.concatenate([p[0] for p in parts]),
+                {k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]})
+
+    def _run(self, x, calibrate, keep):
+        env = {self.net.input: Act(x, None)}
         for layer in self.net.layers:
             ins = [env[i] for i in layer.inputs]
             if layer.name in self.host:

@@ -76,6 +76,20 @@ class ConvGeom:
         return " ".join(parts)
 
 
+class Patches:
+    """The im2col rows of ``x`` (B, C, H, W) for ``g``, not built yet: a kernel that can gather
+    them itself (``bfp_systolic``'s compiled quantizer) reads ``x``; :meth:`rows` builds them."""
+
+    def __init__(self, x, g: ConvGeom):
+        self.x, self.geom = x, g
+        b, c, h, w = x.shape
+        self.out_hw = g.out_hw(h, w)
+        self.shape = (b * self.out_hw[0] * self.out_hw[1], c * g.kh * g.kw)
+
+    def rows(self):
+        return im2col(self.x, self.geom)[0]
+
+
 def pad_nchw(x, pads):
     """``x`` (B, C, H, W) zero-padded by ``pads`` (top, left, bottom, right)."""
     t, l, b, r = pads
@@ -91,11 +105,48 @@ def im2col(x, g: ConvGeom):
         from ..errors import InputError
         raise InputError(f"a {g.describe()} convolution does not fit a {h}x{w} map: the (dilated) kernel is larger "
                          "than the padded map")
+    if x.dtype in (np.float64, np.int64) and x.size >= _NATIVE_MIN:
+        out = _im2col_native(x, g, oh, ow)
+        if out is not None:
+            return out, (oh, ow)
     xp = pad_nchw(x, g.pads)
     eh, ew = g.dh * (g.kh - 1) + 1, g.dw * (g.kw - 1) + 1            # the dilated kernel's extent
     v = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))   # B C H' W' eh ew
     v = v[:, :, ::g.sh, ::g.sw, ::g.dh, ::g.dw][:, :, :oh, :ow]
     return np.ascontiguousarray(v.transpose(0, 2, 3, 1, 4, 5)).reshape(b * oh * ow, c * g.kh * g.kw), (oh, ow)
+
+
+#: inputs with fewer elements take the numpy path (a compiled call costs a few microseconds)
+_NATIVE_MIN = 4096
+_SIGNATURE = None
+
+
+def _im2col_native(x, g: ConvGeom, oh, ow):
+    """:func:`im2col` of a float64 or int64 ``x`` by the compiled helper ``im2col.c`` (the
+    images split between threads), or None when the compiled helpers are off
+    (:func:`hlsnn.native.load`)."""
+    global _SIGNATURE
+    import ctypes
+    from .. import native
+    from ..native import parallel
+    lib = native.load("im2col")
+    if lib is None:
+        return None
+    if _SIGNATURE is None:
+        i64 = ctypes.c_int64
+        lib.hlsnn_im2col_u64.restype = None
+        lib.hlsnn_im2col_u64.argtypes = [ctypes.c_void_p] + [i64] * 15 + [ctypes.c_void_p]
+        _SIGNATURE = True
+    x = np.ascontiguousarray(x)
+    b, c, h, w = x.shape
+    out = np.empty((b * oh * ow, c * g.kh * g.kw), x.dtype)
+    top, left = g.pads[0], g.pads[1]
+
+    def part(b0, b1):
+        lib.hlsnn_im2col_u64(x.ctypes, c, h, w, g.kh, g.kw, g.sh, g.sw, top, left, g.dh, g.dw, oh, ow, b0, b1,
+                             out.ctypes)
+    parallel.run(part, parallel.parts(b, max(1, (1 << 16) // max(1, out.shape[1] * oh * ow))))
+    return out
 
 
 def dense_weight(w, group):

@@ -73,6 +73,7 @@ import math
 import numpy as np
 
 from ...errors import InputError
+from . import compiled
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
 from ...primitives import isqrt, msb_histogram, msb_index, shift_round_sat
@@ -394,8 +395,13 @@ def emulate_floats(p, xf, xe, wf, we, bm=None, be=0, *, relu=False, use_stats=Fa
     acc = np.matmul(xf, wf.T, out=_workspace("acc", (B, N), xf.dtype))   # step 1
     colscale = np.ldexp(1.0, we)                                   # 2**we[n]
     stats = bool(use_stats) and p["weight_exponent"] == "tensor" and rolling is None
+    bcol = None
     if bm is not None:
         bcol = np.asarray(bm, np.float64).reshape(-1) * np.ldexp(1.0, int(be) - we)
+    if dequantize and not stats and rolling is None and not stats_out:
+        done = compiled.epilogue(p, acc, xe, we, bcol, relu)      # its C twin (compiled.py)
+        if done is not None:
+            return done[0], done[1], done[2] % (1 << 32)
     ym = np.empty((B, N), np.float64 if dequantize else np.int64)
     ye = np.empty(B, np.int64)
     sat = 0

@@ -9,7 +9,8 @@ from ...perf import instrument
 from ...formats import bfp
 from ...formats._validate import as_float_array, as_float_input
 from .. import tiling
-from . import protocol
+from ..convgeom import Patches
+from . import compiled, protocol
 from ..common import workspace as _workspace
 from .emulator import (RollingState, _to_float_checked, emulate, emulate_floats, emulate_values, gemm_dtype,
                        values_fit_float32)
@@ -303,11 +304,22 @@ class Kernel:
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         fast = getattr(self.target, "arrays", False) and tiling.transfer_limit(self.target) is None \
             and rounding != "stochastic"
-        if fast:
+        done = None
+        if isinstance(x, Patches):   # a convolution's im2col rows, not built yet
+            if fast and x.shape[0] >= 1 and gemm_dtype(p, x.shape[1]) is not None:
+                ft = gemm_dtype(p, x.shape[1])
+                xa, xf = x, _workspace("rows_x", x.shape, ft)
+                done = compiled.quantize_conv_rows(x.x, x.geom, *x.out_hw, m, e, rounding, xf)
+            if done is None:
+                x = x.rows()
+        if fast and done is None:
             xa = as_float_array(x, "x")
             ft = gemm_dtype(p, xa.shape[1]) if xa.ndim == 2 and xa.shape[0] >= 1 else None
-            plan = bfp._row_plan(xa, m, e, rounding) if ft is not None else None
-            fast = plan is not None and plan.finite
+            if ft is not None:       # the compiled twin (compiled.py), else numpy's two steps
+                xf = _workspace("rows_x", xa.shape, ft)
+                done = compiled.quantize_rows(xa, m, e, rounding, xf)
+            plan = bfp._row_plan(xa, m, e, rounding) if ft is not None and done is None else None
+            fast = done is not None or (plan is not None and plan.finite)
         if not fast:
             xq = self.quantize_activations(x)
             self.last_x_nonzero = int(np.count_nonzero(xq.mantissas))
@@ -317,12 +329,14 @@ class Kernel:
         _, _, wm, we, bm, be = self._check_bfp(one, w, bias)
         # quantize_activations: one exponent per sample; an all-zero sample (every mantissa 0)
         # takes the largest exponent of the others (none: the quantizer's, as without wq, bq)
-        xe = plan.exponents.astype(np.int64)
-        nonzero = plan.nonzero
+        if done is not None:
+            xe, nonzero, self.last_x_nonzero = done
+        else:
+            xe, nonzero = plan.exponents.astype(np.int64), plan.nonzero
+            xf = bfp._encode_rows_into(xa, plan, m, rounding, _workspace("rows_x", xa.shape, ft))
+            self.last_x_nonzero = int(np.count_nonzero(xf))
         if nonzero.any() and not nonzero.all():
             xe[~nonzero] = xe[nonzero].max()
-        xf = bfp._encode_rows_into(xa, plan, m, rounding, _workspace("rows_x", xa.shape, ft))
-        self.last_x_nonzero = int(np.count_nonzero(xf))
         wf = _to_float_checked(np.asarray(wm), _workspace("rows_w", np.shape(wm), ft), m)
         # gemm_bfp -> _run -> _call -> _emulate_arrays, their state in their order
         flags, k_sigma = self._regs(None, None, relu, bm is not None, False)

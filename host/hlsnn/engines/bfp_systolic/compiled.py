@@ -1,0 +1,133 @@
+"""The compiled twin of the activations' quantization on the float GEMM path
+(``native/bfp_rows.c``): :func:`quantize_rows` gives what ``bfp._row_plan`` and
+``bfp._encode_rows_into`` give (the exponents, the rows with a non-zero mantissa, the mantissas
+as floats) and the count of non-zero mantissas, in one pass over the rows, the rows split
+between threads (:mod:`hlsnn.native.parallel`).
+
+It returns None where the numpy code must run instead: the compiled helpers are off
+(:func:`hlsnn.native.load`), the rounding is ``stochastic``, ``exponent_bits > 10`` (the scale
+``2**-e`` must be a normal float64), or a value is NaN or infinite (the numpy path then says
+what it says about them). ``tests/engines/bfp_systolic/test_bfp_native.py`` holds the two equal.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ... import native
+from ...native import parallel
+
+MODES = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
+#: rows per thread at least, in elements (a thread costs some microseconds to start)
+MIN_ELEMS = 1 << 16
+_typed = False
+
+
+def lib():
+    global _typed
+    so = native.load("bfp_rows")
+    if so is not None and not _typed:
+        i64, p = ctypes.c_int64, ctypes.c_void_p
+        so.hlsnn_bfp_rows.restype = i64
+        ci = ctypes.c_int
+        so.hlsnn_bfp_rows.argtypes = [p, i64, i64, i64, ci, ci, ci, ci, p, ci, i64, p, p]
+        so.hlsnn_bfp_conv_rows.restype = i64
+        so.hlsnn_bfp_conv_rows.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, ci, p, p, p]
+        f64 = ctypes.c_double
+        so.hlsnn_bfp_epilogue.restype = i64
+        so.hlsnn_bfp_epilogue.argtypes = [p, ci, i64, i64, i64, p, p, p, f64, f64, ci, ci, ci, ci, ci, p, p]
+        _typed = True
+    return so
+
+
+def quantize_rows(x, mantissa_bits, exponent_bits, rounding, out):
+    """``x`` (rows, K) finite float64 -> ``(exponents int64, nonzero bool, nnz)`` with the
+    mantissas written into ``out`` (float32 or float64, ``x``'s shape); None for the numpy path
+    (module docstring)."""
+    if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 2 \
+            or out.dtype not in (np.float32, np.float64) or out.shape != x.shape:
+        return None
+    so = lib()
+    if so is None:
+        return None
+    if x.strides[1] != 8 or x.strides[0] % 8:
+        x = np.ascontiguousarray(x)
+    if out.strides[1] != out.itemsize and x.shape[1] > 1:
+        return None
+    rows, k = x.shape
+    emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
+    exps, nonzero = np.empty(rows, np.int64), np.empty(rows, np.uint8)
+    ld, ldo = x.strides[0] // 8, out.strides[0] // out.itemsize
+    f32 = int(out.dtype == np.float32)
+
+    def part(r0, r1):
+        return so.hlsnn_bfp_rows(x[r0:].ctypes, r1 - r0, k, ld, mantissa_bits, emin, emax, MODES[rounding],
+                                 out[r0:].ctypes, f32, ldo, exps[r0:].ctypes, nonzero[r0:].ctypes)
+    ranges = [(0, rows)] if rows * k < 2 * MIN_ELEMS else parallel.parts(rows, max(1, MIN_ELEMS // max(1, k)))
+    counts = parallel.run(part, ranges)
+    if any(c < 0 for c in counts):
+        return None
+    return exps, nonzero.astype(bool), int(sum(counts))
+
+
+def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out):
+    """:func:`quantize_rows` of ``im2col(x, g)`` (``x`` (B, C, H, W) float64, any strides;
+    ``g`` a :class:`~hlsnn.engines.convgeom.ConvGeom` of one group), without writing the
+    float64 rows: each is gathered into a buffer and quantized there. None for the numpy path."""
+    if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 4 or g.group != 1 \
+            or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous:
+        return None
+    so = lib()
+    if so is None or any(s % 8 for s in x.strides):
+        return None
+    b, c, h, w = x.shape
+    k = c * g.kh * g.kw
+    if out.shape != (b * oh * ow, k):
+        return None
+    rows = out.shape[0]
+    emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
+    exps, nonzero = np.empty(rows, np.int64), np.empty(rows, np.uint8)
+    sb, sc, sh, sw = (s // 8 for s in x.strides)
+    f32 = int(out.dtype == np.float32)
+
+    def part(b0, b1):
+        buf = np.empty(max(k, 1))
+        return so.hlsnn_bfp_conv_rows(x.ctypes, sb, sc, sh, sw, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1],
+                                      g.dh, g.dw, oh, ow, b0, b1, mantissa_bits, emin, emax, MODES[rounding],
+                                      out.ctypes, f32, exps.ctypes, nonzero.ctypes, buf.ctypes)
+    per_image = oh * ow * k
+    ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
+    counts = parallel.run(part, ranges)
+    if any(n < 0 for n in counts):
+        return None
+    return exps, nonzero.astype(bool), int(sum(counts))
+
+
+def epilogue(p, acc, xe, we, bcol, relu):
+    """The max rule's epilogue of :func:`~.emulator.emulate_floats` with ``dequantize=True``
+    (``bfp_rows.c``, ``hlsnn_bfp_epilogue``: rules 3 to 6 on each row of the exact sums
+    ``acc``): ``(y float64 values, ye int64, saturations)``, or None for the numpy path."""
+    rounding = p["rounding"]
+    if rounding not in MODES or acc.dtype not in (np.float32, np.float64) or acc.ndim != 2 \
+            or acc.strides[1] != acc.itemsize:
+        return None
+    so = lib()
+    if so is None:
+        return None
+    rows, n = acc.shape
+    M, A, E = p["mantissa_bits"], p["acc_bits"], p["exponent_bits"]
+    emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
+    lo_a, hi_a = float(-(1 << (A - 1))), float((1 << (A - 1)) - 1)
+    colscale = np.ldexp(1.0, np.asarray(we, np.int64))
+    xe = np.ascontiguousarray(xe, np.int64)
+    bc = None if bcol is None else np.ascontiguousarray(bcol, np.float64)
+    y, ye = np.empty((rows, n)), np.empty(rows, np.int64)
+    ld = acc.strides[0] // acc.itemsize
+
+    def part(r0, r1):
+        return so.hlsnn_bfp_epilogue(acc[r0:].ctypes, int(acc.dtype == np.float32), ld, r1 - r0, n, xe[r0:].ctypes,
+                                     colscale.ctypes, None if bc is None else bc.ctypes, lo_a, hi_a, int(bool(relu)),
+                                     M, emin, emax, MODES[rounding], y[r0:].ctypes, ye[r0:].ctypes)
+    ranges = [(0, rows)] if rows * n < 2 * MIN_ELEMS else parallel.parts(rows, max(1, MIN_ELEMS // max(1, n)))
+    return y, ye, int(sum(parallel.run(part, ranges)))

@@ -1,0 +1,350 @@
+/* bfp_rows.c: the compiled twin of the activations' quantization on bfp_systolic's float GEMM
+ * path (hlsnn.formats.bfp._row_plan + _encode_rows_into: one shared exponent per row), called
+ * by hlsnn.engines.bfp_systolic.compiled.quantize_rows.
+ *
+ * The numpy code is the specification; this function gives the same bits (the tests in
+ * tests/engines/bfp_systolic/test_bfp_native.py hold them equal, -0.0 included). Per row of K float64:
+ *
+ *   amax = max(max(row), -min(row))
+ *   e    = emin when amax == 0, else clamp(floor(log2(amax)) - (m - 2), emin, emax)
+ *   v    = x * 2**-e                      (a multiplication by a power of two: correctly
+ *                                           rounded, the same bits as numpy's ldexp)
+ *   mantissa = round(v) per the mode, clipped to [-2**(m-1), 2**(m-1) - 1]:
+ *     0 nearest_even: rint(v);
+ *     1 nearest_away: v clipped to one step outside the range, copysign(floor(|v|) +
+ *       (|v| - floor(|v|) >= 0.5), v);
+ *     2 truncate: v clipped likewise, floor(v), and -1 for a negative x whose v is 0.
+ *
+ * Rounding without a libm call: for 0 <= a < 2**52, (a + 2**52) - 2**52 is a rounded to an
+ * integer, ties to even (the sum's ulp is 1); the modes derive floor from it. The scale
+ * 2**-e must be a normal float64, so the caller keeps |e| <= 1000 (exponent_bits <= 10).
+ *
+ * The mantissas go to `out` as float32 (out_f32, exact for m <= 25) or float64, row stride ldo;
+ * `exps` gets each row's exponent, `nonzero` whether any of its mantissas is non-zero. Both
+ * functions return the number of non-zero mantissas, or -1 when a value is NaN or infinite
+ * (nothing else then holds; the caller takes the numpy path), and work on a range of rows, so
+ * that Python threads run parts of one array at once (ctypes releases the GIL during a call):
+ *
+ *   hlsnn_bfp_rows:      rows [0, rows) of x with row stride ld;
+ *   hlsnn_bfp_conv_rows: the im2col rows of images [b0, b1) of a (B, C, H, W) batch with any
+ *                        element strides, as hlsnn.engines.convgeom.im2col orders them (row
+ *                        (b, y, x), column (c, i, j); zero outside the map), gathered into a
+ *                        row buffer and quantized there: the float64 im2col is never written.
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+static const double MAGIC = 4503599627370496.0; /* 2**52 */
+
+static inline double floor_pos(double a) { /* floor(a) for finite a >= 0 */
+  double t = (a + MAGIC) - MAGIC;
+  t = t > a ? t - 1.0 : t;
+  return a < MAGIC ? t : a; /* from 2**52 on, every float64 is an integer */
+}
+
+/* 2**e for -1022 <= e <= 1023 (a normal float64: built from its bits, as ldexp gives it). */
+static inline double pow2(int e) {
+  union {
+    uint64_t u;
+    double d;
+  } b;
+  b.u = (uint64_t)(e + 1023) << 52;
+  return b.d;
+}
+
+/* floor(log2(a)) of a finite a > 0 (frexp's exponent minus one). */
+static inline int ilog2(double a) {
+  union {
+    double d;
+    uint64_t u;
+  } b;
+  b.d = a;
+  const int field = (int)((b.u >> 52) & 0x7ff);
+  if (field == 0) { /* subnormal */
+    int e2;
+    frexp(a, &e2);
+    return e2 - 1;
+  }
+  return field - 1023;
+}
+
+static inline double round_even(double v) {
+  const double a = fabs(v);
+  return copysign(a < MAGIC ? (a + MAGIC) - MAGIC : a, v);
+}
+
+static inline double round_away(double v, double lo, double hi) {
+  v = v < lo - 1.0 ? lo - 1.0 : (v > hi + 1.0 ? hi + 1.0 : v);
+  const double a = fabs(v);
+  const double fl = floor_pos(a);
+  return copysign(fl + ((a - fl) >= 0.5 ? 1.0 : 0.0), v);
+}
+
+static inline double round_trunc(double v, double xv, double lo, double hi) {
+  v = v < lo - 1.0 ? lo - 1.0 : (v > hi + 1.0 ? hi + 1.0 : v);
+  const double a = fabs(v);
+  const double fl = floor_pos(a);
+  const double neg = -(fl == a ? fl : fl + 1.0);
+  return v == 0.0 ? (xv < 0.0 ? -1.0 : v) : (v > 0.0 ? fl : neg);
+}
+
+/* One loop per mode and output type, so that each vectorizes: on x86-64 with GCC, an AVX2 clone
+ * is chosen at load time when the CPU has AVX2 (target_clones); it does the same float64
+ * operations (no FMA: no "fma" target, and -std=c99 keeps contraction off), so the bits do not
+ * depend on the clone. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
+#define VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VEC_CLONES
+#endif
+#define QUANT_LOOP(NAME, OUT_T, EXPR)                                                                \
+  VEC_CLONES static int NAME(const double *restrict xr, int64_t K, double scale, double lo, double hi, \
+                         OUT_T *restrict o) {                                                        \
+    int nnz = 0;                                                                                     \
+    for (int64_t k = 0; k < K; ++k) {                                                                \
+      const double xv = xr[k];                                                                       \
+      const double v = xv * scale;                                                                   \
+      double q = (EXPR);                                                                             \
+      q = q < lo ? lo : (q > hi ? hi : q);                                                           \
+      nnz += q != 0.0;                                                                               \
+      o[k] = (OUT_T)q;                                                                               \
+    }                                                                                                \
+    return nnz;                                                                                      \
+  }
+QUANT_LOOP(even_f32, float, round_even(v))
+QUANT_LOOP(even_f64, double, round_even(v))
+QUANT_LOOP(away_f32, float, round_away(v, lo, hi))
+QUANT_LOOP(away_f64, double, round_away(v, lo, hi))
+QUANT_LOOP(trunc_f32, float, round_trunc(v, xv, lo, hi))
+QUANT_LOOP(trunc_f64, double, round_trunc(v, xv, lo, hi))
+
+/* The largest magnitude of xr's values (the largest of their magnitudes' bit patterns, which
+ * order as the magnitudes do: an integer maximum, so that it vectorizes), and whether one of
+ * them is NaN or infinite (an all-ones exponent field). */
+VEC_CLONES static double row_amax(const double *restrict xr, int64_t K, int *bad) {
+  const int64_t *bits = (const int64_t *)xr;
+  int64_t m = 0, nf = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t v = bits[k] & INT64_MAX;
+    m = v > m ? v : m;
+    nf |= v >= (int64_t)0x7ff0000000000000LL;
+  }
+  *bad = nf != 0;
+  union {
+    int64_t i;
+    double d;
+  } b;
+  b.i = m;
+  return b.d;
+}
+
+/* Row xr (K values) -> its exponent; mantissas to out; *row_nnz its non-zero count (-1: a value
+ * is NaN or infinite, nothing written). */
+static inline int quant_row(const double *xr, int64_t K, int m, int emin, int emax, int mode, void *out,
+                            int out_f32, int64_t *row_nnz) {
+  const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
+  int bad;
+  const double amax = row_amax(xr, K, &bad);
+  if (bad) {
+    *row_nnz = -1;
+    return 0;
+  }
+  int e = emin;
+  if (amax > 0.0) {
+    e = ilog2(amax) - (m - 2);
+    e = e < emin ? emin : (e > emax ? emax : e);
+  }
+  const double scale = pow2(-e);
+  int nnz;
+  if (mode == 0)
+    nnz = out_f32 ? even_f32(xr, K, scale, lo, hi, out) : even_f64(xr, K, scale, lo, hi, out);
+  else if (mode == 1)
+    nnz = out_f32 ? away_f32(xr, K, scale, lo, hi, out) : away_f64(xr, K, scale, lo, hi, out);
+  else
+    nnz = out_f32 ? trunc_f32(xr, K, scale, lo, hi, out) : trunc_f64(xr, K, scale, lo, hi, out);
+  *row_nnz = nnz;
+  return e;
+}
+
+int64_t hlsnn_bfp_rows(const double *x, int64_t rows, int64_t K, int64_t ld, int m, int emin, int emax,
+                                  int mode, void *out, int out_f32, int64_t ldo, int64_t *exps, uint8_t *nonzero) {
+  const size_t osz = out_f32 ? sizeof(float) : sizeof(double);
+  int64_t nnz = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double *xr = x + r * ld;
+    int64_t row_nnz;
+    exps[r] = quant_row(xr, K, m, emin, emax, mode, (char *)out + (size_t)(r * ldo) * osz, out_f32, &row_nnz);
+    if (row_nnz < 0)
+      return -1;
+    nonzero[r] = row_nnz != 0;
+    nnz += row_nnz;
+  }
+  return nnz;
+}
+
+int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w,
+                                       int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh,
+                                       int64_t sw, int64_t top, int64_t left, int64_t dh, int64_t dw, int64_t oh,
+                                       int64_t ow, int64_t b0, int64_t b1, int m, int emin, int emax, int mode,
+                                       void *out, int out_f32, int64_t *exps, uint8_t *nonzero, double *buf) {
+  const int64_t K = C * kh * kw;
+  const size_t osz = out_f32 ? sizeof(float) : sizeof(double);
+  int64_t nnz = 0;
+  for (int64_t b = b0; b < b1; ++b) {
+    for (int64_t y = 0; y < oh; ++y) {
+      for (int64_t xo = 0; xo < ow; ++xo) {
+        const int64_t r = (b * oh + y) * ow + xo;
+        const int64_t x0 = xo * sw - left;
+        const int inside = x0 >= 0 && x0 + (kw - 1) * dw < W; /* every column of the window */
+        for (int64_t i = 0; i < kh; ++i) {
+          const int64_t yy = y * sh + i * dh - top;
+          if (yy < 0 || yy >= H) {
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t j = 0; j < kw; ++j)
+                buf[(c * kh + i) * kw + j] = 0.0;
+            continue;
+          }
+          const double *xrow = x + b * s_b + yy * s_h;
+          for (int64_t j = 0; j < kw; ++j) {
+            const int64_t xx = x0 + j * dw;
+            double *dst = buf + i * kw + j;
+            if (inside || (xx >= 0 && xx < W)) {
+              const double *src = xrow + xx * s_w;
+              for (int64_t c = 0; c < C; ++c)
+                dst[c * kh * kw] = src[c * s_c];
+            } else {
+              for (int64_t c = 0; c < C; ++c)
+                dst[c * kh * kw] = 0.0;
+            }
+          }
+        }
+        int64_t row_nnz;
+        exps[r] = quant_row(buf, K, m, emin, emax, mode, (char *)out + (size_t)(r * K) * osz, out_f32, &row_nnz);
+        if (row_nnz < 0)
+          return -1;
+        nonzero[r] = row_nnz != 0;
+        nnz += row_nnz;
+      }
+    }
+  }
+  return nnz;
+}
+
+/* The epilogue's loops, one per variant so that each vectorizes (VEC_CLONES). */
+#define RND(MODE, V) ((MODE) == 0 ? round_even(V) : ((MODE) == 1 ? round_away((V), -INFINITY, INFINITY) : floor(V)))
+#define EPI_BIAS(NAME, ACC_T, MODE)                                                                  \
+  static inline void NAME(const ACC_T *restrict acc, int64_t N, const double *restrict bcol, double bscale, \
+                              double lo_a, double hi_a, const double *restrict colscale, double *restrict a) { \
+    for (int64_t n = 0; n < N; ++n) {                                                                \
+      double t = bcol[n] * bscale;                                                                   \
+      t = RND(MODE, t);                                                                              \
+      t = t < lo_a ? lo_a : (t > hi_a ? hi_a : t);                                                   \
+      double v = (double)acc[n] + t;                                                                 \
+      v = v < lo_a ? lo_a : (v > hi_a ? hi_a : v);                                                   \
+      a[n] = v * colscale[n];                                                                        \
+    }                                                                                                \
+  }
+EPI_BIAS(bias_f32_0, float, 0)
+EPI_BIAS(bias_f32_1, float, 1)
+EPI_BIAS(bias_f32_2, float, 2)
+EPI_BIAS(bias_f64_0, double, 0)
+EPI_BIAS(bias_f64_1, double, 1)
+EPI_BIAS(bias_f64_2, double, 2)
+#define EPI_NOBIAS(NAME, ACC_T)                                                                      \
+  static inline void NAME(const ACC_T *restrict acc, int64_t N, const double *restrict colscale,  \
+                              double *restrict a) {                                                  \
+    for (int64_t n = 0; n < N; ++n)                                                                  \
+      a[n] = (double)acc[n] * colscale[n];                                                           \
+  }
+EPI_NOBIAS(nobias_f32, float)
+EPI_NOBIAS(nobias_f64, double)
+
+static inline void relu_row(double *restrict a, int64_t N) {
+  for (int64_t n = 0; n < N; ++n)
+    a[n] = a[n] >= 0.0 ? a[n] : 0.0;
+}
+
+/* max |a[n]| of finite values: the largest of their magnitudes' bit patterns, which order as
+ * the magnitudes do (an integer maximum, so that it vectorizes). */
+static inline double max_abs(const double *restrict a, int64_t N) {
+  const int64_t *bits = (const int64_t *)a;
+  int64_t m = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t v = bits[n] & INT64_MAX;
+    m = v > m ? v : m;
+  }
+  union {
+    int64_t i;
+    double d;
+  } b;
+  b.i = m;
+  return b.d;
+}
+
+#define EPI_OUT(NAME, MODE)                                                                          \
+  static inline int NAME(double *restrict a, int64_t N, double scale, double unit, double lo, double hi) { \
+    int sat = 0;                                                                                     \
+    for (int64_t n = 0; n < N; ++n) {                                                                \
+      const double v = a[n] * scale;                                                                 \
+      double q = RND(MODE, v);                                                                       \
+      sat += (q > hi) | (q < lo);                                                                    \
+      q = q < lo ? lo : (q > hi ? hi : q);                                                           \
+      a[n] = q * unit + 0.0;                                                                         \
+    }                                                                                                \
+    return sat;                                                                                      \
+  }
+EPI_OUT(out_0, 0)
+EPI_OUT(out_1, 1)
+EPI_OUT(out_2, 2)
+
+VEC_CLONES int64_t hlsnn_bfp_epilogue(const void *acc, int acc_f32, int64_t ld, int64_t rows, int64_t N, const int64_t *xe,
+                           const double *colscale, const double *bcol, double lo_a, double hi_a, int relu, int M,
+                           int emin, int emax, int mode, double *out, int64_t *ye) {
+  const double lo = -ldexp(1.0, M - 1), hi = ldexp(1.0, M - 1) - 1.0;
+  int64_t sat = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double *a = out + r * N;
+    const float *af = (const float *)acc + r * ld;
+    const double *ad = (const double *)acc + r * ld;
+    if (bcol) {
+      const double bscale = pow2((int)-xe[r]);
+      if (acc_f32) {
+        if (mode == 0)
+          bias_f32_0(af, N, bcol, bscale, lo_a, hi_a, colscale, a);
+        else if (mode == 1)
+          bias_f32_1(af, N, bcol, bscale, lo_a, hi_a, colscale, a);
+        else
+          bias_f32_2(af, N, bcol, bscale, lo_a, hi_a, colscale, a);
+      } else {
+        if (mode == 0)
+          bias_f64_0(ad, N, bcol, bscale, lo_a, hi_a, colscale, a);
+        else if (mode == 1)
+          bias_f64_1(ad, N, bcol, bscale, lo_a, hi_a, colscale, a);
+        else
+          bias_f64_2(ad, N, bcol, bscale, lo_a, hi_a, colscale, a);
+      }
+    } else if (acc_f32) {
+      nobias_f32(af, N, colscale, a);
+    } else {
+      nobias_f64(ad, N, colscale, a);
+    }
+    if (relu)
+      relu_row(a, N);
+    const double amax = max_abs(a, N);
+    int64_t e4 = emin;
+    if (amax > 0.0) {
+      e4 = (int64_t)ilog2(amax) + xe[r] - (M - 2);
+      e4 = e4 < emin ? emin : (e4 > emax ? emax : e4);
+    }
+    ye[r] = e4;
+    const double scale = pow2((int)(xe[r] - e4)), unit = pow2((int)e4);
+    sat += mode == 0 ? out_0(a, N, scale, unit, lo, hi)
+                     : (mode == 1 ? out_1(a, N, scale, unit, lo, hi) : out_2(a, N, scale, unit, lo, hi));
+  }
+  return sat;
+}

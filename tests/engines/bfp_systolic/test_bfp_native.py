@@ -1,0 +1,188 @@
+"""bfp_systolic's compiled passes (``engines/bfp_systolic/compiled.py``, ``native/bfp_rows.c``)
+give the bits of their numpy originals (``bfp._row_plan`` + ``bfp._encode_rows_into``, and
+``emulator.emulate_floats``' epilogue) on seeded random and adversarial inputs: rounding ties,
+zero rows, -0.0, saturating rows, huge and tiny scales, every deterministic rounding mode,
+float32 and float64 outputs, convolution geometries with padding, stride, dilation and
+rectangular kernels on NCHW and channels-last batches, one and several threads; the AVX2
+clones give the portable code's bits; and NaN or infinity sends the caller to the numpy path."""
+import ctypes
+import subprocess
+
+import numpy as np
+import pytest
+
+from hlsnn import native
+from hlsnn.engines import convgeom as cg
+from hlsnn.engines.bfp_systolic import compiled
+from hlsnn.engines.bfp_systolic import emulator as em
+from hlsnn.formats import bfp
+
+needs_cc = pytest.mark.skipif(native.c_compiler() is None, reason="no C compiler")
+MODES = ["nearest_even", "nearest_away", "truncate"]
+
+
+def same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    u = {4: np.uint32, 8: np.uint64}[a.itemsize]
+    return np.array_equal(a.view(u), b.view(u))
+
+
+@pytest.fixture(params=["1", "3"], ids=["1-thread", "3-threads"])
+def threads(request, monkeypatch):
+    monkeypatch.setenv("HLSNN_NATIVE_THREADS", request.param)
+    monkeypatch.setattr(compiled, "MIN_ELEMS", 1)
+    if compiled.lib() is None:
+        pytest.skip("no compiled helper")
+
+
+def row_cases(rng, k):
+    scale = np.exp2(rng.integers(-30, 30, size=(40, 1)))
+    x = rng.normal(size=(40, k)) * scale
+    yield x
+    ties = np.round(rng.normal(size=(40, k)) * 64) / 2          # many exact halves after scaling
+    yield ties
+    z = ties.copy()
+    z[::3] = 0.0
+    z[1::5] = -0.0
+    yield z                                                     # all-zero rows, -0.0
+    yield -np.abs(ties) * 1e-300                                # underflow to (-)0 when scaled
+    yield x / scale * 1e300                                     # huge values, exponents clamp at emax
+    if k:
+        s = ties.copy()
+        s[:, 0] = np.abs(s).max(axis=1) * 1.9999                # rounds up past the range: saturates
+        yield s
+
+
+@needs_cc
+@pytest.mark.parametrize("m,eb", [(2, 4), (8, 8), (16, 8), (25, 10)])
+def test_quantize_rows_equals_numpy(threads, m, eb):
+    rng = np.random.default_rng(m * 100 + eb)
+    for k in (0, 1, 3, 27, 144, 577):
+        for x in row_cases(rng, k):
+            for rnd in MODES:
+                for dt in (np.float32, np.float64):
+                    plan = bfp._row_plan(x, m, eb, rnd)
+                    ref = bfp._encode_rows_into(x, plan, m, rnd, np.empty(x.shape, dt))
+                    out = np.empty(x.shape, dt)
+                    e, nz, nnz = compiled.quantize_rows(x, m, eb, rnd, out)
+                    assert np.array_equal(e, plan.exponents) and np.array_equal(nz, plan.nonzero)
+                    assert same(out, ref), (m, eb, rnd, k)
+                    assert nnz == np.count_nonzero(ref)
+
+
+GEOMS = [cg.ConvGeom(3, 3, 1, 1, (1, 1, 1, 1)), cg.ConvGeom(3, 3, 2, 2, (1, 1, 1, 1)), cg.ConvGeom(1, 1, 2, 2),
+         cg.ConvGeom(10, 4, 2, 2, (4, 1, 5, 2)), cg.ConvGeom(3, 2, 1, 2, (0, 3, 2, 1), 2, 3),
+         cg.ConvGeom(5, 5, 1, 1, (2, 2, 2, 2))]
+
+
+@needs_cc
+@pytest.mark.parametrize("g", GEOMS, ids=[g.describe() for g in GEOMS])
+def test_conv_rows_equal_numpy_im2col(threads, g):
+    rng = np.random.default_rng(7)
+    for layout in ("nchw", "channels-last view"):
+        x = np.round(rng.normal(size=(3, 5, 20, 13)) * 16) / 4
+        x[:, :, 3:7] = 0.0                                       # all-zero patches
+        x[0, 1, 10, 5] = 1e6                                     # one large value: others round to 0
+        if layout != "nchw":
+            x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        rows, (oh, ow) = cg.im2col(np.ascontiguousarray(x), g)
+        for rnd in MODES:
+            for dt in (np.float32, np.float64):
+                plan = bfp._row_plan(rows, 8, 8, rnd)
+                ref = bfp._encode_rows_into(rows, plan, 8, rnd, np.empty(rows.shape, dt))
+                out = np.empty(rows.shape, dt)
+                e, nz, nnz = compiled.quantize_conv_rows(x, g, oh, ow, 8, 8, rnd, out)
+                assert np.array_equal(e, plan.exponents) and np.array_equal(nz, plan.nonzero)
+                assert same(out, ref), (layout, rnd)
+                assert nnz == np.count_nonzero(ref)
+
+
+@needs_cc
+def test_non_finite_and_unsupported_take_the_numpy_path(threads):
+    x = np.ones((4, 6))
+    for bad in (np.nan, np.inf, -np.inf):
+        y = x.copy()
+        y[2, 3] = bad
+        assert compiled.quantize_rows(y, 8, 8, "nearest_even", np.empty(y.shape)) is None
+        x4 = np.ones((2, 3, 5, 5))
+        x4[1, 2, 4, 4] = bad
+        assert compiled.quantize_conv_rows(x4, GEOMS[0], 5, 5, 8, 8, "nearest_even", np.empty((50, 27))) is None
+    assert compiled.quantize_rows(x, 8, 8, "stochastic", np.empty(x.shape)) is None
+    assert compiled.quantize_rows(x, 8, 11, "nearest_even", np.empty(x.shape)) is None     # |e| may pass 1000
+    grouped = cg.ConvGeom(3, 3, 1, 1, (1, 1, 1, 1), group=3)
+    assert compiled.quantize_conv_rows(np.ones((1, 3, 4, 4)), grouped, 4, 4, 8, 8, "nearest_even",
+                                       np.empty((16, 27))) is None
+
+
+def _epilogue_pair(p, acc, xe, we, bm, be, relu, monkeypatch):
+    """emulate_floats' outputs with the compiled epilogue, and with the numpy one."""
+    xf, wf = acc
+    got = em.emulate_floats(p, xf, xe, wf, we, bm, be, relu=relu, dequantize=True)
+    with monkeypatch.context() as mp:
+        mp.setattr(compiled, "epilogue", lambda *a, **k: None)
+        ref = em.emulate_floats(p, xf, xe, wf, we, bm, be, relu=relu, dequantize=True)
+    return got, ref
+
+
+@needs_cc
+@pytest.mark.parametrize("rnd", MODES)
+def test_epilogue_equals_numpy(threads, rnd, monkeypatch):
+    rng = np.random.default_rng(11)
+    saturated = 0
+    for M, A in [(4, 20), (8, 32), (16, 40)]:
+        p = dict(mantissa_bits=M, acc_bits=A, exponent_bits=8, rounding=rnd, weight_exponent="row", stats_k=3)
+        for K in (1, 9, 144):
+            ft = em.gemm_dtype(p, K)
+            lo, hi = -(1 << (M - 1)), (1 << (M - 1)) - 1
+            xf = rng.integers(lo, hi + 1, size=(37, K)).astype(ft)
+            xf[::5] = 0
+            wf = rng.integers(lo, hi + 1, size=(19, K)).astype(ft)
+            xe = rng.integers(-20, 10, size=37).astype(np.int64)
+            we = rng.integers(-10, 5, size=19).astype(np.int64)
+            for relu in (False, True):
+                for bm in (None, rng.integers(lo, hi + 1, size=19)):
+                    for be in (-15, 0, 40):                      # be = 40: the bias saturates the accumulator
+                        got, ref = _epilogue_pair(p, (xf, wf), xe, we, bm, be, relu, monkeypatch)
+                        assert same(got[0], ref[0]) and np.array_equal(got[1], ref[1]) and got[2] == ref[2]
+                        saturated += ref[2]
+    # the saturating branch ran (truncation never rounds the largest magnitude up past the range)
+    assert saturated > 0 or rnd == "truncate"
+
+
+@needs_cc
+def test_avx2_clones_equal_portable_code(tmp_path):
+    """The library as loaded (GCC picks the AVX2 clones on a CPU with AVX2) and the same source
+    built with -DHLSNN_PORTABLE (no clones) give the same bits."""
+    cc = native.c_compiler()
+    so = tmp_path / "portable.so"
+    subprocess.run([*cc.split(), *native.C_FLAGS, "-DHLSNN_PORTABLE", str(native.SOURCE_DIR / "bfp_rows.c"),
+                    "-o", str(so)], check=True, capture_output=True)
+    portable = ctypes.CDLL(str(so))
+    portable.hlsnn_bfp_rows.restype = ctypes.c_int64
+    portable.hlsnn_bfp_rows.argtypes = compiled.lib().hlsnn_bfp_rows.argtypes
+    rng = np.random.default_rng(3)
+    for x in row_cases(rng, 37):
+        for mode, rnd in enumerate(MODES):
+            for dt in (np.float32, np.float64):
+                a, b = np.empty(x.shape, dt), np.empty(x.shape, dt)
+                ea, eb_ = np.empty(40, np.int64), np.empty(40, np.int64)
+                na, nb = np.empty(40, np.uint8), np.empty(40, np.uint8)
+                ra = compiled.lib().hlsnn_bfp_rows(x.ctypes, 40, 37, 37, 8, -128, 127, mode, a.ctypes,
+                                                   int(dt == np.float32), 37, ea.ctypes, na.ctypes)
+                rb = portable.hlsnn_bfp_rows(x.ctypes, 40, 37, 37, 8, -128, 127, mode, b.ctypes,
+                                             int(dt == np.float32), 37, eb_.ctypes, nb.ctypes)
+                assert ra == rb and same(a, b) and np.array_equal(ea, eb_) and np.array_equal(na, nb)
+
+
+@needs_cc
+@pytest.mark.parametrize("g", GEOMS, ids=[g.describe() for g in GEOMS])
+def test_native_im2col_equals_numpy(g, monkeypatch):
+    rng = np.random.default_rng(2)
+    for dt in (np.float64, np.int64):
+        x = (rng.normal(size=(7, 5, 20, 13)) * 100).astype(dt)
+        got, ohw = cg.im2col(x, g)
+        monkeypatch.setattr(cg, "_NATIVE_MIN", 1 << 62)
+        ref, ohw2 = cg.im2col(x, g)
+        monkeypatch.undo()
+        assert ohw == ohw2 and same(got, ref)
