@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engines.common import largest_frac, round_into
+from ..engines.common import largest_frac, round_into, times_pow2
 from ..errors import InputError
 from ..formats import fixed
 from . import hostops
@@ -23,7 +23,7 @@ class Act:
     fmt: tuple = None
 
     def ints(self):
-        return np.rint(np.ldexp(self.values, self.fmt[0])).astype(np.int64)
+        return np.rint(times_pow2(self.values, self.fmt[0])).astype(np.int64)
 
 
 def host_radix(values, bits, signed, overflow_ratio=0.0):
@@ -78,11 +78,11 @@ def to_fixed(values, f, bits, signed, rounding):
     hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
     lo = -(1 << (bits - 1)) if signed else 0
     g = max(f + 24, 0)
-    v = np.ldexp(np.asarray(values, np.float64), g)
+    v = times_pow2(np.asarray(values, np.float64), g)
     np.rint(v, out=v)
     if v.size and not (v.max() < 2.0 ** 52 and v.min() > -2.0 ** 52):       # (a NaN fails both)
         return to_fixed_reference(values, f, bits, signed, rounding)
-    np.ldexp(v, -(g - f), out=v)
+    times_pow2(v, -(g - f), out=v)
     round_into(v, rounding, v)
     np.clip(v, lo, hi, out=v)
     return v.astype(np.int64)

@@ -52,6 +52,7 @@ import numpy as np
 from ..engines import convgeom as conv
 from ..engines.bfp_systolic.spec import k_limit as bfp_k_limit
 from ..engines.shift_mac.spec import raw_bits as shift_raw_bits
+from ..engines.common import times_pow2
 from ..engines.stream import merge_stats
 from ..engines.tiling import chunks
 from ..perf.closed_form import shift_k_chunks
@@ -320,10 +321,10 @@ class ShiftExec(_Exec):
             return out, hist, sat, out.size
 
         if getattr(self.deploy, "collect_stats", True):
-            self.stats.input_density = float(np.mean(rows != 0))
+            self.stats.input_density = np.count_nonzero(rows) / max(rows.size, 1)
         out = self._two_pass(call, f_in, self.bits, self.signed, calibrate)
         self.stats.f_in = fx
-        return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.bits, self.signed))
+        return Act(times_pow2(out, -self.f_out), (self.f_out, self.bits, self.signed))
 
 
 def _keep_on_chip(kern, wq, **options):
@@ -439,12 +440,12 @@ class SparseExec(_Exec):
         if self.blocks is not None:
             call = blocks.block_call(self, xi, bias)
         if getattr(self.deploy, "collect_stats", True):
-            self.stats.input_density = float(np.mean(xi != 0))
+            self.stats.input_density = np.count_nonzero(xi) / max(xi.size, 1)
         out = self._two_pass(call, f_in, self.BITS, True, calibrate)
         self.stats.f_in = fx
         if self.general and self.blocks is None:
             out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
-        return Act(np.ldexp(out.astype(np.float64), -self.f_out), (self.f_out, self.BITS, True))
+        return Act(times_pow2(out, -self.f_out), (self.f_out, self.BITS, True))
 
     def _k_tiled(self, fmap, w, bias, shift, padding, stats, raw=False):
         """``(outputs, saturation count, histogram or None)`` of a K-tiled chunk of outputs

@@ -27,6 +27,17 @@ def release_workspace():
     _WORKSPACE.bufs = {}
 
 
+def times_pow2(v, e, out=None):
+    """``np.ldexp(v, e)`` for one integer ``e``, with the same bits: a multiplication by
+    ``2.0**e`` where that is a normal float64 (a product with a power of two is correctly
+    rounded, as ldexp is, subnormal and overflowing results included), else ``np.ldexp``
+    itself. numpy's ldexp calls the C library per element; the product is a vector loop."""
+    e = int(e)
+    if -1022 <= e <= 1023:
+        return np.multiply(v, 2.0 ** e, out=out, dtype=np.float64)
+    return np.ldexp(v, e, out=out) if out is not None else np.ldexp(v, e)
+
+
 def round_into(v, rounding, out):
     """Round float64 ``v`` (exact dyadic values) to integers per ``rounding``, into ``out``:
     ``nearest_even`` (rint), ``truncate`` (floor), ``nearest_away`` (sign * (floor|v| +

@@ -96,56 +96,61 @@ def pad_nchw(x, pads):
     return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
 
 
-def im2col(x, g: ConvGeom):
+def im2col(x, g: ConvGeom, dtype=None):
     """(B, C, H, W) -> (B*oh*ow, C*kh*kw) patches, channel-major then kernel row, column (the
-    order of a (Z, C, kh, kw) weight flattened), and (oh, ow)."""
+    order of a (Z, C, kh, kw) weight flattened), and (oh, ow); ``dtype``: the rows' type
+    (default ``x``'s), as ``astype`` would cast them."""
     b, c, h, w = x.shape
     oh, ow = g.out_hw(h, w)
     if oh < 1 or ow < 1:
         from ..errors import InputError
         raise InputError(f"a {g.describe()} convolution does not fit a {h}x{w} map: the (dilated) kernel is larger "
                          "than the padded map")
-    if x.dtype in (np.float64, np.int64) and x.size >= _NATIVE_MIN:
-        out = _im2col_native(x, g, oh, ow)
+    dt = x.dtype if dtype is None else np.dtype(dtype)
+    if (dt == x.dtype and x.dtype in (np.float64, np.int64)
+            or x.dtype == np.int64 and dt in (np.float32, np.float64)) and x.size >= _NATIVE_MIN:
+        out = _im2col_native(x, g, oh, ow, dt)
         if out is not None:
             return out, (oh, ow)
     xp = pad_nchw(x, g.pads)
     eh, ew = g.dh * (g.kh - 1) + 1, g.dw * (g.kw - 1) + 1            # the dilated kernel's extent
     v = np.lib.stride_tricks.sliding_window_view(xp, (eh, ew), axis=(2, 3))   # B C H' W' eh ew
     v = v[:, :, ::g.sh, ::g.sw, ::g.dh, ::g.dw][:, :, :oh, :ow]
-    return np.ascontiguousarray(v.transpose(0, 2, 3, 1, 4, 5)).reshape(b * oh * ow, c * g.kh * g.kw), (oh, ow)
+    return np.ascontiguousarray(v.transpose(0, 2, 3, 1, 4, 5), dtype=dt).reshape(b * oh * ow, c * g.kh * g.kw), (oh, ow)
 
 
 #: inputs with fewer elements take the numpy path (a compiled call costs a few microseconds)
 _NATIVE_MIN = 4096
-_SIGNATURE = None
+#: (input type, row type) -> the helper's function
+_FUNCTIONS = {("float64", "float64"): "hlsnn_im2col_u64", ("int64", "int64"): "hlsnn_im2col_u64",
+              ("int64", "float32"): "hlsnn_im2col_i64_f32", ("int64", "float64"): "hlsnn_im2col_i64_f64"}
 
 
-def _im2col_native(x, g: ConvGeom, oh, ow):
-    """:func:`im2col` of a float64 or int64 ``x`` by the compiled helper ``im2col.c`` (the
-    images split between threads), or None when the compiled helpers are off
-    (:func:`hlsnn.native.load`)."""
-    global _SIGNATURE
+def _im2col_native(x, g: ConvGeom, oh, ow, dt):
+    """:func:`im2col` of a float64 or int64 ``x`` (rows of ``x``'s type, or of int64 as float32
+    or float64) by the compiled helper ``im2col.c`` (the images split between threads), or None
+    when the compiled helpers are off (:func:`hlsnn.native.load`)."""
     import ctypes
     from .. import native
     from ..native import parallel
     lib = native.load("im2col")
     if lib is None:
         return None
-    if _SIGNATURE is None:
-        i64 = ctypes.c_int64
-        lib.hlsnn_im2col_u64.restype = None
-        lib.hlsnn_im2col_u64.argtypes = [ctypes.c_void_p] + [i64] * 15 + [ctypes.c_void_p]
-        _SIGNATURE = True
+    if not getattr(lib, "_hlsnn_typed", False):       # a library loaded afresh (native.forget) is untyped
+        for name in set(_FUNCTIONS.values()):
+            fn = getattr(lib, name)
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 15 + [ctypes.c_void_p]
+        lib._hlsnn_typed = True
+    fn = getattr(lib, _FUNCTIONS[(x.dtype.name, dt.name)])
     x = np.ascontiguousarray(x)
     b, c, h, w = x.shape
-    out = np.empty((b * oh * ow, c * g.kh * g.kw), x.dtype)
+    out = np.empty((b * oh * ow, c * g.kh * g.kw), dt)
     top, left = g.pads[0], g.pads[1]
 
-    def part(b0, b1):
-        lib.hlsnn_im2col_u64(x.ctypes, c, h, w, g.kh, g.kw, g.sh, g.sw, top, left, g.dh, g.dw, oh, ow, b0, b1,
-                             out.ctypes)
-    parallel.run(part, parallel.parts(b, max(1, (1 << 16) // max(1, out.shape[1] * oh * ow))))
+    def part(r0, r1):                  # output lines b * oh + y
+        fn(x.ctypes, c, h, w, g.kh, g.kw, g.sh, g.sw, top, left, g.dh, g.dw, oh, ow, r0, r1, out.ctypes)
+    parallel.run(part, parallel.parts(b * oh, max(1, (1 << 16) // max(1, out.shape[1] * ow))))
     return out
 
 

@@ -178,11 +178,13 @@ def test_avx2_clones_equal_portable_code(tmp_path):
 @needs_cc
 @pytest.mark.parametrize("g", GEOMS, ids=[g.describe() for g in GEOMS])
 def test_native_im2col_equals_numpy(g, monkeypatch):
+    monkeypatch.setenv("HLSNN_NATIVE_THREADS", "3")
     rng = np.random.default_rng(2)
-    for dt in (np.float64, np.int64):
-        x = (rng.normal(size=(7, 5, 20, 13)) * 100).astype(dt)
-        got, ohw = cg.im2col(x, g)
-        monkeypatch.setattr(cg, "_NATIVE_MIN", 1 << 62)
-        ref, ohw2 = cg.im2col(x, g)
-        monkeypatch.undo()
-        assert ohw == ohw2 and same(got, ref)
+    for dt, row_dt in [(np.float64, None), (np.int64, None), (np.int64, np.float32), (np.int64, np.float64)]:
+        for b in (7, 1):                                         # lines split between threads within one image
+            x = (rng.normal(size=(b, 5, 20, 13)) * 100).astype(dt)
+            got, ohw = cg.im2col(x, g, dtype=row_dt)
+            monkeypatch.setattr(cg, "_NATIVE_MIN", 1 << 62)
+            ref, ohw2 = cg.im2col(x, g, dtype=row_dt)
+            monkeypatch.undo()
+            assert ohw == ohw2 and same(got, ref)

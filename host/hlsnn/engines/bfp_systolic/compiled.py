@@ -21,13 +21,13 @@ from ...native import parallel
 MODES = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 #: rows per thread at least, in elements (a thread costs some microseconds to start)
 MIN_ELEMS = 1 << 16
-_typed = False
 
 
 def lib():
-    global _typed
+    """The loaded ``bfp_rows`` library with its signatures set (on the library object: one
+    loaded afresh after :func:`hlsnn.native.forget` is typed again), or None."""
     so = native.load("bfp_rows")
-    if so is not None and not _typed:
+    if so is not None and not getattr(so, "_hlsnn_typed", False):
         i64, p = ctypes.c_int64, ctypes.c_void_p
         so.hlsnn_bfp_rows.restype = i64
         ci = ctypes.c_int
@@ -37,7 +37,7 @@ def lib():
         f64 = ctypes.c_double
         so.hlsnn_bfp_epilogue.restype = i64
         so.hlsnn_bfp_epilogue.argtypes = [p, ci, i64, i64, i64, p, p, p, f64, f64, ci, ci, ci, ci, ci, p, p]
-        _typed = True
+        so._hlsnn_typed = True
     return so
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from ... import native
 from ...primitives import msb_histogram, shift_round_sat
 from ..common import round_into
+from ..convgeom import ConvGeom, im2col
 
 #: Methods of :func:`conv_accumulate`.
 METHODS = ("auto", "dense", "sparse", "native")
@@ -37,10 +38,8 @@ METHODS = ("auto", "dense", "sparse", "native")
 def _dense(xp, w):
     """acc by im2col + GEMM (exact: float32 while every sum stays below 2**24)."""
     z, c, k, _ = w.shape
-    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(1, 2))   # (C, H', W', k, k)
-    oh, ow = win.shape[1], win.shape[2]
     ft = np.float32 if c * k * k * (1 << 14) <= (1 << 24) else np.float64
-    cols = np.ascontiguousarray(win.transpose(1, 2, 0, 3, 4), dtype=ft).reshape(oh * ow, c * k * k)
+    cols, (oh, ow) = im2col(np.asarray(xp)[None], ConvGeom(k, k), dtype=ft)    # (H'*W', C*k*k)
     acc = cols @ w.reshape(z, -1).astype(ft).T
     return np.rint(acc).astype(np.int64).T.reshape(z, oh, ow)
 
