@@ -56,6 +56,14 @@ def test_msb_index_and_isqrt_against_python_ints():
                         (1 << np.arange(0, 62)) - 1, 1 << np.arange(0, 62), (1 << np.arange(1, 62)) + 1])
     assert msb_index(u).tolist() == [int(x).bit_length() - 1 for x in u]
     assert isqrt(u).tolist() == [math.isqrt(int(x)) for x in u]
+    # values below 2**53 alone (the exponent-field path) and next to 2**63 (the frexp path, whose
+    # float64 rounds INT64_MAX up to 2**63)
+    small = np.concatenate([np.arange(0, 4100), rng.integers(1, 1 << 53, 5000), (1 << np.arange(0, 54)) - 1])
+    assert msb_index(small).tolist() == [int(x).bit_length() - 1 for x in small]
+    top = np.array([2 ** 63 - 1, 2 ** 63 - 512, 2 ** 63 - 513, 2 ** 62, 2 ** 53, 2 ** 53 + 1], np.int64)
+    assert msb_index(top).tolist() == [int(x).bit_length() - 1 for x in top]
+    v = np.concatenate([-top - 1, top, rng.integers(-(1 << 40), 1 << 40, 1000)])
+    assert unsigned_msb(v).tolist() == [int(x if x >= 0 else ~x).bit_length() - 1 for x in v]
     assert saturate([300, -300, 5], 8).tolist() == [127, -128, 5]
 
 

@@ -37,10 +37,15 @@ def msb_index(u):
     [0, 1, 1, 7, 8, -1]
     """
     u = np.asarray(u, dtype=np.int64)
+    if u.size and u.min() >= 0 and u.max() < (1 << 53):
+        # every value converts to float64 exactly: its exponent field is its MSB index plus
+        # 1023 (a zero's field is 0, which the maximum maps to -1)
+        return np.maximum((u.astype(np.float64).view(np.int64) >> 52) - 1023, -1)
     _, e = np.frexp(u.astype(np.float64))
     r = e.astype(np.int64) - 1
     # float64 rounding may have bumped r by one for values just below a power of two
-    too_big = (r >= 0) & (r < 63) & (np.left_shift(np.int64(1), np.clip(r, 0, 62)) > u)
+    # (2**63 itself: an int64 below it rounded up, as INT64_MAX does)
+    too_big = (r == 63) | ((r >= 0) & (r < 63) & (np.left_shift(np.int64(1), np.clip(r, 0, 62)) > u))
     r = np.where(too_big, r - 1, r)
     return np.where(u > 0, r, -1)
 
@@ -58,7 +63,7 @@ def unsigned_msb(v):
     [9, 9, 4, 2, -1, -1, 0, 6, 6, 7]
     """
     v = np.asarray(v, dtype=np.int64)
-    return msb_index(np.where(v < 0, ~v, v))
+    return msb_index(v ^ (v >> 63))                # ~v for v < 0 (v >> 63 is all ones), else v
 
 
 def nz_lsb(v):
