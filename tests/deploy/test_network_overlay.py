@@ -1,0 +1,65 @@
+"""The network overlay (issue 31): the network kernel's s_axilite register map as Vitis HLS lays
+it out, its block design (``hlsnn.build.hwh_net``) read by pynq's own parser, and the network
+kernel on the simulated board and on the pynq target through that overlay.
+
+References: the register offsets are written out by hand from the Vitis HLS convention (the
+``xkernel_hw.h`` header a Vitis HLS export writes: CTRL/GIER/IER/ISR at 0x00..0x0C, each
+argument from 0x10 in 32-bit data words followed by one reserved or ap_vld word; a 64-bit
+pointer of an ``m_axi`` port with ``offset = slave`` takes lo, hi, reserved); the bits come from
+the emulator (the layer-by-layer compiled network)."""
+import numpy as np
+import pytest
+
+from hlsnn.build import regmap
+from hlsnn.compiled import netkernel
+
+#: hand-written from the Vitis HLS convention for ``void top(const word_t *in, word_t *out, int batch)``
+NET_MAP = {"CTRL": 0x00, "GIER": 0x04, "IP_IER": 0x08, "IP_ISR": 0x0C, "in_r_1": 0x10, "in_r_2": 0x14,
+           "out_r_1": 0x1C, "out_r_2": 0x20, "batch": 0x28}
+
+
+def test_vitis_hls_register_rule_by_hand():
+    """32-bit input: data + reserved; 64-bit: lo, hi, reserved; 32-bit output: data + ap_vld."""
+    regs, offs = regmap.layout([("a", 32, False), ("p", 64, False), ("r", 32, True), ("q", 64, False)])
+    assert offs == {"a": (0x10,), "p": (0x18, 0x1C), "r": (0x24,), "q": (0x2C, 0x30)}
+    assert {r[0]: r[1] for r in regs} == {"CTRL": 0, "GIER": 4, "IP_IER": 8, "IP_ISR": 12, "a": 0x10, "p_1": 0x18,
+                                          "p_2": 0x1C, "r": 0x24, "r_ctrl": 0x28, "q_1": 0x2C, "q_2": 0x30}
+    assert regmap.rtl_name("in") == "in_r" and regmap.rtl_name("batch") == "batch"
+    with pytest.raises(ValueError, match="32 or 64"):
+        regmap.layout([("x", 16, False)])
+
+
+@pytest.mark.parametrize("engine", ["shift_mac", "sparse_cluster"])
+def test_network_register_map_from_the_template(engine):
+    regs, offs, m_axi = netkernel.layout(engine)
+    assert {r[0]: r[1] for r in regs} == NET_MAP
+    assert offs == {"in": (0x10, 0x14), "out": (0x1C, 0x20), "batch": (0x28,)}
+    assert m_axi == {"in": "gmem0", "out": "gmem1"}
+    # the board's copy (no templates installed) is the template's
+    fallback = regmap.layout([(regmap.rtl_name(c), b, False) for c, b in netkernel.TOP_ARGUMENTS])[0]
+    assert fallback == regs and netkernel.M_AXI == m_axi
+
+
+def test_top_function_parse_refuses_what_it_cannot_map():
+    with pytest.raises(ValueError, match="no definition of the top function"):
+        regmap.top_arguments("void other(int a) {}", "top")
+    with pytest.raises(ValueError, match="only pointers and 32-bit integers"):
+        regmap.top_arguments("void top(float a) {", "top")
+
+
+def test_a_64_bit_address_is_written_in_both_halves():
+    """A ZCU104 buffer above 4 GB reaches the kernel whole, and a later low address clears the
+    high word an earlier run left (the register keeps its value across starts)."""
+    from hlsnn.runtime.sim.axi_master import MasterKernelModel
+    from hlsnn.runtime.sim.memory import SimMemory
+    seen = []
+    ip = MasterKernelModel(lambda regs, ports: seen.append(dict(regs)) or 0, netkernel.REGISTERS, {},
+                           memory=SimMemory(0x10000000, 1 << 12, False))
+    netkernel.write_registers(ip, netkernel.REGISTERS, {"in": 0x8_0000_1000, "out": 0x8_7000_0000, "batch": 3})
+    ip.write(0x00, 1)
+    netkernel.write_registers(ip, netkernel.REGISTERS, {"in": 0x1000, "out": 0x2000, "batch": 1})
+    ip.write(0x00, 1)
+    assert seen == [{"in": 0x8_0000_1000, "out": 0x8_7000_0000, "batch": 3}, {"in": 0x1000, "out": 0x2000, "batch": 1}]
+    assert ip.values[0x14] == 0 and ip.values[0x20] == 0
+    with pytest.raises(ValueError, match="does not fit 32 bits"):
+        netkernel.write_registers(ip, netkernel.REGISTERS, {"batch": 1 << 32})
