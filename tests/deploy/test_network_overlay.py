@@ -63,3 +63,40 @@ def test_a_64_bit_address_is_written_in_both_halves():
     assert ip.values[0x14] == 0 and ip.values[0x20] == 0
     with pytest.raises(ValueError, match="does not fit 32 bits"):
         netkernel.write_registers(ip, netkernel.REGISTERS, {"batch": 1 << 32})
+
+
+# ------------------------------------------------------------------ the network overlay's .hwh
+@pytest.mark.parametrize("config", ["shift8_pynq-z2", "shift8_zcu104", "sparse8_pynq-z2"])
+def test_network_hwh_parses_with_pynq(config, tmp_path):
+    """pynq 4.0's parser (pynqmetadata) reads the network design: the kernel IP at the config's
+    kernel address with the register map above; its two 64-bit m_axi ports go through the
+    SmartConnect to the PS's HP port, the control port hangs off the GP master; no DMA."""
+    pytest.importorskip("pynqmetadata")
+    from conftest import ROOT
+    from hlsnn.build import bd_context, hwh_net, hwh_read
+    from hlsnn.config import load_config
+    cfg = load_config(ROOT / "configs" / "accel" / f"{config}.yaml")
+    path = hwh_net.render_net_hwh(cfg, tmp_path / "net.hwh")
+    parser = hwh_read.parse_hwh(path)
+    name = f"{cfg.name}_net"
+    assert set(parser.ip_dict) == {"ps", name}
+    ip = parser.ip_dict[name]
+    ctx = bd_context(cfg)
+    assert ip["type"] == f"hlsnn.org:hls:{name}:1.0" and ip["mem_id"] == "s_axi_control"
+    assert ip["phys_addr"] == int(ctx["kernel_base"], 16) and ip["addr_range"] == 0x10000
+    assert {n: v["address_offset"] for n, v in ip["registers"].items()} == NET_MAP
+    assert ip["registers"]["in_r_2"]["fields"]["in_r"]["bit_width"] == 32
+    assert int(ip["parameters"]["C_M_AXI_GMEM0_DATA_WIDTH"]) == 64 == int(ip["parameters"]["C_M_AXI_GMEM1_DATA_WIDTH"])
+    md = parser.systemgraph
+
+    def peer(block, port):
+        (d,) = md.blocks[block].ports[port].destinations().values()
+        return d.parent().name, d.name
+    assert peer(name, "m_axi_gmem0") == ("axi_smc", "S00_AXI") and peer(name, "m_axi_gmem1") == ("axi_smc", "S01_AXI")
+    assert peer("axi_smc", "M00_AXI") == ("ps", ctx["hp_port"])
+    assert peer("ps_axi_periph", "M00_AXI") == (name, "s_axi_control")
+    assert hwh_net.net_masters(path, name) == {"m_axi_gmem0": 64, "m_axi_gmem1": 64}
+    # the layer kernel's design has none: its data go through the DMA's streams
+    from hlsnn.build import hwh
+    layer = hwh.render_hwh(cfg, tmp_path / "layer.hwh")
+    assert hwh_net.net_masters(layer, cfg.name) == {} and hwh_net.net_masters(layer, name) == {}

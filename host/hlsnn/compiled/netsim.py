@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from .netkernel import REGISTERS, ip_model
+from .netkernel import REGISTERS, ip_model, write_registers
 
 
 class NetSimBoard:
@@ -77,11 +77,10 @@ class NetSimBoard:
             self._x8 = np.asarray(self.inb).view(np.int8).reshape(batch, n_in)
             self._y8 = np.asarray(self.outb).view(np.int8).reshape(batch, n_out)
             self._x8[:] = 0
-            self.ip.write(REGISTERS["in"], self.inb.device_address)
-            self.ip.write(REGISTERS["out"], self.outb.device_address)
+            write_registers(self.ip, REGISTERS, {"in": self.inb.device_address, "out": self.outb.device_address})
             self._batch = None
         if self._batch != batch:
-            self.ip.write(REGISTERS["batch"], batch)
+            write_registers(self.ip, REGISTERS, {"batch": batch})
             self._batch = batch
 
     def run(self, xq):
