@@ -125,7 +125,7 @@ def test_lower_refuses_what_it_cannot_run(compiled, tmp_path):
     two = dict(prog, accels={**prog["accels"], "other": next(iter(prog["accels"].values()))})
     with pytest.raises(InputError, match="uses 2 accelerators; the network kernel runs a network on one"):
         netmode.lower(two, arrays)
-    with pytest.raises(InputError, match="network=True: the network kernel runs on emu, csim, sim so far, not on pynq"):
+    with pytest.raises(InputError, match=r"network=True on pynq: give overlays=\{'\w+': the network overlay folder"):
         hlsnn.load(compiled("digits_cnn", "twohot"), "pynq", network=True)
 
 

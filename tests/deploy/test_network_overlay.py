@@ -10,7 +10,7 @@ the emulator (the layer-by-layer compiled network)."""
 import numpy as np
 import pytest
 
-from hlsnn.build import regmap
+from hlsnn import regmap
 from hlsnn.compiled import netkernel
 
 #: hand-written from the Vitis HLS convention for ``void top(const word_t *in, word_t *out, int batch)``

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 from .. import __version__
 from ..engines import ENGINES
 from ..paths import HLS_DIR
-from . import regmap
+from .. import regmap
 from .flow import bd_context
 from .ps_presets import io_pll_mhz, pl_divisors, pll_mhz, ps_clocks
 
@@ -70,7 +70,7 @@ def kernel_arguments(cfg, names="kernel"):
 
 def kernel_registers(cfg, names="kernel"):
     """The kernel's registers as Vitis HLS lays them out (ap_ctrl_hs, 32-bit scalars; the rule
-    is :func:`hlsnn.build.regmap.layout`): ``[(name, offset, access, description, fields)]``
+    is :func:`hlsnn.regmap.layout`): ``[(name, offset, access, description, fields)]``
     with ``fields`` a list of ``(name, bit_offset, bit_width, access, description)``. CTRL
     0x00, GIER 0x04, IP_IER 0x08, IP_ISR 0x0C, then argument *i* at ``0x10 + 8*i`` (an output's
     ``<arg>_ctrl`` with its ``<arg>_ap_vld`` bit at +4). Offsets equal

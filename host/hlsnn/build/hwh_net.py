@@ -22,17 +22,13 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ..compiled.netboard import net_ip_name, net_masters  # noqa: F401  (re-exported)
 from .hwh import (AXIMM, CONTROL, CONTROL_RANGE, _axi, _base, _document, _hex, _intc, _link, _Module, _net, _rst,
                   _smc)
 
 #: the data and address widths of the network kernels' m_axi ports (``word_t`` is 64 bits;
 #: Vitis HLS's m_axi addresses are 64-bit by default)
 M_AXI_DATA, M_AXI_ADDR = 64, 64
-
-
-def net_ip_name(cfg):
-    """The network kernel's IP (instance) name in the overlay of ``cfg``."""
-    return f"{cfg.name}_net"
 
 
 def net_vlnv(cfg):
@@ -124,18 +120,3 @@ def render_net_hwh(cfg, path, engine=None, *, network=""):
     write_atomic(path, b'<?xml version="1.0" encoding="UTF-8" standalone="no" ?>\n'
                  + ET.tostring(root, encoding="utf-8") + b"\n")
     return path
-
-
-def net_masters(hwh_path, ip_name):
-    """The AXI4 master interfaces (``m_axi_*``) of IP ``ip_name`` in a ``.hwh`` (this module's
-    or Vivado's): ``{interface: data width}``; empty when the IP has none (a layer kernel, whose
-    data go through AXI-Stream ports) or is not there."""
-    root = ET.parse(str(hwh_path)).getroot()
-    out = {}
-    for mod in root.iter("MODULE"):
-        if mod.get("INSTANCE") != ip_name:
-            continue
-        for bi in mod.iter("BUSINTERFACE"):
-            if bi.get("TYPE") == "MASTER" and bi.get("VLNV") == AXIMM:
-                out[bi.get("NAME")] = int(bi.get("DATAWIDTH") or 0)
-    return out

@@ -421,11 +421,11 @@ M_AXI = {"in": "gmem0", "out": "gmem1"}
 @functools.lru_cache(maxsize=None)
 def layout(engine="shift_mac"):
     """``(registers, offsets, m_axi)`` of the engine's network kernel as Vitis HLS lays out its
-    ``s_axilite`` map (:func:`hlsnn.build.regmap.kernel_layout`, from the template's top
+    ``s_axilite`` map (:func:`hlsnn.regmap.kernel_layout`, from the template's top
     function and pragmas): ``offsets`` ``{"in": (lo, hi), "out": (lo, hi), "batch": (off,)}``
     (the two buffer addresses are 64-bit: 0x10/0x14, 0x1C/0x20, the batch at 0x28),
     ``m_axi`` ``{argument: bundle}``."""
-    from ..build import regmap
+    from .. import regmap
     from ..paths import HLS_DIR
     src = HLS_DIR / "engines" / engine / "network.cpp.j2"
     if not src.is_file():
