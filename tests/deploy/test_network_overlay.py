@@ -100,3 +100,148 @@ def test_network_hwh_parses_with_pynq(config, tmp_path):
     from hlsnn.build import hwh
     layer = hwh.render_hwh(cfg, tmp_path / "layer.hwh")
     assert hwh_net.net_masters(layer, cfg.name) == {} and hwh_net.net_masters(layer, name) == {}
+
+
+# ------------------------------------------------------------------ the sim board and the pynq target
+pytest.importorskip("onnx")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    from compiled_fixtures import compiled_models
+    return compiled_models(tmp_path_factory, "netov", calibration_samples=16, check_samples=2)
+
+
+def _x(n):
+    from hlsnn.deploy import datasets
+    return datasets.load("digits", layout="nchw").x_test[:n]
+
+
+def _lowered(path):
+    from hlsnn.compiled import artifact, netmode
+    from hlsnn.compiled.net import config_of
+    prog, arrays = artifact.read(path)
+    net = netmode.lower(prog, arrays)
+    return prog, net, config_of(prog["accels"][net.accel], str(path))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_the_sim_board_runs_the_network_overlay(compiled):
+    """The sim board opens the network overlay's .hwh (no DMA; the kernel IP with its m_axi
+    ports and pynq's register map of it), prepared once per config and network."""
+    import hlsnn
+    from hlsnn.compiled.netboard import net_masters
+    path = compiled("digits_cnn", "twohot")
+    x = _x(5)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim") as net:
+        board = net._kernel
+        name = f"{board.cfg.name}_net"
+        assert set(board.board.overlay.ip_dict) == {"ps", name}
+        hwh = board.folder / f"{name}.hwh"
+        assert net_masters(hwh, name) == {"m_axi_gmem0": 64, "m_axi_gmem1": 64}
+        rm = board.ip.register_map
+        assert (rm.in_r_1.address, rm.in_r_2.address, rm.out_r_1.address, rm.out_r_2.address,
+                rm.batch.address) == (0x10, 0x14, 0x1C, 0x20, 0x28)
+        got = net.logits(x)
+        stamp = hwh.stat().st_mtime_ns
+    with hlsnn.load(path, "sim", self_check=False) as again:     # the same folder, not rendered again
+        assert again._kernel.folder == board.folder and hwh.stat().st_mtime_ns == stamp
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_a_stalled_kernel_times_out_and_frees_its_buffers(compiled):
+    import hlsnn
+    from hlsnn.runtime.pynq_target import DeviceTimeout
+    path = compiled("digits_cnn", "twohot")
+    x = _x(3)
+    with hlsnn.load(path, "sim", self_check=False, timeout=0.05) as net:
+        board = net._kernel
+        model = board.model
+        write = model.write
+
+        def stalled(offset, value):               # ap_start is taken, the kernel never finishes
+            if offset == 0 and value & 1:
+                model.idle = False
+                return
+            write(offset, value)
+        model.write = stalled
+        with pytest.raises(DeviceTimeout, match=r"network kernel \w+_net did not finish within 0.05 s"):
+            net.logits(x)
+        assert board.board.inb is None and board.sim.memory.allocations == []
+        model.write, model.idle = write, True
+        got = net.logits(x)                       # new buffers, their addresses written again
+    with hlsnn.load(path, "emu", network=False) as ref:
+        np.testing.assert_array_equal(got.view(np.uint64), ref.logits(x).view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_the_pynq_target_runs_the_network_overlay(compiled, tmp_path):
+    """target="pynq" with the network overlay folder: the driver code of a board (pynq's active
+    device, here the simulated one with its DDR above 4 GB, as on a ZCU104), one start per
+    batch, the emulator's bits; both halves of each 64-bit buffer address reach the kernel."""
+    import hlsnn
+    from hlsnn.compiled.netboard import NetBoard
+    from hlsnn.compiled.netkernel import NetKernel, ip_model
+    from hlsnn.compiled.netsim import prepare_net_overlay
+    from hlsnn.runtime.sim import SimDevice
+    path = compiled("digits_cnn", "twohot")
+    prog, net, cfg = _lowered(path)
+    folder = prepare_net_overlay(cfg, net, out_dir=tmp_path / f"{cfg.name}_net")
+    x = _x(6)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    sim = SimDevice(strict_cache=True, memory_base=0x8_0000_0000)
+    model = sim.add_model(f"{cfg.name}_net", ip_model(NetKernel(net)))
+    with sim:
+        with hlsnn.load(path, "pynq", overlays={net.accel: folder}) as board_net:   # network=None: its overlay
+            assert isinstance(board_net._kernel, NetBoard) and board_net.target_name == "pynq"
+            got = board_net.logits(x)
+            assert board_net.last_kernel_starts == 1
+    regs = model.runs[-1][0]
+    assert regs["batch"] == 6 and regs["in"] >> 32 == 8 and regs["out"] >> 32 == 8
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_network_true_refuses_a_layer_overlay_by_name(compiled, tmp_path):
+    """The layer kernel's overlay folder (AXI DMA, stream ports) is refused by name on pynq and
+    on sim before anything is built or downloaded; without network=True it runs layer by layer."""
+    import hlsnn
+    from hlsnn.engines import ENGINES
+    from hlsnn.runtime.pynq_target import OverlayMismatch
+    from hlsnn.runtime.sim_target import prepare_sim_overlay
+    path = compiled("digits_cnn", "twohot")
+    _, net, cfg = _lowered(path)
+    layer = prepare_sim_overlay(cfg, ENGINES[cfg.engine], out_dir=tmp_path / cfg.name)
+    msg = (rf"overlay .*{cfg.name}: {cfg.name}.hwh is the layer kernel's overlay \(IP {cfg.name}: an AXI DMA and "
+           rf"stream ports, no m_axi port\); network=True needs the network overlay")
+    for target in ("pynq", "sim"):
+        with pytest.raises(OverlayMismatch, match=msg):
+            hlsnn.load(path, target, overlays={net.accel: layer}, network=True)
+    from hlsnn.compiled.netboard import is_network_overlay
+    assert not is_network_overlay(layer) and not is_network_overlay(tmp_path / "nothing")
+
+
+def test_a_network_overlay_of_another_network_or_config_is_refused(compiled, tmp_path):
+    import json
+
+    import hlsnn
+    from hlsnn.compiled.netsim import prepare_net_overlay
+    from hlsnn.runtime.pynq_target import OverlayMismatch
+    path = compiled("digits_cnn", "twohot")
+    _, net, cfg = _lowered(path)
+    folder = prepare_net_overlay(cfg, net, out_dir=tmp_path / f"{cfg.name}_net")
+    js = folder / f"{cfg.name}_net.json"
+    man = json.loads(js.read_text())
+    for key, value, msg in (("network_sha256", "0" * 64, r"holds the network 'digits_cnn' \(sha256 000000000000\), "
+                             r"not this compiled model's digits_cnn"),
+                            ("config_hash32", 7, r"was built from config hash 0x00000007, but config"),
+                            ("kernel", "layer", r"not a network overlay's manifest")):
+        js.write_text(json.dumps(dict(man, **{key: value})))
+        with pytest.raises(OverlayMismatch, match=msg):
+            hlsnn.load(path, "pynq", overlays={net.accel: folder}, network=True)

@@ -57,6 +57,12 @@ def config_of(entry, source):
     return cfg
 
 
+def overlay_config(folder):
+    """The config an overlay folder was built from (its manifest's)."""
+    from ..runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
+    return config_from_manifest(read_manifest(overlay_files(folder)[2]))
+
+
 def kernel_class(net):
     """The network kernel's class (C-simulation) for a lowered network's engine, or None."""
     if net.engine == "shift_mac":
@@ -136,14 +142,20 @@ class CompiledNet:
         try:
             for key, entry in prog["accels"].items():
                 cfg = config_of(entry, self.path)
-                # a network overlay's hash is checked by the network kernel's board (netboard)
-                own = key in overlays and not (self.network is not None and is_network_overlay(overlays[key]))
-                acc = Accelerator(overlays[key] if own else cfg, target, **target_options)
+                ov = overlays.get(key)
+                if ov is not None and self.network is not None:
+                    # the accelerators run on emu: a layer overlay's config is read from its manifest,
+                    # a network overlay's hash is checked by the network kernel's board (netboard)
+                    acc = Accelerator(cfg, target, **target_options)
+                    got = cfg if is_network_overlay(ov) else overlay_config(ov)
+                else:
+                    acc = Accelerator(ov if ov is not None else cfg, target, **target_options)
+                    got = acc.config
                 self.accs[key] = acc
-                if acc.config.sha != cfg.sha:
+                if got.sha != cfg.sha:
                     raise InputError(
-                        f"overlay {overlays.get(key, acc.config.name)}: its config {acc.config.name} has hash "
-                        f"{acc.config.sha[:12]}, but {Path(self.path).name} was compiled for {cfg.name} with hash "
+                        f"overlay {overlays.get(key, got.name)}: its config {got.name} has hash "
+                        f"{got.sha[:12]}, but {Path(self.path).name} was compiled for {cfg.name} with hash "
                         f"{cfg.sha[:12]}; build the overlay from the same config, or compile the model again "
                         f"against this overlay's config")
             dstub = DeployStub(prog["rounding"], prog["overflow_ratio"])
