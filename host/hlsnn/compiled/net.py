@@ -57,10 +57,15 @@ def config_of(entry, source):
     return cfg
 
 
-def overlay_config(folder):
-    """The config an overlay folder was built from (its manifest's)."""
-    from ..runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
-    return config_from_manifest(read_manifest(overlay_files(folder)[2]))
+def overlay_config(overlay):
+    """The config of an ``overlays`` entry: an overlay folder's (its manifest's, or its ``.bit``'s)
+    or that of a config (a name, a YAML path, a dict, a Config) as ``Accelerator`` reads it."""
+    import os
+    if isinstance(overlay, (str, os.PathLike)) and (Path(overlay).is_dir() or str(overlay).endswith(".bit")):
+        from ..runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
+        return config_from_manifest(read_manifest(overlay_files(overlay)[2]))
+    from ..runtime import Accelerator
+    return Accelerator(overlay, "emu").config
 
 
 def kernel_class(net):

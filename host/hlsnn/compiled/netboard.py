@@ -127,8 +127,11 @@ def check_overlay(folder, cfg, net):
 def is_network_overlay(folder):
     """True when ``folder`` (an overlay folder or its ``.bit``) holds a network overlay: an IP
     with the ``m_axi`` ports ``m_axi_gmem0`` and ``m_axi_gmem1`` in its ``.hwh``."""
+    import os
     import xml.etree.ElementTree as ET
     from ..runtime.pynq_target import overlay_files
+    if not isinstance(folder, (str, os.PathLike)):
+        return False                                  # a config (dict, Config): no overlay
     try:
         _, hwh, _ = overlay_files(folder)
         root = ET.parse(str(hwh)).getroot()
