@@ -180,6 +180,7 @@ class Build:
         #: the overlay's (and its files') name; the command that reruns this build
         self.overlay_name = cfg.name
         self.rerun = f"hlsnn build {shlex.quote(str(cfg.path or cfg.name))}"
+        self.csim_reference = "the emulator"
         self.manifest = {"name": cfg.name, "engine": cfg.engine, "board": cfg.board.name, "part": cfg.board.part,
                          "config": cfg.as_dict(), "config_sha256": cfg.sha, "config_hash32": cfg.hash32,
                          "hlsnn_version": __version__, "stages": {}}
@@ -230,7 +231,7 @@ class Build:
         if self.dry_run:
             self.render()
             _say(f"# render: {self.hls_dir} (done; --dry-run still renders, it runs nothing else)")
-            _say(f"# csim: compile {self.hls_dir} with g++ and compare with the emulator")
+            _say(f"# csim: compile {self.hls_dir} with g++ and compare with {self.csim_reference}")
             for stage, argv, cwd in self.commands(hls, vivado):
                 _say(shell_line(cwd, argv))
             n = self.overlay_name

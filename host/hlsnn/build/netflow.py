@@ -54,6 +54,7 @@ class NetBuild(Build):
         self.model, self.net, self.arrays, self.kernel_class = Path(model), net, arrays, cls
         self.overlay_name = net_ip_name(cfg)
         self.rerun = f"hlsnn build {shlex.quote(str(model))}"
+        self.csim_reference = "the network mode (the spec)"
         self.root = Path(os.path.abspath(build_dir(cfg))) / "network" / net.name
         self.logs, self.hls_dir, self.vivado_dir = self.root / "logs", self.root / "hls", self.root / "vivado"
         self.manifest = dict(manifest(cfg, net), board=cfg.board.name, part=cfg.board.part, hlsnn_version=__version__,
