@@ -165,7 +165,9 @@ def is_compiled_model(path) -> bool:
     """True for a compiled model file (``hlsnn compile``'s ``.npz`` container: a zip)."""
     p = Path(path)
     try:
+        if not p.is_file():
+            return False
         with open(p, "rb") as fh:
-            return p.is_file() and fh.read(4) == b"PK\x03\x04"
-    except OSError:
+            return fh.read(4) == b"PK\x03\x04"
+    except (OSError, ValueError):
         return False
