@@ -14,6 +14,10 @@ names follow Vivado's convention and nothing should depend on them.
 Host code finds everything by the names bd.tcl fixes (``dma``, ``<name>``, the VLNVs, the
 addresses), so the ``.hwh`` of a real Vivado run drops in unchanged.
 
+The network kernel's design (its ``m_axi`` ports on the HP port, no DMA) is
+:mod:`hlsnn.build.hwh_net`, built from the same parts (:func:`_base`, :func:`_intc`,
+:func:`_smc`, :func:`_rst`, :func:`_document`).
+
 The board presets of the PS clocks are in :mod:`hlsnn.build.ps_presets`; helpers that read any
 ``.hwh`` (this one or Vivado's) the way pynq does are in :mod:`hlsnn.build.hwh_read`.
 """

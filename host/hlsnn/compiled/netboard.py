@@ -177,7 +177,7 @@ class NetBoard:
         self.cfg, self.net, self.timeout = cfg, net, float(timeout)
         bit, hwh, _, self.manifest = check_overlay(folder, cfg, net)
         self.n_in, self.n_out, self.in_words, self.out_words = io_words(net)
-        self.regs, self.offsets = layout(net.engine)[0], layout(net.engine)[1]
+        self.regs, self.offsets, _ = layout(net.engine)
         self._pynq = _pynq()
         kw = {"device": device} if device is not None else {}
         self.overlay = self._pynq.Overlay(str(bit), download=False, **kw)
