@@ -271,12 +271,22 @@ def load_for_build(path, board=None):
 
 def cmd_build(args):
     from .build import main_build
-    cfg = load_for_build(args.config, args.board)
+    from .build.netflow import is_compiled_model, main_build_network
+    from .errors import InputError
     if args.check and args.dry_run:
-        from .errors import InputError
         raise InputError("hlsnn build: --check and --dry-run cannot be combined (--check runs Vitis HLS; "
                           "--dry-run runs nothing)")
     from .progress import enabled
+    if is_compiled_model(args.config):          # a compiled model: its network kernel's overlay
+        if args.board:
+            raise InputError(f"hlsnn build {args.config} --board: a compiled model's network overlay is built for "
+                             f"the config it was compiled against; compile the model for the other board instead")
+        if args.check:
+            raise InputError(f"hlsnn build {args.config} --check: not for the network kernel yet; run the full "
+                             f"build (or --dry-run)")
+        return main_build_network(args.config, out=args.out, jobs=args.jobs, dry_run=args.dry_run,
+                                  progress=enabled(quiet=args.quiet))
+    cfg = load_for_build(args.config, args.board)
     return main_build(cfg, out=args.out, jobs=args.jobs, dry_run=args.dry_run, check=args.check,
                       progress=enabled(quiet=args.quiet))
 
@@ -494,8 +504,10 @@ def build_parser():
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("build", help="build an overlay: render, csim, Vitis HLS, Vivado -> overlays/<name>/ "
-                                     "(exit 3 when the Xilinx tools are missing)")
-    p.add_argument("config")
+                                     "(exit 3 when the Xilinx tools are missing); given a compiled model "
+                                     "(NAME.hlsnn), its network kernel's overlay -> overlays/<config>_net/")
+    p.add_argument("config", help="a config (name or YAML), or a compiled model (hlsnn compile) for its network "
+                                  "overlay")
     p.add_argument("--board", help="build for another board: a name of configs/boards or a board file's path "
                         "(default: the config's)")
     p.add_argument("--jobs", type=POSITIVE, default=None, help="parallel Vivado jobs (default: CPU count)")

@@ -125,7 +125,7 @@ def test_lower_refuses_what_it_cannot_run(compiled, tmp_path):
     two = dict(prog, accels={**prog["accels"], "other": next(iter(prog["accels"].values()))})
     with pytest.raises(InputError, match="uses 2 accelerators; the network kernel runs a network on one"):
         netmode.lower(two, arrays)
-    with pytest.raises(InputError, match="network=True: the network kernel runs on emu, csim, sim so far, not on pynq"):
+    with pytest.raises(InputError, match=r"network=True on pynq: give overlays=\{'\w+': the network overlay folder"):
         hlsnn.load(compiled("digits_cnn", "twohot"), "pynq", network=True)
 
 
@@ -288,7 +288,7 @@ def test_axi_master_bursts():
 def test_network_kernel_as_an_ip_on_the_simulated_ddr(compiled):
     """Register writes (the DDR addresses, the batch, ap_start), one start for the batch, the
     input read and the logits written through the m_axi ports: the emulator's bits."""
-    from hlsnn.compiled.netkernel import REGISTERS, NetKernel, ip_model, lanes, tables
+    from hlsnn.compiled.netkernel import REGISTERS, NetKernel, ip_model, lanes, tables, write_registers
     from hlsnn.runtime.sim.memory import SimMemory
     prog, arrays = artifact.read(compiled("digits_cnn", "twohot"))
     net = netmode.lower(prog, arrays)
@@ -297,8 +297,7 @@ def test_network_kernel_as_an_ip_on_the_simulated_ddr(compiled):
     mem = SimMemory(0x10000000, 1 << 16, False)
     ip = ip_model(NetKernel(net), memory=mem)
     mem.write(0x10000000, np.asarray(xq, np.int8).view(np.uint8).reshape(-1))     # 64 values: 8 words
-    for reg, v in (("in", 0x10000000), ("out", 0x10002000), ("batch", 5)):
-        ip.write(REGISTERS[reg], v)
+    write_registers(ip, REGISTERS, {"in": 0x10000000, "out": 0x10002000, "batch": 5})   # both address halves
     ip.write(0x00, 1)
     assert ip.read(0x00) & 2 and not ip.read(0x00) & 2            # ap_done, cleared on read
     got = mem.read(0x10002000, 5 * 16).view(np.int8).reshape(5, 16)[:, :10]

@@ -153,6 +153,8 @@ def bd_context(cfg) -> dict:
         # vivado_accelerator: AXI Interconnect on pynq-z2, SmartConnect on zcu102)
         "mem_intc": "New AXI Interconnect" if b.ps == "zynq7" else "New AXI SmartConnect",
         "board_vendor_note": boardfiles.where_to_get(b.board_part) if b.board_part else "",
+        # the network overlay (hlsnn.build.netflow): the compiled model's name, else empty
+        "network": "",
     }
 
 
@@ -175,6 +177,10 @@ class Build:
         self.logs = self.root / "logs"
         self.hls_dir = self.root / "hls"
         self.vivado_dir = self.root / "vivado"
+        #: the overlay's (and its files') name; the command that reruns this build
+        self.overlay_name = cfg.name
+        self.rerun = f"hlsnn build {shlex.quote(str(cfg.path or cfg.name))}"
+        self.csim_reference = "the emulator"
         self.manifest = {"name": cfg.name, "engine": cfg.engine, "board": cfg.board.name, "part": cfg.board.part,
                          "config": cfg.as_dict(), "config_sha256": cfg.sha, "config_hash32": cfg.hash32,
                          "hlsnn_version": __version__, "stages": {}}
@@ -210,7 +216,7 @@ class Build:
     def commands(self, hls, vivado):
         """The tool commands that finish the build, as (stage, argv, cwd)."""
         hls_argv = (hls.command("run_hls.tcl") if hls else ["vitis_hls", "-f", "run_hls.tcl"])
-        ip_repo = self.hls_dir / f"{self.cfg.name}_prj" / "solution1" / "impl" / "ip"
+        ip_repo = self.hls_dir / f"{self.overlay_name}_prj" / "solution1" / "impl" / "ip"
         stage_dir = self.vivado_dir / "out"
         viv = (vivado.command(self.hls_dir / "bd.tcl") if vivado else
                ["vivado", "-mode", "batch", "-notrace", "-source", str(self.hls_dir / "bd.tcl")])
@@ -225,11 +231,11 @@ class Build:
         if self.dry_run:
             self.render()
             _say(f"# render: {self.hls_dir} (done; --dry-run still renders, it runs nothing else)")
-            _say(f"# csim: compile {self.hls_dir} with g++ and compare with the emulator")
+            _say(f"# csim: compile {self.hls_dir} with g++ and compare with {self.csim_reference}")
             for stage, argv, cwd in self.commands(hls, vivado):
                 _say(shell_line(cwd, argv))
-            _say(f"# then: collect {self.cfg.name}.bit, {self.cfg.name}.hwh and {self.cfg.name}.json into "
-                 f"{self.out / self.cfg.name}/")
+            n = self.overlay_name
+            _say(f"# then: collect {n}.bit, {n}.hwh and {n}.json into {self.out / n}/")
             return EXIT["ok"]
         self.stage("render", self.render)
         self.stage("csim", self.csim)
@@ -239,7 +245,7 @@ class Build:
             _say(f"\nhlsnn: tools missing: {', '.join(missing)} not found (set XILINX_HLS / XILINX_VIVADO or put them "
                  f"on PATH).\nEverything up to the tools ran: the HLS project and all TCL are in {self.hls_dir}.\n"
                  f"On a machine with Vitis HLS and Vivado, finish the build with:\n{cmds}\n"
-                 f"  hlsnn build {shlex.quote(str(self.cfg.path or self.cfg.name))}   # or rerun this command there; "
+                 f"  {self.rerun}   # or rerun this command there; "
                  f"it collects the overlay")
             return EXIT["tools_missing"]
         (hls_stage, hls_argv, hls_cwd), (viv_stage, viv_argv, viv_cwd) = self.commands(hls, vivado)
@@ -346,7 +352,7 @@ class Build:
              f"resources {est['resources']}")
 
     def assemble(self):
-        name = self.cfg.name
+        name = self.overlay_name
         src = self.vivado_dir / "out"
         for f in (f"{name}.bit", f"{name}.hwh", "timing.txt"):
             if not (src / f).is_file():

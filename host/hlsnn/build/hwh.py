@@ -14,6 +14,10 @@ names follow Vivado's convention and nothing should depend on them.
 Host code finds everything by the names bd.tcl fixes (``dma``, ``<name>``, the VLNVs, the
 addresses), so the ``.hwh`` of a real Vivado run drops in unchanged.
 
+The network kernel's design (its ``m_axi`` ports on the HP port, no DMA) is
+:mod:`hlsnn.build.hwh_net`, built from the same parts (:func:`_base`, :func:`_intc`,
+:func:`_smc`, :func:`_rst`, :func:`_document`).
+
 The board presets of the PS clocks are in :mod:`hlsnn.build.ps_presets`; helpers that read any
 ``.hwh`` (this one or Vivado's) the way pynq does are in :mod:`hlsnn.build.hwh_read`.
 """
@@ -22,10 +26,12 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 
 from .. import __version__
 from ..engines import ENGINES
 from ..paths import HLS_DIR
+from .. import regmap
 from .flow import bd_context
 from .ps_presets import io_pll_mhz, pl_divisors, pll_mhz, ps_clocks
 
@@ -41,9 +47,6 @@ CONTROL_RANGE = 0x10000          # bd.tcl: -range 64K for both control windows
 
 # ---------------------------------------------------------------------------------------------
 # the kernel's register map
-
-_S_AXILITE = re.compile(r"#pragma\s+HLS\s+INTERFACE\s+s_axilite\s+port\s*=\s*(\w+)")
-
 
 def kernel_arguments(cfg, names="kernel"):
     """The kernel's s_axilite scalar arguments in declaration order, as
@@ -62,7 +65,7 @@ def kernel_arguments(cfg, names="kernel"):
     src = HLS_DIR / "engines" / cfg.engine / "kernel.cpp.j2"
     if not src.is_file():                      # an installed wheel without the templates
         return [(n, n, out) for n, out in proto]
-    ports = [p for p in _S_AXILITE.findall(src.read_text()) if p != "return"]
+    ports = regmap.s_axilite_ports(src.read_text())
     if len(ports) != len(proto):
         raise ValueError(f"{src}: {len(ports)} s_axilite arguments ({', '.join(ports)}) but the {cfg.engine} protocol "
                          f"has {len(proto)} registers ({', '.join(n for n, _ in proto)})")
@@ -70,43 +73,13 @@ def kernel_arguments(cfg, names="kernel"):
 
 
 def kernel_registers(cfg, names="kernel"):
-    """The kernel's registers as Vitis HLS lays them out (ap_ctrl_hs, 32-bit scalars):
-    ``[(name, offset, access, description, fields)]`` with ``fields`` a list of
-    ``(name, bit_offset, bit_width, access, description)``. CTRL 0x00, GIER 0x04, IP_IER 0x08,
-    IP_ISR 0x0C, then argument *i* at ``0x10 + 8*i`` (an output's ``<arg>_ctrl`` with its
-    ``<arg>_ap_vld`` bit at +4). Offsets equal :func:`hlsnn.build.reports.predicted_register_map`."""
-    regs = [
-        ("CTRL", 0x00, "read-write", "Control signals", [
-            ("AP_START", 0, 1, "read-write", "Control signal Register for 'ap_start'."),
-            ("AP_DONE", 1, 1, "read-only", "Control signal Register for 'ap_done'."),
-            ("AP_IDLE", 2, 1, "read-only", "Control signal Register for 'ap_idle'."),
-            ("AP_READY", 3, 1, "read-only", "Control signal Register for 'ap_ready'."),
-            ("RESERVED_1", 4, 3, "read-only", "Reserved.  0s on read."),
-            ("AUTO_RESTART", 7, 1, "read-write", "Control signal Register for 'auto_restart'."),
-            ("RESERVED_2", 8, 24, "read-only", "Reserved.  0s on read.")]),
-        ("GIER", 0x04, "read-write", "Global Interrupt Enable Register", [
-            ("Enable", 0, 1, "read-write", "Master enable for the device interrupt output to the system interrupt "
-                                           "controller: 0 = Disabled, 1 = Enabled"),
-            ("RESERVED", 1, 31, "read-only", "Reserved.  0s on read.")]),
-        ("IP_IER", 0x08, "read-write", "IP Interrupt Enable Register", [
-            ("CHAN0_INT_EN", 0, 1, "read-write", "Enable Channel 0 (ap_done) Interrupt.  0 = Disabled, 1 = Enabled."),
-            ("CHAN1_INT_EN", 1, 1, "read-write", "Enable Channel 1 (ap_ready) Interrupt.  0 = Disabled, 1 = Enabled."),
-            ("RESERVED", 2, 30, "read-only", "Reserved.  0s on read.")]),
-        ("IP_ISR", 0x0C, "read-write", "IP Interrupt Status Register", [
-            ("CHAN0_INT_ST", 0, 1, "read-only", "Channel 0 (ap_done) Interrupt Status."),
-            ("CHAN1_INT_ST", 1, 1, "read-only", "Channel 1 (ap_ready) Interrupt Status."),
-            ("RESERVED", 2, 30, "read-only", "Reserved.  0s on read.")]),
-    ]
-    for i, (_, reg, out) in enumerate(kernel_arguments(cfg, names)):
-        off = 0x10 + 8 * i
-        access = "read-only" if out else "read-write"
-        regs.append((reg, off, access, f"Data signal of {reg}",
-                     [(reg, 0, 32, access, f"Bit 31 to 0 Data signal of {reg}")]))
-        if out:
-            regs.append((f"{reg}_ctrl", off + 4, "read-only", f"Control signal of {reg}", [
-                (f"{reg}_ap_vld", 0, 1, "read-only", f"Control signal {reg}_ap_vld"),
-                ("RESERVED", 1, 31, "read-only", "Reserved.  0s on read.")]))
-    return regs
+    """The kernel's registers as Vitis HLS lays them out (ap_ctrl_hs, 32-bit scalars; the rule
+    is :func:`hlsnn.regmap.layout`): ``[(name, offset, access, description, fields)]``
+    with ``fields`` a list of ``(name, bit_offset, bit_width, access, description)``. CTRL
+    0x00, GIER 0x04, IP_IER 0x08, IP_ISR 0x0C, then argument *i* at ``0x10 + 8*i`` (an output's
+    ``<arg>_ctrl`` with its ``<arg>_ap_vld`` bit at +4). Offsets equal
+    :func:`hlsnn.build.reports.predicted_register_map`."""
+    return regmap.layout([(reg, 32, out) for _, reg, out in kernel_arguments(cfg, names)])[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,8 +318,9 @@ def _axis_params(data, *, strb, freq_hz, clk_domain):
 # ---------------------------------------------------------------------------------------------
 # the design
 
-def build_design(cfg, names="kernel"):
-    """The block design of ``cfg`` as an ``xml.etree`` root element (``EDKSYSTEM``)."""
+def _base(cfg):
+    """What every block design of ``cfg`` shares: the board's figures, the PL clock, the
+    processing system ``ps`` with its GP master and HP slave port; a namespace of them."""
     ctx = bd_context(cfg)
     b = cfg.board
     name, bd = cfg.name, f"{cfg.name}_bd"
@@ -367,7 +341,6 @@ def build_design(cfg, names="kernel"):
     def sp(strb):
         return _axis_params(sb, strb=strb, freq_hz=freq_hz, clk_domain=clk_domain)
 
-    # --- processing system
     ps = _Module("ps", PS_VLNV[family], modtype="processing_system7" if zynq7 else "zynq_ultra_ps_e",
                  corerevision="6" if zynq7 else "5", is_pl=False)
     if zynq7:
@@ -452,6 +425,99 @@ def build_design(cfg, names="kernel"):
              ap(m_proto, m_data, m_addr, id_w=m_id, max_burst=16, **full, **m_user), master=True, datawidth=m_data)
     ps.busif(hp_port, "SLAVE", AXIMM, hp_sigs, hp_phys,
              ap(hp_proto, hp_w, hp_addr, id_w=hp_id, max_burst=16, **full, **hp_user), master=False, datawidth=hp_w)
+    return SimpleNamespace(**locals())
+
+
+def _intc(d, n_mi):
+    """The control interconnect ``ps_axi_periph`` (what apply_bd_automation adds): the PS's GP
+    master to ``n_mi`` AXI-Lite slaves ``M00_AXI``, ``M01_AXI``, ..."""
+    mis = [f"M{i:02d}_AXI" for i in range(n_mi)]
+    intc = _Module("ps_axi_periph", INTC_VLNV, modtype="axi_interconnect", modclass="BUS", iptype="BUS",
+                   corerevision="21")
+    for kk, v in (("NUM_SI", 1), ("NUM_MI", n_mi), ("STRATEGY", 0), ("ENABLE_ADVANCED_OPTIONS", 0),
+                  ("Component_Name", f"{d.bd}_ps_axi_periph_0"), ("EDK_IPTYPE", "BUS")):
+        intc.param(kk, v)
+    for p in ["ACLK", "S00_ACLK"] + [f"{mi[:3]}_ACLK" for mi in mis]:
+        intc.port(p, out=False, sigis="clk", CLKFREQUENCY=d.freq_hz)
+    for p in ["ARESETN", "S00_ARESETN"] + [f"{mi[:3]}_ARESETN" for mi in mis]:
+        intc.port(p, out=False, sigis="rst")
+    intc.busif("S00_AXI", "SLAVE", AXIMM, d.m_sigs, lambda lg: f"S00_AXI_{lg.lower()}",
+               d.ap(d.m_proto, d.m_data, d.m_addr, id_w=d.m_id, max_burst=16, **d.full), master=False,
+               datawidth=d.m_data)
+    periph_sigs = _axi(d.m_addr, 32, full=False)
+    for mi in mis:
+        intc.busif(mi, "MASTER", AXIMM, periph_sigs, lambda lg, mi=mi: f"{mi}_{lg.lower()}",
+                   d.ap("AXI4LITE", 32, d.m_addr, prot=1, wstrb=1, bresp=1, rresp=1), master=True, datawidth=32)
+    return intc
+
+
+def _smc(d, slaves):
+    """The memory SmartConnect ``axi_smc``: ``slaves`` ``[(signals, params, width)]`` (the
+    masters of the PL, in order ``S00_AXI``, ``S01_AXI``, ...) to the PS's HP port."""
+    smc = _Module("axi_smc", SMC_VLNV, modtype="smartconnect", modclass="BUS", iptype="BUS", corerevision="10")
+    for kk, v in (("NUM_SI", len(slaves)), ("NUM_MI", 1), ("NUM_CLKS", 1), ("HAS_ARESETN", 1),
+                  ("Component_Name", f"{d.bd}_axi_smc_0"), ("EDK_IPTYPE", "BUS")):
+        smc.param(kk, v)
+    smc.port("aclk", out=False, sigis="clk", CLKFREQUENCY=d.freq_hz)
+    smc.port("aresetn", out=False, sigis="rst")
+    for i, (sigs, par, width) in enumerate(slaves):
+        si = f"S{i:02d}_AXI"
+        smc.busif(si, "SLAVE", AXIMM, sigs, lambda lg, si=si: f"{si}_{lg.lower()}", par, master=False,
+                  datawidth=width)
+    smc.busif("M00_AXI", "MASTER", AXIMM, d.hp_sigs, lambda lg: f"M00_AXI_{lg.lower()}",
+              d.ap(d.hp_proto, d.hp_w, d.hp_addr, id_w=d.hp_id, max_burst=16, **d.full), master=True, datawidth=d.hp_w)
+    return smc
+
+
+def _rst(d):
+    """The reset block ``rst_ps_<MHz>M``."""
+    rst = _Module(f"rst_ps_{int(d.act)}M", RST_VLNV, modtype="proc_sys_reset", corerevision="13")
+    for kk, v in (("C_FAMILY", "zynq" if d.zynq7 else "zynquplus"), ("C_EXT_RST_WIDTH", 4), ("C_AUX_RST_WIDTH", 4),
+                  ("C_EXT_RESET_HIGH", 0), ("C_AUX_RESET_HIGH", 0), ("C_NUM_BUS_RST", 1), ("C_NUM_PERP_RST", 1),
+                  ("C_NUM_INTERCONNECT_ARESETN", 1), ("C_NUM_PERP_ARESETN", 1),
+                  ("Component_Name", f"{d.bd}_rst_ps_{int(d.act)}M_0"), ("EDK_IPTYPE", "PERIPHERAL")):
+        rst.param(kk, v)
+    rst.port("slowest_sync_clk", out=False, sigis="clk", CLKFREQUENCY=d.freq_hz)
+    rst.port("ext_reset_in", out=False, sigis="rst")
+    rst.port("aux_reset_in", out=False, sigis="rst")
+    rst.port("mb_debug_sys_rst", out=False, sigis="rst")
+    rst.port("dcm_locked", out=False)
+    rst.port("mb_reset", out=True, sigis="rst")
+    rst.port("bus_struct_reset", out=True, sigis="rst", vector=True)
+    rst.port("peripheral_reset", out=True, sigis="rst", vector=True)
+    rst.port("interconnect_aresetn", out=True, sigis="rst", vector=True)
+    rst.port("peripheral_aresetn", out=True, sigis="rst", vector=True)
+    return rst
+
+
+def _document(d, modules, what):
+    """The ``EDKSYSTEM`` root of the design of ``modules``; ``what`` says which design (a comment)."""
+    root = ET.Element("EDKSYSTEM", EDWVERSION="1.2", TIMESTAMP="Thu Jan  1 00:00:00 1970",
+                      VIVADOVERSION=_vivado_version())
+    root.append(ET.Comment(f" Generated by hlsnn {__version__} for {d.name} on {d.b.name} "
+                           f"(config sha256 {d.cfg.sha[:16]}): {what}, written without Vivado. "))
+    dev, pkg, speed = split_part(d.b.part)
+    si = {"ARCH": "zynq" if d.zynq7 else "zynquplus", "DEVICE": dev, "NAME": d.bd, "PACKAGE": pkg,
+          "SPEEDGRADE": speed}
+    if d.b.board_part:
+        si["BOARD"] = d.b.board_part
+    ET.SubElement(root, "SYSTEMINFO", dict(sorted(si.items())))
+    ET.SubElement(root, "EXTERNALPORTS")
+    ET.SubElement(root, "EXTERNALINTERFACES")
+    mods = ET.SubElement(root, "MODULES")
+    for mod in sorted(modules, key=lambda m: m.instance):
+        mod.xml(mods)
+    return root
+
+
+def build_design(cfg, names="kernel"):
+    """The block design of ``cfg`` as an ``xml.etree`` root element (``EDKSYSTEM``)."""
+    d = _base(cfg)
+    ctx, b, name, bd, zynq7, sb, aw = d.ctx, d.b, d.name, d.bd, d.zynq7, d.sb, d.aw
+    dma_base, kernel_base, req, act, freq_hz, hp_port, full = (d.dma_base, d.kernel_base, d.req, d.act, d.freq_hz,
+                                                               d.hp_port, d.full)
+    ap, sp, ps, clk, rstn, master, ddr = d.ap, d.sp, d.ps, d.clk, d.rstn, d.master, d.ddr
+    master_aclk, hp_aclk = d.master_aclk, d.hp_aclk
 
     # --- AXI DMA, simple mode
     dma = _Module("dma", DMA_VLNV, modtype="axi_dma", corerevision="21")
@@ -542,51 +608,9 @@ def build_design(cfg, names="kernel"):
     k.busif(OUT_STREAM, "MASTER", AXIS, _axis(sb, strb=True), lambda lg: f"{OUT_STREAM}_{lg}", sp(True), master=True)
 
     # --- what apply_bd_automation adds: control interconnect, memory SmartConnect, reset
-    intc = _Module("ps_axi_periph", INTC_VLNV, modtype="axi_interconnect", modclass="BUS", iptype="BUS",
-                   corerevision="21")
-    for kk, v in (("NUM_SI", 1), ("NUM_MI", 2), ("STRATEGY", 0), ("ENABLE_ADVANCED_OPTIONS", 0),
-                  ("Component_Name", f"{bd}_ps_axi_periph_0"), ("EDK_IPTYPE", "BUS")):
-        intc.param(kk, v)
-    for p in ("ACLK", "S00_ACLK", "M00_ACLK", "M01_ACLK"):
-        intc.port(p, out=False, sigis="clk", CLKFREQUENCY=freq_hz)
-    for p in ("ARESETN", "S00_ARESETN", "M00_ARESETN", "M01_ARESETN"):
-        intc.port(p, out=False, sigis="rst")
-    intc.busif("S00_AXI", "SLAVE", AXIMM, m_sigs, lambda lg: f"S00_AXI_{lg.lower()}",
-               ap(m_proto, m_data, m_addr, id_w=m_id, max_burst=16, **full), master=False, datawidth=m_data)
-    periph_sigs = _axi(m_addr, 32, full=False)
-    for mi in ("M00_AXI", "M01_AXI"):
-        intc.busif(mi, "MASTER", AXIMM, periph_sigs, lambda lg, mi=mi: f"{mi}_{lg.lower()}",
-                   ap("AXI4LITE", 32, m_addr, prot=1, wstrb=1, bresp=1, rresp=1), master=True, datawidth=32)
-
-    smc = _Module("axi_smc", SMC_VLNV, modtype="smartconnect", modclass="BUS", iptype="BUS", corerevision="10")
-    for kk, v in (("NUM_SI", 2), ("NUM_MI", 1), ("NUM_CLKS", 1), ("HAS_ARESETN", 1),
-                  ("Component_Name", f"{bd}_axi_smc_0"), ("EDK_IPTYPE", "BUS")):
-        smc.param(kk, v)
-    smc.port("aclk", out=False, sigis="clk", CLKFREQUENCY=freq_hz)
-    smc.port("aresetn", out=False, sigis="rst")
-    smc.busif("S00_AXI", "SLAVE", AXIMM, mm2s_sigs, lambda lg: f"S00_AXI_{lg.lower()}", mm2s_par,
-              master=False, datawidth=sb)
-    smc.busif("S01_AXI", "SLAVE", AXIMM, s2mm_sigs, lambda lg: f"S01_AXI_{lg.lower()}", s2mm_par,
-              master=False, datawidth=sb)
-    smc.busif("M00_AXI", "MASTER", AXIMM, hp_sigs, lambda lg: f"M00_AXI_{lg.lower()}",
-              ap(hp_proto, hp_w, hp_addr, id_w=hp_id, max_burst=16, **full), master=True, datawidth=hp_w)
-
-    rst = _Module(f"rst_ps_{int(act)}M", RST_VLNV, modtype="proc_sys_reset", corerevision="13")
-    for kk, v in (("C_FAMILY", "zynq" if zynq7 else "zynquplus"), ("C_EXT_RST_WIDTH", 4), ("C_AUX_RST_WIDTH", 4),
-                  ("C_EXT_RESET_HIGH", 0), ("C_AUX_RESET_HIGH", 0), ("C_NUM_BUS_RST", 1), ("C_NUM_PERP_RST", 1),
-                  ("C_NUM_INTERCONNECT_ARESETN", 1), ("C_NUM_PERP_ARESETN", 1),
-                  ("Component_Name", f"{bd}_rst_ps_{int(act)}M_0"), ("EDK_IPTYPE", "PERIPHERAL")):
-        rst.param(kk, v)
-    rst.port("slowest_sync_clk", out=False, sigis="clk", CLKFREQUENCY=freq_hz)
-    rst.port("ext_reset_in", out=False, sigis="rst")
-    rst.port("aux_reset_in", out=False, sigis="rst")
-    rst.port("mb_debug_sys_rst", out=False, sigis="rst")
-    rst.port("dcm_locked", out=False)
-    rst.port("mb_reset", out=True, sigis="rst")
-    rst.port("bus_struct_reset", out=True, sigis="rst", vector=True)
-    rst.port("peripheral_reset", out=True, sigis="rst", vector=True)
-    rst.port("interconnect_aresetn", out=True, sigis="rst", vector=True)
-    rst.port("peripheral_aresetn", out=True, sigis="rst", vector=True)
+    intc = _intc(d, 2)
+    smc = _smc(d, [(mm2s_sigs, mm2s_par, sb), (s2mm_sigs, s2mm_par, sb)])
+    rst = _rst(d)
 
     # --- nets
     _net(ps, clk, [(ps, master_aclk), (ps, hp_aclk), (dma, "s_axi_lite_aclk"), (dma, "m_axi_mm2s_aclk"),
@@ -620,22 +644,7 @@ def build_design(cfg, names="kernel"):
                                   "IS_DATA": "TRUE", "IS_INSTRUCTION": "TRUE", "MASTERBUSINTERFACE": mi,
                                   "MEMTYPE": memtype, "SLAVEBUSINTERFACE": hp_port})
 
-    # --- the document
-    root = ET.Element("EDKSYSTEM", EDWVERSION="1.2", TIMESTAMP="Thu Jan  1 00:00:00 1970",
-                      VIVADOVERSION=_vivado_version())
-    root.append(ET.Comment(f" Generated by hlsnn {__version__} for {name} on {b.name} (config sha256 {cfg.sha[:16]}): "
-                           f"the block design of hls/tcl/bd.tcl.j2, written without Vivado. "))
-    dev, pkg, speed = split_part(b.part)
-    si = {"ARCH": "zynq" if zynq7 else "zynquplus", "DEVICE": dev, "NAME": bd, "PACKAGE": pkg, "SPEEDGRADE": speed}
-    if b.board_part:
-        si["BOARD"] = b.board_part
-    ET.SubElement(root, "SYSTEMINFO", dict(sorted(si.items())))
-    ET.SubElement(root, "EXTERNALPORTS")
-    ET.SubElement(root, "EXTERNALINTERFACES")
-    mods = ET.SubElement(root, "MODULES")
-    for mod in sorted((ps, dma, k, intc, smc, rst), key=lambda m: m.instance):
-        mod.xml(mods)
-    return root
+    return _document(d, (ps, dma, k, intc, smc, rst), "the block design of hls/tcl/bd.tcl.j2")
 
 
 def _vivado_version():

@@ -28,11 +28,13 @@ from ..errors import HlsnnError, InputError
 from . import artifact
 from . import netmode
 from .layers import DeployStub, LayerStub, restore
+from .netboard import is_network_overlay
 
 TARGETS = ("emu", "csim", "sim", "pynq")
 #: targets with the network path (hlsnn.compiled.netmode on emu, the network kernel's
-#: C-simulation on csim, and on the simulated board through pynq on sim)
-NETWORK_TARGETS = ("emu", "csim", "sim")
+#: C-simulation on csim, on the simulated board through pynq on sim, and on a board's
+#: network overlay through pynq on pynq: hlsnn.compiled.netboard)
+NETWORK_TARGETS = ("emu", "csim", "sim", "pynq")
 
 
 class _NetStub:
@@ -53,6 +55,17 @@ def config_of(entry, source):
         raise InputError(f"{source}: accel config {cfg.name} hashes to {cfg.sha[:12]}, but the file records "
                          f"{entry['sha'][:12]}: the compiled model is damaged; compile it again")
     return cfg
+
+
+def overlay_config(overlay):
+    """The config of an ``overlays`` entry: an overlay folder's (its manifest's, or its ``.bit``'s)
+    or that of a config (a name, a YAML path, a dict, a Config) as ``Accelerator`` reads it."""
+    import os
+    if isinstance(overlay, (str, os.PathLike)) and (Path(overlay).is_dir() or str(overlay).endswith(".bit")):
+        from ..runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
+        return config_from_manifest(read_manifest(overlay_files(overlay)[2]))
+    from ..runtime import Accelerator
+    return Accelerator(overlay, "emu").config
 
 
 def kernel_class(net):
@@ -95,16 +108,21 @@ class CompiledNet:
         # the network path (one kernel start per batch): the network mode on emu, the network
         # kernel on csim; elsewhere, and for networks it cannot run, layer by layer
         self.network, self._kernel, self.last_kernel_starts = None, None, 0
+        overlays = dict(overlays or {})
+        unknown = set(overlays) - set(prog["accels"])
+        if unknown:
+            raise InputError(f"overlays: {', '.join(sorted(unknown))} is not an accelerator of {path}; it uses "
+                             f"{', '.join(prog['accels'])}")
         if network is not False:
             if network and target not in NETWORK_TARGETS:
                 raise InputError(f"network=True: the network kernel runs on {', '.join(NETWORK_TARGETS)} so far, "
                                  f"not on {target}")
-            if network and overlays and target == "sim":
-                raise InputError("network=True with overlays= on sim: the overlay folders hold the layer kernel; "
-                                 "the network kernel has no overlay folder yet")
-            try:                 # an overlay folder on sim: the layer kernel it holds, layer by layer
-                self.network = (netmode.lower(prog, arrays) if target in NETWORK_TARGETS
-                                and not (overlays and target == "sim") else None)
+            # overlay folders on sim or pynq: the network path runs on network overlays (and
+            # network=True refuses a layer kernel's folder by name); layer folders run layer by layer
+            use = target in NETWORK_TARGETS and (network or target not in ("sim", "pynq") or not overlays
+                                                 or all(is_network_overlay(f) for f in overlays.values()))
+            try:
+                self.network = netmode.lower(prog, arrays) if use else None
                 if self.network is not None and target != "emu":
                     cls = kernel_class(self.network)
                     if cls is None:
@@ -112,6 +130,9 @@ class CompiledNet:
                                          f"but no network kernel yet, so not on {target}")
                     if hasattr(cls, "check"):        # what the kernel refuses (its tables), before building it
                         cls.check(self.network)
+                if self.network is not None and target == "pynq" and self.network.accel not in overlays:
+                    raise InputError(f"network=True on pynq: give overlays={{{self.network.accel!r}: the network "
+                                     f"overlay folder}} (docs/compiled-models.md, 'The network overlay')")
             except InputError:
                 self.network = None
                 if network:
@@ -119,11 +140,6 @@ class CompiledNet:
         self._target_options = dict(target_options)
         if self.network is not None:
             target, target_options = "emu", {}      # the accelerators only check the configs' hashes
-        overlays = dict(overlays or {})
-        unknown = set(overlays) - set(prog["accels"])
-        if unknown:
-            raise InputError(f"overlays: {', '.join(sorted(unknown))} is not an accelerator of {path}; it uses "
-                             f"{', '.join(prog['accels'])}")
         if target == "pynq" and set(overlays) != set(prog["accels"]):
             raise InputError(f"target pynq: give overlays={{name: overlay folder}} for every accelerator of {path}: "
                              f"{', '.join(prog['accels'])}")
@@ -131,12 +147,20 @@ class CompiledNet:
         try:
             for key, entry in prog["accels"].items():
                 cfg = config_of(entry, self.path)
-                acc = Accelerator(overlays[key] if key in overlays else cfg, target, **target_options)
+                ov = overlays.get(key)
+                if ov is not None and self.network is not None:
+                    # the accelerators run on emu: a layer overlay's config is read from its manifest,
+                    # a network overlay's hash is checked by the network kernel's board (netboard)
+                    acc = Accelerator(cfg, target, **target_options)
+                    got = cfg if is_network_overlay(ov) else overlay_config(ov)
+                else:
+                    acc = Accelerator(ov if ov is not None else cfg, target, **target_options)
+                    got = acc.config
                 self.accs[key] = acc
-                if acc.config.sha != cfg.sha:
+                if got.sha != cfg.sha:
                     raise InputError(
-                        f"overlay {overlays.get(key, acc.config.name)}: its config {acc.config.name} has hash "
-                        f"{acc.config.sha[:12]}, but {Path(self.path).name} was compiled for {cfg.name} with hash "
+                        f"overlay {overlays.get(key, got.name)}: its config {got.name} has hash "
+                        f"{got.sha[:12]}, but {Path(self.path).name} was compiled for {cfg.name} with hash "
                         f"{cfg.sha[:12]}; build the overlay from the same config, or compile the model again "
                         f"against this overlay's config")
             dstub = DeployStub(prog["rounding"], prog["overflow_ratio"])
@@ -155,12 +179,8 @@ class CompiledNet:
             dep.overflow_ratio, dep.rounding, dep.dynamic = prog["overflow_ratio"], prog["rounding"], False
             dep.update, dep.host, dep.execs, dep.calibrated = "e1", {}, execs, True
             self._dep = dep
-            if self.network is not None and self.target in ("csim", "sim"):
-                self._kernel = kernel_class(self.network)(self.network)
-                if self.target == "sim":
-                    from .netsim import NetSimBoard
-                    self._kernel = NetSimBoard(self._kernel, config_of(prog["accels"][self.network.accel], self.path),
-                                               strict_cache=self._target_options.get("strict_cache", True))
+            if self.network is not None and self.target != "emu":
+                self._kernel = self._network_kernel(overlays.get(self.network.accel))
             self.check = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("check/")}
             self.last_host_s = None
             if self_check:
@@ -168,6 +188,26 @@ class CompiledNet:
         except BaseException:
             self.close()
             raise
+
+    def _network_kernel(self, overlay):
+        """The network kernel on the target: its C-simulation (csim), on the simulated board
+        through pynq (sim: the prepared network overlay, or ``overlay``), on a board through
+        pynq (pynq: the network overlay folder ``overlay``)."""
+        opts = self._target_options
+        cfg = config_of(self.program["accels"][self.network.accel], self.path)
+        if overlay is not None:                  # refused before a C-simulation is built for it
+            from .netboard import check_overlay
+            check_overlay(overlay, cfg, self.network)
+        if self.target == "pynq":
+            from .netboard import NetBoard
+            return NetBoard(overlay, cfg, self.network, **{k: opts[k] for k in ("device", "timeout", "download")
+                                                           if k in opts})
+        kernel = kernel_class(self.network)(self.network)
+        if self.target == "csim":
+            return kernel
+        from .netsim import NetSimBoard
+        return NetSimBoard(kernel, cfg, strict_cache=opts.get("strict_cache", True), overlay=overlay,
+                           **{k: opts[k] for k in ("timeout",) if k in opts})
 
     @property
     def input_shape(self):
@@ -280,7 +320,7 @@ def load(path, target="emu", *, overlays=None, self_check=True, network=None, **
     config, refused unless its hash is the stored one). ``self_check``: run the stored
     input/output pairs first. ``network``: None runs the network path where it exists (a
     network on one ``shift_mac`` or ``sparse_cluster`` accelerator that
-    :func:`hlsnn.compiled.netmode.lower` accepts,
-    on ``emu`` or ``csim``: one kernel start per batch), True requires it, False runs layer by
-    layer."""
+    :func:`hlsnn.compiled.netmode.lower` accepts: one kernel start per batch on ``emu``, ``csim``,
+    ``sim``, and on ``pynq`` when ``overlays`` names network overlays), True requires it, False
+    runs layer by layer."""
     return CompiledNet(path, target, overlays=overlays, self_check=self_check, network=network, **target_options)

@@ -18,6 +18,7 @@ the kernel walks (channel, ky, kx); a partial last block pads with zero codes.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -411,8 +412,45 @@ class NetKernel:
         return out[:, :self.tables["out_elems"]].astype(np.int64)
 
 
-#: the network kernel's s_axilite argument registers (byte offsets; CTRL is at 0x00)
-REGISTERS = {"in": 0x10, "out": 0x18, "batch": 0x20}
+#: the network kernels' top function when the templates are not installed (a board): what
+#: ``hls/engines/<engine>/network.cpp.j2`` declares (a test checks that they agree)
+TOP_ARGUMENTS = (("in", 64), ("out", 64), ("batch", 32))
+M_AXI = {"in": "gmem0", "out": "gmem1"}
+
+
+@functools.lru_cache(maxsize=None)
+def layout(engine="shift_mac"):
+    """``(registers, offsets, m_axi)`` of the engine's network kernel as Vitis HLS lays out its
+    ``s_axilite`` map (:func:`hlsnn.regmap.kernel_layout`, from the template's top
+    function and pragmas): ``offsets`` ``{"in": (lo, hi), "out": (lo, hi), "batch": (off,)}``
+    (the two buffer addresses are 64-bit: 0x10/0x14, 0x1C/0x20, the batch at 0x28),
+    ``m_axi`` ``{argument: bundle}``."""
+    from .. import regmap
+    from ..paths import HLS_DIR
+    src = HLS_DIR / "engines" / engine / "network.cpp.j2"
+    if not src.is_file():
+        regs, by_rtl = regmap.layout([(regmap.rtl_name(c), bits, False) for c, bits in TOP_ARGUMENTS])
+        return regs, {c: by_rtl[regmap.rtl_name(c)] for c, _ in TOP_ARGUMENTS}, dict(M_AXI)
+    return regmap.kernel_layout(src.read_text(), "{{ top }}")
+
+
+#: the network kernel's s_axilite argument registers: ``{argument: (byte offset of each
+#: 32-bit word, low word first)}`` (CTRL is at 0x00); see :func:`layout`
+REGISTERS = layout()[1]
+
+
+def write_registers(ip, offsets, values):
+    """Write ``values`` ``{argument: int}`` to an IP driver (``ip.write(offset, int)``), each
+    argument in its 32-bit words, low word first: both halves of a 64-bit address, so an
+    address above 4 GB (ZCU104's DDR) and a stale high word from an earlier run cannot
+    misdirect the kernel."""
+    for name, value in values.items():
+        value = int(value)
+        words = offsets[name]
+        if value < 0 or value >> (32 * len(words)):
+            raise ValueError(f"register {name}: {value:#x} does not fit {32 * len(words)} bits")
+        for i, off in enumerate(words):
+            ip.write(off, (value >> (32 * i)) & 0xFFFFFFFF)
 
 
 def ip_model(kernel, *, memory=None):
@@ -437,4 +475,5 @@ def ip_model(kernel, *, memory=None):
         return per_image * b
 
     spec = dict(width_bits=64, max_burst=64)
-    return MasterKernelModel(run, REGISTERS, {"gmem0": spec, "gmem1": spec}, memory=memory)
+    _, offsets, m_axi = layout(getattr(getattr(kernel, "net", None), "engine", "shift_mac"))
+    return MasterKernelModel(run, offsets, {m_axi["in"]: spec, m_axi["out"]: spec}, memory=memory)

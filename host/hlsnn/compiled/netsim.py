@@ -1,117 +1,108 @@
 """The network kernel on the simulated PYNQ board, driven through pynq as on a board.
 
-:class:`NetSimBoard` opens the engine's simulated overlay (``prepare_sim_overlay``: the same
-config, so the same hash) on a :class:`~hlsnn.runtime.sim.SimDevice` with strict cache checks,
-and puts the network kernel's register-level model (:func:`hlsnn.compiled.netkernel.ip_model`:
-``s_axilite`` control, two ``m_axi`` ports on the simulated DDR) at the kernel IP's control
-address. A batch then runs through the unmodified pynq calls a board would make:
-``pynq.allocate`` for the input and output buffers, ``flush()``, the IP driver's ``write`` of
-the two buffer addresses and the batch, ``ap_start``, a poll of ``ap_done``, ``invalidate()``:
-one kernel start per batch, no DMA.
+:func:`prepare_net_overlay` writes the *network overlay* of a config and a lowered network
+(as :func:`hlsnn.runtime.sim_target.prepare_sim_overlay` writes the layer kernel's): the
+``.hwh`` of its block design (:mod:`hlsnn.build.hwh_net`: the kernel ``<name>_net`` with its
+two ``m_axi`` ports on the HP port, no DMA), a placeholder ``.bit`` and the manifest
+(:func:`hlsnn.compiled.netboard.manifest`), under
+``build/<name>/net_overlay/<config hash>-<network hash>/<name>_net/``; a folder that is there
+already is reused.
 
-Limit: the overlay's ``.hwh`` is the layer kernel's block design (AXI DMA and stream ports);
-it does not declare the network kernel's two ``m_axi`` ports. pynq's calls above do not read
-them, but an overlay built for the network kernel would have its own ``.hwh``.
+:class:`NetSimBoard` opens that overlay (or a given network overlay folder) on a
+:class:`~hlsnn.runtime.sim.SimDevice` with strict cache checks, with the network kernel's
+register-level model (:func:`hlsnn.compiled.netkernel.ip_model`: ``s_axilite`` control, two
+``m_axi`` ports on the simulated DDR) at the kernel IP, and runs a batch through the very
+driver code of the pynq target (:class:`hlsnn.compiled.netboard.NetBoard`): ``pynq.allocate``,
+``flush()``, the IP driver's writes of the two 64-bit buffer addresses and the batch,
+``ap_start``, a poll of ``ap_done`` bounded by ``timeout``, ``invalidate()``: one kernel start
+per batch, no DMA.
 """
 from __future__ import annotations
 
-import time
+import json
+from pathlib import Path
 
-import numpy as np
+from .netboard import NetBoard, manifest, net_ip_name, network_digest
+from .netkernel import ip_model
 
-from .netkernel import REGISTERS, ip_model
+
+def prepare_net_overlay(cfg, net, tables=None, out_dir=None) -> Path:
+    """The network overlay folder of ``cfg`` and ``net`` (module docstring); ``tables``: the
+    network kernel's, when known (else computed)."""
+    from .. import __version__
+    from ..build.hwh_net import render_net_hwh
+    from ..files import write_atomic
+    from ..paths import build_dir
+    stem = net_ip_name(cfg)
+    man = manifest(cfg, net, tables, simulated=True)
+    if out_dir is None:
+        key = f"{cfg.sha[:12]}-{man['network_sha256'][:12]}-{__version__}"
+        out_dir = build_dir(cfg) / "net_overlay" / key / stem
+    d = Path(out_dir)
+    files = [d / f"{stem}.{ext}" for ext in ("hwh", "bit", "json")]
+    if all(f.is_file() for f in files):
+        return d
+    d.mkdir(parents=True, exist_ok=True)
+    render_net_hwh(cfg, files[0], net.engine, network=net.name)
+    write_atomic(files[1], b"hlsnn simulated network overlay: no bitstream\n")
+    write_atomic(files[2], (json.dumps(man, indent=2, sort_keys=True) + "\n").encode())
+    return d
 
 
 class NetSimBoard:
     """The network kernel (a :class:`~hlsnn.compiled.netkernel.NetKernel`) on the simulated
     board of ``cfg``: :meth:`run` takes the input integers of a batch and returns the output
     integers; ``last_kernel_s`` is the wall time of the start-to-done (the kernel's
-    C-simulation), ``starts`` the kernel starts so far."""
+    C-simulation), ``starts`` the kernel starts so far. ``overlay``: a network overlay folder
+    to open instead of the prepared one."""
 
     name = "sim"
 
-    def __init__(self, kernel, cfg, *, strict_cache=True):
-        from ..engines import ENGINES
-        from ..runtime.pynq_target import _pynq, fill_pl_clock_frequencies, overlay_files
+    def __init__(self, kernel, cfg, *, strict_cache=True, overlay=None, timeout=10.0):
         from ..runtime.sim import SimDevice
-        from ..runtime.sim_target import _DEVICE_LOCK, prepare_sim_overlay
+        from ..runtime.sim_target import _DEVICE_LOCK
         self.kernel, self.cfg, self._lock = kernel, cfg, _DEVICE_LOCK
-        bit, _, _ = overlay_files(prepare_sim_overlay(cfg, ENGINES[cfg.engine]), cfg.name)
+        self.folder = Path(overlay) if overlay else prepare_net_overlay(cfg, kernel.net, kernel.tables)
         self.sim = SimDevice(strict_cache=strict_cache)
         self.model = ip_model(kernel)
-        self.sim.add_model(cfg.name, self.model)
-        self.inb = self.outb = None
-        self.starts, self.last_kernel_s, self.last_driver_s = 0, 0.0, 0.0
+        self.sim.add_model(net_ip_name(cfg), self.model)
+        self.board = None
         with _DEVICE_LOCK:
             self.sim.install()
             try:
-                self._pynq = _pynq()
-                self.overlay = self._pynq.Overlay(str(bit), download=False, device=self.sim)
-                fill_pl_clock_frequencies(self.overlay.clock_dict, self.overlay.parser)
-                self.overlay.download()
-                self.ip = getattr(self.overlay, cfg.name)
-            except BaseException:
+                self.board = NetBoard(self.folder, cfg, kernel.net, device=self.sim, timeout=timeout)
+            finally:
                 self.sim.uninstall()
-                raise
-            self.sim.uninstall()
 
     @property
     def tables(self):
         return self.kernel.tables
 
-    def _buffers(self, batch):
-        """Allocate (on the first call and when a batch outgrows them) the input and output
-        buffers, with their int8 views (``_x8``, ``_y8``: one image per row) made once: the
-        padding of each input row is zeroed here and never written again. The two address
-        registers are written only then, and ``batch`` only when it changes: the kernel's
-        ``s_axilite`` registers keep their values across starts."""
-        words_in, words_out = batch * self.kernel.in_words, batch * self.kernel.out_words
-        n_in, n_out = self.kernel.in_words * 8, self.kernel.out_words * 8
-        if self.inb is None or self.inb.shape[0] < words_in or self.outb.shape[0] < words_out:
-            for b in (self.inb, self.outb):
-                if b is not None:
-                    b.freebuffer()
-            self.inb = self.outb = None
-            self.inb = self._pynq.allocate((words_in,), np.uint64)
-            self.outb = self._pynq.allocate((words_out,), np.uint64)
-            self._x8 = np.asarray(self.inb).view(np.int8).reshape(batch, n_in)
-            self._y8 = np.asarray(self.outb).view(np.int8).reshape(batch, n_out)
-            self._x8[:] = 0
-            self.ip.write(REGISTERS["in"], self.inb.device_address)
-            self.ip.write(REGISTERS["out"], self.outb.device_address)
-            self._batch = None
-        if self._batch != batch:
-            self.ip.write(REGISTERS["batch"], batch)
-            self._batch = batch
+    @property
+    def starts(self):
+        return self.board.starts
+
+    @property
+    def last_kernel_s(self):
+        return self.board.last_kernel_s
+
+    @property
+    def last_driver_s(self):
+        return self.board.last_driver_s
+
+    @property
+    def ip(self):
+        return self.board.ip
 
     def run(self, xq):
-        """``xq`` (B, ...) input integers -> (B, out_elems) int64, in one kernel start: the
-        input buffer's fill and ``flush()``, ``ap_start``, a poll of ``ap_done``,
-        ``invalidate()`` and the read-back (the address and batch registers when they change)."""
-        b = xq.shape[0]
-        n_el, n_out = self.kernel.tables["in_elems"], self.kernel.tables["out_elems"]
-        t_call = time.perf_counter()
+        """``xq`` (B, ...) input integers -> (B, out_elems) int64, in one kernel start."""
         with self._lock, self.sim:
-            self._buffers(b)
-            self._x8[:b, :n_el] = np.asarray(xq).reshape(b, -1)
-            self.inb.flush()
-            t0 = time.perf_counter()
-            self.ip.write(0x00, 1)                                    # ap_start
-            while not self.ip.read(0x00) & 2:                         # ap_done
-                pass
-            self.last_kernel_s = time.perf_counter() - t0
-            self.starts += 1
-            self.outb.invalidate()
-            y = self._y8[:b, :n_out].astype(np.int64)
-        # the driver's share of the call (buffer fill and syncs, register accesses, read-back):
-        # benchmarks/bench_network_start.py measures it
-        self.last_driver_s = time.perf_counter() - t_call - self.last_kernel_s
-        return y
+            return self.board.run(xq)
 
     def close(self):
-        with self._lock:
-            if self.inb is not None:
-                with self.sim:
-                    self.inb.freebuffer()
-                    self.outb.freebuffer()
-                self.inb = self.outb = None
+        if self.board is not None:
+            with self._lock, self.sim:
+                self.board.close()
+
+
+__all__ = ["NetSimBoard", "prepare_net_overlay", "network_digest"]

@@ -72,11 +72,14 @@ class MasterKernelModel(IPModel):
     ``ap_start`` (bit 0 of ``CTRL`` at 0x00) runs ``fn(regs, ports)`` at once, which reads and
     writes DDR through ``ports`` (``{name: AxiMaster}``) and returns the kernel's cycles; then
     ``ap_done`` (bit 1, clear on read) and ``ap_idle`` (bit 2) are set. ``registers`` maps the
-    argument registers' names to byte offsets (Vitis HLS puts the first at 0x10). ``runs`` lists
-    ``(regs, cycles, bursts, beats)`` per start."""
+    argument registers' names to a byte offset, or to the offsets of their 32-bit words, low
+    word first (a 64-bit address: two; Vitis HLS puts the first argument at 0x10); ``fn`` gets
+    each argument's value assembled from its words. ``runs`` lists ``(regs, cycles, bursts,
+    beats)`` per start."""
 
     def __init__(self, fn, registers, ports, *, memory=None):
-        self.fn, self.arg_offsets, self.port_specs = fn, dict(registers), dict(ports)
+        self.fn, self.port_specs = fn, dict(ports)
+        self.arg_offsets = {k: (v,) if isinstance(v, int) else tuple(v) for k, v in registers.items()}
         self.memory = memory
         self.runs = []
         self.reset()
@@ -99,7 +102,8 @@ class MasterKernelModel(IPModel):
     def write(self, offset, value):
         if offset == 0x00:
             if value & 1:
-                regs = {k: self.values.get(o, 0) for k, o in self.arg_offsets.items()}
+                regs = {k: sum(self.values.get(o, 0) << (32 * i) for i, o in enumerate(offs))
+                        for k, offs in self.arg_offsets.items()}
                 ports = self._ports()
                 self.idle = False
                 cycles = int(self.fn(regs, ports))
