@@ -171,50 +171,48 @@ static inline int quant_row(const double *xr, int64_t K, int m, int emin, int em
   return e;
 }
 
-int64_t hlsnn_bfp_rows(const double *x, int64_t rows, int64_t K, int64_t ld, int m, int emin, int emax,
-                                  int mode, void *out, int out_f32, int64_t ldo, int64_t *exps, uint8_t *nonzero) {
+/* Row r: quant_row of xr into row r of out (row stride ldo), its exponent and non-zero flag
+ * recorded; returns the row's non-zero count, or -1 for a NaN or an infinity. */
+static inline int64_t put_row(const double *xr, int64_t K, int m, int emin, int emax, int mode, void *out,
+                              int out_f32, int64_t ldo, int64_t r, int64_t *exps, uint8_t *nonzero) {
   const size_t osz = out_f32 ? sizeof(float) : sizeof(double);
+  int64_t row_nnz;
+  exps[r] = quant_row(xr, K, m, emin, emax, mode, (char *)out + (size_t)(r * ldo) * osz, out_f32, &row_nnz);
+  nonzero[r] = row_nnz > 0;
+  return row_nnz;
+}
+
+int64_t hlsnn_bfp_rows(const double *x, int64_t rows, int64_t K, int64_t ld, int m, int emin, int emax, int mode,
+                       void *out, int out_f32, int64_t ldo, int64_t *exps, uint8_t *nonzero) {
   int64_t nnz = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const double *xr = x + r * ld;
-    int64_t row_nnz;
-    exps[r] = quant_row(xr, K, m, emin, emax, mode, (char *)out + (size_t)(r * ldo) * osz, out_f32, &row_nnz);
+    const int64_t row_nnz = put_row(x + r * ld, K, m, emin, emax, mode, out, out_f32, ldo, r, exps, nonzero);
     if (row_nnz < 0)
       return -1;
-    nonzero[r] = row_nnz != 0;
     nnz += row_nnz;
   }
   return nnz;
 }
 
-int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w,
-                                       int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh,
-                                       int64_t sw, int64_t top, int64_t left, int64_t dh, int64_t dw, int64_t oh,
-                                       int64_t ow, int64_t b0, int64_t b1, int m, int emin, int emax, int mode,
-                                       void *out, int out_f32, int64_t *exps, uint8_t *nonzero, double *buf) {
+int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
+                            int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
+                            int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1,
+                            int m, int emin, int emax, int mode, void *out, int out_f32, int64_t *exps,
+                            uint8_t *nonzero, double *buf) {
   const int64_t K = C * kh * kw;
-  const size_t osz = out_f32 ? sizeof(float) : sizeof(double);
   int64_t nnz = 0;
   for (int64_t b = b0; b < b1; ++b) {
     for (int64_t y = 0; y < oh; ++y) {
       for (int64_t xo = 0; xo < ow; ++xo) {
-        const int64_t r = (b * oh + y) * ow + xo;
         const int64_t x0 = xo * sw - left;
         const int inside = x0 >= 0 && x0 + (kw - 1) * dw < W; /* every column of the window */
-        for (int64_t i = 0; i < kh; ++i) {
+        for (int64_t i = 0; i < kh; ++i) {                    /* gather: buf[(c*kh + i)*kw + j] */
           const int64_t yy = y * sh + i * dh - top;
-          if (yy < 0 || yy >= H) {
-            for (int64_t c = 0; c < C; ++c)
-              for (int64_t j = 0; j < kw; ++j)
-                buf[(c * kh + i) * kw + j] = 0.0;
-            continue;
-          }
-          const double *xrow = x + b * s_b + yy * s_h;
           for (int64_t j = 0; j < kw; ++j) {
             const int64_t xx = x0 + j * dw;
             double *dst = buf + i * kw + j;
-            if (inside || (xx >= 0 && xx < W)) {
-              const double *src = xrow + xx * s_w;
+            if (yy >= 0 && yy < H && (inside || (xx >= 0 && xx < W))) {
+              const double *src = x + b * s_b + yy * s_h + xx * s_w;
               for (int64_t c = 0; c < C; ++c)
                 dst[c * kh * kw] = src[c * s_c];
             } else {
@@ -223,11 +221,10 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
             }
           }
         }
-        int64_t row_nnz;
-        exps[r] = quant_row(buf, K, m, emin, emax, mode, (char *)out + (size_t)(r * K) * osz, out_f32, &row_nnz);
+        const int64_t row_nnz = put_row(buf, K, m, emin, emax, mode, out, out_f32, K, (b * oh + y) * ow + xo,
+                                        exps, nonzero);
         if (row_nnz < 0)
           return -1;
-        nonzero[r] = row_nnz != 0;
         nnz += row_nnz;
       }
     }
