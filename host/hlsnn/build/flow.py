@@ -388,10 +388,12 @@ class Build:
         _say(f"  overlay: {self.out / name}/{{{name}.bit, {name}.hwh, {name}.json}}")
 
 
-def main_build(cfg, *, out="overlays", jobs=None, dry_run=False, check=False, progress=False) -> int:
+def main_build(cfg, *, out="overlays", jobs=None, dry_run=False, check=False, progress=False, builder=None) -> int:
+    """``hlsnn build``: the exit status (:data:`EXIT`) of ``builder`` (default :class:`Build`;
+    the network overlay's is :class:`hlsnn.build.netflow.NetBuild`) on ``cfg``."""
     from ..errors import CompileError, CsimError
     try:
-        b = Build(cfg, out=out, jobs=jobs, dry_run=dry_run, progress=progress)
+        b = (builder or Build)(cfg, out=out, jobs=jobs, dry_run=dry_run, progress=progress)
         return b.check() if check else b.run()
     except (BuildFailed, CompileError, CsimError) as exc:
         print(f"hlsnn: build failed: {exc}", file=sys.stderr)

@@ -150,15 +150,8 @@ class NetBuild(Build):
 
 def main_build_network(model, *, out="overlays", jobs=None, dry_run=False, check=False, progress=False) -> int:
     """``hlsnn build NAME.hlsnn``: the exit status of :class:`NetBuild` (:data:`hlsnn.build.flow.EXIT`)."""
-    import sys
-    from ..errors import CompileError, CsimError
-    from .flow import EXIT
-    try:
-        b = NetBuild(model, out=out, jobs=jobs, dry_run=dry_run, progress=progress)
-        return b.check() if check else b.run()
-    except (BuildFailed, CompileError, CsimError) as exc:
-        print(f"hlsnn: build failed: {exc}", file=sys.stderr)
-        return EXIT["failed"]
+    from .flow import main_build
+    return main_build(model, out=out, jobs=jobs, dry_run=dry_run, check=check, progress=progress, builder=NetBuild)
 
 
 def is_compiled_model(path) -> bool:
