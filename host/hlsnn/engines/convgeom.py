@@ -76,6 +76,15 @@ class ConvGeom:
         return " ".join(parts)
 
 
+def _out_hw_checked(g: ConvGeom, h, w):
+    oh, ow = g.out_hw(h, w)
+    if oh < 1 or ow < 1:
+        from ..errors import InputError
+        raise InputError(f"a {g.describe()} convolution does not fit a {h}x{w} map: the (dilated) kernel is larger "
+                         "than the padded map")
+    return oh, ow
+
+
 class Patches:
     """The im2col rows of ``x`` (B, C, H, W) for ``g``, not built yet: a kernel that can gather
     them itself (``bfp_systolic``'s compiled quantizer) reads ``x``; :meth:`rows` builds them."""
@@ -83,7 +92,7 @@ class Patches:
     def __init__(self, x, g: ConvGeom):
         self.x, self.geom = x, g
         b, c, h, w = x.shape
-        self.out_hw = g.out_hw(h, w)
+        self.out_hw = _out_hw_checked(g, h, w)
         self.shape = (b * self.out_hw[0] * self.out_hw[1], c * g.kh * g.kw)
 
     def rows(self):
@@ -101,11 +110,7 @@ def im2col(x, g: ConvGeom, dtype=None):
     order of a (Z, C, kh, kw) weight flattened), and (oh, ow); ``dtype``: the rows' type
     (default ``x``'s), as ``astype`` would cast them."""
     b, c, h, w = x.shape
-    oh, ow = g.out_hw(h, w)
-    if oh < 1 or ow < 1:
-        from ..errors import InputError
-        raise InputError(f"a {g.describe()} convolution does not fit a {h}x{w} map: the (dilated) kernel is larger "
-                         "than the padded map")
+    oh, ow = _out_hw_checked(g, h, w)
     dt = x.dtype if dtype is None else np.dtype(dtype)
     if (dt == x.dtype and x.dtype in (np.float64, np.int64)
             or x.dtype == np.int64 and dt in (np.float32, np.float64)) and x.size >= _NATIVE_MIN:
