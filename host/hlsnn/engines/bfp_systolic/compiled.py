@@ -79,7 +79,7 @@ def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out
     mantissas, permuted; :func:`chan_last_columns` orders a weight alike). None for the numpy
     path."""
     if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 4 or g.group != 1 \
-            or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous:
+            or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous or oh < 1 or ow < 1:
         return None
     so = lib()
     if so is None or any(s % 8 for s in x.strides):
