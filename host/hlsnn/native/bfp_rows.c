@@ -28,11 +28,8 @@
  *   hlsnn_bfp_rows:      rows [0, rows) of x with row stride ld;
  *   hlsnn_bfp_conv_rows: the im2col rows of images [b0, b1) of a (B, C, H, W) batch with any
  *                        element strides, as hlsnn.engines.convgeom.im2col orders them (row
- *                        (b, y, x), column (c, i, j); zero outside the map), or with chan_last
- *                        their columns in the order (i, j, c) (a row's exponent and mantissas
- *                        do not depend on the order; the caller orders the weights' columns
- *                        alike), gathered into a row buffer and quantized there: the float64
- *                        im2col is never written.
+ *                        (b, y, x), column (c, i, j); zero outside the map), gathered into a
+ *                        row buffer and quantized there: the float64 im2col is never written.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -201,33 +198,26 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
                             int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
                             int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1,
                             int m, int emin, int emax, int mode, void *out, int out_f32, int64_t *exps,
-                            uint8_t *nonzero, double *buf, int chan_last) {
+                            uint8_t *nonzero, double *buf) {
   const int64_t K = C * kh * kw;
-  /* column of (c, i, j): (c*kh + i)*kw + j, or with chan_last (i*kw + j)*C + c */
-  const int64_t cstride = chan_last ? 1 : kh * kw;
   int64_t nnz = 0;
   for (int64_t b = b0; b < b1; ++b) {
     for (int64_t y = 0; y < oh; ++y) {
       for (int64_t xo = 0; xo < ow; ++xo) {
         const int64_t x0 = xo * sw - left;
         const int inside = x0 >= 0 && x0 + (kw - 1) * dw < W; /* every column of the window */
-        for (int64_t i = 0; i < kh; ++i) { /* gather the patch into buf */
+        for (int64_t i = 0; i < kh; ++i) {                    /* gather: buf[(c*kh + i)*kw + j] */
           const int64_t yy = y * sh + i * dh - top;
           for (int64_t j = 0; j < kw; ++j) {
             const int64_t xx = x0 + j * dw;
-            double *dst = buf + (chan_last ? (i * kw + j) * C : i * kw + j);
+            double *dst = buf + i * kw + j;
             if (yy >= 0 && yy < H && (inside || (xx >= 0 && xx < W))) {
               const double *src = x + b * s_b + yy * s_h + xx * s_w;
-              if (chan_last && s_c == 1) { /* channels contiguous on both sides */
-                for (int64_t c = 0; c < C; ++c)
-                  dst[c] = src[c];
-              } else {
-                for (int64_t c = 0; c < C; ++c)
-                  dst[c * cstride] = src[c * s_c];
-              }
+              for (int64_t c = 0; c < C; ++c)
+                dst[c * kh * kw] = src[c * s_c];
             } else {
               for (int64_t c = 0; c < C; ++c)
-                dst[c * cstride] = 0.0;
+                dst[c * kh * kw] = 0.0;
             }
           }
         }

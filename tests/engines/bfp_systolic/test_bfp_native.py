@@ -91,13 +91,11 @@ def test_conv_rows_equal_numpy_im2col(threads, g):
             for dt in (np.float32, np.float64):
                 plan = bfp._row_plan(rows, 8, 8, rnd)
                 ref = bfp._encode_rows_into(rows, plan, 8, rnd, np.empty(rows.shape, dt))
-                for last in (False, True):
-                    out = np.empty(rows.shape, dt)
-                    e, nz, nnz = compiled.quantize_conv_rows(x, g, oh, ow, 8, 8, rnd, out, chan_last=last)
-                    assert np.array_equal(e, plan.exponents) and np.array_equal(nz, plan.nonzero)
-                    want = compiled.chan_last_columns(ref, g) if last else ref    # (ky, kx, c) columns
-                    assert same(out, want), (layout, rnd, last)
-                    assert nnz == np.count_nonzero(ref)
+                out = np.empty(rows.shape, dt)
+                e, nz, nnz = compiled.quantize_conv_rows(x, g, oh, ow, 8, 8, rnd, out)
+                assert np.array_equal(e, plan.exponents) and np.array_equal(nz, plan.nonzero)
+                assert same(out, ref), (layout, rnd)
+                assert nnz == np.count_nonzero(ref)
 
 
 @needs_cc
@@ -190,34 +188,3 @@ def test_native_im2col_equals_numpy(g, monkeypatch):
             ref, ohw2 = cg.im2col(x, g, dtype=row_dt)
             monkeypatch.undo()
             assert ohw == ohw2 and same(got, ref)
-
-
-@needs_cc
-@pytest.mark.parametrize("config", ["bfp8_zcu104", "bfp16_pynq-z2"])
-def test_gemm_rows_on_patches_equals_gemm_rows_on_im2col(config):
-    """Kernel.gemm_rows on a convolution's Patches (the compiled gather, rows in (ky, kx, c)
-    order for a channels-contiguous input and the weights' columns alike) gives the bits and
-    the kernel state of gemm_rows on the numpy im2col rows."""
-    import hlsnn
-    from conftest import accel_config
-    rng = np.random.default_rng(4)
-    acc = hlsnn.Accelerator(accel_config(config), "emu")
-    try:
-        kern = acc.kernel
-        p = kern.p
-        for g, c in [(GEOMS[0], 6), (GEOMS[1], 5), (GEOMS[3], 3)]:
-            x = np.round(rng.normal(size=(4, 13, 11, c)) * 64) / 8          # channels contiguous
-            x[:, 2:5] = 0.0
-            x = x.transpose(0, 3, 1, 2)
-            w = rng.normal(size=(7, c * g.kh * g.kw))
-            wq = bfp.quantize(w, p["mantissa_bits"], axis=-1 if p["weight_exponent"] == "row" else None,
-                              exponent_bits=p["exponent_bits"], rounding=p["rounding"])
-            bq = bfp.quantize(rng.normal(size=7), p["mantissa_bits"], axis=None, exponent_bits=p["exponent_bits"],
-                              rounding=p["rounding"])
-            for xin in (x, np.ascontiguousarray(x)):                            # chan-last and NCHW
-                got = kern.gemm_rows(cg.Patches(xin, g), wq, bq, relu=True)
-                state = (kern.last_x_nonzero, kern.last_sat_count)
-                ref = kern.gemm_rows(cg.im2col(np.ascontiguousarray(xin), g)[0], wq, bq, relu=True)
-                assert same(got, ref) and state == (kern.last_x_nonzero, kern.last_sat_count)
-    finally:
-        acc.close()

@@ -33,7 +33,7 @@ def lib():
         ci = ctypes.c_int
         so.hlsnn_bfp_rows.argtypes = [p, i64, i64, i64, ci, ci, ci, ci, p, ci, i64, p, p]
         so.hlsnn_bfp_conv_rows.restype = i64
-        so.hlsnn_bfp_conv_rows.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, ci, p, p, p, ci]
+        so.hlsnn_bfp_conv_rows.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, ci, p, p, p]
         f64 = ctypes.c_double
         so.hlsnn_bfp_epilogue.restype = i64
         so.hlsnn_bfp_epilogue.argtypes = [p, ci, i64, i64, i64, p, p, p, f64, f64, ci, ci, ci, ci, ci, p, p]
@@ -71,13 +71,10 @@ def quantize_rows(x, mantissa_bits, exponent_bits, rounding, out):
     return exps, nonzero.astype(bool), int(sum(counts))
 
 
-def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out, *, chan_last=False):
+def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out):
     """:func:`quantize_rows` of ``im2col(x, g)`` (``x`` (B, C, H, W) float64, any strides;
     ``g`` a :class:`~hlsnn.engines.convgeom.ConvGeom` of one group), without writing the
-    float64 rows: each is gathered into a buffer and quantized there. ``chan_last``: each row's
-    columns in the order (ky, kx, c) instead of im2col's (c, ky, kx) (the same exponents and
-    mantissas, permuted; :func:`chan_last_columns` orders a weight alike). None for the numpy
-    path."""
+    float64 rows: each is gathered into a buffer and quantized there. None for the numpy path."""
     if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 4 or g.group != 1 \
             or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous or oh < 1 or ow < 1:
         return None
@@ -98,20 +95,13 @@ def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out
         buf = np.empty(max(k, 1))
         return so.hlsnn_bfp_conv_rows(x.ctypes, sb, sc, sh, sw, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1],
                                       g.dh, g.dw, oh, ow, b0, b1, mantissa_bits, emin, emax, MODES[rounding],
-                                      out.ctypes, f32, exps.ctypes, nonzero.ctypes, buf.ctypes, int(bool(chan_last)))
+                                      out.ctypes, f32, exps.ctypes, nonzero.ctypes, buf.ctypes)
     per_image = oh * ow * k
     ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
     counts = parallel.run(part, ranges)
     if any(n < 0 for n in counts):
         return None
     return exps, nonzero.astype(bool), int(sum(counts))
-
-
-def chan_last_columns(w2, g):
-    """A (N, C*kh*kw) weight's columns in the order of :func:`quantize_conv_rows`' ``chan_last``
-    rows: (ky, kx, c) instead of (c, ky, kx)."""
-    n, k = w2.shape
-    return np.ascontiguousarray(w2.reshape(n, k // (g.kh * g.kw), g.kh, g.kw).transpose(0, 2, 3, 1)).reshape(n, k)
 
 
 def epilogue(p, acc, xe, we, bcol, relu):

@@ -304,17 +304,12 @@ class Kernel:
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         fast = getattr(self.target, "arrays", False) and tiling.transfer_limit(self.target) is None \
             and rounding != "stochastic"
-        done, geom = None, None
+        done = None
         if isinstance(x, Patches):   # a convolution's im2col rows, not built yet
             if fast and x.shape[0] >= 1 and gemm_dtype(p, x.shape[1]) is not None:
                 ft = gemm_dtype(p, x.shape[1])
                 xa, xf = x, _workspace("rows_x", x.shape, ft)
-                # channels contiguous in memory (an engine's output, images-first): rows in
-                # (ky, kx, c) order, the weights' columns alike; the GEMM's sums are exact, so
-                # the order of K changes no bit
-                last = x.x.strides[1] == x.x.itemsize and x.x.shape[1] > 1
-                done = compiled.quantize_conv_rows(x.x, x.geom, *x.out_hw, m, e, rounding, xf, chan_last=last)
-                geom = x.geom if last else None
+                done = compiled.quantize_conv_rows(x.x, x.geom, *x.out_hw, m, e, rounding, xf)
             if done is None:
                 x = x.rows()
         if fast and done is None:
@@ -343,8 +338,6 @@ class Kernel:
         if nonzero.any() and not nonzero.all():
             xe[~nonzero] = xe[nonzero].max()
         wf = _to_float_checked(np.asarray(wm), _workspace("rows_w", np.shape(wm), ft), m)
-        if geom is not None:
-            wf = compiled.chan_last_columns(wf, geom)
         # gemm_bfp -> _run -> _call -> _emulate_arrays, their state in their order
         flags, k_sigma = self._regs(None, None, relu, bm is not None, False)
         if flags & protocol.FLAG_ROLLING:            # the operation's first (and only) call
