@@ -216,7 +216,7 @@ def cmd_deploy(args):
     res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,
                  host_precision=args.host_precision, host_bits=args.host_bits, per_layer=args.per_layer, test_samples=args.test_samples,
                  progress=enabled(quiet=args.quiet, json=args.json), radix_update=args.radix_update,
-                 radix_update_by=args.radix_update_by)
+                 radix_update_by=args.radix_update_by, network=False if args.layer_by_layer else None)
     print(json.dumps(res) if args.json else format_result(res))
     return 1 if any("error" in e for e in res["assignments"].values()) else 0     # a failed assignment
 
@@ -592,6 +592,9 @@ def build_parser():
                         "calibration.update_by, else layer)")
     p.add_argument("--per-layer", action="store_true", help="radix points, sparsity and error of every layer")
     p.add_argument("--test-samples", type=POSITIVE, help="evaluate only the first N test images")
+    p.add_argument("--layer-by-layer", action="store_true",
+                   help="csim/sim: run the test images one kernel call per layer chunk, not through the "
+                        "assignment's network kernel (one kernel start), which is the default where it exists")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (it is off anyway when stderr is not a terminal)")
     p.set_defaults(func=cmd_deploy)

@@ -180,6 +180,40 @@ def test_targets_agree_bit_for_bit_with_emulation(target):
                 a.close()
 
 
+@pytest.mark.csim
+@pytest.mark.slow
+def test_deploy_on_sim_runs_the_network_kernel_with_the_emulators_bits():
+    """On sim, an assignment with a network kernel runs its test images in one kernel start;
+    its outputs equal the layer-by-layer emulator's bit for bit (compared here directly, beside
+    the self-check the loader runs), and a mixed-engine assignment runs layer by layer."""
+    from hlsnn.deploy.evaluate import network_net
+    cfg = load_deploy_config(CNN)
+    net = load_onnx(cfg.model)
+    ds = datasets.load("digits", layout="nchw")
+    x_cal, x = ds.x_train[:32], ds.x_test[:40]
+    accs = open_accelerators(cfg, "emu")
+    try:
+        dep = Deployment(net, cfg.assignments["twohot"], cfg.formats, accs)
+        dep.calibrate(x_cal)
+        want = dep.run(x)
+        with network_net(dep, net, cfg, "twohot", accs, x[:2], "sim", {}) as cnet:
+            got = cnet.run(x)
+            assert cnet.last_kernel_starts == 1
+        assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist()
+    finally:
+        for a in accs.values():
+            a.close()
+    res = deploy(CNN, "sim", assignments=["twohot", "twohot+bfp8"], test_samples=40)
+    a = res["assignments"]
+    assert a["twohot"]["run"] == {"path": "network kernel", "kernel_starts": 1, "batch": 40}
+    assert a["twohot+bfp8"]["run"] == {"path": "layer by layer"}
+    lbl = deploy(CNN, "sim", assignments=["twohot"], test_samples=40, network=False)
+    assert lbl["assignments"]["twohot"]["run"] == {"path": "layer by layer"}
+    assert lbl["assignments"]["twohot"]["accuracy"] == a["twohot"]["accuracy"]
+    req = deploy(CNN, "sim", assignments=["twohot+bfp8"], test_samples=8, network=True)
+    assert "accelerator" in req["assignments"]["twohot+bfp8"]["error"], req["assignments"]["twohot+bfp8"]
+
+
 def test_cli_deploy_json(capsys):
     assert main(["deploy", str(MLP), "--assignment", "twohot", "--test-samples", "50", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -190,7 +190,7 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
 
 def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, host_precision="float", host_bits=8,
            per_layer=False, test_samples=None, target_options=None, progress=False, radix_update=None,
-           radix_update_by=None):
+           radix_update_by=None, network=None):
     """Run a deployment config: import the model, load the data, evaluate the float model
     with onnx's ReferenceEvaluator, then for each assignment calibrate on the calibration
     images and run the test images on ``target``.
@@ -207,6 +207,10 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     override the config's ``calibration.update`` and ``calibration.update_by``
     (:mod:`hlsnn.deploy.update`); with E5 the result's ``radix_update`` says how, and each
     assignment's ``radix_update`` gives every fixed-point layer's choice and modelled times.
+    ``network`` (csim and sim only; :func:`network_net`): None runs the test images through the
+    assignment's network kernel where the compiled model has one (one kernel start for the
+    whole test set, after a bit-for-bit self-check against the layer-by-layer path), False runs
+    them layer by layer, True requires the network kernel. Each assignment's ``run`` says which.
     """
     bits = host_bits_of(host_precision, host_bits)
     cfg = load_deploy_config(config_path)
@@ -262,8 +266,16 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                                  rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic",
                                  host_bits=bits, update=upd[0], update_by=upd[1], update_percent=upd[2])
                 t_cal = dep.calibrate(x_cal)
+                cnet = None
+                if network is not False and target in ("csim", "sim") and not per_layer:
+                    cnet = network_net(dep, net, cfg, name, accs, x_test[:2], target, target_options,
+                                       required=bool(network))
                 t0 = time.perf_counter()
-                y, env = dep.run(x_test, keep=True)
+                if cnet is not None:
+                    with cnet:
+                        y, env = cnet.run(x_test), {}
+                else:
+                    y, env = dep.run(x_test, keep=True)
                 dt = time.perf_counter() - t0
             except HlsnnError as exc:          # this assignment fails; the others' results are kept
                 result["assignments"][name] = {"error": str(exc).splitlines()[0],
@@ -276,6 +288,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 "calibration_s": round(t_cal, 3),
                 "layers": {ln: cfg.formats[asg.format_of(ln)].name for ln in dep.execs},
             })
+            entry["run"] = ({"path": "network kernel", "kernel_starts": 1, "batch": int(len(x_test))}
+                            if cnet is not None else {"path": "layer by layer"})
             entry.update(modelled_latency(dep, cfg, asg))
             note = pot_note(entry, result, {cfg.formats[asg.format_of(ln)].type for ln in dep.execs})
             if note:
@@ -387,6 +401,48 @@ def modelled_latency(dep, cfg, asg) -> dict:
     return {"modelled_us_per_image": round(sum(by_layer.values()), 3), "modelled_us_by_layer": by_layer}
 
 
+def network_net(dep, net, cfg, name, accs, x_check, target, target_options, *, required=False):
+    """The calibrated assignment ``name`` compiled (as ``hlsnn compile`` writes it, into a
+    temporary file) and loaded on ``target`` (csim or sim) with its network kernel, or None
+    where it has none (a dynamic calibration, a ``--host-fallback`` layer, an engine or a layer
+    the network kernels do not run yet; ``required`` turns that into an error naming why).
+    The self-check pairs are ``x_check`` run layer by layer on the same target, so loading it
+    checks the network kernel against the layer kernels bit for bit before any test image runs."""
+    import tempfile
+    from pathlib import Path
+    from ..compiled import artifact
+    from ..compiled.build import program_of
+    from ..compiled import netmode
+    from ..compiled.net import CompiledNet, kernel_class
+    if cfg.calibration["mode"] != "static":
+        if required:
+            raise InputError(f"network=True: {cfg.path}: calibration.mode = {cfg.calibration['mode']!r}; the "
+                             f"network kernel needs static radix points (mode: static)")
+        return None
+    x_check = np.asarray(x_check, np.float64)
+    try:
+        program, arrays = program_of(dep, net, cfg, name, accs, x_cal=0, x_check=x_check)
+    except InputError:
+        if required:
+            raise
+        return None
+    try:                        # what the network kernels refuse, before anything is built
+        lowered = netmode.lower(program, arrays)
+        cls = kernel_class(lowered)
+        if cls is None:
+            raise InputError(f"engine {lowered.engine} has no network kernel yet")
+        if hasattr(cls, "check"):
+            cls.check(lowered)
+    except InputError:
+        if required:
+            raise
+        return None
+    with tempfile.TemporaryDirectory(prefix="hlsnn-deploy-") as d:
+        path = Path(d) / f"{name}.hlsnn"
+        artifact.write(path, program, arrays)
+        return CompiledNet(path, target, network=True, **dict(target_options or {}))
+
+
 def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
     """The modelled end-to-end time per image (batch 1, host included) of assignment ``name``
     on its board, as ``hlsnn perf NAME.hlsnn`` gives it for the compiled model
@@ -445,6 +501,8 @@ def format_result(res) -> str:
         delta = 100 * (e["accuracy"] - res["float_accuracy"])
         lines.append(f"  {name:<14} {100 * e['accuracy']:>8.2f}% {delta:>+8.2f}  {e['images_per_s'] or 0:>10.1f} "
                      f"{us}  {layers}")
+        if (e.get("run") or {}).get("path") == "network kernel":
+            lines.append(f"  {'':<14} ran on the network kernel: {e['run']['batch']} images in one kernel start")
         if e.get("note"):
             lines.append(f"  {'':<14} note: {e['note']}")
     boards = sorted({(e["end_to_end"]["board"]) for e in res["assignments"].values() if e.get("end_to_end")})
