@@ -223,6 +223,11 @@ def cmd_deploy(args):
 
 def cmd_report(args):
     from pathlib import Path
+    from .build.netflow import is_compiled_model
+    if is_compiled_model(args.config):          # a compiled model: its modelled end-to-end latency
+        from .compiled.report import write_report as write_compiled
+        print(f"wrote {write_compiled(args.config, out=args.out, board=args.board, batch=args.batch)}")
+        return 0
     if _is_deploy_config(args.config):
         from .deploy.report import write_report
         out = write_report(args.config, args.target, out=args.out, host_fallback=args.host_fallback,
@@ -618,12 +623,17 @@ def build_parser():
 
     p = sub.add_parser("report",
                        help="a deployment config: an HTML report (accuracy per format, per-layer error, weights "
-                            "against quantization levels, sparsity, latency per board); a sparse_cluster config: "
+                            "against quantization levels, sparsity, latency per board); a compiled model: an HTML "
+                            "report of its modelled end-to-end latency per layer; a sparse_cluster config: "
                             "modelled per-unit work, imbalance and speedup over a density sweep "
                             "(plots need hlsnn[plot])")
-    p.add_argument("config", help="a deployment config (configs/models/*.yaml) or a sparse_cluster config")
+    p.add_argument("config", help="a deployment config (configs/models/*.yaml), a compiled model NAME.hlsnn "
+                                   "(its modelled end-to-end latency per layer) or a sparse_cluster config")
     p.add_argument("--target", default="emu", choices=["emu", "csim", "sim", "pynq"],
                    help="deployment report: where the layers run (default emu)")
+    p.add_argument("--board", help="NAME.hlsnn: the board whose CPU and HP port are modelled (default: the "
+                                   "accelerator config's board)")
+    p.add_argument("--batch", type=POSITIVE, default=1, help="NAME.hlsnn: images per call (default 1)")
     p.add_argument("--host-fallback", action="store_true", help="deployment report: see `hlsnn deploy`")
     p.add_argument("--host-precision", choices=["float", "quantized"], default="float",
                    help="deployment report: see `hlsnn deploy`")
