@@ -33,7 +33,7 @@ from ..errors import CsimError, InputError
 
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift")
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single")
 OPS = {"conv": 0, "maxpool": 1, "add": 2}
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
@@ -59,7 +59,10 @@ def allocate(net, pc=1):
     main_uses, sc_uses = {t: [] for t in order}, {t: [] for t in order}
     for i, op in enumerate(net.ops):
         ins = [name(t) for t in op.ins]
-        if op.kind == "add":
+        if op.kind == "add" and len(ins) == 1:          # the global pool of one tensor: no shortcut
+            op.f["main"], op.f["short"] = ins[0], None
+            main_uses[ins[0]].append(i)
+        elif op.kind == "add":
             a, b = ins
             if made[a] < made[b]:
                 a, b = b, a
@@ -103,7 +106,7 @@ def descriptor_head(op, unfold, place, name, pz, pc):
     :func:`unfold_of`) and the descriptor fields every network kernel fills alike: the op, its
     buffers (``dual``: 0 an activation buffer, 1 that and the shortcut buffer, 2 the shortcut
     buffer only), a conv's or pool's shapes and address steps. :class:`InputError` for what
-    no network kernel runs (a pool into the shortcut buffer alone, narrow groups)."""
+    no network kernel runs (a pool into the shortcut buffer alone)."""
     f = op.f
     if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
         f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
@@ -119,12 +122,45 @@ def descriptor_head(op, unfold, place, name, pz, pc):
                  sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1),
                  hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"])
     if op.kind == "conv":
-        z, g = f["z"], f["group"]
-        zg, cg = z // g, f["c"] // g
-        if g > 1 and (zg % pz or cg % pc):
-            raise InputError(f"network kernel: {op.name}: groups of {cg} input and {zg} output channels; a "
-                             f"grouped conv needs multiples of {pc} and {pz} (narrower groups: not yet)")
+        d.update(clo=f["clip"][0], chi=f["clip"][1])
     return f, d
+
+
+def group_windows(f, pz, pc):
+    """Groups as such: the input channels each block of ``pz`` output channels reads. Block
+    ``b`` reads ``ncb`` blocks of ``pc`` channels (one per bank) from channel block
+    ``cb0[b]``, enough for the groups of its outputs: a dense conv all ``ceil(C/pc)``, a
+    depthwise conv the one block of ``pc`` channels holding its ``pz`` channels (``pc`` is a
+    multiple of ``pz``), a conv with groups of multiples of ``pc`` inputs and ``pz`` outputs
+    its group's. The kernel steps the window's address base by ``group_words`` every
+    ``blocks_per_group`` blocks, so ``cb0`` must be that progression (else
+    :class:`InputError`). ``{"ncb", "cb0", "blocks_per_group", "group_words"}``."""
+    z, c, g = f["z"], f["c"], f["group"]
+    zg, cg = z // g, c // g
+    nb = -(-z // pz)
+    first = [(b * pz // zg) * cg for b in range(nb)]                       # the block's first input channel
+    end = [((min(b * pz + pz, z) - 1) // zg + 1) * cg for b in range(nb)]  # and its last + 1
+    cb0 = [a // pc for a in first]
+    ncb = max(-(-e // pc) - c0 for e, c0 in zip(end, cb0))
+    bpg = next((b for b in range(nb) if cb0[b] != cb0[0]), nb)
+    step = cb0[bpg] - cb0[0] if bpg < nb else 0
+    if any(cb0[b] != (b // bpg) * step for b in range(nb)):
+        raise InputError(f"network kernel: groups of {cg} input and {zg} output channels: blocks of {pz} outputs "
+                         f"read channel blocks {cb0} of {pc}, not a fixed step (not yet)")
+    return dict(ncb=ncb, cb0=cb0, blocks_per_group=bpg, group_words=step * f["h"] * f["w"])
+
+
+def expand_groups(a, f, win, pz, pc, fill):
+    """A conv's per-output taps ``a`` (Z, C/g, ...) placed in its block's window
+    (:func:`group_windows`): (Z, ncb*pc, ...), output ``z``'s taps at its group's input
+    channels less the window's first, ``fill`` elsewhere (a zero weight)."""
+    z, cg = a.shape[:2]
+    zg = z // f["group"]
+    out = np.full((z, win["ncb"] * pc) + a.shape[2:], fill, np.int64)
+    for zz in range(z):
+        s = (zz // zg) * cg - win["cb0"][zz // pz] * pc
+        out[zz, s:s + cg] = a[zz]
+    return out
 
 
 def pool_or_add(op, f, d, place, name, pc, a_bits):
@@ -135,15 +171,15 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
         d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         return 0
     main, short = f["main"], f["short"]
-    if name(op.ins[0]) != main:                     # the kernel's a is the main operand
+    if short is not None and name(op.ins[0]) != main:       # the kernel's a is the main operand
         f["sa"], f["sb"] = f["sb"], f["sa"]
         op.ins = [op.ins[1], op.ins[0]]
     src = place[main][0]
-    if src is None or not place[short][1]:
+    if src is None or (short is not None and not place[short][1]):
         raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
     p = int(np.log2(f["hw"])) if f["gap"] else 0
     d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
-             sb=f["sb"], gap=int(f["gap"]), shift=f["shift"])
+             sb=f["sb"], gap=int(f["gap"]), shift=f["shift"], single=int(short is None))
     return a_bits + max(f["sa"], f["sb"]) + 2 + p
 
 
@@ -192,16 +228,16 @@ def tables(net, pz, pc):
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
             z, g = f["z"], f["group"]
-            zg, cg = z // g, f["c"] // g
-            ncg = -(-cg // pc)
+            cg = f["c"] // g
+            win = group_windows(f, pz, pc)
+            ncg = win["ncb"]
             steps = ncg * f["kh"] * f["kw"]
             nb = -(-z // pz)
             codes = _code_words(op.f).reshape(z, cg, f["kh"] * f["kw"])
             if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh): channel kx*C + c
                 kw0 = op.f["kw"]
                 codes = _code_words(op.f).reshape(z, cg // kw0, f["kh"], kw0).transpose(0, 3, 1, 2).reshape(z, cg, -1)
-            cpad = np.full((z, ncg * pc, f["kh"] * f["kw"]), 1 << 15, np.int64)
-            cpad[:, :cg] = codes
+            cpad = expand_groups(codes, f, win, pz, pc, 1 << 15)    # a zero code outside its group
             # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
             per = cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
             live = np.asarray(f["fields"]["zero"]).reshape(z, -1) == 0
@@ -222,9 +258,10 @@ def tables(net, pz, pc):
                     wl[lane][j].append(blk[:, j].reshape(-1))
                 bl[lane].append(np.where(real, f["bias"][np.minimum(zz, z - 1)], 0))
                 sl[lane].append(np.where(real, shift[np.minimum(zz, z - 1)], 0))
-            d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1), cg=cg, steps=steps, zb=nb,
+            d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1),
+                     cg=cg if g == 1 else ncg * pc, steps=steps, zb=nb,       # cg: the banks a tap reads
                      zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=nb * f["oh"] * f["ow"] * steps,
-                     blocks_per_group=(zg // pz if g > 1 else nb), group_words=(cg // pc) * f["h"] * f["w"],
+                     blocks_per_group=win["blocks_per_group"], group_words=win["group_words"],
                      relu=int(f["relu"]))
             woff += nb * steps
             boff += nb

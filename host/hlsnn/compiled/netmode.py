@@ -243,6 +243,7 @@ def lower(program, arrays):
         oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
         ops.append(Op("conv", j["name"], [src], j["output"],
                       dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=g,
+                           clip=(-(1 << (bits - 1)), (1 << (bits - 1)) - 1),       # a Clip after it narrows it
                            codes=codes.astype(np.int64), bias=bias.astype(np.int64), shift=f_acc - j["f_out"],
                            relu=bool(j["relu"]), dense=j["kind"] == "dense", engine=rules.engine, **extra)))
         state[j["output"]] = ("q", j["f_out"])

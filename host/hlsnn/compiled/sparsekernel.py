@@ -96,10 +96,12 @@ def tables(net, pz, pc, pm):
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
             z, g = f["z"], f["group"]
-            zg, cg = z // g, f["c"] // g
+            cg = f["c"] // g
             codes = np.asarray(f["codes"], np.int64)
             if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh, 1): channel kx*C + c
                 codes = codes.transpose(0, 3, 1, 2).reshape(z, f["c"], f["kh"], 1)
+            win = netkernel.group_windows(f, pz, pc)         # groups as such: each block's input channels
+            codes = netkernel.expand_groups(codes, f, win, pz, pc, 0)
             if np.abs(codes).max(initial=0) > 128 or codes.min(initial=0) < -128:
                 raise InputError(f"network kernel: {op.name}: weights beyond int8")
             bias = np.asarray(f["bias"], np.int64)
@@ -129,8 +131,8 @@ def tables(net, pz, pc, pm):
             nb = len(blocks)
             n_steps = len(steps) - woff
             d.update(step_chan=0, cg=cg, steps=n_steps, zb=nb, zlast=z - (nb - 1) * pz, woff=woff, boff=boff,
-                     n_iter=f["oh"] * f["ow"] * n_steps, blocks_per_group=(zg // pz if g > 1 else nb),
-                     group_words=(cg // pc) * f["h"] * f["w"], relu=int(f["relu"]))
+                     n_iter=f["oh"] * f["ow"] * n_steps, blocks_per_group=win["blocks_per_group"],
+                     group_words=win["group_words"], relu=int(f["relu"]))
             boff += nb
         else:
             add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
