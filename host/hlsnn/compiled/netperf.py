@@ -103,7 +103,8 @@ def datapath(net, tables):
       register per level (``log2 Q + 1`` of ``sb`` bits);
     * ``epilogues`` (``P``): the bias add (``sb + 2``), the saturation's two compares and clamp
       (``3 A``), the rounding right shifter by 0..60 (``shifter_luts(A, 60)``), its increment
-      and the output clamp (``A + 2a``);
+      and the output clamp (``A + 2a``), and a fused Clip's clamp to the descriptor's bounds
+      (two compares and a select, ``2a``);
     * ``banks`` (``Q``): the read address adder and the zero-padding select (``16 + a``), the
       ping-pong source select (``a``), the write data select over ``Q/P + 1`` writers (the
       lanes' blocks and the other ops), the maxpool compare (``2a``), and the residual Add: two
@@ -120,7 +121,7 @@ def datapath(net, tables):
     lvls = math.ceil(math.log2(max(pc, 2))) + 1
     unit = (2 * shifter_luts(a, smax) + 2 * pb, pb)
     tree = (pc * sb, lvls * sb)
-    epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a, 2 * acc + a)
+    epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a + 2 * a, 2 * acc + a)
     bank = (16 + a + a + a * mux(pc // pz + 1) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
             16 + 3 * a + 2 * wb)
     parts = {"units": (pz * pc * unit[0], pz * pc * unit[1]), "trees": (pz * tree[0], pz * tree[1]),

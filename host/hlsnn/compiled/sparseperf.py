@@ -62,14 +62,14 @@ def datapath(tables):
     a lane, ``Q`` banks, ``sb`` a lane sum's bits and ``wb`` a residual sum's: per multiplier
     the ``Q:1`` select of 8 bits (``8 * ceil(Q/4)``); per lane the adder tree of ``M`` products
     and the accumulator (``M * sb``), the epilogue (bias add, rounding shifter ~ ``4 * sb``,
-    clamp); per bank its tap's address (two 32-bit adds) and padding test (four compares of
+    clamp, a fused Clip's clamp: 16); per bank its tap's address (two 32-bit adds) and padding test (four compares of
     its row and column), the read select, and the residual Add (as the shift_mac kernel's);
     the AXI and control allowances of :mod:`hlsnn.compiled.netperf`."""
     import math
     pz, pc, pm, sb, wb = tables["pz"], tables["pc"], tables["pm"], tables["sum_bits"], tables["add_bits"]
     sel = 8 * math.ceil(pc / 4)
     return {"selects": (pz * pm * sel, pz * pm * 8), "trees": (pz * pm * sb, pz * 2 * sb),
-            "epilogues": (pz * (sb + 4 * sb + sb + 16), pz * (sb + 8)),
+            "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
             "banks": (pc * (2 * 32 + 4 * 8 + 8 + 8 + 16 + 3 * wb + 4 * wb), pc * (32 + 16 + 24 + 2 * wb)),
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 
