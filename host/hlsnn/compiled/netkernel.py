@@ -12,8 +12,18 @@ name. Each buffer is as large as the largest tensor it holds.
 
 **Descriptors.** One :data:`FIELDS` row per op, with the address steps precomputed so the
 kernel's index arithmetic is incremental. Weights: lane ``l`` of block ``zb`` holds output
-channel ``zb*P + l`` (``P`` = the config's ``rows``), its ``Cg*kh*kw`` codes in the tap order
-the kernel walks (channel, ky, kx); a partial last block pads with zero codes.
+channel ``zb*P + l`` (``P`` = the config's ``net_lanes``), its codes in the tap order the
+kernel walks (channel, ky, kx); a partial last block pads with zero codes.
+
+**Groups as such** (:func:`group_windows`): a block of ``P`` output channels reads the blocks
+of ``Q`` input channels its outputs' groups cover, from the block's own first one, and each
+output's codes sit at its own group's channels in that window, zero codes elsewhere
+(:func:`expand_groups`). A dense conv reads all ``ceil(C/Q)`` channel blocks; a depthwise
+conv one (its ``P`` channels lie in one block of ``Q``, ``Q`` a multiple of ``P``), so it takes
+``ceil(C/P) * OH * OW * kh * kw`` cycles: its own MACs over ``P`` lanes, of which each lane's
+one unit holds a code and its other ``Q - 1`` units hold zero codes. The kernel's window base
+advances by ``group_words`` every ``blocks_per_group`` blocks; groups whose windows do not
+follow such a step are refused (not yet).
 """
 from __future__ import annotations
 

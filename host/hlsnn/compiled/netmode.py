@@ -22,12 +22,23 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    multipliers ``+-(2**ea +- 2**eb)``), the input zero-padded by ``pads`` (top, left, bottom,
    right), ``groups`` as such, strides ``(sh, sw)``:
    ``acc[z, y, x] = sum over (ci, ky, kx) of q[g*Cg + ci, y*sh + ky - top, x*sw + kx - left] *
-   c[z, ci, ky, kx]``, exact (int64; ``g = z // (Z / groups)``). Then the engine's output rule
+   c[z, ci, ky, kx]``, exact (int64; ``g = z // (Z / groups)``): a depthwise conv (``groups = C =
+   Z``) reads one input channel per output. A compiled model stores a grouped ``shift_mac``
+   layer's codes as the layer path runs it, ``gp`` groups packed into one block-diagonal GEMM
+   (:func:`hlsnn.deploy.groups.gemm_weight`); :meth:`ShiftRules.weights` takes each output's own
+   ``(C/groups, kh, kw)`` codes back (checked: the packed weight's other codes are zero).
+   Then the engine's output rule
    (:func:`hlsnn.engines.shift_mac.emulator.output_rule`, emulator rule 5: ``v = saturate_A(acc
    + bias)``, ReLU, ``shift_round_sat(v, shift, B)`` with the *config's* rounding), with
    ``bias = rint(b * 2**(F_in + F_w))`` (round half to even; an error unless ``|bias| <
    2**31``) and ``shift = F_in + F_w - F_out``, per output channel with per-channel weight
-   scales. ``F_in`` is the input's radix. The output has radix ``F_out``.
+   scales. ``F_in`` is the input's radix. The output has radix ``F_out``. A ``Clip`` (ReLU6)
+   whose only input is a conv's output, and that conv's only reader, is that conv's output
+   clamp: ``y = min(max(y, lo), hi)`` with ``lo = ceil(lo_f * 2**F_out)``, ``hi = floor(hi_f *
+   2**F_out)`` within the activation range (no clamp: the range itself). The layer path's
+   float ``np.clip`` gives the same values exactly when the bounds are values of the output's
+   format or lie beyond its range (:func:`hlsnn.deploy.hostops.out_format`, the condition under
+   which the deployment keeps the format); :func:`lower` refuses other bounds.
 3. **maxpool**: the largest ``q`` of each window (padding never wins), ``ceil_mode`` 0. Radix
    and format unchanged. ``Flatten``, ``Reshape`` and ``Identity`` change no integer.
 4. **add** (a residual ``Add``, with the ``Relu`` and ``GlobalAveragePool`` that follow it
@@ -36,7 +47,9 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    ``s = (qa << (Fm - Fa)) + (qb << (Fm - Fb))``; ReLU: ``s = max(s, 0)``; the global pool
    sums ``s`` over the ``H*W = 2**p`` pixels of each channel (radix ``Fm + p``); then
    ``q = shift_round_sat(s, Fm [+ p] - F_x, B, rounding)`` with the deployment's rounding
-   (signed activations). ``F_x`` is the consumer's calibrated input radix.
+   (signed activations). ``F_x`` is the consumer's calibrated input radix. A
+   ``GlobalAveragePool`` of one tensor (a conv's output, as in DS-CNN and MobileNet) is this
+   rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU).
 5. **Output.** The last engine layer's integers ``q`` are the logits; the host returns
    ``q * 2**-F_out`` and runs the host layers after it (a final ``Softmax``) in float64.
 
@@ -48,8 +61,8 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 power of two has no exact float value and no integer rule here: :func:`lower` refuses it
 (say, a 7x7 global pool), as it refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
-``sparse_cluster``, dilation, ``ceil_mode`` pools
-and unsigned activations. Those networks run layer by layer as before.
+``sparse_cluster``, dilation, ``ceil_mode`` pools, unsigned activations, and a ``Clip`` that is not a conv's output clamp (above).
+Those networks run layer by layer as before.
 """
 from __future__ import annotations
 

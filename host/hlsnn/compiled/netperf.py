@@ -6,8 +6,11 @@ count, so the schedule is static):
 
 * load: ``in_elems`` cycles (one activation per cycle, a 64-bit AXI word every 8) plus
   :data:`DDR_LATENCY` for the first word of the burst;
-* conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ceil(Cg/Q) * kh * kw``
+* conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ncb * kh * kw``
   (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
+  ``ncb`` the blocks of ``Q`` input channels a block of outputs reads,
+  :func:`hlsnn.compiled.netkernel.group_windows`: ``ceil(C/Q)`` dense, ``Cg/Q`` for groups of
+  multiples of ``Q``, 1 depthwise, so a depthwise conv costs ``ceil(C/P) * OH * OW * kh * kw``;
   the epilogue is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
 * add: ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
