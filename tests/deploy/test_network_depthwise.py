@@ -270,3 +270,15 @@ def test_perf_costs_depthwise_as_such(compiled, capsys):
 def test_depthwise_kernel_compiles_against_both_header_models(compiled, tmp_path, assignment, kernel):
     from test_network_kernel import compiles_against_both_header_models
     compiles_against_both_header_models(compiled("mobilenet_relu6_ts17", assignment), kernel, tmp_path)
+
+
+def test_depthwise_kernel_bank_sites_within_ports(compiled, tmp_path):
+    """The rendered sparse kernel of a network with depthwise convs and clamps, counted from its
+    C++ (tests/loop_operators.py, which reads the sparse kernel's declarations; the shift
+    kernel's banks are checked in its strict run above): every bank of every checked array
+    within its ports (groups as such add no run-time bank index)."""
+    from loop_operators import bank_sites, over_ports
+    from hlsnn.compiled import sparsekernel
+    sparsekernel.render(netmode.lower(*artifact.read(compiled("mobilenet_relu6_ts17", "fixed8"))), tmp_path)
+    rows = bank_sites(tmp_path, "network.cpp", "network.h")
+    assert rows and over_ports(rows) == []
