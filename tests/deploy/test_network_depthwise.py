@@ -195,7 +195,8 @@ def _grouped_net(engine, pz, pc):
 def test_network_kernel_runs_narrow_groups_as_such(engine, pz, pc):
     """Narrow groups, depthwise, a clamp and the single-tensor pool: the kernel's strict
     C-simulation gives the spec's bits, its loop counters the model's iterations; a depthwise
-    conv takes ceil(C/P) * OH * OW * kh * kw cycles on the shift kernel (P lanes)."""
+    conv takes ceil(C/Q) * OH * OW * kh * kw cycles on the shift kernel (wide blocks of Q
+    channels, Q/P parts per lane; the other convs of the program on part 0)."""
     from hlsnn.compiled.netkernel import NetKernel
     from hlsnn.compiled.sparsekernel import SparseNetKernel
     net = _grouped_net(engine, pz, pc)
@@ -209,7 +210,7 @@ def test_network_kernel_runs_narrow_groups_as_such(engine, pz, pc):
     if engine == "shift_mac":
         from hlsnn.compiled.netkernel import FIELDS
         n_iter = {r["comment"].split(":")[0]: r["vals"][FIELDS.index("n_iter")] for r in k.tables["rows"]}
-        assert n_iter["c2"] == -(-16 // pz) * 4 * 4 * 9
+        assert n_iter["c2"] == -(-16 // pc) * 4 * 4 * 9 and k.tables["parts"] == pc // pz
 
 
 @pytest.mark.slow
@@ -218,9 +219,9 @@ def test_network_kernel_runs_narrow_groups_as_such(engine, pz, pc):
 @pytest.mark.parametrize("model,assignment", CASES[:4])
 def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
     """The strict C-simulation of the tiny models' network kernel: one call for the batch, the
-    layer-by-layer emulator's bits; a depthwise conv costs its own MACs over the P lanes:
-    ceil(C/P) * OH * OW * kh * kw iterations on shift_mac, its taps' most non-zeros per
-    channel on sparse_cluster (a bank reads one tap a step)."""
+    layer-by-layer emulator's bits; a depthwise conv costs its own MACs over the Q banks:
+    ceil(C/Q) * OH * OW * kh * kw iterations on shift_mac (wide blocks), its taps' most
+    non-zeros per channel on sparse_cluster (P = Q lanes; a bank reads one tap a step)."""
     from hlsnn.compiled.netkernel import FIELDS
     path = compiled(model, assignment)
     x = _x(4)
@@ -240,7 +241,7 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
             f = op.f
             n_iter = rows[op.name]["vals"][FIELDS.index("n_iter")]
             if assignment == "twohot":
-                assert n_iter == -(-f["c"] // pz) * f["oh"] * f["ow"] * f["kh"] * f["kw"], op.name
+                assert n_iter == -(-f["c"] // k.tables["pc"]) * f["oh"] * f["ow"] * f["kh"] * f["kw"], op.name
             else:
                 nnz = (np.asarray(f["codes"]).reshape(f["z"], -1) != 0).sum(axis=1)
                 steps = sum(int(nnz[b:b + pz].max()) for b in range(0, f["z"], pz))
@@ -250,15 +251,16 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
 
 def test_perf_costs_depthwise_as_such(compiled, capsys):
     """`hlsnn perf`: one start; DS-CNN two-hot's depthwise convs (16 channels, 16x16, 3x3) take
-    2 blocks of 8 lanes x 256 pixels x 9 taps, not 16 groups' worth (the packed GEMM's K of
-    16 x 9), and the network kernel's total is below the layer-by-layer path's."""
+    one wide block of 16 banks (8 lanes x 2 parts) x 256 pixels x 9 taps, not 16 groups' worth
+    (the packed GEMM's K of 16 x 9), and the network kernel's total is below the layer-by-layer
+    path's."""
     from hlsnn.cli import main
     path = str(compiled("dscnn_ts17", "twohot"))
     assert main(["perf", path, "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["path"] == "network" and res["kernel_starts"] == 1
     dw = [r for r in res["layers"] if r["name"] in ("/3/Conv", "/9/Conv", "/15/Conv")]
-    assert [r["kernel_cycles"] for r in dw] == [2 * 256 * 9 + netperf.CONV_DEPTH] * 3
+    assert [r["kernel_cycles"] for r in dw] == [256 * 9 + netperf.CONV_DEPTH] * 3
     assert main(["perf", path, "--json", "--layer-by-layer"]) == 0
     lbl = json.loads(capsys.readouterr().out)
     assert lbl["kernel_starts"] == 8 and res["kernel_us"] < lbl["kernel_us"]

@@ -43,7 +43,7 @@ from ..errors import CsimError, InputError
 
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single")
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
 OPS = {"conv": 0, "maxpool": 1, "add": 2}
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
@@ -220,16 +220,30 @@ def _code_words(f):
     return ea | (eb << 6) | (so << 12) | (hb << 13) | (sb << 14) | (zero << 15)
 
 
+def depthwise(f):
+    """A conv op's fields ``f`` are a depthwise conv's (``groups = C = Z``)."""
+    return f["group"] > 1 and f["group"] == f["c"] == f["z"]
+
+
 def tables(net, pz, pc):
     """The descriptor rows, the weight/bias/shift ROMs (``pz`` output lanes by ``pc`` channel
-    banks) and the widths the kernel needs."""
+    banks) and the widths the kernel needs.
+
+    **Wide depthwise blocks.** When the program has a depthwise conv and ``pc > pz``, each lane
+    gets ``parts = pc/pz`` accumulators and epilogues, and a depthwise conv runs in blocks of
+    ``pc`` channels (descriptor ``wide``): lane ``l``'s part ``k`` is channel ``k*pz + l`` of the
+    block, in bank ``k*pz + l``, whose code sits in ROM (``l``, ``k*pz + l``); the parts are the
+    sums of the lane's ``pz``-bank slices of its adder tree, kept apart. So a depthwise conv takes
+    ``ceil(C/pc) * OH * OW * kh * kw`` cycles, every bank feeding one MAC a cycle. The bias
+    and shift ROMs are ``parts x pz`` (row ``k*pz + l``); other convs use part 0."""
     if pc % pz:
         raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    parts = pc // pz if any(op.kind == "conv" and depthwise(op.f) for op in net.ops) else 1
     rows = []
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
-    bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
+    bl, sl = [[] for _ in range(parts * pz)], [[] for _ in range(parts * pz)]
     woff = boff = 0
     max_ea, sum_bits, add_bits = 0, 0, 0
     a_bits = net.input["bits"]
@@ -239,15 +253,16 @@ def tables(net, pz, pc):
         if op.kind == "conv":
             z, g = f["z"], f["group"]
             cg = f["c"] // g
-            win = group_windows(f, pz, pc)
+            wide = parts > 1 and depthwise(f)
+            win = group_windows(f, pc if wide else pz, pc)
             ncg = win["ncb"]
             steps = ncg * f["kh"] * f["kw"]
-            nb = -(-z // pz)
+            nb = -(-z // (pc if wide else pz))
             codes = _code_words(op.f).reshape(z, cg, f["kh"] * f["kw"])
             if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh): channel kx*C + c
                 kw0 = op.f["kw"]
                 codes = _code_words(op.f).reshape(z, cg // kw0, f["kh"], kw0).transpose(0, 3, 1, 2).reshape(z, cg, -1)
-            cpad = expand_groups(codes, f, win, pz, pc, 1 << 15)    # a zero code outside its group
+            cpad = expand_groups(codes, f, win, pc if wide else pz, pc, 1 << 15)    # a zero code outside its group
             # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
             per = cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
             live = np.asarray(f["fields"]["zero"]).reshape(z, -1) == 0
@@ -260,19 +275,25 @@ def tables(net, pz, pc):
             if shift.min() < -60 or shift.max() > 60:
                 raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
             for lane in range(pz):
-                zz = np.arange(lane, nb * pz, pz)
-                real = zz < z
                 blk = np.full((nb, pc, steps), 1 << 15, np.int64)
-                blk[real] = per[zz[real]]
+                for k in range(parts):
+                    # output channel of (block, this lane, part k): its bank's ROM in a wide block
+                    zz = np.arange(nb) * pc + k * pz + lane if wide else np.arange(lane, nb * pz, pz)
+                    real = zz < z
+                    if wide:
+                        blk[real, k * pz + lane] = per[zz[real], k * pz + lane]
+                    elif k == 0:
+                        blk[real] = per[zz[real]]
+                    on = real & (wide or k == 0)
+                    bl[k * pz + lane].append(np.where(on, f["bias"][np.minimum(zz, z - 1)], 0))
+                    sl[k * pz + lane].append(np.where(on, shift[np.minimum(zz, z - 1)], 0))
                 for j in range(pc):
                     wl[lane][j].append(blk[:, j].reshape(-1))
-                bl[lane].append(np.where(real, f["bias"][np.minimum(zz, z - 1)], 0))
-                sl[lane].append(np.where(real, shift[np.minimum(zz, z - 1)], 0))
             d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1),
-                     cg=cg if g == 1 else ncg * pc, steps=steps, zb=nb,       # cg: the banks a tap reads
-                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=nb * f["oh"] * f["ow"] * steps,
-                     blocks_per_group=win["blocks_per_group"], group_words=win["group_words"],
-                     relu=int(f["relu"]))
+                     cg=cg if g == 1 else min(ncg * pc, f["c"]), steps=steps, zb=nb,   # cg: the banks a tap reads
+                     zlast=z - (nb - 1) * (pc if wide else pz), woff=woff, boff=boff,
+                     n_iter=nb * f["oh"] * f["ow"] * steps, blocks_per_group=win["blocks_per_group"],
+                     group_words=win["group_words"], relu=int(f["relu"]), wide=int(wide))
             woff += nb * steps
             boff += nb
         else:
@@ -287,6 +308,7 @@ def tables(net, pz, pc):
     words = [[sum(weights[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)]
              for q in range(pz // pack)]
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pack=pack, unfold=unfold,
+                parts=parts,
                 weights=weights, words=words,
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl],
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
@@ -343,6 +365,7 @@ def render(net, out_dir):
                shifts=[_ints(s) for s in t["shifts"]],
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
+               parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
                unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
                unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
                unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],
