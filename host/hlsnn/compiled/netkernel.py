@@ -19,11 +19,10 @@ kernel walks (channel, ky, kx); a partial last block pads with zero codes.
 of ``Q`` input channels its outputs' groups cover, from the block's own first one, and each
 output's codes sit at its own group's channels in that window, zero codes elsewhere
 (:func:`expand_groups`). A dense conv reads all ``ceil(C/Q)`` channel blocks; a depthwise
-conv one (its ``P`` channels lie in one block of ``Q``, ``Q`` a multiple of ``P``), so it takes
-``ceil(C/P) * OH * OW * kh * kw`` cycles: its own MACs over ``P`` lanes, of which each lane's
-one unit holds a code and its other ``Q - 1`` units hold zero codes. The kernel's window base
-advances by ``group_words`` every ``blocks_per_group`` blocks; groups whose windows do not
-follow such a step are refused (not yet).
+conv one, in wide blocks of ``Q`` channels (:func:`tables`), so it takes ``ceil(C/Q) * OH * OW
+* kh * kw`` cycles: its own MACs, one per bank a cycle. The kernel's window base advances by
+``group_words`` every ``blocks_per_group`` blocks; groups whose windows do not follow such a
+step are refused (not yet).
 """
 from __future__ import annotations
 
