@@ -284,3 +284,32 @@ def test_depthwise_kernel_bank_sites_within_ports(compiled, tmp_path):
     sparsekernel.render(netmode.lower(*artifact.read(compiled("mobilenet_relu6_ts17", "fixed8"))), tmp_path)
     rows = bank_sites(tmp_path, "network.cpp", "network.h")
     assert rows and over_ports(rows) == []
+
+
+def test_datapath_model_of_the_wide_depthwise_blocks():
+    """Two parts per lane (8 lanes x 16 banks with a depthwise conv): twice the epilogues, one
+    more accumulator adder and register of 42 bits per lane, a 4:1 write select per bank (one
+    LUT6 per bit, as the 3:1 was); the units unchanged (netperf.datapath's docstring)."""
+    from types import SimpleNamespace
+    net = SimpleNamespace(input={"bits": 8}, params={"acc_bits": 42})
+    t = dict(pz=8, pc=16, prod_bits=25, sum_bits=42, add_bits=18)
+    one, two = netperf.datapath(net, dict(t, parts=1)), netperf.datapath(net, dict(t, parts=2))
+    assert one == netperf.datapath(net, t)
+    assert two["epilogues"] == tuple(2 * v for v in one["epilogues"])
+    assert two["trees"] == (one["trees"][0] + 8 * 42, one["trees"][1] + 8 * 42)
+    assert two["units"] == one["units"] and two["banks"] == one["banks"]
+
+
+@pytest.mark.parametrize("lo,hi,f,want", [(0.0, 6.0, 4, (0, 96)), (0.0, 6.0, 5, (0, 127)), (None, 6.0, 3, (-128, 48)),
+                                          (-1.5, None, 1, (-3, 127)), (-100.0, 0.5, 2, (-128, 2)),
+                                          (-1.25, 6.0, 1, None), (0.0, 6.1, 3, None)])
+def test_clip_bounds_at_the_outputs_radix(lo, hi, f, want):
+    """A Clip's clamp on int8 at radix f, by hand: bounds beyond the range change nothing; a
+    bound inside it that is not a multiple of 2**-f is refused."""
+    j = dict(name="c", op="Clip", attrs={"lo": lo, "hi": hi})
+    why = lambda what: InputError(what)          # noqa: E731
+    if want is None:
+        with pytest.raises(InputError, match="not values of the input's format"):
+            netmode._clamp(j, f, 8, None, why)
+    else:
+        assert netmode._clamp(j, f, 8, None, why) == want
