@@ -61,8 +61,8 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 power of two has no exact float value and no integer rule here: :func:`lower` refuses it
 (say, a 7x7 global pool), as it refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
-``sparse_cluster``, dilation, ``ceil_mode`` pools, unsigned activations, and a ``Clip`` that is not a conv's output clamp (above).
-Those networks run layer by layer as before.
+``sparse_cluster``, dilation, ``ceil_mode`` pools, unsigned activations, and a ``Clip`` that
+is not a conv's output clamp (above). Those networks run layer by layer as before.
 """
 from __future__ import annotations
 

@@ -133,7 +133,8 @@ def datapath(net, tables):
     unit = (2 * shifter_luts(a, smax) + 2 * pb, pb)
     tree = (pc * sb + (r - 1) * sb, (lvls + r - 1) * sb)
     epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a + 2 * a, 2 * acc + a)
-    bank = (16 + a + a + a * mux(pc // pz + 1 + (r > 1)) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
+    writers = pc // pz + 1 + (r > 1)
+    bank = (16 + a + a + a * mux(writers) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
             16 + 3 * a + 2 * wb)
     parts = {"units": (pz * pc * unit[0], pz * pc * unit[1]), "trees": (pz * tree[0], pz * tree[1]),
              "epilogues": (r * pz * epi[0], r * pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
