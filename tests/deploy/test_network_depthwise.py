@@ -126,20 +126,19 @@ def test_lower_refuses_a_clip_it_cannot_fuse(compiled):
 
 
 def test_group_windows():
-    """Blocks of P outputs and their input channel blocks of Q: dense, depthwise, wide groups,
-    narrow groups; a progression the kernel's address base cannot follow is refused."""
+    """Blocks of P outputs and their input channel blocks of Q (by hand): dense, depthwise, wide
+    groups, narrow groups; the windows' bases in a bank of 4x4 pixels."""
     from hlsnn.compiled.netkernel import group_windows
     f = lambda z, c, g: dict(z=z, c=c, group=g, h=4, w=4)      # noqa: E731
-    assert group_windows(f(24, 40, 1), 8, 16) == dict(ncb=3, cb0=[0, 0, 0], blocks_per_group=3, group_words=0)
+    assert group_windows(f(24, 40, 1), 8, 16) == dict(ncb=3, cb0=[0, 0, 0], bases=[0, 0, 0])
     # depthwise: blocks 2k and 2k+1 read channel block k
-    assert group_windows(f(48, 48, 48), 8, 16) == dict(ncb=1, cb0=[0, 0, 1, 1, 2, 2], blocks_per_group=2,
-                                                      group_words=16)
+    assert group_windows(f(48, 48, 48), 8, 16) == dict(ncb=1, cb0=[0, 0, 1, 1, 2, 2], bases=[0, 0, 16, 16, 32, 32])
     # groups of 32 inputs and 16 outputs: blocks 2k, 2k+1 read group k's two channel blocks
-    assert group_windows(f(32, 64, 2), 8, 16) == dict(ncb=2, cb0=[0, 0, 2, 2], blocks_per_group=2, group_words=32)
+    assert group_windows(f(32, 64, 2), 8, 16) == dict(ncb=2, cb0=[0, 0, 2, 2], bases=[0, 0, 32, 32])
     # groups of 4 inputs and 6 outputs: block 0 reads groups 0-1 (channels 0-7), block 2 groups 2-3
     assert group_windows(f(24, 16, 4), 8, 16)["cb0"] == [0, 0, 0]
-    with pytest.raises(InputError, match=r"groups of 4 input and 3 output channels: .* \[0, 0, 1, 2\] of 16"):
-        group_windows(f(27, 36, 9), 8, 16)
+    # groups of 4 inputs and 3 outputs: block 1 (outputs 8-15) spans groups 2-5, channels 8-23
+    assert group_windows(f(27, 36, 9), 8, 16) == dict(ncb=2, cb0=[0, 0, 1, 2], bases=[0, 0, 16, 32])
 
 
 def _two_hot(rng, shape):
@@ -191,7 +190,8 @@ def _grouped_net(engine, pz, pc):
 @pytest.mark.slow
 @pytest.mark.csim
 @pytest.mark.strict_csim
-@pytest.mark.parametrize("engine,pz,pc", [("shift_mac", 8, 16), ("shift_mac", 4, 8), ("sparse_cluster", 8, 8)])
+@pytest.mark.parametrize("engine,pz,pc", [("shift_mac", 8, 16), ("shift_mac", 4, 8), ("shift_mac", 3, 6),
+                                          ("sparse_cluster", 8, 8)])
 def test_network_kernel_runs_narrow_groups_as_such(engine, pz, pc):
     """Narrow groups, depthwise, a clamp and the single-tensor pool: the kernel's strict
     C-simulation gives the spec's bits, its loop counters the model's iterations; a depthwise
@@ -199,7 +199,10 @@ def test_network_kernel_runs_narrow_groups_as_such(engine, pz, pc):
     channels, Q/P parts per lane; the other convs of the program on part 0)."""
     from hlsnn.compiled.netkernel import NetKernel
     from hlsnn.compiled.sparsekernel import SparseNetKernel
+    from hlsnn.compiled.netkernel import group_windows
     net = _grouped_net(engine, pz, pc)
+    if pc == 6:          # c3's blocks of 3 outputs read windows at no fixed step: each its own base
+        assert group_windows(net.ops[3].f, pz, pc)["cb0"] == [0, 0, 0, 0, 1, 1, 2, 2]
     xq = np.random.default_rng(2).integers(-128, 128, (3, 3, 8, 8))
     want, env = netmode.run_ints(net, xq, keep=True)
     assert (env["c1"] == 40).any() and (env["c2"] != 0).any() and len(set(want.reshape(-1).tolist())) > 5

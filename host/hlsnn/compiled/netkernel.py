@@ -20,9 +20,8 @@ of ``Q`` input channels its outputs' groups cover, from the block's own first on
 output's codes sit at its own group's channels in that window, zero codes elsewhere
 (:func:`expand_groups`). A dense conv reads all ``ceil(C/Q)`` channel blocks; a depthwise
 conv one, in wide blocks of ``Q`` channels (:func:`tables`), so it takes ``ceil(C/Q) * OH * OW
-* kh * kw`` cycles: its own MACs, one per bank a cycle. The kernel's window base advances by
-``group_words`` every ``blocks_per_group`` blocks; groups whose windows do not follow such a
-step are refused (not yet).
+* kh * kw`` cycles: its own MACs, one per bank a cycle. Each block's window base is a word of
+the ROM ``kWinBase`` (indexed as the biases), read when the block starts.
 """
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ from ..errors import CsimError, InputError
 
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
+          "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
 OPS = {"conv": 0, "maxpool": 1, "add": 2}
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
@@ -139,11 +138,11 @@ def group_windows(f, pz, pc):
     """Groups as such: the input channels each block of ``pz`` output channels reads. Block
     ``b`` reads ``ncb`` blocks of ``pc`` channels (one per bank) from channel block
     ``cb0[b]``, enough for the groups of its outputs: a dense conv all ``ceil(C/pc)``, a
-    depthwise conv the one block of ``pc`` channels holding its ``pz`` channels (``pc`` is a
-    multiple of ``pz``), a conv with groups of multiples of ``pc`` inputs and ``pz`` outputs
-    its group's. The kernel steps the window's address base by ``group_words`` every
-    ``blocks_per_group`` blocks, so ``cb0`` must be that progression (else
-    :class:`InputError`). ``{"ncb", "cb0", "blocks_per_group", "group_words"}``."""
+    depthwise conv the one block of ``pc`` channels holding its channels (``pc`` a multiple of
+    ``pz``), a conv with groups of multiples of ``pc`` inputs and ``pz`` outputs its group's,
+    narrower groups the channel blocks their groups span (``ncb`` the most of any block; a
+    block that needs fewer reads zero codes). ``{"ncb", "cb0", "bases"}``, ``bases`` the
+    windows' first addresses in a bank (``cb0 * H * W``: the kernel's ``kWinBase``)."""
     z, c, g = f["z"], f["c"], f["group"]
     zg, cg = z // g, c // g
     nb = -(-z // pz)
@@ -151,12 +150,7 @@ def group_windows(f, pz, pc):
     end = [((min(b * pz + pz, z) - 1) // zg + 1) * cg for b in range(nb)]  # and its last + 1
     cb0 = [a // pc for a in first]
     ncb = max(-(-e // pc) - c0 for e, c0 in zip(end, cb0))
-    bpg = next((b for b in range(nb) if cb0[b] != cb0[0]), nb)
-    step = cb0[bpg] - cb0[0] if bpg < nb else 0
-    if any(cb0[b] != (b // bpg) * step for b in range(nb)):
-        raise InputError(f"network kernel: groups of {cg} input and {zg} output channels: blocks of {pz} outputs "
-                         f"read channel blocks {cb0} of {pc}, not a fixed step (not yet)")
-    return dict(ncb=ncb, cb0=cb0, blocks_per_group=bpg, group_words=step * f["h"] * f["w"])
+    return dict(ncb=ncb, cb0=cb0, bases=[b * f["h"] * f["w"] for b in cb0])
 
 
 def expand_groups(a, f, win, pz, pc, fill):
@@ -243,6 +237,7 @@ def tables(net, pz, pc):
     rows = []
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
     bl, sl = [[] for _ in range(parts * pz)], [[] for _ in range(parts * pz)]
+    wins = []                                      # per block: its window's base (kWinBase)
     woff = boff = 0
     max_ea, sum_bits, add_bits = 0, 0, 0
     a_bits = net.input["bits"]
@@ -291,8 +286,8 @@ def tables(net, pz, pc):
             d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1),
                      cg=cg if g == 1 else min(ncg * pc, f["c"]), steps=steps, zb=nb,   # cg: the banks a tap reads
                      zlast=z - (nb - 1) * (pc if wide else pz), woff=woff, boff=boff,
-                     n_iter=nb * f["oh"] * f["ow"] * steps, blocks_per_group=win["blocks_per_group"],
-                     group_words=win["group_words"], relu=int(f["relu"]), wide=int(wide))
+                     n_iter=nb * f["oh"] * f["ow"] * steps, relu=int(f["relu"]), wide=int(wide))
+            wins.append(np.asarray(win["bases"], np.int64))
             woff += nb * steps
             boff += nb
         else:
@@ -309,7 +304,7 @@ def tables(net, pz, pc):
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pack=pack, unfold=unfold,
                 parts=parts,
                 weights=weights, words=words,
-                biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl],
+                biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
@@ -361,7 +356,7 @@ def render(net, out_dir):
                out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],
                w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]), pack=t["pack"], pz_words=pz // t["pack"],
                weights=[[_ints(b) for b in q] for q in t["words"]], biases=[_ints(b) for b in t["biases"]],
-               shifts=[_ints(s) for s in t["shifts"]],
+               shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],

@@ -24,7 +24,7 @@ the depths are the model's, not a synthesis report. Nothing overlaps between lay
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
 buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
 codes per word, :func:`hlsnn.compiled.netkernel.weight_pack`), the bias ROMs (32-bit) and the
-shift ROMs (8-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
+shift ROMs (8-bit) and the blocks' window bases (32-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
 datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
 declares, part by part, with the LUT rules of the layer kernel's model
 (:func:`hlsnn.engines.shift_mac.spec.shifter_luts`: a LUT6 per output bit per 4:1 stage; one
@@ -87,7 +87,8 @@ def buffers(net, tables):
             Buffer("kBias", "net_top", "array", 32, (tables["parts"] * pz, nb), partition=((1, "complete"),),
                    static=True),
             Buffer("kShift", "net_top", "array", 8, (tables["parts"] * pz, nb), partition=((1, "complete"),),
-                   static=True)]
+                   static=True),
+            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
 
 
 #: allowances (LUT, FF) for what the model does not derive from widths: each 64-bit m_axi

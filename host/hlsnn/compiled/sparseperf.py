@@ -15,7 +15,7 @@ synthesis report.
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks
 (int8), the step tables (per bank a 32-bit offset and the tap's position; the last-step
 flags), the ``P x M`` weight ROMs (16-bit words: the int8 weight and its bank select), the bias
-and shift ROMs, and ``P x M`` int8 x int8 multipliers (a DSP48 each); the datapath logic (the
+and shift ROMs, the blocks' window bases, and ``P x M`` int8 x int8 multipliers (a DSP48 each); the datapath logic (the
 ``Q:1`` selects, the lanes' adder trees and the epilogues) is an allowance per part
 (:func:`datapath`).
 """
@@ -51,7 +51,8 @@ def buffers(net, tables):
             Buffer("kW", "net_top", "array", 16, (pz, pm, ns), partition=((1, "complete"), (2, "complete")),
                    static=True, note="resident non-zero weights with their bank selects, one ROM per multiplier"),
             Buffer("kBias", "net_top", "array", 32, (pz, nb), partition=((1, "complete"),), static=True),
-            Buffer("kShift", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True)]
+            Buffer("kShift", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
+            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
     muls = [Multiplier("w*x", "NetMac", 8, 8, count=pz * pm,
                        note=f"{pz} lanes x {pm} int8 x int8 products per cycle")]
     return bufs, muls
