@@ -317,3 +317,18 @@ def test_clip_bounds_at_the_outputs_radix(lo, hi, f, want):
             netmode._clamp(j, f, 8, None, why)
     else:
         assert netmode._clamp(j, f, 8, None, why) == want
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_depthwise_network_on_the_sim_board_through_pynq(compiled):
+    """DS-CNN two-hot (wide depthwise blocks) on the simulated board through pynq: one start
+    per batch, the layer-by-layer emulator's bits."""
+    path = compiled("dscnn_ts17", "twohot")
+    x = _x(3)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim") as net:
+        got = net.logits(x)
+        assert net.network is not None and net.last_kernel_starts == 1
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
