@@ -4,9 +4,9 @@ from conftest import ROOT
 MODELS = ROOT / "configs" / "models"
 
 
-def compiled_models(tmp_path_factory, folder, **kw):
-    """``get(model, assignment) -> path``: the shipped model's assignment compiled once (into
-    a fresh ``folder``) with :func:`hlsnn.compiled.build.compile_model` and ``kw``."""
+def compiled_models(tmp_path_factory, folder, models=MODELS, **kw):
+    """``get(model, assignment) -> path``: the shipped model's assignment (``models``/MODEL.yaml)
+    compiled once (into a fresh ``folder``) with :func:`hlsnn.compiled.build.compile_model` and ``kw``."""
     from hlsnn.compiled.build import compile_model
     d = tmp_path_factory.mktemp(folder)
     cache = {}
@@ -15,6 +15,6 @@ def compiled_models(tmp_path_factory, folder, **kw):
         key = (model, assignment)
         if key not in cache:
             cache[key] = d / f"{model}_{assignment.replace('+', '_')}.hlsnn"
-            compile_model(MODELS / f"{model}.yaml", assignment, cache[key], **kw)
+            compile_model(models / f"{model}.yaml", assignment, cache[key], **kw)
         return cache[key]
     return get

@@ -230,11 +230,17 @@ def test_network_kernel_compiles_against_both_header_models(compiled, tmp_path, 
     """The rendered kernel (shift_mac's, sparse_cluster's) and bridge under the fallback
     ap_types and both ap_axi_sdata.h models, the __SYNTHESIS__ rule (tests/synthesis_guards.py),
     and the kernel stripped of its sim-only blocks (what the tool compiles)."""
+    compiles_against_both_header_models(compiled("digits_cnn", assignment), kernel, tmp_path)
+
+
+def compiles_against_both_header_models(path, kernel, tmp_path):
+    """Assert that the network kernel ``kernel`` (the module's name) of the compiled model at
+    ``path`` compiles as the test above states (tests/deploy/test_network_depthwise.py too)."""
     import importlib
     import synthesis_guards as guards
     from test_header_models import TARGETS, syntax_check
     render = importlib.import_module(f"hlsnn.compiled.{kernel}").render
-    prog, arrays = artifact.read(compiled("digits_cnn", assignment))
+    prog, arrays = artifact.read(path)
     files, _, _ = render(netmode.lower(prog, arrays), tmp_path / "net")
     kernel_side = {f: (tmp_path / "net" / f).read_text() for f in files if f != "bridge.cpp"}
     assert guards.violations(kernel_side) == []
@@ -333,7 +339,8 @@ def test_network_datapath_model_hand_count():
     sums: a unit is two shifters of 8 bits by 0..15 (a 4:1 stage of 11 bits, then one of 23:
     34 LUTs each) plus the add/subtract and the negation (25 each): 118 LUTs; a lane's tree 16
     adders of 42 bits; an epilogue the bias add (44), the saturation (3 x 42), the rounding
-    shifter, its increment (42) and the output clamp (16); the AXI allowances as stated."""
+    shifter, its increment (42), the output clamp (16) and a fused Clip's clamp (16); the AXI
+    allowances as stated."""
     from types import SimpleNamespace
     from hlsnn.engines.shift_mac.spec import shifter_luts
     net = SimpleNamespace(input={"bits": 8}, params={"acc_bits": 42})
@@ -342,7 +349,7 @@ def test_network_datapath_model_hand_count():
     assert shifter_luts(8, 15) == 11 + 23
     assert d["units"] == (128 * 118, 128 * 25)
     assert d["trees"][0] == 8 * 16 * 42
-    assert d["epilogues"][0] == 8 * (44 + 3 * 42 + shifter_luts(42, 60) + 42 + 16)
+    assert d["epilogues"][0] == 8 * (44 + 3 * 42 + shifter_luts(42, 60) + 42 + 16 + 16)
     assert d["axi"] == (2 * 1200 + 300, 2 * 1600 + 400)
     # twice the lanes: twice the units, trees and epilogues, the same banks
     d2 = netperf.datapath(net, dict(t, pz=16))

@@ -12,8 +12,16 @@ name. Each buffer is as large as the largest tensor it holds.
 
 **Descriptors.** One :data:`FIELDS` row per op, with the address steps precomputed so the
 kernel's index arithmetic is incremental. Weights: lane ``l`` of block ``zb`` holds output
-channel ``zb*P + l`` (``P`` = the config's ``rows``), its ``Cg*kh*kw`` codes in the tap order
-the kernel walks (channel, ky, kx); a partial last block pads with zero codes.
+channel ``zb*P + l`` (``P`` = the config's ``net_lanes``), its codes in the tap order the
+kernel walks (channel, ky, kx); a partial last block pads with zero codes.
+
+**Groups as such** (:func:`group_windows`): a block of ``P`` output channels reads the blocks
+of ``Q`` input channels its outputs' groups cover, from the block's own first one, and each
+output's codes sit at its own group's channels in that window, zero codes elsewhere
+(:func:`expand_groups`). A dense conv reads all ``ceil(C/Q)`` channel blocks; a depthwise
+conv one, in wide blocks of ``Q`` channels (:func:`tables`), so it takes ``ceil(C/Q) * OH * OW
+* kh * kw`` cycles: its own MACs, one per bank a cycle. Each block's window base is a word of
+the ROM ``kWinBase`` (indexed as the biases), read when the block starts.
 """
 from __future__ import annotations
 
@@ -33,7 +41,7 @@ from ..errors import CsimError, InputError
 
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift")
+          "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
 OPS = {"conv": 0, "maxpool": 1, "add": 2}
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
@@ -59,7 +67,10 @@ def allocate(net, pc=1):
     main_uses, sc_uses = {t: [] for t in order}, {t: [] for t in order}
     for i, op in enumerate(net.ops):
         ins = [name(t) for t in op.ins]
-        if op.kind == "add":
+        if op.kind == "add" and len(ins) == 1:          # the global pool of one tensor: no shortcut
+            op.f["main"], op.f["short"] = ins[0], None
+            main_uses[ins[0]].append(i)
+        elif op.kind == "add":
             a, b = ins
             if made[a] < made[b]:
                 a, b = b, a
@@ -103,7 +114,7 @@ def descriptor_head(op, unfold, place, name, pz, pc):
     :func:`unfold_of`) and the descriptor fields every network kernel fills alike: the op, its
     buffers (``dual``: 0 an activation buffer, 1 that and the shortcut buffer, 2 the shortcut
     buffer only), a conv's or pool's shapes and address steps. :class:`InputError` for what
-    no network kernel runs (a pool into the shortcut buffer alone, narrow groups)."""
+    no network kernel runs (a pool into the shortcut buffer alone)."""
     f = op.f
     if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
         f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
@@ -119,12 +130,40 @@ def descriptor_head(op, unfold, place, name, pz, pc):
                  sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1),
                  hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"])
     if op.kind == "conv":
-        z, g = f["z"], f["group"]
-        zg, cg = z // g, f["c"] // g
-        if g > 1 and (zg % pz or cg % pc):
-            raise InputError(f"network kernel: {op.name}: groups of {cg} input and {zg} output channels; a "
-                             f"grouped conv needs multiples of {pc} and {pz} (narrower groups: not yet)")
+        d.update(clo=f["clip"][0], chi=f["clip"][1])
     return f, d
+
+
+def group_windows(f, pz, pc):
+    """Groups as such: the input channels each block of ``pz`` output channels reads. Block
+    ``b`` reads ``ncb`` blocks of ``pc`` channels (one per bank) from channel block
+    ``cb0[b]``, enough for the groups of its outputs: a dense conv all ``ceil(C/pc)``, a
+    depthwise conv the one block of ``pc`` channels holding its channels (``pc`` a multiple of
+    ``pz``), a conv with groups of multiples of ``pc`` inputs and ``pz`` outputs its group's,
+    narrower groups the channel blocks their groups span (``ncb`` the most of any block; a
+    block that needs fewer reads zero codes). ``{"ncb", "cb0", "bases"}``, ``bases`` the
+    windows' first addresses in a bank (``cb0 * H * W``: the kernel's ``kWinBase``)."""
+    z, c, g = f["z"], f["c"], f["group"]
+    zg, cg = z // g, c // g
+    nb = -(-z // pz)
+    first = [(b * pz // zg) * cg for b in range(nb)]                       # the block's first input channel
+    end = [((min(b * pz + pz, z) - 1) // zg + 1) * cg for b in range(nb)]  # and its last + 1
+    cb0 = [a // pc for a in first]
+    ncb = max(-(-e // pc) - c0 for e, c0 in zip(end, cb0))
+    return dict(ncb=ncb, cb0=cb0, bases=[b * f["h"] * f["w"] for b in cb0])
+
+
+def expand_groups(a, f, win, pz, pc, fill):
+    """A conv's per-output taps ``a`` (Z, C/g, ...) placed in its block's window
+    (:func:`group_windows`): (Z, ncb*pc, ...), output ``z``'s taps at its group's input
+    channels less the window's first, ``fill`` elsewhere (a zero weight)."""
+    z, cg = a.shape[:2]
+    zg = z // f["group"]
+    out = np.full((z, win["ncb"] * pc) + a.shape[2:], fill, np.int64)
+    for zz in range(z):
+        s = (zz // zg) * cg - win["cb0"][zz // pz] * pc
+        out[zz, s:s + cg] = a[zz]
+    return out
 
 
 def pool_or_add(op, f, d, place, name, pc, a_bits):
@@ -135,15 +174,15 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
         d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         return 0
     main, short = f["main"], f["short"]
-    if name(op.ins[0]) != main:                     # the kernel's a is the main operand
+    if short is not None and name(op.ins[0]) != main:       # the kernel's a is the main operand
         f["sa"], f["sb"] = f["sb"], f["sa"]
         op.ins = [op.ins[1], op.ins[0]]
     src = place[main][0]
-    if src is None or not place[short][1]:
+    if src is None or (short is not None and not place[short][1]):
         raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
     p = int(np.log2(f["hw"])) if f["gap"] else 0
     d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
-             sb=f["sb"], gap=int(f["gap"]), shift=f["shift"])
+             sb=f["sb"], gap=int(f["gap"]), shift=f["shift"], single=int(short is None))
     return a_bits + max(f["sa"], f["sb"]) + 2 + p
 
 
@@ -174,16 +213,31 @@ def _code_words(f):
     return ea | (eb << 6) | (so << 12) | (hb << 13) | (sb << 14) | (zero << 15)
 
 
+def depthwise(f):
+    """A conv op's fields ``f`` are a depthwise conv's (``groups = C = Z``)."""
+    return f["group"] > 1 and f["group"] == f["c"] == f["z"]
+
+
 def tables(net, pz, pc):
     """The descriptor rows, the weight/bias/shift ROMs (``pz`` output lanes by ``pc`` channel
-    banks) and the widths the kernel needs."""
+    banks) and the widths the kernel needs.
+
+    **Wide depthwise blocks.** When the program has a depthwise conv and ``pc > pz``, each lane
+    gets ``parts = pc/pz`` accumulators and epilogues, and a depthwise conv runs in blocks of
+    ``pc`` channels (descriptor ``wide``): lane ``l``'s part ``k`` is channel ``k*pz + l`` of the
+    block, in bank ``k*pz + l``, whose code sits in ROM (``l``, ``k*pz + l``); the parts are the
+    sums of the lane's ``pz``-bank slices of its adder tree, kept apart. So a depthwise conv takes
+    ``ceil(C/pc) * OH * OW * kh * kw`` cycles, every bank feeding one MAC a cycle. The bias
+    and shift ROMs are ``parts x pz`` (row ``k*pz + l``); other convs use part 0."""
     if pc % pz:
         raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    parts = pc // pz if any(op.kind == "conv" and depthwise(op.f) for op in net.ops) else 1
     rows = []
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
-    bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
+    bl, sl = [[] for _ in range(parts * pz)], [[] for _ in range(parts * pz)]
+    wins = []                                      # per block: its window's base (kWinBase)
     woff = boff = 0
     max_ea, sum_bits, add_bits = 0, 0, 0
     a_bits = net.input["bits"]
@@ -192,16 +246,17 @@ def tables(net, pz, pc):
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
             z, g = f["z"], f["group"]
-            zg, cg = z // g, f["c"] // g
-            ncg = -(-cg // pc)
+            cg = f["c"] // g
+            wide = parts > 1 and depthwise(f)
+            win = group_windows(f, pc if wide else pz, pc)
+            ncg = win["ncb"]
             steps = ncg * f["kh"] * f["kw"]
-            nb = -(-z // pz)
+            nb = -(-z // (pc if wide else pz))
             codes = _code_words(op.f).reshape(z, cg, f["kh"] * f["kw"])
             if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh): channel kx*C + c
                 kw0 = op.f["kw"]
                 codes = _code_words(op.f).reshape(z, cg // kw0, f["kh"], kw0).transpose(0, 3, 1, 2).reshape(z, cg, -1)
-            cpad = np.full((z, ncg * pc, f["kh"] * f["kw"]), 1 << 15, np.int64)
-            cpad[:, :cg] = codes
+            cpad = expand_groups(codes, f, win, pc if wide else pz, pc, 1 << 15)    # a zero code outside its group
             # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
             per = cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
             live = np.asarray(f["fields"]["zero"]).reshape(z, -1) == 0
@@ -214,18 +269,25 @@ def tables(net, pz, pc):
             if shift.min() < -60 or shift.max() > 60:
                 raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
             for lane in range(pz):
-                zz = np.arange(lane, nb * pz, pz)
-                real = zz < z
                 blk = np.full((nb, pc, steps), 1 << 15, np.int64)
-                blk[real] = per[zz[real]]
+                for k in range(parts):
+                    # output channel of (block, this lane, part k): its bank's ROM in a wide block
+                    zz = np.arange(nb) * pc + k * pz + lane if wide else np.arange(lane, nb * pz, pz)
+                    real = zz < z
+                    if wide:
+                        blk[real, k * pz + lane] = per[zz[real], k * pz + lane]
+                    elif k == 0:
+                        blk[real] = per[zz[real]]
+                    on = real & (wide or k == 0)
+                    bl[k * pz + lane].append(np.where(on, f["bias"][np.minimum(zz, z - 1)], 0))
+                    sl[k * pz + lane].append(np.where(on, shift[np.minimum(zz, z - 1)], 0))
                 for j in range(pc):
                     wl[lane][j].append(blk[:, j].reshape(-1))
-                bl[lane].append(np.where(real, f["bias"][np.minimum(zz, z - 1)], 0))
-                sl[lane].append(np.where(real, shift[np.minimum(zz, z - 1)], 0))
-            d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1), cg=cg, steps=steps, zb=nb,
-                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=nb * f["oh"] * f["ow"] * steps,
-                     blocks_per_group=(zg // pz if g > 1 else nb), group_words=(cg // pc) * f["h"] * f["w"],
-                     relu=int(f["relu"]))
+            d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1),
+                     cg=cg if g == 1 else min(ncg * pc, f["c"]), steps=steps, zb=nb,   # cg: the banks a tap reads
+                     zlast=z - (nb - 1) * (pc if wide else pz), woff=woff, boff=boff,
+                     n_iter=nb * f["oh"] * f["ow"] * steps, relu=int(f["relu"]), wide=int(wide))
+            wins.append(np.asarray(win["bases"], np.int64))
             woff += nb * steps
             boff += nb
         else:
@@ -240,8 +302,9 @@ def tables(net, pz, pc):
     words = [[sum(weights[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)]
              for q in range(pz // pack)]
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pack=pack, unfold=unfold,
+                parts=parts,
                 weights=weights, words=words,
-                biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl],
+                biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
@@ -293,9 +356,10 @@ def render(net, out_dir):
                out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],
                w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]), pack=t["pack"], pz_words=pz // t["pack"],
                weights=[[_ints(b) for b in q] for q in t["words"]], biases=[_ints(b) for b in t["biases"]],
-               shifts=[_ints(s) for s in t["shifts"]],
+               shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
+               parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
                unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
                unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
                unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],

@@ -22,12 +22,23 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    multipliers ``+-(2**ea +- 2**eb)``), the input zero-padded by ``pads`` (top, left, bottom,
    right), ``groups`` as such, strides ``(sh, sw)``:
    ``acc[z, y, x] = sum over (ci, ky, kx) of q[g*Cg + ci, y*sh + ky - top, x*sw + kx - left] *
-   c[z, ci, ky, kx]``, exact (int64; ``g = z // (Z / groups)``). Then the engine's output rule
+   c[z, ci, ky, kx]``, exact (int64; ``g = z // (Z / groups)``): a depthwise conv (``groups = C =
+   Z``) reads one input channel per output. A compiled model stores a grouped ``shift_mac``
+   layer's codes as the layer path runs it, ``gp`` groups packed into one block-diagonal GEMM
+   (:func:`hlsnn.deploy.groups.gemm_weight`); :meth:`ShiftRules.weights` takes each output's own
+   ``(C/groups, kh, kw)`` codes back (checked: the packed weight's other codes are zero).
+   Then the engine's output rule
    (:func:`hlsnn.engines.shift_mac.emulator.output_rule`, emulator rule 5: ``v = saturate_A(acc
    + bias)``, ReLU, ``shift_round_sat(v, shift, B)`` with the *config's* rounding), with
    ``bias = rint(b * 2**(F_in + F_w))`` (round half to even; an error unless ``|bias| <
    2**31``) and ``shift = F_in + F_w - F_out``, per output channel with per-channel weight
-   scales. ``F_in`` is the input's radix. The output has radix ``F_out``.
+   scales. ``F_in`` is the input's radix. The output has radix ``F_out``. A ``Clip`` (ReLU6)
+   whose only input is a conv's output, and that conv's only reader, is that conv's output
+   clamp: ``y = min(max(y, lo), hi)`` with ``lo = ceil(lo_f * 2**F_out)``, ``hi = floor(hi_f *
+   2**F_out)`` within the activation range (no clamp: the range itself). The layer path's
+   float ``np.clip`` gives the same values exactly when the bounds are values of the output's
+   format or lie beyond its range (:func:`hlsnn.deploy.hostops.out_format`, the condition under
+   which the deployment keeps the format); :func:`lower` refuses other bounds.
 3. **maxpool**: the largest ``q`` of each window (padding never wins), ``ceil_mode`` 0. Radix
    and format unchanged. ``Flatten``, ``Reshape`` and ``Identity`` change no integer.
 4. **add** (a residual ``Add``, with the ``Relu`` and ``GlobalAveragePool`` that follow it
@@ -36,7 +47,9 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    ``s = (qa << (Fm - Fa)) + (qb << (Fm - Fb))``; ReLU: ``s = max(s, 0)``; the global pool
    sums ``s`` over the ``H*W = 2**p`` pixels of each channel (radix ``Fm + p``); then
    ``q = shift_round_sat(s, Fm [+ p] - F_x, B, rounding)`` with the deployment's rounding
-   (signed activations). ``F_x`` is the consumer's calibrated input radix.
+   (signed activations). ``F_x`` is the consumer's calibrated input radix. A
+   ``GlobalAveragePool`` of one tensor (a conv's output, as in DS-CNN and MobileNet) is this
+   rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU).
 5. **Output.** The last engine layer's integers ``q`` are the logits; the host returns
    ``q * 2**-F_out`` and runs the host layers after it (a final ``Softmax``) in float64.
 
@@ -48,8 +61,8 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 power of two has no exact float value and no integer rule here: :func:`lower` refuses it
 (say, a 7x7 global pool), as it refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
-``sparse_cluster``, dilation, ``ceil_mode`` pools
-and unsigned activations. Those networks run layer by layer as before.
+``sparse_cluster``, dilation, ``ceil_mode`` pools, unsigned activations, and a ``Clip`` that
+is not a conv's output clamp (above). Those networks run layer by layer as before.
 """
 from __future__ import annotations
 
@@ -123,6 +136,11 @@ def lower(program, arrays):
     aliases, ops = {}, []
     out_name = program["output"]["engine_tensor"]
     quant = None
+    readers = {}                                  # tensor -> how many layers read it
+    for j in program["layers"]:
+        for t in j["inputs"]:
+            readers[t] = readers.get(t, 0) + 1
+    made_by = {}                                  # tensor -> the conv op that computed it
     for j in program["layers"]:
         if j["kind"] == "host":
             src = j["inputs"][0]
@@ -163,11 +181,20 @@ def lower(program, arrays):
             if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
                 continue
-            if op == "GlobalAveragePool" and st[0] == "add" and st[1]["p"] is None:
+            if op == "Clip" and st[0] == "q":
+                conv = made_by.get(src)
+                if conv is None or readers.get(src, 0) != 1 or src == out_name:
+                    raise _why(j, "a Clip runs in the output stage of the conv whose only reader it is")
+                conv.f["clip"] = _clamp(j, st[1], bits, conv.f.get("clip"), lambda what: _why(j, what))
+                state[j["output"]], shapes[j["output"]] = st, shapes[src]
+                aliases[j["output"]] = aliases.get(src, src)
+                continue
+            if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
                 c, h, w = shapes[src]
                 if h * w & (h * w - 1):
                     raise _why(j, f"a mean over {h}x{w} pixels (not a power of two) has no exact integer rule")
-                state[j["output"]] = ("add", dict(st[1], p=int(math.log2(h * w))))
+                a = st[1] if st[0] == "add" else dict(ins=[src], fa=st[1], fb=st[1], relu=False, name=j["name"])
+                state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w))))
                 shapes[j["output"]] = (c, 1, 1)
                 continue
             raise _why(j, "no integer rule for this host op here")
@@ -198,7 +225,8 @@ def lower(program, arrays):
                 hw = int(np.prod(shapes[a["ins"][0]][1:]))
                 ops.append(Op("add", a["name"], list(a["ins"]), base,
                               dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
-                                   relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=rounding)))
+                                   relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=rounding,
+                                   single=len(a["ins"]) == 1)))
                 shapes[base] = (c, 1, 1) if a["p"] is not None else shapes[a["ins"][0]]
                 state[base] = ("q", f_x)
             aliases[src] = base
@@ -228,10 +256,12 @@ def lower(program, arrays):
         oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
         ops.append(Op("conv", j["name"], [src], j["output"],
                       dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=g,
+                           clip=(-(1 << (bits - 1)), (1 << (bits - 1)) - 1),       # a Clip after it narrows it
                            codes=codes.astype(np.int64), bias=bias.astype(np.int64), shift=f_acc - j["f_out"],
                            relu=bool(j["relu"]), dense=j["kind"] == "dense", engine=rules.engine, **extra)))
         state[j["output"]] = ("q", j["f_out"])
         shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
+        made_by[j["output"]] = ops[-1]
     if out_name not in state or state[out_name][0] != "q":
         raise InputError(f"network kernel: the output {out_name} is not an engine layer's integers")
     q = inp["quantization"]
@@ -244,6 +274,24 @@ def lower(program, arrays):
                       dict(tensor=out_name, f=state[out_name][1], name=program["output"]["name"],
                            shape=shapes[out_name]),
                       host_after, dict(p), acc_name, aliases, rules.engine)
+
+
+def _clamp(j, f, bits, prev, why):
+    """The integer clamp ``(lo, hi)`` of a ``Clip`` host layer ``j`` on signed ``bits``-bit
+    integers at radix ``f`` (rule 2's output clamp), within ``prev`` (an earlier clamp of the
+    same output); ``why`` the error when a bound is not a value of that format (the Clip
+    would then change the format: :func:`hlsnn.deploy.hostops.out_format`)."""
+    from types import SimpleNamespace
+    from ..deploy import hostops
+    a = j["attrs"]
+    if hostops.out_format(SimpleNamespace(op="Clip", attrs=a), [(f, bits, True)]) is None:
+        raise why(f"bounds {a.get('lo')}, {a.get('hi')} are not values of the input's format (radix {f})")
+    lo, hi = prev or (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if a.get("lo") is not None:
+        lo = max(lo, min(int(math.ceil(math.ldexp(a["lo"], f))), hi))
+    if a.get("hi") is not None:
+        hi = min(hi, max(int(math.floor(math.ldexp(a["hi"], f))), lo))
+    return lo, hi
 
 
 class ShiftRules:
@@ -269,11 +317,26 @@ class ShiftRules:
                                                                        "scale_exponent")),
                                         delta=j["delta"], axis=j["axis"])
         shape = (j["w_shape"][0],) + tuple(chw) if j["kind"] == "dense" else tuple(j["w_shape"])
-        if t.code_values().size != int(np.prod(shape)):          # groups packed as block-diagonal GEMMs
-            raise why(f"a grouped conv whose groups are packed {j.get('gp')} to a GEMM (depthwise): "
-                      f"not in the network kernel yet")
-        codes = t.code_values().reshape(shape)
-        return codes, dict(mode=j["mode"], fields=_fields(t, shape))
+        if t.code_values().size == int(np.prod(shape)):
+            return t.code_values().reshape(shape), dict(mode=j["mode"], fields=_fields(t, shape))
+        # a grouped conv stored as the layer path runs it: gp groups packed to one GEMM
+        # (hlsnn.deploy.groups.gemm_weight); the layer's own (Z, C/g, kh, kw) codes taken back
+        z, cg = shape[0], shape[1]
+        k = int(np.prod(shape[1:]))
+        gp, g = int(j.get("gp") or 1), j["geom"]["group"]
+        if t.code_values().size != z * gp * k or g % gp:
+            raise why(f"weights of {t.code_values().size} codes for {shape} packed {gp} groups to a GEMM")
+        packed = (z, gp * k)
+        fields = _fields(t, packed)
+        zg = z // g
+        col = ((np.arange(z) // zg) % gp)[:, None] * k + np.arange(k)[None, :]     # (Z, Cg*kh*kw)
+        own = np.zeros(packed, bool)
+        np.put_along_axis(own, col, True, axis=1)
+        values = t.code_values().reshape(packed)
+        if values[~own].any():
+            raise why("its packed GEMM weight has non-zero codes outside the layer's groups")
+        take = lambda a: np.take_along_axis(np.asarray(a).reshape(packed), col, axis=1).reshape(shape)  # noqa: E731
+        return take(values), dict(mode=j["mode"], fields={n: take(v) for n, v in fields.items()})
 
     @staticmethod
     def output(p, acc, bias, shift, relu):
@@ -370,6 +433,8 @@ def conv_ints(x, f, p):
             x.shape[0], f["oh"], f["ow"], zg).transpose(0, 3, 1, 2)
     a2 = acc.transpose(0, 2, 3, 1).reshape(-1, z)
     y = engine_rules(f.get("engine", "shift_mac")).output(p, a2, f["bias"], f["shift"], f["relu"])
+    if f.get("clip") is not None:
+        y = np.clip(y, *f["clip"])
     return y.reshape(x.shape[0], f["oh"], f["ow"], z).transpose(0, 3, 1, 2)
 
 
@@ -382,8 +447,11 @@ def maxpool_ints(x, f):
 
 
 def add_ints(a, b, f, bits):
-    """Rule 4 on (B, C, HW) integers: (B, C, HW), or (B, C, 1) with the global pool."""
-    s = (np.asarray(a, np.int64) << f["sa"]) + (np.asarray(b, np.int64) << f["sb"])
+    """Rule 4 on (B, C, HW) integers: (B, C, HW), or (B, C, 1) with the global pool; ``b``
+    None for the global pool of one tensor."""
+    s = np.asarray(a, np.int64) << f["sa"]
+    if b is not None:
+        s = s + (np.asarray(b, np.int64) << f["sb"])
     if f["relu"]:
         s = np.maximum(s, 0)
     if f["gap"]:
@@ -410,8 +478,8 @@ def run_ints(net, xq, *, keep=False):
         elif op.kind == "maxpool":
             env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
         else:
-            y = add_ints(x.reshape(b, f["c"], f["hw"]), get(op.ins[1]).reshape(b, f["c"], f["hw"]), f,
-                         net.input["bits"])
+            y = add_ints(x.reshape(b, f["c"], f["hw"]),
+                         get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f, net.input["bits"])
             env[op.out] = y.reshape((b,) + net.shapes[op.out])
     out = get(net.output["tensor"]).reshape((b,) + tuple(net.output["shape"]))
     return (out, env) if keep else out

@@ -6,8 +6,13 @@ count, so the schedule is static):
 
 * load: ``in_elems`` cycles (one activation per cycle, a 64-bit AXI word every 8) plus
   :data:`DDR_LATENCY` for the first word of the burst;
-* conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ceil(Cg/Q) * kh * kw``
+* conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ncb * kh * kw``
   (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
+  ``ncb`` the blocks of ``Q`` input channels a block of outputs reads,
+  :func:`hlsnn.compiled.netkernel.group_windows`: ``ceil(C/Q)`` dense, ``Cg/Q`` for groups of
+  multiples of ``Q``, 1 depthwise; a depthwise conv runs in blocks of ``Q`` channels, each lane
+  with ``Q/P`` accumulators, :func:`hlsnn.compiled.netkernel.tables`, so it costs
+  ``ceil(C/Q) * OH * OW * kh * kw``;
   the epilogue is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
 * add: ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
@@ -19,7 +24,7 @@ the depths are the model's, not a synthesis report. Nothing overlaps between lay
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
 buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
 codes per word, :func:`hlsnn.compiled.netkernel.weight_pack`), the bias ROMs (32-bit) and the
-shift ROMs (8-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
+shift ROMs (8-bit) and the blocks' window bases (32-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
 datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
 declares, part by part, with the LUT rules of the layer kernel's model
 (:func:`hlsnn.engines.shift_mac.spec.shifter_luts`: a LUT6 per output bit per 4:1 stage; one
@@ -79,8 +84,11 @@ def buffers(net, tables):
             Buffer("kWeights", "net_top", "array", 16 * tables["pack"], (pz // tables["pack"], pc, nw),
                    partition=((1, "complete"), (2, "complete")), static=True,
                    note=f"resident weight codes, {tables['pack']} units' codes per ROM word"),
-            Buffer("kBias", "net_top", "array", 32, (pz, nb), partition=((1, "complete"),), static=True),
-            Buffer("kShift", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True)]
+            Buffer("kBias", "net_top", "array", 32, (tables["parts"] * pz, nb), partition=((1, "complete"),),
+                   static=True),
+            Buffer("kShift", "net_top", "array", 8, (tables["parts"] * pz, nb), partition=((1, "complete"),),
+                   static=True),
+            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
 
 
 #: allowances (LUT, FF) for what the model does not derive from widths: each 64-bit m_axi
@@ -100,13 +108,17 @@ def datapath(net, tables):
       shift, the add/subtract of the two terms and the conditional negation (``pb`` each; the
       zero flag folds into the negation); a ``pb``-bit product register;
     * ``trees`` (``P``): ``Q - 1`` adders of ``sb`` bits and the accumulator's adder, a
-      register per level (``log2 Q + 1`` of ``sb`` bits);
-    * ``epilogues`` (``P``): the bias add (``sb + 2``), the saturation's two compares and clamp
+      register per level (``log2 Q + 1`` of ``sb`` bits); with ``R = parts`` accumulators per
+      lane (a network with a depthwise conv, :func:`hlsnn.compiled.netkernel.tables`), ``R - 1``
+      more accumulator adders and registers;
+    * ``epilogues`` (``R P``): the bias add (``sb + 2``), the saturation's two compares and clamp
       (``3 A``), the rounding right shifter by 0..60 (``shifter_luts(A, 60)``), its increment
-      and the output clamp (``A + 2a``);
+      and the output clamp (``A + 2a``), and a fused Clip's clamp to the descriptor's bounds
+      (two compares and a select, ``2a``);
     * ``banks`` (``Q``): the read address adder and the zero-padding select (``16 + a``), the
       ping-pong source select (``a``), the write data select over ``Q/P + 1`` writers (the
-      lanes' blocks and the other ops), the maxpool compare (``2a``), and the residual Add: two
+      lanes' blocks and the other ops; one more with ``R > 1``: the wide block's part), the
+      maxpool compare (``2a``), and the residual Add: two
       aligning shifters, the sum, the pool accumulator and its rounding shifter (``wb`` bits);
     * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
     """
@@ -118,13 +130,15 @@ def datapath(net, tables):
     smax = pb - a - 2
     mux = lambda n: math.ceil(n / 4) if n > 1 else 0          # noqa: E731 - LUT6s of an n:1 multiplexer, per bit
     lvls = math.ceil(math.log2(max(pc, 2))) + 1
+    r = tables.get("parts", 1)
     unit = (2 * shifter_luts(a, smax) + 2 * pb, pb)
-    tree = (pc * sb, lvls * sb)
-    epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a, 2 * acc + a)
-    bank = (16 + a + a + a * mux(pc // pz + 1) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
+    tree = (pc * sb + (r - 1) * sb, (lvls + r - 1) * sb)
+    epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a + 2 * a, 2 * acc + a)
+    writers = pc // pz + 1 + (r > 1)
+    bank = (16 + a + a + a * mux(writers) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
             16 + 3 * a + 2 * wb)
     parts = {"units": (pz * pc * unit[0], pz * pc * unit[1]), "trees": (pz * tree[0], pz * tree[1]),
-             "epilogues": (pz * epi[0], pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
+             "epilogues": (r * pz * epi[0], r * pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
     return parts
 

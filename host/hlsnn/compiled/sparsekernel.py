@@ -88,6 +88,7 @@ def tables(net, pz, pc, pm):
     rows, steps = [], []
     wl = [[[] for _ in range(pm)] for _ in range(pz)]
     bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
+    wins = []                                      # per block: its window's base (kWinBase)
     boff = 0
     sum_bits, add_bits = 18, 16
     a_bits = 8
@@ -96,10 +97,12 @@ def tables(net, pz, pc, pm):
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
             z, g = f["z"], f["group"]
-            zg, cg = z // g, f["c"] // g
+            cg = f["c"] // g
             codes = np.asarray(f["codes"], np.int64)
             if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh, 1): channel kx*C + c
                 codes = codes.transpose(0, 3, 1, 2).reshape(z, f["c"], f["kh"], 1)
+            win = netkernel.group_windows(f, pz, pc)         # groups as such: each block's input channels
+            codes = netkernel.expand_groups(codes, f, win, pz, pc, 0)
             if np.abs(codes).max(initial=0) > 128 or codes.min(initial=0) < -128:
                 raise InputError(f"network kernel: {op.name}: weights beyond int8")
             bias = np.asarray(f["bias"], np.int64)
@@ -129,8 +132,8 @@ def tables(net, pz, pc, pm):
             nb = len(blocks)
             n_steps = len(steps) - woff
             d.update(step_chan=0, cg=cg, steps=n_steps, zb=nb, zlast=z - (nb - 1) * pz, woff=woff, boff=boff,
-                     n_iter=f["oh"] * f["ow"] * n_steps, blocks_per_group=(zg // pz if g > 1 else nb),
-                     group_words=(cg // pc) * f["h"] * f["w"], relu=int(f["relu"]))
+                     n_iter=f["oh"] * f["ow"] * n_steps, relu=int(f["relu"]))
+            wins += win["bases"]
             boff += nb
         else:
             add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
@@ -149,7 +152,7 @@ def tables(net, pz, pc, pm):
                 unfold=unfold,
                 weights=[[np.asarray(m, np.int64) for m in lane] for lane in wl],
                 biases=[np.asarray(x or [0], np.int64) for x in bl],
-                shifts=[np.asarray(x or [0], np.int64) for x in sl],
+                shifts=[np.asarray(x or [0], np.int64) for x in sl], win_base=np.asarray(wins or [0], np.int64),
                 sum_bits=sum_bits, add_bits=add_bits, in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]))
@@ -177,7 +180,7 @@ def render(net, out_dir):
                taps=[[", ".join(map(str, st[0][j])) for st in t["steps"]] for j in range(pc)],
                last=_ints([st[1] for st in t["steps"]]), b_words=len(t["biases"][0]),
                weights=[[_ints(m) for m in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
-               shifts=[_ints(s) for s in t["shifts"]],
+               shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
                unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),

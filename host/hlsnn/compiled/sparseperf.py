@@ -15,7 +15,7 @@ synthesis report.
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks
 (int8), the step tables (per bank a 32-bit offset and the tap's position; the last-step
 flags), the ``P x M`` weight ROMs (16-bit words: the int8 weight and its bank select), the bias
-and shift ROMs, and ``P x M`` int8 x int8 multipliers (a DSP48 each); the datapath logic (the
+and shift ROMs, the blocks' window bases, and ``P x M`` int8 x int8 multipliers (a DSP48 each); the datapath logic (the
 ``Q:1`` selects, the lanes' adder trees and the epilogues) is an allowance per part
 (:func:`datapath`).
 """
@@ -51,7 +51,8 @@ def buffers(net, tables):
             Buffer("kW", "net_top", "array", 16, (pz, pm, ns), partition=((1, "complete"), (2, "complete")),
                    static=True, note="resident non-zero weights with their bank selects, one ROM per multiplier"),
             Buffer("kBias", "net_top", "array", 32, (pz, nb), partition=((1, "complete"),), static=True),
-            Buffer("kShift", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True)]
+            Buffer("kShift", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
+            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
     muls = [Multiplier("w*x", "NetMac", 8, 8, count=pz * pm,
                        note=f"{pz} lanes x {pm} int8 x int8 products per cycle")]
     return bufs, muls
@@ -62,14 +63,14 @@ def datapath(tables):
     a lane, ``Q`` banks, ``sb`` a lane sum's bits and ``wb`` a residual sum's: per multiplier
     the ``Q:1`` select of 8 bits (``8 * ceil(Q/4)``); per lane the adder tree of ``M`` products
     and the accumulator (``M * sb``), the epilogue (bias add, rounding shifter ~ ``4 * sb``,
-    clamp); per bank its tap's address (two 32-bit adds) and padding test (four compares of
+    clamp, a fused Clip's clamp: 16); per bank its tap's address (two 32-bit adds) and padding test (four compares of
     its row and column), the read select, and the residual Add (as the shift_mac kernel's);
     the AXI and control allowances of :mod:`hlsnn.compiled.netperf`."""
     import math
     pz, pc, pm, sb, wb = tables["pz"], tables["pc"], tables["pm"], tables["sum_bits"], tables["add_bits"]
     sel = 8 * math.ceil(pc / 4)
     return {"selects": (pz * pm * sel, pz * pm * 8), "trees": (pz * pm * sb, pz * 2 * sb),
-            "epilogues": (pz * (sb + 4 * sb + sb + 16), pz * (sb + 8)),
+            "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
             "banks": (pc * (2 * 32 + 4 * 8 + 8 + 8 + 16 + 3 * wb + 4 * wb), pc * (32 + 16 + 24 + 2 * wb)),
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 
