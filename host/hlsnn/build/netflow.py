@@ -37,16 +37,11 @@ class NetBuild(Build):
 
     def __init__(self, model, *, out="overlays", jobs=None, dry_run=False, cases=2, progress=False):
         from ..compiled import artifact, netmode
-        from ..compiled.net import config_of, kernel_class
+        from ..compiled.net import config_of, kernel_network
         from ..compiled.netboard import manifest, net_ip_name
         prog, arrays = artifact.read(model)
         try:
-            net = netmode.lower(prog, arrays)
-            cls = kernel_class(net)
-            if cls is None:
-                raise InputError(f"engine {net.engine} has no network kernel yet")
-            if hasattr(cls, "check"):
-                cls.check(net)
+            net, cls = kernel_network(prog, arrays)
         except InputError as exc:
             raise InputError(f"hlsnn build {model}: no network overlay for this compiled model: {exc}") from None
         cfg = config_of(prog["accels"][net.accel], str(model))

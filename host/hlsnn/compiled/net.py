@@ -79,6 +79,19 @@ def kernel_class(net):
     return None
 
 
+def kernel_network(program, arrays):
+    """``(net, cls)``: a compiled model's lowered network and its network kernel's class, or
+    :class:`InputError` saying why the network kernels do not run it (what :func:`netmode.lower`
+    refuses, an engine without a network kernel, what the kernel's own tables refuse)."""
+    net = netmode.lower(program, arrays)
+    cls = kernel_class(net)
+    if cls is None:
+        raise InputError(f"engine {net.engine} has no network kernel yet")
+    if hasattr(cls, "check"):
+        cls.check(net)
+    return net, cls
+
+
 def _host_layer(j, arrays):
     attrs = dict(j["attrs"])
     if j["op"] == "BatchNormalization":

@@ -15,7 +15,7 @@ import shlex
 from html import escape
 from pathlib import Path
 
-from ..errors import InputError, MissingDependency
+from ..errors import MissingDependency
 from . import artifact, latency
 
 __all__ = ["write_report"]
@@ -128,9 +128,7 @@ def write_report(path, *, out=None, board=None, batch=1) -> Path:
         ``out`` does not end in .html/.htm or cannot be written (checked before any work),
         ``path`` is not a compiled model, or ``board`` is unknown.
     """
-    from ..deploy.report import _CSS
-    from ..files import write_atomic
-    from ..paths import out_parent
+    from ..deploy.report import write_page
     from ..plots import check_out
     out = check_out(out if out is not None else Path(f"{Path(path).stem}_report.html"), (".html", ".htm"))
     prog, arrays = artifact.read(path)
@@ -142,11 +140,4 @@ def write_report(path, *, out=None, board=None, batch=1) -> Path:
             f"<p class=\"note\">Every time on this page is modelled, not measured on a board. "
             f"Made by <code>{escape(' '.join(shlex.quote(c) for c in cmd))}</code>.</p>"
             + _summary(prog, arrays, path) + _latency(res, other))
-    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>hlsnn report: '
-            f"{escape(prog['name'])}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
-    out_parent(out)
-    try:
-        write_atomic(out, page)
-    except OSError as exc:
-        raise InputError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
-    return out
+    return write_page(out, f"hlsnn report: {prog['name']}", body)

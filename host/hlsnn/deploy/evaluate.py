@@ -412,8 +412,7 @@ def network_net(dep, net, cfg, name, accs, x_check, target, target_options, *, r
     from pathlib import Path
     from ..compiled import artifact
     from ..compiled.build import program_of
-    from ..compiled import netmode
-    from ..compiled.net import CompiledNet, kernel_class
+    from ..compiled.net import CompiledNet, kernel_network
     if cfg.calibration["mode"] != "static":
         if required:
             raise InputError(f"network=True: {cfg.path}: calibration.mode = {cfg.calibration['mode']!r}; the "
@@ -427,12 +426,7 @@ def network_net(dep, net, cfg, name, accs, x_check, target, target_options, *, r
             raise
         return None
     try:                        # what the network kernels refuse, before anything is built
-        lowered = netmode.lower(program, arrays)
-        cls = kernel_class(lowered)
-        if cls is None:
-            raise InputError(f"engine {lowered.engine} has no network kernel yet")
-        if hasattr(cls, "check"):
-            cls.check(lowered)
+        kernel_network(program, arrays)
     except InputError:
         if required:
             raise

@@ -471,10 +471,16 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, ho
     cmd += ["--radix-update", radix_update] if radix_update else []
     cmd += ["--radix-update-by", radix_update_by] if radix_update_by else []
     body = _sections(res, cfg, net, accels, shapes, new, " ".join(shlex.quote(c) for c in cmd))
-    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>hlsnn report: '
-            f"{escape(str(res['model']))}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
+    return write_page(out, f"hlsnn report: {res['model']}", body)
+
+
+def write_page(out, title, body) -> Path:
+    """Write one self-contained HTML page (``title`` escaped here, ``body`` HTML) to ``out``
+    atomically, making its folder only where :func:`hlsnn.paths.out_parent` allows."""
     from ..files import write_atomic
     from ..paths import out_parent
+    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(str(title))}'
+            f"</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
     out_parent(out)
     try:
         write_atomic(out, page)
