@@ -1,0 +1,206 @@
+"""The network mode of a compiled bfp_systolic model (bfp16, bfp8; issue 31): the BFP rules of
+``hlsnn.compiled.netbfp`` on (mantissa, exponent) pairs.
+
+References: the layer-by-layer compiled network on the emulator (the deployment's own code:
+float64 activations, im2col rows quantized by the compiled quantizer, the fast GEMM), the BFP
+quantizer of ``hlsnn.formats.bfp`` on float values, and float64 arithmetic where it is exact."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+import hlsnn  # noqa: E402
+from hlsnn.compiled import artifact, netbfp, netmode  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
+from hlsnn.engines.bfp_systolic.emulator import emulate  # noqa: E402
+from hlsnn.errors import InputError  # noqa: E402
+from hlsnn.formats import bfp as bfpfmt  # noqa: E402
+
+CAL = 16
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    from compiled_fixtures import compiled_models
+    return compiled_models(tmp_path_factory, "netbfp", calibration_samples=CAL, check_samples=2)
+
+
+def _x(model, n):
+    return datasets.load("digits32" if model == "resnet8_digits32" else "digits", layout="nchw").x_test[:n]
+
+
+def _same(path, x):
+    """The network mode against the layer-by-layer emulator: the logits' bits, the output, and
+    every engine layer's output tensor (its pairs dequantized) on the way."""
+    with hlsnn.load(path, "emu", network=False) as ref:
+        y_ref, env_ref = ref.run(x, keep=True)
+    with hlsnn.load(path, "emu", network=True) as net:        # the self-check passes too
+        y, env = net.run(x, keep=True)
+        assert net.last_kernel_starts == 0 and net.network.engine == "bfp_systolic"
+        _, pairs = netmode.run_ints(net.network, netmode.quantize_input(net.network, x), keep=True)
+    lt = net.program["output"]["engine_tensor"]
+    np.testing.assert_array_equal(env[lt].view(np.uint64), env_ref[lt].view(np.uint64))
+    np.testing.assert_array_equal(y, y_ref)
+    convs = [op for op in net.network.ops if op.kind == "conv"]
+    for op in convs:
+        got = netbfp.dequantize(pairs[op.out]).reshape(env_ref[op.out].shape)
+        np.testing.assert_array_equal(got.view(np.uint64), env_ref[op.out].view(np.uint64), err_msg=op.name)
+    return net
+
+
+@pytest.mark.parametrize("assignment", ["bfp16", "bfp8"])
+def test_network_mode_equals_the_layer_by_layer_emulator(compiled, assignment):
+    net = _same(compiled("digits_cnn", assignment), _x("digits_cnn", 40))
+    assert [op.kind for op in net.network.ops] == ["conv", "maxpool", "conv", "maxpool", "conv"]
+
+
+@pytest.mark.parametrize("assignment", ["bfp16", pytest.param("bfp8", marks=pytest.mark.slow)])
+def test_resnet8_network_mode_equals_the_layer_by_layer_emulator(compiled, assignment):
+    """3x3 and 1x1 stride-2 convolutions, residual Adds with ReLU, the global pool, the dense
+    classifier; the Softmax on the host."""
+    net = _same(compiled("resnet8_digits32", assignment), _x("resnet8_digits32", 6))
+    kinds = [op.kind for op in net.network.ops]
+    assert kinds.count("conv") == 10 and kinds.count("add") == 3
+    assert [j["op"] for j in net.network.host_after] == ["Softmax"]
+
+
+def test_float32_words_decode_to_their_values():
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.standard_normal(200) * 2.0 ** rng.integers(-130, 100, 200), [0.0, -0.0, 1.0, -2.5],
+                        np.float32([1e-45, -3e-40, 3.4e38])]).astype(np.float32)
+    m, e = netbfp.decode_float32(x.view(np.uint32))
+    assert np.abs(m).max() < 1 << 24
+    np.testing.assert_array_equal(np.ldexp(m.astype(np.float64), e), x.astype(np.float64))
+
+
+def _pairs(rng, shape, span):
+    """Random pairs: 12-bit mantissas (a quarter zero) at per-element exponents within ``span``."""
+    m = rng.integers(-(1 << 11), 1 << 11, shape) * (rng.random(shape) > 0.25)
+    return m.astype(np.int64), rng.integers(-span, span + 1, shape).astype(np.int64)
+
+
+@pytest.mark.parametrize("mbits,rounding", [(8, "nearest_even"), (16, "nearest_away"), (8, "truncate")])
+def test_conv_rule_against_the_bfp_quantizer(mbits, rounding):
+    """Rules 3 and 4 on pairs of mixed exponents (stride (2, 1), asymmetric padding, two output
+    chunks, all-zero patches) against: the float values' im2col rows quantized by
+    ``formats.bfp.quantize`` (one exponent per row), an all-zero row given the image's largest
+    row exponent, and the engine's fast emulator."""
+    rng = np.random.default_rng(7)
+    p = dict(mantissa_bits=mbits, exponent_bits=8, acc_bits=48 if mbits == 16 else 32, rounding=rounding,
+             weight_exponent="row", output_exponent="max", rolling_len=4, underflow_bits=4)
+    b, c, h, w, z, kh, kw = 2, 3, 6, 5, 6, 3, 2
+    pads, (sh, sw) = (1, 0, 2, 1), (2, 1)
+    oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
+    m, e = _pairs(rng, (b, c, h, w), 6)
+    m[:, :, :3, :3] = 0                                          # some all-zero patches
+    lo, hi = -(1 << (mbits - 1)), (1 << (mbits - 1)) - 1
+    chunks = []
+    for r0, r1 in [(0, 4), (4, 6)]:
+        chunks.append(dict(rows=(r0, r1), wm=rng.integers(lo, hi + 1, (r1 - r0, c, kh, kw)),
+                           we=rng.integers(-12, -6, r1 - r0), bm=rng.integers(lo, hi + 1, r1 - r0), be=-4))
+    f = dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=1, chunks=chunks,
+             relu=True, dense=False)
+    gm, ge = netbfp.conv_pairs((m, e), f, p)
+    # the reference: float rows, the BFP quantizer, the fast emulator
+    v = np.pad(np.ldexp(m.astype(np.float64), e), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    for i in range(b):
+        rows = np.array([v[i, :, y * sh:y * sh + kh, x * sw:x * sw + kw].reshape(-1)
+                         for y in range(oh) for x in range(ow)])
+        q = bfpfmt.quantize(rows, mbits, axis=-1, exponent_bits=8, rounding=rounding)
+        xe = np.asarray(q.exponents, np.int64).reshape(-1).copy()
+        zero = ~q.mantissas.any(axis=1)
+        assert zero.any() and not zero.all()
+        xe[zero] = xe[~zero].max()
+        for ch in chunks:
+            r0, r1 = ch["rows"]
+            ym, ye, _ = emulate(p, q.mantissas, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"], ch["be"],
+                                relu=True)
+            np.testing.assert_array_equal(gm[i, r0:r1].reshape(r1 - r0, -1), ym.T)
+            np.testing.assert_array_equal(ge[i, r0:r1].reshape(r1 - r0, -1), np.broadcast_to(ye, (r1 - r0, ye.size)))
+
+
+@pytest.mark.parametrize("relu,gap", [(False, None), (True, None), (True, 4), (False, 4)])
+def test_add_rule_equals_float64(relu, gap):
+    """Rules 5 and 6 against the host's float64 glue (exact in these ranges; 16 = 2**4 pixels)."""
+    rng = np.random.default_rng(3)
+    a, b = _pairs(rng, (3, 4, 16), 20), _pairs(rng, (3, 4, 16), 20)
+    fa, fb = netbfp.dequantize(a), netbfp.dequantize(b)
+    want = fa + fb
+    if relu:
+        want = np.maximum(want, 0)
+    if gap is not None:
+        want = want.mean(axis=2, keepdims=True)
+    got = netbfp.add_pairs(a, b, dict(relu=relu, gap=gap), "add")
+    np.testing.assert_array_equal(netbfp.dequantize(got), want)
+
+
+def test_add_refuses_a_sum_the_float_path_rounds():
+    a = (np.array([[[3]]]), np.array([[[60]]]))
+    b = (np.array([[[1]]]), np.array([[[0]]]))
+    assert netbfp.dequantize(a) + netbfp.dequantize(b) == netbfp.dequantize(a)       # float64 drops the 1
+    with pytest.raises(netbfp.NotExact, match="add: a sum spans more than 53 bits"):
+        netbfp.add_pairs(a, b, dict(relu=False, gap=None), "add")
+
+
+def test_maxpool_rule_picks_the_largest_value():
+    rng = np.random.default_rng(4)
+    x = _pairs(rng, (2, 3, 5, 6), 8)
+    f = dict(kh=2, kw=3, sh=2, sw=2, pads=(0, 1, 1, 0), oh=3, ow=3)
+    m, e = netbfp.maxpool_pairs(x, f)
+    v = np.pad(netbfp.dequantize(x), ((0, 0), (0, 0), (0, 1), (1, 0)), constant_values=-np.inf)
+    want = np.array([[[[v[i, c, y * 2:y * 2 + 2, xx * 2:xx * 2 + 3].max() for xx in range(3)] for y in range(3)]
+                      for c in range(3)] for i in range(2)])
+    np.testing.assert_array_equal(netbfp.dequantize((m, e)), want)
+
+
+def test_an_all_zero_patch_whose_bias_alignment_rounds_is_refused_in_a_batch():
+    """Rule 3: one image with an all-zero patch and another with larger patch exponents; the
+    bias (odd mantissas, a fine exponent) is rounded at the batch's exponent but not at the
+    image's own: a batch of two is refused, each image alone runs."""
+    p = dict(mantissa_bits=8, exponent_bits=8, acc_bits=32, rounding="nearest_even", weight_exponent="row",
+             output_exponent="max")
+    m = np.zeros((2, 1, 3, 3), np.int64)
+    e = np.zeros((2, 1, 3, 3), np.int64)
+    m[0, 0, 2, 2], e[0, 0, 2, 2] = 100, -20                 # image 0: a small value, one zero patch
+    m[1], e[1] = 100, 10                                    # image 1: large values everywhere
+    f = dict(c=1, h=3, w=3, z=1, oh=3, ow=3, kh=1, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0), group=1, relu=False,
+             dense=False, chunks=[dict(rows=(0, 1), wm=np.ones((1, 1, 1, 1), np.int64), we=np.array([0]),
+                                       bm=np.array([77]), be=-10)])
+    with pytest.raises(netbfp.NotExact, match="layer L: an all-zero patch's bias alignment"):
+        netbfp.zero_patch_check((m, e), f, p, "L")
+    for i in range(2):
+        netbfp.zero_patch_check((m[i:i + 1], e[i:i + 1]), f, p, "L")
+
+
+def test_lower_refuses_what_it_cannot_run(compiled):
+    prog, arrays = artifact.read(compiled("digits_cnn", "bfp8"))
+    (name, acc), = prog["accels"].items()
+
+    def with_param(**kw):
+        a = dict(acc, config=dict(acc["config"], bfp_systolic=dict(acc["config"]["bfp_systolic"], **kw)))
+        return dict(prog, accels={name: a})
+    for rule in ("rolling", "stats"):
+        with pytest.raises(InputError, match=f"by the {rule} rule; the network mode has the max rule only"):
+            netmode.lower(with_param(output_exponent=rule), arrays)
+    with pytest.raises(InputError, match="rounds stochastically"):
+        netmode.lower(with_param(rounding="stochastic"), arrays)
+    grouped = dict(prog, layers=[dict(j, geom=dict(j["geom"], group=2)) if j.get("name") == "conv2" else j
+                                 for j in prog["layers"]])
+    with pytest.raises(InputError, match=r"layer conv2 \(conv\): a grouped conv \(2 groups\).*network=False"):
+        netmode.lower(grouped, arrays)
+    bad = dict(prog, layers=[dict(j, op="Sigmoid") if j.get("op") == "MaxPool" else j for j in prog["layers"]])
+    with pytest.raises(InputError, match="no integer rule for this host op"):
+        netmode.lower(bad, arrays)
+    with pytest.raises(InputError, match="uses 2 accelerators"):
+        netmode.lower(*artifact.read(compiled("digits_cnn", "twohot+bfp8")))
+
+
+def test_an_input_not_exact_in_float32(compiled):
+    """network=True refuses it; network=None on emu runs that batch layer by layer."""
+    path = compiled("digits_cnn", "bfp16")
+    x = _x("digits_cnn", 3).astype(np.float64) + 2.0 ** -40        # not a float32 value
+    with hlsnn.load(path, "emu", network=True) as net, pytest.raises(netbfp.NotExact, match="exact in float32"):
+        net(x)
+    with hlsnn.load(path, "emu", network=False) as ref, hlsnn.load(path, "emu") as net:
+        assert net.network is not None
+        np.testing.assert_array_equal(net(x), ref(x))
+        assert net.last_kernel_starts is None
