@@ -184,7 +184,8 @@ def lower(program, arrays):
             if base not in shapes:
                 c = shapes[a["ins"][0]][0]
                 hw = int(np.prod(shapes[a["ins"][0]][1:]))
-                ops.append(_op("add", a["name"], a["ins"], base, c=c, hw=hw, relu=a["relu"], gap=a["p"],
+                ops.append(_op("add", a["name"], a["ins"], base, c=c, hw=hw, relu=a["relu"], gap=a["p"] is not None,
+                               p=a["p"] or 0, sa=0, sb=0, shift=0,
                                shape=(c, 1, 1) if a["p"] is not None else shapes[a["ins"][0]]))
                 shapes[base], state[base] = ops[-1].f["shape"], "q"
             aliases[src] = base
@@ -372,11 +373,11 @@ def add_pairs(a, b, f, name):
     mb, eb = (np.asarray(v, np.int64) for v in b)
     big = np.iinfo(np.int64).max
     e0 = np.minimum(np.where(ma != 0, ea, big), np.where(mb != 0, eb, big))
-    if f["gap"] is not None:
+    if f["gap"]:
         e0 = e0.min(axis=2, keepdims=True)
     e0 = np.where(e0 == big, 0, e0)
     ta, tb = _align(ma, ea, e0), _align(mb, eb, e0)
-    if f["gap"] is None:
+    if not f["gap"]:
         _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name)
         m = ta + tb
         if f["relu"]:
@@ -387,7 +388,7 @@ def add_pairs(a, b, f, name):
     if f["relu"]:
         s = np.maximum(s, 0)
     _exact_sum_check([np.abs(s).sum(axis=2, keepdims=True)], e0, name)
-    return s.sum(axis=2, keepdims=True), e0 - f["gap"]
+    return s.sum(axis=2, keepdims=True), e0 - f["p"]
 
 
 def maxpool_pairs(x, f):
