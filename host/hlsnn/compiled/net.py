@@ -76,6 +76,9 @@ def kernel_class(net):
     if net.engine == "sparse_cluster":
         from . import sparsekernel
         return getattr(sparsekernel, "SparseNetKernel", None)
+    if net.engine == "bfp_systolic":
+        from .bfpkernel import BfpNetKernel
+        return BfpNetKernel
     return None
 
 
