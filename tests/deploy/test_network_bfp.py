@@ -204,3 +204,103 @@ def test_an_input_not_exact_in_float32(compiled):
         assert net.network is not None
         np.testing.assert_array_equal(net(x), ref(x))
         assert net.last_kernel_starts is None
+
+
+# ------------------------------------------------------------------ the bfp network kernel
+
+@pytest.mark.csim
+@pytest.mark.strict_csim           # the kernel is born under the strict rules: it runs on the strict library
+@pytest.mark.parametrize("model,assignment,n", [("digits_cnn", "bfp16", 5), ("digits_cnn", "bfp8", 5),
+                                                ("resnet8_digits32", "bfp16", 2),
+                                                pytest.param("resnet8_digits32", "bfp8", 2, marks=pytest.mark.slow)])
+def test_network_kernel_one_start_bit_exact(compiled, model, assignment, n):
+    """The strict C-simulation of the bfp network kernel: one call for the batch, the
+    layer-by-layer emulator's bits; every bank within its ports; the cycle model's iteration
+    counts are the kernel's loop counters."""
+    from hlsnn.compiled import bfpperf
+    path = compiled(model, assignment)
+    x = _x(model, n)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want, y_ref = ref.logits(x), ref(x)
+    with hlsnn.load(path, "csim", network=True) as net:      # the self-check runs on the kernel too
+        got, y = net.logits(x), net(x)
+        assert net.last_kernel_starts == 1 and net.network.engine == "bfp_systolic"
+        k = net._kernel
+        assert k.strict and not k.strict_report["raw"] and all(b["sites"] <= b["ports"]
+                                                               for b in k.strict_report["banks"])
+        assert k.strict_report["operators"] == [{"loop": "ConvMac", "mul": 128, "div": 0, "dsp": 128}]
+        assert k.counters["NetLoad"] == (n * int(np.prod(net.input_shape)), n)
+        assert {nm: it for nm, (it, _) in k.counters.items()} == {
+            nm: n * v for nm, v in bfpperf.iterations(net.network, k.tables).items()}
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(y, y_ref)
+
+
+def test_kernel_words_round_trip():
+    """The host's packing of the input (float32 words, two per 64-bit word) and unpacking of
+    the output elements (54-bit mantissa, 10-bit exponent, both signed)."""
+    from hlsnn.compiled import bfpkernel
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((2, 5)) * 2.0 ** rng.integers(-140, 120, (2, 5))).astype(np.float32)
+    words = bfpkernel.pack_input(netbfp.decode_float32(x.view(np.uint32)))
+    assert words.shape == (2, 3)
+    np.testing.assert_array_equal(words.view(np.uint32)[:, :5], x.view(np.uint32))
+    m = np.array([[0, 1, -1, (1 << 53) - 1, -(1 << 53)]])
+    e = np.array([[0, -512, 511, -3, 7]])
+    w = (m.astype(np.uint64) & np.uint64((1 << 54) - 1)) | ((e.astype(np.uint64) & np.uint64(0x3FF)) << np.uint64(54))
+    gm, ge = bfpkernel.unpack_output(w)
+    np.testing.assert_array_equal(gm, m)
+    np.testing.assert_array_equal(ge, e)
+
+
+def test_perf_of_the_bfp_network_path(compiled, capsys):
+    """One kernel start per batch; the totals are the rows' sums; a conv's cycles are the
+    static schedule's (hand count: digits_cnn conv1, 8x8 pixels, one input channel (one bank
+    block) of 3x3 taps, 8 outputs in one block: the exponent pass 64 * 9, the multiply pass
+    64 * (9 + 1); fc: one pixel, a 16x2x2 map (one channel block, 2x2 taps), 10 outputs in two
+    blocks: 4, then 2 * 4 + 2)."""
+    import json
+    from hlsnn.cli import main
+    from hlsnn.compiled import bfpperf
+    assert main(["perf", str(compiled("digits_cnn", "bfp16")), "--json", "--batch", "2"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["path"] == "network" and res["kernel_starts"] == 1
+    for k in ("kernel_starts", "kernel_us", "host_us", "end_to_end_us", "host_bytes", "dma_bytes"):
+        assert res[k] == pytest.approx(sum(r[k] for r in res["layers"])), k
+    depth = bfpperf.EXP_DEPTH + bfpperf.MAC_DEPTH
+    conv1 = next(r for r in res["layers"] if r["name"] == "conv1")
+    assert conv1["kernel_cycles"] == 2 * (64 * 9 + 64 * 10 + depth)
+    fc = next(r for r in res["layers"] if r["name"] == "fc")
+    assert fc["kernel_cycles"] == 2 * (4 + 2 * 4 + 2 + depth)
+    n_in, n_out = 2 * 64, 2 * 10                  # float32 words in, 64-bit elements out (and a status word)
+    assert res["host_bytes"] == 12 * n_in + 16 * n_out + 16 * n_out
+    assert res["dma_bytes"] == 2 * 8 * (32 + 11)
+    assert res["kernel_resources"]["dsp"] == 128
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_bfp_network_kernel_compiles_against_both_header_models(compiled, tmp_path):
+    """The rendered kernel and bridge under the fallback ap_types and both ap_axi_sdata.h
+    models, the __SYNTHESIS__ rule (tests/synthesis_guards.py), and the kernel stripped of its
+    sim-only blocks (what the tool compiles)."""
+    import synthesis_guards as guards
+    from test_header_models import TARGETS, syntax_check
+    from hlsnn.compiled.bfpkernel import render
+    prog, arrays = artifact.read(compiled("resnet8_digits32", "bfp8"))
+    files, _, _ = render(netmode.lower(prog, arrays), tmp_path / "net")
+    kernel_side = {f: (tmp_path / "net" / f).read_text() for f in files if f != "bridge.cpp"}
+    assert guards.violations(kernel_side) == []
+    sim_only = guards.sim_only_headers(kernel_side)
+    for f, text in kernel_side.items():
+        if f.split("/")[-1] not in sim_only:
+            dest = tmp_path / "stripped" / f
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(guards.strip_sim_only(text, f))
+    for f in sim_only:
+        (tmp_path / "stripped" / "include" / "hlsnn" / f).write_text(kernel_side[f"include/hlsnn/{f}"])
+    for target in TARGETS:
+        proc = syntax_check(tmp_path / "net", target, ["network.cpp", "bridge.cpp"])
+        assert proc.returncode == 0, f"{target}:\n{proc.stderr[-3000:]}"
+        proc = syntax_check(tmp_path / "stripped", target, ["network.cpp"])
+        assert proc.returncode == 0, f"stripped, {target}:\n{proc.stderr[-3000:]}"

@@ -108,6 +108,8 @@ def tables(net, pz, pc):
                 pool_bits=ELEM_BITS + 2 + int(max_hw - 1).bit_length() + 1,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
+                in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1,
+                in_value_bytes=4, out_value_bytes=8,
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
 
 
@@ -230,3 +232,7 @@ class BfpNetKernel(netkernel.NetKernel):
         if b > 1 and (status & 2).any():
             netbfp.run(self.net, xq)              # raises NotExact where the batch changes the bits
         return unpack_output(out[:, :-1])
+
+    def cycles_per_image(self):
+        from . import bfpperf
+        return sum(c for _, _, c in bfpperf.op_cycles(self.net, self.tables))
