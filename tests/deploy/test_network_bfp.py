@@ -304,3 +304,22 @@ def test_bfp_network_kernel_compiles_against_both_header_models(compiled, tmp_pa
         assert proc.returncode == 0, f"{target}:\n{proc.stderr[-3000:]}"
         proc = syntax_check(tmp_path / "stripped", target, ["network.cpp"])
         assert proc.returncode == 0, f"stripped, {target}:\n{proc.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_bfp_network_kernel_on_the_sim_board_through_pynq(compiled):
+    """pynq.allocate, flush, the IP's register writes, ap_start, ap_done, invalidate (strict
+    cache checks on): one start per batch, float32 words in (two a word), the elements and the
+    status word out, the layer-by-layer emulator's bits."""
+    path = compiled("digits_cnn", "bfp16")
+    x = _x("digits_cnn", 5)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim") as net:                       # the self-check runs on the board too
+        got = net.logits(x)
+        board = net._kernel
+        assert net.last_kernel_starts == 1 and board.starts == 2 and board.sim.strict_cache
+        (regs, _, bursts, beats), = board.model.runs[-1:]
+        assert regs["batch"] == 5 and beats == 5 * (64 // 2 + 10 + 1)
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))

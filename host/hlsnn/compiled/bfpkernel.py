@@ -182,6 +182,25 @@ def unpack_output(words):
     return m, np.where(e >= 512, e - 1024, e)
 
 
+def finish_words(net, xq, out):
+    """The output pairs (B, out_elems) from the kernel's output words ``out`` (B, out_elems +
+    1) of the input pairs ``xq``. The status word: bit 0 raises
+    :class:`hlsnn.compiled.netbfp.NotExact` (a sum the layer path's float64 rounds); bit 1 (an
+    all-zero patch) in a batch of more than one image runs the network mode's check of rule 3
+    on the host (which raises it where the images sharing a layer-by-layer call change the
+    bits)."""
+    from . import netbfp
+    out = np.asarray(out, np.uint64)
+    status = out[:, -1].astype(np.int64)
+    if (status & 1).any():
+        raise netbfp.NotExact(f"network kernel (bfp) of {net.name}: image(s) {np.flatnonzero(status & 1).tolist()}: "
+                              f"a sum spans more than 53 bits, so the layer-by-layer float64 result rounds "
+                              f"(netbfp rules 5, 6)")
+    if out.shape[0] > 1 and (status & 2).any():
+        netbfp.run(net, xq)
+    return unpack_output(out[:, :-1])
+
+
 class BfpNetKernel(netkernel.NetKernel):
     """The bfp_systolic network kernel's C-simulation library (as
     :class:`~hlsnn.compiled.netkernel.NetKernel`): :meth:`run` takes the input pairs and
@@ -198,20 +217,22 @@ class BfpNetKernel(netkernel.NetKernel):
         tables(net, *shape(net.params))
 
     def run(self, xq):
-        """``xq = (m, e)`` (B, ...) -> the output pairs (B, out_elems) int64. The status word:
-        bit 0 raises :class:`hlsnn.compiled.netbfp.NotExact` (a sum the layer path rounds);
-        bit 1 (an all-zero patch) in a batch of more than one image runs the network mode's
-        check of rule 3 on the host."""
+        """``xq = (m, e)`` (B, ...) -> the output pairs (B, out_elems) int64, the status word
+        interpreted (:func:`finish_words`)."""
+        return finish_words(self.net, xq, self.run_words(pack_input(xq)))
+
+    def run_words(self, x):
+        """The kernel on a batch of input words (B, in_words) uint64: its output words (B,
+        out_words), the status word last, in one call of the top function."""
         import ctypes
         import json
         import time
         from ..errors import CsimError
-        from . import netbfp
-        x = pack_input(xq)
+        x = np.ascontiguousarray(x, np.uint64)
         b = x.shape[0]
         out = np.zeros((b, self.out_words), np.uint64)
         t0 = time.perf_counter()
-        st = self.lib.hlsnn_net_run(np.ascontiguousarray(x).ctypes, out.ctypes, b)
+        st = self.lib.hlsnn_net_run(x.ctypes, out.ctypes, b)
         self.calls += 1
         if st:
             raise CsimError(f"network kernel of {self.net.name}: "
@@ -224,14 +245,7 @@ class BfpNetKernel(netkernel.NetKernel):
         if self.strict:
             self.strict_report = json.loads(self.lib.hlsnn_strict_report().decode())
         self.last_kernel_s = time.perf_counter() - t0
-        status = out[:, -1].astype(np.int64)
-        if (status & 1).any():
-            raise netbfp.NotExact(f"network kernel (bfp) of {self.net.name}: image(s) "
-                                  f"{np.flatnonzero(status & 1).tolist()}: a sum spans more than 53 bits, so the "
-                                  f"layer-by-layer float64 result rounds (netbfp rules 5, 6)")
-        if b > 1 and (status & 2).any():
-            netbfp.run(self.net, xq)              # raises NotExact where the batch changes the bits
-        return unpack_output(out[:, :-1])
+        return out
 
     def cycles_per_image(self):
         from . import bfpperf
