@@ -122,7 +122,8 @@ def test_conv_rule_against_the_bfp_quantizer(mbits, rounding):
 def test_add_rule_equals_float64(relu, gap):
     """Rules 5 and 6 against the host's float64 glue (exact in these ranges; 16 = 2**4 pixels)."""
     rng = np.random.default_rng(3)
-    a, b = _pairs(rng, (3, 4, 16), 20), _pairs(rng, (3, 4, 16), 20)
+    span = 20 if gap else 6                  # a sum (not pooled) must fit the kernel's 26-bit mantissa
+    a, b = _pairs(rng, (3, 4, 16), span), _pairs(rng, (3, 4, 16), span)
     fa, fb = netbfp.dequantize(a), netbfp.dequantize(b)
     want = fa + fb
     if relu:
@@ -133,12 +134,17 @@ def test_add_rule_equals_float64(relu, gap):
     np.testing.assert_array_equal(netbfp.dequantize(got), want)
 
 
-def test_add_refuses_a_sum_the_float_path_rounds():
+def test_add_refuses_a_sum_the_float_path_rounds_or_the_kernel_cannot_hold():
     a = (np.array([[[3]]]), np.array([[[60]]]))
     b = (np.array([[[1]]]), np.array([[[0]]]))
     assert netbfp.dequantize(a) + netbfp.dequantize(b) == netbfp.dequantize(a)       # float64 drops the 1
-    with pytest.raises(netbfp.NotExact, match="add: a sum spans more than 53 bits"):
+    with pytest.raises(netbfp.NotExact, match="pool: a sum spans more than 53 bits, so the layer-by-layer float64"):
+        netbfp.add_pairs(a, b, dict(relu=False, gap=True, p=0), "pool")
+    a = (np.array([[[3]]]), np.array([[[24]]]))                       # 3 * 2**24 + 1: 26 bits
+    with pytest.raises(netbfp.NotExact, match="add: a sum spans more than 25 bits, so the network kernel keeps"):
         netbfp.add_pairs(a, b, dict(relu=False, gap=False, p=0), "add")
+    a = (np.array([[[1]]]), np.array([[[24]]]))                       # 2**24 + 1: 25 bits, exact
+    assert netbfp.dequantize(netbfp.add_pairs(a, b, dict(relu=False, gap=False, p=0), "add")) == 2.0 ** 24 + 1
 
 
 def test_maxpool_rule_picks_the_largest_value():

@@ -9,8 +9,11 @@ built for C-simulation and run through ctypes.
 layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design.
 
 **Buffers**: :func:`hlsnn.compiled.netkernel.allocate` (two ping-pong buffers and a shortcut
-buffer in ``Q`` channel banks). An element is one 64-bit word: a 54-bit mantissa (an Add's or a
-global pool's exact sum, below ``2**53`` by netbfp rules 5 and 6) and a 10-bit exponent.
+buffer in ``Q`` channel banks). An element is one 36-bit word (a bank of 1K elements is one
+BRAM36): a 26-bit mantissa (a conv's ``M`` bits, the input's float32 significand, a residual
+sum below ``2**25``, netbfp rule 5) and a 10-bit exponent. A global pool's sums (below
+``2**53``, rule 6) go to a small pool buffer of 64-bit words (a 54-bit mantissa), which the
+conv after it reads (its descriptor's ``sb``); the output words have that form too.
 
 **Descriptors** (:data:`hlsnn.compiled.netkernel.FIELDS`, filled by the shared
 ``descriptor_head`` and ``pool_or_add``): a conv's ``sa`` is its exponent pass's iterations
@@ -30,8 +33,10 @@ from .netkernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, des
 
 #: output lanes and channel banks: 128 DSP multipliers (module docstring)
 LANES, BANKS = 8, 16
-#: an element's mantissa bits (below 2**53, netbfp rules 5, 6) and float64's significand
-ELEM_BITS, EXACT_BITS = 54, 53
+#: an element's mantissa bits in the activation buffers (netbfp.ELEM_BITS: a 36-bit element
+#: with its 10-bit exponent), a wide element's (a global pool's sums: below 2**53, netbfp rule
+#: 6; the output words), and float64's significand
+ELEM_BITS, WIDE_BITS, EXACT_BITS = 26, 54, 53
 
 
 def shape(p):
@@ -54,6 +59,14 @@ def tables(net, pz, pc):
                              f"exponent per chunk); the kernel takes one")
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    pooled = {op.out for op in net.ops if op.kind == "add" and op.f["gap"]}   # in the pool buffer
+    for op in net.ops:
+        if any(name(t) in pooled for t in op.ins) and op.kind != "conv":
+            raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} of a global pool's output; the kernel's "
+                             f"pool buffer is read by a conv")
+    if name(net.output["tensor"]) in pooled:
+        raise InputError("network kernel (bfp): the output is a global pool's; the kernel stores a conv's output")
+    gap_words = 1
     rows = []
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
     el, bl = [[] for _ in range(pz)], [[] for _ in range(pz)]
@@ -85,7 +98,8 @@ def tables(net, pz, pc):
             max_pix, max_blocks = max(max_pix, ohw), max(max_blocks, nb)
             d.update(step_chan=f["h"] * f["w"] - (kh - 1) * f["w"] - (kw - 1), cg=c, steps=steps, zb=nb,
                      zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * (nb * steps + nb), sa=ohw * steps,
-                     sb=0, shift=int(ch["be"]), blocks_per_group=nb, group_words=0, relu=int(f["relu"]))
+                     sb=int(name(op.ins[0]) in pooled), shift=int(ch["be"]), blocks_per_group=nb, group_words=0,
+                     relu=int(f["relu"]))
             woff += nb * steps
             boff += nb
         else:
@@ -94,6 +108,7 @@ def tables(net, pz, pc):
                 max_hw = max(max_hw, f["hw"])
                 if f["gap"]:                      # two passes per block: the exponent, the sum
                     d.update(n_iter=2 * d["n_iter"], shift=int(f["p"]))
+                    gap_words = max(gap_words, -(-f["c"] // pc))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
                          vals=[int(d[k]) for k in FIELDS]))
     if sum_bits > p["acc_bits"]:
@@ -105,7 +120,7 @@ def tables(net, pz, pc):
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], sum_bits=sum_bits, max_pix=max_pix, max_blocks=max_blocks,
-                pool_bits=ELEM_BITS + 2 + int(max_hw - 1).bit_length() + 1,
+                pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1,
@@ -129,7 +144,7 @@ def render(net, out_dir):
                       f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
                header="network.h", data_header="network_data.h", mant_bits=p["mantissa_bits"],
                emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
-               elem_bits=ELEM_BITS, exact_bits=EXACT_BITS, pool_bits=t["pool_bits"], pz=pz, pc=pc,
+               elem_bits=ELEM_BITS, wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS, pool_bits=t["pool_bits"], pz=pz, pc=pc,
                rounding=ROUNDING[p["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
                max_pix=t["max_pix"], max_blocks=t["max_blocks"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 2), in_slot=t["in_slot"], in_hw=t["in_hw"],
@@ -176,9 +191,9 @@ def unpack_output(words):
     """The kernel's output words (B, n) as pairs ``(m, e)``: the 54-bit mantissa and the 10-bit
     exponent above it, both signed."""
     w = np.asarray(words, np.uint64)
-    m = (w & np.uint64((1 << ELEM_BITS) - 1)).astype(np.int64)
-    m = np.where(m >= 1 << (ELEM_BITS - 1), m - (1 << ELEM_BITS), m)
-    e = ((w >> np.uint64(ELEM_BITS)) & np.uint64(0x3FF)).astype(np.int64)
+    m = (w & np.uint64((1 << WIDE_BITS) - 1)).astype(np.int64)
+    m = np.where(m >= 1 << (WIDE_BITS - 1), m - (1 << WIDE_BITS), m)
+    e = ((w >> np.uint64(WIDE_BITS)) & np.uint64(0x3FF)).astype(np.int64)
     return m, np.where(e >= 512, e - 1024, e)
 
 

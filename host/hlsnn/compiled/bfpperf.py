@@ -21,7 +21,7 @@ recurrences (the max rule's running leading one, read by the next cycle's writes
 in one cycle, which only synthesis can confirm.
 
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks of
-64-bit elements, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
+36-bit elements, the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
 exponents, and ``P x Q`` mantissa multipliers (a DSP48 each). The datapath logic is a model per
 part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.compiled.netperf`'s.
 """
@@ -67,16 +67,18 @@ def op_cycles(net, tables):
 def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
     from ..resources import Buffer, Multiplier
-    from .bfpkernel import ELEM_BITS
+    from .bfpkernel import ELEM_BITS, WIDE_BITS
     pz, pc = tables["pz"], tables["pc"]
     m = net.params["mantissa_bits"]
     wbits = 8 if m <= 8 else 16
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
-    bufs = [Buffer("act", "net_top", "array", 64, (2, pc, tables["act_words"]),
+    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (2, pc, tables["act_words"]),
                    partition=((1, "complete"), (2, "complete")), static=True,
                    note=f"ping-pong activation buffers, channel banks: {ELEM_BITS}-bit mantissa + 10-bit exponent"),
-            Buffer("sc", "net_top", "array", 64, (pc, tables["sc_words"]), partition=((1, "complete"),), static=True,
-                   note="shortcut buffer, channel banks"),
+            Buffer("sc", "net_top", "array", ELEM_BITS + 10, (pc, tables["sc_words"]), partition=((1, "complete"),),
+                   static=True, note="shortcut buffer, channel banks"),
+            Buffer("gap", "net_top", "array", 64, (pc, tables["gap_words"]), partition=((1, "complete"),),
+                   static=True, note=f"pool buffer: a global pool's sums, {WIDE_BITS}-bit mantissas"),
             Buffer("kWeights", "net_top", "array", wbits, (pz, pc, nw), partition=((1, "complete"), (2, "complete")),
                    static=True, note="resident weight mantissas, one ROM per multiplier"),
             Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
@@ -96,7 +98,7 @@ def datapath(net, tables):
     leading one and the output shifter of ``A`` to ``M`` bits; the AXI and control
     allowances (:mod:`hlsnn.compiled.netperf`)."""
     from ..engines.shift_mac.spec import shifter_luts
-    from .bfpkernel import ELEM_BITS as E
+    from .bfpkernel import WIDE_BITS as E
     pz, pc, sb = tables["pz"], tables["pc"], tables["sum_bits"]
     m, a = net.params["mantissa_bits"], net.params["acc_bits"]
     bank = (2 * E + shifter_luts(E, 63) + 2 * m + 2 * 32 + 4 * 8 + 3 * E + 2 * shifter_luts(E, 53) + 2 * E,

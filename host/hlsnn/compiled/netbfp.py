@@ -17,7 +17,8 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    biased exponent minus 150; a subnormal's fraction and -149). Its value is the float's.
 2. **Activations** between ops are per-element pairs ``(m, e)``: a conv's output has one ``e``
    per output pixel and chunk of output channels (the engine's output exponent) and ``|m| <
-   2**(M-1)``; an Add or a global pool makes ``m`` wider (rules 5, 6). A zero has ``m = 0``
+   2**(M-1)``, the input's ``|m| < 2**24``; an Add or a global pool makes ``m`` wider (rules 5,
+   6). A zero has ``m = 0``
    (its ``e`` means nothing; no rule reads it).
 3. **conv** (a dense layer is a conv whose kernel covers its input map, NCHW-flattened). For
    each output pixel, the *patch* is the ``C x kh x kw`` window (zero padding by ``pads``,
@@ -43,12 +44,14 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 5. **add** (a residual ``Add``, with the ``Relu`` after it fused): ``s = a + b`` exactly: at
    ``e = min`` of the two non-zero operands' exponents, ``m = (ma << (ea - e)) + (mb << (eb -
    e))``; ReLU ``m = max(m, 0)``. The float64 sum of the layer path is this value when ``|ma|
-   2**(ea - e) + |mb| 2**(eb - e) < 2**53``; :func:`run` checks it (:class:`InputError`
-   otherwise: the float sum would round).
+   2**(ea - e) + |mb| 2**(eb - e) < 2**53``; the network kernel keeps it in a 26-bit mantissa
+   (:data:`ELEM_BITS`), so :func:`run` requires the bound ``2**25`` (:class:`NotExact`
+   otherwise; ResNet-8's residual sums take at most 23 bits).
 6. **global average pool** (after an add, power-of-two ``H*W = 2**p`` pixels): per channel
    the exact sum at ``e = min`` over its non-zero elements, then ``e - p``. The float mean is
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
-   sum of any order is exact); checked as in rule 5. A mean over a pixel count that is not a
+   sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
+   sums, a few per image, in 54-bit mantissas). A mean over a pixel count that is not a
    power of two is refused by :func:`lower`.
 7. **maxpool**: the element of the largest value of each window (padding never wins); ties
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
@@ -84,6 +87,9 @@ class NotExact(InputError):
 ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout")
 #: the float64 significand: sums below 2**53 (in units of their finest term) are exact
 EXACT_BITS = 53
+#: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
+#: exponent): an Add's sum must be below 2**(ELEM_BITS - 1) (rule 5)
+ELEM_BITS = 26
 
 
 def _op(kind, name, ins, out, **f):
@@ -350,13 +356,14 @@ def zero_patch_check(x, f, p, name):
                                  f"hlsnn.compiled.netbfp); run this batch one image at a time or with network=False")
 
 
-def _exact_sum_check(parts, e, name):
-    """Raise unless ``sum |m_i| 2**(e_i - e) < 2**53`` (rules 5, 6)."""
+def _exact_sum_check(parts, e, name, bits=EXACT_BITS):
+    """Raise unless ``sum |m_i| 2**(e_i - e) < 2**bits`` (rules 5, 6)."""
     tot = sum(parts)
-    if (tot >= (1 << EXACT_BITS)).any():
-        raise NotExact(f"network kernel (bfp): {name}: a sum spans more than {EXACT_BITS} bits, so the "
-                         f"layer-by-layer float64 result rounds (rules 5, 6 of hlsnn.compiled.netbfp); run it with "
-                         f"network=False")
+    if (tot >= (1 << bits)).any():
+        why = ("the layer-by-layer float64 result rounds" if bits == EXACT_BITS else
+               f"the network kernel keeps an Add's sum in a {ELEM_BITS}-bit mantissa")
+        raise NotExact(f"network kernel (bfp): {name}: a sum spans more than {bits} bits, so {why} (rules 5, 6 "
+                       f"of hlsnn.compiled.netbfp); run it with network=False")
 
 
 def _align(m, e, e0):
@@ -378,7 +385,7 @@ def add_pairs(a, b, f, name):
     e0 = np.where(e0 == big, 0, e0)
     ta, tb = _align(ma, ea, e0), _align(mb, eb, e0)
     if not f["gap"]:
-        _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name)
+        _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name, ELEM_BITS - 1)
         m = ta + tb
         if f["relu"]:
             m = np.maximum(m, 0)
