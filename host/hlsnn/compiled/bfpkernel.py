@@ -72,16 +72,20 @@ def tables(net, pz, pc):
     el, bl = [[] for _ in range(pz)], [[] for _ in range(pz)]
     woff = boff = 0
     sum_bits, max_pix, max_blocks, max_hw = 2 * m_bits, 1, 1, 1
+    unfold = netkernel.unfold_of(net, place, pc)
     for op in net.ops:
-        f, d = descriptor_head(op, None, place, name, pz, pc)
+        f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
             z, c, kh, kw = f["z"], f["c"], f["kh"], f["kw"]
             ch = f["chunks"][0]
             ncg = -(-c // pc)
             steps = ncg * kh * kw
             nb = -(-z // pz)
+            wm = np.asarray(ch["wm"], np.int64)
+            if f is not op.f:                  # the unfolded stem: (z, C, kh, kw) -> (z, kw*C, kh, 1), channel kx*C + c
+                wm = wm.transpose(0, 3, 1, 2).reshape(z, c, kh, 1)
             wpad = np.zeros((z, ncg * pc, kh * kw), np.int64)
-            wpad[:, :c] = np.asarray(ch["wm"], np.int64).reshape(z, c, kh * kw)
+            wpad[:, :c] = wm.reshape(z, c, kh * kw)
             per = wpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
             for lane in range(pz):
                 zz = np.arange(lane, nb * pz, pz)
@@ -117,7 +121,7 @@ def tables(net, pz, pc):
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     hw = lambda s: int(np.prod(s[1:])) if len(s) == 3 else 1                           # noqa: E731
-    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc,
+    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], sum_bits=sum_bits, max_pix=max_pix, max_blocks=max_blocks,
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
@@ -155,7 +159,11 @@ def render(net, out_dir):
                b_words=len(t["biases"][0]), weights=[[_ints(b) for b in lane] for lane in t["weights"]],
                wexps=[_ints(x) for x in t["wexps"]], biases=[_ints(x) for x in t["biases"]],
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1),
-               max_add_iter=_most(t, 2))
+               max_add_iter=_most(t, 2),
+               unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
+               unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
+               unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],
+               unfold_kx=[min(j // t["unfold"]["c"], t["unfold"]["kw"]) if t["unfold"] else 0 for j in range(pc)])
     env = jinja2.Environment(loader=jinja2.ChoiceLoader([
         jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "bfp_systolic")),
         jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac"))]),       # the shared C ABI bridge
