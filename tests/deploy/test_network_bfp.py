@@ -278,9 +278,9 @@ def test_perf_of_the_bfp_network_path(compiled, capsys):
     assert conv1["kernel_cycles"] == 2 * (64 * 3 + 64 * 4 + depth)
     fc = next(r for r in res["layers"] if r["name"] == "fc")
     assert fc["kernel_cycles"] == 2 * (4 + 2 * 4 + 2 + depth)
-    n_in, n_out = 2 * 64, 2 * 10                  # float32 words in, 64-bit elements out (and a status word)
+    n_in, n_out = 2 * 64, 2 * 10                  # float32 words in, 64-bit elements out (a status, 5 op words)
     assert res["host_bytes"] == 12 * n_in + 16 * n_out + 16 * n_out
-    assert res["dma_bytes"] == 2 * 8 * (32 + 11)
+    assert res["dma_bytes"] == 2 * 8 * (32 + 10 + 1 + 5)
     assert res["kernel_resources"]["dsp"] == 128
 
 
@@ -327,5 +327,31 @@ def test_bfp_network_kernel_on_the_sim_board_through_pynq(compiled):
         board = net._kernel
         assert net.last_kernel_starts == 1 and board.starts == 2 and board.sim.strict_cache
         (regs, _, bursts, beats), = board.model.runs[-1:]
-        assert regs["batch"] == 5 and beats == 5 * (64 // 2 + 10 + 1)
+        assert regs["batch"] == 5 and beats == 5 * (64 // 2 + 10 + 1 + 5)
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_the_kernel_status_and_info_words(compiled):
+    """finish_words: status bit 0 raises NotExact; an all-zero patch (info bit 12) in a batch
+    has rule 3 checked on the images' largest patch exponents (a conv whose bias alignment
+    drops bits at one image's exponent and not at the other's is refused; one image passes)."""
+    from hlsnn.compiled import bfpkernel
+    net = netmode.lower(*artifact.read(compiled("digits_cnn", "bfp16")))
+    n, ops = 10, len(net.ops)
+    out = np.zeros((2, n + 1 + ops), np.uint64)
+    out[1, n] = 1
+    with pytest.raises(netbfp.NotExact, match=r"image\(s\) \[1\]: a sum beyond its bound"):
+        bfpkernel.finish_words(net, None, out)
+    conv1 = net.ops[0].f
+    ch = conv1["chunks"][0]
+    # exponents at which conv1's bias aligns exactly (a left shift) and where it drops bits
+    ok = int((ch["be"] - ch["we"]).min()) - 2
+    bad = int((ch["be"] - ch["we"]).max()) + 20
+    assert (np.abs(ch["bm"]) % (1 << 20) != 0).any()
+    out[:] = 0
+    out[:, n + 1] = [(ok & 0xFFF) | (1 << 12), ok & 0xFFF]
+    bfpkernel.finish_words(net, None, out)                   # one candidate: fine
+    out[1, n + 1] = bad & 0xFFF
+    with pytest.raises(netbfp.NotExact, match="layer conv1: an all-zero patch's bias alignment"):
+        bfpkernel.finish_words(net, None, out)
+    bfpkernel.finish_words(net, None, out[:1])              # one image: its own exponent, always the layer path's

@@ -127,7 +127,7 @@ def tables(net, pz, pc):
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
-                in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1,
+                in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1 + len(rows),
                 in_value_bytes=4, out_value_bytes=8,
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
 
@@ -153,7 +153,7 @@ def render(net, out_dir):
                max_pix=t["max_pix"], max_blocks=t["max_blocks"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 2), in_slot=t["in_slot"], in_hw=t["in_hw"],
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
-               out_words=t["out_elems"] + 1, out_slot=t["out_slot"], out_hw=t["out_hw"], n_ops=len(t["rows"]),
+               out_words=t["out_words"], out_slot=t["out_slot"], out_hw=t["out_hw"], n_ops=len(t["rows"]),
                ops=t["rows"], lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                w_ctype="int8_t" if p["mantissa_bits"] <= 8 else "int16_t", w_words=len(t["weights"][0][0]),
                b_words=len(t["biases"][0]), weights=[[_ints(b) for b in lane] for lane in t["weights"]],
@@ -206,22 +206,28 @@ def unpack_output(words):
 
 
 def finish_words(net, xq, out):
-    """The output pairs (B, out_elems) from the kernel's output words ``out`` (B, out_elems +
-    1) of the input pairs ``xq``. The status word: bit 0 raises
-    :class:`hlsnn.compiled.netbfp.NotExact` (a sum the layer path's float64 rounds); bit 1 (an
-    all-zero patch) in a batch of more than one image runs the network mode's check of rule 3
-    on the host (which raises it where the images sharing a layer-by-layer call change the
-    bits)."""
+    """The output pairs (B, out_elems) from the kernel's output words ``out`` (B, out_elems + 1
+    + ops): the elements, the status word, an info word per op. Status bit 0 raises
+    :class:`hlsnn.compiled.netbfp.NotExact` (a sum beyond its bound, rules 5 and 6). In a batch
+    of more than one image, a conv with an all-zero patch in some image (its info word's bit 12)
+    has :func:`hlsnn.compiled.netbfp.batch_free_exact` checked on the images' largest patch
+    exponents (bits [0, 12), -2048 for none): rule 3, the layer path's free exponent."""
     from . import netbfp
     out = np.asarray(out, np.uint64)
-    status = out[:, -1].astype(np.int64)
+    n = int(np.prod(net.output["shape"]))
+    status = out[:, n].astype(np.int64)
     if (status & 1).any():
         raise netbfp.NotExact(f"network kernel (bfp) of {net.name}: image(s) {np.flatnonzero(status & 1).tolist()}: "
-                              f"a sum spans more than 53 bits, so the layer-by-layer float64 result rounds "
-                              f"(netbfp rules 5, 6)")
-    if out.shape[0] > 1 and (status & 2).any():
-        netbfp.run(net, xq)
-    return unpack_output(out[:, :-1])
+                              f"a sum beyond its bound: a residual sum beyond 25 bits (the kernel's element) or a "
+                              f"pool's beyond 53 (the layer path's float64 rounds); netbfp rules 5, 6")
+    if out.shape[0] > 1:
+        info = out[:, n + 1:].astype(np.int64)
+        for i, op in enumerate(net.ops):
+            if op.kind == "conv" and (info[:, i] >> 12 & 1).any():
+                best = info[:, i] & 0xFFF
+                best = np.where(best >= 2048, best - 4096, best)
+                netbfp.batch_free_exact(op.f, net.params, [None if v == -2048 else int(v) for v in best], op.name)
+    return unpack_output(out[:, :n])
 
 
 class BfpNetKernel(netkernel.NetKernel):
@@ -232,7 +238,7 @@ class BfpNetKernel(netkernel.NetKernel):
     def __init__(self, net, *, strict=None):
         super().__init__(net, strict=strict, builder=build)
         self.in_words = -(-self.tables["in_elems"] // 2)
-        self.out_words = self.tables["out_elems"] + 1
+        self.out_words = self.tables["out_words"]
 
     @staticmethod
     def check(net):
@@ -246,7 +252,8 @@ class BfpNetKernel(netkernel.NetKernel):
 
     def run_words(self, x):
         """The kernel on a batch of input words (B, in_words) uint64: its output words (B,
-        out_words), the status word last, in one call of the top function."""
+        out_words): the output elements, the status word, an info word per op; in one call of
+        the top function."""
         import ctypes
         import json
         import time

@@ -13,7 +13,8 @@ count):
   one write cycle per block) plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``);
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/Q) * H * W``, twice
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum);
-* store: ``out_elems + 1`` cycles (the elements and the status word) plus the DDR latency.
+* store: ``out_elems + 1 + ops`` cycles (the elements, the status word and an info word per
+  op) plus the DDR latency.
 
 The iteration counts are exact and checked against the C-simulation's loop counters (tests);
 the depths are the model's, not a synthesis report. So is II = 1 of ``ConvMac``: its epilogue's
@@ -43,7 +44,7 @@ LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd"}
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
-    it = {"NetLoad": tables["in_elems"], "NetStore": tables["out_elems"]}
+    it = {"NetLoad": tables["in_elems"], "NetStore": tables["out_elems"], "StoreInfo": len(tables["rows"])}
     for r in tables["rows"]:
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
@@ -60,7 +61,7 @@ def op_cycles(net, tables):
         k = _f(r, "op")
         c = _f(r, "sa") + EXP_DEPTH + _f(r, "n_iter") + MAC_DEPTH if k == 0 else _f(r, "n_iter") + depth[k]
         rows.append((op.name, op.kind, c))
-    rows.append(("store", "store output", tables["out_elems"] + 1 + DDR_LATENCY))
+    rows.append(("store", "store output", tables["out_words"] + DDR_LATENCY))
     return rows
 
 

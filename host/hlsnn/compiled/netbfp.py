@@ -318,17 +318,13 @@ def conv_pairs(x, f, p):
 
 
 def zero_patch_check(x, f, p, name):
-    """The condition of rule 3 for a batch of more than one image with an all-zero patch:
-    the patch's result must not depend on which images share the layer-by-layer GEMM call.
-    Its free exponent is then the largest patch exponent of some images of the batch; for
-    each such candidate (every image's largest, ``emin`` for an image without a non-zero
-    patch) the bias alignment ``shift_round_sat(bm, xe + we - be, A)`` must be exact (no bit
-    dropped) and unsaturated, so that every candidate gives the bias's own value. Else
-    :class:`InputError` naming the layer."""
+    """The condition of rule 3 for a batch of more than one image with an all-zero patch
+    (pairs ``x`` (B, C, H, W) of the conv ``f``): :func:`batch_free_exact` on every image's
+    largest patch exponent."""
     m, e = (np.asarray(a, np.int64) for a in x)
     if m.shape[0] < 2:
         return
-    M, E, A = p["mantissa_bits"], p["exponent_bits"], p["acc_bits"]
+    M, E = p["mantissa_bits"], p["exponent_bits"]
     emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
     t, l, b, r = f["pads"]
     pad = ((0, 0), (0, 0), (t, b), (l, r))
@@ -340,20 +336,32 @@ def zero_patch_check(x, f, p, name):
     if nonzero.all():
         return
     best = np.where(nonzero, np.clip(lop - (M - 2), emin, emax), low).max(axis=1)
-    cands = sorted({emin if v == low else int(v) for v in best})
+    batch_free_exact(f, p, [None if v == low else int(v) for v in best], name)
+
+
+def batch_free_exact(f, p, bests, name):
+    """Rule 3's condition for a batch in which some image of the conv ``f`` has an all-zero
+    patch, given each image's largest patch exponent (None: the image has no non-zero patch):
+    the patch's free exponent layer by layer is then the largest of some images' (those sharing
+    the GEMM call), so for each candidate (every image's, ``emin`` for None) the bias alignment
+    ``shift_round_sat(bm, xe + we - be, A)`` must be exact (no bit dropped) and unsaturated:
+    then every candidate gives the bias's own value. Else :class:`NotExact` naming the layer."""
+    emin = -(1 << (p["exponent_bits"] - 1))
+    cands = sorted({emin if v is None else int(v) for v in bests})
     if len(cands) < 2:
         return
+    a_bits = p["acc_bits"]
     for ch in f["chunks"]:
         mag = np.abs(ch["bm"])
         top = msb_index(mag)
         for c in cands:
             s = c + ch["we"] - ch["be"]                   # the alignment: a right shift by s (> 0)
-            exact = (mag == 0) | ((s <= 0) & (top - s <= A - 2)) | \
+            exact = (mag == 0) | ((s <= 0) & (top - s <= a_bits - 2)) | \
                 ((s > 0) & (s <= 62) & (mag % (np.int64(1) << np.clip(s, 0, 62)) == 0))
             if not exact.all():
                 raise NotExact(f"network kernel (bfp): layer {name}: an all-zero patch's bias alignment depends on "
-                                 f"the images that share the layer-by-layer GEMM call (rule 3 of "
-                                 f"hlsnn.compiled.netbfp); run this batch one image at a time or with network=False")
+                               f"the images that share the layer-by-layer GEMM call (rule 3 of "
+                               f"hlsnn.compiled.netbfp); run this batch one image at a time or with network=False")
 
 
 def _exact_sum_check(parts, e, name, bits=EXACT_BITS):

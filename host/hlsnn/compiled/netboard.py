@@ -88,8 +88,8 @@ def io_words(net):
     name = lambda t: net.aliases.get(t, t)                  # noqa: E731
     n_in = int(np.prod(net.shapes[name(net.input["name"])]))
     n_out = int(np.prod(net.shapes[name(net.output["tensor"])]))
-    if net.engine == "bfp_systolic":       # float32 words in, two a word; 64-bit elements and a status word out
-        return n_in, n_out, -(-n_in // 2), n_out + 1
+    if net.engine == "bfp_systolic":       # float32 words in, two a word; 64-bit elements, status and info words out
+        return n_in, n_out, -(-n_in // 2), n_out + 1 + len(net.ops)
     return n_in, n_out, -(-n_in // 8), -(-n_out // 8)
 
 
