@@ -355,3 +355,23 @@ def test_the_kernel_status_and_info_words(compiled):
     with pytest.raises(netbfp.NotExact, match="layer conv1: an all-zero patch's bias alignment"):
         bfpkernel.finish_words(net, None, out)
     bfpkernel.finish_words(net, None, out[:1])              # one image: its own exponent, always the layer path's
+
+
+@pytest.mark.csim
+def test_network_kernel_equals_the_network_mode_on_negative_pools(compiled):
+    """The kernel against the spec where the layer path has no case: digits_cnn bfp8 with its
+    convs' ReLU removed, so the max pools compare negative values, zeros and values of
+    different exponents (the kernel's exact compare of rule 7), and every output is signed."""
+    from hlsnn.compiled.bfpkernel import BfpNetKernel
+    prog, arrays = artifact.read(compiled("digits_cnn", "bfp8"))
+    prog = dict(prog, layers=[dict(j, relu=False) if j["kind"] == "conv" else j for j in prog["layers"]])
+    net = netmode.lower(prog, arrays)
+    x = _x("digits_cnn", 4)
+    xq = netmode.quantize_input(net, x)
+    _, env = netmode.run_ints(net, xq, keep=True)
+    pooled = env[net.ops[1].out][0]
+    assert (pooled < 0).any() and (pooled == 0).any() and (pooled > 0).any()
+    got = BfpNetKernel(net).run(xq)
+    want = netmode.run_ints(net, xq)
+    np.testing.assert_array_equal(netbfp.dequantize(got).reshape(4, -1),
+                                  netbfp.dequantize(want).reshape(4, -1))
