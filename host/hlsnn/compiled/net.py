@@ -331,7 +331,7 @@ def load(path, target="emu", *, overlays=None, self_check=True, network=None, **
     (needed on ``pynq``; elsewhere an overlay folder or config to run instead of the stored
     config, refused unless its hash is the stored one). ``self_check``: run the stored
     input/output pairs first. ``network``: None runs the network path where it exists (a
-    network on one ``shift_mac`` or ``sparse_cluster`` accelerator that
+    network on one ``shift_mac``, ``sparse_cluster`` or ``bfp_systolic`` accelerator that
     :func:`hlsnn.compiled.netmode.lower` accepts: one kernel start per batch on ``emu``, ``csim``,
     ``sim``, and on ``pynq`` when ``overlays`` names network overlays), True requires it, False
     runs layer by layer."""

@@ -1,6 +1,9 @@
 """The network mode: a compiled ``shift_mac`` or ``sparse_cluster`` network as one integer
 program, the specification of the network kernels (``hls/engines/<engine>/network.cpp.j2``,
-one kernel start per batch).
+one kernel start per batch). A ``bfp_systolic`` network has a program of its own, on
+(mantissa, exponent) pairs instead of radix points (:mod:`hlsnn.compiled.netbfp`, reached
+through :func:`engine_rules`; :func:`lower`, :func:`quantize_input`, :func:`run_ints`,
+:func:`dequantize` and :func:`finish` dispatch to it).
 
 The rules below are the engines' common ones; an engine's weight values and output rule come
 from its layer rules (:func:`engine_rules`: :class:`ShiftRules` for ``shift_mac``, as rule 2
