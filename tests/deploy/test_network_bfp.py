@@ -375,3 +375,15 @@ def test_network_kernel_equals_the_network_mode_on_negative_pools(compiled):
     want = netmode.run_ints(net, xq)
     np.testing.assert_array_equal(netbfp.dequantize(got).reshape(4, -1),
                                   netbfp.dequantize(want).reshape(4, -1))
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "truncate"])
+def test_patch_rounding_is_shift_round_sat(rounding):
+    """The network mode's float64 patch rounding against the integer primitive: ties, negative
+    values, saturation (left shifts), shifts past the mantissa, zeros."""
+    from hlsnn.primitives import shift_round_sat
+    rng = np.random.default_rng(8)
+    m = np.concatenate([rng.integers(-(1 << 25), 1 << 25, 4000), [0, 1, -1, 3, -3, 5, -5, (1 << 52) + 1]])
+    s = np.concatenate([rng.integers(-40, 12, 4000), [3, -1, -1, -1, -1, -1, -1, -40]])
+    np.testing.assert_array_equal(netbfp._round_patches(m, s, 16, rounding),
+                                  shift_round_sat(m, -s, 16, rounding)[0])

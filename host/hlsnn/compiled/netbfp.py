@@ -283,6 +283,22 @@ def _lop(m, e):
     return np.where(m != 0, msb_index(np.abs(m)) + e, np.iinfo(np.int64).min)
 
 
+def _round_patches(m, s, bits, rounding):
+    """``shift_round_sat(m, -s, bits, rounding)``: each mantissa ``m`` scaled by ``2**s`` and
+    rounded. Where ``|m| < 2**53`` in float64, which is exact here: ``m * 2**s`` is a dyadic
+    value well inside float64's range (``|s|`` is a few hundred at most; beyond the largest
+    float it is infinite and saturates alike), and :func:`hlsnn.engines.common.round_into` is
+    exactly the three roundings of ``shift_round_sat``; tested against it."""
+    if not (np.abs(m).max(initial=0) < 1 << 53):
+        return shift_round_sat(m, -s, bits, rounding)[0]
+    from ..engines.common import round_into
+    with np.errstate(over="ignore"):
+        v = np.ldexp(m.astype(np.float64), s)
+    round_into(v, rounding, v)
+    np.clip(v, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, out=v)
+    return v.astype(np.int64)
+
+
 def conv_pairs(x, f, p):
     """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW)."""
     m, e = (np.asarray(a, np.int64) for a in x)
@@ -298,13 +314,13 @@ def conv_pairs(x, f, p):
         v = v[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]           # (B, C, OH, OW, kh, kw)
         return v.transpose(0, 2, 3, 1, 4, 5).reshape(bsz, f["oh"] * f["ow"], -1)
     wm_, we_ = windows(mp), windows(ep)
-    lop = _lop(wm_, we_).max(axis=2)                                          # (B, P)
+    lop = windows(_lop(mp, ep)).max(axis=2)                                   # (B, P)
     nonzero = lop != np.iinfo(np.int64).min
     xe = np.clip(lop - (M - 2), emin, emax)
     free = np.where(nonzero, xe, np.iinfo(np.int64).min).max(axis=1, keepdims=True)    # per image
     free = np.where(free == np.iinfo(np.int64).min, emin, free)
     xe = np.where(nonzero, xe, free)
-    xm, _ = shift_round_sat(wm_, xe[:, :, None] - we_, M, rnd)
+    xm = _round_patches(wm_, we_ - xe[:, :, None], M, rnd)
     xm, xe = xm.reshape(bsz * f["oh"] * f["ow"], -1), xe.reshape(-1)
     ym = np.empty((xm.shape[0], f["z"]), np.int64)
     ye = np.empty((xm.shape[0], f["z"]), np.int64)
