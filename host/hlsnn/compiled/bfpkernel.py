@@ -17,7 +17,8 @@ conv after it reads (its descriptor's ``sb``); the output words have that form t
 
 **Descriptors** (:data:`hlsnn.compiled.netkernel.FIELDS`, filled by the shared
 ``descriptor_head`` and ``pool_or_add``): a conv's ``sa`` is its exponent pass's iterations
-(``OH*OW*steps``), ``n_iter`` its multiply pass's (``OH*OW*(blocks*steps + blocks)``: per
+(``OH*OW*ceil(steps/2)``: two taps a cycle on the banks' two ports, from the tap table at its
+``group_words``), ``n_iter`` its multiply pass's (``OH*OW*(blocks*steps + blocks)``: per
 pixel the taps of every block of ``P`` output channels, then one write cycle per block),
 ``shift`` its bias exponent. Weights: lane ``l`` of block ``zb`` holds output channel
 ``zb*P + l``, its ``C*kh*kw`` mantissas in the tap order the kernel walks (channel block, ky,
@@ -67,6 +68,7 @@ def tables(net, pz, pc):
     if name(net.output["tensor"]) in pooled:
         raise InputError("network kernel (bfp): the output is a global pool's; the kernel stores a conv's output")
     gap_words = 1
+    taps = []
     rows = []
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
     el, bl = [[] for _ in range(pz)], [[] for _ in range(pz)]
@@ -97,13 +99,20 @@ def tables(net, pz, pc):
                 el[lane].append(np.where(real, ch["we"][np.minimum(zz, z - 1)], 0))
                 bl[lane].append(np.where(real, ch["bm"][np.minimum(zz, z - 1)], 0))
             ohw = f["oh"] * f["ow"]
+            toff = len(taps)                    # the exponent pass's taps: (cb, ky, kx) in the walk's order
+            for cb in range(ncg):
+                for ky in range(kh):
+                    for kx in range(kw):
+                        taps.append((cb * f["h"] * f["w"] + ky * f["w"] + kx, ky, kx, min(pc, c - cb * pc)))
+            if len(taps) % 2:
+                taps.append((0, 0, 0, 0))
             bound = (1 << (2 * m_bits - 2)) * c * kh * kw
             sum_bits = max(sum_bits, bound.bit_length() + 1)
             max_pix, max_blocks = max(max_pix, ohw), max(max_blocks, nb)
             d.update(step_chan=f["h"] * f["w"] - (kh - 1) * f["w"] - (kw - 1), cg=c, steps=steps, zb=nb,
-                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * (nb * steps + nb), sa=ohw * steps,
-                     sb=int(name(op.ins[0]) in pooled), shift=int(ch["be"]), blocks_per_group=nb, group_words=0,
-                     relu=int(f["relu"]))
+                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * (nb * steps + nb),
+                     sa=ohw * (-(-steps // 2)), sb=int(name(op.ins[0]) in pooled), shift=int(ch["be"]),
+                     blocks_per_group=nb, group_words=toff, relu=int(f["relu"]))
             woff += nb * steps
             boff += nb
         else:
@@ -123,7 +132,7 @@ def tables(net, pz, pc):
     hw = lambda s: int(np.prod(s[1:])) if len(s) == 3 else 1                           # noqa: E731
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
-                biases=[cat(x) for x in bl], sum_bits=sum_bits, max_pix=max_pix, max_blocks=max_blocks,
+                biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0), (0, 0, 0, 0)], sum_bits=sum_bits, max_pix=max_pix, max_blocks=max_blocks,
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
@@ -159,7 +168,9 @@ def render(net, out_dir):
                b_words=len(t["biases"][0]), weights=[[_ints(b) for b in lane] for lane in t["weights"]],
                wexps=[_ints(x) for x in t["wexps"]], biases=[_ints(x) for x in t["biases"]],
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1),
-               max_add_iter=_most(t, 2),
+               max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
+               tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
+               tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
                unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
                unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],

@@ -7,7 +7,8 @@ count):
 
 * load: ``in_elems`` cycles (one float32 value per cycle, a 64-bit AXI word every two) plus
   :data:`hlsnn.compiled.netperf.DDR_LATENCY`;
-* conv: the exponent pass ``OH * OW * ceil(C/Q) * kh * kw`` (``ConvExp``) plus
+* conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
+  each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
   :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * (B * ceil(C/Q) * kh * kw + B)``
   (``ConvMac``: every block of ``P`` output channels of a pixel takes the pixel's taps, then
   one write cycle per block) plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``);
@@ -73,8 +74,9 @@ def buffers(net, tables):
     m = net.params["mantissa_bits"]
     wbits = 8 if m <= 8 else 16
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
+    nt = len(tables["taps"])
     bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (2, pc, tables["act_words"]),
-                   partition=((1, "complete"), (2, "complete")), static=True,
+                   partition=((1, "complete"), (2, "complete")), static=True, storage="ram_t2p",
                    note=f"ping-pong activation buffers, channel banks: {ELEM_BITS}-bit mantissa + 10-bit exponent"),
             Buffer("sc", "net_top", "array", ELEM_BITS + 10, (pc, tables["sc_words"]), partition=((1, "complete"),),
                    static=True, note="shortcut buffer, channel banks"),
@@ -84,7 +86,11 @@ def buffers(net, tables):
                    static=True, note="resident weight mantissas, one ROM per multiplier"),
             Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
-            Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), note="a conv's patch exponents")]
+            Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), note="a conv's patch exponents"),
+            Buffer("kTapOff", "net_top", "array", 32, (nt,), static=True, note="the exponent pass's tap table"),
+            Buffer("kTapKy", "net_top", "array", 8, (nt,), static=True),
+            Buffer("kTapKx", "net_top", "array", 8, (nt,), static=True),
+            Buffer("kTapC", "net_top", "array", 8, (nt,), static=True)]
     muls = [Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
                        note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
     return bufs, muls
