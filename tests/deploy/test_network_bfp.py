@@ -387,3 +387,21 @@ def test_patch_rounding_is_shift_round_sat(rounding):
     s = np.concatenate([rng.integers(-40, 12, 4000), [3, -1, -1, -1, -1, -1, -1, -40]])
     np.testing.assert_array_equal(netbfp._round_patches(m, s, 16, rounding),
                                   shift_round_sat(m, -s, 16, rounding)[0])
+
+
+def test_the_kernel_refuses_what_it_cannot_hold(compiled):
+    """Before anything is built (``check``, which ``hlsnn.load`` calls on csim and sim): wider
+    exponents than its elements hold, mantissas beyond one DSP product, several output chunks."""
+    from hlsnn.compiled.bfpkernel import BfpNetKernel
+    path = compiled("digits_cnn", "bfp16")
+    net = netmode.lower(*artifact.read(path))
+    for kw, what in ((dict(exponent_bits=10), "8-bit exponents"), (dict(mantissa_bits=24), "18-bit mantissas")):
+        net.params = dict(net.params, **kw)
+        with pytest.raises(InputError, match=what):
+            BfpNetKernel.check(net)
+        net.params = dict(net.params, exponent_bits=8, mantissa_bits=16)
+    conv2 = net.ops[2].f
+    ch = conv2["chunks"][0]
+    conv2["chunks"] = [dict(ch, rows=(0, 4)), dict(ch, rows=(4, conv2["z"]))]
+    with pytest.raises(InputError, match=r"conv2: 2 output chunks"):
+        BfpNetKernel.check(net)

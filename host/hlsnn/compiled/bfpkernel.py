@@ -30,14 +30,15 @@ import numpy as np
 
 from ..errors import InputError
 from . import netkernel
+from .netbfp import ELEM_BITS, EXACT_BITS
 from .netkernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: output lanes and channel banks: 128 DSP multipliers (module docstring)
 LANES, BANKS = 8, 16
-#: an element's mantissa bits in the activation buffers (netbfp.ELEM_BITS: a 36-bit element
-#: with its 10-bit exponent), a wide element's (a global pool's sums: below 2**53, netbfp rule
-#: 6; the output words), and float64's significand
-ELEM_BITS, WIDE_BITS, EXACT_BITS = 26, 54, 53
+#: a wide element's mantissa bits (a global pool's sums: below 2**53, netbfp rule 6; the
+#: output words); an element's in the activation buffers is netbfp.ELEM_BITS (26: a 36-bit
+#: element with its 10-bit exponent)
+WIDE_BITS = 54
 
 
 def shape(p):
@@ -52,6 +53,10 @@ def tables(net, pz, pc):
         raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
     p = net.params
     m_bits = p["mantissa_bits"]
+    if p["exponent_bits"] > 8 or m_bits > 18:
+        raise InputError(f"network kernel (bfp): {net.accel}: {m_bits}-bit mantissas and {p['exponent_bits']}-bit "
+                         f"exponents; the kernel takes up to 18-bit mantissas (one DSP48 product) and 8-bit "
+                         f"exponents (its elements' 10-bit exponents hold their sums and the input's)")
     for op in net.ops:
         if op.kind not in ("conv", "maxpool", "add"):
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} op is not in the kernel")

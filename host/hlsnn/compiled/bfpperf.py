@@ -69,7 +69,8 @@ def op_cycles(net, tables):
 def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
     from ..resources import Buffer, Multiplier
-    from .bfpkernel import ELEM_BITS, WIDE_BITS
+    from .bfpkernel import WIDE_BITS
+    from .netbfp import ELEM_BITS
     pz, pc = tables["pz"], tables["pc"]
     m = net.params["mantissa_bits"]
     wbits = 8 if m <= 8 else 16
