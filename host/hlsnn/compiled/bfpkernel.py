@@ -18,8 +18,9 @@ conv after it reads (its descriptor's ``sb``); the output words have that form t
 **Descriptors** (:data:`hlsnn.compiled.netkernel.FIELDS`, filled by the shared
 ``descriptor_head`` and ``pool_or_add``): a conv's ``sa`` is its exponent pass's iterations
 (``OH*OW*ceil(steps/2)``: two taps a cycle on the banks' two ports, from the tap table at its
-``group_words``), ``n_iter`` its multiply pass's (``OH*OW*(blocks*steps + blocks)``: per
-pixel the taps of every block of ``P`` output channels, then one write cycle per block),
+``group_words``), ``n_iter`` its multiply pass's (``OH*OW*blocks*steps + blocks``: per pixel
+the taps of every block of ``P`` output channels; a pixel's writes, a block a cycle, beside the
+next pixel's products, and the last pixel's after them),
 ``shift`` its bias exponent. Weights: lane ``l`` of block ``zb`` holds output channel
 ``zb*P + l``, its ``C*kh*kw`` mantissas in the tap order the kernel walks (channel block, ky,
 kx; bank ``j`` channel ``cb*Q + j``); a partial block pads with zero weights and bias.
@@ -115,7 +116,7 @@ def tables(net, pz, pc):
             sum_bits = max(sum_bits, bound.bit_length() + 1)
             max_pix, max_blocks = max(max_pix, ohw), max(max_blocks, nb)
             d.update(step_chan=f["h"] * f["w"] - (kh - 1) * f["w"] - (kw - 1), cg=c, steps=steps, zb=nb,
-                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * (nb * steps + nb),
+                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * nb * steps + nb,
                      sa=ohw * (-(-steps // 2)), sb=int(name(op.ins[0]) in pooled), shift=int(ch["be"]),
                      blocks_per_group=nb, group_words=toff, relu=int(f["relu"]))
             woff += nb * steps

@@ -9,9 +9,10 @@ count):
   :data:`hlsnn.compiled.netperf.DDR_LATENCY`;
 * conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
   each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
-  :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * (B * ceil(C/Q) * kh * kw + B)``
-  (``ConvMac``: every block of ``P`` output channels of a pixel takes the pixel's taps, then
-  one write cycle per block) plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``);
+  :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * B * steps + B`` (``ConvMac``: every
+  block of ``P`` output channels of a pixel takes the pixel's taps; a pixel's writes, one block
+  a cycle, run beside the next pixel's products, the last pixel's after them) plus
+  :data:`MAC_DEPTH` (``B = ceil(Z/P)``);
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/Q) * H * W``, twice
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum);
 * store: ``out_elems + 1 + ops`` cycles (the elements, the status word and an info word per
@@ -19,8 +20,8 @@ count):
 
 The iteration counts are exact and checked against the C-simulation's loop counters (tests);
 the depths are the model's, not a synthesis report. So is II = 1 of ``ConvMac``: its epilogue's
-recurrences (the max rule's running leading one, read by the next cycle's writes) must close
-in one cycle, which only synthesis can confirm.
+recurrence (the max rule's running leading one over a pixel's blocks, a leading-one encoder
+and a compare) must close in one cycle, which only synthesis can confirm.
 
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks of
 36-bit elements, the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
