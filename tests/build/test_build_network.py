@@ -156,3 +156,29 @@ def test_network_tcl_uses_only_the_vocabulary(config, tmp_path):
         clock_period_ns=10.0)).read_text()
     assert violations(hls, "vitis_hls") == []
     assert {"open_project", "set_top", "csynth_design", "export_design"} <= {c for c, _ in commands(hls)}
+
+
+@pytest.fixture(scope="module")
+def bfp_model(tmp_path_factory):
+    import sys
+    sys.path.insert(0, str(HERE.parent / "deploy"))
+    from compiled_fixtures import compiled_models
+    return compiled_models(tmp_path_factory, "netbuild_bfp", calibration_samples=16, check_samples=2)("digits_cnn",
+                                                                                                      "bfp16")
+
+
+def test_full_bfp_network_build_with_the_fake_tools(bfp_model, env):
+    """The bfp_systolic network kernel through the same stages: its own template rendered, its
+    C-simulation against the network mode (the check images and two random float32 images, one
+    image a call), the register map, the overlay."""
+    tmp, main = env
+    net, cfg = _lowered(bfp_model)
+    name = f"{cfg.name}_net"
+    rc, out, err = main(bfp_model, "--jobs", "2")
+    assert rc == EXIT["ok"], out + err
+    assert "0 mismatches" in out
+    m = json.loads((tmp / "overlays" / name / f"{name}.json").read_text())
+    assert m["engine"] == "bfp_systolic" and m["csim"]["mismatches"] == 0 and m["csim"]["cases"] == 2 + 2
+    assert m["register_map"] == {"in": [0x10, 0x14], "out": [0x1C, 0x20], "batch": [0x28]}
+    src = (tmp / "build" / cfg.name / "network" / net.name / "hls" / "network.cpp").read_text()
+    assert "on bfp_systolic" in src and "ConvMac" in src

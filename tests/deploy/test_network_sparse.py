@@ -124,9 +124,9 @@ def test_taps_come_back_from_the_stride1_form(geom):
 def test_lower_names_the_engine_without_a_network_mode(compiled):
     from hlsnn.compiled import artifact
     prog, arrays = artifact.read(compiled("digits_cnn", "fixed8"))
-    acc = dict(next(iter(prog["accels"].values())), engine="bfp_systolic")
-    with pytest.raises(InputError, match="engine bfp_systolic of .*: only shift_mac and sparse_cluster have a "
-                                         "network mode so far"):
+    acc = dict(next(iter(prog["accels"].values())), engine="no_such_engine")
+    with pytest.raises(InputError, match="engine no_such_engine of .*: only shift_mac, sparse_cluster and "
+                                         "bfp_systolic have a network mode so far"):
         netmode.lower(dict(prog, accels={"a": acc}), arrays)
 
 

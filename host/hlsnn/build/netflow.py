@@ -57,9 +57,10 @@ class NetBuild(Build):
 
     # ---------------------------------------------------------------- stages
     def render(self):
-        from ..compiled import netkernel, sparsekernel
+        from ..compiled import bfpkernel, netkernel, sparsekernel
         from ..compiled.netboard import network_digest
-        render = sparsekernel.render if self.net.engine == "sparse_cluster" else netkernel.render
+        render = {"sparse_cluster": sparsekernel.render, "bfp_systolic": bfpkernel.render}.get(self.net.engine,
+                                                                                            netkernel.render)
         self.hls_dir.mkdir(parents=True, exist_ok=True)
         files, sha, tables = render(self.net, self.hls_dir)
         if network_digest(self.net, tables) != self.manifest["network_sha256"]:     # pragma: no cover - a bug
@@ -82,16 +83,28 @@ class NetBuild(Build):
         from ..compiled import netmode
         net = self.net
         batches = []
-        if "check/x" in self.arrays:
-            batches.append(netmode.quantize_input(net, np.asarray(self.arrays["check/x"], np.float64)))
-        bits = int(net.input["bits"])
         shape = tuple(net.shapes[net.aliases.get(net.input["name"], net.input["name"])])
         rng = np.random.default_rng(0)
-        batches.append(rng.integers(-(1 << (bits - 1)), 1 << (bits - 1), size=(self.cases,) + shape))
-        xq = np.concatenate([b.reshape((len(b),) + shape) for b in batches])
         kernel = self.kernel_class(net)
-        got = kernel.run(xq)
-        want = np.asarray(netmode.run_ints(net, xq)).reshape(len(xq), -1)
+        if net.engine == "bfp_systolic":      # float32 inputs, (mantissa, exponent) pairs out, one image a call
+            xs = [np.asarray(self.arrays["check/x"], np.float64)] if "check/x" in self.arrays else []
+            xs.append(rng.standard_normal((self.cases,) + shape).astype(np.float32).astype(np.float64))
+            x = np.concatenate([v.reshape((len(v),) + shape) for v in xs])
+            got, want = [], []
+            for i in range(len(x)):           # batch 1: always the layer path's bits (netbfp rule 3)
+                xq = netmode.quantize_input(net, x[i:i + 1])
+                got.append(netmode.dequantize(net, kernel.run(xq)).reshape(-1))
+                want.append(netmode.dequantize(net, netmode.run_ints(net, xq)).reshape(-1))
+            got, want = np.concatenate(got).view(np.uint64), np.concatenate(want).view(np.uint64)
+            xq = x
+        else:
+            if "check/x" in self.arrays:
+                batches.append(netmode.quantize_input(net, np.asarray(self.arrays["check/x"], np.float64)))
+            bits = int(net.input["bits"])
+            batches.append(rng.integers(-(1 << (bits - 1)), 1 << (bits - 1), size=(self.cases,) + shape))
+            xq = np.concatenate([b.reshape((len(b),) + shape) for b in batches])
+            got = kernel.run(xq)
+            want = np.asarray(netmode.run_ints(net, xq)).reshape(len(xq), -1)
         bad = int(np.count_nonzero(got != want))
         self.manifest["csim"] = {"cases": len(xq), "outputs": int(want.size), "mismatches": bad,
                                  "library": str(kernel.path)}

@@ -122,7 +122,13 @@ def network_model(path, *, board=None, batch=1):
         return None
     name, b, cpu = _board(prog, board)
     cfg = config_of(prog["accels"][net.accel], str(path))
-    if net.engine == "sparse_cluster":             # its own kernel: sparsekernel, sparseperf
+    if net.engine == "bfp_systolic":               # its own kernel: bfpkernel, bfpperf
+        from . import bfpkernel, bfpperf as perf
+        try:
+            t = bfpkernel.tables(net, *bfpkernel.shape(net.params))
+        except InputError:
+            return None
+    elif net.engine == "sparse_cluster":             # its own kernel: sparsekernel, sparseperf
         from . import sparsekernel, sparseperf as perf
         try:
             t = sparsekernel.tables(net, *sparsekernel.shape(net.params))
@@ -141,20 +147,24 @@ def network_model(path, *, board=None, batch=1):
         r["end_to_end_us"] = r["fabric_us"] + r["host_us"]
         return r
     nh = NET_HOST[b["cpu"]]
-    layers = [row("input", "host quantize", host_bytes=9 * n_in, host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
+    # bytes per value the host writes into the input buffer and reads from the output buffer
+    in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
+    layers = [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
+                  host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
     for nm, kind, cyc in perf.op_cycles(net, t):
         c = cyc * batch
         k_us = c / mhz
         extra = {}
         if kind in ("load image", "store output"):
-            words = -(-t["in_elems" if kind == "load image" else "out_elems"] // 8) * batch
+            words = t.get("in_words" if kind == "load image" else "out_words",
+                          -(-t["in_elems" if kind == "load image" else "out_elems"] // 8)) * batch
             extra = dict(dma_bytes=8 * words, ddr_us=8 * words / (beat * mhz))
         if kind == "load image":                      # the one kernel start of the batch
             extra.update(kernel_starts=1, host_us=nh["start_us"])
         layers.append(row(nm, kind, kernel_cycles=c, kernel_us=k_us, fabric_us=max(k_us, extra.get("ddr_us", 0.0)),
                           **extra))
     # rule 5 and the host layers after the logits, measured together (finish_us): split evenly
-    fin = [("output", "host dequantize", 9 * n_out)] + [(j["name"], "host " + j["op"], 16 * n_out)
+    fin = [("output", "host dequantize", (8 + out_b) * n_out)] + [(j["name"], "host " + j["op"], 16 * n_out)
                                                         for j in net.host_after]
     for nm, kind, hb in fin:
         layers.append(row(nm, kind, host_bytes=hb, host_us=(nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin)))

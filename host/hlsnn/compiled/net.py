@@ -76,6 +76,9 @@ def kernel_class(net):
     if net.engine == "sparse_cluster":
         from . import sparsekernel
         return getattr(sparsekernel, "SparseNetKernel", None)
+    if net.engine == "bfp_systolic":
+        from .bfpkernel import BfpNetKernel
+        return BfpNetKernel
     return None
 
 
@@ -121,6 +124,7 @@ class CompiledNet:
         # the network path (one kernel start per batch): the network mode on emu, the network
         # kernel on csim; elsewhere, and for networks it cannot run, layer by layer
         self.network, self._kernel, self.last_kernel_starts = None, None, 0
+        self._network_auto = network is None
         overlays = dict(overlays or {})
         unknown = set(overlays) - set(prog["accels"])
         if unknown:
@@ -241,7 +245,13 @@ class CompiledNet:
         """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name."""
         x = self._check_input(x)
         if self.network is not None:
-            return self._run_network(x, keep)
+            try:
+                return self._run_network(x, keep)
+            except InputError as e:
+                # a batch the network mode cannot run exactly (hlsnn.compiled.netbfp.NotExact):
+                # with network=None on emu it runs layer by layer, as a network without one does
+                if not (getattr(e, "not_exact", False) and self._network_auto and self.target == "emu"):
+                    raise
         self.last_kernel_starts = None
         t_kernel = self._kernel_wall()
         t0 = time.perf_counter()
@@ -258,7 +268,9 @@ class CompiledNet:
         xq = netmode.quantize_input(n, x)
         t1 = time.perf_counter()
         if self._kernel is not None:
-            q = self._kernel.run(xq).reshape((len(x),) + tuple(n.output["shape"]))
+            q = self._kernel.run(xq)
+            q = tuple(a.reshape((len(x),) + tuple(n.output["shape"])) for a in q) if isinstance(q, tuple) \
+                else q.reshape((len(x),) + tuple(n.output["shape"]))
             self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
         else:
             q = netmode.run_ints(n, xq)
@@ -269,7 +281,7 @@ class CompiledNet:
         self.last_host_s = max(0.0, (t3 - t0) - kernel_s)
         if not keep:
             return y
-        return y, {n.input["name"]: x, n.output["tensor"]: np.ldexp(q.astype(np.float64), -n.output["f"]),
+        return y, {n.input["name"]: x, n.output["tensor"]: netmode.dequantize(n, q),
                    n.output["name"]: y}
 
     def __call__(self, x):
@@ -332,7 +344,7 @@ def load(path, target="emu", *, overlays=None, self_check=True, network=None, **
     (needed on ``pynq``; elsewhere an overlay folder or config to run instead of the stored
     config, refused unless its hash is the stored one). ``self_check``: run the stored
     input/output pairs first. ``network``: None runs the network path where it exists (a
-    network on one ``shift_mac`` or ``sparse_cluster`` accelerator that
+    network on one ``shift_mac``, ``sparse_cluster`` or ``bfp_systolic`` accelerator that
     :func:`hlsnn.compiled.netmode.lower` accepts: one kernel start per batch on ``emu``, ``csim``,
     ``sim``, and on ``pynq`` when ``overlays`` names network overlays), True requires it, False
     runs layer by layer."""

@@ -49,6 +49,9 @@ def kernel_tables(net):
     if net.engine == "sparse_cluster":
         from . import sparsekernel
         return sparsekernel.tables(net, *sparsekernel.shape(net.params))
+    if net.engine == "bfp_systolic":
+        from . import bfpkernel
+        return bfpkernel.tables(net, *bfpkernel.shape(net.params))
     from . import netkernel
     return netkernel.tables(net, *netkernel.lanes(net.params))
 
@@ -85,6 +88,8 @@ def io_words(net):
     name = lambda t: net.aliases.get(t, t)                  # noqa: E731
     n_in = int(np.prod(net.shapes[name(net.input["name"])]))
     n_out = int(np.prod(net.shapes[name(net.output["tensor"])]))
+    if net.engine == "bfp_systolic":       # float32 words in, two a word; 64-bit elements, status and info words out
+        return n_in, n_out, -(-n_in // 2), n_out + 1 + len(net.ops)
     return n_in, n_out, -(-n_in // 8), -(-n_out // 8)
 
 
@@ -223,6 +228,8 @@ class NetBoard:
             self.outb = self._pynq.allocate((words_out,), np.uint64)
             self._x8 = np.asarray(self.inb).view(np.int8).reshape(batch, self.in_words * 8)
             self._y8 = np.asarray(self.outb).view(np.int8).reshape(batch, self.out_words * 8)
+            self._xw = np.asarray(self.inb).reshape(batch, self.in_words)
+            self._yw = np.asarray(self.outb).reshape(batch, self.out_words)
             self._x8[:] = 0
             write_registers(self.ip, self.offsets, {"in": self.inb.device_address, "out": self.outb.device_address})
         if self._batch != batch:
@@ -233,13 +240,21 @@ class NetBoard:
         """``xq`` (B, ...) input integers -> (B, out_elems) int64, in one kernel start (module
         docstring). On an error (a timeout included) the buffers are freed."""
         from ..runtime.pynq_target import DeviceTimeout
-        b = xq.shape[0]
+        b = xq[0].shape[0] if isinstance(xq, tuple) else xq.shape[0]
         if b < 1:
             raise InputError(f"network kernel: a batch of {b} images; give at least one")
         t_call = time.perf_counter()
         try:
+            bfp = self.net.engine == "bfp_systolic"
+            if bfp:
+                from .bfpkernel import pack_input
+                b = xq[0].shape[0]
+                words = pack_input(xq)
             self._buffers(b)
-            self._x8[:b, :self.n_in] = np.asarray(xq).reshape(b, -1)
+            if bfp:
+                self._xw[:b] = words
+            else:
+                self._x8[:b, :self.n_in] = np.asarray(xq).reshape(b, -1)
             self.inb.flush()
             t0 = time.perf_counter()
             self.ip.write(0x00, 1)                                    # ap_start
@@ -252,7 +267,11 @@ class NetBoard:
             self.last_kernel_s = time.perf_counter() - t0
             self.starts += 1
             self.outb.invalidate()
-            y = self._y8[:b, :self.n_out].astype(np.int64)
+            if bfp:
+                from .bfpkernel import finish_words
+                y = finish_words(self.net, xq, self._yw[:b].copy())
+            else:
+                y = self._y8[:b, :self.n_out].astype(np.int64)
         except BaseException:
             self._free()
             raise

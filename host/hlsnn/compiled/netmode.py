@@ -1,6 +1,9 @@
 """The network mode: a compiled ``shift_mac`` or ``sparse_cluster`` network as one integer
 program, the specification of the network kernels (``hls/engines/<engine>/network.cpp.j2``,
-one kernel start per batch).
+one kernel start per batch). A ``bfp_systolic`` network has a program of its own, on
+(mantissa, exponent) pairs instead of radix points (:mod:`hlsnn.compiled.netbfp`, reached
+through :func:`engine_rules`; :func:`lower`, :func:`quantize_input`, :func:`run_ints`,
+:func:`dequantize` and :func:`finish` dispatch to it).
 
 The rules below are the engines' common ones; an engine's weight values and output rule come
 from its layer rules (:func:`engine_rules`: :class:`ShiftRules` for ``shift_mac``, as rule 2
@@ -127,6 +130,8 @@ def lower(program, arrays):
                          f"runs a network on one")
     (acc_name, acc), = accels.items()
     rules = engine_rules(acc["engine"], acc_name)
+    if getattr(rules, "lower", None) is not None:            # a network mode of its own (bfp_systolic)
+        return rules.lower(program, arrays)
     p = acc["config"][acc["engine"]]
     bits, rounding = rules.activations(p, acc_name), program["rounding"]
     inp = program["input"]
@@ -344,15 +349,20 @@ class ShiftRules:
 
 
 def engine_rules(engine, acc_name=None):
-    """The layer rules of ``engine`` (:class:`ShiftRules`, or ``sparse_cluster``'s
-    :class:`hlsnn.compiled.netsparse.SparseRules`); :class:`InputError` for an engine without."""
+    """The layer rules of ``engine`` (:class:`ShiftRules`, ``sparse_cluster``'s
+    :class:`hlsnn.compiled.netsparse.SparseRules`, or ``bfp_systolic``'s
+    :class:`hlsnn.compiled.netbfp.BfpRules`, whose ``lower`` makes a program of its own: BFP
+    pairs between ops instead of radix points); :class:`InputError` for an engine without."""
     if engine == "shift_mac":
         return ShiftRules
     if engine == "sparse_cluster":
         from .netsparse import SparseRules
         return SparseRules
-    raise InputError(f"network kernel: engine {engine}{' of ' + acc_name if acc_name else ''}: only shift_mac "
-                     f"and sparse_cluster have a network mode so far")
+    if engine == "bfp_systolic":
+        from .netbfp import BfpRules
+        return BfpRules
+    raise InputError(f"network kernel: engine {engine}{' of ' + acc_name if acc_name else ''}: only shift_mac, "
+                     f"sparse_cluster and bfp_systolic have a network mode so far")
 
 
 def _fields(t, shape):
@@ -387,7 +397,12 @@ def quantize_input(net, x):
     clipped to ``[lo - 1, hi + 1]`` it needs at most ``B + 1 + (g - F)`` significant bits, so
     ``y +- 0.5`` is exact while that is at most 52 (checked): rounding half away from zero is
     ``trunc(y + copysign(0.5, y))``, half to even is ``rint(y)``; then the clip to ``[lo,
-    hi]``. Every step is exact, so the bits are ``to_fixed``'s (tested)."""
+    hi]``. Every step is exact, so the bits are ``to_fixed``'s (tested).
+
+    A ``bfp_systolic`` network: :func:`hlsnn.compiled.netbfp.quantize_input` (its rule 1)."""
+    if net.engine == "bfp_systolic":
+        from .netbfp import quantize_input as bfp_input
+        return bfp_input(net, x)
     from ..deploy.runner import to_fixed
     i = net.input
     f, bits, rounding = i["f"], i["bits"], i["rounding"]
@@ -462,7 +477,11 @@ def add_ints(a, b, f, bits):
 
 def run_ints(net, xq, *, keep=False):
     """Run the ops on a batch of input integers ``xq`` (B, ...): the output tensor's integers
-    (B, ...) int64; with ``keep``, ``(out, {tensor: integers})``."""
+    (B, ...) int64; with ``keep``, ``(out, {tensor: integers})``. A ``bfp_systolic`` network
+    runs :func:`hlsnn.compiled.netbfp.run` on ``(mantissas, exponents)`` pairs instead."""
+    if net.engine == "bfp_systolic":
+        from .netbfp import run
+        return run(net, xq, keep=keep)
     b = xq.shape[0]
     env = {net.input["name"]: np.asarray(xq, np.int64)}
 
@@ -485,6 +504,15 @@ def run_ints(net, xq, *, keep=False):
     return (out, env) if keep else out
 
 
+def dequantize(net, q):
+    """The output integers as float64: ``q * 2**-F_out``, or a ``bfp_systolic`` network's
+    ``(m, e)`` pairs as ``m * 2**e`` (exact)."""
+    if net.engine == "bfp_systolic":
+        from .netbfp import dequantize as pairs
+        return pairs(q)
+    return np.ldexp(np.asarray(q, np.float64), -net.output["f"])
+
+
 def finish(net, q):
     """Rule 5: the network's float output from the output integers ``q``."""
     stubs = getattr(net, "_host_stubs", None)
@@ -492,7 +520,7 @@ def finish(net, q):
         from ..deploy import hostops
         from .net import _host_layer
         stubs = net._host_stubs = [(hostops.run, _host_layer(j, {})) for j in net.host_after]
-    y = np.ldexp(np.asarray(q, np.float64), -net.output["f"])
+    y = dequantize(net, q)
     for run, st in stubs:
         y = run(st, [y])
     return y

@@ -1,0 +1,408 @@
+"""The network mode of a compiled bfp_systolic model (bfp16, bfp8; issue 31): the BFP rules of
+``hlsnn.compiled.netbfp`` on (mantissa, exponent) pairs.
+
+References: the layer-by-layer compiled network on the emulator (the deployment's own code:
+float64 activations, im2col rows quantized by the compiled quantizer, the fast GEMM), the BFP
+quantizer of ``hlsnn.formats.bfp`` on float values, and float64 arithmetic where it is exact."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+import hlsnn  # noqa: E402
+from hlsnn.compiled import artifact, netbfp, netmode  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
+from hlsnn.engines.bfp_systolic.emulator import emulate  # noqa: E402
+from hlsnn.errors import InputError  # noqa: E402
+from hlsnn.formats import bfp as bfpfmt  # noqa: E402
+
+CAL = 16
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    from compiled_fixtures import compiled_models
+    return compiled_models(tmp_path_factory, "netbfp", calibration_samples=CAL, check_samples=2)
+
+
+def _x(model, n):
+    return datasets.load("digits32" if model == "resnet8_digits32" else "digits", layout="nchw").x_test[:n]
+
+
+def _same(path, x):
+    """The network mode against the layer-by-layer emulator: the logits' bits, the output, and
+    every engine layer's output tensor (its pairs dequantized) on the way."""
+    with hlsnn.load(path, "emu", network=False) as ref:
+        y_ref, env_ref = ref.run(x, keep=True)
+    with hlsnn.load(path, "emu", network=True) as net:        # the self-check passes too
+        y, env = net.run(x, keep=True)
+        assert net.last_kernel_starts == 0 and net.network.engine == "bfp_systolic"
+        _, pairs = netmode.run_ints(net.network, netmode.quantize_input(net.network, x), keep=True)
+    lt = net.program["output"]["engine_tensor"]
+    np.testing.assert_array_equal(env[lt].view(np.uint64), env_ref[lt].view(np.uint64))
+    np.testing.assert_array_equal(y, y_ref)
+    convs = [op for op in net.network.ops if op.kind == "conv"]
+    for op in convs:
+        got = netbfp.dequantize(pairs[op.out]).reshape(env_ref[op.out].shape)
+        np.testing.assert_array_equal(got.view(np.uint64), env_ref[op.out].view(np.uint64), err_msg=op.name)
+    return net
+
+
+@pytest.mark.parametrize("assignment", ["bfp16", "bfp8"])
+def test_network_mode_equals_the_layer_by_layer_emulator(compiled, assignment):
+    net = _same(compiled("digits_cnn", assignment), _x("digits_cnn", 40))
+    assert [op.kind for op in net.network.ops] == ["conv", "maxpool", "conv", "maxpool", "conv"]
+
+
+@pytest.mark.parametrize("assignment", ["bfp16", pytest.param("bfp8", marks=pytest.mark.slow)])
+def test_resnet8_network_mode_equals_the_layer_by_layer_emulator(compiled, assignment):
+    """3x3 and 1x1 stride-2 convolutions, residual Adds with ReLU, the global pool, the dense
+    classifier; the Softmax on the host."""
+    net = _same(compiled("resnet8_digits32", assignment), _x("resnet8_digits32", 6))
+    kinds = [op.kind for op in net.network.ops]
+    assert kinds.count("conv") == 10 and kinds.count("add") == 3
+    assert [j["op"] for j in net.network.host_after] == ["Softmax"]
+
+
+def test_float32_words_decode_to_their_values():
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.standard_normal(200) * 2.0 ** rng.integers(-130, 100, 200), [0.0, -0.0, 1.0, -2.5],
+                        np.float32([1e-45, -3e-40, 3.4e38])]).astype(np.float32)
+    m, e = netbfp.decode_float32(x.view(np.uint32))
+    assert np.abs(m).max() < 1 << 24
+    np.testing.assert_array_equal(np.ldexp(m.astype(np.float64), e), x.astype(np.float64))
+
+
+def _pairs(rng, shape, span):
+    """Random pairs: 12-bit mantissas (a quarter zero) at per-element exponents within ``span``."""
+    m = rng.integers(-(1 << 11), 1 << 11, shape) * (rng.random(shape) > 0.25)
+    return m.astype(np.int64), rng.integers(-span, span + 1, shape).astype(np.int64)
+
+
+@pytest.mark.parametrize("mbits,rounding", [(8, "nearest_even"), (16, "nearest_away"), (8, "truncate")])
+def test_conv_rule_against_the_bfp_quantizer(mbits, rounding):
+    """Rules 3 and 4 on pairs of mixed exponents (stride (2, 1), asymmetric padding, two output
+    chunks, all-zero patches) against: the float values' im2col rows quantized by
+    ``formats.bfp.quantize`` (one exponent per row), an all-zero row given the image's largest
+    row exponent, and the engine's fast emulator."""
+    rng = np.random.default_rng(7)
+    p = dict(mantissa_bits=mbits, exponent_bits=8, acc_bits=48 if mbits == 16 else 32, rounding=rounding,
+             weight_exponent="row", output_exponent="max", rolling_len=4, underflow_bits=4)
+    b, c, h, w, z, kh, kw = 2, 3, 6, 5, 6, 3, 2
+    pads, (sh, sw) = (1, 0, 2, 1), (2, 1)
+    oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
+    m, e = _pairs(rng, (b, c, h, w), 6)
+    m[:, :, :3, :3] = 0                                          # some all-zero patches
+    lo, hi = -(1 << (mbits - 1)), (1 << (mbits - 1)) - 1
+    chunks = []
+    for r0, r1 in [(0, 4), (4, 6)]:
+        chunks.append(dict(rows=(r0, r1), wm=rng.integers(lo, hi + 1, (r1 - r0, c, kh, kw)),
+                           we=rng.integers(-12, -6, r1 - r0), bm=rng.integers(lo, hi + 1, r1 - r0), be=-4))
+    f = dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=1, chunks=chunks,
+             relu=True, dense=False)
+    gm, ge = netbfp.conv_pairs((m, e), f, p)
+    # the reference: float rows, the BFP quantizer, the fast emulator
+    v = np.pad(np.ldexp(m.astype(np.float64), e), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    for i in range(b):
+        rows = np.array([v[i, :, y * sh:y * sh + kh, x * sw:x * sw + kw].reshape(-1)
+                         for y in range(oh) for x in range(ow)])
+        q = bfpfmt.quantize(rows, mbits, axis=-1, exponent_bits=8, rounding=rounding)
+        xe = np.asarray(q.exponents, np.int64).reshape(-1).copy()
+        zero = ~q.mantissas.any(axis=1)
+        assert zero.any() and not zero.all()
+        xe[zero] = xe[~zero].max()
+        for ch in chunks:
+            r0, r1 = ch["rows"]
+            ym, ye, _ = emulate(p, q.mantissas, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"], ch["be"],
+                                relu=True)
+            np.testing.assert_array_equal(gm[i, r0:r1].reshape(r1 - r0, -1), ym.T)
+            np.testing.assert_array_equal(ge[i, r0:r1].reshape(r1 - r0, -1), np.broadcast_to(ye, (r1 - r0, ye.size)))
+
+
+@pytest.mark.parametrize("relu,gap", [(False, False), (True, False), (True, True), (False, True)])
+def test_add_rule_equals_float64(relu, gap):
+    """Rules 5 and 6 against the host's float64 glue (exact in these ranges; 16 = 2**4 pixels)."""
+    rng = np.random.default_rng(3)
+    span = 20 if gap else 6                  # a sum (not pooled) must fit the kernel's 26-bit mantissa
+    a, b = _pairs(rng, (3, 4, 16), span), _pairs(rng, (3, 4, 16), span)
+    fa, fb = netbfp.dequantize(a), netbfp.dequantize(b)
+    want = fa + fb
+    if relu:
+        want = np.maximum(want, 0)
+    if gap:
+        want = want.mean(axis=2, keepdims=True)
+    got = netbfp.add_pairs(a, b, dict(relu=relu, gap=gap, p=4), "add")
+    np.testing.assert_array_equal(netbfp.dequantize(got), want)
+
+
+def test_add_refuses_a_sum_the_float_path_rounds_or_the_kernel_cannot_hold():
+    a = (np.array([[[3]]]), np.array([[[60]]]))
+    b = (np.array([[[1]]]), np.array([[[0]]]))
+    assert netbfp.dequantize(a) + netbfp.dequantize(b) == netbfp.dequantize(a)       # float64 drops the 1
+    with pytest.raises(netbfp.NotExact, match="pool: a sum spans more than 53 bits, so the layer-by-layer float64"):
+        netbfp.add_pairs(a, b, dict(relu=False, gap=True, p=0), "pool")
+    a = (np.array([[[3]]]), np.array([[[24]]]))                       # 3 * 2**24 + 1: 26 bits
+    with pytest.raises(netbfp.NotExact, match="add: a sum spans more than 25 bits, so the network kernel keeps"):
+        netbfp.add_pairs(a, b, dict(relu=False, gap=False, p=0), "add")
+    a = (np.array([[[1]]]), np.array([[[24]]]))                       # 2**24 + 1: 25 bits, exact
+    assert netbfp.dequantize(netbfp.add_pairs(a, b, dict(relu=False, gap=False, p=0), "add")) == 2.0 ** 24 + 1
+
+
+def test_maxpool_rule_picks_the_largest_value():
+    rng = np.random.default_rng(4)
+    x = _pairs(rng, (2, 3, 5, 6), 8)
+    f = dict(kh=2, kw=3, sh=2, sw=2, pads=(0, 1, 1, 0), oh=3, ow=3)
+    m, e = netbfp.maxpool_pairs(x, f)
+    v = np.pad(netbfp.dequantize(x), ((0, 0), (0, 0), (0, 1), (1, 0)), constant_values=-np.inf)
+    want = np.array([[[[v[i, c, y * 2:y * 2 + 2, xx * 2:xx * 2 + 3].max() for xx in range(3)] for y in range(3)]
+                      for c in range(3)] for i in range(2)])
+    np.testing.assert_array_equal(netbfp.dequantize((m, e)), want)
+
+
+def test_an_all_zero_patch_whose_bias_alignment_rounds_is_refused_in_a_batch():
+    """Rule 3: one image with an all-zero patch and another with larger patch exponents; the
+    bias (odd mantissas, a fine exponent) is rounded at the batch's exponent but not at the
+    image's own: a batch of two is refused, each image alone runs."""
+    p = dict(mantissa_bits=8, exponent_bits=8, acc_bits=32, rounding="nearest_even", weight_exponent="row",
+             output_exponent="max")
+    m = np.zeros((2, 1, 3, 3), np.int64)
+    e = np.zeros((2, 1, 3, 3), np.int64)
+    m[0, 0, 2, 2], e[0, 0, 2, 2] = 100, -20                 # image 0: a small value, one zero patch
+    m[1], e[1] = 100, 10                                    # image 1: large values everywhere
+    f = dict(c=1, h=3, w=3, z=1, oh=3, ow=3, kh=1, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0), group=1, relu=False,
+             dense=False, chunks=[dict(rows=(0, 1), wm=np.ones((1, 1, 1, 1), np.int64), we=np.array([0]),
+                                       bm=np.array([77]), be=-10)])
+    with pytest.raises(netbfp.NotExact, match="layer L: an all-zero patch's bias alignment"):
+        netbfp.zero_patch_check((m, e), f, p, "L")
+    for i in range(2):
+        netbfp.zero_patch_check((m[i:i + 1], e[i:i + 1]), f, p, "L")
+
+
+def test_lower_refuses_what_it_cannot_run(compiled):
+    prog, arrays = artifact.read(compiled("digits_cnn", "bfp8"))
+    (name, acc), = prog["accels"].items()
+
+    def with_param(**kw):
+        a = dict(acc, config=dict(acc["config"], bfp_systolic=dict(acc["config"]["bfp_systolic"], **kw)))
+        return dict(prog, accels={name: a})
+    for rule in ("rolling", "stats"):
+        with pytest.raises(InputError, match=f"by the {rule} rule; the network mode has the max rule only"):
+            netmode.lower(with_param(output_exponent=rule), arrays)
+    with pytest.raises(InputError, match="rounds stochastically"):
+        netmode.lower(with_param(rounding="stochastic"), arrays)
+    grouped = dict(prog, layers=[dict(j, geom=dict(j["geom"], group=2)) if j.get("name") == "conv2" else j
+                                 for j in prog["layers"]])
+    with pytest.raises(InputError, match=r"layer conv2 \(conv\): a grouped conv \(2 groups\).*network=False"):
+        netmode.lower(grouped, arrays)
+    bad = dict(prog, layers=[dict(j, op="Sigmoid") if j.get("op") == "MaxPool" else j for j in prog["layers"]])
+    with pytest.raises(InputError, match="no integer rule for this host op"):
+        netmode.lower(bad, arrays)
+    with pytest.raises(InputError, match="uses 2 accelerators"):
+        netmode.lower(*artifact.read(compiled("digits_cnn", "twohot+bfp8")))
+
+
+def test_an_input_not_exact_in_float32(compiled):
+    """network=True refuses it; network=None on emu runs that batch layer by layer."""
+    path = compiled("digits_cnn", "bfp16")
+    x = _x("digits_cnn", 3).astype(np.float64) + 2.0 ** -40        # not a float32 value
+    with hlsnn.load(path, "emu", network=True) as net, pytest.raises(netbfp.NotExact, match="exact in float32"):
+        net(x)
+    with hlsnn.load(path, "emu", network=False) as ref, hlsnn.load(path, "emu") as net:
+        assert net.network is not None
+        np.testing.assert_array_equal(net(x), ref(x))
+        assert net.last_kernel_starts is None
+
+
+# ------------------------------------------------------------------ the bfp network kernel
+
+@pytest.mark.csim
+@pytest.mark.strict_csim           # the kernel is born under the strict rules: it runs on the strict library
+@pytest.mark.parametrize("model,assignment,n", [("digits_cnn", "bfp16", 5), ("digits_cnn", "bfp8", 5),
+                                                ("resnet8_digits32", "bfp16", 2),
+                                                pytest.param("resnet8_digits32", "bfp8", 2, marks=pytest.mark.slow)])
+def test_network_kernel_one_start_bit_exact(compiled, model, assignment, n):
+    """The strict C-simulation of the bfp network kernel: one call for the batch, the
+    layer-by-layer emulator's bits; every bank within its ports; the cycle model's iteration
+    counts are the kernel's loop counters."""
+    from hlsnn.compiled import bfpperf
+    path = compiled(model, assignment)
+    x = _x(model, n)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want, y_ref = ref.logits(x), ref(x)
+    with hlsnn.load(path, "csim", network=True) as net:      # the self-check runs on the kernel too
+        got, y = net.logits(x), net(x)
+        assert net.last_kernel_starts == 1 and net.network.engine == "bfp_systolic"
+        k = net._kernel
+        assert k.strict and not k.strict_report["raw"] and all(b["sites"] <= b["ports"]
+                                                               for b in k.strict_report["banks"])
+        assert k.strict_report["operators"] == [{"loop": "ConvMac", "mul": 128, "div": 0, "dsp": 128}]
+        assert k.counters["NetLoad"] == (n * int(np.prod(net.input_shape)), n)
+        assert {nm: it for nm, (it, _) in k.counters.items()} == {
+            nm: n * v for nm, v in bfpperf.iterations(net.network, k.tables).items()}
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(y, y_ref)
+
+
+def test_kernel_words_round_trip():
+    """The host's packing of the input (float32 words, two per 64-bit word) and unpacking of
+    the output elements (54-bit mantissa, 10-bit exponent, both signed)."""
+    from hlsnn.compiled import bfpkernel
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((2, 5)) * 2.0 ** rng.integers(-140, 120, (2, 5))).astype(np.float32)
+    words = bfpkernel.pack_input(netbfp.decode_float32(x.view(np.uint32)))
+    assert words.shape == (2, 3)
+    np.testing.assert_array_equal(words.view(np.uint32)[:, :5], x.view(np.uint32))
+    m = np.array([[0, 1, -1, (1 << 53) - 1, -(1 << 53)]])
+    e = np.array([[0, -512, 511, -3, 7]])
+    w = (m.astype(np.uint64) & np.uint64((1 << 54) - 1)) | ((e.astype(np.uint64) & np.uint64(0x3FF)) << np.uint64(54))
+    gm, ge = bfpkernel.unpack_output(w)
+    np.testing.assert_array_equal(gm, m)
+    np.testing.assert_array_equal(ge, e)
+
+
+def test_perf_of_the_bfp_network_path(compiled, capsys):
+    """One kernel start per batch; the totals are the rows' sums; a conv's cycles are the
+    static schedule's (hand count: digits_cnn conv1, 8x8 pixels, one input channel whose 3
+    columns of taps are unfolded into 3 banks, so 3 taps (ky), 8 outputs in one block: the
+    exponent pass, two taps a cycle, 64 * 2, the multiply pass 64 * 3 + 1 (a pixel's write beside
+    the next pixel's products, the last one after them); fc: one pixel, a 16x2x2 map (one
+    channel block, 2x2 taps), 10 outputs in two blocks: 2, then 2 * 4 + 2)."""
+    import json
+    from hlsnn.cli import main
+    from hlsnn.compiled import bfpperf
+    assert main(["perf", str(compiled("digits_cnn", "bfp16")), "--json", "--batch", "2"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["path"] == "network" and res["kernel_starts"] == 1
+    for k in ("kernel_starts", "kernel_us", "host_us", "end_to_end_us", "host_bytes", "dma_bytes"):
+        assert res[k] == pytest.approx(sum(r[k] for r in res["layers"])), k
+    depth = bfpperf.EXP_DEPTH + bfpperf.MAC_DEPTH
+    conv1 = next(r for r in res["layers"] if r["name"] == "conv1")
+    assert conv1["kernel_cycles"] == 2 * (64 * 2 + 64 * 3 + 1 + depth)
+    fc = next(r for r in res["layers"] if r["name"] == "fc")
+    assert fc["kernel_cycles"] == 2 * (2 + 2 * 4 + 2 + depth)
+    n_in, n_out = 2 * 64, 2 * 10                  # float32 words in, 64-bit elements out (a status, 5 op words)
+    assert res["host_bytes"] == 12 * n_in + 16 * n_out + 16 * n_out
+    assert res["dma_bytes"] == 2 * 8 * (32 + 10 + 1 + 5)
+    assert res["kernel_resources"]["dsp"] == 128
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_bfp_network_kernel_compiles_against_both_header_models(compiled, tmp_path):
+    """The rendered kernel and bridge under the fallback ap_types and both ap_axi_sdata.h
+    models, the __SYNTHESIS__ rule (tests/synthesis_guards.py), and the kernel stripped of its
+    sim-only blocks (what the tool compiles)."""
+    import synthesis_guards as guards
+    from test_header_models import TARGETS, syntax_check
+    from hlsnn.compiled.bfpkernel import render
+    prog, arrays = artifact.read(compiled("resnet8_digits32", "bfp8"))
+    files, _, _ = render(netmode.lower(prog, arrays), tmp_path / "net")
+    kernel_side = {f: (tmp_path / "net" / f).read_text() for f in files if f != "bridge.cpp"}
+    assert guards.violations(kernel_side) == []
+    sim_only = guards.sim_only_headers(kernel_side)
+    for f, text in kernel_side.items():
+        if f.split("/")[-1] not in sim_only:
+            dest = tmp_path / "stripped" / f
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(guards.strip_sim_only(text, f))
+    for f in sim_only:
+        (tmp_path / "stripped" / "include" / "hlsnn" / f).write_text(kernel_side[f"include/hlsnn/{f}"])
+    for target in TARGETS:
+        proc = syntax_check(tmp_path / "net", target, ["network.cpp", "bridge.cpp"])
+        assert proc.returncode == 0, f"{target}:\n{proc.stderr[-3000:]}"
+        proc = syntax_check(tmp_path / "stripped", target, ["network.cpp"])
+        assert proc.returncode == 0, f"stripped, {target}:\n{proc.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_bfp_network_kernel_on_the_sim_board_through_pynq(compiled):
+    """pynq.allocate, flush, the IP's register writes, ap_start, ap_done, invalidate (strict
+    cache checks on): one start per batch, float32 words in (two a word), the elements and the
+    status word out, the layer-by-layer emulator's bits."""
+    path = compiled("digits_cnn", "bfp16")
+    x = _x("digits_cnn", 5)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim") as net:                       # the self-check runs on the board too
+        got = net.logits(x)
+        board = net._kernel
+        assert net.last_kernel_starts == 1 and board.starts == 2 and board.sim.strict_cache
+        (regs, _, bursts, beats), = board.model.runs[-1:]
+        assert regs["batch"] == 5 and beats == 5 * (64 // 2 + 10 + 1 + 5)
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_the_kernel_status_and_info_words(compiled):
+    """finish_words: status bit 0 raises NotExact; an all-zero patch (info bit 12) in a batch
+    has rule 3 checked on the images' largest patch exponents (a conv whose bias alignment
+    drops bits at one image's exponent and not at the other's is refused; one image passes)."""
+    from hlsnn.compiled import bfpkernel
+    net = netmode.lower(*artifact.read(compiled("digits_cnn", "bfp16")))
+    n, ops = 10, len(net.ops)
+    out = np.zeros((2, n + 1 + ops), np.uint64)
+    out[1, n] = 1
+    with pytest.raises(netbfp.NotExact, match=r"image\(s\) \[1\]: a sum beyond its bound"):
+        bfpkernel.finish_words(net, None, out)
+    conv1 = net.ops[0].f
+    ch = conv1["chunks"][0]
+    # exponents at which conv1's bias aligns exactly (a left shift) and where it drops bits
+    ok = int((ch["be"] - ch["we"]).min()) - 2
+    bad = int((ch["be"] - ch["we"]).max()) + 20
+    assert (np.abs(ch["bm"]) % (1 << 20) != 0).any()
+    out[:] = 0
+    out[:, n + 1] = [(ok & 0xFFF) | (1 << 12), ok & 0xFFF]
+    bfpkernel.finish_words(net, None, out)                   # one candidate: fine
+    out[1, n + 1] = bad & 0xFFF
+    with pytest.raises(netbfp.NotExact, match="layer conv1: an all-zero patch's bias alignment"):
+        bfpkernel.finish_words(net, None, out)
+    bfpkernel.finish_words(net, None, out[:1])              # one image: its own exponent, always the layer path's
+
+
+@pytest.mark.csim
+def test_network_kernel_equals_the_network_mode_on_negative_pools(compiled):
+    """The kernel against the spec where the layer path has no case: digits_cnn bfp8 with its
+    convs' ReLU removed, so the max pools compare negative values, zeros and values of
+    different exponents (the kernel's exact compare of rule 7), and every output is signed."""
+    from hlsnn.compiled.bfpkernel import BfpNetKernel
+    prog, arrays = artifact.read(compiled("digits_cnn", "bfp8"))
+    prog = dict(prog, layers=[dict(j, relu=False) if j["kind"] == "conv" else j for j in prog["layers"]])
+    net = netmode.lower(prog, arrays)
+    x = _x("digits_cnn", 4)
+    xq = netmode.quantize_input(net, x)
+    _, env = netmode.run_ints(net, xq, keep=True)
+    pooled = env[net.ops[1].out][0]
+    assert (pooled < 0).any() and (pooled == 0).any() and (pooled > 0).any()
+    got = BfpNetKernel(net).run(xq)
+    want = netmode.run_ints(net, xq)
+    np.testing.assert_array_equal(netbfp.dequantize(got).reshape(4, -1),
+                                  netbfp.dequantize(want).reshape(4, -1))
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "truncate"])
+def test_patch_rounding_is_shift_round_sat(rounding):
+    """The network mode's float64 patch rounding against the integer primitive: ties, negative
+    values, saturation (left shifts), shifts past the mantissa, zeros."""
+    from hlsnn.primitives import shift_round_sat
+    rng = np.random.default_rng(8)
+    m = np.concatenate([rng.integers(-(1 << 25), 1 << 25, 4000), [0, 1, -1, 3, -3, 5, -5, (1 << 52) + 1]])
+    s = np.concatenate([rng.integers(-40, 12, 4000), [3, -1, -1, -1, -1, -1, -1, -40]])
+    np.testing.assert_array_equal(netbfp._round_patches(m, s, 16, rounding),
+                                  shift_round_sat(m, -s, 16, rounding)[0])
+
+
+def test_the_kernel_refuses_what_it_cannot_hold(compiled):
+    """Before anything is built (``check``, which ``hlsnn.load`` calls on csim and sim): wider
+    exponents than its elements hold, mantissas beyond one DSP product, several output chunks."""
+    from hlsnn.compiled.bfpkernel import BfpNetKernel
+    path = compiled("digits_cnn", "bfp16")
+    net = netmode.lower(*artifact.read(path))
+    for kw, what in ((dict(exponent_bits=10), "8-bit exponents"), (dict(mantissa_bits=24), "18-bit mantissas")):
+        net.params = dict(net.params, **kw)
+        with pytest.raises(InputError, match=what):
+            BfpNetKernel.check(net)
+        net.params = dict(net.params, exponent_bits=8, mantissa_bits=16)
+    conv2 = net.ops[2].f
+    ch = conv2["chunks"][0]
+    conv2["chunks"] = [dict(ch, rows=(0, 4)), dict(ch, rows=(4, conv2["z"]))]
+    with pytest.raises(InputError, match=r"conv2: 2 output chunks"):
+        BfpNetKernel.check(net)
