@@ -15,7 +15,7 @@ sum below ``2**25``, netbfp rule 5) and a 10-bit exponent. A global pool's sums 
 ``2**53``, rule 6) go to a small pool buffer of 64-bit words (a 54-bit mantissa), which the
 conv after it reads (its descriptor's ``sb``); the output words have that form too.
 
-**Descriptors** (:data:`hlsnn.compiled.netkernel.FIELDS`, filled by the shared
+**Descriptors** (:data:`FIELDS`, the kernel's ``NetOp`` struct rendered from it, filled by the shared
 ``descriptor_head`` and ``pool_or_add``): a conv's ``sa`` is its exponent pass's iterations
 (``OH*OW*ceil(steps/2)``: two taps a cycle on the banks' two ports, from the tap table at its
 ``group_words``), ``n_iter`` its multiply pass's (``OH*OW*blocks*steps + blocks``: per pixel
@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import InputError
 from . import netkernel
 from .netbfp import ELEM_BITS, EXACT_BITS
-from .netkernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
+from .netkernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: output lanes and channel banks: 128 DSP multipliers (module docstring)
 LANES, BANKS = 8, 16
@@ -41,6 +41,13 @@ LANES, BANKS = 8, 16
 #: element with its 10-bit exponent)
 WIDE_BITS = 54
 
+
+#: the bfp kernel's descriptor fields in the order of its ``NetOp`` struct (network_data.h.j2
+#: renders the struct from this list): the shared head of :func:`netkernel.descriptor_head`
+#: and :func:`netkernel.pool_or_add`, and the bfp kernel's own group fields
+FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
+          "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift")
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -83,6 +90,7 @@ def tables(net, pz, pc):
     unfold = netkernel.unfold_of(net, place, pc)
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
+        d.update(blocks_per_group=0, group_words=0)          # this kernel's own fields
         if op.kind == "conv":
             z, c, kh, kw = f["z"], f["c"], f["kh"], f["kw"]
             ch = f["chunks"][0]
@@ -129,7 +137,7 @@ def tables(net, pz, pc):
                     d.update(n_iter=2 * d["n_iter"], shift=int(f["p"]))
                     gap_words = max(gap_words, -(-f["c"] // pc))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
-                         vals=[int(d[k]) for k in FIELDS]))
+                         vals=[int(d[k]) for k in FIELDS], names=FIELDS))
     if sum_bits > p["acc_bits"]:
         raise InputError(f"network kernel (bfp): a patch's sum needs {sum_bits} bits, beyond acc_bits = "
                          f"{p['acc_bits']}")
@@ -168,7 +176,7 @@ def render(net, out_dir):
                max_pix=t["max_pix"], max_blocks=t["max_blocks"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 2), in_slot=t["in_slot"], in_hw=t["in_hw"],
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
-               out_words=t["out_words"], out_slot=t["out_slot"], out_hw=t["out_hw"], n_ops=len(t["rows"]),
+               out_words=t["out_words"], out_slot=t["out_slot"], out_hw=t["out_hw"], n_ops=len(t["rows"]), fields=FIELDS,
                ops=t["rows"], lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                w_ctype="int8_t" if p["mantissa_bits"] <= 8 else "int16_t", w_words=len(t["weights"][0][0]),
                b_words=len(t["biases"][0]), weights=[[_ints(b) for b in lane] for lane in t["weights"]],

@@ -129,7 +129,7 @@ def descriptor_head(op, unfold, place, name, pz, pc):
         d.update(src=src, h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=f["kh"], kw=f["kw"], sh=f["sh"],
                  sw=f["sw"], pt=t, pl=l, pt_w=t * f["w"], sh_w=f["sh"] * f["w"], step_row=f["w"] - (f["kw"] - 1),
                  hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"])
-    if op.kind == "conv":
+    if op.kind == "conv" and "clip" in f:          # the integer kernels' fused Clip (bfp has none)
         d.update(clo=f["clip"][0], chi=f["clip"][1])
     return f, d
 
@@ -293,7 +293,7 @@ def tables(net, pz, pc):
         else:
             add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
-                         vals=[int(d[k]) for k in FIELDS]))
+                         vals=[int(d[k]) for k in FIELDS], names=FIELDS))
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     hw = lambda shape: int(np.prod(shape[1:])) if len(shape) == 3 else 1               # noqa: E731

@@ -42,8 +42,8 @@ ADD_DEPTH = 4
 
 
 def _f(row, key):
-    from .netkernel import FIELDS
-    return row["vals"][FIELDS.index(key)]
+    """Field ``key`` of a descriptor row (each kernel's rows name their own fields)."""
+    return row["vals"][row["names"].index(key)]
 
 
 LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd"}

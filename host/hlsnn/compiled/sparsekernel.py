@@ -138,7 +138,7 @@ def tables(net, pz, pc, pm):
         else:
             add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
-                         vals=[int(d[k]) for k in FIELDS]))
+                         vals=[int(d[k]) for k in FIELDS], names=FIELDS))
     if sum_bits > 62:
         raise InputError(f"network kernel: a layer's sum needs {sum_bits} bits (at most 62)")
     if not steps:
