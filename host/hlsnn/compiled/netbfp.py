@@ -12,14 +12,13 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 [-2**(E-1), 2**(E-1)-1]``, ``rnd`` the accel config's ``rounding``):
 
 1. **Input** (host). The float input must be exact in float32 (the data sets are float32;
-   :class:`InputError` otherwise). The host writes it as float32 words; each word is decoded
+   :class:`NotExact` otherwise). The host writes it as float32 words; each word is decoded
    to ``(m, e)`` with ``|m| < 2**24`` (IEEE 754: the significand with its hidden bit and the
    biased exponent minus 150; a subnormal's fraction and -149). Its value is the float's.
 2. **Activations** between ops are per-element pairs ``(m, e)``: a conv's output has one ``e``
    per output pixel and chunk of output channels (the engine's output exponent) and ``|m| <
    2**(M-1)``, the input's ``|m| < 2**24``; an Add or a global pool makes ``m`` wider (rules 5,
-   6). A zero has ``m = 0``
-   (its ``e`` means nothing; no rule reads it).
+   6). A zero has ``m = 0`` (its ``e`` means nothing; no rule reads it).
 3. **conv** (a dense layer is a conv whose kernel covers its input map, NCHW-flattened). For
    each output pixel, the *patch* is the ``C x kh x kw`` window (zero padding by ``pads``,
    ``strides`` as such; groups 1). Its exponent (:func:`hlsnn.formats.bfp.shared_exponent`
@@ -29,10 +28,10 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    float). A patch with no non-zero element gets, as the layer's GEMM call gives it
    (``Kernel.gemm_rows``), the largest ``xe`` of the image's other patches of this layer
    (``emin`` when there is none): per image, because the kernel runs one image at a time.
-   Layer by layer it is the largest of the *call's* patches (every image of the batch); the
-   two give the same bits at batch 1, and at any batch when the bias alignment of rule 4 is
-   exact for both exponents (no bias bit dropped, no saturation), which :func:`run` checks
-   (:class:`InputError` otherwise).
+   Layer by layer it is the largest of the *call's* patches (the images that share the GEMM
+   call); the two give the same bits at batch 1, and at any batch when the bias alignment of
+   rule 4 is exact (no bias bit dropped, no saturation) at every image's largest exponent,
+   which :func:`run` checks (:func:`batch_free_exact`; :class:`NotExact` otherwise).
 4. **GEMM and epilogue**: the engine's rules 1-6 (:func:`hlsnn.engines.bfp_systolic.emulator.
    emulate_reference`) per output chunk (``chunks`` of the compiled layer: the outputs
    ``rows[0]:rows[1]`` with their weight mantissas ``wm``, row exponents ``we``, bias
@@ -60,9 +59,10 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
 :func:`lower` refuses, naming the layer: a config whose output exponent is not the *max*
-rule (``stats`` reads statistics of a whole row, which would be rule 4 too, but the layer path
-runs it only with a tensor-wide weight exponent; ``rolling`` carries state from sample to
-sample across the batch and the calls), ``stochastic`` rounding, grouped or dilated
+rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
+yet; *rolling* carries state from sample to sample across the batch and the calls, which one
+image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
+host), grouped or dilated
 convolutions, ``ceil_mode`` pools, host ops other than those above, a second reader of the
 float input, and more than one accelerator.
 """
@@ -75,6 +75,7 @@ import numpy as np
 from ..engines.bfp_systolic.emulator import emulate_reference
 from ..errors import InputError
 from ..primitives import msb_index, shift_round_sat
+
 
 class NotExact(InputError):
     """A batch for which the network mode cannot give the layer-by-layer bits (rules 3, 5,
