@@ -11,7 +11,7 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from hlsnn.compiled import artifact, netbfp, netmode  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from hlsnn.engines.bfp_systolic.emulator import emulate  # noqa: E402
+from hlsnn.engines.bfp_systolic.emulator import emulate_reference  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.formats import bfp as bfpfmt  # noqa: E402
 
@@ -83,7 +83,7 @@ def test_conv_rule_against_the_bfp_quantizer(mbits, rounding):
     """Rules 3 and 4 on pairs of mixed exponents (stride (2, 1), asymmetric padding, two output
     chunks, all-zero patches) against: the float values' im2col rows quantized by
     ``formats.bfp.quantize`` (one exponent per row), an all-zero row given the image's largest
-    row exponent, and the engine's fast emulator."""
+    row exponent, and the engine's rules transcribed literally (``emulate_reference``)."""
     rng = np.random.default_rng(7)
     p = dict(mantissa_bits=mbits, exponent_bits=8, acc_bits=48 if mbits == 16 else 32, rounding=rounding,
              weight_exponent="row", output_exponent="max", rolling_len=4, underflow_bits=4)
@@ -112,8 +112,8 @@ def test_conv_rule_against_the_bfp_quantizer(mbits, rounding):
         xe[zero] = xe[~zero].max()
         for ch in chunks:
             r0, r1 = ch["rows"]
-            ym, ye, _ = emulate(p, q.mantissas, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"], ch["be"],
-                                relu=True)
+            ym, ye, _ = emulate_reference(p, q.mantissas, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"],
+                                          ch["be"], relu=True)
             np.testing.assert_array_equal(gm[i, r0:r1].reshape(r1 - r0, -1), ym.T)
             np.testing.assert_array_equal(ge[i, r0:r1].reshape(r1 - r0, -1), np.broadcast_to(ye, (r1 - r0, ye.size)))
 

@@ -12,14 +12,13 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 [-2**(E-1), 2**(E-1)-1]``, ``rnd`` the accel config's ``rounding``):
 
 1. **Input** (host). The float input must be exact in float32 (the data sets are float32;
-   :class:`InputError` otherwise). The host writes it as float32 words; each word is decoded
+   :class:`NotExact` otherwise). The host writes it as float32 words; each word is decoded
    to ``(m, e)`` with ``|m| < 2**24`` (IEEE 754: the significand with its hidden bit and the
    biased exponent minus 150; a subnormal's fraction and -149). Its value is the float's.
 2. **Activations** between ops are per-element pairs ``(m, e)``: a conv's output has one ``e``
    per output pixel and chunk of output channels (the engine's output exponent) and ``|m| <
    2**(M-1)``, the input's ``|m| < 2**24``; an Add or a global pool makes ``m`` wider (rules 5,
-   6). A zero has ``m = 0``
-   (its ``e`` means nothing; no rule reads it).
+   6). A zero has ``m = 0`` (its ``e`` means nothing; no rule reads it).
 3. **conv** (a dense layer is a conv whose kernel covers its input map, NCHW-flattened). For
    each output pixel, the *patch* is the ``C x kh x kw`` window (zero padding by ``pads``,
    ``strides`` as such; groups 1). Its exponent (:func:`hlsnn.formats.bfp.shared_exponent`
@@ -29,12 +28,12 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    float). A patch with no non-zero element gets, as the layer's GEMM call gives it
    (``Kernel.gemm_rows``), the largest ``xe`` of the image's other patches of this layer
    (``emin`` when there is none): per image, because the kernel runs one image at a time.
-   Layer by layer it is the largest of the *call's* patches (every image of the batch); the
-   two give the same bits at batch 1, and at any batch when the bias alignment of rule 4 is
-   exact for both exponents (no bias bit dropped, no saturation), which :func:`run` checks
-   (:class:`InputError` otherwise).
-4. **GEMM and epilogue**: the engine's rules 1-6 (:func:`hlsnn.engines.bfp_systolic.emulator.
-   emulate_reference`) per output chunk (``chunks`` of the compiled layer: the outputs
+   Layer by layer it is the largest of the *call's* patches (the images that share the GEMM
+   call); the two give the same bits at batch 1, and at any batch when the bias alignment of
+   rule 4 is exact (no bias bit dropped, no saturation) at every image's largest exponent,
+   which :func:`run` checks (:func:`batch_free_exact`; :class:`NotExact` otherwise).
+4. **GEMM and epilogue**: the engine's rules 1-6 (:mod:`hlsnn.engines.bfp_systolic.emulator`,
+   run by its :func:`~hlsnn.engines.bfp_systolic.emulator.emulate`) per output chunk (``chunks`` of the compiled layer: the outputs
    ``rows[0]:rows[1]`` with their weight mantissas ``wm``, row exponents ``we``, bias
    mantissas ``bm`` and exponent ``be``): ``acc = sum xm * wm`` exact, ``e3 = xe + we``,
    ``b' = shift_round_sat(bm, e3 - be, A, rnd)``, ``acc = sat_A(acc + b')``, ReLU, the max
@@ -60,9 +59,10 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
 :func:`lower` refuses, naming the layer: a config whose output exponent is not the *max*
-rule (``stats`` reads statistics of a whole row, which would be rule 4 too, but the layer path
-runs it only with a tensor-wide weight exponent; ``rolling`` carries state from sample to
-sample across the batch and the calls), ``stochastic`` rounding, grouped or dilated
+rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
+yet; *rolling* carries state from sample to sample across the batch and the calls, which one
+image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
+host), grouped or dilated
 convolutions, ``ceil_mode`` pools, host ops other than those above, a second reader of the
 float input, and more than one accelerator.
 """
@@ -72,9 +72,10 @@ import math
 
 import numpy as np
 
-from ..engines.bfp_systolic.emulator import emulate_reference
+from ..engines.bfp_systolic.emulator import emulate
 from ..errors import InputError
 from ..primitives import msb_index, shift_round_sat
+
 
 class NotExact(InputError):
     """A batch for which the network mode cannot give the layer-by-layer bits (rules 3, 5,
@@ -299,8 +300,10 @@ def _round_patches(m, s, bits, rounding):
     return v.astype(np.int64)
 
 
-def conv_pairs(x, f, p):
-    """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW)."""
+def conv_pairs(x, f, p, seen=None):
+    """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW).
+    ``seen``: a list that gets, per image, ``(its largest patch exponent or None, whether it has
+    an all-zero patch)`` (the data of rule 3's batch check, :func:`batch_free_exact`)."""
     m, e = (np.asarray(a, np.int64) for a in x)
     bsz = m.shape[0]
     M, E, rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
@@ -318,6 +321,9 @@ def conv_pairs(x, f, p):
     nonzero = lop != np.iinfo(np.int64).min
     xe = np.clip(lop - (M - 2), emin, emax)
     free = np.where(nonzero, xe, np.iinfo(np.int64).min).max(axis=1, keepdims=True)    # per image
+    if seen is not None:
+        seen.extend((None if v == np.iinfo(np.int64).min else int(v), bool(z))
+                    for v, z in zip(free[:, 0], (~nonzero).any(axis=1)))
     free = np.where(free == np.iinfo(np.int64).min, emin, free)
     xe = np.where(nonzero, xe, free)
     xm = _round_patches(wm_, we_ - xe[:, :, None], M, rnd)
@@ -326,8 +332,8 @@ def conv_pairs(x, f, p):
     ye = np.empty((xm.shape[0], f["z"]), np.int64)
     for ch in f["chunks"]:
         r0, r1 = ch["rows"]
-        y, e4, _ = emulate_reference(p, xm, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"], ch["be"],
-                                     relu=f["relu"])
+        y, e4, _ = emulate(p, xm, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"], ch["be"],
+                           relu=f["relu"])
         ym[:, r0:r1], ye[:, r0:r1] = y, e4[:, None]
     shape = (bsz, f["oh"], f["ow"], f["z"])
     return ym.reshape(shape).transpose(0, 3, 1, 2), ye.reshape(shape).transpose(0, 3, 1, 2)
@@ -439,9 +445,35 @@ def maxpool_pairs(x, f):
     return (np.take_along_axis(win(mp), k, -1)[..., 0], np.take_along_axis(win(ep), k, -1)[..., 0])
 
 
+#: images per slice of :func:`run` (each image's bits depend on it alone but for rule 3's batch
+#: check, which runs on the whole batch's data): a layer's patches stay a few tens of MB
+CHUNK = 32
+
+
 def run(net, xq, *, keep=False):
     """Run the ops on a batch of input pairs ``xq = (m, e)`` (B, ...): the output tensor's
-    pairs; with ``keep``, ``(out, {tensor: pairs})``."""
+    pairs; with ``keep``, ``(out, {tensor: pairs})``. The batch runs in slices of
+    :data:`CHUNK` images; rule 3's check (:func:`batch_free_exact`) then runs on every image's
+    data of each conv, so its verdict is the whole batch's."""
+    m0, e0 = (np.asarray(a, np.int64) for a in xq)
+    n = m0.shape[0]
+    seen = {op.name: [] for op in net.ops if op.kind == "conv"}
+    parts = [_run(net, (m0[i:i + CHUNK], e0[i:i + CHUNK]), keep, seen) for i in range(0, max(n, 1), CHUNK)]
+    if n > 1:
+        for op in net.ops:
+            info = seen.get(op.name, [])
+            if any(z for _, z in info):
+                batch_free_exact(op.f, net.params, [b for b, _ in info], op.name)
+    if len(parts) == 1:
+        return parts[0]
+    if not keep:
+        return tuple(np.concatenate([q[i] for q in parts]) for i in range(2))
+    out = tuple(np.concatenate([q[0][i] for q in parts]) for i in range(2))
+    return out, {k: tuple(np.concatenate([q[1][k][i] for q in parts]) for i in range(2)) for k in parts[0][1]}
+
+
+def _run(net, xq, keep, seen):
+    """:func:`run` on one slice, without the batch check (``seen`` collects its data)."""
     m0, e0 = xq
     bsz = m0.shape[0]
     env = {net.input["name"]: (np.asarray(m0, np.int64), np.asarray(e0, np.int64))}
@@ -456,9 +488,7 @@ def run(net, xq, *, keep=False):
         f = op.f
         x = get(op.ins[0])
         if op.kind == "conv":
-            xin = shaped(x, (f["c"], f["h"], f["w"]))
-            zero_patch_check(xin, f, p, op.name)
-            y = conv_pairs(xin, f, p)
+            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p, seen[op.name])
             env[op.out] = tuple(a.reshape(bsz, -1) for a in y) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_pairs(shaped(x, (f["c"], f["h"], f["w"])), f)
