@@ -74,6 +74,7 @@ import numpy as np
 
 from ...errors import InputError
 from . import compiled
+from ..common import exact_matmul as _exact_matmul
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
 from ...primitives import isqrt, msb_histogram, msb_index, shift_round_sat
@@ -392,7 +393,7 @@ def emulate_floats(p, xf, xe, wf, we, bm=None, be=0, *, relu=False, use_stats=Fa
     emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
     lo_a, hi_a = -(1 << (A - 1)), (1 << (A - 1)) - 1
     lo, hi = -(1 << (M - 1)), (1 << (M - 1)) - 1
-    acc = np.matmul(xf, wf.T, out=_workspace("acc", (B, N), xf.dtype))   # step 1
+    acc = _exact_matmul(xf, wf.T, _workspace("acc", (B, N), xf.dtype))   # step 1 (exact sums)
     colscale = np.ldexp(1.0, we)                                   # 2**we[n]
     stats = bool(use_stats) and p["weight_exponent"] == "tensor" and rolling is None
     bcol = None

@@ -58,6 +58,7 @@ import math
 import numpy as np
 
 from ...errors import InputError
+from ..common import exact_matmul as _exact_matmul_rows
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
 from ...primitives import msb_histogram, saturate, shift_round_sat
@@ -307,7 +308,7 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     xf = _workspace("x", (batch, k + 1))
     np.copyto(xf[:, :k], x, casting="unsafe")
     xf[:, k] = 1.0
-    acc = np.matmul(xf, w[:n].T, out=_workspace("acc", (batch, n)))   # (acc + bias) * 2**-shift
+    acc = _exact_matmul_rows(xf, w[:n].T, _workspace("acc", (batch, n)))   # (acc + bias) * 2**-shift, exact
     return requantize(p, acc, shifts, scale, k=k, delta=delta, max_bias=int(np.abs(bias_i).max()) if n else 0,
                       relu=relu, stats=stats, block_elems=block_elems)
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ... import native
 from ...primitives import msb_histogram, shift_round_sat
-from ..common import round_into
+from ..common import exact_matmul, round_into
 from ..convgeom import ConvGeom, im2col
 
 #: Methods of :func:`conv_accumulate`.
@@ -40,7 +40,7 @@ def _dense(xp, w):
     z, c, k, _ = w.shape
     ft = np.float32 if c * k * k * (1 << 14) <= (1 << 24) else np.float64
     cols, (oh, ow) = im2col(np.asarray(xp)[None], ConvGeom(k, k), dtype=ft)    # (H'*W', C*k*k)
-    acc = cols @ w.reshape(z, -1).astype(ft).T
+    acc = exact_matmul(cols, w.reshape(z, -1).astype(ft).T, np.empty((cols.shape[0], z), ft))
     np.rint(acc, out=acc)
     return np.ascontiguousarray(acc.T, dtype=np.int64).reshape(z, oh, ow)     # one pass: transpose and cast
 
