@@ -172,7 +172,7 @@ def test_bfp_gemm_rows_equal_stream(cfg):
             assert fast.kernel.resident == slow.kernel.resident is not None
 
 
-@pytest.mark.parametrize("cfg", ["bfp16_pynq-z2", "bfp8_zcu104"])
+@pytest.mark.parametrize("cfg", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats", "rolling"])
 @pytest.mark.parametrize("rows_block", [1, 40, 1 << 30])
 def test_bfp_gemm_rows_conv_patches_in_blocks_equal_stream(cfg, rows_block, monkeypatch):
     """Kernel.gemm_rows on a convolution's patches (``convgeom.Patches``: the compiled gather,
@@ -183,7 +183,7 @@ def test_bfp_gemm_rows_conv_patches_in_blocks_equal_stream(cfg, rows_block, monk
     from hlsnn.engines import convgeom as cg
     from hlsnn.engines.bfp_systolic.kernel import Kernel
     monkeypatch.setattr(Kernel, "ROWS_BLOCK", rows_block)
-    fast, slow = _pair(accel_config(cfg))
+    fast, slow = _pair(_rolling_bfp8() if cfg == "rolling" else accel_config(cfg))
     rng = np.random.default_rng(41)
     geoms = [cg.ConvGeom(3, 3, 1, 1, (1, 1, 1, 1)), cg.ConvGeom(3, 3, 2, 2, (1, 1, 1, 1)),
              cg.ConvGeom(1, 1, 2, 2), cg.ConvGeom(2, 3, 1, 2, (0, 1, 1, 0), 2, 1), cg.ConvGeom(5, 5, 1, 1)]
