@@ -183,6 +183,7 @@ def test_bfp_gemm_rows_conv_patches_in_blocks_equal_stream(cfg, rows_block, monk
     from hlsnn.engines import convgeom as cg
     from hlsnn.engines.bfp_systolic.kernel import Kernel
     monkeypatch.setattr(Kernel, "ROWS_BLOCK", rows_block)
+    monkeypatch.setattr(Kernel, "BLOCKED_ABOVE", 0)
     fast, slow = _pair(_rolling_bfp8() if cfg == "rolling" else accel_config(cfg))
     rng = np.random.default_rng(41)
     geoms = [cg.ConvGeom(3, 3, 1, 1, (1, 1, 1, 1)), cg.ConvGeom(3, 3, 2, 2, (1, 1, 1, 1)),

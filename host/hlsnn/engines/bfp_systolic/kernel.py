@@ -300,9 +300,9 @@ class Kernel:
         ``bfp._encode_rows_into``, as :meth:`gemm`'s array path), and one emulator call
         (:func:`~.emulator.emulate_floats`) returns the dequantized outputs: no BFPTensor and
         no int64 mantissas are built; a convolution's patches (``convgeom.Patches``) are gathered
-        and quantized by the compiled twin, and for more images than :attr:`ROWS_BLOCK` rows
-        hold, a block of whole images at a time, each block's exact sums formed while its rows
-        are in the caches (:meth:`_conv_rows_blocked`). Elsewhere it runs the two calls above.
+        and quantized by the compiled twin, and for more than :attr:`BLOCKED_ABOVE` rows, a
+        block of whole images at a time, each block's exact sums formed while its rows are in
+        the caches (:meth:`_conv_rows_blocked`). Elsewhere it runs the two calls above.
         ``tests/engines/test_emu_arrays.py`` holds the two paths equal."""
         p = self.p
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
@@ -368,6 +368,9 @@ class Kernel:
 
     #: rows of im2col patches per block of :meth:`_conv_rows_blocked` (whole images, at least one)
     ROWS_BLOCK = 8192
+    #: :meth:`_conv_rows_blocked` runs for more rows than this only (a calibration batch): on a
+    #: slice of ``Deployment.chunk`` images the whole-array steps measured faster
+    BLOCKED_ABOVE = 1 << 16
 
     def _conv_rows_blocked(self, x, w, bias, ft):
         """:meth:`gemm_rows`' quantization of a convolution's patches (``compiled.quantize_conv_rows``)
@@ -384,7 +387,7 @@ class Kernel:
         b = x.x.shape[0]
         oh, ow = x.out_hw
         per = max(1, self.ROWS_BLOCK // max(1, oh * ow))          # images per block
-        if b <= per or compiled.lib() is None:
+        if b <= per or x.shape[0] <= self.BLOCKED_ABOVE or compiled.lib() is None:
             return None
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         one = bfp.BFPTensor._trusted(np.zeros((1, x.shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
