@@ -3,12 +3,24 @@
  *
  * The numpy code is the specification; tests/test_primitives.py holds the two equal. Per
  * value v: u = v ^ (v >> 63) (~v for v < 0, else v); values with u == 0 (v in {0, -1}) are
- * not counted; else counts[63 - clz(u)] += 1, the index of u's highest set bit (0..62). The
+ * not counted; else counts[k] += 1, k the index of u's highest set bit (0..62). The
  * counts are int64 (no saturation here: the caller saturates at 2**32 - 1 and checks the
  * bins). A function counts values [0, n), so that Python threads can count parts at once
  * (ctypes releases the GIL during the call).
  */
 #include <stdint.h>
+
+/* The index of u's highest set bit, u != 0. */
+static inline int msb64(uint64_t u) {
+#if defined(__GNUC__) || defined(__clang__)
+  return 63 - __builtin_clzll(u);
+#else
+  int k = 0;
+  while (u >>= 1)
+    ++k;
+  return k;
+#endif
+}
 
 void hlsnn_msb_counts(const int64_t *v, int64_t n, int64_t *counts /* 64 */) {
   int64_t c[64] = {0};
@@ -18,7 +30,7 @@ void hlsnn_msb_counts(const int64_t *v, int64_t n, int64_t *counts /* 64 */) {
     const uint64_t x = (uint64_t)v[i];
     const uint64_t u = x ^ (0 - (x >> 63));
     if (u)
-      c[63 - __builtin_clzll(u)] += 1;
+      c[msb64(u)] += 1;
   }
   for (int k = 0; k < 64; ++k)
     counts[k] = c[k];
