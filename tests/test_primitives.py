@@ -1,5 +1,6 @@
 """hlsnn.primitives against independent references (Python integers, math.isqrt, exact
 fractions) and against their C++ twins in hls/include/hlsnn/primitives.h, bit for bit."""
+import collections
 import ctypes
 import math
 import subprocess
@@ -178,3 +179,34 @@ def test_cpp_unsigned_msb_and_histogram_are_bit_exact(twin):
     h = np.zeros(40, np.int64)
     twin.hist40(_p(ones), ones.size, ctypes.c_uint32((1 << 32) - 3), _p(h))
     assert h[0] == (1 << 32) - 1 and h[1] == 1
+
+
+@pytest.mark.parametrize("compiled_min", [0, 10 ** 12])
+def test_msb_histogram_equals_counting_unsigned_msb_one_by_one(compiled_min, monkeypatch):
+    """msb_histogram, by its compiled twin (native/msb_hist.c, in threads) and by numpy, against
+    Python's bit_length on every value: around 2**53, the extremes of int64, 0 and -1, bins
+    just wide enough, wider than 64, too narrow (the error), and empty input."""
+    import hlsnn.primitives as prim
+    from hlsnn import native
+    monkeypatch.setattr(prim, "_COMPILED_MIN", compiled_min)
+    monkeypatch.setenv("HLSNN_NATIVE_THREADS", "2")
+    if compiled_min == 0 and native.enabled() and native.c_compiler():
+        assert prim._msb_counts_compiled(np.array([5, -7], np.int64)).tolist()[2] == 2
+    rng = np.random.default_rng(19)
+    edges = [0, -1, 1, -2, (1 << 53) - 1, 1 << 53, -(1 << 53), -(1 << 53) - 1, (1 << 62), -(1 << 63), (1 << 63) - 1]
+    for extra in ([], edges[:4], edges[:5], edges):
+        for hi in (1 << 10, 1 << 40, 1 << 62):
+            v = np.concatenate([rng.integers(-hi, hi, 3000), np.array(extra, np.int64)]).astype(np.int64)
+            v = np.concatenate([v, rng.integers(-hi, hi, 300000)]) if hi == 1 << 40 else v      # parts in threads
+            ref = [(int(x) if x >= 0 else -int(x) - 1).bit_length() - 1 for x in v]
+            need = max(ref) + 1
+            count = collections.Counter(ref)
+            for bins in (need, need + 3, 64, 70):
+                h = msb_histogram(v, bins)
+                assert h.dtype == np.int64
+                assert h.tolist() == [count.get(k, 0) for k in range(bins)]
+            if need > 1:
+                with pytest.raises(ValueError, match="outside"):
+                    msb_histogram(v, need - 1)
+    assert msb_histogram(np.array([], np.int64), 5).tolist() == [0] * 5
+    assert msb_histogram(np.array([0, -1, 0]), 3).tolist() == [0, 0, 0]

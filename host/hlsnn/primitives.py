@@ -86,16 +86,61 @@ def msb_histogram(v, bins):
     ``[0, bins)``; values with NONE (0 and -1) are not counted. Counters are 32 bits and
     saturate at ``2**32 - 1``, as in the kernels.
 
+    Arrays of :data:`_COMPILED_MIN` values or more are counted by a compiled twin
+    (``hlsnn/native/msb_hist.c``, the same counts; ``tests/test_primitives.py``) when the
+    compiled helpers are available; the numpy code below is the specification.
+
     Examples
     --------
     >>> msb_histogram([1000, -700, 30, 5, 0, -1], 12).tolist()
     [0, 0, 1, 0, 1, 0, 0, 0, 0, 2, 0, 0]
     """
-    k = unsigned_msb(np.asarray(v, dtype=np.int64).reshape(-1))
+    v = np.ascontiguousarray(np.asarray(v, dtype=np.int64).reshape(-1))
+    counts = _msb_counts_compiled(v) if v.size >= _COMPILED_MIN else None
+    if counts is not None:          # the compiled twin (hlsnn/native/msb_hist.c): the same counts
+        top = int(np.flatnonzero(counts)[-1]) if counts.any() else -1
+        if top >= bins:
+            raise ValueError(f"a value has unsigned_msb {top}, outside the {bins} bins")
+        h = np.zeros(bins, np.int64)
+        h[:min(bins, 64)] = counts[:bins]
+        return np.minimum(h, (1 << 32) - 1)
+    k = unsigned_msb(v)
     if k.size and int(k.max()) >= bins:
         raise ValueError(f"a value has unsigned_msb {int(k.max())}, outside the {bins} bins")
     h = np.bincount(k[k >= 0], minlength=bins)[:bins].astype(np.int64)
     return np.minimum(h, (1 << 32) - 1)
+
+
+#: arrays with fewer values take the numpy path of :func:`msb_histogram` (a compiled call costs
+#: some microseconds)
+_COMPILED_MIN = 4096
+
+
+def _msb_counts_compiled(v):
+    """The 64 counts of :func:`msb_histogram` (index of the highest set bit of ``v ^ (v >> 63)``,
+    0 and -1 not counted) of a C-contiguous int64 ``v`` by the compiled twin
+    ``hlsnn/native/msb_hist.c`` (parts of a large array in threads), or None when the compiled
+    helpers are unavailable (:func:`hlsnn.native.load`): the numpy path then runs."""
+    import ctypes
+    from . import native
+    from .native import parallel
+    lib = native.load("msb_hist")
+    if lib is None:
+        return None
+    fn = lib.hlsnn_msb_counts
+    if not getattr(lib, "_hlsnn_typed", False):
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+        lib._hlsnn_typed = True
+    ranges = parallel.parts(v.size, 1 << 18)
+    parts = np.zeros((len(ranges), 64), np.int64)
+
+    row = {r[0]: j for j, r in enumerate(ranges)}
+
+    def part(i0, i1):
+        fn(v[i0:].ctypes, i1 - i0, parts[row[i0]].ctypes)
+    parallel.run(part, ranges)
+    return parts.sum(axis=0)
 
 
 def shift_round_sat(v, s, out_bits, rounding="nearest_even"):

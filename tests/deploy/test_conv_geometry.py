@@ -169,3 +169,18 @@ def test_padded_and_ceil_mode_pooling_equals_the_reference(tmp_path, op, k, attr
     got = float_forward(net, x)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_patch_nonzeros_equals_counting_the_im2col_rows():
+    """convgeom.patch_nonzeros (the deploy runner's input density of a shift_mac convolution,
+    counted on the map) equals np.count_nonzero of the rows im2col builds: strides, pads on
+    any side, dilation, rectangular kernels, groups, a kernel as large as the padded map."""
+    from hlsnn.engines import convgeom as cg
+    rng = np.random.default_rng(31)
+    geoms = [cg.ConvGeom(3, 3, 1, 1, (1, 1, 1, 1)), cg.ConvGeom(3, 3, 2, 2, (1, 1, 1, 1)), cg.ConvGeom(1, 1, 2, 2),
+             cg.ConvGeom(2, 3, 1, 2, (0, 1, 2, 0), 2, 1), cg.ConvGeom(3, 2, 3, 1, (2, 0, 0, 3), 1, 2),
+             cg.ConvGeom(5, 5, 1, 1), cg.ConvGeom(3, 3, 1, 1, (1, 1, 1, 1), group=2), cg.ConvGeom(9, 8, 1, 1)]
+    for g in geoms:
+        for density in (0.0, 0.3, 1.0):
+            x = rng.integers(-5, 6, (3, 4, 9, 8)) * (rng.random((3, 4, 9, 8)) < density)
+            assert cg.patch_nonzeros(x, g) == np.count_nonzero(cg.im2col(x, g)[0]), (g, density)

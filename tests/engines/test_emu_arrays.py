@@ -170,3 +170,37 @@ def test_bfp_gemm_rows_equal_stream(cfg):
             assert fast.kernel.last_sat_count == slow.kernel.last_sat_count
             assert fast.kernel.last_x_nonzero == slow.kernel.last_x_nonzero
             assert fast.kernel.resident == slow.kernel.resident is not None
+
+
+@pytest.mark.parametrize("cfg", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats", "rolling"])
+@pytest.mark.parametrize("rows_block", [1, 40, 1 << 30])
+def test_bfp_gemm_rows_conv_patches_in_blocks_equal_stream(cfg, rows_block, monkeypatch):
+    """Kernel.gemm_rows on a convolution's patches (``convgeom.Patches``: the compiled gather,
+    and with more images than one block, the quantization and the GEMM's sums a block of
+    images at a time) equals the stream path's quantize_activations + gemm_bfp on numpy's
+    im2col rows: outputs, saturation and non-zero counts; strides, pads, dilation,
+    rectangular kernels, K not a multiple of anything, all-zero images and patches."""
+    from hlsnn.engines import convgeom as cg
+    from hlsnn.engines.bfp_systolic.kernel import Kernel
+    monkeypatch.setattr(Kernel, "ROWS_BLOCK", rows_block)
+    monkeypatch.setattr(Kernel, "BLOCKED_ABOVE", 0)
+    fast, slow = _pair(_rolling_bfp8() if cfg == "rolling" else accel_config(cfg))
+    rng = np.random.default_rng(41)
+    geoms = [cg.ConvGeom(3, 3, 1, 1, (1, 1, 1, 1)), cg.ConvGeom(3, 3, 2, 2, (1, 1, 1, 1)),
+             cg.ConvGeom(1, 1, 2, 2), cg.ConvGeom(2, 3, 1, 2, (0, 1, 1, 0), 2, 1), cg.ConvGeom(5, 5, 1, 1)]
+    for i, g in enumerate(geoms):
+        b, c = int(rng.integers(2, 7)), int(rng.integers(1, 6))
+        x = np.maximum(rng.normal(size=(b, c, 9, 8)), 0) * 4.0 ** int(rng.integers(-3, 3))
+        x[1] = 0.0                                                    # an all-zero image
+        if i == 4:
+            x[0] *= 1e6                                               # outputs that saturate
+        rows, _ = cg.im2col(x, g)
+        n = int(rng.integers(1, 20))
+        wq = fast.kernel.quantize_weights(rng.normal(size=(n, rows.shape[1])))
+        bq = fast.kernel._quantize_bias(rng.normal(size=n), n) if i % 2 else None
+        for relu in (False, True):
+            y = fast.kernel.gemm_rows(cg.Patches(x, g), wq, bq, relu=relu)
+            sat, nnz = fast.kernel.last_sat_count, fast.kernel.last_x_nonzero
+            ref = slow.kernel.gemm_rows(rows, wq, bq, relu=relu)
+            _same(y, ref)
+            assert sat == slow.kernel.last_sat_count and nnz == slow.kernel.last_x_nonzero

@@ -320,8 +320,9 @@ class ShiftExec(_Exec):
                 out = out.reshape(-1, oh, ow, len(sel)).transpose(0, 3, 1, 2)
             return out, hist, sat, out.size
 
-        if getattr(self.deploy, "collect_stats", True):
-            self.stats.input_density = np.count_nonzero(rows) / max(rows.size, 1)
+        if getattr(self.deploy, "collect_stats", True):      # the rows' density (conv: counted on the map)
+            nnz = conv.patch_nonzeros(xi, layer.geom) if layer.kind == "conv" else np.count_nonzero(rows)
+            self.stats.input_density = nnz / max(rows.size, 1)
         out = self._two_pass(call, f_in, self.bits, self.signed, calibrate)
         self.stats.f_in = fx
         return Act(times_pow2(out, -self.f_out), (self.f_out, self.bits, self.signed))

@@ -99,6 +99,27 @@ class Patches:
         return im2col(self.x, self.geom)[0]
 
 
+def patch_nonzeros(x, g: ConvGeom) -> int:
+    """``np.count_nonzero(im2col(x, g)[0])`` without building the rows: each input element
+    ``x[b, c, y, x]`` appears in ``cy[y] * cx[x]`` rows, ``cy[y]`` the number of (output row,
+    kernel row) pairs that read input row ``y`` (``oy * sh + ky * dh - top == y``) and ``cx``
+    likewise for columns (padding reads no element). An exact integer count."""
+    b, c, h, w = x.shape
+    oh, ow = _out_hw_checked(g, h, w)
+
+    def reads(n_in, n_out, k, s, d, before):
+        cnt = np.zeros(n_in, np.int64)
+        for i in range(k):
+            pos = np.arange(n_out, dtype=np.int64) * s + i * d - before
+            pos = pos[(pos >= 0) & (pos < n_in)]
+            np.add.at(cnt, pos, 1)
+        return cnt
+    cy = reads(h, oh, g.kh, g.sh, g.dh, g.pads[0])
+    cx = reads(w, ow, g.kw, g.sw, g.dw, g.pads[1])
+    nz = np.count_nonzero(x, axis=(0, 1))                     # (H, W): non-zeros over images and channels
+    return int(cy @ nz @ cx)
+
+
 def pad_nchw(x, pads):
     """``x`` (B, C, H, W) zero-padded by ``pads`` (top, left, bottom, right)."""
     t, l, b, r = pads

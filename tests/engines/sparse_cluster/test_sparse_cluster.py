@@ -191,3 +191,49 @@ def test_float_postprocess_equals_integer_transcription(rounding):
                 ref = postprocess_reference(acc, bias, shift, relu=relu, pool=pool, rounding=rounding)
                 np.testing.assert_array_equal(got[0], ref[0])
                 assert got[1] == ref[1]
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "truncate"])
+def test_postprocess_stats_raw_and_zero_bias_equal_a_plain_transcription(rounding):
+    """postprocess with stats, raw and a scalar bias of 0 (no copy of the accumulators) against
+    the rules written out with plain numpy and the integer primitives; the input is never changed."""
+    from hlsnn.engines.sparse_cluster.emulator import postprocess
+    from hlsnn.primitives import msb_histogram, shift_round_sat
+    rng = np.random.default_rng(5)
+    for z, h, w in ((4, 7, 9), (3, 8, 8), (1, 1, 3)):
+        acc = rng.integers(-(1 << 20), 1 << 20, (z, h, w)) >> rng.integers(0, 20, (z, h, w))
+        keep = acc.copy()
+        for bias in (0, rng.integers(-500, 500, z), np.zeros(z, np.int64)):
+            shift = rng.integers(-2, 22, z)
+            for relu in (False, True):
+                for pool in (False, True):
+                    t = acc + np.asarray(bias).reshape(-1, 1, 1)
+                    t = np.maximum(t, 0) if relu else t
+                    if pool:
+                        hh, ww = h // 2 * 2, w // 2 * 2
+                        t = np.max([t[:, i:hh:2, j:ww:2] for i in (0, 1) for j in (0, 1)], axis=0)
+                    y, sat = shift_round_sat(t, shift.reshape(-1, 1, 1), 8, rounding)
+                    for raw in (False, True):
+                        out, s, hist = postprocess(acc, bias, shift, relu=relu, pool=pool, raw=raw,
+                                                   rounding=rounding, stats=True)
+                        np.testing.assert_array_equal(out, t if raw else y)
+                        assert s == (0 if raw else int(sat.sum()))
+                        np.testing.assert_array_equal(hist, msb_histogram(t, 32))
+                        out2, s2 = postprocess(acc, bias, shift, relu=relu, pool=pool, raw=raw, rounding=rounding)
+                        np.testing.assert_array_equal(out2, out)
+                        assert out2.dtype == np.int64 and s2 == s
+                    np.testing.assert_array_equal(acc, keep)
+
+
+def test_dense_accumulators_equal_the_pair_sums():
+    """conv_accumulate's dense path (GEMM, then one transposing cast) against the numpy pair
+    path, on int8 maps and weights of several shapes (float32 and float64 GEMMs)."""
+    from hlsnn.engines.sparse_cluster.emulator import conv_accumulate
+    rng = np.random.default_rng(9)
+    for c, z, k, hp, wp in ((3, 5, 3, 9, 11), (70, 4, 5, 8, 7), (1, 1, 1, 1, 4), (2, 6, 3, 3, 3)):
+        xp = rng.integers(-128, 128, (c, hp, wp)) * (rng.random((c, hp, wp)) < 0.6)
+        w = rng.integers(-128, 128, (z, c, k, k))
+        got = conv_accumulate(xp, w, method="dense")
+        ref = conv_accumulate(xp, w, method="sparse")
+        assert got.dtype == np.int64 and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, ref)

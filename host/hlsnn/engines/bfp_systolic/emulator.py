@@ -74,6 +74,7 @@ import numpy as np
 
 from ...errors import InputError
 from . import compiled
+from ..common import exact_matmul as _exact_matmul
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
 from ...primitives import isqrt, msb_histogram, msb_index, shift_round_sat
@@ -377,7 +378,7 @@ def emulate_values(p, xv, wv, *, relu=False, stats_k=3, rolling=None, block_elem
 
 
 def emulate_floats(p, xf, xe, wf, we, bm=None, be=0, *, relu=False, use_stats=False, stats_k=3,
-                   stats_out=False, rolling=None, dequantize=False, block_elems=1 << 15):
+                   stats_out=False, rolling=None, dequantize=False, block_elems=1 << 15, acc=None):
     """:func:`emulate` on mantissas that are already floats: the caller guarantees that
     ``xf`` (batch, K) and ``wf`` (N, K) hold integers in the ``mantissa_bits`` range, of
     type ``gemm_dtype(p, K)`` (not None), and that ``xe`` (batch,) and ``we`` (N,) are int64
@@ -385,14 +386,19 @@ def emulate_floats(p, xf, xe, wf, we, bm=None, be=0, *, relu=False, use_stats=Fa
 
     ``dequantize=True`` returns, instead of the int64 mantissas ``ym``, the float64 values
     ``ym * 2**ye`` (``BFPTensor.dequantize`` of the result: exact, and +0.0 for a zero
-    mantissa); the other returns are :func:`emulate`'s."""
+    mantissa); the other returns are :func:`emulate`'s.
+
+    ``acc``: step 1's exact sums ``xf @ wf.T`` (batch, N), of ``gemm_dtype(p, K)``, when the
+    caller formed them (``Kernel.gemm_rows`` does, block by block as it quantizes); ``xf`` is
+    then not read (None is accepted)."""
     M, A, E = p["mantissa_bits"], p["acc_bits"], p["exponent_bits"]
     rounding = p["rounding"]
-    B, N = xf.shape[0], wf.shape[0]
+    B, N = (xf.shape[0] if acc is None else acc.shape[0]), wf.shape[0]
     emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
     lo_a, hi_a = -(1 << (A - 1)), (1 << (A - 1)) - 1
     lo, hi = -(1 << (M - 1)), (1 << (M - 1)) - 1
-    acc = np.matmul(xf, wf.T, out=_workspace("acc", (B, N), xf.dtype))   # step 1
+    if acc is None:
+        acc = _exact_matmul(xf, wf.T, _workspace("acc", (B, N), xf.dtype))   # step 1 (exact sums)
     colscale = np.ldexp(1.0, we)                                   # 2**we[n]
     stats = bool(use_stats) and p["weight_exponent"] == "tensor" and rolling is None
     bcol = None

@@ -11,6 +11,7 @@ from ...formats._validate import as_float_array, as_float_input
 from .. import tiling
 from ..convgeom import Patches
 from . import compiled, protocol
+from ..common import exact_matmul as _exact_matmul
 from ..common import workspace as _workspace
 from .emulator import (RollingState, _to_float_checked, emulate, emulate_floats, emulate_values, gemm_dtype,
                        values_fit_float32)
@@ -298,18 +299,27 @@ class Kernel:
         straight into the float array the emulator's GEMM reads (``bfp._row_plan`` /
         ``bfp._encode_rows_into``, as :meth:`gemm`'s array path), and one emulator call
         (:func:`~.emulator.emulate_floats`) returns the dequantized outputs: no BFPTensor and
-        no int64 mantissas are built. Elsewhere it runs the two calls above.
+        no int64 mantissas are built; a convolution's patches (``convgeom.Patches``) are gathered
+        and quantized by the compiled twin, and for more than :attr:`BLOCKED_ABOVE` rows, a
+        block of whole images at a time, each block's exact sums formed while its rows are in
+        the caches (:meth:`_conv_rows_blocked`). Elsewhere it runs the two calls above.
         ``tests/engines/test_emu_arrays.py`` holds the two paths equal."""
         p = self.p
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
         fast = getattr(self.target, "arrays", False) and tiling.transfer_limit(self.target) is None \
             and rounding != "stochastic"
-        done = None
+        done, acc = None, None
         if isinstance(x, Patches):   # a convolution's im2col rows, not built yet
             if fast and x.shape[0] >= 1 and gemm_dtype(p, x.shape[1]) is not None:
                 ft = gemm_dtype(p, x.shape[1])
-                xa, xf = x, _workspace("rows_x", x.shape, ft)
-                done = compiled.quantize_conv_rows(x.x, x.geom, *x.out_hw, m, e, rounding, xf)
+                xa = x
+                blocked = self._conv_rows_blocked(x, w, bias, ft)
+                if blocked is not None:
+                    done, acc, wf_blocked = blocked[:3], blocked[3], blocked[4]
+                    xf = None
+                else:
+                    xf = _workspace("rows_x", x.shape, ft)
+                    done = compiled.quantize_conv_rows(x.x, x.geom, *x.out_hw, m, e, rounding, xf)
             if done is None:
                 x = x.rows()
         if fast and done is None:
@@ -337,7 +347,8 @@ class Kernel:
             self.last_x_nonzero = int(np.count_nonzero(xf))
         if nonzero.any() and not nonzero.all():
             xe[~nonzero] = xe[nonzero].max()
-        wf = _to_float_checked(np.asarray(wm), _workspace("rows_w", np.shape(wm), ft), m)
+        wf = _to_float_checked(np.asarray(wm), _workspace("rows_w", np.shape(wm), ft), m) if acc is None else \
+            wf_blocked
         # gemm_bfp -> _run -> _call -> _emulate_arrays, their state in their order
         flags, k_sigma = self._regs(None, None, relu, bm is not None, False)
         if flags & protocol.FLAG_ROLLING:            # the operation's first (and only) call
@@ -346,13 +357,61 @@ class Kernel:
         self._on_chip = self._loaded if self._weight_flags(wm, we) else None
         y, ye, sat = emulate_floats(p, xf, xe, wf, np.asarray(we, np.int64), bm, be, relu=bool(relu),
                                     use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
-                                    dequantize=True, rolling=self._roll if flags & protocol.FLAG_ROLLING else None)
+                                    dequantize=True, rolling=self._roll if flags & protocol.FLAG_ROLLING else None,
+                                    acc=acc)
         lo, hi = self._e_range
         if ye.size and (ye.min() < lo or ye.max() > hi):         # as _tensor checks the output
             self._out_of_range("exponent", ye, lo, hi)
         self.last_id = (MAGIC, self.cfg.hash32)
         self.last_sat_count, self.last_stats = sat, None
         return y
+
+    #: rows of im2col patches per block of :meth:`_conv_rows_blocked` (whole images, at least one)
+    ROWS_BLOCK = 8192
+    #: :meth:`_conv_rows_blocked` runs for more rows than this only (a calibration batch): on a
+    #: slice of ``Deployment.chunk`` images the whole-array steps measured faster
+    BLOCKED_ABOVE = 1 << 16
+
+    def _conv_rows_blocked(self, x, w, bias, ft):
+        """:meth:`gemm_rows`' quantization of a convolution's patches (``compiled.quantize_conv_rows``)
+        and step 1 of its GEMM (the exact sums ``xf @ wf.T``), a block of whole images at a time
+        (about :attr:`ROWS_BLOCK` rows), so that each block's rows are multiplied while they are
+        in the caches instead of being written to memory whole and read back: ``(exponents,
+        nonzero, non-zero count, sums, weights)``, the same as quantizing every row first and then
+        multiplying (each row is quantized on its own and every sum is exact), and the weights'
+        mantissas as floats. None when
+        this does not apply (the compiled helpers off, weights or bias that :meth:`_check_bfp`
+        refuses, or a block the compiled quantizer leaves to numpy): the caller then runs the
+        whole-array steps, which raise their errors in their order."""
+        p = self.p
+        b = x.x.shape[0]
+        oh, ow = x.out_hw
+        per = max(1, self.ROWS_BLOCK // max(1, oh * ow))          # images per block
+        if b <= per or x.shape[0] <= self.BLOCKED_ABOVE or compiled.lib() is None:
+            return None
+        m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
+        one = bfp.BFPTensor._trusted(np.zeros((1, x.shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
+        try:
+            _, _, wm, _, _, _ = self._check_bfp(one, w, bias)
+        except InputError:
+            return None
+        wf = _to_float_checked(np.asarray(wm), _workspace("rows_w", np.shape(wm), ft), m)
+        rows, n = x.shape[0], wf.shape[0]
+        xe, nonzero = np.empty(rows, np.int64), np.empty(rows, bool)
+        acc = np.empty((rows, n), ft)
+        blk = _workspace("rows_xb", (per * oh * ow, x.shape[1]), ft)
+        nnz = 0
+        for b0 in range(0, b, per):
+            b1 = min(b, b0 + per)
+            r0, r1 = b0 * oh * ow, b1 * oh * ow
+            xb = blk[:r1 - r0]
+            got = compiled.quantize_conv_rows(x.x[b0:b1], x.geom, oh, ow, m, e, rounding, xb)
+            if got is None:
+                return None
+            xe[r0:r1], nonzero[r0:r1] = got[0], got[1]
+            nnz += got[2]
+            _exact_matmul(xb, wf.T, acc[r0:r1])
+        return xe, nonzero, nnz, acc, wf
 
     def _n_per_call(self, n, k, has_bias, stats):
         """Outputs per call of the float :meth:`gemm`: ``max_n``, or the largest multiple of

@@ -58,6 +58,7 @@ import math
 import numpy as np
 
 from ...errors import InputError
+from .. import common as _common
 from ..common import round_into as _round_into
 from ..common import workspace as _workspace
 from ...primitives import msb_histogram, saturate, shift_round_sat
@@ -304,10 +305,19 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     if not uniform_shift:
         w[:n, :k] *= scale[:, None]
     w[:n, k] = bias_i * scale
-    xf = _workspace("x", (batch, k + 1))
-    np.copyto(xf[:, :k], x, casting="unsafe")
+    # (acc + bias) * 2**-shift, exact, a block of rows at a time: each block of x is converted
+    # into a float operand that stays in the caches for its GEMM (the sums are exact, so the
+    # blocks give one GEMM's bits)
+    acc = _workspace("acc", (batch, n))
+    rows_blk = max(1, min(batch, _common.GEMM_ROWS))
+    xf = _workspace("x", (rows_blk, k + 1))
     xf[:, k] = 1.0
-    acc = np.matmul(xf, w[:n].T, out=_workspace("acc", (batch, n)))   # (acc + bias) * 2**-shift
+    wt = w[:n].T
+    for r0 in range(0, batch, rows_blk):
+        r1 = min(batch, r0 + rows_blk)
+        xb = xf[:r1 - r0]
+        np.copyto(xb[:, :k], x[r0:r1], casting="unsafe")
+        np.matmul(xb, wt, out=acc[r0:r1])
     return requantize(p, acc, shifts, scale, k=k, delta=delta, max_bias=int(np.abs(bias_i).max()) if n else 0,
                       relu=relu, stats=stats, block_elems=block_elems)
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ... import native
 from ...primitives import msb_histogram, shift_round_sat
-from ..common import round_into
+from ..common import exact_matmul, round_into
 from ..convgeom import ConvGeom, im2col
 
 #: Methods of :func:`conv_accumulate`.
@@ -40,8 +40,9 @@ def _dense(xp, w):
     z, c, k, _ = w.shape
     ft = np.float32 if c * k * k * (1 << 14) <= (1 << 24) else np.float64
     cols, (oh, ow) = im2col(np.asarray(xp)[None], ConvGeom(k, k), dtype=ft)    # (H'*W', C*k*k)
-    acc = cols @ w.reshape(z, -1).astype(ft).T
-    return np.rint(acc).astype(np.int64).T.reshape(z, oh, ow)
+    acc = exact_matmul(cols, w.reshape(z, -1).astype(ft).T, np.empty((cols.shape[0], z), ft))
+    np.rint(acc, out=acc)
+    return np.ascontiguousarray(acc.T, dtype=np.int64).reshape(z, oh, ow)     # one pass: transpose and cast
 
 
 def _scatter(xp, w):
@@ -177,8 +178,12 @@ def conv_accumulate(xp, w, *, method="auto"):
 
 
 def _bias_relu_pool(acc, bias, relu, pool):
-    """Rules 2-4: bias, ReLU, 2x2 max pooling (an odd last row or column is dropped)."""
-    t = np.asarray(acc, np.int64) + np.asarray(bias, np.int64).reshape(-1, 1, 1)
+    """Rules 2-4: bias, ReLU, 2x2 max pooling (an odd last row or column is dropped). A
+    scalar bias of 0 adds nothing: without ReLU and pooling, the result is then ``acc`` itself
+    (as int64), not a copy."""
+    t = np.asarray(acc, np.int64)
+    if not (np.ndim(bias) == 0 and bias == 0):
+        t = t + np.asarray(bias, np.int64).reshape(-1, 1, 1)
     if relu:
         t = np.maximum(t, 0)
     if pool:
@@ -189,19 +194,22 @@ def _bias_relu_pool(acc, bias, relu, pool):
 
 def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even", stats=False):
     """Rules 2-5 on accumulators ``(Z, H, W)``: returns ``(out, sat_count)``, and with
-    ``stats`` also rule 6's histogram: ``(out, sat_count, hist)``."""
+    ``stats`` also rule 6's histogram: ``(out, sat_count, hist)``. In raw mode with a scalar
+    bias of 0, no ReLU and no pooling, ``out`` may be ``acc`` itself (as int64)."""
     t = _bias_relu_pool(acc, bias, relu, pool)
     if stats:
         out, sat = postprocess(t, 0, shift, raw=raw, rounding=rounding)
         return out, sat, msb_histogram(t, 32)
     if raw:
         return t, 0
-    # rule 5 in float64 (exact: |t| < 2**31 and the scale is a power of two); the integer
-    # transcription is postprocess_reference(), tested equal
-    a = t.astype(np.float64) * np.ldexp(1.0, -np.asarray(shift, np.int64)).reshape(-1, 1, 1)
+    # rule 5 in float64 (exact: |t| < 2**31 is converted exactly and the scale is a power of
+    # two); the integer transcription is postprocess_reference(), tested equal
+    a = np.multiply(t, np.ldexp(1.0, -np.asarray(shift, np.int64)).reshape(-1, 1, 1), dtype=np.float64)
     round_into(a, rounding, a)
-    sat = int(np.count_nonzero(a > 127)) + int(np.count_nonzero(a < -128))
-    np.clip(a, -128, 127, out=a)
+    sat = 0
+    if a.size and (a.max() > 127 or a.min() < -128):     # rounding is exact: count and clamp only then
+        sat = int(np.count_nonzero(a > 127)) + int(np.count_nonzero(a < -128))
+        np.clip(a, -128, 127, out=a)
     return a.astype(np.int64), sat % (1 << 32)
 
 

@@ -407,7 +407,7 @@ class Kernel:
                     r0, c0 = (j.row0 // 2, j.col0 // 2) if pool else (j.row0, j.col0)
                     mask[r0:r0 + h, c0:c0 + wd] = True
         if not mask.all():
-            t = np.where(mask, t, 0)
+            np.multiply(t, mask, out=t)        # t is this call's own array (acc + bias)
         res = postprocess(t, 0, shift, raw=raw, rounding=self.p["rounding"], stats=stats)
         self.last_sat_count, self.last_plan, self.last_calls = res[1], plan, 1
         self.last_stats = res[2] if stats else None
