@@ -51,7 +51,7 @@ def test_float_accuracy(model):
 
 @pytest.mark.slow   # the whole 32x32 test set emulated twice (~25 CPU-s); the quick suite keeps the
 # accuracy rule on the digits MLP/CNN (test_deploy) and the torch exports' strided nets (test_torch_exports)
-@pytest.mark.parametrize("fmt", ["bfp8", "twohot"])
+@pytest.mark.parametrize("fmt", ["bfp8", "bfp8_z2", "twohot"])
 def test_bfp8_and_twohot_within_one_point_of_float(model, fmt):
     ort = pytest.importorskip("onnxruntime")
     cfg, net, ds = model
