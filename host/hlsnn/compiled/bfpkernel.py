@@ -159,9 +159,7 @@ def tables(net, pz, pc):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.compiled.netkernel.render`):
     ``(files, sha, tables)``."""
-    import jinja2
     from .. import __version__
-    from ..paths import HLS_DIR
     p = net.params
     pz, pc = shape(p)
     t = tables(net, pz, pc)
@@ -187,19 +185,8 @@ def render(net, out_dir):
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
-               unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
-               unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
-               unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],
-               unfold_kx=[min(j // t["unfold"]["c"], t["unfold"]["kw"]) if t["unfold"] else 0 for j in range(pc)])
-    env = jinja2.Environment(loader=jinja2.ChoiceLoader([
-        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "bfp_systolic")),
-        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac"))]),       # the shared C ABI bridge
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    texts = {"network.cpp": env.get_template("network.cpp.j2").render(**ctx),
-             "network.h": env.get_template("network.h.j2").render(**ctx),
-             "network_data.h": env.get_template("network_data.h.j2").render(**ctx),
-             "bridge.cpp": env.get_template("network_bridge.cpp.j2").render(**ctx)}
-    return netkernel.write_rendered(texts, out_dir) + (t,)
+               **netkernel.unfold_fields(t["unfold"], pc))
+    return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)
 
 
 def build(net, *, strict=None, out_root=None):
@@ -281,27 +268,10 @@ class BfpNetKernel(netkernel.NetKernel):
         """The kernel on a batch of input words (B, in_words) uint64: its output words (B,
         out_words): the output elements, the status word, an info word per op; in one call of
         the top function."""
-        import ctypes
-        import json
-        import time
-        from ..errors import CsimError
         x = np.ascontiguousarray(x, np.uint64)
         b = x.shape[0]
         out = np.zeros((b, self.out_words), np.uint64)
-        t0 = time.perf_counter()
-        st = self.lib.hlsnn_net_run(x.ctypes, out.ctypes, b)
-        self.calls += 1
-        if st:
-            raise CsimError(f"network kernel of {self.net.name}: "
-                            f"{'strict C-simulation' if st == 128 else 'a kernel assert'}: "
-                            f"{self.lib.hlsnn_last_assert().decode(errors='replace')}")
-        n = self.lib.hlsnn_counter_count()
-        it, en = (ctypes.c_uint64 * max(n, 1))(), (ctypes.c_uint64 * max(n, 1))()
-        self.lib.hlsnn_counter_values(it, en, n)
-        self.counters = {self.lib.hlsnn_counter_name(i).decode(): (int(it[i]), int(en[i])) for i in range(n)}
-        if self.strict:
-            self.strict_report = json.loads(self.lib.hlsnn_strict_report().decode())
-        self.last_kernel_s = time.perf_counter() - t0
+        self._call(x, out, b)
         return out
 
     def cycles_per_image(self):

@@ -338,9 +338,7 @@ def _ints(a, per_line=24):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
     ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
-    import jinja2
     from .. import __version__
-    from ..paths import HLS_DIR
     p = net.params
     pz, pc = lanes(p)
     t = tables(net, pz, pc)
@@ -360,17 +358,34 @@ def render(net, out_dir):
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
-               unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
-               unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
-               unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],
-               unfold_kx=[min(j // t["unfold"]["c"], t["unfold"]["kw"]) if t["unfold"] else 0 for j in range(pc)])
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac")),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+               **unfold_fields(t["unfold"], pc))
+    return render_templates("shift_mac", ctx, out_dir) + (t,)
+
+
+def unfold_fields(unfold, pc):
+    """The template fields of the stem's unfolded image load (:func:`unfold_of`, or None)
+    over ``pc`` banks, as every network kernel's templates read them."""
+    u = unfold or {}
+    return dict(unfold=unfold is not None, in_w=u.get("w", 1), unfold_kw=u.get("kw", 0), unfold_pl=u.get("pl", 0),
+                unfold_chan=[j % u["c"] if unfold else 0 for j in range(pc)],
+                unfold_kx=[min(j // u["c"], u["kw"]) if unfold else 0 for j in range(pc)])
+
+
+def render_templates(engine, ctx, out_dir):
+    """Render an engine's network templates (``hls/engines/<engine>/network*.j2``, the C ABI
+    bridge from shift_mac's folder where the engine has none) with ``ctx`` into ``out_dir``:
+    ``(files, sha)`` of :func:`write_rendered`."""
+    import jinja2
+    from ..paths import HLS_DIR
+    env = jinja2.Environment(loader=jinja2.ChoiceLoader([
+        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / engine)),
+        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac"))]),       # the shared C ABI bridge
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     texts = {"network.cpp": env.get_template("network.cpp.j2").render(**ctx),
              "network.h": env.get_template("network.h.j2").render(**ctx),
              "network_data.h": env.get_template("network_data.h.j2").render(**ctx),
              "bridge.cpp": env.get_template("network_bridge.cpp.j2").render(**ctx)}
-    return write_rendered(texts, out_dir) + (t,)
+    return write_rendered(texts, out_dir)
 
 
 def write_rendered(texts, out_dir):
@@ -458,8 +473,15 @@ class NetKernel:
         x8 = np.zeros((b, self.in_words * 8), np.int8)
         x8[:, :self.tables["in_elems"]] = np.asarray(xq).reshape(b, -1)
         out = np.zeros((b, self.out_words * 8), np.int8)
+        self._call(x8, out, b)
+        return out[:, :self.tables["out_elems"]].astype(np.int64)
+
+    def _call(self, x, out, b):
+        """One call of the top function on the contiguous arrays ``x`` and ``out`` (batch
+        ``b``): :class:`CsimError` on a strict-rule violation or a kernel assert; the loop
+        counters, the strict report and the call's wall time kept."""
         t0 = time.perf_counter()
-        st = self.lib.hlsnn_net_run(x8.ctypes, out.ctypes, b)      # the arrays stay alive for the call
+        st = self.lib.hlsnn_net_run(x.ctypes, out.ctypes, b)      # the arrays stay alive for the call
         self.calls += 1
         if st:
             raise CsimError(f"network kernel of {self.net.name}: "
@@ -473,7 +495,6 @@ class NetKernel:
             self.strict_report = json.loads(self.lib.hlsnn_strict_report().decode())
         # the simulation's own bookkeeping (loop counters, the strict report) is the kernel's time
         self.last_kernel_s = time.perf_counter() - t0
-        return out[:, :self.tables["out_elems"]].astype(np.int64)
 
 
 #: the network kernels' top function when the templates are not installed (a board): what

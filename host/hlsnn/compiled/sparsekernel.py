@@ -161,9 +161,7 @@ def tables(net, pz, pc, pm):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.compiled.netkernel.render`):
     ``(files, sha, tables)``."""
-    import jinja2
     from .. import __version__
-    from ..paths import HLS_DIR
     p = net.params
     pz, pc, pm = shape(p)
     t = tables(net, pz, pc, pm)
@@ -182,19 +180,8 @@ def render(net, out_dir):
                weights=[[_ints(m) for m in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
-               unfold=t["unfold"] is not None, in_w=(t["unfold"] or {}).get("w", 1),
-               unfold_kw=(t["unfold"] or {}).get("kw", 0), unfold_pl=(t["unfold"] or {}).get("pl", 0),
-               unfold_chan=[j % t["unfold"]["c"] if t["unfold"] else 0 for j in range(pc)],
-               unfold_kx=[min(j // t["unfold"]["c"], t["unfold"]["kw"]) if t["unfold"] else 0 for j in range(pc)])
-    env = jinja2.Environment(loader=jinja2.ChoiceLoader([
-        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "sparse_cluster")),
-        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac"))]),       # the shared C ABI bridge
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    texts = {"network.cpp": env.get_template("network.cpp.j2").render(**ctx),
-             "network.h": env.get_template("network.h.j2").render(**ctx),
-             "network_data.h": env.get_template("network_data.h.j2").render(**ctx),
-             "bridge.cpp": env.get_template("network_bridge.cpp.j2").render(**ctx)}
-    return netkernel.write_rendered(texts, out_dir) + (t,)
+               **netkernel.unfold_fields(t["unfold"], pc))
+    return netkernel.render_templates("sparse_cluster", ctx, out_dir) + (t,)
 
 
 def build(net, *, strict=None, out_root=None):
