@@ -214,6 +214,27 @@ def test_deploy_on_sim_runs_the_network_kernel_with_the_emulators_bits():
     assert "accelerator" in req["assignments"]["twohot+bfp8"]["error"], req["assignments"]["twohot+bfp8"]
 
 
+def test_only_the_accelerators_of_the_chosen_assignments_are_opened():
+    """A C-simulation or a simulated board is built per accelerator opened: deploy opens those of
+    the assignments it runs, not every format's of the config."""
+    cfg = load_deploy_config(CNN)
+    accels = {name: f.accel for name, f in cfg.formats.items()}
+    for wanted, formats in ((["twohot"], {"twohot"}), (["twohot+bfp8"], {"twohot", "bfp8"}),
+                            (["pot", "fixed8"], {"pot", "fixed8"})):
+        accs = open_accelerators(cfg, "emu", wanted)
+        try:
+            assert set(accs) == {accels[f] for f in formats}, wanted
+        finally:
+            for a in accs.values():
+                a.close()
+    accs = open_accelerators(cfg, "emu")
+    try:
+        assert set(accs) == set(accels.values())
+    finally:
+        for a in accs.values():
+            a.close()
+
+
 def test_cli_deploy_json(capsys):
     assert main(["deploy", str(MLP), "--assignment", "twohot", "--test-samples", "50", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -45,7 +45,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
     x_cal = ds.x_train[:calibration_samples or cal["samples"]]
     asg = cfg.assignments[assignment]
-    accs = open_accelerators(cfg, "emu")
+    accs = open_accelerators(cfg, "emu", [assignment])
     try:
         dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding,
                          update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"])

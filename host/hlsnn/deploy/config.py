@@ -130,6 +130,10 @@ class Assignment:
     def format_of(self, layer_name):
         return self.layers.get(layer_name, self.default)
 
+    def formats(self):
+        """The names of the formats this assignment uses (its default and its per-layer ones)."""
+        return {self.default, *self.layers.values()}
+
 
 @dataclass
 class DeployConfig:

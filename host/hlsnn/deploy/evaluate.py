@@ -143,15 +143,18 @@ def _layout(net, ds_layout):
     return "nchw" if len(shape) == 4 else "flat"
 
 
-def open_accelerators(cfg, target, **target_options):
-    """One :class:`~hlsnn.Accelerator` per accel config the formats use, on ``target``."""
+def open_accelerators(cfg, target, assignments=None, **target_options):
+    """One :class:`~hlsnn.Accelerator` per accel config the formats use, on ``target``; with
+    ``assignments`` (names), only those the formats of these assignments use (a C-simulation
+    or a simulated board is built for each one opened)."""
     from .. import Accelerator
     if target not in TARGETS:
         raise InputError(f"target = {target!r}: must be one of {', '.join(TARGETS)}")
+    used = None if assignments is None else set().union(*(cfg.assignments[a].formats() for a in assignments))
     accs = {}
     try:
-        for f in cfg.formats.values():
-            if f.accel not in accs:
+        for name, f in cfg.formats.items():
+            if (used is None or name in used) and f.accel not in accs:
                 accs[f.accel] = Accelerator(f.accel, target, **target_options)
     except BaseException:
         for a in accs.values():
@@ -178,7 +181,7 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
         raise InputError(f"assignment {name!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     cal = cfg.calibration
-    accs = open_accelerators(cfg, target, **target_options)
+    accs = open_accelerators(cfg, target, [name], **target_options)
     try:
         yield Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
                          rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic", update=cal["update"],
@@ -253,7 +256,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     for a in wanted:
         if a not in cfg.assignments:
             raise InputError(f"assignment {a!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
-    accs = open_accelerators(cfg, target, **(target_options or {}))
+    accs = open_accelerators(cfg, target, wanted, **(target_options or {}))
     from ..progress import bar
     steps = bar(wanted, desc=f"deploy {cfg.name} on {target}", unit="assignment", show=progress)
     try:
