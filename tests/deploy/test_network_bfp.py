@@ -291,26 +291,8 @@ def test_bfp_network_kernel_compiles_against_both_header_models(compiled, tmp_pa
     """The rendered kernel and bridge under the fallback ap_types and both ap_axi_sdata.h
     models, the __SYNTHESIS__ rule (tests/synthesis_guards.py), and the kernel stripped of its
     sim-only blocks (what the tool compiles)."""
-    import synthesis_guards as guards
-    from test_header_models import TARGETS, syntax_check
-    from hlsnn.compiled.bfpkernel import render
-    prog, arrays = artifact.read(compiled("resnet8_digits32", "bfp8"))
-    files, _, _ = render(netmode.lower(prog, arrays), tmp_path / "net")
-    kernel_side = {f: (tmp_path / "net" / f).read_text() for f in files if f != "bridge.cpp"}
-    assert guards.violations(kernel_side) == []
-    sim_only = guards.sim_only_headers(kernel_side)
-    for f, text in kernel_side.items():
-        if f.split("/")[-1] not in sim_only:
-            dest = tmp_path / "stripped" / f
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(guards.strip_sim_only(text, f))
-    for f in sim_only:
-        (tmp_path / "stripped" / "include" / "hlsnn" / f).write_text(kernel_side[f"include/hlsnn/{f}"])
-    for target in TARGETS:
-        proc = syntax_check(tmp_path / "net", target, ["network.cpp", "bridge.cpp"])
-        assert proc.returncode == 0, f"{target}:\n{proc.stderr[-3000:]}"
-        proc = syntax_check(tmp_path / "stripped", target, ["network.cpp"])
-        assert proc.returncode == 0, f"stripped, {target}:\n{proc.stderr[-3000:]}"
+    from test_network_kernel import compiles_against_both_header_models
+    compiles_against_both_header_models(compiled("resnet8_digits32", "bfp8"), "bfpkernel", tmp_path)
 
 
 @pytest.mark.slow

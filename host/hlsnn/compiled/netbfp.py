@@ -75,6 +75,7 @@ import numpy as np
 from ..engines.bfp_systolic.emulator import emulate
 from ..errors import InputError
 from ..primitives import msb_index, shift_round_sat
+from .netmode import _chw, maxpool_fields
 
 
 class NotExact(InputError):
@@ -96,10 +97,6 @@ ELEM_BITS = 26
 def _op(kind, name, ins, out, **f):
     from .netmode import Op
     return Op(kind, name, list(ins), out, f)
-
-
-def _chw(shape):
-    return tuple(shape) if len(shape) == 3 else (int(np.prod(shape)), 1, 1)
 
 
 def lower(program, arrays):
@@ -139,17 +136,9 @@ def lower(program, arrays):
                     aliases[j["output"]] = aliases.get(src, src)
                 continue
             if op == "MaxPool" and st == "q":
-                a = j["attrs"]
-                if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
-                    raise _why(j, "ceil_mode or dilation")
-                c, h, w = shapes[src]
-                kh, kw = a["kernel_shape"]
-                sh, sw = a.get("strides", [1, 1])
-                t, l, b, r = a.get("pads", [0, 0, 0, 0])
-                oh, ow = (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1
-                ops.append(_op("maxpool", j["name"], [src], j["output"], c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw,
-                               sh=sh, sw=sw, pads=(t, l, b, r)))
-                state[j["output"]], shapes[j["output"]] = "q", (c, oh, ow)
+                f = maxpool_fields(j, shapes[src])
+                ops.append(_op("maxpool", j["name"], [src], j["output"], **f))
+                state[j["output"]], shapes[j["output"]] = "q", (f["c"], f["oh"], f["ow"])
                 continue
             if op == "Relu" and st == "q":
                 ops.append(_op("relu", j["name"], [src], j["output"]))

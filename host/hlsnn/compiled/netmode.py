@@ -120,6 +120,20 @@ def _chw(shape):
     return tuple(shape) if len(shape) == 3 else (int(np.prod(shape)), 1, 1)
 
 
+def maxpool_fields(j, shape):
+    """A host ``MaxPool`` layer ``j`` on a ``(C, H, W)`` tensor as a maxpool op's fields (rule
+    3), or :class:`InputError` for what no network kernel runs (``ceil_mode``, dilation)."""
+    a = j["attrs"]
+    if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise _why(j, "ceil_mode or dilation")
+    c, h, w = shape
+    kh, kw = a["kernel_shape"]
+    sh, sw = a.get("strides", [1, 1])
+    t, l, b, r = a.get("pads", [0, 0, 0, 0])
+    oh, ow = (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1
+    return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=(t, l, b, r))
+
+
 def lower(program, arrays):
     """The :class:`NetProgram` of a compiled model's ``program`` and ``arrays`` (as
     :func:`hlsnn.compiled.artifact.read` returns them), or :class:`InputError` naming the
@@ -162,17 +176,9 @@ def lower(program, arrays):
                     aliases[j["output"]] = aliases.get(src, src)
                 continue
             if op == "MaxPool" and st[0] == "q":
-                a = j["attrs"]
-                if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
-                    raise _why(j, "ceil_mode or dilation")
-                c, h, w = shapes[src]
-                kh, kw = a["kernel_shape"]
-                sh, sw = a.get("strides", [1, 1])
-                t, l, b, r = a.get("pads", [0, 0, 0, 0])
-                oh, ow = (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1
-                ops.append(Op("maxpool", j["name"], [src], j["output"],
-                              dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=(t, l, b, r))))
-                state[j["output"]], shapes[j["output"]] = st, (c, oh, ow)
+                f = maxpool_fields(j, shapes[src])
+                ops.append(Op("maxpool", j["name"], [src], j["output"], f))
+                state[j["output"]], shapes[j["output"]] = st, (f["c"], f["oh"], f["ow"])
                 continue
             if op == "Add":
                 ins = j["inputs"]
