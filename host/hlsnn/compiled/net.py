@@ -124,6 +124,7 @@ class CompiledNet:
         # the network path (one kernel start per batch): the network mode on emu, the network
         # kernel on csim; elsewhere, and for networks it cannot run, layer by layer
         self.network, self._kernel, self.last_kernel_starts = None, None, 0
+        self._fast = None                    # the emu network mode compiled (netfast), made on first use
         self._network_auto = network is None
         overlays = dict(overlays or {})
         unknown = set(overlays) - set(prog["accels"])
@@ -195,6 +196,7 @@ class CompiledNet:
             dep.net = _NetStub(prog["name"], prog["input"]["name"], prog["output"]["name"], layers)
             dep.overflow_ratio, dep.rounding, dep.dynamic = prog["overflow_ratio"], prog["rounding"], False
             dep.update, dep.host, dep.execs, dep.calibrated = "e1", {}, execs, True
+            dep.fast = False                     # network=False: layer by layer, as asked
             self._dep = dep
             if self.network is not None and self.target != "emu":
                 self._kernel = self._network_kernel(overlays.get(self.network.accel))
@@ -273,7 +275,10 @@ class CompiledNet:
                 else q.reshape((len(x),) + tuple(n.output["shape"]))
             self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
         else:
-            q = netmode.run_ints(n, xq)
+            if self._fast is None:              # the network mode compiled (netfast), else numpy
+                from . import netfast
+                self._fast = netfast.build(n) or False
+            q = self._fast.run(xq)[0] if self._fast else netmode.run_ints(n, xq)
             self.last_kernel_starts = 0
             kernel_s = time.perf_counter() - t1
         y = netmode.finish(n, q)

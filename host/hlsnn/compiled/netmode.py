@@ -436,27 +436,33 @@ def _pad(x, pads, value):
     return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=value)
 
 
-def conv_ints(x, f, p):
-    """Rule 2 on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64."""
+def conv_acc(x, f):
+    """Rule 2's exact accumulators of a batch ``x`` (B, C, H, W) of integers: (B, OH, OW, Z)
+    int64."""
     xp = _pad(np.asarray(x, np.int64), f["pads"], 0)
     z, g = f["z"], f["group"]
     cg, zg = f["c"] // g, z // g
     win = np.lib.stride_tricks.sliding_window_view(xp, (f["kh"], f["kw"]), axis=(2, 3))
     win = win[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]          # (B, C, OH, OW, kh, kw)
-    acc = np.empty((x.shape[0], z, f["oh"], f["ow"]), np.int64)
+    acc = np.empty((x.shape[0], f["oh"], f["ow"], z), np.int64)
     # |x| <= 2**(B-1), |c| < 2**(ea+1): the sums are exact in float64 below 2**53 (else int64)
     bound = int(np.abs(x).max(initial=0)) * int(np.abs(f["codes"]).max(initial=0)) * f["kh"] * f["kw"] * cg
     dt = np.float64 if bound < 1 << 53 else np.int64
     for j in range(g):
         rows = win[:, j * cg:(j + 1) * cg].transpose(0, 2, 3, 1, 4, 5).reshape(-1, cg * f["kh"] * f["kw"])
         wj = f["codes"][j * zg:(j + 1) * zg].reshape(zg, -1)
-        acc[:, j * zg:(j + 1) * zg] = (rows.astype(dt) @ wj.T.astype(dt)).astype(np.int64).reshape(
-            x.shape[0], f["oh"], f["ow"], zg).transpose(0, 3, 1, 2)
-    a2 = acc.transpose(0, 2, 3, 1).reshape(-1, z)
+        acc[..., j * zg:(j + 1) * zg] = (rows.astype(dt) @ wj.T.astype(dt)).astype(np.int64).reshape(
+            x.shape[0], f["oh"], f["ow"], zg)
+    return acc
+
+
+def conv_ints(x, f, p):
+    """Rule 2 on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64."""
+    a2 = conv_acc(x, f).reshape(-1, f["z"])
     y = engine_rules(f.get("engine", "shift_mac")).output(p, a2, f["bias"], f["shift"], f["relu"])
     if f.get("clip") is not None:
         y = np.clip(y, *f["clip"])
-    return y.reshape(x.shape[0], f["oh"], f["ow"], z).transpose(0, 3, 1, 2)
+    return y.reshape(x.shape[0], f["oh"], f["ow"], f["z"]).transpose(0, 3, 1, 2)
 
 
 def maxpool_ints(x, f):

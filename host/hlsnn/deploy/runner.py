@@ -545,7 +545,7 @@ class Deployment:
 
     def __init__(self, net, assignment, formats, accelerators, *, overflow_ratio=0.0, rounding="nearest_away",
                  dynamic=False, host_bits=None, update="e1", update_by="layer", update_percent=updates.DEFAULT_PERCENT):
-        self.net, self.assignment = net, assignment
+        self.net, self.assignment, self.formats = net, assignment, formats
         self.overflow_ratio, self.rounding, self.dynamic = overflow_ratio, rounding, dynamic
         self.update, self.update_by, self.update_percent = updates.check(update, update_by, update_percent)
         if host_bits is not None:
@@ -562,6 +562,11 @@ class Deployment:
             raise InputError(f"assignment {assignment.name}: no engine layer named {', '.join(sorted(unknown))}; "
                              f"engine layers: {', '.join(self.execs)}")
         self.calibrated = False
+        self._fastnet = None     # the calibrated network as one integer program (:meth:`fast_network`)
+
+    #: run a calibrated network on the emu target as one integer program where it lowers to
+    #: one (:meth:`fast_network`); False keeps the layer-by-layer path
+    fast = True
 
     #: images per pass of :meth:`run` (not calibrating): a batch goes through the network in
     #: slices of this many, so that a layer's im2col rows and outputs stay in the CPU's caches
@@ -582,6 +587,10 @@ class Deployment:
             raise InputError("calibrate first: run(x_cal, calibrate=True)")
         x = np.asarray(x, np.float64)
         n = x.shape[0] if x.ndim else 0
+        if not calibrate and not keep and n:
+            fast = self.fast_network()
+            if fast is not None:
+                return self._run_fast(fast, x)
         if (calibrate or self.dynamic or n <= self.chunk
                 or any(ex.acc.target.name != "emu" or ex.p.get("output_exponent") == "rolling"
                        for ex in self.execs.values())):
@@ -602,7 +611,63 @@ class Deployment:
         return (np.concatenate([p[0] for p in parts]),
                 {k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]})
 
+    def fast_network(self):
+        """The calibrated network as one integer program on the ``emu`` target
+        (:mod:`hlsnn.compiled.netfast`: :mod:`hlsnn.compiled.netmode`'s rules, the bits of the
+        layer-by-layer path, compiled), or None where it runs layer by layer: :attr:`fast`
+        off, ``dynamic`` radix points, another target, quantized host layers, the compiled
+        helpers off (``HLSNN_NATIVE=0``), or a network the network mode refuses (a
+        ``bfp_systolic`` layer, mixed accelerators, an op without an integer rule:
+        :func:`hlsnn.compiled.netmode.lower`). Made once per calibration."""
+        if not (self.fast and self.calibrated) or self.dynamic or self.host \
+                or any(ex.acc.target.name != "emu" for ex in self.execs.values()):
+            return None
+        if getattr(self, "_fastnet", None) is None:
+            self._fastnet = False
+            from types import SimpleNamespace
+            from ..compiled import netfast, netmode
+            from ..compiled.build import program_of
+            accs = {fmt.accel: self.execs[la.name].acc for la in self.net.engine_layers()
+                    for fmt in [self.formats[self.assignment.format_of(la.name)]]}
+            if len({id(a) for a in accs.values()}) != 1 or \
+                    next(iter(accs.values())).config.engine not in netfast.RULES:
+                return None
+            cfg = SimpleNamespace(name=self.net.name, formats=self.formats, rounding=self.rounding,
+                                  assignments={self.assignment.name: self.assignment},
+                                  calibration={"overflow_ratio": self.overflow_ratio, "update": self.update})
+            try:
+                program, arrays = program_of(self, self.net, cfg, self.assignment.name, accs, x_cal=0)
+                fn = netfast.build(netmode.lower(program, arrays))
+            except InputError:
+                fn = None
+            self._fastnet = fn if fn is not None else False
+        return self._fastnet or None
+
+    def _run_fast(self, fn, x):
+        """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and
+        ``input_density`` as the layer path counts them (``calls``: none made)."""
+        from ..compiled import netmode
+        q, sat, nz = fn.run(netmode.quantize_input(fn.net, x))
+        n = x.shape[0]
+        for ln, ex in self.execs.items():
+            f = fn.convs[ln].f
+            ex.stats.sat_count = int(sat[ln])
+            if ex.in_shape is not None:
+                ex.in_shape = (n,) + tuple(ex.in_shape[1:])
+            if not self.collect_stats:
+                continue
+            if isinstance(ex, ShiftExec) and not f["dense"]:       # non-zeros of the im2col rows
+                cy, cx = conv.patch_reads(ex.layer.geom, f["h"], f["w"])
+                k = f["c"] * f["kh"] * f["kw"]
+                ex.stats.input_density = int(cy @ nz[ln].reshape(f["h"], f["w"]) @ cx) / max(
+                    n * f["oh"] * f["ow"] * k, 1)
+            else:                                                  # of the input
+                ex.stats.input_density = int(nz[ln].sum()) / max(n * f["c"] * f["h"] * f["w"], 1)
+        return netmode.finish(fn.net, q)
+
     def _run(self, x, calibrate, keep):
+        if calibrate:
+            self._fastnet = None             # a new calibration: a new program
         env = {self.net.input: Act(x, None)}
         for layer in self.net.layers:
             ins = [env[i] for i in layer.inputs]

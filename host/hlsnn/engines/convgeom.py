@@ -101,10 +101,17 @@ class Patches:
 
 def patch_nonzeros(x, g: ConvGeom) -> int:
     """``np.count_nonzero(im2col(x, g)[0])`` without building the rows: each input element
-    ``x[b, c, y, x]`` appears in ``cy[y] * cx[x]`` rows, ``cy[y]`` the number of (output row,
-    kernel row) pairs that read input row ``y`` (``oy * sh + ky * dh - top == y``) and ``cx``
-    likewise for columns (padding reads no element). An exact integer count."""
+    ``x[b, c, y, x]`` appears in ``cy[y] * cx[x]`` rows (:func:`patch_reads`; padding reads no
+    element). An exact integer count."""
     b, c, h, w = x.shape
+    cy, cx = patch_reads(g, h, w)
+    nz = np.count_nonzero(x, axis=(0, 1))                     # (H, W): non-zeros over images and channels
+    return int(cy @ nz @ cx)
+
+
+def patch_reads(g: ConvGeom, h: int, w: int):
+    """``(cy, cx)`` int64: ``cy[y]`` the number of (output row, kernel row) pairs that read input
+    row ``y`` of an ``h x w`` map (``oy * sh + ky * dh - top == y``), ``cx`` likewise for columns."""
     oh, ow = _out_hw_checked(g, h, w)
 
     def reads(n_in, n_out, k, s, d, before):
@@ -114,10 +121,7 @@ def patch_nonzeros(x, g: ConvGeom) -> int:
             pos = pos[(pos >= 0) & (pos < n_in)]
             np.add.at(cnt, pos, 1)
         return cnt
-    cy = reads(h, oh, g.kh, g.sh, g.dh, g.pads[0])
-    cx = reads(w, ow, g.kw, g.sw, g.dw, g.pads[1])
-    nz = np.count_nonzero(x, axis=(0, 1))                     # (H, W): non-zeros over images and channels
-    return int(cy @ nz @ cx)
+    return reads(h, oh, g.kh, g.sh, g.dh, g.pads[0]), reads(w, ow, g.kw, g.sw, g.dw, g.pads[1])
 
 
 def pad_nchw(x, pads):

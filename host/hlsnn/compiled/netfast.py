@@ -1,0 +1,245 @@
+"""The integer network mode at the speed of an evaluation loop: :func:`hlsnn.compiled.netmode.run_ints`
+(rules 2-4 of that module, the specification) run by the compiled helper ``native/netint.c``
+on int32 maps in NHWC order, bit for bit.
+
+* **conv** (rule 2): a direct convolution in int32 with the engine's output rule fused
+  (``hlsnn_net_conv``; depthwise convs with the channels in vector lanes, ``hlsnn_net_dwconv``).
+  int32 sums are exact when ``2**(B-1) * max_z sum |c[z, ...]| < 2**31`` (``B`` the activation
+  bits: every input integer is a ``B``-bit signed value, and the bound holds for every partial
+  sum, so the order of the additions does not matter): :class:`FastNet` checks it per op and
+  runs an op that fails it with :func:`~hlsnn.compiled.netmode.conv_ints` (int64) instead.
+  A dense layer is the conv netmode makes of it, its weight columns permuted from the NCHW
+  flattening to the map's NHWC order.
+* **maxpool**, **add** (rules 3, 4): ``hlsnn_net_maxpool``, ``hlsnn_net_add``.
+* The batch runs in slices of :attr:`FastNet.chunk` images, the slices split between
+  threads (:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call).
+
+Besides the output integers, a run counts each conv's saturated outputs and each conv
+input's non-zero values per pixel (summed over images and channels): what the layer path
+reports as ``sat_count`` and ``input_density`` (:meth:`FastNet.run` returns them).
+
+:func:`build` returns None where the compiled helper is unavailable (``HLSNN_NATIVE=0``, no C
+compiler) or the program is a ``bfp_systolic`` one; the caller then runs the numpy path.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .. import native
+from ..native import parallel
+from ..primitives import ROUNDING_CODES
+from . import netmode
+
+MODES = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
+RULES = {"shift_mac": 0, "sparse_cluster": 1}
+ZV = 16                 # output channels per vector (netint.c)
+
+
+def lib():
+    """The loaded ``netint`` library with its signatures set, or None."""
+    so = native.load("netint")
+    if so is not None and not getattr(so, "_hlsnn_typed", False):
+        i64, p, ci = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+        so.hlsnn_net_pad.restype = None
+        so.hlsnn_net_pad.argtypes = [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p]
+        so.hlsnn_net_conv.restype = i64
+        so.hlsnn_net_conv.argtypes = [p, i64, i64, i64, p] + [i64] * 12 + [p, p, ci, ci, ci, ci, ci, i64, i64, p, ci]
+        so.hlsnn_net_dwconv.restype = i64
+        so.hlsnn_net_dwconv.argtypes = [p, i64, i64, i64, p] + [i64] * 9 + [p, p, ci, ci, ci, ci, ci, i64, i64, p, ci]
+        so.hlsnn_net_maxpool.restype = None
+        so.hlsnn_net_maxpool.argtypes = [p] + [i64] * 13 + [p]
+        so.hlsnn_net_add.restype = i64
+        so.hlsnn_net_add.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, ci, ci, i64, i64, p]
+        so._hlsnn_typed = True
+    return so
+
+
+def _ptr(a):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+class _Conv:
+    """A conv op's arrays for ``netint.c``: weights (G, kh, kw, Cg, Zs) int32 (or depthwise
+    (kh, kw, Cs)), bias and shifts int64, and whether int32 sums are exact (module docstring)."""
+
+    def __init__(self, op, bits, p, engine):
+        f = op.f
+        self.op, self.f = op, f
+        codes = np.asarray(f["codes"], np.int64)             # (Z, Cg, kh, kw)
+        z, cg, kh, kw = codes.shape
+        g = f["group"]
+        zg = z // g
+        self.g, self.cg, self.zg, self.kh, self.kw = g, cg, zg, kh, kw
+        rowsum = np.abs(codes).reshape(z, -1).sum(axis=1).max(initial=0)
+        self.exact32 = (1 << (bits - 1)) * int(rowsum) < (1 << 31)
+        self.depthwise = cg == 1 and zg == 1 and g > 1
+        if self.depthwise:
+            cs = -(-z // ZV) * ZV
+            w = np.zeros((kh, kw, cs), np.int32)
+            w[:, :, :z] = codes[:, 0].transpose(1, 2, 0)
+            self.zs = cs
+        else:
+            zs = -(-zg // ZV) * ZV
+            w = np.zeros((g, kh, kw, cg, zs), np.int32)
+            w[..., :zg] = codes.reshape(g, zg, cg, kh, kw).transpose(0, 3, 4, 2, 1)
+            self.zs = zs
+        self.w = np.ascontiguousarray(w) if self.exact32 else None
+        self.bias = np.ascontiguousarray(np.broadcast_to(np.asarray(f["bias"], np.int64).reshape(-1), (z,)))
+        self.shift = np.ascontiguousarray(np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,)))
+        self.rule = RULES[engine]
+        self.acc_bits = int(p.get("acc_bits", 62)) if engine == "shift_mac" else 62
+        self.bits = bits if engine == "shift_mac" else 8
+        self.mode = MODES[p["rounding"]]
+        self.lo, self.hi = (int(v) for v in f["clip"])
+        pt, pl, pb, pr = f["pads"]
+        self.hp, self.wp = f["h"] + pt + pb, f["w"] + pl + pr
+
+
+class FastNet:
+    """A lowered integer :class:`~hlsnn.compiled.netmode.NetProgram` ready for ``netint.c``.
+
+    :meth:`run` takes the input integers (B, C, H, W) or (B, K) and returns what
+    :func:`~hlsnn.compiled.netmode.run_ints` returns, plus per-conv statistics."""
+
+    #: images per slice: a layer's maps stay in the CPU's caches
+    chunk = 16
+
+    def __init__(self, net, so, *, portable=False):
+        self.net, self.so, self.portable = net, so, int(bool(portable))
+        bits = net.input["bits"]
+        self.convs = {op.name: _Conv(op, bits, net.params, net.engine) for op in net.ops if op.kind == "conv"}
+        self.mode_add = {op.name: MODES[op.f["rounding"]] for op in net.ops if op.kind == "add"}
+        # each tensor's map shape in the NHWC buffers: (H, W, C)
+        self.maps = {net.input["name"]: self._hwc(net.input["shape"])}
+        for op in net.ops:
+            f = op.f
+            if op.kind == "conv":
+                self.maps[op.out] = (f["oh"], f["ow"], f["z"])
+            elif op.kind == "maxpool":
+                self.maps[op.out] = (f["oh"], f["ow"], f["c"])
+            else:
+                self.maps[op.out] = (1, 1, f["c"]) if f["gap"] else self.maps[self._src(op.ins[0])]
+        for op in net.ops:                       # every op reads a map of the shape it expects
+            hwc = self.maps[self._src(op.ins[0])]
+            f = op.f
+            if op.kind == "add":
+                ok = hwc[2] == f["c"] and hwc[0] * hwc[1] == f["hw"]
+            else:
+                ok = hwc == (f["h"], f["w"], f["c"])
+            if not ok:
+                raise ValueError(f"op {op.name} reads a map of shape {hwc} (H, W, C)")
+
+    @staticmethod
+    def _hwc(shape):
+        c, h, w = netmode._chw(shape)
+        return (h, w, c)
+
+    def _src(self, name):
+        return self.net.aliases.get(name, name)
+
+    def run(self, xq):
+        """``(out, sat, nz)``: the output integers as :func:`~hlsnn.compiled.netmode.run_ints`
+        gives them (int64), each conv op's saturation count and its input's non-zero counts per
+        pixel (H*W int64, over images and channels)."""
+        xq = np.asarray(xq)
+        b = xq.shape[0]
+        ranges = [(a, min(a + self.chunk, b)) for a in range(0, b, self.chunk)]
+        per = parallel.split(len(ranges), max(1, min(parallel.threads(), len(ranges))))
+        out_shape = tuple(self.net.output["shape"])
+        out = np.empty((b,) + out_shape, np.int64)
+
+        def work(r0, r1):
+            sat = {k: 0 for k in self.convs}
+            nz = {k: np.zeros(c.f["h"] * c.f["w"], np.int64) for k, c in self.convs.items()}
+            ws = {}                   # this thread's buffers, used again by each slice
+            for a, e in ranges[r0:r1]:
+                out[a:e] = self._slice(xq[a:e], sat, nz, ws)
+            return sat, nz
+        res = parallel.run(work, [r for r in per if r[1] > r[0]]) if b else [({}, {})]
+        sat = {k: sum(r[0].get(k, 0) for r in res) for k in self.convs}
+        nz = {k: sum(r[1][k] for r in res) if b else np.zeros(1, np.int64) for k in self.convs}
+        return out, sat, nz
+
+    @staticmethod
+    def _buf(ws, key, shape):
+        """A buffer of ``ws`` (int32, zeroed when first made)."""
+        a = ws.get(key)
+        if a is None or a.shape != shape:
+            a = ws[key] = np.zeros(shape, np.int32)
+        return a
+
+    def _slice(self, xq, sat, nz, ws):
+        net, so = self.net, self.so
+        b = xq.shape[0]
+        h, w, c = self.maps[net.input["name"]]
+        x = np.asarray(xq, np.int32).reshape(b, c, h, w).transpose(0, 2, 3, 1)
+        env = {net.input["name"]: np.ascontiguousarray(x)}
+        for op in net.ops:
+            src = env[self._src(op.ins[0])]
+            f = op.f
+            if op.kind == "conv":
+                cv = self.convs[op.name]
+                y, s = self._conv(cv, src, nz[op.name], ws)
+                sat[op.name] += s
+            elif op.kind == "maxpool":
+                y = self._buf(ws, op.name, (b, f["oh"], f["ow"], f["c"]))
+                so.hlsnn_net_maxpool(_ptr(src), f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"],
+                                     f["pads"][0], f["pads"][1], f["oh"], f["ow"], 0, b, _ptr(y))
+            else:
+                other = env[self._src(op.ins[1])] if len(op.ins) > 1 else None
+                y = self._buf(ws, op.name, (b,) + self.maps[op.out])
+                so.hlsnn_net_add(_ptr(src), None if other is None else _ptr(other), f["hw"], f["c"], f["sa"], f["sb"],
+                                 int(f["relu"]), int(f["gap"]), int(f["shift"]), net.input["bits"],
+                                 self.mode_add[op.name], 0, b, _ptr(y))
+            env[op.out] = y
+        y = env[self._src(net.output["tensor"])]
+        return y.transpose(0, 3, 1, 2).reshape((b,) + tuple(net.output["shape"]))
+
+    def _conv(self, cv, x, nz, ws):
+        """``(y (B, OH, OW, Z) int32, saturations)`` of one conv op on ``x`` (B, H, W, C)."""
+        f, so = cv.f, self.so
+        b = x.shape[0]
+        pt, pl = f["pads"][0], f["pads"][1]
+        xp = self._buf(ws, cv.op.name + "/in", (b, cv.hp, cv.wp, f["c"]))
+        so.hlsnn_net_pad(_ptr(x), b, f["h"], f["w"], f["c"], _ptr(xp), cv.hp, cv.wp, pt, pl, _ptr(nz))
+        if not cv.exact32:                      # int32 sums might wrap: the numpy rule (int64)
+            acc = netmode.conv_acc(x.transpose(0, 3, 1, 2), f)
+            y, sat = _output(cv, acc.reshape(-1, f["z"]), self.net.params["rounding"])
+            return np.ascontiguousarray(y.reshape(acc.shape), dtype=np.int32), sat
+        y = self._buf(ws, cv.op.name, (b, f["oh"], f["ow"], f["z"]))
+        q1 = b * f["oh"] * f["ow"]
+        rule = (_ptr(cv.bias), _ptr(cv.shift), cv.rule, cv.acc_bits, cv.bits, cv.mode, int(f["relu"]), cv.lo, cv.hi,
+                _ptr(y), self.portable)
+        if cv.depthwise:
+            sat = so.hlsnn_net_dwconv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.zs, cv.kh, cv.kw, f["sh"],
+                                      f["sw"], f["oh"], f["ow"], 0, q1, *rule)
+        else:
+            sat = so.hlsnn_net_conv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.g, cv.kh, cv.kw, cv.cg, cv.zg,
+                                    cv.zs, f["sh"], f["sw"], f["oh"], f["ow"], 0, q1, *rule)
+        return y, int(sat)
+
+
+def _output(cv, acc, rounding):
+    """The engine's output rule and the clamp on accumulators (N, Z) int64, in numpy:
+    ``(y, saturations)`` (``netint.c``'s ``out_rule``; the numpy twin for an op whose sums
+    need int64)."""
+    from ..primitives import saturate, shift_round_sat
+    v = acc + cv.bias[None, :]
+    if cv.rule == 0:
+        v = saturate(v, cv.acc_bits)
+    if cv.f["relu"]:
+        v = np.maximum(v, 0)
+    y, sat = shift_round_sat(v, cv.shift[None, :], cv.bits, rounding)
+    return np.clip(y, cv.lo, cv.hi), int(sat.sum())
+
+
+def build(net, *, portable=False):
+    """A :class:`FastNet` of an integer network program, or None (module docstring)."""
+    if net.engine not in RULES or not all(r in ROUNDING_CODES for r in MODES):
+        return None
+    so = lib()
+    if so is None:
+        return None
+    return FastNet(net, so, portable=portable)

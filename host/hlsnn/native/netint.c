@@ -1,0 +1,446 @@
+/* netint.c: the compiled twin of the integer network mode's ops (hlsnn.compiled.netmode,
+ * run_ints: rules 2-4), called by hlsnn.compiled.netfast. Tensors are int32 maps in NHWC
+ * order, (B, H, W, C) C-contiguous; a dense layer's output is (B, 1, 1, Z).
+ *
+ * The numpy code is the specification; tests/compiled/test_netfast.py holds these functions
+ * bit-equal to it (random geometry, groups, rounding modes, saturation, the shipped models).
+ *
+ * hlsnn_net_conv (rule 2): the accumulators of a convolution, exact in int32: the caller
+ * checks that max|x| * (the largest sum of |w| over one output's taps) < 2**31, which bounds
+ * every partial sum (the sums then never wrap, in any order), and takes the numpy path
+ * otherwise. The input is a zero-padded copy (hlsnn_net_pad): every window lies inside it.
+ * Weights: (G, kh, kw, Cg, Zs) int32, Zs = Zg rounded up to 16 (zero columns), G groups of
+ * Cg input and Zg output channels. Then the engine's output rule on acc per output
+ * channel z, in int64:
+ *   rule 0 (shift_mac):      v = clamp(acc + bias, acc_bits); ReLU; shift_round_sat(v, shift, B)
+ *   rule 1 (sparse_cluster): v = acc + bias;                  ReLU; shift_round_sat(v, shift, 8)
+ * then the clamp [lo, hi] (a fused ReLU6; the activation range otherwise). The saturations
+ * of shift_round_sat are counted (the clamp is not), and the function returns that count.
+ *
+ * hlsnn_net_dwconv: the same for a depthwise convolution (Cg = Zg = 1), weights (kh, kw, Cs)
+ * with Cs = C rounded up to 16, the channels in vector lanes.
+ *
+ * shift_round_sat(v, s, bits, mode): hlsnn.primitives.shift_round_sat on one value (modes 0
+ * nearest_even, 1 nearest_away, 2 truncate); returns the value, *sat set when saturation
+ * changed it.
+ *
+ * The AVX-512 paths are chosen at run time (__builtin_cpu_supports); the portable loops give
+ * the same integers (integer sums do not depend on their order), so the bits do not depend
+ * on the machine.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
+#define HLSNN_X86 1
+#include <immintrin.h>
+#endif
+
+/* output pixels per block: the accumulators of NP pixels x 16 channels stay in registers */
+#define NP 8
+#define ZV 16
+
+static inline int64_t shift_round_sat(int64_t v, int64_t s, int bits, int mode, int64_t *sat) {
+  const int64_t lo = -((int64_t)1 << (bits - 1)), hi = ((int64_t)1 << (bits - 1)) - 1;
+  int64_t t;
+  if (s > 0) {
+    const int sr = s > 63 ? 63 : (int)s;
+    int64_t q = v >> sr; /* arithmetic: floor(v / 2**sr) */
+    if (mode != 2) {
+      const uint64_t rem = (uint64_t)v - ((uint64_t)q << sr);
+      const uint64_t half = (uint64_t)1 << (sr - 1);
+      int up = rem > half;
+      if (rem == half)
+        up = mode == 0 ? (int)(q & 1) : v >= 0;
+      q += up;
+    }
+    t = q;
+    if (t > hi || t < lo) {
+      *sat += 1;
+      t = t > hi ? hi : lo;
+    }
+    return t;
+  }
+  const int64_t ls = -s > bits ? bits : -s;
+  int64_t room = bits - 1 - ls;
+  room = room < 0 ? 0 : (room > 62 ? 62 : room);
+  const int64_t bound = (int64_t)1 << room;
+  const int fits = (ls < bits && v >= -bound && v < bound) || v == 0;
+  if (!fits) {
+    *sat += 1;
+    return v > 0 ? hi : lo;
+  }
+  t = (int64_t)((uint64_t)v << ls);
+  return t > hi ? hi : (t < lo ? lo : t);
+}
+
+/* shift_round_sat for 1 <= s <= 62 and |v| < 2**62 without branches (the loops that call it
+ * vectorize); ns counts the saturations. */
+static inline int64_t rsat(int64_t v, int64_t s, int mode, int64_t lb, int64_t hb, int64_t *ns) {
+  int64_t q = v >> s;
+  const int64_t rem = v - (int64_t)((uint64_t)q << s);
+  const int64_t half = (int64_t)1 << (s - 1);
+  const int64_t tie = mode == 0 ? (q & 1) : (int64_t)(v >= 0);
+  q += mode == 2 ? 0 : (int64_t)((rem > half) | ((rem == half) & (tie != 0)));
+  *ns += (q > hb) | (q < lb);
+  q = q > hb ? hb : q;
+  return q < lb ? lb : q;
+}
+
+/* the output rule of one accumulator (module docstring) */
+static inline int32_t out_rule(int64_t acc, int64_t bias, int64_t shift, int rule, int acc_bits, int bits,
+                               int mode, int relu, int64_t lo, int64_t hi, int64_t *sat) {
+  int64_t v = acc + bias;
+  if (rule == 0) {
+    const int64_t amax = ((int64_t)1 << (acc_bits - 1)) - 1;
+    v = v > amax ? amax : (v < -amax - 1 ? -amax - 1 : v);
+  }
+  if (relu && v < 0)
+    v = 0;
+  int64_t y = shift_round_sat(v, shift, bits, mode, sat);
+  y = y < lo ? lo : (y > hi ? hi : y);
+  return (int32_t)y;
+}
+
+/* Zero-padded copy of x (B, H, W, C) into xp (B, Hp, Wp, C) at (top, left); the caller
+ * zeroes xp's border (once: a buffer used again keeps it). nz (H*W, int64), when not NULL, gets each pixel's count of non-zero
+ * values over the images and channels added (the deployment's input densities). */
+void hlsnn_net_pad(const int32_t *x, int64_t B, int64_t H, int64_t W, int64_t C, int32_t *xp, int64_t Hp,
+                   int64_t Wp, int64_t top, int64_t left, int64_t *nz) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t y = 0; y < H; ++y) {
+      const int32_t *src = x + ((b * H + y) * W) * C;
+      int32_t *dst = xp + ((b * Hp + y + top) * Wp + left) * C;
+      memcpy(dst, src, (size_t)(W * C) * sizeof(int32_t));
+      if (nz)
+        for (int64_t xx = 0; xx < W; ++xx) {
+          const int32_t *px = src + xx * C;
+          int32_t n = 0;
+          for (int64_t c = 0; c < C; ++c)
+            n += px[c] != 0;
+          nz[y * W + xx] += n;
+        }
+    }
+}
+
+typedef struct {
+  const int64_t *bias, *shift;
+  int rule, acc_bits, bits, mode, relu;
+  int64_t lo, hi;
+  int fast; /* every shift in [1, 62]: the branch-free rounding (rsat) */
+} rule_t;
+
+/* the outputs of one block: acc[p][z] for pixels p < np, channels z < zn, to out rows */
+static inline int64_t finish_block(const int32_t (*acc)[ZV], int np, int zn, int32_t *const *orow, int64_t z0,
+                                   const rule_t *r) {
+  int64_t sat = 0;
+  if (r->fast) {
+    const int64_t lb = -((int64_t)1 << (r->bits - 1)), hb = ((int64_t)1 << (r->bits - 1)) - 1;
+    const int64_t amax = r->rule == 0 ? ((int64_t)1 << (r->acc_bits - 1)) - 1 : INT64_MAX, amin = -amax - 1;
+    const int64_t vmin = r->relu ? 0 : amin, lo = r->lo, hi = r->hi;
+    const int64_t *bias = r->bias + z0, *shift = r->shift + z0;
+    for (int p = 0; p < np; ++p) {
+      const int32_t *a = acc[p];
+      int32_t *o = orow[p] + z0;
+      int64_t ns = 0;
+      for (int z = 0; z < zn; ++z) {
+        int64_t v = (int64_t)a[z] + bias[z];
+        v = v > amax ? amax : v;
+        v = v < vmin ? vmin : v;
+        int64_t y = rsat(v, shift[z], r->mode, lb, hb, &ns);
+        y = y > hi ? hi : y;
+        o[z] = (int32_t)(y < lo ? lo : y);
+      }
+      sat += ns;
+    }
+    return sat;
+  }
+  for (int p = 0; p < np; ++p)
+    for (int z = 0; z < zn; ++z)
+      orow[p][z0 + z] = out_rule(acc[p][z], r->bias[z0 + z], r->shift[z0 + z], r->rule, r->acc_bits, r->bits,
+                                 r->mode, r->relu, r->lo, r->hi, &sat);
+  return sat;
+}
+
+#ifdef HLSNN_X86
+/* finish_block's fast path on 8 outputs in int64 lanes (the same operations as rsat) */
+__attribute__((target("avx512f"))) static inline __m256i rule8(__m256i a32, const int64_t *bias, const int64_t *shift,
+                                                             const rule_t *r, int64_t amax, int64_t vmin, int64_t lb,
+                                                             int64_t hb, int64_t *ns) {
+  const __m512i one = _mm512_set1_epi64(1);
+  __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(a32), _mm512_loadu_si512((const void *)bias));
+  v = _mm512_max_epi64(_mm512_min_epi64(v, _mm512_set1_epi64(amax)), _mm512_set1_epi64(vmin));
+  const __m512i s = _mm512_loadu_si512((const void *)shift);
+  __m512i q = _mm512_srav_epi64(v, s);
+  if (r->mode != 2) {
+    const __m512i rem = _mm512_sub_epi64(v, _mm512_sllv_epi64(q, s));
+    const __m512i half = _mm512_sllv_epi64(one, _mm512_sub_epi64(s, one));
+    const __mmask8 tie = r->mode == 0 ? _mm512_test_epi64_mask(q, one)
+                                      : _mm512_cmpge_epi64_mask(v, _mm512_setzero_si512());
+    const __mmask8 up = _mm512_cmpgt_epi64_mask(rem, half) | (_mm512_cmpeq_epi64_mask(rem, half) & tie);
+    q = _mm512_mask_add_epi64(q, up, q, one);
+  }
+  const __m512i vlb = _mm512_set1_epi64(lb), vhb = _mm512_set1_epi64(hb);
+  *ns += __builtin_popcount((unsigned)(_mm512_cmpgt_epi64_mask(q, vhb) | _mm512_cmplt_epi64_mask(q, vlb)));
+  q = _mm512_max_epi64(_mm512_min_epi64(q, vhb), vlb);
+  q = _mm512_max_epi64(_mm512_min_epi64(q, _mm512_set1_epi64(r->hi)), _mm512_set1_epi64(r->lo));
+  return _mm512_cvtepi64_epi32(q);
+}
+
+__attribute__((target("avx512f"))) static int64_t finish_avx512(const int32_t (*acc)[ZV], int np, int zn,
+                                                                int32_t *const *orow, int64_t z0, const rule_t *r) {
+  if (!r->fast || zn != ZV)
+    return finish_block(acc, np, zn, orow, z0, r);
+  const int64_t lb = -((int64_t)1 << (r->bits - 1)), hb = ((int64_t)1 << (r->bits - 1)) - 1;
+  const int64_t amax = r->rule == 0 ? ((int64_t)1 << (r->acc_bits - 1)) - 1 : INT64_MAX;
+  const int64_t vmin = r->relu ? 0 : -amax - 1;
+  int64_t ns = 0;
+  for (int p = 0; p < np; ++p)
+    for (int h = 0; h < ZV; h += 8) {
+      const __m256i a32 = _mm256_loadu_si256((const __m256i *)(acc[p] + h));
+      const __m256i y = rule8(a32, r->bias + z0 + h, r->shift + z0 + h, r, amax, vmin, lb, hb, &ns);
+      _mm256_storeu_si256((__m256i *)(orow[p] + z0 + h), y);
+    }
+  return ns;
+}
+#endif
+
+/* pixel q of the flattened (b, oy, ox) outputs: its window's first element in xp */
+static inline const int32_t *window(const int32_t *xp, int64_t q, int64_t OH, int64_t OW, int64_t Hp, int64_t Wp,
+                                    int64_t C, int64_t sh, int64_t sw) {
+  const int64_t b = q / (OH * OW), r = q % (OH * OW), oy = r / OW, ox = r % OW;
+  return xp + ((b * Hp + oy * sh) * Wp + ox * sw) * C;
+}
+
+#ifdef HLSNN_X86
+__attribute__((target("avx512f"))) static void block_avx512(const int32_t *const *xw, const int32_t *wg, int64_t kh,
+                                                            int64_t kw, int64_t Cg, int64_t Zs, int64_t Wp,
+                                                            int64_t C, int32_t (*acc)[ZV]) {
+  __m512i a[NP];
+  for (int p = 0; p < NP; ++p)
+    a[p] = _mm512_setzero_si512();
+  for (int64_t ky = 0; ky < kh; ++ky)
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const int64_t off = (ky * Wp + kx) * C;
+      const int32_t *wr = wg + (ky * kw + kx) * Cg * Zs;
+      for (int64_t c = 0; c < Cg; ++c) {
+        const __m512i wv = _mm512_loadu_si512((const void *)(wr + c * Zs));
+#pragma GCC unroll 8
+        for (int p = 0; p < NP; ++p)
+          a[p] = _mm512_add_epi32(a[p], _mm512_mullo_epi32(_mm512_set1_epi32(xw[p][off + c]), wv));
+      }
+    }
+  for (int p = 0; p < NP; ++p)
+    _mm512_storeu_si512((void *)acc[p], a[p]);
+}
+#endif
+
+static void block_portable(const int32_t *const *xw, const int32_t *wg, int64_t kh, int64_t kw, int64_t Cg,
+                           int64_t Zs, int64_t Wp, int64_t C, int32_t (*acc)[ZV]) {
+  memset(acc, 0, sizeof(int32_t) * NP * ZV);
+  for (int64_t ky = 0; ky < kh; ++ky)
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const int64_t off = (ky * Wp + kx) * C;
+      const int32_t *wr = wg + (ky * kw + kx) * Cg * Zs;
+      for (int64_t c = 0; c < Cg; ++c) {
+        const int32_t *wc = wr + c * Zs;
+        for (int p = 0; p < NP; ++p) {
+          const int32_t xv = xw[p][off + c];
+          for (int z = 0; z < ZV; ++z)
+            acc[p][z] += xv * wc[z];
+        }
+      }
+    }
+}
+
+static int use_avx512(void) {
+#ifdef HLSNN_X86
+  static int have = -1;
+  if (have < 0) {
+    __builtin_cpu_init();
+    have = __builtin_cpu_supports("avx512f") ? 1 : 0;
+  }
+  return have;
+#else
+  return 0;
+#endif
+}
+
+static int all_fast(const int64_t *shift, int64_t n) {
+  int ok = 1;
+  for (int64_t i = 0; i < n; ++i)
+    ok &= shift[i] >= 1 && shift[i] <= 62;
+  return ok;
+}
+
+/* The blocks of output pixels [q0, q1): BLOCK computes a block's accumulators, finish_block
+ * (inlined, so vectorized for the function's target) its outputs. */
+#define CONV_BODY(BLOCK, FINISH)                                                                        \
+  const int64_t Z = G * Zg;                                                                       \
+  int64_t sat = 0;                                                                                \
+  int32_t acc[NP][ZV];                                                                            \
+  for (int64_t qb = q0; qb < q1; qb += NP) {                                                      \
+    const int np = (int)(q1 - qb < NP ? q1 - qb : NP);                                            \
+    const int32_t *xw0[NP];                                                                       \
+    int32_t *orow[NP];                                                                            \
+    for (int p = 0; p < NP; ++p) { /* a short block repeats its first pixel (not written) */      \
+      const int64_t q = qb + (p < np ? p : 0);                                                    \
+      xw0[p] = window(xp, q, OH, OW, Hp, Wp, C, sh, sw);                                          \
+      orow[p] = out + q * Z;                                                                      \
+    }                                                                                             \
+    for (int64_t g = 0; g < G; ++g) {                                                             \
+      const int32_t *xw[NP];                                                                      \
+      int32_t *orow_g[NP];                                                                        \
+      for (int p = 0; p < NP; ++p) {                                                              \
+        xw[p] = xw0[p] + g * Cg;                                                                  \
+        orow_g[p] = orow[p] + g * Zg;                                                             \
+      }                                                                                           \
+      const int32_t *wg = w + g * kh * kw * Cg * Zs;                                              \
+      rule_t rg = *r;                                                                             \
+      rg.bias += g * Zg;                                                                          \
+      rg.shift += g * Zg;                                                                         \
+      for (int64_t z0 = 0; z0 < Zg; z0 += ZV) {                                                   \
+        BLOCK(xw, wg + z0, kh, kw, Cg, Zs, Wp, C, acc);                                           \
+        const int zn = (int)(Zg - z0 < ZV ? Zg - z0 : ZV);                                        \
+        sat += FINISH((const int32_t(*)[ZV])acc, np, zn, orow_g, z0, &rg);                         \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  return sat;
+
+#define CONV_ARGS                                                                                 \
+  const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t G, int64_t kh, int64_t kw, \
+      int64_t Cg, int64_t Zg, int64_t Zs, int64_t sh, int64_t sw, int64_t OH, int64_t OW, int64_t q0, int64_t q1, \
+      const rule_t *r, int32_t *out
+
+#ifdef HLSNN_X86
+__attribute__((target("avx512f"))) static int64_t conv_avx512(CONV_ARGS) { CONV_BODY(block_avx512, finish_avx512) }
+#endif
+static int64_t conv_portable(CONV_ARGS) { CONV_BODY(block_portable, finish_block) }
+
+/* Output pixels [q0, q1) of the flattened (b, oy, ox) order, for images whose padded input
+ * is xp (B, Hp, Wp, C) and output out (B, OH, OW, Z); returns the saturation count. */
+int64_t hlsnn_net_conv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t G,
+                       int64_t kh, int64_t kw, int64_t Cg, int64_t Zg, int64_t Zs, int64_t sh, int64_t sw, int64_t OH,
+                       int64_t OW, int64_t q0, int64_t q1, const int64_t *bias, const int64_t *shift, int rule,
+                       int acc_bits, int bits, int mode, int relu, int64_t lo, int64_t hi, int32_t *out,
+                       int force_portable) {
+  const rule_t r = {bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, all_fast(shift, G * Zg)};
+#ifdef HLSNN_X86
+  if (use_avx512() && !force_portable)
+    return conv_avx512(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+#endif
+  return conv_portable(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+}
+
+#ifdef HLSNN_X86
+/* one pixel's accumulators of channels [c0, c0 + cn) of a depthwise convolution */
+__attribute__((target("avx512f"))) static void dw_avx512(const int32_t *xw, const int32_t *w, int64_t c0, int cn,
+                                                         int64_t kh, int64_t kw, int64_t Wp, int64_t C, int64_t Cs,
+                                                         int32_t *acc) {
+  const __mmask16 m = (__mmask16)((1u << cn) - 1u);
+  __m512i a = _mm512_setzero_si512();
+  for (int64_t ky = 0; ky < kh; ++ky)
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const __m512i xv = _mm512_maskz_loadu_epi32(m, xw + (ky * Wp + kx) * C + c0);
+      const __m512i wv = _mm512_loadu_si512((const void *)(w + (ky * kw + kx) * Cs + c0));
+      a = _mm512_add_epi32(a, _mm512_mullo_epi32(xv, wv));
+    }
+  _mm512_storeu_si512((void *)acc, a);
+}
+#endif
+
+/* A depthwise convolution (module docstring): output pixels [q0, q1), weights (kh, kw, Cs). */
+int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t Cs,
+                         int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t OH, int64_t OW, int64_t q0, int64_t q1,
+                         const int64_t *bias, const int64_t *shift, int rule, int acc_bits, int bits, int mode, int relu,
+                         int64_t lo, int64_t hi, int32_t *out, int force_portable) {
+  const int fast = use_avx512() && !force_portable;
+  int64_t sat = 0;
+  int32_t acc[ZV];
+  rule_t r = {bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, all_fast(shift, C)};
+  for (int64_t q = q0; q < q1; ++q) {
+    const int32_t *xw = window(xp, q, OH, OW, Hp, Wp, C, sh, sw);
+    int32_t *orow = out + q * C;
+    for (int64_t c0 = 0; c0 < C; c0 += ZV) {
+      const int cn = (int)(C - c0 < ZV ? C - c0 : ZV);
+#ifdef HLSNN_X86
+      if (fast)
+        dw_avx512(xw, w, c0, cn, kh, kw, Wp, C, Cs, acc);
+      else
+#endif
+      {
+        memset(acc, 0, sizeof acc);
+        for (int64_t ky = 0; ky < kh; ++ky)
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            const int32_t *xr = xw + (ky * Wp + kx) * C + c0;
+            const int32_t *wr = w + (ky * kw + kx) * Cs + c0;
+            for (int c = 0; c < cn; ++c)
+              acc[c] += xr[c] * wr[c];
+          }
+      }
+      int32_t *rows[1] = {orow};
+      sat += finish_block((const int32_t(*)[ZV])acc, 1, cn, rows, c0, &r);
+    }
+  }
+  return sat;
+}
+
+/* Rule 3: the largest value of each window (padding never wins), images [b0, b1). */
+void hlsnn_net_maxpool(const int32_t *x, int64_t H, int64_t W, int64_t C, int64_t kh, int64_t kw, int64_t sh,
+                       int64_t sw, int64_t top, int64_t left, int64_t OH, int64_t OW, int64_t b0, int64_t b1,
+                       int32_t *out) {
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t oy = 0; oy < OH; ++oy)
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        int32_t *o = out + ((b * OH + oy) * OW + ox) * C;
+        for (int64_t c = 0; c < C; ++c)
+          o[c] = INT32_MIN;
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          const int64_t y = oy * sh + ky - top;
+          if (y < 0 || y >= H)
+            continue;
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            const int64_t xx = ox * sw + kx - left;
+            if (xx < 0 || xx >= W)
+              continue;
+            const int32_t *r = x + ((b * H + y) * W + xx) * C;
+            for (int64_t c = 0; c < C; ++c)
+              o[c] = r[c] > o[c] ? r[c] : o[c];
+          }
+        }
+      }
+}
+
+/* Rule 4 on images [b0, b1) of a (B, HW, C) and b (or NULL): s = (a << sa) + (b << sb);
+ * ReLU; with gap the sum over the HW pixels of each channel (out (B, 1, C)); then
+ * shift_round_sat(s, shift, bits, mode). Returns the saturation count. */
+int64_t hlsnn_net_add(const int32_t *a, const int32_t *b, int64_t HW, int64_t C, int sa, int sb, int relu, int gap,
+                      int64_t shift, int bits, int mode, int64_t b0, int64_t b1, int32_t *out) {
+  int64_t sat = 0;
+  for (int64_t i = b0; i < b1; ++i) {
+    const int32_t *ai = a + i * HW * C, *bi = b ? b + i * HW * C : NULL;
+    if (gap) {
+      for (int64_t c = 0; c < C; ++c) {
+        int64_t s = 0;
+        for (int64_t q = 0; q < HW; ++q) {
+          int64_t v = (int64_t)((uint64_t)(int64_t)ai[q * C + c] << sa);
+          if (bi)
+            v += (int64_t)((uint64_t)(int64_t)bi[q * C + c] << sb);
+          s += relu && v < 0 ? 0 : v;
+        }
+        out[i * C + c] = (int32_t)shift_round_sat(s, shift, bits, mode, &sat);
+      }
+    } else {
+      for (int64_t k = 0; k < HW * C; ++k) {
+        int64_t v = (int64_t)((uint64_t)(int64_t)ai[k] << sa);
+        if (bi)
+          v += (int64_t)((uint64_t)(int64_t)bi[k] << sb);
+        if (relu && v < 0)
+          v = 0;
+        out[i * HW * C + k] = (int32_t)shift_round_sat(v, shift, bits, mode, &sat);
+      }
+    }
+  }
+  return sat;
+}
