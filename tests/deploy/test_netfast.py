@@ -3,7 +3,7 @@ evaluation speed) against its specification, netmode.run_ints (numpy, int64), on
 programs: every geometry the network mode takes (strides, asymmetric pads, rectangular and
 big kernels, groups, depthwise, dense), both engines' output rules, every rounding mode,
 shifts that round, shift left and go beyond 62, saturation, clamps, weights whose sums need
-int64, and the portable loops beside the AVX-512 ones. Then a deployment: the fast path
+int64, and the AVX-512, AVX2 and portable loops. Then a deployment: the fast path
 gives the layer-by-layer path's bits and statistics."""
 import numpy as np
 import pytest
@@ -118,8 +118,8 @@ def test_random_programs_equal_run_ints(seed, engine):
         assert not all(c.exact32 for c in fast.convs.values())        # some sums need int64: the numpy rule
     else:
         assert all(c.exact32 for c in fast.convs.values())
-    for portable in (False, True):
-        fn = netfast.build(net, portable=portable)
+    for isa in (2, 1, 0):                    # AVX-512, AVX2, the portable loops (as the CPU has them)
+        fn = netfast.build(net, isa=isa)
         fn.chunk = int(rng.integers(1, 9))
         y, sat, nz = fn.run(xq)
         assert y.dtype == np.int64 and y.shape == ref.shape

@@ -11,6 +11,8 @@ on int32 maps in NHWC order, bit for bit.
   A dense layer is the conv netmode makes of it, its weight columns permuted from the NCHW
   flattening to the map's NHWC order.
 * **maxpool**, **add** (rules 3, 4): ``hlsnn_net_maxpool``, ``hlsnn_net_add``.
+* The convolutions use AVX-512 where the CPU has it, else AVX2, else portable loops (chosen at
+  run time; integer sums, so the bits do not depend on it).
 * The batch runs in slices of :attr:`FastNet.chunk` images, the slices split between
   threads (:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call).
 
@@ -106,8 +108,8 @@ class FastNet:
     #: images per slice: a layer's maps stay in the CPU's caches
     chunk = 16
 
-    def __init__(self, net, so, *, portable=False):
-        self.net, self.so, self.portable = net, so, int(bool(portable))
+    def __init__(self, net, so, *, isa=2):
+        self.net, self.so, self.isa = net, so, int(isa)
         bits = net.input["bits"]
         self.convs = {op.name: _Conv(op, bits, net.params, net.engine) for op in net.ops if op.kind == "conv"}
         self.mode_add = {op.name: MODES[op.f["rounding"]] for op in net.ops if op.kind == "add"}
@@ -211,7 +213,7 @@ class FastNet:
         y = self._buf(ws, cv.op.name, (b, f["oh"], f["ow"], f["z"]))
         q1 = b * f["oh"] * f["ow"]
         rule = (_ptr(cv.bias), _ptr(cv.shift), cv.rule, cv.acc_bits, cv.bits, cv.mode, int(f["relu"]), cv.lo, cv.hi,
-                _ptr(y), self.portable)
+                _ptr(y), self.isa)
         if cv.depthwise:
             sat = so.hlsnn_net_dwconv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.zs, cv.kh, cv.kw, f["sh"],
                                       f["sw"], f["oh"], f["ow"], 0, q1, *rule)
@@ -235,11 +237,13 @@ def _output(cv, acc, rounding):
     return np.clip(y, cv.lo, cv.hi), int(sat.sum())
 
 
-def build(net, *, portable=False):
-    """A :class:`FastNet` of an integer network program, or None (module docstring)."""
+def build(net, *, isa=2):
+    """A :class:`FastNet` of an integer network program, or None (module docstring). ``isa``
+    caps the vector unit the convolutions use (0 the portable loops, 1 AVX2, 2 AVX-512; the
+    best the CPU has up to that): the tests run each, and each gives the same bits."""
     if net.engine not in RULES or not all(r in ROUNDING_CODES for r in MODES):
         return None
     so = lib()
     if so is None:
         return None
-    return FastNet(net, so, portable=portable)
+    return FastNet(net, so, isa=isa)

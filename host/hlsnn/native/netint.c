@@ -24,7 +24,8 @@
  * nearest_even, 1 nearest_away, 2 truncate); returns the value, *sat set when saturation
  * changed it.
  *
- * The AVX-512 paths are chosen at run time (__builtin_cpu_supports); the portable loops give
+ * The AVX-512 and AVX2 paths are chosen at run time
+ * (__builtin_cpu_supports; the last argument caps the choice, for the tests); every variant gives
  * the same integers (integer sums do not depend on their order), so the bits do not depend
  * on the machine.
  */
@@ -235,6 +236,36 @@ __attribute__((target("avx512f"))) static void block_avx512(const int32_t *const
 }
 #endif
 
+#ifdef HLSNN_X86
+__attribute__((target("avx2"))) static void block_avx2(const int32_t *const *xw, const int32_t *wg, int64_t kh,
+                                                       int64_t kw, int64_t Cg, int64_t Zs, int64_t Wp, int64_t C,
+                                                       int32_t (*acc)[ZV]) {
+  for (int h = 0; h < NP; h += 4) { /* 4 pixels x 16 channels: 8 accumulators in registers */
+    __m256i a[4][2];
+    for (int p = 0; p < 4; ++p)
+      a[p][0] = a[p][1] = _mm256_setzero_si256();
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const int64_t off = (ky * Wp + kx) * C;
+        const int32_t *wr = wg + (ky * kw + kx) * Cg * Zs;
+        for (int64_t c = 0; c < Cg; ++c) {
+          const __m256i w0 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs));
+          const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs + 8));
+          for (int p = 0; p < 4; ++p) {
+            const __m256i xv = _mm256_set1_epi32(xw[h + p][off + c]);
+            a[p][0] = _mm256_add_epi32(a[p][0], _mm256_mullo_epi32(xv, w0));
+            a[p][1] = _mm256_add_epi32(a[p][1], _mm256_mullo_epi32(xv, w1));
+          }
+        }
+      }
+    for (int p = 0; p < 4; ++p) {
+      _mm256_storeu_si256((__m256i *)acc[h + p], a[p][0]);
+      _mm256_storeu_si256((__m256i *)(acc[h + p] + 8), a[p][1]);
+    }
+  }
+}
+#endif
+
 static void block_portable(const int32_t *const *xw, const int32_t *wg, int64_t kh, int64_t kw, int64_t Cg,
                            int64_t Zs, int64_t Wp, int64_t C, int32_t (*acc)[ZV]) {
   memset(acc, 0, sizeof(int32_t) * NP * ZV);
@@ -253,17 +284,15 @@ static void block_portable(const int32_t *const *xw, const int32_t *wg, int64_t 
     }
 }
 
-static int use_avx512(void) {
+/* the widest vector unit to use: 2 AVX-512, 1 AVX2, 0 none; at most `limit` (the tests' way
+ * to run every variant: 0 the portable loops, 1 at most AVX2, 2 or more the best) */
+static int isa(int limit) {
+  int have = 0;
 #ifdef HLSNN_X86
-  static int have = -1;
-  if (have < 0) {
-    __builtin_cpu_init();
-    have = __builtin_cpu_supports("avx512f") ? 1 : 0;
-  }
-  return have;
-#else
-  return 0;
+  __builtin_cpu_init();
+  have = __builtin_cpu_supports("avx512f") ? 2 : (__builtin_cpu_supports("avx2") ? 1 : 0);
 #endif
+  return have < limit ? have : limit;
 }
 
 static int all_fast(const int64_t *shift, int64_t n) {
@@ -315,6 +344,8 @@ static int all_fast(const int64_t *shift, int64_t n) {
 
 #ifdef HLSNN_X86
 __attribute__((target("avx512f"))) static int64_t conv_avx512(CONV_ARGS) { CONV_BODY(block_avx512, finish_avx512) }
+/* AVX2: the blocks in 8-lane vectors, the output stage as the compiler vectorizes it */
+__attribute__((target("avx2"))) static int64_t conv_avx2(CONV_ARGS) { CONV_BODY(block_avx2, finish_block) }
 #endif
 static int64_t conv_portable(CONV_ARGS) { CONV_BODY(block_portable, finish_block) }
 
@@ -324,11 +355,16 @@ int64_t hlsnn_net_conv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, con
                        int64_t kh, int64_t kw, int64_t Cg, int64_t Zg, int64_t Zs, int64_t sh, int64_t sw, int64_t OH,
                        int64_t OW, int64_t q0, int64_t q1, const int64_t *bias, const int64_t *shift, int rule,
                        int acc_bits, int bits, int mode, int relu, int64_t lo, int64_t hi, int32_t *out,
-                       int force_portable) {
+                       int limit) {
   const rule_t r = {bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, all_fast(shift, G * Zg)};
 #ifdef HLSNN_X86
-  if (use_avx512() && !force_portable)
+  const int level = isa(limit);
+  if (level == 2)
     return conv_avx512(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+  if (level == 1)
+    return conv_avx2(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+#else
+  (void)limit;
 #endif
   return conv_portable(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
 }
@@ -354,8 +390,8 @@ __attribute__((target("avx512f"))) static void dw_avx512(const int32_t *xw, cons
 int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t Cs,
                          int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t OH, int64_t OW, int64_t q0, int64_t q1,
                          const int64_t *bias, const int64_t *shift, int rule, int acc_bits, int bits, int mode, int relu,
-                         int64_t lo, int64_t hi, int32_t *out, int force_portable) {
-  const int fast = use_avx512() && !force_portable;
+                         int64_t lo, int64_t hi, int32_t *out, int limit) {
+  const int fast = isa(limit) == 2;
   int64_t sat = 0;
   int32_t acc[ZV];
   rule_t r = {bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, all_fast(shift, C)};
