@@ -34,6 +34,10 @@ The rules (the specification every target follows; the host code is the same on 
   an all-zero sample gets the largest exponent of the batch instead of the quantizer's
   floor, so that the bias alignment does not saturate) and return the dequantized BFP
   output; convolutions run as GEMM on host im2col (one sample per patch).
+* **One program on emu**: a calibrated network of ``shift_mac`` or ``sparse_cluster`` layers
+  on one accelerator runs, not calibrating, as the network mode's integer program compiled
+  (:mod:`hlsnn.compiled.netfast`; the rules of :mod:`hlsnn.compiled.netmode`, which give
+  these rules' bits): :meth:`Deployment.fast_network`.
 * **Tiling**: outputs (N or Z) are split into chunks of the kernel's maximum and the batch
   into chunks the kernel accepts. ``bfp_systolic`` runs a K beyond ``max_k`` in passes inside
   the kernel, with exact partial sums on chip, up to its ``k_limit`` (a longer K is an error
@@ -582,7 +586,10 @@ class Deployment:
         layers' statistics are then those of the whole batch (saturations add, input densities
         are weighted by images; ``calls`` counts the calls made). A ``bfp`` layer whose config
         predicts exponents with the ``rolling`` method carries state from sample to sample: it
-        runs whole. Other targets take the batch in one piece, as a board would."""
+        runs whole. Other targets take the batch in one piece, as a board would.
+
+        On ``emu``, a calibrated network that lowers to the integer network mode runs as one
+        compiled program (:meth:`fast_network`), with the same bits and statistics."""
         if not calibrate and not self.calibrated and not self.dynamic:
             raise InputError("calibrate first: run(x_cal, calibrate=True)")
         x = np.asarray(x, np.float64)
@@ -647,7 +654,10 @@ class Deployment:
         """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and
         ``input_density`` as the layer path counts them (``calls``: none made)."""
         from ..compiled import netmode
-        q, sat, nz = fn.run(netmode.quantize_input(fn.net, x))
+        want = tuple(fn.net.input["shape"])
+        if tuple(x.shape[1:]) != want and int(np.prod(x.shape[1:])) != int(np.prod(want)):
+            raise InputError(f"input of shape {x.shape}: the network takes (batch,) + {want}")
+        q, sat, nz = fn.run(netmode.quantize_input(fn.net, x).reshape((len(x),) + want))
         n = x.shape[0]
         for ln, ex in self.execs.items():
             f = fn.convs[ln].f
