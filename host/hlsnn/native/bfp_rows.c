@@ -2,7 +2,7 @@
  * path (hlsnn.formats.bfp._row_plan + _encode_rows_into: one shared exponent per row), called
  * by hlsnn.engines.bfp_systolic.compiled.quantize_rows.
  *
- * The numpy code is the specification; this function gives the same bits (the tests in
+ * The numpy code is the specification; these functions give the same bits (the tests in
  * tests/engines/bfp_systolic/test_bfp_native.py hold them equal, -0.0 included). Per row of K float64:
  *
  *   amax = max(max(row), -min(row))
@@ -29,7 +29,9 @@
  *   hlsnn_bfp_conv_rows: the im2col rows of images [b0, b1) of a (B, C, H, W) batch with any
  *                        element strides, as hlsnn.engines.convgeom.im2col orders them (row
  *                        (b, y, x), column (c, i, j); zero outside the map), gathered into a
- *                        row buffer and quantized there: the float64 im2col is never written.
+ *                        row buffer and quantized there: the float64 im2col is never written;
+ *   hlsnn_bfp_conv_gemm: hlsnn_bfp_conv_rows with the GEMM's exact sums formed in int32 from the
+ *                        quantized rows (its comment below); the mantissas are never written.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -122,6 +124,9 @@ QUANT_LOOP(away_f32, float, round_away(v, lo, hi))
 QUANT_LOOP(away_f64, double, round_away(v, lo, hi))
 QUANT_LOOP(trunc_f32, float, round_trunc(v, xv, lo, hi))
 QUANT_LOOP(trunc_f64, double, round_trunc(v, xv, lo, hi))
+QUANT_LOOP(even_i32, int32_t, round_even(v))
+QUANT_LOOP(away_i32, int32_t, round_away(v, lo, hi))
+QUANT_LOOP(trunc_i32, int32_t, round_trunc(v, xv, lo, hi))
 
 /* The largest magnitude of xr's values (the largest of their magnitudes' bit patterns, which
  * order as the magnitudes do: an integer maximum, so that it vectorizes), and whether one of
@@ -143,21 +148,28 @@ VEC_CLONES static double row_amax(const double *restrict xr, int64_t K, int *bad
   return b.d;
 }
 
+/* The shared exponent of row xr (K values): emin for an all-zero row, else floor(log2(amax)) -
+ * (m - 2) clamped to [emin, emax]; *bad is set when a value is NaN or infinite. */
+static inline int row_exponent(const double *xr, int64_t K, int m, int emin, int emax, int *bad) {
+  const double amax = row_amax(xr, K, bad);
+  int e = emin;
+  if (amax > 0.0) {
+    e = ilog2(amax) - (m - 2);
+    e = e < emin ? emin : (e > emax ? emax : e);
+  }
+  return e;
+}
+
 /* Row xr (K values) -> its exponent; mantissas to out; *row_nnz its non-zero count (-1: a value
  * is NaN or infinite, nothing written). */
 static inline int quant_row(const double *xr, int64_t K, int m, int emin, int emax, int mode, void *out,
                             int out_f32, int64_t *row_nnz) {
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   int bad;
-  const double amax = row_amax(xr, K, &bad);
+  const int e = row_exponent(xr, K, m, emin, emax, &bad);
   if (bad) {
     *row_nnz = -1;
     return 0;
-  }
-  int e = emin;
-  if (amax > 0.0) {
-    e = ilog2(amax) - (m - 2);
-    e = e < emin ? emin : (e > emax ? emax : e);
   }
   const double scale = pow2(-e);
   int nnz;
@@ -226,6 +238,183 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
         if (row_nnz < 0)
           return -1;
         nnz += row_nnz;
+      }
+    }
+  }
+  return nnz;
+}
+
+/* hlsnn_bfp_conv_gemm: hlsnn_bfp_conv_rows fused with step 1 of the GEMM, the exact sums of the
+ * mantissas, in int32. The im2col rows of images [b0, b1) are gathered with their columns in the
+ * order (i, j, c) (contiguous runs of C values in an NHWC map) and quantized, TILE_ROWS rows at a
+ * time, into int32 mantissas xm; acc = xm @ wt, wt the weights' mantissas (K, Np) int32 with their
+ * rows in the same (i, j, c) order (the caller permutes them), Np >= N a multiple of 16 (columns
+ * N.. are not read back). The column order does not change a sum: every product and partial sum is
+ * an integer below 2**31 in magnitude, which the caller guarantees (2**(m-1) * max over outputs of
+ * sum_k |wt[k][n]| < 2**31), so int32 arithmetic is exact in any order and every kernel variant
+ * (AVX-512F, AVX2, portable; isa 0 picks the best the CPU has, 1 portable, 2 AVX2, 3 AVX-512F, an
+ * unsupported one falls back to the best supported below it) gives the same integers.
+ *
+ * acc: rows [b0 * oh * ow, b1 * oh * ow) of a (B * oh * ow, N) float32 (acc_f32) or float64 array
+ * (the caller's GEMM type; the sums are within its exact range); exps, nonzero as for
+ * hlsnn_bfp_conv_rows. Scratch: buf (K doubles), xm (TILE_ROWS * K int32), tacc (TILE_ROWS * Np
+ * int32). Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
+#define TILE_ROWS 8
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
+#include <immintrin.h>
+#define HLSNN_X86 1
+#endif
+
+static void tile_portable(const int32_t *restrict xm, int64_t K, const int32_t *restrict wt, int64_t Np,
+                          int32_t *restrict acc) {
+  for (int64_t i = 0; i < TILE_ROWS * Np; ++i)
+    acc[i] = 0;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    int32_t *o = acc + r * Np;
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t a = xm[r * K + k];
+      if (a == 0)
+        continue;
+      const int32_t *w = wt + k * Np;
+      for (int64_t n = 0; n < Np; ++n)
+        o[n] += a * w[n];
+    }
+  }
+}
+
+#ifdef HLSNN_X86
+/* TILE_ROWS x 8 accumulators in registers: broadcast one mantissa of each row, multiply it with
+ * 8 weights, add. */
+__attribute__((target("avx2"))) static void tile_avx2(const int32_t *restrict xm, int64_t K,
+                                                      const int32_t *restrict wt, int64_t Np, int32_t *restrict acc) {
+  for (int64_t nb = 0; nb < Np; nb += 8) {
+    __m256i a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm256_setzero_si256();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m256i w = _mm256_loadu_si256((const __m256i *)(wt + k * Np + nb));
+      for (int r = 0; r < TILE_ROWS; ++r)
+        a[r] = _mm256_add_epi32(a[r], _mm256_mullo_epi32(_mm256_set1_epi32(xm[r * K + k]), w));
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm256_storeu_si256((__m256i *)(acc + r * Np + nb), a[r]);
+  }
+}
+
+/* As tile_avx2, 16 outputs at a time. */
+__attribute__((target("avx512f"))) static void tile_avx512(const int32_t *restrict xm, int64_t K,
+                                                           const int32_t *restrict wt, int64_t Np,
+                                                           int32_t *restrict acc) {
+  for (int64_t nb = 0; nb < Np; nb += 16) {
+    __m512i a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm512_setzero_si512();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m512i w = _mm512_loadu_si512((const void *)(wt + k * Np + nb));
+      for (int r = 0; r < TILE_ROWS; ++r)
+        a[r] = _mm512_add_epi32(a[r], _mm512_mullo_epi32(_mm512_set1_epi32(xm[r * K + k]), w));
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);
+  }
+}
+#endif
+
+/* The kernel variant to run for the requested isa (0: the best the CPU has). */
+static int pick_isa(int isa) {
+  int best = 1;
+#ifdef HLSNN_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f"))
+    best = 3;
+  else if (__builtin_cpu_supports("avx2"))
+    best = 2;
+#endif
+  return isa <= 0 || isa > best ? best : isa;
+}
+
+/* tacc = the tile's sums, on the variant pick_isa chose. */
+static void run_tile(int level, const int32_t *xm, int64_t K, const int32_t *wt, int64_t Np, int32_t *tacc) {
+#ifdef HLSNN_X86
+  if (level == 3) {
+    tile_avx512(xm, K, wt, Np, tacc);
+    return;
+  }
+  if (level == 2) {
+    tile_avx2(xm, K, wt, Np, tacc);
+    return;
+  }
+#endif
+  (void)level;
+  tile_portable(xm, K, wt, Np, tacc);
+}
+
+/* Row (b, y, xo) of im2col with its columns in the order (i, j, c), into buf (zero outside the map). */
+static inline void gather_ijc(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
+                              int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t top, int64_t left, int64_t dh,
+                              int64_t dw, int64_t b, int64_t y0, int64_t x0, double *restrict buf) {
+  double *dst = buf;
+  for (int64_t i = 0; i < kh; ++i) {
+    const int64_t yy = y0 + i * dh - top;
+    for (int64_t j = 0; j < kw; ++j, dst += C) {
+      const int64_t xx = x0 + j * dw - left;
+      if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
+        for (int64_t c = 0; c < C; ++c)
+          dst[c] = 0.0;
+        continue;
+      }
+      const double *src = x + b * s_b + yy * s_h + xx * s_w;
+      if (s_c == 1) {
+        for (int64_t c = 0; c < C; ++c)
+          dst[c] = src[c];
+      } else {
+        for (int64_t c = 0; c < C; ++c)
+          dst[c] = src[c * s_c];
+      }
+    }
+  }
+}
+
+int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
+                            int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
+                            int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1,
+                            int m, int emin, int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa,
+                            void *acc, int acc_f32, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                            int32_t *tacc) {
+  const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
+  const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
+  const int level = pick_isa(isa);
+  int64_t nnz = 0;
+  for (int64_t r0 = b0 * per; r0 < r_end; r0 += TILE_ROWS) {
+    const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
+    for (int64_t q = 0; q < t; ++q) {
+      const int64_t r = r0 + q, b = r / per, yx = r % per;
+      gather_ijc(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, top, left, dh, dw, b, (yx / ow) * sh, (yx % ow) * sw, buf);
+      int bad;
+      const int e = row_exponent(buf, K, m, emin, emax, &bad);
+      if (bad)
+        return -1;
+      const double scale = pow2(-e);
+      int32_t *o = xm + q * K;
+      const int row_nnz = mode == 0 ? even_i32(buf, K, scale, lo, hi, o)
+                                    : (mode == 1 ? away_i32(buf, K, scale, lo, hi, o) : trunc_i32(buf, K, scale, lo, hi, o));
+      exps[r] = e;
+      nonzero[r] = row_nnz > 0;
+      nnz += row_nnz;
+    }
+    for (int64_t i = t * K; i < TILE_ROWS * K; ++i) /* the last tile's missing rows */
+      xm[i] = 0;
+    run_tile(level, xm, K, wt, Np, tacc);
+    for (int64_t q = 0; q < t; ++q) {
+      const int32_t *s = tacc + q * Np;
+      if (acc_f32) {
+        float *d = (float *)acc + (r0 + q) * N;
+        for (int64_t n = 0; n < N; ++n)
+          d[n] = (float)s[n];
+      } else {
+        double *d = (double *)acc + (r0 + q) * N;
+        for (int64_t n = 0; n < N; ++n)
+          d[n] = (double)s[n];
       }
     }
   }

@@ -188,3 +188,102 @@ def test_native_im2col_equals_numpy(g, monkeypatch):
             ref, ohw2 = cg.im2col(x, g, dtype=row_dt)
             monkeypatch.undo()
             assert ohw == ohw2 and same(got, ref)
+
+
+def _conv_gemm_reference(x, g, m, eb, rnd, wm):
+    """quantize_conv_rows' exponents, non-zero flags and count, and the exact integer sums of
+    its mantissas with ``wm`` (int64 numpy)."""
+    rows, (oh, ow) = cg.im2col(np.ascontiguousarray(x), g)
+    plan = bfp._row_plan(rows, m, eb, rnd)
+    xm = bfp._encode_rows_into(rows, plan, m, rnd, np.empty(rows.shape)).astype(np.int64)
+    return (oh, ow), plan.exponents, plan.nonzero, int(np.count_nonzero(xm)), xm @ wm.T
+
+
+@needs_cc
+@pytest.mark.parametrize("g", GEOMS, ids=[g.describe() for g in GEOMS])
+def test_conv_gemm_equals_quantize_then_integer_matmul(threads, g):
+    """The fused gather + quantize + int32 GEMM gives quantize_conv_rows' exponents and counts and
+    the exact sums, on every kernel variant, both accumulator types, NCHW and channels-last
+    batches, every rounding mode; ties, zero patches, a value that rounds the others to 0."""
+    rng = np.random.default_rng(17)
+    for layout in ("nchw", "channels-last view"):
+        for m in (4, 8, 12):
+            x = np.round(rng.normal(size=(3, 5, 20, 13)) * 16) / 4
+            x[:, :, 3:7] = 0.0
+            x[0, 1, 10, 5] = 1e6
+            x[1, 2, 2, 2] = -0.0
+            if layout != "nchw":
+                x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+            n = int(rng.integers(1, 40))
+            k = 5 * g.kh * g.kw
+            wm = rng.integers(-(1 << (m - 1)), 1 << (m - 1), size=(n, k))
+            wm[0] = 0
+            for rnd in MODES:
+                (oh, ow), e_ref, nz_ref, nnz_ref, acc_ref = _conv_gemm_reference(x, g, m, 8, rnd, wm)
+                for dt in (np.float32, np.float64):
+                    for isa in compiled.ISAS:
+                        acc = np.empty(acc_ref.shape, dt)
+                        e, nz, nnz = compiled.conv_gemm(x, g, oh, ow, m, 8, rnd, wm, acc, isa=isa)
+                        assert np.array_equal(e, e_ref) and np.array_equal(nz, nz_ref) and nnz == nnz_ref
+                        assert np.array_equal(acc, acc_ref.astype(dt)), (layout, m, rnd, isa)
+
+
+@needs_cc
+@pytest.mark.parametrize("isa", list(compiled.ISAS))
+def test_conv_gemm_int32_bound(threads, isa):
+    """At the int32 bound (2**(m-1) * max_n sum_k |wm| = 2**31 - 2**15) the sums are exact,
+    the extreme mantissa -2**(m-1) included; one step beyond it conv_gemm declines (None) and
+    the caller keeps the float GEMM."""
+    g, m = cg.ConvGeom(1, 2), 16
+    x = np.full((2, 1, 3, 5), -np.nextafter(2.0, 0.0))            # every mantissa rounds to -2**15
+    x[1, 0, 1] = 0.0
+    wm = np.array([[-32768, -32767], [5, -3]])
+    assert compiled.int32_exact(wm, m)
+    (oh, ow), e_ref, nz_ref, nnz_ref, acc_ref = _conv_gemm_reference(x, g, m, 8, "nearest_even", wm)
+    assert acc_ref.max() == (1 << 31) - (1 << 15)
+    acc = np.empty(acc_ref.shape)
+    e, nz, nnz = compiled.conv_gemm(x, g, oh, ow, m, 8, "nearest_even", wm, acc, isa=isa)
+    assert np.array_equal(acc, acc_ref) and np.array_equal(e, e_ref) and nnz == nnz_ref
+    over = np.array([[-32768, -32768], [5, -3]])
+    assert not compiled.int32_exact(over, m)
+    assert compiled.conv_gemm(x, g, oh, ow, m, 8, "nearest_even", over, np.empty(acc_ref.shape), isa=isa) is None
+
+
+@needs_cc
+def test_conv_gemm_non_finite_and_unsupported_decline(threads):
+    wm = np.ones((4, 27), np.int64)
+    for bad in (np.nan, np.inf, -np.inf):
+        x4 = np.ones((2, 3, 5, 5))
+        x4[1, 2, 4, 4] = bad
+        assert compiled.conv_gemm(x4, GEOMS[0], 5, 5, 8, 8, "nearest_even", wm, np.empty((50, 4))) is None
+    x4 = np.ones((2, 3, 5, 5))
+    assert compiled.conv_gemm(x4, GEOMS[0], 5, 5, 8, 8, "stochastic", wm, np.empty((50, 4))) is None
+    assert compiled.conv_gemm(x4, GEOMS[0], 5, 5, 8, 8, "nearest_even", wm[:, :26], np.empty((50, 4))) is None
+    assert compiled.conv_gemm(x4, GEOMS[0], 5, 5, 8, 8, "nearest_even", wm, np.empty((50, 4), np.int32)) is None
+
+
+@needs_cc
+def test_conv_gemm_portable_build_equals_loaded(tmp_path):
+    """bfp_rows.c built with -DHLSNN_PORTABLE (no x86 kernels, no clones) gives the loaded
+    library's sums and exponents."""
+    cc = native.c_compiler()
+    so = tmp_path / "portable.so"
+    subprocess.run([*cc.split(), *native.C_FLAGS, "-DHLSNN_PORTABLE", str(native.SOURCE_DIR / "bfp_rows.c"),
+                    "-o", str(so)], check=True, capture_output=True)
+    portable = ctypes.CDLL(str(so))
+    portable.hlsnn_bfp_conv_gemm.restype = ctypes.c_int64
+    portable.hlsnn_bfp_conv_gemm.argtypes = compiled.lib().hlsnn_bfp_conv_gemm.argtypes
+    rng = np.random.default_rng(5)
+    x = np.round(rng.normal(size=(2, 7, 9, 6)) * 64) / 8
+    g = GEOMS[3]
+    wm = rng.integers(-128, 128, size=(21, 7 * g.kh * g.kw))
+    oh, ow = g.out_hw(9, 6)
+    for rnd in MODES:
+        acc = np.empty((2 * oh * ow, 21))
+        ref = compiled.conv_gemm(x, g, oh, ow, 8, 8, rnd, wm, acc)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(compiled, "lib", lambda: portable)
+            acc2 = np.empty_like(acc)
+            got = compiled.conv_gemm(x, g, oh, ow, 8, 8, rnd, wm, acc2)
+        assert same(acc, acc2) and np.array_equal(ref[0], got[0]) and np.array_equal(ref[1], got[1])
+        assert ref[2] == got[2]

@@ -2,9 +2,11 @@
 (``native/bfp_rows.c``): :func:`quantize_rows` gives what ``bfp._row_plan`` and
 ``bfp._encode_rows_into`` give (the exponents, the rows with a non-zero mantissa, the mantissas
 as floats) and the count of non-zero mantissas, in one pass over the rows, the rows split
-between threads (:mod:`hlsnn.native.parallel`).
+between threads (:mod:`hlsnn.native.parallel`). :func:`conv_gemm` fuses a convolution's
+gather and quantization with the GEMM's exact sums, formed in int32 where :func:`int32_exact`
+holds (AVX-512F, AVX2 or portable C, chosen at run time: the integers do not depend on it).
 
-It returns None where the numpy code must run instead: the compiled helpers are off
+Each returns None where the numpy code must run instead: the compiled helpers are off
 (:func:`hlsnn.native.load`), the rounding is ``stochastic``, ``exponent_bits > 10`` (the scale
 ``2**-e`` must be a normal float64), or a value is NaN or infinite (the numpy path then says
 what it says about them). ``tests/engines/bfp_systolic/test_bfp_native.py`` holds the two equal.
@@ -34,6 +36,8 @@ def lib():
         so.hlsnn_bfp_rows.argtypes = [p, i64, i64, i64, ci, ci, ci, ci, p, ci, i64, p, p]
         so.hlsnn_bfp_conv_rows.restype = i64
         so.hlsnn_bfp_conv_rows.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, ci, p, p, p]
+        so.hlsnn_bfp_conv_gemm.restype = i64
+        so.hlsnn_bfp_conv_gemm.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, i64, i64, ci, p, ci, p, p, p, p, p]
         f64 = ctypes.c_double
         so.hlsnn_bfp_epilogue.restype = i64
         so.hlsnn_bfp_epilogue.argtypes = [p, ci, i64, i64, i64, p, p, p, f64, f64, ci, ci, ci, ci, ci, p, p]
@@ -100,6 +104,66 @@ def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out
     ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
     counts = parallel.run(part, ranges)
     if any(n < 0 for n in counts):
+        return None
+    return exps, nonzero.astype(bool), int(sum(counts))
+
+
+#: rows of the C tile of :func:`conv_gemm` (``TILE_ROWS`` in bfp_rows.c)
+TILE_ROWS = 8
+#: :func:`conv_gemm`'s kernel variants (``isa``): the best the CPU has, portable C, AVX2, AVX-512F
+ISAS = {"auto": 0, "portable": 1, "avx2": 2, "avx512": 3}
+
+
+def int32_exact(wm, mantissa_bits) -> bool:
+    """Whether every partial sum of ``xm @ wm.T`` fits int32 for any activations' mantissas
+    ``xm`` of ``mantissa_bits`` bits: ``2**(m-1) * max_n sum_k |wm[n, k]| < 2**31`` (each
+    partial sum is at most that in magnitude, in whatever order the products are added)."""
+    wm = np.asarray(wm)
+    if wm.ndim != 2 or wm.size == 0:
+        return False
+    return (1 << (mantissa_bits - 1)) * int(np.abs(wm.astype(np.int64)).sum(axis=1).max()) < (1 << 31)
+
+
+def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa="auto"):
+    """:func:`quantize_conv_rows` of ``x`` and step 1 of the GEMM with the weights' mantissas
+    ``wm`` (N, K) integers, in one pass (``hlsnn_bfp_conv_gemm``): the exact sums
+    ``xm @ wm.T`` are written into ``acc`` ((rows, N) float32 or float64, C-contiguous, the
+    GEMM's type) and ``(exponents, nonzero, nnz)`` returned as :func:`quantize_conv_rows` returns
+    them; the mantissas themselves are never written. The sums are formed in int32, so this
+    applies only where :func:`int32_exact` holds; None (nothing promised about ``acc``) where it
+    does not, and where :func:`quantize_conv_rows` returns None. ``isa`` picks the C kernel
+    variant (:data:`ISAS`; tests): all give the same integers."""
+    if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 4 or g.group != 1 \
+            or acc.dtype not in (np.float32, np.float64) or not acc.flags.c_contiguous or oh < 1 or ow < 1:
+        return None
+    so = lib()
+    if so is None or any(s % 8 for s in x.strides):
+        return None
+    b, c, h, w = x.shape
+    k = c * g.kh * g.kw
+    wm = np.asarray(wm)
+    n = wm.shape[0] if wm.ndim == 2 else 0
+    if wm.shape != (n, k) or acc.shape != (b * oh * ow, n) or not int32_exact(wm, mantissa_bits):
+        return None
+    npad = -(-n // 16) * 16
+    wt = np.zeros((k, npad), np.int32)            # rows in the (i, j, c) order of the gathered columns
+    wt[:, :n] = wm.reshape(n, c, g.kh, g.kw).transpose(2, 3, 1, 0).reshape(k, n)
+    rows = acc.shape[0]
+    emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
+    exps, nonzero = np.empty(rows, np.int64), np.empty(rows, np.uint8)
+    sb, sc, sh, sw = (s // 8 for s in x.strides)
+    f32 = int(acc.dtype == np.float32)
+
+    def part(b0, b1):
+        buf, xm, tacc = np.empty(k), np.empty(TILE_ROWS * k, np.int32), np.empty(TILE_ROWS * npad, np.int32)
+        return so.hlsnn_bfp_conv_gemm(x.ctypes, sb, sc, sh, sw, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1],
+                                      g.dh, g.dw, oh, ow, b0, b1, mantissa_bits, emin, emax, MODES[rounding],
+                                      wt.ctypes, n, npad, ISAS[isa], acc.ctypes, f32, exps.ctypes, nonzero.ctypes,
+                                      buf.ctypes, xm.ctypes, tacc.ctypes)
+    per_image = oh * ow * k
+    ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
+    counts = parallel.run(part, ranges)
+    if any(cnt < 0 for cnt in counts):
         return None
     return exps, nonzero.astype(bool), int(sum(counts))
 

@@ -313,7 +313,7 @@ class Kernel:
             if fast and x.shape[0] >= 1 and gemm_dtype(p, x.shape[1]) is not None:
                 ft = gemm_dtype(p, x.shape[1])
                 xa = x
-                blocked = self._conv_rows_blocked(x, w, bias, ft)
+                blocked = self._conv_rows_fused(x, w, bias, ft) or self._conv_rows_blocked(x, w, bias, ft)
                 if blocked is not None:
                     done, acc, wf_blocked = blocked[:3], blocked[3], blocked[4]
                     xf = None
@@ -371,6 +371,30 @@ class Kernel:
     #: :meth:`_conv_rows_blocked` runs for more rows than this only (a calibration batch): on a
     #: slice of ``Deployment.chunk`` images the whole-array steps measured faster
     BLOCKED_ABOVE = 1 << 16
+
+    def _conv_rows_fused(self, x, w, bias, ft):
+        """:meth:`_conv_rows_blocked`'s results from ``compiled.conv_gemm``: the patches
+        gathered, quantized and multiplied by the weights' mantissas in one C pass, in int32 (exact
+        where ``compiled.int32_exact`` holds; the sums are the same integers as the float GEMM's,
+        each being exact). None where it does not apply (the compiled helpers off, weights or bias
+        that :meth:`_check_bfp` refuses, the int32 bound not met, or a patch the compiled quantizer
+        leaves to numpy)."""
+        p = self.p
+        if compiled.lib() is None:
+            return None
+        m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
+        one = bfp.BFPTensor._trusted(np.zeros((1, x.shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
+        try:
+            _, _, wm, _, _, _ = self._check_bfp(one, w, bias)
+        except InputError:
+            return None
+        wm = np.asarray(wm)
+        if not compiled.int32_exact(wm, m):
+            return None
+        wf = _to_float_checked(wm, _workspace("rows_w", np.shape(wm), ft), m)
+        acc = _workspace("acc", (x.shape[0], wf.shape[0]), ft)
+        got = compiled.conv_gemm(x.x, x.geom, *x.out_hw, m, e, rounding, wm, acc)
+        return None if got is None else (*got, acc, wf)
 
     def _conv_rows_blocked(self, x, w, bias, ft):
         """:meth:`gemm_rows`' quantization of a convolution's patches (``compiled.quantize_conv_rows``)
