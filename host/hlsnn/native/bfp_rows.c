@@ -95,12 +95,12 @@ static inline double round_trunc(double v, double xv, double lo, double hi) {
   return v == 0.0 ? (xv < 0.0 ? -1.0 : v) : (v > 0.0 ? fl : neg);
 }
 
-/* One loop per mode and output type, so that each vectorizes: on x86-64 with GCC, an AVX2 clone
- * is chosen at load time when the CPU has AVX2 (target_clones); it does the same float64
- * operations (no FMA: no "fma" target, and -std=c99 keeps contraction off), so the bits do not
- * depend on the clone. */
+/* One loop per mode and output type, so that each vectorizes: on x86-64 with GCC, an AVX-512F
+ * or AVX2 clone is chosen at load time when the CPU has it (target_clones); each does the same
+ * float64 operations (no FMA contraction: -std=c99 keeps -ffp-contract=off, and the code calls
+ * no fma), so the bits do not depend on the clone. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
-#define VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define VEC_CLONES
 #endif

@@ -3,8 +3,10 @@ give the bits of their numpy originals (``bfp._row_plan`` + ``bfp._encode_rows_i
 ``emulator.emulate_floats``' epilogue) on seeded random and adversarial inputs: rounding ties,
 zero rows, -0.0, saturating rows, huge and tiny scales, every deterministic rounding mode,
 float32 and float64 outputs, convolution geometries with padding, stride, dilation and
-rectangular kernels on NCHW and channels-last batches, one and several threads; the AVX2
-clones give the portable code's bits; and NaN or infinity sends the caller to the numpy path."""
+rectangular kernels on NCHW and channels-last batches, one and several threads; the SIMD
+clones give the portable code's bits; the fused convolution + int32 GEMM (``conv_gemm``) gives
+the exact integer sums on every kernel variant, at its int32 bound and not beyond; and NaN or
+infinity sends the caller to the numpy path."""
 import ctypes
 import subprocess
 
@@ -151,8 +153,8 @@ def test_epilogue_equals_numpy(threads, rnd, monkeypatch):
 
 
 @needs_cc
-def test_avx2_clones_equal_portable_code(tmp_path):
-    """The library as loaded (GCC picks the AVX2 clones on a CPU with AVX2) and the same source
+def test_simd_clones_equal_portable_code(tmp_path):
+    """The library as loaded (GCC picks the AVX-512F or AVX2 clones on a CPU with them) and the same source
     built with -DHLSNN_PORTABLE (no clones) give the same bits."""
     cc = native.c_compiler()
     so = tmp_path / "portable.so"
