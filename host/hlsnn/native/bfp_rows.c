@@ -148,10 +148,9 @@ VEC_CLONES static double row_amax(const double *restrict xr, int64_t K, int *bad
   return b.d;
 }
 
-/* The shared exponent of row xr (K values): emin for an all-zero row, else floor(log2(amax)) -
- * (m - 2) clamped to [emin, emax]; *bad is set when a value is NaN or infinite. */
-static inline int row_exponent(const double *xr, int64_t K, int m, int emin, int emax, int *bad) {
-  const double amax = row_amax(xr, K, bad);
+/* The shared exponent of a row whose largest magnitude is amax: emin for an all-zero row, else
+ * floor(log2(amax)) - (m - 2) clamped to [emin, emax]. */
+static inline int exponent_of(double amax, int m, int emin, int emax) {
   int e = emin;
   if (amax > 0.0) {
     e = ilog2(amax) - (m - 2);
@@ -166,7 +165,7 @@ static inline int quant_row(const double *xr, int64_t K, int m, int emin, int em
                             int out_f32, int64_t *row_nnz) {
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   int bad;
-  const int e = row_exponent(xr, K, m, emin, emax, &bad);
+  const int e = exponent_of(row_amax(xr, K, &bad), m, emin, emax);
   if (bad) {
     *row_nnz = -1;
     return 0;
@@ -257,8 +256,10 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
  *
  * acc: rows [b0 * oh * ow, b1 * oh * ow) of a (B * oh * ow, N) float32 (acc_f32) or float64 array
  * (the caller's GEMM type; the sums are within its exact range); exps, nonzero as for
- * hlsnn_bfp_conv_rows. Scratch: buf (K doubles), xm (TILE_ROWS * K int32), tacc (TILE_ROWS * Np
- * int32). Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
+ * hlsnn_bfp_conv_rows. A row's exponent comes from its window's largest magnitude, the largest of
+ * its pixels' (each pixel's C values, one pass over the map: padding adds zeros, which change no
+ * maximum). Scratch: buf (K doubles), xm (TILE_ROWS * K int32), tacc (TILE_ROWS * Np int32),
+ * pmax ((b1 - b0) * H * W int64). Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
 #define TILE_ROWS 8
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
 #include <immintrin.h>
@@ -320,6 +321,66 @@ __attribute__((target("avx512f"))) static void tile_avx512(const int32_t *restri
 }
 #endif
 
+#ifdef HLSNN_X86
+/* quant_i32 on AVX-512F, 8 values a step: v = x * scale; q = rint(v) (mode 0), sign(v) *
+ * (floor|v| + (|v| - floor|v| >= 0.5)) (mode 1; the difference is exact), floor(v) and -1 for a
+ * negative x whose v is 0 (mode 2); clamped to [lo, hi]. These are the round_* functions' values:
+ * their clip of v to one step outside [lo, hi] before rounding changes nothing once the result is
+ * clamped (each rounding is monotone and lo, hi are integers), and roundscale rounds any
+ * magnitude exactly. The last K % 8 values go through the scalar functions. */
+__attribute__((target("avx512f"))) static int quant_avx512(const double *restrict xr, int64_t K, double scale,
+                                                           double lo, double hi, int mode, int32_t *restrict o) {
+  const __m512d vs = _mm512_set1_pd(scale), vlo = _mm512_set1_pd(lo), vhi = _mm512_set1_pd(hi);
+  const __m512d zero = _mm512_setzero_pd(), half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
+  const __m512i sign = _mm512_set1_epi64(INT64_MIN);
+  int nnz = 0;
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    const __m512d xv = _mm512_loadu_pd(xr + k);
+    const __m512d v = _mm512_mul_pd(xv, vs);
+    __m512d q;
+    if (mode == 0) {
+      q = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else if (mode == 1) {
+      const __m512i vb = _mm512_castpd_si512(v);
+      const __m512d a = _mm512_castsi512_pd(_mm512_andnot_si512(sign, vb));
+      const __m512d fl = _mm512_roundscale_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __mmask8 up = _mm512_cmp_pd_mask(_mm512_sub_pd(a, fl), half, _CMP_GE_OQ);
+      const __m512d r = _mm512_mask_add_pd(fl, up, fl, one);
+      q = _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(r), _mm512_and_si512(sign, vb)));
+    } else {
+      q = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __mmask8 m1 = _mm512_cmp_pd_mask(v, zero, _CMP_EQ_OQ) & _mm512_cmp_pd_mask(xv, zero, _CMP_LT_OQ);
+      q = _mm512_mask_mov_pd(q, m1, _mm512_set1_pd(-1.0));
+    }
+    q = _mm512_min_pd(_mm512_max_pd(q, vlo), vhi);
+    nnz += __builtin_popcount((unsigned)_mm512_cmp_pd_mask(q, zero, _CMP_NEQ_OQ));
+    _mm256_storeu_si256((__m256i *)(o + k), _mm512_cvttpd_epi32(q));
+  }
+  for (; k < K; ++k) {
+    const double v = xr[k] * scale;
+    double q = mode == 0 ? round_even(v) : (mode == 1 ? round_away(v, lo, hi) : round_trunc(v, xr[k], lo, hi));
+    q = q < lo ? lo : (q > hi ? hi : q);
+    nnz += q != 0.0;
+    o[k] = (int32_t)q;
+  }
+  return nnz;
+}
+#endif
+
+/* A row's values xr (K) quantized with scale 2**-e into int32 mantissas o; their non-zero count.
+ * level 3 runs quant_avx512, else the vectorized loops: the same values. */
+static inline int quant_i32(int level, const double *xr, int64_t K, double scale, double lo, double hi, int mode,
+                            int32_t *o) {
+#ifdef HLSNN_X86
+  if (level == 3)
+    return quant_avx512(xr, K, scale, lo, hi, mode, o);
+#endif
+  (void)level;
+  return mode == 0 ? even_i32(xr, K, scale, lo, hi, o)
+                   : (mode == 1 ? away_i32(xr, K, scale, lo, hi, o) : trunc_i32(xr, K, scale, lo, hi, o));
+}
+
 /* The kernel variant to run for the requested isa (0: the best the CPU has). */
 static int pick_isa(int isa) {
   int best = 1;
@@ -349,15 +410,35 @@ static void run_tile(int level, const int32_t *xm, int64_t K, const int32_t *wt,
   tile_portable(xm, K, wt, Np, tacc);
 }
 
-/* Row (b, y, xo) of im2col with its columns in the order (i, j, c), into buf (zero outside the map). */
+/* The largest of the magnitudes' bit patterns of n values at stride s (they order as the
+ * magnitudes do; one at or above 0x7ff0... is a NaN or an infinity). */
+static inline int64_t max_bits(const double *p, int64_t n, int64_t s) {
+  const int64_t *bits = (const int64_t *)p;
+  int64_t m = 0;
+  if (s == 1) {
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t v = bits[k] & INT64_MAX;
+      m = v > m ? v : m;
+    }
+  } else {
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t v = bits[k * s] & INT64_MAX;
+      m = v > m ? v : m;
+    }
+  }
+  return m;
+}
+
+/* The im2col row of image b whose window's top left corner is (y0, x0) (pads subtracted), its
+ * columns in the order (i, j, c), into buf (zero outside the map). */
 static inline void gather_ijc(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
-                              int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t top, int64_t left, int64_t dh,
-                              int64_t dw, int64_t b, int64_t y0, int64_t x0, double *restrict buf) {
+                              int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t dh, int64_t dw, int64_t b,
+                              int64_t y0, int64_t x0, double *restrict buf) {
   double *dst = buf;
   for (int64_t i = 0; i < kh; ++i) {
-    const int64_t yy = y0 + i * dh - top;
+    const int64_t yy = y0 + i * dh;
     for (int64_t j = 0; j < kw; ++j, dst += C) {
-      const int64_t xx = x0 + j * dw - left;
+      const int64_t xx = x0 + j * dw;
       if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
         for (int64_t c = 0; c < C; ++c)
           dst[c] = 0.0;
@@ -380,24 +461,58 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
                             int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1,
                             int m, int emin, int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa,
                             void *acc, int acc_f32, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
-                            int32_t *tacc) {
+                            int32_t *tacc, int64_t *pmax) {
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   const int level = pick_isa(isa);
+  for (int64_t b = b0; b < b1; ++b) /* each pixel's largest magnitude (bit pattern) over its C values */
+    for (int64_t yy = 0; yy < H; ++yy)
+      for (int64_t xx = 0; xx < W; ++xx)
+        pmax[((b - b0) * H + yy) * W + xx] = max_bits(x + b * s_b + yy * s_h + xx * s_w, C, s_c);
   int64_t nnz = 0;
   for (int64_t r0 = b0 * per; r0 < r_end; r0 += TILE_ROWS) {
     const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
     for (int64_t q = 0; q < t; ++q) {
       const int64_t r = r0 + q, b = r / per, yx = r % per;
-      gather_ijc(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, top, left, dh, dw, b, (yx / ow) * sh, (yx % ow) * sw, buf);
-      int bad;
-      const int e = row_exponent(buf, K, m, emin, emax, &bad);
-      if (bad)
+      const int64_t y0 = (yx / ow) * sh - top, x0 = (yx % ow) * sw - left;
+      /* the row: kh runs of kw * C contiguous values of a channels-last map when the window lies
+       * inside it, else gathered into buf (one run of K) */
+      const double *run0 = buf;
+      int64_t runs = 1, len = K, step = 0;
+      if (s_c == 1 && s_w == C && dw == 1 && y0 >= 0 && y0 + (kh - 1) * dh < H && x0 >= 0 && x0 + kw - 1 < W) {
+        run0 = x + b * s_b + y0 * s_h + x0 * s_w;
+        runs = kh, len = kw * C, step = dh * s_h;
+      } else {
+        gather_ijc(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, dh, dw, b, y0, x0, buf);
+      }
+      int64_t mbits = 0;                       /* the window's largest magnitude (pixel maxima) */
+      for (int64_t i = 0; i < kh; ++i) {
+        const int64_t yy = y0 + i * dh;
+        if (yy < 0 || yy >= H)
+          continue;
+        const int64_t *prow = pmax + ((b - b0) * H + yy) * W;
+        for (int64_t j = 0; j < kw; ++j) {
+          const int64_t xx = x0 + j * dw;
+          if (xx >= 0 && xx < W && prow[xx] > mbits)
+            mbits = prow[xx];
+        }
+      }
+      if (mbits >= (int64_t)0x7ff0000000000000LL) /* a NaN or an infinity in the window */
         return -1;
+      union {
+        int64_t i;
+        double d;
+      } ab;
+      ab.i = mbits;
+      const double amax = ab.d;
+      const int e = exponent_of(amax, m, emin, emax);
       const double scale = pow2(-e);
-      int32_t *o = xm + q * K;
-      const int row_nnz = mode == 0 ? even_i32(buf, K, scale, lo, hi, o)
-                                    : (mode == 1 ? away_i32(buf, K, scale, lo, hi, o) : trunc_i32(buf, K, scale, lo, hi, o));
+      int row_nnz = 0;
+      for (int64_t i = 0; i < runs; ++i) {
+        const double *xr = run0 + i * step;
+        int32_t *o = xm + q * K + i * len;
+        row_nnz += quant_i32(level, xr, len, scale, lo, hi, mode, o);
+      }
       exps[r] = e;
       nonzero[r] = row_nnz > 0;
       nnz += row_nnz;

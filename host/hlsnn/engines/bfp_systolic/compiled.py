@@ -37,7 +37,7 @@ def lib():
         so.hlsnn_bfp_conv_rows.restype = i64
         so.hlsnn_bfp_conv_rows.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, ci, p, p, p]
         so.hlsnn_bfp_conv_gemm.restype = i64
-        so.hlsnn_bfp_conv_gemm.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, i64, i64, ci, p, ci, p, p, p, p, p]
+        so.hlsnn_bfp_conv_gemm.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, i64, i64, ci, p, ci, p, p, p, p, p, p]
         f64 = ctypes.c_double
         so.hlsnn_bfp_epilogue.restype = i64
         so.hlsnn_bfp_epilogue.argtypes = [p, ci, i64, i64, i64, p, p, p, f64, f64, ci, ci, ci, ci, ci, p, p]
@@ -156,10 +156,11 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
 
     def part(b0, b1):
         buf, xm, tacc = np.empty(k), np.empty(TILE_ROWS * k, np.int32), np.empty(TILE_ROWS * npad, np.int32)
+        pmax = np.empty(max(1, (b1 - b0) * h * w), np.int64)
         return so.hlsnn_bfp_conv_gemm(x.ctypes, sb, sc, sh, sw, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1],
                                       g.dh, g.dw, oh, ow, b0, b1, mantissa_bits, emin, emax, MODES[rounding],
                                       wt.ctypes, n, npad, ISAS[isa], acc.ctypes, f32, exps.ctypes, nonzero.ctypes,
-                                      buf.ctypes, xm.ctypes, tacc.ctypes)
+                                      buf.ctypes, xm.ctypes, tacc.ctypes, pmax.ctypes)
     per_image = oh * ow * k
     ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
     counts = parallel.run(part, ranges)
