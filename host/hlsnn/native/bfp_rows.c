@@ -40,6 +40,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 static const double MAGIC = 4503599627370496.0; /* 2**52 */
 
@@ -251,15 +252,16 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
  * N.. are not read back). The column order does not change a sum: every product and partial sum is
  * an integer below 2**31 in magnitude, which the caller guarantees (2**(m-1) * max over outputs of
  * sum_k |wt[k][n]| < 2**31), so int32 arithmetic is exact in any order and every kernel variant
- * (AVX-512F, AVX2, portable; isa 0 picks the best the CPU has, 1 portable, 2 AVX2, 3 AVX-512F, an
- * unsupported one falls back to the best supported below it) gives the same integers.
+ * (isa 0 picks the best the CPU has, 1 portable, 2 AVX2, 3 AVX-512F, 4 AVX-512BW with wt2, the
+ * weights as int16 pairs (tile_avx512bw; NULL for m > 16: then AVX-512F); an unsupported one falls
+ * back to the best supported below it) gives the same integers.
  *
  * acc: rows [b0 * oh * ow, b1 * oh * ow) of a (B * oh * ow, N) float32 (acc_f32) or float64 array
  * (the caller's GEMM type; the sums are within its exact range); exps, nonzero as for
  * hlsnn_bfp_conv_rows. A row's exponent comes from its window's largest magnitude, the largest of
  * its pixels' (each pixel's C values, one pass over the map: padding adds zeros, which change no
  * maximum). Scratch: buf (K doubles), xm (TILE_ROWS * K int32), tacc (TILE_ROWS * Np int32),
- * pmax ((b1 - b0) * H * W int64). Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
+ * pmax ((b1 - b0) * H * W int64), x16 (TILE_ROWS * 2 * ceil(K/2) int16). Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
 #define TILE_ROWS 8
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
 #include <immintrin.h>
@@ -322,6 +324,41 @@ __attribute__((target("avx512f"))) static void tile_avx512(const int32_t *restri
 #endif
 
 #ifdef HLSNN_X86
+/* As tile_avx512 with 16-bit mantissas (m <= 16), two products a step: the tile's rows narrowed
+ * to int16 in x16 (TILE_ROWS rows of P = ceil(K/2) pairs, a zero after an odd K), each pair
+ * broadcast as one 32-bit word and multiplied with wt2's pair of weights of 16 outputs (wt2: (P,
+ * Np, 2) int16, pair p of output n = wt[2p][n], wt[2p+1][n]) by vpmaddwd, which adds the two
+ * products in int32: exact, as each pair's sum is a partial sum in magnitude at most
+ * 2**(m-1) * (|w0| + |w1|) < 2**31 (vpmaddwd's one overflow, two products of -2**15 * -2**15,
+ * is beyond it). */
+__attribute__((target("avx512f,avx512bw"))) static void tile_avx512bw(const int32_t *restrict xm, int64_t K,
+                                                                      const int16_t *restrict wt2, int64_t Np,
+                                                                      int32_t *restrict acc,
+                                                                      int16_t *restrict x16) {
+  const int64_t P = (K + 1) / 2;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    for (int64_t k = 0; k < K; ++k)
+      x16[r * 2 * P + k] = (int16_t)xm[r * K + k];
+    if (K & 1)
+      x16[r * 2 * P + K] = 0;
+  }
+  for (int64_t nb = 0; nb < Np; nb += 16) {
+    __m512i a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm512_setzero_si512();
+    for (int64_t p = 0; p < P; ++p) {
+      const __m512i w = _mm512_loadu_si512((const void *)(wt2 + (p * Np + nb) * 2));
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        int32_t pair;
+        memcpy(&pair, x16 + r * 2 * P + 2 * p, sizeof pair);
+        a[r] = _mm512_add_epi32(a[r], _mm512_madd_epi16(_mm512_set1_epi32(pair), w));
+      }
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);
+  }
+}
+
 /* quant_i32 on AVX-512F, 8 values a step: v = x * scale; q = rint(v) (mode 0), sign(v) *
  * (floor|v| + (|v| - floor|v| >= 0.5)) (mode 1; the difference is exact), floor(v) and -1 for a
  * negative x whose v is 0 (mode 2); clamped to [lo, hi]. These are the round_* functions' values:
@@ -369,11 +406,11 @@ __attribute__((target("avx512f"))) static int quant_avx512(const double *restric
 #endif
 
 /* A row's values xr (K) quantized with scale 2**-e into int32 mantissas o; their non-zero count.
- * level 3 runs quant_avx512, else the vectorized loops: the same values. */
+ * levels 3 and 4 run quant_avx512, else the vectorized loops: the same values. */
 static inline int quant_i32(int level, const double *xr, int64_t K, double scale, double lo, double hi, int mode,
                             int32_t *o) {
 #ifdef HLSNN_X86
-  if (level == 3)
+  if (level >= 3)
     return quant_avx512(xr, K, scale, lo, hi, mode, o);
 #endif
   (void)level;
@@ -386,7 +423,9 @@ static int pick_isa(int isa) {
   int best = 1;
 #ifdef HLSNN_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    best = 4;
+  else if (__builtin_cpu_supports("avx512f"))
     best = 3;
   else if (__builtin_cpu_supports("avx2"))
     best = 2;
@@ -394,9 +433,14 @@ static int pick_isa(int isa) {
   return isa <= 0 || isa > best ? best : isa;
 }
 
-/* tacc = the tile's sums, on the variant pick_isa chose. */
-static void run_tile(int level, const int32_t *xm, int64_t K, const int32_t *wt, int64_t Np, int32_t *tacc) {
+/* tacc = the tile's sums, on the variant pick_isa chose (level 4 needs wt2; x16 its scratch). */
+static void run_tile(int level, const int32_t *xm, int64_t K, const int32_t *wt, const int16_t *wt2, int64_t Np,
+                     int32_t *tacc, int16_t *x16) {
 #ifdef HLSNN_X86
+  if (level == 4) {
+    tile_avx512bw(xm, K, wt2, Np, tacc, x16);
+    return;
+  }
   if (level == 3) {
     tile_avx512(xm, K, wt, Np, tacc);
     return;
@@ -406,7 +450,7 @@ static void run_tile(int level, const int32_t *xm, int64_t K, const int32_t *wt,
     return;
   }
 #endif
-  (void)level;
+  (void)level, (void)wt2, (void)x16;
   tile_portable(xm, K, wt, Np, tacc);
 }
 
@@ -460,11 +504,11 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
                             int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
                             int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1,
                             int m, int emin, int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa,
-                            void *acc, int acc_f32, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
-                            int32_t *tacc, int64_t *pmax) {
+                            const int16_t *wt2, void *acc, int acc_f32, int64_t *exps, uint8_t *nonzero,
+                            double *buf, int32_t *xm, int32_t *tacc, int64_t *pmax, int16_t *x16) {
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
-  const int level = pick_isa(isa);
+  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
   for (int64_t b = b0; b < b1; ++b) /* each pixel's largest magnitude (bit pattern) over its C values */
     for (int64_t yy = 0; yy < H; ++yy)
       for (int64_t xx = 0; xx < W; ++xx)
@@ -519,7 +563,7 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
     }
     for (int64_t i = t * K; i < TILE_ROWS * K; ++i) /* the last tile's missing rows */
       xm[i] = 0;
-    run_tile(level, xm, K, wt, Np, tacc);
+    run_tile(level, xm, K, wt, wt2, Np, tacc, x16);
     for (int64_t q = 0; q < t; ++q) {
       const int32_t *s = tacc + q * Np;
       if (acc_f32) {

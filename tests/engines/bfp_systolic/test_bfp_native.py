@@ -289,3 +289,20 @@ def test_conv_gemm_portable_build_equals_loaded(tmp_path):
             got = compiled.conv_gemm(x, g, oh, ow, 8, 8, rnd, wm, acc2)
         assert same(acc, acc2) and np.array_equal(ref[0], got[0]) and np.array_equal(ref[1], got[1])
         assert ref[2] == got[2]
+
+
+@needs_cc
+@pytest.mark.parametrize("isa", list(compiled.ISAS))
+def test_conv_gemm_wide_mantissas_with_small_weights(threads, isa):
+    """Mantissas wider than 16 bits (no int16 kernel: AVX-512BW falls back to AVX-512F) with
+    weights small enough for the int32 bound still give the exact sums."""
+    rng = np.random.default_rng(23)
+    g, m = GEOMS[1], 20
+    x = rng.normal(size=(2, 3, 11, 9)) * 1e3
+    wm = rng.integers(-3, 4, size=(18, 27))
+    assert compiled.int32_exact(wm, m)
+    for rnd in MODES:
+        (oh, ow), e_ref, nz_ref, nnz_ref, acc_ref = _conv_gemm_reference(x, g, m, 8, rnd, wm)
+        acc = np.empty(acc_ref.shape)
+        e, nz, nnz = compiled.conv_gemm(x, g, oh, ow, m, 8, rnd, wm, acc, isa=isa)
+        assert np.array_equal(acc, acc_ref) and np.array_equal(e, e_ref) and nnz == nnz_ref

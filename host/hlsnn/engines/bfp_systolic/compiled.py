@@ -37,7 +37,7 @@ def lib():
         so.hlsnn_bfp_conv_rows.restype = i64
         so.hlsnn_bfp_conv_rows.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, ci, p, p, p]
         so.hlsnn_bfp_conv_gemm.restype = i64
-        so.hlsnn_bfp_conv_gemm.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, i64, i64, ci, p, ci, p, p, p, p, p, p]
+        so.hlsnn_bfp_conv_gemm.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, i64, i64, ci, p, p, ci, p, p, p, p, p, p, p]
         f64 = ctypes.c_double
         so.hlsnn_bfp_epilogue.restype = i64
         so.hlsnn_bfp_epilogue.argtypes = [p, ci, i64, i64, i64, p, p, p, f64, f64, ci, ci, ci, ci, ci, p, p]
@@ -110,8 +110,9 @@ def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out
 
 #: rows of the C tile of :func:`conv_gemm` (``TILE_ROWS`` in bfp_rows.c)
 TILE_ROWS = 8
-#: :func:`conv_gemm`'s kernel variants (``isa``): the best the CPU has, portable C, AVX2, AVX-512F
-ISAS = {"auto": 0, "portable": 1, "avx2": 2, "avx512": 3}
+#: :func:`conv_gemm`'s kernel variants (``isa``): the best the CPU has, portable C, AVX2, AVX-512F,
+#: AVX-512BW (16-bit mantissas, two products per instruction; AVX-512F for wider ones)
+ISAS = {"auto": 0, "portable": 1, "avx2": 2, "avx512": 3, "avx512bw": 4}
 
 
 def int32_exact(wm, mantissa_bits) -> bool:
@@ -148,6 +149,11 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
     npad = -(-n // 16) * 16
     wt = np.zeros((k, npad), np.int32)            # rows in the (i, j, c) order of the gathered columns
     wt[:, :n] = wm.reshape(n, c, g.kh, g.kw).transpose(2, 3, 1, 0).reshape(k, n)
+    wt2 = None                                    # (pairs of rows, npad, 2) int16 for the AVX-512BW kernel
+    if mantissa_bits <= 16:
+        wt2 = np.zeros((k + 1) // 2 * 2 * npad, np.int16)
+        wt2[:k * npad] = wt.reshape(-1)
+        wt2 = np.ascontiguousarray(wt2.reshape(-1, 2, npad).transpose(0, 2, 1))
     rows = acc.shape[0]
     emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
     exps, nonzero = np.empty(rows, np.int64), np.empty(rows, np.uint8)
@@ -157,10 +163,11 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
     def part(b0, b1):
         buf, xm, tacc = np.empty(k), np.empty(TILE_ROWS * k, np.int32), np.empty(TILE_ROWS * npad, np.int32)
         pmax = np.empty(max(1, (b1 - b0) * h * w), np.int64)
+        x16 = np.empty(TILE_ROWS * ((k + 1) // 2 * 2), np.int16)
         return so.hlsnn_bfp_conv_gemm(x.ctypes, sb, sc, sh, sw, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1],
                                       g.dh, g.dw, oh, ow, b0, b1, mantissa_bits, emin, emax, MODES[rounding],
-                                      wt.ctypes, n, npad, ISAS[isa], acc.ctypes, f32, exps.ctypes, nonzero.ctypes,
-                                      buf.ctypes, xm.ctypes, tacc.ctypes, pmax.ctypes)
+                                      wt.ctypes, n, npad, ISAS[isa], None if wt2 is None else wt2.ctypes, acc.ctypes, f32, exps.ctypes, nonzero.ctypes,
+                                      buf.ctypes, xm.ctypes, tacc.ctypes, pmax.ctypes, x16.ctypes)
     per_image = oh * ow * k
     ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
     counts = parallel.run(part, ranges)
