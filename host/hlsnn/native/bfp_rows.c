@@ -473,6 +473,21 @@ static inline int64_t max_bits(const double *p, int64_t n, int64_t s) {
   return m;
 }
 
+#ifdef HLSNN_X86
+/* max_bits of n contiguous values on AVX-512F (an integer maximum: the same value). */
+__attribute__((target("avx512f"))) static int64_t max_bits_avx512(const double *p, int64_t n) {
+  const __m512i mag = _mm512_set1_epi64(INT64_MAX);
+  __m512i m = _mm512_setzero_si512();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    m = _mm512_max_epi64(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(p + k)), mag));
+  const int64_t r = _mm512_reduce_max_epi64(m), tail = max_bits(p + k, n - k, 1);
+  return tail > r ? tail : r;
+}
+#else
+#define max_bits_avx512(p, n) max_bits((p), (n), 1)
+#endif
+
 /* The im2col row of image b whose window's top left corner is (y0, x0) (pads subtracted), its
  * columns in the order (i, j, c), into buf (zero outside the map). */
 static inline void gather_ijc(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
@@ -511,8 +526,10 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
   const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
   for (int64_t b = b0; b < b1; ++b) /* each pixel's largest magnitude (bit pattern) over its C values */
     for (int64_t yy = 0; yy < H; ++yy)
-      for (int64_t xx = 0; xx < W; ++xx)
-        pmax[((b - b0) * H + yy) * W + xx] = max_bits(x + b * s_b + yy * s_h + xx * s_w, C, s_c);
+      for (int64_t xx = 0; xx < W; ++xx) {
+        const double *px = x + b * s_b + yy * s_h + xx * s_w;
+        pmax[((b - b0) * H + yy) * W + xx] = level >= 3 && s_c == 1 ? max_bits_avx512(px, C) : max_bits(px, C, s_c);
+      }
   int64_t nnz = 0;
   for (int64_t r0 = b0 * per; r0 < r_end; r0 += TILE_ROWS) {
     const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;

@@ -255,9 +255,22 @@ def test_conv_gemm_int32_bound(threads, isa):
 def test_conv_gemm_non_finite_and_unsupported_decline(threads):
     wm = np.ones((4, 27), np.int64)
     for bad in (np.nan, np.inf, -np.inf):
-        x4 = np.ones((2, 3, 5, 5))
-        x4[1, 2, 4, 4] = bad
-        assert compiled.conv_gemm(x4, GEOMS[0], 5, 5, 8, 8, "nearest_even", wm, np.empty((50, 4))) is None
+        for c in (3, 11):                        # 11 channels: a full AVX-512 step and a tail
+            wc = np.ones((4, c * 9), np.int64)
+            for pos in ((1, c - 1, 4, 4), (0, 0, 2, 3)):
+                x4 = np.ones((2, c, 5, 5))
+                x4[pos] = bad
+                last = np.ascontiguousarray(x4.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+                for xx in (x4, last):
+                    for isa in compiled.ISAS:
+                        assert compiled.conv_gemm(xx, GEOMS[0], 5, 5, 8, 8, "nearest_even", wc, np.empty((50, 4)),
+                                                  isa=isa) is None
+    x4 = np.ones((2, 3, 5, 5))
+    x4[0, 0, 1, 1] = np.nan                      # a pixel that no window of a stride-2 1x1 convolution reads
+    for xx in (x4, np.ascontiguousarray(x4.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)):
+        acc = np.empty((18, 4))
+        assert compiled.conv_gemm(xx, GEOMS[2], 3, 3, 8, 8, "nearest_even", np.ones((4, 3), np.int64), acc) is not None
+        assert np.array_equal(acc, np.full((18, 4), 3 * 64.0))
     x4 = np.ones((2, 3, 5, 5))
     assert compiled.conv_gemm(x4, GEOMS[0], 5, 5, 8, 8, "stochastic", wm, np.empty((50, 4))) is None
     assert compiled.conv_gemm(x4, GEOMS[0], 5, 5, 8, 8, "nearest_even", wm[:, :26], np.empty((50, 4))) is None
