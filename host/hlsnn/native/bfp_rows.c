@@ -254,14 +254,18 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
  * sum_k |wt[k][n]| < 2**31), so int32 arithmetic is exact in any order and every kernel variant
  * (isa 0 picks the best the CPU has, 1 portable, 2 AVX2, 3 AVX-512F, 4 AVX-512BW with wt2, the
  * weights as int16 pairs (tile_avx512bw; NULL for m > 16: then AVX-512F); an unsupported one falls
- * back to the best supported below it) gives the same integers.
+ * back to the best supported below it) gives the same integers. With wtd (the weights as float64,
+ * (K, Np); wt, wt2 are then not read) the sums are formed in float64 instead (tilef_*), exact
+ * where the caller guarantees every partial sum below 2**53 (2**(m-1) * max_n sum_k |wt[k][n]|),
+ * and written to acc as float64 (acc_f32 must be 0).
  *
  * acc: rows [b0 * oh * ow, b1 * oh * ow) of a (B * oh * ow, N) float32 (acc_f32) or float64 array
  * (the caller's GEMM type; the sums are within its exact range); exps, nonzero as for
  * hlsnn_bfp_conv_rows. A row's exponent comes from its window's largest magnitude, the largest of
  * its pixels' (each pixel's C values, one pass over the map: padding adds zeros, which change no
- * maximum). Scratch: buf (K doubles), xm (TILE_ROWS * K int32), tacc (TILE_ROWS * Np int32),
- * pmax ((b1 - b0) * H * W int64), x16 (TILE_ROWS * 2 * ceil(K/2) int16). Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
+ * maximum). Scratch: buf (TILE_ROWS * K doubles), xm (TILE_ROWS * K int32), tacc (TILE_ROWS * Np
+ * int32), taccd (TILE_ROWS * Np doubles; with wtd), pmax ((b1 - b0) * H * W int64), x16 (TILE_ROWS *
+ * 2 * ceil(K/2) int16). Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
 #define TILE_ROWS 8
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
 #include <immintrin.h>
@@ -418,6 +422,78 @@ static inline int quant_i32(int level, const double *xr, int64_t K, double scale
                    : (mode == 1 ? away_i32(xr, K, scale, lo, hi, o) : trunc_i32(xr, K, scale, lo, hi, o));
 }
 
+/* The tile's sums in float64 (wtd: the weights' mantissas as float64, (K, Np)), for weights beyond
+ * the int32 bound: xd (TILE_ROWS x K) holds the tile's mantissas as float64. Every product and
+ * partial sum is an integer below 2**53 in magnitude (the caller's bound), so each operation, a
+ * fused multiply-add included, is exact, and the order and the variant change no sum. */
+static void tilef_portable(const double *restrict xd, int64_t K, const double *restrict wtd, int64_t Np,
+                           double *restrict acc) {
+  for (int64_t i = 0; i < TILE_ROWS * Np; ++i)
+    acc[i] = 0.0;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    double *o = acc + r * Np;
+    for (int64_t k = 0; k < K; ++k) {
+      const double a = xd[r * K + k];
+      if (a == 0.0)
+        continue;
+      const double *w = wtd + k * Np;
+      for (int64_t n = 0; n < Np; ++n)
+        o[n] += a * w[n];
+    }
+  }
+}
+
+#ifdef HLSNN_X86
+__attribute__((target("avx2"))) static void tilef_avx2(const double *restrict xd, int64_t K,
+                                                       const double *restrict wtd, int64_t Np, double *restrict acc) {
+  for (int64_t nb = 0; nb < Np; nb += 4) {
+    __m256d a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm256_setzero_pd();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m256d w = _mm256_loadu_pd(wtd + k * Np + nb);
+      for (int r = 0; r < TILE_ROWS; ++r)
+        a[r] = _mm256_add_pd(a[r], _mm256_mul_pd(_mm256_set1_pd(xd[r * K + k]), w));
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm256_storeu_pd(acc + r * Np + nb, a[r]);
+  }
+}
+
+__attribute__((target("avx512f"))) static void tilef_avx512(const double *restrict xd, int64_t K,
+                                                            const double *restrict wtd, int64_t Np,
+                                                            double *restrict acc) {
+  for (int64_t nb = 0; nb < Np; nb += 8) {
+    __m512d a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm512_setzero_pd();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m512d w = _mm512_loadu_pd(wtd + k * Np + nb);
+      for (int r = 0; r < TILE_ROWS; ++r)
+        a[r] = _mm512_fmadd_pd(_mm512_set1_pd(xd[r * K + k]), w, a[r]);
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm512_storeu_pd(acc + r * Np + nb, a[r]);
+  }
+}
+#endif
+
+/* tilef_* on the variant pick_isa chose. */
+static void run_tile_f64(int level, const double *xd, int64_t K, const double *wtd, int64_t Np, double *acc) {
+#ifdef HLSNN_X86
+  if (level >= 3) {
+    tilef_avx512(xd, K, wtd, Np, acc);
+    return;
+  }
+  if (level == 2) {
+    tilef_avx2(xd, K, wtd, Np, acc);
+    return;
+  }
+#endif
+  (void)level;
+  tilef_portable(xd, K, wtd, Np, acc);
+}
+
 /* The kernel variant to run for the requested isa (0: the best the CPU has). */
 static int pick_isa(int isa) {
   int best = 1;
@@ -519,8 +595,9 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
                             int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
                             int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1,
                             int m, int emin, int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa,
-                            const int16_t *wt2, void *acc, int acc_f32, int64_t *exps, uint8_t *nonzero,
-                            double *buf, int32_t *xm, int32_t *tacc, int64_t *pmax, int16_t *x16) {
+                            const int16_t *wt2, const double *wtd, void *acc, int acc_f32, int64_t *exps,
+                            uint8_t *nonzero, double *buf, int32_t *xm, int32_t *tacc, double *taccd, int64_t *pmax,
+                            int16_t *x16) {
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
@@ -580,6 +657,18 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
     }
     for (int64_t i = t * K; i < TILE_ROWS * K; ++i) /* the last tile's missing rows */
       xm[i] = 0;
+    if (wtd) {                                  /* float64 sums: the tile converted into buf */
+      for (int64_t i = 0; i < TILE_ROWS * K; ++i)
+        buf[i] = (double)xm[i];
+      run_tile_f64(level, buf, K, wtd, Np, taccd);
+      for (int64_t q = 0; q < t; ++q) {
+        const double *s = taccd + q * Np;
+        double *d = (double *)acc + (r0 + q) * N;
+        for (int64_t n = 0; n < N; ++n)
+          d[n] = s[n];
+      }
+      continue;
+    }
     run_tile(level, xm, K, wt, wt2, Np, tacc, x16);
     for (int64_t q = 0; q < t; ++q) {
       const int32_t *s = tacc + q * Np;

@@ -206,12 +206,13 @@ def _conv_gemm_reference(x, g, m, eb, rnd, wm):
 @needs_cc
 @pytest.mark.parametrize("g", GEOMS, ids=[g.describe() for g in GEOMS])
 def test_conv_gemm_equals_quantize_then_integer_matmul(threads, g):
-    """The fused gather + quantize + int32 GEMM gives quantize_conv_rows' exponents and counts and
-    the exact sums, on every kernel variant, both accumulator types, NCHW and channels-last
+    """The fused gather + quantize + GEMM (int32 sums, or float64 beyond the int32 bound) gives
+    quantize_conv_rows' exponents and counts and the exact sums, on every kernel variant, both
+    accumulator types (float32 only with int32 sums), NCHW and channels-last
     batches, every rounding mode; ties, zero patches, a value that rounds the others to 0."""
     rng = np.random.default_rng(17)
     for layout in ("nchw", "channels-last view"):
-        for m in (4, 8, 12):
+        for m in (4, 8, 12, 16):                 # 16: beyond the int32 bound, float64 sums
             x = np.round(rng.normal(size=(3, 5, 20, 13)) * 16) / 4
             x[:, :, 3:7] = 0.0
             x[0, 1, 10, 5] = 1e6
@@ -227,30 +228,53 @@ def test_conv_gemm_equals_quantize_then_integer_matmul(threads, g):
                 for dt in (np.float32, np.float64):
                     for isa in compiled.ISAS:
                         acc = np.empty(acc_ref.shape, dt)
-                        e, nz, nnz = compiled.conv_gemm(x, g, oh, ow, m, 8, rnd, wm, acc, isa=isa)
+                        got = compiled.conv_gemm(x, g, oh, ow, m, 8, rnd, wm, acc, isa=isa)
+                        if compiled.sums_kind(wm, m, dt) is None:
+                            assert got is None and m == 16 and dt == np.float32
+                            continue
+                        e, nz, nnz = got
                         assert np.array_equal(e, e_ref) and np.array_equal(nz, nz_ref) and nnz == nnz_ref
                         assert np.array_equal(acc, acc_ref.astype(dt)), (layout, m, rnd, isa)
 
 
 @needs_cc
 @pytest.mark.parametrize("isa", list(compiled.ISAS))
-def test_conv_gemm_int32_bound(threads, isa):
-    """At the int32 bound (2**(m-1) * max_n sum_k |wm| = 2**31 - 2**15) the sums are exact,
-    the extreme mantissa -2**(m-1) included; one step beyond it conv_gemm declines (None) and
-    the caller keeps the float GEMM."""
+def test_conv_gemm_int32_and_float64_bounds(threads, isa):
+    """At the int32 bound (2**(m-1) * max_n sum_k |wm| = 2**31 - 2**15) the int32 sums are exact,
+    the extreme mantissa -2**(m-1) included; one step beyond it the sums are formed in float64
+    (exact below 2**53; a float32 accumulator is declined: None, the caller keeps its GEMM), and at
+    2**53 conv_gemm declines."""
     g, m = cg.ConvGeom(1, 2), 16
     x = np.full((2, 1, 3, 5), -np.nextafter(2.0, 0.0))            # every mantissa rounds to -2**15
     x[1, 0, 1] = 0.0
     wm = np.array([[-32768, -32767], [5, -3]])
-    assert compiled.int32_exact(wm, m)
+    assert compiled.int32_exact(wm, m) and compiled.sums_kind(wm, m, np.float32) == "int32"
     (oh, ow), e_ref, nz_ref, nnz_ref, acc_ref = _conv_gemm_reference(x, g, m, 8, "nearest_even", wm)
     assert acc_ref.max() == (1 << 31) - (1 << 15)
     acc = np.empty(acc_ref.shape)
     e, nz, nnz = compiled.conv_gemm(x, g, oh, ow, m, 8, "nearest_even", wm, acc, isa=isa)
     assert np.array_equal(acc, acc_ref) and np.array_equal(e, e_ref) and nnz == nnz_ref
     over = np.array([[-32768, -32768], [5, -3]])
-    assert not compiled.int32_exact(over, m)
-    assert compiled.conv_gemm(x, g, oh, ow, m, 8, "nearest_even", over, np.empty(acc_ref.shape), isa=isa) is None
+    assert not compiled.int32_exact(over, m) and compiled.sums_kind(over, m, np.float64) == "float64"
+    *_, acc_ref = _conv_gemm_reference(x, g, m, 8, "nearest_even", over)
+    assert acc_ref.max() == 1 << 31
+    assert compiled.conv_gemm(x, g, oh, ow, m, 8, "nearest_even", over, np.empty(acc_ref.shape, np.float32),
+                              isa=isa) is None
+    acc = np.empty(acc_ref.shape)
+    assert compiled.conv_gemm(x, g, oh, ow, m, 8, "nearest_even", over, acc, isa=isa) is not None
+    assert np.array_equal(acc, acc_ref)
+    # 25-bit mantissas: sum_bound = 2**24 * k * 2**24 is below 2**53 for k = 31 channels, not for 32
+    m = 25
+    for c in (31, 32):
+        x = np.full((1, c, 2, 2), -np.nextafter(2.0, 0.0))       # mantissas -2**24
+        w = np.full((3, c), -(1 << 24))
+        acc = np.empty((4, 3))
+        got = compiled.conv_gemm(x, cg.ConvGeom(1, 1), 2, 2, m, 8, "nearest_even", w, acc, isa=isa)
+        if c == 31:
+            assert compiled.sums_kind(w, m, np.float64) == "float64"
+            assert np.array_equal(acc, np.full((4, 3), float(31 << 48)))
+        else:
+            assert compiled.sums_kind(w, m, np.float64) is None and got is None
 
 
 @needs_cc

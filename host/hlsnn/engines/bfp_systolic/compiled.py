@@ -4,7 +4,8 @@
 as floats) and the count of non-zero mantissas, in one pass over the rows, the rows split
 between threads (:mod:`hlsnn.native.parallel`). :func:`conv_gemm` fuses a convolution's
 gather and quantization with the GEMM's exact sums, formed in int32 where :func:`int32_exact`
-holds (AVX-512F, AVX2 or portable C, chosen at run time: the integers do not depend on it).
+holds, else in float64 below 2**53 (:func:`sums_kind`; AVX-512, AVX2 or portable C, chosen at run
+time: the integers do not depend on it).
 
 Each returns None where the numpy code must run instead: the compiled helpers are off
 (:func:`hlsnn.native.load`), the rounding is ``stochastic``, ``exponent_bits > 10`` (the scale
@@ -37,7 +38,7 @@ def lib():
         so.hlsnn_bfp_conv_rows.restype = i64
         so.hlsnn_bfp_conv_rows.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, ci, p, p, p]
         so.hlsnn_bfp_conv_gemm.restype = i64
-        so.hlsnn_bfp_conv_gemm.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, i64, i64, ci, p, p, ci, p, p, p, p, p, p, p]
+        so.hlsnn_bfp_conv_gemm.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, i64, i64, ci, p, p, p, ci] + [p] * 8
         f64 = ctypes.c_double
         so.hlsnn_bfp_epilogue.restype = i64
         so.hlsnn_bfp_epilogue.argtypes = [p, ci, i64, i64, i64, p, p, p, f64, f64, ci, ci, ci, ci, ci, p, p]
@@ -115,14 +116,31 @@ TILE_ROWS = 8
 ISAS = {"auto": 0, "portable": 1, "avx2": 2, "avx512": 3, "avx512bw": 4}
 
 
-def int32_exact(wm, mantissa_bits) -> bool:
-    """Whether every partial sum of ``xm @ wm.T`` fits int32 for any activations' mantissas
-    ``xm`` of ``mantissa_bits`` bits: ``2**(m-1) * max_n sum_k |wm[n, k]| < 2**31`` (each
-    partial sum is at most that in magnitude, in whatever order the products are added)."""
+def sum_bound(wm, mantissa_bits) -> int:
+    """``2**(m-1) * max_n sum_k |wm[n, k]|``: no partial sum of ``xm @ wm.T`` exceeds it in
+    magnitude for activations' mantissas ``xm`` of ``mantissa_bits`` bits, in whatever order the
+    products are added (-1 for no weights)."""
     wm = np.asarray(wm)
     if wm.ndim != 2 or wm.size == 0:
-        return False
-    return (1 << (mantissa_bits - 1)) * int(np.abs(wm.astype(np.int64)).sum(axis=1).max()) < (1 << 31)
+        return -1
+    return (1 << (mantissa_bits - 1)) * int(np.abs(wm.astype(np.int64)).sum(axis=1).max())
+
+
+def int32_exact(wm, mantissa_bits) -> bool:
+    """Whether every partial sum of ``xm @ wm.T`` fits int32: ``0 <= sum_bound < 2**31``."""
+    return 0 <= sum_bound(wm, mantissa_bits) < (1 << 31)
+
+
+def sums_kind(wm, mantissa_bits, acc_dtype):
+    """How :func:`conv_gemm` forms the sums: ``"int32"`` where :func:`int32_exact` holds,
+    ``"float64"`` for a float64 ``acc`` where ``sum_bound < 2**53`` (every partial sum an
+    exact float64), else None (it declines)."""
+    bound = sum_bound(wm, mantissa_bits)
+    if 0 <= bound < (1 << 31):
+        return "int32"
+    if 0 <= bound < (1 << 53) and np.dtype(acc_dtype) == np.float64:
+        return "float64"
+    return None
 
 
 def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa="auto"):
@@ -130,9 +148,9 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
     ``wm`` (N, K) integers, in one pass (``hlsnn_bfp_conv_gemm``): the exact sums
     ``xm @ wm.T`` are written into ``acc`` ((rows, N) float32 or float64, C-contiguous, the
     GEMM's type) and ``(exponents, nonzero, nnz)`` returned as :func:`quantize_conv_rows` returns
-    them; the mantissas themselves are never written. The sums are formed in int32, so this
-    applies only where :func:`int32_exact` holds; None (nothing promised about ``acc``) where it
-    does not, and where :func:`quantize_conv_rows` returns None. ``isa`` picks the C kernel
+    them; the mantissas themselves are never written. The sums are formed in int32 or float64
+    (:func:`sums_kind`; exact integers either way); None (nothing promised about ``acc``) where
+    neither is exact, and where :func:`quantize_conv_rows` returns None. ``isa`` picks the C kernel
     variant (:data:`ISAS`; tests): all give the same integers."""
     if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 4 or g.group != 1 \
             or acc.dtype not in (np.float32, np.float64) or not acc.flags.c_contiguous or oh < 1 or ow < 1:
@@ -144,13 +162,16 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
     k = c * g.kh * g.kw
     wm = np.asarray(wm)
     n = wm.shape[0] if wm.ndim == 2 else 0
-    if wm.shape != (n, k) or acc.shape != (b * oh * ow, n) or not int32_exact(wm, mantissa_bits):
+    kind = sums_kind(wm, mantissa_bits, acc.dtype) if wm.shape == (n, k) else None
+    if kind is None or acc.shape != (b * oh * ow, n):
         return None
     npad = -(-n // 16) * 16
     wt = np.zeros((k, npad), np.int32)            # rows in the (i, j, c) order of the gathered columns
     wt[:, :n] = wm.reshape(n, c, g.kh, g.kw).transpose(2, 3, 1, 0).reshape(k, n)
-    wt2 = None                                    # (pairs of rows, npad, 2) int16 for the AVX-512BW kernel
-    if mantissa_bits <= 16:
+    wt2, wtd = None, None                         # (pairs of rows, npad, 2) int16 for the AVX-512BW kernel
+    if kind == "float64":
+        wtd = wt.astype(np.float64)
+    elif mantissa_bits <= 16:
         wt2 = np.zeros((k + 1) // 2 * 2 * npad, np.int16)
         wt2[:k * npad] = wt.reshape(-1)
         wt2 = np.ascontiguousarray(wt2.reshape(-1, 2, npad).transpose(0, 2, 1))
@@ -161,13 +182,15 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
     f32 = int(acc.dtype == np.float32)
 
     def part(b0, b1):
-        buf, xm, tacc = np.empty(k), np.empty(TILE_ROWS * k, np.int32), np.empty(TILE_ROWS * npad, np.int32)
+        buf, xm, tacc = np.empty(TILE_ROWS * k), np.empty(TILE_ROWS * k, np.int32), np.empty(TILE_ROWS * npad, np.int32)
+        taccd = np.empty(TILE_ROWS * npad)
         pmax = np.empty(max(1, (b1 - b0) * h * w), np.int64)
         x16 = np.empty(TILE_ROWS * ((k + 1) // 2 * 2), np.int16)
         return so.hlsnn_bfp_conv_gemm(x.ctypes, sb, sc, sh, sw, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1],
                                       g.dh, g.dw, oh, ow, b0, b1, mantissa_bits, emin, emax, MODES[rounding],
-                                      wt.ctypes, n, npad, ISAS[isa], None if wt2 is None else wt2.ctypes, acc.ctypes, f32, exps.ctypes, nonzero.ctypes,
-                                      buf.ctypes, xm.ctypes, tacc.ctypes, pmax.ctypes, x16.ctypes)
+                                      wt.ctypes, n, npad, ISAS[isa], None if wt2 is None else wt2.ctypes,
+                                      None if wtd is None else wtd.ctypes, acc.ctypes, f32, exps.ctypes, nonzero.ctypes,
+                                      buf.ctypes, xm.ctypes, tacc.ctypes, taccd.ctypes, pmax.ctypes, x16.ctypes)
     per_image = oh * ow * k
     ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
     counts = parallel.run(part, ranges)

@@ -374,11 +374,11 @@ class Kernel:
 
     def _conv_rows_fused(self, x, w, bias, ft):
         """:meth:`_conv_rows_blocked`'s results from ``compiled.conv_gemm``: the patches
-        gathered, quantized and multiplied by the weights' mantissas in one C pass, in int32 (exact
-        where ``compiled.int32_exact`` holds; the sums are the same integers as the float GEMM's,
-        each being exact). None where it does not apply (the compiled helpers off, weights or bias
-        that :meth:`_check_bfp` refuses, the int32 bound not met, or a patch the compiled quantizer
-        leaves to numpy)."""
+        gathered, quantized and multiplied by the weights' mantissas in one C pass, in int32 or
+        float64 (``compiled.sums_kind``: the same integers as the float GEMM's, every sum being
+        exact). None where it does not apply (the compiled helpers off, weights or bias that
+        :meth:`_check_bfp` refuses, neither bound met, or a patch the compiled quantizer leaves to
+        numpy)."""
         p = self.p
         if compiled.lib() is None:
             return None
@@ -389,7 +389,7 @@ class Kernel:
         except InputError:
             return None
         wm = np.asarray(wm)
-        if not compiled.int32_exact(wm, m):
+        if compiled.sums_kind(wm, m, ft) is None:
             return None
         wf = _to_float_checked(wm, _workspace("rows_w", np.shape(wm), ft), m)
         acc = _workspace("acc", (x.shape[0], wf.shape[0]), ft)
