@@ -347,3 +347,21 @@ def test_conv_gemm_wide_mantissas_with_small_weights(threads, isa):
         acc = np.empty(acc_ref.shape)
         e, nz, nnz = compiled.conv_gemm(x, g, oh, ow, m, 8, rnd, wm, acc, isa=isa)
         assert np.array_equal(acc, acc_ref) and np.array_equal(e, e_ref) and nnz == nnz_ref
+
+
+@needs_cc
+@pytest.mark.parametrize("isa", list(compiled.ISAS))
+def test_conv_gemm_weights_beyond_their_mantissa_range(threads, isa):
+    """conv_gemm's promise rests on the bound alone, not on the weights being m-bit mantissas:
+    weights beyond int16 (no int16 kernel then) and beyond int32 (float64 sums) stay exact."""
+    rng = np.random.default_rng(29)
+    g = GEOMS[0]
+    x = rng.normal(size=(2, 2, 6, 5))
+    for m, lim in ((8, 40000), (4, 1 << 40)):
+        wm = rng.integers(-lim, lim, size=(5, 18))
+        kind = compiled.sums_kind(wm, m, np.float64)
+        assert kind == ("int32" if lim == 40000 else "float64")
+        (oh, ow), e_ref, _, nnz_ref, acc_ref = _conv_gemm_reference(x, g, m, 8, "nearest_away", wm)
+        acc = np.empty(acc_ref.shape)
+        e, _, nnz = compiled.conv_gemm(x, g, oh, ow, m, 8, "nearest_away", wm, acc, isa=isa)
+        assert np.array_equal(acc, acc_ref) and np.array_equal(e, e_ref) and nnz == nnz_ref

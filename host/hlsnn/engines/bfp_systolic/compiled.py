@@ -166,15 +166,19 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
     if kind is None or acc.shape != (b * oh * ow, n):
         return None
     npad = -(-n // 16) * 16
-    wt = np.zeros((k, npad), np.int32)            # rows in the (i, j, c) order of the gathered columns
-    wt[:, :n] = wm.reshape(n, c, g.kh, g.kw).transpose(2, 3, 1, 0).reshape(k, n)
-    wt2, wtd = None, None                         # (pairs of rows, npad, 2) int16 for the AVX-512BW kernel
+    wk = np.zeros((k, npad), np.int64)            # rows in the (i, j, c) order of the gathered columns
+    wk[:, :n] = wm.reshape(n, c, g.kh, g.kw).transpose(2, 3, 1, 0).reshape(k, n)
+    # int32 sums: the weights as int32 (each within the bound), and as int16 pairs (pairs of rows,
+    # npad, 2) for the AVX-512BW kernel when the activations' and the weights' mantissas fit int16
+    wt, wt2, wtd = None, None, None
     if kind == "float64":
-        wtd = wt.astype(np.float64)
-    elif mantissa_bits <= 16:
-        wt2 = np.zeros((k + 1) // 2 * 2 * npad, np.int16)
-        wt2[:k * npad] = wt.reshape(-1)
-        wt2 = np.ascontiguousarray(wt2.reshape(-1, 2, npad).transpose(0, 2, 1))
+        wtd = wk.astype(np.float64)
+    else:
+        wt = wk.astype(np.int32)
+        if mantissa_bits <= 16 and -(1 << 15) <= wk.min() and wk.max() < (1 << 15):
+            wt2 = np.zeros((k + 1) // 2 * 2 * npad, np.int16)
+            wt2[:k * npad] = wk.reshape(-1)
+            wt2 = np.ascontiguousarray(wt2.reshape(-1, 2, npad).transpose(0, 2, 1))
     rows = acc.shape[0]
     emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
     exps, nonzero = np.empty(rows, np.int64), np.empty(rows, np.uint8)
@@ -188,7 +192,8 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
         x16 = np.empty(TILE_ROWS * ((k + 1) // 2 * 2), np.int16)
         return so.hlsnn_bfp_conv_gemm(x.ctypes, sb, sc, sh, sw, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1],
                                       g.dh, g.dw, oh, ow, b0, b1, mantissa_bits, emin, emax, MODES[rounding],
-                                      wt.ctypes, n, npad, ISAS[isa], None if wt2 is None else wt2.ctypes,
+                                      None if wt is None else wt.ctypes, n, npad, ISAS[isa],
+                                      None if wt2 is None else wt2.ctypes,
                                       None if wtd is None else wtd.ctypes, acc.ctypes, f32, exps.ctypes, nonzero.ctypes,
                                       buf.ctypes, xm.ctypes, tacc.ctypes, taccd.ctypes, pmax.ctypes, x16.ctypes)
     per_image = oh * ow * k
