@@ -141,11 +141,16 @@ def _rolling_bfp8():
 
 
 @pytest.mark.parametrize("cfg", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats", "rolling"])
-def test_bfp_gemm_rows_equal_stream(cfg):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+def test_bfp_gemm_rows_equal_stream(cfg, fused, monkeypatch):
     """Kernel.gemm_rows (float activations on quantized weights, as the deploy runner calls it):
-    the array path equals the stream path's quantize_activations + gemm_bfp, in the outputs,
-    the saturation count, the non-zero count and the weights left on chip (a second call with
-    the same loaded weights runs resident)."""
+    the array path (with the compiled quantization + GEMM pass, ``compiled.rows_gemm``, and
+    without it: quantize_rows and the float GEMM) equals the stream path's quantize_activations +
+    gemm_bfp, in the outputs, the saturation count, the non-zero count and the weights left on
+    chip (a second call with the same loaded weights runs resident)."""
+    if not fused:
+        from hlsnn.engines.bfp_systolic import compiled
+        monkeypatch.setattr(compiled, "rows_gemm", lambda *a, **k: None)
     cfg = _rolling_bfp8() if cfg == "rolling" else accel_config(cfg)
     fast, slow = _pair(cfg)
     p = fast.kernel.p

@@ -30,8 +30,9 @@
  *                        element strides, as hlsnn.engines.convgeom.im2col orders them (row
  *                        (b, y, x), column (c, i, j); zero outside the map), gathered into a
  *                        row buffer and quantized there: the float64 im2col is never written;
- *   hlsnn_bfp_conv_gemm: hlsnn_bfp_conv_rows with the GEMM's exact sums formed in int32 from the
- *                        quantized rows (its comment below); the mantissas are never written.
+ *   hlsnn_bfp_conv_gemm: hlsnn_bfp_conv_rows with the GEMM's exact sums formed in int32 or float64
+ *                        from the quantized rows (its comment below); the mantissas are never written;
+ *   hlsnn_bfp_rows_gemm: hlsnn_bfp_rows likewise fused with the GEMM's sums.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -591,6 +592,41 @@ static inline void gather_ijc(const double *x, int64_t s_b, int64_t s_c, int64_t
   }
 }
 
+/* The sums of a tile's first t rows of mantissas (xm, TILE_ROWS x K; its other rows are zeroed
+ * here) into rows [r0, r0 + t) of acc (row stride N): in float64 with wtd (xd: the tile as float64,
+ * TILE_ROWS * K), else in int32; the other arguments as hlsnn_bfp_conv_gemm's. */
+static void tile_sums(int level, int32_t *xm, int64_t t, int64_t K, const int32_t *wt, const int16_t *wt2,
+                      const double *wtd, int64_t Np, int64_t N, void *acc, int acc_f32, int64_t r0, double *xd,
+                      int32_t *tacc, double *taccd, int16_t *x16) {
+  for (int64_t i = t * K; i < TILE_ROWS * K; ++i) /* the last tile's missing rows */
+    xm[i] = 0;
+  if (wtd) {
+    for (int64_t i = 0; i < TILE_ROWS * K; ++i)
+      xd[i] = (double)xm[i];
+    run_tile_f64(level, xd, K, wtd, Np, taccd);
+    for (int64_t q = 0; q < t; ++q) {
+      const double *s = taccd + q * Np;
+      double *d = (double *)acc + (r0 + q) * N;
+      for (int64_t n = 0; n < N; ++n)
+        d[n] = s[n];
+    }
+    return;
+  }
+  run_tile(level, xm, K, wt, wt2, Np, tacc, x16);
+  for (int64_t q = 0; q < t; ++q) {
+    const int32_t *s = tacc + q * Np;
+    if (acc_f32) {
+      float *d = (float *)acc + (r0 + q) * N;
+      for (int64_t n = 0; n < N; ++n)
+        d[n] = (float)s[n];
+    } else {
+      double *d = (double *)acc + (r0 + q) * N;
+      for (int64_t n = 0; n < N; ++n)
+        d[n] = (double)s[n];
+    }
+  }
+}
+
 int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
                             int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
                             int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1,
@@ -655,33 +691,37 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
       nonzero[r] = row_nnz > 0;
       nnz += row_nnz;
     }
-    for (int64_t i = t * K; i < TILE_ROWS * K; ++i) /* the last tile's missing rows */
-      xm[i] = 0;
-    if (wtd) {                                  /* float64 sums: the tile converted into buf */
-      for (int64_t i = 0; i < TILE_ROWS * K; ++i)
-        buf[i] = (double)xm[i];
-      run_tile_f64(level, buf, K, wtd, Np, taccd);
-      for (int64_t q = 0; q < t; ++q) {
-        const double *s = taccd + q * Np;
-        double *d = (double *)acc + (r0 + q) * N;
-        for (int64_t n = 0; n < N; ++n)
-          d[n] = s[n];
-      }
-      continue;
-    }
-    run_tile(level, xm, K, wt, wt2, Np, tacc, x16);
+    tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, acc, acc_f32, r0, buf, tacc, taccd, x16);
+  }
+  return nnz;
+}
+
+/* hlsnn_bfp_rows_gemm: hlsnn_bfp_rows fused with the GEMM's exact sums as hlsnn_bfp_conv_gemm forms
+ * them: rows [0, rows) of x (K values, row stride ld) quantized TILE_ROWS at a time into int32
+ * mantissas (columns in x's order: wt's rows are the weights' columns), their sums written to rows
+ * [0, rows) of acc (row stride N); the parameters and scratch as hlsnn_bfp_conv_gemm's (no pmax).
+ * Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
+int64_t hlsnn_bfp_rows_gemm(const double *x, int64_t rows, int64_t K, int64_t ld, int m, int emin, int emax, int mode,
+                            const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2, const double *wtd,
+                            void *acc, int acc_f32, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                            int32_t *tacc, double *taccd, int16_t *x16) {
+  const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
+  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  int64_t nnz = 0;
+  for (int64_t r0 = 0; r0 < rows; r0 += TILE_ROWS) {
+    const int64_t t = rows - r0 < TILE_ROWS ? rows - r0 : TILE_ROWS;
     for (int64_t q = 0; q < t; ++q) {
-      const int32_t *s = tacc + q * Np;
-      if (acc_f32) {
-        float *d = (float *)acc + (r0 + q) * N;
-        for (int64_t n = 0; n < N; ++n)
-          d[n] = (float)s[n];
-      } else {
-        double *d = (double *)acc + (r0 + q) * N;
-        for (int64_t n = 0; n < N; ++n)
-          d[n] = (double)s[n];
-      }
+      const double *xr = x + (r0 + q) * ld;
+      int bad;
+      const int e = exponent_of(row_amax(xr, K, &bad), m, emin, emax);
+      if (bad)
+        return -1;
+      const int row_nnz = quant_i32(level, xr, K, pow2(-e), lo, hi, mode, xm + q * K);
+      exps[r0 + q] = e;
+      nonzero[r0 + q] = row_nnz > 0;
+      nnz += row_nnz;
     }
+    tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, acc, acc_f32, r0, buf, tacc, taccd, x16);
   }
   return nnz;
 }

@@ -365,3 +365,35 @@ def test_conv_gemm_weights_beyond_their_mantissa_range(threads, isa):
         acc = np.empty(acc_ref.shape)
         e, _, nnz = compiled.conv_gemm(x, g, oh, ow, m, 8, "nearest_away", wm, acc, isa=isa)
         assert np.array_equal(acc, acc_ref) and np.array_equal(e, e_ref) and nnz == nnz_ref
+
+
+@needs_cc
+@pytest.mark.parametrize("m,eb", [(4, 4), (8, 8), (16, 8)])
+def test_rows_gemm_equals_quantize_rows_then_integer_matmul(threads, m, eb):
+    """The fused quantization + GEMM of matrix rows gives quantize_rows' exponents and counts and
+    the exact sums (int32, or float64 beyond the int32 bound) on every kernel variant, the
+    adversarial rows of row_cases (ties, zero rows, -0.0, underflow, huge values, saturation), row
+    counts that are and are not multiples of the tile; NaN or infinity declines."""
+    rng = np.random.default_rng(m * 10 + eb)
+    for k in (1, 3, 27, 144):
+        for x in row_cases(rng, k):
+            x = x[:int(rng.integers(1, 41))]
+            wm = rng.integers(-(1 << (m - 1)), 1 << (m - 1), size=(int(rng.integers(1, 40)), k))
+            for rnd in MODES:
+                plan = bfp._row_plan(x, m, eb, rnd)
+                xm = bfp._encode_rows_into(x, plan, m, rnd, np.empty(x.shape)).astype(np.int64)
+                ref = xm @ wm.T
+                for dt in (np.float32, np.float64):
+                    for isa in compiled.ISAS:
+                        acc = np.empty(ref.shape, dt)
+                        got = compiled.rows_gemm(x, m, eb, rnd, wm, acc, isa=isa)
+                        if compiled.sums_kind(wm, m, dt) is None:
+                            assert got is None and dt == np.float32
+                            continue
+                        e, nz, nnz = got
+                        assert np.array_equal(e, plan.exponents) and np.array_equal(nz, plan.nonzero)
+                        assert nnz == np.count_nonzero(xm) and np.array_equal(acc, ref.astype(dt)), (k, rnd, isa)
+    y = rng.normal(size=(9, 5))
+    y[4, 2] = np.nan
+    assert compiled.rows_gemm(y, m, eb, "nearest_even", np.ones((3, 5), np.int64), np.empty((9, 3))) is None
+    assert compiled.rows_gemm(y[:4], m, eb, "stochastic", np.ones((3, 5), np.int64), np.empty((4, 3))) is None

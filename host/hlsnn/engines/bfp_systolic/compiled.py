@@ -5,7 +5,7 @@ as floats) and the count of non-zero mantissas, in one pass over the rows, the r
 between threads (:mod:`hlsnn.native.parallel`). :func:`conv_gemm` fuses a convolution's
 gather and quantization with the GEMM's exact sums, formed in int32 where :func:`int32_exact`
 holds, else in float64 below 2**53 (:func:`sums_kind`; AVX-512, AVX2 or portable C, chosen at run
-time: the integers do not depend on it).
+time: the integers do not depend on it); :func:`rows_gemm` does the same for rows of a matrix.
 
 Each returns None where the numpy code must run instead: the compiled helpers are off
 (:func:`hlsnn.native.load`), the rounding is ``stochastic``, ``exponent_bits > 10`` (the scale
@@ -37,6 +37,8 @@ def lib():
         so.hlsnn_bfp_rows.argtypes = [p, i64, i64, i64, ci, ci, ci, ci, p, ci, i64, p, p]
         so.hlsnn_bfp_conv_rows.restype = i64
         so.hlsnn_bfp_conv_rows.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, ci, p, p, p]
+        so.hlsnn_bfp_rows_gemm.restype = i64
+        so.hlsnn_bfp_rows_gemm.argtypes = [p, i64, i64, i64, ci, ci, ci, ci, p, i64, i64, ci, p, p, p, ci] + [p] * 7
         so.hlsnn_bfp_conv_gemm.restype = i64
         so.hlsnn_bfp_conv_gemm.argtypes = [p] + [i64] * 19 + [ci, ci, ci, ci, p, i64, i64, ci, p, p, p, ci] + [p] * 8
         f64 = ctypes.c_double
@@ -143,6 +145,36 @@ def sums_kind(wm, mantissa_bits, acc_dtype):
     return None
 
 
+def _weights(wk, kind, mantissa_bits):
+    """The weights' mantissas ``wk`` (K, N) integers, their rows in the order of the gathered
+    columns, as the C tiles read them: ``(wt, wt2, wtd, npad)``, N padded to ``npad`` (a multiple
+    of 16) with zeros; for int32 sums ``wt`` (K, npad) int32 and, when the activations' and the
+    weights' mantissas fit int16, ``wt2`` (ceil(K/2), npad, 2) int16 pairs of rows for the
+    AVX-512BW kernel (else None); for float64 sums ``wtd`` (K, npad) float64 (the others None)."""
+    k, n = wk.shape
+    npad = -(-n // 16) * 16
+    full = np.zeros((k, npad), np.int64)
+    full[:, :n] = wk
+    if kind == "float64":
+        return None, None, full.astype(np.float64), npad
+    wt2 = None
+    if mantissa_bits <= 16 and -(1 << 15) <= full.min() and full.max() < (1 << 15):
+        wt2 = np.zeros((k + 1) // 2 * 2 * npad, np.int16)
+        wt2[:k * npad] = full.reshape(-1)
+        wt2 = np.ascontiguousarray(wt2.reshape(-1, 2, npad).transpose(0, 2, 1))
+    return full.astype(np.int32), wt2, None, npad
+
+
+def _scratch(k, npad):
+    """One thread's scratch of the C tiles: buf, xm, tacc, taccd, x16 (bfp_rows.c)."""
+    return (np.empty(TILE_ROWS * k), np.empty(TILE_ROWS * k, np.int32), np.empty(TILE_ROWS * npad, np.int32),
+            np.empty(TILE_ROWS * npad), np.empty(TILE_ROWS * ((k + 1) // 2 * 2), np.int16))
+
+
+def _ptr(a):
+    return None if a is None else a.ctypes
+
+
 def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa="auto"):
     """:func:`quantize_conv_rows` of ``x`` and step 1 of the GEMM with the weights' mantissas
     ``wm`` (N, K) integers, in one pass (``hlsnn_bfp_conv_gemm``): the exact sums
@@ -165,20 +197,8 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
     kind = sums_kind(wm, mantissa_bits, acc.dtype) if wm.shape == (n, k) else None
     if kind is None or acc.shape != (b * oh * ow, n):
         return None
-    npad = -(-n // 16) * 16
-    wk = np.zeros((k, npad), np.int64)            # rows in the (i, j, c) order of the gathered columns
-    wk[:, :n] = wm.reshape(n, c, g.kh, g.kw).transpose(2, 3, 1, 0).reshape(k, n)
-    # int32 sums: the weights as int32 (each within the bound), and as int16 pairs (pairs of rows,
-    # npad, 2) for the AVX-512BW kernel when the activations' and the weights' mantissas fit int16
-    wt, wt2, wtd = None, None, None
-    if kind == "float64":
-        wtd = wk.astype(np.float64)
-    else:
-        wt = wk.astype(np.int32)
-        if mantissa_bits <= 16 and -(1 << 15) <= wk.min() and wk.max() < (1 << 15):
-            wt2 = np.zeros((k + 1) // 2 * 2 * npad, np.int16)
-            wt2[:k * npad] = wk.reshape(-1)
-            wt2 = np.ascontiguousarray(wt2.reshape(-1, 2, npad).transpose(0, 2, 1))
+    wt, wt2, wtd, npad = _weights(wm.reshape(n, c, g.kh, g.kw).transpose(2, 3, 1, 0).reshape(k, n), kind,
+                                  mantissa_bits)
     rows = acc.shape[0]
     emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
     exps, nonzero = np.empty(rows, np.int64), np.empty(rows, np.uint8)
@@ -186,18 +206,52 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
     f32 = int(acc.dtype == np.float32)
 
     def part(b0, b1):
-        buf, xm, tacc = np.empty(TILE_ROWS * k), np.empty(TILE_ROWS * k, np.int32), np.empty(TILE_ROWS * npad, np.int32)
-        taccd = np.empty(TILE_ROWS * npad)
+        buf, xm, tacc, taccd, x16 = _scratch(k, npad)
         pmax = np.empty(max(1, (b1 - b0) * h * w), np.int64)
-        x16 = np.empty(TILE_ROWS * ((k + 1) // 2 * 2), np.int16)
         return so.hlsnn_bfp_conv_gemm(x.ctypes, sb, sc, sh, sw, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1],
                                       g.dh, g.dw, oh, ow, b0, b1, mantissa_bits, emin, emax, MODES[rounding],
-                                      None if wt is None else wt.ctypes, n, npad, ISAS[isa],
-                                      None if wt2 is None else wt2.ctypes,
-                                      None if wtd is None else wtd.ctypes, acc.ctypes, f32, exps.ctypes, nonzero.ctypes,
-                                      buf.ctypes, xm.ctypes, tacc.ctypes, taccd.ctypes, pmax.ctypes, x16.ctypes)
+                                      _ptr(wt), n, npad, ISAS[isa], _ptr(wt2), _ptr(wtd), acc.ctypes, f32, exps.ctypes,
+                                      nonzero.ctypes, buf.ctypes, xm.ctypes, tacc.ctypes, taccd.ctypes, pmax.ctypes,
+                                      x16.ctypes)
     per_image = oh * ow * k
     ranges = [(0, b)] if rows * k < 2 * MIN_ELEMS else parallel.parts(b, max(1, MIN_ELEMS // max(1, per_image)))
+    counts = parallel.run(part, ranges)
+    if any(cnt < 0 for cnt in counts):
+        return None
+    return exps, nonzero.astype(bool), int(sum(counts))
+
+
+def rows_gemm(x, mantissa_bits, exponent_bits, rounding, wm, acc, isa="auto"):
+    """:func:`quantize_rows` of ``x`` (rows, K) float64 and the GEMM's exact sums ``xm @ wm.T``
+    in one pass (``hlsnn_bfp_rows_gemm``), as :func:`conv_gemm` forms them: the sums written
+    into ``acc`` ((rows, N) float32 or float64, C-contiguous), ``(exponents, nonzero, nnz)``
+    returned; None where :func:`sums_kind` or :func:`quantize_rows` declines."""
+    if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 2 \
+            or acc.dtype not in (np.float32, np.float64) or not acc.flags.c_contiguous or x.shape[0] < 1:
+        return None
+    so = lib()
+    if so is None:
+        return None
+    if x.strides[1] != 8 or x.strides[0] % 8:
+        x = np.ascontiguousarray(x)
+    rows, k = x.shape
+    wm = np.asarray(wm)
+    n = wm.shape[0] if wm.ndim == 2 else 0
+    kind = sums_kind(wm, mantissa_bits, acc.dtype) if wm.shape == (n, k) and k >= 1 else None
+    if kind is None or acc.shape != (rows, n):
+        return None
+    wt, wt2, wtd, npad = _weights(wm.T, kind, mantissa_bits)
+    emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
+    exps, nonzero = np.empty(rows, np.int64), np.empty(rows, np.uint8)
+    ld, f32 = x.strides[0] // 8, int(acc.dtype == np.float32)
+
+    def part(r0, r1):
+        buf, xm, tacc, taccd, x16 = _scratch(k, npad)
+        return so.hlsnn_bfp_rows_gemm(x[r0:].ctypes, r1 - r0, k, ld, mantissa_bits, emin, emax, MODES[rounding],
+                                      _ptr(wt), n, npad, ISAS[isa], _ptr(wt2), _ptr(wtd), acc[r0:].ctypes, f32,
+                                      exps[r0:].ctypes, nonzero[r0:].ctypes, buf.ctypes, xm.ctypes, tacc.ctypes,
+                                      taccd.ctypes, x16.ctypes)
+    ranges = [(0, rows)] if rows * k < 2 * MIN_ELEMS else parallel.parts(rows, max(1, MIN_ELEMS // max(1, k)))
     counts = parallel.run(part, ranges)
     if any(cnt < 0 for cnt in counts):
         return None
