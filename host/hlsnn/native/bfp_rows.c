@@ -246,7 +246,7 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
 }
 
 /* hlsnn_bfp_conv_gemm: hlsnn_bfp_conv_rows fused with step 1 of the GEMM, the exact sums of the
- * mantissas, in int32. The im2col rows of images [b0, b1) are gathered with their columns in the
+ * mantissas, in int32 (or float64: wtd below). The im2col rows of images [b0, b1) are gathered with their columns in the
  * order (i, j, c) (contiguous runs of C values in an NHWC map) and quantized, TILE_ROWS rows at a
  * time, into int32 mantissas xm; acc = xm @ wt, wt the weights' mantissas (K, Np) int32 with their
  * rows in the same (i, j, c) order (the caller permutes them), Np >= N a multiple of 16 (columns
