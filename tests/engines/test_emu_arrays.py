@@ -141,11 +141,16 @@ def _rolling_bfp8():
 
 
 @pytest.mark.parametrize("cfg", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats", "rolling"])
-def test_bfp_gemm_rows_equal_stream(cfg):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+def test_bfp_gemm_rows_equal_stream(cfg, fused, monkeypatch):
     """Kernel.gemm_rows (float activations on quantized weights, as the deploy runner calls it):
-    the array path equals the stream path's quantize_activations + gemm_bfp, in the outputs,
-    the saturation count, the non-zero count and the weights left on chip (a second call with
-    the same loaded weights runs resident)."""
+    the array path (with the compiled quantization + GEMM pass, ``compiled.rows_gemm``, and
+    without it: quantize_rows and the float GEMM) equals the stream path's quantize_activations +
+    gemm_bfp, in the outputs, the saturation count, the non-zero count and the weights left on
+    chip (a second call with the same loaded weights runs resident)."""
+    if not fused:
+        from hlsnn.engines.bfp_systolic import compiled
+        monkeypatch.setattr(compiled, "rows_gemm", lambda *a, **k: None)
     cfg = _rolling_bfp8() if cfg == "rolling" else accel_config(cfg)
     fast, slow = _pair(cfg)
     p = fast.kernel.p
@@ -174,14 +179,24 @@ def test_bfp_gemm_rows_equal_stream(cfg):
 
 @pytest.mark.parametrize("cfg", ["bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats", "rolling"])
 @pytest.mark.parametrize("rows_block", [1, 40, 1 << 30])
-def test_bfp_gemm_rows_conv_patches_in_blocks_equal_stream(cfg, rows_block, monkeypatch):
+@pytest.mark.parametrize("path", ["fused", "blocked", "numpy"])
+def test_bfp_gemm_rows_conv_patches_in_blocks_equal_stream(cfg, rows_block, path, monkeypatch):
     """Kernel.gemm_rows on a convolution's patches (``convgeom.Patches``: the compiled gather,
-    and with more images than one block, the quantization and the GEMM's sums a block of
-    images at a time) equals the stream path's quantize_activations + gemm_bfp on numpy's
-    im2col rows: outputs, saturation and non-zero counts; strides, pads, dilation,
+    quantization and int32 GEMM in one pass where the int32 bound holds (``fused``); the
+    compiled gather and, with more images than one block, the quantization and the GEMM's sums
+    a block of images at a time (``blocked``: the fused pass off); the compiled helpers off,
+    ``HLSNN_NATIVE=0`` (``numpy``)) equals the stream path's quantize_activations + gemm_bfp
+    on numpy's im2col rows: outputs, saturation and non-zero counts; strides, pads, dilation,
     rectangular kernels, K not a multiple of anything, all-zero images and patches."""
+    from hlsnn import native
     from hlsnn.engines import convgeom as cg
+    from hlsnn.engines.bfp_systolic import compiled
     from hlsnn.engines.bfp_systolic.kernel import Kernel
+    if path == "blocked":
+        monkeypatch.setattr(compiled, "conv_gemm", lambda *a, **k: None)
+    elif path == "numpy":
+        monkeypatch.setenv("HLSNN_NATIVE", "0")           # native.load checks it on every call
+        assert native.load("bfp_rows") is None
     monkeypatch.setattr(Kernel, "ROWS_BLOCK", rows_block)
     monkeypatch.setattr(Kernel, "BLOCKED_ABOVE", 0)
     fast, slow = _pair(_rolling_bfp8() if cfg == "rolling" else accel_config(cfg))

@@ -512,14 +512,20 @@ class BfpExec(_Exec):
         kg = rows.shape[1] // self.groups
         # each group's GEMM quantizes its own rows (one exponent per sample of the group's
         # channels): Kernel.gemm_rows, the activations' quantization and gemm_bfp in one
-        out = np.empty((rows.shape[0], layer.w.shape[0]))
+        # one chunk of every output: its result (a new array) is the layer's, without a copy
+        whole = len(self.chunks) == 1
+        out = None if whole else np.empty((rows.shape[0], layer.w.shape[0]))
         sat, density, xj = 0, {}, {}
         for a, b, wq, bq in self.chunks:
             j = a // self.zg
             if j not in xj:
                 xj = {j: rows if self.groups == 1 else np.ascontiguousarray(rows[:, j * kg:(j + 1) * kg])}
             _keep_on_chip(kern, wq)
-            out[:, a:b] = kern.gemm_rows(xj[j], wq, bq, relu=layer.relu)
+            y = kern.gemm_rows(xj[j], wq, bq, relu=layer.relu)
+            if whole:
+                out = np.asarray(y, np.float64)
+            else:
+                out[:, a:b] = y
             density.setdefault(j, kern.last_x_nonzero / (xj[j].shape[0] * xj[j].shape[1]))
             sat += kern.last_sat_count
             self.stats.calls += 1

@@ -2,7 +2,7 @@
  * path (hlsnn.formats.bfp._row_plan + _encode_rows_into: one shared exponent per row), called
  * by hlsnn.engines.bfp_systolic.compiled.quantize_rows.
  *
- * The numpy code is the specification; this function gives the same bits (the tests in
+ * The numpy code is the specification; these functions give the same bits (the tests in
  * tests/engines/bfp_systolic/test_bfp_native.py hold them equal, -0.0 included). Per row of K float64:
  *
  *   amax = max(max(row), -min(row))
@@ -29,7 +29,10 @@
  *   hlsnn_bfp_conv_rows: the im2col rows of images [b0, b1) of a (B, C, H, W) batch with any
  *                        element strides, as hlsnn.engines.convgeom.im2col orders them (row
  *                        (b, y, x), column (c, i, j); zero outside the map), gathered into a
- *                        row buffer and quantized there: the float64 im2col is never written.
+ *                        row buffer and quantized there: the float64 im2col is never written;
+ *   hlsnn_bfp_conv_gemm: hlsnn_bfp_conv_rows with the GEMM's exact sums formed in int32 or float64
+ *                        from the quantized rows (its comment below); the mantissas are never written;
+ *   hlsnn_bfp_rows_gemm: hlsnn_bfp_rows likewise fused with the GEMM's sums.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -38,6 +41,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 static const double MAGIC = 4503599627370496.0; /* 2**52 */
 
@@ -93,12 +97,12 @@ static inline double round_trunc(double v, double xv, double lo, double hi) {
   return v == 0.0 ? (xv < 0.0 ? -1.0 : v) : (v > 0.0 ? fl : neg);
 }
 
-/* One loop per mode and output type, so that each vectorizes: on x86-64 with GCC, an AVX2 clone
- * is chosen at load time when the CPU has AVX2 (target_clones); it does the same float64
- * operations (no FMA: no "fma" target, and -std=c99 keeps contraction off), so the bits do not
- * depend on the clone. */
+/* One loop per mode and output type, so that each vectorizes: on x86-64 with GCC, an AVX-512F
+ * or AVX2 clone is chosen at load time when the CPU has it (target_clones); each does the same
+ * float64 operations (no FMA contraction: -std=c99 keeps -ffp-contract=off, and the code calls
+ * no fma), so the bits do not depend on the clone. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
-#define VEC_CLONES __attribute__((target_clones("avx2", "default")))
+#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define VEC_CLONES
 #endif
@@ -122,6 +126,9 @@ QUANT_LOOP(away_f32, float, round_away(v, lo, hi))
 QUANT_LOOP(away_f64, double, round_away(v, lo, hi))
 QUANT_LOOP(trunc_f32, float, round_trunc(v, xv, lo, hi))
 QUANT_LOOP(trunc_f64, double, round_trunc(v, xv, lo, hi))
+QUANT_LOOP(even_i32, int32_t, round_even(v))
+QUANT_LOOP(away_i32, int32_t, round_away(v, lo, hi))
+QUANT_LOOP(trunc_i32, int32_t, round_trunc(v, xv, lo, hi))
 
 /* The largest magnitude of xr's values (the largest of their magnitudes' bit patterns, which
  * order as the magnitudes do: an integer maximum, so that it vectorizes), and whether one of
@@ -143,21 +150,27 @@ VEC_CLONES static double row_amax(const double *restrict xr, int64_t K, int *bad
   return b.d;
 }
 
+/* The shared exponent of a row whose largest magnitude is amax: emin for an all-zero row, else
+ * floor(log2(amax)) - (m - 2) clamped to [emin, emax]. */
+static inline int exponent_of(double amax, int m, int emin, int emax) {
+  int e = emin;
+  if (amax > 0.0) {
+    e = ilog2(amax) - (m - 2);
+    e = e < emin ? emin : (e > emax ? emax : e);
+  }
+  return e;
+}
+
 /* Row xr (K values) -> its exponent; mantissas to out; *row_nnz its non-zero count (-1: a value
  * is NaN or infinite, nothing written). */
 static inline int quant_row(const double *xr, int64_t K, int m, int emin, int emax, int mode, void *out,
                             int out_f32, int64_t *row_nnz) {
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   int bad;
-  const double amax = row_amax(xr, K, &bad);
+  const int e = exponent_of(row_amax(xr, K, &bad), m, emin, emax);
   if (bad) {
     *row_nnz = -1;
     return 0;
-  }
-  int e = emin;
-  if (amax > 0.0) {
-    e = ilog2(amax) - (m - 2);
-    e = e < emin ? emin : (e > emax ? emax : e);
   }
   const double scale = pow2(-e);
   int nnz;
@@ -228,6 +241,487 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
         nnz += row_nnz;
       }
     }
+  }
+  return nnz;
+}
+
+/* hlsnn_bfp_conv_gemm: hlsnn_bfp_conv_rows fused with step 1 of the GEMM, the exact sums of the
+ * mantissas, in int32 (or float64: wtd below). The im2col rows of images [b0, b1) are gathered with their columns in the
+ * order (i, j, c) (contiguous runs of C values in an NHWC map) and quantized, TILE_ROWS rows at a
+ * time, into int32 mantissas xm; acc = xm @ wt, wt the weights' mantissas (K, Np) int32 with their
+ * rows in the same (i, j, c) order (the caller permutes them), Np >= N a multiple of 16 (columns
+ * N.. are not read back). The column order does not change a sum: every product and partial sum is
+ * an integer below 2**31 in magnitude, which the caller guarantees (2**(m-1) * max over outputs of
+ * sum_k |wt[k][n]| < 2**31), so int32 arithmetic is exact in any order and every kernel variant
+ * (isa 0 picks the best the CPU has, 1 portable, 2 AVX2, 3 AVX-512F, 4 AVX-512BW with wt2, the
+ * weights as int16 pairs (tile_avx512bw; NULL for m > 16: then AVX-512F); an unsupported one falls
+ * back to the best supported below it) gives the same integers. With wtd (the weights as float64,
+ * (K, Np); wt, wt2 are then not read) the sums are formed in float64 instead (tilef_*), exact
+ * where the caller guarantees every partial sum below 2**53 (2**(m-1) * max_n sum_k |wt[k][n]|),
+ * and written to acc as float64 (acc_f32 must be 0).
+ *
+ * acc: rows [b0 * oh * ow, b1 * oh * ow) of a (B * oh * ow, N) float32 (acc_f32) or float64 array
+ * (the caller's GEMM type; the sums are within its exact range); exps, nonzero as for
+ * hlsnn_bfp_conv_rows. A row's exponent comes from its window's largest magnitude, the largest of
+ * its pixels' (each pixel's C values, one pass over the map: padding adds zeros, which change no
+ * maximum). Scratch: buf (TILE_ROWS * K doubles), xm (TILE_ROWS * K int32), tacc (TILE_ROWS * Np
+ * int32), taccd (TILE_ROWS * Np doubles; with wtd), pmax ((b1 - b0) * H * W int64), x16 (TILE_ROWS *
+ * 2 * ceil(K/2) int16). Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
+#define TILE_ROWS 8
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
+#include <immintrin.h>
+#define HLSNN_X86 1
+#endif
+
+static void tile_portable(const int32_t *restrict xm, int64_t K, const int32_t *restrict wt, int64_t Np,
+                          int32_t *restrict acc) {
+  for (int64_t i = 0; i < TILE_ROWS * Np; ++i)
+    acc[i] = 0;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    int32_t *o = acc + r * Np;
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t a = xm[r * K + k];
+      if (a == 0)
+        continue;
+      const int32_t *w = wt + k * Np;
+      for (int64_t n = 0; n < Np; ++n)
+        o[n] += a * w[n];
+    }
+  }
+}
+
+#ifdef HLSNN_X86
+/* TILE_ROWS x 8 accumulators in registers: broadcast one mantissa of each row, multiply it with
+ * 8 weights, add. */
+__attribute__((target("avx2"))) static void tile_avx2(const int32_t *restrict xm, int64_t K,
+                                                      const int32_t *restrict wt, int64_t Np, int32_t *restrict acc) {
+  for (int64_t nb = 0; nb < Np; nb += 8) {
+    __m256i a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm256_setzero_si256();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m256i w = _mm256_loadu_si256((const __m256i *)(wt + k * Np + nb));
+      for (int r = 0; r < TILE_ROWS; ++r)
+        a[r] = _mm256_add_epi32(a[r], _mm256_mullo_epi32(_mm256_set1_epi32(xm[r * K + k]), w));
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm256_storeu_si256((__m256i *)(acc + r * Np + nb), a[r]);
+  }
+}
+
+/* As tile_avx2, 16 outputs at a time. */
+__attribute__((target("avx512f"))) static void tile_avx512(const int32_t *restrict xm, int64_t K,
+                                                           const int32_t *restrict wt, int64_t Np,
+                                                           int32_t *restrict acc) {
+  for (int64_t nb = 0; nb < Np; nb += 16) {
+    __m512i a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm512_setzero_si512();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m512i w = _mm512_loadu_si512((const void *)(wt + k * Np + nb));
+      for (int r = 0; r < TILE_ROWS; ++r)
+        a[r] = _mm512_add_epi32(a[r], _mm512_mullo_epi32(_mm512_set1_epi32(xm[r * K + k]), w));
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);
+  }
+}
+#endif
+
+#ifdef HLSNN_X86
+/* As tile_avx512 with 16-bit mantissas (m <= 16), two products a step: the tile's rows narrowed
+ * to int16 in x16 (TILE_ROWS rows of P = ceil(K/2) pairs, a zero after an odd K), each pair
+ * broadcast as one 32-bit word and multiplied with wt2's pair of weights of 16 outputs (wt2: (P,
+ * Np, 2) int16, pair p of output n = wt[2p][n], wt[2p+1][n]) by vpmaddwd, which adds the two
+ * products in int32: exact, as each pair's sum is a partial sum in magnitude at most
+ * 2**(m-1) * (|w0| + |w1|) < 2**31 (vpmaddwd's one overflow, two products of -2**15 * -2**15,
+ * is beyond it). */
+__attribute__((target("avx512f,avx512bw"))) static void tile_avx512bw(const int32_t *restrict xm, int64_t K,
+                                                                      const int16_t *restrict wt2, int64_t Np,
+                                                                      int32_t *restrict acc,
+                                                                      int16_t *restrict x16) {
+  const int64_t P = (K + 1) / 2;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    for (int64_t k = 0; k < K; ++k)
+      x16[r * 2 * P + k] = (int16_t)xm[r * K + k];
+    if (K & 1)
+      x16[r * 2 * P + K] = 0;
+  }
+  for (int64_t nb = 0; nb < Np; nb += 16) {
+    __m512i a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm512_setzero_si512();
+    for (int64_t p = 0; p < P; ++p) {
+      const __m512i w = _mm512_loadu_si512((const void *)(wt2 + (p * Np + nb) * 2));
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        int32_t pair;
+        memcpy(&pair, x16 + r * 2 * P + 2 * p, sizeof pair);
+        a[r] = _mm512_add_epi32(a[r], _mm512_madd_epi16(_mm512_set1_epi32(pair), w));
+      }
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);
+  }
+}
+
+/* quant_i32 on AVX-512F, 8 values a step: v = x * scale; q = rint(v) (mode 0), sign(v) *
+ * (floor|v| + (|v| - floor|v| >= 0.5)) (mode 1; the difference is exact), floor(v) and -1 for a
+ * negative x whose v is 0 (mode 2); clamped to [lo, hi]. These are the round_* functions' values:
+ * their clip of v to one step outside [lo, hi] before rounding changes nothing once the result is
+ * clamped (each rounding is monotone and lo, hi are integers), and roundscale rounds any
+ * magnitude exactly. The last K % 8 values go through the scalar functions. */
+__attribute__((target("avx512f"))) static int quant_avx512(const double *restrict xr, int64_t K, double scale,
+                                                           double lo, double hi, int mode, int32_t *restrict o) {
+  const __m512d vs = _mm512_set1_pd(scale), vlo = _mm512_set1_pd(lo), vhi = _mm512_set1_pd(hi);
+  const __m512d zero = _mm512_setzero_pd(), half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
+  const __m512i sign = _mm512_set1_epi64(INT64_MIN);
+  int nnz = 0;
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    const __m512d xv = _mm512_loadu_pd(xr + k);
+    const __m512d v = _mm512_mul_pd(xv, vs);
+    __m512d q;
+    if (mode == 0) {
+      q = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else if (mode == 1) {
+      const __m512i vb = _mm512_castpd_si512(v);
+      const __m512d a = _mm512_castsi512_pd(_mm512_andnot_si512(sign, vb));
+      const __m512d fl = _mm512_roundscale_pd(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __mmask8 up = _mm512_cmp_pd_mask(_mm512_sub_pd(a, fl), half, _CMP_GE_OQ);
+      const __m512d r = _mm512_mask_add_pd(fl, up, fl, one);
+      q = _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(r), _mm512_and_si512(sign, vb)));
+    } else {
+      q = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __mmask8 m1 = _mm512_cmp_pd_mask(v, zero, _CMP_EQ_OQ) & _mm512_cmp_pd_mask(xv, zero, _CMP_LT_OQ);
+      q = _mm512_mask_mov_pd(q, m1, _mm512_set1_pd(-1.0));
+    }
+    q = _mm512_min_pd(_mm512_max_pd(q, vlo), vhi);
+    nnz += __builtin_popcount((unsigned)_mm512_cmp_pd_mask(q, zero, _CMP_NEQ_OQ));
+    _mm256_storeu_si256((__m256i *)(o + k), _mm512_cvttpd_epi32(q));
+  }
+  for (; k < K; ++k) {
+    const double v = xr[k] * scale;
+    double q = mode == 0 ? round_even(v) : (mode == 1 ? round_away(v, lo, hi) : round_trunc(v, xr[k], lo, hi));
+    q = q < lo ? lo : (q > hi ? hi : q);
+    nnz += q != 0.0;
+    o[k] = (int32_t)q;
+  }
+  return nnz;
+}
+#endif
+
+/* A row's values xr (K) quantized with scale 2**-e into int32 mantissas o; their non-zero count.
+ * levels 3 and 4 run quant_avx512, else the vectorized loops: the same values. */
+static inline int quant_i32(int level, const double *xr, int64_t K, double scale, double lo, double hi, int mode,
+                            int32_t *o) {
+#ifdef HLSNN_X86
+  if (level >= 3)
+    return quant_avx512(xr, K, scale, lo, hi, mode, o);
+#endif
+  (void)level;
+  return mode == 0 ? even_i32(xr, K, scale, lo, hi, o)
+                   : (mode == 1 ? away_i32(xr, K, scale, lo, hi, o) : trunc_i32(xr, K, scale, lo, hi, o));
+}
+
+/* The tile's sums in float64 (wtd: the weights' mantissas as float64, (K, Np)), for weights beyond
+ * the int32 bound: xd (TILE_ROWS x K) holds the tile's mantissas as float64. Every product and
+ * partial sum is an integer below 2**53 in magnitude (the caller's bound), so each operation, a
+ * fused multiply-add included, is exact, and the order and the variant change no sum. */
+static void tilef_portable(const double *restrict xd, int64_t K, const double *restrict wtd, int64_t Np,
+                           double *restrict acc) {
+  for (int64_t i = 0; i < TILE_ROWS * Np; ++i)
+    acc[i] = 0.0;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    double *o = acc + r * Np;
+    for (int64_t k = 0; k < K; ++k) {
+      const double a = xd[r * K + k];
+      if (a == 0.0)
+        continue;
+      const double *w = wtd + k * Np;
+      for (int64_t n = 0; n < Np; ++n)
+        o[n] += a * w[n];
+    }
+  }
+}
+
+#ifdef HLSNN_X86
+__attribute__((target("avx2"))) static void tilef_avx2(const double *restrict xd, int64_t K,
+                                                       const double *restrict wtd, int64_t Np, double *restrict acc) {
+  for (int64_t nb = 0; nb < Np; nb += 4) {
+    __m256d a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm256_setzero_pd();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m256d w = _mm256_loadu_pd(wtd + k * Np + nb);
+      for (int r = 0; r < TILE_ROWS; ++r)
+        a[r] = _mm256_add_pd(a[r], _mm256_mul_pd(_mm256_set1_pd(xd[r * K + k]), w));
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm256_storeu_pd(acc + r * Np + nb, a[r]);
+  }
+}
+
+__attribute__((target("avx512f"))) static void tilef_avx512(const double *restrict xd, int64_t K,
+                                                            const double *restrict wtd, int64_t Np,
+                                                            double *restrict acc) {
+  for (int64_t nb = 0; nb < Np; nb += 8) {
+    __m512d a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm512_setzero_pd();
+    for (int64_t k = 0; k < K; ++k) {
+      const __m512d w = _mm512_loadu_pd(wtd + k * Np + nb);
+      for (int r = 0; r < TILE_ROWS; ++r)
+        a[r] = _mm512_fmadd_pd(_mm512_set1_pd(xd[r * K + k]), w, a[r]);
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm512_storeu_pd(acc + r * Np + nb, a[r]);
+  }
+}
+#endif
+
+/* tilef_* on the variant pick_isa chose. */
+static void run_tile_f64(int level, const double *xd, int64_t K, const double *wtd, int64_t Np, double *acc) {
+#ifdef HLSNN_X86
+  if (level >= 3) {
+    tilef_avx512(xd, K, wtd, Np, acc);
+    return;
+  }
+  if (level == 2) {
+    tilef_avx2(xd, K, wtd, Np, acc);
+    return;
+  }
+#endif
+  (void)level;
+  tilef_portable(xd, K, wtd, Np, acc);
+}
+
+/* The kernel variant to run for the requested isa (0: the best the CPU has). */
+static int pick_isa(int isa) {
+  int best = 1;
+#ifdef HLSNN_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    best = 4;
+  else if (__builtin_cpu_supports("avx512f"))
+    best = 3;
+  else if (__builtin_cpu_supports("avx2"))
+    best = 2;
+#endif
+  return isa <= 0 || isa > best ? best : isa;
+}
+
+/* tacc = the tile's sums, on the variant pick_isa chose (level 4 needs wt2; x16 its scratch). */
+static void run_tile(int level, const int32_t *xm, int64_t K, const int32_t *wt, const int16_t *wt2, int64_t Np,
+                     int32_t *tacc, int16_t *x16) {
+#ifdef HLSNN_X86
+  if (level == 4) {
+    tile_avx512bw(xm, K, wt2, Np, tacc, x16);
+    return;
+  }
+  if (level == 3) {
+    tile_avx512(xm, K, wt, Np, tacc);
+    return;
+  }
+  if (level == 2) {
+    tile_avx2(xm, K, wt, Np, tacc);
+    return;
+  }
+#endif
+  (void)level, (void)wt2, (void)x16;
+  tile_portable(xm, K, wt, Np, tacc);
+}
+
+/* The largest of the magnitudes' bit patterns of n values at stride s (they order as the
+ * magnitudes do; one at or above 0x7ff0... is a NaN or an infinity). */
+static inline int64_t max_bits(const double *p, int64_t n, int64_t s) {
+  const int64_t *bits = (const int64_t *)p;
+  int64_t m = 0;
+  if (s == 1) {
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t v = bits[k] & INT64_MAX;
+      m = v > m ? v : m;
+    }
+  } else {
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t v = bits[k * s] & INT64_MAX;
+      m = v > m ? v : m;
+    }
+  }
+  return m;
+}
+
+#ifdef HLSNN_X86
+/* max_bits of n contiguous values on AVX-512F (an integer maximum: the same value). */
+__attribute__((target("avx512f"))) static int64_t max_bits_avx512(const double *p, int64_t n) {
+  const __m512i mag = _mm512_set1_epi64(INT64_MAX);
+  __m512i m = _mm512_setzero_si512();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    m = _mm512_max_epi64(m, _mm512_and_si512(_mm512_loadu_si512((const void *)(p + k)), mag));
+  const int64_t r = _mm512_reduce_max_epi64(m), tail = max_bits(p + k, n - k, 1);
+  return tail > r ? tail : r;
+}
+#else
+#define max_bits_avx512(p, n) max_bits((p), (n), 1)
+#endif
+
+/* The im2col row of image b whose window's top left corner is (y0, x0) (pads subtracted), its
+ * columns in the order (i, j, c), into buf (zero outside the map). */
+static inline void gather_ijc(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
+                              int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t dh, int64_t dw, int64_t b,
+                              int64_t y0, int64_t x0, double *restrict buf) {
+  double *dst = buf;
+  for (int64_t i = 0; i < kh; ++i) {
+    const int64_t yy = y0 + i * dh;
+    for (int64_t j = 0; j < kw; ++j, dst += C) {
+      const int64_t xx = x0 + j * dw;
+      if (yy < 0 || yy >= H || xx < 0 || xx >= W) {
+        for (int64_t c = 0; c < C; ++c)
+          dst[c] = 0.0;
+        continue;
+      }
+      const double *src = x + b * s_b + yy * s_h + xx * s_w;
+      if (s_c == 1) {
+        for (int64_t c = 0; c < C; ++c)
+          dst[c] = src[c];
+      } else {
+        for (int64_t c = 0; c < C; ++c)
+          dst[c] = src[c * s_c];
+      }
+    }
+  }
+}
+
+/* The sums of a tile's first t rows of mantissas (xm, TILE_ROWS x K; its other rows are zeroed
+ * here) into rows [r0, r0 + t) of acc (row stride N): in float64 with wtd (xd: the tile as float64,
+ * TILE_ROWS * K), else in int32; the other arguments as hlsnn_bfp_conv_gemm's. */
+static void tile_sums(int level, int32_t *xm, int64_t t, int64_t K, const int32_t *wt, const int16_t *wt2,
+                      const double *wtd, int64_t Np, int64_t N, void *acc, int acc_f32, int64_t r0, double *xd,
+                      int32_t *tacc, double *taccd, int16_t *x16) {
+  for (int64_t i = t * K; i < TILE_ROWS * K; ++i) /* the last tile's missing rows */
+    xm[i] = 0;
+  if (wtd) {
+    for (int64_t i = 0; i < TILE_ROWS * K; ++i)
+      xd[i] = (double)xm[i];
+    run_tile_f64(level, xd, K, wtd, Np, taccd);
+    for (int64_t q = 0; q < t; ++q) {
+      const double *s = taccd + q * Np;
+      double *d = (double *)acc + (r0 + q) * N;
+      for (int64_t n = 0; n < N; ++n)
+        d[n] = s[n];
+    }
+    return;
+  }
+  run_tile(level, xm, K, wt, wt2, Np, tacc, x16);
+  for (int64_t q = 0; q < t; ++q) {
+    const int32_t *s = tacc + q * Np;
+    if (acc_f32) {
+      float *d = (float *)acc + (r0 + q) * N;
+      for (int64_t n = 0; n < N; ++n)
+        d[n] = (float)s[n];
+    } else {
+      double *d = (double *)acc + (r0 + q) * N;
+      for (int64_t n = 0; n < N; ++n)
+        d[n] = (double)s[n];
+    }
+  }
+}
+
+int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
+                            int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
+                            int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1,
+                            int m, int emin, int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa,
+                            const int16_t *wt2, const double *wtd, void *acc, int acc_f32, int64_t *exps,
+                            uint8_t *nonzero, double *buf, int32_t *xm, int32_t *tacc, double *taccd, int64_t *pmax,
+                            int16_t *x16) {
+  const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
+  const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
+  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  for (int64_t b = b0; b < b1; ++b) /* each pixel's largest magnitude (bit pattern) over its C values */
+    for (int64_t yy = 0; yy < H; ++yy)
+      for (int64_t xx = 0; xx < W; ++xx) {
+        const double *px = x + b * s_b + yy * s_h + xx * s_w;
+        pmax[((b - b0) * H + yy) * W + xx] = level >= 3 && s_c == 1 ? max_bits_avx512(px, C) : max_bits(px, C, s_c);
+      }
+  int64_t nnz = 0;
+  for (int64_t r0 = b0 * per; r0 < r_end; r0 += TILE_ROWS) {
+    const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
+    for (int64_t q = 0; q < t; ++q) {
+      const int64_t r = r0 + q, b = r / per, yx = r % per;
+      const int64_t y0 = (yx / ow) * sh - top, x0 = (yx % ow) * sw - left;
+      /* the row: kh runs of kw * C contiguous values of a channels-last map when the window lies
+       * inside it, else gathered into buf (one run of K) */
+      const double *run0 = buf;
+      int64_t runs = 1, len = K, step = 0;
+      if (s_c == 1 && s_w == C && dw == 1 && y0 >= 0 && y0 + (kh - 1) * dh < H && x0 >= 0 && x0 + kw - 1 < W) {
+        run0 = x + b * s_b + y0 * s_h + x0 * s_w;
+        runs = kh, len = kw * C, step = dh * s_h;
+      } else {
+        gather_ijc(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, dh, dw, b, y0, x0, buf);
+      }
+      int64_t mbits = 0;                       /* the window's largest magnitude (pixel maxima) */
+      for (int64_t i = 0; i < kh; ++i) {
+        const int64_t yy = y0 + i * dh;
+        if (yy < 0 || yy >= H)
+          continue;
+        const int64_t *prow = pmax + ((b - b0) * H + yy) * W;
+        for (int64_t j = 0; j < kw; ++j) {
+          const int64_t xx = x0 + j * dw;
+          if (xx >= 0 && xx < W && prow[xx] > mbits)
+            mbits = prow[xx];
+        }
+      }
+      if (mbits >= (int64_t)0x7ff0000000000000LL) /* a NaN or an infinity in the window */
+        return -1;
+      union {
+        int64_t i;
+        double d;
+      } ab;
+      ab.i = mbits;
+      const double amax = ab.d;
+      const int e = exponent_of(amax, m, emin, emax);
+      const double scale = pow2(-e);
+      int row_nnz = 0;
+      for (int64_t i = 0; i < runs; ++i) {
+        const double *xr = run0 + i * step;
+        int32_t *o = xm + q * K + i * len;
+        row_nnz += quant_i32(level, xr, len, scale, lo, hi, mode, o);
+      }
+      exps[r] = e;
+      nonzero[r] = row_nnz > 0;
+      nnz += row_nnz;
+    }
+    tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, acc, acc_f32, r0, buf, tacc, taccd, x16);
+  }
+  return nnz;
+}
+
+/* hlsnn_bfp_rows_gemm: hlsnn_bfp_rows fused with the GEMM's exact sums as hlsnn_bfp_conv_gemm forms
+ * them: rows [0, rows) of x (K values, row stride ld) quantized TILE_ROWS at a time into int32
+ * mantissas (columns in x's order: wt's rows are the weights' columns), their sums written to rows
+ * [0, rows) of acc (row stride N); the parameters and scratch as hlsnn_bfp_conv_gemm's (no pmax).
+ * Returns the count of non-zero mantissas, or -1 for a NaN or an infinity. */
+int64_t hlsnn_bfp_rows_gemm(const double *x, int64_t rows, int64_t K, int64_t ld, int m, int emin, int emax, int mode,
+                            const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2, const double *wtd,
+                            void *acc, int acc_f32, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                            int32_t *tacc, double *taccd, int16_t *x16) {
+  const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
+  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  int64_t nnz = 0;
+  for (int64_t r0 = 0; r0 < rows; r0 += TILE_ROWS) {
+    const int64_t t = rows - r0 < TILE_ROWS ? rows - r0 : TILE_ROWS;
+    for (int64_t q = 0; q < t; ++q) {
+      const double *xr = x + (r0 + q) * ld;
+      int bad;
+      const int e = exponent_of(row_amax(xr, K, &bad), m, emin, emax);
+      if (bad)
+        return -1;
+      const int row_nnz = quant_i32(level, xr, K, pow2(-e), lo, hi, mode, xm + q * K);
+      exps[r0 + q] = e;
+      nonzero[r0 + q] = row_nnz > 0;
+      nnz += row_nnz;
+    }
+    tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, acc, acc_f32, r0, buf, tacc, taccd, x16);
   }
   return nnz;
 }

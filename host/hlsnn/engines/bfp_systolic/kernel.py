@@ -299,10 +299,13 @@ class Kernel:
         straight into the float array the emulator's GEMM reads (``bfp._row_plan`` /
         ``bfp._encode_rows_into``, as :meth:`gemm`'s array path), and one emulator call
         (:func:`~.emulator.emulate_floats`) returns the dequantized outputs: no BFPTensor and
-        no int64 mantissas are built; a convolution's patches (``convgeom.Patches``) are gathered
-        and quantized by the compiled twin, and for more than :attr:`BLOCKED_ABOVE` rows, a
-        block of whole images at a time, each block's exact sums formed while its rows are in
-        the caches (:meth:`_conv_rows_blocked`). Elsewhere it runs the two calls above.
+        no int64 mantissas are built. Where the compiled helpers can form the exact sums in int32
+        or float64 (:meth:`_fused`), the activations (a convolution's patches,
+        ``convgeom.Patches``, gathered there) are quantized and multiplied in one C pass and no
+        mantissa array is written; else a convolution's patches are gathered and quantized by the
+        compiled twin, and for more than :attr:`BLOCKED_ABOVE` rows, a block of whole images at a
+        time, each block's exact sums formed while its rows are in the caches
+        (:meth:`_conv_rows_blocked`). Elsewhere it runs the two calls above.
         ``tests/engines/test_emu_arrays.py`` holds the two paths equal."""
         p = self.p
         m, e, rounding = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
@@ -313,7 +316,8 @@ class Kernel:
             if fast and x.shape[0] >= 1 and gemm_dtype(p, x.shape[1]) is not None:
                 ft = gemm_dtype(p, x.shape[1])
                 xa = x
-                blocked = self._conv_rows_blocked(x, w, bias, ft)
+                blocked = self._fused(w, bias, ft, x.shape, lambda wm, out: compiled.conv_gemm(
+                    xa.x, xa.geom, *xa.out_hw, m, e, rounding, wm, out)) or self._conv_rows_blocked(x, w, bias, ft)
                 if blocked is not None:
                     done, acc, wf_blocked = blocked[:3], blocked[3], blocked[4]
                     xf = None
@@ -325,7 +329,11 @@ class Kernel:
         if fast and done is None:
             xa = as_float_array(x, "x")
             ft = gemm_dtype(p, xa.shape[1]) if xa.ndim == 2 and xa.shape[0] >= 1 else None
-            if ft is not None:       # the compiled twin (compiled.py), else numpy's two steps
+            fused = None if ft is None else self._fused(
+                w, bias, ft, xa.shape, lambda wm, out: compiled.rows_gemm(xa, m, e, rounding, wm, out))
+            if fused is not None:    # quantization and the sums in one pass (compiled.py)
+                done, acc, wf_blocked, xf = fused[:3], fused[3], fused[4], None
+            elif ft is not None:     # the compiled twin (compiled.py), else numpy's two steps
                 xf = _workspace("rows_x", xa.shape, ft)
                 done = compiled.quantize_rows(xa, m, e, rounding, xf)
             plan = bfp._row_plan(xa, m, e, rounding) if ft is not None and done is None else None
@@ -371,6 +379,31 @@ class Kernel:
     #: :meth:`_conv_rows_blocked` runs for more rows than this only (a calibration batch): on a
     #: slice of ``Deployment.chunk`` images the whole-array steps measured faster
     BLOCKED_ABOVE = 1 << 16
+
+    def _fused(self, w, bias, ft, shape, run):
+        """:meth:`_conv_rows_blocked`'s results from one of the compiled fused passes
+        (``compiled.conv_gemm``, ``compiled.rows_gemm``; ``run(wm, acc)`` calls it): the
+        activations quantized and multiplied by the weights' mantissas in one C pass, in int32 or
+        float64 (``compiled.sums_kind``: the same integers as the float GEMM's, every sum being
+        exact). ``shape``: the activations' (rows, K). None where it does not apply (the compiled
+        helpers off, weights or bias that :meth:`_check_bfp` refuses, neither bound met, or
+        activations the compiled quantizer leaves to numpy)."""
+        p = self.p
+        if compiled.lib() is None:
+            return None
+        m, e = p["mantissa_bits"], p["exponent_bits"]
+        one = bfp.BFPTensor._trusted(np.zeros((1, shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
+        try:
+            _, _, wm, _, _, _ = self._check_bfp(one, w, bias)
+        except InputError:
+            return None
+        wm = np.asarray(wm)
+        if compiled.sums_kind(wm, m, ft) is None:
+            return None
+        wf = _to_float_checked(wm, _workspace("rows_w", np.shape(wm), ft), m)
+        acc = _workspace("acc", (shape[0], wf.shape[0]), ft)
+        got = run(wm, acc)
+        return None if got is None else (*got, acc, wf)
 
     def _conv_rows_blocked(self, x, w, bias, ft):
         """:meth:`gemm_rows`' quantization of a convolution's patches (``compiled.quantize_conv_rows``)
