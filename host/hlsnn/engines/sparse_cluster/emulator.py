@@ -27,12 +27,13 @@ import ctypes
 import numpy as np
 
 from ... import native
+from ...native import parallel
 from ...primitives import msb_histogram, shift_round_sat
 from ..common import exact_matmul, round_into
 from ..convgeom import ConvGeom, im2col
 
 #: Methods of :func:`conv_accumulate`.
-METHODS = ("auto", "dense", "sparse", "native")
+METHODS = ("auto", "dense", "sparse", "native", "direct")
 
 
 def _dense(xp, w):
@@ -129,14 +130,71 @@ def _pair_count(xp, w, lib):
     return pairs if pairs >= 0 else _pair_count(xp, w, None)
 
 
+def _direct_lib():
+    """The compiled direct convolution (``hlsnn/native/int_conv.c``), or None."""
+    lib = native.load("int_conv")
+    if lib is not None and not getattr(lib, "_hlsnn_typed", False):
+        f = lib.hlsnn_int_conv
+        f.restype = None
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        f.argtypes = [ptr, i64, i64, i64, ptr, i64, i64, i64, i64, ptr, ctypes.c_int]
+        lib._hlsnn_typed = True
+    return lib
+
+
+def direct_fits(xp, w):
+    """True when every int32 partial sum of rule 1 is exact: ``max|xp| < 2**31`` and
+    ``max|xp| * max_z sum|w[z]| < 2**31`` (the bound of ``int_conv.c``)."""
+    if xp.size == 0 or w.size == 0:
+        return True
+    xmax = max(-int(xp.min()), int(xp.max()))
+    wmax = max(-int(w.min()), int(w.max()))
+    if xmax >= 1 << 31 or wmax >= 1 << 31:
+        return False
+    wsum = int(np.abs(w).reshape(w.shape[0], -1).sum(axis=1).max())
+    return xmax * wsum < 1 << 31
+
+
+#: Multiply-adds per thread of :func:`_direct` at least (smaller layers run in one thread).
+DIRECT_MIN_MACS = 1 << 22
+
+
+def _direct(xp, w, lib, limit=2):
+    """Rule 1 by the compiled direct convolution (``int_conv.c``), int32 sums written as int64;
+    the caller checks :func:`direct_fits`. The output pixels are split between threads
+    (:mod:`hlsnn.native.parallel`). ``limit`` caps the vector unit (0 the portable loops, 1 at
+    most AVX2, 2 the best; the tests run all three)."""
+    z, c, k, _ = w.shape
+    _, hp, wp = xp.shape
+    oh, ow = hp - k + 1, wp - k + 1
+    zs = -(-z // 16) * 16
+    wz = np.zeros((zs, c, k, k), np.int32)
+    wz[:z] = w
+    wb = np.ascontiguousarray(wz.reshape(zs // 16, 16, c, k, k).transpose(0, 2, 3, 4, 1))
+    xp = np.ascontiguousarray(xp, np.int64)
+    acc = np.empty((z, oh, ow), np.int64)
+    if acc.size == 0:
+        return acc
+    macs = max(1, c * k * k * zs)
+    parallel.run(lambda q0, q1: lib.hlsnn_int_conv(xp.ctypes, c, hp, wp, wb.ctypes, z, k, q0, q1, acc.ctypes,
+                                                   limit),
+                 parallel.parts(oh * ow, max(8, DIRECT_MIN_MACS // macs)))
+    return acc
+
+
 # The cost model of method="auto", measured on the benchmark layer (benchmarks/bench_sparse.py,
 # 64->64 channels, 56x56, 3x3; 2 shared cores): a dense MAC costs ~0.05-0.08 ns (BLAS, im2col
 # included); a non-zero pair ~20 ns in numpy (a scatter via bincount) and 0.75-0.9 ns in the
 # compiled twin, which also gathers every input once and clears and copies the output planes
-# (~2 ns per padded input entry of this layer). The compiled path measured faster than the
-# dense one below density 0.27-0.34 (pairs/MAC 0.075-0.11, 2 shared cores, another process
-# busy); the model switches at pairs/MAC ~0.075 (density ~0.27), leaning towards dense.
+# (~2 ns per padded input entry of this layer). The compiled pair path measured faster than
+# the dense one below density 0.27-0.34 (pairs/MAC 0.075-0.11, 2 shared cores, another process
+# busy); the model switches at pairs/MAC ~0.075 (density ~0.27), leaning towards dense. The
+# compiled direct convolution measured 0.016-0.03 ns per MAC (output channels rounded up to
+# 16) on the same machine, 2-4x faster than the dense path on ResNet-8's layers and on the
+# benchmark layer; it is taken whenever it is compiled and its int32 sums are exact
+# (:func:`direct_fits`), unless the compiled pair path is cheaper still (very sparse inputs).
 DENSE_MAC_NS = 0.08
+DIRECT_MAC_NS = 0.02
 NUMPY_PAIR_NS = 20.0
 NATIVE_PAIR_NS = 1.0
 NATIVE_SCAN_NS = 2.0
@@ -152,8 +210,12 @@ def conv_accumulate(xp, w, *, method="auto"):
     * ``"native"``: the same pairs summed by the compiled twin (``hlsnn/native/sparse_conv.c``);
       the numpy pair path when the compiled helpers are unavailable (``HLSNN_NATIVE=0``, no C
       compiler), with the same bits;
-    * ``"auto"``: the cheapest of the dense path and the pair path (compiled when available,
-      else numpy) by a cost model: pairs of non-zeros vs dense MACs.
+    * ``"direct"``: every multiply-add in int32 by the compiled direct convolution
+      (``hlsnn/native/int_conv.c``) when its sums are exact (:func:`direct_fits`); else, or
+      when the compiled helpers are unavailable, the dense path, with the same bits;
+    * ``"auto"``: the cheapest by a cost model: pairs of non-zeros vs dense MACs (the direct
+      convolution's when it applies, else the dense path's), the pair path compiled when
+      available, else numpy.
 
     Every method gives the same integers (tested)."""
     if method not in METHODS:
@@ -161,19 +223,28 @@ def conv_accumulate(xp, w, *, method="auto"):
     xp = np.asarray(xp, np.int64)
     w = np.asarray(w, np.int64)
     z, c, k, _ = w.shape
+    direct = _direct_lib() if method in ("auto", "direct") else None
+    if direct is not None and not direct_fits(xp, w):
+        direct = None
     if method == "auto":
         lib = _native_lib()
         pairs = float(_pair_count(xp, w, lib))
-        dense_ns = DENSE_MAC_NS * z * c * k * k * (xp.shape[1] - k + 1) * (xp.shape[2] - k + 1)
+        out_px = (xp.shape[1] - k + 1) * (xp.shape[2] - k + 1)
+        if direct is not None:
+            dense_ns = DIRECT_MAC_NS * (-(-z // 16) * 16) * c * k * k * out_px
+        else:
+            dense_ns = DENSE_MAC_NS * z * c * k * k * out_px
         if lib is not None and pairs * NATIVE_PAIR_NS + xp.size * NATIVE_SCAN_NS < dense_ns:
             method = "native"
         elif pairs * NUMPY_PAIR_NS < dense_ns:
             method = "sparse"
         else:
-            method = "dense"
+            method = "direct" if direct is not None else "dense"
     if method == "native":
         acc = _native_pairs(xp, w)
         return acc if acc is not None else _scatter(xp, w)
+    if method == "direct" and direct is not None:
+        return _direct(xp, w, direct)
     return _scatter(xp, w) if method == "sparse" else _dense(xp, w)
 
 
