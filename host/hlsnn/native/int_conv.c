@@ -1,6 +1,7 @@
 /* int_conv.c: a compiled direct convolution for hlsnn.engines.sparse_cluster.emulator
  * (conv_accumulate's "direct" method): rule 1's exact accumulators of a stride-1
- * cross-correlation, summed in int32.
+ * cross-correlation, summed in int32; and the same blocks as a GEMM for
+ * hlsnn.engines.shift_mac.emulator (hlsnn_int_gemm, at the end).
  *
  * The numpy code is the specification (conv_accumulate's dense and pair paths);
  * tests/engines/sparse_cluster/test_direct_conv.py holds this function equal to them.
@@ -137,6 +138,44 @@ void hlsnn_int_conv(const int64_t *xp, int64_t C, int64_t Hp, int64_t Wp, const 
         int64_t *o = acc + (z0 + z) * OHW + qb;
         for (int p = 0; p < np; ++p)
           o[p] = a[p][z];
+      }
+    }
+  }
+}
+
+/* hlsnn_int_gemm: hlsnn.engines.shift_mac.emulator.emulate's GEMM in int32 (its "int32"
+ * path; tests/engines/shift_mac/test_int_gemm.py holds it equal to the float64 GEMM): for
+ * rows r in [r0, r1) of x (M, K) int64 (each value read as int32) and every output n < N,
+ * out[r, n] = (double)(sum_k x[r, k] * w[n, k] + bias[n]) * scale[n], float64 (M, N); the
+ * weights are int32 in blocks of 16 outputs, (Ns / 16, K, 16), Ns = N rounded up to 16. The
+ * same bound as hlsnn_int_conv: the caller checks max|x| * (the largest sum of |w[n]|) <
+ * 2**31; the bias is added in int64. A block of rows is the convolution's block of pixels
+ * with a 1x1 kernel over K channels one apart. */
+void hlsnn_int_gemm(const int64_t *x, int64_t K, const int32_t *w, int64_t N, const int64_t *bias,
+                    const double *scale, int64_t r0, int64_t r1, double *out, int limit) {
+  block_fn block = block_portable;
+#ifdef HLSNN_X86
+  const int level = isa(limit);
+  if (level == 2)
+    block = block_avx512;
+  else if (level == 1)
+    block = block_avx2;
+#else
+  (void)limit;
+#endif
+  int32_t a[NP][ZV];
+  for (int64_t rb = r0; rb < r1; rb += NP) {
+    const int np = (int)(r1 - rb < NP ? r1 - rb : NP);
+    const int64_t *xw[NP];
+    for (int p = 0; p < NP; ++p) /* a short block repeats its first row (not written) */
+      xw[p] = x + (rb + (p < np ? p : 0)) * K;
+    for (int64_t n0 = 0; n0 < N; n0 += ZV) {
+      block(xw, w + n0 * K, 1, 0, K, 1, a);
+      const int nn = (int)(N - n0 < ZV ? N - n0 : ZV);
+      for (int p = 0; p < np; ++p) {
+        double *o = out + (rb + p) * N + n0;
+        for (int z = 0; z < nn; ++z)
+          o[z] = (double)((int64_t)a[p][z] + bias[n0 + z]) * scale[n0 + z];
       }
     }
   }
