@@ -253,10 +253,11 @@ def _bias_relu_pool(acc, bias, relu, pool):
     scalar bias of 0 adds nothing: without ReLU and pooling, the result is then ``acc`` itself
     (as int64), not a copy."""
     t = np.asarray(acc, np.int64)
+    own = False                          # t is a new array (ReLU may then work in place)
     if not (np.ndim(bias) == 0 and bias == 0):
-        t = t + np.asarray(bias, np.int64).reshape(-1, 1, 1)
+        t, own = t + np.asarray(bias, np.int64).reshape(-1, 1, 1), True
     if relu:
-        t = np.maximum(t, 0)
+        t = np.maximum(t, 0, out=t if own else None)
     if pool:
         z, h, w = t.shape
         t = t[:, :h // 2 * 2, :w // 2 * 2].reshape(z, h // 2, 2, w // 2, 2).max(axis=(2, 4))
