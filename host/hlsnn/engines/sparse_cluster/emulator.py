@@ -28,7 +28,7 @@ import numpy as np
 
 from ... import native
 from ...native import parallel
-from ...primitives import msb_histogram, shift_round_sat
+from ...primitives import ROUNDING_CODES, msb_histogram, shift_round_sat
 from ..common import exact_matmul, round_into
 from ..convgeom import ConvGeom, im2col
 
@@ -264,6 +264,46 @@ def _bias_relu_pool(acc, bias, relu, pool):
     return t
 
 
+#: Outputs below this many take postprocess's numpy path (a compiled call costs microseconds).
+POST_COMPILED_MIN = 4096
+#: Values per thread of :func:`_post_compiled` at least.
+POST_MIN_PER_THREAD = 1 << 18
+
+
+def _post_compiled(t, shift, rounding):
+    """Rule 5 of :func:`postprocess` (``(y, sat_count)``) by its compiled twin
+    (``hlsnn/native/sparse_post.c``: integer ``shift_round_sat``, equal to the float64 path
+    while ``|t| < 2**53``), channels split between threads; None when the twin is unavailable,
+    ``t`` is not (Z, H, W) with one shift or one per channel, is small, the rounding is not
+    one of :data:`~hlsnn.primitives.ROUNDING_CODES` or ``t`` holds a value the twin leaves to
+    the float path."""
+    if t.ndim != 3 or t.size < POST_COMPILED_MIN or rounding not in ROUNDING_CODES:
+        return None
+    z = t.shape[0]
+    sh = np.asarray(shift, np.int64).reshape(-1)
+    if sh.size not in (1, z):
+        return None
+    lib = native.load("sparse_post")
+    if lib is None:
+        return None
+    f = lib.hlsnn_sparse_post
+    if not getattr(lib, "_hlsnn_typed", False):
+        f.restype = ctypes.c_int64
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        f.argtypes = [ptr, i64, ptr, ctypes.c_int, i64, i64, ptr]
+        lib._hlsnn_typed = True
+    t = np.ascontiguousarray(t, np.int64)
+    sh = np.ascontiguousarray(np.broadcast_to(sh, (z,)))
+    out = np.empty(t.shape, np.int64)
+    hw = t[0].size
+    mode = ROUNDING_CODES[rounding]
+    sats = parallel.run(lambda z0, z1: f(t.ctypes, hw, sh.ctypes, mode, z0, z1, out.ctypes),
+                        parallel.parts(z, max(1, POST_MIN_PER_THREAD // max(hw, 1))))
+    if min(sats) < 0:
+        return None
+    return out, sum(sats) % (1 << 32)
+
+
 def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even", stats=False):
     """Rules 2-5 on accumulators ``(Z, H, W)``: returns ``(out, sat_count)``, and with
     ``stats`` also rule 6's histogram: ``(out, sat_count, hist)``. In raw mode with a scalar
@@ -274,6 +314,9 @@ def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding
         return out, sat, msb_histogram(t, 32)
     if raw:
         return t, 0
+    done = _post_compiled(t, shift, rounding)
+    if done is not None:
+        return done
     # rule 5 in float64 (exact: |t| < 2**31 is converted exactly and the scale is a power of
     # two); the integer transcription is postprocess_reference(), tested equal
     a = np.multiply(t, np.ldexp(1.0, -np.asarray(shift, np.int64)).reshape(-1, 1, 1), dtype=np.float64)
