@@ -81,3 +81,24 @@ def test_small_odd_or_unavailable_cases_take_the_float_path(monkeypatch):
         native.forget()
     np.testing.assert_array_equal(got[0], ref[0])
     assert got[1] == ref[1]
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("pool", [False, True])
+@pytest.mark.parametrize("bias", ["channels", "one", "zero"])
+def test_own_acc_gives_the_same_results_and_only_it_writes_acc(relu, pool, bias):
+    rng = np.random.default_rng(stable_seed("own", relu, pool, bias))
+    acc = rng.integers(-(1 << 20), 1 << 20, (5, 33, 34))
+    b = {"channels": rng.integers(-5000, 5000, 5), "one": np.array([77]), "zero": 0}[bias]
+    keep = acc.copy()
+    for raw, stats in ((True, False), (False, True)):
+        ref = em.postprocess(acc, b, 6, relu=relu, pool=pool, raw=raw, stats=stats)
+        np.testing.assert_array_equal(acc, keep)                     # not written without own_acc
+        mine = acc.copy()
+        got = em.postprocess(mine, b, 6, relu=relu, pool=pool, raw=raw, stats=stats, own_acc=True)
+        for a, r in zip(got, ref):
+            np.testing.assert_array_equal(a, r)
+    one = acc[:1].copy()                                             # a bias that broadcasts it larger
+    got = em.postprocess(one, np.arange(3), 0, raw=True, own_acc=True)[0]
+    assert got.shape == (3, 33, 34)
+    np.testing.assert_array_equal(one, acc[:1])

@@ -248,14 +248,19 @@ def conv_accumulate(xp, w, *, method="auto"):
     return _scatter(xp, w) if method == "sparse" else _dense(xp, w)
 
 
-def _bias_relu_pool(acc, bias, relu, pool):
+def _bias_relu_pool(acc, bias, relu, pool, own_acc=False):
     """Rules 2-4: bias, ReLU, 2x2 max pooling (an odd last row or column is dropped). A
     scalar bias of 0 adds nothing: without ReLU and pooling, the result is then ``acc`` itself
-    (as int64), not a copy."""
+    (as int64), not a copy. ``own_acc``: ``acc`` is the caller's own array, which bias and
+    ReLU may overwrite (when it is int64 and the bias does not broadcast it larger)."""
     t = np.asarray(acc, np.int64)
-    own = False                          # t is a new array (ReLU may then work in place)
+    own = own_acc and t is acc           # t may be written in place
     if not (np.ndim(bias) == 0 and bias == 0):
-        t, own = t + np.asarray(bias, np.int64).reshape(-1, 1, 1), True
+        b = np.asarray(bias, np.int64).reshape(-1, 1, 1)
+        if own and np.broadcast_shapes(t.shape, b.shape) == t.shape:
+            t += b
+        else:
+            t, own = t + b, True
     if relu:
         t = np.maximum(t, 0, out=t if own else None)
     if pool:
@@ -304,11 +309,14 @@ def _post_compiled(t, shift, rounding):
     return out, sum(sats) % (1 << 32)
 
 
-def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even", stats=False):
+def postprocess(acc, bias, shift, *, relu=False, pool=False, raw=False, rounding="nearest_even", stats=False,
+                own_acc=False):
     """Rules 2-5 on accumulators ``(Z, H, W)``: returns ``(out, sat_count)``, and with
     ``stats`` also rule 6's histogram: ``(out, sat_count, hist)``. In raw mode with a scalar
-    bias of 0, no ReLU and no pooling, ``out`` may be ``acc`` itself (as int64)."""
-    t = _bias_relu_pool(acc, bias, relu, pool)
+    bias of 0, no ReLU and no pooling, ``out`` may be ``acc`` itself (as int64); with
+    ``own_acc`` (``acc`` is the caller's, to be overwritten: an int64 array that
+    :func:`conv_accumulate` returned), bias and ReLU work in place on it."""
+    t = _bias_relu_pool(acc, bias, relu, pool, own_acc)
     if stats:
         out, sat = postprocess(t, 0, shift, raw=raw, rounding=rounding)
         return out, sat, msb_histogram(t, 32)

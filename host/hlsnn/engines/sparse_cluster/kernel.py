@@ -398,7 +398,7 @@ class Kernel:
         outputs saturated at ``2**32 - 1`` (as the counters' merges)."""
         relu, pool = bool(flags & protocol.FLAG_RELU), bool(flags & protocol.FLAG_POOL)
         raw = bool(flags & protocol.FLAG_RAW)
-        t = postprocess(conv_accumulate(plan.xp, w), bias, shift, relu=relu, pool=pool, raw=True)[0]
+        t = postprocess(conv_accumulate(plan.xp, w), bias, shift, relu=relu, pool=pool, raw=True, own_acc=True)[0]
         mask = np.zeros(t.shape[1:], bool)
         for jobs in plan.rounds:
             for j in jobs:
