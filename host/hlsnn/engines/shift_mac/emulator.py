@@ -230,12 +230,12 @@ INT_GEMM_MIN_MACS = 1 << 22
 
 def _int_gemm(x, m, bias, scale, out, limit=2):
     """``out = (x @ m.T + bias) * scale`` (float64, the float GEMM's exact values; ``bias`` and
-    ``scale`` one value per output or one for all) by the
-    compiled int32 GEMM, when it is available and its int32 sums are exact: ``max|x| <
-    2**31`` and ``max|x| * max_n sum_k |m[n, k]| < 2**31`` (``m`` integers, float64), and
-    ``|bias| < 2**52``, so that ``acc + bias`` is exact in float64 (the float GEMM rounds a
-    larger sum, by its order of additions). Returns False, leaving ``out`` alone, otherwise. The rows are split between threads; ``limit``
-    caps the vector unit (0 the portable loops, 1 at most AVX2, 2 the best)."""
+    ``scale`` one value per output or one for all) by the compiled int32 GEMM, when it is
+    available and its int32 sums are exact: ``max|x| < 2**31`` and ``max|x| * max_n sum_k
+    |m[n, k]| < 2**31`` (``m`` integers, float64), and ``|bias| < 2**52``, so that ``acc +
+    bias`` is exact in float64 (the float GEMM rounds a larger sum, by its order of
+    additions). Returns False, leaving ``out`` alone, otherwise. The rows are split between
+    threads; ``limit`` caps the vector unit (0 the portable loops, 1 at most AVX2, 2 the best)."""
     lib = _int_gemm_lib()
     if lib is None or x.size == 0 or m.size == 0:
         return False
