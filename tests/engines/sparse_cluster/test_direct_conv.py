@@ -155,3 +155,12 @@ def test_without_the_compiled_helper_direct_is_dense(monkeypatch, fresh_native):
     np.testing.assert_array_equal(em.conv_accumulate(xp, w, method="direct"), reference(xp, w))
     np.testing.assert_array_equal(em.conv_accumulate(xp, w), reference(xp, w))
     assert not called
+
+
+@pytest.mark.parametrize("hp", [1, 2])
+def test_a_map_smaller_than_the_kernel_is_the_dense_paths_error(hp):
+    from hlsnn.errors import InputError
+    xp, w = np.ones((2, hp, 5), np.int64), np.ones((3, 2, 3, 3), np.int64)
+    for method in ("direct", "auto", "dense"):
+        with pytest.raises(InputError, match="does not fit"):
+            em.conv_accumulate(xp, w, method=method)

@@ -223,7 +223,8 @@ def conv_accumulate(xp, w, *, method="auto"):
     xp = np.asarray(xp, np.int64)
     w = np.asarray(w, np.int64)
     z, c, k, _ = w.shape
-    direct = _direct_lib() if method in ("auto", "direct") else None
+    fits = xp.ndim == 3 and xp.shape[1] >= k and xp.shape[2] >= k      # else the dense path's error
+    direct = _direct_lib() if method in ("auto", "direct") and fits else None
     if direct is not None and not direct_fits(xp, w):
         direct = None
     if method == "auto":
