@@ -12,6 +12,7 @@ import numpy as np
 from ..engines.common import largest_frac, round_into, times_pow2
 from ..errors import InputError
 from ..formats import fixed
+from ..primitives import msb_histogram
 from . import hostops
 
 
@@ -30,14 +31,16 @@ def host_radix(values, bits, signed, overflow_ratio=0.0):
     """DETERMINE (source 002) on host-side values: the fractional bits ``F`` of a
     ``bits``-bit (signed or unsigned) format for ``values``. The values are first written as
     integers at a radix ``G`` fine enough that the largest has 52 significant bits, then
-    ``acquire``/``determine`` run on them as on any wide result."""
+    ``determine`` runs on their MSB histogram as on any wide result. (That is the ``h_msb``
+    and ``n`` of ``acquire``'s statistics, all that ``determine`` reads: their MSBs and LSBs
+    are at most 52, inside its 64 bins.)"""
     v = np.asarray(values, np.float64)
-    amax = float(np.abs(v).max()) if v.size else 0.0
+    amax = max(-float(v.min()), float(v.max())) if v.size else 0.0
     if amax == 0:
         return bits - 1
     g = 52 - int(np.floor(np.log2(amax))) - 1
-    wide = np.rint(np.ldexp(v, g)).astype(np.int64)
-    st = fixed.acquire(wide, bins=64)
+    wide = np.rint(times_pow2(v, g)).astype(np.int64)
+    st = fixed.Stats.from_histogram(msb_histogram(wide, 64), wide.size)
     return fixed.determine(st, g, bits, overflow_ratio=overflow_ratio, signed=signed, f_min=-64, f_max=64)
 
 

@@ -143,22 +143,28 @@ def test_emulate_gives_the_same_layer_by_every_method():
 def _spy(monkeypatch):
     """Record which path conv_accumulate takes."""
     seen = []
-    for name in ("_dense", "_scatter", "_native_pairs"):
+    for name in ("_dense", "_scatter", "_native_pairs", "_direct"):
         f = getattr(em, name)
         monkeypatch.setattr(em, name, lambda *a, f=f, name=name: (seen.append(name), f(*a))[1])
     return seen
 
 
 @needs_cc
-def test_auto_takes_the_compiled_path_at_low_density_and_dense_at_full(monkeypatch, fresh_native):
+def test_auto_takes_the_compiled_path_at_low_density_and_direct_at_full(monkeypatch, fresh_native):
+    """Low density: the compiled pair path; full density: the compiled direct convolution, or
+    the dense path when its int32 sums would not be exact."""
     seen = _spy(monkeypatch)
     rng = np.random.default_rng(stable_seed("auto"))
-    lo = layer(rng, (16, 30, 30, 16, 3, "same"), 0.1)
+    lo = layer(rng, (16, 30, 30, 16, 3, "same"), 0.03)
     hi = layer(rng, (16, 30, 30, 16, 3, "same"), 1.0)
     em.conv_accumulate(*lo)
     assert seen == ["_native_pairs"]
     seen.clear()
     em.conv_accumulate(*hi)
+    assert seen == ["_direct"]
+    seen.clear()
+    big = np.full((4, 12, 12), 1 << 20, np.int64), np.full((2, 4, 3, 3), 1 << 10, np.int64)
+    em.conv_accumulate(*big)
     assert seen == ["_dense"]
 
 

@@ -52,11 +52,14 @@ output rows, nor on whether the weights were streamed by the call or were alread
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 
 import numpy as np
 
+from ... import native
+from ...native import parallel
 from ...errors import InputError
 from .. import common as _common
 from ..common import round_into as _round_into
@@ -209,6 +212,73 @@ def _tables(exp_bits, delta):
     return c1, c2
 
 
+def _int_gemm_lib():
+    """The compiled int32 GEMM (``hlsnn/native/int_conv.c``), or None."""
+    lib = native.load("int_conv")
+    if lib is not None and not getattr(lib, "_hlsnn_gemm_typed", False):
+        f = lib.hlsnn_int_gemm
+        f.restype = None
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        f.argtypes = [ptr, i64, ptr, i64, ptr, ptr, i64, i64, ptr, ctypes.c_int]
+        lib._hlsnn_gemm_typed = True
+    return lib
+
+
+#: Multiply-adds per thread of :func:`_int_gemm` at least (smaller GEMMs run in one thread).
+INT_GEMM_MIN_MACS = 1 << 22
+
+
+def _int_gemm(x, m, bias, scale, out, limit=2):
+    """``out = (x @ m.T + bias) * scale`` (float64, the float GEMM's exact values; ``bias`` and
+    ``scale`` one value per output or one for all) by the compiled int32 GEMM, when it is
+    available and its int32 sums are exact: ``max|x| < 2**31`` and ``max|x| * max_n sum_k
+    |m[n, k]| < 2**31`` (``m`` integers, float64), and ``|bias| < 2**52``, so that ``acc +
+    bias`` is exact in float64 (the float GEMM rounds a larger sum, by its order of
+    additions). Returns False, leaving ``out`` alone, otherwise. The rows are split between
+    threads; ``limit`` caps the vector unit (0 the portable loops, 1 at most AVX2, 2 the best)."""
+    lib = _int_gemm_lib()
+    if lib is None or x.size == 0 or m.size == 0:
+        return False
+    n, k = m.shape
+    xmax = max(-int(x.min()), int(x.max()))
+    wsum = float(np.abs(m).sum(axis=1).max())
+    bmax = max(-int(np.min(bias)), int(np.max(bias))) if np.size(bias) else 0
+    if xmax >= 1 << 31 or xmax * wsum >= 1 << 31 or bmax >= 1 << 52:
+        return False
+    ns = -(-n // 16) * 16
+    wz = np.zeros((ns, k), np.int32)
+    wz[:n] = m
+    wb = np.ascontiguousarray(wz.reshape(ns // 16, 16, k).transpose(0, 2, 1))
+    x = np.ascontiguousarray(x, np.int64)
+    b = np.ascontiguousarray(np.broadcast_to(bias, (n,)), np.int64)          # one value: every output's
+    s = np.ascontiguousarray(np.broadcast_to(scale, (n,)), np.float64)
+    parallel.run(lambda r0, r1: lib.hlsnn_int_gemm(x.ctypes, k, wb.ctypes, n, b.ctypes, s.ctypes, r0, r1,
+                                                   out.ctypes, limit),
+                 parallel.parts(x.shape[0], max(8, INT_GEMM_MIN_MACS // (k * ns))))
+    return True
+
+
+def _float_gemm(x, m, n, k, bias, scale, acc):
+    """``acc = (x @ m[:n, :k].T + bias) * scale`` by a float64 GEMM (exact: every sum below
+    2**53): the bias rides as an extra input of value 1, the output scale 2**-shift[n] in the
+    weight rows (powers of two: exact). ``m`` (rows, k + 1) is the multipliers' workspace,
+    changed in place."""
+    m[:n, :k] *= scale[:, None]
+    m[:n, k] = bias * scale
+    # a block of rows at a time: each block of x is converted into a float operand that stays
+    # in the caches for its GEMM (the sums are exact, so the blocks give one GEMM's bits)
+    batch = x.shape[0]
+    rows_blk = max(1, min(batch, _common.GEMM_ROWS))
+    xf = _workspace("x", (rows_blk, k + 1))
+    xf[:, k] = 1.0
+    wt = m[:n].T
+    for r0 in range(0, batch, rows_blk):
+        r1 = min(batch, r0 + rows_blk)
+        xb = xf[:r1 - r0]
+        np.copyto(xb[:, :k], x[r0:r1], casting="unsafe")
+        np.matmul(xb, wt, out=acc[r0:r1])
+
+
 def rows_blk_for(block_elems, n):
     return max(1, block_elems // max(n, 1))
 
@@ -253,9 +323,11 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     Each register lane maps through a lookup table to its two multipliers (rule 1); the
     neurons' multiplier matrix is built so that one GEMM gives every output in order (dual
     PoT interleaves accumulator 2 and 1; summed PoT adds the two tables, exact because the
-    config's ``acc_bits`` leaves room for that adder). The GEMM and the requantization run in
-    float64, exact while the accumulator bound is below 2**53 (otherwise, and for accumulator
-    widths above 53 bits, :func:`emulate_reference` is used). The raw mode runs
+    config's ``acc_bits`` leaves room for that adder). The GEMM gives ``(acc + bias) *
+    2**-shift`` in float64, exact while the accumulator bound is below 2**53 (otherwise, and
+    for accumulator widths above 53 bits, :func:`emulate_reference` is used): summed in int32
+    by the compiled GEMM where its sums are exact (:func:`_int_gemm`), else by a float64 GEMM
+    (:func:`_float_gemm`), the same values. The requantization runs in float64. The raw mode runs
     :func:`emulate_reference` (its exact GEMM, then :func:`output_rule`).
     """
     A = p["acc_bits"]
@@ -280,44 +352,22 @@ def emulate(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, stats=Fals
     changed = None if uniform else (cfg_lanes[:, 1:] != cfg_lanes[:, :-1])
     bias_i = np.asarray(bias, np.int64).reshape(-1)[:n]
     shifts = np.asarray(shift, np.int64).reshape(-1)[:n]
-    # The bias rides in the GEMM as an extra input of value 1 (exact: every sum < 2**53).
     nw = 2 * rows if mode == "pot" else rows
-    w = _workspace("w", (nw, k + 1))
     idx = lanes.astype(np.intp)                 # converted once for the gathers
     scale = np.ldexp(1.0, -shifts)
-    # One shift for every neuron (a per-layer scale): fold 2**-shift into the tables (65536
-    # entries) instead of into every weight row.
-    uniform_shift = n > 0 and bool((shifts == shifts[0]).all())
-    if uniform_shift:
-        t1, t2 = t1 * scale[0], t2 * scale[0]
+    m = _workspace("w", (nw, k + 1))             # the multipliers (rule 1), then the bias column
     if mode == "pot":
-        np.take(t2, idx, out=w[0::2, :k])       # neuron 2u: shifter 1 -> accumulator 2
-        np.take(t1, idx, out=w[1::2, :k])       # neuron 2u+1: shifter 2 -> accumulator 1
+        np.take(t2, idx, out=m[0::2, :k])       # neuron 2u: shifter 1 -> accumulator 2
+        np.take(t1, idx, out=m[1::2, :k])       # neuron 2u+1: shifter 2 -> accumulator 1
     else:
-        np.take(t1 + t2 if mode == "pot_sum" else t1, idx, out=w[:, :k])
+        np.take(t1 + t2 if mode == "pot_sum" else t1, idx, out=m[:, :k])
     if changed is not None and changed.any():
         kstart = np.where(changed, np.arange(1, k)[None, :], 0).max(axis=1)
         keep = np.arange(k)[None, :] >= kstart[:, None]
-        w[:, :k] *= np.repeat(keep, 2, axis=0) if mode == "pot" else keep
-    # The output scale 2**-shift[n] rides in the weight rows (powers of two: exact), so the
-    # GEMM yields (acc + bias) * 2**-shift directly.
-    w[n:, :] = 0.0
-    if not uniform_shift:
-        w[:n, :k] *= scale[:, None]
-    w[:n, k] = bias_i * scale
-    # (acc + bias) * 2**-shift, exact, a block of rows at a time: each block of x is converted
-    # into a float operand that stays in the caches for its GEMM (the sums are exact, so the
-    # blocks give one GEMM's bits)
+        m[:, :k] *= np.repeat(keep, 2, axis=0) if mode == "pot" else keep
     acc = _workspace("acc", (batch, n))
-    rows_blk = max(1, min(batch, _common.GEMM_ROWS))
-    xf = _workspace("x", (rows_blk, k + 1))
-    xf[:, k] = 1.0
-    wt = w[:n].T
-    for r0 in range(0, batch, rows_blk):
-        r1 = min(batch, r0 + rows_blk)
-        xb = xf[:r1 - r0]
-        np.copyto(xb[:, :k], x[r0:r1], casting="unsafe")
-        np.matmul(xb, wt, out=acc[r0:r1])
+    if not _int_gemm(x, m[:n, :k], bias_i, scale, acc):
+        _float_gemm(x, m, n, k, bias_i, scale, acc)
     return requantize(p, acc, shifts, scale, k=k, delta=delta, max_bias=int(np.abs(bias_i).max()) if n else 0,
                       relu=relu, stats=stats, block_elems=block_elems)
 

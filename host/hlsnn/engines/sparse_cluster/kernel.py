@@ -398,7 +398,7 @@ class Kernel:
         outputs saturated at ``2**32 - 1`` (as the counters' merges)."""
         relu, pool = bool(flags & protocol.FLAG_RELU), bool(flags & protocol.FLAG_POOL)
         raw = bool(flags & protocol.FLAG_RAW)
-        t = postprocess(conv_accumulate(plan.xp, w), bias, shift, relu=relu, pool=pool, raw=True)[0]
+        t = postprocess(conv_accumulate(plan.xp, w), bias, shift, relu=relu, pool=pool, raw=True, own_acc=True)[0]
         mask = np.zeros(t.shape[1:], bool)
         for jobs in plan.rounds:
             for j in jobs:
@@ -464,9 +464,11 @@ class Kernel:
         gc = min(p["max_hw"] // cw, b)
         gr = -(-b // gc)
         xp = np.zeros((c, gr * ch, gc * cw), np.int64)
-        for i in range(b):
-            r, q = divmod(i, gc)
-            xp[:, r * ch + pad:r * ch + pad + h, q * cw + pad:q * cw + pad + wd] = x[i]
+        cells = xp.reshape(c, gr, ch, gc, cw)[:, :, pad:pad + h, :, pad:pad + wd]     # (C, gr, H, gc, W) view
+        full = b // gc                                                                # rows of gc images
+        cells[:, :full] = x[:full * gc].reshape(full, gc, c, h, wd).transpose(2, 0, 3, 1, 4)
+        if b > full * gc:
+            cells[:, full, :, :b - full * gc] = x[full * gc:].transpose(1, 2, 0, 3)
         rects, cell = [], tiles.batch_rects(p, oh, ow)
         for i in range(b):
             r, q = divmod(i, gc)
@@ -477,12 +479,14 @@ class Kernel:
             chunk = rects[j0:j0 + units]
             rounds.append([Job(m, *chunk[m]) if m < len(chunk) else Job(m, 0, 0, 0, 0) for m in range(units)])
         plan = Plan(xp, k, (gr * ch - k + 1, gc * cw - k + 1), None, rounds, False)
-        full = self._run_plan(plan, w, bias, shift, flags, stats)
-        out = np.empty((b, z, oh, ow), np.int64)
-        for i in range(b):
-            r, q = divmod(i, gc)
-            out[i] = full[:, r * ch:r * ch + oh, q * cw:q * cw + ow]
-        return out
+        res = self._run_plan(plan, w, bias, shift, flags, stats)
+        # image i's outputs: the (oh, ow) corner of its cell (row i // gc, column i % gc)
+        s0, s1, s2 = res.strides
+        grid = np.lib.stride_tricks.as_strided(res, (z, gr, oh, gc, ow), (s0, ch * s1, s1, cw * s2, s2),
+                                               writeable=False)
+        out = np.empty((gr, gc, z, oh, ow), np.int64)       # a new array, as the caller may write it
+        np.copyto(out, grid.transpose(1, 3, 0, 2, 4), casting="unsafe")
+        return out.reshape(gr * gc, z, oh, ow)[:b]
 
     def channel_sums(self, x, w, *, padding="same", batch=True, step=None):
         """The exact sums over any number of input channels: one raw call (``FLAG_RAW``: int32
