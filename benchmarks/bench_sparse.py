@@ -16,7 +16,8 @@ matmul convolution of the same shape, measured side by side in one run."
   - (A) the float32 baseline: ``sliding_window_view`` im2col of the padded input, made
     contiguous, ``(H'W', C k k) @ (C k k, Z)``;
   - (B) ``emulate(p, xp, w, bias, shift)`` at every density (its default ``method="auto"``:
-    the emulator picks the dense im2col + GEMM path, the compiled non-zero-pair path
+    the emulator picks the compiled int32 direct convolution (``hlsnn/native/int_conv.c``, where
+    its sums fit int32), the dense im2col + GEMM path, the compiled non-zero-pair path
     (``hlsnn/native/sparse_conv.c``, when it builds and loads) or the numpy non-zero-pair path
     by its own cost model; which one it picked is recorded once, outside the timing);
   - (C) the same call forced to each path, ``method="dense"``, ``method="native"`` (the
@@ -108,12 +109,13 @@ def make_layer(np, rng, c, z, size, k, d):
     return np.pad(x, ((0, 0), (pad, pad), (pad, pad))), w
 
 
-PATHS = {"_dense": "dense", "_native_pairs": "native", "_scatter": "pairs"}
+PATHS = {"_dense": "dense", "_native_pairs": "native", "_scatter": "pairs", "_direct": "direct"}
 
 
 def which_path(em, p, xp, w, bias, shift):
     """The path emulate(method='auto') takes for these operands (recorded, not timed):
-    'dense', 'native' (the compiled pair path) or 'pairs' (the numpy pair path)."""
+    'dense', 'native' (the compiled pair path), 'pairs' (the numpy pair path) or 'direct' (the
+    compiled int32 direct convolution, int_conv.c)."""
     seen = []
     saved = {name: getattr(em, name) for name in PATHS}
 
