@@ -206,3 +206,22 @@ def test_deployment_fast_path_is_the_layer_path(digits_cnn, assignment):
     finally:
         for a in accs.values():
             a.close()
+
+
+def test_an_input_of_another_size_is_refused_on_both_paths(digits_cnn):
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.runner import Deployment
+    from hlsnn.errors import InputError
+    cfg, net, ds = digits_cnn
+    accs = open_accelerators(cfg, "emu", ["fixed8"])
+    try:
+        dep = Deployment(net, cfg.assignments["fixed8"], cfg.formats, accs, rounding=cfg.rounding)
+        dep.calibrate(ds.x_train[:16])
+        for fast in (True, False):
+            dep.fast = fast
+            with pytest.raises(InputError, match=r"input of shape \(3, 1, 9, 9\): .* takes \(batch,\) \+ "
+                                                 r"\(1, 8, 8\) \(64 values per image\)"):
+                dep.run(np.zeros((3, 1, 9, 9)))
+    finally:
+        for a in accs.values():
+            a.close()

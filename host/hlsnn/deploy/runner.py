@@ -600,6 +600,11 @@ class Deployment:
             raise InputError("calibrate first: run(x_cal, calibrate=True)")
         x = np.asarray(x, np.float64)
         n = x.shape[0] if x.ndim else 0
+        want = tuple(getattr(self.net, "input_shape", None) or ())[1:]
+        if want and all(isinstance(d, int) for d in want) and (
+                x.ndim < 2 or int(np.prod(x.shape[1:])) != int(np.prod(want))):
+            raise InputError(f"input of shape {x.shape}: {self.net.name} takes (batch,) + {want} "
+                             f"({int(np.prod(want))} values per image)")
         if not calibrate and not keep and n:
             fast = self.fast_network()
             if fast is not None:
