@@ -112,7 +112,6 @@ class FastNet:
         self.net, self.so, self.isa = net, so, int(isa)
         bits = net.input["bits"]
         self.convs = {op.name: _Conv(op, bits, net.params, net.engine) for op in net.ops if op.kind == "conv"}
-        self.mode_add = {op.name: MODES[op.f["rounding"]] for op in net.ops if op.kind == "add"}
         # each tensor's map shape in the NHWC buffers: (H, W, C)
         self.maps = {net.input["name"]: self._hwc(net.input["shape"])}
         for op in net.ops:
@@ -159,9 +158,9 @@ class FastNet:
             for a, e in ranges[r0:r1]:
                 out[a:e] = self._slice(xq[a:e], sat, nz, ws)
             return sat, nz
-        res = parallel.run(work, [r for r in per if r[1] > r[0]]) if b else [({}, {})]
-        sat = {k: sum(r[0].get(k, 0) for r in res) for k in self.convs}
-        nz = {k: sum(r[1][k] for r in res) if b else np.zeros(1, np.int64) for k in self.convs}
+        res = parallel.run(work, [r for r in per if r[1] > r[0]] or [(0, 0)])
+        sat = {k: sum(r[0][k] for r in res) for k in self.convs}
+        nz = {k: sum(r[1][k] for r in res) for k in self.convs}
         return out, sat, nz
 
     @staticmethod
@@ -194,7 +193,7 @@ class FastNet:
                 y = self._buf(ws, op.name, (b,) + self.maps[op.out])
                 so.hlsnn_net_add(_ptr(src), None if other is None else _ptr(other), f["hw"], f["c"], f["sa"], f["sb"],
                                  int(f["relu"]), int(f["gap"]), int(f["shift"]), net.input["bits"],
-                                 self.mode_add[op.name], 0, b, _ptr(y))
+                                 MODES[f["rounding"]], 0, b, _ptr(y))
             env[op.out] = y
         y = env[self._src(net.output["tensor"])]
         return y.transpose(0, 3, 1, 2).reshape((b,) + tuple(net.output["shape"]))

@@ -638,7 +638,8 @@ class Deployment:
         ``bfp_systolic`` layer, mixed accelerators, an op without an integer rule:
         :func:`hlsnn.compiled.netmode.lower`). Made once per calibration."""
         if not (self.fast and self.calibrated) or self.dynamic or self.host \
-                or any(ex.acc.target.name != "emu" for ex in self.execs.values()):
+                or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
+                or not all(isinstance(d, int) for d in self.net.input_shape[1:]):
             return None
         if getattr(self, "_fastnet", None) is None:
             self._fastnet = False
@@ -665,10 +666,7 @@ class Deployment:
         """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and
         ``input_density`` as the layer path counts them (``calls``: none made)."""
         from ..compiled import netmode
-        want = tuple(fn.net.input["shape"])
-        if tuple(x.shape[1:]) != want and int(np.prod(x.shape[1:])) != int(np.prod(want)):
-            raise InputError(f"input of shape {x.shape}: the network takes (batch,) + {want}")
-        q, sat, nz = fn.run(netmode.quantize_input(fn.net, x).reshape((len(x),) + want))
+        q, sat, nz = fn.run(netmode.quantize_input(fn.net, x).reshape((len(x),) + tuple(fn.net.input["shape"])))
         n = x.shape[0]
         for ln, ex in self.execs.items():
             f = fn.convs[ln].f
@@ -678,9 +676,8 @@ class Deployment:
             if not self.collect_stats:
                 continue
             if isinstance(ex, ShiftExec) and not f["dense"]:       # non-zeros of the im2col rows
-                cy, cx = conv.patch_reads(ex.layer.geom, f["h"], f["w"])
                 k = f["c"] * f["kh"] * f["kw"]
-                ex.stats.input_density = int(cy @ nz[ln].reshape(f["h"], f["w"]) @ cx) / max(
+                ex.stats.input_density = conv.patch_count(nz[ln].reshape(f["h"], f["w"]), ex.layer.geom) / max(
                     n * f["oh"] * f["ow"] * k, 1)
             else:                                                  # of the input
                 ex.stats.input_density = int(nz[ln].sum()) / max(n * f["c"] * f["h"] * f["w"], 1)

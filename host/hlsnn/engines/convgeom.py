@@ -100,18 +100,17 @@ class Patches:
 
 
 def patch_nonzeros(x, g: ConvGeom) -> int:
-    """``np.count_nonzero(im2col(x, g)[0])`` without building the rows: each input element
-    ``x[b, c, y, x]`` appears in ``cy[y] * cx[x]`` rows (:func:`patch_reads`; padding reads no
-    element). An exact integer count."""
-    b, c, h, w = x.shape
-    cy, cx = patch_reads(g, h, w)
-    nz = np.count_nonzero(x, axis=(0, 1))                     # (H, W): non-zeros over images and channels
-    return int(cy @ nz @ cx)
+    """``np.count_nonzero(im2col(x, g)[0])`` without building the rows (:func:`patch_count` of
+    ``x``'s non-zeros per pixel). An exact integer count."""
+    return patch_count(np.count_nonzero(x, axis=(0, 1)), g)
 
 
-def patch_reads(g: ConvGeom, h: int, w: int):
-    """``(cy, cx)`` int64: ``cy[y]`` the number of (output row, kernel row) pairs that read input
-    row ``y`` of an ``h x w`` map (``oy * sh + ky * dh - top == y``), ``cx`` likewise for columns."""
+def patch_count(nz, g: ConvGeom) -> int:
+    """The non-zero entries of the im2col rows of a map whose pixel ``(y, x)`` holds ``nz[y, x]``
+    non-zero values (over images and channels): each input element appears in ``cy[y] * cx[x]``
+    rows, ``cy[y]`` the number of (output row, kernel row) pairs that read input row ``y``
+    (``oy * sh + ky * dh - top == y``), ``cx`` likewise for columns (padding reads no element)."""
+    h, w = np.shape(nz)
     oh, ow = _out_hw_checked(g, h, w)
 
     def reads(n_in, n_out, k, s, d, before):
@@ -121,7 +120,9 @@ def patch_reads(g: ConvGeom, h: int, w: int):
             pos = pos[(pos >= 0) & (pos < n_in)]
             np.add.at(cnt, pos, 1)
         return cnt
-    return reads(h, oh, g.kh, g.sh, g.dh, g.pads[0]), reads(w, ow, g.kw, g.sw, g.dw, g.pads[1])
+    cy = reads(h, oh, g.kh, g.sh, g.dh, g.pads[0])
+    cx = reads(w, ow, g.kw, g.sw, g.dw, g.pads[1])
+    return int(cy @ np.asarray(nz, np.int64) @ cx)
 
 
 def pad_nchw(x, pads):

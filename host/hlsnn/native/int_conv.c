@@ -110,19 +110,24 @@ static int isa(int limit) {
 
 typedef void (*block_fn)(BLOCK_ARGS);
 
+/* the block kernel of the widest vector unit up to `limit` (isa) */
+static block_fn pick(int limit) {
+  const int level = isa(limit);
+#ifdef HLSNN_X86
+  if (level == 2)
+    return block_avx512;
+  if (level == 1)
+    return block_avx2;
+#else
+  (void)level;
+#endif
+  return block_portable;
+}
+
 void hlsnn_int_conv(const int64_t *xp, int64_t C, int64_t Hp, int64_t Wp, const int32_t *w, int64_t Z,
                     int64_t k, int64_t q0, int64_t q1, int64_t *acc, int limit) {
   const int64_t OW = Wp - k + 1, OHW = (Hp - k + 1) * OW, plane = Hp * Wp;
-  block_fn block = block_portable;
-#ifdef HLSNN_X86
-  const int level = isa(limit);
-  if (level == 2)
-    block = block_avx512;
-  else if (level == 1)
-    block = block_avx2;
-#else
-  (void)limit;
-#endif
+  const block_fn block = pick(limit);
   int32_t a[NP][ZV];
   for (int64_t qb = q0; qb < q1; qb += NP) {
     const int np = (int)(q1 - qb < NP ? q1 - qb : NP);
@@ -153,16 +158,7 @@ void hlsnn_int_conv(const int64_t *xp, int64_t C, int64_t Hp, int64_t Wp, const 
  * with a 1x1 kernel over K channels one apart. */
 void hlsnn_int_gemm(const int64_t *x, int64_t K, const int32_t *w, int64_t N, const int64_t *bias,
                     const double *scale, int64_t r0, int64_t r1, double *out, int limit) {
-  block_fn block = block_portable;
-#ifdef HLSNN_X86
-  const int level = isa(limit);
-  if (level == 2)
-    block = block_avx512;
-  else if (level == 1)
-    block = block_avx2;
-#else
-  (void)limit;
-#endif
+  const block_fn block = pick(limit);
   int32_t a[NP][ZV];
   for (int64_t rb = r0; rb < r1; rb += NP) {
     const int np = (int)(r1 - rb < NP ? r1 - rb : NP);

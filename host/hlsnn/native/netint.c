@@ -357,14 +357,14 @@ int64_t hlsnn_net_conv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, con
                        int acc_bits, int bits, int mode, int relu, int64_t lo, int64_t hi, int32_t *out,
                        int limit) {
   const rule_t r = {bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, all_fast(shift, G * Zg)};
-#ifdef HLSNN_X86
   const int level = isa(limit);
+#ifdef HLSNN_X86
   if (level == 2)
     return conv_avx512(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
   if (level == 1)
     return conv_avx2(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
 #else
-  (void)limit;
+  (void)level;
 #endif
   return conv_portable(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
 }
@@ -392,6 +392,9 @@ int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, c
                          const int64_t *bias, const int64_t *shift, int rule, int acc_bits, int bits, int mode, int relu,
                          int64_t lo, int64_t hi, int32_t *out, int limit) {
   const int fast = isa(limit) == 2;
+#ifndef HLSNN_X86
+  (void)fast;
+#endif
   int64_t sat = 0;
   int32_t acc[ZV];
   rule_t r = {bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, all_fast(shift, C)};

@@ -78,15 +78,23 @@ def quantize_rows(x, mantissa_bits, exponent_bits, rounding, out):
     return exps, nonzero.astype(bool), int(sum(counts))
 
 
+def _conv_lib(x, g, oh, ow, exponent_bits, rounding, out):
+    """The library (:func:`lib`) when a convolution's C pass can take these operands (``x``
+    (B, C, H, W) float64 with 8-byte strides, one group, ``out`` a C-contiguous float32 or
+    float64 array, a rounding without randomness, ``exponent_bits <= 10``); else None."""
+    if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 4 or g.group != 1 \
+            or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous or oh < 1 or ow < 1 \
+            or any(s % 8 for s in x.strides):
+        return None
+    return lib()
+
+
 def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out):
     """:func:`quantize_rows` of ``im2col(x, g)`` (``x`` (B, C, H, W) float64, any strides;
     ``g`` a :class:`~hlsnn.engines.convgeom.ConvGeom` of one group), without writing the
     float64 rows: each is gathered into a buffer and quantized there. None for the numpy path."""
-    if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 4 or g.group != 1 \
-            or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous or oh < 1 or ow < 1:
-        return None
-    so = lib()
-    if so is None or any(s % 8 for s in x.strides):
+    so = _conv_lib(x, g, oh, ow, exponent_bits, rounding, out)
+    if so is None:
         return None
     b, c, h, w = x.shape
     k = c * g.kh * g.kw
@@ -184,11 +192,8 @@ def conv_gemm(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, wm, acc, isa
     (:func:`sums_kind`; exact integers either way); None (nothing promised about ``acc``) where
     neither is exact, and where :func:`quantize_conv_rows` returns None. ``isa`` picks the C kernel
     variant (:data:`ISAS`; tests): all give the same integers."""
-    if rounding not in MODES or exponent_bits > 10 or x.dtype != np.float64 or x.ndim != 4 or g.group != 1 \
-            or acc.dtype not in (np.float32, np.float64) or not acc.flags.c_contiguous or oh < 1 or ow < 1:
-        return None
-    so = lib()
-    if so is None or any(s % 8 for s in x.strides):
+    so = _conv_lib(x, g, oh, ow, exponent_bits, rounding, acc)
+    if so is None:
         return None
     b, c, h, w = x.shape
     k = c * g.kh * g.kw
