@@ -40,6 +40,7 @@ def _run(net, x, target="emu", force_chunk=None, fmt="fixed"):
     acc = Accelerator(SHIFT8 if fmt in ("twohot", "pot") else SPARSE4, target)
     try:
         dep = Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", fmt, "a")}, {"a": acc})
+        dep.fast = False                 # the layer path's kernel calls (the compiled one makes none)
         ex = dep.execs["l"]
         if force_chunk:
             ex.k_step = force_chunk

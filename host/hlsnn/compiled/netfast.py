@@ -47,11 +47,17 @@ def lib():
         so.hlsnn_net_pad.restype = None
         so.hlsnn_net_pad.argtypes = [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p]
         so.hlsnn_net_conv.restype = i64
-        so.hlsnn_net_conv.argtypes = [p, i64, i64, i64, p] + [i64] * 12 + [p, p, ci, ci, ci, ci, ci, i64, i64, p, ci]
+        so.hlsnn_net_conv.argtypes = [p, i64, i64, i64, p] + [i64] * 12 + [p, p, ci, ci, ci, ci, ci, i64, i64, p, ci, p]
         so.hlsnn_net_dwconv.restype = i64
-        so.hlsnn_net_dwconv.argtypes = [p, i64, i64, i64, p] + [i64] * 9 + [p, p, ci, ci, ci, ci, ci, i64, i64, p, ci]
+        so.hlsnn_net_dwconv.argtypes = [p, i64, i64, i64, p] + [i64] * 9 + [p, p, ci, ci, ci, ci, ci, i64, i64, p, ci, p]
         so.hlsnn_net_maxpool.restype = None
         so.hlsnn_net_maxpool.argtypes = [p] + [i64] * 13 + [p]
+        so.hlsnn_net_msb_counts.restype = None
+        so.hlsnn_net_msb_counts.argtypes = [p, i64, i64, i64, p]
+        so.hlsnn_net_requant.restype = i64
+        so.hlsnn_net_requant.argtypes = [p, i64, p, ci, ci, i64, i64, i64, i64, p]
+        so.hlsnn_net_add_raw.restype = i64
+        so.hlsnn_net_add_raw.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, i64, p, p]
         so.hlsnn_net_add.restype = i64
         so.hlsnn_net_add.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, ci, ci, i64, i64, p]
         so._hlsnn_typed = True
@@ -212,7 +218,7 @@ class FastNet:
         y = self._buf(ws, cv.op.name, (b, f["oh"], f["ow"], f["z"]))
         q1 = b * f["oh"] * f["ow"]
         rule = (_ptr(cv.bias), _ptr(cv.shift), cv.rule, cv.acc_bits, cv.bits, cv.mode, int(f["relu"]), cv.lo, cv.hi,
-                _ptr(y), self.isa)
+                _ptr(y), self.isa, None)
         if cv.depthwise:
             sat = so.hlsnn_net_dwconv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.zs, cv.kh, cv.kw, f["sh"],
                                       f["sw"], f["oh"], f["ow"], 0, q1, *rule)

@@ -637,30 +637,39 @@ class Deployment:
         helpers off (``HLSNN_NATIVE=0``), or a network the network mode refuses (a
         ``bfp_systolic`` layer, mixed accelerators, an op without an integer rule:
         :func:`hlsnn.compiled.netmode.lower`). Made once per calibration."""
-        if not (self.fast and self.calibrated) or self.dynamic or self.host \
-                or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
-                or not all(isinstance(d, int) for d in self.net.input_shape[1:]):
+        if not (self.fast and self.calibrated):
             return None
         if getattr(self, "_fastnet", None) is None:
             self._fastnet = False
-            from types import SimpleNamespace
-            from ..compiled import netfast, netmode
-            from ..compiled.build import program_of
-            accs = {fmt.accel: self.execs[la.name].acc for la in self.net.engine_layers()
-                    for fmt in [self.formats[self.assignment.format_of(la.name)]]}
-            if len({id(a) for a in accs.values()}) != 1 or \
-                    next(iter(accs.values())).config.engine not in netfast.RULES:
-                return None
-            cfg = SimpleNamespace(name=self.net.name, formats=self.formats, rounding=self.rounding,
-                                  assignments={self.assignment.name: self.assignment},
-                                  calibration={"overflow_ratio": self.overflow_ratio, "update": self.update})
+            from ..compiled import netfast
             try:
-                program, arrays = program_of(self, self.net, cfg, self.assignment.name, accs, x_cal=0)
-                fn = netfast.build(netmode.lower(program, arrays))
+                net = self._lowered()
+                fn = None if net is None else netfast.build(net)
             except InputError:
                 fn = None
             self._fastnet = fn if fn is not None else False
         return self._fastnet or None
+
+    def _lowered(self):
+        """The deployment as a network-mode program (:func:`hlsnn.compiled.netmode.lower` of
+        its compiled layer program), None where it has not one accelerator of an engine
+        :mod:`hlsnn.compiled.netfast` runs, or :class:`InputError` where netmode refuses it.
+        Reads the layers' radix points as they are."""
+        from types import SimpleNamespace
+        from ..compiled import netfast, netmode
+        from ..compiled.build import program_of
+        if self.dynamic or self.host or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
+                or not all(isinstance(d, int) for d in self.net.input_shape[1:]):
+            return None
+        accs = {fmt.accel: self.execs[la.name].acc for la in self.net.engine_layers()
+                for fmt in [self.formats[self.assignment.format_of(la.name)]]}
+        if len({id(a) for a in accs.values()}) != 1 or next(iter(accs.values())).config.engine not in netfast.RULES:
+            return None
+        cfg = SimpleNamespace(name=self.net.name, formats=self.formats, rounding=self.rounding,
+                              assignments={self.assignment.name: self.assignment},
+                              calibration={"overflow_ratio": self.overflow_ratio, "update": self.update})
+        program, arrays = program_of(self, self.net, cfg, self.assignment.name, accs, x_cal=0)
+        return netmode.lower(program, arrays)
 
     def _run_fast(self, fn, x):
         """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and
@@ -704,8 +713,13 @@ class Deployment:
         return (y, {k: a.values for k, a in env.items()}) if keep else y
 
     def calibrate(self, x_cal):
+        """Choose every radix point from ``x_cal`` (:meth:`run` with ``calibrate``): on ``emu``,
+        where the network lowers to the integer network mode, as compiled integer ops that
+        set the same state (:mod:`hlsnn.compiled.netcal`). Returns the seconds it took."""
         t = time.perf_counter()
-        self.run(x_cal, calibrate=True)
+        from ..compiled import netcal
+        if not netcal.calibrate(self, x_cal):
+            self.run(x_cal, calibrate=True)
         return time.perf_counter() - t
 
 

@@ -17,6 +17,11 @@
  * then the clamp [lo, hi] (a fused ReLU6; the activation range otherwise). The saturations
  * of shift_round_sat are counted (the clamp is not), and the function returns that count.
  *
+ * With rule | RAW (4) the function stores the wide results v instead (after ReLU, before the
+ * shift), as int32: the caller checks that they fit. The compiled calibration
+ * (hlsnn.compiled.netcal) reads them: hlsnn_net_msb_counts gives the statistics unit's
+ * histogram per channel, hlsnn_net_requant the output stage with the shift then chosen.
+ *
  * hlsnn_net_dwconv: the same for a depthwise convolution (Cg = Zg = 1), weights (kh, kw, Cs)
  * with Cs = C rounded up to 16, the channels in vector lanes.
  *
@@ -124,17 +129,56 @@ void hlsnn_net_pad(const int32_t *x, int64_t B, int64_t H, int64_t W, int64_t C,
     }
 }
 
+/* the index of u's highest set bit, u != 0 */
+static inline int msb32(uint32_t u) {
+#if defined(__GNUC__) || defined(__clang__)
+  return 31 - __builtin_clz(u);
+#else
+  int k = 0;
+  while (u >>= 1)
+    ++k;
+  return k;
+#endif
+}
+
 typedef struct {
   const int64_t *bias, *shift;
   int rule, acc_bits, bits, mode, relu;
   int64_t lo, hi;
   int fast; /* every shift in [1, 62]: the branch-free rounding (rsat) */
+  int raw;  /* store v (the wide result) instead of the output (rule | RAW) */
+  int64_t *counts; /* raw: the MSB counts of v per channel, (Z, 32), added to (NULL: none) */
 } rule_t;
+
+/* rule | RAW: the wide results v = clamp(acc + bias, acc_bits) (rule 0) or acc + bias (rule 1),
+ * after ReLU, stored as int32 (the caller checks that they fit) */
+#define RAW 4
 
 /* the outputs of one block: acc[p][z] for pixels p < np, channels z < zn, to out rows */
 static inline int64_t finish_block(const int32_t (*acc)[ZV], int np, int zn, int32_t *const *orow, int64_t z0,
                                    const rule_t *r) {
   int64_t sat = 0;
+  if (r->raw) {
+    const int64_t amax = r->rule == 0 ? ((int64_t)1 << (r->acc_bits - 1)) - 1 : INT64_MAX;
+    const int64_t vmin = r->relu ? 0 : -amax - 1;
+    const int64_t *bias = r->bias + z0;
+    for (int p = 0; p < np; ++p) {
+      const int32_t *a = acc[p];
+      int32_t *o = orow[p] + z0;
+      for (int z = 0; z < zn; ++z) {
+        int64_t v = (int64_t)a[z] + bias[z];
+        v = v > amax ? amax : v;
+        o[z] = (int32_t)(v < vmin ? vmin : v);
+      }
+      if (r->counts)
+        for (int z = 0; z < zn; ++z) {
+          const uint32_t x = (uint32_t)o[z], u = x ^ (0u - (x >> 31));
+          if (u)
+            r->counts[(z0 + z) * 32 + msb32(u)] += 1;
+        }
+    }
+    return 0;
+  }
   if (r->fast) {
     const int64_t lb = -((int64_t)1 << (r->bits - 1)), hb = ((int64_t)1 << (r->bits - 1)) - 1;
     const int64_t amax = r->rule == 0 ? ((int64_t)1 << (r->acc_bits - 1)) - 1 : INT64_MAX, amin = -amax - 1;
@@ -328,6 +372,8 @@ static int all_fast(const int64_t *shift, int64_t n) {
       rule_t rg = *r;                                                                             \
       rg.bias += g * Zg;                                                                          \
       rg.shift += g * Zg;                                                                         \
+      if (rg.counts)                                                                              \
+        rg.counts += g * Zg * 32;                                                                 \
       for (int64_t z0 = 0; z0 < Zg; z0 += ZV) {                                                   \
         BLOCK(xw, wg + z0, kh, kw, Cg, Zs, Wp, C, acc);                                           \
         const int zn = (int)(Zg - z0 < ZV ? Zg - z0 : ZV);                                        \
@@ -355,8 +401,9 @@ int64_t hlsnn_net_conv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, con
                        int64_t kh, int64_t kw, int64_t Cg, int64_t Zg, int64_t Zs, int64_t sh, int64_t sw, int64_t OH,
                        int64_t OW, int64_t q0, int64_t q1, const int64_t *bias, const int64_t *shift, int rule,
                        int acc_bits, int bits, int mode, int relu, int64_t lo, int64_t hi, int32_t *out,
-                       int limit) {
-  const rule_t r = {bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, all_fast(shift, G * Zg)};
+                       int limit, int64_t *counts) {
+  const rule_t r = {bias, shift, rule & 3, acc_bits, bits, mode, relu, lo, hi,
+                    !(rule & RAW) && all_fast(shift, G * Zg), (rule & RAW) != 0, counts};
   const int level = isa(limit);
 #ifdef HLSNN_X86
   if (level == 2)
@@ -390,14 +437,15 @@ __attribute__((target("avx512f"))) static void dw_avx512(const int32_t *xw, cons
 int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t Cs,
                          int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t OH, int64_t OW, int64_t q0, int64_t q1,
                          const int64_t *bias, const int64_t *shift, int rule, int acc_bits, int bits, int mode, int relu,
-                         int64_t lo, int64_t hi, int32_t *out, int limit) {
+                         int64_t lo, int64_t hi, int32_t *out, int limit, int64_t *counts) {
   const int fast = isa(limit) == 2;
 #ifndef HLSNN_X86
   (void)fast;
 #endif
   int64_t sat = 0;
   int32_t acc[ZV];
-  rule_t r = {bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, all_fast(shift, C)};
+  rule_t r = {bias, shift, rule & 3, acc_bits, bits, mode, relu, lo, hi, !(rule & RAW) && all_fast(shift, C),
+              (rule & RAW) != 0, counts};
   for (int64_t q = q0; q < q1; ++q) {
     const int32_t *xw = window(xp, q, OH, OW, Hp, Wp, C, sh, sw);
     int32_t *orow = out + q * C;
@@ -482,4 +530,129 @@ int64_t hlsnn_net_add(const int32_t *a, const int32_t *b, int64_t HW, int64_t C,
     }
   }
   return sat;
+}
+
+/* Per-channel counts of the statistics unit's MSB positions (hlsnn.primitives.msb_histogram:
+ * u = v ^ (v >> 31), not counted when u == 0) of the pixels [q0, q1) of v (npix, Z) int32:
+ * counts (Z, 32) int64, added to. */
+void hlsnn_net_msb_counts(const int32_t *v, int64_t Z, int64_t q0, int64_t q1, int64_t *counts) {
+  for (int64_t q = q0; q < q1; ++q) {
+    const int32_t *row = v + q * Z;
+    for (int64_t z = 0; z < Z; ++z) {
+      const uint32_t x = (uint32_t)row[z];
+      const uint32_t u = x ^ (0u - (x >> 31));
+      if (u)
+        counts[z * 32 + msb32(u)] += 1;
+    }
+  }
+}
+
+/* The output stage on wide results: y = clamp(shift_round_sat(v, shift[z], bits, mode), lo, hi)
+ * for the pixels [q0, q1) of v (npix, Z) int32 into out; returns the saturation count (of
+ * shift_round_sat, not of the clamp). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
+#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VEC_CLONES
+#endif
+/* hlsnn_net_requant's rows when every shift is in [1, 62] (rsat: the loop vectorizes) */
+VEC_CLONES static int64_t requant_fast(const int32_t *v, int64_t Z, const int64_t *shift, int mode, int64_t lb,
+                                       int64_t hb, int64_t lo, int64_t hi, int64_t q0, int64_t q1, int32_t *out) {
+  int64_t sat = 0;
+  for (int64_t q = q0; q < q1; ++q) {
+    const int32_t *row = v + q * Z;
+    int32_t *o = out + q * Z;
+    int64_t ns = 0;
+    for (int64_t z = 0; z < Z; ++z) {
+      int64_t y = rsat(row[z], shift[z], mode, lb, hb, &ns);
+      y = y > hi ? hi : y;
+      o[z] = (int32_t)(y < lo ? lo : y);
+    }
+    sat += ns;
+  }
+  return sat;
+}
+
+#ifdef HLSNN_X86
+/* requant_fast in AVX-512 (rule8 with no bias and no accumulator clamp), Z a multiple of 8 */
+__attribute__((target("avx512f"))) static int64_t requant_avx512(const int32_t *v, int64_t Z, const int64_t *shift,
+                                                                 const rule_t *r, int64_t q0, int64_t q1,
+                                                                 int32_t *out) {
+  static const int64_t zero8[8] = {0};
+  const int64_t lb = -((int64_t)1 << (r->bits - 1)), hb = ((int64_t)1 << (r->bits - 1)) - 1;
+  int64_t ns = 0;
+  for (int64_t q = q0; q < q1; ++q)
+    for (int64_t z = 0; z < Z; z += 8) {
+      const __m256i a32 = _mm256_loadu_si256((const __m256i *)(v + q * Z + z));
+      const __m256i y = rule8(a32, zero8, shift + z, r, INT64_MAX, INT64_MIN, lb, hb, &ns);
+      _mm256_storeu_si256((__m256i *)(out + q * Z + z), y);
+    }
+  return ns;
+}
+#endif
+
+int64_t hlsnn_net_requant(const int32_t *v, int64_t Z, const int64_t *shift, int bits, int mode, int64_t lo,
+                          int64_t hi, int64_t q0, int64_t q1, int32_t *out) {
+  int64_t sat = 0;
+  const int64_t lb = -((int64_t)1 << (bits - 1)), hb = ((int64_t)1 << (bits - 1)) - 1;
+  if (all_fast(shift, Z)) {
+#ifdef HLSNN_X86
+    if (Z % 8 == 0 && isa(2) == 2) {
+      const rule_t r = {NULL, shift, 0, 62, bits, mode, 0, lo, hi, 1, 0, NULL};
+      return requant_avx512(v, Z, shift, &r, q0, q1, out);
+    }
+#endif
+    return requant_fast(v, Z, shift, mode, lb, hb, lo, hi, q0, q1, out);
+  }
+  for (int64_t q = q0; q < q1; ++q) {
+    const int32_t *row = v + q * Z;
+    int32_t *o = out + q * Z;
+    int64_t ns = 0;
+    for (int64_t z = 0; z < Z; ++z) {
+      int64_t y = shift_round_sat(row[z], shift[z], bits, mode, &ns);
+      y = y > hi ? hi : y;
+      o[z] = (int32_t)(y < lo ? lo : y);
+    }
+    sat += ns;
+  }
+  return sat;
+}
+
+/* Rule 4's sum before the requantization (hlsnn_net_add's s) for images [b0, b1) as int32, and
+ * what the host's DETERMINE reads of it: st[0] min, st[1] max, st[2] the count of -1, st[3 + k]
+ * the count of MSB position k (u = s ^ (s >> 31), u != 0), all added to or updated. Returns 1
+ * when a sum does not fit int32 (out is then incomplete), else 0. */
+int64_t hlsnn_net_add_raw(const int32_t *a, const int32_t *b, int64_t HW, int64_t C, int sa, int sb, int relu, int gap,
+                          int64_t b0, int64_t b1, int32_t *out, int64_t *st) {
+  int64_t mn = st[0], mx = st[1], m1 = 0;
+  int64_t cnt[32] = {0};
+  const int64_t n_out = gap ? C : HW * C;
+  for (int64_t i = b0; i < b1; ++i) {
+    const int32_t *ai = a + i * HW * C, *bi = b ? b + i * HW * C : NULL;
+    for (int64_t k = 0; k < n_out; ++k) {
+      int64_t s = 0;
+      for (int64_t q = 0; q < (gap ? HW : 1); ++q) {
+        const int64_t e = gap ? q * C + k : k;
+        int64_t v = (int64_t)((uint64_t)(int64_t)ai[e] << sa);
+        if (bi)
+          v += (int64_t)((uint64_t)(int64_t)bi[e] << sb);
+        s += relu && v < 0 ? 0 : v;
+      }
+      if (s > INT32_MAX || s < INT32_MIN)
+        return 1;
+      out[i * n_out + k] = (int32_t)s;
+      mn = s < mn ? s : mn;
+      mx = s > mx ? s : mx;
+      m1 += s == -1;
+      const uint32_t x = (uint32_t)(int32_t)s, u = x ^ (0u - (x >> 31));
+      if (u)
+        cnt[msb32(u)] += 1;
+    }
+  }
+  st[0] = mn;
+  st[1] = mx;
+  st[2] += m1;
+  for (int k = 0; k < 32; ++k)
+    st[3 + k] += cnt[k];
+  return 0;
 }

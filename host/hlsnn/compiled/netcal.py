@@ -1,0 +1,299 @@
+"""Calibration at the speed of the run: :meth:`hlsnn.deploy.runner.Deployment.calibrate` of a
+``shift_mac`` or ``sparse_cluster`` network on ``emu`` as compiled integer ops
+(``native/netint.c``), setting exactly the state the layer path sets.
+
+The layer path (:mod:`hlsnn.deploy.runner`, the specification) calibrates each fixed-point
+layer with two kernel calls on the whole calibration batch: the *preceding operation* (the
+statistics unit's MSB histogram of the wide results, then DETERMINE picks ``F_out``) and the
+*main operation* (the outputs at that radix). Host glue between the layers works in float64
+on exact values, and a tensor that is not in the next layer's format is converted at the
+radix :func:`~hlsnn.deploy.quant.host_radix` picks from its values. Here the same steps run
+once per layer on int32 NHWC maps, with the rules of :mod:`hlsnn.compiled.netmode` (which
+give the layer path's bits):
+
+1. **Input**: ``F_x = host_radix(x)``, then :func:`~hlsnn.compiled.netmode.quantize_input`
+   (``to_fixed``'s bits).
+2. **conv / dense**: a two-hot or PoT layer with ``weight_fit: output`` first re-chooses its
+   codes and bias on its input integers (:func:`hlsnn.deploy.shift_fit.refit`, as the layer
+   path does). The convolution stores its wide results ``v`` (``hlsnn_net_conv`` with
+   ``RAW``: ``acc + bias``, the ``acc_bits`` clamp of ``shift_mac``, ReLU), which is what the
+   preceding operation's statistics unit sees, so the main operation is the output stage
+   applied to ``v`` (``hlsnn_net_requant``) instead of a second convolution. The histogram
+   (``hlsnn_net_msb_counts``, per channel) goes through :meth:`~hlsnn.deploy.runner._Exec.preceding`'s
+   rule for channel groups of different weight scales; ``F_out`` is DETERMINE's, with the
+   layer's previous ``F_out`` as ``f_prev``. The statistics cover the outputs the kernel
+   computes: on ``sparse_cluster``, a strided convolution runs as its stride-1 form
+   (:func:`hlsnn.engines.convgeom.as_stride1`), so its histogram, count and saturations are
+   those of every stride-1 output, of which the layer keeps ``[::sh, ::sw]``. A ``Clip``
+   after the conv clamps the outputs at the radix chosen (netmode rule 2).
+3. **maxpool**: netmode rule 3.
+4. **add** (residual ``Add``, ``Relu``, ``GlobalAveragePool``): the exact sum ``s`` at radix
+   ``R``; the consumer's ``F_x`` is :func:`~hlsnn.deploy.quant.host_radix` of ``s * 2**-R``,
+   computed from ``s``'s MSB counts (that function writes the values as ``s << d``, ``d =
+   51 - msb(max |s|)``, and counts their MSBs: the counts of ``s`` moved up ``d`` bins, plus
+   the ``-1`` values, which have an MSB only once shifted, at bin ``d - 1``); the
+   requantization is netmode rule 4's ``shift_round_sat(s, R - F_x)``.
+
+Every layer's ``f_x`` (where its input was converted), ``f_out``, ``stats.histogram``,
+``f_in``, ``sat_count`` and ``input_density`` are set as the layer path sets them (tested
+equal, as are the codes, the fitted biases and the next run's outputs); ``stats.calls`` is
+left as it was, since no kernel calls are made.
+
+:func:`calibrate` returns False, with the deployment unchanged, where it does not replicate
+the layer path: the conditions of :meth:`~hlsnn.deploy.runner.Deployment.fast_network`
+(one ``shift_mac``/``sparse_cluster`` accelerator on ``emu``, static radix points, no host
+layers in fixed point, an op netmode lowers), E1 updates only, wide results that fit int32
+(``2**(B-1) * max_z sum|c| + max|bias| < 2**31``), and radix points at which netmode's rules
+are exact (a ``Clip`` bound that is a value of the output format, an ``Add`` whose
+requantization is exact). The layer path then calibrates, and raises its own errors.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+
+from ..errors import InputError
+from ..formats import fixed
+from ..native import parallel
+from . import netfast, netmode
+
+#: ``rule | RAW`` makes ``hlsnn_net_conv`` store the wide results (``netint.c``)
+RAW = 4
+#: output pixels per thread at least
+_MIN_PIXELS = 256
+
+
+class _Bail(Exception):
+    """A step the compiled calibration does not replicate: the layer path calibrates."""
+
+
+def calibrate(dep, x):
+    """Calibrate ``dep`` on the float batch ``x`` as the layer path would (module docstring):
+    True when done, False (``dep`` unchanged) where the layer path must run."""
+    x = np.asarray(x, np.float64)
+    if dep.update != "e1" or not x.ndim or not x.shape[0] or not dep.fast:
+        return False
+    so = netfast.lib()
+    if so is None:
+        return False
+    saved = _save(dep)
+    try:
+        for ex in dep.execs.values():          # provisional radix points: the program's structure
+            ex.f_x, ex.f_out = 0, 0
+        net = dep._lowered()
+        for ex, (state, _) in zip(dep.execs.values(), saved[0].values()):
+            ex.f_x, ex.f_out = state["f_x"], state["f_out"]
+        if net is None:
+            raise _Bail
+        _walk(dep, net, so, x)
+    except (_Bail, InputError):
+        _restore(dep, saved)
+        return False
+    dep.calibrated, dep._fastnet = True, None
+    return True
+
+
+def _save(dep):
+    return ({k: (dict(ex.__dict__), copy.deepcopy(ex.stats)) for k, ex in dep.execs.items()},
+            (dep.calibrated, dep._fastnet))
+
+
+def _restore(dep, saved):
+    for k, (state, stats) in saved[0].items():
+        ex = dep.execs[k]
+        ex.__dict__.clear()
+        ex.__dict__.update(state)
+        ex.stats = stats
+    dep.calibrated, dep._fastnet = saved[1]
+
+
+def _ptr(a):
+    return netfast._ptr(a)
+
+
+def _pixels(so_fn, n):
+    """Run ``so_fn(q0, q1)`` on ranges of ``n`` pixels in threads; the results' list."""
+    return parallel.run(so_fn, parallel.parts(n, _MIN_PIXELS))
+
+
+def _walk(dep, net, so, x):
+    from ..deploy.runner import ShiftExec
+    b = x.shape[0]
+    bits = net.input["bits"]
+    alias = lambda name: net.aliases.get(name, name)          # noqa: E731
+    clips = {la.inputs[0]: la for la in dep.net.layers if la.kind == "host" and la.op == "Clip"}
+    # 1. the input at host_radix's point, as the first layer converts it
+    from ..deploy.quant import host_radix
+    f_x = host_radix(x, bits, True, dep.overflow_ratio)
+    net.input["f"] = f_x
+    c, h, w = netmode._chw(net.input["shape"])
+    xq = netmode.quantize_input(net, x).reshape(b, c, h, w)
+    env = {net.input["name"]: (np.ascontiguousarray(xq.transpose(0, 2, 3, 1), np.int32), f_x, True)}
+    for op in net.ops:
+        a, fa, converted = env[alias(op.ins[0])]
+        if op.kind == "conv":
+            env[op.out] = _conv(dep, net, so, op, a, fa, converted, clips.get(op.out), ShiftExec)
+        elif op.kind == "maxpool":
+            f = op.f
+            y = np.empty((b, f["oh"], f["ow"], f["c"]), np.int32)
+            so.hlsnn_net_maxpool(_ptr(a), f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"], f["pads"][0],
+                                 f["pads"][1], f["oh"], f["ow"], 0, b, _ptr(y))
+            env[op.out] = (y, fa, False)
+        else:
+            other = env[alias(op.ins[1])] if len(op.ins) > 1 else None
+            env[op.out] = _add(dep, so, op, a, fa, other, bits)
+
+
+def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
+    """Rule 2 of the module docstring for one conv op: ``(y, F_out, False)``."""
+    from ..deploy import shift_fit
+    from ..deploy.runner import _add_histogram
+    from ..engines import convgeom as conv
+    ex, f = dep.execs[op.name], dict(op.f)
+    b = x.shape[0]
+    if converted:                       # the layer path converted this input (at this radix)
+        ex.f_x = fx
+    z = f["z"]
+    is_shift = isinstance(ex, shift_exec)
+    if is_shift and getattr(ex.fmt, "weight_fit", "nearest") == "output":
+        shift_fit.refit(ex, x.transpose(0, 3, 1, 2), fx)
+        f["codes"] = _shift_codes(ex, f)
+    f_w = np.broadcast_to(np.asarray(ex.f_w, np.int64).reshape(-1), (z,))
+    f_in = fx + ex.f_w                                     # an int, or one per output channel
+    b_fit = getattr(ex, "b_fit", None)
+    bias = np.rint(np.ldexp(ex.layer.b if b_fit is None else b_fit, fx + f_w))
+    rules = netmode.engine_rules(net.engine)
+    if np.abs(bias).max(initial=0) >= 1 << rules.bias_bits:
+        raise _Bail                                        # the layer path's error
+    # the outputs the kernel computes: a strided conv on sparse_cluster runs at stride 1
+    whole = not is_shift and ex.general and ex.blocks is None and (f["sh"], f["sw"]) != (1, 1)
+    if whole:
+        pt, pl, pb, pr = f["pads"]
+        f.update(sh=1, sw=1, oh=f["h"] + pt + pb - f["kh"] + 1, ow=f["w"] + pl + pr - f["kw"] + 1)
+    f.update(bias=bias.astype(np.int64), shift=np.zeros(z, np.int64), clip=(-(1 << 31), (1 << 31) - 1))
+    cv = netfast._Conv(netmode.Op("conv", op.name, op.ins, op.out, f), net.input["bits"], net.params, net.engine)
+    rowsum = int(np.abs(np.asarray(f["codes"], np.int64)).reshape(z, -1).sum(axis=1).max(initial=0))
+    if (1 << (net.input["bits"] - 1)) * rowsum + int(np.abs(cv.bias).max(initial=0)) >= 1 << 31:
+        raise _Bail                                        # wide results beyond int32
+    # the wide results v over the kernel's outputs
+    xp = np.zeros((b, cv.hp, cv.wp, f["c"]), np.int32)
+    nz = np.zeros(f["h"] * f["w"], np.int64)
+    so.hlsnn_net_pad(_ptr(x), b, f["h"], f["w"], f["c"], _ptr(xp), cv.hp, cv.wp, f["pads"][0], f["pads"][1], _ptr(nz))
+    npix = b * f["oh"] * f["ow"]
+    v = np.empty((b, f["oh"], f["ow"], z), np.int32)
+
+    def wide(q0, q1):                   # v on pixels [q0, q1), and its MSB counts per channel
+        cnt = np.zeros((z, 32), np.int64)
+        rule = (_ptr(cv.bias), _ptr(cv.shift), cv.rule | RAW, cv.acc_bits, cv.bits, cv.mode, int(f["relu"]), cv.lo,
+                cv.hi, _ptr(v), 2, _ptr(cnt))
+        if cv.depthwise:
+            so.hlsnn_net_dwconv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.zs, cv.kh, cv.kw, f["sh"], f["sw"],
+                                f["oh"], f["ow"], q0, q1, *rule)
+        else:
+            so.hlsnn_net_conv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.g, cv.kh, cv.kw, cv.cg, cv.zg, cv.zs,
+                              f["sh"], f["sw"], f["oh"], f["ow"], q0, q1, *rule)
+        return cnt
+    # the statistics unit's histogram and DETERMINE (_Exec.preceding's rule)
+    cnt = sum(_pixels(wide, npix))
+    nbins = int(ex.p["acc_bits"]) if is_shift else 32
+    f_vec = np.asarray(f_in, np.int64).reshape(-1)
+    ref, lo = int(f_vec.max()), int(f_vec.min())
+    groups = np.unique(f_vec)
+    hist, n = None, 0
+    for g in groups:
+        chans = np.arange(z) if len(groups) == 1 else np.flatnonzero(f_vec == g)
+        h = cnt[chans].sum(axis=0)
+        if h[nbins:].any():
+            raise _Bail                                    # beyond the counters (the layer path's error)
+        hb = np.zeros(nbins, np.int64)
+        hb[:min(nbins, 32)] = h[:nbins]
+        hist, n = _add_histogram(hist, np.minimum(hb, (1 << 32) - 1), ref - int(g)), n + npix * len(chans)
+    st = fixed.Stats.from_histogram(hist, n)
+    ex.f_out = fixed.determine(st, ref, cv.bits, overflow_ratio=dep.overflow_ratio, signed=True, f_prev=ex.f_out,
+                               f_min=ref - 63, f_max=lo + 63)
+    ex.stats.histogram = hist.tolist()
+    # the main operation: the output stage on v at that radix (and a Clip's clamp)
+    lo_c, hi_c = -(1 << (cv.bits - 1)), (1 << (cv.bits - 1)) - 1
+    if clip is not None:
+        lo_c, hi_c = netmode._clamp({"attrs": clip.attrs}, ex.f_out, cv.bits, None, lambda what: _Bail(what))
+    shift = np.ascontiguousarray(f_vec - ex.f_out if len(f_vec) > 1 else np.full(z, int(f_vec[0]) - ex.f_out))
+    y = v                                                  # in place: a pixel's outputs replace its v
+    sat = sum(_pixels(lambda q0, q1: so.hlsnn_net_requant(_ptr(v), z, _ptr(shift), cv.bits, cv.mode, lo_c, hi_c,
+                                                          q0, q1, _ptr(y)), npix))
+    if whole:
+        oh, ow = op.f["oh"], op.f["ow"]
+        y = np.ascontiguousarray(y[:, ::op.f["sh"], ::op.f["sw"]][:, :oh, :ow])
+    st_ = ex.stats
+    st_.f_out, st_.sat_count, st_.f_in = ex.f_out, int(sat), fx
+    ex.in_shape = (b,) + tuple(net.shapes[ex.layer.inputs[0]])
+    if dep.collect_stats:
+        if is_shift and not f["dense"]:                     # non-zeros of the im2col rows
+            k = f["c"] * f["kh"] * f["kw"]
+            st_.input_density = conv.patch_count(nz.reshape(f["h"], f["w"]), ex.layer.geom) / max(
+                b * op.f["oh"] * op.f["ow"] * k, 1)
+        else:
+            st_.input_density = int(nz.sum()) / max(b * f["c"] * f["h"] * f["w"], 1)
+    return y, ex.f_out, False
+
+
+def _shift_codes(ex, f):
+    """A refitted shift layer's code values (Z, C/g, kh, kw), as netmode lowers them."""
+    from .layers import capture
+    f_out = ex.f_out
+    ex.f_out = 0 if f_out is None else f_out                 # capture asks for a calibrated layer
+    try:
+        entry, arrays = capture(ex, ex.fmt.type)
+    finally:
+        ex.f_out = f_out
+    named = {f"{entry['name']}/{k}": v for k, v in arrays.items()}
+    codes, _ = netmode.ShiftRules.weights(entry, named, (f["c"], f["h"], f["w"]), lambda what: _Bail(what))
+    return codes.astype(np.int64)
+
+
+def _add(dep, so, op, a, fa, other, bits):
+    """Rule 4 of the module docstring: ``(q, F_x, True)``."""
+    f = op.f
+    b = a.shape[0]
+    fb = other[1] if other is not None else fa
+    fm = max(fa, fb)
+    p = int(math.log2(f["hw"])) if f["gap"] else 0
+    r = fm + p
+    hw_out = 1 if f["gap"] else f["hw"]
+    s = np.empty((b, hw_out, f["c"]), np.int32)
+
+    def raw(b0, b1):                     # s on images [b0, b1): min, max, count of -1, MSB counts
+        st = np.zeros(35, np.int64)
+        st[0], st[1] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        if so.hlsnn_net_add_raw(_ptr(a), None if other is None else _ptr(other[0]), f["hw"], f["c"], fm - fa,
+                                fm - fb, int(f["relu"]), int(f["gap"]), b0, b1, _ptr(s), _ptr(st)):
+            raise _Bail                                    # a sum beyond int32
+        return st
+    parts = parallel.run(raw, parallel.parts(b, 1))
+    amax = max(max(-int(st[0]), int(st[1])) for st in parts)
+    f_x = sum_radix(sum(st[3:] for st in parts), sum(int(st[2]) for st in parts), amax, s.size, r, bits,
+                    dep.overflow_ratio)
+    if r > max(f_x + 24, 0):
+        raise _Bail                                        # netmode's rule 4 is not exact there
+    q = s                                                  # in place
+    shift = np.full(f["c"], r - f_x, np.int64)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    _pixels(lambda q0, q1: so.hlsnn_net_requant(_ptr(s), f["c"], _ptr(shift), bits, netfast.MODES[dep.rounding],
+                                                lo, hi, q0, q1, _ptr(q)), b * hw_out)
+    return q.reshape((b,) + ((1, 1, f["c"]) if f["gap"] else tuple(a.shape[1:]))), f_x, True
+
+
+def sum_radix(counts, minus_ones, amax, n, r, bits, overflow_ratio):
+    """:func:`hlsnn.deploy.quant.host_radix` (signed) of ``n`` values ``s * 2**-r``, ``s``
+    integers below ``2**31`` in magnitude, from what :func:`_add` gathers of them: the counts of
+    their MSB positions (``counts[k]``, ``k < 32``; :func:`hlsnn.primitives.msb_histogram`'s
+    rule), how many are ``-1``, and ``amax = max(-min s, max s)`` (module docstring, rule 4)."""
+    if amax == 0:
+        return bits - 1
+    d = 51 - (int(amax).bit_length() - 1)
+    h = np.zeros(64, np.int64)
+    h[d:d + 32] = np.asarray(counts, np.int64)[:64 - d]
+    h[d - 1] += minus_ones
+    st = fixed.Stats.from_histogram(np.minimum(h, (1 << 32) - 1), n)
+    return fixed.determine(st, r + d, bits, overflow_ratio=overflow_ratio, signed=True, f_min=-64, f_max=64)

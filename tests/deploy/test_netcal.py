@@ -1,0 +1,203 @@
+"""The compiled calibration (hlsnn.compiled.netcal; issue 32: calibration as fast per image as
+the run) against its specification, the layer path's calibration (Deployment.run(x,
+calibrate=True)): the same radix points, histograms, statistics, refitted codes and biases,
+and so the same outputs afterwards. On random networks (strided, rectangular, asymmetric,
+depthwise and 1x1 convs, MaxPool, ReLU6 as Clip, a residual Add with and without ReLU, global
+pooling, dense; both engines, per-tensor and per-channel weight scales, every rounding,
+overflow ratios) and on the shipped models."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+from conftest import ROOT  # noqa: E402
+from hlsnn.compiled import netcal, netfast  # noqa: E402
+from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
+from hlsnn.deploy.onnx_import import Layer, Network  # noqa: E402
+from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.errors import InputError  # noqa: E402
+from hlsnn.runtime import Accelerator  # noqa: E402
+
+pytestmark = pytest.mark.skipif(netfast.lib() is None, reason="no C compiler for the compiled helpers")
+
+SPARSE = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
+SHIFT = ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml"
+
+
+def _net(rng, depthwise, relu_add, clip):
+    """x -> c1 (3x3, ReLU[6]) -> maxpool -> c2 (3x2 stride 2, asymmetric pads, depthwise or
+    not) -> c3 (1x1, no ReLU) + c4 (1x1 stride 2 shortcut) -> Add [ReLU] -> GAP -> dense."""
+    c, h = int(rng.integers(1, 4)), int(rng.choice([8, 16]))
+    z1, z3 = 8, int(rng.choice([8, 12]))
+    w = lambda *s: rng.normal(0, 0.4, s)          # noqa: E731
+    b = lambda n: rng.normal(0, 0.1, n)           # noqa: E731
+    g2 = z1 if depthwise else 1
+    layers = [Layer("c1", "conv", ["x"], "t1", w=w(z1, c, 3, 3), b=b(z1), relu=True, pad=1)]
+    src = "t1"
+    if clip:
+        layers.append(Layer("r6", "host", ["t1"], "t1c", op="Clip", attrs={"lo": 0.0, "hi": 6.0}))
+        src = "t1c"
+    layers += [
+        Layer("mp", "host", [src], "t2", op="MaxPool", attrs={"kernel_shape": [2, 2], "strides": [2, 2],
+                                                             "pads": [0, 0, 0, 0]}),
+        Layer("c2", "conv", ["t2"], "t3", w=w(z1, z1 // g2, 3, 2), b=b(z1), relu=True, pads=(1, 0, 1, 1),
+              strides=(2, 2), group=g2),
+        Layer("c3", "conv", ["t3"], "t4", w=w(z3, z1, 1, 1), b=b(z3), relu=False),
+        Layer("c4", "conv", ["t2"], "t5", w=w(z3, z1, 1, 1), b=b(z3), relu=False, strides=(2, 2)),
+        Layer("add", "host", ["t4", "t5"], "t6", op="Add")]
+    out = "t6"
+    if relu_add:
+        layers.append(Layer("ra", "host", ["t6"], "t7", op="Relu"))
+        out = "t7"
+    layers += [Layer("gap", "host", [out], "t8", op="GlobalAveragePool"),
+               Layer("fl", "host", ["t8"], "t9", op="Flatten", attrs={"axis": 1}),
+               Layer("fc", "dense", ["t9"], "y", w=w(10, z3), b=b(10))]
+    return Network(name="n", path="", input="x", input_shape=(None, c, h, h), output="y", layers=layers), (c, h)
+
+
+def _state(dep):
+    """Everything a calibration sets, per layer."""
+    out = {}
+    for k, ex in dep.execs.items():
+        s = ex.stats
+        st = dict(f_x=np.asarray(ex.f_x).tolist(), f_out=ex.f_out, f_in=s.f_in, hist=list(s.histogram),
+                  sat=s.sat_count, density=s.input_density, sparsity=s.weight_sparsity, in_shape=ex.in_shape)
+        b_fit = getattr(ex, "b_fit", None)
+        st["b_fit"] = None if b_fit is None else np.asarray(b_fit).tobytes()
+        wq = ex.wq
+        st["w"] = np.asarray(wq).tobytes() if isinstance(wq, np.ndarray) else b"".join(
+            np.asarray(getattr(wq, a), np.int64).tobytes() for a in ("e1", "e2", "s1", "s2", "zero"))
+        out[k] = st
+    return out
+
+
+def _pair(net, fmt, acc, **kw):
+    mk = lambda: Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"a": acc}, **kw)   # noqa: E731
+    return mk(), mk()
+
+
+def _check(fast, ref, x_cal, x):
+    assert netcal.calibrate(fast, x_cal), "the compiled calibration did not apply"
+    ref.fast = False
+    ref.calibrate(x_cal)
+    a, b = _state(fast), _state(ref)
+    for k in b:
+        assert a[k] == b[k], k
+    ref.fast = True
+    np.testing.assert_array_equal(fast.run(x).view(np.uint64), ref.run(x).view(np.uint64))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("engine", ["sparse", "twohot", "pot"])
+def test_random_networks_calibrate_as_the_layer_path(seed, engine):
+    rng = np.random.default_rng([seed, ["sparse", "twohot", "pot"].index(engine)])
+    net, (c, h) = _net(rng, depthwise=bool(seed % 2), relu_add=seed % 4 < 2, clip=seed % 3 == 0)
+    fmt = FormatSpec("f", "fixed" if engine == "sparse" else engine, "a",
+                     prune=float(rng.choice([0.0, 0.5])) if engine == "sparse" else 0.0,
+                     delta=int(rng.integers(0, 2)) if engine == "twohot" else 0,
+                     weight_scale="channel" if seed % 3 == 1 else "tensor",
+                     weight_fit="nearest" if seed % 5 == 4 else "output")
+    rounding = ["nearest_away", "nearest_even", "truncate"][seed % 3]
+    x_cal = rng.uniform(-1, 2, (24, c, h, h)) * (rng.random((24, c, h, h)) < 0.7)
+    x_cal[rng.random(x_cal.shape) < 0.004] *= 16            # outliers: the overflow ratio lets them saturate
+    x = rng.uniform(-1, 2, (9, c, h, h))
+    acc = Accelerator(SPARSE if engine == "sparse" else SHIFT, "emu")
+    try:
+        fast, ref = _pair(net, fmt, acc, rounding=rounding, overflow_ratio=[0.0, 0.01][seed % 2])
+        _check(fast, ref, x_cal, x)
+        # a second calibration starts from the first's radix points (DETERMINE's f_prev)
+        x2 = x_cal[::-1] * 0.25
+        assert netcal.calibrate(fast, x2)
+        ref.fast = False
+        ref.calibrate(x2)
+        assert _state(fast) == _state(ref)
+        # c1 all zero (ReLU of negative biases on a zero input): its F_out is the previous one
+        net.layers[0].b = -np.abs(net.layers[0].b) - 0.1
+        zeros = np.zeros_like(x_cal)
+        assert netcal.calibrate(fast, zeros)
+        ref.fast = False
+        ref.calibrate(zeros)
+        assert _state(fast) == _state(ref)
+        assert fast.execs["c1"].stats.histogram == [0] * len(fast.execs["c1"].stats.histogram)
+    finally:
+        acc.close()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_radix_of_a_sum_is_host_radix(seed):
+    """netcal.sum_radix (from MSB counts, the count of -1 and the largest magnitude) equals
+    host_radix on the values themselves: sums of every scale, only {-1, 0}, all zero."""
+    from hlsnn.deploy.quant import host_radix
+    from hlsnn.primitives import msb_histogram
+    rng = np.random.default_rng(seed)
+    top = int(rng.integers(0, 31))
+    s = rng.integers(-(1 << top), 1 << top, int(rng.integers(1, 300)))
+    if seed % 10 == 1:
+        s = rng.integers(-1, 1, 50)                  # only -1 and 0
+    if seed % 10 == 2:
+        s = np.zeros(7, np.int64)
+    if seed % 10 == 3:
+        s = np.abs(s)                                # after a ReLU
+    r, bits = int(rng.integers(-3, 12)), int(rng.choice([4, 8, 16]))
+    ratio = float(rng.choice([0.0, 0.01, 0.2]))
+    amax = max(-int(s.min()), int(s.max()))
+    got = netcal.sum_radix(msb_histogram(s, 32), int(np.count_nonzero(s == -1)), amax, s.size, r, bits, ratio)
+    assert got == host_radix(np.ldexp(s.astype(np.float64), -r), bits, True, ratio)
+
+
+MODELS = [("configs/models/resnet8_digits32.yaml", ["fixed8", "sparse50", "twohot", "pot"]),
+          ("tests/data/torch/tiny/mobilenet_relu6_ts17.yaml", ["twohot", "fixed8"]),
+          ("tests/data/torch/tiny/dscnn_dynamo.yaml", ["twohot", "fixed8"]),
+          ("tests/data/torch/tiny/autoencoder_ts17.yaml", ["twohot", "fixed8"])]
+
+
+@pytest.mark.parametrize("path,assignments", MODELS, ids=[m[0].split("/")[-1] for m in MODELS])
+def test_shipped_models_calibrate_as_the_layer_path(path, assignments):
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import _layout, open_accelerators
+    from hlsnn.deploy.onnx_import import load_onnx
+    cfg = load_deploy_config(ROOT / path)
+    net = load_onnx(cfg.model)
+    ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
+    accs = open_accelerators(cfg, "emu", assignments)
+    try:
+        for name in assignments:
+            mk = lambda: Deployment(net, cfg.assignments[name], cfg.formats, accs,   # noqa: E731
+                                    overflow_ratio=cfg.calibration["overflow_ratio"], rounding=cfg.rounding)
+            _check(mk(), mk(), ds.x_train[:48], ds.x_test[:40])
+    finally:
+        for a in accs.values():
+            a.close()
+
+
+def test_what_it_does_not_replicate_is_left_to_the_layer_path():
+    """A bias that does not fit the kernel's field: the compiled calibration declines and leaves
+    the deployment as it was; Deployment.calibrate then raises the layer path's error."""
+    rng = np.random.default_rng(5)
+    net, (c, h) = _net(rng, depthwise=False, relu_add=True, clip=False)
+    net.layers[0].b = np.full(8, 1e9)
+    acc = Accelerator(SPARSE, "emu")
+    try:
+        dep, _ = _pair(net, FormatSpec("f", "fixed", "a"), acc)
+        before = _state(dep)
+        x = rng.uniform(0, 1, (4, c, h, h))
+        assert not netcal.calibrate(dep, x)
+        assert _state(dep) == before and not dep.calibrated
+        with pytest.raises(InputError, match="bias does not fit"):
+            dep.calibrate(x)
+    finally:
+        acc.close()
+
+
+def test_no_compiled_helper_no_compiled_calibration(monkeypatch):
+    monkeypatch.setattr(netfast, "lib", lambda: None)
+    rng = np.random.default_rng(6)
+    net, (c, h) = _net(rng, depthwise=False, relu_add=True, clip=False)
+    acc = Accelerator(SPARSE, "emu")
+    try:
+        dep, _ = _pair(net, FormatSpec("f", "fixed", "a"), acc)
+        assert not netcal.calibrate(dep, rng.uniform(0, 1, (4, c, h, h)))
+        dep.calibrate(rng.uniform(0, 1, (4, c, h, h)))          # the layer path
+        assert dep.calibrated
+    finally:
+        acc.close()
