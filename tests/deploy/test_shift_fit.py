@@ -165,3 +165,72 @@ def test_deploy_writes_the_note_from_its_measurement(monkeypatch):
     e = res["assignments"]["pot"]
     assert e["note"].startswith(f"pot: {100 * (e['accuracy'] - res['float_accuracy']):+.1f} pts vs float: ")
     assert "note" not in res["assignments"]["twohot"]
+
+
+@pytest.mark.parametrize("seed", range(7))
+@pytest.mark.parametrize("kind", ["conv", "grouped", "dense"])
+def test_the_gram_blocks_are_the_float64_products(seed, kind):
+    """shift_fit._grams (float32 syrk blocks of integer rows) equals the float64 ``r.T @ r`` and
+    ``r.mean(axis=0)`` of the layer's im2col rows bit for bit, per group, and falls back to
+    them for inputs too wide for exact float32 blocks."""
+    from hlsnn.deploy.onnx_import import Layer
+    from hlsnn.engines import convgeom
+    rng = np.random.default_rng(seed)
+    amax = [127, 128, 3000, 1 << 20, 1, 0, 128][seed]
+    c = 6
+    if kind == "dense":
+        layer = Layer("l", "dense", ["x"], "y", w=rng.normal(size=(5, 40)), b=np.zeros(5))
+        x = rng.integers(-amax, amax + 1, (300, 40))
+    else:
+        g = c if kind == "grouped" else 1
+        layer = Layer("l", "conv", ["x"], "y", w=rng.normal(size=(c, c // g, 3, 2)), b=np.zeros(c),
+                      pads=(1, 0, 2, 1), strides=(2, 1), group=g)
+        x = rng.integers(-amax, amax + 1, (37, c, 9, 11)) * (rng.random((37, c, 9, 11)) < 0.6)
+    if seed == 6:                   # large sums of one sign: a float32 block beyond 2**24 would round
+        x = rng.integers(100, 129, (300, 40) if kind == "dense" else (90, c, 9, 11))
+    got = shift_fit._grams(layer, x)
+    xf = np.asarray(x, np.float64)
+    rows = convgeom.im2col(xf, layer.geom)[0] if kind != "dense" else xf
+    g = layer.group if kind != "dense" else 1
+    kg = rows.shape[1] // g
+    assert len(got) == g
+    for j, (gram, mean) in enumerate(got):
+        r = rows[:, j * kg:(j + 1) * kg]
+        np.testing.assert_array_equal(gram.view(np.uint64), (r.T @ r).view(np.uint64))
+        np.testing.assert_array_equal(mean.view(np.uint64), r.mean(axis=0).view(np.uint64))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("mode", ["twohot", "pot"])
+def test_the_compiled_feedback_loop_is_the_numpy_loop(seed, mode):
+    """gptq_values' compiled loop (native/gptq.c) gives the numpy loop's codes bit for bit
+    (ties between codes, zeros, negative zeros, a singular Gram)."""
+    from hlsnn import native
+    if native.load("gptq") is None:
+        pytest.skip("no C compiler for the compiled helpers")
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(1, 20)), int(rng.integers(1, 70))
+    tab = shift_codes.table(mode, 3, 1 if mode == "twohot" else 0)
+    thr = tab.buckets.thresholds
+    w = rng.normal(0, 3, (n, k))
+    w[rng.random((n, k)) < 0.1] = 0.0
+    w[rng.random((n, k)) < 0.05] = -0.0
+    ties = rng.random((n, k)) < 0.3                         # exactly between two codes
+    w[ties] = rng.choice(thr, int(ties.sum())) * rng.choice([-1, 1], int(ties.sum()))
+    x = rng.normal(size=(50, k)) if seed != 3 else np.zeros((50, k))
+    h = x.T @ x + np.eye(k)
+    u = np.linalg.cholesky(np.linalg.inv(h)).T
+    w1, w2 = w.copy(), w.copy()
+    q1, q2 = shift_fit._round(w1, u, tab), shift_fit._round_compiled(w2, u, tab)
+    np.testing.assert_array_equal(q2.view(np.uint64), q1.view(np.uint64))
+    np.testing.assert_array_equal(w2.view(np.uint64), w1.view(np.uint64))     # the fed-back weights
+    # and through gptq_values, on weights in scale units
+    f = rng.integers(2, 6, (n, 1))
+    got = shift_fit.gptq_values(np.ldexp(w, -f), x.T @ x, tab, f)
+    orig = shift_fit._round_compiled
+    try:
+        shift_fit._round_compiled = lambda *a: None
+        want = shift_fit.gptq_values(np.ldexp(w, -f), x.T @ x, tab, f)
+    finally:
+        shift_fit._round_compiled = orig
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))

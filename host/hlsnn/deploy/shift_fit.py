@@ -64,7 +64,8 @@ def nearest_values(a, tab):
 def gptq_values(w, h, tab, f):
     """Code values (float64 integers, ``w``'s shape (N, K)) for weights ``w`` at scale
     exponents ``f`` ((N, 1) or a scalar), rounded in the order and with the error feedback of
-    step 1 of the module docstring, ``h`` the (K, K) input Gram matrix ``X^T X``."""
+    step 1 of the module docstring, ``h`` the (K, K) input Gram matrix ``X^T X``. The loop over
+    the columns runs compiled where it can (``native/gptq.c``, the same float64 operations)."""
     w = np.ldexp(np.asarray(w, np.float64), np.asarray(f, np.int64))      # in code units
     k = w.shape[1]
     h = np.array(h, np.float64)
@@ -72,18 +73,100 @@ def gptq_values(w, h, tab, f):
     h[dead, dead] = 1.0
     h[np.diag_indices(k)] += DAMP * float(np.mean(np.diag(h)))
     perm = np.argsort(-np.diag(h), kind="stable")
-    w, h = w[:, perm], h[np.ix_(perm, perm)]
+    w, h = np.ascontiguousarray(w[:, perm]), h[np.ix_(perm, perm)]
     try:
         u = np.linalg.cholesky(np.linalg.inv(h)).T          # upper: H^-1 = U^T U
     except np.linalg.LinAlgError:                             # not positive definite numerically
         u = np.eye(k)                                         # no feedback: nearest rounding
+    q = _round_compiled(w, u, tab)
+    if q is None:
+        q = _round(w, u, tab)
+    out = np.empty_like(q)
+    out[:, perm] = q
+    return out
+
+
+def _round(w, u, tab):
+    """:func:`gptq_values`' loop (the specification of ``native/gptq.c``): the codes of ``w``
+    (N, K) column by column, each column's rounding error fed forward to the later columns of
+    ``w`` (changed in place) through ``u``."""
     q = np.empty_like(w)
-    for i in range(k):
+    for i in range(w.shape[1]):
         q[:, i] = nearest_values(w[:, i], tab)
         err = (w[:, i] - q[:, i]) / u[i, i]
         w[:, i + 1:] -= np.outer(err, u[i, i + 1:])
-    out = np.empty_like(q)
-    out[:, perm] = q
+    return q
+
+
+def _round_compiled(w, u, tab):
+    """:func:`_round` by ``native/gptq.c`` (``w``, C-contiguous float64, changed in place as
+    :func:`_round` changes it), or None where the compiled helpers are off."""
+    from .. import native
+    import ctypes
+    so = native.load("gptq")
+    if so is None:
+        return None
+    if not getattr(so, "_hlsnn_typed", False):
+        p, i64 = ctypes.c_void_p, ctypes.c_int64
+        so.hlsnn_gptq_round.restype = None
+        so.hlsnn_gptq_round.argtypes = [p, p, i64, i64, p, i64, p, p, p]
+        so._hlsnn_typed = True
+    n, k = w.shape
+    if not (w.flags.c_contiguous and w.dtype == np.float64):
+        return None
+    u = np.ascontiguousarray(u, np.float64)
+    thr = np.ascontiguousarray(tab.buckets.thresholds, np.float64)
+    mags = np.ascontiguousarray(tab.mags, np.float64)
+    q, err = np.empty_like(w), np.empty(n, np.float64)
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)          # noqa: E731
+    so.hlsnn_gptq_round(ptr(w), ptr(u), n, k, ptr(thr), len(thr), ptr(mags), ptr(q), ptr(err))
+    return q
+
+
+#: the float32 Gram blocks hold exact integer sums below 2**24 (:func:`_grams`)
+_F32_EXACT = 1 << 24
+
+
+def _grams(layer, x):
+    """Per group of the layer, the Gram matrix ``X^T X`` of its input rows (conv: the im2col
+    patches of the group's channels) and their mean, for integer inputs ``x``: exactly the
+    float64 ``r.T @ r`` and ``r.mean(axis=0)`` (integer sums below ``2**53``, so exact in any
+    order). With ``max|x|**2 * R <= 2**24`` the rows go in blocks of ``R`` through a float32
+    ``syrk`` (each block's sums are integers a float32 holds exactly, then added in float64),
+    a quarter of the float64 GEMM's work, built from the integers without a float64 im2col."""
+    x = np.asarray(x)
+    conv_layer = layer.kind == "conv"
+    g = layer.group if conv_layer else 1
+    amax = int(np.abs(x).max(initial=0)) if x.dtype.kind in "iu" else None
+    block = _F32_EXACT // max(amax * amax, 1) if amax is not None else 0
+    if block < 64:                                            # the float64 rows, as they were
+        x = np.asarray(x, np.float64)
+        rows = conv.im2col(x, layer.geom)[0] if conv_layer else x.reshape(x.shape[0], -1)
+        kg = rows.shape[1] // g
+        return [(r.T @ r, r.mean(axis=0)) for r in (rows[:, j * kg:(j + 1) * kg] for j in range(g))]
+    from scipy.linalg.blas import ssyrk
+    xi = np.ascontiguousarray(x, np.int64)
+    b = xi.shape[0]
+    per = int(np.prod(layer.geom.out_hw(xi.shape[2], xi.shape[3]))) if conv_layer else 1
+    step = max(1, block // max(per, 1))                       # images per im2col
+    grams, sums, n = None, None, 0
+    for i0 in range(0, b, step):
+        xs = xi[i0:i0 + step]
+        rows = conv.im2col(xs, layer.geom, dtype=np.float32)[0] if conv_layer else \
+            xs.reshape(xs.shape[0], -1).astype(np.float32)
+        kg = rows.shape[1] // g
+        if grams is None:
+            grams, sums = np.zeros((g, kg, kg)), np.zeros((g, kg))
+        for a in range(0, rows.shape[0], block):
+            for j in range(g):
+                r = rows[a:a + block, j * kg:(j + 1) * kg]
+                grams[j] += ssyrk(1.0, r.T if g == 1 else np.asfortranarray(r.T), trans=0)
+                sums[j] += np.add.reduce(r, axis=0, dtype=np.float64)
+        n += rows.shape[0]
+    out = []
+    for j in range(g):
+        up = np.triu(grams[j])
+        out.append((up + np.triu(up, 1).T, sums[j] / n))
     return out
 
 
@@ -92,21 +175,18 @@ def fit_layer(layer, x, fx, f, tab):
     integers ``x`` at radix ``fx`` (the calibration batch, as the kernel is fed): the code
     values (float64 integers) of the layer's own weights flattened to (Z, C/g*kh*kw) at scale
     exponents ``f`` (one per output, (Z, 1)), and the corrected float bias (Z,)."""
-    x = np.asarray(x, np.float64)
-    rows = conv.im2col(x, layer.geom)[0] if layer.kind == "conv" else x.reshape(x.shape[0], -1)
     w = groups.gemm_weight(layer, 1)                        # (Z, K of one group)
     g = layer.group if layer.kind == "conv" else 1
     kg, zg = w.shape[1], w.shape[0] // g
     values = np.empty_like(w)
     bias = np.array(layer.b, np.float64)
-    for j in range(g):
-        r = rows[:, j * kg:(j + 1) * kg]
+    for j, (gram, mean) in enumerate(_grams(layer, x)):
         out = slice(j * zg, (j + 1) * zg)
         if kg <= MAX_FEEDBACK_K:
-            values[out] = gptq_values(w[out], r.T @ r, tab, f[out])
+            values[out] = gptq_values(w[out], gram, tab, f[out])
         else:
             values[out] = nearest_values(np.ldexp(w[out], f[out]), tab)
-        mean_x = np.ldexp(r.mean(axis=0), -fx)
+        mean_x = np.ldexp(mean, -fx)
         bias[out] += (w[out] - np.ldexp(values[out], -f[out])) @ mean_x
     return values, bias
 
