@@ -132,8 +132,9 @@ def _grams(layer, x):
     patches of the group's channels) and their mean, for integer inputs ``x``: exactly the
     float64 ``r.T @ r`` and ``r.mean(axis=0)`` (integer sums below ``2**53``, so exact in any
     order). With ``max|x|**2 * R <= 2**24`` the rows go in blocks of ``R`` through a float32
-    ``syrk`` (each block's sums are integers a float32 holds exactly, then added in float64),
-    a quarter of the float64 GEMM's work, built from the integers without a float64 im2col."""
+    ``syrk`` (scipy's BLAS; each block's sums are integers a float32 holds exactly, then added
+    in float64), a quarter of the float64 GEMM's work, built from the integers without a
+    float64 im2col."""
     x = np.asarray(x)
     conv_layer = layer.kind == "conv"
     g = layer.group if conv_layer else 1
@@ -144,7 +145,11 @@ def _grams(layer, x):
         rows = conv.im2col(x, layer.geom)[0] if conv_layer else x.reshape(x.shape[0], -1)
         kg = rows.shape[1] // g
         return [(r.T @ r, r.mean(axis=0)) for r in (rows[:, j * kg:(j + 1) * kg] for j in range(g))]
-    from scipy.linalg.blas import ssyrk
+    try:
+        from scipy.linalg.blas import ssyrk             # the upper triangle: half a GEMM's work
+    except ImportError:                                 # scipy comes with scikit-learn; else a GEMM
+        def ssyrk(alpha, a, trans=0):
+            return a @ a.T
     xi = np.ascontiguousarray(x, np.int64)
     b = xi.shape[0]
     per = int(np.prod(layer.geom.out_hw(xi.shape[2], xi.shape[3]))) if conv_layer else 1
