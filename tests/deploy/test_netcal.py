@@ -27,7 +27,7 @@ def _net(rng, depthwise, relu_add, clip):
     """x -> c1 (3x3, ReLU[6]) -> maxpool -> c2 (3x2 stride 2, asymmetric pads, depthwise or
     not) -> c3 (1x1, no ReLU) + c4 (1x1 stride 2 shortcut) -> Add [ReLU] -> GAP -> dense."""
     c, h = int(rng.integers(1, 4)), int(rng.choice([8, 16]))
-    z1, z3 = 8, int(rng.choice([8, 12]))
+    z1, z3 = int(rng.choice([8, 24])), int(rng.choice([8, 12, 40]))
     w = lambda *s: rng.normal(0, 0.4, s)          # noqa: E731
     b = lambda n: rng.normal(0, 0.1, n)           # noqa: E731
     g2 = z1 if depthwise else 1
@@ -88,7 +88,9 @@ def _check(fast, ref, x_cal, x):
 
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("engine", ["sparse", "twohot", "pot"])
-def test_random_networks_calibrate_as_the_layer_path(seed, engine):
+def test_random_networks_calibrate_as_the_layer_path(seed, engine, monkeypatch):
+    """Also the AVX2 and the portable loops (netcal.ISA), a seed each."""
+    monkeypatch.setattr(netcal, "ISA", [2, 2, 1, 0][seed % 4])
     rng = np.random.default_rng([seed, ["sparse", "twohot", "pot"].index(engine)])
     net, (c, h) = _net(rng, depthwise=bool(seed % 2), relu_add=seed % 4 < 2, clip=seed % 3 == 0)
     fmt = FormatSpec("f", "fixed" if engine == "sparse" else engine, "a",
@@ -141,7 +143,35 @@ def test_the_radix_of_a_sum_is_host_radix(seed):
     ratio = float(rng.choice([0.0, 0.01, 0.2]))
     amax = max(-int(s.min()), int(s.max()))
     got = netcal.sum_radix(msb_histogram(s, 32), int(np.count_nonzero(s == -1)), amax, s.size, r, bits, ratio)
-    assert got == host_radix(np.ldexp(s.astype(np.float64), -r), bits, True, ratio)
+    want = host_radix(np.ldexp(s.astype(np.float64), -r), bits, True, ratio)
+    assert got == want
+    ends = np.array([s.min(), s.max()])                # at ratio 0 the extremes alone
+    assert netcal.sum_radix(msb_histogram(ends, 32), int(np.count_nonzero(ends == -1)), amax, 2, r, bits,
+                            0.0) == host_radix(np.ldexp(s.astype(np.float64), -r), bits, True, 0.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_sums_statistics_are_numpys(seed):
+    """hlsnn_net_add_raw's sum (rule 4 before the requantization) and the statistics it
+    gathers: min, max, the count of -1 and the MSB counts of msb_histogram."""
+    from hlsnn.primitives import msb_histogram
+    so = netfast.lib()
+    rng = np.random.default_rng(seed)
+    b, hw, c = 5, int(rng.choice([4, 16])), int(rng.choice([3, 70]))
+    a = rng.integers(-3, 3, (b, hw, c)).astype(np.int32)
+    o = rng.integers(-3, 3, (b, hw, c)).astype(np.int32)
+    sa, sb, relu, gap = int(rng.integers(0, 3)), int(rng.integers(0, 3)), seed % 2, seed % 3 == 0
+    want = (a.astype(np.int64) << sa) + (o.astype(np.int64) << sb)
+    want = np.maximum(want, 0) if relu else want
+    want = want.sum(axis=1, keepdims=True) if gap else want
+    s = np.empty(want.shape, np.int32)
+    st = np.zeros(35, np.int64)
+    st[0], st[1] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    p = netfast._ptr
+    assert so.hlsnn_net_add_raw(p(a), p(o), hw, c, sa, sb, relu, int(gap), 0, b, p(s), p(st), 1) == 0
+    np.testing.assert_array_equal(s, want)
+    assert (st[0], st[1], st[2]) == (want.min(), want.max(), np.count_nonzero(want == -1))
+    np.testing.assert_array_equal(st[3:], msb_histogram(want, 32))
 
 
 MODELS = [("configs/models/resnet8_digits32.yaml", ["fixed8", "sparse50", "twohot", "pot"]),

@@ -57,12 +57,16 @@ import numpy as np
 from ..errors import InputError
 from ..formats import fixed
 from ..native import parallel
+from ..primitives import msb_histogram
 from . import netfast, netmode
 
 #: ``rule | RAW`` makes ``hlsnn_net_conv`` store the wide results (``netint.c``)
 RAW = 4
 #: output pixels per thread at least
 _MIN_PIXELS = 256
+#: the vector unit the convolutions may use (``netint.c``: 0 portable, 1 AVX2, 2 AVX-512; the
+#: best the CPU has up to this): the tests run each
+ISA = 2
 
 
 class _Bail(Exception):
@@ -187,7 +191,7 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
     def wide(q0, q1):                   # v on pixels [q0, q1), and its MSB counts per channel
         cnt = np.zeros((z, 32), np.int64)
         rule = (_ptr(cv.bias), _ptr(cv.shift), cv.rule | RAW, cv.acc_bits, cv.bits, cv.mode, int(f["relu"]), cv.lo,
-                cv.hi, _ptr(v), 2, _ptr(cnt))
+                cv.hi, _ptr(v), ISA, _ptr(cnt))
         if cv.depthwise:
             so.hlsnn_net_dwconv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.zs, cv.kh, cv.kw, f["sh"], f["sw"],
                                 f["oh"], f["ow"], q0, q1, *rule)
@@ -263,17 +267,23 @@ def _add(dep, so, op, a, fa, other, bits):
     hw_out = 1 if f["gap"] else f["hw"]
     s = np.empty((b, hw_out, f["c"]), np.int32)
 
-    def raw(b0, b1):                     # s on images [b0, b1): min, max, count of -1, MSB counts
+    counts = dep.overflow_ratio > 0          # at ratio 0 DETERMINE reads the top bin alone
+
+    def raw(b0, b1):                     # s on images [b0, b1): min, max (, count of -1, MSB counts)
         st = np.zeros(35, np.int64)
         st[0], st[1] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
         if so.hlsnn_net_add_raw(_ptr(a), None if other is None else _ptr(other[0]), f["hw"], f["c"], fm - fa,
-                                fm - fb, int(f["relu"]), int(f["gap"]), b0, b1, _ptr(s), _ptr(st)):
+                                fm - fb, int(f["relu"]), int(f["gap"]), b0, b1, _ptr(s), _ptr(st), int(counts)):
             raise _Bail                                    # a sum beyond int32
         return st
     parts = parallel.run(raw, parallel.parts(b, 1))
-    amax = max(max(-int(st[0]), int(st[1])) for st in parts)
-    f_x = sum_radix(sum(st[3:] for st in parts), sum(int(st[2]) for st in parts), amax, s.size, r, bits,
-                    dep.overflow_ratio)
+    mn, mx = min(int(st[0]) for st in parts), max(int(st[1]) for st in parts)
+    if counts:
+        f_x = sum_radix(sum(st[3:] for st in parts), sum(int(st[2]) for st in parts), max(-mn, mx), s.size, r,
+                        bits, dep.overflow_ratio)
+    else:                                    # the extremes have the values' top bin (sum_radix's docstring)
+        ends = np.array([mn, mx], np.int64)
+        f_x = sum_radix(msb_histogram(ends, 32), int(np.count_nonzero(ends == -1)), max(-mn, mx), 2, r, bits, 0.0)
     if r > max(f_x + 24, 0):
         raise _Bail                                        # netmode's rule 4 is not exact there
     q = s                                                  # in place
@@ -288,7 +298,9 @@ def sum_radix(counts, minus_ones, amax, n, r, bits, overflow_ratio):
     """:func:`hlsnn.deploy.quant.host_radix` (signed) of ``n`` values ``s * 2**-r``, ``s``
     integers below ``2**31`` in magnitude, from what :func:`_add` gathers of them: the counts of
     their MSB positions (``counts[k]``, ``k < 32``; :func:`hlsnn.primitives.msb_histogram`'s
-    rule), how many are ``-1``, and ``amax = max(-min s, max s)`` (module docstring, rule 4)."""
+    rule), how many are ``-1``, and ``amax = max(-min s, max s)`` (module docstring, rule 4).
+    With ``overflow_ratio`` 0, DETERMINE reads only the highest non-empty bin, which the
+    smallest and the largest value alone have too: those two are enough then (tested)."""
     if amax == 0:
         return bits - 1
     d = 51 - (int(amax).bit_length() - 1)

@@ -57,7 +57,7 @@ def lib():
         so.hlsnn_net_requant.restype = i64
         so.hlsnn_net_requant.argtypes = [p, i64, p, ci, ci, i64, i64, i64, i64, p]
         so.hlsnn_net_add_raw.restype = i64
-        so.hlsnn_net_add_raw.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, i64, p, p]
+        so.hlsnn_net_add_raw.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, i64, p, p, ci]
         so.hlsnn_net_add.restype = i64
         so.hlsnn_net_add.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, ci, ci, i64, i64, p]
         so._hlsnn_typed = True

@@ -232,8 +232,42 @@ __attribute__((target("avx512f"))) static inline __m256i rule8(__m256i a32, cons
   return _mm512_cvtepi64_epi32(q);
 }
 
+/* finish_block's raw path on 16 channels: v in int64 lanes, and the MSB counts by gather and
+ * scatter (each lane its own channel's counter: no two lanes write one address). The MSB
+ * position of u = v ^ (v >> 31) < 2**31 is the exponent of the double it converts to exactly. */
+__attribute__((target("avx512f"))) static int64_t raw_avx512(const int32_t (*acc)[ZV], int np, int32_t *const *orow,
+                                                             int64_t z0, const rule_t *r) {
+  const int64_t amax = r->rule == 0 ? ((int64_t)1 << (r->acc_bits - 1)) - 1 : INT64_MAX;
+  const __m512i vamax = _mm512_set1_epi64(amax), vvmin = _mm512_set1_epi64(r->relu ? 0 : -amax - 1);
+  const __m512i one = _mm512_set1_epi64(1), bias_e = _mm512_set1_epi64(1023);
+  __m512i base[2];
+  for (int h = 0; h < 2; ++h)
+    base[h] = _mm512_set_epi64((z0 + h * 8 + 7) * 32, (z0 + h * 8 + 6) * 32, (z0 + h * 8 + 5) * 32,
+                               (z0 + h * 8 + 4) * 32, (z0 + h * 8 + 3) * 32, (z0 + h * 8 + 2) * 32,
+                               (z0 + h * 8 + 1) * 32, (z0 + h * 8) * 32);
+  for (int p = 0; p < np; ++p)
+    for (int h = 0; h < 2; ++h) {
+      __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc[p] + h * 8))),
+                                   _mm512_loadu_si512((const void *)(r->bias + z0 + h * 8)));
+      v = _mm512_max_epi64(_mm512_min_epi64(v, vamax), vvmin);
+      const __m256i v32 = _mm512_cvtepi64_epi32(v);
+      _mm256_storeu_si256((__m256i *)(orow[p] + z0 + h * 8), v32);
+      if (r->counts) {
+        const __m256i u = _mm256_xor_si256(v32, _mm256_srai_epi32(v32, 31));
+        const __m512i e = _mm512_sub_epi64(_mm512_srli_epi64(_mm512_castpd_si512(_mm512_cvtepi32_pd(u)), 52), bias_e);
+        const __mmask8 m = _mm512_cmpge_epi64_mask(e, _mm512_setzero_si512());
+        const __m512i idx = _mm512_add_epi64(base[h], e);
+        const __m512i c = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), m, idx, (const void *)r->counts, 8);
+        _mm512_mask_i64scatter_epi64((void *)r->counts, m, idx, _mm512_add_epi64(c, one), 8);
+      }
+    }
+  return 0;
+}
+
 __attribute__((target("avx512f"))) static int64_t finish_avx512(const int32_t (*acc)[ZV], int np, int zn,
                                                                 int32_t *const *orow, int64_t z0, const rule_t *r) {
+  if (r->raw && zn == ZV)
+    return raw_avx512(acc, np, orow, z0, r);
   if (!r->fast || zn != ZV)
     return finish_block(acc, np, zn, orow, z0, r);
   const int64_t lb = -((int64_t)1 << (r->bits - 1)), hb = ((int64_t)1 << (r->bits - 1)) - 1;
@@ -467,7 +501,12 @@ int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, c
           }
       }
       int32_t *rows[1] = {orow};
-      sat += finish_block((const int32_t(*)[ZV])acc, 1, cn, rows, c0, &r);
+#ifdef HLSNN_X86
+      if (fast)
+        sat += finish_avx512((const int32_t(*)[ZV])acc, 1, cn, rows, c0, &r);
+      else
+#endif
+        sat += finish_block((const int32_t(*)[ZV])acc, 1, cn, rows, c0, &r);
     }
   }
   return sat;
@@ -622,37 +661,66 @@ int64_t hlsnn_net_requant(const int32_t *v, int64_t Z, const int64_t *shift, int
  * what the host's DETERMINE reads of it: st[0] min, st[1] max, st[2] the count of -1, st[3 + k]
  * the count of MSB position k (u = s ^ (s >> 31), u != 0), all added to or updated. Returns 1
  * when a sum does not fit int32 (out is then incomplete), else 0. */
+/* Rule 4's sum before the requantization (hlsnn_net_add's s) for images [b0, b1) as int32, and
+ * what the host's DETERMINE reads of it: st[0] min, st[1] max (updated), and with `counts`
+ * st[2] the count of -1 and st[3 + k] the count of MSB position k (u = s ^ (s >> 31), u != 0),
+ * added to. Returns 1 when a sum does not fit int32 (out is then incomplete), else 0. */
 int64_t hlsnn_net_add_raw(const int32_t *a, const int32_t *b, int64_t HW, int64_t C, int sa, int sb, int relu, int gap,
-                          int64_t b0, int64_t b1, int32_t *out, int64_t *st) {
-  int64_t mn = st[0], mx = st[1], m1 = 0;
-  int64_t cnt[32] = {0};
-  const int64_t n_out = gap ? C : HW * C;
+                          int64_t b0, int64_t b1, int32_t *out, int64_t *st, int counts) {
+  int64_t mn = st[0], mx = st[1];
+  int64_t acc[64];
   for (int64_t i = b0; i < b1; ++i) {
     const int32_t *ai = a + i * HW * C, *bi = b ? b + i * HW * C : NULL;
-    for (int64_t k = 0; k < n_out; ++k) {
-      int64_t s = 0;
-      for (int64_t q = 0; q < (gap ? HW : 1); ++q) {
-        const int64_t e = gap ? q * C + k : k;
-        int64_t v = (int64_t)((uint64_t)(int64_t)ai[e] << sa);
-        if (bi)
-          v += (int64_t)((uint64_t)(int64_t)bi[e] << sb);
-        s += relu && v < 0 ? 0 : v;
+    if (gap) {
+      for (int64_t c0 = 0; c0 < C; c0 += 64) { /* channel blocks: the pixel loop's sums in acc */
+        const int64_t cn = C - c0 < 64 ? C - c0 : 64;
+        memset(acc, 0, sizeof acc);
+        for (int64_t q = 0; q < HW; ++q) {
+          const int32_t *ar = ai + q * C + c0, *br = bi ? bi + q * C + c0 : NULL;
+          for (int64_t k = 0; k < cn; ++k) {
+            int64_t v = (int64_t)((uint64_t)(int64_t)ar[k] << sa);
+            if (br)
+              v += (int64_t)((uint64_t)(int64_t)br[k] << sb);
+            acc[k] += relu && v < 0 ? 0 : v;
+          }
+        }
+        for (int64_t k = 0; k < cn; ++k) {
+          mn = acc[k] < mn ? acc[k] : mn;
+          mx = acc[k] > mx ? acc[k] : mx;
+          out[i * C + c0 + k] = (int32_t)acc[k];
+        }
       }
-      if (s > INT32_MAX || s < INT32_MIN)
-        return 1;
-      out[i * n_out + k] = (int32_t)s;
-      mn = s < mn ? s : mn;
-      mx = s > mx ? s : mx;
-      m1 += s == -1;
-      const uint32_t x = (uint32_t)(int32_t)s, u = x ^ (0u - (x >> 31));
-      if (u)
-        cnt[msb32(u)] += 1;
+    } else {
+      int32_t *o = out + i * HW * C;
+      for (int64_t k = 0; k < HW * C; ++k) {
+        int64_t v = (int64_t)((uint64_t)(int64_t)ai[k] << sa);
+        if (bi)
+          v += (int64_t)((uint64_t)(int64_t)bi[k] << sb);
+        v = relu && v < 0 ? 0 : v;
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+        o[k] = (int32_t)v;
+      }
     }
+    if (mn < INT32_MIN || mx > INT32_MAX)
+      return 1;
   }
   st[0] = mn;
   st[1] = mx;
-  st[2] += m1;
-  for (int k = 0; k < 32; ++k)
-    st[3 + k] += cnt[k];
+  if (counts) { /* four interleaved tables: runs of one position do not wait on one counter */
+    int64_t cnt[4][32], m1 = 0;
+    memset(cnt, 0, sizeof cnt);
+    const int64_t n = (b1 - b0) * (gap ? C : HW * C);
+    const int32_t *o = out + b0 * (gap ? C : HW * C);
+    for (int64_t k = 0; k < n; ++k) {
+      const uint32_t x = (uint32_t)o[k], u = x ^ (0u - (x >> 31));
+      m1 += o[k] == -1;
+      if (u)
+        cnt[k & 3][msb32(u)] += 1;
+    }
+    st[2] += m1;
+    for (int k = 0; k < 32; ++k)
+      st[3 + k] += cnt[0][k] + cnt[1][k] + cnt[2][k] + cnt[3][k];
+  }
   return 0;
 }
