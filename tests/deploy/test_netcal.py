@@ -231,3 +231,31 @@ def test_no_compiled_helper_no_compiled_calibration(monkeypatch):
         assert dep.calibrated
     finally:
         acc.close()
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_bad_calibration_input_gets_a_clear_error(fast):
+    """A calibration batch of another image size, of no images, or with NaN or infinity, and a
+    run on NaN: InputError naming the problem (they were a ValueError from inside numpy), on
+    the compiled path and on the layer path; the deployment stays uncalibrated."""
+    rng = np.random.default_rng(7)
+    net, (c, h) = _net(rng, depthwise=False, relu_add=True, clip=False)
+    acc = Accelerator(SPARSE, "emu")
+    try:
+        dep, _ = _pair(net, FormatSpec("f", "fixed", "a"), acc)
+        dep.fast = fast
+        with pytest.raises(InputError, match="values per image"):
+            dep.calibrate(np.zeros((4, c, h + 1, h)))
+        with pytest.raises(InputError, match="at least one image"):
+            dep.calibrate(np.zeros((0, c, h, h)))
+        bad = rng.uniform(0, 1, (4, c, h, h))
+        bad[1, 0, 2, 3] = np.nan
+        with pytest.raises(InputError, match="1 value.*NaN or infinite"):
+            dep.calibrate(bad)
+        assert not dep.calibrated
+        dep.calibrate(rng.uniform(0, 1, (4, c, h, h)))
+        bad[2, 0, 0, 0] = np.inf
+        with pytest.raises(InputError, match="2 value.*NaN or infinite"):
+            dep.run(bad)
+    finally:
+        acc.close()

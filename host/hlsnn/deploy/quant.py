@@ -36,6 +36,9 @@ def host_radix(values, bits, signed, overflow_ratio=0.0):
     are at most 52, inside its 64 bins.)"""
     v = np.asarray(values, np.float64)
     amax = max(-float(v.min()), float(v.max())) if v.size else 0.0
+    if not np.isfinite(amax):
+        raise InputError(f"{int(np.count_nonzero(~np.isfinite(v)))} value(s) are NaN or infinite: a fixed-point "
+                         f"format holds finite values only")
     if amax == 0:
         return bits - 1
     g = 52 - int(np.floor(np.log2(amax))) - 1
@@ -98,6 +101,9 @@ def to_fixed_reference(values, f, bits, signed, rounding):
     hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
     lo = -(1 << (bits - 1)) if signed else 0
     g = max(f + 24, 0)
+    bad = int(np.count_nonzero(~np.isfinite(np.asarray(values, np.float64))))
+    if bad:
+        raise InputError(f"{bad} value(s) are NaN or infinite: a fixed-point format holds finite values only")
     wide = np.rint(np.ldexp(np.asarray(values, np.float64), g)).astype(np.int64)
     q, _ = fixed.convert(wide, g, f, bits + (0 if signed else 1), rounding=rounding)
     return np.clip(q, lo, hi)

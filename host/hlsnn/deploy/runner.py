@@ -598,13 +598,11 @@ class Deployment:
         compiled program (:meth:`fast_network`), with the same bits and statistics."""
         if not calibrate and not self.calibrated and not self.dynamic:
             raise InputError("calibrate first: run(x_cal, calibrate=True)")
-        x = np.asarray(x, np.float64)
+        x = self._input(x)
         n = x.shape[0] if x.ndim else 0
-        want = tuple(getattr(self.net, "input_shape", None) or ())[1:]
-        if want and all(isinstance(d, int) for d in want) and (
-                x.ndim < 2 or int(np.prod(x.shape[1:])) != int(np.prod(want))):
-            raise InputError(f"input of shape {x.shape}: {self.net.name} takes (batch,) + {want} "
-                             f"({int(np.prod(want))} values per image)")
+        if calibrate and not n:
+            raise InputError("calibrating takes at least one image: the radix points come from the images' "
+                             "statistics")
         if not calibrate and not keep and n:
             fast = self.fast_network()
             if fast is not None:
@@ -628,6 +626,16 @@ class Deployment:
             return np.concatenate(parts)
         return (np.concatenate([p[0] for p in parts]),
                 {k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]})
+
+    def _input(self, x):
+        """``x`` as float64, or :class:`InputError` when its per-image size is not the network's."""
+        x = np.asarray(x, np.float64)
+        want = tuple(getattr(self.net, "input_shape", None) or ())[1:]
+        if want and all(isinstance(d, int) for d in want) and (
+                x.ndim < 2 or int(np.prod(x.shape[1:])) != int(np.prod(want))):
+            raise InputError(f"input of shape {x.shape}: {self.net.name} takes (batch,) + {want} "
+                             f"({int(np.prod(want))} values per image)")
+        return x
 
     def fast_network(self):
         """The calibrated network as one integer program on the ``emu`` target
@@ -718,6 +726,7 @@ class Deployment:
         set the same state (:mod:`hlsnn.compiled.netcal`). Returns the seconds it took."""
         t = time.perf_counter()
         from ..compiled import netcal
+        x_cal = self._input(x_cal)
         if not netcal.calibrate(self, x_cal):
             self.run(x_cal, calibrate=True)
         return time.perf_counter() - t
