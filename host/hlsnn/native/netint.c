@@ -87,7 +87,7 @@ static inline int64_t rsat(int64_t v, int64_t s, int mode, int64_t lb, int64_t h
   const int64_t rem = v - (int64_t)((uint64_t)q << s);
   const int64_t half = (int64_t)1 << (s - 1);
   const int64_t tie = mode == 0 ? (q & 1) : (int64_t)(v >= 0);
-  q += mode == 2 ? 0 : (int64_t)((rem > half) | ((rem == half) & (tie != 0)));
+  q += mode == 2 ? 0 : (int64_t)(rem > half) | ((int64_t)(rem == half) & tie); /* int64 0/1: vectorizes */
   *ns += (q > hb) | (q < lb);
   q = q > hb ? hb : q;
   return q < lb ? lb : q;

@@ -44,6 +44,51 @@ static inline int64_t srs8(int64_t v, int64_t s, int mode, int64_t *sat) {
   return (int64_t)((uint64_t)v << ls);
 }
 
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
+#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VEC_CLONES
+#endif
+
+/* one channel's row with 1 <= s <= 62 and every |v| < 2**53 (checked by the caller): srs8's
+ * right shift without branches, one function per rounding mode, so that each loop vectorizes;
+ * returns the saturations */
+#define ROW_RIGHT(NAME, TIE, UP)                                                                  \
+  VEC_CLONES static int64_t NAME(const int64_t *tz, int64_t HW, int64_t s, int64_t *oz) {        \
+    const int64_t half = (int64_t)1 << (s - 1);                                                 \
+    int64_t ns = 0;                                                                             \
+    for (int64_t i = 0; i < HW; ++i) {                                                          \
+      const int64_t v = tz[i];                                                                  \
+      int64_t q = v >> s;                                                                       \
+      const int64_t rem = (int64_t)((uint64_t)v - ((uint64_t)q << s));                          \
+      const int64_t tie = (TIE);                                                                \
+      q += (UP);                                                                                \
+      (void)rem;                                                                                \
+      (void)tie;                                                                                \
+      ns += (q > 127) | (q < -128);                                                             \
+      q = q > 127 ? 127 : q;                                                                    \
+      oz[i] = q < -128 ? -128 : q;                                                              \
+    }                                                                                           \
+    return ns;                                                                                  \
+  }
+ROW_RIGHT(row_even, q & 1, (int64_t)(rem > half) | ((int64_t)(rem == half) & tie))
+ROW_RIGHT(row_away, (int64_t)(v >= 0), (int64_t)(rem > half) | ((int64_t)(rem == half) & tie))
+ROW_RIGHT(row_trunc, 0, 0 * half)
+
+static int64_t row_right(const int64_t *tz, int64_t HW, int64_t s, int mode, int64_t *oz) {
+  return mode == 0 ? row_even(tz, HW, s, oz) : (mode == 1 ? row_away(tz, HW, s, oz) : row_trunc(tz, HW, s, oz));
+}
+
+/* whether every value of a row is within (-2**53, 2**53) */
+VEC_CLONES static int row_in_range(const int64_t *tz, int64_t HW) {
+  int64_t lo = 0, hi = 0;
+  for (int64_t i = 0; i < HW; ++i) {
+    lo = tz[i] < lo ? tz[i] : lo;
+    hi = tz[i] > hi ? tz[i] : hi;
+  }
+  return hi < LIMIT53 && lo > -LIMIT53;
+}
+
 int64_t hlsnn_sparse_post(const int64_t *t, int64_t HW, const int64_t *shift, int mode, int64_t z0, int64_t z1,
                           int64_t *out) {
   int64_t sat = 0;
@@ -51,6 +96,12 @@ int64_t hlsnn_sparse_post(const int64_t *t, int64_t HW, const int64_t *shift, in
     const int64_t s = shift[z];
     const int64_t *tz = t + z * HW;
     int64_t *oz = out + z * HW;
+    if (s >= 1 && s <= 62) {
+      if (!row_in_range(tz, HW))
+        return -1;
+      sat += row_right(tz, HW, s, mode, oz);
+      continue;
+    }
     for (int64_t i = 0; i < HW; ++i) {
       const int64_t v = tz[i];
       if (v >= LIMIT53 || v <= -LIMIT53)

@@ -352,4 +352,5 @@ def emulate(p, xp, w, bias, shift, *, relu=False, pool=False, raw=False, method=
     (Z, H', W') (pooled if ``pool``) as int8 values, or int32 in raw mode; with ``stats``
     ``(out, sat_count, hist)``, ``hist`` the (32,) int64 counters of rule 6."""
     acc = conv_accumulate(xp, w, method=method)
-    return postprocess(acc, bias, shift, relu=relu, pool=pool, raw=raw, rounding=p["rounding"], stats=stats)
+    return postprocess(acc, bias, shift, relu=relu, pool=pool, raw=raw, rounding=p["rounding"], stats=stats,
+                       own_acc=True)
