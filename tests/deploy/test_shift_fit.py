@@ -167,16 +167,19 @@ def test_deploy_writes_the_note_from_its_measurement(monkeypatch):
     assert "note" not in res["assignments"]["twohot"]
 
 
-@pytest.mark.parametrize("seed", range(7))
+@pytest.mark.parametrize("isa", [0, 1])
+@pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("kind", ["conv", "grouped", "dense"])
-def test_the_gram_blocks_are_the_float64_products(seed, kind):
-    """shift_fit._grams (float32 syrk blocks of integer rows) equals the float64 ``r.T @ r`` and
-    ``r.mean(axis=0)`` of the layer's im2col rows bit for bit, per group, and falls back to
-    them for inputs too wide for exact float32 blocks."""
+def test_the_gram_blocks_are_the_float64_products(seed, kind, isa, monkeypatch):
+    """shift_fit._grams equals the float64 ``r.T @ r`` and ``r.mean(axis=0)`` of the layer's
+    im2col rows bit for bit, per group: int8-range inputs through native/gram.c (its VNNI and
+    its portable loops), wider ones through float32 syrk blocks, and the float64 product for
+    inputs too wide for exact float32 blocks."""
+    monkeypatch.setattr(shift_fit, "GRAM_ISA", isa)
     from hlsnn.deploy.onnx_import import Layer
     from hlsnn.engines import convgeom
     rng = np.random.default_rng(seed)
-    amax = [127, 128, 3000, 1 << 20, 1, 0, 128][seed]
+    amax = [127, 128, 3000, 1 << 20, 1, 0, 128, 127][seed]
     c = 6
     if kind == "dense":
         layer = Layer("l", "dense", ["x"], "y", w=rng.normal(size=(5, 40)), b=np.zeros(5))
@@ -188,6 +191,8 @@ def test_the_gram_blocks_are_the_float64_products(seed, kind):
         x = rng.integers(-amax, amax + 1, (37, c, 9, 11)) * (rng.random((37, c, 9, 11)) < 0.6)
     if seed == 6:                   # large sums of one sign: a float32 block beyond 2**24 would round
         x = rng.integers(100, 129, (300, 40) if kind == "dense" else (90, c, 9, 11))
+    if seed == 7:                   # the whole int8 range, more rows than one chunk of native/gram.c
+        x = rng.integers(-128, 128, (1500, 40) if kind == "dense" else (90, c, 9, 11))
     got = shift_fit._grams(layer, x)
     xf = np.asarray(x, np.float64)
     rows = convgeom.im2col(xf, layer.geom)[0] if kind != "dense" else xf

@@ -138,6 +138,10 @@ def _grams(layer, x):
     x = np.asarray(x)
     conv_layer = layer.kind == "conv"
     g = layer.group if conv_layer else 1
+    if x.dtype.kind in "iu" and x.size and -128 <= int(x.min()) and int(x.max()) <= 127:
+        done = _grams_i8(layer, x, g)
+        if done is not None:
+            return done
     amax = int(np.abs(x).max(initial=0)) if x.dtype.kind in "iu" else None
     block = _F32_EXACT // max(amax * amax, 1) if amax is not None else 0
     if block < 64:                                            # the float64 rows, as they were
@@ -172,6 +176,64 @@ def _grams(layer, x):
     for j in range(g):
         up = np.triu(grams[j])
         out.append((up + np.triu(up, 1).T, sums[j] / n))
+    return out
+
+
+#: ``native/gram.c``'s rows per chunk (``QUADS`` quads of four)
+_GRAM_ROWS = 256 * 4
+#: the vector unit ``native/gram.c`` may use (0: its portable loops; the tests run both)
+GRAM_ISA = 1
+
+
+def _grams_i8(layer, x, g):
+    """:func:`_grams` of int8-range integers by ``native/gram.c`` (integer sums: exact), a
+    convolution's patches read from an NHWC copy of ``x`` (no im2col), or None where the
+    compiled helpers are off."""
+    import ctypes
+    from .. import native
+    from ..native import parallel
+    so = native.load("gram")
+    if so is None:
+        return None
+    if not getattr(so, "_hlsnn_typed", False):
+        p, i64, ci = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+        so.hlsnn_gram_i8.restype = i64
+        so.hlsnn_gram_i8.argtypes = [p, i64, i64, i64, p, p, p, p, ci]
+        so.hlsnn_gram_conv_i8.restype = i64
+        so.hlsnn_gram_conv_i8.argtypes = [p] + [i64] * 17 + [p, p, p, p, ci]
+        so._hlsnn_typed = True
+    b = x.shape[0]
+    if layer.kind == "conv":
+        geo = layer.geom
+        xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1), np.int8)            # (B, H, W, C)
+        _, h, w, c = xh.shape
+        oh, ow = geo.out_hw(h, w)
+        n, kg = b * oh * ow, (c // g) * geo.kh * geo.kw
+
+        def call(j, r0, r1, *bufs):
+            return so.hlsnn_gram_conv_i8(xh.ctypes, h, w, c, geo.kh, geo.kw, geo.sh, geo.sw, geo.dh, geo.dw,
+                                         geo.pads[0], geo.pads[1], oh, ow, j * (c // g), c // g, r0, r1, *bufs)
+    else:
+        rows = np.ascontiguousarray(x.reshape(b, -1), np.int8)
+        n, kg = rows.shape
+
+        def call(j, r0, r1, *bufs):
+            return so.hlsnn_gram_i8(rows.ctypes, kg, r0, r1, *bufs)
+    kp = -(-kg // 16) * 16
+    out = []
+    for j in range(g):
+        def part(r0, r1, j=j):
+            gram, sums = np.zeros((kg, kg), np.int64), np.zeros(kg, np.int64)
+            u, s = np.empty(_GRAM_ROWS * kp, np.uint8), np.empty(_GRAM_ROWS * kp, np.int8)
+            return gram, sums, call(j, r0, r1, gram.ctypes, sums.ctypes, u.ctypes, s.ctypes, GRAM_ISA)
+        res = parallel.run(part, parallel.parts(n, max(_GRAM_ROWS, (1 << 22) // max(kg * kg, 1))))
+        if any(t[2] < 0 for t in res):
+            return None                              # K beyond gram.c's row buffer
+        gram, sums = sum(t[0] for t in res), sum(t[1] for t in res)
+        if any(t[2] for t in res):                  # vpdpbusd's unsigned operand was x + 128
+            gram -= 128 * sums[None, :]
+        up = np.triu(gram).astype(np.float64)
+        out.append((up + np.triu(up, 1).T, sums.astype(np.float64) / n))
     return out
 
 
