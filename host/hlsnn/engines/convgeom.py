@@ -139,7 +139,7 @@ def im2col(x, g: ConvGeom, dtype=None):
     oh, ow = _out_hw_checked(g, h, w)
     dt = x.dtype if dtype is None else np.dtype(dtype)
     if (dt == x.dtype and x.dtype in (np.float64, np.int64)
-            or x.dtype == np.int64 and dt in (np.float32, np.float64, np.int8)) and x.size >= _NATIVE_MIN:
+            or x.dtype == np.int64 and dt in (np.float32, np.float64)) and x.size >= _NATIVE_MIN:
         out = _im2col_native(x, g, oh, ow, dt)
         if out is not None:
             return out, (oh, ow)
@@ -154,8 +154,7 @@ def im2col(x, g: ConvGeom, dtype=None):
 _NATIVE_MIN = 4096
 #: (input type, row type) -> the helper's function
 _FUNCTIONS = {("float64", "float64"): "hlsnn_im2col_u64", ("int64", "int64"): "hlsnn_im2col_u64",
-              ("int64", "float32"): "hlsnn_im2col_i64_f32", ("int64", "float64"): "hlsnn_im2col_i64_f64",
-              ("int64", "int8"): "hlsnn_im2col_i64_i8"}
+              ("int64", "float32"): "hlsnn_im2col_i64_f32", ("int64", "float64"): "hlsnn_im2col_i64_f64"}
 
 
 def _im2col_native(x, g: ConvGeom, oh, ow, dt):

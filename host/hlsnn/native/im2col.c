@@ -1,9 +1,8 @@
 /* im2col.c: the compiled twin of hlsnn.engines.convgeom.im2col, for arrays of 8-byte elements
  * (float64 or int64: the rows are copies of input elements and zeros, so one function on the
  * bit patterns serves both; a zero is all-zero bits, +0.0 or 0, as numpy's zero padding), and
- * for int64 inputs whose rows are wanted as float32, float64 or int8 (numpy's casts: exact for
- * integers below 2**24, resp. 2**53 in magnitude, resp. in [-128, 127], which is what the
- * callers hold).
+ * for int64 inputs whose rows are wanted as float32 or float64 (numpy's casts: exact for
+ * integers below 2**24, resp. 2**53 in magnitude, which is what the callers hold).
  *
  * The numpy code is the specification (tests/engines/bfp_systolic/test_bfp_native.py holds the two
  * equal, bit for bit, over strides, pads, dilations, rectangular kernels and image ranges).
@@ -60,4 +59,3 @@
 IM2COL(hlsnn_im2col_u64, uint64_t, uint64_t)
 IM2COL(hlsnn_im2col_i64_f32, int64_t, float)
 IM2COL(hlsnn_im2col_i64_f64, int64_t, double)
-IM2COL(hlsnn_im2col_i64_i8, int64_t, int8_t)
