@@ -536,6 +536,21 @@ class BfpExec(_Exec):
             out = out.reshape(x.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
         return Act(out, None)
 
+    @staticmethod
+    def run_network(deploy, x):
+        """:meth:`Deployment.run` of ``x`` (not calibrating, not ``keep``) through
+        :mod:`hlsnn.compiled.netbfpfast` when every engine layer is a BFP layer it can run (the
+        layer path's bits and statistics, its per-call host work done once per layer), else None.
+        Made once per deployment (a BFP layer has nothing to calibrate); :attr:`Deployment.fast`
+        off keeps the layer path."""
+        if not deploy.fast or deploy.dynamic or not deploy.calibrated:
+            return None
+        net = getattr(deploy, "_bfpnet", None)
+        if net is None:
+            from ..compiled import netbfpfast
+            net = deploy._bfpnet = netbfpfast.build(deploy) or False
+        return net.run(x) if net else None
+
 
 EXECS = {"bfp": BfpExec, "twohot": ShiftExec, "pot": ShiftExec, "fixed": SparseExec, "sparse": SparseExec}
 
@@ -609,6 +624,9 @@ class Deployment:
             fast = self.fast_network()
             if fast is not None:
                 return self._run_fast(fast, x)
+            y = BfpExec.run_network(self, x)
+            if y is not None:
+                return y
         if (calibrate or self.dynamic or n <= self.chunk
                 or any(ex.acc.target.name != "emu" or ex.p.get("output_exponent") == "rolling"
                        for ex in self.execs.values())):

@@ -839,3 +839,56 @@ VEC_CLONES int64_t hlsnn_bfp_epilogue(const void *acc, int acc_f32, int64_t ld, 
   }
   return sat;
 }
+
+/* hlsnn_bfp_layer: one GEMM call of a bfp_systolic layer as the layer path makes it
+ * (hlsnn.deploy.runner.BfpExec -> Kernel.gemm_rows on the images of one slice; one pack of groups,
+ * one chunk of outputs), in one C call (hlsnn.compiled.netbfpfast):
+ *   1. the activations quantized and their exact sums formed: hlsnn_bfp_rows_gemm on rows [0, B)
+ *      of x (dense: K = C values a row, row stride s_b), else hlsnn_bfp_conv_gemm on images
+ *      [0, B) of the map (the other arguments as there); the sums go to acc ((rows, N) float64);
+ *   2. Kernel.gemm_rows' rule for all-zero rows (every mantissa 0): when some row is non-zero,
+ *      each all-zero row takes the largest exponent of the non-zero rows;
+ *   3. hlsnn_bfp_epilogue (the max rule) on acc: the dequantized outputs to out ((rows, N)
+ *      float64), the output exponents to ye.
+ * res[0] gets the count of non-zero mantissas, res[1] the saturations. Returns 0, or -1 for a NaN
+ * or an infinity in the activations (nothing else then holds). */
+int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
+                        int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
+                        int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t B, int m, int emin,
+                        int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
+                        const double *wtd, double *acc, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                        int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, const double *colscale,
+                        const double *bcol, double lo_a, double hi_a, int relu, double *out, int64_t *ye,
+                        int64_t *res) {
+  int64_t nnz, rows;
+  if (dense) {
+    rows = B;
+    nnz = hlsnn_bfp_rows_gemm(x, B, C, s_b, m, emin, emax, mode, wt, N, Np, isa, wt2, wtd, acc, 0, exps, nonzero,
+                              buf, xm, tacc, taccd, x16);
+  } else {
+    rows = B * oh * ow;
+    nnz = hlsnn_bfp_conv_gemm(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, 0, B, m,
+                              emin, emax, mode, wt, N, Np, isa, wt2, wtd, acc, 0, exps, nonzero, buf, xm, tacc, taccd,
+                              pmax, x16);
+  }
+  if (nnz < 0)
+    return -1;
+  int any = 0, all = 1;
+  int64_t emx = INT64_MIN;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (nonzero[r]) {
+      any = 1;
+      emx = exps[r] > emx ? exps[r] : emx;
+    } else {
+      all = 0;
+    }
+  }
+  if (any && !all)
+    for (int64_t r = 0; r < rows; ++r)
+      if (!nonzero[r])
+        exps[r] = emx;
+  res[0] = nnz;
+  res[1] = hlsnn_bfp_epilogue(acc, 0, N, rows, N, exps, colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode, out,
+                              ye);
+  return 0;
+}

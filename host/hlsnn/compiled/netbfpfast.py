@@ -1,0 +1,249 @@
+"""A network of ``bfp`` layers on the ``emu`` target at the speed of an evaluation loop: the
+layer path (:meth:`hlsnn.deploy.runner.Deployment.run` with :class:`~hlsnn.deploy.runner.BfpExec`
+layers) with its per-call host work done once, bit for bit.
+
+Layer by layer, each BFP layer of each slice of :attr:`Deployment.chunk` images is one
+``Kernel.gemm_rows`` call: the activations quantized (one exponent per sample or im2col patch),
+the exact sums, the all-zero rows given the largest exponent of the call's other rows, the
+engine's epilogue (the max rule), the dequantized outputs as float64. Here the same call is one
+C function (``bfp_rows.c``, ``hlsnn_bfp_layer``: ``hlsnn_bfp_conv_gemm`` or
+``hlsnn_bfp_rows_gemm``, the all-zero rows' exponent, ``hlsnn_bfp_epilogue``), on weights laid
+out once per layer (:class:`_Layer`), so that a slice costs a few C calls per layer and no
+per-call checks, quantization of weights or reshaping of operands. The host layers between them
+run as the layer path runs them (:func:`hlsnn.deploy.hostops.run` on the same float64 arrays,
+in the same memory layout: a conv's output is the NCHW view of its NHWC rows), so their bits
+are the layer path's too. The slices run in the layer path's order and grouping (the all-zero
+rows' exponent is the largest of the slice's), split between threads
+(:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call).
+
+Each layer's ``sat_count``, ``input_density``, ``calls`` and ``in_shape`` are set as the layer
+path sets them (:meth:`BfpNet.run`). The kernel object's state (the weights it holds on chip,
+``last_sat_count``) is not touched.
+
+:func:`build` returns None where this does not apply, and the layer path runs: the compiled
+helpers off, a layer that is not ``bfp`` on a ``bfp_systolic`` accelerator of the ``emu``
+target's arrays (no transfer limit), an output-exponent rule other than ``max``, ``stochastic``
+rounding, ``exponent_bits > 8`` or a K beyond :func:`~hlsnn.engines.bfp_systolic.emulator.gemm_dtype`,
+a layer of more than one pack of groups or chunk of outputs, sums that neither int32 nor
+float64 holds exactly (:func:`~hlsnn.engines.bfp_systolic.compiled.sums_kind`), quantized host
+layers, ``dynamic`` radix points. :meth:`BfpNet.run` returns None (the layer path then runs the
+batch) for activations with a NaN or an infinity.
+``tests/deploy/test_bfpfast_net.py`` holds the two paths equal.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ..deploy import hostops
+from ..engines import convgeom, tiling
+from ..engines.bfp_systolic import compiled
+from ..engines.bfp_systolic.emulator import gemm_dtype
+from ..native import parallel
+
+TILE_ROWS = compiled.TILE_ROWS
+
+
+def lib():
+    """``bfp_rows`` (:func:`hlsnn.engines.bfp_systolic.compiled.lib`) with ``hlsnn_bfp_layer``
+    typed, or None."""
+    so = compiled.lib()
+    if so is not None and not getattr(so, "_hlsnn_layer_typed", False):
+        i64, p, ci, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+        so.hlsnn_bfp_layer.restype = i64
+        so.hlsnn_bfp_layer.argtypes = ([ci, p] + [i64] * 18 + [ci, ci, ci, ci, p, i64, i64, ci, p, p]
+                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p])
+        so._hlsnn_layer_typed = True
+    return so
+
+
+def _addr(a):
+    return None if a is None else a.ctypes.data
+
+
+class _Layer:
+    """One BFP layer's constant operands for ``hlsnn_bfp_layer``: the weights' mantissas laid out
+    for the C tiles (conv: columns in the gathered (i, j, c) order), the epilogue's column scales
+    ``2**we`` and bias column ``bm * 2**(be - we)`` (as :func:`~hlsnn.engines.bfp_systolic.emulator.emulate_floats`
+    forms them)."""
+
+    def __init__(self, ex):
+        layer, p = ex.layer, ex.p
+        kern = ex.acc.kernel
+        self.ex, self.name, self.dense = ex, layer.name, layer.kind == "dense"
+        (_, _, wq, bq), = ex.chunks
+        m, e = p["mantissa_bits"], p["exponent_bits"]
+        from ..formats import bfp
+        one = bfp.BFPTensor._trusted(np.zeros((1, wq.shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
+        _, _, wm, we, bm, be = kern._check_bfp(one, wq, bq)
+        wm = np.asarray(wm, np.int64)
+        self.n, self.k = wm.shape
+        self.kind = compiled.sums_kind(wm, m, np.float64)
+        if self.dense:
+            cols = wm.T
+        else:
+            g = layer.geom
+            c = self.k // (g.kh * g.kw)
+            cols = wm.reshape(self.n, c, g.kh, g.kw).transpose(2, 3, 1, 0).reshape(self.k, self.n)
+            self.geom, self.c = g, c
+        self.wt, self.wt2, self.wtd, self.npad = (None,) * 4 if self.kind is None else \
+            compiled._weights(cols, self.kind, m)
+        we = np.asarray(we, np.int64)
+        self.colscale = np.ldexp(1.0, we)
+        self.bcol = None if bm is None else np.ascontiguousarray(
+            np.asarray(bm, np.float64).reshape(-1) * np.ldexp(1.0, int(be) - we))
+        a = p["acc_bits"]
+        self.lo_a, self.hi_a = float(-(1 << (a - 1))), float((1 << (a - 1)) - 1)
+        self.m, self.emin, self.emax = m, -(1 << (e - 1)), (1 << (e - 1)) - 1
+        self.mode = compiled.MODES.get(p["rounding"])
+        self.relu = int(bool(layer.relu))
+
+    def usable(self):
+        return self.kind is not None and self.mode is not None
+
+
+class BfpNet:
+    """The deployment's network with its BFP layers as :class:`_Layer` (module docstring)."""
+
+    #: the C kernels' variant (``compiled.ISAS``; tests): all give the same bits
+    isa = "auto"
+
+    def __init__(self, deploy, layers, so):
+        self.deploy, self.net, self.layers, self.so = deploy, deploy.net, layers, so
+
+    def run(self, x):
+        """:meth:`Deployment.run` of ``x`` (float64, not calibrating, not ``keep``): the output,
+        with each layer's statistics set as the layer path sets them; None (nothing set) when an
+        activation is NaN or infinite."""
+        dep = self.deploy
+        n, step = x.shape[0], dep.chunk
+        sliced = n > step
+        ranges = [(a, min(a + step, n)) for a in range(0, n, step)] if sliced else [(0, n)]
+        outs = [None] * len(ranges)
+        info = [None] * len(ranges)             # per slice: {layer: (nnz, sat, rows * K, in_shape)}
+
+        def work(r0, r1):
+            ws = {}
+            for i in range(r0, r1):
+                a, b = ranges[i]
+                got = self._slice(x[a:b], ws)
+                if got is None:
+                    return False
+                outs[i], info[i] = got
+            return True
+        per = parallel.split(len(ranges), max(1, min(parallel.threads(), len(ranges))))
+        if not all(parallel.run(work, [r for r in per if r[1] > r[0]])):
+            return None
+        collect = getattr(dep, "collect_stats", True)
+        for name, ly in self.layers.items():
+            st = ly.ex.stats
+            sat, dens = 0, 0.0
+            for i, (a, b) in enumerate(ranges):
+                nnz, s, size, shape = info[i][name]
+                st.calls += 1
+                if collect:
+                    st.input_density = float(np.mean([nnz / size]))
+                sat += s
+                dens += st.input_density * (b - a)
+                ly.ex.in_shape = shape
+            st.sat_count = sat
+            if sliced:
+                st.input_density = dens / n
+            ly.ex.in_shape = (n,) + tuple(ly.ex.in_shape[1:])
+        return np.concatenate(outs) if sliced else outs[0]
+
+    def _slice(self, x, ws):
+        """One slice through the network (Deployment._run): ``(output, per-layer counts)``."""
+        env, info = {self.net.input: x}, {}
+        for layer in self.net.layers:
+            ins = [env[i] for i in layer.inputs]
+            if layer.kind == "host":
+                env[layer.output] = hostops.run(layer, ins)
+                continue
+            got = self._layer(self.layers[layer.name], ins[0], ws)
+            if got is None:
+                return None
+            env[layer.output], info[layer.name] = got
+        return env[self.net.output], info
+
+    @staticmethod
+    def _buf(ws, key, size, dtype):
+        a = ws.get(key)
+        if a is None or a.size < size or a.dtype != dtype:
+            a = ws[key] = np.empty(max(size, 1), dtype)
+        return a
+
+    def _layer(self, ly, x, ws):
+        """``BfpExec.run`` of one layer on ``x`` (a slice's float64 input): ``(output values,
+        (nnz, saturations, rows * K, x.shape))``, or None for a NaN or an infinity."""
+        b = x.shape[0]
+        k, n, npad = ly.k, ly.n, ly.npad
+        if ly.dense:
+            xr = x.reshape(b, -1)
+            if xr.strides[1] != 8 or xr.strides[0] % 8:
+                xr = np.ascontiguousarray(xr)
+            rows = b
+            geo = (0, 0, 0, k, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1)
+            sb, pmax_size = xr.strides[0] // 8, 1
+        else:
+            g = ly.geom
+            _, c, h, w = x.shape
+            oh, ow = convgeom._out_hw_checked(g, h, w)
+            if any(s % 8 for s in x.strides):
+                x = np.ascontiguousarray(x)
+            xr, rows = x, b * oh * ow
+            sb, sc, sh_, sw_ = (s // 8 for s in x.strides)
+            geo = (sc, sh_, sw_, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1], g.dh, g.dw, oh, ow)
+            pmax_size = b * h * w
+        acc = self._buf(ws, "acc", rows * n, np.float64)
+        exps = self._buf(ws, "exps", rows, np.int64)
+        nonzero = self._buf(ws, "nonzero", rows, np.uint8)
+        ye = self._buf(ws, "ye", rows, np.int64)
+        buf = self._buf(ws, "buf", TILE_ROWS * k, np.float64)
+        xm = self._buf(ws, "xm", TILE_ROWS * k, np.int32)
+        tacc = self._buf(ws, "tacc", TILE_ROWS * npad, np.int32)
+        taccd = self._buf(ws, "taccd", TILE_ROWS * npad, np.float64)
+        pmax = self._buf(ws, "pmax", pmax_size, np.int64)
+        x16 = self._buf(ws, "x16", TILE_ROWS * ((k + 1) // 2 * 2), np.int16)
+        res = self._buf(ws, "res", 2, np.int64)
+        out = np.empty((rows, n))
+        got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes.data, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
+                                      _addr(ly.wt), n, npad, compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd),
+                                      acc.ctypes.data, exps.ctypes.data, nonzero.ctypes.data, buf.ctypes.data,
+                                      xm.ctypes.data, tacc.ctypes.data, taccd.ctypes.data, pmax.ctypes.data,
+                                      x16.ctypes.data, ly.colscale.ctypes.data, _addr(ly.bcol), ly.lo_a, ly.hi_a,
+                                      ly.relu, out.ctypes.data, ye.ctypes.data, res.ctypes.data)
+        if got < 0:
+            return None
+        counts = (int(res[0]), int(res[1]) % (1 << 32), rows * k, x.shape)
+        if not ly.dense:
+            out = out.reshape(b, geo[14], geo[15], n).transpose(0, 3, 1, 2)
+        return out, counts
+
+
+def build(deploy):
+    """A :class:`BfpNet` of ``deploy``, or None (module docstring)."""
+    from ..deploy.runner import BfpExec
+    if deploy.dynamic or deploy.host or not deploy.execs:
+        return None
+    layers = {}
+    for name, ex in deploy.execs.items():
+        p = ex.p
+        target = ex.acc.target
+        if type(ex) is not BfpExec or target.name != "emu" or not getattr(target, "arrays", False) \
+                or tiling.transfer_limit(target) is not None or p["output_exponent"] != "max" \
+                or p["rounding"] not in compiled.MODES or ex.groups != 1 or len(ex.chunks) != 1 \
+                or gemm_dtype(p, ex.chunks[0][2].shape[1]) is None:
+            return None
+        if ex.layer.kind == "conv" and ex.gp * (ex.layer.w.shape[1]) * ex.layer.geom.kh * ex.layer.geom.kw \
+                != ex.chunks[0][2].shape[1]:
+            return None
+        ly = _Layer(ex)
+        if not ly.usable():
+            return None
+        layers[name] = ly
+    so = lib()
+    if so is None:
+        return None
+    return BfpNet(deploy, layers, so)
