@@ -130,7 +130,7 @@ class BfpNet:
                 got = self._slice(x[a:b], ws)
                 if got is None:
                     return False
-                outs[i], info[i] = got
+                outs[i], info[i] = np.array(got[0]), got[1]      # a copy: the buffers serve the next slice
             return True
         per = parallel.split(len(ranges), max(1, min(parallel.threads(), len(ranges))))
         if not all(parallel.run(work, [r for r in per if r[1] > r[0]])):
@@ -203,11 +203,11 @@ class BfpNet:
         buf = self._buf(ws, "buf", TILE_ROWS * k, np.float64)
         xm = self._buf(ws, "xm", TILE_ROWS * k, np.int32)
         tacc = self._buf(ws, "tacc", TILE_ROWS * npad, np.int32)
-        taccd = self._buf(ws, "taccd", TILE_ROWS * npad, np.float64)
+        taccd = self._buf(ws, "taccd", max(TILE_ROWS * npad, n), np.float64)
         pmax = self._buf(ws, "pmax", pmax_size, np.int64)
         x16 = self._buf(ws, "x16", TILE_ROWS * ((k + 1) // 2 * 2), np.int16)
         res = self._buf(ws, "res", 2, np.int64)
-        out = np.empty((rows, n))
+        out = self._buf(ws, ("out", ly.name), rows * n, np.float64)[:rows * n].reshape(rows, n)
         got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes.data, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
                                       _addr(ly.wt), n, npad, compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd),
                                       acc.ctypes.data, exps.ctypes.data, nonzero.ctypes.data, buf.ctypes.data,

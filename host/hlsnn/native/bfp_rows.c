@@ -840,6 +840,72 @@ VEC_CLONES int64_t hlsnn_bfp_epilogue(const void *acc, int acc_f32, int64_t ld, 
   return sat;
 }
 
+/* hlsnn_bfp_epilogue on float64 sums (acc_f32 0, ld N) with each row's aligned bias
+ * clamp_A(round(bcol * 2**-xe)) formed once per run of rows of one exponent (into tb, N doubles)
+ * instead of once per row: the same operations on the same values, so the same bits. */
+#define EPI_BIAS_ROW(NAME, MODE)                                                                     \
+  static inline void NAME(const double *restrict bcol, int64_t N, double bscale, double lo_a, double hi_a, \
+                          double *restrict t) {                                                      \
+    for (int64_t n = 0; n < N; ++n) {                                                                \
+      double v = bcol[n] * bscale;                                                                   \
+      v = RND(MODE, v);                                                                              \
+      t[n] = v < lo_a ? lo_a : (v > hi_a ? hi_a : v);                                                \
+    }                                                                                                \
+  }
+EPI_BIAS_ROW(bias_row_0, 0)
+EPI_BIAS_ROW(bias_row_1, 1)
+EPI_BIAS_ROW(bias_row_2, 2)
+
+static inline void add_bias_row(const double *restrict acc, const double *restrict t, int64_t N, double lo_a,
+                                double hi_a, const double *restrict colscale, double *restrict a) {
+  for (int64_t n = 0; n < N; ++n) {
+    double v = acc[n] + t[n];
+    v = v < lo_a ? lo_a : (v > hi_a ? hi_a : v);
+    a[n] = v * colscale[n];
+  }
+}
+
+VEC_CLONES static int64_t epilogue_f64(const double *acc, int64_t rows, int64_t N, const int64_t *xe,
+                                       const double *colscale, const double *bcol, double lo_a, double hi_a,
+                                       int relu, int M, int emin, int emax, int mode, double *out, int64_t *ye,
+                                       double *tb) {
+  const double lo = -ldexp(1.0, M - 1), hi = ldexp(1.0, M - 1) - 1.0;
+  int64_t sat = 0, tb_e = 0;
+  int tb_ok = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double *a = out + r * N;
+    const double *ad = acc + r * N;
+    if (bcol) {
+      if (!tb_ok || xe[r] != tb_e) {
+        const double bscale = pow2((int)-xe[r]);
+        if (mode == 0)
+          bias_row_0(bcol, N, bscale, lo_a, hi_a, tb);
+        else if (mode == 1)
+          bias_row_1(bcol, N, bscale, lo_a, hi_a, tb);
+        else
+          bias_row_2(bcol, N, bscale, lo_a, hi_a, tb);
+        tb_ok = 1, tb_e = xe[r];
+      }
+      add_bias_row(ad, tb, N, lo_a, hi_a, colscale, a);
+    } else {
+      nobias_f64(ad, N, colscale, a);
+    }
+    if (relu)
+      relu_row(a, N);
+    const double amax = max_abs(a, N);
+    int64_t e4 = emin;
+    if (amax > 0.0) {
+      e4 = (int64_t)ilog2(amax) + xe[r] - (M - 2);
+      e4 = e4 < emin ? emin : (e4 > emax ? emax : e4);
+    }
+    ye[r] = e4;
+    const double scale = pow2((int)(xe[r] - e4)), unit = pow2((int)e4);
+    sat += mode == 0 ? out_0(a, N, scale, unit, lo, hi)
+                     : (mode == 1 ? out_1(a, N, scale, unit, lo, hi) : out_2(a, N, scale, unit, lo, hi));
+  }
+  return sat;
+}
+
 /* hlsnn_bfp_layer: one GEMM call of a bfp_systolic layer as the layer path makes it
  * (hlsnn.deploy.runner.BfpExec -> Kernel.gemm_rows on the images of one slice; one pack of groups,
  * one chunk of outputs), in one C call (hlsnn.compiled.netbfpfast):
@@ -849,7 +915,7 @@ VEC_CLONES int64_t hlsnn_bfp_epilogue(const void *acc, int acc_f32, int64_t ld, 
  *   2. Kernel.gemm_rows' rule for all-zero rows (every mantissa 0): when some row is non-zero,
  *      each all-zero row takes the largest exponent of the non-zero rows;
  *   3. hlsnn_bfp_epilogue (the max rule) on acc: the dequantized outputs to out ((rows, N)
- *      float64), the output exponents to ye.
+ *      float64), the output exponents to ye (epilogue_f64: its bits; taccd holds the bias row).
  * res[0] gets the count of non-zero mantissas, res[1] the saturations. Returns 0, or -1 for a NaN
  * or an infinity in the activations (nothing else then holds). */
 int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
@@ -888,7 +954,6 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
       if (!nonzero[r])
         exps[r] = emx;
   res[0] = nnz;
-  res[1] = hlsnn_bfp_epilogue(acc, 0, N, rows, N, exps, colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode, out,
-                              ye);
+  res[1] = epilogue_f64(acc, rows, N, exps, colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode, out, ye, taccd);
   return 0;
 }
