@@ -80,16 +80,31 @@ def _deployments(net, accel, x_cal):
     return acc, deps
 
 
+@pytest.fixture(autouse=True)
+def ran(monkeypatch):
+    """The batches netbfpfast ran to the end (its run returned the output)."""
+    done = []
+    run = netbfpfast.BfpNet.run
+
+    def spy(self, x, *args, **kwargs):
+        y = run(self, x, *args, **kwargs)
+        done.append(y is not None)
+        return y
+    monkeypatch.setattr(netbfpfast.BfpNet, "run", spy)
+    return done
+
+
 def _stats(dep):
     return {k: (ex.stats.sat_count, ex.stats.input_density, ex.stats.calls, ex.in_shape)
             for k, ex in dep.execs.items()}
 
 
-def _same(deps, x):
+def _same(deps, x, ran):
     ref, fast = deps
     y_ref = ref.run(x)
+    n = len(ran)
     y = fast.run(x)
-    assert isinstance(fast._bfpnet, netbfpfast.BfpNet)             # the compiled path ran
+    assert isinstance(fast._bfpnet, netbfpfast.BfpNet) and ran[n:] == [True]     # the compiled path ran
     assert not getattr(ref, "_bfpnet", None)
     assert y.shape == y_ref.shape and y.dtype == y_ref.dtype
     np.testing.assert_array_equal(y.view(np.uint64), y_ref.view(np.uint64))
@@ -99,15 +114,15 @@ def _same(deps, x):
 
 @pytest.mark.parametrize("accel,rounding", [("bfp8_zcu104", None), ("bfp16_pynq-z2", None),
                                             ("bfp8_pynq-z2", "nearest_away"), ("bfp8_zcu104", "truncate")])
-def test_random_network_equals_the_layer_path(tmp_path, accel, rounding):
+def test_random_network_equals_the_layer_path(tmp_path, accel, rounding, ran):
     net = _net(3)
     x = _inputs(4, 75)
     acc, deps = _deployments(net, _config(tmp_path, accel, rounding), x[:20])
     try:
         for n in (75, 1, 31, 32, 33):             # slices of Deployment.chunk, a partial last one; one slice
-            _same(deps, x[:n])
+            _same(deps, x[:n], ran)
         deps[0].chunk = deps[1].chunk = 8          # another slicing: the all-zero patches' exponent per slice
-        _same(deps, x)
+        _same(deps, x, ran)
         sat = {k: ex.stats.sat_count for k, ex in deps[1].execs.items()}
         if accel.startswith("bfp8") and rounding != "truncate":     # rounding up to 2**7: saturations compared
             assert sum(sat.values()) > 0
@@ -116,14 +131,34 @@ def test_random_network_equals_the_layer_path(tmp_path, accel, rounding):
         acc.close()
 
 
+@pytest.mark.parametrize("share", [1 << 62, 1])
+def test_calibration_pass_equals_the_layer_path(share, monkeypatch, ran):
+    """The calibration pass (the whole batch at once) through netbfpfast, its layers split
+    between threads (``share``: always, or never)."""
+    monkeypatch.setattr(netbfpfast.BfpNet, "SHARE_ELEMS", share)
+    net = _net(9)
+    x = _inputs(10, 75)
+    acc, deps = _deployments(net, "bfp8_zcu104", x[:3])
+    try:
+        assert all(isinstance(getattr(d, "_bfpnet", None), netbfpfast.BfpNet) == d.fast for d in deps)  # calibrated so
+        n = len(ran)
+        ys = [dep.run(x, calibrate=True) for dep in deps]
+        assert ran[n:] == [True]
+        np.testing.assert_array_equal(ys[1].view(np.uint64), ys[0].view(np.uint64))
+        assert _stats(deps[1]) == _stats(deps[0]) and all(d.calibrated for d in deps)
+        _same(deps, x[:20], ran)                         # one slice of the run, shared between threads too
+    finally:
+        acc.close()
+
+
 @pytest.mark.parametrize("isa", ["portable", "avx2", "avx512", "avx512bw"])
-def test_every_kernel_variant_gives_the_same_bits(isa, monkeypatch):
+def test_every_kernel_variant_gives_the_same_bits(isa, monkeypatch, ran):
     net = _net(5)
     x = _inputs(6, 40)
     acc, deps = _deployments(net, "bfp8_zcu104", x[:16])
     monkeypatch.setattr(netbfpfast.BfpNet, "isa", isa)
     try:
-        _same(deps, x)
+        _same(deps, x, ran)
     finally:
         acc.close()
 
@@ -172,7 +207,7 @@ MODELS = [(ROOT / "tests" / "data" / "torch" / "tiny" / "mobilenet_relu6_ts17.ya
 
 
 @pytest.mark.parametrize("cfg_path,fmt", MODELS, ids=["mobilenet-bfp8", "resnet8-bfp8", "resnet8-bfp16"])
-def test_shipped_models_equal_the_layer_path(cfg_path, fmt):
+def test_shipped_models_equal_the_layer_path(cfg_path, fmt, ran):
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
     from hlsnn.deploy.evaluate import _layout, open_accelerators
@@ -190,8 +225,8 @@ def test_shipped_models_equal_the_layer_path(cfg_path, fmt):
         dep.calibrate(ds.x_train[:32])
         deps.append(dep)
     try:
-        _same(deps, ds.x_test[:70])
-        _same(deps, ds.x_test[:5])
+        _same(deps, ds.x_test[:70], ran)
+        _same(deps, ds.x_test[:5], ran)
     finally:
         for accs in accs_all:
             for a in set(map(id, accs.values())):

@@ -53,7 +53,7 @@ def lib():
         i64, p, ci, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
         so.hlsnn_bfp_layer.restype = i64
         so.hlsnn_bfp_layer.argtypes = ([ci, p] + [i64] * 18 + [ci, ci, ci, ci, p, i64, i64, ci, p, p]
-                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p])
+                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p, ci, i64, i64])
         so._hlsnn_layer_typed = True
     return so
 
@@ -112,22 +112,26 @@ class BfpNet:
     def __init__(self, deploy, layers, so):
         self.deploy, self.net, self.layers, self.so = deploy, deploy.net, layers, so
 
-    def run(self, x):
-        """:meth:`Deployment.run` of ``x`` (float64, not calibrating, not ``keep``): the output,
-        with each layer's statistics set as the layer path sets them; None (nothing set) when an
-        activation is NaN or infinite."""
+    def run(self, x, whole=False):
+        """:meth:`Deployment.run` of ``x`` (float64, not ``keep``): the output, with each layer's
+        statistics set as the layer path sets them; None (nothing set) when an activation is NaN
+        or infinite. The batch runs in slices of ``Deployment.chunk`` images as the layer path
+        slices it, or with ``whole`` in one (the calibration pass: ``Deployment._run`` on the
+        whole batch)."""
         dep = self.deploy
         n, step = x.shape[0], dep.chunk
-        sliced = n > step
+        sliced = n > step and not whole
         ranges = [(a, min(a + step, n)) for a in range(0, n, step)] if sliced else [(0, n)]
         outs = [None] * len(ranges)
         info = [None] * len(ranges)             # per slice: {layer: (nnz, sat, rows * K, in_shape)}
+        # one slice: its large layers split between threads (phases 1 and 2 of hlsnn_bfp_layer)
+        share = [{} for _ in range(parallel.threads())] if len(ranges) == 1 and parallel.threads() > 1 else None
 
         def work(r0, r1):
-            ws = {}
+            ws = {} if share is None else share[0]
             for i in range(r0, r1):
                 a, b = ranges[i]
-                got = self._slice(x[a:b], ws)
+                got = self._slice(x[a:b], ws, share)
                 if got is None:
                     return False
                 outs[i], info[i] = np.array(got[0]), got[1]      # a copy: the buffers serve the next slice
@@ -153,7 +157,7 @@ class BfpNet:
             ly.ex.in_shape = (n,) + tuple(ly.ex.in_shape[1:])
         return np.concatenate(outs) if sliced else outs[0]
 
-    def _slice(self, x, ws):
+    def _slice(self, x, ws, share=None):
         """One slice through the network (Deployment._run): ``(output, per-layer counts)``."""
         env, info = {self.net.input: x}, {}
         for layer in self.net.layers:
@@ -161,7 +165,7 @@ class BfpNet:
             if layer.kind == "host":
                 env[layer.output] = hostops.run(layer, ins)
                 continue
-            got = self._layer(self.layers[layer.name], ins[0], ws)
+            got = self._layer(self.layers[layer.name], ins[0], ws, share)
             if got is None:
                 return None
             env[layer.output], info[layer.name] = got
@@ -174,49 +178,73 @@ class BfpNet:
             a = ws[key] = np.empty(max(size, 1), dtype)
         return a
 
-    def _layer(self, ly, x, ws):
+    #: a layer's rows times K from which :meth:`_layer` splits one slice between threads
+    SHARE_ELEMS = 1 << 18
+
+    def _layer(self, ly, x, ws, share=None):
         """``BfpExec.run`` of one layer on ``x`` (a slice's float64 input): ``(output values,
-        (nnz, saturations, rows * K, x.shape))``, or None for a NaN or an infinity."""
+        (nnz, saturations, rows * K, x.shape))``, or None for a NaN or an infinity. With
+        ``share`` (one workspace per thread) and enough rows, phase 1 (quantization and sums)
+        runs on parts of the images and phase 2 (the epilogue) on parts of the rows, in threads,
+        with the all-zero rows' exponent set between them (hlsnn_bfp_layer)."""
         b = x.shape[0]
         k, n, npad = ly.k, ly.n, ly.npad
         if ly.dense:
             xr = x.reshape(b, -1)
             if xr.strides[1] != 8 or xr.strides[0] % 8:
                 xr = np.ascontiguousarray(xr)
-            rows = b
+            rows, per, hw = b, 1, 1
             geo = (0, 0, 0, k, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1)
-            sb, pmax_size = xr.strides[0] // 8, 1
+            sb = xr.strides[0] // 8
         else:
             g = ly.geom
             _, c, h, w = x.shape
             oh, ow = convgeom._out_hw_checked(g, h, w)
             if any(s % 8 for s in x.strides):
                 x = np.ascontiguousarray(x)
-            xr, rows = x, b * oh * ow
+            xr, rows, per, hw = x, b * oh * ow, oh * ow, h * w
             sb, sc, sh_, sw_ = (s // 8 for s in x.strides)
             geo = (sc, sh_, sw_, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1], g.dh, g.dw, oh, ow)
-            pmax_size = b * h * w
         acc = self._buf(ws, "acc", rows * n, np.float64)
         exps = self._buf(ws, "exps", rows, np.int64)
         nonzero = self._buf(ws, "nonzero", rows, np.uint8)
         ye = self._buf(ws, "ye", rows, np.int64)
-        buf = self._buf(ws, "buf", TILE_ROWS * k, np.float64)
-        xm = self._buf(ws, "xm", TILE_ROWS * k, np.int32)
-        tacc = self._buf(ws, "tacc", TILE_ROWS * npad, np.int32)
-        taccd = self._buf(ws, "taccd", max(TILE_ROWS * npad, n), np.float64)
-        pmax = self._buf(ws, "pmax", pmax_size, np.int64)
-        x16 = self._buf(ws, "x16", TILE_ROWS * ((k + 1) // 2 * 2), np.int16)
-        res = self._buf(ws, "res", 2, np.int64)
         out = self._buf(ws, ("out", ly.name), rows * n, np.float64)[:rows * n].reshape(rows, n)
-        got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes.data, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
-                                      _addr(ly.wt), n, npad, compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd),
-                                      acc.ctypes.data, exps.ctypes.data, nonzero.ctypes.data, buf.ctypes.data,
-                                      xm.ctypes.data, tacc.ctypes.data, taccd.ctypes.data, pmax.ctypes.data,
-                                      x16.ctypes.data, ly.colscale.ctypes.data, _addr(ly.bcol), ly.lo_a, ly.hi_a,
-                                      ly.relu, out.ctypes.data, ye.ctypes.data, res.ctypes.data)
-        if got < 0:
-            return None
-        counts = (int(res[0]), int(res[1]) % (1 << 32), rows * k, x.shape)
+
+        def call(wsp, phase, b0, b1, images):
+            """hlsnn_bfp_layer with ``wsp``'s scratch: ``(status, res)``."""
+            scratch = [self._buf(wsp, "buf", TILE_ROWS * k, np.float64), self._buf(wsp, "xm", TILE_ROWS * k, np.int32),
+                       self._buf(wsp, "tacc", TILE_ROWS * npad, np.int32),
+                       self._buf(wsp, "taccd", max(TILE_ROWS * npad, n), np.float64),
+                       self._buf(wsp, "pmax", images * hw, np.int64),
+                       self._buf(wsp, "x16", TILE_ROWS * ((k + 1) // 2 * 2), np.int16)]
+            res = self._buf(wsp, "res", 2, np.int64)
+            got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes.data, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
+                                          _addr(ly.wt), n, npad, compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd),
+                                          acc.ctypes.data, exps.ctypes.data, nonzero.ctypes.data,
+                                          *(a.ctypes.data for a in scratch), ly.colscale.ctypes.data, _addr(ly.bcol),
+                                          ly.lo_a, ly.hi_a, ly.relu, out.ctypes.data, ye.ctypes.data, res.ctypes.data,
+                                          phase, b0, b1)
+            return got, (int(res[0]), int(res[1]))
+        parts = None if share is None or rows * k < self.SHARE_ELEMS else parallel.split(b, min(len(share), b))
+        if parts is None or len(parts) < 2:
+            got, (nnz, sat) = call(ws, 0, 0, b, b)
+            if got < 0:
+                return None
+        else:
+            done = parallel.run(lambda i, _: call(share[i], 1, *parts[i], parts[i][1] - parts[i][0]),
+                                [(i, i + 1) for i in range(len(parts))])
+            if any(got < 0 for got, _ in done):
+                return None
+            nnz = sum(r[0] for _, r in done)
+            nz = nonzero[:rows].view(bool)
+            if nz.any() and not nz.all():          # Kernel.gemm_rows' all-zero rows
+                e = exps[:rows]
+                e[~nz] = e[nz].max()
+            rparts = parallel.split(rows, len(parts))
+            done = parallel.run(lambda i, _: call(share[i], 2, *rparts[i], 0), [(i, i + 1) for i in range(len(rparts))])
+            sat = sum(r[1] for _, r in done)
+        counts = (nnz, sat % (1 << 32), rows * k, x.shape)
         if not ly.dense:
             out = out.reshape(b, geo[14], geo[15], n).transpose(0, 3, 1, 2)
         return out, counts

@@ -537,19 +537,25 @@ class BfpExec(_Exec):
         return Act(out, None)
 
     @staticmethod
-    def run_network(deploy, x):
-        """:meth:`Deployment.run` of ``x`` (not calibrating, not ``keep``) through
-        :mod:`hlsnn.compiled.netbfpfast` when every engine layer is a BFP layer it can run (the
-        layer path's bits and statistics, its per-call host work done once per layer), else None.
-        Made once per deployment (a BFP layer has nothing to calibrate); :attr:`Deployment.fast`
-        off keeps the layer path."""
-        if not deploy.fast or deploy.dynamic or not deploy.calibrated:
+    def run_network(deploy, x, calibrate=False):
+        """:meth:`Deployment.run` of ``x`` (not ``keep``) through :mod:`hlsnn.compiled.netbfpfast`
+        when every engine layer is a BFP layer it can run (the layer path's bits and statistics,
+        its per-call host work done once per layer), else None. A BFP layer has nothing to
+        calibrate: the calibration pass is the layer path's pass over the whole batch at once,
+        after which the deployment is calibrated (as ``Deployment._run`` leaves it; not with
+        ``update="e5"``). Made once per deployment; :attr:`Deployment.fast` off keeps the layer
+        path."""
+        if not deploy.fast or deploy.dynamic or not (deploy.calibrated or calibrate) \
+                or (calibrate and deploy.update == "e5"):
             return None
         net = getattr(deploy, "_bfpnet", None)
         if net is None:
             from ..compiled import netbfpfast
             net = deploy._bfpnet = netbfpfast.build(deploy) or False
-        return net.run(x) if net else None
+        y = net.run(x, whole=calibrate) if net else None
+        if y is not None and calibrate:
+            deploy._fastnet, deploy.calibrated = None, True
+        return y
 
 
 EXECS = {"bfp": BfpExec, "twohot": ShiftExec, "pot": ShiftExec, "fixed": SparseExec, "sparse": SparseExec}
@@ -620,13 +626,14 @@ class Deployment:
                 x.ndim < 2 or int(np.prod(x.shape[1:])) != int(np.prod(want))):
             raise InputError(f"input of shape {x.shape}: {self.net.name} takes (batch,) + {want} "
                              f"({int(np.prod(want))} values per image)")
+        if not keep and n:
+            y = BfpExec.run_network(self, x, calibrate)
+            if y is not None:
+                return y
         if not calibrate and not keep and n:
             fast = self.fast_network()
             if fast is not None:
                 return self._run_fast(fast, x)
-            y = BfpExec.run_network(self, x)
-            if y is not None:
-                return y
         if (calibrate or self.dynamic or n <= self.chunk
                 or any(ex.acc.target.name != "emu" or ex.p.get("output_exponent") == "rolling"
                        for ex in self.execs.values())):

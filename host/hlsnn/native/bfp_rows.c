@@ -907,17 +907,22 @@ VEC_CLONES static int64_t epilogue_f64(const double *acc, int64_t rows, int64_t 
 }
 
 /* hlsnn_bfp_layer: one GEMM call of a bfp_systolic layer as the layer path makes it
- * (hlsnn.deploy.runner.BfpExec -> Kernel.gemm_rows on the images of one slice; one pack of groups,
+ * (hlsnn.deploy.runner.BfpExec -> Kernel.gemm_rows on the B images of one slice; one pack of groups,
  * one chunk of outputs), in one C call (hlsnn.compiled.netbfpfast):
- *   1. the activations quantized and their exact sums formed: hlsnn_bfp_rows_gemm on rows [0, B)
- *      of x (dense: K = C values a row, row stride s_b), else hlsnn_bfp_conv_gemm on images
- *      [0, B) of the map (the other arguments as there); the sums go to acc ((rows, N) float64);
+ *   1. the activations quantized and their exact sums formed: hlsnn_bfp_rows_gemm on rows of x
+ *      (dense: K = C values a row, row stride s_b), else hlsnn_bfp_conv_gemm on images of the map
+ *      (the other arguments as there); the sums go to acc ((rows, N) float64), the rows'
+ *      exponents and non-zero flags to exps, nonzero;
  *   2. Kernel.gemm_rows' rule for all-zero rows (every mantissa 0): when some row is non-zero,
  *      each all-zero row takes the largest exponent of the non-zero rows;
- *   3. hlsnn_bfp_epilogue (the max rule) on acc: the dequantized outputs to out ((rows, N)
- *      float64), the output exponents to ye (epilogue_f64: its bits; taccd holds the bias row).
- * res[0] gets the count of non-zero mantissas, res[1] the saturations. Returns 0, or -1 for a NaN
- * or an infinity in the activations (nothing else then holds). */
+ *   3. the epilogue (the max rule; epilogue_f64, hlsnn_bfp_epilogue's bits; taccd holds the bias
+ *      row) on acc: the dequantized outputs to out ((rows, N) float64), the output exponents to ye.
+ * phase 0 runs all three on images [0, B); phase 1 runs step 1 on images [b0, b1) (dense: rows),
+ * writing rows of acc, exps, nonzero at their places in the whole (B images), and phase 2 step 3
+ * on rows [b0, b1), whose exponents the caller has set by rule 2: so that threads share a large
+ * slice (pmax then holds (b1 - b0) * H * W). res[0] gets the count of non-zero mantissas (phases 0,
+ * 1), res[1] the saturations (phases 0, 2). Returns 0, or -1 for a NaN or an infinity in the
+ * activations (nothing else then holds). */
 int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
                         int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
                         int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t B, int m, int emin,
@@ -925,35 +930,44 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
                         const double *wtd, double *acc, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
                         int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, const double *colscale,
                         const double *bcol, double lo_a, double hi_a, int relu, double *out, int64_t *ye,
-                        int64_t *res) {
-  int64_t nnz, rows;
-  if (dense) {
-    rows = B;
-    nnz = hlsnn_bfp_rows_gemm(x, B, C, s_b, m, emin, emax, mode, wt, N, Np, isa, wt2, wtd, acc, 0, exps, nonzero,
-                              buf, xm, tacc, taccd, x16);
-  } else {
-    rows = B * oh * ow;
-    nnz = hlsnn_bfp_conv_gemm(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, 0, B, m,
-                              emin, emax, mode, wt, N, Np, isa, wt2, wtd, acc, 0, exps, nonzero, buf, xm, tacc, taccd,
-                              pmax, x16);
+                        int64_t *res, int phase, int64_t b0, int64_t b1) {
+  const int64_t per = dense ? 1 : oh * ow;
+  if (phase == 0)
+    b0 = 0, b1 = B;
+  if (phase != 2) {
+    int64_t nnz;
+    if (dense)
+      nnz = hlsnn_bfp_rows_gemm(x + b0 * s_b, b1 - b0, C, s_b, m, emin, emax, mode, wt, N, Np, isa, wt2, wtd,
+                                acc + b0 * N, 0, exps + b0, nonzero + b0, buf, xm, tacc, taccd, x16);
+    else
+      nnz = hlsnn_bfp_conv_gemm(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, b0, b1, m,
+                                emin, emax, mode, wt, N, Np, isa, wt2, wtd, acc, 0, exps, nonzero, buf, xm, tacc,
+                                taccd, pmax, x16);
+    if (nnz < 0)
+      return -1;
+    res[0] = nnz;
+    if (phase == 1)
+      return 0;
   }
-  if (nnz < 0)
-    return -1;
-  int any = 0, all = 1;
-  int64_t emx = INT64_MIN;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (nonzero[r]) {
-      any = 1;
-      emx = exps[r] > emx ? exps[r] : emx;
-    } else {
-      all = 0;
+  const int64_t rows = B * per;
+  if (phase == 0) {
+    int any = 0, all = 1;
+    int64_t emx = INT64_MIN;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (nonzero[r]) {
+        any = 1;
+        emx = exps[r] > emx ? exps[r] : emx;
+      } else {
+        all = 0;
+      }
     }
+    if (any && !all)
+      for (int64_t r = 0; r < rows; ++r)
+        if (!nonzero[r])
+          exps[r] = emx;
+    b1 = rows;
   }
-  if (any && !all)
-    for (int64_t r = 0; r < rows; ++r)
-      if (!nonzero[r])
-        exps[r] = emx;
-  res[0] = nnz;
-  res[1] = epilogue_f64(acc, rows, N, exps, colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode, out, ye, taccd);
+  res[1] = epilogue_f64(acc + b0 * N, b1 - b0, N, exps + b0, colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode,
+                        out + b0 * N, ye + b0, taccd);
   return 0;
 }
