@@ -33,6 +33,7 @@ batch) for activations with a NaN or an infinity.
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 
@@ -103,6 +104,21 @@ class _Layer:
         return self.kind is not None and self.mode is not None
 
 
+_local = threading.local()
+
+
+def _workspaces(count):
+    """The calling thread's first ``count`` workspaces (dicts of buffers, kept between runs so
+    that a run does not fault in fresh pages): the first for its own slices, the others for the
+    pool threads that share a slice with it (one run at a time per calling thread)."""
+    ws = getattr(_local, "ws", None)
+    if ws is None:
+        ws = _local.ws = []
+    while len(ws) < count:
+        ws.append({})
+    return ws[:count]
+
+
 class BfpNet:
     """The deployment's network with its BFP layers as :class:`_Layer` (module docstring)."""
 
@@ -125,10 +141,10 @@ class BfpNet:
         outs = [None] * len(ranges)
         info = [None] * len(ranges)             # per slice: {layer: (nnz, sat, rows * K, in_shape)}
         # one slice: its large layers split between threads (phases 1 and 2 of hlsnn_bfp_layer)
-        share = [{} for _ in range(parallel.threads())] if len(ranges) == 1 and parallel.threads() > 1 else None
+        share = _workspaces(parallel.threads()) if len(ranges) == 1 and parallel.threads() > 1 else None
 
         def work(r0, r1):
-            ws = {} if share is None else share[0]
+            ws = _workspaces(1)[0] if share is None else share[0]
             for i in range(r0, r1):
                 a, b = ranges[i]
                 got = self._slice(x[a:b], ws, share)
@@ -184,9 +200,9 @@ class BfpNet:
     def _layer(self, ly, x, ws, share=None):
         """``BfpExec.run`` of one layer on ``x`` (a slice's float64 input): ``(output values,
         (nnz, saturations, rows * K, x.shape))``, or None for a NaN or an infinity. With
-        ``share`` (one workspace per thread) and enough rows, phase 1 (quantization and sums)
-        runs on parts of the images and phase 2 (the epilogue) on parts of the rows, in threads,
-        with the all-zero rows' exponent set between them (hlsnn_bfp_layer)."""
+        ``share`` (one workspace per thread) and enough rows, phase 1 (the rows with a non-zero
+        mantissa) runs on parts of the images in threads, then the all-zero rows get their
+        exponent and phase 2 their outputs (hlsnn_bfp_layer)."""
         b = x.shape[0]
         k, n, npad = ly.k, ly.n, ly.npad
         if ly.dense:
@@ -205,7 +221,6 @@ class BfpNet:
             xr, rows, per, hw = x, b * oh * ow, oh * ow, h * w
             sb, sc, sh_, sw_ = (s // 8 for s in x.strides)
             geo = (sc, sh_, sw_, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1], g.dh, g.dw, oh, ow)
-        acc = self._buf(ws, "acc", rows * n, np.float64)
         exps = self._buf(ws, "exps", rows, np.int64)
         nonzero = self._buf(ws, "nonzero", rows, np.uint8)
         ye = self._buf(ws, "ye", rows, np.int64)
@@ -215,13 +230,14 @@ class BfpNet:
             """hlsnn_bfp_layer with ``wsp``'s scratch: ``(status, res)``."""
             scratch = [self._buf(wsp, "buf", TILE_ROWS * k, np.float64), self._buf(wsp, "xm", TILE_ROWS * k, np.int32),
                        self._buf(wsp, "tacc", TILE_ROWS * npad, np.int32),
-                       self._buf(wsp, "taccd", max(TILE_ROWS * npad, n), np.float64),
+                       self._buf(wsp, "taccd", TILE_ROWS * npad, np.float64),
                        self._buf(wsp, "pmax", images * hw, np.int64),
                        self._buf(wsp, "x16", TILE_ROWS * ((k + 1) // 2 * 2), np.int16)]
             res = self._buf(wsp, "res", 2, np.int64)
             got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes.data, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
                                           _addr(ly.wt), n, npad, compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd),
-                                          acc.ctypes.data, exps.ctypes.data, nonzero.ctypes.data,
+                                          self._buf(wsp, "tile", (TILE_ROWS + 3) * n + 8, np.float64).ctypes.data,
+                                          exps.ctypes.data, nonzero.ctypes.data,
                                           *(a.ctypes.data for a in scratch), ly.colscale.ctypes.data, _addr(ly.bcol),
                                           ly.lo_a, ly.hi_a, ly.relu, out.ctypes.data, ye.ctypes.data, res.ctypes.data,
                                           phase, b0, b1)
@@ -236,14 +252,13 @@ class BfpNet:
                                 [(i, i + 1) for i in range(len(parts))])
             if any(got < 0 for got, _ in done):
                 return None
-            nnz = sum(r[0] for _, r in done)
+            nnz, sat = sum(r[0] for _, r in done), sum(r[1] for _, r in done)
             nz = nonzero[:rows].view(bool)
-            if nz.any() and not nz.all():          # Kernel.gemm_rows' all-zero rows
-                e = exps[:rows]
-                e[~nz] = e[nz].max()
-            rparts = parallel.split(rows, len(parts))
-            done = parallel.run(lambda i, _: call(share[i], 2, *rparts[i], 0), [(i, i + 1) for i in range(len(rparts))])
-            sat = sum(r[1] for _, r in done)
+            if not nz.all():                       # Kernel.gemm_rows' all-zero rows, then their outputs
+                if nz.any():
+                    e = exps[:rows]
+                    e[~nz] = e[nz].max()
+                sat += call(ws, 2, 0, rows, 0)[1][1]
         counts = (nnz, sat % (1 << 32), rows * k, x.shape)
         if not ly.dense:
             out = out.reshape(b, geo[14], geo[15], n).transpose(0, 3, 1, 2)

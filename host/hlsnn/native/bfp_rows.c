@@ -840,9 +840,10 @@ VEC_CLONES int64_t hlsnn_bfp_epilogue(const void *acc, int acc_f32, int64_t ld, 
   return sat;
 }
 
-/* hlsnn_bfp_epilogue on float64 sums (acc_f32 0, ld N) with each row's aligned bias
- * clamp_A(round(bcol * 2**-xe)) formed once per run of rows of one exponent (into tb, N doubles)
- * instead of once per row: the same operations on the same values, so the same bits. */
+/* The epilogue of hlsnn_bfp_layer: hlsnn_bfp_epilogue's rules on float64 sums, one row at a time
+ * (epi_row), each row's aligned bias clamp_A(round(bcol * 2**-xe)) formed once per run of rows of
+ * one exponent (into tb, N doubles; tb_e its exponent, tb_ok whether it holds one) instead of once
+ * per row: the same operations on the same values, so hlsnn_bfp_epilogue's bits. */
 #define EPI_BIAS_ROW(NAME, MODE)                                                                     \
   static inline void NAME(const double *restrict bcol, int64_t N, double bscale, double lo_a, double hi_a, \
                           double *restrict t) {                                                      \
@@ -865,91 +866,290 @@ static inline void add_bias_row(const double *restrict acc, const double *restri
   }
 }
 
-VEC_CLONES static int64_t epilogue_f64(const double *acc, int64_t rows, int64_t N, const int64_t *xe,
-                                       const double *colscale, const double *bcol, double lo_a, double hi_a,
-                                       int relu, int M, int emin, int emax, int mode, double *out, int64_t *ye,
-                                       double *tb) {
-  const double lo = -ldexp(1.0, M - 1), hi = ldexp(1.0, M - 1) - 1.0;
-  int64_t sat = 0, tb_e = 0;
-  int tb_ok = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    double *a = out + r * N;
-    const double *ad = acc + r * N;
-    if (bcol) {
-      if (!tb_ok || xe[r] != tb_e) {
-        const double bscale = pow2((int)-xe[r]);
-        if (mode == 0)
-          bias_row_0(bcol, N, bscale, lo_a, hi_a, tb);
-        else if (mode == 1)
-          bias_row_1(bcol, N, bscale, lo_a, hi_a, tb);
-        else
-          bias_row_2(bcol, N, bscale, lo_a, hi_a, tb);
-        tb_ok = 1, tb_e = xe[r];
-      }
-      add_bias_row(ad, tb, N, lo_a, hi_a, colscale, a);
+typedef struct {
+  const double *colscale, *bcol;
+  double lo_a, hi_a;
+  int relu, M, emin, emax, mode;
+  int64_t N;
+  double *out; /* (rows, N) */
+  int64_t *ye;
+  double *tb; /* N doubles */
+  double *tmp; /* N + 8 doubles: epi_row_avx512's row between its passes */
+  int64_t tb_e;
+  int tb_ok;
+  int level; /* pick_isa's choice: 3 and 4 run epi_row_avx512 */
+} epi_t;
+
+/* The row's aligned bias in p->tb for exponent xe (formed when xe differs from the last). */
+static inline void epi_bias(epi_t *p, int64_t xe) {
+  if (p->tb_ok && xe == p->tb_e)
+    return;
+  const double bscale = pow2((int)-xe);
+  if (p->mode == 0)
+    bias_row_0(p->bcol, p->N, bscale, p->lo_a, p->hi_a, p->tb);
+  else if (p->mode == 1)
+    bias_row_1(p->bcol, p->N, bscale, p->lo_a, p->hi_a, p->tb);
+  else
+    bias_row_2(p->bcol, p->N, bscale, p->lo_a, p->hi_a, p->tb);
+  p->tb_ok = 1, p->tb_e = xe;
+}
+
+#ifdef HLSNN_X86
+/* epi_row on AVX-512F, 8 outputs a step (a masked last step): the same operations on the same
+ * values (the clamps as comparisons, ReLU keeping a -0.0 as relu_row does, the roundings as
+ * quant_avx512's, which are round_even's, round_away's and floor's values), so the same bits;
+ * max_abs as an integer maximum of the magnitudes' bit patterns. */
+__attribute__((target("avx512f"))) static int64_t epi_row_avx512(epi_t *p, const double *ad, int64_t r, int64_t xe) {
+  const int64_t N = p->N;
+  double *a = p->out + r * N;
+  const __m512d lo_a = _mm512_set1_pd(p->lo_a), hi_a = _mm512_set1_pd(p->hi_a), zero = _mm512_setzero_pd();
+  const __m512i mag = _mm512_set1_epi64(INT64_MAX);
+  if (p->bcol)
+    epi_bias(p, xe);
+  __m512i mx = _mm512_setzero_si512();
+  for (int64_t n = 0; n < N; n += 8) {
+    const __mmask8 k = N - n >= 8 ? 0xff : (__mmask8)((1u << (N - n)) - 1);
+    __m512d v = _mm512_maskz_loadu_pd(k, ad + n);
+    if (p->bcol) {
+      v = _mm512_add_pd(v, _mm512_maskz_loadu_pd(k, p->tb + n));
+      v = _mm512_mask_mov_pd(v, _mm512_cmp_pd_mask(v, lo_a, _CMP_LT_OQ), lo_a);
+      v = _mm512_mask_mov_pd(v, _mm512_cmp_pd_mask(v, hi_a, _CMP_GT_OQ), hi_a);
+    }
+    v = _mm512_mul_pd(v, _mm512_maskz_loadu_pd(k, p->colscale + n));
+    if (p->relu)
+      v = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(v, zero, _CMP_GE_OQ), v);
+    mx = _mm512_mask_max_epi64(mx, k, mx, _mm512_and_si512(_mm512_castpd_si512(v), mag));
+    _mm512_storeu_pd(p->tmp + n, v); /* whole vectors: the load below is forwarded from the store */
+  }
+  union {
+    int64_t i;
+    double d;
+  } ab;
+  ab.i = _mm512_reduce_max_epi64(mx);
+  int64_t e4 = p->emin;
+  if (ab.d > 0.0) {
+    e4 = (int64_t)ilog2(ab.d) + xe - (p->M - 2);
+    e4 = e4 < p->emin ? p->emin : (e4 > p->emax ? p->emax : e4);
+  }
+  p->ye[r] = e4;
+  const __m512d vs = _mm512_set1_pd(pow2((int)(xe - e4))), vu = _mm512_set1_pd(pow2((int)e4));
+  const __m512d vlo = _mm512_set1_pd(-pow2(p->M - 1)), vhi = _mm512_set1_pd(pow2(p->M - 1) - 1.0);
+  const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
+  const __m512i sign = _mm512_set1_epi64(INT64_MIN);
+  int64_t sat = 0;
+  for (int64_t n = 0; n < N; n += 8) {
+    const __mmask8 k = N - n >= 8 ? 0xff : (__mmask8)((1u << (N - n)) - 1);
+    const __m512d v = _mm512_mul_pd(_mm512_loadu_pd(p->tmp + n), vs);
+    __m512d q;
+    if (p->mode == 0) {
+      q = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else if (p->mode == 1) {
+      const __m512i vb = _mm512_castpd_si512(v);
+      const __m512d av = _mm512_castsi512_pd(_mm512_andnot_si512(sign, vb));
+      const __m512d fl = _mm512_roundscale_pd(av, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __mmask8 up = _mm512_cmp_pd_mask(_mm512_sub_pd(av, fl), half, _CMP_GE_OQ);
+      const __m512d rr = _mm512_mask_add_pd(fl, up, fl, one);
+      q = _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(rr), _mm512_and_si512(sign, vb)));
     } else {
-      nobias_f64(ad, N, colscale, a);
+      q = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     }
-    if (relu)
-      relu_row(a, N);
-    const double amax = max_abs(a, N);
-    int64_t e4 = emin;
-    if (amax > 0.0) {
-      e4 = (int64_t)ilog2(amax) + xe[r] - (M - 2);
-      e4 = e4 < emin ? emin : (e4 > emax ? emax : e4);
-    }
-    ye[r] = e4;
-    const double scale = pow2((int)(xe[r] - e4)), unit = pow2((int)e4);
-    sat += mode == 0 ? out_0(a, N, scale, unit, lo, hi)
-                     : (mode == 1 ? out_1(a, N, scale, unit, lo, hi) : out_2(a, N, scale, unit, lo, hi));
+    const __mmask8 hi_m = _mm512_cmp_pd_mask(q, vhi, _CMP_GT_OQ) & k, lo_m = _mm512_cmp_pd_mask(q, vlo, _CMP_LT_OQ) & k;
+    sat += __builtin_popcount((unsigned)(hi_m | lo_m));
+    q = _mm512_mask_mov_pd(q, hi_m, vhi);
+    q = _mm512_mask_mov_pd(q, lo_m, vlo);
+    _mm512_mask_storeu_pd(a + n, k, _mm512_add_pd(_mm512_mul_pd(q, vu), zero));
   }
   return sat;
+}
+#endif
+
+/* Row r of the outputs from its sums ad (N float64) and exponent xe; returns its saturations. */
+VEC_CLONES static int64_t epi_row_c(epi_t *p, const double *ad, int64_t r, int64_t xe) {
+  const int64_t N = p->N;
+  const double lo = -pow2(p->M - 1), hi = pow2(p->M - 1) - 1.0;
+  double *a = p->out + r * N;
+  if (p->bcol) {
+    epi_bias(p, xe);
+    add_bias_row(ad, p->tb, N, p->lo_a, p->hi_a, p->colscale, a);
+  } else {
+    nobias_f64(ad, N, p->colscale, a);
+  }
+  if (p->relu)
+    relu_row(a, N);
+  const double amax = max_abs(a, N);
+  int64_t e4 = p->emin;
+  if (amax > 0.0) {
+    e4 = (int64_t)ilog2(amax) + xe - (p->M - 2);
+    e4 = e4 < p->emin ? p->emin : (e4 > p->emax ? p->emax : e4);
+  }
+  p->ye[r] = e4;
+  const double scale = pow2((int)(xe - e4)), unit = pow2((int)e4);
+  return p->mode == 0 ? out_0(a, N, scale, unit, lo, hi)
+                      : (p->mode == 1 ? out_1(a, N, scale, unit, lo, hi) : out_2(a, N, scale, unit, lo, hi));
+}
+
+static inline int64_t epi_row(epi_t *p, const double *ad, int64_t r, int64_t xe) {
+#ifdef HLSNN_X86
+  if (p->level >= 3)
+    return epi_row_avx512(p, ad, r, xe);
+#endif
+  return epi_row_c(p, ad, r, xe);
+}
+
+/* After a tile's sums (rows r0 .. r0 + t - 1 in tile, row stride N): the epilogue of its rows with
+ * a non-zero mantissa (their exponents are final); the all-zero rows wait for rule 2. */
+static int64_t tile_epilogue(epi_t *p, const double *tile, int64_t r0, int64_t t, const int64_t *exps,
+                             const uint8_t *nonzero) {
+  int64_t sat = 0;
+  for (int64_t q = 0; q < t; ++q)
+    if (nonzero[r0 + q])
+      sat += epi_row(p, tile + q * p->N, r0 + q, exps[r0 + q]);
+  return sat;
+}
+
+/* hlsnn_bfp_conv_gemm's loop with each tile's sums (into tile, TILE_ROWS x N) going through
+ * tile_epilogue at once instead of to a (rows, N) array; *sat gets its saturations. */
+static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C, int64_t H,
+                          int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top, int64_t left,
+                          int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1, int m, int emin,
+                          int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
+                          const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                          int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, epi_t *epi, int64_t *sat) {
+  const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
+  const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
+  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t yy = 0; yy < H; ++yy)
+      for (int64_t xx = 0; xx < W; ++xx) {
+        const double *px = x + b * s_b + yy * s_h + xx * s_w;
+        pmax[((b - b0) * H + yy) * W + xx] = level >= 3 && s_c == 1 ? max_bits_avx512(px, C) : max_bits(px, C, s_c);
+      }
+  int64_t nnz = 0;
+  for (int64_t r0 = b0 * per; r0 < r_end; r0 += TILE_ROWS) {
+    const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
+    for (int64_t q = 0; q < t; ++q) {
+      const int64_t r = r0 + q, b = r / per, yx = r % per;
+      const int64_t y0 = (yx / ow) * sh - top, x0 = (yx % ow) * sw - left;
+      const double *run0 = buf;
+      int64_t runs = 1, len = K, step = 0;
+      if (s_c == 1 && s_w == C && dw == 1 && y0 >= 0 && y0 + (kh - 1) * dh < H && x0 >= 0 && x0 + kw - 1 < W) {
+        run0 = x + b * s_b + y0 * s_h + x0 * s_w;
+        runs = kh, len = kw * C, step = dh * s_h;
+      } else {
+        gather_ijc(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, dh, dw, b, y0, x0, buf);
+      }
+      int64_t mbits = 0;
+      for (int64_t i = 0; i < kh; ++i) {
+        const int64_t yy = y0 + i * dh;
+        if (yy < 0 || yy >= H)
+          continue;
+        const int64_t *prow = pmax + ((b - b0) * H + yy) * W;
+        for (int64_t j = 0; j < kw; ++j) {
+          const int64_t xx = x0 + j * dw;
+          if (xx >= 0 && xx < W && prow[xx] > mbits)
+            mbits = prow[xx];
+        }
+      }
+      if (mbits >= (int64_t)0x7ff0000000000000LL)
+        return -1;
+      union {
+        int64_t i;
+        double d;
+      } ab;
+      ab.i = mbits;
+      const int e = exponent_of(ab.d, m, emin, emax);
+      const double scale = pow2(-e);
+      int row_nnz = 0;
+      for (int64_t i = 0; i < runs; ++i)
+        row_nnz += quant_i32(level, run0 + i * step, len, scale, lo, hi, mode, xm + q * K + i * len);
+      exps[r] = e;
+      nonzero[r] = row_nnz > 0;
+      nnz += row_nnz;
+    }
+    tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, tile, 0, 0, buf, tacc, taccd, x16);
+    *sat += tile_epilogue(epi, tile, r0, t, exps, nonzero);
+  }
+  return nnz;
+}
+
+/* hlsnn_bfp_rows_gemm's loop likewise (rows [r0, r1) of x). */
+static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64_t K, int64_t ld, int m, int emin,
+                          int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
+                          const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                          int32_t *tacc, double *taccd, int16_t *x16, epi_t *epi, int64_t *sat) {
+  const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
+  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  int64_t nnz = 0;
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += TILE_ROWS) {
+    const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
+    for (int64_t q = 0; q < t; ++q) {
+      const double *xr = x + (r0 + q) * ld;
+      int bad;
+      const int e = exponent_of(row_amax(xr, K, &bad), m, emin, emax);
+      if (bad)
+        return -1;
+      const int row_nnz = quant_i32(level, xr, K, pow2(-e), lo, hi, mode, xm + q * K);
+      exps[r0 + q] = e;
+      nonzero[r0 + q] = row_nnz > 0;
+      nnz += row_nnz;
+    }
+    tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, tile, 0, 0, buf, tacc, taccd, x16);
+    *sat += tile_epilogue(epi, tile, r0, t, exps, nonzero);
+  }
+  return nnz;
 }
 
 /* hlsnn_bfp_layer: one GEMM call of a bfp_systolic layer as the layer path makes it
  * (hlsnn.deploy.runner.BfpExec -> Kernel.gemm_rows on the B images of one slice; one pack of groups,
  * one chunk of outputs), in one C call (hlsnn.compiled.netbfpfast):
- *   1. the activations quantized and their exact sums formed: hlsnn_bfp_rows_gemm on rows of x
- *      (dense: K = C values a row, row stride s_b), else hlsnn_bfp_conv_gemm on images of the map
- *      (the other arguments as there); the sums go to acc ((rows, N) float64), the rows'
+ *   1. the activations quantized and their exact sums formed, TILE_ROWS rows at a time, as
+ *      hlsnn_bfp_rows_gemm does on rows of x (dense: K = C values a row, row stride s_b) and
+ *      hlsnn_bfp_conv_gemm on images of the map (the other arguments as there); the rows'
  *      exponents and non-zero flags to exps, nonzero;
  *   2. Kernel.gemm_rows' rule for all-zero rows (every mantissa 0): when some row is non-zero,
  *      each all-zero row takes the largest exponent of the non-zero rows;
- *   3. the epilogue (the max rule; epilogue_f64, hlsnn_bfp_epilogue's bits; taccd holds the bias
- *      row) on acc: the dequantized outputs to out ((rows, N) float64), the output exponents to ye.
- * phase 0 runs all three on images [0, B); phase 1 runs step 1 on images [b0, b1) (dense: rows),
- * writing rows of acc, exps, nonzero at their places in the whole (B images), and phase 2 step 3
- * on rows [b0, b1), whose exponents the caller has set by rule 2: so that threads share a large
- * slice (pmax then holds (b1 - b0) * H * W). res[0] gets the count of non-zero mantissas (phases 0,
- * 1), res[1] the saturations (phases 0, 2). Returns 0, or -1 for a NaN or an infinity in the
+ *   3. the epilogue (the max rule; epi_row, hlsnn_bfp_epilogue's bits) on each row's sums: the
+ *      dequantized outputs to out ((rows, N) float64), the output exponents to ye.
+ * Rule 2 changes only all-zero rows, whose sums are all 0: a row with a non-zero mantissa goes
+ * through step 3 as soon as its tile's sums are formed (they are never stored), the all-zero
+ * rows after rule 2, on sums of zeros.
+ * phase 0 runs all of it on images [0, B); phase 1 steps 1 and 3 for the non-zero rows of images
+ * [b0, b1) (dense: rows), at their places in the whole (B images), and phase 2 step 3 for the
+ * all-zero rows among rows [b0, b1), whose exponents the caller has set by rule 2: so that threads
+ * share a large slice (pmax then holds (b1 - b0) * H * W). Scratch: tile ((TILE_ROWS + 3) * N + 8
+ * doubles) and the others as hlsnn_bfp_conv_gemm's. res[0] gets the count of non-zero mantissas
+ * (phases 0, 1), res[1] the saturations. Returns 0, or -1 for a NaN or an infinity in the
  * activations (nothing else then holds). */
 int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
                         int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
                         int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t B, int m, int emin,
                         int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
-                        const double *wtd, double *acc, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                        const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
                         int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, const double *colscale,
                         const double *bcol, double lo_a, double hi_a, int relu, double *out, int64_t *ye,
                         int64_t *res, int phase, int64_t b0, int64_t b1) {
-  const int64_t per = dense ? 1 : oh * ow;
+  const int64_t per = dense ? 1 : oh * ow, rows = B * per;
+  double *zero = tile + TILE_ROWS * N;
+  epi_t epi = {colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode, N, out, ye, zero + N, zero + 2 * N, 0, 0,
+               pick_isa(isa)};
+  int64_t sat = 0;
   if (phase == 0)
     b0 = 0, b1 = B;
   if (phase != 2) {
-    int64_t nnz;
-    if (dense)
-      nnz = hlsnn_bfp_rows_gemm(x + b0 * s_b, b1 - b0, C, s_b, m, emin, emax, mode, wt, N, Np, isa, wt2, wtd,
-                                acc + b0 * N, 0, exps + b0, nonzero + b0, buf, xm, tacc, taccd, x16);
-    else
-      nnz = hlsnn_bfp_conv_gemm(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, b0, b1, m,
-                                emin, emax, mode, wt, N, Np, isa, wt2, wtd, acc, 0, exps, nonzero, buf, xm, tacc,
-                                taccd, pmax, x16);
+    const int64_t nnz =
+        dense ? rows_fused(x, b0, b1, C, s_b, m, emin, emax, mode, wt, N, Np, isa, wt2, wtd, tile, exps, nonzero, buf,
+                           xm, tacc, taccd, x16, &epi, &sat)
+              : conv_fused(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, b0, b1, m,
+                           emin, emax, mode, wt, N, Np, isa, wt2, wtd, tile, exps, nonzero, buf, xm, tacc, taccd,
+                           pmax, x16, &epi, &sat);
     if (nnz < 0)
       return -1;
     res[0] = nnz;
-    if (phase == 1)
+    if (phase == 1) {
+      res[1] = sat;
       return 0;
+    }
   }
-  const int64_t rows = B * per;
   if (phase == 0) {
     int any = 0, all = 1;
     int64_t emx = INT64_MIN;
@@ -967,7 +1167,11 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
           exps[r] = emx;
     b1 = rows;
   }
-  res[1] = epilogue_f64(acc + b0 * N, b1 - b0, N, exps + b0, colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode,
-                        out + b0 * N, ye + b0, taccd);
+  for (int64_t n = 0; n < N; ++n)
+    zero[n] = 0.0;
+  for (int64_t r = b0; r < b1; ++r)
+    if (!nonzero[r])
+      sat += epi_row(&epi, zero, r, exps[r]);
+  res[1] = sat;
   return 0;
 }
