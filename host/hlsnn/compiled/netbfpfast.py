@@ -3,18 +3,22 @@ layer path (:meth:`hlsnn.deploy.runner.Deployment.run` with :class:`~hlsnn.deplo
 layers) with its per-call host work done once, bit for bit.
 
 Layer by layer, each BFP layer of each slice of :attr:`Deployment.chunk` images is one
-``Kernel.gemm_rows`` call: the activations quantized (one exponent per sample or im2col patch),
-the exact sums, the all-zero rows given the largest exponent of the call's other rows, the
-engine's epilogue (the max rule), the dequantized outputs as float64. Here the same call is one
-C function (``bfp_rows.c``, ``hlsnn_bfp_layer``: ``hlsnn_bfp_conv_gemm`` or
-``hlsnn_bfp_rows_gemm``, the all-zero rows' exponent, ``hlsnn_bfp_epilogue``), on weights laid
-out once per layer (:class:`_Layer`), so that a slice costs a few C calls per layer and no
+``Kernel.gemm_rows`` call: the activations quantized (one exponent per sample or im2col patch;
+a grouped convolution of one pack of groups over all its input channels, with the block-diagonal
+weights), the exact sums, the all-zero rows given the largest exponent of the call's other rows,
+the engine's epilogue (the max rule), the dequantized outputs as float64. Here the same call is
+one C function (``bfp_rows.c``, ``hlsnn_bfp_layer``: the loops of ``hlsnn_bfp_conv_gemm`` or
+``hlsnn_bfp_rows_gemm`` with each tile's rows going through ``hlsnn_bfp_epilogue``'s rules as
+soon as their sums are formed, the all-zero rows after their exponent is known), on weights
+laid out once per layer (:class:`_Layer`), so that a slice costs one C call per layer and no
 per-call checks, quantization of weights or reshaping of operands. The host layers between them
 run as the layer path runs them (:func:`hlsnn.deploy.hostops.run` on the same float64 arrays,
 in the same memory layout: a conv's output is the NCHW view of its NHWC rows), so their bits
 are the layer path's too. The slices run in the layer path's order and grouping (the all-zero
 rows' exponent is the largest of the slice's), split between threads
-(:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call).
+(:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call), each thread with its own
+buffers, kept between runs. The calibration pass runs the whole batch as one slice (as
+``Deployment._run`` does), its large layers split between threads (:meth:`BfpNet._layer`).
 
 Each layer's ``sat_count``, ``input_density``, ``calls`` and ``in_shape`` are set as the layer
 path sets them (:meth:`BfpNet.run`). The kernel object's state (the weights it holds on chip,
@@ -23,11 +27,11 @@ path sets them (:meth:`BfpNet.run`). The kernel object's state (the weights it h
 :func:`build` returns None where this does not apply, and the layer path runs: the compiled
 helpers off, a layer that is not ``bfp`` on a ``bfp_systolic`` accelerator of the ``emu``
 target's arrays (no transfer limit), an output-exponent rule other than ``max``, ``stochastic``
-rounding, ``exponent_bits > 8`` or a K beyond :func:`~hlsnn.engines.bfp_systolic.emulator.gemm_dtype`,
-a layer of more than one pack of groups or chunk of outputs, sums that neither int32 nor
-float64 holds exactly (:func:`~hlsnn.engines.bfp_systolic.compiled.sums_kind`), quantized host
-layers, ``dynamic`` radix points. :meth:`BfpNet.run` returns None (the layer path then runs the
-batch) for activations with a NaN or an infinity.
+rounding, a config or K beyond :func:`~hlsnn.engines.bfp_systolic.emulator.gemm_dtype`, a layer
+of more than one pack of groups or chunk of outputs, sums that neither int32 nor float64 holds
+exactly (:func:`~hlsnn.engines.bfp_systolic.compiled.sums_kind`), quantized host layers,
+``dynamic`` radix points. :meth:`BfpNet.run` returns None (the layer path then runs the batch)
+for activations with a NaN or an infinity.
 ``tests/deploy/test_bfpfast_net.py`` holds the two paths equal.
 """
 from __future__ import annotations
@@ -119,6 +123,20 @@ def _workspaces(count):
     return ws[:count]
 
 
+#: host ops :meth:`BfpNet._slice` may run into an input's buffer
+IN_PLACE = ("Add", "Relu", "Clip")
+
+
+def _in_place(layer, ins, j):
+    """:func:`hostops.run` of an ``IN_PLACE`` op written into ``ins[j]`` (the same ufunc)."""
+    x, a = ins[j], layer.attrs
+    if layer.op == "Add":
+        return np.add(ins[0], ins[1], out=x)
+    if layer.op == "Relu":
+        return np.maximum(x, 0, out=x)
+    return np.clip(x, -np.inf if a["lo"] is None else a["lo"], np.inf if a["hi"] is None else a["hi"], out=x)
+
+
 class BfpNet:
     """The deployment's network with its BFP layers as :class:`_Layer` (module docstring)."""
 
@@ -127,6 +145,11 @@ class BfpNet:
 
     def __init__(self, deploy, layers, so):
         self.deploy, self.net, self.layers, self.so = deploy, deploy.net, layers, so
+        # buffer reuse (_slice): each tensor's last reader, and the tensors whose arrays a host
+        # op other than IN_PLACE may hand on (a view: Flatten, Reshape, ...) or the caller keeps
+        self.last = {t: i for i, layer in enumerate(self.net.layers) for t in layer.inputs}
+        self.pinned = {t for layer in self.net.layers if layer.kind == "host" and layer.op not in IN_PLACE
+                       for t in layer.inputs} | {self.net.output}
 
     def run(self, x, whole=False):
         """:meth:`Deployment.run` of ``x`` (float64, not ``keep``): the output, with each layer's
@@ -174,18 +197,63 @@ class BfpNet:
         return np.concatenate(outs) if sliced else outs[0]
 
     def _slice(self, x, ws, share=None):
-        """One slice through the network (Deployment._run): ``(output, per-layer counts)``."""
+        """One slice through the network (Deployment._run): ``(output, per-layer counts)``.
+
+        The BFP layers write into the thread's pool of buffers, and a buffer goes back to the
+        pool after its tensor's last reader. ``Add``, ``Relu`` and ``Clip`` (:data:`IN_PLACE`)
+        write into an input's buffer when that input is read by nobody after them (and, for an
+        Add, both inputs have one memory layout): the same ufunc on the same values as
+        :func:`hostops.run`, into an array of the memory layout numpy gives a new one, so the
+        same bits downstream. Anything else runs :func:`hostops.run`."""
         env, info = {self.net.input: x}, {}
-        for layer in self.net.layers:
-            ins = [env[i] for i in layer.inputs]
+        pool = ws.setdefault("pool", [])            # [array, in use]
+        for entry in pool:
+            entry[1] = False
+        owned = {}                                  # tensor -> its pool entry
+
+        def take(size):
+            free = [e for e in pool if not e[1] and e[0].size >= size]
+            e = min(free, key=lambda e: e[0].size) if free else None
+            if e is None:
+                e = [np.empty(size), False]
+                pool.append(e)
+            e[1] = True
+            return e
+
+        def reusable(t, i):
+            return t in owned and t not in self.pinned and self.last.get(t) == i
+        for i, layer in enumerate(self.net.layers):
+            ins = [env[t] for t in layer.inputs]
             if layer.kind == "host":
-                env[layer.output] = hostops.run(layer, ins)
-                continue
-            got = self._layer(self.layers[layer.name], ins[0], ws, share)
-            if got is None:
-                return None
-            env[layer.output], info[layer.name] = got
+                y = None
+                if layer.op in IN_PLACE and not (layer.op == "Add" and (
+                        len(ins) != 2 or ins[0].shape != ins[1].shape or ins[0].strides != ins[1].strides)):
+                    j = next((j for j in range(1 if layer.op != "Add" else 2) if reusable(layer.inputs[j], i)), None)
+                    if j is not None:
+                        y = _in_place(layer, ins, j)
+                        owned[layer.output] = owned.pop(layer.inputs[j])
+                if y is None:
+                    y = hostops.run(layer, ins)
+                env[layer.output] = y
+            else:
+                ly = self.layers[layer.name]
+                e = take(self._out_size(ly, ins[0]))
+                got = self._layer(ly, ins[0], ws, share, e[0])
+                if got is None:
+                    return None
+                env[layer.output], info[layer.name] = got
+                owned[layer.output] = e
+            for t in set(layer.inputs):
+                if reusable(t, i):
+                    owned.pop(t)[1] = False
         return env[self.net.output], info
+
+    @staticmethod
+    def _out_size(ly, x):
+        if ly.dense:
+            return x.shape[0] * ly.n
+        oh, ow = convgeom._out_hw_checked(ly.geom, x.shape[2], x.shape[3])
+        return x.shape[0] * oh * ow * ly.n
 
     @staticmethod
     def _buf(ws, key, size, dtype):
@@ -197,7 +265,7 @@ class BfpNet:
     #: a layer's rows times K from which :meth:`_layer` splits one slice between threads
     SHARE_ELEMS = 1 << 18
 
-    def _layer(self, ly, x, ws, share=None):
+    def _layer(self, ly, x, ws, share, out):
         """``BfpExec.run`` of one layer on ``x`` (a slice's float64 input): ``(output values,
         (nnz, saturations, rows * K, x.shape))``, or None for a NaN or an infinity. With
         ``share`` (one workspace per thread) and enough rows, phase 1 (the rows with a non-zero
@@ -224,7 +292,7 @@ class BfpNet:
         exps = self._buf(ws, "exps", rows, np.int64)
         nonzero = self._buf(ws, "nonzero", rows, np.uint8)
         ye = self._buf(ws, "ye", rows, np.int64)
-        out = self._buf(ws, ("out", ly.name), rows * n, np.float64)[:rows * n].reshape(rows, n)
+        out = out[:rows * n].reshape(rows, n)
 
         def call(wsp, phase, b0, b1, images):
             """hlsnn_bfp_layer with ``wsp``'s scratch: ``(status, res)``."""
