@@ -58,7 +58,7 @@ def lib():
         i64, p, ci, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
         so.hlsnn_bfp_layer.restype = i64
         so.hlsnn_bfp_layer.argtypes = ([ci, p] + [i64] * 18 + [ci, ci, ci, ci, p, i64, i64, ci, p, p]
-                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p, ci, i64, i64])
+                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p, ci, i64, i64, p])
         so._hlsnn_layer_typed = True
     return so
 
@@ -94,6 +94,16 @@ class _Layer:
             self.geom, self.c = g, c
         self.wt, self.wt2, self.wtd, self.npad = (None,) * 4 if self.kind is None else \
             compiled._weights(cols, self.kind, m)
+        # a depthwise convolution of one pack (Z = C, one channel a group) with int32 sums: its
+        # taps' weights (kh * kw, npad) for hlsnn_bfp_layer's dw_sums
+        self.wdw = None
+        if not self.dense and layer.group > 1 and layer.group == self.c == self.n and self.kind == "int32":
+            taps = g.kh * g.kw
+            z = np.arange(self.n)
+            wdw = np.zeros((taps, self.npad), np.int32)
+            wdw[:, :self.n] = wm[z[None, :], z[None, :] * taps + np.arange(taps)[:, None]]
+            if np.abs(wm).sum() == np.abs(wdw).sum():         # nothing outside the diagonal blocks
+                self.wdw = wdw
         we = np.asarray(we, np.int64)
         self.colscale = np.ldexp(1.0, we)
         self.bcol = None if bm is None else np.ascontiguousarray(
@@ -308,7 +318,7 @@ class BfpNet:
                                           exps.ctypes.data, nonzero.ctypes.data,
                                           *(a.ctypes.data for a in scratch), ly.colscale.ctypes.data, _addr(ly.bcol),
                                           ly.lo_a, ly.hi_a, ly.relu, out.ctypes.data, ye.ctypes.data, res.ctypes.data,
-                                          phase, b0, b1)
+                                          phase, b0, b1, _addr(ly.wdw))
             return got, (int(res[0]), int(res[1]))
         parts = None if share is None or rows * k < self.SHARE_ELEMS else parallel.split(b, min(len(share), b))
         if parts is None or len(parts) < 2:

@@ -1007,6 +1007,27 @@ static int64_t tile_epilogue(epi_t *p, const double *tile, int64_t r0, int64_t t
   return sat;
 }
 
+/* A depthwise convolution's sums (one group per channel, Z = C): output z reads only channel z of
+ * its window, so its sum over the whole row (the block-diagonal weights are zero elsewhere) is
+ * the sum over its kh * kw taps, here formed from those alone: the same integers, exact in int32
+ * (the caller's bound). xm: t rows of K = taps * C mantissas in (i, j, c) order; wdw (taps, Np)
+ * int32, tap-major; the sums as float64 to tile (t rows of N = C). */
+VEC_CLONES static void dw_sums(const int32_t *restrict xm, int64_t t, int64_t taps, int64_t C,
+                               const int32_t *restrict wdw, int64_t Np, double *restrict tile, int32_t *restrict s) {
+  for (int64_t q = 0; q < t; ++q) {
+    const int32_t *xr = xm + q * taps * C;
+    for (int64_t z = 0; z < C; ++z)
+      s[z] = 0;
+    for (int64_t k = 0; k < taps; ++k) {
+      const int32_t *xk = xr + k * C, *wk = wdw + k * Np;
+      for (int64_t z = 0; z < C; ++z)
+        s[z] += xk[z] * wk[z];
+    }
+    for (int64_t z = 0; z < C; ++z)
+      tile[q * C + z] = (double)s[z];
+  }
+}
+
 /* hlsnn_bfp_conv_gemm's loop with each tile's sums (into tile, TILE_ROWS x N) going through
  * tile_epilogue at once instead of to a (rows, N) array; *sat gets its saturations. */
 static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C, int64_t H,
@@ -1014,7 +1035,8 @@ static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h
                           int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1, int m, int emin,
                           int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
                           const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
-                          int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, epi_t *epi, int64_t *sat) {
+                          int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, epi_t *epi, int64_t *sat,
+                          const int32_t *wdw) {
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
@@ -1066,7 +1088,10 @@ static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h
       nonzero[r] = row_nnz > 0;
       nnz += row_nnz;
     }
-    tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, tile, 0, 0, buf, tacc, taccd, x16);
+    if (wdw)
+      dw_sums(xm, t, kh * kw, C, wdw, Np, tile, tacc);
+    else
+      tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, tile, 0, 0, buf, tacc, taccd, x16);
     *sat += tile_epilogue(epi, tile, r0, t, exps, nonzero);
   }
   return nnz;
@@ -1117,7 +1142,8 @@ static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64
  * [b0, b1) (dense: rows), at their places in the whole (B images), and phase 2 step 3 for the
  * all-zero rows among rows [b0, b1), whose exponents the caller has set by rule 2: so that threads
  * share a large slice (pmax then holds (b1 - b0) * H * W). Scratch: tile ((TILE_ROWS + 3) * N + 8
- * doubles) and the others as hlsnn_bfp_conv_gemm's. res[0] gets the count of non-zero mantissas
+ * doubles) and the others as hlsnn_bfp_conv_gemm's. wdw (not NULL: a depthwise convolution with
+ * int32 sums, N = C) the taps' weights for dw_sums, which then forms the sums. res[0] gets the count of non-zero mantissas
  * (phases 0, 1), res[1] the saturations. Returns 0, or -1 for a NaN or an infinity in the
  * activations (nothing else then holds). */
 int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
@@ -1127,7 +1153,7 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
                         const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
                         int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, const double *colscale,
                         const double *bcol, double lo_a, double hi_a, int relu, double *out, int64_t *ye,
-                        int64_t *res, int phase, int64_t b0, int64_t b1) {
+                        int64_t *res, int phase, int64_t b0, int64_t b1, const int32_t *wdw) {
   const int64_t per = dense ? 1 : oh * ow, rows = B * per;
   double *zero = tile + TILE_ROWS * N;
   epi_t epi = {colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode, N, out, ye, zero + N, zero + 2 * N, 0, 0,
@@ -1141,7 +1167,7 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
                            xm, tacc, taccd, x16, &epi, &sat)
               : conv_fused(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, b0, b1, m,
                            emin, emax, mode, wt, N, Np, isa, wt2, wtd, tile, exps, nonzero, buf, xm, tacc, taccd,
-                           pmax, x16, &epi, &sat);
+                           pmax, x16, &epi, &sat, wdw);
     if (nnz < 0)
       return -1;
     res[0] = nnz;
