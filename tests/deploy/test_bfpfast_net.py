@@ -151,7 +151,7 @@ def test_calibration_pass_equals_the_layer_path(share, monkeypatch, ran):
         acc.close()
 
 
-@pytest.mark.parametrize("isa", ["portable", "avx2", "avx512", "avx512bw"])
+@pytest.mark.parametrize("isa", ["portable", "avx2", "avx512", "avx512bw", "avx512vnni"])
 def test_every_kernel_variant_gives_the_same_bits(isa, monkeypatch, ran):
     net = _net(5)
     x = _inputs(6, 40)

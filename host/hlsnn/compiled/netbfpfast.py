@@ -294,8 +294,8 @@ class BfpNet:
             g = ly.geom
             _, c, h, w = x.shape
             oh, ow = convgeom._out_hw_checked(g, h, w)
-            if any(s % 8 for s in x.strides):
-                x = np.ascontiguousarray(x)
+            if any(s % 8 for s in x.strides) or x.strides[1] != 8:     # channels last: rows read in runs
+                x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
             xr, rows, per, hw = x, b * oh * ow, oh * ow, h * w
             sb, sc, sh_, sw_ = (s // 8 for s in x.strides)
             geo = (sc, sh_, sw_, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1], g.dh, g.dw, oh, ow)

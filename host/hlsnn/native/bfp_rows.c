@@ -254,11 +254,11 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
  * an integer below 2**31 in magnitude, which the caller guarantees (2**(m-1) * max over outputs of
  * sum_k |wt[k][n]| < 2**31), so int32 arithmetic is exact in any order and every kernel variant
  * (isa 0 picks the best the CPU has, 1 portable, 2 AVX2, 3 AVX-512F, 4 AVX-512BW with wt2, the
- * weights as int16 pairs (tile_avx512bw; NULL for m > 16: then AVX-512F); an unsupported one falls
- * back to the best supported below it) gives the same integers. With wtd (the weights as float64,
- * (K, Np); wt, wt2 are then not read) the sums are formed in float64 instead (tilef_*), exact
- * where the caller guarantees every partial sum below 2**53 (2**(m-1) * max_n sum_k |wt[k][n]|),
- * and written to acc as float64 (acc_f32 must be 0).
+ * weights as int16 pairs (tile_avx512bw; NULL for m > 16: then AVX-512F), 5 the same with AVX-512
+ * VNNI (tile_avx512vnni); an unsupported one falls back to the best supported below it) gives the
+ * same integers. With wtd (the weights as float64, (K, Np); wt, wt2 are then not read) the sums
+ * are formed in float64 instead (tilef_*), exact where the caller guarantees every partial sum
+ * below 2**53 (2**(m-1) * max_n sum_k |wt[k][n]|), and written to acc as float64 (acc_f32 must be 0).
  *
  * acc: rows [b0 * oh * ow, b1 * oh * ow) of a (B * oh * ow, N) float32 (acc_f32) or float64 array
  * (the caller's GEMM type; the sums are within its exact range); exps, nonzero as for
@@ -357,6 +357,37 @@ __attribute__((target("avx512f,avx512bw"))) static void tile_avx512bw(const int3
         int32_t pair;
         memcpy(&pair, x16 + r * 2 * P + 2 * p, sizeof pair);
         a[r] = _mm512_add_epi32(a[r], _mm512_madd_epi16(_mm512_set1_epi32(pair), w));
+      }
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);
+  }
+}
+
+/* tile_avx512bw with AVX-512 VNNI: vpdpwssd does vpmaddwd's pair products and the add in one
+ * instruction (without saturation: the same int32 arithmetic, so the same sums). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void tile_avx512vnni(const int32_t *restrict xm,
+                                                                                  int64_t K,
+                                                                                  const int16_t *restrict wt2,
+                                                                                  int64_t Np, int32_t *restrict acc,
+                                                                                  int16_t *restrict x16) {
+  const int64_t P = (K + 1) / 2;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    for (int64_t k = 0; k < K; ++k)
+      x16[r * 2 * P + k] = (int16_t)xm[r * K + k];
+    if (K & 1)
+      x16[r * 2 * P + K] = 0;
+  }
+  for (int64_t nb = 0; nb < Np; nb += 16) {
+    __m512i a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm512_setzero_si512();
+    for (int64_t p = 0; p < P; ++p) {
+      const __m512i w = _mm512_loadu_si512((const void *)(wt2 + (p * Np + nb) * 2));
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        int32_t pair;
+        memcpy(&pair, x16 + r * 2 * P + 2 * p, sizeof pair);
+        a[r] = _mm512_dpwssd_epi32(a[r], _mm512_set1_epi32(pair), w);
       }
     }
     for (int r = 0; r < TILE_ROWS; ++r)
@@ -500,7 +531,10 @@ static int pick_isa(int isa) {
   int best = 1;
 #ifdef HLSNN_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vnni"))
+    best = 5;
+  else if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
     best = 4;
   else if (__builtin_cpu_supports("avx512f"))
     best = 3;
@@ -514,6 +548,10 @@ static int pick_isa(int isa) {
 static void run_tile(int level, const int32_t *xm, int64_t K, const int32_t *wt, const int16_t *wt2, int64_t Np,
                      int32_t *tacc, int16_t *x16) {
 #ifdef HLSNN_X86
+  if (level == 5) {
+    tile_avx512vnni(xm, K, wt2, Np, tacc, x16);
+    return;
+  }
   if (level == 4) {
     tile_avx512bw(xm, K, wt2, Np, tacc, x16);
     return;
@@ -636,7 +674,7 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
                             int16_t *x16) {
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
-  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
   for (int64_t b = b0; b < b1; ++b) /* each pixel's largest magnitude (bit pattern) over its C values */
     for (int64_t yy = 0; yy < H; ++yy)
       for (int64_t xx = 0; xx < W; ++xx) {
@@ -706,7 +744,7 @@ int64_t hlsnn_bfp_rows_gemm(const double *x, int64_t rows, int64_t K, int64_t ld
                             void *acc, int acc_f32, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
                             int32_t *tacc, double *taccd, int16_t *x16) {
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
-  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
   int64_t nnz = 0;
   for (int64_t r0 = 0; r0 < rows; r0 += TILE_ROWS) {
     const int64_t t = rows - r0 < TILE_ROWS ? rows - r0 : TILE_ROWS;
@@ -1039,7 +1077,7 @@ static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h
                           const int32_t *wdw) {
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
-  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
   for (int64_t b = b0; b < b1; ++b)
     for (int64_t yy = 0; yy < H; ++yy)
       for (int64_t xx = 0; xx < W; ++xx) {
@@ -1103,7 +1141,7 @@ static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64
                           const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
                           int32_t *tacc, double *taccd, int16_t *x16, epi_t *epi, int64_t *sat) {
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
-  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
   int64_t nnz = 0;
   for (int64_t r0 = r_begin; r0 < r_end; r0 += TILE_ROWS) {
     const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
