@@ -151,6 +151,33 @@ def test_calibration_pass_equals_the_layer_path(share, monkeypatch, ran):
         acc.close()
 
 
+@pytest.mark.parametrize("bias,same", [(0.0, True), (0.3 + 2.0 ** -9, False)])
+def test_calibration_in_slices_only_where_it_gives_the_same_bits(bias, same, monkeypatch, ran):
+    """The calibration pass runs in slices when the all-zero patches' outputs do not depend on
+    the slice's exponent (here: no bias), else as one call (a bias whose alignment drops bits at
+    the large exponents of the second half's images); the layer path's bits either way."""
+    verdicts = []
+    check = netbfpfast.BfpNet._whole_from_slices
+    monkeypatch.setattr(netbfpfast.BfpNet, "_whole_from_slices",
+                        lambda self, *a: verdicts.append(check(self, *a)) or verdicts[-1])
+    rng = np.random.default_rng(2)
+    layer = Layer("l", "conv", ["x"], "y", w=rng.normal(0, 0.4, (8, 3, 3, 3)), b=np.full(8, bias), relu=False,
+                  pads=(1, 1, 1, 1))
+    net = Network(name="n", path="", input="x", input_shape=(None, 3, 8, 8), output="y", layers=[layer])
+    x = rng.uniform(-1, 1, (64, 3, 8, 8))
+    x[:, :, :4, :4] = 0                                           # all-zero patches in every image
+    x[:32] *= 2.0 ** -8
+    x[32:] *= 2.0 ** 8
+    acc, deps = _deployments(net, "bfp8_zcu104", x[:4])
+    try:
+        ys = [dep.run(x, calibrate=True) for dep in deps]
+        assert verdicts == [same]
+        np.testing.assert_array_equal(ys[1].view(np.uint64), ys[0].view(np.uint64))
+        assert _stats(deps[1]) == _stats(deps[0])
+    finally:
+        acc.close()
+
+
 @pytest.mark.parametrize("isa", ["portable", "avx2", "avx512", "avx512bw", "avx512vnni"])
 def test_every_kernel_variant_gives_the_same_bits(isa, monkeypatch, ran):
     net = _net(5)

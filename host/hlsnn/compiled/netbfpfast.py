@@ -165,14 +165,30 @@ class BfpNet:
         """:meth:`Deployment.run` of ``x`` (float64, not ``keep``): the output, with each layer's
         statistics set as the layer path sets them; None (nothing set) when an activation is NaN
         or infinite. The batch runs in slices of ``Deployment.chunk`` images as the layer path
-        slices it, or with ``whole`` in one (the calibration pass: ``Deployment._run`` on the
-        whole batch)."""
-        dep = self.deploy
-        n, step = x.shape[0], dep.chunk
-        sliced = n > step and not whole
-        ranges = [(a, min(a + step, n)) for a in range(0, n, step)] if sliced else [(0, n)]
+        slices it, or with ``whole`` as one call per layer (the calibration pass:
+        ``Deployment._run`` on the whole batch).
+
+        ``whole`` runs in slices too where that gives the same bits (:meth:`_whole_from_slices`),
+        else as one slice."""
+        n = x.shape[0]
+        if whole and n > self.deploy.chunk:
+            got = self._run(x, self.deploy.chunk)
+            if got is None:
+                return None
+            if self._whole_from_slices(*got[1:]):
+                return self._finish(x, got[0], [(0, n)], [self._merge(got[1], got[2])])
+        step = n if whole else self.deploy.chunk
+        got = self._run(x, step)
+        return None if got is None else self._finish(x, got[0], got[1], got[2])
+
+    def _run(self, x, step):
+        """The slices of ``step`` images through the network: ``(outputs, ranges, counts)``,
+        ``counts[i][layer] = (nnz, saturations, rows * K, in_shape, all-zero rows, their
+        exponent)``; None for a NaN or an infinity."""
+        n = x.shape[0]
+        ranges = [(a, min(a + step, n)) for a in range(0, n, step)]
         outs = [None] * len(ranges)
-        info = [None] * len(ranges)             # per slice: {layer: (nnz, sat, rows * K, in_shape)}
+        info = [None] * len(ranges)
         # one slice: its large layers split between threads (phases 1 and 2 of hlsnn_bfp_layer)
         share = _workspaces(parallel.threads()) if len(ranges) == 1 and parallel.threads() > 1 else None
 
@@ -188,12 +204,66 @@ class BfpNet:
         per = parallel.split(len(ranges), max(1, min(parallel.threads(), len(ranges))))
         if not all(parallel.run(work, [r for r in per if r[1] > r[0]])):
             return None
+        return outs, ranges, info
+
+    def _whole_from_slices(self, ranges, info):
+        """Whether the slices' results are those of one call per layer over the whole batch.
+
+        The two differ only in the exponent of the all-zero rows (every mantissa 0): the
+        largest of the call's other rows (the quantizer's ``emin`` when there are none, which
+        is an all-zero row's own). Such a row's sums are zero, so its outputs depend on that
+        exponent alone (through the bias alignment): where, for each layer and slice with
+        all-zero rows, the slice's exponent and the whole batch's give the same outputs and
+        saturations (computed here, :meth:`_zero_row`), every layer's outputs are the same (by
+        induction from the input), and so are the statistics."""
+        for name, ly in self.layers.items():
+            tops = [info[i][name][5] for i in range(len(ranges)) if info[i][name][5] is not None]
+            e_all = max(tops) if tops else ly.emin
+            for i in range(len(ranges)):
+                zeros, top = info[i][name][4:6]
+                e = ly.emin if top is None else top
+                if zeros and e != e_all and self._zero_row(ly, e) != self._zero_row(ly, e_all):
+                    return False
+        return True
+
+    def _zero_row(self, ly, e):
+        """An all-zero row's outputs (bytes) and saturations at exponent ``e`` (phase 2 of
+        hlsnn_bfp_layer on one row)."""
+        n, k = ly.n, ly.k
+        out, ye, res = np.empty(n), np.empty(1, np.int64), np.zeros(4, np.int64)
+        exps, nonzero = np.array([e], np.int64), np.zeros(1, np.uint8)
+        tile = np.empty((TILE_ROWS + 3) * n + 8)
+        x = np.zeros(max(k, 1))
+        got = self.so.hlsnn_bfp_layer(1, x.ctypes.data, k, *(0, 0, 0, k, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1), 1,
+                                      ly.m, ly.emin, ly.emax, ly.mode, _addr(ly.wt), n, ly.npad,
+                                      compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd), tile.ctypes.data,
+                                      exps.ctypes.data, nonzero.ctypes.data, *(None,) * 6,
+                                      ly.colscale.ctypes.data, _addr(ly.bcol), ly.lo_a, ly.hi_a, ly.relu,
+                                      out.ctypes.data, ye.ctypes.data, res.ctypes.data, 2, 0, 1, None)
+        assert got == 0
+        return out.tobytes(), int(res[1])
+
+    def _merge(self, ranges, info):
+        """The slices' counts as one call's (:meth:`_whole_from_slices` holds)."""
+        n = ranges[-1][1]
+        merged = {}
+        for name in self.layers:
+            rows = [info[i][name] for i in range(len(ranges))]
+            shape = (n,) + tuple(rows[-1][3][1:])
+            merged[name] = (sum(r[0] for r in rows), sum(r[1] for r in rows) % (1 << 32), sum(r[2] for r in rows),
+                            shape, None, None)
+        return merged
+
+    def _finish(self, x, outs, ranges, info):
+        """Each layer's statistics as the layer path leaves them, and the output."""
+        dep, n = self.deploy, x.shape[0]
+        sliced = len(ranges) > 1
         collect = getattr(dep, "collect_stats", True)
         for name, ly in self.layers.items():
             st = ly.ex.stats
             sat, dens = 0, 0.0
             for i, (a, b) in enumerate(ranges):
-                nnz, s, size, shape = info[i][name]
+                nnz, s, size, shape = info[i][name][:4]
                 st.calls += 1
                 if collect:
                     st.input_density = float(np.mean([nnz / size]))
@@ -204,7 +274,7 @@ class BfpNet:
             if sliced:
                 st.input_density = dens / n
             ly.ex.in_shape = (n,) + tuple(ly.ex.in_shape[1:])
-        return np.concatenate(outs) if sliced else outs[0]
+        return np.concatenate(outs) if len(outs) > 1 else outs[0]
 
     def _slice(self, x, ws, share=None):
         """One slice through the network (Deployment._run): ``(output, per-layer counts)``.
@@ -277,7 +347,8 @@ class BfpNet:
 
     def _layer(self, ly, x, ws, share, out):
         """``BfpExec.run`` of one layer on ``x`` (a slice's float64 input): ``(output values,
-        (nnz, saturations, rows * K, x.shape))``, or None for a NaN or an infinity. With
+        (nnz, saturations, rows * K, x.shape, all-zero rows, largest exponent of the others or
+        None))``, or None for a NaN or an infinity. With
         ``share`` (one workspace per thread) and enough rows, phase 1 (the rows with a non-zero
         mantissa) runs on parts of the images in threads, then the all-zero rows get their
         exponent and phase 2 their outputs (hlsnn_bfp_layer)."""
@@ -311,7 +382,7 @@ class BfpNet:
                        self._buf(wsp, "taccd", TILE_ROWS * npad, np.float64),
                        self._buf(wsp, "pmax", images * hw, np.int64),
                        self._buf(wsp, "x16", TILE_ROWS * ((k + 1) // 2 * 2), np.int16)]
-            res = self._buf(wsp, "res", 2, np.int64)
+            res = self._buf(wsp, "res", 4, np.int64)
             got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes.data, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
                                           _addr(ly.wt), n, npad, compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd),
                                           self._buf(wsp, "tile", (TILE_ROWS + 3) * n + 8, np.float64).ctypes.data,
@@ -319,12 +390,13 @@ class BfpNet:
                                           *(a.ctypes.data for a in scratch), ly.colscale.ctypes.data, _addr(ly.bcol),
                                           ly.lo_a, ly.hi_a, ly.relu, out.ctypes.data, ye.ctypes.data, res.ctypes.data,
                                           phase, b0, b1, _addr(ly.wdw))
-            return got, (int(res[0]), int(res[1]))
+            return got, (int(res[0]), int(res[1]), int(res[2]), int(res[3]))
         parts = None if share is None or rows * k < self.SHARE_ELEMS else parallel.split(b, min(len(share), b))
         if parts is None or len(parts) < 2:
-            got, (nnz, sat) = call(ws, 0, 0, b, b)
+            got, (nnz, sat, zeros, top) = call(ws, 0, 0, b, b)
             if got < 0:
                 return None
+            top = None if top == np.iinfo(np.int64).min else top
         else:
             done = parallel.run(lambda i, _: call(share[i], 1, *parts[i], parts[i][1] - parts[i][0]),
                                 [(i, i + 1) for i in range(len(parts))])
@@ -332,12 +404,13 @@ class BfpNet:
                 return None
             nnz, sat = sum(r[0] for _, r in done), sum(r[1] for _, r in done)
             nz = nonzero[:rows].view(bool)
+            zeros, top = rows - int(np.count_nonzero(nz)), (int(exps[:rows][nz].max()) if nz.any() else None)
             if not nz.all():                       # Kernel.gemm_rows' all-zero rows, then their outputs
                 if nz.any():
                     e = exps[:rows]
                     e[~nz] = e[nz].max()
                 sat += call(ws, 2, 0, rows, 0)[1][1]
-        counts = (nnz, sat % (1 << 32), rows * k, x.shape)
+        counts = (nnz, sat % (1 << 32), rows * k, x.shape, zeros, top)
         if not ly.dense:
             out = out.reshape(b, geo[14], geo[15], n).transpose(0, 3, 1, 2)
         return out, counts

@@ -1182,7 +1182,8 @@ static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64
  * share a large slice (pmax then holds (b1 - b0) * H * W). Scratch: tile ((TILE_ROWS + 3) * N + 8
  * doubles) and the others as hlsnn_bfp_conv_gemm's. wdw (not NULL: a depthwise convolution with
  * int32 sums, N = C) the taps' weights for dw_sums, which then forms the sums. res[0] gets the count of non-zero mantissas
- * (phases 0, 1), res[1] the saturations. Returns 0, or -1 for a NaN or an infinity in the
+ * (phases 0, 1), res[1] the saturations; phase 0 also res[2] the count of all-zero rows and res[3]
+ * the largest exponent of the other rows (INT64_MIN for none). Returns 0, or -1 for a NaN or an infinity in the
  * activations (nothing else then holds). */
 int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
                         int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
@@ -1229,6 +1230,10 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
       for (int64_t r = 0; r < rows; ++r)
         if (!nonzero[r])
           exps[r] = emx;
+    int64_t zeros = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      zeros += !nonzero[r];
+    res[2] = zeros, res[3] = emx;
     b1 = rows;
   }
   for (int64_t n = 0; n < N; ++n)
