@@ -31,7 +31,7 @@ def _config(tmp_path, name, rounding=None):
 
 
 def _net(seed):
-    """conv 3x3 s2 asymmetric pads -> depthwise 3x3 -> conv 1x1 (no ReLU) + shortcut conv (stride 2,
+    """conv 3x3 s2 asymmetric pads -> depthwise 3x3 -> Clip -> conv 1x1 (no ReLU) + shortcut conv (stride 2,
     dilated 3x3) -> Add -> Relu -> MaxPool -> Clip -> GAP -> Flatten -> dense -> Softmax."""
     rng = np.random.default_rng(seed)
 
@@ -43,7 +43,8 @@ def _net(seed):
         return Layer(name, "host", ins, out, op=op, attrs=attrs)
     layers = [
         conv("c0", "x", "a0", 8, 3, 3, True, pads=(1, 0, 2, 1), strides=(2, 2)),
-        conv("dw", "a0", "a1", 8, 8, 3, True, pads=(1, 1, 1, 1), group=8),
+        conv("dw", "a0", "a1r", 8, 8, 3, True, pads=(1, 1, 1, 1), group=8),
+        host("clip6", "Clip", ["a1r"], "a1", lo=None, hi=1.5),         # ReLU6-like: fused into dw
         conv("pw", "a1", "a2", 16, 8, 1, False),
         conv("sc", "a0", "a3", 16, 8, 3, False, pads=(2, 2, 2, 2), dilations=(2, 2)),
         host("add", "Add", ["a2", "a3"], "a4"),

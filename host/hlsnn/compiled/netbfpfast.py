@@ -58,7 +58,7 @@ def lib():
         i64, p, ci, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
         so.hlsnn_bfp_layer.restype = i64
         so.hlsnn_bfp_layer.argtypes = ([ci, p] + [i64] * 18 + [ci, ci, ci, ci, p, i64, i64, ci, p, p]
-                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p, ci, i64, i64, p])
+                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p, ci, i64, i64, p, ci, f64, f64])
         so._hlsnn_layer_typed = True
     return so
 
@@ -160,6 +160,21 @@ class BfpNet:
         self.last = {t: i for i, layer in enumerate(self.net.layers) for t in layer.inputs}
         self.pinned = {t for layer in self.net.layers if layer.kind == "host" and layer.op not in IN_PLACE
                        for t in layer.inputs} | {self.net.output}
+        # a Clip that alone reads a BFP layer's output runs in that layer's epilogue (hlsnn_bfp_layer's
+        # clip: the same clamp on the same values): {BFP layer: (clo, chi)}, and the Clips skipped
+        readers = {}
+        for layer in self.net.layers:
+            for t in layer.inputs:
+                readers.setdefault(t, []).append(layer)
+        self.clip, self.fused = {}, set()
+        for layer in self.net.layers:
+            r = readers.get(layer.output, [])
+            if layer.name in layers and len(r) == 1 and r[0].kind == "host" and r[0].op == "Clip" \
+                    and len(r[0].inputs) == 1 and layer.output != self.net.output:
+                a = r[0].attrs
+                self.clip[layer.name] = (-np.inf if a["lo"] is None else float(a["lo"]),
+                                         np.inf if a["hi"] is None else float(a["hi"]))
+                self.fused.add(r[0].name)
 
     def run(self, x, whole=False):
         """:meth:`Deployment.run` of ``x`` (float64, not ``keep``): the output, with each layer's
@@ -239,7 +254,7 @@ class BfpNet:
                                       compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd), tile.ctypes.data,
                                       exps.ctypes.data, nonzero.ctypes.data, *(None,) * 6,
                                       ly.colscale.ctypes.data, _addr(ly.bcol), ly.lo_a, ly.hi_a, ly.relu,
-                                      out.ctypes.data, ye.ctypes.data, res.ctypes.data, 2, 0, 1, None)
+                                      out.ctypes.data, ye.ctypes.data, res.ctypes.data, 2, 0, 1, None, 0, 0.0, 0.0)
         assert got == 0
         return out.tobytes(), int(res[1])
 
@@ -304,6 +319,11 @@ class BfpNet:
             return t in owned and t not in self.pinned and self.last.get(t) == i
         for i, layer in enumerate(self.net.layers):
             ins = [env[t] for t in layer.inputs]
+            if layer.name in self.fused:          # its clamp ran in the BFP layer before it
+                env[layer.output] = ins[0]
+                if layer.inputs[0] in owned:
+                    owned[layer.output] = owned.pop(layer.inputs[0])
+                continue
             if layer.kind == "host":
                 y = None
                 if layer.op in IN_PLACE and not (layer.op == "Add" and (
@@ -318,7 +338,7 @@ class BfpNet:
             else:
                 ly = self.layers[layer.name]
                 e = take(self._out_size(ly, ins[0]))
-                got = self._layer(ly, ins[0], ws, share, e[0])
+                got = self._layer(ly, ins[0], ws, share, e[0], self.clip.get(layer.name))
                 if got is None:
                     return None
                 env[layer.output], info[layer.name] = got
@@ -345,8 +365,9 @@ class BfpNet:
     #: a layer's rows times K from which :meth:`_layer` splits one slice between threads
     SHARE_ELEMS = 1 << 18
 
-    def _layer(self, ly, x, ws, share, out):
-        """``BfpExec.run`` of one layer on ``x`` (a slice's float64 input): ``(output values,
+    def _layer(self, ly, x, ws, share, out, clip=None):
+        """``BfpExec.run`` of one layer on ``x`` (a slice's float64 input; ``clip``: the fused
+        Clip's bounds, or None): ``(output values,
         (nnz, saturations, rows * K, x.shape, all-zero rows, largest exponent of the others or
         None))``, or None for a NaN or an infinity. With
         ``share`` (one workspace per thread) and enough rows, phase 1 (the rows with a non-zero
@@ -389,7 +410,8 @@ class BfpNet:
                                           exps.ctypes.data, nonzero.ctypes.data,
                                           *(a.ctypes.data for a in scratch), ly.colscale.ctypes.data, _addr(ly.bcol),
                                           ly.lo_a, ly.hi_a, ly.relu, out.ctypes.data, ye.ctypes.data, res.ctypes.data,
-                                          phase, b0, b1, _addr(ly.wdw))
+                                          phase, b0, b1, _addr(ly.wdw), int(clip is not None),
+                                          *(clip or (0.0, 0.0)))
             return got, (int(res[0]), int(res[1]), int(res[2]), int(res[3]))
         parts = None if share is None or rows * k < self.SHARE_ELEMS else parallel.split(b, min(len(share), b))
         if parts is None or len(parts) < 2:

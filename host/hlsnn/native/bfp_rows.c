@@ -915,7 +915,9 @@ typedef struct {
   double *tmp; /* N + 8 doubles: epi_row_avx512's row between its passes */
   int64_t tb_e;
   int tb_ok;
-  int level; /* pick_isa's choice: 3 and 4 run epi_row_avx512 */
+  int level; /* pick_isa's choice: 3 and up run epi_row_avx512 */
+  int clip;  /* then clamp each output to [clo, chi] (a Clip host op fused: hlsnn.deploy.hostops) */
+  double clo, chi;
 } epi_t;
 
 /* The row's aligned bias in p->tb for exponent xe (formed when xe differs from the last). */
@@ -995,7 +997,13 @@ __attribute__((target("avx512f"))) static int64_t epi_row_avx512(epi_t *p, const
     sat += __builtin_popcount((unsigned)(hi_m | lo_m));
     q = _mm512_mask_mov_pd(q, hi_m, vhi);
     q = _mm512_mask_mov_pd(q, lo_m, vlo);
-    _mm512_mask_storeu_pd(a + n, k, _mm512_add_pd(_mm512_mul_pd(q, vu), zero));
+    __m512d y = _mm512_add_pd(_mm512_mul_pd(q, vu), zero);
+    if (p->clip) {
+      const __m512d clo = _mm512_set1_pd(p->clo), chi = _mm512_set1_pd(p->chi);
+      y = _mm512_mask_mov_pd(y, _mm512_cmp_pd_mask(y, clo, _CMP_LT_OQ), clo);
+      y = _mm512_mask_mov_pd(y, _mm512_cmp_pd_mask(y, chi, _CMP_GT_OQ), chi);
+    }
+    _mm512_mask_storeu_pd(a + n, k, y);
   }
   return sat;
 }
@@ -1022,8 +1030,12 @@ VEC_CLONES static int64_t epi_row_c(epi_t *p, const double *ad, int64_t r, int64
   }
   p->ye[r] = e4;
   const double scale = pow2((int)(xe - e4)), unit = pow2((int)e4);
-  return p->mode == 0 ? out_0(a, N, scale, unit, lo, hi)
-                      : (p->mode == 1 ? out_1(a, N, scale, unit, lo, hi) : out_2(a, N, scale, unit, lo, hi));
+  const int64_t sat = p->mode == 0 ? out_0(a, N, scale, unit, lo, hi)
+                                   : (p->mode == 1 ? out_1(a, N, scale, unit, lo, hi) : out_2(a, N, scale, unit, lo, hi));
+  if (p->clip)
+    for (int64_t n = 0; n < N; ++n)
+      a[n] = a[n] < p->clo ? p->clo : (a[n] > p->chi ? p->chi : a[n]);
+  return sat;
 }
 
 static inline int64_t epi_row(epi_t *p, const double *ad, int64_t r, int64_t xe) {
@@ -1181,7 +1193,8 @@ static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64
  * all-zero rows among rows [b0, b1), whose exponents the caller has set by rule 2: so that threads
  * share a large slice (pmax then holds (b1 - b0) * H * W). Scratch: tile ((TILE_ROWS + 3) * N + 8
  * doubles) and the others as hlsnn_bfp_conv_gemm's. wdw (not NULL: a depthwise convolution with
- * int32 sums, N = C) the taps' weights for dw_sums, which then forms the sums. res[0] gets the count of non-zero mantissas
+ * int32 sums, N = C) the taps' weights for dw_sums, which then forms the sums. clip: each output
+ * then clamped to [clo, chi] (v < clo ? clo : v > chi ? chi : v: numpy's clip on these values). res[0] gets the count of non-zero mantissas
  * (phases 0, 1), res[1] the saturations; phase 0 also res[2] the count of all-zero rows and res[3]
  * the largest exponent of the other rows (INT64_MIN for none). Returns 0, or -1 for a NaN or an infinity in the
  * activations (nothing else then holds). */
@@ -1192,11 +1205,12 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
                         const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
                         int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, const double *colscale,
                         const double *bcol, double lo_a, double hi_a, int relu, double *out, int64_t *ye,
-                        int64_t *res, int phase, int64_t b0, int64_t b1, const int32_t *wdw) {
+                        int64_t *res, int phase, int64_t b0, int64_t b1, const int32_t *wdw, int clip, double clo,
+                        double chi) {
   const int64_t per = dense ? 1 : oh * ow, rows = B * per;
   double *zero = tile + TILE_ROWS * N;
   epi_t epi = {colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode, N, out, ye, zero + N, zero + 2 * N, 0, 0,
-               pick_isa(isa)};
+               pick_isa(isa), clip, clo, chi};
   int64_t sat = 0;
   if (phase == 0)
     b0 = 0, b1 = B;
