@@ -234,10 +234,16 @@ class BfpNet:
         for name, ly in self.layers.items():
             tops = [info[i][name][5] for i in range(len(ranges)) if info[i][name][5] is not None]
             e_all = max(tops) if tops else ly.emin
+            rows = {}
+
+            def row(e):
+                if e not in rows:
+                    rows[e] = self._zero_row(ly, e)
+                return rows[e]
             for i in range(len(ranges)):
                 zeros, top = info[i][name][4:6]
                 e = ly.emin if top is None else top
-                if zeros and e != e_all and self._zero_row(ly, e) != self._zero_row(ly, e_all):
+                if zeros and e != e_all and row(e) != row(e_all):
                     return False
         return True
 
