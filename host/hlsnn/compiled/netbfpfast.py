@@ -58,7 +58,7 @@ def lib():
         i64, p, ci, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
         so.hlsnn_bfp_layer.restype = i64
         so.hlsnn_bfp_layer.argtypes = ([ci, p] + [i64] * 18 + [ci, ci, ci, ci, p, i64, i64, ci, p, p]
-                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p, ci, i64, i64, p, ci, f64, f64])
+                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p, ci, i64, i64, p, ci, f64, f64, p])
         so._hlsnn_layer_typed = True
     return so
 
@@ -94,6 +94,10 @@ class _Layer:
             self.geom, self.c = g, c
         self.wt, self.wt2, self.wtd, self.npad = (None,) * 4 if self.kind is None else \
             compiled._weights(cols, self.kind, m)
+        # float64 sums of mantissas of up to 16 bits, within tile_split_vnni's bound: its int16 pairs
+        self.wsplit = None
+        if self.kind == "float64" and m <= 16 and 0 <= 255 * compiled.sum_bound(wm, 1) < (1 << 31):
+            self.wsplit = compiled._weights(cols, "int32", m)[1]
         # a depthwise convolution of one pack (Z = C, one channel a group) with int32 sums: its
         # taps' weights (kh * kw, npad) for hlsnn_bfp_layer's dw_sums
         self.wdw = None
@@ -260,7 +264,7 @@ class BfpNet:
                                       compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd), tile.ctypes.data,
                                       exps.ctypes.data, nonzero.ctypes.data, *(None,) * 6,
                                       ly.colscale.ctypes.data, _addr(ly.bcol), ly.lo_a, ly.hi_a, ly.relu,
-                                      out.ctypes.data, ye.ctypes.data, res.ctypes.data, 2, 0, 1, None, 0, 0.0, 0.0)
+                                      out.ctypes.data, ye.ctypes.data, res.ctypes.data, 2, 0, 1, None, 0, 0.0, 0.0, None)
         assert got == 0
         return out.tobytes(), int(res[1])
 
@@ -405,10 +409,10 @@ class BfpNet:
         def call(wsp, phase, b0, b1, images):
             """hlsnn_bfp_layer with ``wsp``'s scratch: ``(status, res)``."""
             scratch = [self._buf(wsp, "buf", TILE_ROWS * k, np.float64), self._buf(wsp, "xm", TILE_ROWS * k, np.int32),
-                       self._buf(wsp, "tacc", TILE_ROWS * npad, np.int32),
+                       self._buf(wsp, "tacc", 2 * TILE_ROWS * npad, np.int32),
                        self._buf(wsp, "taccd", TILE_ROWS * npad, np.float64),
                        self._buf(wsp, "pmax", images * hw, np.int64),
-                       self._buf(wsp, "x16", TILE_ROWS * ((k + 1) // 2 * 2), np.int16)]
+                       self._buf(wsp, "x16", 2 * TILE_ROWS * ((k + 1) // 2 * 2), np.int16)]
             res = self._buf(wsp, "res", 4, np.int64)
             got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes.data, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
                                           _addr(ly.wt), n, npad, compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd),
@@ -417,7 +421,7 @@ class BfpNet:
                                           *(a.ctypes.data for a in scratch), ly.colscale.ctypes.data, _addr(ly.bcol),
                                           ly.lo_a, ly.hi_a, ly.relu, out.ctypes.data, ye.ctypes.data, res.ctypes.data,
                                           phase, b0, b1, _addr(ly.wdw), int(clip is not None),
-                                          *(clip or (0.0, 0.0)))
+                                          *(clip or (0.0, 0.0)), _addr(ly.wsplit))
             return got, (int(res[0]), int(res[1]), int(res[2]), int(res[3]))
         parts = None if share is None or rows * k < self.SHARE_ELEMS else parallel.split(b, min(len(share), b))
         if parts is None or len(parts) < 2:

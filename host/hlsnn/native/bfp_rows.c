@@ -395,6 +395,51 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void tile_avx512vn
   }
 }
 
+/* Sums of mantissas of up to 16 bits whose products and sums exceed int32 (bfp16), in int32
+ * nonetheless: each mantissa v = 256 * (v >> 8) + (v & 255) (the arithmetic shift: the high part in
+ * [-128, 127], the low one in [0, 255]), and acc_h = sum (v >> 8) * w, acc_l = sum (v & 255) * w
+ * are formed as tile_avx512vnni forms its sums, in int32: exact when 255 * max_n sum_k |w[k][n]| <
+ * 2**31 (the caller's bound; it bounds every partial sum of both), and the sum is 256 * acc_h +
+ * acc_l (layer_sums). x16 holds both halves' pairs (2 * TILE_ROWS * 2 * ceil(K/2)), acc the two
+ * sums (2 * TILE_ROWS * Np). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void tile_split_vnni(const int32_t *restrict xm,
+                                                                                  int64_t K,
+                                                                                  const int16_t *restrict wt2,
+                                                                                  int64_t Np, int32_t *restrict acc,
+                                                                                  int16_t *restrict x16) {
+  const int64_t P = (K + 1) / 2;
+  int16_t *xh = x16, *xl = x16 + TILE_ROWS * 2 * P;
+  int32_t *acc_h = acc, *acc_l = acc + TILE_ROWS * Np;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t v = xm[r * K + k];
+      xh[r * 2 * P + k] = (int16_t)(v >> 8);
+      xl[r * 2 * P + k] = (int16_t)(v & 255);
+    }
+    if (K & 1)
+      xh[r * 2 * P + K] = xl[r * 2 * P + K] = 0;
+  }
+  for (int64_t nb = 0; nb < Np; nb += 16) {
+    __m512i ah[TILE_ROWS], al[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      ah[r] = al[r] = _mm512_setzero_si512();
+    for (int64_t p = 0; p < P; ++p) {
+      const __m512i w = _mm512_loadu_si512((const void *)(wt2 + (p * Np + nb) * 2));
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        int32_t ph, pl;
+        memcpy(&ph, xh + r * 2 * P + 2 * p, sizeof ph);
+        memcpy(&pl, xl + r * 2 * P + 2 * p, sizeof pl);
+        ah[r] = _mm512_dpwssd_epi32(ah[r], _mm512_set1_epi32(ph), w);
+        al[r] = _mm512_dpwssd_epi32(al[r], _mm512_set1_epi32(pl), w);
+      }
+    }
+    for (int r = 0; r < TILE_ROWS; ++r) {
+      _mm512_storeu_si512((void *)(acc_h + r * Np + nb), ah[r]);
+      _mm512_storeu_si512((void *)(acc_l + r * Np + nb), al[r]);
+    }
+  }
+}
+
 /* quant_i32 on AVX-512F, 8 values a step: v = x * scale; q = rint(v) (mode 0), sign(v) *
  * (floor|v| + (|v| - floor|v| >= 0.5)) (mode 1; the difference is exact), floor(v) and -1 for a
  * negative x whose v is 0 (mode 2); clamped to [lo, hi]. These are the round_* functions' values:
@@ -1057,6 +1102,28 @@ static int64_t tile_epilogue(epi_t *p, const double *tile, int64_t r0, int64_t t
   return sat;
 }
 
+/* A tile's sums for hlsnn_bfp_layer: tile_sums, or with ws2 (the weights as int16 pairs, the
+ * caller's bound of tile_split_vnni holding, a CPU with AVX-512 VNNI) tile_split_vnni's two int32
+ * sums put together, 256 * acc_h + acc_l, in float64: exact (each term is, and the sum is a partial
+ * sum of the float64 path, below 2**53). */
+static void layer_sums(int level, int32_t *xm, int64_t t, int64_t K, const int32_t *wt, const int16_t *wt2,
+                       const double *wtd, const int16_t *ws2, int64_t Np, int64_t N, double *tile, double *buf,
+                       int32_t *tacc, double *taccd, int16_t *x16) {
+#ifdef HLSNN_X86
+  if (ws2) {
+    for (int64_t i = t * K; i < TILE_ROWS * K; ++i) /* the last tile's missing rows */
+      xm[i] = 0;
+    tile_split_vnni(xm, K, ws2, Np, tacc, x16);
+    for (int64_t q = 0; q < t; ++q)
+      for (int64_t n = 0; n < N; ++n)
+        tile[q * N + n] = (double)tacc[q * Np + n] * 256.0 + (double)tacc[TILE_ROWS * Np + q * Np + n];
+    return;
+  }
+#endif
+  (void)ws2;
+  tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, tile, 0, 0, buf, tacc, taccd, x16);
+}
+
 /* A depthwise convolution's sums (one group per channel, Z = C): output z reads only channel z of
  * its window, so its sum over the whole row (the block-diagonal weights are zero elsewhere) is
  * the sum over its kh * kw taps, here formed from those alone: the same integers, exact in int32
@@ -1086,7 +1153,7 @@ static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h
                           int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
                           const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
                           int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, epi_t *epi, int64_t *sat,
-                          const int32_t *wdw) {
+                          const int32_t *wdw, const int16_t *ws2) {
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
@@ -1141,7 +1208,7 @@ static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h
     if (wdw)
       dw_sums(xm, t, kh * kw, C, wdw, Np, tile, tacc);
     else
-      tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, tile, 0, 0, buf, tacc, taccd, x16);
+      layer_sums(level, xm, t, K, wt, wt2, wtd, ws2, Np, N, tile, buf, tacc, taccd, x16);
     *sat += tile_epilogue(epi, tile, r0, t, exps, nonzero);
   }
   return nnz;
@@ -1151,7 +1218,8 @@ static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h
 static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64_t K, int64_t ld, int m, int emin,
                           int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
                           const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
-                          int32_t *tacc, double *taccd, int16_t *x16, epi_t *epi, int64_t *sat) {
+                          int32_t *tacc, double *taccd, int16_t *x16, epi_t *epi, int64_t *sat,
+                          const int16_t *ws2) {
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
   int64_t nnz = 0;
@@ -1168,7 +1236,7 @@ static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64
       nonzero[r0 + q] = row_nnz > 0;
       nnz += row_nnz;
     }
-    tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, tile, 0, 0, buf, tacc, taccd, x16);
+    layer_sums(level, xm, t, K, wt, wt2, wtd, ws2, Np, N, tile, buf, tacc, taccd, x16);
     *sat += tile_epilogue(epi, tile, r0, t, exps, nonzero);
   }
   return nnz;
@@ -1194,7 +1262,10 @@ static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64
  * share a large slice (pmax then holds (b1 - b0) * H * W). Scratch: tile ((TILE_ROWS + 3) * N + 8
  * doubles) and the others as hlsnn_bfp_conv_gemm's. wdw (not NULL: a depthwise convolution with
  * int32 sums, N = C) the taps' weights for dw_sums, which then forms the sums. clip: each output
- * then clamped to [clo, chi] (v < clo ? clo : v > chi ? chi : v: numpy's clip on these values). res[0] gets the count of non-zero mantissas
+ * then clamped to [clo, chi] (v < clo ? clo : v > chi ? chi : v: numpy's clip on these values).
+ * wsplit (not NULL: the weights as int16 pairs, 255 * max_n sum_k |w| < 2**31) lets the sums that
+ * would be formed in float64 (wtd) be formed by tile_split_vnni where the variant chosen is 5
+ * (tacc and x16 then twice the size). res[0] gets the count of non-zero mantissas
  * (phases 0, 1), res[1] the saturations; phase 0 also res[2] the count of all-zero rows and res[3]
  * the largest exponent of the other rows (INT64_MIN for none). Returns 0, or -1 for a NaN or an infinity in the
  * activations (nothing else then holds). */
@@ -1206,7 +1277,8 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
                         int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, const double *colscale,
                         const double *bcol, double lo_a, double hi_a, int relu, double *out, int64_t *ye,
                         int64_t *res, int phase, int64_t b0, int64_t b1, const int32_t *wdw, int clip, double clo,
-                        double chi) {
+                        double chi, const int16_t *wsplit) {
+  const int16_t *ws2 = wsplit && pick_isa(isa) >= 5 ? wsplit : NULL;
   const int64_t per = dense ? 1 : oh * ow, rows = B * per;
   double *zero = tile + TILE_ROWS * N;
   epi_t epi = {colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode, N, out, ye, zero + N, zero + 2 * N, 0, 0,
@@ -1217,10 +1289,10 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
   if (phase != 2) {
     const int64_t nnz =
         dense ? rows_fused(x, b0, b1, C, s_b, m, emin, emax, mode, wt, N, Np, isa, wt2, wtd, tile, exps, nonzero, buf,
-                           xm, tacc, taccd, x16, &epi, &sat)
+                           xm, tacc, taccd, x16, &epi, &sat, ws2)
               : conv_fused(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, b0, b1, m,
                            emin, emax, mode, wt, N, Np, isa, wt2, wtd, tile, exps, nonzero, buf, xm, tacc, taccd,
-                           pmax, x16, &epi, &sat, wdw);
+                           pmax, x16, &epi, &sat, wdw, ws2);
     if (nnz < 0)
       return -1;
     res[0] = nnz;
