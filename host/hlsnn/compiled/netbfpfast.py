@@ -64,7 +64,7 @@ def lib():
 
 
 def _addr(a):
-    return None if a is None else a.ctypes.data
+    return None if a is None else a.ctypes
 
 
 class _Layer:
@@ -259,12 +259,12 @@ class BfpNet:
         exps, nonzero = np.array([e], np.int64), np.zeros(1, np.uint8)
         tile = np.empty((TILE_ROWS + 3) * n + 8)
         x = np.zeros(max(k, 1))
-        got = self.so.hlsnn_bfp_layer(1, x.ctypes.data, k, *(0, 0, 0, k, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1), 1,
+        got = self.so.hlsnn_bfp_layer(1, x.ctypes, k, *(0, 0, 0, k, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1), 1,
                                       ly.m, ly.emin, ly.emax, ly.mode, _addr(ly.wt), n, ly.npad,
-                                      compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd), tile.ctypes.data,
-                                      exps.ctypes.data, nonzero.ctypes.data, *(None,) * 6,
-                                      ly.colscale.ctypes.data, _addr(ly.bcol), ly.lo_a, ly.hi_a, ly.relu,
-                                      out.ctypes.data, ye.ctypes.data, res.ctypes.data, 2, 0, 1, None, 0, 0.0, 0.0, None)
+                                      compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd), tile.ctypes,
+                                      exps.ctypes, nonzero.ctypes, *(None,) * 6,
+                                      ly.colscale.ctypes, _addr(ly.bcol), ly.lo_a, ly.hi_a, ly.relu,
+                                      out.ctypes, ye.ctypes, res.ctypes, 2, 0, 1, None, 0, 0.0, 0.0, None)
         assert got == 0
         return out.tobytes(), int(res[1])
 
@@ -414,12 +414,12 @@ class BfpNet:
                        self._buf(wsp, "pmax", images * hw, np.int64),
                        self._buf(wsp, "x16", 2 * TILE_ROWS * ((k + 1) // 2 * 2), np.int16)]
             res = self._buf(wsp, "res", 4, np.int64)
-            got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes.data, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
+            got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
                                           _addr(ly.wt), n, npad, compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd),
-                                          self._buf(wsp, "tile", (TILE_ROWS + 3) * n + 8, np.float64).ctypes.data,
-                                          exps.ctypes.data, nonzero.ctypes.data,
-                                          *(a.ctypes.data for a in scratch), ly.colscale.ctypes.data, _addr(ly.bcol),
-                                          ly.lo_a, ly.hi_a, ly.relu, out.ctypes.data, ye.ctypes.data, res.ctypes.data,
+                                          self._buf(wsp, "tile", (TILE_ROWS + 3) * n + 8, np.float64).ctypes,
+                                          exps.ctypes, nonzero.ctypes,
+                                          *(a.ctypes for a in scratch), ly.colscale.ctypes, _addr(ly.bcol),
+                                          ly.lo_a, ly.hi_a, ly.relu, out.ctypes, ye.ctypes, res.ctypes,
                                           phase, b0, b1, _addr(ly.wdw), int(clip is not None),
                                           *(clip or (0.0, 0.0)), _addr(ly.wsplit))
             return got, (int(res[0]), int(res[1]), int(res[2]), int(res[3]))
