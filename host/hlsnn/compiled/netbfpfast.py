@@ -64,7 +64,8 @@ def lib():
 
 
 def _addr(a):
-    return None if a is None else a.ctypes
+    """A pointer argument that keeps ``a`` alive (None for None), made once for arrays that stay."""
+    return None if a is None else a.ctypes.data_as(ctypes.c_void_p)
 
 
 class _Layer:
@@ -117,6 +118,7 @@ class _Layer:
         self.m, self.emin, self.emax = m, -(1 << (e - 1)), (1 << (e - 1)) - 1
         self.mode = compiled.MODES.get(p["rounding"])
         self.relu = int(bool(layer.relu))
+        self.ptrs = None            # the constant arrays' pointers (BfpNet._layer)
 
     def usable(self):
         return self.kind is not None and self.mode is not None
@@ -366,6 +368,15 @@ class BfpNet:
         return x.shape[0] * oh * ow * ly.n
 
     @staticmethod
+    def _ptr(ws, key, size, dtype):
+        """The pointer of :meth:`_buf`'s buffer (made with it)."""
+        a = BfpNet._buf(ws, key, size, dtype)
+        p = ws.get(("ptr", key))
+        if p is None or p[0] is not a:
+            p = ws[("ptr", key)] = (a, _addr(a))
+        return p[1]
+
+    @staticmethod
     def _buf(ws, key, size, dtype):
         a = ws.get(key)
         if a is None or a.size < size or a.dtype != dtype:
@@ -403,25 +414,28 @@ class BfpNet:
             geo = (sc, sh_, sw_, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1], g.dh, g.dw, oh, ow)
         exps = self._buf(ws, "exps", rows, np.int64)
         nonzero = self._buf(ws, "nonzero", rows, np.uint8)
-        ye = self._buf(ws, "ye", rows, np.int64)
+        ep, nzp = self._ptr(ws, "exps", rows, np.int64), self._ptr(ws, "nonzero", rows, np.uint8)
+        yep = self._ptr(ws, "ye", rows, np.int64)
+        if ly.ptrs is None:
+            ly.ptrs = tuple(_addr(a) for a in (ly.wt, ly.wt2, ly.wtd, ly.colscale, ly.bcol, ly.wdw, ly.wsplit))
+        wt, wt2, wtd, colscale, bcol, wdw, wsplit = ly.ptrs
         out = out[:rows * n].reshape(rows, n)
+        xp, op = _addr(xr), _addr(out)
 
         def call(wsp, phase, b0, b1, images):
             """hlsnn_bfp_layer with ``wsp``'s scratch: ``(status, res)``."""
-            scratch = [self._buf(wsp, "buf", TILE_ROWS * k, np.float64), self._buf(wsp, "xm", TILE_ROWS * k, np.int32),
-                       self._buf(wsp, "tacc", 2 * TILE_ROWS * npad, np.int32),
-                       self._buf(wsp, "taccd", TILE_ROWS * npad, np.float64),
-                       self._buf(wsp, "pmax", images * hw, np.int64),
-                       self._buf(wsp, "x16", 2 * TILE_ROWS * ((k + 1) // 2 * 2), np.int16)]
+            scratch = (self._ptr(wsp, "buf", TILE_ROWS * k, np.float64), self._ptr(wsp, "xm", TILE_ROWS * k, np.int32),
+                       self._ptr(wsp, "tacc", 2 * TILE_ROWS * npad, np.int32),
+                       self._ptr(wsp, "taccd", TILE_ROWS * npad, np.float64),
+                       self._ptr(wsp, "pmax", images * hw, np.int64),
+                       self._ptr(wsp, "x16", 2 * TILE_ROWS * ((k + 1) // 2 * 2), np.int16))
             res = self._buf(wsp, "res", 4, np.int64)
-            got = self.so.hlsnn_bfp_layer(int(ly.dense), xr.ctypes, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
-                                          _addr(ly.wt), n, npad, compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd),
-                                          self._buf(wsp, "tile", (TILE_ROWS + 3) * n + 8, np.float64).ctypes,
-                                          exps.ctypes, nonzero.ctypes,
-                                          *(a.ctypes for a in scratch), ly.colscale.ctypes, _addr(ly.bcol),
-                                          ly.lo_a, ly.hi_a, ly.relu, out.ctypes, ye.ctypes, res.ctypes,
-                                          phase, b0, b1, _addr(ly.wdw), int(clip is not None),
-                                          *(clip or (0.0, 0.0)), _addr(ly.wsplit))
+            got = self.so.hlsnn_bfp_layer(int(ly.dense), xp, sb, *geo, b, ly.m, ly.emin, ly.emax, ly.mode,
+                                          wt, n, npad, compiled.ISAS[self.isa], wt2, wtd,
+                                          self._ptr(wsp, "tile", (TILE_ROWS + 3) * n + 8, np.float64),
+                                          ep, nzp, *scratch, colscale, bcol, ly.lo_a, ly.hi_a, ly.relu, op, yep,
+                                          self._ptr(wsp, "res", 4, np.int64), phase, b0, b1, wdw,
+                                          int(clip is not None), *(clip or (0.0, 0.0)), wsplit)
             return got, (int(res[0]), int(res[1]), int(res[2]), int(res[3]))
         parts = None if share is None or rows * k < self.SHARE_ELEMS else parallel.split(b, min(len(share), b))
         if parts is None or len(parts) < 2:
