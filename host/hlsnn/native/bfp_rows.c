@@ -32,7 +32,10 @@
  *                        row buffer and quantized there: the float64 im2col is never written;
  *   hlsnn_bfp_conv_gemm: hlsnn_bfp_conv_rows with the GEMM's exact sums formed in int32 or float64
  *                        from the quantized rows (its comment below); the mantissas are never written;
- *   hlsnn_bfp_rows_gemm: hlsnn_bfp_rows likewise fused with the GEMM's sums.
+ *   hlsnn_bfp_rows_gemm: hlsnn_bfp_rows likewise fused with the GEMM's sums;
+ *   hlsnn_bfp_layer:     one GEMM call of a deployment's BFP layer (hlsnn.compiled.netbfpfast): the
+ *                        fused pass of either, the all-zero rows' exponent and the epilogue, a tile
+ *                        of rows at a time (its comment below).
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
