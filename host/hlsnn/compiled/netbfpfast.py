@@ -11,14 +11,19 @@ one C function (``bfp_rows.c``, ``hlsnn_bfp_layer``: the loops of ``hlsnn_bfp_co
 ``hlsnn_bfp_rows_gemm`` with each tile's rows going through ``hlsnn_bfp_epilogue``'s rules as
 soon as their sums are formed, the all-zero rows after their exponent is known), on weights
 laid out once per layer (:class:`_Layer`), so that a slice costs one C call per layer and no
-per-call checks, quantization of weights or reshaping of operands. The host layers between them
-run as the layer path runs them (:func:`hlsnn.deploy.hostops.run` on the same float64 arrays,
-in the same memory layout: a conv's output is the NCHW view of its NHWC rows), so their bits
-are the layer path's too. The slices run in the layer path's order and grouping (the all-zero
-rows' exponent is the largest of the slice's), split between threads
-(:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call), each thread with its own
-buffers, kept between runs. The calibration pass runs the whole batch as one slice (as
-``Deployment._run`` does), its large layers split between threads (:meth:`BfpNet._layer`).
+per-call checks, quantization of weights or reshaping of operands (a depthwise layer sums each
+output's own taps; bfp16's sums, beyond int32, as two int32 sums of the mantissas' bytes where
+they fit: the same integers). The host layers between them run as the layer path runs them
+(:func:`hlsnn.deploy.hostops.run` on the same float64 arrays, in the same memory layout: a
+conv's output is the NCHW view of its NHWC rows), so their bits are the layer path's too; a
+``Clip`` that alone reads a BFP layer runs in its epilogue, and ``Add``, ``Relu`` and ``Clip``
+write into a buffer nothing reads later (:meth:`BfpNet._slice`). The slices run in the layer
+path's order and grouping (the all-zero rows' exponent is the largest of the slice's), split
+between threads (:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call), each
+thread with its own buffers, kept between runs. The calibration pass (``Deployment._run`` on the
+whole batch: one call per layer) runs in slices where that gives the same bits
+(:meth:`BfpNet._whole_from_slices`), else as one slice, its large layers split between threads
+(:meth:`BfpNet._layer`).
 
 Each layer's ``sat_count``, ``input_density``, ``calls`` and ``in_shape`` are set as the layer
 path sets them (:meth:`BfpNet.run`). The kernel object's state (the weights it holds on chip,

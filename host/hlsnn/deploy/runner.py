@@ -596,7 +596,8 @@ class Deployment:
         self._fastnet = None     # the calibrated network as one integer program (:meth:`fast_network`)
 
     #: run a calibrated network on the emu target as one integer program where it lowers to
-    #: one (:meth:`fast_network`); False keeps the layer-by-layer path
+    #: one (:meth:`fast_network`), a network of BFP layers through :mod:`hlsnn.compiled.netbfpfast`
+    #: (:meth:`BfpExec.run_network`); False keeps the layer-by-layer path
     fast = True
 
     #: images per pass of :meth:`run` (not calibrating): a batch goes through the network in
@@ -616,7 +617,9 @@ class Deployment:
         runs whole. Other targets take the batch in one piece, as a board would.
 
         On ``emu``, a calibrated network that lowers to the integer network mode runs as one
-        compiled program (:meth:`fast_network`), with the same bits and statistics."""
+        compiled program (:meth:`fast_network`), and a network of BFP layers (calibrating too)
+        through :mod:`hlsnn.compiled.netbfpfast` (:meth:`BfpExec.run_network`), with the same
+        bits and statistics."""
         if not calibrate and not self.calibrated and not self.dynamic:
             raise InputError("calibrate first: run(x_cal, calibrate=True)")
         x = np.asarray(x, np.float64)
