@@ -17,6 +17,7 @@ from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
 ACCELS = ROOT / "configs" / "accel"
+pytestmark = pytest.mark.skipif(netbfpfast.lib() is None, reason="no C compiler for the compiled helpers")
 
 
 def _config(tmp_path, name, rounding=None):
@@ -210,6 +211,25 @@ def test_non_finite_activations_run_the_layer_path():
             assert outcomes[0][1] == outcomes[1][1]
     finally:
         acc.close()
+
+
+def test_no_compiled_helper_layer_path(monkeypatch):
+    """HLSNN_NATIVE=0: no BfpNet, the layer path runs."""
+    from hlsnn import native
+    net = _net(11)
+    x = _inputs(12, 40)
+    monkeypatch.setenv("HLSNN_NATIVE", "0")
+    native.forget()
+    try:
+        acc, deps = _deployments(net, "bfp8_zcu104", x[:8])
+        try:
+            assert deps[1]._bfpnet is False
+            np.testing.assert_array_equal(deps[1].run(x), deps[0].run(x))
+        finally:
+            acc.close()
+    finally:
+        monkeypatch.delenv("HLSNN_NATIVE")
+        native.forget()
 
 
 def test_layer_path_when_a_layer_has_several_packs():
