@@ -536,6 +536,27 @@ class BfpExec(_Exec):
             out = out.reshape(x.shape[0], oh, ow, -1).transpose(0, 3, 1, 2)
         return Act(out, None)
 
+    @staticmethod
+    def run_network(deploy, x, calibrate=False):
+        """:meth:`Deployment.run` of ``x`` (not ``keep``) through :mod:`hlsnn.compiled.netbfpfast`
+        when every engine layer is a BFP layer it can run (the layer path's bits and statistics,
+        its per-call host work done once per layer), else None. A BFP layer has nothing to
+        calibrate: the calibration pass is the layer path's pass over the whole batch at once,
+        after which the deployment is calibrated (as ``Deployment._run`` leaves it; not with
+        ``update="e5"``). Made once per deployment; :attr:`Deployment.fast` off keeps the layer
+        path."""
+        if not deploy.fast or deploy.dynamic or not (deploy.calibrated or calibrate) \
+                or (calibrate and deploy.update == "e5"):
+            return None
+        net = getattr(deploy, "_bfpnet", None)
+        if net is None:
+            from ..compiled import netbfpfast
+            net = deploy._bfpnet = netbfpfast.build(deploy) or False
+        y = net.run(x, whole=calibrate) if net else None
+        if y is not None and calibrate:
+            deploy._fastnet, deploy.calibrated = None, True
+        return y
+
 
 EXECS = {"bfp": BfpExec, "twohot": ShiftExec, "pot": ShiftExec, "fixed": SparseExec, "sparse": SparseExec}
 
@@ -575,7 +596,8 @@ class Deployment:
         self._fastnet = None     # the calibrated network as one integer program (:meth:`fast_network`)
 
     #: run a calibrated network on the emu target as one integer program where it lowers to
-    #: one (:meth:`fast_network`); False keeps the layer-by-layer path
+    #: one (:meth:`fast_network`), a network of BFP layers through :mod:`hlsnn.compiled.netbfpfast`
+    #: (:meth:`BfpExec.run_network`); False keeps the layer-by-layer path
     fast = True
 
     #: images per pass of :meth:`run` (not calibrating): a batch goes through the network in
@@ -588,14 +610,19 @@ class Deployment:
 
         Not calibrating (and not ``dynamic``), every image's outputs depend on that image
         alone (each radix point and weight is fixed; a BFP exponent is per sample), so on the
-        ``emu`` target a batch runs in slices of :attr:`chunk` images with the same bits; the
+        ``emu`` target a batch runs in slices of :attr:`chunk` images with the same bits (one
+        exception: a BFP layer's all-zero sample takes the largest exponent of its call, module
+        docstring, so its output, the bias aligned to that exponent, can depend on the slice
+        where that alignment rounds; the compiled BFP path slices as this one does); the
         layers' statistics are then those of the whole batch (saturations add, input densities
         are weighted by images; ``calls`` counts the calls made). A ``bfp`` layer whose config
         predicts exponents with the ``rolling`` method carries state from sample to sample: it
         runs whole. Other targets take the batch in one piece, as a board would.
 
         On ``emu``, a calibrated network that lowers to the integer network mode runs as one
-        compiled program (:meth:`fast_network`), with the same bits and statistics."""
+        compiled program (:meth:`fast_network`), and a network of BFP layers (calibrating too)
+        through :mod:`hlsnn.compiled.netbfpfast` (:meth:`BfpExec.run_network`), with the same
+        bits and statistics."""
         if not calibrate and not self.calibrated and not self.dynamic:
             raise InputError("calibrate first: run(x_cal, calibrate=True)")
         x = self._input(x)
@@ -603,6 +630,10 @@ class Deployment:
         if calibrate and not n:
             raise InputError("calibrating takes at least one image: the radix points come from the images' "
                              "statistics")
+        if not keep and n:
+            y = BfpExec.run_network(self, x, calibrate)
+            if y is not None:
+                return y
         if not calibrate and not keep and n:
             fast = self.fast_network()
             if fast is not None:

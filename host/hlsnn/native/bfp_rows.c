@@ -32,7 +32,10 @@
  *                        row buffer and quantized there: the float64 im2col is never written;
  *   hlsnn_bfp_conv_gemm: hlsnn_bfp_conv_rows with the GEMM's exact sums formed in int32 or float64
  *                        from the quantized rows (its comment below); the mantissas are never written;
- *   hlsnn_bfp_rows_gemm: hlsnn_bfp_rows likewise fused with the GEMM's sums.
+ *   hlsnn_bfp_rows_gemm: hlsnn_bfp_rows likewise fused with the GEMM's sums;
+ *   hlsnn_bfp_layer:     one GEMM call of a deployment's BFP layer (hlsnn.compiled.netbfpfast): the
+ *                        fused pass of either, the all-zero rows' exponent and the epilogue, a tile
+ *                        of rows at a time (its comment below).
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -254,11 +257,11 @@ int64_t hlsnn_bfp_conv_rows(const double *x, int64_t s_b, int64_t s_c, int64_t s
  * an integer below 2**31 in magnitude, which the caller guarantees (2**(m-1) * max over outputs of
  * sum_k |wt[k][n]| < 2**31), so int32 arithmetic is exact in any order and every kernel variant
  * (isa 0 picks the best the CPU has, 1 portable, 2 AVX2, 3 AVX-512F, 4 AVX-512BW with wt2, the
- * weights as int16 pairs (tile_avx512bw; NULL for m > 16: then AVX-512F); an unsupported one falls
- * back to the best supported below it) gives the same integers. With wtd (the weights as float64,
- * (K, Np); wt, wt2 are then not read) the sums are formed in float64 instead (tilef_*), exact
- * where the caller guarantees every partial sum below 2**53 (2**(m-1) * max_n sum_k |wt[k][n]|),
- * and written to acc as float64 (acc_f32 must be 0).
+ * weights as int16 pairs (tile_avx512bw; NULL for m > 16: then AVX-512F), 5 the same with AVX-512
+ * VNNI (tile_avx512vnni); an unsupported one falls back to the best supported below it) gives the
+ * same integers. With wtd (the weights as float64, (K, Np); wt, wt2 are then not read) the sums
+ * are formed in float64 instead (tilef_*), exact where the caller guarantees every partial sum
+ * below 2**53 (2**(m-1) * max_n sum_k |wt[k][n]|), and written to acc as float64 (acc_f32 must be 0).
  *
  * acc: rows [b0 * oh * ow, b1 * oh * ow) of a (B * oh * ow, N) float32 (acc_f32) or float64 array
  * (the caller's GEMM type; the sums are within its exact range); exps, nonzero as for
@@ -361,6 +364,82 @@ __attribute__((target("avx512f,avx512bw"))) static void tile_avx512bw(const int3
     }
     for (int r = 0; r < TILE_ROWS; ++r)
       _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);
+  }
+}
+
+/* tile_avx512bw with AVX-512 VNNI: vpdpwssd does vpmaddwd's pair products and the add in one
+ * instruction (without saturation: the same int32 arithmetic, so the same sums). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void tile_avx512vnni(const int32_t *restrict xm,
+                                                                                  int64_t K,
+                                                                                  const int16_t *restrict wt2,
+                                                                                  int64_t Np, int32_t *restrict acc,
+                                                                                  int16_t *restrict x16) {
+  const int64_t P = (K + 1) / 2;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    for (int64_t k = 0; k < K; ++k)
+      x16[r * 2 * P + k] = (int16_t)xm[r * K + k];
+    if (K & 1)
+      x16[r * 2 * P + K] = 0;
+  }
+  for (int64_t nb = 0; nb < Np; nb += 16) {
+    __m512i a[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      a[r] = _mm512_setzero_si512();
+    for (int64_t p = 0; p < P; ++p) {
+      const __m512i w = _mm512_loadu_si512((const void *)(wt2 + (p * Np + nb) * 2));
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        int32_t pair;
+        memcpy(&pair, x16 + r * 2 * P + 2 * p, sizeof pair);
+        a[r] = _mm512_dpwssd_epi32(a[r], _mm512_set1_epi32(pair), w);
+      }
+    }
+    for (int r = 0; r < TILE_ROWS; ++r)
+      _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);
+  }
+}
+
+/* Sums of mantissas of up to 16 bits whose products and sums exceed int32 (bfp16), in int32
+ * nonetheless: each mantissa v = 256 * (v >> 8) + (v & 255) (the arithmetic shift: the high part in
+ * [-128, 127], the low one in [0, 255]), and acc_h = sum (v >> 8) * w, acc_l = sum (v & 255) * w
+ * are formed as tile_avx512vnni forms its sums, in int32: exact when 255 * max_n sum_k |w[k][n]| <
+ * 2**31 (the caller's bound; it bounds every partial sum of both), and the sum is 256 * acc_h +
+ * acc_l (layer_sums). x16 holds both halves' pairs (2 * TILE_ROWS * 2 * ceil(K/2)), acc the two
+ * sums (2 * TILE_ROWS * Np). */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void tile_split_vnni(const int32_t *restrict xm,
+                                                                                  int64_t K,
+                                                                                  const int16_t *restrict wt2,
+                                                                                  int64_t Np, int32_t *restrict acc,
+                                                                                  int16_t *restrict x16) {
+  const int64_t P = (K + 1) / 2;
+  int16_t *xh = x16, *xl = x16 + TILE_ROWS * 2 * P;
+  int32_t *acc_h = acc, *acc_l = acc + TILE_ROWS * Np;
+  for (int r = 0; r < TILE_ROWS; ++r) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t v = xm[r * K + k];
+      xh[r * 2 * P + k] = (int16_t)(v >> 8);
+      xl[r * 2 * P + k] = (int16_t)(v & 255);
+    }
+    if (K & 1)
+      xh[r * 2 * P + K] = xl[r * 2 * P + K] = 0;
+  }
+  for (int64_t nb = 0; nb < Np; nb += 16) {
+    __m512i ah[TILE_ROWS], al[TILE_ROWS];
+    for (int r = 0; r < TILE_ROWS; ++r)
+      ah[r] = al[r] = _mm512_setzero_si512();
+    for (int64_t p = 0; p < P; ++p) {
+      const __m512i w = _mm512_loadu_si512((const void *)(wt2 + (p * Np + nb) * 2));
+      for (int r = 0; r < TILE_ROWS; ++r) {
+        int32_t ph, pl;
+        memcpy(&ph, xh + r * 2 * P + 2 * p, sizeof ph);
+        memcpy(&pl, xl + r * 2 * P + 2 * p, sizeof pl);
+        ah[r] = _mm512_dpwssd_epi32(ah[r], _mm512_set1_epi32(ph), w);
+        al[r] = _mm512_dpwssd_epi32(al[r], _mm512_set1_epi32(pl), w);
+      }
+    }
+    for (int r = 0; r < TILE_ROWS; ++r) {
+      _mm512_storeu_si512((void *)(acc_h + r * Np + nb), ah[r]);
+      _mm512_storeu_si512((void *)(acc_l + r * Np + nb), al[r]);
+    }
   }
 }
 
@@ -500,7 +579,10 @@ static int pick_isa(int isa) {
   int best = 1;
 #ifdef HLSNN_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vnni"))
+    best = 5;
+  else if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
     best = 4;
   else if (__builtin_cpu_supports("avx512f"))
     best = 3;
@@ -514,6 +596,10 @@ static int pick_isa(int isa) {
 static void run_tile(int level, const int32_t *xm, int64_t K, const int32_t *wt, const int16_t *wt2, int64_t Np,
                      int32_t *tacc, int16_t *x16) {
 #ifdef HLSNN_X86
+  if (level == 5) {
+    tile_avx512vnni(xm, K, wt2, Np, tacc, x16);
+    return;
+  }
   if (level == 4) {
     tile_avx512bw(xm, K, wt2, Np, tacc, x16);
     return;
@@ -636,7 +722,7 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
                             int16_t *x16) {
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
-  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
   for (int64_t b = b0; b < b1; ++b) /* each pixel's largest magnitude (bit pattern) over its C values */
     for (int64_t yy = 0; yy < H; ++yy)
       for (int64_t xx = 0; xx < W; ++xx) {
@@ -706,7 +792,7 @@ int64_t hlsnn_bfp_rows_gemm(const double *x, int64_t rows, int64_t K, int64_t ld
                             void *acc, int acc_f32, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
                             int32_t *tacc, double *taccd, int16_t *x16) {
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
-  const int level = pick_isa(isa) == 4 && !wt2 ? 3 : pick_isa(isa);
+  const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
   int64_t nnz = 0;
   for (int64_t r0 = 0; r0 < rows; r0 += TILE_ROWS) {
     const int64_t t = rows - r0 < TILE_ROWS ? rows - r0 : TILE_ROWS;
@@ -838,4 +924,412 @@ VEC_CLONES int64_t hlsnn_bfp_epilogue(const void *acc, int acc_f32, int64_t ld, 
                      : (mode == 1 ? out_1(a, N, scale, unit, lo, hi) : out_2(a, N, scale, unit, lo, hi));
   }
   return sat;
+}
+
+/* The epilogue of hlsnn_bfp_layer: hlsnn_bfp_epilogue's rules on float64 sums, one row at a time
+ * (epi_row), each row's aligned bias clamp_A(round(bcol * 2**-xe)) formed once per run of rows of
+ * one exponent (into tb, N doubles; tb_e its exponent, tb_ok whether it holds one) instead of once
+ * per row: the same operations on the same values, so hlsnn_bfp_epilogue's bits. */
+#define EPI_BIAS_ROW(NAME, MODE)                                                                     \
+  static inline void NAME(const double *restrict bcol, int64_t N, double bscale, double lo_a, double hi_a, \
+                          double *restrict t) {                                                      \
+    for (int64_t n = 0; n < N; ++n) {                                                                \
+      double v = bcol[n] * bscale;                                                                   \
+      v = RND(MODE, v);                                                                              \
+      t[n] = v < lo_a ? lo_a : (v > hi_a ? hi_a : v);                                                \
+    }                                                                                                \
+  }
+EPI_BIAS_ROW(bias_row_0, 0)
+EPI_BIAS_ROW(bias_row_1, 1)
+EPI_BIAS_ROW(bias_row_2, 2)
+
+static inline void add_bias_row(const double *restrict acc, const double *restrict t, int64_t N, double lo_a,
+                                double hi_a, const double *restrict colscale, double *restrict a) {
+  for (int64_t n = 0; n < N; ++n) {
+    double v = acc[n] + t[n];
+    v = v < lo_a ? lo_a : (v > hi_a ? hi_a : v);
+    a[n] = v * colscale[n];
+  }
+}
+
+typedef struct {
+  const double *colscale, *bcol;
+  double lo_a, hi_a;
+  int relu, M, emin, emax, mode;
+  int64_t N;
+  double *out; /* (rows, N) */
+  int64_t *ye;
+  double *tb; /* N doubles */
+  double *tmp; /* N + 8 doubles: epi_row_avx512's row between its passes */
+  int64_t tb_e;
+  int tb_ok;
+  int level; /* pick_isa's choice: 3 and up run epi_row_avx512 */
+  int clip;  /* then clamp each output to [clo, chi] (a Clip host op fused: hlsnn.deploy.hostops) */
+  double clo, chi;
+} epi_t;
+
+/* The row's aligned bias in p->tb for exponent xe (formed when xe differs from the last). */
+static inline void epi_bias(epi_t *p, int64_t xe) {
+  if (p->tb_ok && xe == p->tb_e)
+    return;
+  const double bscale = pow2((int)-xe);
+  if (p->mode == 0)
+    bias_row_0(p->bcol, p->N, bscale, p->lo_a, p->hi_a, p->tb);
+  else if (p->mode == 1)
+    bias_row_1(p->bcol, p->N, bscale, p->lo_a, p->hi_a, p->tb);
+  else
+    bias_row_2(p->bcol, p->N, bscale, p->lo_a, p->hi_a, p->tb);
+  p->tb_ok = 1, p->tb_e = xe;
+}
+
+#ifdef HLSNN_X86
+/* epi_row on AVX-512F, 8 outputs a step (a masked last step): the same operations on the same
+ * values (the clamps as comparisons, ReLU keeping a -0.0 as relu_row does, the roundings as
+ * quant_avx512's, which are round_even's, round_away's and floor's values), so the same bits;
+ * max_abs as an integer maximum of the magnitudes' bit patterns. */
+__attribute__((target("avx512f"))) static int64_t epi_row_avx512(epi_t *p, const double *ad, int64_t r, int64_t xe) {
+  const int64_t N = p->N;
+  double *a = p->out + r * N;
+  const __m512d lo_a = _mm512_set1_pd(p->lo_a), hi_a = _mm512_set1_pd(p->hi_a), zero = _mm512_setzero_pd();
+  const __m512i mag = _mm512_set1_epi64(INT64_MAX);
+  if (p->bcol)
+    epi_bias(p, xe);
+  __m512i mx = _mm512_setzero_si512();
+  for (int64_t n = 0; n < N; n += 8) {
+    const __mmask8 k = N - n >= 8 ? 0xff : (__mmask8)((1u << (N - n)) - 1);
+    __m512d v = _mm512_maskz_loadu_pd(k, ad + n);
+    if (p->bcol) {
+      v = _mm512_add_pd(v, _mm512_maskz_loadu_pd(k, p->tb + n));
+      v = _mm512_mask_mov_pd(v, _mm512_cmp_pd_mask(v, lo_a, _CMP_LT_OQ), lo_a);
+      v = _mm512_mask_mov_pd(v, _mm512_cmp_pd_mask(v, hi_a, _CMP_GT_OQ), hi_a);
+    }
+    v = _mm512_mul_pd(v, _mm512_maskz_loadu_pd(k, p->colscale + n));
+    if (p->relu)
+      v = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(v, zero, _CMP_GE_OQ), v);
+    mx = _mm512_mask_max_epi64(mx, k, mx, _mm512_and_si512(_mm512_castpd_si512(v), mag));
+    _mm512_storeu_pd(p->tmp + n, v); /* whole vectors: the load below is forwarded from the store */
+  }
+  union {
+    int64_t i;
+    double d;
+  } ab;
+  ab.i = _mm512_reduce_max_epi64(mx);
+  int64_t e4 = p->emin;
+  if (ab.d > 0.0) {
+    e4 = (int64_t)ilog2(ab.d) + xe - (p->M - 2);
+    e4 = e4 < p->emin ? p->emin : (e4 > p->emax ? p->emax : e4);
+  }
+  p->ye[r] = e4;
+  const __m512d vs = _mm512_set1_pd(pow2((int)(xe - e4))), vu = _mm512_set1_pd(pow2((int)e4));
+  const __m512d vlo = _mm512_set1_pd(-pow2(p->M - 1)), vhi = _mm512_set1_pd(pow2(p->M - 1) - 1.0);
+  const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
+  const __m512i sign = _mm512_set1_epi64(INT64_MIN);
+  int64_t sat = 0;
+  for (int64_t n = 0; n < N; n += 8) {
+    const __mmask8 k = N - n >= 8 ? 0xff : (__mmask8)((1u << (N - n)) - 1);
+    const __m512d v = _mm512_mul_pd(_mm512_loadu_pd(p->tmp + n), vs);
+    __m512d q;
+    if (p->mode == 0) {
+      q = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else if (p->mode == 1) {
+      const __m512i vb = _mm512_castpd_si512(v);
+      const __m512d av = _mm512_castsi512_pd(_mm512_andnot_si512(sign, vb));
+      const __m512d fl = _mm512_roundscale_pd(av, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __mmask8 up = _mm512_cmp_pd_mask(_mm512_sub_pd(av, fl), half, _CMP_GE_OQ);
+      const __m512d rr = _mm512_mask_add_pd(fl, up, fl, one);
+      q = _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(rr), _mm512_and_si512(sign, vb)));
+    } else {
+      q = _mm512_roundscale_pd(v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    }
+    const __mmask8 hi_m = _mm512_cmp_pd_mask(q, vhi, _CMP_GT_OQ) & k, lo_m = _mm512_cmp_pd_mask(q, vlo, _CMP_LT_OQ) & k;
+    sat += __builtin_popcount((unsigned)(hi_m | lo_m));
+    q = _mm512_mask_mov_pd(q, hi_m, vhi);
+    q = _mm512_mask_mov_pd(q, lo_m, vlo);
+    __m512d y = _mm512_add_pd(_mm512_mul_pd(q, vu), zero);
+    if (p->clip) {
+      const __m512d clo = _mm512_set1_pd(p->clo), chi = _mm512_set1_pd(p->chi);
+      y = _mm512_mask_mov_pd(y, _mm512_cmp_pd_mask(y, clo, _CMP_LT_OQ), clo);
+      y = _mm512_mask_mov_pd(y, _mm512_cmp_pd_mask(y, chi, _CMP_GT_OQ), chi);
+    }
+    _mm512_mask_storeu_pd(a + n, k, y);
+  }
+  return sat;
+}
+#endif
+
+/* Row r of the outputs from its sums ad (N float64) and exponent xe; returns its saturations. */
+VEC_CLONES static int64_t epi_row_c(epi_t *p, const double *ad, int64_t r, int64_t xe) {
+  const int64_t N = p->N;
+  const double lo = -pow2(p->M - 1), hi = pow2(p->M - 1) - 1.0;
+  double *a = p->out + r * N;
+  if (p->bcol) {
+    epi_bias(p, xe);
+    add_bias_row(ad, p->tb, N, p->lo_a, p->hi_a, p->colscale, a);
+  } else {
+    nobias_f64(ad, N, p->colscale, a);
+  }
+  if (p->relu)
+    relu_row(a, N);
+  const double amax = max_abs(a, N);
+  int64_t e4 = p->emin;
+  if (amax > 0.0) {
+    e4 = (int64_t)ilog2(amax) + xe - (p->M - 2);
+    e4 = e4 < p->emin ? p->emin : (e4 > p->emax ? p->emax : e4);
+  }
+  p->ye[r] = e4;
+  const double scale = pow2((int)(xe - e4)), unit = pow2((int)e4);
+  const int64_t sat = p->mode == 0 ? out_0(a, N, scale, unit, lo, hi)
+                                   : (p->mode == 1 ? out_1(a, N, scale, unit, lo, hi) : out_2(a, N, scale, unit, lo, hi));
+  if (p->clip)
+    for (int64_t n = 0; n < N; ++n)
+      a[n] = a[n] < p->clo ? p->clo : (a[n] > p->chi ? p->chi : a[n]);
+  return sat;
+}
+
+static inline int64_t epi_row(epi_t *p, const double *ad, int64_t r, int64_t xe) {
+#ifdef HLSNN_X86
+  if (p->level >= 3)
+    return epi_row_avx512(p, ad, r, xe);
+#endif
+  return epi_row_c(p, ad, r, xe);
+}
+
+/* After a tile's sums (rows r0 .. r0 + t - 1 in tile, row stride N): the epilogue of its rows with
+ * a non-zero mantissa (their exponents are final); the all-zero rows wait for rule 2. */
+static int64_t tile_epilogue(epi_t *p, const double *tile, int64_t r0, int64_t t, const int64_t *exps,
+                             const uint8_t *nonzero) {
+  int64_t sat = 0;
+  for (int64_t q = 0; q < t; ++q)
+    if (nonzero[r0 + q])
+      sat += epi_row(p, tile + q * p->N, r0 + q, exps[r0 + q]);
+  return sat;
+}
+
+/* A tile's sums for hlsnn_bfp_layer: tile_sums, or with ws2 (the weights as int16 pairs, the
+ * caller's bound of tile_split_vnni holding, a CPU with AVX-512 VNNI) tile_split_vnni's two int32
+ * sums put together, 256 * acc_h + acc_l, in float64: exact (each term is, and the sum is a partial
+ * sum of the float64 path, below 2**53). */
+static void layer_sums(int level, int32_t *xm, int64_t t, int64_t K, const int32_t *wt, const int16_t *wt2,
+                       const double *wtd, const int16_t *ws2, int64_t Np, int64_t N, double *tile, double *buf,
+                       int32_t *tacc, double *taccd, int16_t *x16) {
+#ifdef HLSNN_X86
+  if (ws2) {
+    for (int64_t i = t * K; i < TILE_ROWS * K; ++i) /* the last tile's missing rows */
+      xm[i] = 0;
+    tile_split_vnni(xm, K, ws2, Np, tacc, x16);
+    for (int64_t q = 0; q < t; ++q)
+      for (int64_t n = 0; n < N; ++n)
+        tile[q * N + n] = (double)tacc[q * Np + n] * 256.0 + (double)tacc[TILE_ROWS * Np + q * Np + n];
+    return;
+  }
+#endif
+  (void)ws2;
+  tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, tile, 0, 0, buf, tacc, taccd, x16);
+}
+
+/* A depthwise convolution's sums (one group per channel, Z = C): output z reads only channel z of
+ * its window, so its sum over the whole row (the block-diagonal weights are zero elsewhere) is
+ * the sum over its kh * kw taps, here formed from those alone: the same integers, exact in int32
+ * (the caller's bound). xm: t rows of K = taps * C mantissas in (i, j, c) order; wdw (taps, Np)
+ * int32, tap-major; the sums as float64 to tile (t rows of N = C). */
+VEC_CLONES static void dw_sums(const int32_t *restrict xm, int64_t t, int64_t taps, int64_t C,
+                               const int32_t *restrict wdw, int64_t Np, double *restrict tile, int32_t *restrict s) {
+  for (int64_t q = 0; q < t; ++q) {
+    const int32_t *xr = xm + q * taps * C;
+    for (int64_t z = 0; z < C; ++z)
+      s[z] = 0;
+    for (int64_t k = 0; k < taps; ++k) {
+      const int32_t *xk = xr + k * C, *wk = wdw + k * Np;
+      for (int64_t z = 0; z < C; ++z)
+        s[z] += xk[z] * wk[z];
+    }
+    for (int64_t z = 0; z < C; ++z)
+      tile[q * C + z] = (double)s[z];
+  }
+}
+
+/* hlsnn_bfp_conv_gemm's loop with each tile's sums (into tile, TILE_ROWS x N) going through
+ * tile_epilogue at once instead of to a (rows, N) array; *sat gets its saturations. */
+static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C, int64_t H,
+                          int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top, int64_t left,
+                          int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t b0, int64_t b1, int m, int emin,
+                          int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
+                          const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                          int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, epi_t *epi, int64_t *sat,
+                          const int32_t *wdw, const int16_t *ws2) {
+  const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
+  const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
+  const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t yy = 0; yy < H; ++yy)
+      for (int64_t xx = 0; xx < W; ++xx) {
+        const double *px = x + b * s_b + yy * s_h + xx * s_w;
+        pmax[((b - b0) * H + yy) * W + xx] = level >= 3 && s_c == 1 ? max_bits_avx512(px, C) : max_bits(px, C, s_c);
+      }
+  int64_t nnz = 0;
+  for (int64_t r0 = b0 * per; r0 < r_end; r0 += TILE_ROWS) {
+    const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
+    for (int64_t q = 0; q < t; ++q) {
+      const int64_t r = r0 + q, b = r / per, yx = r % per;
+      const int64_t y0 = (yx / ow) * sh - top, x0 = (yx % ow) * sw - left;
+      const double *run0 = buf;
+      int64_t runs = 1, len = K, step = 0;
+      if (s_c == 1 && s_w == C && dw == 1 && y0 >= 0 && y0 + (kh - 1) * dh < H && x0 >= 0 && x0 + kw - 1 < W) {
+        run0 = x + b * s_b + y0 * s_h + x0 * s_w;
+        runs = kh, len = kw * C, step = dh * s_h;
+      } else {
+        gather_ijc(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, dh, dw, b, y0, x0, buf);
+      }
+      int64_t mbits = 0;
+      for (int64_t i = 0; i < kh; ++i) {
+        const int64_t yy = y0 + i * dh;
+        if (yy < 0 || yy >= H)
+          continue;
+        const int64_t *prow = pmax + ((b - b0) * H + yy) * W;
+        for (int64_t j = 0; j < kw; ++j) {
+          const int64_t xx = x0 + j * dw;
+          if (xx >= 0 && xx < W && prow[xx] > mbits)
+            mbits = prow[xx];
+        }
+      }
+      if (mbits >= (int64_t)0x7ff0000000000000LL)
+        return -1;
+      union {
+        int64_t i;
+        double d;
+      } ab;
+      ab.i = mbits;
+      const int e = exponent_of(ab.d, m, emin, emax);
+      const double scale = pow2(-e);
+      int row_nnz = 0;
+      for (int64_t i = 0; i < runs; ++i)
+        row_nnz += quant_i32(level, run0 + i * step, len, scale, lo, hi, mode, xm + q * K + i * len);
+      exps[r] = e;
+      nonzero[r] = row_nnz > 0;
+      nnz += row_nnz;
+    }
+    if (wdw)
+      dw_sums(xm, t, kh * kw, C, wdw, Np, tile, tacc);
+    else
+      layer_sums(level, xm, t, K, wt, wt2, wtd, ws2, Np, N, tile, buf, tacc, taccd, x16);
+    *sat += tile_epilogue(epi, tile, r0, t, exps, nonzero);
+  }
+  return nnz;
+}
+
+/* hlsnn_bfp_rows_gemm's loop likewise (rows [r0, r1) of x). */
+static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64_t K, int64_t ld, int m, int emin,
+                          int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
+                          const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                          int32_t *tacc, double *taccd, int16_t *x16, epi_t *epi, int64_t *sat,
+                          const int16_t *ws2) {
+  const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
+  const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
+  int64_t nnz = 0;
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += TILE_ROWS) {
+    const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
+    for (int64_t q = 0; q < t; ++q) {
+      const double *xr = x + (r0 + q) * ld;
+      int bad;
+      const int e = exponent_of(row_amax(xr, K, &bad), m, emin, emax);
+      if (bad)
+        return -1;
+      const int row_nnz = quant_i32(level, xr, K, pow2(-e), lo, hi, mode, xm + q * K);
+      exps[r0 + q] = e;
+      nonzero[r0 + q] = row_nnz > 0;
+      nnz += row_nnz;
+    }
+    layer_sums(level, xm, t, K, wt, wt2, wtd, ws2, Np, N, tile, buf, tacc, taccd, x16);
+    *sat += tile_epilogue(epi, tile, r0, t, exps, nonzero);
+  }
+  return nnz;
+}
+
+/* hlsnn_bfp_layer: one GEMM call of a bfp_systolic layer as the layer path makes it
+ * (hlsnn.deploy.runner.BfpExec -> Kernel.gemm_rows on the B images of one slice; one pack of groups,
+ * one chunk of outputs), in one C call (hlsnn.compiled.netbfpfast):
+ *   1. the activations quantized and their exact sums formed, TILE_ROWS rows at a time, as
+ *      hlsnn_bfp_rows_gemm does on rows of x (dense: K = C values a row, row stride s_b) and
+ *      hlsnn_bfp_conv_gemm on images of the map (the other arguments as there); the rows'
+ *      exponents and non-zero flags to exps, nonzero;
+ *   2. Kernel.gemm_rows' rule for all-zero rows (every mantissa 0): when some row is non-zero,
+ *      each all-zero row takes the largest exponent of the non-zero rows;
+ *   3. the epilogue (the max rule; epi_row, hlsnn_bfp_epilogue's bits) on each row's sums: the
+ *      dequantized outputs to out ((rows, N) float64), the output exponents to ye.
+ * Rule 2 changes only all-zero rows, whose sums are all 0: a row with a non-zero mantissa goes
+ * through step 3 as soon as its tile's sums are formed (they are never stored), the all-zero
+ * rows after rule 2, on sums of zeros.
+ * phase 0 runs all of it on images [0, B); phase 1 steps 1 and 3 for the non-zero rows of images
+ * [b0, b1) (dense: rows), at their places in the whole (B images), and phase 2 step 3 for the
+ * all-zero rows among rows [b0, b1), whose exponents the caller has set by rule 2: so that threads
+ * share a large slice (pmax then holds (b1 - b0) * H * W). Scratch: tile ((TILE_ROWS + 3) * N + 8
+ * doubles) and the others as hlsnn_bfp_conv_gemm's. wdw (not NULL: a depthwise convolution with
+ * int32 sums, N = C) the taps' weights for dw_sums, which then forms the sums. clip: each output
+ * then clamped to [clo, chi] (v < clo ? clo : v > chi ? chi : v: numpy's clip on these values).
+ * wsplit (not NULL: the weights as int16 pairs, 255 * max_n sum_k |w| < 2**31) lets the sums that
+ * would be formed in float64 (wtd) be formed by tile_split_vnni where the variant chosen is 5
+ * (tacc and x16 then twice the size). res[0] gets the count of non-zero mantissas
+ * (phases 0, 1), res[1] the saturations; phase 0 also res[2] the count of all-zero rows and res[3]
+ * the largest exponent of the other rows (INT64_MIN for none). Returns 0, or -1 for a NaN or an infinity in the
+ * activations (nothing else then holds). */
+int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, int64_t s_h, int64_t s_w, int64_t C,
+                        int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t top,
+                        int64_t left, int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t B, int m, int emin,
+                        int emax, int mode, const int32_t *wt, int64_t N, int64_t Np, int isa, const int16_t *wt2,
+                        const double *wtd, double *tile, int64_t *exps, uint8_t *nonzero, double *buf, int32_t *xm,
+                        int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, const double *colscale,
+                        const double *bcol, double lo_a, double hi_a, int relu, double *out, int64_t *ye,
+                        int64_t *res, int phase, int64_t b0, int64_t b1, const int32_t *wdw, int clip, double clo,
+                        double chi, const int16_t *wsplit) {
+  const int16_t *ws2 = wsplit && pick_isa(isa) >= 5 ? wsplit : NULL;
+  const int64_t per = dense ? 1 : oh * ow, rows = B * per;
+  double *zero = tile + TILE_ROWS * N;
+  epi_t epi = {colscale, bcol, lo_a, hi_a, relu, m, emin, emax, mode, N, out, ye, zero + N, zero + 2 * N, 0, 0,
+               pick_isa(isa), clip, clo, chi};
+  int64_t sat = 0;
+  if (phase == 0)
+    b0 = 0, b1 = B;
+  if (phase != 2) {
+    const int64_t nnz =
+        dense ? rows_fused(x, b0, b1, C, s_b, m, emin, emax, mode, wt, N, Np, isa, wt2, wtd, tile, exps, nonzero, buf,
+                           xm, tacc, taccd, x16, &epi, &sat, ws2)
+              : conv_fused(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, b0, b1, m,
+                           emin, emax, mode, wt, N, Np, isa, wt2, wtd, tile, exps, nonzero, buf, xm, tacc, taccd,
+                           pmax, x16, &epi, &sat, wdw, ws2);
+    if (nnz < 0)
+      return -1;
+    res[0] = nnz;
+    if (phase == 1) {
+      res[1] = sat;
+      return 0;
+    }
+  }
+  if (phase == 0) {
+    int any = 0, all = 1;
+    int64_t emx = INT64_MIN;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (nonzero[r]) {
+        any = 1;
+        emx = exps[r] > emx ? exps[r] : emx;
+      } else {
+        all = 0;
+      }
+    }
+    if (any && !all)
+      for (int64_t r = 0; r < rows; ++r)
+        if (!nonzero[r])
+          exps[r] = emx;
+    int64_t zeros = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      zeros += !nonzero[r];
+    res[2] = zeros, res[3] = emx;
+    b1 = rows;
+  }
+  for (int64_t n = 0; n < N; ++n)
+    zero[n] = 0.0;
+  for (int64_t r = b0; r < b1; ++r)
+    if (!nonzero[r])
+      sat += epi_row(&epi, zero, r, exps[r]);
+  res[1] = sat;
+  return 0;
 }

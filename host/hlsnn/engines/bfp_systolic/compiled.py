@@ -122,8 +122,9 @@ def quantize_conv_rows(x, g, oh, ow, mantissa_bits, exponent_bits, rounding, out
 #: rows of the C tile of :func:`conv_gemm` (``TILE_ROWS`` in bfp_rows.c)
 TILE_ROWS = 8
 #: :func:`conv_gemm`'s kernel variants (``isa``): the best the CPU has, portable C, AVX2, AVX-512F,
-#: AVX-512BW (16-bit mantissas, two products per instruction; AVX-512F for wider ones)
-ISAS = {"auto": 0, "portable": 1, "avx2": 2, "avx512": 3, "avx512bw": 4}
+#: AVX-512BW (16-bit mantissas, two products per instruction; AVX-512F for wider ones), AVX-512
+#: VNNI (AVX-512BW's products and sum in one instruction)
+ISAS = {"auto": 0, "portable": 1, "avx2": 2, "avx512": 3, "avx512bw": 4, "avx512vnni": 5}
 
 
 def sum_bound(wm, mantissa_bits) -> int:
