@@ -14,7 +14,8 @@ the run."
   shorter (digits32 has 360).
 * **Per format** (every assignment of the config), on the ``emu`` target: the calibration
   (``Deployment.calibrate`` on the config's ``calibration.samples`` training images, timed
-  once) and ``Deployment.run`` over the whole batch in one call.
+  ``--repeat`` times, each on a fresh deployment: the median, and the first, which also pays
+  for the first use of its memory) and ``Deployment.run`` over the whole batch in one call.
 * **Baseline.** ``onnxruntime.InferenceSession`` (CPU, float32, default threads) on the same
   batch in one ``run`` (a model exported with the batch fixed at 1 runs image by image): the
   issue's target is against this. onnxruntime is also timed on the batch in slices of 32 and
@@ -80,16 +81,18 @@ def bench(cfg_path, n_images, repeat, seed):
             series[f"onnxruntime_float32/{s}"] = (lambda s: lambda: [sess.run(None, {inp.name: x32[i:i + s]})
                                                                    for i in range(0, len(x32), s)])(s)
     accs = open_accelerators(cfg, "emu")
-    cal, kinds = {}, {}
+    cal, cal_first, kinds = {}, {}, {}
     try:
         for name, asg in cfg.assignments.items():
-            dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
-                             rounding=cfg.rounding, dynamic=cfg.calibration.get("mode") == "dynamic")
+            def make(asg=asg):
+                return Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
+                                  rounding=cfg.rounding, dynamic=cfg.calibration.get("mode") == "dynamic")
+            dep = make()
             # warm-up: the compiled helpers are built on a machine's first use (then cached on
-            # disk), and first calls fault in their scratch arrays; neither is calibration's cost
-            Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
-                       rounding=cfg.rounding, dynamic=cfg.calibration.get("mode") == "dynamic").calibrate(x_cal[:8])
-            cal[name] = dep.calibrate(x_cal)
+            # disk); that is not calibration's cost
+            make().calibrate(x_cal[:8])
+            times = [dep.calibrate(x_cal)] + [make().calibrate(x_cal) for _ in range(repeat - 1)]
+            cal[name], cal_first[name] = float(np.median(times)), times[0]
             kinds[name] = sorted({cfg.formats[asg.format_of(lay.name)].type for lay in net.engine_layers()})
             series[name] = (lambda d: (lambda: d.run(x)))(dep)
         med = interleaved_medians(series, repeat, seed)
@@ -108,7 +111,9 @@ def bench(cfg_path, n_images, repeat, seed):
         ratio = t / base
         cal_ms, run_ms = cal[k] / len(x_cal) * 1e3, t / n_images * 1e3
         out["formats"][k] = {"types": kinds[k], "run_ms_per_image": run_ms, "ratio": ratio, "limit": limit,
-                             "ratio_to_best": t / best, "calibration_ms_per_image": cal_ms, "pass": ratio <= limit}
+                             "ratio_to_best": t / best, "calibration_ms_per_image": cal_ms,
+                             "first_calibration_ms_per_image": cal_first[k] / len(x_cal) * 1e3,
+                             "pass": ratio <= limit}
     return out
 
 
@@ -139,8 +144,8 @@ def main():
             print(f"  {k:<10} run {v['run_ms_per_image']:8.3f} ms/image {v['ratio']:7.1f}x onnxruntime "
                   f"({v['ratio_to_best']:.1f}x its best)  "
                   f"{'PASS' if v['pass'] else 'FAIL'} (<= {v['limit']:.0f}x)   calibration "
-                  f"{v['calibration_ms_per_image']:8.3f} ms/image  {'PASS' if v['calibration_pass'] else 'FAIL'} "
-                  f"(<= {args.cal_ratio:g}x the run's)")
+                  f"{v['calibration_ms_per_image']:8.3f} ms/image (first {v['first_calibration_ms_per_image']:.3f})  "
+                  f"{'PASS' if v['calibration_pass'] else 'FAIL'} (<= {args.cal_ratio:g}x the run's)")
     return 0
 
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import copy
 import math
+import threading
 
 import numpy as np
 
@@ -182,9 +183,14 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
     if (1 << (net.input["bits"] - 1)) * rowsum + int(np.abs(cv.bias).max(initial=0)) >= 1 << 31:
         raise _Bail                                        # wide results beyond int32
     # the wide results v over the kernel's outputs
-    xp = np.zeros((b, cv.hp, cv.wp, f["c"]), np.int32)
-    nz = np.zeros(f["h"] * f["w"], np.int64)
-    so.hlsnn_net_pad(_ptr(x), b, f["h"], f["w"], f["c"], _ptr(xp), cv.hp, cv.wp, f["pads"][0], f["pads"][1], _ptr(nz))
+    xp = _padded((b, cv.hp, cv.wp, f["c"]), f["pads"])
+
+    def pad(b0, b1):                    # images [b0, b1): their padded copies and non-zero counts
+        nzp = np.zeros(f["h"] * f["w"], np.int64)
+        so.hlsnn_net_pad(_ptr(x[b0:b1]), b1 - b0, f["h"], f["w"], f["c"], _ptr(xp[b0:b1]), cv.hp, cv.wp,
+                         f["pads"][0], f["pads"][1], _ptr(nzp))
+        return nzp
+    nz = sum(parallel.run(pad, parallel.parts(b, 1)))
     npix = b * f["oh"] * f["ow"]
     v = np.empty((b, f["oh"], f["ow"], z), np.int32)
 
@@ -240,6 +246,25 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
         else:
             st_.input_density = int(nz.sum()) / max(b * f["c"] * f["h"] * f["w"], 1)
     return y, ex.f_out, False
+
+
+_pool = threading.local()
+
+
+def _padded(shape, pads):
+    """A zero-bordered int32 buffer for padded inputs of ``shape`` and ``pads``, this thread's,
+    used again by later layers and calibrations of the same shape and pads (only the interior
+    is ever written, so the border stays zero; a fresh array's pages cost more than the
+    convolution of a small layer)."""
+    bufs = getattr(_pool, "bufs", None)
+    if bufs is None:
+        bufs = _pool.bufs = {}
+    key = (tuple(shape), tuple(pads))
+    if key not in bufs:
+        if len(bufs) >= 16:
+            bufs.clear()
+        bufs[key] = np.zeros(shape, np.int32)
+    return bufs[key]
 
 
 def _shift_codes(ex, f):
