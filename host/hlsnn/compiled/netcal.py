@@ -135,20 +135,31 @@ def _walk(dep, net, so, x):
     net.input["f"] = f_x
     c, h, w = netmode._chw(net.input["shape"])
     xq = netmode.quantize_input(net, x).reshape(b, c, h, w)
-    env = {net.input["name"]: (np.ascontiguousarray(xq.transpose(0, 2, 3, 1), np.int32), f_x, True)}
-    for op in net.ops:
+    x0 = _take((b, h, w, c))
+    np.copyto(x0, xq.transpose(0, 2, 3, 1), casting="unsafe")
+    env = {net.input["name"]: (x0, f_x, True)}
+    last = {}                                    # tensor -> the index of the last op that reads it
+    for i, op in enumerate(net.ops):
+        for t in op.ins:
+            last[alias(t)] = i
+    for i, op in enumerate(net.ops):
         a, fa, converted = env[alias(op.ins[0])]
         if op.kind == "conv":
             env[op.out] = _conv(dep, net, so, op, a, fa, converted, clips.get(op.out), ShiftExec)
         elif op.kind == "maxpool":
             f = op.f
-            y = np.empty((b, f["oh"], f["ow"], f["c"]), np.int32)
+            y = _take((b, f["oh"], f["ow"], f["c"]))
             so.hlsnn_net_maxpool(_ptr(a), f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"], f["pads"][0],
                                  f["pads"][1], f["oh"], f["ow"], 0, b, _ptr(y))
             env[op.out] = (y, fa, False)
         else:
             other = env[alias(op.ins[1])] if len(op.ins) > 1 else None
             env[op.out] = _add(dep, so, op, a, fa, other, bits)
+        for t in {alias(t) for t in op.ins}:     # tensors nothing reads any more: their buffers back
+            if last[t] == i:
+                _give(env.pop(t)[0])
+    for t, (arr, _, _) in env.items():
+        _give(arr)
 
 
 def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
@@ -192,7 +203,7 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
         return nzp
     nz = sum(parallel.run(pad, parallel.parts(b, 1)))
     npix = b * f["oh"] * f["ow"]
-    v = np.empty((b, f["oh"], f["ow"], z), np.int32)
+    v = _take((b, f["oh"], f["ow"], z))
 
     def wide(q0, q1):                   # v on pixels [q0, q1), and its MSB counts per channel
         cnt = np.zeros((z, 32), np.int64)
@@ -234,7 +245,9 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
                                                           q0, q1, _ptr(y)), npix))
     if whole:
         oh, ow = op.f["oh"], op.f["ow"]
-        y = np.ascontiguousarray(y[:, ::op.f["sh"], ::op.f["sw"]][:, :oh, :ow])
+        y = _take((b, oh, ow, z))
+        np.copyto(y, v[:, ::op.f["sh"], ::op.f["sw"]][:, :oh, :ow])
+        _give(v)
     st_ = ex.stats
     st_.f_out, st_.sat_count, st_.f_in = ex.f_out, int(sat), fx
     ex.in_shape = (b,) + tuple(net.shapes[ex.layer.inputs[0]])
@@ -249,6 +262,35 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
 
 
 _pool = threading.local()
+#: bytes of freed tensors a thread keeps for later layers and calibrations at most
+POOL_BYTES = 1 << 28
+
+
+def _take(shape):
+    """An int32 array of ``shape`` (contents undefined): a freed one of this thread's pool, else
+    new. A fresh array's first writes fault its pages in, which cost as much as a small layer's
+    convolution and vary from run to run."""
+    free = getattr(_pool, "free", None)
+    if free is None:
+        free = _pool.free = {}
+    got = free.get(tuple(shape))
+    if got:
+        _pool.bytes -= got[-1].nbytes
+        return got.pop()
+    return np.empty(shape, np.int32)
+
+
+def _give(a):
+    """Return ``a`` (from :func:`_take`, no longer read) to this thread's pool."""
+    free = getattr(_pool, "free", None)
+    if free is None:
+        free = _pool.free = {}
+    held = getattr(_pool, "bytes", 0)
+    if held + a.nbytes > POOL_BYTES:
+        free.clear()
+        held = 0
+    free.setdefault(a.shape, []).append(a)
+    _pool.bytes = held + a.nbytes
 
 
 def _padded(shape, pads):
@@ -290,7 +332,7 @@ def _add(dep, so, op, a, fa, other, bits):
     p = int(math.log2(f["hw"])) if f["gap"] else 0
     r = fm + p
     hw_out = 1 if f["gap"] else f["hw"]
-    s = np.empty((b, hw_out, f["c"]), np.int32)
+    s = _take((b, hw_out, f["c"]))
 
     counts = dep.overflow_ratio > 0          # at ratio 0 DETERMINE reads the top bin alone
 
