@@ -339,64 +339,39 @@ __attribute__((target("avx512f"))) static void tile_avx512(const int32_t *restri
  * products in int32: exact, as each pair's sum is a partial sum in magnitude at most
  * 2**(m-1) * (|w0| + |w1|) < 2**31 (vpmaddwd's one overflow, two products of -2**15 * -2**15,
  * is beyond it). */
-__attribute__((target("avx512f,avx512bw"))) static void tile_avx512bw(const int32_t *restrict xm, int64_t K,
-                                                                      const int16_t *restrict wt2, int64_t Np,
-                                                                      int32_t *restrict acc,
-                                                                      int16_t *restrict x16) {
-  const int64_t P = (K + 1) / 2;
-  for (int r = 0; r < TILE_ROWS; ++r) {
-    for (int64_t k = 0; k < K; ++k)
-      x16[r * 2 * P + k] = (int16_t)xm[r * K + k];
-    if (K & 1)
-      x16[r * 2 * P + K] = 0;
+#define TILE16(NAME, TARGET, STEP)                                                                 \
+  __attribute__((target(TARGET))) static void NAME(const int32_t *restrict xm, int64_t K,              \
+                                                   const int16_t *restrict wt2, int64_t Np,            \
+                                                   int32_t *restrict acc, int16_t *restrict x16) {     \
+    const int64_t P = (K + 1) / 2;                                                                     \
+    for (int r = 0; r < TILE_ROWS; ++r) {                                                              \
+      for (int64_t k = 0; k < K; ++k)                                                                  \
+        x16[r * 2 * P + k] = (int16_t)xm[r * K + k];                                                   \
+      if (K & 1)                                                                                       \
+        x16[r * 2 * P + K] = 0;                                                                        \
+    }                                                                                                  \
+    for (int64_t nb = 0; nb < Np; nb += 16) {                                                          \
+      __m512i a[TILE_ROWS];                                                                            \
+      for (int r = 0; r < TILE_ROWS; ++r)                                                              \
+        a[r] = _mm512_setzero_si512();                                                                 \
+      for (int64_t p = 0; p < P; ++p) {                                                                \
+        const __m512i w = _mm512_loadu_si512((const void *)(wt2 + (p * Np + nb) * 2));                 \
+        for (int r = 0; r < TILE_ROWS; ++r) {                                                          \
+          int32_t pair;                                                                                \
+          memcpy(&pair, x16 + r * 2 * P + 2 * p, sizeof pair);                                         \
+          a[r] = STEP(a[r], _mm512_set1_epi32(pair), w);                                               \
+        }                                                                                              \
+      }                                                                                                \
+      for (int r = 0; r < TILE_ROWS; ++r)                                                              \
+        _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);                                        \
+    }                                                                                                  \
   }
-  for (int64_t nb = 0; nb < Np; nb += 16) {
-    __m512i a[TILE_ROWS];
-    for (int r = 0; r < TILE_ROWS; ++r)
-      a[r] = _mm512_setzero_si512();
-    for (int64_t p = 0; p < P; ++p) {
-      const __m512i w = _mm512_loadu_si512((const void *)(wt2 + (p * Np + nb) * 2));
-      for (int r = 0; r < TILE_ROWS; ++r) {
-        int32_t pair;
-        memcpy(&pair, x16 + r * 2 * P + 2 * p, sizeof pair);
-        a[r] = _mm512_add_epi32(a[r], _mm512_madd_epi16(_mm512_set1_epi32(pair), w));
-      }
-    }
-    for (int r = 0; r < TILE_ROWS; ++r)
-      _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);
-  }
-}
+#define MADD_ADD(acc, x, w) _mm512_add_epi32((acc), _mm512_madd_epi16((x), (w)))
+TILE16(tile_avx512bw, "avx512f,avx512bw", MADD_ADD)
 
 /* tile_avx512bw with AVX-512 VNNI: vpdpwssd does vpmaddwd's pair products and the add in one
  * instruction (without saturation: the same int32 arithmetic, so the same sums). */
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void tile_avx512vnni(const int32_t *restrict xm,
-                                                                                  int64_t K,
-                                                                                  const int16_t *restrict wt2,
-                                                                                  int64_t Np, int32_t *restrict acc,
-                                                                                  int16_t *restrict x16) {
-  const int64_t P = (K + 1) / 2;
-  for (int r = 0; r < TILE_ROWS; ++r) {
-    for (int64_t k = 0; k < K; ++k)
-      x16[r * 2 * P + k] = (int16_t)xm[r * K + k];
-    if (K & 1)
-      x16[r * 2 * P + K] = 0;
-  }
-  for (int64_t nb = 0; nb < Np; nb += 16) {
-    __m512i a[TILE_ROWS];
-    for (int r = 0; r < TILE_ROWS; ++r)
-      a[r] = _mm512_setzero_si512();
-    for (int64_t p = 0; p < P; ++p) {
-      const __m512i w = _mm512_loadu_si512((const void *)(wt2 + (p * Np + nb) * 2));
-      for (int r = 0; r < TILE_ROWS; ++r) {
-        int32_t pair;
-        memcpy(&pair, x16 + r * 2 * P + 2 * p, sizeof pair);
-        a[r] = _mm512_dpwssd_epi32(a[r], _mm512_set1_epi32(pair), w);
-      }
-    }
-    for (int r = 0; r < TILE_ROWS; ++r)
-      _mm512_storeu_si512((void *)(acc + r * Np + nb), a[r]);
-  }
-}
+TILE16(tile_avx512vnni, "avx512f,avx512bw,avx512vnni", _mm512_dpwssd_epi32)
 
 /* Sums of mantissas of up to 16 bits whose products and sums exceed int32 (bfp16), in int32
  * nonetheless: each mantissa v = 256 * (v >> 8) + (v & 255) (the arithmetic shift: the high part in
@@ -678,6 +653,105 @@ static inline void gather_ijc(const double *x, int64_t s_b, int64_t s_c, int64_t
   }
 }
 
+/* A convolution's input as the fused passes read it: x with element strides (s_b, s_c, s_h,
+ * s_w), C x H x W images, the window geometry, the first image b0 of the call, and pmax, each
+ * pixel's largest magnitude (as a bit pattern) over its C values for images [b0, ...). */
+typedef struct {
+  const double *x;
+  int64_t s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, b0;
+  int64_t *pmax;
+} conv_src_t;
+
+/* pmax for images [b0, b1) */
+static inline void pixel_maxima(const conv_src_t *g, int64_t b1, int level) {
+  for (int64_t b = g->b0; b < b1; ++b)
+    for (int64_t yy = 0; yy < g->H; ++yy)
+      for (int64_t xx = 0; xx < g->W; ++xx) {
+        const double *px = g->x + b * g->s_b + yy * g->s_h + xx * g->s_w;
+        g->pmax[((b - g->b0) * g->H + yy) * g->W + xx] =
+            level >= 3 && g->s_c == 1 ? max_bits_avx512(px, g->C) : max_bits(px, g->C, g->s_c);
+      }
+}
+
+/* Row r (image r / (oh * ow)) of the convolution's patches quantized into xrow (K int32
+ * mantissas), its exponent to exps[r] and whether a mantissa is non-zero to nonzero[r]; returns the
+ * count of non-zero mantissas, or -1 for a NaN or an infinity in its window. The row is kh runs of
+ * kw * C contiguous values of a channels-last map when the window lies inside it, else gathered
+ * into buf (one run of K); its exponent comes from the window's largest magnitude (pmax). */
+static inline int64_t quant_conv_row(const conv_src_t *g, int64_t r, int m, int emin, int emax, int mode, int level,
+                                     double lo, double hi, double *buf, int32_t *xrow, int64_t *exps,
+                                     uint8_t *nonzero) {
+  const int64_t K = g->C * g->kh * g->kw, per = g->oh * g->ow, b = r / per, yx = r % per;
+  const int64_t y0 = (yx / g->ow) * g->sh - g->top, x0 = (yx % g->ow) * g->sw - g->left;
+  const double *run0 = buf;
+  int64_t runs = 1, len = K, step = 0;
+  if (g->s_c == 1 && g->s_w == g->C && g->dw == 1 && y0 >= 0 && y0 + (g->kh - 1) * g->dh < g->H && x0 >= 0 &&
+      x0 + g->kw - 1 < g->W) {
+    run0 = g->x + b * g->s_b + y0 * g->s_h + x0 * g->s_w;
+    runs = g->kh, len = g->kw * g->C, step = g->dh * g->s_h;
+  } else {
+    gather_ijc(g->x, g->s_b, g->s_c, g->s_h, g->s_w, g->C, g->H, g->W, g->kh, g->kw, g->dh, g->dw, b, y0, x0, buf);
+  }
+  int64_t mbits = 0; /* the window's largest magnitude (pixel maxima) */
+  for (int64_t i = 0; i < g->kh; ++i) {
+    const int64_t yy = y0 + i * g->dh;
+    if (yy < 0 || yy >= g->H)
+      continue;
+    const int64_t *prow = g->pmax + ((b - g->b0) * g->H + yy) * g->W;
+    for (int64_t j = 0; j < g->kw; ++j) {
+      const int64_t xx = x0 + j * g->dw;
+      if (xx >= 0 && xx < g->W && prow[xx] > mbits)
+        mbits = prow[xx];
+    }
+  }
+  if (mbits >= (int64_t)0x7ff0000000000000LL) /* a NaN or an infinity in the window */
+    return -1;
+  union {
+    int64_t i;
+    double d;
+  } ab;
+  ab.i = mbits;
+  const int e = exponent_of(ab.d, m, emin, emax);
+  const double scale = pow2(-e);
+  int64_t row_nnz = 0;
+  for (int64_t i = 0; i < runs; ++i)
+    row_nnz += quant_i32(level, run0 + i * step, len, scale, lo, hi, mode, xrow + i * len);
+  exps[r] = e;
+  nonzero[r] = row_nnz > 0;
+  return row_nnz;
+}
+
+/* Rows [r0, r0 + t) quantized as quant_conv_row does, row r0 + q into xm + q * K: the count of
+ * non-zero mantissas, or -1 for a NaN or an infinity. */
+static inline int64_t quant_conv_tile(const conv_src_t *g, int64_t r0, int64_t t, int m, int emin, int emax, int mode,
+                                      int level, double lo, double hi, double *buf, int32_t *xm, int64_t *exps,
+                                      uint8_t *nonzero) {
+  const int64_t K = g->C * g->kh * g->kw;
+  int64_t nnz = 0;
+  for (int64_t q = 0; q < t; ++q) {
+    const int64_t row_nnz = quant_conv_row(g, r0 + q, m, emin, emax, mode, level, lo, hi, buf, xm + q * K, exps,
+                                           nonzero);
+    if (row_nnz < 0)
+      return -1;
+    nnz += row_nnz;
+  }
+  return nnz;
+}
+
+/* A row of K values quantized into xrow, its exponent to *e_out and its non-zero flag to *nz_out;
+ * the count of non-zero mantissas, or -1 for a NaN or an infinity. */
+static inline int64_t quant_dense_row(const double *xr, int64_t K, int m, int emin, int emax, int mode, int level,
+                                      double lo, double hi, int32_t *xrow, int64_t *e_out, uint8_t *nz_out) {
+  int bad;
+  const int e = exponent_of(row_amax(xr, K, &bad), m, emin, emax);
+  if (bad)
+    return -1;
+  const int row_nnz = quant_i32(level, xr, K, pow2(-e), lo, hi, mode, xrow);
+  *e_out = e;
+  *nz_out = row_nnz > 0;
+  return row_nnz;
+}
+
 /* The sums of a tile's first t rows of mantissas (xm, TILE_ROWS x K; its other rows are zeroed
  * here) into rows [r0, r0 + t) of acc (row stride N): in float64 with wtd (xd: the tile as float64,
  * TILE_ROWS * K), else in int32; the other arguments as hlsnn_bfp_conv_gemm's. */
@@ -723,60 +797,15 @@ int64_t hlsnn_bfp_conv_gemm(const double *x, int64_t s_b, int64_t s_c, int64_t s
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
-  for (int64_t b = b0; b < b1; ++b) /* each pixel's largest magnitude (bit pattern) over its C values */
-    for (int64_t yy = 0; yy < H; ++yy)
-      for (int64_t xx = 0; xx < W; ++xx) {
-        const double *px = x + b * s_b + yy * s_h + xx * s_w;
-        pmax[((b - b0) * H + yy) * W + xx] = level >= 3 && s_c == 1 ? max_bits_avx512(px, C) : max_bits(px, C, s_c);
-      }
+  const conv_src_t src = {x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, b0, pmax};
+  pixel_maxima(&src, b1, level);
   int64_t nnz = 0;
   for (int64_t r0 = b0 * per; r0 < r_end; r0 += TILE_ROWS) {
     const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
-    for (int64_t q = 0; q < t; ++q) {
-      const int64_t r = r0 + q, b = r / per, yx = r % per;
-      const int64_t y0 = (yx / ow) * sh - top, x0 = (yx % ow) * sw - left;
-      /* the row: kh runs of kw * C contiguous values of a channels-last map when the window lies
-       * inside it, else gathered into buf (one run of K) */
-      const double *run0 = buf;
-      int64_t runs = 1, len = K, step = 0;
-      if (s_c == 1 && s_w == C && dw == 1 && y0 >= 0 && y0 + (kh - 1) * dh < H && x0 >= 0 && x0 + kw - 1 < W) {
-        run0 = x + b * s_b + y0 * s_h + x0 * s_w;
-        runs = kh, len = kw * C, step = dh * s_h;
-      } else {
-        gather_ijc(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, dh, dw, b, y0, x0, buf);
-      }
-      int64_t mbits = 0;                       /* the window's largest magnitude (pixel maxima) */
-      for (int64_t i = 0; i < kh; ++i) {
-        const int64_t yy = y0 + i * dh;
-        if (yy < 0 || yy >= H)
-          continue;
-        const int64_t *prow = pmax + ((b - b0) * H + yy) * W;
-        for (int64_t j = 0; j < kw; ++j) {
-          const int64_t xx = x0 + j * dw;
-          if (xx >= 0 && xx < W && prow[xx] > mbits)
-            mbits = prow[xx];
-        }
-      }
-      if (mbits >= (int64_t)0x7ff0000000000000LL) /* a NaN or an infinity in the window */
-        return -1;
-      union {
-        int64_t i;
-        double d;
-      } ab;
-      ab.i = mbits;
-      const double amax = ab.d;
-      const int e = exponent_of(amax, m, emin, emax);
-      const double scale = pow2(-e);
-      int row_nnz = 0;
-      for (int64_t i = 0; i < runs; ++i) {
-        const double *xr = run0 + i * step;
-        int32_t *o = xm + q * K + i * len;
-        row_nnz += quant_i32(level, xr, len, scale, lo, hi, mode, o);
-      }
-      exps[r] = e;
-      nonzero[r] = row_nnz > 0;
-      nnz += row_nnz;
-    }
+    const int64_t tile_nnz = quant_conv_tile(&src, r0, t, m, emin, emax, mode, level, lo, hi, buf, xm, exps, nonzero);
+    if (tile_nnz < 0)
+      return -1;
+    nnz += tile_nnz;
     tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, acc, acc_f32, r0, buf, tacc, taccd, x16);
   }
   return nnz;
@@ -797,14 +826,10 @@ int64_t hlsnn_bfp_rows_gemm(const double *x, int64_t rows, int64_t K, int64_t ld
   for (int64_t r0 = 0; r0 < rows; r0 += TILE_ROWS) {
     const int64_t t = rows - r0 < TILE_ROWS ? rows - r0 : TILE_ROWS;
     for (int64_t q = 0; q < t; ++q) {
-      const double *xr = x + (r0 + q) * ld;
-      int bad;
-      const int e = exponent_of(row_amax(xr, K, &bad), m, emin, emax);
-      if (bad)
+      const int64_t row_nnz = quant_dense_row(x + (r0 + q) * ld, K, m, emin, emax, mode, level, lo, hi, xm + q * K,
+                                              exps + r0 + q, nonzero + r0 + q);
+      if (row_nnz < 0)
         return -1;
-      const int row_nnz = quant_i32(level, xr, K, pow2(-e), lo, hi, mode, xm + q * K);
-      exps[r0 + q] = e;
-      nonzero[r0 + q] = row_nnz > 0;
       nnz += row_nnz;
     }
     tile_sums(level, xm, t, K, wt, wt2, wtd, Np, N, acc, acc_f32, r0, buf, tacc, taccd, x16);
@@ -1160,54 +1185,15 @@ static int64_t conv_fused(const double *x, int64_t s_b, int64_t s_c, int64_t s_h
   const int64_t K = C * kh * kw, per = oh * ow, r_end = b1 * per;
   const double lo = -pow2(m - 1), hi = pow2(m - 1) - 1.0;
   const int level = pick_isa(isa) >= 4 && !wt2 ? 3 : pick_isa(isa);
-  for (int64_t b = b0; b < b1; ++b)
-    for (int64_t yy = 0; yy < H; ++yy)
-      for (int64_t xx = 0; xx < W; ++xx) {
-        const double *px = x + b * s_b + yy * s_h + xx * s_w;
-        pmax[((b - b0) * H + yy) * W + xx] = level >= 3 && s_c == 1 ? max_bits_avx512(px, C) : max_bits(px, C, s_c);
-      }
+  const conv_src_t src = {x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, sh, sw, top, left, dh, dw, oh, ow, b0, pmax};
+  pixel_maxima(&src, b1, level);
   int64_t nnz = 0;
   for (int64_t r0 = b0 * per; r0 < r_end; r0 += TILE_ROWS) {
     const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
-    for (int64_t q = 0; q < t; ++q) {
-      const int64_t r = r0 + q, b = r / per, yx = r % per;
-      const int64_t y0 = (yx / ow) * sh - top, x0 = (yx % ow) * sw - left;
-      const double *run0 = buf;
-      int64_t runs = 1, len = K, step = 0;
-      if (s_c == 1 && s_w == C && dw == 1 && y0 >= 0 && y0 + (kh - 1) * dh < H && x0 >= 0 && x0 + kw - 1 < W) {
-        run0 = x + b * s_b + y0 * s_h + x0 * s_w;
-        runs = kh, len = kw * C, step = dh * s_h;
-      } else {
-        gather_ijc(x, s_b, s_c, s_h, s_w, C, H, W, kh, kw, dh, dw, b, y0, x0, buf);
-      }
-      int64_t mbits = 0;
-      for (int64_t i = 0; i < kh; ++i) {
-        const int64_t yy = y0 + i * dh;
-        if (yy < 0 || yy >= H)
-          continue;
-        const int64_t *prow = pmax + ((b - b0) * H + yy) * W;
-        for (int64_t j = 0; j < kw; ++j) {
-          const int64_t xx = x0 + j * dw;
-          if (xx >= 0 && xx < W && prow[xx] > mbits)
-            mbits = prow[xx];
-        }
-      }
-      if (mbits >= (int64_t)0x7ff0000000000000LL)
-        return -1;
-      union {
-        int64_t i;
-        double d;
-      } ab;
-      ab.i = mbits;
-      const int e = exponent_of(ab.d, m, emin, emax);
-      const double scale = pow2(-e);
-      int row_nnz = 0;
-      for (int64_t i = 0; i < runs; ++i)
-        row_nnz += quant_i32(level, run0 + i * step, len, scale, lo, hi, mode, xm + q * K + i * len);
-      exps[r] = e;
-      nonzero[r] = row_nnz > 0;
-      nnz += row_nnz;
-    }
+    const int64_t tile_nnz = quant_conv_tile(&src, r0, t, m, emin, emax, mode, level, lo, hi, buf, xm, exps, nonzero);
+    if (tile_nnz < 0)
+      return -1;
+    nnz += tile_nnz;
     if (wdw)
       dw_sums(xm, t, kh * kw, C, wdw, Np, tile, tacc);
     else
@@ -1229,14 +1215,10 @@ static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64
   for (int64_t r0 = r_begin; r0 < r_end; r0 += TILE_ROWS) {
     const int64_t t = r_end - r0 < TILE_ROWS ? r_end - r0 : TILE_ROWS;
     for (int64_t q = 0; q < t; ++q) {
-      const double *xr = x + (r0 + q) * ld;
-      int bad;
-      const int e = exponent_of(row_amax(xr, K, &bad), m, emin, emax);
-      if (bad)
+      const int64_t row_nnz = quant_dense_row(x + (r0 + q) * ld, K, m, emin, emax, mode, level, lo, hi, xm + q * K,
+                                              exps + r0 + q, nonzero + r0 + q);
+      if (row_nnz < 0)
         return -1;
-      const int row_nnz = quant_i32(level, xr, K, pow2(-e), lo, hi, mode, xm + q * K);
-      exps[r0 + q] = e;
-      nonzero[r0 + q] = row_nnz > 0;
       nnz += row_nnz;
     }
     layer_sums(level, xm, t, K, wt, wt2, wtd, ws2, Np, N, tile, buf, tacc, taccd, x16);
