@@ -174,6 +174,33 @@ def test_the_sums_statistics_are_numpys(seed):
     np.testing.assert_array_equal(st[3:], msb_histogram(want, 32))
 
 
+@pytest.mark.parametrize("isa", [0, 1, 2])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_output_stage_is_shift_round_sat(seed, isa):
+    """hlsnn_net_requant (the main operation on the stored wide results) against
+    primitives.shift_round_sat and the clamp, in place: every rounding mode, shifts in the
+    branch-free range and outside it (<= 0, > 62), widths of 16 channels or not, saturation."""
+    from hlsnn.primitives import ROUNDING_CODES, shift_round_sat
+    so = netfast.lib()
+    rng = np.random.default_rng([seed, isa])
+    z = int(rng.choice([8, 16, 12]))
+    v = rng.integers(-(1 << 30), 1 << 30, (50, z)).astype(np.int32)
+    v[rng.random(v.shape) < 0.2] >>= 16
+    shift = rng.integers(1, 25, z)
+    if seed % 2:
+        shift[rng.random(z) < 0.3] = rng.choice([0, -3, 63, 70])
+    bits = int(rng.choice([8, 4, 16]))
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if seed % 3 else (-5, 7)
+    for rounding, mode in ROUNDING_CODES.items():
+        want, sat = shift_round_sat(v.astype(np.int64), shift[None, :], bits, rounding)
+        y = v.copy()
+        p = netfast._ptr
+        got_sat = so.hlsnn_net_requant(p(y), z, p(np.ascontiguousarray(shift, np.int64)), bits, mode, lo, hi, 0,
+                                       len(v), p(y), isa)
+        np.testing.assert_array_equal(y, np.clip(want, lo, hi))
+        assert got_sat == int(np.asarray(sat).sum())
+
+
 MODELS = [("configs/models/resnet8_digits32.yaml", ["fixed8", "sparse50", "twohot", "pot"]),
           ("tests/data/torch/tiny/mobilenet_relu6_ts17.yaml", ["twohot", "fixed8"]),
           ("tests/data/torch/tiny/dscnn_dynamo.yaml", ["twohot", "fixed8"]),

@@ -19,9 +19,10 @@ give the layer path's bits):
    ``RAW``: ``acc + bias``, the ``acc_bits`` clamp of ``shift_mac``, ReLU), which is what the
    preceding operation's statistics unit sees, so the main operation is the output stage
    applied to ``v`` (``hlsnn_net_requant``) instead of a second convolution. The histogram
-   (``hlsnn_net_msb_counts``, per channel) goes through :meth:`~hlsnn.deploy.runner._Exec.preceding`'s
-   rule for channel groups of different weight scales; ``F_out`` is DETERMINE's, with the
-   layer's previous ``F_out`` as ``f_prev``. The statistics cover the outputs the kernel
+   (counted per channel by the same call) goes through
+   :meth:`~hlsnn.deploy.runner._Exec.determine_groups`, the layer path's rule for channel
+   groups of different weight scales; ``F_out`` is DETERMINE's, with the layer's previous
+   ``F_out`` as ``f_prev``. The statistics cover the outputs the kernel
    computes: on ``sparse_cluster``, a strided convolution runs as its stride-1 form
    (:func:`hlsnn.engines.convgeom.as_stride1`), so its histogram, count and saturations are
    those of every stride-1 output, of which the layer keeps ``[::sh, ::sw]``. A ``Clip``
@@ -88,8 +89,8 @@ def calibrate(dep, x):
         for ex in dep.execs.values():          # provisional radix points: the program's structure
             ex.f_x, ex.f_out = 0, 0
         net = dep._lowered()
-        for ex, (state, _) in zip(dep.execs.values(), saved[0].values()):
-            ex.f_x, ex.f_out = state["f_x"], state["f_out"]
+        for k, ex in dep.execs.items():
+            ex.f_x, ex.f_out = saved[0][k][0]["f_x"], saved[0][k][0]["f_out"]
         if net is None:
             raise _Bail
         _walk(dep, net, so, x)
@@ -114,8 +115,7 @@ def _restore(dep, saved):
     dep.calibrated, dep._fastnet = saved[1]
 
 
-def _ptr(a):
-    return netfast._ptr(a)
+_ptr = netfast._ptr
 
 
 def _pixels(so_fn, n):
@@ -124,7 +124,6 @@ def _pixels(so_fn, n):
 
 
 def _walk(dep, net, so, x):
-    from ..deploy.runner import ShiftExec
     b = x.shape[0]
     bits = net.input["bits"]
     alias = lambda name: net.aliases.get(name, name)          # noqa: E731
@@ -145,7 +144,7 @@ def _walk(dep, net, so, x):
     for i, op in enumerate(net.ops):
         a, fa, converted = env[alias(op.ins[0])]
         if op.kind == "conv":
-            env[op.out] = _conv(dep, net, so, op, a, fa, converted, clips.get(op.out), ShiftExec)
+            env[op.out] = _conv(dep, net, so, op, a, fa, converted, clips.get(op.out))
         elif op.kind == "maxpool":
             f = op.f
             y = _take((b, f["oh"], f["ow"], f["c"]))
@@ -162,17 +161,17 @@ def _walk(dep, net, so, x):
         _give(arr)
 
 
-def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
+def _conv(dep, net, so, op, x, fx, converted, clip):
     """Rule 2 of the module docstring for one conv op: ``(y, F_out, False)``."""
     from ..deploy import shift_fit
-    from ..deploy.runner import _add_histogram
+    from ..deploy.runner import ShiftExec
     from ..engines import convgeom as conv
     ex, f = dep.execs[op.name], dict(op.f)
     b = x.shape[0]
     if converted:                       # the layer path converted this input (at this radix)
         ex.f_x = fx
     z = f["z"]
-    is_shift = isinstance(ex, shift_exec)
+    is_shift = isinstance(ex, ShiftExec)
     if is_shift and getattr(ex.fmt, "weight_fit", "nearest") == "output":
         shift_fit.refit(ex, x.transpose(0, 3, 1, 2), fx)
         f["codes"] = _shift_codes(ex, f)
@@ -190,8 +189,7 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
         f.update(sh=1, sw=1, oh=f["h"] + pt + pb - f["kh"] + 1, ow=f["w"] + pl + pr - f["kw"] + 1)
     f.update(bias=bias.astype(np.int64), shift=np.zeros(z, np.int64), clip=(-(1 << 31), (1 << 31) - 1))
     cv = netfast._Conv(netmode.Op("conv", op.name, op.ins, op.out, f), net.input["bits"], net.params, net.engine)
-    rowsum = int(np.abs(np.asarray(f["codes"], np.int64)).reshape(z, -1).sum(axis=1).max(initial=0))
-    if (1 << (net.input["bits"] - 1)) * rowsum + int(np.abs(cv.bias).max(initial=0)) >= 1 << 31:
+    if (1 << (net.input["bits"] - 1)) * cv.rowsum + int(np.abs(cv.bias).max(initial=0)) >= 1 << 31:
         raise _Bail                                        # wide results beyond int32
     # the wide results v over the kernel's outputs
     xp = _padded((b, cv.hp, cv.wp, f["c"]), f["pads"])
@@ -216,13 +214,12 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
             so.hlsnn_net_conv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.g, cv.kh, cv.kw, cv.cg, cv.zg, cv.zs,
                               f["sh"], f["sw"], f["oh"], f["ow"], q0, q1, *rule)
         return cnt
-    # the statistics unit's histogram and DETERMINE (_Exec.preceding's rule)
+    # the statistics unit's histogram and DETERMINE (the layer path's rule)
     cnt = sum(_pixels(wide, npix))
     nbins = int(ex.p["acc_bits"]) if is_shift else 32
     f_vec = np.asarray(f_in, np.int64).reshape(-1)
-    ref, lo = int(f_vec.max()), int(f_vec.min())
     groups = np.unique(f_vec)
-    hist, n = None, 0
+    parts = []
     for g in groups:
         chans = np.arange(z) if len(groups) == 1 else np.flatnonzero(f_vec == g)
         h = cnt[chans].sum(axis=0)
@@ -230,11 +227,8 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
             raise _Bail                                    # beyond the counters (the layer path's error)
         hb = np.zeros(nbins, np.int64)
         hb[:min(nbins, 32)] = h[:nbins]
-        hist, n = _add_histogram(hist, np.minimum(hb, (1 << 32) - 1), ref - int(g)), n + npix * len(chans)
-    st = fixed.Stats.from_histogram(hist, n)
-    ex.f_out = fixed.determine(st, ref, cv.bits, overflow_ratio=dep.overflow_ratio, signed=True, f_prev=ex.f_out,
-                               f_min=ref - 63, f_max=lo + 63)
-    ex.stats.histogram = hist.tolist()
+        parts.append((g, np.minimum(hb, (1 << 32) - 1), npix * len(chans)))
+    ex.determine_groups(f_vec, parts, cv.bits, True)
     # the main operation: the output stage on v at that radix (and a Clip's clamp)
     lo_c, hi_c = -(1 << (cv.bits - 1)), (1 << (cv.bits - 1)) - 1
     if clip is not None:
@@ -242,7 +236,7 @@ def _conv(dep, net, so, op, x, fx, converted, clip, shift_exec):
     shift = np.ascontiguousarray(f_vec - ex.f_out if len(f_vec) > 1 else np.full(z, int(f_vec[0]) - ex.f_out))
     y = v                                                  # in place: a pixel's outputs replace its v
     sat = sum(_pixels(lambda q0, q1: so.hlsnn_net_requant(_ptr(v), z, _ptr(shift), cv.bits, cv.mode, lo_c, hi_c,
-                                                          q0, q1, _ptr(y)), npix))
+                                                          q0, q1, _ptr(y), ISA), npix))
     if whole:
         oh, ow = op.f["oh"], op.f["ow"]
         y = _take((b, oh, ow, z))
@@ -357,7 +351,7 @@ def _add(dep, so, op, a, fa, other, bits):
     shift = np.full(f["c"], r - f_x, np.int64)
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     _pixels(lambda q0, q1: so.hlsnn_net_requant(_ptr(s), f["c"], _ptr(shift), bits, netfast.MODES[dep.rounding],
-                                                lo, hi, q0, q1, _ptr(q)), b * hw_out)
+                                                lo, hi, q0, q1, _ptr(q), ISA), b * hw_out)
     return q.reshape((b,) + ((1, 1, f["c"]) if f["gap"] else tuple(a.shape[1:]))), f_x, True
 
 

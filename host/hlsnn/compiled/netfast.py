@@ -47,15 +47,15 @@ def lib():
         so.hlsnn_net_pad.restype = None
         so.hlsnn_net_pad.argtypes = [p, i64, i64, i64, i64, p, i64, i64, i64, i64, p]
         so.hlsnn_net_conv.restype = i64
-        so.hlsnn_net_conv.argtypes = [p, i64, i64, i64, p] + [i64] * 12 + [p, p, ci, ci, ci, ci, ci, i64, i64, p, ci, p]
+        # bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, out, limit, counts
+        rule = [p, p, ci, ci, ci, ci, ci, i64, i64, p, ci, p]
+        so.hlsnn_net_conv.argtypes = [p, i64, i64, i64, p] + [i64] * 12 + rule
         so.hlsnn_net_dwconv.restype = i64
-        so.hlsnn_net_dwconv.argtypes = [p, i64, i64, i64, p] + [i64] * 9 + [p, p, ci, ci, ci, ci, ci, i64, i64, p, ci, p]
+        so.hlsnn_net_dwconv.argtypes = [p, i64, i64, i64, p] + [i64] * 9 + rule
         so.hlsnn_net_maxpool.restype = None
         so.hlsnn_net_maxpool.argtypes = [p] + [i64] * 13 + [p]
-        so.hlsnn_net_msb_counts.restype = None
-        so.hlsnn_net_msb_counts.argtypes = [p, i64, i64, i64, p]
         so.hlsnn_net_requant.restype = i64
-        so.hlsnn_net_requant.argtypes = [p, i64, p, ci, ci, i64, i64, i64, i64, p]
+        so.hlsnn_net_requant.argtypes = [p, i64, p, ci, ci, i64, i64, i64, i64, p, ci]
         so.hlsnn_net_add_raw.restype = i64
         so.hlsnn_net_add_raw.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, i64, p, p, ci]
         so.hlsnn_net_add.restype = i64
@@ -80,8 +80,8 @@ class _Conv:
         g = f["group"]
         zg = z // g
         self.g, self.cg, self.zg, self.kh, self.kw = g, cg, zg, kh, kw
-        rowsum = np.abs(codes).reshape(z, -1).sum(axis=1).max(initial=0)
-        self.exact32 = (1 << (bits - 1)) * int(rowsum) < (1 << 31)
+        self.rowsum = int(np.abs(codes).reshape(z, -1).sum(axis=1).max(initial=0))     # the largest sum |c|
+        self.exact32 = (1 << (bits - 1)) * self.rowsum < (1 << 31)
         self.depthwise = cg == 1 and zg == 1 and g > 1
         if self.depthwise:
             cs = -(-z // ZV) * ZV

@@ -187,9 +187,8 @@ class _Exec:
         own radix and is counted nowhere). DETERMINE runs on the sum at ``ref``, and channel z gets the
         output shift ``f_in[z] - F_out``. ``F_out`` is clamped so that every shift is within
         63 of zero."""
-        ref, lo = int(f_vec.max()), int(f_vec.min())
         groups = np.unique(f_vec)
-        hist, n, stored = None, 0, None
+        parts, stored = [], None
         extra = {} if images is None and not raw else {"images": images, "raw": raw}
         for g in groups:
             chans = None if len(groups) == 1 else np.flatnonzero(f_vec == g)     # f_vec: one per channel
@@ -198,12 +197,24 @@ class _Exec:
                 if stored is None:
                     stored = np.empty((out.shape[0], self.n_out) + out.shape[2:], np.int64)
                 stored[:, slice(None) if chans is None else chans] = out
+            parts.append((g, h, m))
+        self.determine_groups(f_vec, parts, bits, signed)
+        return stored
+
+    def determine_groups(self, f_vec, parts, bits, signed):
+        """DETERMINE on the statistics of the groups of channels of equal ``f_in``
+        (:meth:`preceding`'s rule): ``parts`` holds ``(f_in, histogram, count)`` per group; each
+        histogram moves up by ``ref - f_in`` bins and they add (saturating), then ``F_out`` is
+        chosen at ``ref`` with the previous one as ``f_prev``. Sets :attr:`f_out` and the
+        layer's ``stats.histogram``."""
+        ref, lo = int(f_vec.max()), int(f_vec.min())
+        hist, n = None, 0
+        for g, h, m in parts:
             hist, n = _add_histogram(hist, h, ref - int(g)), n + m
         st = fixed.Stats.from_histogram(hist, n)
         self.f_out = fixed.determine(st, ref, bits, overflow_ratio=self.deploy.overflow_ratio, signed=signed,
                                      f_prev=self.f_out, f_min=ref - 63, f_max=lo + 63)
         self.stats.histogram = hist.tolist()
-        return stored
 
 
 class ShiftExec(_Exec):

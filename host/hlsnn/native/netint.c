@@ -18,9 +18,10 @@
  * of shift_round_sat are counted (the clamp is not), and the function returns that count.
  *
  * With rule | RAW (4) the function stores the wide results v instead (after ReLU, before the
- * shift), as int32: the caller checks that they fit. The compiled calibration
- * (hlsnn.compiled.netcal) reads them: hlsnn_net_msb_counts gives the statistics unit's
- * histogram per channel, hlsnn_net_requant the output stage with the shift then chosen.
+ * shift), as int32: the caller checks that they fit; with a counts array it also counts their
+ * MSB positions per channel (the statistics unit's histogram). The compiled calibration
+ * (hlsnn.compiled.netcal) reads them, and hlsnn_net_requant applies the output stage with the
+ * shift then chosen.
  *
  * hlsnn_net_dwconv: the same for a depthwise convolution (Cg = Zg = 1), weights (kh, kw, Cs)
  * with Cs = C rounded up to 16, the channels in vector lanes.
@@ -571,24 +572,10 @@ int64_t hlsnn_net_add(const int32_t *a, const int32_t *b, int64_t HW, int64_t C,
   return sat;
 }
 
-/* Per-channel counts of the statistics unit's MSB positions (hlsnn.primitives.msb_histogram:
- * u = v ^ (v >> 31), not counted when u == 0) of the pixels [q0, q1) of v (npix, Z) int32:
- * counts (Z, 32) int64, added to. */
-void hlsnn_net_msb_counts(const int32_t *v, int64_t Z, int64_t q0, int64_t q1, int64_t *counts) {
-  for (int64_t q = q0; q < q1; ++q) {
-    const int32_t *row = v + q * Z;
-    for (int64_t z = 0; z < Z; ++z) {
-      const uint32_t x = (uint32_t)row[z];
-      const uint32_t u = x ^ (0u - (x >> 31));
-      if (u)
-        counts[z * 32 + msb32(u)] += 1;
-    }
-  }
-}
-
 /* The output stage on wide results: y = clamp(shift_round_sat(v, shift[z], bits, mode), lo, hi)
- * for the pixels [q0, q1) of v (npix, Z) int32 into out; returns the saturation count (of
- * shift_round_sat, not of the clamp). */
+ * for the pixels [q0, q1) of v (npix, Z) int32 into out (v itself allowed); returns the
+ * saturation count (of shift_round_sat, not of the clamp). limit caps the vector unit as the
+ * convolutions' last argument does. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
 #define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -631,15 +618,17 @@ __attribute__((target("avx512f"))) static int64_t requant_avx512(const int32_t *
 #endif
 
 int64_t hlsnn_net_requant(const int32_t *v, int64_t Z, const int64_t *shift, int bits, int mode, int64_t lo,
-                          int64_t hi, int64_t q0, int64_t q1, int32_t *out) {
+                          int64_t hi, int64_t q0, int64_t q1, int32_t *out, int limit) {
   int64_t sat = 0;
   const int64_t lb = -((int64_t)1 << (bits - 1)), hb = ((int64_t)1 << (bits - 1)) - 1;
   if (all_fast(shift, Z)) {
 #ifdef HLSNN_X86
-    if (Z % 8 == 0 && isa(2) == 2) {
+    if (Z % 8 == 0 && isa(limit) == 2) {
       const rule_t r = {NULL, shift, 0, 62, bits, mode, 0, lo, hi, 1, 0, NULL};
       return requant_avx512(v, Z, shift, &r, q0, q1, out);
     }
+#else
+    (void)limit;
 #endif
     return requant_fast(v, Z, shift, mode, lb, hb, lo, hi, q0, q1, out);
   }

@@ -51,9 +51,10 @@ static inline int64_t srs8(int64_t v, int64_t s, int mode, int64_t *sat) {
 #endif
 
 /* one channel's row with 1 <= s <= 62 and every |v| < 2**53 (checked by the caller): srs8's
- * right shift without branches, one function per rounding mode, so that each loop vectorizes;
- * returns the saturations */
-#define ROW_RIGHT(NAME, TIE, UP)                                                                  \
+ * right shift without branches, one function per rounding mode (ROUND 0: truncate), so that
+ * each loop vectorizes (the tie bit as an int64 variable: written into the expression, GCC did
+ * not vectorize nearest_even); returns the saturations */
+#define ROW_RIGHT(NAME, ROUND, TIE)                                                               \
   VEC_CLONES static int64_t NAME(const int64_t *tz, int64_t HW, int64_t s, int64_t *oz) {        \
     const int64_t half = (int64_t)1 << (s - 1);                                                 \
     int64_t ns = 0;                                                                             \
@@ -62,18 +63,16 @@ static inline int64_t srs8(int64_t v, int64_t s, int mode, int64_t *sat) {
       int64_t q = v >> s;                                                                       \
       const int64_t rem = (int64_t)((uint64_t)v - ((uint64_t)q << s));                          \
       const int64_t tie = (TIE);                                                                \
-      q += (UP);                                                                                \
-      (void)rem;                                                                                \
-      (void)tie;                                                                                \
+      q += (ROUND) * ((int64_t)(rem > half) | ((int64_t)(rem == half) & tie));                  \
       ns += (q > 127) | (q < -128);                                                             \
       q = q > 127 ? 127 : q;                                                                    \
       oz[i] = q < -128 ? -128 : q;                                                              \
     }                                                                                           \
     return ns;                                                                                  \
   }
-ROW_RIGHT(row_even, q & 1, (int64_t)(rem > half) | ((int64_t)(rem == half) & tie))
-ROW_RIGHT(row_away, (int64_t)(v >= 0), (int64_t)(rem > half) | ((int64_t)(rem == half) & tie))
-ROW_RIGHT(row_trunc, 0, 0 * half)
+ROW_RIGHT(row_even, 1, q & 1)
+ROW_RIGHT(row_away, 1, (int64_t)(v >= 0))
+ROW_RIGHT(row_trunc, 0, 0)
 
 static int64_t row_right(const int64_t *tz, int64_t HW, int64_t s, int mode, int64_t *oz) {
   return mode == 0 ? row_even(tz, HW, s, oz) : (mode == 1 ? row_away(tz, HW, s, oz) : row_trunc(tz, HW, s, oz));
