@@ -226,7 +226,7 @@ def test_the_compiled_feedback_loop_is_the_numpy_loop(seed, mode):
     h = x.T @ x + np.eye(k)
     u = np.linalg.cholesky(np.linalg.inv(h)).T
     w1, w2 = w.copy(), w.copy()
-    q1, q2 = shift_fit._round(w1, u, tab), shift_fit._round_compiled(w2, u, tab)
+    q1, q2 = shift_fit._round(w1, u, tab), shift_fit._round_compiled(w2[None], u[None], tab)[0]
     np.testing.assert_array_equal(q2.view(np.uint64), q1.view(np.uint64))
     np.testing.assert_array_equal(w2.view(np.uint64), w1.view(np.uint64))     # the fed-back weights
     # and through gptq_values, on weights in scale units
@@ -239,3 +239,91 @@ def test_the_compiled_feedback_loop_is_the_numpy_loop(seed, mode):
     finally:
         shift_fit._round_compiled = orig
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_inverse_factor_is_the_upper_cholesky_factor_of_the_inverse(seed):
+    """inverse_factor (reversed Cholesky and a triangular inverse) is the unique upper
+    triangular U with a positive diagonal and U^T U = H^-1, which numpy's inverse and Cholesky
+    give independently, for one matrix and a stack; a matrix that is not positive definite gives
+    None alone and the identity in a stack."""
+    rng = np.random.default_rng(seed)
+    k = [1, 9, 40, 144, 300][seed]
+    x = rng.integers(-128, 128, (4 * k + 3, k)).astype(np.float64)
+    h = x.T @ x + np.eye(k)
+    want = np.linalg.cholesky(np.linalg.inv(h)).T
+    got = shift_fit.inverse_factor(h)
+    assert np.array_equal(got, np.triu(got)) and (np.diag(got) > 0).all()
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
+    stack = np.stack([h, 2 * h + np.eye(k), -np.eye(k)])          # the last is negative definite
+    us = shift_fit.inverse_factor(stack)
+    np.testing.assert_allclose(us[0], want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(us[1].T @ us[1], np.linalg.inv(stack[1]), rtol=1e-8,
+                               atol=1e-12 * np.abs(np.linalg.inv(stack[1])).max())
+    np.testing.assert_array_equal(us[2], np.eye(k))
+    assert shift_fit.inverse_factor(-np.eye(k)) is None
+    bad = h.copy()
+    bad[0, 0] = -1.0
+    assert shift_fit.inverse_factor(bad) is None
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_stack_of_groups_is_rounded_as_each_group_alone(seed, compiled, monkeypatch):
+    """gptq_values on a stack (the groups of a depthwise layer in one call) gives each group
+    the codes a call on that group alone gives, with the same factor of H^-1 (numpy's inverse
+    and Cholesky, batched or not: one LAPACK call per matrix either way), through the
+    compiled loop and the numpy loop; dead inputs (H_ii = 0) included."""
+    if compiled:
+        from hlsnn import native
+        if native.load("gptq") is None:
+            pytest.skip("no C compiler for the compiled helpers")
+    else:
+        monkeypatch.setattr(shift_fit, "_round_compiled", lambda *a: None)
+    monkeypatch.setattr(shift_fit, "inverse_factor",
+                        lambda h: np.swapaxes(np.linalg.cholesky(np.linalg.inv(h)), -1, -2))
+    rng = np.random.default_rng(seed)
+    g, n, k = int(rng.integers(2, 40)), int(rng.integers(1, 4)), int(rng.integers(1, 30))
+    tab = shift_codes.table("twohot" if seed % 2 else "pot", 3, 1 if seed % 2 else 0)
+    x = rng.integers(0, 128, (g, 60, k)).astype(np.float64)
+    x[:, :, 0] = 0                                                # a dead input in every group
+    h = np.einsum("gri,grj->gij", x, x)
+    w = rng.normal(0, 1, (g, n, k))
+    f = rng.integers(2, 6, (g, n, 1))
+    got = shift_fit.gptq_values(w, h, tab, f)
+    for j in range(g):
+        np.testing.assert_array_equal(got[j].view(np.uint64), shift_fit.gptq_values(w[j], h[j], tab, f[j]).view(np.uint64))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_depthwise_grams_come_in_one_pass(seed):
+    """A depthwise layer's Gram matrices (one per channel) come from native/gram_dw.c in one
+    pass over the channels, equal to the float64 products of each group's im2col rows bit for
+    bit: kernels up to 5x4, strides, dilations, asymmetric pads, a channel multiplier, the
+    whole int8 range, zero images, and more pixels than one int32 chunk."""
+    from hlsnn import native
+    from hlsnn.deploy.onnx_import import Layer
+    from hlsnn.engines import convgeom
+    if native.load("gram_dw") is None:
+        pytest.skip("no C compiler for the compiled helpers")
+    rng = np.random.default_rng(seed)
+    c = 3 if seed == 0 else int(rng.integers(1, 40))
+    kh, kw = [(3, 3), (5, 4), (1, 1), (3, 1), (3, 3), (2, 3)][seed]
+    mult = 2 if seed == 2 else 1
+    strides, dil = [(1, 1), (2, 1), (1, 1), (2, 2), (1, 1), (1, 2)][seed], (2, 2) if seed == 4 else (1, 1)
+    pads = tuple(int(v) for v in rng.integers(0, 3, 4))
+    b, h, w = (1200, 16, 16) if seed == 0 else (int(rng.integers(1, 20)), int(rng.integers(6, 13)), int(rng.integers(6, 13)))
+    layer = Layer("l", "conv", ["x"], "y", w=rng.normal(size=(c * mult, 1, kh, kw)), b=np.zeros(c * mult),
+                  pads=pads, strides=strides, dilations=dil, group=c)
+    x = rng.integers(-128, 128, (b, c, h, w)) * (rng.random((b, c, h, w)) < 0.7)
+    if seed == 0:
+        x[:, :, :, :] = rng.choice([-128, 127], x.shape)        # largest products, over 2 int32 chunks of pixels per thread
+    x[0] = 0
+    got = shift_fit._grams_dw(layer, x)
+    assert got is not None and len(got) == c
+    rows = convgeom.im2col(np.asarray(x, np.float64), layer.geom)[0]
+    k = kh * kw
+    for j, (gram, mean) in enumerate(got):
+        r = rows[:, j * k:(j + 1) * k]
+        np.testing.assert_array_equal(gram.view(np.uint64), (r.T @ r).view(np.uint64))
+        np.testing.assert_array_equal(mean.view(np.uint64), r.mean(axis=0).view(np.uint64))

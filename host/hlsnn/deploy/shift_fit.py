@@ -65,25 +65,63 @@ def gptq_values(w, h, tab, f):
     """Code values (float64 integers, ``w``'s shape (N, K)) for weights ``w`` at scale
     exponents ``f`` ((N, 1) or a scalar), rounded in the order and with the error feedback of
     step 1 of the module docstring, ``h`` the (K, K) input Gram matrix ``X^T X``. The loop over
-    the columns runs compiled where it can (``native/gptq.c``, the same float64 operations)."""
+    the columns runs compiled where it can (``native/gptq.c``, the same float64 operations).
+
+    Stacks of independent problems (the groups of a grouped or depthwise convolution) go in
+    one call: ``w`` (G, N, K), ``h`` (G, K, K) and ``f`` broadcastable to (G, N, 1); each
+    group is rounded as it would be alone, except that :func:`inverse_factor` factors the stack
+    with numpy's batched routines (the same matrices up to rounding)."""
     w = np.ldexp(np.asarray(w, np.float64), np.asarray(f, np.int64))      # in code units
-    k = w.shape[1]
-    h = np.array(h, np.float64)
-    dead = np.diag(h) <= 0
-    h[dead, dead] = 1.0
-    h[np.diag_indices(k)] += DAMP * float(np.mean(np.diag(h)))
-    perm = np.argsort(-np.diag(h), kind="stable")
-    w, h = np.ascontiguousarray(w[:, perm]), h[np.ix_(perm, perm)]
-    try:
-        u = np.linalg.cholesky(np.linalg.inv(h)).T          # upper: H^-1 = U^T U
-    except np.linalg.LinAlgError:                             # not positive definite numerically
+    stacked = w.ndim == 3
+    w, h = (w, np.array(h, np.float64)) if stacked else (w[None], np.array(h, np.float64)[None])
+    g, k = w.shape[0], w.shape[2]
+    diag = np.einsum("gii->gi", h)                            # a view: writes go to h
+    diag[diag <= 0] = 1.0                                     # inputs never seen
+    diag += DAMP * np.mean(diag, axis=1, keepdims=True)
+    perm = np.argsort(-diag, axis=1, kind="stable")
+    w = np.ascontiguousarray(np.take_along_axis(w, perm[:, None, :], axis=2))
+    h = np.take_along_axis(np.take_along_axis(h, perm[:, :, None], axis=1), perm[:, None, :], axis=2)
+    u = inverse_factor(h if stacked else h[0])
+    if u is None:                                             # not positive definite numerically
         u = np.eye(k)                                         # no feedback: nearest rounding
+    u = np.ascontiguousarray(np.broadcast_to(u, (g, k, k)), np.float64)
     q = _round_compiled(w, u, tab)
     if q is None:
-        q = _round(w, u, tab)
+        q = np.stack([_round(w[j], u[j], tab) for j in range(g)])
     out = np.empty_like(q)
-    out[:, perm] = q
-    return out
+    np.put_along_axis(out, perm[:, None, :], q, axis=2)
+    return out if stacked else out[0]
+
+
+def inverse_factor(h):
+    """The upper triangular ``U`` with positive diagonal and ``H^-1 = U^T U`` of a symmetric
+    positive definite ``h`` (float64), or None where ``h`` is not positive definite
+    numerically. With ``J`` the reversal permutation, the lower Cholesky factor ``L`` of ``J H
+    J`` gives ``H = R R^T`` with ``R = J L J`` upper triangular, so ``U = R^-1``: a Cholesky
+    factorisation and a triangular inverse (LAPACK ``dpotrf``, ``dtrtri``), a third of the
+    work of inverting ``H`` and factoring the inverse, which is what it falls back to without
+    scipy (the same matrix up to rounding; ``U`` is unique). A stack (G, K, K) is factored
+    with numpy's batched Cholesky and inverse (one call for the small groups of a depthwise
+    layer); a matrix of it that is not positive definite gets the identity (no feedback)."""
+    if h.ndim == 3:
+        try:
+            low = np.linalg.cholesky(h[:, ::-1, ::-1])
+            return np.linalg.inv(low[:, ::-1, ::-1])
+        except np.linalg.LinAlgError:                         # one by one: the identity for those not
+            eye = np.eye(h.shape[1])
+            return np.stack([eye if u is None else u for u in map(inverse_factor, h)])
+    try:
+        from scipy.linalg import lapack
+    except ImportError:                                       # scipy comes with scikit-learn
+        try:
+            return np.linalg.cholesky(np.linalg.inv(h)).T
+        except np.linalg.LinAlgError:
+            return None
+    low, info = lapack.dpotrf(np.asfortranarray(h[::-1, ::-1]), lower=1, clean=1)
+    if info:
+        return None
+    u, info = lapack.dtrtri(np.asfortranarray(low[::-1, ::-1]), lower=0, overwrite_c=1)
+    return None if info else u
 
 
 def _round(w, u, tab):
@@ -99,8 +137,9 @@ def _round(w, u, tab):
 
 
 def _round_compiled(w, u, tab):
-    """:func:`_round` by ``native/gptq.c`` (``w``, C-contiguous float64, changed in place as
-    :func:`_round` changes it), or None where the compiled helpers are off."""
+    """:func:`_round` by ``native/gptq.c`` on each of the G problems of ``w`` (G, N, K),
+    C-contiguous float64, changed in place as :func:`_round` changes it, with ``u`` (G, K, K),
+    or None where the compiled helpers are off."""
     from .. import native
     import ctypes
     so = native.load("gptq")
@@ -109,17 +148,16 @@ def _round_compiled(w, u, tab):
     if not getattr(so, "_hlsnn_typed", False):
         p, i64 = ctypes.c_void_p, ctypes.c_int64
         so.hlsnn_gptq_round.restype = None
-        so.hlsnn_gptq_round.argtypes = [p, p, i64, i64, p, i64, p, p, p]
+        so.hlsnn_gptq_round.argtypes = [p, p, i64, i64, i64, p, i64, p, p, p]
         so._hlsnn_typed = True
-    n, k = w.shape
+    g, n, k = w.shape
     if not (w.flags.c_contiguous and w.dtype == np.float64):
         return None
     u = np.ascontiguousarray(u, np.float64)
     thr = np.ascontiguousarray(tab.buckets.thresholds, np.float64)
     mags = np.ascontiguousarray(tab.mags, np.float64)
     q, err = np.empty_like(w), np.empty(n, np.float64)
-    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)          # noqa: E731
-    so.hlsnn_gptq_round(ptr(w), ptr(u), n, k, ptr(thr), len(thr), ptr(mags), ptr(q), ptr(err))
+    so.hlsnn_gptq_round(w.ctypes, u.ctypes, g, n, k, thr.ctypes, len(thr), mags.ctypes, q.ctypes, err.ctypes)
     return q
 
 
@@ -139,7 +177,9 @@ def _grams(layer, x):
     conv_layer = layer.kind == "conv"
     g = layer.group if conv_layer else 1
     if x.dtype.kind in "iu" and x.size and -128 <= int(x.min()) and int(x.max()) <= 127:
-        done = _grams_i8(layer, x, g)
+        done = _grams_dw(layer, x) if conv_layer and g > 1 and g == x.shape[1] else None
+        if done is None:
+            done = _grams_i8(layer, x, g)
         if done is not None:
             return done
     amax = int(np.abs(x).max(initial=0)) if x.dtype.kind in "iu" else None
@@ -237,6 +277,42 @@ def _grams_i8(layer, x, g):
     return out
 
 
+def _grams_dw(layer, x):
+    """:func:`_grams` of a depthwise convolution (one input channel per group) of int8-range
+    integers, every group in one pass of ``native/gram_dw.c`` (over the channels, contiguous in
+    an NHWC copy of ``x``), or None where the compiled helpers are off."""
+    import ctypes
+    from .. import native
+    from ..native import parallel
+    so = native.load("gram_dw")
+    if so is None:
+        return None
+    if not getattr(so, "_hlsnn_typed", False):
+        so.hlsnn_gram_dw_i8.restype = None
+        so.hlsnn_gram_dw_i8.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 15 + [ctypes.c_void_p] * 5
+        so._hlsnn_typed = True
+    geo = layer.geom
+    xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1), np.int8)                # (B, H, W, C)
+    b, h, w, c = xh.shape
+    oh, ow = geo.out_hw(h, w)
+    k = geo.kh * geo.kw
+
+    def part(r0, r1):
+        gram, sums = np.zeros((c, k, k), np.int64), np.zeros((c, k), np.int64)
+        acc, taps, tsum = (np.empty(n * c, np.int32) for n in (k * (k + 1) // 2, k, k))
+        so.hlsnn_gram_dw_i8(xh.ctypes, h, w, c, geo.kh, geo.kw, geo.sh, geo.sw, geo.dh, geo.dw, geo.pads[0],
+                            geo.pads[1], oh, ow, r0, r1, gram.ctypes, sums.ctypes, acc.ctypes, taps.ctypes,
+                            tsum.ctypes)
+        return gram, sums
+    n = b * oh * ow
+    res = parallel.run(part, parallel.parts(n, max(256, (1 << 20) // max(k * k * c, 1))))
+    gram, sums = sum(t[0] for t in res), sum(t[1] for t in res)
+    up = np.triu(gram).astype(np.float64)                      # (C, K, K): the upper triangles
+    full = up + np.swapaxes(np.triu(up, 1), 1, 2)
+    mean = sums.astype(np.float64) / n
+    return [(full[j], mean[j]) for j in range(c)]
+
+
 def fit_layer(layer, x, fx, f, tab):
     """``(values, bias)`` of an engine layer (dense, or conv of any groups) for its input
     integers ``x`` at radix ``fx`` (the calibration batch, as the kernel is fed): the code
@@ -245,17 +321,19 @@ def fit_layer(layer, x, fx, f, tab):
     w = groups.gemm_weight(layer, 1)                        # (Z, K of one group)
     g = layer.group if layer.kind == "conv" else 1
     kg, zg = w.shape[1], w.shape[0] // g
-    values = np.empty_like(w)
+    grams = _grams(layer, x)
+    hs, means = np.stack([t[0] for t in grams]), np.stack([t[1] for t in grams])    # (g, kg, kg), (g, kg)
+    wg, fg = w.reshape(g, zg, kg), np.reshape(f, (g, zg, 1))
+    if kg > MAX_FEEDBACK_K:
+        values = nearest_values(np.ldexp(wg, fg), tab)
+    elif g == 1:
+        values = gptq_values(wg[0], hs[0], tab, fg[0])[None]
+    else:                                                   # the groups in one stacked call
+        values = gptq_values(wg, hs, tab, fg)
     bias = np.array(layer.b, np.float64)
-    for j, (gram, mean) in enumerate(_grams(layer, x)):
-        out = slice(j * zg, (j + 1) * zg)
-        if kg <= MAX_FEEDBACK_K:
-            values[out] = gptq_values(w[out], gram, tab, f[out])
-        else:
-            values[out] = nearest_values(np.ldexp(w[out], f[out]), tab)
-        mean_x = np.ldexp(mean, -fx)
-        bias[out] += (w[out] - np.ldexp(values[out], -f[out])) @ mean_x
-    return values, bias
+    # (W - Q) E[x] per group: row by row, the float64 dot products of a matrix-vector product
+    bias += np.matmul(wg - np.ldexp(values, -fg), np.ldexp(means, -fx)[:, :, None])[:, :, 0].reshape(-1)
+    return values.reshape(w.shape), bias
 
 
 def refit(ex, x, fx):

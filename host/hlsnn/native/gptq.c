@@ -2,7 +2,7 @@
  * error feedback, in the order the caller has permuted the columns to).
  *
  * The numpy loop is the specification; tests/deploy/test_shift_fit.py holds the two equal bit
- * for bit. For each column i of w (N, K), row-major, in code units:
+ * for bit. For each of G problems, for each column i of its w (N, K), row-major, in code units:
  *   q[n, i] = copysign(mags[k], w[n, i]) + 0.0, k = the number of thresholds thr[t] < |w[n, i]|
  *             (nearest_values: the nearest magnitude, ties to the smaller);
  *   err[n]  = (w[n, i] - q[n, i]) / u[i, i];
@@ -30,24 +30,26 @@ static int64_t below(const double *thr, int64_t T, double v) {
   return lo;
 }
 
-void hlsnn_gptq_round(double *w, const double *u, int64_t N, int64_t K, const double *thr, int64_t T,
+/* G problems one after the other: w (G, N, K), u (G, K, K), q like w; err: N doubles of scratch */
+void hlsnn_gptq_round(double *w, const double *u, int64_t G, int64_t N, int64_t K, const double *thr, int64_t T,
                       const double *mags, double *q, double *err) {
-  for (int64_t i = 0; i < K; ++i) {
-    const double uii = u[i * K + i];
-    for (int64_t n = 0; n < N; ++n) {
-      const double a = w[n * K + i];
-      const double qq = copysign(mags[below(thr, T, fabs(a))], a) + 0.0;
-      q[n * K + i] = qq;
-      err[n] = (a - qq) / uii;
-    }
-    const double *ur = u + i * K;
-    for (int64_t n = 0; n < N; ++n) {
-      double *wr = w + n * K;
-      const double e = err[n];
-      for (int64_t j = i + 1; j < K; ++j) {
-        const double p = e * ur[j];
-        wr[j] = wr[j] - p;
+  for (int64_t g = 0; g < G; ++g, w += N * K, q += N * K, u += K * K)
+    for (int64_t i = 0; i < K; ++i) {
+      const double uii = u[i * K + i];
+      for (int64_t n = 0; n < N; ++n) {
+        const double a = w[n * K + i];
+        const double qq = copysign(mags[below(thr, T, fabs(a))], a) + 0.0;
+        q[n * K + i] = qq;
+        err[n] = (a - qq) / uii;
+      }
+      const double *ur = u + i * K;
+      for (int64_t n = 0; n < N; ++n) {
+        double *wr = w + n * K;
+        const double e = err[n];
+        for (int64_t j = i + 1; j < K; ++j) {
+          const double p = e * ur[j];
+          wr[j] = wr[j] - p;
+        }
       }
     }
-  }
 }
