@@ -173,8 +173,8 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
     z = f["z"]
     is_shift = isinstance(ex, ShiftExec)
     if is_shift and getattr(ex.fmt, "weight_fit", "nearest") == "output":
-        shift_fit.refit(ex, x.transpose(0, 3, 1, 2), fx)
-        f["codes"] = _shift_codes(ex, f)
+        own = shift_fit.refit(ex, x.transpose(0, 3, 1, 2), fx)      # the values ex.wq encodes
+        f["codes"] = own.reshape(f["codes"].shape).astype(np.int64)
     f_w = np.broadcast_to(np.asarray(ex.f_w, np.int64).reshape(-1), (z,))
     f_in = fx + ex.f_w                                     # an int, or one per output channel
     b_fit = getattr(ex, "b_fit", None)
@@ -301,20 +301,6 @@ def _padded(shape, pads):
             bufs.clear()
         bufs[key] = np.zeros(shape, np.int32)
     return bufs[key]
-
-
-def _shift_codes(ex, f):
-    """A refitted shift layer's code values (Z, C/g, kh, kw), as netmode lowers them."""
-    from .layers import capture
-    f_out = ex.f_out
-    ex.f_out = 0 if f_out is None else f_out                 # capture asks for a calibrated layer
-    try:
-        entry, arrays = capture(ex, ex.fmt.type)
-    finally:
-        ex.f_out = f_out
-    named = {f"{entry['name']}/{k}": v for k, v in arrays.items()}
-    codes, _ = netmode.ShiftRules.weights(entry, named, (f["c"], f["h"], f["w"]), lambda what: _Bail(what))
-    return codes.astype(np.int64)
 
 
 def _add(dep, so, op, a, fa, other, bits):

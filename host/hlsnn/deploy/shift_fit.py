@@ -343,12 +343,14 @@ def refit(ex, x, fx):
     t, layer = ex.wq, ex.layer
     tab = codes.table(t.mode, t.exp_bits, t.delta)
     f = np.broadcast_to(np.asarray(t.scale_exponent, np.int64).reshape(-1, 1), (t.shape[0], 1))
-    values, ex.b_fit = fit_layer(layer, x, fx, f, tab)
+    own, ex.b_fit = fit_layer(layer, x, fx, f, tab)
+    values = own
     if layer.kind == "conv" and layer.group > 1:             # into the packs' block-diagonal rows
-        values = groups.gemm_weight(_Weights(layer, values.reshape(layer.w.shape)), ex.gp)
+        values = groups.gemm_weight(_Weights(layer, own.reshape(layer.w.shape)), ex.gp)
     ex.wq = sfmt.encode(values, t.scale_exponent, t.mode, t.exp_bits, delta=t.delta, axis=t.axis)
     ex.n_chunks = ex._parts(np.arange(ex.n_out))
     ex.stats.weight_sparsity = float(np.mean(ex.wq.zero))
+    return own
 
 
 class _Weights:
