@@ -201,6 +201,38 @@ def test_the_output_stage_is_shift_round_sat(seed, isa):
         assert got_sat == int(np.asarray(sat).sum())
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_the_run_paths_add_is_rule_4(seed):
+    """hlsnn_net_add (the run's residual Add / ReLU / GlobalAveragePool) against its rule in
+    numpy: the exact sum ``(a << sa) + (b << sb)``, ReLU, the pixels summed for GAP, then
+    primitives.shift_round_sat at ``shift``: every rounding mode, shifts in the vectorized
+    range [1, 62] and outside it (<= 0, 63), one input or two, saturation."""
+    from hlsnn.primitives import ROUNDING_CODES, shift_round_sat
+    so = netfast.lib()
+    rng = np.random.default_rng(seed)
+    b, hw, c = int(rng.integers(1, 5)), int(rng.integers(1, 40)), int(rng.integers(1, 70))
+    a = rng.integers(-(1 << 20), 1 << 20, (b, hw, c)).astype(np.int32)
+    o = rng.integers(-(1 << 20), 1 << 20, (b, hw, c)).astype(np.int32)
+    a[rng.random(a.shape) < 0.3] >>= 12
+    sa, sb = seed % 4, (seed + 1) % 4
+    two, relu, gap = seed % 2 == 0, seed % 3 != 0, seed in (3, 6)
+    shift = [5, 1, 0, -2, 62, 63, 9, 3, 12, 20][seed]
+    bits = int(rng.choice([8, 4, 16]))
+    s = (a.astype(np.int64) << sa) + ((o.astype(np.int64) << sb) if two else 0)
+    if relu:
+        s = np.maximum(s, 0)
+    if gap:
+        s = s.sum(axis=1, keepdims=True)
+    p = netfast._ptr
+    for rounding, mode in ROUNDING_CODES.items():
+        want, sat = shift_round_sat(s, shift, bits, rounding)
+        y = np.zeros((b, 1 if gap else hw, c), np.int32)
+        got_sat = so.hlsnn_net_add(p(a), p(o) if two else None, hw, c, sa, sb, int(relu), int(gap), shift, bits,
+                                   mode, 0, b, p(y))
+        np.testing.assert_array_equal(y, want)
+        assert got_sat == int(np.asarray(sat).sum())
+
+
 MODELS = [("configs/models/resnet8_digits32.yaml", ["fixed8", "sparse50", "twohot", "pot"]),
           ("tests/data/torch/tiny/mobilenet_relu6_ts17.yaml", ["twohot", "fixed8"]),
           ("tests/data/torch/tiny/dscnn_dynamo.yaml", ["twohot", "fixed8"]),

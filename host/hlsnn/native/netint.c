@@ -539,6 +539,30 @@ void hlsnn_net_maxpool(const int32_t *x, int64_t H, int64_t W, int64_t C, int64_
       }
 }
 
+/* target_clones: the loops of the functions so marked vectorize for AVX-512 or AVX2 where the
+ * CPU has them (chosen at load time), each clone the same operations */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
+#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VEC_CLONES
+#endif
+
+/* hlsnn_net_add's element-wise sums of one image with the output stage, for a shift in [1, 62]
+ * (rsat: the loop vectorizes); returns the saturation count */
+VEC_CLONES static int64_t add_requant(const int32_t *restrict a, const int32_t *restrict b, int64_t n, int sa,
+                                      int sb, int relu, int64_t shift, int bits, int mode, int32_t *restrict o) {
+  const int64_t lb = -((int64_t)1 << (bits - 1)), hb = ((int64_t)1 << (bits - 1)) - 1;
+  int64_t ns = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t v = (int64_t)((uint64_t)(int64_t)a[k] << sa);
+    if (b)
+      v += (int64_t)((uint64_t)(int64_t)b[k] << sb);
+    v = relu && v < 0 ? 0 : v;
+    o[k] = (int32_t)rsat(v, shift, mode, lb, hb, &ns);
+  }
+  return ns;
+}
+
 /* Rule 4 on images [b0, b1) of a (B, HW, C) and b (or NULL): s = (a << sa) + (b << sb);
  * ReLU; with gap the sum over the HW pixels of each channel (out (B, 1, C)); then
  * shift_round_sat(s, shift, bits, mode). Returns the saturation count. */
@@ -558,6 +582,8 @@ int64_t hlsnn_net_add(const int32_t *a, const int32_t *b, int64_t HW, int64_t C,
         }
         out[i * C + c] = (int32_t)shift_round_sat(s, shift, bits, mode, &sat);
       }
+    } else if (shift >= 1 && shift <= 62) {
+      sat += add_requant(ai, bi, HW * C, sa, sb, relu, shift, bits, mode, out + i * HW * C);
     } else {
       for (int64_t k = 0; k < HW * C; ++k) {
         int64_t v = (int64_t)((uint64_t)(int64_t)ai[k] << sa);
@@ -576,11 +602,6 @@ int64_t hlsnn_net_add(const int32_t *a, const int32_t *b, int64_t HW, int64_t C,
  * for the pixels [q0, q1) of v (npix, Z) int32 into out (v itself allowed); returns the
  * saturation count (of shift_round_sat, not of the clamp). limit caps the vector unit as the
  * convolutions' last argument does. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
-#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VEC_CLONES
-#endif
 /* hlsnn_net_requant's rows when every shift is in [1, 62] (rsat: the loop vectorizes) */
 VEC_CLONES static int64_t requant_fast(const int32_t *v, int64_t Z, const int64_t *shift, int mode, int64_t lb,
                                        int64_t hb, int64_t lo, int64_t hi, int64_t q0, int64_t q1, int32_t *out) {
