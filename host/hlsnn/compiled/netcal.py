@@ -199,7 +199,6 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
         so.hlsnn_net_pad(_ptr(x[b0:b1]), b1 - b0, f["h"], f["w"], f["c"], _ptr(xp[b0:b1]), cv.hp, cv.wp,
                          f["pads"][0], f["pads"][1], _ptr(nzp))
         return nzp
-    nz = sum(parallel.run(pad, parallel.parts(b, 1)))
     npix = b * f["oh"] * f["ow"]
     v = _take((b, f["oh"], f["ow"], z))
 
@@ -215,7 +214,13 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
                               f["sh"], f["sw"], f["oh"], f["ow"], q0, q1, *rule)
         return cnt
     # the statistics unit's histogram and DETERMINE (the layer path's rule)
-    cnt = sum(_pixels(wide, npix))
+    per = f["oh"] * f["ow"]
+    if b >= 4 * parallel.threads():     # a thread pads its images and convolves them: one dispatch
+        done = parallel.run(lambda b0, b1: (pad(b0, b1), wide(b0 * per, b1 * per)), parallel.parts(b, 1))
+        nz, cnt = sum(t[0] for t in done), sum(t[1] for t in done)
+    else:                               # few images: every padded image first, then pixels in threads
+        nz = sum(parallel.run(pad, parallel.parts(b, 1)))
+        cnt = sum(_pixels(wide, npix))
     nbins = int(ex.p["acc_bits"]) if is_shift else 32
     f_vec = np.asarray(f_in, np.int64).reshape(-1)
     groups = np.unique(f_vec)
