@@ -201,6 +201,10 @@ def _grams_i8(layer, x, g):
         so.hlsnn_gram_i8.argtypes = [p, i64, i64, i64, p, p, p, p, ci]
         so.hlsnn_gram_conv_i8.restype = i64
         so.hlsnn_gram_conv_i8.argtypes = [p] + [i64] * 17 + [p, p, p, p, ci]
+        so.hlsnn_gram_conv_s1_scratch.restype = i64
+        so.hlsnn_gram_conv_s1_scratch.argtypes = [i64] * 12
+        so.hlsnn_gram_conv_s1_i8.restype = i64
+        so.hlsnn_gram_conv_s1_i8.argtypes = [p] + [i64] * 15 + [p, p, p, ci]
         so._hlsnn_typed = True
     b = x.shape[0]
     if layer.kind == "conv":
@@ -208,6 +212,9 @@ def _grams_i8(layer, x, g):
         xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1), np.int8)            # (B, H, W, C)
         _, h, w, c = xh.shape
         oh, ow = geo.out_hw(h, w)
+        done = _grams_conv_s1(so, geo, xh, g, oh, ow)
+        if done is not None:
+            return done
         n, kg = b * oh * ow, (c // g) * geo.kh * geo.kw
 
         def call(j, r0, r1, *bufs):
@@ -232,6 +239,45 @@ def _grams_i8(layer, x, g):
         gram, sums = sum(t[0] for t in res), sum(t[1] for t in res)
         if any(t[2] for t in res):                  # vpdpbusd's unsigned operand was x + 128
             gram -= 128 * sums[None, :]
+        up = np.triu(gram).astype(np.float64)
+        out.append((up + np.triu(up, 1).T, sums.astype(np.float64) / n))
+    return out
+
+
+#: the fewest channels per group for which :func:`_grams_conv_s1` beats the rows of
+#: ``hlsnn_gram_conv_i8`` (fewer: its 16-lane blocks are mostly empty)
+_GRAM_S1_MIN_CG = 8
+
+
+def _grams_conv_s1(so, geo, xh, g, oh, ow):
+    """:func:`_grams_i8` of a stride-1 convolution of ``xh`` (B, H, W, C) int8 by
+    ``hlsnn_gram_conv_s1_i8`` (``native/gram.c``: per shift between taps, the channels'
+    cross-correlation over cells of the map, no im2col), images split over the threads; None
+    where it does not apply: strides other than 1, a 1x1 kernel (the same work as the rows),
+    fewer than :data:`_GRAM_S1_MIN_CG` channels per group (depthwise), kernels beyond 12 x 12
+    or maps too large for its int32 cell sums: those take the im2col rows."""
+    from ..native import parallel
+    b, h, w, c = xh.shape
+    cg = c // g
+    if (geo.sh, geo.sw) != (1, 1) or geo.kh * geo.kw == 1 or cg < _GRAM_S1_MIN_CG:
+        return None
+    top, left = geo.pads[0], geo.pads[1]
+    nbytes = so.hlsnn_gram_conv_s1_scratch(h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow, cg)
+    if nbytes < 0:
+        return None
+    kg, n = cg * geo.kh * geo.kw, b * oh * ow
+    out = []
+    for j in range(g):
+        def part(b0, b1, j=j):
+            gram, sums = np.zeros((kg, kg), np.int64), np.zeros(kg, np.int64)
+            scratch = np.empty(nbytes, np.uint8)
+            r = so.hlsnn_gram_conv_s1_i8(xh.ctypes, h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow,
+                                         j * cg, cg, b0, b1, gram.ctypes, sums.ctypes, scratch.ctypes, GRAM_ISA)
+            return gram, sums, r
+        res = parallel.run(part, parallel.parts(b, 1))
+        if any(t[2] < 0 for t in res):
+            return None
+        gram, sums = sum(t[0] for t in res), sum(t[1] for t in res)
         up = np.triu(gram).astype(np.float64)
         out.append((up + np.triu(up, 1).T, sums.astype(np.float64) / n))
     return out

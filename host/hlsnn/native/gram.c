@@ -1,17 +1,37 @@
 /* gram.c: the exact Gram matrix X^T X and column sums of int8 rows, for the GPTQ weight fit
  * of hlsnn.deploy.shift_fit (_grams: its float32 syrk blocks and float64 products are the
- * specification; tests/deploy/test_shift_fit.py holds the three equal).
+ * specification; tests/deploy/test_shift_fit.py and test_gram_conv.py hold them equal).
  *
  * hlsnn_gram_i8(x, K, r0, r1, gram, sums, u, s, limit): rows [r0, r1) of x (n, K) int8, row-major;
  * gram (K, K) int64 gets sum_r x[r, i] * x[r, j] added for every j >= i (the upper triangle;
  * some entries below it too, which the caller ignores), sums (K) int64 gets sum_r x[r, j]
  * added. Integer sums: the order does not matter, every variant gives the same values.
+ * hlsnn_gram_conv_i8: the same for the im2col rows of a convolution (any geometry), each row
+ * gathered from the NHWC map by patch().
  *
  * AVX-512 VNNI (chosen at run time where the CPU has it; `limit` 0 forces the portable loops,
  * for the tests): vpdpbusd multiplies unsigned by signed bytes, four per 32-bit lane, so the
  * rows go in quads, and the unsigned operand is x + 128: sum (x_i + 128) x_j = (X^T X)_ij +
  * 128 * sums_j, corrected after. A quad adds at most 4 * 255 * 128 < 2**17 to a lane, so a
  * chunk of QUADS quads sums exactly in int32 before it is added to the int64 result.
+ *
+ * hlsnn_gram_conv_s1_i8: the same Gram and sums for a stride-1 convolution (any kernel up to
+ * KMAX x KMAX, dilation, pads; one group of cg channels), without im2col. With xp the zero-padded
+ * map and a_t = (ky dh, kx dw) the offset of tap t = (ky, kx), the block of taps (t, t') is
+ *   G[(c, t), (c', t')] = sum_{b, p in R_t} xp[b, p, c] * xp[b, p + a_t' - a_t, c'],
+ * R_t = [ky dh, ky dh + oh) x [kx dw, kx dw + ow): a cross-correlation of the map with itself
+ * at the shift d = a_t' - a_t, over a rectangle that depends on t. For each shift with t <= t'
+ * (the other blocks are transposes: 13 shifts of a 3x3 kernel), the positions p where both
+ * factors lie in the map are cut into cells (a row segment x a column segment) by the edges of
+ * every pair's R_t, so each pair's rectangle is a union of whole cells. One pass per image
+ * accumulates every cell's cg x cg product (VNNI: four neighbouring positions of a row per
+ * byte quad, the channels in the lanes, read from a copy of the image laid out as sliding quads
+ * Q[y][x][c][k] = xp[y, x + k, c]; a segment's last quad has its surplus positions masked to 0
+ * on the signed side), the x + 128 correction of a cell is 128 * (sum of its second factor over
+ * the cell), from the batch-summed map M; then each pair adds its cells. Positions outside the
+ * map contribute 0 and are never visited, and there is no per-pixel gather of K bytes: about
+ * 13 oh ow cg^2 products per image instead of 40.5 oh ow cg^2 for 3x3. The column sums are box
+ * sums of M. The int32 cell sums go to int64 every few images (at most QUADS_MAX quads each).
  */
 #include <stdint.h>
 #include <string.h>
@@ -168,4 +188,365 @@ int64_t hlsnn_gram_conv_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, int
                            int8_t *s, int limit) {
   const geom_t g = {x, H, W, C, kh, kw, sh, sw, dh, dw, top, left, oh, ow, c0, cg};
   return gram_rows(NULL, &g, cg * kh * kw, r0, r1, gram, sums, u, s, limit);
+}
+
+/* ---- stride 1: the shifted autocorrelation (module docstring, hlsnn_gram_conv_s1_i8) ---- */
+
+#define KMAX 12            /* kernel rows and columns at most (beyond: -1, the caller uses the rows) */
+#define QUADS_MAX 16384    /* quads per int32 sum: 16384 * 4 * 255 * 128 < 2**31 */
+
+typedef struct {
+  int64_t H, W, C, kh, kw, dh, dw, top, left, oh, ow, c0, cg;
+  int64_t Hp, Wp, Cp; /* the padded frame the taps read, channels rounded up to 16 */
+} s1geom_t;
+
+/* One axis of one shift (dk taps; d = dk * dil positions): the range of first-factor positions
+ * of tap t where both factors lie in the map (n positions from pad on), and the segments (lo[i],
+ * hi[i]) every such range is a union of. Returns the count of segments. */
+static void tap_range(int64_t t, int64_t dk, int64_t dil, int64_t pad, int64_t n, int64_t o, int64_t *lo,
+                      int64_t *hi) {
+  const int64_t d = dk * dil;
+  const int64_t nzlo = d < 0 ? pad - d : pad, nzhi = d > 0 ? pad + n - d : pad + n;
+  *lo = t * dil > nzlo ? t * dil : nzlo;
+  *hi = t * dil + o < nzhi ? t * dil + o : nzhi;
+}
+
+static int64_t segments(int64_t k, int64_t dk, int64_t dil, int64_t pad, int64_t n, int64_t o, int64_t *slo,
+                        int64_t *shi) {
+  int64_t b[2 * KMAX], nb = 0, ns = 0;
+  const int64_t t0 = dk < 0 ? -dk : 0, t1 = dk > 0 ? k - dk : k;
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t lo, hi;
+    tap_range(t, dk, dil, pad, n, o, &lo, &hi);
+    if (lo < hi) {
+      b[nb++] = lo;
+      b[nb++] = hi;
+    }
+  }
+  for (int64_t i = 1; i < nb; ++i) /* insertion sort */
+    for (int64_t j = i; j > 0 && b[j - 1] > b[j]; --j) {
+      const int64_t v = b[j];
+      b[j] = b[j - 1];
+      b[j - 1] = v;
+    }
+  for (int64_t i = 0; i + 1 < nb; ++i) {
+    if (b[i] == b[i + 1])
+      continue;
+    int covered = 0;
+    for (int64_t t = t0; t < t1 && !covered; ++t) {
+      int64_t lo, hi;
+      tap_range(t, dk, dil, pad, n, o, &lo, &hi);
+      covered = lo <= b[i] && b[i + 1] <= hi;
+    }
+    if (covered) {
+      slo[ns] = b[i];
+      shi[ns++] = b[i + 1];
+    }
+  }
+  return ns;
+}
+
+/* the shifts t' - t with t <= t' in (ky, kx) order: dky in [0, kh), dkx in (-kw, kw), not dky = 0 > dkx */
+#define FOR_SHIFTS(g, dky, dkx)                                                                                    \
+  for (int64_t dky = 0; dky < (g)->kh; ++dky)                                                                      \
+    for (int64_t dkx = dky ? 1 - (g)->kw : 0; dkx < (g)->kw; ++dkx)
+
+typedef struct {
+  int64_t ny, nx, ylo[2 * KMAX], yhi[2 * KMAX], xlo[2 * KMAX], xhi[2 * KMAX];
+} cells_t;
+
+static void shift_cells(const s1geom_t *g, int64_t dky, int64_t dkx, cells_t *c) {
+  c->ny = segments(g->kh, dky, g->dh, g->top, g->H, g->oh, c->ylo, c->yhi);
+  c->nx = segments(g->kw, dkx, g->dw, g->left, g->W, g->ow, c->xlo, c->xhi);
+}
+
+static int s1_setup(s1geom_t *g, int64_t H, int64_t W, int64_t C, int64_t kh, int64_t kw, int64_t dh, int64_t dw,
+                    int64_t top, int64_t left, int64_t oh, int64_t ow, int64_t c0, int64_t cg) {
+  const s1geom_t v = {H, W, C, kh, kw, dh, dw, top, left, oh, ow, c0, cg, oh + (kh - 1) * dh, ow + (kw - 1) * dw,
+                      (cg + 15) / 16 * 16};
+  *g = v;
+  if (kh < 1 || kw < 1 || kh > KMAX || kw > KMAX || oh < 1 || ow < 1 || cg < 1 || top < 0 || left < 0)
+    return 0;
+  if (g->Hp * ((g->Wp + 3) / 4) > QUADS_MAX) /* one image's quads of a cell must sum in int32 */
+    return 0;
+  return 1;
+}
+
+static int64_t s1_cells(const s1geom_t *g) {
+  int64_t n = 0;
+  FOR_SHIFTS(g, dky, dkx) {
+    cells_t c;
+    shift_cells(g, dky, dkx, &c);
+    n += c.ny * c.nx;
+  }
+  return n;
+}
+
+static int64_t align64(int64_t n) { return (n + 63) / 64 * 64; }
+
+/* scratch layout: Q, U (Hp Wp Cp 4 bytes each), M (Hp Wp Cp int32), cells' int32 and int64 sums (Cp^2 each) */
+typedef struct {
+  int8_t *q;
+  uint8_t *u;
+  int32_t *m, *acc32;
+  int64_t *acc64;
+} s1scratch_t;
+
+static int64_t s1_layout(const s1geom_t *g, uint8_t *base, s1scratch_t *sc) {
+  const int64_t nq = g->Hp * g->Wp * g->Cp * 4, ncell = s1_cells(g) * g->Cp * g->Cp;
+  const int64_t oq = 0, ou = oq + align64(nq), om = ou + align64(nq), oa = om + align64(g->Hp * g->Wp * g->Cp * 4),
+                o6 = oa + align64(ncell * 4), end = o6 + ncell * 8;
+  if (base) {
+    sc->q = (int8_t *)(base + oq);
+    sc->u = base + ou;
+    sc->m = (int32_t *)(base + om);
+    sc->acc32 = (int32_t *)(base + oa);
+    sc->acc64 = (int64_t *)(base + o6);
+  }
+  return end + 64; /* + 64: the caller's buffer need not be aligned */
+}
+
+/* The scratch bytes hlsnn_gram_conv_s1_i8 needs, or -1 where it does not apply (the caller then
+ * takes hlsnn_gram_conv_i8). */
+int64_t hlsnn_gram_conv_s1_scratch(int64_t H, int64_t W, int64_t C, int64_t kh, int64_t kw, int64_t dh, int64_t dw,
+                                   int64_t top, int64_t left, int64_t oh, int64_t ow, int64_t cg) {
+  s1geom_t g;
+  if (!s1_setup(&g, H, W, C, kh, kw, dh, dw, top, left, oh, ow, 0, cg))
+    return -1;
+  return s1_layout(&g, NULL, NULL);
+}
+
+/* image b into Q, U (rows of the map only; the rest stays as first cleared) and added to M */
+static void pack_portable(const s1geom_t *g, const int8_t *img, const s1scratch_t *sc) {
+  for (int64_t y = 0; y < g->H && y + g->top < g->Hp; ++y) {
+    const int64_t Y = y + g->top;
+    for (int64_t X = 0; X < g->Wp; ++X)
+      for (int64_t k = 0; k < 4; ++k) {
+        const int64_t xx = X + k - g->left;
+        if (xx < 0 || xx >= g->W)
+          continue;
+        const int8_t *src = img + (y * g->W + xx) * g->C + g->c0;
+        int8_t *q = sc->q + (Y * g->Wp + X) * g->Cp * 4 + k;
+        uint8_t *u = sc->u + (Y * g->Wp + X) * g->Cp * 4 + k;
+        for (int64_t c = 0; c < g->cg; ++c) {
+          q[c * 4] = src[c];
+          u[c * 4] = (uint8_t)src[c] ^ 0x80u;
+          if (!k)
+            sc->m[(Y * g->Wp + X) * g->Cp + c] += src[c];
+        }
+      }
+  }
+}
+
+/* the int32 sums of a cell (rows [y0, y1), columns [x0, x1) of the first factor, shifted by (dy, dx)
+ * for the second) of channels ib.. (ni of them) by jb.. (16) */
+static void cell_portable(const s1geom_t *g, const s1scratch_t *sc, int64_t y0, int64_t y1, int64_t x0, int64_t x1,
+                          int64_t dy, int64_t dx, int64_t ib, int64_t ni, int64_t jb, int32_t *acc) {
+  for (int64_t y = y0; y < y1; ++y)
+    for (int64_t x = x0; x < x1; ++x) {
+      const uint8_t *u = sc->u + (y * g->Wp + x) * g->Cp * 4;
+      const int8_t *s = sc->q + ((y + dy) * g->Wp + x + dx) * g->Cp * 4;
+      for (int64_t i = ib; i < ib + ni; ++i) {
+        const int32_t ui = u[i * 4];
+        int32_t *a = acc + i * g->Cp;
+        for (int64_t j = jb; j < jb + KB; ++j)
+          a[j] += ui * s[j * 4];
+      }
+    }
+}
+
+#ifdef HLSNN_X86
+#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+VNNI_TARGET static void pack_vnni(const s1geom_t *g, const int8_t *img, const s1scratch_t *sc) {
+  const int64_t xa = g->left > 3 ? g->left - 3 : 0, xb = g->left + g->W < g->Wp ? g->left + g->W : g->Wp;
+  const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080u);
+  for (int64_t y = 0; y < g->H && y + g->top < g->Hp; ++y) {
+    const int64_t Y = y + g->top;
+    const int8_t *row = img + y * g->W * g->C + g->c0;
+    for (int64_t jb = 0; jb < g->cg; jb += KB) {
+      const __mmask16 cm = g->cg - jb >= KB ? (__mmask16)0xffff : (__mmask16)((1u << (g->cg - jb)) - 1);
+      for (int64_t X = xa; X < xb; ++X) {
+        __m512i v[4];
+        for (int k = 0; k < 4; ++k) {
+          const int64_t xx = X + k - g->left;
+          v[k] = xx >= 0 && xx < g->W ? _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(cm, row + xx * g->C + jb))
+                                      : _mm512_setzero_si512();
+        }
+        const __m512i q = _mm512_or_si512(_mm512_or_si512(v[0], _mm512_slli_epi32(v[1], 8)),
+                                          _mm512_or_si512(_mm512_slli_epi32(v[2], 16), _mm512_slli_epi32(v[3], 24)));
+        const int64_t o = ((Y * g->Wp + X) * g->Cp + jb) * 4;
+        _mm512_storeu_si512((void *)(sc->q + o), q);
+        _mm512_storeu_si512((void *)(sc->u + o), _mm512_xor_si512(q, flip));
+        const int64_t x0 = X - g->left;
+        if (x0 >= 0) {
+          int32_t *m = sc->m + (Y * g->Wp + X) * g->Cp + jb;
+          const __m512i add = _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(cm, row + x0 * g->C + jb));
+          _mm512_storeu_si512((void *)m, _mm512_add_epi32(_mm512_loadu_si512((const void *)m), add));
+        }
+      }
+    }
+  }
+}
+
+#define DEF_CELL_VNNI(NI)                                                                                          \
+  VNNI_TARGET static void cell_vnni_##NI(const s1geom_t *g, const s1scratch_t *sc, int64_t y0, int64_t y1,          \
+                                         int64_t x0, int64_t x1, int64_t dy, int64_t dx, int64_t ib, int64_t jb,     \
+                                         int32_t *acc) {                                                             \
+    const int64_t Cp = g->Cp, len = x1 - x0, nq = len / 4, rem = len % 4, step = 16 * Cp;                            \
+    const __mmask64 m = (__mmask64)0x1111111111111111ULL * (__mmask64)((1u << rem) - 1);                            \
+    __m512i a[NI];                                                                                                   \
+    for (int i = 0; i < NI; ++i)                                                                                     \
+      a[i] = _mm512_loadu_si512((const void *)(acc + (ib + i) * Cp + jb));                                           \
+    for (int64_t y = y0; y < y1; ++y) {                                                                              \
+      const uint8_t *u = sc->u + ((y * g->Wp + x0) * Cp + ib) * 4;                                                   \
+      const int8_t *s = sc->q + (((y + dy) * g->Wp + x0 + dx) * Cp + jb) * 4;                                        \
+      for (int64_t q = 0; q < nq; ++q, u += step, s += step) {                                                       \
+        const __m512i sv = _mm512_loadu_si512((const void *)s);                                                      \
+        for (int i = 0; i < NI; ++i) {                                                                               \
+          int32_t w;                                                                                                 \
+          memcpy(&w, u + i * 4, 4);                                                                                  \
+          a[i] = _mm512_dpbusd_epi32(a[i], _mm512_set1_epi32(w), sv);                                                \
+        }                                                                                                            \
+      }                                                                                                              \
+      if (rem) {                                                                                                     \
+        const __m512i sv = _mm512_maskz_loadu_epi8(m, (const void *)s);                                              \
+        for (int i = 0; i < NI; ++i) {                                                                               \
+          int32_t w;                                                                                                 \
+          memcpy(&w, u + i * 4, 4);                                                                                  \
+          a[i] = _mm512_dpbusd_epi32(a[i], _mm512_set1_epi32(w), sv);                                                \
+        }                                                                                                            \
+      }                                                                                                              \
+    }                                                                                                                \
+    for (int i = 0; i < NI; ++i)                                                                                     \
+      _mm512_storeu_si512((void *)(acc + (ib + i) * Cp + jb), a[i]);                                                 \
+  }
+DEF_CELL_VNNI(4)
+DEF_CELL_VNNI(8)
+DEF_CELL_VNNI(16)
+#endif
+
+/* Stride 1 (module docstring): images [b0, b1) of x (B, H, W, C) int8 (NHWC), kernel kh x kw,
+ * dilations (dh, dw), pads top and left, an oh x ow output, channels [c0, c0 + cg). gram (K, K),
+ * K = cg kh kw, gets the exact Gram added (the upper triangle; where t != t' the lower one too),
+ * sums (K) the column sums; no correction is left to the caller. scratch: the bytes
+ * hlsnn_gram_conv_s1_scratch gives. Returns 1 (VNNI) or 0 (portable loops), -1 where it does not
+ * apply (nothing added). */
+int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, int64_t kh, int64_t kw, int64_t dh,
+                              int64_t dw, int64_t top, int64_t left, int64_t oh, int64_t ow, int64_t c0, int64_t cg,
+                              int64_t b0, int64_t b1, int64_t *gram, int64_t *sums, uint8_t *scratch, int limit) {
+  s1geom_t g;
+  if (!s1_setup(&g, H, W, C, kh, kw, dh, dw, top, left, oh, ow, c0, cg))
+    return -1;
+  s1scratch_t sc = {0};
+  const int64_t bytes = s1_layout(&g, NULL, NULL) - 64;
+  uint8_t *base = scratch + (64 - (int64_t)((uintptr_t)scratch % 64)) % 64;
+  s1_layout(&g, base, &sc);
+  memset(base, 0, (size_t)bytes);
+  const int64_t Cp = g.Cp, kk = kh * kw, K = cg * kk, cc = Cp * Cp, ncell = s1_cells(&g);
+  int vnni = 0;
+#ifdef HLSNN_X86
+  vnni = limit > 0 && has_vnni() && __builtin_cpu_supports("avx512vl");
+#else
+  (void)limit;
+#endif
+  const int64_t per = QUADS_MAX / (g.Hp * ((g.Wp + 3) / 4)); /* images per int32 sum */
+  int64_t since = 0;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int8_t *img = x + b * H * W * C;
+#ifdef HLSNN_X86
+    if (vnni)
+      pack_vnni(&g, img, &sc);
+    else
+#endif
+      pack_portable(&g, img, &sc);
+    int64_t cell = 0;
+    FOR_SHIFTS(&g, dky, dkx) {
+      cells_t cs;
+      shift_cells(&g, dky, dkx, &cs);
+      const int64_t dy = dky * dh, dx = dkx * dw;
+      for (int64_t iy = 0; iy < cs.ny; ++iy)
+        for (int64_t ix = 0; ix < cs.nx; ++ix, ++cell) {
+          int32_t *acc = sc.acc32 + cell * cc;
+          for (int64_t ib = 0; ib < cg; ib += KB) {
+            const int64_t ni = cg - ib < KB ? cg - ib : KB;
+            for (int64_t jb = dky || dkx ? 0 : ib; jb < cg; jb += KB) { /* shift 0: the blocks on and above the diagonal */
+#ifdef HLSNN_X86
+              if (vnni) {
+                if (ni <= 4)
+                  cell_vnni_4(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, ib, jb, acc);
+                else if (ni <= 8)
+                  cell_vnni_8(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, ib, jb, acc);
+                else
+                  cell_vnni_16(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, ib, jb, acc);
+                continue;
+              }
+#endif
+              cell_portable(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, ib, ni, jb, acc);
+            }
+          }
+        }
+    }
+    if (++since == per || b + 1 == b1) { /* the int32 sums into int64 */
+      for (int64_t i = 0; i < ncell * cc; ++i)
+        sc.acc64[i] += sc.acc32[i];
+      memset(sc.acc32, 0, (size_t)(ncell * cc * 4));
+      since = 0;
+    }
+  }
+  /* box sums of M: rows [y0, y1), columns [x0, x1), channel c */
+#define BOX(y0, y1, x0, x1, c, out)                                                                                 \
+  do {                                                                                                             \
+    int64_t s_ = 0;                                                                                                \
+    for (int64_t yy = (y0); yy < (y1); ++yy)                                                                       \
+      for (int64_t xx = (x0); xx < (x1); ++xx)                                                                     \
+        s_ += sc.m[(yy * g.Wp + xx) * Cp + (c)];                                                                   \
+    (out) = s_;                                                                                                    \
+  } while (0)
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        int64_t s;
+        BOX(ky * dh, ky * dh + oh, kx * dw, kx * dw + ow, c, s);
+        sums[c * kk + ky * kw + kx] += s;
+      }
+  int64_t cell = 0;
+  FOR_SHIFTS(&g, dky, dkx) {
+    cells_t cs;
+    shift_cells(&g, dky, dkx, &cs);
+    const int64_t dy = dky * dh, dx = dkx * dw;
+    for (int64_t iy = 0; iy < cs.ny; ++iy)
+      for (int64_t ix = 0; ix < cs.nx; ++ix, ++cell) {
+        int64_t *e = sc.acc64 + cell * cc;
+        for (int64_t c2 = 0; c2 < cg; ++c2) { /* the x + 128 correction: 128 * the cell's second factors */
+          int64_t s;
+          BOX(cs.ylo[iy] + dy, cs.yhi[iy] + dy, cs.xlo[ix] + dx, cs.xhi[ix] + dx, c2, s);
+          for (int64_t c1 = 0; c1 < cg; ++c1)
+            e[c1 * Cp + c2] -= 128 * s;
+        }
+        /* every pair of this shift whose rectangle holds the cell */
+        for (int64_t ky = 0; ky + dky < kh; ++ky) {
+          int64_t ylo, yhi;
+          tap_range(ky, dky, dh, top, H, oh, &ylo, &yhi);
+          if (!(ylo <= cs.ylo[iy] && cs.yhi[iy] <= yhi))
+            continue;
+          for (int64_t kx = dkx < 0 ? -dkx : 0; kx < kw && kx + dkx < kw; ++kx) {
+            int64_t xlo, xhi;
+            tap_range(kx, dkx, dw, left, W, ow, &xlo, &xhi);
+            if (!(xlo <= cs.xlo[ix] && cs.xhi[ix] <= xhi))
+              continue;
+            const int64_t t = ky * kw + kx, t2 = t + dky * kw + dkx;
+            for (int64_t c1 = 0; c1 < cg; ++c1)
+              for (int64_t c2 = t == t2 ? c1 : 0; c2 < cg; ++c2) {
+                const int64_t v = e[c1 * Cp + c2];
+                gram[(c1 * kk + t) * K + c2 * kk + t2] += v;
+                if (t != t2)
+                  gram[(c2 * kk + t2) * K + c1 * kk + t] += v;
+              }
+          }
+        }
+      }
+  }
+#undef BOX
+  return vnni;
 }
