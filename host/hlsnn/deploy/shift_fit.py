@@ -277,9 +277,14 @@ def _grams_conv_s1(so, geo, xh, g, oh, ow):
         res = parallel.run(part, parallel.parts(b, 1))
         if any(t[2] < 0 for t in res):
             return None
-        gram, sums = sum(t[0] for t in res), sum(t[1] for t in res)
-        up = np.triu(gram).astype(np.float64)
-        out.append((up + np.triu(up, 1).T, sums.astype(np.float64) / n))
+        gram, sums = res[0][0], res[0][1]
+        for t in res[1:]:
+            gram += t[0]
+            sums += t[1]
+        up = gram.astype(np.float64)                  # the upper triangle, zeros below
+        full = up + up.T
+        full[np.diag_indices(kg)] = np.diagonal(up)
+        out.append((full, sums.astype(np.float64) / n))
     return out
 
 

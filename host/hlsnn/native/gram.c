@@ -284,24 +284,26 @@ static int64_t s1_cells(const s1geom_t *g) {
 
 static int64_t align64(int64_t n) { return (n + 63) / 64 * 64; }
 
-/* scratch layout: Q, U (Hp Wp Cp 4 bytes each), M (Hp Wp Cp int32), cells' int32 and int64 sums (Cp^2 each) */
+/* scratch layout: Q, U (Hp Wp Cp 4 bytes each), M (Hp Wp Cp int32), cells' int32 and int64 sums
+ * (Cp^2 each: [second factor's channel][first factor's channel]), one pair's block (Cp^2 int64) */
 typedef struct {
   int8_t *q;
   uint8_t *u;
   int32_t *m, *acc32;
-  int64_t *acc64;
+  int64_t *acc64, *pair;
 } s1scratch_t;
 
 static int64_t s1_layout(const s1geom_t *g, uint8_t *base, s1scratch_t *sc) {
   const int64_t nq = g->Hp * g->Wp * g->Cp * 4, ncell = s1_cells(g) * g->Cp * g->Cp;
   const int64_t oq = 0, ou = oq + align64(nq), om = ou + align64(nq), oa = om + align64(g->Hp * g->Wp * g->Cp * 4),
-                o6 = oa + align64(ncell * 4), end = o6 + ncell * 8;
+                o6 = oa + align64(ncell * 4), op = o6 + align64(ncell * 8), end = op + g->Cp * g->Cp * 8;
   if (base) {
     sc->q = (int8_t *)(base + oq);
     sc->u = base + ou;
     sc->m = (int32_t *)(base + om);
     sc->acc32 = (int32_t *)(base + oa);
     sc->acc64 = (int64_t *)(base + o6);
+    sc->pair = (int64_t *)(base + op);
   }
   return end + 64; /* + 64: the caller's buffer need not be aligned */
 }
@@ -339,18 +341,19 @@ static void pack_portable(const s1geom_t *g, const int8_t *img, const s1scratch_
 }
 
 /* the int32 sums of a cell (rows [y0, y1), columns [x0, x1) of the first factor, shifted by (dy, dx)
- * for the second) of channels ib.. (ni of them) by jb.. (16) */
+ * for the second): acc[c'][c] += (x + 128)[p, c] x[p + d, c'] for the second factor's channels
+ * c' in sb.. (ni of them), the first's c in ub.. (16) */
 static void cell_portable(const s1geom_t *g, const s1scratch_t *sc, int64_t y0, int64_t y1, int64_t x0, int64_t x1,
-                          int64_t dy, int64_t dx, int64_t ib, int64_t ni, int64_t jb, int32_t *acc) {
+                          int64_t dy, int64_t dx, int64_t sb, int64_t ni, int64_t ub, int32_t *acc) {
   for (int64_t y = y0; y < y1; ++y)
     for (int64_t x = x0; x < x1; ++x) {
       const uint8_t *u = sc->u + (y * g->Wp + x) * g->Cp * 4;
       const int8_t *s = sc->q + ((y + dy) * g->Wp + x + dx) * g->Cp * 4;
-      for (int64_t i = ib; i < ib + ni; ++i) {
-        const int32_t ui = u[i * 4];
+      for (int64_t i = sb; i < sb + ni; ++i) {
+        const int32_t si = s[i * 4];
         int32_t *a = acc + i * g->Cp;
-        for (int64_t j = jb; j < jb + KB; ++j)
-          a[j] += ui * s[j * 4];
+        for (int64_t j = ub; j < ub + KB; ++j)
+          a[j] += si * u[j * 4];
       }
     }
 }
@@ -389,37 +392,47 @@ VNNI_TARGET static void pack_vnni(const s1geom_t *g, const int8_t *img, const s1
   }
 }
 
+/* cell_portable in VNNI: the first factor's quad of 16 channels is the vector (its surplus
+ * positions masked to 0), the second's channel the broadcast operand (from memory) */
+/* acc += dpbusd(u, broadcast of the 4 bytes at p): in assembly, for gcc's intrinsic copies the
+ * accumulator each time and does not fold the broadcast into the instruction */
+VNNI_TARGET static inline __m512i dpbusd_bcst(__m512i acc, __m512i u, const int8_t *p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)(const void *)p));
+  return acc;
+}
+/* sixteen accumulators by name (gcc keeps an array of them in memory) */
+#define EACH16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+#define ACC_DECL(i) __m512i a##i = _mm512_setzero_si512();
+#define ACC_LOAD(i)                                                                                                \
+  if (i < rows_)                                                                                                   \
+    a##i = _mm512_loadu_si512((const void *)(acc + (sb + i) * Cp + ub));
+#define ACC_STEP(i)                                                                                                \
+  if (i < rows_)                                                                                                   \
+    a##i = dpbusd_bcst(a##i, uv, s + i * 4);
+#define ACC_STORE(i)                                                                                               \
+  if (i < rows_)                                                                                                   \
+    _mm512_storeu_si512((void *)(acc + (sb + i) * Cp + ub), a##i);
+/* cell_portable in VNNI: the first factor's quad of 16 channels is the vector (its surplus
+ * positions masked to 0), the second's channel the broadcast operand (from memory) */
 #define DEF_CELL_VNNI(NI)                                                                                          \
   VNNI_TARGET static void cell_vnni_##NI(const s1geom_t *g, const s1scratch_t *sc, int64_t y0, int64_t y1,          \
-                                         int64_t x0, int64_t x1, int64_t dy, int64_t dx, int64_t ib, int64_t jb,     \
+                                         int64_t x0, int64_t x1, int64_t dy, int64_t dx, int64_t sb, int64_t ub,     \
                                          int32_t *acc) {                                                             \
     const int64_t Cp = g->Cp, len = x1 - x0, nq = len / 4, rem = len % 4, step = 16 * Cp;                            \
-    const __mmask64 m = (__mmask64)0x1111111111111111ULL * (__mmask64)((1u << rem) - 1);                            \
-    __m512i a[NI];                                                                                                   \
-    for (int i = 0; i < NI; ++i)                                                                                     \
-      a[i] = _mm512_loadu_si512((const void *)(acc + (ib + i) * Cp + jb));                                           \
+    const __mmask64 m = (__mmask64)0x1111111111111111ULL * (__mmask64)((1u << rem) - 1), full = ~(__mmask64)0;       \
+    const int64_t nt = nq + (rem > 0);                                                                               \
+    enum { rows_ = NI };                                                                                             \
+    EACH16(ACC_DECL)                                                                                                 \
+    EACH16(ACC_LOAD)                                                                                                 \
     for (int64_t y = y0; y < y1; ++y) {                                                                              \
-      const uint8_t *u = sc->u + ((y * g->Wp + x0) * Cp + ib) * 4;                                                   \
-      const int8_t *s = sc->q + (((y + dy) * g->Wp + x0 + dx) * Cp + jb) * 4;                                        \
-      for (int64_t q = 0; q < nq; ++q, u += step, s += step) {                                                       \
-        const __m512i sv = _mm512_loadu_si512((const void *)s);                                                      \
-        for (int i = 0; i < NI; ++i) {                                                                               \
-          int32_t w;                                                                                                 \
-          memcpy(&w, u + i * 4, 4);                                                                                  \
-          a[i] = _mm512_dpbusd_epi32(a[i], _mm512_set1_epi32(w), sv);                                                \
-        }                                                                                                            \
-      }                                                                                                              \
-      if (rem) {                                                                                                     \
-        const __m512i sv = _mm512_maskz_loadu_epi8(m, (const void *)s);                                              \
-        for (int i = 0; i < NI; ++i) {                                                                               \
-          int32_t w;                                                                                                 \
-          memcpy(&w, u + i * 4, 4);                                                                                  \
-          a[i] = _mm512_dpbusd_epi32(a[i], _mm512_set1_epi32(w), sv);                                                \
-        }                                                                                                            \
+      const uint8_t *u = sc->u + ((y * g->Wp + x0) * Cp + ub) * 4;                                                   \
+      const int8_t *s = sc->q + (((y + dy) * g->Wp + x0 + dx) * Cp + sb) * 4;                                        \
+      for (int64_t q = 0; q < nt; ++q, u += step, s += step) {                                                       \
+        const __m512i uv = _mm512_maskz_loadu_epi8(q < nq ? full : m, (const void *)u);                              \
+        EACH16(ACC_STEP)                                                                                             \
       }                                                                                                              \
     }                                                                                                                \
-    for (int i = 0; i < NI; ++i)                                                                                     \
-      _mm512_storeu_si512((void *)(acc + (ib + i) * Cp + jb), a[i]);                                                 \
+    EACH16(ACC_STORE)                                                                                                \
   }
 DEF_CELL_VNNI(4)
 DEF_CELL_VNNI(8)
@@ -428,7 +441,7 @@ DEF_CELL_VNNI(16)
 
 /* Stride 1 (module docstring): images [b0, b1) of x (B, H, W, C) int8 (NHWC), kernel kh x kw,
  * dilations (dh, dw), pads top and left, an oh x ow output, channels [c0, c0 + cg). gram (K, K),
- * K = cg kh kw, gets the exact Gram added (the upper triangle; where t != t' the lower one too),
+ * K = cg kh kw, gets the exact Gram added (its upper triangle only),
  * sums (K) the column sums; no correction is left to the caller. scratch: the bytes
  * hlsnn_gram_conv_s1_scratch gives. Returns 1 (VNNI) or 0 (portable loops), -1 where it does not
  * apply (nothing added). */
@@ -468,21 +481,22 @@ int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, 
       for (int64_t iy = 0; iy < cs.ny; ++iy)
         for (int64_t ix = 0; ix < cs.nx; ++ix, ++cell) {
           int32_t *acc = sc.acc32 + cell * cc;
-          for (int64_t ib = 0; ib < cg; ib += KB) {
-            const int64_t ni = cg - ib < KB ? cg - ib : KB;
-            for (int64_t jb = dky || dkx ? 0 : ib; jb < cg; jb += KB) { /* shift 0: the blocks on and above the diagonal */
+          for (int64_t sb = 0; sb < cg; sb += KB) {
+            const int64_t ni = cg - sb < KB ? cg - sb : KB;
+            /* shift 0: the blocks of c <= c' only (the pair's block is symmetric) */
+            for (int64_t ub = 0; ub < cg && (dky || dkx || ub <= sb); ub += KB) {
 #ifdef HLSNN_X86
               if (vnni) {
                 if (ni <= 4)
-                  cell_vnni_4(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, ib, jb, acc);
+                  cell_vnni_4(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, sb, ub, acc);
                 else if (ni <= 8)
-                  cell_vnni_8(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, ib, jb, acc);
+                  cell_vnni_8(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, sb, ub, acc);
                 else
-                  cell_vnni_16(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, ib, jb, acc);
+                  cell_vnni_16(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, sb, ub, acc);
                 continue;
               }
 #endif
-              cell_portable(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, ib, ni, jb, acc);
+              cell_portable(&g, &sc, cs.ylo[iy], cs.yhi[iy], cs.xlo[ix], cs.xhi[ix], dy, dx, sb, ni, ub, acc);
             }
           }
         }
@@ -510,42 +524,58 @@ int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, 
         BOX(ky * dh, ky * dh + oh, kx * dw, kx * dw + ow, c, s);
         sums[c * kk + ky * kw + kx] += s;
       }
-  int64_t cell = 0;
+  int64_t cell0 = 0;
   FOR_SHIFTS(&g, dky, dkx) {
     cells_t cs;
     shift_cells(&g, dky, dkx, &cs);
     const int64_t dy = dky * dh, dx = dkx * dw;
     for (int64_t iy = 0; iy < cs.ny; ++iy)
-      for (int64_t ix = 0; ix < cs.nx; ++ix, ++cell) {
-        int64_t *e = sc.acc64 + cell * cc;
+      for (int64_t ix = 0; ix < cs.nx; ++ix) {
+        int64_t *e = sc.acc64 + (cell0 + iy * cs.nx + ix) * cc;
         for (int64_t c2 = 0; c2 < cg; ++c2) { /* the x + 128 correction: 128 * the cell's second factors */
           int64_t s;
           BOX(cs.ylo[iy] + dy, cs.yhi[iy] + dy, cs.xlo[ix] + dx, cs.xhi[ix] + dx, c2, s);
-          for (int64_t c1 = 0; c1 < cg; ++c1)
-            e[c1 * Cp + c2] -= 128 * s;
+          for (int64_t c1 = 0; c1 < Cp; ++c1)
+            e[c2 * Cp + c1] -= 128 * s;
         }
-        /* every pair of this shift whose rectangle holds the cell */
-        for (int64_t ky = 0; ky + dky < kh; ++ky) {
-          int64_t ylo, yhi;
-          tap_range(ky, dky, dh, top, H, oh, &ylo, &yhi);
-          if (!(ylo <= cs.ylo[iy] && cs.yhi[iy] <= yhi))
-            continue;
-          for (int64_t kx = dkx < 0 ? -dkx : 0; kx < kw && kx + dkx < kw; ++kx) {
-            int64_t xlo, xhi;
-            tap_range(kx, dkx, dw, left, W, ow, &xlo, &xhi);
-            if (!(xlo <= cs.xlo[ix] && cs.xhi[ix] <= xhi))
+      }
+    /* every pair of this shift: the sum of the cells its rectangle holds, into the upper triangle */
+    for (int64_t ky = 0; ky + dky < kh; ++ky) {
+      int64_t ylo, yhi;
+      tap_range(ky, dky, dh, top, H, oh, &ylo, &yhi);
+      for (int64_t kx = dkx < 0 ? -dkx : 0; kx < kw && kx + dkx < kw; ++kx) {
+        int64_t xlo, xhi;
+        tap_range(kx, dkx, dw, left, W, ow, &xlo, &xhi);
+        int64_t *pb = sc.pair, any = 0;
+        for (int64_t iy = 0; iy < cs.ny; ++iy)
+          for (int64_t ix = 0; ix < cs.nx; ++ix) {
+            if (!(ylo <= cs.ylo[iy] && cs.yhi[iy] <= yhi && xlo <= cs.xlo[ix] && cs.xhi[ix] <= xhi))
               continue;
-            const int64_t t = ky * kw + kx, t2 = t + dky * kw + dkx;
-            for (int64_t c1 = 0; c1 < cg; ++c1)
-              for (int64_t c2 = t == t2 ? c1 : 0; c2 < cg; ++c2) {
-                const int64_t v = e[c1 * Cp + c2];
-                gram[(c1 * kk + t) * K + c2 * kk + t2] += v;
-                if (t != t2)
-                  gram[(c2 * kk + t2) * K + c1 * kk + t] += v;
-              }
+            const int64_t *e = sc.acc64 + (cell0 + iy * cs.nx + ix) * cc;
+            if (!any++)
+              memcpy(pb, e, (size_t)(cc * 8));
+            else
+              for (int64_t i = 0; i < cc; ++i)
+                pb[i] += e[i];
+          }
+        if (!any)
+          continue;
+        const int64_t t = ky * kw + kx, t2 = t + dky * kw + dkx;
+        for (int64_t c2 = 0; c2 < cg; ++c2) {
+          const int64_t *row = pb + c2 * Cp, j = c2 * kk + t2;
+          if (t == t2) /* c <= c2: gram[c kk + t][j] */
+            for (int64_t c1 = 0; c1 <= c2; ++c1)
+              gram[(c1 * kk + t) * K + j] += row[c1];
+          else { /* t < t2: (c1 kk + t, j) is above the diagonal where c1 <= c2 */
+            for (int64_t c1 = 0; c1 <= c2; ++c1)
+              gram[(c1 * kk + t) * K + j] += row[c1];
+            for (int64_t c1 = c2 + 1; c1 < cg; ++c1)
+              gram[j * K + c1 * kk + t] += row[c1];
           }
         }
       }
+    }
+    cell0 += cs.ny * cs.nx;
   }
 #undef BOX
   return vnni;
