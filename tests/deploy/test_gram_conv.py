@@ -68,10 +68,15 @@ def _values(rng, shape, kind):
     return x
 
 
+@pytest.mark.parametrize("path", ["auto", "rows"])
 @pytest.mark.parametrize("isa", [0, 1])
 @pytest.mark.parametrize("case", range(len(GEOMETRIES)))
-def test_the_conv_gram_is_the_float64_product(case, isa, monkeypatch):
+def test_the_conv_gram_is_the_float64_product(case, isa, path, monkeypatch):
+    """Every geometry, by the path _grams chooses (the autocorrelation for stride 1) and by the
+    im2col rows (the autocorrelation's scratch limit below any)."""
     monkeypatch.setattr(shift_fit, "GRAM_ISA", isa)
+    if path == "rows":
+        monkeypatch.setattr(shift_fit, "_GRAM_S1_MAX_SCRATCH", -1)
     c, g, (h, w), k, s, pads, d, b = GEOMETRIES[case]
     rng = np.random.default_rng(case)
     layer = _layer(c, g, k, s, pads, d, rng)
@@ -123,3 +128,6 @@ def test_a_stride1_3x3_conv_takes_the_autocorrelation(isa, monkeypatch):
     calls.clear()
     _check(_layer(16, 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), rng), _values(rng, (6, 16, 10, 10), "full"))
     assert calls == [False]                            # stride 2: the rows
+    calls.clear()
+    _check(_layer(3, 3, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), rng), _values(rng, (6, 3, 10, 10), "full"))
+    assert calls == [True]                             # depthwise: the autocorrelation, per group

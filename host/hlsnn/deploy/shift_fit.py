@@ -244,26 +244,29 @@ def _grams_i8(layer, x, g):
     return out
 
 
-#: the fewest channels per group for which :func:`_grams_conv_s1` beats the rows of
-#: ``hlsnn_gram_conv_i8`` (fewer: its 16-lane blocks are mostly empty)
-_GRAM_S1_MIN_CG = 8
+#: the most scratch bytes per thread for which :func:`_grams_conv_s1` beats the rows of
+#: ``hlsnn_gram_conv_i8`` (its cells' sums, ``Cp**2`` each, go through memory once per image:
+#: many channels on a small map, e.g. 256 on 4 x 4, are faster as rows)
+_GRAM_S1_MAX_SCRATCH = 8 << 20
 
 
 def _grams_conv_s1(so, geo, xh, g, oh, ow):
     """:func:`_grams_i8` of a stride-1 convolution of ``xh`` (B, H, W, C) int8 by
     ``hlsnn_gram_conv_s1_i8`` (``native/gram.c``: per shift between taps, the channels'
     cross-correlation over cells of the map, no im2col), images split over the threads; None
-    where it does not apply: strides other than 1, a 1x1 kernel (the same work as the rows),
-    fewer than :data:`_GRAM_S1_MIN_CG` channels per group (depthwise), kernels beyond 12 x 12
-    or maps too large for its int32 cell sums: those take the im2col rows."""
+    where it does not apply, and those take the im2col rows: strides other than 1 (the taps'
+    positions are sublattices), a 1x1 kernel (the same work as the rows), kernels beyond
+    12 x 12, maps too large for its int32 cell sums and more than
+    :data:`_GRAM_S1_MAX_SCRATCH` bytes of scratch. Any channel count (depthwise too) is faster
+    this way on the maps measured (1 to 128 channels, 2 x 2 to 32 x 32)."""
     from ..native import parallel
     b, h, w, c = xh.shape
     cg = c // g
-    if (geo.sh, geo.sw) != (1, 1) or geo.kh * geo.kw == 1 or cg < _GRAM_S1_MIN_CG:
+    if (geo.sh, geo.sw) != (1, 1) or geo.kh * geo.kw == 1:
         return None
     top, left = geo.pads[0], geo.pads[1]
     nbytes = so.hlsnn_gram_conv_s1_scratch(h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow, cg)
-    if nbytes < 0:
+    if nbytes < 0 or nbytes > _GRAM_S1_MAX_SCRATCH:
         return None
     kg, n = cg * geo.kh * geo.kw, b * oh * ow
     out = []
