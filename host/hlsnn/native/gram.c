@@ -60,40 +60,67 @@ static void gram_portable(const int8_t *x, int64_t K, int64_t r0, int64_t r1, in
 }
 
 #ifdef HLSNN_X86
+#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* acc += dpbusd(u, broadcast of the 4 bytes at p): in assembly, for gcc's intrinsic copies the
+ * accumulator each time and does not fold the broadcast into the instruction */
+VNNI_TARGET static inline __m512i dpbusd_bcst(__m512i acc, __m512i u, const int8_t *p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)(const void *)p));
+  return acc;
+}
+/* sixteen accumulators by name (gcc keeps an array of them in memory) */
+#define EACH16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
+#define ACC_DECL(i) __m512i a##i = _mm512_setzero_si512();
+#define ACC_LOAD(i)                                                                                                \
+  if (i < rows_)                                                                                                   \
+    a##i = _mm512_loadu_si512((const void *)(acc + (sb + i) * Cp + ub));
+#define ACC_STEP(i)                                                                                                \
+  if (i < rows_)                                                                                                   \
+    a##i = dpbusd_bcst(a##i, uv, s + i * 4);
+#define ACC_STORE(i)                                                                                               \
+  if (i < rows_)                                                                                                   \
+    _mm512_storeu_si512((void *)(acc + (sb + i) * Cp + ub), a##i);
+#define CHUNK_STORE(i)                                                                                             \
+  {                                                                                                                \
+    int32_t lanes[KB];                                                                                             \
+    _mm512_storeu_si512((void *)lanes, a##i);                                                                      \
+    if (jb + i < K)                                                                                                \
+      for (int l = 0; l < KB && ib + l < K; ++l)                                                                   \
+        gram[(ib + l) * K + jb + i] += lanes[l];                                                                   \
+  }
 /* one chunk of at most QUADS quads, packed: u[q][k][4] = x + 128 (uint8), s[q][k][4] = x (int8),
  * Kp columns (a multiple of KB; zero columns and rows contribute 0 to s, and their u (128)
- * multiplies s = 0) */
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) static void chunk_vnni(const uint8_t *u, const int8_t *s,
-                                                                          int64_t nq, int64_t Kp, int64_t K,
-                                                                          int64_t *gram) {
+ * multiplies s = 0). The column sums of s go to sums (vpdpbusd by ones); for the Gram, 16 rows
+ * i of u are the vector and column j of s the broadcast operand: a_j[i] += u_i s_j. */
+VNNI_TARGET static void chunk_vnni(const uint8_t *us, const int8_t *ss, int64_t nq, int64_t Kp, int64_t K,
+                                   int64_t *gram, int64_t *sums) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t jb = 0; jb < Kp; jb += KB) {
+    __m512i acc = _mm512_setzero_si512(); /* at most QUADS * 4 * 128 in a lane */
+    for (int64_t q = 0; q < nq; ++q)
+      acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512((const void *)(ss + (q * Kp + jb) * 4)));
+    int32_t lanes[KB];
+    _mm512_storeu_si512((void *)lanes, acc);
+    for (int j = 0; j < KB && jb + j < K; ++j)
+      sums[jb + j] += lanes[j];
+  }
+  enum { rows_ = KB };
   for (int64_t ib = 0; ib < Kp; ib += KB)
     for (int64_t jb = ib; jb < Kp; jb += KB) {
-      __m512i acc[KB];
-      for (int i = 0; i < KB; ++i)
-        acc[i] = _mm512_setzero_si512();
+      EACH16(ACC_DECL)
       for (int64_t q = 0; q < nq; ++q) {
-        const __m512i sv = _mm512_loadu_si512((const void *)(s + (q * Kp + jb) * 4));
-        const uint8_t *uq = u + (q * Kp + ib) * 4;
-        for (int i = 0; i < KB; ++i) {
-          int32_t w;
-          memcpy(&w, uq + i * 4, 4);
-          acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_set1_epi32(w), sv);
-        }
+        const __m512i uv = _mm512_loadu_si512((const void *)(us + (q * Kp + ib) * 4));
+        const int8_t *s = ss + (q * Kp + jb) * 4;
+        EACH16(ACC_STEP)
       }
-      for (int i = 0; i < KB && ib + i < K; ++i) {
-        int32_t lanes[KB];
-        _mm512_storeu_si512((void *)lanes, acc[i]);
-        int64_t *g = gram + (ib + i) * K + jb;
-        for (int j = 0; j < KB && jb + j < K; ++j)
-          g[j] += lanes[j];
-      }
+      EACH16(CHUNK_STORE)
     }
 }
 
 static int has_vnni(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vnni");
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 #endif
 
@@ -125,6 +152,27 @@ static void patch(const geom_t *g, int64_t r, int8_t *row) {
   }
 }
 
+/* patch() into the quad layout of chunk_vnni: value k of the row to sq[4 k], sq already cleared
+ * (the taps outside the map stay 0) */
+static void patch_quad(const geom_t *g, int64_t r, int8_t *sq) {
+  const int64_t b = r / (g->oh * g->ow), rem = r % (g->oh * g->ow), oy = rem / g->ow, ox = rem % g->ow;
+  const int64_t step = g->kh * g->kw * 4;
+  for (int64_t ky = 0; ky < g->kh; ++ky) {
+    const int64_t y = oy * g->sh + ky * g->dh - g->top;
+    if (y < 0 || y >= g->H)
+      continue;
+    for (int64_t kx = 0; kx < g->kw; ++kx) {
+      const int64_t xx = ox * g->sw + kx * g->dw - g->left;
+      if (xx < 0 || xx >= g->W)
+        continue;
+      const int8_t *src = g->x + ((b * g->H + y) * g->W + xx) * g->C + g->c0;
+      int8_t *dst = sq + (ky * g->kw + kx) * 4;
+      for (int64_t c = 0; c < g->cg; ++c)
+        dst[c * step] = src[c];
+    }
+  }
+}
+
 /* Returns 1 where the VNNI path ran (the caller then subtracts 128 * sums[j] from every gram[i][j],
  * once the sums are complete), 0 for the portable loops. u and s: the caller's scratch of
  * QUADS * 4 * Kp bytes each, Kp = K rounded up to a multiple of 16. */
@@ -143,21 +191,19 @@ static int64_t gram_rows(const int8_t *x, const geom_t *geom, int64_t K, int64_t
       const int64_t nb = nq * Kp * 4;
       memset(s, 0, (size_t)nb);
       for (int64_t r = c0; r < c1; ++r) {
-        const int8_t *src = x + r * K;
-        if (geom) {
-          patch(geom, r, row);
-          src = row;
-        }
         const int64_t q = (r - c0) / 4, e = (r - c0) % 4;
         int8_t *sq = s + q * Kp * 4 + e;
+        if (geom) {
+          patch_quad(geom, r, sq);
+          continue;
+        }
+        const int8_t *src = x + r * K;
         for (int64_t k = 0; k < K; ++k)
           sq[k * 4] = src[k];
-        for (int64_t k = 0; k < K; ++k)
-          sums[k] += src[k];
       }
       for (int64_t i = 0; i < nb; ++i) /* x + 128 as a byte: x ^ 0x80 */
         u[i] = (uint8_t)s[i] ^ 0x80u;
-      chunk_vnni(u, s, nq, Kp, K, gram);
+      chunk_vnni(u, s, nq, Kp, K, gram, sums);
     }
     return 1;
   }
@@ -359,8 +405,6 @@ static void cell_portable(const s1geom_t *g, const s1scratch_t *sc, int64_t y0, 
 }
 
 #ifdef HLSNN_X86
-#define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
-
 VNNI_TARGET static void pack_vnni(const s1geom_t *g, const int8_t *img, const s1scratch_t *sc) {
   const int64_t xa = g->left > 3 ? g->left - 3 : 0, xb = g->left + g->W < g->Wp ? g->left + g->W : g->Wp;
   const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080u);
@@ -394,24 +438,6 @@ VNNI_TARGET static void pack_vnni(const s1geom_t *g, const int8_t *img, const s1
 
 /* cell_portable in VNNI: the first factor's quad of 16 channels is the vector (its surplus
  * positions masked to 0), the second's channel the broadcast operand (from memory) */
-/* acc += dpbusd(u, broadcast of the 4 bytes at p): in assembly, for gcc's intrinsic copies the
- * accumulator each time and does not fold the broadcast into the instruction */
-VNNI_TARGET static inline __m512i dpbusd_bcst(__m512i acc, __m512i u, const int8_t *p) {
-  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)(const void *)p));
-  return acc;
-}
-/* sixteen accumulators by name (gcc keeps an array of them in memory) */
-#define EACH16(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
-#define ACC_DECL(i) __m512i a##i = _mm512_setzero_si512();
-#define ACC_LOAD(i)                                                                                                \
-  if (i < rows_)                                                                                                   \
-    a##i = _mm512_loadu_si512((const void *)(acc + (sb + i) * Cp + ub));
-#define ACC_STEP(i)                                                                                                \
-  if (i < rows_)                                                                                                   \
-    a##i = dpbusd_bcst(a##i, uv, s + i * 4);
-#define ACC_STORE(i)                                                                                               \
-  if (i < rows_)                                                                                                   \
-    _mm512_storeu_si512((void *)(acc + (sb + i) * Cp + ub), a##i);
 /* cell_portable in VNNI: the first factor's quad of 16 channels is the vector (its surplus
  * positions masked to 0), the second's channel the broadcast operand (from memory) */
 #define DEF_CELL_VNNI(NI)                                                                                          \
@@ -459,7 +485,7 @@ int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, 
   const int64_t Cp = g.Cp, kk = kh * kw, K = cg * kk, cc = Cp * Cp, ncell = s1_cells(&g);
   int vnni = 0;
 #ifdef HLSNN_X86
-  vnni = limit > 0 && has_vnni() && __builtin_cpu_supports("avx512vl");
+  vnni = limit > 0 && has_vnni();
 #else
   (void)limit;
 #endif
