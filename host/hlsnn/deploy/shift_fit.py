@@ -204,7 +204,9 @@ def _grams_i8(layer, x, g):
         so.hlsnn_gram_conv_s1_scratch.restype = i64
         so.hlsnn_gram_conv_s1_scratch.argtypes = [i64] * 12
         so.hlsnn_gram_conv_s1_i8.restype = i64
-        so.hlsnn_gram_conv_s1_i8.argtypes = [p] + [i64] * 15 + [p, p, p, ci]
+        so.hlsnn_gram_conv_s1_i8.argtypes = [p] + [i64] * 15 + [p, ci]
+        so.hlsnn_gram_conv_s1_out.restype = i64
+        so.hlsnn_gram_conv_s1_out.argtypes = [i64] * 12 + [p, i64, p, p]
         so._hlsnn_typed = True
     b = x.shape[0]
     if layer.kind == "conv":
@@ -268,26 +270,23 @@ def _grams_conv_s1(so, geo, xh, g, oh, ow):
     nbytes = so.hlsnn_gram_conv_s1_scratch(h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow, cg)
     if nbytes < 0 or nbytes > _GRAM_S1_MAX_SCRATCH:
         return None
+    import ctypes
     kg, n = cg * geo.kh * geo.kw, b * oh * ow
+    ranges = parallel.parts(b, 1)
+    scratch = {r0: np.empty(nbytes, np.uint8) for r0, _ in ranges}         # one per thread, by its first image
+    ptrs = (ctypes.c_void_p * len(ranges))(*[a.ctypes.data for a in scratch.values()])
     out = []
     for j in range(g):
         def part(b0, b1, j=j):
-            gram, sums = np.zeros((kg, kg), np.int64), np.zeros(kg, np.int64)
-            scratch = np.empty(nbytes, np.uint8)
-            r = so.hlsnn_gram_conv_s1_i8(xh.ctypes, h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow,
-                                         j * cg, cg, b0, b1, gram.ctypes, sums.ctypes, scratch.ctypes, GRAM_ISA)
-            return gram, sums, r
-        res = parallel.run(part, parallel.parts(b, 1))
-        if any(t[2] < 0 for t in res):
+            return so.hlsnn_gram_conv_s1_i8(xh.ctypes, h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow,
+                                            j * cg, cg, b0, b1, scratch[b0].ctypes, GRAM_ISA)
+        if any(r < 0 for r in parallel.run(part, ranges)):
             return None
-        gram, sums = res[0][0], res[0][1]
-        for t in res[1:]:
-            gram += t[0]
-            sums += t[1]
-        up = gram.astype(np.float64)                  # the upper triangle, zeros below
-        full = up + up.T
-        full[np.diag_indices(kg)] = np.diagonal(up)
-        out.append((full, sums.astype(np.float64) / n))
+        gram, sums = np.empty((kg, kg)), np.empty(kg, np.int64)
+        if so.hlsnn_gram_conv_s1_out(h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow, cg, ptrs,
+                                     len(ranges), gram.ctypes, sums.ctypes) < 0:
+            return None
+        out.append((gram, sums.astype(np.float64) / n))
     return out
 
 

@@ -15,23 +15,25 @@
  * 128 * sums_j, corrected after. A quad adds at most 4 * 255 * 128 < 2**17 to a lane, so a
  * chunk of QUADS quads sums exactly in int32 before it is added to the int64 result.
  *
- * hlsnn_gram_conv_s1_i8: the same Gram and sums for a stride-1 convolution (any kernel up to
- * KMAX x KMAX, dilation, pads; one group of cg channels), without im2col. With xp the zero-padded
- * map and a_t = (ky dh, kx dw) the offset of tap t = (ky, kx), the block of taps (t, t') is
+ * hlsnn_gram_conv_s1_i8 (per thread, on its images) then hlsnn_gram_conv_s1_out (once): the same
+ * Gram (as float64, both triangles) and sums for a stride-1 convolution (any kernel up to KMAX x
+ * KMAX, dilation, pads; one group of cg channels), without im2col. With xp the zero-padded map and
+ * a_t = (ky dh, kx dw) the offset of tap t = (ky, kx), the block of taps (t, t') is
  *   G[(c, t), (c', t')] = sum_{b, p in R_t} xp[b, p, c] * xp[b, p + a_t' - a_t, c'],
- * R_t = [ky dh, ky dh + oh) x [kx dw, kx dw + ow): a cross-correlation of the map with itself
- * at the shift d = a_t' - a_t, over a rectangle that depends on t. For each shift with t <= t'
- * (the other blocks are transposes: 13 shifts of a 3x3 kernel), the positions p where both
- * factors lie in the map are cut into cells (a row segment x a column segment) by the edges of
- * every pair's R_t, so each pair's rectangle is a union of whole cells. One pass per image
- * accumulates every cell's cg x cg product (VNNI: four neighbouring positions of a row per
- * byte quad, the channels in the lanes, read from a copy of the image laid out as sliding quads
- * Q[y][x][c][k] = xp[y, x + k, c]; a segment's last quad has its surplus positions masked to 0
- * on the signed side), the x + 128 correction of a cell is 128 * (sum of its second factor over
- * the cell), from the batch-summed map M; then each pair adds its cells. Positions outside the
- * map contribute 0 and are never visited, and there is no per-pixel gather of K bytes: about
- * 13 oh ow cg^2 products per image instead of 40.5 oh ow cg^2 for 3x3. The column sums are box
- * sums of M. The int32 cell sums go to int64 every few images (at most QUADS_MAX quads each).
+ * R_t = [ky dh, ky dh + oh) x [kx dw, kx dw + ow): a cross-correlation of the map with itself at
+ * the shift d = a_t' - a_t, over a rectangle that depends on t. For each shift with t <= t' (the
+ * other blocks are transposes: 13 shifts of a 3x3 kernel), the positions p where both factors
+ * lie in the map are cut into cells (a row segment x a column segment) by the edges of every
+ * pair's R_t, so each pair's rectangle, less positions that add 0, is a union of whole cells.
+ * One pass per image accumulates every cell's cg x cg product (VNNI: four neighbouring positions
+ * of a row per byte quad, the first factor's 16 channels in the lanes, the second's channel
+ * broadcast, both read from a copy of the image laid out as sliding quads Q[y][x][c][k] =
+ * xp[y, x + k, c]; a segment's last quad has its surplus positions masked to 0); the x + 128
+ * correction of a cell is 128 * (the sum of its second factor over the cell), from the
+ * batch-summed map M; then each pair adds its cells. Positions outside the map are never
+ * visited, and there is no per-pixel gather of K bytes: about 13 oh ow cg^2 products per image
+ * instead of 40.5 oh ow cg^2 for 3x3. The column sums are box sums of M. The int32 cell sums go
+ * to int64 every few images (at most QUADS_MAX quads each).
  */
 #include <stdint.h>
 #include <string.h>
@@ -465,15 +467,14 @@ DEF_CELL_VNNI(8)
 DEF_CELL_VNNI(16)
 #endif
 
-/* Stride 1 (module docstring): images [b0, b1) of x (B, H, W, C) int8 (NHWC), kernel kh x kw,
- * dilations (dh, dw), pads top and left, an oh x ow output, channels [c0, c0 + cg). gram (K, K),
- * K = cg kh kw, gets the exact Gram added (its upper triangle only),
- * sums (K) the column sums; no correction is left to the caller. scratch: the bytes
- * hlsnn_gram_conv_s1_scratch gives. Returns 1 (VNNI) or 0 (portable loops), -1 where it does not
- * apply (nothing added). */
+/* Stride 1 (module docstring), the first step: images [b0, b1) of x (B, H, W, C) int8 (NHWC), kernel
+ * kh x kw, dilations (dh, dw), pads top and left, an oh x ow output, channels [c0, c0 + cg): their
+ * cells' sums and batch-summed map into scratch (the bytes hlsnn_gram_conv_s1_scratch gives; one
+ * per thread, each thread its own images). Returns 1 (VNNI) or 0 (portable loops), -1 where it
+ * does not apply. */
 int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, int64_t kh, int64_t kw, int64_t dh,
                               int64_t dw, int64_t top, int64_t left, int64_t oh, int64_t ow, int64_t c0, int64_t cg,
-                              int64_t b0, int64_t b1, int64_t *gram, int64_t *sums, uint8_t *scratch, int limit) {
+                              int64_t b0, int64_t b1, uint8_t *scratch, int limit) {
   s1geom_t g;
   if (!s1_setup(&g, H, W, C, kh, kw, dh, dw, top, left, oh, ow, c0, cg))
     return -1;
@@ -482,7 +483,7 @@ int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, 
   uint8_t *base = scratch + (64 - (int64_t)((uintptr_t)scratch % 64)) % 64;
   s1_layout(&g, base, &sc);
   memset(base, 0, (size_t)bytes);
-  const int64_t Cp = g.Cp, kk = kh * kw, K = cg * kk, cc = Cp * Cp, ncell = s1_cells(&g);
+  const int64_t cc = g.Cp * g.Cp, ncell = s1_cells(&g);
   int vnni = 0;
 #ifdef HLSNN_X86
   vnni = limit > 0 && has_vnni();
@@ -534,6 +535,33 @@ int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, 
       since = 0;
     }
   }
+  return vnni;
+}
+
+static s1scratch_t s1_scratch(const s1geom_t *g, uint8_t *scratch) {
+  s1scratch_t sc = {0};
+  s1_layout(g, scratch + (64 - (int64_t)((uintptr_t)scratch % 64)) % 64, &sc);
+  return sc;
+}
+
+/* The second step: the nscratch scratches of hlsnn_gram_conv_s1_i8 (same geometry) summed, gram
+ * (K, K) float64, K = cg kh kw, set to the exact Gram (both triangles; integers below 2**53),
+ * sums (K) int64 to the column sums. -1 where it does not apply. */
+int64_t hlsnn_gram_conv_s1_out(int64_t H, int64_t W, int64_t C, int64_t kh, int64_t kw, int64_t dh, int64_t dw,
+                               int64_t top, int64_t left, int64_t oh, int64_t ow, int64_t cg, uint8_t **scratch,
+                               int64_t nscratch, double *gram, int64_t *sums) {
+  s1geom_t g;
+  if (nscratch < 1 || !s1_setup(&g, H, W, C, kh, kw, dh, dw, top, left, oh, ow, 0, cg))
+    return -1;
+  const int64_t Cp = g.Cp, kk = kh * kw, K = cg * kk, cc = Cp * Cp, ncell = s1_cells(&g);
+  const s1scratch_t sc = s1_scratch(&g, scratch[0]);
+  for (int64_t t = 1; t < nscratch; ++t) {
+    const s1scratch_t o = s1_scratch(&g, scratch[t]);
+    for (int64_t i = 0; i < ncell * cc; ++i)
+      sc.acc64[i] += o.acc64[i];
+    for (int64_t i = 0; i < g.Hp * g.Wp * Cp; ++i)
+      sc.m[i] += o.m[i];
+  }
   /* box sums of M: rows [y0, y1), columns [x0, x1), channel c */
 #define BOX(y0, y1, x0, x1, c, out)                                                                                 \
   do {                                                                                                             \
@@ -548,7 +576,7 @@ int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, 
       for (int64_t kx = 0; kx < kw; ++kx) {
         int64_t s;
         BOX(ky * dh, ky * dh + oh, kx * dw, kx * dw + ow, c, s);
-        sums[c * kk + ky * kw + kx] += s;
+        sums[c * kk + ky * kw + kx] = s;
       }
   int64_t cell0 = 0;
   FOR_SHIFTS(&g, dky, dkx) {
@@ -572,31 +600,23 @@ int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, 
       for (int64_t kx = dkx < 0 ? -dkx : 0; kx < kw && kx + dkx < kw; ++kx) {
         int64_t xlo, xhi;
         tap_range(kx, dkx, dw, left, W, ow, &xlo, &xhi);
-        int64_t *pb = sc.pair, any = 0;
+        int64_t *pb = sc.pair;
+        memset(pb, 0, (size_t)(cc * 8)); /* no cell: both factors never in the map, 0 */
         for (int64_t iy = 0; iy < cs.ny; ++iy)
           for (int64_t ix = 0; ix < cs.nx; ++ix) {
             if (!(ylo <= cs.ylo[iy] && cs.yhi[iy] <= yhi && xlo <= cs.xlo[ix] && cs.xhi[ix] <= xhi))
               continue;
             const int64_t *e = sc.acc64 + (cell0 + iy * cs.nx + ix) * cc;
-            if (!any++)
-              memcpy(pb, e, (size_t)(cc * 8));
-            else
-              for (int64_t i = 0; i < cc; ++i)
-                pb[i] += e[i];
+            for (int64_t i = 0; i < cc; ++i)
+              pb[i] += e[i];
           }
-        if (!any)
-          continue;
+        /* G[(c1, t), (c2, t2)] = pb[c2][c1]; for t = t2 only c1 <= c2 was computed (symmetric) */
         const int64_t t = ky * kw + kx, t2 = t + dky * kw + dkx;
         for (int64_t c2 = 0; c2 < cg; ++c2) {
           const int64_t *row = pb + c2 * Cp, j = c2 * kk + t2;
-          if (t == t2) /* c <= c2: gram[c kk + t][j] */
-            for (int64_t c1 = 0; c1 <= c2; ++c1)
-              gram[(c1 * kk + t) * K + j] += row[c1];
-          else { /* t < t2: (c1 kk + t, j) is above the diagonal where c1 <= c2 */
-            for (int64_t c1 = 0; c1 <= c2; ++c1)
-              gram[(c1 * kk + t) * K + j] += row[c1];
-            for (int64_t c1 = c2 + 1; c1 < cg; ++c1)
-              gram[j * K + c1 * kk + t] += row[c1];
+          for (int64_t c1 = 0; c1 < (t == t2 ? c2 + 1 : cg); ++c1) {
+            const int64_t i = c1 * kk + t;
+            gram[i * K + j] = gram[j * K + i] = (double)row[c1];
           }
         }
       }
@@ -604,5 +624,5 @@ int64_t hlsnn_gram_conv_s1_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, 
     cell0 += cs.ny * cs.nx;
   }
 #undef BOX
-  return vnni;
+  return 0;
 }
