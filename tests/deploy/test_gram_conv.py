@@ -129,5 +129,5 @@ def test_a_stride1_3x3_conv_takes_the_autocorrelation(isa, monkeypatch):
     _check(_layer(16, 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), rng), _values(rng, (6, 16, 10, 10), "full"))
     assert calls == [False]                            # stride 2: the rows
     calls.clear()
-    _check(_layer(3, 3, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), rng), _values(rng, (6, 3, 10, 10), "full"))
-    assert calls == [True]                             # depthwise: the autocorrelation, per group
+    _check(_layer(4, 2, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), rng), _values(rng, (6, 4, 10, 10), "full"))
+    assert calls == [True]                             # grouped: the autocorrelation, per group
