@@ -7,13 +7,15 @@
  * some entries below it too, which the caller ignores), sums (K) int64 gets sum_r x[r, j]
  * added. Integer sums: the order does not matter, every variant gives the same values.
  * hlsnn_gram_conv_i8: the same for the im2col rows of a convolution (any geometry), each row
- * gathered from the NHWC map by patch().
+ * gathered from the NHWC map by patch() (patch_quad: straight into the VNNI layout).
  *
  * AVX-512 VNNI (chosen at run time where the CPU has it; `limit` 0 forces the portable loops,
  * for the tests): vpdpbusd multiplies unsigned by signed bytes, four per 32-bit lane, so the
  * rows go in quads, and the unsigned operand is x + 128: sum (x_i + 128) x_j = (X^T X)_ij +
  * 128 * sums_j, corrected after. A quad adds at most 4 * 255 * 128 < 2**17 to a lane, so a
- * chunk of QUADS quads sums exactly in int32 before it is added to the int64 result.
+ * chunk of QUADS quads sums exactly in int32 before it is added to the int64 result. The signed
+ * operand is broadcast from memory (vpdpbusd's m32bcst form, in inline assembly: gcc's intrinsic
+ * neither folds the broadcast nor keeps the accumulator in place).
  *
  * hlsnn_gram_conv_s1_i8 (per thread, on its images) then hlsnn_gram_conv_s1_out (once): the same
  * Gram (as float64, both triangles) and sums for a stride-1 convolution (any kernel up to KMAX x
@@ -154,6 +156,7 @@ static void patch(const geom_t *g, int64_t r, int8_t *row) {
   }
 }
 
+#ifdef HLSNN_X86
 /* patch() into the quad layout of chunk_vnni: value k of the row to sq[4 k], sq already cleared
  * (the taps outside the map stay 0) */
 static void patch_quad(const geom_t *g, int64_t r, int8_t *sq) {
@@ -174,6 +177,7 @@ static void patch_quad(const geom_t *g, int64_t r, int8_t *sq) {
     }
   }
 }
+#endif
 
 /* Returns 1 where the VNNI path ran (the caller then subtracts 128 * sums[j] from every gram[i][j],
  * once the sums are complete), 0 for the portable loops. u and s: the caller's scratch of
@@ -248,9 +252,8 @@ typedef struct {
   int64_t Hp, Wp, Cp; /* the padded frame the taps read, channels rounded up to 16 */
 } s1geom_t;
 
-/* One axis of one shift (dk taps; d = dk * dil positions): the range of first-factor positions
- * of tap t where both factors lie in the map (n positions from pad on), and the segments (lo[i],
- * hi[i]) every such range is a union of. Returns the count of segments. */
+/* One axis of one shift (dk taps; d = dk * dil positions): the range [lo, hi) of first-factor
+ * positions of tap t (of its o outputs) where both factors lie in the map (n positions from pad on) */
 static void tap_range(int64_t t, int64_t dk, int64_t dil, int64_t pad, int64_t n, int64_t o, int64_t *lo,
                       int64_t *hi) {
   const int64_t d = dk * dil;
@@ -259,6 +262,8 @@ static void tap_range(int64_t t, int64_t dk, int64_t dil, int64_t pad, int64_t n
   *hi = t * dil + o < nzhi ? t * dil + o : nzhi;
 }
 
+/* the segments [slo[i], shi[i]) that every tap's range of the shift is a union of (between
+ * consecutive ends of the ranges; those in no range left out); returns their count */
 static int64_t segments(int64_t k, int64_t dk, int64_t dil, int64_t pad, int64_t n, int64_t o, int64_t *slo,
                         int64_t *shi) {
   int64_t b[2 * KMAX], nb = 0, ns = 0;
