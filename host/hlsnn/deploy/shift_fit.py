@@ -225,6 +225,50 @@ _GRAM_ROWS = 256 * 4
 GRAM_ISA = 1
 
 
+#: the most scratch bytes per thread for which :func:`_grams_conv_s1` beats the rows of
+#: ``hlsnn_gram_conv_i8`` (its cells' sums, ``Cp**2`` each, go through memory once per image:
+#: many channels on a small map, e.g. 256 on 4 x 4, are faster as rows)
+_GRAM_S1_MAX_SCRATCH = 8 << 20
+
+
+def _grams_conv_s1(so, geo, xh, g, oh, ow):
+    """:func:`_grams_i8` of a stride-1 convolution of ``xh`` (B, H, W, C) int8 by
+    ``hlsnn_gram_conv_s1_i8`` (``native/gram.c``: per shift between taps, the channels'
+    cross-correlation over cells of the map, no im2col), images split over the threads; None
+    where it does not apply, and those take the im2col rows: strides other than 1 (the taps'
+    positions are sublattices), a 1x1 kernel (the same work as the rows), kernels beyond
+    12 x 12, maps too large for its int32 cell sums and more than
+    :data:`_GRAM_S1_MAX_SCRATCH` bytes of scratch. Any channel count (depthwise too) is faster
+    this way on the maps measured (1 to 128 channels, 2 x 2 to 32 x 32)."""
+    from ..native import parallel
+    b, h, w, c = xh.shape
+    cg = c // g
+    if (geo.sh, geo.sw) != (1, 1) or geo.kh * geo.kw == 1:
+        return None
+    top, left = geo.pads[0], geo.pads[1]
+    nbytes = so.hlsnn_gram_conv_s1_scratch(h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow, cg)
+    if nbytes < 0 or nbytes > _GRAM_S1_MAX_SCRATCH:
+        return None
+    import ctypes
+    kg, n = cg * geo.kh * geo.kw, b * oh * ow
+    ranges = parallel.parts(b, 1)
+    scratch = {r0: np.empty(nbytes, np.uint8) for r0, _ in ranges}         # one per thread, by its first image
+    ptrs = (ctypes.c_void_p * len(ranges))(*[a.ctypes.data for a in scratch.values()])
+    out = []
+    for j in range(g):
+        def part(b0, b1, j=j):
+            return so.hlsnn_gram_conv_s1_i8(xh.ctypes, h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow,
+                                            j * cg, cg, b0, b1, scratch[b0].ctypes, GRAM_ISA)
+        if any(r < 0 for r in parallel.run(part, ranges)):
+            return None
+        gram, sums = np.empty((kg, kg)), np.empty(kg, np.int64)
+        if so.hlsnn_gram_conv_s1_out(h, w, c, geo.kh, geo.kw, geo.dh, geo.dw, top, left, oh, ow, cg, ptrs,
+                                     len(ranges), gram.ctypes, sums.ctypes) < 0:
+            return None
+        out.append((gram, sums.astype(np.float64) / n))
+    return out
+
+
 def _grams_i8(layer, x, g):
     """:func:`_grams` of int8-range integers by ``native/gram.c`` (integer sums: exact), a
     convolution's patches read from an NHWC copy of ``x`` (no im2col), or None where the
@@ -241,6 +285,12 @@ def _grams_i8(layer, x, g):
         so.hlsnn_gram_i8.argtypes = [p, i64, i64, i64, p, p, p, p, ci]
         so.hlsnn_gram_conv_i8.restype = i64
         so.hlsnn_gram_conv_i8.argtypes = [p] + [i64] * 17 + [p, p, p, p, ci]
+        so.hlsnn_gram_conv_s1_scratch.restype = i64
+        so.hlsnn_gram_conv_s1_scratch.argtypes = [i64] * 12
+        so.hlsnn_gram_conv_s1_i8.restype = i64
+        so.hlsnn_gram_conv_s1_i8.argtypes = [p] + [i64] * 15 + [p, ci]
+        so.hlsnn_gram_conv_s1_out.restype = i64
+        so.hlsnn_gram_conv_s1_out.argtypes = [i64] * 12 + [p, i64, p, p]
         so._hlsnn_typed = True
     b = x.shape[0]
     if layer.kind == "conv":
@@ -248,6 +298,9 @@ def _grams_i8(layer, x, g):
         xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1), np.int8)            # (B, H, W, C)
         _, h, w, c = xh.shape
         oh, ow = geo.out_hw(h, w)
+        done = _grams_conv_s1(so, geo, xh, g, oh, ow)
+        if done is not None:
+            return done
         n, kg = b * oh * ow, (c // g) * geo.kh * geo.kw
 
         def call(j, r0, r1, *bufs):
