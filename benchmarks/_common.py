@@ -34,10 +34,13 @@ class OtherLoad:
                      max(0.0, ((b1 - self.b0) - (c1 - self.c0)) / max(t1 - self.t0, 1e-9)))
 
 
-def interleaved_medians(series, repeat, seed, *, warm_up=False):
+def interleaved_medians(series, repeat, seed, *, warm_up=False, self_timed=(), samples=None):
     """Time each callable of ``series`` (name -> f) ``repeat`` times, in a new shuffled order
     each round so that a drift of the machine's load falls on all of them alike; the median
-    seconds per name. ``warm_up``: one untimed call of each first (caches, allocations)."""
+    seconds per name. ``warm_up``: one untimed call of each first (caches, allocations).
+    ``self_timed``: names whose callable returns the seconds to count itself (the part of its
+    call that is measured, e.g. without building what it works on). ``samples``: a dict that
+    gets every name's list of times."""
     if warm_up:
         for f in series.values():
             f()
@@ -48,6 +51,8 @@ def interleaved_medians(series, repeat, seed, *, warm_up=False):
         rng.shuffle(order)
         for k in order:
             t0 = time.perf_counter()
-            series[k]()
-            times[k].append(time.perf_counter() - t0)
+            got = series[k]()
+            times[k].append(float(got) if k in self_timed else time.perf_counter() - t0)
+    if samples is not None:
+        samples.update(times)
     return {k: statistics.median(v) for k, v in times.items()}

@@ -13,19 +13,19 @@ the run."
 * **Images.** ``--images`` (default 1000) test images, the test split repeated when it is
   shorter (digits32 has 360).
 * **Per format** (every assignment of the config), on the ``emu`` target: the calibration
-  (``Deployment.calibrate`` on the config's ``calibration.samples`` training images, timed
-  ``--repeat`` times, each on a fresh deployment: the median, and the first, which also pays
-  for the first use of its memory), the cost of one more calibration image (the median over
-  ``--repeat`` fresh deployments of the time on twice the images less the time on once, per
-  added image: what a larger calibration set costs, without the per-layer fixed costs), and
+  (``Deployment.calibrate`` on the config's ``calibration.samples`` training images, each on a
+  fresh deployment, the time ``calibrate`` returns: the median, and the first, which also
+  pays for the first use of its memory), the cost of one more calibration image (per round,
+  the time on twice the images less the time on once, per added image: what a larger
+  calibration set costs, without the per-layer fixed costs; the median), and
   ``Deployment.run`` over the whole batch in one call.
 * **Baseline.** ``onnxruntime.InferenceSession`` (CPU, float32, default threads) on the same
   batch in one ``run`` (a model exported with the batch fixed at 1 runs image by image): the
   issue's target is against this. onnxruntime is also timed on the batch in slices of 32 and
   256 images (on a 2-core machine it runs a 1,000-image batch about 3x slower per image than
   256-image slices); the ratio to its best time is printed beside (``ratio_to_best``).
-* The series are timed round robin (``--repeat`` rounds, a fresh random order each), so that
-  all see the same machine state; medians are compared.
+* The series (runs and calibrations alike) are timed round robin (``--repeat`` rounds, a fresh
+  random order each), so that all see the same machine state; medians are compared.
 * **Targets.** ``run / onnxruntime <= 5`` for ``bfp``, ``twohot`` and ``pot`` formats, ``<= 20``
   for ``fixed`` and ``sparse``; the calibration's time per image at most twice the run's
   (``--cal-ratio``: a fixed-point layer runs twice when calibrating, the preceding operation
@@ -85,27 +85,34 @@ def bench(cfg_path, n_images, repeat, seed):
             series[f"onnxruntime_float32/{s}"] = (lambda s: lambda: [sess.run(None, {inp.name: x32[i:i + s]})
                                                                    for i in range(0, len(x32), s)])(s)
     accs = open_accelerators(cfg, "emu")
-    cal, cal_first, cal_more, kinds = {}, {}, {}, {}
+    cal_first, kinds, timed = {}, {}, set()
     try:
         for name, asg in cfg.assignments.items():
             def make(asg=asg):
                 return Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
                                   rounding=cfg.rounding, dynamic=cfg.calibration.get("mode") == "dynamic")
-            dep = make()
             # warm-up: the compiled helpers are built on a machine's first use (then cached on
             # disk); that is not calibration's cost
             make().calibrate(x_cal[:8])
-            times = [dep.calibrate(x_cal)] + [make().calibrate(x_cal) for _ in range(repeat - 1)]
-            cal[name], cal_first[name] = float(np.median(times)), times[0]
-            # the cost of one more image: twice the images against once, on fresh deployments
-            pairs = [(make().calibrate(x_cal2), make().calibrate(x_cal)) for _ in range(repeat)]
-            cal_more[name] = float(np.median([t2 - t1 for t2, t1 in pairs]))
+            dep = make()
+            cal_first[name] = dep.calibrate(x_cal)
             kinds[name] = sorted({cfg.formats[asg.format_of(lay.name)].type for lay in net.engine_layers()})
             series[name] = (lambda d: (lambda: d.run(x)))(dep)
-        med = interleaved_medians(series, repeat, seed)
+            # calibrations on fresh deployments, timed by calibrate itself (not the deployment's making)
+            series[name + "/cal"] = (lambda m: (lambda: m().calibrate(x_cal)))(make)
+            series[name + "/cal2"] = (lambda m: (lambda: m().calibrate(x_cal2)))(make)
+            timed |= {name + "/cal", name + "/cal2"}
+        samples = {}
+        med = interleaved_medians(series, repeat, seed, self_timed=timed, samples=samples)
     finally:
         for a in accs.values():
             a.close()
+    cal = {k[:-4]: med.pop(k) for k in list(med) if k.endswith("/cal")}
+    # the cost of one more image: twice the images against once, round by round
+    cal_more = {k[:-5]: float(np.median(np.subtract(samples[k], samples[k[:-1]]))) for k in list(med)
+                if k.endswith("/cal2")}
+    for k in cal_more:
+        med.pop(k + "/cal2")
     base = med.pop("onnxruntime_float32")
     sliced = {int(k.split("/")[1]): med.pop(k) for k in list(med) if k.startswith("onnxruntime_float32/")}
     best = min([base] + list(sliced.values()))

@@ -211,7 +211,7 @@ def test_the_run_paths_add_is_rule_4(seed):
     from hlsnn.primitives import ROUNDING_CODES, shift_round_sat
     so = netfast.lib()
     rng = np.random.default_rng(seed)
-    b, hw, c = int(rng.integers(1, 5)), int(rng.integers(1, 40)), int(rng.integers(1, 70))
+    b, hw, c = int(rng.integers(1, 5)), int(rng.integers(1, 40)), 70 if seed == 6 else int(rng.integers(1, 70))
     a = rng.integers(-(1 << 20), 1 << 20, (b, hw, c)).astype(np.int32)
     o = rng.integers(-(1 << 20), 1 << 20, (b, hw, c)).astype(np.int32)
     a[rng.random(a.shape) < 0.3] >>= 12

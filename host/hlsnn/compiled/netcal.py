@@ -66,6 +66,7 @@ from . import netfast, netmode
 RAW = 4
 #: output pixels per thread at least
 _MIN_PIXELS = 256
+_FUSE = 4
 #: the vector unit the convolutions may use (``netint.c``: 0 portable, 1 AVX2, 2 AVX-512; the
 #: best the CPU has up to this): the tests run each
 ISA = 2
@@ -215,7 +216,7 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
         return cnt
     # the statistics unit's histogram and DETERMINE (the layer path's rule)
     per = f["oh"] * f["ow"]
-    if b >= 4 * parallel.threads():     # a thread pads its images and convolves them: one dispatch
+    if b >= _FUSE * parallel.threads():  # a thread pads its images and convolves them: one dispatch
         done = parallel.run(lambda b0, b1: (pad(b0, b1), wide(b0 * per, b1 * per)), parallel.parts(b, 1))
         nz, cnt = sum(t[0] for t in done), sum(t[1] for t in done)
     else:                               # few images: every padded image first, then pixels in threads
@@ -266,16 +267,16 @@ POOL_BYTES = 1 << 28
 
 
 def _take(shape):
-    """An int32 array of ``shape`` (contents undefined): a freed one of this thread's pool, else
-    new. A fresh array's first writes fault its pages in, which cost as much as a small layer's
+    """An int32 array of ``shape`` (contents undefined): a freed one of this thread's pool (of
+    that size, whatever its shape was), else new. A fresh array's first writes fault its pages in, which cost as much as a small layer's
     convolution and vary from run to run."""
     free = getattr(_pool, "free", None)
     if free is None:
         free = _pool.free = {}
-    got = free.get(tuple(shape))
+    got = free.get(math.prod(shape))            # by size: a tensor may come back reshaped
     if got:
         _pool.bytes -= got[-1].nbytes
-        return got.pop()
+        return got.pop().reshape(shape)
     return np.empty(shape, np.int32)
 
 
@@ -288,7 +289,7 @@ def _give(a):
     if held + a.nbytes > POOL_BYTES:
         free.clear()
         held = 0
-    free.setdefault(a.shape, []).append(a)
+    free.setdefault(a.size, []).append(a.reshape(-1))
     _pool.bytes = held + a.nbytes
 
 

@@ -563,6 +563,23 @@ VEC_CLONES static int64_t add_requant(const int32_t *restrict a, const int32_t *
   return ns;
 }
 
+/* GlobalAveragePool's sums of one image over its HW pixels, for channels [c0, c0 + cn), cn <= 64:
+ * acc[k] = sum_q relu((a[q, c0 + k] << sa) + (b[q, c0 + k] << sb)) (b may be NULL), a pixel's
+ * channels in vector lanes (VEC_CLONES) */
+VEC_CLONES static void gap_block(const int32_t *restrict a, const int32_t *restrict b, int64_t HW, int64_t C,
+                                 int64_t c0, int64_t cn, int sa, int sb, int relu, int64_t *restrict acc) {
+  for (int64_t k = 0; k < cn; ++k)
+    acc[k] = 0;
+  for (int64_t q = 0; q < HW; ++q) {
+    const int32_t *ar = a + q * C + c0, *br = b ? b + q * C + c0 : a;
+    const int64_t use_b = b != NULL;
+    for (int64_t k = 0; k < cn; ++k) {
+      int64_t v = (int64_t)((uint64_t)(int64_t)ar[k] << sa) + use_b * (int64_t)((uint64_t)(int64_t)br[k] << sb);
+      acc[k] += relu && v < 0 ? 0 : v;
+    }
+  }
+}
+
 /* Rule 4 on images [b0, b1) of a (B, HW, C) and b (or NULL): s = (a << sa) + (b << sb);
  * ReLU; with gap the sum over the HW pixels of each channel (out (B, 1, C)); then
  * shift_round_sat(s, shift, bits, mode). Returns the saturation count. */
@@ -572,15 +589,12 @@ int64_t hlsnn_net_add(const int32_t *a, const int32_t *b, int64_t HW, int64_t C,
   for (int64_t i = b0; i < b1; ++i) {
     const int32_t *ai = a + i * HW * C, *bi = b ? b + i * HW * C : NULL;
     if (gap) {
-      for (int64_t c = 0; c < C; ++c) {
-        int64_t s = 0;
-        for (int64_t q = 0; q < HW; ++q) {
-          int64_t v = (int64_t)((uint64_t)(int64_t)ai[q * C + c] << sa);
-          if (bi)
-            v += (int64_t)((uint64_t)(int64_t)bi[q * C + c] << sb);
-          s += relu && v < 0 ? 0 : v;
-        }
-        out[i * C + c] = (int32_t)shift_round_sat(s, shift, bits, mode, &sat);
+      int64_t acc[64];
+      for (int64_t c0 = 0; c0 < C; c0 += 64) {
+        const int64_t cn = C - c0 < 64 ? C - c0 : 64;
+        gap_block(ai, bi, HW, C, c0, cn, sa, sb, relu, acc);
+        for (int64_t k = 0; k < cn; ++k)
+          out[i * C + c0 + k] = (int32_t)shift_round_sat(acc[k], shift, bits, mode, &sat);
       }
     } else if (shift >= 1 && shift <= 62) {
       sat += add_requant(ai, bi, HW * C, sa, sb, relu, shift, bits, mode, out + i * HW * C);
@@ -708,16 +722,7 @@ int64_t hlsnn_net_add_raw(const int32_t *a, const int32_t *b, int64_t HW, int64_
     if (gap) {
       for (int64_t c0 = 0; c0 < C; c0 += 64) { /* channel blocks: the pixel loop's sums in acc */
         const int64_t cn = C - c0 < 64 ? C - c0 : 64;
-        memset(acc, 0, sizeof acc);
-        for (int64_t q = 0; q < HW; ++q) {
-          const int32_t *ar = ai + q * C + c0, *br = bi ? bi + q * C + c0 : NULL;
-          for (int64_t k = 0; k < cn; ++k) {
-            int64_t v = (int64_t)((uint64_t)(int64_t)ar[k] << sa);
-            if (br)
-              v += (int64_t)((uint64_t)(int64_t)br[k] << sb);
-            acc[k] += relu && v < 0 ? 0 : v;
-          }
-        }
+        gap_block(ai, bi, HW, C, c0, cn, sa, sb, relu, acc);
         for (int64_t k = 0; k < cn; ++k) {
           mn = acc[k] < mn ? acc[k] : mn;
           mx = acc[k] > mx ? acc[k] : mx;
