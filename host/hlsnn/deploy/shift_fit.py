@@ -253,7 +253,8 @@ def _grams_conv_s1(so, geo, xh, g, oh, ow):
     kg, n = cg * geo.kh * geo.kw, b * oh * ow
     ranges = parallel.parts(b, 1)
     scratch = {r0: np.empty(nbytes, np.uint8) for r0, _ in ranges}         # one per thread, by its first image
-    ptrs = (ctypes.c_void_p * len(ranges))(*[a.ctypes.data for a in scratch.values()])
+    # the threads' scratch addresses for the merge (``scratch`` holds the arrays until it ends)
+    ptrs = (ctypes.c_void_p * len(ranges))(*[a.ctypes.data_as(ctypes.c_void_p) for a in scratch.values()])
     out = []
     for j in range(g):
         def part(b0, b1, j=j):
