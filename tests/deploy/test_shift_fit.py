@@ -327,3 +327,36 @@ def test_the_depthwise_grams_come_in_one_pass(seed):
         r = rows[:, j * k:(j + 1) * k]
         np.testing.assert_array_equal(gram.view(np.uint64), (r.T @ r).view(np.uint64))
         np.testing.assert_array_equal(mean.view(np.uint64), r.mean(axis=0).view(np.uint64))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gptq_values_follow_the_papers_algorithm(seed, monkeypatch):
+    """gptq_values against GPTQ's algorithm 1 written out here from the module docstring: dead
+    inputs get H_ii = 1, lambda = 1% of the mean diagonal is added, the columns go in order of
+    descending H_ii (stable), U = chol(H^-1)^T, each column rounded to the nearest code and its
+    error fed to the later ones (the same factor on both sides: numpy's inverse and Cholesky)."""
+    monkeypatch.setattr(shift_fit, "inverse_factor", lambda h: np.linalg.cholesky(np.linalg.inv(h)).T)
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(1, 12)), int(rng.integers(2, 60))
+    tab = shift_codes.table("twohot" if seed % 2 else "pot", 3, 1 if seed % 2 else 0)
+    x = rng.integers(-128, 128, (200, k)).astype(np.float64) * rng.uniform(0.1, 2, k)
+    x[:, rng.random(k) < 0.2] = 0.0                                 # dead inputs
+    h = x.T @ x
+    w = rng.normal(0, 1, (n, k))
+    f = rng.integers(2, 6, (n, 1))
+    got = shift_fit.gptq_values(w, h, tab, f)
+    hh = h.copy()
+    d = np.diag(hh).copy()
+    d[d <= 0] = 1.0
+    hh[np.diag_indices(k)] = d + 0.01 * d.mean()
+    order = np.argsort(-np.diag(hh), kind="stable")
+    hp = hh[order][:, order]
+    u = np.linalg.cholesky(np.linalg.inv(hp)).T
+    ww = np.ldexp(w, f)[:, order]
+    q = np.zeros_like(ww)
+    for i in range(k):
+        q[:, i] = shift_fit.nearest_values(ww[:, i], tab)
+        ww[:, i + 1:] -= np.outer((ww[:, i] - q[:, i]) / u[i, i], u[i, i + 1:])
+    want = np.empty_like(q)
+    want[:, order] = q
+    np.testing.assert_array_equal(got, want)

@@ -73,14 +73,19 @@ def gptq_values(w, h, tab, f):
     with numpy's batched routines (the same matrices up to rounding)."""
     w = np.ldexp(np.asarray(w, np.float64), np.asarray(f, np.int64))      # in code units
     stacked = w.ndim == 3
-    w, h = (w, np.array(h, np.float64)) if stacked else (w[None], np.array(h, np.float64)[None])
+    h = np.asarray(h, np.float64)
+    w, h = (w, h) if stacked else (w[None], h[None])
     g, k = w.shape[0], w.shape[2]
-    diag = np.einsum("gii->gi", h)                            # a view: writes go to h
+    diag = np.einsum("gii->gi", h).copy()
     diag[diag <= 0] = 1.0                                     # inputs never seen
     diag += DAMP * np.mean(diag, axis=1, keepdims=True)
     perm = np.argsort(-diag, axis=1, kind="stable")
     w = np.ascontiguousarray(np.take_along_axis(w, perm[:, None, :], axis=2))
-    h = np.take_along_axis(np.take_along_axis(h, perm[:, :, None], axis=1), perm[:, None, :], axis=2)
+    if stacked:                                               # H permuted (a new array), then its diagonal
+        h = np.take_along_axis(np.take_along_axis(h, perm[:, :, None], axis=1), perm[:, None, :], axis=2)
+    else:
+        h = h[0][np.ix_(perm[0], perm[0])][None]
+    np.einsum("gii->gi", h)[...] = np.take_along_axis(diag, perm, axis=1)
     u = inverse_factor(h if stacked else h[0])
     if u is None:                                             # not positive definite numerically
         u = np.eye(k)                                         # no feedback: nearest rounding

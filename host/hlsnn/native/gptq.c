@@ -30,8 +30,16 @@ static int64_t below(const double *thr, int64_t T, double v) {
   return lo;
 }
 
+/* the AVX-512 or AVX2 clone where the CPU has it (target_clones, chosen at load time): the
+ * update's loop in vector lanes, each lane the same unfused multiply and subtraction */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(HLSNN_PORTABLE)
+#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VEC_CLONES
+#endif
+
 /* G problems one after the other: w (G, N, K), u (G, K, K), q like w; err: N doubles of scratch */
-void hlsnn_gptq_round(double *w, const double *u, int64_t G, int64_t N, int64_t K, const double *thr, int64_t T,
+VEC_CLONES void hlsnn_gptq_round(double *w, const double *u, int64_t G, int64_t N, int64_t K, const double *thr, int64_t T,
                       const double *mags, double *q, double *err) {
   for (int64_t g = 0; g < G; ++g, w += N * K, q += N * K, u += K * K)
     for (int64_t i = 0; i < K; ++i) {
