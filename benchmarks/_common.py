@@ -34,13 +34,15 @@ class OtherLoad:
                      max(0.0, ((b1 - self.b0) - (c1 - self.c0)) / max(t1 - self.t0, 1e-9)))
 
 
-def interleaved_medians(series, repeat, seed, *, warm_up=False, self_timed=(), samples=None):
+def interleaved_medians(series, repeat, seed, *, warm_up=False, self_timed=(), samples=None, settle=0.0):
     """Time each callable of ``series`` (name -> f) ``repeat`` times, in a new shuffled order
     each round so that a drift of the machine's load falls on all of them alike; the median
     seconds per name. ``warm_up``: one untimed call of each first (caches, allocations).
     ``self_timed``: names whose callable returns the seconds to count itself (the part of its
     call that is measured, e.g. without building what it works on). ``samples``: a dict that
-    gets every name's list of times."""
+    gets every name's list of times. ``settle``: seconds to wait before each timed call, so that
+    no call pays for the previous one's threads still spinning (onnxruntime's workers spin for
+    tens of milliseconds after a run, and a calibration right after one took 35% longer)."""
     if warm_up:
         for f in series.values():
             f()
@@ -50,6 +52,8 @@ def interleaved_medians(series, repeat, seed, *, warm_up=False, self_timed=(), s
         order = list(series)
         rng.shuffle(order)
         for k in order:
+            if settle:
+                time.sleep(settle)
             t0 = time.perf_counter()
             got = series[k]()
             times[k].append(float(got) if k in self_timed else time.perf_counter() - t0)

@@ -25,7 +25,9 @@ the run."
   256 images (on a 2-core machine it runs a 1,000-image batch about 3x slower per image than
   256-image slices); the ratio to its best time is printed beside (``ratio_to_best``).
 * The series (runs and calibrations alike) are timed round robin (``--repeat`` rounds, a fresh
-  random order each), so that all see the same machine state; medians are compared.
+  random order each), so that all see the same machine state, 0.1 s apart (``SETTLE``: after
+  a run onnxruntime's worker threads spin for tens of milliseconds, and whatever ran next took
+  up to 35% longer); medians are compared.
 * **Targets.** ``run / onnxruntime <= 5`` for ``bfp``, ``twohot`` and ``pot`` formats, ``<= 20``
   for ``fixed`` and ``sparse``; the calibration's time per image at most twice the run's
   (``--cal-ratio``: a fixed-point layer runs twice when calibrating, the preceding operation
@@ -62,6 +64,8 @@ CONFIGS = [ROOT / "configs" / "models" / "resnet8_digits32.yaml",
            ROOT / "tests" / "data" / "torch" / "tiny" / "mobilenet_relu6_ts17.yaml"]
 #: onnxruntime also runs the batch in slices of these many images (the fair baseline is its best)
 ORT_SLICES = (32, 256)
+#: seconds between timed calls (onnxruntime's worker threads spin for a while after a run)
+SETTLE = 0.1
 LIMITS = {"bfp": 5.0, "twohot": 5.0, "pot": 5.0, "fixed": 20.0, "sparse": 20.0}
 
 
@@ -103,7 +107,7 @@ def bench(cfg_path, n_images, repeat, seed):
             series[name + "/cal2"] = (lambda m: (lambda: m().calibrate(x_cal2)))(make)
             timed |= {name + "/cal", name + "/cal2"}
         samples = {}
-        med = interleaved_medians(series, repeat, seed, self_timed=timed, samples=samples)
+        med = interleaved_medians(series, repeat, seed, self_timed=timed, samples=samples, settle=SETTLE)
     finally:
         for a in accs.values():
             a.close()
