@@ -377,7 +377,8 @@ def _grams_dw(layer, x):
 
     def part(r0, r1):
         gram, sums = np.zeros((c, k, k), np.int64), np.zeros((c, k), np.int64)
-        acc, taps, tsum = (np.empty(n * c, np.int32) for n in (k * (k + 1) // 2, k, k))
+        cp = -(-c // 16) * 16                                      # the lanes, whole vectors
+        acc, taps, tsum = (np.empty(n * cp, np.int32) for n in (k * (k + 1) // 2, k, k))
         so.hlsnn_gram_dw_i8(xh.ctypes, h, w, c, geo.kh, geo.kw, geo.sh, geo.sw, geo.dh, geo.dw, geo.pads[0],
                             geo.pads[1], oh, ow, r0, r1, gram.ctypes, sums.ctypes, acc.ctypes, taps.ctypes,
                             tsum.ctypes)

@@ -14,7 +14,8 @@
  * vectorized multiply-add of C lanes into int32 accumulators (acc[pair][c]), flushed into the
  * int64 result every CHUNK pixels (a product is at most 128 * 128 = 2**14 in magnitude, so
  * CHUNK * 2**14 < 2**31), the tap sums likewise (tsum[k][c]). Integer sums: exact in any order.
- * Scratch from the caller: acc K * (K + 1) / 2 * C int32, taps and tsum K * C int32 each.
+ * Scratch from the caller, with Cp = C rounded up to 16 (whole vectors): acc K * (K + 1) / 2 * Cp
+ * int32, taps and tsum K * Cp int32 each.
  */
 #include <stdint.h>
 #include <string.h>
@@ -27,17 +28,19 @@
 
 #define CHUNK 65536 /* pixels per int32 chunk: 2**16 * 2**14 = 2**30 */
 
-/* acc[p][c] += t[k][c] * t[k'][c] over the pairs p = (k <= k') of one pixel's taps t (K, C),
- * and tsum[k][c] += t[k][c] */
-VEC_CLONES static void pairs(const int32_t *restrict t, int64_t K, int64_t C, int32_t *restrict acc,
+/* acc[p][c] += t[k][c] * t[k'][c] over the pairs p = (k <= k') of one pixel's taps t (K, Cp),
+ * and tsum[k][c] += t[k][c]; Cp a multiple of 16, so that every loop is whole vectors (the
+ * padding lanes hold 0) */
+VEC_CLONES static void pairs(const int32_t *restrict t, int64_t K, int64_t Cp, int32_t *restrict acc,
                              int32_t *restrict tsum) {
-  for (int64_t i = 0; i < K * C; ++i)
+  Cp = Cp / 16 * 16; /* (a multiple of 16 already: tells the compiler) */
+  for (int64_t i = 0; i < K * Cp; ++i)
     tsum[i] += t[i];
   for (int64_t k = 0; k < K; ++k) {
-    const int32_t *a = t + k * C;
-    for (int64_t k2 = k; k2 < K; ++k2, acc += C) {
-      const int32_t *b = t + k2 * C;
-      for (int64_t c = 0; c < C; ++c)
+    const int32_t *a = t + k * Cp;
+    for (int64_t k2 = k; k2 < K; ++k2, acc += Cp) {
+      const int32_t *b = t + k2 * Cp;
+      for (int64_t c = 0; c < Cp; ++c)
         acc[c] += a[c] * b[c];
     }
   }
@@ -47,18 +50,19 @@ void hlsnn_gram_dw_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, int64_t 
                       int64_t sw, int64_t dh, int64_t dw, int64_t top, int64_t left, int64_t oh, int64_t ow,
                       int64_t r0, int64_t r1, int64_t *gram, int64_t *sums, int32_t *acc, int32_t *taps,
                       int32_t *tsum) {
-  const int64_t K = kh * kw, P = K * (K + 1) / 2;
+  const int64_t K = kh * kw, P = K * (K + 1) / 2, Cp = (C + 15) / 16 * 16;
+  memset(taps, 0, (size_t)(K * Cp) * sizeof *taps); /* the padding lanes stay 0 */
   for (int64_t c0 = r0; c0 < r1; c0 += CHUNK) {
     const int64_t c1 = c0 + CHUNK < r1 ? c0 + CHUNK : r1;
-    memset(acc, 0, (size_t)(P * C) * sizeof *acc);
-    memset(tsum, 0, (size_t)(K * C) * sizeof *tsum);
+    memset(acc, 0, (size_t)(P * Cp) * sizeof *acc);
+    memset(tsum, 0, (size_t)(K * Cp) * sizeof *tsum);
     for (int64_t r = c0; r < c1; ++r) {
       const int64_t b = r / (oh * ow), rem = r % (oh * ow), oy = rem / ow, ox = rem % ow;
       for (int64_t ky = 0; ky < kh; ++ky) {
         const int64_t y = oy * sh + ky * dh - top;
         for (int64_t kx = 0; kx < kw; ++kx) {
           const int64_t xx = ox * sw + kx * dw - left;
-          int32_t *dst = taps + (ky * kw + kx) * C;
+          int32_t *dst = taps + (ky * kw + kx) * Cp;
           if (y < 0 || y >= H || xx < 0 || xx >= W) {
             memset(dst, 0, (size_t)C * sizeof *dst);
             continue;
@@ -68,14 +72,14 @@ void hlsnn_gram_dw_i8(const int8_t *x, int64_t H, int64_t W, int64_t C, int64_t 
             dst[c] = src[c];
         }
       }
-      pairs(taps, K, C, acc, tsum);
+      pairs(taps, K, Cp, acc, tsum);
     }
     for (int64_t k = 0; k < K; ++k) /* sums (C, K): per channel, tap k */
       for (int64_t c = 0; c < C; ++c)
-        sums[c * K + k] += tsum[k * C + c];
+        sums[c * K + k] += tsum[k * Cp + c];
     const int32_t *a = acc;
     for (int64_t k = 0; k < K; ++k)
-      for (int64_t k2 = k; k2 < K; ++k2, a += C)
+      for (int64_t k2 = k; k2 < K; ++k2, a += Cp)
         for (int64_t c = 0; c < C; ++c)
           gram[(c * K + k) * K + k2] += a[c];
   }
