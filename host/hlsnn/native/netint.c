@@ -233,11 +233,11 @@ __attribute__((target("avx512f"))) static inline __m256i rule8(__m256i a32, cons
   return _mm512_cvtepi64_epi32(q);
 }
 
-/* finish_block's raw path on 16 channels: v in int64 lanes, and the MSB counts by gather and
- * scatter (each lane its own channel's counter: no two lanes write one address). The MSB
- * position of u = v ^ (v >> 31) < 2**31 is the exponent of the double it converts to exactly. */
-__attribute__((target("avx512f"))) static int64_t raw_avx512(const int32_t (*acc)[ZV], int np, int32_t *const *orow,
-                                                             int64_t z0, const rule_t *r) {
+/* finish_block's raw path on 8 or 16 channels (zn): v in int64 lanes, and the MSB counts by
+ * gather and scatter (each lane its own channel's counter: no two lanes write one address). The
+ * MSB position of u = v ^ (v >> 31) < 2**31 is the exponent of the double it converts to exactly. */
+__attribute__((target("avx512f"))) static int64_t raw_avx512(const int32_t (*acc)[ZV], int np, int zn,
+                                                             int32_t *const *orow, int64_t z0, const rule_t *r) {
   const int64_t amax = r->rule == 0 ? ((int64_t)1 << (r->acc_bits - 1)) - 1 : INT64_MAX;
   const __m512i vamax = _mm512_set1_epi64(amax), vvmin = _mm512_set1_epi64(r->relu ? 0 : -amax - 1);
   const __m512i one = _mm512_set1_epi64(1), bias_e = _mm512_set1_epi64(1023);
@@ -247,7 +247,7 @@ __attribute__((target("avx512f"))) static int64_t raw_avx512(const int32_t (*acc
                                (z0 + h * 8 + 4) * 32, (z0 + h * 8 + 3) * 32, (z0 + h * 8 + 2) * 32,
                                (z0 + h * 8 + 1) * 32, (z0 + h * 8) * 32);
   for (int p = 0; p < np; ++p)
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < zn / 8; ++h) {
       __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc[p] + h * 8))),
                                    _mm512_loadu_si512((const void *)(r->bias + z0 + h * 8)));
       v = _mm512_max_epi64(_mm512_min_epi64(v, vamax), vvmin);
@@ -267,8 +267,8 @@ __attribute__((target("avx512f"))) static int64_t raw_avx512(const int32_t (*acc
 
 __attribute__((target("avx512f"))) static int64_t finish_avx512(const int32_t (*acc)[ZV], int np, int zn,
                                                                 int32_t *const *orow, int64_t z0, const rule_t *r) {
-  if (r->raw && zn == ZV)
-    return raw_avx512(acc, np, orow, z0, r);
+  if (r->raw && (zn == ZV || zn == 8))
+    return raw_avx512(acc, np, zn, orow, z0, r);
   if (!r->fast || zn != ZV)
     return finish_block(acc, np, zn, orow, z0, r);
   const int64_t lb = -((int64_t)1 << (r->bits - 1)), hb = ((int64_t)1 << (r->bits - 1)) - 1;
