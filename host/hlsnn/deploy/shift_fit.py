@@ -180,8 +180,17 @@ def _round_compiled(w, u, tab):
     u = np.ascontiguousarray(u, np.float64)
     thr = np.ascontiguousarray(tab.buckets.thresholds, np.float64)
     mags = np.ascontiguousarray(tab.mags, np.float64)
-    q, err = np.empty_like(w), np.empty(n, np.float64)
-    so.hlsnn_gptq_round(w.ctypes, u.ctypes, g, n, k, thr.ctypes, len(thr), mags.ctypes, q.ctypes, err.ctypes)
+    from ..native import parallel
+    q = np.empty_like(w)
+
+    def part(a0, a1):                   # rows [a0, a1) of one problem, or problems [a0, a1)
+        ws, us, qs = (w[0, a0:a1], u, q[0, a0:a1]) if g == 1 else (w[a0:a1], u[a0:a1], q[a0:a1])
+        err = np.empty(n, np.float64)
+        so.hlsnn_gptq_round(ws.ctypes, us.ctypes, 1 if g == 1 else a1 - a0, a1 - a0 if g == 1 else n, k,
+                            thr.ctypes, len(thr), mags.ctypes, qs.ctypes, err.ctypes)
+    # the rows (or the problems) are independent: split over the threads where there is work
+    per = (1 << 17) // max(k * k * (1 if g == 1 else n), 1)
+    parallel.run(part, parallel.parts(n if g == 1 else g, max(per, 1)))
     return q
 
 
