@@ -18,3 +18,15 @@ def compiled_models(tmp_path_factory, folder, models=MODELS, **kw):
             compile_model(models / f"{model}.yaml", assignment, cache[key], **kw)
         return cache[key]
     return get
+
+
+def assert_grams_are_the_products(got, rows, g):
+    """``shift_fit._grams``' result ``got`` is, bit for bit, the float64 ``r.T @ r`` and
+    ``r.mean(axis=0)`` of each of the ``g`` groups' columns ``r`` of the im2col ``rows``."""
+    import numpy as np
+    kg = rows.shape[1] // g
+    assert len(got) == g
+    for j, (gram, mean) in enumerate(got):
+        r = rows[:, j * kg:(j + 1) * kg]
+        np.testing.assert_array_equal(gram.view(np.uint64), (r.T @ r).view(np.uint64))
+        np.testing.assert_array_equal(mean.view(np.uint64), r.mean(axis=0).view(np.uint64))

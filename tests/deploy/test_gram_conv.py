@@ -9,6 +9,7 @@ from hlsnn import native
 from hlsnn.deploy import shift_fit
 from hlsnn.deploy.onnx_import import Layer
 from hlsnn.engines import convgeom
+from compiled_fixtures import assert_grams_are_the_products
 
 pytestmark = pytest.mark.skipif(native.load("gram") is None, reason="the compiled helpers are off")
 
@@ -45,15 +46,8 @@ def _layer(c, g, k, s, pads, d, rng):
 
 
 def _check(layer, x):
-    got = shift_fit._grams(layer, x)
     rows = convgeom.im2col(np.asarray(x, np.float64), layer.geom)[0]
-    g = layer.group
-    kg = rows.shape[1] // g
-    assert len(got) == g
-    for j, (gram, mean) in enumerate(got):
-        r = rows[:, j * kg:(j + 1) * kg]
-        np.testing.assert_array_equal(gram.view(np.uint64), (r.T @ r).view(np.uint64))
-        np.testing.assert_array_equal(mean.view(np.uint64), r.mean(axis=0).view(np.uint64))
+    assert_grams_are_the_products(shift_fit._grams(layer, x), rows, layer.group)
 
 
 def _values(rng, shape, kind):

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("onnx")
 
 from test_deploy import ROOT, _base, _dense_net, _write  # noqa: E402
+from compiled_fixtures import assert_grams_are_the_products  # noqa: E402
 
 from hlsnn.deploy import shift_fit  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
@@ -193,16 +194,9 @@ def test_the_gram_blocks_are_the_float64_products(seed, kind, isa, monkeypatch):
         x = rng.integers(100, 129, (300, 40) if kind == "dense" else (90, c, 9, 11))
     if seed == 7:                   # the whole int8 range, more rows than one chunk of native/gram.c
         x = rng.integers(-128, 128, (1500, 40) if kind == "dense" else (90, c, 9, 11))
-    got = shift_fit._grams(layer, x)
     xf = np.asarray(x, np.float64)
     rows = convgeom.im2col(xf, layer.geom)[0] if kind != "dense" else xf
-    g = layer.group if kind != "dense" else 1
-    kg = rows.shape[1] // g
-    assert len(got) == g
-    for j, (gram, mean) in enumerate(got):
-        r = rows[:, j * kg:(j + 1) * kg]
-        np.testing.assert_array_equal(gram.view(np.uint64), (r.T @ r).view(np.uint64))
-        np.testing.assert_array_equal(mean.view(np.uint64), r.mean(axis=0).view(np.uint64))
+    assert_grams_are_the_products(shift_fit._grams(layer, x), rows, layer.group if kind != "dense" else 1)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -320,13 +314,8 @@ def test_the_depthwise_grams_come_in_one_pass(seed):
         x[:, :, :, :] = rng.choice([-128, 127], x.shape)        # largest products, over 2 int32 chunks of pixels per thread
     x[0] = 0
     got = shift_fit._grams_dw(layer, x)
-    assert got is not None and len(got) == c
-    rows = convgeom.im2col(np.asarray(x, np.float64), layer.geom)[0]
-    k = kh * kw
-    for j, (gram, mean) in enumerate(got):
-        r = rows[:, j * k:(j + 1) * k]
-        np.testing.assert_array_equal(gram.view(np.uint64), (r.T @ r).view(np.uint64))
-        np.testing.assert_array_equal(mean.view(np.uint64), r.mean(axis=0).view(np.uint64))
+    assert got is not None
+    assert_grams_are_the_products(got, convgeom.im2col(np.asarray(x, np.float64), layer.geom)[0], c)
 
 
 @pytest.mark.parametrize("seed", range(4))
