@@ -120,7 +120,8 @@ def inverse_factor(h):
         from scipy.linalg import lapack
     except ImportError:                                       # scipy comes with scikit-learn
         try:
-            return np.linalg.cholesky(np.linalg.inv(h)).T
+            with _one_blas_thread():
+                return np.linalg.cholesky(np.linalg.inv(h)).T
         except np.linalg.LinAlgError:
             return None
     with _one_blas_thread():
