@@ -261,6 +261,17 @@ def test_inverse_factor_is_the_upper_cholesky_factor_of_the_inverse(seed):
     assert shift_fit.inverse_factor(bad) is None
 
 
+def test_inverse_factor_without_scipy(monkeypatch):
+    """Without scipy the factor is numpy's inverse then Cholesky (the same matrix)."""
+    import sys
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, (90, 20)).astype(np.float64)
+    h = x.T @ x + np.eye(20)
+    monkeypatch.setitem(sys.modules, "scipy.linalg", None)          # import scipy.linalg fails
+    np.testing.assert_array_equal(shift_fit.inverse_factor(h), np.linalg.cholesky(np.linalg.inv(h)).T)
+    assert shift_fit.inverse_factor(-np.eye(3)) is None
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("seed", range(4))
 def test_a_stack_of_groups_is_rounded_as_each_group_alone(seed, compiled, monkeypatch):
