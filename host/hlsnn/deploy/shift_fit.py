@@ -141,7 +141,9 @@ def _one_blas_thread():
     OpenBLAS leaves its workers spinning for a while after each call, which took a core from
     the calibration's own threads: ResNet-8's two-hot calibration went from 110 to 84 ms. On a
     machine other processes keep busy, numpy's batched inverse of a depthwise layer's 9 x 9
-    matrices took 60 ms a call on two threads (each matrix a wait for the other thread)."""
+    matrices took 60 ms a call on two threads (each matrix a wait for the other thread). One
+    thread also makes the factor's rounding independent of the machine's core count (OpenBLAS
+    splits its work by the threads, and its sums round differently)."""
     import contextlib
     if not _blas:
         try:
