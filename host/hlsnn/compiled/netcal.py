@@ -66,6 +66,7 @@ from . import netfast, netmode
 RAW = 4
 #: output pixels per thread at least
 _MIN_PIXELS = 256
+#: images per thread from which a thread pads its images and convolves them in one dispatch
 _FUSE = 4
 #: the vector unit the convolutions may use (``netint.c``: 0 portable, 1 AVX2, 2 AVX-512; the
 #: best the CPU has up to this): the tests run each
@@ -268,8 +269,8 @@ POOL_BYTES = 1 << 28
 
 def _take(shape):
     """An int32 array of ``shape`` (contents undefined): a freed one of this thread's pool (of
-    that size, whatever its shape was), else new. A fresh array's first writes fault its pages in, which cost as much as a small layer's
-    convolution and vary from run to run."""
+    that size, whatever its shape was), else new. A fresh array's first writes fault its pages
+    in, which cost as much as a small layer's convolution and vary from run to run."""
     free = getattr(_pool, "free", None)
     if free is None:
         free = _pool.free = {}
