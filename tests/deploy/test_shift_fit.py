@@ -299,7 +299,8 @@ def test_a_stack_of_groups_is_rounded_as_each_group_alone(seed, compiled, monkey
     f = rng.integers(2, 6, (g, n, 1))
     got = shift_fit.gptq_values(w, h, tab, f)
     for j in range(g):
-        np.testing.assert_array_equal(got[j].view(np.uint64), shift_fit.gptq_values(w[j], h[j], tab, f[j]).view(np.uint64))
+        alone = shift_fit.gptq_values(w[j], h[j], tab, f[j])
+        np.testing.assert_array_equal(got[j].view(np.uint64), alone.view(np.uint64))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -319,12 +320,15 @@ def test_the_depthwise_grams_come_in_one_pass(seed):
     mult = 2 if seed == 2 else 1
     strides, dil = [(1, 1), (2, 1), (1, 1), (2, 2), (1, 1), (1, 2)][seed], (2, 2) if seed == 4 else (1, 1)
     pads = tuple(int(v) for v in rng.integers(0, 3, 4))
-    b, h, w = (1200, 16, 16) if seed == 0 else (int(rng.integers(1, 20)), int(rng.integers(6, 13)), int(rng.integers(6, 13)))
+    if seed == 0:
+        b, h, w = 1200, 16, 16
+    else:
+        b, h, w = int(rng.integers(1, 20)), int(rng.integers(6, 13)), int(rng.integers(6, 13))
     layer = Layer("l", "conv", ["x"], "y", w=rng.normal(size=(c * mult, 1, kh, kw)), b=np.zeros(c * mult),
                   pads=pads, strides=strides, dilations=dil, group=c)
     x = rng.integers(-128, 128, (b, c, h, w)) * (rng.random((b, c, h, w)) < 0.7)
     if seed == 0:
-        x[:, :, :, :] = rng.choice([-128, 127], x.shape)        # largest products, over 2 int32 chunks of pixels per thread
+        x[:, :, :, :] = rng.choice([-128, 127], x.shape)    # largest products, 2 int32 chunks a thread
     x[0] = 0
     got = shift_fit._grams_dw(layer, x)
     assert got is not None

@@ -39,8 +39,8 @@ static int64_t below(const double *thr, int64_t T, double v) {
 #endif
 
 /* G problems one after the other: w (G, N, K), u (G, K, K), q like w; err: N doubles of scratch */
-VEC_CLONES void hlsnn_gptq_round(double *w, const double *u, int64_t G, int64_t N, int64_t K, const double *thr, int64_t T,
-                      const double *mags, double *q, double *err) {
+VEC_CLONES void hlsnn_gptq_round(double *w, const double *u, int64_t G, int64_t N, int64_t K, const double *thr,
+                                 int64_t T, const double *mags, double *q, double *err) {
   for (int64_t g = 0; g < G; ++g, w += N * K, q += N * K, u += K * K)
     for (int64_t i = 0; i < K; ++i) {
       const double uii = u[i * K + i];
