@@ -366,3 +366,25 @@ def test_gptq_values_follow_the_papers_algorithm(seed, monkeypatch):
     want = np.empty_like(q)
     want[:, order] = q
     np.testing.assert_array_equal(got, want)
+
+
+def test_one_blas_thread_is_restored_after_threads_overlap():
+    """Inside the context every BLAS library runs on one thread; two threads inside it at once
+    (two calibrations) leave the libraries as they found them."""
+    import threading
+    import time
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    before = [d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"]
+    seen = []
+
+    def inside():
+        with shift_fit._one_blas_thread():
+            seen.append([d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"])
+            time.sleep(0.05)
+    ts = [threading.Thread(target=inside) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert seen and all(n == 1 for s in seen for n in s)
+    assert [d["num_threads"] for d in threadpoolctl.threadpool_info() if d["user_api"] == "blas"] == before

@@ -35,6 +35,9 @@ see ``docs/deploy-models.md``): two-hot on the tiny DS-CNN goes from 88.6% to 91
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 
 from ..engines import convgeom as conv
@@ -133,8 +136,10 @@ def inverse_factor(h):
 
 
 _blas = []
+_blas_lock = threading.RLock()
 
 
+@contextlib.contextmanager
 def _one_blas_thread():
     """A context in which the BLAS libraries run on one thread (threadpoolctl, which comes with
     scikit-learn; without it, as they are). The factorizations here are small, and a threaded
@@ -143,15 +148,25 @@ def _one_blas_thread():
     machine other processes keep busy, numpy's batched inverse of a depthwise layer's 9 x 9
     matrices took 60 ms a call on two threads (each matrix a wait for the other thread). One
     thread also makes the factor's rounding independent of the machine's core count (OpenBLAS
-    splits its work by the threads, and its sums round differently)."""
-    import contextlib
-    if not _blas:
-        try:
-            from threadpoolctl import ThreadpoolController
-            _blas.append(ThreadpoolController())         # the libraries loaded by now (scipy's too)
-        except ImportError:
-            _blas.append(None)
-    return contextlib.nullcontext() if _blas[0] is None else _blas[0].limit(limits=1, user_api="blas")
+    splits its work by the threads, and its sums round differently). The limit is process-wide,
+    so one thread at a time holds it (a lock), and calibrations in threads set and restore it
+    in turn."""
+    with _blas_lock:
+        if not _blas:
+            try:
+                import scipy.linalg  # noqa: F401  (its own OpenBLAS, limited too)
+            except ImportError:
+                pass
+            try:
+                from threadpoolctl import ThreadpoolController
+                _blas.append(ThreadpoolController())     # the libraries loaded by now
+            except ImportError:
+                _blas.append(None)
+        if _blas[0] is None:
+            yield
+        else:
+            with _blas[0].limit(limits=1, user_api="blas"):
+                yield
 
 
 def _round(w, u, tab):
