@@ -682,32 +682,22 @@ int64_t hlsnn_net_requant(const int32_t *v, int64_t Z, const int64_t *shift, int
 }
 
 /* add_raw's element-wise sums of one image (n values; b may be NULL), their min and max
- * updated: one loop per case, so that each vectorizes (VEC_CLONES) */
-#define ADD_LOOP(SUM, CLAMP)                                                                                     \
-  for (int64_t k = 0; k < n; ++k) {                                                                              \
-    int64_t v = SUM;                                                                                             \
-    CLAMP;                                                                                                       \
-    mn = v < mn ? v : mn;                                                                                        \
-    mx = v > mx ? v : mx;                                                                                        \
-    o[k] = (int32_t)v;                                                                                           \
-  }
-#define SHL(p, s) ((int64_t)((uint64_t)(int64_t)(p)[k] << (s)))
+ * updated (VEC_CLONES: the loop vectorizes, as add_requant's) */
 VEC_CLONES static void add_map(const int32_t *restrict a, const int32_t *restrict b, int64_t n, int sa, int sb,
                                int relu, int32_t *restrict o, int64_t *mn_, int64_t *mx_) {
   int64_t mn = *mn_, mx = *mx_;
-  if (b && relu)
-    ADD_LOOP(SHL(a, sa) + SHL(b, sb), v = v < 0 ? 0 : v)
-  else if (b)
-    ADD_LOOP(SHL(a, sa) + SHL(b, sb), (void)0)
-  else if (relu)
-    ADD_LOOP(SHL(a, sa), v = v < 0 ? 0 : v)
-  else
-    ADD_LOOP(SHL(a, sa), (void)0)
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t v = (int64_t)((uint64_t)(int64_t)a[k] << sa);
+    if (b)
+      v += (int64_t)((uint64_t)(int64_t)b[k] << sb);
+    v = relu && v < 0 ? 0 : v;
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
+    o[k] = (int32_t)v;
+  }
   *mn_ = mn;
   *mx_ = mx;
 }
-#undef SHL
-#undef ADD_LOOP
 
 /* Rule 4's sum before the requantization (hlsnn_net_add's s) for images [b0, b1) as int32, and
  * what the host's DETERMINE reads of it: st[0] min, st[1] max (updated), and with `counts`
