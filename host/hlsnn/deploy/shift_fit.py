@@ -266,11 +266,14 @@ def _grams(layer, x):
                 grams[j] += ssyrk(1.0, r.T if g == 1 else np.asfortranarray(r.T), trans=0)
                 sums[j] += np.add.reduce(r, axis=0, dtype=np.float64)
         n += rows.shape[0]
-    out = []
-    for j in range(g):
-        up = np.triu(grams[j])
-        out.append((up + np.triu(up, 1).T, sums[j] / n))
-    return out
+    return [(gj, sj / n) for gj, sj in zip(_symmetric(grams), sums)]
+
+
+def _symmetric(gram):
+    """The symmetric float64 matrices (..., K, K) of the upper triangles of ``gram`` (what the
+    Gram helpers compute; the entries below the diagonal are ignored)."""
+    up = np.triu(gram).astype(np.float64)
+    return up + np.swapaxes(np.triu(up, 1), -1, -2)
 
 
 #: ``native/gram.c``'s rows per chunk (``QUADS`` quads of four)
@@ -380,8 +383,7 @@ def _grams_i8(layer, x, g):
         gram, sums = sum(t[0] for t in res), sum(t[1] for t in res)
         if any(t[2] for t in res):                  # vpdpbusd's unsigned operand was x + 128
             gram -= 128 * sums[None, :]
-        up = np.triu(gram).astype(np.float64)
-        out.append((up + np.triu(up, 1).T, sums.astype(np.float64) / n))
+        out.append((_symmetric(gram), sums.astype(np.float64) / n))
     return out
 
 
@@ -416,8 +418,7 @@ def _grams_dw(layer, x):
     n = b * oh * ow
     res = parallel.run(part, parallel.parts(n, max(256, (1 << 20) // max(k * k * c, 1))))
     gram, sums = sum(t[0] for t in res), sum(t[1] for t in res)
-    up = np.triu(gram).astype(np.float64)                      # (C, K, K): the upper triangles
-    full = up + np.swapaxes(np.triu(up, 1), 1, 2)
+    full = _symmetric(gram)                                    # (C, K, K)
     mean = sums.astype(np.float64) / n
     return [(full[j], mean[j]) for j in range(c)]
 
