@@ -118,7 +118,7 @@ def test_random_programs_equal_run_ints(seed, engine):
         assert not all(c.exact32 for c in fast.convs.values())        # some sums need int64: the numpy rule
     else:
         assert all(c.exact32 for c in fast.convs.values())
-    for isa in (2, 1, 0):                    # AVX-512, AVX2, the portable loops (as the CPU has them)
+    for isa in (3, 2, 1, 0):                 # AVX-512 VNNI, AVX-512, AVX2, the portable loops (as the CPU has them)
         fn = netfast.build(net, isa=isa)
         fn.chunk = int(rng.integers(1, 9))
         y, sat, nz = fn.run(xq)
@@ -131,6 +131,58 @@ def test_random_programs_equal_run_ints(seed, engine):
                                            (-1, op.f["c"], op.f["h"], op.f["w"]))
                 x = x.reshape(-1, op.f["c"], op.f["h"], op.f["w"])
                 np.testing.assert_array_equal(nz[op.name], np.count_nonzero(x, axis=(0, 1)).reshape(-1))
+
+
+def _one_conv(rng, c, z, group, codes, bits=8, engine="shift_mac"):
+    op, shape = _conv(rng, "c1", "x", "y", (c, 7, 6), z, (3, 2), (1, 2), (1, 0, 1, 1), group, engine)
+    op.f["codes"] = codes
+    net = netmode.NetProgram("t", [op], {"x": (c, 7, 6), "y": shape},
+                             dict(name="x", shape=(c, 7, 6), f=0, bits=bits, signed=True, rounding="nearest_even"),
+                             dict(tensor="y", f=0, name="y", shape=shape), [],
+                             {"acc_bits": 42, "act_bits": bits, "act_signed": True, "rounding": "nearest_even"}, "a",
+                             {}, engine)
+    return net, op
+
+
+@pytest.mark.parametrize("c, group, pairs", [(1, 1, True), (5, 1, True), (8, 2, True), (6, 3, True), (6, 2, False),
+                                            (6, 6, False)])
+def test_channel_pairs_where_they_apply(c, group, pairs):
+    """The int16-pair conv (hlsnn_net_conv16) runs a conv with one group or groups of an even
+    channel count (an odd count's pair would straddle two groups; depthwise has its own loop),
+    and gives run_ints' integers on every vector unit."""
+    rng = np.random.default_rng(c * 10 + group)
+    codes = rng.integers(-300, 300, (12, c // group, 3, 2))
+    net, op = _one_conv(rng, c, 12, group, codes)
+    fast = netfast.build(net)
+    assert fast.convs["c1"].pairs is pairs
+    xq = rng.integers(-128, 128, (9, c, 7, 6))
+    ref = netmode.run_ints(net, xq)
+    for isa in (3, 2, 1, 0):
+        np.testing.assert_array_equal(netfast.build(net, isa=isa).run(xq)[0], ref)
+
+
+def test_channel_pairs_at_the_int16_limits():
+    """16-bit inputs at -2**15 times weights of -2**15: the pair sum 2**30 + ... is the edge
+    the exactness bound (2**15 * sum|w| < 2**31) allows; weights beyond int16, or inputs of
+    more than 16 bits, take the int32 loop."""
+    rng = np.random.default_rng(5)
+    codes = np.zeros((16, 4, 3, 2), np.int64)
+    codes[:, 0, 0, 0] = -(1 << 15)
+    codes[:, 1, 0, 0] = rng.integers(-(1 << 14), 1 << 14, 16)
+    codes[:, 2:, 1, 1] = rng.integers(-100, 100, (16, 2))
+    net, op = _one_conv(rng, 4, 16, 1, codes, bits=16)
+    fast = netfast.build(net)
+    assert fast.convs["c1"].pairs and fast.convs["c1"].exact32
+    xq = rng.integers(-(1 << 15), 1 << 15, (6, 4, 7, 6))
+    xq[:, :2] = -(1 << 15)
+    ref = netmode.run_ints(net, xq)
+    for isa in (3, 2, 1, 0):
+        np.testing.assert_array_equal(netfast.build(net, isa=isa).run(xq)[0], ref)
+    big = codes.copy()
+    big[0, 3, 0, 0] = 1 << 15                            # one weight beyond int16
+    assert not netfast.build(_one_conv(rng, 4, 16, 1, big, bits=15)[0]).convs["c1"].pairs
+    small = np.clip(codes, -3, 3)
+    assert not netfast.build(_one_conv(rng, 4, 16, 1, small, bits=17)[0]).convs["c1"].pairs
 
 
 def test_flattened_map_into_a_dense_layer_in_nchw_order():

@@ -68,9 +68,9 @@ RAW = 4
 _MIN_PIXELS = 256
 #: images per thread from which a thread pads its images and convolves them in one dispatch
 _FUSE = 4
-#: the vector unit the convolutions may use (``netint.c``: 0 portable, 1 AVX2, 2 AVX-512; the
-#: best the CPU has up to this): the tests run each
-ISA = 2
+#: the vector unit the convolutions may use (``netint.c``: 0 portable, 1 AVX2, 2 AVX-512, 3
+#: AVX-512 VNNI; the best the CPU has up to this): the tests run each
+ISA = 3
 
 
 class _Bail(Exception):
@@ -194,26 +194,19 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
     if (1 << (net.input["bits"] - 1)) * cv.rowsum + int(np.abs(cv.bias).max(initial=0)) >= 1 << 31:
         raise _Bail                                        # wide results beyond int32
     # the wide results v over the kernel's outputs
-    xp = _padded((b, cv.hp, cv.wp, f["c"]), f["pads"])
+    xp = _padded((b, cv.hp, cv.wp, cv.cx), f["pads"], cv.xdtype)
 
     def pad(b0, b1):                    # images [b0, b1): their padded copies and non-zero counts
         nzp = np.zeros(f["h"] * f["w"], np.int64)
-        so.hlsnn_net_pad(_ptr(x[b0:b1]), b1 - b0, f["h"], f["w"], f["c"], _ptr(xp[b0:b1]), cv.hp, cv.wp,
-                         f["pads"][0], f["pads"][1], _ptr(nzp))
+        cv.pad(so, x[b0:b1], b1 - b0, xp[b0:b1], nzp)
         return nzp
     npix = b * f["oh"] * f["ow"]
     v = _take((b, f["oh"], f["ow"], z))
 
     def wide(q0, q1):                   # v on pixels [q0, q1), and its MSB counts per channel
         cnt = np.zeros((z, 32), np.int64)
-        rule = (_ptr(cv.bias), _ptr(cv.shift), cv.rule | RAW, cv.acc_bits, cv.bits, cv.mode, int(f["relu"]), cv.lo,
-                cv.hi, _ptr(v), ISA, _ptr(cnt))
-        if cv.depthwise:
-            so.hlsnn_net_dwconv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.zs, cv.kh, cv.kw, f["sh"], f["sw"],
-                                f["oh"], f["ow"], q0, q1, *rule)
-        else:
-            so.hlsnn_net_conv(_ptr(xp), cv.hp, cv.wp, f["c"], _ptr(cv.w), cv.g, cv.kh, cv.kw, cv.cg, cv.zg, cv.zs,
-                              f["sh"], f["sw"], f["oh"], f["ow"], q0, q1, *rule)
+        cv.conv(so, xp, q0, q1, (_ptr(cv.bias), _ptr(cv.shift), cv.rule | RAW, cv.acc_bits, cv.bits, cv.mode,
+                                 int(f["relu"]), cv.lo, cv.hi, _ptr(v), ISA, _ptr(cnt)))
         return cnt
     # the statistics unit's histogram and DETERMINE (the layer path's rule)
     per = f["oh"] * f["ow"]
@@ -294,19 +287,20 @@ def _give(a):
     _pool.bytes = held + a.nbytes
 
 
-def _padded(shape, pads):
-    """A zero-bordered int32 buffer for padded inputs of ``shape`` and ``pads``, this thread's,
-    used again by later layers and calibrations of the same shape and pads (only the interior
-    is ever written, so the border stays zero; a fresh array's pages cost more than the
-    convolution of a small layer)."""
+def _padded(shape, pads, dtype=np.int32):
+    """A zero-bordered buffer (int32, or int16 for a conv on channel pairs) for padded inputs of
+    ``shape`` and ``pads``, this thread's, used again by later layers and calibrations of the
+    same shape, pads and dtype (only the interior is ever written, so the border stays zero; a
+    pair conv's extra channel may hold another layer's values: its weights are zero; a fresh
+    array's pages cost more than the convolution of a small layer)."""
     bufs = getattr(_pool, "bufs", None)
     if bufs is None:
         bufs = _pool.bufs = {}
-    key = (tuple(shape), tuple(pads))
+    key = (tuple(shape), tuple(pads), np.dtype(dtype).str)
     if key not in bufs:
         if len(bufs) >= 16:
             bufs.clear()
-        bufs[key] = np.zeros(shape, np.int32)
+        bufs[key] = np.zeros(shape, dtype)
     return bufs[key]
 
 

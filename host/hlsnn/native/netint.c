@@ -363,15 +363,28 @@ static void block_portable(const int32_t *const *xw, const int32_t *wg, int64_t 
     }
 }
 
-/* the widest vector unit to use: 2 AVX-512, 1 AVX2, 0 none; at most `limit` (the tests' way
- * to run every variant: 0 the portable loops, 1 at most AVX2, 2 or more the best) */
+/* the widest vector unit to use: 3 AVX-512 with VNNI (and BW), 2 AVX-512, 1 AVX2, 0 none; at
+ * most `limit` (the tests' way to run every variant: 0 the portable loops, 1 at most AVX2, 2 at
+ * most AVX-512 without VNNI, 3 or more the best). Only the int16-pair convolution uses level 3;
+ * level 2 there also needs AVX-512BW, and is 1 without it. */
 static int isa(int limit) {
   int have = 0;
 #ifdef HLSNN_X86
   __builtin_cpu_init();
   have = __builtin_cpu_supports("avx512f") ? 2 : (__builtin_cpu_supports("avx2") ? 1 : 0);
+  if (have == 2 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni"))
+    have = 3;
 #endif
   return have < limit ? have : limit;
+}
+
+static int has_avx512bw(void) {
+#ifdef HLSNN_X86
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bw") != 0;
+#else
+  return 0;
+#endif
 }
 
 static int all_fast(const int64_t *shift, int64_t n) {
@@ -441,7 +454,7 @@ int64_t hlsnn_net_conv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, con
                     !(rule & RAW) && all_fast(shift, G * Zg), (rule & RAW) != 0, counts};
   const int level = isa(limit);
 #ifdef HLSNN_X86
-  if (level == 2)
+  if (level >= 2)
     return conv_avx512(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
   if (level == 1)
     return conv_avx2(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
@@ -468,12 +481,210 @@ __attribute__((target("avx512f"))) static void dw_avx512(const int32_t *xw, cons
 }
 #endif
 
+/* ---- The int16-pair convolution (hlsnn_net_pad16, hlsnn_net_conv16) ----
+ * The same outputs as hlsnn_net_conv, for inputs that fit int16 (activations of at most 16
+ * bits) and weights in [-2**15, 2**15): the padded input is int16 (B, Hp, Wp, Cp) with Cp = C
+ * rounded up to even (the extra channel's weights are 0: its values do not matter), the weights (G, kh, kw, Cg2, Zs) int32 words,
+ * each the int16 pair (w[2c], w[2c + 1]) of one output channel (low half first), Cg2 = Cg / 2
+ * rounded up (a lone last channel's partner weight is 0). One instruction multiplies a pair of
+ * channels and adds both products: vpdpwssd (AVX-512 VNNI), vpmaddwd + vpaddd (AVX-512BW,
+ * AVX2), or two products in C. Each pair sum is a partial sum of one output's taps, so the
+ * bound the caller checks (max|x| * sum|w| < 2**31) keeps every step exact, in any order: the
+ * same integers as hlsnn_net_conv. Groups: G == 1, or Cg even (a pair never straddles two). */
+
+/* the int32 word of the int16 pair at p (p even-aligned in its array) */
+static inline int32_t pair_at(const int16_t *p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+
+static inline const int16_t *window16(const int16_t *xp, int64_t q, int64_t OH, int64_t OW, int64_t Hp, int64_t Wp,
+                                      int64_t Cp, int64_t sh, int64_t sw) {
+  const int64_t b = q / (OH * OW), r = q % (OH * OW), oy = r / OW, ox = r % OW;
+  return xp + ((b * Hp + oy * sh) * Wp + ox * sw) * Cp;
+}
+
+/* Zero-padded int16 copy of x (B, H, W, C) into xp (B, Hp, Wp, Cp), Cp >= C, at (top, left);
+ * the caller zeroes xp once (the border is never written; nor are channels [C, Cp)). nz as in
+ * hlsnn_net_pad. The values must fit int16 (the caller's bits <= 16). */
+void hlsnn_net_pad16(const int32_t *x, int64_t B, int64_t H, int64_t W, int64_t C, int16_t *xp, int64_t Hp,
+                     int64_t Wp, int64_t Cp, int64_t top, int64_t left, int64_t *nz) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t y = 0; y < H; ++y) {
+      const int32_t *src = x + ((b * H + y) * W) * C;
+      int16_t *dst = xp + ((b * Hp + y + top) * Wp + left) * Cp;
+      for (int64_t xx = 0; xx < W; ++xx) {
+        const int32_t *px = src + xx * C;
+        int16_t *o = dst + xx * Cp;
+        int32_t n = 0;
+        for (int64_t c = 0; c < C; ++c) {
+          o[c] = (int16_t)px[c];
+          n += px[c] != 0;
+        }
+        if (nz)
+          nz[y * W + xx] += n;
+      }
+    }
+}
+
+#define BLOCK16_ARGS                                                                              \
+  const int16_t *const *xw, const int32_t *wg, int64_t kh, int64_t kw, int64_t Cg2, int64_t Zs, int64_t Wp, \
+      int64_t Cp, int32_t(*acc)[ZV]
+
+#ifdef HLSNN_X86
+#define BLOCK16_512(NAME, TARGET, MAC)                                                            \
+  __attribute__((target(TARGET))) static void NAME(BLOCK16_ARGS) {                                \
+    __m512i a[NP];                                                                                \
+    for (int p = 0; p < NP; ++p)                                                                  \
+      a[p] = _mm512_setzero_si512();                                                              \
+    for (int64_t ky = 0; ky < kh; ++ky)                                                           \
+      for (int64_t kx = 0; kx < kw; ++kx) {                                                       \
+        const int64_t off = (ky * Wp + kx) * Cp;                                                  \
+        const int32_t *wr = wg + (ky * kw + kx) * Cg2 * Zs;                                       \
+        for (int64_t c = 0; c < Cg2; ++c) {                                                       \
+          const __m512i wv = _mm512_loadu_si512((const void *)(wr + c * Zs));                     \
+          _Pragma("GCC unroll 8") for (int p = 0; p < NP; ++p) {                                  \
+            const __m512i xv = _mm512_set1_epi32(pair_at(xw[p] + off + 2 * c));                   \
+            a[p] = MAC(a[p], xv, wv);                                                             \
+          }                                                                                       \
+        }                                                                                         \
+      }                                                                                           \
+    for (int p = 0; p < NP; ++p)                                                                  \
+      _mm512_storeu_si512((void *)acc[p], a[p]);                                                  \
+  }
+#define MAC_VNNI(a, x, w) _mm512_dpwssd_epi32(a, x, w)
+#define MAC_BW(a, x, w) _mm512_add_epi32(a, _mm512_madd_epi16(x, w))
+BLOCK16_512(block16_vnni, "avx512f,avx512bw,avx512vnni", MAC_VNNI)
+BLOCK16_512(block16_bw, "avx512f,avx512bw", MAC_BW)
+
+__attribute__((target("avx2"))) static void block16_avx2(BLOCK16_ARGS) {
+  for (int h = 0; h < NP; h += 4) { /* 4 pixels x 16 channels: 8 accumulators in registers */
+    __m256i a[4][2];
+    for (int p = 0; p < 4; ++p)
+      a[p][0] = a[p][1] = _mm256_setzero_si256();
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const int64_t off = (ky * Wp + kx) * Cp;
+        const int32_t *wr = wg + (ky * kw + kx) * Cg2 * Zs;
+        for (int64_t c = 0; c < Cg2; ++c) {
+          const __m256i w0 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs));
+          const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs + 8));
+          for (int p = 0; p < 4; ++p) {
+            const __m256i xv = _mm256_set1_epi32(pair_at(xw[h + p] + off + 2 * c));
+            a[p][0] = _mm256_add_epi32(a[p][0], _mm256_madd_epi16(xv, w0));
+            a[p][1] = _mm256_add_epi32(a[p][1], _mm256_madd_epi16(xv, w1));
+          }
+        }
+      }
+    for (int p = 0; p < 4; ++p) {
+      _mm256_storeu_si256((__m256i *)acc[h + p], a[p][0]);
+      _mm256_storeu_si256((__m256i *)(acc[h + p] + 8), a[p][1]);
+    }
+  }
+}
+#endif
+
+static void block16_portable(BLOCK16_ARGS) {
+  memset(acc, 0, sizeof(int32_t) * NP * ZV);
+  for (int64_t ky = 0; ky < kh; ++ky)
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const int64_t off = (ky * Wp + kx) * Cp;
+      const int32_t *wr = wg + (ky * kw + kx) * Cg2 * Zs;
+      for (int64_t c = 0; c < Cg2; ++c) {
+        const int32_t *wc = wr + c * Zs;
+        for (int p = 0; p < NP; ++p) {
+          const int32_t x0 = xw[p][off + 2 * c], x1 = xw[p][off + 2 * c + 1];
+          for (int z = 0; z < ZV; ++z) {
+            const int32_t wz = wc[z];
+            const int32_t w0 = (int16_t)(uint16_t)((uint32_t)wz & 0xffffu), w1 = (int16_t)(uint16_t)((uint32_t)wz >> 16);
+            acc[p][z] += x0 * w0 + x1 * w1;
+          }
+        }
+      }
+    }
+}
+
+/* CONV_BODY on the int16 input: group g reads channels [g * 2 * Cg2, ...) of its pixels */
+#define CONV16_BODY(BLOCK, FINISH)                                                                \
+  const int64_t Z = G * Zg;                                                                       \
+  int64_t sat = 0;                                                                                \
+  int32_t acc[NP][ZV];                                                                            \
+  for (int64_t qb = q0; qb < q1; qb += NP) {                                                      \
+    const int np = (int)(q1 - qb < NP ? q1 - qb : NP);                                            \
+    const int16_t *xw0[NP];                                                                       \
+    int32_t *orow[NP];                                                                            \
+    for (int p = 0; p < NP; ++p) {                                                                \
+      const int64_t q = qb + (p < np ? p : 0);                                                    \
+      xw0[p] = window16(xp, q, OH, OW, Hp, Wp, Cp, sh, sw);                                       \
+      orow[p] = out + q * Z;                                                                      \
+    }                                                                                             \
+    for (int64_t g = 0; g < G; ++g) {                                                             \
+      const int16_t *xw[NP];                                                                      \
+      int32_t *orow_g[NP];                                                                        \
+      for (int p = 0; p < NP; ++p) {                                                              \
+        xw[p] = xw0[p] + g * 2 * Cg2;                                                             \
+        orow_g[p] = orow[p] + g * Zg;                                                             \
+      }                                                                                           \
+      const int32_t *wg = w + g * kh * kw * Cg2 * Zs;                                             \
+      rule_t rg = *r;                                                                             \
+      rg.bias += g * Zg;                                                                          \
+      rg.shift += g * Zg;                                                                         \
+      if (rg.counts)                                                                              \
+        rg.counts += g * Zg * 32;                                                                 \
+      for (int64_t z0 = 0; z0 < Zg; z0 += ZV) {                                                   \
+        BLOCK(xw, wg + z0, kh, kw, Cg2, Zs, Wp, Cp, acc);                                         \
+        const int zn = (int)(Zg - z0 < ZV ? Zg - z0 : ZV);                                        \
+        sat += FINISH((const int32_t(*)[ZV])acc, np, zn, orow_g, z0, &rg);                         \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  return sat;
+
+#define CONV16_ARGS                                                                               \
+  const int16_t *xp, int64_t Hp, int64_t Wp, int64_t Cp, const int32_t *w, int64_t G, int64_t kh, int64_t kw, \
+      int64_t Cg2, int64_t Zg, int64_t Zs, int64_t sh, int64_t sw, int64_t OH, int64_t OW, int64_t q0,     \
+      int64_t q1, const rule_t *r, int32_t *out
+
+#ifdef HLSNN_X86
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static int64_t conv16_vnni(CONV16_ARGS) {
+  CONV16_BODY(block16_vnni, finish_avx512)
+}
+__attribute__((target("avx512f,avx512bw"))) static int64_t conv16_bw(CONV16_ARGS) {
+  CONV16_BODY(block16_bw, finish_avx512)
+}
+__attribute__((target("avx2"))) static int64_t conv16_avx2(CONV16_ARGS) { CONV16_BODY(block16_avx2, finish_block) }
+#endif
+static int64_t conv16_portable(CONV16_ARGS) { CONV16_BODY(block16_portable, finish_block) }
+
+/* hlsnn_net_conv on the int16 input of hlsnn_net_pad16 and the pair weights (above) */
+int64_t hlsnn_net_conv16(const int16_t *xp, int64_t Hp, int64_t Wp, int64_t Cp, const int32_t *w, int64_t G,
+                         int64_t kh, int64_t kw, int64_t Cg2, int64_t Zg, int64_t Zs, int64_t sh, int64_t sw,
+                         int64_t OH, int64_t OW, int64_t q0, int64_t q1, const int64_t *bias, const int64_t *shift,
+                         int rule, int acc_bits, int bits, int mode, int relu, int64_t lo, int64_t hi, int32_t *out,
+                         int limit, int64_t *counts) {
+  const rule_t r = {bias, shift, rule & 3, acc_bits, bits, mode, relu, lo, hi,
+                    !(rule & RAW) && all_fast(shift, G * Zg), (rule & RAW) != 0, counts};
+  int level = isa(limit);
+  if (level == 2 && !has_avx512bw())
+    level = 1;
+#ifdef HLSNN_X86
+  if (level == 3)
+    return conv16_vnni(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+  if (level == 2)
+    return conv16_bw(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+  if (level == 1)
+    return conv16_avx2(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+#endif
+  return conv16_portable(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+}
+
 /* A depthwise convolution (module docstring): output pixels [q0, q1), weights (kh, kw, Cs). */
 int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t Cs,
                          int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t OH, int64_t OW, int64_t q0, int64_t q1,
                          const int64_t *bias, const int64_t *shift, int rule, int acc_bits, int bits, int mode, int relu,
                          int64_t lo, int64_t hi, int32_t *out, int limit, int64_t *counts) {
-  const int fast = isa(limit) == 2;
+  const int fast = isa(limit) >= 2;
 #ifndef HLSNN_X86
   (void)fast;
 #endif
@@ -658,7 +869,7 @@ int64_t hlsnn_net_requant(const int32_t *v, int64_t Z, const int64_t *shift, int
   const int64_t lb = -((int64_t)1 << (bits - 1)), hb = ((int64_t)1 << (bits - 1)) - 1;
   if (all_fast(shift, Z)) {
 #ifdef HLSNN_X86
-    if (Z % 8 == 0 && isa(limit) == 2) {
+    if (Z % 8 == 0 && isa(limit) >= 2) {
       const rule_t r = {NULL, shift, 0, 62, bits, mode, 0, lo, hi, 1, 0, NULL};
       return requant_avx512(v, Z, shift, &r, q0, q1, out);
     }
