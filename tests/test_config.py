@@ -492,7 +492,7 @@ def test_missing_file(tmp_path):
 def test_directory_instead_of_file(tmp_path):
     d = tmp_path / "dir.yaml"
     d.mkdir()
-    expect_error(d, None, "no such config file")
+    expect_error(d, None, "is a folder, not a config file")
 
 
 @pytest.mark.parametrize("text", ["- name: x\n- board: pynq-z2\n", "just a string\n", "42\n", "", "# nothing\n"])

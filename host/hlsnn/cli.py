@@ -1,4 +1,7 @@
-"""``hlsnn`` command line: render, csim, compare, info, perf.
+"""``hlsnn`` command line: accelerator kernels, bitstreams and whole networks.
+
+Commands: configs to kernels (render, csim, compare, info, sweep, build), whole networks
+(deploy, compile, run, perf, report) and weight plots (plot-quant).
 
 User mistakes (bad config, missing tool) end with one line ``hlsnn: error: …`` and exit
 status 2; a mismatch between a target and the emulator ends with exit status 1.

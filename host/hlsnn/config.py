@@ -245,6 +245,8 @@ def safe_yaml(text: str) -> Any:
 def read_yaml(path) -> Any:
     """Parse a YAML file; syntax errors and missing files become ConfigError."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(p, None, None, "is a folder, not a config file (give the path of a .yaml file)")
     if not p.is_file():
         raise ConfigError(p, None, None, "no such config file")
     try:

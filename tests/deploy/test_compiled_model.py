@@ -201,6 +201,7 @@ def test_cli_compile_and_run(tmp_path, capsys):
                  "--check-samples", "2", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["engine_layers"] == 2 and info["host_layers"] == ["softmax (Softmax)"]
+    assert info["path"] == "network" and info["layer_by_layer_because"] is None
     x = tmp_path / "x.npy"
     np.save(x, _x("digits_mlp", 3))
     y = tmp_path / "y.npy"
@@ -209,6 +210,22 @@ def test_cli_compile_and_run(tmp_path, capsys):
     assert res["mismatches"] == 0 and res["images"] == 3 and np.load(y).shape == (3, 10)
     assert main(["compile", str(MODELS / "digits_mlp.yaml"), "--assignment", "nope", "-o", str(out)]) == 2
     assert "not in" in capsys.readouterr().err
+
+
+def test_cli_compile_says_where_each_layer_runs(tmp_path, capsys):
+    """The summary names the host layers a board runs: on the network kernel the pools and the
+    flatten are the kernel's (only the softmax after the logits is the host's); a model the
+    network kernel refuses (two accelerators) runs layer by layer, and the summary says why."""
+    out = tmp_path / "c.hlsnn"
+    assert main(["compile", str(MODELS / "digits_cnn.yaml"), "--assignment", "twohot", "-o", str(out),
+                 "--check-samples", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "one network kernel start per batch" in text and "on the host after it: softmax (Softmax)" in text
+    assert main(["compile", str(MODELS / "digits_cnn.yaml"), "--assignment", "twohot+bfp8", "-o", str(out),
+                 "--check-samples", "1", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["path"] == "layers" and "2 accelerators" in info["layer_by_layer_because"]
+    assert "pool1 (MaxPool)" in info["host_layers"] and "softmax (Softmax)" in info["host_layers"]
 
 
 @pytest.mark.csim

@@ -21,15 +21,29 @@ def cmd_compile(args):
     size = Path(out).stat().st_size
     engine = [j for j in prog["layers"] if j["kind"] != "host"]
     host = [j["name"] + " (" + j["op"] + ")" for j in prog["layers"] if j["kind"] == "host"]
+    # what a board runs where: the network kernel takes the host layers it lowers (residual adds,
+    # ReLUs, pools, flattens); the layer path runs every host layer on the host
+    from . import artifact, netmode
+    try:
+        low = netmode.lower(*artifact.read(out))
+        path, why = "network", None
+        host = [j["name"] + " (" + j["op"] + ")" for j in low.host_after]
+    except InputError as e:
+        path, why = "layers", str(e)
     res = {"output": str(out), "bytes": size, "model": prog["name"], "assignment": prog["assignment"],
-           "engine_layers": len(engine), "host_layers": host,
+           "engine_layers": len(engine), "host_layers": host, "path": path, "layer_by_layer_because": why,
            "accels": {k: v["sha"][:12] for k, v in prog["accels"].items()}, "check_pairs": args.check_samples}
     if args.json:
         print(json.dumps(res))
     else:
         print(f"{out}: {prog['name']} ({prog['assignment']}), {len(engine)} engine layers, {size:,} bytes")
         print("  accelerators: " + ", ".join(f"{k} (config hash {h})" for k, h in res["accels"].items()))
-        print("  on the host: " + (", ".join(host) or "nothing"))
+        if path == "network":
+            print("  runs as one network kernel start per batch (every layer up to the logits on the fabric)")
+            print("  on the host after it: " + (", ".join(host) or "nothing"))
+        else:
+            print(f"  runs layer by layer: {why}")
+            print("  on the host: " + (", ".join(host) or "nothing"))
         print(f"  self-check: {args.check_samples} input/output pairs from the emulator")
     return 0
 
