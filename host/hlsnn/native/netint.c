@@ -110,8 +110,9 @@ static inline int32_t out_rule(int64_t acc, int64_t bias, int64_t shift, int rul
 }
 
 /* Zero-padded copy of x (B, H, W, C) into xp (B, Hp, Wp, C) at (top, left); the caller
- * zeroes xp's border (once: a buffer used again keeps it). nz (H*W, int64), when not NULL, gets each pixel's count of non-zero
- * values over the images and channels added (the deployment's input densities). */
+ * zeroes xp's border (once: a buffer used again keeps it). nz (H*W, int64), when not NULL,
+ * gets each pixel's count of non-zero values over the images and channels added (the
+ * deployment's input densities). */
 void hlsnn_net_pad(const int32_t *x, int64_t B, int64_t H, int64_t W, int64_t C, int32_t *xp, int64_t Hp,
                    int64_t Wp, int64_t top, int64_t left, int64_t *nz) {
   for (int64_t b = 0; b < B; ++b)
@@ -285,83 +286,113 @@ __attribute__((target("avx512f"))) static int64_t finish_avx512(const int32_t (*
 }
 #endif
 
-/* pixel q of the flattened (b, oy, ox) outputs: its window's first element in xp */
-static inline const int32_t *window(const int32_t *xp, int64_t q, int64_t OH, int64_t OW, int64_t Hp, int64_t Wp,
-                                    int64_t C, int64_t sh, int64_t sw) {
+/* pixel q of the flattened (b, oy, ox) outputs: the index of its window's first element in xp */
+static inline int64_t window(int64_t q, int64_t OH, int64_t OW, int64_t Hp, int64_t Wp, int64_t C, int64_t sh,
+                             int64_t sw) {
   const int64_t b = q / (OH * OW), r = q % (OH * OW), oy = r / OW, ox = r % OW;
-  return xp + ((b * Hp + oy * sh) * Wp + ox * sw) * C;
+  return ((b * Hp + oy * sh) * Wp + ox * sw) * C;
 }
 
-#ifdef HLSNN_X86
-__attribute__((target("avx512f"))) static void block_avx512(const int32_t *const *xw, const int32_t *wg, int64_t kh,
-                                                            int64_t kw, int64_t Cg, int64_t Zs, int64_t Wp,
-                                                            int64_t C, int32_t (*acc)[ZV]) {
-  __m512i a[NP];
-  for (int p = 0; p < NP; ++p)
-    a[p] = _mm512_setzero_si512();
-  for (int64_t ky = 0; ky < kh; ++ky)
-    for (int64_t kx = 0; kx < kw; ++kx) {
-      const int64_t off = (ky * Wp + kx) * C;
-      const int32_t *wr = wg + (ky * kw + kx) * Cg * Zs;
-      for (int64_t c = 0; c < Cg; ++c) {
-        const __m512i wv = _mm512_loadu_si512((const void *)(wr + c * Zs));
-#pragma GCC unroll 8
-        for (int p = 0; p < NP; ++p)
-          a[p] = _mm512_add_epi32(a[p], _mm512_mullo_epi32(_mm512_set1_epi32(xw[p][off + c]), wv));
-      }
-    }
-  for (int p = 0; p < NP; ++p)
-    _mm512_storeu_si512((void *)acc[p], a[p]);
+/* BLOCK: the accumulators acc[p][z] of NP output pixels (their windows' first elements
+ * xw[p]) and 16 output channels (weights wg, Zs apart per input unit), over kh x kw taps of NC
+ * input units each (a unit: one int32 channel, or an int16 channel pair read as one int32 word
+ * by XAT), CX channels per padded pixel. MAC multiplies a broadcast unit by a weight vector and
+ * adds: vpmulld + vpaddd on channels, vpdpwssd or vpmaddwd + vpaddd on pairs. */
+#define BLOCK_ARGS(T)                                                                             \
+  const T *const *xw, const int32_t *wg, int64_t kh, int64_t kw, int64_t NC, int64_t Zs, int64_t Wp, int64_t CX, \
+      int32_t(*acc)[ZV]
+#define X32(px, off, c) ((px)[(off) + (c)])
+
+/* the int32 word of the int16 pair at p (p even-aligned in its array) */
+static inline int32_t pair_at(const int16_t *p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return v;
 }
-#endif
+#define X16(px, off, c) pair_at((px) + (off) + 2 * (c))
 
 #ifdef HLSNN_X86
-__attribute__((target("avx2"))) static void block_avx2(const int32_t *const *xw, const int32_t *wg, int64_t kh,
-                                                       int64_t kw, int64_t Cg, int64_t Zs, int64_t Wp, int64_t C,
-                                                       int32_t (*acc)[ZV]) {
-  for (int h = 0; h < NP; h += 4) { /* 4 pixels x 16 channels: 8 accumulators in registers */
-    __m256i a[4][2];
-    for (int p = 0; p < 4; ++p)
-      a[p][0] = a[p][1] = _mm256_setzero_si256();
-    for (int64_t ky = 0; ky < kh; ++ky)
-      for (int64_t kx = 0; kx < kw; ++kx) {
-        const int64_t off = (ky * Wp + kx) * C;
-        const int32_t *wr = wg + (ky * kw + kx) * Cg * Zs;
-        for (int64_t c = 0; c < Cg; ++c) {
-          const __m256i w0 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs));
-          const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs + 8));
-          for (int p = 0; p < 4; ++p) {
-            const __m256i xv = _mm256_set1_epi32(xw[h + p][off + c]);
-            a[p][0] = _mm256_add_epi32(a[p][0], _mm256_mullo_epi32(xv, w0));
-            a[p][1] = _mm256_add_epi32(a[p][1], _mm256_mullo_epi32(xv, w1));
-          }
-        }
-      }
-    for (int p = 0; p < 4; ++p) {
-      _mm256_storeu_si256((__m256i *)acc[h + p], a[p][0]);
-      _mm256_storeu_si256((__m256i *)(acc[h + p] + 8), a[p][1]);
-    }
+#define BLOCK_512(NAME, TARGET, T, XAT, MAC)                                                      \
+  __attribute__((target(TARGET))) static void NAME(BLOCK_ARGS(T)) {                               \
+    __m512i a[NP];                                                                                \
+    for (int p = 0; p < NP; ++p)                                                                  \
+      a[p] = _mm512_setzero_si512();                                                              \
+    for (int64_t ky = 0; ky < kh; ++ky)                                                           \
+      for (int64_t kx = 0; kx < kw; ++kx) {                                                       \
+        const int64_t off = (ky * Wp + kx) * CX;                                                  \
+        const int32_t *wr = wg + (ky * kw + kx) * NC * Zs;                                        \
+        for (int64_t c = 0; c < NC; ++c) {                                                        \
+          const __m512i wv = _mm512_loadu_si512((const void *)(wr + c * Zs));                     \
+          _Pragma("GCC unroll 8") for (int p = 0; p < NP; ++p) {                                  \
+            a[p] = MAC(a[p], _mm512_set1_epi32(XAT(xw[p], off, c)), wv);                          \
+          }                                                                                       \
+        }                                                                                         \
+      }                                                                                           \
+    for (int p = 0; p < NP; ++p)                                                                  \
+      _mm512_storeu_si512((void *)acc[p], a[p]);                                                  \
   }
-}
+
+/* AVX2: 4 pixels x 16 channels at a time, 8 accumulators in registers */
+#define BLOCK_AVX2(NAME, T, XAT, MUL)                                                             \
+  __attribute__((target("avx2"))) static void NAME(BLOCK_ARGS(T)) {                               \
+    for (int h = 0; h < NP; h += 4) {                                                             \
+      __m256i a[4][2];                                                                            \
+      for (int p = 0; p < 4; ++p)                                                                 \
+        a[p][0] = a[p][1] = _mm256_setzero_si256();                                               \
+      for (int64_t ky = 0; ky < kh; ++ky)                                                         \
+        for (int64_t kx = 0; kx < kw; ++kx) {                                                     \
+          const int64_t off = (ky * Wp + kx) * CX;                                                \
+          const int32_t *wr = wg + (ky * kw + kx) * NC * Zs;                                      \
+          for (int64_t c = 0; c < NC; ++c) {                                                      \
+            const __m256i w0 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs));                \
+            const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs + 8));            \
+            for (int p = 0; p < 4; ++p) {                                                         \
+              const __m256i xv = _mm256_set1_epi32(XAT(xw[h + p], off, c));                        \
+              a[p][0] = _mm256_add_epi32(a[p][0], MUL(xv, w0));                                   \
+              a[p][1] = _mm256_add_epi32(a[p][1], MUL(xv, w1));                                   \
+            }                                                                                     \
+          }                                                                                       \
+        }                                                                                         \
+      for (int p = 0; p < 4; ++p) {                                                               \
+        _mm256_storeu_si256((__m256i *)acc[h + p], a[p][0]);                                      \
+        _mm256_storeu_si256((__m256i *)(acc[h + p] + 8), a[p][1]);                                \
+      }                                                                                           \
+    }                                                                                             \
+  }
+
+#define MAC_MULLO(a, x, w) _mm512_add_epi32(a, _mm512_mullo_epi32(x, w))
+#define MAC_VNNI(a, x, w) _mm512_dpwssd_epi32(a, x, w)
+#define MAC_BW(a, x, w) _mm512_add_epi32(a, _mm512_madd_epi16(x, w))
+BLOCK_512(block_avx512, "avx512f", int32_t, X32, MAC_MULLO)
+BLOCK_AVX2(block_avx2, int32_t, X32, _mm256_mullo_epi32)
 #endif
 
-static void block_portable(const int32_t *const *xw, const int32_t *wg, int64_t kh, int64_t kw, int64_t Cg,
-                           int64_t Zs, int64_t Wp, int64_t C, int32_t (*acc)[ZV]) {
-  memset(acc, 0, sizeof(int32_t) * NP * ZV);
-  for (int64_t ky = 0; ky < kh; ++ky)
-    for (int64_t kx = 0; kx < kw; ++kx) {
-      const int64_t off = (ky * Wp + kx) * C;
-      const int32_t *wr = wg + (ky * kw + kx) * Cg * Zs;
-      for (int64_t c = 0; c < Cg; ++c) {
-        const int32_t *wc = wr + c * Zs;
-        for (int p = 0; p < NP; ++p) {
-          const int32_t xv = xw[p][off + c];
-          for (int z = 0; z < ZV; ++z)
-            acc[p][z] += xv * wc[z];
-        }
-      }
-    }
-}
+/* the portable blocks: XGET(px, c) declares a pixel's unit c (x0, x1), PMUL(wz) its products for
+ * one output channel's weight word wz */
+#define BLOCK_PORTABLE(NAME, T, XGET, PMUL)                                                       \
+  static void NAME(BLOCK_ARGS(T)) {                                                               \
+    memset(acc, 0, sizeof(int32_t) * NP * ZV);                                                    \
+    for (int64_t ky = 0; ky < kh; ++ky)                                                           \
+      for (int64_t kx = 0; kx < kw; ++kx) {                                                       \
+        const int64_t off = (ky * Wp + kx) * CX;                                                  \
+        const int32_t *wr = wg + (ky * kw + kx) * NC * Zs;                                        \
+        for (int64_t c = 0; c < NC; ++c) {                                                        \
+          const int32_t *wc = wr + c * Zs;                                                        \
+          for (int p = 0; p < NP; ++p) {                                                          \
+            XGET(xw[p] + off, c);                                                                 \
+            for (int z = 0; z < ZV; ++z)                                                          \
+              acc[p][z] += PMUL(wc[z]);                                                           \
+          }                                                                                       \
+        }                                                                                         \
+      }                                                                                           \
+  }
+#define XGET32(px, c) const int32_t x0 = (px)[c]
+#define PMUL32(wz) (x0 * (wz))
+/* a word's pair: low half times x[2c], high half times x[2c + 1] */
+#define XGET16(px, c) const int32_t x0 = (px)[2 * (c)], x1 = (px)[2 * (c) + 1]
+#define PMUL16(wz)                                                                                \
+  (x0 * (int16_t)(uint16_t)((uint32_t)(wz) & 0xffffu) + x1 * (int16_t)(uint16_t)((uint32_t)(wz) >> 16))
+BLOCK_PORTABLE(block_portable, int32_t, XGET32, PMUL32)
 
 /* the widest vector unit to use: 3 AVX-512 with VNNI (and BW), 2 AVX-512, 1 AVX2, 0 none; at
  * most `limit` (the tests' way to run every variant: 0 the portable loops, 1 at most AVX2, 2 at
@@ -394,36 +425,38 @@ static int all_fast(const int64_t *shift, int64_t n) {
   return ok;
 }
 
-/* The blocks of output pixels [q0, q1): BLOCK computes a block's accumulators, finish_block
- * (inlined, so vectorized for the function's target) its outputs. */
-#define CONV_BODY(BLOCK, FINISH)                                                                        \
+/* The blocks of output pixels [q0, q1) of input elements of type T: BLOCK computes a block's
+ * accumulators, finish_block (inlined, so vectorized for the function's target) its outputs.
+ * NC: a group's channels in BLOCK's units (channels, or int16 pairs); GSTEP: a group's first
+ * input channel is g * GSTEP; CX: the channels of a padded pixel. */
+#define CONV_BODY(T, BLOCK, FINISH, NC, GSTEP, CX)                                                \
   const int64_t Z = G * Zg;                                                                       \
   int64_t sat = 0;                                                                                \
   int32_t acc[NP][ZV];                                                                            \
   for (int64_t qb = q0; qb < q1; qb += NP) {                                                      \
     const int np = (int)(q1 - qb < NP ? q1 - qb : NP);                                            \
-    const int32_t *xw0[NP];                                                                       \
+    const T *xw0[NP];                                                                             \
     int32_t *orow[NP];                                                                            \
     for (int p = 0; p < NP; ++p) { /* a short block repeats its first pixel (not written) */      \
       const int64_t q = qb + (p < np ? p : 0);                                                    \
-      xw0[p] = window(xp, q, OH, OW, Hp, Wp, C, sh, sw);                                          \
+      xw0[p] = xp + window(q, OH, OW, Hp, Wp, CX, sh, sw);                                        \
       orow[p] = out + q * Z;                                                                      \
     }                                                                                             \
     for (int64_t g = 0; g < G; ++g) {                                                             \
-      const int32_t *xw[NP];                                                                      \
+      const T *xw[NP];                                                                            \
       int32_t *orow_g[NP];                                                                        \
       for (int p = 0; p < NP; ++p) {                                                              \
-        xw[p] = xw0[p] + g * Cg;                                                                  \
+        xw[p] = xw0[p] + g * (GSTEP);                                                             \
         orow_g[p] = orow[p] + g * Zg;                                                             \
       }                                                                                           \
-      const int32_t *wg = w + g * kh * kw * Cg * Zs;                                              \
+      const int32_t *wg = w + g * kh * kw * (NC) * Zs;                                            \
       rule_t rg = *r;                                                                             \
       rg.bias += g * Zg;                                                                          \
       rg.shift += g * Zg;                                                                         \
       if (rg.counts)                                                                              \
         rg.counts += g * Zg * 32;                                                                 \
       for (int64_t z0 = 0; z0 < Zg; z0 += ZV) {                                                   \
-        BLOCK(xw, wg + z0, kh, kw, Cg, Zs, Wp, C, acc);                                           \
+        BLOCK(xw, wg + z0, kh, kw, NC, Zs, Wp, CX, acc);                                          \
         const int zn = (int)(Zg - z0 < ZV ? Zg - z0 : ZV);                                        \
         sat += FINISH((const int32_t(*)[ZV])acc, np, zn, orow_g, z0, &rg);                         \
       }                                                                                           \
@@ -437,11 +470,15 @@ static int all_fast(const int64_t *shift, int64_t n) {
       const rule_t *r, int32_t *out
 
 #ifdef HLSNN_X86
-__attribute__((target("avx512f"))) static int64_t conv_avx512(CONV_ARGS) { CONV_BODY(block_avx512, finish_avx512) }
+__attribute__((target("avx512f"))) static int64_t conv_avx512(CONV_ARGS) {
+  CONV_BODY(int32_t, block_avx512, finish_avx512, Cg, Cg, C)
+}
 /* AVX2: the blocks in 8-lane vectors, the output stage as the compiler vectorizes it */
-__attribute__((target("avx2"))) static int64_t conv_avx2(CONV_ARGS) { CONV_BODY(block_avx2, finish_block) }
+__attribute__((target("avx2"))) static int64_t conv_avx2(CONV_ARGS) {
+  CONV_BODY(int32_t, block_avx2, finish_block, Cg, Cg, C)
+}
 #endif
-static int64_t conv_portable(CONV_ARGS) { CONV_BODY(block_portable, finish_block) }
+static int64_t conv_portable(CONV_ARGS) { CONV_BODY(int32_t, block_portable, finish_block, Cg, Cg, C) }
 
 /* Output pixels [q0, q1) of the flattened (b, oy, ox) order, for images whose padded input
  * is xp (B, Hp, Wp, C) and output out (B, OH, OW, Z); returns the saturation count. */
@@ -484,26 +521,14 @@ __attribute__((target("avx512f"))) static void dw_avx512(const int32_t *xw, cons
 /* ---- The int16-pair convolution (hlsnn_net_pad16, hlsnn_net_conv16) ----
  * The same outputs as hlsnn_net_conv, for inputs that fit int16 (activations of at most 16
  * bits) and weights in [-2**15, 2**15): the padded input is int16 (B, Hp, Wp, Cp) with Cp = C
- * rounded up to even (the extra channel's weights are 0: its values do not matter), the weights (G, kh, kw, Cg2, Zs) int32 words,
- * each the int16 pair (w[2c], w[2c + 1]) of one output channel (low half first), Cg2 = Cg / 2
- * rounded up (a lone last channel's partner weight is 0). One instruction multiplies a pair of
+ * rounded up to even (the extra channel's weights are 0: its values do not matter), the
+ * weights (G, kh, kw, Cg2, Zs) int32 words, each the int16 pair (w[2c], w[2c + 1]) of one
+ * output channel (low half first), Cg2 = Cg / 2 rounded up (a lone last channel's partner
+ * weight is 0). One instruction multiplies a pair of
  * channels and adds both products: vpdpwssd (AVX-512 VNNI), vpmaddwd + vpaddd (AVX-512BW,
  * AVX2), or two products in C. Each pair sum is a partial sum of one output's taps, so the
  * bound the caller checks (max|x| * sum|w| < 2**31) keeps every step exact, in any order: the
  * same integers as hlsnn_net_conv. Groups: G == 1, or Cg even (a pair never straddles two). */
-
-/* the int32 word of the int16 pair at p (p even-aligned in its array) */
-static inline int32_t pair_at(const int16_t *p) {
-  int32_t v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
-
-static inline const int16_t *window16(const int16_t *xp, int64_t q, int64_t OH, int64_t OW, int64_t Hp, int64_t Wp,
-                                      int64_t Cp, int64_t sh, int64_t sw) {
-  const int64_t b = q / (OH * OW), r = q % (OH * OW), oy = r / OW, ox = r % OW;
-  return xp + ((b * Hp + oy * sh) * Wp + ox * sw) * Cp;
-}
 
 /* Zero-padded int16 copy of x (B, H, W, C) into xp (B, Hp, Wp, Cp), Cp >= C, at (top, left);
  * the caller zeroes xp once (the border is never written; nor are channels [C, Cp)). nz as in
@@ -528,118 +553,13 @@ void hlsnn_net_pad16(const int32_t *x, int64_t B, int64_t H, int64_t W, int64_t 
     }
 }
 
-#define BLOCK16_ARGS                                                                              \
-  const int16_t *const *xw, const int32_t *wg, int64_t kh, int64_t kw, int64_t Cg2, int64_t Zs, int64_t Wp, \
-      int64_t Cp, int32_t(*acc)[ZV]
-
 #ifdef HLSNN_X86
-#define BLOCK16_512(NAME, TARGET, MAC)                                                            \
-  __attribute__((target(TARGET))) static void NAME(BLOCK16_ARGS) {                                \
-    __m512i a[NP];                                                                                \
-    for (int p = 0; p < NP; ++p)                                                                  \
-      a[p] = _mm512_setzero_si512();                                                              \
-    for (int64_t ky = 0; ky < kh; ++ky)                                                           \
-      for (int64_t kx = 0; kx < kw; ++kx) {                                                       \
-        const int64_t off = (ky * Wp + kx) * Cp;                                                  \
-        const int32_t *wr = wg + (ky * kw + kx) * Cg2 * Zs;                                       \
-        for (int64_t c = 0; c < Cg2; ++c) {                                                       \
-          const __m512i wv = _mm512_loadu_si512((const void *)(wr + c * Zs));                     \
-          _Pragma("GCC unroll 8") for (int p = 0; p < NP; ++p) {                                  \
-            const __m512i xv = _mm512_set1_epi32(pair_at(xw[p] + off + 2 * c));                   \
-            a[p] = MAC(a[p], xv, wv);                                                             \
-          }                                                                                       \
-        }                                                                                         \
-      }                                                                                           \
-    for (int p = 0; p < NP; ++p)                                                                  \
-      _mm512_storeu_si512((void *)acc[p], a[p]);                                                  \
-  }
-#define MAC_VNNI(a, x, w) _mm512_dpwssd_epi32(a, x, w)
-#define MAC_BW(a, x, w) _mm512_add_epi32(a, _mm512_madd_epi16(x, w))
-BLOCK16_512(block16_vnni, "avx512f,avx512bw,avx512vnni", MAC_VNNI)
-BLOCK16_512(block16_bw, "avx512f,avx512bw", MAC_BW)
-
-__attribute__((target("avx2"))) static void block16_avx2(BLOCK16_ARGS) {
-  for (int h = 0; h < NP; h += 4) { /* 4 pixels x 16 channels: 8 accumulators in registers */
-    __m256i a[4][2];
-    for (int p = 0; p < 4; ++p)
-      a[p][0] = a[p][1] = _mm256_setzero_si256();
-    for (int64_t ky = 0; ky < kh; ++ky)
-      for (int64_t kx = 0; kx < kw; ++kx) {
-        const int64_t off = (ky * Wp + kx) * Cp;
-        const int32_t *wr = wg + (ky * kw + kx) * Cg2 * Zs;
-        for (int64_t c = 0; c < Cg2; ++c) {
-          const __m256i w0 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs));
-          const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wr + c * Zs + 8));
-          for (int p = 0; p < 4; ++p) {
-            const __m256i xv = _mm256_set1_epi32(pair_at(xw[h + p] + off + 2 * c));
-            a[p][0] = _mm256_add_epi32(a[p][0], _mm256_madd_epi16(xv, w0));
-            a[p][1] = _mm256_add_epi32(a[p][1], _mm256_madd_epi16(xv, w1));
-          }
-        }
-      }
-    for (int p = 0; p < 4; ++p) {
-      _mm256_storeu_si256((__m256i *)acc[h + p], a[p][0]);
-      _mm256_storeu_si256((__m256i *)(acc[h + p] + 8), a[p][1]);
-    }
-  }
-}
+BLOCK_512(block16_vnni, "avx512f,avx512bw,avx512vnni", int16_t, X16, MAC_VNNI)
+BLOCK_512(block16_bw, "avx512f,avx512bw", int16_t, X16, MAC_BW)
+BLOCK_AVX2(block16_avx2, int16_t, X16, _mm256_madd_epi16)
 #endif
 
-static void block16_portable(BLOCK16_ARGS) {
-  memset(acc, 0, sizeof(int32_t) * NP * ZV);
-  for (int64_t ky = 0; ky < kh; ++ky)
-    for (int64_t kx = 0; kx < kw; ++kx) {
-      const int64_t off = (ky * Wp + kx) * Cp;
-      const int32_t *wr = wg + (ky * kw + kx) * Cg2 * Zs;
-      for (int64_t c = 0; c < Cg2; ++c) {
-        const int32_t *wc = wr + c * Zs;
-        for (int p = 0; p < NP; ++p) {
-          const int32_t x0 = xw[p][off + 2 * c], x1 = xw[p][off + 2 * c + 1];
-          for (int z = 0; z < ZV; ++z) {
-            const int32_t wz = wc[z];
-            const int32_t w0 = (int16_t)(uint16_t)((uint32_t)wz & 0xffffu), w1 = (int16_t)(uint16_t)((uint32_t)wz >> 16);
-            acc[p][z] += x0 * w0 + x1 * w1;
-          }
-        }
-      }
-    }
-}
-
-/* CONV_BODY on the int16 input: group g reads channels [g * 2 * Cg2, ...) of its pixels */
-#define CONV16_BODY(BLOCK, FINISH)                                                                \
-  const int64_t Z = G * Zg;                                                                       \
-  int64_t sat = 0;                                                                                \
-  int32_t acc[NP][ZV];                                                                            \
-  for (int64_t qb = q0; qb < q1; qb += NP) {                                                      \
-    const int np = (int)(q1 - qb < NP ? q1 - qb : NP);                                            \
-    const int16_t *xw0[NP];                                                                       \
-    int32_t *orow[NP];                                                                            \
-    for (int p = 0; p < NP; ++p) {                                                                \
-      const int64_t q = qb + (p < np ? p : 0);                                                    \
-      xw0[p] = window16(xp, q, OH, OW, Hp, Wp, Cp, sh, sw);                                       \
-      orow[p] = out + q * Z;                                                                      \
-    }                                                                                             \
-    for (int64_t g = 0; g < G; ++g) {                                                             \
-      const int16_t *xw[NP];                                                                      \
-      int32_t *orow_g[NP];                                                                        \
-      for (int p = 0; p < NP; ++p) {                                                              \
-        xw[p] = xw0[p] + g * 2 * Cg2;                                                             \
-        orow_g[p] = orow[p] + g * Zg;                                                             \
-      }                                                                                           \
-      const int32_t *wg = w + g * kh * kw * Cg2 * Zs;                                             \
-      rule_t rg = *r;                                                                             \
-      rg.bias += g * Zg;                                                                          \
-      rg.shift += g * Zg;                                                                         \
-      if (rg.counts)                                                                              \
-        rg.counts += g * Zg * 32;                                                                 \
-      for (int64_t z0 = 0; z0 < Zg; z0 += ZV) {                                                   \
-        BLOCK(xw, wg + z0, kh, kw, Cg2, Zs, Wp, Cp, acc);                                         \
-        const int zn = (int)(Zg - z0 < ZV ? Zg - z0 : ZV);                                        \
-        sat += FINISH((const int32_t(*)[ZV])acc, np, zn, orow_g, z0, &rg);                         \
-      }                                                                                           \
-    }                                                                                             \
-  }                                                                                               \
-  return sat;
+BLOCK_PORTABLE(block16_portable, int16_t, XGET16, PMUL16)
 
 #define CONV16_ARGS                                                                               \
   const int16_t *xp, int64_t Hp, int64_t Wp, int64_t Cp, const int32_t *w, int64_t G, int64_t kh, int64_t kw, \
@@ -648,14 +568,18 @@ static void block16_portable(BLOCK16_ARGS) {
 
 #ifdef HLSNN_X86
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static int64_t conv16_vnni(CONV16_ARGS) {
-  CONV16_BODY(block16_vnni, finish_avx512)
+  CONV_BODY(int16_t, block16_vnni, finish_avx512, Cg2, 2 * Cg2, Cp)
 }
 __attribute__((target("avx512f,avx512bw"))) static int64_t conv16_bw(CONV16_ARGS) {
-  CONV16_BODY(block16_bw, finish_avx512)
+  CONV_BODY(int16_t, block16_bw, finish_avx512, Cg2, 2 * Cg2, Cp)
 }
-__attribute__((target("avx2"))) static int64_t conv16_avx2(CONV16_ARGS) { CONV16_BODY(block16_avx2, finish_block) }
+__attribute__((target("avx2"))) static int64_t conv16_avx2(CONV16_ARGS) {
+  CONV_BODY(int16_t, block16_avx2, finish_block, Cg2, 2 * Cg2, Cp)
+}
 #endif
-static int64_t conv16_portable(CONV16_ARGS) { CONV16_BODY(block16_portable, finish_block) }
+static int64_t conv16_portable(CONV16_ARGS) {
+  CONV_BODY(int16_t, block16_portable, finish_block, Cg2, 2 * Cg2, Cp)
+}
 
 /* hlsnn_net_conv on the int16 input of hlsnn_net_pad16 and the pair weights (above) */
 int64_t hlsnn_net_conv16(const int16_t *xp, int64_t Hp, int64_t Wp, int64_t Cp, const int32_t *w, int64_t G,
@@ -693,7 +617,7 @@ int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, c
   rule_t r = {bias, shift, rule & 3, acc_bits, bits, mode, relu, lo, hi, !(rule & RAW) && all_fast(shift, C),
               (rule & RAW) != 0, counts};
   for (int64_t q = q0; q < q1; ++q) {
-    const int32_t *xw = window(xp, q, OH, OW, Hp, Wp, C, sh, sw);
+    const int32_t *xw = xp + window(q, OH, OW, Hp, Wp, C, sh, sw);
     int32_t *orow = out + q * C;
     for (int64_t c0 = 0; c0 < C; c0 += ZV) {
       const int cn = (int)(C - c0 < ZV ? C - c0 : ZV);
