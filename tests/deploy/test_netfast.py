@@ -10,6 +10,7 @@ import pytest
 
 from hlsnn import native
 from hlsnn.compiled import netfast, netmode
+from hlsnn.errors import InputError
 from hlsnn.primitives import saturate, shift_round_sat
 
 pytestmark = pytest.mark.skipif(netfast.lib() is None, reason="no C compiler for the compiled helpers")
@@ -183,6 +184,48 @@ def test_channel_pairs_at_the_int16_limits():
     assert not netfast.build(_one_conv(rng, 4, 16, 1, big, bits=15)[0]).convs["c1"].pairs
     small = np.clip(codes, -3, 3)
     assert not netfast.build(_one_conv(rng, 4, 16, 1, small, bits=17)[0]).convs["c1"].pairs
+
+
+@pytest.mark.parametrize("f,rounding", [(6, "nearest_away"), (-3, "nearest_away"), (0, "nearest_even"),
+                                        (-30, "nearest_away"), (-30, "nearest_even"), (20, "nearest_even"),
+                                        (29, "nearest_away"), (3, "truncate")])
+@pytest.mark.parametrize("chw", [(3, 4, 5), (1, 6, 10), (60, 1, 1)])
+def test_compiled_input_quantization_is_to_fixed(f, rounding, chw, monkeypatch):
+    """Rule 1 in C (netfast.quantize_nhwc: hlsnn_net_quantize, or quantize_input where its fast
+    path does not apply: truncation, values beyond 2**52 at the wide radix, NaN) against the
+    deployment's to_fixed, ties and near-ties included, into NHWC maps; a batch in slices."""
+    from hlsnn.deploy.quant import to_fixed
+    rng = np.random.default_rng(f + 40)
+    k = rng.integers(-300, 300, 120).astype(np.float64)
+    x = np.concatenate([np.ldexp(k + 0.5, -f), np.ldexp(k + 0.5 - 2.0 ** -30, -f), np.ldexp(k + 0.5 + 2.0 ** -26, -f),
+                        rng.normal(0, 2.0 ** -f * 60, 120), rng.normal(0, 2.0 ** -f * 1e4, 16),  # saturating
+                        np.ldexp([127.5, -128.5, 128.5, -129.5, 127.4999], -f), [0.0, -0.0, 1e-300, -1e-300]])
+    n = int(np.prod(chw))
+    x = np.resize(x, (len(x) // n + 1) * n).reshape((-1,) + chw)
+    net = netmode.NetProgram("t", [], {}, dict(f=f, bits=8, signed=True, rounding=rounding, shape=chw), {}, [], {},
+                             "a", {})
+    so = netfast.lib()
+    c, h, w = chw
+    want = to_fixed(x, f, 8, True, rounding).transpose(0, 2, 3, 1)
+    out = np.full((len(x), h, w, c), 7777, np.int32)
+    half = len(x) // 2
+    fast = rounding != "truncate"
+    assert np.abs(np.rint(np.ldexp(x, max(f + 24, 0)))).max() < 2.0 ** 52       # saturating, in the fast path
+    with monkeypatch.context() as m:
+        if fast:                                # the C loop must have done it: no numpy fallback
+            m.setattr(netmode, "quantize_input", None)
+        for b0, b1 in ((0, half), (half, len(x))):
+            netfast.quantize_nhwc(net, so, np.ascontiguousarray(x[b0:b1]), out[b0:b1])
+    np.testing.assert_array_equal(out, want)
+    bad = x.copy()
+    bad[-1, 0, 0, 0] = np.nan
+    with pytest.raises(InputError, match="NaN"):
+        netfast.quantize_nhwc(net, so, bad, out)
+    if rounding != "truncate":                  # one value beyond the fast path: that slice falls back
+        x[1, 0, 0, 0] = 2.0 ** (60 - max(f + 24, 0))
+        out2 = np.empty_like(out)
+        netfast.quantize_nhwc(net, so, x, out2)
+        np.testing.assert_array_equal(out2, to_fixed(x, f, 8, True, rounding).transpose(0, 2, 3, 1))
 
 
 def test_flattened_map_into_a_dense_layer_in_nchw_order():

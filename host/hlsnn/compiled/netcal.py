@@ -11,8 +11,9 @@ radix :func:`~hlsnn.deploy.quant.host_radix` picks from its values. Here the sam
 once per layer on int32 NHWC maps, with the rules of :mod:`hlsnn.compiled.netmode` (which
 give the layer path's bits):
 
-1. **Input**: ``F_x = host_radix(x)``, then :func:`~hlsnn.compiled.netmode.quantize_input`
-   (``to_fixed``'s bits).
+1. **Input**: ``F_x = host_radix(x)``, then :func:`~hlsnn.compiled.netmode.quantize_input`'s
+   bits (``to_fixed``'s) by :func:`hlsnn.compiled.netfast.quantize_nhwc`, images split between
+   threads.
 2. **conv / dense**: a two-hot or PoT layer with ``weight_fit: output`` first re-chooses its
    codes and bias on its input integers (:func:`hlsnn.deploy.shift_fit.refit`, as the layer
    path does). The convolution stores its wide results ``v`` (``hlsnn_net_conv`` with
@@ -135,9 +136,9 @@ def _walk(dep, net, so, x):
     f_x = host_radix(x, bits, True, dep.overflow_ratio)
     net.input["f"] = f_x
     c, h, w = netmode._chw(net.input["shape"])
-    xq = netmode.quantize_input(net, x).reshape(b, c, h, w)
+    xf = np.ascontiguousarray(x.reshape(b, -1))
     x0 = _take((b, h, w, c))
-    np.copyto(x0, xq.transpose(0, 2, 3, 1), casting="unsafe")
+    parallel.run(lambda b0, b1: netfast.quantize_nhwc(net, so, xf[b0:b1], x0[b0:b1]), parallel.parts(b, 1))
     env = {net.input["name"]: (x0, f_x, True)}
     last = {}                                    # tensor -> the index of the last op that reads it
     for i, op in enumerate(net.ops):

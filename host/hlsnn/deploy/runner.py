@@ -725,7 +725,7 @@ class Deployment:
         """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and
         ``input_density`` as the layer path counts them (``calls``: none made)."""
         from ..compiled import netmode
-        q, sat, nz = fn.run(netmode.quantize_input(fn.net, x).reshape((len(x),) + tuple(fn.net.input["shape"])))
+        q, sat, nz = fn.run(x.reshape((len(x),) + tuple(fn.net.input["shape"])), floats=True)    # rule 1 in C
         n = x.shape[0]
         for ln, ex in self.execs.items():
             f = fn.convs[ln].f

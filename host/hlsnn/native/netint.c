@@ -23,6 +23,9 @@
  * (hlsnn.compiled.netcal) reads them, and hlsnn_net_requant applies the output stage with the
  * shift then chosen.
  *
+ * hlsnn_net_quantize (rule 1): float64 input images (NCHW) to their B-bit integers in an int32
+ * NHWC map, the arithmetic of hlsnn.compiled.netmode.quantize_input's fast path.
+ *
  * hlsnn_net_dwconv: the same for a depthwise convolution (Cg = Zg = 1), weights (kh, kw, Cs)
  * with Cs = C rounded up to 16, the channels in vector lanes.
  *
@@ -35,6 +38,7 @@
  * the same integers (integer sums do not depend on their order), so the bits do not depend
  * on the machine.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -877,5 +881,44 @@ int64_t hlsnn_net_add_raw(const int32_t *a, const int32_t *b, int64_t HW, int64_
     for (int k = 0; k < 32; ++k)
       st[3 + k] += cnt[0][k] + cnt[1][k] + cnt[2][k] + cnt[3][k];
   }
+  return 0;
+}
+
+/* Rule 1 (hlsnn.compiled.netmode.quantize_input's fast path, the same float64 operations on each
+ * value): v = rint(x * 2**g); y = v * 2**-s clamped to [lo - 1, hi + 1]; rounded half away from
+ * zero (away: trunc(y + copysign(0.5, y))) or half to even (rint); clamped to [lo, hi]. x is B
+ * images (C, HW) float64, out their (HW, C) int32 maps. Returns 1, out then incomplete, when a
+ * |v| is not below 2**52 (or is NaN): the fast path does not apply and the caller takes
+ * to_fixed; else 0. The caller checks bits + 1 + s <= 52 and a nearest rounding. */
+VEC_CLONES static int quantize_row(const double *restrict x, int64_t n, double up, double down, double lo, double hi,
+                                   int away, int32_t *restrict o) {
+  int bad = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const double v = rint(x[k] * up);
+    bad |= !(fabs(v) < 4503599627370496.0); /* 2**52; NaN fails */
+    double y = v * down;
+    y = y < lo - 1 ? lo - 1 : (y > hi + 1 ? hi + 1 : y);
+    y = away ? trunc(y + copysign(0.5, y)) : rint(y);
+    y = y < lo ? lo : (y > hi ? hi : y);
+    o[k] = (int32_t)y;
+  }
+  return bad;
+}
+
+int64_t hlsnn_net_quantize(const double *x, int64_t B, int64_t C, int64_t HW, int64_t g, int64_t s, int bits,
+                           int away, int32_t *out) {
+  const double up = ldexp(1.0, (int)g), down = ldexp(1.0, (int)-s);
+  const double lo = -ldexp(1.0, bits - 1), hi = ldexp(1.0, bits - 1) - 1;
+  int32_t row[1024];
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t q0 = 0; q0 < HW; q0 += 1024) {
+        const int64_t n = HW - q0 < 1024 ? HW - q0 : 1024;
+        if (quantize_row(x + (b * C + c) * HW + q0, n, up, down, lo, hi, away, row))
+          return 1;
+        int32_t *o = out + (b * HW + q0) * C + c;
+        for (int64_t k = 0; k < n; ++k)
+          o[k * C] = row[k];
+      }
   return 0;
 }
