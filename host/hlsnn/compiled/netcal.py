@@ -206,7 +206,7 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
 
     def wide(q0, q1):                   # v on pixels [q0, q1), and its MSB counts per channel
         cnt = np.zeros((z, 32), np.int64)
-        cv.conv(so, xp, q0, q1, (_ptr(cv.bias), _ptr(cv.shift), cv.rule | RAW, cv.acc_bits, cv.bits, cv.mode,
+        cv.conv(so, xp, q0, q1, (cv.p_bias, cv.p_shift, cv.rule | RAW, cv.acc_bits, cv.bits, cv.mode,
                                  int(f["relu"]), cv.lo, cv.hi, _ptr(v), ISA, _ptr(cnt)))
         return cnt
     # the statistics unit's histogram and DETERMINE (the layer path's rule)

@@ -82,6 +82,14 @@ def _ptr(a):
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
+def _p(a):
+    """The pointer of an array, or of an ``(array, pointer)`` pair (made once: ``data_as`` costs
+    microseconds, a run makes thousands of calls); None stays None."""
+    if a is None:
+        return None
+    return a[1] if type(a) is tuple else _ptr(a)
+
+
 class _Conv:
     """A conv op's arrays for ``netint.c``: weights (G, kh, kw, Cg, Zs) int32 (or depthwise
     (kh, kw, Cs)), bias and shifts int64, and whether int32 sums are exact (module docstring).
@@ -137,31 +145,34 @@ class _Conv:
         pt, pl, pb, pr = f["pads"]
         self.hp, self.wp = f["h"] + pt + pb, f["w"] + pl + pr
         self.xdtype = np.int16 if self.pairs else np.int32
+        # the constant arrays' pointers, made once (each holds its array: numpy's data_as)
+        self.p_bias, self.p_shift = _ptr(self.bias), _ptr(self.shift)
+        self.p_w = _ptr(self.w16 if self.pairs else self.w) if self.exact32 else None
 
     def pad(self, so, x, b, xp, nz):
         """The padded copy of ``x`` (``b`` images, (b, H, W, C) int32) into ``xp`` (b, hp, wp,
-        cx) of :attr:`xdtype`, zeroed once; ``nz`` (H*W int64) gets the non-zero counts added."""
+        cx) of :attr:`xdtype`, zeroed once; ``nz`` (H*W int64) gets the non-zero counts added.
+        Each array may come as ``(array, pointer)`` (:meth:`FastNet._buf`'s pairs)."""
         f = self.f
         if self.pairs:
-            so.hlsnn_net_pad16(_ptr(x), b, f["h"], f["w"], f["c"], _ptr(xp), self.hp, self.wp, self.cx,
-                               f["pads"][0], f["pads"][1], _ptr(nz))
+            so.hlsnn_net_pad16(_p(x), b, f["h"], f["w"], f["c"], _p(xp), self.hp, self.wp, self.cx,
+                               f["pads"][0], f["pads"][1], _p(nz))
         else:
-            so.hlsnn_net_pad(_ptr(x), b, f["h"], f["w"], f["c"], _ptr(xp), self.hp, self.wp, f["pads"][0],
-                             f["pads"][1], _ptr(nz))
+            so.hlsnn_net_pad(_p(x), b, f["h"], f["w"], f["c"], _p(xp), self.hp, self.wp, f["pads"][0],
+                             f["pads"][1], _p(nz))
 
     def conv(self, so, xp, q0, q1, rule):
-        """The outputs of pixels [q0, q1) from the padded input ``xp``; ``rule`` the output-stage
-        arguments of ``hlsnn_net_conv`` (bias, shift, rule, acc_bits, bits, mode, relu, lo, hi,
-        out, limit, counts). Returns the saturation count."""
+        """The outputs of pixels [q0, q1) from the padded input ``xp`` (an array or ``(array,
+        pointer)``); ``rule`` the output-stage arguments of ``hlsnn_net_conv`` (bias, shift, rule,
+        acc_bits, bits, mode, relu, lo, hi, out, limit, counts). Returns the saturation count."""
         f = self.f
         if self.depthwise:
-            return so.hlsnn_net_dwconv(_ptr(xp), self.hp, self.wp, f["c"], _ptr(self.w), self.zs, self.kh, self.kw,
+            return so.hlsnn_net_dwconv(_p(xp), self.hp, self.wp, f["c"], self.p_w, self.zs, self.kh, self.kw,
                                        f["sh"], f["sw"], f["oh"], f["ow"], q0, q1, *rule)
         if self.pairs:
-            return so.hlsnn_net_conv16(_ptr(xp), self.hp, self.wp, self.cx, _ptr(self.w16), self.g, self.kh,
-                                       self.kw, self.cg2, self.zg, self.zs, f["sh"], f["sw"], f["oh"], f["ow"], q0,
-                                       q1, *rule)
-        return so.hlsnn_net_conv(_ptr(xp), self.hp, self.wp, f["c"], _ptr(self.w), self.g, self.kh, self.kw, self.cg,
+            return so.hlsnn_net_conv16(_p(xp), self.hp, self.wp, self.cx, self.p_w, self.g, self.kh, self.kw,
+                                       self.cg2, self.zg, self.zs, f["sh"], f["sw"], f["oh"], f["ow"], q0, q1, *rule)
+        return so.hlsnn_net_conv(_p(xp), self.hp, self.wp, f["c"], self.p_w, self.g, self.kh, self.kw, self.cg,
                                  self.zg, self.zs, f["sh"], f["sw"], f["oh"], f["ow"], q0, q1, *rule)
 
 
@@ -252,21 +263,24 @@ class FastNet:
 
     @staticmethod
     def _buf(ws, key, shape, dtype=np.int32):
-        """A buffer of ``ws`` (zeroed when first made)."""
-        a = ws.get(key)
-        if a is None or a.shape != shape or a.dtype != dtype:
-            a = ws[key] = np.zeros(shape, dtype)
-        return a
+        """A buffer of ``ws`` (zeroed when first made) and its pointer: ``(array, pointer)``."""
+        got = ws.get(key)
+        if got is None or got[0].shape != shape or got[0].dtype != dtype:
+            a = np.zeros(shape, dtype)
+            got = ws[key] = (a, _ptr(a))
+        return got
 
     def _slice(self, xq, sat, nz, ws, floats=False):
         net, so = self.net, self.so
         b = xq.shape[0]
         h, w, c = self.maps[net.input["name"]]
         if floats:
-            x = quantize_nhwc(net, so, xq, self._buf(ws, "/x", (b, h, w, c)))
+            x = self._buf(ws, "/x", (b, h, w, c))
+            quantize_nhwc(net, so, xq, x[0])
         else:
             x = np.ascontiguousarray(np.asarray(xq, np.int32).reshape(b, c, h, w).transpose(0, 2, 3, 1))
-        env = {net.input["name"]: x}
+            x = (x, _ptr(x))
+        env = {net.input["name"]: x}              # tensor -> (array, pointer)
         for op in net.ops:
             src = env[self._src(op.ins[0])]
             f = op.f
@@ -276,32 +290,34 @@ class FastNet:
                 sat[op.name] += s
             elif op.kind == "maxpool":
                 y = self._buf(ws, op.name, (b, f["oh"], f["ow"], f["c"]))
-                so.hlsnn_net_maxpool(_ptr(src), f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"],
-                                     f["pads"][0], f["pads"][1], f["oh"], f["ow"], 0, b, _ptr(y))
+                so.hlsnn_net_maxpool(src[1], f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"],
+                                     f["pads"][0], f["pads"][1], f["oh"], f["ow"], 0, b, y[1])
             else:
                 other = env[self._src(op.ins[1])] if len(op.ins) > 1 else None
                 y = self._buf(ws, op.name, (b,) + self.maps[op.out])
-                so.hlsnn_net_add(_ptr(src), None if other is None else _ptr(other), f["hw"], f["c"], f["sa"], f["sb"],
+                so.hlsnn_net_add(src[1], None if other is None else other[1], f["hw"], f["c"], f["sa"], f["sb"],
                                  int(f["relu"]), int(f["gap"]), int(f["shift"]), net.input["bits"],
-                                 MODES[f["rounding"]], 0, b, _ptr(y))
+                                 MODES[f["rounding"]], 0, b, y[1])
             env[op.out] = y
-        y = env[self._src(net.output["tensor"])]
+        y = env[self._src(net.output["tensor"])][0]
         return y.transpose(0, 3, 1, 2).reshape((b,) + tuple(net.output["shape"]))
 
     def _conv(self, cv, x, nz, ws):
-        """``(y (B, OH, OW, Z) int32, saturations)`` of one conv op on ``x`` (B, H, W, C)."""
+        """``(y, saturations)`` of one conv op on ``x`` (B, H, W, C); ``x`` and ``y`` (B, OH, OW,
+        Z) int32 as ``(array, pointer)``."""
         f, so = cv.f, self.so
-        b = x.shape[0]
+        b = x[0].shape[0]
         xp = self._buf(ws, cv.op.name + "/in", (b, cv.hp, cv.wp, cv.cx), cv.xdtype)
         cv.pad(so, x, b, xp, nz)
         if not cv.exact32:                      # int32 sums might wrap: the numpy rule (int64)
-            acc = netmode.conv_acc(x.transpose(0, 3, 1, 2), f)
+            acc = netmode.conv_acc(x[0].transpose(0, 3, 1, 2), f)
             y, sat = _output(cv, acc.reshape(-1, f["z"]), self.net.params["rounding"])
-            return np.ascontiguousarray(y.reshape(acc.shape), dtype=np.int32), sat
+            y = np.ascontiguousarray(y.reshape(acc.shape), dtype=np.int32)
+            return (y, _ptr(y)), sat
         y = self._buf(ws, cv.op.name, (b, f["oh"], f["ow"], f["z"]))
         q1 = b * f["oh"] * f["ow"]
-        rule = (_ptr(cv.bias), _ptr(cv.shift), cv.rule, cv.acc_bits, cv.bits, cv.mode, int(f["relu"]), cv.lo, cv.hi,
-                _ptr(y), self.isa, None)
+        rule = (cv.p_bias, cv.p_shift, cv.rule, cv.acc_bits, cv.bits, cv.mode, int(f["relu"]), cv.lo, cv.hi, y[1],
+                self.isa, None)
         return y, int(cv.conv(so, xp, 0, q1, rule))
 
 
