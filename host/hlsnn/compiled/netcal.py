@@ -67,6 +67,8 @@ from . import netfast, netmode
 RAW = 4
 #: output pixels per thread at least
 _MIN_PIXELS = 256
+#: operations (multiply-adds, or values requantized) per thread at least
+_MIN_WORK = 1 << 20
 #: images per thread from which a thread pads its images and convolves them in one dispatch
 _FUSE = 4
 #: the vector unit the convolutions may use (``netint.c``: 0 portable, 1 AVX2, 2 AVX-512, 3
@@ -121,9 +123,11 @@ def _restore(dep, saved):
 _ptr = netfast._ptr
 
 
-def _pixels(so_fn, n):
-    """Run ``so_fn(q0, q1)`` on ranges of ``n`` pixels in threads; the results' list."""
-    return parallel.run(so_fn, parallel.parts(n, _MIN_PIXELS))
+def _pixels(so_fn, n, per=1):
+    """Run ``so_fn(q0, q1)`` on ranges of ``n`` pixels in threads, ``per`` operations a pixel;
+    the results' list. A thread gets ``_MIN_WORK`` operations at least (handing work to another
+    thread and waiting for it costs tens of microseconds: a small layer runs in one)."""
+    return parallel.run(so_fn, parallel.parts(n, max(_MIN_PIXELS, _MIN_WORK // max(per, 1))))
 
 
 def _walk(dep, net, so, x):
@@ -211,12 +215,14 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
         return cnt
     # the statistics unit's histogram and DETERMINE (the layer path's rule)
     per = f["oh"] * f["ow"]
+    macs = per * z * cv.kh * cv.kw * (1 if cv.depthwise else cv.cg)      # one image's
     if b >= _FUSE * parallel.threads():  # a thread pads its images and convolves them: one dispatch
-        done = parallel.run(lambda b0, b1: (pad(b0, b1), wide(b0 * per, b1 * per)), parallel.parts(b, 1))
+        done = parallel.run(lambda b0, b1: (pad(b0, b1), wide(b0 * per, b1 * per)),
+                            parallel.parts(b, max(1, _MIN_WORK // max(macs, 1))))
         nz, cnt = sum(t[0] for t in done), sum(t[1] for t in done)
     else:                               # few images: every padded image first, then pixels in threads
         nz = sum(parallel.run(pad, parallel.parts(b, 1)))
-        cnt = sum(_pixels(wide, npix))
+        cnt = sum(_pixels(wide, npix, macs // max(per, 1)))
     nbins = int(ex.p["acc_bits"]) if is_shift else 32
     f_vec = np.asarray(f_in, np.int64).reshape(-1)
     groups = np.unique(f_vec)
@@ -237,7 +243,7 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
     shift = np.ascontiguousarray(f_vec - ex.f_out if len(f_vec) > 1 else np.full(z, int(f_vec[0]) - ex.f_out))
     y = v                                                  # in place: a pixel's outputs replace its v
     sat = sum(_pixels(lambda q0, q1: so.hlsnn_net_requant(_ptr(v), z, _ptr(shift), cv.bits, cv.mode, lo_c, hi_c,
-                                                          q0, q1, _ptr(y), ISA), npix))
+                                                          q0, q1, _ptr(y), ISA), npix, z))
     if whole:
         oh, ow = op.f["oh"], op.f["ow"]
         y = _take((b, oh, ow, z))
@@ -325,7 +331,7 @@ def _add(dep, so, op, a, fa, other, bits):
                                 fm - fb, int(f["relu"]), int(f["gap"]), b0, b1, _ptr(s), _ptr(st), int(counts)):
             raise _Bail                                    # a sum beyond int32
         return st
-    parts = parallel.run(raw, parallel.parts(b, 1))
+    parts = parallel.run(raw, parallel.parts(b, max(1, _MIN_WORK // max(f["hw"] * f["c"], 1))))
     mn, mx = min(int(st[0]) for st in parts), max(int(st[1]) for st in parts)
     if counts:
         f_x = sum_radix(sum(st[3:] for st in parts), sum(int(st[2]) for st in parts), max(-mn, mx), s.size, r,
@@ -339,7 +345,7 @@ def _add(dep, so, op, a, fa, other, bits):
     shift = np.full(f["c"], r - f_x, np.int64)
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     _pixels(lambda q0, q1: so.hlsnn_net_requant(_ptr(s), f["c"], _ptr(shift), bits, netfast.MODES[dep.rounding],
-                                                lo, hi, q0, q1, _ptr(q), ISA), b * hw_out)
+                                                lo, hi, q0, q1, _ptr(q), ISA), b * hw_out, f["c"])
     return q.reshape((b,) + ((1, 1, f["c"]) if f["gap"] else tuple(a.shape[1:]))), f_x, True
 
 
