@@ -299,14 +299,17 @@ def _padded(shape, pads, dtype=np.int32):
     ``shape`` and ``pads``, this thread's, used again by later layers and calibrations of the
     same shape, pads and dtype (only the interior is ever written, so the border stays zero; a
     pair conv's extra channel may hold another layer's values: its weights are zero; a fresh
-    array's pages cost more than the convolution of a small layer)."""
+    array's pages cost more than the convolution of a small layer). At most ``POOL_BYTES`` of
+    them are kept (calibrations of two batch sizes and both dtypes had outgrown a count of 16,
+    and every calibration made its buffers anew)."""
     bufs = getattr(_pool, "bufs", None)
     if bufs is None:
         bufs = _pool.bufs = {}
     key = (tuple(shape), tuple(pads), np.dtype(dtype).str)
     if key not in bufs:
-        if len(bufs) >= 16:
-            bufs.clear()
+        size = math.prod(shape) * np.dtype(dtype).itemsize
+        if sum(a.nbytes for a in bufs.values()) + size > POOL_BYTES:
+            bufs.clear()                           # at most POOL_BYTES of them, as the pool of _take
         bufs[key] = np.zeros(shape, dtype)
     return bufs[key]
 
