@@ -274,7 +274,20 @@ class ShiftExec(_Exec):
         self.step = max(tn, p["max_n"] // tn * tn)
         self.groups = layer.group // self.gp if layer.kind == "conv" else 1
         self.zg = n // self.groups                      # outputs per pack of groups: one GEMM per pack
-        self.n_chunks = self._parts(np.arange(n))
+        self.n_chunks = None
+
+    @property
+    def n_chunks(self):
+        """:meth:`_parts` of every output, made when first needed after :attr:`wq` was set
+        (``None`` marks it stale: a calibration's refit sets new codes, and a compiled run
+        never asks for it)."""
+        if self._n_chunks is None:
+            self._n_chunks = self._parts(np.arange(self.n_out))
+        return self._n_chunks
+
+    @n_chunks.setter
+    def n_chunks(self, value):
+        self._n_chunks = value
 
     @property
     def wide_bits(self):

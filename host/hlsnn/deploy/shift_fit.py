@@ -449,7 +449,8 @@ def fit_layer(layer, x, fx, f, tab):
 def refit(ex, x, fx):
     """Re-choose a calibrating ``ShiftExec``'s codes and bias (the module docstring) from its
     input integers ``x`` at radix ``fx``: sets ``ex.wq`` (same scale exponents, axis and GEMM
-    layout as before), ``ex.n_chunks`` and ``ex.b_fit`` (the float bias ``_bias`` rounds)."""
+    layout as before; ``ex.n_chunks`` made again when next used) and ``ex.b_fit`` (the float bias
+    ``_bias`` rounds)."""
     t, layer = ex.wq, ex.layer
     tab = codes.table(t.mode, t.exp_bits, t.delta)
     f = np.broadcast_to(np.asarray(t.scale_exponent, np.int64).reshape(-1, 1), (t.shape[0], 1))
@@ -458,7 +459,7 @@ def refit(ex, x, fx):
     if layer.kind == "conv" and layer.group > 1:             # into the packs' block-diagonal rows
         values = groups.gemm_weight(_Weights(layer, own.reshape(layer.w.shape)), ex.gp)
     ex.wq = sfmt.encode(values, t.scale_exponent, t.mode, t.exp_bits, delta=t.delta, axis=t.axis)
-    ex.n_chunks = ex._parts(np.arange(ex.n_out))
+    ex.n_chunks = None                                       # made again when the layer path asks
     ex.stats.weight_sparsity = float(np.mean(ex.wq.zero))
     return own
 
