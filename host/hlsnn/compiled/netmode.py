@@ -328,22 +328,23 @@ class ShiftRules:
                                                                        "scale_exponent")),
                                         delta=j["delta"], axis=j["axis"])
         shape = (j["w_shape"][0],) + tuple(chw) if j["kind"] == "dense" else tuple(j["w_shape"])
-        if t.code_values().size == int(np.prod(shape)):
-            return t.code_values().reshape(shape), dict(mode=j["mode"], fields=_fields(t, shape))
+        values = t.code_values()
+        if values.size == int(np.prod(shape)):
+            return values.reshape(shape), dict(mode=j["mode"], fields=_fields(t, shape))
         # a grouped conv stored as the layer path runs it: gp groups packed to one GEMM
         # (hlsnn.deploy.groups.gemm_weight); the layer's own (Z, C/g, kh, kw) codes taken back
         z, cg = shape[0], shape[1]
         k = int(np.prod(shape[1:]))
         gp, g = int(j.get("gp") or 1), j["geom"]["group"]
-        if t.code_values().size != z * gp * k or g % gp:
-            raise why(f"weights of {t.code_values().size} codes for {shape} packed {gp} groups to a GEMM")
+        if values.size != z * gp * k or g % gp:
+            raise why(f"weights of {values.size} codes for {shape} packed {gp} groups to a GEMM")
         packed = (z, gp * k)
         fields = _fields(t, packed)
         zg = z // g
         col = ((np.arange(z) // zg) % gp)[:, None] * k + np.arange(k)[None, :]     # (Z, Cg*kh*kw)
         own = np.zeros(packed, bool)
         np.put_along_axis(own, col, True, axis=1)
-        values = t.code_values().reshape(packed)
+        values = values.reshape(packed)
         if values[~own].any():
             raise why("its packed GEMM weight has non-zero codes outside the layer's groups")
         take = lambda a: np.take_along_axis(np.asarray(a).reshape(packed), col, axis=1).reshape(shape)  # noqa: E731
