@@ -20,16 +20,16 @@ def cmd_compile(args):
     prog = compile_model(args.config, args.assignment, out, check_samples=args.check_samples)
     size = Path(out).stat().st_size
     engine = [j for j in prog["layers"] if j["kind"] != "host"]
-    host = [j["name"] + " (" + j["op"] + ")" for j in prog["layers"] if j["kind"] == "host"]
-    # what a board runs where: the network kernel takes the host layers it lowers (residual adds,
-    # ReLUs, pools, flattens); the layer path runs every host layer on the host
-    from . import artifact, netmode
+    # what a board runs where (the file as a board reads it): the network kernel takes the host
+    # layers it lowers (residual adds, ReLUs, pools, flattens); layer by layer, every host layer
+    # runs on the host
+    from . import artifact
+    from .net import kernel_network
     try:
-        low = netmode.lower(*artifact.read(out))
-        path, why = "network", None
-        host = [j["name"] + " (" + j["op"] + ")" for j in low.host_after]
+        path, why, on_host = "network", None, kernel_network(*artifact.read(out))[0].host_after
     except InputError as e:
-        path, why = "layers", str(e)
+        path, why, on_host = "layers", str(e), [j for j in prog["layers"] if j["kind"] == "host"]
+    host = [j["name"] + " (" + j["op"] + ")" for j in on_host]
     res = {"output": str(out), "bytes": size, "model": prog["name"], "assignment": prog["assignment"],
            "engine_layers": len(engine), "host_layers": host, "path": path, "layer_by_layer_because": why,
            "accels": {k: v["sha"][:12] for k, v in prog["accels"].items()}, "check_pairs": args.check_samples}
