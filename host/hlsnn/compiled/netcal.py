@@ -215,14 +215,14 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
         return cnt
     # the statistics unit's histogram and DETERMINE (the layer path's rule)
     per = f["oh"] * f["ow"]
-    macs = per * z * cv.kh * cv.kw * (1 if cv.depthwise else cv.cg)      # one image's
+    macs = z * cv.kh * cv.kw * (1 if cv.depthwise else cv.cg)             # one output pixel's
     if b >= _FUSE * parallel.threads():  # a thread pads its images and convolves them: one dispatch
         done = parallel.run(lambda b0, b1: (pad(b0, b1), wide(b0 * per, b1 * per)),
-                            parallel.parts(b, max(1, _MIN_WORK // max(macs, 1))))
+                            parallel.parts(b, max(1, _MIN_WORK // max(per * macs, 1))))
         nz, cnt = sum(t[0] for t in done), sum(t[1] for t in done)
     else:                               # few images: every padded image first, then pixels in threads
         nz = sum(parallel.run(pad, parallel.parts(b, 1)))
-        cnt = sum(_pixels(wide, npix, macs // max(per, 1)))
+        cnt = sum(_pixels(wide, npix, macs))
     nbins = int(ex.p["acc_bits"]) if is_shift else 32
     f_vec = np.asarray(f_in, np.int64).reshape(-1)
     groups = np.unique(f_vec)

@@ -97,10 +97,11 @@ class _Conv:
     Where the sums are exact, the inputs have at most 16 bits and the weights fit int16, a
     (non-depthwise) conv whose groups have an even channel count (or that has one group) runs
     on int16 channel pairs (``pairs``): :meth:`pad` writes an int16 padded input of ``cx``
-    channels (``C`` rounded up to even; the extra channel's weights are zero) and :meth:`conv` multiplies two
-    channels per instruction (``hlsnn_net_conv16``: VNNI ``vpdpwssd``, else ``vpmaddwd``), the
-    weights as int16 pairs of one output channel, (G, kh, kw, Cg2, Zs) int32 words. The integers
-    are the int32 path's: each pair sum is a partial sum the exactness bound covers."""
+    channels (``C`` rounded up to even; the extra channel's weights are zero) and :meth:`conv`
+    multiplies two channels per instruction (``hlsnn_net_conv16``: VNNI ``vpdpwssd``, else
+    ``vpmaddwd``), the weights as int16 pairs of one output channel, (G, kh, kw, Cg2, Zs) int32
+    words. The integers are the int32 path's: each pair sum is a partial sum the exactness bound
+    covers."""
 
     def __init__(self, op, bits, p, engine):
         f = op.f
@@ -338,8 +339,7 @@ def _output(cv, acc, rounding):
 def build(net, *, isa=3):
     """A :class:`FastNet` of an integer network program, or None (module docstring). ``isa``
     caps the vector unit the convolutions use (0 the portable loops, 1 AVX2, 2 AVX-512, 3 AVX-512
-    VNNI; the
-    best the CPU has up to that): the tests run each, and each gives the same bits."""
+    VNNI; the best the CPU has up to that): the tests run each, and each gives the same bits."""
     if net.engine not in RULES or not all(r in ROUNDING_CODES for r in MODES):
         return None
     so = lib()

@@ -429,6 +429,14 @@ static int all_fast(const int64_t *shift, int64_t n) {
   return ok;
 }
 
+/* the output stage of a convolution entry point's arguments, z output channels */
+static rule_t rule_of(const int64_t *bias, const int64_t *shift, int rule, int acc_bits, int bits, int mode, int relu,
+                      int64_t lo, int64_t hi, int64_t z, int64_t *counts) {
+  const rule_t r = {bias, shift, rule & 3, acc_bits, bits, mode, relu, lo, hi, !(rule & RAW) && all_fast(shift, z),
+                    (rule & RAW) != 0, counts};
+  return r;
+}
+
 /* The blocks of output pixels [q0, q1) of input elements of type T: BLOCK computes a block's
  * accumulators, finish_block (inlined, so vectorized for the function's target) its outputs.
  * NC: a group's channels in BLOCK's units (channels, or int16 pairs); GSTEP: a group's first
@@ -491,8 +499,7 @@ int64_t hlsnn_net_conv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, con
                        int64_t OW, int64_t q0, int64_t q1, const int64_t *bias, const int64_t *shift, int rule,
                        int acc_bits, int bits, int mode, int relu, int64_t lo, int64_t hi, int32_t *out,
                        int limit, int64_t *counts) {
-  const rule_t r = {bias, shift, rule & 3, acc_bits, bits, mode, relu, lo, hi,
-                    !(rule & RAW) && all_fast(shift, G * Zg), (rule & RAW) != 0, counts};
+  const rule_t r = rule_of(bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, G * Zg, counts);
   const int level = isa(limit);
 #ifdef HLSNN_X86
   if (level >= 2)
@@ -591,8 +598,7 @@ int64_t hlsnn_net_conv16(const int16_t *xp, int64_t Hp, int64_t Wp, int64_t Cp, 
                          int64_t OH, int64_t OW, int64_t q0, int64_t q1, const int64_t *bias, const int64_t *shift,
                          int rule, int acc_bits, int bits, int mode, int relu, int64_t lo, int64_t hi, int32_t *out,
                          int limit, int64_t *counts) {
-  const rule_t r = {bias, shift, rule & 3, acc_bits, bits, mode, relu, lo, hi,
-                    !(rule & RAW) && all_fast(shift, G * Zg), (rule & RAW) != 0, counts};
+  const rule_t r = rule_of(bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, G * Zg, counts);
   int level = isa(limit);
   if (level == 2 && !has_avx512bw())
     level = 1;
@@ -618,8 +624,7 @@ int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, c
 #endif
   int64_t sat = 0;
   int32_t acc[ZV];
-  rule_t r = {bias, shift, rule & 3, acc_bits, bits, mode, relu, lo, hi, !(rule & RAW) && all_fast(shift, C),
-              (rule & RAW) != 0, counts};
+  const rule_t r = rule_of(bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, C, counts);
   for (int64_t q = q0; q < q1; ++q) {
     const int32_t *xw = xp + window(q, OH, OW, Hp, Wp, C, sh, sw);
     int32_t *orow = out + q * C;
