@@ -178,19 +178,44 @@ def test_the_sums_statistics_are_numpys(seed):
     np.testing.assert_array_equal(st[3:], msb_histogram(want, 32))
 
 
+@pytest.mark.parametrize("isa", [0, 2])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_statistics_units_counts_are_msb_histograms(seed, isa):
+    """hlsnn_net_msb_counts (the calibration's histogram of the wide results, per channel)
+    against primitives.msb_histogram of each channel: rows beyond the 255 its byte counters
+    hold, channel counts that fill no vector or part of one, a row range that starts inside the
+    map, a channel whose rows all land in one counter, values at every MSB position with 0, -1
+    and the int32 extremes; the counts add to what the array held."""
+    from hlsnn.primitives import msb_histogram
+    so = netfast.lib()
+    rng = np.random.default_rng([seed, isa])
+    z = int(rng.choice([3, 8, 16, 40]))
+    n = [7, 255, 256, 600][seed]
+    v = (rng.integers(-(1 << 31), 1 << 31, (n, z)) >> rng.integers(0, 32, (n, z))).astype(np.int32)
+    v.flat[rng.choice(v.size, min(v.size, 6), replace=False)] = [0, -1, -(1 << 31), (1 << 31) - 1, 1, -2][:min(v.size, 6)]
+    v[:, -1] = 3                                             # every row in one counter
+    q0 = int(rng.integers(0, 3))
+    counts = np.full((z, 32), 5, np.int64)                   # added to
+    so.hlsnn_net_msb_counts(netfast._ptr(v), z, q0, n, netfast._ptr(counts), isa)
+    for c in range(z):
+        np.testing.assert_array_equal(counts[c] - 5, msb_histogram(v[q0:, c].astype(np.int64), 32))
+
+
 @pytest.mark.parametrize("isa", [0, 1, 2])
 @pytest.mark.parametrize("seed", range(6))
 def test_the_output_stage_is_shift_round_sat(seed, isa):
     """hlsnn_net_requant (the main operation on the stored wide results) against
     primitives.shift_round_sat and the clamp, in place: every rounding mode, shifts in the
-    branch-free range and outside it (<= 0, > 62), widths of 16 channels or not, saturation."""
+    branch-free range and outside it (<= 0, > 62), the int32 lanes' range (every shift <= 30)
+    and beyond it (31, 32: int64 lanes), widths of 16 channels or not, saturation."""
     from hlsnn.primitives import ROUNDING_CODES, shift_round_sat
     so = netfast.lib()
     rng = np.random.default_rng([seed, isa])
-    z = int(rng.choice([8, 16, 12]))
-    v = rng.integers(-(1 << 30), 1 << 30, (50, z)).astype(np.int32)
+    z = int(rng.choice([8, 16, 12, 40]))
+    v = rng.integers(-(1 << 31), 1 << 31, (50, z)).astype(np.int32)
     v[rng.random(v.shape) < 0.2] >>= 16
-    shift = rng.integers(1, 25, z)
+    v[0, :2] = -(1 << 31), (1 << 31) - 1
+    shift = rng.integers(1, 25, z) if seed % 3 != 2 else rng.integers(26, 31 + (seed // 3) * 2, z)
     if seed % 2:
         shift[rng.random(z) < 0.3] = rng.choice([0, -3, 63, 70])
     bits = int(rng.choice([8, 4, 16]))

@@ -74,6 +74,8 @@ def lib():
         so.hlsnn_net_quantize.argtypes = [p, i64, i64, i64, i64, i64, ci, ci, p]
         so.hlsnn_net_add.restype = i64
         so.hlsnn_net_add.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, ci, ci, i64, i64, p]
+        so.hlsnn_net_msb_counts.restype = None
+        so.hlsnn_net_msb_counts.argtypes = [p, i64, i64, i64, p, ci]
         so._hlsnn_typed = True
     return so
 

@@ -19,9 +19,9 @@
  *
  * With rule | RAW (4) the function stores the wide results v instead (after ReLU, before the
  * shift), as int32: the caller checks that they fit; with a counts array it also counts their
- * MSB positions per channel (the statistics unit's histogram). The compiled calibration
- * (hlsnn.compiled.netcal) reads them, and hlsnn_net_requant applies the output stage with the
- * shift then chosen.
+ * MSB positions per channel (the statistics unit's histogram: hlsnn_net_msb_counts, on chunks
+ * of pixels as they are computed). The compiled calibration (hlsnn.compiled.netcal) reads them,
+ * and hlsnn_net_requant applies the output stage with the shift then chosen.
  *
  * hlsnn_net_quantize (rule 1): float64 input images (NCHW) to their B-bit integers in an int32
  * NHWC map, the arithmetic of hlsnn.compiled.netmode.quantize_input's fast path.
@@ -153,7 +153,6 @@ typedef struct {
   int64_t lo, hi;
   int fast; /* every shift in [1, 62]: the branch-free rounding (rsat) */
   int raw;  /* store v (the wide result) instead of the output (rule | RAW) */
-  int64_t *counts; /* raw: the MSB counts of v per channel, (Z, 32), added to (NULL: none) */
 } rule_t;
 
 /* rule | RAW: the wide results v = clamp(acc + bias, acc_bits) (rule 0) or acc + bias (rule 1),
@@ -176,12 +175,6 @@ static inline int64_t finish_block(const int32_t (*acc)[ZV], int np, int zn, int
         v = v > amax ? amax : v;
         o[z] = (int32_t)(v < vmin ? vmin : v);
       }
-      if (r->counts)
-        for (int z = 0; z < zn; ++z) {
-          const uint32_t x = (uint32_t)o[z], u = x ^ (0u - (x >> 31));
-          if (u)
-            r->counts[(z0 + z) * 32 + msb32(u)] += 1;
-        }
     }
     return 0;
   }
@@ -238,34 +231,17 @@ __attribute__((target("avx512f"))) static inline __m256i rule8(__m256i a32, cons
   return _mm512_cvtepi64_epi32(q);
 }
 
-/* finish_block's raw path on 8 or 16 channels (zn): v in int64 lanes, and the MSB counts by
- * gather and scatter (each lane its own channel's counter: no two lanes write one address). The
- * MSB position of u = v ^ (v >> 31) < 2**31 is the exponent of the double it converts to exactly. */
+/* finish_block's raw path on 8 or 16 channels (zn): v in int64 lanes */
 __attribute__((target("avx512f"))) static int64_t raw_avx512(const int32_t (*acc)[ZV], int np, int zn,
                                                              int32_t *const *orow, int64_t z0, const rule_t *r) {
   const int64_t amax = r->rule == 0 ? ((int64_t)1 << (r->acc_bits - 1)) - 1 : INT64_MAX;
   const __m512i vamax = _mm512_set1_epi64(amax), vvmin = _mm512_set1_epi64(r->relu ? 0 : -amax - 1);
-  const __m512i one = _mm512_set1_epi64(1), bias_e = _mm512_set1_epi64(1023);
-  __m512i base[2];
-  for (int h = 0; h < 2; ++h)
-    base[h] = _mm512_set_epi64((z0 + h * 8 + 7) * 32, (z0 + h * 8 + 6) * 32, (z0 + h * 8 + 5) * 32,
-                               (z0 + h * 8 + 4) * 32, (z0 + h * 8 + 3) * 32, (z0 + h * 8 + 2) * 32,
-                               (z0 + h * 8 + 1) * 32, (z0 + h * 8) * 32);
   for (int p = 0; p < np; ++p)
     for (int h = 0; h < zn / 8; ++h) {
       __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc[p] + h * 8))),
                                    _mm512_loadu_si512((const void *)(r->bias + z0 + h * 8)));
       v = _mm512_max_epi64(_mm512_min_epi64(v, vamax), vvmin);
-      const __m256i v32 = _mm512_cvtepi64_epi32(v);
-      _mm256_storeu_si256((__m256i *)(orow[p] + z0 + h * 8), v32);
-      if (r->counts) {
-        const __m256i u = _mm256_xor_si256(v32, _mm256_srai_epi32(v32, 31));
-        const __m512i e = _mm512_sub_epi64(_mm512_srli_epi64(_mm512_castpd_si512(_mm512_cvtepi32_pd(u)), 52), bias_e);
-        const __mmask8 m = _mm512_cmpge_epi64_mask(e, _mm512_setzero_si512());
-        const __m512i idx = _mm512_add_epi64(base[h], e);
-        const __m512i c = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), m, idx, (const void *)r->counts, 8);
-        _mm512_mask_i64scatter_epi64((void *)r->counts, m, idx, _mm512_add_epi64(c, one), 8);
-      }
+      _mm256_storeu_si256((__m256i *)(orow[p] + z0 + h * 8), _mm512_cvtepi64_epi32(v));
     }
   return 0;
 }
@@ -429,11 +405,96 @@ static int all_fast(const int64_t *shift, int64_t n) {
   return ok;
 }
 
+/* ---- The statistics unit's histogram (hlsnn_net_msb_counts) ----
+ * counts[z * 32 + k] += the number of rows q in [q0, q1) of the (., Z) int32 map v whose
+ * value in channel z has its MSB at k: u = v ^ (v >> 31) (|v| for v >= 0, |v| - 1 below), k =
+ * msb(u), no count where u == 0 (hlsnn.primitives.msb_histogram's rule on the wide results). */
+static void count_portable(const int32_t *v, int64_t Z, int64_t q0, int64_t q1, int64_t *counts) {
+  for (int64_t q = q0; q < q1; ++q)
+    for (int64_t z = 0; z < Z; ++z) {
+      const uint32_t x = (uint32_t)v[q * Z + z], u = x ^ (0u - (x >> 31));
+      if (u)
+        counts[z * 32 + msb32(u)] += 1;
+    }
+}
+
+#ifdef HLSNN_X86
+/* 16 channels in the lanes of 8 registers of byte counters: register k holds bins 4k..4k+3,
+ * one byte each, in each channel's lane; a row adds 1 << 8 (k & 3) to register k >> 2 of its
+ * lane (a compare and a masked add per register: no gather, no scatter, no chain through
+ * memory). Bytes hold at most 255 rows: the counters go to `counts` every 255 rows. */
+__attribute__((target("avx512f,avx512cd"))) static void count_avx512(const int32_t *v, int64_t Z, int64_t q0,
+                                                                     int64_t q1, int64_t *counts) {
+  const __m512i one = _mm512_set1_epi32(1), three = _mm512_set1_epi32(3), c31 = _mm512_set1_epi32(31);
+  for (int64_t z0 = 0; z0 < Z; z0 += 16) {
+    const int zn = (int)(Z - z0 < 16 ? Z - z0 : 16);
+    const __mmask16 m = (__mmask16)((1u << zn) - 1u);
+    for (int64_t qa = q0; qa < q1; qa += 255) {
+      const int64_t qe = q1 - qa < 255 ? q1 : qa + 255;
+      __m512i c[8];
+      for (int k = 0; k < 8; ++k)
+        c[k] = _mm512_setzero_si512();
+      for (int64_t q = qa; q < qe; ++q) {
+        const __m512i x = _mm512_maskz_loadu_epi32(m, v + q * Z + z0);
+        const __m512i u = _mm512_xor_si512(x, _mm512_srai_epi32(x, 31));
+        const __m512i e = _mm512_sub_epi32(c31, _mm512_lzcnt_epi32(u)); /* -1 where u == 0: no register */
+        const __m512i g = _mm512_srai_epi32(e, 2);
+        const __m512i inc = _mm512_sllv_epi32(one, _mm512_slli_epi32(_mm512_and_si512(e, three), 3));
+        for (int k = 0; k < 8; ++k)
+          c[k] = _mm512_mask_add_epi32(c[k], _mm512_cmpeq_epi32_mask(g, _mm512_set1_epi32(k)), c[k], inc);
+      }
+      uint32_t w[8][16];
+      for (int k = 0; k < 8; ++k)
+        _mm512_storeu_si512((void *)w[k], c[k]);
+      for (int z = 0; z < zn; ++z)
+        for (int k = 0; k < 8; ++k)
+          for (int j = 0; j < 4; ++j)
+            counts[(z0 + z) * 32 + 4 * k + j] += (w[k][z] >> (8 * j)) & 255u;
+    }
+  }
+}
+
+static int has_avx512cd(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512cd") != 0;
+}
+#endif
+
+static void count_msb(const int32_t *v, int64_t Z, int64_t q0, int64_t q1, int64_t *counts, int level) {
+#ifdef HLSNN_X86
+  if (level >= 2 && has_avx512cd()) {
+    count_avx512(v, Z, q0, q1, counts);
+    return;
+  }
+#else
+  (void)level;
+#endif
+  count_portable(v, Z, q0, q1, counts);
+}
+
+void hlsnn_net_msb_counts(const int32_t *v, int64_t Z, int64_t q0, int64_t q1, int64_t *counts, int limit) {
+  count_msb(v, Z, q0, q1, counts, isa(limit));
+}
+
+/* A convolution entry point's pixels with `counts`: in chunks of COUNT_ROWS (whole blocks of NP),
+ * each chunk's wide results counted while they are in cache. CALL computes [qa, qe). */
+#define COUNT_ROWS (31 * NP)
+#define CHUNKED(CALL, Z)                                                                          \
+  int64_t sat = 0;                                                                                \
+  for (int64_t qa = q0; qa < q1;) {                                                               \
+    const int64_t qe = counts && q1 - qa > COUNT_ROWS ? qa + COUNT_ROWS : q1;                      \
+    sat += CALL;                                                                                  \
+    if (counts)                                                                                   \
+      count_msb(out, Z, qa, qe, counts, level);                                                   \
+    qa = qe;                                                                                      \
+  }                                                                                               \
+  return sat;
+
 /* the output stage of a convolution entry point's arguments, z output channels */
 static rule_t rule_of(const int64_t *bias, const int64_t *shift, int rule, int acc_bits, int bits, int mode, int relu,
-                      int64_t lo, int64_t hi, int64_t z, int64_t *counts) {
+                      int64_t lo, int64_t hi, int64_t z) {
   const rule_t r = {bias, shift, rule & 3, acc_bits, bits, mode, relu, lo, hi, !(rule & RAW) && all_fast(shift, z),
-                    (rule & RAW) != 0, counts};
+                    (rule & RAW) != 0};
   return r;
 }
 
@@ -465,8 +526,6 @@ static rule_t rule_of(const int64_t *bias, const int64_t *shift, int rule, int a
       rule_t rg = *r;                                                                             \
       rg.bias += g * Zg;                                                                          \
       rg.shift += g * Zg;                                                                         \
-      if (rg.counts)                                                                              \
-        rg.counts += g * Zg * 32;                                                                 \
       for (int64_t z0 = 0; z0 < Zg; z0 += ZV) {                                                   \
         BLOCK(xw, wg + z0, kh, kw, NC, Zs, Wp, CX, acc);                                          \
         const int zn = (int)(Zg - z0 < ZV ? Zg - z0 : ZV);                                        \
@@ -492,24 +551,29 @@ __attribute__((target("avx2"))) static int64_t conv_avx2(CONV_ARGS) {
 #endif
 static int64_t conv_portable(CONV_ARGS) { CONV_BODY(int32_t, block_portable, finish_block, Cg, Cg, C) }
 
+static int64_t conv_at(int level, CONV_ARGS) {
+#ifdef HLSNN_X86
+  if (level >= 2)
+    return conv_avx512(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+  if (level == 1)
+    return conv_avx2(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+#else
+  (void)level;
+#endif
+  return conv_portable(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+}
+
 /* Output pixels [q0, q1) of the flattened (b, oy, ox) order, for images whose padded input
- * is xp (B, Hp, Wp, C) and output out (B, OH, OW, Z); returns the saturation count. */
+ * is xp (B, Hp, Wp, C) and output out (B, OH, OW, Z); returns the saturation count. With rule |
+ * RAW and `counts`, also hlsnn_net_msb_counts of the wide results. */
 int64_t hlsnn_net_conv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t G,
                        int64_t kh, int64_t kw, int64_t Cg, int64_t Zg, int64_t Zs, int64_t sh, int64_t sw, int64_t OH,
                        int64_t OW, int64_t q0, int64_t q1, const int64_t *bias, const int64_t *shift, int rule,
                        int acc_bits, int bits, int mode, int relu, int64_t lo, int64_t hi, int32_t *out,
                        int limit, int64_t *counts) {
-  const rule_t r = rule_of(bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, G * Zg, counts);
+  const rule_t r = rule_of(bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, G * Zg);
   const int level = isa(limit);
-#ifdef HLSNN_X86
-  if (level >= 2)
-    return conv_avx512(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
-  if (level == 1)
-    return conv_avx2(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
-#else
-  (void)level;
-#endif
-  return conv_portable(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+  CHUNKED(conv_at(level, xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, qa, qe, &r, out), G * Zg)
 }
 
 #ifdef HLSNN_X86
@@ -592,39 +656,43 @@ static int64_t conv16_portable(CONV16_ARGS) {
   CONV_BODY(int16_t, block16_portable, finish_block, Cg2, 2 * Cg2, Cp)
 }
 
+static int64_t conv16_at(int level, CONV16_ARGS) {
+#ifdef HLSNN_X86
+  if (level == 3)
+    return conv16_vnni(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+  if (level == 2)
+    return conv16_bw(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+  if (level == 1)
+    return conv16_avx2(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+#else
+  (void)level;
+#endif
+  return conv16_portable(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+}
+
 /* hlsnn_net_conv on the int16 input of hlsnn_net_pad16 and the pair weights (above) */
 int64_t hlsnn_net_conv16(const int16_t *xp, int64_t Hp, int64_t Wp, int64_t Cp, const int32_t *w, int64_t G,
                          int64_t kh, int64_t kw, int64_t Cg2, int64_t Zg, int64_t Zs, int64_t sh, int64_t sw,
                          int64_t OH, int64_t OW, int64_t q0, int64_t q1, const int64_t *bias, const int64_t *shift,
                          int rule, int acc_bits, int bits, int mode, int relu, int64_t lo, int64_t hi, int32_t *out,
                          int limit, int64_t *counts) {
-  const rule_t r = rule_of(bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, G * Zg, counts);
+  const rule_t r = rule_of(bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, G * Zg);
   int level = isa(limit);
   if (level == 2 && !has_avx512bw())
     level = 1;
-#ifdef HLSNN_X86
-  if (level == 3)
-    return conv16_vnni(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
-  if (level == 2)
-    return conv16_bw(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
-  if (level == 1)
-    return conv16_avx2(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
-#endif
-  return conv16_portable(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, &r, out);
+  CHUNKED(conv16_at(level, xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, qa, qe, &r, out), G * Zg)
 }
 
-/* A depthwise convolution (module docstring): output pixels [q0, q1), weights (kh, kw, Cs). */
-int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t Cs,
-                         int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t OH, int64_t OW, int64_t q0, int64_t q1,
-                         const int64_t *bias, const int64_t *shift, int rule, int acc_bits, int bits, int mode, int relu,
-                         int64_t lo, int64_t hi, int32_t *out, int limit, int64_t *counts) {
-  const int fast = isa(limit) >= 2;
+/* hlsnn_net_dwconv's pixels [q0, q1) */
+static int64_t dw_range(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t Cs,
+                        int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t OH, int64_t OW, int64_t q0, int64_t q1,
+                        const rule_t *r, int32_t *out, int level) {
+  const int fast = level >= 2;
 #ifndef HLSNN_X86
   (void)fast;
 #endif
   int64_t sat = 0;
   int32_t acc[ZV];
-  const rule_t r = rule_of(bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, C, counts);
   for (int64_t q = q0; q < q1; ++q) {
     const int32_t *xw = xp + window(q, OH, OW, Hp, Wp, C, sh, sw);
     int32_t *orow = out + q * C;
@@ -648,13 +716,23 @@ int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, c
       int32_t *rows[1] = {orow};
 #ifdef HLSNN_X86
       if (fast)
-        sat += finish_avx512((const int32_t(*)[ZV])acc, 1, cn, rows, c0, &r);
+        sat += finish_avx512((const int32_t(*)[ZV])acc, 1, cn, rows, c0, r);
       else
 #endif
-        sat += finish_block((const int32_t(*)[ZV])acc, 1, cn, rows, c0, &r);
+        sat += finish_block((const int32_t(*)[ZV])acc, 1, cn, rows, c0, r);
     }
   }
   return sat;
+}
+
+/* A depthwise convolution (module docstring): output pixels [q0, q1), weights (kh, kw, Cs). */
+int64_t hlsnn_net_dwconv(const int32_t *xp, int64_t Hp, int64_t Wp, int64_t C, const int32_t *w, int64_t Cs,
+                         int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t OH, int64_t OW, int64_t q0, int64_t q1,
+                         const int64_t *bias, const int64_t *shift, int rule, int acc_bits, int bits, int mode, int relu,
+                         int64_t lo, int64_t hi, int32_t *out, int limit, int64_t *counts) {
+  const rule_t r = rule_of(bias, shift, rule, acc_bits, bits, mode, relu, lo, hi, C);
+  const int level = isa(limit);
+  CHUNKED(dw_range(xp, Hp, Wp, C, w, Cs, kh, kw, sh, sw, OH, OW, qa, qe, &r, out, level), C)
 }
 
 /* Rule 3: the largest value of each window (padding never wins), images [b0, b1). */
@@ -794,6 +872,41 @@ __attribute__((target("avx512f"))) static int64_t requant_avx512(const int32_t *
     }
   return ns;
 }
+/* hlsnn_net_requant in int32 lanes, 16 channels a vector, when every shift is in [1, 30]: q =
+ * v >> s, the remainder v - (q << s) in [0, 2**s) and half = 2**(s-1) then fit int32, and so
+ * does q plus its rounding step (rule8's operations on values that need no more bits) */
+__attribute__((target("avx512f"))) static int64_t requant32_avx512(const int32_t *v, int64_t Z, const int64_t *shift,
+                                                                   int mode, int64_t lb, int64_t hb, int64_t lo,
+                                                                   int64_t hi, int64_t q0, int64_t q1, int32_t *out) {
+  const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+  const __m512i vlb = _mm512_set1_epi32((int32_t)lb), vhb = _mm512_set1_epi32((int32_t)hb);
+  const __m512i vlo = _mm512_set1_epi32(lo < INT32_MIN ? INT32_MIN : lo > INT32_MAX ? INT32_MAX : (int32_t)lo);
+  const __m512i vhi = _mm512_set1_epi32(hi < INT32_MIN ? INT32_MIN : hi > INT32_MAX ? INT32_MAX : (int32_t)hi);
+  int64_t ns = 0;
+  for (int64_t z0 = 0; z0 < Z; z0 += 16) {
+    const int zn = (int)(Z - z0 < 16 ? Z - z0 : 16);
+    const __mmask16 m = (__mmask16)((1u << zn) - 1u);
+    const __m256i s_lo = _mm512_cvtepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)(m & 0xff), shift + z0));
+    const __m256i s_hi = _mm512_cvtepi64_epi32(_mm512_maskz_loadu_epi64((__mmask8)(m >> 8), shift + z0 + 8));
+    const __m512i s = _mm512_inserti64x4(_mm512_castsi256_si512(s_lo), s_hi, 1);
+    const __m512i half = _mm512_sllv_epi32(one, _mm512_sub_epi32(s, one));
+    for (int64_t q = q0; q < q1; ++q) {
+      const __m512i x = _mm512_maskz_loadu_epi32(m, v + q * Z + z0);
+      __m512i y = _mm512_srav_epi32(x, s);
+      if (mode != 2) {
+        const __m512i rem = _mm512_sub_epi32(x, _mm512_sllv_epi32(y, s));
+        const __mmask16 tie = mode == 0 ? _mm512_test_epi32_mask(y, one) : _mm512_cmpge_epi32_mask(x, zero);
+        const __mmask16 up = _mm512_cmpgt_epi32_mask(rem, half) | (_mm512_cmpeq_epi32_mask(rem, half) & tie);
+        y = _mm512_mask_add_epi32(y, up, y, one);
+      }
+      ns += __builtin_popcount((unsigned)(m & (_mm512_cmpgt_epi32_mask(y, vhb) | _mm512_cmplt_epi32_mask(y, vlb))));
+      y = _mm512_max_epi32(_mm512_min_epi32(y, vhb), vlb);
+      y = _mm512_max_epi32(_mm512_min_epi32(y, vhi), vlo);
+      _mm512_mask_storeu_epi32(out + q * Z + z0, m, y);
+    }
+  }
+  return ns;
+}
 #endif
 
 int64_t hlsnn_net_requant(const int32_t *v, int64_t Z, const int64_t *shift, int bits, int mode, int64_t lo,
@@ -802,8 +915,13 @@ int64_t hlsnn_net_requant(const int32_t *v, int64_t Z, const int64_t *shift, int
   const int64_t lb = -((int64_t)1 << (bits - 1)), hb = ((int64_t)1 << (bits - 1)) - 1;
   if (all_fast(shift, Z)) {
 #ifdef HLSNN_X86
+    int narrow = bits <= 32;
+    for (int64_t z = 0; z < Z; ++z)
+      narrow &= shift[z] <= 30;
+    if (narrow && isa(limit) >= 2)
+      return requant32_avx512(v, Z, shift, mode, lb, hb, lo, hi, q0, q1, out);
     if (Z % 8 == 0 && isa(limit) >= 2) {
-      const rule_t r = {NULL, shift, 0, 62, bits, mode, 0, lo, hi, 1, 0, NULL};
+      const rule_t r = {NULL, shift, 0, 62, bits, mode, 0, lo, hi, 1, 0};
       return requant_avx512(v, Z, shift, &r, q0, q1, out);
     }
 #else
