@@ -212,10 +212,11 @@ def test_the_output_stage_is_shift_round_sat(seed, isa):
     so = netfast.lib()
     rng = np.random.default_rng([seed, isa])
     z = int(rng.choice([8, 16, 12, 40]))
-    v = rng.integers(-(1 << 31), 1 << 31, (50, z)).astype(np.int32)
-    v[rng.random(v.shape) < 0.2] >>= 16
+    v = (rng.integers(-(1 << 31), 1 << 31, (50, z)) >> rng.integers(0, 31, (50, z))).astype(np.int32)
     v[0, :2] = -(1 << 31), (1 << 31) - 1
     shift = rng.integers(1, 25, z) if seed % 3 != 2 else rng.integers(26, 31 + (seed // 3) * 2, z)
+    tie = (rng.random(v.shape) < 0.3) & (shift[None, :] <= 31)          # exact ties
+    v[tie] = ((v.astype(np.int64) >> (shift - 1)) << (shift - 1))[tie]
     if seed % 2:
         shift[rng.random(z) < 0.3] = rng.choice([0, -3, 63, 70])
     bits = int(rng.choice([8, 4, 16]))
@@ -230,23 +231,32 @@ def test_the_output_stage_is_shift_round_sat(seed, isa):
         assert got_sat == int(np.asarray(sat).sum())
 
 
+@pytest.mark.parametrize("isa", [0, 2])
 @pytest.mark.parametrize("seed", range(10))
-def test_the_run_paths_add_is_rule_4(seed):
+def test_the_run_paths_add_is_rule_4(seed, isa):
     """hlsnn_net_add (the run's residual Add / ReLU / GlobalAveragePool) against its rule in
     numpy: the exact sum ``(a << sa) + (b << sb)``, ReLU, the pixels summed for GAP, then
     primitives.shift_round_sat at ``shift``: every rounding mode, shifts in the vectorized
-    range [1, 62] and outside it (<= 0, 63), one input or two, saturation."""
+    range [1, 62] and outside it (<= 0, 63), one input or two, saturation, lengths that fill
+    no vector or part of one; the portable loops and AVX-512."""
     from hlsnn.primitives import ROUNDING_CODES, shift_round_sat
     so = netfast.lib()
     rng = np.random.default_rng(seed)
     b, hw, c = int(rng.integers(1, 5)), int(rng.integers(1, 40)), 70 if seed == 6 else int(rng.integers(1, 70))
-    a = rng.integers(-(1 << 20), 1 << 20, (b, hw, c)).astype(np.int32)
-    o = rng.integers(-(1 << 20), 1 << 20, (b, hw, c)).astype(np.int32)
-    a[rng.random(a.shape) < 0.3] >>= 12
     sa, sb = seed % 4, (seed + 1) % 4
     two, relu, gap = seed % 2 == 0, seed % 3 != 0, seed in (3, 6)
     shift = [5, 1, 0, -2, 62, 63, 9, 3, 12, 20][seed]
     bits = int(rng.choice([8, 4, 16]))
+    # sums of about shift + bits bits (most outputs in range: the rounding decides them), some
+    # far beyond (saturation), and exact ties (the bits below the rounded one zero)
+    top = int(np.clip(shift + bits - 2 - max(sa, sb), 4, 20))
+    a = rng.integers(-(1 << top), 1 << top, (b, hw, c)).astype(np.int32)
+    o = rng.integers(-(1 << top), 1 << top, (b, hw, c)).astype(np.int32)
+    a[rng.random(a.shape) < 0.1] <<= 8
+    if 1 <= shift - sa <= 20:
+        tie = rng.random(a.shape) < 0.3
+        a[tie] = (a[tie] >> (shift - sa - 1)) << (shift - sa - 1)
+        o[tie] = 0
     s = (a.astype(np.int64) << sa) + ((o.astype(np.int64) << sb) if two else 0)
     if relu:
         s = np.maximum(s, 0)
@@ -257,7 +267,7 @@ def test_the_run_paths_add_is_rule_4(seed):
         want, sat = shift_round_sat(s, shift, bits, rounding)
         y = np.zeros((b, 1 if gap else hw, c), np.int32)
         got_sat = so.hlsnn_net_add(p(a), p(o) if two else None, hw, c, sa, sb, int(relu), int(gap), shift, bits,
-                                   mode, 0, b, p(y))
+                                   mode, 0, b, p(y), isa)
         np.testing.assert_array_equal(y, want)
         assert got_sat == int(np.asarray(sat).sum())
 

@@ -73,7 +73,7 @@ def lib():
         so.hlsnn_net_quantize.restype = i64
         so.hlsnn_net_quantize.argtypes = [p, i64, i64, i64, i64, i64, ci, ci, p]
         so.hlsnn_net_add.restype = i64
-        so.hlsnn_net_add.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, ci, ci, i64, i64, p]
+        so.hlsnn_net_add.argtypes = [p, p, i64, i64, ci, ci, ci, ci, i64, ci, ci, i64, i64, p, ci]
         so.hlsnn_net_msb_counts.restype = None
         so.hlsnn_net_msb_counts.argtypes = [p, i64, i64, i64, p, ci]
         so._hlsnn_typed = True
@@ -300,7 +300,7 @@ class FastNet:
                 y = self._buf(ws, op.name, (b,) + self.maps[op.out])
                 so.hlsnn_net_add(src[1], None if other is None else other[1], f["hw"], f["c"], f["sa"], f["sb"],
                                  int(f["relu"]), int(f["gap"]), int(f["shift"]), net.input["bits"],
-                                 MODES[f["rounding"]], 0, b, y[1])
+                                 MODES[f["rounding"]], 0, b, y[1], self.isa)
             env[op.out] = y
         y = env[self._src(net.output["tensor"])][0]
         return y.transpose(0, 3, 1, 2).reshape((b,) + tuple(net.output["shape"]))

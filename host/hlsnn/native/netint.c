@@ -785,6 +785,38 @@ VEC_CLONES static int64_t add_requant(const int32_t *restrict a, const int32_t *
   return ns;
 }
 
+#ifdef HLSNN_X86
+/* add_requant with AVX-512 (gcc left the clone's loop scalar): the same operations in int64
+ * lanes, 8 values a vector, the last n % 8 by add_requant's loop */
+__attribute__((target("avx512f"))) static int64_t add_requant_avx512(const int32_t *a, const int32_t *b, int64_t n,
+                                                                     int sa, int sb, int relu, int64_t shift, int bits,
+                                                                     int mode, int32_t *o) {
+  const __m512i one = _mm512_set1_epi64(1), zero = _mm512_setzero_si512();
+  const __m512i half = _mm512_set1_epi64((int64_t)1 << (shift - 1));
+  const __m512i vlb = _mm512_set1_epi64(-((int64_t)1 << (bits - 1))), vhb = _mm512_set1_epi64(((int64_t)1 << (bits - 1)) - 1);
+  const __m128i csa = _mm_cvtsi32_si128(sa), csb = _mm_cvtsi32_si128(sb), cs = _mm_cvtsi64_si128(shift);
+  int64_t ns = 0, k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m512i v = _mm512_sll_epi64(_mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(a + k))), csa);
+    if (b)
+      v = _mm512_add_epi64(v, _mm512_sll_epi64(_mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(b + k))), csb));
+    if (relu)
+      v = _mm512_max_epi64(v, zero);
+    __m512i q = _mm512_sra_epi64(v, cs);
+    if (mode != 2) {
+      const __m512i rem = _mm512_sub_epi64(v, _mm512_sll_epi64(q, cs));
+      const __mmask8 tie = mode == 0 ? _mm512_test_epi64_mask(q, one) : _mm512_cmpge_epi64_mask(v, zero);
+      const __mmask8 up = _mm512_cmpgt_epi64_mask(rem, half) | (_mm512_cmpeq_epi64_mask(rem, half) & tie);
+      q = _mm512_mask_add_epi64(q, up, q, one);
+    }
+    ns += __builtin_popcount((unsigned)(_mm512_cmpgt_epi64_mask(q, vhb) | _mm512_cmplt_epi64_mask(q, vlb)));
+    q = _mm512_max_epi64(_mm512_min_epi64(q, vhb), vlb);
+    _mm256_storeu_si256((__m256i *)(o + k), _mm512_cvtepi64_epi32(q));
+  }
+  return ns + add_requant(a + k, b ? b + k : NULL, n - k, sa, sb, relu, shift, bits, mode, o + k);
+}
+#endif
+
 /* GlobalAveragePool's sums of one image over its HW pixels, for channels [c0, c0 + cn), cn <= 64:
  * acc[k] = sum_q relu((a[q, c0 + k] << sa) + (b[q, c0 + k] << sb)) (b may be NULL), a pixel's
  * channels in vector lanes (VEC_CLONES) */
@@ -804,10 +836,15 @@ VEC_CLONES static void gap_block(const int32_t *restrict a, const int32_t *restr
 
 /* Rule 4 on images [b0, b1) of a (B, HW, C) and b (or NULL): s = (a << sa) + (b << sb);
  * ReLU; with gap the sum over the HW pixels of each channel (out (B, 1, C)); then
- * shift_round_sat(s, shift, bits, mode). Returns the saturation count. */
+ * shift_round_sat(s, shift, bits, mode). Returns the saturation count. `limit` caps the
+ * vector unit (isa). */
 int64_t hlsnn_net_add(const int32_t *a, const int32_t *b, int64_t HW, int64_t C, int sa, int sb, int relu, int gap,
-                      int64_t shift, int bits, int mode, int64_t b0, int64_t b1, int32_t *out) {
+                      int64_t shift, int bits, int mode, int64_t b0, int64_t b1, int32_t *out, int limit) {
   int64_t sat = 0;
+  const int level = isa(limit);
+#ifndef HLSNN_X86
+  (void)level;
+#endif
   for (int64_t i = b0; i < b1; ++i) {
     const int32_t *ai = a + i * HW * C, *bi = b ? b + i * HW * C : NULL;
     if (gap) {
@@ -819,7 +856,12 @@ int64_t hlsnn_net_add(const int32_t *a, const int32_t *b, int64_t HW, int64_t C,
           out[i * C + c0 + k] = (int32_t)shift_round_sat(acc[k], shift, bits, mode, &sat);
       }
     } else if (shift >= 1 && shift <= 62) {
-      sat += add_requant(ai, bi, HW * C, sa, sb, relu, shift, bits, mode, out + i * HW * C);
+#ifdef HLSNN_X86
+      if (level >= 2)
+        sat += add_requant_avx512(ai, bi, HW * C, sa, sb, relu, shift, bits, mode, out + i * HW * C);
+      else
+#endif
+        sat += add_requant(ai, bi, HW * C, sa, sb, relu, shift, bits, mode, out + i * HW * C);
     } else {
       for (int64_t k = 0; k < HW * C; ++k) {
         int64_t v = (int64_t)((uint64_t)(int64_t)ai[k] << sa);
