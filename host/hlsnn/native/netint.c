@@ -207,14 +207,15 @@ static inline int64_t finish_block(const int32_t (*acc)[ZV], int np, int zn, int
 }
 
 #ifdef HLSNN_X86
-/* finish_block's fast path on 8 outputs in int64 lanes (the same operations as rsat) */
-__attribute__((target("avx512f"))) static inline __m256i rule8(__m256i a32, const int64_t *bias, const int64_t *shift,
-                                                             const rule_t *r, int64_t amax, int64_t vmin, int64_t lb,
-                                                             int64_t hb, int64_t *ns) {
+/* finish_block's fast path on the outputs of lanes m of 8 in int64 lanes (the same operations
+ * as rsat; the other lanes read no bias or shift, count no saturation) */
+__attribute__((target("avx512f"))) static inline __m512i rule8(__m256i a32, __mmask8 m, const int64_t *bias,
+                                                             const int64_t *shift, const rule_t *r, int64_t amax,
+                                                             int64_t vmin, int64_t lb, int64_t hb, int64_t *ns) {
   const __m512i one = _mm512_set1_epi64(1);
-  __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(a32), _mm512_loadu_si512((const void *)bias));
+  __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(a32), _mm512_maskz_loadu_epi64(m, bias));
   v = _mm512_max_epi64(_mm512_min_epi64(v, _mm512_set1_epi64(amax)), _mm512_set1_epi64(vmin));
-  const __m512i s = _mm512_loadu_si512((const void *)shift);
+  const __m512i s = _mm512_maskz_loadu_epi64(m, shift);
   __m512i q = _mm512_srav_epi64(v, s);
   if (r->mode != 2) {
     const __m512i rem = _mm512_sub_epi64(v, _mm512_sllv_epi64(q, s));
@@ -225,42 +226,47 @@ __attribute__((target("avx512f"))) static inline __m256i rule8(__m256i a32, cons
     q = _mm512_mask_add_epi64(q, up, q, one);
   }
   const __m512i vlb = _mm512_set1_epi64(lb), vhb = _mm512_set1_epi64(hb);
-  *ns += __builtin_popcount((unsigned)(_mm512_cmpgt_epi64_mask(q, vhb) | _mm512_cmplt_epi64_mask(q, vlb)));
+  *ns += __builtin_popcount((unsigned)(m & (_mm512_cmpgt_epi64_mask(q, vhb) | _mm512_cmplt_epi64_mask(q, vlb))));
   q = _mm512_max_epi64(_mm512_min_epi64(q, vhb), vlb);
-  q = _mm512_max_epi64(_mm512_min_epi64(q, _mm512_set1_epi64(r->hi)), _mm512_set1_epi64(r->lo));
-  return _mm512_cvtepi64_epi32(q);
+  return _mm512_max_epi64(_mm512_min_epi64(q, _mm512_set1_epi64(r->hi)), _mm512_set1_epi64(r->lo));
 }
 
-/* finish_block's raw path on 8 or 16 channels (zn): v in int64 lanes */
+/* the lanes of the first n (< 8: fewer) of 8 */
+#define LANES8(n) ((__mmask8)((n) >= 8 ? 0xffu : (1u << (n)) - 1u))
+
+/* finish_block's raw path in int64 lanes, any zn */
 __attribute__((target("avx512f"))) static int64_t raw_avx512(const int32_t (*acc)[ZV], int np, int zn,
                                                              int32_t *const *orow, int64_t z0, const rule_t *r) {
   const int64_t amax = r->rule == 0 ? ((int64_t)1 << (r->acc_bits - 1)) - 1 : INT64_MAX;
   const __m512i vamax = _mm512_set1_epi64(amax), vvmin = _mm512_set1_epi64(r->relu ? 0 : -amax - 1);
   for (int p = 0; p < np; ++p)
-    for (int h = 0; h < zn / 8; ++h) {
-      __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc[p] + h * 8))),
-                                   _mm512_loadu_si512((const void *)(r->bias + z0 + h * 8)));
+    for (int h = 0; h < zn; h += 8) {
+      const __mmask8 m = LANES8(zn - h);
+      __m512i v = _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm256_loadu_si256((const __m256i *)(acc[p] + h))),
+                                   _mm512_maskz_loadu_epi64(m, r->bias + z0 + h));
       v = _mm512_max_epi64(_mm512_min_epi64(v, vamax), vvmin);
-      _mm256_storeu_si256((__m256i *)(orow[p] + z0 + h * 8), _mm512_cvtepi64_epi32(v));
+      _mm512_mask_cvtepi64_storeu_epi32(orow[p] + z0 + h, m, v);
     }
   return 0;
 }
 
+/* finish_block in AVX-512 (any zn: the last vector's lanes masked) */
 __attribute__((target("avx512f"))) static int64_t finish_avx512(const int32_t (*acc)[ZV], int np, int zn,
                                                                 int32_t *const *orow, int64_t z0, const rule_t *r) {
-  if (r->raw && (zn == ZV || zn == 8))
+  if (r->raw)
     return raw_avx512(acc, np, zn, orow, z0, r);
-  if (!r->fast || zn != ZV)
+  if (!r->fast)
     return finish_block(acc, np, zn, orow, z0, r);
   const int64_t lb = -((int64_t)1 << (r->bits - 1)), hb = ((int64_t)1 << (r->bits - 1)) - 1;
   const int64_t amax = r->rule == 0 ? ((int64_t)1 << (r->acc_bits - 1)) - 1 : INT64_MAX;
   const int64_t vmin = r->relu ? 0 : -amax - 1;
   int64_t ns = 0;
   for (int p = 0; p < np; ++p)
-    for (int h = 0; h < ZV; h += 8) {
+    for (int h = 0; h < zn; h += 8) {
+      const __mmask8 m = LANES8(zn - h);
       const __m256i a32 = _mm256_loadu_si256((const __m256i *)(acc[p] + h));
-      const __m256i y = rule8(a32, r->bias + z0 + h, r->shift + z0 + h, r, amax, vmin, lb, hb, &ns);
-      _mm256_storeu_si256((__m256i *)(orow[p] + z0 + h), y);
+      const __m512i y = rule8(a32, m, r->bias + z0 + h, r->shift + z0 + h, r, amax, vmin, lb, hb, &ns);
+      _mm512_mask_cvtepi64_storeu_epi32(orow[p] + z0 + h, m, y);
     }
   return ns;
 }
@@ -909,8 +915,8 @@ __attribute__((target("avx512f"))) static int64_t requant_avx512(const int32_t *
   for (int64_t q = q0; q < q1; ++q)
     for (int64_t z = 0; z < Z; z += 8) {
       const __m256i a32 = _mm256_loadu_si256((const __m256i *)(v + q * Z + z));
-      const __m256i y = rule8(a32, zero8, shift + z, r, INT64_MAX, INT64_MIN, lb, hb, &ns);
-      _mm256_storeu_si256((__m256i *)(out + q * Z + z), y);
+      const __m512i y = rule8(a32, 0xff, zero8, shift + z, r, INT64_MAX, INT64_MIN, lb, hb, &ns);
+      _mm256_storeu_si256((__m256i *)(out + q * Z + z), _mm512_cvtepi64_epi32(y));
     }
   return ns;
 }
