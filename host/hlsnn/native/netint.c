@@ -557,16 +557,19 @@ __attribute__((target("avx2"))) static int64_t conv_avx2(CONV_ARGS) {
 #endif
 static int64_t conv_portable(CONV_ARGS) { CONV_BODY(int32_t, block_portable, finish_block, Cg, Cg, C) }
 
+/* the variant `fn` of a convolution on the caller's CONV_ARGS or CONV16_ARGS */
+#define CONV_FWD(fn, C, Cg) fn(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out)
+
 static int64_t conv_at(int level, CONV_ARGS) {
 #ifdef HLSNN_X86
   if (level >= 2)
-    return conv_avx512(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+    return CONV_FWD(conv_avx512, C, Cg);
   if (level == 1)
-    return conv_avx2(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+    return CONV_FWD(conv_avx2, C, Cg);
 #else
   (void)level;
 #endif
-  return conv_portable(xp, Hp, Wp, C, w, G, kh, kw, Cg, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+  return CONV_FWD(conv_portable, C, Cg);
 }
 
 /* Output pixels [q0, q1) of the flattened (b, oy, ox) order, for images whose padded input
@@ -665,15 +668,15 @@ static int64_t conv16_portable(CONV16_ARGS) {
 static int64_t conv16_at(int level, CONV16_ARGS) {
 #ifdef HLSNN_X86
   if (level == 3)
-    return conv16_vnni(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+    return CONV_FWD(conv16_vnni, Cp, Cg2);
   if (level == 2)
-    return conv16_bw(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+    return CONV_FWD(conv16_bw, Cp, Cg2);
   if (level == 1)
-    return conv16_avx2(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+    return CONV_FWD(conv16_avx2, Cp, Cg2);
 #else
   (void)level;
 #endif
-  return conv16_portable(xp, Hp, Wp, Cp, w, G, kh, kw, Cg2, Zg, Zs, sh, sw, OH, OW, q0, q1, r, out);
+  return CONV_FWD(conv16_portable, Cp, Cg2);
 }
 
 /* hlsnn_net_conv on the int16 input of hlsnn_net_pad16 and the pair weights (above) */
