@@ -98,6 +98,14 @@ struct MemGroup {
           }
         }
         if (!r && !w) continue;
+        if (r && w && distance <= 0 && kind != kRegs && !s.error_kind) {
+          // a memory a pipelined loop both reads and writes: the pragma DEPENDENCE inter false
+          // needs a checked distance, and without the pragma the loop pays the dependence
+          s.error_kind = 2;
+          s.error = "loop " + LoopName(loop) + ": bank '" + array + banks[b] + "' is read and written in the loop " +
+                    "with no checked read-after-write distance (HLSNN_MEM(" + array + ", kind, 0)): declare " +
+                    "#pragma HLS DEPENDENCE variable = " + array + " inter false and its distance";
+        }
         if (Over(r, w) && !s.error_kind) {
           s.error_kind = 2;
           s.error = "loop " + LoopName(loop) + ": bank '" + array + banks[b] + "' has " + std::to_string(r) +

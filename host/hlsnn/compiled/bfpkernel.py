@@ -160,6 +160,7 @@ def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.compiled.netkernel.render`):
     ``(files, sha, tables)``."""
     from .. import __version__
+    from . import bfpperf, netperf
     p = net.params
     pz, pc = shape(p)
     t = tables(net, pz, pc)
@@ -185,6 +186,7 @@ def render(net, out_dir):
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
+               act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)
 

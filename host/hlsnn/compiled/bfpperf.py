@@ -5,8 +5,9 @@ buffers and multipliers.
 **Cycles** per image (every loop pipelined at II = 1; the descriptor table fixes every trip
 count):
 
-* load: ``in_elems`` cycles (one float32 value per cycle, a 64-bit AXI word every two) plus
-  :data:`hlsnn.compiled.netperf.DDR_LATENCY`;
+* load: the input's ``ceil(in_elems / 2)`` 64-bit words in one burst (``LoadWords``, plus
+  :data:`hlsnn.compiled.netperf.DDR_LATENCY`), then ``in_elems`` cycles to decode them (one
+  float32 value per cycle);
 * conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
   each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
   :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * B * steps + B`` (``ConvMac``: every
@@ -46,7 +47,8 @@ LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd"}
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
-    it = {"NetLoad": tables["in_elems"], "NetStore": tables["out_elems"], "StoreInfo": len(tables["rows"])}
+    it = {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"], "NetStore": tables["out_elems"],
+          "StoreInfo": len(tables["rows"])}
     for r in tables["rows"]:
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
@@ -57,7 +59,7 @@ def iterations(net, tables):
 
 def op_cycles(net, tables):
     """``[(name, kind, cycles)]`` per image: the load, every op, the store."""
-    rows = [("load", "load image", tables["in_elems"] + DDR_LATENCY)]
+    rows = [("load", "load image", -(-tables["in_elems"] // 2) + DDR_LATENCY + tables["in_elems"])]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH}
     for op, r in zip(net.ops, tables["rows"]):
         k = _f(r, "op")

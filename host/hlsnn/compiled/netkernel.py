@@ -45,6 +45,10 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
 OPS = {"conv": 0, "maxpool": 1, "add": 2}
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
+#: the most images a co-simulation test bench of a network kernel passes in one call: the
+#: ``m_axi`` ports' ``depth`` is that many images (Vitis HLS sizes the co-simulation's buffers
+#: from it; one image's depth would let a batch run past them)
+COSIM_BATCH = 16
 
 
 def _size(shape):
@@ -104,9 +108,25 @@ def allocate(net, pc=1):
                 raise InputError(f"network kernel: {t} and {sc_holder} would both need the shortcut buffer")
             sc_holder = t
         place[t] = (slot, bool(sc_uses[t]))
+    check_disjoint(net, place)
     act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
     sc_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][1]] + [1])
     return place, act_words, sc_words
+
+
+def check_disjoint(net, place):
+    """The guarantee the network kernels' ``DEPENDENCE variable = act inter false`` rests on:
+    no op writes the activation buffer it reads (its conv, pool and Add loops read ``act[src]``
+    and write ``act[dst]`` at run-time addresses in one pipelined loop). :func:`allocate` never
+    does it; this check makes a change that would an error at allocation time, as the strict
+    C-simulation makes it one at run time (a read within the pipeline's distance of its write)."""
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    for op in net.ops:
+        src = op.f["main"] if op.kind == "add" else name(op.ins[0])
+        s, d = place[src][0], place[op.out][0]
+        if s is not None and s == d:
+            raise AssertionError(f"network kernel: {op.name} would write activation buffer {d}, which it reads "
+                                 f"({src}): its pipelined loop's DEPENDENCE inter false would not hold")
 
 
 def descriptor_head(op, unfold, place, name, pz, pc):
@@ -339,6 +359,7 @@ def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
     ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
     from .. import __version__
+    from . import netperf
     p = net.params
     pz, pc = lanes(p)
     t = tables(net, pz, pc)
@@ -358,6 +379,7 @@ def render(net, out_dir):
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
+               act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **unfold_fields(t["unfold"], pc))
     return render_templates("shift_mac", ctx, out_dir) + (t,)
 
@@ -381,6 +403,7 @@ def render_templates(engine, ctx, out_dir):
         jinja2.FileSystemLoader(str(HLS_DIR / "engines" / engine)),
         jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac"))]),       # the shared C ABI bridge
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    ctx = dict(ctx, cosim_batch=COSIM_BATCH)
     texts = {"network.cpp": env.get_template("network.cpp.j2").render(**ctx),
              "network.h": env.get_template("network.h.j2").render(**ctx),
              "network_data.h": env.get_template("network_data.h.j2").render(**ctx),

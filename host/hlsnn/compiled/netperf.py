@@ -4,8 +4,9 @@ schedule and its declared buffers.
 **Cycles** per image (every loop pipelined at II = 1; the descriptor table fixes every trip
 count, so the schedule is static):
 
-* load: ``in_elems`` cycles (one activation per cycle, a 64-bit AXI word every 8) plus
-  :data:`DDR_LATENCY` for the first word of the burst;
+* load: the image's ``ceil(in_elems / 8)`` 64-bit words in one burst (``LoadWords``, a plain
+  sequential read, plus :data:`DDR_LATENCY` for its first word), then ``in_elems`` cycles to
+  unpack them into the channel banks (one activation per cycle);
 * conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ncb * kh * kw``
   (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
   ``ncb`` the blocks of ``Q`` input channels a block of outputs reads,
@@ -16,7 +17,8 @@ count, so the schedule is static):
   the epilogue is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
 * add: ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
-* store: ``out_elems`` cycles plus :data:`DDR_LATENCY`.
+* store: ``out_elems`` cycles to pack the output's words on chip, then the words in one burst
+  (``StoreWords``) plus :data:`DDR_LATENCY`.
 
 The iteration counts are exact and checked against the C-simulation's loop counters (tests);
 the depths are the model's, not a synthesis report. Nothing overlaps between layers.
@@ -49,10 +51,16 @@ def _f(row, key):
 LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd"}
 
 
+def words(elems):
+    """The 64-bit AXI words of ``elems`` 8-bit activations."""
+    return -(-elems // 8)
+
+
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
-    it = {"NetLoad": tables["in_elems"], "NetStore": tables["out_elems"]}
+    it = {"NetLoadWords": words(tables["in_elems"]), "NetLoad": tables["in_elems"],
+          "NetStore": tables["out_elems"], "NetStoreWords": words(tables["out_elems"])}
     for r in tables["rows"]:
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
@@ -63,10 +71,10 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH):
     """``[(name, kind, cycles)]`` per image: the load, every op, the store (a conv's pipeline
     depth ``conv_depth``: the sparse kernel's differs, :mod:`hlsnn.compiled.sparseperf`)."""
     depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH}
-    rows = [("load", "load image", tables["in_elems"] + DDR_LATENCY)]
+    rows = [("load", "load image", words(tables["in_elems"]) + DDR_LATENCY + tables["in_elems"])]
     for op, r in zip(net.ops, tables["rows"]):
         rows.append((op.name, op.kind, _f(r, "n_iter") + depth[_f(r, "op")]))
-    rows.append(("store", "store output", tables["out_elems"] + DDR_LATENCY))
+    rows.append(("store", "store output", tables["out_elems"] + words(tables["out_elems"]) + DDR_LATENCY))
     return rows
 
 

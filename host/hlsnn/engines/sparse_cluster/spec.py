@@ -191,13 +191,23 @@ def stream_depths(p) -> dict:
     }
 
 
+#: the stages of margin in Accumulate's bypass beyond the MAC loop's read-to-write distance
+ACC_FORWARD_MARGIN = 1
+
+
 def template_context(cfg) -> dict:
-    from ...perf.sparse_cluster import ACC_RAW_DISTANCE   # the MAC loop's read-to-write distance
+    from ...perf.sparse_cluster import ACC_RAW_DISTANCE, MAC_ACC_WRITE_STAGE   # the MAC loop's stages
     p = cfg.params
     th, tw = tile_in(p)
     return {
-        "acc_distance": ACC_RAW_DISTANCE,        # strict csim: an acc read needs this distance
-        "acc_forward": ACC_RAW_DISTANCE - 1,     # so Accumulate forwards the words of as many iterations
+        # Accumulate forwards the words of the last ACC_RAW_DISTANCE iterations, one more than
+        # the depth table needs (a stage of margin should the write land a stage later), and the
+        # strict csim holds every acc read that misses the bypass to one more than that
+        "acc_distance": ACC_RAW_DISTANCE + ACC_FORWARD_MARGIN,
+        "acc_forward": ACC_RAW_DISTANCE - 1 + ACC_FORWARD_MARGIN,
+        # MacLoop reads ebuf[b] and writes ebuf[1 - b] (the next channel's tile): the strict
+        # csim holds a read of a word written in the same run to the loop's whole depth
+        "ebuf_distance": MAC_ACC_WRITE_STAGE + 1,
         **{k: p[k] for k in ("units", "tile_h", "tile_w", "max_z", "max_out_channels", "max_in_channels",
                              "max_ksize", "max_hw", "stream_bits", "rounding", "weights_per_round")},
         "tile_in_h": th,
