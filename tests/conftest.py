@@ -119,6 +119,15 @@ def test_config(name):
 test_config.__test__ = False
 
 
+def checked_raw(report):
+    """A strict C-simulation report's checked read-after-write distances ``{array: required}``
+    (``HLSNN_MEM`` with a distance), after checking that no read came within its array's
+    distance of its write (the run would have stopped; this says which arrays are checked)."""
+    raw = report["raw"]
+    assert all(r["min_distance"] is None or r["min_distance"] >= r["required"] for r in raw), raw
+    return {r["array"]: r["required"] for r in raw}
+
+
 def planted_csim(cfg, rendered, filename, old, new):
     """A csim target on a copy of the rendered kernel with one planted bug: ``old`` (which
     must occur exactly once in ``filename``) replaced by ``new``. For checks that a

@@ -31,8 +31,17 @@ import numpy as np
 
 from ..errors import InputError
 from . import netkernel
+from .bfpperf import MAC_DEPTH
 from .netbfp import ELEM_BITS, EXACT_BITS
 from .netkernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
+
+#: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
+#: earliest read of it (the pixel's writes): the loop's depth (:data:`hlsnn.compiled.bfpperf.MAC_DEPTH`),
+#: so the pipeline may hold every stage of that path without a dependence through ``tz``. A
+#: pixel's writes start this many iterations after its last product; the ring of pixels that
+#: wait (``tz_slots``) holds every pixel that ends within the distance and the one being read
+#: (``2 + ceil(TZ_DISTANCE / (blocks * steps))`` over the convs of more than one pixel).
+TZ_DISTANCE = MAC_DEPTH
 
 #: output lanes and channel banks: 128 DSP multipliers (module docstring)
 LANES, BANKS = 8, 16
@@ -80,7 +89,7 @@ def tables(net, pz, pc):
                              f"pool buffer is read by a conv")
     if name(net.output["tensor"]) in pooled:
         raise InputError("network kernel (bfp): the output is a global pool's; the kernel stores a conv's output")
-    gap_words = 1
+    gap_words, tz_slots = 1, 2
     taps = []
     rows = []
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
@@ -123,8 +132,10 @@ def tables(net, pz, pc):
             bound = (1 << (2 * m_bits - 2)) * c * kh * kw
             sum_bits = max(sum_bits, bound.bit_length() + 1)
             max_pix, max_blocks = max(max_pix, ohw), max(max_blocks, nb)
+            if ohw > 1:       # the ring of pixels waiting for their writes (tz_slots)
+                tz_slots = max(tz_slots, 2 + -(-TZ_DISTANCE // (nb * steps)))
             d.update(step_chan=f["h"] * f["w"] - (kh - 1) * f["w"] - (kw - 1), cg=c, steps=steps, zb=nb,
-                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * nb * steps + nb,
+                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * nb * steps + TZ_DISTANCE - 1 + nb,
                      sa=ohw * (-(-steps // 2)), sb=int(name(op.ins[0]) in pooled), shift=int(ch["be"]),
                      blocks_per_group=nb, group_words=toff, relu=int(f["relu"]))
             woff += nb * steps
@@ -147,7 +158,7 @@ def tables(net, pz, pc):
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0), (0, 0, 0, 0)], sum_bits=sum_bits,
-                max_pix=max_pix, max_blocks=max_blocks,
+                max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots,
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
@@ -174,7 +185,8 @@ def render(net, out_dir):
                elem_bits=ELEM_BITS, wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc,
                rounding=ROUNDING[p["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
-               max_pix=t["max_pix"], max_blocks=t["max_blocks"], in_elems=t["in_elems"],
+               max_pix=t["max_pix"], max_blocks=t["max_blocks"], tz_slots=t["tz_slots"], tz_distance=TZ_DISTANCE,
+               in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 2), in_slot=t["in_slot"], in_hw=t["in_hw"],
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
                out_words=t["out_words"], out_slot=t["out_slot"], out_hw=t["out_hw"], n_ops=len(t["rows"]), fields=FIELDS,
