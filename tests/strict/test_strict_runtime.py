@@ -100,3 +100,15 @@ def test_a_run_time_bank_index_counts_against_every_bank_it_reaches(strict_exe):
     _, msg = run(strict_exe, "runtime_bank", 1)  # each site reaches both banks: 2 reads on 1 read port
     assert msg.startswith("loop AccLoop: bank 'acc[0]' has 2 read site(s) and 2 write site(s), more than its "
                           "ports (1 read, 1 write)")
+
+
+def test_a_memory_a_loop_reads_and_writes_with_no_checked_distance_is_an_error(strict_exe, fast_exe):
+    # the planted "unchecked DEPENDENCE false": HLSNN_MEM(acc, kind, 0) on an array the loop both
+    # reads and writes (a pragma would let the pipeline reorder them, with nothing checking it)
+    value, rep = run(strict_exe, "acc_8", 0)
+    assert value is None
+    assert rep == ("loop AccLoop: bank 'acc[0]' is read and written in the loop with no checked read-after-write "
+                   "distance (HLSNN_MEM(acc, kind, 0)): declare #pragma HLS DEPENDENCE variable = acc inter false "
+                   "and its distance")
+    assert run(strict_exe, "acc_8", 8)[0] == 8      # the same loop with its distance declared (and held)
+    assert run(fast_exe, "acc_8", 0)[0] == 8
