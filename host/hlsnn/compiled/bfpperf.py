@@ -91,10 +91,11 @@ def buffers(net, tables):
             Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), note="a conv's patch exponents"),
-            Buffer("tz", "ConvMac", "array", net.params["acc_bits"], (2, tables["max_blocks"], pz),
-                   partition=((1, "complete"), (3, "complete")), note="two pixels' results, per block and lane"),
-            Buffer("e3z", "ConvMac", "array", 12, (2, tables["max_blocks"], pz),
-                   partition=((1, "complete"), (3, "complete")), note="their product exponents"),
+            Buffer("tz", "ConvMac", "array", net.params["acc_bits"], (pz, tables["tz_slots"] * tables["max_blocks"]),
+                   partition=((1, "complete"),), static=True, storage="ram_s2p",
+                   note=f"a ring of {tables['tz_slots']} pixels' results, per lane: block-major words"),
+            Buffer("e3z", "ConvMac", "array", 12, (pz, tables["tz_slots"] * tables["max_blocks"]),
+                   partition=((1, "complete"),), static=True, storage="ram_s2p", note="their product exponents"),
             Buffer("kTapOff", "net_top", "array", 32, (nt,), static=True, note="the exponent pass's tap table"),
             Buffer("kTapKy", "net_top", "array", 8, (nt,), static=True),
             Buffer("kTapKx", "net_top", "array", 8, (nt,), static=True),
@@ -104,22 +105,97 @@ def buffers(net, tables):
     return bufs, muls
 
 
-def datapath(net, tables):
-    """``{part: (LUT, FF)}`` outside the memories and DSPs, with ``P`` lanes, ``Q`` banks, ``M``
-    mantissa bits, ``A`` acc_bits, ``sb`` a patch sum's bits and 54-bit elements: per bank the
-    leading-one encoders of the exponent and multiply passes, the rounding shifter of 54 to
-    ``M`` bits, the address and padding test, the maxpool compare and the Add's aligners; per
-    lane the adder tree of ``Q`` products, the bias alignment shifter, the saturation, the
-    leading one and the output shifter of ``A`` to ``M`` bits; the AXI and control
-    allowances (:mod:`hlsnn.compiled.netperf`)."""
+#: LUT rules of the datapath model (:func:`datapath`), the layer kernels' (a LUT per bit of a
+#: carry-chain adder, subtractor or ``|.|``; a magnitude compare two bit pairs per LUT6 into the
+#: carry chain, an equality three; a 2:1 select two bits per LUT6, sharing the select; a shifter's stage a 4:1 multiplexer per output bit,
+#: :func:`hlsnn.engines.shift_mac.spec.shifter_luts` where the output grows with the shift)
+#: and one more: a leading-one encoder of ``n`` bits (a priority tree to its index) one LUT
+#: per input bit.
+X_BITS = 12           # exponent arithmetic (hlsnn::exp_wide_t)
+
+
+def _sel(n):
+    """LUTs of a 2:1 select of ``n`` bits."""
+    return -(-n // 2)
+
+
+def _cmp(n):
+    """LUTs of an ``n``-bit magnitude compare."""
+    return -(-n // 2)
+
+
+def _stages(bits, max_shift):
+    """LUTs of a logarithmic shifter whose every stage is ``bits`` wide (a result truncated to
+    its operand's width), by ``0 .. max_shift``."""
+    import math
+    s = math.ceil(math.log2(max_shift + 1)) if max_shift > 0 else 0
+    return bits * (s // 2) + _sel(bits) * (s % 2)
+
+
+def srs_luts(wi, wo, right_max, left_max):
+    """LUTs of ``hlsnn::ShiftRoundSat<wi, wo>`` (hls/include/hlsnn/primitives.h) as written: the
+    right shift of ``wi + 3`` bits by up to ``right_max`` (at most ``wi + 1``), the rounding's
+    mask and remainder, its compare and tie test against the half, the increment; the left
+    shift by up to ``left_max`` (at most ``wo``) into ``wi + wo + 2`` bits; the select between
+    them, the two saturation compares and the clamp."""
     from ..engines.shift_mac.spec import shifter_luts
+    w, t = wi + 3, wi + wo + 2
+    right = _stages(w, min(right_max, wi + 1))
+    rnd = w + _cmp(w) + -(-w // 3) + w
+    left = shifter_luts(wi, min(left_max, wo))
+    return right + rnd + left + _sel(t) + 2 * _cmp(t) + wo
+
+
+def datapath(net, tables):
+    """``{part: (LUT, FF)}`` outside the memories and DSPs, counted from what the kernel
+    instantiates (``P`` lanes, ``Q`` banks, ``M`` mantissa bits, ``A`` acc_bits, ``sb`` a patch
+    sum's bits, ``E`` = 54-bit wide mantissas, ``X`` = 12-bit exponents; the LUT rules above):
+
+    * ``conv_exp`` (``ConvExp``, ``2Q`` elements a cycle): per element the source select (act
+      or pool buffer, ``E + 10`` bits), ``|m|`` (``E``), its leading one (``E``), the exponent
+      add (``X``), the zero test (``E/6``) and its ``kLow`` select; the balanced max tree of
+      ``2Q - 1`` compare-selects and the compare-select with the carried maximum (``X`` bits
+      each); the clamp (``3X``); per tap (two) the address adder and the padding tests;
+    * ``conv_mac_banks`` (``ConvMac``, ``Q``): the source select, the exponent difference
+      (``X``), the patch rounding ``ShiftRoundSat<E, M>`` (:func:`srs_luts`);
+    * ``conv_mac_lanes`` (``P``): the adder tree of ``Q`` products (``sb`` each) and the
+      accumulator; the bias alignment ``ShiftRoundSat<M, A>``, the saturating add (``3A``) and
+      ReLU (``A/2``); the max rule's ``|v|``, leading one and exponent add (``2A + X``), the
+      lane's share of the balanced tree over the ``P`` lanes (one compare-select of ``X``);
+      the write path's exponent difference and the output ``ShiftRoundSat<A, M>``;
+    * ``maxpool`` (``Q``): rule 7's exact compare (``Greater``): per operand ``|m|``, its
+      leading one, the exponent add and the left-aligning shifter (``E`` bits by 0..53), then
+      the magnitude compare and equality, the leading ones' compare and the signs; the running
+      value's select and the first tap's (64 bits each);
+    * ``add`` (``Q``): per operand ``AlignExact`` (``|m|``, its leading one, the exponent
+      difference and bound compare, the left shifter ``E + 1`` bits by 0..53), the smaller
+      exponent's compare-selects (``2X``) and the pool's (``X``), the exactness test (two
+      ``|.|`` of ``E + 1`` and their sum), the sum (``E + 2``), ReLU, the pool's sum and
+      magnitude adders (``2 x`` pool bits) and the output's select;
+    * ``axi``, ``control``: the allowances of :mod:`hlsnn.compiled.netperf`.
+
+    Flip-flops: the pipeline registers of each part's widest values (a model too)."""
     from .bfpkernel import WIDE_BITS as E
     pz, pc, sb = tables["pz"], tables["pc"], tables["sum_bits"]
     m, a = net.params["mantissa_bits"], net.params["acc_bits"]
-    bank = (2 * E + shifter_luts(E, 63) + 2 * m + 2 * 32 + 4 * 8 + 3 * E + 2 * shifter_luts(E, 53) + 2 * E,
-            2 * E + 2 * m + 32)
-    lane = (pc * sb + shifter_luts(m, a) + 3 * a + a + shifter_luts(a, 63) + 2 * m, 3 * sb + 2 * a)
-    return {"banks": (pc * bank[0], pc * bank[1]), "lanes": (pz * lane[0], pz * lane[1]),
+    x = X_BITS
+    pool = tables.get("pool_bits", E + 8)
+    elem = _sel(E + 10) + E + E + x + -(-E // 6) + _sel(x)
+    exp_tree = 2 * pc * (_cmp(x) + _sel(x))             # 2Q - 1 in the tree, one with the carried value
+    conv_exp = (2 * pc * elem + exp_tree + x + 2 * _cmp(x) + 2 * (32 + 4 * _cmp(16)), 2 * pc * (E + x) + 2 * pc * x)
+    mac_bank = (_sel(E + 10) + x + srs_luts(E, m, 63, m), E + 2 * m)
+    mac_lane = (pc * sb + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
+                + 2 * a + x + (_cmp(x) + _sel(x))                           # the max rule: leading one, its tree
+                + x + srs_luts(a, m, 63, m),                                # the write path's output stage
+                3 * sb + 3 * a + 2 * x + m)
+    greater = 2 * (E + E + x + _stages(E, 53)) + _cmp(E) + -(-E // 3) + _cmp(x) + 8
+    maxpool = (greater + 2 * _sel(64), 2 * 64)
+    align = E + E + x + _cmp(x) + _stages(E + 1, 53)
+    add = (2 * align + 3 * (_cmp(x) + _sel(x)) + 2 * (E + 1) + (E + 2) + (E + 2) + -(-(E + 2) // 2) + 2 * pool
+           + _sel(E + 10), 2 * (E + 2) + 2 * pool + 2 * x)
+    return {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
+            "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
+            "maxpool": (pc * maxpool[0], pc * maxpool[1]), "add": (pc * add[0], pc * add[1]),
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 
 

@@ -200,7 +200,10 @@ def format_report(r) -> str:
             lines.append(f"    {row['loop']:<16} {row['delay_ns']:5.2f} ns  {verdict}  ({row['chain']})")
     if r.get("stall_enable"):
         e = r["stall_enable"]
-        verdict = "closes" if e["closes"] else "does NOT close (a risk the cycle model does not charge)"
+        verdict = ("closes with the model's margin" if e.get("closes_with_margin")
+                   else "closes without the model's margin" if e["closes"] else "does NOT close")
+        if e.get("style") == "frp":
+            verdict += ": the loop is rendered free-running (style=frp), no global enable"
         lines.append(f"  stall enable of {e['loop']}: {e['loads']:,} flip-flops; handshake, a replication tree of "
                      f"{e['levels']} levels and the route across the array: {e['delay_ns']:.2f} ns of "
                      f"{e['budget_ns']:.2f}, {verdict} (an estimate, host/hlsnn/perf/timing.py)")

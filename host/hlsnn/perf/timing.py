@@ -99,14 +99,25 @@ SPAN_ROUTE = {"zynq7": 1.5, "zynqmp": 1.0}
 ENABLE_LOGIC = [("lut", 2)]
 
 
+#: The share of the budget the enable's path must leave free to count as closing: the model's
+#: constants above (loads per driver, the span route) are assumptions, not measurements, so a
+#: path within a quarter of the budget is not taken to close. Where it does not close with this
+#: margin, the kernel's stall-style loop is rendered as a free-running pipeline
+#: (``#pragma HLS PIPELINE II = 1 style=frp``, :func:`steps_style`): no enable freezes every
+#: register, the stream handshakes are absorbed by small FIFOs Vitis HLS adds at the loop's
+#: outputs (UG1448 "Pipeline Styles": less fanout on the pipeline control, more resources).
+ENABLE_MARGIN = 0.25
+
+
 def enable_timing(cfg) -> dict | None:
     """The stall enable of ``cfg``'s stall-style pipeline (:data:`STALL_ENABLES`; None for an
     engine without one): ``{loop, loads, levels, delay_ns, budget_ns, closes}``. ``loads``: the
     flip-flops it freezes, from the resource model's buffers; the path is the handshake logic,
     a replication tree of ``ceil(log(loads) / log(FANOUT_PER_DRIVER))`` LUT levels and the route
-    across the array. A risk, not a cost: the cycle model assumes it closes, and a path that
-    does not is reported, not charged (restructuring the processing elements as dataflow
-    processes would remove it; docs/hardware-rules.md)."""
+    across the array. ``closes_with_margin``: within :data:`ENABLE_MARGIN` of the budget;
+    ``style``: ``stp`` (the stalled pipeline, the enable as modelled) or ``frp`` (the loop is
+    rendered free-running, :func:`steps_style`: no global enable). The cycle model does not
+    charge either (a free-running pipeline has the same II)."""
     if cfg.engine not in STALL_ENABLES:
         return None
     loop, names = STALL_ENABLES[cfg.engine]
@@ -116,8 +127,18 @@ def enable_timing(cfg) -> dict | None:
     levels = max(1, math.ceil(math.log(loads) / math.log(FANOUT_PER_DRIVER)))
     ps, budget = cfg.board.ps, budget_ns(cfg.clock_mhz)
     t = chain_delay_ns(ENABLE_LOGIC + [("lut", levels)], ps) + SPAN_ROUTE[ps]
+    margin = t <= budget * (1 - ENABLE_MARGIN)
     return {"loop": loop, "loads": loads, "levels": levels, "delay_ns": round(t, 2),
-            "budget_ns": round(budget, 2), "closes": t <= budget}
+            "budget_ns": round(budget, 2), "closes": t <= budget, "closes_with_margin": margin,
+            "style": "stp" if margin else "frp"}
+
+
+def steps_style(cfg) -> str:
+    """The pipeline style option of ``cfg``'s stall-style loop for its template: ``""`` (the
+    default stalled pipeline) when its enable closes with :data:`ENABLE_MARGIN`, else
+    ``" style=frp"`` (a free-running pipeline, no global enable)."""
+    e = enable_timing(cfg)
+    return " style=frp" if e is not None and e["style"] == "frp" else ""
 
 
 def timing_ii(cfg) -> dict:

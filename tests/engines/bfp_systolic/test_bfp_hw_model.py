@@ -166,3 +166,25 @@ def test_stall_enable_model_by_hand():
     assert (e["levels"], e["delay_ns"], e["closes"]) == (3, pytest.approx(3.15), True)
     e2 = timing.enable_timing(dataclasses.replace(cfg, clock_mhz=300))
     assert e2["budget_ns"] == pytest.approx(1e3 / 300 * 0.73, abs=0.01) and not e2["closes"]
+
+
+def test_an_enable_without_the_models_margin_renders_a_free_running_steps_loop(tmp_path):
+    """The enable must leave a quarter of the budget free (timing.ENABLE_MARGIN: the model's
+    constants are assumptions). bfp8_zcu104 at 150 MHz: 3.15 of 4.87 ns, 35% free: the stalled
+    pipeline. At 220 MHz the budget is 1e3 / 220 x 0.73 = 3.32 ns: 3.15 still closes, but
+    with 5% free, so the Steps loop is rendered free-running (style=frp, no global enable)."""
+    import dataclasses
+    from hlsnn import codegen
+    cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp8_zcu104.yaml")
+    e = timing.enable_timing(cfg)
+    assert (e["closes_with_margin"], e["style"]) == (True, "stp")
+    fast = dataclasses.replace(cfg, clock_mhz=220)
+    e2 = timing.enable_timing(fast)
+    assert e2["budget_ns"] == pytest.approx(3.32, abs=0.01) and e2["closes"]
+    assert (e2["closes_with_margin"], e2["style"]) == (False, "frp")
+    pragma = "#pragma HLS PIPELINE II = 1 style=frp"
+    kernel = lambda c, d: dict(codegen.render(c, tmp_path / d).sources)["bfp_systolic.cpp"].decode()   # noqa: E731
+    assert pragma not in kernel(cfg, "a")
+    text = kernel(fast, "b")
+    steps = text[text.index("  Steps:\n"):]
+    assert steps[:steps.index("HLSNN_OPS(Steps")].count(pragma) == 1

@@ -537,7 +537,9 @@ def template_context(cfg) -> dict:
     n_tiles = math.ceil(p["max_n"] / p["rows"])
     groups = max_groups(p)
     strict_raw = {f"raw_{k}": v for k, v in RAW_DISTANCE.items()}
+    from ...perf.timing import steps_style
     return {
+        "steps_style": steps_style(cfg),    # the Steps loop's pipeline style (its stall enable: perf/timing.py)
         **strict_raw,
         **{k: p[k] for k in ("rows", "cols", "mantissa_bits", "exponent_bits", "acc_bits", "max_k",
                              "max_n", "max_batch", "stream_bits", "rounding")},

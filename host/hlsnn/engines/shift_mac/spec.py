@@ -365,7 +365,9 @@ def template_context(cfg) -> dict:
     sb = step_beats(p)
     ln = lanes(p)
     tn_max = 2 * p["rows"]
+    from ...perf.timing import steps_style
     return {
+        "steps_style": steps_style(cfg),    # the Steps loop's pipeline style (its stall enable: perf/timing.py)
         **{f"raw_{k}": v for k, v in RAW_DISTANCE.items()},
         **{k: p[k] for k in ("rows", "cols", "act_bits", "exp_bits", "max_delta", "acc_bits", "max_k",
                              "max_n", "max_batch", "max_hw", "max_ksize", "stream_bits", "rounding", "w_depth",
