@@ -390,3 +390,26 @@ def test_the_kernel_refuses_what_it_cannot_hold(compiled):
     conv2["chunks"] = [dict(ch, rows=(0, 4)), dict(ch, rows=(4, conv2["z"]))]
     with pytest.raises(InputError, match=r"conv2: 2 output chunks"):
         BfpNetKernel.check(net)
+
+
+def test_the_datapath_model_counts_the_kernels_operators():
+    """bfpperf.datapath counts what the kernel instantiates, by the LUT rules of its docstring.
+    By hand: ``ShiftRoundSat<54, 16>`` (the patch rounding, one per bank): a right shifter of
+    57 bits by 0..55 (6 select bits: 3 stages of 57) 171, the rounding (mask, remainder
+    compare 29, tie test 19, increment 57) 162, the left shifter of 54 bits by 0..16 (57 +
+    69 + 70/2) 161, the select (36), the two saturation compares of 72 bits (72) and the clamp
+    (16) 124: 618. ``Greater`` (rule 7, one per bank): per operand |m| 54, its leading one 54,
+    the exponent add 12 and the aligning shifter of 54 bits by 0..53 (3 x 54): 282 each; the
+    magnitude compare 27, equality 18, the leading ones' compare 6 and the signs 8: 623; with
+    the two 64-bit selects, 687 a bank."""
+    from types import SimpleNamespace
+    from hlsnn.compiled import bfpperf
+    assert bfpperf.srs_luts(54, 16, 63, 16) == 171 + 162 + 161 + 36 + 72 + 16
+    net = SimpleNamespace(params=dict(mantissa_bits=16, acc_bits=48))
+    d = bfpperf.datapath(net, dict(pz=8, pc=16, sum_bits=41, pool_bits=62))
+    assert d["maxpool"][0] == 16 * (2 * (54 + 54 + 12 + 3 * 54) + 27 + 18 + 6 + 8 + 64)
+    # the exponent pass: 32 elements (|m|, leading one, source select, exponent add, zero test)
+    # and the balanced max tree's 31 compare-selects plus the one with the carried value
+    elem = 32 + 54 + 54 + 12 + 9 + 6
+    assert d["conv_exp"][0] == 32 * elem + 32 * (6 + 6) + 12 + 2 * 6 + 2 * (32 + 4 * 8)
+    assert set(d) == {"conv_exp", "conv_mac_banks", "conv_mac_lanes", "maxpool", "add", "axi", "control"}
