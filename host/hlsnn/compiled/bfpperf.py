@@ -10,19 +10,21 @@ count):
   float32 value per cycle);
 * conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
   each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
-  :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * B * steps + B`` (``ConvMac``: every
-  block of ``P`` output channels of a pixel takes the pixel's taps; a pixel's writes, one block
-  a cycle, run beside the next pixel's products, the last pixel's after them) plus
-  :data:`MAC_DEPTH` (``B = ceil(Z/P)``);
+  :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * B * steps + TZ_DISTANCE - 1 + B``
+  (``ConvMac``: every block of ``P`` output channels of a pixel takes the pixel's taps; a
+  pixel's writes, one block a cycle, start ``TZ_DISTANCE`` (:data:`MAC_DEPTH`) iterations after
+  its last product and run beside the later pixels' products, the last pixel's after them)
+  plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``);
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/Q) * H * W``, twice
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum);
 * store: ``out_elems + 1 + ops`` cycles (the elements, the status word and an info word per
   op) plus the DDR latency.
 
 The iteration counts are exact and checked against the C-simulation's loop counters (tests);
-the depths are the model's, not a synthesis report. So is II = 1 of ``ConvMac``: its epilogue's
-recurrence (the max rule's running leading one over a pixel's blocks, a leading-one encoder
-and a compare) must close in one cycle, which only synthesis can confirm.
+the depths are the model's, not a synthesis report. The carried maxima are a max tree: in
+``ConvExp`` the ``2Q`` leading ones of a cycle, in ``ConvMac`` the ``P`` leading ones of a
+block's results, each reduced by a balanced tree before one compare-select with the carried
+value, so the loop-carried path is one 12-bit compare and select.
 
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks of
 36-bit elements, the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
@@ -92,10 +94,11 @@ def buffers(net, tables):
             Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), note="a conv's patch exponents"),
             Buffer("tz", "ConvMac", "array", net.params["acc_bits"], (pz, tables["tz_slots"] * tables["max_blocks"]),
-                   partition=((1, "complete"),), static=True, storage="ram_s2p",
+                   partition=((1, "complete"),), static=True, storage="ram_s2p", impl="lutram",
                    note=f"a ring of {tables['tz_slots']} pixels' results, per lane: block-major words"),
             Buffer("e3z", "ConvMac", "array", 12, (pz, tables["tz_slots"] * tables["max_blocks"]),
-                   partition=((1, "complete"),), static=True, storage="ram_s2p", note="their product exponents"),
+                   partition=((1, "complete"),), static=True, storage="ram_s2p", impl="lutram",
+                   note="their product exponents"),
             Buffer("kTapOff", "net_top", "array", 32, (nt,), static=True, note="the exponent pass's tap table"),
             Buffer("kTapKy", "net_top", "array", 8, (nt,), static=True),
             Buffer("kTapKx", "net_top", "array", 8, (nt,), static=True),
