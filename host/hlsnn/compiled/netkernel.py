@@ -464,6 +464,12 @@ def build(net, *, strict=None, out_root=None, render_fn=None):
             (folder / "compile-error.log").write_text(" ".join(argv) + "\n\n" + proc.stderr)
             raise CsimError(f"network kernel of {net.name}: the C++ did not compile; see "
                             f"{folder / 'compile-error.log'}:\n{proc.stderr[:2000]}")
+        with open(part, "rb") as f:
+            head = f.read(4)
+        if head != b"\x7fELF":
+            os.unlink(part)
+            raise CsimError(f"network kernel of {net.name}: the C++ compiler {csim.compiler()!r} (CXX) reported "
+                            f"success but wrote no shared library ({len(head)}+ bytes, not an ELF file); check CXX")
         os.replace(part, lib)
         return lib, t
     finally:
@@ -482,7 +488,14 @@ class NetKernel:
     def __init__(self, net, *, strict=None, builder=None):
         self.net = net
         self.path, self.tables = (builder or build)(net, strict=strict)
-        self.lib = ctypes.CDLL(str(self.path))
+        from ..csim import require_symbols
+        try:
+            self.lib = ctypes.CDLL(str(self.path))
+        except OSError as exc:
+            raise CsimError(f"network kernel library {self.path} does not load ({exc}): check CXX, delete it and "
+                            f"run again") from None
+        require_symbols(self.lib, self.path, ("hlsnn_net_run", "hlsnn_last_assert", "hlsnn_strict",
+                                              "hlsnn_counter_name", "hlsnn_counter_count", "hlsnn_counter_values"))
         self.lib.hlsnn_net_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
         self.lib.hlsnn_last_assert.restype = ctypes.c_char_p
         self.strict = bool(self.lib.hlsnn_strict())
