@@ -11,7 +11,7 @@ Three rules, applied where a name enters:
   ``/layer1/layer1.0/conv1/Conv``): printable characters only (no control character, no line
   or paragraph separator, no format character), at most :data:`MAX_LABEL` characters.
 * :func:`comment`: what generated C++ and TCL embed in a comment. Never the name itself: a
-  reduced form in ASCII letters, digits, blanks and ``_ . : , + - > = ( ) [ ] /``, everything
+  reduced form in ASCII letters, digits, blanks and ``_ . : , + @ - > = ( ) [ ] /``, everything
   else replaced by ``_``, with ``/*``, ``*/`` (no ``*`` at all), a trailing backslash (a
   ``//`` comment's line splice) and the trigraph ``??/`` impossible (no ``\\`` or ``?``). A
   newline in a name therefore cannot end a ``//`` or ``#`` comment and have what follows
@@ -26,7 +26,7 @@ from .errors import InputError
 
 #: The longest free-form name hlsnn takes from a model.
 MAX_LABEL = 256
-_COMMENT_OK = re.compile(r"[^A-Za-z0-9 _.:,+\->=()\[\]/]")
+_COMMENT_OK = re.compile(r"[^A-Za-z0-9 _.:,+@\->=()\[\]/]")
 
 
 def check_slug(what: str, name) -> str:
