@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hlsnn.compiled import artifact
 from hlsnn.errors import HlsnnError, InputError
 
-SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture,
+SETTINGS = settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                              HealthCheck.too_slow])
 
 
