@@ -257,6 +257,17 @@ _SHARED_LOADS: set = set()
 _SHARED_LOCK = threading.Lock()
 
 
+def require_symbols(lib, path, names):
+    """:class:`CsimError` naming the compiler unless the loaded library ``lib`` (from ``path``)
+    exports every function in ``names`` (issue 47: a compiler that writes an empty or foreign
+    library had ended in a ctypes ``AttributeError``)."""
+    missing = [n for n in names if not hasattr(lib, n)]
+    if missing:
+        raise CsimError(f"C-simulation library {path} lacks {', '.join(missing)}: the C++ compiler {compiler()!r} "
+                        f"(CXX) reported success but did not build the kernel; check CXX, delete {path} and run "
+                        f"again")
+
+
 def _load_private(path: Path):
     """``ctypes.CDLL`` of a private copy of the library at ``path``, so that each loaded
     instance has its own static state (the kernel's weight store, the loop counters, the
@@ -312,6 +323,7 @@ class CsimLibrary:
         except OSError as exc:      # an empty or foreign file where the compiler's library should be
             raise CsimError(f"C-simulation library {self.path} does not load ({exc}): the compiler did not write a "
                             f"shared library this Python can load; check CXX, delete the file and run again") from None
+        require_symbols(self._lib, self.path, ("hlsnn_run", "hlsnn_run_stream", "hlsnn_stream_bits"))
         self._lib.hlsnn_run.restype = ctypes.c_int
         self._lib.hlsnn_run.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64,
                                         ctypes.c_void_p, ctypes.c_void_p]

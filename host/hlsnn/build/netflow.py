@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import __version__, codegen
 from ..errors import InputError
+from ..names import check_slug, comment
 from ..paths import build_dir
 from . import reports
 from .flow import Build, BuildFailed, _say, bd_context
@@ -50,7 +51,7 @@ class NetBuild(Build):
         self.overlay_name = net_ip_name(cfg)
         self.rerun = f"hlsnn build {shlex.quote(str(model))}"
         self.csim_reference = "the network mode (the spec)"
-        self.root = Path(os.path.abspath(build_dir(cfg))) / "network" / net.name
+        self.root = Path(os.path.abspath(build_dir(cfg))) / "network" / check_slug("compiled model name", net.name)
         self.logs, self.hls_dir, self.vivado_dir = self.root / "logs", self.root / "hls", self.root / "vivado"
         self.manifest = dict(manifest(cfg, net), board=cfg.board.name, part=cfg.board.part, hlsnn_version=__version__,
                              model=self.model.name, stages={})
@@ -67,11 +68,11 @@ class NetBuild(Build):
             raise BuildFailed("the rendered kernel's tables are not those the manifest records")
         name = self.overlay_name
         codegen.render_extra(self.cfg, "run_hls_net.tcl.j2", self.hls_dir / "run_hls.tcl",
-                             {"ip_name": name, "network": self.net.name, "project": f"{name}_prj",
+                             {"ip_name": name, "network": comment(self.net.name), "project": f"{name}_prj",
                               "top": netkernel.TOP, "kernel_cpp": "network.cpp",
                               "clock_period_ns": round(1000.0 / self.cfg.clock_mhz, 3)})
         codegen.render_extra(self.cfg, "bd.tcl.j2", self.hls_dir / "bd.tcl",
-                             dict(bd_context(self.cfg), network=self.net.name, net_name=name,
+                             dict(bd_context(self.cfg), network=comment(self.net.name), net_name=name,
                                   net_vlnv=f"hlsnn.org:hls:{name}:1.0"))
         self.manifest["sources_sha256"] = sha
         self.rendered = files

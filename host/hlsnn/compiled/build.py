@@ -64,6 +64,8 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None):
     deployment config ``cfg``, its accelerators ``accs``): what :func:`compile_model` writes,
     and what ``hlsnn deploy`` models end to end. ``x_cal``: the calibration images' count;
     ``x_check``: the self-check inputs (their outputs are stored), or None."""
+    from ..names import check_slug
+    check_slug(f"{getattr(cfg, 'model', 'the model')}: the model's name (its file name without .onnx)", net.name)
     asg = cfg.assignments[assignment]
     cal = cfg.calibration
     used = {cfg.formats[asg.format_of(la.name)].accel for la in net.engine_layers()}

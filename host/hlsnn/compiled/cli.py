@@ -62,10 +62,16 @@ def run_compiled(args):
     """``hlsnn run NAME.hlsnn --input x.npy --target T``: the network on T and on the emulator,
     compared bit for bit (exit 1 on a mismatch)."""
     from .net import load
+    src = Path(args.input)
+    if not src.is_file():                     # a FIFO or a device would block or never end (issue 47)
+        what = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
+            else "no such file"
+        raise InputError(f"--input {args.input}: {what}; give a .npy file (numpy.save)")
     try:
         x = np.load(args.input, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise InputError(f"--input {args.input}: cannot be read as a .npy array ({exc})") from None
+    except Exception as exc:                  # OSError, ValueError, EOFError, BadZipFile, MemoryError ...
+        raise InputError(f"--input {args.input}: cannot be read as a .npy array ({type(exc).__name__}: "
+                         f"{(str(exc).splitlines() or [''])[0][:160]})") from None
     if not isinstance(x, np.ndarray):
         x.close()
         raise InputError(f"--input {args.input}: is an .npz archive; save one array with numpy.save (.npy)")

@@ -241,7 +241,12 @@ class CompiledNet:
             if x.shape == want:
                 raise InputError(f"input: shape {x.shape} is one sample; give a batch of shape (B,) + {want}")
             raise InputError(f"input: shape {x.shape}: the model takes a batch of shape (B,) + {want}")
-        return np.asarray(x, np.float64)
+        if x.shape[0] == 0:
+            raise InputError(f"input: an empty batch (shape {x.shape}); give at least one sample")
+        x = np.asarray(x, np.float64)
+        if not np.isfinite(x).all():
+            raise InputError(f"input: {int((~np.isfinite(x)).sum())} non-finite value(s) (NaN or Inf)")
+        return x
 
     def run(self, x, *, keep=False):
         """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name."""

@@ -140,6 +140,9 @@ def _npz(path: Path, layout: Optional[str]) -> Dataset:
         if not np.isfinite(x).all():
             raise InputError(f"data set {str(path)!r}: x_{split} has {int((~np.isfinite(x)).sum())} non-finite "
                              "value(s) (NaN or Inf)")
+        if y is not None and y.dtype.kind == "f" and not np.isfinite(y).all():
+            raise InputError(f"data set {str(path)!r}: y_{split} has {int((~np.isfinite(y)).sum())} non-finite "
+                             "target(s) (NaN or Inf)")
         parts[f"x_{split}"] = _layout(np.ascontiguousarray(x, dtype=np.float32), layout, path, f"x_{split}")
         parts[f"y_{split}"] = None if y is None else (y.astype(np.int64) if np.issubdtype(y.dtype, np.integer)
                                                       else y.astype(np.float64))

@@ -335,8 +335,15 @@ def _classification(y_test, y_ref):
 def _targets(data, y_test, y_ref):
     """The regression targets: float ``y_test`` with one target of the model's output size per
     sample, or None (then the float model's outputs are the reference)."""
-    if y_test is None or y_test.dtype.kind != "f":
+    if y_test is None:
         return None
+    if y_test.dtype.kind in "iub":       # integer targets are targets too (issue 47: they were dropped)
+        y_test = y_test.astype(np.float64)
+    if y_test.dtype.kind != "f":
+        raise InputError(f"{data}: y_test of dtype {y_test.dtype}: regression targets are numbers")
+    if not np.isfinite(y_test).all():
+        raise InputError(f"{data}: y_test has {int((~np.isfinite(y_test)).sum())} non-finite target(s) (NaN or "
+                         f"Inf); an error against them has no value")
     if y_test.shape[0] != y_ref.shape[0] or y_test[0].size != y_ref[0].size:
         raise InputError(f"{data}: y_test has targets of shape {y_test.shape[1:]}; the model's output has "
                          f"{y_ref.shape[1:]} per sample ({y_ref[0].size} values)")

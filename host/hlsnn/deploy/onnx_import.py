@@ -301,6 +301,22 @@ def _zipmap_unsupported(a):
     return None
 
 
+def _check_names(path, g):
+    """Every node, tensor and initializer name of graph ``g`` printable and bounded
+    (:func:`hlsnn.names.check_label`; issue 47): names reach reports, generated kernels'
+    comments and compiled models, so a newline or control character in one is refused here."""
+    from ..names import check_label
+    for what, names in (("initializer", (t.name for t in g.initializer)),
+                        ("graph input", (v.name for v in g.input)), ("graph output", (v.name for v in g.output)),
+                        ("node", (n.name for n in g.node if n.name)),
+                        ("tensor", (t for n in g.node for t in list(n.input) + list(n.output) if t))):
+        for name in names:
+            try:
+                check_label(what, name)
+            except InputError as e:
+                raise ModelError(f"{path}: {e}") from None
+
+
 def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     """Import ``path`` (an .onnx file) as a :class:`Network` (see the module docstring).
     ``output``: the graph output to use when the model has several (a deployment config's
@@ -314,6 +330,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     g = model.graph
+    _check_names(path, g)
     consts = {t.name: _initializer(path, t) for t in g.initializer}
     _check_sizes(path, model)
     graph_inputs = [i for i in g.input if i.name not in consts]
@@ -417,6 +434,11 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 if len(node.input) > 2 and node.input[2]:
                     b = const(node.input[2], node, "bias")
                     if b is None:
+                        continue
+                    n_out = w.shape[1] if w.ndim == 2 else None
+                    if n_out is not None and np.size(b) not in (1, n_out):        # issue 47
+                        reject(node, f"bias {node.input[2]!r} of shape {list(np.shape(b))}: a Gemm's bias (C) has "
+                                     f"1 or N = {n_out} values here")
                         continue
                     b = np.broadcast_to(b * a.get("beta", 1.0), (w.shape[1],)).copy()
             else:

@@ -423,6 +423,30 @@ def _grams_dw(layer, x):
     return [(full[j], mean[j]) for j in range(c)]
 
 
+#: The most bytes of Gram matrices one layer's fit builds (issue 47: a dense layer of
+#: K = 40,960 inputs would need a 12.5 GiB K x K Gram; beyond :data:`MAX_FEEDBACK_K` none is built).
+MAX_GRAM_BYTES = 2 << 30
+
+
+def _means(layer, x, g):
+    """The mean input row (conv: im2col patch) of each of the ``g`` groups, (g, K/g), without
+    the Gram: the rows in blocks of images (exact integer sums for integer ``x``)."""
+    x = np.asarray(x)
+    if layer.kind != "conv":
+        rows = x.reshape(x.shape[0], -1)
+        tot = rows.sum(axis=0, dtype=np.int64 if x.dtype.kind in "iub" else np.float64)
+        return (tot.astype(np.float64) / max(rows.shape[0], 1)).reshape(g, -1)
+    tot, n = None, 0
+    step = max(1, (64 << 20) // max(1, x[:1].size * layer.geom.kh * layer.geom.kw * 8))
+    for i in range(0, x.shape[0], step):
+        xi = x[i:i + step]
+        rows = conv.im2col(np.asarray(xi, np.int64 if xi.dtype.kind in "iub" else np.float64), layer.geom)[0]
+        t = rows.sum(axis=0)
+        tot = t if tot is None else tot + t
+        n += rows.shape[0]
+    return (np.asarray(tot, np.float64) / max(n, 1)).reshape(g, -1)
+
+
 def fit_layer(layer, x, fx, f, tab):
     """``(values, bias)`` of an engine layer (dense, or conv of any groups) for its input
     integers ``x`` at radix ``fx`` (the calibration batch, as the kernel is fed): the code
@@ -431,9 +455,21 @@ def fit_layer(layer, x, fx, f, tab):
     w = groups.gemm_weight(layer, 1)                        # (Z, K of one group)
     g = layer.group if layer.kind == "conv" else 1
     kg, zg = w.shape[1], w.shape[0] // g
+    wg, fg = w.reshape(g, zg, kg), np.reshape(f, (g, zg, 1))
+    if kg > MAX_FEEDBACK_K:                  # nearest codes: no Gram, only the inputs' means (issue 47)
+        means = _means(layer, x, g)
+        values = nearest_values(np.ldexp(wg, fg), tab)
+        bias = np.array(layer.b, np.float64)
+        bias += np.einsum("gzk,gk->gz", wg - np.ldexp(values, -fg), np.ldexp(means, -fx)).reshape(-1)
+        return values.reshape(w.shape), bias
+    need = g * kg * kg * 8
+    if need > MAX_GRAM_BYTES:
+        from ..errors import InputError
+        raise InputError(f"layer {layer.name}: the weight fit's input Gram matrices ({g} x {kg} x {kg} float64, "
+                         f"{need / 2**30:.1f} GiB) exceed {MAX_GRAM_BYTES / 2**30:.0f} GiB; use weight_fit: nearest "
+                         f"for this format")
     grams = _grams(layer, x)
     hs, means = np.stack([t[0] for t in grams]), np.stack([t[1] for t in grams])    # (g, kg, kg), (g, kg)
-    wg, fg = w.reshape(g, zg, kg), np.reshape(f, (g, zg, 1))
     if kg > MAX_FEEDBACK_K:
         values = nearest_values(np.ldexp(wg, fg), tab)
     elif g == 1:

@@ -44,6 +44,21 @@ SOURCE_DIR = Path(__file__).resolve().parent
 #: architecture stays valid (the machine type is part of the cache key).
 C_FLAGS = ("-std=c99", "-O3", "-fPIC", "-shared", "-Wall", "-Wextra")
 
+#: Added by ``HLSNN_NATIVE_SANITIZE=1`` (CI's sanitizer run, ``.ci/sanitize``): AddressSanitizer
+#: and UBSan, an undefined operation aborting the process. The flags are part of the cache key,
+#: so these libraries never replace the ordinary ones; Python itself is not instrumented, so the
+#: run preloads libasan (``LD_PRELOAD=$(cc -print-file-name=libasan.so)``).
+SANITIZE_FLAGS = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+                  "-fno-sanitize-recover=undefined")
+
+
+def flags() -> tuple:
+    """The C flags of a helper's build: :data:`C_FLAGS`, plus :data:`SANITIZE_FLAGS` under
+    ``HLSNN_NATIVE_SANITIZE=1``."""
+    on = os.environ.get("HLSNN_NATIVE_SANITIZE", "").strip().lower() in ("1", "on", "yes", "true")
+    return C_FLAGS + SANITIZE_FLAGS if on else C_FLAGS
+
+
 _lock = threading.Lock()
 _loaded: dict = {}
 _noticed: set = set()
@@ -86,7 +101,7 @@ def cache_dir() -> Path:
 def _built_from(name: str, cc: str) -> dict:
     """What a helper's library is built from (its cache key and manifest)."""
     source = (SOURCE_DIR / f"{name}.c").read_bytes()
-    return {"source_sha256": hashlib.sha256(source).hexdigest(), "command": " ".join((cc,) + C_FLAGS),
+    return {"source_sha256": hashlib.sha256(source).hexdigest(), "command": " ".join((cc,) + flags()),
             "machine": f"{platform.machine()} {sys.platform}"}
 
 
@@ -178,7 +193,7 @@ def _compile(name: str, cc: str, lib: Path, built_from: dict):
     os.close(fd)
     import shlex
     from .. import compiling
-    argv = [*shlex.split(cc), *C_FLAGS, str(SOURCE_DIR / f"{name}.c"), "-o", tmp]
+    argv = [*shlex.split(cc), *flags(), str(SOURCE_DIR / f"{name}.c"), "-o", tmp]
     try:
         proc = compiling.run(argv, f"the emulator's C helper '{name}' (first use)")
         if proc.returncode != 0:

@@ -1,0 +1,614 @@
+"""Hostile input, round three (issue 47): compiled models, names in generated text, paths from
+data, damaged containers, regression data, run inputs. Every case must end in one clear
+InputError/ModelError/CsimError (or the correct result): no traceback of another type, no code
+run, nothing written outside the build folder. The program cases are written with a valid
+checksum (``artifact.write``), so they reach the schema, the check an attacker faces."""
+import copy
+import ctypes
+import json
+import os
+
+import numpy as np
+import pytest
+
+from hlsnn.compiled import artifact
+from hlsnn.errors import CsimError, InputError
+
+from compiled_fixtures import compiled_models
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    get = compiled_models(tmp_path_factory, "hostile3", check_samples=2)
+    return {k: get("digits_cnn", k) for k in ("twohot", "fixed8", "bfp8")}
+
+
+def _layer(p, name):
+    return next(j for j in p["layers"] if j["name"] == name)
+
+
+def conv1(field, value, sub=None):
+    def m(p, a):
+        j = _layer(p, "conv1")
+        if sub is None:
+            j[field] = value
+        else:
+            j[field][sub] = value
+    return m
+
+
+def top(field, value):
+    def m(p, a):
+        p[field] = value
+    return m
+
+
+def drop(field):
+    def m(p, a):
+        del p[field]
+    return m
+
+
+def arr(key, value):
+    def m(p, a):
+        if value is None:
+            del a[key]
+        else:
+            a[key] = value
+    return m
+
+
+def pool1(field, value):
+    def m(p, a):
+        _layer(p, "pool1")["attrs"][field] = value
+    return m
+
+
+HOSTILE_NAMES = ["a\nb", "x\n__attribute__((constructor)) static void pwn() { system(\"id\"); }\n//",
+                 "a\rb", "a\x00b", "a\u2028b", "a\u202eb", "", "x" * 300, "a\x1bb", "tab\there"]
+SLUG_BAD = ["../../evil", "/tmp/evil", "a/b", ".hidden", "..", "a\nb", "", "x" * 200, "a b", "é", 5, None]
+
+PROGRAM_CASES = {
+    # names (1): where they enter
+    **{f"name={n!r}"[:40]: top("name", n) for n in SLUG_BAD},
+    **{f"layer name {n!r}"[:40]: conv1("name", n) for n in HOSTILE_NAMES},
+    **{f"tensor name {n!r}"[:40]: conv1("output", n) for n in HOSTILE_NAMES[:5]},
+    "input list name newline": conv1("inputs", ["in\nput"]),
+    "model newline": top("model", "m\nx"),
+    "assignment not str": top("assignment", 3),
+    "stem traversal": lambda p, a: next(iter(p["accels"].values())).__setitem__("stem", "../../x"),
+    "host_after newline": lambda p, a: p["output"].__setitem__("host_after", ["soft\nmax"]),
+    "duplicate layer": lambda p, a: p["layers"].insert(1, copy.deepcopy(p["layers"][0])),
+    # structure
+    "program a list": lambda p, a: (p.clear(), p.update(format=artifact.FORMAT, version=1)),
+    **{f"missing {k}": drop(k) for k in ("name", "accels", "layers", "input", "output", "rounding", "model")},
+    "layers empty": top("layers", []),
+    "layers a string": top("layers", "conv1"),
+    "layer a number": lambda p, a: p["layers"].__setitem__(0, 7),
+    "kind evil": conv1("kind", "evil"),
+    "missing kind": lambda p, a: _layer(p, "conv1").pop("kind"),
+    "missing geom": lambda p, a: _layer(p, "conv1").pop("geom"),
+    "inputs empty": conv1("inputs", []),
+    "inputs a string": conv1("inputs", "input"),
+    "accel unknown": conv1("accel", "nope"),
+    "engine mismatch": conv1("engine", "bfp_systolic"),
+    # geometry: ranges and consistency
+    "pads negative": conv1("geom", [-1, -1, -1, -1], "pads"),
+    "pads huge": conv1("geom", [100000, 0, 0, 0], "pads"),
+    "pads three": conv1("geom", [1, 1, 1], "pads"),
+    "pads float": conv1("geom", [1.0, 1, 1, 1], "pads"),
+    "stride zero": conv1("geom", [0, 1], "strides"),
+    "stride negative": conv1("geom", [-1, 1], "strides"),
+    "stride string": conv1("geom", ["1", 1], "strides"),
+    "stride huge": conv1("geom", [10 ** 30, 1], "strides"),
+    "stride bool": conv1("geom", [True, 1], "strides"),
+    "dilation zero": conv1("geom", [0, 1], "dilations"),
+    "group zero": conv1("geom", 0, "group"),
+    "group 3": conv1("geom", 3, "group"),
+    "group 8 on 1 channel": conv1("geom", 8, "group"),
+    "kh mismatch": conv1("geom", 5, "kh"),
+    "kernel beyond map": lambda p, a: (_layer(p, "conv1")["geom"].update(kh=9, kw=9, pads=[0, 0, 0, 0]),
+                                       _layer(p, "conv1").__setitem__("w_shape", [8, 1, 9, 9])),
+    "w_shape three": conv1("w_shape", [8, 1, 3]),
+    "w_shape zero": conv1("w_shape", [0, 1, 3, 3]),
+    "w_shape channels": conv1("w_shape", [8, 2, 3, 3]),
+    "w_shape huge": conv1("w_shape", [1 << 20, 1 << 20, 3, 3]),
+    "n_out mismatch": conv1("n_out", 9),
+    "n_out negative": conv1("n_out", -8),
+    "relu string": conv1("relu", "yes"),
+    "f_x huge": conv1("f_x", 1000),
+    "f_out huge": conv1("f_out", -1000),
+    "f_w float": conv1("f_w", 1.5),
+    "f_w list len": conv1("f_w", [1, 2, 3]),
+    "f_out string": conv1("f_out", "4"),
+    "exp_bits 99": conv1("exp_bits", 99),
+    "mode evil": conv1("mode", "evil"),
+    "dense K mismatch": lambda p, a: _layer(p, "fc").__setitem__("w_shape", [10, 65]),
+    # arrays against the descriptor tables
+    "bias short": arr("conv1/b", np.zeros(7)),
+    "bias long": arr("conv1/b", np.zeros(9)),
+    "bias 2-D": arr("conv1/b", np.zeros((8, 1))),
+    "bias int": arr("conv1/b", np.zeros(8, np.int64)),
+    "bias NaN": arr("conv1/b", np.full(8, np.nan)),
+    "bias inf": arr("conv1/b", np.full(8, np.inf)),
+    "bias missing": arr("conv1/b", None),
+    "e1 missing": arr("conv1/e1", None),
+    "e1 huge": arr("conv1/e1", np.full((8, 9), 100, np.int8)),
+    "e1 wrong shape": arr("conv1/e1", np.zeros((8, 10), np.int8)),
+    "e1 float": arr("conv1/e1", np.zeros((8, 9))),
+    "s1 = 5": arr("conv1/s1", np.full((8, 9), 5, np.int8)),
+    "scale exponent huge": arr("conv1/scale_exponent", np.full((1, 1), 100, np.int8)),
+    "stray array": arr("nobody/w", np.zeros(3)),
+    "check x shape": arr("check/x", np.zeros((2, 3, 3))),
+    "check y inf": arr("check/y", np.full((2, 10), np.inf)),
+    # host layers
+    "pool kernel zero": pool1("kernel_shape", [0, 0]),
+    "pool stride zero": pool1("strides", [0, 0]),
+    "pool stride negative": pool1("strides", [-2, 2]),
+    "pool pads negative": pool1("pads", [-1, 0, 0, 0]),
+    "pool pads >= kernel": pool1("pads", [2, 2, 2, 2]),
+    "pool kernel missing": lambda p, a: _layer(p, "pool1")["attrs"].pop("kernel_shape"),
+    "pool kernel beyond map": pool1("kernel_shape", [64, 64]),
+    "attrs a list": lambda p, a: _layer(p, "pool1").__setitem__("attrs", [1]),
+    "flatten axis 100": lambda p, a: _layer(p, "flatten")["attrs"].__setitem__("axis", 100),
+    # the top level
+    "rounding evil": top("rounding", "evil"),
+    "overflow NaN": top("overflow_ratio", float("nan")),
+    "overflow string": top("overflow_ratio", "0"),
+    "accels empty": top("accels", {}),
+    "accels a list": top("accels", []),
+    "sha short": lambda p, a: next(iter(p["accels"].values())).__setitem__("sha", "zz"),
+    "accel engine evil": lambda p, a: next(iter(p["accels"].values())).__setitem__("engine", "evil"),
+    "input shape empty": lambda p, a: p["input"].__setitem__("shape", []),
+    "input shape zero": lambda p, a: p["input"].__setitem__("shape", [0, 8, 8]),
+    "input shape huge": lambda p, a: p["input"].__setitem__("shape", [1 << 20, 1 << 20, 1]),
+    "input shape string": lambda p, a: p["input"].__setitem__("shape", "1,8,8"),
+    "input frac bits huge": lambda p, a: p["input"]["quantization"].__setitem__("frac_bits", 10 ** 6),
+    "engine layer unknown": lambda p, a: p["output"].__setitem__("engine_layer", "nope"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROGRAM_CASES))
+def test_a_hostile_program_is_refused_in_one_line(good, tmp_path, case):
+    program, arrays = artifact.read(good["twohot"])
+    PROGRAM_CASES[case](program, arrays)
+    bad = tmp_path / "bad.hlsnn"
+    artifact.write(bad, program, arrays)
+    with pytest.raises(InputError) as e:
+        artifact.read(bad)
+    msg = str(e.value)
+    assert "\n" not in msg and str(bad) in msg
+
+
+SPARSE_BFP_CASES = {
+    "sparse wq int16": ("fixed8", arr("conv1/wq", np.zeros((8, 1, 3, 3), np.int16))),
+    "sparse wq rows": ("fixed8", arr("conv1/wq", np.zeros((7, 1, 3, 3), np.int8))),
+    "sparse general no pads1": ("fixed8", conv1("general", True)),
+    "sparse general string": ("fixed8", conv1("general", "no")),
+    "bfp chunk gap": ("bfp8", lambda p, a: _layer(p, "conv1")["chunks"][0].__setitem__("rows", [1, 8])),
+    "bfp chunk short": ("bfp8", lambda p, a: _layer(p, "conv1")["chunks"][0].__setitem__("rows", [0, 7])),
+    "bfp chunk missing array": ("bfp8", arr("conv1/w0_mantissas", None)),
+    "bfp mantissa bits 99": ("bfp8", conv1("mantissa_bits", 99)),
+    "bfp chunks empty": ("bfp8", conv1("chunks", [])),
+    "bfp block zero": ("bfp8", lambda p, a: _layer(p, "conv1")["chunks"][0].__setitem__("w_block", 0)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPARSE_BFP_CASES))
+def test_hostile_sparse_and_bfp_programs_are_refused(good, tmp_path, case):
+    which, mutate = SPARSE_BFP_CASES[case]
+    program, arrays = artifact.read(good[which])
+    mutate(program, arrays)
+    bad = tmp_path / "bad.hlsnn"
+    artifact.write(bad, program, arrays)
+    with pytest.raises(InputError):
+        artifact.read(bad)
+
+
+@pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
+def test_the_untouched_models_pass_and_run(good, which):
+    import hlsnn
+    with hlsnn.load(good[which], target="emu") as net:        # the self-check runs: the stored bits
+        assert net(net.check["x"]).shape == (2, 10)
+
+
+# ------------------------------------------------------------------ damaged containers
+
+def _bytes(path):
+    return path.read_bytes()
+
+
+CONTAINER_CASES = {
+    **{f"truncated to {n}": (lambda n: lambda b: b[:n])(n) for n in (0, 1, 22, 100, 1000)},
+    **{f"truncated by {n}": (lambda n: lambda b: b[:-n])(n) for n in (1, 22, 100, 5000)},
+    **{f"bit {i} flipped": (lambda i: lambda b: b[:i] + bytes([b[i] ^ 0x10]) + b[i + 1:])(i)
+       for i in (40, 200, 1000, 3000, 6000, 9000, -30, -200)},
+    "random bytes": lambda b: bytes(np.random.default_rng(0).integers(0, 256, 4096, np.uint8)),
+    "text": lambda b: b"hello, not a model\n",
+    "zip in the middle": lambda b: b"JUNK" * 100 + b,
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONTAINER_CASES))
+def test_a_damaged_container_is_one_line(good, tmp_path, case):
+    bad = tmp_path / "bad.hlsnn"
+    bad.write_bytes(CONTAINER_CASES[case](_bytes(good["twohot"])))
+    try:
+        program, arrays = artifact.read(bad)
+    except InputError as e:
+        assert "\n" not in str(e)
+        return
+    # a flip the container does not read (a header's padding): the same model, bit for bit
+    p0, a0 = artifact.read(good["twohot"])
+    assert program == p0 and a0.keys() == arrays.keys()
+    assert all(np.array_equal(a0[k], arrays[k]) and a0[k].dtype == arrays[k].dtype for k in a0)
+
+
+def _zip_with(tmp_path, **entries):
+    bad = tmp_path / "bad.hlsnn"
+    with open(bad, "wb") as fh:
+        np.savez(fh, **entries)
+    return bad
+
+
+def _blob(obj_text):
+    return np.frombuffer(obj_text.encode(), np.uint8)
+
+
+@pytest.mark.parametrize("case", ["npy", "no program", "pickle", "program float", "program not utf8",
+                                  "program not json", "deep json", "deep list json", "version 2", "format wrong",
+                                  "no checksum", "checksum wrong", "edited weights", "program huge 2-D"])
+def test_a_container_of_the_wrong_content_is_one_line(good, tmp_path, case):
+    program, arrays = artifact.read(good["twohot"])
+    good_blob = json.dumps(dict(program))
+    if case == "npy":
+        bad = tmp_path / "bad.hlsnn"
+        with open(bad, "wb") as fh:
+            np.save(fh, np.zeros(3))
+    elif case == "no program":
+        bad = _zip_with(tmp_path, x=np.zeros(3))
+    elif case == "pickle":
+        bad = _zip_with(tmp_path, __program__=np.array([{"a": 1}], dtype=object))
+    elif case == "program float":
+        bad = _zip_with(tmp_path, __program__=np.zeros(4))
+    elif case == "program not utf8":
+        bad = _zip_with(tmp_path, __program__=np.frombuffer(b"\xff\xfe\xfa", np.uint8))
+    elif case == "program not json":
+        bad = _zip_with(tmp_path, __program__=_blob("{not json"))
+    elif case == "deep json":
+        bad = _zip_with(tmp_path, __program__=_blob('{"a": ' * 100000 + "1" + "}" * 100000))
+    elif case == "deep list json":
+        bad = _zip_with(tmp_path, __program__=_blob("[" * 200000 + "]" * 200000))
+    elif case == "program huge 2-D":
+        bad = _zip_with(tmp_path, __program__=np.zeros((2, 2), np.uint8))
+    else:
+        p = dict(program)
+        p[artifact.CHECKSUM_KEY] = artifact.checksum(arrays)
+        a = dict(arrays)
+        if case == "version 2":
+            p["version"] = 2
+        elif case == "format wrong":
+            p["format"] = "evil"
+        elif case == "no checksum":
+            del p[artifact.CHECKSUM_KEY]
+        elif case == "checksum wrong":
+            p[artifact.CHECKSUM_KEY] = "0" * 64
+        elif case == "edited weights":              # the self-check pairs gone, a weight edited
+            a = {k: v for k, v in a.items() if not k.startswith("check/")}
+            a["conv1/e1"] = a["conv1/e1"].copy()
+            a["conv1/e1"][0, 0] ^= 1
+        bad = _zip_with(tmp_path, __program__=_blob(json.dumps(p)), **a)
+    assert good_blob
+    with pytest.raises(InputError) as e:
+        artifact.read(bad)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "missing", "devnull"])
+def test_a_model_path_that_is_no_regular_file(tmp_path, kind):
+    p = tmp_path / "m.hlsnn"
+    if kind == "folder":
+        p.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "devnull":
+        p.symlink_to("/dev/null")
+    with pytest.raises(InputError, match="no such compiled model"):
+        artifact.read(p)
+
+
+def test_a_zip_declaring_huge_sizes_is_refused_before_reading(tmp_path, monkeypatch):
+    monkeypatch.setattr(artifact, "MAX_BYTES", 1000)
+    bad = _zip_with(tmp_path, __program__=_blob("{}"), x=np.zeros(1000))
+    with pytest.raises(InputError, match="declaring"):
+        artifact.read(bad)
+
+
+def test_an_interrupted_write_leaves_the_old_file(good, tmp_path, monkeypatch):
+    program, arrays = artifact.read(good["twohot"])
+    out = tmp_path / "m.hlsnn"
+    artifact.write(out, program, arrays)
+    before = out.read_bytes()
+
+    def boom(fh, **kw):
+        fh.write(b"PK\x03\x04partial")
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(np, "savez", boom)
+    with pytest.raises(OSError):
+        artifact.write(out, program, arrays)
+    assert out.read_bytes() == before
+    assert [f.name for f in tmp_path.iterdir()] == ["m.hlsnn"]          # no temporary left
+    with pytest.raises(OSError):
+        artifact.write(tmp_path / "new.hlsnn", program, arrays)
+    assert not (tmp_path / "new.hlsnn").exists()
+
+
+# ------------------------------------------------------------------ names in generated text
+
+EVIL = 'x\n__attribute__((constructor)) static void pwn() { __builtin_trap(); }\n// ??/\n*/ /* \\'
+
+
+def _lowered(path, name=None, op_name=None):
+    from hlsnn.compiled import netmode
+    net = netmode.lower(*artifact.read(path))
+    if name is not None:
+        net.name = name
+    if op_name is not None:
+        for op in net.ops:
+            op.name = op_name + op.name
+    return net
+
+
+@pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
+def test_hostile_names_reach_generated_cxx_only_reduced(good, tmp_path, which):
+    from hlsnn.compiled import bfpkernel, netkernel, sparsekernel
+    render = {"twohot": netkernel.render, "fixed8": sparsekernel.render, "bfp8": bfpkernel.render}[which]
+    net = _lowered(good[which], name=EVIL, op_name=EVIL)
+    net.accel = EVIL
+    files, _, _ = render(net, tmp_path)[:3]
+    for f in files:
+        if f.startswith("include/"):
+            continue
+        text = (tmp_path / f).read_text()
+        assert "pwn" not in text.replace("pwn_", "") or "constructor" not in text.split("pwn")[0][-40:] \
+            or all(line.lstrip().startswith("//") for line in text.splitlines() if "pwn" in line)
+        for line in text.splitlines():
+            if "constructor" in line or "pwn" in line:
+                assert line.lstrip().startswith("//"), (f, line)
+                assert "\\" not in line and "?" not in line and "*" not in line
+        assert text.isascii()
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
+def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_path, monkeypatch, which):
+    """Every network template rendered with hostile names compiles, and its C-simulation runs
+    the network (a global constructor slipped past a comment would trap the process)."""
+    from hlsnn.compiled import bfpkernel, netkernel, netmode, sparsekernel
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
+    render = {"twohot": netkernel.render, "fixed8": sparsekernel.render, "bfp8": bfpkernel.render}[which]
+    cls = {"twohot": netkernel.NetKernel, "fixed8": sparsekernel.SparseNetKernel,
+           "bfp8": bfpkernel.BfpNetKernel}[which]
+    net = _lowered(good[which])
+
+    def hostile(n, out_dir):
+        n2 = copy.copy(n)
+        n2.accel = EVIL
+        n2.ops = [netmode.Op(o.kind, EVIL + o.name, o.ins, o.out, o.f) for o in n.ops]
+        return render(n2, out_dir)
+    kernel = cls(net, builder=lambda n, strict=None: netkernel.build(n, strict=strict, render_fn=hostile)) \
+        if which == "twohot" else None
+    if kernel is None:
+        lib, _ = netkernel.build(net, render_fn=hostile)
+        assert lib.is_file()
+        return
+    x = netmode.quantize_input(net, np.asarray(artifact.read(good[which])[1]["check/x"], np.float64))
+    got = kernel.run(x)
+    want = np.asarray(netmode.run_ints(net, x)).reshape(len(x), -1)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", SLUG_BAD[:8])
+def test_a_program_name_cannot_steer_a_build_folder(good, tmp_path, monkeypatch, name):
+    from hlsnn.compiled import netkernel
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
+    net = _lowered(good["twohot"], name=name)
+    before = set(os.listdir(tmp_path))
+    with pytest.raises(InputError, match="not a valid name"):
+        netkernel.build(net, out_root=tmp_path / "build" / "netkernel")
+    assert set(os.listdir(tmp_path)) - before <= {"build"}
+    leftovers = [p for p in (tmp_path / "build").rglob("*") if p.is_file()] if (tmp_path / "build").exists() else []
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("name", ["ok", "a-b.c", "x@1+2"])
+def test_names_that_are_folder_names_pass(name):
+    from hlsnn.names import check_slug, comment
+    assert check_slug("n", name) == name
+    assert comment(name) == name
+
+
+@pytest.mark.parametrize("text", HOSTILE_NAMES + [EVIL, "a*/b", "??/", "a\\", "名前"])
+def test_comment_form_cannot_leave_a_comment(text):
+    from hlsnn.names import comment
+    c = comment(text)
+    assert c.isascii() and "\n" not in c and "\r" not in c and "\\" not in c and "?" not in c and "*" not in c
+    assert len(c) <= 200
+
+
+# ------------------------------------------------------------------ the last check before C
+
+@pytest.mark.parametrize("field,value", [("pads", (-1, 0, 0, 0)), ("sh", 0), ("sw", -1), ("oh", 99), ("kh", 0),
+                                         ("group", 0), ("bias", np.zeros(3, np.int64)), ("shift", np.full(8, 70)),
+                                         ("codes", np.zeros((8, 2, 3, 3), np.int64)), ("c", 10 ** 9)])
+def test_check_ops_refuses_fields_the_c_helpers_cannot_take(good, field, value):
+    from hlsnn.compiled import netmode
+    net = _lowered(good["twohot"])
+    op = next(o for o in net.ops if o.kind == "conv")
+    op.f[field] = value
+    with pytest.raises(InputError, match=f"op {op.name}"):
+        netmode.check_ops(net)
+
+
+@pytest.mark.parametrize("field,value", [("sa", 40), ("sb", -1), ("shift", 99), ("hw", 0)])
+def test_check_ops_refuses_undefined_add_shifts(field, value):
+    from hlsnn.compiled import netmode
+    op = netmode.Op("add", "add1", ["a", "b"], "c", dict(c=4, hw=4, sa=0, sb=1, shift=2))
+    op.f[field] = value
+    net = netmode.NetProgram("n", [op], {}, {}, {}, [], {}, "acc", {})
+    with pytest.raises(InputError, match="op add1"):
+        netmode.check_ops(net)
+
+
+# ------------------------------------------------------------------ run inputs (5)
+
+@pytest.mark.parametrize("case", ["fifo", "folder", "empty batch", "nan", "npz", "text", "object"])
+def test_run_refuses_bad_inputs_in_one_line(good, tmp_path, capsys, case):
+    from hlsnn.cli import main
+    x = tmp_path / "x.npy"
+    if case == "fifo":
+        os.mkfifo(x)
+    elif case == "folder":
+        x.mkdir()
+    elif case == "empty batch":
+        np.save(x, np.zeros((0, 1, 8, 8)))
+    elif case == "nan":
+        np.save(x, np.full((2, 1, 8, 8), np.nan))
+    elif case == "npz":
+        with open(x, "wb") as fh:
+            np.savez(fh, a=np.zeros(3))
+    elif case == "text":
+        x.write_text("1 2 3")
+    else:
+        np.save(x, np.array([None, 1], dtype=object), allow_pickle=True)
+    assert main(["run", str(good["twohot"]), "--input", str(x), "--target", "emu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and "--input" in err or "input" in err
+
+
+def test_run_refuses_a_damaged_model_in_one_line(tmp_path, capsys):
+    from hlsnn.cli import main
+    m = tmp_path / "m.hlsnn"
+    m.write_bytes(b"PK\x03\x04" + b"\0" * 40)
+    np.save(tmp_path / "x.npy", np.zeros((1, 1, 8, 8)))
+    assert main(["run", str(m), "--input", str(tmp_path / "x.npy"), "--target", "emu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and "not a compiled model" in err
+
+
+# ------------------------------------------------------------------ regression data (5)
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_non_finite_regression_targets_are_refused(tmp_path, bad, split):
+    from hlsnn.deploy import datasets
+    y = np.zeros((4, 2))
+    y[1, 1] = bad
+    arrays = {"x_train": np.zeros((4, 3)), "y_train": np.zeros((4, 2)), "x_test": np.zeros((4, 3)),
+              "y_test": np.zeros((4, 2)), f"y_{split}": y}
+    np.savez(tmp_path / "d.npz", **arrays)
+    with pytest.raises(InputError, match=f"y_{split} has 1 non-finite"):
+        datasets.load(tmp_path / "d.npz")
+
+
+def test_integer_regression_targets_are_used_not_dropped():
+    from hlsnn.deploy.evaluate import _targets
+    y_ref = np.zeros((3, 2))
+    got = _targets("d", np.array([[1, 2], [3, 4], [5, 6]]), y_ref)
+    assert got.dtype == np.float64 and got.tolist() == [[1, 2], [3, 4], [5, 6]]
+    with pytest.raises(InputError, match="non-finite"):
+        _targets("d", np.array([[1.0, np.nan]] * 3), y_ref)
+
+
+# ------------------------------------------------------------------ unbounded memory (4)
+
+class _Dense:
+    kind, group, name = "dense", 1, "fc_huge"
+
+    def __init__(self, k, n=2):
+        rng = np.random.default_rng(0)
+        self.w = rng.standard_normal((n, k))
+        self.b = np.zeros(n)
+
+
+def test_a_dense_layer_of_40960_inputs_fits_without_its_gram(monkeypatch):
+    """K = 40,960 would need a 12.5 GiB K x K Gram; beyond MAX_FEEDBACK_K none is built (a
+    Gram helper that is called fails the test), and the bias correction uses the exact means."""
+    from hlsnn.deploy import shift_fit
+    from hlsnn.formats import shift_codes as codes
+    monkeypatch.setattr(shift_fit, "_grams", lambda *a: pytest.fail("a Gram was built"))
+    layer, k = _Dense(40960), 40960
+    x = np.random.default_rng(1).integers(-128, 128, (4, k)).astype(np.int64)
+    tab = codes.table("twohot", 4, 0)
+    values, bias = shift_fit.fit_layer(layer, x, 6, np.full((2, 1), 8), tab)
+    assert values.shape == (2, k)
+    near = shift_fit.nearest_values(np.ldexp(layer.w, 8)[None], tab)[0]
+    assert np.array_equal(values, near)
+    want = layer.b + (layer.w - np.ldexp(near, -8)) @ np.ldexp(x.mean(axis=0), -6)
+    np.testing.assert_allclose(bias, want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_gram_beyond_the_bound_is_refused_naming_the_layer(monkeypatch):
+    from hlsnn.deploy import shift_fit
+    from hlsnn.formats import shift_codes as codes
+    monkeypatch.setattr(shift_fit, "MAX_GRAM_BYTES", 1000)
+    layer = _Dense(64)
+    with pytest.raises(InputError, match=r"layer fc_huge: .*1 x 64 x 64 float64"):
+        shift_fit.fit_layer(layer, np.ones((4, 64), np.int64), 6, np.full((2, 1), 8), codes.table("twohot", 4, 0))
+
+
+# ------------------------------------------------------------------ round-two leftovers (6)
+
+@pytest.mark.parametrize("bias_shape", [(3,), (2, 4), (5,)])
+def test_gemm_with_a_wrong_length_bias_is_a_model_error(tmp_path, bias_shape):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from hlsnn.deploy.onnx_import import load_onnx
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "W")
+    b = numpy_helper.from_array(np.ones(bias_shape, np.float32), "B")
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "W", "B"], ["y"], name="gemm")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+    onnx.save(m, tmp_path / "m.onnx")
+    from hlsnn.errors import UnsupportedModelError
+    with pytest.raises((InputError, UnsupportedModelError), match="gemm .*bias 'B'"):
+        load_onnx(tmp_path / "m.onnx")
+
+
+@pytest.mark.parametrize("where", ["node", "tensor", "initializer", "input", "output"])
+@pytest.mark.parametrize("name", ["a\nb", "a\x00b", "x" * 300])
+def test_hostile_onnx_names_are_refused_at_import(tmp_path, where, name):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from hlsnn.deploy.onnx_import import load_onnx
+    n = {k: (name if k == where else k) for k in ("node", "tensor", "initializer", "input", "output")}
+    w = numpy_helper.from_array(np.ones((4, 2), np.float32), n["initializer"])
+    nodes = [helper.make_node("MatMul", [n["input"], n["initializer"]], [n["tensor"]], name=n["node"]),
+             helper.make_node("Relu", [n["tensor"]], [n["output"]], name="relu")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n["input"], TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info(n["output"], TensorProto.FLOAT, ["N", 2])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+    onnx.save(m, tmp_path / "m.onnx")
+    with pytest.raises(InputError) as e:
+        load_onnx(tmp_path / "m.onnx")
+    assert "\n" not in str(e.value)
+
+
+def test_a_library_without_the_kernels_functions_names_the_compiler(tmp_path):
+    from hlsnn.csim import require_symbols
+    lib = ctypes.CDLL("libm.so.6")
+    with pytest.raises(CsimError, match=r"C\+\+ compiler .* reported success"):
+        require_symbols(lib, tmp_path / "libnet.so", ("hlsnn_net_run",))
+
+
+def test_a_compiler_that_writes_an_empty_library_is_named(good, tmp_path, monkeypatch):
+    from hlsnn import csim
+    from hlsnn.compiled import netkernel
+    fake = tmp_path / "fake-cxx"
+    fake.write_text('#!/bin/sh\nwhile [ "$#" -gt 0 ]; do if [ "$1" = -o ]; then : > "$2"; fi; shift; done\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(csim, "compiler", lambda: str(fake))
+    with pytest.raises(CsimError, match="fake-cxx"):
+        netkernel.build(_lowered(good["twohot"]), out_root=tmp_path / "nk")
