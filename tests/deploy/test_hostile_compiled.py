@@ -77,6 +77,11 @@ PROGRAM_CASES = {
     "model newline": top("model", "m\nx"),
     "assignment not str": top("assignment", 3),
     "stem traversal": lambda p, a: next(iter(p["accels"].values())).__setitem__("stem", "../../x"),
+    "accel key traversal": lambda p, a: p.__setitem__("accels", {"../x": v for v in p["accels"].values()}),
+    "calibration missing": drop("calibration"),
+    "calibration images string": lambda p, a: p["calibration"].__setitem__("images", "128"),
+    "quantized_by newline": lambda p, a: p["input"].__setitem__("quantized_by", "conv\n1"),
+    "format_name newline": conv1("format_name", "two\nhot"),
     "host_after newline": lambda p, a: p["output"].__setitem__("host_after", ["soft\nmax"]),
     "duplicate layer": lambda p, a: p["layers"].insert(1, copy.deepcopy(p["layers"][0])),
     # structure
