@@ -622,3 +622,25 @@ def test_a_compiler_that_writes_an_empty_library_is_named(good, tmp_path, monkey
     monkeypatch.setattr(csim, "compiler", lambda: str(fake))
     with pytest.raises(CsimError, match="fake-cxx"):
         netkernel.build(_lowered(good["twohot"]), out_root=tmp_path / "nk")
+
+
+@pytest.mark.parametrize("case", ["suffix", "no folder", "full disk"])
+def test_run_output_is_checked_first_and_written_whole(good, tmp_path, capsys, monkeypatch, case):
+    from hlsnn.cli import main
+    x = tmp_path / "x.npy"
+    np.save(x, artifact.read(good["twohot"])[1]["check/x"])
+    out = {"suffix": tmp_path / "y.txt", "no folder": tmp_path / "nope" / "y.npy", "full disk": tmp_path / "y.npy"}[case]
+    if case == "full disk":
+        real = np.save
+
+        def boom(fh, a, *k, **kw):
+            if not isinstance(fh, (str, os.PathLike)) and getattr(fh, "name", "").startswith(str(tmp_path / ".y")):
+                fh.write(b"\x93NUMPY partial")
+                raise OSError(28, "No space left on device")
+            return real(fh, a, *k, **kw)
+        monkeypatch.setattr(np, "save", boom)
+    rc = main(["run", str(good["twohot"]), "--input", str(x), "--target", "emu", "--output", str(out)])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".y")]
