@@ -82,6 +82,10 @@ PROGRAM_CASES = {
     "calibration images string": lambda p, a: p["calibration"].__setitem__("images", "128"),
     "quantized_by newline": lambda p, a: p["input"].__setitem__("quantized_by", "conv\n1"),
     "format_name newline": conv1("format_name", "two\nhot"),
+    "nested 40 deep": lambda p, a: _layer(p, "pool1")["attrs"].__setitem__("x", __import__("functools").reduce(
+        lambda acc, _: [acc], range(40), 0)),
+    "NaN in attrs": lambda p, a: _layer(p, "pool1")["attrs"].__setitem__("alpha", float("nan")),
+    "inf in calibration": lambda p, a: p["calibration"].__setitem__("x", float("inf")),
     "host_after newline": lambda p, a: p["output"].__setitem__("host_after", ["soft\nmax"]),
     "duplicate layer": lambda p, a: p["layers"].insert(1, copy.deepcopy(p["layers"][0])),
     # structure

@@ -125,8 +125,31 @@ def validate(program, arrays, source="compiled model"):
                          ) from None
 
 
+MAX_DEPTH = 32          # nesting of the program's JSON (a shipped model's is 6)
+MAX_NODES = 1 << 20     # values in the program's JSON
+
+
+def _walk(p):
+    """Every value of the program, iteratively: nesting at most :data:`MAX_DEPTH` (code that
+    recurses over it cannot hit Python's recursion limit), at most :data:`MAX_NODES` values,
+    every float finite (JSON's ``NaN`` and ``1e999`` parse to floats no rule can use)."""
+    stack, n = [(p, 0, "the program")], 0
+    while stack:
+        v, d, where = stack.pop()
+        n += 1
+        if d > MAX_DEPTH or n > MAX_NODES:
+            _fail(where, f"nested deeper than {MAX_DEPTH} or more than {MAX_NODES:,} values")
+        if isinstance(v, float) and not math.isfinite(v):
+            _fail(where, f"{v} (every number in a compiled model is finite)")
+        if isinstance(v, dict):
+            stack.extend((x, d + 1, f"{where}.{k}"[:120]) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1, f"{where}[{i}]"[:120]) for i, x in enumerate(v))
+
+
 def _validate(p, arrays):
     _dict("the program", p)
+    _walk(p)
     try:
         check_slug("name", _key(p, "name", "the program"))
     except InputError as e:
