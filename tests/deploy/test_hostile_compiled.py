@@ -648,3 +648,17 @@ def test_run_output_is_checked_first_and_written_whole(good, tmp_path, capsys, m
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".y")]
+
+
+@pytest.mark.parametrize("name", ["a--b", "x-", EVIL])
+def test_the_network_overlays_hwh_stays_well_formed_xml(tmp_path, name):
+    import xml.etree.ElementTree as ET
+    from hlsnn.build.hwh_net import render_net_hwh
+    from hlsnn.runtime import Accelerator
+    cfg = Accelerator("shift8_pynq-z2", "emu").config
+    path = render_net_hwh(cfg, tmp_path / "n.hwh", network=name)
+    ET.parse(path)                                        # well-formed
+    text = path.read_text()
+    assert "pwn" not in text or all("<!--" in line or "-->" in line or "Generated" in line
+                                    for line in text.splitlines() if "pwn" in line)
+    assert text.count("<!--") == text.count("-->")
