@@ -662,3 +662,18 @@ def test_the_network_overlays_hwh_stays_well_formed_xml(tmp_path, name):
     assert "pwn" not in text or all("<!--" in line or "-->" in line or "Generated" in line
                                     for line in text.splitlines() if "pwn" in line)
     assert text.count("<!--") == text.count("-->")
+
+
+@pytest.mark.parametrize("flag", ["--input", "--weights"])
+def test_the_layer_run_refuses_a_fifo(tmp_path, capsys, flag):
+    from hlsnn.cli import main
+    fifo = tmp_path / "p.npy"
+    os.mkfifo(fifo)
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((2, 16), np.float32))
+    args = ["run", "bfp8_zcu104", "--target", "emu", "--input", str(fifo if flag == "--input" else x)]
+    if flag == "--weights":
+        args += ["--weights", str(fifo)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a regular file" in err and len(err.splitlines()) == 1
