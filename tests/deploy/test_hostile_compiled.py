@@ -677,3 +677,30 @@ def test_the_layer_run_refuses_a_fifo(tmp_path, capsys, flag):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert "not a regular file" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("template", ["run_hls_net.tcl.j2", "bd.tcl.j2"])
+def test_hostile_names_reach_generated_tcl_only_reduced(tmp_path, template):
+    """The network overlay's TCL as ``hlsnn build NAME.hlsnn`` renders it (netflow: the name
+    through :func:`hlsnn.names.comment`): the hostile text stays on comment lines, and the
+    script is complete TCL (no brace or bracket left open)."""
+    import shutil
+    import subprocess
+    from hlsnn import codegen
+    from hlsnn.build.flow import bd_context
+    from hlsnn.names import comment
+    from hlsnn.runtime import Accelerator
+    cfg = Accelerator("shift8_pynq-z2", "emu").config
+    name = "x\nexec touch /tmp/pwned ;# } { [exec id] \\"
+    ctx = ({"ip_name": "n", "network": comment(name), "project": "p", "top": "net_top", "kernel_cpp": "network.cpp",
+            "clock_period_ns": 10.0} if template == "run_hls_net.tcl.j2"
+           else dict(bd_context(cfg), network=comment(name), net_name="n", net_vlnv="hlsnn.org:hls:n:1.0"))
+    out = codegen.render_extra(cfg, template, tmp_path / "t.tcl", ctx)
+    text = out.read_text()
+    assert "touch" in text
+    for line in text.splitlines():
+        if "touch" in line:
+            assert line.lstrip().startswith("#") and not line.rstrip().endswith("\\") and "{" not in line
+    if shutil.which("tclsh"):
+        got = subprocess.run(["tclsh"], input=f"puts [info complete {{{text}}}]\n", capture_output=True, text=True)
+        assert got.stdout.strip() == "1", got.stderr
