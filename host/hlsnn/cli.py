@@ -346,12 +346,18 @@ def cmd_run(args):
     from .runtime import Accelerator
     from .errors import InputError
 
+    import zipfile
     from pathlib import Path
 
     def load(path, what):
+        src = Path(path)
+        if not src.is_file():                 # a FIFO or a device would block or never end (issue 47)
+            kind = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
+                else "no such file"
+            raise InputError(f"--{what} {path}: {kind}; give a .npy file (numpy.save)")
         try:
             a = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
+        except (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
             raise InputError(f"--{what} {path}: cannot be read as a .npy array ({exc})") from None
         if not isinstance(a, np.ndarray):                  # an .npz archive
             a.close()

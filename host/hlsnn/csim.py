@@ -71,7 +71,19 @@ def cxx_flags() -> tuple:
     opt = os.environ.get("HLSNN_CSIM_OPT", "-O2")
     if opt not in CSIM_OPT_LEVELS:
         raise InputError(f"HLSNN_CSIM_OPT = {opt!r}: must be one of {', '.join(CSIM_OPT_LEVELS)}")
-    return tuple(opt if f == "-O2" else f for f in CXX_FLAGS)
+    flags = tuple(opt if f == "-O2" else f for f in CXX_FLAGS)
+    if os.environ.get("HLSNN_CSIM_SANITIZE", "").strip().lower() in ("1", "on", "yes", "true"):
+        flags += SANITIZE_FLAGS          # part of every library's cache key: never the ordinary build's
+    return flags
+
+
+#: Added by ``HLSNN_CSIM_SANITIZE=1`` (CI's ``.ci/sanitize``): the C-simulation under
+#: AddressSanitizer and UBSan, an undefined operation aborting the process (Python preloads
+#: libasan, as for the emulator's helpers: :data:`hlsnn.native.SANITIZE_FLAGS`). Without
+#: ``shift-base``: the ap_types headers (``ap_private.h``) left-shift negative values, which
+#: C++20 defines and g++ compiles as such in every mode; shift amounts out of range stay checked.
+SANITIZE_FLAGS = ("-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined", "-fno-sanitize=shift-base",
+                  "-fno-sanitize-recover=undefined")
 
 
 # the strict C-simulation's compile flags (hlsnn/strict.h): a library variant of its own

@@ -77,6 +77,15 @@ PROGRAM_CASES = {
     "model newline": top("model", "m\nx"),
     "assignment not str": top("assignment", 3),
     "stem traversal": lambda p, a: next(iter(p["accels"].values())).__setitem__("stem", "../../x"),
+    "accel key traversal": lambda p, a: p.__setitem__("accels", {"../x": v for v in p["accels"].values()}),
+    "calibration missing": drop("calibration"),
+    "calibration images string": lambda p, a: p["calibration"].__setitem__("images", "128"),
+    "quantized_by newline": lambda p, a: p["input"].__setitem__("quantized_by", "conv\n1"),
+    "format_name newline": conv1("format_name", "two\nhot"),
+    "nested 40 deep": lambda p, a: _layer(p, "pool1")["attrs"].__setitem__("x", __import__("functools").reduce(
+        lambda acc, _: [acc], range(40), 0)),
+    "NaN in attrs": lambda p, a: _layer(p, "pool1")["attrs"].__setitem__("alpha", float("nan")),
+    "inf in calibration": lambda p, a: p["calibration"].__setitem__("x", float("inf")),
     "host_after newline": lambda p, a: p["output"].__setitem__("host_after", ["soft\nmax"]),
     "duplicate layer": lambda p, a: p["layers"].insert(1, copy.deepcopy(p["layers"][0])),
     # structure
@@ -383,13 +392,15 @@ def test_hostile_names_reach_generated_cxx_only_reduced(good, tmp_path, which):
 @pytest.mark.csim
 @pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
 def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_path, monkeypatch, which):
-    """Every network template rendered with hostile names compiles, and its C-simulation runs
-    the network (a global constructor slipped past a comment would trap the process)."""
+    """Every network template rendered with hostile names (the accelerator's, every op's)
+    compiles, and its C-simulation runs the network with the network mode's bits (a global
+    constructor slipped past a comment would trap the process first)."""
     from hlsnn.compiled import bfpkernel, netkernel, netmode, sparsekernel
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
-    render = {"twohot": netkernel.render, "fixed8": sparsekernel.render, "bfp8": bfpkernel.render}[which]
+    mod = {"twohot": netkernel, "fixed8": sparsekernel, "bfp8": bfpkernel}[which]
     cls = {"twohot": netkernel.NetKernel, "fixed8": sparsekernel.SparseNetKernel,
            "bfp8": bfpkernel.BfpNetKernel}[which]
+    render = mod.render
     net = _lowered(good[which])
 
     def hostile(n, out_dir):
@@ -397,16 +408,19 @@ def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_pat
         n2.accel = EVIL
         n2.ops = [netmode.Op(o.kind, EVIL + o.name, o.ins, o.out, o.f) for o in n.ops]
         return render(n2, out_dir)
-    kernel = cls(net, builder=lambda n, strict=None: netkernel.build(n, strict=strict, render_fn=hostile)) \
-        if which == "twohot" else None
-    if kernel is None:
-        lib, _ = netkernel.build(net, render_fn=hostile)
-        assert lib.is_file()
-        return
-    x = netmode.quantize_input(net, np.asarray(artifact.read(good[which])[1]["check/x"], np.float64))
-    got = kernel.run(x)
-    want = np.asarray(netmode.run_ints(net, x)).reshape(len(x), -1)
-    assert np.array_equal(got, want)
+    if which == "twohot":
+        kernel = cls(net, builder=lambda n, strict=None: netkernel.build(n, strict=strict, render_fn=hostile))
+    else:
+        monkeypatch.setattr(mod, "render", hostile)
+        kernel = cls(net)
+    text = (kernel.path.parent / "network_data.h").read_text()
+    assert "constructor" in text                  # the hostile names are there, inside comments only
+    x = np.asarray(artifact.read(good[which])[1]["check/x"], np.float64)
+    for i in range(len(x)):                       # batch 1: bfp's kernel gives the layer path's bits there
+        xq = netmode.quantize_input(net, x[i:i + 1])
+        got = netmode.dequantize(net, kernel.run(xq)).reshape(-1)
+        want = netmode.dequantize(net, netmode.run_ints(net, xq)).reshape(-1)
+        assert np.array_equal(np.asarray(got, np.float64).view(np.uint64), np.asarray(want, np.float64).view(np.uint64))
 
 
 @pytest.mark.parametrize("name", SLUG_BAD[:8])
@@ -612,3 +626,81 @@ def test_a_compiler_that_writes_an_empty_library_is_named(good, tmp_path, monkey
     monkeypatch.setattr(csim, "compiler", lambda: str(fake))
     with pytest.raises(CsimError, match="fake-cxx"):
         netkernel.build(_lowered(good["twohot"]), out_root=tmp_path / "nk")
+
+
+@pytest.mark.parametrize("case", ["suffix", "no folder", "full disk"])
+def test_run_output_is_checked_first_and_written_whole(good, tmp_path, capsys, monkeypatch, case):
+    from hlsnn.cli import main
+    x = tmp_path / "x.npy"
+    np.save(x, artifact.read(good["twohot"])[1]["check/x"])
+    out = {"suffix": tmp_path / "y.txt", "no folder": tmp_path / "nope" / "y.npy", "full disk": tmp_path / "y.npy"}[case]
+    if case == "full disk":
+        real = np.save
+
+        def boom(fh, a, *k, **kw):
+            if not isinstance(fh, (str, os.PathLike)) and getattr(fh, "name", "").startswith(str(tmp_path / ".y")):
+                fh.write(b"\x93NUMPY partial")
+                raise OSError(28, "No space left on device")
+            return real(fh, a, *k, **kw)
+        monkeypatch.setattr(np, "save", boom)
+    rc = main(["run", str(good["twohot"]), "--input", str(x), "--target", "emu", "--output", str(out)])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".y")]
+
+
+@pytest.mark.parametrize("name", ["a--b", "x-", EVIL])
+def test_the_network_overlays_hwh_stays_well_formed_xml(tmp_path, name):
+    import xml.etree.ElementTree as ET
+    from hlsnn.build.hwh_net import render_net_hwh
+    from hlsnn.runtime import Accelerator
+    cfg = Accelerator("shift8_pynq-z2", "emu").config
+    path = render_net_hwh(cfg, tmp_path / "n.hwh", network=name)
+    ET.parse(path)                                        # well-formed
+    text = path.read_text()
+    assert "pwn" not in text or all("<!--" in line or "-->" in line or "Generated" in line
+                                    for line in text.splitlines() if "pwn" in line)
+    assert text.count("<!--") == text.count("-->")
+
+
+@pytest.mark.parametrize("flag", ["--input", "--weights"])
+def test_the_layer_run_refuses_a_fifo(tmp_path, capsys, flag):
+    from hlsnn.cli import main
+    fifo = tmp_path / "p.npy"
+    os.mkfifo(fifo)
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((2, 16), np.float32))
+    args = ["run", "bfp8_zcu104", "--target", "emu", "--input", str(fifo if flag == "--input" else x)]
+    if flag == "--weights":
+        args += ["--weights", str(fifo)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a regular file" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("template", ["run_hls_net.tcl.j2", "bd.tcl.j2"])
+def test_hostile_names_reach_generated_tcl_only_reduced(tmp_path, template):
+    """The network overlay's TCL as ``hlsnn build NAME.hlsnn`` renders it (netflow: the name
+    through :func:`hlsnn.names.comment`): the hostile text stays on comment lines, and the
+    script is complete TCL (no brace or bracket left open)."""
+    import shutil
+    import subprocess
+    from hlsnn import codegen
+    from hlsnn.build.flow import bd_context
+    from hlsnn.names import comment
+    from hlsnn.runtime import Accelerator
+    cfg = Accelerator("shift8_pynq-z2", "emu").config
+    name = "x\nexec touch /tmp/pwned ;# } { [exec id] \\"
+    ctx = ({"ip_name": "n", "network": comment(name), "project": "p", "top": "net_top", "kernel_cpp": "network.cpp",
+            "clock_period_ns": 10.0} if template == "run_hls_net.tcl.j2"
+           else dict(bd_context(cfg), network=comment(name), net_name="n", net_vlnv="hlsnn.org:hls:n:1.0"))
+    out = codegen.render_extra(cfg, template, tmp_path / "t.tcl", ctx)
+    text = out.read_text()
+    assert "touch" in text
+    for line in text.splitlines():
+        if "touch" in line:
+            assert line.lstrip().startswith("#") and not line.rstrip().endswith("\\") and "{" not in line
+    if shutil.which("tclsh"):
+        got = subprocess.run(["tclsh"], input=f"puts [info complete {{{text}}}]\n", capture_output=True, text=True)
+        assert got.stdout.strip() == "1", got.stderr

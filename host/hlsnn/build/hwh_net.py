@@ -105,6 +105,9 @@ def build_net_design(cfg, engine=None, *, network=""):
                                 "HIGHNAME": "C_HIGHADDR", "HIGHVALUE": _hex(hi), "INSTANCE": "ps",
                                 "IS_DATA": "TRUE", "IS_INSTRUCTION": "TRUE", "MASTERBUSINTERFACE": itf,
                                 "MEMTYPE": memtype, "SLAVEBUSINTERFACE": d.hp_port})
+    if network:                              # an XML comment: the reduced name, no "--" (issue 47)
+        from ..names import comment
+        network = comment(network).replace("-", "_")
     what = "the network overlay's block design (hlsnn.build.hwh_net)" + (f" for the compiled model {network}"
                                                                          if network else "")
     return _document(d, (ps, k, intc, smc, rst), what)

@@ -62,6 +62,11 @@ def run_compiled(args):
     """``hlsnn run NAME.hlsnn --input x.npy --target T``: the network on T and on the emulator,
     compared bit for bit (exit 1 on a mismatch)."""
     from .net import load
+    if args.output:                          # before anything runs
+        if not str(args.output).endswith(".npy"):
+            raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
+        from ..paths import out_parent
+        out_parent(args.output)
     src = Path(args.input)
     if not src.is_file():                     # a FIFO or a device would block or never end (issue 47)
         what = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
@@ -99,10 +104,11 @@ def run_compiled(args):
            "path": path_kind, "mismatches": bad, "output_mismatches": bad_y,
            "kernel_starts_per_image": calls / len(x),
            "seconds_per_batch": float(np.median(times)), "host_s_per_image": float(np.median(host)) / len(x)}
-    if args.output:
-        if not str(args.output).endswith(".npy"):
-            raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
-        np.save(args.output, y)
+    if args.output:                          # atomically: a full disk or a kill leaves no half file
+        from ..files import atomic_path
+        with atomic_path(args.output) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, y)
     if args.json:
         print(json.dumps(res))
     else:

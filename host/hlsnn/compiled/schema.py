@@ -125,8 +125,31 @@ def validate(program, arrays, source="compiled model"):
                          ) from None
 
 
+MAX_DEPTH = 32          # nesting of the program's JSON (a shipped model's is 6)
+MAX_NODES = 1 << 20     # values in the program's JSON
+
+
+def _walk(p):
+    """Every value of the program, iteratively: nesting at most :data:`MAX_DEPTH` (code that
+    recurses over it cannot hit Python's recursion limit), at most :data:`MAX_NODES` values,
+    every float finite (JSON's ``NaN`` and ``1e999`` parse to floats no rule can use)."""
+    stack, n = [(p, 0, "the program")], 0
+    while stack:
+        v, d, where = stack.pop()
+        n += 1
+        if d > MAX_DEPTH or n > MAX_NODES:
+            _fail(where, f"nested deeper than {MAX_DEPTH} or more than {MAX_NODES:,} values")
+        if isinstance(v, float) and not math.isfinite(v):
+            _fail(where, f"{v} (every number in a compiled model is finite)")
+        if isinstance(v, dict):
+            stack.extend((x, d + 1, f"{where}.{k}"[:120]) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1, f"{where}[{i}]"[:120]) for i, x in enumerate(v))
+
+
 def _validate(p, arrays):
     _dict("the program", p)
+    _walk(p)
     try:
         check_slug("name", _key(p, "name", "the program"))
     except InputError as e:
@@ -135,12 +158,20 @@ def _validate(p, arrays):
         _label(k, _key(p, k, "the program"))
     _str("rounding", _key(p, "rounding", "the program"), ROUNDINGS)
     _num("overflow_ratio", _key(p, "overflow_ratio", "the program"), 0.0, 1.0)
+    cal = _dict("calibration", _key(p, "calibration", "the program"))
+    _int("calibration.images", _key(cal, "images", "calibration"), 0, 1 << 31)
+    _label("calibration.mode", _key(cal, "mode", "calibration"))
+    if "hlsnn" in p:
+        _label("hlsnn (the version that wrote it)", p["hlsnn"])
     accels = _dict("accels", _key(p, "accels", "the program"))
     if not 1 <= len(accels) <= 16:
         _fail("accels", f"{len(accels)} accelerators (1..16)")
     for name, a in accels.items():
         w = f"accels[{name!r}]"
-        _label(w, name)
+        try:
+            check_slug("accelerator key", name)
+        except InputError as e:
+            raise _Bad(str(e)) from None
         _dict(w, a)
         cfg = _dict(f"{w}.config", _key(a, "config", w))
         _dict(f"{w}.config.board", _key(cfg, "board", f"{w}.config"))
@@ -168,6 +199,8 @@ def _validate(p, arrays):
     if not 1 <= len(shape) <= 3 or _size(shape) > MAX_ELEMS:
         _fail("input.shape", f"{shape}: 1 to 3 dimensions, at most {MAX_ELEMS:,} values")
     shapes = {_label("input.name", _key(inp, "name", "input")): tuple(shape)}
+    if "quantized_by" in inp:
+        _label("input.quantized_by", inp["quantized_by"])
     q = _dict("input.quantization", _key(inp, "quantization", "input"))
     for k in ("frac_bits",):
         if k in q:
@@ -276,6 +309,8 @@ def _engine(w, j, shape, accels, arrays):
     if accels[acc]["engine"] != eng:
         _fail(w, f"engine {eng}, but its accelerator {acc} is {accels[acc]['engine']}")
     _label(f"{w}: format", _key(j, "format", w))
+    if "format_name" in j:
+        _label(f"{w}: format_name", j["format_name"])
     ws = _ints(f"{w}: w_shape", _key(j, "w_shape", w), 2 if kind == "dense" else 4, 1, MAX_ELEMS)
     if _size(ws) > MAX_ELEMS:
         _fail(f"{w}: w_shape", f"{ws}: more than {MAX_ELEMS:,} weights")
