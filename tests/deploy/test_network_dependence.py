@@ -86,7 +86,8 @@ def _shift_kernel(old, new):
      r"loop \w+: bank 'act\[\d\]\[\d+\]' is read and written in the loop with no checked read-after-write "
      r"distance \(HLSNN_MEM\(act, kind, 0\)\)"),
     # a conv that writes the buffer it reads: a pixel's output read by the next pixels' taps
-    (("HLSNN_STORE_AT(act[d.dst][j], obase + pix, v, j);  // 2", "HLSNN_STORE_AT(act[d.src][j], obase + pix, v, j);  // 2"),
+    (("HLSNN_STORE_AT(act[d.dst][j], obase + pix, v, j);  // 2",
+      "HLSNN_STORE_AT(act[d.src][j], obase + pix, v, j);  // 2"),
      r"array 'act\[\d\]\[\d+\]': word \d+ read [1-7] iteration\(s\) after its write in loop NetMac; the pipeline "
      r"needs 8 \(DEPENDENCE inter false"),
 ])

@@ -191,8 +191,8 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
         got = net.logits(x)
         assert net.last_kernel_starts == 1
         k = net._kernel
-        assert k.strict and checked_raw(k.strict_report) == {"act": 8} and all(b["sites"] <= b["ports"]
-                                                               for b in k.strict_report["banks"])
+        assert k.strict and checked_raw(k.strict_report) == {"act": 8}
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
         assert k.counters["NetLoad"] == (6 * int(np.prod(net.input_shape)), 6)
         # the cycle model's iteration counts are the kernel's loop counters
         assert {n: it for n, (it, _) in k.counters.items()} == {

@@ -284,8 +284,8 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
         got = net.logits(x)
         assert net.last_kernel_starts == 1
         k = net._kernel
-        assert k.strict and checked_raw(k.strict_report) == {"act": 12} and all(b["sites"] <= b["ports"]
-                                                               for b in k.strict_report["banks"])
+        assert k.strict and checked_raw(k.strict_report) == {"act": 12}
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
         assert k.strict_report["operators"] == [{"loop": "NetMac", "mul": 128, "div": 0, "dsp": 128}]
         assert {m: it for m, (it, _) in k.counters.items()} == {
             m: n * v for m, v in sparseperf.iterations(net.network, k.tables).items()}

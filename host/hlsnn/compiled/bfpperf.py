@@ -110,10 +110,10 @@ def buffers(net, tables):
 
 #: LUT rules of the datapath model (:func:`datapath`), the layer kernels' (a LUT per bit of a
 #: carry-chain adder, subtractor or ``|.|``; a magnitude compare two bit pairs per LUT6 into the
-#: carry chain, an equality three; a 2:1 select two bits per LUT6, sharing the select; a shifter's stage a 4:1 multiplexer per output bit,
-#: :func:`hlsnn.engines.shift_mac.spec.shifter_luts` where the output grows with the shift)
-#: and one more: a leading-one encoder of ``n`` bits (a priority tree to its index) one LUT
-#: per input bit.
+#: carry chain, an equality three; a 2:1 select two bits per LUT6, sharing the select; a
+#: shifter's stage a 4:1 multiplexer per output bit, :func:`hlsnn.engines.shift_mac.spec.shifter_luts`
+#: where the output grows with the shift) and one more: a leading-one encoder of ``n`` bits (a
+#: priority tree to its index) one LUT per input bit.
 X_BITS = 12           # exponent arithmetic (hlsnn::exp_wide_t)
 
 

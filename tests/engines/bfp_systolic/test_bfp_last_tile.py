@@ -38,3 +38,12 @@ def test_a_last_tile_past_the_banks_last_word_equals_the_emulator(name, n):
     with hlsnn.Accelerator(path, "csim") as c, hlsnn.Accelerator(path, "emu") as e:
         assert csim.strict_default()
         np.testing.assert_array_equal(c.gemm(x, w, bias=b, relu=False), e.gemm(x, w, bias=b, relu=False))
+
+
+@pytest.mark.slow
+def test_the_readme_row_of_bfp8_ultra96v2_runs(capsys):
+    # README: a GEMM of 256x1024x1024 on bfp8_ultra96v2 (n_out 1024, the last tile's shadow rows
+    # 1024-1035 past the banks' last word); it exited 2 with the strict csim's out-of-bounds read
+    from hlsnn.cli import main
+    assert main(["perf", str(accel_config("bfp8_ultra96v2")), "--gemm", "256,1024,1024"]) == 0
+    assert "out of" not in capsys.readouterr().err
