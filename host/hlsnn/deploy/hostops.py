@@ -1,7 +1,8 @@
 """The layers that run on the host, in numpy, on float64 values (NCHW).
 
-MaxPool, GlobalMaxPool, Flatten, Reshape, Relu, Identity, Upsample (a repetition) and zero
-Pad are exact on fixed-point values (they keep the producer's radix point), and so are Clip
+MaxPool, GlobalMaxPool, Flatten, Reshape, Relu, Identity, Upsample (a repetition), zero
+Pad, and RowsToMap / MapToRows (the rows of a token-wise ``MatMul`` as the pixels of a map and
+back: :mod:`hlsnn.deploy.onnx_import`) are exact on fixed-point values (they keep the producer's radix point), and so are Clip
 when its bounds are values of the input's format and Concat when its inputs share one format
 (:func:`out_format`); AveragePool, GlobalAveragePool, Add, BatchNormalization, Scale (``Mul``
 or ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish and Tanh compute new values, which
@@ -17,7 +18,7 @@ from ..errors import InputError
 #: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
 #: Clip, Concat and Pad under the conditions of :func:`out_format`)
 EXACT = ("MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Relu", "Identity", "Dropout", "Upsample", "Clip",
-         "Concat", "Pad")
+         "Concat", "Pad", "RowsToMap", "MapToRows")
 
 
 def _on_grid(v, fmt, side=0):
@@ -132,6 +133,11 @@ def run(layer, inputs):
             if s == 0 and not a.get("allowzero", 0):
                 shape[i] = x.shape[i]
         return x.reshape(shape)
+    if op == "RowsToMap":               # (N, *lead, F) -> (N, F, L, 1): the rows as the pixels of a map
+        return np.ascontiguousarray(np.moveaxis(x.reshape(x.shape[0], -1, x.shape[-1]), 2, 1)[..., None])
+    if op == "MapToRows":               # (N, O, L, 1) -> (N, *lead, O): back to one row per token
+        return np.ascontiguousarray(np.moveaxis(x[..., 0], 1, 2)).reshape((x.shape[0],) + tuple(a["lead"])
+                                                                         + (x.shape[1],))
     if op == "Relu":
         return np.maximum(x, 0)
     if op in ("Identity", "Dropout"):

@@ -13,7 +13,13 @@ Rules (these are what :func:`load_onnx` does, in order):
   column j is class j; with other labels it is unsupported.
 * ``Gemm`` (``alpha``, ``beta``, ``transB``; ``transA = 0``) and ``MatMul`` by a constant
   matrix, followed by an ``Add`` of a constant vector (the bias), become a **dense** layer
-  ``y = x @ w.T + b`` with ``w`` of shape (N, K).
+  ``y = x @ w.T + b`` with ``w`` of shape (N, K). A ``MatMul`` on a tensor of rank > 2 (a
+  ``Linear`` on each token of an (N, T, F) tensor) multiplies every row of its last axis, as
+  ONNX defines it: it becomes the same GEMM over all the rows, a 1x1 **conv** on the rows as the
+  pixels of a ``K x T x 1`` map, between the exact host ops ``RowsToMap`` and ``MapToRows``
+  (:func:`_rows_as_maps`). A ``MatMul`` on an input of unknown rank is unsupported (its rows
+  are unknown), and a ``BatchNormalization`` after a token-wise layer (axis 1 is then the
+  tokens, not the layer's outputs) is never folded into it.
 * ``Conv`` (2-D: any stride, explicit pads, dilation, rectangular kernels, groups including
   depthwise; ``auto_pad`` NOTSET or VALID) becomes a **conv** layer; :mod:`hlsnn.engines.convgeom`
   says how each engine runs it.
@@ -424,18 +430,26 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             if w.ndim != 2:
                 reject(node, f"weight of rank {w.ndim} (need a matrix)")
                 continue
+            rows = None
+            if op == "MatMul":
+                rows = _matmul_rows(shapes.get(node.input[0]), w.shape[0])
+                if isinstance(rows, str):
+                    reject(node, rows)
+                    continue
             wt = np.ascontiguousarray(w.T)  # (N, K)
             out = node.output[0]
             if op == "MatMul":
                 nxt = sole_user(out)
                 if nxt is not None and nxt.op_type == "Add":
                     other = nxt.input[1] if nxt.input[0] == out else nxt.input[0]
-                    if other in consts and np.asarray(consts[other]).size == wt.shape[0]:
+                    c = np.asarray(consts[other]) if other in consts else None
+                    if c is not None and c.size == wt.shape[0] and c.shape[-1:] == (wt.shape[0],):
                         b = np.asarray(consts[other], np.float64).reshape(-1)
                         skip.add(id(nxt))
                         out = nxt.output[0]
             layer = Layer(name, "dense", [node.input[0]], out, op=op, w=wt,
-                          b=np.zeros(wt.shape[0]) if b is None else np.asarray(b, np.float64).reshape(-1))
+                          b=np.zeros(wt.shape[0]) if b is None else np.asarray(b, np.float64).reshape(-1),
+                          attrs={} if rows is None else {"rows": rows})
         elif op == "Conv":
             w = const(node.input[1], node, "weight")
             if w is None:
@@ -503,6 +517,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                                      f"{int(np.sum(np.asarray(consts[node.input[4]]) < 0))} negative value(s); a "
                                      "variance is >= 0")
             if op == "BatchNormalization" and prev is not None and prev.is_engine and not prev.relu \
+                    and "rows" not in prev.attrs \
                     and sole_user(node.input[0]) is node and all(i in consts for i in node.input[1:5]):
                 gamma, beta, mean, var = (np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5])
                 s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))
@@ -542,6 +557,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             produced[layer.output] = layer
     if unsupported:
         raise UnsupportedModelError(str(path), unsupported)
+    layers = _rows_as_maps(layers, output)
     if output not in produced and output != graph_inputs[0].name:
         raise InputError(f"{path}: cannot trace the graph output {output!r} to a layer")
     input_shape = _dims(graph_inputs[0])
@@ -555,6 +571,66 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     return Network(name=path.stem, path=str(path), input=graph_inputs[0].name,
                    input_shape=input_shape, output=output, layers=layers,
                    fixed_batch_one=_dims(graph_inputs[0])[:1] == (1,))
+
+
+def _matmul_rows(shape, k):
+    """How a ``MatMul`` by a constant ``(K, N)`` matrix reads its input of inferred ``shape``:
+    None for a (batch, K) matrix (a dense layer), the leading dimensions between the batch and
+    K (``-1`` for an unknown one) for a tensor of rank > 2, whose every row of K it multiplies
+    (a ``Linear`` on each token of an (N, T, F) tensor), or why it is unsupported."""
+    if shape is None:
+        return ("the input's rank is unknown (shape inference found none): a MatMul multiplies every row of its "
+                "input's last axis, so hlsnn needs the rank to know the rows")
+    if len(shape) < 2:
+        return f"an input of rank {len(shape)}: the first axis is the batch, so the input needs rank 2 or more"
+    if shape[-1] is not None and shape[-1] != k:
+        return f"the input's last axis has {shape[-1]} values, the weight {k} rows"
+    if len(shape) == 2:
+        return None
+    lead = tuple(-1 if d is None else int(d) for d in shape[1:-1])
+    if lead.count(-1) > 1:
+        return f"input of shape {tuple(shape)}: more than one unknown dimension between the batch and the rows"
+    return lead
+
+
+def _rows_as_maps(layers, output):
+    """A dense layer on a tensor of rank > 2 (``attrs["rows"]``, a token-wise ``MatMul``)
+    becomes the same GEMM over all its rows, exactly, as a 1x1 convolution: the rows of each
+    sample, ``(*lead, K)``, are the ``L = prod(lead)`` pixels of a ``K x L x 1`` map
+    (``RowsToMap``), and the conv's ``N x L x 1`` output goes back to ``(*lead, N)``
+    (``MapToRows``). Every engine computes a 1x1 conv as a GEMM over the pixels with the
+    layer's own weights, bias, ReLU and output rule, so the result is each row's dense layer.
+    A ``MapToRows`` whose only reader is a ``RowsToMap`` (two token-wise layers in a row, the
+    ReLU between them fused) cancels out."""
+    out = []
+    for la in layers:
+        if la.kind != "dense" or "rows" not in la.attrs:
+            out.append(la)
+            continue
+        lead = la.attrs["rows"]
+        n, k = la.w.shape
+        length = int(np.prod(lead)) if -1 not in lead else None
+        to_map = Layer(f"{la.name}/rows_to_map", "host", list(la.inputs), f"{la.name}/map", op="RowsToMap")
+        conv_l = Layer(la.name, "conv", [to_map.output], f"{la.name}/map_out", op=la.op,
+                       w=la.w.reshape(n, k, 1, 1), b=la.b, relu=la.relu, pads=(0, 0, 0, 0), folded=la.folded,
+                       in_hw=None if length is None else (length, 1))
+        back = Layer(f"{la.name}/map_to_rows", "host", [conv_l.output], la.output, op="MapToRows",
+                     attrs={"lead": lead})
+        out += [to_map, conv_l, back]
+    readers = {}
+    for la in out:
+        for i in la.inputs:
+            readers.setdefault(i, []).append(la)
+    drop = set()
+    for la in out:
+        if la.op != "MapToRows" or la.output == output:
+            continue
+        rd = readers.get(la.output, [])
+        if len(rd) == 1 and rd[0].op == "RowsToMap":
+            for user in readers.get(rd[0].output, []):
+                user.inputs = [la.inputs[0] if i == rd[0].output else i for i in user.inputs]
+            drop |= {id(la), id(rd[0])}
+    return [la for la in out if id(la) not in drop]
 
 
 def _shapes(model):
