@@ -140,7 +140,7 @@ def _layout(net, ds_layout):
     shape = net.input_shape
     if ds_layout != "auto":
         return ds_layout
-    return "nchw" if len(shape) == 4 else "flat"
+    return {4: "nchw", 3: "ncl"}.get(len(shape), "flat")
 
 
 def open_accelerators(cfg, target, assignments=None, **target_options):

@@ -1,0 +1,142 @@
+"""Issue 52's models beyond 2-D CNNs, in files PyTorch 2.13 itself wrote
+(``scripts/export_torch_models.py --only beyond``: the default dynamo exporter and
+``dynamo=False`` at opset 17, the batch fixed at 1). PyTorch is not needed here.
+
+The silent wrong result first: a ``Linear`` on each token of an (N, T, F) tensor (``MatMul`` by
+a constant on a rank-3 tensor) is a GEMM over all the rows. Checked against onnxruntime (the
+float outputs, their shape) and, in the fixed-point formats, bit for bit against the same
+weights as a plain dense network run on the (N*T, F) rows, which hlsnn has always computed."""
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper, numpy_helper  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
+from hlsnn.deploy.config import load_deploy_config  # noqa: E402
+from hlsnn.deploy.evaluate import deploy, open_accelerators  # noqa: E402
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
+from hlsnn.errors import UnsupportedModelError  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "torch" / "beyond"
+MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
+MODELS = sorted(MANIFEST["models"])
+FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
+           "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
+
+
+def _onnxruntime(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {inp: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+
+
+def _config(tmp_path, name, model=None, data="digits", layout="auto"):
+    text = (f"name: {name}\nmodel: {model or DATA / (name + '.onnx')}\ndata: {data}\nlayout: {layout}\n"
+            "formats:\n" + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
+            + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def _data(name):
+    return datasets.load("digits", layout=MANIFEST["models"][name]["layout"])
+
+
+def test_the_exports_are_what_the_issue_names():
+    ops = {m: e["ops"] for m, e in MANIFEST["models"].items()}
+    for m in {m.rsplit("_", 1)[0] for m in MODELS}:
+        assert MANIFEST["models"][f"{m}_dynamo"]["export"] == {}
+        assert MANIFEST["models"][f"{m}_ts17"]["export"] == {"dynamo": False, "opset_version": 17}
+    # the token-wise Linear: MatMul (and the bias Add) on the rank-3 tensor, after a Reshape in tokens_clf
+    assert ops["tokenwise_dynamo"] == ["MatMul", "Add", "Relu", "MatMul", "Add"]
+    assert ops["tokens_clf_dynamo"][:2] == ["Reshape", "MatMul"] and ops["tokens_clf_ts17"][1:3] == ["Reshape", "MatMul"]
+    assert MANIFEST["models"]["tokenwise_dynamo"]["output_shape"] == [8, 4]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_imports_without_fallback_and_equals_onnxruntime(name):
+    net = load_onnx(DATA / f"{name}.onnx")
+    assert not any(la.op == "fallback" for la in net.layers)
+    x = _data(name).x_test[:16]
+    ref = _onnxruntime(DATA / f"{name}.onnx", x)
+    y = float_forward(net, x)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+def _rows_model(src, path):
+    """The token-wise model's weights as a plain (rows, 8) -> (rows, 4) dense network."""
+    g = onnx.load(str(src)).graph
+    mats = [numpy_helper.to_array(t) for t in g.initializer if numpy_helper.to_array(t).ndim == 2]
+    vecs = [numpy_helper.to_array(t) for t in g.initializer if numpy_helper.to_array(t).ndim == 1]
+    (w1, w2), (b1, b2) = sorted(mats, key=lambda a: a.shape[0]), sorted(vecs, key=len, reverse=True)
+    init = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (w2, "w2"), (b1, "b1"), (b2, "b2"))]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["m1"]), helper.make_node("Add", ["m1", "b1"], ["a1"]),
+             helper.make_node("Relu", ["a1"], ["r1"]), helper.make_node("MatMul", ["r1", "w2"], ["m2"]),
+             helper.make_node("Add", ["m2", "b2"], ["y"])]
+    graph = helper.make_graph(nodes, "rows", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 4])], init)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("name", ["tokenwise_dynamo", "tokenwise_ts17"])
+def test_tokenwise_linear_is_a_gemm_over_every_row_in_every_format(tmp_path, name):
+    """The issue's silent wrong result: (N, 8, 4) in every format, the float model's values,
+    and in two-hot and fixed8 the very bits of the dense network on the (N*8, 8) rows."""
+    ds = _data(name)
+    x_cal, x = ds.x_train[:64], ds.x_test[:48]
+    ref = _onnxruntime(DATA / f"{name}.onnx", x)
+    cfg = load_deploy_config(_config(tmp_path, name))
+    rows = load_onnx(_rows_model(DATA / f"{name}.onnx", tmp_path / "rows.onnx"))
+    np.testing.assert_allclose(float_forward(rows, x.reshape(-1, 8)).reshape(ref.shape), ref, rtol=1e-4, atol=1e-5)
+    net = load_onnx(cfg.model)
+    kinds = [la.kind if la.is_engine else la.op for la in net.layers]
+    assert kinds[-4:] == ["RowsToMap", "conv", "conv", "MapToRows"], kinds
+    accs = open_accelerators(cfg, "emu")
+    try:
+        for fmt in FORMATS:
+            dep = Deployment(net, cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+            dep.calibrate(x_cal)
+            y = dep.run(x)
+            assert y.shape == ref.shape == (48, 8, 4), (fmt, y.shape)
+            err = np.abs(y - ref).max() / np.abs(ref).max()
+            assert err < 0.05, (fmt, err)
+            if fmt != "bfp8":           # a BFP exponent is per sample: a row there is a token, here an image
+                flat = Deployment(rows, cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+                flat.calibrate(x_cal.reshape(-1, 8))
+                np.testing.assert_array_equal(y, flat.run(x.reshape(-1, 8)).reshape(y.shape), err_msg=fmt)
+    finally:
+        for a in accs.values():
+            a.close()
+
+
+@pytest.mark.parametrize("name", ["tokens_clf_dynamo", "tokens_clf_ts17"])
+def test_tokens_classifier_deploys_within_one_point_in_every_format(tmp_path, name):
+    ds = _data(name)
+    float_acc = np.mean(_onnxruntime(DATA / f"{name}.onnx", ds.x_test).argmax(1) == ds.y_test)
+    assert float_acc == pytest.approx(MANIFEST["models"][name]["float_accuracy"])
+    res = deploy(_config(tmp_path, name), "emu")
+    for fmt in FORMATS:
+        acc = res["assignments"][fmt]["accuracy"]
+        assert acc >= float_acc - 0.01, (name, fmt, acc, float_acc)
+
+
+def test_matmul_on_an_input_of_unknown_rank_is_refused_by_name(tmp_path):
+    w = numpy_helper.from_array(np.ones((8, 4), np.float32), "w")
+    # a Squeeze of every axis of length 1 leaves a rank that depends on the symbolic dimensions
+    graph = helper.make_graph([helper.make_node("Squeeze", ["x"], ["s"], name="sq"),
+                               helper.make_node("MatMul", ["s", "w"], ["y"], name="mm")], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", "t", 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 4])], [w])
+    path = tmp_path / "unknown_rank.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(UnsupportedModelError, match=r"mm \(MatMul\): the input's rank is unknown"):
+        load_onnx(path)
