@@ -75,7 +75,7 @@ import numpy as np
 from ..engines.bfp_systolic.emulator import emulate
 from ..errors import InputError
 from ..primitives import msb_index, shift_round_sat
-from .netmode import _chw, maxpool_fields
+from .netmode import _chw, alias_shape, maxpool_fields
 
 
 class NotExact(InputError):
@@ -86,7 +86,7 @@ class NotExact(InputError):
 
 
 #: host ops that change no value (an alias of their input)
-ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout")
+ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
 #: the float64 significand: sums below 2**53 (in units of their finest term) are exact
 EXACT_BITS = 53
 #: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
@@ -125,11 +125,10 @@ def lower(program, arrays):
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                      # host layers after the logits
-            if st == "input":
+            if st == "input" and op not in ALIAS_OPS:
                 raise _why(j, "a host op on the float input")
             if op in ALIAS_OPS:
-                shape = shapes[src] if op in ("Identity", "Dropout") else (int(np.prod(shapes[src])),)
-                state[j["output"]], shapes[j["output"]] = st, shape
+                state[j["output"]], shapes[j["output"]] = st, alias_shape(j, shapes[src])
                 if st == "add":
                     pending[j["output"]] = pending[src]
                 else:
@@ -156,7 +155,7 @@ def lower(program, arrays):
                 pending[j["output"]] = dict(pending[src], relu=True)
                 continue
             if op == "GlobalAveragePool" and st == "add" and pending[src]["p"] is None:
-                c, h, w = shapes[src]
+                c, h, w = _chw(shapes[src])
                 if h * w & (h * w - 1):
                     raise _why(j, f"a mean over {h}x{w} pixels (not a power of two) has no exact integer rule")
                 state[j["output"]], shapes[j["output"]] = "add", (c, 1, 1)

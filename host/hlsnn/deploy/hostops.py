@@ -18,7 +18,7 @@ from ..errors import InputError
 #: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
 #: Clip, Concat and Pad under the conditions of :func:`out_format`)
 EXACT = ("MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Relu", "Identity", "Dropout", "Upsample", "Clip",
-         "Concat", "Pad", "RowsToMap", "MapToRows")
+         "Concat", "Pad", "RowsToMap", "MapToRows", "Squeeze", "Unsqueeze")
 
 
 def _on_grid(v, fmt, side=0):
@@ -58,6 +58,11 @@ def _pool(x, a, op):
     -inf). An average counts the padding's zeros when ``count_include_pad`` is 1 and not
     otherwise; cells a ``ceil_mode`` window reaches beyond the bottom/right padding never count.
     """
+    if len(a["kernel_shape"]) == 1 and x.ndim == 3:      # a 1-D pool: the (k, 1) pool of an (N, C, L, 1) map
+        p = list(a.get("pads", [0, 0]))
+        a = dict(a, kernel_shape=[a["kernel_shape"][0], 1], strides=[list(a.get("strides", [1]))[0], 1],
+                 pads=[p[0], 0, p[1], 0])
+        return _pool(x[..., None], a, op)[..., 0]
     kh, kw = a["kernel_shape"]
     sh, sw = a.get("strides", [1, 1])
     t, l, b, r = a.get("pads", [0, 0, 0, 0])
@@ -138,6 +143,10 @@ def run(layer, inputs):
     if op == "MapToRows":               # (N, O, L, 1) -> (N, *lead, O): back to one row per token
         return np.ascontiguousarray(np.moveaxis(x[..., 0], 1, 2)).reshape((x.shape[0],) + tuple(a["lead"])
                                                                          + (x.shape[1],))
+    if op == "Squeeze":
+        return np.squeeze(x, axis=tuple(a["axes"]))
+    if op == "Unsqueeze":
+        return np.expand_dims(x, axis=tuple(a["axes"]))
     if op == "Relu":
         return np.maximum(x, 0)
     if op in ("Identity", "Dropout"):

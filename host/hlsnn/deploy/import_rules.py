@@ -6,7 +6,7 @@ that ``torch.onnx.export``'s default (dynamo, opset 18+: axes, pads and bounds a
 inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attributes) import alike:
 
 * ``ReduceMean`` / ``ReduceMax`` over exactly the spatial axes of a 4-D tensor (2 and 3, or
-  -2 and -1), with or without ``keepdims``: global average / max pooling (``nn.AdaptiveAvgPool2d(1)``
+  -2 and -1), or the length axis (2) of a 3-D one, with or without ``keepdims``: global average / max pooling (``nn.AdaptiveAvgPool2d(1)``
   exports as ``ReduceMean`` at opset 18+). Other axes are unsupported.
 * ``GlobalMaxPool``: global max pooling.
 * ``Clip`` with constant bounds (missing bound: none): a clamp. After a dense or conv layer
@@ -24,6 +24,7 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   a coordinate transformation that makes it a repetition of each pixel (``asymmetric`` with
   ``floor``, or ``half_pixel`` / ``pytorch_half_pixel`` with rounding to the nearest); given
   by ``scales`` or by ``sizes`` that are integer multiples of the input's.
+* ``Squeeze`` / ``Unsqueeze`` by constant axes other than the batch's: moves no value.
 * ``Mul`` / ``Div`` by a constant that is one number or one per channel: folded into the
   preceding dense or conv layer (``w' = w * c``, ``b' = b * c`` per output channel) when the
   layer's output only goes there and the layer has no ReLU or every ``c`` is positive;
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 OPS = ("ReduceMean", "ReduceMax", "GlobalMaxPool", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Pad",
-       "Concat", "Resize", "Upsample", "Mul", "Div")
+       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze")
 
 #: nearest-neighbour Resize modes that repeat each pixel ``s`` times for an integer scale ``s``
 _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
@@ -69,6 +70,8 @@ def _const_input(node, i, consts):
 
 
 def _spatial_axes(axes, rank):
+    if rank == 3:                                   # (N, C, L): the length axis
+        return sorted(int(a) % 3 for a in axes) == [2]
     if rank is not None and rank != 4:
         return False
     return sorted(int(a) % 4 for a in axes) == [2, 3]
@@ -89,9 +92,11 @@ def host_rule(node, a, consts, shapes):
                 return "the axes input must be a constant"
             axes = None if c is None else c.reshape(-1).tolist()
         if not axes:
-            return f"{op} over every axis: only over the spatial axes (2, 3) of an NCHW tensor (global pooling)"
+            return (f"{op} over every axis: only over the spatial axes (2, 3) of an NCHW tensor or the length axis "
+                    "(2) of an NCL one (global pooling)")
         if not _spatial_axes(axes, rank):
-            return f"axes {list(axes)}: only the spatial axes (2, 3) of an NCHW tensor (global pooling)"
+            return (f"axes {list(axes)}: only the spatial axes (2, 3) of an NCHW tensor or the length axis (2) of an "
+                    "NCL one (global pooling)")
         pool = "GlobalAveragePool" if op == "ReduceMean" else "GlobalMaxPool"
         return HostSpec(pool, {"keepdims": int(a.get("keepdims", 1))}, [x])
     if op == "GlobalMaxPool":
@@ -131,6 +136,8 @@ def host_rule(node, a, consts, shapes):
         return HostSpec("Concat", {"axis": 1}, ins)
     if op in ("Resize", "Upsample"):
         return _resize(node, a, consts, shapes)
+    if op in ("Squeeze", "Unsqueeze"):
+        return _squeeze(node, a, consts, rank)
     if op in ("Mul", "Div"):
         ins = list(node.input)
         if ins[0] in consts and ins[1] not in consts and op == "Mul":
@@ -142,6 +149,29 @@ def host_rule(node, a, consts, shapes):
             return "division by a constant with a zero in it"
         return HostSpec("Scale", {"c": c, "divide": op == "Div"}, [ins[0]])
     return f"no rule for {op}"
+
+
+def _squeeze(node, a, consts, rank):
+    """``Squeeze`` / ``Unsqueeze`` by constant axes (an attribute before opset 13, an input
+    since), never of the batch axis: a host op that moves no value (the dynamo exporter's
+    ``AdaptiveAvgPool1d`` is ``Unsqueeze`` to 4-D, ``ReduceMean``, ``Squeeze``)."""
+    op = node.op_type
+    axes = a.get("axes")
+    if axes is None:
+        c = _const_input(node, 1, consts)
+        if c is False:
+            return "the axes input must be a constant"
+        axes = None if c is None else c.reshape(-1).tolist()
+    if not axes:
+        return f"{op} without axes: give the axes (which ones depend on the batch size otherwise)"
+    out_rank = None if rank is None else rank + (len(axes) if op == "Unsqueeze" else -len(axes))
+    if out_rank is None and any(int(v) < 0 for v in axes):
+        return f"{op} by negative axes {list(axes)} of a tensor of unknown rank"
+    r = rank if op == "Squeeze" else out_rank
+    axes = sorted(int(v) % r if r else int(v) for v in axes)
+    if 0 in axes:
+        return f"{op} of axis 0, the batch: only of the axes after it"
+    return HostSpec(op, {"axes": axes}, [node.input[0]])
 
 
 def _pad(node, a, consts, rank):

@@ -454,6 +454,18 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             w = const(node.input[1], node, "weight")
             if w is None:
                 continue
+            one_d = w.ndim == 3
+            if one_d:                               # Conv1d: the (k, 1) 2-D convolution of an (N, C, L, 1) map
+                why = _conv1d_unsupported(a)
+                if why:
+                    reject(node, why)
+                    continue
+                w = w[..., None]
+                a = dict(a, pads=[int(v) for v in a.get("pads", [0, 0])], strides=list(a.get("strides", [1])) + [1],
+                         dilations=list(a.get("dilations", [1])) + [1])
+                a["pads"] = [a["pads"][0], 0, a["pads"][1], 0]
+                if "kernel_shape" in a:
+                    a["kernel_shape"] = list(a["kernel_shape"]) + [1]
             why = _conv_unsupported(w, a)
             if why:
                 reject(node, why)
@@ -466,14 +478,17 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]      # ONNX: top, left, bottom, right
             src, folded = node.input[0], []
             prev = produced.get(src)
-            if prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 and len(prev.attrs["pads"]) == 8 \
+            if not one_d and prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 and len(prev.attrs["pads"]) == 8 \
                     and not any(prev.attrs["pads"][i] for i in (0, 1, 4, 5)) and sole_user(src) is node:
                 pp = prev.attrs["pads"]                 # a zero Pad of H and W only: the conv's own padding
                 pads = [pads[0] + pp[2], pads[1] + pp[3], pads[2] + pp[6], pads[3] + pp[7]]
                 layers.remove(prev)
                 src, folded = prev.inputs[0], [prev.name]
             hw = shapes.get(src, ())[2:4]
+            if one_d:
+                hw = tuple(hw) + (1,) if len(hw) == 1 else ()
             layer = Layer(name, "conv", [src], node.output[0], op=op, w=np.asarray(w, np.float64), folded=folded,
+                          attrs={"conv1d": True} if one_d else {},
                           in_hw=tuple(hw) if len(hw) == 2 and None not in hw else None,
                           b=np.asarray(b, np.float64).reshape(-1).copy(), pads=tuple(pads),
                           strides=tuple(int(v) for v in a.get("strides", [1, 1])),
@@ -600,10 +615,23 @@ def _rows_as_maps(layers, output):
     (``RowsToMap``), and the conv's ``N x L x 1`` output goes back to ``(*lead, N)``
     (``MapToRows``). Every engine computes a 1x1 conv as a GEMM over the pixels with the
     layer's own weights, bias, ReLU and output rule, so the result is each row's dense layer.
-    A ``MapToRows`` whose only reader is a ``RowsToMap`` (two token-wise layers in a row, the
-    ReLU between them fused) cancels out."""
+    A ``MapToRows`` whose only readers are ``RowsToMap`` (two token-wise layers in a row, the
+    ReLU between them fused) cancels out with them.
+
+    A 1-D convolution (``attrs["conv1d"]``: its weight, pads, strides and dilations already
+    those of the ``(k, 1)`` 2-D convolution) reads its ``(N, C, L)`` input as an ``(N, C, L,
+    1)`` map and gives back ``(N, Z, L')``: two ``Reshape`` host ops around it, which move no
+    value, and cancel out the same way between 1-D convolutions."""
     out = []
     for la in layers:
+        if la.kind == "conv" and la.attrs.get("conv1d"):
+            to_map = Layer(f"{la.name}/as_2d", "host", list(la.inputs), f"{la.name}/map", op="Reshape",
+                           attrs={"shape": (0, 0, -1, 1), "to_2d": True})
+            back = Layer(f"{la.name}/as_1d", "host", [f"{la.name}/map_out"], la.output, op="Reshape",
+                         attrs={"shape": (0, 0, -1), "to_1d": True})
+            la.inputs, la.output = [to_map.output], back.inputs[0]
+            out += [to_map, la, back]
+            continue
         if la.kind != "dense" or "rows" not in la.attrs:
             out.append(la)
             continue
@@ -623,13 +651,15 @@ def _rows_as_maps(layers, output):
             readers.setdefault(i, []).append(la)
     drop = set()
     for la in out:
-        if la.op != "MapToRows" or la.output == output:
+        if not (la.op == "MapToRows" or la.attrs.get("to_1d")) or la.output == output:
             continue
         rd = readers.get(la.output, [])
-        if len(rd) == 1 and rd[0].op == "RowsToMap":
-            for user in readers.get(rd[0].output, []):
-                user.inputs = [la.inputs[0] if i == rd[0].output else i for i in user.inputs]
-            drop |= {id(la), id(rd[0])}
+        if rd and all(r.op == "RowsToMap" if la.op == "MapToRows" else r.attrs.get("to_2d") for r in rd):
+            for r in rd:
+                for user in readers.get(r.output, []):
+                    user.inputs = [la.inputs[0] if i == r.output else i for i in user.inputs]
+                drop.add(id(r))
+            drop.add(id(la))
     return [la for la in out if id(la) not in drop]
 
 
@@ -644,6 +674,14 @@ def _shapes(model):
     g = inferred.graph
     return {v.name: _dims(v) for v in list(g.input) + list(g.value_info) + list(g.output)
             if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
+
+
+def _conv1d_unsupported(a):
+    for key, n in (("strides", 1), ("dilations", 1), ("pads", 2)):
+        v = list(a.get(key, [1] * n if key != "pads" else [0] * n))
+        if len(v) != n:
+            return f"{key} {v}: a 1-D convolution takes {n} integer(s)"
+    return None
 
 
 def _conv_unsupported(w, a):
@@ -662,10 +700,23 @@ def _conv_unsupported(w, a):
 
 
 def _host_unsupported(op, a, node, consts):
+    if op in ("MaxPool", "AveragePool") and len(list(a.get("kernel_shape", []))) == 1:
+        ks, pads = list(a["kernel_shape"]), list(a.get("pads", [0, 0]))
+        if len(pads) != 2 or any(int(p) < 0 or int(p) >= ks[0] for p in pads):
+            return f"pads {pads}: a 1-D pool takes 2, each at least 0 and smaller than the kernel {ks}"
+        if any(d != 1 for d in a.get("dilations", [1])):
+            return "dilated pooling is not supported"
+        if len(list(a.get("strides", [1]))) != 1 or any(int(s) < 1 for s in a.get("strides", [1])):
+            return f"strides {list(a.get('strides'))}: a 1-D pool takes one, at least 1"
+        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+            return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+        if op == "MaxPool" and len(node.output) > 1 and node.output[1]:
+            return "the Indices output of MaxPool is not supported"
+        return None
     if op in ("MaxPool", "AveragePool"):
         ks = list(a.get("kernel_shape", []))
         if len(ks) != 2:
-            return f"kernel_shape {ks}: only 2-D pooling"
+            return f"kernel_shape {ks}: only 1-D and 2-D pooling"
         if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
             return f"auto_pad {a['auto_pad']!r}: give explicit pads"
         if len(list(a.get("pads", [0, 0, 0, 0]))) != 4 or any(int(p) < 0 for p in a.get("pads", [])):
