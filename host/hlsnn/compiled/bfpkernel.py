@@ -143,7 +143,8 @@ def tables(net, pz, pc):
                          f"{p['acc_bits']}")
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
-    hw = lambda s: int(np.prod(s[1:])) if len(s) == 3 else 1                           # noqa: E731
+    from .netmode import _chw
+    hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0), (0, 0, 0, 0)], sum_bits=sum_bits,
