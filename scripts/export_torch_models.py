@@ -290,6 +290,8 @@ def _beyond_models(nn):
     * ``tcresnet``: a 1-D TC-ResNet on (N, 8, 8) (the image's rows as channels): Conv1d 3 taps,
       a residual block with a strided and a dilated Conv1d and a 1x1 shortcut, a grouped
       Conv1d, AdaptiveAvgPool1d(1), Linear -> 10.
+    * ``kws1d``: Conv1d, MaxPool1d, a strided Conv1d with BatchNorm1d, AdaptiveAvgPool1d(1),
+      Linear: a 1-D network every layer of which the network kernels run (no dilation).
     """
     import torch
 
@@ -317,7 +319,11 @@ def _beyond_models(nn):
     tcresnet = nn.Sequential(nn.Conv1d(8, 16, 3, padding=1, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
                              TcBlock(16, 24), nn.Conv1d(24, 24, 3, padding=1, groups=4), nn.ReLU(),
                              nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(24, 10))
+    kws1d = nn.Sequential(nn.Conv1d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool1d(2),
+                          nn.Conv1d(16, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
+                          nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(16, 10))
     return {"tokenwise": (Tokens(False), "ntf", "tokens"),
+            "kws1d": (kws1d, "ncl", "classification"),
             "tokens_clf": (Tokens(True), "flat", "classification"),
             "tcresnet": (tcresnet, "ncl", "classification")}
 
