@@ -193,3 +193,67 @@ def test_conv1d_network_kernel_is_bit_exact_on_csim(tmp_path):
         board = hlsnn.load(out, "csim", network=True)
         np.testing.assert_array_equal(board(ds.x_test[:8]), hlsnn.load(out, "emu", network=False)(ds.x_test[:8]))
         assert board.last_kernel_starts == 1
+
+
+def test_compile_with_host_fallback_stores_the_onnx_node(tmp_path):
+    """``hlsnn compile --host-fallback``: a node no rule covers (here a Softplus) runs on the
+    host with onnx's reference implementation in the compiled model as in the deployment."""
+    import hlsnn
+    from hlsnn.compiled.build import compile_model
+    m = onnx.load(str(DATA / "kws1d_ts17.onnx"))
+    next(n for n in m.graph.node if n.op_type == "Relu").op_type = "Softplus"
+    path = tmp_path / "softplus.onnx"
+    onnx.save(m, str(path))
+    cfg = _config(tmp_path, "softplus", model=path)
+    with pytest.raises(UnsupportedModelError, match=r"Softplus"):
+        compile_model(cfg, "twohot", tmp_path / "no.hlsnn")
+    compile_model(cfg, "twohot", tmp_path / "sp.hlsnn", host_fallback=True)
+    ds = _data("kws1d_ts17")
+    net = load_onnx(path, host_fallback=True)
+    assert [la.op for la in net.layers if la.op == "fallback"] == ["fallback"]
+    accs = open_accelerators(load_deploy_config(cfg), "emu")
+    try:
+        dep = Deployment(net, load_deploy_config(cfg).assignments["twohot"], load_deploy_config(cfg).formats, accs)
+        dep.calibrate(ds.x_train[:128])
+        want = dep.run(ds.x_test[:16])
+    finally:
+        for a in accs.values():
+            a.close()
+    got = hlsnn.load(tmp_path / "sp.hlsnn", "emu")(ds.x_test[:16])      # its self-check passes too
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_assignment_that_raises_gets_its_row_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    """Any exception in one assignment (here a TypeError planted in two-hot's calibration, as
+    the issue's network-mode traceback was) is that assignment's row: the others run, the JSON
+    is printed, the exit status is 1."""
+    from hlsnn.cli import main
+    from hlsnn.deploy import runner
+    real = runner.Deployment.calibrate
+
+    def calibrate(self, x):
+        if self.assignment.name == "twohot":
+            raise TypeError("planted")
+        return real(self, x)
+
+    monkeypatch.setattr(runner.Deployment, "calibrate", calibrate)
+    cfg = _config(tmp_path, "kws1d_ts17")
+    assert main(["deploy", str(cfg), "--target", "emu", "--json", "--test-samples", "40"]) == 1
+    res = json.loads(capsys.readouterr().out)
+    assert res["assignments"]["twohot"]["error"] == "internal error, TypeError: planted"
+    assert res["assignments"]["bfp8"]["accuracy"] > 0.8 and res["assignments"]["fixed8"]["accuracy"] > 0.8
+
+
+def test_deploy_reports_the_compiled_paths_speed(tmp_path, monkeypatch):
+    """Without --per-layer, the test images run with keep=False (the compiled paths)."""
+    from hlsnn.deploy import runner
+    seen = []
+    real = runner.Deployment.run
+
+    def run(self, x, *, calibrate=False, keep=False):
+        seen.append((len(x), calibrate, keep))
+        return real(self, x, calibrate=calibrate, keep=keep)
+
+    monkeypatch.setattr(runner.Deployment, "run", run)
+    deploy(_config(tmp_path, "kws1d_ts17"), "emu", test_samples=40, assignments=["fixed8"])
+    assert (40, False, False) in seen and (40, False, True) not in seen, seen
