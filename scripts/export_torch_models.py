@@ -292,6 +292,11 @@ def _beyond_models(nn):
       Conv1d, AdaptiveAvgPool1d(1), Linear -> 10.
     * ``kws1d``: Conv1d, MaxPool1d, a strided Conv1d with BatchNorm1d, AdaptiveAvgPool1d(1),
       Linear: a 1-D network every layer of which the network kernels run (no dilation).
+    * ``unet_upsample`` / ``unet_convtranspose``: a one-level U-Net (Conv, MaxPool 2, Conv, up
+      by ``nn.Upsample(scale_factor=2)`` and a Conv, or by ``ConvTranspose2d(16, 8, 2,
+      stride=2)``, Concat with the skip, two Convs), trained to reconstruct the digits (MSE).
+    * ``se_cnn``: a depthwise CNN with Hardswish and a squeeze-excite block (``x *
+      sigmoid(...)``: a ``Mul`` of two computed tensors).
     """
     import torch
 
@@ -319,11 +324,39 @@ def _beyond_models(nn):
     tcresnet = nn.Sequential(nn.Conv1d(8, 16, 3, padding=1, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
                              TcBlock(16, 24), nn.Conv1d(24, 24, 3, padding=1, groups=4), nn.ReLU(),
                              nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(24, 10))
+    class UNet(nn.Module):              # one level: encoder, a 2x down and up, a skip Concat
+        def __init__(self, transposed):
+            super().__init__()
+            self.enc = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU())
+            self.mid = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.ReLU())
+            self.up = (nn.ConvTranspose2d(16, 8, 2, stride=2) if transposed
+                       else nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(16, 8, 3, padding=1)))
+            self.dec = nn.Sequential(nn.Conv2d(16, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 1))
+
+        def forward(self, x):
+            e = self.enc(x)
+            return self.dec(torch.cat([torch.relu(self.up(self.mid(e))), e], 1))
+
+    class SE(nn.Module):                # squeeze-excite: x * sigmoid(fc(relu(fc(mean(x)))))
+        def __init__(self, c, r):
+            super().__init__()
+            self.fc = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, r, 1), nn.ReLU(), nn.Conv2d(r, c, 1),
+                                    nn.Sigmoid())
+
+        def forward(self, x):
+            return x * self.fc(x)
+
+    se_cnn = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.Hardswish(),
+                           nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.BatchNorm2d(8), nn.Hardswish(), SE(8, 4),
+                           nn.Conv2d(8, 16, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
     kws1d = nn.Sequential(nn.Conv1d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool1d(2),
                           nn.Conv1d(16, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
                           nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(16, 10))
     return {"tokenwise": (Tokens(False), "ntf", "tokens"),
             "kws1d": (kws1d, "ncl", "classification"),
+            "unet_upsample": (UNet(False), "nchw", "regression"),
+            "unet_convtranspose": (UNet(True), "nchw", "regression"),
+            "se_cnn": (se_cnn, "nchw", "classification"),
             "tokens_clf": (Tokens(True), "flat", "classification"),
             "tcresnet": (tcresnet, "ncl", "classification")}
 
@@ -338,7 +371,9 @@ def export_beyond(torch, nn, ort, datasets):
     for name, (model, layout, task) in _beyond_models(nn).items():
         ds = datasets.load("digits", layout=layout)
         if task == "classification":
-            model = _train(torch, model, ds.x_train.astype(np.float32), ds.y_train, epochs=20)
+            model = _train(torch, model, ds.x_train.astype(np.float32), ds.y_train, epochs=60 if name == "se_cnn" else 20)
+        elif task == "regression":
+            model = _train_ae(torch, model, ds.x_train.astype(np.float32), epochs=40)
         model.eval()
         example = torch.from_numpy(ds.x_test[:1].astype(np.float32))
         for variant, kwargs in TWO_WAYS.items():
@@ -351,6 +386,8 @@ def export_beyond(torch, nn, ort, datasets):
                      "ops": [n.op_type for n in g.node]}
             if task == "classification":
                 entry["float_accuracy"] = float(np.mean(np.argmax(y, axis=1) == ds.y_test))
+            elif task == "regression":
+                entry["float_mse_vs_input"] = float(np.mean((y - ds.x_test) ** 2))
             manifest["models"][f"{name}_{variant}"] = entry
             print(f"{name}_{variant:8s} {entry.get('float_accuracy', '')}  {' '.join(entry['ops'])}")
     (BEYOND / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")

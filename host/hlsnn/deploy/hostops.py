@@ -1,10 +1,11 @@
 """The layers that run on the host, in numpy, on float64 values (NCHW).
 
 MaxPool, GlobalMaxPool, Flatten, Reshape, Relu, Identity, Upsample (a repetition), zero
-Pad, and RowsToMap / MapToRows (the rows of a token-wise ``MatMul`` as the pixels of a map and
+Pad, ZeroStuff (zeros between the pixels: a transposed convolution's input) and RowsToMap /
+MapToRows (the rows of a token-wise ``MatMul`` as the pixels of a map and
 back: :mod:`hlsnn.deploy.onnx_import`) are exact on fixed-point values (they keep the producer's radix point), and so are Clip
 when its bounds are values of the input's format and Concat when its inputs share one format
-(:func:`out_format`); AveragePool, GlobalAveragePool, Add, BatchNormalization, Scale (``Mul``
+(:func:`out_format`); AveragePool, GlobalAveragePool, Add, Mul (a gate of two tensors), BatchNormalization, Scale (``Mul``
 or ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish and Tanh compute new values, which
 the next accelerator layer requantizes at its calibrated radix point; Softmax produces the
 network's float output.
@@ -18,7 +19,7 @@ from ..errors import InputError
 #: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
 #: Clip, Concat and Pad under the conditions of :func:`out_format`)
 EXACT = ("MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Relu", "Identity", "Dropout", "Upsample", "Clip",
-         "Concat", "Pad", "RowsToMap", "MapToRows", "Squeeze", "Unsqueeze")
+         "Concat", "Pad", "RowsToMap", "MapToRows", "Squeeze", "Unsqueeze", "ZeroStuff")
 
 
 def _on_grid(v, fmt, side=0):
@@ -143,6 +144,12 @@ def run(layer, inputs):
     if op == "MapToRows":               # (N, O, L, 1) -> (N, *lead, O): back to one row per token
         return np.ascontiguousarray(np.moveaxis(x[..., 0], 1, 2)).reshape((x.shape[0],) + tuple(a["lead"])
                                                                          + (x.shape[1],))
+    if op == "ZeroStuff":               # s - 1 zeros between the pixels (a transposed convolution's input)
+        sh, sw = a["strides"]
+        n, c, h, w = x.shape
+        y = np.zeros((n, c, (h - 1) * sh + 1, (w - 1) * sw + 1), x.dtype)
+        y[:, :, ::sh, ::sw] = x
+        return y
     if op == "Squeeze":
         return np.squeeze(x, axis=tuple(a["axes"]))
     if op == "Unsqueeze":
@@ -153,6 +160,8 @@ def run(layer, inputs):
         return x
     if op == "Add":
         return inputs[0] + inputs[1]
+    if op == "Mul":                        # a gate: two computed tensors, broadcast within a sample
+        return inputs[0] * inputs[1]
     if op == "BatchNormalization":
         gamma, beta, mean, var = a["params"]
         s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))

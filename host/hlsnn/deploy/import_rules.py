@@ -25,6 +25,7 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   ``floor``, or ``half_pixel`` / ``pytorch_half_pixel`` with rounding to the nearest); given
   by ``scales`` or by ``sizes`` that are integer multiples of the input's.
 * ``Squeeze`` / ``Unsqueeze`` by constant axes other than the batch's: moves no value.
+* ``Mul`` of two computed tensors of one rank (a gate: ``x * sigmoid(...)``): a host op.
 * ``Mul`` / ``Div`` by a constant that is one number or one per channel: folded into the
   preceding dense or conv layer (``w' = w * c``, ``b' = b * c`` per output channel) when the
   layer's output only goes there and the layer has no ReLU or every ``c`` is positive;
@@ -142,6 +143,8 @@ def host_rule(node, a, consts, shapes):
         ins = list(node.input)
         if ins[0] in consts and ins[1] not in consts and op == "Mul":
             ins = [ins[1], ins[0]]
+        if op == "Mul" and ins[0] not in consts and ins[1] not in consts:
+            return _gate(ins, shapes)
         if ins[1] not in consts or ins[0] in consts:
             return f"{op} of two computed tensors: only by a constant"
         c = np.asarray(consts[ins[1]], np.float64)
@@ -149,6 +152,22 @@ def host_rule(node, a, consts, shapes):
             return "division by a constant with a zero in it"
         return HostSpec("Scale", {"c": c, "divide": op == "Div"}, [ins[0]])
     return f"no rule for {op}"
+
+
+def _gate(ins, shapes):
+    """``Mul`` of two computed tensors (a squeeze-excite block's ``x * sigmoid(...)``, a gate):
+    elementwise, with numpy's broadcasting, of one sample's tensors by the same sample's (the
+    batch axis never broadcasts). The product of two fixed-point values is exact in float64,
+    and the next engine layer requantizes it like an ``Add``'s sum; under ``--host-precision
+    quantized`` both operands and the product are fixed point."""
+    sa, sb = shapes.get(ins[0]), shapes.get(ins[1])
+    if sa is not None and sb is not None:
+        if len(sa) != len(sb):
+            return f"Mul of tensors of ranks {len(sa)} and {len(sb)}: only of one rank (a gate broadcasts within it)"
+        for da, db in zip(sa[1:], sb[1:]):
+            if da is not None and db is not None and da != db and 1 not in (da, db):
+                return f"Mul of shapes {tuple(sa)} and {tuple(sb)}: they do not broadcast"
+    return HostSpec("Mul", {}, list(ins))
 
 
 def _squeeze(node, a, consts, rank):

@@ -493,6 +493,31 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                           b=np.asarray(b, np.float64).reshape(-1).copy(), pads=tuple(pads),
                           strides=tuple(int(v) for v in a.get("strides", [1, 1])),
                           dilations=tuple(int(v) for v in a.get("dilations", [1, 1])), group=int(a.get("group", 1)))
+        elif op == "ConvTranspose":
+            w = const(node.input[1], node, "weight")
+            if w is None:
+                continue
+            spec = _conv_transpose(w, a, shapes.get(node.input[0]))
+            if isinstance(spec, str):
+                reject(node, spec)
+                continue
+            wc, strides, pads, dil, group = spec
+            b = np.zeros(wc.shape[0])
+            if len(node.input) > 2 and node.input[2]:
+                b = const(node.input[2], node, "bias")
+                if b is None:
+                    continue
+            src = node.input[0]
+            if strides != (1, 1):              # the stride's zeros between the pixels: an exact host op
+                stuff = Layer(f"{name}/zero_stuff", "host", [src], f"{name}/stuffed", op="ZeroStuff",
+                              attrs={"strides": strides})
+                layers.append(stuff)
+                produced[stuff.output] = stuff
+                src = stuff.output
+            hw = shapes.get(node.input[0], ())[2:4]
+            in_hw = None if len(hw) != 2 or None in hw else ((hw[0] - 1) * strides[0] + 1, (hw[1] - 1) * strides[1] + 1)
+            layer = Layer(name, "conv", [src], node.output[0], op=op, w=wc, b=np.asarray(b, np.float64).reshape(-1).copy(),
+                          pads=pads, strides=(1, 1), dilations=dil, group=group, in_hw=in_hw)
         elif op in rules.OPS:
             spec = rules.host_rule(node, a, consts, shapes)
             if isinstance(spec, str):
@@ -674,6 +699,47 @@ def _shapes(model):
     g = inferred.graph
     return {v.name: _dims(v) for v in list(g.input) + list(g.value_info) + list(g.output)
             if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
+
+
+def _conv_transpose(w, a, shape):
+    """A 2-D ``ConvTranspose`` as the convolution of its zero-stuffed input, exactly (the same
+    products, and products by the stuffed zeros): ``(weight (Z, C/g, kh, kw), strides (1, 1)
+    after stuffing, pads, dilations, group)``, or why it is unsupported.
+
+    ONNX: ``y[co, iy*s - top + ky*d, ...] += x[ci, iy, ...] * W[ci, co, ky, kx]`` with ``W``
+    of shape ``(C, Z/g, kh, kw)``. The input with ``s - 1`` zeros between its pixels
+    (``ZeroStuff``), padded by ``d*(k-1) - top`` before and ``d*(k-1) - bottom +
+    output_padding`` after, convolved at stride 1 and dilation ``d`` with the weight flipped in
+    both axes and its input and output channels swapped per group, gives ``y``."""
+    if w.ndim != 4:
+        return f"only 2-D transposed convolution (weight of rank {w.ndim})"
+    if _s(a.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
+        return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+    if a.get("output_shape") is not None:
+        return "output_shape: give pads and output_padding instead"
+    g = int(a.get("group", 1))
+    c, zg, kh, kw = w.shape
+    if g < 1 or c % g:
+        return f"group = {g}: the {c} input channels must split into {g} groups"
+    st = tuple(int(v) for v in a.get("strides", [1, 1]))
+    dil = tuple(int(v) for v in a.get("dilations", [1, 1]))
+    pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
+    op_ = [int(v) for v in a.get("output_padding", [0, 0])]
+    if len(st) != 2 or len(dil) != 2 or len(pads) != 4 or len(op_) != 2 or min(st + dil) < 1 or min(pads + op_) < 0:
+        return f"strides {list(st)}, dilations {list(dil)}, pads {pads}, output_padding {op_}: 2, 2, 4, 2 integers"
+    if any(o >= max(s, d) for o, s, d in zip(op_, st, dil)):
+        return f"output_padding {op_}: each must be smaller than the stride or the dilation"
+    full = [dil[0] * (kh - 1) - pads[0], dil[1] * (kw - 1) - pads[1],
+            dil[0] * (kh - 1) - pads[2] + op_[0], dil[1] * (kw - 1) - pads[3] + op_[1]]
+    if min(full) < 0:
+        return f"pads {pads}: more than the kernel's reach (dilation * (k - 1)), a crop: not supported"
+    cg = c // g
+    wc = w.reshape(g, cg, zg, kh, kw).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1].reshape(g * zg, cg, kh, kw)
+    return np.ascontiguousarray(wc, np.float64), st, tuple(full), dil, g
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
 
 
 def _conv1d_unsupported(a):
