@@ -361,6 +361,26 @@ def _beyond_models(nn):
             "tcresnet": (tcresnet, "ncl", "classification")}
 
 
+def _beyond_patterns(nn):
+    """The modules whose ONNX patterns docs/deploy-beyond-cnn.md records (untrained, seeded):
+    (module, input shape without the batch)."""
+    class MHA(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.m(x, x, x, need_weights=False)[0]
+
+    return {"p_conv1d": (nn.Conv1d(4, 4, 3, padding=1), (4, 8)),
+            "p_convtranspose2d": (nn.ConvTranspose2d(4, 2, 2, stride=2), (4, 4, 4)),
+            "p_upsample": (nn.Upsample(scale_factor=2), (2, 4, 4)),
+            "p_layernorm": (nn.LayerNorm(8), (4, 8)),
+            "p_gelu": (nn.GELU(), (4, 8)),
+            "p_mha": (MHA(), (4, 8)),
+            "p_encoder": (nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), (4, 8))}
+
+
 def export_beyond(torch, nn, ort, datasets):
     """tests/data/torch/beyond/: issue 52's models, trained briefly on the digits (the
     classifiers), exported both ways, with the op types each export wrote."""
@@ -390,6 +410,22 @@ def export_beyond(torch, nn, ort, datasets):
                 entry["float_mse_vs_input"] = float(np.mean((y - ds.x_test) ** 2))
             manifest["models"][f"{name}_{variant}"] = entry
             print(f"{name}_{variant:8s} {entry.get('float_accuracy', '')}  {' '.join(entry['ops'])}")
+    for name, (model, shape) in _beyond_patterns(nn).items():
+        model.eval()
+        example = torch.randn(1, *shape)
+        for variant, kwargs in TWO_WAYS.items():
+            path = BEYOND / f"{name}_{variant}.onnx"
+            entry = {"task": "pattern", "export": kwargs, "input_shape": list(shape)}
+            try:
+                entry["files"] = _export(torch, model, example, path, kwargs)
+            except Exception as exc:      # noqa: BLE001 - an exporter that fails is what we record
+                entry.update(files=[], export_error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+                print(f"{name}_{variant:8s} export failed: {entry['export_error']}")
+                manifest["models"][f"{name}_{variant}"] = entry
+                continue
+            entry["ops"] = [n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node]
+            manifest["models"][f"{name}_{variant}"] = entry
+            print(f"{name}_{variant:8s} {' '.join(entry['ops'])}")
     (BEYOND / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 

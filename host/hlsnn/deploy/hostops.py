@@ -96,6 +96,11 @@ def _pool(x, a, op):
     return np.nansum(v, axis=(-2, -1)) / counted
 
 
+class _Spec:
+    def __init__(self, op, attrs):
+        self.op, self.attrs = op, attrs
+
+
 def run(layer, inputs):
     """Evaluate host ``layer`` on its input arrays (float64)."""
     op, a, x = layer.op, layer.attrs, inputs[0]
@@ -162,6 +167,26 @@ def run(layer, inputs):
         return inputs[0] + inputs[1]
     if op == "Mul":                        # a gate: two computed tensors, broadcast within a sample
         return inputs[0] * inputs[1]
+    if op == "AddConst":
+        return x + a["c"]
+    if op == "Erf":
+        try:
+            from scipy.special import erf
+        except ImportError:
+            from ..errors import MissingDependency
+            raise MissingDependency('Erf on the host needs scipy: pip install "hlsnn[deploy]"') from None
+        return erf(x)
+    if op == "Gelu":
+        if a.get("approximate", "none") == "tanh":
+            return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1.0 + run(_Spec("Erf", {}), [x / np.sqrt(2.0)]))
+    if op == "LayerNormalization":
+        axes = tuple(range(a["axis"] % x.ndim, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        y = (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=axes, keepdims=True) + a["epsilon"])
+        if a.get("scale") is not None:
+            y = y * a["scale"]
+        return y if a.get("bias") is None else y + a["bias"]
     if op == "BatchNormalization":
         gamma, beta, mean, var = a["params"]
         s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))

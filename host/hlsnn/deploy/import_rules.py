@@ -25,6 +25,10 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   ``floor``, or ``half_pixel`` / ``pytorch_half_pixel`` with rounding to the nearest); given
   by ``scales`` or by ``sizes`` that are integer multiples of the input's.
 * ``Squeeze`` / ``Unsqueeze`` by constant axes other than the batch's: moves no value.
+* ``LayerNormalization`` (constant scale and bias, over axes after the batch), ``Gelu``
+  (exact or tanh) and ``Erf``: on the host, in float64 (``Add`` of a constant, as
+  ``torch.onnx``'s opset-17 GELU and a positional table write it, is a host ``AddConst`` of
+  :mod:`hlsnn.deploy.onnx_import`).
 * ``Mul`` of two computed tensors of one rank (a gate: ``x * sigmoid(...)``): a host op.
 * ``Mul`` / ``Div`` by a constant that is one number or one per channel: folded into the
   preceding dense or conv layer (``w' = w * c``, ``b' = b * c`` per output channel) when the
@@ -41,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 OPS = ("ReduceMean", "ReduceMax", "GlobalMaxPool", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Pad",
-       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze")
+       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf")
 
 #: nearest-neighbour Resize modes that repeat each pixel ``s`` times for an integer scale ``s``
 _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
@@ -139,6 +143,27 @@ def host_rule(node, a, consts, shapes):
         return _resize(node, a, consts, shapes)
     if op in ("Squeeze", "Unsqueeze"):
         return _squeeze(node, a, consts, rank)
+    if op == "Erf":
+        return HostSpec(op, {}, [x])
+    if op == "Gelu":
+        how = _s(a.get("approximate", "none"))
+        if how not in ("none", "tanh"):
+            return f"approximate = {how!r}: none or tanh"
+        return HostSpec(op, {"approximate": how}, [x])
+    if op == "LayerNormalization":
+        axis = int(a.get("axis", -1))
+        if rank is not None and axis % rank == 0:
+            return "LayerNormalization over the batch axis: only over the axes after it"
+        params = []
+        for i, what in ((1, "scale"), (2, "bias")):
+            c = _const_input(node, i, consts)
+            if c is False:
+                return f"the {what} input must be a constant"
+            params.append(None if c is None else np.asarray(c, np.float64))
+        if int(a.get("stash_type", 1)) != 1 or len([o for o in node.output if o]) > 1:
+            return "only the normalized output (no Mean / InvStdDev outputs)"
+        return HostSpec(op, {"axis": axis, "epsilon": float(a.get("epsilon", 1e-5)), "scale": params[0],
+                             "bias": params[1]}, [x])
     if op in ("Mul", "Div"):
         ins = list(node.input)
         if ins[0] in consts and ins[1] not in consts and op == "Mul":

@@ -583,10 +583,22 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             if op == "BatchNormalization":
                 a = dict(a, params=[np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5]])
             if op == "Add":
-                if any(i in consts for i in node.input):
-                    reject(node, "Add of a constant that is not the bias of a MatMul")
+                if all(i in consts for i in node.input):
+                    reject(node, "Add of two constants")
                     continue
-                layer = Layer(name, "host", list(node.input), node.output[0], op=op, attrs=a)
+                if any(i in consts for i in node.input):     # a constant offset (GELU's + 1, a positional table)
+                    x_in, c_in = (node.input[0], node.input[1]) if node.input[1] in consts else node.input[::-1]
+                    c = np.asarray(consts[c_in], np.float64)
+                    shp = shapes.get(x_in)
+                    if shp is not None and c.ndim >= len(shp) and c.shape[c.ndim - len(shp)] not in (1,) + (
+                            (shp[0],) if shp[0] is None else ()):
+                        reject(node, f"Add of a constant of shape {c.shape} to a tensor of shape {tuple(shp)}: the "
+                                     "constant would broadcast over the batch")
+                        continue
+                    _float_param(c, c_in, node, "constant")
+                    layer = Layer(name, "host", [x_in], node.output[0], op="AddConst", attrs={"c": c})
+                else:
+                    layer = Layer(name, "host", list(node.input), node.output[0], op=op, attrs=a)
             else:
                 layer = Layer(name, "host", [node.input[0]], node.output[0], op=op, attrs=a)
         else:
