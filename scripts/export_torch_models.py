@@ -391,7 +391,8 @@ def export_beyond(torch, nn, ort, datasets):
     for name, (model, layout, task) in _beyond_models(nn).items():
         ds = datasets.load("digits", layout=layout)
         if task == "classification":
-            model = _train(torch, model, ds.x_train.astype(np.float32), ds.y_train, epochs=60 if name == "se_cnn" else 20)
+            model = _train(torch, model, ds.x_train.astype(np.float32), ds.y_train,
+                           epochs=60 if name == "se_cnn" else 20)
         elif task == "regression":
             model = _train_ae(torch, model, ds.x_train.astype(np.float32), epochs=40)
         model.eval()

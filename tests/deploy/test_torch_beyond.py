@@ -61,7 +61,8 @@ def test_the_exports_are_what_the_issue_names():
         assert MANIFEST["models"][f"{m}_ts17"]["export"] == {"dynamo": False, "opset_version": 17}
     # the token-wise Linear: MatMul (and the bias Add) on the rank-3 tensor, after a Reshape in tokens_clf
     assert ops["tokenwise_dynamo"] == ["MatMul", "Add", "Relu", "MatMul", "Add"]
-    assert ops["tokens_clf_dynamo"][:2] == ["Reshape", "MatMul"] and ops["tokens_clf_ts17"][1:3] == ["Reshape", "MatMul"]
+    assert ops["tokens_clf_dynamo"][:2] == ["Reshape", "MatMul"]
+    assert ops["tokens_clf_ts17"][1:3] == ["Reshape", "MatMul"]
     assert MANIFEST["models"]["tokenwise_dynamo"]["output_shape"] == [8, 4]
 
 
@@ -186,7 +187,7 @@ def test_conv1d_network_runs_as_one_kernel_start_and_equals_the_layer_path(tmp_p
         np.testing.assert_array_equal(net_path(ds.x_test[:32]), layers(ds.x_test[:32]), err_msg=fmt)
 
 
-@pytest.mark.slow      # the quick suite's test_conv1d_network_runs_as_one_kernel_start... covers the same lowering on emu
+@pytest.mark.slow      # test_conv1d_network_runs_as_one_kernel_start... covers the same lowering on emu
 @pytest.mark.csim
 def test_conv1d_network_kernel_is_bit_exact_on_csim(tmp_path):
     """The network kernel's C++ (C-simulation) on a (C, L) input: the emulator's bits (a
@@ -287,7 +288,8 @@ def _conv_transpose_model(path, c, z, k, strides, pads, out_pad, dil, group, see
     b = rng.normal(size=z).astype(np.float32)
     node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=strides, pads=pads,
                             output_padding=out_pad, dilations=dil, group=group)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, c, 5, 6])],
+    graph = helper.make_graph([node], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, c, 5, 6])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, z, None, None])],
                               [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))

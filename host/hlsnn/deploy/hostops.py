@@ -1,14 +1,15 @@
 """The layers that run on the host, in numpy, on float64 values (NCHW).
 
-MaxPool, GlobalMaxPool, Flatten, Reshape, Relu, Identity, Upsample (a repetition), zero
-Pad, ZeroStuff (zeros between the pixels: a transposed convolution's input) and RowsToMap /
-MapToRows (the rows of a token-wise ``MatMul`` as the pixels of a map and
-back: :mod:`hlsnn.deploy.onnx_import`) are exact on fixed-point values (they keep the producer's radix point), and so are Clip
-when its bounds are values of the input's format and Concat when its inputs share one format
-(:func:`out_format`); AveragePool, GlobalAveragePool, Add, Mul (a gate of two tensors), BatchNormalization, Scale (``Mul``
-or ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish and Tanh compute new values, which
-the next accelerator layer requantizes at its calibrated radix point; Softmax produces the
-network's float output.
+MaxPool, GlobalMaxPool, Flatten, Reshape, Squeeze, Unsqueeze, Relu, Identity, Upsample (a
+repetition), zero Pad, ZeroStuff (zeros between the pixels: a transposed convolution's input)
+and RowsToMap / MapToRows (the rows of a token-wise ``MatMul`` as the pixels of a map and back:
+:mod:`hlsnn.deploy.onnx_import`) are exact on fixed-point values (they keep the producer's radix
+point), and so are Clip when its bounds are values of the input's format and Concat when its
+inputs share one format (:func:`out_format`); AveragePool, GlobalAveragePool, Add, AddConst (an
+``Add`` of a constant), Mul (a gate of two tensors), BatchNormalization, Scale (``Mul`` or
+``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu and
+LayerNormalization compute new values, which the next accelerator layer requantizes at its
+calibrated radix point; Softmax produces the network's float output.
 """
 from __future__ import annotations
 

@@ -478,7 +478,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]      # ONNX: top, left, bottom, right
             src, folded = node.input[0], []
             prev = produced.get(src)
-            if not one_d and prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 and len(prev.attrs["pads"]) == 8 \
+            if not one_d and prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 \
+                    and len(prev.attrs["pads"]) == 8 \
                     and not any(prev.attrs["pads"][i] for i in (0, 1, 4, 5)) and sole_user(src) is node:
                 pp = prev.attrs["pads"]                 # a zero Pad of H and W only: the conv's own padding
                 pads = [pads[0] + pp[2], pads[1] + pp[3], pads[2] + pp[6], pads[3] + pp[7]]
@@ -515,9 +516,11 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 produced[stuff.output] = stuff
                 src = stuff.output
             hw = shapes.get(node.input[0], ())[2:4]
-            in_hw = None if len(hw) != 2 or None in hw else ((hw[0] - 1) * strides[0] + 1, (hw[1] - 1) * strides[1] + 1)
-            layer = Layer(name, "conv", [src], node.output[0], op=op, w=wc, b=np.asarray(b, np.float64).reshape(-1).copy(),
-                          pads=pads, strides=(1, 1), dilations=dil, group=group, in_hw=in_hw)
+            in_hw = None if len(hw) != 2 or None in hw else ((hw[0] - 1) * strides[0] + 1,
+                                                             (hw[1] - 1) * strides[1] + 1)
+            layer = Layer(name, "conv", [src], node.output[0], op=op, w=wc,
+                          b=np.asarray(b, np.float64).reshape(-1).copy(), pads=pads, strides=(1, 1), dilations=dil,
+                          group=group, in_hw=in_hw)
         elif op in rules.OPS:
             spec = rules.host_rule(node, a, consts, shapes)
             if isinstance(spec, str):
