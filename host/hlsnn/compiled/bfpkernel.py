@@ -47,7 +47,7 @@ WIDE_BITS = 54
 #: and :func:`netkernel.pool_or_add`, and the bfp kernel's own group fields
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift")
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single")
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
