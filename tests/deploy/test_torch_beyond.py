@@ -173,13 +173,14 @@ def test_conv1d_imports_as_a_k_by_1_conv_and_the_reshapes_cancel_between_convs()
 
 @pytest.mark.parametrize("name", ["kws1d_dynamo", "kws1d_ts17"])
 def test_conv1d_network_runs_as_one_kernel_start_and_equals_the_layer_path(tmp_path, name):
-    """A 1-D network whose every layer a network kernel runs (two-hot on shift_mac, fixed8 on
-    sparse_cluster) compiles to one kernel start per batch, with the layer path's bits."""
+    """A 1-D network whose every layer a network kernel runs (bfp8 on bfp_systolic, with the
+    global pool of one conv's output; two-hot on shift_mac; fixed8 on sparse_cluster) compiles
+    to one kernel start per batch, with the layer path's bits."""
     import hlsnn
     from hlsnn.compiled.build import compile_model
     ds = _data(name)
     cfg = _config(tmp_path, name)
-    for fmt in ("twohot", "fixed8"):
+    for fmt in ("bfp8", "twohot", "fixed8"):
         out = tmp_path / f"{name}-{fmt}.hlsnn"
         compile_model(cfg, fmt, out)
         net_path, layers = hlsnn.load(out, "emu", network=True), hlsnn.load(out, "emu", network=False)
@@ -196,7 +197,7 @@ def test_conv1d_network_kernel_is_bit_exact_on_csim(tmp_path):
     from hlsnn.compiled.build import compile_model
     ds = _data("kws1d_ts17")
     cfg = _config(tmp_path, "kws1d_ts17")
-    for fmt in ("twohot", "fixed8"):
+    for fmt in ("bfp8", "twohot", "fixed8"):
         out = tmp_path / f"kws1d-{fmt}.hlsnn"
         compile_model(cfg, fmt, out)
         board = hlsnn.load(out, "csim", network=True)
