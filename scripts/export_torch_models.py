@@ -277,14 +277,167 @@ def export_tiny(torch, nn, ort, datasets):
     (TINY / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
+BEYOND = OUT / "beyond"
+
+
+def _beyond_models(nn):
+    """Issue 52's family beyond 2-D CNNs, at tiny widths: (module, data set layout, task).
+
+    * ``tokenwise``: a ``Linear`` on each token of an (N, 8, 8) input (8 tokens of 8 features),
+      ReLU, another per token: the output is (N, 8, 4), untrained (its values are checked).
+    * ``tokens_clf``: the flat digits reshaped inside the model to (N, 8, 8) (the issue's
+      ``Reshape`` before a rank-3 ``MatMul``), two token-wise Linears, Flatten, Linear -> 10.
+    * ``tcresnet``: a 1-D TC-ResNet on (N, 8, 8) (the image's rows as channels): Conv1d 3 taps,
+      a residual block with a strided and a dilated Conv1d and a 1x1 shortcut, a grouped
+      Conv1d, AdaptiveAvgPool1d(1), Linear -> 10.
+    * ``kws1d``: Conv1d, MaxPool1d, a strided Conv1d with BatchNorm1d, AdaptiveAvgPool1d(1),
+      Linear: a 1-D network every layer of which the network kernels run (no dilation).
+    * ``unet_upsample`` / ``unet_convtranspose``: a one-level U-Net (Conv, MaxPool 2, Conv, up
+      by ``nn.Upsample(scale_factor=2)`` and a Conv, or by ``ConvTranspose2d(16, 8, 2,
+      stride=2)``, Concat with the skip, two Convs), trained to reconstruct the digits (MSE).
+    * ``se_cnn``: a depthwise CNN with Hardswish and a squeeze-excite block (``x *
+      sigmoid(...)``: a ``Mul`` of two computed tensors).
+    """
+    import torch
+
+    class Tokens(nn.Module):
+        def __init__(self, head):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 4)
+            self.head = nn.Sequential(nn.Flatten(), nn.Linear(32, 10)) if head else None
+
+        def forward(self, x):
+            y = self.b(torch.relu(self.a(x.reshape(x.shape[0], 8, 8))))
+            return y if self.head is None else self.head(y)
+
+    class TcBlock(nn.Module):
+        def __init__(self, c, z):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv1d(c, z, 3, stride=2, padding=1, bias=False), nn.BatchNorm1d(z),
+                                      nn.ReLU(), nn.Conv1d(z, z, 3, padding=2, dilation=2, bias=False),
+                                      nn.BatchNorm1d(z))
+            self.short = nn.Sequential(nn.Conv1d(c, z, 1, stride=2, bias=False), nn.BatchNorm1d(z))
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + self.short(x))
+
+    tcresnet = nn.Sequential(nn.Conv1d(8, 16, 3, padding=1, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
+                             TcBlock(16, 24), nn.Conv1d(24, 24, 3, padding=1, groups=4), nn.ReLU(),
+                             nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(24, 10))
+    class UNet(nn.Module):              # one level: encoder, a 2x down and up, a skip Concat
+        def __init__(self, transposed):
+            super().__init__()
+            self.enc = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU())
+            self.mid = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.ReLU())
+            self.up = (nn.ConvTranspose2d(16, 8, 2, stride=2) if transposed
+                       else nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(16, 8, 3, padding=1)))
+            self.dec = nn.Sequential(nn.Conv2d(16, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 1))
+
+        def forward(self, x):
+            e = self.enc(x)
+            return self.dec(torch.cat([torch.relu(self.up(self.mid(e))), e], 1))
+
+    class SE(nn.Module):                # squeeze-excite: x * sigmoid(fc(relu(fc(mean(x)))))
+        def __init__(self, c, r):
+            super().__init__()
+            self.fc = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, r, 1), nn.ReLU(), nn.Conv2d(r, c, 1),
+                                    nn.Sigmoid())
+
+        def forward(self, x):
+            return x * self.fc(x)
+
+    se_cnn = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.Hardswish(),
+                           nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.BatchNorm2d(8), nn.Hardswish(), SE(8, 4),
+                           nn.Conv2d(8, 16, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    kws1d = nn.Sequential(nn.Conv1d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool1d(2),
+                          nn.Conv1d(16, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
+                          nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(16, 10))
+    return {"tokenwise": (Tokens(False), "ntf", "tokens"),
+            "kws1d": (kws1d, "ncl", "classification"),
+            "unet_upsample": (UNet(False), "nchw", "regression"),
+            "unet_convtranspose": (UNet(True), "nchw", "regression"),
+            "se_cnn": (se_cnn, "nchw", "classification"),
+            "tokens_clf": (Tokens(True), "flat", "classification"),
+            "tcresnet": (tcresnet, "ncl", "classification")}
+
+
+def _beyond_patterns(nn):
+    """The modules whose ONNX patterns docs/deploy-beyond-cnn.md records (untrained, seeded):
+    (module, input shape without the batch)."""
+    class MHA(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.m(x, x, x, need_weights=False)[0]
+
+    return {"p_conv1d": (nn.Conv1d(4, 4, 3, padding=1), (4, 8)),
+            "p_convtranspose2d": (nn.ConvTranspose2d(4, 2, 2, stride=2), (4, 4, 4)),
+            "p_upsample": (nn.Upsample(scale_factor=2), (2, 4, 4)),
+            "p_layernorm": (nn.LayerNorm(8), (4, 8)),
+            "p_gelu": (nn.GELU(), (4, 8)),
+            "p_mha": (MHA(), (4, 8)),
+            "p_encoder": (nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), (4, 8))}
+
+
+def export_beyond(torch, nn, ort, datasets):
+    """tests/data/torch/beyond/: issue 52's models, trained briefly on the digits (the
+    classifiers), exported both ways, with the op types each export wrote."""
+    import onnx
+    BEYOND.mkdir(parents=True, exist_ok=True)
+    manifest = {"torch": torch.__version__, "models": {}}
+    torch.manual_seed(0)
+    for name, (model, layout, task) in _beyond_models(nn).items():
+        ds = datasets.load("digits", layout=layout)
+        if task == "classification":
+            model = _train(torch, model, ds.x_train.astype(np.float32), ds.y_train,
+                           epochs=60 if name == "se_cnn" else 20)
+        elif task == "regression":
+            model = _train_ae(torch, model, ds.x_train.astype(np.float32), epochs=40)
+        model.eval()
+        example = torch.from_numpy(ds.x_test[:1].astype(np.float32))
+        for variant, kwargs in TWO_WAYS.items():
+            path = BEYOND / f"{name}_{variant}.onnx"
+            files = _export(torch, model, example, path, kwargs)
+            g = onnx.load(str(path), load_external_data=False).graph
+            y = _ort_outputs(ort, path, ds.x_test)
+            entry = {"layout": layout, "task": task, "export": kwargs, "files": files,
+                     "input_shape": list(ds.x_test.shape[1:]), "output_shape": list(y.shape[1:]),
+                     "ops": [n.op_type for n in g.node]}
+            if task == "classification":
+                entry["float_accuracy"] = float(np.mean(np.argmax(y, axis=1) == ds.y_test))
+            elif task == "regression":
+                entry["float_mse_vs_input"] = float(np.mean((y - ds.x_test) ** 2))
+            manifest["models"][f"{name}_{variant}"] = entry
+            print(f"{name}_{variant:8s} {entry.get('float_accuracy', '')}  {' '.join(entry['ops'])}")
+    for name, (model, shape) in _beyond_patterns(nn).items():
+        model.eval()
+        example = torch.randn(1, *shape)
+        for variant, kwargs in TWO_WAYS.items():
+            path = BEYOND / f"{name}_{variant}.onnx"
+            entry = {"task": "pattern", "export": kwargs, "input_shape": list(shape)}
+            try:
+                entry["files"] = _export(torch, model, example, path, kwargs)
+            except Exception as exc:      # noqa: BLE001 - an exporter that fails is what we record
+                entry.update(files=[], export_error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+                print(f"{name}_{variant:8s} export failed: {entry['export_error']}")
+                manifest["models"][f"{name}_{variant}"] = entry
+                continue
+            entry["ops"] = [n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node]
+            manifest["models"][f"{name}_{variant}"] = entry
+            print(f"{name}_{variant:8s} {' '.join(entry['ops'])}")
+    (BEYOND / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
 def main(argv=None) -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("classic", "patterns", "tiny"), action="append",
+    ap.add_argument("--only", choices=("classic", "patterns", "tiny", "beyond"), action="append",
                     help="export only these sets (default: all): classic = issue 16's files, patterns and "
-                         "tiny = issue 32's")
+                         "tiny = issue 32's, beyond = issue 52's")
     args = ap.parse_args(argv)
-    sets = set(args.only or ("classic", "patterns", "tiny"))
+    sets = set(args.only or ("classic", "patterns", "tiny", "beyond"))
     try:
         import torch
         from torch import nn
@@ -297,6 +450,8 @@ def main(argv=None) -> int:
         export_patterns(torch, nn, ort)
     if "tiny" in sets:
         export_tiny(torch, nn, ort, datasets)
+    if "beyond" in sets:
+        export_beyond(torch, nn, ort, datasets)
     if "classic" not in sets:
         return 0
 

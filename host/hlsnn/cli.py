@@ -539,6 +539,9 @@ def build_parser():
     p.add_argument("--assignment", required=True, help="the layer-format assignment to compile")
     p.add_argument("-o", "--output", help="NAME.hlsnn (default: <config>_<assignment>.hlsnn)")
     p.add_argument("--check-samples", type=NONNEG, default=4, help="self-check input/output pairs (default 4)")
+    p.add_argument("--host-fallback", action="store_true",
+                   help="run the nodes no rule covers on the host with onnx's reference implementation, as "
+                        "`hlsnn deploy --host-fallback` does (the compiled model then needs onnx where it runs)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compile)
 

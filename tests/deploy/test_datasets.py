@@ -50,6 +50,9 @@ def test_digits_layouts(digits):
     assert np.array_equal(nchw.x_test.reshape(360, 64), digits.x_test)
     assert np.array_equal(nchw.y_test, digits.y_test)
     assert load("digits", layout="flat").x_train.shape == (1437, 64)
+    for layout in ("ncl", "ntf"):          # rank 3: the image's rows as channels or tokens
+        ds = load("digits", layout=layout)
+        assert ds.x_test.shape == (360, 8, 8) and np.array_equal(ds.x_test.reshape(360, 64), digits.x_test)
 
 
 def test_npz(tmp_path):
@@ -62,6 +65,16 @@ def test_npz(tmp_path):
     assert ds.x_train.dtype == ds.x_test.dtype == np.float32 and ds.y_test.dtype == np.int64
     assert load(str(path), layout="flat").x_test.shape == (4, 12)
     assert load(path, layout="nchw").x_test.shape == (4, 1, 3, 4)
+    assert load(path, layout="ncl").x_test.shape == load(path, layout="ntf").x_test.shape == (4, 3, 4)
+
+
+def test_npz_rank3_layouts(tmp_path):
+    path = tmp_path / "signal.npz"
+    np.savez(path, x_test=np.arange(12.0).reshape(3, 4))            # (N, L): one channel / one token
+    assert load(path, layout="ncl").x_test.shape == (3, 1, 4)
+    np.savez(path, x_test=np.zeros((3, 1, 2, 2)))
+    with pytest.raises(InputError, match=r"\(3, 1, 2, 2\) cannot be given layout 'ntf' \(store it as \(N, T, F\)"):
+        load(path, layout="ntf")
 
 
 def test_npz_without_train(tmp_path):

@@ -57,7 +57,7 @@ WIDE_BITS = 54
 #: and :func:`netkernel.pool_or_add`, and the bfp kernel's own group fields
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift")
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single")
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -155,7 +155,8 @@ def tables(net, pz, pc):
                          f"{p['acc_bits']}")
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
-    hw = lambda s: int(np.prod(s[1:])) if len(s) == 3 else 1                           # noqa: E731
+    from .netmode import _chw
+    hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0), (0, 0, 0, 0)], sum_bits=sum_bits,

@@ -25,8 +25,11 @@ def _jsonable(v):
     return v
 
 
-def compile_model(config_path, assignment, output, *, check_samples=4, calibration_samples=None):
-    """Compile one assignment of a deployment config to ``output``; returns the program."""
+def compile_model(config_path, assignment, output, *, check_samples=4, calibration_samples=None,
+                  host_fallback=False):
+    """Compile one assignment of a deployment config to ``output``; returns the program.
+    ``host_fallback``: nodes no rule covers run on the host with onnx's reference
+    implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx."""
     from ..deploy import datasets
     from ..deploy.config import load_deploy_config
     from ..deploy.evaluate import _layout, open_accelerators
@@ -41,7 +44,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
                          f"points (mode: static)")
     if not 0 <= check_samples <= 64:
         raise InputError(f"check samples = {check_samples}: 0..64")
-    net = load_onnx(cfg.model, output=cfg.output)
+    net = load_onnx(cfg.model, output=cfg.output, host_fallback=host_fallback)
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
     x_cal = ds.x_train[:calibration_samples or cal["samples"]]
     asg = cfg.assignments[assignment]
@@ -51,7 +54,8 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
                          update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"])
         dep.calibrate(x_cal)
         xc = np.asarray(ds.x_test[:check_samples], np.float64) if check_samples else None
-        program, arrays = program_of(dep, net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc)
+        program, arrays = program_of(dep, net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc,
+                                     host_fallback=host_fallback)
         artifact.write(output, program, arrays)
         return program
     finally:
@@ -59,11 +63,12 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
             a.close()
 
 
-def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None):
+def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fallback=False):
     """The layer program and arrays of a calibrated deployment ``dep`` (one assignment of the
     deployment config ``cfg``, its accelerators ``accs``): what :func:`compile_model` writes,
     and what ``hlsnn deploy`` models end to end. ``x_cal``: the calibration images' count;
-    ``x_check``: the self-check inputs (their outputs are stored), or None."""
+    ``x_check``: the self-check inputs (their outputs are stored), or None; ``host_fallback``:
+    store the ``--host-fallback`` layers (their ONNX nodes) instead of refusing them."""
     from ..names import check_slug
     check_slug(f"{getattr(cfg, 'model', 'the model')}: the model's name (its file name without .onnx)", net.name)
     asg = cfg.assignments[assignment]
@@ -81,8 +86,21 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None):
     for la in net.layers:
         if la.kind == "host":
             if la.op == "fallback":
-                raise InputError(f"layer {la.name}: runs through --host-fallback (onnx's reference "
-                                 f"implementation), which a board does not have; it cannot be compiled")
+                if not host_fallback:
+                    raise InputError(f"layer {la.name}: runs through --host-fallback (onnx's reference "
+                                     f"implementation); compile with --host-fallback to run it on the host "
+                                     f"(the board then needs the onnx package)")
+                # the ONNX node itself (its serialized bytes) and its constant inputs; the loader runs it
+                # with onnx's reference implementation, as the deployment did
+                consts = la.attrs["consts"]
+                arrays[f"{la.name}/onnx_node"] = np.frombuffer(la.node.SerializeToString(), np.uint8).copy()
+                for i, (cname, v) in enumerate(consts.items()):
+                    arrays[f"{la.name}/const{i}"] = np.asarray(v)
+                program["layers"].append({"name": la.name, "kind": "host", "op": "fallback",
+                                          "inputs": list(la.inputs), "output": la.output,
+                                          "attrs": _jsonable({"why": la.attrs["why"], "const_names": list(consts),
+                                                              "opset": [list(o) for o in la.attrs["opset"]]})})
+                continue
             attrs = {k: v for k, v in la.attrs.items() if k != "params"}
             program["layers"].append({"name": la.name, "kind": "host", "op": la.op, "inputs": list(la.inputs),
                                       "output": la.output, "attrs": _jsonable(attrs)})

@@ -46,7 +46,8 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    2**(ea - e) + |mb| 2**(eb - e) < 2**53``; the network kernel keeps it in a 26-bit mantissa
    (:data:`ELEM_BITS`), so :func:`run` requires the bound ``2**25`` (:class:`NotExact`
    otherwise; ResNet-8's residual sums take at most 23 bits).
-6. **global average pool** (after an add, power-of-two ``H*W = 2**p`` pixels): per channel
+6. **global average pool** (after an add, or of one tensor as an add whose second operand is
+   zero, power-of-two ``H*W = 2**p`` pixels): per channel
    the exact sum at ``e = min`` over its non-zero elements, then ``e - p``. The float mean is
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
    sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
@@ -75,7 +76,7 @@ import numpy as np
 from ..engines.bfp_systolic.emulator import emulate
 from ..errors import InputError
 from ..primitives import msb_index, shift_round_sat
-from .netmode import _chw, maxpool_fields
+from .netmode import _chw, alias_shape, maxpool_fields
 
 
 class NotExact(InputError):
@@ -86,7 +87,7 @@ class NotExact(InputError):
 
 
 #: host ops that change no value (an alias of their input)
-ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout")
+ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
 #: the float64 significand: sums below 2**53 (in units of their finest term) are exact
 EXACT_BITS = 53
 #: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
@@ -125,11 +126,10 @@ def lower(program, arrays):
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                      # host layers after the logits
-            if st == "input":
+            if st == "input" and op not in ALIAS_OPS:
                 raise _why(j, "a host op on the float input")
             if op in ALIAS_OPS:
-                shape = shapes[src] if op in ("Identity", "Dropout") else (int(np.prod(shapes[src])),)
-                state[j["output"]], shapes[j["output"]] = st, shape
+                state[j["output"]], shapes[j["output"]] = st, alias_shape(j, shapes[src])
                 if st == "add":
                     pending[j["output"]] = pending[src]
                 else:
@@ -155,12 +155,13 @@ def lower(program, arrays):
                 state[j["output"]], shapes[j["output"]] = "add", shapes[src]
                 pending[j["output"]] = dict(pending[src], relu=True)
                 continue
-            if op == "GlobalAveragePool" and st == "add" and pending[src]["p"] is None:
-                c, h, w = shapes[src]
+            if op == "GlobalAveragePool" and (st == "q" or st == "add" and pending[src]["p"] is None):
+                c, h, w = _chw(shapes[src])
                 if h * w & (h * w - 1):
                     raise _why(j, f"a mean over {h}x{w} pixels (not a power of two) has no exact integer rule")
+                a = pending[src] if st == "add" else dict(ins=[aliases.get(src, src)], relu=False, name=j["name"])
                 state[j["output"]], shapes[j["output"]] = "add", (c, 1, 1)
-                pending[j["output"]] = dict(pending[src], p=int(math.log2(h * w)))
+                pending[j["output"]] = dict(a, p=int(math.log2(h * w)))
                 continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
@@ -484,7 +485,10 @@ def _run(net, xq, keep, seen):
         elif op.kind == "relu":
             env[op.out] = (np.maximum(x[0], 0), x[1])
         else:
-            y = add_pairs(shaped(x, (f["c"], f["hw"])), shaped(get(op.ins[1]), (f["c"], f["hw"])), f, op.name)
+            xa = shaped(x, (f["c"], f["hw"]))
+            xb = shaped(get(op.ins[1]), (f["c"], f["hw"])) if len(op.ins) > 1 else tuple(
+                np.zeros_like(v) for v in xa)                       # the pool of one tensor: no second operand
+            y = add_pairs(xa, xb, f, op.name)
             env[op.out] = shaped(y, f["shape"])
     out = shaped(get(net.output["tensor"]), net.output["shape"])
     return (out, env) if keep else out

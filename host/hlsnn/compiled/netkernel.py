@@ -57,8 +57,10 @@ def _size(shape):
 
 
 def bank_words(shape, pc):
-    """Words per bank of a tensor (C, H, W) or (K,) in ``pc`` channel banks."""
-    c, h, w = shape if len(shape) == 3 else (int(np.prod(shape)), 1, 1)
+    """Words per bank of a tensor (C, H, W), (C, L) (a ``C x L x 1`` map) or (K,) in ``pc``
+    channel banks."""
+    from .netmode import _chw
+    c, h, w = _chw(shape)
     return -(-c // pc) * h * w
 
 
@@ -317,7 +319,8 @@ def tables(net, pz, pc):
                          vals=[int(d[k]) for k in FIELDS], names=FIELDS))
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
-    hw = lambda shape: int(np.prod(shape[1:])) if len(shape) == 3 else 1               # noqa: E731
+    from .netmode import _chw
+    hw = lambda shape: int(np.prod(_chw(shape)[1:]))                                   # noqa: E731
     weights = [[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in wl]
     pack = weight_pack(pz)
     words = [[sum(weights[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)]

@@ -80,7 +80,7 @@ from ..formats import shift as sfmt
 from ..primitives import shift_round_sat
 
 #: host ops that change no integer (an alias of their input)
-ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout")
+ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
 
 
 @dataclass
@@ -117,16 +117,42 @@ def _why(layer, what):
 
 
 def _chw(shape):
+    """A per-image shape as the (C, H, W) map the rules read: a rank-3 tensor's (C, L) is a
+    ``C x L x 1`` map (a 1-D convolution's), a vector (K,) a ``K x 1 x 1`` one."""
+    if len(shape) == 2:
+        return (int(shape[0]), int(shape[1]), 1)
     return tuple(shape) if len(shape) == 3 else (int(np.prod(shape)), 1, 1)
+
+
+def alias_shape(j, shape):
+    """The per-image shape of an alias host op ``j`` (:data:`ALIAS_OPS`) on a tensor of
+    per-image ``shape``: a ``Reshape`` by its target (``0`` copies a dimension, ``-1`` takes
+    the rest), a ``Squeeze`` / ``Unsqueeze`` by its axes (:func:`hlsnn.deploy.hostops.run`),
+    a ``Flatten`` the vector, the others the shape itself."""
+    if j["op"] in ("Identity", "Dropout"):
+        return tuple(shape)
+    if j["op"] in ("Squeeze", "Unsqueeze") or j["op"] == "Reshape" and j.get("attrs", {}).get("shape") is not None:
+        from types import SimpleNamespace
+        from ..deploy import hostops
+        try:
+            y = hostops.run(SimpleNamespace(op=j["op"], attrs=j["attrs"]), [np.zeros((1,) + tuple(shape))])
+            return tuple(int(d) for d in y.shape[1:])
+        except ValueError:
+            pass
+    return (int(np.prod(shape)),)
 
 
 def maxpool_fields(j, shape):
     """A host ``MaxPool`` layer ``j`` on a ``(C, H, W)`` tensor as a maxpool op's fields (rule
     3), or :class:`InputError` for what no network kernel runs (``ceil_mode``, dilation)."""
     a = j["attrs"]
+    if len(a["kernel_shape"]) == 1:              # a 1-D pool: the (k, 1) pool of a C x L x 1 map
+        p = list(a.get("pads", [0, 0]))
+        a = dict(a, kernel_shape=[a["kernel_shape"][0], 1], strides=[list(a.get("strides", [1]))[0], 1],
+                 pads=[p[0], 0, p[1], 0], dilations=list(a.get("dilations", [1])) + [1])
     if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
         raise _why(j, "ceil_mode or dilation")
-    c, h, w = shape
+    c, h, w = _chw(shape)
     kh, kw = a["kernel_shape"]
     sh, sw = a.get("strides", [1, 1])
     t, l, b, r = a.get("pads", [0, 0, 0, 0])
@@ -170,8 +196,7 @@ def lower(program, arrays):
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                          # host layers after the logits
             if op in ALIAS_OPS:
-                shape = shapes[src] if op in ("Identity", "Dropout") else (int(np.prod(shapes[src])),)
-                state[j["output"]], shapes[j["output"]] = st, shape
+                state[j["output"]], shapes[j["output"]] = st, alias_shape(j, shapes[src])
                 if st[0] != "add":
                     aliases[j["output"]] = aliases.get(src, src)
                 continue
@@ -201,7 +226,7 @@ def lower(program, arrays):
                 aliases[j["output"]] = aliases.get(src, src)
                 continue
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
-                c, h, w = shapes[src]
+                c, h, w = _chw(shapes[src])
                 if h * w & (h * w - 1):
                     raise _why(j, f"a mean over {h}x{w} pixels (not a power of two) has no exact integer rule")
                 a = st[1] if st[0] == "add" else dict(ins=[src], fa=st[1], fb=st[1], relu=False, name=j["name"])

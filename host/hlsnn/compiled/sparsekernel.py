@@ -148,7 +148,8 @@ def tables(net, pz, pc, pm):
             for m in range(pm):
                 wl[lane][m].append(0)
     inp, out = name(net.input["name"]), name(net.output["tensor"])
-    hwf = lambda s: int(np.prod(s[1:])) if len(s) == 3 else 1                        # noqa: E731
+    from .netmode import _chw
+    hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
                 unfold=unfold,
                 weights=[[np.asarray(m, np.int64) for m in lane] for lane in wl],

@@ -73,7 +73,9 @@ FIELDS = {
     "data": Field("str", "'digits' (scikit-learn's bundled digits), 'digits32' (the same as 32x32x3 images) or "
                   "an .npz with x_train, y_train, x_test, "
                   "y_test (relative to this file)", default="digits"),
-    "layout": Field("choice", "input layout of the data", default="auto", choices=("auto", "flat", "nchw")),
+    "layout": Field("choice", "input layout of the data: flat (N, features), nchw (N, C, H, W), ncl (N, C, L), "
+                    "ntf (N, T, F); auto: the model input's rank (4: nchw, 3: ncl, else flat)", default="auto",
+                    choices=("auto", "flat", "nchw", "ncl", "ntf")),
     "task": Field("choice", "classification (accuracy against integer labels) or regression (MSE, MAE and the "
                   "error relative to the float model's outputs, against float targets y_* or, without them, the "
                   "float model's outputs); auto: classification when the data have integer labels",

@@ -29,7 +29,7 @@ from ..errors import InputError
 
 DIGITS_TEST_SIZE = 360
 DIGITS_SPLIT_SEED = 0
-LAYOUTS = ("flat", "nchw")
+LAYOUTS = ("flat", "nchw", "ncl", "ntf")
 ALLOWED = ('"digits" (scikit-learn\'s bundled 8x8 digits), "digits32" (the same as 32x32x3 images) or a '
            "path to an .npz file with arrays x_train, y_train, x_test, y_test")
 DIGITS32_TINT = (1.0, 0.75, 0.5)
@@ -56,8 +56,10 @@ def load(name_or_path, *, layout=None) -> Dataset:
     """Load a data set by name (``"digits"``) or from an ``.npz`` file.
 
     ``layout``: ``"flat"`` gives (N, features) inputs, ``"nchw"`` gives (N, C, H, W) inputs
-    (digits: (N, 1, 8, 8)); None keeps an ``.npz`` file's own shapes and means ``"flat"`` for
-    digits. Raises :class:`hlsnn.errors.InputError` for an unknown name, a missing or malformed
+    (digits: (N, 1, 8, 8)), ``"ncl"`` gives (N, C, L) inputs (a 1-D convolution's channels
+    by length; digits: (N, 8, 8), the image's rows as channels of 8 samples) and ``"ntf"``
+    (N, T, F) inputs (tokens by features; digits: (N, 8, 8), one token per row); None keeps an
+    ``.npz`` file's own shapes and means ``"flat"`` for digits. Raises :class:`hlsnn.errors.InputError` for an unknown name, a missing or malformed
     file, or an unknown layout.
     """
     if layout is not None and layout not in LAYOUTS:
@@ -96,6 +98,8 @@ def _digits(layout: str) -> Dataset:
         x, y, test_size=DIGITS_TEST_SIZE, random_state=DIGITS_SPLIT_SEED, stratify=y)
     if layout == "nchw":
         x_train, x_test = x_train.reshape(-1, 1, 8, 8), x_test.reshape(-1, 1, 8, 8)
+    elif layout in ("ncl", "ntf"):
+        x_train, x_test = x_train.reshape(-1, 8, 8), x_test.reshape(-1, 8, 8)
     return Dataset("digits", np.ascontiguousarray(x_train), y_train, np.ascontiguousarray(x_test), y_test)
 
 
@@ -154,6 +158,14 @@ def _layout(x: np.ndarray, layout: Optional[str], path: Path, key: str) -> np.nd
         return x
     if layout == "flat":
         return x.reshape(len(x), -1)
+    if layout in ("ncl", "ntf"):
+        if x.ndim == 3:
+            return x
+        if x.ndim == 2:              # one channel of L samples (ncl), one token of F features (ntf)
+            return x[:, None]
+        raise InputError(f"data set {str(path)!r}: {key} {x.shape} cannot be given layout {layout!r} "
+                         f"(store it as (N, {'C, L' if layout == 'ncl' else 'T, F'}), or (N, "
+                         f"{'L' if layout == 'ncl' else 'F'}) for one {'channel' if layout == 'ncl' else 'token'})")
     if x.ndim == 4:
         return x
     if x.ndim == 3:

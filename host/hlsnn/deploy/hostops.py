@@ -1,12 +1,15 @@
 """The layers that run on the host, in numpy, on float64 values (NCHW).
 
-MaxPool, GlobalMaxPool, Flatten, Reshape, Relu, Identity, Upsample (a repetition) and zero
-Pad are exact on fixed-point values (they keep the producer's radix point), and so are Clip
-when its bounds are values of the input's format and Concat when its inputs share one format
-(:func:`out_format`); AveragePool, GlobalAveragePool, Add, BatchNormalization, Scale (``Mul``
-or ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish and Tanh compute new values, which
-the next accelerator layer requantizes at its calibrated radix point; Softmax produces the
-network's float output.
+MaxPool, GlobalMaxPool, Flatten, Reshape, Squeeze, Unsqueeze, Relu, Identity, Upsample (a
+repetition), zero Pad, ZeroStuff (zeros between the pixels: a transposed convolution's input)
+and RowsToMap / MapToRows (the rows of a token-wise ``MatMul`` as the pixels of a map and back:
+:mod:`hlsnn.deploy.onnx_import`) are exact on fixed-point values (they keep the producer's radix
+point), and so are Clip when its bounds are values of the input's format and Concat when its
+inputs share one format (:func:`out_format`); AveragePool, GlobalAveragePool, Add, AddConst (an
+``Add`` of a constant), Mul (a gate of two tensors), BatchNormalization, Scale (``Mul`` or
+``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu and
+LayerNormalization compute new values, which the next accelerator layer requantizes at its
+calibrated radix point; Softmax produces the network's float output.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from ..errors import InputError
 #: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
 #: Clip, Concat and Pad under the conditions of :func:`out_format`)
 EXACT = ("MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Relu", "Identity", "Dropout", "Upsample", "Clip",
-         "Concat", "Pad")
+         "Concat", "Pad", "RowsToMap", "MapToRows", "Squeeze", "Unsqueeze", "ZeroStuff")
 
 
 def _on_grid(v, fmt, side=0):
@@ -57,6 +60,11 @@ def _pool(x, a, op):
     -inf). An average counts the padding's zeros when ``count_include_pad`` is 1 and not
     otherwise; cells a ``ceil_mode`` window reaches beyond the bottom/right padding never count.
     """
+    if len(a["kernel_shape"]) == 1 and x.ndim == 3:      # a 1-D pool: the (k, 1) pool of an (N, C, L, 1) map
+        p = list(a.get("pads", [0, 0]))
+        a = dict(a, kernel_shape=[a["kernel_shape"][0], 1], strides=[list(a.get("strides", [1]))[0], 1],
+                 pads=[p[0], 0, p[1], 0])
+        return _pool(x[..., None], a, op)[..., 0]
     kh, kw = a["kernel_shape"]
     sh, sw = a.get("strides", [1, 1])
     t, l, b, r = a.get("pads", [0, 0, 0, 0])
@@ -87,6 +95,11 @@ def _pool(x, a, op):
     v = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :oh, :ow]
     counted = (~np.isnan(v)).sum(axis=(-2, -1))
     return np.nansum(v, axis=(-2, -1)) / counted
+
+
+class _Spec:
+    def __init__(self, op, attrs):
+        self.op, self.attrs = op, attrs
 
 
 def run(layer, inputs):
@@ -132,12 +145,49 @@ def run(layer, inputs):
             if s == 0 and not a.get("allowzero", 0):
                 shape[i] = x.shape[i]
         return x.reshape(shape)
+    if op == "RowsToMap":               # (N, *lead, F) -> (N, F, L, 1): the rows as the pixels of a map
+        return np.ascontiguousarray(np.moveaxis(x.reshape(x.shape[0], -1, x.shape[-1]), 2, 1)[..., None])
+    if op == "MapToRows":               # (N, O, L, 1) -> (N, *lead, O): back to one row per token
+        return np.ascontiguousarray(np.moveaxis(x[..., 0], 1, 2)).reshape((x.shape[0],) + tuple(a["lead"])
+                                                                         + (x.shape[1],))
+    if op == "ZeroStuff":               # s - 1 zeros between the pixels (a transposed convolution's input)
+        sh, sw = a["strides"]
+        n, c, h, w = x.shape
+        y = np.zeros((n, c, (h - 1) * sh + 1, (w - 1) * sw + 1), x.dtype)
+        y[:, :, ::sh, ::sw] = x
+        return y
+    if op == "Squeeze":
+        return np.squeeze(x, axis=tuple(a["axes"]))
+    if op == "Unsqueeze":
+        return np.expand_dims(x, axis=tuple(a["axes"]))
     if op == "Relu":
         return np.maximum(x, 0)
     if op in ("Identity", "Dropout"):
         return x
     if op == "Add":
         return inputs[0] + inputs[1]
+    if op == "Mul":                        # a gate: two computed tensors, broadcast within a sample
+        return inputs[0] * inputs[1]
+    if op == "AddConst":
+        return x + a["c"]
+    if op == "Erf":
+        try:
+            from scipy.special import erf
+        except ImportError:
+            from ..errors import MissingDependency
+            raise MissingDependency('Erf on the host needs scipy: pip install "hlsnn[deploy]"') from None
+        return erf(x)
+    if op == "Gelu":
+        if a.get("approximate", "none") == "tanh":
+            return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1.0 + run(_Spec("Erf", {}), [x / np.sqrt(2.0)]))
+    if op == "LayerNormalization":
+        axes = tuple(range(a["axis"] % x.ndim, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        y = (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=axes, keepdims=True) + a["epsilon"])
+        if a.get("scale") is not None:
+            y = y * a["scale"]
+        return y if a.get("bias") is None else y + a["bias"]
     if op == "BatchNormalization":
         gamma, beta, mean, var = a["params"]
         s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))

@@ -6,7 +6,7 @@ that ``torch.onnx.export``'s default (dynamo, opset 18+: axes, pads and bounds a
 inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attributes) import alike:
 
 * ``ReduceMean`` / ``ReduceMax`` over exactly the spatial axes of a 4-D tensor (2 and 3, or
-  -2 and -1), with or without ``keepdims``: global average / max pooling (``nn.AdaptiveAvgPool2d(1)``
+  -2 and -1), or the length axis (2) of a 3-D one, with or without ``keepdims``: global average / max pooling (``nn.AdaptiveAvgPool2d(1)``
   exports as ``ReduceMean`` at opset 18+). Other axes are unsupported.
 * ``GlobalMaxPool``: global max pooling.
 * ``Clip`` with constant bounds (missing bound: none): a clamp. After a dense or conv layer
@@ -24,6 +24,12 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   a coordinate transformation that makes it a repetition of each pixel (``asymmetric`` with
   ``floor``, or ``half_pixel`` / ``pytorch_half_pixel`` with rounding to the nearest); given
   by ``scales`` or by ``sizes`` that are integer multiples of the input's.
+* ``Squeeze`` / ``Unsqueeze`` by constant axes other than the batch's: moves no value.
+* ``LayerNormalization`` (constant scale and bias, over axes after the batch), ``Gelu``
+  (exact or tanh) and ``Erf``: on the host, in float64 (``Add`` of a constant, as
+  ``torch.onnx``'s opset-17 GELU and a positional table write it, is a host ``AddConst`` of
+  :mod:`hlsnn.deploy.onnx_import`).
+* ``Mul`` of two computed tensors of one rank (a gate: ``x * sigmoid(...)``): a host op.
 * ``Mul`` / ``Div`` by a constant that is one number or one per channel: folded into the
   preceding dense or conv layer (``w' = w * c``, ``b' = b * c`` per output channel) when the
   layer's output only goes there and the layer has no ReLU or every ``c`` is positive;
@@ -39,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 OPS = ("ReduceMean", "ReduceMax", "GlobalMaxPool", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Pad",
-       "Concat", "Resize", "Upsample", "Mul", "Div")
+       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf")
 
 #: nearest-neighbour Resize modes that repeat each pixel ``s`` times for an integer scale ``s``
 _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
@@ -69,6 +75,8 @@ def _const_input(node, i, consts):
 
 
 def _spatial_axes(axes, rank):
+    if rank == 3:                                   # (N, C, L): the length axis
+        return sorted(int(a) % 3 for a in axes) == [2]
     if rank is not None and rank != 4:
         return False
     return sorted(int(a) % 4 for a in axes) == [2, 3]
@@ -89,9 +97,11 @@ def host_rule(node, a, consts, shapes):
                 return "the axes input must be a constant"
             axes = None if c is None else c.reshape(-1).tolist()
         if not axes:
-            return f"{op} over every axis: only over the spatial axes (2, 3) of an NCHW tensor (global pooling)"
+            return (f"{op} over every axis: only over the spatial axes (2, 3) of an NCHW tensor or the length axis "
+                    "(2) of an NCL one (global pooling)")
         if not _spatial_axes(axes, rank):
-            return f"axes {list(axes)}: only the spatial axes (2, 3) of an NCHW tensor (global pooling)"
+            return (f"axes {list(axes)}: only the spatial axes (2, 3) of an NCHW tensor or the length axis (2) of an "
+                    "NCL one (global pooling)")
         pool = "GlobalAveragePool" if op == "ReduceMean" else "GlobalMaxPool"
         return HostSpec(pool, {"keepdims": int(a.get("keepdims", 1))}, [x])
     if op == "GlobalMaxPool":
@@ -131,10 +141,35 @@ def host_rule(node, a, consts, shapes):
         return HostSpec("Concat", {"axis": 1}, ins)
     if op in ("Resize", "Upsample"):
         return _resize(node, a, consts, shapes)
+    if op in ("Squeeze", "Unsqueeze"):
+        return _squeeze(node, a, consts, rank)
+    if op == "Erf":
+        return HostSpec(op, {}, [x])
+    if op == "Gelu":
+        how = _s(a.get("approximate", "none"))
+        if how not in ("none", "tanh"):
+            return f"approximate = {how!r}: none or tanh"
+        return HostSpec(op, {"approximate": how}, [x])
+    if op == "LayerNormalization":
+        axis = int(a.get("axis", -1))
+        if rank is not None and axis % rank == 0:
+            return "LayerNormalization over the batch axis: only over the axes after it"
+        params = []
+        for i, what in ((1, "scale"), (2, "bias")):
+            c = _const_input(node, i, consts)
+            if c is False:
+                return f"the {what} input must be a constant"
+            params.append(None if c is None else np.asarray(c, np.float64))
+        if int(a.get("stash_type", 1)) != 1 or len([o for o in node.output if o]) > 1:
+            return "only the normalized output (no Mean / InvStdDev outputs)"
+        return HostSpec(op, {"axis": axis, "epsilon": float(a.get("epsilon", 1e-5)), "scale": params[0],
+                             "bias": params[1]}, [x])
     if op in ("Mul", "Div"):
         ins = list(node.input)
         if ins[0] in consts and ins[1] not in consts and op == "Mul":
             ins = [ins[1], ins[0]]
+        if op == "Mul" and ins[0] not in consts and ins[1] not in consts:
+            return _gate(ins, shapes)
         if ins[1] not in consts or ins[0] in consts:
             return f"{op} of two computed tensors: only by a constant"
         c = np.asarray(consts[ins[1]], np.float64)
@@ -142,6 +177,45 @@ def host_rule(node, a, consts, shapes):
             return "division by a constant with a zero in it"
         return HostSpec("Scale", {"c": c, "divide": op == "Div"}, [ins[0]])
     return f"no rule for {op}"
+
+
+def _gate(ins, shapes):
+    """``Mul`` of two computed tensors (a squeeze-excite block's ``x * sigmoid(...)``, a gate):
+    elementwise, with numpy's broadcasting, of one sample's tensors by the same sample's (the
+    batch axis never broadcasts). The product of two fixed-point values is exact in float64,
+    and the next engine layer requantizes it like an ``Add``'s sum; under ``--host-precision
+    quantized`` both operands and the product are fixed point."""
+    sa, sb = shapes.get(ins[0]), shapes.get(ins[1])
+    if sa is not None and sb is not None:
+        if len(sa) != len(sb):
+            return f"Mul of tensors of ranks {len(sa)} and {len(sb)}: only of one rank (a gate broadcasts within it)"
+        for da, db in zip(sa[1:], sb[1:]):
+            if da is not None and db is not None and da != db and 1 not in (da, db):
+                return f"Mul of shapes {tuple(sa)} and {tuple(sb)}: they do not broadcast"
+    return HostSpec("Mul", {}, list(ins))
+
+
+def _squeeze(node, a, consts, rank):
+    """``Squeeze`` / ``Unsqueeze`` by constant axes (an attribute before opset 13, an input
+    since), never of the batch axis: a host op that moves no value (the dynamo exporter's
+    ``AdaptiveAvgPool1d`` is ``Unsqueeze`` to 4-D, ``ReduceMean``, ``Squeeze``)."""
+    op = node.op_type
+    axes = a.get("axes")
+    if axes is None:
+        c = _const_input(node, 1, consts)
+        if c is False:
+            return "the axes input must be a constant"
+        axes = None if c is None else c.reshape(-1).tolist()
+    if not axes:
+        return f"{op} without axes: give the axes (which ones depend on the batch size otherwise)"
+    out_rank = None if rank is None else rank + (len(axes) if op == "Unsqueeze" else -len(axes))
+    if out_rank is None and any(int(v) < 0 for v in axes):
+        return f"{op} by negative axes {list(axes)} of a tensor of unknown rank"
+    r = rank if op == "Squeeze" else out_rank
+    axes = sorted(int(v) % r if r else int(v) for v in axes)
+    if 0 in axes:
+        return f"{op} of axis 0, the batch: only of the axes after it"
+    return HostSpec(op, {"axes": axes}, [node.input[0]])
 
 
 def _pad(node, a, consts, rank):

@@ -13,7 +13,13 @@ Rules (these are what :func:`load_onnx` does, in order):
   column j is class j; with other labels it is unsupported.
 * ``Gemm`` (``alpha``, ``beta``, ``transB``; ``transA = 0``) and ``MatMul`` by a constant
   matrix, followed by an ``Add`` of a constant vector (the bias), become a **dense** layer
-  ``y = x @ w.T + b`` with ``w`` of shape (N, K).
+  ``y = x @ w.T + b`` with ``w`` of shape (N, K). A ``MatMul`` on a tensor of rank > 2 (a
+  ``Linear`` on each token of an (N, T, F) tensor) multiplies every row of its last axis, as
+  ONNX defines it: it becomes the same GEMM over all the rows, a 1x1 **conv** on the rows as the
+  pixels of a ``K x T x 1`` map, between the exact host ops ``RowsToMap`` and ``MapToRows``
+  (:func:`_rows_as_maps`). A ``MatMul`` on an input of unknown rank is unsupported (its rows
+  are unknown), and a ``BatchNormalization`` after a token-wise layer (axis 1 is then the
+  tokens, not the layer's outputs) is never folded into it.
 * ``Conv`` (2-D: any stride, explicit pads, dilation, rectangular kernels, groups including
   depthwise; ``auto_pad`` NOTSET or VALID) becomes a **conv** layer; :mod:`hlsnn.engines.convgeom`
   says how each engine runs it.
@@ -446,22 +452,42 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             if w.ndim != 2:
                 reject(node, f"weight of rank {w.ndim} (need a matrix)")
                 continue
+            rows = None
+            if op == "MatMul":
+                rows = _matmul_rows(shapes.get(node.input[0]), w.shape[0])
+                if isinstance(rows, str):
+                    reject(node, rows)
+                    continue
             wt = np.ascontiguousarray(w.T)  # (N, K)
             out = node.output[0]
             if op == "MatMul":
                 nxt = sole_user(out)
                 if nxt is not None and nxt.op_type == "Add":
                     other = nxt.input[1] if nxt.input[0] == out else nxt.input[0]
-                    if other in consts and np.asarray(consts[other]).size == wt.shape[0]:
+                    c = np.asarray(consts[other]) if other in consts else None
+                    if c is not None and c.size == wt.shape[0] and c.shape[-1:] == (wt.shape[0],):
                         b = np.asarray(consts[other], np.float64).reshape(-1)
                         skip.add(id(nxt))
                         out = nxt.output[0]
             layer = Layer(name, "dense", [node.input[0]], out, op=op, w=wt,
-                          b=np.zeros(wt.shape[0]) if b is None else np.asarray(b, np.float64).reshape(-1))
+                          b=np.zeros(wt.shape[0]) if b is None else np.asarray(b, np.float64).reshape(-1),
+                          attrs={} if rows is None else {"rows": rows})
         elif op == "Conv":
             w = const(node.input[1], node, "weight")
             if w is None:
                 continue
+            one_d = w.ndim == 3
+            if one_d:                               # Conv1d: the (k, 1) 2-D convolution of an (N, C, L, 1) map
+                why = _conv1d_unsupported(a)
+                if why:
+                    reject(node, why)
+                    continue
+                w = w[..., None]
+                a = dict(a, pads=[int(v) for v in a.get("pads", [0, 0])], strides=list(a.get("strides", [1])) + [1],
+                         dilations=list(a.get("dilations", [1])) + [1])
+                a["pads"] = [a["pads"][0], 0, a["pads"][1], 0]
+                if "kernel_shape" in a:
+                    a["kernel_shape"] = list(a["kernel_shape"]) + [1]
             why = _conv_unsupported(w, a)
             if why:
                 reject(node, why)
@@ -474,18 +500,49 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]      # ONNX: top, left, bottom, right
             src, folded = node.input[0], []
             prev = produced.get(src)
-            if prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 and len(prev.attrs["pads"]) == 8 \
+            if not one_d and prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 \
+                    and len(prev.attrs["pads"]) == 8 \
                     and not any(prev.attrs["pads"][i] for i in (0, 1, 4, 5)) and sole_user(src) is node:
                 pp = prev.attrs["pads"]                 # a zero Pad of H and W only: the conv's own padding
                 pads = [pads[0] + pp[2], pads[1] + pp[3], pads[2] + pp[6], pads[3] + pp[7]]
                 layers.remove(prev)
                 src, folded = prev.inputs[0], [prev.name]
             hw = shapes.get(src, ())[2:4]
+            if one_d:
+                hw = tuple(hw) + (1,) if len(hw) == 1 else ()
             layer = Layer(name, "conv", [src], node.output[0], op=op, w=np.asarray(w, np.float64), folded=folded,
+                          attrs={"conv1d": True} if one_d else {},
                           in_hw=tuple(hw) if len(hw) == 2 and None not in hw else None,
                           b=np.asarray(b, np.float64).reshape(-1).copy(), pads=tuple(pads),
                           strides=tuple(int(v) for v in a.get("strides", [1, 1])),
                           dilations=tuple(int(v) for v in a.get("dilations", [1, 1])), group=int(a.get("group", 1)))
+        elif op == "ConvTranspose":
+            w = const(node.input[1], node, "weight")
+            if w is None:
+                continue
+            spec = _conv_transpose(w, a, shapes.get(node.input[0]))
+            if isinstance(spec, str):
+                reject(node, spec)
+                continue
+            wc, strides, pads, dil, group = spec
+            b = np.zeros(wc.shape[0])
+            if len(node.input) > 2 and node.input[2]:
+                b = const(node.input[2], node, "bias")
+                if b is None:
+                    continue
+            src = node.input[0]
+            if strides != (1, 1):              # the stride's zeros between the pixels: an exact host op
+                stuff = Layer(f"{name}/zero_stuff", "host", [src], f"{name}/stuffed", op="ZeroStuff",
+                              attrs={"strides": strides})
+                layers.append(stuff)
+                produced[stuff.output] = stuff
+                src = stuff.output
+            hw = shapes.get(node.input[0], ())[2:4]
+            in_hw = None if len(hw) != 2 or None in hw else ((hw[0] - 1) * strides[0] + 1,
+                                                             (hw[1] - 1) * strides[1] + 1)
+            layer = Layer(name, "conv", [src], node.output[0], op=op, w=wc,
+                          b=np.asarray(b, np.float64).reshape(-1).copy(), pads=pads, strides=(1, 1), dilations=dil,
+                          group=group, in_hw=in_hw)
         elif op in rules.OPS:
             spec = rules.host_rule(node, a, consts, shapes)
             if isinstance(spec, str):
@@ -525,6 +582,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                                      f"{int(np.sum(np.asarray(consts[node.input[4]]) < 0))} negative value(s); a "
                                      "variance is >= 0")
             if op == "BatchNormalization" and prev is not None and prev.is_engine and not prev.relu \
+                    and "rows" not in prev.attrs \
                     and sole_user(node.input[0]) is node and all(i in consts for i in node.input[1:5]):
                 gamma, beta, mean, var = (np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5])
                 s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))
@@ -550,10 +608,22 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             if op == "BatchNormalization":
                 a = dict(a, params=[np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5]])
             if op == "Add":
-                if any(i in consts for i in node.input):
-                    reject(node, "Add of a constant that is not the bias of a MatMul")
+                if all(i in consts for i in node.input):
+                    reject(node, "Add of two constants")
                     continue
-                layer = Layer(name, "host", list(node.input), node.output[0], op=op, attrs=a)
+                if any(i in consts for i in node.input):     # a constant offset (GELU's + 1, a positional table)
+                    x_in, c_in = (node.input[0], node.input[1]) if node.input[1] in consts else node.input[::-1]
+                    c = np.asarray(consts[c_in], np.float64)
+                    shp = shapes.get(x_in)
+                    if shp is not None and c.ndim >= len(shp) and c.shape[c.ndim - len(shp)] not in (1,) + (
+                            (shp[0],) if shp[0] is None else ()):
+                        reject(node, f"Add of a constant of shape {c.shape} to a tensor of shape {tuple(shp)}: the "
+                                     "constant would broadcast over the batch")
+                        continue
+                    _float_param(c, c_in, node, "constant")
+                    layer = Layer(name, "host", [x_in], node.output[0], op="AddConst", attrs={"c": c})
+                else:
+                    layer = Layer(name, "host", list(node.input), node.output[0], op=op, attrs=a)
             else:
                 layer = Layer(name, "host", [node.input[0]], node.output[0], op=op, attrs=a)
         else:
@@ -564,6 +634,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             produced[layer.output] = layer
     if unsupported:
         raise UnsupportedModelError(str(path), unsupported)
+    layers = _rows_as_maps(layers, output)
     if output not in produced and output != graph_inputs[0].name:
         raise InputError(f"{path}: cannot trace the graph output {output!r} to a layer")
     input_shape = _dims(graph_inputs[0])
@@ -579,6 +650,81 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                    fixed_batch_one=_dims(graph_inputs[0])[:1] == (1,))
 
 
+def _matmul_rows(shape, k):
+    """How a ``MatMul`` by a constant ``(K, N)`` matrix reads its input of inferred ``shape``:
+    None for a (batch, K) matrix (a dense layer), the leading dimensions between the batch and
+    K (``-1`` for an unknown one) for a tensor of rank > 2, whose every row of K it multiplies
+    (a ``Linear`` on each token of an (N, T, F) tensor), or why it is unsupported."""
+    if shape is None:
+        return ("the input's rank is unknown (shape inference found none): a MatMul multiplies every row of its "
+                "input's last axis, so hlsnn needs the rank to know the rows")
+    if len(shape) < 2:
+        return f"an input of rank {len(shape)}: the first axis is the batch, so the input needs rank 2 or more"
+    if shape[-1] is not None and shape[-1] != k:
+        return f"the input's last axis has {shape[-1]} values, the weight {k} rows"
+    if len(shape) == 2:
+        return None
+    lead = tuple(-1 if d is None else int(d) for d in shape[1:-1])
+    if lead.count(-1) > 1:
+        return f"input of shape {tuple(shape)}: more than one unknown dimension between the batch and the rows"
+    return lead
+
+
+def _rows_as_maps(layers, output):
+    """A dense layer on a tensor of rank > 2 (``attrs["rows"]``, a token-wise ``MatMul``)
+    becomes the same GEMM over all its rows, exactly, as a 1x1 convolution: the rows of each
+    sample, ``(*lead, K)``, are the ``L = prod(lead)`` pixels of a ``K x L x 1`` map
+    (``RowsToMap``), and the conv's ``N x L x 1`` output goes back to ``(*lead, N)``
+    (``MapToRows``). Every engine computes a 1x1 conv as a GEMM over the pixels with the
+    layer's own weights, bias, ReLU and output rule, so the result is each row's dense layer.
+    A ``MapToRows`` whose only readers are ``RowsToMap`` (two token-wise layers in a row, the
+    ReLU between them fused) cancels out with them.
+
+    A 1-D convolution (``attrs["conv1d"]``: its weight, pads, strides and dilations already
+    those of the ``(k, 1)`` 2-D convolution) reads its ``(N, C, L)`` input as an ``(N, C, L,
+    1)`` map and gives back ``(N, Z, L')``: two ``Reshape`` host ops around it, which move no
+    value, and cancel out the same way between 1-D convolutions."""
+    out = []
+    for la in layers:
+        if la.kind == "conv" and la.attrs.get("conv1d"):
+            to_map = Layer(f"{la.name}/as_2d", "host", list(la.inputs), f"{la.name}/map", op="Reshape",
+                           attrs={"shape": (0, 0, -1, 1), "to_2d": True})
+            back = Layer(f"{la.name}/as_1d", "host", [f"{la.name}/map_out"], la.output, op="Reshape",
+                         attrs={"shape": (0, 0, -1), "to_1d": True})
+            la.inputs, la.output = [to_map.output], back.inputs[0]
+            out += [to_map, la, back]
+            continue
+        if la.kind != "dense" or "rows" not in la.attrs:
+            out.append(la)
+            continue
+        lead = la.attrs["rows"]
+        n, k = la.w.shape
+        length = int(np.prod(lead)) if -1 not in lead else None
+        to_map = Layer(f"{la.name}/rows_to_map", "host", list(la.inputs), f"{la.name}/map", op="RowsToMap")
+        conv_l = Layer(la.name, "conv", [to_map.output], f"{la.name}/map_out", op=la.op,
+                       w=la.w.reshape(n, k, 1, 1), b=la.b, relu=la.relu, pads=(0, 0, 0, 0), folded=la.folded,
+                       in_hw=None if length is None else (length, 1))
+        back = Layer(f"{la.name}/map_to_rows", "host", [conv_l.output], la.output, op="MapToRows",
+                     attrs={"lead": lead})
+        out += [to_map, conv_l, back]
+    readers = {}
+    for la in out:
+        for i in la.inputs:
+            readers.setdefault(i, []).append(la)
+    drop = set()
+    for la in out:
+        if not (la.op == "MapToRows" or la.attrs.get("to_1d")) or la.output == output:
+            continue
+        rd = readers.get(la.output, [])
+        if rd and all(r.op == "RowsToMap" if la.op == "MapToRows" else r.attrs.get("to_2d") for r in rd):
+            for r in rd:
+                for user in readers.get(r.output, []):
+                    user.inputs = [la.inputs[0] if i == r.output else i for i in user.inputs]
+                drop.add(id(r))
+            drop.add(id(la))
+    return [la for la in out if id(la) not in drop]
+
+
 def _shapes(model):
     """Tensor shapes (tuples, None for an unknown dimension) by name, from onnx's shape
     inference where it succeeds (the rules that need a rank or a size read them here)."""
@@ -590,6 +736,55 @@ def _shapes(model):
     g = inferred.graph
     return {v.name: _dims(v) for v in list(g.input) + list(g.value_info) + list(g.output)
             if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
+
+
+def _conv_transpose(w, a, shape):
+    """A 2-D ``ConvTranspose`` as the convolution of its zero-stuffed input, exactly (the same
+    products, and products by the stuffed zeros): ``(weight (Z, C/g, kh, kw), strides (1, 1)
+    after stuffing, pads, dilations, group)``, or why it is unsupported.
+
+    ONNX: ``y[co, iy*s - top + ky*d, ...] += x[ci, iy, ...] * W[ci, co, ky, kx]`` with ``W``
+    of shape ``(C, Z/g, kh, kw)``. The input with ``s - 1`` zeros between its pixels
+    (``ZeroStuff``), padded by ``d*(k-1) - top`` before and ``d*(k-1) - bottom +
+    output_padding`` after, convolved at stride 1 and dilation ``d`` with the weight flipped in
+    both axes and its input and output channels swapped per group, gives ``y``."""
+    if w.ndim != 4:
+        return f"only 2-D transposed convolution (weight of rank {w.ndim})"
+    if _s(a.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
+        return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+    if a.get("output_shape") is not None:
+        return "output_shape: give pads and output_padding instead"
+    g = int(a.get("group", 1))
+    c, zg, kh, kw = w.shape
+    if g < 1 or c % g:
+        return f"group = {g}: the {c} input channels must split into {g} groups"
+    st = tuple(int(v) for v in a.get("strides", [1, 1]))
+    dil = tuple(int(v) for v in a.get("dilations", [1, 1]))
+    pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
+    op_ = [int(v) for v in a.get("output_padding", [0, 0])]
+    if len(st) != 2 or len(dil) != 2 or len(pads) != 4 or len(op_) != 2 or min(st + dil) < 1 or min(pads + op_) < 0:
+        return f"strides {list(st)}, dilations {list(dil)}, pads {pads}, output_padding {op_}: 2, 2, 4, 2 integers"
+    if any(o >= max(s, d) for o, s, d in zip(op_, st, dil)):
+        return f"output_padding {op_}: each must be smaller than the stride or the dilation"
+    full = [dil[0] * (kh - 1) - pads[0], dil[1] * (kw - 1) - pads[1],
+            dil[0] * (kh - 1) - pads[2] + op_[0], dil[1] * (kw - 1) - pads[3] + op_[1]]
+    if min(full) < 0:
+        return f"pads {pads}: more than the kernel's reach (dilation * (k - 1)), a crop: not supported"
+    cg = c // g
+    wc = w.reshape(g, cg, zg, kh, kw).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1].reshape(g * zg, cg, kh, kw)
+    return np.ascontiguousarray(wc, np.float64), st, tuple(full), dil, g
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _conv1d_unsupported(a):
+    for key, n in (("strides", 1), ("dilations", 1), ("pads", 2)):
+        v = list(a.get(key, [1] * n if key != "pads" else [0] * n))
+        if len(v) != n:
+            return f"{key} {v}: a 1-D convolution takes {n} integer(s)"
+    return None
 
 
 def _conv_unsupported(w, a):
@@ -608,10 +803,23 @@ def _conv_unsupported(w, a):
 
 
 def _host_unsupported(op, a, node, consts):
+    if op in ("MaxPool", "AveragePool") and len(list(a.get("kernel_shape", []))) == 1:
+        ks, pads = list(a["kernel_shape"]), list(a.get("pads", [0, 0]))
+        if len(pads) != 2 or any(int(p) < 0 or int(p) >= ks[0] for p in pads):
+            return f"pads {pads}: a 1-D pool takes 2, each at least 0 and smaller than the kernel {ks}"
+        if any(d != 1 for d in a.get("dilations", [1])):
+            return "dilated pooling is not supported"
+        if len(list(a.get("strides", [1]))) != 1 or any(int(s) < 1 for s in a.get("strides", [1])):
+            return f"strides {list(a.get('strides'))}: a 1-D pool takes one, at least 1"
+        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+            return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+        if op == "MaxPool" and len(node.output) > 1 and node.output[1]:
+            return "the Indices output of MaxPool is not supported"
+        return None
     if op in ("MaxPool", "AveragePool"):
         ks = list(a.get("kernel_shape", []))
         if len(ks) != 2:
-            return f"kernel_shape {ks}: only 2-D pooling"
+            return f"kernel_shape {ks}: only 1-D and 2-D pooling"
         if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
             return f"auto_pad {a['auto_pad']!r}: give explicit pads"
         if len(list(a.get("pads", [0, 0, 0, 0]))) != 4 or any(int(p) < 0 for p in a.get("pads", [])):
