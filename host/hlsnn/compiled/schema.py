@@ -253,17 +253,26 @@ def _validate(p, arrays):
 
 
 def _window(w, a, shape):
-    """A pool's kernel, strides and pads (ONNX attributes) checked on the input ``shape``."""
-    ks = _ints(f"{w}: kernel_shape", _key(a, "kernel_shape", w), 2, 1, MAX_KERNEL)
-    st = _ints(f"{w}: strides", a.get("strides", [1, 1]), 2, 1, MAX_STRIDE)
-    pads = _ints(f"{w}: pads", a.get("pads", [0, 0, 0, 0]), 4, 0, MAX_PAD)
-    _ints(f"{w}: dilations", a.get("dilations", [1, 1]), 2, 1, MAX_DILATION)
+    """A pool's kernel, strides and pads (ONNX attributes) checked on the input ``shape``: a 2-D
+    window on a (C, H, W) map, or a 1-D window (one kernel size) on a (C, L) tensor."""
+    ks0 = _key(a, "kernel_shape", w)
+    nd = 1 if isinstance(ks0, list) and len(ks0) == 1 else 2
+    ks = _ints(f"{w}: kernel_shape", ks0, nd, 1, MAX_KERNEL)
+    st = _ints(f"{w}: strides", a.get("strides", [1] * nd), nd, 1, MAX_STRIDE)
+    pads = _ints(f"{w}: pads", a.get("pads", [0] * (2 * nd)), 2 * nd, 0, MAX_PAD)
+    _ints(f"{w}: dilations", a.get("dilations", [1] * nd), nd, 1, MAX_DILATION)
     if "ceil_mode" in a:
         _int(f"{w}: ceil_mode", a["ceil_mode"], 0, 1)
-    if any(pads[d] >= ks[d % 2] for d in range(4)):
+    if any(pads[d] >= ks[d % nd] for d in range(2 * nd)):
         _fail(f"{w}: pads", f"{pads}: each pad must be smaller than the kernel {ks}")
-    if shape is None or len(shape) != 3:
+    if shape is None or len(shape) != nd + 1:
         return None
+    if nd == 1:
+        c, n = shape
+        on = (n + pads[0] + pads[1] - ks[0]) // st[0] + 1
+        if on < 1:
+            _fail(w, f"a {ks} window does not fit the length {n}")
+        return (c, on)
     c, h, wd = shape
     oh, ow = (h + pads[0] + pads[2] - ks[0]) // st[0] + 1, (wd + pads[1] + pads[3] - ks[1]) // st[1] + 1
     if oh < 1 or ow < 1:
