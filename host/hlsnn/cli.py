@@ -314,7 +314,8 @@ def cmd_sweep(args):
             out = None
     from .progress import enabled
     rep = sweep.run_sweep(args.config, args.vary, csim=not args.no_csim, jobs=args.jobs, cases=args.cases,
-                          seed=args.seed, show_progress=enabled(quiet=args.quiet, json=args.json))
+                          seed=args.seed, show_progress=enabled(quiet=args.quiet, json=args.json),
+                          cluster=args.cluster)
     rep["out"] = sweep.plot_sweep(rep, out) if out else None
     if args.json:
         print(json.dumps(rep))
@@ -668,6 +669,9 @@ def build_parser():
                    help="a key of the engine section (rows, bfp_systolic.rows or array.rows) or clock_mhz, and "
                         "its values (YAML scalars); repeat for more keys: the variants are the Cartesian product")
     p.add_argument("--jobs", type=POSITIVE, default=None, help="C-simulation worker processes (default: CPU count)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run every variant as a task on the Dask scheduler at ADDRESS (tcp://host:8786) instead of "
+                        "local processes; needs hlsnn[cluster] (docs/tutorials/cluster.md)")
     p.add_argument("--no-csim", action="store_true", help="estimates only; compile nothing")
     p.add_argument("--cases", type=NONNEG, default=2, help="random cases per variant besides the edge cases (default 2)")
     p.add_argument("--seed", type=NONNEG, default=0, help="seed of the cases (default 0)")
