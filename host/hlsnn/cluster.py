@@ -90,6 +90,7 @@ def run_tasks(client, fn: Callable, payloads: list, on_done: Callable[[int, Any,
             try:
                 res, err = fut.result(), None
             except Exception as exc:                        # KilledWorker, the task's own error, ...
+                res = None
                 name = type(exc).__name__
                 if name == "KilledWorker":
                     err = "the task's worker died on every attempt (KilledWorker: out of memory or killed?)"

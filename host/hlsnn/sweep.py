@@ -452,11 +452,11 @@ def _run_on_cluster(address, vs, *, csim, cases, seed, progress, show_progress):
                 r = local[i][0]
                 if todo[i]:
                     r["csim"] = {"error": err, "time_s": None}
-                elif progress:
-                    progress(f"  {r['name']}: the task failed ({err}); its row is this machine's estimate")
+                else:                               # the row: this machine's estimate, and why
+                    r["csim_skipped"] = f"task failed: {err}"
             results[i] = r
             c = r["csim"]
-            what = ("estimate" if c is None else f"error: {c['error'].splitlines()[0]}" if "error" in c else
+            what = (r["csim_skipped"] or "estimate" if c is None else f"error: {c['error'].splitlines()[0]}" if "error" in c else
                     f"{c['mismatches']} mismatches in {c['cases']} cases ({c['outputs']} outputs)")
             if progress:
                 progress(f"  {r['name']}: {what}")
@@ -499,6 +499,8 @@ def _fits_text(r) -> str:
 def _csim_text(r) -> str:
     c = r["csim"]
     if c is None:
+        if (r["csim_skipped"] or "").startswith("task failed: "):
+            return "TASK FAILED: " + r["csim_skipped"][len("task failed: "):]
         return {"over budget": "not compiled", "--no-csim": "-", "invalid": ""}.get(r["csim_skipped"], "-")
     if "error" in c:
         return "ERROR: " + c["error"].splitlines()[0]
