@@ -253,3 +253,103 @@ def sweep_payload(v: dict, cfg, *, csim: bool, seed: int, cases: int) -> bytes:
             p["files"] = pack_dir(rendered.dir)
             p["sources"] = [f for f, _ in rendered.sources]
     return pickle.dumps(p)
+
+
+# --------------------------------------------------------------------------- batch builds
+
+def build_payload(cfg, *, dry_run: bool, check: bool, jobs) -> bytes:
+    """The bytes of one build task: the config with its board as data (what the config hash
+    covers), the name it was given by, and the flags."""
+    import pickle
+    return pickle.dumps({"config": cfg.as_dict(), "path": str(cfg.path or ""), "stem": cfg.stem,
+                         "dry_run": dry_run, "check": check, "jobs": jobs})
+
+
+def build_point(payload: bytes) -> bytes:
+    """A dask task: ``hlsnn build`` of one config in the worker's own temporary folder. Returns
+    pickled bytes: ``status`` (:data:`hlsnn.build.EXIT`), ``log`` (what the build printed,
+    with the worker's folder written as ``<task>``), and tar archives of the overlay (when one
+    was made), the rendered HLS project and the logs."""
+    import contextlib
+    import pickle
+    from dataclasses import replace
+    p = pickle.loads(payload)
+    _maybe_kill_for_test()
+    from .build.flow import Build, main_build
+    from .config import config_from_data
+    d = dict(p["config"])
+    cfg = config_from_data({k: v for k, v in d.items() if k != "board"}, d["board"], source=p["path"] or d["name"])
+    cfg = replace(cfg, path=p["path"], stem=p["stem"])
+    with tempfile.TemporaryDirectory(prefix="hlsnn-task-") as t:
+        tmp = Path(t).resolve()
+        root = tmp / "build" / cfg.stem
+
+        class TaskBuild(Build):                     # the build folder in the task's own folder
+            def __init__(self, *a, **kw):
+                super().__init__(*a, **kw)
+                self.root, self.logs = root, root / "logs"
+                self.hls_dir, self.vivado_dir = root / "hls", root / "vivado"
+
+        log = io.StringIO()
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            try:
+                status = main_build(cfg, out=tmp / "overlays", jobs=p["jobs"], dry_run=p["dry_run"],
+                                    check=p["check"], builder=TaskBuild)
+            except HlsnnError as exc:
+                print(f"hlsnn: error: {exc}")
+                status = 2
+        out = {"status": status, "log": log.getvalue().replace(str(tmp), "<task>"), "name": cfg.name,
+               "stem": cfg.stem, "overlay": None, "hls": None, "logs": None}
+        ov = tmp / "overlays" / cfg.name
+        if ov.is_dir():
+            out["overlay"] = tar_bytes(ov, cfg.name)
+        for key, sub in (("hls", "hls"), ("logs", "logs")):
+            if (root / sub).is_dir():
+                out[key] = tar_bytes(root / sub, sub)
+        return pickle.dumps(out)
+
+
+def run_builds(address: str, cfgs: list, *, out="overlays", jobs=None, dry_run=False, check=False,
+               show_progress=False) -> list:
+    """Build ``cfgs`` on the cluster at ``address``, one task each. What comes back is unpacked
+    on this machine, each folder renamed into place whole: the overlay into ``out/<name>``,
+    the rendered project and logs into ``<build root>/<name>/hls`` and ``.../logs``. Prints
+    each build's output (the worker's folder written as this machine's) and returns the exit
+    statuses, in the order of ``cfgs``."""
+    import pickle
+    import sys
+    from .paths import build_dir
+    client = connect(address)
+    statuses = [None] * len(cfgs)
+    try:
+        payloads = [build_payload(c, dry_run=dry_run, check=check, jobs=jobs) for c in cfgs]
+        from .progress import bar
+        pbar = bar(total=len(cfgs), desc=f"build on cluster ({n_workers(client)} worker(s))", unit="config",
+                   show=show_progress)
+
+        def on_done(i, res, err):
+            cfg = cfgs[i]
+            if err is not None:
+                print(f"hlsnn: build failed: {cfg.name}: the cluster task failed: {err}", file=sys.stderr, flush=True)
+                statuses[i] = 1
+            else:
+                r = pickle.loads(res)
+                local = Path(os.path.abspath(build_dir(cfg)))
+                for key in ("hls", "logs"):
+                    if r[key] is not None:
+                        untar_atomic(r[key], local / key)
+                if r["overlay"] is not None:
+                    untar_atomic(r["overlay"], Path(out) / cfg.name)
+                text = r["log"].replace(f"<task>/build/{cfg.stem}", str(local))
+                text = text.replace(f"<task>/overlays", str(out))
+                print(f"== {cfg.name} (on the cluster) ==\n{text.rstrip()}", flush=True)
+                statuses[i] = r["status"]
+            if show_progress:
+                pbar.update(1)
+
+        run_tasks(client, build_point, payloads, on_done)
+        if show_progress:
+            pbar.close()
+    finally:
+        client.close()
+    return statuses
