@@ -202,3 +202,69 @@ def test_a_task_that_fails_on_every_attempt_gets_its_reason(local_cluster):
         cl.run_tasks(client, int, ["7", "x"], lambda i, res, err: got.__setitem__(i, (res, err)))
     assert got[0] == (7, None)
     assert got[1][0] is None and got[1][1].startswith("ValueError: invalid literal for int() with base 10: 'x'")
+
+
+# ------------------------------------------------------------------------------- batch builds
+
+def _tree(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(Path(folder).rglob("*")) if p.is_file()}
+
+
+def test_batch_exit_status():
+    from hlsnn.cli import _batch_status
+    assert _batch_status([0, 0]) == 0
+    assert _batch_status([0, 3, 0]) == 3          # tools missing for one: as a single build says
+    assert _batch_status([3, 1, 0]) == 1          # a failed build wins
+
+
+@pytest.mark.slow
+def test_batch_dry_run_on_the_cluster_equals_the_local_one(local_cluster, tmp_path, monkeypatch, capsys):
+    from hlsnn.cli import main
+    configs = ["bfp8_zcu104", "shift8_pynq-z2"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "remote"))
+    assert main(["build", *configs, "--dry-run", "-q", "--cluster", local_cluster.scheduler_address]) == 0
+    remote = capsys.readouterr().out.replace(str(tmp_path / "remote"), "<build>")
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "local"))
+    assert main(["build", *configs, "--dry-run", "-q"]) == 0
+    local = capsys.readouterr().out.replace(str(tmp_path / "local"), "<build>")
+    assert local.splitlines()[-1] == remote.splitlines()[-1] == "builds: bfp8_zcu104 ok, shift8_pynq_z2 ok"
+    # each config's printed commands, with this machine's paths, as the local run printed them
+    for name in ("bfp8_zcu104", "shift8_pynq_z2"):
+        block = remote.split(f"== {name} (on the cluster) ==\n")[1].split("\n== ")[0].split("\nbuilds:")[0]
+        cmds = [line for line in block.splitlines() if not line.startswith("hlsnn: WARNING")]
+        assert any(f"<build>/{name}/hls" in line for line in cmds)
+        assert "\n".join(cmds) in local
+    # and the rendered projects came back byte for byte
+    for name in ("bfp8_zcu104", "shift8_pynq_z2"):
+        a, b = _tree(tmp_path / "remote" / name / "hls"), _tree(tmp_path / "local" / name / "hls")
+        assert len(a) > 10 and a == b
+    assert not (tmp_path / "overlays").exists()
+    assert not any(p.name.startswith(".") for p in (tmp_path / "remote").rglob("*"))    # no temporaries left
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_batch_build_without_xilinx_tools_is_tools_missing_per_config(local_cluster, tmp_path, monkeypatch, capsys):
+    if shutil.which("vivado") or shutil.which("vitis_hls") or os.environ.get("XILINX_VIVADO"):
+        pytest.skip("the Xilinx tools are installed here")
+    from hlsnn.cli import main
+    import yaml
+    a = tmp_path / "t2_tiny.yaml"
+    shutil.copy(T2_TINY, a)
+    data = yaml.safe_load(a.read_text())
+    data["name"] = "t2_tiny_b"
+    b = tmp_path / "t2_tiny_b.yaml"
+    b.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
+    rc = main(["build", str(a), str(b), "-q", "--cluster", local_cluster.scheduler_address])
+    out = capsys.readouterr().out
+    assert rc == 3, out
+    assert out.splitlines()[-1] == "builds: t2_tiny tools missing, t2_tiny_b tools missing"
+    for name in ("t2_tiny", "t2_tiny_b"):
+        assert f"the HLS project and all TCL are in {tmp_path / 'build' / name / 'hls'}." in out
+        assert (tmp_path / "build" / name / "hls" / "run_hls.tcl").is_file()
+        assert "0 mismatches" in (tmp_path / "build" / name / "logs" / "csim.log").read_text()
+    assert out.count("hlsnn: tools missing: vitis_hls (or vitis-run), vivado not found") == 2
+    assert not (tmp_path / "overlays").exists()
