@@ -268,3 +268,11 @@ def test_batch_build_without_xilinx_tools_is_tools_missing_per_config(local_clus
         assert "0 mismatches" in (tmp_path / "build" / name / "logs" / "csim.log").read_text()
     assert out.count("hlsnn: tools missing: vitis_hls (or vitis-run), vivado not found") == 2
     assert not (tmp_path / "overlays").exists()
+
+
+def test_jobs_and_cluster_together_is_an_error(capsys):
+    from hlsnn.cli import main
+    rc = main(["sweep", str(BFP16), "--vary", "rows=8", "--no-plot", "--jobs", "2", "--cluster", "tcp://127.0.0.1:1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == ["hlsnn: error: hlsnn sweep: --jobs and --cluster cannot be combined (--jobs: processes "
+                               "on this machine; --cluster: the scheduler's workers)"]

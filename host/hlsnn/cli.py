@@ -337,7 +337,10 @@ def cmd_build(args):
 def cmd_sweep(args):
     from pathlib import Path
     from . import sweep
-    from .errors import MissingDependency
+    from .errors import InputError, MissingDependency
+    if args.cluster is not None and args.jobs is not None:
+        raise InputError("hlsnn sweep: --jobs and --cluster cannot be combined (--jobs: processes on this machine; "
+                         "--cluster: the scheduler's workers)")
     out = None
     if not args.no_plot:
         out = sweep.check_out(args.out or Path(f"{Path(args.config).stem}_sweep.png"))
