@@ -15,6 +15,11 @@ three stages, and stops at the first it does not pass:
    kernel compiled with g++) against the emulator, in parallel worker processes. The csim
    library cache is keyed by a hash of the sources, so the workers share the build folder.
 
+With ``cluster=ADDRESS`` (``hlsnn sweep --cluster``) every variant is instead one task on a
+Dask scheduler (:mod:`hlsnn.cluster`): the three stages run on a worker, in its own temporary
+folder, from the variant, its board file and the rendered kernel sent as bytes (this machine
+validates too, only to know which kernels to render and send), and the row comes back.
+
 Keys (``KEY`` of ``--vary KEY=v1,v2,...``): a key of the engine's section, written ``rows``,
 ``bfp_systolic.rows`` or ``array.rows`` (``array`` is an alias of the engine's section), or
 the top-level ``clock_mhz``. Values are parsed with ``yaml.safe_load``: ``8``, ``1.5``,
