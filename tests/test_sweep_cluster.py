@@ -276,3 +276,24 @@ def test_jobs_and_cluster_together_is_an_error(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err == ["hlsnn: error: hlsnn sweep: --jobs and --cluster cannot be combined (--jobs: processes "
                                "on this machine; --cluster: the scheduler's workers)"]
+
+
+@pytest.mark.slow
+def test_a_point_whose_worker_always_dies_gets_its_row_with_the_reason(monkeypatch, capsys):
+    """One variant's task kills its worker on every attempt: after the scheduler's allowed
+    failures (1 here) it is given up (KilledWorker); that row says so, the others are as locally."""
+    import dask
+    from distributed import LocalCluster
+    monkeypatch.setenv(cl.KILL_ALWAYS_ENV, "bfp16_pynq_z2_v1")
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                          dashboard_address=None) as c:
+            monkeypatch.delenv(cl.KILL_ALWAYS_ENV)
+            rep = sweep.run_sweep(BFP16, RESOURCE_VARY, csim=False, cluster=c.scheduler_address)
+    loc = sweep.run_sweep(BFP16, RESOURCE_VARY, csim=False, jobs=2)
+    bad = rep["variants"][1]
+    assert bad["name"] == "bfp16_pynq_z2_v1" and bad["valid"] and bad["fits"]
+    assert bad["csim_skipped"].startswith("task failed: the task's worker died on every attempt (KilledWorker")
+    assert "TASK FAILED: the task's worker died on every attempt" in sweep.format_table(rep)
+    bad["csim_skipped"] = "--no-csim"              # otherwise the local estimate, as the row says
+    assert json.dumps(rep, sort_keys=True) == json.dumps(loc, sort_keys=True)

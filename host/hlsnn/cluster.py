@@ -39,6 +39,9 @@ RETRIES = 2
 #: that sees it creates the file and kills its own worker process (SIGKILL), as an out-of-memory
 #: kill would; the scheduler then runs the task again elsewhere (tests/test_sweep_cluster.py).
 KILL_ONCE_ENV = "HLSNN_TEST_KILL_WORKER_ONCE"
+#: Test-only hook: the task of the variant (or config) of this name kills its worker every time,
+#: so the scheduler gives it up (KilledWorker) and its row must say why.
+KILL_ALWAYS_ENV = "HLSNN_TEST_KILL_WORKER_FOR"
 
 _INSTALL = 'pip install "hlsnn[cluster]" (dask[distributed])'
 
@@ -158,7 +161,10 @@ def untar_atomic(data: bytes, dest) -> Path:
     return dest
 
 
-def _maybe_kill_for_test():
+def _maybe_kill_for_test(name=None):
+    import signal
+    if name is not None and os.environ.get(KILL_ALWAYS_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
     marker = os.environ.get(KILL_ONCE_ENV)
     if not marker:
         return
@@ -167,7 +173,6 @@ def _maybe_kill_for_test():
     except FileExistsError:
         return
     os.close(fd)
-    import signal
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -191,7 +196,7 @@ def sweep_point(payload: bytes) -> bytes:
     C-simulation compiles and runs them there against the emulator."""
     import pickle
     p = pickle.loads(payload)
-    _maybe_kill_for_test()
+    _maybe_kill_for_test(p["variant"]["name"])
     from .sweep import _row
     with tempfile.TemporaryDirectory(prefix="hlsnn-task-") as t:
         tmp = Path(t)
@@ -274,7 +279,7 @@ def build_point(payload: bytes) -> bytes:
     import pickle
     from dataclasses import replace
     p = pickle.loads(payload)
-    _maybe_kill_for_test()
+    _maybe_kill_for_test(p["stem"])
     from .build.flow import Build, main_build
     from .config import config_from_data
     d = dict(p["config"])
