@@ -285,7 +285,9 @@ def test_a_point_whose_worker_always_dies_gets_its_row_with_the_reason(monkeypat
     import dask
     from distributed import LocalCluster
     monkeypatch.setenv(cl.KILL_ALWAYS_ENV, "bfp16_pynq_z2_v1")
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+    # worker-saturation 1.0: a worker of one thread holds one task at a time, so no other task is on
+    # the worker when it dies (a dying worker's held tasks are suspects too, dask's rule)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                           dashboard_address=None) as c:
             monkeypatch.delenv(cl.KILL_ALWAYS_ENV)
