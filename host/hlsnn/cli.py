@@ -277,6 +277,15 @@ def load_for_build(path, board=None):
     return replace(cfg, path=str(path))     # build/<name>: the name above carries the board
 
 
+_BUILD_OUTCOME = {0: "ok", 1: "FAILED", 3: "tools missing"}
+
+
+def _batch_status(statuses) -> int:
+    """One exit status for several builds: 1 when one failed, else 3 when the tools were
+    missing for one, else 0."""
+    return 1 if 1 in statuses else 3 if 3 in statuses else max(statuses, default=0)
+
+
 def cmd_build(args):
     from .build import main_build
     from .build.netflow import is_compiled_model, main_build_network
@@ -285,6 +294,32 @@ def cmd_build(args):
         raise InputError("hlsnn build: --check and --dry-run cannot be combined (--check runs Vitis HLS; "
                           "--dry-run runs nothing)")
     from .progress import enabled
+    configs = list(args.config)
+    if len(configs) > 1 or args.cluster:        # a batch, or one build on a Dask cluster
+        models = [c for c in configs if is_compiled_model(c)]
+        if models and (args.cluster or len(configs) > 1):
+            raise InputError(f"hlsnn build {models[0]}: a compiled model's network overlay is built on its own and "
+                             f"locally (one argument, no --cluster); list only configs in a batch")
+        if len(set(configs)) != len(configs):
+            raise InputError("hlsnn build: a config is listed twice; list each once")
+        cfgs = [load_for_build(c, args.board) for c in configs]      # every config checked before any build
+        names = [c.stem for c in cfgs]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise InputError(f"hlsnn build: two configs build into build/{dup} (the same name {dup!r}); give them "
+                             f"different names")
+        if args.cluster:
+            from . import cluster
+            statuses = cluster.run_builds(args.cluster, cfgs, out=args.out, jobs=args.jobs, dry_run=args.dry_run,
+                                          check=args.check, show_progress=enabled(quiet=args.quiet))
+        else:
+            statuses = [main_build(c, out=args.out, jobs=args.jobs, dry_run=args.dry_run, check=args.check,
+                                   progress=enabled(quiet=args.quiet)) for c in cfgs]
+        if len(cfgs) > 1:
+            print("builds: " + ", ".join(f"{c.name} {_BUILD_OUTCOME.get(s, f'exit {s}')}"
+                                         for c, s in zip(cfgs, statuses)))
+        return _batch_status(statuses)
+    args.config = configs[0]
     if is_compiled_model(args.config):          # a compiled model: its network kernel's overlay
         if args.board:
             raise InputError(f"hlsnn build {args.config} --board: a compiled model's network overlay is built for "
@@ -302,7 +337,10 @@ def cmd_build(args):
 def cmd_sweep(args):
     from pathlib import Path
     from . import sweep
-    from .errors import MissingDependency
+    from .errors import InputError, MissingDependency
+    if args.cluster is not None and args.jobs is not None:
+        raise InputError("hlsnn sweep: --jobs and --cluster cannot be combined (--jobs: processes on this machine; "
+                         "--cluster: the scheduler's workers)")
     out = None
     if not args.no_plot:
         out = sweep.check_out(args.out or Path(f"{Path(args.config).stem}_sweep.png"))
@@ -314,7 +352,8 @@ def cmd_sweep(args):
             out = None
     from .progress import enabled
     rep = sweep.run_sweep(args.config, args.vary, csim=not args.no_csim, jobs=args.jobs, cases=args.cases,
-                          seed=args.seed, show_progress=enabled(quiet=args.quiet, json=args.json))
+                          seed=args.seed, show_progress=enabled(quiet=args.quiet, json=args.json),
+                          cluster=args.cluster)
     rep["out"] = sweep.plot_sweep(rep, out) if out else None
     if args.json:
         print(json.dumps(rep))
@@ -520,12 +559,15 @@ def build_parser():
     p = sub.add_parser("build", help="build an overlay: render, csim, Vitis HLS, Vivado -> overlays/<name>/ "
                                      "(exit 3 when the Xilinx tools are missing); given a compiled model "
                                      "(NAME.hlsnn), its network kernel's overlay -> overlays/<config>_net/")
-    p.add_argument("config", help="a config (name or YAML), or a compiled model (hlsnn compile) for its network "
-                                  "overlay")
+    p.add_argument("config", nargs="+", help="a config (name or YAML), or a compiled model (hlsnn compile) for its "
+                                             "network overlay; several configs: one build each (a batch)")
     p.add_argument("--board", help="build for another board: a name of configs/boards or a board file's path "
                         "(default: the config's)")
     p.add_argument("--jobs", type=POSITIVE, default=None, help="parallel Vivado jobs (default: CPU count)")
     p.add_argument("--out", default="overlays", help="overlay folder (default overlays/)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="build each config as a task on the Dask scheduler at ADDRESS (tcp://host:8786); the "
+                        "overlays come back here; needs hlsnn[cluster] (docs/tutorials/cluster.md)")
     p.add_argument("--dry-run", action="store_true", help="render, then print every command without running it")
     p.add_argument("--check", action="store_true",
                    help="only Vitis HLS csim_design + csynth_design (no export, no Vivado); print each loop's II and "
@@ -677,6 +719,9 @@ def build_parser():
                    help="a key of the engine section (rows, bfp_systolic.rows or array.rows) or clock_mhz, and "
                         "its values (YAML scalars); repeat for more keys: the variants are the Cartesian product")
     p.add_argument("--jobs", type=POSITIVE, default=None, help="C-simulation worker processes (default: CPU count)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run every variant as a task on the Dask scheduler at ADDRESS (tcp://host:8786) instead of "
+                        "local processes; needs hlsnn[cluster] (docs/tutorials/cluster.md)")
     p.add_argument("--no-csim", action="store_true", help="estimates only; compile nothing")
     p.add_argument("--cases", type=NONNEG, default=2, help="random cases per variant besides the edge cases (default 2)")
     p.add_argument("--seed", type=NONNEG, default=0, help="seed of the cases (default 0)")

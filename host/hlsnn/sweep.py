@@ -15,6 +15,11 @@ three stages, and stops at the first it does not pass:
    kernel compiled with g++) against the emulator, in parallel worker processes. The csim
    library cache is keyed by a hash of the sources, so the workers share the build folder.
 
+With ``cluster=ADDRESS`` (``hlsnn sweep --cluster``) every variant is instead one task on a
+Dask scheduler (:mod:`hlsnn.cluster`): the three stages run on a worker, in its own temporary
+folder, from the variant, its board file and the rendered kernel sent as bytes (this machine
+validates too, only to know which kernels to render and send), and the row comes back.
+
 Keys (``KEY`` of ``--vary KEY=v1,v2,...``): a key of the engine's section, written ``rows``,
 ``bfp_systolic.rows`` or ``array.rows`` (``array`` is an alias of the engine's section), or
 the top-level ``clock_mhz``. Values are parsed with ``yaml.safe_load``: ``8``, ``1.5``,
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import os
 import re
 import time
@@ -252,8 +258,41 @@ def _check_csim_tools():
     csim.ap_types_dir()
 
 
+def _row(v, csim: bool):
+    """Validation and the resource estimate of one variant: its row (``csim`` None) and its
+    Config (None when invalid). Runs here, or on a cluster worker (:mod:`hlsnn.cluster`)."""
+    r = {"index": v["index"], "name": v["name"], "values": v["values"], "valid": False, "error": None,
+         "resources": None, "utilization": None, "buffers": None, "multipliers": None, "throughput": None, "fits": None, "over_budget": [],
+         "clock_mhz": None, "csim": None, "csim_skipped": None}
+    try:
+        cfg = load_config(v["data"], source=v["source"], check_fit=False)
+    except ConfigError as exc:
+        prefix = f"{v['source']}: "
+        msg = str(exc)
+        r["error"] = " ".join((msg[len(prefix):] if msg.startswith(prefix) else msg).split())
+        r["csim_skipped"] = "invalid"
+        return r, None
+    est = cfg.estimates
+    res = {k: est["resources"][k] for k in RESOURCES if k in est["resources"]}
+    avail = cfg.board.resources
+    over = [{"resource": k, "used": used, "available": avail.get(k, 0), "over": used - avail.get(k, 0)}
+            for k, used in est["resources"].items() if used > avail.get(k, 0)]
+    r.update(buffers=est.get("buffers", []), multipliers=est.get("multipliers", []))
+    r.update(valid=True, resources=res, utilization={k: est["utilization"][k] for k in res},
+             throughput=dict(est["throughput"]) if "throughput" in est else None, fits=not over,
+             over_budget=over, clock_mhz=cfg.clock_mhz)
+    from .perf.closed_form import reference_gemm    # the cycle model of hlsnn perf (issue 13)
+    r["model"] = reference_gemm(cfg)
+    if over:
+        r["csim_skipped"] = "over budget"
+    elif not csim:
+        r["csim_skipped"] = "--no-csim"
+    return r, cfg
+
+
 def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, cases: int = 2, seed: int = 0,
-              progress: Optional[Callable[[str], Any]] = None, show_progress: bool = False) -> dict:
+              progress: Optional[Callable[[str], Any]] = None, show_progress: bool = False,
+              cluster: Optional[str] = None) -> dict:
     """Validate, estimate and (optionally) C-simulate every variant of a sweep.
 
     Parameters
@@ -272,6 +311,11 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
         Called with one line of text when C-simulation starts and as each variant ends.
     show_progress : bool, default False
         A progress bar over the C-simulated variants on stderr (:mod:`hlsnn.progress`).
+    cluster : str, optional
+        The address of a Dask scheduler (``tcp://host:8786``): every variant becomes one task
+        there (validation, estimate and C-simulation on a worker, :mod:`hlsnn.cluster`);
+        ``jobs`` is then ignored and ``jobs`` of the result counts the cluster's workers
+        (at most the C-simulated variants, as locally). Needs ``hlsnn[cluster]``.
 
     Returns
     -------
@@ -300,36 +344,11 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
     engine = first["engine"]
     board = load_board(first["board"], source=vs[0]["source"]) if isinstance(first.get("board"), str) else None
 
-    results = []
-    for v in vs:
-        r = {"index": v["index"], "name": v["name"], "values": v["values"], "valid": False, "error": None,
-             "resources": None, "utilization": None, "buffers": None, "multipliers": None, "throughput": None, "fits": None, "over_budget": [],
-             "clock_mhz": None, "csim": None, "csim_skipped": None}
-        try:
-            cfg = load_config(v["data"], source=v["source"], check_fit=False)
-        except ConfigError as exc:
-            prefix = f"{v['source']}: "
-            msg = str(exc)
-            r["error"] = " ".join((msg[len(prefix):] if msg.startswith(prefix) else msg).split())
-            r["csim_skipped"] = "invalid"
-            results.append(r)
-            continue
-        est = cfg.estimates
-        res = {k: est["resources"][k] for k in RESOURCES if k in est["resources"]}
-        avail = cfg.board.resources
-        over = [{"resource": k, "used": used, "available": avail.get(k, 0), "over": used - avail.get(k, 0)}
-                for k, used in est["resources"].items() if used > avail.get(k, 0)]
-        r.update(buffers=est.get("buffers", []), multipliers=est.get("multipliers", []))
-        r.update(valid=True, resources=res, utilization={k: est["utilization"][k] for k in res},
-                 throughput=dict(est["throughput"]) if "throughput" in est else None, fits=not over,
-                 over_budget=over, clock_mhz=cfg.clock_mhz)
-        from .perf.closed_form import reference_gemm    # the cycle model of hlsnn perf (issue 13)
-        r["model"] = reference_gemm(cfg)
-        if over:
-            r["csim_skipped"] = "over budget"
-        elif not csim:
-            r["csim_skipped"] = "--no-csim"
-        results.append(r)
+    if cluster is not None:
+        return _finish(config, vs, engine, board, csim, cases, seed,
+                       *_run_on_cluster(cluster, vs, csim=csim, cases=cases, seed=seed, progress=progress,
+                                        show_progress=show_progress))
+    results = [_row(v, csim)[0] for v in vs]
 
     todo = [(r, v) for r, v in zip(results, vs) if r["valid"] and r["fits"] and csim]
     workers = min(jobs, len(todo)) if todo else 0
@@ -373,6 +392,10 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
         if show_progress:
             pbar.close()
 
+    return _finish(config, vs, engine, board, csim, cases, seed, results, workers)
+
+
+def _finish(config, vs, engine, board, csim, cases, seed, results, workers):
     ran = [r for r in results if r["csim"] is not None]
     failed = [r for r in ran if not _csim_ok(r["csim"])]
     unit = next((r["throughput"]["unit"] for r in results if r["throughput"]), None)
@@ -410,6 +433,50 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
     }
 
 
+def _run_on_cluster(address, vs, *, csim, cases, seed, progress, show_progress):
+    """Every variant as one task on the Dask cluster at ``address`` (:mod:`hlsnn.cluster`):
+    the rows as the workers made them, and the workers used (as ``jobs`` locally)."""
+    from . import cluster as cl
+    local = [_row(v, csim) for v in vs]          # which variants to render for C-simulation
+    todo = [bool(csim and r["valid"] and r["fits"]) for r, _ in local]
+    client = cl.connect(address)
+    try:
+        n = cl.n_workers(client)
+        if progress:
+            progress(f"cluster {address}: {len(vs)} task(s) on {n} worker(s), {sum(todo)} with C-simulation ...")
+        payloads = [cl.sweep_payload(v, cfg if do else None, csim=csim, seed=seed, cases=cases)
+                    for v, (_, cfg), do in zip(vs, local, todo)]
+        from .progress import bar
+        pbar = bar(total=len(vs), desc=f"sweep on cluster ({n} worker(s))", unit="variant", show=show_progress)
+        results = [None] * len(vs)
+
+        def on_done(i, res, err):
+            if err is None:
+                r = json.loads(res)
+            else:
+                r = local[i][0]
+                if todo[i]:
+                    r["csim"] = {"error": err, "time_s": None}
+                else:                               # the row: this machine's estimate, and why
+                    r["csim_skipped"] = f"task failed: {err}"
+            results[i] = r
+            c = r["csim"]
+            what = (r["csim_skipped"] or "estimate" if c is None else f"error: {c['error'].splitlines()[0]}" if "error" in c else
+                    f"{c['mismatches']} mismatches in {c['cases']} cases ({c['outputs']} outputs)")
+            if progress:
+                progress(f"  {r['name']}: {what}")
+            if show_progress:
+                pbar.update(1)
+                pbar.set_postfix_str(f"{r['name']}: {what}")
+
+        cl.run_tasks(client, cl.sweep_point, payloads, on_done)
+        if show_progress:
+            pbar.close()
+    finally:
+        client.close()
+    return results, (min(n, sum(todo)) if any(todo) else 0)
+
+
 # --------------------------------------------------------------------------- the table
 
 def _pct(u) -> str:
@@ -437,6 +504,8 @@ def _fits_text(r) -> str:
 def _csim_text(r) -> str:
     c = r["csim"]
     if c is None:
+        if (r["csim_skipped"] or "").startswith("task failed: "):
+            return "TASK FAILED: " + r["csim_skipped"][len("task failed: "):]
         return {"over budget": "not compiled", "--no-csim": "-", "invalid": ""}.get(r["csim_skipped"], "-")
     if "error" in c:
         return "ERROR: " + c["error"].splitlines()[0]
