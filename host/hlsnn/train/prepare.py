@@ -1,0 +1,138 @@
+"""``prepare``: wrap the ``Conv2d`` / ``Linear`` layers of a torch model with the fake
+quantization of the format a deployment config assigns them (:mod:`hlsnn.train.quant`)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+import torch.nn.functional as Fn
+
+from ..config import load_config
+from ..deploy.config import DeployConfig, load_deploy_config
+from ..errors import InputError
+from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake
+
+
+class _QMixin:
+    """What a quantized layer adds to its torch layer: ``fmt`` (the format's type), the weight
+    quantizer ``wq``, the input quantizer ``aq`` (fixed-point engines) and the BFP input rule."""
+
+    def _setup(self, spec, params, overflow_ratio):
+        self.fmt, self.params, self.spec_name = spec.type, dict(params), spec.name
+        self.aq = None
+        self.bfp_in = None
+        if spec.type in ("pot", "twohot"):
+            self.wq = ShiftWeight(self.weight, spec.type, params["exp_bits"], spec.delta,
+                                  per_channel=spec.weight_scale == "channel")
+            self.aq = FixedAct(params["act_bits"], params.get("act_signed", True), overflow_ratio)
+        elif spec.type in ("fixed", "sparse"):
+            self.wq = FixedWeight()
+            bits = params.get("act_bits", 8) if spec.type == "fixed" else 8
+            self.aq = FixedAct(bits, params.get("act_signed", True) if spec.type == "fixed" else True, overflow_ratio)
+        elif spec.type == "bfp":
+            self.wq = BfpWeight(params["mantissa_bits"], params.get("exponent_bits", 8),
+                                per_row=params.get("weight_exponent", "row") == "row")
+            self.bfp_in = (params["mantissa_bits"], params.get("exponent_bits", 8))
+        else:
+            raise InputError(f"format type {spec.type!r}: one of twohot, pot, fixed, sparse, bfp")
+        self.register_buffer("prune_mask", None)
+
+    def quantized_weight(self):
+        w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
+        return self.wq(w)
+
+    def _quant_input(self, x):
+        if self.aq is not None:
+            return self.aq(x)
+        if self.bfp_in is not None:       # one exponent per sample
+            return bfp_fake(x.reshape(x.shape[0], -1), *self.bfp_in, dim=-1).reshape(x.shape)
+        return x
+
+    def _quant_bias(self):
+        if self.bias is None or self.aq is None or self.aq.last_f is None:
+            return self.bias
+        fw = self._weight_frac()
+        return fixed_fake(self.bias, self.aq.last_f + fw, 32, True)
+
+    def _weight_frac(self):
+        if isinstance(self.wq, ShiftWeight):
+            return int(self.wq.exponent().min())
+        from ..engines.common import largest_frac
+        return largest_frac(float(self.weight.detach().abs().max()), 127)
+
+
+class QConv2d(_QMixin, nn.Conv2d):
+    def forward(self, x):
+        x = self._quant_input(x)
+        return self._conv_forward(x, self.quantized_weight(), self._quant_bias())
+
+
+class QLinear(_QMixin, nn.Linear):
+    def forward(self, x):
+        x = self._quant_input(x)
+        return Fn.linear(x, self.quantized_weight(), self._quant_bias())
+
+
+def _copy(cls, m):
+    if isinstance(m, nn.Conv2d):
+        q = cls(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding, m.dilation, m.groups,
+                m.bias is not None, m.padding_mode)
+    else:
+        q = cls(m.in_features, m.out_features, m.bias is not None)
+    q.load_state_dict(m.state_dict())
+    return q
+
+
+def fold_batchnorm(model):
+    """Fold every ``BatchNorm2d`` that directly follows a ``Conv2d`` in an ``nn.Sequential`` into
+    the convolution (eval statistics), in place, as the ONNX import folds it: the weights then
+    quantized are the ones the engine runs. Returns the model."""
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+    for mod in list(model.modules()):
+        if not isinstance(mod, nn.Sequential):
+            continue
+        keys = list(mod._modules)
+        for a, b in zip(keys, keys[1:]):
+            c, bn = mod._modules[a], mod._modules[b]
+            if isinstance(c, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d):
+                mod._modules[a] = fuse_conv_bn_eval(c.eval(), bn.eval())
+                mod._modules[b] = nn.Identity()
+    return model
+
+
+def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_ratio=0.0):
+    """Replace, in place, each ``Conv2d`` / ``Linear`` of ``model`` by its quantized twin
+    (:class:`QConv2d` / :class:`QLinear`) in the format the ``assignment`` (a name of the
+    config's assignments or an :class:`~hlsnn.deploy.config.Assignment`; default the config's
+    first) gives it. ``deploy_config``: a :class:`DeployConfig` or the path of one. ``layers``
+    maps torch module names (``model.named_modules()``) to format names, over the assignment's
+    per-layer entries and default. Returns the model."""
+    cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
+    if assignment is None:
+        assignment = next(iter(cfg.assignments.values()))
+    elif isinstance(assignment, str):
+        if assignment not in cfg.assignments:
+            raise InputError(f"assignment {assignment!r}: not in {cfg.path} (its assignments: "
+                             f"{', '.join(sorted(cfg.assignments))})")
+        assignment = cfg.assignments[assignment]
+    layers = dict(layers or {})
+    params = {}
+    for parent_name, parent in list(model.named_modules()):
+        for child_name, m in list(parent._modules.items()):
+            if not isinstance(m, (nn.Conv2d, nn.Linear)) or isinstance(m, _QMixin):
+                continue
+            full = f"{parent_name}.{child_name}" if parent_name else child_name
+            fmt_name = layers.get(full, assignment.format_of(full))
+            if fmt_name not in cfg.formats:
+                raise InputError(f"layer {full}: format {fmt_name!r} is not one of {', '.join(sorted(cfg.formats))}")
+            spec = cfg.formats[fmt_name]
+            if spec.accel not in params:
+                params[spec.accel] = load_config(spec.accel, check_fit=False).params
+            q = _copy(QConv2d if isinstance(m, nn.Conv2d) else QLinear, m)
+            q._setup(spec, params[spec.accel], overflow_ratio)
+            parent._modules[child_name] = q
+    return model
+
+
+def quantized_layers(model):
+    """``(name, layer)`` of the prepared model's quantized layers."""
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, _QMixin)]
