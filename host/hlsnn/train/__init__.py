@@ -22,10 +22,11 @@ except ImportError as exc:          # pragma: no cover - the extra is missing
     raise ImportError('hlsnn.train needs PyTorch: pip install "hlsnn[train]" (torch 2.x, CPU)') from exc
 
 from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake  # noqa: E402
-from .prepare import QConv2d, QLinear, fold_batchnorm, prepare, quantized_layers  # noqa: E402
+from .prepare import QConv2d, QLinear, calibrate, fold_batchnorm, prepare, quantized_layers  # noqa: E402
 from .prune import BalancedPruner, balanced_mask, cubic_schedule  # noqa: E402
 from .export import check_round_trip, export  # noqa: E402
+from .emulate import deployed, deployed_accuracy, trained_config  # noqa: E402
 
-__all__ = ["prepare", "fold_batchnorm", "quantized_layers", "QConv2d", "QLinear", "ShiftWeight", "BfpWeight",
+__all__ = ["prepare", "calibrate", "fold_batchnorm", "quantized_layers", "QConv2d", "QLinear", "ShiftWeight", "BfpWeight",
            "FixedWeight", "FixedAct", "bfp_fake", "fixed_fake", "BalancedPruner", "balanced_mask",
-           "cubic_schedule", "export", "check_round_trip"]
+           "cubic_schedule", "export", "check_round_trip", "deployed", "deployed_accuracy", "trained_config"]

@@ -33,7 +33,7 @@ def _plain(model):
                 p.weight.copy_(w)
                 if q.bias is not None:
                     p.bias.copy_(q.bias.detach())
-            parent._modules[name] = p
+            parent._modules[name] = nn.Sequential(p, nn.ReLU()) if q.relu else p
     return m2
 
 

@@ -16,18 +16,23 @@ class _QMixin:
     """What a quantized layer adds to its torch layer: ``fmt`` (the format's type), the weight
     quantizer ``wq``, the input quantizer ``aq`` (fixed-point engines) and the BFP input rule."""
 
-    def _setup(self, spec, params, overflow_ratio):
+    def _setup(self, spec, params, overflow_ratio, rounding="nearest_away"):
         self.fmt, self.params, self.spec_name = spec.type, dict(params), spec.name
-        self.aq = None
+        self.aq = self.oq = None
+        self.relu = False
         self.bfp_in = None
         if spec.type in ("pot", "twohot"):
             self.wq = ShiftWeight(self.weight, spec.type, params["exp_bits"], spec.delta,
                                   per_channel=spec.weight_scale == "channel")
-            self.aq = FixedAct(params["act_bits"], params.get("act_signed", True), overflow_ratio)
+            bits, signed = params["act_bits"], params.get("act_signed", True)
+            self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
+            self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
         elif spec.type in ("fixed", "sparse"):
             self.wq = FixedWeight()
             bits = params.get("act_bits", 8) if spec.type == "fixed" else 8
-            self.aq = FixedAct(bits, params.get("act_signed", True) if spec.type == "fixed" else True, overflow_ratio)
+            signed = params.get("act_signed", True) if spec.type == "fixed" else True
+            self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
+            self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
         elif spec.type == "bfp":
             self.wq = BfpWeight(params["mantissa_bits"], params.get("exponent_bits", 8),
                                 per_row=params.get("weight_exponent", "row") == "row")
@@ -53,6 +58,13 @@ class _QMixin:
         fw = self._weight_frac()
         return fixed_fake(self.bias, self.aq.last_f + fw, 32, True)
 
+    def _finish(self, y):
+        """The engine's output stage: the fused ReLU, then the requantization to the
+        activation format at the radix DETERMINE picks from this batch's results."""
+        if self.relu:
+            y = torch.relu(y)
+        return y if self.oq is None else self.oq(y)
+
     def _weight_frac(self):
         if isinstance(self.wq, ShiftWeight):
             return int(self.wq.exponent().min())
@@ -62,14 +74,32 @@ class _QMixin:
 
 class QConv2d(_QMixin, nn.Conv2d):
     def forward(self, x):
+        if self.bfp_in is not None and self.groups == 1:
+            return self._bfp_patches(x)
         x = self._quant_input(x)
-        return self._conv_forward(x, self.quantized_weight(), self._quant_bias())
+        return self._finish(self._conv_forward(x, self.quantized_weight(), self._quant_bias()))
+
+
+    def _bfp_patches(self, x):
+        """BFP: one exponent per im2col patch (a row of the GEMM), as ``bfp_systolic`` runs a conv."""
+        if self.padding_mode != "zeros" or isinstance(self.padding, str):
+            raise InputError("a bfp conv: zero padding given as numbers only")
+        b, _, h, w_ = x.shape
+        cols = Fn.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)     # (B, C*kh*kw, L)
+        cols = bfp_fake(cols, *self.bfp_in, dim=1)
+        w2 = self.quantized_weight().reshape(self.out_channels, -1)
+        y = torch.einsum("zk,bkl->bzl", w2, cols)
+        if self.bias is not None:
+            y = y + self.bias.reshape(1, -1, 1)
+        oh = (h + 2 * self.padding[0] - self.dilation[0] * (self.kernel_size[0] - 1) - 1) // self.stride[0] + 1
+        ow = (w_ + 2 * self.padding[1] - self.dilation[1] * (self.kernel_size[1] - 1) - 1) // self.stride[1] + 1
+        return self._finish(y.reshape(b, self.out_channels, oh, ow))
 
 
 class QLinear(_QMixin, nn.Linear):
     def forward(self, x):
         x = self._quant_input(x)
-        return Fn.linear(x, self.quantized_weight(), self._quant_bias())
+        return self._finish(Fn.linear(x, self.quantized_weight(), self._quant_bias()))
 
 
 def _copy(cls, m):
@@ -128,8 +158,49 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
             if spec.accel not in params:
                 params[spec.accel] = load_config(spec.accel, check_fit=False).params
             q = _copy(QConv2d if isinstance(m, nn.Conv2d) else QLinear, m)
-            q._setup(spec, params[spec.accel], overflow_ratio)
+            q._setup(spec, params[spec.accel], overflow_ratio, cfg.rounding)
             parent._modules[child_name] = q
+    _fuse_relu(model)
+    return model
+
+
+def _fuse_relu(model):
+    """A ``ReLU`` right after a quantized layer in an ``nn.Sequential`` (``Identity`` between
+    them allowed: a folded BatchNorm) runs inside the layer, before its output requantization,
+    as the engine fuses it; the ``ReLU`` module becomes ``Identity``."""
+    for mod in list(model.modules()):
+        if not isinstance(mod, nn.Sequential):
+            continue
+        keys = list(mod._modules)
+        for i, k in enumerate(keys):
+            q = mod._modules[k]
+            if not isinstance(q, _QMixin):
+                continue
+            j = i + 1
+            while j < len(keys) and isinstance(mod._modules[keys[j]], nn.Identity):
+                j += 1
+            if j < len(keys) and type(mod._modules[keys[j]]) is nn.ReLU:
+                q.relu = True
+                mod._modules[keys[j]] = nn.Identity()
+
+
+@torch.no_grad()
+def calibrate(model, x_cal):
+    """Freeze the radix points of a static deployment: run ``x_cal`` and keep each fixed-point
+    activation's radix (DETERMINE on the calibration batch, as ``hlsnn deploy``'s static mode
+    does); eval mode then uses them. ``calibrate(model, None)`` unfreezes (current statistics)."""
+    from .quant import FixedAct
+    acts = [m for m in model.modules() if isinstance(m, FixedAct)]
+    for a in acts:
+        a.frozen = None
+    if x_cal is None:
+        return model
+    was = model.training
+    model.eval()
+    model(x_cal)
+    for a in acts:
+        a.frozen = a.last_f
+    model.train(was)
     return model
 
 

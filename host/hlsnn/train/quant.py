@@ -109,14 +109,25 @@ class BfpWeight(nn.Module):
         return bfp_fake(w.reshape(w.shape[0], -1), self.m, self.e, -1).reshape(w.shape)
 
 
-def fixed_fake(x, f, bits, signed):
-    """``x`` at radix ``f`` in ``bits`` (signed or unsigned) fixed point, half to even,
-    saturated; STE backward (zero gradient where it saturated)."""
+def _round(v, rounding):
+    if rounding == "nearest_even":
+        return torch.round(v)
+    if rounding == "nearest_away":
+        return torch.sign(v) * torch.floor(v.abs() + 0.5)
+    if rounding == "truncate":
+        return torch.floor(v)
+    raise ValueError(f"rounding = {rounding!r}: one of nearest_even, nearest_away, truncate")
+
+
+def fixed_fake(x, f, bits, signed, rounding="nearest_even"):
+    """``x`` at radix ``f`` in ``bits`` (signed or unsigned) fixed point, rounded with
+    ``rounding`` (``nearest_even``, ``nearest_away``, ``truncate``: floor), saturated; STE
+    backward (zero gradient where it saturated)."""
     lo = -(1 << (bits - 1)) if signed else 0
     hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
     unit = 2.0 ** -f
     xd = x.detach().double()
-    q = (torch.clamp(torch.round(xd / unit), lo, hi) * unit).to(x.dtype)
+    q = (torch.clamp(_round(xd / unit, rounding), lo, hi) * unit).to(x.dtype)
     inside = ((xd / unit) >= lo) & ((xd / unit) <= hi)
     return torch.where(inside, x + (q - x.detach()), q)
 
@@ -135,13 +146,18 @@ class FixedAct(nn.Module):
     the current batch's own statistics (DETERMINE, ``overflow_ratio``), in training and eval
     alike; ``last_f`` keeps the radix of the last call."""
 
-    def __init__(self, bits, signed, overflow_ratio=0.0):
+    def __init__(self, bits, signed, overflow_ratio=0.0, rounding="nearest_even"):
         super().__init__()
         self.bits, self.signed, self.overflow_ratio = int(bits), bool(signed), float(overflow_ratio)
+        self.rounding = rounding
         self.last_f = None
+        self.frozen = None      # a static deployment's calibrated radix (hlsnn.train.calibrate), used in eval
 
     def forward(self, x):
-        v = x.detach().double().cpu().numpy()
         signed = self.signed
-        self.last_f = int(host_radix(v, self.bits, signed, self.overflow_ratio))
-        return fixed_fake(x, self.last_f, self.bits, signed)
+        if self.frozen is not None and not self.training:
+            self.last_f = self.frozen
+        else:
+            v = x.detach().double().cpu().numpy()
+            self.last_f = int(host_radix(v, self.bits, signed, self.overflow_ratio))
+        return fixed_fake(x, self.last_f, self.bits, signed, self.rounding)
