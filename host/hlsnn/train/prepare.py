@@ -9,7 +9,7 @@ import torch.nn.functional as Fn
 from ..config import load_config
 from ..deploy.config import DeployConfig, load_deploy_config
 from ..errors import InputError
-from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake
+from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake, tag
 
 
 class _QMixin:
@@ -63,7 +63,10 @@ class _QMixin:
         activation format at the radix DETERMINE picks from this batch's results."""
         if self.relu:
             y = torch.relu(y)
-        return y if self.oq is None else self.oq(y)
+        if self.oq is None:
+            return y
+        y = self.oq(y)
+        return tag(y, (self.oq.last_f, self.oq.bits, self.oq.signed))
 
     def _weight_frac(self):
         if isinstance(self.wq, ShiftWeight):
@@ -161,7 +164,30 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
             q._setup(spec, params[spec.accel], overflow_ratio, cfg.rounding)
             parent._modules[child_name] = q
     _fuse_relu(model)
+    for m in model.modules():
+        if type(m) in _MOVERS and not getattr(m, "_hlsnn_hooked", False):
+            m.register_forward_hook(_keeps_format)
+            m._hlsnn_hooked = True
     return model
+
+
+def _keeps_format(module, inputs, out):
+    """Forward hook of the modules that only move values (``Flatten``, ``MaxPool2d``, ``ReLU``,
+    ``Identity``; ``ReLU6`` when 6 is a value of the format or beyond its range): the output
+    keeps the input's fixed-point format, as ``hlsnn.deploy.hostops.out_format`` keeps it."""
+    fmt = getattr(inputs[0], "_hlsnn_fmt", None) if inputs else None
+    if fmt is None or out is inputs[0]:
+        return None
+    if isinstance(module, nn.ReLU6):
+        f, bits, signed = fmt
+        hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+        v = 6.0 * 2.0 ** f
+        if not (v == int(v) and v <= hi) and not v > hi:
+            return None
+    return tag(out, fmt)
+
+
+_MOVERS = (nn.Flatten, nn.MaxPool2d, nn.ReLU, nn.ReLU6, nn.Identity)
 
 
 def _fuse_relu(model):

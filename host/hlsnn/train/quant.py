@@ -155,9 +155,21 @@ class FixedAct(nn.Module):
 
     def forward(self, x):
         signed = self.signed
+        fmt = getattr(x, "_hlsnn_fmt", None)
+        if fmt is not None and fmt[1:] == (self.bits, signed):
+            # already in this format (an engine layer's output, moved only): passed as it is,
+            # at its own radix, as the deployment passes an activation in the engine's format
+            self.last_f = fmt[0]
+            return x
         if self.frozen is not None and not self.training:
             self.last_f = self.frozen
         else:
             v = x.detach().double().cpu().numpy()
             self.last_f = int(host_radix(v, self.bits, signed, self.overflow_ratio))
         return fixed_fake(x, self.last_f, self.bits, signed, self.rounding)
+
+
+def tag(y, fmt):
+    """``y`` carrying its fixed-point format ``(F, bits, signed)`` (as ``Act.fmt`` of the deploy path)."""
+    y._hlsnn_fmt = fmt
+    return y
