@@ -51,3 +51,33 @@ def test_eval_equals_deployed_emulator(tmp_path, fmt, accel, mode):
             assert got == want
     np.testing.assert_array_equal(mine, theirs)
     assert np.unique(mine).size > 20                     # not a degenerate all-equal output
+
+
+class _Res(nn.Module):
+    """A residual block (host Add, ReLU after it), a max pool and a global average pool."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.b = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 10))
+
+    def forward(self, x):
+        y = self.a(x)
+        return self.head(nn.functional.relu(y + self.b(y)))
+
+
+@pytest.mark.parametrize("fmt,accel", [("pot", "shift8_pynq-z2"), ("sparse", "sparse8_pynq-z2")])
+def test_residual_eval_equals_deployed_emulator(tmp_path, fmt, accel):
+    torch.manual_seed(2)
+    x = np.random.default_rng(8).random((48, 1, 8, 8))
+    cfg = tmp_path / "d.yaml"
+    cfg.write_text(f"name: t\nmodel: m.onnx\ndata: digits\nformats:\n  f:\n    type: {fmt}\n    accel: {accel}\n")
+    m = prepare(_Res().eval(), cfg).double()
+    calibrate(m, torch.tensor(x[:16]))
+    with torch.no_grad():
+        mine = m(torch.tensor(x[16:])).numpy()
+    with deployed(m.float(), torch.zeros(1, 1, 8, 8), cfg) as dep:
+        dep.calibrate(x[:16])
+        theirs = dep.run(x[16:])
+    np.testing.assert_array_equal(mine, theirs)
