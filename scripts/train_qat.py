@@ -38,6 +38,7 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--qat-lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     a = ap.parse_args(argv)
 
     import torch
@@ -106,11 +107,17 @@ def main(argv=None):
     with deployed(q, torch.zeros(1, 3, 32, 32), cfg) as dep:
         dep.calibrate(x_cal.numpy())
         dep_out = dep.run(xte)
+        latency = None
+        if a.format == "sparse" or a.latency:
+            from hlsnn.train.emulate import modelled_latency
+            latency = modelled_latency(dep, xte[:1])
     res = {"model": a.model, "format": a.format, "mode": a.mode, "float_acc": float_acc, "ptq_acc": ptq_acc,
            "qat_eval_acc": acc(torch_out), "deployed_acc": acc(dep_out),
            "bit_exact": bool(np.array_equal(torch_out, dep_out)),
            "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs, "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
+    if latency:
+        res["modelled_latency"] = latency
     if pruner:
         res["sparsity_target"] = a.sparsity
         res["pruned_layers"] = pruner.report()

@@ -46,12 +46,37 @@ def deployed(model, example, deploy_config, assignment=None, *, target="emu", wo
         cal = cfg.calibration
         accs = open_accelerators(cfg, target, [name], **target_options)
         try:
-            yield Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
+            dep = Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
                              rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic", update=cal["update"],
                              update_by=cal["update_by"], update_percent=cal["percent"])
+            dep.train_context = {"net": net, "config": cfg, "assignment": name, "accelerators": accs}
+            yield dep
         finally:
             for acc in accs.values():
                 acc.close()
+
+
+def modelled_latency(dep, x1):
+    """The modelled latency of a calibrated, run deployment from :func:`deployed`, per image:
+    ``layer_kernels`` (:func:`hlsnn.deploy.evaluate.modelled_latency`: each engine layer's
+    calls, at the measured weight sparsity and input density), ``layer_kernels_dense`` (the
+    same at weight sparsity 0) and ``network`` (``hlsnn perf`` of the compiled model,
+    :func:`hlsnn.deploy.evaluate.end_to_end_latency`; x1 one input)."""
+    from ..deploy.evaluate import end_to_end_latency, modelled_latency as layers
+    from ..perf.layers import layer_cycles
+    c = dep.train_context
+    asg = c["config"].assignments[c["assignment"]]
+    out = {"layer_kernels_us": layers(dep, c["config"], asg)["modelled_us_per_image"]}
+    dense = 0.0
+    for ln, ex in dep.execs.items():
+        f = c["config"].formats[asg.format_of(ln)]
+        hw = tuple(ex.in_shape[-2:]) if ex.layer.kind == "conv" else None
+        dense += float(layer_cycles(ex.layer, ex.acc.config, 1, fmt_type=f.type, in_hw=hw, weight_sparsity=0.0,
+                                    input_density=ex.stats.input_density)["us"])
+    out["layer_kernels_dense_us"] = round(dense, 3)
+    e2e = end_to_end_latency(dep, c["net"], c["config"], c["assignment"], c["accelerators"], x1)
+    out["network"] = e2e.get("end_to_end") or e2e.get("end_to_end_note")
+    return out
 
 
 def deployed_accuracy(model, example, deploy_config, x_cal, x, y, assignment=None, **kw):
