@@ -193,7 +193,8 @@ _MOVERS = (nn.Flatten, nn.MaxPool2d, nn.ReLU, nn.ReLU6, nn.Identity)
 def _fuse_relu(model):
     """A ``ReLU`` right after a quantized layer in an ``nn.Sequential`` (``Identity`` between
     them allowed: a folded BatchNorm) runs inside the layer, before its output requantization,
-    as the engine fuses it; the ``ReLU`` module becomes ``Identity``."""
+    as the engine fuses it; the ``ReLU`` module becomes ``Identity``. A ``ReLU6`` there: its
+    ReLU is fused the same way (as the ONNX import fuses a ``Clip``'s), the module stays."""
     for mod in list(model.modules()):
         if not isinstance(mod, nn.Sequential):
             continue
@@ -208,6 +209,8 @@ def _fuse_relu(model):
             if j < len(keys) and type(mod._modules[keys[j]]) is nn.ReLU:
                 q.relu = True
                 mod._modules[keys[j]] = nn.Identity()
+            elif j < len(keys) and type(mod._modules[keys[j]]) is nn.ReLU6:
+                q.relu = True           # the import fuses a Clip's ReLU; the clip at 6 stays on the host
 
 
 @torch.no_grad()
