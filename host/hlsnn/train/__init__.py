@@ -1,0 +1,32 @@
+"""Quantization-aware training and pruning for hlsnn's engines, on PyTorch (an optional extra:
+``pip install "hlsnn[train]"``; nothing else in hlsnn imports torch).
+
+* :func:`prepare` wraps each ``Conv2d`` / ``Linear`` the assignment maps to a format with the
+  fake quantization of that format (:mod:`hlsnn.train.quant`): power-of-two and two-hot
+  weights with a learnable power-of-two scale and straight-through estimators, BFP with the
+  engine's exponent rule and rounding, int8 weights of the fixed/sparse formats, and the
+  fixed-point activations the shift/sparse engines take, at a radix chosen by DETERMINE from
+  the current batch's own statistics (source 002's current-statistics rule).
+* :class:`BalancedPruner` prunes to a target sparsity on a gradual (cubic) schedule with the
+  same number of zeros in every output channel, so every unit of the sparse cluster gets the
+  same share of zeros whatever output channels it holds.
+* :func:`export` writes the ONNX file with the trained weights already on the format's grid and
+  a sidecar JSON (``<model>.onnx.hlsnn-train.json``) with the codes' scale exponents, checked to
+  survive the deploy quantizer unchanged (:func:`check_round_trip`).
+"""
+from __future__ import annotations
+
+try:
+    import torch  # noqa: F401
+except ImportError as exc:          # pragma: no cover - the extra is missing
+    raise ImportError('hlsnn.train needs PyTorch: pip install "hlsnn[train]" (torch 2.x, CPU)') from exc
+
+from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake  # noqa: E402
+from .prepare import QConv2d, QLinear, calibrate, fold_batchnorm, prepare, quantized_layers  # noqa: E402
+from .prune import BalancedPruner, balanced_mask, cubic_schedule  # noqa: E402
+from .export import check_round_trip, export  # noqa: E402
+from .emulate import deployed, deployed_accuracy, trained_config  # noqa: E402
+
+__all__ = ["prepare", "calibrate", "fold_batchnorm", "quantized_layers", "QConv2d", "QLinear", "ShiftWeight", "BfpWeight",
+           "FixedWeight", "FixedAct", "bfp_fake", "fixed_fake", "BalancedPruner", "balanced_mask",
+           "cubic_schedule", "export", "check_round_trip", "deployed", "deployed_accuracy", "trained_config"]

@@ -1,0 +1,238 @@
+"""``prepare``: wrap the ``Conv2d`` / ``Linear`` layers of a torch model with the fake
+quantization of the format a deployment config assigns them (:mod:`hlsnn.train.quant`)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+import torch.nn.functional as Fn
+
+from ..config import load_config
+from ..deploy.config import DeployConfig, load_deploy_config
+from ..errors import InputError
+from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake, tag
+
+
+class _QMixin:
+    """What a quantized layer adds to its torch layer: ``fmt`` (the format's type), the weight
+    quantizer ``wq``, the input quantizer ``aq`` (fixed-point engines) and the BFP input rule."""
+
+    def _setup(self, spec, params, overflow_ratio, rounding="nearest_away"):
+        self.fmt, self.params, self.spec_name = spec.type, dict(params), spec.name
+        self.aq = self.oq = None
+        self.relu = False
+        self.bfp_in = None
+        if spec.type in ("pot", "twohot"):
+            self.wq = ShiftWeight(self.weight, spec.type, params["exp_bits"], spec.delta,
+                                  per_channel=spec.weight_scale == "channel")
+            bits, signed = params["act_bits"], params.get("act_signed", True)
+            self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
+            self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
+        elif spec.type in ("fixed", "sparse"):
+            self.wq = FixedWeight()
+            bits = params.get("act_bits", 8) if spec.type == "fixed" else 8
+            signed = params.get("act_signed", True) if spec.type == "fixed" else True
+            self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
+            self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
+        elif spec.type == "bfp":
+            self.wq = BfpWeight(params["mantissa_bits"], params.get("exponent_bits", 8),
+                                per_row=params.get("weight_exponent", "row") == "row")
+            self.bfp_in = (params["mantissa_bits"], params.get("exponent_bits", 8))
+        else:
+            raise InputError(f"format type {spec.type!r}: one of twohot, pot, fixed, sparse, bfp")
+        self.register_buffer("prune_mask", None)
+
+    def quantized_weight(self):
+        w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
+        return self.wq(w)
+
+    def _quant_input(self, x):
+        if self.aq is not None:
+            return self.aq(x)
+        if self.bfp_in is not None:       # one exponent per sample
+            return bfp_fake(x.reshape(x.shape[0], -1), *self.bfp_in, dim=-1).reshape(x.shape)
+        return x
+
+    def _quant_bias(self):
+        if self.bias is None or self.aq is None or self.aq.last_f is None:
+            return self.bias
+        fw = self._weight_frac()
+        return fixed_fake(self.bias, self.aq.last_f + fw, 32, True)
+
+    def _finish(self, y):
+        """The engine's output stage: the fused ReLU, then the requantization to the
+        activation format at the radix DETERMINE picks from this batch's results."""
+        if self.relu:
+            y = torch.relu(y)
+        if self.oq is None:
+            return y
+        y = self.oq(y)
+        return tag(y, (self.oq.last_f, self.oq.bits, self.oq.signed))
+
+    def _weight_frac(self):
+        if isinstance(self.wq, ShiftWeight):
+            return int(self.wq.exponent().min())
+        from ..engines.common import largest_frac
+        return largest_frac(float(self.weight.detach().abs().max()), 127)
+
+
+class QConv2d(_QMixin, nn.Conv2d):
+    def forward(self, x):
+        if self.bfp_in is not None and self.groups == 1:
+            return self._bfp_patches(x)
+        x = self._quant_input(x)
+        return self._finish(self._conv_forward(x, self.quantized_weight(), self._quant_bias()))
+
+
+    def _bfp_patches(self, x):
+        """BFP: one exponent per im2col patch (a row of the GEMM), as ``bfp_systolic`` runs a conv."""
+        if self.padding_mode != "zeros" or isinstance(self.padding, str):
+            raise InputError("a bfp conv: zero padding given as numbers only")
+        b, _, h, w_ = x.shape
+        cols = Fn.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)     # (B, C*kh*kw, L)
+        cols = bfp_fake(cols, *self.bfp_in, dim=1)
+        w2 = self.quantized_weight().reshape(self.out_channels, -1)
+        y = torch.einsum("zk,bkl->bzl", w2, cols)
+        if self.bias is not None:
+            y = y + self.bias.reshape(1, -1, 1)
+        oh = (h + 2 * self.padding[0] - self.dilation[0] * (self.kernel_size[0] - 1) - 1) // self.stride[0] + 1
+        ow = (w_ + 2 * self.padding[1] - self.dilation[1] * (self.kernel_size[1] - 1) - 1) // self.stride[1] + 1
+        return self._finish(y.reshape(b, self.out_channels, oh, ow))
+
+
+class QLinear(_QMixin, nn.Linear):
+    def forward(self, x):
+        x = self._quant_input(x)
+        return self._finish(Fn.linear(x, self.quantized_weight(), self._quant_bias()))
+
+
+def _copy(cls, m):
+    if isinstance(m, nn.Conv2d):
+        q = cls(m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding, m.dilation, m.groups,
+                m.bias is not None, m.padding_mode)
+    else:
+        q = cls(m.in_features, m.out_features, m.bias is not None)
+    q.load_state_dict(m.state_dict())
+    return q
+
+
+def fold_batchnorm(model):
+    """Fold every ``BatchNorm2d`` that directly follows a ``Conv2d`` in an ``nn.Sequential`` into
+    the convolution (eval statistics), in place, as the ONNX import folds it: the weights then
+    quantized are the ones the engine runs. Returns the model."""
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+    for mod in list(model.modules()):
+        if not isinstance(mod, nn.Sequential):
+            continue
+        keys = list(mod._modules)
+        for a, b in zip(keys, keys[1:]):
+            c, bn = mod._modules[a], mod._modules[b]
+            if isinstance(c, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d):
+                mod._modules[a] = fuse_conv_bn_eval(c.eval(), bn.eval())
+                mod._modules[b] = nn.Identity()
+    return model
+
+
+def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_ratio=0.0):
+    """Replace, in place, each ``Conv2d`` / ``Linear`` of ``model`` by its quantized twin
+    (:class:`QConv2d` / :class:`QLinear`) in the format the ``assignment`` (a name of the
+    config's assignments or an :class:`~hlsnn.deploy.config.Assignment`; default the config's
+    first) gives it. ``deploy_config``: a :class:`DeployConfig` or the path of one. ``layers``
+    maps torch module names (``model.named_modules()``) to format names, over the assignment's
+    per-layer entries and default. Returns the model."""
+    cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
+    if assignment is None:
+        assignment = next(iter(cfg.assignments.values()))
+    elif isinstance(assignment, str):
+        if assignment not in cfg.assignments:
+            raise InputError(f"assignment {assignment!r}: not in {cfg.path} (its assignments: "
+                             f"{', '.join(sorted(cfg.assignments))})")
+        assignment = cfg.assignments[assignment]
+    layers = dict(layers or {})
+    params = {}
+    for parent_name, parent in list(model.named_modules()):
+        for child_name, m in list(parent._modules.items()):
+            if not isinstance(m, (nn.Conv2d, nn.Linear)) or isinstance(m, _QMixin):
+                continue
+            full = f"{parent_name}.{child_name}" if parent_name else child_name
+            fmt_name = layers.get(full, assignment.format_of(full))
+            if fmt_name not in cfg.formats:
+                raise InputError(f"layer {full}: format {fmt_name!r} is not one of {', '.join(sorted(cfg.formats))}")
+            spec = cfg.formats[fmt_name]
+            if spec.accel not in params:
+                params[spec.accel] = load_config(spec.accel, check_fit=False).params
+            q = _copy(QConv2d if isinstance(m, nn.Conv2d) else QLinear, m)
+            q._setup(spec, params[spec.accel], overflow_ratio, cfg.rounding)
+            parent._modules[child_name] = q
+    _fuse_relu(model)
+    for m in model.modules():
+        if type(m) in _MOVERS and not getattr(m, "_hlsnn_hooked", False):
+            m.register_forward_hook(_keeps_format)
+            m._hlsnn_hooked = True
+    return model
+
+
+def _keeps_format(module, inputs, out):
+    """Forward hook of the modules that only move values (``Flatten``, ``MaxPool2d``, ``ReLU``,
+    ``Identity``; ``ReLU6`` when 6 is a value of the format or beyond its range): the output
+    keeps the input's fixed-point format, as ``hlsnn.deploy.hostops.out_format`` keeps it."""
+    fmt = getattr(inputs[0], "_hlsnn_fmt", None) if inputs else None
+    if fmt is None or out is inputs[0]:
+        return None
+    if isinstance(module, nn.ReLU6):
+        f, bits, signed = fmt
+        hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+        v = 6.0 * 2.0 ** f
+        if not (v == int(v) and v <= hi) and not v > hi:
+            return None
+    return tag(out, fmt)
+
+
+_MOVERS = (nn.Flatten, nn.MaxPool2d, nn.ReLU, nn.ReLU6, nn.Identity)
+
+
+def _fuse_relu(model):
+    """A ``ReLU`` right after a quantized layer in an ``nn.Sequential`` (``Identity`` between
+    them allowed: a folded BatchNorm) runs inside the layer, before its output requantization,
+    as the engine fuses it; the ``ReLU`` module becomes ``Identity``. A ``ReLU6`` there: its
+    ReLU is fused the same way (as the ONNX import fuses a ``Clip``'s), the module stays."""
+    for mod in list(model.modules()):
+        if not isinstance(mod, nn.Sequential):
+            continue
+        keys = list(mod._modules)
+        for i, k in enumerate(keys):
+            q = mod._modules[k]
+            if not isinstance(q, _QMixin):
+                continue
+            j = i + 1
+            while j < len(keys) and isinstance(mod._modules[keys[j]], nn.Identity):
+                j += 1
+            if j < len(keys) and type(mod._modules[keys[j]]) is nn.ReLU:
+                q.relu = True
+                mod._modules[keys[j]] = nn.Identity()
+            elif j < len(keys) and type(mod._modules[keys[j]]) is nn.ReLU6:
+                q.relu = True           # the import fuses a Clip's ReLU; the clip at 6 stays on the host
+
+
+@torch.no_grad()
+def calibrate(model, x_cal):
+    """Freeze the radix points of a static deployment: run ``x_cal`` and keep each fixed-point
+    activation's radix (DETERMINE on the calibration batch, as ``hlsnn deploy``'s static mode
+    does); eval mode then uses them. ``calibrate(model, None)`` unfreezes (current statistics)."""
+    from .quant import FixedAct
+    acts = [m for m in model.modules() if isinstance(m, FixedAct)]
+    for a in acts:
+        a.frozen = None
+    if x_cal is None:
+        return model
+    was = model.training
+    model.eval()
+    model(x_cal)
+    for a in acts:
+        a.frozen = a.last_f
+    model.train(was)
+    return model
+
+
+def quantized_layers(model):
+    """``(name, layer)`` of the prepared model's quantized layers."""
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, _QMixin)]

@@ -1,0 +1,11 @@
+"""tests/train needs PyTorch (``hlsnn[train]``): every test here is marked ``train`` and
+``slow`` (the README's quick suite, ``-m "not slow"``, leaves them out; CI runs them in their
+own stage after installing torch, ``.ci/run``), and each module skips when torch is absent."""
+import pytest
+
+
+def pytest_collection_modifyitems(items):
+    for it in items:
+        if "/tests/train/" in str(it.fspath).replace("\\", "/"):
+            it.add_marker(pytest.mark.train)
+            it.add_marker(pytest.mark.slow)
