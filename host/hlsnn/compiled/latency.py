@@ -151,7 +151,9 @@ def network_model(path, *, board=None, batch=1):
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
     layers = [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
                   host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
-    for nm, kind, cyc in perf.op_cycles(net, t):
+    from ..perf import schedule as sched
+    rows_s = sched.network_schedule(net, cfg)
+    for nm, kind, cyc in perf.op_cycles(net, t, ii=sched.ii_of(rows_s)):
         c = cyc * batch
         k_us = c / mhz
         extra = {}
@@ -178,7 +180,7 @@ def network_model(path, *, board=None, batch=1):
             "cpu": b["cpu"], "batch": batch, **tot, "layers": layers,
             "host_only_layers": [j["name"] for j in net.host_after],
             "kernel_resources": {k: v for k, v in res.items() if k not in ("buffers", "logic")},
-            "kernel_logic": res["logic"],
+            "kernel_logic": res["logic"], "schedule": rows_s,
             "constants": {"cpu": dict(cpu), "network_host": dict(nh), "hp_bits": b["hp_bits"],
                           "hp_source": b["source"], "ddr_latency_cycles": netperf.DDR_LATENCY}}
 

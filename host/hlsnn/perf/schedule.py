@@ -573,7 +573,7 @@ class Kernel:
         bounds["m_axi"] = axi
         ii = max(bounds.values())
         bound = next(k for k, v in bounds.items() if v == ii)
-        return {"kernel": self.name, "loop": lp.label, "ii": ii, "bound": bound, "target_ii": target,
+        return {"kernel": self.name, "loop": lp.label, "counter": self._counter(lp), "ii": ii, "bound": bound, "target_ii": target,
                 "bounds": bounds, "notes": notes, "line": lp.c.location.line,
                 "file": Path(lp.file).name}
 
@@ -637,6 +637,15 @@ class Kernel:
                     if ch:
                         out |= self._deps(ch[-1], depth + 1)
         return out
+
+    def _counter(self, lp):
+        """The loop's counter name (``HLSNN_ITER(Name, ...)`` / ``HLSNN_ITER_AT(Name, ...)`` in
+        its body: the name the cycle models count it by), else its label."""
+        toks = _tokens(lp.body)
+        for i, t in enumerate(toks[:-2]):
+            if t in ("HLSNN_ITER", "HLSNN_ITER_AT") and toks[i + 1] == "(":
+                return toks[i + 2]
+        return lp.label
 
     def _storage(self, name):
         vp = self.var_pragmas.get(name, {})
@@ -705,10 +714,13 @@ class Kernel:
             kids = _children(c)
             op = _op(c) if k != "CALL_EXPR" else c.spelling[len("operator"):]
             if op.endswith("=") and op not in ("==", "!=", "<=", ">=") and len(kids) >= 2:
+                pass
+            else:
+                kids = []
+            if len(kids) >= 2 and (k != "CALL_EXPR" or len([x for x in kids if not x.spelling.startswith("operator")]) >= 2):
+                if k == "CALL_EXPR":             # an overloaded operator: drop the operator's own reference
+                    kids = [x for x in kids if not x.spelling.startswith("operator")] or kids
                 lhs, rhs = kids[0], kids[-1]
-                if k == "CALL_EXPR" and len(kids) >= 3:
-                    lhs = kids[1] if _kind(kids[0]) == "UNEXPOSED_EXPR" and kids[0].spelling == "operator" + op else kids[0]
-                    rhs = kids[-1]
                 lhs_s = _strip(lhs)
                 r = _root(lhs_s)
                 if r is not None:
@@ -899,19 +911,6 @@ def layer_depths(cfg):
         return {}
 
 
-@functools.lru_cache(maxsize=32)
-def _config_schedule(sha, path):
-    import tempfile
-    from ..codegen import render
-    from ..config import load_config
-    cfg = load_config(path) if isinstance(path, str) else path
-    with tempfile.TemporaryDirectory(prefix="hlsnn-sched-") as tmp:
-        r = render(cfg, Path(tmp) / "hls")
-        src = r.dir / f"{cfg.engine}.cpp"
-        return tuple(source_schedule(src, name=cfg.engine, depths=layer_depths(cfg), clock_mhz=cfg.clock_mhz,
-                                     ps=cfg.board.ps))
-
-
 def config_schedule(cfg) -> list:
     """The schedule of the layer kernel of config ``cfg`` (a :class:`~hlsnn.config.Config`)."""
     return [dict(r) for r in _config_schedule_cfg(cfg)]
@@ -934,12 +933,47 @@ def _config_schedule_cfg(cfg):
 
 
 def ii_of(rows) -> dict:
-    """``{loop: II}`` of the rows whose derived II is above 1."""
+    """``{loop counter: II}`` of the rows whose derived II is above 1 (the name the cycle
+    models count the loop by: its ``HLSNN_ITER`` counter, else its label)."""
     out = {}
     for r in rows:
         if r["ii"] > 1:
-            out[r["loop"]] = max(out.get(r["loop"], 1), r["ii"])
+            k = r.get("counter") or r["loop"]
+            out[k] = max(out.get(k, 1), r["ii"])
     return out
+
+
+#: the network kernels' depth constants per loop counter (the recurrence of a carried dependence)
+def _net_depths(engine):
+    from ..compiled import bfpperf, netperf, sparseperf
+    if engine == "bfp_systolic":
+        return {"ConvMac": bfpperf.MAC_DEPTH, "ConvExp": bfpperf.EXP_DEPTH, "NetPool": bfpperf.POOL_DEPTH,
+                "NetAdd": bfpperf.ADD_DEPTH}
+    conv = sparseperf.CONV_DEPTH if engine == "sparse_cluster" else netperf.CONV_DEPTH
+    return {"NetMac": conv, "NetPool": netperf.POOL_DEPTH, "NetAdd": netperf.ADD_DEPTH}
+
+
+_NET_MEMO = {}
+
+
+def network_schedule(net, cfg) -> list:
+    """The schedule of the network kernel of the lowered network ``net`` (its accelerator's
+    config ``cfg`` gives the clock and the PS family)."""
+    import tempfile
+    if net.engine == "bfp_systolic":
+        from ..compiled.bfpkernel import render
+    elif net.engine == "sparse_cluster":
+        from ..compiled.sparsekernel import render
+    else:
+        from ..compiled.netkernel import render
+    with tempfile.TemporaryDirectory(prefix="hlsnn-sched-") as tmp:
+        _files, sha, _t = render(net, tmp)
+        key = (sha, cfg.clock_mhz, cfg.board.ps)
+        if key not in _NET_MEMO:
+            _NET_MEMO[key] = tuple(source_schedule(Path(tmp) / "network.cpp", name=f"network ({net.engine})",
+                                                   depths=_net_depths(net.engine), clock_mhz=cfg.clock_mhz,
+                                                   ps=cfg.board.ps))
+    return [dict(r) for r in _NET_MEMO[key]]
 
 
 def lookup(iis, label):
