@@ -285,4 +285,9 @@ def format_table(res):
     lines.append(f"  CPU constants ({res['cpu']}): {c['call_us']} us per kernel start, {c['byte_us']} us per byte, "
                  f"{c['op_us']} us per host op; {c['source']}")
     lines.append(f"  HP port: {res['constants']['hp_bits']} bits per PL cycle (peak; {res['constants']['hp_source']})")
+    if res.get("schedule") is not None:
+        from ..perf.schedule import format_table as schedule_table
+        lines.append("  schedule of the network kernel (II derived from the rendered C++, hlsnn.perf.schedule; loops "
+                     "above II 1):")
+        lines += ["    " + ln for ln in schedule_table(res["schedule"]).splitlines()]
     return "\n".join(lines)

@@ -984,7 +984,7 @@ def lookup(iis, label):
 def format_table(rows, all_loops=False) -> str:
     rows = [r for r in rows if all_loops or r["ii"] > 1]
     if not rows:
-        return "schedule: every pipelined loop at its pragma's II (II 1) by the derived bounds"
+        return "no pipelined loop above II 1"
     t = [("kernel", "loop", "II", "bound", "why")]
     for r in rows:
         t.append((r["kernel"], r["loop"], str(r["ii"]), r["bound"], "; ".join(r["notes"])[:140]))
