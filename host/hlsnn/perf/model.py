@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, field
 
 #: ``{loop: II}`` derived from the rendered C++ (:mod:`.schedule`) for the config whose cycles
-#: are being modelled: a pipelined :class:`Loop` made while it is set takes the larger of its
+#: are being modelled: a pipelined :class:`Loop` costed while it is set takes the larger of its
 #: own II and this one (:func:`hlsnn.perf.call_cycles` sets it around a page's model)
 DERIVED_II = contextvars.ContextVar("hlsnn_derived_ii", default={})
 
@@ -78,10 +78,7 @@ class Loop:
         return max(self.ii, need)
 
     def __post_init__(self):
-        ii = self.ii_got
-        if ii is not None:
-            ii = max(ii, DERIVED_II.get().get(self.name, 1))
-        object.__setattr__(self, "_ii", ii)     # fixed per row: computed once
+        object.__setattr__(self, "_ii", self.ii_got)     # fixed per row: computed once
 
     def cost(self, iters: int, entries: int) -> int:
         if iters <= 0:
@@ -89,7 +86,8 @@ class Loop:
         if self.ii is None:
             return iters * self.depth
         entries = max(1, min(entries, iters))
-        return (iters - entries) * self._ii + entries * self.depth
+        ii = max(self._ii, DERIVED_II.get().get(self.name, 1))     # the II derived from the C++ (.schedule)
+        return (iters - entries) * ii + entries * self.depth
 
 
 def loop_costs(loops, counts, *, suffix=""):
