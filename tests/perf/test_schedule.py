@@ -189,3 +189,25 @@ def test_every_pipelined_loop_of_every_shipped_config_has_a_derived_ii(name, tmp
         assert row["ii"] >= max(1, row["target_ii"]) and row["bound"] in row["bounds"]
     # the cycle model takes them (the config's schedule, cached)
     assert {x["loop"] for x in schedule.config_schedule(cfg)} == {x["loop"] for x in rows}
+
+
+@pytest.mark.parametrize("steps", [2, 32])
+def test_a_conditional_sum_carries_one_adder(tmp_path, steps):
+    # x += v[j] under a condition, unrolled: InstCombine/Reassociate make it a tree plus one
+    # carried adder, which closes at 100 MHz whatever the number of terms
+    src = f"""
+void k(const int v[1024][32], int n, int *out) {{
+#pragma HLS ARRAY_PARTITION variable = v dim = 2 complete
+  int m = 0;
+Sum:
+  for (int i = 0; i < n; ++i) {{
+#pragma HLS PIPELINE II = 1
+    for (int j = 0; j < {steps}; ++j) {{
+#pragma HLS UNROLL
+      if (v[i][j] > 0) m += v[i][j];
+    }}
+  }}
+  *out = m;
+}}
+"""
+    assert derive(tmp_path, src)["Sum"]["ii"] == 1

@@ -33,7 +33,9 @@ it; ``notes`` says why):
     it, operator by operator along the AST (adders, subtractors and magnitude compares as carry
     chains of the operand's width, a select, a logic operator or an equality test as a LUT level,
     a variable shift as ``log4`` LUT levels; an assignment under a condition adds the select; an
-    unrolled inner loop of ``T`` iterations repeats its assignments ``T`` times), timed with
+    unrolled inner loop of ``T`` iterations repeats its assignments ``T`` times; a register that
+    only sums, ``x += a`` under conditions or not, carries one adder: the compiler folds the
+    conditions into the operands and reassociates integer sums into a tree), timed with
     :mod:`.timing`'s operator delays against the clock's budget: II = ceil(delay / budget).
 ``m_axi``
     an access to an ``m_axi`` port under a condition or at an index that is not affine in the
@@ -64,7 +66,7 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 1
+VERSION = 2
 
 _PORTS = {"ram_1p": ("shared", 1), "kram1p": ("shared", 1), "ram_s2p": ("split", 1), "kramS2p".lower(): ("split", 1),
           "ram_t2p": ("shared", 2), "ram_2p": ("shared", 2), "kramt2p": ("shared", 2), "default": ("shared", 2),
@@ -550,6 +552,12 @@ class Kernel:
         for var, ch in chains.items():
             if not ch:
                 continue
+            if all(k in ("add", "lut") for k, _n in ch) and any(k == "add" for k, _n in ch):
+                # a sum (x += a; x += b; ... under conditions or not): the compiler folds the
+                # conditions into the operands and reassociates the integer adds into a tree
+                # (LLVM's InstCombine and Reassociate), so one adder is carried
+                ch = [("carry", max(n for k, n in ch if k == "add"))]
+            ch = [("carry", n) if k == "add" else (k, n) for k, n in ch]
             t = timing.chain_delay_ns(ch, ps)
             ii = max(1, math.ceil(t / budget))
             if ii > 1:
@@ -810,7 +818,7 @@ class Kernel:
     def _chain(self, var, rhs, op, bits):
         """The operators between ``var``'s register and its new value (None: the assignment
         does not read ``var``, so it starts a new chain)."""
-        base = {"+=": [("carry", bits)], "-=": [("carry", bits)], "|=": [("lut", 1)], "&=": [("lut", 1)],
+        base = {"+=": [("add", bits)], "-=": [("add", bits)], "|=": [("lut", 1)], "&=": [("lut", 1)],
                 "^=": [("lut", 1)], "<<=": [], ">>=": []}
         if op != "=":
             extra = self._path(var, rhs, bits) if rhs is not None else []
@@ -828,7 +836,9 @@ class Kernel:
         sub = max((self._path(var, x, bits) for x in kids), key=lambda ch: _cost(ch), default=[])
         if k == "BINARY_OPERATOR":
             op = _op(c)
-            if op in ("+", "-", "<", ">", "<=", ">="):
+            if op in ("+", "-"):
+                return sub + [("add", bits)]
+            if op in ("<", ">", "<=", ">="):
                 return sub + [("carry", bits)]
             if op in ("==", "!="):
                 return sub + [("lut", 1 + (bits > 6))]
@@ -850,7 +860,9 @@ class Kernel:
                 return sub + [("carry", bits), ("lut", 1)]
             if name.startswith("operator"):
                 o = name[len("operator"):]
-                if o in ("+", "-", "<", ">", "<=", ">="):
+                if o in ("+", "-"):
+                    return sub + [("add", bits)]
+                if o in ("<", ">", "<=", ">="):
                     return sub + [("carry", bits)]
                 if o in ("==", "!=", "&", "|", "^", "!"):
                     return sub + [("lut", 1)]
