@@ -66,7 +66,7 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 2
+VERSION = 3
 
 _PORTS = {"ram_1p": ("shared", 1), "kram1p": ("shared", 1), "ram_s2p": ("split", 1), "kramS2p".lower(): ("split", 1),
           "ram_t2p": ("shared", 2), "ram_2p": ("shared", 2), "kramt2p": ("shared", 2), "default": ("shared", 2),
@@ -581,7 +581,8 @@ class Kernel:
         bounds["m_axi"] = axi
         ii = max(bounds.values())
         bound = next(k for k, v in bounds.items() if v == ii)
-        return {"kernel": self.name, "loop": lp.label, "counter": self._counter(lp), "ii": ii, "bound": bound, "target_ii": target,
+        return {"kernel": self.name, "loop": lp.label, "counter": self._counter(lp),
+                "counters": self._counters(lp) or [lp.label], "ii": ii, "bound": bound, "target_ii": target,
                 "bounds": bounds, "notes": notes, "line": lp.c.location.line,
                 "file": Path(lp.file).name}
 
@@ -649,11 +650,23 @@ class Kernel:
     def _counter(self, lp):
         """The loop's counter name (``HLSNN_ITER(Name, ...)`` / ``HLSNN_ITER_AT(Name, ...)`` in
         its body: the name the cycle models count it by), else its label."""
-        toks = _tokens(lp.body)
+        names = self._counters(lp)
+        return lp.label if lp.label in names or not names else names[0]
+
+    def _counters(self, lp):
+        """Every counter named in the loop's own body (not in a loop nested in it): a loop that
+        runs two modes (bfp ``Steps`` and ``GemvSteps``) counts its iterations under each."""
+        inner = [(x.c.extent.start.offset, x.c.extent.end.offset) for x in self.loops
+                 if x.parent is lp]
+        toks = list(lp.body.get_tokens())
+        out = []
         for i, t in enumerate(toks[:-2]):
-            if t in ("HLSNN_ITER", "HLSNN_ITER_AT") and toks[i + 1] == "(":
-                return toks[i + 2]
-        return lp.label
+            o = t.extent.start.offset
+            if t.spelling in ("HLSNN_ITER", "HLSNN_ITER_AT") and toks[i + 1].spelling == "(" \
+                    and not any(a <= o <= b for a, b in inner):
+                if toks[i + 2].spelling not in out:
+                    out.append(toks[i + 2].spelling)
+        return out
 
     def _storage(self, name):
         vp = self.var_pragmas.get(name, {})
@@ -950,8 +963,8 @@ def ii_of(rows) -> dict:
     out = {}
     for r in rows:
         if r["ii"] > 1:
-            k = r.get("counter") or r["loop"]
-            out[k] = max(out.get(k, 1), r["ii"])
+            for k in r.get("counters") or [r.get("counter") or r["loop"]]:
+                out[k] = max(out.get(k, 1), r["ii"])
     return out
 
 
