@@ -72,6 +72,9 @@ _PORTS = {"ram_1p": ("shared", 1), "kram1p": ("shared", 1), "ram_s2p": ("split",
           "ram_t2p": ("shared", 2), "ram_2p": ("shared", 2), "kramt2p": ("shared", 2), "default": ("shared", 2),
           "rom_1p": ("shared", 1), "rom_2p": ("shared", 2), "rom_np": ("shared", 2)}
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
+#: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
+_ASSIGN_OPS = ("operator=", "operator+=", "operator-=", "operator|=", "operator&=", "operator^=", "operator<<=",
+               "operator>>=")
 
 
 def cindex():
@@ -731,7 +734,7 @@ class Kernel:
             for x, pol in zip(kids[1:], (True, False)):
                 self._expr(lp, x, acc, assigns, mult, unroll, cond + ((kids[0], pol),), rename, depth)
             return
-        if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR") or (k == "CALL_EXPR" and c.spelling.startswith("operator") and c.spelling.rstrip("=").endswith("") and c.spelling in ("operator=", "operator+=", "operator-=", "operator|=", "operator&=", "operator^=", "operator<<=", "operator>>=")):
+        if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR") or (k == "CALL_EXPR" and c.spelling in _ASSIGN_OPS):
             kids = _children(c)
             op = _op(c) if k != "CALL_EXPR" else c.spelling[len("operator"):]
             if op.endswith("=") and op not in ("==", "!=", "<=", ">=") and len(kids) >= 2:
