@@ -685,9 +685,6 @@ class Kernel:
             return k
         return vp.get("storage") or "default"
 
-    def _runtime_vars(self, lp, own):
-        return set()
-
     @staticmethod
     def _affine(ix, var):
         bad = {"%", "/", ">>", "&", "|", "^", "<<", "?", "["}
