@@ -1012,6 +1012,7 @@ def format_table(rows, all_loops=False) -> str:
         return "no pipelined loop above II 1"
     t = [("kernel", "loop", "II", "bound", "why")]
     for r in rows:
-        t.append((r["kernel"], r["loop"], str(r["ii"]), r["bound"], "; ".join(r["notes"])[:140]))
+        notes = sorted(r["notes"], key=lambda n: "checked by" in n)    # what raises the II first
+        t.append((r["kernel"], r["loop"], str(r["ii"]), r["bound"], "; ".join(notes)[:160]))
     w = [max(len(x[i]) for x in t) for i in range(4)]
     return "\n".join("  ".join(c.ljust(w[i]) if i < 4 else c for i, c in enumerate(x)).rstrip() for x in t)
