@@ -401,6 +401,7 @@ class Kernel:
             raise ValueError(f"{path}: the C++ front end failed: {errs[0]}")
         self.loops, self.funcs, mine = [], {}, []
         self.loop_vars = set()
+        self._in_folder = {}              # file name -> under the rendered folder (resolved once)
         self.files = set()
         self._walk(self.tu.cursor, None, None, None, mine)
         self.consts = _Consts(self.tu)
@@ -431,9 +432,15 @@ class Kernel:
     def _walk(self, c, label, func, loop, mine):
         for ch in c.get_children():
             f = ch.location.file
-            if f is None or not str(Path(f.name).resolve()).startswith(self.folder):
+            if f is None:
                 continue
-            self.files.add(str(Path(f.name).resolve()) if False else f.name)
+            name = f.name
+            mine_file = self._in_folder.get(name)
+            if mine_file is None:
+                mine_file = self._in_folder[name] = str(Path(name).resolve()).startswith(self.folder)
+            if not mine_file:
+                continue
+            self.files.add(name)
             mine.append(ch)
             k = _kind(ch)
             if k in ("FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD") and ch.is_definition():
