@@ -516,7 +516,7 @@ def cmd_perf(args):
     if args.json:
         print(json.dumps(res))
     else:
-        print(pm.format_report(res))
+        print(pm.format_report(res, all_loops=args.schedule_all))
         if args.loops:
             from .config import load_config
             print("\nloops (host/hlsnn/perf/" + res["engine"] + ".py):")
@@ -623,6 +623,8 @@ def build_parser():
     p.add_argument("--padding", default="same", choices=["same", "valid"], help="convolution padding (default same)")
     p.add_argument("--target", default="csim", choices=["csim", "sim"], help="default csim")
     p.add_argument("--loops", action="store_true", help="also print the engine's loop table (II, accesses, depth)")
+    p.add_argument("--schedule-all", action="store_true", help="the schedule table lists every pipelined loop, not only "
+                                                               "those above II 1 (hlsnn.perf.schedule)")
     p.add_argument("--seed", type=NONNEG, default=0, help="seed of the data (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_perf)

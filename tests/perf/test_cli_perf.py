@@ -19,6 +19,10 @@ def test_perf_json(capsys):
         assert key in r
     # the hand-counted call of tests/perf/test_cycle_model.py: 108 cycles, 45 MACs, peak 2 x 1
     assert (r["cycles"], r["macs"], r["peak_macs_per_cycle"]) == (108, 45, 2)
+    # the schedule derived from the C++: a row per pipelined loop, Steps among them, at II 1
+    # (no loop of s_tiny's shift_mac kernel is bounded above its pragma)
+    rows = {x["loop"]: x for x in r["schedule"]}
+    assert rows["Steps"]["ii"] == 1 and all(x["ii"] >= 1 and x["bound"] for x in r["schedule"])
     assert r["utilization"] == pytest.approx(45 / (108 * 2))
     assert r["time_us"] == pytest.approx(108 / r["clock_mhz"])
     assert main(["perf", S_TINY, "--gemm", "3,5,3"]) == 0
@@ -84,7 +88,9 @@ def test_perf_resident_bfp(capsys):
     r = json.loads(capsys.readouterr().out)
     assert r["resident"] and not streamed["resident"]
     assert (r["beats_in"], streamed["beats_in"]) == (30, 30 + 42)
-    assert r["cycles"] == streamed["cycles"] - 15      # the 15 weight waits
+    # the 15 weight waits, each a Steps iteration at its derived II (test_cycle_model.steps_ii)
+    from test_cycle_model import steps_ii
+    assert r["cycles"] == streamed["cycles"] - 15 * steps_ii()
 
 
 @pytest.mark.slow   # a 16x4 variant compiled for it alone and a 64x512x512 GEMM on csim (~15 CPU-s); the

@@ -59,15 +59,20 @@ def iterations(net, tables):
     return it
 
 
-def op_cycles(net, tables):
-    """``[(name, kind, cycles)]`` per image: the load, every op, the store."""
-    rows = [("load", "load image", -(-tables["in_elems"] // 2) + DDR_LATENCY + tables["in_elems"])]
+def op_cycles(net, tables, ii=None):
+    """``[(name, kind, cycles)]`` per image: the load, every op, the store. ``ii``: ``{loop
+    counter: II}`` of the loops whose derived II is above 1 (:func:`hlsnn.perf.schedule.ii_of`):
+    their iterations cost that many cycles each."""
+    g = (ii or {}).get
+    rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
+             + tables["in_elems"] * g("NetLoad", 1))]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH}
     for op, r in zip(net.ops, tables["rows"]):
         k = _f(r, "op")
-        c = _f(r, "sa") + EXP_DEPTH + _f(r, "n_iter") + MAC_DEPTH if k == 0 else _f(r, "n_iter") + depth[k]
+        c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
+             else _f(r, "n_iter") * g(LOOPS[k], 1) + depth[k])
         rows.append((op.name, op.kind, c))
-    rows.append(("store", "store output", tables["out_words"] + DDR_LATENCY))
+    rows.append(("store", "store output", tables["out_words"] * g("NetStore", 1) + DDR_LATENCY))
     return rows
 
 

@@ -151,7 +151,9 @@ def network_model(path, *, board=None, batch=1):
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
     layers = [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
                   host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
-    for nm, kind, cyc in perf.op_cycles(net, t):
+    from ..perf import schedule as sched
+    rows_s = sched.network_schedule(net, cfg)
+    for nm, kind, cyc in perf.op_cycles(net, t, ii=sched.ii_of(rows_s)):
         c = cyc * batch
         k_us = c / mhz
         extra = {}
@@ -178,7 +180,7 @@ def network_model(path, *, board=None, batch=1):
             "cpu": b["cpu"], "batch": batch, **tot, "layers": layers,
             "host_only_layers": [j["name"] for j in net.host_after],
             "kernel_resources": {k: v for k, v in res.items() if k not in ("buffers", "logic")},
-            "kernel_logic": res["logic"],
+            "kernel_logic": res["logic"], "schedule": rows_s,
             "constants": {"cpu": dict(cpu), "network_host": dict(nh), "hp_bits": b["hp_bits"],
                           "hp_source": b["source"], "ddr_latency_cycles": netperf.DDR_LATENCY}}
 
@@ -211,6 +213,7 @@ def model(path, *, board=None, batch=1, network=None):
             ex.deploy.collect_stats = True         # the sparse engine's cycles depend on the input density
         _, env = net.run(xb, keep=True)
         shapes = {k: np.shape(v) for k, v in env.items()}
+        cfgs = {}
         shapes[prog["input"]["name"]] = xb.shape
         layers = []
         for j in prog["layers"]:
@@ -225,6 +228,7 @@ def model(path, *, board=None, batch=1, network=None):
                 ex = net._dep.execs[j["name"]]
                 acc = ex.acc
                 cfg = acc.config
+                cfgs[cfg.sha] = cfg
                 in_hw = tuple(ins[0][-2:]) if j["kind"] == "conv" else None
                 wsp = float(np.mean(np.asarray(ex.wq) == 0)) if j["format"] in ("fixed", "sparse") else 0.0
                 kc = layer_kernel_cycles(ex.layer, cfg, batch, fmt_type=j["format"], in_hw=in_hw,
@@ -249,7 +253,10 @@ def model(path, *, board=None, batch=1, network=None):
     finally:
         net.close()
     tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
-    return {"model": prog["name"], "assignment": prog["assignment"], "path": "layers", "board": name, "cpu": b["cpu"],
+    from ..perf.schedule import config_schedule
+    schedule_rows = [r for c in cfgs.values() for r in config_schedule(c)]   # the layer kernels' loops
+    return {"schedule": schedule_rows,
+            "model": prog["name"], "assignment": prog["assignment"], "path": "layers", "board": name, "cpu": b["cpu"],
             "batch": batch,
             **tot, "layers": layers,
             "host_only_layers": [r["name"] for r in layers if r["kind"].startswith("host")],
@@ -283,4 +290,9 @@ def format_table(res):
     lines.append(f"  CPU constants ({res['cpu']}): {c['call_us']} us per kernel start, {c['byte_us']} us per byte, "
                  f"{c['op_us']} us per host op; {c['source']}")
     lines.append(f"  HP port: {res['constants']['hp_bits']} bits per PL cycle (peak; {res['constants']['hp_source']})")
+    if res.get("schedule") is not None:
+        from ..perf.schedule import format_table as schedule_table
+        what = "the network kernel" if res.get("path") == "network" else "the layer kernels"
+        lines.append(f"  schedule of {what} (II derived from the rendered C++, hlsnn.perf.schedule; loops above II 1):")
+        lines += ["    " + ln for ln in schedule_table(res["schedule"]).splitlines()]
     return "\n".join(lines)

@@ -1,7 +1,7 @@
 """Cycles and resources of the shift_mac network kernel (``network.cpp.j2``), from its static
 schedule and its declared buffers.
 
-**Cycles** per image (every loop pipelined at II = 1; the descriptor table fixes every trip
+**Cycles** per image (every loop's iterations at its derived II, :mod:`hlsnn.perf.schedule`; 1 unless it says otherwise; the descriptor table fixes every trip
 count, so the schedule is static):
 
 * load: the image's ``ceil(in_elems / 8)`` 64-bit words in one burst (``LoadWords``, a plain
@@ -67,14 +67,19 @@ def iterations(net, tables):
     return it
 
 
-def op_cycles(net, tables, conv_depth=CONV_DEPTH):
+def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
     """``[(name, kind, cycles)]`` per image: the load, every op, the store (a conv's pipeline
-    depth ``conv_depth``: the sparse kernel's differs, :mod:`hlsnn.compiled.sparseperf`)."""
+    depth ``conv_depth``: the sparse kernel's differs, :mod:`hlsnn.compiled.sparseperf`).
+    ``ii``: ``{loop counter: II}`` of the loops whose derived II is above 1
+    (:func:`hlsnn.perf.schedule.ii_of`): their iterations cost that many cycles each."""
+    g = (ii or {}).get
     depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH}
-    rows = [("load", "load image", words(tables["in_elems"]) + DDR_LATENCY + tables["in_elems"])]
+    rows = [("load", "load image", words(tables["in_elems"]) * g("NetLoadWords", 1) + DDR_LATENCY
+             + tables["in_elems"] * g("NetLoad", 1))]
     for op, r in zip(net.ops, tables["rows"]):
-        rows.append((op.name, op.kind, _f(r, "n_iter") + depth[_f(r, "op")]))
-    rows.append(("store", "store output", tables["out_elems"] + words(tables["out_elems"]) + DDR_LATENCY))
+        rows.append((op.name, op.kind, _f(r, "n_iter") * g(LOOPS[_f(r, "op")], 1) + depth[_f(r, "op")]))
+    rows.append(("store", "store output", tables["out_elems"] * g("NetStore", 1)
+                 + words(tables["out_elems"]) * g("NetStoreWords", 1) + DDR_LATENCY))
     return rows
 
 

@@ -2,7 +2,7 @@
 (``hls/engines/sparse_cluster/network.cpp.j2``), from its static schedule and its declared
 buffers and multipliers.
 
-**Cycles** per image (every loop pipelined at II = 1; the descriptor and step tables fix every
+**Cycles** per image (every loop's iterations at its derived II, :mod:`hlsnn.perf.schedule`; the descriptor and step tables fix every
 trip count): the load, maxpool, add and store as the shift_mac network kernel's
 (:mod:`hlsnn.compiled.netperf`: the same loops and depths); a conv takes one cycle per step and
 output pixel, ``OH * OW * sum over blocks of the block's steps``, plus :data:`CONV_DEPTH`. A
@@ -29,10 +29,10 @@ from .netperf import AXI_LITE, AXI_MASTER, CONTROL, iterations  # noqa: F401 - t
 CONV_DEPTH = 12
 
 
-def op_cycles(net, tables):
+def op_cycles(net, tables, ii=None):
     """``[(name, kind, cycles)]`` per image: :func:`hlsnn.compiled.netperf.op_cycles` with this
-    kernel's conv depth."""
-    return netperf.op_cycles(net, tables, CONV_DEPTH)
+    kernel's conv depth (``ii``: the derived IIs above 1, :func:`hlsnn.perf.schedule.ii_of`)."""
+    return netperf.op_cycles(net, tables, CONV_DEPTH, ii=ii)
 
 
 def buffers(net, tables):

@@ -26,15 +26,22 @@ def page(engine):
 
 
 def call_cycles(cfg, counts) -> CallCycles:
-    """Modelled cycles of one kernel call of config ``cfg`` from its loop counters; a loop
-    whose loop-back does not close within the clock (:mod:`.timing`) at the II it would get."""
+    """Modelled cycles of one kernel call of config ``cfg`` from its loop counters; every
+    pipelined loop at the II derived from the rendered C++ (:mod:`.schedule`), and a loop whose
+    loop-back does not close within the clock (:mod:`.timing`) at the II it would get."""
+    from .model import DERIVED_II
+    from .schedule import config_schedule, ii_of
     page = PAGES[cfg.engine]
-    if hasattr(page, "loopbacks"):
-        from .timing import timing_ii
-        slow = timing_ii(cfg)
-        if slow:
-            return page.call_cycles(cfg.params, counts, ii=slow)
-    return page.call_cycles(cfg.params, counts)
+    token = DERIVED_II.set(ii_of(config_schedule(cfg)))   # every loop at its II derived from the C++
+    try:
+        if hasattr(page, "loopbacks"):
+            from .timing import timing_ii
+            slow = timing_ii(cfg)
+            if slow:
+                return page.call_cycles(cfg.params, counts, ii=slow)
+        return page.call_cycles(cfg.params, counts)
+    finally:
+        DERIVED_II.reset(token)
 
 
 def kernel_cycles(cfg, log) -> KernelCycles | None:

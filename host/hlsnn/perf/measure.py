@@ -145,6 +145,8 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
         from .timing import enable_timing, loop_timing
         res["timing"] = loop_timing(cfg)
         res["stall_enable"] = enable_timing(cfg)
+        from .schedule import config_schedule
+        res["schedule"] = config_schedule(cfg)
         return res
     finally:
         acc.close()
@@ -163,7 +165,7 @@ def loop_table(engine, p) -> str:
     return page_table(PAGES[engine].loops(p))
 
 
-def format_report(r) -> str:
+def format_report(r, all_loops=False) -> str:
     """The human-readable ``hlsnn perf`` output."""
     if r["op"] == "gemm":
         what = f"GEMM B={r['B']} K={r['K']} N={r['N']}"
@@ -207,4 +209,9 @@ def format_report(r) -> str:
         lines.append(f"  stall enable of {e['loop']}: {e['loads']:,} flip-flops; handshake, a replication tree of "
                      f"{e['levels']} levels and the route across the array: {e['delay_ns']:.2f} ns of "
                      f"{e['budget_ns']:.2f}, {verdict} (an estimate, host/hlsnn/perf/timing.py)")
+    if r.get("schedule") is not None:
+        from .schedule import format_table
+        lines.append("  schedule (II derived from the rendered C++, host/hlsnn/perf/schedule.py; loops above II 1"
+                     + (", all loops" if all_loops else "") + "):")
+        lines += ["    " + ln for ln in format_table(r["schedule"], all_loops).splitlines()]
     return "\n".join(lines)

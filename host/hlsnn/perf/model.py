@@ -8,7 +8,9 @@ to. The rules, as the HLS scheduler applies them:
 
 * **Pipelined loop**: one entry of ``n`` iterations costs ``(n - 1) * II + depth``, so all
   entries together cost ``(iterations - entries) * II + entries * depth``.
-* **The II the tool gets** is the pragma's, unless the body accesses one port more often per
+* **The II the tool gets** is the larger of the II derived from the rendered C++
+  (:mod:`.schedule`: ports, carried dependences, register loop-backs, m_axi bursts) and the
+  one below; the one below is the pragma's, unless the body accesses one port more often per
   iteration than the II allows: a stream (AXI-Stream or FIFO) takes one read or one write per
   cycle, a single-port memory one access, a true-dual-port BRAM two. Then the II is
   ``ceil(accesses / ports)`` (Vitis reports this as an II violation and schedules it so).
@@ -28,8 +30,14 @@ that is an approximation of at most one cycle per skipped loop.
 """
 from __future__ import annotations
 
+import contextvars
 import math
 from dataclasses import dataclass, field
+
+#: ``{loop: II}`` derived from the rendered C++ (:mod:`.schedule`) for the config whose cycles
+#: are being modelled: a pipelined :class:`Loop` costed while it is set takes the larger of its
+#: own II and this one (:func:`hlsnn.perf.call_cycles` sets it around a page's model)
+DERIVED_II = contextvars.ContextVar("hlsnn_derived_ii", default={})
 
 #: cycles per kernel call outside every loop: ap_start is latched, the scalar registers are
 #: read (one state), and ap_done/ap_idle are raised (one state)
@@ -78,7 +86,8 @@ class Loop:
         if self.ii is None:
             return iters * self.depth
         entries = max(1, min(entries, iters))
-        return (iters - entries) * self._ii + entries * self.depth
+        ii = max(self._ii, DERIVED_II.get().get(self.name, 1))     # the II derived from the C++ (.schedule)
+        return (iters - entries) * ii + entries * self.depth
 
 
 def loop_costs(loops, counts, *, suffix=""):

@@ -1,0 +1,1025 @@
+"""Every pipelined loop's II, derived from the rendered C++ the way Vitis HLS's scheduler bounds it.
+
+The rendered kernel is parsed by a real C++ front end (libclang's Python bindings, ``pip install
+libclang``; the ``dev`` extra) with the C-simulation's include paths. ``#pragma HLS`` lines are
+preprocessor directives clang keeps out of the AST: each is read from its source line and given to
+the innermost loop (or function) of the AST whose body holds that line. For every loop with
+``#pragma HLS PIPELINE`` the II is the largest of these bounds (``bound`` names the one that sets
+it; ``notes`` says why):
+
+``pragma``
+    the pragma's ``II`` (1 when none is given).
+``ports``
+    resources: per memory bank, the accesses one iteration makes (inner loops are unrolled by the
+    pipeline: an access in an inner loop of ``T`` iterations is ``T`` accesses, unless the array
+    is partitioned on the dimension that loop's variable indexes) against the bank's ports: the
+    storage of ``BIND_STORAGE`` or ``HLSNN_MEM`` (``ram_1p``/``kRam1p`` one port, ``ram_s2p``/
+    ``kRamS2p`` one read and one write, ``ram_t2p``/``ram_2p``/``kRamT2p`` two; an array with no
+    storage declared: two, Vitis picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every
+    dimension makes registers (no port limit). A stream (``hls::stream``, ``hlsnn::Fifo``) takes
+    one read and one write a cycle. Identical accesses (same array, same index text, same unrolled
+    copy) count once; accesses in exclusive branches count each (:mod:`.model`'s rule).
+``dependence``
+    an array read and written in the loop body at a run-time index (not the same index of the
+    loop's own counter on both sides) is a loop-carried dependence at distance 1 unless the loop
+    declares ``#pragma HLS DEPENDENCE variable = X inter false``: II >= store stage - load stage
+    + 1 = the loop's pipeline depth (the engine page's ``Loop.depth``, the network models' depth
+    constants; :data:`DEFAULT_DEPTH` for a loop none lists). With the pragma the kernel must
+    declare ``HLSNN_MEM(X, kind, d)`` with ``d > 0`` (the strict C-simulation checks ``d``); else
+    the note says "unchecked".
+``register``
+    a scalar assigned in the loop from an expression that reads its own previous value (``x =
+    f(x, ...)``, ``x op= ...``, ``++x``; not the loop counter): the chain from its register back to
+    it, operator by operator along the AST (adders, subtractors and magnitude compares as carry
+    chains of the operand's width, a select, a logic operator or an equality test as a LUT level,
+    a variable shift as ``log4`` LUT levels; an assignment under a condition adds the select; an
+    unrolled inner loop of ``T`` iterations repeats its assignments ``T`` times; a register that
+    only sums, ``x += a`` under conditions or not, carries one adder: the compiler folds the
+    conditions into the operands and reassociates integer sums into a tree), timed with
+    :mod:`.timing`'s operator delays against the clock's budget: II = ceil(delay / budget).
+``m_axi``
+    an access to an ``m_axi`` port under a condition or at an index that is not affine in the
+    loop's counter cannot be inferred as a burst: each is a single transaction, and with
+    :data:`AXI_OUTSTANDING` transactions in flight (Vitis's ``num_read_outstanding`` default) of
+    :data:`hlsnn.compiled.netperf.DDR_LATENCY` cycles each, II >= ceil(latency / outstanding).
+
+It is a model of the scheduler's bounds, not the scheduler: it does not see operator chaining
+beyond the register chains above, nor a bound a called function's own pipeline sets. Calls to
+functions of the project are followed (three levels deep) with their reference parameters renamed
+to the caller's arguments, so a helper's accesses count in the loop that calls it.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import re
+import subprocess
+from pathlib import Path
+
+#: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
+#: read (one cycle of latency) and the store of the value computed from it in the next cycle
+#: (store stage 1 - load stage 0 + 1)
+DEFAULT_DEPTH = 2
+#: AXI transactions in flight per m_axi adapter (Vitis HLS ``num_read_outstanding`` and
+#: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
+AXI_OUTSTANDING = 16
+#: bumped when the analysis changes (the disk cache's key)
+VERSION = 3
+
+_PORTS = {"ram_1p": ("shared", 1), "kram1p": ("shared", 1), "ram_s2p": ("split", 1), "kramS2p".lower(): ("split", 1),
+          "ram_t2p": ("shared", 2), "ram_2p": ("shared", 2), "kramt2p": ("shared", 2), "default": ("shared", 2),
+          "rom_1p": ("shared", 1), "rom_2p": ("shared", 2), "rom_np": ("shared", 2)}
+_LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
+#: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
+_ASSIGN_OPS = ("operator=", "operator+=", "operator-=", "operator|=", "operator&=", "operator^=", "operator<<=",
+               "operator>>=")
+
+
+def cindex():
+    """libclang's bindings, or a one-line MissingDependency naming the package."""
+    try:
+        import clang.cindex as ci
+        ci.Index.create()
+        return ci
+    except Exception as e:                       # ImportError, or the shared library missing
+        from ..errors import MissingDependency
+        raise MissingDependency("hlsnn perf's schedule needs libclang's Python bindings: pip install libclang "
+                                f"(or pip install -e '.[dev]'); {type(e).__name__}: {e}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_include():
+    """The compiler's own headers (stddef.h, ...), which the libclang wheel does not ship: g++'s."""
+    from ..csim import compiler
+    try:
+        out = subprocess.run([compiler(), "-print-file-name=include"], capture_output=True, text=True,
+                             timeout=30).stdout.strip()
+        return [f"-isystem{out}"] if out and Path(out).is_dir() else []
+    except (OSError, subprocess.SubprocessError):
+        return []
+
+
+def parse_args(folder, include_dirs=()):
+    from ..csim import ap_types_dir
+    return (["-x", "c++", "-std=c++14", "-Wno-unknown-pragmas",
+             "-DHLSNN_CSIM_COUNTERS_H_"]  # the loop counters vanish, as under __SYNTHESIS__ + [f"-I{d}" for d in include_dirs]
+            + [f"-I{Path(folder) / 'include'}", f"-I{folder}", f"-isystem{ap_types_dir()}"] + _builtin_include())
+
+
+# ----------------------------------------------------------------------------------- pragmas
+_PRAGMA = re.compile(r"^\s*#\s*pragma\s+HLS\s+(\w+)(.*)$", re.I)
+
+
+def _kv(text):
+    """``key = value`` pairs and bare words of a pragma's arguments."""
+    words = re.findall(r"(\w+)\s*=\s*([\w:.\-]+)|(\w+)", text)
+    kv, flags = {}, set()
+    for k, v, w in words:
+        if k:
+            kv[k.lower()] = v
+        else:
+            flags.add(w.lower())
+    return kv, flags
+
+
+class _Pragma:
+    def __init__(self, file, line, name, text):
+        self.file, self.line, self.name = file, line, name.upper()
+        self.kv, self.flags = _kv(text)
+
+
+def _pragmas(files):
+    out = []
+    for f in files:
+        for i, ln in enumerate(Path(f).read_text(errors="replace").splitlines(), 1):
+            m = _PRAGMA.match(ln)
+            if m:
+                out.append(_Pragma(str(f), i, m.group(1), m.group(2)))
+    return out
+
+
+# ---------------------------------------------------------------------------------- the AST
+def _kind(c):
+    try:
+        return c.kind.name
+    except ValueError:                            # a cursor kind these bindings do not know
+        return "UNKNOWN"
+
+
+def _children(c):
+    return list(c.get_children())
+
+
+def _tokens(c):
+    return [t.spelling for t in c.get_tokens()]
+
+
+def _text(c):
+    return " ".join(_tokens(c))
+
+
+def _op(c):
+    """The operator of a binary / compound-assignment / unary / conditional expression."""
+    ch = _children(c)
+    toks = list(c.get_tokens())
+    if _kind(c) == "UNARY_OPERATOR":
+        if not toks:
+            return ""
+        return toks[0].spelling if (ch and toks[0].extent.start.offset < ch[0].extent.start.offset) else toks[-1].spelling
+    if not ch:
+        return ""
+    end = ch[0].extent.end.offset
+    for t in toks:
+        if t.extent.start.offset >= end:
+            return t.spelling
+    return ""
+
+
+def _strip(c):
+    while _kind(c) in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CXX_FUNCTIONAL_CAST_EXPR", "CSTYLE_CAST_EXPR",
+                       "CXX_STATIC_CAST_EXPR") and _children(c):
+        c = _children(c)[-1]
+    return c
+
+
+def _root(c):
+    """``(name, [index cursors], kind)`` of an access ``a[i][j]`` (kind ``array``) or ``m[i]`` on
+    a class with ``operator[]`` (kind ``mem``), else None."""
+    idx = []
+    c0 = c
+    while True:
+        k = _kind(c)
+        ch = _children(c)
+        if k == "ARRAY_SUBSCRIPT_EXPR" and len(ch) == 2:
+            idx.insert(0, ch[1])
+            c = _strip(ch[0])
+        elif k == "CALL_EXPR" and c.spelling == "operator[]" and len(ch) >= 2:
+            obj = _strip(ch[0])
+            t = obj.type.spelling if obj.type else ""
+            if not re.search(r"\bMem\b|Mem<", t) and c is c0:
+                return None                     # ap_int bit select, not a memory
+            idx.insert(0, ch[-1])
+            c = obj
+        elif k in ("DECL_REF_EXPR", "MEMBER_REF_EXPR"):
+            return (c.spelling, idx) if idx else None
+        else:
+            return None
+
+
+def _id(d):
+    f = d.location.file
+    return (f.name if f else "", d.extent.start.offset)
+
+
+def _renamed(r, rename):
+    """An access ``(name, idx)`` in a called function, in the caller's names (a reference
+    parameter bound to an element of an array gets that element's indices first)."""
+    name, idx = r
+    if name in rename:
+        n2, pre = rename[name]
+        return n2, list(pre) + list(idx)
+    return name, list(idx)
+
+
+def _refs(c):
+    return {x.spelling for x in c.walk_preorder() if _kind(x) in ("DECL_REF_EXPR", "MEMBER_REF_EXPR")}
+
+
+class _Consts:
+    """Integer constants of the translation unit (``constexpr``/``const`` with literal-derived
+    initializers), by name, to evaluate trip counts and widths."""
+
+    def __init__(self, tu):
+        self.by_name = {}
+        self.tu = tu
+
+    def value(self, c, depth=0, env=None):
+        if c is None or depth > 12:
+            return None
+        k = _kind(c)
+        if env and k in ("DECL_REF_EXPR",) and c.spelling in env:
+            return env[c.spelling]
+        if k == "INTEGER_LITERAL":
+            t = _tokens(c)
+            try:
+                return int(re.sub(r"[uUlL]+$", "", t[0]), 0) if t else None
+            except ValueError:
+                return None
+        if k == "CXX_BOOL_LITERAL_EXPR":
+            return 1 if _tokens(c)[:1] == ["true"] else 0
+        if k in ("DECL_REF_EXPR", "MEMBER_REF_EXPR"):
+            d = c.referenced
+            if d is not None and _kind(d) in ("VAR_DECL", "FIELD_DECL") and d.type.is_const_qualified():
+                ch = [x for x in _children(d) if _kind(x) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
+                if ch:
+                    v = self.value(ch[-1], depth + 1, env)
+                    if v is not None:
+                        return v
+            if d is not None and _kind(d) in ("VAR_DECL", "PARM_DECL") and not d.type.is_const_qualified():
+                return None
+            return self.by_name.get(c.spelling)
+        if k == "BINARY_OPERATOR":
+            ch = _children(c)
+            op = _op(c)
+            a = self.value(ch[0], depth + 1, env)
+            if op == "&&" and a == 0 or op == "||" and a not in (None, 0):
+                return int(op == "||")
+            b = self.value(ch[1], depth + 1, env)
+            if a is None or b is None:
+                return None
+            try:
+                return {"+": a + b, "-": a - b, "*": a * b, "/": int(a / b) if b else None, "<<": a << b,
+                        ">>": a >> b, "%": (abs(a) % abs(b)) * (1 if a >= 0 else -1) if b else None,
+                        "==": int(a == b), "!=": int(a != b), "<": int(a < b), ">": int(a > b),
+                        "<=": int(a <= b), ">=": int(a >= b), "&&": int(bool(a and b)), "||": int(bool(a or b)),
+                        "&": a & b, "|": a | b, "^": a ^ b}.get(op)
+            except (ValueError, OverflowError):
+                return None
+        if k == "UNARY_OPERATOR":
+            ch = _children(c)
+            a = self.value(ch[0], depth + 1, env) if ch else None
+            op = _op(c)
+            if a is None:
+                return None
+            return {"-": -a, "!": int(not a), "~": ~a, "+": a}.get(op)
+        if k == "CONDITIONAL_OPERATOR":
+            ch = _children(c)
+            cond = self.value(ch[0], depth + 1, env)
+            return None if cond is None else self.value(ch[1] if cond else ch[2], depth + 1, env)
+        ch = _children(c)
+        if k in ("UNEXPOSED_EXPR", "PAREN_EXPR", "CSTYLE_CAST_EXPR", "CXX_STATIC_CAST_EXPR",
+                 "CXX_FUNCTIONAL_CAST_EXPR") and ch:
+            return self.value(ch[-1], depth + 1, env)
+        if k == "CALL_EXPR" and len(ch) == 1:            # an implicit conversion (ap_uint from int)
+            return self.value(ch[0], depth + 1, env)
+        return None
+
+    def collect(self, cursors):
+        for c in cursors:
+            if _kind(c) == "VAR_DECL":
+                ch = [x for x in _children(c) if _kind(x) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
+                if ch:
+                    v = self.value(ch[-1])
+                    if v is not None:
+                        self.by_name.setdefault(c.spelling, v)
+
+
+def _bits(type_spelling, consts):
+    t = type_spelling or ""
+    m = re.search(r"ap_u?int<\s*([^>]+)>|ap_u?fixed<\s*([^,>]+)", t)
+    if m:
+        e = (m.group(1) or m.group(2)).strip()
+        if e.isdigit():
+            return int(e)
+        name = e.split("::")[-1].strip()
+        return consts.by_name.get(name, 32)
+    if re.search(r"\bbool\b", t):
+        return 1
+    if re.search(r"\bchar\b|int8", t):
+        return 8
+    if re.search(r"short|int16", t):
+        return 16
+    if re.search(r"long|int64", t):
+        return 64
+    return 32
+
+
+# ---------------------------------------------------------------------------- the analysis
+class _Loop:
+    def __init__(self, cursor, label, func, parent):
+        self.c, self.label, self.func, self.parent = cursor, label, func, parent
+        body = [x for x in _children(cursor) if _kind(x) == "COMPOUND_STMT"]
+        self.body = body[-1] if body else (_children(cursor)[-1] if _children(cursor) else cursor)
+        self.file = cursor.location.file.name if cursor.location.file else ""
+        self.lines = (self.body.extent.start.line, self.body.extent.end.line)
+        self.pragmas = []
+        self.var, self.var_decl = None, None
+        ch = _children(cursor)
+        if _kind(cursor) == "FOR_STMT" and ch:
+            init = ch[0]
+            for x in init.walk_preorder():
+                if _kind(x) == "VAR_DECL":
+                    self.var, self.var_decl = x.spelling, x
+                    break
+
+    @property
+    def pipeline(self):
+        for p in self.pragmas:
+            if p.name == "PIPELINE" and "off" not in p.flags:
+                return p
+        return None
+
+    @property
+    def unrolled(self):
+        return any(p.name == "UNROLL" for p in self.pragmas)
+
+
+def _trip(loop, consts):
+    """The constant trip count of an unrolled loop ``for (i = a; i < N; ++i)`` (None: unknown)."""
+    ch = _children(loop.c)
+    if _kind(loop.c) != "FOR_STMT" or len(ch) < 3:
+        return None
+    cond = _strip(ch[1])
+    if _kind(cond) != "BINARY_OPERATOR":
+        return None
+    op = _op(cond)
+    a, b = _children(cond)
+    hi = consts.value(b)
+    lo = 0
+    for x in ch[0].walk_preorder():
+        if _kind(x) == "VAR_DECL":
+            init = [y for y in _children(x) if _kind(y) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
+            lo = consts.value(init[-1]) if init else 0
+            break
+    if hi is None or lo is None:
+        return None
+    step = 1
+    inc = _text(ch[2])
+    m = re.search(r"\+=\s*(\w+)", inc)
+    if m:
+        step = consts.by_name.get(m.group(1)) if not m.group(1).isdigit() else int(m.group(1))
+        if not step:
+            return None
+    n = hi - lo + (1 if op == "<=" else 0)
+    return max(0, -(-n // step)) if op in ("<", "<=", "!=") else None
+
+
+class Kernel:
+    """A parsed rendered kernel: its loops, pragmas and declarations."""
+
+    def __init__(self, path, include_dirs=(), name=None):
+        ci = cindex()
+        path = Path(path)
+        self.path, self.name = path, name or path.stem
+        self.folder = str(path.parent.resolve())
+        idx = ci.Index.create()
+        self.tu = idx.parse(str(path), args=parse_args(path.parent, include_dirs))
+        errs = [d for d in self.tu.diagnostics if d.severity >= 3]
+        if errs:
+            raise ValueError(f"{path}: the C++ front end failed: {errs[0]}")
+        self.loops, self.funcs, mine = [], {}, []
+        self.loop_vars = set()
+        self._in_folder = {}              # file name -> under the rendered folder (resolved once)
+        self.files = set()
+        self._walk(self.tu.cursor, None, None, None, mine)
+        self.consts = _Consts(self.tu)
+        self.consts.collect(mine)
+        self.pragmas = _pragmas(sorted(self.files))
+        self.var_pragmas = {}          # variable -> {"partition": [(dim, type, factor)], "storage": type}
+        self.m_axi = set()
+        self.streams = set()
+        self.global_pragmas = []
+        for p in self.pragmas:
+            loop = self._innermost(p.file, p.line)
+            if p.name in ("PIPELINE", "UNROLL", "DEPENDENCE", "LOOP_TRIPCOUNT", "LOOP_FLATTEN") and loop is not None:
+                loop.pragmas.append(p)
+            elif p.name == "DEPENDENCE":
+                self.global_pragmas.append(p)    # function scope: every loop of the (inlined) function
+            elif p.name == "ARRAY_PARTITION":
+                v = p.kv.get("variable")
+                kind = p.kv.get("type") or next((f for f in ("complete", "cyclic", "block") if f in p.flags),
+                                                "complete")
+                self.var_pragmas.setdefault(v, {}).setdefault("partition", []).append(
+                    (int(p.kv.get("dim", 1)), kind, int(p.kv.get("factor", 0) or 0)))
+            elif p.name == "BIND_STORAGE":
+                self.var_pragmas.setdefault(p.kv.get("variable"), {})["storage"] = p.kv.get("type", "").lower()
+            elif p.name == "INTERFACE" and ("m_axi" in p.flags or p.kv.get("mode") == "m_axi"):
+                self.m_axi.add(p.kv.get("port"))
+        self.mems = self._mems()
+
+    def _walk(self, c, label, func, loop, mine):
+        for ch in c.get_children():
+            f = ch.location.file
+            if f is None:
+                continue
+            name = f.name
+            mine_file = self._in_folder.get(name)
+            if mine_file is None:
+                mine_file = self._in_folder[name] = str(Path(name).resolve()).startswith(self.folder)
+            if not mine_file:
+                continue
+            self.files.add(name)
+            mine.append(ch)
+            k = _kind(ch)
+            if k in ("FUNCTION_DECL", "FUNCTION_TEMPLATE", "CXX_METHOD") and ch.is_definition():
+                self.funcs.setdefault(ch.spelling, ch)
+                self._walk(ch, None, ch, None, mine)
+            elif k == "LABEL_STMT":
+                self._walk(ch, ch.spelling, func, loop, mine)
+            elif k in _LOOPS:
+                lp = _Loop(ch, label or f"{func.spelling if func else '?'}:{ch.location.line}", func, loop)
+                self.loops.append(lp)
+                if lp.var_decl is not None:
+                    self.loop_vars.add(_id(lp.var_decl))
+                self._walk(ch, None, func, lp, mine)
+            else:
+                self._walk(ch, None, func, loop, mine)
+
+    def _innermost(self, file, line):
+        best = None
+        for lp in self.loops:
+            if lp.file == file and lp.lines[0] <= line <= lp.lines[1]:
+                if best is None or lp.lines[0] >= best.lines[0]:
+                    best = lp
+        return best
+
+    def _mems(self):
+        """``{name: (kind, distance)}`` of the HLSNN_MEM declarations (their tokens: the macro
+        is empty outside the strict C-simulation)."""
+        out = {}
+        for f in sorted(self.files):
+            text = re.sub(r"//[^\n]*", "", Path(f).read_text(errors="replace"))
+            for m in re.finditer(r"HLSNN_MEM\s*\(\s*([A-Za-z_]\w*)[^,]*,\s*(?:hlsnn::)?(\w+)\s*,\s*([^)]*)\)", text):
+                if m.group(1) == "var":
+                    continue                     # the macro's own definition
+                d = m.group(3).strip()
+                dv = int(d) if re.fullmatch(r"\d+", d) else self.consts.by_name.get(d.split("::")[-1])
+                out[m.group(1)] = (m.group(2).lower(), dv)
+        return out
+
+    # ------------------------------------------------------------------- per pipelined loop
+    def schedule(self, depths=None, clock_mhz=100.0, ps="zynq7", ddr_latency=None):
+        if ddr_latency is None:
+            from ..compiled.netperf import DDR_LATENCY as ddr_latency
+        rows = []
+        for lp in self.loops:
+            pp = lp.pipeline
+            if pp is None:
+                continue
+            rows.append(self._loop(lp, pp, depths or {}, clock_mhz, ps, ddr_latency))
+        return rows
+
+    def _loop(self, lp, pp, depths, clock_mhz, ps, ddr_latency):
+        from . import timing
+        target = int(pp.kv.get("ii", 1) or 1)
+        acc = []      # (name, [index cursors], rw, mult, spread_vars, conditional, unroll_vars, ctx)
+        assigns = []  # (var, rhs cursor or None, op, mult, conditional, type)
+        self._body(lp, lp.body, acc, assigns, mult=1, unroll=(), cond=(), rename={}, depth=0)
+        notes, bounds = [], {"pragma": target}
+        # ------------------------------------------------------------- ports
+        banks = self._banks(acc)
+        need = 1
+        for name, b in banks.items():
+            mode, n = _PORTS.get(b["kind"], _PORTS["default"])
+            if b["kind"] == "stream":
+                mode, n = "split", 1
+            ii = 1
+            for bank in set(b["r"]) | set(b["w"]):
+                r, w = len(b["r"].get(bank, ())), len(b["w"].get(bank, ()))
+                iib = max(r, w) if mode == "split" else math.ceil((r + w) / n)
+                if iib > ii:
+                    ii, worst = iib, (bank, r, w)
+            if ii > 1:
+                bank, r, w = worst
+                where = f"{name}{''.join(f'[{x}]' for x in bank)}" if bank else name
+                notes.append(f"{where} ({b['kind']}): {r} reads, {w} writes per iteration -> II {ii}")
+            need = max(need, ii)
+        bounds["ports"] = need
+        # ------------------------------------------------------------- carried memory dependences
+        dep = 1
+        deps = {p.kv.get("variable") for p in lp.pragmas + self.global_pragmas if p.name == "DEPENDENCE"
+                and (p.kv.get("inter") == "false" or ("inter" in p.flags and "false" in p.flags)
+                     or p.kv.get("dependent") == "false")}
+        for name, b in banks.items():
+            if b["kind"] == "stream" or not b["r"] or not b["w"]:
+                continue
+            ri = {t for v in b["r"].values() for t in v}
+            wi = {t for v in b["w"].values() for t in v}
+            own = lp.var
+            same = (len(ri | wi) == 1 and bool(own)
+                    and any(isinstance(x, tuple) and own in x[0].split() for x in next(iter(ri))))
+            if same or not b["runtime"]:
+                continue                     # a[i] read and written at the loop counter's own index
+            if name in deps:
+                mem = self.mems.get(name)
+                if mem is None or not mem[1]:
+                    notes.append(f"{name}: DEPENDENCE inter false, unchecked (no HLSNN_MEM({name}, kind, d) with d > 0)")
+                else:
+                    notes.append(f"{name}: DEPENDENCE inter false, distance {mem[1]} checked by the strict csim")
+                continue
+            d = depths.get(lp.label, DEFAULT_DEPTH)
+            notes.append(f"{name}: read and written at run-time indices, no DEPENDENCE pragma: carried dependence, "
+                         f"II >= depth {d}")
+            dep = max(dep, d)
+        bounds["dependence"] = dep
+        # ------------------------------------------------------------- register recurrences
+        budget = timing.budget_ns(clock_mhz)
+        chains = {}
+        for var, rhs, op, mult, cond_, typ in assigns:
+            if var == lp.var:
+                continue
+            bits = _bits(typ, self.consts)
+            ch = self._chain(var, rhs, op, bits)
+            if ch is None:
+                chains.pop(var, None)
+                continue
+            if cond_:
+                ch = ch + [("lut", 1)]
+            chains.setdefault(var, []).extend(ch * max(1, mult))
+        reg = 1
+        for var, ch in chains.items():
+            if not ch:
+                continue
+            if all(k in ("add", "lut") for k, _n in ch) and any(k == "add" for k, _n in ch):
+                # a sum (x += a; x += b; ... under conditions or not): the compiler folds the
+                # conditions into the operands and reassociates the integer adds into a tree
+                # (LLVM's InstCombine and Reassociate), so one adder is carried
+                ch = [("carry", max(n for k, n in ch if k == "add"))]
+            ch = [("carry", n) if k == "add" else (k, n) for k, n in ch]
+            t = timing.chain_delay_ns(ch, ps)
+            ii = max(1, math.ceil(t / budget))
+            if ii > 1:
+                notes.append(f"register {var}: {len(ch)} operators in its loop-back, {t:.1f} ns against "
+                             f"{budget:.2f} ns -> II {ii}")
+            reg = max(reg, ii)
+        bounds["register"] = reg
+        # ------------------------------------------------------------- m_axi
+        axi = 1
+        for name, idx, rw, mult, uvars, cond_, key in acc:
+            if name not in self.m_axi:
+                continue
+            why = "under a condition" if cond_ else None
+            if why is None and not all(self._affine(ix, lp.var) for ix in idx):
+                why = "at an index not affine in the loop counter"
+            if why:
+                ii = math.ceil(ddr_latency / AXI_OUTSTANDING)
+                notes.append(f"m_axi {name}: {'read' if rw == 'r' else 'write'} {why}: no burst, "
+                             f"single transactions -> II {ii}")
+                axi = max(axi, ii)
+        bounds["m_axi"] = axi
+        ii = max(bounds.values())
+        bound = next(k for k, v in bounds.items() if v == ii)
+        return {"kernel": self.name, "loop": lp.label, "counter": self._counter(lp),
+                "counters": self._counters(lp) or [lp.label], "ii": ii, "bound": bound, "target_ii": target,
+                "bounds": bounds, "notes": notes, "line": lp.c.location.line,
+                "file": Path(lp.file).name}
+
+    def _banks(self, acc):
+        """``{array: {"kind", "r": {bank: {address keys}}, "w": ..., "runtime"}}``: every unrolled
+        copy of every access, its bank (the partitioned dimensions' indices evaluated, ``*`` where
+        run-time) and its address (identical addresses of a bank merge into one access); copies
+        whose conditions on unrolled counters are false are dropped. Arrays all of whose accesses
+        have constant indices per copy, with no storage declared, are registers (Vitis partitions
+        them) and left out; so are ``m_axi`` ports and completely partitioned arrays."""
+        import itertools
+        per = {}
+        for name, idx, rw, mult, uvars, cond_, key in acc:
+            if name in self.m_axi:
+                continue
+            kind = self._storage(name)
+            if kind == "regs":
+                continue
+            uv = [(v, t) for v, t in uvars if v and t]
+            n = 1
+            for _v, t in uv:
+                n *= t
+            envs = ([dict(zip([v for v, _t in uv], vals)) for vals in itertools.product(*[range(t) for _v, t in uv])]
+                    if n <= 4096 else [{}])
+            pl = self.var_pragmas.get(name, {}).get("partition", [])
+            if kind == "stream":
+                parts = set(range(1, len(idx) + 1))
+            else:
+                parts = {d for d, _t, _f in pl}
+                if idx and all(any(d == dd and t == "complete" for dd, t, _f in pl) for d in range(1, len(idx) + 1)):
+                    continue                     # every dimension partitioned: registers
+            e = per.setdefault(name, {"kind": kind, "r": {}, "w": {}, "runtime": False, "static": True})
+            for env in envs:
+                if any(pol is not None and self.consts.value(cc, env=env) is not None
+                       and bool(self.consts.value(cc, env=env)) != pol for cc, pol in cond_):
+                    continue
+                vals = [self.consts.value(ix, env=env) for ix in idx]
+                if any(v is None for v in vals):
+                    e["static"] = False
+                bank = tuple((vals[d - 1] if vals[d - 1] is not None else "*") for d in sorted(parts) if d <= len(idx))
+                addr = tuple(v if v is not None else (_text(ix), tuple(sorted((k, x) for k, x in env.items()
+                                                                             if k in self._deps(ix))))
+                             for v, ix in zip(vals, idx))
+                if kind == "stream":
+                    addr = (addr, key)         # every stream read/write is its own beat
+                if any(v is None for d, v in enumerate(vals, 1) if d not in parts):
+                    e["runtime"] = True
+                e[rw].setdefault(bank, set()).add(addr)
+        return {k: v for k, v in per.items()
+                if not (v["kind"] == "default" and v["static"])}
+
+    def _deps(self, c, depth=0):
+        """The names an expression reads, through the initializers of the local constants it reads."""
+        out = set()
+        for x in c.walk_preorder():
+            if _kind(x) == "DECL_REF_EXPR":
+                out.add(x.spelling)
+                d = x.referenced
+                if depth < 4 and d is not None and _kind(d) == "VAR_DECL" and d.type.is_const_qualified():
+                    ch = [y for y in _children(d) if _kind(y) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
+                    if ch:
+                        out |= self._deps(ch[-1], depth + 1)
+        return out
+
+    def _counter(self, lp):
+        """The loop's counter name (``HLSNN_ITER(Name, ...)`` / ``HLSNN_ITER_AT(Name, ...)`` in
+        its body: the name the cycle models count it by), else its label."""
+        names = self._counters(lp)
+        return lp.label if lp.label in names or not names else names[0]
+
+    def _counters(self, lp):
+        """Every counter named in the loop's own body (not in a loop nested in it): a loop that
+        runs two modes (bfp ``Steps`` and ``GemvSteps``) counts its iterations under each."""
+        inner = [(x.c.extent.start.offset, x.c.extent.end.offset) for x in self.loops
+                 if x.parent is lp]
+        toks = list(lp.body.get_tokens())
+        out = []
+        for i, t in enumerate(toks[:-2]):
+            o = t.extent.start.offset
+            if t.spelling in ("HLSNN_ITER", "HLSNN_ITER_AT") and toks[i + 1].spelling == "(" \
+                    and not any(a <= o <= b for a, b in inner):
+                if toks[i + 2].spelling not in out:
+                    out.append(toks[i + 2].spelling)
+        return out
+
+    def _storage(self, name):
+        vp = self.var_pragmas.get(name, {})
+        parts = vp.get("partition", [])
+        if any(d == 0 and t == "complete" for d, t, _f in parts):
+            return "regs"
+        if vp.get("storage") in ("fifo",) or name in self.streams:
+            return "stream"
+        if name in self.mems:
+            k = self.mems[name][0]
+            if k == "kregs":
+                return "regs"
+            return k
+        return vp.get("storage") or "default"
+
+    @staticmethod
+    def _affine(ix, var):
+        bad = {"%", "/", ">>", "&", "|", "^", "<<", "?", "["}
+        toks = _tokens(ix)
+        if any(t in bad for t in toks):
+            return False
+        if "*" in toks:
+            return False
+        return True
+
+    def _body(self, lp, c, acc, assigns, mult, unroll, cond, rename, depth):
+        """Collect the accesses and assignments of one iteration under ``c``."""
+        for ch in c.get_children():
+            k = _kind(ch)
+            if k in _LOOPS:
+                inner = next((x for x in self.loops if x.c == ch), None)
+                if inner is not None and inner.pipeline is not None:
+                    continue                     # its own row
+                t = _trip(inner, self.consts) if inner is not None else None
+                var = inner.var if inner is not None else None
+                self._body(lp, ch, acc, assigns, mult * (t or 1), unroll + ((var, t or 1),), cond, rename, depth)
+                continue
+            if k == "IF_STMT":
+                kids = _children(ch)
+                if kids:
+                    self._expr(lp, kids[0], acc, assigns, mult, unroll, cond, rename, depth)
+                for x, pol in zip(kids[1:], (True, False)):
+                    self._body(lp, x, acc, assigns, mult, unroll, cond + ((kids[0], pol),), rename, depth)
+                continue
+            if k in ("SWITCH_STMT",):
+                self._body(lp, ch, acc, assigns, mult, unroll, cond + ((ch, None),), rename, depth)
+                continue
+            if k.endswith("_STMT") and k not in ("DECL_STMT", "RETURN_STMT"):
+                self._body(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
+                continue
+            self._expr(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
+
+    def _expr(self, lp, c, acc, assigns, mult, unroll, cond, rename, depth):
+        k = _kind(c)
+        key = tuple(unroll)
+        if k == "CONDITIONAL_OPERATOR":
+            kids = _children(c)
+            self._expr(lp, kids[0], acc, assigns, mult, unroll, cond, rename, depth)
+            for x, pol in zip(kids[1:], (True, False)):
+                self._expr(lp, x, acc, assigns, mult, unroll, cond + ((kids[0], pol),), rename, depth)
+            return
+        if k in ("BINARY_OPERATOR", "COMPOUND_ASSIGNMENT_OPERATOR") or (k == "CALL_EXPR" and c.spelling in _ASSIGN_OPS):
+            kids = _children(c)
+            op = _op(c) if k != "CALL_EXPR" else c.spelling[len("operator"):]
+            if op.endswith("=") and op not in ("==", "!=", "<=", ">=") and len(kids) >= 2:
+                pass
+            else:
+                kids = []
+            if len(kids) >= 2 and (k != "CALL_EXPR" or len([x for x in kids if not x.spelling.startswith("operator")]) >= 2):
+                if k == "CALL_EXPR":             # an overloaded operator: drop the operator's own reference
+                    kids = [x for x in kids if not x.spelling.startswith("operator")] or kids
+                lhs, rhs = kids[0], kids[-1]
+                lhs_s = _strip(lhs)
+                r = _root(lhs_s)
+                if r is not None:
+                    name, idx = _renamed(r, rename)
+                    acc.append((name, idx, "w", mult, unroll, cond, key))
+                    if op != "=":
+                        acc.append((name, idx, "r", mult, unroll, cond, key))
+                    for ix in idx:
+                        self._expr(lp, ix, acc, assigns, mult, unroll, cond, rename, depth)
+                elif _kind(lhs_s) == "DECL_REF_EXPR" and self._local_scalar(lhs_s, lp):
+                    assigns.append((lhs_s.spelling, rhs, op, mult, cond,
+                                    lhs_s.type.spelling))
+                else:
+                    self._expr(lp, lhs, acc, assigns, mult, unroll, cond, rename, depth)
+                self._expr(lp, rhs, acc, assigns, mult, unroll, cond, rename, depth)
+                return
+        if k == "UNARY_OPERATOR" and _op(c) in ("++", "--"):
+            x = _strip(_children(c)[0]) if _children(c) else None
+            if x is not None and _kind(x) == "DECL_REF_EXPR" and self._local_scalar(x, lp):
+                assigns.append((x.spelling, None, "+=", mult, cond, x.type.spelling))
+                return
+        r = _root(c) if k in ("ARRAY_SUBSCRIPT_EXPR", "CALL_EXPR") else None
+        if r is not None:
+            name, idx = _renamed(r, rename)
+            acc.append((name, idx, "r", mult, unroll, cond, key))
+            for ix in idx:
+                self._expr(lp, ix, acc, assigns, mult, unroll, cond, rename, depth)
+            return
+        if k == "CALL_EXPR":
+            kids = _children(c)
+            callee = c.referenced
+            if c.spelling in ("read", "write", "read_nb", "write_nb", "empty", "full") and kids:
+                obj = _strip(kids[0])
+                if _kind(obj) == "MEMBER_REF_EXPR" and _children(obj):
+                    obj = _strip(_children(obj)[0])
+                r = _root(obj) if _kind(obj) == "ARRAY_SUBSCRIPT_EXPR" else None
+                if r is not None:
+                    base, sidx = _renamed(r, rename)
+                elif _kind(obj) in ("DECL_REF_EXPR", "MEMBER_REF_EXPR"):
+                    base, sidx = _renamed((obj.spelling, []), rename)
+                else:
+                    base, sidx = None, []
+                if base and c.spelling in ("read", "write", "read_nb", "write_nb"):
+                    rw = "r" if c.spelling.startswith("read") else "w"
+                    acc.append((base, sidx, rw, mult, unroll, cond, (key, c.extent.start.offset)))
+                    self.streams.add(base)
+                for ix in sidx:
+                    self._expr(lp, ix, acc, assigns, mult, unroll, cond, rename, depth)
+                for x in kids[1:]:
+                    self._expr(lp, x, acc, assigns, mult, unroll, cond, rename, depth)
+                return
+            elif callee is not None and depth < 3 and callee.spelling in self.funcs:
+                fn = self.funcs[callee.spelling]
+                params = [x.spelling for x in fn.get_children() if _kind(x) == "PARM_DECL"]
+                args = [x for x in kids[1:]] if len(kids) > len(params) else kids
+                sub = dict(rename)
+                for p_, a in zip(params, args):
+                    a_ = _strip(a)
+                    if _kind(a_) == "DECL_REF_EXPR":
+                        sub[p_] = _renamed((a_.spelling, []), rename)
+                    elif _kind(a_) == "ARRAY_SUBSCRIPT_EXPR" and _root(a_) is not None:
+                        sub[p_] = _renamed(_root(a_), rename)     # an element of an array of memories
+                body = [x for x in fn.get_children() if _kind(x) == "COMPOUND_STMT"]
+                if body:
+                    self._body(lp, body[-1], acc, assigns, mult, unroll, cond, sub, depth + 1)
+        for x in c.get_children():
+            self._expr(lp, x, acc, assigns, mult, unroll, cond, rename, depth)
+
+    def _local_scalar(self, ref, lp):
+        d = ref.referenced
+        if d is None or _kind(d) not in ("VAR_DECL", "PARM_DECL"):
+            return False
+        t = d.type.spelling if d.type else ""
+        if "[" in t or "stream" in t or "Fifo" in t or _id(d) in self.loop_vars:
+            return False
+        f = d.location.file
+        if f is None or lp.func is None or f.name != lp.file:
+            return False
+        # declared in the loop's function, outside the loop body: its value is carried from one
+        # iteration to the next (a callee's locals and the loop's own temporaries are not)
+        s, e = lp.body.extent.start.offset, lp.body.extent.end.offset
+        o = d.extent.start.offset
+        in_func = lp.func.extent.start.offset <= o <= lp.func.extent.end.offset
+        inside = s <= o <= e
+        return in_func and not inside and _kind(d) == "VAR_DECL" and not d.type.is_const_qualified()
+
+    def _chain(self, var, rhs, op, bits):
+        """The operators between ``var``'s register and its new value (None: the assignment
+        does not read ``var``, so it starts a new chain)."""
+        base = {"+=": [("add", bits)], "-=": [("add", bits)], "|=": [("lut", 1)], "&=": [("lut", 1)],
+                "^=": [("lut", 1)], "<<=": [], ">>=": []}
+        if op != "=":
+            extra = self._path(var, rhs, bits) if rhs is not None else []
+            return base.get(op, [("lut", 1)]) + (extra or [])
+        if rhs is None or var not in _refs(rhs):
+            return None
+        return self._path(var, rhs, bits) or []
+
+    def _path(self, var, c, bits):
+        """The longest chain of operators from a read of ``var`` up to ``c``."""
+        if c is None or var not in _refs(c):
+            return []
+        k = _kind(c)
+        kids = _children(c)
+        sub = max((self._path(var, x, bits) for x in kids), key=lambda ch: _cost(ch), default=[])
+        if k == "BINARY_OPERATOR":
+            op = _op(c)
+            if op in ("+", "-"):
+                return sub + [("add", bits)]
+            if op in ("<", ">", "<=", ">="):
+                return sub + [("carry", bits)]
+            if op in ("==", "!="):
+                return sub + [("lut", 1 + (bits > 6))]
+            if op in ("&", "|", "^", "&&", "||"):
+                return sub + [("lut", 1)]
+            if op in ("<<", ">>"):
+                amt = kids[1] if len(kids) > 1 else None
+                if amt is not None and self.consts.value(amt) is None:
+                    return sub + [("lut", max(1, math.ceil(math.log(max(bits, 2), 4))))]
+                return sub
+            if op == "*":
+                return sub + [("carry", 2 * bits)]
+            return sub
+        if k == "CONDITIONAL_OPERATOR":
+            return sub + [("lut", 1)]
+        if k == "CALL_EXPR":
+            name = c.spelling.lower()
+            if "max" in name or "min" in name:
+                return sub + [("carry", bits), ("lut", 1)]
+            if name.startswith("operator"):
+                o = name[len("operator"):]
+                if o in ("+", "-"):
+                    return sub + [("add", bits)]
+                if o in ("<", ">", "<=", ">="):
+                    return sub + [("carry", bits)]
+                if o in ("==", "!=", "&", "|", "^", "!"):
+                    return sub + [("lut", 1)]
+                return sub
+            return sub + [("lut", 1)]
+        return sub
+
+
+def _cost(chain):
+    return sum(n if k == "lut" else 1 + n / 16 for k, n in chain)
+
+
+# ------------------------------------------------------------------------------- entry points
+def _cache_dir():
+    from ..paths import build_root
+    return build_root() / "schedule"
+
+
+def source_schedule(path, *, name=None, depths=None, clock_mhz=100.0, ps="zynq7", include_dirs=(), cache=True):
+    """The schedule rows (module docstring) of every pipelined loop of the rendered C++ file
+    ``path`` (its folder holds the rendered headers)."""
+    path = Path(path)
+    h = hashlib.sha256(f"{VERSION} {name} {sorted((depths or {}).items())} {clock_mhz} {ps}".encode())
+    for f in sorted(path.parent.rglob("*")):
+        if f.is_file() and f.suffix in (".cpp", ".h", ".inc", ".hpp"):
+            h.update(f.name.encode() + f.read_bytes())
+    key = h.hexdigest()[:32]
+    return _cached(key, str(path), name, tuple(sorted((depths or {}).items())), clock_mhz, ps, tuple(include_dirs),
+                   cache)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached(key, path, name, depths, clock_mhz, ps, include_dirs, cache):
+    f = _cache_dir() / f"{key}.json"
+    if cache and f.is_file():
+        try:
+            return json.loads(f.read_text())
+        except ValueError:
+            pass
+    rows = Kernel(path, include_dirs, name).schedule(dict(depths), clock_mhz, ps)
+    if cache:
+        try:
+            from ..files import write_atomic
+            f.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(f, json.dumps(rows))
+        except OSError:
+            pass
+    return rows
+
+
+def layer_depths(cfg):
+    """``{loop: pipeline depth}`` of the config's engine page (the recurrence of a carried dependence)."""
+    from . import PAGES
+    page = PAGES[cfg.engine]
+    try:
+        return {lp.name: lp.depth for lp in page.loops(cfg.params) if lp.ii}
+    except Exception:                          # noqa: BLE001 - a page whose loops need more than params
+        return {}
+
+
+def config_schedule(cfg) -> list:
+    """The schedule of the layer kernel of config ``cfg`` (a :class:`~hlsnn.config.Config`)."""
+    return [dict(r) for r in _config_schedule_cfg(cfg)]
+
+
+_CFG_MEMO = {}
+
+
+def _config_schedule_cfg(cfg):
+    key = cfg.sha
+    if key not in _CFG_MEMO:
+        import tempfile
+        from ..codegen import render
+        with tempfile.TemporaryDirectory(prefix="hlsnn-sched-") as tmp:
+            r = render(cfg, Path(tmp) / "hls")
+            src = r.dir / f"{cfg.engine}.cpp"
+            _CFG_MEMO[key] = tuple(source_schedule(src, name=cfg.engine, depths=layer_depths(cfg),
+                                                   clock_mhz=cfg.clock_mhz, ps=cfg.board.ps))
+    return _CFG_MEMO[key]
+
+
+def ii_of(rows) -> dict:
+    """``{loop counter: II}`` of the rows whose derived II is above 1 (the name the cycle
+    models count the loop by: its ``HLSNN_ITER`` counter, else its label)."""
+    out = {}
+    for r in rows:
+        if r["ii"] > 1:
+            for k in r.get("counters") or [r.get("counter") or r["loop"]]:
+                out[k] = max(out.get(k, 1), r["ii"])
+    return out
+
+
+#: the network kernels' depth constants per loop counter (the recurrence of a carried dependence)
+def _net_depths(engine):
+    from ..compiled import bfpperf, netperf, sparseperf
+    if engine == "bfp_systolic":
+        return {"ConvMac": bfpperf.MAC_DEPTH, "ConvExp": bfpperf.EXP_DEPTH, "NetPool": bfpperf.POOL_DEPTH,
+                "NetAdd": bfpperf.ADD_DEPTH}
+    conv = sparseperf.CONV_DEPTH if engine == "sparse_cluster" else netperf.CONV_DEPTH
+    return {"NetMac": conv, "NetPool": netperf.POOL_DEPTH, "NetAdd": netperf.ADD_DEPTH}
+
+
+_NET_MEMO = {}
+
+
+def network_schedule(net, cfg) -> list:
+    """The schedule of the network kernel of the lowered network ``net`` (its accelerator's
+    config ``cfg`` gives the clock and the PS family)."""
+    import tempfile
+    if net.engine == "bfp_systolic":
+        from ..compiled.bfpkernel import render
+    elif net.engine == "sparse_cluster":
+        from ..compiled.sparsekernel import render
+    else:
+        from ..compiled.netkernel import render
+    with tempfile.TemporaryDirectory(prefix="hlsnn-sched-") as tmp:
+        _files, sha, _t = render(net, tmp)
+        key = (sha, cfg.clock_mhz, cfg.board.ps)
+        if key not in _NET_MEMO:
+            _NET_MEMO[key] = tuple(source_schedule(Path(tmp) / "network.cpp", name=f"network ({net.engine})",
+                                                   depths=_net_depths(net.engine), clock_mhz=cfg.clock_mhz,
+                                                   ps=cfg.board.ps))
+    return [dict(r) for r in _NET_MEMO[key]]
+
+
+def lookup(iis, label):
+    """The II of counter ``label`` (``Loop`` or ``Loop.idx`` of ``HLSNN_ITER_AT``); 1 if none."""
+    return iis.get(label, iis.get(label.split(".")[0], 1))
+
+
+def format_table(rows, all_loops=False) -> str:
+    rows = [r for r in rows if all_loops or r["ii"] > 1]
+    if not rows:
+        return "no pipelined loop above II 1"
+    t = [("kernel", "loop", "II", "bound", "why")]
+    for r in rows:
+        notes = sorted(r["notes"], key=lambda n: "checked by" in n)    # what raises the II first
+        t.append((r["kernel"], r["loop"], str(r["ii"]), r["bound"], "; ".join(notes)[:160]))
+    w = [max(len(x[i]) for x in t) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(w[i]) if i < 4 else c for i, c in enumerate(x)).rstrip() for x in t)

@@ -1,0 +1,213 @@
+"""hlsnn.perf.schedule: each loop's II derived from the C++ (libclang).
+
+Planted bugs, one per class the scheduler bounds the II by: a memory read and written at run-time
+addresses with no DEPENDENCE pragma, a long compare chain on a carried register, a conditional
+m_axi access, a second access to a single-port bank. Each planted form is checked against its
+fixed form: the II must differ, and the expected II is worked by hand from the rules (the
+timing constants of hlsnn.perf.timing, the AXI figures of the module)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytest.importorskip("clang.cindex")
+
+from hlsnn.perf import schedule, timing  # noqa: E402
+
+HEAD = """
+#define HLSNN_MEM(var, kind, distance)
+namespace hlsnn { enum MemKind { kRam1p = 0, kRamS2p = 1, kRamT2p = 2, kRegs = 3 }; }
+"""
+
+
+def derive(tmp_path, body, name="k.cpp", **kw):
+    f = tmp_path / name
+    f.write_text(HEAD + body)
+    rows = schedule.Kernel(f).schedule(**kw)
+    return {r["loop"]: r for r in rows}
+
+
+def test_runtime_address_read_and_write_without_pragma_is_a_recurrence(tmp_path):
+    src = """
+void k(const int idx[64], int n) {
+  static int a[64];
+%s
+Hist:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+%s
+    const int b = idx[i];
+    a[b] = a[b] + 1;
+  }
+}
+"""
+    bug = derive(tmp_path, src % ("", ""))["Hist"]
+    assert bug["ii"] == schedule.DEFAULT_DEPTH == 2 and bug["bound"] == "dependence"
+    # the recurrence is the loop's depth where a depth constant names the loop
+    assert derive(tmp_path, src % ("", ""), depths={"Hist": 8})["Hist"]["ii"] == 8
+    # the pragma without a checked distance: the scheduler believes it, the note says unchecked
+    unchecked = derive(tmp_path, src % ("", "#pragma HLS DEPENDENCE variable = a inter false"))["Hist"]
+    assert unchecked["ii"] == 1 and any("unchecked" in n for n in unchecked["notes"])
+    checked = derive(tmp_path, src % ("  HLSNN_MEM(a, hlsnn::kRamS2p, 3);",
+                                      "#pragma HLS DEPENDENCE variable = a inter false"))["Hist"]
+    assert checked["ii"] == 1 and any("distance 3 checked" in n for n in checked["notes"])
+    # a[i] read and written at the loop counter's own index: no carried dependence
+    own = derive(tmp_path, src.replace("a[b] = a[b] + 1;", "a[i] = a[i] + b;") % ("", ""))["Hist"]
+    assert own["ii"] == 1
+
+
+def _chain_ii(steps, bits=32, mhz=100.0, ps="zynq7"):
+    # by hand: per step a magnitude compare (a LUT + the carry chain) and the select (a LUT)
+    d = timing.FAMILY_DELAYS[ps]
+    t = d["reg"] + steps * (d["lut"] + bits * d["carry_bit"] + d["lut"])
+    return math.ceil(t / (1e3 / mhz * (1 - timing.UNCERTAINTY)))
+
+
+@pytest.mark.parametrize("steps", [2, 32])
+def test_compare_chain_on_a_carried_register(tmp_path, steps):
+    src = f"""
+void k(const int v[1024][32], int n, int *out) {{
+#pragma HLS ARRAY_PARTITION variable = v dim = 2 complete
+  int m = 0;
+Max:
+  for (int i = 0; i < n; ++i) {{
+#pragma HLS PIPELINE II = 1
+    for (int j = 0; j < {steps}; ++j) {{
+#pragma HLS UNROLL
+      m = v[i][j] > m ? v[i][j] : m;
+    }}
+  }}
+  *out = m;
+}}
+"""
+    r = derive(tmp_path, src)["Max"]
+    assert r["ii"] == max(1, _chain_ii(steps))
+    if steps == 32:
+        assert r["ii"] == 10 and r["bound"] == "register"     # 0.75 + 32 x 2.06 ns = 66.7 ns of 7.3
+    else:
+        assert r["ii"] == 1                                   # 4.87 ns: closes
+
+
+def test_conditional_m_axi_access_is_no_burst(tmp_path):
+    src = """
+void k(const long long *in, int n, long long buf[64]) {
+#pragma HLS INTERFACE m_axi port = in
+  long long w = 0;
+Load:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    %s
+    buf[i & 63] = w;
+  }
+}
+"""
+    from hlsnn.compiled.netperf import DDR_LATENCY
+    bug = derive(tmp_path, src % "if ((i & 7) == 0) w = in[i >> 3];")["Load"]
+    assert bug["bound"] == "m_axi" and bug["ii"] == math.ceil(DDR_LATENCY / schedule.AXI_OUTSTANDING) == 3
+    assert any("no burst" in n for n in bug["notes"])
+    fixed = derive(tmp_path, src % "w = in[i];")["Load"]
+    assert fixed["ii"] == 1
+
+
+@pytest.mark.parametrize("storage,ii", [("ram_1p", 2), ("ram_t2p", 1), ("ram_s2p", 2)])
+def test_second_port_on_a_bank(tmp_path, storage, ii):
+    src = f"""
+void k(int n, int out[64]) {{
+  static int b[64];
+#pragma HLS BIND_STORAGE variable = b type = {storage} impl = bram
+Two:
+  for (int i = 0; i < n; ++i) {{
+#pragma HLS PIPELINE II = 1
+    out[i & 63] = b[i & 63] + b[(i + 7) & 63];
+  }}
+}}
+"""
+    r = derive(tmp_path, src)["Two"]
+    assert r["ii"] == ii                       # two reads: one port (1p, s2p's one read port) -> 2
+    one = derive(tmp_path, src.replace(" + b[(i + 7) & 63]", ""))["Two"]
+    assert one["ii"] == 1
+
+
+def test_partitioned_bank_spreads_the_copies(tmp_path):
+    src = """
+void k(int n, int out[64]) {
+  static int b[8][64];
+#pragma HLS ARRAY_PARTITION variable = b dim = 1 complete
+#pragma HLS BIND_STORAGE variable = b type = ram_1p impl = bram
+Spread:
+  for (int i = 0; i < n; ++i) {
+#pragma HLS PIPELINE II = 1
+    int s = 0;
+    for (int j = 0; j < 8; ++j) {
+#pragma HLS UNROLL
+      s += b[%s][i & 63];
+    }
+    out[i & 63] = s;
+  }
+}
+"""
+    assert derive(tmp_path, src % "j")["Spread"]["ii"] == 1          # a bank per copy
+    assert derive(tmp_path, src % "(j + i) & 7")["Spread"]["ii"] == 8  # a run-time bank: every copy may hit it
+
+
+def test_missing_libclang_is_one_line(monkeypatch):
+    import builtins
+    real = builtins.__import__
+
+    def fake(name, *a, **k):
+        if name.startswith("clang"):
+            raise ImportError("No module named 'clang'")
+        return real(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", fake)
+    from hlsnn.errors import MissingDependency
+    with pytest.raises(MissingDependency) as e:
+        schedule.cindex()
+    assert "pip install libclang" in str(e.value) and "\n" not in str(e.value)
+
+
+CONFIGS = ["bfp12_ultra96v2-stats", "bfp16_pynq-z2", "bfp8_pynq-z2", "bfp8_ultra96v2", "bfp8_zcu104",
+           "shift8_pynq-z2", "shift8_zcu104", "sparse20_zcu104", "sparse8_pynq-z2"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_pipelined_loop_of_every_shipped_config_has_a_derived_ii(name, tmp_path):
+    import re
+    from pathlib import Path
+    from hlsnn.codegen import render
+    from hlsnn.config import load_config
+    from hlsnn.paths import CONFIGS_DIR
+    cfg = load_config(str(CONFIGS_DIR / "accel" / f"{name}.yaml"))
+    r = render(cfg, tmp_path / "hls")
+    k = schedule.Kernel(r.dir / f"{cfg.engine}.cpp", name=cfg.engine)
+    rows = k.schedule(depths=schedule.layer_depths(cfg), clock_mhz=cfg.clock_mhz, ps=cfg.board.ps)
+    # one row per PIPELINE pragma (not "off") in the files the kernel's translation unit reads
+    n = sum(len(re.findall(r"^\s*#pragma HLS PIPELINE(?!.*\boff\b)", Path(f).read_text(), re.M)) for f in k.files)
+    assert len(rows) == n > 0
+    for row in rows:
+        assert row["ii"] >= max(1, row["target_ii"]) and row["bound"] in row["bounds"]
+    # the cycle model takes them (the config's schedule, cached)
+    assert {x["loop"] for x in schedule.config_schedule(cfg)} == {x["loop"] for x in rows}
+
+
+@pytest.mark.parametrize("steps", [2, 32])
+def test_a_conditional_sum_carries_one_adder(tmp_path, steps):
+    # x += v[j] under a condition, unrolled: InstCombine/Reassociate make it a tree plus one
+    # carried adder, which closes at 100 MHz whatever the number of terms
+    src = f"""
+void k(const int v[1024][32], int n, int *out) {{
+#pragma HLS ARRAY_PARTITION variable = v dim = 2 complete
+  int m = 0;
+Sum:
+  for (int i = 0; i < n; ++i) {{
+#pragma HLS PIPELINE II = 1
+    for (int j = 0; j < {steps}; ++j) {{
+#pragma HLS UNROLL
+      if (v[i][j] > 0) m += v[i][j];
+    }}
+  }}
+  *out = m;
+}}
+"""
+    assert derive(tmp_path, src)["Sum"]["ii"] == 1
