@@ -1,0 +1,300 @@
+"""Models quantized elsewhere (issue 50): ONNX QDQ (``QuantizeLinear``/``DequantizeLinear``, as
+onnxruntime's ``quantize_static`` and PyTorch's exporters write them).
+
+A pre-pass of the importer (:func:`float_model`, called once by
+:func:`hlsnn.deploy.onnx_import.load_onnx`; a model without Q/DQ nodes passes unchanged):
+
+* A ``DequantizeLinear`` of a constant (a weight or a bias stored as integers) is folded into a
+  float initializer of the same name, ``(q - zero_point) * scale`` computed in float32 as
+  ``DequantizeLinear`` itself computes it (per tensor, or per ``axis``).
+* A ``QuantizeLinear`` whose every consumer is a ``DequantizeLinear`` of the same scale and zero
+  point (an activation's fake quantization) is removed with those consumers: their readers read
+  the float tensor the ``QuantizeLinear`` read (when the dequantized tensor is a graph output,
+  the float tensor takes its name).
+* Types: int8 and uint8 (per tensor or per axis), int32 for biases. Blocked quantization
+  (``block_size``, opset 21), other integer types and a Q/DQ that is not one of these pairs are a
+  :class:`~hlsnn.errors.ModelError` naming the node.
+
+What was removed is kept as annotations (:func:`annotations`: bits, signedness, scale, zero point,
+axis, per float tensor name), from which :func:`layer_mapping` says per engine layer whether the
+file's quantization maps exactly onto a deployment format and :func:`pin` fixes a deployment's
+radix points to the file's (instead of calibrating them):
+
+* **exact** (``fixed``/``sparse`` formats on ``sparse_cluster``): weights int8 with zero point 0
+  and one power-of-two scale per tensor ``2**-F_w``, the layer's input and output quantized to
+  int8 with zero point 0 and power-of-two scales ``2**-F_x``, ``2**-F_out``. The weights are then
+  the integers of the file at radix ``F_w`` (or a finer one, the same values), the bias its int32
+  at ``F_x + F_w``, and the output shift ``F_x + F_w - F_out`` with the kernel's round-half-even
+  and int8 saturation is ``QuantizeLinear``'s rounding of the exact sum: the same integers as
+  onnxruntime's execution of the file (tested bit for bit).
+* **approximated** otherwise (a non-power-of-two scale, a zero point, per-channel weight scales,
+  uint8 activations): the dequantized float weights are re-quantized by the format's own rule and
+  the activations' radix points are calibrated as for any float model; the mapping gives the
+  largest absolute difference between the file's dequantized weights and the deployed ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ModelError
+
+QDQ = ("QuantizeLinear", "DequantizeLinear")
+#: onnx TensorProto element types taken: INT8, UINT8, INT32 (biases)
+_TYPES = {3: (8, True), 2: (8, False), 6: (32, True)}
+
+
+@dataclass
+class TensorQuant:
+    """The quantization the file gave one float tensor."""
+    name: str
+    kind: str                  # "weight" (a constant), "activation"
+    bits: int
+    signed: bool
+    scale: np.ndarray          # float32, one value or one per index of ``axis``
+    zero_point: np.ndarray
+    axis: int = None           # None: per tensor
+
+    @property
+    def per_tensor(self):
+        return self.scale.size == 1
+
+    @property
+    def pow2_frac(self):
+        """``F`` when the scale is one power of two ``2**-F`` and the zero point 0, else None."""
+        s = np.asarray(self.scale, np.float64).reshape(-1)
+        if s.size != 1 or np.any(np.asarray(self.zero_point) != 0) or not s[0] > 0:
+            return None
+        m, e = np.frexp(s[0])
+        return int(1 - e) if m == 0.5 else None
+
+    def describe(self):
+        t = f"{'int' if self.signed else 'uint'}{self.bits}"
+        s = np.asarray(self.scale).reshape(-1)
+        sc = f"2^{-self.pow2_frac}" if self.pow2_frac is not None else (
+            f"{float(s[0]):.6g}" if s.size == 1 else f"per channel (axis {self.axis}, {s.size} scales)")
+        zp = np.asarray(self.zero_point).reshape(-1)
+        return f"{t} " + ("" if s.size > 1 else "scale ") + sc + ("" if not zp.any() else f" zero point {int(zp[0])}" if zp.size == 1
+                                    else " zero points per channel")
+
+
+def has_qdq(model):
+    return any(n.op_type in QDQ for n in model.graph.node)
+
+
+def _attrs(node):
+    from onnx import helper
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _quant_params(node, consts, what):
+    """(bits, signed, scale, zero point, axis) of a Q/DQ node; ModelError when unsupported."""
+    name = node.name or node.output[0]
+    a = _attrs(node)
+    if a.get("block_size", 0):
+        raise ModelError(f"node {name!r} ({node.op_type}): blocked quantization (block_size {a['block_size']}) is "
+                         "not supported; hlsnn takes per-tensor and per-axis int8/uint8 QDQ")
+    if node.input[1] not in consts or (len(node.input) > 2 and node.input[2] and node.input[2] not in consts):
+        raise ModelError(f"node {name!r} ({node.op_type}): its scale and zero point must be constants")
+    scale = np.asarray(consts[node.input[1]], np.float32)
+    zp = np.asarray(consts[node.input[2]]) if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
+    elem = {np.dtype(np.int8): 3, np.dtype(np.uint8): 2, np.dtype(np.int32): 6}.get(zp.dtype)
+    if node.op_type == "QuantizeLinear" and "output_dtype" in a and a["output_dtype"]:
+        elem = int(a["output_dtype"])
+    if what is not None:
+        elem = {np.dtype(np.int8): 3, np.dtype(np.uint8): 2, np.dtype(np.int32): 6}.get(what.dtype)
+    if elem not in _TYPES:
+        raise ModelError(f"node {name!r} ({node.op_type}): quantized type {zp.dtype if what is None else what.dtype} "
+                         "is not supported; hlsnn takes int8, uint8 (and int32 biases)")
+    if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0")
+    bits, signed = _TYPES[elem]
+    axis = int(a.get("axis", 1)) if scale.size > 1 else None
+    return bits, signed, scale, zp, axis
+
+
+def _bcast(v, axis, ndim):
+    v = np.asarray(v)
+    if v.size == 1 or axis is None:
+        return v.reshape(())
+    shape = [1] * ndim
+    shape[axis % ndim] = v.size
+    return v.reshape(shape)
+
+
+def float_model(model, path=None):
+    """``model`` with its Q/DQ pairs folded or removed (module docstring); the model itself when
+    it has none."""
+    return strip(model, path)[0]
+
+
+def strip(model, path=None):
+    """``(float model, {float tensor name: TensorQuant})`` (module docstring)."""
+    if not has_qdq(model):
+        return model, {}
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant" and n.output:
+            a = _attrs(n)
+            if "value" in a:
+                consts[n.output[0]] = numpy_helper.to_array(a["value"])
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    graph_out = {o.name for o in g.output}
+    from onnx import helper
+    notes, drop, new_inits, alias, relus = {}, set(), [], {}, []
+    for n in g.node:
+        if n.op_type != "DequantizeLinear" or n.input[0] not in consts:
+            continue
+        q = np.asarray(consts[n.input[0]])
+        bits, signed, scale, zp, axis = _quant_params(n, consts, q)
+        ax = None if axis is None else axis % max(q.ndim, 1)
+        w = (q.astype(np.float32) - _bcast(zp, ax, q.ndim).astype(np.float32)) * _bcast(scale, ax, q.ndim)
+        new_inits.append(numpy_helper.from_array(np.asarray(w, np.float32), n.output[0]))
+        notes[n.output[0]] = TensorQuant(n.output[0], "weight", bits, signed, scale, np.asarray(zp), ax)
+        drop.add(id(n))
+    for n in g.node:
+        if n.op_type != "QuantizeLinear" or n.input[0] in consts:
+            continue
+        outs = users.get(n.output[0], [])
+        if not outs or n.output[0] in graph_out or any(
+                u.op_type != "DequantizeLinear" or list(u.input[1:]) != list(n.input[1:]) for u in outs):
+            continue            # not a fake-quantization pair: left to the importer, which names it
+        bits, signed, scale, zp, axis = _quant_params(n, consts, None)
+        notes[n.input[0]] = TensorQuant(n.input[0], "activation", bits, signed, scale, np.asarray(zp), axis)
+        drop.add(id(n))
+        lowest = (-(1 << (bits - 1)) if signed else 0) - np.asarray(zp, np.int64)
+        for u in outs:
+            drop.add(id(u))
+            if np.all(lowest == 0):     # the range starts at 0: the saturation is a ReLU (onnxruntime drops Relu)
+                relus.append(helper.make_node("Relu", [n.input[0]], [u.output[0]], name=f"{u.output[0]}_relu"))
+            else:
+                alias[u.output[0]] = n.input[0]
+
+    def resolve(t):
+        while t in alias:
+            t = alias[t]
+        return t
+
+    # a dequantized graph output: the float tensor takes its name
+    rename = {}
+    for o in g.output:
+        if o.name in alias:
+            rename[resolve(o.name)] = o.name
+    keep = []
+    for n in g.node:
+        if id(n) not in drop:
+            keep.append(n)
+        elif n.op_type == "QuantizeLinear":         # its ReLUs where it stood (topological order)
+            keep.extend(r for r in relus if r.input[0] == n.input[0])
+    for n in keep:
+        for k, i in enumerate(n.input):
+            r = resolve(i)
+            n.input[k] = rename.get(r, r)
+        for k, o in enumerate(n.output):
+            n.output[k] = rename.get(o, o)
+    for old, new in rename.items():
+        if old in notes:
+            notes[new] = notes.pop(old)
+            notes[new].name = new
+    del g.node[:]
+    g.node.extend(keep)
+    used = {i for n in g.node for i in n.input} | graph_out
+    kept = [t for t in g.initializer if t.name in used and t.name not in {x.name for x in new_inits}]
+    del g.initializer[:]
+    g.initializer.extend(kept + [t for t in new_inits if t.name in used])
+    left = [n for n in g.node if n.op_type in QDQ]
+    if left:
+        n = left[0]
+        raise ModelError(f"{path or 'model'}: node {n.name or n.output[0]!r} ({n.op_type}) is not part of a "
+                         f"QuantizeLinear -> DequantizeLinear pair of one scale or a DequantizeLinear of a "
+                         f"constant; hlsnn folds only those ({len(left)} such node(s))")
+    return m, notes
+
+
+def annotations(path):
+    """The :class:`TensorQuant` of every float tensor of the file at ``path`` (empty without Q/DQ)."""
+    import onnx
+    return strip(onnx.load(str(path)), path)[1]
+
+
+def _weights_of(path):
+    import onnx
+    from onnx import numpy_helper
+    m, notes = strip(onnx.load(str(path)), path)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    return m, notes, inits
+
+
+def layer_mapping(net, path, formats_of=None):
+    """Per engine layer of ``net`` (imported from ``path``): how the file's quantization maps,
+    a dict ``{layer: {"weights", "input", "output": descriptions, "mapping": "exact" |
+    "approximated", "why": ..., "f_w", "f_in", "f_out": the radix points when exact}}``. Empty
+    when the file has no Q/DQ. ``formats_of(layer name)``: the format type, for the weight error
+    of the deployed weights (``fixed``/``sparse``: int8 at a power-of-two scale)."""
+    m, notes, inits = _weights_of(path)
+    if not notes:
+        return {}
+    nodes = {n.output[0]: n for n in m.graph.node}
+    out = {}
+    for layer in net.engine_layers():
+        node = nodes.get(layer.name) or next((n for n in m.graph.node if (n.name or n.output[0]) == layer.name), None)
+        wnote = notes.get(node.input[1]) if node is not None and len(node.input) > 1 else None
+        xin = notes.get(layer.inputs[0])
+        # the output: the Q of the layer's own result, and every Q on the fused chain (a Relu's)
+        outs = [notes[t] for t in ([node.output[0]] if node is not None else []) + [layer.output] if t in notes]
+        why = []
+        if wnote is None:
+            why.append("weights not quantized in the file")
+        elif not (wnote.bits == 8 and wnote.signed and wnote.pow2_frac is not None):
+            why.append(f"weights {wnote.describe()}: not int8 at one power-of-two scale with zero point 0")
+        for what, t in (("input", xin),) + tuple(("output", t) for t in outs[:1]):
+            if t is None:
+                why.append(f"{what} not quantized in the file")
+            elif not (t.bits == 8 and t.signed and t.pow2_frac is not None):
+                why.append(f"{what} {t.describe()}: not int8 at a power-of-two scale with zero point 0")
+        if len({(t.pow2_frac, t.signed) for t in outs}) > 1:
+            why.append("the output is quantized twice at different scales (before and after its ReLU)")
+        if not outs:
+            why.append("output not quantized in the file")
+        entry = {"weights": wnote.describe() if wnote else "float", "input": xin.describe() if xin else "float",
+                 "output": outs[0].describe() if outs else "float",
+                 "mapping": "approximated" if why else "exact", "why": "; ".join(why)}
+        if not why:
+            entry.update(f_w=wnote.pow2_frac, f_in=xin.pow2_frac, f_out=outs[0].pow2_frac)
+        w = np.asarray(layer.w, np.float64)
+        if wnote is not None:
+            from .quant import weight_fracs
+            f = weight_fracs(w, False, 127)
+            wq = np.clip(np.rint(np.ldexp(w, f)), -128, 127) * 2.0 ** -f
+            entry["weight_max_abs_error"] = float(np.abs(wq - w).max(initial=0.0))
+            entry["weight_scale"] = float(np.abs(w).max(initial=0.0))
+        out[layer.name] = entry
+    return out
+
+
+def pin(dep, mapping):
+    """Fix the radix points of ``dep``'s exactly mapped ``fixed``/``sparse`` layers to the file's
+    (after :meth:`~hlsnn.deploy.runner.Deployment.calibrate`, which set the others): each such
+    layer's output radix ``F_out`` and, where its input arrives as float (the network input, a
+    sum), its input radix ``F_x``. Returns the names of the layers pinned."""
+    from .runner import SparseExec
+    pinned = []
+    for name, ex in dep.execs.items():
+        e = mapping.get(name)
+        if not e or e["mapping"] != "exact" or not isinstance(ex, SparseExec):
+            continue
+        ex.f_out = e["f_out"]
+        ex.stats.f_out = e["f_out"]
+        ex.f_x = e["f_in"]
+        pinned.append(name)
+    dep._fastnet = None           # a compiled program reads the radix points as they are
+    return pinned
