@@ -281,7 +281,70 @@ def layer_mapping(net, path, formats_of=None):
     return out
 
 
+def _shift_codes(w):
+    """"pot" when every weight is 0 or a signed power of two, "twohot" when every one is a sum of at
+    most two, else None (a property of the values; the shift formats still choose their own codes)."""
+    a = np.abs(np.asarray(w, np.float64)).reshape(-1)
+    a = a[a > 0]
+    if not a.size:
+        return "pot"
+    m, _ = np.frexp(a)
+    if np.all(m == 0.5):
+        return "pot"
+    lead = np.ldexp(0.5, np.frexp(a)[1])          # the largest power of two <= a
+    rest = a - lead
+    mr, _ = np.frexp(rest[rest > 0])
+    return "twohot" if np.all(mr == 0.5) else None
+
+
+def for_assignment(mapping, dep, recalibrate=False):
+    """Per engine layer of the deployment ``dep``, how the file's quantization ran: ``mapping``
+    (:func:`layer_mapping`) narrowed to the layer's format. A layer is **exact** when the file's
+    mapping is exact, its format is ``fixed`` or an unpruned ``sparse`` (int8 on ``sparse_cluster``),
+    the kernel and the deployment both round half to even (as ``QuantizeLinear`` does) and
+    ``recalibrate`` is off; those layers' radix points are then set to the file's (:func:`pin`).
+    Every other layer is **approximated**, with the reason; ``weight_max_abs_error`` is the largest
+    difference between the file's dequantized weights and the weights the layer ran (fixed-point
+    formats; None for the others)."""
+    from .runner import SparseExec
+    out, exact = {}, []
+    for name, ex in dep.execs.items():
+        e = dict(mapping.get(name) or {"mapping": "approximated", "why": "not quantized in the file",
+                                       "weights": "float", "input": "float", "output": "float"})
+        why = [e["why"]] if e["why"] else []
+        fmt = ex.fmt
+        if not isinstance(ex, SparseExec):
+            why.append(f"format {fmt.name} ({fmt.type}) quantizes by its own rule")
+            codes = _shift_codes(ex.layer.w)
+            if codes and fmt.type in ("twohot", "pot") and (codes == "pot" or fmt.type == "twohot"):
+                why.append(f"the file's weights are all {codes} values")
+        else:
+            if getattr(fmt, "prune", 0):
+                why.append(f"format {fmt.name} prunes {fmt.prune:g} of the weights")
+            if ex.p.get("rounding") != "nearest_even" or dep.rounding != "nearest_even":
+                why.append(f"rounding {dep.rounding} (deployment) / {ex.p.get('rounding')} (kernel); QuantizeLinear "
+                           "rounds half to even: set `rounding: nearest_even`")
+            if recalibrate:
+                why.append("--recalibrate: radix points calibrated, not the file's")
+            elif dep.dynamic:
+                why.append("dynamic calibration: radix points re-chosen on every batch")
+            f_w = np.asarray(ex.f_w).reshape((-1,) + (1,) * (ex.w_taps.ndim - 1))
+            deployed = np.ldexp(ex.w_taps.astype(np.float64), -f_w).reshape(ex.layer.w.shape)
+            e["weight_max_abs_error"] = float(np.abs(deployed - ex.layer.w).max(initial=0.0))
+        if not isinstance(ex, SparseExec):
+            e["weight_max_abs_error"] = None
+        e["mapping"] = "approximated" if why else "exact"
+        e["why"] = "; ".join(why)
+        e["format"] = fmt.name
+        if not why:
+            exact.append(name)
+        out[name] = e
+    pin(dep, {n: out[n] for n in exact})
+    return out
+
+
 def pin(dep, mapping):
+
     """Fix the radix points of ``dep``'s exactly mapped ``fixed``/``sparse`` layers to the file's
     (after :meth:`~hlsnn.deploy.runner.Deployment.calibrate`, which set the others): each such
     layer's output radix ``F_out`` and, where its input arrives as float (the network input, a
@@ -298,3 +361,44 @@ def pin(dep, mapping):
         pinned.append(name)
     dep._fastnet = None           # a compiled program reads the radix points as they are
     return pinned
+
+
+def reference_ops():
+    """``QuantizeLinear`` and ``DequantizeLinear`` as ONNX defines them for opsets 10-25 (int8,
+    uint8, int32; per tensor or per ``axis``; no ``block_size``), for onnx's ReferenceEvaluator, whose
+    own implementations (onnx 1.22) load only at opset 19 and above, so that a QDQ file of opset 13
+    or 17 (onnxruntime's ``quantize_static`` on a PyTorch export) has a float reference:
+    ``DequantizeLinear`` ``(x - zero_point) * scale`` in float32; ``QuantizeLinear``
+    ``saturate(round_half_even(x / scale) + zero_point)``, the division in float32."""
+    from onnx.reference.op_run import OpRun
+
+    def shaped(v, x, axis):
+        v = np.asarray(v)
+        if v.size == 1:
+            return v.reshape(())
+        shape = [1] * x.ndim
+        shape[axis % x.ndim] = v.size
+        return v.reshape(shape)
+
+    class DequantizeLinear(OpRun):
+        op_domain = ""
+
+        def _run(self, x, scale, zero_point=None, axis=1, block_size=0, **_):
+            if block_size:
+                raise NotImplementedError("blocked DequantizeLinear")
+            zp = np.zeros((), np.float32) if zero_point is None else shaped(zero_point, x, axis).astype(np.float32)
+            return ((x.astype(np.float32) - zp) * shaped(scale, x, axis).astype(np.float32),)
+
+    class QuantizeLinear(OpRun):
+        op_domain = ""
+
+        def _run(self, x, scale, zero_point=None, axis=1, block_size=0, saturate=1, output_dtype=0, **_):
+            if block_size:
+                raise NotImplementedError("blocked QuantizeLinear")
+            dtype = np.uint8 if zero_point is None else np.asarray(zero_point).dtype
+            info = np.iinfo(dtype)
+            zp = 0 if zero_point is None else shaped(zero_point, x, axis).astype(np.float64)
+            q = np.rint(x.astype(np.float32) / shaped(scale, x, axis).astype(np.float32)).astype(np.float64) + zp
+            return (np.clip(q, info.min, info.max).astype(dtype),)
+
+    return [DequantizeLinear, QuantizeLinear]
