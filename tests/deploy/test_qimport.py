@@ -194,3 +194,15 @@ def test_deploy_table_names_the_mapping(tmp_path):
     res = deploy(_config(tmp_path, "mlp_pot", rounding="nearest_away"))
     why = res["assignments"]["fixed8"]["imported_quantization"]["/1/Gemm"]["why"]
     assert "QuantizeLinear rounds half to even" in why
+
+
+@pytest.mark.slow
+def test_residual_file_on_csim_equals_onnxruntime(tmp_path):
+    """C-simulation of the sparse_cluster kernels gives onnxruntime's integers too (about a minute)."""
+    name = "res_pot"
+    ds = datasets.load("digits", layout="nchw")
+    with open_deployment(_config(tmp_path, name), target="csim") as dep:
+        dep.calibrate(ds.x_train[:32])
+        qimport.for_assignment(qimport.layer_mapping(dep.net, DATA / f"{name}.onnx"), dep)
+        y = dep.run(ds.x_test[:48])
+    assert np.array_equal(y, _onnxruntime(name, ds.x_test[:48]))

@@ -41,6 +41,8 @@ import numpy as np
 from ..errors import ModelError
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
+#: ops that only move values (an annotation before them holds after them)
+MOVES = ("Reshape", "Flatten", "MaxPool", "Identity", "Relu", "Transpose", "Squeeze", "Unsqueeze")
 #: onnx TensorProto element types taken: INT8, UINT8, INT32 (biases)
 _TYPES = {3: (8, True), 2: (8, False), 6: (32, True)}
 
@@ -55,6 +57,14 @@ class TensorQuant:
     scale: np.ndarray          # float32, one value or one per index of ``axis``
     zero_point: np.ndarray
     axis: int = None           # None: per tensor
+    narrow: bool = False       # QONNX Quant: the range without its most negative (signed) or largest value
+    rounding: str = "ROUND"    # QONNX Quant's rounding_mode; QuantizeLinear rounds half to even (ROUND)
+
+    @property
+    def int_range(self):
+        lo = (-(1 << (self.bits - 1)) + int(self.narrow)) if self.signed else 0
+        hi = ((1 << (self.bits - 1)) - 1) if self.signed else (1 << self.bits) - 1 - int(self.narrow)
+        return lo, hi
 
     @property
     def per_tensor(self):
@@ -70,7 +80,8 @@ class TensorQuant:
         return int(1 - e) if m == 0.5 else None
 
     def describe(self):
-        t = f"{'int' if self.signed else 'uint'}{self.bits}"
+        t = f"{'int' if self.signed else 'uint'}{self.bits}" + (" narrow" if self.narrow else "") + (
+            "" if self.rounding == "ROUND" else f" {self.rounding}")
         s = np.asarray(self.scale).reshape(-1)
         sc = f"2^{-self.pow2_frac}" if self.pow2_frac is not None else (
             f"{float(s[0]):.6g}" if s.size == 1 else f"per channel (axis {self.axis}, {s.size} scales)")
@@ -80,7 +91,8 @@ class TensorQuant:
 
 
 def has_qdq(model):
-    return any(n.op_type in QDQ for n in model.graph.node)
+    """The model holds ONNX Q/DQ or QONNX quantization nodes."""
+    return any(n.op_type in QDQ or n.domain in QONNX_DOMAINS for n in model.graph.node)
 
 
 def _attrs(node):
@@ -162,6 +174,21 @@ def strip(model, path=None):
         notes[n.output[0]] = TensorQuant(n.output[0], "weight", bits, signed, scale, np.asarray(zp), ax)
         drop.add(id(n))
     for n in g.node:
+        if n.domain not in QONNX_DOMAINS or n.op_type not in ("Quant", "IntQuant", "BipolarQuant"):
+            continue
+        tq = _qonnx_params(n, consts)
+        if n.input[0] in consts:                   # a weight or bias: folded to its quantized values
+            w = qonnx_quant(np.asarray(consts[n.input[0]], np.float32), tq)
+            new_inits.append(numpy_helper.from_array(w, n.output[0]))
+            tq.name, tq.kind = n.output[0], "weight"
+            notes[n.output[0]] = tq
+            drop.add(id(n))
+        elif n.op_type != "BipolarQuant":          # an activation: removed, its quantization kept
+            tq.name = n.input[0]
+            notes[n.input[0]] = tq
+            drop.add(id(n))
+            alias[n.output[0]] = n.input[0]
+    for n in g.node:
         if n.op_type != "QuantizeLinear" or n.input[0] in consts:
             continue
         outs = users.get(n.output[0], [])
@@ -211,13 +238,63 @@ def strip(model, path=None):
     kept = [t for t in g.initializer if t.name in used and t.name not in {x.name for x in new_inits}]
     del g.initializer[:]
     g.initializer.extend(kept + [t for t in new_inits if t.name in used])
-    left = [n for n in g.node if n.op_type in QDQ]
+    left = [n for n in g.node if n.op_type in QDQ and n.domain in ("", "ai.onnx")]
     if left:
         n = left[0]
         raise ModelError(f"{path or 'model'}: node {n.name or n.output[0]!r} ({n.op_type}) is not part of a "
                          f"QuantizeLinear -> DequantizeLinear pair of one scale or a DequantizeLinear of a "
                          f"constant; hlsnn folds only those ({len(left)} such node(s))")
     return m, notes
+
+
+#: the domains QONNX ops are written in (Brevitas' ``export_qonnx``: the first)
+QONNX_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general")
+
+
+def _qonnx_params(node, consts):
+    """The :class:`TensorQuant` of a QONNX ``Quant``/``IntQuant``/``BipolarQuant`` (name and kind
+    filled in by the caller); ModelError when its parameters are not constants or not 1..8 bits."""
+    name = node.name or node.output[0]
+    a = _attrs(node)
+    need = node.input[1:2] if node.op_type == "BipolarQuant" else node.input[1:4]
+    if any(i not in consts for i in need if i):
+        raise ModelError(f"node {name!r} ({node.op_type}): its scale, zero point and bit width must be constants")
+    scale = np.asarray(consts[node.input[1]], np.float32)
+    if node.op_type == "BipolarQuant":
+        return TensorQuant("", "", 1, True, scale, np.zeros((), np.float32), None, rounding="BIPOLAR")
+    zp, bw = np.asarray(consts[node.input[2]], np.float32), np.asarray(consts[node.input[3]], np.float64)
+    if bw.size != 1 or float(bw) != int(bw) or not 2 <= int(bw) <= 8:
+        raise ModelError(f"node {name!r} ({node.op_type}): bit width {bw.reshape(-1)[:4].tolist()}; hlsnn takes one "
+                         "integer 2..8 per tensor")
+    if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0")
+    mode = a.get("rounding_mode", b"ROUND")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode.upper() not in ("ROUND", "CEIL", "FLOOR", "ROUND_TO_ZERO", "HALF_EVEN", "HALF_UP"):
+        raise ModelError(f"node {name!r} ({node.op_type}): rounding_mode {mode!r} is not one of ROUND, CEIL, FLOOR, "
+                         "ROUND_TO_ZERO")
+    axis = None
+    if scale.size > 1:
+        axis = next((k for k, d in enumerate(scale.shape) if d > 1), None)
+    return TensorQuant("", "", int(bw), bool(a.get("signed", 1)), scale, zp, axis, narrow=bool(a.get("narrow", 0)),
+                       rounding="ROUND" if mode.upper() in ("ROUND", "HALF_EVEN") else mode.upper())
+
+
+def qonnx_quant(x, tq):
+    """QONNX's ``Quant`` (``IntQuant``) and ``BipolarQuant`` as its op definitions say (the scale,
+    zero point broadcast numpy-style): ``y = (round(clip(x / scale + zeropt, lo, hi)) - zeropt) *
+    scale``, ``lo, hi`` the ``signed``/``narrow`` range of ``bitwidth`` bits, ``ROUND`` half to
+    even; ``BipolarQuant`` ``sign(x) * scale`` with 0 going to +1. float32 as the ops compute."""
+    x = np.asarray(x, np.float32)
+    s = np.asarray(tq.scale, np.float32)
+    if tq.rounding == "BIPOLAR":
+        return (np.where(x >= 0, np.float32(1), np.float32(-1)) * s).astype(np.float32)
+    zp = np.asarray(tq.zero_point, np.float32)
+    lo, hi = tq.int_range
+    y = np.clip(x / s + zp, lo, hi)
+    rnd = {"ROUND": np.rint, "CEIL": np.ceil, "FLOOR": np.floor, "ROUND_TO_ZERO": np.trunc,
+           "HALF_UP": lambda v: np.floor(v + np.float32(0.5))}[tq.rounding]
+    return ((rnd(y) - zp) * s).astype(np.float32)
 
 
 def annotations(path):
@@ -244,24 +321,59 @@ def layer_mapping(net, path, formats_of=None):
     if not notes:
         return {}
     nodes = {n.output[0]: n for n in m.graph.node}
+    producer = {o: n for n in m.graph.node for o in n.output}
+    by_output = {la.output: la for la in net.layers}
+
+    def traced(t):
+        """The annotation of tensor ``t`` or, through ops that only move values, of their input."""
+        for _ in range(64):
+            if t in notes:
+                return notes[t]
+            n = producer.get(t)
+            if n is None or n.op_type not in MOVES:
+                return None
+            t = n.input[0]
+        return None
+
+    def after_relu(t):
+        """``t`` is (moved by host ops from) the output of an engine layer with a fused ReLU."""
+        for _ in range(64):
+            la = by_output.get(t)
+            if la is None:
+                return False
+            if la.is_engine:
+                return bool(la.relu)
+            if la.op not in MOVES:
+                return False
+            t = la.inputs[0]
+        return False
+
+    def fits(t, relu):
+        """An activation the engine's int8 holds exactly: int8 (or, after a ReLU, uint7), zero
+        point 0, a power-of-two scale, rounding half to even."""
+        return (t.pow2_frac is not None and t.rounding == "ROUND"
+                and (t.int_range == (-128, 127) or (relu and t.int_range == (0, 127))))
+
     out = {}
     for layer in net.engine_layers():
         node = nodes.get(layer.name) or next((n for n in m.graph.node if (n.name or n.output[0]) == layer.name), None)
         wnote = notes.get(node.input[1]) if node is not None and len(node.input) > 1 else None
-        xin = notes.get(layer.inputs[0])
+        xin = traced(layer.inputs[0])
         # the output: the Q of the layer's own result, and every Q on the fused chain (a Relu's)
-        outs = [notes[t] for t in ([node.output[0]] if node is not None else []) + [layer.output] if t in notes]
+        outs = [notes[t] for t in dict.fromkeys(([node.output[0]] if node is not None else []) + [layer.output])
+                if t in notes]
         why = []
         if wnote is None:
             why.append("weights not quantized in the file")
-        elif not (wnote.bits == 8 and wnote.signed and wnote.pow2_frac is not None):
+        elif not (wnote.pow2_frac is not None and -128 <= wnote.int_range[0] and wnote.int_range[1] <= 127):
             why.append(f"weights {wnote.describe()}: not int8 at one power-of-two scale with zero point 0")
-        for what, t in (("input", xin),) + tuple(("output", t) for t in outs[:1]):
-            if t is None:
-                why.append(f"{what} not quantized in the file")
-            elif not (t.bits == 8 and t.signed and t.pow2_frac is not None):
-                why.append(f"{what} {t.describe()}: not int8 at a power-of-two scale with zero point 0")
-        if len({(t.pow2_frac, t.signed) for t in outs}) > 1:
+        if xin is None:
+            why.append("input not quantized in the file")
+        elif not fits(xin, after_relu(layer.inputs[0])):
+            why.append(f"input {xin.describe()}: not int8 at a power-of-two scale with zero point 0")
+        if outs and not fits(outs[0], layer.relu):
+            why.append(f"output {outs[0].describe()}: not int8 at a power-of-two scale with zero point 0")
+        if len({(t.pow2_frac, t.int_range) for t in outs}) > 1:
             why.append("the output is quantized twice at different scales (before and after its ReLU)")
         if not outs:
             why.append("output not quantized in the file")
@@ -401,4 +513,22 @@ def reference_ops():
             q = np.rint(x.astype(np.float32) / shaped(scale, x, axis).astype(np.float32)).astype(np.float64) + zp
             return (np.clip(q, info.min, info.max).astype(dtype),)
 
-    return [DequantizeLinear, QuantizeLinear]
+    class Quant(OpRun):
+        op_domain = "qonnx.custom_op.general"
+
+        def _run(self, x, scale, zeropt, bitwidth, signed=1, narrow=0, rounding_mode="ROUND", **_):
+            mode = rounding_mode.decode() if isinstance(rounding_mode, bytes) else str(rounding_mode)
+            tq = TensorQuant("", "", int(bitwidth), bool(signed), scale, zeropt, narrow=bool(narrow),
+                             rounding="ROUND" if mode.upper() in ("ROUND", "HALF_EVEN") else mode.upper())
+            return (qonnx_quant(x, tq),)
+
+    class IntQuant(Quant):
+        pass
+
+    class BipolarQuant(OpRun):
+        op_domain = "qonnx.custom_op.general"
+
+        def _run(self, x, scale, **_):
+            return (qonnx_quant(x, TensorQuant("", "", 1, True, scale, np.zeros(()), rounding="BIPOLAR")),)
+
+    return [DequantizeLinear, QuantizeLinear, Quant, IntQuant, BipolarQuant]
