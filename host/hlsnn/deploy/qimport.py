@@ -236,8 +236,13 @@ def strip(model, path=None):
     g.node.extend(keep)
     used = {i for n in g.node for i in n.input} | graph_out
     kept = [t for t in g.initializer if t.name in used and t.name not in {x.name for x in new_inits}]
+    gone = {t.name for t in g.initializer} - {t.name for t in kept}
     del g.initializer[:]
     g.initializer.extend(kept + [t for t in new_inits if t.name in used])
+    gone -= {t.name for t in g.initializer}
+    inputs = [i for i in g.input if i.name not in gone]     # initializers an older IR also lists as inputs
+    del g.input[:]
+    g.input.extend(inputs)
     left = [n for n in g.node if n.op_type in QDQ and n.domain in ("", "ai.onnx")]
     if left:
         n = left[0]
@@ -263,9 +268,9 @@ def _qonnx_params(node, consts):
     if node.op_type == "BipolarQuant":
         return TensorQuant("", "", 1, True, scale, np.zeros((), np.float32), None, rounding="BIPOLAR")
     zp, bw = np.asarray(consts[node.input[2]], np.float32), np.asarray(consts[node.input[3]], np.float64)
-    if bw.size != 1 or float(bw) != int(bw) or not 2 <= int(bw) <= 8:
+    if bw.size != 1 or float(bw) != int(bw) or not 2 <= int(bw) <= 32:
         raise ModelError(f"node {name!r} ({node.op_type}): bit width {bw.reshape(-1)[:4].tolist()}; hlsnn takes one "
-                         "integer 2..8 per tensor")
+                         "integer 2..32 per tensor (2..8 map onto the engines' int8, wider ones only for biases)")
     if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
         raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0")
     mode = a.get("rounding_mode", b"ROUND")
@@ -377,6 +382,11 @@ def layer_mapping(net, path, formats_of=None):
             why.append("the output is quantized twice at different scales (before and after its ReLU)")
         if not outs:
             why.append("output not quantized in the file")
+        if not why:
+            acc = np.ldexp(np.asarray(layer.b, np.float64), wnote.pow2_frac + xin.pow2_frac)
+            if not np.array_equal(acc, np.rint(acc)):
+                why.append(f"bias not a multiple of the accumulator's unit 2^-{wnote.pow2_frac + xin.pow2_frac} "
+                           "(a float bias, or one quantized at another scale): it rounds")
         entry = {"weights": wnote.describe() if wnote else "float", "input": xin.describe() if xin else "float",
                  "output": outs[0].describe() if outs else "float",
                  "mapping": "approximated" if why else "exact", "why": "; ".join(why)}
