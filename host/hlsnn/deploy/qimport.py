@@ -275,14 +275,21 @@ def _qonnx_params(node, consts):
         raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0")
     mode = a.get("rounding_mode", b"ROUND")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
-    if mode.upper() not in ("ROUND", "CEIL", "FLOOR", "ROUND_TO_ZERO", "HALF_EVEN", "HALF_UP"):
-        raise ModelError(f"node {name!r} ({node.op_type}): rounding_mode {mode!r} is not one of ROUND, CEIL, FLOOR, "
-                         "ROUND_TO_ZERO")
+    if mode.upper() not in ("HALF_EVEN",) + tuple(ROUNDINGS):
+        raise ModelError(f"node {name!r} ({node.op_type}): rounding_mode {mode!r} is not one of "
+                         f"{', '.join(ROUNDINGS)}")
     axis = None
     if scale.size > 1:
         axis = next((k for k, d in enumerate(scale.shape) if d > 1), None)
     return TensorQuant("", "", int(bw), bool(a.get("signed", 1)), scale, zp, axis, narrow=bool(a.get("narrow", 0)),
                        rounding="ROUND" if mode.upper() in ("ROUND", "HALF_EVEN") else mode.upper())
+
+
+#: QONNX's rounding modes (its ``resolve_rounding_mode``; ``HALF_EVEN`` is ``ROUND``)
+ROUNDINGS = {"ROUND": np.rint, "CEIL": np.ceil, "FLOOR": np.floor,
+             "UP": lambda v: np.sign(v) * np.ceil(np.abs(v)), "DOWN": np.trunc,
+             "HALF_UP": lambda v: np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)),
+             "HALF_DOWN": lambda v: np.sign(v) * np.ceil(np.abs(v) - np.float32(0.5))}
 
 
 def qonnx_quant(x, tq):
@@ -297,8 +304,7 @@ def qonnx_quant(x, tq):
     zp = np.asarray(tq.zero_point, np.float32)
     lo, hi = tq.int_range
     y = np.clip(x / s + zp, lo, hi)
-    rnd = {"ROUND": np.rint, "CEIL": np.ceil, "FLOOR": np.floor, "ROUND_TO_ZERO": np.trunc,
-           "HALF_UP": lambda v: np.floor(v + np.float32(0.5))}[tq.rounding]
+    rnd = ROUNDINGS[tq.rounding]
     return ((rnd(y) - zp) * s).astype(np.float32)
 
 
