@@ -4,6 +4,7 @@ deploys, with qonnx's own executor as the reference.
 
     pip install torch==2.13.0 brevitas qonnx scikit-learn     # CPU wheel of torch
     python scripts/make_qonnx_models.py                       # writes tests/data/qonnx/*.onnx
+    python scripts/make_qonnx_models.py res_pot mlp_w4        # only these (the others' entries kept)
 
 Models (Adam, 15 epochs, the split of ``hlsnn.deploy.datasets``, inputs in [0, 1]; every quantized layer
 returns a QuantTensor so that its int32 bias quantizer sees the input's scale):
@@ -65,7 +66,8 @@ def _models(torch, pot, wbits=8):
         def forward(self, x):
             a = self.r1(self.c1(self.inp(x)))
             b = self.c3(self.r2(self.c2(a)))
-            return self.fc(self.flat(self.pool(self.r3(a.value + b.value))))
+            s = getattr(a, "value", a) + getattr(b, "value", b)    # (plain tensors while exporting)
+            return self.fc(self.flat(self.pool(self.r3(s))))
 
     mlp = nn.Sequential(ident(), nn.Flatten(), qnn.QuantLinear(64, 64, **kw), relu(),
                         qnn.QuantLinear(64, 10, output_quant=act, **dict(kw, return_quant_tensor=False)))
@@ -112,9 +114,14 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     manifest = {"torch": torch.__version__, "brevitas": brevitas.__version__,
                 "qonnx": getattr(qonnx, "__version__", "1.0.0"), "files": {}}
+    only = set(sys.argv[1:])          # e.g. res_pot mlp_w4: remake these, keep the others' entries
+    if only and (OUT / "MANIFEST.json").exists():
+        manifest["files"] = json.loads((OUT / "MANIFEST.json").read_text())["files"]
     todo = [(m, "pot", True, 8) for m in ("mlp", "cnn", "res")] + [("mlp", "w4", True, 4)] + \
         [(m, "float", False, 8) for m in ("mlp", "res")]
     for name, variant, pot, wbits in todo:
+        if only and f"{name}_{variant}" not in only:
+            continue
         model = _models(torch, pot, wbits)[name]
         _train(torch, model, x, y)
         out = OUT / f"{name}_{variant}.onnx"
@@ -129,6 +136,7 @@ def main():
         manifest["files"][out.name] = {"model": name, "variant": variant, "weight_bits": wbits,
                                        "qonnx_accuracy": acc}
         print(out.name, acc, out.stat().st_size, flush=True)
+        (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
     (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 

@@ -1,5 +1,6 @@
 """Models quantized elsewhere (issue 50): ONNX QDQ (``QuantizeLinear``/``DequantizeLinear``, as
-onnxruntime's ``quantize_static`` and PyTorch's exporters write them).
+onnxruntime's ``quantize_static`` and PyTorch's exporters write them) and QONNX (``Quant``/``IntQuant``,
+``BipolarQuant``, as Brevitas' ``export_qonnx`` writes them).
 
 A pre-pass of the importer (:func:`float_model`, called once by
 :func:`hlsnn.deploy.onnx_import.load_onnx`; a model without Q/DQ nodes passes unchanged):
@@ -15,14 +16,22 @@ A pre-pass of the importer (:func:`float_model`, called once by
   (``block_size``, opset 21), other integer types and a Q/DQ that is not one of these pairs are a
   :class:`~hlsnn.errors.ModelError` naming the node.
 
+* QONNX (domain ``qonnx.custom_op.general``): a ``Quant``/``IntQuant``/``BipolarQuant`` of a
+  constant is folded into its quantized float values (:func:`qonnx_quant`, the op's definition);
+  a ``Quant`` of an activation is removed (its readers read its input) and kept as an annotation
+  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``. A ``BipolarQuant`` of an
+  activation and ``Trunc`` are left to the importer, which names them as unsupported.
+
 What was removed is kept as annotations (:func:`annotations`: bits, signedness, scale, zero point,
 axis, per float tensor name), from which :func:`layer_mapping` says per engine layer whether the
 file's quantization maps exactly onto a deployment format and :func:`pin` fixes a deployment's
 radix points to the file's (instead of calibrating them):
 
-* **exact** (``fixed``/``sparse`` formats on ``sparse_cluster``): weights int8 with zero point 0
-  and one power-of-two scale per tensor ``2**-F_w``, the layer's input and output quantized to
-  int8 with zero point 0 and power-of-two scales ``2**-F_x``, ``2**-F_out``. The weights are then
+* **exact** (``fixed``/``sparse`` formats on ``sparse_cluster``): weights of at most 8 bits with
+  zero point 0 and one power-of-two scale per tensor ``2**-F_w``, the layer's input and output
+  quantized to int8 (after a ReLU also uint7: the kernel's int8 saturation is then the same) with
+  zero point 0, power-of-two scales ``2**-F_x``, ``2**-F_out`` and rounding half to even, and the
+  bias a multiple of ``2**-(F_x + F_w)`` (an int32 bias at the product of the scales). The weights are then
   the integers of the file at radix ``F_w`` (or a finer one, the same values), the bias its int32
   at ``F_x + F_w``, and the output shift ``F_x + F_w - F_out`` with the kernel's round-half-even
   and int8 saturation is ``QuantizeLinear``'s rounding of the exact sum: the same integers as
