@@ -5,7 +5,6 @@ stays within one point of qonnx's and every layer says what was approximated."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -95,8 +95,8 @@ class TensorQuant:
         sc = f"2^{-self.pow2_frac}" if self.pow2_frac is not None else (
             f"{float(s[0]):.6g}" if s.size == 1 else f"per channel (axis {self.axis}, {s.size} scales)")
         zp = np.asarray(self.zero_point).reshape(-1)
-        return f"{t} " + ("" if s.size > 1 else "scale ") + sc + ("" if not zp.any() else f" zero point {int(zp[0])}" if zp.size == 1
-                                    else " zero points per channel")
+        zps = "" if not zp.any() else f" zero point {int(zp[0])}" if zp.size == 1 else " zero points per channel"
+        return f"{t} " + ("" if s.size > 1 else "scale ") + sc + zps
 
 
 def has_qdq(model):
