@@ -206,3 +206,10 @@ def test_residual_file_on_csim_equals_onnxruntime(tmp_path):
         qimport.for_assignment(qimport.layer_mapping(dep.net, DATA / f"{name}.onnx"), dep)
         y = dep.run(ds.x_test[:48])
     assert np.array_equal(y, _onnxruntime(name, ds.x_test[:48]))
+
+
+def test_recalibrate_flag(tmp_path, capsys):
+    from hlsnn.cli import main
+    assert main(["deploy", str(_config(tmp_path, "mlp_pot")), "--recalibrate", "--json"]) == 0
+    layers = json.loads(capsys.readouterr().out)["assignments"]["fixed8"]["imported_quantization"]
+    assert all(v["mapping"] == "approximated" and "--recalibrate" in v["why"] for v in layers.values())
