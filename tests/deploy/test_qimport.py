@@ -213,3 +213,13 @@ def test_recalibrate_flag(tmp_path, capsys):
     assert main(["deploy", str(_config(tmp_path, "mlp_pot")), "--recalibrate", "--json"]) == 0
     layers = json.loads(capsys.readouterr().out)["assignments"]["fixed8"]["imported_quantization"]
     assert all(v["mapping"] == "approximated" and "--recalibrate" in v["why"] for v in layers.values())
+
+
+def test_compiled_model_keeps_the_files_integers(tmp_path):
+    """``hlsnn compile`` of a power-of-two QDQ file: the .hlsnn model gives onnxruntime's outputs."""
+    from hlsnn.compiled.build import compile_model
+    from hlsnn.compiled.net import load
+    ds = datasets.load("digits", layout="nchw")
+    out = tmp_path / "res_pot.hlsnn"
+    compile_model(_config(tmp_path, "res_pot"), "fixed8", out)
+    assert np.array_equal(load(out)(ds.x_test[:64]), _onnxruntime("res_pot", ds.x_test[:64]))
