@@ -219,7 +219,8 @@ def cmd_deploy(args):
     res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,
                  host_precision=args.host_precision, host_bits=args.host_bits, per_layer=args.per_layer, test_samples=args.test_samples,
                  progress=enabled(quiet=args.quiet, json=args.json), radix_update=args.radix_update,
-                 radix_update_by=args.radix_update_by, network=False if args.layer_by_layer else None)
+                 radix_update_by=args.radix_update_by, network=False if args.layer_by_layer else None,
+                 recalibrate=args.recalibrate)
     print(json.dumps(res) if args.json else format_result(res))
     return 1 if any("error" in e for e in res["assignments"].values()) else 0     # a failed assignment
 
@@ -651,6 +652,9 @@ def build_parser():
     p.add_argument("--radix-update-by", choices=["layer", "op_type"],
                    help="--radix-update e5: choose per layer or per operation type (default: the config's "
                         "calibration.update_by, else layer)")
+    p.add_argument("--recalibrate", action="store_true",
+                   help="a model quantized elsewhere (ONNX QDQ): calibrate every radix point instead of keeping the "
+                        "file's power-of-two scales")
     p.add_argument("--per-layer", action="store_true", help="radix points, sparsity and error of every layer")
     p.add_argument("--test-samples", type=POSITIVE, help="evaluate only the first N test images")
     p.add_argument("--layer-by-layer", action="store_true",

@@ -53,6 +53,10 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
         dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding,
                          update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"])
         dep.calibrate(x_cal)
+        from ..deploy import qimport                    # issue 50: a file's own radix points where they map exactly
+        qmap = qimport.layer_mapping(net, cfg.model)
+        if qmap:
+            qimport.for_assignment(qmap, dep)
         xc = np.asarray(ds.x_test[:check_samples], np.float64) if check_samples else None
         program, arrays = program_of(dep, net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc,
                                      host_fallback=host_fallback)

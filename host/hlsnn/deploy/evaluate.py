@@ -11,6 +11,7 @@ from ..errors import HlsnnError, InputError, MissingDependency
 from . import datasets, update
 from .config import load_deploy_config
 from .onnx_import import load_onnx
+from . import qimport
 from .runner import Deployment
 from .quant import check_host_bits
 
@@ -193,7 +194,7 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
 
 def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, host_precision="float", host_bits=8,
            per_layer=False, test_samples=None, target_options=None, progress=False, radix_update=None,
-           radix_update_by=None, network=None):
+           radix_update_by=None, network=None, recalibrate=False):
     """Run a deployment config: import the model, load the data, evaluate the float model
     with onnx's ReferenceEvaluator, then for each assignment calibrate on the calibration
     images and run the test images on ``target``.
@@ -210,6 +211,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     override the config's ``calibration.update`` and ``calibration.update_by``
     (:mod:`hlsnn.deploy.update`); with E5 the result's ``radix_update`` says how, and each
     assignment's ``radix_update`` gives every fixed-point layer's choice and modelled times.
+    A model quantized elsewhere (ONNX QDQ, :mod:`hlsnn.deploy.qimport`) keeps the file's radix points
+    in every layer that maps onto its format exactly (``recalibrate`` calibrates them instead); each
+    assignment's ``imported_quantization`` says per layer ``exact`` or ``approximated`` and why.
     ``network`` (csim and sim only; :func:`network_net`): None runs the test images through the
     assignment's network kernel where the compiled model has one (one kernel start for the
     whole test set, after a bit-for-bit self-check against the layer-by-layer path), False runs
@@ -220,6 +224,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     cal = cfg.calibration
     upd = update.check(radix_update or cal["update"], radix_update_by or cal["update_by"], cal["percent"])
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
+    qmap = qimport.layer_mapping(net, cfg.model)         # {} unless the file holds Q/DQ nodes
     layout = _layout(net, cfg.layout)
     ds = datasets.load(cfg.data, layout=layout)
     if ds.x_train is None:
@@ -269,6 +274,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                                  rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic",
                                  host_bits=bits, update=upd[0], update_by=upd[1], update_percent=upd[2])
                 t_cal = dep.calibrate(x_cal)
+                imported = qimport.for_assignment(qmap, dep, recalibrate) if qmap else None
                 cnet = None
                 if network is not False and target in ("csim", "sim") and not per_layer:
                     cnet = network_net(dep, net, cfg, name, accs, x_test[:2], target, target_options,
@@ -289,6 +295,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                     "calibration_s": round(t_cal, 3),
                     "layers": {ln: cfg.formats[asg.format_of(ln)].name for ln in dep.execs},
                 })
+                if imported is not None:
+                    entry["imported_quantization"] = imported
                 entry["run"] = ({"path": "network kernel", "kernel_starts": 1, "batch": int(len(x_test))}
                                 if cnet is not None else {"path": "layer by layer"})
                 entry.update(modelled_latency(dep, cfg, asg))
@@ -516,6 +524,7 @@ def format_result(res) -> str:
             lines.append(f"  {'':<14} ran on the network kernel: {e['run']['batch']} images in one kernel start")
         if e.get("note"):
             lines.append(f"  {'':<14} note: {e['note']}")
+        lines += format_imported(e)
     boards = sorted({(e["end_to_end"]["board"]) for e in res["assignments"].values() if e.get("end_to_end")})
     lines.append(f"  e2e us: modelled end to end per image, host included (batch 1, `hlsnn perf NAME.hlsnn` of the "
                  f"compiled model on {', '.join(boards) or 'its board'}; the network kernel where it runs the "
@@ -532,6 +541,22 @@ def format_result(res) -> str:
         lines.append(f"  NOTE: {len(fallback)} layer(s) ran in float on the host through --host-fallback "
                      f"({', '.join(h['layer'] for h in fallback)}); accuracy and speed are not the board's")
     return "\n".join(lines)
+
+
+def format_imported(e) -> list:
+    """The lines of a model quantized elsewhere: per engine layer, exact or approximated (and why,
+    with the weight error)."""
+    imp = e.get("imported_quantization")
+    if not imp:
+        return []
+    n = sum(v["mapping"] == "exact" for v in imp.values())
+    lines = [f"  {'':<14} the file's quantization: {n} of {len(imp)} layer(s) exact"]
+    for ln, v in imp.items():
+        err = v.get("weight_max_abs_error")
+        err = f", weight error <= {err:.3g}" if err else ""
+        lines.append(f"  {'':<16}{ln}: {v['mapping']} (weights {v['weights']}, in {v['input']}, out {v['output']})"
+                     + (f": {v['why']}" if v["why"] else "") + err)
+    return lines
 
 
 def format_update(res) -> list:

@@ -63,6 +63,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
+from . import qimport
 
 #: the most values an initializer may hold (32 Mi: far beyond any model an FPGA of hlsnn's boards holds)
 MAX_INITIALIZER_ELEMENTS = 1 << 25
@@ -335,6 +336,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         onnx.checker.check_model(model)
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
+    model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     g = model.graph
     _check_names(path, g)
     consts = {t.name: _initializer(path, t) for t in g.initializer}

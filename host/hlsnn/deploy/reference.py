@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import HlsnnError, ModelError
+from . import qimport
 
 BN_EPS = 1e-5
 
@@ -74,7 +75,8 @@ def reference_evaluator(model):
                                  else "")
     try:
         sess = ReferenceEvaluator(str(model) if isinstance(model, (str, bytes)) or not hasattr(model, "graph")
-                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op(), *_pool_ops()])
+                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op(), *_pool_ops(),
+                                           *qimport.reference_ops()])
     except HlsnnError:
         raise
     except Exception as exc:  # noqa: BLE001 - an attribute onnx's reference cannot take, an unknown op

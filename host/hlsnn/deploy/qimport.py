@@ -1,0 +1,559 @@
+"""Models quantized elsewhere (issue 50): ONNX QDQ (``QuantizeLinear``/``DequantizeLinear``, as
+onnxruntime's ``quantize_static`` and PyTorch's exporters write them) and QONNX (``Quant``/``IntQuant``,
+``BipolarQuant``, as Brevitas' ``export_qonnx`` writes them).
+
+A pre-pass of the importer (:func:`float_model`, called once by
+:func:`hlsnn.deploy.onnx_import.load_onnx`; a model without Q/DQ nodes passes unchanged):
+
+* A ``DequantizeLinear`` of a constant (a weight or a bias stored as integers) is folded into a
+  float initializer of the same name, ``(q - zero_point) * scale`` computed in float32 as
+  ``DequantizeLinear`` itself computes it (per tensor, or per ``axis``).
+* A ``QuantizeLinear`` whose every consumer is a ``DequantizeLinear`` of the same scale and zero
+  point (an activation's fake quantization) is removed with those consumers: their readers read
+  the float tensor the ``QuantizeLinear`` read (when the dequantized tensor is a graph output,
+  the float tensor takes its name).
+* Types: int8 and uint8 (per tensor or per axis), int32 for biases. Blocked quantization
+  (``block_size``, opset 21), other integer types and a Q/DQ that is not one of these pairs are a
+  :class:`~hlsnn.errors.ModelError` naming the node.
+
+* QONNX (domain ``qonnx.custom_op.general``): a ``Quant``/``IntQuant``/``BipolarQuant`` of a
+  constant is folded into its quantized float values (:func:`qonnx_quant`, the op's definition);
+  a ``Quant`` of an activation is removed (its readers read its input) and kept as an annotation
+  with its bit width (2..32), signedness, ``narrow`` and ``rounding_mode``. A ``BipolarQuant`` of an
+  activation and ``Trunc`` are left to the importer, which names them as unsupported.
+
+What was removed is kept as annotations (:func:`annotations`: bits, signedness, scale, zero point,
+axis, per float tensor name), from which :func:`layer_mapping` says per engine layer whether the
+file's quantization maps exactly onto a deployment format and :func:`pin` fixes a deployment's
+radix points to the file's (instead of calibrating them):
+
+* **exact** (``fixed``/``sparse`` formats on ``sparse_cluster``): weights of at most 8 bits with
+  zero point 0 and one power-of-two scale per tensor ``2**-F_w``, the layer's input and output
+  quantized to int8 (after a ReLU also uint7: the kernel's int8 saturation is then the same) with
+  zero point 0, power-of-two scales ``2**-F_x``, ``2**-F_out`` and rounding half to even, and the
+  bias a multiple of ``2**-(F_x + F_w)`` (an int32 bias at the product of the scales). The weights are then
+  the integers of the file at radix ``F_w`` (or a finer one, the same values), the bias its int32
+  at ``F_x + F_w``, and the output shift ``F_x + F_w - F_out`` with the kernel's round-half-even
+  and int8 saturation is ``QuantizeLinear``'s rounding of the exact sum: the same integers as
+  onnxruntime's execution of the file (tested bit for bit).
+* **approximated** otherwise (a non-power-of-two scale, a zero point, per-channel weight scales,
+  uint8 activations): the dequantized float weights are re-quantized by the format's own rule and
+  the activations' radix points are calibrated as for any float model; the mapping gives the
+  largest absolute difference between the file's dequantized weights and the deployed ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ModelError
+
+QDQ = ("QuantizeLinear", "DequantizeLinear")
+#: ops that only move values (an annotation before them holds after them)
+MOVES = ("Reshape", "Flatten", "MaxPool", "Identity", "Relu", "Transpose", "Squeeze", "Unsqueeze")
+#: onnx TensorProto element types taken: INT8, UINT8, INT32 (biases)
+_TYPES = {3: (8, True), 2: (8, False), 6: (32, True)}
+
+
+@dataclass
+class TensorQuant:
+    """The quantization the file gave one float tensor."""
+    name: str
+    kind: str                  # "weight" (a constant), "activation"
+    bits: int
+    signed: bool
+    scale: np.ndarray          # float32, one value or one per index of ``axis``
+    zero_point: np.ndarray
+    axis: int = None           # None: per tensor
+    narrow: bool = False       # QONNX Quant: the range without its most negative (signed) or largest value
+    rounding: str = "ROUND"    # QONNX Quant's rounding_mode; QuantizeLinear rounds half to even (ROUND)
+
+    @property
+    def int_range(self):
+        lo = (-(1 << (self.bits - 1)) + int(self.narrow)) if self.signed else 0
+        hi = ((1 << (self.bits - 1)) - 1) if self.signed else (1 << self.bits) - 1 - int(self.narrow)
+        return lo, hi
+
+    @property
+    def per_tensor(self):
+        return self.scale.size == 1
+
+    @property
+    def pow2_frac(self):
+        """``F`` when the scale is one power of two ``2**-F`` and the zero point 0, else None."""
+        s = np.asarray(self.scale, np.float64).reshape(-1)
+        if s.size != 1 or np.any(np.asarray(self.zero_point) != 0) or not s[0] > 0:
+            return None
+        m, e = np.frexp(s[0])
+        return int(1 - e) if m == 0.5 else None
+
+    def describe(self):
+        t = f"{'int' if self.signed else 'uint'}{self.bits}" + (" narrow" if self.narrow else "") + (
+            "" if self.rounding == "ROUND" else f" {self.rounding}")
+        s = np.asarray(self.scale).reshape(-1)
+        sc = f"2^{-self.pow2_frac}" if self.pow2_frac is not None else (
+            f"{float(s[0]):.6g}" if s.size == 1 else f"per channel (axis {self.axis}, {s.size} scales)")
+        zp = np.asarray(self.zero_point).reshape(-1)
+        zps = "" if not zp.any() else f" zero point {int(zp[0])}" if zp.size == 1 else " zero points per channel"
+        return f"{t} " + ("" if s.size > 1 else "scale ") + sc + zps
+
+
+def has_qdq(model):
+    """The model holds ONNX Q/DQ or QONNX quantization nodes."""
+    return any(n.op_type in QDQ or n.domain in QONNX_DOMAINS for n in model.graph.node)
+
+
+def _attrs(node):
+    from onnx import helper
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _quant_params(node, consts, what):
+    """(bits, signed, scale, zero point, axis) of a Q/DQ node; ModelError when unsupported."""
+    name = node.name or node.output[0]
+    a = _attrs(node)
+    if a.get("block_size", 0):
+        raise ModelError(f"node {name!r} ({node.op_type}): blocked quantization (block_size {a['block_size']}) is "
+                         "not supported; hlsnn takes per-tensor and per-axis int8/uint8 QDQ")
+    if node.input[1] not in consts or (len(node.input) > 2 and node.input[2] and node.input[2] not in consts):
+        raise ModelError(f"node {name!r} ({node.op_type}): its scale and zero point must be constants")
+    scale = np.asarray(consts[node.input[1]], np.float32)
+    zp = np.asarray(consts[node.input[2]]) if len(node.input) > 2 and node.input[2] else np.zeros((), np.uint8)
+    elem = {np.dtype(np.int8): 3, np.dtype(np.uint8): 2, np.dtype(np.int32): 6}.get(zp.dtype)
+    if node.op_type == "QuantizeLinear" and "output_dtype" in a and a["output_dtype"]:
+        elem = int(a["output_dtype"])
+    if what is not None:
+        elem = {np.dtype(np.int8): 3, np.dtype(np.uint8): 2, np.dtype(np.int32): 6}.get(what.dtype)
+    if elem not in _TYPES:
+        raise ModelError(f"node {name!r} ({node.op_type}): quantized type {zp.dtype if what is None else what.dtype} "
+                         "is not supported; hlsnn takes int8, uint8 (and int32 biases)")
+    if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0")
+    bits, signed = _TYPES[elem]
+    axis = int(a.get("axis", 1)) if scale.size > 1 else None
+    return bits, signed, scale, zp, axis
+
+
+def _bcast(v, axis, ndim):
+    v = np.asarray(v)
+    if v.size == 1 or axis is None:
+        return v.reshape(())
+    shape = [1] * ndim
+    shape[axis % ndim] = v.size
+    return v.reshape(shape)
+
+
+def float_model(model, path=None):
+    """``model`` with its Q/DQ pairs folded or removed (module docstring); the model itself when
+    it has none."""
+    return strip(model, path)[0]
+
+
+def strip(model, path=None):
+    """``(float model, {float tensor name: TensorQuant})`` (module docstring)."""
+    if not has_qdq(model):
+        return model, {}
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant" and n.output:
+            a = _attrs(n)
+            if "value" in a:
+                consts[n.output[0]] = numpy_helper.to_array(a["value"])
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    graph_out = {o.name for o in g.output}
+    from onnx import helper
+    notes, drop, new_inits, alias, relus = {}, set(), [], {}, []
+    for n in g.node:
+        if n.op_type != "DequantizeLinear" or n.input[0] not in consts:
+            continue
+        q = np.asarray(consts[n.input[0]])
+        bits, signed, scale, zp, axis = _quant_params(n, consts, q)
+        ax = None if axis is None else axis % max(q.ndim, 1)
+        w = (q.astype(np.float32) - _bcast(zp, ax, q.ndim).astype(np.float32)) * _bcast(scale, ax, q.ndim)
+        new_inits.append(numpy_helper.from_array(np.asarray(w, np.float32), n.output[0]))
+        notes[n.output[0]] = TensorQuant(n.output[0], "weight", bits, signed, scale, np.asarray(zp), ax)
+        drop.add(id(n))
+    for n in g.node:
+        if n.domain not in QONNX_DOMAINS or n.op_type not in ("Quant", "IntQuant", "BipolarQuant"):
+            continue
+        tq = _qonnx_params(n, consts)
+        if n.input[0] in consts:                   # a weight or bias: folded to its quantized values
+            w = qonnx_quant(np.asarray(consts[n.input[0]], np.float32), tq)
+            new_inits.append(numpy_helper.from_array(w, n.output[0]))
+            tq.name, tq.kind = n.output[0], "weight"
+            notes[n.output[0]] = tq
+            drop.add(id(n))
+        elif n.op_type != "BipolarQuant":          # an activation: removed, its quantization kept
+            tq.name = n.input[0]
+            notes[n.input[0]] = tq
+            drop.add(id(n))
+            alias[n.output[0]] = n.input[0]
+    for n in g.node:
+        if n.op_type != "QuantizeLinear" or n.input[0] in consts:
+            continue
+        outs = users.get(n.output[0], [])
+        if not outs or n.output[0] in graph_out or any(
+                u.op_type != "DequantizeLinear" or list(u.input[1:]) != list(n.input[1:]) for u in outs):
+            continue            # not a fake-quantization pair: left to the importer, which names it
+        bits, signed, scale, zp, axis = _quant_params(n, consts, None)
+        notes[n.input[0]] = TensorQuant(n.input[0], "activation", bits, signed, scale, np.asarray(zp), axis)
+        drop.add(id(n))
+        lowest = (-(1 << (bits - 1)) if signed else 0) - np.asarray(zp, np.int64)
+        for u in outs:
+            drop.add(id(u))
+            if np.all(lowest == 0):     # the range starts at 0: the saturation is a ReLU (onnxruntime drops Relu)
+                relus.append(helper.make_node("Relu", [n.input[0]], [u.output[0]], name=f"{u.output[0]}_relu"))
+            else:
+                alias[u.output[0]] = n.input[0]
+
+    def resolve(t):
+        while t in alias:
+            t = alias[t]
+        return t
+
+    # a dequantized graph output: the float tensor takes its name
+    rename = {}
+    for o in g.output:
+        if o.name in alias:
+            rename[resolve(o.name)] = o.name
+    keep = []
+    for n in g.node:
+        if id(n) not in drop:
+            keep.append(n)
+        elif n.op_type == "QuantizeLinear":         # its ReLUs where it stood (topological order)
+            keep.extend(r for r in relus if r.input[0] == n.input[0])
+    for n in keep:
+        for k, i in enumerate(n.input):
+            r = resolve(i)
+            n.input[k] = rename.get(r, r)
+        for k, o in enumerate(n.output):
+            n.output[k] = rename.get(o, o)
+    for old, new in rename.items():
+        if old in notes:
+            notes[new] = notes.pop(old)
+            notes[new].name = new
+    del g.node[:]
+    g.node.extend(keep)
+    used = {i for n in g.node for i in n.input} | graph_out
+    kept = [t for t in g.initializer if t.name in used and t.name not in {x.name for x in new_inits}]
+    gone = {t.name for t in g.initializer} - {t.name for t in kept}
+    del g.initializer[:]
+    g.initializer.extend(kept + [t for t in new_inits if t.name in used])
+    gone -= {t.name for t in g.initializer}
+    inputs = [i for i in g.input if i.name not in gone]     # initializers an older IR also lists as inputs
+    del g.input[:]
+    g.input.extend(inputs)
+    left = [n for n in g.node if n.op_type in QDQ and n.domain in ("", "ai.onnx")]
+    if left:
+        n = left[0]
+        raise ModelError(f"{path or 'model'}: node {n.name or n.output[0]!r} ({n.op_type}) is not part of a "
+                         f"QuantizeLinear -> DequantizeLinear pair of one scale or a DequantizeLinear of a "
+                         f"constant; hlsnn folds only those ({len(left)} such node(s))")
+    return m, notes
+
+
+#: the domains QONNX ops are written in (Brevitas' ``export_qonnx``: the first)
+QONNX_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general")
+
+
+def _qonnx_params(node, consts):
+    """The :class:`TensorQuant` of a QONNX ``Quant``/``IntQuant``/``BipolarQuant`` (name and kind
+    filled in by the caller); ModelError when its parameters are not constants or not 1..8 bits."""
+    name = node.name or node.output[0]
+    a = _attrs(node)
+    need = node.input[1:2] if node.op_type == "BipolarQuant" else node.input[1:4]
+    if any(i not in consts for i in need if i):
+        raise ModelError(f"node {name!r} ({node.op_type}): its scale, zero point and bit width must be constants")
+    scale = np.asarray(consts[node.input[1]], np.float32)
+    if node.op_type == "BipolarQuant":
+        return TensorQuant("", "", 1, True, scale, np.zeros((), np.float32), None, rounding="BIPOLAR")
+    zp, bw = np.asarray(consts[node.input[2]], np.float32), np.asarray(consts[node.input[3]], np.float64)
+    if bw.size != 1 or float(bw) != int(bw) or not 2 <= int(bw) <= 32:
+        raise ModelError(f"node {name!r} ({node.op_type}): bit width {bw.reshape(-1)[:4].tolist()}; hlsnn takes one "
+                         "integer 2..32 per tensor (2..8 map onto the engines' int8, wider ones only for biases)")
+    if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+        raise ModelError(f"node {name!r} ({node.op_type}): scale {node.input[1]!r} must be finite and > 0")
+    mode = a.get("rounding_mode", b"ROUND")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode.upper() not in ("HALF_EVEN",) + tuple(ROUNDINGS):
+        raise ModelError(f"node {name!r} ({node.op_type}): rounding_mode {mode!r} is not one of "
+                         f"{', '.join(ROUNDINGS)}")
+    axis = None
+    if scale.size > 1:
+        axis = next((k for k, d in enumerate(scale.shape) if d > 1), None)
+    return TensorQuant("", "", int(bw), bool(a.get("signed", 1)), scale, zp, axis, narrow=bool(a.get("narrow", 0)),
+                       rounding="ROUND" if mode.upper() in ("ROUND", "HALF_EVEN") else mode.upper())
+
+
+#: QONNX's rounding modes (its ``resolve_rounding_mode``; ``HALF_EVEN`` is ``ROUND``)
+ROUNDINGS = {"ROUND": np.rint, "CEIL": np.ceil, "FLOOR": np.floor,
+             "UP": lambda v: np.sign(v) * np.ceil(np.abs(v)), "DOWN": np.trunc,
+             "HALF_UP": lambda v: np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)),
+             "HALF_DOWN": lambda v: np.sign(v) * np.ceil(np.abs(v) - np.float32(0.5))}
+
+
+def qonnx_quant(x, tq):
+    """QONNX's ``Quant`` (``IntQuant``) and ``BipolarQuant`` as its op definitions say (the scale,
+    zero point broadcast numpy-style): ``y = (round(clip(x / scale + zeropt, lo, hi)) - zeropt) *
+    scale``, ``lo, hi`` the ``signed``/``narrow`` range of ``bitwidth`` bits, ``ROUND`` half to
+    even; ``BipolarQuant`` ``sign(x) * scale`` with 0 going to +1. float32 as the ops compute."""
+    x = np.asarray(x, np.float32)
+    s = np.asarray(tq.scale, np.float32)
+    if tq.rounding == "BIPOLAR":
+        return (np.where(x >= 0, np.float32(1), np.float32(-1)) * s).astype(np.float32)
+    zp = np.asarray(tq.zero_point, np.float32)
+    lo, hi = tq.int_range
+    y = np.clip(x / s + zp, lo, hi)
+    rnd = ROUNDINGS[tq.rounding]
+    return ((rnd(y) - zp) * s).astype(np.float32)
+
+
+def annotations(path):
+    """The :class:`TensorQuant` of every float tensor of the file at ``path`` (empty without Q/DQ)."""
+    import onnx
+    return strip(onnx.load(str(path)), path)[1]
+
+
+def _weights_of(path):
+    import onnx
+    from onnx import numpy_helper
+    m, notes = strip(onnx.load(str(path)), path)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    return m, notes, inits
+
+
+def layer_mapping(net, path, formats_of=None):
+    """Per engine layer of ``net`` (imported from ``path``): how the file's quantization maps,
+    a dict ``{layer: {"weights", "input", "output": descriptions, "mapping": "exact" |
+    "approximated", "why": ..., "f_w", "f_in", "f_out": the radix points when exact}}``. Empty
+    when the file has no Q/DQ. ``formats_of(layer name)``: the format type, for the weight error
+    of the deployed weights (``fixed``/``sparse``: int8 at a power-of-two scale)."""
+    m, notes, inits = _weights_of(path)
+    if not notes:
+        return {}
+    nodes = {n.output[0]: n for n in m.graph.node}
+    producer = {o: n for n in m.graph.node for o in n.output}
+    by_output = {la.output: la for la in net.layers}
+
+    def traced(t):
+        """The annotation of tensor ``t`` or, through ops that only move values, of their input."""
+        for _ in range(64):
+            if t in notes:
+                return notes[t]
+            n = producer.get(t)
+            if n is None or n.op_type not in MOVES:
+                return None
+            t = n.input[0]
+        return None
+
+    def after_relu(t):
+        """``t`` is (moved by host ops from) the output of an engine layer with a fused ReLU."""
+        for _ in range(64):
+            la = by_output.get(t)
+            if la is None:
+                return False
+            if la.is_engine:
+                return bool(la.relu)
+            if la.op not in MOVES:
+                return False
+            t = la.inputs[0]
+        return False
+
+    def fits(t, relu):
+        """An activation the engine's int8 holds exactly: int8 (or, after a ReLU, uint7), zero
+        point 0, a power-of-two scale, rounding half to even."""
+        return (t.pow2_frac is not None and t.rounding == "ROUND"
+                and (t.int_range == (-128, 127) or (relu and t.int_range == (0, 127))))
+
+    out = {}
+    for layer in net.engine_layers():
+        node = nodes.get(layer.name) or next((n for n in m.graph.node if (n.name or n.output[0]) == layer.name), None)
+        wnote = notes.get(node.input[1]) if node is not None and len(node.input) > 1 else None
+        xin = traced(layer.inputs[0])
+        # the output: the Q of the layer's own result, and every Q on the fused chain (a Relu's)
+        outs = [notes[t] for t in dict.fromkeys(([node.output[0]] if node is not None else []) + [layer.output])
+                if t in notes]
+        why = []
+        if wnote is None:
+            why.append("weights not quantized in the file")
+        elif not (wnote.pow2_frac is not None and -128 <= wnote.int_range[0] and wnote.int_range[1] <= 127):
+            why.append(f"weights {wnote.describe()}: not int8 at one power-of-two scale with zero point 0")
+        if xin is None:
+            why.append("input not quantized in the file")
+        elif not fits(xin, after_relu(layer.inputs[0])):
+            why.append(f"input {xin.describe()}: not int8 at a power-of-two scale with zero point 0")
+        if outs and not fits(outs[0], layer.relu):
+            why.append(f"output {outs[0].describe()}: not int8 at a power-of-two scale with zero point 0")
+        if len({(t.pow2_frac, t.int_range) for t in outs}) > 1:
+            why.append("the output is quantized twice at different scales (before and after its ReLU)")
+        if not outs:
+            why.append("output not quantized in the file")
+        if not why:
+            acc = np.ldexp(np.asarray(layer.b, np.float64), wnote.pow2_frac + xin.pow2_frac)
+            if not np.array_equal(acc, np.rint(acc)):
+                why.append(f"bias not a multiple of the accumulator's unit 2^-{wnote.pow2_frac + xin.pow2_frac} "
+                           "(a float bias, or one quantized at another scale): it rounds")
+        entry = {"weights": wnote.describe() if wnote else "float", "input": xin.describe() if xin else "float",
+                 "output": outs[0].describe() if outs else "float",
+                 "mapping": "approximated" if why else "exact", "why": "; ".join(why)}
+        if not why:
+            entry.update(f_w=wnote.pow2_frac, f_in=xin.pow2_frac, f_out=outs[0].pow2_frac)
+        w = np.asarray(layer.w, np.float64)
+        if wnote is not None:
+            from .quant import weight_fracs
+            f = weight_fracs(w, False, 127)
+            wq = np.clip(np.rint(np.ldexp(w, f)), -128, 127) * 2.0 ** -f
+            entry["weight_max_abs_error"] = float(np.abs(wq - w).max(initial=0.0))
+            entry["weight_scale"] = float(np.abs(w).max(initial=0.0))
+        out[layer.name] = entry
+    return out
+
+
+def _shift_codes(w):
+    """"pot" when every weight is 0 or a signed power of two, "twohot" when every one is a sum of at
+    most two, else None (a property of the values; the shift formats still choose their own codes)."""
+    a = np.abs(np.asarray(w, np.float64)).reshape(-1)
+    a = a[a > 0]
+    if not a.size:
+        return "pot"
+    m, _ = np.frexp(a)
+    if np.all(m == 0.5):
+        return "pot"
+    lead = np.ldexp(0.5, np.frexp(a)[1])          # the largest power of two <= a
+    rest = a - lead
+    mr, _ = np.frexp(rest[rest > 0])
+    return "twohot" if np.all(mr == 0.5) else None
+
+
+def for_assignment(mapping, dep, recalibrate=False):
+    """Per engine layer of the deployment ``dep``, how the file's quantization ran: ``mapping``
+    (:func:`layer_mapping`) narrowed to the layer's format. A layer is **exact** when the file's
+    mapping is exact, its format is ``fixed`` or an unpruned ``sparse`` (int8 on ``sparse_cluster``),
+    the kernel and the deployment both round half to even (as ``QuantizeLinear`` does) and
+    ``recalibrate`` is off; those layers' radix points are then set to the file's (:func:`pin`).
+    Every other layer is **approximated**, with the reason; ``weight_max_abs_error`` is the largest
+    difference between the file's dequantized weights and the weights the layer ran (fixed-point
+    formats; None for the others)."""
+    from .runner import SparseExec
+    out, exact = {}, []
+    for name, ex in dep.execs.items():
+        e = dict(mapping.get(name) or {"mapping": "approximated", "why": "not quantized in the file",
+                                       "weights": "float", "input": "float", "output": "float"})
+        why = [e["why"]] if e["why"] else []
+        fmt = ex.fmt
+        if not isinstance(ex, SparseExec):
+            why.append(f"format {fmt.name} ({fmt.type}) quantizes by its own rule")
+            codes = _shift_codes(ex.layer.w)
+            if codes and fmt.type in ("twohot", "pot") and (codes == "pot" or fmt.type == "twohot"):
+                why.append(f"the file's weights are all {codes} values")
+        else:
+            if getattr(fmt, "prune", 0):
+                why.append(f"format {fmt.name} prunes {fmt.prune:g} of the weights")
+            if ex.p.get("rounding") != "nearest_even" or dep.rounding != "nearest_even":
+                why.append(f"rounding {dep.rounding} (deployment) / {ex.p.get('rounding')} (kernel); QuantizeLinear "
+                           "rounds half to even: set `rounding: nearest_even`")
+            if recalibrate:
+                why.append("--recalibrate: radix points calibrated, not the file's")
+            elif dep.dynamic:
+                why.append("dynamic calibration: radix points re-chosen on every batch")
+            f_w = np.asarray(ex.f_w).reshape((-1,) + (1,) * (ex.w_taps.ndim - 1))
+            deployed = np.ldexp(ex.w_taps.astype(np.float64), -f_w).reshape(ex.layer.w.shape)
+            e["weight_max_abs_error"] = float(np.abs(deployed - ex.layer.w).max(initial=0.0))
+        if not isinstance(ex, SparseExec):
+            e["weight_max_abs_error"] = None
+        e["mapping"] = "approximated" if why else "exact"
+        e["why"] = "; ".join(why)
+        e["format"] = fmt.name
+        if not why:
+            exact.append(name)
+        out[name] = e
+    pin(dep, {n: out[n] for n in exact})
+    return out
+
+
+def pin(dep, mapping):
+
+    """Fix the radix points of ``dep``'s exactly mapped ``fixed``/``sparse`` layers to the file's
+    (after :meth:`~hlsnn.deploy.runner.Deployment.calibrate`, which set the others): each such
+    layer's output radix ``F_out`` and, where its input arrives as float (the network input, a
+    sum), its input radix ``F_x``. Returns the names of the layers pinned."""
+    from .runner import SparseExec
+    pinned = []
+    for name, ex in dep.execs.items():
+        e = mapping.get(name)
+        if not e or e["mapping"] != "exact" or not isinstance(ex, SparseExec):
+            continue
+        ex.f_out = e["f_out"]
+        ex.stats.f_out = e["f_out"]
+        ex.f_x = e["f_in"]
+        pinned.append(name)
+    dep._fastnet = None           # a compiled program reads the radix points as they are
+    return pinned
+
+
+def reference_ops():
+    """``QuantizeLinear`` and ``DequantizeLinear`` as ONNX defines them for opsets 10-25 (int8,
+    uint8, int32; per tensor or per ``axis``; no ``block_size``), for onnx's ReferenceEvaluator, whose
+    own implementations (onnx 1.22) load only at opset 19 and above, so that a QDQ file of opset 13
+    or 17 (onnxruntime's ``quantize_static`` on a PyTorch export) has a float reference:
+    ``DequantizeLinear`` ``(x - zero_point) * scale`` in float32; ``QuantizeLinear``
+    ``saturate(round_half_even(x / scale) + zero_point)``, the division in float32."""
+    from onnx.reference.op_run import OpRun
+
+    def shaped(v, x, axis):
+        v = np.asarray(v)
+        if v.size == 1:
+            return v.reshape(())
+        shape = [1] * x.ndim
+        shape[axis % x.ndim] = v.size
+        return v.reshape(shape)
+
+    class DequantizeLinear(OpRun):
+        op_domain = ""
+
+        def _run(self, x, scale, zero_point=None, axis=1, block_size=0, **_):
+            if block_size:
+                raise NotImplementedError("blocked DequantizeLinear")
+            zp = np.zeros((), np.float32) if zero_point is None else shaped(zero_point, x, axis).astype(np.float32)
+            return ((x.astype(np.float32) - zp) * shaped(scale, x, axis).astype(np.float32),)
+
+    class QuantizeLinear(OpRun):
+        op_domain = ""
+
+        def _run(self, x, scale, zero_point=None, axis=1, block_size=0, saturate=1, output_dtype=0, **_):
+            if block_size:
+                raise NotImplementedError("blocked QuantizeLinear")
+            dtype = np.uint8 if zero_point is None else np.asarray(zero_point).dtype
+            info = np.iinfo(dtype)
+            zp = 0 if zero_point is None else shaped(zero_point, x, axis).astype(np.float64)
+            q = np.rint(x.astype(np.float32) / shaped(scale, x, axis).astype(np.float32)).astype(np.float64) + zp
+            return (np.clip(q, info.min, info.max).astype(dtype),)
+
+    class Quant(OpRun):
+        op_domain = "qonnx.custom_op.general"
+
+        def _run(self, x, scale, zeropt, bitwidth, signed=1, narrow=0, rounding_mode="ROUND", **_):
+            mode = rounding_mode.decode() if isinstance(rounding_mode, bytes) else str(rounding_mode)
+            tq = TensorQuant("", "", int(bitwidth), bool(signed), scale, zeropt, narrow=bool(narrow),
+                             rounding="ROUND" if mode.upper() in ("ROUND", "HALF_EVEN") else mode.upper())
+            return (qonnx_quant(x, tq),)
+
+    class IntQuant(Quant):
+        pass
+
+    class BipolarQuant(OpRun):
+        op_domain = "qonnx.custom_op.general"
+
+        def _run(self, x, scale, **_):
+            return (qonnx_quant(x, TensorQuant("", "", 1, True, scale, np.zeros(()), rounding="BIPOLAR")),)
+
+    return [DequantizeLinear, QuantizeLinear, Quant, IntQuant, BipolarQuant]

@@ -1,0 +1,144 @@
+"""Train tiny Brevitas models on scikit-learn's digits (quantization-aware) and export them to
+QONNX (issue 50): the files under ``tests/data/qonnx/`` that ``tests/deploy/test_qonnx_import.py``
+deploys, with qonnx's own executor as the reference.
+
+    pip install torch==2.13.0 brevitas qonnx scikit-learn     # CPU wheel of torch
+    python scripts/make_qonnx_models.py                       # writes tests/data/qonnx/*.onnx
+    python scripts/make_qonnx_models.py res_pot mlp_w4        # only these (the others' entries kept)
+
+Models (Adam, 15 epochs, the split of ``hlsnn.deploy.datasets``, inputs in [0, 1]; every quantized layer
+returns a QuantTensor so that its int32 bias quantizer sees the input's scale):
+
+* ``mlp``: QuantIdentity, Flatten, QuantLinear 64->64, QuantReLU, QuantLinear 64->10 (output
+  quantized).
+* ``cnn``: QuantIdentity, QuantConv 1->8 3x3 pad 1, QuantReLU, MaxPool 2, Flatten,
+  QuantLinear 128->10 (output quantized).
+* ``res``: QuantIdentity, QuantConv 1->8, QuantReLU, QuantConv 8->8, QuantReLU, QuantConv 8->8
+  (output quantized), Add of the first ReLU's output, QuantReLU, MaxPool 2, Flatten,
+  QuantLinear 128->10 (output quantized).
+
+Variants: ``<m>_pot``: ``Int8WeightPerTensorFixedPoint`` weights, ``Int8ActPerTensorFixedPoint``
+activations (power-of-two scales, 8 bits), ``Int32Bias``; ``mlp_w4``: the same with 4-bit weights;
+``mlp_float``, ``res_float``: Brevitas' defaults (``Int8WeightPerTensorFloat``, ``Int8ActPerTensorFloat``:
+scales that are not powers of two) with ``Int32Bias``. ``MANIFEST.json`` records qonnx's accuracy
+of each file (``qonnx.core.onnx_exec.execute_onnx``) on the 360 test images.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "data" / "qonnx"
+sys.path.insert(0, str(ROOT / "host"))
+
+
+def _models(torch, pot, wbits=8):
+    import brevitas.nn as qnn
+    from brevitas.quant import (Int8ActPerTensorFixedPoint, Int8ActPerTensorFloat, Int8WeightPerTensorFixedPoint,
+                                Int8WeightPerTensorFloat, Int32Bias)
+    nn = torch.nn
+    act = Int8ActPerTensorFixedPoint if pot else Int8ActPerTensorFloat
+    wq = Int8WeightPerTensorFixedPoint if pot else Int8WeightPerTensorFloat
+    kw = dict(weight_quant=wq, weight_bit_width=wbits, bias_quant=Int32Bias, return_quant_tensor=True)
+
+    def ident():
+        return qnn.QuantIdentity(act_quant=act, return_quant_tensor=True)
+
+    def relu():
+        return qnn.QuantReLU(act_quant=act, return_quant_tensor=True)
+
+    class Res(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = ident()
+            self.c1, self.r1 = qnn.QuantConv2d(1, 8, 3, padding=1, **kw), relu()
+            self.c2, self.r2 = qnn.QuantConv2d(8, 8, 3, padding=1, **kw), relu()
+            self.c3 = qnn.QuantConv2d(8, 8, 3, padding=1, output_quant=act, **kw)
+            self.r3 = relu()
+            self.pool, self.flat = nn.MaxPool2d(2), nn.Flatten()
+            self.fc = qnn.QuantLinear(128, 10, output_quant=act, **dict(kw, return_quant_tensor=False))
+
+        def forward(self, x):
+            a = self.r1(self.c1(self.inp(x)))
+            b = self.c3(self.r2(self.c2(a)))
+            s = getattr(a, "value", a) + getattr(b, "value", b)    # (plain tensors while exporting)
+            return self.fc(self.flat(self.pool(self.r3(s))))
+
+    mlp = nn.Sequential(ident(), nn.Flatten(), qnn.QuantLinear(64, 64, **kw), relu(),
+                        qnn.QuantLinear(64, 10, output_quant=act, **dict(kw, return_quant_tensor=False)))
+    cnn = nn.Sequential(ident(), qnn.QuantConv2d(1, 8, 3, padding=1, **kw), relu(), nn.MaxPool2d(2), nn.Flatten(),
+                        qnn.QuantLinear(128, 10, output_quant=act, **dict(kw, return_quant_tensor=False)))
+    return {"mlp": mlp, "cnn": cnn, "res": Res()}
+
+
+def _train(torch, model, x, y, epochs=15, seed=0):
+    torch.manual_seed(seed)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+    gen = torch.Generator().manual_seed(seed)
+    model.train()
+    for _ in range(epochs):
+        for idx in torch.randperm(len(xt), generator=gen).split(64):
+            opt.zero_grad()
+            out = model(xt[idx])
+            torch.nn.functional.cross_entropy(getattr(out, "value", out), yt[idx]).backward()
+            opt.step()
+    return model.eval()
+
+
+def qonnx_outputs(path, x):
+    """qonnx's executor on the file, one image a call (the export fixes the batch at 1)."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
+    m = ModelWrapper(str(path))
+    inp, out = m.graph.input[0].name, m.graph.output[0].name
+    return np.concatenate([execute_onnx(m, {inp: x[i:i + 1].astype(np.float32)})[out] for i in range(len(x))])
+
+
+def main():
+    warnings.filterwarnings("ignore")
+    import torch
+    import brevitas
+    import qonnx
+    from brevitas.export import export_qonnx
+    from hlsnn.deploy import datasets
+
+    ds = datasets.load("digits", layout="nchw")
+    x, y = ds.x_train.astype(np.float32), np.asarray(ds.y_train)
+    xt, yt = ds.x_test.astype(np.float32), np.asarray(ds.y_test)
+    OUT.mkdir(parents=True, exist_ok=True)
+    manifest = {"torch": torch.__version__, "brevitas": brevitas.__version__,
+                "qonnx": getattr(qonnx, "__version__", "1.0.0"), "files": {}}
+    only = set(sys.argv[1:])          # e.g. res_pot mlp_w4: remake these, keep the others' entries
+    if only and (OUT / "MANIFEST.json").exists():
+        manifest["files"] = json.loads((OUT / "MANIFEST.json").read_text())["files"]
+    todo = [(m, "pot", True, 8) for m in ("mlp", "cnn", "res")] + [("mlp", "w4", True, 4)] + \
+        [(m, "float", False, 8) for m in ("mlp", "res")]
+    for name, variant, pot, wbits in todo:
+        if only and f"{name}_{variant}" not in only:
+            continue
+        model = _models(torch, pot, wbits)[name]
+        _train(torch, model, x, y)
+        out = OUT / f"{name}_{variant}.onnx"
+        with torch.no_grad():
+            export_qonnx(model, torch.from_numpy(x[:1]), str(out))
+        data = Path(str(out) + ".data")
+        if data.exists():                         # the dynamo exporter's external weights: one file
+            import onnx
+            onnx.save(onnx.load(str(out)), str(out))
+            data.unlink()
+        acc = float(np.mean(np.argmax(qonnx_outputs(out, xt), 1) == yt))
+        manifest["files"][out.name] = {"model": name, "variant": variant, "weight_bits": wbits,
+                                       "qonnx_accuracy": acc}
+        print(out.name, acc, out.stat().st_size, flush=True)
+        (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (OUT / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
