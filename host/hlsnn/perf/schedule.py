@@ -53,6 +53,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import math
 import re
 import subprocess
@@ -897,8 +898,11 @@ def _cost(chain):
 
 # ------------------------------------------------------------------------------- entry points
 def _cache_dir():
-    from ..paths import build_root
-    return build_root() / "schedule"
+    """The derived schedules, by a hash of the kernel's sources: in the user's cache
+    (``$XDG_CACHE_HOME/hlsnn/schedule``, as the native helpers), never in the build folder, which
+    a model or a sweep that renders nothing must leave untouched."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "hlsnn" / "schedule"
 
 
 def source_schedule(path, *, name=None, depths=None, clock_mhz=100.0, ps="zynq7", include_dirs=(), cache=True):
