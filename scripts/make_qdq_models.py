@@ -37,6 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "qdq"
 sys.path.insert(0, str(ROOT / "host"))
+sys.path.insert(0, str(ROOT / "scripts"))
+from export_torch_models import train  # noqa: E402  (one training loop for the generators)
 
 
 def _models(torch):
@@ -58,20 +60,6 @@ def _models(torch):
     cnn = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                         nn.Linear(128, 10))
     return {"mlp": mlp, "cnn": cnn, "res": Res()}
-
-
-def _train(torch, model, x, y, epochs=40, seed=0):
-    torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    for _ in range(epochs):
-        for idx in torch.randperm(len(xt), generator=gen).split(64):
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
-            opt.step()
-    return model.eval()
 
 
 def _pot_rewrite(path):
@@ -138,7 +126,7 @@ def main():
             return next(self.it, None)
 
     for name, model in _models(torch).items():
-        _train(torch, model, x, y)
+        train(torch, model, x, y, epochs=40)
         fp = OUT / f"{name}_float.tmp.onnx"
         torch.onnx.export(model, torch.from_numpy(x[:1]), str(fp), dynamo=False, opset_version=17,
                           input_names=["x"], output_names=["logits"],

@@ -35,6 +35,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "data" / "qonnx"
 sys.path.insert(0, str(ROOT / "host"))
+sys.path.insert(0, str(ROOT / "scripts"))
+from export_torch_models import train  # noqa: E402  (one training loop for the generators)
 
 
 def _models(torch, pot, wbits=8):
@@ -76,21 +78,6 @@ def _models(torch, pot, wbits=8):
     return {"mlp": mlp, "cnn": cnn, "res": Res()}
 
 
-def _train(torch, model, x, y, epochs=15, seed=0):
-    torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    for _ in range(epochs):
-        for idx in torch.randperm(len(xt), generator=gen).split(64):
-            opt.zero_grad()
-            out = model(xt[idx])
-            torch.nn.functional.cross_entropy(getattr(out, "value", out), yt[idx]).backward()
-            opt.step()
-    return model.eval()
-
-
 def qonnx_outputs(path, x):
     """qonnx's executor on the file, one image a call (the export fixes the batch at 1)."""
     from qonnx.core.modelwrapper import ModelWrapper
@@ -123,7 +110,7 @@ def main():
         if only and f"{name}_{variant}" not in only:
             continue
         model = _models(torch, pot, wbits)[name]
-        _train(torch, model, x, y)
+        train(torch, model, x, y, epochs=15)
         out = OUT / f"{name}_{variant}.onnx"
         with torch.no_grad():
             export_qonnx(model, torch.from_numpy(x[:1]), str(out))
