@@ -18,7 +18,7 @@ it; ``notes`` says why):
     storage declared: two, Vitis picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every
     dimension makes registers (no port limit). A stream (``hls::stream``, ``hlsnn::Fifo``) takes
     one read and one write a cycle. Identical accesses (same array, same index text, same unrolled
-    copy) count once; accesses in exclusive branches count each (:mod:`.model`'s rule).
+    copy) count once; accesses in exclusive branches count each (:mod:`hlsnn.perf.model`'s rule).
 ``dependence``
     an array read and written in the loop body at a run-time index (not the same index of the
     loop's own counter on both sides) is a loop-carried dependence at distance 1 unless the loop
