@@ -74,6 +74,19 @@ def _const_input(node, i, consts):
     return np.asarray(consts[name]) if name in consts else False
 
 
+def _axes(node, a, consts):
+    """The ``axes`` of a reduction or a (Un)squeeze: the attribute (before opset 13 / 18) or the
+    constant second input (since); ``(axes or None, None)``, or ``(None, reason)`` when the input
+    is computed at run time."""
+    axes = a.get("axes")
+    if axes is None:
+        c = _const_input(node, 1, consts)
+        if c is False:
+            return None, "the axes input must be a constant"
+        axes = None if c is None else c.reshape(-1).tolist()
+    return axes, None
+
+
 def _spatial_axes(axes, rank):
     if rank == 3:                                   # (N, C, L): the length axis
         return sorted(int(a) % 3 for a in axes) == [2]
@@ -90,12 +103,9 @@ def host_rule(node, a, consts, shapes):
     x = node.input[0] if node.input else ""
     rank = len(shapes[x]) if x in shapes else None
     if op in ("ReduceMean", "ReduceMax"):
-        axes = a.get("axes")
-        if axes is None:
-            c = _const_input(node, 1, consts)
-            if c is False:
-                return "the axes input must be a constant"
-            axes = None if c is None else c.reshape(-1).tolist()
+        axes, why = _axes(node, a, consts)
+        if why:
+            return why
         if not axes:
             return (f"{op} over every axis: only over the spatial axes (2, 3) of an NCHW tensor or the length axis "
                     "(2) of an NCL one (global pooling)")
@@ -200,12 +210,9 @@ def _squeeze(node, a, consts, rank):
     since), never of the batch axis: a host op that moves no value (the dynamo exporter's
     ``AdaptiveAvgPool1d`` is ``Unsqueeze`` to 4-D, ``ReduceMean``, ``Squeeze``)."""
     op = node.op_type
-    axes = a.get("axes")
-    if axes is None:
-        c = _const_input(node, 1, consts)
-        if c is False:
-            return "the axes input must be a constant"
-        axes = None if c is None else c.reshape(-1).tolist()
+    axes, why = _axes(node, a, consts)
+    if why:
+        return why
     if not axes:
         return f"{op} without axes: give the axes (which ones depend on the batch size otherwise)"
     out_rank = None if rank is None else rank + (len(axes) if op == "Unsqueeze" else -len(axes))
