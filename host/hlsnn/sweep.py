@@ -290,6 +290,23 @@ def _row(v, csim: bool):
     return r, cfg
 
 
+
+def _csim_outcome(c) -> str:
+    """One variant's C-simulation in a few words (the progress line and the bar's postfix)."""
+    if "error" in c:
+        return f"error: {c['error'].splitlines()[0]}"
+    return f"{c['mismatches']} mismatches in {c['cases']} cases ({c['outputs']} outputs)"
+
+
+def _tick(name, what, line, progress, pbar, show_progress):
+    """A finished variant: ``line`` to the progress callback, the bar one step on with ``what``."""
+    if progress:
+        progress(f"  {name}: {line}")
+    if show_progress:
+        pbar.update(1)
+        pbar.set_postfix_str(f"{name}: {what}")
+
+
 def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, cases: int = 2, seed: int = 0,
               progress: Optional[Callable[[str], Any]] = None, show_progress: bool = False,
               cluster: Optional[str] = None) -> dict:
@@ -362,14 +379,8 @@ def run_sweep(config, vary, *, csim: bool = True, jobs: Optional[int] = None, ca
         pbar = bar(total=len(todo), desc=f"sweep csim ({workers} worker(s))", unit="variant", show=show_progress)
 
         def done(r):
-            c = r["csim"]
-            what = (f"error: {c['error'].splitlines()[0]}" if "error" in c else
-                    f"{c['mismatches']} mismatches in {c['cases']} cases ({c['outputs']} outputs)")
-            if progress:
-                progress(f"  {r['name']}: {what}, {c['time_s'] or 0:.1f} s")
-            if show_progress:
-                pbar.update(1)
-                pbar.set_postfix_str(f"{r['name']}: {what}")
+            what = _csim_outcome(r["csim"])
+            _tick(r["name"], what, f"{what}, {r['csim']['time_s'] or 0:.1f} s", progress, pbar, show_progress)
 
         if workers == 1:                            # --jobs 1: in this process, one after the other
             for r, v in todo:
@@ -460,14 +471,8 @@ def _run_on_cluster(address, vs, *, csim, cases, seed, progress, show_progress):
                 else:                               # the row: this machine's estimate, and why
                     r["csim_skipped"] = f"task failed: {err}"
             results[i] = r
-            c = r["csim"]
-            what = (r["csim_skipped"] or "estimate" if c is None else f"error: {c['error'].splitlines()[0]}" if "error" in c else
-                    f"{c['mismatches']} mismatches in {c['cases']} cases ({c['outputs']} outputs)")
-            if progress:
-                progress(f"  {r['name']}: {what}")
-            if show_progress:
-                pbar.update(1)
-                pbar.set_postfix_str(f"{r['name']}: {what}")
+            what = r["csim_skipped"] or "estimate" if r["csim"] is None else _csim_outcome(r["csim"])
+            _tick(r["name"], what, what, progress, pbar, show_progress)
 
         cl.run_tasks(client, cl.sweep_point, payloads, on_done)
         if show_progress:
