@@ -31,8 +31,18 @@ from . import netkernel
 from .netkernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 
+def sized(p):
+    """The board-sized shape ``{net_lanes, net_banks, net_sub, net_pack}`` of a config with
+    ``net_shape: board`` (:mod:`hlsnn.engines.sparse_cluster.netsize`), else None."""
+    return {k: int(p[k]) for k in ("net_lanes", "net_banks", "net_sub", "net_pack")} if "net_sub" in p else None
+
+
 def shape(p):
-    """``(P lanes, Q banks, M multipliers per lane)`` of a sparse_cluster config (module docstring)."""
+    """``(P lanes, Q banks, M multipliers per lane)`` of a sparse_cluster config (module
+    docstring); board-sized: ``(P, B physical banks, Q = B * S slots)``."""
+    sz = sized(p)
+    if sz:
+        return sz["net_lanes"], sz["net_banks"], sz["net_banks"] * sz["net_sub"]
     pz = int(p["max_z"])
     pm = max(1, int(p["units"]) * int(p["tile_w"]) // pz)
     return pz, pz, pm
@@ -81,13 +91,22 @@ def schedule(codes, pc, pm, pz):
 
 
 def tables(net, pz, pc, pm):
-    """The descriptor rows, the step table, the weight/bias/shift ROMs and the widths."""
+    """The descriptor rows, the step table, the weight/bias/shift ROMs and the widths (a
+    board-sized kernel: ``pm`` virtual banks, each lane's weights in 64-bit words of eight
+    slots, :mod:`hlsnn.engines.sparse_cluster.netsize`)."""
+    from ..engines.sparse_cluster import netsize
+    sz = sized(net.params)
+    sub = pm // pc if sz else 1
+    nq = pc * sub                                  # the banks a step's taps are read from
+    if sz:
+        wl = [[[] for _ in range(-(-pm // 8))] for _ in range(pz)]
     if pc % pz:
         raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     rows, steps = [], []
-    wl = [[[] for _ in range(pm)] for _ in range(pz)]
+    if not sz:
+        wl = [[[] for _ in range(pm)] for _ in range(pz)]
     bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
     wins = []                                      # per block: its window's base (kWinBase)
     boff = 0
@@ -113,13 +132,21 @@ def tables(net, pz, pc, pm):
             if shift.min() < -60 or shift.max() > 60:
                 raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
             woff = len(steps)
-            blocks = schedule(codes, pc, pm, pz)
+            blocks = netsize.schedule(codes, pc, sub, pz) if sz else schedule(codes, pc, pm, pz)
             hw, w = f["h"] * f["w"], f["w"]
             for bi, blk in enumerate(blocks):
                 for k, (taps, lanes) in enumerate(blk):
                     bank_taps = [(0, 0, 0) if tp is None else (tp[0] * hw + tp[1] * w + tp[2], tp[1], tp[2])
                                  for tp in taps]
+                    if sz and max(abs(t[0]) for t in bank_taps) >= 1 << 15:
+                        raise InputError(f"network kernel: {op.name}: a tap's offset beyond 16 bits")
                     steps.append((bank_taps, int(k + 1 == len(blk))))
+                    if sz:                     # lanes: (pz, pm) weights; eight slots' int8 a word
+                        for lane in range(pz):
+                            for c in range(len(wl[lane])):
+                                wl[lane][c].append(sum((int(v) & 0xFF) << (8 * i)
+                                                       for i, v in enumerate(lanes[lane, 8 * c:8 * c + 8])))
+                        continue
                     for lane in range(pz):
                         slots = lanes[lane] if lane < len(lanes) else []
                         for m in range(pm):
@@ -143,21 +170,27 @@ def tables(net, pz, pc, pm):
     if sum_bits > 62:
         raise InputError(f"network kernel: a layer's sum needs {sum_bits} bits (at most 62)")
     if not steps:
-        steps.append(([(0, 0, 0)] * pc, 1))
+        steps.append(([(0, 0, 0)] * nq, 1))
         for lane in range(pz):
-            for m in range(pm):
+            for m in range(len(wl[lane])):
                 wl[lane][m].append(0)
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     from .netmode import _chw
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
-                unfold=unfold,
-                weights=[[np.asarray(m, np.int64) for m in lane] for lane in wl],
+                unfold=unfold, sized=sz, nq=nq,
+                weights=[[np.asarray(m, np.uint64 if sz else np.int64) for m in lane] for lane in wl],
                 biases=[np.asarray(x or [0], np.int64) for x in bl],
                 shifts=[np.asarray(x or [0], np.int64) for x in sl], win_base=np.asarray(wins or [0], np.int64),
                 sum_bits=sum_bits, add_bits=add_bits, in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]))
+
+
+def _words(a, per_line=8):
+    """64-bit ROM words as C++ unsigned literals."""
+    a = [f"0x{int(v):016x}ULL" for v in np.asarray(a, np.uint64).reshape(-1)]
+    return ",\n      ".join(", ".join(a[i:i + per_line]) for i in range(0, len(a), per_line))
 
 
 def render(net, out_dir):
@@ -173,14 +206,16 @@ def render(net, out_dir):
                       f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
                header="network.h", data_header="network_data.h", sum_bits=t["sum_bits"], add_bits=t["add_bits"],
                pz=pz, pc=pc, pm=pm, sel_bits=max(1, (pc - 1).bit_length()), in_hw=t["in_hw"], out_hw=t["out_hw"],
+               sized=bool(t["sized"]), nq=t["nq"], sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
+               pack=(t["sized"] or {}).get("net_pack", 0),
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
                act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",
                out_elems=t["out_elems"], out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"],
                n_ops=len(t["rows"]), ops=t["rows"], n_steps=len(t["steps"]),
-               taps=[[", ".join(map(str, st[0][j])) for st in t["steps"]] for j in range(pc)],
+               taps=[[", ".join(map(str, st[0][j])) for st in t["steps"]] for j in range(t["nq"])],
                last=_ints([st[1] for st in t["steps"]]), b_words=len(t["biases"][0]),
-               weights=[[_ints(m) for m in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
+               weights=[[_words(m) if t["sized"] else _ints(m) for m in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),

@@ -76,9 +76,17 @@ def datapath(tables):
 
 
 def resources(net, tables, ps):
-    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.compiled.netperf.resources`)."""
+    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.compiled.netperf.resources`;
+    a board-sized kernel's: :func:`hlsnn.engines.sparse_cluster.netsize.estimate`)."""
     import math
     from ..resources import build
+    if tables.get("sized"):
+        from ..engines.sparse_cluster import netsize
+        e = netsize.estimate(tables["sized"], ps, len(tables["steps"]), tables["act_words"], tables["sc_words"],
+                             tables["sum_bits"], tables["add_bits"], len(tables["biases"][0]))
+        return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"], "ff": e["ff"], "dsp": e["dsp"],
+                "buffers": e["model"].buffer_rows(),
+                "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in e["logic"].items()}}
     m = build(*buffers(net, tables), ps)
     logic = datapath(tables)
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),

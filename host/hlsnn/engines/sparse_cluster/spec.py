@@ -33,6 +33,15 @@ SCHEMA = {
                       choices=tuple(ROUNDING_CODES)),
     "stream_bits": Field("int", "AXI-Stream width; default: the board's DMA width", default=None,
                          lo=32, hi=512, pow2=True),
+    "net_shape": Field("choice", "network kernel (hlsnn compile): 'layer' (max_z lanes of units * tile_w / max_z "
+                       "selecting multipliers, as the layer kernel's DSPs) or 'board' (sized to the board's DSPs and "
+                       "LUTs: hlsnn.engines.sparse_cluster.netsize)", default="layer", choices=("layer", "board")),
+    "net_sub": Field("int", "net_shape board: read ports (replicas) per activation bank; default: the largest "
+                     "that fits the board", default=None, lo=1, hi=9),
+    # derived with net_shape: board (hlsnn.engines.sparse_cluster.netsize.size); a compiled model keeps them
+    "net_lanes": Field("int", "derived: the sized network kernel's output lanes", default=None, lo=1, hi=64),
+    "net_banks": Field("int", "derived: its channel banks", default=None, lo=1, hi=64),
+    "net_pack": Field("int", "derived: the slots whose lane pairs share a DSP", default=None, lo=0, hi=1024),
 }
 
 
@@ -57,6 +66,14 @@ def validate(p: dict, board, source) -> dict:
     if p["max_z"] > p["max_out_channels"]:
         raise ConfigError(source, f"{NAME}.max_z", p["max_z"],
                           f"must not exceed max_out_channels = {p['max_out_channels']}")
+    if p["net_shape"] == "board":
+        from . import netsize
+        p.update(netsize.size(p, board, source, p["net_sub"]))
+        return p
+    for k in ("net_sub", "net_lanes", "net_banks", "net_pack"):    # absent for 'layer': the configs' hashes stay
+        if p.pop(k) is not None:
+            raise ConfigError(source, f"{NAME}.{k}", p.get(k), "is only read with net_shape: board")
+    p.pop("net_shape")
     return p
 
 

@@ -1,0 +1,163 @@
+"""The sparse_cluster network kernel sized to the board (issue 48, ``net_shape: board``).
+
+Why this engine: of the three network kernels, sparse_cluster's multiplies int8 activations by
+int8 weights (``fixed`` and ``sparse`` formats, within a point of float on ResNet-8), keeps the
+weights resident and compressed (a zero weight, or a tap no lane of a block needs, costs no
+cycle), and its lanes are plain ``int8 x int8`` products, which pack two to a DSP48 and can be
+built from LUTs beside the DSPs. shift_mac's products are shifts (no DSP at all: it cannot use
+the DSPs), and bfp_systolic's network kernel runs BFP with a shared exponent per block.
+
+**Shape.** ``P`` output lanes (``net_lanes``: the config's ``max_z``), ``B = P`` physical
+activation banks (channel ``c`` in bank ``c mod B``, :func:`hlsnn.compiled.netkernel.allocate`)
+and ``S`` read ports per bank (``net_sub``): the ping-pong activation buffers hold ``S``
+replicas of each bank (every write goes to all ``S``, a load reads its own), so ``Q = B * S``
+*virtual banks* read ``Q`` taps a cycle. Lane ``l``'s slot ``j`` multiplies virtual bank
+``j``'s value by the lane's weight for that tap (no select: slot ``j`` is bank ``j``'s), so a
+step is ``P * Q`` products. The step schedule (:func:`schedule`): per block of ``P`` outputs,
+each physical bank's taps that some lane of the block needs (a non-zero weight) in order;
+step ``k``'s virtual bank ``(r, b)`` (index ``r * B + b``) reads bank ``b``'s tap ``k * S +
+r``. A block takes ``max_b ceil(n_b / S)`` steps (``n_b`` bank ``b``'s needed taps), the
+fewest any schedule with ``S`` reads per bank can take.
+
+**Products.** Lanes ``2i`` and ``2i + 1`` take the same value at slot ``j``: their two
+products share it, and for the first ``K`` slots (``net_pack``) one DSP48 forms both: its A
+port takes ``w1 * 2**16 + w0`` (25 bits: a DSP48E1's A port and pre-adder, 27 on a DSP48E2),
+its B port the activation, and the fabric splits the 33-bit product exactly (the low 16 bits
+as signed are ``w0 * x``, ``|w0 * x| <= 2**14``; the rest plus that field's sign is ``w1 *
+x``). The other ``Q - K`` slots of every lane are LUT-built multipliers (``BIND_OP impl =
+fabric``): :data:`FABRIC_MUL_LUT` LUTs each.
+
+**Sizing** (:func:`size`, at config load): ``K`` is the most slots whose ``P/2 * K`` DSPs stay
+within :data:`hlsnn.resources.MARGINS` of the board's DSPs, and ``S`` the largest (up to
+:data:`MAX_SUB`) whose kernel, by :func:`estimate` (the same resource model ``hlsnn perf``
+reports, at :data:`NOMINAL_STEPS` steps and :data:`NOMINAL_WORDS` words a bank), keeps LUT,
+BRAM and DSP within the margins. The figures are the model's, not a synthesis report.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: LUTs of one LUT-built int8 x int8 signed product: ``(8 + 1) * 8`` (eight partial-product rows
+#: of 9 bits summed on carry chains; Vivado's LUT multipliers of this size report 60-80); an
+#: assumption of this model, not a synthesis result
+FABRIC_MUL_LUT = 72
+#: the most read ports (replicas) per bank: a 3x3 kernel's 9 taps of one channel in one step
+MAX_SUB = 9
+#: the steps (ResNet-8 takes 160 at two replicas) and the words a bank (one RAMB18 at 9 bits) the sizing assumes
+NOMINAL_STEPS = 256
+NOMINAL_WORDS = 2048
+#: a lane's sum's bits the sizing assumes (ResNet-8 fixed8 needs 23)
+NOMINAL_SUM_BITS = 24
+#: LUTs per DSP of the packed pair: the split's add of the low field's sign (17 bits); the packed
+#: weight ``w1 * 2**16 + w0`` is the DSP's pre-adder's (D + A, 25 bits on a DSP48E1)
+PACK_LUT, PACK_FF = 17, 33
+
+
+def size(p, board, source=None, sub=None) -> dict:
+    """``{net_lanes, net_banks, net_sub, net_pack}`` for ``board`` (module docstring); ``sub``
+    the config's ``net_sub`` when it gives one (then only ``K`` is sized)."""
+    from ...resources import MARGINS
+    pz = int(p["max_z"])
+    if pz % 2:
+        from ...errors import ConfigError
+        raise ConfigError(source, "sparse_cluster.max_z", pz, "must be even with net_shape: board (lanes pair on a DSP)")
+    res = board.resources
+    dsp = int(MARGINS["dsp"] * res["dsp"])
+    for s in ([sub] if sub else range(MAX_SUB, 0, -1)):
+        shape = dict(net_lanes=pz, net_banks=pz, net_sub=s, net_pack=min(pz * s, dsp // (pz // 2)))
+        if sub:
+            return shape
+        e = estimate(shape, board.ps, NOMINAL_STEPS, NOMINAL_WORDS, NOMINAL_WORDS, NOMINAL_SUM_BITS, 24)
+        if all(e[r] <= MARGINS[r] * res.get(r, 0) for r in ("lut", "bram36", "dsp")):
+            return shape
+    return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // 2)))
+
+
+def schedule(codes, pc, sub, pz):
+    """The steps of one conv op's weights ``codes`` (Z, ncb*pc, kh, kw) on ``pc`` banks with
+    ``sub`` reads each: per block of ``pz`` outputs a list of ``(taps, weights)``, ``taps`` one
+    ``(cb, ky, kx)`` or None per virtual bank ``r * pc + b``, ``weights`` (lanes, pc*sub) the
+    lanes' weights of those taps (module docstring)."""
+    z, cc, kh, kw = codes.shape
+    ncb = cc // pc
+    q = pc * sub
+    blocks = []
+    for b0 in range(0, z, pz):
+        wb = np.asarray(codes[b0:b0 + pz], np.int64)
+        lists = []
+        for b in range(pc):
+            taps = [(cb, ky, kx) for cb in range(ncb) for ky in range(kh) for kx in range(kw)
+                    if np.any(wb[:, cb * pc + b, ky, kx])]
+            lists.append(taps)
+        n = max(1, max(-(-len(t) // sub) for t in lists))
+        steps = []
+        for k in range(n):
+            taps = [None] * q
+            w = np.zeros((pz, q), np.int64)
+            for b in range(pc):
+                for r in range(sub):
+                    i = k * sub + r
+                    if i < len(lists[b]):
+                        cb, ky, kx = lists[b][i]
+                        taps[r * pc + b] = (cb, ky, kx)
+                        w[:wb.shape[0], r * pc + b] = wb[:, cb * pc + b, ky, kx]
+            steps.append((taps, w))
+        blocks.append(steps)
+    return blocks
+
+
+def logic(shape, sum_bits, add_bits) -> dict:
+    """``{part: (LUT, FF)}`` of the sized kernel's logic outside its memories and DSPs, with
+    ``P`` lanes, ``B`` banks, ``Q = B * S`` virtual banks, ``K`` packed slots, ``sb`` a lane's
+    sum's bits, ``wb`` a residual sum's: the LUT-built products (``P * (Q - K)`` of
+    :data:`FABRIC_MUL_LUT`); per DSP the packed weight and the split (:data:`PACK_LUT`); per lane
+    the adder tree of ``Q`` products into the accumulator (``Q * sb``, registered at every
+    level) and the epilogue (bias add, rounding shifter ~ ``4 * sb``, clamps); per virtual bank
+    its tap's address (two 32-bit adds) and padding test (four 8-bit compares) and the zero
+    select; per physical bank the write data select, the residual Add (as the layer-rule
+    kernel's); the AXI and control allowances of :mod:`hlsnn.compiled.netperf`."""
+    from ...compiled.netperf import AXI_LITE, AXI_MASTER, CONTROL
+    pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
+    q, sb, wb = pc * sub, sum_bits, add_bits
+    fabric = pz * (q - k)
+    dsps = pz // 2 * k
+    return {"fabric products": (fabric * FABRIC_MUL_LUT, fabric * 16), "dsp packing": (dsps * PACK_LUT, dsps * PACK_FF),
+            "trees": (pz * q * sb, pz * q * sb), "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
+            "virtual banks": (q * (2 * 32 + 4 * 8 + 8), q * (32 + 16 + 8)),
+            "banks": (pc * (16 + 3 * wb + 4 * wb), pc * (24 + 2 * wb)),
+            "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+
+
+def buffers(shape, n_steps, act_words, sc_words, n_blocks):
+    """The sized kernel's arrays and multipliers as :mod:`hlsnn.resources` rows (the C++'s
+    declarations and BIND_STORAGE pragmas)."""
+    from ...resources import Buffer, Multiplier
+    pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
+    q = pc * sub
+    chunks = -(-q // 8)
+    bufs = [Buffer("act", "net_top", "array", 8, (2, q, act_words), partition=((1, "complete"), (2, "complete")),
+                   static=True, note=f"ping-pong activation buffers: {pc} channel banks x {sub} replicas"),
+            Buffer("sc", "net_top", "array", 8, (pc, sc_words), partition=((1, "complete"),), static=True,
+                   note="shortcut buffer, channel banks"),
+            Buffer("kTaps", "net_top", "array", 32, (q, n_steps), partition=((1, "complete"),), static=True,
+                   impl="lutram", note="the step table: per virtual bank its tap's offset, ky, kx (LUTRAM ROMs)"),
+            Buffer("kLast", "net_top", "array", 8, (n_steps,), static=True, note="a block's last step"),
+            Buffer("kW", "net_top", "array", 64, (pz, chunks, n_steps), partition=((1, "complete"), (2, "complete")),
+                   static=True, impl="bram", note="resident weights, eight slots' int8 a 64-bit word, per lane"),
+            Buffer("kBias", "net_top", "array", 32, (pz, n_blocks), partition=((1, "complete"),), static=True),
+            Buffer("kShift", "net_top", "array", 8, (pz, n_blocks), partition=((1, "complete"),), static=True),
+            Buffer("kWinBase", "net_top", "array", 32, (n_blocks,), static=True, note="per block: its window's base")]
+    muls = [Multiplier("w1:w0*x", "NetMac", 25, 8, count=pz // 2 * k,
+                       note=f"{pz // 2} lane pairs x {k} slots: two int8 x int8 products per DSP")]
+    return bufs, muls
+
+
+def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64):
+    """``{"lut", "ff", "bram36", "uram", "dsp", "model", "logic"}`` of the sized kernel."""
+    from ...resources import build
+    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks), ps)
+    lg = logic(shape, sum_bits, add_bits)
+    return {"lut": m.lut + sum(v[0] for v in lg.values()), "ff": m.ff + sum(v[1] for v in lg.values()),
+            "bram36": math.ceil(m.bram36), "uram": m.uram, "dsp": m.dsp, "model": m, "logic": lg}
