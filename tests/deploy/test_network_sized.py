@@ -1,0 +1,217 @@
+"""The sparse_cluster network kernel sized to the board (issue 48, ``net_shape: board``,
+``hlsnn.engines.sparse_cluster.netsize``): replicated activation banks, lane pairs sharing a
+DSP48, LUT-built products beside them.
+
+References: the layer-by-layer compiled network on the emulator (every output bit), the
+weights themselves for the step schedule (every non-zero once, at its bank and tap), a hand
+count of a small conv's steps, and each shipped board's own resources."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+import hlsnn  # noqa: E402
+from hlsnn.compiled import artifact, netmode, sparsekernel, sparseperf  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
+from hlsnn.engines.sparse_cluster import netsize  # noqa: E402
+
+from conftest import ROOT, checked_raw  # noqa: E402
+
+CAL = 16
+BOARDS = ("pynq-z2", "aup-zu3", "zcu104", "kv260")
+
+
+def _models(tmp):
+    """digits_cnn and resnet8_digits32 with sized formats: the shipped PYNQ-Z2 config, and a
+    6-lane config on a 40-DSP board (Q = 18 banks: a partial weight word; 12 packed slots, 6
+    LUT-built)."""
+    d = tmp / "models"
+    d.mkdir()
+    board = (ROOT / "configs" / "boards" / "pynq-z2.yaml").read_text()
+    (tmp / "tiny.yaml").write_text(board.replace("name: pynq-z2", "name: tiny").replace("dsp: 220", "dsp: 40"))
+    acc = (ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml").read_text()
+    (d / "small.yaml").write_text(acc.replace("board: pynq-z2", f"board: {tmp / 'tiny.yaml'}").replace("name: sparse8net_pynq_z2", "name: small_net")
+                                  .replace("max_z: 16", "max_z: 6").replace("units: 8", "units: 1").replace("\n  net_shape: board",
+                                                                            "\n  net_shape: board\n  net_sub: 3"))
+    for m in ("digits_cnn", "resnet8_digits32"):
+        shutil.copy(ROOT / "configs" / "models" / f"{m}.onnx", d)
+        text = (ROOT / "configs" / "models" / f"{m}.yaml").read_text().replace("../accel/", f"{ROOT}/configs/accel/")
+        text = text.replace("formats:\n", "formats:\n  sized: {type: fixed, accel: %s}\n  small: {type: fixed, accel: %s}\n"
+                            % (ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml", d / "small.yaml"))
+        text = text.replace("assignments:\n", "assignments:\n  sized: {default: sized}\n  small: {default: small}\n")
+        (d / f"{m}.yaml").write_text(text)
+    return d
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    from compiled_fixtures import compiled_models
+    tmp = tmp_path_factory.mktemp("sized_models")
+    return compiled_models(tmp_path_factory, "netsized", models=_models(tmp), calibration_samples=CAL,
+                           check_samples=2)
+
+
+def _x(model, n):
+    if model == "resnet8_digits32":
+        return datasets.load("digits32", layout="nchw").x_test[:n]
+    return datasets.load("digits", layout="nchw").x_test[:n]
+
+
+def test_shipped_configs_are_sized_to_their_boards():
+    """Each board's sized config: the lanes pair on DSPs within 90% of the board's DSPs, and
+    more read ports on the bigger devices."""
+    subs = {}
+    for b in BOARDS:
+        cfg = hlsnn.load_config(ROOT / "configs" / "accel" / f"sparse8net_{b}.yaml")
+        p = cfg.params
+        assert p["net_lanes"] == p["net_banks"] == 16
+        assert p["net_lanes"] // 2 * p["net_pack"] <= 0.9 * cfg.board.resources["dsp"]
+        assert p["net_pack"] <= p["net_banks"] * p["net_sub"]
+        subs[b] = p["net_sub"]
+    assert subs["pynq-z2"] >= 2 and subs["aup-zu3"] > subs["pynq-z2"] and subs["zcu104"] > subs["aup-zu3"]
+    # the layer-shaped configs keep their hashes: no net_* key unless net_shape is board
+    assert not [k for k in hlsnn.load_config(ROOT / "configs/accel/sparse8_pynq-z2.yaml").params if k.startswith("net")]
+
+
+def test_schedule_by_hand():
+    """Two banks read twice a step (S = 2), two lanes, a 1x3 kernel over 2 channels: bank 0
+    (channel 0) has taps kx = 0, 1, 2 needed (lane 1 needs kx = 2), bank 1 only kx = 1:
+    ceil(3 / 2) = 2 steps; step 0 reads bank 0's kx 0 (replica 0) and kx 1 (replica 1) and bank
+    1's kx 1; step 1 bank 0's kx 2. A tap no lane needs is never read."""
+    w = np.zeros((2, 2, 1, 3), np.int64)
+    w[0, 0, 0, 0], w[0, 0, 0, 1], w[1, 0, 0, 2], w[1, 1, 0, 1] = 5, -7, 3, 9
+    blocks = netsize.schedule(w, 2, 2, 2)
+    assert len(blocks) == 1 and len(blocks[0]) == 2
+    (t0, w0), (t1, w1) = blocks[0]
+    assert t0 == [(0, 0, 0), (0, 0, 1), (0, 0, 1), None]          # virtual bank r * 2 + b
+    assert t1 == [(0, 0, 2), None, None, None]
+    np.testing.assert_array_equal(w0, [[5, 0, -7, 0], [0, 9, 0, 0]])
+    np.testing.assert_array_equal(w1, [[0, 0, 0, 0], [3, 0, 0, 0]])
+
+
+@pytest.mark.parametrize("sub", [1, 2, 3, 9])
+@pytest.mark.parametrize("density", [0.3, 1.0])
+def test_schedule_places_every_non_zero_once_in_the_fewest_steps(sub, density):
+    rng = np.random.default_rng(sub)
+    z, pc, pz, k = 20, 8, 8, 3
+    w = rng.integers(-128, 128, (z, 2 * pc, k, k)) * (rng.random((z, 2 * pc, k, k)) < density)
+    back = np.zeros_like(w)
+    for bi, steps in enumerate(netsize.schedule(w, pc, sub, pz)):
+        wb = w[bi * pz:(bi + 1) * pz]
+        need = [sum(1 for cb in range(2) for ky in range(k) for kx in range(k) if wb[:, cb * pc + b, ky, kx].any())
+                for b in range(pc)]
+        assert len(steps) == max(1, max(-(-n // sub) for n in need))
+        for taps, ws in steps:
+            for j, tp in enumerate(taps):
+                if tp is None:
+                    assert not ws[:, j].any()
+                    continue
+                cb, ky, kx = tp
+                c = cb * pc + j % pc
+                for lane in range(wb.shape[0]):
+                    if ws[lane, j]:
+                        assert back[bi * pz + lane, c, ky, kx] == 0
+                        back[bi * pz + lane, c, ky, kx] = ws[lane, j]
+    np.testing.assert_array_equal(back, w)
+
+
+def _perf(path, capsys):
+    from hlsnn.cli import main
+    assert main(["perf", str(path), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_perf_is_the_hand_count_at_the_derived_ii(compiled, capsys):
+    """digits_cnn on the 6-lane, 3-replica kernel: each conv's cycles are OH * OW * (per block
+    the most of ceil(n_b / 3) over its banks, n_b a bank's needed taps, counted here from the
+    weights) + the conv depth, every loop at its derived II (1: the schedule says so); the
+    kernel's cycles the sum of the load, the ops and the store."""
+    from hlsnn.compiled import netperf
+    from hlsnn.perf import schedule
+    path = compiled("digits_cnn", "small")
+    prog, arrays = artifact.read(path)
+    net = netmode.lower(prog, arrays)
+    t = sparsekernel.tables(net, *sparsekernel.shape(net.params))
+    assert t["sized"] == {"net_lanes": 6, "net_banks": 6, "net_sub": 3, "net_pack": 12}
+    rows = schedule.network_schedule(net, _cfg(prog, net))
+    assert rows and all(r["ii"] == 1 for r in rows), rows
+    total = 0
+    for op, r in zip(net.ops, t["rows"]):
+        n_iter = r["vals"][r["names"].index("n_iter")]
+        if op.kind == "conv":
+            f = op.f
+            codes = np.asarray(f["codes"], np.int64)
+            if codes.ndim == 4 and t["unfold"] is not None and op is net.ops[0]:
+                codes = codes.transpose(0, 3, 1, 2).reshape(f["z"], -1, f["kh"], 1)
+            zc = codes.shape[1]
+            steps = 0
+            for b0 in range(0, f["z"], 6):
+                wb = codes[b0:b0 + 6]
+                need = [sum(1 for c in range(b, zc, 6) for ky in range(wb.shape[2]) for kx in range(wb.shape[3])
+                            if wb[:, c, ky, kx].any()) for b in range(6)]
+                steps += max(1, max(-(-n // 3) for n in need))
+            assert n_iter == f["oh"] * f["ow"] * steps, op.name
+            total += n_iter + sparseperf.CONV_DEPTH
+        else:
+            total += n_iter + {"maxpool": netperf.POOL_DEPTH, "add": netperf.ADD_DEPTH}[op.kind]
+    load = netperf.words(t["in_elems"]) + netperf.DDR_LATENCY + t["in_elems"]
+    store = t["out_elems"] + netperf.words(t["out_elems"]) + netperf.DDR_LATENCY
+    assert sum(c for _, _, c in sparseperf.op_cycles(net, t)) == load + total + store
+
+
+def _cfg(prog, net):
+    from hlsnn.compiled.net import config_of
+    return config_of(prog["accels"][net.accel], "test")
+
+
+@pytest.mark.parametrize("board", BOARDS)
+def test_resnet8_within_each_board(board, tmp_path):
+    """The shipped model's sized assignment on each board: LUT <= 90% (the anchor), BRAM and
+    DSP within the device, every loop of the kernel at II 1 at the config's clock (the delay
+    model closes it), one kernel start."""
+    from hlsnn.compiled.build import compile_model
+    from hlsnn.perf import schedule
+    name = {"pynq-z2": "fixed8_z2", "aup-zu3": "fixed8_zu3", "zcu104": "fixed8_zcu104", "kv260": "fixed8_kv260"}[board]
+    path = tmp_path / "r8.hlsnn"
+    compile_model(ROOT / "configs" / "models" / "resnet8_digits32.yaml", name, path, calibration_samples=CAL,
+                  check_samples=0)
+    prog, arrays = artifact.read(path)
+    net = netmode.lower(prog, arrays)
+    cfg = _cfg(prog, net)
+    t = sparsekernel.tables(net, *sparsekernel.shape(net.params))
+    r = sparseperf.resources(net, t, cfg.board.ps)
+    res = cfg.board.resources
+    assert r["lut"] <= 0.90 * res["lut"] and r["dsp"] <= res["dsp"] and r["bram36"] <= res["bram36"], r
+    assert all(row["ii"] == 1 for row in schedule.network_schedule(net, cfg)), board
+    assert (cfg.clock_mhz >= 140) if cfg.board.ps == "zynq7" else (cfg.clock_mhz >= 199.99)
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.strict_csim
+@pytest.mark.parametrize("model,assignment,n", [("digits_cnn", "small", 5), ("digits_cnn", "sized", 5),
+                                                ("resnet8_digits32", "sized", 2)])
+def test_sized_kernel_one_start_bit_exact(compiled, model, assignment, n):
+    """The strict C-simulation of the sized kernel: one call for the batch, the layer-by-layer
+    emulator's bits; every bank within its ports; the loop counters are the cycle model's
+    iterations; the declared operators are the packed and the LUT-built products."""
+    path = compiled(model, assignment)
+    x = _x(model, n)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "csim", network=True) as net:
+        got = net.logits(x)
+        assert net.last_kernel_starts == 1
+        k = net._kernel
+        assert k.strict and checked_raw(k.strict_report) == {"act": 12}
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+        s = k.tables["sized"]
+        q = s["net_banks"] * s["net_sub"]
+        dsp = s["net_lanes"] // 2 * s["net_pack"]
+        assert k.strict_report["operators"] == [{"loop": "NetMac", "mul": dsp + s["net_lanes"] * (q - s["net_pack"]),
+                                                 "div": 0, "dsp": dsp}]
+        assert {m: it for m, (it, _) in k.counters.items()} == {
+            m: n * v for m, v in sparseperf.iterations(net.network, k.tables).items()}
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
