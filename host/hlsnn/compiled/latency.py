@@ -78,6 +78,7 @@ BOARDS = {
     "zcu104": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "Zynq UltraScale+ S_AXI_HP: 128 bits (UG1085)"},
     "ultra96v2": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "as zcu104"},
     "kv260": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "as zcu104"},
+    "aup-zu3": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "as zcu104 (the XCZU3EG's Cortex-A53s)"},
     "x86-sim": {"cpu": "x86-this-machine", "hp_bits": 64, "source": "this machine driving the simulated board"},
 }
 
