@@ -215,3 +215,23 @@ def test_sized_kernel_one_start_bit_exact(compiled, model, assignment, n):
         assert {m: it for m, (it, _) in k.counters.items()} == {
             m: n * v for m, v in sparseperf.iterations(net.network, k.tables).items()}
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("model,assignment", [("digits_cnn", "small"), ("resnet8_digits32", "sized")])
+def test_sized_kernel_on_the_sim_board_through_pynq(compiled, model, assignment):
+    """The simulated PYNQ board (pynq.allocate, the IP's registers, ap_start/ap_done, strict
+    cache checks): one start per batch, the emulator's bits, the cycle model's cycles."""
+    path = compiled(model, assignment)
+    x = _x(model, 3)
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim") as net:
+        got = net.logits(x)
+        board = net._kernel
+        assert net.last_kernel_starts == 1 and board.sim.strict_cache
+        (regs, cycles, bursts, beats), = board.model.runs[-1:]
+        assert regs["batch"] == 3
+        assert cycles == 3 * sum(c for _, _, c in sparseperf.op_cycles(net.network, board.tables))
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
