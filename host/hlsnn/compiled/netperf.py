@@ -59,7 +59,7 @@ def words(elems):
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
-    it = {"NetLoadWords": words(tables["in_elems"]), "NetLoad": tables["in_elems"],
+    it = {"NetLoadWords": words(tables["in_elems"]), "NetLoad": tables.get("load_iters", tables["in_elems"]),
           "NetStore": tables["out_elems"], "NetStoreWords": words(tables["out_elems"])}
     for r in tables["rows"]:
         k = LOOPS[_f(r, "op")]
@@ -75,7 +75,8 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
     g = (ii or {}).get
     depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH}
     rows = [("load", "load image", words(tables["in_elems"]) * g("NetLoadWords", 1) + DDR_LATENCY
-             + tables["in_elems"] * g("NetLoad", 1))]
+             + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
+    # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle
     for op, r in zip(net.ops, tables["rows"]):
         rows.append((op.name, op.kind, _f(r, "n_iter") * g(LOOPS[_f(r, "op")], 1) + depth[_f(r, "op")]))
     rows.append(("store", "store output", tables["out_elems"] * g("NetStore", 1)

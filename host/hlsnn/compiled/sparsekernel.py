@@ -179,6 +179,8 @@ def tables(net, pz, pc, pm):
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
                 unfold=unfold, sized=sz, nq=nq,
+                load_iters=hwf(net.shapes[inp]) if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else
+                _size(net.shapes[inp]),
                 weights=[[np.asarray(m, np.uint64 if sz else np.int64) for m in lane] for lane in wl],
                 biases=[np.asarray(x or [0], np.int64) for x in bl],
                 shifts=[np.asarray(x or [0], np.int64) for x in sl], win_base=np.asarray(wins or [0], np.int64),
@@ -207,7 +209,8 @@ def render(net, out_dir):
                header="network.h", data_header="network_data.h", sum_bits=t["sum_bits"], add_bits=t["add_bits"],
                pz=pz, pc=pc, pm=pm, sel_bits=max(1, (pc - 1).bit_length()), in_hw=t["in_hw"], out_hw=t["out_hw"],
                sized=bool(t["sized"]), nq=t["nq"], sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
-               pack=(t["sized"] or {}).get("net_pack", 0),
+               pack=(t["sized"] or {}).get("net_pack", 0), fast_load=t["load_iters"] != t["in_elems"],
+               unfold_c=(t["unfold"] or {}).get("c", 1),
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
                act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",

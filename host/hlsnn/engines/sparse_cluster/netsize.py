@@ -130,9 +130,9 @@ def logic(shape, sum_bits, add_bits) -> dict:
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 
 
-def buffers(shape, n_steps, act_words, sc_words, n_blocks):
+def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128)):
     """The sized kernel's arrays and multipliers as :mod:`hlsnn.resources` rows (the C++'s
-    declarations and BIND_STORAGE pragmas)."""
+    declarations and BIND_STORAGE pragmas); ``load``: the image's words (banks, words a bank)."""
     from ...resources import Buffer, Multiplier
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q = pc * sub
@@ -148,16 +148,18 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks):
                    static=True, impl="bram", note="resident weights, eight slots' int8 a 64-bit word, per lane"),
             Buffer("kBias", "net_top", "array", 32, (pz, n_blocks), partition=((1, "complete"),), static=True),
             Buffer("kShift", "net_top", "array", 8, (pz, n_blocks), partition=((1, "complete"),), static=True),
-            Buffer("kWinBase", "net_top", "array", 32, (n_blocks,), static=True, note="per block: its window's base")]
+            Buffer("kWinBase", "net_top", "array", 32, (n_blocks,), static=True, note="per block: its window's base"),
+            Buffer("buf", "LoadImage", "array", 64, tuple(load), partition=((1, "complete"),), static=True,
+                   note="the image's 64-bit words (a bank per channel with the unfolded load)")]
     muls = [Multiplier("w1:w0*x", "NetMac", 25, 8, count=pz // 2 * k,
                        note=f"{pz // 2} lane pairs x {k} slots: two int8 x int8 products per DSP")]
     return bufs, muls
 
 
-def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64):
+def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64, load=(3, 128)):
     """``{"lut", "ff", "bram36", "uram", "dsp", "model", "logic"}`` of the sized kernel."""
     from ...resources import build
-    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks), ps)
+    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load), ps)
     lg = logic(shape, sum_bits, add_bits)
     return {"lut": m.lut + sum(v[0] for v in lg.values()), "ff": m.ff + sum(v[1] for v in lg.values()),
             "bram36": math.ceil(m.bram36), "uram": m.uram, "dsp": m.dsp, "model": m, "logic": lg}
