@@ -123,40 +123,52 @@ def _perf(path, capsys):
     return json.loads(capsys.readouterr().out)
 
 
-def test_perf_is_the_hand_count_at_the_derived_ii(compiled, capsys):
-    """digits_cnn on the 6-lane, 3-replica kernel: each conv's cycles are OH * OW * (per block
-    the most of ceil(n_b / 3) over its banks, n_b a bank's needed taps, counted here from the
-    weights) + the conv depth, every loop at its derived II (1: the schedule says so); the
-    kernel's cycles the sum of the load, the ops and the store."""
+@pytest.mark.parametrize("model,assignment", [("digits_cnn", "small"), ("resnet8_digits32", "sized")])
+def test_perf_is_the_hand_count_at_the_derived_ii(compiled, model, assignment):
+    """Each conv's cycles are OH * OW * (per block of P outputs the most of ceil(n_b / S) over
+    its B banks, n_b a bank's needed taps, counted here from the layer's weights) + the conv
+    depth; each Add's C/B * H * W / 2 (two pixels a cycle) + its depth; the load one pixel of
+    every channel a cycle; every loop at its derived II (1: the schedule says so); the kernel's
+    cycles the sum of the load, the ops and the store."""
     from hlsnn.compiled import netperf
     from hlsnn.perf import schedule
-    path = compiled("digits_cnn", "small")
+    path = compiled(model, assignment)
     prog, arrays = artifact.read(path)
     net = netmode.lower(prog, arrays)
     t = sparsekernel.tables(net, *sparsekernel.shape(net.params))
-    assert t["sized"] == {"net_lanes": 6, "net_banks": 6, "net_sub": 3, "net_pack": 12}
+    sz = t["sized"]
+    pz, nb, sub = sz["net_lanes"], sz["net_banks"], sz["net_sub"]
+    if model == "digits_cnn":
+        assert sz == {"net_lanes": 6, "net_banks": 6, "net_sub": 3, "net_pack": 12}
     rows = schedule.network_schedule(net, _cfg(prog, net))
     assert rows and all(r["ii"] == 1 for r in rows), rows
     total = 0
     for op, r in zip(net.ops, t["rows"]):
         n_iter = r["vals"][r["names"].index("n_iter")]
+        f = op.f
         if op.kind == "conv":
-            f = op.f
             codes = np.asarray(f["codes"], np.int64)
-            if codes.ndim == 4 and t["unfold"] is not None and op is net.ops[0]:
+            if t["unfold"] is not None and op.name == t["unfold"]["op"]:     # channel kx * C + c, a kh x 1 kernel
                 codes = codes.transpose(0, 3, 1, 2).reshape(f["z"], -1, f["kh"], 1)
             zc = codes.shape[1]
             steps = 0
-            for b0 in range(0, f["z"], 6):
-                wb = codes[b0:b0 + 6]
-                need = [sum(1 for c in range(b, zc, 6) for ky in range(wb.shape[2]) for kx in range(wb.shape[3])
-                            if wb[:, c, ky, kx].any()) for b in range(6)]
-                steps += max(1, max(-(-n // 3) for n in need))
+            for b0 in range(0, f["z"], pz):
+                wb = codes[b0:b0 + pz]
+                need = [sum(1 for c in range(b, zc, nb) for ky in range(wb.shape[2]) for kx in range(wb.shape[3])
+                            if wb[:, c, ky, kx].any()) for b in range(nb)]
+                steps += max(1, max(-(-n // sub) for n in need))
             assert n_iter == f["oh"] * f["ow"] * steps, op.name
             total += n_iter + sparseperf.CONV_DEPTH
+        elif op.kind == "maxpool":                   # one window position a cycle, B channels at a time
+            assert n_iter == -(-f["c"] // nb) * f["oh"] * f["ow"] * f["kh"] * f["kw"], op.name
+            total += n_iter + netperf.POOL_DEPTH
         else:
-            total += n_iter + {"maxpool": netperf.POOL_DEPTH, "add": netperf.ADD_DEPTH}[op.kind]
-    load = netperf.words(t["in_elems"]) + netperf.DDR_LATENCY + t["in_elems"]
+            assert op.kind == "add" and t["fast_add"] == (sub >= 2)
+            assert n_iter == -(-f["c"] // nb) * f["hw"] // (2 if sub >= 2 else 1), op.name
+            total += n_iter + netperf.ADD_DEPTH
+    c, hw = net.shapes[net.input["name"]][0], int(np.prod(net.shapes[net.input["name"]][1:]))
+    assert t["load_iters"] == hw and t["in_elems"] == c * hw
+    load = netperf.words(c * hw) + netperf.DDR_LATENCY + hw
     store = t["out_elems"] + netperf.words(t["out_elems"]) + netperf.DDR_LATENCY
     assert sum(c for _, _, c in sparseperf.op_cycles(net, t)) == load + total + store
 
@@ -212,8 +224,10 @@ def test_sized_kernel_one_start_bit_exact(compiled, model, assignment, n):
         dsp = s["net_lanes"] // 2 * s["net_pack"]
         assert k.strict_report["operators"] == [{"loop": "NetMac", "mul": dsp + s["net_lanes"] * (q - s["net_pack"]),
                                                  "div": 0, "dsp": dsp}]
-        assert {m: it for m, (it, _) in k.counters.items()} == {
-            m: n * v for m, v in sparseperf.iterations(net.network, k.tables).items()}
+        counted = {}
+        for m, (it, _) in k.counters.items():          # the Add's two instances: NetAdd.0, NetAdd.1
+            counted[m.split(".")[0]] = counted.get(m.split(".")[0], 0) + it
+        assert counted == {m: n * v for m, v in sparseperf.iterations(net.network, k.tables).items()}
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
 
 

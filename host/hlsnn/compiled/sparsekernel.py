@@ -113,6 +113,7 @@ def tables(net, pz, pc, pm):
     sum_bits, add_bits = 18, 16
     a_bits = 8
     unfold = netkernel.unfold_of(net, place, pc)
+    fast_add = bool(sz) and sub >= 2 and all(op.f["hw"] % 2 == 0 for op in net.ops if op.kind == "add")
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
@@ -165,6 +166,8 @@ def tables(net, pz, pc, pm):
             boff += nb
         else:
             add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
+            if op.kind == "add" and fast_add:           # two pixels a cycle (network.cpp.j2 AddPairs)
+                d["n_iter"] //= 2
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
                          vals=[int(d[k]) for k in FIELDS], names=FIELDS))
     if sum_bits > 62:
@@ -178,7 +181,7 @@ def tables(net, pz, pc, pm):
     from .netmode import _chw
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
-                unfold=unfold, sized=sz, nq=nq,
+                unfold=unfold, sized=sz, nq=nq, fast_add=fast_add,
                 load_iters=hwf(net.shapes[inp]) if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else
                 _size(net.shapes[inp]),
                 weights=[[np.asarray(m, np.uint64 if sz else np.int64) for m in lane] for lane in wl],
@@ -210,7 +213,7 @@ def render(net, out_dir):
                pz=pz, pc=pc, pm=pm, sel_bits=max(1, (pc - 1).bit_length()), in_hw=t["in_hw"], out_hw=t["out_hw"],
                sized=bool(t["sized"]), nq=t["nq"], sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
                pack=(t["sized"] or {}).get("net_pack", 0), fast_load=t["load_iters"] != t["in_elems"],
-               unfold_c=(t["unfold"] or {}).get("c", 1),
+               unfold_c=(t["unfold"] or {}).get("c", 1), fast_add=t["fast_add"],
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
                act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",

@@ -85,7 +85,8 @@ def resources(net, tables, ps):
         e = netsize.estimate(tables["sized"], ps, len(tables["steps"]), tables["act_words"], tables["sc_words"],
                              tables["sum_bits"], tables["add_bits"], len(tables["biases"][0]),
                              ((tables["unfold"] or {}).get("c", 1), -(-tables["in_elems"] // 8))
-                             if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)))
+                             if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
+                             tables["fast_add"])
         return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"], "ff": e["ff"], "dsp": e["dsp"],
                 "buffers": e["model"].buffer_rows(),
                 "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in e["logic"].items()}}

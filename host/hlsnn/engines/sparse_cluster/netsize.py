@@ -30,8 +30,8 @@ fabric``): :data:`FABRIC_MUL_LUT` LUTs each.
 **Sizing** (:func:`size`, at config load): ``K`` is the most slots whose ``P/2 * K`` DSPs stay
 within :data:`hlsnn.resources.MARGINS` of the board's DSPs, and ``S`` the largest (up to
 :data:`MAX_SUB`) whose kernel, by :func:`estimate` (the same resource model ``hlsnn perf``
-reports, at :data:`NOMINAL_STEPS` steps and :data:`NOMINAL_WORDS` words a bank), keeps LUT,
-BRAM and DSP within the margins. The figures are the model's, not a synthesis report.
+reports, at :data:`NOMINAL_STEPS` steps and :data:`NOMINAL_WORDS` words a bank), keeps LUT
+within :data:`LIMITS` and BRAM and DSP within the margins. The figures are the model's, not a synthesis report.
 """
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ NOMINAL_STEPS = 256
 NOMINAL_WORDS = 2048
 #: a lane's sum's bits the sizing assumes (ResNet-8 fixed8 needs 23)
 NOMINAL_SUM_BITS = 24
+#: the sizing's share of the board's LUTs: the issue's anchor (fpgaConvNet's ResNet-8 on the XC7Z020
+#: takes 89%); BRAM and DSP keep :data:`hlsnn.resources.MARGINS`
+LIMITS = {"lut": 0.90}
 #: LUTs per DSP of the packed pair: the split's add of the low field's sign (17 bits); the packed
 #: weight ``w1 * 2**16 + w0`` is the DSP's pre-adder's (D + A, 25 bits on a DSP48E1)
 PACK_LUT, PACK_FF = 17, 33
@@ -70,7 +73,7 @@ def size(p, board, source=None, sub=None) -> dict:
         if sub:
             return shape
         e = estimate(shape, board.ps, NOMINAL_STEPS, NOMINAL_WORDS, NOMINAL_WORDS, NOMINAL_SUM_BITS, 24)
-        if all(e[r] <= MARGINS[r] * res.get(r, 0) for r in ("lut", "bram36", "dsp")):
+        if all(e[r] <= LIMITS.get(r, MARGINS[r]) * res.get(r, 0) for r in ("lut", "bram36", "dsp")):
             return shape
     return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // 2)))
 
@@ -108,7 +111,7 @@ def schedule(codes, pc, sub, pz):
     return blocks
 
 
-def logic(shape, sum_bits, add_bits) -> dict:
+def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
     """``{part: (LUT, FF)}`` of the sized kernel's logic outside its memories and DSPs, with
     ``P`` lanes, ``B`` banks, ``Q = B * S`` virtual banks, ``K`` packed slots, ``sb`` a lane's
     sum's bits, ``wb`` a residual sum's: the LUT-built products (``P * (Q - K)`` of
@@ -117,29 +120,32 @@ def logic(shape, sum_bits, add_bits) -> dict:
     level) and the epilogue (bias add, rounding shifter ~ ``4 * sb``, clamps); per virtual bank
     its tap's address (two 32-bit adds) and padding test (four 8-bit compares) and the zero
     select; per physical bank the write data select, the residual Add (as the layer-rule
-    kernel's); the AXI and control allowances of :mod:`hlsnn.compiled.netperf`."""
+    kernel's; twice with ``add_pairs``, two pixels a cycle: default ``S >= 2``); the AXI and
+    control allowances of :mod:`hlsnn.compiled.netperf`."""
     from ...compiled.netperf import AXI_LITE, AXI_MASTER, CONTROL
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q, sb, wb = pc * sub, sum_bits, add_bits
+    adds = 2 if (sub >= 2 if add_pairs is None else add_pairs) else 1
     fabric = pz * (q - k)
     dsps = pz // 2 * k
     return {"fabric products": (fabric * FABRIC_MUL_LUT, fabric * 16), "dsp packing": (dsps * PACK_LUT, dsps * PACK_FF),
             "trees": (pz * q * sb, pz * q * sb), "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
             "virtual banks": (q * (2 * 32 + 4 * 8 + 8), q * (32 + 16 + 8)),
-            "banks": (pc * (16 + 3 * wb + 4 * wb), pc * (24 + 2 * wb)),
+            "banks": (pc * (16 + adds * (3 * wb + 4 * wb)), pc * (24 + adds * 2 * wb)),
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 
 
-def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128)):
+def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pairs=None):
     """The sized kernel's arrays and multipliers as :mod:`hlsnn.resources` rows (the C++'s
     declarations and BIND_STORAGE pragmas); ``load``: the image's words (banks, words a bank)."""
     from ...resources import Buffer, Multiplier
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q = pc * sub
     chunks = -(-q // 8)
+    t2p = "ram_t2p" if (sub >= 2 if add_pairs is None else add_pairs) else "ram_s2p"   # the Add's two pixels a cycle
     bufs = [Buffer("act", "net_top", "array", 8, (2, q, act_words), partition=((1, "complete"), (2, "complete")),
-                   static=True, note=f"ping-pong activation buffers: {pc} channel banks x {sub} replicas"),
-            Buffer("sc", "net_top", "array", 8, (pc, sc_words), partition=((1, "complete"),), static=True,
+                   static=True, storage=t2p, note=f"ping-pong activation buffers: {pc} channel banks x {sub} replicas"),
+            Buffer("sc", "net_top", "array", 8, (pc, sc_words), partition=((1, "complete"),), static=True, storage=t2p,
                    note="shortcut buffer, channel banks"),
             Buffer("kTaps", "net_top", "array", 32, (q, n_steps), partition=((1, "complete"),), static=True,
                    impl="lutram", note="the step table: per virtual bank its tap's offset, ky, kx (LUTRAM ROMs)"),
@@ -156,10 +162,11 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128)):
     return bufs, muls
 
 
-def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64, load=(3, 128)):
+def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64, load=(3, 128),
+             add_pairs=None):
     """``{"lut", "ff", "bram36", "uram", "dsp", "model", "logic"}`` of the sized kernel."""
     from ...resources import build
-    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load), ps)
-    lg = logic(shape, sum_bits, add_bits)
+    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load, add_pairs), ps)
+    lg = logic(shape, sum_bits, add_bits, add_pairs)
     return {"lut": m.lut + sum(v[0] for v in lg.values()), "ff": m.ff + sum(v[1] for v in lg.values()),
             "bram36": math.ceil(m.bram36), "uram": m.uram, "dsp": m.dsp, "model": m, "logic": lg}
