@@ -26,6 +26,8 @@ _SOURCES = {
     # github.com/Avnet/bdf and github.com/Xilinx/XilinxBoardStore
     "tul.com.tw": "third-party TUL files: pynq-z2.zip from the PYNQ downloads, added with set_param board.repoPaths",
     "avnet.com": "third-party Avnet files: github.com/Avnet/bdf, added with set_param board.repoPaths",
+    "realdigital.org": "third-party Real Digital files: github.com/RealDigitalOrg/aup-zu3-bsp (board-files/), "
+                       "added with set_param board.repoPaths",
     "xilinx.com:kv260": "the Xilinx board store: Vivado Tools > Vivado Store > Boards, or github.com/Xilinx/XilinxBoardStore",
     "xilinx.com": "shipped with Vivado, or the Xilinx board store (Vivado Tools > Vivado Store > Boards)",
 }
