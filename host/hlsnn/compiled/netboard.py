@@ -31,7 +31,8 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from .netkernel import layout, write_registers
+from .netkernel import layout
+from .nethost import write_block
 
 #: the manifest's ``kernel`` value of a network overlay
 KIND = "network"
@@ -218,9 +219,10 @@ class NetBoard:
     def _buffers(self, batch):
         """Allocate (on the first call and when a batch outgrows them) the input and output
         buffers, with their int8 views (one image per row) made once: the padding of each
-        input row is zeroed here and never written again. The two address registers are
-        written only then, and ``batch`` only when it changes: the kernel's ``s_axilite``
-        registers keep their values across starts."""
+        input row is zeroed (and flushed) here and never written again. The two address
+        registers and ``batch`` are written only then, as one block write of their span
+        (:func:`hlsnn.compiled.nethost.write_block`), and ``batch`` again only when it changes:
+        the kernel's ``s_axilite`` registers keep their values across starts."""
         words_in, words_out = batch * self.in_words, batch * self.out_words
         if self.inb is None or self.inb.shape[0] < words_in or self.outb.shape[0] < words_out:
             self._free()
@@ -231,9 +233,13 @@ class NetBoard:
             self._xw = np.asarray(self.inb).reshape(batch, self.in_words)
             self._yw = np.asarray(self.outb).reshape(batch, self.out_words)
             self._x8[:] = 0
-            write_registers(self.ip, self.offsets, {"in": self.inb.device_address, "out": self.outb.device_address})
+            self.inb.flush()
+            # the two addresses and the batch: one block write of the register span (nethost)
+            write_block(self.ip, self.offsets, {"in": self.inb.device_address, "out": self.outb.device_address,
+                                                "batch": batch})
+            self._batch = batch
         if self._batch != batch:
-            write_registers(self.ip, self.offsets, {"batch": batch})
+            write_block(self.ip, self.offsets, {"batch": batch})
             self._batch = batch
 
     def run(self, xq):
@@ -279,6 +285,20 @@ class NetBoard:
         # benchmarks/bench_network_start.py measures it
         self.last_driver_s = time.perf_counter() - t_call - self.last_kernel_s
         return y
+
+    def run_image(self, x):
+        """The batch of images ``x`` (B, ...) as the data set stores them (float32, float64 or
+        uint8) -> ``(q, y)``: the output integers (B, out_elems) int64 and their values
+        (float64), through the C host path (:class:`hlsnn.compiled.nethost.CHost`: rule 1 into
+        the input buffer, ``ap_start``, the poll, the outputs read once, in one ``ctypes`` call).
+        On an error (a timeout included) the buffers are freed."""
+        from .nethost import CHost
+        if getattr(self, "_chost", None) is None:
+            self._chost = CHost(self)
+        t0 = time.perf_counter()
+        out = self._chost.run(x, timeout=self.timeout)
+        self.last_kernel_s, self.last_driver_s = time.perf_counter() - t0, 0.0   # one call: not split
+        return out
 
     def close(self):
         self._free()

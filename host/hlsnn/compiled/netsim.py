@@ -99,6 +99,13 @@ class NetSimBoard:
         with self._lock, self.sim:
             return self.board.run(xq)
 
+    def run_image(self, x):
+        """The batch of images ``x`` as stored -> ``(q, y)``, through the C host path
+        (:meth:`hlsnn.compiled.netboard.NetBoard.run_image`; its register accesses are callbacks
+        into this simulated device)."""
+        with self._lock, self.sim:
+            return self.board.run_image(x)
+
     def close(self):
         if self.board is not None:
             with self._lock, self.sim:
