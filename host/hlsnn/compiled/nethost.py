@@ -4,7 +4,7 @@
 * :func:`quantize` / :func:`quantize_into`: rule 1 (:func:`hlsnn.compiled.netmode.quantize_input`,
   i.e. :func:`hlsnn.deploy.quant.to_fixed`) on an image as the data set stores it (float32,
   float64 or uint8), written as int8 straight into the kernel's input buffer; bit-exact with the
-  Python rule (``tests/compiled/test_nethost.py``: ties, saturation, negatives, tiny values).
+  Python rule (``tests/deploy/test_nethost.py``: ties, saturation, negatives, tiny values).
 * :class:`CHost`: the per-start step of a :class:`~hlsnn.compiled.netboard.NetBoard` in one call
   (``hlsnn_in_start``): quantize each image into its row of the input buffer, flush it (a
   callback into pynq, only for a cacheable buffer), ``ap_start`` (one write of ``CTRL``), the poll
@@ -204,7 +204,8 @@ class CHost:
             raise self._err
         if rc == -1:
             b._free()
-            raise DeviceTimeout(f"network kernel did not finish within {timeout:g} s (a batch of {batch}); its "
+            from .netboard import net_ip_name
+            raise DeviceTimeout(f"network kernel {net_ip_name(b.cfg)} did not finish within {timeout:g} s (a batch of {batch}); its "
                                 f"buffers were freed")
         if rc:
             raise InputError(f"input: {rc} non-finite value(s) (NaN or Inf)")

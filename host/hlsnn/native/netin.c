@@ -17,8 +17,9 @@
  * move t onto a tie: nearest modes give 0 except |t| = 1/2 - 2**-25 (w = 2**23, a tie:
  * nearest_away +-1, nearest_even 0); truncate gives -1 for t < -2**-25, else 0 (w = 0 for
  * t >= -2**-25: rint(-1/2) = 0). t is first clipped to [lo - 1, hi + 1].
- * float64 (and float32 with f < -24): the same rule with w = rint(x * 2**g) in double
- * (exact while |w| < 2**52; a larger |w| saturates), then the integer shift_round_sat.
+ * float64 (and float32 with f < -24): the same rule with w = rint(x * 2**g) in double, an
+ * integer held exactly as int64 while |w| < 2**62 (beyond, it saturates by its sign), then the
+ * integer shift_round_sat.
  * uint8: a table of the 256 values through the float32 rule, then one lookup per value.
  *
  * hlsnn_in_start: the whole host step of one kernel start (a batch of images) in one call:
@@ -82,9 +83,9 @@ static inline int32_t q_f32(float x, float scale, float lo, float hi, int mode) 
 /* rule 1 on one double (any f): w = rint(x * 2**g), then shift_round_sat by s = g - f > 0 */
 static inline int32_t q_f64(double x, int g, int s, int32_t lo, int32_t hi, int mode) {
   double v = rint(ldexp(x, g));
-  if (!(v < 0x1p52))
-    return hi; /* |w| >= 2**52: far beyond the range */
-  if (!(v > -0x1p52))
+  if (!(v < 0x1p62)) /* |w| >= 2**62 (or NaN): taken as saturated (the reference's int64 overflows) */
+    return hi;
+  if (!(v > -0x1p62))
     return lo;
   const int64_t w = (int64_t)v;
   const int sr = s > 62 ? 62 : s;
