@@ -302,3 +302,4 @@ class NetBoard:
 
     def close(self):
         self._free()
+        self._chost = None

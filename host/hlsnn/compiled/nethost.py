@@ -35,12 +35,27 @@ WRITE_FN = ctypes.CFUNCTYPE(None, ctypes.c_uint32, ctypes.c_uint32)
 READ_FN = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_uint32)
 SYNC_FN = ctypes.CFUNCTYPE(None, ctypes.c_int)
 CTRL_IDLE = 0x4
+_byref, _from_buffer = ctypes.byref, ctypes.c_char.from_buffer
 
 _LIB = []
 
 
+class Ctx(ctypes.Structure):
+    """``hlsnn_in_ctx`` of ``netin.c``: a start's parameters, set once per batch size and dtype."""
+    _fields_ = [("dtype", ctypes.c_int64), ("batch", ctypes.c_int64), ("n", ctypes.c_int64), ("f", ctypes.c_int64),
+                ("bits", ctypes.c_int64), ("mode", ctypes.c_int64), ("inbuf", ctypes.c_void_p),
+                ("in_stride", ctypes.c_int64), ("regs", ctypes.c_void_p), ("wr", WRITE_FN), ("rd", READ_FN),
+                ("sync", SYNC_FN), ("timeout_s", ctypes.c_double), ("outbuf", ctypes.c_void_p),
+                ("out_stride", ctypes.c_int64), ("out_n", ctypes.c_int64), ("f_out", ctypes.c_int64),
+                ("y", ctypes.c_void_p), ("q", ctypes.c_void_p), ("polls", ctypes.c_int64),
+                ("table", ctypes.c_void_p)]
+
+
 def _lib():
-    """The loaded ``netin`` library with its signatures set, or None (module docstring)."""
+    """The loaded ``netin`` library with its signatures set, or None (module docstring).
+    ``hlsnn_in_run`` is also loaded through :class:`ctypes.PyDLL` without argument types
+    (two pointers, passed as ``byref``): the cheapest call ``ctypes`` makes, the GIL kept
+    for its few microseconds (:attr:`run_fast`)."""
     if _LIB:
         return _LIB[0]
     from .. import native
@@ -49,9 +64,11 @@ def _lib():
         p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
         so.hlsnn_in_quantize.argtypes = [p, i32, i64, i32, i32, i32, p]
         so.hlsnn_in_quantize.restype = i64
-        so.hlsnn_in_start.argtypes = [p, i32, i64, i64, i32, i32, i32, p, i64, p, WRITE_FN, READ_FN, SYNC_FN, ctypes.c_double,
-                                      p, i64, i64, i32, p, p, p]
-        so.hlsnn_in_start.restype = i64
+        so.hlsnn_in_run.argtypes = [ctypes.POINTER(Ctx), p]
+        so.hlsnn_in_run.restype = i64
+        fast = ctypes.PyDLL(so._name).hlsnn_in_run
+        fast.restype = i64
+        so.run_fast = fast
     _LIB.append(so)
     return so
 
@@ -137,15 +154,19 @@ class CHost:
     :meth:`run` takes a batch of images as stored and returns ``(q, y)``: the output integers
     (B, out_elems) int64 and their float64 values, in one ``ctypes`` call per kernel start."""
 
-    def __init__(self, board):
+    def __init__(self, board, *, null_registers=False, u8_values=None):
         self.board, self.rule = board, input_rule(board.net)
         if self.rule is None or not available():
             raise InputError("the C host path needs a C compiler and a network with a signed input of at most "
                              "8 bits (not bfp_systolic)")
         self.f_out = int(board.net.output["f"])
-        mmio = board.ip.mmio
+        mmio = board.ip.mmio if board.ip is not None else None
         self._keep = []                               # the callbacks must outlive the calls
-        if isinstance(mmio.array, np.ndarray):        # a board: the mapped register file
+        if null_registers:                            # benchmarks: netin.c's null register file
+            self.regs = None
+            self.wr = ctypes.cast(_lib().hlsnn_in_null_write, WRITE_FN)
+            self.rd = ctypes.cast(_lib().hlsnn_in_null_read, READ_FN)
+        elif isinstance(mmio.array, np.ndarray):      # a board: the mapped register file
             self.regs = mmio.array.ctypes.data
             self.wr, self.rd = ctypes.cast(None, WRITE_FN), ctypes.cast(None, READ_FN)
         else:                                         # the simulated board: its register models
@@ -153,7 +174,17 @@ class CHost:
             self.wr = WRITE_FN(self._guard(lambda off, v: mmio.write(int(off), int(v)), None))
             self.rd = READ_FN(self._guard(lambda off: int(mmio.read(int(off))) & 0xFFFFFFFF, CTRL_IDLE))
             self._keep += [self.wr, self.rd]
-        self.polls, self._err = 0, None
+        self.polls, self._err, self.key, self._inb = 0, None, None, None
+        self._fast = _lib().run_fast
+        # uint8 images: each code's integer, made once by the Python rule (to_fixed) from the
+        # value the code stands for (u8_values, 256 values; by default the code itself)
+        v = np.arange(256, dtype=np.float64) if u8_values is None else np.asarray(u8_values, np.float64)
+        if v.shape != (256,):
+            raise InputError(f"u8_values: {v.shape} values; give the 256 values the uint8 codes stand for")
+        if self.rule is not None:
+            from ..deploy.quant import to_fixed
+            i = board.net.input
+            self.table = to_fixed(v, i["f"], i["bits"], True, i["rounding"]).astype(np.int8)
 
     def _guard(self, fn, on_error):
         """``fn`` for a C callback: an exception (a simulated bus error, a cache check) is kept
@@ -172,42 +203,65 @@ class CHost:
         b = self.board
         if getattr(b.inb, "coherent", False) and getattr(b.outb, "coherent", False):
             return ctypes.cast(None, SYNC_FN)        # uncached buffers: no cache maintenance
-
         fn = SYNC_FN(self._guard(lambda which: (b.inb.flush if which == 0 else b.outb.invalidate)(), None))
         self._keep.append(fn)
         return fn
 
-    def run(self, x, *, timeout=10.0):
-        from ..runtime.pynq_target import DeviceTimeout
+    def _setup(self, x, timeout):
+        """The context for batches shaped and typed like ``x`` (and the board's buffers)."""
         b = self.board
-        x = _as_stored(x)
         n = int(np.prod(x.shape[1:]))
         batch = x.shape[0]
         if n != b.n_in:
             raise InputError(f"network kernel: an image of {n} values; the network takes {b.n_in}")
-        fresh = b.inb is None or b._batch != batch
         b._buffers(batch)
-        if fresh or not hasattr(self, "_sync"):
-            self._sync = self._sync_fn()
-        q8 = np.empty((batch, b.n_out), np.int8)
-        y = np.empty((batch, b.n_out), np.float64)
-        polls = ctypes.c_int64(0)
         f, bits, mode = self.rule
+        self.q8 = np.empty((batch, b.n_out), np.int8)
+        self.y = np.empty((batch, b.n_out), np.float64)
+        self._keep = [k for k in self._keep if k is self.wr or k is self.rd]
+        self.ctx = Ctx(DTYPES[x.dtype], batch, n, f, bits, mode, b._x8.ctypes.data, b.in_words * 8, self.regs,
+                       self.wr, self.rd, self._sync_fn(), float(timeout), b._y8.ctypes.data, b.out_words * 8,
+                       b.n_out, self.f_out, self.y.ctypes.data, self.q8.ctypes.data, 0, self.table.ctypes.data)
+        self.ref = ctypes.byref(self.ctx)
+        self._inb = b.inb
+        self.key = (x.dtype, x.shape, True, b._batch, timeout)
+
+    def run(self, x, *, timeout=10.0):
+        """One start: ``(q, y)`` of the batch ``x`` (module docstring). The context is made
+        again only when the batch's shape or dtype (or the board's buffers) change."""
+        if x.__class__ is not np.ndarray or not x.flags.c_contiguous or x.dtype not in DTYPES:
+            x = _as_stored(x)
+        b = self.board
+        if self.key != (x.dtype, x.shape, b.inb is self._inb, b._batch, timeout):
+            self._setup(x, timeout)
         self._err = None
-        rc = _lib().hlsnn_in_start(x.ctypes.data, DTYPES[x.dtype], batch, n, f, bits, mode, b._x8.ctypes.data,
-                                   b.in_words * 8, self.regs, self.wr, self.rd, self._sync, float(timeout),
-                                   b._y8.ctypes.data, b.out_words * 8, b.n_out, self.f_out, y.ctypes.data,
-                                   q8.ctypes.data, ctypes.byref(polls))
-        self.polls = polls.value
-        if self._err is not None:
-            b._free()
-            raise self._err
-        if rc == -1:
-            b._free()
-            from .netboard import net_ip_name
-            raise DeviceTimeout(f"network kernel {net_ip_name(b.cfg)} did not finish within {timeout:g} s (a batch of {batch}); its "
-                                f"buffers were freed")
-        if rc:
-            raise InputError(f"input: {rc} non-finite value(s) (NaN or Inf)")
+        try:
+            xp = _byref(_from_buffer(x))
+        except TypeError:                            # a read-only array
+            xp = ctypes.c_void_p(x.ctypes.data)
+        rc = self._fast(self.ref, xp)
+        if rc or self._err is not None:
+            self._finish(rc)
         b.starts += 1
-        return q8.astype(np.int64), y
+        self.polls = self.ctx.polls
+        return self.q8.astype(np.int64), self.y.copy()
+
+    def _forget(self):
+        """Drop the context and every reference to the board's buffers (they were freed)."""
+        self.board._free()
+        self.key = self._inb = self.ctx = self.ref = None
+
+    def _finish(self, rc):
+        b = self.board
+        self.polls, timeout, batch = self.ctx.polls, self.ctx.timeout_s, self.ctx.batch
+        if self._err is not None:
+            err, self._err = self._err, None
+            self._forget()
+            raise err
+        if rc == -1:
+            self._forget()
+            from ..runtime.pynq_target import DeviceTimeout
+            from .netboard import net_ip_name
+            raise DeviceTimeout(f"network kernel {net_ip_name(b.cfg)} did not finish within {timeout:g} s "
+                                f"(a batch of {batch}); its buffers were freed")
+        raise InputError(f"input: {rc} non-finite value(s) (NaN or Inf)")

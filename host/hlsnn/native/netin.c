@@ -20,17 +20,20 @@
  * float64 (and float32 with f < -24): the same rule with w = rint(x * 2**g) in double, an
  * integer held exactly as int64 while |w| < 2**62 (beyond, it saturates by its sign), then the
  * integer shift_round_sat.
- * uint8: a table of the 256 values through the float32 rule, then one lookup per value.
+ * uint8: a table of the 256 values through the float32 rule, then one lookup per value (in
+ * hlsnn_in_run, the caller's table, made once: the codes' own values, or what each code stands
+ * for, e.g. u / 255, through the Python rule).
  *
- * hlsnn_in_start: the whole host step of one kernel start (a batch of images) in one call:
- * quantize each image into its row of the input buffer (in_stride bytes apart), the caller's flush (a callback, or none for an uncached
- * buffer), ap_start (one write of CTRL), the poll of ap_done / ap_idle (bounded by
- * timeout_s seconds), the caller's invalidate, and the output read once: out_n int8 values per image
- * (rows out_stride bytes apart) copied to q and dequantized to y as float64 (q * 2**-f_out, exact). Register access through `regs` (a volatile
- * pointer to the IP's register file, on a board: pynq's mapping of it) or, when regs is
- * NULL, through the callbacks reg_write / reg_read (the simulated board's register models),
- * so the same C path runs on both. Returns 0, -1 on a timeout, or the count of non-finite
- * input values.
+ * hlsnn_in_run(ctx, x): the whole host step of one kernel start (a batch of images) in one
+ * call, its parameters in a context the caller sets once per batch size and dtype: quantize
+ * each image into its row of the input buffer (in_stride bytes apart), the caller's flush (a
+ * callback, or none for an uncached buffer), ap_start (one write of CTRL), the poll of ap_done
+ * / ap_idle (bounded by timeout_s seconds), the caller's invalidate, and the outputs read
+ * once: out_n int8 values per image (rows out_stride bytes apart) copied to q and dequantized
+ * to y as float64 (q * 2**-f_out, exact). Register access through `regs` (a volatile pointer
+ * to the IP's register file, on a board: pynq's mapping of it) or, when regs is NULL, through
+ * the callbacks wr / rd (the simulated board's register models), so the same C path runs on
+ * both. Returns 0, -1 on a timeout, or the count of non-finite input values.
  */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
@@ -149,38 +152,72 @@ static inline uint32_t reg_rd(volatile uint32_t *regs, reg_read_fn rd, uint32_t 
   return regs ? regs[off >> 2] : rd(off);
 }
 
-int64_t hlsnn_in_start(const void *x, int dtype, int64_t batch, int64_t n, int f, int bits, int mode, int8_t *inbuf,
-                       int64_t in_stride, volatile uint32_t *regs, reg_write_fn wr, reg_read_fn rd, sync_fn sync,
-                       double timeout_s, const int8_t *outbuf, int64_t out_stride, int64_t out_n, int f_out, double *y,
-                       int8_t *q, int64_t *polls) {
-  const int64_t item = dtype == 0 ? 4 : (dtype == 1 ? 8 : 1);
+/* The per-start parameters, set once per batch size and dtype by the caller (nethost.CHost):
+ * a start is then hlsnn_in_run(ctx, x), two pointer arguments. */
+typedef struct {
+  int64_t dtype, batch, n, f, bits, mode; /* the input: rule 1 */
+  int8_t *inbuf;                          /* the input buffer, rows in_stride bytes apart */
+  int64_t in_stride;
+  volatile uint32_t *regs; /* the mapped register file, or NULL: the callbacks */
+  reg_write_fn wr;
+  reg_read_fn rd;
+  sync_fn sync; /* flush (0) / invalidate (1), or NULL for uncached buffers */
+  double timeout_s;
+  const int8_t *outbuf; /* the output buffer, rows out_stride bytes apart */
+  int64_t out_stride, out_n, f_out;
+  double *y; /* out_n values per image, dequantized */
+  int8_t *q; /* the same as integers */
+  int64_t polls;
+  const int8_t *table; /* uint8 input (dtype 2): the integer of each code, or NULL */
+} hlsnn_in_ctx;
+
+int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
+  const int64_t item = c->dtype == 0 ? 4 : (c->dtype == 1 ? 8 : 1);
   int64_t bad = 0;
-  for (int64_t b = 0; b < batch; ++b)
-    bad += hlsnn_in_quantize((const char *)x + b * n * item, dtype, n, f, bits, mode, inbuf + b * in_stride);
+  if (c->dtype == 2 && c->table) { /* uint8 images: one lookup per value */
+    for (int64_t b = 0; b < c->batch; ++b) {
+      const uint8_t *p = (const uint8_t *)x + b * c->n;
+      int8_t *d = c->inbuf + b * c->in_stride;
+      for (int64_t k = 0; k < c->n; ++k)
+        d[k] = c->table[p[k]];
+    }
+  } else
+    for (int64_t b = 0; b < c->batch; ++b)
+      bad += hlsnn_in_quantize((const char *)x + b * c->n * item, (int)c->dtype, c->n, (int)c->f, (int)c->bits,
+                             (int)c->mode, c->inbuf + b * c->in_stride);
   if (bad)
     return bad;
-  if (sync)
-    sync(0); /* flush the input bytes */
-  reg_wr(regs, wr, 0x00, CTRL_START);
+  if (c->sync)
+    c->sync(0); /* flush the input bytes */
+  reg_wr(c->regs, c->wr, 0x00, CTRL_START);
   int64_t k = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  while (!(reg_rd(regs, rd, 0x00) & (CTRL_DONE | CTRL_IDLE)))
+  while (!(reg_rd(c->regs, c->rd, 0x00) & (CTRL_DONE | CTRL_IDLE)))
     if ((++k & 255) == 0) { /* the clock every 256 polls */
       clock_gettime(CLOCK_MONOTONIC, &t1);
-      if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) > timeout_s) {
-        *polls = k;
+      if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) > c->timeout_s) {
+        c->polls = k;
         return -1;
       }
     }
-  *polls = k + 1;
-  if (sync)
-    sync(1); /* invalidate the output bytes */
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t j = 0; j < out_n; ++j) {
-      const int8_t v = outbuf[b * out_stride + j]; /* each output byte read once */
-      q[b * out_n + j] = v;
-      y[b * out_n + j] = ldexp((double)v, -f_out);
+  c->polls = k + 1;
+  if (c->sync)
+    c->sync(1); /* invalidate the output bytes */
+  for (int64_t b = 0; b < c->batch; ++b)
+    for (int64_t j = 0; j < c->out_n; ++j) {
+      const int8_t v = c->outbuf[b * c->out_stride + j]; /* each output byte read once */
+      c->q[b * c->out_n + j] = v;
+      c->y[b * c->out_n + j] = ldexp((double)v, (int)-c->f_out);
     }
   return 0;
 }
+
+/* A null register file for measuring the host path without a kernel (benchmarks): writes
+ * are dropped and CTRL reads as done and idle, so hlsnn_in_run polls once. */
+void hlsnn_in_null_write(uint32_t offset, uint32_t value) {
+  (void)offset;
+  (void)value;
+}
+
+uint32_t hlsnn_in_null_read(uint32_t offset) { return offset == 0 ? (CTRL_DONE | CTRL_IDLE) : 0; }
