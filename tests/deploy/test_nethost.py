@@ -147,3 +147,47 @@ def test_the_sim_board_through_the_c_host_path_gives_the_emulators_bits_in_one_w
         one = net.logits(x[2:3])                        # a new batch size: its one word, then the start
         assert (dev.mmio_counts["writes"] - c0["writes"], dev.mmio_counts["write_words"] - c0["write_words"]) == (2, 2)
         np.testing.assert_array_equal(one.view(np.uint64), want[2:3].view(np.uint64))
+
+
+# ------------------------------------------------------------------ hlsnn perf NAME.hlsnn --json
+def test_perf_json_reports_both_windows_and_the_host_steps(compiled, capsys):
+    """The host steps of the C path (their basis named; the boards' steps estimates), the image
+    in -> logits out figure, MLPerf Tiny's window (fabric + the host layers after the logits) and
+    the double-buffered figures, for each input dtype; the numpy driver with --host python."""
+    import json
+    from hlsnn.cli import main
+    from hlsnn.compiled import hostmodel
+    path = str(compiled("digits_cnn", "twohot"))
+    got = {}
+    for dtype in ("float32", "uint8"):
+        assert main(["perf", path, "--json", "--input-dtype", dtype]) == 0
+        got[dtype] = res = json.loads(capsys.readouterr().out)
+        h = res["host"]
+        assert h["path"] == "c" and h["input_dtype"] == dtype and res["cpu"] == "cortex-a9-650"
+        steps = {s["step"]: s for s in h["steps"]}
+        assert list(steps) == ["python call", f"quantize ({dtype}, C)", "input stores (uncached)",
+                               "ap_start and the last poll", "outputs read once (C)"]
+        assert all(s["basis"].startswith("estimate") for s in h["steps"])       # no board measured
+        # by hand: 64 input values, 10 outputs, the constants of hostmodel at the A9's factors
+        q = hostmodel.X86["quant_ns"][dtype] * 64 * hostmodel.SCALE["cortex-a9-650"]["c"] / 1e3
+        assert steps[f"quantize ({dtype}, C)"]["us"] == pytest.approx(q)
+        assert steps["outputs read once (C)"]["us"] == pytest.approx(10 * 0.15)
+        assert h["us"] == pytest.approx(sum(s["us"] for s in h["steps"]))
+        soft = next(r["host_us"] for r in res["layers"] if r["name"] == "softmax")
+        assert res["logits_out_us"] == pytest.approx(h["us"] + res["fabric_us"])
+        assert res["end_to_end_us"] == pytest.approx(res["logits_out_us"] + soft)
+        assert res["mlperf_window_us"] == pytest.approx(res["fabric_us"] + soft)
+        assert h["steady_state_us_per_image"] == pytest.approx(max(h["us"], res["fabric_us"]))
+        assert h["pipelined_us_per_image"] == pytest.approx(h["us"] + res["fabric_us"])     # batch 1: no overlap
+    assert got["uint8"]["logits_out_us"] < got["float32"]["logits_out_us"]
+    assert main(["perf", path, "--json", "--batch", "4"]) == 0
+    r4 = json.loads(capsys.readouterr().out)
+    b4, h1 = r4["host"], got["float32"]["host"]["us"]           # four starts of one image, overlapped
+    f1 = r4["fabric_us"] / 4
+    assert b4["pipelined_us_per_image"] == pytest.approx((h1 + f1 + 3 * max(h1, f1)) / 4)
+    assert b4["pipelined_us_per_image"] < got["float32"]["logits_out_us"]
+    assert main(["perf", path, "--json", "--host", "python"]) == 0
+    py = json.loads(capsys.readouterr().out)
+    assert py["host"]["path"] == "python" and py["host"]["steps"] is None
+    assert py["host"]["us"] == pytest.approx(py["host_python_us"])
+    assert py["host"]["us"] > got["float32"]["host"]["us"]
