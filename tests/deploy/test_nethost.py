@@ -149,6 +149,29 @@ def test_the_sim_board_through_the_c_host_path_gives_the_emulators_bits_in_one_w
         np.testing.assert_array_equal(one.view(np.uint64), want[2:3].view(np.uint64))
 
 
+@pytest.mark.slow
+@pytest.mark.csim
+def test_uint8_images_with_the_values_their_codes_stand_for(compiled):
+    """The digits are k/16 (k = 0..16): as uint8 codes k with u8_values = code / 16, the C path's
+    table gives the bits of the float images through the emulator."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    path = compiled("digits_cnn", "twohot")
+    x = datasets.load("digits", layout="nchw").x_test[:4]
+    codes = np.rint(x * 16).astype(np.uint8)
+    assert np.array_equal(codes / 16.0, x)                   # the data set's values are the codes / 16
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim", self_check=False) as net:
+        board = net._kernel
+        host = nethost.CHost(board.board, u8_values=np.arange(256) / 16.0)
+        with board._lock, board.sim:
+            q, y = host.run(codes)
+    np.testing.assert_array_equal(y.reshape(want.shape).view(np.uint64), want.view(np.uint64))
+    with pytest.raises(Exception, match="256 values"):
+        nethost.CHost(board.board, u8_values=np.arange(10))
+
+
 # ------------------------------------------------------------------ hlsnn perf NAME.hlsnn --json
 def test_perf_json_reports_both_windows_and_the_host_steps(compiled, capsys):
     """The host steps of the C path (their basis named; the boards' steps estimates), the image
