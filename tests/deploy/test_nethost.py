@@ -135,11 +135,13 @@ def test_the_sim_board_through_the_c_host_path_gives_the_emulators_bits_in_one_w
         first = {k: dev.mmio_counts[k] - base.get(k, 0) for k in ("writes", "write_words", "reads")}
         assert first == {"writes": 2, "write_words": 8, "reads": 1}
         np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+        ops = len(dev.cache_ops)
         for i in range(3):                              # the same batch: one write, one read each
             c0 = dict(dev.mmio_counts)
             q, y = sim.run_image(x.astype(np.float32))
             assert (dev.mmio_counts["writes"] - c0["writes"], dev.mmio_counts["write_words"] - c0["write_words"],
                     dev.mmio_counts["reads"] - c0["reads"]) == (1, 1, 1)
+        assert len(dev.cache_ops) == ops                 # uncached buffers: no flush, no invalidate
         np.testing.assert_array_equal(y.reshape(want.shape).view(np.uint64), want.view(np.uint64))
         runs = sim.model.runs
         assert len({(r[0]["in"], r[0]["out"]) for r in runs}) == 1 and runs[-1][0]["batch"] == 5
@@ -170,6 +172,27 @@ def test_uint8_images_with_the_values_their_codes_stand_for(compiled):
     np.testing.assert_array_equal(y.reshape(want.shape).view(np.uint64), want.view(np.uint64))
     with pytest.raises(Exception, match="256 values"):
         nethost.CHost(board.board, u8_values=np.arange(10))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_cacheable_buffers_are_flushed_and_invalidated_by_the_c_path(compiled):
+    """cacheable=True: the C path calls back into pynq for the input's flush and the output's
+    invalidate once per start, and the strict cache model of the sim board finds nothing stale."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    path = compiled("digits_cnn", "twohot")
+    x = datasets.load("digits", layout="nchw").x_test[:3]
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim", self_check=False, cacheable=True) as net:
+        dev = net._kernel.sim
+        got = net.logits(x)
+        n = len(dev.cache_ops)
+        again = net.logits(x)
+        assert [op.op for op in dev.cache_ops[n:]] == ["flush", "invalidate"]
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(again.view(np.uint64), want.view(np.uint64))
 
 
 # ------------------------------------------------------------------ hlsnn perf NAME.hlsnn --json

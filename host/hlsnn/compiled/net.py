@@ -234,14 +234,14 @@ class CompiledNet:
             check_overlay(overlay, cfg, self.network)
         if self.target == "pynq":
             from .netboard import NetBoard
-            return NetBoard(overlay, cfg, self.network, **{k: opts[k] for k in ("device", "timeout", "download")
-                                                           if k in opts})
+            return NetBoard(overlay, cfg, self.network, **{k: opts[k] for k in ("device", "timeout", "download",
+                                                                                "cacheable") if k in opts})
         kernel = kernel_class(self.network)(self.network)
         if self.target == "csim":
             return kernel
         from .netsim import NetSimBoard
         return NetSimBoard(kernel, cfg, strict_cache=opts.get("strict_cache", True), overlay=overlay,
-                           **{k: opts[k] for k in ("timeout",) if k in opts})
+                           **{k: opts[k] for k in ("timeout", "cacheable") if k in opts})
 
     @property
     def input_shape(self):

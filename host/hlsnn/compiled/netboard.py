@@ -178,9 +178,13 @@ class NetBoard:
 
     name = "pynq"
 
-    def __init__(self, folder, cfg, net, *, device=None, timeout=10.0, download=True):
+    def __init__(self, folder, cfg, net, *, device=None, timeout=10.0, download=True, cacheable=None):
         from ..runtime.pynq_target import _check_address, _pynq, fill_pl_clock_frequencies
         self.cfg, self.net, self.timeout = cfg, net, float(timeout)
+        # the buffers' allocation: pynq's default (None), or cacheable / uncached as asked; the
+        # C host path (run_image) takes uncached buffers unless cacheable=True
+        self.cacheable = cacheable
+        self._alloc_kw = {} if cacheable is None else {"cacheable": bool(cacheable)}
         bit, hwh, _, self.manifest = check_overlay(folder, cfg, net)
         self.n_in, self.n_out, self.in_words, self.out_words = io_words(net)
         self.regs, self.offsets, _ = layout(net.engine)
@@ -226,8 +230,8 @@ class NetBoard:
         words_in, words_out = batch * self.in_words, batch * self.out_words
         if self.inb is None or self.inb.shape[0] < words_in or self.outb.shape[0] < words_out:
             self._free()
-            self.inb = self._pynq.allocate((words_in,), np.uint64)
-            self.outb = self._pynq.allocate((words_out,), np.uint64)
+            self.inb = self._pynq.allocate((words_in,), np.uint64, **self._alloc_kw)
+            self.outb = self._pynq.allocate((words_out,), np.uint64, **self._alloc_kw)
             self._x8 = np.asarray(self.inb).view(np.int8).reshape(batch, self.in_words * 8)
             self._y8 = np.asarray(self.outb).view(np.int8).reshape(batch, self.out_words * 8)
             self._xw = np.asarray(self.inb).reshape(batch, self.in_words)

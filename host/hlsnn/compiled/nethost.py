@@ -160,6 +160,11 @@ class CHost:
             raise InputError("the C host path needs a C compiler and a network with a signed input of at most "
                              "8 bits (not bfp_systolic)")
         self.f_out = int(board.net.output["f"])
+        if getattr(board, "cacheable", None) is None and hasattr(board, "_alloc_kw"):
+            # uncached buffers: no flush or invalidate per start (pynq's own default on a board)
+            board._alloc_kw = {"cacheable": False}
+            if board.inb is not None:
+                board._free()
         mmio = board.ip.mmio if board.ip is not None else None
         self._keep = []                               # the callbacks must outlive the calls
         if null_registers:                            # benchmarks: netin.c's null register file
@@ -201,7 +206,7 @@ class CHost:
 
     def _sync_fn(self):
         b = self.board
-        if getattr(b.inb, "coherent", False) and getattr(b.outb, "coherent", False):
+        if getattr(b, "_alloc_kw", {}).get("cacheable") is False or getattr(b.inb, "coherent", False):
             return ctypes.cast(None, SYNC_FN)        # uncached buffers: no cache maintenance
         fn = SYNC_FN(self._guard(lambda which: (b.inb.flush if which == 0 else b.outb.invalidate)(), None))
         self._keep.append(fn)

@@ -58,7 +58,7 @@ class NetSimBoard:
 
     name = "sim"
 
-    def __init__(self, kernel, cfg, *, strict_cache=True, overlay=None, timeout=10.0):
+    def __init__(self, kernel, cfg, *, strict_cache=True, overlay=None, timeout=10.0, cacheable=None):
         from ..runtime.sim import SimDevice
         from ..runtime.sim_target import _DEVICE_LOCK
         self.kernel, self.cfg, self._lock = kernel, cfg, _DEVICE_LOCK
@@ -70,7 +70,8 @@ class NetSimBoard:
         with _DEVICE_LOCK:
             self.sim.install()
             try:
-                self.board = NetBoard(self.folder, cfg, kernel.net, device=self.sim, timeout=timeout)
+                self.board = NetBoard(self.folder, cfg, kernel.net, device=self.sim, timeout=timeout,
+                                      cacheable=cacheable)
             finally:
                 self.sim.uninstall()
 
