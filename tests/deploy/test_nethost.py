@@ -237,3 +237,40 @@ def test_perf_json_reports_both_windows_and_the_host_steps(compiled, capsys):
     assert py["host"]["path"] == "python" and py["host"]["steps"] is None
     assert py["host"]["us"] == pytest.approx(py["host_python_us"])
     assert py["host"]["us"] > got["float32"]["host"]["us"]
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+def test_double_buffered_starts_alternate_the_two_slots_and_give_the_emulators_bits(compiled):
+    """Five images in double-buffered starts of one image each: the emulator's bits; the kernel
+    reads and writes the two halves of the buffers by turns (its address registers as each
+    start saw them); per start after the first, two address words and ap_start, and one read."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    path = compiled("digits_cnn", "twohot")
+    x = datasets.load("digits", layout="nchw").x_test[:5]
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim", self_check=False) as net:
+        sim = net._kernel
+        dev = sim.sim
+        c0 = dict(dev.mmio_counts)
+        q, y = sim.run_pipelined(x)
+        writes, reads = dev.mmio_counts["writes"] - c0["writes"], dev.mmio_counts["reads"] - c0["reads"]
+        runs = sim.model.runs[-5:]
+        board = sim.board
+        row_in, row_out = board.in_words * 8, board.out_words * 8
+        base_in, base_out = board.inb.device_address, board.outb.device_address
+        assert [(r[0]["in"] - base_in, r[0]["out"] - base_out, r[0]["batch"]) for r in runs] == \
+            [((i % 2) * row_in, (i % 2) * row_out, 1) for i in range(5)]
+        # the allocation's block write, batch = 1, five starts, four switches of two words
+        assert (writes, reads) == (1 + 1 + 5 + 4 * 2, 5)
+        again = net.logits(x[:2])                        # the single-start path after it: slot 0 again
+        q4, y4 = sim.run_pipelined(x[:4])                # the last image in slot 1: pointed back at slot 0
+        assert sim.model.runs[-1][0]["in"] == base_in + row_in
+        one = net.logits(x[3:4])
+        assert sim.model.runs[-1][0]["in"] == base_in
+    np.testing.assert_array_equal(y.reshape(want.shape).view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(y4.reshape(want[:4].shape).view(np.uint64), want[:4].view(np.uint64))
+    np.testing.assert_array_equal(one.view(np.uint64), want[3:4].view(np.uint64))
+    np.testing.assert_array_equal(again.view(np.uint64), want[:2].view(np.uint64))

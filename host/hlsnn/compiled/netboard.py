@@ -304,6 +304,15 @@ class NetBoard:
         self.last_kernel_s, self.last_driver_s = time.perf_counter() - t0, 0.0   # one call: not split
         return out
 
+    def run_pipelined(self, x):
+        """The images ``x`` (B, ...) as stored -> ``(q, y)`` in double-buffered starts of one
+        image each (:meth:`hlsnn.compiled.nethost.CHost.run_pipelined`: the host quantizes
+        image i + 1 while the kernel runs image i)."""
+        from .nethost import CHost
+        if getattr(self, "_chost", None) is None:
+            self._chost = CHost(self)
+        return self._chost.run_pipelined(x, timeout=self.timeout)
+
     def close(self):
         self._free()
         self._chost = None

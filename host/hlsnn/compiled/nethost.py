@@ -66,6 +66,8 @@ def _lib():
         so.hlsnn_in_quantize.restype = i64
         so.hlsnn_in_run.argtypes = [ctypes.POINTER(Ctx), p]
         so.hlsnn_in_run.restype = i64
+        so.hlsnn_in_pipeline.argtypes = [ctypes.POINTER(Ctx), p, i64, ctypes.c_uint64, ctypes.c_uint64, p, p]
+        so.hlsnn_in_pipeline.restype = i64
         fast = ctypes.PyDLL(so._name).hlsnn_in_run
         fast.restype = i64
         so.run_fast = fast
@@ -250,6 +252,35 @@ class CHost:
         b.starts += 1
         self.polls = self.ctx.polls
         return self.q8.astype(np.int64), self.y.copy()
+
+    def run_pipelined(self, x, *, timeout=10.0):
+        """Double-buffered starts of one image each (``hlsnn_in_pipeline``): while the kernel
+        runs image i the host quantizes image i + 1 into the other half of the buffers; per
+        start after the first, the two low address words and ``ap_start`` (three register
+        writes) and the poll. ``(q, y)`` as :meth:`run`. Uncached buffers only."""
+        b = self.board
+        if b._alloc_kw.get("cacheable") is not False:
+            raise InputError("double-buffered starts take uncached buffers (cacheable=None or False)")
+        x = _as_stored(x)
+        images = x.shape[0]
+        if images < 2:
+            return self.run(x, timeout=timeout)
+        if b.inb is None or b.inb.shape[0] < 2 * b.in_words or b.outb.shape[0] < 2 * b.out_words:
+            b._buffers(2)                             # two rows each: the two slots
+        if b._batch != 1:
+            write_block(b.ip, b.offsets, {"batch": 1})
+            b._batch = 1
+        self._setup(x[:1], timeout)
+        q8 = np.empty((images, b.n_out), np.int8)
+        y = np.empty((images, b.n_out), np.float64)
+        self._err = None
+        rc = _lib().hlsnn_in_pipeline(self.ref, x.ctypes.data, images, b.inb.device_address, b.outb.device_address,
+                                      y.ctypes.data, q8.ctypes.data)
+        if rc or self._err is not None:
+            self._finish(rc)
+        b.starts += images
+        self.polls = self.ctx.polls
+        return q8.astype(np.int64), y
 
     def _forget(self):
         """Drop the context and every reference to the board's buffers (they were freed)."""

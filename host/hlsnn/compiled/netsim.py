@@ -107,6 +107,11 @@ class NetSimBoard:
         with self._lock, self.sim:
             return self.board.run_image(x)
 
+    def run_pipelined(self, x):
+        """Double-buffered starts of one image each (:meth:`NetBoard.run_pipelined`)."""
+        with self._lock, self.sim:
+            return self.board.run_pipelined(x)
+
     def close(self):
         if self.board is not None:
             with self._lock, self.sim:

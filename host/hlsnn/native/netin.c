@@ -171,6 +171,21 @@ typedef struct {
   const int8_t *table; /* uint8 input (dtype 2): the integer of each code, or NULL */
 } hlsnn_in_ctx;
 
+/* Poll CTRL until ap_done or ap_idle: the polls made (>= 1), or -1 after timeout_s seconds
+ * (the clock read every 256 polls). */
+static int64_t poll_done(hlsnn_in_ctx *c) {
+  int64_t k = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (!(reg_rd(c->regs, c->rd, 0x00) & (CTRL_DONE | CTRL_IDLE)))
+    if ((++k & 255) == 0) {
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) > c->timeout_s)
+        return -1;
+    }
+  return k + 1;
+}
+
 int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
   const int64_t item = c->dtype == 0 ? 4 : (c->dtype == 1 ? 8 : 1);
   int64_t bad = 0;
@@ -190,18 +205,10 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
   if (c->sync)
     c->sync(0); /* flush the input bytes */
   reg_wr(c->regs, c->wr, 0x00, CTRL_START);
-  int64_t k = 0;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  while (!(reg_rd(c->regs, c->rd, 0x00) & (CTRL_DONE | CTRL_IDLE)))
-    if ((++k & 255) == 0) { /* the clock every 256 polls */
-      clock_gettime(CLOCK_MONOTONIC, &t1);
-      if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) > c->timeout_s) {
-        c->polls = k;
-        return -1;
-      }
-    }
-  c->polls = k + 1;
+  const int64_t k = poll_done(c);
+  c->polls = k;
+  if (k < 0)
+    return -1;
   if (c->sync)
     c->sync(1); /* invalidate the output bytes */
   for (int64_t b = 0; b < c->batch; ++b)
@@ -210,6 +217,81 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
       c->q[b * c->out_n + j] = v;
       c->y[b * c->out_n + j] = ldexp((double)v, (int)-c->f_out);
     }
+  return 0;
+}
+
+/* Double-buffered starts of one image each over `images` images (c->batch is 1): the input
+ * and output buffers hold two rows (slots) each, at the device addresses in_addr and out_addr
+ * plus slot * stride. Image i runs in slot i % 2: while the kernel runs image i the host
+ * quantizes image i + 1 into the other slot; then it polls image i's ap_done, reads its
+ * outputs once, points the kernel at the other slot (the low words of the two address
+ * registers, and the high words when they differ) and starts it. At the end the registers
+ * point at slot 0 again (the single-start path's addresses). Uncached buffers only (no sync).
+ * The registers: as hlsnn_in_run. Returns as hlsnn_in_run; c->polls is the total. */
+static void point_at(hlsnn_in_ctx *c, uint64_t in, uint64_t out, uint64_t *cur_in, uint64_t *cur_out) {
+  if ((uint32_t)in != (uint32_t)*cur_in)
+    reg_wr(c->regs, c->wr, 0x10, (uint32_t)in);
+  if ((in >> 32) != (*cur_in >> 32))
+    reg_wr(c->regs, c->wr, 0x14, (uint32_t)(in >> 32));
+  if ((uint32_t)out != (uint32_t)*cur_out)
+    reg_wr(c->regs, c->wr, 0x1C, (uint32_t)out);
+  if ((out >> 32) != (*cur_out >> 32))
+    reg_wr(c->regs, c->wr, 0x20, (uint32_t)(out >> 32));
+  *cur_in = in;
+  *cur_out = out;
+}
+
+int64_t hlsnn_in_pipeline(hlsnn_in_ctx *c, const void *x, int64_t images, uint64_t in_addr, uint64_t out_addr,
+                          double *y, int8_t *q) {
+  const int64_t item = c->dtype == 0 ? 4 : (c->dtype == 1 ? 8 : 1);
+  uint64_t cur_in = in_addr, cur_out = out_addr; /* the registers hold slot 0's addresses */
+  int64_t bad = 0, polls = 0;
+  const char *xs = (const char *)x;
+#define QUANT(i)                                                                                                 \
+  do {                                                                                                           \
+    int8_t *d_ = c->inbuf + ((i) & 1) * c->in_stride;                                                           \
+    const char *p_ = xs + (i) * c->n * item;                                                                     \
+    if (c->dtype == 2 && c->table)                                                                               \
+      for (int64_t k_ = 0; k_ < c->n; ++k_)                                                                      \
+        d_[k_] = c->table[((const uint8_t *)p_)[k_]];                                                            \
+    else                                                                                                         \
+      bad += hlsnn_in_quantize(p_, (int)c->dtype, c->n, (int)c->f, (int)c->bits, (int)c->mode, d_);             \
+  } while (0)
+  QUANT(0);
+  if (bad)
+    return bad;
+  reg_wr(c->regs, c->wr, 0x00, CTRL_START);
+  for (int64_t i = 0; i < images; ++i) {
+    if (i + 1 < images) {
+      QUANT(i + 1); /* overlaps the kernel's run of image i */
+      if (bad) { /* let image i finish, then stop */
+        if (poll_done(c) < 0)
+          return -1;
+        point_at(c, in_addr, out_addr, &cur_in, &cur_out);
+        return bad;
+      }
+    }
+    const int64_t k = poll_done(c);
+    if (k < 0) {
+      c->polls = polls;
+      return -1;
+    }
+    polls += k;
+    const int8_t *o = c->outbuf + (i & 1) * c->out_stride;
+    for (int64_t j = 0; j < c->out_n; ++j) {
+      const int8_t v = o[j];
+      q[i * c->out_n + j] = v;
+      y[i * c->out_n + j] = ldexp((double)v, (int)-c->f_out);
+    }
+    if (i + 1 < images) {
+      const uint64_t s = (uint64_t)((i + 1) & 1);
+      point_at(c, in_addr + s * (uint64_t)c->in_stride, out_addr + s * (uint64_t)c->out_stride, &cur_in, &cur_out);
+      reg_wr(c->regs, c->wr, 0x00, CTRL_START);
+    }
+  }
+#undef QUANT
+  point_at(c, in_addr, out_addr, &cur_in, &cur_out);
+  c->polls = polls;
   return 0;
 }
 
