@@ -614,6 +614,10 @@ def build_parser():
     p.add_argument("--batch", type=POSITIVE, default=1, help="NAME.hlsnn: images per call (default 1)")
     p.add_argument("--layer-by-layer", action="store_true", help="NAME.hlsnn: model today's per-layer kernel calls, "
                                                                    "not the network kernel (one start per batch)")
+    p.add_argument("--host", choices=["c", "python"], help="NAME.hlsnn, network path: the host's driver, the C host "
+                                                          "path (default) or the numpy driver")
+    p.add_argument("--input-dtype", choices=["float32", "float64", "uint8"],
+                   help="NAME.hlsnn, C host path: the images as the data set stores them (default float32)")
     p.add_argument("--gemm", metavar="B,K,N", help="a GEMM of batch B, K inputs, N outputs (bfp_systolic, shift_mac)")
     p.add_argument("--conv", metavar="C,H,W,Z,k", help="a stride-1 convolution of C channels of HxW to Z channels, "
                                                      "k x k kernel (shift_mac, sparse_cluster)")

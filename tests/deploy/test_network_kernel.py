@@ -168,9 +168,14 @@ def test_perf_of_the_network_path(compiled, capsys):
     assert conv1["kernel_cycles"] == 2 * (64 * 3 + npf.CONV_DEPTH)
     fc = next(r for r in res["layers"] if r["name"] == "fc")
     assert fc["kernel_cycles"] == 2 * (2 * 1 * 4 + npf.CONV_DEPTH)
-    # the host touches the float input and output and the integers it hands over, nothing else
+    # the host touches the input (float32 images as stored, read by the C host path) and the int8
+    # it writes, the int8 outputs and the float64 logits, and the Softmax's float64 in and out
     n_in, n_out = 2 * 64, 2 * 10
-    assert res["host_bytes"] == 9 * n_in + 9 * n_out + 16 * n_out
+    assert res["host_bytes"] == 5 * n_in + 9 * n_out + 16 * n_out
+    assert res["logits_out_us"] == pytest.approx(res["end_to_end_us"] - next(
+        r["host_us"] for r in res["layers"] if r["name"] == "softmax"))
+    assert res["mlperf_window_us"] == pytest.approx(res["fabric_us"] + next(
+        r["host_us"] for r in res["layers"] if r["name"] == "softmax"))
     assert res["dma_bytes"] == 2 * 8 * (8 + 2)
     kr = res["kernel_resources"]                  # small banks: LUTRAM, not BRAM
     assert kr["dsp"] == 0 and kr["lut"] > 0 and kr["fits"]

@@ -124,6 +124,7 @@ def run_compiled(args):
 def perf_compiled(args):
     from .latency import format_table, model
     res = model(args.config, board=args.board, batch=args.batch,
-                network=False if getattr(args, "layer_by_layer", False) else None)
+                network=False if getattr(args, "layer_by_layer", False) else None,
+                host=getattr(args, "host", None) or "c", input_dtype=getattr(args, "input_dtype", None) or "float32")
     print(json.dumps(res) if args.json else format_table(res))
     return 0

@@ -105,7 +105,7 @@ def _board(prog, board):
     return name, BOARDS[name], CPUS[BOARDS[name]["cpu"]]
 
 
-def network_model(path, *, board=None, batch=1):
+def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32"):
     """The latency model of the network path (one kernel start per batch,
     :mod:`hlsnn.compiled.netkernel`), or None when the network kernel cannot run the model.
     The host quantizes the input (8 bytes read, 1 written per value), starts the kernel once,
@@ -113,7 +113,17 @@ def network_model(path, *, board=None, batch=1):
     read, 8 written per value); their times are :data:`NET_HOST`'s, measured on this machine's
     network path and scaled to the board's CPU. The kernel's cycles are
     :func:`hlsnn.compiled.netperf.op_cycles` per image; its DDR traffic is the input and output
-    words at the HP port's width."""
+    words at the HP port's width.
+
+    ``host="c"`` (the default, where the network's input rule is one the C host path covers,
+    :func:`hlsnn.compiled.nethost.input_rule`): the host's steps are
+    :func:`hlsnn.compiled.hostmodel.host_steps` for images of ``input_dtype`` as the data set
+    stores them; ``host="python"``: the numpy driver's (:data:`NET_HOST`). Beside
+    ``end_to_end_us`` (a numpy image in, the network's output out: every row) the result
+    carries ``logits_out_us`` (a numpy image in, the logits out: without the host layers after
+    them), ``mlperf_window_us`` (the kernel with its DDR traffic, plus the host layers after the
+    logits: MLPerf Tiny's DMA + kernel + softmax; input quantization outside it) and ``host``:
+    the steps with their basis, and the double-buffered figures per image."""
     from . import artifact, netkernel, netmode, netperf
     from .net import config_of
     prog, arrays = artifact.read(path)
@@ -148,10 +158,21 @@ def network_model(path, *, board=None, batch=1):
         r["end_to_end_us"] = r["fabric_us"] + r["host_us"]
         return r
     nh = NET_HOST[b["cpu"]]
+    from . import hostmodel, nethost
+    if host not in ("c", "python"):
+        raise InputError(f"host {host!r}: 'c' (the C host path) or 'python' (the numpy driver)")
+    c_host = host == "c" and nethost.input_rule(net) is not None
+    steps = hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=t["out_elems"], batch=batch,
+                                 input_dtype=input_dtype) if c_host else None
     # bytes per value the host writes into the input buffer and reads from the output buffer
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
-    layers = [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
-                  host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
+    if c_host:
+        st = {r["step"].split(" (")[0]: r["us"] for r in steps}
+        layers = [row("input", "host quantize (C)", host_bytes=(np.dtype(input_dtype).itemsize + in_b) * n_in,
+                      host_us=st["quantize"] + st["input stores"])]
+    else:
+        layers = [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
+                      host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
     from ..perf import schedule as sched
     rows_s = sched.network_schedule(net, cfg)
     for nm, kind, cyc in perf.op_cycles(net, t, ii=sched.ii_of(rows_s)):
@@ -163,22 +184,53 @@ def network_model(path, *, board=None, batch=1):
                           -(-t["in_elems" if kind == "load image" else "out_elems"] // 8)) * batch
             extra = dict(dma_bytes=8 * words, ddr_us=8 * words / (beat * mhz))
         if kind == "load image":                      # the one kernel start of the batch
-            extra.update(kernel_starts=1, host_us=nh["start_us"])
+            extra.update(kernel_starts=1, host_us=st["python call"] + st["ap_start and the last poll"] if c_host
+                         else nh["start_us"])
         layers.append(row(nm, kind, kernel_cycles=c, kernel_us=k_us, fabric_us=max(k_us, extra.get("ddr_us", 0.0)),
                           **extra))
     # rule 5 and the host layers after the logits, measured together (finish_us): split evenly
     fin = [("output", "host dequantize", (8 + out_b) * n_out)] + [(j["name"], "host " + j["op"], 16 * n_out)
                                                         for j in net.host_after]
-    for nm, kind, hb in fin:
-        layers.append(row(nm, kind, host_bytes=hb, host_us=(nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin)))
+    if c_host:
+        layers.append(row("output", "host read + dequantize (C)", host_bytes=9 * n_out,
+                          host_us=st["outputs read once"]))
+        for j in net.host_after:
+            layers.append(row(j["name"], "host " + j["op"], host_bytes=16 * n_out,
+                              host_us=hostmodel.softmax_us(b["cpu"]) / len(net.host_after)))
+    else:
+        for nm, kind, hb in fin:
+            layers.append(row(nm, kind, host_bytes=hb,
+                              host_us=(nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin)))
     tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
+    after = {j["name"] for j in net.host_after}
+    logits_us = sum(r["end_to_end_us"] for r in layers if r["name"] not in after)
+    fabric = sum(r["fabric_us"] for r in layers)
+    host_pre = sum(r["host_us"] for r in layers if r["name"] not in after)
+    # double-buffered starts take one image each: the host's steps of a batch of one
+    host1 = (sum(r["us"] for r in hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=t["out_elems"], batch=1,
+                                                      input_dtype=input_dtype)) if c_host else host_pre / batch)
+    windows = {
+        "logits_out_us": logits_us,
+        "mlperf_window_us": fabric + sum(r["host_us"] for r in layers if r["name"] in after),
+        "host": {"path": "c" if c_host else "python", "input_dtype": input_dtype if c_host else "float64",
+                 "us": host_pre, "steps": steps if c_host else None,
+                 "pipelined_us_per_image": hostmodel.pipelined_us_per_image(host1, fabric / batch, batch),
+                 "steady_state_us_per_image": max(host1, fabric / batch),
+                 "basis": (hostmodel.X86["source"] + "; " + hostmodel.SCALE[b["cpu"]]["source"] + "; "
+                           + hostmodel.BOARD_IO[b["cpu"]]["source"]) if c_host else
+                          "hlsnn.compiled.latency.NET_HOST (the numpy driver: x86 measured by "
+                          "benchmarks/bench_network_start.py; the ARM cores scaled, estimates)"},
+        # the numpy driver's image-in-to-logits-out host time, for comparison (NET_HOST)
+        "host_python_us": nh["quant_us"] + nh["quant_value_us"] * n_in + nh["start_us"]
+        + (nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin),
+    }
     res = perf.resources(net, t, cfg.board.ps)
     have = cfg.board.resources
     from ..resources import MARGINS           # the margins every config is checked against
     res["fits"] = all(res[k] <= MARGINS.get(k, 1.0) * have.get(k, 0) for k in ("bram36", "uram", "dsp", "lut", "ff")
                       if res[k])
     return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,
-            "cpu": b["cpu"], "batch": batch, **tot, "layers": layers,
+            "cpu": b["cpu"], "batch": batch, **tot, **windows, "layers": layers,
             "host_only_layers": [j["name"] for j in net.host_after],
             "kernel_resources": {k: v for k, v in res.items() if k not in ("buffers", "logic")},
             "kernel_logic": res["logic"], "schedule": rows_s,
@@ -186,15 +238,16 @@ def network_model(path, *, board=None, batch=1):
                           "hp_source": b["source"], "ddr_latency_cycles": netperf.DDR_LATENCY}}
 
 
-def model(path, *, board=None, batch=1, network=None):
+def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="float32"):
     """The latency model of a compiled model (module docstring): a JSON-able dict with keys
     ``board``, ``cpu``, ``batch``, ``kernel_starts``, ``kernel_us``, ``ddr_us``, ``fabric_us``,
     ``host_us``, ``end_to_end_us``, ``host_bytes``, ``dma_bytes``, ``layers`` (one dict per layer
     with the same keys), ``path`` (``network``: one kernel start per batch,
     :func:`network_model`; ``layers``: today's calls) and ``constants``. ``network``: None takes
-    the network path where the model has one, True requires it, False models layer by layer."""
+    the network path where the model has one, True requires it, False models layer by layer;
+    ``host`` and ``input_dtype``: the network path's host (:func:`network_model`)."""
     if network is not False:
-        res = network_model(path, board=board, batch=batch)
+        res = network_model(path, board=board, batch=batch, host=host, input_dtype=input_dtype)
         if res is not None:
             return res
         if network:
@@ -275,14 +328,27 @@ def format_table(res):
         lines.append(f"  {r['name']:<12} {r['kind']:<22} {r['kernel_starts']:>6} {r['kernel_us']:>10.1f} "
                      f"{r['ddr_us']:>8.1f} {r['host_us']:>9.1f} {r['host_bytes']:>11,} {r['end_to_end_us']:>9.1f}")
     lines.append(f"  {'total':<12} {'':<22} {res['kernel_starts']:>6} {res['kernel_us']:>10.1f} {res['ddr_us']:>8.1f} "
-                 f"{res['host_us']:>9.1f} {res['host_bytes']:>11,} {res['end_to_end_us']:>9.1f}")
+                 f"{res['host_us']:>9.1f} {res['host_bytes']:>11,} "
+                 f"{res['end_to_end_us']:>9.1f}")
+    if "mlperf_window_us" in res:
+        h = res["host"]
+        lines.append(f"  end to end: {res['end_to_end_us']:.1f} us a numpy {h['input_dtype']} image in, the network's "
+                     f"output out ({res['logits_out_us']:.1f} us to the logits); MLPerf Tiny window (the kernel with its "
+                     f"DDR traffic + the host layers after the logits): {res['mlperf_window_us']:.1f} us")
+        lines.append(f"  host ({h['path']} path): {h['us']:.1f} us per start (the numpy driver: "
+                     f"{res['host_python_us']:.1f} us); double-buffered starts: {h['pipelined_us_per_image']:.1f} us "
+                     f"per image at this batch, {h['steady_state_us_per_image']:.1f} us in the steady state")
+        for st in h["steps"] or []:
+            lines.append(f"    {st['step']:<28} {st['us']:>8.2f} us  {st['basis']}")
     if "kernel_resources" in res:
         r = res["kernel_resources"]
         lines.append(f"  network kernel (hlsnn.resources and the datapath model, not synthesis): {r['bram36']} BRAM36, "
                      f"{r['lut']:,} LUT, {r['ff']:,} FF, {r['dsp']} DSP" +
                      ("" if r["fits"] else "; MORE THAN THE BOARD HAS (weights are never streamed from DDR yet)"))
     c = res["constants"]["cpu"]
-    if "network_host" in res["constants"]:
+    if "network_host" in res["constants"] and res.get("host", {}).get("path") == "c":
+        lines.append(f"  host constants: {res['host']['basis']}")
+    elif "network_host" in res["constants"]:
         n = res["constants"]["network_host"]
         lines.append(f"  host constants ({res['cpu']}, network path): {n['start_us']} us per kernel start, quantize "
                      f"{n['quant_us']} us + {n['quant_value_us']} us per value, finish {n['finish_us']} us; "

@@ -37,6 +37,12 @@ TARGETS = ("emu", "csim", "sim", "pynq")
 NETWORK_TARGETS = ("emu", "csim", "sim", "pynq")
 
 
+def _c_host(net):
+    """True when the C host path (:mod:`hlsnn.compiled.nethost`) runs ``net``'s starts."""
+    from . import nethost
+    return nethost.input_rule(net) is not None and nethost.available()
+
+
 class _NetStub:
     def __init__(self, name, inp, out, layers):
         self.name, self.input, self.output, self.layers = name, inp, out, layers
@@ -228,14 +234,14 @@ class CompiledNet:
             check_overlay(overlay, cfg, self.network)
         if self.target == "pynq":
             from .netboard import NetBoard
-            return NetBoard(overlay, cfg, self.network, **{k: opts[k] for k in ("device", "timeout", "download")
-                                                           if k in opts})
+            return NetBoard(overlay, cfg, self.network, **{k: opts[k] for k in ("device", "timeout", "download",
+                                                                                "cacheable") if k in opts})
         kernel = kernel_class(self.network)(self.network)
         if self.target == "csim":
             return kernel
         from .netsim import NetSimBoard
         return NetSimBoard(kernel, cfg, strict_cache=opts.get("strict_cache", True), overlay=overlay,
-                           **{k: opts[k] for k in ("timeout",) if k in opts})
+                           **{k: opts[k] for k in ("timeout", "cacheable") if k in opts})
 
     @property
     def input_shape(self):
@@ -281,9 +287,17 @@ class CompiledNet:
         one kernel start (csim) or the network mode (emu), the output dequantized (rule 5)."""
         n = self.network
         t0 = time.perf_counter()
-        xq = netmode.quantize_input(n, x)
+        if self._kernel is not None and hasattr(self._kernel, "run_image") and _c_host(n):
+            # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost)
+            q = self._kernel.run_image(x)[0].reshape((len(x),) + tuple(n.output["shape"]))
+            self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
+            xq = None
+        else:
+            xq = netmode.quantize_input(n, x)
         t1 = time.perf_counter()
-        if self._kernel is not None:
+        if xq is None:
+            pass
+        elif self._kernel is not None:
             q = self._kernel.run(xq)
             q = tuple(a.reshape((len(x),) + tuple(n.output["shape"])) for a in q) if isinstance(q, tuple) \
                 else q.reshape((len(x),) + tuple(n.output["shape"]))

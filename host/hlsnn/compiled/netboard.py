@@ -31,7 +31,8 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from .netkernel import layout, write_registers
+from .netkernel import layout
+from .nethost import write_block
 
 #: the manifest's ``kernel`` value of a network overlay
 KIND = "network"
@@ -177,9 +178,13 @@ class NetBoard:
 
     name = "pynq"
 
-    def __init__(self, folder, cfg, net, *, device=None, timeout=10.0, download=True):
+    def __init__(self, folder, cfg, net, *, device=None, timeout=10.0, download=True, cacheable=None):
         from ..runtime.pynq_target import _check_address, _pynq, fill_pl_clock_frequencies
         self.cfg, self.net, self.timeout = cfg, net, float(timeout)
+        # the buffers' allocation: pynq's default (None), or cacheable / uncached as asked; the
+        # C host path (run_image) takes uncached buffers unless cacheable=True
+        self.cacheable = cacheable
+        self._alloc_kw = {} if cacheable is None else {"cacheable": bool(cacheable)}
         bit, hwh, _, self.manifest = check_overlay(folder, cfg, net)
         self.n_in, self.n_out, self.in_words, self.out_words = io_words(net)
         self.regs, self.offsets, _ = layout(net.engine)
@@ -218,22 +223,27 @@ class NetBoard:
     def _buffers(self, batch):
         """Allocate (on the first call and when a batch outgrows them) the input and output
         buffers, with their int8 views (one image per row) made once: the padding of each
-        input row is zeroed here and never written again. The two address registers are
-        written only then, and ``batch`` only when it changes: the kernel's ``s_axilite``
-        registers keep their values across starts."""
+        input row is zeroed (and flushed) here and never written again. The two address
+        registers and ``batch`` are written only then, as one block write of their span
+        (:func:`hlsnn.compiled.nethost.write_block`), and ``batch`` again only when it changes:
+        the kernel's ``s_axilite`` registers keep their values across starts."""
         words_in, words_out = batch * self.in_words, batch * self.out_words
         if self.inb is None or self.inb.shape[0] < words_in or self.outb.shape[0] < words_out:
             self._free()
-            self.inb = self._pynq.allocate((words_in,), np.uint64)
-            self.outb = self._pynq.allocate((words_out,), np.uint64)
+            self.inb = self._pynq.allocate((words_in,), np.uint64, **self._alloc_kw)
+            self.outb = self._pynq.allocate((words_out,), np.uint64, **self._alloc_kw)
             self._x8 = np.asarray(self.inb).view(np.int8).reshape(batch, self.in_words * 8)
             self._y8 = np.asarray(self.outb).view(np.int8).reshape(batch, self.out_words * 8)
             self._xw = np.asarray(self.inb).reshape(batch, self.in_words)
             self._yw = np.asarray(self.outb).reshape(batch, self.out_words)
             self._x8[:] = 0
-            write_registers(self.ip, self.offsets, {"in": self.inb.device_address, "out": self.outb.device_address})
+            self.inb.flush()
+            # the two addresses and the batch: one block write of the register span (nethost)
+            write_block(self.ip, self.offsets, {"in": self.inb.device_address, "out": self.outb.device_address,
+                                                "batch": batch})
+            self._batch = batch
         if self._batch != batch:
-            write_registers(self.ip, self.offsets, {"batch": batch})
+            write_block(self.ip, self.offsets, {"batch": batch})
             self._batch = batch
 
     def run(self, xq):
@@ -280,5 +290,29 @@ class NetBoard:
         self.last_driver_s = time.perf_counter() - t_call - self.last_kernel_s
         return y
 
+    def run_image(self, x):
+        """The batch of images ``x`` (B, ...) as the data set stores them (float32, float64 or
+        uint8) -> ``(q, y)``: the output integers (B, out_elems) int64 and their values
+        (float64), through the C host path (:class:`hlsnn.compiled.nethost.CHost`: rule 1 into
+        the input buffer, ``ap_start``, the poll, the outputs read once, in one ``ctypes`` call).
+        On an error (a timeout included) the buffers are freed."""
+        from .nethost import CHost
+        if getattr(self, "_chost", None) is None:
+            self._chost = CHost(self)
+        t0 = time.perf_counter()
+        out = self._chost.run(x, timeout=self.timeout)
+        self.last_kernel_s, self.last_driver_s = time.perf_counter() - t0, 0.0   # one call: not split
+        return out
+
+    def run_pipelined(self, x):
+        """The images ``x`` (B, ...) as stored -> ``(q, y)`` in double-buffered starts of one
+        image each (:meth:`hlsnn.compiled.nethost.CHost.run_pipelined`: the host quantizes
+        image i + 1 while the kernel runs image i)."""
+        from .nethost import CHost
+        if getattr(self, "_chost", None) is None:
+            self._chost = CHost(self)
+        return self._chost.run_pipelined(x, timeout=self.timeout)
+
     def close(self):
         self._free()
+        self._chost = None

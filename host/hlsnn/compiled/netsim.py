@@ -58,7 +58,7 @@ class NetSimBoard:
 
     name = "sim"
 
-    def __init__(self, kernel, cfg, *, strict_cache=True, overlay=None, timeout=10.0):
+    def __init__(self, kernel, cfg, *, strict_cache=True, overlay=None, timeout=10.0, cacheable=None):
         from ..runtime.sim import SimDevice
         from ..runtime.sim_target import _DEVICE_LOCK
         self.kernel, self.cfg, self._lock = kernel, cfg, _DEVICE_LOCK
@@ -70,7 +70,8 @@ class NetSimBoard:
         with _DEVICE_LOCK:
             self.sim.install()
             try:
-                self.board = NetBoard(self.folder, cfg, kernel.net, device=self.sim, timeout=timeout)
+                self.board = NetBoard(self.folder, cfg, kernel.net, device=self.sim, timeout=timeout,
+                                      cacheable=cacheable)
             finally:
                 self.sim.uninstall()
 
@@ -98,6 +99,18 @@ class NetSimBoard:
         """``xq`` (B, ...) input integers -> (B, out_elems) int64, in one kernel start."""
         with self._lock, self.sim:
             return self.board.run(xq)
+
+    def run_image(self, x):
+        """The batch of images ``x`` as stored -> ``(q, y)``, through the C host path
+        (:meth:`hlsnn.compiled.netboard.NetBoard.run_image`; its register accesses are callbacks
+        into this simulated device)."""
+        with self._lock, self.sim:
+            return self.board.run_image(x)
+
+    def run_pipelined(self, x):
+        """Double-buffered starts of one image each (:meth:`NetBoard.run_pipelined`)."""
+        with self._lock, self.sim:
+            return self.board.run_pipelined(x)
 
     def close(self):
         if self.board is not None:

@@ -5,6 +5,7 @@ metadata (PS clocks, PL clock frequencies); :class:`DownloadRecord`."""
 from __future__ import annotations
 
 import bisect
+import collections
 import itertools
 import linecache
 import logging
@@ -131,6 +132,9 @@ class SimDevice(_DeviceBase):
         self.timestamp = None
         self.downloads = []
         self.cache_ops = []
+        #: register accesses so far: ``reads``/``writes`` (calls of read_registers /
+        #: write_registers, a block write counting once) and the 32-bit words they moved
+        self.mmio_counts = collections.Counter()
         self.fixups = []
         self.trace = _Trace(maxlen=2000)
         self.dtbo_ops = []
@@ -352,6 +356,8 @@ class SimDevice(_DeviceBase):
 
     def read_registers(self, address, length):
         with self._lock:
+            self.mmio_counts["reads"] += 1
+            self.mmio_counts["read_words"] += length // 4
             if length % 4 or address % 4:
                 raise SimBusError(f"SimDevice: unaligned register read of {length} bytes at 0x{address:x}")
             base, _, model = self._decode(address, length)
@@ -365,6 +371,8 @@ class SimDevice(_DeviceBase):
     def write_registers(self, address, data):
         with self._lock:
             data = bytes(data)
+            self.mmio_counts["writes"] += 1
+            self.mmio_counts["write_words"] += len(data) // 4
             if len(data) == 4 and not address & 3:          # one word: the common case
                 base, _, model = self._decode(address, 4)
                 off = address - base

@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""Benchmark: the C host path of one network-kernel start (issue 48), the x86 source of
+:data:`hlsnn.compiled.hostmodel.X86`.
+
+A compiled model's lowered network (``--model``, compiled here from
+``configs/models/<model>.yaml``) with the C host path (:class:`hlsnn.compiled.nethost.CHost`)
+on a stand-in board: the real buffers' layout in plain numpy (uncached: no flush), and
+``netin.c``'s null register file (writes dropped, ``CTRL`` reads done), so that what is timed
+is the host's own work. Medians over ``--calls`` calls, after a warm-up, in microseconds:
+
+* ``call_f32`` / ``call_f64`` / ``call_u8``: one ``CHost.run`` of one image as the data set
+  stores it (float32), as float64 and as uint8: the Python wrapper, the ``ctypes`` call, rule 1
+  into the input buffer, ``ap_start`` and one poll (null), the outputs read once and dequantized;
+* ``ctypes_call``: ``hlsnn_in_quantize`` on no values (a 7-argument ``ctypes`` call);
+* ``quant_value_f32_ns`` / ``quant_value_f64_ns`` / ``quant_value_u8_ns``: rule 1 in C per value
+  (``hlsnn_in_quantize`` on 2**20 values: the image repeated);
+* ``wrapper``: ``call_u8`` less the image's uint8 quantization (at the per-value cost of
+  ``hlsnn_in_quantize``, whose 256-value table build makes it an upper bound of the lookup of
+  ``hlsnn_in_run``): the Python and ``ctypes`` part of a start;
+* ``softmax``: the host layers after the logits on the dequantized outputs
+  (:func:`hlsnn.compiled.netmode.finish` less nothing: the numpy Softmax of 10 values with the
+  dequantization);
+* ``python_quantize``: the numpy rule 1 it replaces (:func:`hlsnn.compiled.netmode.quantize_input`).
+
+Usage::
+
+    python benchmarks/bench_c_host.py --model resnet8_digits32 --assignment twohot --calls 3000
+
+CPU time (``time.process_time_ns`` is too coarse for one call: wall time, medians, on a shared
+2-core machine; rerun to see the spread).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "host"))
+
+from hlsnn.compiled import artifact, netmode, nethost  # noqa: E402
+from hlsnn.compiled.netboard import io_words  # noqa: E402
+
+
+class _Buf(np.ndarray):
+    coherent = True                     # uncached: CHost passes no flush callback
+
+
+class _StandIn:
+    """A NetBoard's buffers and counters without pynq (module docstring)."""
+
+    def __init__(self, net):
+        self.net, self.ip, self.cfg = net, None, None
+        self.n_in, self.n_out, self.in_words, self.out_words = io_words(net)
+        self.inb = self.outb = None
+        self._batch, self.starts = None, 0
+
+    def _buffers(self, batch):
+        if self._batch != batch:
+            self.inb = np.zeros(batch * self.in_words, np.uint64).view(_Buf)
+            self.outb = np.zeros(batch * self.out_words, np.uint64).view(_Buf)
+            self._x8 = self.inb.view(np.int8).reshape(batch, -1)
+            self._y8 = self.outb.view(np.int8).reshape(batch, -1)
+            self._batch = batch
+
+    def _free(self):
+        self.inb = self.outb = None
+        self._batch = None
+
+
+def _median_us(fn, calls):
+    fn()
+    ts = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        fn()
+        ts.append(time.perf_counter_ns() - t0)
+    return statistics.median(ts) / 1e3
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="resnet8_digits32")
+    ap.add_argument("--assignment", default="twohot")
+    ap.add_argument("--calls", type=int, default=3000)
+    args = ap.parse_args(argv)
+    from hlsnn.cli import main as cli
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.hlsnn"
+        if cli(["compile", str(ROOT / "configs" / "models" / f"{args.model}.yaml"), "--assignment",
+                args.assignment, "-o", str(path)]) != 0:
+            raise SystemExit("compile failed")
+        net = netmode.lower(*artifact.read(path))
+    from hlsnn.deploy import datasets
+    x32 = np.ascontiguousarray(datasets.load("digits32").x_test[:1], np.float32)
+    x64, xu8 = x32.astype(np.float64), np.round(x32 * 255).astype(np.uint8)
+    board = _StandIn(net)
+    host = nethost.CHost(board, null_registers=True)
+    lib = nethost._lib()
+    f, bits, mode = host.rule
+    n = x32.size
+    dst = np.empty(n, np.int8)
+    res = {"model": args.model, "assignment": args.assignment, "values": n, "outputs": board.n_out,
+           "calls": args.calls}
+    for name, x in (("f32", x32), ("f64", x64), ("u8", xu8)):
+        res[f"call_{name}"] = _median_us(lambda x=x: host.run(x), args.calls)
+    empty = _median_us(lambda: lib.hlsnn_in_quantize(x32.ctypes.data, 0, 0, f, bits, mode, dst.ctypes.data),
+                       args.calls)
+    res["ctypes_call"] = empty
+    big = 1 << 20                                      # per value: 2**20 values, the call's cost negligible
+    reps = -(-big // n)
+    bigs = {name: np.ascontiguousarray(np.tile(a.reshape(-1), reps)[:big]) for name, a in
+            (("f32", x32), ("f64", x64), ("u8", xu8))}
+    dbig = np.empty(big, np.int8)
+    for name, code in (("f32", 0), ("f64", 1), ("u8", 2)):
+        xb = bigs[name]
+        t = _median_us(lambda xb=xb, code=code: lib.hlsnn_in_quantize(xb.ctypes.data, code, big, f, bits, mode,
+                                                                       dbig.ctypes.data), max(20, args.calls // 100))
+        res[f"quant_value_{name}_ns"] = t * 1e3 / big
+    res["wrapper"] = res["call_u8"] - res["quant_value_u8_ns"] * n / 1e3
+    q, _ = host.run(x32)
+    res["softmax"] = _median_us(lambda: netmode.finish(net, q), args.calls)
+    res["python_quantize"] = _median_us(lambda: netmode.quantize_input(net, x64), max(100, args.calls // 10))
+    print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,305 @@
+/* netin.c: the host side of a network kernel's start, in portable C (no intrinsics: it builds
+ * for the boards' ARM cores as for x86), called by hlsnn.compiled.nethost.
+ *
+ * hlsnn_in_quantize (rule 1 of hlsnn.compiled.netmode, the input): n values of an image as the
+ * data set stores it (dtype 0 float32, 1 float64, 2 uint8) to their signed `bits`-bit integers
+ * (bits <= 8) at radix f, written as int8 straight into the kernel's input buffer. The rule is
+ * hlsnn.deploy.quant.to_fixed: w = rint(x * 2**g) at g = max(f + 24, 0) (half to even), then
+ * shift_round_sat(w, g - f, bits, rounding) (mode 0 nearest_even, 1 nearest_away, 2
+ * truncate, i.e. floor). Returns the count of non-finite values (nothing written then
+ * is meaningful; the caller raises).
+ *
+ * float32 with f >= -24 (s = g - f = 24), no 64-bit arithmetic: t = x * 2**f is exact in
+ * float32 (a power-of-two scale; a result that underflows lies in |t| < 2**-126, where every
+ * mode gives the same integer as below). For |t| >= 1/2, t's last bit is at least 2**-24, so
+ * w = t * 2**24 is already an integer and the rule is one rounding of t: q = trunc(t) plus the
+ * rounding of the exact remainder r = t - trunc(t). For |t| < 1/2 the rint at radix g can
+ * move t onto a tie: nearest modes give 0 except |t| = 1/2 - 2**-25 (w = 2**23, a tie:
+ * nearest_away +-1, nearest_even 0); truncate gives -1 for t < -2**-25, else 0 (w = 0 for
+ * t >= -2**-25: rint(-1/2) = 0). t is first clipped to [lo - 1, hi + 1].
+ * float64 (and float32 with f < -24): the same rule with w = rint(x * 2**g) in double, an
+ * integer held exactly as int64 while |w| < 2**62 (beyond, it saturates by its sign), then the
+ * integer shift_round_sat.
+ * uint8: a table of the 256 values through the float32 rule, then one lookup per value (in
+ * hlsnn_in_run, the caller's table, made once: the codes' own values, or what each code stands
+ * for, e.g. u / 255, through the Python rule).
+ *
+ * hlsnn_in_run(ctx, x): the whole host step of one kernel start (a batch of images) in one
+ * call, its parameters in a context the caller sets once per batch size and dtype: quantize
+ * each image into its row of the input buffer (in_stride bytes apart), the caller's flush (a
+ * callback, or none for an uncached buffer), ap_start (one write of CTRL), the poll of ap_done
+ * / ap_idle (bounded by timeout_s seconds), the caller's invalidate, and the outputs read
+ * once: out_n int8 values per image (rows out_stride bytes apart) copied to q and dequantized
+ * to y as float64 (q * 2**-f_out, exact). Register access through `regs` (a volatile pointer
+ * to the IP's register file, on a board: pynq's mapping of it) or, when regs is NULL, through
+ * the callbacks wr / rd (the simulated board's register models), so the same C path runs on
+ * both. Returns 0, -1 on a timeout, or the count of non-finite input values.
+ */
+#define _POSIX_C_SOURCE 199309L
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+typedef void (*reg_write_fn)(uint32_t offset, uint32_t value);
+typedef uint32_t (*reg_read_fn)(uint32_t offset);
+typedef void (*sync_fn)(int which);
+
+#define CTRL_START 0x1u
+#define CTRL_DONE 0x2u
+#define CTRL_IDLE 0x4u
+
+static inline int32_t clampi(int32_t q, int32_t lo, int32_t hi) { return q < lo ? lo : (q > hi ? hi : q); }
+
+/* rule 1 on one float32 value, f >= -24 (module comment) */
+static inline int32_t q_f32(float x, float scale, float lo, float hi, int mode) {
+  float t = x * scale;
+  if (t < lo - 1.0f)
+    t = lo - 1.0f;
+  if (t > hi + 1.0f)
+    t = hi + 1.0f;
+  const float a = t < 0 ? -t : t;
+  int32_t q;
+  if (a >= 0.5f) {
+    const int32_t i = (int32_t)t; /* toward zero, exact: |t| <= 2**7 + 1 */
+    const float r = t - (float)i; /* exact */
+    if (mode == 2)
+      q = i - (r < 0.0f);
+    else if (r > 0.5f)
+      q = i + 1;
+    else if (r < -0.5f)
+      q = i - 1;
+    else if (r == 0.5f)
+      q = i + (mode == 1 ? 1 : (i & 1));
+    else if (r == -0.5f)
+      q = i - (mode == 1 ? 1 : (i & 1));
+    else
+      q = i;
+  } else if (mode == 2) {
+    q = t < -0x1p-25f ? -1 : 0;
+  } else {
+    q = (mode == 1 && a == 0.5f - 0x1p-25f) ? (t > 0 ? 1 : -1) : 0;
+  }
+  return q;
+}
+
+/* rule 1 on one double (any f): w = rint(x * 2**g), then shift_round_sat by s = g - f > 0 */
+static inline int32_t q_f64(double x, int g, int s, int32_t lo, int32_t hi, int mode) {
+  double v = rint(ldexp(x, g));
+  if (!(v < 0x1p62)) /* |w| >= 2**62 (or NaN): taken as saturated (the reference's int64 overflows) */
+    return hi;
+  if (!(v > -0x1p62))
+    return lo;
+  const int64_t w = (int64_t)v;
+  const int sr = s > 62 ? 62 : s;
+  int64_t q = w >> sr; /* arithmetic shift: floor */
+  if (mode != 2) {
+    const uint64_t rem = (uint64_t)w - ((uint64_t)q << sr), half = (uint64_t)1 << (sr - 1);
+    int up = rem > half;
+    if (rem == half)
+      up = mode == 0 ? (int)(q & 1) : w >= 0;
+    q += up;
+  }
+  return q < lo ? lo : (q > hi ? hi : (int32_t)q);
+}
+
+int64_t hlsnn_in_quantize(const void *x, int dtype, int64_t n, int f, int bits, int mode, int8_t *dst) {
+  const int32_t lo = -(1 << (bits - 1)), hi = (1 << (bits - 1)) - 1;
+  const int g = f + 24 > 0 ? f + 24 : 0, s = g - f;
+  int64_t bad = 0;
+  if (dtype == 2 && f <= 100) {
+    int8_t table[256];
+    const float scale = ldexpf(1.0f, f);
+    for (int u = 0; u < 256; ++u)
+      table[u] = (int8_t)(f >= -24 ? clampi(q_f32((float)u, scale, (float)lo, (float)hi, mode), lo, hi)
+                                   : q_f64((double)u, g, s, lo, hi, mode));
+    const uint8_t *p = (const uint8_t *)x;
+    for (int64_t k = 0; k < n; ++k)
+      dst[k] = table[p[k]];
+    return 0;
+  }
+  if (dtype == 0 && f >= -24 && f <= 100) {
+    const float *p = (const float *)x;
+    const float scale = ldexpf(1.0f, f), flo = (float)lo, fhi = (float)hi;
+    for (int64_t k = 0; k < n; ++k) {
+      const float v = p[k];
+      if (!(v - v == 0.0f)) { /* NaN or infinite */
+        bad += 1;
+        dst[k] = 0;
+        continue;
+      }
+      dst[k] = (int8_t)clampi(q_f32(v, scale, flo, fhi, mode), lo, hi);
+    }
+    return bad;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const double v = dtype == 0 ? (double)((const float *)x)[k]
+                                : (dtype == 1 ? ((const double *)x)[k] : (double)((const uint8_t *)x)[k]);
+    bad += !(v - v == 0.0);
+    dst[k] = (int8_t)q_f64(v, g, s, lo, hi, mode);
+  }
+  return bad;
+}
+
+static inline void reg_wr(volatile uint32_t *regs, reg_write_fn wr, uint32_t off, uint32_t v) {
+  if (regs)
+    regs[off >> 2] = v;
+  else
+    wr(off, v);
+}
+
+static inline uint32_t reg_rd(volatile uint32_t *regs, reg_read_fn rd, uint32_t off) {
+  return regs ? regs[off >> 2] : rd(off);
+}
+
+/* The per-start parameters, set once per batch size and dtype by the caller (nethost.CHost):
+ * a start is then hlsnn_in_run(ctx, x), two pointer arguments. */
+typedef struct {
+  int64_t dtype, batch, n, f, bits, mode; /* the input: rule 1 */
+  int8_t *inbuf;                          /* the input buffer, rows in_stride bytes apart */
+  int64_t in_stride;
+  volatile uint32_t *regs; /* the mapped register file, or NULL: the callbacks */
+  reg_write_fn wr;
+  reg_read_fn rd;
+  sync_fn sync; /* flush (0) / invalidate (1), or NULL for uncached buffers */
+  double timeout_s;
+  const int8_t *outbuf; /* the output buffer, rows out_stride bytes apart */
+  int64_t out_stride, out_n, f_out;
+  double *y; /* out_n values per image, dequantized */
+  int8_t *q; /* the same as integers */
+  int64_t polls;
+  const int8_t *table; /* uint8 input (dtype 2): the integer of each code, or NULL */
+} hlsnn_in_ctx;
+
+/* Poll CTRL until ap_done or ap_idle: the polls made (>= 1), or -1 after timeout_s seconds
+ * (the clock read every 256 polls). */
+static int64_t poll_done(hlsnn_in_ctx *c) {
+  int64_t k = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (!(reg_rd(c->regs, c->rd, 0x00) & (CTRL_DONE | CTRL_IDLE)))
+    if ((++k & 255) == 0) {
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) > c->timeout_s)
+        return -1;
+    }
+  return k + 1;
+}
+
+int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
+  const int64_t item = c->dtype == 0 ? 4 : (c->dtype == 1 ? 8 : 1);
+  int64_t bad = 0;
+  if (c->dtype == 2 && c->table) { /* uint8 images: one lookup per value */
+    for (int64_t b = 0; b < c->batch; ++b) {
+      const uint8_t *p = (const uint8_t *)x + b * c->n;
+      int8_t *d = c->inbuf + b * c->in_stride;
+      for (int64_t k = 0; k < c->n; ++k)
+        d[k] = c->table[p[k]];
+    }
+  } else
+    for (int64_t b = 0; b < c->batch; ++b)
+      bad += hlsnn_in_quantize((const char *)x + b * c->n * item, (int)c->dtype, c->n, (int)c->f, (int)c->bits,
+                             (int)c->mode, c->inbuf + b * c->in_stride);
+  if (bad)
+    return bad;
+  if (c->sync)
+    c->sync(0); /* flush the input bytes */
+  reg_wr(c->regs, c->wr, 0x00, CTRL_START);
+  const int64_t k = poll_done(c);
+  c->polls = k;
+  if (k < 0)
+    return -1;
+  if (c->sync)
+    c->sync(1); /* invalidate the output bytes */
+  for (int64_t b = 0; b < c->batch; ++b)
+    for (int64_t j = 0; j < c->out_n; ++j) {
+      const int8_t v = c->outbuf[b * c->out_stride + j]; /* each output byte read once */
+      c->q[b * c->out_n + j] = v;
+      c->y[b * c->out_n + j] = ldexp((double)v, (int)-c->f_out);
+    }
+  return 0;
+}
+
+/* Double-buffered starts of one image each over `images` images (c->batch is 1): the input
+ * and output buffers hold two rows (slots) each, at the device addresses in_addr and out_addr
+ * plus slot * stride. Image i runs in slot i % 2: while the kernel runs image i the host
+ * quantizes image i + 1 into the other slot; then it polls image i's ap_done, reads its
+ * outputs once, points the kernel at the other slot (the low words of the two address
+ * registers, and the high words when they differ) and starts it. At the end the registers
+ * point at slot 0 again (the single-start path's addresses). Uncached buffers only (no sync).
+ * The registers: as hlsnn_in_run. Returns as hlsnn_in_run; c->polls is the total. */
+static void point_at(hlsnn_in_ctx *c, uint64_t in, uint64_t out, uint64_t *cur_in, uint64_t *cur_out) {
+  if ((uint32_t)in != (uint32_t)*cur_in)
+    reg_wr(c->regs, c->wr, 0x10, (uint32_t)in);
+  if ((in >> 32) != (*cur_in >> 32))
+    reg_wr(c->regs, c->wr, 0x14, (uint32_t)(in >> 32));
+  if ((uint32_t)out != (uint32_t)*cur_out)
+    reg_wr(c->regs, c->wr, 0x1C, (uint32_t)out);
+  if ((out >> 32) != (*cur_out >> 32))
+    reg_wr(c->regs, c->wr, 0x20, (uint32_t)(out >> 32));
+  *cur_in = in;
+  *cur_out = out;
+}
+
+int64_t hlsnn_in_pipeline(hlsnn_in_ctx *c, const void *x, int64_t images, uint64_t in_addr, uint64_t out_addr,
+                          double *y, int8_t *q) {
+  const int64_t item = c->dtype == 0 ? 4 : (c->dtype == 1 ? 8 : 1);
+  uint64_t cur_in = in_addr, cur_out = out_addr; /* the registers hold slot 0's addresses */
+  int64_t bad = 0, polls = 0;
+  const char *xs = (const char *)x;
+#define QUANT(i)                                                                                                 \
+  do {                                                                                                           \
+    int8_t *d_ = c->inbuf + ((i) & 1) * c->in_stride;                                                           \
+    const char *p_ = xs + (i) * c->n * item;                                                                     \
+    if (c->dtype == 2 && c->table)                                                                               \
+      for (int64_t k_ = 0; k_ < c->n; ++k_)                                                                      \
+        d_[k_] = c->table[((const uint8_t *)p_)[k_]];                                                            \
+    else                                                                                                         \
+      bad += hlsnn_in_quantize(p_, (int)c->dtype, c->n, (int)c->f, (int)c->bits, (int)c->mode, d_);             \
+  } while (0)
+  QUANT(0);
+  if (bad)
+    return bad;
+  reg_wr(c->regs, c->wr, 0x00, CTRL_START);
+  for (int64_t i = 0; i < images; ++i) {
+    if (i + 1 < images) {
+      QUANT(i + 1); /* overlaps the kernel's run of image i */
+      if (bad) { /* let image i finish, then stop */
+        if (poll_done(c) < 0)
+          return -1;
+        point_at(c, in_addr, out_addr, &cur_in, &cur_out);
+        return bad;
+      }
+    }
+    const int64_t k = poll_done(c);
+    if (k < 0) {
+      c->polls = polls;
+      return -1;
+    }
+    polls += k;
+    const int8_t *o = c->outbuf + (i & 1) * c->out_stride;
+    for (int64_t j = 0; j < c->out_n; ++j) {
+      const int8_t v = o[j];
+      q[i * c->out_n + j] = v;
+      y[i * c->out_n + j] = ldexp((double)v, (int)-c->f_out);
+    }
+    if (i + 1 < images) {
+      const uint64_t s = (uint64_t)((i + 1) & 1);
+      point_at(c, in_addr + s * (uint64_t)c->in_stride, out_addr + s * (uint64_t)c->out_stride, &cur_in, &cur_out);
+      reg_wr(c->regs, c->wr, 0x00, CTRL_START);
+    }
+  }
+#undef QUANT
+  point_at(c, in_addr, out_addr, &cur_in, &cur_out);
+  c->polls = polls;
+  return 0;
+}
+
+/* A null register file for measuring the host path without a kernel (benchmarks): writes
+ * are dropped and CTRL reads as done and idle, so hlsnn_in_run polls once. */
+void hlsnn_in_null_write(uint32_t offset, uint32_t value) {
+  (void)offset;
+  (void)value;
+}
+
+uint32_t hlsnn_in_null_read(uint32_t offset) { return offset == 0 ? (CTRL_DONE | CTRL_IDLE) : 0; }
