@@ -130,3 +130,26 @@ def test_matmul_of_two_activations_is_the_product_of_the_quantized_operands(tmp_
     pa, xb = quant(env["p"], x)            # the softmax's float probabilities by the float input
     np.testing.assert_array_equal(env["y"], pa @ xb)
     assert np.abs(env["y"] - env["p"] @ x).max() > 1e-3          # not the float product
+
+
+def test_an_attention_classifier_compiles_and_runs_as_deployed(tmp_path):
+    """``hlsnn compile`` of a TorchScript-exported encoder (opset 17's shape ops): the compiled
+    model quantizes its MatMuls of two activations as the deployment does (its self-check at
+    load compares every layer with the emulator's at compile time) and gives the same bits."""
+    import hlsnn
+    from hlsnn.compiled.build import compile_model
+    from hlsnn.deploy import datasets
+    from conftest import ROOT
+    model = ROOT / "tests" / "data" / "torch" / "beyond" / "encoder_clf_ts17.onnx"
+    dep, accs = _deployment(tmp_path, model, "twohot", "shift8_pynq-z2")
+    ds = datasets.load("digits", layout="ntf")
+    try:
+        dep.calibrate(ds.x_train[:128])
+        want = dep.run(ds.x_test[:32])
+    finally:
+        for a in accs.values():
+            a.close()
+    compile_model(tmp_path / "c.yaml", "f", tmp_path / "enc.hlsnn")
+    got = hlsnn.load(tmp_path / "enc.hlsnn", "emu")
+    assert got.network is None                   # host layers between the engine layers: layer by layer
+    np.testing.assert_array_equal(got(ds.x_test[:32]), want)

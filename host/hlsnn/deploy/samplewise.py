@@ -251,13 +251,19 @@ class ActMatMul:
 def quantizers(net, assignment, formats, execs):
     """The :class:`ActMatMul` of each ``MatMulAct`` layer of ``net``, in the format of the nearest
     engine layer before it (else after it)."""
+    return quantizers_of(net.layers, execs, lambda name: formats[assignment.format_of(name)].type)
+
+
+def quantizers_of(layers, execs, type_of):
+    """:func:`quantizers` of a layer list, ``type_of(engine layer name)`` its format type (a
+    compiled model's program records it per layer)."""
+    from types import SimpleNamespace
     out = {}
-    engine = [i for i, la in enumerate(net.layers) if la.is_engine]
-    for i, la in enumerate(net.layers):
-        if la.op != "MatMulAct" or not engine:
+    engine = [i for i, la in enumerate(layers) if la.name in execs]
+    for i, la in enumerate(layers):
+        if getattr(la, "op", "") != "MatMulAct" or not engine:
             continue
         before = [j for j in engine if j < i]
-        src = net.layers[before[-1] if before else engine[0]]
-        ex = execs[src.name]
-        out[la.name] = ActMatMul(la, formats[assignment.format_of(src.name)], ex.p, ex.deploy.rounding)
+        ex = execs[layers[before[-1] if before else engine[0]].name]
+        out[la.name] = ActMatMul(la, SimpleNamespace(type=type_of(ex.layer.name)), ex.p, ex.deploy.rounding)
     return out
