@@ -9,7 +9,8 @@ inputs share one format (:func:`out_format`); AveragePool, GlobalAveragePool, Ad
 ``Add`` of a constant), Mul (a gate of two tensors), BatchNormalization, Scale (``Mul`` or
 ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu and
 LayerNormalization compute new values, which the next accelerator layer requantizes at its
-calibrated radix point; Softmax produces the network's float output.
+calibrated radix point; Softmax produces the network's float output. SwMove (exact), SwCompute
+and MatMulAct are attention's ops on per-sample tensors (:mod:`hlsnn.deploy.samplewise`).
 """
 from __future__ import annotations
 

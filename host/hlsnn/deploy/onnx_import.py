@@ -36,6 +36,12 @@ Rules (these are what :func:`load_onnx` does, in order):
   ``Resize``/``Upsample`` by integer nearest factors and ``Mul``/``Div`` by constants (folded
   into the preceding layer where exact): the rules of :mod:`hlsnn.deploy.import_rules`. A
   zero ``Pad`` of H and W that only a ``Conv`` reads becomes that conv's padding.
+* Attention (issue 52): a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
+  ``Gather`` of a computed tensor or a ``Transpose`` that moves axis 0 gets static batch-1
+  shapes (:mod:`hlsnn.deploy.shapefold`: the shape arithmetic folds to constants), and the ops
+  on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.samplewise`:
+  ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
+  token-wise GEMM).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
