@@ -28,7 +28,8 @@ MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
 MODELS = sorted(m for m, e in MANIFEST["models"].items() if e["task"] != "pattern")
 PATTERNS = sorted(m for m, e in MANIFEST["models"].items() if e["task"] == "pattern")
 #: the pattern files whose every node hlsnn imports
-IMPORTED = ("p_conv1d", "p_convtranspose2d", "p_upsample", "p_layernorm", "p_gelu")
+IMPORTED = ("p_conv1d", "p_convtranspose2d", "p_upsample", "p_layernorm", "p_gelu", "p_mha", "p_encoder",
+            "p_encoder_call")
 FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
            "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
 
@@ -331,11 +332,13 @@ def test_squeeze_excite_gate_is_a_host_mul_of_two_tensors():
 
 
 
-@pytest.mark.parametrize("name", [m for m in PATTERNS if m.rsplit("_", 1)[0] in IMPORTED])
+@pytest.mark.parametrize("name", [m for m in PATTERNS if m.rsplit("_", 1)[0] in IMPORTED
+                                  and MANIFEST["models"][m]["files"]])
 def test_pattern_imports_and_equals_onnxruntime(name):
-    """nn.Conv1d, nn.ConvTranspose2d, nn.Upsample, nn.LayerNorm and nn.GELU as each exporter
-    writes them (docs/deploy-beyond-cnn.md's table): imported without --host-fallback, the
-    float network equal to onnxruntime's."""
+    """nn.Conv1d, nn.ConvTranspose2d, nn.Upsample, nn.LayerNorm, nn.GELU, nn.MultiheadAttention
+    and nn.TransformerEncoderLayer as each exporter writes them (docs/deploy-beyond-cnn.md's
+    table): imported without --host-fallback, the float network equal to onnxruntime's (run a
+    sample at a time: the files fix the batch at 1)."""
     entry = MANIFEST["models"][name]
     net = load_onnx(DATA / f"{name}.onnx")
     x = np.random.default_rng(0).normal(size=(3, *entry["input_shape"])).astype(np.float32) * 2
@@ -349,13 +352,11 @@ def test_the_pattern_files_are_what_the_docs_say():
     assert ops["p_convtranspose2d_dynamo"] == ["ConvTranspose"] and ops["p_conv1d_ts17"] == ["Conv"]
     assert {"Shape", "Slice", "Concat", "Gather"} <= set(ops["p_mha_ts17"])
     assert "export_error" in MANIFEST["models"]["p_encoder_ts17"]     # torch 2.13's TorchScript exporter fails
-
-
-@pytest.mark.parametrize("name", ["p_mha_dynamo", "p_mha_ts17", "p_encoder_dynamo"])
-def test_attention_is_refused_node_by_node(name):
-    """Attention is not built yet (issue 52's last part): the error names the nodes, among them
-    the MatMul of two activations and the Transposes, never a wrong result."""
-    with pytest.raises(UnsupportedModelError) as exc:
-        load_onnx(DATA / f"{name}.onnx")
-    text = str(exc.value)
-    assert "(Transpose): no engine or host rule" in text and "(MatMul): weight" in text and "is not a constant" in text
+    assert "is_causal" in MANIFEST["models"]["p_encoder_ts17"]["export_error"]
+    # ... unless the layer is called with is_causal=False; both exports then write the same attention
+    assert {"Shape", "Slice", "Concat", "Gather", "Softmax"} <= set(ops["p_encoder_call_ts17"])
+    assert ops["p_encoder_call_dynamo"] == ops["p_encoder_dynamo"] and "Shape" not in ops["p_encoder_dynamo"]
+    for m in ("p_mha_dynamo", "p_mha_ts17", "p_encoder_dynamo", "p_encoder_call_ts17"):
+        # in_proj, q·kᵀ, scores·v (and the encoder's two feed-forward Linears); out_proj is a Gemm
+        assert ops[m].count("MatMul") == (3 if "mha" in m else 5) and ops[m].count("Softmax") == 1, m
+        assert ops[m].count("Gemm") == 1 and ops[m].count("LayerNormalization") == (0 if "mha" in m else 2), m

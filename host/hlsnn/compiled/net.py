@@ -127,6 +127,7 @@ class CompiledNet:
 
     def __init__(self, path, target="emu", *, overlays=None, self_check=True, network=None, **target_options):
         from ..runtime import Accelerator
+        from ..deploy import samplewise
         from ..deploy.runner import Deployment
         if target not in TARGETS:
             raise InputError(f"target = {target!r}: must be one of {', '.join(TARGETS)}")
@@ -211,6 +212,8 @@ class CompiledNet:
             dep.net = _NetStub(prog["name"], prog["input"]["name"], prog["output"]["name"], layers)
             dep.overflow_ratio, dep.rounding, dep.dynamic = prog["overflow_ratio"], prog["rounding"], False
             dep.update, dep.host, dep.execs, dep.calibrated = "e1", {}, execs, True
+            fmt_of = {j["name"]: j["format"] for j in prog["layers"] if j["kind"] != "host"}
+            dep.actmm = samplewise.quantizers_of(layers, execs, fmt_of.get)     # attention's MatMuls (issue 52)
             dep.fast = False                     # network=False: layer by layer, as asked
             self._dep = dep
             if self.network is not None and self.target != "emu":

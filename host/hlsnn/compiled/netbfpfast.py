@@ -470,7 +470,7 @@ class BfpNet:
 def build(deploy):
     """A :class:`BfpNet` of ``deploy``, or None (module docstring)."""
     from ..deploy.runner import BfpExec
-    if deploy.dynamic or deploy.host or not deploy.execs:
+    if deploy.dynamic or deploy.host or getattr(deploy, "actmm", None) or not deploy.execs:
         return None
     layers = {}
     for name, ex in deploy.execs.items():

@@ -9,7 +9,8 @@ inputs share one format (:func:`out_format`); AveragePool, GlobalAveragePool, Ad
 ``Add`` of a constant), Mul (a gate of two tensors), BatchNormalization, Scale (``Mul`` or
 ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu and
 LayerNormalization compute new values, which the next accelerator layer requantizes at its
-calibrated radix point; Softmax produces the network's float output.
+calibrated radix point; Softmax produces the network's float output. SwMove (exact), SwCompute
+and MatMulAct are attention's ops on per-sample tensors (:mod:`hlsnn.deploy.samplewise`).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ..errors import InputError
 #: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
 #: Clip, Concat and Pad under the conditions of :func:`out_format`)
 EXACT = ("MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Relu", "Identity", "Dropout", "Upsample", "Clip",
-         "Concat", "Pad", "RowsToMap", "MapToRows", "Squeeze", "Unsqueeze", "ZeroStuff")
+         "Concat", "Pad", "RowsToMap", "MapToRows", "Squeeze", "Unsqueeze", "ZeroStuff", "SwMove")
 
 
 def _on_grid(v, fmt, side=0):
@@ -198,6 +199,9 @@ def run(layer, inputs):
         return e / e.sum(axis=-1, keepdims=True)
     if op == "fallback":
         return _fallback(layer, inputs)
+    if op in ("SwMove", "SwCompute", "MatMulAct"):      # attention's ops (hlsnn.deploy.samplewise)
+        from . import samplewise
+        return samplewise.run(layer, inputs)
     raise InputError(f"no host implementation of {op}")
 
 

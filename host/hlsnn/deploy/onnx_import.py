@@ -36,6 +36,12 @@ Rules (these are what :func:`load_onnx` does, in order):
   ``Resize``/``Upsample`` by integer nearest factors and ``Mul``/``Div`` by constants (folded
   into the preceding layer where exact): the rules of :mod:`hlsnn.deploy.import_rules`. A
   zero ``Pad`` of H and W that only a ``Conv`` reads becomes that conv's padding.
+* Attention (issue 52): a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
+  ``Gather`` of a computed tensor or a ``Transpose`` that moves axis 0 gets static batch-1
+  shapes (:mod:`hlsnn.deploy.shapefold`: the shape arithmetic folds to constants), and the ops
+  on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.samplewise`:
+  ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
+  token-wise GEMM).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
@@ -63,7 +69,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import qimport
+from . import qimport, samplewise, shapefold
 
 #: the most values an initializer may hold (32 Mi: far beyond any model an FPGA of hlsnn's boards holds)
 MAX_INITIALIZER_ELEMENTS = 1 << 25
@@ -337,6 +343,10 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
+    fs = None                  # static shapes at batch 1 for attention and shape ops (hlsnn.deploy.samplewise)
+    if shapefold.needed(model.graph):
+        fs = shapefold.file_shapes(model, path)
+        model = shapefold.fold(model, fs)
     g = model.graph
     _check_names(path, g)
     consts = {t.name: _initializer(path, t) for t in g.initializer}
@@ -365,6 +375,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             consumers.setdefault(i, []).append(node)
     outputs = {o.name for o in g.output}
     shapes = _shapes(model)
+    if fs is not None:
+        shapes = {k: ((None,) + v[1:] if v and v[0] == 1 else v) for k, v in fs.items()}
 
     def sole_user(name):
         users = consumers.get(name, [])
@@ -427,6 +439,15 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             node = _as_identity(node)                        # the probabilities, column j = class j
             op, a = "Identity", {}
         layer = None
+        sw = None if fs is None else samplewise.rule(node, op, a, consts, fs)
+        if isinstance(sw, str):
+            reject(node, sw)
+            continue
+        if sw is not None:
+            layer = Layer(name, "host", sw[1], node.output[0], op=sw[0], attrs=sw[2])
+            layers.append(layer)
+            produced[layer.output] = layer
+            continue
         if op in ("Gemm", "MatMul"):
             wname = node.input[1]
             w = const(wname, node, "weight")
@@ -455,7 +476,9 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 reject(node, f"weight of rank {w.ndim} (need a matrix)")
                 continue
             rows = None
-            if op == "MatMul":
+            if fs is not None and node.input[0] in fs:
+                rows = samplewise.rows(fs[node.input[0]])
+            elif op == "MatMul":
                 rows = _matmul_rows(shapes.get(node.input[0]), w.shape[0])
                 if isinstance(rows, str):
                     reject(node, rows)

@@ -64,7 +64,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import blocks, groups, hostops, shift_fit
+from . import blocks, groups, hostops, samplewise, shift_fit
 from . import update as updates
 from .quant import (CHANNEL_FRAC_LIMIT, Act, HostQuant, check_host_bits, host_radix, prune, to_fixed,
                     weight_fracs)
@@ -612,6 +612,8 @@ class Deployment:
         for layer in net.engine_layers():
             fmt = formats[assignment.format_of(layer.name)]
             self.execs[layer.name] = EXECS[fmt.type](layer, fmt, accelerators[fmt.accel], self)
+        # a MatMul of two computed tensors: both quantized at run time, multiplied in integers
+        self.actmm = samplewise.quantizers(net, assignment, formats, self.execs)
         unknown = set(assignment.layers) - set(self.execs)
         if unknown:
             raise InputError(f"assignment {assignment.name}: no engine layer named {', '.join(sorted(unknown))}; "
@@ -721,7 +723,8 @@ class Deployment:
         from types import SimpleNamespace
         from ..compiled import netfast, netmode
         from ..compiled.build import program_of
-        if self.dynamic or self.host or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
+        if self.dynamic or self.host or getattr(self, "actmm", None) \
+                or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
                 or not all(isinstance(d, int) for d in self.net.input_shape[1:]):
             return None
         accs = {fmt.accel: self.execs[la.name].acc for la in self.net.engine_layers()
@@ -761,7 +764,9 @@ class Deployment:
         env = {self.net.input: Act(x, None)}
         for layer in self.net.layers:
             ins = [env[i] for i in layer.inputs]
-            if layer.name in self.host:
+            if layer.name in getattr(self, "actmm", ()):
+                env[layer.output] = Act(self.actmm[layer.name].run([a.values for a in ins]), None)
+            elif layer.name in self.host:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
             elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])

@@ -1,0 +1,269 @@
+"""Ops whose tensors mix the batch with other axes: attention as PyTorch exports it (issue 52).
+
+A fixed-batch-1 export of ``nn.MultiheadAttention`` transposes (N, T, E) to (T, N, E), reshapes
+it to (T, N*H, d) and multiplies (N*H, T, d) by (N*H, d, T): constant shapes in which the
+batch is merged with the heads. hlsnn runs such a file as the file's own computation on each
+sample. :mod:`hlsnn.deploy.shapefold` gives every tensor its static shape ``S`` at batch 1; a
+tensor whose ``S`` starts with 1 is held as usual, (N, *S[1:]) (*normal*); any other is held as
+(N, *S), sample i's value of the file's tensor at ``[i]`` (*lifted*). An op sees each input
+lifted (a normal one gains its axis of 1) and computes what the file computes, on the axes
+after the first, for all samples at once; its output is normal again where ``S`` starts with
+1. Ops on normal tensors that hlsnn's other rules take keep those rules.
+
+Host ops here (:func:`rule` at import, :func:`run` in the float path):
+
+* ``SwMove``: ``Reshape``/``Flatten``/``Squeeze``/``Unsqueeze`` (to the static output shape),
+  ``Transpose``, ``Gather`` by constant indices. They move values only: exact on fixed-point
+  values (:data:`hlsnn.deploy.hostops.EXACT`).
+* ``SwCompute``: ``Add``/``Sub``/``Mul``/``Div`` (of tensors or constants, ONNX broadcasting
+  within a sample), ``Relu``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``, ``Softmax``,
+  ``LayerNormalization``, ``ReduceMean``/``ReduceMax`` (the token mean of a classifier's head),
+  in float64 like the other computing host ops; the next engine layer requantizes the result.
+* ``MatMulAct``: a ``MatMul`` of two computed tensors (q by k transposed, the scores by v). In
+  a deployment both operands are quantized at run time in the format of the nearest engine
+  layer before it and multiplied in integers (:class:`ActMatMul`): bfp, the engine's BFP
+  (``mantissa_bits``, ``exponent_bits``, ``rounding``) with one shared exponent per row of the
+  left operand and per column of the right one, the blocks along the reduction as the bfp
+  engine's GEMM has them; the fixed-point formats, ``act_bits`` signed integers at a radix
+  point chosen per sample and operand from the values (``host_radix``). The integer sums are
+  exact in int64 and their scale a power of two, so the product is exact for the quantized
+  operands. ``Softmax`` runs in float64; the scores-by-values ``MatMulAct`` that reads it
+  quantizes it like any operand.
+
+An engine layer (a ``MatMul``/``Gemm`` by a constant) on a lifted tensor multiplies every row
+of its last axis (the token-wise GEMM of :func:`hlsnn.deploy.onnx_import._rows_as_maps`):
+:func:`rows` gives the rows.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather")
+COMPUTE = ("Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Softmax", "LayerNormalization",
+           "ReduceMean", "ReduceMax")
+OPS = MOVES + COMPUTE + ("MatMul",)
+
+
+def is_lifted(shape):
+    return len(shape) == 0 or shape[0] != 1
+
+
+def rows(shape):
+    """The rows a ``MatMul``/``Gemm`` by a constant multiplies on a tensor of static shape
+    ``shape``: None for a normal (1, K) tensor (a dense layer), else the leading dimensions
+    (those after the batch of a normal tensor, all of a lifted one's but the last)."""
+    if not is_lifted(shape):
+        return tuple(shape[1:-1]) or None
+    return tuple(shape[:-1])
+
+
+def _attrs(node):
+    from onnx import helper
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _axes(node, a, consts, rank):
+    axes = a.get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = np.asarray(consts[node.input[1]]).reshape(-1).tolist() if node.input[1] in consts else "?"
+    if axes == "?":
+        return None
+    return None if axes is None else [int(x) % rank for x in axes]
+
+
+def rule(node, op, a, consts, fs):
+    """How the importer takes ``node`` (static shapes ``fs``): ``(host op, inputs, attrs)``,
+    why it is unsupported (a string), or None (a normal op: the other rules take it)."""
+    ins = [i for i in node.input if i]
+    acts = [i for i in ins if i not in consts]
+    out = node.output[0]
+    if any(i not in fs for i in acts) or out not in fs:
+        return None
+    in_shapes, s_out = [tuple(fs[i]) for i in acts], tuple(fs[out])
+    lifted = any(is_lifted(s) for s in in_shapes) or is_lifted(s_out)
+    base = {"fn": op, "in_shapes": in_shapes, "out_shape": s_out}
+    if op == "MatMul":
+        if len(acts) != 2:
+            return None                          # by a constant: an engine layer (rows())
+        if min(len(s) for s in in_shapes) < 2:
+            return f"a MatMul of tensors of shapes {in_shapes}: both need rank 2 or more"
+        return "MatMulAct", acts, base
+    if op == "Gather" and len(ins) > 1 and node.input[1] not in consts:
+        return "Gather by computed indices: only constant indices"
+    if op in MOVES:
+        if len(acts) != 1:
+            return None
+        if op == "Gather":
+            r = len(in_shapes[0])
+            return "SwMove", acts, dict(base, axis=int(a.get("axis", 0)) % r,
+                                        indices=np.asarray(consts[node.input[1]]).astype(np.int64))
+        if op == "Transpose":
+            perm = list(a.get("perm", range(len(in_shapes[0]))[::-1]))
+            return "SwMove", acts, dict(base, perm=[int(p) for p in perm])
+        if not lifted:
+            if op == "Reshape":                  # the static target, the batch first
+                return "Reshape", acts, {"shape": (-1,) + s_out[1:]}
+            return None
+        return "SwMove", acts, base
+    if op in COMPUTE:
+        if not lifted and op not in ("ReduceMean", "ReduceMax", "Softmax"):
+            return None
+        r = len(s_out)
+        at = dict(base)
+        if op in ("ReduceMean", "ReduceMax"):
+            r_in = len(in_shapes[0])
+            axes = _axes(node, a, consts, r_in)
+            if axes is None and a.get("noop_with_empty_axes", 0):
+                return None
+            axes = list(range(r_in)) if axes is None else axes
+            if 0 in axes and not is_lifted(in_shapes[0]):
+                return "a reduction over the batch axis"
+            if not lifted and axes in ([2, 3], [2]):
+                return None                      # global pooling: import_rules
+            at.update(axes=axes, keepdims=int(a.get("keepdims", 1)))
+        elif op == "Softmax":
+            if not lifted and int(a.get("axis", -1)) % r == r - 1 and r == 2:
+                return None                      # the classifier's softmax: the host rule
+            at["axis"] = int(a.get("axis", -1)) % r - r
+        elif op == "LayerNormalization":
+            if not all(i in consts for i in node.input[1:] if i):
+                return "scale and bias must be constants"
+            at.update(axis=int(a.get("axis", -1)) % r - r, epsilon=float(a.get("epsilon", 1e-5)),
+                      scale=np.asarray(consts[node.input[1]], np.float64),
+                      bias=(np.asarray(consts[node.input[2]], np.float64)
+                            if len(node.input) > 2 and node.input[2] else None))
+        elif op == "Gelu":
+            ap = a.get("approximate", "none")
+            at["approximate"] = ap.decode() if isinstance(ap, bytes) else ap
+        if op in ("Add", "Sub", "Mul", "Div"):
+            if len(ins) != 2 or not acts:
+                return None
+            at["operands"] = [("x", acts.index(i)) if i not in consts else ("c", np.asarray(consts[i], np.float64))
+                              for i in node.input[:2]]
+            for kind, v in at["operands"]:
+                if kind == "c" and not np.all(np.isfinite(v)):
+                    return "a constant with NaN or Inf values"
+        elif len(acts) != 1 or (len(ins) > 1 and op not in ("LayerNormalization", "ReduceMean", "ReduceMax")):
+            return None
+        return "SwCompute", acts, at
+    return None
+
+
+def lift(x, s):
+    """A tensor of static shape ``s`` as (N, *s)."""
+    return x[:, None] if not is_lifted(s) else x
+
+
+def drop(y, s):
+    """(N, *s) as the tensor is held: (N, *s[1:]) where ``s`` starts with 1."""
+    return y[:, 0] if not is_lifted(s) else y
+
+
+def _align(xs, rank):
+    """Lifted operands of ONNX-broadcast ranks as (N, 1, ..., *s): the batch axis first."""
+    return [x.reshape((x.shape[0],) + (1,) * (rank + 1 - x.ndim) + x.shape[1:]) for x in xs]
+
+
+def _softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def run(layer, inputs, matmul=None):
+    """Host ``layer`` (``SwMove``, ``SwCompute`` or ``MatMulAct``) on its inputs as they are
+    held; ``matmul`` computes a ``MatMulAct``'s product of the two lifted operands (default:
+    float64)."""
+    from . import hostops
+    a = layer.attrs
+    xs = [lift(np.asarray(x), s) for x, s in zip(inputs, a["in_shapes"])]
+    n = xs[0].shape[0]
+    s_out, fn = tuple(a["out_shape"]), a["fn"]
+    if layer.op == "MatMulAct":
+        r = max(len(s) for s in a["in_shapes"])
+        xa, xb = _align(xs, r)
+        y = (matmul or np.matmul)(xa, xb)
+    elif layer.op == "SwMove":
+        x = xs[0]
+        if fn == "Transpose":
+            y = x.transpose([0] + [p + 1 for p in a["perm"]])
+        elif fn == "Gather":
+            y = np.take(x, a["indices"], axis=a["axis"] + 1)
+        else:
+            y = x.reshape((n,) + s_out)
+    else:
+        r = len(s_out)
+        if fn in ("Add", "Sub", "Mul", "Div"):
+            ops = [_align([xs[v]], r)[0] if k == "x" else v for k, v in a["operands"]]
+            y = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}[fn](*ops)
+        elif fn in ("ReduceMean", "ReduceMax"):
+            red = np.mean if fn == "ReduceMean" else np.max
+            y = red(xs[0], axis=tuple(ax + 1 for ax in a["axes"]), keepdims=bool(a["keepdims"]))
+        elif fn == "Softmax":
+            y = _softmax(xs[0], a["axis"])
+        elif fn == "LayerNormalization":
+            y = hostops.run(hostops._Spec(fn, a), [xs[0]])
+        else:
+            y = hostops.run(hostops._Spec(fn, a), [xs[0]])
+    y = np.asarray(y, np.float64)
+    if y.shape != (n,) + s_out:
+        raise InputError(f"layer {layer.name} ({fn}): computed shape {y.shape[1:]} per sample, the file's {s_out}")
+    return drop(y, s_out)
+
+
+class ActMatMul:
+    """A ``MatMulAct`` layer in a deployment: both operands quantized at run time in the format
+    ``fmt`` of accelerator parameters ``p`` (module docstring), the product in integers."""
+
+    def __init__(self, layer, fmt, p, rounding):
+        self.layer, self.type, self.p, self.rounding = layer, fmt.type, p, rounding
+
+    def _bfp(self, xa, xb):
+        from ..formats import bfp as bfpfmt
+        m, e, rnd = self.p["mantissa_bits"], self.p["exponent_bits"], self.p["rounding"]
+        qa = bfpfmt.quantize(xa, m, axis=-1, exponent_bits=e, rounding=rnd)     # a row of the left: one block
+        qb = bfpfmt.quantize(xb, m, axis=-2, exponent_bits=e, rounding=rnd)     # a column of the right
+        s = np.matmul(qa.mantissas.astype(np.int64), qb.mantissas.astype(np.int64))
+        ea, eb = qa.exponents.astype(np.int64), qb.exponents.astype(np.int64)     # (..., T, 1), (..., 1, S)
+        return np.ldexp(s.astype(np.float64), (ea + eb).astype(np.int32))
+
+    def _fixed(self, xa, xb):
+        from .quant import host_radix, to_fixed
+        bits = int(self.p.get("act_bits", 8))
+        out = []
+        for a, b in zip(xa, xb):                  # the radix points of each sample's operands
+            fa, fb = host_radix(a, bits, True), host_radix(b, bits, True)
+            ia = to_fixed(a, fa, bits, True, self.rounding).astype(np.int64)
+            ib = to_fixed(b, fb, bits, True, self.rounding).astype(np.int64)
+            out.append(np.ldexp(np.matmul(ia, ib).astype(np.float64), -(fa + fb)))
+        return np.stack(out)
+
+    def matmul(self, xa, xb):
+        if self.type == "bfp":
+            return self._bfp(xa, xb)
+        return self._fixed(xa, xb)
+
+    def run(self, inputs):
+        return run(self.layer, inputs, matmul=self.matmul)
+
+
+def quantizers(net, assignment, formats, execs):
+    """The :class:`ActMatMul` of each ``MatMulAct`` layer of ``net``, in the format of the nearest
+    engine layer before it (else after it)."""
+    return quantizers_of(net.layers, execs, lambda name: formats[assignment.format_of(name)].type)
+
+
+def quantizers_of(layers, execs, type_of):
+    """:func:`quantizers` of a layer list, ``type_of(engine layer name)`` its format type (a
+    compiled model's program records it per layer)."""
+    from types import SimpleNamespace
+    out = {}
+    engine = [i for i, la in enumerate(layers) if la.name in execs]
+    for i, la in enumerate(layers):
+        if getattr(la, "op", "") != "MatMulAct" or not engine:
+            continue
+        before = [j for j in engine if j < i]
+        ex = execs[layers[before[-1] if before else engine[0]].name]
+        out[la.name] = ActMatMul(la, SimpleNamespace(type=type_of(ex.layer.name)), ex.p, ex.deploy.rounding)
+    return out

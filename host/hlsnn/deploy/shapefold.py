@@ -1,0 +1,117 @@
+"""Static shapes for the shape arithmetic of attention exports (issue 52).
+
+PyTorch's TorchScript exporter at opset 17 writes ``nn.MultiheadAttention``'s head split as
+``Shape`` -> ``Slice``/``Gather`` -> ``Concat`` -> ``Reshape`` (the target computed from the
+input's shape), and both exporters write ``Reshape`` targets that merge the batch with the
+heads (``[T, N*H, d]``). hlsnn runs a file as the file's own computation on each sample, the
+batch fixed at 1 (:mod:`hlsnn.deploy.samplewise`), so every such shape is a constant:
+
+* :func:`file_shapes` evaluates the model once with onnx's reference evaluator on a zero input
+  of batch 1 and records every tensor's shape (onnx shape inference's ``data_prop`` would
+  propagate the same values, but it took gigabytes on these graphs);
+* :func:`fold` replaces each ``Shape`` node by a ``Constant`` of that shape (``start``/``end``
+  as the op defines them). The importer then folds the ``Gather``/``Slice``/``Concat``/
+  ``Cast``/``Sqrt``/``Div``/``Mod`` that read only constants (its constant folding, onnx's
+  reference implementation of each node), and every computed ``Reshape`` target becomes a
+  constant.
+
+:func:`needed` says when a graph needs this (a ``Shape`` node, a ``MatMul`` of two computed
+tensors, a ``Transpose`` that moves axis 0, a ``Gather`` of a computed tensor): other graphs
+import exactly as before. A model whose input has a symbolic dimension other than the batch is
+refused by name (its shapes are not static).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ModelError
+
+
+def _const_names(g):
+    names = {t.name for t in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant" or (n.input and all(i in names for i in n.input if i) and n.op_type != "Shape"):
+            names.update(o for o in n.output if o)
+    return names
+
+
+def needed(g):
+    """Whether graph ``g`` has shape arithmetic or token mixing that needs the static shapes."""
+    consts = _const_names(g)
+    for n in g.node:
+        if n.op_type == "Shape":
+            return True
+        if n.op_type == "MatMul" and len(n.input) == 2 and not any(i in consts for i in n.input):
+            return True
+        if n.op_type == "Gather" and n.input[0] not in consts:
+            return True
+        if n.op_type == "Transpose" and n.input[0] not in consts:
+            perm = [list(a.ints) for a in n.attribute if a.name == "perm"]
+            if not perm or perm[0][0] != 0:
+                return True
+    return False
+
+
+def file_shapes(model, path):
+    """Every tensor's shape (tuples of ints) when the model runs one sample: the graph input's
+    batch (its first dimension, fixed or symbolic) set to 1."""
+    import onnx
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+    g = model.graph
+    init = {t.name for t in g.initializer}
+    inp = [i for i in g.input if i.name not in init][0]
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in inp.type.tensor_type.shape.dim]
+    if not dims:
+        raise ModelError(f"{path}: the input {inp.name!r} has no shape: its attention or shape ops need static "
+                         "shapes")
+    dims[0] = 1
+    if None in dims:
+        raise ModelError(f"{path}: the input {inp.name!r} has the symbolic shape {dims} beyond its batch: its "
+                         "attention or shape ops need static shapes (export with a fixed example input)")
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    known = {o.name for o in m.graph.output}
+    for n in m.graph.node:
+        for o in n.output:
+            if o and o not in known:
+                m.graph.output.append(helper.make_empty_tensor_value_info(o))
+                known.add(o)
+    et = inp.type.tensor_type.elem_type
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(et) if et else np.float32
+    try:
+        sess = ReferenceEvaluator(m)
+        names = [o.name for o in m.graph.output]
+        vals = sess.run(names, {inp.name: np.zeros(dims, dtype)})
+    except Exception as exc:  # noqa: BLE001 - onnx raises many types
+        msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{path}: onnx's reference evaluator cannot run the model on one sample to find its "
+                         f"static shapes ({msg})") from None
+    shapes = {inp.name: tuple(dims)}
+    shapes.update({k: tuple(int(d) for d in np.shape(v)) for k, v in zip(names, vals)})
+    for t in g.initializer:
+        shapes[t.name] = tuple(int(d) for d in t.dims)
+    return shapes
+
+
+def fold(model, shapes):
+    """``model`` with each ``Shape`` node replaced by a ``Constant`` of its input's static shape."""
+    import onnx
+    from onnx import helper, numpy_helper
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    nodes = []
+    for n in m.graph.node:
+        if n.op_type != "Shape":
+            nodes.append(n)
+            continue
+        a = {x.name: helper.get_attribute_value(x) for x in n.attribute}
+        full = np.asarray(shapes[n.input[0]], np.int64)
+        r = len(full)
+        start, end = a.get("start", 0), a.get("end", r)
+        start, end = (min(max(v + r if v < 0 else v, 0), r) for v in (start, end))
+        value = numpy_helper.from_array(full[start:end], n.output[0])
+        nodes.append(helper.make_node("Constant", [], [n.output[0]], name=n.name or n.output[0], value=value))
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    return m
