@@ -72,7 +72,8 @@ class _QMixin:
         if isinstance(self.wq, ShiftWeight):
             return int(self.wq.exponent().min())
         from ..engines.common import largest_frac
-        return largest_frac(float(self.weight.detach().abs().max()), 127)
+        w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
+        return largest_frac(float(w.detach().abs().max()), 127)
 
 
 class QConv2d(_QMixin, nn.Conv2d):
