@@ -43,6 +43,8 @@ def main(argv=None):
     ap.add_argument("--prune-epochs", type=int, default=8, help="sparse: float epochs of gradual pruning")
     ap.add_argument("--prune-lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--weight-scale", choices=["tensor", "channel"], default=None,
+                    help="pot/twohot: one power-of-two weight scale per tensor or per output channel")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     a = ap.parse_args(argv)
 
@@ -99,7 +101,8 @@ def main(argv=None):
     tmp = pathlib.Path(tempfile.mkdtemp())
     cfg = tmp / "deploy.yaml"
     cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\ncalibration: {{samples: 128, mode: {a.mode}}}\n"
-                   f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n")
+                   f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n"
+                   + (f"    weight_scale: {a.weight_scale}\n" if a.weight_scale else ""))
     q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg)
     if pruner:
         hold_zeros(q)                          # the zeros stay zero through the fine-tuning
@@ -131,7 +134,7 @@ def main(argv=None):
     res = {"model": a.model, "format": a.format, "mode": a.mode, "float_acc": float_acc, "ptq_acc": ptq_acc,
            "qat_eval_acc": acc(torch_out), "deployed_acc": acc(dep_out),
            "bit_exact": bool(np.array_equal(torch_out, dep_out)),
-           "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs, "seconds_float": round(t_float, 1),
+           "weight_scale": a.weight_scale, "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs, "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
     if latency:
         res["modelled_latency"] = latency

@@ -86,7 +86,7 @@ def test_prepare_prune_export_round_trip(tmp_path):
     pr = BalancedPruner(model, 0.9, 0, 4)
     for _ in range(5):
         pr.step()
-    for zmin, zmax, s in pr.report():
+    for _, zmin, zmax, s in pr.report():
         assert zmin == zmax and s >= 0.85
     out = model(torch.rand(2, 1, 8, 8))
     assert out.shape == (2, 10)

@@ -58,19 +58,23 @@ class _QMixin:
         fw = self._weight_frac()
         return fixed_fake(self.bias, self.aq.last_f + fw, 32, True)
 
-    def _finish(self, y):
+    def _finish(self, y, stats_of=None):
         """The engine's output stage: the fused ReLU, then the requantization to the
-        activation format at the radix DETERMINE picks from this batch's results."""
+        activation format at the radix DETERMINE picks from this batch's results (``stats_of``:
+        the results the engine's statistics unit sees, when they are more than ``y``)."""
         if self.relu:
             y = torch.relu(y)
+            stats_of = None if stats_of is None else torch.relu(stats_of)
         if self.oq is None:
             return y
-        y = self.oq(y)
+        y = self.oq(y, stats_of)
         return tag(y, (self.oq.last_f, self.oq.bits, self.oq.signed))
 
     def _weight_frac(self):
+        """The weights' radix: an int, or (per-channel shift scales) one per output channel,
+        as the deployed bias is aligned to each channel's accumulator radix."""
         if isinstance(self.wq, ShiftWeight):
-            return int(self.wq.exponent().min())
+            return self.wq.exponent() if self.wq.per_channel else int(self.wq.exponent()[0])
         from ..engines.common import largest_frac
         w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
         return largest_frac(float(w.detach().abs().max()), 127)
@@ -81,7 +85,31 @@ class QConv2d(_QMixin, nn.Conv2d):
         if self.bfp_in is not None and self.groups == 1:
             return self._bfp_patches(x)
         x = self._quant_input(x)
-        return self._finish(self._conv_forward(x, self.quantized_weight(), self._quant_bias()))
+        w, b = self.quantized_weight(), self._quant_bias()
+        return self._finish(self._conv_forward(x, w, b), self._stride1_results(x, w, b))
+
+    def _stride1_results(self, x, w, b):
+        """``sparse_cluster`` (formats fixed, sparse) runs a convolution other than a stride-1
+        square one with symmetric "same"/"valid" padding as the stride-1 "valid" convolution
+        of a square ``k1 x k1`` kernel on the padded input, the output sampled by the stride
+        (``hlsnn.engines.convgeom.as_stride1``): its statistics unit, and so DETERMINE, sees
+        every stride-1 result. Those results (None where the statistics are of the kept
+        outputs: another format, the native form, or a kernel beyond ``max_ksize``, which runs
+        in blocks of taps)."""
+        if self.fmt not in ("fixed", "sparse") or self.oq is None or isinstance(self.padding, str):
+            return None
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel_size, self.stride, self.dilation
+        (ph, pw) = self.padding
+        eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+        k1 = max(eh, ew)
+        native = kh == kw and (sh, sw, dh, dw, self.groups) == (1, 1, 1, 1, 1) and ph == pw and \
+            ph in (0, (kh - 1) // 2) and not (ph and kh % 2 == 0)
+        if native or k1 > int(self.params.get("max_ksize", k1)):
+            return None
+        with torch.no_grad():
+            xp = Fn.pad(x.detach(), (pw, pw + k1 - ew, ph, ph + k1 - eh))
+            y1 = Fn.conv2d(xp, w.detach(), None if b is None else b.detach(), 1, 0, self.dilation, self.groups)
+        return y1[:, :, :xp.shape[2] - k1 + 1, :xp.shape[3] - k1 + 1]
 
 
     def _bfp_patches(self, x):
