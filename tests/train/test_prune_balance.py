@@ -15,6 +15,11 @@ from hlsnn.train import BalancedPruner, balanced_mask, cubic_schedule, fold_batc
 torch.set_num_threads(1)
 
 
+def _zeros(s, k):
+    """round(s * k), halves up: the zeros of a row of k at sparsity s."""
+    return math.floor(s * k + 0.5)
+
+
 def _model():
     torch.manual_seed(0)
     return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
@@ -42,16 +47,16 @@ def test_balanced_per_channel_and_depthwise_per_layer(target):
         zeros = (rows == 0).sum(1)
         if is_depthwise(layer):
             assert name == "3"
-            assert int(zeros.sum()) == math.floor(target * w.numel())
+            assert int(zeros.sum()) == _zeros(target, w.numel())
             # the layer's largest magnitudes are kept, wherever they are: not one per channel
             kept = w[w != 0].abs()
             assert kept.min() >= w.abs()[w == 0].max()
             assert int(zeros.max()) - int(zeros.min()) >= 1
         else:
             k = rows.shape[1]
-            assert zeros.min() == zeros.max() == math.floor(target * k), name
+            assert zeros.min() == zeros.max() == _zeros(target, k), name
             for r in rows:                                   # the kept values are the row's largest
-                assert r[r != 0].abs().min() >= r.abs().sort().values[math.floor(target * k) - 1]
+                assert r[r != 0].abs().min() >= r.abs().sort().values[_zeros(target, k) - 1]
     folded = fold_batchnorm(m.eval())
     for (name, layer), conv in zip(pr.named, [folded[0], folded[3], folded[6], folded[10]]):
         assert torch.equal(conv.weight == 0, pr.masks[layer] == 0), name      # folding keeps the zeros
@@ -62,6 +67,8 @@ def test_balanced_mask_orders_by_magnitude():
     assert balanced_mask(w, 0.5).tolist() == [[1, 0, 0, 1], [1, 1, 0, 0]]
     assert balanced_mask(w, 0.5, per_layer=True).tolist() == [[1, 0, 0, 1], [1, 1, 0, 0]]
     assert balanced_mask(w, 0.25, per_layer=True).tolist() == [[1, 0, 1, 1], [1, 1, 1, 0]]
+    assert balanced_mask(w, 0.6).tolist() == [[1, 0, 0, 1], [1, 1, 0, 0]]          # 2.4 -> 2 zeros a row
+    assert balanced_mask(w, 0.65).tolist() == [[0, 0, 0, 1], [1, 0, 0, 0]]         # 2.6 -> 3
 
 
 def test_cubic_schedule_values():

@@ -125,7 +125,7 @@ def test_pruned_before_folding_held_and_bit_exact(tmp_path, mode):
     for n, layer in quantized_layers(q):
         assert torch.all(layer.weight[zeros[n]] == 0), n
         assert torch.all(layer.quantized_weight()[zeros[n]] == 0), n
-        assert float(zeros[n].float().mean()) >= 6 / 9, n                    # floor(0.75 * 9) of 9 at least
+        assert float(zeros[n].float().mean()) >= 0.75, n       # 7 of 9 a row; 54 of 72 over the depthwise layer
     mine, theirs = _compare(q, cfg, x, mode)
     np.testing.assert_array_equal(mine, theirs)
     assert np.unique(mine).size > 20
