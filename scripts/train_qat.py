@@ -97,7 +97,8 @@ def main(argv=None):
         pruner.apply(a.sparsity)
         pruned_float_acc = float_eval(model)
 
-    accel = {"pot": "shift8_pynq-z2", "twohot": "shift8_pynq-z2", "bfp": "bfp8_pynq-z2"}.get(a.format, "sparse8_pynq-z2")
+    accel = {"pot": "shift8_pynq-z2", "twohot": "shift8_pynq-z2",
+             "bfp": "bfp8_pynq-z2"}.get(a.format, "sparse8_pynq-z2")
     tmp = pathlib.Path(tempfile.mkdtemp())
     cfg = tmp / "deploy.yaml"
     cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\ncalibration: {{samples: 128, mode: {a.mode}}}\n"
@@ -134,7 +135,8 @@ def main(argv=None):
     res = {"model": a.model, "format": a.format, "mode": a.mode, "float_acc": float_acc, "ptq_acc": ptq_acc,
            "qat_eval_acc": acc(torch_out), "deployed_acc": acc(dep_out),
            "bit_exact": bool(np.array_equal(torch_out, dep_out)),
-           "weight_scale": a.weight_scale, "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs, "seconds_float": round(t_float, 1),
+           "weight_scale": a.weight_scale, "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs,
+           "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
     if latency:
         res["modelled_latency"] = latency

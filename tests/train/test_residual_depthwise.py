@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from hlsnn.train import (BalancedPruner, calibrate, deployed, fold_batchnorm, hold_zeros, prepare,  # noqa: E402
-                         quantized_layers)
+from hlsnn.train import (BalancedPruner, calibrate, deployed, fold_batchnorm, hold_zeros,  # noqa: E402
+                         prepare, quantized_layers)
 
 torch.set_num_threads(1)
 

@@ -31,4 +31,5 @@ from .emulate import deployed, deployed_accuracy, trained_config  # noqa: E402
 
 __all__ = ["prepare", "calibrate", "fold_batchnorm", "quantized_layers", "QConv2d", "QLinear", "ShiftWeight", "BfpWeight",
            "FixedWeight", "FixedAct", "bfp_fake", "fixed_fake", "BalancedPruner", "balanced_mask",
-           "cubic_schedule", "hold_zeros", "is_depthwise", "export", "check_round_trip", "deployed", "deployed_accuracy", "trained_config"]
+           "cubic_schedule", "hold_zeros", "is_depthwise", "export", "check_round_trip", "deployed",
+           "deployed_accuracy", "trained_config"]

@@ -120,7 +120,8 @@ def _round(v, rounding):
 
 
 def fixed_fake(x, f, bits, signed, rounding="nearest_even"):
-    """``x`` at radix ``f`` (an int, or a tensor that broadcasts against ``x``) in ``bits`` (signed or unsigned) fixed point, rounded with
+    """``x`` at radix ``f`` (an int, or a tensor that broadcasts against ``x``) in ``bits``
+    (signed or unsigned) fixed point, rounded with
     ``rounding`` (``nearest_even``, ``nearest_away``, ``truncate``: floor), saturated; STE
     backward (zero gradient where it saturated)."""
     lo = -(1 << (bits - 1)) if signed else 0
