@@ -1,10 +1,11 @@
 """What you train is what you deploy, format by format, on a small model with a residual Add
 (ReLU after it, a strided 1x1 shortcut), a strided depthwise conv with a ReLU6, a max pool, a
 global average pool and BatchNorm folded (the strided convs run on ``sparse_cluster`` in their
-stride-1 form, whose statistics choose the radix): the prepared model's eval-mode outputs equal the deployed emulator's (the exported
-model on hlsnn's deploy path, emu target) bit for bit, static and dynamic (source 002's E1:
-every radix from the current batch) radix points; for the sparse format after pruning the float
-model with BatchNorm live, folding, and fine-tuning steps with the zeros held."""
+stride-1 form, whose statistics choose the radix): the prepared model's eval-mode outputs equal
+the deployed emulator's (the exported model on hlsnn's deploy path, emu target) bit for bit,
+static and dynamic (source 002's E1: every radix from the current batch) radix points; for the
+sparse format after pruning the float model with BatchNorm live, folding, and fine-tuning steps
+with the zeros held."""
 import numpy as np
 import pytest
 
