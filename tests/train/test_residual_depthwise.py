@@ -85,15 +85,19 @@ def test_eval_equals_deployed(tmp_path, fmt, accel, mode):
     assert np.unique(mine).size > 20                # not a degenerate all-equal output
 
 
-@pytest.mark.xfail(strict=True, reason="not met: torch's BFP layers lack the engine's output stage (one output "
-                   "exponent per sample over its N results, M-bit mantissas), the bias's own BFP quantization "
-                   "and alignment, the config's rounding for the weights, and the depthwise packs of groups")
 def test_bfp_eval_equals_deployed(tmp_path):
-    x = _data()
+    """bfp_systolic: the output stage (one exponent per row over its results, M-bit mantissas),
+    the bias's own BFP and its alignment, all-zero patches (the digits' blank rows) taking the
+    call's largest exponent, over more images than one call of the deployment (32) takes."""
+    x = np.concatenate([_data(), _data()[:, :, ::-1] * 0.5])
     cfg = _cfg(tmp_path, "bfp", "bfp8_pynq-z2", "static")
     q = prepare(fold_batchnorm(_net(1).eval()), cfg)
+    q.train()
+    q(torch.tensor(x[:16], dtype=torch.float32)).sum().backward()      # a training step's graph runs
     mine, theirs = _compare(q, cfg, x, "static")
+    assert mine.shape[0] == 80
     np.testing.assert_array_equal(mine, theirs)
+    assert np.unique(mine).size > 20
 
 
 @pytest.mark.parametrize("mode", ["static", "dynamic"])

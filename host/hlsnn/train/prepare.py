@@ -45,6 +45,23 @@ class _QMixin:
         w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
         return self.wq(w)
 
+    #: images per call of a BFP layer in eval mode: ``hlsnn.deploy.runner.Deployment.chunk``, the
+    #: slices the deployment runs a batch in (an all-zero row's exponent is its call's largest)
+    bfp_chunk = 32
+
+    def _bfp_rows(self, rows, w2, images):
+        """The ``bfp_systolic`` GEMM of ``rows`` (``images`` images' rows, in order) on ``w2``
+        (:func:`hlsnn.train.bfpgemm.bfp_gemm`), in eval mode a call per :attr:`bfp_chunk` images."""
+        from .bfpgemm import bfp_gemm
+        m, e = self.bfp_in
+        kw = dict(rounding=self.params.get("rounding", "nearest_even"), relu=self.relu,
+                  max_n=self.params.get("max_n"))
+        if self.training or images <= self.bfp_chunk:
+            return bfp_gemm(rows, w2, self.bias, m, e, **kw)
+        per = rows.shape[0] // images * self.bfp_chunk
+        return torch.cat([bfp_gemm(rows[a:a + per], w2, self.bias, m, e, **kw)
+                          for a in range(0, rows.shape[0], per)])
+
     def _quant_input(self, x):
         if self.aq is not None:
             return self.aq(x)
@@ -82,7 +99,7 @@ class _QMixin:
 
 class QConv2d(_QMixin, nn.Conv2d):
     def forward(self, x):
-        if self.bfp_in is not None and self.groups == 1:
+        if self.bfp_in is not None:
             return self._bfp_patches(x)
         x = self._quant_input(x)
         w, b = self.quantized_weight(), self._quant_bias()
@@ -113,23 +130,28 @@ class QConv2d(_QMixin, nn.Conv2d):
 
 
     def _bfp_patches(self, x):
-        """BFP: one exponent per im2col patch (a row of the GEMM), as ``bfp_systolic`` runs a conv."""
+        """BFP: the im2col patches are the GEMM's rows (one exponent each), as ``bfp_systolic``
+        runs a conv; a grouped conv as one GEMM over the block-diagonal weight of its groups
+        (the runner's pack of every group)."""
         if self.padding_mode != "zeros" or isinstance(self.padding, str):
             raise InputError("a bfp conv: zero padding given as numbers only")
         b, _, h, w_ = x.shape
         cols = Fn.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)     # (B, C*kh*kw, L)
-        cols = bfp_fake(cols, *self.bfp_in, dim=1)
-        w2 = self.quantized_weight().reshape(self.out_channels, -1)
-        y = torch.einsum("zk,bkl->bzl", w2, cols)
-        if self.bias is not None:
-            y = y + self.bias.reshape(1, -1, 1)
+        w = self.quantized_weight()
+        g, zg = self.groups, self.out_channels // self.groups
+        w2 = w.reshape(self.out_channels, -1) if g == 1 else \
+            torch.block_diag(*[w[j * zg:(j + 1) * zg].reshape(zg, -1) for j in range(g)])
+        rows = cols.transpose(1, 2).reshape(-1, cols.shape[1])
+        y = self._bfp_rows(rows, w2, b)
         oh = (h + 2 * self.padding[0] - self.dilation[0] * (self.kernel_size[0] - 1) - 1) // self.stride[0] + 1
         ow = (w_ + 2 * self.padding[1] - self.dilation[1] * (self.kernel_size[1] - 1) - 1) // self.stride[1] + 1
-        return self._finish(y.reshape(b, self.out_channels, oh, ow))
+        return y.reshape(b, oh * ow, self.out_channels).transpose(1, 2).reshape(b, self.out_channels, oh, ow)
 
 
 class QLinear(_QMixin, nn.Linear):
     def forward(self, x):
+        if self.bfp_in is not None:
+            return self._bfp_rows(x.reshape(x.shape[0], -1), self.quantized_weight(), x.shape[0])
         x = self._quant_input(x)
         return self._finish(Fn.linear(x, self.quantized_weight(), self._quant_bias()))
 
