@@ -8,9 +8,12 @@ target (hlsnn's deploy path). Prints one JSON line.
     PYTHONPATH=host python scripts/train_qat.py --model dscnn --format sparse --sparsity 0.9
     PYTHONPATH=host python scripts/train_qat.py --model mobilenet_relu6 --format fixed --mode dynamic
 
-Formats: pot, twohot (shift8_pynq-z2), sparse (sparse8_pynq-z2, balanced magnitude pruning to
---sparsity on a cubic schedule over the first half of the fine-tuning), fixed (sparse8_pynq-z2,
-int8, dynamic fixed point: the radix of every conversion from the current batch, E1).
+Formats: pot, twohot (shift8_pynq-z2), sparse (sparse8_pynq-z2: the FLOAT model, BatchNorm live,
+pruned to --sparsity by balanced magnitude pruning on a cubic schedule over the first two thirds
+of --prune-epochs, then folded, prepared and fine-tuned with the zeros held), fixed
+(sparse8_pynq-z2, int8; with --mode dynamic the radix of every conversion from the current
+batch, E1), bfp (bfp8_pynq-z2). Both training phases decay the learning rate on a cosine.
+When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 """
 from __future__ import annotations
 
@@ -30,14 +33,18 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="resnet8", choices=["resnet8", "dscnn", "mobilenet_relu", "mobilenet_relu6"])
-    ap.add_argument("--format", default="pot", choices=["pot", "twohot", "sparse", "fixed"])
+    ap.add_argument("--format", default="pot", choices=["pot", "twohot", "sparse", "fixed", "bfp"])
     ap.add_argument("--sparsity", type=float, default=0.75)
     ap.add_argument("--mode", default="static", choices=["static", "dynamic"])
     ap.add_argument("--float-epochs", type=int, default=10)
     ap.add_argument("--qat-epochs", type=int, default=4)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--qat-lr", type=float, default=1e-3)
+    ap.add_argument("--prune-epochs", type=int, default=8, help="sparse: float epochs of gradual pruning")
+    ap.add_argument("--prune-lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--weight-scale", choices=["tensor", "channel"], default=None,
+                    help="pot/twohot: one power-of-two weight scale per tensor or per output channel")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     a = ap.parse_args(argv)
 
@@ -45,7 +52,7 @@ def main(argv=None):
     from torch import nn
     from export_torch_models import _tiny_models
     from hlsnn.deploy import datasets
-    from hlsnn.train import BalancedPruner, calibrate, deployed, fold_batchnorm, prepare
+    from hlsnn.train import BalancedPruner, calibrate, deployed, fold_batchnorm, hold_zeros, prepare
 
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -55,8 +62,11 @@ def main(argv=None):
     model = _tiny_models(nn)[a.model][0]
     t0 = time.time()
 
+    steps_per_epoch = (len(xtr) + 63) // 64
+
     def fit(m, epochs, lr, step=None):
         opt = torch.optim.Adam(m.parameters(), lr=lr)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs * steps_per_epoch))
         gen = torch.Generator().manual_seed(a.seed)
         for _ in range(epochs):
             m.train()
@@ -64,29 +74,39 @@ def main(argv=None):
                 opt.zero_grad()
                 nn.functional.cross_entropy(m(xtr[idx]), ytr[idx]).backward()
                 opt.step()
+                sched.step()
                 if step:
                     step()
+
+    def float_eval(m):
+        m.eval()
+        with torch.no_grad():
+            return acc(m(torch.tensor(xte, dtype=torch.float32)).numpy())
 
     def acc(out):
         return float(np.mean(np.argmax(out, 1) == yte))
 
     fit(model, a.float_epochs, a.lr)
-    model.eval()
-    with torch.no_grad():
-        float_acc = acc(model(torch.tensor(xte, dtype=torch.float32)).numpy())
+    float_acc = float_eval(model)
     t_float = time.time() - t0
+    pruner = pruned_float_acc = None
+    if a.format == "sparse":                   # prune the float model, BatchNorm live
+        steps = a.prune_epochs * steps_per_epoch
+        pruner = BalancedPruner(model, a.sparsity, 0, max(1, (2 * steps) // 3))
+        fit(model, a.prune_epochs, a.prune_lr, pruner.step)
+        pruner.apply(a.sparsity)
+        pruned_float_acc = float_eval(model)
 
-    accel = "shift8_pynq-z2" if a.format in ("pot", "twohot") else "sparse8_pynq-z2"
+    accel = {"pot": "shift8_pynq-z2", "twohot": "shift8_pynq-z2",
+             "bfp": "bfp8_pynq-z2"}.get(a.format, "sparse8_pynq-z2")
     tmp = pathlib.Path(tempfile.mkdtemp())
     cfg = tmp / "deploy.yaml"
     cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\ncalibration: {{samples: 128, mode: {a.mode}}}\n"
-                   f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n")
+                   f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n"
+                   + (f"    weight_scale: {a.weight_scale}\n" if a.weight_scale else ""))
     q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg)
-    pruner = None
-    if a.format == "sparse":
-        steps = a.qat_epochs * ((len(xtr) + 63) // 64)
-        pruner = BalancedPruner(q, a.sparsity, 0, max(1, steps // 2))
-        pruner.apply(0.0)
+    if pruner:
+        hold_zeros(q)                          # the zeros stay zero through the fine-tuning
     q.eval().double()
     with torch.no_grad():                                     # before fine-tuning (post-training quantization)
         if a.mode == "static":
@@ -94,9 +114,7 @@ def main(argv=None):
         ptq_acc = acc(q(torch.tensor(xte)).numpy())
     q.float()
     calibrate(q, None)
-    fit(q, a.qat_epochs, a.qat_lr, pruner.step if pruner else None)
-    if pruner:
-        pruner.apply(a.sparsity)
+    fit(q, a.qat_epochs, a.qat_lr)
     q.eval().double()
     x_cal = xtr[:128].double()
     if a.mode == "static":
@@ -107,6 +125,9 @@ def main(argv=None):
     with deployed(q, torch.zeros(1, 3, 32, 32), cfg) as dep:
         dep.calibrate(x_cal.numpy())
         dep_out = dep.run(xte)
+        first_diff = None
+        if not np.array_equal(torch_out, dep_out):
+            first_diff = _first_difference(q, dep, xte, torch)
         latency = None
         if a.format == "sparse" or a.latency:
             from hlsnn.train.emulate import modelled_latency
@@ -114,14 +135,50 @@ def main(argv=None):
     res = {"model": a.model, "format": a.format, "mode": a.mode, "float_acc": float_acc, "ptq_acc": ptq_acc,
            "qat_eval_acc": acc(torch_out), "deployed_acc": acc(dep_out),
            "bit_exact": bool(np.array_equal(torch_out, dep_out)),
-           "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs, "seconds_float": round(t_float, 1),
+           "weight_scale": a.weight_scale, "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs,
+           "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
     if latency:
         res["modelled_latency"] = latency
+    if first_diff:
+        res["first_difference"] = first_diff
     if pruner:
         res["sparsity_target"] = a.sparsity
-        res["pruned_layers"] = pruner.report()
+        res["prune_epochs"] = a.prune_epochs
+        res["pruned_float_acc"] = pruned_float_acc
+        res["pruned_layers"] = [(n, zmin, zmax, s) for n, zmin, zmax, s in pruner.report()]
+        res["weight_sparsity"] = _sparsity(q, torch)
     print(json.dumps(res))
+
+
+def _sparsity(q, torch):
+    from hlsnn.train import quantized_layers
+    ws = [m.quantized_weight().detach() for _, m in quantized_layers(q)]
+    return round(float(sum(int((w == 0).sum()) for w in ws)) / sum(w.numel() for w in ws), 4)
+
+
+def _first_difference(q, dep, x, torch):
+    """The first quantized layer (in execution order) whose torch outputs differ from the
+    deployment's, with the radix points each side chose."""
+    from hlsnn.train import quantized_layers
+    seen = []
+    hooks = [m.register_forward_hook(lambda mod, i, o, n=n: seen.append((n, mod, o.detach().numpy().copy())))
+             for n, m in quantized_layers(q)]
+    q.eval().double()
+    with torch.no_grad():
+        q(torch.tensor(x))
+    q.float()
+    for h in hooks:
+        h.remove()
+    _, inter = dep.run(x, keep=True)
+    for (n, mod, out), (ln, ex) in zip(seen, dep.execs.items()):
+        cands = [v for v in inter.values() if np.shape(v) == out.shape]
+        if not any(np.array_equal(v, out) for v in cands):
+            return {"torch_layer": n, "deployed_layer": ln,
+                    "torch_f_in_out": [getattr(mod.aq, "last_f", None), getattr(mod.oq, "last_f", None)],
+                    "deployed_f_in_out": [None if ex.f_x is None else int(ex.f_x),
+                                          None if ex.f_out is None else int(ex.f_out)]}
+    return {"torch_layer": None, "note": "every quantized layer's outputs match; the difference is on the host"}
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@
   fixed-point activations the shift/sparse engines take, at a radix chosen by DETERMINE from
   the current batch's own statistics (source 002's current-statistics rule).
 * :class:`BalancedPruner` prunes to a target sparsity on a gradual (cubic) schedule with the
-  same number of zeros in every output channel, so every unit of the sparse cluster gets the
-  same share of zeros whatever output channels it holds.
+  same number of zeros in every output channel (a depthwise layer: balanced over the layer), so
+  every unit of the sparse cluster gets the same share of zeros whatever output channels it
+  holds; prune the float model with BatchNorm live, then fold, prepare and :func:`hold_zeros`
+  (the zeros stay zero through quantization-aware training).
 * :func:`export` writes the ONNX file with the trained weights already on the format's grid and
   a sidecar JSON (``<model>.onnx.hlsnn-train.json``) with the codes' scale exponents, checked to
   survive the deploy quantizer unchanged (:func:`check_round_trip`).
@@ -23,10 +25,11 @@ except ImportError as exc:          # pragma: no cover - the extra is missing
 
 from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixed_fake  # noqa: E402
 from .prepare import QConv2d, QLinear, calibrate, fold_batchnorm, prepare, quantized_layers  # noqa: E402
-from .prune import BalancedPruner, balanced_mask, cubic_schedule  # noqa: E402
+from .prune import BalancedPruner, balanced_mask, cubic_schedule, hold_zeros, is_depthwise  # noqa: E402
 from .export import check_round_trip, export  # noqa: E402
 from .emulate import deployed, deployed_accuracy, trained_config  # noqa: E402
 
 __all__ = ["prepare", "calibrate", "fold_batchnorm", "quantized_layers", "QConv2d", "QLinear", "ShiftWeight", "BfpWeight",
            "FixedWeight", "FixedAct", "bfp_fake", "fixed_fake", "BalancedPruner", "balanced_mask",
-           "cubic_schedule", "export", "check_round_trip", "deployed", "deployed_accuracy", "trained_config"]
+           "cubic_schedule", "hold_zeros", "is_depthwise", "export", "check_round_trip", "deployed",
+           "deployed_accuracy", "trained_config"]

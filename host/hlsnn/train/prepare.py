@@ -45,6 +45,23 @@ class _QMixin:
         w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
         return self.wq(w)
 
+    #: images per call of a BFP layer in eval mode: ``hlsnn.deploy.runner.Deployment.chunk``, the
+    #: slices the deployment runs a batch in (an all-zero row's exponent is its call's largest)
+    bfp_chunk = 32
+
+    def _bfp_rows(self, rows, w2, images):
+        """The ``bfp_systolic`` GEMM of ``rows`` (``images`` images' rows, in order) on ``w2``
+        (:func:`hlsnn.train.bfpgemm.bfp_gemm`), in eval mode a call per :attr:`bfp_chunk` images."""
+        from .bfpgemm import bfp_gemm
+        m, e = self.bfp_in
+        kw = dict(rounding=self.params.get("rounding", "nearest_even"), relu=self.relu,
+                  max_n=self.params.get("max_n"))
+        if self.training or images <= self.bfp_chunk:
+            return bfp_gemm(rows, w2, self.bias, m, e, **kw)
+        per = rows.shape[0] // images * self.bfp_chunk
+        return torch.cat([bfp_gemm(rows[a:a + per], w2, self.bias, m, e, **kw)
+                          for a in range(0, rows.shape[0], per)])
+
     def _quant_input(self, x):
         if self.aq is not None:
             return self.aq(x)
@@ -58,49 +75,83 @@ class _QMixin:
         fw = self._weight_frac()
         return fixed_fake(self.bias, self.aq.last_f + fw, 32, True)
 
-    def _finish(self, y):
+    def _finish(self, y, stats_of=None):
         """The engine's output stage: the fused ReLU, then the requantization to the
-        activation format at the radix DETERMINE picks from this batch's results."""
+        activation format at the radix DETERMINE picks from this batch's results (``stats_of``:
+        the results the engine's statistics unit sees, when they are more than ``y``)."""
         if self.relu:
             y = torch.relu(y)
+            stats_of = None if stats_of is None else torch.relu(stats_of)
         if self.oq is None:
             return y
-        y = self.oq(y)
+        y = self.oq(y, stats_of)
         return tag(y, (self.oq.last_f, self.oq.bits, self.oq.signed))
 
     def _weight_frac(self):
+        """The weights' radix: an int, or (per-channel shift scales) one per output channel,
+        as the deployed bias is aligned to each channel's accumulator radix."""
         if isinstance(self.wq, ShiftWeight):
-            return int(self.wq.exponent().min())
+            return self.wq.exponent() if self.wq.per_channel else int(self.wq.exponent()[0])
         from ..engines.common import largest_frac
-        return largest_frac(float(self.weight.detach().abs().max()), 127)
+        w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
+        return largest_frac(float(w.detach().abs().max()), 127)
 
 
 class QConv2d(_QMixin, nn.Conv2d):
     def forward(self, x):
-        if self.bfp_in is not None and self.groups == 1:
+        if self.bfp_in is not None:
             return self._bfp_patches(x)
         x = self._quant_input(x)
-        return self._finish(self._conv_forward(x, self.quantized_weight(), self._quant_bias()))
+        w, b = self.quantized_weight(), self._quant_bias()
+        return self._finish(self._conv_forward(x, w, b), self._stride1_results(x, w, b))
+
+    def _stride1_results(self, x, w, b):
+        """``sparse_cluster`` (formats fixed, sparse) runs a convolution other than a stride-1
+        square one with symmetric "same"/"valid" padding as the stride-1 "valid" convolution
+        of a square ``k1 x k1`` kernel on the padded input, the output sampled by the stride
+        (``hlsnn.engines.convgeom.as_stride1``): its statistics unit, and so DETERMINE, sees
+        every stride-1 result. Those results (None where the statistics are of the kept
+        outputs: another format, the native form, or a kernel beyond ``max_ksize``, which runs
+        in blocks of taps)."""
+        if self.fmt not in ("fixed", "sparse") or self.oq is None or isinstance(self.padding, str):
+            return None
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel_size, self.stride, self.dilation
+        (ph, pw) = self.padding
+        eh, ew = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+        k1 = max(eh, ew)
+        native = kh == kw and (sh, sw, dh, dw, self.groups) == (1, 1, 1, 1, 1) and ph == pw and \
+            ph in (0, (kh - 1) // 2) and not (ph and kh % 2 == 0)
+        if native or k1 > int(self.params.get("max_ksize", k1)):
+            return None
+        with torch.no_grad():
+            xp = Fn.pad(x.detach(), (pw, pw + k1 - ew, ph, ph + k1 - eh))
+            y1 = Fn.conv2d(xp, w.detach(), None if b is None else b.detach(), 1, 0, self.dilation, self.groups)
+        return y1[:, :, :xp.shape[2] - k1 + 1, :xp.shape[3] - k1 + 1]
 
 
     def _bfp_patches(self, x):
-        """BFP: one exponent per im2col patch (a row of the GEMM), as ``bfp_systolic`` runs a conv."""
+        """BFP: the im2col patches are the GEMM's rows (one exponent each), as ``bfp_systolic``
+        runs a conv; a grouped conv as one GEMM over the block-diagonal weight of its groups
+        (the runner's pack of every group)."""
         if self.padding_mode != "zeros" or isinstance(self.padding, str):
             raise InputError("a bfp conv: zero padding given as numbers only")
         b, _, h, w_ = x.shape
         cols = Fn.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)     # (B, C*kh*kw, L)
-        cols = bfp_fake(cols, *self.bfp_in, dim=1)
-        w2 = self.quantized_weight().reshape(self.out_channels, -1)
-        y = torch.einsum("zk,bkl->bzl", w2, cols)
-        if self.bias is not None:
-            y = y + self.bias.reshape(1, -1, 1)
+        w = self.quantized_weight()
+        g, zg = self.groups, self.out_channels // self.groups
+        w2 = w.reshape(self.out_channels, -1) if g == 1 else \
+            torch.block_diag(*[w[j * zg:(j + 1) * zg].reshape(zg, -1) for j in range(g)])
+        rows = cols.transpose(1, 2).reshape(-1, cols.shape[1])
+        y = self._bfp_rows(rows, w2, b)
         oh = (h + 2 * self.padding[0] - self.dilation[0] * (self.kernel_size[0] - 1) - 1) // self.stride[0] + 1
         ow = (w_ + 2 * self.padding[1] - self.dilation[1] * (self.kernel_size[1] - 1) - 1) // self.stride[1] + 1
-        return self._finish(y.reshape(b, self.out_channels, oh, ow))
+        return y.reshape(b, oh * ow, self.out_channels).transpose(1, 2).reshape(b, self.out_channels, oh, ow)
 
 
 class QLinear(_QMixin, nn.Linear):
     def forward(self, x):
+        if self.bfp_in is not None:
+            return self._bfp_rows(x.reshape(x.shape[0], -1), self.quantized_weight(), x.shape[0])
         x = self._quant_input(x)
         return self._finish(Fn.linear(x, self.quantized_weight(), self._quant_bias()))
 

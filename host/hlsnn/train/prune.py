@@ -1,15 +1,25 @@
 """Pruning for the sparse engine: gradual magnitude pruning (Zhu & Gupta's cubic schedule) to a
-target sparsity with the zeros balanced: every output channel keeps the same number of
-weights (its largest magnitudes), so however the sparse cluster's partition (source 003)
-splits the output channels among its units, each unit gets the same share of zeros and no
-unit sets the pace with a denser slice."""
+target sparsity with the zeros balanced, and the zeros held through quantization-aware training.
+
+* :func:`balanced_mask`: every output channel keeps the same number of weights (its largest
+  magnitudes), so however the sparse cluster's partition (source 003) splits the output channels
+  among its units, each unit gets the same share of zeros and no unit sets the pace with a denser
+  slice. A depthwise layer (one input channel per group) is balanced over the layer instead: per
+  channel, 90% of a 3x3 kernel would leave each channel one weight, and the layer's largest
+  magnitudes, wherever they are, keep the same count of zeros with far less damage.
+* :class:`BalancedPruner` prunes the float model, BatchNorm still live (before
+  :func:`~hlsnn.train.fold_batchnorm`: folding scales each output channel, so a zero stays zero),
+  or a prepared model's sparse-format layers; call :meth:`~BalancedPruner.step` after each
+  optimizer step.
+* :func:`hold_zeros`: after :func:`~hlsnn.train.prepare`, every zero weight of the sparse-format
+  layers is held (``prune_mask``): it is zero after quantization and stays zero after any
+  optimizer step (its gradient is zero)."""
 from __future__ import annotations
 
 import math
 
 import torch
-
-from .prepare import quantized_layers
+from torch import nn
 
 
 def cubic_schedule(step, target, start, end, initial=0.0):
@@ -23,12 +33,20 @@ def cubic_schedule(step, target, start, end, initial=0.0):
     return target + (initial - target) * (1 - t) ** 3
 
 
-def balanced_mask(w, sparsity):
-    """A 0/1 mask of ``w``'s shape that zeroes ``floor(sparsity * k)`` smallest magnitudes
-    in every output channel (axis 0, ``k`` weights each), ties broken by position."""
-    rows = w.detach().reshape(w.shape[0], -1)
+def is_depthwise(layer):
+    """A ``Conv2d`` with one input channel per group and more than one group."""
+    return isinstance(layer, nn.Conv2d) and layer.groups > 1 and layer.groups == layer.in_channels
+
+
+def balanced_mask(w, sparsity, per_layer=False):
+    """A 0/1 mask of ``w``'s shape that zeroes the ``n = round(sparsity * k)`` smallest
+    magnitudes of every output channel (axis 0, ``k`` weights each; halves round up), or with
+    ``per_layer`` the ``round(sparsity * w.numel())`` smallest of the whole tensor; ties broken
+    by position. (Rounding to nearest, not down, keeps a model's sparsity near the target when
+    its rows are short: 90% of 27 weights is 24 zeros rounded down, 88.9%.)"""
+    rows = w.detach().reshape(1 if per_layer else w.shape[0], -1)
     k = rows.shape[1]
-    n_zero = min(k, int(math.floor(sparsity * k + 1e-9)))
+    n_zero = min(k, int(math.floor(sparsity * k + 0.5 + 1e-9)))
     mask = torch.ones_like(rows)
     if n_zero:
         idx = torch.argsort(rows.abs(), dim=1, stable=True)[:, :n_zero]
@@ -36,35 +54,81 @@ def balanced_mask(w, sparsity):
     return mask.reshape(w.shape)
 
 
-class BalancedPruner:
-    """Prune the quantized layers of a prepared model whose format is ``sparse`` (or every
-    quantized layer with ``formats=None``) on :func:`cubic_schedule`; call :meth:`step` once per
-    optimizer step. The mask is applied in the forward pass (``prune_mask``) and the pruned
-    weights are held at zero."""
+def _targets(model, names, formats):
+    from .prepare import _QMixin
+    out = []
+    for n, m in model.named_modules():
+        if not isinstance(m, (nn.Conv2d, nn.Linear)):
+            continue
+        if names is not None:
+            if n in names:
+                out.append((n, m))
+        elif not isinstance(m, _QMixin) or formats is None or m.fmt in formats:
+            out.append((n, m))
+    return out
 
-    def __init__(self, model, target, start, end, formats=("sparse",), every=1):
-        self.model, self.target, self.start, self.end, self.every = model, float(target), start, end, every
-        self.layers = [m for _, m in quantized_layers(model) if formats is None or m.fmt in formats]
+
+class BalancedPruner:
+    """Gradual magnitude pruning of ``model``'s ``Conv2d`` / ``Linear`` layers to ``target`` on
+    :func:`cubic_schedule` from step ``start`` to ``end`` (masks recomputed every ``every``
+    steps, the zeros re-applied at every step). ``names``: the module names to prune (default:
+    every plain ``Conv2d`` / ``Linear`` and, in a prepared model, the layers whose format is in
+    ``formats``). Call :meth:`step` after each ``optimizer.step()``; :meth:`apply` prunes at
+    once. Depthwise layers are balanced over the layer (:func:`balanced_mask`)."""
+
+    def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1):
+        if not 0.0 <= float(target) < 1.0:
+            raise ValueError(f"target = {target}: a sparsity in [0, 1)")
+        self.model, self.target, self.start, self.end, self.every = model, float(target), start, end, max(1, every)
+        self.named = _targets(model, None if names is None else set(names), formats)
+        self.layers = [m for _, m in self.named]
+        self.masks = {}
         self.n = 0
         self.sparsity = 0.0
 
     def step(self):
         s = cubic_schedule(self.n, self.target, self.start, self.end)
-        if self.n % self.every == 0 or self.n >= self.end:
+        if self.n % self.every == 0 or self.n >= self.end or not self.masks:
             self.apply(s)
+        else:
+            self._hold()
         self.n += 1
 
     @torch.no_grad()
     def apply(self, sparsity):
         self.sparsity = sparsity
         for m in self.layers:
-            m.prune_mask = balanced_mask(m.weight, sparsity)
-            m.weight.mul_(m.prune_mask)
+            self.masks[m] = balanced_mask(m.weight, sparsity, per_layer=is_depthwise(m))
+        self._hold()
+
+    @torch.no_grad()
+    def _hold(self):
+        for m in self.layers:
+            m.weight.mul_(self.masks[m])
+            if hasattr(m, "prune_mask"):
+                m.prune_mask = self.masks[m].clone()
 
     def report(self):
-        """Per layer ``(zeros per output channel min, max, total sparsity)``."""
+        """Per layer ``(name, zeros per output channel min, max, sparsity)``."""
         out = []
-        for m in self.layers:
+        for n, m in self.named:
             z = (m.weight.detach() == 0).reshape(m.weight.shape[0], -1).sum(1)
-            out.append((int(z.min()), int(z.max()), float((m.weight == 0).float().mean())))
+            out.append((n, int(z.min()), int(z.max()), round(float((m.weight == 0).float().mean()), 4)))
         return out
+
+
+def hold_zeros(model, formats=("sparse",)):
+    """Hold the zero weights of ``model``'s quantized layers whose format is in ``formats``
+    (None: every quantized layer) at zero from now on: ``prune_mask`` (applied before the
+    weight quantizer) is set to the weights' non-zeros, and a gradient hook zeroes the gradient
+    of the held weights, so no optimizer step moves them. Returns the model."""
+    from .prepare import quantized_layers
+    for _, m in quantized_layers(model):
+        if formats is not None and m.fmt not in formats:
+            continue
+        with torch.no_grad():
+            m.prune_mask = (m.weight != 0).to(m.weight.dtype)
+        if not getattr(m, "_hlsnn_hold_hook", False):
+            m.weight.register_hook(lambda g, m=m: g * m.prune_mask.to(g.dtype))
+            m._hlsnn_hold_hook = True
+    return model

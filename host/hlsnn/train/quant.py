@@ -120,12 +120,13 @@ def _round(v, rounding):
 
 
 def fixed_fake(x, f, bits, signed, rounding="nearest_even"):
-    """``x`` at radix ``f`` in ``bits`` (signed or unsigned) fixed point, rounded with
+    """``x`` at radix ``f`` (an int, or a tensor that broadcasts against ``x``) in ``bits``
+    (signed or unsigned) fixed point, rounded with
     ``rounding`` (``nearest_even``, ``nearest_away``, ``truncate``: floor), saturated; STE
     backward (zero gradient where it saturated)."""
     lo = -(1 << (bits - 1)) if signed else 0
     hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
-    unit = 2.0 ** -f
+    unit = torch.pow(2.0, -f.double()) if torch.is_tensor(f) else 2.0 ** -f      # f: one, or one per element
     xd = x.detach().double()
     q = (torch.clamp(_round(xd / unit, rounding), lo, hi) * unit).to(x.dtype)
     inside = ((xd / unit) >= lo) & ((xd / unit) <= hi)
@@ -153,7 +154,10 @@ class FixedAct(nn.Module):
         self.last_f = None
         self.frozen = None      # a static deployment's calibrated radix (hlsnn.train.calibrate), used in eval
 
-    def forward(self, x):
+    def forward(self, x, stats_of=None):
+        """``x`` converted; the radix from ``stats_of`` (default ``x``): the values the engine's
+        statistics unit sees when they are more than the outputs kept (``sparse_cluster``'s
+        stride-1 form of a strided convolution)."""
         signed = self.signed
         fmt = getattr(x, "_hlsnn_fmt", None)
         if fmt is not None and fmt[1:] == (self.bits, signed):
@@ -164,7 +168,7 @@ class FixedAct(nn.Module):
         if self.frozen is not None and not self.training:
             self.last_f = self.frozen
         else:
-            v = x.detach().double().cpu().numpy()
+            v = (x if stats_of is None else stats_of).detach().double().cpu().numpy()
             self.last_f = int(host_radix(v, self.bits, signed, self.overflow_ratio))
         return fixed_fake(x, self.last_f, self.bits, signed, self.rounding)
 
