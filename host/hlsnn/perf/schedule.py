@@ -395,8 +395,8 @@ class Kernel:
         path = Path(path)
         self.path, self.name = path, name or path.stem
         self.folder = str(path.parent.resolve())
-        idx = ci.Index.create()
-        self.tu = idx.parse(str(path), args=parse_args(path.parent, include_dirs))
+        from .schedule_pch import parse        # the headers from a precompiled header
+        self.tu = parse(ci, path, parse_args(path.parent, include_dirs))
         errs = [d for d in self.tu.diagnostics if d.severity >= 3]
         if errs:
             raise ValueError(f"{path}: the C++ front end failed: {errs[0]}")
