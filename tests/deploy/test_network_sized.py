@@ -32,13 +32,15 @@ def _models(tmp):
     board = (ROOT / "configs" / "boards" / "pynq-z2.yaml").read_text()
     (tmp / "tiny.yaml").write_text(board.replace("name: pynq-z2", "name: tiny").replace("dsp: 220", "dsp: 40"))
     acc = (ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml").read_text()
-    (d / "small.yaml").write_text(acc.replace("board: pynq-z2", f"board: {tmp / 'tiny.yaml'}").replace("name: sparse8net_pynq_z2", "name: small_net")
-                                  .replace("max_z: 16", "max_z: 6").replace("units: 8", "units: 1").replace("\n  net_shape: board",
-                                                                            "\n  net_shape: board\n  net_sub: 3"))
+    small = (acc.replace("board: pynq-z2", f"board: {tmp / 'tiny.yaml'}")
+             .replace("name: sparse8net_pynq_z2", "name: small_net").replace("units: 8", "units: 1")
+             .replace("max_z: 16", "max_z: 6").replace("\n  net_shape: board", "\n  net_shape: board\n  net_sub: 3"))
+    (d / "small.yaml").write_text(small)
     for m in ("digits_cnn", "resnet8_digits32"):
         shutil.copy(ROOT / "configs" / "models" / f"{m}.onnx", d)
         text = (ROOT / "configs" / "models" / f"{m}.yaml").read_text().replace("../accel/", f"{ROOT}/configs/accel/")
-        text = text.replace("formats:\n", "formats:\n  sized: {type: fixed, accel: %s}\n  small: {type: fixed, accel: %s}\n"
+        text = text.replace("formats:\n", "formats:\n  sized: {type: fixed, accel: %s}\n"
+                            "  small: {type: fixed, accel: %s}\n"
                             % (ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml", d / "small.yaml"))
         text = text.replace("assignments:\n", "assignments:\n  sized: {default: sized}\n  small: {default: small}\n")
         (d / f"{m}.yaml").write_text(text)
