@@ -251,3 +251,32 @@ def test_sized_kernel_on_the_sim_board_through_pynq(compiled, model, assignment)
         assert regs["batch"] == 3
         assert cycles == 3 * sum(c for _, _, c in sparseperf.op_cycles(net.network, board.tables))
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("plant", ["none", "split", "replicas"])
+def test_planted_bugs_break_the_bits(compiled, tmp_path, plant):
+    """The csim comparison can fail: the small kernel (packed and LUT-built products, three
+    replicas) equals the network mode's integers as rendered, and not with the packed
+    product's split missing its sign correction, nor with writes to replica 0 only."""
+    from hlsnn.compiled import netkernel
+    net = netmode.lower(*artifact.read(compiled("digits_cnn", "small")))
+    swaps = {"none": [], "split": [("(lo < 0 ? 1 : 0)", "0")],
+             "replicas": [("for (int r_ = 0; r_ < Cfg::kSub; ++r_)", "for (int r_ = 0; r_ < 1; ++r_)")]}[plant]
+
+    def planted(n, out_dir):
+        files, sha, t = sparsekernel.render(n, out_dir)
+        src = out_dir / "network.cpp"
+        text = src.read_text()
+        for old, new in swaps:
+            assert old in text
+            text = text.replace(old, new)
+        src.write_text(text)
+        return files, f"{sha}-{plant}", t
+
+    k = netkernel.NetKernel(net, strict=False, builder=lambda n, strict: netkernel.build(
+        n, strict=strict, out_root=tmp_path, render_fn=planted))
+    xq = netmode.quantize_input(net, np.asarray(_x("digits_cnn", 6), np.float64))
+    got, want = k.run(xq), netmode.run_ints(net, xq).reshape(6, -1)
+    assert np.array_equal(got, want) == (plant == "none")
