@@ -36,7 +36,7 @@ def _models(tmp):
              .replace("name: sparse8net_pynq_z2", "name: small_net").replace("units: 8", "units: 1")
              .replace("max_z: 16", "max_z: 6").replace("\n  net_shape: board", "\n  net_shape: board\n  net_sub: 3"))
     (d / "small.yaml").write_text(small)
-    for m in ("digits_cnn", "resnet8_digits32"):
+    for m in ("digits_mlp", "digits_cnn", "resnet8_digits32"):
         shutil.copy(ROOT / "configs" / "models" / f"{m}.onnx", d)
         text = (ROOT / "configs" / "models" / f"{m}.yaml").read_text().replace("../accel/", f"{ROOT}/configs/accel/")
         text = text.replace("formats:\n", "formats:\n  sized: {type: fixed, accel: %s}\n"
@@ -58,7 +58,7 @@ def compiled(tmp_path_factory):
 def _x(model, n):
     if model == "resnet8_digits32":
         return datasets.load("digits32", layout="nchw").x_test[:n]
-    return datasets.load("digits", layout="nchw").x_test[:n]
+    return datasets.load("digits", layout="flat" if model == "digits_mlp" else "nchw").x_test[:n]
 
 
 def test_shipped_configs_are_sized_to_their_boards():
@@ -205,8 +205,8 @@ def test_resnet8_within_each_board(board, tmp_path):
 @pytest.mark.slow
 @pytest.mark.csim
 @pytest.mark.strict_csim
-@pytest.mark.parametrize("model,assignment,n", [("digits_cnn", "small", 5), ("digits_cnn", "sized", 5),
-                                                ("resnet8_digits32", "sized", 2)])
+@pytest.mark.parametrize("model,assignment,n", [("digits_mlp", "small", 4), ("digits_cnn", "small", 5),
+                                                ("digits_cnn", "sized", 5), ("resnet8_digits32", "sized", 2)])
 def test_sized_kernel_one_start_bit_exact(compiled, model, assignment, n):
     """The strict C-simulation of the sized kernel: one call for the batch, the layer-by-layer
     emulator's bits; every bank within its ports; the loop counters are the cycle model's
