@@ -32,13 +32,15 @@ def _models(tmp):
     board = (ROOT / "configs" / "boards" / "pynq-z2.yaml").read_text()
     (tmp / "tiny.yaml").write_text(board.replace("name: pynq-z2", "name: tiny").replace("dsp: 220", "dsp: 40"))
     acc = (ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml").read_text()
-    (d / "small.yaml").write_text(acc.replace("board: pynq-z2", f"board: {tmp / 'tiny.yaml'}").replace("name: sparse8net_pynq_z2", "name: small_net")
-                                  .replace("max_z: 16", "max_z: 6").replace("units: 8", "units: 1").replace("\n  net_shape: board",
-                                                                            "\n  net_shape: board\n  net_sub: 3"))
-    for m in ("digits_cnn", "resnet8_digits32"):
+    small = (acc.replace("board: pynq-z2", f"board: {tmp / 'tiny.yaml'}")
+             .replace("name: sparse8net_pynq_z2", "name: small_net").replace("units: 8", "units: 1")
+             .replace("max_z: 16", "max_z: 6").replace("\n  net_shape: board", "\n  net_shape: board\n  net_sub: 3"))
+    (d / "small.yaml").write_text(small)
+    for m in ("digits_mlp", "digits_cnn", "resnet8_digits32"):
         shutil.copy(ROOT / "configs" / "models" / f"{m}.onnx", d)
         text = (ROOT / "configs" / "models" / f"{m}.yaml").read_text().replace("../accel/", f"{ROOT}/configs/accel/")
-        text = text.replace("formats:\n", "formats:\n  sized: {type: fixed, accel: %s}\n  small: {type: fixed, accel: %s}\n"
+        text = text.replace("formats:\n", "formats:\n  sized: {type: fixed, accel: %s}\n"
+                            "  small: {type: fixed, accel: %s}\n"
                             % (ROOT / "configs" / "accel" / "sparse8net_pynq-z2.yaml", d / "small.yaml"))
         text = text.replace("assignments:\n", "assignments:\n  sized: {default: sized}\n  small: {default: small}\n")
         (d / f"{m}.yaml").write_text(text)
@@ -56,7 +58,7 @@ def compiled(tmp_path_factory):
 def _x(model, n):
     if model == "resnet8_digits32":
         return datasets.load("digits32", layout="nchw").x_test[:n]
-    return datasets.load("digits", layout="nchw").x_test[:n]
+    return datasets.load("digits", layout="flat" if model == "digits_mlp" else "nchw").x_test[:n]
 
 
 def test_shipped_configs_are_sized_to_their_boards():
@@ -203,8 +205,8 @@ def test_resnet8_within_each_board(board, tmp_path):
 @pytest.mark.slow
 @pytest.mark.csim
 @pytest.mark.strict_csim
-@pytest.mark.parametrize("model,assignment,n", [("digits_cnn", "small", 5), ("digits_cnn", "sized", 5),
-                                                ("resnet8_digits32", "sized", 2)])
+@pytest.mark.parametrize("model,assignment,n", [("digits_mlp", "small", 4), ("digits_cnn", "small", 5),
+                                                ("digits_cnn", "sized", 5), ("resnet8_digits32", "sized", 2)])
 def test_sized_kernel_one_start_bit_exact(compiled, model, assignment, n):
     """The strict C-simulation of the sized kernel: one call for the batch, the layer-by-layer
     emulator's bits; every bank within its ports; the loop counters are the cycle model's
@@ -249,3 +251,32 @@ def test_sized_kernel_on_the_sim_board_through_pynq(compiled, model, assignment)
         assert regs["batch"] == 3
         assert cycles == 3 * sum(c for _, _, c in sparseperf.op_cycles(net.network, board.tables))
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("plant", ["none", "split", "replicas"])
+def test_planted_bugs_break_the_bits(compiled, tmp_path, plant):
+    """The csim comparison can fail: the small kernel (packed and LUT-built products, three
+    replicas) equals the network mode's integers as rendered, and not with the packed
+    product's split missing its sign correction, nor with writes to replica 0 only."""
+    from hlsnn.compiled import netkernel
+    net = netmode.lower(*artifact.read(compiled("digits_cnn", "small")))
+    swaps = {"none": [], "split": [("(lo < 0 ? 1 : 0)", "0")],
+             "replicas": [("for (int r_ = 0; r_ < Cfg::kSub; ++r_)", "for (int r_ = 0; r_ < 1; ++r_)")]}[plant]
+
+    def planted(n, out_dir):
+        files, sha, t = sparsekernel.render(n, out_dir)
+        src = out_dir / "network.cpp"
+        text = src.read_text()
+        for old, new in swaps:
+            assert old in text
+            text = text.replace(old, new)
+        src.write_text(text)
+        return files, f"{sha}-{plant}", t
+
+    k = netkernel.NetKernel(net, strict=False, builder=lambda n, strict: netkernel.build(
+        n, strict=strict, out_root=tmp_path, render_fn=planted))
+    xq = netmode.quantize_input(net, np.asarray(_x("digits_cnn", 6), np.float64))
+    got, want = k.run(xq), netmode.run_ints(net, xq).reshape(6, -1)
+    assert np.array_equal(got, want) == (plant == "none")

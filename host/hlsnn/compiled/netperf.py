@@ -6,7 +6,8 @@ count, so the schedule is static):
 
 * load: the image's ``ceil(in_elems / 8)`` 64-bit words in one burst (``LoadWords``, a plain
   sequential read, plus :data:`DDR_LATENCY` for its first word), then ``in_elems`` cycles to
-  unpack them into the channel banks (one activation per cycle);
+  unpack them into the channel banks (one activation per cycle; the tables' ``load_iters``
+  where a kernel unpacks more a cycle: the board-sized sparse kernel's a pixel of every channel);
 * conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ncb * kh * kw``
   (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
   ``ncb`` the blocks of ``Q`` input channels a block of outputs reads,

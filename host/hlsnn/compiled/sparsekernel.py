@@ -20,6 +20,13 @@ and at least as many as the most taps one bank must read; the greedy schedule co
 the larger of the two. A block with no non-zero weight at all keeps one empty step (its
 outputs are the output rule of the bias alone). A pixel of a block takes exactly the block's
 steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.compiled.sparseperf`).
+
+**Board-sized** (a config with ``net_shape: board``, :mod:`hlsnn.engines.sparse_cluster.netsize`):
+``P`` lanes, ``B`` channel banks read ``S`` times a cycle (replicas), every lane multiplying all
+``Q = B * S`` virtual banks' values (no select; lane pairs share a DSP48 for ``K`` slots), its
+own step schedule (:func:`hlsnn.engines.sparse_cluster.netsize.schedule`), the unfolded image
+load a pixel of every channel a cycle (``load_iters``) and the residual Add two pixels a cycle
+(``fast_add``: its descriptors count pixel pairs).
 """
 from __future__ import annotations
 
@@ -221,7 +228,8 @@ def render(net, out_dir):
                n_ops=len(t["rows"]), ops=t["rows"], n_steps=len(t["steps"]),
                taps=[[", ".join(map(str, st[0][j])) for st in t["steps"]] for j in range(t["nq"])],
                last=_ints([st[1] for st in t["steps"]]), b_words=len(t["biases"][0]),
-               weights=[[_words(m) if t["sized"] else _ints(m) for m in lane] for lane in t["weights"]], biases=[_ints(b) for b in t["biases"]],
+               weights=[[_words(m) if t["sized"] else _ints(m) for m in lane] for lane in t["weights"]],
+               biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),

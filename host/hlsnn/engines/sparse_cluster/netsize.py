@@ -65,7 +65,8 @@ def size(p, board, source=None, sub=None) -> dict:
     pz = int(p["max_z"])
     if pz % 2:
         from ...errors import ConfigError
-        raise ConfigError(source, "sparse_cluster.max_z", pz, "must be even with net_shape: board (lanes pair on a DSP)")
+        raise ConfigError(source, "sparse_cluster.max_z", pz,
+                          "must be even with net_shape: board (lanes pair on a DSP)")
     res = board.resources
     dsp = int(MARGINS["dsp"] * res["dsp"])
     for s in ([sub] if sub else range(MAX_SUB, 0, -1)):
