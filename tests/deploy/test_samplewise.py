@@ -49,9 +49,10 @@ def _ort(path, x):
     return np.concatenate([s.run(None, {"x": x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
 
 
-@pytest.mark.parametrize("shape_ops", [False, True])
-def test_attention_runs_per_sample_and_equals_onnxruntime(tmp_path, shape_ops):
-    path = _self_attention(tmp_path / "a.onnx", shape_ops=shape_ops)
+@pytest.mark.parametrize("shape_ops,batch", [(False, 1), (True, 1), (True, "n")])
+def test_attention_runs_per_sample_and_equals_onnxruntime(tmp_path, shape_ops, batch):
+    """Fixed at 1 (torch's exports) or symbolic ("n": the Shape reads the batch, folded at 1)."""
+    path = _self_attention(tmp_path / "a.onnx", batch=batch, shape_ops=shape_ops)
     net = load_onnx(path)
     ops = [la.op if la.kind == "host" else la.kind for la in net.layers]
     assert ops.count("MatMulAct") == 2 and "Shape" not in ops and "fallback" not in ops, ops

@@ -7,8 +7,8 @@ heads (``[T, N*H, d]``). hlsnn runs a file as the file's own computation on each
 batch fixed at 1 (:mod:`hlsnn.deploy.samplewise`), so every such shape is a constant:
 
 * :func:`file_shapes` evaluates the model once with onnx's reference evaluator on a zero input
-  of batch 1 and records every tensor's shape (onnx shape inference's ``data_prop`` would
-  propagate the same values, but it took gigabytes on these graphs);
+  of batch 1 and records every tensor's shape (one run of the graph, whatever its shape
+  arithmetic, rather than onnx shape inference's value propagation);
 * :func:`fold` replaces each ``Shape`` node by a ``Constant`` of that shape (``start``/``end``
   as the op defines them). The importer then folds the ``Gather``/``Slice``/``Concat``/
   ``Cast``/``Sqrt``/``Div``/``Mod`` that read only constants (its constant folding, onnx's
