@@ -138,6 +138,9 @@ def test_classifier_deploys_within_one_point_in_every_format(tmp_path, name):
     assert float_acc == pytest.approx(MANIFEST["models"][name]["float_accuracy"])
     res = deploy(_config(tmp_path, name), "emu")
     assert not any(h["op"] == "fallback" for h in res["host_layers"])
+    # attention: q·kᵀ and scores·v are integer products of operands quantized at run time
+    assert [h["precision"].split(":")[0] for h in res["host_layers"] if h["op"] == "MatMulAct"] == (
+        ["integers"] * 2 if name.startswith(("mha", "encoder")) else [])
     for fmt in FORMATS:
         assert "error" not in res["assignments"][fmt], res["assignments"][fmt]
         acc = res["assignments"][fmt]["accuracy"]

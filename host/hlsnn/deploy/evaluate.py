@@ -125,6 +125,9 @@ def host_layers(net, host_bits=None) -> list:
                       "Pad": "pad value is a value of it"}[layer.op])
         elif layer.op in EXACT:
             how = "exact on fixed-point values (moves or selects them)"
+        elif layer.op == "MatMulAct":
+            how = ("integers: both operands quantized at run time in the nearest engine layer's format "
+                   "(BFP rows and columns, or per-sample fixed point), the product exact")
         elif host_bits is not None:
             how = (f"{host_bits}-bit fixed point in and out (radix points by DETERMINE when calibrating), "
                    + ("onnx's reference implementation (--host-fallback)" if layer.op == "fallback"

@@ -346,7 +346,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     fs = None                  # static shapes at batch 1 for attention and shape ops (hlsnn.deploy.samplewise)
     if shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)
-        model = shapefold.fold(model, fs)
+        model = model if fs is None else shapefold.fold(model, fs)
     g = model.graph
     _check_names(path, g)
     consts = {t.name: _initializer(path, t) for t in g.initializer}

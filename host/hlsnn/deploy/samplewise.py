@@ -4,8 +4,8 @@ A fixed-batch-1 export of ``nn.MultiheadAttention`` transposes (N, T, E) to (T, 
 it to (T, N*H, d) and multiplies (N*H, T, d) by (N*H, d, T): constant shapes in which the
 batch is merged with the heads. hlsnn runs such a file as the file's own computation on each
 sample. :mod:`hlsnn.deploy.shapefold` gives every tensor its static shape ``S`` at batch 1; a
-tensor whose ``S`` starts with 1 is held as usual, (N, *S[1:]) (*normal*); any other is held as
-(N, *S), sample i's value of the file's tensor at ``[i]`` (*lifted*). An op sees each input
+tensor whose ``S`` starts with 1 is held as usual, ``(N, *S[1:])`` (*normal*); any other is held as
+``(N, *S)``, sample i's value of the file's tensor at ``[i]`` (*lifted*). An op sees each input
 lifted (a normal one gains its axis of 1) and computes what the file computes, on the axes
 after the first, for all samples at once; its output is normal again where ``S`` starts with
 1. Ops on normal tensors that hlsnn's other rules take keep those rules.
@@ -152,17 +152,17 @@ def rule(node, op, a, consts, fs):
 
 
 def lift(x, s):
-    """A tensor of static shape ``s`` as (N, *s)."""
+    """A tensor of static shape ``s`` as ``(N, *s)``."""
     return x[:, None] if not is_lifted(s) else x
 
 
 def drop(y, s):
-    """(N, *s) as the tensor is held: (N, *s[1:]) where ``s`` starts with 1."""
+    """``(N, *s)`` as the tensor is held: ``(N, *s[1:])`` where ``s`` starts with 1."""
     return y[:, 0] if not is_lifted(s) else y
 
 
 def _align(xs, rank):
-    """Lifted operands of ONNX-broadcast ranks as (N, 1, ..., *s): the batch axis first."""
+    """Lifted operands of ONNX-broadcast ranks as ``(N, 1, ..., *s)``: the batch axis first."""
     return [x.reshape((x.shape[0],) + (1,) * (rank + 1 - x.ndim) + x.shape[1:]) for x in xs]
 
 
