@@ -206,8 +206,10 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     fabric = sum(r["fabric_us"] for r in layers)
     host_pre = sum(r["host_us"] for r in layers if r["name"] not in after)
     # double-buffered starts take one image each: the host's steps of a batch of one
+    # (hlsnn_in_pipeline), plus the two address words each start after the first writes
     host1 = (sum(r["us"] for r in hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=t["out_elems"], batch=1,
-                                                      input_dtype=input_dtype)) if c_host else host_pre / batch)
+                                                      input_dtype=input_dtype))
+             + 2 * hostmodel.BOARD_IO[b["cpu"]]["mmio_write_us"] if c_host else host_pre / batch)
     windows = {
         "logits_out_us": logits_us,
         "mlperf_window_us": fabric + sum(r["host_us"] for r in layers if r["name"] in after),
