@@ -6,9 +6,12 @@
   float64 or uint8), written as int8 straight into the kernel's input buffer; bit-exact with the
   Python rule (``tests/deploy/test_nethost.py``: ties, saturation, negatives, tiny values).
 * :class:`CHost`: the per-start step of a :class:`~hlsnn.compiled.netboard.NetBoard` in one call
-  (``hlsnn_in_start``): quantize each image into its row of the input buffer, flush it (a
-  callback into pynq, only for a cacheable buffer), ``ap_start`` (one write of ``CTRL``), the poll
-  of ``ap_done``, invalidate, the output integers read once (and dequantized). The registers are
+  (``hlsnn_in_run(ctx, x)``, through :class:`ctypes.PyDLL` with two ``byref`` pointers; the
+  context :class:`Ctx` made once per batch size and dtype): quantize each image into its row of
+  the input buffer, flush it (a callback into pynq, only for cacheable buffers; by default they
+  are uncached), ``ap_start`` (one write of ``CTRL``), the poll of ``ap_done``, invalidate, the
+  output integers read once (and dequantized). :meth:`CHost.run_pipelined`: double-buffered
+  starts of one image each (``hlsnn_in_pipeline``). The registers are
   reached through a volatile pointer to pynq's mapping of the IP (a board: its ``MMIO.array``) or,
   on the simulated board (whose registers are Python models), through two callbacks into the IP
   driver, so the same C code runs in the simulation as on a board.
