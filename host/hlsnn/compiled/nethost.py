@@ -51,7 +51,7 @@ class Ctx(ctypes.Structure):
                 ("sync", SYNC_FN), ("timeout_s", ctypes.c_double), ("outbuf", ctypes.c_void_p),
                 ("out_stride", ctypes.c_int64), ("out_n", ctypes.c_int64), ("f_out", ctypes.c_int64),
                 ("y", ctypes.c_void_p), ("q", ctypes.c_void_p), ("polls", ctypes.c_int64),
-                ("table", ctypes.c_void_p)]
+                ("table", ctypes.c_void_p), ("kernel_s", ctypes.c_double)]
 
 
 def _lib():
@@ -231,7 +231,7 @@ class CHost:
         self._keep = [k for k in self._keep if k is self.wr or k is self.rd]
         self.ctx = Ctx(DTYPES[x.dtype], batch, n, f, bits, mode, b._x8.ctypes.data, b.in_words * 8, self.regs,
                        self.wr, self.rd, self._sync_fn(), float(timeout), b._y8.ctypes.data, b.out_words * 8,
-                       b.n_out, self.f_out, self.y.ctypes.data, self.q8.ctypes.data, 0, self.table.ctypes.data)
+                       b.n_out, self.f_out, self.y.ctypes.data, self.q8.ctypes.data, 0, self.table.ctypes.data, 0.0)
         self.ref = ctypes.byref(self.ctx)
         self._inb = b.inb
         self.key = (x.dtype, x.shape, True, b._batch, timeout)

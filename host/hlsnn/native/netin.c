@@ -169,6 +169,7 @@ typedef struct {
   int8_t *q; /* the same as integers */
   int64_t polls;
   const int8_t *table; /* uint8 input (dtype 2): the integer of each code, or NULL */
+  double kernel_s;     /* hlsnn_in_run: the wall time from ap_start to the poll that saw it done */
 } hlsnn_in_ctx;
 
 /* Poll CTRL until ap_done or ap_idle: the polls made (>= 1), or -1 after timeout_s seconds
@@ -204,8 +205,12 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
     return bad;
   if (c->sync)
     c->sync(0); /* flush the input bytes */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   reg_wr(c->regs, c->wr, 0x00, CTRL_START);
   const int64_t k = poll_done(c);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  c->kernel_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   c->polls = k;
   if (k < 0)
     return -1;
