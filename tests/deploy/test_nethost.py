@@ -276,3 +276,21 @@ def test_double_buffered_starts_alternate_the_two_slots_and_give_the_emulators_b
     np.testing.assert_array_equal(y4.reshape(want[:4].shape).view(np.uint64), want[:4].view(np.uint64))
     np.testing.assert_array_equal(one.view(np.uint64), want[3:4].view(np.uint64))
     np.testing.assert_array_equal(again.view(np.uint64), want[:2].view(np.uint64))
+
+
+def test_the_c_host_is_portable_c99():
+    """The board path builds for the boards' ARM cores: strict C99 (pedantic, warnings as
+    errors), and no x86 intrinsics or headers in the source."""
+    import re
+    import shutil
+    import subprocess
+    from hlsnn.native import SOURCE_DIR
+    src = SOURCE_DIR / "netin.c"
+    text = src.read_text()
+    assert not re.search(r"immintrin|xmmintrin|emmintrin|__m128|__m256|__m512|_mm_|__builtin_ia32|__x86_64__", text)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    proc = subprocess.run([cc, "-std=c99", "-pedantic", "-Werror", "-Wall", "-Wextra", "-fsyntax-only", str(src)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
