@@ -195,6 +195,35 @@ def test_cacheable_buffers_are_flushed_and_invalidated_by_the_c_path(compiled):
     np.testing.assert_array_equal(again.view(np.uint64), want.view(np.uint64))
 
 
+@pytest.mark.slow
+@pytest.mark.csim
+def test_a_bfp_network_through_the_c_host_path(compiled):
+    """bfp_systolic: the image's float32 words written by C (two to a 64-bit word), the output
+    words read once and unpacked by finish_words: the emulator's bits, one register write and
+    one read per start; a value not exact in float32 is refused by name (NotExact)."""
+    import hlsnn
+    from hlsnn.compiled.netbfp import NotExact
+    from hlsnn.deploy import datasets
+    path = compiled("digits_cnn", "bfp16")
+    x = datasets.load("digits", layout="nchw").x_test[:3]
+    with hlsnn.load(path, "emu", network=False) as ref:
+        want = ref.logits(x)
+    with hlsnn.load(path, "sim", self_check=False) as net:
+        sim = net._kernel
+        dev = sim.sim
+        got = net.logits(x)
+        assert sim.board._chost.words
+        c0 = dict(dev.mmio_counts)
+        again = net.logits(x)
+        assert (dev.mmio_counts["writes"] - c0["writes"], dev.mmio_counts["reads"] - c0["reads"]) == (1, 1)
+        bad = x.astype(np.float64).copy()
+        bad[0, 0, 0, 0] = 0.1                            # not a float32 value
+        with pytest.raises(NotExact, match="exact in float32"):
+            net.logits(bad)
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(again.view(np.uint64), want.view(np.uint64))
+
+
 # ------------------------------------------------------------------ hlsnn perf NAME.hlsnn --json
 def test_perf_json_reports_both_windows_and_the_host_steps(compiled, capsys):
     """The host steps of the C path (their basis named; the boards' steps estimates), the image

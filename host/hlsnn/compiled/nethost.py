@@ -51,7 +51,7 @@ class Ctx(ctypes.Structure):
                 ("sync", SYNC_FN), ("timeout_s", ctypes.c_double), ("outbuf", ctypes.c_void_p),
                 ("out_stride", ctypes.c_int64), ("out_n", ctypes.c_int64), ("f_out", ctypes.c_int64),
                 ("y", ctypes.c_void_p), ("q", ctypes.c_void_p), ("polls", ctypes.c_int64),
-                ("table", ctypes.c_void_p), ("kernel_s", ctypes.c_double)]
+                ("table", ctypes.c_void_p), ("kernel_s", ctypes.c_double), ("words", ctypes.c_int64)]
 
 
 def _lib():
@@ -93,6 +93,12 @@ def input_rule(net):
     if not i["signed"] or not 2 <= int(i["bits"]) <= 8 or i["rounding"] not in MODES:
         return None
     return int(i["f"]), int(i["bits"]), MODES[i["rounding"]]
+
+
+def covers(net):
+    """True when the C host path runs ``net``'s starts: an integer input rule it covers
+    (:func:`input_rule`), or a ``bfp_systolic`` network (float32 words in, its words out)."""
+    return input_rule(net) is not None or net.engine == "bfp_systolic"
 
 
 def _as_stored(x):
@@ -161,10 +167,13 @@ class CHost:
 
     def __init__(self, board, *, null_registers=False, u8_values=None):
         self.board, self.rule = board, input_rule(board.net)
-        if self.rule is None or not available():
+        self.words = board.net.engine == "bfp_systolic"    # float32 words in, 64-bit words out
+        if not covers(board.net) or not available():
             raise InputError("the C host path needs a C compiler and a network with a signed input of at most "
-                             "8 bits (not bfp_systolic)")
-        self.f_out = int(board.net.output["f"])
+                             "8 bits, or a bfp_systolic network")
+        if self.words:
+            self.rule = (0, 8, 0)
+        self.f_out = 0 if self.words else int(board.net.output["f"])
         if getattr(board, "cacheable", None) is None and hasattr(board, "_alloc_kw"):
             # uncached buffers: no flush or invalidate per start (pynq's own default on a board)
             board._alloc_kw = {"cacheable": False}
@@ -191,7 +200,8 @@ class CHost:
         v = np.arange(256, dtype=np.float64) if u8_values is None else np.asarray(u8_values, np.float64)
         if v.shape != (256,):
             raise InputError(f"u8_values: {v.shape} values; give the 256 values the uint8 codes stand for")
-        if self.rule is not None:
+        self.table = np.zeros(256, np.int8)
+        if not self.words:
             from ..deploy.quant import to_fixed
             i = board.net.input
             self.table = to_fixed(v, i["f"], i["bits"], True, i["rounding"]).astype(np.int8)
@@ -226,12 +236,14 @@ class CHost:
             raise InputError(f"network kernel: an image of {n} values; the network takes {b.n_in}")
         b._buffers(batch)
         f, bits, mode = self.rule
-        self.q8 = np.empty((batch, b.n_out), np.int8)
+        out_n = b.out_words * 8 if self.words else b.n_out      # bfp: the output words' bytes
+        self.q8 = np.empty((batch, out_n), np.int8)
         self.y = np.empty((batch, b.n_out), np.float64)
         self._keep = [k for k in self._keep if k is self.wr or k is self.rd]
         self.ctx = Ctx(DTYPES[x.dtype], batch, n, f, bits, mode, b._x8.ctypes.data, b.in_words * 8, self.regs,
                        self.wr, self.rd, self._sync_fn(), float(timeout), b._y8.ctypes.data, b.out_words * 8,
-                       b.n_out, self.f_out, self.y.ctypes.data, self.q8.ctypes.data, 0, self.table.ctypes.data, 0.0)
+                       out_n, self.f_out, self.y.ctypes.data, self.q8.ctypes.data, 0, self.table.ctypes.data, 0.0,
+                       int(self.words))
         self.ref = ctypes.byref(self.ctx)
         self._inb = b.inb
         self.key = (x.dtype, x.shape, True, b._batch, timeout)
@@ -254,6 +266,11 @@ class CHost:
             self._finish(rc)
         b.starts += 1
         self.polls = self.ctx.polls
+        if self.words:                               # the pairs (m, e) from the words, the status checked
+            from .bfpkernel import finish_words
+            from .netbfp import dequantize
+            q = finish_words(b.net, None, self.q8.view(np.uint64).copy())
+            return q, dequantize(q)
         return self.q8.astype(np.int64), self.y.copy()
 
     def run_pipelined(self, x, *, timeout=10.0):
@@ -262,6 +279,8 @@ class CHost:
         start after the first, the two low address words and ``ap_start`` (three register
         writes) and the poll. ``(q, y)`` as :meth:`run`. Uncached buffers only."""
         b = self.board
+        if self.words:
+            raise InputError("double-buffered starts: not for a bfp_systolic network (its words) yet")
         if b._alloc_kw.get("cacheable") is not False:
             raise InputError("double-buffered starts take uncached buffers (cacheable=None or False)")
         x = _as_stored(x)
@@ -303,4 +322,8 @@ class CHost:
             from .netboard import net_ip_name
             raise DeviceTimeout(f"network kernel {net_ip_name(b.cfg)} did not finish within {timeout:g} s "
                                 f"(a batch of {batch}); its buffers were freed")
+        if self.words:
+            from .netbfp import NotExact
+            raise NotExact("network kernel (bfp): the input must be finite and exact in float32 (the kernel reads "
+                           "float32 words); run it with hlsnn.load(..., network=False)")
         raise InputError(f"input: {rc} non-finite value(s) (NaN or Inf)")

@@ -33,7 +33,9 @@
  * to y as float64 (q * 2**-f_out, exact). Register access through `regs` (a volatile pointer
  * to the IP's register file, on a board: pynq's mapping of it) or, when regs is NULL, through
  * the callbacks wr / rd (the simulated board's register models), so the same C path runs on
- * both. Returns 0, -1 on a timeout, or the count of non-finite input values.
+ * both. Returns 0, -1 on a timeout, or the count of non-finite input values. With words set
+ * (a bfp_systolic kernel) the input values are written as float32 words (counted bad when not
+ * finite or not exact in float32) and the out_n output bytes of each image copied to q.
  */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
@@ -170,7 +172,23 @@ typedef struct {
   int64_t polls;
   const int8_t *table; /* uint8 input (dtype 2): the integer of each code, or NULL */
   double kernel_s;     /* hlsnn_in_run: the wall time from ap_start to the poll that saw it done */
+  int64_t words;       /* 1: a bfp_systolic kernel's words: float32 values in, 64-bit words out */
 } hlsnn_in_ctx;
+
+/* The bfp_systolic kernel's input (its rule 1): each value as a float32 word, two to a 64-bit
+ * word, low first; a value that is not finite or not exact in float32 counts as bad. */
+static int64_t f32_words(const void *x, int dtype, int64_t n, float *dst) {
+  int64_t bad = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const double v = dtype == 0 ? (double)((const float *)x)[k]
+                                : (dtype == 1 ? ((const double *)x)[k] : (double)((const uint8_t *)x)[k]);
+    const float w = (float)v;
+    const int ok = v - v == 0.0 && (double)w == v;
+    bad += !ok;
+    dst[k] = ok ? w : 0.0f;
+  }
+  return bad;
+}
 
 /* Poll CTRL until ap_done or ap_idle: the polls made (>= 1), or -1 after timeout_s seconds
  * (the clock read every 256 polls). */
@@ -190,7 +208,10 @@ static int64_t poll_done(hlsnn_in_ctx *c) {
 int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
   const int64_t item = c->dtype == 0 ? 4 : (c->dtype == 1 ? 8 : 1);
   int64_t bad = 0;
-  if (c->dtype == 2 && c->table) { /* uint8 images: one lookup per value */
+  if (c->words) {
+    for (int64_t b = 0; b < c->batch; ++b)
+      bad += f32_words((const char *)x + b * c->n * item, (int)c->dtype, c->n, (float *)(c->inbuf + b * c->in_stride));
+  } else if (c->dtype == 2 && c->table) { /* uint8 images: one lookup per value */
     for (int64_t b = 0; b < c->batch; ++b) {
       const uint8_t *p = (const uint8_t *)x + b * c->n;
       int8_t *d = c->inbuf + b * c->in_stride;
@@ -216,6 +237,11 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
     return -1;
   if (c->sync)
     c->sync(1); /* invalidate the output bytes */
+  if (c->words) { /* the output words, read once (their pairs are unpacked by the caller) */
+    for (int64_t b = 0; b < c->batch; ++b)
+      memcpy(c->q + b * c->out_n, c->outbuf + b * c->out_stride, (size_t)c->out_n);
+    return 0;
+  }
   for (int64_t b = 0; b < c->batch; ++b)
     for (int64_t j = 0; j < c->out_n; ++j) {
       const int8_t v = c->outbuf[b * c->out_stride + j]; /* each output byte read once */
