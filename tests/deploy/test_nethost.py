@@ -193,6 +193,7 @@ def test_cacheable_buffers_are_flushed_and_invalidated_by_the_c_path(compiled):
         assert [op.op for op in dev.cache_ops[n:]] == ["flush", "invalidate"]
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
     np.testing.assert_array_equal(again.view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(one.view(np.uint64), want[1:2].view(np.uint64))
 
 
 @pytest.mark.slow
@@ -216,6 +217,12 @@ def test_a_bfp_network_through_the_c_host_path(compiled):
         c0 = dict(dev.mmio_counts)
         again = net.logits(x)
         assert (dev.mmio_counts["writes"] - c0["writes"], dev.mmio_counts["reads"] - c0["reads"]) == (1, 1)
+        one = net.logits(x[1:2])                         # batch 1: the pairs from C alone
+        (m, e), y = sim.run_image(x[1:2])
+        from hlsnn.compiled.bfpkernel import unpack_output
+        words = sim.board._chost.q8.view(np.uint64)[:, :10]
+        mr, er = unpack_output(words)
+        assert np.array_equal(m, mr) and np.array_equal(e, er)
         bad = x.astype(np.float64).copy()
         bad[0, 0, 0, 0] = 0.1                            # not a float32 value
         with pytest.raises(NotExact, match="exact in float32"):

@@ -35,7 +35,9 @@
  * the callbacks wr / rd (the simulated board's register models), so the same C path runs on
  * both. Returns 0, -1 on a timeout, or the count of non-finite input values. With words set
  * (a bfp_systolic kernel) the input values are written as float32 words (counted bad when not
- * finite or not exact in float32) and the out_n output bytes of each image copied to q.
+ * finite or not exact in float32), the out_n output bytes of each image copied to q, and its
+ * elems output words unpacked into pm, pe (bfpkernel.unpack_output) and y (m * 2**e + 0.0, as
+ * netbfp.dequantize), the status words OR-ed into status.
  */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
@@ -173,6 +175,9 @@ typedef struct {
   const int8_t *table; /* uint8 input (dtype 2): the integer of each code, or NULL */
   double kernel_s;     /* hlsnn_in_run: the wall time from ap_start to the poll that saw it done */
   int64_t words;       /* 1: a bfp_systolic kernel's words: float32 values in, 64-bit words out */
+  int64_t elems;       /* words: the output elements per image (then the status word) */
+  int64_t *pm, *pe;    /* words: each element's pair (m, e), 54-bit m and 10-bit e, signed */
+  int64_t status;      /* words: the OR of the images' status words */
 } hlsnn_in_ctx;
 
 /* The bfp_systolic kernel's input (its rule 1): each value as a float32 word, two to a 64-bit
@@ -237,9 +242,25 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
     return -1;
   if (c->sync)
     c->sync(1); /* invalidate the output bytes */
-  if (c->words) { /* the output words, read once (their pairs are unpacked by the caller) */
-    for (int64_t b = 0; b < c->batch; ++b)
+  if (c->words) { /* the output words, read once, then unpacked: (m, e) and y = m * 2**e (exact) */
+    c->status = 0;
+    for (int64_t b = 0; b < c->batch; ++b) {
       memcpy(c->q + b * c->out_n, c->outbuf + b * c->out_stride, (size_t)c->out_n);
+      uint64_t w[1];
+      for (int64_t j = 0; j < c->elems; ++j) {
+        memcpy(w, c->q + b * c->out_n + 8 * j, 8);
+        int64_t m = (int64_t)(w[0] & (((uint64_t)1 << 54) - 1)), e = (int64_t)((w[0] >> 54) & 0x3FF);
+        if (m >= (int64_t)1 << 53)
+          m -= (int64_t)1 << 54;
+        if (e >= 512)
+          e -= 1024;
+        c->pm[b * c->elems + j] = m;
+        c->pe[b * c->elems + j] = e;
+        c->y[b * c->elems + j] = ldexp((double)m, (int)e) + 0.0;
+      }
+      memcpy(w, c->q + b * c->out_n + 8 * c->elems, 8);
+      c->status |= (int64_t)w[0];
+    }
     return 0;
   }
   for (int64_t b = 0; b < c->batch; ++b)
