@@ -193,7 +193,6 @@ def test_cacheable_buffers_are_flushed_and_invalidated_by_the_c_path(compiled):
         assert [op.op for op in dev.cache_ops[n:]] == ["flush", "invalidate"]
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
     np.testing.assert_array_equal(again.view(np.uint64), want.view(np.uint64))
-    np.testing.assert_array_equal(one.view(np.uint64), want[1:2].view(np.uint64))
 
 
 @pytest.mark.slow
@@ -229,6 +228,7 @@ def test_a_bfp_network_through_the_c_host_path(compiled):
             net.logits(bad)
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
     np.testing.assert_array_equal(again.view(np.uint64), want.view(np.uint64))
+    np.testing.assert_array_equal(one.view(np.uint64), want[1:2].view(np.uint64))
 
 
 # ------------------------------------------------------------------ hlsnn perf NAME.hlsnn --json
