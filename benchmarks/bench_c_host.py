@@ -25,6 +25,11 @@ is the host's own work. Medians over ``--calls`` calls, after a warm-up, in micr
 Usage::
 
     python benchmarks/bench_c_host.py --model resnet8_digits32 --assignment twohot --calls 3000
+    python benchmarks/bench_c_host.py --model resnet8_digits32 --assignment bfp8_z2 --calls 3000
+
+A ``bfp_systolic`` network (float32 words in, its 64-bit words out, unpacked in C) reports
+``call_f32`` and, for comparison, ``numpy_unpack`` (:func:`hlsnn.compiled.bfpkernel.finish_words`
+and the pairs' dequantization in numpy, which the C call does for a batch of one).
 
 CPU time (``time.process_time_ns`` is too coarse for one call: wall time, medians, on a shared
 2-core machine; rerun to see the spread).
@@ -109,6 +114,14 @@ def main(argv=None):
     dst = np.empty(n, np.int8)
     res = {"model": args.model, "assignment": args.assignment, "values": n, "outputs": board.n_out,
            "calls": args.calls}
+    if host.words:                                   # bfp_systolic: float32 words in, its words out
+        from hlsnn.compiled.bfpkernel import finish_words
+        from hlsnn.compiled.netbfp import dequantize
+        res["call_f32"] = _median_us(lambda: host.run(x32), args.calls)
+        words = np.zeros((1, board.out_words), np.uint64)
+        res["numpy_unpack"] = _median_us(lambda: dequantize(finish_words(net, None, words)), args.calls)
+        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, indent=1))
+        return
     for name, x in (("f32", x32), ("f64", x64), ("u8", xu8)):
         res[f"call_{name}"] = _median_us(lambda x=x: host.run(x), args.calls)
     empty = _median_us(lambda: lib.hlsnn_in_quantize(x32.ctypes.data, 0, 0, f, bits, mode, dst.ctypes.data),

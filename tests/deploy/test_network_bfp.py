@@ -282,8 +282,10 @@ def test_perf_of_the_bfp_network_path(compiled, capsys):
     assert conv1["kernel_cycles"] == 2 * (64 * 2 + 64 * 3 + 15 + 1 + depth)
     fc = next(r for r in res["layers"] if r["name"] == "fc")
     assert fc["kernel_cycles"] == 2 * (2 + 2 * 4 + 15 + 2 + depth)
-    n_in, n_out = 2 * 64, 2 * 10                  # float32 words in, 64-bit elements out (a status, 5 op words)
-    assert res["host_bytes"] == 12 * n_in + 16 * n_out + 16 * n_out
+    # the C host path: float32 images read, float32 words written; 64-bit elements read, float64 written
+    n_in, n_out = 2 * 64, 2 * 10
+    assert res["host"]["path"] == "c"
+    assert res["host_bytes"] == 8 * n_in + 16 * n_out + 16 * n_out
     assert res["dma_bytes"] == 2 * 8 * (32 + 10 + 1 + 5)
     assert res["kernel_resources"]["dsp"] == 128
 

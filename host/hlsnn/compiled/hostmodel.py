@@ -31,13 +31,14 @@ from __future__ import annotations
 #: per-value figures the least-disturbed runs on 2**20 values)
 X86 = {
     "python_call_us": 1.8,         # CHost.run of a uint8 image less its 3,072 lookups
-    "quant_ns": {"float32": 2.0, "float64": 4.0, "uint8": 0.24},
+    "quant_ns": {"float32": 2.0, "float64": 4.0, "uint8": 0.24, "float32 words": 0.45},
     "softmax_us": 5.7,             # netmode.finish on 10 outputs: ldexp and the numpy Softmax
     "source": "measured on this x86 (AMD EPYC 2.6 GHz, 2 cores shared) by benchmarks/bench_c_host.py "
               "--model resnet8_digits32 --assignment twohot --calls 3000: call_u8 less its lookups 1.8 us "
               "(call_f32 7.8 us, call_u8 2.5 us per 3,072-value image), rule 1 in C 2.0 / 4.0 / 0.24 ns per "
               "float32 / float64 / uint8 value, Softmax of 10 values 5.7 us (the Python rule 1 it replaces: "
-              "19 us)",
+              "19 us); a bfp_systolic network (--assignment bfp8_z2): 3.2 us per call, i.e. 0.45 ns per value for "
+              "its float32 words and their unpacking in C beyond the 1.8 us (numpy's unpacking it replaces: 15 us)",
 }
 
 #: x86 -> board CPU factors: ``python`` for interpreted Python and numpy calls, ``c`` for the C
@@ -80,15 +81,30 @@ BOARD_IO = {
 DTYPES = ("float32", "float64", "uint8")
 
 
-def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32"):
+def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False):
     """The host steps of one start (module docstring) on ``cpu`` (a key of :data:`SCALE`):
-    ``[{"step", "us", "basis"}]``, where basis says what is measured and what is estimated."""
+    ``[{"step", "us", "basis"}]``, where basis says what is measured and what is estimated.
+    ``words``: a ``bfp_systolic`` network, whose input is float32 words (4 bytes a value) and
+    whose ``n_out`` outputs are 64-bit words (one uncached read each)."""
     if input_dtype not in DTYPES:
         from ..errors import InputError
         raise InputError(f"input dtype {input_dtype!r}: the C host path takes {', '.join(DTYPES)}")
     s, io = SCALE[cpu], BOARD_IO[cpu]
     ests = "measured" if cpu == "x86-this-machine" else "estimate"
     nv, nb = n_in * batch, n_out * batch
+    if words:
+        return [
+            {"step": "python call", "us": X86["python_call_us"] * s["python"],
+             "basis": f"{ests}: {X86['python_call_us']} us on x86 x {s['python']:g}"},
+            {"step": "quantize (float32 words, C)", "us": X86["quant_ns"]["float32 words"] * nv * s["c"] / 1e3,
+             "basis": f"{ests}: {nv:,} values x {X86['quant_ns']['float32 words']} ns on x86 x {s['c']:g}"},
+            {"step": "input stores (uncached)", "us": io["store_ns_per_byte"] * 4 * nv / 1e3,
+             "basis": f"estimate: {4 * nv:,} bytes x {io['store_ns_per_byte']} ns"},
+            {"step": "ap_start and the last poll", "us": io["mmio_write_us"] + io["mmio_read_us"],
+             "basis": "estimate: one register write, one read (the counts are tested on the sim board)"},
+            {"step": "outputs read once (C)", "us": io["uncached_read_us"] * nb,
+             "basis": f"estimate: {nb} uncached 64-bit word reads"},
+        ]
     return [
         {"step": "python call", "us": X86["python_call_us"] * s["python"],
          "basis": f"{ests}: {X86['python_call_us']} us on x86 x {s['python']:g}"},

@@ -161,14 +161,17 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     from . import hostmodel, nethost
     if host not in ("c", "python"):
         raise InputError(f"host {host!r}: 'c' (the C host path) or 'python' (the numpy driver)")
-    c_host = host == "c" and nethost.input_rule(net) is not None
-    steps = hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=t["out_elems"], batch=batch,
-                                 input_dtype=input_dtype) if c_host else None
+    c_host = host == "c" and nethost.covers(net)
+    bfp_words = net.engine == "bfp_systolic"          # float32 words in, 64-bit words out
+    n_out_host = t.get("out_words", t["out_elems"]) if bfp_words else t["out_elems"]
+    steps = hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=n_out_host, batch=batch,
+                                 input_dtype=input_dtype, words=bfp_words) if c_host else None
     # bytes per value the host writes into the input buffer and reads from the output buffer
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
     if c_host:
         st = {r["step"].split(" (")[0]: r["us"] for r in steps}
-        layers = [row("input", "host quantize (C)", host_bytes=(np.dtype(input_dtype).itemsize + in_b) * n_in,
+        layers = [row("input", "host quantize (C)", host_bytes=(np.dtype(input_dtype).itemsize
+                                                                 + (4 if bfp_words else in_b)) * n_in,
                       host_us=st["quantize"] + st["input stores"])]
     else:
         layers = [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
@@ -192,7 +195,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     fin = [("output", "host dequantize", (8 + out_b) * n_out)] + [(j["name"], "host " + j["op"], 16 * n_out)
                                                         for j in net.host_after]
     if c_host:
-        layers.append(row("output", "host read + dequantize (C)", host_bytes=9 * n_out,
+        layers.append(row("output", "host read + dequantize (C)", host_bytes=(16 if bfp_words else 9) * n_out,
                           host_us=st["outputs read once"]))
         for j in net.host_after:
             layers.append(row(j["name"], "host " + j["op"], host_bytes=16 * n_out,
@@ -207,8 +210,10 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     fabric = sum(r["fabric_us"] for r in layers)
     host_pre = sum(r["host_us"] for r in layers if r["name"] not in after)
     # double-buffered starts take one image each: the host's steps of a batch of one
-    host1 = (sum(r["us"] for r in hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=t["out_elems"], batch=1,
-                                                      input_dtype=input_dtype)) if c_host else host_pre / batch)
+    # (hlsnn_in_pipeline), plus the two address words each start after the first writes
+    host1 = (sum(r["us"] for r in hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=n_out_host, batch=1,
+                                                      input_dtype=input_dtype, words=bfp_words))
+             + 2 * hostmodel.BOARD_IO[b["cpu"]]["mmio_write_us"] if c_host else host_pre / batch)
     windows = {
         "logits_out_us": logits_us,
         "mlperf_window_us": fabric + sum(r["host_us"] for r in layers if r["name"] in after),

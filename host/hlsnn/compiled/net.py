@@ -40,7 +40,7 @@ NETWORK_TARGETS = ("emu", "csim", "sim", "pynq")
 def _c_host(net):
     """True when the C host path (:mod:`hlsnn.compiled.nethost`) runs ``net``'s starts."""
     from . import nethost
-    return nethost.input_rule(net) is not None and nethost.available()
+    return nethost.covers(net) and nethost.available()
 
 
 class _NetStub:
@@ -292,7 +292,9 @@ class CompiledNet:
         t0 = time.perf_counter()
         if self._kernel is not None and hasattr(self._kernel, "run_image") and _c_host(n):
             # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost)
-            q = self._kernel.run_image(x)[0].reshape((len(x),) + tuple(n.output["shape"]))
+            q = self._kernel.run_image(x)[0]
+            q = tuple(a.reshape((len(x),) + tuple(n.output["shape"])) for a in q) if isinstance(q, tuple) \
+                else q.reshape((len(x),) + tuple(n.output["shape"]))
             self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
             xq = None
         else:

@@ -6,9 +6,12 @@
   float64 or uint8), written as int8 straight into the kernel's input buffer; bit-exact with the
   Python rule (``tests/deploy/test_nethost.py``: ties, saturation, negatives, tiny values).
 * :class:`CHost`: the per-start step of a :class:`~hlsnn.compiled.netboard.NetBoard` in one call
-  (``hlsnn_in_start``): quantize each image into its row of the input buffer, flush it (a
-  callback into pynq, only for a cacheable buffer), ``ap_start`` (one write of ``CTRL``), the poll
-  of ``ap_done``, invalidate, the output integers read once (and dequantized). The registers are
+  (``hlsnn_in_run(ctx, x)``, through :class:`ctypes.PyDLL` with two ``byref`` pointers; the
+  context :class:`Ctx` made once per batch size and dtype): quantize each image into its row of
+  the input buffer, flush it (a callback into pynq, only for cacheable buffers; by default they
+  are uncached), ``ap_start`` (one write of ``CTRL``), the poll of ``ap_done``, invalidate, the
+  output integers read once (and dequantized). :meth:`CHost.run_pipelined`: double-buffered
+  starts of one image each (``hlsnn_in_pipeline``). The registers are
   reached through a volatile pointer to pynq's mapping of the IP (a board: its ``MMIO.array``) or,
   on the simulated board (whose registers are Python models), through two callbacks into the IP
   driver, so the same C code runs in the simulation as on a board.
@@ -48,7 +51,8 @@ class Ctx(ctypes.Structure):
                 ("sync", SYNC_FN), ("timeout_s", ctypes.c_double), ("outbuf", ctypes.c_void_p),
                 ("out_stride", ctypes.c_int64), ("out_n", ctypes.c_int64), ("f_out", ctypes.c_int64),
                 ("y", ctypes.c_void_p), ("q", ctypes.c_void_p), ("polls", ctypes.c_int64),
-                ("table", ctypes.c_void_p)]
+                ("table", ctypes.c_void_p), ("kernel_s", ctypes.c_double), ("words", ctypes.c_int64),
+                ("elems", ctypes.c_int64), ("pm", ctypes.c_void_p), ("pe", ctypes.c_void_p), ("status", ctypes.c_int64)]
 
 
 def _lib():
@@ -90,6 +94,12 @@ def input_rule(net):
     if not i["signed"] or not 2 <= int(i["bits"]) <= 8 or i["rounding"] not in MODES:
         return None
     return int(i["f"]), int(i["bits"]), MODES[i["rounding"]]
+
+
+def covers(net):
+    """True when the C host path runs ``net``'s starts: an integer input rule it covers
+    (:func:`input_rule`), or a ``bfp_systolic`` network (float32 words in, its words out)."""
+    return input_rule(net) is not None or net.engine == "bfp_systolic"
 
 
 def _as_stored(x):
@@ -158,10 +168,13 @@ class CHost:
 
     def __init__(self, board, *, null_registers=False, u8_values=None):
         self.board, self.rule = board, input_rule(board.net)
-        if self.rule is None or not available():
+        self.words = board.net.engine == "bfp_systolic"    # float32 words in, 64-bit words out
+        if not covers(board.net) or not available():
             raise InputError("the C host path needs a C compiler and a network with a signed input of at most "
-                             "8 bits (not bfp_systolic)")
-        self.f_out = int(board.net.output["f"])
+                             "8 bits, or a bfp_systolic network")
+        if self.words:
+            self.rule = (0, 8, 0)
+        self.f_out = 0 if self.words else int(board.net.output["f"])
         if getattr(board, "cacheable", None) is None and hasattr(board, "_alloc_kw"):
             # uncached buffers: no flush or invalidate per start (pynq's own default on a board)
             board._alloc_kw = {"cacheable": False}
@@ -188,7 +201,8 @@ class CHost:
         v = np.arange(256, dtype=np.float64) if u8_values is None else np.asarray(u8_values, np.float64)
         if v.shape != (256,):
             raise InputError(f"u8_values: {v.shape} values; give the 256 values the uint8 codes stand for")
-        if self.rule is not None:
+        self.table = np.zeros(256, np.int8)
+        if not self.words:
             from ..deploy.quant import to_fixed
             i = board.net.input
             self.table = to_fixed(v, i["f"], i["bits"], True, i["rounding"]).astype(np.int8)
@@ -223,12 +237,16 @@ class CHost:
             raise InputError(f"network kernel: an image of {n} values; the network takes {b.n_in}")
         b._buffers(batch)
         f, bits, mode = self.rule
-        self.q8 = np.empty((batch, b.n_out), np.int8)
+        out_n = b.out_words * 8 if self.words else b.n_out      # bfp: the output words' bytes
+        self.q8 = np.empty((batch, out_n), np.int8)
         self.y = np.empty((batch, b.n_out), np.float64)
+        self.pm = np.empty((batch, b.n_out), np.int64)
+        self.pe = np.empty((batch, b.n_out), np.int64)
         self._keep = [k for k in self._keep if k is self.wr or k is self.rd]
         self.ctx = Ctx(DTYPES[x.dtype], batch, n, f, bits, mode, b._x8.ctypes.data, b.in_words * 8, self.regs,
                        self.wr, self.rd, self._sync_fn(), float(timeout), b._y8.ctypes.data, b.out_words * 8,
-                       b.n_out, self.f_out, self.y.ctypes.data, self.q8.ctypes.data, 0, self.table.ctypes.data)
+                       out_n, self.f_out, self.y.ctypes.data, self.q8.ctypes.data, 0, self.table.ctypes.data, 0.0,
+                       int(self.words), b.n_out, self.pm.ctypes.data, self.pe.ctypes.data, 0)
         self.ref = ctypes.byref(self.ctx)
         self._inb = b.inb
         self.key = (x.dtype, x.shape, True, b._batch, timeout)
@@ -251,6 +269,12 @@ class CHost:
             self._finish(rc)
         b.starts += 1
         self.polls = self.ctx.polls
+        if self.words:                               # the pairs (m, e) unpacked in C, the status checked
+            if self.ctx.status & 1 or self.ctx.batch > 1:
+                # a status bit (NotExact raised there), or a batch: rule 3's check of the info words
+                from .bfpkernel import finish_words
+                finish_words(b.net, None, self.q8.view(np.uint64).copy())
+            return (self.pm.copy(), self.pe.copy()), self.y.copy()
         return self.q8.astype(np.int64), self.y.copy()
 
     def run_pipelined(self, x, *, timeout=10.0):
@@ -259,6 +283,8 @@ class CHost:
         start after the first, the two low address words and ``ap_start`` (three register
         writes) and the poll. ``(q, y)`` as :meth:`run`. Uncached buffers only."""
         b = self.board
+        if self.words:
+            raise InputError("double-buffered starts: not for a bfp_systolic network (its words) yet")
         if b._alloc_kw.get("cacheable") is not False:
             raise InputError("double-buffered starts take uncached buffers (cacheable=None or False)")
         x = _as_stored(x)
@@ -300,4 +326,8 @@ class CHost:
             from .netboard import net_ip_name
             raise DeviceTimeout(f"network kernel {net_ip_name(b.cfg)} did not finish within {timeout:g} s "
                                 f"(a batch of {batch}); its buffers were freed")
+        if self.words:
+            from .netbfp import NotExact
+            raise NotExact("network kernel (bfp): the input must be finite and exact in float32 (the kernel reads "
+                           "float32 words); run it with hlsnn.load(..., network=False)")
         raise InputError(f"input: {rc} non-finite value(s) (NaN or Inf)")

@@ -107,7 +107,11 @@ def _latency(res, other):
     consts = [["CPU", f"{c['cpu']['call_us']} us per kernel start (layer path), {c['cpu']['byte_us']} us per "
                       f"byte, {c['cpu']['op_us']} us per host op", c['cpu']['source']],
               ["HP port", f"{c['hp_bits']} bits per PL cycle", c["hp_source"]]]
-    if "network_host" in c:
+    h = res.get("host") or {}
+    if h.get("path") == "c":
+        consts.insert(0, ["network path host (C)", f"{h['us']:.1f} us per start ("
+                          + "; ".join(f"{st['step']} {st['us']:.1f} us" for st in h["steps"]) + ")", h["basis"]])
+    elif "network_host" in c:
         n = c["network_host"]
         consts.insert(0, ["network path host", f"{n['start_us']} us per kernel start, quantize {n['quant_us']} us + "
                                                f"{n['quant_value_us']} us per value, finish {n['finish_us']} us",

@@ -33,7 +33,11 @@
  * to y as float64 (q * 2**-f_out, exact). Register access through `regs` (a volatile pointer
  * to the IP's register file, on a board: pynq's mapping of it) or, when regs is NULL, through
  * the callbacks wr / rd (the simulated board's register models), so the same C path runs on
- * both. Returns 0, -1 on a timeout, or the count of non-finite input values.
+ * both. Returns 0, -1 on a timeout, or the count of non-finite input values. With words set
+ * (a bfp_systolic kernel) the input values are written as float32 words (counted bad when not
+ * finite or not exact in float32), the out_n output bytes of each image copied to q, and its
+ * elems output words unpacked into pm, pe (bfpkernel.unpack_output) and y (m * 2**e + 0.0, as
+ * netbfp.dequantize), the status words OR-ed into status.
  */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
@@ -169,7 +173,27 @@ typedef struct {
   int8_t *q; /* the same as integers */
   int64_t polls;
   const int8_t *table; /* uint8 input (dtype 2): the integer of each code, or NULL */
+  double kernel_s;     /* hlsnn_in_run: the wall time from ap_start to the poll that saw it done */
+  int64_t words;       /* 1: a bfp_systolic kernel's words: float32 values in, 64-bit words out */
+  int64_t elems;       /* words: the output elements per image (then the status word) */
+  int64_t *pm, *pe;    /* words: each element's pair (m, e), 54-bit m and 10-bit e, signed */
+  int64_t status;      /* words: the OR of the images' status words */
 } hlsnn_in_ctx;
+
+/* The bfp_systolic kernel's input (its rule 1): each value as a float32 word, two to a 64-bit
+ * word, low first; a value that is not finite or not exact in float32 counts as bad. */
+static int64_t f32_words(const void *x, int dtype, int64_t n, float *dst) {
+  int64_t bad = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const double v = dtype == 0 ? (double)((const float *)x)[k]
+                                : (dtype == 1 ? ((const double *)x)[k] : (double)((const uint8_t *)x)[k]);
+    const float w = (float)v;
+    const int ok = v - v == 0.0 && (double)w == v;
+    bad += !ok;
+    dst[k] = ok ? w : 0.0f;
+  }
+  return bad;
+}
 
 /* Poll CTRL until ap_done or ap_idle: the polls made (>= 1), or -1 after timeout_s seconds
  * (the clock read every 256 polls). */
@@ -189,7 +213,10 @@ static int64_t poll_done(hlsnn_in_ctx *c) {
 int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
   const int64_t item = c->dtype == 0 ? 4 : (c->dtype == 1 ? 8 : 1);
   int64_t bad = 0;
-  if (c->dtype == 2 && c->table) { /* uint8 images: one lookup per value */
+  if (c->words) {
+    for (int64_t b = 0; b < c->batch; ++b)
+      bad += f32_words((const char *)x + b * c->n * item, (int)c->dtype, c->n, (float *)(c->inbuf + b * c->in_stride));
+  } else if (c->dtype == 2 && c->table) { /* uint8 images: one lookup per value */
     for (int64_t b = 0; b < c->batch; ++b) {
       const uint8_t *p = (const uint8_t *)x + b * c->n;
       int8_t *d = c->inbuf + b * c->in_stride;
@@ -204,13 +231,38 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
     return bad;
   if (c->sync)
     c->sync(0); /* flush the input bytes */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   reg_wr(c->regs, c->wr, 0x00, CTRL_START);
   const int64_t k = poll_done(c);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  c->kernel_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   c->polls = k;
   if (k < 0)
     return -1;
   if (c->sync)
     c->sync(1); /* invalidate the output bytes */
+  if (c->words) { /* the output words, read once, then unpacked: (m, e) and y = m * 2**e (exact) */
+    c->status = 0;
+    for (int64_t b = 0; b < c->batch; ++b) {
+      memcpy(c->q + b * c->out_n, c->outbuf + b * c->out_stride, (size_t)c->out_n);
+      uint64_t w[1];
+      for (int64_t j = 0; j < c->elems; ++j) {
+        memcpy(w, c->q + b * c->out_n + 8 * j, 8);
+        int64_t m = (int64_t)(w[0] & (((uint64_t)1 << 54) - 1)), e = (int64_t)((w[0] >> 54) & 0x3FF);
+        if (m >= (int64_t)1 << 53)
+          m -= (int64_t)1 << 54;
+        if (e >= 512)
+          e -= 1024;
+        c->pm[b * c->elems + j] = m;
+        c->pe[b * c->elems + j] = e;
+        c->y[b * c->elems + j] = ldexp((double)m, (int)e) + 0.0;
+      }
+      memcpy(w, c->q + b * c->out_n + 8 * c->elems, 8);
+      c->status |= (int64_t)w[0];
+    }
+    return 0;
+  }
   for (int64_t b = 0; b < c->batch; ++b)
     for (int64_t j = 0; j < c->out_n; ++j) {
       const int8_t v = c->outbuf[b * c->out_stride + j]; /* each output byte read once */
