@@ -20,6 +20,7 @@ run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 10 --
 run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 10 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3
 run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --prune-epochs 30 --prune-lr 3e-3
 run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --prune-epochs 120 --prune-lr 3e-3
 run --model dscnn --format pot --float-epochs 30 --qat-epochs 20
 run --model dscnn --format twohot --float-epochs 30 --qat-epochs 6
 run --model dscnn --format fixed --mode dynamic --float-epochs 30 --qat-epochs 6
