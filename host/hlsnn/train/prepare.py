@@ -28,6 +28,9 @@ class _QMixin:
             self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
             self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
         elif spec.type in ("fixed", "sparse"):
+            if spec.weight_scale == "channel":
+                raise InputError(f"format {spec.name!r}: weight_scale: channel for {spec.type} is not trained by "
+                                 f"hlsnn.train yet (its int8 weights have one scale per tensor); use tensor")
             self.wq = FixedWeight()
             bits = params.get("act_bits", 8) if spec.type == "fixed" else 8
             signed = params.get("act_signed", True) if spec.type == "fixed" else True
