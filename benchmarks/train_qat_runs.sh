@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
-# The runs of benchmarks/train_qat.md, one after another (one training job at a time, one thread).
-# Each prints one JSON line (scripts/train_qat.py); the table's rows are those lines.
+# The runs of benchmarks/train_qat.md, one after another (one training job at a time, one thread),
+# in the table's order. Each prints one JSON line (scripts/train_qat.py): train_qat_runs.jsonl.
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1
 run() { PYTHONPATH=host python scripts/train_qat.py "$@" 2>/dev/null | tail -1; }
-R8="--model resnet8 --float-epochs 10 --qat-epochs 6"
-MB="--model mobilenet_relu6 --float-epochs 10 --qat-epochs 6"
-DS="--model dscnn --float-epochs 30 --qat-epochs 6"          # DS-CNN: 64% after 6 float epochs, under-trained
-for M in "$R8" "$MB" "$DS"; do
-  run $M --format pot --weight-scale channel
-  run $M --format twohot
-  run $M --format fixed --mode dynamic
-  run $M --format sparse --sparsity 0.75 --prune-epochs 15 --prune-lr 3e-3
-  run $M --format sparse --sparsity 0.9 --prune-epochs 30 --prune-lr 3e-3
-done
-run $R8 --format pot                                          # one scale per tensor
+run --model resnet8 --format pot --float-epochs 10 --qat-epochs 6 --weight-scale channel
+run --model resnet8 --format pot --float-epochs 10 --qat-epochs 6
+run --model resnet8 --format pot --float-epochs 10 --qat-epochs 20 --qat-lr 1e-2
+run --model resnet8 --format twohot --float-epochs 10 --qat-epochs 6
+run --model resnet8 --format fixed --mode dynamic --float-epochs 10 --qat-epochs 6
+run --model resnet8 --format sparse --sparsity 0.75 --float-epochs 10 --qat-epochs 6 --prune-epochs 15 --prune-lr 3e-3
+run --model resnet8 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --prune-epochs 30 --prune-lr 3e-3
+run --model resnet8 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3
+run --model mobilenet_relu6 --format pot --float-epochs 10 --qat-epochs 20 --qat-lr 1e-2
+run --model mobilenet_relu6 --format twohot --float-epochs 10 --qat-epochs 20 --qat-lr 1e-2
+run --model mobilenet_relu6 --format fixed --mode dynamic --float-epochs 10 --qat-epochs 6
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 10 --qat-epochs 6 --prune-epochs 15 --prune-lr 3e-3
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 10 --qat-epochs 6 --prune-epochs 30 --prune-lr 3e-3
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 10 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --prune-epochs 30 --prune-lr 3e-3
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --prune-epochs 120 --prune-lr 3e-3
+run --model dscnn --format pot --float-epochs 30 --qat-epochs 20
+run --model dscnn --format twohot --float-epochs 30 --qat-epochs 6
+run --model dscnn --format fixed --mode dynamic --float-epochs 30 --qat-epochs 6
+run --model dscnn --format sparse --sparsity 0.75 --float-epochs 30 --qat-epochs 6 --prune-epochs 15 --prune-lr 3e-3
+run --model dscnn --format sparse --sparsity 0.75 --float-epochs 30 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --prune-epochs 30 --prune-lr 3e-3
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3

@@ -46,6 +46,7 @@ def main(argv=None):
     ap.add_argument("--weight-scale", choices=["tensor", "channel"], default=None,
                     help="pot/twohot: one power-of-two weight scale per tensor or per output channel")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
+    ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
     a = ap.parse_args(argv)
 
     import torch
@@ -122,6 +123,9 @@ def main(argv=None):
     with torch.no_grad():
         torch_out = q(torch.tensor(xte)).numpy()
     q.float()
+    if a.save:
+        torch.save(q, a.save)
+        pathlib.Path(a.save + ".yaml").write_text(cfg.read_text())
     with deployed(q, torch.zeros(1, 3, 32, 32), cfg) as dep:
         dep.calibrate(x_cal.numpy())
         dep_out = dep.run(xte)

@@ -152,3 +152,28 @@ def test_strided_radix_from_stride1_results(tmp_path, fmt, mode):
     mine, theirs = _compare(q, cfg, x, mode)
     np.testing.assert_array_equal(mine, theirs)
     assert np.unique(mine).size > 20
+
+
+@pytest.mark.parametrize("scale", ["tensor", "channel"])
+def test_shift_bias_at_the_deployed_scale(tmp_path, scale):
+    """Weights that no longer reach the top magnitude of their learned scale (halved after
+    prepare): the deploy finds a finer scale exponent for the same codes, and aligns the bias
+    to that radix; eval mode does too."""
+    x = _data()
+    cfg = tmp_path / "d.yaml"
+    cfg.write_text("name: t\nmodel: m.onnx\ndata: digits\nformats:\n  f:\n    type: pot\n    accel: shift8_pynq-z2\n"
+                   f"    weight_scale: {scale}\n")
+    q = prepare(fold_batchnorm(_net(4).eval()), cfg)
+    with torch.no_grad():
+        for _, layer in quantized_layers(q):
+            layer.weight.mul_(0.5)
+            if layer.bias is not None:
+                layer.bias.add_(torch.rand_like(layer.bias) * 0.01)
+    mine, theirs = _compare(q, cfg, x, "static")
+    np.testing.assert_array_equal(mine, theirs)
+    with deployed(q, torch.zeros(1, 1, 8, 8), cfg) as dep:
+        deployed_f = [np.asarray(ex.f_w, np.int64).tolist() for ex in dep.execs.values()]
+    mine_f = [np.asarray(layer._weight_frac(), np.int64).tolist() for _, layer in quantized_layers(q)]
+    assert sorted(map(str, mine_f)) == sorted(map(str, deployed_f))       # the bias is aligned to these
+    assert all(np.all(np.asarray(f) > layer.wq.exponent().numpy()) for f, (_, layer) in
+               zip(mine_f, quantized_layers(q)) if np.asarray(f).size == layer.wq.exponent().numel())

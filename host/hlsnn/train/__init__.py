@@ -3,8 +3,8 @@
 
 * :func:`prepare` wraps each ``Conv2d`` / ``Linear`` the assignment maps to a format with the
   fake quantization of that format (:mod:`hlsnn.train.quant`): power-of-two and two-hot
-  weights with a learnable power-of-two scale and straight-through estimators, BFP with the
-  engine's exponent rule and rounding, int8 weights of the fixed/sparse formats, and the
+  weights with a learnable power-of-two scale and straight-through estimators, BFP as
+  ``bfp_systolic``'s GEMM computes it (:mod:`hlsnn.train.bfpgemm`), int8 weights of the fixed/sparse formats, and the
   fixed-point activations the shift/sparse engines take, at a radix chosen by DETERMINE from
   the current batch's own statistics (source 002's current-statistics rule).
 * :class:`BalancedPruner` prunes to a target sparsity on a gradual (cubic) schedule with the

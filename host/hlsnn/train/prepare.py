@@ -28,6 +28,9 @@ class _QMixin:
             self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
             self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
         elif spec.type in ("fixed", "sparse"):
+            if spec.weight_scale == "channel":
+                raise InputError(f"format {spec.name!r}: weight_scale: channel for {spec.type} is not trained by "
+                                 f"hlsnn.train yet (its int8 weights have one scale per tensor); use tensor")
             self.wq = FixedWeight()
             bits = params.get("act_bits", 8) if spec.type == "fixed" else 8
             signed = params.get("act_signed", True) if spec.type == "fixed" else True
@@ -91,10 +94,27 @@ class _QMixin:
         """The weights' radix: an int, or (per-channel shift scales) one per output channel,
         as the deployed bias is aligned to each channel's accumulator radix."""
         if isinstance(self.wq, ShiftWeight):
-            return self.wq.exponent() if self.wq.per_channel else int(self.wq.exponent()[0])
+            return self._shift_frac()
         from ..engines.common import largest_frac
         w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
         return largest_frac(float(w.detach().abs().max()), 127)
+
+
+    def _shift_frac(self):
+        """The scale exponent the deploy finds for the trained codes (``ShiftExec``): the largest
+        ``F`` at which the largest quantized weight (of the tensor, or of each row) fits the top
+        magnitude, which can be above the learned one when no weight reaches the top; a row more
+        than ``CHANNEL_FRAC_LIMIT`` bits finer than the tensor takes the tensor's."""
+        import numpy as np
+        from ..deploy.quant import CHANNEL_FRAC_LIMIT
+        from .quant import _deploy_scale_exponent
+        w = self.quantized_weight().detach().double().abs().reshape(self.weight.shape[0], -1)
+        f_t = int(_deploy_scale_exponent(float(w.max()), self.wq.max_mag))
+        if not self.wq.per_channel:
+            return f_t
+        f_r = _deploy_scale_exponent(w.amax(1).cpu().numpy(), self.wq.max_mag)
+        f_r = np.where((f_r > f_t + CHANNEL_FRAC_LIMIT) | (w.amax(1).cpu().numpy() == 0), f_t, f_r)
+        return torch.tensor(f_r, dtype=torch.float64)
 
 
 class QConv2d(_QMixin, nn.Conv2d):
