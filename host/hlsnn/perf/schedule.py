@@ -50,6 +50,7 @@ to the caller's arguments, so a helper's accesses count in the loop that calls i
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import json
@@ -142,19 +143,53 @@ def _pragmas(files):
 
 
 # ---------------------------------------------------------------------------------- the AST
+def _instantiation_file(loc):
+    """The file handle (an int, None: no file) of a location: libclang's
+    ``clang_getInstantiationLocation`` asked for the file only."""
+    if _LOC_FN[0] is None:
+        from clang.cindex import c_object_p, conf
+        _LOC_FN[:] = [conf.lib.clang_getInstantiationLocation, c_object_p]
+    fn, handle = _LOC_FN
+    f = handle()
+    fn(loc, ctypes.byref(f), None, None, None)
+    return ctypes.cast(f, ctypes.c_void_p).value if f else None
+
+
+_LOC_FN = [None, None]
+_KIND_NAMES = {}
+
+
 def _kind(c):
-    try:
-        return c.kind.name
-    except ValueError:                            # a cursor kind these bindings do not know
-        return "UNKNOWN"
+    k = c._kind_id                                # the bindings' kind lookup, once per kind
+    name = _KIND_NAMES.get(k)
+    if name is None:
+        try:
+            name = c.kind.name
+        except ValueError:                        # a cursor kind these bindings do not know
+            name = "UNKNOWN"
+        _KIND_NAMES[k] = name
+    return name
+
+
+#: a kernel's cursors' children, tokens and operators, asked again and again (every unrolled copy
+#: of an access evaluates its indices): by cursor, emptied for each new kernel (:class:`Kernel`)
+_MEMO = ({}, {}, {})
 
 
 def _children(c):
-    return list(c.get_children())
+    m = _MEMO[0]
+    r = m.get(c)
+    if r is None:
+        r = m[c] = tuple(c.get_children())
+    return r
 
 
 def _tokens(c):
-    return [t.spelling for t in c.get_tokens()]
+    m = _MEMO[1]
+    r = m.get(c)
+    if r is None:
+        r = m[c] = [t.spelling for t in c.get_tokens()]
+    return list(r)
 
 
 def _text(c):
@@ -163,6 +198,14 @@ def _text(c):
 
 def _op(c):
     """The operator of a binary / compound-assignment / unary / conditional expression."""
+    m = _MEMO[2]
+    r = m.get(c)
+    if r is None:
+        r = m[c] = _op_of(c)
+    return r
+
+
+def _op_of(c):
     ch = _children(c)
     toks = list(c.get_tokens())
     if _kind(c) == "UNARY_OPERATOR":
@@ -392,6 +435,8 @@ class Kernel:
 
     def __init__(self, path, include_dirs=(), name=None):
         ci = cindex()
+        for m in _MEMO:
+            m.clear()
         path = Path(path)
         self.path, self.name = path, name or path.stem
         self.folder = str(path.parent.resolve())
@@ -402,7 +447,7 @@ class Kernel:
             raise ValueError(f"{path}: the C++ front end failed: {errs[0]}")
         self.loops, self.funcs, mine = [], {}, []
         self.loop_vars = set()
-        self._in_folder = {}              # file name -> under the rendered folder (resolved once)
+        self._in_folder = {}              # file handle -> (name, under the rendered folder): resolved once
         self.files = set()
         self._walk(self.tu.cursor, None, None, None, mine)
         self.consts = _Consts(self.tu)
@@ -430,15 +475,25 @@ class Kernel:
                 self.m_axi.add(p.kv.get("port"))
         self.mems = self._mems()
 
+    def _file_of(self, ch):
+        """``(file name, under the rendered folder)`` of a cursor's location (None: no file), by
+        the file's handle: the bindings' ``location.file.name`` costs three calls a cursor."""
+        loc = ch.location
+        f = _instantiation_file(loc)
+        if f is None:
+            return None
+        got = self._in_folder.get(f)
+        if got is None:
+            name = loc.file.name
+            got = self._in_folder[f] = (name, str(Path(name).resolve()).startswith(self.folder))
+        return got
+
     def _walk(self, c, label, func, loop, mine):
         for ch in c.get_children():
-            f = ch.location.file
-            if f is None:
+            got = self._file_of(ch)
+            if got is None:
                 continue
-            name = f.name
-            mine_file = self._in_folder.get(name)
-            if mine_file is None:
-                mine_file = self._in_folder[name] = str(Path(name).resolve()).startswith(self.folder)
+            name, mine_file = got
             if not mine_file:
                 continue
             self.files.add(name)
@@ -490,6 +545,8 @@ class Kernel:
             if pp is None:
                 continue
             rows.append(self._loop(lp, pp, depths or {}, clock_mhz, ps, ddr_latency))
+        for m in _MEMO:
+            m.clear()                            # the translation unit is not kept alive by the memo
         return rows
 
     def _loop(self, lp, pp, depths, clock_mhz, ps, ddr_latency):
@@ -926,6 +983,24 @@ def _cached(key, path, name, depths, clock_mhz, ps, include_dirs, cache):
             return json.loads(f.read_text())
         except ValueError:
             pass
+    if cache:                  # another process deriving the same kernel (test workers): wait for its rows
+        import contextlib
+        from ..cachefile import build_lock
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(build_lock(f))
+            except OSError:                      # an unwritable cache: derive without the lock
+                pass
+            if f.is_file():
+                try:
+                    return json.loads(f.read_text())
+                except ValueError:
+                    pass
+            return _derive(f, path, name, depths, clock_mhz, ps, include_dirs, cache)
+    return _derive(f, path, name, depths, clock_mhz, ps, include_dirs, cache)
+
+
+def _derive(f, path, name, depths, clock_mhz, ps, include_dirs, cache):
     rows = Kernel(path, include_dirs, name).schedule(dict(depths), clock_mhz, ps)
     if cache:
         try:
