@@ -33,7 +33,7 @@ NET_ROWS = {"| two-hot": ("twohot",), "| fixed8 / sparse50": ("fixed8", "sparse5
             "| bfp8 (`bfp_systolic`, 128 DSP) | ZCU104": ("bfp8",),
             "| fixed8, sized to the chip (`sparse_cluster`, 192 DSP": ("fixed8_z2",),
             "| fixed8, sized to the chip (`sparse_cluster`, 320 / 640": ("fixed8_zu3", "fixed8_zcu104", "fixed8_kv260"),
-            "| two-hot / bfp8 (128 lanes, 100 MHz) | AUP-ZU3": ("twohot_zu3", "bfp8_zu3")}
+            "| bfp8 / two-hot (128 lanes, 100 MHz) | AUP-ZU3": ("bfp8_zu3", "twohot_zu3")}
 
 
 def _config_cells(name, op):
