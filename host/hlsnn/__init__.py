@@ -15,8 +15,8 @@ from .runtime import Accelerator  # noqa: E402
 
 def load(path, target="emu", **options):
     """A compiled model (``hlsnn compile``) on ``target``, as a callable network: ``y = net(x)``
-    (:func:`hlsnn.compiled.net.load`; on a board it needs only numpy and pynq)."""
-    from .compiled.net import load as _load
+    (:func:`hlsnn.network.loader.load`; on a board it needs only numpy and pynq)."""
+    from .network.loader import load as _load
     return _load(path, target, **options)
 
 

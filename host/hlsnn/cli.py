@@ -229,7 +229,7 @@ def cmd_report(args):
     from pathlib import Path
     from .build.netflow import is_compiled_model
     if is_compiled_model(args.config):          # a compiled model: its modelled end-to-end latency
-        from .compiled.report import write_report as write_compiled
+        from .network.report import write_report as write_compiled
         print(f"wrote {write_compiled(args.config, out=args.out, board=args.board, batch=args.batch)}")
         return 0
     if _is_deploy_config(args.config):
@@ -378,9 +378,9 @@ def _config_of(target_path):
 
 def cmd_run(args):
     """One layer on a target, checked bit for bit against the emulator, with timing (or, given
-    a NAME.hlsnn, a compiled network: :func:`hlsnn.compiled.cli.run_compiled`)."""
+    a NAME.hlsnn, a compiled network: :func:`hlsnn.commands.network.run_compiled`)."""
     if str(args.target_path).endswith(".hlsnn"):
-        from .compiled.cli import run_compiled
+        from .commands.network import run_compiled
         return run_compiled(args)
     import numpy as np
     from .runtime import Accelerator
@@ -496,15 +496,15 @@ def cmd_run(args):
 
 
 def cmd_compile(args):
-    from .compiled.cli import cmd_compile as compile_cmd
+    from .commands.network import cmd_compile as compile_cmd
     return compile_cmd(args)
 
 
 def cmd_perf(args):
     """Modelled cycles of one operation, from the C-simulation's loop counters (or, given a
-    NAME.hlsnn, a compiled network's end-to-end latency: :mod:`hlsnn.compiled.latency`)."""
+    NAME.hlsnn, a compiled network's end-to-end latency: :mod:`hlsnn.network.latency`)."""
     if str(args.config).endswith(".hlsnn"):
-        from .compiled.cli import perf_compiled
+        from .commands.network import perf_compiled
         return perf_compiled(args)
     from .perf import measure as pm
     if (args.gemm is None) == (args.conv is None):

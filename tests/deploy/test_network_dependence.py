@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import hlsnn
-from hlsnn.compiled import bfpkernel, netkernel, netmode
+from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
+from hlsnn.network import kernel as netkernel, program as netmode
 from hlsnn.errors import CsimError
 
 from test_network_depthwise import _grouped_net  # noqa: E402

@@ -36,7 +36,7 @@ The rules (the specification every target follows; the host code is the same on 
   output; convolutions run as GEMM on host im2col (one sample per patch).
 * **One program on emu**: a calibrated network of ``shift_mac`` or ``sparse_cluster`` layers
   on one accelerator runs, not calibrating, as the network mode's integer program compiled
-  (:mod:`hlsnn.compiled.netfast`; the rules of :mod:`hlsnn.compiled.netmode`, which give
+  (:mod:`hlsnn.network.fast`; the rules of :mod:`hlsnn.network.program`, which give
   these rules' bits): :meth:`Deployment.fast_network`.
 * **Tiling**: outputs (N or Z) are split into chunks of the kernel's maximum and the batch
   into chunks the kernel accepts. ``bfp_systolic`` runs a K beyond ``max_k`` in passes inside
@@ -562,7 +562,7 @@ class BfpExec(_Exec):
 
     @staticmethod
     def run_network(deploy, x, calibrate=False):
-        """:meth:`Deployment.run` of ``x`` (not ``keep``) through :mod:`hlsnn.compiled.netbfpfast`
+        """:meth:`Deployment.run` of ``x`` (not ``keep``) through :mod:`hlsnn.engines.bfp_systolic.network.fast`
         when every engine layer is a BFP layer it can run (the layer path's bits and statistics,
         its per-call host work done once per layer), else None. A BFP layer has nothing to
         calibrate: the calibration pass is the layer path's pass over the whole batch at once,
@@ -574,7 +574,7 @@ class BfpExec(_Exec):
             return None
         net = getattr(deploy, "_bfpnet", None)
         if net is None:
-            from ..compiled import netbfpfast
+            from ..engines.bfp_systolic.network import fast as netbfpfast
             net = deploy._bfpnet = netbfpfast.build(deploy) or False
         y = net.run(x, whole=calibrate) if net else None
         if y is not None and calibrate:
@@ -595,7 +595,7 @@ class Deployment:
     """
 
     #: the layers' input densities for the report (a pass over each layer's input; a compiled
-    #: network, :mod:`hlsnn.compiled`, turns it off)
+    #: network, :mod:`hlsnn.network`, turns it off)
     collect_stats = True
 
     def __init__(self, net, assignment, formats, accelerators, *, overflow_ratio=0.0, rounding="nearest_away",
@@ -620,7 +620,7 @@ class Deployment:
         self._fastnet = None     # the calibrated network as one integer program (:meth:`fast_network`)
 
     #: run a calibrated network on the emu target as one integer program where it lowers to
-    #: one (:meth:`fast_network`), a network of BFP layers through :mod:`hlsnn.compiled.netbfpfast`
+    #: one (:meth:`fast_network`), a network of BFP layers through :mod:`hlsnn.engines.bfp_systolic.network.fast`
     #: (:meth:`BfpExec.run_network`); False keeps the layer-by-layer path
     fast = True
 
@@ -645,7 +645,7 @@ class Deployment:
 
         On ``emu``, a calibrated network that lowers to the integer network mode runs as one
         compiled program (:meth:`fast_network`), and a network of BFP layers (calibrating too)
-        through :mod:`hlsnn.compiled.netbfpfast` (:meth:`BfpExec.run_network`), with the same
+        through :mod:`hlsnn.engines.bfp_systolic.network.fast` (:meth:`BfpExec.run_network`), with the same
         bits and statistics."""
         if not calibrate and not self.calibrated and not self.dynamic:
             raise InputError("calibrate first: run(x_cal, calibrate=True)")
@@ -694,17 +694,17 @@ class Deployment:
 
     def fast_network(self):
         """The calibrated network as one integer program on the ``emu`` target
-        (:mod:`hlsnn.compiled.netfast`: :mod:`hlsnn.compiled.netmode`'s rules, the bits of the
+        (:mod:`hlsnn.network.fast`: :mod:`hlsnn.network.program`'s rules, the bits of the
         layer-by-layer path, compiled), or None where it runs layer by layer: :attr:`fast`
         off, ``dynamic`` radix points, another target, quantized host layers, the compiled
         helpers off (``HLSNN_NATIVE=0``), or a network the network mode refuses (a
         ``bfp_systolic`` layer, mixed accelerators, an op without an integer rule:
-        :func:`hlsnn.compiled.netmode.lower`). Made once per calibration."""
+        :func:`hlsnn.network.program.lower`). Made once per calibration."""
         if not (self.fast and self.calibrated):
             return None
         if getattr(self, "_fastnet", None) is None:
             self._fastnet = False
-            from ..compiled import netfast
+            from ..network import fast as netfast
             try:
                 net = self._lowered()
                 fn = None if net is None else netfast.build(net)
@@ -714,13 +714,13 @@ class Deployment:
         return self._fastnet or None
 
     def _lowered(self):
-        """The deployment as a network-mode program (:func:`hlsnn.compiled.netmode.lower` of
+        """The deployment as a network-mode program (:func:`hlsnn.network.program.lower` of
         its compiled layer program), None where it has not one accelerator of an engine
-        :mod:`hlsnn.compiled.netfast` runs, or :class:`InputError` where netmode refuses it.
+        :mod:`hlsnn.network.fast` runs, or :class:`InputError` where netmode refuses it.
         Reads the layers' radix points as they are."""
         from types import SimpleNamespace
-        from ..compiled import netfast, netmode
-        from ..compiled.build import program_of
+        from ..network import fast as netfast, program as netmode
+        from ..network.build import program_of
         if self.dynamic or self.host or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
                 or not all(isinstance(d, int) for d in self.net.input_shape[1:]):
             return None
@@ -737,7 +737,7 @@ class Deployment:
     def _run_fast(self, fn, x):
         """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and
         ``input_density`` as the layer path counts them (``calls``: none made)."""
-        from ..compiled import netmode
+        from ..network import program as netmode
         q, sat, nz = fn.run(x.reshape((len(x),) + tuple(fn.net.input["shape"])), floats=True)    # rule 1 in C
         n = x.shape[0]
         for ln, ex in self.execs.items():
@@ -778,9 +778,9 @@ class Deployment:
     def calibrate(self, x_cal):
         """Choose every radix point from ``x_cal`` (:meth:`run` with ``calibrate``): on ``emu``,
         where the network lowers to the integer network mode, as compiled integer ops that
-        set the same state (:mod:`hlsnn.compiled.netcal`). Returns the seconds it took."""
+        set the same state (:mod:`hlsnn.network.calibrate`). Returns the seconds it took."""
         t = time.perf_counter()
-        from ..compiled import netcal
+        from ..network import calibrate as netcal
         x_cal = self._input(x_cal)
         if not netcal.calibrate(self, x_cal):
             self.run(x_cal, calibrate=True)

@@ -41,7 +41,7 @@ it; ``notes`` says why):
     an access to an ``m_axi`` port under a condition or at an index that is not affine in the
     loop's counter cannot be inferred as a burst: each is a single transaction, and with
     :data:`AXI_OUTSTANDING` transactions in flight (Vitis's ``num_read_outstanding`` default) of
-    :data:`hlsnn.compiled.netperf.DDR_LATENCY` cycles each, II >= ceil(latency / outstanding).
+    :data:`hlsnn.network.perf.DDR_LATENCY` cycles each, II >= ceil(latency / outstanding).
 
 It is a model of the scheduler's bounds, not the scheduler: it does not see operator chaining
 beyond the register chains above, nor a bound a called function's own pipeline sets. Calls to
@@ -483,7 +483,7 @@ class Kernel:
     # ------------------------------------------------------------------- per pipelined loop
     def schedule(self, depths=None, clock_mhz=100.0, ps="zynq7", ddr_latency=None):
         if ddr_latency is None:
-            from ..compiled.netperf import DDR_LATENCY as ddr_latency
+            from ..network.perf import DDR_LATENCY as ddr_latency
         rows = []
         for lp in self.loops:
             pp = lp.pipeline
@@ -981,7 +981,9 @@ def ii_of(rows) -> dict:
 
 #: the network kernels' depth constants per loop counter (the recurrence of a carried dependence)
 def _net_depths(engine):
-    from ..compiled import bfpperf, netperf, sparseperf
+    from ..engines.bfp_systolic.network import perf as bfpperf
+    from ..network import perf as netperf
+    from ..engines.sparse_cluster.network import perf as sparseperf
     if engine == "bfp_systolic":
         return {"ConvMac": bfpperf.MAC_DEPTH, "ConvExp": bfpperf.EXP_DEPTH, "NetPool": bfpperf.POOL_DEPTH,
                 "NetAdd": bfpperf.ADD_DEPTH}
@@ -997,11 +999,11 @@ def network_schedule(net, cfg) -> list:
     config ``cfg`` gives the clock and the PS family)."""
     import tempfile
     if net.engine == "bfp_systolic":
-        from ..compiled.bfpkernel import render
+        from ..engines.bfp_systolic.network.kernel import render
     elif net.engine == "sparse_cluster":
-        from ..compiled.sparsekernel import render
+        from ..engines.sparse_cluster.network.kernel import render
     else:
-        from ..compiled.netkernel import render
+        from ..network.kernel import render
     with tempfile.TemporaryDirectory(prefix="hlsnn-sched-") as tmp:
         _files, sha, _t = render(net, tmp)
         key = (sha, cfg.clock_mhz, cfg.board.ps)

@@ -206,7 +206,7 @@ class PynqTarget:
         self._in_runs = _runs([self._offsets[n] for n in engine.protocol.REGS_IN])
         self._out_offsets = [self._offsets[n] for n in engine.protocol.REGS_OUT]
         self.last_timing = {}
-        # running totals over this target's life (hlsnn.compiled: the kernel's share of a call)
+        # running totals over this target's life (hlsnn.network: the kernel's share of a call)
         self.total_calls, self.total_transfer_s, self.total_bytes = 0, 0.0, 0
 
     # ------------------------------------------------------------------ checks

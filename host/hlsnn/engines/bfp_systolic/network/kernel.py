@@ -1,4 +1,4 @@
-"""The network kernel of a lowered ``bfp_systolic`` network (:mod:`hlsnn.compiled.netbfp`'s
+"""The network kernel of a lowered ``bfp_systolic`` network (:mod:`hlsnn.engines.bfp_systolic.network.lower`'s
 rules): its descriptor table and resident BFP weights, rendered into
 ``hls/engines/bfp_systolic/network*.j2`` (the C ABI bridge is the shift_mac network kernel's),
 built for C-simulation and run through ctypes.
@@ -8,7 +8,7 @@ built for C-simulation and run through ctypes.
 (16 x 16 fits the DSP48E1's 25 x 18 port): 128 of the XC7Z020's 220 DSPs, the same order as the
 layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design.
 
-**Buffers**: :func:`hlsnn.compiled.netkernel.allocate` (two ping-pong buffers and a shortcut
+**Buffers**: :func:`hlsnn.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks). An element is one 36-bit word (a bank of 1K elements is one
 BRAM36): a 26-bit mantissa (a conv's ``M`` bits, the input's float32 significand, a residual
 sum below ``2**25``, netbfp rule 5) and a 10-bit exponent. A global pool's sums (below
@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..names import c_ident
-from . import netkernel
-from .bfpperf import MAC_DEPTH
-from .netbfp import ELEM_BITS, EXACT_BITS
-from .netkernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
+from ....errors import InputError
+from ....names import c_ident
+from ....network import kernel as netkernel
+from .perf import MAC_DEPTH
+from .lower import ELEM_BITS, EXACT_BITS
+from ....network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
-#: earliest read of it (the pixel's writes): the loop's depth (:data:`hlsnn.compiled.bfpperf.MAC_DEPTH`),
+#: earliest read of it (the pixel's writes): the loop's depth (:data:`hlsnn.engines.bfp_systolic.network.perf.MAC_DEPTH`),
 #: so the pipeline may hold every stage of that path without a dependence through ``tz``. A
 #: pixel's writes start this many iterations after its last product; the ring of pixels that
 #: wait (``tz_slots``) holds every pixel that ends within the distance and the one being read
@@ -155,7 +155,7 @@ def tables(net, pz, pc):
                          f"{p['acc_bits']}")
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
-    from .netmode import _chw
+    from ....network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
@@ -170,10 +170,11 @@ def tables(net, pz, pc):
 
 
 def render(net, out_dir):
-    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.compiled.netkernel.render`):
+    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.network.kernel.render`):
     ``(files, sha, tables)``."""
-    from .. import __version__
-    from . import bfpperf, netperf
+    from .... import __version__
+    from . import perf as bfpperf
+    from ....network import perf as netperf
     p = net.params
     pz, pc = shape(p)
     t = tables(net, pz, pc)
@@ -238,11 +239,11 @@ def unpack_output(words):
 def finish_words(net, xq, out):
     """The output pairs (B, out_elems) from the kernel's output words ``out`` (B, out_elems + 1
     + ops): the elements, the status word, an info word per op. Status bit 0 raises
-    :class:`hlsnn.compiled.netbfp.NotExact` (a sum beyond its bound, rules 5 and 6). In a batch
+    :class:`hlsnn.engines.bfp_systolic.network.lower.NotExact` (a sum beyond its bound, rules 5 and 6). In a batch
     of more than one image, a conv with an all-zero patch in some image (its info word's bit 12)
-    has :func:`hlsnn.compiled.netbfp.batch_free_exact` checked on the images' largest patch
+    has :func:`hlsnn.engines.bfp_systolic.network.lower.batch_free_exact` checked on the images' largest patch
     exponents (bits [0, 12), -2048 for none): rule 3, the layer path's free exponent."""
-    from . import netbfp
+    from . import lower as netbfp
     out = np.asarray(out, np.uint64)
     n = int(np.prod(net.output["shape"]))
     status = out[:, n].astype(np.int64)
@@ -262,7 +263,7 @@ def finish_words(net, xq, out):
 
 class BfpNetKernel(netkernel.NetKernel):
     """The bfp_systolic network kernel's C-simulation library (as
-    :class:`~hlsnn.compiled.netkernel.NetKernel`): :meth:`run` takes the input pairs and
+    :class:`~hlsnn.network.kernel.NetKernel`): :meth:`run` takes the input pairs and
     returns the output pairs."""
 
     def __init__(self, net, *, strict=None):
@@ -291,5 +292,5 @@ class BfpNetKernel(netkernel.NetKernel):
         return out
 
     def cycles_per_image(self):
-        from . import bfpperf
+        from . import perf as bfpperf
         return sum(c for _, _, c in bfpperf.op_cycles(self.net, self.tables))

@@ -1,5 +1,5 @@
-"""The network kernel of a lowered ``sparse_cluster`` network (:mod:`hlsnn.compiled.netmode`
-with :mod:`hlsnn.compiled.netsparse`'s rules): its compressed weights and step table, its
+"""The network kernel of a lowered ``sparse_cluster`` network (:mod:`hlsnn.network.program`
+with :mod:`hlsnn.engines.sparse_cluster.network.lower`'s rules): its compressed weights and step table, its
 descriptor table, rendered into ``hls/engines/sparse_cluster/network*.j2`` (the C ABI bridge is
 the shift_mac network kernel's), built for C-simulation and run through ctypes.
 
@@ -8,7 +8,7 @@ the shift_mac network kernel's), built for C-simulation and run through ctypes.
 multipliers, 128 on sparse8_pynq-z2, one DSP each) and ``Q = P`` activation banks (each
 reading its own tap in a step, so more banks than lanes would buy little).
 
-**Buffers**: :func:`hlsnn.compiled.netkernel.allocate` (two ping-pong buffers and a shortcut
+**Buffers**: :func:`hlsnn.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks, as the shift_mac network kernel).
 
 **Steps** (:func:`schedule`): a block of ``P`` output channels has a list of steps. In a step
@@ -19,16 +19,16 @@ no slot, so a block needs at least ``max_l ceil(n_l / M)`` steps (``n_l`` the la
 and at least as many as the most taps one bank must read; the greedy schedule comes close to
 the larger of the two. A block with no non-zero weight at all keeps one empty step (its
 outputs are the output rule of the bias alone). A pixel of a block takes exactly the block's
-steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.compiled.sparseperf`).
+steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.engines.sparse_cluster.network.perf`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..names import c_ident
-from . import netkernel
-from .netkernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
+from ....errors import InputError
+from ....names import c_ident
+from ....network import kernel as netkernel
+from ....network.kernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 
 def shape(p):
@@ -148,7 +148,7 @@ def tables(net, pz, pc, pm):
             for m in range(pm):
                 wl[lane][m].append(0)
     inp, out = name(net.input["name"]), name(net.output["tensor"])
-    from .netmode import _chw
+    from ....network.program import _chw
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
                 unfold=unfold,
@@ -161,10 +161,11 @@ def tables(net, pz, pc, pm):
 
 
 def render(net, out_dir):
-    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.compiled.netkernel.render`):
+    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.network.kernel.render`):
     ``(files, sha, tables)``."""
-    from .. import __version__
-    from . import netperf, sparseperf
+    from .... import __version__
+    from ....network import perf as netperf
+    from . import perf as sparseperf
     p = net.params
     pz, pc, pm = shape(p)
     t = tables(net, pz, pc, pm)
@@ -194,7 +195,7 @@ def build(net, *, strict=None, out_root=None):
 
 
 class SparseNetKernel(netkernel.NetKernel):
-    """The sparse_cluster network kernel's C-simulation library (as :class:`~hlsnn.compiled.netkernel.NetKernel`)."""
+    """The sparse_cluster network kernel's C-simulation library (as :class:`~hlsnn.network.kernel.NetKernel`)."""
 
     def __init__(self, net, *, strict=None):
         super().__init__(net, strict=strict, builder=build)
@@ -205,5 +206,5 @@ class SparseNetKernel(netkernel.NetKernel):
         tables(net, *shape(net.params))
 
     def cycles_per_image(self):
-        from . import sparseperf
+        from . import perf as sparseperf
         return sum(c for _, _, c in sparseperf.op_cycles(self.net, self.tables))

@@ -6,7 +6,7 @@ buffers and multipliers.
 count):
 
 * load: the input's ``ceil(in_elems / 2)`` 64-bit words in one burst (``LoadWords``, plus
-  :data:`hlsnn.compiled.netperf.DDR_LATENCY`), then ``in_elems`` cycles to decode them (one
+  :data:`hlsnn.network.perf.DDR_LATENCY`), then ``in_elems`` cycles to decode them (one
   float32 value per cycle);
 * conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
   each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
@@ -29,11 +29,11 @@ value, so the loop-carried path is one 12-bit compare and select.
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks of
 36-bit elements, the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
 exponents, and ``P x Q`` mantissa multipliers (a DSP48 each). The datapath logic is a model per
-part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.compiled.netperf`'s.
+part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.network.perf`'s.
 """
 from __future__ import annotations
 
-from .netperf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, POOL_DEPTH, _f
+from ....network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, POOL_DEPTH, _f
 
 #: act read (1), the leading-one encoder of 54 bits (2), the Q-input max tree (2), the clamp (1)
 EXP_DEPTH = 6
@@ -78,9 +78,9 @@ def op_cycles(net, tables, ii=None):
 
 def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
-    from ..resources import Buffer, Multiplier
-    from .bfpkernel import WIDE_BITS
-    from .netbfp import ELEM_BITS
+    from ....resources import Buffer, Multiplier
+    from .kernel import WIDE_BITS
+    from .lower import ELEM_BITS
     pz, pc = tables["pz"], tables["pc"]
     m = net.params["mantissa_bits"]
     wbits = 8 if m <= 8 else 16
@@ -146,7 +146,7 @@ def srs_luts(wi, wo, right_max, left_max):
     mask and remainder, its compare and tie test against the half, the increment; the left
     shift by up to ``left_max`` (at most ``wo``) into ``wi + wo + 2`` bits; the select between
     them, the two saturation compares and the clamp."""
-    from ..engines.shift_mac.spec import shifter_luts
+    from ...shift_mac.spec import shifter_luts
     w, t = wi + 3, wi + wo + 2
     right = _stages(w, min(right_max, wi + 1))
     rnd = w + _cmp(w) + -(-w // 3) + w
@@ -180,10 +180,10 @@ def datapath(net, tables):
       exponent's compare-selects (``2X``) and the pool's (``X``), the exactness test (two
       ``|.|`` of ``E + 1`` and their sum), the sum (``E + 2``), ReLU, the pool's sum and
       magnitude adders (``2 x`` pool bits) and the output's select;
-    * ``axi``, ``control``: the allowances of :mod:`hlsnn.compiled.netperf`.
+    * ``axi``, ``control``: the allowances of :mod:`hlsnn.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
-    from .bfpkernel import WIDE_BITS as E
+    from .kernel import WIDE_BITS as E
     pz, pc, sb = tables["pz"], tables["pc"], tables["sum_bits"]
     m, a = net.params["mantissa_bits"], net.params["acc_bits"]
     x = X_BITS
@@ -208,9 +208,9 @@ def datapath(net, tables):
 
 
 def resources(net, tables, ps):
-    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.compiled.netperf.resources`)."""
+    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.network.perf.resources`)."""
     import math
-    from ..resources import build
+    from ....resources import build
     m = build(*buffers(net, tables), ps)
     logic = datapath(net, tables)
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),

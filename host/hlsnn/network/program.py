@@ -1,13 +1,13 @@
 """The network mode: a compiled ``shift_mac`` or ``sparse_cluster`` network as one integer
 program, the specification of the network kernels (``hls/engines/<engine>/network.cpp.j2``,
 one kernel start per batch). A ``bfp_systolic`` network has a program of its own, on
-(mantissa, exponent) pairs instead of radix points (:mod:`hlsnn.compiled.netbfp`, reached
+(mantissa, exponent) pairs instead of radix points (:mod:`hlsnn.engines.bfp_systolic.network.lower`, reached
 through :func:`engine_rules`; :func:`lower`, :func:`quantize_input`, :func:`run_ints`,
 :func:`dequantize` and :func:`finish` dispatch to it).
 
 The rules below are the engines' common ones; an engine's weight values and output rule come
 from its layer rules (:func:`engine_rules`: :class:`ShiftRules` for ``shift_mac``, as rule 2
-states them, and :class:`hlsnn.compiled.netsparse.SparseRules` for ``sparse_cluster``: int8
+states them, and :class:`hlsnn.engines.sparse_cluster.network.lower.SparseRules` for ``sparse_cluster``: int8
 taps, ``t = acc + bias`` exact, ReLU, ``shift_round_sat`` to 8 bits; that module's docstring).
 
 :func:`lower` turns a compiled model's layer program into a list of integer ops on on-chip
@@ -162,7 +162,7 @@ def maxpool_fields(j, shape):
 
 def lower(program, arrays):
     """The :class:`NetProgram` of a compiled model's ``program`` and ``arrays`` (as
-    :func:`hlsnn.compiled.artifact.read` returns them), or :class:`InputError` naming the
+    :func:`hlsnn.network.artifact.read` returns them), or :class:`InputError` naming the
     layer the network kernel cannot run and why (module docstring)."""
     accels = program["accels"]
     if len(accels) != 1:
@@ -316,7 +316,7 @@ def lower(program, arrays):
 def check_ops(net):
     """``net`` if every op's fields are values the network kernels and the C helpers
     (``native/netint.c``) handle, else :class:`InputError` naming the op (issue 47: the last
-    check before C, behind :mod:`hlsnn.compiled.schema`): positive sizes and kernels, strides
+    check before C, behind :mod:`hlsnn.network.schema`): positive sizes and kernels, strides
     >= 1, pads >= 0, output maps as the fields' own arithmetic gives them, weight tables of
     the shape the op indexes, and shifts C defines (operand shifts 0..31, output shifts within
     +-62)."""
@@ -438,16 +438,16 @@ class ShiftRules:
 
 def engine_rules(engine, acc_name=None):
     """The layer rules of ``engine`` (:class:`ShiftRules`, ``sparse_cluster``'s
-    :class:`hlsnn.compiled.netsparse.SparseRules`, or ``bfp_systolic``'s
-    :class:`hlsnn.compiled.netbfp.BfpRules`, whose ``lower`` makes a program of its own: BFP
+    :class:`hlsnn.engines.sparse_cluster.network.lower.SparseRules`, or ``bfp_systolic``'s
+    :class:`hlsnn.engines.bfp_systolic.network.lower.BfpRules`, whose ``lower`` makes a program of its own: BFP
     pairs between ops instead of radix points); :class:`InputError` for an engine without."""
     if engine == "shift_mac":
         return ShiftRules
     if engine == "sparse_cluster":
-        from .netsparse import SparseRules
+        from ..engines.sparse_cluster.network.lower import SparseRules
         return SparseRules
     if engine == "bfp_systolic":
-        from .netbfp import BfpRules
+        from ..engines.bfp_systolic.network.lower import BfpRules
         return BfpRules
     raise InputError(f"network kernel: engine {engine}{' of ' + acc_name if acc_name else ''}: only shift_mac, "
                      f"sparse_cluster and bfp_systolic have a network mode so far")
@@ -487,9 +487,9 @@ def quantize_input(net, x):
     ``trunc(y + copysign(0.5, y))``, half to even is ``rint(y)``; then the clip to ``[lo,
     hi]``. Every step is exact, so the bits are ``to_fixed``'s (tested).
 
-    A ``bfp_systolic`` network: :func:`hlsnn.compiled.netbfp.quantize_input` (its rule 1)."""
+    A ``bfp_systolic`` network: :func:`hlsnn.engines.bfp_systolic.network.lower.quantize_input` (its rule 1)."""
     if net.engine == "bfp_systolic":
-        from .netbfp import quantize_input as bfp_input
+        from ..engines.bfp_systolic.network.lower import quantize_input as bfp_input
         return bfp_input(net, x)
     from ..deploy.runner import to_fixed
     i = net.input
@@ -572,9 +572,9 @@ def add_ints(a, b, f, bits):
 def run_ints(net, xq, *, keep=False):
     """Run the ops on a batch of input integers ``xq`` (B, ...): the output tensor's integers
     (B, ...) int64; with ``keep``, ``(out, {tensor: integers})``. A ``bfp_systolic`` network
-    runs :func:`hlsnn.compiled.netbfp.run` on ``(mantissas, exponents)`` pairs instead."""
+    runs :func:`hlsnn.engines.bfp_systolic.network.lower.run` on ``(mantissas, exponents)`` pairs instead."""
     if net.engine == "bfp_systolic":
-        from .netbfp import run
+        from ..engines.bfp_systolic.network.lower import run
         return run(net, xq, keep=keep)
     b = xq.shape[0]
     env = {net.input["name"]: np.asarray(xq, np.int64)}
@@ -602,7 +602,7 @@ def dequantize(net, q):
     """The output integers as float64: ``q * 2**-F_out``, or a ``bfp_systolic`` network's
     ``(m, e)`` pairs as ``m * 2**e`` (exact)."""
     if net.engine == "bfp_systolic":
-        from .netbfp import dequantize as pairs
+        from ..engines.bfp_systolic.network.lower import dequantize as pairs
         return pairs(q)
     return np.ldexp(np.asarray(q, np.float64), -net.output["f"])
 
@@ -612,7 +612,7 @@ def finish(net, q):
     stubs = getattr(net, "_host_stubs", None)
     if stubs is None:                          # the host layers after the logits, made once per program
         from ..deploy import hostops
-        from .net import _host_layer
+        from .loader import _host_layer
         stubs = net._host_stubs = [(hostops.run, _host_layer(j, {})) for j in net.host_after]
     y = dequantize(net, q)
     for run, st in stubs:

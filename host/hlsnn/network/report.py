@@ -3,7 +3,7 @@
 The page holds what the model is (network, assignment, accelerators with their config
 hashes, the layers and where each runs, the host layers, the self-check pairs) and its
 modelled end-to-end latency on a board, per layer and in total, as ``hlsnn perf NAME.hlsnn``
-gives it (:func:`hlsnn.compiled.latency.model`): the network kernel's path where the model
+gives it (:func:`hlsnn.network.latency.model`): the network kernel's path where the model
 has one, beside the layer-by-layer path for comparison, with the resources of the network
 kernel and the constants the host's share comes from. Every figure is a model, and the page
 says so. A bar chart of the per-layer times is drawn when matplotlib is installed (the
@@ -111,7 +111,7 @@ def _latency(res, other):
         n = c["network_host"]
         consts.insert(0, ["network path host", f"{n['start_us']} us per kernel start, quantize {n['quant_us']} us + "
                                                f"{n['quant_value_us']} us per value, finish {n['finish_us']} us",
-                          "hlsnn.compiled.latency.NET_HOST (x86 measured by benchmarks/bench_network_start.py; "
+                          "hlsnn.network.latency.NET_HOST (x86 measured by benchmarks/bench_network_start.py; "
                           "ARM cores scaled, estimates)"])
     parts.append("<h3>Constants</h3>" + _table(["what", "value", "source"], consts))
     return "".join(parts)

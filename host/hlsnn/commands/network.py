@@ -11,7 +11,7 @@ from ..errors import InputError
 
 
 def cmd_compile(args):
-    from .build import compile_model
+    from ..network.build import compile_model
     out = args.output or f"{Path(args.config).stem}_{args.assignment}.hlsnn"
     if not str(out).endswith(".hlsnn"):
         raise InputError(f"-o {out}: a compiled model's name ends in .hlsnn")
@@ -24,8 +24,8 @@ def cmd_compile(args):
     # what a board runs where (the file as a board reads it): the network kernel takes the host
     # layers it lowers (residual adds, ReLUs, pools, flattens); layer by layer, every host layer
     # runs on the host
-    from . import artifact
-    from .net import kernel_network
+    from ..network import artifact
+    from ..network.loader import kernel_network
     try:
         path, why, on_host = "network", None, kernel_network(*artifact.read(out))[0].host_after
     except InputError as e:
@@ -62,7 +62,7 @@ def _starts(net, before):
 def run_compiled(args):
     """``hlsnn run NAME.hlsnn --input x.npy --target T``: the network on T and on the emulator,
     compared bit for bit (exit 1 on a mismatch)."""
-    from .net import load
+    from ..network.loader import load
     if args.output:                          # before anything runs
         if not str(args.output).endswith(".npy"):
             raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
@@ -122,7 +122,7 @@ def run_compiled(args):
 
 
 def perf_compiled(args):
-    from .latency import format_table, model
+    from ..network.latency import format_table, model
     res = model(args.config, board=args.board, batch=args.batch,
                 network=False if getattr(args, "layer_by_layer", False) else None)
     print(json.dumps(res) if args.json else format_table(res))

@@ -1,5 +1,5 @@
-"""The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.compiled.netmode`, dispatched
-by :func:`hlsnn.compiled.netmode.engine_rules`): the specification of its network path, one
+"""The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.network.program`, dispatched
+by :func:`hlsnn.network.program.engine_rules`): the specification of its network path, one
 kernel start per batch.
 
 Layer by layer (:class:`hlsnn.deploy.runner.BfpExec`), a BFP layer quantizes each im2col
@@ -73,10 +73,10 @@ import math
 
 import numpy as np
 
-from ..engines.bfp_systolic.emulator import emulate
-from ..errors import InputError
-from ..primitives import msb_index, shift_round_sat
-from .netmode import _chw, alias_shape, maxpool_fields
+from ..emulator import emulate
+from ....errors import InputError
+from ....primitives import msb_index, shift_round_sat
+from ....network.program import _chw, alias_shape, maxpool_fields
 
 
 class NotExact(InputError):
@@ -96,19 +96,19 @@ ELEM_BITS = 26
 
 
 def _op(kind, name, ins, out, **f):
-    from .netmode import Op
+    from ....network.program import Op
     return Op(kind, name, list(ins), out, f)
 
 
 def lower(program, arrays):
-    """The :class:`~hlsnn.compiled.netmode.NetProgram` of a compiled ``bfp_systolic`` model
+    """The :class:`~hlsnn.network.program.NetProgram` of a compiled ``bfp_systolic`` model
     (module rules), or :class:`InputError` naming the layer it cannot run and why."""
-    from .netmode import NetProgram, _why
+    from ....network.program import NetProgram, _why
     (acc_name, acc), = program["accels"].items()
     p = acc["config"]["bfp_systolic"]
     if p["output_exponent"] != "max":
         raise InputError(f"network kernel: {acc_name} chooses output exponents by the {p['output_exponent']} rule; "
-                         f"the network mode has the max rule only (hlsnn.compiled.netbfp)")
+                         f"the network mode has the max rule only (hlsnn.engines.bfp_systolic.network.lower)")
     if p["rounding"] == "stochastic":
         raise InputError(f"network kernel: {acc_name} rounds stochastically (a random draw per element on the "
                          f"host); the network mode needs a deterministic rounding")
@@ -232,7 +232,7 @@ def lower(program, arrays):
 
 
 class BfpRules:
-    """``bfp_systolic``'s entry in :func:`hlsnn.compiled.netmode.engine_rules`: its network
+    """``bfp_systolic``'s entry in :func:`hlsnn.network.program.engine_rules`: its network
     mode is a program of its own (:func:`lower`, :func:`run`; module docstring)."""
     engine = "bfp_systolic"
     formats = ("bfp",)
@@ -282,7 +282,7 @@ def _round_patches(m, s, bits, rounding):
     exactly the three roundings of ``shift_round_sat``; tested against it."""
     if not (np.abs(m).max(initial=0) < 1 << 53):
         return shift_round_sat(m, -s, bits, rounding)[0]
-    from ..engines.common import round_into
+    from ...common import round_into
     with np.errstate(over="ignore"):
         v = np.ldexp(m.astype(np.float64), s)
     round_into(v, rounding, v)
@@ -373,7 +373,7 @@ def batch_free_exact(f, p, bests, name):
             if not exact.all():
                 raise NotExact(f"network kernel (bfp): layer {name}: an all-zero patch's bias alignment depends on "
                                f"the images that share the layer-by-layer GEMM call (rule 3 of "
-                               f"hlsnn.compiled.netbfp); run this batch one image at a time or with network=False")
+                               f"hlsnn.engines.bfp_systolic.network.lower); run this batch one image at a time or with network=False")
 
 
 def _exact_sum_check(parts, e, name, bits=EXACT_BITS):
@@ -383,7 +383,7 @@ def _exact_sum_check(parts, e, name, bits=EXACT_BITS):
         why = ("the layer-by-layer float64 result rounds" if bits == EXACT_BITS else
                f"the network kernel keeps an Add's sum in a {ELEM_BITS}-bit mantissa")
         raise NotExact(f"network kernel (bfp): {name}: a sum spans more than {bits} bits, so {why} (rules 5, 6 "
-                       f"of hlsnn.compiled.netbfp); run it with network=False")
+                       f"of hlsnn.engines.bfp_systolic.network.lower); run it with network=False")
 
 
 def _align(m, e, e0):

@@ -8,7 +8,7 @@ scikit-learn, no PyYAML, no data set, no calibration. The loader
   own config must have that hash, else :class:`~hlsnn.errors.InputError` says which overlay
   differs and how;
 * rebuilds every engine layer from its stored codes and radix points
-  (:func:`hlsnn.compiled.layers.restore`) and runs the network with the deployment runner's
+  (:func:`hlsnn.network.layers.restore`) and runs the network with the deployment runner's
   own code (:class:`hlsnn.deploy.runner.Deployment`, static radix points), so a compiled
   network gives the bits its deployment gave when it was compiled, on every target;
 * with ``self_check=True`` (the default) runs the stored input/output pairs and raises
@@ -26,14 +26,14 @@ import numpy as np
 
 from ..errors import HlsnnError, InputError
 from . import artifact
-from . import netmode
+from . import program as netmode
 from .layers import DeployStub, LayerStub, restore
-from .netboard import is_network_overlay
+from .board import is_network_overlay
 
 TARGETS = ("emu", "csim", "sim", "pynq")
-#: targets with the network path (hlsnn.compiled.netmode on emu, the network kernel's
+#: targets with the network path (hlsnn.network.program on emu, the network kernel's
 #: C-simulation on csim, on the simulated board through pynq on sim, and on a board's
-#: network overlay through pynq on pynq: hlsnn.compiled.netboard)
+#: network overlay through pynq on pynq: hlsnn.network.board)
 NETWORK_TARGETS = ("emu", "csim", "sim", "pynq")
 
 
@@ -71,13 +71,13 @@ def overlay_config(overlay):
 def kernel_class(net):
     """The network kernel's class (C-simulation) for a lowered network's engine, or None."""
     if net.engine == "shift_mac":
-        from .netkernel import NetKernel
+        from .kernel import NetKernel
         return NetKernel
     if net.engine == "sparse_cluster":
-        from . import sparsekernel
+        from ..engines.sparse_cluster.network import kernel as sparsekernel
         return getattr(sparsekernel, "SparseNetKernel", None)
     if net.engine == "bfp_systolic":
-        from .bfpkernel import BfpNetKernel
+        from ..engines.bfp_systolic.network.kernel import BfpNetKernel
         return BfpNetKernel
     return None
 
@@ -224,16 +224,16 @@ class CompiledNet:
         opts = self._target_options
         cfg = config_of(self.program["accels"][self.network.accel], self.path)
         if overlay is not None:                  # refused before a C-simulation is built for it
-            from .netboard import check_overlay
+            from .board import check_overlay
             check_overlay(overlay, cfg, self.network)
         if self.target == "pynq":
-            from .netboard import NetBoard
+            from .board import NetBoard
             return NetBoard(overlay, cfg, self.network, **{k: opts[k] for k in ("device", "timeout", "download")
                                                            if k in opts})
         kernel = kernel_class(self.network)(self.network)
         if self.target == "csim":
             return kernel
-        from .netsim import NetSimBoard
+        from .simboard import NetSimBoard
         return NetSimBoard(kernel, cfg, strict_cache=opts.get("strict_cache", True), overlay=overlay,
                            **{k: opts[k] for k in ("timeout",) if k in opts})
 
@@ -264,7 +264,7 @@ class CompiledNet:
             try:
                 return self._run_network(x, keep)
             except InputError as e:
-                # a batch the network mode cannot run exactly (hlsnn.compiled.netbfp.NotExact):
+                # a batch the network mode cannot run exactly (hlsnn.engines.bfp_systolic.network.lower.NotExact):
                 # with network=None on emu it runs layer by layer, as a network without one does
                 if not (getattr(e, "not_exact", False) and self._network_auto and self.target == "emu"):
                     raise
@@ -290,7 +290,7 @@ class CompiledNet:
             self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
         else:
             if self._fast is None:              # the network mode compiled (netfast), else numpy
-                from . import netfast
+                from . import fast as netfast
                 self._fast = netfast.build(n) or False
             q = self._fast.run(xq)[0] if self._fast else netmode.run_ints(n, xq)
             self.last_kernel_starts = 0
@@ -364,7 +364,7 @@ def load(path, target="emu", *, overlays=None, self_check=True, network=None, **
     config, refused unless its hash is the stored one). ``self_check``: run the stored
     input/output pairs first. ``network``: None runs the network path where it exists (a
     network on one ``shift_mac``, ``sparse_cluster`` or ``bfp_systolic`` accelerator that
-    :func:`hlsnn.compiled.netmode.lower` accepts: one kernel start per batch on ``emu``, ``csim``,
+    :func:`hlsnn.network.program.lower` accepts: one kernel start per batch on ``emu``, ``csim``,
     ``sim``, and on ``pynq`` when ``overlays`` names network overlays), True requires it, False
     runs layer by layer."""
     return CompiledNet(path, target, overlays=overlays, self_check=self_check, network=network, **target_options)

@@ -106,15 +106,15 @@ def _board(prog, board):
 
 def network_model(path, *, board=None, batch=1):
     """The latency model of the network path (one kernel start per batch,
-    :mod:`hlsnn.compiled.netkernel`), or None when the network kernel cannot run the model.
+    :mod:`hlsnn.network.kernel`), or None when the network kernel cannot run the model.
     The host quantizes the input (8 bytes read, 1 written per value), starts the kernel once,
     dequantizes the output (1 read, 8 written) and runs the host layers after it (a Softmax: 8
     read, 8 written per value); their times are :data:`NET_HOST`'s, measured on this machine's
     network path and scaled to the board's CPU. The kernel's cycles are
-    :func:`hlsnn.compiled.netperf.op_cycles` per image; its DDR traffic is the input and output
+    :func:`hlsnn.network.perf.op_cycles` per image; its DDR traffic is the input and output
     words at the HP port's width."""
-    from . import artifact, netkernel, netmode, netperf
-    from .net import config_of
+    from . import artifact, kernel as netkernel, program as netmode, perf as netperf
+    from .loader import config_of
     prog, arrays = artifact.read(path)
     try:
         net = netmode.lower(prog, arrays)
@@ -123,13 +123,13 @@ def network_model(path, *, board=None, batch=1):
     name, b, cpu = _board(prog, board)
     cfg = config_of(prog["accels"][net.accel], str(path))
     if net.engine == "bfp_systolic":               # its own kernel: bfpkernel, bfpperf
-        from . import bfpkernel, bfpperf as perf
+        from ..engines.bfp_systolic.network import kernel as bfpkernel, perf
         try:
             t = bfpkernel.tables(net, *bfpkernel.shape(net.params))
         except InputError:
             return None
     elif net.engine == "sparse_cluster":             # its own kernel: sparsekernel, sparseperf
-        from . import sparsekernel, sparseperf as perf
+        from ..engines.sparse_cluster.network import kernel as sparsekernel, perf
         try:
             t = sparsekernel.tables(net, *sparsekernel.shape(net.params))
         except InputError:                         # a network the kernel refuses runs layer by layer
@@ -197,10 +197,10 @@ def model(path, *, board=None, batch=1, network=None):
         if res is not None:
             return res
         if network:
-            from . import artifact, netmode
+            from . import artifact, program as netmode
             netmode.lower(*artifact.read(path))          # raises the reason
     from ..perf.layers import layer_kernel_cycles
-    from .net import load
+    from .loader import load
     net = load(path, "emu", self_check=False, network=False)
     try:
         prog = net.program
@@ -285,7 +285,7 @@ def format_table(res):
         n = res["constants"]["network_host"]
         lines.append(f"  host constants ({res['cpu']}, network path): {n['start_us']} us per kernel start, quantize "
                      f"{n['quant_us']} us + {n['quant_value_us']} us per value, finish {n['finish_us']} us; "
-                     f"hlsnn.compiled.latency.NET_HOST (x86 measured by benchmarks/bench_network_start.py; the ARM "
+                     f"hlsnn.network.latency.NET_HOST (x86 measured by benchmarks/bench_network_start.py; the ARM "
                      f"cores scaled x 10 and x 4 as below, estimates)")
     lines.append(f"  CPU constants ({res['cpu']}): {c['call_us']} us per kernel start, {c['byte_us']} us per byte, "
                  f"{c['op_us']} us per host op; {c['source']}")

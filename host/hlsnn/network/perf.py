@@ -10,9 +10,9 @@ count, so the schedule is static):
 * conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ncb * kh * kw``
   (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
   ``ncb`` the blocks of ``Q`` input channels a block of outputs reads,
-  :func:`hlsnn.compiled.netkernel.group_windows`: ``ceil(C/Q)`` dense, ``Cg/Q`` for groups of
+  :func:`hlsnn.network.kernel.group_windows`: ``ceil(C/Q)`` dense, ``Cg/Q`` for groups of
   multiples of ``Q``, 1 depthwise; a depthwise conv runs in blocks of ``Q`` channels, each lane
-  with ``Q/P`` accumulators, :func:`hlsnn.compiled.netkernel.tables`, so it costs
+  with ``Q/P`` accumulators, :func:`hlsnn.network.kernel.tables`, so it costs
   ``ceil(C/Q) * OH * OW * kh * kw``;
   the epilogue is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
@@ -25,7 +25,7 @@ the depths are the model's, not a synthesis report. Nothing overlaps between lay
 
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
 buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
-codes per word, :func:`hlsnn.compiled.netkernel.weight_pack`), the bias ROMs (32-bit) and the
+codes per word, :func:`hlsnn.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
 shift ROMs (8-bit) and the blocks' window bases (32-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
 datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
 declares, part by part, with the LUT rules of the layer kernel's model
@@ -69,7 +69,7 @@ def iterations(net, tables):
 
 def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
     """``[(name, kind, cycles)]`` per image: the load, every op, the store (a conv's pipeline
-    depth ``conv_depth``: the sparse kernel's differs, :mod:`hlsnn.compiled.sparseperf`).
+    depth ``conv_depth``: the sparse kernel's differs, :mod:`hlsnn.engines.sparse_cluster.network.perf`).
     ``ii``: ``{loop counter: II}`` of the loops whose derived II is above 1
     (:func:`hlsnn.perf.schedule.ii_of`): their iterations cost that many cycles each."""
     g = (ii or {}).get
@@ -122,7 +122,7 @@ def datapath(net, tables):
       zero flag folds into the negation); a ``pb``-bit product register;
     * ``trees`` (``P``): ``Q - 1`` adders of ``sb`` bits and the accumulator's adder, a
       register per level (``log2 Q + 1`` of ``sb`` bits); with ``R = parts`` accumulators per
-      lane (a network with a depthwise conv, :func:`hlsnn.compiled.netkernel.tables`), ``R - 1``
+      lane (a network with a depthwise conv, :func:`hlsnn.network.kernel.tables`), ``R - 1``
       more accumulator adders and registers;
     * ``epilogues`` (``R P``): the bias add (``sb + 2``), the saturation's two compares and clamp
       (``3 A``), the rounding right shifter by 0..60 (``shifter_luts(A, 60)``), its increment

@@ -1,6 +1,6 @@
 """``hlsnn compile MODEL.yaml --assignment A -o NAME.hlsnn``: import, calibrate once (on the
 emulator, static radix points), and write everything an inference needs into one file
-(:mod:`hlsnn.compiled.artifact`). This side needs onnx and the data set; the board does not."""
+(:mod:`hlsnn.network.artifact`). This side needs onnx and the data set; the board does not."""
 from __future__ import annotations
 
 import numpy as np

@@ -95,7 +95,7 @@ def _load(p, path):
 def read(path, *, validate=True):
     """``(program, arrays)`` of a compiled model, or :class:`InputError` naming what is wrong.
     The container, the arrays' checksum and the whole program
-    (:func:`hlsnn.compiled.schema.validate`) are checked before anything else reads them;
+    (:func:`hlsnn.network.schema.validate`) are checked before anything else reads them;
     ``validate=False`` skips the program's check (tests of the checks behind it only)."""
     p = Path(path)
     if not p.is_file():

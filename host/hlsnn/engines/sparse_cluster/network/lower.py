@@ -1,6 +1,6 @@
-"""The network mode's ``sparse_cluster`` layers (:mod:`hlsnn.compiled.netmode`, rule 2 with
+"""The network mode's ``sparse_cluster`` layers (:mod:`hlsnn.network.program`, rule 2 with
 this engine's weights and output rule); the specification of the ``sparse_cluster`` network
-kernel (:mod:`hlsnn.compiled.sparsekernel`).
+kernel (:mod:`hlsnn.engines.sparse_cluster.network.kernel`).
 
 A ``fixed`` or ``sparse`` layer (int8 weights, one power-of-two scale per tensor or per
 output channel, magnitude pruning for ``sparse``) on ``sparse_cluster``, with ``q`` its int8
@@ -18,7 +18,7 @@ input at radix ``F_in``:
   Integer sums do not depend on their order or on the zero products left out, so this gives
   the bits of the stride-1 convolution sampled by the stride.
 * **Accumulator**: ``acc[z, y, x] = sum q[...] * w[...]`` over the window (netmode rule 2),
-  exact (int64; the kernel sizes its sum from the weights: :mod:`hlsnn.compiled.sparsekernel`).
+  exact (int64; the kernel sizes its sum from the weights: :mod:`hlsnn.engines.sparse_cluster.network.kernel`).
 * **Output** (the engine's emulator rules 2, 3 and 5, :func:`hlsnn.engines.sparse_cluster.emulator.postprocess`):
   ``t = acc + bias[z]`` exact (no saturation: the layer-by-layer path adds K-tiled and
   block sums in int64 before this rule), ReLU ``t = max(t, 0)``, then ``y =
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..primitives import shift_round_sat
+from ....primitives import shift_round_sat
 
 
 def taps(j, arrays, chw, why):
@@ -78,7 +78,7 @@ def output_rule(p, acc, bias, shift, relu):
 
 
 class SparseRules:
-    """``sparse_cluster``'s layer rules for :func:`hlsnn.compiled.netmode.lower` (module
+    """``sparse_cluster``'s layer rules for :func:`hlsnn.network.program.lower` (module
     docstring)."""
     engine = "sparse_cluster"
     formats = ("fixed", "sparse")

@@ -4,9 +4,9 @@ buffers and multipliers.
 
 **Cycles** per image (every loop's iterations at its derived II, :mod:`hlsnn.perf.schedule`; the descriptor and step tables fix every
 trip count): the load, maxpool, add and store as the shift_mac network kernel's
-(:mod:`hlsnn.compiled.netperf`: the same loops and depths); a conv takes one cycle per step and
+(:mod:`hlsnn.network.perf`: the same loops and depths); a conv takes one cycle per step and
 output pixel, ``OH * OW * sum over blocks of the block's steps``, plus :data:`CONV_DEPTH`. A
-block's steps are its schedule's (:func:`hlsnn.compiled.sparsekernel.schedule`): at least
+block's steps are its schedule's (:func:`hlsnn.engines.sparse_cluster.network.kernel.schedule`): at least
 ``max_l ceil(n_l / M)`` (``n_l`` a lane's non-zero weights) and the most taps one bank reads,
 so a pruned layer costs its non-zeros, not its MACs. The iteration counts are exact and
 checked against the C-simulation's loop counters (tests); the depths are the model's, not a
@@ -21,8 +21,8 @@ and shift ROMs, the blocks' window bases, and ``P x M`` int8 x int8 multipliers 
 """
 from __future__ import annotations
 
-from . import netperf
-from .netperf import AXI_LITE, AXI_MASTER, CONTROL, iterations  # noqa: F401 - the same loops and counts
+from ....network import perf as netperf
+from ....network.perf import AXI_LITE, AXI_MASTER, CONTROL, iterations  # noqa: F401 - the same loops and counts
 
 #: step ROM read (1), the banks' address adds and reads (2), the select and product (DSP, 3),
 #: the lane's adder tree of M products (log2 M + 1 = 4), the epilogue (bias, shift, clamp: 2)
@@ -30,14 +30,14 @@ CONV_DEPTH = 12
 
 
 def op_cycles(net, tables, ii=None):
-    """``[(name, kind, cycles)]`` per image: :func:`hlsnn.compiled.netperf.op_cycles` with this
+    """``[(name, kind, cycles)]`` per image: :func:`hlsnn.network.perf.op_cycles` with this
     kernel's conv depth (``ii``: the derived IIs above 1, :func:`hlsnn.perf.schedule.ii_of`)."""
     return netperf.op_cycles(net, tables, CONV_DEPTH, ii=ii)
 
 
 def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
-    from ..resources import Buffer, Multiplier
+    from ....resources import Buffer, Multiplier
     pz, pc, pm = tables["pz"], tables["pc"], tables["pm"]
     ns, nb = len(tables["steps"]), len(tables["biases"][0])
     bufs = [Buffer("act", "net_top", "array", 8, (2, pc, tables["act_words"]),
@@ -65,7 +65,7 @@ def datapath(tables):
     and the accumulator (``M * sb``), the epilogue (bias add, rounding shifter ~ ``4 * sb``,
     clamp, a fused Clip's clamp: 16); per bank its tap's address (two 32-bit adds) and padding test (four compares of
     its row and column), the read select, and the residual Add (as the shift_mac kernel's);
-    the AXI and control allowances of :mod:`hlsnn.compiled.netperf`."""
+    the AXI and control allowances of :mod:`hlsnn.network.perf`."""
     import math
     pz, pc, pm, sb, wb = tables["pz"], tables["pc"], tables["pm"], tables["sum_bits"], tables["add_bits"]
     sel = 8 * math.ceil(pc / 4)
@@ -76,9 +76,9 @@ def datapath(tables):
 
 
 def resources(net, tables, ps):
-    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.compiled.netperf.resources`)."""
+    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.network.perf.resources`)."""
     import math
-    from ..resources import build
+    from ....resources import build
     m = build(*buffers(net, tables), ps)
     logic = datapath(tables)
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),

@@ -46,11 +46,11 @@ import threading
 
 import numpy as np
 
-from ..deploy import hostops
-from ..engines import convgeom, tiling
-from ..engines.bfp_systolic import compiled
-from ..engines.bfp_systolic.emulator import gemm_dtype
-from ..native import parallel
+from ....deploy import hostops
+from ... import convgeom, tiling
+from .. import compiled
+from ..emulator import gemm_dtype
+from ....native import parallel
 
 TILE_ROWS = compiled.TILE_ROWS
 
@@ -85,7 +85,7 @@ class _Layer:
         self.ex, self.name, self.dense = ex, layer.name, layer.kind == "dense"
         (_, _, wq, bq), = ex.chunks
         m, e = p["mantissa_bits"], p["exponent_bits"]
-        from ..formats import bfp
+        from ....formats import bfp
         one = bfp.BFPTensor._trusted(np.zeros((1, wq.shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
         _, _, wm, we, bm, be = kern._check_bfp(one, wq, bq)
         wm = np.asarray(wm, np.int64)
@@ -469,7 +469,7 @@ class BfpNet:
 
 def build(deploy):
     """A :class:`BfpNet` of ``deploy``, or None (module docstring)."""
-    from ..deploy.runner import BfpExec
+    from ....deploy.runner import BfpExec
     if deploy.dynamic or deploy.host or not deploy.execs:
         return None
     layers = {}

@@ -1,4 +1,4 @@
-"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.compiled.netmode`):
+"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.network.program`):
 its buffers, its descriptor table and resident weights, rendered into
 ``hls/engines/shift_mac/network*.j2``, built for C-simulation and run through ctypes.
 
@@ -59,7 +59,7 @@ def _size(shape):
 def bank_words(shape, pc):
     """Words per bank of a tensor (C, H, W), (C, L) (a ``C x L x 1`` map) or (K,) in ``pc``
     channel banks."""
-    from .netmode import _chw
+    from .program import _chw
     c, h, w = _chw(shape)
     return -(-c // pc) * h * w
 
@@ -319,7 +319,7 @@ def tables(net, pz, pc):
                          vals=[int(d[k]) for k in FIELDS], names=FIELDS))
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
-    from .netmode import _chw
+    from .program import _chw
     hw = lambda shape: int(np.prod(_chw(shape)[1:]))                                   # noqa: E731
     weights = [[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in wl]
     pack = weight_pack(pz)
@@ -346,7 +346,7 @@ def lanes(p):
 def weight_pack(pz):
     """Weight codes per ROM word: two 16-bit codes (two output lanes) in a 32-bit word when the
     lanes pair up, so that a ROM of a few hundred codes fills a BRAM18 in its 512 x 36 shape
-    instead of half of one in 1K x 18 (:mod:`hlsnn.compiled.netperf`)."""
+    instead of half of one in 1K x 18 (:mod:`hlsnn.network.perf`)."""
     return 2 if pz % 2 == 0 else 1
 
 
@@ -363,7 +363,7 @@ def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
     ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
     from .. import __version__
-    from . import netperf
+    from . import perf as netperf
     p = net.params
     pz, pc = lanes(p)
     t = tables(net, pz, pc)
@@ -609,9 +609,9 @@ def ip_model(kernel, *, memory=None):
     (:class:`hlsnn.runtime.sim.axi_master.MasterKernelModel`): ``ap_start`` reads ``batch``
     images from DDR at ``in`` through the 64-bit ``m_axi`` port ``gmem0``, runs the kernel's
     C-simulation (``kernel``, a :class:`NetKernel`) and writes the outputs at ``out`` through
-    ``gmem1``; its cycles are the cycle model's (:func:`hlsnn.compiled.netperf.op_cycles`)."""
+    ``gmem1``; its cycles are the cycle model's (:func:`hlsnn.network.perf.op_cycles`)."""
     from ..runtime.sim.axi_master import MasterKernelModel
-    from . import netperf
+    from . import perf as netperf
     per_image = (kernel.cycles_per_image() if hasattr(kernel, "cycles_per_image")
                  else sum(c for _, _, c in netperf.op_cycles(kernel.net, kernel.tables)))
     n_in, n_out = kernel.in_words * 8, kernel.out_words * 8

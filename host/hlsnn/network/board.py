@@ -4,7 +4,7 @@ no DMA) driven through pynq, one kernel start per batch.
 
 :class:`NetBoard` needs numpy and pynq only (no compiler, no templates). It opens an overlay
 folder ``<stem>/<stem>.bit``, ``.hwh``, ``.json`` with ``pynq.Overlay`` (on pynq's active
-device: a PYNQ board, or the simulated device, :class:`hlsnn.compiled.netsim.NetSimBoard`) and
+device: a PYNQ board, or the simulated device, :class:`hlsnn.network.simboard.NetSimBoard`) and
 checks, before anything runs:
 
 * the ``.hwh``: an IP ``<name>_net`` with the ``m_axi`` ports ``m_axi_gmem0`` and
@@ -14,7 +14,7 @@ checks, before anything runs:
   (:func:`network_digest`: the network kernel's tables, weights included, are compiled into
   the bitstream, so a network overlay runs exactly one compiled network);
 * the IP's base address and its register map (the ``.hwh``'s registers at the offsets
-  :func:`hlsnn.compiled.netkernel.layout` derives).
+  :func:`hlsnn.network.kernel.layout` derives).
 
 A batch is then: the input integers into a ``pynq.allocate`` buffer, ``flush()``, the two
 buffer addresses (both halves of each 64-bit register) and the batch written when they
@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from .netkernel import layout, write_registers
+from .kernel import layout, write_registers
 
 #: the manifest's ``kernel`` value of a network overlay
 KIND = "network"
@@ -47,12 +47,12 @@ def net_ip_name(cfg):
 def kernel_tables(net):
     """The network kernel's tables of a lowered network (numpy only: no compiler)."""
     if net.engine == "sparse_cluster":
-        from . import sparsekernel
+        from ..engines.sparse_cluster.network import kernel as sparsekernel
         return sparsekernel.tables(net, *sparsekernel.shape(net.params))
     if net.engine == "bfp_systolic":
-        from . import bfpkernel
+        from ..engines.bfp_systolic.network import kernel as bfpkernel
         return bfpkernel.tables(net, *bfpkernel.shape(net.params))
-    from . import netkernel
+    from . import kernel as netkernel
     return netkernel.tables(net, *netkernel.lanes(net.params))
 
 
@@ -247,7 +247,7 @@ class NetBoard:
         try:
             bfp = self.net.engine == "bfp_systolic"
             if bfp:
-                from .bfpkernel import pack_input
+                from ..engines.bfp_systolic.network.kernel import pack_input
                 b = xq[0].shape[0]
                 words = pack_input(xq)
             self._buffers(b)
@@ -268,7 +268,7 @@ class NetBoard:
             self.starts += 1
             self.outb.invalidate()
             if bfp:
-                from .bfpkernel import finish_words
+                from ..engines.bfp_systolic.network.kernel import finish_words
                 y = finish_words(self.net, xq, self._yw[:b].copy())
             else:
                 y = self._y8[:b, :self.n_out].astype(np.int64)

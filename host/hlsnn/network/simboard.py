@@ -4,15 +4,15 @@
 (as :func:`hlsnn.runtime.sim_target.prepare_sim_overlay` writes the layer kernel's): the
 ``.hwh`` of its block design (:mod:`hlsnn.build.hwh_net`: the kernel ``<name>_net`` with its
 two ``m_axi`` ports on the HP port, no DMA), a placeholder ``.bit`` and the manifest
-(:func:`hlsnn.compiled.netboard.manifest`), under
+(:func:`hlsnn.network.board.manifest`), under
 ``build/<name>/net_overlay/<config hash>-<network hash>/<name>_net/``; a folder that is there
 already is reused.
 
 :class:`NetSimBoard` opens that overlay (or a given network overlay folder) on a
 :class:`~hlsnn.runtime.sim.SimDevice` with strict cache checks, with the network kernel's
-register-level model (:func:`hlsnn.compiled.netkernel.ip_model`: ``s_axilite`` control, two
+register-level model (:func:`hlsnn.network.kernel.ip_model`: ``s_axilite`` control, two
 ``m_axi`` ports on the simulated DDR) at the kernel IP, and runs a batch through the very
-driver code of the pynq target (:class:`hlsnn.compiled.netboard.NetBoard`): ``pynq.allocate``,
+driver code of the pynq target (:class:`hlsnn.network.board.NetBoard`): ``pynq.allocate``,
 ``flush()``, the IP driver's writes of the two 64-bit buffer addresses and the batch,
 ``ap_start``, a poll of ``ap_done`` bounded by ``timeout``, ``invalidate()``: one kernel start
 per batch, no DMA.
@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .netboard import NetBoard, manifest, net_ip_name, network_digest
-from .netkernel import ip_model
+from .board import NetBoard, manifest, net_ip_name, network_digest
+from .kernel import ip_model
 
 
 def prepare_net_overlay(cfg, net, tables=None, out_dir=None) -> Path:
@@ -50,7 +50,7 @@ def prepare_net_overlay(cfg, net, tables=None, out_dir=None) -> Path:
 
 
 class NetSimBoard:
-    """The network kernel (a :class:`~hlsnn.compiled.netkernel.NetKernel`) on the simulated
+    """The network kernel (a :class:`~hlsnn.network.kernel.NetKernel`) on the simulated
     board of ``cfg``: :meth:`run` takes the input integers of a batch and returns the output
     integers; ``last_kernel_s`` is the wall time of the start-to-done (the kernel's
     C-simulation), ``starts`` the kernel starts so far. ``overlay``: a network overlay folder

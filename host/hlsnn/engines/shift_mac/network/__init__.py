@@ -1,0 +1,1 @@
+"""``shift_mac``'s network mode: lowering rules (:mod:`.lower`), the network kernel (:mod:`.kernel`), its cycle and resource model (:mod:`.perf`)."""
