@@ -4,8 +4,7 @@
 >>> acc = hlsnn.Accelerator("configs/accel/bfp16_pynq-z2.yaml", target="emu")  # doctest: +SKIP
 >>> y = acc.gemm(x, w, bias=b, relu=True)                                       # doctest: +SKIP
 """
-__version__ = "0.1.0"
-
+from .version import __version__  # noqa: E402
 from .config import Config, load_board, load_config  # noqa: E402
 from .errors import (CompileError, ConfigError, CsimError, HlsnnError, InputError,  # noqa: E402
                      MissingDependency)

@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-from . import __version__
+from .version import __version__
 from .errors import HlsnnError, filesystem_message  # noqa: F401 (filesystem_message: re-exported)
 
 
@@ -113,7 +113,7 @@ def cmd_compare(args):
     if Path(args.config).is_dir():        # an overlay folder: its config from <name>.json
         from .engines import ENGINES
         from .runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
-        from .runtime.targets import make_target
+        from .runtime.make import make_target
         _, _, js = overlay_files(args.config)
         cfg = config_from_manifest(read_manifest(js))
         tgt = make_target(args.target, cfg, ENGINES[cfg.engine],
@@ -239,8 +239,7 @@ def cmd_report(args):
                            radix_update=args.radix_update, radix_update_by=args.radix_update_by)
         print(f"wrote {out}")
         return 0
-    from .engines.sparse_cluster.model import (KINDS, check_engine, check_out, density_sweep, format_sweep,
-                                               parse_densities, plot_sweep)
+    from .perf.sparse_work import KINDS, check_engine, check_out, density_sweep, format_sweep, parse_densities, plot_sweep
     cfg = _load(args.config)
     check_engine(cfg)
     densities = parse_densities(args.densities)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import __version__
+from .version import __version__
 from . import files as files_mod
 from .config import Config
 from .engines import ENGINES

@@ -16,7 +16,7 @@ from conftest import ROOT, checked_raw  # noqa: E402
 from hlsnn.network import artifact, program as netmode, perf as netperf  # noqa: E402
 from hlsnn.network.kernel import allocate  # noqa: E402
 from hlsnn.deploy import datasets, hostops  # noqa: E402
-from hlsnn.deploy.runner import to_fixed  # noqa: E402
+from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 CAL = 16

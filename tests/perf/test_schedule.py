@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("clang.cindex")
 
-from hlsnn.perf import schedule, timing  # noqa: E402
+from hlsnn.engines import timing  # noqa: E402
+from hlsnn.perf import schedule  # noqa: E402
 
 HEAD = """
 #define HLSNN_MEM(var, kind, distance)

@@ -23,7 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from .. import __version__, codegen
+from ..version import __version__
+from .. import codegen
 from ..compare import compare, format_report
 from ..engines import ENGINES
 from ..errors import HlsnnError

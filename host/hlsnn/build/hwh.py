@@ -28,7 +28,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 
-from .. import __version__
+from ..version import __version__
 from ..engines import ENGINES
 from ..paths import HLS_DIR
 from .. import regmap

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__, codegen
+from ..version import __version__
+from .. import codegen
 from ..errors import InputError
 from ..names import check_slug, comment
 from ..paths import build_dir

@@ -18,7 +18,7 @@ def kernel_blocks(g, max_ksize):
 
 
 def block_call(ex, xi, bias):
-    """The ``call`` of :class:`~hlsnn.deploy.runner.SparseExec` ``ex`` (see ``_Exec._two_pass``)
+    """The ``call`` of :class:`~hlsnn.deploy.executors.SparseExec` ``ex`` (see ``_Exec._two_pass``)
     for a kernel beyond ``max_ksize``: for each block of taps (:func:`kernel_blocks`) the raw sums (``Kernel.channel_sums``) of
     the block's stride-1 convolution on the padded input shifted by the block's offset,
     sampled by the stride; the blocks' sums add exactly (int64), and the kernel's output

@@ -443,7 +443,7 @@ def for_assignment(mapping, dep, recalibrate=False):
     Every other layer is **approximated**, with the reason; ``weight_max_abs_error`` is the largest
     difference between the file's dequantized weights and the weights the layer ran (fixed-point
     formats; None for the others)."""
-    from .runner import SparseExec
+    from .executors import SparseExec
     out, exact = {}, []
     for name, ex in dep.execs.items():
         e = dict(mapping.get(name) or {"mapping": "approximated", "why": "not quantized in the file",
@@ -486,7 +486,7 @@ def pin(dep, mapping):
     (after :meth:`~hlsnn.deploy.runner.Deployment.calibrate`, which set the others): each such
     layer's output radix ``F_out`` and, where its input arrives as float (the network input, a
     sum), its input radix ``F_x``. Returns the names of the layers pinned."""
-    from .runner import SparseExec
+    from .executors import SparseExec
     pinned = []
     for name, ex in dep.execs.items():
         e = mapping.get(name)

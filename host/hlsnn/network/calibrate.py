@@ -21,7 +21,7 @@ give the layer path's bits):
    preceding operation's statistics unit sees, so the main operation is the output stage
    applied to ``v`` (``hlsnn_net_requant``) instead of a second convolution. The histogram
    (counted per channel by the same call) goes through
-   :meth:`~hlsnn.deploy.runner._Exec.determine_groups`, the layer path's rule for channel
+   :meth:`~hlsnn.deploy.executors._Exec.determine_groups`, the layer path's rule for channel
    groups of different weight scales; ``F_out`` is DETERMINE's, with the layer's previous
    ``F_out`` as ``f_prev``. The statistics cover the outputs the kernel
    computes: on ``sparse_cluster``, a strided convolution runs as its stride-1 form
@@ -171,7 +171,7 @@ def _walk(dep, net, so, x):
 def _conv(dep, net, so, op, x, fx, converted, clip):
     """Rule 2 of the module docstring for one conv op: ``(y, F_out, False)``."""
     from ..deploy import shift_fit
-    from ..deploy.runner import ShiftExec
+    from ..deploy.executors import ShiftExec
     from ..engines import convgeom as conv
     ex, f = dep.execs[op.name], dict(op.f)
     b = x.shape[0]

@@ -362,7 +362,7 @@ def _ints(a, per_line=24):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
     ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
-    from .. import __version__
+    from ..version import __version__
     from . import perf as netperf
     p = net.params
     pz, pc = lanes(p)

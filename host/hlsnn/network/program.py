@@ -476,7 +476,7 @@ def _fields(t, shape):
 
 def quantize_input(net, x):
     """Rule 1: the float batch ``x`` as the input's integers (int64): exactly
-    :func:`hlsnn.deploy.runner.to_fixed` (the value written at radix ``g = max(F + 24, 0)``
+    :func:`hlsnn.deploy.quant.to_fixed` (the value written at radix ``g = max(F + 24, 0)``
     with ``rint``, then rounded to radix ``F`` and saturated), else by ``to_fixed`` itself.
 
     The fast path, for signed inputs rounded to nearest (even or away), in float64: ``w =
@@ -491,7 +491,7 @@ def quantize_input(net, x):
     if net.engine == "bfp_systolic":
         from ..engines.bfp_systolic.network.lower import quantize_input as bfp_input
         return bfp_input(net, x)
-    from ..deploy.runner import to_fixed
+    from ..deploy.quant import to_fixed
     i = net.input
     f, bits, rounding = i["f"], i["bits"], i["rounding"]
     g = max(f + 24, 0)

@@ -29,7 +29,7 @@ from .kernel import ip_model
 def prepare_net_overlay(cfg, net, tables=None, out_dir=None) -> Path:
     """The network overlay folder of ``cfg`` and ``net`` (module docstring); ``tables``: the
     network kernel's, when known (else computed)."""
-    from .. import __version__
+    from ..version import __version__
     from ..build.hwh_net import render_net_hwh
     from ..files import write_atomic
     from ..paths import build_dir

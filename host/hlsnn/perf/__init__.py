@@ -6,19 +6,17 @@ Every kernel counts, in C-simulation only, the iterations and entries of its lab
 loops with their II, the accesses per iteration that set it, the depth and the phase, and
 :mod:`.model` turns the counts into cycles as the HLS scheduler would. The csim and sim
 targets log the counters of every kernel call; an operation's :attr:`Kernel.last_cycles`
-(a :class:`~.model.KernelCycles`) sums the calls the transparent tiling made; ``hlsnn
+(a :class:`~.model.KernelCycles`, :mod:`hlsnn.engines.instrument`) sums the calls the transparent tiling made; ``hlsnn
 perf`` (:mod:`.measure`) and the deploy report read the same numbers.
 """
 from __future__ import annotations
-
-import functools
 
 from . import bfp_systolic, shift_mac, sparse_cluster
 from .model import CallCycles, KernelCycles
 
 PAGES = {m.NAME: m for m in (bfp_systolic, shift_mac, sparse_cluster)}
 
-__all__ = ["PAGES", "KernelCycles", "CallCycles", "call_cycles", "kernel_cycles", "measured", "log_call"]
+__all__ = ["PAGES", "KernelCycles", "CallCycles", "call_cycles", "kernel_cycles", "log_call"]
 
 
 def page(engine):
@@ -67,29 +65,3 @@ def log_call(target, counts, beats_in, beats_out, call=None):
         log.append({"counts": counts, "beats_in": int(beats_in), "beats_out": int(beats_out), "call": call})
 
 
-def instrument(cls):
-    """Class decorator of an engine's ``Kernel``: every operation in ``OPERATIONS`` becomes
-    :func:`measured`, and ``last_cycles`` starts as None."""
-    for name in cls.OPERATIONS:
-        setattr(cls, name, measured(getattr(cls, name)))
-    cls.last_cycles = None
-    return cls
-
-
-def measured(fn):
-    """Decorator of a Kernel operation: afterwards ``kernel.last_cycles`` holds the modelled
-    cycles of all kernel calls the operation made (None on targets without counters: emu,
-    pynq). Nested operations (``gemm`` calling ``gemm_bfp``) count once, in the outermost."""
-    @functools.wraps(fn)
-    def wrapper(self, *args, **kwargs):
-        tgt = self.target
-        outer = getattr(tgt, "count_log", None) is None
-        if outer:
-            tgt.count_log = []
-        try:
-            return fn(self, *args, **kwargs)
-        finally:
-            if outer:
-                log, tgt.count_log = tgt.count_log, None
-                self.last_cycles = kernel_cycles(self.cfg, log)
-    return wrapper

@@ -137,15 +137,6 @@ from .model import Loop, bound_of, serial_call
 
 NAME = "bfp_systolic"
 
-#: Read-after-write distances (in ``Steps`` iterations) the depth table above implies for the
-#: arrays declared ``DEPENDENCE inter false``; the strict C-simulation holds every checked read
-#: to them (``HLSNN_MEM``). ``wstore``: the loader's beat read, the step assembly register and
-#: the write (stage 2) against the compute's read at stage 0: ``spec.W_DEPTH`` = 3 (the kernel
-#: leaves ``spec.W_GAP`` = 4); ``wexp``: the exponent beats skip the assembly, 2. ``run_*`` and
-#: ``ybuf``: the post reads them at stage 0 (the shadow row multiplexer and the result-store
-#: read) and writes them at stage 6 (after the running maximum): ``spec.POST_DEPTH`` = 7 (the
-#: kernel leaves ``POST_GAP + 1`` = 8).
-RAW_DISTANCE = {"wstore": 3, "wexp": 2, "run": 7, "ybuf": 7}
 STREAM = "stream"
 RAM = "ram_1p"
 S2P = "ram_s2p"

@@ -142,7 +142,8 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
                "bytes_in": kc.beats_in * beat, "bytes_out": kc.beats_out * beat,
                "processes": {k: int(v) for k, v in kc.processes.items()} or None,
                "counts": {k: list(v) for k, v in sorted(kc.counts.items())}}
-        from .timing import enable_timing, loop_timing
+        from ..engines.timing import enable_timing
+        from .timing import loop_timing
         res["timing"] = loop_timing(cfg)
         res["stall_enable"] = enable_timing(cfg)
         from .schedule import config_schedule

@@ -493,7 +493,7 @@ class Kernel:
         return rows
 
     def _loop(self, lp, pp, depths, clock_mhz, ps, ddr_latency):
-        from . import timing
+        from ..engines import timing
         target = int(pp.kv.get("ii", 1) or 1)
         acc = []      # (name, [index cursors], rw, mult, spread_vars, conditional, unroll_vars, ctx)
         assigns = []  # (var, rhs cursor or None, op, mult, conditional, type)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
-from ...perf import instrument
+from ..instrument import instrument
 from ...formats import shift as sfmt
 from ...formats._validate import as_float_input, as_int_input
 from .. import tiling

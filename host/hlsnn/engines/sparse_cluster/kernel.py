@@ -7,7 +7,7 @@ import numpy as np
 
 from ...errors import InputError
 from ...formats._validate import as_float_input, as_int_array
-from ...perf import instrument
+from ..instrument import instrument
 from ...formats import sparse as sfmt
 from . import protocol, tiles
 from .emulator import conv_accumulate, emulate, postprocess

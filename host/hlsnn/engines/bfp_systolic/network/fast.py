@@ -1,5 +1,5 @@
 """A network of ``bfp`` layers on the ``emu`` target at the speed of an evaluation loop: the
-layer path (:meth:`hlsnn.deploy.runner.Deployment.run` with :class:`~hlsnn.deploy.runner.BfpExec`
+layer path (:meth:`hlsnn.deploy.runner.Deployment.run` with :class:`~hlsnn.deploy.executors.BfpExec`
 layers) with its per-call host work done once, bit for bit.
 
 Layer by layer, each BFP layer of each slice of :attr:`Deployment.chunk` images is one
@@ -469,7 +469,7 @@ class BfpNet:
 
 def build(deploy):
     """A :class:`BfpNet` of ``deploy``, or None (module docstring)."""
-    from ....deploy.runner import BfpExec
+    from ....deploy.executors import BfpExec
     if deploy.dynamic or deploy.host or not deploy.execs:
         return None
     layers = {}

@@ -172,7 +172,7 @@ def tables(net, pz, pc):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.network.kernel.render`):
     ``(files, sha, tables)``."""
-    from .... import __version__
+    from ....version import __version__
     from . import perf as bfpperf
     from ....network import perf as netperf
     p = net.params

@@ -2,7 +2,7 @@
 by :func:`hlsnn.network.program.engine_rules`): the specification of its network path, one
 kernel start per batch.
 
-Layer by layer (:class:`hlsnn.deploy.runner.BfpExec`), a BFP layer quantizes each im2col
+Layer by layer (:class:`hlsnn.deploy.executors.BfpExec`), a BFP layer quantizes each im2col
 patch of its float64 input to BFP (one exponent per patch), runs the GEMM with the engine's
 rules and returns the dequantized outputs ``ym * 2**ye`` as float64; the host runs ``Add``,
 ``Relu``, ``MaxPool``, ``GlobalAveragePool`` in float64 between layers. Every one of those

@@ -163,7 +163,7 @@ def tables(net, pz, pc, pm):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.network.kernel.render`):
     ``(files, sha, tables)``."""
-    from .... import __version__
+    from ....version import __version__
     from ....network import perf as netperf
     from . import perf as sparseperf
     p = net.params

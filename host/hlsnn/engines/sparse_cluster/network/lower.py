@@ -8,7 +8,7 @@ input at radix ``F_in``:
 
 * **Weights** ``w[z, ci, ky, kx]``: the layer's own int8 taps (Z, C/g, kh, kw) as calibration
   quantized them. A compiled model stores them as the engine runs them layer by layer
-  (:class:`hlsnn.deploy.runner.SparseExec`): a convolution other than a stride-1 square one
+  (:class:`hlsnn.deploy.executors.SparseExec`): a convolution other than a stride-1 square one
   with "same" or "valid" padding as its stride-1 form (:func:`hlsnn.engines.convgeom.as_stride1`:
   the groups' block-diagonal weight, a rectangular kernel padded with zero taps), a kernel
   split into blocks with its own taps beside (``w_taps``), a dense layer as (Z, K, 1, 1).

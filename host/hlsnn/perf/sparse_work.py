@@ -35,11 +35,11 @@ import math
 
 import numpy as np
 
-from ...errors import ConfigError, InputError, MissingDependency
-from ...plots import check_out, save_figure
-from . import protocol
-from .kernel import Kernel, check_operands
-from .spec import NAME
+from ..errors import ConfigError, InputError, MissingDependency
+from ..plots import check_out, save_figure
+from ..engines.sparse_cluster import protocol
+from ..engines.sparse_cluster.kernel import Kernel, check_operands
+from ..engines.sparse_cluster.spec import NAME
 
 __all__ = ["work_model", "plan_work", "check_engine", "check_out", "synthetic_layer", "parse_densities",
            "density_sweep", "format_sweep", "plot_sweep", "KINDS"]
@@ -67,10 +67,10 @@ def plan_work(cfg, plan, w) -> dict:
     ``imbalance``, ``makespan``, ``dispatch_cycles``, ``collect_cycles``, ``kernel_cycles``,
     ``rounds`` and the partition's ``status`` and ``spread`` (its own balance metric on
     non-zero fractions)."""
-    from ...perf import call_cycles
-    from ...perf.counting import sparse_call_counts
-    from ...perf.sparse_cluster import process_cycles
-    from ...formats import sparse as sfmt
+    from . import call_cycles
+    from .counting import sparse_call_counts
+    from .sparse_cluster import process_cycles
+    from ..formats import sparse as sfmt
     p = cfg.params
     M = p["units"]
     w = np.asarray(w)
@@ -257,8 +257,8 @@ def kernel_cycles(cfg, x, w, *, padding="same", threshold=0.03) -> int:
     """The whole kernel's modelled cycles for this layer (:mod:`hlsnn.perf.sparse_cluster`:
     every loop of Dispatch, the units and Collect, the DATAFLOW region), from the loop counts
     of the rebalanced plan's stream (:class:`hlsnn.perf.counting.CountingTarget`, no compiler)."""
-    from ...perf.counting import CountingTarget
-    from .. import ENGINES
+    from .counting import CountingTarget
+    from ..engines import ENGINES
     kern = Kernel(cfg, CountingTarget(cfg, ENGINES[NAME]))
     kern.conv2d_int(x, w, padding=padding, threshold=threshold)
     return int(kern.last_cycles.cycles)
