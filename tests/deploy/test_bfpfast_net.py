@@ -10,7 +10,7 @@ import yaml
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.engines.bfp_systolic.network import fast as netbfpfast  # noqa: E402
+from hlsnn.deploy import bfpfast as netbfpfast  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
 from hlsnn.deploy.onnx_import import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402

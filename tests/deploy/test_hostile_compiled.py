@@ -371,9 +371,9 @@ def _lowered(path, name=None, op_name=None):
 @pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
 def test_hostile_names_reach_generated_cxx_only_reduced(good, tmp_path, which):
     from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
-    from hlsnn.network import kernel as netkernel
     from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
-    render = {"twohot": netkernel.render, "fixed8": sparsekernel.render, "bfp8": bfpkernel.render}[which]
+    from hlsnn.engines.shift_mac.network import kernel as shiftkernel
+    render = {"twohot": shiftkernel.render, "fixed8": sparsekernel.render, "bfp8": bfpkernel.render}[which]
     net = _lowered(good[which], name=EVIL, op_name=EVIL)
     net.accel = EVIL
     files, _, _ = render(net, tmp_path)[:3]
@@ -398,7 +398,8 @@ def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_pat
     compiles, and its C-simulation runs the network with the network mode's bits (a global
     constructor slipped past a comment would trap the process first)."""
     from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
-    from hlsnn.network import kernel as netkernel, program as netmode
+    from hlsnn.engines.network import kernel as netkernel
+    from hlsnn.network import program as netmode
     from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
     mod = {"twohot": netkernel, "fixed8": sparsekernel, "bfp8": bfpkernel}[which]
@@ -429,7 +430,7 @@ def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_pat
 
 @pytest.mark.parametrize("name", SLUG_BAD[:8])
 def test_a_program_name_cannot_steer_a_build_folder(good, tmp_path, monkeypatch, name):
-    from hlsnn.network import kernel as netkernel
+    from hlsnn.engines.network import kernel as netkernel
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
     net = _lowered(good["twohot"], name=name)
     before = set(os.listdir(tmp_path))
@@ -623,7 +624,7 @@ def test_a_library_without_the_kernels_functions_names_the_compiler(tmp_path):
 
 def test_a_compiler_that_writes_an_empty_library_is_named(good, tmp_path, monkeypatch):
     from hlsnn import csim
-    from hlsnn.network import kernel as netkernel
+    from hlsnn.engines.network import kernel as netkernel
     fake = tmp_path / "fake-cxx"
     fake.write_text('#!/bin/sh\nwhile [ "$#" -gt 0 ]; do if [ "$1" = -o ]; then : > "$2"; fi; shift; done\n')
     fake.chmod(0o755)
@@ -691,7 +692,7 @@ def test_hostile_names_reach_generated_tcl_only_reduced(tmp_path, template):
     import shutil
     import subprocess
     from hlsnn import codegen
-    from hlsnn.build.flow import bd_context
+    from hlsnn.build.design import bd_context
     from hlsnn.names import comment
     from hlsnn.runtime import Accelerator
     cfg = Accelerator("shift8_pynq-z2", "emu").config

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hlsnn import regmap
-from hlsnn.network import kernel as netkernel
+from hlsnn.engines.network import kernel as netkernel
 
 #: hand-written from the Vitis HLS convention for ``void top(const word_t *in, word_t *out, int batch)``
 NET_MAP = {"CTRL": 0x00, "GIER": 0x04, "IP_IER": 0x08, "IP_ISR": 0x0C, "in_r_1": 0x10, "in_r_2": 0x14,
@@ -187,7 +187,8 @@ def test_the_pynq_target_runs_the_network_overlay(compiled, tmp_path):
     batch, the emulator's bits; both halves of each 64-bit buffer address reach the kernel."""
     import hlsnn
     from hlsnn.network.board import NetBoard
-    from hlsnn.network.kernel import NetKernel, ip_model
+    from hlsnn.engines.network.kernel import NetKernel
+    from hlsnn.network.simboard import ip_model
     from hlsnn.network.simboard import prepare_net_overlay
     from hlsnn.runtime.sim import SimDevice
     path = compiled("digits_cnn", "twohot")

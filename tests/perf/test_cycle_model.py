@@ -522,7 +522,7 @@ def test_pages_match_their_tables(engine, cfg):
     the page is what the code computes."""
     import re
     from hlsnn.config import load_config
-    from hlsnn.perf import PAGES
+    from hlsnn.perf.pages import PAGES
     page = PAGES[engine]
     rows = {lp.name: lp for lp in page.loops(load_config(cfg).params)}
     seen = 0

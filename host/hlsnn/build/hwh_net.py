@@ -1,5 +1,5 @@
 """The ``.hwh`` of a *network overlay*: the block design of a network kernel
-(:mod:`hlsnn.network.kernel`, :mod:`hlsnn.engines.sparse_cluster.network.kernel`), written without Vivado
+(:mod:`hlsnn.engines.network.kernel`, :mod:`hlsnn.engines.sparse_cluster.network.kernel`), written without Vivado
 in the dialect of :mod:`hlsnn.build.hwh` (the layer kernel's design shares its processing
 system, control interconnect, SmartConnect and reset block).
 
@@ -8,7 +8,7 @@ export of the network's top function) with
 
 * its ``s_axilite`` control ``s_axi_control`` on the PS's GP master through the control
   interconnect, at the config's kernel address, with the register map Vitis HLS gives the
-  top function (:func:`hlsnn.network.kernel.layout`: the two 64-bit buffer addresses at
+  top function (:func:`hlsnn.engines.network.kernel.layout`: the two 64-bit buffer addresses at
   0x10/0x14 and 0x1C/0x20, the batch at 0x28);
 * its two ``m_axi`` ports ``m_axi_gmem0`` (the input, read) and ``m_axi_gmem1`` (the
   output, written), AXI4 with 64-bit data and 64-bit addresses, through the SmartConnect to
@@ -39,7 +39,7 @@ def build_net_design(cfg, engine=None, *, network=""):
     """The network overlay's block design of ``cfg`` (its board, clock and addresses) as an
     ``xml.etree`` root element; ``engine`` names the network kernel's template (default: the
     config's engine), ``network`` the compiled model (a comment)."""
-    from ..network.kernel import layout
+    from ..engines.network.kernel import layout
     d = _base(cfg)
     name = net_ip_name(cfg)
     kernel_base, freq_hz, ps = int(d.ctx["kernel_base"], 16), d.freq_hz, d.ps

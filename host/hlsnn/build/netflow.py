@@ -12,7 +12,7 @@ The stages are the layer kernel's (:class:`hlsnn.build.flow.Build`), for the net
 * **csim**: the network kernel's C-simulation against the network mode (the spec), bit for bit,
   on the model's stored self-check inputs and ``cases`` random ones;
 * **hls**, **hls-report**: the generated register header must give the buffer addresses and the
-  batch the offsets :func:`hlsnn.network.kernel.layout` derives (0x10, 0x1C, 0x28);
+  batch the offsets :func:`hlsnn.engines.network.kernel.layout` derives (0x10, 0x1C, 0x28);
 * **vivado**, then **overlay**: the ``.hwh`` must declare the kernel's two ``m_axi`` ports; the
   manifest is :func:`hlsnn.network.board.manifest` plus the build's record.
 """
@@ -31,7 +31,8 @@ from ..errors import InputError
 from ..names import check_slug, comment
 from ..paths import build_dir
 from . import reports
-from .flow import Build, BuildFailed, _say, bd_context
+from .design import bd_context
+from .flow import Build, BuildFailed, _say
 
 
 class NetBuild(Build):
@@ -59,12 +60,10 @@ class NetBuild(Build):
 
     # ---------------------------------------------------------------- stages
     def render(self):
-        from ..engines.bfp_systolic.network import kernel as bfpkernel
-        from ..network import kernel as netkernel
-        from ..engines.sparse_cluster.network import kernel as sparsekernel
+        from ..engine_registry import network_part
+        from ..engines.network.kernel import TOP
         from ..network.board import network_digest
-        render = {"sparse_cluster": sparsekernel.render, "bfp_systolic": bfpkernel.render}.get(self.net.engine,
-                                                                                            netkernel.render)
+        render = network_part(self.net.engine, "kernel").render
         self.hls_dir.mkdir(parents=True, exist_ok=True)
         files, sha, tables = render(self.net, self.hls_dir)
         if network_digest(self.net, tables) != self.manifest["network_sha256"]:     # pragma: no cover - a bug
@@ -72,7 +71,7 @@ class NetBuild(Build):
         name = self.overlay_name
         codegen.render_extra(self.cfg, "run_hls_net.tcl.j2", self.hls_dir / "run_hls.tcl",
                              {"ip_name": name, "network": comment(self.net.name), "project": f"{name}_prj",
-                              "top": netkernel.TOP, "kernel_cpp": "network.cpp",
+                              "top": TOP, "kernel_cpp": "network.cpp",
                               "clock_period_ns": round(1000.0 / self.cfg.clock_mhz, 3)})
         codegen.render_extra(self.cfg, "bd.tcl.j2", self.hls_dir / "bd.tcl",
                              dict(bd_context(self.cfg), network=comment(self.net.name), net_name=name,
@@ -121,7 +120,7 @@ class NetBuild(Build):
 
     def read_hls_report(self):
         from .. import regmap
-        from ..network.kernel import TOP, layout
+        from ..engines.network.kernel import TOP, layout
         sol = self.hls_dir / f"{self.overlay_name}_prj" / "solution1"
         xmls = sorted((sol / "syn" / "report").glob("*csynth.xml"))
         if not xmls:

@@ -528,8 +528,8 @@ class BfpExec(_Exec):
             return None
         net = getattr(deploy, "_bfpnet", None)
         if net is None:
-            from ..engines.bfp_systolic.network import fast as netbfpfast
-            net = deploy._bfpnet = netbfpfast.build(deploy) or False
+            from . import bfpfast as netbfpfast
+            net = deploy._bfpnet = netbfpfast.build(deploy, BfpExec) or False
         y = net.run(x, whole=calibrate) if net else None
         if y is not None and calibrate:
             deploy._fastnet, deploy.calibrated = None, True

@@ -1,7 +1,7 @@
 """An engine ``Kernel``'s modelled cycles: :func:`instrument` makes every operation in its
 ``OPERATIONS`` :func:`measured`, so afterwards ``kernel.last_cycles`` holds the cycles of the
 kernel calls the operation made, as the target models them (``target.kernel_cycles``: the csim
-and sim targets use :func:`hlsnn.perf.kernel_cycles`; None on targets without counters)."""
+and sim targets use :func:`hlsnn.perf.calls.kernel_cycles`; None on targets without counters)."""
 from __future__ import annotations
 
 import functools

@@ -14,7 +14,7 @@ checks, before anything runs:
   (:func:`network_digest`: the network kernel's tables, weights included, are compiled into
   the bitstream, so a network overlay runs exactly one compiled network);
 * the IP's base address and its register map (the ``.hwh``'s registers at the offsets
-  :func:`hlsnn.network.kernel.layout` derives).
+  :func:`hlsnn.engines.network.kernel.layout` derives).
 
 A batch is then: the input integers into a ``pynq.allocate`` buffer, ``flush()``, the two
 buffer addresses (both halves of each 64-bit register) and the batch written when they
@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from .kernel import layout, write_registers
+from ..engines.network.kernel import layout, write_registers
 
 #: the manifest's ``kernel`` value of a network overlay
 KIND = "network"
@@ -52,8 +52,8 @@ def kernel_tables(net):
     if net.engine == "bfp_systolic":
         from ..engines.bfp_systolic.network import kernel as bfpkernel
         return bfpkernel.tables(net, *bfpkernel.shape(net.params))
-    from . import kernel as netkernel
-    return netkernel.tables(net, *netkernel.lanes(net.params))
+    from ..engines.shift_mac.network import kernel as shiftkernel
+    return shiftkernel.tables(net, *shiftkernel.lanes(net.params))
 
 
 def _plain(v):

@@ -200,7 +200,7 @@ def quantize_nhwc(net, so, x, out):
 
 
 class FastNet:
-    """A lowered integer :class:`~hlsnn.network.program.NetProgram` ready for ``netint.c``.
+    """A lowered integer :class:`~hlsnn.engines.network.program.NetProgram` ready for ``netint.c``.
 
     :meth:`run` takes the input integers (B, C, H, W) or (B, K) and returns what
     :func:`~hlsnn.network.program.run_ints` returns, plus per-conv statistics."""

@@ -106,14 +106,17 @@ def _board(prog, board):
 
 def network_model(path, *, board=None, batch=1):
     """The latency model of the network path (one kernel start per batch,
-    :mod:`hlsnn.network.kernel`), or None when the network kernel cannot run the model.
+    :mod:`hlsnn.engines.network.kernel`), or None when the network kernel cannot run the model.
     The host quantizes the input (8 bytes read, 1 written per value), starts the kernel once,
     dequantizes the output (1 read, 8 written) and runs the host layers after it (a Softmax: 8
     read, 8 written per value); their times are :data:`NET_HOST`'s, measured on this machine's
     network path and scaled to the board's CPU. The kernel's cycles are
-    :func:`hlsnn.network.perf.op_cycles` per image; its DDR traffic is the input and output
+    :func:`hlsnn.engines.shift_mac.network.perf.op_cycles` per image; its DDR traffic is the input and output
     words at the HP port's width."""
-    from . import artifact, kernel as netkernel, program as netmode, perf as netperf
+    from . import artifact, program as netmode
+    from ..engines.network.perf import DDR_LATENCY
+    from ..engines.shift_mac.network import perf as netperf
+    from ..engines.shift_mac.network import kernel as shiftkernel
     from .loader import config_of
     prog, arrays = artifact.read(path)
     try:
@@ -136,7 +139,7 @@ def network_model(path, *, board=None, batch=1):
             return None
     else:
         perf = netperf
-        t = netkernel.tables(net, *netkernel.lanes(net.params))
+        t = shiftkernel.tables(net, *shiftkernel.lanes(net.params))
     mhz, beat = cfg.clock_mhz, b["hp_bits"] / 8
     n_in, n_out = t["in_elems"] * batch, t["out_elems"] * batch
 
@@ -182,7 +185,7 @@ def network_model(path, *, board=None, batch=1):
             "kernel_resources": {k: v for k, v in res.items() if k not in ("buffers", "logic")},
             "kernel_logic": res["logic"], "schedule": rows_s,
             "constants": {"cpu": dict(cpu), "network_host": dict(nh), "hp_bits": b["hp_bits"],
-                          "hp_source": b["source"], "ddr_latency_cycles": netperf.DDR_LATENCY}}
+                          "hp_source": b["source"], "ddr_latency_cycles": DDR_LATENCY}}
 
 
 def model(path, *, board=None, batch=1, network=None):

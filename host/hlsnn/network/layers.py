@@ -270,3 +270,21 @@ def _epilogue(j):
     else:
         e["requant"] = {"to": "fixed", "frac_bits": j["f_out"], "shift": "f_x + f_w - f_out"}
     return e
+
+
+def _host_layer(j, arrays):
+    attrs = dict(j["attrs"])
+    if j["op"] == "BatchNormalization":
+        attrs["params"] = [arrays[f"{j['name']}/bn{i}"] for i in range(4)]
+    stub = LayerStub(j["name"], "host", False, None, (0,), None, j["inputs"], j["output"])
+    if j["op"] == "fallback":              # hlsnn compile --host-fallback: the ONNX node, run by onnx's reference
+        try:
+            import onnx
+        except ImportError:
+            raise InputError(f"layer {j['name']} runs on the host with onnx's reference implementation "
+                             f"(compiled with --host-fallback): pip install onnx") from None
+        stub.node = onnx.NodeProto.FromString(arrays[f"{j['name']}/onnx_node"].tobytes())
+        attrs = {"why": attrs.get("why"), "opset": [tuple(o) for o in attrs["opset"]],
+                 "consts": {n: arrays[f"{j['name']}/const{i}"] for i, n in enumerate(attrs["const_names"])}}
+    stub.op, stub.attrs = j["op"], attrs
+    return stub

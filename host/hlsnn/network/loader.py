@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import HlsnnError, InputError
 from . import artifact
 from . import program as netmode
-from .layers import DeployStub, LayerStub, restore
+from .layers import DeployStub, _host_layer, restore
 from .board import is_network_overlay
 
 TARGETS = ("emu", "csim", "sim", "pynq")
@@ -71,7 +71,7 @@ def overlay_config(overlay):
 def kernel_class(net):
     """The network kernel's class (C-simulation) for a lowered network's engine, or None."""
     if net.engine == "shift_mac":
-        from .kernel import NetKernel
+        from ..engines.network.kernel import NetKernel
         return NetKernel
     if net.engine == "sparse_cluster":
         from ..engines.sparse_cluster.network import kernel as sparsekernel
@@ -93,24 +93,6 @@ def kernel_network(program, arrays):
     if hasattr(cls, "check"):
         cls.check(net)
     return net, cls
-
-
-def _host_layer(j, arrays):
-    attrs = dict(j["attrs"])
-    if j["op"] == "BatchNormalization":
-        attrs["params"] = [arrays[f"{j['name']}/bn{i}"] for i in range(4)]
-    stub = LayerStub(j["name"], "host", False, None, (0,), None, j["inputs"], j["output"])
-    if j["op"] == "fallback":              # hlsnn compile --host-fallback: the ONNX node, run by onnx's reference
-        try:
-            import onnx
-        except ImportError:
-            raise InputError(f"layer {j['name']} runs on the host with onnx's reference implementation "
-                             f"(compiled with --host-fallback): pip install onnx") from None
-        stub.node = onnx.NodeProto.FromString(arrays[f"{j['name']}/onnx_node"].tobytes())
-        attrs = {"why": attrs.get("why"), "opset": [tuple(o) for o in attrs["opset"]],
-                 "consts": {n: arrays[f"{j['name']}/const{i}"] for i, n in enumerate(attrs["const_names"])}}
-    stub.op, stub.attrs = j["op"], attrs
-    return stub
 
 
 class CompiledNet:

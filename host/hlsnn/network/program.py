@@ -70,58 +70,16 @@ is not a conv's output clamp (above). Those networks run layer by layer as befor
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engine_registry import network_part
 from ..errors import InputError
-from ..engines.shift_mac.emulator import output_rule
-from ..formats import shift as sfmt
+from ..engines.network.program import NetProgram, Op, _chw, _why
 from ..primitives import shift_round_sat
 
 #: host ops that change no integer (an alias of their input)
 ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
-
-
-@dataclass
-class Op:
-    """One integer op: ``kind`` (``conv``, ``maxpool``, ``add``), its input and output
-    tensors (names), and its fields (module rules 2-4)."""
-    kind: str
-    name: str
-    ins: list
-    out: str
-    f: dict = field(default_factory=dict)
-
-
-@dataclass
-class NetProgram:
-    """A lowered network: the ops, the tensors' shapes (per image, CHW or (K,)), the input's
-    quantization, the output tensor and its radix, the host layers after it, the engine
-    config's ``shift_mac`` parameters and its name."""
-    name: str
-    ops: list
-    shapes: dict
-    input: dict
-    output: dict
-    host_after: list
-    params: dict
-    accel: str
-    aliases: dict
-    engine: str = "shift_mac"
-
-
-def _why(layer, what):
-    return InputError(f"network kernel: layer {layer['name']} ({layer.get('op', layer['kind'])}): {what}; "
-                      f"this network runs layer by layer (hlsnn.load(..., network=False))")
-
-
-def _chw(shape):
-    """A per-image shape as the (C, H, W) map the rules read: a rank-3 tensor's (C, L) is a
-    ``C x L x 1`` map (a 1-D convolution's), a vector (K,) a ``K x 1 x 1`` one."""
-    if len(shape) == 2:
-        return (int(shape[0]), int(shape[1]), 1)
-    return tuple(shape) if len(shape) == 3 else (int(np.prod(shape)), 1, 1)
 
 
 def alias_shape(j, shape):
@@ -386,92 +344,19 @@ def _clamp(j, f, bits, prev, why):
     return lo, hi
 
 
-class ShiftRules:
-    """The ``shift_mac`` layer rules (module rule 2): two-hot / power-of-two codes as their
-    shift-add values, ``saturate_A(acc + bias)``, ReLU and ``shift_round_sat`` with the config's
-    rounding (:func:`hlsnn.engines.shift_mac.emulator.output_rule`)."""
-    engine = "shift_mac"
-    formats = ("twohot", "pot")
-    bias_bits = 31
-
-    @staticmethod
-    def activations(p, acc_name):
-        if not p["act_signed"]:
-            raise InputError(f"network kernel: {acc_name} has unsigned activations; the network kernel takes "
-                             f"signed ones")
-        return p["act_bits"]
-
-    @staticmethod
-    def weights(j, arrays, chw, why):
-        """``(values (Z, Cg, kh, kw) int64, extra op fields)`` of an engine layer."""
-        t = sfmt.ShiftTensor.from_codes(j["mode"], j["exp_bits"], *(arrays[f"{j['name']}/{k}"] for k in
-                                                                      ("e1", "e2", "s1", "s2", "zero",
-                                                                       "scale_exponent")),
-                                        delta=j["delta"], axis=j["axis"])
-        shape = (j["w_shape"][0],) + tuple(chw) if j["kind"] == "dense" else tuple(j["w_shape"])
-        values = t.code_values()
-        if values.size == int(np.prod(shape)):
-            return values.reshape(shape), dict(mode=j["mode"], fields=_fields(t, shape))
-        # a grouped conv stored as the layer path runs it: gp groups packed to one GEMM
-        # (hlsnn.deploy.groups.gemm_weight); the layer's own (Z, C/g, kh, kw) codes taken back
-        z, cg = shape[0], shape[1]
-        k = int(np.prod(shape[1:]))
-        gp, g = int(j.get("gp") or 1), j["geom"]["group"]
-        if values.size != z * gp * k or g % gp:
-            raise why(f"weights of {values.size} codes for {shape} packed {gp} groups to a GEMM")
-        packed = (z, gp * k)
-        fields = _fields(t, packed)
-        zg = z // g
-        col = ((np.arange(z) // zg) % gp)[:, None] * k + np.arange(k)[None, :]     # (Z, Cg*kh*kw)
-        own = np.zeros(packed, bool)
-        np.put_along_axis(own, col, True, axis=1)
-        values = values.reshape(packed)
-        if values[~own].any():
-            raise why("its packed GEMM weight has non-zero codes outside the layer's groups")
-        take = lambda a: np.take_along_axis(np.asarray(a).reshape(packed), col, axis=1).reshape(shape)  # noqa: E731
-        return take(values), dict(mode=j["mode"], fields={n: take(v) for n, v in fields.items()})
-
-    @staticmethod
-    def output(p, acc, bias, shift, relu):
-        return output_rule(p, acc, bias, shift, relu=relu)[0]
-
-
 def engine_rules(engine, acc_name=None):
-    """The layer rules of ``engine`` (:class:`ShiftRules`, ``sparse_cluster``'s
-    :class:`hlsnn.engines.sparse_cluster.network.lower.SparseRules`, or ``bfp_systolic``'s
-    :class:`hlsnn.engines.bfp_systolic.network.lower.BfpRules`, whose ``lower`` makes a program of its own: BFP
-    pairs between ops instead of radix points); :class:`InputError` for an engine without."""
-    if engine == "shift_mac":
-        return ShiftRules
-    if engine == "sparse_cluster":
-        from ..engines.sparse_cluster.network.lower import SparseRules
-        return SparseRules
-    if engine == "bfp_systolic":
-        from ..engines.bfp_systolic.network.lower import BfpRules
-        return BfpRules
-    raise InputError(f"network kernel: engine {engine}{' of ' + acc_name if acc_name else ''}: only shift_mac, "
-                     f"sparse_cluster and bfp_systolic have a network mode so far")
-
-
-def _fields(t, shape):
-    """The kernel's shift-add fields of a ShiftTensor's codes: ``value = (-1)**so * (2**ea +
-    hb * (-1)**sb * 2**eb)``, 0 where ``zero`` (two-hot: ``ea = e1 + delta``, ``eb = e2``, ``so =
-    s2``, ``sb = s1``, ``hb = 1``; PoT: ``ea = e1``, ``so = s1``, ``hb = 0``). Checked against
-    :meth:`~hlsnn.formats.shift.ShiftTensor.code_values`."""
-    i = lambda a: np.asarray(a, np.int64).reshape(shape)          # noqa: E731
-    zero = i(t.zero)
-    if t.mode == "twohot":
-        f = dict(ea=i(t.e1) + t.delta, eb=i(t.e2), so=i(t.s2), hb=1 - zero, sb=i(t.s1), zero=zero)
-    else:
-        f = dict(ea=i(t.e1), eb=np.zeros(shape, np.int64), so=i(t.s1), hb=np.zeros(shape, np.int64),
-                 sb=np.zeros(shape, np.int64), zero=zero)
-    f["ea"], f["so"] = np.where(zero == 1, 0, f["ea"]), np.where(zero == 1, 0, f["so"])
-    v = (1 - 2 * f["so"]) * ((1 << f["ea"]) + f["hb"] * (1 - 2 * f["sb"]) * (1 << f["eb"]))
-    if not np.array_equal(np.where(zero == 1, 0, v), t.code_values().reshape(shape)):
-        raise InputError("network kernel: the shift-add fields do not give the codes' values")
-    if f["ea"].max(initial=0) > 63 or f["eb"].max(initial=0) > 63:
-        raise InputError("network kernel: a weight shift beyond 63")
-    return f
+    """The layer rules of ``engine``, its network part's ``RULES``
+    (``engines/<engine>/network/lower.py``: ``shift_mac``'s
+    :class:`~hlsnn.engines.shift_mac.network.lower.ShiftRules`, ``sparse_cluster``'s
+    :class:`~hlsnn.engines.sparse_cluster.network.lower.SparseRules`, ``bfp_systolic``'s
+    :class:`~hlsnn.engines.bfp_systolic.network.lower.BfpRules`, whose ``lower`` makes a program of
+    its own: BFP pairs between ops instead of radix points); :class:`InputError` for an engine
+    without."""
+    try:
+        return network_part(engine, "lower").RULES
+    except (InputError, ModuleNotFoundError):
+        raise InputError(f"network kernel: engine {engine}{' of ' + acc_name if acc_name else ''}: only shift_mac, "
+                         f"sparse_cluster and bfp_systolic have a network mode so far") from None
 
 
 def quantize_input(net, x):
@@ -612,7 +497,7 @@ def finish(net, q):
     stubs = getattr(net, "_host_stubs", None)
     if stubs is None:                          # the host layers after the logits, made once per program
         from ..deploy import hostops
-        from .loader import _host_layer
+        from .layers import _host_layer
         stubs = net._host_stubs = [(hostops.run, _host_layer(j, {})) for j in net.host_after]
     y = dequantize(net, q)
     for run, st in stubs:

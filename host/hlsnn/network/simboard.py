@@ -10,7 +10,7 @@ already is reused.
 
 :class:`NetSimBoard` opens that overlay (or a given network overlay folder) on a
 :class:`~hlsnn.runtime.sim.SimDevice` with strict cache checks, with the network kernel's
-register-level model (:func:`hlsnn.network.kernel.ip_model`: ``s_axilite`` control, two
+register-level model (:func:`hlsnn.network.simboard.ip_model`: ``s_axilite`` control, two
 ``m_axi`` ports on the simulated DDR) at the kernel IP, and runs a batch through the very
 driver code of the pynq target (:class:`hlsnn.network.board.NetBoard`): ``pynq.allocate``,
 ``flush()``, the IP driver's writes of the two 64-bit buffer addresses and the batch,
@@ -22,8 +22,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
+from ..engines.network.kernel import layout
 from .board import NetBoard, manifest, net_ip_name, network_digest
-from .kernel import ip_model
 
 
 def prepare_net_overlay(cfg, net, tables=None, out_dir=None) -> Path:
@@ -50,7 +52,7 @@ def prepare_net_overlay(cfg, net, tables=None, out_dir=None) -> Path:
 
 
 class NetSimBoard:
-    """The network kernel (a :class:`~hlsnn.network.kernel.NetKernel`) on the simulated
+    """The network kernel (a :class:`~hlsnn.engines.network.kernel.NetKernel`) on the simulated
     board of ``cfg``: :meth:`run` takes the input integers of a batch and returns the output
     integers; ``last_kernel_s`` is the wall time of the start-to-done (the kernel's
     C-simulation), ``starts`` the kernel starts so far. ``overlay``: a network overlay folder
@@ -106,3 +108,33 @@ class NetSimBoard:
 
 
 __all__ = ["NetSimBoard", "prepare_net_overlay", "network_digest"]
+
+
+def ip_model(kernel, *, memory=None):
+    """The network kernel as a register-level IP of the simulated board
+    (:class:`hlsnn.runtime.sim.axi_master.MasterKernelModel`): ``ap_start`` reads ``batch``
+    images from DDR at ``in`` through the 64-bit ``m_axi`` port ``gmem0``, runs the kernel's
+    C-simulation (``kernel``, a :class:`NetKernel`) and writes the outputs at ``out`` through
+    ``gmem1``; its cycles are the cycle model's (:func:`hlsnn.engines.shift_mac.network.perf.op_cycles`)."""
+    from ..runtime.sim.axi_master import MasterKernelModel
+    from ..engines.shift_mac.network import perf as netperf
+    per_image = (kernel.cycles_per_image() if hasattr(kernel, "cycles_per_image")
+                 else sum(c for _, _, c in netperf.op_cycles(kernel.net, kernel.tables)))
+    n_in, n_out = kernel.in_words * 8, kernel.out_words * 8
+
+    def run(regs, ports):
+        b = regs["batch"]
+        if hasattr(kernel, "run_words"):      # 64-bit words in and out (bfp_systolic's kernel)
+            x = ports["gmem0"].read(regs["in"], b * n_in).view(np.uint64).reshape(b, kernel.in_words)
+            ports["gmem1"].write(regs["out"], kernel.run_words(x).view(np.uint8).reshape(-1))
+            return per_image * b
+        x = ports["gmem0"].read(regs["in"], b * n_in).view(np.int8).reshape(b, n_in)
+        y = kernel.run(x[:, :kernel.tables["in_elems"]].astype(np.int64))
+        out = np.zeros((b, n_out), np.int8)
+        out[:, :y.shape[1]] = y
+        ports["gmem1"].write(regs["out"], out.view(np.uint8).reshape(-1))
+        return per_image * b
+
+    spec = dict(width_bits=64, max_burst=64)
+    _, offsets, m_axi = layout(getattr(getattr(kernel, "net", None), "engine", "shift_mac"))
+    return MasterKernelModel(run, offsets, {m_axi["in"]: spec, m_axi["out"]: spec}, memory=memory)

@@ -61,7 +61,7 @@ def _chunks(n, step):
 def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0,
                         input_density=1.0, x=None, w=None, seed=0) -> KernelCycles:
     """The :class:`~.model.KernelCycles` of the runner's calls for one layer (module docstring)."""
-    from . import call_cycles
+    from .calls import call_cycles
     from .closed_form import bfp_call_counts, shift_call_counts
     p = cfg.params
     positions, k, n, conv = _shape(layer, in_hw)

@@ -61,7 +61,7 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
     call, which streams only the parameters and activations."""
     from ..config import Config, load_config
     from ..runtime import Accelerator
-    from . import PAGES
+    from .pages import PAGES
     cfg = config if isinstance(config, Config) else load_config(config)
     engine = cfg.engine
     if (gemm is None) == (conv is None):
@@ -161,7 +161,7 @@ def _acts(p, x):
 def loop_table(engine, p) -> str:
     """The engine page's loop rows for config parameters ``p``: pragma II, accesses per
     iteration, the II the tool gets, depth, phase (``hlsnn perf --loops``)."""
-    from . import PAGES
+    from .pages import PAGES
     from .model import page_table
     return page_table(PAGES[engine].loops(p))
 

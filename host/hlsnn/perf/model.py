@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 #: ``{loop: II}`` derived from the rendered C++ (:mod:`.schedule`) for the config whose cycles
 #: are being modelled: a pipelined :class:`Loop` costed while it is set takes the larger of its
-#: own II and this one (:func:`hlsnn.perf.call_cycles` sets it around a page's model)
+#: own II and this one (:func:`hlsnn.perf.calls.call_cycles` sets it around a page's model)
 DERIVED_II = contextvars.ContextVar("hlsnn_derived_ii", default={})
 
 #: cycles per kernel call outside every loop: ap_start is latched, the scalar registers are

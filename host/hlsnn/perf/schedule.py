@@ -41,7 +41,7 @@ it; ``notes`` says why):
     an access to an ``m_axi`` port under a condition or at an index that is not affine in the
     loop's counter cannot be inferred as a burst: each is a single transaction, and with
     :data:`AXI_OUTSTANDING` transactions in flight (Vitis's ``num_read_outstanding`` default) of
-    :data:`hlsnn.network.perf.DDR_LATENCY` cycles each, II >= ceil(latency / outstanding).
+    :data:`hlsnn.engines.network.perf.DDR_LATENCY` cycles each, II >= ceil(latency / outstanding).
 
 It is a model of the scheduler's bounds, not the scheduler: it does not see operator chaining
 beyond the register chains above, nor a bound a called function's own pipeline sets. Calls to
@@ -483,7 +483,7 @@ class Kernel:
     # ------------------------------------------------------------------- per pipelined loop
     def schedule(self, depths=None, clock_mhz=100.0, ps="zynq7", ddr_latency=None):
         if ddr_latency is None:
-            from ..network.perf import DDR_LATENCY as ddr_latency
+            from ..engines.network.perf import DDR_LATENCY as ddr_latency
         rows = []
         for lp in self.loops:
             pp = lp.pipeline
@@ -939,7 +939,7 @@ def _cached(key, path, name, depths, clock_mhz, ps, include_dirs, cache):
 
 def layer_depths(cfg):
     """``{loop: pipeline depth}`` of the config's engine page (the recurrence of a carried dependence)."""
-    from . import PAGES
+    from .pages import PAGES
     page = PAGES[cfg.engine]
     try:
         return {lp.name: lp.depth for lp in page.loops(cfg.params) if lp.ii}
@@ -982,12 +982,13 @@ def ii_of(rows) -> dict:
 #: the network kernels' depth constants per loop counter (the recurrence of a carried dependence)
 def _net_depths(engine):
     from ..engines.bfp_systolic.network import perf as bfpperf
-    from ..network import perf as netperf
+    from ..engines.network import perf as netperf
+    from ..engines.shift_mac.network import perf as shiftperf
     from ..engines.sparse_cluster.network import perf as sparseperf
     if engine == "bfp_systolic":
         return {"ConvMac": bfpperf.MAC_DEPTH, "ConvExp": bfpperf.EXP_DEPTH, "NetPool": bfpperf.POOL_DEPTH,
                 "NetAdd": bfpperf.ADD_DEPTH}
-    conv = sparseperf.CONV_DEPTH if engine == "sparse_cluster" else netperf.CONV_DEPTH
+    conv = sparseperf.CONV_DEPTH if engine == "sparse_cluster" else shiftperf.CONV_DEPTH
     return {"NetMac": conv, "NetPool": netperf.POOL_DEPTH, "NetAdd": netperf.ADD_DEPTH}
 
 
@@ -1003,7 +1004,7 @@ def network_schedule(net, cfg) -> list:
     elif net.engine == "sparse_cluster":
         from ..engines.sparse_cluster.network.kernel import render
     else:
-        from ..network.kernel import render
+        from ..engines.shift_mac.network.kernel import render
     with tempfile.TemporaryDirectory(prefix="hlsnn-sched-") as tmp:
         _files, sha, _t = render(net, tmp)
         key = (sha, cfg.clock_mhz, cfg.board.ps)

@@ -67,7 +67,7 @@ def plan_work(cfg, plan, w) -> dict:
     ``imbalance``, ``makespan``, ``dispatch_cycles``, ``collect_cycles``, ``kernel_cycles``,
     ``rounds`` and the partition's ``status`` and ``spread`` (its own balance metric on
     non-zero fractions)."""
-    from . import call_cycles
+    from .calls import call_cycles
     from .counting import sparse_call_counts
     from .sparse_cluster import process_cycles
     from ..formats import sparse as sfmt

@@ -14,7 +14,7 @@ def loop_timing(cfg) -> list:
     """Per pipelined loop of ``cfg``'s engine page that lists its loop-backs: ``{loop, chain,
     delay_ns, budget_ns, ii}`` (``ii``: 1 when the chain closes within the budget). Empty for a
     page without ``loopbacks``."""
-    from . import PAGES
+    from .pages import PAGES
     page = PAGES[cfg.engine]
     if not hasattr(page, "loopbacks"):
         return []

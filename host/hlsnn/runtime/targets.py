@@ -11,10 +11,10 @@ import numpy as np
 
 
 def kernel_cycles(target, cfg, log):
-    """The modelled cycles of the kernel calls in ``log`` (:func:`hlsnn.perf.kernel_cycles`; None
+    """The modelled cycles of the kernel calls in ``log`` (:func:`hlsnn.perf.calls.kernel_cycles`; None
     where a call carried no loop counters): ``target.kernel_cycles``, which an engine
     Kernel's measured operations read (:mod:`hlsnn.engines.instrument`)."""
-    from ..perf import kernel_cycles as model
+    from ..perf.calls import kernel_cycles as model
     return model(cfg, log)
 
 
@@ -71,7 +71,7 @@ class CsimTarget:
                                     len(engine.protocol.REGS_OUT))
 
     def run(self, beats, regs_in, n_out_beats):
-        from ..perf import log_call
+        from ..perf.calls import log_call
         out = self.lib.run(beats, regs_in, n_out_beats)
         log_call(self, self.lib.last_counts, np.size(beats) // (self.lib.stream_bits // 8), n_out_beats)
         return out

@@ -126,7 +126,8 @@ def test_every_shipped_loop_back_closes(path):
 def test_a_loop_that_cannot_close_is_costed_at_its_ii(monkeypatch):
     """With the old Steps chain planted back, the model runs Steps at II = 2: the call costs
     its Steps iterations less one more (a pipelined loop costs (iterations - 1) * II + depth)."""
-    from hlsnn.perf import bfp_systolic as page, call_cycles
+    from hlsnn.perf import bfp_systolic as page
+    from hlsnn.perf.calls import call_cycles
     from hlsnn.perf.closed_form import bfp_call_counts
     from hlsnn.perf import schedule
     cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml")

@@ -41,7 +41,7 @@ class Kernel:
     call without it, :attr:`last_stats` is None.
 
     After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
-    modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
+    modelled cycles of its kernel calls (:class:`hlsnn.perf.model.KernelCycles`; None elsewhere).
 
     **Calls.** One kernel call holds at most ``protocol.samples_per_call(p, K, N)`` samples
     (the activation and result stores); a larger batch is split into calls, each streaming

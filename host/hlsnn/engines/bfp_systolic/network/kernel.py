@@ -8,7 +8,7 @@ built for C-simulation and run through ctypes.
 (16 x 16 fits the DSP48E1's 25 x 18 port): 128 of the XC7Z020's 220 DSPs, the same order as the
 layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design.
 
-**Buffers**: :func:`hlsnn.network.kernel.allocate` (two ping-pong buffers and a shortcut
+**Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks). An element is one 36-bit word (a bank of 1K elements is one
 BRAM36): a 26-bit mantissa (a conv's ``M`` bits, the input's float32 significand, a residual
 sum below ``2**25``, netbfp rule 5) and a 10-bit exponent. A global pool's sums (below
@@ -31,10 +31,10 @@ import numpy as np
 
 from ....errors import InputError
 from ....names import c_ident
-from ....network import kernel as netkernel
+from ...network import kernel as netkernel
 from .perf import MAC_DEPTH
 from .lower import ELEM_BITS, EXACT_BITS
-from ....network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
+from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
 #: earliest read of it (the pixel's writes): the loop's depth (:data:`hlsnn.engines.bfp_systolic.network.perf.MAC_DEPTH`),
@@ -155,7 +155,7 @@ def tables(net, pz, pc):
                          f"{p['acc_bits']}")
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
-    from ....network.program import _chw
+    from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
@@ -170,11 +170,11 @@ def tables(net, pz, pc):
 
 
 def render(net, out_dir):
-    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.network.kernel.render`):
+    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
     ``(files, sha, tables)``."""
     from ....version import __version__
     from . import perf as bfpperf
-    from ....network import perf as netperf
+    from ...network import perf as netperf
     p = net.params
     pz, pc = shape(p)
     t = tables(net, pz, pc)
@@ -263,7 +263,7 @@ def finish_words(net, xq, out):
 
 class BfpNetKernel(netkernel.NetKernel):
     """The bfp_systolic network kernel's C-simulation library (as
-    :class:`~hlsnn.network.kernel.NetKernel`): :meth:`run` takes the input pairs and
+    :class:`~hlsnn.engines.network.kernel.NetKernel`): :meth:`run` takes the input pairs and
     returns the output pairs."""
 
     def __init__(self, net, *, strict=None):

@@ -76,7 +76,8 @@ import numpy as np
 from ..emulator import emulate
 from ....errors import InputError
 from ....primitives import msb_index, shift_round_sat
-from ....network.program import _chw, alias_shape, maxpool_fields
+from ...network.program import _chw
+from ....network.program import alias_shape, maxpool_fields
 
 
 class NotExact(InputError):
@@ -96,14 +97,14 @@ ELEM_BITS = 26
 
 
 def _op(kind, name, ins, out, **f):
-    from ....network.program import Op
+    from ...network.program import Op
     return Op(kind, name, list(ins), out, f)
 
 
 def lower(program, arrays):
-    """The :class:`~hlsnn.network.program.NetProgram` of a compiled ``bfp_systolic`` model
+    """The :class:`~hlsnn.engines.network.program.NetProgram` of a compiled ``bfp_systolic`` model
     (module rules), or :class:`InputError` naming the layer it cannot run and why."""
-    from ....network.program import NetProgram, _why
+    from ...network.program import NetProgram, _why
     (acc_name, acc), = program["accels"].items()
     p = acc["config"]["bfp_systolic"]
     if p["output_exponent"] != "max":
@@ -492,3 +493,7 @@ def _run(net, xq, keep, seen):
             env[op.out] = shaped(y, f["shape"])
     out = shaped(get(net.output["tensor"]), net.output["shape"])
     return (out, env) if keep else out
+
+
+#: the rules :func:`hlsnn.network.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+RULES = BfpRules

@@ -6,7 +6,7 @@ buffers and multipliers.
 count):
 
 * load: the input's ``ceil(in_elems / 2)`` 64-bit words in one burst (``LoadWords``, plus
-  :data:`hlsnn.network.perf.DDR_LATENCY`), then ``in_elems`` cycles to decode them (one
+  :data:`hlsnn.engines.network.perf.DDR_LATENCY`), then ``in_elems`` cycles to decode them (one
   float32 value per cycle);
 * conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
   each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
@@ -29,11 +29,11 @@ value, so the loop-carried path is one 12-bit compare and select.
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks of
 36-bit elements, the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
 exponents, and ``P x Q`` mantissa multipliers (a DSP48 each). The datapath logic is a model per
-part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.network.perf`'s.
+part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.engines.shift_mac.network.perf`'s.
 """
 from __future__ import annotations
 
-from ....network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, POOL_DEPTH, _f
+from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, POOL_DEPTH, _f
 
 #: act read (1), the leading-one encoder of 54 bits (2), the Q-input max tree (2), the clamp (1)
 EXP_DEPTH = 6
@@ -180,7 +180,7 @@ def datapath(net, tables):
       exponent's compare-selects (``2X``) and the pool's (``X``), the exactness test (two
       ``|.|`` of ``E + 1`` and their sum), the sum (``E + 2``), ReLU, the pool's sum and
       magnitude adders (``2 x`` pool bits) and the output's select;
-    * ``axi``, ``control``: the allowances of :mod:`hlsnn.network.perf`.
+    * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
     from .kernel import WIDE_BITS as E
@@ -208,7 +208,7 @@ def datapath(net, tables):
 
 
 def resources(net, tables, ps):
-    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.network.perf.resources`)."""
+    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.engines.shift_mac.network.perf.resources`)."""
     import math
     from ....resources import build
     m = build(*buffers(net, tables), ps)

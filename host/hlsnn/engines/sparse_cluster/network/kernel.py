@@ -8,7 +8,7 @@ the shift_mac network kernel's), built for C-simulation and run through ctypes.
 multipliers, 128 on sparse8_pynq-z2, one DSP each) and ``Q = P`` activation banks (each
 reading its own tap in a step, so more banks than lanes would buy little).
 
-**Buffers**: :func:`hlsnn.network.kernel.allocate` (two ping-pong buffers and a shortcut
+**Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
 buffer in ``Q`` channel banks, as the shift_mac network kernel).
 
 **Steps** (:func:`schedule`): a block of ``P`` output channels has a list of steps. In a step
@@ -27,8 +27,8 @@ import numpy as np
 
 from ....errors import InputError
 from ....names import c_ident
-from ....network import kernel as netkernel
-from ....network.kernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
+from ...network import kernel as netkernel
+from ...network.kernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 
 def shape(p):
@@ -148,7 +148,7 @@ def tables(net, pz, pc, pm):
             for m in range(pm):
                 wl[lane][m].append(0)
     inp, out = name(net.input["name"]), name(net.output["tensor"])
-    from ....network.program import _chw
+    from ...network.program import _chw
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
                 unfold=unfold,
@@ -161,10 +161,10 @@ def tables(net, pz, pc, pm):
 
 
 def render(net, out_dir):
-    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.network.kernel.render`):
+    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
     ``(files, sha, tables)``."""
     from ....version import __version__
-    from ....network import perf as netperf
+    from ...network import perf as netperf
     from . import perf as sparseperf
     p = net.params
     pz, pc, pm = shape(p)
@@ -195,7 +195,7 @@ def build(net, *, strict=None, out_root=None):
 
 
 class SparseNetKernel(netkernel.NetKernel):
-    """The sparse_cluster network kernel's C-simulation library (as :class:`~hlsnn.network.kernel.NetKernel`)."""
+    """The sparse_cluster network kernel's C-simulation library (as :class:`~hlsnn.engines.network.kernel.NetKernel`)."""
 
     def __init__(self, net, *, strict=None):
         super().__init__(net, strict=strict, builder=build)

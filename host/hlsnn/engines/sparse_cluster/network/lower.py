@@ -95,3 +95,7 @@ class SparseRules:
     @staticmethod
     def output(p, acc, bias, shift, relu):
         return output_rule(p, acc, bias, shift, relu)
+
+
+#: the rules :func:`hlsnn.network.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+RULES = SparseRules

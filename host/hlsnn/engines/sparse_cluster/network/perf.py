@@ -4,7 +4,7 @@ buffers and multipliers.
 
 **Cycles** per image (every loop's iterations at its derived II, :mod:`hlsnn.perf.schedule`; the descriptor and step tables fix every
 trip count): the load, maxpool, add and store as the shift_mac network kernel's
-(:mod:`hlsnn.network.perf`: the same loops and depths); a conv takes one cycle per step and
+(:mod:`hlsnn.engines.shift_mac.network.perf`: the same loops and depths); a conv takes one cycle per step and
 output pixel, ``OH * OW * sum over blocks of the block's steps``, plus :data:`CONV_DEPTH`. A
 block's steps are its schedule's (:func:`hlsnn.engines.sparse_cluster.network.kernel.schedule`): at least
 ``max_l ceil(n_l / M)`` (``n_l`` a lane's non-zero weights) and the most taps one bank reads,
@@ -21,8 +21,9 @@ and shift ROMs, the blocks' window bases, and ``P x M`` int8 x int8 multipliers 
 """
 from __future__ import annotations
 
-from ....network import perf as netperf
-from ....network.perf import AXI_LITE, AXI_MASTER, CONTROL, iterations  # noqa: F401 - the same loops and counts
+from ...shift_mac.network import perf as shiftperf
+from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL  # noqa: F401 - the same loops and counts
+from ...shift_mac.network.perf import iterations  # noqa: F401 - the same loops and counts
 
 #: step ROM read (1), the banks' address adds and reads (2), the select and product (DSP, 3),
 #: the lane's adder tree of M products (log2 M + 1 = 4), the epilogue (bias, shift, clamp: 2)
@@ -30,9 +31,9 @@ CONV_DEPTH = 12
 
 
 def op_cycles(net, tables, ii=None):
-    """``[(name, kind, cycles)]`` per image: :func:`hlsnn.network.perf.op_cycles` with this
+    """``[(name, kind, cycles)]`` per image: :func:`hlsnn.engines.shift_mac.network.perf.op_cycles` with this
     kernel's conv depth (``ii``: the derived IIs above 1, :func:`hlsnn.perf.schedule.ii_of`)."""
-    return netperf.op_cycles(net, tables, CONV_DEPTH, ii=ii)
+    return shiftperf.op_cycles(net, tables, CONV_DEPTH, ii=ii)
 
 
 def buffers(net, tables):
@@ -65,7 +66,7 @@ def datapath(tables):
     and the accumulator (``M * sb``), the epilogue (bias add, rounding shifter ~ ``4 * sb``,
     clamp, a fused Clip's clamp: 16); per bank its tap's address (two 32-bit adds) and padding test (four compares of
     its row and column), the read select, and the residual Add (as the shift_mac kernel's);
-    the AXI and control allowances of :mod:`hlsnn.network.perf`."""
+    the AXI and control allowances of :mod:`hlsnn.engines.shift_mac.network.perf`."""
     import math
     pz, pc, pm, sb, wb = tables["pz"], tables["pc"], tables["pm"], tables["sum_bits"], tables["add_bits"]
     sel = 8 * math.ceil(pc / 4)
@@ -76,7 +77,7 @@ def datapath(tables):
 
 
 def resources(net, tables, ps):
-    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.network.perf.resources`)."""
+    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.engines.shift_mac.network.perf.resources`)."""
     import math
     from ....resources import build
     m = build(*buffers(net, tables), ps)

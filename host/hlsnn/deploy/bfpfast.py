@@ -46,11 +46,11 @@ import threading
 
 import numpy as np
 
-from ....deploy import hostops
-from ... import convgeom, tiling
-from .. import compiled
-from ..emulator import gemm_dtype
-from ....native import parallel
+from ..engines import convgeom, tiling
+from ..engines.bfp_systolic import compiled
+from ..engines.bfp_systolic.emulator import gemm_dtype
+from ..native import parallel
+from . import hostops
 
 TILE_ROWS = compiled.TILE_ROWS
 
@@ -85,7 +85,7 @@ class _Layer:
         self.ex, self.name, self.dense = ex, layer.name, layer.kind == "dense"
         (_, _, wq, bq), = ex.chunks
         m, e = p["mantissa_bits"], p["exponent_bits"]
-        from ....formats import bfp
+        from ..formats import bfp
         one = bfp.BFPTensor._trusted(np.zeros((1, wq.shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
         _, _, wm, we, bm, be = kern._check_bfp(one, wq, bq)
         wm = np.asarray(wm, np.int64)
@@ -467,16 +467,16 @@ class BfpNet:
         return out, counts
 
 
-def build(deploy):
-    """A :class:`BfpNet` of ``deploy``, or None (module docstring)."""
-    from ....deploy.executors import BfpExec
+def build(deploy, bfp_exec):
+    """A :class:`BfpNet` of ``deploy`` (its layers all of the executor class ``bfp_exec``,
+    :class:`hlsnn.deploy.executors.BfpExec`), or None (module docstring)."""
     if deploy.dynamic or deploy.host or not deploy.execs:
         return None
     layers = {}
     for name, ex in deploy.execs.items():
         p = ex.p
         target = ex.acc.target
-        if type(ex) is not BfpExec or target.name != "emu" or not getattr(target, "arrays", False) \
+        if type(ex) is not bfp_exec or target.name != "emu" or not getattr(target, "arrays", False) \
                 or tiling.transfer_limit(target) is not None or p["output_exponent"] != "max" \
                 or p["rounding"] not in compiled.MODES or ex.groups != 1 or len(ex.chunks) != 1 \
                 or gemm_dtype(p, ex.chunks[0][2].shape[1]) is None:

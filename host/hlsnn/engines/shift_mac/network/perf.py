@@ -10,9 +10,9 @@ count, so the schedule is static):
 * conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ncb * kh * kw``
   (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
   ``ncb`` the blocks of ``Q`` input channels a block of outputs reads,
-  :func:`hlsnn.network.kernel.group_windows`: ``ceil(C/Q)`` dense, ``Cg/Q`` for groups of
+  :func:`hlsnn.engines.network.kernel.group_windows`: ``ceil(C/Q)`` dense, ``Cg/Q`` for groups of
   multiples of ``Q``, 1 depthwise; a depthwise conv runs in blocks of ``Q`` channels, each lane
-  with ``Q/P`` accumulators, :func:`hlsnn.network.kernel.tables`, so it costs
+  with ``Q/P`` accumulators, :func:`hlsnn.engines.shift_mac.network.kernel.tables`, so it costs
   ``ceil(C/Q) * OH * OW * kh * kw``;
   the epilogue is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
@@ -25,7 +25,7 @@ the depths are the model's, not a synthesis report. Nothing overlaps between lay
 
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
 buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
-codes per word, :func:`hlsnn.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
+codes per word, :func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
 shift ROMs (8-bit) and the blocks' window bases (32-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
 datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
 declares, part by part, with the LUT rules of the layer kernel's model
@@ -35,17 +35,9 @@ allowances, not synthesis results.
 """
 from __future__ import annotations
 
-#: cycles from the AXI master's read request to its first data word: an assumption for a Zynq
-#: HP port at 100 MHz (the PS's DDR controller and interconnect), not measured
-DDR_LATENCY = 40
+from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, POOL_DEPTH, _f
+
 CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
-POOL_DEPTH = 3
-ADD_DEPTH = 4
-
-
-def _f(row, key):
-    """Field ``key`` of a descriptor row (each kernel's rows name their own fields)."""
-    return row["vals"][row["names"].index(key)]
 
 
 LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd"}
@@ -85,7 +77,7 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
 
 def buffers(net, tables):
     """The kernel's arrays as :class:`hlsnn.resources.Buffer` rows."""
-    from ..resources import Buffer
+    from ....resources import Buffer
     pz, pc = tables["pz"], tables["pc"]
     a = net.input["bits"]
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
@@ -104,14 +96,6 @@ def buffers(net, tables):
             Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
 
 
-#: allowances (LUT, FF) for what the model does not derive from widths: each 64-bit m_axi
-#: adapter with its burst logic, the s_axilite register file, and the descriptor walk with the
-#: loops' control. Assumptions of the order Vitis HLS reports for such interfaces, not measured.
-AXI_MASTER = (1200, 1600)
-AXI_LITE = (300, 400)
-CONTROL = (1500, 1500)
-
-
 def datapath(net, tables):
     """``{part: (LUT, FF)}`` of the network kernel's logic outside its memories (module
     docstring), with ``P`` lanes, ``Q`` banks and the rendered widths (``a`` act_bits, ``pb``
@@ -122,7 +106,7 @@ def datapath(net, tables):
       zero flag folds into the negation); a ``pb``-bit product register;
     * ``trees`` (``P``): ``Q - 1`` adders of ``sb`` bits and the accumulator's adder, a
       register per level (``log2 Q + 1`` of ``sb`` bits); with ``R = parts`` accumulators per
-      lane (a network with a depthwise conv, :func:`hlsnn.network.kernel.tables`), ``R - 1``
+      lane (a network with a depthwise conv, :func:`hlsnn.engines.shift_mac.network.kernel.tables`), ``R - 1``
       more accumulator adders and registers;
     * ``epilogues`` (``R P``): the bias add (``sb + 2``), the saturation's two compares and clamp
       (``3 A``), the rounding right shifter by 0..60 (``shifter_luts(A, 60)``), its increment
@@ -136,7 +120,7 @@ def datapath(net, tables):
     * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
     """
     import math
-    from ..engines.shift_mac.spec import shifter_luts
+    from ..spec import shifter_luts
     pz, pc = tables["pz"], tables["pc"]
     a, pb, sb, wb = net.input["bits"], tables["prod_bits"], tables["sum_bits"], tables["add_bits"]
     acc = net.params["acc_bits"]
@@ -161,7 +145,7 @@ def resources(net, tables, ps):
     (:mod:`hlsnn.resources`) plus the datapath (:func:`datapath`, in ``lut``/``ff``; ``logic``
     its parts)."""
     import math
-    from ..resources import build
+    from ....resources import build
     m = build(buffers(net, tables), [], ps)
     logic = datapath(net, tables)
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
