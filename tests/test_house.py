@@ -17,7 +17,7 @@ ENGINE_PARTS = ("__init__.py", "spec.py", "protocol.py", "emulator.py", "kernel.
 #: top-level folders and files of hlsnn, from the bottom up: a room may import only rooms before
 #: it (or itself). Single-file rooms not named here are the base (errors, paths, config, ...).
 ORDER = ("formats", "plots", "csim", "engines", "codegen", "perf", "runtime", "compare", "build", "deploy",
-         "network", "train", "sweep", "cluster", "commands", "cli")
+         "network", "train", "variant", "sweep", "cluster", "commands", "cli")
 
 
 def _modules():

@@ -13,7 +13,7 @@ from .config import load_deploy_config
 from .onnx_import import load_onnx
 from . import qimport
 from .runner import Deployment
-from .quant import check_host_bits
+from .hostquant import check_host_bits
 
 TARGETS = ("emu", "csim", "sim", "pynq")
 
@@ -101,7 +101,7 @@ def host_bits_of(host_precision="float", host_bits=8):
     """The quantized host mode's width, or None for float host layers. ``host_precision``:
     ``"float"`` (host ops in float64, ``--host-fallback`` nodes in float32) or ``"quantized"``
     (every host op that computes, fallback nodes included, runs between ``host_bits``-bit
-    fixed-point inputs and outputs: :class:`hlsnn.deploy.quant.HostQuant`)."""
+    fixed-point inputs and outputs: :class:`hlsnn.deploy.hostquant.HostQuant`)."""
     if host_precision == "float":
         return None
     if host_precision != "quantized":

@@ -57,7 +57,8 @@ from ..errors import InputError
 from . import hostops
 from . import update as updates
 from .executors import EXECS, BfpExec, ShiftExec
-from .quant import Act, HostQuant, check_host_bits
+from .hostquant import HostQuant, check_host_bits
+from .quant import Act
 
 
 class Deployment:

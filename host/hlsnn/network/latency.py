@@ -155,7 +155,8 @@ def network_model(path, *, board=None, batch=1):
     layers = [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
                   host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
     from ..perf import schedule as sched
-    rows_s = sched.network_schedule(net, cfg)
+    from .schedule import network_schedule
+    rows_s = network_schedule(net, cfg)
     for nm, kind, cyc in perf.op_cycles(net, t, ii=sched.ii_of(rows_s)):
         c = cyc * batch
         k_us = c / mhz

@@ -374,7 +374,7 @@ def quantize_input(net, x):
 
     A ``bfp_systolic`` network: :func:`hlsnn.engines.bfp_systolic.network.lower.quantize_input` (its rule 1)."""
     if net.engine == "bfp_systolic":
-        from ..engines.bfp_systolic.network.lower import quantize_input as bfp_input
+        bfp_input = network_part(net.engine, "lower").quantize_input
         return bfp_input(net, x)
     from ..deploy.quant import to_fixed
     i = net.input
@@ -459,7 +459,7 @@ def run_ints(net, xq, *, keep=False):
     (B, ...) int64; with ``keep``, ``(out, {tensor: integers})``. A ``bfp_systolic`` network
     runs :func:`hlsnn.engines.bfp_systolic.network.lower.run` on ``(mantissas, exponents)`` pairs instead."""
     if net.engine == "bfp_systolic":
-        from ..engines.bfp_systolic.network.lower import run
+        run = network_part(net.engine, "lower").run
         return run(net, xq, keep=keep)
     b = xq.shape[0]
     env = {net.input["name"]: np.asarray(xq, np.int64)}
@@ -487,7 +487,7 @@ def dequantize(net, q):
     """The output integers as float64: ``q * 2**-F_out``, or a ``bfp_systolic`` network's
     ``(m, e)`` pairs as ``m * 2**e`` (exact)."""
     if net.engine == "bfp_systolic":
-        from ..engines.bfp_systolic.network.lower import dequantize as pairs
+        pairs = network_part(net.engine, "lower").dequantize
         return pairs(q)
     return np.ldexp(np.asarray(q, np.float64), -net.output["f"])
 

@@ -33,7 +33,7 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from .perf import MAC_DEPTH
-from .lower import ELEM_BITS, EXACT_BITS
+from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS
 from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
@@ -46,10 +46,6 @@ TZ_DISTANCE = MAC_DEPTH
 
 #: output lanes and channel banks: 128 DSP multipliers (module docstring)
 LANES, BANKS = 8, 16
-#: a wide element's mantissa bits (a global pool's sums: below 2**53, netbfp rule 6; the
-#: output words); an element's in the activation buffers is netbfp.ELEM_BITS (26: a 36-bit
-#: element with its 10-bit exponent)
-WIDE_BITS = 54
 
 
 #: the bfp kernel's descriptor fields in the order of its ``NetOp`` struct (network_data.h.j2

@@ -94,6 +94,10 @@ EXACT_BITS = 53
 #: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
 #: exponent): an Add's sum must be below 2**(ELEM_BITS - 1) (rule 5)
 ELEM_BITS = 26
+#: a wide element's mantissa bits (a global pool's sums: below 2**53, netbfp rule 6; the
+#: output words); an element's in the activation buffers is :data:`ELEM_BITS` (26: a 36-bit
+#: element with its 10-bit exponent)
+WIDE_BITS = 54
 
 
 def _op(kind, name, ins, out, **f):

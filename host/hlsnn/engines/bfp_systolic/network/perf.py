@@ -79,8 +79,7 @@ def op_cycles(net, tables, ii=None):
 def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
     from ....resources import Buffer, Multiplier
-    from .kernel import WIDE_BITS
-    from .lower import ELEM_BITS
+    from .lower import ELEM_BITS, WIDE_BITS
     pz, pc = tables["pz"], tables["pc"]
     m = net.params["mantissa_bits"]
     wbits = 8 if m <= 8 else 16
@@ -183,7 +182,7 @@ def datapath(net, tables):
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
-    from .kernel import WIDE_BITS as E
+    from .lower import WIDE_BITS as E
     pz, pc, sb = tables["pz"], tables["pc"], tables["sum_bits"]
     m, a = net.params["mantissa_bits"], net.params["acc_bits"]
     x = X_BITS
