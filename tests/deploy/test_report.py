@@ -11,7 +11,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("matplotlib")
 
 from hlsnn.deploy import evaluate  # noqa: E402
-from hlsnn.deploy.onnx_import import Layer  # noqa: E402
+from hlsnn.deploy.graph import Layer  # noqa: E402
 from hlsnn.deploy.report import layer_cycles, layer_shape, write_report  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
