@@ -16,8 +16,20 @@ ENGINE_PARTS = ("__init__.py", "spec.py", "protocol.py", "emulator.py", "kernel.
                 "network/__init__.py", "network/lower.py", "network/kernel.py", "network/perf.py")
 #: top-level folders and files of hlsnn, from the bottom up: a room may import only rooms before
 #: it (or itself). Single-file rooms not named here are the base (errors, paths, config, ...).
-ORDER = ("formats", "plots", "csim", "engines", "codegen", "perf", "runtime", "compare", "build", "deploy",
-         "network", "train", "variant", "sweep", "cluster", "commands", "cli")
+ORDER = ("formats", "plots", "csim", "engines", "codegen", "perf", "runtime", "compare", "deploy", "network",
+         "build", "train", "variant", "cluster", "sweep", "commands", "cli")
+#: the imports that still run back up (issue 46 left them; each names its room pair). The test
+#: fails on any other, and on one of these that is gone (then strike it here): the list only
+#: shrinks. ``deploy`` -> ``network``: the deployment runs calibrated networks through the
+#: network mode's integer program (runner: fast paths, calibration) and ``hlsnn deploy`` compiles
+#: and loads them (evaluate); ``engines`` -> ``network``: bfp_systolic's own walk of the host ops
+#: (netbfp.lower, not yet one walk with shift_mac's); ``perf`` -> ``runtime``, ``deploy``: the
+#: counting target and ``hlsnn perf``'s driver; ``runtime``, ``network`` -> ``build``: the simulated
+#: boards render the overlay's .hwh (``build/hwh.py``, ``build/hwh_net.py``).
+KNOWN_UP = {
+    ("deploy", "network"), ("engines", "network"), ("perf", "runtime"), ("perf", "deploy"), ("runtime", "build"),
+    ("network", "build"),
+}
 
 
 def _modules():
@@ -132,14 +144,17 @@ def test_folders_import_in_one_direction():
     :data:`ORDER` (the single files not named there are the base, below all)."""
     mods = _modules()
     rank = {r: i + 1 for i, r in enumerate(ORDER)}
-    up = []
+    up, pairs = [], set()
     for a, bs in _imports(mods).items():
         ra = _room(a)
         for b in bs:
             rb = _room(b)
             if ra and rb and ra != rb and rank.get(rb, 0) > rank.get(ra, 0):
-                up.append(f"{a} -> {b}")
+                pairs.add((ra, rb))
+                if (ra, rb) not in KNOWN_UP:
+                    up.append(f"{a} -> {b}")
     assert not up, "imports that run back up:\n" + "\n".join(sorted(up))
+    assert not KNOWN_UP - pairs, f"gone (strike them from KNOWN_UP): {sorted(KNOWN_UP - pairs)}"
 
 
 def test_every_engine_has_the_same_parts():

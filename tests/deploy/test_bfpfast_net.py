@@ -1,4 +1,4 @@
-"""The BFP network on emu through ``hlsnn.engines.bfp_systolic.network.fast`` (issue 32's evaluation speed)
+"""The BFP network on emu through ``hlsnn.deploy.bfpfast`` (issue 32's evaluation speed)
 against the layer path it replaces (``Deployment.fast = False``: ``BfpExec.run`` ->
 ``Kernel.gemm_rows`` per layer and slice, the reference): the outputs' bits and each layer's
 ``sat_count``, ``input_density``, ``calls`` and ``in_shape``, on random networks (convolutions of

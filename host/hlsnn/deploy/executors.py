@@ -516,7 +516,7 @@ class BfpExec(_Exec):
 
     @staticmethod
     def run_network(deploy, x, calibrate=False):
-        """:meth:`Deployment.run` of ``x`` (not ``keep``) through :mod:`hlsnn.engines.bfp_systolic.network.fast`
+        """:meth:`Deployment.run` of ``x`` (not ``keep``) through :mod:`hlsnn.deploy.bfpfast`
         when every engine layer is a BFP layer it can run (the layer path's bits and statistics,
         its per-call host work done once per layer), else None. A BFP layer has nothing to
         calibrate: the calibration pass is the layer path's pass over the whole batch at once,

@@ -96,7 +96,7 @@ class Deployment:
         self._fastnet = None     # the calibrated network as one integer program (:meth:`fast_network`)
 
     #: run a calibrated network on the emu target as one integer program where it lowers to
-    #: one (:meth:`fast_network`), a network of BFP layers through :mod:`hlsnn.engines.bfp_systolic.network.fast`
+    #: one (:meth:`fast_network`), a network of BFP layers through :mod:`hlsnn.deploy.bfpfast`
     #: (:meth:`BfpExec.run_network`); False keeps the layer-by-layer path
     fast = True
 
@@ -121,7 +121,7 @@ class Deployment:
 
         On ``emu``, a calibrated network that lowers to the integer network mode runs as one
         compiled program (:meth:`fast_network`), and a network of BFP layers (calibrating too)
-        through :mod:`hlsnn.engines.bfp_systolic.network.fast` (:meth:`BfpExec.run_network`), with the same
+        through :mod:`hlsnn.deploy.bfpfast` (:meth:`BfpExec.run_network`), with the same
         bits and statistics."""
         if not calibrate and not self.calibrated and not self.dynamic:
             raise InputError("calibrate first: run(x_cal, calibrate=True)")
