@@ -22,12 +22,11 @@ ORDER = ("formats", "plots", "csim", "engines", "codegen", "perf", "runtime", "c
 #: fails on any other, and on one of these that is gone (then strike it here): the list only
 #: shrinks. ``deploy`` -> ``network``: the deployment runs calibrated networks through the
 #: network mode's integer program (runner: fast paths, calibration) and ``hlsnn deploy`` compiles
-#: and loads them (evaluate); ``engines`` -> ``network``: bfp_systolic's own walk of the host ops
-#: (netbfp.lower, not yet one walk with shift_mac's); ``perf`` -> ``runtime``, ``deploy``: the
-#: counting target and ``hlsnn perf``'s driver; ``runtime``, ``network`` -> ``build``: the simulated
+#: and loads them (evaluate); ``perf`` -> ``runtime``: the counting target and ``hlsnn perf``'s
+#: driver; ``runtime``, ``network`` -> ``build``: the simulated
 #: boards render the overlay's .hwh (``build/hwh.py``, ``build/hwh_net.py``).
 KNOWN_UP = {
-    ("deploy", "network"), ("engines", "network"), ("perf", "runtime"), ("perf", "deploy"), ("runtime", "build"),
+    ("deploy", "network"), ("perf", "runtime"), ("runtime", "build"),
     ("network", "build"),
 }
 

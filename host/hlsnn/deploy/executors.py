@@ -338,7 +338,7 @@ class SparseExec(_Exec):
     whose channels fit one call gets the same bits either way (tested).
 
     **Big kernels.** A kernel whose stride-1 square form exceeds ``max_ksize`` is split into
-    blocks of taps of at most ``max_ksize`` rows and columns (:func:`hlsnn.deploy.blocks.kernel_blocks`); each
+    blocks of taps of at most ``max_ksize`` rows and columns (:func:`hlsnn.engines.convgeom.kernel_blocks`); each
     block is a raw convolution of the padded input shifted by the block's offset, and the
     blocks' exact sums add on the host (int64) before the kernel's output rules act on the
     total (the statistics unit then sees only the outputs the layer keeps)."""
@@ -365,7 +365,7 @@ class SparseExec(_Exec):
         # K tiling (class docstring): channels per raw call, or None when one call takes them all
         self.k_step = p["max_in_channels"] if wq.shape[1] > p["max_in_channels"] else None
         # a kernel beyond max_ksize: blocks of taps, each a raw convolution (class docstring)
-        self.blocks = blocks.kernel_blocks(layer.geom, p["max_ksize"]) if wq.shape[2] > p["max_ksize"] else None
+        self.blocks = conv.kernel_blocks(layer.geom, p["max_ksize"]) if wq.shape[2] > p["max_ksize"] else None
         self.stats.f_w = self.f_w.tolist() if per_channel else self.f_w
 
     def run(self, act, calibrate):

@@ -129,7 +129,7 @@ def lower(program, arrays):
     (acc_name, acc), = accels.items()
     rules = engine_rules(acc["engine"], acc_name)
     if getattr(rules, "lower", None) is not None:            # a network mode of its own (bfp_systolic)
-        return check_ops(rules.lower(program, arrays))
+        return check_ops(rules.lower(program, arrays, alias_shape, maxpool_fields))
     p = acc["config"][acc["engine"]]
     bits, rounding = rules.activations(p, acc_name), program["rounding"]
     inp = program["input"]

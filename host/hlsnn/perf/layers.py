@@ -127,7 +127,7 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
     if general and convgeom.as_stride1(w[:1, :1], layer.geom)[2] > p["max_ksize"]:
         # the runner's blocks of taps (hlsnn.deploy.blocks): raw convolutions of the shifted input
-        from ..deploy.blocks import kernel_blocks
+        from ..engines.convgeom import kernel_blocks
         g = layer.geom
         kc = KernelCycles()
         xp = convgeom.pad_nchw(x, g.pads)

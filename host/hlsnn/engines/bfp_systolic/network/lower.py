@@ -77,7 +77,6 @@ from ..emulator import emulate
 from ....errors import InputError
 from ....primitives import msb_index, shift_round_sat
 from ...network.program import _chw
-from ....network.program import alias_shape, maxpool_fields
 
 
 class NotExact(InputError):
@@ -105,9 +104,11 @@ def _op(kind, name, ins, out, **f):
     return Op(kind, name, list(ins), out, f)
 
 
-def lower(program, arrays):
+def lower(program, arrays, alias_shape, maxpool_fields):
     """The :class:`~hlsnn.engines.network.program.NetProgram` of a compiled ``bfp_systolic`` model
-    (module rules), or :class:`InputError` naming the layer it cannot run and why."""
+    (module rules), or :class:`InputError` naming the layer it cannot run and why. ``alias_shape``
+    and ``maxpool_fields``: the host ops' shapes and fields as the engine-neutral walk reads them
+    (:func:`hlsnn.network.program.alias_shape`, :func:`hlsnn.network.program.maxpool_fields`)."""
     from ...network.program import NetProgram, _why
     (acc_name, acc), = program["accels"].items()
     p = acc["config"]["bfp_systolic"]
