@@ -1,8 +1,8 @@
 """Cycle counts of the generated hardware, from the C-simulation's loop counters.
 
 Every kernel counts, in C-simulation only, the iterations and entries of its labelled loops
-(``hls/include/hlsnn/counters.h``). One page per engine (:mod:`.bfp_systolic`,
-:mod:`.shift_mac`, :mod:`.sparse_cluster`; each module docstring *is* the page) lists the
+(``hls/include/hlsnn/counters.h``). One page per engine (:mod:`~hlsnn.perf.bfp_systolic`,
+:mod:`~hlsnn.perf.shift_mac`, :mod:`~hlsnn.perf.sparse_cluster`; each module docstring *is* the page) lists the
 loops with their II, the accesses per iteration that set it, the depth and the phase, and
 :mod:`.model` turns the counts into cycles as the HLS scheduler would. The csim and sim
 targets log the counters of every kernel call; an operation's :attr:`Kernel.last_cycles`

@@ -179,7 +179,7 @@ _LOOPS = (
 
 
 def loopbacks(p) -> dict:
-    """The longest loop-back chain of each pipelined loop (:mod:`.timing`): what an iteration's
+    """The longest loop-back chain of each pipelined loop (:mod:`~hlsnn.perf.timing`): what an iteration's
     loop-carried registers pass through before the next iteration needs them.
 
     ``Steps``: the longest of three paths, each one compare of registers, the condition's
@@ -216,7 +216,7 @@ def call_cycles(p, counts, ii=None):
     """Modelled cycles of one call from its loop counters: the loops add up; the ``Steps``
     iterations that waited for weights (``WeightWait``) are moved to the weights phase, the
     ``GemvSteps`` iterations that waited for the sample (``SampleWait``) to the activations'.
-    ``ii``: ``{loop: II}`` of loops whose loop-back does not close at II = 1 (:mod:`.timing`)."""
+    ``ii``: ``{loop: II}`` of loops whose loop-back does not close at II = 1 (:mod:`~hlsnn.perf.timing`)."""
     import dataclasses
     rows = loops(p)
     if ii:

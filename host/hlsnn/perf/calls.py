@@ -8,8 +8,8 @@ from .model import CallCycles, KernelCycles
 
 def call_cycles(cfg, counts) -> CallCycles:
     """Modelled cycles of one kernel call of config ``cfg`` from its loop counters; every
-    pipelined loop at the II derived from the rendered C++ (:mod:`.schedule`), and a loop whose
-    loop-back does not close within the clock (:mod:`.timing`) at the II it would get."""
+    pipelined loop at the II derived from the rendered C++ (:mod:`~hlsnn.perf.schedule`), and a loop whose
+    loop-back does not close within the clock (:mod:`~hlsnn.perf.timing`) at the II it would get."""
     from .model import DERIVED_II
     from .schedule import config_schedule, ii_of
     page = PAGES[cfg.engine]

@@ -1,4 +1,4 @@
-"""The rendered C++ of a kernel as libclang reads it, for :mod:`.schedule`: the front end
+"""The rendered C++ of a kernel as libclang reads it, for :mod:`~hlsnn.perf.schedule`: the front end
 (:func:`cindex`, :func:`parse_args`), the ``#pragma HLS`` lines (:func:`_pragmas`), the AST's
 nodes and tokens, the constants the code declares (:class:`_Consts`), the widths of its types
 (:func:`_bits`) and its loops with their trip counts (:class:`_Loop`, :func:`_trip`)."""

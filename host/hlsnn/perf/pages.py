@@ -1,5 +1,5 @@
-"""The cycle model's pages by engine (:data:`PAGES`): :mod:`.bfp_systolic`, :mod:`.shift_mac`,
-:mod:`.sparse_cluster`."""
+"""The cycle model's pages by engine (:data:`PAGES`): :mod:`~hlsnn.perf.bfp_systolic`, :mod:`~hlsnn.perf.shift_mac`,
+:mod:`~hlsnn.perf.sparse_cluster`."""
 from __future__ import annotations
 
 from . import bfp_systolic, shift_mac, sparse_cluster

@@ -36,7 +36,7 @@ it; ``notes`` says why):
     unrolled inner loop of ``T`` iterations repeats its assignments ``T`` times; a register that
     only sums, ``x += a`` under conditions or not, carries one adder: the compiler folds the
     conditions into the operands and reassociates integer sums into a tree), timed with
-    :mod:`.timing`'s operator delays against the clock's budget: II = ceil(delay / budget).
+    :mod:`~hlsnn.perf.timing`'s operator delays against the clock's budget: II = ceil(delay / budget).
 ``m_axi``
     an access to an ``m_axi`` port under a condition or at an index that is not affine in the
     loop's counter cannot be inferred as a burst: each is a single transaction, and with
