@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Benchmark: the C host path of one network-kernel start (issue 48), the x86 source of
-:data:`hlsnn.compiled.hostmodel.X86`.
+:data:`hlsnn.network.hostmodel.X86`.
 
 A compiled model's lowered network (``--model``, compiled here from
-``configs/models/<model>.yaml``) with the C host path (:class:`hlsnn.compiled.nethost.CHost`)
+``configs/models/<model>.yaml``) with the C host path (:class:`hlsnn.network.nethost.CHost`)
 on a stand-in board: the real buffers' layout in plain numpy (uncached: no flush), and
 ``netin.c``'s null register file (writes dropped, ``CTRL`` reads done), so that what is timed
 is the host's own work. Medians over ``--calls`` calls, after a warm-up, in microseconds:
@@ -18,9 +18,9 @@ is the host's own work. Medians over ``--calls`` calls, after a warm-up, in micr
   ``hlsnn_in_quantize``, whose 256-value table build makes it an upper bound of the lookup of
   ``hlsnn_in_run``): the Python and ``ctypes`` part of a start;
 * ``softmax``: the host layers after the logits on the dequantized outputs
-  (:func:`hlsnn.compiled.netmode.finish` less nothing: the numpy Softmax of 10 values with the
+  (:func:`hlsnn.network.program.finish` less nothing: the numpy Softmax of 10 values with the
   dequantization);
-* ``python_quantize``: the numpy rule 1 it replaces (:func:`hlsnn.compiled.netmode.quantize_input`).
+* ``python_quantize``: the numpy rule 1 it replaces (:func:`hlsnn.network.program.quantize_input`).
 
 Usage::
 
@@ -28,7 +28,7 @@ Usage::
     python benchmarks/bench_c_host.py --model resnet8_digits32 --assignment bfp8_z2 --calls 3000
 
 A ``bfp_systolic`` network (float32 words in, its 64-bit words out, unpacked in C) reports
-``call_f32`` and, for comparison, ``numpy_unpack`` (:func:`hlsnn.compiled.bfpkernel.finish_words`
+``call_f32`` and, for comparison, ``numpy_unpack`` (:func:`hlsnn.engines.bfp_systolic.network.kernel.finish_words`
 and the pairs' dequantization in numpy, which the C call does for a batch of one).
 
 CPU time (``time.process_time_ns`` is too coarse for one call: wall time, medians, on a shared
@@ -37,7 +37,6 @@ CPU time (``time.process_time_ns`` is too coarse for one call: wall time, median
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import statistics
 import sys
@@ -50,8 +49,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hlsnn.compiled import artifact, netmode, nethost  # noqa: E402
-from hlsnn.compiled.netboard import io_words  # noqa: E402
+from hlsnn.network import artifact, nethost, program as netmode  # noqa: E402
+from hlsnn.network.board import io_words  # noqa: E402
 
 
 class _Buf(np.ndarray):
@@ -115,8 +114,8 @@ def main(argv=None):
     res = {"model": args.model, "assignment": args.assignment, "values": n, "outputs": board.n_out,
            "calls": args.calls}
     if host.words:                                   # bfp_systolic: float32 words in, its words out
-        from hlsnn.compiled.bfpkernel import finish_words
-        from hlsnn.compiled.netbfp import dequantize
+        from hlsnn.engines.bfp_systolic.network.kernel import finish_words
+        from hlsnn.engines.bfp_systolic.network.lower import dequantize
         res["call_f32"] = _median_us(lambda: host.run(x32), args.calls)
         words = np.zeros((1, board.out_words), np.uint64)
         res["numpy_unpack"] = _median_us(lambda: dequantize(finish_words(net, None, words)), args.calls)

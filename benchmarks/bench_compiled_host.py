@@ -134,7 +134,7 @@ def main(argv=None):
                 a.close()
         try:
             import hlsnn
-            from hlsnn.compiled.build import compile_model
+            from hlsnn.network.build import compile_model
         except ImportError:
             row["compiled"] = None
         else:

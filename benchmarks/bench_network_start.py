@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Benchmark: the host's cost of one network-kernel start on the simulated board (issue 31),
-the source of :data:`hlsnn.compiled.latency.CPUS`'s ``net_start_us`` and ``quant_us``.
+the source of :data:`hlsnn.network.latency.CPUS`'s ``net_start_us`` and ``quant_us``.
 
 A compiled model's network path (``hlsnn.load(path, target="sim")``, one kernel start per
 batch) at batch 1, after a warm-up call, over ``--calls`` calls; medians of:
@@ -18,7 +18,7 @@ batch) at batch 1, after a warm-up call, over ``--calls`` calls; medians of:
   Python and numpy, the part a board runs as well (its MMIO a store to a mapped page, its
   syncs a cache-maintenance call that is not modelled here);
 * ``quantize`` and ``finish``: rule 1 (the input's integers) and rule 5 (the logits'
-  dequantization and the host layers after them) of :mod:`hlsnn.compiled.netmode`.
+  dequantization and the host layers after them) of :mod:`hlsnn.network.program`.
 
 Usage::
 
@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
 import hlsnn  # noqa: E402
-from hlsnn.compiled import netmode  # noqa: E402
-from hlsnn.compiled.build import compile_model  # noqa: E402
+from hlsnn.network import program as netmode  # noqa: E402
+from hlsnn.network.build import compile_model  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 
 

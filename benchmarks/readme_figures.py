@@ -54,7 +54,7 @@ def _ms(us):
 
 
 def _net_cells(assignments, compiled):
-    from hlsnn.compiled.latency import model
+    from hlsnn.network.latency import model
     k, e1, e16 = [], [], []
     for a in assignments:
         r1 = model(compiled(a), batch=1)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hlsnn.compiled import artifact
+from hlsnn.network import artifact
 from hlsnn.errors import HlsnnError, InputError
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture,

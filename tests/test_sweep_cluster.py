@@ -211,7 +211,7 @@ def _tree(folder):
 
 
 def test_batch_exit_status():
-    from hlsnn.cli import _batch_status
+    from hlsnn.commands.builds import _batch_status
     assert _batch_status([0, 0]) == 0
     assert _batch_status([0, 3, 0]) == 3          # tools missing for one: as a single build says
     assert _batch_status([3, 1, 0]) == 1          # a failed build wins

@@ -191,13 +191,13 @@ def _worker_config(payload: dict, tmp: Path):
 
 def sweep_point(payload: bytes) -> bytes:
     """A dask task: one sweep variant (:func:`sweep_payload`'s bytes) -> its row as JSON bytes.
-    Validation and the resource estimate run here as locally (:func:`hlsnn.sweep._row`), with
+    Validation and the resource estimate run here as locally (:func:`hlsnn.variant._row`), with
     the board file written into the task's own temporary folder; with rendered files, the
     C-simulation compiles and runs them there against the emulator."""
     import pickle
     p = pickle.loads(payload)
     _maybe_kill_for_test(p["variant"]["name"])
-    from .sweep import _row
+    from .variant import _row
     with tempfile.TemporaryDirectory(prefix="hlsnn-task-") as t:
         tmp = Path(t)
         v = {**p["variant"], "data": _worker_config(p, tmp)}
@@ -208,7 +208,8 @@ def sweep_point(payload: bytes) -> bytes:
 
 
 def _csim_files(cfg, p, tmp: Path) -> dict:
-    from .codegen import RenderedKernel, sources_digest
+    from .codegen import RenderedKernel
+    from .files import sources_digest
     from .compare import compare
     from .engines import ENGINES
     from .runtime.targets import CsimTarget

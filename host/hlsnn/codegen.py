@@ -11,7 +11,6 @@ string. They receive only validated scalars (see each engine's ``template_contex
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -20,8 +19,9 @@ from pathlib import Path
 
 import jinja2
 
-from . import __version__
+from .version import __version__
 from . import files as files_mod
+from .files import sources_digest
 from .config import Config
 from .engines import ENGINES
 from .paths import HARNESS_DIR, HLS_DIR, HLS_INCLUDE, build_dir
@@ -81,14 +81,6 @@ def _write_if_changed(path: Path, text: str):
     except OSError:
         pass
     files_mod.write_atomic(path, text)
-
-
-def sources_digest(sources) -> str:
-    """The hash of a rendered project: over ``(name, bytes)`` pairs, in name order."""
-    digest = hashlib.sha256()
-    for name, data in sorted(sources):
-        digest.update(name.encode() + b"\0" + data + b"\0")
-    return digest.hexdigest()
 
 
 def render(cfg: Config, out_dir=None) -> RenderedKernel:

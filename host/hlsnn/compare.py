@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from .engines import ENGINES
-from .runtime.targets import make_target
+from .runtime.make import make_target
 
 
 def compare(cfg, target="csim", *, seed=0, n_random=8, verbose=False, target_obj=None):

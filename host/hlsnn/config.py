@@ -196,7 +196,7 @@ def find_config(name_or_path) -> Path:
 
 def _strict_loader():
     """:class:`StrictLoader`, made on first use: PyYAML is imported only when YAML is read, so
-    that a board that runs a compiled model (:mod:`hlsnn.compiled`) needs no PyYAML."""
+    that a board that runs a compiled model (:mod:`hlsnn.network`) needs no PyYAML."""
     global StrictLoader
     if StrictLoader is not None:
         return StrictLoader

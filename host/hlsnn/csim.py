@@ -158,7 +158,7 @@ def _rendered_sources(rendered):
     project copied or edited on purpose, with its hash recomputed). When neither does, the
     folder was rewritten since (another process rendered a different config of the same name
     into it): an error, never a library built from someone else's sources."""
-    from .codegen import sources_digest
+    from .files import sources_digest
     kept = getattr(rendered, "sources", None)
     if kept is not None and sources_digest(kept) == rendered.sha:
         return list(kept), rendered.sha

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import tempfile
@@ -139,3 +140,11 @@ def remove_stale(folder, *, max_age_s=24 * 3600.0) -> list:
             except OSError:
                 pass
     return removed
+
+
+def sources_digest(sources) -> str:
+    """The hash of a rendered project: over ``(name, bytes)`` pairs, in name order."""
+    digest = hashlib.sha256()
+    for name, data in sorted(sources):
+        digest.update(name.encode() + b"\0" + data + b"\0")
+    return digest.hexdigest()

@@ -37,21 +37,19 @@ import itertools
 import json
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import yaml
 
-from .config import find_config, load_board, load_config, read_yaml, safe_yaml
-from .errors import ConfigError, HlsnnError, InputError, MissingDependency, excerpt
+from .config import find_config, load_board, read_yaml, safe_yaml
+from .errors import ConfigError, InputError, MissingDependency, excerpt
 from .plots import check_out, save_figure
+from .variant import RESOURCES, _check_csim_tools, _csim_ok, _csim_one, _row
 
 __all__ = ["RESOURCES", "MAX_VARIANTS", "parse_vary", "allowed_keys", "resolve_key", "variants", "run_sweep",
            "format_table", "check_out", "plot_sweep", "matplotlib_missing"]
 
-#: Resources reported and plotted, in order (the keys of every engine's estimate).
-RESOURCES = ("dsp", "bram36", "uram", "lut", "ff")
 #: Most variants one sweep may have.
 MAX_VARIANTS = 512
 #: Names of the engine's section besides the engine's own name.
@@ -235,61 +233,6 @@ def variants(config, vary, *, source: Optional[str] = None) -> list:
 
 # --------------------------------------------------------------------------- the sweep
 
-def _csim_one(data, source, seed, n_random):
-    """Worker: load one variant and compare its C-simulation with the emulator."""
-    from .compare import compare
-    t0 = time.time()
-    try:
-        cfg = load_config(data, source=source, check_fit=False)
-        rep = compare(cfg, "csim", seed=seed, n_random=n_random)
-    except HlsnnError as exc:
-        return {"error": str(exc), "time_s": round(time.time() - t0, 3)}
-    keep = ("cases", "outputs", "mismatches", "first_mismatch", "register_mismatches", "setup_s", "run_s")
-    return {**{k: rep[k] for k in keep}, "time_s": round(time.time() - t0, 3)}
-
-
-def _csim_ok(c) -> bool:
-    return c is not None and "error" not in c and c["mismatches"] == 0 and not c["register_mismatches"]
-
-
-def _check_csim_tools():
-    from . import csim
-    csim.compiler()
-    csim.ap_types_dir()
-
-
-def _row(v, csim: bool):
-    """Validation and the resource estimate of one variant: its row (``csim`` None) and its
-    Config (None when invalid). Runs here, or on a cluster worker (:mod:`hlsnn.cluster`)."""
-    r = {"index": v["index"], "name": v["name"], "values": v["values"], "valid": False, "error": None,
-         "resources": None, "utilization": None, "buffers": None, "multipliers": None, "throughput": None, "fits": None, "over_budget": [],
-         "clock_mhz": None, "csim": None, "csim_skipped": None}
-    try:
-        cfg = load_config(v["data"], source=v["source"], check_fit=False)
-    except ConfigError as exc:
-        prefix = f"{v['source']}: "
-        msg = str(exc)
-        r["error"] = " ".join((msg[len(prefix):] if msg.startswith(prefix) else msg).split())
-        r["csim_skipped"] = "invalid"
-        return r, None
-    est = cfg.estimates
-    res = {k: est["resources"][k] for k in RESOURCES if k in est["resources"]}
-    avail = cfg.board.resources
-    over = [{"resource": k, "used": used, "available": avail.get(k, 0), "over": used - avail.get(k, 0)}
-            for k, used in est["resources"].items() if used > avail.get(k, 0)]
-    r.update(buffers=est.get("buffers", []), multipliers=est.get("multipliers", []))
-    r.update(valid=True, resources=res, utilization={k: est["utilization"][k] for k in res},
-             throughput=dict(est["throughput"]) if "throughput" in est else None, fits=not over,
-             over_budget=over, clock_mhz=cfg.clock_mhz)
-    from .perf.closed_form import reference_gemm    # the cycle model of hlsnn perf (issue 13)
-    r["model"] = reference_gemm(cfg)
-    if over:
-        r["csim_skipped"] = "over budget"
-    elif not csim:
-        r["csim_skipped"] = "--no-csim"
-    return r, cfg
-
-
 
 def _csim_outcome(c) -> str:
     """One variant's C-simulation in a few words (the progress line and the bar's postfix)."""
@@ -431,7 +374,7 @@ def _finish(config, vs, engine, board, csim, cases, seed, results, workers):
         "config": "<dict>" if isinstance(config, Mapping) else str(config),
         "name": vs[0]["name"].rsplit("_v", 1)[0],
         "engine": engine,
-        "board": board.name if board else first.get("board"),
+        "board": board.name if board else vs[0]["data"].get("board"),
         "clock_mhz": None if "clock_mhz" in keys else next((r["clock_mhz"] for r in results if r["valid"]), None),
         "budget": {k: board.resources[k] for k in RESOURCES} if board else None,
         "keys": keys,

@@ -87,7 +87,7 @@ def _combos():
     for path in CONFIGS:
         for board in BOARDS:
             try:
-                out.append((path, board, hlsnn.cli.load_for_build(path, board)))
+                out.append((path, board, hlsnn.commands.builds.load_for_build(path, board)))
             except ConfigError as exc:
                 skipped.append((path.stem, board, str(exc)))
     return out, skipped
@@ -96,7 +96,7 @@ def _combos():
 COMBOS, SKIPPED = _combos()
 # plus a narrow (32-bit) stream on each PS family: the DMA follows the config, not the board
 TINY = ROOT / "tests" / "engines" / "bfp_systolic" / "configs" / "t2_tiny.yaml"
-EXTRA = [(TINY, b, hlsnn.cli.load_for_build(TINY, b)) for b in ("pynq-z2", "kv260")]
+EXTRA = [(TINY, b, hlsnn.commands.builds.load_for_build(TINY, b)) for b in ("pynq-z2", "kv260")]
 
 
 def render_bd(cfg, tmp):
@@ -420,7 +420,7 @@ def test_fixed_control_addresses(tmp_path, board, dma, kernel):
     flow renders for the simulated device and the one Vivado writes agree."""
     import hlsnn.build
     from hlsnn import codegen
-    from hlsnn.cli import load_for_build
+    from hlsnn.commands.builds import load_for_build
     config = {"pynq-z2": "bfp16_pynq-z2.yaml", "zcu104": "bfp8_zcu104.yaml"}[board]
     cfg = load_for_build(ROOT / "configs" / "accel" / config, None)
     text = codegen.render_extra(cfg, "bd.tcl.j2", tmp_path / "bd.tcl", hlsnn.build.bd_context(cfg)).read_text()

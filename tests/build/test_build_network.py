@@ -46,8 +46,8 @@ def env(tmp_path, monkeypatch, capsys):
 
 
 def _lowered(model):
-    from hlsnn.compiled import artifact, netmode
-    from hlsnn.compiled.net import config_of
+    from hlsnn.network import artifact, program as netmode
+    from hlsnn.network.loader import config_of
     prog, arrays = artifact.read(model)
     net = netmode.lower(prog, arrays)
     return net, config_of(prog["accels"][net.accel], str(model))
@@ -83,7 +83,7 @@ def test_what_a_network_build_refuses(model, env, monkeypatch):
                       ((model, "--check"), "--check: not for the network kernel yet")):
         rc, out, err = main(*args)
         assert rc != 0 and msg in err and "Traceback" not in err, err
-    from hlsnn.compiled import netmode
+    from hlsnn.network import program as netmode
     from hlsnn.errors import InputError
 
     def refuse(prog, arrays):
@@ -105,7 +105,7 @@ def test_full_network_build_with_the_fake_tools(model, env):
     overlay = tmp / "overlays" / name
     assert sorted(p.name for p in overlay.iterdir()) == [f"{name}.bit", f"{name}.hwh", f"{name}.json"]
     m = json.loads((overlay / f"{name}.json").read_text())
-    from hlsnn.compiled.netboard import network_digest
+    from hlsnn.network.board import network_digest
     assert m["kernel"] == "network" and m["name"] == name and m["network"] == net.name
     assert m["network_sha256"] == network_digest(net) and m["config_sha256"] == cfg.sha
     assert m["register_map"] == {"in": [0x10, 0x14], "out": [0x1C, 0x20], "batch": [0x28]}
@@ -120,7 +120,7 @@ def test_full_network_build_with_the_fake_tools(model, env):
     assert viv_call["argv"][-3:] == [str(root / "hls" / f"{name}_prj" / "solution1" / "impl" / "ip"),
                                        str(root / "vivado" / "out"), "2"]
     # the overlay is refused by a board only for what the fake .hwh lacks (a register map), not its ports
-    from hlsnn.compiled.netboard import is_network_overlay
+    from hlsnn.network.board import is_network_overlay
     assert is_network_overlay(overlay)
 
 
@@ -128,7 +128,7 @@ def test_full_network_build_with_the_fake_tools(model, env):
 @pytest.mark.csim
 def test_a_csim_mismatch_stops_the_network_build_before_the_tools(model, env, monkeypatch):
     tmp, main = env
-    from hlsnn.compiled import netmode
+    from hlsnn.network import program as netmode
     real = netmode.run_ints
     monkeypatch.setattr(netmode, "run_ints", lambda net, xq, **kw: np.asarray(real(net, xq, **kw)) ^ 1)
     rc, out, err = main(model)

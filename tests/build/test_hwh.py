@@ -42,7 +42,7 @@ CTRL_FIELDS = {"AP_START": (0, 1), "AP_DONE": (1, 1), "AP_IDLE": (2, 1), "AP_REA
 def _cases():
     out = [(p.stem, hlsnn.load_config(p)) for p in CONFIGS]
     # a 32-bit stream on the KV260 (64-bit DMA addresses): the design follows the config and board
-    out.append(("t2_tiny@kv260", hlsnn.cli.load_for_build(TINY, "kv260")))
+    out.append(("t2_tiny@kv260", hlsnn.commands.builds.load_for_build(TINY, "kv260")))
     return out
 
 

@@ -6,8 +6,8 @@ MODELS = ROOT / "configs" / "models"
 
 def compiled_models(tmp_path_factory, folder, models=MODELS, **kw):
     """``get(model, assignment) -> path``: the shipped model's assignment (``models``/MODEL.yaml)
-    compiled once (into a fresh ``folder``) with :func:`hlsnn.compiled.build.compile_model` and ``kw``."""
-    from hlsnn.compiled.build import compile_model
+    compiled once (into a fresh ``folder``) with :func:`hlsnn.network.build.compile_model` and ``kw``."""
+    from hlsnn.network.build import compile_model
     d = tmp_path_factory.mktemp(folder)
     cache = {}
 

@@ -1,4 +1,4 @@
-"""The BFP network on emu through ``hlsnn.compiled.netbfpfast`` (issue 32's evaluation speed)
+"""The BFP network on emu through ``hlsnn.deploy.bfpfast`` (issue 32's evaluation speed)
 against the layer path it replaces (``Deployment.fast = False``: ``BfpExec.run`` ->
 ``Kernel.gemm_rows`` per layer and slice, the reference): the outputs' bits and each layer's
 ``sat_count``, ``input_density``, ``calls`` and ``in_shape``, on random networks (convolutions of
@@ -10,9 +10,9 @@ import yaml
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.compiled import netbfpfast  # noqa: E402
+from hlsnn.deploy import bfpfast as netbfpfast  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
-from hlsnn.deploy.onnx_import import Layer, Network  # noqa: E402
+from hlsnn.deploy.graph import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 

@@ -15,8 +15,8 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from hlsnn.cli import main  # noqa: E402
-from hlsnn.compiled import artifact  # noqa: E402
-from hlsnn.compiled.build import compile_model  # noqa: E402
+from hlsnn.network import artifact  # noqa: E402
+from hlsnn.network.build import compile_model  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
 from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
@@ -166,7 +166,7 @@ print(chr(10).join(getattr(sys.modules[n], "__file__", None) or "" for n in mods
     # every hlsnn module the board imports parses as Python 3.8 (the PYNQ images' Python)
     import ast
     files = [f for f in lines[1:] if f.endswith(".py")]
-    assert any(f.endswith("compiled/net.py") for f in files) and len(files) > 30
+    assert any(f.endswith("network/loader.py") for f in files) and len(files) > 30
     for f in files:
         ast.parse(open(f).read(), filename=f, feature_version=(3, 8))
     # the blocker really blocks: importing the deploy side (onnx) fails under it

@@ -136,7 +136,7 @@ def test_report_counts_the_stride1_rewrite_on_sparse(tmp_path):
     r = layer_cycles(layer, cfg, 1, in_hw=hw)
     assert r["m"] == 5 * 5                                 # the layer's outputs per image
     # the same weights as a stride-1 "same" layer: 9 x 9 outputs, the work the kernel does
-    from hlsnn.deploy.onnx_import import Layer
+    from hlsnn.deploy.graph import Layer
     same = Layer("s", "conv", ["x"], "y", w=layer.w, b=layer.b, pad=1)
     r1 = layer_cycles(same, cfg, 1, in_hw=hw)
     assert 0.8 < r["cycles"] / r1["cycles"] < 1.3

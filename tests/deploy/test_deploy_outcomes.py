@@ -75,8 +75,8 @@ def test_regression_against_targets_and_against_the_float_outputs(tmp_path):
 def test_end_to_end_latency_is_the_compiled_models(tmp_path):
     """The deploy result's end-to-end figure is `hlsnn perf` of the same assignment compiled:
     one kernel start on the network kernel, for two-hot and for bfp8."""
-    from hlsnn.compiled import latency
-    from hlsnn.compiled.build import compile_model
+    from hlsnn.network import latency
+    from hlsnn.network.build import compile_model
     text = (f"name: e2e\nmodel: {MLP}\ndata: digits\ncalibration: {{samples: 16}}\n"
             "formats:\n  bfp8: {type: bfp, accel: bfp8_zcu104}\n  twohot: {type: twohot, accel: shift8_pynq-z2}\n"
             "assignments:\n  twohot: {default: twohot}\n  bfp8: {default: bfp8}\n")

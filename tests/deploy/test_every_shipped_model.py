@@ -10,7 +10,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("sklearn")
 
 from compiled_fixtures import MODELS  # noqa: E402
-from hlsnn.compiled.net import load  # noqa: E402
+from hlsnn.network.loader import load  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 
 CASES = [(p.stem, a) for p in sorted(MODELS.glob("*.yaml"))

@@ -7,7 +7,7 @@ import pytest
 
 from hlsnn import native
 from hlsnn.deploy import shift_fit
-from hlsnn.deploy.onnx_import import Layer
+from hlsnn.deploy.graph import Layer
 from hlsnn.engines import convgeom
 from compiled_fixtures import assert_grams_are_the_products
 

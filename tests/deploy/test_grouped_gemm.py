@@ -12,7 +12,7 @@ pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
 from hlsnn.config import load_config  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
-from hlsnn.deploy.onnx_import import Layer, Network  # noqa: E402
+from hlsnn.deploy.graph import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
 from hlsnn.engines.convgeom import dense_weight  # noqa: E402
 from hlsnn.perf.layers import layer_cycles  # noqa: E402

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from hlsnn.compiled import artifact
+from hlsnn.network import artifact
 from hlsnn.errors import CsimError, InputError
 
 from compiled_fixtures import compiled_models
@@ -358,7 +358,7 @@ EVIL = 'x\n__attribute__((constructor)) static void pwn() { __builtin_trap(); }\
 
 
 def _lowered(path, name=None, op_name=None):
-    from hlsnn.compiled import netmode
+    from hlsnn.network import program as netmode
     net = netmode.lower(*artifact.read(path))
     if name is not None:
         net.name = name
@@ -370,8 +370,10 @@ def _lowered(path, name=None, op_name=None):
 
 @pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
 def test_hostile_names_reach_generated_cxx_only_reduced(good, tmp_path, which):
-    from hlsnn.compiled import bfpkernel, netkernel, sparsekernel
-    render = {"twohot": netkernel.render, "fixed8": sparsekernel.render, "bfp8": bfpkernel.render}[which]
+    from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
+    from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
+    from hlsnn.engines.shift_mac.network import kernel as shiftkernel
+    render = {"twohot": shiftkernel.render, "fixed8": sparsekernel.render, "bfp8": bfpkernel.render}[which]
     net = _lowered(good[which], name=EVIL, op_name=EVIL)
     net.accel = EVIL
     files, _, _ = render(net, tmp_path)[:3]
@@ -395,7 +397,10 @@ def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_pat
     """Every network template rendered with hostile names (the accelerator's, every op's)
     compiles, and its C-simulation runs the network with the network mode's bits (a global
     constructor slipped past a comment would trap the process first)."""
-    from hlsnn.compiled import bfpkernel, netkernel, netmode, sparsekernel
+    from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
+    from hlsnn.engines.network import kernel as netkernel
+    from hlsnn.network import program as netmode
+    from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
     mod = {"twohot": netkernel, "fixed8": sparsekernel, "bfp8": bfpkernel}[which]
     cls = {"twohot": netkernel.NetKernel, "fixed8": sparsekernel.SparseNetKernel,
@@ -425,7 +430,7 @@ def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_pat
 
 @pytest.mark.parametrize("name", SLUG_BAD[:8])
 def test_a_program_name_cannot_steer_a_build_folder(good, tmp_path, monkeypatch, name):
-    from hlsnn.compiled import netkernel
+    from hlsnn.engines.network import kernel as netkernel
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
     net = _lowered(good["twohot"], name=name)
     before = set(os.listdir(tmp_path))
@@ -457,7 +462,7 @@ def test_comment_form_cannot_leave_a_comment(text):
                                          ("group", 0), ("bias", np.zeros(3, np.int64)), ("shift", np.full(8, 70)),
                                          ("codes", np.zeros((8, 2, 3, 3), np.int64)), ("c", 10 ** 9)])
 def test_check_ops_refuses_fields_the_c_helpers_cannot_take(good, field, value):
-    from hlsnn.compiled import netmode
+    from hlsnn.network import program as netmode
     net = _lowered(good["twohot"])
     op = next(o for o in net.ops if o.kind == "conv")
     op.f[field] = value
@@ -467,7 +472,7 @@ def test_check_ops_refuses_fields_the_c_helpers_cannot_take(good, field, value):
 
 @pytest.mark.parametrize("field,value", [("sa", 40), ("sb", -1), ("shift", 99), ("hw", 0)])
 def test_check_ops_refuses_undefined_add_shifts(field, value):
-    from hlsnn.compiled import netmode
+    from hlsnn.network import program as netmode
     op = netmode.Op("add", "add1", ["a", "b"], "c", dict(c=4, hw=4, sa=0, sb=1, shift=2))
     op.f[field] = value
     net = netmode.NetProgram("n", [op], {}, {}, {}, [], {}, "acc", {})
@@ -619,7 +624,7 @@ def test_a_library_without_the_kernels_functions_names_the_compiler(tmp_path):
 
 def test_a_compiler_that_writes_an_empty_library_is_named(good, tmp_path, monkeypatch):
     from hlsnn import csim
-    from hlsnn.compiled import netkernel
+    from hlsnn.engines.network import kernel as netkernel
     fake = tmp_path / "fake-cxx"
     fake.write_text('#!/bin/sh\nwhile [ "$#" -gt 0 ]; do if [ "$1" = -o ]; then : > "$2"; fi; shift; done\n')
     fake.chmod(0o755)
@@ -687,7 +692,7 @@ def test_hostile_names_reach_generated_tcl_only_reduced(tmp_path, template):
     import shutil
     import subprocess
     from hlsnn import codegen
-    from hlsnn.build.flow import bd_context
+    from hlsnn.build.design import bd_context
     from hlsnn.names import comment
     from hlsnn.runtime import Accelerator
     cfg = Accelerator("shift8_pynq-z2", "emu").config

@@ -1,4 +1,4 @@
-"""The network kernel's host step in C (hlsnn.compiled.nethost, native/netin.c).
+"""The network kernel's host step in C (hlsnn.network.nethost, native/netin.c).
 
 References: rule 1 is :func:`hlsnn.deploy.quant.to_fixed_reference` (integers and
 ``fixed.convert``: the value written at radix ``g = max(F + 24, 0)`` with rint, then
@@ -8,7 +8,7 @@ start are counted by the simulated device at its bus (``SimDevice.mmio_counts``)
 import numpy as np
 import pytest
 
-from hlsnn.compiled import nethost
+from hlsnn.network import nethost
 from hlsnn.deploy.quant import to_fixed_reference
 
 pytestmark = pytest.mark.skipif(not nethost.available(), reason="no C compiler for the C host path")
@@ -83,7 +83,7 @@ def test_non_finite_values_are_refused_by_name():
 def test_the_block_write_is_one_access_of_the_span():
     """The two 64-bit addresses and the batch (0x10..0x28 by the Vitis HLS map) in ONE bus
     write of seven words, the reserved words 0x18 and 0x24 zero; a lone batch is one word."""
-    from hlsnn.compiled import netkernel
+    from hlsnn.engines.network import kernel as netkernel
 
     class Mmio:
         array = None                                  # a register-level device (no mapping)
@@ -202,7 +202,7 @@ def test_a_bfp_network_through_the_c_host_path(compiled):
     words read once and unpacked by finish_words: the emulator's bits, one register write and
     one read per start; a value not exact in float32 is refused by name (NotExact)."""
     import hlsnn
-    from hlsnn.compiled.netbfp import NotExact
+    from hlsnn.engines.bfp_systolic.network.lower import NotExact
     from hlsnn.deploy import datasets
     path = compiled("digits_cnn", "bfp16")
     x = datasets.load("digits", layout="nchw").x_test[:3]
@@ -218,7 +218,7 @@ def test_a_bfp_network_through_the_c_host_path(compiled):
         assert (dev.mmio_counts["writes"] - c0["writes"], dev.mmio_counts["reads"] - c0["reads"]) == (1, 1)
         one = net.logits(x[1:2])                         # batch 1: the pairs from C alone
         (m, e), y = sim.run_image(x[1:2])
-        from hlsnn.compiled.bfpkernel import unpack_output
+        from hlsnn.engines.bfp_systolic.network.kernel import unpack_output
         words = sim.board._chost.q8.view(np.uint64)[:, :10]
         mr, er = unpack_output(words)
         assert np.array_equal(m, mr) and np.array_equal(e, er)
@@ -238,7 +238,7 @@ def test_perf_json_reports_both_windows_and_the_host_steps(compiled, capsys):
     the double-buffered figures, for each input dtype; the numpy driver with --host python."""
     import json
     from hlsnn.cli import main
-    from hlsnn.compiled import hostmodel
+    from hlsnn.network import hostmodel
     path = str(compiled("digits_cnn", "twohot"))
     got = {}
     for dtype in ("float32", "uint8"):

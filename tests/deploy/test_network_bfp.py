@@ -1,5 +1,5 @@
 """The network mode of a compiled bfp_systolic model (bfp16, bfp8; issue 31): the BFP rules of
-``hlsnn.compiled.netbfp`` on (mantissa, exponent) pairs.
+``hlsnn.engines.bfp_systolic.network.lower`` on (mantissa, exponent) pairs.
 
 References: the layer-by-layer compiled network on the emulator (the deployment's own code:
 float64 activations, im2col rows quantized by the compiled quantizer, the fast GEMM), the BFP
@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
-from hlsnn.compiled import artifact, netbfp, netmode  # noqa: E402
+from hlsnn.network import artifact, program as netmode  # noqa: E402
+from hlsnn.engines.bfp_systolic.network import lower as netbfp  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.engines.bfp_systolic.emulator import emulate_reference  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
@@ -225,7 +226,7 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment, n):
     """The strict C-simulation of the bfp network kernel: one call for the batch, the
     layer-by-layer emulator's bits; every bank within its ports; the cycle model's iteration
     counts are the kernel's loop counters."""
-    from hlsnn.compiled import bfpperf
+    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
     path = compiled(model, assignment)
     x = _x(model, n)
     with hlsnn.load(path, "emu", network=False) as ref:
@@ -247,7 +248,7 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment, n):
 def test_kernel_words_round_trip():
     """The host's packing of the input (float32 words, two per 64-bit word) and unpacking of
     the output elements (54-bit mantissa, 10-bit exponent, both signed)."""
-    from hlsnn.compiled import bfpkernel
+    from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((2, 5)) * 2.0 ** rng.integers(-140, 120, (2, 5))).astype(np.float32)
     words = bfpkernel.pack_input(netbfp.decode_float32(x.view(np.uint32)))
@@ -271,7 +272,7 @@ def test_perf_of_the_bfp_network_path(compiled, capsys):
     two blocks: 2, then 2 * 4 + 15 + 2)."""
     import json
     from hlsnn.cli import main
-    from hlsnn.compiled import bfpperf
+    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
     assert main(["perf", str(compiled("digits_cnn", "bfp16")), "--json", "--batch", "2"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["path"] == "network" and res["kernel_starts"] == 1
@@ -323,7 +324,7 @@ def test_the_kernel_status_and_info_words(compiled):
     """finish_words: status bit 0 raises NotExact; an all-zero patch (info bit 12) in a batch
     has rule 3 checked on the images' largest patch exponents (a conv whose bias alignment
     drops bits at one image's exponent and not at the other's is refused; one image passes)."""
-    from hlsnn.compiled import bfpkernel
+    from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
     net = netmode.lower(*artifact.read(compiled("digits_cnn", "bfp16")))
     n, ops = 10, len(net.ops)
     out = np.zeros((2, n + 1 + ops), np.uint64)
@@ -350,7 +351,7 @@ def test_network_kernel_equals_the_network_mode_on_negative_pools(compiled):
     """The kernel against the spec where the layer path has no case: digits_cnn bfp8 with its
     convs' ReLU removed, so the max pools compare negative values, zeros and values of
     different exponents (the kernel's exact compare of rule 7), and every output is signed."""
-    from hlsnn.compiled.bfpkernel import BfpNetKernel
+    from hlsnn.engines.bfp_systolic.network.kernel import BfpNetKernel
     prog, arrays = artifact.read(compiled("digits_cnn", "bfp8"))
     prog = dict(prog, layers=[dict(j, relu=False) if j["kind"] == "conv" else j for j in prog["layers"]])
     net = netmode.lower(prog, arrays)
@@ -380,7 +381,7 @@ def test_patch_rounding_is_shift_round_sat(rounding):
 def test_the_kernel_refuses_what_it_cannot_hold(compiled):
     """Before anything is built (``check``, which ``hlsnn.load`` calls on csim and sim): wider
     exponents than its elements hold, mantissas beyond one DSP product, several output chunks."""
-    from hlsnn.compiled.bfpkernel import BfpNetKernel
+    from hlsnn.engines.bfp_systolic.network.kernel import BfpNetKernel
     path = compiled("digits_cnn", "bfp16")
     net = netmode.lower(*artifact.read(path))
     for kw, what in ((dict(exponent_bits=10), "8-bit exponents"), (dict(mantissa_bits=24), "18-bit mantissas")):
@@ -406,7 +407,7 @@ def test_the_datapath_model_counts_the_kernels_operators():
     magnitude compare 27, equality 18, the leading ones' compare 6 and the signs 8: 623; with
     the two 64-bit selects, 687 a bank."""
     from types import SimpleNamespace
-    from hlsnn.compiled import bfpperf
+    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
     assert bfpperf.srs_luts(54, 16, 63, 16) == 171 + 162 + 161 + 36 + 72 + 16
     net = SimpleNamespace(params=dict(mantissa_bits=16, acc_bits=48))
     d = bfpperf.datapath(net, dict(pz=8, pc=16, sum_bits=41, pool_bits=62))

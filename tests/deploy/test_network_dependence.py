@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 import hlsnn
-from hlsnn.compiled import bfpkernel, netkernel, netmode
+from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
+from hlsnn.engines.network import kernel as netkernel
+from hlsnn.engines.shift_mac.network import kernel as shiftkernel
+from hlsnn.network import program as netmode
 from hlsnn.errors import CsimError
 
 from test_network_depthwise import _grouped_net  # noqa: E402
@@ -72,7 +75,7 @@ def _planted(render, old, new):
 def _shift_kernel(old, new):
     net = _grouped_net("shift_mac", 8, 16)
     return net, netkernel.NetKernel(net, strict=True, builder=lambda n, strict: netkernel.build(
-        n, strict=strict, render_fn=_planted(netkernel.render, old, new)))
+        n, strict=strict, render_fn=_planted(shiftkernel.render, old, new)))
 
 
 # slow: each plant is a strict library of its own (~10 CPU-s of g++); the quick suite checks the

@@ -14,7 +14,8 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT, checked_raw  # noqa: E402
-from hlsnn.compiled import artifact, netmode, netperf  # noqa: E402
+from hlsnn.network import artifact, program as netmode  # noqa: E402
+from hlsnn.engines.shift_mac.network import perf as netperf  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
@@ -128,7 +129,7 @@ def test_lower_refuses_a_clip_it_cannot_fuse(compiled):
 def test_group_windows():
     """Blocks of P outputs and their input channel blocks of Q (by hand): dense, depthwise, wide
     groups, narrow groups; the windows' bases in a bank of 4x4 pixels."""
-    from hlsnn.compiled.netkernel import group_windows
+    from hlsnn.engines.network.kernel import group_windows
     f = lambda z, c, g: dict(z=z, c=c, group=g, h=4, w=4)      # noqa: E731
     assert group_windows(f(24, 40, 1), 8, 16) == dict(ncb=3, cb0=[0, 0, 0], bases=[0, 0, 0])
     # depthwise: blocks 2k and 2k+1 read channel block k
@@ -197,9 +198,9 @@ def test_network_kernel_runs_narrow_groups_as_such(engine, pz, pc):
     C-simulation gives the spec's bits, its loop counters the model's iterations; a depthwise
     conv takes ceil(C/Q) * OH * OW * kh * kw cycles on the shift kernel (wide blocks of Q
     channels, Q/P parts per lane; the other convs of the program on part 0)."""
-    from hlsnn.compiled.netkernel import NetKernel
-    from hlsnn.compiled.sparsekernel import SparseNetKernel
-    from hlsnn.compiled.netkernel import group_windows
+    from hlsnn.engines.network.kernel import NetKernel
+    from hlsnn.engines.sparse_cluster.network.kernel import SparseNetKernel
+    from hlsnn.engines.network.kernel import group_windows
     net = _grouped_net(engine, pz, pc)
     if pc == 6:          # c3's blocks of 3 outputs read windows at no fixed step: each its own base
         assert group_windows(net.ops[3].f, pz, pc)["cb0"] == [0, 0, 0, 0, 1, 1, 2, 2]
@@ -213,7 +214,7 @@ def test_network_kernel_runs_narrow_groups_as_such(engine, pz, pc):
     model = netperf.iterations(net, k.tables)
     assert {n: it for n, (it, _) in k.counters.items()} == {n: 3 * v for n, v in model.items()}
     if engine == "shift_mac":
-        from hlsnn.compiled.netkernel import FIELDS
+        from hlsnn.engines.network.kernel import FIELDS
         n_iter = {r["comment"].split(":")[0]: r["vals"][FIELDS.index("n_iter")] for r in k.tables["rows"]}
         assert n_iter["c2"] == -(-16 // pc) * 4 * 4 * 9 and k.tables["parts"] == pc // pz
 
@@ -227,7 +228,7 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
     layer-by-layer emulator's bits; a depthwise conv costs its own MACs over the Q banks:
     ceil(C/Q) * OH * OW * kh * kw iterations on shift_mac (wide blocks), its taps' most
     non-zeros per channel on sparse_cluster (P = Q lanes; a bank reads one tap a step)."""
-    from hlsnn.compiled.netkernel import FIELDS
+    from hlsnn.engines.network.kernel import FIELDS
     path = compiled(model, assignment)
     x = _x(4)
     with hlsnn.load(path, "emu", network=False) as ref:
@@ -285,7 +286,7 @@ def test_depthwise_kernel_bank_sites_within_ports(compiled, tmp_path):
     kernel's banks are checked in its strict run above): every bank of every checked array
     within its ports (groups as such add no run-time bank index)."""
     from loop_operators import bank_sites, over_ports
-    from hlsnn.compiled import sparsekernel
+    from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
     sparsekernel.render(netmode.lower(*artifact.read(compiled("mobilenet_relu6_ts17", "fixed8"))), tmp_path)
     rows = bank_sites(tmp_path, "network.cpp", "network.h")
     assert rows and over_ports(rows) == []

@@ -1,5 +1,5 @@
 """The network path of a compiled shift_mac model (issue 31, design B): the network mode
-(``hlsnn.compiled.netmode``, the spec) and the network kernel (one kernel start per batch).
+(``hlsnn.network.program``, the spec) and the network kernel (one kernel start per batch).
 
 References: the layer-by-layer compiled network on the emulator (today's path, itself tested
 against a fresh deployment), a plain-Python integer convolution with its own rounding, and the
@@ -13,10 +13,11 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT, checked_raw  # noqa: E402
-from hlsnn.compiled import artifact, netmode, netperf  # noqa: E402
-from hlsnn.compiled.netkernel import allocate  # noqa: E402
+from hlsnn.network import artifact, program as netmode  # noqa: E402
+from hlsnn.engines.shift_mac.network import perf as netperf  # noqa: E402
+from hlsnn.engines.network.kernel import allocate  # noqa: E402
 from hlsnn.deploy import datasets, hostops  # noqa: E402
-from hlsnn.deploy.runner import to_fixed  # noqa: E402
+from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 CAL = 16
@@ -158,7 +159,7 @@ def test_perf_of_the_network_path(compiled, capsys):
     pixels, 8 outputs in one block, its 1 channel's 3 columns of taps unfolded into 3 banks, so
     3 taps (ky); fc, 10 outputs in two blocks, a 16x2x2 map: one channel block, 2x2 taps)."""
     from hlsnn.cli import main
-    from hlsnn.compiled import netperf as npf
+    from hlsnn.engines.shift_mac.network import perf as npf
     assert main(["perf", str(compiled("digits_cnn", "twohot")), "--json", "--batch", "2"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["path"] == "network" and res["kernel_starts"] == 1 and res["board"] == "pynq-z2"
@@ -244,7 +245,7 @@ def compiles_against_both_header_models(path, kernel, tmp_path):
     import importlib
     import synthesis_guards as guards
     from test_header_models import TARGETS, syntax_check
-    render = importlib.import_module(f"hlsnn.compiled.{kernel}").render
+    render = importlib.import_module(f"hlsnn.network.{kernel}").render
     prog, arrays = artifact.read(path)
     files, _, _ = render(netmode.lower(prog, arrays), tmp_path / "net")
     kernel_side = {f: (tmp_path / "net" / f).read_text() for f in files if f != "bridge.cpp"}
@@ -299,7 +300,9 @@ def test_axi_master_bursts():
 def test_network_kernel_as_an_ip_on_the_simulated_ddr(compiled):
     """Register writes (the DDR addresses, the batch, ap_start), one start for the batch, the
     input read and the logits written through the m_axi ports: the emulator's bits."""
-    from hlsnn.compiled.netkernel import REGISTERS, NetKernel, ip_model, lanes, tables, write_registers
+    from hlsnn.engines.network.kernel import REGISTERS, NetKernel, write_registers
+    from hlsnn.network.simboard import ip_model
+    from hlsnn.engines.shift_mac.network.kernel import lanes, tables
     from hlsnn.runtime.sim.memory import SimMemory
     prog, arrays = artifact.read(compiled("digits_cnn", "twohot"))
     net = netmode.lower(prog, arrays)
@@ -325,7 +328,7 @@ def test_network_kernel_as_an_ip_on_the_simulated_ddr(compiled):
 def test_network_kernel_sized_by_net_lanes_and_banks(compiled, pz, pc):
     """Any ``net_lanes x net_banks`` gives the spec's bits and the static schedule's loop counts
     (3 x 6: odd lanes, one code per weight ROM word; 16 x 16: two codes per word)."""
-    from hlsnn.compiled.netkernel import NetKernel
+    from hlsnn.engines.network.kernel import NetKernel
     prog, arrays = artifact.read(compiled("digits_cnn", "twohot"))
     net = netmode.lower(prog, arrays)
     net.params = dict(net.params, net_lanes=pz, net_banks=pc)

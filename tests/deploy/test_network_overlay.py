@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hlsnn import regmap
-from hlsnn.compiled import netkernel
+from hlsnn.engines.network import kernel as netkernel
 
 #: hand-written from the Vitis HLS convention for ``void top(const word_t *in, word_t *out, int batch)``
 NET_MAP = {"CTRL": 0x00, "GIER": 0x04, "IP_IER": 0x08, "IP_ISR": 0x0C, "in_r_1": 0x10, "in_r_2": 0x14,
@@ -118,8 +118,8 @@ def _x(n):
 
 
 def _lowered(path):
-    from hlsnn.compiled import artifact, netmode
-    from hlsnn.compiled.net import config_of
+    from hlsnn.network import artifact, program as netmode
+    from hlsnn.network.loader import config_of
     prog, arrays = artifact.read(path)
     net = netmode.lower(prog, arrays)
     return prog, net, config_of(prog["accels"][net.accel], str(path))
@@ -131,7 +131,7 @@ def test_the_sim_board_runs_the_network_overlay(compiled):
     """The sim board opens the network overlay's .hwh (no DMA; the kernel IP with its m_axi
     ports and pynq's register map of it), prepared once per config and network."""
     import hlsnn
-    from hlsnn.compiled.netboard import net_masters
+    from hlsnn.network.board import net_masters
     path = compiled("digits_cnn", "twohot")
     x = _x(5)
     with hlsnn.load(path, "emu", network=False) as ref:
@@ -186,9 +186,10 @@ def test_the_pynq_target_runs_the_network_overlay(compiled, tmp_path):
     device, here the simulated one with its DDR above 4 GB, as on a ZCU104), one start per
     batch, the emulator's bits; both halves of each 64-bit buffer address reach the kernel."""
     import hlsnn
-    from hlsnn.compiled.netboard import NetBoard
-    from hlsnn.compiled.netkernel import NetKernel, ip_model
-    from hlsnn.compiled.netsim import prepare_net_overlay
+    from hlsnn.network.board import NetBoard
+    from hlsnn.engines.network.kernel import NetKernel
+    from hlsnn.network.simboard import ip_model
+    from hlsnn.network.simboard import prepare_net_overlay
     from hlsnn.runtime.sim import SimDevice
     path = compiled("digits_cnn", "twohot")
     prog, net, cfg = _lowered(path)
@@ -223,7 +224,7 @@ def test_network_true_refuses_a_layer_overlay_by_name(compiled, tmp_path):
     for target in ("pynq", "sim"):
         with pytest.raises(OverlayMismatch, match=msg):
             hlsnn.load(path, target, overlays={net.accel: layer}, network=True)
-    from hlsnn.compiled.netboard import is_network_overlay
+    from hlsnn.network.board import is_network_overlay
     assert not is_network_overlay(layer) and not is_network_overlay(tmp_path / "nothing")
 
 
@@ -231,7 +232,7 @@ def test_a_network_overlay_of_another_network_or_config_is_refused(compiled, tmp
     import json
 
     import hlsnn
-    from hlsnn.compiled.netsim import prepare_net_overlay
+    from hlsnn.network.simboard import prepare_net_overlay
     from hlsnn.runtime.pynq_target import OverlayMismatch
     path = compiled("digits_cnn", "twohot")
     _, net, cfg = _lowered(path)

@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
-from hlsnn.compiled import artifact, netmode, sparsekernel, sparseperf  # noqa: E402
+from hlsnn.network import artifact, program as netmode  # noqa: E402
+from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel, perf as sparseperf  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.engines.sparse_cluster import netsize  # noqa: E402
 
@@ -132,7 +133,7 @@ def test_perf_is_the_hand_count_at_the_derived_ii(compiled, model, assignment):
     depth; each Add's C/B * H * W / 2 (two pixels a cycle) + its depth; the load one pixel of
     every channel a cycle; every loop at its derived II (1: the schedule says so); the kernel's
     cycles the sum of the load, the ops and the store."""
-    from hlsnn.compiled import netperf
+    from hlsnn.engines.shift_mac.network import perf as netperf
     from hlsnn.perf import schedule
     path = compiled(model, assignment)
     prog, arrays = artifact.read(path)
@@ -176,7 +177,7 @@ def test_perf_is_the_hand_count_at_the_derived_ii(compiled, model, assignment):
 
 
 def _cfg(prog, net):
-    from hlsnn.compiled.net import config_of
+    from hlsnn.network.loader import config_of
     return config_of(prog["accels"][net.accel], "test")
 
 
@@ -185,7 +186,7 @@ def test_resnet8_within_each_board(board, tmp_path):
     """The shipped model's sized assignment on each board: LUT <= 90% (the anchor), BRAM and
     DSP within the device, every loop of the kernel at II 1 at the config's clock (the delay
     model closes it), one kernel start."""
-    from hlsnn.compiled.build import compile_model
+    from hlsnn.network.build import compile_model
     from hlsnn.perf import schedule
     name = {"pynq-z2": "fixed8_z2", "aup-zu3": "fixed8_zu3", "zcu104": "fixed8_zcu104", "kv260": "fixed8_kv260"}[board]
     path = tmp_path / "r8.hlsnn"
@@ -260,7 +261,7 @@ def test_planted_bugs_break_the_bits(compiled, tmp_path, plant):
     """The csim comparison can fail: the small kernel (packed and LUT-built products, three
     replicas) equals the network mode's integers as rendered, and not with the packed
     product's split missing its sign correction, nor with writes to replica 0 only."""
-    from hlsnn.compiled import netkernel
+    from hlsnn.engines.network import kernel as netkernel
     net = netmode.lower(*artifact.read(compiled("digits_cnn", "small")))
     swaps = {"none": [], "split": [("(lo < 0 ? 1 : 0)", "0")],
              "replicas": [("for (int r_ = 0; r_ < Cfg::kSub; ++r_)", "for (int r_ = 0; r_ < 1; ++r_)")]}[plant]

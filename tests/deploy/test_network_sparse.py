@@ -1,5 +1,5 @@
 """The network path of a compiled sparse_cluster model (fixed8, sparse50; issue 31): the network
-mode's sparse rules (``hlsnn.compiled.netsparse``) and the sparse network kernel.
+mode's sparse rules (``hlsnn.engines.sparse_cluster.network.lower``) and the sparse network kernel.
 
 References: the layer-by-layer compiled network on the emulator (the deployment's own code,
 itself tested against a fresh deployment), a plain-Python integer convolution with its own
@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
-from hlsnn.compiled import netmode, netsparse  # noqa: E402
+from hlsnn.network import program as netmode  # noqa: E402
+from hlsnn.engines.sparse_cluster.network import lower as netsparse  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.engines.convgeom import ConvGeom, as_stride1  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
@@ -124,7 +125,7 @@ def test_taps_come_back_from_the_stride1_form(geom):
 
 
 def test_lower_names_the_engine_without_a_network_mode(compiled):
-    from hlsnn.compiled import artifact
+    from hlsnn.network import artifact
     prog, arrays = artifact.read(compiled("digits_cnn", "fixed8"))
     acc = dict(next(iter(prog["accels"].values())), engine="no_such_engine")
     with pytest.raises(InputError, match="engine no_such_engine of .*: only shift_mac, sparse_cluster and "
@@ -138,7 +139,7 @@ def test_schedule_by_hand():
     """Two lanes, M = 2 multipliers, Q = 4 banks, a 1x2 kernel: lane 0 has channel 0 at tap
     (0, 0) and channel 1 at tap (0, 1), lane 1 channel 1 at tap (0, 1). Bank 0 reads tap (0, 0)
     and bank 1 tap (0, 1) in the same step: one step (one tap per step would take two)."""
-    from hlsnn.compiled.sparsekernel import schedule
+    from hlsnn.engines.sparse_cluster.network.kernel import schedule
     w = np.zeros((2, 4, 1, 2), np.int64)
     w[0, 0, 0, 0], w[0, 1, 0, 1], w[1, 1, 0, 1] = 5, -7, 3
     assert schedule(w, 4, 2, 2) == [[([(0, 0, 0), (0, 0, 1), None, None], [[(5, 0), (-7, 1)], [(3, 1)]])]]
@@ -178,7 +179,7 @@ def test_schedule_places_every_non_zero_once(density, z, cg, k, pz, pc, pm):
     """Random int8 weights, a partial last block and a partial channel block: every non-zero
     in one slot at its own bank and tap, the bounds kept; dense weights cost no more than one
     tap per step would (ceil(Q / M) steps a tap), and pruning never costs steps."""
-    from hlsnn.compiled.sparsekernel import schedule
+    from hlsnn.engines.sparse_cluster.network.kernel import schedule
     rng = np.random.default_rng(z + cg + k)
     w = rng.integers(-128, 128, (z, cg, k, k))
     w[w == 0] = 1
@@ -196,7 +197,8 @@ def test_perf_cycles_follow_the_non_zeros(compiled, assignment, capsys):
     the weights (every non-zero once, at its bank and tap; no block below its bounds)."""
     import json
     from hlsnn.cli import main
-    from hlsnn.compiled import artifact, sparsekernel, sparseperf
+    from hlsnn.network import artifact
+    from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel, perf as sparseperf
     path = compiled("digits_cnn", assignment)
     assert main(["perf", str(path), "--json", "--batch", "2"]) == 0
     res = json.loads(capsys.readouterr().out)
@@ -226,7 +228,8 @@ def test_pruning_cuts_the_modelled_conv_cycles(compiled):
     times its non-zero weights (an output channel without any: one empty step) cycles, plus
     the depth; half the weights pruned, every layer of more than one input channel is cheaper
     (the first layer's few taps keep most weights)."""
-    from hlsnn.compiled import artifact, sparsekernel, sparseperf
+    from hlsnn.network import artifact
+    from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel, perf as sparseperf
     cyc = {}
     for a in ("fixed8", "sparse50"):
         net = netmode.lower(*artifact.read(compiled("digits_cnn", a)))
@@ -244,7 +247,8 @@ def test_loop_operators_and_bank_sites_of_the_rendered_kernel(compiled, tmp_path
     products (the declared HLSNN_OPS and the resource model's multipliers), no other loop
     multiplies or divides, and every bank of every checked array is within its ports."""
     from loop_operators import bank_sites, loop_operators, over_ports
-    from hlsnn.compiled import artifact, sparsekernel, sparseperf
+    from hlsnn.network import artifact
+    from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel, perf as sparseperf
     net = netmode.lower(*artifact.read(compiled("digits_cnn", "sparse50")))
     _, _, t = sparsekernel.render(net, tmp_path)
     ops = loop_operators(tmp_path, "network.cpp", "network.h", with_declared=True)
@@ -274,7 +278,7 @@ def test_loop_operators_and_bank_sites_of_the_rendered_kernel(compiled, tmp_path
 def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
     """The strict C-simulation of the sparse network kernel: one call for the batch, the
     layer-by-layer emulator's bits; its loop counters are the cycle model's iterations."""
-    from hlsnn.compiled import sparseperf
+    from hlsnn.engines.sparse_cluster.network import perf as sparseperf
     path = compiled(model, assignment)
     n = 3 if model.startswith("resnet") else 6
     x = _x(model, n)
@@ -298,7 +302,7 @@ def test_network_kernel_one_start_bit_exact(compiled, model, assignment):
 def test_network_kernel_on_the_sim_board_through_pynq(compiled, model, assignment):
     """pynq.allocate, flush, the IP's register writes, ap_start, ap_done, invalidate (strict
     cache checks on): one start per batch, the emulator's bits, the cycle model's cycles."""
-    from hlsnn.compiled import sparseperf
+    from hlsnn.engines.sparse_cluster.network import perf as sparseperf
     path = compiled(model, assignment)
     x = _x(model, 7)
     with hlsnn.load(path, "emu", network=False) as ref:
@@ -338,7 +342,8 @@ def test_resnet8_perf_one_start_and_pruning_pays(compiled, capsys):
 def test_a_network_the_kernel_refuses_runs_layer_by_layer_on_csim(compiled, monkeypatch):
     """The kernel's refusal (here: its tables refuse every network) keeps network=None on the
     layer-by-layer path on csim and in `hlsnn perf`, and network=True names the reason."""
-    from hlsnn.compiled import latency, sparsekernel
+    from hlsnn.network import latency
+    from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
 
     def refuse(*a, **k):
         raise InputError("network kernel: planted refusal")

@@ -217,8 +217,8 @@ def test_recalibrate_flag(tmp_path, capsys):
 
 def test_compiled_model_keeps_the_files_integers(tmp_path):
     """``hlsnn compile`` of a power-of-two QDQ file: the .hlsnn model gives onnxruntime's outputs."""
-    from hlsnn.compiled.build import compile_model
-    from hlsnn.compiled.net import load
+    from hlsnn.network.build import compile_model
+    from hlsnn.network.loader import load
     ds = datasets.load("digits", layout="nchw")
     out = tmp_path / "res_pot.hlsnn"
     compile_model(_config(tmp_path, "res_pot"), "fixed8", out)

@@ -370,7 +370,7 @@ def test_choose_leaves_layers_without_e4_out_of_the_type_means():
     from types import SimpleNamespace as NS
 
     from hlsnn.deploy import update
-    from hlsnn.deploy.runner import LayerStats
+    from hlsnn.deploy.executors import LayerStats
 
     def ex(kind, wide, e2, e4, engine="sparse_cluster"):
         return NS(layer=NS(kind=kind), WIDE_OUT=wide, update_times={"e2_us": e2, "e4_us": e4},

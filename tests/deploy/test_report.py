@@ -11,7 +11,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("matplotlib")
 
 from hlsnn.deploy import evaluate  # noqa: E402
-from hlsnn.deploy.onnx_import import Layer  # noqa: E402
+from hlsnn.deploy.graph import Layer  # noqa: E402
 from hlsnn.deploy.report import layer_cycles, layer_shape, write_report  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
@@ -245,7 +245,7 @@ def test_the_runner_keeps_a_layer_on_chip_and_the_model_counts_it(root):
     the same calls: its cycles equal the C-simulation's, and the layer's output equals the
     emulator's."""
     from conftest import record_calls
-    from hlsnn.deploy.runner import BfpExec
+    from hlsnn.deploy.executors import BfpExec
     from hlsnn.deploy.quant import Act
     from hlsnn.engines.bfp_systolic import protocol
     rng = np.random.default_rng(4)

@@ -138,7 +138,7 @@ def test_an_attention_classifier_compiles_and_runs_as_deployed(tmp_path):
     model quantizes its MatMuls of two activations as the deployment does (its self-check at
     load compares every layer with the emulator's at compile time) and gives the same bits."""
     import hlsnn
-    from hlsnn.compiled.build import compile_model
+    from hlsnn.network.build import compile_model
     from hlsnn.deploy import datasets
     from conftest import ROOT
     model = ROOT / "tests" / "data" / "torch" / "beyond" / "encoder_clf_ts17.onnx"

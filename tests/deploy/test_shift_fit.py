@@ -177,7 +177,7 @@ def test_the_gram_blocks_are_the_float64_products(seed, kind, isa, monkeypatch):
     its portable loops), wider ones through float32 syrk blocks, and the float64 product for
     inputs too wide for exact float32 blocks."""
     monkeypatch.setattr(shift_fit, "GRAM_ISA", isa)
-    from hlsnn.deploy.onnx_import import Layer
+    from hlsnn.deploy.graph import Layer
     from hlsnn.engines import convgeom
     rng = np.random.default_rng(seed)
     amax = [127, 128, 3000, 1 << 20, 1, 0, 128, 127][seed]
@@ -310,7 +310,7 @@ def test_the_depthwise_grams_come_in_one_pass(seed):
     bit: kernels up to 5x4, strides, dilations, asymmetric pads, a channel multiplier, the
     whole int8 range, zero images, and more pixels than one int32 chunk."""
     from hlsnn import native
-    from hlsnn.deploy.onnx_import import Layer
+    from hlsnn.deploy.graph import Layer
     from hlsnn.engines import convgeom
     if native.load("gram_dw") is None:
         pytest.skip("no C compiler for the compiled helpers")

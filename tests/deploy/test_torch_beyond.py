@@ -181,7 +181,7 @@ def test_conv1d_network_runs_as_one_kernel_start_and_equals_the_layer_path(tmp_p
     global pool of one conv's output; two-hot on shift_mac; fixed8 on sparse_cluster) compiles
     to one kernel start per batch, with the layer path's bits."""
     import hlsnn
-    from hlsnn.compiled.build import compile_model
+    from hlsnn.network.build import compile_model
     ds = _data(name)
     cfg = _config(tmp_path, name)
     for fmt in ("bfp8", "twohot", "fixed8"):
@@ -198,7 +198,7 @@ def test_conv1d_network_kernel_is_bit_exact_on_csim(tmp_path):
     """The network kernel's C++ (C-simulation) on a (C, L) input: the emulator's bits (a
     rank-3 tensor is a C x L x 1 map in the kernel's banks and tables too)."""
     import hlsnn
-    from hlsnn.compiled.build import compile_model
+    from hlsnn.network.build import compile_model
     ds = _data("kws1d_ts17")
     cfg = _config(tmp_path, "kws1d_ts17")
     for fmt in ("bfp8", "twohot", "fixed8"):
@@ -213,7 +213,7 @@ def test_compile_with_host_fallback_stores_the_onnx_node(tmp_path):
     """``hlsnn compile --host-fallback``: a node no rule covers (here a Softplus) runs on the
     host with onnx's reference implementation in the compiled model as in the deployment."""
     import hlsnn
-    from hlsnn.compiled.build import compile_model
+    from hlsnn.network.build import compile_model
     m = onnx.load(str(DATA / "kws1d_ts17.onnx"))
     next(n for n in m.graph.node if n.op_type == "Relu").op_type = "Softplus"
     path = tmp_path / "softplus.onnx"

@@ -11,7 +11,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
 from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
-from hlsnn.deploy.runner import Deployment, _add_histogram  # noqa: E402
+from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.deploy.executors import _add_histogram  # noqa: E402
 from hlsnn.deploy.quant import CHANNEL_FRAC_LIMIT, weight_fracs  # noqa: E402
 from hlsnn.errors import ConfigError  # noqa: E402
 from hlsnn.formats import fixed  # noqa: E402

@@ -388,7 +388,7 @@ def test_shift_random_shapes_match_closed_form(shift_acc):
 
 def test_sparse_random_maps(sparse_acc):
     from hlsnn.perf import sparse_cluster as page
-    from hlsnn.engines.sparse_cluster.model import work_model
+    from hlsnn.perf.sparse_work import work_model
     rng = np.random.default_rng(5)
     p = sparse_acc.config.params
     for d in (1.0, 0.3):
@@ -404,7 +404,7 @@ def test_sparse_random_maps(sparse_acc):
                   for kz in range(c) for ky in range(3) for kx in range(3))
         assert macs == ref
         _check_invariants(kc, macs, page.peak_macs_per_cycle(p))
-        # the sparse work model (engines/sparse_cluster/model.py) counts the same steps and products
+        # the sparse work model (perf/sparse_work.py) counts the same steps and products
         wm = work_model(sparse_acc.config, x, wt)
         assert wm["steps"] == [kc.counts.get("MacLoop.0", (0, 0))[0]]
         assert wm["multiplies"] == [macs]
@@ -412,9 +412,9 @@ def test_sparse_random_maps(sparse_acc):
 
 def test_sparse_units_match_work_model():
     """Three units: each unit's MacLoop and EffectualMacs counters equal the steps and
-    multiplies that engines/sparse_cluster/model.py derives from the same job plan."""
+    multiplies that perf/sparse_work.py derives from the same job plan."""
     from hlsnn.runtime import Accelerator
-    from hlsnn.engines.sparse_cluster.model import kernel_cycles, work_model
+    from hlsnn.perf.sparse_work import kernel_cycles, work_model
     rng = np.random.default_rng(6)
     x = (rng.integers(-128, 128, (3, 11, 9)) * (rng.random((3, 11, 9)) < 0.4)).astype(np.int8)
     wt = (rng.integers(-128, 128, (3, 3, 3, 3)) * (rng.random((3, 3, 3, 3)) < 0.5)).astype(np.int8)
@@ -522,7 +522,7 @@ def test_pages_match_their_tables(engine, cfg):
     the page is what the code computes."""
     import re
     from hlsnn.config import load_config
-    from hlsnn.perf import PAGES
+    from hlsnn.perf.pages import PAGES
     page = PAGES[engine]
     rows = {lp.name: lp for lp in page.loops(load_config(cfg).params)}
     seen = 0

@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("clang.cindex")
 
-from hlsnn.perf import schedule, timing  # noqa: E402
+from hlsnn.engines import timing  # noqa: E402
+from hlsnn.perf import schedule  # noqa: E402
 
 HEAD = """
 #define HLSNN_MEM(var, kind, distance)
@@ -102,7 +103,7 @@ Load:
   }
 }
 """
-    from hlsnn.compiled.netperf import DDR_LATENCY
+    from hlsnn.engines.network.perf import DDR_LATENCY
     bug = derive(tmp_path, src % "if ((i & 7) == 0) w = in[i >> 3];")["Load"]
     assert bug["bound"] == "m_axi" and bug["ii"] == math.ceil(DDR_LATENCY / schedule.AXI_OUTSTANDING) == 3
     assert any("no burst" in n for n in bug["notes"])

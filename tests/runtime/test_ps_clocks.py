@@ -194,11 +194,11 @@ def test_disabled_clocks_and_unknown_sources(tmp_path):
 # ------------------------------------------------------------------ the rendered .hwh of each board
 def _board_configs():
     import hlsnn
-    import hlsnn.cli
+    import hlsnn.commands.builds
     root = Path(__file__).resolve().parents[2]
     cfgs = [hlsnn.load_config(root / "configs" / "accel" / f"{n}.yaml")
             for n in ("bfp16_pynq-z2", "bfp8_zcu104", "bfp12_ultra96v2-stats")]
-    cfgs.append(hlsnn.cli.load_for_build(root / "tests" / "engines" / "bfp_systolic" / "configs" / "t2_tiny.yaml",
+    cfgs.append(hlsnn.commands.builds.load_for_build(root / "tests" / "engines" / "bfp_systolic" / "configs" / "t2_tiny.yaml",
                                          "kv260"))
     return cfgs
 

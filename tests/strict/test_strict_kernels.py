@@ -35,7 +35,7 @@ def test_every_internal_stream_and_dependence_array_goes_through_a_wrapper(path)
 
 def test_sparse_accumulate_forwards_every_word_the_pipeline_has_not_written_back():
     from hlsnn.engines.sparse_cluster.spec import template_context
-    from hlsnn.perf.sparse_cluster import ACC_RAW_DISTANCE, MAC_ACC_READ_STAGE, MAC_ACC_WRITE_STAGE
+    from hlsnn.engines.sparse_cluster.spec import ACC_RAW_DISTANCE, MAC_ACC_READ_STAGE, MAC_ACC_WRITE_STAGE
     # the depth table (perf/sparse_cluster.py): place 1, ebuf read 1 -> acc read issued at stage 2;
     # acc read 2, product and add 2 -> the write at stage 6
     assert (MAC_ACC_READ_STAGE, MAC_ACC_WRITE_STAGE) == (1 + 1, 1 + 1 + 2 + 2)

@@ -28,11 +28,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 
-from .. import __version__
+from ..version import __version__
 from ..engines import ENGINES
 from ..paths import HLS_DIR
 from .. import regmap
-from .flow import bd_context
+from .design import bd_context
 from .ps_presets import io_pll_mhz, pl_divisors, pll_mhz, ps_clocks
 
 DMA_VLNV = "xilinx.com:ip:axi_dma:7.1"

@@ -1,5 +1,5 @@
 """The ``.hwh`` of a *network overlay*: the block design of a network kernel
-(:mod:`hlsnn.compiled.netkernel`, :mod:`hlsnn.compiled.sparsekernel`), written without Vivado
+(:mod:`hlsnn.engines.network.kernel`, :mod:`hlsnn.engines.sparse_cluster.network.kernel`), written without Vivado
 in the dialect of :mod:`hlsnn.build.hwh` (the layer kernel's design shares its processing
 system, control interconnect, SmartConnect and reset block).
 
@@ -8,7 +8,7 @@ export of the network's top function) with
 
 * its ``s_axilite`` control ``s_axi_control`` on the PS's GP master through the control
   interconnect, at the config's kernel address, with the register map Vitis HLS gives the
-  top function (:func:`hlsnn.compiled.netkernel.layout`: the two 64-bit buffer addresses at
+  top function (:func:`hlsnn.engines.network.kernel.layout`: the two 64-bit buffer addresses at
   0x10/0x14 and 0x1C/0x20, the batch at 0x28);
 * its two ``m_axi`` ports ``m_axi_gmem0`` (the input, read) and ``m_axi_gmem1`` (the
   output, written), AXI4 with 64-bit data and 64-bit addresses, through the SmartConnect to
@@ -22,7 +22,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ..compiled.netboard import net_ip_name, net_masters  # noqa: F401  (re-exported)
+from ..network.board import net_ip_name, net_masters  # noqa: F401  (re-exported)
 from .hwh import (AXIMM, CONTROL, CONTROL_RANGE, _axi, _base, _document, _hex, _intc, _link, _Module, _net, _rst,
                   _smc)
 
@@ -39,7 +39,7 @@ def build_net_design(cfg, engine=None, *, network=""):
     """The network overlay's block design of ``cfg`` (its board, clock and addresses) as an
     ``xml.etree`` root element; ``engine`` names the network kernel's template (default: the
     config's engine), ``network`` the compiled model (a comment)."""
-    from ..compiled.netkernel import layout
+    from ..engines.network.kernel import layout
     d = _base(cfg)
     name = net_ip_name(cfg)
     kernel_base, freq_hz, ps = int(d.ctx["kernel_base"], 16), d.freq_hz, d.ps

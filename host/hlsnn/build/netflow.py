@@ -1,6 +1,6 @@
 """``hlsnn build NAME.hlsnn``: the bitstream flow of a compiled model's network kernel, a
 *network overlay* ``overlays/<config>_net/`` (:mod:`hlsnn.build.hwh_net` describes its block
-design; :class:`hlsnn.compiled.netboard.NetBoard` runs it).
+design; :class:`hlsnn.network.board.NetBoard` runs it).
 
 The stages are the layer kernel's (:class:`hlsnn.build.flow.Build`), for the network kernel:
 
@@ -12,9 +12,9 @@ The stages are the layer kernel's (:class:`hlsnn.build.flow.Build`), for the net
 * **csim**: the network kernel's C-simulation against the network mode (the spec), bit for bit,
   on the model's stored self-check inputs and ``cases`` random ones;
 * **hls**, **hls-report**: the generated register header must give the buffer addresses and the
-  batch the offsets :func:`hlsnn.compiled.netkernel.layout` derives (0x10, 0x1C, 0x28);
+  batch the offsets :func:`hlsnn.engines.network.kernel.layout` derives (0x10, 0x1C, 0x28);
 * **vivado**, then **overlay**: the ``.hwh`` must declare the kernel's two ``m_axi`` ports; the
-  manifest is :func:`hlsnn.compiled.netboard.manifest` plus the build's record.
+  manifest is :func:`hlsnn.network.board.manifest` plus the build's record.
 """
 from __future__ import annotations
 
@@ -25,21 +25,23 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__, codegen
+from ..version import __version__
+from .. import codegen
 from ..errors import InputError
 from ..names import check_slug, comment
 from ..paths import build_dir
 from . import reports
-from .flow import Build, BuildFailed, _say, bd_context
+from .design import bd_context
+from .flow import Build, BuildFailed, _say
 
 
 class NetBuild(Build):
     """One build of the network overlay of the compiled model ``model``."""
 
     def __init__(self, model, *, out="overlays", jobs=None, dry_run=False, cases=2, progress=False):
-        from ..compiled import artifact, netmode
-        from ..compiled.net import config_of, kernel_network
-        from ..compiled.netboard import manifest, net_ip_name
+        from ..network import artifact
+        from ..network.loader import config_of, kernel_network
+        from ..network.board import manifest, net_ip_name
         prog, arrays = artifact.read(model)
         try:
             net, cls = kernel_network(prog, arrays)
@@ -58,10 +60,10 @@ class NetBuild(Build):
 
     # ---------------------------------------------------------------- stages
     def render(self):
-        from ..compiled import bfpkernel, netkernel, sparsekernel
-        from ..compiled.netboard import network_digest
-        render = {"sparse_cluster": sparsekernel.render, "bfp_systolic": bfpkernel.render}.get(self.net.engine,
-                                                                                            netkernel.render)
+        from ..engine_registry import network_part
+        from ..engines.network.kernel import TOP
+        from ..network.board import network_digest
+        render = network_part(self.net.engine, "kernel").render
         self.hls_dir.mkdir(parents=True, exist_ok=True)
         files, sha, tables = render(self.net, self.hls_dir)
         if network_digest(self.net, tables) != self.manifest["network_sha256"]:     # pragma: no cover - a bug
@@ -69,7 +71,7 @@ class NetBuild(Build):
         name = self.overlay_name
         codegen.render_extra(self.cfg, "run_hls_net.tcl.j2", self.hls_dir / "run_hls.tcl",
                              {"ip_name": name, "network": comment(self.net.name), "project": f"{name}_prj",
-                              "top": netkernel.TOP, "kernel_cpp": "network.cpp",
+                              "top": TOP, "kernel_cpp": "network.cpp",
                               "clock_period_ns": round(1000.0 / self.cfg.clock_mhz, 3)})
         codegen.render_extra(self.cfg, "bd.tcl.j2", self.hls_dir / "bd.tcl",
                              dict(bd_context(self.cfg), network=comment(self.net.name), net_name=name,
@@ -81,7 +83,7 @@ class NetBuild(Build):
     def csim(self):
         """The network kernel's C-simulation equals the network mode on the stored check
         inputs and ``cases`` random images, every bit."""
-        from ..compiled import netmode
+        from ..network import program as netmode
         net = self.net
         batches = []
         shape = tuple(net.shapes[net.aliases.get(net.input["name"], net.input["name"])])
@@ -118,7 +120,7 @@ class NetBuild(Build):
 
     def read_hls_report(self):
         from .. import regmap
-        from ..compiled.netkernel import TOP, layout
+        from ..engines.network.kernel import TOP, layout
         sol = self.hls_dir / f"{self.overlay_name}_prj" / "solution1"
         xmls = sorted((sol / "syn" / "report").glob("*csynth.xml"))
         if not xmls:
@@ -146,7 +148,7 @@ class NetBuild(Build):
              f"resources {est['resources']}")
 
     def assemble(self):
-        from ..compiled.netboard import M_AXI_PORTS, net_masters
+        from ..network.board import M_AXI_PORTS, net_masters
         hwh = self.vivado_dir / "out" / f"{self.overlay_name}.hwh"
         if hwh.is_file():
             masters = net_masters(hwh, self.overlay_name)

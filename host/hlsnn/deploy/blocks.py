@@ -7,19 +7,9 @@ import numpy as np
 from ..engines import convgeom as conv
 
 
-def kernel_blocks(g, max_ksize):
-    """Blocks of taps ``(i0, th, j0, tw)`` that cover a ``g.kh x g.kw`` kernel, each of a
-    dilated extent of at most ``max_ksize`` (``dh*(th-1)+1 <= max_ksize``): row blocks of
-    ``th`` taps times column blocks of ``tw``, the last of each shorter."""
-    th = (max_ksize - 1) // g.dh + 1
-    tw = (max_ksize - 1) // g.dw + 1
-    return [(i0, min(th, g.kh - i0), j0, min(tw, g.kw - j0))
-            for i0 in range(0, g.kh, th) for j0 in range(0, g.kw, tw)]
-
-
 def block_call(ex, xi, bias):
-    """The ``call`` of :class:`~hlsnn.deploy.runner.SparseExec` ``ex`` (see ``_Exec._two_pass``)
-    for a kernel beyond ``max_ksize``: for each block of taps (:func:`kernel_blocks`) the raw sums (``Kernel.channel_sums``) of
+    """The ``call`` of :class:`~hlsnn.deploy.executors.SparseExec` ``ex`` (see ``_Exec._two_pass``)
+    for a kernel beyond ``max_ksize``: for each block of taps (:func:`hlsnn.engines.convgeom.kernel_blocks`) the raw sums (``Kernel.channel_sums``) of
     the block's stride-1 convolution on the padded input shifted by the block's offset,
     sampled by the stride; the blocks' sums add exactly (int64), and the kernel's output
     rules (``emulator.postprocess``) act on the total, as for the K tiling."""

@@ -13,7 +13,7 @@ from .config import load_deploy_config
 from .onnx_import import load_onnx
 from . import qimport
 from .runner import Deployment
-from .quant import check_host_bits
+from .hostquant import check_host_bits
 
 TARGETS = ("emu", "csim", "sim", "pynq")
 
@@ -101,7 +101,7 @@ def host_bits_of(host_precision="float", host_bits=8):
     """The quantized host mode's width, or None for float host layers. ``host_precision``:
     ``"float"`` (host ops in float64, ``--host-fallback`` nodes in float32) or ``"quantized"``
     (every host op that computes, fallback nodes included, runs between ``host_bits``-bit
-    fixed-point inputs and outputs: :class:`hlsnn.deploy.quant.HostQuant`)."""
+    fixed-point inputs and outputs: :class:`hlsnn.deploy.hostquant.HostQuant`)."""
     if host_precision == "float":
         return None
     if host_precision != "quantized":
@@ -438,9 +438,9 @@ def network_net(dep, net, cfg, name, accs, x_check, target, target_options, *, r
     checks the network kernel against the layer kernels bit for bit before any test image runs."""
     import tempfile
     from pathlib import Path
-    from ..compiled import artifact
-    from ..compiled.build import program_of
-    from ..compiled.net import CompiledNet, kernel_network
+    from ..network import artifact
+    from ..network.layers import program_of
+    from ..network.loader import CompiledNet, kernel_network
     if cfg.calibration["mode"] != "static":
         if required:
             raise InputError(f"network=True: {cfg.path}: calibration.mode = {cfg.calibration['mode']!r}; the "
@@ -468,15 +468,15 @@ def network_net(dep, net, cfg, name, accs, x_check, target, target_options, *, r
 def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
     """The modelled end-to-end time per image (batch 1, host included) of assignment ``name``
     on its board, as ``hlsnn perf NAME.hlsnn`` gives it for the compiled model
-    (:func:`hlsnn.compiled.latency.model`): the network kernel's path where the model has one
+    (:func:`hlsnn.network.latency.model`): the network kernel's path where the model has one
     (one kernel start), else today's layer-by-layer calls. ``end_to_end`` holds ``board``,
     ``path``, ``kernel_starts``, ``kernel_us``, ``host_us`` and ``end_to_end_us``, or is None
     with ``end_to_end_note`` saying why (a dynamic calibration or a ``--host-fallback`` layer:
     no compiled model). ``x1``: one input, for the layers' shapes and densities."""
     import tempfile
     from pathlib import Path
-    from ..compiled import artifact, latency
-    from ..compiled.build import program_of
+    from ..network import artifact, latency
+    from ..network.layers import program_of
     if cfg.calibration["mode"] != "static":
         return {"end_to_end": None, "end_to_end_note": "dynamic calibration: no compiled model to model end to end"}
     try:

@@ -434,6 +434,12 @@ def _shift_codes(w):
     return "twohot" if np.all(mr == 0.5) else None
 
 
+def _int8_layer(ex):
+    """``ex`` runs a ``fixed`` or ``sparse`` format (a :class:`~hlsnn.deploy.executors.SparseExec`,
+    :data:`~hlsnn.deploy.executors.EXECS`): int8 on ``sparse_cluster``."""
+    return ex.fmt.type in ("fixed", "sparse")
+
+
 def for_assignment(mapping, dep, recalibrate=False):
     """Per engine layer of the deployment ``dep``, how the file's quantization ran: ``mapping``
     (:func:`layer_mapping`) narrowed to the layer's format. A layer is **exact** when the file's
@@ -443,14 +449,13 @@ def for_assignment(mapping, dep, recalibrate=False):
     Every other layer is **approximated**, with the reason; ``weight_max_abs_error`` is the largest
     difference between the file's dequantized weights and the weights the layer ran (fixed-point
     formats; None for the others)."""
-    from .runner import SparseExec
     out, exact = {}, []
     for name, ex in dep.execs.items():
         e = dict(mapping.get(name) or {"mapping": "approximated", "why": "not quantized in the file",
                                        "weights": "float", "input": "float", "output": "float"})
         why = [e["why"]] if e["why"] else []
         fmt = ex.fmt
-        if not isinstance(ex, SparseExec):
+        if not _int8_layer(ex):
             why.append(f"format {fmt.name} ({fmt.type}) quantizes by its own rule")
             codes = _shift_codes(ex.layer.w)
             if codes and fmt.type in ("twohot", "pot") and (codes == "pot" or fmt.type == "twohot"):
@@ -468,7 +473,7 @@ def for_assignment(mapping, dep, recalibrate=False):
             f_w = np.asarray(ex.f_w).reshape((-1,) + (1,) * (ex.w_taps.ndim - 1))
             deployed = np.ldexp(ex.w_taps.astype(np.float64), -f_w).reshape(ex.layer.w.shape)
             e["weight_max_abs_error"] = float(np.abs(deployed - ex.layer.w).max(initial=0.0))
-        if not isinstance(ex, SparseExec):
+        if not _int8_layer(ex):
             e["weight_max_abs_error"] = None
         e["mapping"] = "approximated" if why else "exact"
         e["why"] = "; ".join(why)
@@ -486,11 +491,10 @@ def pin(dep, mapping):
     (after :meth:`~hlsnn.deploy.runner.Deployment.calibrate`, which set the others): each such
     layer's output radix ``F_out`` and, where its input arrives as float (the network input, a
     sum), its input radix ``F_x``. Returns the names of the layers pinned."""
-    from .runner import SparseExec
     pinned = []
     for name, ex in dep.execs.items():
         e = mapping.get(name)
-        if not e or e["mapping"] != "exact" or not isinstance(ex, SparseExec):
+        if not e or e["mapping"] != "exact" or not _int8_layer(ex):
             continue
         ex.f_out = e["f_out"]
         ex.stats.f_out = e["f_out"]

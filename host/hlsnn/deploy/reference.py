@@ -105,7 +105,7 @@ def _inference_batchnorm_op():
 
 def _pool_ops():
     """``MaxPool`` and ``AveragePool`` (2-D, no dilation, one output) as ONNX defines them, from
-    :func:`hlsnn.deploy.hostops._pool`; other cases run onnx's stock implementation.
+    :func:`hlsnn.deploy.pooling._pool`; other cases run onnx's stock implementation.
 
     onnx's reference pools (onnx 1.22) disagree with onnxruntime when the pads are asymmetric
     or with ``ceil_mode``: of 600 random 2-D pools, 23 gave another shape, other values or an
@@ -128,7 +128,7 @@ def _pool_ops():
     def run(self, stock, op, x, kwargs):
         if not ours(self.onnx_node, x, kwargs):
             return stock(self.onnx_node, self.run_params)._run(x, **kwargs)
-        from .hostops import _pool
+        from .pooling import _pool
         a = {"kernel_shape": [int(k) for k in kwargs["kernel_shape"]],
              "strides": [int(v) for v in (kwargs.get("strides") or [1, 1])],
              "pads": [int(v) for v in (kwargs.get("pads") or [0, 0, 0, 0])] if (kwargs.get("auto_pad") or "NOTSET")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..config import find_config, load_config, read_yaml
 from ..engines.common import largest_frac
 from ..errors import ConfigError, InputError, MissingDependency

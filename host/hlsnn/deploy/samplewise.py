@@ -31,7 +31,7 @@ Host ops here (:func:`rule` at import, :func:`run` in the float path):
   quantizes it like any operand.
 
 An engine layer (a ``MatMul``/``Gemm`` by a constant) on a lifted tensor multiplies every row
-of its last axis (the token-wise GEMM of :func:`hlsnn.deploy.onnx_import._rows_as_maps`):
+of its last axis (the token-wise GEMM of :func:`hlsnn.deploy.onnx_nodes._rows_as_maps`):
 :func:`rows` gives the rows.
 """
 from __future__ import annotations
@@ -171,11 +171,12 @@ def _softmax(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def run(layer, inputs, matmul=None):
+def run(layer, inputs, matmul=None, host_run=None):
     """Host ``layer`` (``SwMove``, ``SwCompute`` or ``MatMulAct``) on its inputs as they are
     held; ``matmul`` computes a ``MatMulAct``'s product of the two lifted operands (default:
-    float64)."""
-    from . import hostops
+    float64); ``host_run(spec, inputs)`` evaluates a per-sample function such as
+    ``LayerNormalization`` (:func:`hlsnn.deploy.hostops.run`, which calls this one)."""
+    from types import SimpleNamespace
     a = layer.attrs
     xs = [lift(np.asarray(x), s) for x, s in zip(inputs, a["in_shapes"])]
     n = xs[0].shape[0]
@@ -203,9 +204,9 @@ def run(layer, inputs, matmul=None):
         elif fn == "Softmax":
             y = _softmax(xs[0], a["axis"])
         elif fn == "LayerNormalization":
-            y = hostops.run(hostops._Spec(fn, a), [xs[0]])
+            y = host_run(SimpleNamespace(op=fn, attrs=a), [xs[0]])
         else:
-            y = hostops.run(hostops._Spec(fn, a), [xs[0]])
+            y = host_run(SimpleNamespace(op=fn, attrs=a), [xs[0]])
     y = np.asarray(y, np.float64)
     if y.shape != (n,) + s_out:
         raise InputError(f"layer {layer.name} ({fn}): computed shape {y.shape[1:]} per sample, the file's {s_out}")

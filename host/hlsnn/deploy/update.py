@@ -5,7 +5,7 @@ and ``hlsnn report``.
 ``e1`` (the default)
     The preceding operation runs the layer on the whole batch with the statistics unit on,
     DETERMINE picks ``F_out``, the main operation runs the whole batch again
-    (:meth:`hlsnn.deploy.runner._Exec._two_pass`).
+    (:meth:`hlsnn.deploy.executors._Exec._two_pass`).
 ``e5``
     Source 002's E5 (Alg 2-E, :func:`hlsnn.formats.radix_update.select_e5`): every layer is updated
     either by two operations on a sample (E2) or by saving results (E4), whichever the cycle
@@ -84,7 +84,7 @@ def check(update, update_by, percent):
 
 
 def modelled_times(ex, batch, in_hw, percent) -> dict:
-    """The modelled times of updating layer ``ex`` (a :class:`~hlsnn.deploy.runner._Exec`) on
+    """The modelled times of updating layer ``ex`` (a :class:`~hlsnn.deploy.executors._Exec`) on
     a batch of ``batch`` images, ``percent`` % sampled (module docstring)."""
     from ..perf.layers import layer_cycles
     cfg = ex.acc.config

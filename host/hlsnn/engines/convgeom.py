@@ -225,3 +225,13 @@ def stride1_output(y, g: ConvGeom, h, w):
     """Keep the outputs of the layer from the stride-1 "valid" convolution's ``y`` (B, Z, H', W')."""
     oh, ow = g.out_hw(h, w)
     return y[:, :, ::g.sh, ::g.sw][:, :, :oh, :ow]
+
+
+def kernel_blocks(g, max_ksize):
+    """Blocks of taps ``(i0, th, j0, tw)`` that cover a ``g.kh x g.kw`` kernel, each of a
+    dilated extent of at most ``max_ksize`` (``dh*(th-1)+1 <= max_ksize``): row blocks of
+    ``th`` taps times column blocks of ``tw``, the last of each shorter."""
+    th = (max_ksize - 1) // g.dh + 1
+    tw = (max_ksize - 1) // g.dw + 1
+    return [(i0, min(th, g.kh - i0), j0, min(tw, g.kw - j0))
+            for i0 in range(0, g.kh, th) for j0 in range(0, g.kw, tw)]

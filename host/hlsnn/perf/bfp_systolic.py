@@ -137,15 +137,6 @@ from .model import Loop, bound_of, serial_call
 
 NAME = "bfp_systolic"
 
-#: Read-after-write distances (in ``Steps`` iterations) the depth table above implies for the
-#: arrays declared ``DEPENDENCE inter false``; the strict C-simulation holds every checked read
-#: to them (``HLSNN_MEM``). ``wstore``: the loader's beat read, the step assembly register and
-#: the write (stage 2) against the compute's read at stage 0: ``spec.W_DEPTH`` = 3 (the kernel
-#: leaves ``spec.W_GAP`` = 4); ``wexp``: the exponent beats skip the assembly, 2. ``run_*`` and
-#: ``ybuf``: the post reads them at stage 0 (the shadow row multiplexer and the result-store
-#: read) and writes them at stage 6 (after the running maximum): ``spec.POST_DEPTH`` = 7 (the
-#: kernel leaves ``POST_GAP + 1`` = 8).
-RAW_DISTANCE = {"wstore": 3, "wexp": 2, "run": 7, "ybuf": 7}
 STREAM = "stream"
 RAM = "ram_1p"
 S2P = "ram_s2p"
@@ -188,7 +179,7 @@ _LOOPS = (
 
 
 def loopbacks(p) -> dict:
-    """The longest loop-back chain of each pipelined loop (:mod:`.timing`): what an iteration's
+    """The longest loop-back chain of each pipelined loop (:mod:`~hlsnn.perf.timing`): what an iteration's
     loop-carried registers pass through before the next iteration needs them.
 
     ``Steps``: the longest of three paths, each one compare of registers, the condition's
@@ -225,7 +216,7 @@ def call_cycles(p, counts, ii=None):
     """Modelled cycles of one call from its loop counters: the loops add up; the ``Steps``
     iterations that waited for weights (``WeightWait``) are moved to the weights phase, the
     ``GemvSteps`` iterations that waited for the sample (``SampleWait``) to the activations'.
-    ``ii``: ``{loop: II}`` of loops whose loop-back does not close at II = 1 (:mod:`.timing`)."""
+    ``ii``: ``{loop: II}`` of loops whose loop-back does not close at II = 1 (:mod:`~hlsnn.perf.timing`)."""
     import dataclasses
     rows = loops(p)
     if ii:

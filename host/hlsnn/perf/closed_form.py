@@ -174,7 +174,7 @@ def gemm_cycles(cfg, batch, k, n, *, mode=None) -> KernelCycles:
     ``max_n``; ``shift_mac`` also splits the batch by its activation store,
     :func:`shift_gemm_calls`, and K above ``max_k`` into raw calls, :func:`shift_k_chunks`),
     from the closed-form counts."""
-    from . import call_cycles
+    from .calls import call_cycles
     p = cfg.params
     limit = _k_limit(cfg)
     if k > limit:
@@ -211,7 +211,7 @@ def reference_gemm(cfg, shape=REFERENCE_GEMM):
     """The cycle model of one float GEMM of ``shape`` (B, K, N) on ``cfg``: ``{shape, cycles,
     utilization, bound}`` (utilization of the default mode's peak), or None for engines whose
     counts depend on the data (``sparse_cluster``) or a K beyond what the config takes."""
-    from . import PAGES
+    from .pages import PAGES
     if cfg.engine not in ("bfp_systolic", "shift_mac") or shape[1] > _k_limit(cfg):
         return None
     kc = gemm_cycles(cfg, *shape)
@@ -225,7 +225,7 @@ def conv_cycles(cfg, c, h, w, z, ksize, pad, *, mode=None, resident=False) -> Ke
     """Modelled cycles of a ``shift_mac`` convolution that fits one call (the line buffer,
     ``max_hw``, the weight store, ``z <= max_n``), from the closed-form counts; ``resident``:
     the weights are on chip already."""
-    from . import call_cycles
+    from .calls import call_cycles
     from ..engines.shift_mac import protocol
     from ..engines.shift_mac.tiles import conv_call_limits
     p = cfg.params

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime.targets import EmuTarget
-from . import log_call
+from .calls import log_call
 from .closed_form import bfp_call_counts, shift_call_counts
 
 

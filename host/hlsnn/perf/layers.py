@@ -61,7 +61,7 @@ def _chunks(n, step):
 def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0,
                         input_density=1.0, x=None, w=None, seed=0) -> KernelCycles:
     """The :class:`~.model.KernelCycles` of the runner's calls for one layer (module docstring)."""
-    from . import call_cycles
+    from .calls import call_cycles
     from .closed_form import bfp_call_counts, shift_call_counts
     p = cfg.params
     positions, k, n, conv = _shape(layer, in_hw)
@@ -127,7 +127,7 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
     if general and convgeom.as_stride1(w[:1, :1], layer.geom)[2] > p["max_ksize"]:
         # the runner's blocks of taps (hlsnn.deploy.blocks): raw convolutions of the shifted input
-        from ..deploy.blocks import kernel_blocks
+        from ..engines.convgeom import kernel_blocks
         g = layer.geom
         kc = KernelCycles()
         xp = convgeom.pad_nchw(x, g.pads)

@@ -61,7 +61,7 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
     call, which streams only the parameters and activations."""
     from ..config import Config, load_config
     from ..runtime import Accelerator
-    from . import PAGES
+    from .pages import PAGES
     cfg = config if isinstance(config, Config) else load_config(config)
     engine = cfg.engine
     if (gemm is None) == (conv is None):
@@ -142,7 +142,8 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
                "bytes_in": kc.beats_in * beat, "bytes_out": kc.beats_out * beat,
                "processes": {k: int(v) for k, v in kc.processes.items()} or None,
                "counts": {k: list(v) for k, v in sorted(kc.counts.items())}}
-        from .timing import enable_timing, loop_timing
+        from ..engines.timing import enable_timing
+        from .timing import loop_timing
         res["timing"] = loop_timing(cfg)
         res["stall_enable"] = enable_timing(cfg)
         from .schedule import config_schedule
@@ -160,7 +161,7 @@ def _acts(p, x):
 def loop_table(engine, p) -> str:
     """The engine page's loop rows for config parameters ``p``: pragma II, accesses per
     iteration, the II the tool gets, depth, phase (``hlsnn perf --loops``)."""
-    from . import PAGES
+    from .pages import PAGES
     from .model import page_table
     return page_table(PAGES[engine].loops(p))
 

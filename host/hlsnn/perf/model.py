@@ -9,7 +9,7 @@ to. The rules, as the HLS scheduler applies them:
 * **Pipelined loop**: one entry of ``n`` iterations costs ``(n - 1) * II + depth``, so all
   entries together cost ``(iterations - entries) * II + entries * depth``.
 * **The II the tool gets** is the larger of the II derived from the rendered C++
-  (:mod:`.schedule`: ports, carried dependences, register loop-backs, m_axi bursts) and the
+  (:mod:`~hlsnn.perf.schedule`: ports, carried dependences, register loop-backs, m_axi bursts) and the
   one below; the one below is the pragma's, unless the body accesses one port more often per
   iteration than the II allows: a stream (AXI-Stream or FIFO) takes one read or one write per
   cycle, a single-port memory one access, a true-dual-port BRAM two. Then the II is
@@ -34,9 +34,9 @@ import contextvars
 import math
 from dataclasses import dataclass, field
 
-#: ``{loop: II}`` derived from the rendered C++ (:mod:`.schedule`) for the config whose cycles
+#: ``{loop: II}`` derived from the rendered C++ (:mod:`~hlsnn.perf.schedule`) for the config whose cycles
 #: are being modelled: a pipelined :class:`Loop` costed while it is set takes the larger of its
-#: own II and this one (:func:`hlsnn.perf.call_cycles` sets it around a page's model)
+#: own II and this one (:func:`hlsnn.perf.calls.call_cycles` sets it around a page's model)
 DERIVED_II = contextvars.ContextVar("hlsnn_derived_ii", default={})
 
 #: cycles per kernel call outside every loop: ap_start is latched, the scalar registers are

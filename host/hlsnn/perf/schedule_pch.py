@@ -52,8 +52,7 @@ def pch_args(ci, args) -> list:
     key = hashlib.sha256(repr((version, base, text)).encode()).hexdigest()[:16]
     if key in _MEMO:
         return _MEMO[key]
-    from .schedule import _cache_dir
-    pch = _cache_dir() / f"headers_{key}.pch"
+    pch = cache_dir() / f"headers_{key}.pch"
     try:
         if not pch.is_file():
             from ..cachefile import build_lock
@@ -114,3 +113,42 @@ def _discard(pch):
         os.unlink(pch)
     except OSError:
         pass
+
+
+def cache_dir():
+    """The derived schedules, by a hash of the kernel's sources: in the user's cache
+    (``$XDG_CACHE_HOME/hlsnn/schedule``, as the native helpers), never in the build folder, which
+    a model or a sweep that renders nothing must leave untouched."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "hlsnn" / "schedule"
+
+
+def load_or_derive(f, derive):
+    """The rows cached in ``f`` (JSON), else ``derive()``'s, written there atomically; under a
+    lock beside ``f``, so that another process deriving the same kernel (a test worker) waits for
+    its rows instead of deriving them again. An unwritable cache derives without the lock."""
+    import contextlib
+    import json
+    from ..cachefile import build_lock
+    from ..files import write_atomic
+    for _ in (0, 1):
+        if f.is_file():
+            try:
+                return json.loads(f.read_text())
+            except ValueError:
+                pass
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(build_lock(f))
+            except OSError:
+                break
+            if f.is_file():
+                continue                          # written while this process waited: read it
+            rows = derive()
+            try:
+                f.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(f, json.dumps(rows))
+            except OSError:
+                pass
+            return rows
+    return derive()

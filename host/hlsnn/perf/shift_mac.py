@@ -102,14 +102,6 @@ from .model import CALL_CYCLES, CallCycles, Loop, bound_of, loop_costs
 NAME = "shift_mac"
 
 #: Read-after-write distances (in iterations of one loop run) the depth table implies for the two
-#: stores the pipelined loops both write and read; the strict C-simulation holds every checked
-#: read to them (``HLSNN_MEM``). ``wstore``: ``Steps`` writes a step from the stream in stage 1
-#: (a stream read and its store, 2) and reads one at stage 0: 2. ``lbuf``: the line buffer's
-#: beat goes through the bank select before its write (3: stage 2), the step reads at stage 0:
-#: 3. Today neither store is read again in the loop run that wrote it (a tile's steps are
-#: written in its first pass and read in the later ones; a convolution's next input row goes to
-#: a line-buffer slot the window does not read), so the strict report shows no distance.
-RAW_DISTANCE = {"wstore": 2, "lbuf": 3}
 STREAM = "stream"
 RAM = "ram_1p"
 RAM_S2P = "ram_s2p"

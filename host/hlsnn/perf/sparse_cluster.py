@@ -92,13 +92,6 @@ from .model import CallCycles, Loop, loop_costs
 
 NAME = "sparse_cluster"
 
-#: ``MacLoop``'s stages from the depth table above: the ``acc`` read is issued at stage 2 (after
-#: the entry's place and the ``ebuf`` read) and the sum is written at stage 6, so a read sees
-#: a write of the same word only ``6 - 2 + 1 = 5`` iterations later. The kernel forwards the
-#: words of the four iterations before (``Accumulate``); the strict C-simulation holds every
-#: ``acc`` read to this distance (``HLSNN_MEM(acc, ..., distance)``).
-MAC_ACC_READ_STAGE, MAC_ACC_WRITE_STAGE = 2, 6
-ACC_RAW_DISTANCE = MAC_ACC_WRITE_STAGE - MAC_ACC_READ_STAGE + 1
 STREAM, RAM, RAM2, S2P = "stream", "ram_1p", "ram_t2p", "ram_s2p"
 
 

@@ -7,7 +7,7 @@ import threading
 from ..config import Config, load_config
 from ..engines import ENGINES
 from ..formats._validate import check_options
-from .targets import TARGETS, make_target
+from .make import TARGETS, make_target
 
 
 class Accelerator:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import HlsnnError, InputError, MissingDependency, excerpt
+from .targets import _limit, kernel_cycles
 
 #: AXI DMA status register (DMASR) bits.
 DMASR_BITS = {0: "halted", 1: "idle", 4: "internal error (DMAIntErr: e.g. a packet longer than the buffer, or a "
@@ -143,6 +144,7 @@ class PynqTarget:
     """
 
     name = "pynq"
+    kernel_cycles = kernel_cycles
 
     def __init__(self, cfg, engine, *, overlay, device=None, timeout=10.0, download=True, max_transfer_bytes=None):
         pynq = _pynq()
@@ -169,7 +171,6 @@ class PynqTarget:
         for ip_name in ("dma", cfg.name):
             _check_address(ip_name, ips[ip_name])
         self._check_dma(ips["dma"])
-        from .targets import _limit
         self._dma_limit = (1 << self.length_width) - 1          # what the length register can count
         user = _limit(max_transfer_bytes)
         #: bytes one transfer may carry: the DMA's length register, or less if asked; the
@@ -206,7 +207,7 @@ class PynqTarget:
         self._in_runs = _runs([self._offsets[n] for n in engine.protocol.REGS_IN])
         self._out_offsets = [self._offsets[n] for n in engine.protocol.REGS_OUT]
         self.last_timing = {}
-        # running totals over this target's life (hlsnn.compiled: the kernel's share of a call)
+        # running totals over this target's life (hlsnn.network: the kernel's share of a call)
         self.total_calls, self.total_transfer_s, self.total_bytes = 0, 0.0, 0
 
     # ------------------------------------------------------------------ checks

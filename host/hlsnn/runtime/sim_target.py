@@ -112,7 +112,7 @@ class SimTarget(PynqTarget):
         """As the pynq target; ``last_timing`` also gains the kernel's modelled time from the
         C-simulation's loop counters (``kernel_cycles`` and ``kernel_model_s`` at the config's
         clock; :mod:`hlsnn.perf`), which the operation's ``last_cycles`` sums over calls."""
-        from ..perf import call_cycles, log_call
+        from ..perf.calls import call_cycles, log_call
         with self._active():
             out = super().run(beats, regs_in, n_out_beats)
         counts = self.lib.last_counts

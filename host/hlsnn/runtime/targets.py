@@ -10,10 +10,19 @@ from __future__ import annotations
 import numpy as np
 
 
+def kernel_cycles(target, cfg, log):
+    """The modelled cycles of the kernel calls in ``log`` (:func:`hlsnn.perf.calls.kernel_cycles`; None
+    where a call carried no loop counters): ``target.kernel_cycles``, which an engine
+    Kernel's measured operations read (:mod:`hlsnn.engines.instrument`)."""
+    from ..perf.calls import kernel_cycles as model
+    return model(cfg, log)
+
+
 class EmuTarget:
     """The bit-exact numpy emulator, behind the same stream interface as the hardware."""
 
     name = "emu"
+    kernel_cycles = kernel_cycles
 
     def __init__(self, cfg, engine, *, max_transfer_bytes=None, arrays=True):
         self.cfg, self.engine = cfg, engine
@@ -46,6 +55,7 @@ class CsimTarget:
     """The rendered kernel compiled with g++ and called through ctypes."""
 
     name = "csim"
+    kernel_cycles = kernel_cycles
 
     def __init__(self, cfg, engine, *, build_dir=None, rendered=None, verbose=False, max_transfer_bytes=None,
                  include_dirs=(), progress=False):
@@ -61,7 +71,7 @@ class CsimTarget:
                                     len(engine.protocol.REGS_OUT))
 
     def run(self, beats, regs_in, n_out_beats):
-        from ..perf import log_call
+        from ..perf.calls import log_call
         out = self.lib.run(beats, regs_in, n_out_beats)
         log_call(self, self.lib.last_counts, np.size(beats) // (self.lib.stream_bits // 8), n_out_beats)
         return out
@@ -78,31 +88,6 @@ def _limit(value):
         from ..errors import InputError
         raise InputError(f"max_transfer_bytes = {value!r}: must be a positive integer (bytes) or None (unlimited)")
     return int(value)
-
-
-def _pynq_target(cfg, engine, *, overlay=None, **kw):
-    from ..errors import InputError
-    from .pynq_target import PynqTarget
-    if overlay is None:
-        raise InputError("target 'pynq' runs an overlay: pass the overlay folder, e.g. "
-                         "hlsnn.Accelerator('overlays/<name>', target='pynq') (hlsnn build makes it)")
-    return PynqTarget(cfg, engine, overlay=overlay, **kw)
-
-
-def _sim_target(cfg, engine, **kw):
-    from .sim_target import SimTarget
-    return SimTarget(cfg, engine, **kw)
-
-
-TARGETS = {"emu": EmuTarget, "csim": CsimTarget, "sim": _sim_target, "pynq": _pynq_target}
-
-
-def make_target(name, cfg, engine, **kw):
-    from ..errors import InputError
-    if name not in TARGETS:
-        hint = ""
-        raise InputError(f"target = {name!r}: must be one of {', '.join(TARGETS)}{hint}")
-    return TARGETS[name](cfg, engine, **kw)
 
 
 def as_regs(values):

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 import hlsnn
-from hlsnn.perf import timing
+from hlsnn.engines import timing
+from hlsnn.perf import timing as loops
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = Path(__file__).parent / "configs"
@@ -117,7 +118,7 @@ def test_timing_model_old_steps_chain_does_not_close():
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda q: q.stem)
 def test_every_shipped_loop_back_closes(path):
-    rows = timing.loop_timing(hlsnn.load_config(path))
+    rows = loops.loop_timing(hlsnn.load_config(path))
     assert {r["loop"] for r in rows} >= {"Steps", "ReadSampleBeats", "WriteBeats"}
     assert all(r["ii"] == 1 and r["delay_ns"] < r["budget_ns"] for r in rows), rows
 
@@ -125,7 +126,8 @@ def test_every_shipped_loop_back_closes(path):
 def test_a_loop_that_cannot_close_is_costed_at_its_ii(monkeypatch):
     """With the old Steps chain planted back, the model runs Steps at II = 2: the call costs
     its Steps iterations less one more (a pipelined loop costs (iterations - 1) * II + depth)."""
-    from hlsnn.perf import bfp_systolic as page, call_cycles
+    from hlsnn.perf import bfp_systolic as page
+    from hlsnn.perf.calls import call_cycles
     from hlsnn.perf.closed_form import bfp_call_counts
     from hlsnn.perf import schedule
     cfg = hlsnn.load_config(ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml")
@@ -138,7 +140,7 @@ def test_a_loop_that_cannot_close_is_costed_at_its_ii(monkeypatch):
            ("lut", 2)]
     real = page.loopbacks
     monkeypatch.setattr(page, "loopbacks", lambda p: {**real(p), "Steps": old})
-    assert timing.timing_ii(cfg) == {"Steps": 2}
+    assert loops.timing_ii(cfg) == {"Steps": 2}
     its, entries = counts["Steps"]
     assert call_cycles(cfg, counts).cycles == base + (its - entries)
 

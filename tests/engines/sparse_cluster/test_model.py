@@ -13,7 +13,7 @@ import pytest
 import hlsnn
 from hlsnn.engines.sparse_cluster import protocol
 from hlsnn.engines.sparse_cluster.kernel import Kernel
-from hlsnn.engines.sparse_cluster.model import work_model
+from hlsnn.perf.sparse_work import work_model
 from hlsnn.errors import ConfigError, InputError
 
 from conftest import ROOT
@@ -255,7 +255,7 @@ def test_report_errors_are_one_line(tmp_path, args, message):
 def test_rebalancing_clustered_inputs_pays_in_the_cycle_model():
     """Clustered ("structured") inputs: the plan's jobs finish sooner than the equal split's by
     the whole kernel's cycle model, and the units are better balanced, on several seeds."""
-    from hlsnn.engines.sparse_cluster.model import synthetic_layer
+    from hlsnn.perf.sparse_work import synthetic_layer
     cfg = hlsnn.load_config(SP4)
     for seed in range(3):
         for d in (0.5, 0.2, 0.1):
@@ -270,7 +270,7 @@ def test_rebalancing_keeps_the_issues_layer_balanced():
     """On the issue's layer (64 -> 64, 56x56, 3x3, the report's seeds) the slowest unit is
     within 1.15x of the mean at every density below 1 (slow: the whole report's sweep, about
     25 CPU-seconds; the property on small layers above stays in the quick suite)."""
-    from hlsnn.engines.sparse_cluster.model import density_sweep
+    from hlsnn.perf.sparse_work import density_sweep
     cfg = hlsnn.load_config(SP4)
     rep = density_sweep(cfg, densities=(1.0, 0.5, 0.2, 0.1, 0.05))
     for row in (r for r in rep["rows"] if r["kind"] == "structured" and r["density"] < 1):

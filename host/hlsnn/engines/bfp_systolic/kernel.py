@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
-from ...perf import instrument
+from ..instrument import instrument
 from ...formats import bfp
 from ...formats._validate import as_float_array, as_float_input
 from .. import tiling
@@ -13,9 +13,9 @@ from ..convgeom import Patches
 from . import compiled, protocol
 from ..common import exact_matmul as _exact_matmul
 from ..common import workspace as _workspace
-from .emulator import (RollingState, _to_float_checked, emulate, emulate_floats, emulate_values, gemm_dtype,
-                       values_fit_float32)
-from .spec import MAGIC, k_limit, lane_bits, passes
+from .emulator import (RollingState, _to_float_checked, emulate, emulate_floats, emulate_stream, emulate_values,
+                       gemm_dtype, values_fit_float32)
+from .spec import MAGIC, k_limit, lane_bits
 
 
 def _flags(relu, has_bias, method, stats_out=False):
@@ -41,7 +41,7 @@ class Kernel:
     call without it, :attr:`last_stats` is None.
 
     After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
-    modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
+    modelled cycles of its kernel calls (:class:`hlsnn.perf.model.KernelCycles`; None elsewhere).
 
     **Calls.** One kernel call holds at most ``protocol.samples_per_call(p, K, N)`` samples
     (the activation and result stores); a larger batch is split into calls, each streaming
@@ -605,72 +605,8 @@ class Kernel:
         return ym, ye, sat, (hist[0] if stats else None)
 
     # ------------------------------------------------------------------ emulator target
-    @staticmethod
-    def emulate_stream(cfg, beats, regs_in, state=None):
-        """The emulator behind the stream interface: decode beats, emulate, encode beats.
-
-        ``state`` (a dict the target keeps between calls) holds the kernel's weight store as
-        the kernel writes it: ``wstore`` (``w_depth`` steps of ``2*rows`` mantissas, zero at
-        first, as the static array), written pass after pass (``spec.passes``): tile ``t`` of
-        a pass of ``Kq`` at step ``base + t*ceil(Kq/2)`` under the keep flag, ``base`` being the
-        steps of the passes before, and at ``(t mod slots)*ceil(Kq/2)`` otherwise (the ring of
-        ``slots = w_depth // ceil(Kq/2)`` tiles); and ``wexp`` (one per output row, written by
-        every per-row call); a resident call reads both. ``bias``: the bias mantissas and
-        exponent of the last call that streamed a bias, which a call with
-        ``FLAG_BIAS_KEPT`` uses. It also
-        holds the rolling method's buffer (``rolling``, a :class:`RollingState`), which a
-        call with the rolling-clear flag empties first."""
-        p = cfg.params
-        state = {} if state is None else state
-        R = p["rows"]
-        batch, n, k, flags, k_sigma = (int(r) for r in regs_in)
-        resident = bool(flags & protocol.FLAG_RESIDENT)
-        has_bias = bool(flags & protocol.FLAG_BIAS)
-        bias_kept = has_bias and bool(flags & protocol.FLAG_BIAS_KEPT)
-        xm, xe, wm, we, bm, be = protocol.unpack_input(p, beats, batch, n, k, has_bias, resident=resident,
-                                                       bias_kept=bias_kept)
-        if "wstore" not in state:
-            state["wstore"] = np.zeros((p["w_depth"], 2 * R), np.int64)
-            state["wexp"] = np.zeros(p["max_n"], np.int64)
-            state["rolling"] = RollingState(p["rolling_len"])
-            state["bias"] = (np.zeros(p["max_n"], np.int64), 0)
-        if bias_kept:
-            bm, be = state["bias"][0][:n].copy(), state["bias"][1]
-        elif has_bias:
-            state["bias"][0][:n] = bm
-            state["bias"] = (state["bias"][0], int(be))
-        if flags & protocol.FLAG_ROLL_CLEAR:
-            state["rolling"].clear()
-        store, nt = state["wstore"], -(-n // R)
-        if resident:
-            wm = np.zeros((n, k), np.int64)
-        base = 0
-        for k0, kq in passes(p, k):
-            kp = (kq + 1) // 2
-            if resident:
-                wm[:, k0:k0 + kq] = protocol.steps_to_rows(store[base:base + nt * kp].reshape(nt, kp, 2 * R), R)[:n, :kq]
-            else:
-                padded = np.zeros((nt * R, 2 * kp), np.int64)
-                padded[:n, :kq] = wm[:, k0:k0 + kq]
-                tiles = protocol.rows_to_steps(padded, R)
-                slots = p["w_depth"] // kp          # the kernel's ring of tiles
-                for t in range(nt):
-                    at = base + t * kp if flags & protocol.FLAG_KEEP else (t % slots) * kp
-                    store[at:at + kp] = tiles[t]
-            base += nt * kp
-        if resident and we is None:
-            we = state["wexp"][:n].copy()
-        if not resident and p["weight_exponent"] == "row":
-            state["wexp"][:n] = we
-        stats_out = bool(flags & protocol.FLAG_STATS_OUT)
-        ym, ye, sat, *hist = emulate(p, xm, xe, wm, we, bm, be, relu=bool(flags & protocol.FLAG_RELU),
-                                     use_stats=bool(flags & protocol.FLAG_STATS), stats_k=k_sigma & 15,
-                                     stats_out=stats_out,
-                                     rolling=state["rolling"] if flags & protocol.FLAG_ROLLING else None)
-        out = protocol.pack_output(p, ym, ye)
-        if stats_out:
-            out = np.concatenate([out, protocol.pack_stats(p, hist[0])])
-        return out, np.array([MAGIC, cfg.hash32, sat], dtype=np.uint32)
+    #: the emulator behind the stream interface (:func:`hlsnn.engines.bfp_systolic.emulator.emulate_stream`)
+    emulate_stream = staticmethod(emulate_stream)
 
     # ------------------------------------------------------------------ checks
     @staticmethod

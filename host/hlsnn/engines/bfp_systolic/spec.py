@@ -79,6 +79,15 @@ W_DEPTH = 3
 #: Iterations from a weight step's write to the first compute read of it (kernel: kWGap, the
 #: delay line of the loader's progress): W_DEPTH plus one stage of margin.
 W_GAP = W_DEPTH + 1
+#: Read-after-write distances (in ``Steps`` iterations) the depth table of
+#: :mod:`hlsnn.perf.bfp_systolic` implies for the arrays declared ``DEPENDENCE inter false``; the
+#: strict C-simulation holds every checked read to them (``HLSNN_MEM``). ``wstore``: the loader's
+#: beat read, the step assembly register and the write (stage 2) against the compute's read at stage
+#: 0: :data:`W_DEPTH` = 3 (the kernel leaves :data:`W_GAP` = 4); ``wexp``: the exponent beats skip
+#: the assembly, 2. ``run_*`` and ``ybuf``: the post reads them at stage 0 (the shadow row
+#: multiplexer and the result-store read) and writes them at stage 6 (after the running maximum):
+#: :data:`POST_DEPTH` = 7 (the kernel leaves ``POST_GAP + 1`` = 8).
+RAW_DISTANCE = {"wstore": 3, "wexp": 2, "run": 7, "ybuf": 7}
 #: Read-after-write distance each ``DEPENDENCE inter false`` array of ``Steps`` needs
 #: (iterations from a write to a read of the same word), for the strict C-simulation.
 RAW_REQUIRED = {"wstore": W_DEPTH, "wstore_u": W_DEPTH, "wstore_b": W_DEPTH, "run_lop": POST_DEPTH,
@@ -529,7 +538,6 @@ def _bits(n: int) -> int:
 
 def template_context(cfg) -> dict:
     """Flat, validated scalars for the templates (no C++ fragments)."""
-    from ...perf.bfp_systolic import RAW_DISTANCE   # the strict C-simulation's dependence distances
     p = cfg.params
     lb, L = lane_bits(p), lanes(p)
     sb = context_step_beats(p)
@@ -537,9 +545,9 @@ def template_context(cfg) -> dict:
     n_tiles = math.ceil(p["max_n"] / p["rows"])
     groups = max_groups(p)
     strict_raw = {f"raw_{k}": v for k, v in RAW_DISTANCE.items()}
-    from ...perf.timing import steps_style
+    from ..timing import steps_style
     return {
-        "steps_style": steps_style(cfg),    # the Steps loop's pipeline style (its stall enable: perf/timing.py)
+        "steps_style": steps_style(cfg),    # the Steps loop's pipeline style (its stall enable: engines/timing.py)
         **strict_raw,
         **{k: p[k] for k in ("rows", "cols", "mantissa_bits", "exponent_bits", "acc_bits", "max_k",
                              "max_n", "max_batch", "stream_bits", "rounding")},

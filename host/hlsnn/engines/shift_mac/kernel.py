@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
-from ...perf import instrument
+from ..instrument import instrument
 from ...formats import shift as sfmt
 from ...formats._validate import as_float_input, as_int_input
 from .. import tiling
@@ -71,7 +71,7 @@ class Kernel:
     are in ``shift_mac.tiles``.
 
     After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
-    modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
+    modelled cycles of its kernel calls (:class:`hlsnn.perf.model.KernelCycles`; None elsewhere).
 
     **Resident weights** (:meth:`load_weights`). Weights whose tiles fit the weight store
     (``tiles x K <= w_depth``, ``N <= max_n``) can stay on chip: after ``load_weights(w)`` the

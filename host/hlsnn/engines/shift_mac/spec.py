@@ -359,15 +359,24 @@ def estimate(cfg) -> dict:
                "dsp": "none by design", "ff": "accumulators and shifter registers per unit (model) + register buffers"})
 
 
+#: Read-after-write distances of the stores the pipelined loops both write and read; the strict
+#: C-simulation holds every checked read to them (``HLSNN_MEM``). ``wstore``: ``Steps`` writes a
+#: step from the stream in stage 1 (a stream read and its store, 2) and reads one at stage 0: 2.
+#: ``lbuf``: the line buffer's beat goes through the bank select before its write (3: stage 2), the
+#: step reads at stage 0: 3. Today neither store is read again in the loop run that wrote it (a
+#: tile's steps are written in its first pass and read in the later ones; a convolution's next input
+#: row goes to a line-buffer slot the window does not read), so the strict report shows no distance.
+RAW_DISTANCE = {"wstore": 2, "lbuf": 3}
+
+
 def template_context(cfg) -> dict:
-    from ...perf.shift_mac import RAW_DISTANCE     # the strict C-simulation's dependence distances
     p = cfg.params
     sb = step_beats(p)
     ln = lanes(p)
     tn_max = 2 * p["rows"]
-    from ...perf.timing import steps_style
+    from ..timing import steps_style
     return {
-        "steps_style": steps_style(cfg),    # the Steps loop's pipeline style (its stall enable: perf/timing.py)
+        "steps_style": steps_style(cfg),    # the Steps loop's pipeline style (its stall enable: engines/timing.py)
         **{f"raw_{k}": v for k, v in RAW_DISTANCE.items()},
         **{k: p[k] for k in ("rows", "cols", "act_bits", "exp_bits", "max_delta", "acc_bits", "max_k",
                              "max_n", "max_batch", "max_hw", "max_ksize", "stream_bits", "rounding", "w_depth",

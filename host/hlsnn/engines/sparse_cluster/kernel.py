@@ -7,7 +7,7 @@ import numpy as np
 
 from ...errors import InputError
 from ...formats._validate import as_float_input, as_int_array
-from ...perf import instrument
+from ..instrument import instrument
 from ...formats import sparse as sfmt
 from . import protocol, tiles
 from .emulator import conv_accumulate, emulate, postprocess
@@ -214,7 +214,7 @@ class Kernel:
       The tiled paths are in ``sparse_cluster.tiles``.
 
     After every operation on the ``csim`` or ``sim`` target, :attr:`last_cycles` holds the
-    modelled cycles of its kernel calls (:class:`hlsnn.perf.KernelCycles`; None elsewhere).
+    modelled cycles of its kernel calls (:class:`hlsnn.perf.model.KernelCycles`; None elsewhere).
     """
 
     OPERATIONS = ("conv2d", "conv2d_int", "conv2d_batch_int", "channel_sums")

@@ -8,7 +8,7 @@ built from LUTs beside the DSPs. shift_mac's products are shifts (no DSP at all:
 the DSPs), and bfp_systolic's network kernel runs BFP with a shared exponent per block.
 
 **Shape.** ``P`` output lanes (``net_lanes``: the config's ``max_z``), ``B = P`` physical
-activation banks (channel ``c`` in bank ``c mod B``, :func:`hlsnn.compiled.netkernel.allocate`)
+activation banks (channel ``c`` in bank ``c mod B``, :func:`hlsnn.engines.network.kernel.allocate`)
 and ``S`` read ports per bank (``net_sub``): the ping-pong activation buffers hold ``S``
 replicas of each bank (every write goes to all ``S``, a load reads its own), so ``Q = B * S``
 *virtual banks* read ``Q`` taps a cycle. Lane ``l``'s slot ``j`` multiplies virtual bank
@@ -122,8 +122,8 @@ def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
     its tap's address (two 32-bit adds) and padding test (four 8-bit compares) and the zero
     select; per physical bank the write data select, the residual Add (as the layer-rule
     kernel's; twice with ``add_pairs``, two pixels a cycle: default ``S >= 2``); the AXI and
-    control allowances of :mod:`hlsnn.compiled.netperf`."""
-    from ...compiled.netperf import AXI_LITE, AXI_MASTER, CONTROL
+    control allowances of :mod:`hlsnn.engines.shift_mac.network.perf`."""
+    from ..network.perf import AXI_LITE, AXI_MASTER, CONTROL
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q, sb, wb = pc * sub, sum_bits, add_bits
     adds = 2 if (sub >= 2 if add_pairs is None else add_pairs) else 1

@@ -208,12 +208,18 @@ def stream_depths(p) -> dict:
     }
 
 
+#: ``MacLoop``'s stages from the depth table of :mod:`hlsnn.perf.sparse_cluster`: the ``acc`` read
+#: is issued at stage 2 (after the entry's place and the ``ebuf`` read) and the sum is written at
+#: stage 6, so a read sees a write of the same word only ``6 - 2 + 1 = 5`` iterations later. The
+#: kernel forwards the words of the four iterations before (``Accumulate``); the strict C-simulation
+#: holds every ``acc`` read to this distance (``HLSNN_MEM(acc, ..., distance)``).
+MAC_ACC_READ_STAGE, MAC_ACC_WRITE_STAGE = 2, 6
+ACC_RAW_DISTANCE = MAC_ACC_WRITE_STAGE - MAC_ACC_READ_STAGE + 1
 #: the stages of margin in Accumulate's bypass beyond the MAC loop's read-to-write distance
 ACC_FORWARD_MARGIN = 1
 
 
 def template_context(cfg) -> dict:
-    from ...perf.sparse_cluster import ACC_RAW_DISTANCE, MAC_ACC_WRITE_STAGE   # the MAC loop's stages
     p = cfg.params
     th, tw = tile_in(p)
     return {

@@ -12,7 +12,7 @@ a buffer the CPU changed without ``flush()`` raises).
 
 :data:`LATENCY` is an assumption, stated as such: 40 PL cycles at 100 MHz from a read request
 on a Zynq-7000 S_AXI_HP port to its first data word. It is not measured here (no board), and it
-is the same constant the network kernel's cycle model uses (``hlsnn.compiled.netperf``).
+is the same constant the network kernel's cycle model uses (``hlsnn.engines.shift_mac.network.perf``).
 """
 from __future__ import annotations
 

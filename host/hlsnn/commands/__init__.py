@@ -1,0 +1,1 @@
+"""The command line's commands by group (:mod:`hlsnn.cli` builds the parser)."""

@@ -1,0 +1,320 @@
+"""``hlsnn render``, ``csim``, ``compare``, ``info``, ``plot-quant``, ``run`` and ``perf``: the commands of
+one layer kernel (a config) on a target (:mod:`hlsnn.cli` builds the parser)."""
+from __future__ import annotations
+
+import json
+import time
+
+
+def _load(path):
+    from ..config import load_config
+    return load_config(path)
+
+
+def cmd_render(args):
+    from .. import codegen
+    cfg = _load(args.config)
+    if args.out:
+        from ..paths import out_parent
+        out_parent(args.out, folder=True)   # --out makes no parent folders outside build/ and overlays/
+    r = codegen.render(cfg, args.out)
+    print(f"rendered {cfg.name} ({cfg.engine}, board {cfg.board.name}) into {r.dir}/")
+    for f in r.files:
+        if "/" not in f:
+            print(f"  {f}")
+    print("  include/hlsnn/*.h, tb_data/ (emulator vectors for tb.cpp), config.json")
+    print(f"sources sha256 {r.sha[:16]}; Vitis HLS: cd {r.dir} && vitis_hls -f run_hls.tcl")
+    return 0
+
+
+def _print_compare(rep, as_json):
+    from ..compare import format_report
+    if as_json:
+        print(json.dumps({k: v for k, v in rep.items() if k != "results"} | {"results": rep["results"]}))
+    else:
+        print(format_report(rep))
+    return 0 if rep["mismatches"] == 0 and not rep["register_mismatches"] else 1
+
+
+def _strict_option(args):
+    """``--fast``: this process builds and loads the fast C-simulation libraries."""
+    if getattr(args, "fast", False):
+        from .. import csim
+        csim.set_strict_default(False)
+
+
+def cmd_csim(args):
+    from .. import codegen, csim
+    _strict_option(args)
+    from ..compare import compare
+    from ..runtime.targets import CsimTarget
+    from ..engines import ENGINES
+    cfg = _load(args.config)
+    t0 = time.time()
+    rendered = codegen.render(cfg, args.out)
+    cached = csim.library_path(rendered).is_file()
+    print(f"csim: {cfg.name}: rendered {rendered.dir}; "
+          + ("library cached" if cached else "compiling with g++ (first build of these sources) ..."), flush=True)
+    from ..progress import enabled
+    tgt = CsimTarget(cfg, ENGINES[cfg.engine], rendered=rendered,
+                     progress=enabled(quiet=args.quiet, json=args.json))
+    print(f"csim: library {tgt.library_path} ready in {time.time() - t0:.1f} s; running "
+          f"seeded GEMMs through {ENGINES[cfg.engine].TOP}() ...", flush=True)
+    rep = compare(cfg, "csim", seed=args.seed, n_random=args.cases, verbose=args.verbose and not args.json,
+                  target_obj=tgt)
+    return _print_compare(rep, args.json)
+
+
+def cmd_compare(args):
+    from pathlib import Path
+    from ..compare import compare
+    _strict_option(args)
+    if Path(args.config).is_dir():        # an overlay folder: its config from <name>.json
+        from ..engines import ENGINES
+        from ..runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
+        from ..runtime.make import make_target
+        _, _, js = overlay_files(args.config)
+        cfg = config_from_manifest(read_manifest(js))
+        tgt = make_target(args.target, cfg, ENGINES[cfg.engine],
+                          **({"overlay": Path(args.config)} if args.target in ("pynq", "sim") else {}))
+        try:
+            rep = compare(cfg, args.target, seed=args.seed, n_random=args.cases, target_obj=tgt,
+                          verbose=args.verbose and not args.json)
+        finally:
+            tgt.close()
+        return _print_compare(rep, args.json)
+    cfg = _load(args.config)
+    rep = compare(cfg, args.target, seed=args.seed, n_random=args.cases,
+                  verbose=args.verbose and not args.json)
+    return _print_compare(rep, args.json)
+
+
+def _shadowing(name, path):
+    """`` (HLSNN_CONFIG_PATH; shadows the shipped <file>)`` when a config looked up by name was found
+    in HLSNN_CONFIG_PATH while a shipped config has the same name."""
+    from pathlib import Path
+    from ..config import is_config_name
+    from ..paths import CONFIGS_DIR
+    if not is_config_name(name) or Path(name).exists():
+        return ""
+    shipped = CONFIGS_DIR / "accel" / Path(path).name
+    if shipped.is_file() and Path(path).resolve() != shipped.resolve():
+        return f" (found in HLSNN_CONFIG_PATH; it shadows the shipped {shipped})"
+    return ""
+
+
+def cmd_info(args):
+    cfg = _load(args.config)
+    est = cfg.estimates
+    if args.json:
+        print(json.dumps({"config": cfg.as_dict(), "path": cfg.path, "sha256": cfg.sha, "estimates": est}))
+        return 0
+    print(f"{cfg.name}: engine {cfg.engine} on {cfg.board.name} ({cfg.board.part}) at {cfg.clock_mhz:g} MHz")
+    print(f"  read from {cfg.path}" + _shadowing(args.config, cfg.path))
+    print(f"  config sha256 {cfg.sha[:16]} (ID register hash 0x{cfg.hash32:08x})")
+    for k, v in cfg.params.items():
+        print(f"  {cfg.engine}.{k}: {v}")
+    from ..resources import MARGINS, format_buffers, over_margin
+    print(f"  estimated resources (model, not synthesis; DSPs are {est['dsp_family']}):")
+    for r, used in est["resources"].items():
+        limit = f"  (margin {100 * MARGINS[r]:.0f}%)" if r in MARGINS else ""
+        print(f"    {r:<7}{used:>8} of {cfg.board.resources[r]:>8}  ({100 * est['utilization'][r]:.0f}%){limit}")
+    for r, used, limit in over_margin(est, cfg.board.resources):
+        print(f"  note: {r} {used} is above the {100 * MARGINS[r]:.0f}% margin ({limit:.0f}) that shipped configs keep")
+    print("  buffers the kernel declares (copies = banks x stream entries x instances; see hlsnn/resources.py):")
+    for line in format_buffers(est):
+        print(line)
+    if "peak_gmacs" in est:
+        print(f"  peak {est['peak_gmacs']:.1f} GMAC/s; weight-stream bound {est['stream_bound_gmacs']:.1f} GMAC/s "
+              "(a call of as many max_k x max_n samples as the stores hold)")
+    if est.get("k_limit", 0) > cfg.params.get("max_k", 0):
+        print(f"  K up to {est['k_limit']} in one call (passes of {est['pass_k']} beyond max_k = "
+              f"{cfg.params['max_k']}; the partial sums stay on chip, exact in {cfg.params['acc_bits']} bits)")
+    if "k_tiled_limit" in est:
+        print(f"  K beyond max_k = {cfg.params['max_k']}: raw calls over chunks of K, summed on the host (int64) "
+              f"and requantized there by the kernel's rules, up to K = {est['k_tiled_limit']}")
+    if "peak_macs_per_cycle" in est:
+        print(f"  {est['units']} compute units; at most {est['peak_macs_per_cycle']} multiplies per cycle "
+              f"(only non-zero pairs are multiplied: see `hlsnn report`)")
+    if "lut_per_unit" in est:
+        ppc = est["products_per_cycle"]
+        print(f"  {est['units']} shift-MAC units x {est['lut_per_unit']} LUTs (model); products per cycle: "
+              f"two-hot {ppc['twohot']}, PoT {ppc['pot']} (summed PoT {ppc['pot_sum']}); "
+              f"peak {est['peak_gops']['twohot']:.1f} / {est['peak_gops']['pot']:.1f} GOP/s")
+    return 0
+
+
+def cmd_plot_quant(args):
+    from pathlib import Path
+    from ..plots import default_output, load_weights, plot_quantization, report_json
+    w = load_weights(args.weights, key=args.key)
+    out = args.out or default_output(args.weights)
+    axis = None if args.axis == "none" else int(args.axis)
+    name = Path(args.weights).name + ("" if args.key is None else f"[{args.key}]")
+    rep = plot_quantization(w, out, bits=args.bits, delta=args.delta, axis=axis, name=name)
+    if args.json:
+        print(json.dumps(report_json(rep)))
+        return 0
+    print(f"plot-quant: {name}: {rep['n_weights']} weights, budget {rep['bits']} bits/weight")
+    for fmt, r in rep["formats"].items():
+        if r.get("skipped"):
+            print(f"  {fmt:<8} skipped: {r['skipped']}")
+        else:
+            print(f"  {fmt:<8} {r['bits_per_weight']:>2} bits/weight  MSE {r['mse']:.4g}")
+    print(f"wrote {rep['out']}")
+    return 0
+
+
+def _config_of(target_path):
+    """The config of a config name, YAML path or overlay folder (its ``<name>.json``), as
+    :class:`hlsnn.runtime.Accelerator` reads it, without making a target."""
+    from pathlib import Path
+    from ..config import load_config
+    if Path(target_path).is_dir() or str(target_path).endswith(".bit"):
+        from ..runtime.pynq_target import config_from_manifest, overlay_files, read_manifest
+        return config_from_manifest(read_manifest(overlay_files(Path(target_path))[2]))
+    return load_config(target_path)
+
+
+def cmd_run(args):
+    """One layer on a target, checked bit for bit against the emulator, with timing (or, given
+    a NAME.hlsnn, a compiled network: :func:`hlsnn.commands.network.run_compiled`)."""
+    if str(args.target_path).endswith(".hlsnn"):
+        from .network import run_compiled
+        return run_compiled(args)
+    import numpy as np
+    from ..runtime import Accelerator
+    from ..errors import InputError
+
+    import zipfile
+    from pathlib import Path
+
+    def load(path, what):
+        src = Path(path)
+        if not src.is_file():                 # a FIFO or a device would block or never end (issue 47)
+            kind = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
+                else "no such file"
+            raise InputError(f"--{what} {path}: {kind}; give a .npy file (numpy.save)")
+        try:
+            a = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError, MemoryError, zipfile.BadZipFile) as exc:
+            raise InputError(f"--{what} {path}: cannot be read as a .npy array ({exc})") from None
+        if not isinstance(a, np.ndarray):                  # an .npz archive
+            a.close()
+            raise InputError(f"--{what} {path}: is an .npz archive; save one array with numpy.save (.npy)")
+        if a.ndim == 0 or a.size == 0:
+            raise InputError(f"--{what} {path}: holds an array of shape {a.shape}: must have at least one "
+                             f"dimension and one element")
+        if a.dtype.kind not in "biuf":
+            raise InputError(f"--{what} {path}: has dtype {a.dtype}: must be real numbers (int or float); complex, "
+                             f"string and object arrays are refused")
+        return a
+    if not Path(args.target_path).exists() and ("/" in str(args.target_path) or Path(args.target_path).suffix):
+        raise InputError(f"{args.target_path}: no such overlay folder or config file")
+    x = load(args.input, "input")
+    # the input is checked against the engine before the target is made (a csim target compiles)
+    from ..engines import ENGINES
+    engine = _config_of(args.target_path).engine
+    conv = engine == "sparse_cluster" or x.ndim == 3
+    op = "conv2d" if conv else "gemm"
+    ops = ENGINES[engine].Kernel.OPERATIONS
+    if op not in ops or x.ndim != (3 if conv else 2):
+        raise InputError(f"--input {args.input}: shape {x.shape}: {engine} takes "
+                         + ("a (C, H, W) feature map" if "conv2d" in ops and conv
+                            else "(batch, K) activations for a GEMM")
+                         + (" (or a (C, H, W) map for conv2d)" if "conv2d" in ops and not conv else ""))
+    acc = Accelerator(args.target_path, target=args.target)
+    ref = acc.emulator()
+    try:
+        rng = np.random.default_rng(args.seed)
+        conv = engine == "sparse_cluster" or x.ndim == 3
+        if args.weights:
+            w = load(args.weights, "weights")
+        elif conv:
+            w = (rng.integers(-128, 128, (args.n, x.shape[0], 3, 3)) * (rng.random((args.n, x.shape[0], 3, 3)) < 0.5)
+                 ).astype(x.dtype if x.dtype.kind in "iu" else np.float64)
+        else:
+            w = rng.normal(size=(args.n, x.shape[-1]))
+        times, overheads = [], []
+        for _ in range(max(1, args.repeat)):
+            t0 = time.perf_counter()
+            y = getattr(acc, op)(x, w)
+            times.append(time.perf_counter() - t0)
+            lt_call = getattr(acc.target, "last_timing", None) or {}
+            if lt_call:   # this call's host overhead: its time less its own DMA time (never negative)
+                overheads.append(max(0.0, times[-1] - lt_call["transfer_s"]))
+        y_ref = getattr(ref, op)(x, w)
+        bad = np.asarray(y != y_ref)
+        res = {"config": acc.config.name, "target": acc.target.name, "operation": op, "input": list(x.shape),
+               "weights": list(np.shape(w)), "output": list(np.shape(y)), "outputs": int(bad.size),
+               "mismatches": int(bad.sum()), "first_mismatch": None, "seconds_per_call": float(np.median(times))}
+        if bad.any():
+            i = tuple(int(v) for v in np.argwhere(bad)[0])
+            res["first_mismatch"] = {"index": list(i), "expected": float(y_ref[i]), "got": float(y[i]),
+                                     "raw": f"expected {np.float64(y_ref[i]).hex()} got {np.float64(y[i]).hex()}"}
+        lt = getattr(acc.target, "last_timing", None) or {}
+        if lt:
+            moved = lt["bytes_in"] + lt["bytes_out"]
+            res["transfer_s"] = lt["transfer_s"]
+            res["dma_MB_per_s"] = moved / lt["transfer_s"] / 1e6 if lt["transfer_s"] else None
+            res["host_overhead_s"] = float(np.median(overheads)) if overheads else None
+        kc = getattr(acc.kernel, "last_cycles", None)
+        if kc is not None:           # csim, sim: the cycle model of the last call (hlsnn.perf)
+            res["kernel_cycles"] = int(kc.cycles)
+            res["kernel_model_s"] = kc.cycles / (acc.config.clock_mhz * 1e6)
+            res["kernel_bound"] = kc.bound
+        res["elements_per_s"] = float(np.size(y)) / res["seconds_per_call"]
+        if args.output:
+            from ..paths import out_parent
+            if not str(args.output).endswith(".npy"):
+                raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
+            out_parent(args.output)
+            from ..files import atomic_path
+            try:
+                with atomic_path(Path(args.output)) as tmp:
+                    np.save(tmp, y)
+            except OSError as exc:
+                raise InputError(f"--output {args.output}: cannot write ({exc.strerror or exc})") from None
+        if args.json:
+            print(json.dumps(res))
+        else:
+            print(f"{res['config']} on {res['target']}: {op} {res['input']} x {res['weights']} -> {res['output']}")
+            print(f"  {res['outputs']} outputs, {res['mismatches']} mismatches against the emulator"
+                  + (f"; first at {res['first_mismatch']['index']}: {res['first_mismatch']['raw']}" if bad.any() else ""))
+            line = f"  {1e3 * res['seconds_per_call']:.2f} ms per call, {res['elements_per_s']:.3g} outputs/s"
+            if lt:
+                line += (f"; DMA transfer {1e3 * res['transfer_s']:.2f} ms ({res['dma_MB_per_s']:.1f} MB/s), "
+                         f"host overhead {1e6 * res['host_overhead_s']:.0f} us per call")
+            print(line)
+            if kc is not None:
+                print(f"  modelled kernel time {1e6 * res['kernel_model_s']:.1f} us ({res['kernel_cycles']:,} cycles at "
+                      f"{acc.config.clock_mhz:g} MHz, bound: {res['kernel_bound']}; hlsnn perf for the breakdown)")
+        return 0 if not bad.any() else 1
+    finally:
+        acc.close()
+        ref.close()
+
+
+def cmd_perf(args):
+    """Modelled cycles of one operation, from the C-simulation's loop counters (or, given a
+    NAME.hlsnn, a compiled network's end-to-end latency: :mod:`hlsnn.network.latency`)."""
+    if str(args.config).endswith(".hlsnn"):
+        from .network import perf_compiled
+        return perf_compiled(args)
+    from ..perf import measure as pm
+    if (args.gemm is None) == (args.conv is None):
+        from ..errors import InputError
+        raise InputError("give exactly one of --gemm B,K,N and --conv C,H,W,Z,k")
+    gemm = pm.parse_shape(args.gemm, 3, "gemm") if args.gemm else None
+    conv = pm.parse_shape(args.conv, 5, "conv") if args.conv else None
+    res = pm.measure(args.config, gemm=gemm, conv=conv, mode=args.mode, resident=args.resident,
+                     density=args.density, padding=args.padding, seed=args.seed, target=args.target)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(pm.format_report(res, all_loops=args.schedule_all))
+        if args.loops:
+            from ..config import load_config
+            print("\nloops (host/hlsnn/perf/" + res["engine"] + ".py):")
+            print(pm.loop_table(res["engine"], load_config(args.config).params))
+    return 0

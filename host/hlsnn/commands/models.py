@@ -1,0 +1,59 @@
+"""``hlsnn deploy`` and ``report``: the commands of a deployment config (a model, its formats and
+accelerators; :mod:`hlsnn.cli` builds the parser)."""
+from __future__ import annotations
+
+import json
+
+from .kernels import _load
+
+
+def _is_deploy_config(path):
+    """A deployment config (configs/models/*.yaml) names a model; an accel config does not."""
+    from ..config import find_config, read_yaml
+    raw = read_yaml(find_config(path))
+    return isinstance(raw, dict) and "model" in raw
+
+
+def cmd_deploy(args):
+    from ..deploy.evaluate import deploy, format_result
+    from ..progress import enabled
+    res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,
+                 host_precision=args.host_precision, host_bits=args.host_bits, per_layer=args.per_layer, test_samples=args.test_samples,
+                 progress=enabled(quiet=args.quiet, json=args.json), radix_update=args.radix_update,
+                 radix_update_by=args.radix_update_by, network=False if args.layer_by_layer else None,
+                 recalibrate=args.recalibrate)
+    print(json.dumps(res) if args.json else format_result(res))
+    return 1 if any("error" in e for e in res["assignments"].values()) else 0     # a failed assignment
+
+
+def cmd_report(args):
+    from pathlib import Path
+    from ..build.netflow import is_compiled_model
+    if is_compiled_model(args.config):          # a compiled model: its modelled end-to-end latency
+        from ..network.report import write_report as write_compiled
+        print(f"wrote {write_compiled(args.config, out=args.out, board=args.board, batch=args.batch)}")
+        return 0
+    if _is_deploy_config(args.config):
+        from ..deploy.report import write_report
+        out = write_report(args.config, args.target, out=args.out, host_fallback=args.host_fallback,
+                           host_precision=args.host_precision, host_bits=args.host_bits, test_samples=args.test_samples,
+                           radix_update=args.radix_update, radix_update_by=args.radix_update_by)
+        print(f"wrote {out}")
+        return 0
+    from ..perf.sparse_work import KINDS, check_engine, check_out, density_sweep, format_sweep, parse_densities, plot_sweep
+    cfg = _load(args.config)
+    check_engine(cfg)
+    densities = parse_densities(args.densities)
+    stem = Path(cfg.path).stem if cfg.path else cfg.name
+    out = None if args.no_plot else check_out(args.out or Path(f"{stem}_report.png"))
+    kinds = ("structured",) if args.structured else ("random",) if args.random else KINDS
+    rep = density_sweep(cfg, channels=args.channels, size=args.size, ksize=args.ksize, densities=densities,
+                        kinds=kinds, seed=args.seed)
+    rep["out"] = None if out is None else plot_sweep(rep, out)
+    if args.json:
+        print(json.dumps(rep))
+        return 0
+    print(format_sweep(rep))
+    if rep["out"]:
+        print(f"wrote {rep['out']}")
+    return 0

@@ -1,0 +1,130 @@
+"""The command-line side of compiled models: ``hlsnn compile``, ``hlsnn run NAME.hlsnn`` and
+``hlsnn perf NAME.hlsnn`` (called from :mod:`hlsnn.cli`)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+
+
+def cmd_compile(args):
+    from ..network.build import compile_model
+    out = args.output or f"{Path(args.config).stem}_{args.assignment}.hlsnn"
+    if not str(out).endswith(".hlsnn"):
+        raise InputError(f"-o {out}: a compiled model's name ends in .hlsnn")
+    from ..paths import out_parent
+    out_parent(out)
+    prog = compile_model(args.config, args.assignment, out, check_samples=args.check_samples,
+                         host_fallback=getattr(args, "host_fallback", False))
+    size = Path(out).stat().st_size
+    engine = [j for j in prog["layers"] if j["kind"] != "host"]
+    # what a board runs where (the file as a board reads it): the network kernel takes the host
+    # layers it lowers (residual adds, ReLUs, pools, flattens); layer by layer, every host layer
+    # runs on the host
+    from ..network import artifact
+    from ..network.loader import kernel_network
+    try:
+        path, why, on_host = "network", None, kernel_network(*artifact.read(out))[0].host_after
+    except InputError as e:
+        path, why, on_host = "layers", str(e), [j for j in prog["layers"] if j["kind"] == "host"]
+    host = [j["name"] + " (" + j["op"] + ")" for j in on_host]
+    res = {"output": str(out), "bytes": size, "model": prog["name"], "assignment": prog["assignment"],
+           "engine_layers": len(engine), "host_layers": host, "path": path, "layer_by_layer_because": why,
+           "accels": {k: v["sha"][:12] for k, v in prog["accels"].items()}, "check_pairs": args.check_samples}
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"{out}: {prog['name']} ({prog['assignment']}), {len(engine)} engine layers, {size:,} bytes")
+        print("  accelerators: " + ", ".join(f"{k} (config hash {h})" for k, h in res["accels"].items()))
+        if path == "network":
+            print("  runs as one network kernel start per batch (every layer up to the logits on the fabric)")
+            print("  on the host after it: " + (", ".join(host) or "nothing"))
+        else:
+            print(f"  runs layer by layer: {why}")
+            print("  on the host: " + (", ".join(host) or "nothing"))
+        print(f"  self-check: {args.check_samples} input/output pairs from the emulator")
+    return 0
+
+
+def _kernel_calls(net):
+    return sum(ex.stats.calls for ex in net._dep.execs.values())
+
+
+def _starts(net, before):
+    """Kernel starts of the last run: the network path counts its own, the layer path the
+    runner's calls since ``before``."""
+    return net.last_kernel_starts if net.network is not None else _kernel_calls(net) - before
+
+
+def run_compiled(args):
+    """``hlsnn run NAME.hlsnn --input x.npy --target T``: the network on T and on the emulator,
+    compared bit for bit (exit 1 on a mismatch)."""
+    from ..network.loader import load
+    if args.output:                          # before anything runs
+        if not str(args.output).endswith(".npy"):
+            raise InputError(f"--output {args.output}: must end in .npy (numpy.save adds it otherwise)")
+        from ..paths import out_parent
+        out_parent(args.output)
+    src = Path(args.input)
+    if not src.is_file():                     # a FIFO or a device would block or never end (issue 47)
+        what = "a folder" if src.is_dir() else "not a regular file (a FIFO, device or socket)" if src.exists() \
+            else "no such file"
+        raise InputError(f"--input {args.input}: {what}; give a .npy file (numpy.save)")
+    try:
+        x = np.load(args.input, allow_pickle=False)
+    except Exception as exc:                  # OSError, ValueError, EOFError, BadZipFile, MemoryError ...
+        raise InputError(f"--input {args.input}: cannot be read as a .npy array ({type(exc).__name__}: "
+                         f"{(str(exc).splitlines() or [''])[0][:160]})") from None
+    if not isinstance(x, np.ndarray):
+        x.close()
+        raise InputError(f"--input {args.input}: is an .npz archive; save one array with numpy.save (.npy)")
+    network = False if getattr(args, "layer_by_layer", False) else None
+    with load(args.target_path, args.target, self_check=not args.no_self_check, network=network) as net:
+        x = net._check_input(x)
+        times, host, starts = [], [], []
+        import time
+        for _ in range(max(1, args.repeat)):
+            c0 = _kernel_calls(net)
+            t0 = time.perf_counter()
+            y, env = net.run(x, keep=True)
+            starts.append(_starts(net, c0))
+            times.append(time.perf_counter() - t0)
+            host.append(net.last_host_s)
+        calls = float(np.mean(starts))
+        path_kind = "network" if net.network is not None else "layers"
+        lt = net.program["output"]["engine_tensor"]
+        logits = env[lt]
+    with load(args.target_path, "emu", self_check=False, network=False) as ref:   # the layer-by-layer emulator
+        y_ref, env_ref = ref.run(x, keep=True)
+    bad = int(np.count_nonzero(logits.view(np.uint64) != env_ref[lt].view(np.uint64)))
+    bad_y = int(np.count_nonzero(np.asarray(y, np.float64).view(np.uint64) != y_ref.view(np.uint64)))
+    res = {"model": str(args.target_path), "target": args.target, "images": int(len(x)), "outputs": int(logits.size),
+           "path": path_kind, "mismatches": bad, "output_mismatches": bad_y,
+           "kernel_starts_per_image": calls / len(x),
+           "seconds_per_batch": float(np.median(times)), "host_s_per_image": float(np.median(host)) / len(x)}
+    if args.output:                          # atomically: a full disk or a kill leaves no half file
+        from ..files import atomic_path
+        with atomic_path(args.output) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, y)
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(f"{res['model']} on {args.target}: {res['images']} images; {bad} of {res['outputs']} outputs of "
+              f"{net.program['output']['engine_layer']} differ from the emulator, {bad_y} of the network output")
+        print(f"  {1e3 * res['seconds_per_batch']:.2f} ms per batch; host {1e3 * res['host_s_per_image']:.2f} ms per "
+              f"image (kernel wall time excluded where the target reports it); "
+              f"{res['kernel_starts_per_image']:g} kernel starts per image ({path_kind} path)")
+    return 0 if bad == 0 and bad_y == 0 else 1
+
+
+def perf_compiled(args):
+    from ..network.latency import format_table, model
+    res = model(args.config, board=args.board, batch=args.batch,
+                network=False if getattr(args, "layer_by_layer", False) else None,
+                host=getattr(args, "host", None) or "c", input_dtype=getattr(args, "input_dtype", None) or "float32")
+    print(json.dumps(res) if args.json else format_table(res))
+    return 0

@@ -1,0 +1,220 @@
+"""Node-level pieces of the ONNX import (:func:`hlsnn.deploy.onnx_import.load_onnx`): the rewrites of a
+node into the layers the engines run (a MatMul's rows, a 1-D map as a 2-D one, a ConvTranspose as a
+convolution) and, for a node no rule covers, the reason in words."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Layer
+
+
+def _zipmap_unsupported(a):
+    """Why a ``ZipMap`` cannot be read as its input tensor, or None: only integer class labels
+    0, 1, ..., n-1 make column j of the probabilities the probability of class j."""
+    labels = a.get("classlabels_int64s")
+    if labels is None:
+        return ("ZipMap with string class labels (export the probabilities as a tensor: skl2onnx's "
+                "options={id(model): {'zipmap': False}}, or name ZipMap's input with `output:`)")
+    if list(labels) != list(range(len(labels))):
+        return (f"ZipMap with class labels {list(labels)[:6]}{'...' if len(labels) > 6 else ''}: only 0..n-1 "
+                "(export the probabilities as a tensor: skl2onnx's options={id(model): {'zipmap': False}})")
+    return None
+
+
+def _matmul_rows(shape, k):
+    """How a ``MatMul`` by a constant ``(K, N)`` matrix reads its input of inferred ``shape``:
+    None for a (batch, K) matrix (a dense layer), the leading dimensions between the batch and
+    K (``-1`` for an unknown one) for a tensor of rank > 2, whose every row of K it multiplies
+    (a ``Linear`` on each token of an (N, T, F) tensor), or why it is unsupported."""
+    if shape is None:
+        return ("the input's rank is unknown (shape inference found none): a MatMul multiplies every row of its "
+                "input's last axis, so hlsnn needs the rank to know the rows")
+    if len(shape) < 2:
+        return f"an input of rank {len(shape)}: the first axis is the batch, so the input needs rank 2 or more"
+    if shape[-1] is not None and shape[-1] != k:
+        return f"the input's last axis has {shape[-1]} values, the weight {k} rows"
+    if len(shape) == 2:
+        return None
+    lead = tuple(-1 if d is None else int(d) for d in shape[1:-1])
+    if lead.count(-1) > 1:
+        return f"input of shape {tuple(shape)}: more than one unknown dimension between the batch and the rows"
+    return lead
+
+
+def _rows_as_maps(layers, output):
+    """A dense layer on a tensor of rank > 2 (``attrs["rows"]``, a token-wise ``MatMul``)
+    becomes the same GEMM over all its rows, exactly, as a 1x1 convolution: the rows of each
+    sample, ``(*lead, K)``, are the ``L = prod(lead)`` pixels of a ``K x L x 1`` map
+    (``RowsToMap``), and the conv's ``N x L x 1`` output goes back to ``(*lead, N)``
+    (``MapToRows``). Every engine computes a 1x1 conv as a GEMM over the pixels with the
+    layer's own weights, bias, ReLU and output rule, so the result is each row's dense layer.
+    A ``MapToRows`` whose only readers are ``RowsToMap`` (two token-wise layers in a row, the
+    ReLU between them fused) cancels out with them.
+
+    A 1-D convolution (``attrs["conv1d"]``: its weight, pads, strides and dilations already
+    those of the ``(k, 1)`` 2-D convolution) reads its ``(N, C, L)`` input as an ``(N, C, L,
+    1)`` map and gives back ``(N, Z, L')``: two ``Reshape`` host ops around it, which move no
+    value, and cancel out the same way between 1-D convolutions."""
+    out = []
+    for la in layers:
+        if la.kind == "conv" and la.attrs.get("conv1d"):
+            to_map = Layer(f"{la.name}/as_2d", "host", list(la.inputs), f"{la.name}/map", op="Reshape",
+                           attrs={"shape": (0, 0, -1, 1), "to_2d": True})
+            back = Layer(f"{la.name}/as_1d", "host", [f"{la.name}/map_out"], la.output, op="Reshape",
+                         attrs={"shape": (0, 0, -1), "to_1d": True})
+            la.inputs, la.output = [to_map.output], back.inputs[0]
+            out += [to_map, la, back]
+            continue
+        if la.kind != "dense" or "rows" not in la.attrs:
+            out.append(la)
+            continue
+        lead = la.attrs["rows"]
+        n, k = la.w.shape
+        length = int(np.prod(lead)) if -1 not in lead else None
+        to_map = Layer(f"{la.name}/rows_to_map", "host", list(la.inputs), f"{la.name}/map", op="RowsToMap")
+        conv_l = Layer(la.name, "conv", [to_map.output], f"{la.name}/map_out", op=la.op,
+                       w=la.w.reshape(n, k, 1, 1), b=la.b, relu=la.relu, pads=(0, 0, 0, 0), folded=la.folded,
+                       in_hw=None if length is None else (length, 1))
+        back = Layer(f"{la.name}/map_to_rows", "host", [conv_l.output], la.output, op="MapToRows",
+                     attrs={"lead": lead})
+        out += [to_map, conv_l, back]
+    readers = {}
+    for la in out:
+        for i in la.inputs:
+            readers.setdefault(i, []).append(la)
+    drop = set()
+    for la in out:
+        if not (la.op == "MapToRows" or la.attrs.get("to_1d")) or la.output == output:
+            continue
+        rd = readers.get(la.output, [])
+        if rd and all(r.op == "RowsToMap" if la.op == "MapToRows" else r.attrs.get("to_2d") for r in rd):
+            for r in rd:
+                for user in readers.get(r.output, []):
+                    user.inputs = [la.inputs[0] if i == r.output else i for i in user.inputs]
+                drop.add(id(r))
+            drop.add(id(la))
+    return [la for la in out if id(la) not in drop]
+
+
+def _shapes(model):
+    """Tensor shapes (tuples, None for an unknown dimension) by name, from onnx's shape
+    inference where it succeeds (the rules that need a rank or a size read them here)."""
+    try:
+        from onnx import shape_inference
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - shapes are a help, not a requirement
+        inferred = model
+    g = inferred.graph
+    return {v.name: _dims(v) for v in list(g.input) + list(g.value_info) + list(g.output)
+            if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
+
+
+def _conv_transpose(w, a, shape):
+    """A 2-D ``ConvTranspose`` as the convolution of its zero-stuffed input, exactly (the same
+    products, and products by the stuffed zeros): ``(weight (Z, C/g, kh, kw), strides (1, 1)
+    after stuffing, pads, dilations, group)``, or why it is unsupported.
+
+    ONNX: ``y[co, iy*s - top + ky*d, ...] += x[ci, iy, ...] * W[ci, co, ky, kx]`` with ``W``
+    of shape ``(C, Z/g, kh, kw)``. The input with ``s - 1`` zeros between its pixels
+    (``ZeroStuff``), padded by ``d*(k-1) - top`` before and ``d*(k-1) - bottom +
+    output_padding`` after, convolved at stride 1 and dilation ``d`` with the weight flipped in
+    both axes and its input and output channels swapped per group, gives ``y``."""
+    if w.ndim != 4:
+        return f"only 2-D transposed convolution (weight of rank {w.ndim})"
+    if _s(a.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
+        return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+    if a.get("output_shape") is not None:
+        return "output_shape: give pads and output_padding instead"
+    g = int(a.get("group", 1))
+    c, zg, kh, kw = w.shape
+    if g < 1 or c % g:
+        return f"group = {g}: the {c} input channels must split into {g} groups"
+    st = tuple(int(v) for v in a.get("strides", [1, 1]))
+    dil = tuple(int(v) for v in a.get("dilations", [1, 1]))
+    pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]
+    op_ = [int(v) for v in a.get("output_padding", [0, 0])]
+    if len(st) != 2 or len(dil) != 2 or len(pads) != 4 or len(op_) != 2 or min(st + dil) < 1 or min(pads + op_) < 0:
+        return f"strides {list(st)}, dilations {list(dil)}, pads {pads}, output_padding {op_}: 2, 2, 4, 2 integers"
+    if any(o >= max(s, d) for o, s, d in zip(op_, st, dil)):
+        return f"output_padding {op_}: each must be smaller than the stride or the dilation"
+    full = [dil[0] * (kh - 1) - pads[0], dil[1] * (kw - 1) - pads[1],
+            dil[0] * (kh - 1) - pads[2] + op_[0], dil[1] * (kw - 1) - pads[3] + op_[1]]
+    if min(full) < 0:
+        return f"pads {pads}: more than the kernel's reach (dilation * (k - 1)), a crop: not supported"
+    cg = c // g
+    wc = w.reshape(g, cg, zg, kh, kw).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1].reshape(g * zg, cg, kh, kw)
+    return np.ascontiguousarray(wc, np.float64), st, tuple(full), dil, g
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _conv1d_unsupported(a):
+    for key, n in (("strides", 1), ("dilations", 1), ("pads", 2)):
+        v = list(a.get(key, [1] * n if key != "pads" else [0] * n))
+        if len(v) != n:
+            return f"{key} {v}: a 1-D convolution takes {n} integer(s)"
+    return None
+
+
+def _conv_unsupported(w, a):
+    if w.ndim != 4:
+        return f"only 2-D convolution is supported (weight of rank {w.ndim})"
+    g = a.get("group", 1)
+    if g < 1 or w.shape[0] % g:
+        return f"group = {g}: the {w.shape[0]} output channels must split into {g} groups"
+    for key, n in (("strides", 2), ("dilations", 2), ("pads", 4)):
+        v = list(a.get(key, [1] * n if key != "pads" else [0] * n))
+        if len(v) != n or any(int(x) < (0 if key == "pads" else 1) for x in v):
+            return f"{key} {v}: must be {n} integers, at least {0 if key == 'pads' else 1}"
+    if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+        return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+    return None
+
+
+def _host_unsupported(op, a, node, consts):
+    if op in ("MaxPool", "AveragePool") and len(list(a.get("kernel_shape", []))) == 1:
+        ks, pads = list(a["kernel_shape"]), list(a.get("pads", [0, 0]))
+        if len(pads) != 2 or any(int(p) < 0 or int(p) >= ks[0] for p in pads):
+            return f"pads {pads}: a 1-D pool takes 2, each at least 0 and smaller than the kernel {ks}"
+        if any(d != 1 for d in a.get("dilations", [1])):
+            return "dilated pooling is not supported"
+        if len(list(a.get("strides", [1]))) != 1 or any(int(s) < 1 for s in a.get("strides", [1])):
+            return f"strides {list(a.get('strides'))}: a 1-D pool takes one, at least 1"
+        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+            return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+        if op == "MaxPool" and len(node.output) > 1 and node.output[1]:
+            return "the Indices output of MaxPool is not supported"
+        return None
+    if op in ("MaxPool", "AveragePool"):
+        ks = list(a.get("kernel_shape", []))
+        if len(ks) != 2:
+            return f"kernel_shape {ks}: only 1-D and 2-D pooling"
+        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+            return f"auto_pad {a['auto_pad']!r}: give explicit pads"
+        if len(list(a.get("pads", [0, 0, 0, 0]))) != 4 or any(int(p) < 0 for p in a.get("pads", [])):
+            return f"pads {list(a.get('pads'))}: must be 4 integers, at least 0"
+        if any(int(p) >= k for p, k in zip(a.get("pads", [0, 0, 0, 0]), ks + ks)):
+            return f"pads {list(a.get('pads'))}: each must be smaller than the kernel {ks}"
+        if any(d != 1 for d in a.get("dilations", [1, 1])):
+            return "dilated pooling is not supported"
+        if op == "MaxPool" and len(node.output) > 1 and node.output[1]:
+            return "the Indices output of MaxPool is not supported"
+    if op == "Reshape" and node.input[1] not in consts:
+        return "the shape input must be a constant"
+    if op == "BatchNormalization" and not all(i in consts for i in node.input[1:5]):
+        return "scale, bias, mean and var must be constants"
+    if op == "Flatten" and a.get("axis", 1) != 1:
+        return (f"axis = {a['axis']}: only axis 1 (the batch stays the first dimension; axis {a['axis']} would "
+                "merge samples)")
+    if op in ("MaxPool", "AveragePool") and any(int(s) < 1 for s in a.get("strides", [1, 1])):
+        return f"strides {list(a['strides'])}: must be at least 1"
+    if op == "Softmax" and a.get("axis", -1) not in (-1, 1):
+        return f"axis = {a['axis']}: only the last axis (of a (batch, classes) tensor)"
+    return None
+
+
+def _dims(vi):
+    t = vi.type.tensor_type
+    return tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)

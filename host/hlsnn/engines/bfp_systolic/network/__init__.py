@@ -1,0 +1,1 @@
+"""``bfp_systolic``'s network mode: lowering rules (:mod:`~hlsnn.engines.bfp_systolic.network.lower`), the network kernel (:mod:`~hlsnn.engines.bfp_systolic.network.kernel`), its cycle and resource model (:mod:`~hlsnn.engines.bfp_systolic.network.perf`)."""

@@ -1,0 +1,292 @@
+"""The network kernel of a lowered ``bfp_systolic`` network (:mod:`hlsnn.engines.bfp_systolic.network.lower`'s
+rules): its descriptor table and resident BFP weights, rendered into
+``hls/engines/bfp_systolic/network*.j2`` (the C ABI bridge is the shift_mac network kernel's),
+built for C-simulation and run through ctypes.
+
+**Shape** (:data:`LANES`, :data:`BANKS`): ``P = 8`` output lanes by ``Q = 16`` channel banks,
+``P x Q = 128`` mantissa multipliers of ``mantissa_bits x mantissa_bits`` bits, one DSP48 each
+(16 x 16 fits the DSP48E1's 25 x 18 port): 128 of the XC7Z020's 220 DSPs, the same order as the
+layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design.
+
+**Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
+buffer in ``Q`` channel banks). An element is one 36-bit word (a bank of 1K elements is one
+BRAM36): a 26-bit mantissa (a conv's ``M`` bits, the input's float32 significand, a residual
+sum below ``2**25``, netbfp rule 5) and a 10-bit exponent. A global pool's sums (below
+``2**53``, rule 6) go to a small pool buffer of 64-bit words (a 54-bit mantissa), which the
+conv after it reads (its descriptor's ``sb``); the output words have that form too.
+
+**Descriptors** (:data:`FIELDS`, the kernel's ``NetOp`` struct rendered from it, filled by the shared
+``descriptor_head`` and ``pool_or_add``): a conv's ``sa`` is its exponent pass's iterations
+(``OH*OW*ceil(steps/2)``: two taps a cycle on the banks' two ports, from the tap table at its
+``group_words``), ``n_iter`` its multiply pass's (``OH*OW*blocks*steps + blocks``: per pixel
+the taps of every block of ``P`` output channels; a pixel's writes, a block a cycle, beside the
+next pixel's products, and the last pixel's after them),
+``shift`` its bias exponent. Weights: lane ``l`` of block ``zb`` holds output channel
+``zb*P + l``, its ``C*kh*kw`` mantissas in the tap order the kernel walks (channel block, ky,
+kx; bank ``j`` channel ``cb*Q + j``); a partial block pads with zero weights and bias.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import InputError
+from ....names import c_ident
+from ...network import kernel as netkernel
+from .perf import MAC_DEPTH
+from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS
+from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
+
+#: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
+#: earliest read of it (the pixel's writes): the loop's depth (:data:`hlsnn.engines.bfp_systolic.network.perf.MAC_DEPTH`),
+#: so the pipeline may hold every stage of that path without a dependence through ``tz``. A
+#: pixel's writes start this many iterations after its last product; the ring of pixels that
+#: wait (``tz_slots``) holds every pixel that ends within the distance and the one being read
+#: (``2 + ceil(TZ_DISTANCE / (blocks * steps))`` over the convs of more than one pixel).
+TZ_DISTANCE = MAC_DEPTH
+
+#: output lanes and channel banks: 128 DSP multipliers (module docstring)
+LANES, BANKS = 8, 16
+
+
+#: the bfp kernel's descriptor fields in the order of its ``NetOp`` struct (network_data.h.j2
+#: renders the struct from this list): the shared head of :func:`netkernel.descriptor_head`
+#: and :func:`netkernel.pool_or_add`, and the bfp kernel's own group fields
+FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
+          "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single")
+
+def shape(p):
+    """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
+    return LANES, BANKS
+
+
+def tables(net, pz, pc):
+    """The descriptor rows, the weight ROMs (mantissas, row exponents, bias mantissas) and the
+    widths; :class:`InputError` for what the kernel does not run."""
+    if pc % pz:
+        raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
+    p = net.params
+    m_bits = p["mantissa_bits"]
+    if p["exponent_bits"] > 8 or m_bits > 18:
+        raise InputError(f"network kernel (bfp): {net.accel}: {m_bits}-bit mantissas and {p['exponent_bits']}-bit "
+                         f"exponents; the kernel takes up to 18-bit mantissas (one DSP48 product) and 8-bit "
+                         f"exponents (its elements' 10-bit exponents hold their sums and the input's)")
+    for op in net.ops:
+        if op.kind not in ("conv", "maxpool", "add"):
+            raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} op is not in the kernel")
+        if op.kind == "conv" and len(op.f["chunks"]) != 1:
+            raise InputError(f"network kernel (bfp): {op.name}: {len(op.f['chunks'])} output chunks (one output "
+                             f"exponent per chunk); the kernel takes one")
+    place, act_words, sc_words = allocate(net, pc)
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    pooled = {op.out for op in net.ops if op.kind == "add" and op.f["gap"]}   # in the pool buffer
+    for op in net.ops:
+        if any(name(t) in pooled for t in op.ins) and op.kind != "conv":
+            raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} of a global pool's output; the kernel's "
+                             f"pool buffer is read by a conv")
+    if name(net.output["tensor"]) in pooled:
+        raise InputError("network kernel (bfp): the output is a global pool's; the kernel stores a conv's output")
+    gap_words, tz_slots = 1, 2
+    taps = []
+    rows = []
+    wl = [[[] for _ in range(pc)] for _ in range(pz)]
+    el, bl = [[] for _ in range(pz)], [[] for _ in range(pz)]
+    woff = boff = 0
+    sum_bits, max_pix, max_blocks, max_hw = 2 * m_bits, 1, 1, 1
+    unfold = netkernel.unfold_of(net, place, pc)
+    for op in net.ops:
+        f, d = descriptor_head(op, unfold, place, name, pz, pc)
+        d.update(blocks_per_group=0, group_words=0)          # this kernel's own fields
+        if op.kind == "conv":
+            z, c, kh, kw = f["z"], f["c"], f["kh"], f["kw"]
+            ch = f["chunks"][0]
+            ncg = -(-c // pc)
+            steps = ncg * kh * kw
+            nb = -(-z // pz)
+            wm = np.asarray(ch["wm"], np.int64)
+            if f is not op.f:                  # the unfolded stem: (z, C, kh, kw) -> (z, kw*C, kh, 1), channel kx*C + c
+                wm = wm.transpose(0, 3, 1, 2).reshape(z, c, kh, 1)
+            wpad = np.zeros((z, ncg * pc, kh * kw), np.int64)
+            wpad[:, :c] = wm.reshape(z, c, kh * kw)
+            per = wpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
+            for lane in range(pz):
+                zz = np.arange(lane, nb * pz, pz)
+                real = zz < z
+                blk = np.zeros((nb, pc, steps), np.int64)
+                blk[real] = per[zz[real]]
+                for j in range(pc):
+                    wl[lane][j].append(blk[:, j].reshape(-1))
+                el[lane].append(np.where(real, ch["we"][np.minimum(zz, z - 1)], 0))
+                bl[lane].append(np.where(real, ch["bm"][np.minimum(zz, z - 1)], 0))
+            ohw = f["oh"] * f["ow"]
+            toff = len(taps)                    # the exponent pass's taps: (cb, ky, kx) in the walk's order
+            for cb in range(ncg):
+                for ky in range(kh):
+                    for kx in range(kw):
+                        taps.append((cb * f["h"] * f["w"] + ky * f["w"] + kx, ky, kx, min(pc, c - cb * pc)))
+            if len(taps) % 2:
+                taps.append((0, 0, 0, 0))
+            bound = (1 << (2 * m_bits - 2)) * c * kh * kw
+            sum_bits = max(sum_bits, bound.bit_length() + 1)
+            max_pix, max_blocks = max(max_pix, ohw), max(max_blocks, nb)
+            if ohw > 1:       # the ring of pixels waiting for their writes (tz_slots)
+                tz_slots = max(tz_slots, 2 + -(-TZ_DISTANCE // (nb * steps)))
+            d.update(step_chan=f["h"] * f["w"] - (kh - 1) * f["w"] - (kw - 1), cg=c, steps=steps, zb=nb,
+                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * nb * steps + TZ_DISTANCE - 1 + nb,
+                     sa=ohw * (-(-steps // 2)), sb=int(name(op.ins[0]) in pooled), shift=int(ch["be"]),
+                     blocks_per_group=nb, group_words=toff, relu=int(f["relu"]))
+            woff += nb * steps
+            boff += nb
+        else:
+            pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
+            if op.kind == "add":
+                max_hw = max(max_hw, f["hw"])
+                if f["gap"]:                      # two passes per block: the exponent, the sum
+                    d.update(n_iter=2 * d["n_iter"], shift=int(f["p"]))
+                    gap_words = max(gap_words, -(-f["c"] // pc))
+        rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
+                         vals=[int(d[k]) for k in FIELDS], names=FIELDS))
+    if sum_bits > p["acc_bits"]:
+        raise InputError(f"network kernel (bfp): a patch's sum needs {sum_bits} bits, beyond acc_bits = "
+                         f"{p['acc_bits']}")
+    inp, out = name(net.input["name"]), name(net.output["tensor"])
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
+    from ...network.program import _chw
+    hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
+    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
+                weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
+                biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0), (0, 0, 0, 0)], sum_bits=sum_bits,
+                max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots,
+                pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
+                in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
+                in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
+                in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1 + len(rows),
+                in_value_bytes=4, out_value_bytes=8,
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
+
+
+def render(net, out_dir):
+    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
+    ``(files, sha, tables)``."""
+    from ....version import __version__
+    from . import perf as bfpperf
+    from ...network import perf as netperf
+    p = net.params
+    pz, pc = shape(p)
+    t = tables(net, pz, pc)
+    guard = c_ident(net.name).upper()
+    e = p["exponent_bits"]
+    most_exp = max([r["vals"][FIELDS.index("sa")] for r in t["rows"] if r["vals"][0] == 0] + [1])
+    ctx = dict(banner=f"Generated by hlsnn {__version__} from the compiled model {net.name} for {net.accel}; "
+                      f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
+               header="network.h", data_header="network_data.h", mant_bits=p["mantissa_bits"],
+               emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
+               elem_bits=ELEM_BITS, wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
+               pool_bits=t["pool_bits"], pz=pz, pc=pc,
+               rounding=ROUNDING[p["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
+               max_pix=t["max_pix"], max_blocks=t["max_blocks"], tz_slots=t["tz_slots"], tz_distance=TZ_DISTANCE,
+               in_elems=t["in_elems"],
+               in_words=-(-t["in_elems"] // 2), in_slot=t["in_slot"], in_hw=t["in_hw"],
+               in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
+               out_words=t["out_words"], out_slot=t["out_slot"], out_hw=t["out_hw"], n_ops=len(t["rows"]), fields=FIELDS,
+               ops=t["rows"], lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
+               w_ctype="int8_t" if p["mantissa_bits"] <= 8 else "int16_t", w_words=len(t["weights"][0][0]),
+               b_words=len(t["biases"][0]), weights=[[_ints(b) for b in lane] for lane in t["weights"]],
+               wexps=[_ints(x) for x in t["wexps"]], biases=[_ints(x) for x in t["biases"]],
+               max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1),
+               max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
+               tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
+               tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
+               act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
+               **netkernel.unfold_fields(t["unfold"], pc))
+    return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)
+
+
+def build(net, *, strict=None, out_root=None):
+    """The C-simulation library of ``net``'s bfp network kernel (cached): ``(path, tables)``."""
+    return netkernel.build(net, strict=strict, out_root=out_root, render_fn=render)
+
+
+def pack_input(xq):
+    """The input pairs ``(m, e)`` (B, ...) (netbfp rule 1: float32 values) as the kernel's
+    64-bit words, two float32 words each, low word first: (B, ceil(n / 2)) uint64."""
+    m, e = xq
+    b = m.shape[0]
+    v = np.ldexp(np.asarray(m, np.float64).reshape(b, -1), np.asarray(e, np.int64).reshape(b, -1))
+    w32 = v.astype(np.float32)
+    if not np.array_equal(w32.astype(np.float64), v):
+        raise InputError("network kernel (bfp): the input pairs are not float32 values")
+    n = w32.shape[1]
+    words = np.zeros((b, 2 * (-(-n // 2))), np.uint32)
+    words[:, :n] = w32.view(np.uint32)
+    return words.view(np.uint64)
+
+
+def unpack_output(words):
+    """The kernel's output words (B, n) as pairs ``(m, e)``: the 54-bit mantissa and the 10-bit
+    exponent above it, both signed."""
+    w = np.asarray(words, np.uint64)
+    m = (w & np.uint64((1 << WIDE_BITS) - 1)).astype(np.int64)
+    m = np.where(m >= 1 << (WIDE_BITS - 1), m - (1 << WIDE_BITS), m)
+    e = ((w >> np.uint64(WIDE_BITS)) & np.uint64(0x3FF)).astype(np.int64)
+    return m, np.where(e >= 512, e - 1024, e)
+
+
+def finish_words(net, xq, out):
+    """The output pairs (B, out_elems) from the kernel's output words ``out`` (B, out_elems + 1
+    + ops): the elements, the status word, an info word per op. Status bit 0 raises
+    :class:`hlsnn.engines.bfp_systolic.network.lower.NotExact` (a sum beyond its bound, rules 5 and 6). In a batch
+    of more than one image, a conv with an all-zero patch in some image (its info word's bit 12)
+    has :func:`hlsnn.engines.bfp_systolic.network.lower.batch_free_exact` checked on the images' largest patch
+    exponents (bits [0, 12), -2048 for none): rule 3, the layer path's free exponent."""
+    from . import lower as netbfp
+    out = np.asarray(out, np.uint64)
+    n = int(np.prod(net.output["shape"]))
+    status = out[:, n].astype(np.int64)
+    if (status & 1).any():
+        raise netbfp.NotExact(f"network kernel (bfp) of {net.name}: image(s) {np.flatnonzero(status & 1).tolist()}: "
+                              f"a sum beyond its bound: a residual sum beyond 25 bits (the kernel's element) or a "
+                              f"pool's beyond 53 (the layer path's float64 rounds); netbfp rules 5, 6")
+    if out.shape[0] > 1:
+        info = out[:, n + 1:].astype(np.int64)
+        for i, op in enumerate(net.ops):
+            if op.kind == "conv" and (info[:, i] >> 12 & 1).any():
+                best = info[:, i] & 0xFFF
+                best = np.where(best >= 2048, best - 4096, best)
+                netbfp.batch_free_exact(op.f, net.params, [None if v == -2048 else int(v) for v in best], op.name)
+    return unpack_output(out[:, :n])
+
+
+class BfpNetKernel(netkernel.NetKernel):
+    """The bfp_systolic network kernel's C-simulation library (as
+    :class:`~hlsnn.engines.network.kernel.NetKernel`): :meth:`run` takes the input pairs and
+    returns the output pairs."""
+
+    def __init__(self, net, *, strict=None):
+        super().__init__(net, strict=strict, builder=build)
+        self.in_words = -(-self.tables["in_elems"] // 2)
+        self.out_words = self.tables["out_words"]
+
+    @staticmethod
+    def check(net):
+        """:class:`InputError` when the kernel cannot run ``net`` (its tables refuse it)."""
+        tables(net, *shape(net.params))
+
+    def run(self, xq):
+        """``xq = (m, e)`` (B, ...) -> the output pairs (B, out_elems) int64, the status word
+        interpreted (:func:`finish_words`)."""
+        return finish_words(self.net, xq, self.run_words(pack_input(xq)))
+
+    def run_words(self, x):
+        """The kernel on a batch of input words (B, in_words) uint64: its output words (B,
+        out_words): the output elements, the status word, an info word per op; in one call of
+        the top function."""
+        x = np.ascontiguousarray(x, np.uint64)
+        b = x.shape[0]
+        out = np.zeros((b, self.out_words), np.uint64)
+        self._call(x, out, b)
+        return out
+
+    def cycles_per_image(self):
+        from . import perf as bfpperf
+        return sum(c for _, _, c in bfpperf.op_cycles(self.net, self.tables))

@@ -1,0 +1,504 @@
+"""The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.network.program`, dispatched
+by :func:`hlsnn.network.program.engine_rules`): the specification of its network path, one
+kernel start per batch.
+
+Layer by layer (:class:`hlsnn.deploy.executors.BfpExec`), a BFP layer quantizes each im2col
+patch of its float64 input to BFP (one exponent per patch), runs the GEMM with the engine's
+rules and returns the dequantized outputs ``ym * 2**ye`` as float64; the host runs ``Add``,
+``Relu``, ``MaxPool``, ``GlobalAveragePool`` in float64 between layers. Every one of those
+float values is exact (a few significant bits at a power-of-two scale), so the same bits come
+from integer rules on *(mantissa, exponent)* pairs, which are the rules below (value of an
+element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[emin, emax] =
+[-2**(E-1), 2**(E-1)-1]``, ``rnd`` the accel config's ``rounding``):
+
+1. **Input** (host). The float input must be exact in float32 (the data sets are float32;
+   :class:`NotExact` otherwise). The host writes it as float32 words; each word is decoded
+   to ``(m, e)`` with ``|m| < 2**24`` (IEEE 754: the significand with its hidden bit and the
+   biased exponent minus 150; a subnormal's fraction and -149). Its value is the float's.
+2. **Activations** between ops are per-element pairs ``(m, e)``: a conv's output has one ``e``
+   per output pixel and chunk of output channels (the engine's output exponent) and ``|m| <
+   2**(M-1)``, the input's ``|m| < 2**24``; an Add or a global pool makes ``m`` wider (rules 5,
+   6). A zero has ``m = 0`` (its ``e`` means nothing; no rule reads it).
+3. **conv** (a dense layer is a conv whose kernel covers its input map, NCHW-flattened). For
+   each output pixel, the *patch* is the ``C x kh x kw`` window (zero padding by ``pads``,
+   ``strides`` as such; groups 1). Its exponent (:func:`hlsnn.formats.bfp.shared_exponent`
+   as integers): ``L = max over m != 0 of msb_index(|m|) + e``, ``xe = clamp(L - (M - 2),
+   emin, emax)``; its mantissas ``xm = shift_round_sat(m, xe - e, M, rnd)`` (a right shift
+   with rounding, or an exact left shift, saturated: exactly ``round(x * 2**-xe)`` of the
+   float). A patch with no non-zero element gets, as the layer's GEMM call gives it
+   (``Kernel.gemm_rows``), the largest ``xe`` of the image's other patches of this layer
+   (``emin`` when there is none): per image, because the kernel runs one image at a time.
+   Layer by layer it is the largest of the *call's* patches (the images that share the GEMM
+   call); the two give the same bits at batch 1, and at any batch when the bias alignment of
+   rule 4 is exact (no bias bit dropped, no saturation) at every image's largest exponent,
+   which :func:`run` checks (:func:`batch_free_exact`; :class:`NotExact` otherwise).
+4. **GEMM and epilogue**: the engine's rules 1-6 (:mod:`hlsnn.engines.bfp_systolic.emulator`,
+   run by its :func:`~hlsnn.engines.bfp_systolic.emulator.emulate`) per output chunk (``chunks`` of the compiled layer: the outputs
+   ``rows[0]:rows[1]`` with their weight mantissas ``wm``, row exponents ``we``, bias
+   mantissas ``bm`` and exponent ``be``): ``acc = sum xm * wm`` exact, ``e3 = xe + we``,
+   ``b' = shift_round_sat(bm, e3 - be, A, rnd)``, ``acc = sat_A(acc + b')``, ReLU, the max
+   rule ``e4 = clamp(max over acc != 0 of msb_index(|acc|) + e3 - (M - 2), emin, emax)``
+   (``emin`` for an all-zero row), ``ym = shift_round_sat(acc, e4 - e3, M, rnd)``. The
+   output elements are ``(ym, e4)``.
+5. **add** (a residual ``Add``, with the ``Relu`` after it fused): ``s = a + b`` exactly: at
+   ``e = min`` of the two non-zero operands' exponents, ``m = (ma << (ea - e)) + (mb << (eb -
+   e))``; ReLU ``m = max(m, 0)``. The float64 sum of the layer path is this value when ``|ma|
+   2**(ea - e) + |mb| 2**(eb - e) < 2**53``; the network kernel keeps it in a 26-bit mantissa
+   (:data:`ELEM_BITS`), so :func:`run` requires the bound ``2**25`` (:class:`NotExact`
+   otherwise; ResNet-8's residual sums take at most 23 bits).
+6. **global average pool** (after an add, or of one tensor as an add whose second operand is
+   zero, power-of-two ``H*W = 2**p`` pixels): per channel
+   the exact sum at ``e = min`` over its non-zero elements, then ``e - p``. The float mean is
+   this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
+   sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
+   sums, a few per image, in 54-bit mantissas). A mean over a pixel count that is not a
+   power of two is refused by :func:`lower`.
+7. **maxpool**: the element of the largest value of each window (padding never wins); ties
+   are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
+   conv's output is ``m = max(m, 0)``.
+8. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
+   exact) and runs the host layers after it (a final ``Softmax``) in float64.
+
+:func:`lower` refuses, naming the layer: a config whose output exponent is not the *max*
+rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
+yet; *rolling* carries state from sample to sample across the batch and the calls, which one
+image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
+host), grouped or dilated
+convolutions, ``ceil_mode`` pools, host ops other than those above, a second reader of the
+float input, and more than one accelerator.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..emulator import emulate
+from ....errors import InputError
+from ....primitives import msb_index, shift_round_sat
+from ...network.program import _chw
+
+
+class NotExact(InputError):
+    """A batch for which the network mode cannot give the layer-by-layer bits (rules 3, 5,
+    6: data-dependent conditions). ``hlsnn.load(..., network=None)`` on ``emu`` then runs that
+    batch layer by layer; ``network=True`` raises it."""
+    not_exact = True
+
+
+#: host ops that change no value (an alias of their input)
+ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
+#: the float64 significand: sums below 2**53 (in units of their finest term) are exact
+EXACT_BITS = 53
+#: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
+#: exponent): an Add's sum must be below 2**(ELEM_BITS - 1) (rule 5)
+ELEM_BITS = 26
+#: a wide element's mantissa bits (a global pool's sums: below 2**53, netbfp rule 6; the
+#: output words); an element's in the activation buffers is :data:`ELEM_BITS` (26: a 36-bit
+#: element with its 10-bit exponent)
+WIDE_BITS = 54
+
+
+def _op(kind, name, ins, out, **f):
+    from ...network.program import Op
+    return Op(kind, name, list(ins), out, f)
+
+
+def lower(program, arrays, alias_shape, maxpool_fields):
+    """The :class:`~hlsnn.engines.network.program.NetProgram` of a compiled ``bfp_systolic`` model
+    (module rules), or :class:`InputError` naming the layer it cannot run and why. ``alias_shape``
+    and ``maxpool_fields``: the host ops' shapes and fields as the engine-neutral walk reads them
+    (:func:`hlsnn.network.program.alias_shape`, :func:`hlsnn.network.program.maxpool_fields`)."""
+    from ...network.program import NetProgram, _why
+    (acc_name, acc), = program["accels"].items()
+    p = acc["config"]["bfp_systolic"]
+    if p["output_exponent"] != "max":
+        raise InputError(f"network kernel: {acc_name} chooses output exponents by the {p['output_exponent']} rule; "
+                         f"the network mode has the max rule only (hlsnn.engines.bfp_systolic.network.lower)")
+    if p["rounding"] == "stochastic":
+        raise InputError(f"network kernel: {acc_name} rounds stochastically (a random draw per element on the "
+                         f"host); the network mode needs a deterministic rounding")
+    inp = program["input"]
+    state = {inp["name"]: "input"}            # "input" (the float input), "q" (pairs), "add" (pending)
+    shapes = {inp["name"]: tuple(inp["shape"])}
+    aliases, ops, pending = {}, [], {}
+    out_name = program["output"]["engine_tensor"]
+    read_input = False
+    for j in program["layers"]:
+        if j["kind"] == "host":
+            op, src = j["op"], j["inputs"][0]
+            st = state.get(src)
+            if st is None:
+                raise _why(j, f"input {src} is not computed on the fabric")
+            if j["output"] == program["output"]["name"] or src == out_name:
+                continue                                      # host layers after the logits
+            if st == "input" and op not in ALIAS_OPS:
+                raise _why(j, "a host op on the float input")
+            if op in ALIAS_OPS:
+                state[j["output"]], shapes[j["output"]] = st, alias_shape(j, shapes[src])
+                if st == "add":
+                    pending[j["output"]] = pending[src]
+                else:
+                    aliases[j["output"]] = aliases.get(src, src)
+                continue
+            if op == "MaxPool" and st == "q":
+                f = maxpool_fields(j, shapes[src])
+                ops.append(_op("maxpool", j["name"], [src], j["output"], **f))
+                state[j["output"]], shapes[j["output"]] = "q", (f["c"], f["oh"], f["ow"])
+                continue
+            if op == "Relu" and st == "q":
+                ops.append(_op("relu", j["name"], [src], j["output"]))
+                state[j["output"]], shapes[j["output"]] = "q", shapes[src]
+                continue
+            if op == "Add":
+                ins = j["inputs"]
+                if any(state.get(i) != "q" for i in ins) or shapes[ins[0]] != shapes[ins[1]]:
+                    raise _why(j, "an Add of two fabric tensors of one shape is supported")
+                state[j["output"]], shapes[j["output"]] = "add", shapes[ins[0]]
+                pending[j["output"]] = dict(ins=list(ins), relu=False, p=None, name=j["name"])
+                continue
+            if op == "Relu" and st == "add" and pending[src]["p"] is None:
+                state[j["output"]], shapes[j["output"]] = "add", shapes[src]
+                pending[j["output"]] = dict(pending[src], relu=True)
+                continue
+            if op == "GlobalAveragePool" and (st == "q" or st == "add" and pending[src]["p"] is None):
+                c, h, w = _chw(shapes[src])
+                if h * w & (h * w - 1):
+                    raise _why(j, f"a mean over {h}x{w} pixels (not a power of two) has no exact integer rule")
+                a = pending[src] if st == "add" else dict(ins=[aliases.get(src, src)], relu=False, name=j["name"])
+                state[j["output"]], shapes[j["output"]] = "add", (c, 1, 1)
+                pending[j["output"]] = dict(a, p=int(math.log2(h * w)))
+                continue
+            raise _why(j, "no integer rule for this host op here")
+        # an engine layer
+        if j["engine"] != "bfp_systolic" or j["format"] != "bfp":
+            raise _why(j, f"format {j['format']} on {j['engine']}")
+        src = j["inputs"][0]
+        st = state.get(src)
+        if st is None:
+            raise _why(j, f"input {src} is not computed on the fabric")
+        if st == "input":
+            if read_input:
+                raise _why(j, "a second layer reads the float input")
+            read_input = True
+        elif st == "add":                                   # materialize the pending add
+            a = pending[src]
+            base = a["name"] + "_sum"
+            if base not in shapes:
+                c = shapes[a["ins"][0]][0]
+                hw = int(np.prod(shapes[a["ins"][0]][1:]))
+                ops.append(_op("add", a["name"], a["ins"], base, c=c, hw=hw, relu=a["relu"], gap=a["p"] is not None,
+                               p=a["p"] or 0, sa=0, sb=0, shift=0,
+                               shape=(c, 1, 1) if a["p"] is not None else shapes[a["ins"][0]]))
+                shapes[base], state[base] = ops[-1].f["shape"], "q"
+            aliases[src] = base
+            src = base
+        c, h, w = _chw(shapes[aliases.get(src, src)])
+        if j["kind"] == "dense":
+            geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
+        else:
+            geom = j["geom"]
+        if geom["dilations"] != [1, 1]:
+            raise _why(j, "dilation")
+        if geom["group"] != 1:
+            raise _why(j, f"a grouped conv ({geom['group']} groups): not in the BFP network mode")
+        kh, kw = geom["kh"], geom["kw"]
+        z = j["w_shape"][0]
+        chunks = []
+        for i, ch in enumerate(j["chunks"]):
+            r0, r1 = ch["rows"]
+            wm = np.asarray(arrays[f"{j['name']}/w{i}_mantissas"], np.int64)
+            if wm.shape != (r1 - r0, c * kh * kw):
+                raise _why(j, f"weights {wm.shape} for patches of {c}x{kh}x{kw}")
+            we = np.broadcast_to(np.asarray(arrays[f"{j['name']}/w{i}_exponents"], np.int64).reshape(-1), (r1 - r0,))
+            bm = np.asarray(arrays[f"{j['name']}/b{i}_mantissas"], np.int64).reshape(-1)
+            be = int(np.asarray(arrays[f"{j['name']}/b{i}_exponents"]).reshape(-1)[0])
+            chunks.append(dict(rows=(r0, r1), wm=wm.reshape(r1 - r0, c, kh, kw), we=np.array(we), bm=bm, be=be))
+        if not chunks or chunks[-1]["rows"][1] != z:
+            raise _why(j, "its output chunks do not cover its outputs")
+        sh, sw = geom["strides"]
+        pads = tuple(geom["pads"])
+        oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
+        ops.append(_op("conv", j["name"], [src], j["output"], c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh,
+                       sw=sw, pads=pads, group=1, chunks=chunks, relu=bool(j["relu"]), dense=j["kind"] == "dense",
+                       engine="bfp_systolic"))
+        state[j["output"]] = "q"
+        shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
+    if state.get(out_name) != "q":
+        raise InputError(f"network kernel: the output {out_name} is not an engine layer's output")
+    if not read_input:
+        raise InputError("network kernel: no engine layer reads the input")
+    host_after = [j for j in program["layers"] if j["kind"] == "host" and j["name"] in
+                  program["output"].get("host_after", [])]
+    return NetProgram(program["name"], ops, shapes,
+                      dict(name=inp["name"], shape=tuple(inp["shape"]), f=None, bits=p["mantissa_bits"],
+                           signed=True, rounding=p["rounding"], format="float32"),
+                      dict(tensor=out_name, f=None, name=program["output"]["name"], shape=shapes[out_name]),
+                      host_after, dict(p), acc_name, aliases, "bfp_systolic")
+
+
+class BfpRules:
+    """``bfp_systolic``'s entry in :func:`hlsnn.network.program.engine_rules`: its network
+    mode is a program of its own (:func:`lower`, :func:`run`; module docstring)."""
+    engine = "bfp_systolic"
+    formats = ("bfp",)
+    lower = staticmethod(lower)
+
+
+# --------------------------------------------------------------------------- the rules, in numpy
+
+def quantize_input(net, x):
+    """Rule 1: the float batch ``x`` as ``(m, e)`` int64 pairs (value ``m * 2**e``, ``|m| <
+    2**24``), from its float32 words; :class:`NotExact` unless ``x`` is exact in float32."""
+    x = np.asarray(x, np.float64)
+    x32 = x.astype(np.float32)
+    if not np.isfinite(x32).all() or not np.array_equal(x32.astype(np.float64), x):
+        raise NotExact("network kernel (bfp): the input must be finite and exact in float32 (the kernel reads "
+                         "float32 words); run it with hlsnn.load(..., network=False)")
+    return decode_float32(x32.view(np.uint32))
+
+
+def decode_float32(bits):
+    """IEEE 754 binary32 words (uint32) as ``(m, e)`` int64: ``m = +-(2**23 + fraction)``,
+    ``e = exponent - 150`` (normal); ``m = +-fraction``, ``e = -149`` (subnormal, zero)."""
+    b = np.asarray(bits, np.uint32).astype(np.int64)
+    frac, ex, neg = b & 0x7FFFFF, (b >> 23) & 0xFF, (b >> 31) & 1
+    normal = ex != 0
+    m = np.where(normal, frac | (1 << 23), frac)
+    e = np.where(normal, ex - 150, -149)
+    return np.where(neg == 1, -m, m), e
+
+
+def dequantize(pair):
+    """``m * 2**e`` as float64 (exact for ``|m| < 2**53``)."""
+    m, e = pair
+    return np.ldexp(np.asarray(m, np.float64), np.asarray(e, np.int64)) + 0.0
+
+
+def _lop(m, e):
+    """``msb_index(|m|) + e`` where ``m != 0``, the int64 minimum elsewhere."""
+    return np.where(m != 0, msb_index(np.abs(m)) + e, np.iinfo(np.int64).min)
+
+
+def _round_patches(m, s, bits, rounding):
+    """``shift_round_sat(m, -s, bits, rounding)``: each mantissa ``m`` scaled by ``2**s`` and
+    rounded. Where ``|m| < 2**53`` in float64, which is exact here: ``m * 2**s`` is a dyadic
+    value well inside float64's range (``|s|`` is a few hundred at most; beyond the largest
+    float it is infinite and saturates alike), and :func:`hlsnn.engines.common.round_into` is
+    exactly the three roundings of ``shift_round_sat``; tested against it."""
+    if not (np.abs(m).max(initial=0) < 1 << 53):
+        return shift_round_sat(m, -s, bits, rounding)[0]
+    from ...common import round_into
+    with np.errstate(over="ignore"):
+        v = np.ldexp(m.astype(np.float64), s)
+    round_into(v, rounding, v)
+    np.clip(v, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, out=v)
+    return v.astype(np.int64)
+
+
+def conv_pairs(x, f, p, seen=None):
+    """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW).
+    ``seen``: a list that gets, per image, ``(its largest patch exponent or None, whether it has
+    an all-zero patch)`` (the data of rule 3's batch check, :func:`batch_free_exact`)."""
+    m, e = (np.asarray(a, np.int64) for a in x)
+    bsz = m.shape[0]
+    M, E, rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
+    emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
+    t, l, b, r = f["pads"]
+    pad = ((0, 0), (0, 0), (t, b), (l, r))
+    mp, ep = np.pad(m, pad), np.pad(e, pad)
+
+    def windows(a):
+        v = np.lib.stride_tricks.sliding_window_view(a, (f["kh"], f["kw"]), axis=(2, 3))
+        v = v[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]           # (B, C, OH, OW, kh, kw)
+        return v.transpose(0, 2, 3, 1, 4, 5).reshape(bsz, f["oh"] * f["ow"], -1)
+    wm_, we_ = windows(mp), windows(ep)
+    lop = windows(_lop(mp, ep)).max(axis=2)                                   # (B, P)
+    nonzero = lop != np.iinfo(np.int64).min
+    xe = np.clip(lop - (M - 2), emin, emax)
+    free = np.where(nonzero, xe, np.iinfo(np.int64).min).max(axis=1, keepdims=True)    # per image
+    if seen is not None:
+        seen.extend((None if v == np.iinfo(np.int64).min else int(v), bool(z))
+                    for v, z in zip(free[:, 0], (~nonzero).any(axis=1)))
+    free = np.where(free == np.iinfo(np.int64).min, emin, free)
+    xe = np.where(nonzero, xe, free)
+    xm = _round_patches(wm_, we_ - xe[:, :, None], M, rnd)
+    xm, xe = xm.reshape(bsz * f["oh"] * f["ow"], -1), xe.reshape(-1)
+    ym = np.empty((xm.shape[0], f["z"]), np.int64)
+    ye = np.empty((xm.shape[0], f["z"]), np.int64)
+    for ch in f["chunks"]:
+        r0, r1 = ch["rows"]
+        y, e4, _ = emulate(p, xm, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"], ch["be"],
+                           relu=f["relu"])
+        ym[:, r0:r1], ye[:, r0:r1] = y, e4[:, None]
+    shape = (bsz, f["oh"], f["ow"], f["z"])
+    return ym.reshape(shape).transpose(0, 3, 1, 2), ye.reshape(shape).transpose(0, 3, 1, 2)
+
+
+def zero_patch_check(x, f, p, name):
+    """The condition of rule 3 for a batch of more than one image with an all-zero patch
+    (pairs ``x`` (B, C, H, W) of the conv ``f``): :func:`batch_free_exact` on every image's
+    largest patch exponent."""
+    m, e = (np.asarray(a, np.int64) for a in x)
+    if m.shape[0] < 2:
+        return
+    M, E = p["mantissa_bits"], p["exponent_bits"]
+    emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
+    t, l, b, r = f["pads"]
+    pad = ((0, 0), (0, 0), (t, b), (l, r))
+    lop = np.lib.stride_tricks.sliding_window_view(_lop(np.pad(m, pad), np.pad(e, pad)), (f["kh"], f["kw"]),
+                                                   axis=(2, 3))
+    lop = lop[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]].max(axis=(1, 4, 5)).reshape(m.shape[0], -1)
+    low = np.iinfo(np.int64).min
+    nonzero = lop != low
+    if nonzero.all():
+        return
+    best = np.where(nonzero, np.clip(lop - (M - 2), emin, emax), low).max(axis=1)
+    batch_free_exact(f, p, [None if v == low else int(v) for v in best], name)
+
+
+def batch_free_exact(f, p, bests, name):
+    """Rule 3's condition for a batch in which some image of the conv ``f`` has an all-zero
+    patch, given each image's largest patch exponent (None: the image has no non-zero patch):
+    the patch's free exponent layer by layer is then the largest of some images' (those sharing
+    the GEMM call), so for each candidate (every image's, ``emin`` for None) the bias alignment
+    ``shift_round_sat(bm, xe + we - be, A)`` must be exact (no bit dropped) and unsaturated:
+    then every candidate gives the bias's own value. Else :class:`NotExact` naming the layer."""
+    emin = -(1 << (p["exponent_bits"] - 1))
+    cands = sorted({emin if v is None else int(v) for v in bests})
+    if len(cands) < 2:
+        return
+    a_bits = p["acc_bits"]
+    for ch in f["chunks"]:
+        mag = np.abs(ch["bm"])
+        top = msb_index(mag)
+        for c in cands:
+            s = c + ch["we"] - ch["be"]                   # the alignment: a right shift by s (> 0)
+            exact = (mag == 0) | ((s <= 0) & (top - s <= a_bits - 2)) | \
+                ((s > 0) & (s <= 62) & (mag % (np.int64(1) << np.clip(s, 0, 62)) == 0))
+            if not exact.all():
+                raise NotExact(f"network kernel (bfp): layer {name}: an all-zero patch's bias alignment depends on "
+                               f"the images that share the layer-by-layer GEMM call (rule 3 of "
+                               f"hlsnn.engines.bfp_systolic.network.lower); run this batch one image at a time or with network=False")
+
+
+def _exact_sum_check(parts, e, name, bits=EXACT_BITS):
+    """Raise unless ``sum |m_i| 2**(e_i - e) < 2**bits`` (rules 5, 6)."""
+    tot = sum(parts)
+    if (tot >= (1 << bits)).any():
+        why = ("the layer-by-layer float64 result rounds" if bits == EXACT_BITS else
+               f"the network kernel keeps an Add's sum in a {ELEM_BITS}-bit mantissa")
+        raise NotExact(f"network kernel (bfp): {name}: a sum spans more than {bits} bits, so {why} (rules 5, 6 "
+                       f"of hlsnn.engines.bfp_systolic.network.lower); run it with network=False")
+
+
+def _align(m, e, e0):
+    """``m << (e - e0)`` (zeros stay 0), with the shift bounded so that nothing overflows
+    (a term that would is rejected by :func:`_exact_sum_check` first)."""
+    s = np.where(m != 0, e - e0, 0)
+    return np.where(s > 62 - msb_index(np.abs(m)) - 1, np.int64(1) << 62, np.abs(m) << np.clip(s, 0, 62)) * \
+        np.sign(m)
+
+
+def add_pairs(a, b, f, name):
+    """Rules 5 and 6 on pairs (B, C, HW): pairs (B, C, HW), or (B, C, 1) with the pool."""
+    ma, ea = (np.asarray(v, np.int64) for v in a)
+    mb, eb = (np.asarray(v, np.int64) for v in b)
+    big = np.iinfo(np.int64).max
+    e0 = np.minimum(np.where(ma != 0, ea, big), np.where(mb != 0, eb, big))
+    if f["gap"]:
+        e0 = e0.min(axis=2, keepdims=True)
+    e0 = np.where(e0 == big, 0, e0)
+    ta, tb = _align(ma, ea, e0), _align(mb, eb, e0)
+    if not f["gap"]:
+        _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name, ELEM_BITS - 1)
+        m = ta + tb
+        if f["relu"]:
+            m = np.maximum(m, 0)
+        return m, np.broadcast_to(e0, m.shape).copy()
+    _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name)
+    s = ta + tb
+    if f["relu"]:
+        s = np.maximum(s, 0)
+    _exact_sum_check([np.abs(s).sum(axis=2, keepdims=True)], e0, name)
+    return s.sum(axis=2, keepdims=True), e0 - f["p"]
+
+
+def maxpool_pairs(x, f):
+    """Rule 7 on pairs (B, C, H, W)."""
+    m, e = (np.asarray(a, np.int64) for a in x)
+    v = dequantize((m, e))                                         # the values, exactly
+    t, l, b, r = f["pads"]
+    pad = ((0, 0), (0, 0), (t, b), (l, r))
+    vp = np.pad(v, pad, constant_values=-np.inf)
+    mp, ep = np.pad(m, pad), np.pad(e, pad)
+
+    def win(a):
+        w = np.lib.stride_tricks.sliding_window_view(a, (f["kh"], f["kw"]), axis=(2, 3))
+        w = w[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]
+        return w.reshape(w.shape[:4] + (-1,))
+    k = win(vp).argmax(axis=-1)[..., None]
+    return (np.take_along_axis(win(mp), k, -1)[..., 0], np.take_along_axis(win(ep), k, -1)[..., 0])
+
+
+#: images per slice of :func:`run` (each image's bits depend on it alone but for rule 3's batch
+#: check, which runs on the whole batch's data): a layer's patches stay a few tens of MB
+CHUNK = 32
+
+
+def run(net, xq, *, keep=False):
+    """Run the ops on a batch of input pairs ``xq = (m, e)`` (B, ...): the output tensor's
+    pairs; with ``keep``, ``(out, {tensor: pairs})``. The batch runs in slices of
+    :data:`CHUNK` images; rule 3's check (:func:`batch_free_exact`) then runs on every image's
+    data of each conv, so its verdict is the whole batch's."""
+    m0, e0 = (np.asarray(a, np.int64) for a in xq)
+    n = m0.shape[0]
+    seen = {op.name: [] for op in net.ops if op.kind == "conv"}
+    parts = [_run(net, (m0[i:i + CHUNK], e0[i:i + CHUNK]), keep, seen) for i in range(0, max(n, 1), CHUNK)]
+    if n > 1:
+        for op in net.ops:
+            info = seen.get(op.name, [])
+            if any(z for _, z in info):
+                batch_free_exact(op.f, net.params, [b for b, _ in info], op.name)
+    if len(parts) == 1:
+        return parts[0]
+    if not keep:
+        return tuple(np.concatenate([q[i] for q in parts]) for i in range(2))
+    out = tuple(np.concatenate([q[0][i] for q in parts]) for i in range(2))
+    return out, {k: tuple(np.concatenate([q[1][k][i] for q in parts]) for i in range(2)) for k in parts[0][1]}
+
+
+def _run(net, xq, keep, seen):
+    """:func:`run` on one slice, without the batch check (``seen`` collects its data)."""
+    m0, e0 = xq
+    bsz = m0.shape[0]
+    env = {net.input["name"]: (np.asarray(m0, np.int64), np.asarray(e0, np.int64))}
+    p = net.params
+
+    def get(name):
+        return env[net.aliases.get(name, name)]
+
+    def shaped(pair, shape):
+        return tuple(np.reshape(a, (bsz,) + tuple(shape)) for a in pair)
+    for op in net.ops:
+        f = op.f
+        x = get(op.ins[0])
+        if op.kind == "conv":
+            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p, seen[op.name])
+            env[op.out] = tuple(a.reshape(bsz, -1) for a in y) if f["dense"] else y
+        elif op.kind == "maxpool":
+            env[op.out] = maxpool_pairs(shaped(x, (f["c"], f["h"], f["w"])), f)
+        elif op.kind == "relu":
+            env[op.out] = (np.maximum(x[0], 0), x[1])
+        else:
+            xa = shaped(x, (f["c"], f["hw"]))
+            xb = shaped(get(op.ins[1]), (f["c"], f["hw"])) if len(op.ins) > 1 else tuple(
+                np.zeros_like(v) for v in xa)                       # the pool of one tensor: no second operand
+            y = add_pairs(xa, xb, f, op.name)
+            env[op.out] = shaped(y, f["shape"])
+    out = shaped(get(net.output["tensor"]), net.output["shape"])
+    return (out, env) if keep else out
+
+
+#: the rules :func:`hlsnn.network.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+RULES = BfpRules

@@ -1,0 +1,217 @@
+"""Cycles and resources of the bfp_systolic network kernel
+(``hls/engines/bfp_systolic/network.cpp.j2``), from its static schedule and its declared
+buffers and multipliers.
+
+**Cycles** per image (every loop pipelined at II = 1; the descriptor table fixes every trip
+count):
+
+* load: the input's ``ceil(in_elems / 2)`` 64-bit words in one burst (``LoadWords``, plus
+  :data:`hlsnn.engines.network.perf.DDR_LATENCY`), then ``in_elems`` cycles to decode them (one
+  float32 value per cycle);
+* conv: the exponent pass ``OH * OW * ceil(steps / 2)`` (``ConvExp``: two taps a cycle, one on
+  each port of the true dual-port activation banks; ``steps = ceil(C/Q) * kh * kw``) plus
+  :data:`EXP_DEPTH`, then the multiply pass ``OH * OW * B * steps + TZ_DISTANCE - 1 + B``
+  (``ConvMac``: every block of ``P`` output channels of a pixel takes the pixel's taps; a
+  pixel's writes, one block a cycle, start ``TZ_DISTANCE`` (:data:`MAC_DEPTH`) iterations after
+  its last product and run beside the later pixels' products, the last pixel's after them)
+  plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``);
+* maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/Q) * H * W``, twice
+  that with the global pool (a pass for each channel's smallest exponent, a pass for the sum);
+* store: ``out_elems + 1 + ops`` cycles (the elements, the status word and an info word per
+  op) plus the DDR latency.
+
+The iteration counts are exact and checked against the C-simulation's loop counters (tests);
+the depths are the model's, not a synthesis report. The carried maxima are a max tree: in
+``ConvExp`` the ``2Q`` leading ones of a cycle, in ``ConvMac`` the ``P`` leading ones of a
+block's results, each reduced by a balanced tree before one compare-select with the carried
+value, so the loop-carried path is one 12-bit compare and select.
+
+**Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks of
+36-bit elements, the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
+exponents, and ``P x Q`` mantissa multipliers (a DSP48 each). The datapath logic is a model per
+part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.engines.shift_mac.network.perf`'s.
+"""
+from __future__ import annotations
+
+from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, POOL_DEPTH, _f
+
+#: act read (1), the leading-one encoder of 54 bits (2), the Q-input max tree (2), the clamp (1)
+EXP_DEPTH = 6
+#: act read (1), the rounding shifter (3), the DSP multiply (3), the Q-input adder tree (4),
+#: the epilogue (bias alignment, saturation, leading one: 3), the output shifter (2)
+MAC_DEPTH = 16
+#: two reads, the leading ones, the aligning shifters, the sum and the exactness test
+ADD_DEPTH = 6
+
+LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd"}
+
+
+def iterations(net, tables):
+    """Per image, the iterations of each counted loop of the kernel (the C-simulation's
+    ``HLSNN_ITER`` counters): ``{loop: count}``."""
+    it = {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"], "NetStore": tables["out_elems"],
+          "StoreInfo": len(tables["rows"])}
+    for r in tables["rows"]:
+        k = LOOPS[_f(r, "op")]
+        it[k] = it.get(k, 0) + _f(r, "n_iter")
+        if k == "ConvMac":
+            it["ConvExp"] = it.get("ConvExp", 0) + _f(r, "sa")
+    return it
+
+
+def op_cycles(net, tables, ii=None):
+    """``[(name, kind, cycles)]`` per image: the load, every op, the store. ``ii``: ``{loop
+    counter: II}`` of the loops whose derived II is above 1 (:func:`hlsnn.perf.schedule.ii_of`):
+    their iterations cost that many cycles each."""
+    g = (ii or {}).get
+    rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
+             + tables["in_elems"] * g("NetLoad", 1))]
+    depth = {1: POOL_DEPTH, 2: ADD_DEPTH}
+    for op, r in zip(net.ops, tables["rows"]):
+        k = _f(r, "op")
+        c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
+             else _f(r, "n_iter") * g(LOOPS[k], 1) + depth[k])
+        rows.append((op.name, op.kind, c))
+    rows.append(("store", "store output", tables["out_words"] * g("NetStore", 1) + DDR_LATENCY))
+    return rows
+
+
+def buffers(net, tables):
+    """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
+    from ....resources import Buffer, Multiplier
+    from .lower import ELEM_BITS, WIDE_BITS
+    pz, pc = tables["pz"], tables["pc"]
+    m = net.params["mantissa_bits"]
+    wbits = 8 if m <= 8 else 16
+    nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
+    nt = len(tables["taps"])
+    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (2, pc, tables["act_words"]),
+                   partition=((1, "complete"), (2, "complete")), static=True, storage="ram_t2p",
+                   note=f"ping-pong activation buffers, channel banks: {ELEM_BITS}-bit mantissa + 10-bit exponent"),
+            Buffer("sc", "net_top", "array", ELEM_BITS + 10, (pc, tables["sc_words"]), partition=((1, "complete"),),
+                   static=True, note="shortcut buffer, channel banks"),
+            Buffer("gap", "net_top", "array", 64, (pc, tables["gap_words"]), partition=((1, "complete"),),
+                   static=True, note=f"pool buffer: a global pool's sums, {WIDE_BITS}-bit mantissas"),
+            Buffer("kWeights", "net_top", "array", wbits, (pz, pc, nw), partition=((1, "complete"), (2, "complete")),
+                   static=True, note="resident weight mantissas, one ROM per multiplier"),
+            Buffer("kWExp", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
+            Buffer("kBiasM", "net_top", "array", wbits, (pz, nb), partition=((1, "complete"),), static=True),
+            Buffer("pexp", "Conv", "array", 12, (tables["max_pix"],), note="a conv's patch exponents"),
+            Buffer("tz", "ConvMac", "array", net.params["acc_bits"], (pz, tables["tz_slots"] * tables["max_blocks"]),
+                   partition=((1, "complete"),), static=True, storage="ram_s2p", impl="lutram",
+                   note=f"a ring of {tables['tz_slots']} pixels' results, per lane: block-major words"),
+            Buffer("e3z", "ConvMac", "array", 12, (pz, tables["tz_slots"] * tables["max_blocks"]),
+                   partition=((1, "complete"),), static=True, storage="ram_s2p", impl="lutram",
+                   note="their product exponents"),
+            Buffer("kTapOff", "net_top", "array", 32, (nt,), static=True, note="the exponent pass's tap table"),
+            Buffer("kTapKy", "net_top", "array", 8, (nt,), static=True),
+            Buffer("kTapKx", "net_top", "array", 8, (nt,), static=True),
+            Buffer("kTapC", "net_top", "array", 8, (nt,), static=True)]
+    muls = [Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
+                       note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
+    return bufs, muls
+
+
+#: LUT rules of the datapath model (:func:`datapath`), the layer kernels' (a LUT per bit of a
+#: carry-chain adder, subtractor or ``|.|``; a magnitude compare two bit pairs per LUT6 into the
+#: carry chain, an equality three; a 2:1 select two bits per LUT6, sharing the select; a
+#: shifter's stage a 4:1 multiplexer per output bit, :func:`hlsnn.engines.shift_mac.spec.shifter_luts`
+#: where the output grows with the shift) and one more: a leading-one encoder of ``n`` bits (a
+#: priority tree to its index) one LUT per input bit.
+X_BITS = 12           # exponent arithmetic (hlsnn::exp_wide_t)
+
+
+def _sel(n):
+    """LUTs of a 2:1 select of ``n`` bits."""
+    return -(-n // 2)
+
+
+def _cmp(n):
+    """LUTs of an ``n``-bit magnitude compare."""
+    return -(-n // 2)
+
+
+def _stages(bits, max_shift):
+    """LUTs of a logarithmic shifter whose every stage is ``bits`` wide (a result truncated to
+    its operand's width), by ``0 .. max_shift``."""
+    import math
+    s = math.ceil(math.log2(max_shift + 1)) if max_shift > 0 else 0
+    return bits * (s // 2) + _sel(bits) * (s % 2)
+
+
+def srs_luts(wi, wo, right_max, left_max):
+    """LUTs of ``hlsnn::ShiftRoundSat<wi, wo>`` (hls/include/hlsnn/primitives.h) as written: the
+    right shift of ``wi + 3`` bits by up to ``right_max`` (at most ``wi + 1``), the rounding's
+    mask and remainder, its compare and tie test against the half, the increment; the left
+    shift by up to ``left_max`` (at most ``wo``) into ``wi + wo + 2`` bits; the select between
+    them, the two saturation compares and the clamp."""
+    from ...shift_mac.spec import shifter_luts
+    w, t = wi + 3, wi + wo + 2
+    right = _stages(w, min(right_max, wi + 1))
+    rnd = w + _cmp(w) + -(-w // 3) + w
+    left = shifter_luts(wi, min(left_max, wo))
+    return right + rnd + left + _sel(t) + 2 * _cmp(t) + wo
+
+
+def datapath(net, tables):
+    """``{part: (LUT, FF)}`` outside the memories and DSPs, counted from what the kernel
+    instantiates (``P`` lanes, ``Q`` banks, ``M`` mantissa bits, ``A`` acc_bits, ``sb`` a patch
+    sum's bits, ``E`` = 54-bit wide mantissas, ``X`` = 12-bit exponents; the LUT rules above):
+
+    * ``conv_exp`` (``ConvExp``, ``2Q`` elements a cycle): per element the source select (act
+      or pool buffer, ``E + 10`` bits), ``|m|`` (``E``), its leading one (``E``), the exponent
+      add (``X``), the zero test (``E/6``) and its ``kLow`` select; the balanced max tree of
+      ``2Q - 1`` compare-selects and the compare-select with the carried maximum (``X`` bits
+      each); the clamp (``3X``); per tap (two) the address adder and the padding tests;
+    * ``conv_mac_banks`` (``ConvMac``, ``Q``): the source select, the exponent difference
+      (``X``), the patch rounding ``ShiftRoundSat<E, M>`` (:func:`srs_luts`);
+    * ``conv_mac_lanes`` (``P``): the adder tree of ``Q`` products (``sb`` each) and the
+      accumulator; the bias alignment ``ShiftRoundSat<M, A>``, the saturating add (``3A``) and
+      ReLU (``A/2``); the max rule's ``|v|``, leading one and exponent add (``2A + X``), the
+      lane's share of the balanced tree over the ``P`` lanes (one compare-select of ``X``);
+      the write path's exponent difference and the output ``ShiftRoundSat<A, M>``;
+    * ``maxpool`` (``Q``): rule 7's exact compare (``Greater``): per operand ``|m|``, its
+      leading one, the exponent add and the left-aligning shifter (``E`` bits by 0..53), then
+      the magnitude compare and equality, the leading ones' compare and the signs; the running
+      value's select and the first tap's (64 bits each);
+    * ``add`` (``Q``): per operand ``AlignExact`` (``|m|``, its leading one, the exponent
+      difference and bound compare, the left shifter ``E + 1`` bits by 0..53), the smaller
+      exponent's compare-selects (``2X``) and the pool's (``X``), the exactness test (two
+      ``|.|`` of ``E + 1`` and their sum), the sum (``E + 2``), ReLU, the pool's sum and
+      magnitude adders (``2 x`` pool bits) and the output's select;
+    * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
+
+    Flip-flops: the pipeline registers of each part's widest values (a model too)."""
+    from .lower import WIDE_BITS as E
+    pz, pc, sb = tables["pz"], tables["pc"], tables["sum_bits"]
+    m, a = net.params["mantissa_bits"], net.params["acc_bits"]
+    x = X_BITS
+    pool = tables.get("pool_bits", E + 8)
+    elem = _sel(E + 10) + E + E + x + -(-E // 6) + _sel(x)
+    exp_tree = 2 * pc * (_cmp(x) + _sel(x))             # 2Q - 1 in the tree, one with the carried value
+    conv_exp = (2 * pc * elem + exp_tree + x + 2 * _cmp(x) + 2 * (32 + 4 * _cmp(16)), 2 * pc * (E + x) + 2 * pc * x)
+    mac_bank = (_sel(E + 10) + x + srs_luts(E, m, 63, m), E + 2 * m)
+    mac_lane = (pc * sb + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
+                + 2 * a + x + (_cmp(x) + _sel(x))                           # the max rule: leading one, its tree
+                + x + srs_luts(a, m, 63, m),                                # the write path's output stage
+                3 * sb + 3 * a + 2 * x + m)
+    greater = 2 * (E + E + x + _stages(E, 53)) + _cmp(E) + -(-E // 3) + _cmp(x) + 8
+    maxpool = (greater + 2 * _sel(64), 2 * 64)
+    align = E + E + x + _cmp(x) + _stages(E + 1, 53)
+    add = (2 * align + 3 * (_cmp(x) + _sel(x)) + 2 * (E + 1) + (E + 2) + (E + 2) + -(-(E + 2) // 2) + 2 * pool
+           + _sel(E + 10), 2 * (E + 2) + 2 * pool + 2 * x)
+    return {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
+            "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
+            "maxpool": (pc * maxpool[0], pc * maxpool[1]), "add": (pc * add[0], pc * add[1]),
+            "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+
+
+def resources(net, tables, ps):
+    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.engines.shift_mac.network.perf.resources`)."""
+    import math
+    from ....resources import build
+    m = build(*buffers(net, tables), ps)
+    logic = datapath(net, tables)
+    return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
+            "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
+            "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}

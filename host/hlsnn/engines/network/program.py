@@ -1,0 +1,51 @@
+"""A lowered network as its integer ops (:class:`Op`, :class:`NetProgram`): what an engine's
+lowering rules (``engines/<engine>/network/lower.py``) build and its network kernel renders;
+:mod:`hlsnn.network.program` walks a compiled model's layers into one."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import InputError
+
+
+@dataclass
+class Op:
+    """One integer op: ``kind`` (``conv``, ``maxpool``, ``add``), its input and output
+    tensors (names), and its fields (module rules 2-4)."""
+    kind: str
+    name: str
+    ins: list
+    out: str
+    f: dict = field(default_factory=dict)
+
+
+@dataclass
+class NetProgram:
+    """A lowered network: the ops, the tensors' shapes (per image, CHW or (K,)), the input's
+    quantization, the output tensor and its radix, the host layers after it, the engine
+    config's ``shift_mac`` parameters and its name."""
+    name: str
+    ops: list
+    shapes: dict
+    input: dict
+    output: dict
+    host_after: list
+    params: dict
+    accel: str
+    aliases: dict
+    engine: str = "shift_mac"
+
+
+def _why(layer, what):
+    return InputError(f"network kernel: layer {layer['name']} ({layer.get('op', layer['kind'])}): {what}; "
+                      f"this network runs layer by layer (hlsnn.load(..., network=False))")
+
+
+def _chw(shape):
+    """A per-image shape as the (C, H, W) map the rules read: a rank-3 tensor's (C, L) is a
+    ``C x L x 1`` map (a 1-D convolution's), a vector (K,) a ``K x 1 x 1`` one."""
+    if len(shape) == 2:
+        return (int(shape[0]), int(shape[1]), 1)
+    return tuple(shape) if len(shape) == 3 else (int(np.prod(shape)), 1, 1)

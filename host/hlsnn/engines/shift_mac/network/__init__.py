@@ -1,0 +1,1 @@
+"""``shift_mac``'s network mode: lowering rules (:mod:`~hlsnn.engines.shift_mac.network.lower`), the network kernel (:mod:`~hlsnn.engines.shift_mac.network.kernel`), its cycle and resource model (:mod:`~hlsnn.engines.shift_mac.network.perf`)."""

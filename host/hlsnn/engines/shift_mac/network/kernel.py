@@ -1,0 +1,162 @@
+"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.network.program` with
+:mod:`~hlsnn.engines.shift_mac.network.lower`'s rules): its descriptor table and resident weights (:func:`tables`), rendered
+into ``hls/engines/shift_mac/network*.j2`` (:func:`render`); the buffers, the descriptor head
+and the binding are :mod:`hlsnn.engines.network.kernel`'s, which its docstring describes."""
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import InputError
+from ....names import c_ident
+from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, expand_groups,
+                               group_windows, pool_or_add, render_templates, unfold_fields, unfold_of)
+
+
+def _code_words(f):
+    """The 16-bit weight codes (Z, Cg*kh*kw) of a conv op (bits: network_data.h.j2)."""
+    ea, eb, so, hb, sb, zero = (np.asarray(f["fields"][k], np.int64).reshape(f["z"], -1)
+                                for k in ("ea", "eb", "so", "hb", "sb", "zero"))
+    return ea | (eb << 6) | (so << 12) | (hb << 13) | (sb << 14) | (zero << 15)
+
+
+def depthwise(f):
+    """A conv op's fields ``f`` are a depthwise conv's (``groups = C = Z``)."""
+    return f["group"] > 1 and f["group"] == f["c"] == f["z"]
+
+
+def tables(net, pz, pc):
+    """The descriptor rows, the weight/bias/shift ROMs (``pz`` output lanes by ``pc`` channel
+    banks) and the widths the kernel needs.
+
+    **Wide depthwise blocks.** When the program has a depthwise conv and ``pc > pz``, each lane
+    gets ``parts = pc/pz`` accumulators and epilogues, and a depthwise conv runs in blocks of
+    ``pc`` channels (descriptor ``wide``): lane ``l``'s part ``k`` is channel ``k*pz + l`` of the
+    block, in bank ``k*pz + l``, whose code sits in ROM (``l``, ``k*pz + l``); the parts are the
+    sums of the lane's ``pz``-bank slices of its adder tree, kept apart. So a depthwise conv takes
+    ``ceil(C/pc) * OH * OW * kh * kw`` cycles, every bank feeding one MAC a cycle. The bias
+    and shift ROMs are ``parts x pz`` (row ``k*pz + l``); other convs use part 0."""
+    if pc % pz:
+        raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
+    place, act_words, sc_words = allocate(net, pc)
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    parts = pc // pz if any(op.kind == "conv" and depthwise(op.f) for op in net.ops) else 1
+    rows = []
+    wl = [[[] for _ in range(pc)] for _ in range(pz)]
+    bl, sl = [[] for _ in range(parts * pz)], [[] for _ in range(parts * pz)]
+    wins = []                                      # per block: its window's base (kWinBase)
+    woff = boff = 0
+    max_ea, sum_bits, add_bits = 0, 0, 0
+    a_bits = net.input["bits"]
+    unfold = unfold_of(net, place, pc)
+    for op in net.ops:
+        f, d = descriptor_head(op, unfold, place, name, pz, pc)
+        if op.kind == "conv":
+            z, g = f["z"], f["group"]
+            cg = f["c"] // g
+            wide = parts > 1 and depthwise(f)
+            win = group_windows(f, pc if wide else pz, pc)
+            ncg = win["ncb"]
+            steps = ncg * f["kh"] * f["kw"]
+            nb = -(-z // (pc if wide else pz))
+            codes = _code_words(op.f).reshape(z, cg, f["kh"] * f["kw"])
+            if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh): channel kx*C + c
+                kw0 = op.f["kw"]
+                codes = _code_words(op.f).reshape(z, cg // kw0, f["kh"], kw0).transpose(0, 3, 1, 2).reshape(z, cg, -1)
+            cpad = expand_groups(codes, f, win, pc if wide else pz, pc, 1 << 15)    # a zero code outside its group
+            # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
+            per = cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
+            live = np.asarray(f["fields"]["zero"]).reshape(z, -1) == 0
+            ea = int(np.max(np.where(live, np.asarray(f["fields"]["ea"]).reshape(z, -1), 0), initial=0))
+            eb = int(np.max(np.where(live, np.asarray(f["fields"]["eb"]).reshape(z, -1), 0), initial=0))
+            max_ea = max(max_ea, ea, eb)
+            bound = (1 << (a_bits - 1)) * ((1 << ea) + (1 << eb)) * cg * f["kh"] * f["kw"]
+            sum_bits = max(sum_bits, bound.bit_length() + 1)
+            shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
+            if shift.min() < -60 or shift.max() > 60:
+                raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
+            for lane in range(pz):
+                blk = np.full((nb, pc, steps), 1 << 15, np.int64)
+                for k in range(parts):
+                    # output channel of (block, this lane, part k): its bank's ROM in a wide block
+                    zz = np.arange(nb) * pc + k * pz + lane if wide else np.arange(lane, nb * pz, pz)
+                    real = zz < z
+                    if wide:
+                        blk[real, k * pz + lane] = per[zz[real], k * pz + lane]
+                    elif k == 0:
+                        blk[real] = per[zz[real]]
+                    on = real & (wide or k == 0)
+                    bl[k * pz + lane].append(np.where(on, f["bias"][np.minimum(zz, z - 1)], 0))
+                    sl[k * pz + lane].append(np.where(on, shift[np.minimum(zz, z - 1)], 0))
+                for j in range(pc):
+                    wl[lane][j].append(blk[:, j].reshape(-1))
+            d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1),
+                     cg=cg if g == 1 else min(ncg * pc, f["c"]), steps=steps, zb=nb,   # cg: the banks a tap reads
+                     zlast=z - (nb - 1) * (pc if wide else pz), woff=woff, boff=boff,
+                     n_iter=nb * f["oh"] * f["ow"] * steps, relu=int(f["relu"]), wide=int(wide))
+            wins.append(np.asarray(win["bases"], np.int64))
+            woff += nb * steps
+            boff += nb
+        else:
+            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
+        rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
+                         vals=[int(d[k]) for k in FIELDS], names=FIELDS))
+    inp, out = name(net.input["name"]), name(net.output["tensor"])
+    cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
+    from ...network.program import _chw
+    hw = lambda shape: int(np.prod(_chw(shape)[1:]))                                   # noqa: E731
+    weights = [[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in wl]
+    pack = weight_pack(pz)
+    words = [[sum(weights[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)]
+             for q in range(pz // pack)]
+    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pack=pack, unfold=unfold,
+                parts=parts,
+                weights=weights, words=words,
+                biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
+                prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
+                add_bits=max(add_bits, a_bits + 2, 16), in_slot=place[inp][0], in_dual=place[inp][1],
+                out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
+
+
+def lanes(p):
+    """``(output lanes, channel banks)`` of a shift_mac config: its ``net_lanes`` and
+    ``net_banks`` (by default its ``rows`` banks and the largest divisor of them not above its
+    ``cols``: on shift8_pynq-z2 the layer kernel's 8 x 16 units). The network kernel is a
+    bitstream of its own, so it is sized for itself."""
+    return int(p.get("net_lanes") or p["cols"]), int(p.get("net_banks") or p["rows"])
+
+
+def weight_pack(pz):
+    """Weight codes per ROM word: two 16-bit codes (two output lanes) in a 32-bit word when the
+    lanes pair up, so that a ROM of a few hundred codes fills a BRAM18 in its 512 x 36 shape
+    instead of half of one in 1K x 18 (:mod:`hlsnn.engines.shift_mac.network.perf`)."""
+    return 2 if pz % 2 == 0 else 1
+
+
+def render(net, out_dir):
+    """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
+    ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
+    from ....version import __version__
+    from . import perf as netperf
+    p = net.params
+    pz, pc = lanes(p)
+    t = tables(net, pz, pc)
+    guard = c_ident(net.name).upper()
+    ctx = dict(banner=f"Generated by hlsnn {__version__} from the compiled model {net.name} for {net.accel}; "
+                      f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
+               header="network.h", data_header="network_data.h", act_bits=net.input["bits"],
+               act_min=-(1 << (net.input["bits"] - 1)), acc_bits=p["acc_bits"], prod_bits=t["prod_bits"],
+               sum_bits=t["sum_bits"], add_bits=t["add_bits"], pz=pz, pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"], rounding=ROUNDING[p["rounding"]],
+               add_rounding=ROUNDING[net.input["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
+               in_elems=t["in_elems"], in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"],
+               in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
+               out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],
+               w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]), pack=t["pack"], pz_words=pz // t["pack"],
+               weights=[[_ints(b) for b in q] for q in t["words"]], biases=[_ints(b) for b in t["biases"]],
+               shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
+               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
+               lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
+               parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
+               act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
+               **unfold_fields(t["unfold"], pc))
+    return render_templates("shift_mac", ctx, out_dir) + (t,)

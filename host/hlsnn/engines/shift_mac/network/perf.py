@@ -1,0 +1,155 @@
+"""Cycles and resources of the shift_mac network kernel (``network.cpp.j2``), from its static
+schedule and its declared buffers.
+
+**Cycles** per image (every loop's iterations at its derived II, :mod:`hlsnn.perf.schedule`; 1 unless it says otherwise; the descriptor table fixes every trip
+count, so the schedule is static):
+
+* load: the image's ``ceil(in_elems / 8)`` 64-bit words in one burst (``LoadWords``, a plain
+  sequential read, plus :data:`DDR_LATENCY` for its first word), then ``in_elems`` cycles to
+  unpack them into the channel banks (one activation per cycle; the tables' ``load_iters``
+  where a kernel unpacks more a cycle: the board-sized sparse kernel's a pixel of every channel);
+* conv: one cycle per tap, pixel and block: ``ceil(Z/P) * OH * OW * ncb * kh * kw``
+  (``P`` output lanes = the config's ``net_lanes``, ``Q`` channel banks = its ``net_banks``;
+  ``ncb`` the blocks of ``Q`` input channels a block of outputs reads,
+  :func:`hlsnn.engines.network.kernel.group_windows`: ``ceil(C/Q)`` dense, ``Cg/Q`` for groups of
+  multiples of ``Q``, 1 depthwise; a depthwise conv runs in blocks of ``Q`` channels, each lane
+  with ``Q/P`` accumulators, :func:`hlsnn.engines.shift_mac.network.kernel.tables`, so it costs
+  ``ceil(C/Q) * OH * OW * kh * kw``;
+  the epilogue is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
+* maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
+* add: ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
+* store: ``out_elems`` cycles to pack the output's words on chip, then the words in one burst
+  (``StoreWords``) plus :data:`DDR_LATENCY`.
+
+The iteration counts are exact and checked against the C-simulation's loop counters (tests);
+the depths are the model's, not a synthesis report. Nothing overlaps between layers.
+
+**Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
+buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
+codes per word, :func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
+shift ROMs (8-bit) and the blocks' window bases (32-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
+datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
+declares, part by part, with the LUT rules of the layer kernel's model
+(:func:`hlsnn.engines.shift_mac.spec.shifter_luts`: a LUT6 per output bit per 4:1 stage; one
+LUT per bit of an adder on the carry chain); the AXI adapters and control are stated
+allowances, not synthesis results.
+"""
+from __future__ import annotations
+
+from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, POOL_DEPTH, _f
+
+CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
+
+
+LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd"}
+
+
+def words(elems):
+    """The 64-bit AXI words of ``elems`` 8-bit activations."""
+    return -(-elems // 8)
+
+
+def iterations(net, tables):
+    """Per image, the iterations of each counted loop of the kernel (the C-simulation's
+    ``HLSNN_ITER`` counters): ``{loop: count}``."""
+    it = {"NetLoadWords": words(tables["in_elems"]), "NetLoad": tables.get("load_iters", tables["in_elems"]),
+          "NetStore": tables["out_elems"], "NetStoreWords": words(tables["out_elems"])}
+    for r in tables["rows"]:
+        k = LOOPS[_f(r, "op")]
+        it[k] = it.get(k, 0) + _f(r, "n_iter")
+    return it
+
+
+def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
+    """``[(name, kind, cycles)]`` per image: the load, every op, the store (a conv's pipeline
+    depth ``conv_depth``: the sparse kernel's differs, :mod:`hlsnn.engines.sparse_cluster.network.perf`).
+    ``ii``: ``{loop counter: II}`` of the loops whose derived II is above 1
+    (:func:`hlsnn.perf.schedule.ii_of`): their iterations cost that many cycles each."""
+    g = (ii or {}).get
+    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH}
+    rows = [("load", "load image", words(tables["in_elems"]) * g("NetLoadWords", 1) + DDR_LATENCY
+             + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
+    # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle
+    for op, r in zip(net.ops, tables["rows"]):
+        rows.append((op.name, op.kind, _f(r, "n_iter") * g(LOOPS[_f(r, "op")], 1) + depth[_f(r, "op")]))
+    rows.append(("store", "store output", tables["out_elems"] * g("NetStore", 1)
+                 + words(tables["out_elems"]) * g("NetStoreWords", 1) + DDR_LATENCY))
+    return rows
+
+
+def buffers(net, tables):
+    """The kernel's arrays as :class:`hlsnn.resources.Buffer` rows."""
+    from ....resources import Buffer
+    pz, pc = tables["pz"], tables["pc"]
+    a = net.input["bits"]
+    nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
+    return [Buffer("act", "net_top", "array", a, (2, pc, tables["act_words"]), partition=((1, "complete"),
+                                                                                          (2, "complete")),
+                   static=True, note="ping-pong activation buffers, channel banks"),
+            Buffer("sc", "net_top", "array", a, (pc, tables["sc_words"]), partition=((1, "complete"),), static=True,
+                   note="shortcut buffer, channel banks"),
+            Buffer("kWeights", "net_top", "array", 16 * tables["pack"], (pz // tables["pack"], pc, nw),
+                   partition=((1, "complete"), (2, "complete")), static=True,
+                   note=f"resident weight codes, {tables['pack']} units' codes per ROM word"),
+            Buffer("kBias", "net_top", "array", 32, (tables["parts"] * pz, nb), partition=((1, "complete"),),
+                   static=True),
+            Buffer("kShift", "net_top", "array", 8, (tables["parts"] * pz, nb), partition=((1, "complete"),),
+                   static=True),
+            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
+
+
+def datapath(net, tables):
+    """``{part: (LUT, FF)}`` of the network kernel's logic outside its memories (module
+    docstring), with ``P`` lanes, ``Q`` banks and the rendered widths (``a`` act_bits, ``pb``
+    a product's bits, ``sb`` a reduction's, ``A`` the accumulator's, ``wb`` a residual sum's):
+
+    * ``units`` (``P*Q``): two left shifters of ``a`` bits by up to the program's largest weight
+      shift, the add/subtract of the two terms and the conditional negation (``pb`` each; the
+      zero flag folds into the negation); a ``pb``-bit product register;
+    * ``trees`` (``P``): ``Q - 1`` adders of ``sb`` bits and the accumulator's adder, a
+      register per level (``log2 Q + 1`` of ``sb`` bits); with ``R = parts`` accumulators per
+      lane (a network with a depthwise conv, :func:`hlsnn.engines.shift_mac.network.kernel.tables`), ``R - 1``
+      more accumulator adders and registers;
+    * ``epilogues`` (``R P``): the bias add (``sb + 2``), the saturation's two compares and clamp
+      (``3 A``), the rounding right shifter by 0..60 (``shifter_luts(A, 60)``), its increment
+      and the output clamp (``A + 2a``), and a fused Clip's clamp to the descriptor's bounds
+      (two compares and a select, ``2a``);
+    * ``banks`` (``Q``): the read address adder and the zero-padding select (``16 + a``), the
+      ping-pong source select (``a``), the write data select over ``Q/P + 1`` writers (the
+      lanes' blocks and the other ops; one more with ``R > 1``: the wide block's part), the
+      maxpool compare (``2a``), and the residual Add: two
+      aligning shifters, the sum, the pool accumulator and its rounding shifter (``wb`` bits);
+    * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
+    """
+    import math
+    from ..spec import shifter_luts
+    pz, pc = tables["pz"], tables["pc"]
+    a, pb, sb, wb = net.input["bits"], tables["prod_bits"], tables["sum_bits"], tables["add_bits"]
+    acc = net.params["acc_bits"]
+    smax = pb - a - 2
+    mux = lambda n: math.ceil(n / 4) if n > 1 else 0          # noqa: E731 - LUT6s of an n:1 multiplexer, per bit
+    lvls = math.ceil(math.log2(max(pc, 2))) + 1
+    r = tables.get("parts", 1)
+    unit = (2 * shifter_luts(a, smax) + 2 * pb, pb)
+    tree = (pc * sb + (r - 1) * sb, (lvls + r - 1) * sb)
+    epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a + 2 * a, 2 * acc + a)
+    writers = pc // pz + 1 + (r > 1)
+    bank = (16 + a + a + a * mux(writers) + 2 * a + 2 * shifter_luts(a, 8) + 3 * wb + shifter_luts(wb, 31),
+            16 + 3 * a + 2 * wb)
+    parts = {"units": (pz * pc * unit[0], pz * pc * unit[1]), "trees": (pz * tree[0], pz * tree[1]),
+             "epilogues": (r * pz * epi[0], r * pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
+             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+    return parts
+
+
+def resources(net, tables, ps):
+    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}``: the declared buffers
+    (:mod:`hlsnn.resources`) plus the datapath (:func:`datapath`, in ``lut``/``ff``; ``logic``
+    its parts)."""
+    import math
+    from ....resources import build
+    m = build(buffers(net, tables), [], ps)
+    logic = datapath(net, tables)
+    return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
+            "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
+            "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}

@@ -1,0 +1,1 @@
+"""``sparse_cluster``'s network mode: lowering rules (:mod:`~hlsnn.engines.sparse_cluster.network.lower`), the network kernel (:mod:`~hlsnn.engines.sparse_cluster.network.kernel`), its cycle and resource model (:mod:`~hlsnn.engines.sparse_cluster.network.perf`)."""

@@ -1,0 +1,259 @@
+"""The network kernel of a lowered ``sparse_cluster`` network (:mod:`hlsnn.network.program`
+with :mod:`hlsnn.engines.sparse_cluster.network.lower`'s rules): its compressed weights and step table, its
+descriptor table, rendered into ``hls/engines/sparse_cluster/network*.j2`` (the C ABI bridge is
+the shift_mac network kernel's), built for C-simulation and run through ctypes.
+
+**Shape** (:func:`shape`): ``P`` output lanes (output channels per block: the config's
+``max_z``), ``M`` multipliers per lane (``units * tile_w / max_z``: the layer kernel's int8
+multipliers, 128 on sparse8_pynq-z2, one DSP each) and ``Q = P`` activation banks (each
+reading its own tap in a step, so more banks than lanes would buy little).
+
+**Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
+buffer in ``Q`` channel banks, as the shift_mac network kernel).
+
+**Steps** (:func:`schedule`): a block of ``P`` output channels has a list of steps. In a step
+each bank ``j`` reads one tap (channel ``cb*Q + j`` of the group at kernel position ``ky,
+kx``: an address and a padding test per bank), and each lane takes up to ``M`` of its
+non-zero weights among those ``Q`` values (a ``Q:1`` select per multiplier). A zero weight has
+no slot, so a block needs at least ``max_l ceil(n_l / M)`` steps (``n_l`` the lane's non-zeros)
+and at least as many as the most taps one bank must read; the greedy schedule comes close to
+the larger of the two. A block with no non-zero weight at all keeps one empty step (its
+outputs are the output rule of the bias alone). A pixel of a block takes exactly the block's
+steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.engines.sparse_cluster.network.perf`).
+
+**Board-sized** (a config with ``net_shape: board``, :mod:`hlsnn.engines.sparse_cluster.netsize`):
+``P`` lanes, ``B`` channel banks read ``S`` times a cycle (replicas), every lane multiplying all
+``Q = B * S`` virtual banks' values (no select; lane pairs share a DSP48 for ``K`` slots), its
+own step schedule (:func:`hlsnn.engines.sparse_cluster.netsize.schedule`), the unfolded image
+load a pixel of every channel a cycle (``load_iters``) and the residual Add two pixels a cycle
+(``fast_add``: its descriptors count pixel pairs).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....errors import InputError
+from ....names import c_ident
+from ...network import kernel as netkernel
+from ...network.kernel import FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
+
+
+def sized(p):
+    """The board-sized shape ``{net_lanes, net_banks, net_sub, net_pack}`` of a config with
+    ``net_shape: board`` (:mod:`hlsnn.engines.sparse_cluster.netsize`), else None."""
+    return {k: int(p[k]) for k in ("net_lanes", "net_banks", "net_sub", "net_pack")} if "net_sub" in p else None
+
+
+def shape(p):
+    """``(P lanes, Q banks, M multipliers per lane)`` of a sparse_cluster config (module
+    docstring); board-sized: ``(P, B physical banks, Q = B * S slots)``."""
+    sz = sized(p)
+    if sz:
+        return sz["net_lanes"], sz["net_banks"], sz["net_banks"] * sz["net_sub"]
+    pz = int(p["max_z"])
+    pm = max(1, int(p["units"]) * int(p["tile_w"]) // pz)
+    return pz, pz, pm
+
+
+def schedule(codes, pc, pm, pz):
+    """The steps of one conv op's weights ``codes`` (Z, Cg, kh, kw) int: a list per block of
+    ``(taps, lanes)``: ``taps`` one ``(cb, ky, kx)`` (or None) per bank, ``lanes`` per lane up
+    to ``pm`` ``(weight, bank)`` (module docstring). Greedy: in each step every bank reads the
+    tap whose remaining non-zeros belong to the busiest lanes, and every lane takes up to
+    ``pm`` of its non-zeros among the banks' taps, the banks with the most taps still to read
+    first."""
+    z, cg, kh, kw = codes.shape
+    ncb = -(-cg // pc)
+    blocks = []
+    for b0 in range(0, z, pz):
+        wb = np.asarray(codes[b0:b0 + pz], np.int64)
+        lanes_n = wb.shape[0]
+        w4 = np.zeros((lanes_n, ncb * pc, kh, kw), np.int64)
+        w4[:, :cg] = wb
+        # (lane, bank j, tap t = (cb*kh + ky)*kw + kx): channel cb*pc + j at (ky, kx)
+        wt = w4.reshape(lanes_n, ncb, pc, kh, kw).transpose(0, 2, 1, 3, 4).reshape(lanes_n, pc, -1)
+        need = wt != 0
+        steps = []
+        while need.any():
+            rem = need.sum(axis=(1, 2))
+            has = need.any(axis=0)                                   # (bank, tap)
+            score = np.where(has, (need * rem[:, None, None]).sum(axis=0), -1)
+            banks = np.flatnonzero(has.any(axis=1))
+            tsel = score.argmax(axis=1)
+            order = banks[np.argsort(-has[banks].sum(axis=1), kind="stable")]
+            lanes = []
+            for lane in range(lanes_n):
+                js = [int(j) for j in order if need[lane, j, tsel[j]]][:pm]
+                lanes.append([(int(wt[lane, j, tsel[j]]), j) for j in js])
+                need[lane, js, tsel[js]] = False
+            taps = [None] * pc
+            for j in banks:
+                cb, r = divmod(int(tsel[j]), kh * kw)
+                taps[j] = (cb, r // kw, r % kw)
+            steps.append((taps, lanes))
+        if not steps:
+            steps.append(([None] * pc, [[] for _ in range(lanes_n)]))
+        blocks.append(steps)
+    return blocks
+
+
+def tables(net, pz, pc, pm):
+    """The descriptor rows, the step table, the weight/bias/shift ROMs and the widths (a
+    board-sized kernel: ``pm`` virtual banks, each lane's weights in 64-bit words of eight
+    slots, :mod:`hlsnn.engines.sparse_cluster.netsize`)."""
+    from .. import netsize
+    sz = sized(net.params)
+    sub = pm // pc if sz else 1
+    nq = pc * sub                                  # the banks a step's taps are read from
+    if sz:
+        wl = [[[] for _ in range(-(-pm // 8))] for _ in range(pz)]
+    if pc % pz:
+        raise InputError(f"network kernel: {pc} channel banks is not a multiple of {pz} output lanes")
+    place, act_words, sc_words = allocate(net, pc)
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    rows, steps = [], []
+    if not sz:
+        wl = [[[] for _ in range(pm)] for _ in range(pz)]
+    bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
+    wins = []                                      # per block: its window's base (kWinBase)
+    boff = 0
+    sum_bits, add_bits = 18, 16
+    a_bits = 8
+    unfold = netkernel.unfold_of(net, place, pc)
+    fast_add = bool(sz) and sub >= 2 and all(op.f["hw"] % 2 == 0 for op in net.ops if op.kind == "add")
+    for op in net.ops:
+        f, d = descriptor_head(op, unfold, place, name, pz, pc)
+        if op.kind == "conv":
+            z, g = f["z"], f["group"]
+            cg = f["c"] // g
+            codes = np.asarray(f["codes"], np.int64)
+            if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh, 1): channel kx*C + c
+                codes = codes.transpose(0, 3, 1, 2).reshape(z, f["c"], f["kh"], 1)
+            win = netkernel.group_windows(f, pz, pc)         # groups as such: each block's input channels
+            codes = netkernel.expand_groups(codes, f, win, pz, pc, 0)
+            if np.abs(codes).max(initial=0) > 128 or codes.min(initial=0) < -128:
+                raise InputError(f"network kernel: {op.name}: weights beyond int8")
+            bias = np.asarray(f["bias"], np.int64)
+            bound = 128 * np.abs(codes).reshape(z, -1).sum(axis=1) + np.abs(bias)
+            sum_bits = max(sum_bits, int(bound.max(initial=0)).bit_length() + 1)
+            shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
+            if shift.min() < -60 or shift.max() > 60:
+                raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
+            woff = len(steps)
+            blocks = netsize.schedule(codes, pc, sub, pz) if sz else schedule(codes, pc, pm, pz)
+            hw, w = f["h"] * f["w"], f["w"]
+            for bi, blk in enumerate(blocks):
+                for k, (taps, lanes) in enumerate(blk):
+                    bank_taps = [(0, 0, 0) if tp is None else (tp[0] * hw + tp[1] * w + tp[2], tp[1], tp[2])
+                                 for tp in taps]
+                    if sz and max(abs(t[0]) for t in bank_taps) >= 1 << 15:
+                        raise InputError(f"network kernel: {op.name}: a tap's offset beyond 16 bits")
+                    steps.append((bank_taps, int(k + 1 == len(blk))))
+                    if sz:                     # lanes: (pz, pm) weights; eight slots' int8 a word
+                        for lane in range(pz):
+                            for c in range(len(wl[lane])):
+                                wl[lane][c].append(sum((int(v) & 0xFF) << (8 * i)
+                                                       for i, v in enumerate(lanes[lane, 8 * c:8 * c + 8])))
+                        continue
+                    for lane in range(pz):
+                        slots = lanes[lane] if lane < len(lanes) else []
+                        for m in range(pm):
+                            wv, j = slots[m] if m < len(slots) else (0, 0)
+                            wl[lane][m].append((j << 8) | (wv & 0xFF))
+                zz = bi * pz + np.arange(pz)
+                real = zz < z
+                for lane in range(pz):
+                    bl[lane].append(int(bias[zz[lane]]) if real[lane] else 0)
+                    sl[lane].append(int(shift[zz[lane]]) if real[lane] else 0)
+            nb = len(blocks)
+            n_steps = len(steps) - woff
+            d.update(step_chan=0, cg=cg, steps=n_steps, zb=nb, zlast=z - (nb - 1) * pz, woff=woff, boff=boff,
+                     n_iter=f["oh"] * f["ow"] * n_steps, relu=int(f["relu"]))
+            wins += win["bases"]
+            boff += nb
+        else:
+            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
+            if op.kind == "add" and fast_add:           # two pixels a cycle (network.cpp.j2 AddPairs)
+                d["n_iter"] //= 2
+        rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
+                         vals=[int(d[k]) for k in FIELDS], names=FIELDS))
+    if sum_bits > 62:
+        raise InputError(f"network kernel: a layer's sum needs {sum_bits} bits (at most 62)")
+    if not steps:
+        steps.append(([(0, 0, 0)] * nq, 1))
+        for lane in range(pz):
+            for m in range(len(wl[lane])):
+                wl[lane][m].append(0)
+    inp, out = name(net.input["name"]), name(net.output["tensor"])
+    from ...network.program import _chw
+    hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
+    return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
+                unfold=unfold, sized=sz, nq=nq, fast_add=fast_add,
+                load_iters=hwf(net.shapes[inp]) if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else
+                _size(net.shapes[inp]),
+                weights=[[np.asarray(m, np.uint64 if sz else np.int64) for m in lane] for lane in wl],
+                biases=[np.asarray(x or [0], np.int64) for x in bl],
+                shifts=[np.asarray(x or [0], np.int64) for x in sl], win_base=np.asarray(wins or [0], np.int64),
+                sum_bits=sum_bits, add_bits=add_bits, in_slot=place[inp][0], in_dual=place[inp][1],
+                out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
+                in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]))
+
+
+def _words(a, per_line=8):
+    """64-bit ROM words as C++ unsigned literals."""
+    a = [f"0x{int(v):016x}ULL" for v in np.asarray(a, np.uint64).reshape(-1)]
+    return ",\n      ".join(", ".join(a[i:i + per_line]) for i in range(0, len(a), per_line))
+
+
+def render(net, out_dir):
+    """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
+    ``(files, sha, tables)``."""
+    from ....version import __version__
+    from ...network import perf as netperf
+    from . import perf as sparseperf
+    p = net.params
+    pz, pc, pm = shape(p)
+    t = tables(net, pz, pc, pm)
+    guard = c_ident(net.name).upper()
+    ctx = dict(banner=f"Generated by hlsnn {__version__} from the compiled model {net.name} for {net.accel}; "
+                      f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
+               header="network.h", data_header="network_data.h", sum_bits=t["sum_bits"], add_bits=t["add_bits"],
+               pz=pz, pc=pc, pm=pm, sel_bits=max(1, (pc - 1).bit_length()), in_hw=t["in_hw"], out_hw=t["out_hw"],
+               sized=bool(t["sized"]), nq=t["nq"], sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
+               pack=(t["sized"] or {}).get("net_pack", 0), fast_load=t["load_iters"] != t["in_elems"],
+               unfold_c=(t["unfold"] or {}).get("c", 1), fast_add=t["fast_add"],
+               rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
+               act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
+               in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",
+               out_elems=t["out_elems"], out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"],
+               n_ops=len(t["rows"]), ops=t["rows"], n_steps=len(t["steps"]),
+               taps=[[", ".join(map(str, st[0][j])) for st in t["steps"]] for j in range(t["nq"])],
+               last=_ints([st[1] for st in t["steps"]]), b_words=len(t["biases"][0]),
+               weights=[[_words(m) if t["sized"] else _ints(m) for m in lane] for lane in t["weights"]],
+               biases=[_ints(b) for b in t["biases"]],
+               shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
+               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
+               act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
+               **netkernel.unfold_fields(t["unfold"], pc))
+    return netkernel.render_templates("sparse_cluster", ctx, out_dir) + (t,)
+
+
+def build(net, *, strict=None, out_root=None):
+    """The C-simulation library of ``net``'s sparse network kernel (cached): ``(path, tables)``."""
+    return netkernel.build(net, strict=strict, out_root=out_root, render_fn=render)
+
+
+class SparseNetKernel(netkernel.NetKernel):
+    """The sparse_cluster network kernel's C-simulation library (as :class:`~hlsnn.engines.network.kernel.NetKernel`)."""
+
+    def __init__(self, net, *, strict=None):
+        super().__init__(net, strict=strict, builder=build)
+
+    @staticmethod
+    def check(net):
+        """:class:`InputError` when the kernel cannot run ``net`` (its tables refuse it)."""
+        tables(net, *shape(net.params))
+
+    def cycles_per_image(self):
+        from . import perf as sparseperf
+        return sum(c for _, _, c in sparseperf.op_cycles(self.net, self.tables))

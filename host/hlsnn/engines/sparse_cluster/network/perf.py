@@ -1,0 +1,98 @@
+"""Cycles and resources of the sparse_cluster network kernel
+(``hls/engines/sparse_cluster/network.cpp.j2``), from its static schedule and its declared
+buffers and multipliers.
+
+**Cycles** per image (every loop's iterations at its derived II, :mod:`hlsnn.perf.schedule`; the descriptor and step tables fix every
+trip count): the load, maxpool, add and store as the shift_mac network kernel's
+(:mod:`hlsnn.engines.shift_mac.network.perf`: the same loops and depths); a conv takes one cycle per step and
+output pixel, ``OH * OW * sum over blocks of the block's steps``, plus :data:`CONV_DEPTH`. A
+block's steps are its schedule's (:func:`hlsnn.engines.sparse_cluster.network.kernel.schedule`): at least
+``max_l ceil(n_l / M)`` (``n_l`` a lane's non-zero weights) and the most taps one bank reads,
+so a pruned layer costs its non-zeros, not its MACs. The iteration counts are exact and
+checked against the C-simulation's loop counters (tests); the depths are the model's, not a
+synthesis report.
+
+**Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks
+(int8), the step tables (per bank a 32-bit offset and the tap's position; the last-step
+flags), the ``P x M`` weight ROMs (16-bit words: the int8 weight and its bank select), the bias
+and shift ROMs, the blocks' window bases, and ``P x M`` int8 x int8 multipliers (a DSP48 each); the datapath logic (the
+``Q:1`` selects, the lanes' adder trees and the epilogues) is an allowance per part
+(:func:`datapath`).
+"""
+from __future__ import annotations
+
+from ...shift_mac.network import perf as shiftperf
+from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL  # noqa: F401 - the same loops and counts
+from ...shift_mac.network.perf import iterations  # noqa: F401 - the same loops and counts
+
+#: step ROM read (1), the banks' address adds and reads (2), the select and product (DSP, 3),
+#: the lane's adder tree of M products (log2 M + 1 = 4), the epilogue (bias, shift, clamp: 2)
+CONV_DEPTH = 12
+
+
+def op_cycles(net, tables, ii=None):
+    """``[(name, kind, cycles)]`` per image: :func:`hlsnn.engines.shift_mac.network.perf.op_cycles` with this
+    kernel's conv depth (``ii``: the derived IIs above 1, :func:`hlsnn.perf.schedule.ii_of`)."""
+    return shiftperf.op_cycles(net, tables, CONV_DEPTH, ii=ii)
+
+
+def buffers(net, tables):
+    """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
+    from ....resources import Buffer, Multiplier
+    pz, pc, pm = tables["pz"], tables["pc"], tables["pm"]
+    ns, nb = len(tables["steps"]), len(tables["biases"][0])
+    bufs = [Buffer("act", "net_top", "array", 8, (2, pc, tables["act_words"]),
+                   partition=((1, "complete"), (2, "complete")), static=True,
+                   note="ping-pong activation buffers, channel banks"),
+            Buffer("sc", "net_top", "array", 8, (pc, tables["sc_words"]), partition=((1, "complete"),), static=True,
+                   note="shortcut buffer, channel banks"),
+            Buffer("kTaps", "net_top", "array", 48, (pc, ns), partition=((1, "complete"),), static=True,
+                   note="the step table: per bank its tap's offset, ky, kx"),
+            Buffer("kLast", "net_top", "array", 8, (ns,), static=True, note="a block's last step"),
+            Buffer("kW", "net_top", "array", 16, (pz, pm, ns), partition=((1, "complete"), (2, "complete")),
+                   static=True, note="resident non-zero weights with their bank selects, one ROM per multiplier"),
+            Buffer("kBias", "net_top", "array", 32, (pz, nb), partition=((1, "complete"),), static=True),
+            Buffer("kShift", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
+            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
+    muls = [Multiplier("w*x", "NetMac", 8, 8, count=pz * pm,
+                       note=f"{pz} lanes x {pm} int8 x int8 products per cycle")]
+    return bufs, muls
+
+
+def datapath(tables):
+    """``{part: (LUT, FF)}`` outside the memories and DSPs, with ``P`` lanes, ``M`` multipliers
+    a lane, ``Q`` banks, ``sb`` a lane sum's bits and ``wb`` a residual sum's: per multiplier
+    the ``Q:1`` select of 8 bits (``8 * ceil(Q/4)``); per lane the adder tree of ``M`` products
+    and the accumulator (``M * sb``), the epilogue (bias add, rounding shifter ~ ``4 * sb``,
+    clamp, a fused Clip's clamp: 16); per bank its tap's address (two 32-bit adds) and padding test (four compares of
+    its row and column), the read select, and the residual Add (as the shift_mac kernel's);
+    the AXI and control allowances of :mod:`hlsnn.engines.shift_mac.network.perf`."""
+    import math
+    pz, pc, pm, sb, wb = tables["pz"], tables["pc"], tables["pm"], tables["sum_bits"], tables["add_bits"]
+    sel = 8 * math.ceil(pc / 4)
+    return {"selects": (pz * pm * sel, pz * pm * 8), "trees": (pz * pm * sb, pz * 2 * sb),
+            "epilogues": (pz * (sb + 4 * sb + sb + 16 + 16), pz * (sb + 8)),
+            "banks": (pc * (2 * 32 + 4 * 8 + 8 + 8 + 16 + 3 * wb + 4 * wb), pc * (32 + 16 + 24 + 2 * wb)),
+            "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+
+
+def resources(net, tables, ps):
+    """``{"bram36", "uram", "lut", "ff", "dsp", "buffers", "logic"}`` (as :func:`hlsnn.engines.shift_mac.network.perf.resources`;
+    a board-sized kernel's: :func:`hlsnn.engines.sparse_cluster.netsize.estimate`)."""
+    import math
+    from ....resources import build
+    if tables.get("sized"):
+        from .. import netsize
+        e = netsize.estimate(tables["sized"], ps, len(tables["steps"]), tables["act_words"], tables["sc_words"],
+                             tables["sum_bits"], tables["add_bits"], len(tables["biases"][0]),
+                             ((tables["unfold"] or {}).get("c", 1), -(-tables["in_elems"] // 8))
+                             if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
+                             tables["fast_add"])
+        return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"], "ff": e["ff"], "dsp": e["dsp"],
+                "buffers": e["model"].buffer_rows(),
+                "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in e["logic"].items()}}
+    m = build(*buffers(net, tables), ps)
+    logic = datapath(tables)
+    return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
+            "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
+            "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}

@@ -1,0 +1,54 @@
+"""``hlsnn compile MODEL.yaml --assignment A -o NAME.hlsnn``: import, calibrate once (on the
+emulator, static radix points), and write everything an inference needs into one file
+(:mod:`hlsnn.network.artifact`). This side needs onnx and the data set; the board does not."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from . import artifact
+from .layers import program_of
+
+
+def compile_model(config_path, assignment, output, *, check_samples=4, calibration_samples=None,
+                  host_fallback=False):
+    """Compile one assignment of a deployment config to ``output``; returns the program.
+    ``host_fallback``: nodes no rule covers run on the host with onnx's reference
+    implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx."""
+    from ..deploy import datasets
+    from ..deploy.config import load_deploy_config
+    from ..deploy.evaluate import _layout, open_accelerators
+    from ..deploy.onnx_import import load_onnx
+    from ..deploy.runner import Deployment
+    cfg = load_deploy_config(config_path)
+    if assignment not in cfg.assignments:
+        raise InputError(f"--assignment {assignment!r}: not in {cfg.path}; it has {', '.join(cfg.assignments)}")
+    cal = cfg.calibration
+    if cal["mode"] != "static":
+        raise InputError(f"{cfg.path}: calibration.mode = {cal['mode']!r}: a compiled model needs static radix "
+                         f"points (mode: static)")
+    if not 0 <= check_samples <= 64:
+        raise InputError(f"check samples = {check_samples}: 0..64")
+    net = load_onnx(cfg.model, output=cfg.output, host_fallback=host_fallback)
+    ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
+    x_cal = ds.x_train[:calibration_samples or cal["samples"]]
+    asg = cfg.assignments[assignment]
+    accs = open_accelerators(cfg, "emu", [assignment])
+    try:
+        dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding,
+                         update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"])
+        dep.calibrate(x_cal)
+        from ..deploy import qimport                    # issue 50: a file's own radix points where they map exactly
+        qmap = qimport.layer_mapping(net, cfg.model)
+        if qmap:
+            qimport.for_assignment(qmap, dep)
+        xc = np.asarray(ds.x_test[:check_samples], np.float64) if check_samples else None
+        program, arrays = program_of(dep, net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc,
+                                     host_fallback=host_fallback)
+        artifact.write(output, program, arrays)
+        return program
+    finally:
+        for a in accs.values():
+            a.close()
+
+

@@ -1,0 +1,374 @@
+"""End-to-end latency of a compiled network on a board, modelled: ``hlsnn perf NAME.hlsnn``.
+
+Per engine layer, for a batch of ``batch`` images (the compiled network's own calls, as the
+deployment runner makes them: :func:`hlsnn.perf.layers.layer_kernel_cycles`):
+
+* ``kernel_us``: the kernel calls' cycles from the engine's cycle model at the config's clock
+  (the stream phases included at the kernel's ``stream_bits`` per cycle);
+* ``ddr_us``: the DMA bytes (every beat in and out: the stream phases' cycles, one beat
+  per cycle, times ``stream_bits / 8``) at the board's HP-port peak
+  (:data:`BOARDS`); the DMA streams while the kernel runs, so the layer's fabric time is
+  ``max(kernel_us, ddr_us)``;
+* ``host_us``: ``kernel_starts * call_us + host_bytes * byte_us``: the driver's cost per
+  kernel start (register writes, two DMA starts, the waits' polling) and the host's numpy work
+  per byte it touches (:func:`host_bytes`), with the constants of the board's CPU.
+
+Host layers (the residual ``Add``, pooling, ``Flatten``, the final ``Softmax``) cost
+``op_us + host_bytes * byte_us``. Nothing overlaps: the host waits for every call, so
+``end_to_end_us`` is the sum over the layers of fabric and host time. ``host_bytes`` counts
+the runner's float64 work as it is today (see docs/compiled-models.md).
+
+The CPU constants (:data:`CPUS`) are stated with their source: ``x86-this-machine`` measured
+here (``benchmarks/bench_compiled_host.py`` and ``hlsnn run`` on the sim board), the boards'
+ARM cores *estimated* from it (the factor and how it was derived are in the table). A model,
+not a measurement.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+#: host cost constants per CPU: us per kernel start, us per byte touched, us per host op
+CPUS = {
+    "x86-this-machine": {
+        "call_us": 1800.0, "byte_us": 0.0009, "op_us": 3.0,
+        "source": "measured on this 2-core x86 (CPU time, so the session's shared load does not inflate it): "
+                  "byte_us and op_us from an im2col plus conversion touching 4.8 MB (0.0009 us/byte) and a small "
+                  "numpy op (2.6 us); call_us fitted to resnet8 bfp16's host CPU time per image on the sim board "
+                  "(40.4 ms, benchmarks/bench_compiled_host.py) less its modelled bytes and host ops, over its 17 "
+                  "kernel starts. It includes the simulated board's own Python (register and DMA models, the "
+                  "cycle bookkeeping), so it overstates a real board's driver call"},
+    "cortex-a9-650": {
+        "call_us": 1000.0, "byte_us": 0.009, "op_us": 30.0,
+        "source": "estimate. byte_us and op_us: x86-this-machine x 10 (CoreMark per core ~2.5/MHz x 650 MHz ~ "
+                  "1,600 vs ~15,000-25,000 for a current x86 core; the PYNQ-Z2's 16-bit DDR3-1066 peaks at "
+                  "2.1 GB/s vs ~20 GB/s here; the issue's 'an order of magnitude slower'). call_us: one pynq "
+                  "kernel start with its two DMA transfers in Python, taken as 1 ms: a published PYNQ-Z2 "
+                  "measurement puts a whole Python DMA round trip of a tiny MLP at ~3.5 ms, 1.0-1.3 ms of it "
+                  "the shell (ainews247.org/story/78316). Not measured on a board"},
+    "cortex-a53-1200": {
+        "call_us": 400.0, "byte_us": 0.0036, "op_us": 12.0,
+        "source": "estimate: byte_us and op_us x86-this-machine x 4 (Cortex-A53 at 1.2-1.5 GHz, in order, "
+                  "CoreMark ~3.5/MHz; 64-bit DDR4); call_us the Cortex-A9's / 2.5. Not measured"},
+}
+
+#: the network path's host costs per CPU (one kernel start per batch): ``start_us`` the driver's
+#: calls of one start (the input buffer's fill and flush, ap_start, the last poll of ap_done,
+#: invalidate, the read-back), ``quant_us + quant_value_us * n`` rule 1 on ``n`` input values,
+#: ``finish_us + finish_value_us * n`` rule 5 and the host layers after the logits on ``n``
+#: outputs. x86: measured on this machine by ``python benchmarks/bench_network_start.py
+#: --model resnet8_digits32 --calls 50`` (driver 42 us, of which pynq's own Python 26 us, the
+#: rest the simulated board's register and cache models; quantize 23 us for 64 values and
+#: 40 us for 3,072; finish 12.5 us for 10 outputs); the ARM cores: the same x 10 and x 4, the
+#: factors of :data:`CPUS` (estimates, not measured on a board).
+NET_HOST = {
+    "x86-this-machine": {"start_us": 42.0, "quant_us": 22.6, "quant_value_us": 0.0057, "finish_us": 12.5,
+                         "finish_value_us": 0.0},
+    "cortex-a9-650": {"start_us": 420.0, "quant_us": 226.0, "quant_value_us": 0.057, "finish_us": 125.0,
+                      "finish_value_us": 0.0},
+    "cortex-a53-1200": {"start_us": 168.0, "quant_us": 90.4, "quant_value_us": 0.023, "finish_us": 50.0,
+                        "finish_value_us": 0.0},
+}
+
+#: per board: its CPU (a key of CPUS) and the HP port the DMA masters (bits per PL clock cycle; peak)
+BOARDS = {
+    "pynq-z2": {"cpu": "cortex-a9-650", "hp_bits": 64,
+                "source": "Zynq-7000 S_AXI_HP ports are 64 bits wide (UG585 ch. 5); the DMA runs at the PL clock"},
+    "zcu104": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "Zynq UltraScale+ S_AXI_HP: 128 bits (UG1085)"},
+    "ultra96v2": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "as zcu104"},
+    "kv260": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "as zcu104"},
+    "aup-zu3": {"cpu": "cortex-a53-1200", "hp_bits": 128, "source": "as zcu104 (the XCZU3EG's Cortex-A53s)"},
+    "x86-sim": {"cpu": "x86-this-machine", "hp_bits": 64, "source": "this machine driving the simulated board"},
+}
+
+
+def host_bytes(kind, in_elems, out_elems, rows_elems=0, dma_bytes=0):
+    """Bytes the host touches for one layer today: the float64 input read and output written,
+    the im2col rows (8-byte elements, written, then read to pack them), and every DMA byte
+    (packed in, unpacked out)."""
+    return 8 * (in_elems + out_elems + 2 * rows_elems) + dma_bytes
+
+
+def _elems(shape):
+    return int(np.prod(shape)) if shape is not None else 0
+
+
+_TOTALS = ("kernel_starts", "kernel_us", "ddr_us", "fabric_us", "host_us", "end_to_end_us", "host_bytes", "dma_bytes")
+
+
+def _board(prog, board):
+    boards = {v["config"]["board"]["name"] for v in prog["accels"].values()}
+    name = board or sorted(boards)[0]
+    if name not in BOARDS:
+        raise InputError(f"--board {name!r}: no CPU constants for it; known: {', '.join(BOARDS)}")
+    return name, BOARDS[name], CPUS[BOARDS[name]["cpu"]]
+
+
+def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32"):
+    """The latency model of the network path (one kernel start per batch,
+    :mod:`hlsnn.engines.network.kernel`), or None when the network kernel cannot run the model.
+    The host quantizes the input (8 bytes read, 1 written per value), starts the kernel once,
+    dequantizes the output (1 read, 8 written) and runs the host layers after it (a Softmax: 8
+    read, 8 written per value); their times are :data:`NET_HOST`'s, measured on this machine's
+    network path and scaled to the board's CPU. The kernel's cycles are
+    :func:`hlsnn.engines.shift_mac.network.perf.op_cycles` per image; its DDR traffic is the input and output
+    words at the HP port's width.
+
+    ``host="c"`` (the default, where the network's input rule is one the C host path covers,
+    :func:`hlsnn.network.nethost.input_rule`): the host's steps are
+    :func:`hlsnn.network.hostmodel.host_steps` for images of ``input_dtype`` as the data set
+    stores them; ``host="python"``: the numpy driver's (:data:`NET_HOST`). Beside
+    ``end_to_end_us`` (a numpy image in, the network's output out: every row) the result
+    carries ``logits_out_us`` (a numpy image in, the logits out: without the host layers after
+    them), ``mlperf_window_us`` (the kernel with its DDR traffic, plus the host layers after the
+    logits: MLPerf Tiny's DMA + kernel + softmax; input quantization outside it) and ``host``:
+    the steps with their basis, and the double-buffered figures per image."""
+    from . import artifact, program as netmode
+    from ..engines.network.perf import DDR_LATENCY
+    from ..engines.shift_mac.network import perf as netperf
+    from ..engines.shift_mac.network import kernel as shiftkernel
+    from .loader import config_of
+    prog, arrays = artifact.read(path)
+    try:
+        net = netmode.lower(prog, arrays)
+    except InputError:
+        return None
+    name, b, cpu = _board(prog, board)
+    cfg = config_of(prog["accels"][net.accel], str(path))
+    if net.engine == "bfp_systolic":               # its own kernel: bfpkernel, bfpperf
+        from ..engines.bfp_systolic.network import kernel as bfpkernel, perf
+        try:
+            t = bfpkernel.tables(net, *bfpkernel.shape(net.params))
+        except InputError:
+            return None
+    elif net.engine == "sparse_cluster":             # its own kernel: sparsekernel, sparseperf
+        from ..engines.sparse_cluster.network import kernel as sparsekernel, perf
+        try:
+            t = sparsekernel.tables(net, *sparsekernel.shape(net.params))
+        except InputError:                         # a network the kernel refuses runs layer by layer
+            return None
+    else:
+        perf = netperf
+        t = shiftkernel.tables(net, *shiftkernel.lanes(net.params))
+    mhz, beat = cfg.clock_mhz, b["hp_bits"] / 8
+    n_in, n_out = t["in_elems"] * batch, t["out_elems"] * batch
+
+    def row(nm, kind, **k):
+        r = dict(name=nm, kind=kind, kernel_starts=0, kernel_cycles=0, kernel_us=0.0, ddr_us=0.0, dma_bytes=0,
+                 host_bytes=0, host_us=0.0, fabric_us=0.0)
+        r.update(k)
+        r["end_to_end_us"] = r["fabric_us"] + r["host_us"]
+        return r
+    nh = NET_HOST[b["cpu"]]
+    from . import hostmodel, nethost
+    if host not in ("c", "python"):
+        raise InputError(f"host {host!r}: 'c' (the C host path) or 'python' (the numpy driver)")
+    c_host = host == "c" and nethost.covers(net)
+    bfp_words = net.engine == "bfp_systolic"          # float32 words in, 64-bit words out
+    n_out_host = t.get("out_words", t["out_elems"]) if bfp_words else t["out_elems"]
+    steps = hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=n_out_host, batch=batch,
+                                 input_dtype=input_dtype, words=bfp_words) if c_host else None
+    # bytes per value the host writes into the input buffer and reads from the output buffer
+    in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
+    if c_host:
+        st = {r["step"].split(" (")[0]: r["us"] for r in steps}
+        layers = [row("input", "host quantize (C)", host_bytes=(np.dtype(input_dtype).itemsize
+                                                                 + (4 if bfp_words else in_b)) * n_in,
+                      host_us=st["quantize"] + st["input stores"])]
+    else:
+        layers = [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
+                      host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
+    from ..perf import schedule as sched
+    from .schedule import network_schedule
+    rows_s = network_schedule(net, cfg)
+    for nm, kind, cyc in perf.op_cycles(net, t, ii=sched.ii_of(rows_s)):
+        c = cyc * batch
+        k_us = c / mhz
+        extra = {}
+        if kind in ("load image", "store output"):
+            words = t.get("in_words" if kind == "load image" else "out_words",
+                          -(-t["in_elems" if kind == "load image" else "out_elems"] // 8)) * batch
+            extra = dict(dma_bytes=8 * words, ddr_us=8 * words / (beat * mhz))
+        if kind == "load image":                      # the one kernel start of the batch
+            extra.update(kernel_starts=1, host_us=st["python call"] + st["ap_start and the last poll"] if c_host
+                         else nh["start_us"])
+        layers.append(row(nm, kind, kernel_cycles=c, kernel_us=k_us, fabric_us=max(k_us, extra.get("ddr_us", 0.0)),
+                          **extra))
+    # rule 5 and the host layers after the logits, measured together (finish_us): split evenly
+    fin = [("output", "host dequantize", (8 + out_b) * n_out)] + [(j["name"], "host " + j["op"], 16 * n_out)
+                                                        for j in net.host_after]
+    if c_host:
+        layers.append(row("output", "host read + dequantize (C)", host_bytes=(16 if bfp_words else 9) * n_out,
+                          host_us=st["outputs read once"]))
+        for j in net.host_after:
+            layers.append(row(j["name"], "host " + j["op"], host_bytes=16 * n_out,
+                              host_us=hostmodel.softmax_us(b["cpu"]) / len(net.host_after)))
+    else:
+        for nm, kind, hb in fin:
+            layers.append(row(nm, kind, host_bytes=hb,
+                              host_us=(nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin)))
+    tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
+    after = {j["name"] for j in net.host_after}
+    logits_us = sum(r["end_to_end_us"] for r in layers if r["name"] not in after)
+    fabric = sum(r["fabric_us"] for r in layers)
+    host_pre = sum(r["host_us"] for r in layers if r["name"] not in after)
+    # double-buffered starts take one image each: the host's steps of a batch of one
+    # (hlsnn_in_pipeline), plus the two address words each start after the first writes
+    host1 = (sum(r["us"] for r in hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=n_out_host, batch=1,
+                                                      input_dtype=input_dtype, words=bfp_words))
+             + 2 * hostmodel.BOARD_IO[b["cpu"]]["mmio_write_us"] if c_host else host_pre / batch)
+    windows = {
+        "logits_out_us": logits_us,
+        "mlperf_window_us": fabric + sum(r["host_us"] for r in layers if r["name"] in after),
+        "host": {"path": "c" if c_host else "python", "input_dtype": input_dtype if c_host else "float64",
+                 "us": host_pre, "steps": steps if c_host else None,
+                 "pipelined_us_per_image": hostmodel.pipelined_us_per_image(host1, fabric / batch, batch),
+                 "steady_state_us_per_image": max(host1, fabric / batch),
+                 "basis": (hostmodel.X86["source"] + "; " + hostmodel.SCALE[b["cpu"]]["source"] + "; "
+                           + hostmodel.BOARD_IO[b["cpu"]]["source"]) if c_host else
+                          "hlsnn.network.latency.NET_HOST (the numpy driver: x86 measured by "
+                          "benchmarks/bench_network_start.py; the ARM cores scaled, estimates)"},
+        # the numpy driver's image-in-to-logits-out host time, for comparison (NET_HOST)
+        "host_python_us": nh["quant_us"] + nh["quant_value_us"] * n_in + nh["start_us"]
+        + (nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin),
+    }
+    res = perf.resources(net, t, cfg.board.ps)
+    have = cfg.board.resources
+    from ..resources import MARGINS           # the margins every config is checked against
+    res["fits"] = all(res[k] <= MARGINS.get(k, 1.0) * have.get(k, 0) for k in ("bram36", "uram", "dsp", "lut", "ff")
+                      if res[k])
+    return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,
+            "cpu": b["cpu"], "batch": batch, **tot, **windows, "layers": layers,
+            "host_only_layers": [j["name"] for j in net.host_after],
+            "kernel_resources": {k: v for k, v in res.items() if k not in ("buffers", "logic")},
+            "kernel_logic": res["logic"], "schedule": rows_s,
+            "constants": {"cpu": dict(cpu), "network_host": dict(nh), "hp_bits": b["hp_bits"],
+                          "hp_source": b["source"], "ddr_latency_cycles": DDR_LATENCY}}
+
+
+def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="float32"):
+    """The latency model of a compiled model (module docstring): a JSON-able dict with keys
+    ``board``, ``cpu``, ``batch``, ``kernel_starts``, ``kernel_us``, ``ddr_us``, ``fabric_us``,
+    ``host_us``, ``end_to_end_us``, ``host_bytes``, ``dma_bytes``, ``layers`` (one dict per layer
+    with the same keys), ``path`` (``network``: one kernel start per batch,
+    :func:`network_model`; ``layers``: today's calls) and ``constants``. ``network``: None takes
+    the network path where the model has one, True requires it, False models layer by layer;
+    ``host`` and ``input_dtype``: the network path's host (:func:`network_model`)."""
+    if network is not False:
+        res = network_model(path, board=board, batch=batch, host=host, input_dtype=input_dtype)
+        if res is not None:
+            return res
+        if network:
+            from . import artifact, program as netmode
+            netmode.lower(*artifact.read(path))          # raises the reason
+    from ..perf.layers import layer_kernel_cycles
+    from .loader import load
+    net = load(path, "emu", self_check=False, network=False)
+    try:
+        prog = net.program
+        name, b, cpu = _board(prog, board)
+        x = net.check.get("x")
+        if x is None:
+            x = np.zeros((1,) + net.input_shape)
+        xb = np.repeat(x[:1], batch, axis=0)
+        for ex in net._dep.execs.values():
+            ex.deploy.collect_stats = True         # the sparse engine's cycles depend on the input density
+        _, env = net.run(xb, keep=True)
+        shapes = {k: np.shape(v) for k, v in env.items()}
+        cfgs = {}
+        shapes[prog["input"]["name"]] = xb.shape
+        layers = []
+        for j in prog["layers"]:
+            ins = [shapes.get(i) for i in j["inputs"]]
+            in_el, out_el = sum(_elems(s) for s in ins), _elems(shapes.get(j["output"]))
+            row = {"name": j["name"], "kind": j["kind"] if j["kind"] != "host" else "host " + j["op"],
+                   "kernel_starts": 0, "kernel_cycles": 0, "kernel_us": 0.0, "ddr_us": 0.0, "dma_bytes": 0}
+            if j["kind"] == "host":
+                hb = host_bytes("host", in_el, out_el)
+                row.update(host_bytes=hb, host_us=cpu["op_us"] + hb * cpu["byte_us"], fabric_us=0.0)
+            else:
+                ex = net._dep.execs[j["name"]]
+                acc = ex.acc
+                cfg = acc.config
+                cfgs[cfg.sha] = cfg
+                in_hw = tuple(ins[0][-2:]) if j["kind"] == "conv" else None
+                wsp = float(np.mean(np.asarray(ex.wq) == 0)) if j["format"] in ("fixed", "sparse") else 0.0
+                kc = layer_kernel_cycles(ex.layer, cfg, batch, fmt_type=j["format"], in_hw=in_hw,
+                                         weight_sparsity=wsp, input_density=ex.stats.input_density)
+                beat = cfg.params["stream_bits"] // 8
+                # one beat per cycle of the stream phases (the closed-form counts carry no beat totals)
+                streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
+                dma = int(max(kc.beats_in + kc.beats_out, streams) * beat)
+                rows = 0
+                if j["kind"] == "conv" and j["format"] in ("bfp", "twohot", "pot"):
+                    g = ex.layer.geom
+                    oh, ow = g.out_hw(*in_hw)
+                    rows = batch * oh * ow * int(np.prod(j["w_shape"][1:])) * g.group
+                hb = host_bytes(j["kind"], in_el, out_el, rows, dma)
+                k_us = kc.cycles / cfg.clock_mhz
+                d_us = dma / (b["hp_bits"] / 8 * cfg.clock_mhz)
+                row.update(kernel_starts=int(kc.calls), kernel_cycles=int(kc.cycles), kernel_us=k_us, ddr_us=d_us,
+                           dma_bytes=dma, fabric_us=max(k_us, d_us), host_bytes=hb,
+                           host_us=kc.calls * cpu["call_us"] + hb * cpu["byte_us"], bound=kc.bound)
+            row["end_to_end_us"] = row["fabric_us"] + row["host_us"]
+            layers.append(row)
+    finally:
+        net.close()
+    tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
+    from ..perf.schedule import config_schedule
+    schedule_rows = [r for c in cfgs.values() for r in config_schedule(c)]   # the layer kernels' loops
+    return {"schedule": schedule_rows,
+            "model": prog["name"], "assignment": prog["assignment"], "path": "layers", "board": name, "cpu": b["cpu"],
+            "batch": batch,
+            **tot, "layers": layers,
+            "host_only_layers": [r["name"] for r in layers if r["kind"].startswith("host")],
+            "constants": {"cpu": dict(cpu), "hp_bits": b["hp_bits"], "hp_source": b["source"]}}
+
+
+def format_table(res):
+    path = ("the network kernel, one start per batch" if res.get("path") == "network"
+            else "layer by layer, today's kernel calls")
+    lines = [f"{res['model']} ({res['assignment']}) on {res['board']} ({res['cpu']}), batch {res['batch']}: "
+             f"modelled, per batch; {path}",
+             f"  {'layer':<12} {'kind':<22} {'starts':>6} {'kernel us':>10} {'DDR us':>8} {'host us':>9} "
+             f"{'host bytes':>11} {'total us':>9}"]
+    for r in res["layers"]:
+        lines.append(f"  {r['name']:<12} {r['kind']:<22} {r['kernel_starts']:>6} {r['kernel_us']:>10.1f} "
+                     f"{r['ddr_us']:>8.1f} {r['host_us']:>9.1f} {r['host_bytes']:>11,} {r['end_to_end_us']:>9.1f}")
+    lines.append(f"  {'total':<12} {'':<22} {res['kernel_starts']:>6} {res['kernel_us']:>10.1f} {res['ddr_us']:>8.1f} "
+                 f"{res['host_us']:>9.1f} {res['host_bytes']:>11,} "
+                 f"{res['end_to_end_us']:>9.1f}")
+    if "mlperf_window_us" in res:
+        h = res["host"]
+        lines.append(f"  end to end: {res['end_to_end_us']:.1f} us a numpy {h['input_dtype']} image in, the network's "
+                     f"output out ({res['logits_out_us']:.1f} us to the logits); MLPerf Tiny window (the kernel with its "
+                     f"DDR traffic + the host layers after the logits): {res['mlperf_window_us']:.1f} us")
+        lines.append(f"  host ({h['path']} path): {h['us']:.1f} us per start (the numpy driver: "
+                     f"{res['host_python_us']:.1f} us); double-buffered starts: {h['pipelined_us_per_image']:.1f} us "
+                     f"per image at this batch, {h['steady_state_us_per_image']:.1f} us in the steady state")
+        for st in h["steps"] or []:
+            lines.append(f"    {st['step']:<28} {st['us']:>8.2f} us  {st['basis']}")
+    if "kernel_resources" in res:
+        r = res["kernel_resources"]
+        lines.append(f"  network kernel (hlsnn.resources and the datapath model, not synthesis): {r['bram36']} BRAM36, "
+                     f"{r['lut']:,} LUT, {r['ff']:,} FF, {r['dsp']} DSP" +
+                     ("" if r["fits"] else "; MORE THAN THE BOARD HAS (weights are never streamed from DDR yet)"))
+    c = res["constants"]["cpu"]
+    if "network_host" in res["constants"] and res.get("host", {}).get("path") == "c":
+        lines.append(f"  host constants: {res['host']['basis']}")
+    elif "network_host" in res["constants"]:
+        n = res["constants"]["network_host"]
+        lines.append(f"  host constants ({res['cpu']}, network path): {n['start_us']} us per kernel start, quantize "
+                     f"{n['quant_us']} us + {n['quant_value_us']} us per value, finish {n['finish_us']} us; "
+                     f"hlsnn.network.latency.NET_HOST (x86 measured by benchmarks/bench_network_start.py; the ARM "
+                     f"cores scaled x 10 and x 4 as below, estimates)")
+    lines.append(f"  CPU constants ({res['cpu']}): {c['call_us']} us per kernel start, {c['byte_us']} us per byte, "
+                 f"{c['op_us']} us per host op; {c['source']}")
+    lines.append(f"  HP port: {res['constants']['hp_bits']} bits per PL cycle (peak; {res['constants']['hp_source']})")
+    if res.get("schedule") is not None:
+        from ..perf.schedule import format_table as schedule_table
+        what = "the network kernel" if res.get("path") == "network" else "the layer kernels"
+        lines.append(f"  schedule of {what} (II derived from the rendered C++, hlsnn.perf.schedule; loops above II 1):")
+        lines += ["    " + ln for ln in schedule_table(res["schedule"]).splitlines()]
+    return "\n".join(lines)

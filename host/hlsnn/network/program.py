@@ -1,0 +1,505 @@
+"""The network mode: a compiled ``shift_mac`` or ``sparse_cluster`` network as one integer
+program, the specification of the network kernels (``hls/engines/<engine>/network.cpp.j2``,
+one kernel start per batch). A ``bfp_systolic`` network has a program of its own, on
+(mantissa, exponent) pairs instead of radix points (:mod:`hlsnn.engines.bfp_systolic.network.lower`, reached
+through :func:`engine_rules`; :func:`lower`, :func:`quantize_input`, :func:`run_ints`,
+:func:`dequantize` and :func:`finish` dispatch to it).
+
+The rules below are the engines' common ones; an engine's weight values and output rule come
+from its layer rules (:func:`engine_rules`: :class:`ShiftRules` for ``shift_mac``, as rule 2
+states them, and :class:`hlsnn.engines.sparse_cluster.network.lower.SparseRules` for ``sparse_cluster``: int8
+taps, ``t = acc + bias`` exact, ReLU, ``shift_round_sat`` to 8 bits; that module's docstring).
+
+:func:`lower` turns a compiled model's layer program into a list of integer ops on on-chip
+tensors; :func:`run_ints` runs them in numpy, integers only. The host does two things: it
+quantizes the float input once, and dequantizes the logits (plus a final host layer such as
+``Softmax``). Everything between runs on the fabric. The rules, every one an integer rule
+(``q`` a tensor's integers, ``F`` its radix point: value ``q * 2**-F``):
+
+1. **Input.** ``q = to_fixed(x, F_x, B, signed, rounding)`` of :mod:`hlsnn.deploy.runner`
+   (the deployment's ``rounding``, ``nearest_away`` for the shipped models), at the first
+   engine layer's calibrated ``F_x``. The one float operation; it runs on the host.
+2. **conv** (dense is a conv whose kernel covers its input map: a ``C x H x W`` map flattened
+   in NCHW order, or ``K x 1 x 1``; the weight ``(Z, C*H*W)`` is ``(Z, C, H, W)``). With the weight
+   codes' integer values ``c`` (:meth:`hlsnn.formats.shift.ShiftTensor.code_values`: shift-add
+   multipliers ``+-(2**ea +- 2**eb)``), the input zero-padded by ``pads`` (top, left, bottom,
+   right), ``groups`` as such, strides ``(sh, sw)``:
+   ``acc[z, y, x] = sum over (ci, ky, kx) of q[g*Cg + ci, y*sh + ky - top, x*sw + kx - left] *
+   c[z, ci, ky, kx]``, exact (int64; ``g = z // (Z / groups)``): a depthwise conv (``groups = C =
+   Z``) reads one input channel per output. A compiled model stores a grouped ``shift_mac``
+   layer's codes as the layer path runs it, ``gp`` groups packed into one block-diagonal GEMM
+   (:func:`hlsnn.deploy.groups.gemm_weight`); :meth:`ShiftRules.weights` takes each output's own
+   ``(C/groups, kh, kw)`` codes back (checked: the packed weight's other codes are zero).
+   Then the engine's output rule
+   (:func:`hlsnn.engines.shift_mac.emulator.output_rule`, emulator rule 5: ``v = saturate_A(acc
+   + bias)``, ReLU, ``shift_round_sat(v, shift, B)`` with the *config's* rounding), with
+   ``bias = rint(b * 2**(F_in + F_w))`` (round half to even; an error unless ``|bias| <
+   2**31``) and ``shift = F_in + F_w - F_out``, per output channel with per-channel weight
+   scales. ``F_in`` is the input's radix. The output has radix ``F_out``. A ``Clip`` (ReLU6)
+   whose only input is a conv's output, and that conv's only reader, is that conv's output
+   clamp: ``y = min(max(y, lo), hi)`` with ``lo = ceil(lo_f * 2**F_out)``, ``hi = floor(hi_f *
+   2**F_out)`` within the activation range (no clamp: the range itself). The layer path's
+   float ``np.clip`` gives the same values exactly when the bounds are values of the output's
+   format or lie beyond its range (:func:`hlsnn.deploy.hostops.out_format`, the condition under
+   which the deployment keeps the format); :func:`lower` refuses other bounds.
+3. **maxpool**: the largest ``q`` of each window (padding never wins), ``ceil_mode`` 0. Radix
+   and format unchanged. ``Flatten``, ``Reshape`` and ``Identity`` change no integer.
+4. **add** (a residual ``Add``, with the ``Relu`` and ``GlobalAveragePool`` that follow it
+   fused, and the requantization to the consuming engine layer's format): both inputs are
+   integer tensors at radixes ``Fa``, ``Fb``; with ``Fm = max(Fa, Fb)``,
+   ``s = (qa << (Fm - Fa)) + (qb << (Fm - Fb))``; ReLU: ``s = max(s, 0)``; the global pool
+   sums ``s`` over the ``H*W = 2**p`` pixels of each channel (radix ``Fm + p``); then
+   ``q = shift_round_sat(s, Fm [+ p] - F_x, B, rounding)`` with the deployment's rounding
+   (signed activations). ``F_x`` is the consumer's calibrated input radix. A
+   ``GlobalAveragePool`` of one tensor (a conv's output, as in DS-CNN and MobileNet) is this
+   rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU).
+5. **Output.** The last engine layer's integers ``q`` are the logits; the host returns
+   ``q * 2**-F_out`` and runs the host layers after it (a final ``Softmax``) in float64.
+
+Rule 4 is today's host glue, which works in float64 (:mod:`hlsnn.deploy.hostops`), written
+as an integer rule. It gives the same bits because every float value there is exact: the sum
+of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixel count, and
+``to_fixed`` first writes the value exactly at radix ``F_x + 24`` (:func:`lower` checks
+``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). A mean over a pixel count that is not a
+power of two has no exact float value and no integer rule here: :func:`lower` refuses it
+(say, a 7x7 global pool), as it refuses any host op other than those above between engine
+layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
+``sparse_cluster``, dilation, ``ceil_mode`` pools, unsigned activations, and a ``Clip`` that
+is not a conv's output clamp (above). Those networks run layer by layer as before.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..engine_registry import network_part
+from ..errors import InputError
+from ..engines.network.program import NetProgram, Op, _chw, _why
+from ..primitives import shift_round_sat
+
+#: host ops that change no integer (an alias of their input)
+ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
+
+
+def alias_shape(j, shape):
+    """The per-image shape of an alias host op ``j`` (:data:`ALIAS_OPS`) on a tensor of
+    per-image ``shape``: a ``Reshape`` by its target (``0`` copies a dimension, ``-1`` takes
+    the rest), a ``Squeeze`` / ``Unsqueeze`` by its axes (:func:`hlsnn.deploy.hostops.run`),
+    a ``Flatten`` the vector, the others the shape itself."""
+    if j["op"] in ("Identity", "Dropout"):
+        return tuple(shape)
+    if j["op"] in ("Squeeze", "Unsqueeze") or j["op"] == "Reshape" and j.get("attrs", {}).get("shape") is not None:
+        from types import SimpleNamespace
+        from ..deploy import hostops
+        try:
+            y = hostops.run(SimpleNamespace(op=j["op"], attrs=j["attrs"]), [np.zeros((1,) + tuple(shape))])
+            return tuple(int(d) for d in y.shape[1:])
+        except ValueError:
+            pass
+    return (int(np.prod(shape)),)
+
+
+def maxpool_fields(j, shape):
+    """A host ``MaxPool`` layer ``j`` on a ``(C, H, W)`` tensor as a maxpool op's fields (rule
+    3), or :class:`InputError` for what no network kernel runs (``ceil_mode``, dilation)."""
+    a = j["attrs"]
+    if len(a["kernel_shape"]) == 1:              # a 1-D pool: the (k, 1) pool of a C x L x 1 map
+        p = list(a.get("pads", [0, 0]))
+        a = dict(a, kernel_shape=[a["kernel_shape"][0], 1], strides=[list(a.get("strides", [1]))[0], 1],
+                 pads=[p[0], 0, p[1], 0], dilations=list(a.get("dilations", [1])) + [1])
+    if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise _why(j, "ceil_mode or dilation")
+    c, h, w = _chw(shape)
+    kh, kw = a["kernel_shape"]
+    sh, sw = a.get("strides", [1, 1])
+    t, l, b, r = a.get("pads", [0, 0, 0, 0])
+    oh, ow = (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1
+    return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=(t, l, b, r))
+
+
+def lower(program, arrays):
+    """The :class:`NetProgram` of a compiled model's ``program`` and ``arrays`` (as
+    :func:`hlsnn.network.artifact.read` returns them), or :class:`InputError` naming the
+    layer the network kernel cannot run and why (module docstring)."""
+    accels = program["accels"]
+    if len(accels) != 1:
+        raise InputError(f"network kernel: {program['name']} uses {len(accels)} accelerators; the network kernel "
+                         f"runs a network on one")
+    (acc_name, acc), = accels.items()
+    rules = engine_rules(acc["engine"], acc_name)
+    if getattr(rules, "lower", None) is not None:            # a network mode of its own (bfp_systolic)
+        return check_ops(rules.lower(program, arrays, alias_shape, maxpool_fields))
+    p = acc["config"][acc["engine"]]
+    bits, rounding = rules.activations(p, acc_name), program["rounding"]
+    inp = program["input"]
+    # tensor state: ("input",) float input; ("q", F) integers at radix F; ("add", {...}) pending add
+    state = {inp["name"]: ("input",)}
+    shapes = {inp["name"]: tuple(inp["shape"])}
+    aliases, ops = {}, []
+    out_name = program["output"]["engine_tensor"]
+    quant = None
+    readers = {}                                  # tensor -> how many layers read it
+    for j in program["layers"]:
+        for t in j["inputs"]:
+            readers[t] = readers.get(t, 0) + 1
+    made_by = {}                                  # tensor -> the conv op that computed it
+    for j in program["layers"]:
+        if j["kind"] == "host":
+            src = j["inputs"][0]
+            st = state.get(src)
+            op = j["op"]
+            if st is None:
+                raise _why(j, f"input {src} is not computed on the fabric")
+            if j["output"] == program["output"]["name"] or src == out_name:
+                continue                                          # host layers after the logits
+            if op in ALIAS_OPS:
+                state[j["output"]], shapes[j["output"]] = st, alias_shape(j, shapes[src])
+                if st[0] != "add":
+                    aliases[j["output"]] = aliases.get(src, src)
+                continue
+            if op == "MaxPool" and st[0] == "q":
+                f = maxpool_fields(j, shapes[src])
+                ops.append(Op("maxpool", j["name"], [src], j["output"], f))
+                state[j["output"]], shapes[j["output"]] = st, (f["c"], f["oh"], f["ow"])
+                continue
+            if op == "Add":
+                ins = j["inputs"]
+                sts = [state.get(i) for i in ins]
+                if any(s is None or s[0] != "q" for s in sts) or shapes[ins[0]] != shapes[ins[1]]:
+                    raise _why(j, "an Add of two fabric tensors of one shape is supported")
+                state[j["output"]] = ("add", dict(ins=list(ins), fa=sts[0][1], fb=sts[1][1], relu=False, p=None,
+                                                  name=j["name"]))
+                shapes[j["output"]] = shapes[ins[0]]
+                continue
+            if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
+                state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
+                continue
+            if op == "Clip" and st[0] == "q":
+                conv = made_by.get(src)
+                if conv is None or readers.get(src, 0) != 1 or src == out_name:
+                    raise _why(j, "a Clip runs in the output stage of the conv whose only reader it is")
+                conv.f["clip"] = _clamp(j, st[1], bits, conv.f.get("clip"), lambda what: _why(j, what))
+                state[j["output"]], shapes[j["output"]] = st, shapes[src]
+                aliases[j["output"]] = aliases.get(src, src)
+                continue
+            if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
+                c, h, w = _chw(shapes[src])
+                if h * w & (h * w - 1):
+                    raise _why(j, f"a mean over {h}x{w} pixels (not a power of two) has no exact integer rule")
+                a = st[1] if st[0] == "add" else dict(ins=[src], fa=st[1], fb=st[1], relu=False, name=j["name"])
+                state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w))))
+                shapes[j["output"]] = (c, 1, 1)
+                continue
+            raise _why(j, "no integer rule for this host op here")
+        # an engine layer
+        if j["engine"] != rules.engine or j["format"] not in rules.formats:
+            raise _why(j, f"format {j['format']} on {j['engine']}")
+        src = j["inputs"][0]
+        st = state.get(src)
+        if st is None:
+            raise _why(j, f"input {src} is not computed on the fabric")
+        if st[0] == "input":
+            if quant is not None:
+                raise _why(j, "a second layer reads the float input")
+            quant = j["f_x"]
+            state[src] = st = ("q", j["f_x"])
+        elif st[0] == "add":
+            a = st[1]
+            f_x = j["f_x"]
+            fm = max(a["fa"], a["fb"]) + (a["p"] or 0)
+            if f_x is None or fm > max(f_x + 24, 0):
+                raise _why(j, f"the requantization from radix {fm} to {f_x} is not exact in today's host rule")
+            base = a["name"] + "_q"                  # the add's materialized output (one per Add)
+            if base in shapes:
+                if state[base][1] != f_x:
+                    raise _why(j, f"two consumers of {a['name']} requantize it to different radix points")
+            else:
+                c = shapes[a["ins"][0]][0]
+                hw = int(np.prod(shapes[a["ins"][0]][1:]))
+                ops.append(Op("add", a["name"], list(a["ins"]), base,
+                              dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
+                                   relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=rounding,
+                                   single=len(a["ins"]) == 1)))
+                shapes[base] = (c, 1, 1) if a["p"] is not None else shapes[a["ins"][0]]
+                state[base] = ("q", f_x)
+            aliases[src] = base
+            src = base
+            st = state[base]
+        f_in = st[1]
+        c, h, w = _chw(shapes[aliases.get(src, src)])     # a flattened map: its (C, H, W)
+        if j["kind"] == "dense":                 # a conv whose kernel covers the (flattened) map
+            geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
+        else:
+            geom = j["geom"]
+        if geom["dilations"] != [1, 1]:
+            raise _why(j, "dilation")
+        codes, extra = rules.weights(j, arrays, (c, h, w), lambda what: _why(j, what))
+        z, cg, kh, kw = codes.shape
+        g = geom["group"]
+        if cg * g != c:
+            raise _why(j, f"weights {codes.shape} for an input of {c} channels")
+        f_w = np.broadcast_to(np.asarray(j["f_w"], np.int64).reshape(-1), (z,))
+        f_acc = f_in + f_w
+        bias = np.rint(np.ldexp(arrays[f"{j['name']}/b"], f_acc))
+        if np.abs(bias).max(initial=0) >= 1 << rules.bias_bits:
+            raise _why(j, f"the bias does not fit (-2^{rules.bias_bits}, 2^{rules.bias_bits}) at radix "
+                          f"{f_acc.tolist()}")
+        sh, sw = geom["strides"]
+        pads = tuple(geom["pads"])
+        oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
+        ops.append(Op("conv", j["name"], [src], j["output"],
+                      dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=g,
+                           clip=(-(1 << (bits - 1)), (1 << (bits - 1)) - 1),       # a Clip after it narrows it
+                           codes=codes.astype(np.int64), bias=bias.astype(np.int64), shift=f_acc - j["f_out"],
+                           relu=bool(j["relu"]), dense=j["kind"] == "dense", engine=rules.engine, **extra)))
+        state[j["output"]] = ("q", j["f_out"])
+        shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
+        made_by[j["output"]] = ops[-1]
+    if out_name not in state or state[out_name][0] != "q":
+        raise InputError(f"network kernel: the output {out_name} is not an engine layer's integers")
+    q = inp["quantization"]
+    if q.get("type") != "fixed" or quant != q["frac_bits"] or q["bits"] != bits or not q["signed"]:
+        raise InputError(f"network kernel: input quantization {q} does not match the first layer's format")
+    host_after = [j for j in program["layers"] if j["kind"] == "host" and j["name"] in
+                  program["output"].get("host_after", [])]
+    return check_ops(NetProgram(program["name"], ops, shapes, dict(name=inp["name"], shape=tuple(inp["shape"]),
+                                                                    f=quant, bits=bits, signed=True,
+                                                                    rounding=rounding),
+                                dict(tensor=out_name, f=state[out_name][1], name=program["output"]["name"],
+                                     shape=shapes[out_name]),
+                                host_after, dict(p), acc_name, aliases, rules.engine))
+
+
+def check_ops(net):
+    """``net`` if every op's fields are values the network kernels and the C helpers
+    (``native/netint.c``) handle, else :class:`InputError` naming the op (issue 47: the last
+    check before C, behind :mod:`hlsnn.network.schema`): positive sizes and kernels, strides
+    >= 1, pads >= 0, output maps as the fields' own arithmetic gives them, weight tables of
+    the shape the op indexes, and shifts C defines (operand shifts 0..31, output shifts within
+    +-62)."""
+    def bad(op, what):
+        return InputError(f"network program: op {op.name} ({op.kind}): {what}; the compiled model is damaged, "
+                          f"compile it again")
+
+    def ints(op, f, keys, lo, hi):
+        for k in keys:
+            v = f.get(k)
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
+                raise bad(op, f"{k} = {v!r}, not an integer in {lo}..{hi}")
+
+    for op in net.ops:
+        f = op.f
+        if op.kind in ("conv", "maxpool"):
+            ints(op, f, ("c", "h", "w", "oh", "ow", "kh", "kw"), 1, 1 << 16)
+            ints(op, f, ("sh", "sw"), 1, 64)
+            pads = tuple(f.get("pads", ()))
+            if len(pads) != 4 or any(not isinstance(v, (int, np.integer)) or not 0 <= v <= 64 for v in pads):
+                raise bad(op, f"pads {pads}: four integers in 0..64")
+            oh = (f["h"] + pads[0] + pads[2] - f["kh"]) // f["sh"] + 1
+            ow = (f["w"] + pads[1] + pads[3] - f["kw"]) // f["sw"] + 1
+            if (oh, ow) != (f["oh"], f["ow"]):
+                raise bad(op, f"an output of {f['oh']}x{f['ow']}, but its input, kernel, pads and strides give "
+                              f"{oh}x{ow}")
+        if op.kind == "conv":
+            ints(op, f, ("z", "group"), 1, 1 << 16)
+            g = f["group"]
+            if f["c"] % g or f["z"] % g:
+                raise bad(op, f"{g} groups for {f['c']} input and {f['z']} output channels")
+            codes = f.get("codes")
+            if codes is not None and tuple(np.shape(codes)) != (f["z"], f["c"] // g, f["kh"], f["kw"]):
+                raise bad(op, f"weights of shape {np.shape(codes)}, not {(f['z'], f['c'] // g, f['kh'], f['kw'])}")
+            if "bias" in f and np.shape(f["bias"]) != (f["z"],):
+                raise bad(op, f"{np.size(f['bias'])} biases for {f['z']} outputs")
+            if "shift" in f:
+                sh = np.asarray(f["shift"]).reshape(-1)
+                if sh.size not in (1, f["z"]) or (sh.size and np.abs(sh).max() > 62):
+                    raise bad(op, f"output shifts {sh.min(initial=0)}..{sh.max(initial=0)} (within +-62, one or "
+                                  f"one per output)")
+        elif op.kind == "add":
+            ints(op, f, ("c", "hw"), 1, 1 << 26)
+            for k in ("sa", "sb"):
+                if k in f:
+                    ints(op, f, (k,), 0, 31)
+            if "shift" in f:
+                ints(op, f, ("shift",), -62, 62)
+    return net
+
+
+def _clamp(j, f, bits, prev, why):
+    """The integer clamp ``(lo, hi)`` of a ``Clip`` host layer ``j`` on signed ``bits``-bit
+    integers at radix ``f`` (rule 2's output clamp), within ``prev`` (an earlier clamp of the
+    same output); ``why`` the error when a bound is not a value of that format (the Clip
+    would then change the format: :func:`hlsnn.deploy.hostops.out_format`)."""
+    from types import SimpleNamespace
+    from ..deploy import hostops
+    a = j["attrs"]
+    if hostops.out_format(SimpleNamespace(op="Clip", attrs=a), [(f, bits, True)]) is None:
+        raise why(f"bounds {a.get('lo')}, {a.get('hi')} are not values of the input's format (radix {f})")
+    lo, hi = prev or (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if a.get("lo") is not None:
+        lo = max(lo, min(int(math.ceil(math.ldexp(a["lo"], f))), hi))
+    if a.get("hi") is not None:
+        hi = min(hi, max(int(math.floor(math.ldexp(a["hi"], f))), lo))
+    return lo, hi
+
+
+def engine_rules(engine, acc_name=None):
+    """The layer rules of ``engine``, its network part's ``RULES``
+    (``engines/<engine>/network/lower.py``: ``shift_mac``'s
+    :class:`~hlsnn.engines.shift_mac.network.lower.ShiftRules`, ``sparse_cluster``'s
+    :class:`~hlsnn.engines.sparse_cluster.network.lower.SparseRules`, ``bfp_systolic``'s
+    :class:`~hlsnn.engines.bfp_systolic.network.lower.BfpRules`, whose ``lower`` makes a program of
+    its own: BFP pairs between ops instead of radix points); :class:`InputError` for an engine
+    without."""
+    try:
+        return network_part(engine, "lower").RULES
+    except (InputError, ModuleNotFoundError):
+        raise InputError(f"network kernel: engine {engine}{' of ' + acc_name if acc_name else ''}: only shift_mac, "
+                         f"sparse_cluster and bfp_systolic have a network mode so far") from None
+
+
+def quantize_input(net, x):
+    """Rule 1: the float batch ``x`` as the input's integers (int64): exactly
+    :func:`hlsnn.deploy.quant.to_fixed` (the value written at radix ``g = max(F + 24, 0)``
+    with ``rint``, then rounded to radix ``F`` and saturated), else by ``to_fixed`` itself.
+
+    The fast path, for signed inputs rounded to nearest (even or away), in float64: ``w =
+    rint(x * 2**g)`` is ``to_fixed``'s wide integer while ``|w| < 2**52`` (checked); ``y = w *
+    2**-(g - F)`` is exact (a power-of-two scale of an integer, far from the subnormals), and
+    clipped to ``[lo - 1, hi + 1]`` it needs at most ``B + 1 + (g - F)`` significant bits, so
+    ``y +- 0.5`` is exact while that is at most 52 (checked): rounding half away from zero is
+    ``trunc(y + copysign(0.5, y))``, half to even is ``rint(y)``; then the clip to ``[lo,
+    hi]``. Every step is exact, so the bits are ``to_fixed``'s (tested).
+
+    A ``bfp_systolic`` network: :func:`hlsnn.engines.bfp_systolic.network.lower.quantize_input` (its rule 1)."""
+    if net.engine == "bfp_systolic":
+        bfp_input = network_part(net.engine, "lower").quantize_input
+        return bfp_input(net, x)
+    from ..deploy.quant import to_fixed
+    i = net.input
+    f, bits, rounding = i["f"], i["bits"], i["rounding"]
+    g = max(f + 24, 0)
+    s = g - f
+    v = np.multiply(x, 2.0 ** g, dtype=np.float64)         # exact: a power of two
+    np.rint(v, out=v)
+    if (not i["signed"] or rounding not in ("nearest_away", "nearest_even") or bits + 1 + s > 52
+            or not (np.abs(v).max(initial=0.0) < 2.0 ** 52)):
+        return to_fixed(np.asarray(x, np.float64), f, bits, i["signed"], rounding)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    np.multiply(v, 2.0 ** -s, out=v)
+    np.clip(v, lo - 1, hi + 1, out=v)
+    if rounding == "nearest_away":
+        v += np.copysign(0.5, v)
+        np.trunc(v, out=v)
+    else:
+        np.rint(v, out=v)
+    np.clip(v, lo, hi, out=v)
+    return v.astype(np.int64)
+
+
+def _pad(x, pads, value):
+    t, l, b, r = pads
+    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=value)
+
+
+def conv_acc(x, f):
+    """Rule 2's exact accumulators of a batch ``x`` (B, C, H, W) of integers: (B, OH, OW, Z)
+    int64."""
+    xp = _pad(np.asarray(x, np.int64), f["pads"], 0)
+    z, g = f["z"], f["group"]
+    cg, zg = f["c"] // g, z // g
+    win = np.lib.stride_tricks.sliding_window_view(xp, (f["kh"], f["kw"]), axis=(2, 3))
+    win = win[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]          # (B, C, OH, OW, kh, kw)
+    acc = np.empty((x.shape[0], f["oh"], f["ow"], z), np.int64)
+    # |x| <= 2**(B-1), |c| < 2**(ea+1): the sums are exact in float64 below 2**53 (else int64)
+    bound = int(np.abs(x).max(initial=0)) * int(np.abs(f["codes"]).max(initial=0)) * f["kh"] * f["kw"] * cg
+    dt = np.float64 if bound < 1 << 53 else np.int64
+    for j in range(g):
+        rows = win[:, j * cg:(j + 1) * cg].transpose(0, 2, 3, 1, 4, 5).reshape(-1, cg * f["kh"] * f["kw"])
+        wj = f["codes"][j * zg:(j + 1) * zg].reshape(zg, -1)
+        acc[..., j * zg:(j + 1) * zg] = (rows.astype(dt) @ wj.T.astype(dt)).astype(np.int64).reshape(
+            x.shape[0], f["oh"], f["ow"], zg)
+    return acc
+
+
+def conv_ints(x, f, p):
+    """Rule 2 on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64."""
+    a2 = conv_acc(x, f).reshape(-1, f["z"])
+    y = engine_rules(f.get("engine", "shift_mac")).output(p, a2, f["bias"], f["shift"], f["relu"])
+    if f.get("clip") is not None:
+        y = np.clip(y, *f["clip"])
+    return y.reshape(x.shape[0], f["oh"], f["ow"], f["z"]).transpose(0, 3, 1, 2)
+
+
+def maxpool_ints(x, f):
+    """Rule 3 on (B, C, H, W) integers."""
+    lo = np.iinfo(np.int64).min
+    xp = _pad(np.asarray(x, np.int64), f["pads"], lo)
+    win = np.lib.stride_tricks.sliding_window_view(xp, (f["kh"], f["kw"]), axis=(2, 3))
+    return win[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]].max(axis=(-2, -1))
+
+
+def add_ints(a, b, f, bits):
+    """Rule 4 on (B, C, HW) integers: (B, C, HW), or (B, C, 1) with the global pool; ``b``
+    None for the global pool of one tensor."""
+    s = np.asarray(a, np.int64) << f["sa"]
+    if b is not None:
+        s = s + (np.asarray(b, np.int64) << f["sb"])
+    if f["relu"]:
+        s = np.maximum(s, 0)
+    if f["gap"]:
+        s = s.sum(axis=2, keepdims=True)
+    y, _ = shift_round_sat(s, f["shift"], bits, f["rounding"])
+    return y
+
+
+def run_ints(net, xq, *, keep=False):
+    """Run the ops on a batch of input integers ``xq`` (B, ...): the output tensor's integers
+    (B, ...) int64; with ``keep``, ``(out, {tensor: integers})``. A ``bfp_systolic`` network
+    runs :func:`hlsnn.engines.bfp_systolic.network.lower.run` on ``(mantissas, exponents)`` pairs instead."""
+    if net.engine == "bfp_systolic":
+        run = network_part(net.engine, "lower").run
+        return run(net, xq, keep=keep)
+    b = xq.shape[0]
+    env = {net.input["name"]: np.asarray(xq, np.int64)}
+
+    def get(name):
+        name = net.aliases.get(name, name)
+        return env[name]
+    for op in net.ops:
+        f = op.f
+        x = get(op.ins[0])
+        if op.kind == "conv":
+            y = conv_ints(x.reshape(b, f["c"], f["h"], f["w"]), f, net.params)
+            env[op.out] = y.reshape(b, -1) if f["dense"] else y
+        elif op.kind == "maxpool":
+            env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
+        else:
+            y = add_ints(x.reshape(b, f["c"], f["hw"]),
+                         get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f, net.input["bits"])
+            env[op.out] = y.reshape((b,) + net.shapes[op.out])
+    out = get(net.output["tensor"]).reshape((b,) + tuple(net.output["shape"]))
+    return (out, env) if keep else out
+
+
+def dequantize(net, q):
+    """The output integers as float64: ``q * 2**-F_out``, or a ``bfp_systolic`` network's
+    ``(m, e)`` pairs as ``m * 2**e`` (exact)."""
+    if net.engine == "bfp_systolic":
+        pairs = network_part(net.engine, "lower").dequantize
+        return pairs(q)
+    return np.ldexp(np.asarray(q, np.float64), -net.output["f"])
+
+
+def finish(net, q):
+    """Rule 5: the network's float output from the output integers ``q``."""
+    stubs = getattr(net, "_host_stubs", None)
+    if stubs is None:                          # the host layers after the logits, made once per program
+        from ..deploy import hostops
+        from .layers import _host_layer
+        stubs = net._host_stubs = [(hostops.run, _host_layer(j, {})) for j in net.host_after]
+    y = dequantize(net, q)
+    for run, st in stubs:
+        y = run(st, [y])
+    return y

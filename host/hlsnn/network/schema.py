@@ -1,0 +1,441 @@
+"""The compiled model's layer program checked as untrusted input (issue 47), before anything
+runs: :func:`validate` is called by :func:`hlsnn.network.artifact.read`, so the loader, the
+network mode's C helpers (``native/netint.c``), the network kernels' C-simulation and
+``hlsnn build`` only ever see a program whose
+
+* keys are there with the right JSON types (numbers, not strings or nested lists);
+* names are sound: the model's ``name`` and every accelerator ``stem`` a folder name
+  (:func:`hlsnn.names.check_slug`), every layer and tensor name printable
+  (:func:`hlsnn.names.check_label`), layer names unique;
+* numbers are in range: radix points within +-:data:`MAX_RADIX` (so every shift derived from
+  them is defined in C), strides and dilations >= 1, pads >= 0 and below :data:`MAX_PAD`,
+  kernels and shapes positive and bounded (:data:`MAX_ELEMS` values per tensor);
+* descriptor tables agree with the tensors they index: a layer's bias ``<layer>/b`` has
+  ``n_out`` finite values, ``n_out`` is ``w_shape[0]``, a conv's ``geom`` kernel is its
+  weight's, its groups divide its channels, its weight's input channels times its groups are
+  the channels of the tensor it reads (where that tensor's shape is known), a dense layer's
+  ``K`` is the size of its input, and every output map is at least 1 x 1;
+* arrays are numbers: integers, or finite floats.
+
+Each failure is one :class:`~hlsnn.errors.InputError` naming the file, the place and what is
+allowed. This module needs numpy and the standard library only (a board runs it).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InputError, excerpt
+from ..names import check_label, check_slug
+
+MAX_RADIX = 60          # |f_x|, |f_w|, |f_out|: shifts f_x + f_w - f_out stay within C's int64 shifts
+MAX_KERNEL = 64
+MAX_STRIDE = 64
+MAX_PAD = 64
+MAX_DILATION = 16
+MAX_DIM = 1 << 16
+MAX_ELEMS = 1 << 26     # values per tensor (per image) or per weight
+MAX_LAYERS = 4096
+ENGINES = ("shift_mac", "sparse_cluster", "bfp_systolic")
+ROUNDINGS = ("nearest_even", "nearest_away", "truncate")
+SHAPE_KEEPING = ("Relu", "Clip", "Identity", "Dropout", "BatchNormalization", "Softmax", "LeakyRelu", "Sigmoid",
+                 "Tanh", "HardSigmoid", "HardSwish", "Mul", "Sub", "Div")
+
+
+class _Bad(Exception):
+    pass
+
+
+def _fail(where, what):
+    raise _Bad(f"{where}: {what}")
+
+
+def _int(where, v, lo, hi):
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        _fail(where, f"{excerpt(v, 40)} is not an integer in {lo}..{hi}")
+    return v
+
+
+def _ints(where, v, n, lo, hi):
+    if not isinstance(v, list) or (n is not None and len(v) != n):
+        _fail(where, f"{excerpt(v, 60)} is not a list of {n if n is not None else 'some'} integers")
+    return [_int(f"{where}[{i}]", x, lo, hi) for i, x in enumerate(v)]
+
+
+def _num(where, v, lo, hi):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+        _fail(where, f"{excerpt(v, 40)} is not a finite number in {lo}..{hi}")
+    return v
+
+
+def _bool(where, v):
+    if not isinstance(v, bool):
+        _fail(where, f"{excerpt(v, 40)} is not true or false")
+    return v
+
+
+def _dict(where, v):
+    if not isinstance(v, dict):
+        _fail(where, f"{excerpt(v, 60)} is not an object")
+    return v
+
+
+def _str(where, v, choices=None):
+    if not isinstance(v, str) or (choices is not None and v not in choices):
+        _fail(where, f"{excerpt(v, 60)} is not " + (f"one of {', '.join(choices)}" if choices else "a string"))
+    return v
+
+
+def _label(where, v):
+    try:
+        return check_label(where, v)
+    except InputError as e:
+        raise _Bad(str(e)) from None
+
+
+def _key(d, k, where):
+    if k not in d:
+        _fail(where, f"the key {k!r} is missing")
+    return d[k]
+
+
+def _radix(where, v, n=None):
+    if isinstance(v, list):
+        if n is not None and len(v) not in (1, n):
+            _fail(where, f"{len(v)} radix points for {n} outputs")
+        return [_int(f"{where}[{i}]", x, -MAX_RADIX, MAX_RADIX) for i, x in enumerate(v)]
+    return _int(where, v, -MAX_RADIX, MAX_RADIX)
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def validate(program, arrays, source="compiled model"):
+    """Check ``program`` (the parsed ``__program__`` JSON) and ``arrays`` (name -> ndarray) as
+    the module docstring says; :class:`InputError` naming ``source`` on the first fault."""
+    try:
+        _validate(program, arrays)
+    except _Bad as e:
+        raise InputError(f"{source}: damaged or hostile compiled model: {e}; compile it again with `hlsnn compile`"
+                         ) from None
+
+
+MAX_DEPTH = 32          # nesting of the program's JSON (a shipped model's is 6)
+MAX_NODES = 1 << 20     # values in the program's JSON
+
+
+def _walk(p):
+    """Every value of the program, iteratively: nesting at most :data:`MAX_DEPTH` (code that
+    recurses over it cannot hit Python's recursion limit), at most :data:`MAX_NODES` values,
+    every float finite (JSON's ``NaN`` and ``1e999`` parse to floats no rule can use)."""
+    stack, n = [(p, 0, "the program")], 0
+    while stack:
+        v, d, where = stack.pop()
+        n += 1
+        if d > MAX_DEPTH or n > MAX_NODES:
+            _fail(where, f"nested deeper than {MAX_DEPTH} or more than {MAX_NODES:,} values")
+        if isinstance(v, float) and not math.isfinite(v):
+            _fail(where, f"{v} (every number in a compiled model is finite)")
+        if isinstance(v, dict):
+            stack.extend((x, d + 1, f"{where}.{k}"[:120]) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1, f"{where}[{i}]"[:120]) for i, x in enumerate(v))
+
+
+def _validate(p, arrays):
+    _dict("the program", p)
+    _walk(p)
+    try:
+        check_slug("name", _key(p, "name", "the program"))
+    except InputError as e:
+        raise _Bad(str(e)) from None
+    for k in ("model", "assignment"):
+        _label(k, _key(p, k, "the program"))
+    _str("rounding", _key(p, "rounding", "the program"), ROUNDINGS)
+    _num("overflow_ratio", _key(p, "overflow_ratio", "the program"), 0.0, 1.0)
+    cal = _dict("calibration", _key(p, "calibration", "the program"))
+    _int("calibration.images", _key(cal, "images", "calibration"), 0, 1 << 31)
+    _label("calibration.mode", _key(cal, "mode", "calibration"))
+    if "hlsnn" in p:
+        _label("hlsnn (the version that wrote it)", p["hlsnn"])
+    accels = _dict("accels", _key(p, "accels", "the program"))
+    if not 1 <= len(accels) <= 16:
+        _fail("accels", f"{len(accels)} accelerators (1..16)")
+    for name, a in accels.items():
+        w = f"accels[{name!r}]"
+        try:
+            check_slug("accelerator key", name)
+        except InputError as e:
+            raise _Bad(str(e)) from None
+        _dict(w, a)
+        cfg = _dict(f"{w}.config", _key(a, "config", w))
+        _dict(f"{w}.config.board", _key(cfg, "board", f"{w}.config"))
+        sha = _str(f"{w}.sha", _key(a, "sha", w))
+        if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+            _fail(f"{w}.sha", "not a SHA-256 in hex")
+        eng = _str(f"{w}.engine", _key(a, "engine", w), ENGINES)
+        if cfg.get("engine") != eng or not isinstance(cfg.get(eng), dict):
+            _fail(f"{w}.config", f"not a {eng} config")
+        if a.get("stem") is not None:
+            try:
+                check_slug(f"{w}.stem", a["stem"])
+            except InputError as e:
+                raise _Bad(str(e)) from None
+    for k, v in arrays.items():
+        _label("array", k)
+        if v.dtype.kind not in "biuf":
+            _fail(f"array {k}", f"dtype {v.dtype}: only integers and floats are stored")
+        if v.size > MAX_ELEMS:
+            _fail(f"array {k}", f"{v.size:,} values (at most {MAX_ELEMS:,})")
+        if v.dtype.kind == "f" and not np.isfinite(v).all():
+            _fail(f"array {k}", "holds NaN or infinity")
+    inp = _dict("input", _key(p, "input", "the program"))
+    shape = _ints("input.shape", _key(inp, "shape", "input"), None, 1, MAX_DIM)
+    if not 1 <= len(shape) <= 3 or _size(shape) > MAX_ELEMS:
+        _fail("input.shape", f"{shape}: 1 to 3 dimensions, at most {MAX_ELEMS:,} values")
+    shapes = {_label("input.name", _key(inp, "name", "input")): tuple(shape)}
+    if "quantized_by" in inp:
+        _label("input.quantized_by", inp["quantized_by"])
+    q = _dict("input.quantization", _key(inp, "quantization", "input"))
+    for k in ("frac_bits",):
+        if k in q:
+            _int(f"input.quantization.{k}", q[k], -MAX_RADIX, MAX_RADIX)
+    if "bits" in q:
+        _int("input.quantization.bits", q["bits"], 2, 32)
+    out = _dict("output", _key(p, "output", "the program"))
+    for k in ("name", "engine_layer", "engine_tensor"):
+        _label(f"output.{k}", _key(out, k, "output"))
+    deq = out.get("dequantization")
+    if isinstance(deq, dict) and "frac_bits" in deq:
+        _int("output.dequantization.frac_bits", deq["frac_bits"], -MAX_RADIX, MAX_RADIX)
+    host_after = out.get("host_after", [])
+    if not isinstance(host_after, list):
+        _fail("output.host_after", "not a list of layer names")
+    for i, n in enumerate(host_after):
+        _label(f"output.host_after[{i}]", n)
+    layers = _key(p, "layers", "the program")
+    if not isinstance(layers, list) or not 1 <= len(layers) <= MAX_LAYERS:
+        _fail("layers", f"not a list of 1..{MAX_LAYERS} layers")
+    seen, engine_names = set(), set()
+    for i, j in enumerate(layers):
+        _dict(f"layers[{i}]", j)
+        name = _label(f"layers[{i}].name", _key(j, "name", f"layers[{i}]"))
+        w = f"layer {name}"
+        if name in seen:
+            _fail(w, "a second layer of this name")
+        seen.add(name)
+        kind = _str(f"{w}: kind", _key(j, "kind", w), ("host", "dense", "conv"))
+        ins = _key(j, "inputs", w)
+        if not isinstance(ins, list) or not 1 <= len(ins) <= 16:
+            _fail(f"{w}: inputs", "not a list of 1..16 tensor names")
+        for t in ins:
+            _label(f"{w}: input", t)
+        o = _label(f"{w}: output", _key(j, "output", w))
+        if kind == "host":
+            shapes[o] = _host(w, j, [shapes.get(t) for t in ins], arrays)
+        else:
+            engine_names.add(name)
+            shapes[o] = _engine(w, j, shapes.get(ins[0]), accels, arrays)
+    for k in arrays:
+        head = k.split("/", 1)[0]
+        if head != "check" and not any(k.startswith(n + "/") for n in seen):
+            _fail(f"array {k}", "belongs to no layer")
+    if out["engine_layer"] not in engine_names:
+        _fail("output.engine_layer", f"{out['engine_layer']!r} is not an engine layer")
+    for k in ("check/x",):
+        if k in arrays and tuple(arrays[k].shape[1:]) != tuple(shape):
+            _fail(f"array {k}", f"shape {arrays[k].shape} is not a batch of the input shape {tuple(shape)}")
+
+
+def _window(w, a, shape):
+    """A pool's kernel, strides and pads (ONNX attributes) checked on the input ``shape``: a 2-D
+    window on a (C, H, W) map, or a 1-D window (one kernel size) on a (C, L) tensor."""
+    ks0 = _key(a, "kernel_shape", w)
+    nd = 1 if isinstance(ks0, list) and len(ks0) == 1 else 2
+    ks = _ints(f"{w}: kernel_shape", ks0, nd, 1, MAX_KERNEL)
+    st = _ints(f"{w}: strides", a.get("strides", [1] * nd), nd, 1, MAX_STRIDE)
+    pads = _ints(f"{w}: pads", a.get("pads", [0] * (2 * nd)), 2 * nd, 0, MAX_PAD)
+    _ints(f"{w}: dilations", a.get("dilations", [1] * nd), nd, 1, MAX_DILATION)
+    if "ceil_mode" in a:
+        _int(f"{w}: ceil_mode", a["ceil_mode"], 0, 1)
+    if any(pads[d] >= ks[d % nd] for d in range(2 * nd)):
+        _fail(f"{w}: pads", f"{pads}: each pad must be smaller than the kernel {ks}")
+    if shape is None or len(shape) != nd + 1:
+        return None
+    if nd == 1:
+        c, n = shape
+        on = (n + pads[0] + pads[1] - ks[0]) // st[0] + 1
+        if on < 1:
+            _fail(w, f"a {ks} window does not fit the length {n}")
+        return (c, on)
+    c, h, wd = shape
+    oh, ow = (h + pads[0] + pads[2] - ks[0]) // st[0] + 1, (wd + pads[1] + pads[3] - ks[1]) // st[1] + 1
+    if oh < 1 or ow < 1:
+        _fail(w, f"a {ks} window does not fit the {h}x{wd} map")
+    return (c, oh, ow)
+
+
+def _host(w, j, in_shapes, arrays):
+    op = _label(f"{w}: op", _key(j, "op", w))
+    a = _dict(f"{w}: attrs", _key(j, "attrs", w))
+    shape = in_shapes[0]
+    if op in ("MaxPool", "AveragePool"):
+        return _window(w, a, shape)
+    if op == "BatchNormalization":
+        for i in range(4):
+            v = arrays.get(f"{j['name']}/bn{i}")
+            if v is None or v.dtype.kind != "f" or v.ndim != 1 or (shape is not None and v.shape[0] != shape[0]):
+                _fail(w, f"its parameter array {j['name']}/bn{i} is missing or not one float per channel")
+            if i == 3 and (v < 0).any():
+                _fail(w, "a negative variance")
+        return shape
+    if op == "Add":
+        if len(in_shapes) != 2:
+            _fail(w, f"{len(in_shapes)} inputs (an Add has 2)")
+        if None not in in_shapes and in_shapes[0] != in_shapes[1]:
+            _fail(w, f"adds shapes {in_shapes[0]} and {in_shapes[1]}")
+        return shape
+    if op == "GlobalAveragePool":
+        return None if shape is None or len(shape) != 3 else (shape[0], 1, 1)
+    if op == "Flatten":
+        if "axis" in a:
+            _int(f"{w}: axis", a["axis"], -4, 4)
+        return None if shape is None else (_size(shape),)
+    if op in SHAPE_KEEPING:
+        return shape
+    return None
+
+
+def _engine(w, j, shape, accels, arrays):
+    kind = j["kind"]
+    acc = _str(f"{w}: accel", _key(j, "accel", w), list(accels))
+    eng = _str(f"{w}: engine", _key(j, "engine", w), ENGINES)
+    if accels[acc]["engine"] != eng:
+        _fail(w, f"engine {eng}, but its accelerator {acc} is {accels[acc]['engine']}")
+    _label(f"{w}: format", _key(j, "format", w))
+    if "format_name" in j:
+        _label(f"{w}: format_name", j["format_name"])
+    ws = _ints(f"{w}: w_shape", _key(j, "w_shape", w), 2 if kind == "dense" else 4, 1, MAX_ELEMS)
+    if _size(ws) > MAX_ELEMS:
+        _fail(f"{w}: w_shape", f"{ws}: more than {MAX_ELEMS:,} weights")
+    n = _int(f"{w}: n_out", _key(j, "n_out", w), 1, MAX_DIM)
+    if n != ws[0]:
+        _fail(f"{w}: n_out", f"{n}, but the weight {ws} has {ws[0]} outputs")
+    _bool(f"{w}: relu", _key(j, "relu", w))
+    if j.get("f_x") is not None:
+        _radix(f"{w}: f_x", j["f_x"])
+    for k in ("f_out", "f_w"):               # radix points: none on bfp_systolic (its exponents are data)
+        v = j.get(k) if eng == "bfp_systolic" else _key(j, k, w)
+        if v is not None or eng != "bfp_systolic":
+            _radix(f"{w}: {k}", v, n)
+    b = arrays.get(f"{j['name']}/b")
+    if b is None or b.dtype.kind != "f" or b.shape != (n,):
+        _fail(w, f"its bias {j['name']}/b is {'missing' if b is None else f'{b.dtype} of shape {b.shape}'}; it must "
+                 f"be {n} floats (n_out)")
+    for k in ("k_step", "step"):
+        if j.get(k) is not None:
+            _int(f"{w}: {k}", j[k], 1, MAX_ELEMS)
+    for k in ("gp", "groups", "zg"):
+        if j.get(k) is not None:
+            _int(f"{w}: {k}", j[k], 1, MAX_DIM)
+    if eng == "shift_mac":
+        _str(f"{w}: mode", _key(j, "mode", w), ("twohot", "pot"))
+        _int(f"{w}: exp_bits", _key(j, "exp_bits", w), 1, 6)
+        _int(f"{w}: bits", _key(j, "bits", w), 2, 16)
+        _bool(f"{w}: signed", _key(j, "signed", w))
+        _int(f"{w}: delta", _key(j, "delta", w), -64, 64)
+        if j.get("axis") is not None:
+            _int(f"{w}: axis", j["axis"], 0, 3)
+        rows = None
+        for f in ("e1", "e2", "s1", "s2", "zero"):
+            v = arrays.get(f"{j['name']}/{f}")
+            if v is None or v.ndim != 2 or v.dtype.kind not in "biu":
+                _fail(w, f"its weight field {j['name']}/{f} is missing or not a 2-D integer array")
+            if rows is not None and v.shape != rows:
+                _fail(w, f"its weight field {j['name']}/{f} has shape {v.shape}, the others {rows}")
+            rows = v.shape
+            lim = 63 if f in ("e1", "e2") else 1
+            if v.size and (v.min() < (-lim if f in ("e1", "e2") else 0) or v.max() > lim):
+                _fail(w, f"its weight field {j['name']}/{f} holds values beyond {-lim if lim > 1 else 0}..{lim}")
+        se = arrays.get(f"{j['name']}/scale_exponent")
+        if se is not None and (se.dtype.kind not in "iu" or (se.size and np.abs(se.astype(np.int64)).max() > 63)):
+            _fail(w, "its scale_exponent is not integers within +-63")
+    elif eng == "sparse_cluster":
+        _bool(f"{w}: general", _key(j, "general", w))
+        if j["general"]:
+            _ints(f"{w}: pads1", _key(j, "pads1", w), 4, 0, MAX_PAD)
+        v = arrays.get(f"{j['name']}/wq")
+        if v is None or v.dtype != np.int8 or v.ndim != 4 or v.shape[0] != n:
+            _fail(w, f"its weights {j['name']}/wq are missing or not int8 of shape ({n}, C, kh, kw)")
+        bl = j.get("blocks")
+        if bl is not None:
+            if not isinstance(bl, list):
+                _fail(f"{w}: blocks", "not a list")
+            for i, blk in enumerate(bl):
+                _ints(f"{w}: blocks[{i}]", blk, None, 0, MAX_ELEMS)
+            t = arrays.get(f"{j['name']}/w_taps")
+            if t is None or t.dtype.kind not in "iu":
+                _fail(w, f"its taps {j['name']}/w_taps are missing")
+    else:
+        _int(f"{w}: mantissa_bits", _key(j, "mantissa_bits", w), 2, 24)
+        _int(f"{w}: exponent_bits", _key(j, "exponent_bits", w), 2, 16)
+        _label(f"{w}: rounding", _key(j, "rounding", w))
+        chunks = _key(j, "chunks", w)
+        if not isinstance(chunks, list) or not 1 <= len(chunks) <= 4096:
+            _fail(f"{w}: chunks", "not a list of 1..4096 output chunks")
+        top = 0
+        for i, c in enumerate(chunks):
+            _dict(f"{w}: chunks[{i}]", c)
+            lo, hi = _ints(f"{w}: chunks[{i}].rows", _key(c, "rows", w), 2, 0, n)
+            if lo != top or hi <= lo:
+                _fail(f"{w}: chunks[{i}].rows", f"[{lo}, {hi}] does not continue the chunks before it at {top}")
+            top = hi
+            for k in ("w_block", "b_block"):
+                if c.get(k) is not None:
+                    _int(f"{w}: chunks[{i}].{k}", c[k], 1, MAX_ELEMS)
+            for k in ("w_axis", "b_axis"):
+                if c.get(k) is not None:
+                    _int(f"{w}: chunks[{i}].{k}", c[k], -4, 3)
+            for k in (f"w{i}_mantissas", f"w{i}_exponents", f"b{i}_mantissas", f"b{i}_exponents"):
+                v = arrays.get(f"{j['name']}/{k}")
+                if v is None or v.dtype.kind not in "iu":
+                    _fail(w, f"its array {j['name']}/{k} is missing or not integers")
+        if top != n:
+            _fail(f"{w}: chunks", f"cover {top} of {n} outputs")
+    # the geometry and the tensor it reads
+    if kind == "dense":
+        if j.get("geom") is not None:
+            _dict(f"{w}: geom", j["geom"])
+        if shape is not None and _size(shape) != ws[1]:
+            _fail(w, f"a dense layer of {ws[1]} inputs reads a tensor of shape {shape} ({_size(shape)} values)")
+        return (n,)
+    g = _dict(f"{w}: geom", _key(j, "geom", w))
+    kh = _int(f"{w}: geom.kh", _key(g, "kh", w), 1, MAX_KERNEL)
+    kw = _int(f"{w}: geom.kw", _key(g, "kw", w), 1, MAX_KERNEL)
+    if (kh, kw) != (ws[2], ws[3]):
+        _fail(f"{w}: geom", f"a {kh}x{kw} kernel, but the weight {ws} is {ws[2]}x{ws[3]}")
+    sh, sw = _ints(f"{w}: geom.strides", _key(g, "strides", w), 2, 1, MAX_STRIDE)
+    pads = _ints(f"{w}: geom.pads", _key(g, "pads", w), 4, 0, MAX_PAD)
+    dl = _ints(f"{w}: geom.dilations", _key(g, "dilations", w), 2, 1, MAX_DILATION)
+    grp = _int(f"{w}: geom.group", _key(g, "group", w), 1, MAX_DIM)
+    if n % grp:
+        _fail(f"{w}: geom.group", f"{grp} groups do not divide its {n} outputs")
+    if shape is None:
+        return None
+    if len(shape) != 3:
+        _fail(w, f"a conv reads a tensor of shape {shape}, not (C, H, W)")
+    c, h, wd = shape
+    if ws[1] * grp != c:
+        _fail(w, f"weights {ws} in {grp} group(s) for an input of {c} channels")
+    ekh, ekw = (kh - 1) * dl[0] + 1, (kw - 1) * dl[1] + 1
+    oh, ow = (h + pads[0] + pads[2] - ekh) // sh + 1, (wd + pads[1] + pads[3] - ekw) // sw + 1
+    if oh < 1 or ow < 1:
+        _fail(w, f"a {kh}x{kw} kernel with pads {pads} does not fit its {h}x{wd} input")
+    if n * oh * ow > MAX_ELEMS:
+        _fail(w, f"an output of {n}x{oh}x{ow} values")
+    return (n, oh, ow)
