@@ -134,7 +134,7 @@ def test_perf_is_the_hand_count_at_the_derived_ii(compiled, model, assignment):
     every channel a cycle; every loop at its derived II (1: the schedule says so); the kernel's
     cycles the sum of the load, the ops and the store."""
     from hlsnn.engines.shift_mac.network import perf as netperf
-    from hlsnn.perf import schedule
+    from hlsnn.network import schedule
     path = compiled(model, assignment)
     prog, arrays = artifact.read(path)
     net = netmode.lower(prog, arrays)
@@ -187,7 +187,7 @@ def test_resnet8_within_each_board(board, tmp_path):
     DSP within the device, every loop of the kernel at II 1 at the config's clock (the delay
     model closes it), one kernel start."""
     from hlsnn.network.build import compile_model
-    from hlsnn.perf import schedule
+    from hlsnn.network import schedule
     name = {"pynq-z2": "fixed8_z2", "aup-zu3": "fixed8_zu3", "zcu104": "fixed8_zcu104", "kv260": "fixed8_kv260"}[board]
     path = tmp_path / "r8.hlsnn"
     compile_model(ROOT / "configs" / "models" / "resnet8_digits32.yaml", name, path, calibration_samples=CAL,
