@@ -110,13 +110,19 @@ def _as_stored(x):
     return np.ascontiguousarray(x)
 
 
+def _ptr(a):
+    """The address of array ``a`` for a field of :class:`Ctx`: the caller keeps ``a`` alive for as
+    long as the context (a struct of addresses) can be used."""
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
 def quantize_into(x, f, bits, mode, dst):
     """Rule 1 on ``x`` (any shape; float32, float64 or uint8) into the int8 array ``dst`` (as
     many elements, contiguous). :class:`InputError` on NaN or infinite values."""
     x = _as_stored(x)
     if dst.dtype != np.int8 or not dst.flags.c_contiguous or dst.size != x.size:
         raise ValueError("quantize_into: dst must be a contiguous int8 array of x's size")
-    bad = _lib().hlsnn_in_quantize(x.ctypes.data, DTYPES[x.dtype], x.size, f, bits, mode, dst.ctypes.data)
+    bad = _lib().hlsnn_in_quantize(x.ctypes, DTYPES[x.dtype], x.size, f, bits, mode, dst.ctypes)
     if bad:
         raise InputError(f"input: {bad} non-finite value(s) (NaN or Inf)")
     return dst
@@ -187,7 +193,7 @@ class CHost:
             self.wr = ctypes.cast(_lib().hlsnn_in_null_write, WRITE_FN)
             self.rd = ctypes.cast(_lib().hlsnn_in_null_read, READ_FN)
         elif isinstance(mmio.array, np.ndarray):      # a board: the mapped register file
-            self.regs = mmio.array.ctypes.data
+            self.regs = _ptr(mmio.array)                # pynq's MMIO object holds the mapping
             self.wr, self.rd = ctypes.cast(None, WRITE_FN), ctypes.cast(None, READ_FN)
         else:                                         # the simulated board: its register models
             self.regs = None
@@ -243,10 +249,12 @@ class CHost:
         self.pm = np.empty((batch, b.n_out), np.int64)
         self.pe = np.empty((batch, b.n_out), np.int64)
         self._keep = [k for k in self._keep if k is self.wr or k is self.rd]
-        self.ctx = Ctx(DTYPES[x.dtype], batch, n, f, bits, mode, b._x8.ctypes.data, b.in_words * 8, self.regs,
-                       self.wr, self.rd, self._sync_fn(), float(timeout), b._y8.ctypes.data, b.out_words * 8,
-                       out_n, self.f_out, self.y.ctypes.data, self.q8.ctypes.data, 0, self.table.ctypes.data, 0.0,
-                       int(self.words), b.n_out, self.pm.ctypes.data, self.pe.ctypes.data, 0)
+        # the context's pointers: arrays this object (y, q8, table, pm, pe) or the board (_x8, _y8) holds
+        # for as long as the context lives
+        self.ctx = Ctx(DTYPES[x.dtype], batch, n, f, bits, mode, _ptr(b._x8), b.in_words * 8, self.regs,
+                       self.wr, self.rd, self._sync_fn(), float(timeout), _ptr(b._y8), b.out_words * 8,
+                       out_n, self.f_out, _ptr(self.y), _ptr(self.q8), 0, _ptr(self.table), 0.0,
+                       int(self.words), b.n_out, _ptr(self.pm), _ptr(self.pe), 0)
         self.ref = ctypes.byref(self.ctx)
         self._inb = b.inb
         self.key = (x.dtype, x.shape, True, b._batch, timeout)
@@ -263,7 +271,7 @@ class CHost:
         try:
             xp = _byref(_from_buffer(x))
         except TypeError:                            # a read-only array
-            xp = ctypes.c_void_p(x.ctypes.data)
+            xp = x.ctypes                            # x outlives the call
         rc = self._fast(self.ref, xp)
         if rc or self._err is not None:
             self._finish(rc)
@@ -300,8 +308,8 @@ class CHost:
         q8 = np.empty((images, b.n_out), np.int8)
         y = np.empty((images, b.n_out), np.float64)
         self._err = None
-        rc = _lib().hlsnn_in_pipeline(self.ref, x.ctypes.data, images, b.inb.device_address, b.outb.device_address,
-                                      y.ctypes.data, q8.ctypes.data)
+        rc = _lib().hlsnn_in_pipeline(self.ref, x.ctypes, images, b.inb.device_address, b.outb.device_address,
+                                      y.ctypes, q8.ctypes)
         if rc or self._err is not None:
             self._finish(rc)
         b.starts += images
