@@ -75,7 +75,10 @@ def overlay_config(overlay):
 
 
 def kernel_class(net):
-    """The network kernel's class (C-simulation) for a lowered network's engine, or None."""
+    """The network kernel's class (C-simulation) for a lowered network's engine, or None;
+    :class:`InputError` for an op no kernel has a loop for (:func:`netmove.refuse_kernel`)."""
+    from .netmove import refuse_kernel
+    refuse_kernel(net)
     if net.engine == "shift_mac":
         from .netkernel import NetKernel
         return NetKernel

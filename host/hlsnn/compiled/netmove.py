@@ -1,0 +1,155 @@
+"""Data moves in the integer network mode (issue 52): nearest ``Upsample`` by integer factors,
+``ZeroStuff`` (a transposed convolution's input: ``s - 1`` zeros between the pixels) and a
+channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.compiled.netmode.lower` for the
+``shift_mac`` and ``sparse_cluster`` network modes. The rules (``q`` a tensor's integers at
+radix ``F``, a ``C x H x W`` map per image):
+
+6. **upsample** by ``(fh, fw)``: ``y[c, y, x] = q[c, y // fh, x // fw]``; radix unchanged
+   (:func:`hlsnn.deploy.hostops.run`'s ``np.repeat`` of each pixel, exact).
+7. **zerostuff** by strides ``(sh, sw)``: ``y[c, y*sh, x*sw] = q[c, y, x]``, every other
+   pixel 0, an ``((H-1)*sh + 1) x ((W-1)*sw + 1)`` map; radix unchanged (0 is a value of every
+   fixed-point format, so the integers are the host op's values exactly).
+8. **concat** along the channels of parts of one ``H x W``: the parts' integers one after the
+   other. When the parts share a radix the result has it (the layer path's ``Concat`` keeps a
+   shared format: :func:`hlsnn.deploy.hostops.out_format`). Otherwise the layer path
+   concatenates float values and the consuming engine layer quantizes them to its calibrated
+   ``F_x``: here each part whose radix differs is first requantized to ``F_x`` by rule 4's
+   requantization of one tensor (an ``add`` op with ``single``: ``shift_round_sat(q, F_i -
+   F_x, B, rounding)``, exact while ``F_i <= max(F_x + 24, 0)``, which :func:`lower_host`'s
+   caller checks as for an Add), then moved.
+
+These ops run in :func:`hlsnn.compiled.netmode.run_ints` (numpy, integers only). The compiled
+emu fast path (:mod:`hlsnn.compiled.netfast`) and the network kernels' C++ have no loop for
+them yet: :func:`netfast.build` returns None for such a network (the numpy path runs it, same
+bits) and :func:`refuse_kernel` names the op for csim, sim and pynq (the network then runs
+layer by layer there)."""
+from __future__ import annotations
+
+import numpy as np
+
+#: the op kinds of this module
+KINDS = ("upsample", "zerostuff", "concat")
+
+
+def _chw(shape):
+    from .netmode import _chw as chw
+    return chw(shape)
+
+
+def lower_host(j, state, shapes, ops, why, op_cls):
+    """Lower host layer ``j`` if it is one of this module's moves: appends its op to ``ops``,
+    sets its output's state and shape, and returns True; False for another host op.
+    :class:`InputError` (``why(j, what)``) for a move it cannot take."""
+    op = j["op"]
+    if op not in ("Upsample", "ZeroStuff", "Concat"):
+        return False
+    ins = j["inputs"]
+    sts = [state.get(i) for i in ins]
+    if any(s is None or s[0] != "q" for s in sts):
+        raise why(j, "a data move of integer tensors computed on the fabric (not of a pending Add or pool)")
+    c, h, w = _chw(shapes[ins[0]])
+    a = j.get("attrs", {})
+    if op == "Upsample":
+        fh, fw = (int(v) for v in a["factors"])
+        f = dict(c=c, h=h, w=w, fh=fh, fw=fw, oh=h * fh, ow=w * fw)
+        ops.append(op_cls("upsample", j["name"], [ins[0]], j["output"], f))
+        state[j["output"]], shapes[j["output"]] = sts[0], (c, f["oh"], f["ow"])
+        return True
+    if op == "ZeroStuff":
+        sh, sw = (int(v) for v in a["strides"])
+        f = dict(c=c, h=h, w=w, sh=sh, sw=sw, oh=(h - 1) * sh + 1, ow=(w - 1) * sw + 1)
+        ops.append(op_cls("zerostuff", j["name"], [ins[0]], j["output"], f))
+        state[j["output"]], shapes[j["output"]] = sts[0], (c, f["oh"], f["ow"])
+        return True
+    chws = [_chw(shapes[i]) for i in ins]
+    axis = a.get("axis", 1)
+    if axis not in (1, -3) or any(len(shapes[i]) != 3 for i in ins) or len({s[1:] for s in chws}) != 1:
+        raise why(j, "a Concat along the channels of maps of one height and width is supported")
+    cs = [s[0] for s in chws]
+    fs = [s[1] for s in sts]
+    shapes[j["output"]] = (sum(cs), h, w)
+    if len(set(fs)) == 1:                   # one format: the layer path keeps it
+        ops.append(op_cls("concat", j["name"], list(ins), j["output"], dict(cs=cs, hw=h * w, h=h, w=w)))
+        state[j["output"]] = sts[0]
+    else:                                   # requantized to the consumer's F_x (materialize)
+        state[j["output"]] = ("cat", dict(ins=list(ins), fs=fs, cs=cs, h=h, w=w, name=j["name"]))
+    return True
+
+
+def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
+    """An engine layer ``j`` reads the pending concat ``st`` (parts at different radix points):
+    each part requantized to ``j``'s ``F_x`` (module rule 8), then moved; returns the concat's
+    materialized tensor name (its state ``("q", F_x)``)."""
+    c = st[1]
+    f_x = j["f_x"]
+    base = c["name"] + "_q"
+    if base in shapes:
+        if state[base][1] != f_x:
+            raise why(j, f"two consumers of {c['name']} requantize it to different radix points")
+        aliases[src] = base
+        return base
+    if f_x is None or max(c["fs"]) > max(f_x + 24, 0):
+        raise why(j, f"the requantization from radix {max(c['fs'])} to {f_x} is not exact in today's host rule")
+    parts = []
+    hw = c["h"] * c["w"]
+    for i, (t, f, ch) in enumerate(zip(c["ins"], c["fs"], c["cs"])):
+        if f == f_x:
+            parts.append(t)
+            continue
+        r = f"{c['name']}_r{i}"
+        ops.append(op_cls("add", f"{c['name']}/requant{i}", [t], r,
+                          dict(c=ch, hw=hw, sa=0, sb=0, relu=False, gap=False, shift=f - f_x, rounding=rounding,
+                               single=True)))
+        shapes[r], state[r] = (ch, c["h"], c["w"]), ("q", f_x)
+        parts.append(r)
+    ops.append(op_cls("concat", c["name"], parts, base, dict(cs=list(c["cs"]), hw=hw, h=c["h"], w=c["w"])))
+    shapes[base], state[base] = (sum(c["cs"]), c["h"], c["w"]), ("q", f_x)
+    aliases[src] = base
+    return base
+
+
+def check_op(op, ints, bad):
+    """:func:`hlsnn.compiled.netmode.check_ops` for this module's ops."""
+    f = op.f
+    if op.kind == "concat":
+        ints(op, f, ("hw", "h", "w"), 1, 1 << 26)
+        if len(op.ins) != len(f.get("cs", ())) or len(op.ins) < 2:
+            raise bad(op, f"{len(op.ins)} inputs for {len(f.get('cs', ()))} channel counts")
+        for v in f["cs"]:
+            if not isinstance(v, (int, np.integer)) or not 1 <= v <= 1 << 16:
+                raise bad(op, f"channel counts {f['cs']}: integers in 1..65536")
+        return
+    ints(op, f, ("c", "h", "w", "oh", "ow"), 1, 1 << 16)
+    if op.kind == "upsample":
+        ints(op, f, ("fh", "fw"), 1, 64)
+        want = (f["h"] * f["fh"], f["w"] * f["fw"])
+    else:
+        ints(op, f, ("sh", "sw"), 1, 64)
+        want = ((f["h"] - 1) * f["sh"] + 1, (f["w"] - 1) * f["sw"] + 1)
+    if (f["oh"], f["ow"]) != want:
+        raise bad(op, f"an output of {f['oh']}x{f['ow']}, but its input and factors give {want[0]}x{want[1]}")
+
+
+def run(op, get, b):
+    """Rules 6-8 on a batch of ``b`` images: the op's output integers (B, C, OH, OW) int64."""
+    f = op.f
+    if op.kind == "concat":
+        return np.concatenate([np.asarray(get(t), np.int64).reshape(b, cs, f["h"], f["w"])
+                               for t, cs in zip(op.ins, f["cs"])], axis=1)
+    x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
+    if op.kind == "upsample":
+        return np.repeat(np.repeat(x, f["fh"], axis=2), f["fw"], axis=3)
+    y = np.zeros((b, f["c"], f["oh"], f["ow"]), np.int64)
+    y[:, :, ::f["sh"], ::f["sw"]] = x
+    return y
+
+
+def refuse_kernel(net):
+    """:class:`InputError` naming the first op of this module in ``net``: the network kernels'
+    C++ has no loop for it yet (module docstring)."""
+    from ..errors import InputError
+    for op in net.ops:
+        if op.kind in KINDS:
+            raise InputError(f"network kernel: op {op.name} ({op.kind}) runs in the emu network mode only so far; "
+                             f"the network kernels' C++ has no loop for it, so on csim, sim and pynq this network "
+                             f"runs layer by layer")
