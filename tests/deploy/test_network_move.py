@@ -1,0 +1,103 @@
+"""Data moves in the network mode (issue 52, hlsnn.compiled.netmove): nearest Upsample,
+ZeroStuff (a transposed convolution's input) and a channel Concat (a U-Net's skip) as integer
+ops, so the two U-Nets of tests/data/torch/beyond lower to one network program on every engine.
+
+References: plain-Python loops written from the ops' definitions (ONNX Resize nearest with
+integer scales, the transposed convolution's zero insertion, concatenation), and the
+layer-by-layer compiled network on the emulator (the deployment's float64 host ops)."""
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+import hlsnn  # noqa: E402
+from conftest import ROOT  # noqa: E402
+from hlsnn.compiled import netmode, netmove  # noqa: E402
+from hlsnn.compiled.cli import _kernel_calls  # noqa: E402
+from hlsnn.errors import InputError  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+from test_torch_beyond import _config, _data  # noqa: E402
+
+UNETS = ["unet_upsample_ts17", "unet_convtranspose_dynamo"]
+KINDS = {"unet_upsample_ts17": "upsample", "unet_convtranspose_dynamo": "zerostuff"}
+
+
+def test_moves_equal_loops_written_from_their_definitions():
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (2, 3, 4, 5))
+    y = rng.integers(-128, 128, (2, 2, 4, 5))
+    up = netmode.Op("upsample", "u", ["x"], "o", dict(c=3, h=4, w=5, fh=2, fw=3, oh=8, ow=15))
+    zs = netmode.Op("zerostuff", "z", ["x"], "o", dict(c=3, h=4, w=5, sh=3, sw=2, oh=10, ow=9))
+    cat = netmode.Op("concat", "c", ["x", "y"], "o", dict(cs=[3, 2], hw=20, h=4, w=5))
+    env = {"x": x.reshape(2, -1), "y": y}
+    got = {op.kind: netmove.run(op, env.get, 2) for op in (up, zs, cat)}
+    want_up = np.zeros((2, 3, 8, 15), np.int64)
+    want_zs = np.zeros((2, 3, 10, 9), np.int64)
+    want_cat = np.zeros((2, 5, 4, 5), np.int64)
+    for n in range(2):
+        for c in range(3):
+            for i in range(8):
+                for j in range(15):
+                    want_up[n, c, i, j] = x[n, c, i // 2, j // 3]       # Resize nearest, asymmetric, floor
+            for i in range(4):
+                for j in range(5):
+                    want_zs[n, c, 3 * i, 2 * j] = x[n, c, i, j]
+                    want_cat[n, c, i, j] = x[n, c, i, j]
+        want_cat[n, 3:] = y[n]
+    np.testing.assert_array_equal(got["upsample"], want_up)
+    np.testing.assert_array_equal(got["zerostuff"], want_zs)
+    np.testing.assert_array_equal(got["concat"], want_cat)
+    # the bfp mode moves (m, e) pairs the same way
+    m, e = netmove.run_pairs(up, {"x": (x, x + 7)}.get, 2)
+    np.testing.assert_array_equal(m, want_up)
+    np.testing.assert_array_equal(e, want_up + 7)
+
+
+def test_damaged_move_fields_are_refused_by_name():
+    bad = netmode.Op("upsample", "u", ["x"], "o", dict(c=3, h=4, w=5, fh=2, fw=2, oh=8, ow=11))
+    net = netmode.NetProgram("n", [bad], {}, {}, {}, [], {}, "a", {})
+    with pytest.raises(InputError, match=r"op u \(upsample\).*8x10"):
+        netmode.check_ops(net)
+
+
+@pytest.fixture(scope="module")
+def unets(tmp_path_factory):
+    from hlsnn.compiled.build import compile_model
+    tmp = tmp_path_factory.mktemp("netmove")
+    out = {}
+    for name in UNETS:
+        cfg = _config(tmp, name)
+        for fmt in ("bfp8", "twohot", "fixed8"):
+            out[name, fmt] = tmp / f"{name}-{fmt}.hlsnn"
+            compile_model(cfg, fmt, out[name, fmt])
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["bfp8", "twohot", "fixed8"])
+@pytest.mark.parametrize("name", UNETS)
+def test_unet_runs_as_one_network_program_with_the_layer_paths_bits(unets, name, fmt):
+    """Before: the U-Net ran layer by layer, one engine start per conv (5 or 4 a batch) with
+    the moves on the host between them; now it lowers to one network program (upsample or
+    zerostuff, a requantization of the skip where its radix differs, concat) and runs in one
+    pass of the network mode on emu, with the layer path's bits."""
+    x = _data(name).x_test[:24]
+    layers = hlsnn.load(unets[name, fmt], "emu", network=False)
+    before = _kernel_calls(layers)
+    want = layers(x)
+    starts = _kernel_calls(layers) - before
+    assert starts == sum(1 for j in layers.program["layers"] if j["kind"] != "host") >= 4
+    net = hlsnn.load(unets[name, fmt], "emu", network=True)
+    kinds = [op.kind for op in net.network.ops]
+    assert KINDS[name] in kinds and "concat" in kinds, kinds
+    before = _kernel_calls(net)
+    np.testing.assert_array_equal(net(x), want)
+    assert _kernel_calls(net) == before            # no engine call: the whole network in the network mode
+
+
+def test_the_kernels_refuse_a_move_by_name_until_they_have_its_loop(unets):
+    from hlsnn.compiled import artifact
+    from hlsnn.compiled.net import kernel_network
+    with pytest.raises(InputError, match=r"\(upsample\) runs in the emu network mode only"):
+        kernel_network(*artifact.read(unets["unet_upsample_ts17", "twohot"]))
