@@ -126,9 +126,11 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     the steps with their basis, and the double-buffered figures per image."""
     from . import artifact, netkernel, netmode, netperf
     from .net import config_of
+    from .netmove import refuse_kernel
     prog, arrays = artifact.read(path)
     try:
         net = netmode.lower(prog, arrays)
+        refuse_kernel(net)                          # a data move no kernel has a loop for (netmove)
     except InputError:
         return None
     name, b, cpu = _board(prog, board)
@@ -252,7 +254,8 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             return res
         if network:
             from . import artifact, netmode
-            netmode.lower(*artifact.read(path))          # raises the reason
+            from .netmove import refuse_kernel
+            refuse_kernel(netmode.lower(*artifact.read(path)))          # raises the reason
     from ..perf.layers import layer_kernel_cycles
     from .net import load
     net = load(path, "emu", self_check=False, network=False)
