@@ -99,5 +99,73 @@ def test_unet_runs_as_one_network_program_with_the_layer_paths_bits(unets, name,
 def test_the_kernels_refuse_a_move_by_name_until_they_have_its_loop(unets):
     from hlsnn.compiled import artifact
     from hlsnn.compiled.net import kernel_network
-    with pytest.raises(InputError, match=r"\(upsample\) runs in the emu network mode only"):
+    # shift_mac's kernel has the Upsample loop but no Concat; sparse_cluster's and bfp's neither
+    with pytest.raises(InputError, match=r"op /Concat \(concat\) runs in the emu network mode only"):
         kernel_network(*artifact.read(unets["unet_upsample_ts17", "twohot"]))
+    for fmt in ("fixed8", "bfp8"):
+        with pytest.raises(InputError, match=r"\(upsample\) runs in the emu network mode only"):
+            kernel_network(*artifact.read(unets["unet_upsample_ts17", fmt]))
+
+
+def small_model(path, kind, seed=3):
+    """A conv (ReLU), then a nearest x2 ``Resize`` (``upsample``) or a stride-2
+    ``ConvTranspose`` (``zerostuff``: its zero-stuffed input), then a conv, on 1 x 8 x 8 images."""
+    import onnx
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    init = [numpy_helper.from_array(rng.normal(0, 0.5, (4, 1, 3, 3)).astype(np.float32), "w1"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 4).astype(np.float32), "b1"),
+            numpy_helper.from_array(rng.normal(0, 0.3, (3, 4, 3, 3)).astype(np.float32), "w2"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 3).astype(np.float32), "b2")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"])]
+    if kind == "upsample":
+        init.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
+        nodes.append(helper.make_node("Resize", ["r1", "", "scales"], ["m"], mode="nearest",
+                                      coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
+    else:
+        init += [numpy_helper.from_array(rng.normal(0, 0.3, (4, 4, 2, 2)).astype(np.float32), "wt"),
+                 numpy_helper.from_array(rng.normal(0, 0.1, 4).astype(np.float32), "bt")]
+        nodes.append(helper.make_node("ConvTranspose", ["r1", "wt", "bt"], ["m"], strides=[2, 2]))
+    nodes.append(helper.make_node("Conv", ["m", "w2", "b2"], ["y"], pads=[1, 1, 1, 1]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 3, 16, 16])], init)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """kind -> the two-hot compiled small model (:func:`small_model`)."""
+    from hlsnn.compiled.build import compile_model
+    tmp = tmp_path_factory.mktemp("netmove-small")
+    out = {}
+    for kind in ("upsample", "zerostuff"):
+        m = small_model(tmp / f"small_{kind}.onnx", kind)
+        out[kind] = tmp / f"small_{kind}.hlsnn"
+        compile_model(_config(tmp, f"small_{kind}", model=m, layout="nchw"), "twohot", out[kind])
+    return out
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("kind", ["upsample", "zerostuff"])
+def test_shift_mac_network_kernel_moves_are_bit_exact_on_csim_in_one_start(small, kind):
+    """The shift_mac network kernel's Move loop (C-simulation): one start per batch, the layer
+    path's bits, and its loop's iteration count the perf model's (ceil(C/Q) * OH * OW)."""
+    from hlsnn.compiled import netperf
+    from hlsnn.deploy import datasets
+    x = datasets.load("digits", layout="nchw").x_test[:8]
+    board = hlsnn.load(small[kind], "csim", network=True)
+    assert kind in [op.kind for op in board.network.ops]
+    np.testing.assert_array_equal(board(x), hlsnn.load(small[kind], "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
+    t = board._kernel.tables
+    move = [op for op in board.network.ops if op.kind == kind][0]
+    want = -(-move.f["c"] // t["pc"]) * move.f["oh"] * move.f["ow"]
+    assert want == (16 * 16 if kind == "upsample" else 15 * 15) * -(-4 // t["pc"])
+    k = board._kernel
+    assert {n: it for n, (it, _) in k.counters.items()} == {
+        n: 8 * v for n, v in netperf.iterations(board.network, t).items()}
+    assert k.counters["NetMove"][0] == 8 * want
+    if k.strict:                                   # the strict C-simulation's port checks hold
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])

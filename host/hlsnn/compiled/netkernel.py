@@ -43,7 +43,7 @@ from ..names import c_ident, comment, check_slug
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
-OPS = {"conv": 0, "maxpool": 1, "add": 2}
+OPS = {"conv": 0, "maxpool": 1, "add": 2, "upsample": 3, "zerostuff": 3}     # 3: hlsnn.compiled.netmove
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
 #: the most images a co-simulation test bench of a network kernel passes in one call: the
@@ -193,6 +193,9 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
     """Fill the descriptor ``d`` of a maxpool or a residual Add (every network kernel alike: the
     Add's main operand first, from an activation buffer, its shortcut from the shortcut
     buffer); return the bits a residual sum and its global pool need (0 for a pool)."""
+    if op.kind in ("upsample", "zerostuff"):                 # a data move (hlsnn.compiled.netmove)
+        from .netmove import move_descriptor
+        return move_descriptor(op, f, d, place, name, pc)
     if op.kind == "maxpool":
         d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         return 0
@@ -381,7 +384,7 @@ def render(net, out_dir):
                weights=[[_ints(b) for b in q] for q in t["words"]], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
-               lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
+               max_move_iter=_most(t, 3), lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
                act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **unfold_fields(t["unfold"], pc))

@@ -29,6 +29,8 @@ import numpy as np
 
 #: the op kinds of this module
 KINDS = ("upsample", "zerostuff", "concat")
+#: the moves each engine's network kernel has a loop for (``network.cpp.j2``'s ``Move``)
+KERNEL_KINDS = {"shift_mac": ("upsample", "zerostuff")}
 
 
 def _chw(shape):
@@ -149,6 +151,8 @@ def refuse_kernel(net):
     C++ has no loop for it yet (module docstring)."""
     from ..errors import InputError
     for op in net.ops:
+        if op.kind in KERNEL_KINDS.get(net.engine, ()):
+            continue
         if op.kind in KINDS:
             raise InputError(f"network kernel: op {op.name} ({op.kind}) runs in the emu network mode only so far; "
                              f"the network kernels' C++ has no loop for it, so on csim, sim and pynq this network "
@@ -176,3 +180,14 @@ def run_pairs(op, get, b):
         pairs = [get(t) for t in op.ins]
         return tuple(run(op, lambda t, k=k: pairs[op.ins.index(t)][k], b) for k in (0, 1))
     return tuple(run(op, lambda t, a=a: a, b) for a in (m, e))
+
+
+def move_descriptor(op, f, d, place, name, pc):
+    """Fill the network kernel's descriptor ``d`` of an upsample or zerostuff op (the
+    ``shift_mac`` kernel's ``Move`` loop: ``kh x kw`` the factors or strides, ``single`` a
+    ZeroStuff's zeros, one output pixel of ``pc`` channels an iteration); 0 extra sum bits."""
+    fy, fx = (f["fh"], f["fw"]) if op.kind == "upsample" else (f["sh"], f["sw"])
+    d.update(src=place[name(op.ins[0])][0], h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=fy, kw=fx,
+             hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"], single=int(op.kind == "zerostuff"),
+             n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"])
+    return 0
