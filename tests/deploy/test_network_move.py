@@ -169,3 +169,19 @@ def test_shift_mac_network_kernel_moves_are_bit_exact_on_csim_in_one_start(small
     assert k.counters["NetMove"][0] == 8 * want
     if k.strict:                                   # the strict C-simulation's port checks hold
         assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+
+
+@pytest.mark.csim
+def test_shift_mac_upsample_on_the_simulated_board_and_in_the_latency_model(small):
+    """The simulated PYNQ board runs the same kernel (one start, the layer path's bits), and
+    the latency model takes the network path with the Move loop's cycles (ceil(C/Q)*OH*OW + depth)."""
+    from hlsnn.compiled import latency, netperf
+    from hlsnn.deploy import datasets
+    x = datasets.load("digits", layout="nchw").x_test[:8]
+    with hlsnn.load(small["upsample"], "sim", network=True) as board:
+        np.testing.assert_array_equal(board(x), hlsnn.load(small["upsample"], "emu", network=False)(x))
+        assert board.last_kernel_starts == 1
+    res = latency.model(small["upsample"])
+    assert res["path"] == "network"
+    row, = [r for r in res["layers"] if r["kind"] == "upsample"]
+    assert row["kernel_cycles"] >= 16 * 16 + netperf.MOVE_DEPTH
