@@ -99,12 +99,12 @@ def test_unet_runs_as_one_network_program_with_the_layer_paths_bits(unets, name,
 def test_the_kernels_refuse_a_move_by_name_until_they_have_its_loop(unets):
     from hlsnn.compiled import artifact
     from hlsnn.compiled.net import kernel_network
-    # shift_mac's kernel has the Upsample loop but no Concat; sparse_cluster's and bfp's neither
-    with pytest.raises(InputError, match=r"op /Concat \(concat\) runs in the emu network mode only"):
-        kernel_network(*artifact.read(unets["unet_upsample_ts17", "twohot"]))
-    for fmt in ("fixed8", "bfp8"):
-        with pytest.raises(InputError, match=r"\(upsample\) runs in the emu network mode only"):
+    # shift_mac's and sparse_cluster's kernels have the Upsample loop but no Concat; bfp's neither
+    for fmt in ("twohot", "fixed8"):
+        with pytest.raises(InputError, match=r"op /Concat \(concat\) runs in the emu network mode only"):
             kernel_network(*artifact.read(unets["unet_upsample_ts17", fmt]))
+    with pytest.raises(InputError, match=r"\(upsample\) runs in the emu network mode only"):
+        kernel_network(*artifact.read(unets["unet_upsample_ts17", "bfp8"]))
 
 
 def small_model(path, kind, seed=3):
@@ -134,30 +134,45 @@ def small_model(path, kind, seed=3):
     return path
 
 
+#: the small models' formats: two-hot on shift_mac, fixed8 on sparse_cluster, and fixed8 on the
+#: board-sized sparse_cluster kernel (net_shape: board, sub-banked activations)
+SMALL_FORMATS = {"twohot": "{type: twohot, accel: shift8_pynq-z2}", "fixed8": "{type: fixed, accel: sparse8_pynq-z2}",
+                 "sized": "{type: fixed, accel: sparse8net_pynq-z2}"}
+
+
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    """kind -> the two-hot compiled small model (:func:`small_model`)."""
+    """(kind, format) -> the compiled small model (:func:`small_model`)."""
     from hlsnn.compiled.build import compile_model
     tmp = tmp_path_factory.mktemp("netmove-small")
     out = {}
     for kind in ("upsample", "zerostuff"):
         m = small_model(tmp / f"small_{kind}.onnx", kind)
-        out[kind] = tmp / f"small_{kind}.hlsnn"
-        compile_model(_config(tmp, f"small_{kind}", model=m, layout="nchw"), "twohot", out[kind])
+        cfg = tmp / f"small_{kind}.yaml"
+        cfg.write_text(f"name: small_{kind}\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n"
+                       + "".join(f"  {k}: {v}\n" for k, v in SMALL_FORMATS.items())
+                       + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in SMALL_FORMATS))
+        for fmt in SMALL_FORMATS:
+            out[kind, fmt] = tmp / f"small_{kind}-{fmt}.hlsnn"
+            compile_model(cfg, fmt, out[kind, fmt])
     return out
 
 
 @pytest.mark.csim
+@pytest.mark.parametrize("fmt", list(SMALL_FORMATS))
 @pytest.mark.parametrize("kind", ["upsample", "zerostuff"])
-def test_shift_mac_network_kernel_moves_are_bit_exact_on_csim_in_one_start(small, kind):
-    """The shift_mac network kernel's Move loop (C-simulation): one start per batch, the layer
-    path's bits, and its loop's iteration count the perf model's (ceil(C/Q) * OH * OW)."""
+def test_network_kernel_moves_are_bit_exact_on_csim_in_one_start(small, kind, fmt):
+    """The network kernels' Move loop (C-simulation; shift_mac, sparse_cluster and its
+    board-sized kernel, which writes every bank copy): one start per batch, the layer path's
+    bits, and its loop's iteration count the perf model's (ceil(C/Q) * OH * OW)."""
     from hlsnn.compiled import netperf
     from hlsnn.deploy import datasets
     x = datasets.load("digits", layout="nchw").x_test[:8]
-    board = hlsnn.load(small[kind], "csim", network=True)
+    board = hlsnn.load(small[kind, fmt], "csim", network=True)
+    assert board.network.engine == ("shift_mac" if fmt == "twohot" else "sparse_cluster")
+    assert (board._kernel.tables.get("sized") is not None) == (fmt == "sized")
     assert kind in [op.kind for op in board.network.ops]
-    np.testing.assert_array_equal(board(x), hlsnn.load(small[kind], "emu", network=False)(x))
+    np.testing.assert_array_equal(board(x), hlsnn.load(small[kind, fmt], "emu", network=False)(x))
     assert board.last_kernel_starts == 1
     t = board._kernel.tables
     move = [op for op in board.network.ops if op.kind == kind][0]
@@ -178,10 +193,11 @@ def test_shift_mac_upsample_on_the_simulated_board_and_in_the_latency_model(smal
     from hlsnn.compiled import latency, netperf
     from hlsnn.deploy import datasets
     x = datasets.load("digits", layout="nchw").x_test[:8]
-    with hlsnn.load(small["upsample"], "sim", network=True) as board:
-        np.testing.assert_array_equal(board(x), hlsnn.load(small["upsample"], "emu", network=False)(x))
+    path = small["upsample", "twohot"]
+    with hlsnn.load(path, "sim", network=True) as board:
+        np.testing.assert_array_equal(board(x), hlsnn.load(path, "emu", network=False)(x))
         assert board.last_kernel_starts == 1
-    res = latency.model(small["upsample"])
+    res = latency.model(path)
     assert res["path"] == "network"
     row, = [r for r in res["layers"] if r["kind"] == "upsample"]
     assert row["kernel_cycles"] >= 16 * 16 + netperf.MOVE_DEPTH
