@@ -99,12 +99,11 @@ def test_unet_runs_as_one_network_program_with_the_layer_paths_bits(unets, name,
 def test_the_kernels_refuse_a_move_by_name_until_they_have_its_loop(unets):
     from hlsnn.compiled import artifact
     from hlsnn.compiled.net import kernel_network
-    # shift_mac's and sparse_cluster's kernels have the Upsample loop but no Concat; bfp's neither
-    for fmt in ("twohot", "fixed8"):
-        with pytest.raises(InputError, match=r"op /Concat \(concat\) runs in the emu network mode only"):
-            kernel_network(*artifact.read(unets["unet_upsample_ts17", fmt]))
-    with pytest.raises(InputError, match=r"\(upsample\) runs in the emu network mode only"):
-        kernel_network(*artifact.read(unets["unet_upsample_ts17", "bfp8"]))
+    # every engine's kernel has the Upsample / ZeroStuff loop, none a Concat yet
+    for name in UNETS:
+        for fmt in ("bfp8", "twohot", "fixed8"):
+            with pytest.raises(InputError, match=r"op \S+ \(concat\) runs in the emu network mode only"):
+                kernel_network(*artifact.read(unets[name, fmt]))
 
 
 def small_model(path, kind, seed=3):
@@ -134,9 +133,9 @@ def small_model(path, kind, seed=3):
     return path
 
 
-#: the small models' formats: two-hot on shift_mac, fixed8 on sparse_cluster, and fixed8 on the
+#: the small models' formats: bfp8 on bfp_systolic, two-hot on shift_mac, fixed8 on sparse_cluster, and fixed8 on the
 #: board-sized sparse_cluster kernel (net_shape: board, sub-banked activations)
-SMALL_FORMATS = {"twohot": "{type: twohot, accel: shift8_pynq-z2}", "fixed8": "{type: fixed, accel: sparse8_pynq-z2}",
+SMALL_FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}", "fixed8": "{type: fixed, accel: sparse8_pynq-z2}",
                  "sized": "{type: fixed, accel: sparse8net_pynq-z2}"}
 
 
@@ -162,14 +161,14 @@ def small(tmp_path_factory):
 @pytest.mark.parametrize("fmt", list(SMALL_FORMATS))
 @pytest.mark.parametrize("kind", ["upsample", "zerostuff"])
 def test_network_kernel_moves_are_bit_exact_on_csim_in_one_start(small, kind, fmt):
-    """The network kernels' Move loop (C-simulation; shift_mac, sparse_cluster and its
+    """The network kernels' Move loop (C-simulation; bfp_systolic, shift_mac, sparse_cluster and its
     board-sized kernel, which writes every bank copy): one start per batch, the layer path's
     bits, and its loop's iteration count the perf model's (ceil(C/Q) * OH * OW)."""
-    from hlsnn.compiled import netperf
+    from hlsnn.compiled import bfpperf, netperf
     from hlsnn.deploy import datasets
     x = datasets.load("digits", layout="nchw").x_test[:8]
     board = hlsnn.load(small[kind, fmt], "csim", network=True)
-    assert board.network.engine == ("shift_mac" if fmt == "twohot" else "sparse_cluster")
+    assert board.network.engine == {"bfp8": "bfp_systolic", "twohot": "shift_mac"}.get(fmt, "sparse_cluster")
     assert (board._kernel.tables.get("sized") is not None) == (fmt == "sized")
     assert kind in [op.kind for op in board.network.ops]
     np.testing.assert_array_equal(board(x), hlsnn.load(small[kind, fmt], "emu", network=False)(x))
@@ -180,7 +179,7 @@ def test_network_kernel_moves_are_bit_exact_on_csim_in_one_start(small, kind, fm
     assert want == (16 * 16 if kind == "upsample" else 15 * 15) * -(-4 // t["pc"])
     k = board._kernel
     assert {n: it for n, (it, _) in k.counters.items()} == {
-        n: 8 * v for n, v in netperf.iterations(board.network, t).items()}
+        n: 8 * v for n, v in (bfpperf if fmt == "bfp8" else netperf).iterations(board.network, t).items()}
     assert k.counters["NetMove"][0] == 8 * want
     if k.strict:                                   # the strict C-simulation's port checks hold
         assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
