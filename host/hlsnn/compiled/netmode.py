@@ -602,7 +602,7 @@ def run_ints(net, xq, *, keep=False):
             env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
         elif op.kind in ("upsample", "zerostuff", "concat"):
             from .netmove import run
-            env[op.out] = run(op, get, b)
+            env[op.out] = run(op, get, b, net.input["bits"])
         else:
             y = add_ints(x.reshape(b, f["c"], f["hw"]),
                          get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f, net.input["bits"])

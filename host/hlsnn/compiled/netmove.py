@@ -13,10 +13,9 @@ radix ``F``, a ``C x H x W`` map per image):
    other. When the parts share a radix the result has it (the layer path's ``Concat`` keeps a
    shared format: :func:`hlsnn.deploy.hostops.out_format`). Otherwise the layer path
    concatenates float values and the consuming engine layer quantizes them to its calibrated
-   ``F_x``: here each part whose radix differs is first requantized to ``F_x`` by rule 4's
-   requantization of one tensor (an ``add`` op with ``single``: ``shift_round_sat(q, F_i -
-   F_x, B, rounding)``, exact while ``F_i <= max(F_x + 24, 0)``, which :func:`lower_host`'s
-   caller checks as for an Add), then moved.
+   ``F_x``: here each part is requantized to ``F_x`` as it is moved, by rule 4's
+   requantization of one tensor (``shifts``: ``shift_round_sat(q, F_i - F_x, B, rounding)``,
+   the identity at shift 0), exact while ``F_i <= max(F_x + 24, 0)`` (checked as for an Add).
 
 These ops run in :func:`hlsnn.compiled.netmode.run_ints` (numpy, integers only). The compiled
 emu fast path (:mod:`hlsnn.compiled.netfast`) and the network kernels' C++ have no loop for
@@ -71,7 +70,8 @@ def lower_host(j, state, shapes, ops, why, op_cls):
     fs = [s[1] for s in sts]
     shapes[j["output"]] = (sum(cs), h, w)
     if len(set(fs)) == 1:                   # one format: the layer path keeps it
-        ops.append(op_cls("concat", j["name"], list(ins), j["output"], dict(cs=cs, hw=h * w, h=h, w=w)))
+        ops.append(op_cls("concat", j["name"], list(ins), j["output"],
+                          dict(cs=cs, hw=h * w, h=h, w=w, shifts=[0] * len(cs), rounding="nearest_even")))
         state[j["output"]] = sts[0]
     else:                                   # requantized to the consumer's F_x (materialize)
         state[j["output"]] = ("cat", dict(ins=list(ins), fs=fs, cs=cs, h=h, w=w, name=j["name"]))
@@ -92,19 +92,10 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
         return base
     if f_x is None or max(c["fs"]) > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {max(c['fs'])} to {f_x} is not exact in today's host rule")
-    parts = []
     hw = c["h"] * c["w"]
-    for i, (t, f, ch) in enumerate(zip(c["ins"], c["fs"], c["cs"])):
-        if f == f_x:
-            parts.append(t)
-            continue
-        r = f"{c['name']}_r{i}"
-        ops.append(op_cls("add", f"{c['name']}/requant{i}", [t], r,
-                          dict(c=ch, hw=hw, sa=0, sb=0, relu=False, gap=False, shift=f - f_x, rounding=rounding,
-                               single=True)))
-        shapes[r], state[r] = (ch, c["h"], c["w"]), ("q", f_x)
-        parts.append(r)
-    ops.append(op_cls("concat", c["name"], parts, base, dict(cs=list(c["cs"]), hw=hw, h=c["h"], w=c["w"])))
+    ops.append(op_cls("concat", c["name"], list(c["ins"]), base,
+                      dict(cs=list(c["cs"]), hw=hw, h=c["h"], w=c["w"], shifts=[f - f_x for f in c["fs"]],
+                           rounding=rounding)))
     shapes[base], state[base] = (sum(c["cs"]), c["h"], c["w"]), ("q", f_x)
     aliases[src] = base
     return base
@@ -120,6 +111,9 @@ def check_op(op, ints, bad):
         for v in f["cs"]:
             if not isinstance(v, (int, np.integer)) or not 1 <= v <= 1 << 16:
                 raise bad(op, f"channel counts {f['cs']}: integers in 1..65536")
+        for v in f.get("shifts", ()):
+            if not isinstance(v, (int, np.integer)) or not -62 <= v <= 62:
+                raise bad(op, f"requantization shifts {f['shifts']}: integers within +-62")
         return
     ints(op, f, ("c", "h", "w", "oh", "ow"), 1, 1 << 16)
     if op.kind == "upsample":
@@ -132,12 +126,17 @@ def check_op(op, ints, bad):
         raise bad(op, f"an output of {f['oh']}x{f['ow']}, but its input and factors give {want[0]}x{want[1]}")
 
 
-def run(op, get, b):
-    """Rules 6-8 on a batch of ``b`` images: the op's output integers (B, C, OH, OW) int64."""
+def run(op, get, b, bits=None):
+    """Rules 6-8 on a batch of ``b`` images: the op's output integers (B, C, OH, OW) int64 (a
+    concat's parts requantized by their ``shifts`` to ``bits`` first; none for BFP pairs)."""
     f = op.f
     if op.kind == "concat":
-        return np.concatenate([np.asarray(get(t), np.int64).reshape(b, cs, f["h"], f["w"])
-                               for t, cs in zip(op.ins, f["cs"])], axis=1)
+        from ..primitives import shift_round_sat
+        parts = [np.asarray(get(t), np.int64).reshape(b, cs, f["h"], f["w"]) for t, cs in zip(op.ins, f["cs"])]
+        if bits is not None:
+            parts = [a if s == 0 else shift_round_sat(a, s, bits, f["rounding"])[0]
+                     for a, s in zip(parts, f["shifts"])]
+        return np.concatenate(parts, axis=1)
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
     if op.kind == "upsample":
         return np.repeat(np.repeat(x, f["fh"], axis=2), f["fw"], axis=3)
