@@ -99,11 +99,35 @@ def test_unet_runs_as_one_network_program_with_the_layer_paths_bits(unets, name,
 def test_the_kernels_refuse_a_move_by_name_until_they_have_its_loop(unets):
     from hlsnn.compiled import artifact
     from hlsnn.compiled.net import kernel_network
-    # every engine's kernel has the Upsample / ZeroStuff loop, none a Concat yet
+    # every engine's kernel has the Upsample / ZeroStuff loop; only shift_mac's has a Concat
     for name in UNETS:
-        for fmt in ("bfp8", "twohot", "fixed8"):
+        kernel_network(*artifact.read(unets[name, "twohot"]))
+        for fmt in ("bfp8", "fixed8"):
             with pytest.raises(InputError, match=r"op \S+ \(concat\) runs in the emu network mode only"):
                 kernel_network(*artifact.read(unets[name, fmt]))
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("name", UNETS)
+def test_unet_runs_in_one_start_of_the_shift_mac_network_kernel(unets, name):
+    """Both U-Nets in two-hot on the shift_mac network kernel's C-simulation: one start per
+    batch (layer by layer: one per conv, 5), the layer path's bits. The skip tensor waits in the
+    shortcut buffer and the Concat loop requantizes it as it moves it (upsample_ts17: a shift
+    of 1), and its iterations are the perf model's."""
+    from hlsnn.compiled import netperf
+    x = _data(name).x_test[:8]
+    board = hlsnn.load(unets[name, "twohot"], "csim", network=True)
+    kinds = [op.kind for op in board.network.ops]
+    assert kinds == ["conv", "maxpool", "conv", KINDS[name], "conv", "concat", "conv", "conv"], kinds
+    np.testing.assert_array_equal(board(x), hlsnn.load(unets[name, "twohot"], "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
+    k = board._kernel
+    assert {n: it for n, (it, _) in k.counters.items()} == {
+        n: 8 * v for n, v in netperf.iterations(board.network, k.tables).items()}
+    cat, = [op for op in board.network.ops if op.kind == "concat"]
+    assert k.counters["NetConcat"][0] == 8 * -(-sum(cat.f["cs"]) // k.tables["pc"]) * cat.f["hw"]
+    if name == "unet_upsample_ts17":
+        assert cat.f["shifts"] == [1, 0], cat.f["shifts"]
 
 
 def small_model(path, kind, seed=3):

@@ -29,7 +29,8 @@ import numpy as np
 #: the op kinds of this module
 KINDS = ("upsample", "zerostuff", "concat")
 #: the moves each engine's network kernel has a loop for (``network.cpp.j2``'s ``Move``)
-KERNEL_KINDS = dict.fromkeys(("shift_mac", "sparse_cluster", "bfp_systolic"), ("upsample", "zerostuff"))
+KERNEL_KINDS = dict(dict.fromkeys(("sparse_cluster", "bfp_systolic"), ("upsample", "zerostuff")),
+                    shift_mac=("upsample", "zerostuff", "concat"))
 
 
 def _chw(shape):
@@ -150,7 +151,7 @@ def refuse_kernel(net):
     C++ has no loop for it yet (module docstring)."""
     from ..errors import InputError
     for op in net.ops:
-        if op.kind in KERNEL_KINDS.get(net.engine, ()):
+        if op.kind in KERNEL_KINDS.get(net.engine, ()) and (op.kind != "concat" or len(op.ins) == 2):
             continue
         if op.kind in KINDS:
             raise InputError(f"network kernel: op {op.name} ({op.kind}) runs in the emu network mode only so far; "
@@ -182,9 +183,22 @@ def run_pairs(op, get, b):
 
 
 def move_descriptor(op, f, d, place, name, pc):
-    """Fill the network kernel's descriptor ``d`` of an upsample or zerostuff op (the
-    ``shift_mac`` kernel's ``Move`` loop: ``kh x kw`` the factors or strides, ``single`` a
-    ZeroStuff's zeros, one output pixel of ``pc`` channels an iteration); 0 extra sum bits."""
+    """Fill the network kernel's descriptor ``d`` of an upsample or zerostuff op (the kernels'
+    ``Move`` loop: ``kh x kw`` the factors or strides, ``single`` a ZeroStuff's zeros, one
+    output pixel of ``pc`` channels an iteration; 0 extra sum bits), or of a concat of two
+    parts (``shift_mac``'s ``Concat`` loop: the first part, made first, from the shortcut
+    buffer; the bits its requantization needs)."""
+    from ..errors import InputError
+    if op.kind == "concat":
+        a, b = (name(t) for t in op.ins)
+        short, main = f.get("short"), f.get("main")
+        if {short, main} != {a, b} or short == main or not place[short][1] or place[main][0] is None:
+            raise InputError(f"network kernel: {op.name}: a concat of two tensors, the one made first in the "
+                             f"shortcut buffer, is supported")
+        ca, cb = f["cs"]
+        d.update(src=place[main][0], hw=f["hw"], cg=ca, zlast=cb, kh=ca // pc, kw=ca % pc, pt_w=(ca // pc) * f["hw"],
+                 sa=f["shifts"][0], sb=f["shifts"][1], single=int(short == b), n_iter=-(-(ca + cb) // pc) * f["hw"])
+        return 8 + max(0, -min(f["shifts"])) + 2
     fy, fx = (f["fh"], f["fw"]) if op.kind == "upsample" else (f["sh"], f["sw"])
     d.update(src=place[name(op.ins[0])][0], h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=fy, kw=fx,
              hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"], single=int(op.kind == "zerostuff"),

@@ -19,7 +19,8 @@ count, so the schedule is static):
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
 * add: ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
 * upsample / zerostuff (:mod:`hlsnn.compiled.netmove`): one output pixel a cycle,
-  ``ceil(C/Q) * OH * OW``, plus :data:`MOVE_DEPTH`;
+  ``ceil(C/Q) * OH * OW``, plus :data:`MOVE_DEPTH`; a channel concat (its requantization as
+  the Add's), ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
 * store: ``out_elems`` cycles to pack the output's words on chip, then the words in one burst
   (``StoreWords``) plus :data:`DDR_LATENCY`.
 
@@ -52,7 +53,7 @@ def _f(row, key):
     return row["vals"][row["names"].index(key)]
 
 
-LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove"}
+LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat"}
 
 
 def words(elems):
@@ -77,7 +78,7 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
     ``ii``: ``{loop counter: II}`` of the loops whose derived II is above 1
     (:func:`hlsnn.perf.schedule.ii_of`): their iterations cost that many cycles each."""
     g = (ii or {}).get
-    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH}
+    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: ADD_DEPTH}
     rows = [("load", "load image", words(tables["in_elems"]) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
     # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle

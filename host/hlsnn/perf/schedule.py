@@ -986,7 +986,8 @@ def _net_depths(engine):
         return {"ConvMac": bfpperf.MAC_DEPTH, "ConvExp": bfpperf.EXP_DEPTH, "NetPool": bfpperf.POOL_DEPTH,
                 "NetAdd": bfpperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH}
     conv = sparseperf.CONV_DEPTH if engine == "sparse_cluster" else netperf.CONV_DEPTH
-    return {"NetMac": conv, "NetPool": netperf.POOL_DEPTH, "NetAdd": netperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH}
+    return {"NetMac": conv, "NetPool": netperf.POOL_DEPTH, "NetAdd": netperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH,
+            "NetConcat": netperf.ADD_DEPTH}
 
 
 _NET_MEMO = {}
