@@ -128,6 +128,11 @@ def test_unet_runs_in_one_start_of_the_shift_mac_network_kernel(unets, name):
     assert k.counters["NetConcat"][0] == 8 * -(-sum(cat.f["cs"]) // k.tables["pc"]) * cat.f["hw"]
     if name == "unet_upsample_ts17":
         assert cat.f["shifts"] == [1, 0], cat.f["shifts"]
+    if k.strict:                                   # the strict C-simulation's port checks hold
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+    with hlsnn.load(unets[name, "twohot"], "sim", network=True) as sim:       # the simulated board
+        np.testing.assert_array_equal(sim(x), board(x))
+        assert sim.last_kernel_starts == 1
 
 
 def small_model(path, kind, seed=3):
