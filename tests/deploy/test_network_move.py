@@ -99,38 +99,40 @@ def test_unet_runs_as_one_network_program_with_the_layer_paths_bits(unets, name,
 def test_the_kernels_refuse_a_move_by_name_until_they_have_its_loop(unets):
     from hlsnn.compiled import artifact
     from hlsnn.compiled.net import kernel_network
-    # every engine's kernel has the Upsample / ZeroStuff loop; only shift_mac's has a Concat
+    # every engine's kernel has the Upsample / ZeroStuff loop; shift_mac's and sparse_cluster's a Concat
     for name in UNETS:
-        kernel_network(*artifact.read(unets[name, "twohot"]))
-        for fmt in ("bfp8", "fixed8"):
-            with pytest.raises(InputError, match=r"op \S+ \(concat\) runs in the emu network mode only"):
-                kernel_network(*artifact.read(unets[name, fmt]))
+        for fmt in ("twohot", "fixed8"):
+            kernel_network(*artifact.read(unets[name, fmt]))
+        with pytest.raises(InputError, match=r"op \S+ \(concat\) runs in the emu network mode only"):
+            kernel_network(*artifact.read(unets[name, "bfp8"]))
 
 
 @pytest.mark.csim
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
 @pytest.mark.parametrize("name", UNETS)
-def test_unet_runs_in_one_start_of_the_shift_mac_network_kernel(unets, name):
-    """Both U-Nets in two-hot on the shift_mac network kernel's C-simulation: one start per
+def test_unet_runs_in_one_start_of_the_network_kernel(unets, name, fmt):
+    """Both U-Nets in two-hot (shift_mac) and fixed8 (sparse_cluster) on the network kernel's
+    C-simulation and the simulated board: one start per
     batch (layer by layer: one per conv, 5), the layer path's bits. The skip tensor waits in the
     shortcut buffer and the Concat loop requantizes it as it moves it (upsample_ts17: a shift
     of 1), and its iterations are the perf model's."""
     from hlsnn.compiled import netperf
     x = _data(name).x_test[:8]
-    board = hlsnn.load(unets[name, "twohot"], "csim", network=True)
+    board = hlsnn.load(unets[name, fmt], "csim", network=True)
     kinds = [op.kind for op in board.network.ops]
     assert kinds == ["conv", "maxpool", "conv", KINDS[name], "conv", "concat", "conv", "conv"], kinds
-    np.testing.assert_array_equal(board(x), hlsnn.load(unets[name, "twohot"], "emu", network=False)(x))
+    np.testing.assert_array_equal(board(x), hlsnn.load(unets[name, fmt], "emu", network=False)(x))
     assert board.last_kernel_starts == 1
     k = board._kernel
     assert {n: it for n, (it, _) in k.counters.items()} == {
         n: 8 * v for n, v in netperf.iterations(board.network, k.tables).items()}
     cat, = [op for op in board.network.ops if op.kind == "concat"]
     assert k.counters["NetConcat"][0] == 8 * -(-sum(cat.f["cs"]) // k.tables["pc"]) * cat.f["hw"]
-    if name == "unet_upsample_ts17":
+    if name == "unet_upsample_ts17" and fmt == "twohot":
         assert cat.f["shifts"] == [1, 0], cat.f["shifts"]
     if k.strict:                                   # the strict C-simulation's port checks hold
         assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
-    with hlsnn.load(unets[name, "twohot"], "sim", network=True) as sim:       # the simulated board
+    with hlsnn.load(unets[name, fmt], "sim", network=True) as sim:       # the simulated board
         np.testing.assert_array_equal(sim(x), board(x))
         assert sim.last_kernel_starts == 1
 
@@ -164,8 +166,8 @@ def small_model(path, kind, seed=3):
 
 #: the small models' formats: bfp8 on bfp_systolic, two-hot on shift_mac, fixed8 on sparse_cluster, and fixed8 on the
 #: board-sized sparse_cluster kernel (net_shape: board, sub-banked activations)
-SMALL_FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}", "fixed8": "{type: fixed, accel: sparse8_pynq-z2}",
-                 "sized": "{type: fixed, accel: sparse8net_pynq-z2}"}
+SMALL_FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
+                 "fixed8": "{type: fixed, accel: sparse8_pynq-z2}", "sized": "{type: fixed, accel: sparse8net_pynq-z2}"}
 
 
 @pytest.fixture(scope="module")
