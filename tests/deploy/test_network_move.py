@@ -99,24 +99,27 @@ def test_unet_runs_as_one_network_program_with_the_layer_paths_bits(unets, name,
 def test_the_kernels_refuse_a_move_by_name_until_they_have_its_loop(unets):
     from hlsnn.compiled import artifact
     from hlsnn.compiled.net import kernel_network
-    # every engine's kernel has the Upsample / ZeroStuff loop; shift_mac's and sparse_cluster's a Concat
+    # every engine's kernel has the three loops: a concat of three parts is still refused by name
     for name in UNETS:
-        for fmt in ("twohot", "fixed8"):
+        for fmt in ("bfp8", "twohot", "fixed8"):
             kernel_network(*artifact.read(unets[name, fmt]))
-        with pytest.raises(InputError, match=r"op \S+ \(concat\) runs in the emu network mode only"):
-            kernel_network(*artifact.read(unets[name, "bfp8"]))
+    net = netmode.NetProgram("n", [netmode.Op("concat", "c3", ["a", "b", "c"], "o", dict(cs=[1, 1, 1]))], {}, {}, {},
+                             [], {}, "a", {}, "shift_mac")
+    with pytest.raises(InputError, match=r"op c3 \(concat\) runs in the emu network mode only"):
+        netmove.refuse_kernel(net)
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+@pytest.mark.parametrize("fmt", ["bfp8", "twohot", "fixed8"])
 @pytest.mark.parametrize("name", UNETS)
 def test_unet_runs_in_one_start_of_the_network_kernel(unets, name, fmt):
-    """Both U-Nets in two-hot (shift_mac) and fixed8 (sparse_cluster) on the network kernel's
+    """Both U-Nets in bfp8 (bfp_systolic; no requantization: elements keep their exponents),
+    two-hot (shift_mac) and fixed8 (sparse_cluster) on the network kernel's
     C-simulation and the simulated board: one start per
     batch (layer by layer: one per conv, 5), the layer path's bits. The skip tensor waits in the
     shortcut buffer and the Concat loop requantizes it as it moves it (upsample_ts17: a shift
     of 1), and its iterations are the perf model's."""
-    from hlsnn.compiled import netperf
+    from hlsnn.compiled import bfpperf, netperf
     x = _data(name).x_test[:8]
     board = hlsnn.load(unets[name, fmt], "csim", network=True)
     kinds = [op.kind for op in board.network.ops]
@@ -125,7 +128,7 @@ def test_unet_runs_in_one_start_of_the_network_kernel(unets, name, fmt):
     assert board.last_kernel_starts == 1
     k = board._kernel
     assert {n: it for n, (it, _) in k.counters.items()} == {
-        n: 8 * v for n, v in netperf.iterations(board.network, k.tables).items()}
+        n: 8 * v for n, v in (bfpperf if fmt == "bfp8" else netperf).iterations(board.network, k.tables).items()}
     cat, = [op for op in board.network.ops if op.kind == "concat"]
     assert k.counters["NetConcat"][0] == 8 * -(-sum(cat.f["cs"]) // k.tables["pc"]) * cat.f["hw"]
     if name == "unet_upsample_ts17" and fmt == "twohot":

@@ -29,8 +29,7 @@ import numpy as np
 #: the op kinds of this module
 KINDS = ("upsample", "zerostuff", "concat")
 #: the moves each engine's network kernel has a loop for (``network.cpp.j2``'s ``Move``)
-KERNEL_KINDS = dict(dict.fromkeys(("shift_mac", "sparse_cluster"), ("upsample", "zerostuff", "concat")),
-                    bfp_systolic=("upsample", "zerostuff"))
+KERNEL_KINDS = dict.fromkeys(("shift_mac", "sparse_cluster", "bfp_systolic"), ("upsample", "zerostuff", "concat"))
 
 
 def _chw(shape):

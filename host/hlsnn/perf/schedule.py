@@ -984,7 +984,7 @@ def _net_depths(engine):
     from ..compiled import bfpperf, netperf, sparseperf
     if engine == "bfp_systolic":
         return {"ConvMac": bfpperf.MAC_DEPTH, "ConvExp": bfpperf.EXP_DEPTH, "NetPool": bfpperf.POOL_DEPTH,
-                "NetAdd": bfpperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH}
+                "NetAdd": bfpperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH, "NetConcat": netperf.MOVE_DEPTH}
     conv = sparseperf.CONV_DEPTH if engine == "sparse_cluster" else netperf.CONV_DEPTH
     return {"NetMac": conv, "NetPool": netperf.POOL_DEPTH, "NetAdd": netperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH,
             "NetConcat": netperf.ADD_DEPTH}
