@@ -234,3 +234,22 @@ def test_shift_mac_upsample_on_the_simulated_board_and_in_the_latency_model(smal
     assert res["path"] == "network"
     row, = [r for r in res["layers"] if r["kind"] == "upsample"]
     assert row["kernel_cycles"] >= 16 * 16 + netperf.MOVE_DEPTH
+
+
+@pytest.mark.csim
+def test_unet_in_one_start_of_the_board_sized_sparse_kernel(tmp_path):
+    """unet_upsample on the board-sized sparse_cluster kernel (net_shape: board, sub-banked
+    activations): the Move and Concat loops write every bank copy; one start, the layer path's bits."""
+    from hlsnn.compiled.build import compile_model
+    name = "unet_upsample_ts17"
+    cfg = tmp_path / "u.yaml"
+    cfg.write_text(_config(tmp_path, name).read_text().split("formats:")[0]
+                   + "formats:\n  sized: {type: fixed, accel: sparse8net_pynq-z2}\nassignments:\n"
+                   "  sized: {default: sized}\n")
+    out = tmp_path / "u.hlsnn"
+    compile_model(cfg, "sized", out)
+    x = _data(name).x_test[:8]
+    board = hlsnn.load(out, "csim", network=True)
+    assert board._kernel.tables.get("sized") is not None
+    np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
