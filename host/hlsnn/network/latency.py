@@ -125,6 +125,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     logits: MLPerf Tiny's DMA + kernel + softmax; input quantization outside it) and ``host``:
     the steps with their basis, and the double-buffered figures per image."""
     from . import artifact, program as netmode
+    from ..engines.network.move import refuse_kernel
     from ..engines.network.perf import DDR_LATENCY
     from ..engines.shift_mac.network import perf as netperf
     from ..engines.shift_mac.network import kernel as shiftkernel
@@ -132,6 +133,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     prog, arrays = artifact.read(path)
     try:
         net = netmode.lower(prog, arrays)
+        refuse_kernel(net)                          # a data move no kernel has a loop for (netmove)
     except InputError:
         return None
     name, b, cpu = _board(prog, board)
@@ -261,7 +263,8 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             return res
         if network:
             from . import artifact, program as netmode
-            netmode.lower(*artifact.read(path))          # raises the reason
+            from ..engines.network.move import refuse_kernel
+            refuse_kernel(netmode.lower(*artifact.read(path)))          # raises the reason
     from ..perf.layers import layer_kernel_cycles
     from .loader import load
     net = load(path, "emu", self_check=False, network=False)

@@ -75,7 +75,10 @@ def overlay_config(overlay):
 
 
 def kernel_class(net):
-    """The network kernel's class (C-simulation) for a lowered network's engine, or None."""
+    """The network kernel's class (C-simulation) for a lowered network's engine, or None;
+    :class:`InputError` for an op no kernel has a loop for (:func:`hlsnn.engines.network.move.refuse_kernel`)."""
+    from ..engines.network.move import refuse_kernel
+    refuse_kernel(net)
     if net.engine == "shift_mac":
         from ..engines.network.kernel import NetKernel
         return NetKernel

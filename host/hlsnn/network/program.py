@@ -191,6 +191,9 @@ def lower(program, arrays):
                 state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w))))
                 shapes[j["output"]] = (c, 1, 1)
                 continue
+            from ..engines.network import move as netmove
+            if netmove.lower_host(j, state, shapes, ops, _why, Op):         # Upsample, ZeroStuff, Concat
+                continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
         if j["engine"] != rules.engine or j["format"] not in rules.formats:
@@ -204,6 +207,10 @@ def lower(program, arrays):
                 raise _why(j, "a second layer reads the float input")
             quant = j["f_x"]
             state[src] = st = ("q", j["f_x"])
+        elif st[0] == "cat":                       # a Concat of parts at different radix points
+            from ..engines.network import move as netmove
+            src = netmove.materialize(j, src, st, state, shapes, ops, aliases, rounding, _why, Op)
+            st = state[src]
         elif st[0] == "add":
             a = st[1]
             f_x = j["f_x"]
@@ -316,6 +323,9 @@ def check_ops(net):
                 if sh.size not in (1, f["z"]) or (sh.size and np.abs(sh).max() > 62):
                     raise bad(op, f"output shifts {sh.min(initial=0)}..{sh.max(initial=0)} (within +-62, one or "
                                   f"one per output)")
+        elif op.kind in ("upsample", "zerostuff", "concat"):
+            from ..engines.network.move import check_op
+            check_op(op, ints, bad)
         elif op.kind == "add":
             ints(op, f, ("c", "hw"), 1, 1 << 26)
             for k in ("sa", "sb"):
@@ -475,6 +485,9 @@ def run_ints(net, xq, *, keep=False):
             env[op.out] = y.reshape(b, -1) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
+        elif op.kind in ("upsample", "zerostuff", "concat"):
+            from ..engines.network.move import run
+            env[op.out] = run(op, get, b, net.input["bits"])
         else:
             y = add_ints(x.reshape(b, f["c"], f["hw"]),
                          get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f, net.input["bits"])

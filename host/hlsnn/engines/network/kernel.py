@@ -44,7 +44,7 @@ from ...names import c_ident, comment, check_slug
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
-OPS = {"conv": 0, "maxpool": 1, "add": 2}
+OPS = {"conv": 0, "maxpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4}     # 3: hlsnn.engines.network.move
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
 #: the most images a co-simulation test bench of a network kernel passes in one call: the
@@ -78,7 +78,7 @@ def allocate(net, pc=1):
         if op.kind == "add" and len(ins) == 1:          # the global pool of one tensor: no shortcut
             op.f["main"], op.f["short"] = ins[0], None
             main_uses[ins[0]].append(i)
-        elif op.kind == "add":
+        elif op.kind == "add" or op.kind == "concat":     # a concat: its earlier-made part in sc (netmove)
             a, b = ins
             if made[a] < made[b]:
                 a, b = b, a
@@ -98,7 +98,7 @@ def allocate(net, pc=1):
         slot = None
         if main_uses[t]:
             # the tensor op i reads from an activation buffer (an add's shortcut is in sc)
-            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind == "add"
+            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind in ("add", "concat")
                                            else name(net.ops[i].ins[0])}
             free = [s for s in (0, 1) if holder[s] is None or (last(holder[s], main_uses) <= i
                                                                and holder[s] not in reading)]
@@ -126,7 +126,7 @@ def check_disjoint(net, place):
     C-simulation makes it one at run time (a read within the pipeline's distance of its write)."""
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     for op in net.ops:
-        src = op.f["main"] if op.kind == "add" else name(op.ins[0])
+        src = op.f["main"] if op.kind in ("add", "concat") else name(op.ins[0])
         s, d = place[src][0], place[op.out][0]
         if s is not None and s == d:
             raise AssertionError(f"network kernel: {op.name} would write activation buffer {d}, which it reads "
@@ -194,6 +194,9 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
     """Fill the descriptor ``d`` of a maxpool or a residual Add (every network kernel alike: the
     Add's main operand first, from an activation buffer, its shortcut from the shortcut
     buffer); return the bits a residual sum and its global pool need (0 for a pool)."""
+    if op.kind in ("upsample", "zerostuff", "concat"):       # a data move (hlsnn.engines.network.move)
+        from .move import move_descriptor
+        return move_descriptor(op, f, d, place, name, pc)
     if op.kind == "maxpool":
         d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         return 0

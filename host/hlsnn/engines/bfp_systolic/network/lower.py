@@ -169,6 +169,9 @@ def lower(program, arrays, alias_shape, maxpool_fields):
                 state[j["output"]], shapes[j["output"]] = "add", (c, 1, 1)
                 pending[j["output"]] = dict(a, p=int(math.log2(h * w)))
                 continue
+            from ...network import move as netmove
+            if netmove.lower_host_bfp(j, state, shapes, ops, _why):        # Upsample, ZeroStuff, Concat
+                continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
         if j["engine"] != "bfp_systolic" or j["format"] != "bfp":
@@ -490,6 +493,9 @@ def _run(net, xq, keep, seen):
             env[op.out] = maxpool_pairs(shaped(x, (f["c"], f["h"], f["w"])), f)
         elif op.kind == "relu":
             env[op.out] = (np.maximum(x[0], 0), x[1])
+        elif op.kind in ("upsample", "zerostuff", "concat"):
+            from ...network.move import run_pairs
+            env[op.out] = run_pairs(op, get, bsz)
         else:
             xa = shaped(x, (f["c"], f["hw"]))
             xb = shaped(get(op.ins[1]), (f["c"], f["hw"])) if len(op.ins) > 1 else tuple(

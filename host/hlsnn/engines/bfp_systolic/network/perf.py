@@ -33,7 +33,7 @@ part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.engines.
 """
 from __future__ import annotations
 
-from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, POOL_DEPTH, _f
+from ...network.perf import AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, MOVE_DEPTH, POOL_DEPTH, _f
 
 #: act read (1), the leading-one encoder of 54 bits (2), the Q-input max tree (2), the clamp (1)
 EXP_DEPTH = 6
@@ -43,7 +43,7 @@ MAC_DEPTH = 16
 #: two reads, the leading ones, the aligning shifters, the sum and the exactness test
 ADD_DEPTH = 6
 
-LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd"}
+LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat"}
 
 
 def iterations(net, tables):
@@ -66,7 +66,7 @@ def op_cycles(net, tables, ii=None):
     g = (ii or {}).get
     rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables["in_elems"] * g("NetLoad", 1))]
-    depth = {1: POOL_DEPTH, 2: ADD_DEPTH}
+    depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH}     # 3: netmove's Move loop
     for op, r in zip(net.ops, tables["rows"]):
         k = _f(r, "op")
         c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0

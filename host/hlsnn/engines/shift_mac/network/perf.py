@@ -18,6 +18,9 @@ count, so the schedule is static):
   the epilogue is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
 * add: ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
+* upsample / zerostuff (:mod:`hlsnn.network.netmove`): one output pixel a cycle,
+  ``ceil(C/Q) * OH * OW``, plus :data:`MOVE_DEPTH`; a channel concat (its requantization as
+  the Add's), ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
 * store: ``out_elems`` cycles to pack the output's words on chip, then the words in one burst
   (``StoreWords``) plus :data:`DDR_LATENCY`.
 
@@ -36,12 +39,12 @@ allowances, not synthesis results.
 """
 from __future__ import annotations
 
-from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, POOL_DEPTH, _f
+from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, MOVE_DEPTH, POOL_DEPTH, _f
 
 CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
 
 
-LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd"}
+LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat"}
 
 
 def words(elems):
@@ -66,7 +69,7 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
     ``ii``: ``{loop counter: II}`` of the loops whose derived II is above 1
     (:func:`hlsnn.perf.schedule.ii_of`): their iterations cost that many cycles each."""
     g = (ii or {}).get
-    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH}
+    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: ADD_DEPTH}
     rows = [("load", "load image", words(tables["in_elems"]) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
     # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle

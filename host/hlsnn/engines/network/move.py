@@ -1,0 +1,205 @@
+"""Data moves in the integer network mode (issue 52): nearest ``Upsample`` by integer factors,
+``ZeroStuff`` (a transposed convolution's input: ``s - 1`` zeros between the pixels) and a
+channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.network.program.lower` for the
+``shift_mac`` and ``sparse_cluster`` network modes. The rules (``q`` a tensor's integers at
+radix ``F``, a ``C x H x W`` map per image):
+
+6. **upsample** by ``(fh, fw)``: ``y[c, y, x] = q[c, y // fh, x // fw]``; radix unchanged
+   (:func:`hlsnn.deploy.hostops.run`'s ``np.repeat`` of each pixel, exact).
+7. **zerostuff** by strides ``(sh, sw)``: ``y[c, y*sh, x*sw] = q[c, y, x]``, every other
+   pixel 0, an ``((H-1)*sh + 1) x ((W-1)*sw + 1)`` map; radix unchanged (0 is a value of every
+   fixed-point format, so the integers are the host op's values exactly).
+8. **concat** along the channels of parts of one ``H x W``: the parts' integers one after the
+   other. When the parts share a radix the result has it (the layer path's ``Concat`` keeps a
+   shared format: :func:`hlsnn.deploy.hostops.out_format`). Otherwise the layer path
+   concatenates float values and the consuming engine layer quantizes them to its calibrated
+   ``F_x``: here each part is requantized to ``F_x`` as it is moved, by rule 4's
+   requantization of one tensor (``shifts``: ``shift_round_sat(q, F_i - F_x, B, rounding)``,
+   the identity at shift 0), exact while ``F_i <= max(F_x + 24, 0)`` (checked as for an Add).
+
+These ops run in :func:`hlsnn.network.program.run_ints` (numpy, integers only). The compiled
+emu fast path (:mod:`hlsnn.network.fast`) and the network kernels' C++ have no loop for
+them yet: :func:`netfast.build` returns None for such a network (the numpy path runs it, same
+bits) and :func:`refuse_kernel` names the op for csim, sim and pynq (the network then runs
+layer by layer there)."""
+from __future__ import annotations
+
+import numpy as np
+
+#: the op kinds of this module
+KINDS = ("upsample", "zerostuff", "concat")
+#: the moves each engine's network kernel has a loop for (``network.cpp.j2``'s ``Move``)
+KERNEL_KINDS = dict.fromkeys(("shift_mac", "sparse_cluster", "bfp_systolic"), ("upsample", "zerostuff", "concat"))
+
+
+def _chw(shape):
+    from .program import _chw as chw
+    return chw(shape)
+
+
+def lower_host(j, state, shapes, ops, why, op_cls):
+    """Lower host layer ``j`` if it is one of this module's moves: appends its op to ``ops``,
+    sets its output's state and shape, and returns True; False for another host op.
+    :class:`InputError` (``why(j, what)``) for a move it cannot take."""
+    op = j["op"]
+    if op not in ("Upsample", "ZeroStuff", "Concat"):
+        return False
+    ins = j["inputs"]
+    sts = [state.get(i) for i in ins]
+    if any(s is None or s[0] != "q" for s in sts):
+        raise why(j, "a data move of integer tensors computed on the fabric (not of a pending Add or pool)")
+    c, h, w = _chw(shapes[ins[0]])
+    a = j.get("attrs", {})
+    if op == "Upsample":
+        fh, fw = (int(v) for v in a["factors"])
+        f = dict(c=c, h=h, w=w, fh=fh, fw=fw, oh=h * fh, ow=w * fw)
+        ops.append(op_cls("upsample", j["name"], [ins[0]], j["output"], f))
+        state[j["output"]], shapes[j["output"]] = sts[0], (c, f["oh"], f["ow"])
+        return True
+    if op == "ZeroStuff":
+        sh, sw = (int(v) for v in a["strides"])
+        f = dict(c=c, h=h, w=w, sh=sh, sw=sw, oh=(h - 1) * sh + 1, ow=(w - 1) * sw + 1)
+        ops.append(op_cls("zerostuff", j["name"], [ins[0]], j["output"], f))
+        state[j["output"]], shapes[j["output"]] = sts[0], (c, f["oh"], f["ow"])
+        return True
+    chws = [_chw(shapes[i]) for i in ins]
+    axis = a.get("axis", 1)
+    if axis not in (1, -3) or any(len(shapes[i]) != 3 for i in ins) or len({s[1:] for s in chws}) != 1:
+        raise why(j, "a Concat along the channels of maps of one height and width is supported")
+    cs = [s[0] for s in chws]
+    fs = [s[1] for s in sts]
+    shapes[j["output"]] = (sum(cs), h, w)
+    if len(set(fs)) == 1:                   # one format: the layer path keeps it
+        ops.append(op_cls("concat", j["name"], list(ins), j["output"],
+                          dict(cs=cs, hw=h * w, h=h, w=w, shifts=[0] * len(cs), rounding="nearest_even")))
+        state[j["output"]] = sts[0]
+    else:                                   # requantized to the consumer's F_x (materialize)
+        state[j["output"]] = ("cat", dict(ins=list(ins), fs=fs, cs=cs, h=h, w=w, name=j["name"]))
+    return True
+
+
+def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
+    """An engine layer ``j`` reads the pending concat ``st`` (parts at different radix points):
+    each part requantized to ``j``'s ``F_x`` (module rule 8), then moved; returns the concat's
+    materialized tensor name (its state ``("q", F_x)``)."""
+    c = st[1]
+    f_x = j["f_x"]
+    base = c["name"] + "_q"
+    if base in shapes:
+        if state[base][1] != f_x:
+            raise why(j, f"two consumers of {c['name']} requantize it to different radix points")
+        aliases[src] = base
+        return base
+    if f_x is None or max(c["fs"]) > max(f_x + 24, 0):
+        raise why(j, f"the requantization from radix {max(c['fs'])} to {f_x} is not exact in today's host rule")
+    hw = c["h"] * c["w"]
+    ops.append(op_cls("concat", c["name"], list(c["ins"]), base,
+                      dict(cs=list(c["cs"]), hw=hw, h=c["h"], w=c["w"], shifts=[f - f_x for f in c["fs"]],
+                           rounding=rounding)))
+    shapes[base], state[base] = (sum(c["cs"]), c["h"], c["w"]), ("q", f_x)
+    aliases[src] = base
+    return base
+
+
+def check_op(op, ints, bad):
+    """:func:`hlsnn.network.program.check_ops` for this module's ops."""
+    f = op.f
+    if op.kind == "concat":
+        ints(op, f, ("hw", "h", "w"), 1, 1 << 26)
+        if len(op.ins) != len(f.get("cs", ())) or len(op.ins) < 2:
+            raise bad(op, f"{len(op.ins)} inputs for {len(f.get('cs', ()))} channel counts")
+        for v in f["cs"]:
+            if not isinstance(v, (int, np.integer)) or not 1 <= v <= 1 << 16:
+                raise bad(op, f"channel counts {f['cs']}: integers in 1..65536")
+        for v in f.get("shifts", ()):
+            if not isinstance(v, (int, np.integer)) or not -62 <= v <= 62:
+                raise bad(op, f"requantization shifts {f['shifts']}: integers within +-62")
+        return
+    ints(op, f, ("c", "h", "w", "oh", "ow"), 1, 1 << 16)
+    if op.kind == "upsample":
+        ints(op, f, ("fh", "fw"), 1, 64)
+        want = (f["h"] * f["fh"], f["w"] * f["fw"])
+    else:
+        ints(op, f, ("sh", "sw"), 1, 64)
+        want = ((f["h"] - 1) * f["sh"] + 1, (f["w"] - 1) * f["sw"] + 1)
+    if (f["oh"], f["ow"]) != want:
+        raise bad(op, f"an output of {f['oh']}x{f['ow']}, but its input and factors give {want[0]}x{want[1]}")
+
+
+def run(op, get, b, bits=None):
+    """Rules 6-8 on a batch of ``b`` images: the op's output integers (B, C, OH, OW) int64 (a
+    concat's parts requantized by their ``shifts`` to ``bits`` first; none for BFP pairs)."""
+    f = op.f
+    if op.kind == "concat":
+        from ...primitives import shift_round_sat
+        parts = [np.asarray(get(t), np.int64).reshape(b, cs, f["h"], f["w"]) for t, cs in zip(op.ins, f["cs"])]
+        if bits is not None:
+            parts = [a if s == 0 else shift_round_sat(a, s, bits, f["rounding"])[0]
+                     for a, s in zip(parts, f["shifts"])]
+        return np.concatenate(parts, axis=1)
+    x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
+    if op.kind == "upsample":
+        return np.repeat(np.repeat(x, f["fh"], axis=2), f["fw"], axis=3)
+    y = np.zeros((b, f["c"], f["oh"], f["ow"]), np.int64)
+    y[:, :, ::f["sh"], ::f["sw"]] = x
+    return y
+
+
+def refuse_kernel(net):
+    """:class:`InputError` naming the first op of this module in ``net``: the network kernels'
+    C++ has no loop for it yet (module docstring)."""
+    from ...errors import InputError
+    for op in net.ops:
+        if op.kind in KERNEL_KINDS.get(net.engine, ()) and (op.kind != "concat" or len(op.ins) == 2):
+            continue
+        if op.kind in KINDS:
+            raise InputError(f"network kernel: op {op.name} ({op.kind}) runs in the emu network mode only so far; "
+                             f"the network kernels' C++ has no loop for it, so on csim, sim and pynq this network "
+                             f"runs layer by layer")
+
+
+def lower_host_bfp(j, state, shapes, ops, why):
+    """:func:`lower_host` for the ``bfp_systolic`` network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`),
+    whose activations are per-element ``(m, e)`` pairs: the three moves move pairs (a stuffed
+    zero is ``(0, 0)``: a zero's ``e`` means nothing, netbfp rule 2), and a Concat needs no
+    requantization (each element keeps its own exponent)."""
+    from .program import Op
+    if j["op"] not in ("Upsample", "ZeroStuff", "Concat"):
+        return False
+    st = {k: ("q", 0) if v == "q" else (v,) for k, v in state.items() if k in j["inputs"]}
+    got = lower_host(j, st, shapes, ops, why, Op)
+    state[j["output"]] = "q"
+    return got
+
+
+def run_pairs(op, get, b):
+    """Rules 6-8 on a batch of ``b`` images of ``(m, e)`` pairs: the output pairs."""
+    m, e = get(op.ins[0]) if op.kind != "concat" else (None, None)
+    if op.kind == "concat":
+        pairs = [get(t) for t in op.ins]
+        return tuple(run(op, lambda t, k=k: pairs[op.ins.index(t)][k], b) for k in (0, 1))
+    return tuple(run(op, lambda t, a=a: a, b) for a in (m, e))
+
+
+def move_descriptor(op, f, d, place, name, pc):
+    """Fill the network kernel's descriptor ``d`` of an upsample or zerostuff op (the kernels'
+    ``Move`` loop: ``kh x kw`` the factors or strides, ``single`` a ZeroStuff's zeros, one
+    output pixel of ``pc`` channels an iteration; 0 extra sum bits), or of a concat of two
+    parts (``shift_mac``'s ``Concat`` loop: the first part, made first, from the shortcut
+    buffer; the bits its requantization needs)."""
+    from ...errors import InputError
+    if op.kind == "concat":
+        a, b = (name(t) for t in op.ins)
+        short, main = f.get("short"), f.get("main")
+        if {short, main} != {a, b} or short == main or not place[short][1] or place[main][0] is None:
+            raise InputError(f"network kernel: {op.name}: a concat of two tensors, the one made first in the "
+                             f"shortcut buffer, is supported")
+        ca, cb = f["cs"]
+        d.update(src=place[main][0], hw=f["hw"], cg=ca, zlast=cb, kh=ca // pc, kw=ca % pc, pt_w=(ca // pc) * f["hw"],
+                 sa=f["shifts"][0], sb=f["shifts"][1], single=int(short == b), n_iter=-(-(ca + cb) // pc) * f["hw"])
+        return 8 + max(0, -min(f["shifts"])) + 2
+    fy, fx = (f["fh"], f["fw"]) if op.kind == "upsample" else (f["sh"], f["sw"])
+    d.update(src=place[name(op.ins[0])][0], h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=fy, kw=fx,
+             hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"], single=int(op.kind == "zerostuff"),
+             n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"])
+    return 0
