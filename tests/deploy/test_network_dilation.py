@@ -140,3 +140,14 @@ def test_dilated_convs_are_bit_exact_on_csim_in_one_start(tmp_path, fmt):
     assert [(op.f["kh"], op.f["kw"]) for op in board.network.ops if op.kind == "conv"] == [(5, 5), (3, 5)]
     np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
     assert board.last_kernel_starts == 1
+
+
+@pytest.mark.slow
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_tcresnet_is_bit_exact_on_csim_in_one_start(tcresnets, fmt):
+    """The whole TC-ResNet in one start of the network kernel's C-simulation, the layer path's bits."""
+    x = _data("tcresnet_ts17").x_test[:8]
+    board = hlsnn.load(tcresnets["tcresnet_ts17", fmt], "csim", network=True)
+    np.testing.assert_array_equal(board(x), hlsnn.load(tcresnets["tcresnet_ts17", fmt], "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
