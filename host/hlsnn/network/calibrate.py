@@ -62,6 +62,7 @@ from ..formats import fixed
 from ..native import parallel
 from ..primitives import msb_histogram
 from . import fast as netfast, program as netmode
+from .dilate import spread
 
 #: ``rule | RAW`` makes ``hlsnn_net_conv`` store the wide results (``netint.c``)
 RAW = 4
@@ -181,7 +182,10 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
     is_shift = isinstance(ex, ShiftExec)
     if is_shift and getattr(ex.fmt, "weight_fit", "nearest") == "output":
         own = shift_fit.refit(ex, x.transpose(0, 3, 1, 2), fx)      # the values ex.wq encodes
-        f["codes"] = own.reshape(f["codes"].shape).astype(np.int64)
+        dh, dw = map(int, ex.layer.dilations) if ex.layer.kind == "conv" else (1, 1)
+        kc = f["codes"].shape
+        own = own.reshape(kc[:2] + ((kc[2] - 1) // dh + 1, (kc[3] - 1) // dw + 1))
+        f["codes"] = spread(own, dh, dw).astype(np.int64)          # a dilated layer's zero-filled kernel
     f_w = np.broadcast_to(np.asarray(ex.f_w, np.int64).reshape(-1), (z,))
     f_in = fx + ex.f_w                                     # an int, or one per output channel
     b_fit = getattr(ex, "b_fit", None)

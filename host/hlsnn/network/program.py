@@ -30,6 +30,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    layer's codes as the layer path runs it, ``gp`` groups packed into one block-diagonal GEMM
    (:func:`hlsnn.deploy.groups.gemm_weight`); :meth:`ShiftRules.weights` takes each output's own
    ``(C/groups, kh, kw)`` codes back (checked: the packed weight's other codes are zero).
+   A dilated conv is this conv with its kernel's holes filled with zero codes
+   (:func:`hlsnn.network.dilate.dilate`: extent ``d*(k-1)+1``, pads unchanged; exact).
    Then the engine's output rule
    (:func:`hlsnn.engines.shift_mac.emulator.output_rule`, emulator rule 5: ``v = saturate_A(acc
    + bias)``, ReLU, ``shift_round_sat(v, shift, B)`` with the *config's* rounding), with
@@ -64,7 +66,7 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 power of two has no exact float value and no integer rule here: :func:`lower` refuses it
 (say, a 7x7 global pool), as it refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
-``sparse_cluster``, dilation, ``ceil_mode`` pools, unsigned activations, and a ``Clip`` that
+``sparse_cluster``, ``ceil_mode`` pools, unsigned activations, and a ``Clip`` that
 is not a conv's output clamp (above). Those networks run layer by layer as before.
 """
 from __future__ import annotations
@@ -77,6 +79,7 @@ from ..engine_registry import network_part
 from ..errors import InputError
 from ..engines.network.program import NetProgram, Op, _chw, _why
 from ..primitives import shift_round_sat
+from .dilate import dilate
 
 #: host ops that change no integer (an alias of their input)
 ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
@@ -239,9 +242,8 @@ def lower(program, arrays):
             geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
         else:
             geom = j["geom"]
-        if geom["dilations"] != [1, 1]:
-            raise _why(j, "dilation")
         codes, extra = rules.weights(j, arrays, (c, h, w), lambda what: _why(j, what))
+        codes, extra = dilate(codes, extra, *geom["dilations"])     # the holes as zero weights
         z, cg, kh, kw = codes.shape
         g = geom["group"]
         if cg * g != c:

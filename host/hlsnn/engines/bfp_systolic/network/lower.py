@@ -202,7 +202,8 @@ def lower(program, arrays, alias_shape, maxpool_fields):
         else:
             geom = j["geom"]
         if geom["dilations"] != [1, 1]:
-            raise _why(j, "dilation")
+            raise _why(j, "dilation (the BFP network mode's zero-filled kernel would put the pixels under its holes "
+                          "in the patch whose shared exponent the layer path takes over the taps alone: not exact)")
         if geom["group"] != 1:
             raise _why(j, f"a grouped conv ({geom['group']} groups): not in the BFP network mode")
         kh, kw = geom["kh"], geom["kw"]

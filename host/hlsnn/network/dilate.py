@@ -1,0 +1,35 @@
+"""Dilation in the network mode (issue 52): a convolution with dilations ``(dh, dw)`` and
+kernel ``(kh, kw)`` is the ordinary convolution with the kernel of extent ``(dh*(kh-1)+1,
+dw*(kw-1)+1)`` whose holes hold zero weights, with the same strides and padding. Its output
+is the dilated convolution's by definition (each output sums the same products, plus products
+by zero), so the network kernels run it unchanged: the sparse engine's kernel skips the zero
+weights; the dense engines (``shift_mac``, ``bfp_systolic``) pay their multiply-adds.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: the value of each shift-add field (``hlsnn.engines.shift_mac.network.lower._fields``) at a hole
+HOLE_FIELDS = dict(zero=1)
+
+
+def spread(a, dh, dw, fill=0):
+    """``a`` (..., kh, kw) with ``dh - 1`` rows and ``dw - 1`` columns of ``fill`` between its
+    taps: (..., dh*(kh-1)+1, dw*(kw-1)+1)."""
+    a = np.asarray(a)
+    kh, kw = a.shape[-2:]
+    out = np.full(a.shape[:-2] + (dh * (kh - 1) + 1, dw * (kw - 1) + 1), fill, a.dtype)
+    out[..., ::dh, ::dw] = a
+    return out
+
+
+def dilate(codes, extra, dh, dw):
+    """The zero-filled kernel of a dilated layer's taps ``codes`` (Z, C/g, kh, kw) and its
+    engine fields ``extra`` (``fields``: per-tap arrays of the same shape, a hole being a zero
+    code); ``(codes, extra)`` unchanged when ``dh == dw == 1``."""
+    if (dh, dw) == (1, 1):
+        return codes, extra
+    extra = dict(extra)
+    if "fields" in extra:
+        extra["fields"] = {n: spread(v, dh, dw, HOLE_FIELDS.get(n, 0)) for n, v in extra["fields"].items()}
+    return spread(codes, dh, dw), extra
