@@ -37,7 +37,7 @@ NET_ROWS = {"| two-hot": ("twohot",), "| fixed8 / sparse50": ("fixed8", "sparse5
 
 
 def _config_cells(name, op):
-    from hlsnn.perf import measure as pm
+    from hlsnn.measure import operation as pm
     cfg = ROOT / "configs" / "accel" / f"{name}.yaml"
     if op.startswith("conv"):
         r = pm.measure(str(cfg), conv=CONV, density=0.5)

@@ -1,6 +1,6 @@
 """The ``s_axilite`` register map Vitis HLS generates for a top function (``ap_ctrl_hs``),
 derived from the kernel template's signature and pragmas, for the layer kernels
-(:func:`hlsnn.build.hwh.kernel_registers`) and the network kernels alike.
+(:func:`hlsnn.blockdesign.hwh.kernel_registers`) and the network kernels alike.
 
 The rule (Vitis HLS, the ``xkernel_hw.h`` header and the IP's ``component.xml``):
 
@@ -134,3 +134,15 @@ def kernel_layout(text, top):
         raise ValueError(f"s_axilite pragmas name {', '.join(sorted(missing))}, which {top} does not take")
     regs, by_rtl = layout([(rtl_name(c), bits, False) for c, bits in args])
     return regs, {c: by_rtl[rtl_name(c)] for c, _ in args}, m_axi_ports(text)
+
+
+def predicted_register_map(regs_in, regs_out) -> dict:
+    """The s_axilite map Vitis HLS generates for 32-bit scalar arguments, in declaration order:
+    control at 0x00 (GIE 0x04, IER 0x08, ISR 0x0C), then 8 bytes per argument from 0x10 (an
+    input: data + reserved; an output: data + its ap_vld control word)."""
+    regs = {"ap_ctrl": 0x00}
+    off = 0x10
+    for name in list(regs_in) + list(regs_out):
+        regs[name] = off
+        off += 8
+    return regs

@@ -1,4 +1,4 @@
-"""Finding a board's Vivado board files without Vivado (hlsnn.build.boardfiles), and the
+"""Finding a board's Vivado board files without Vivado (hlsnn.blockdesign.boardfiles), and the
 warning `hlsnn build` and `--dry-run` print when they are missing or cannot be checked.
 
 The board.xml fixtures follow the layout of real board repositories: the folder is the board
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import hlsnn.cli
-from hlsnn.build import boardfiles
+from hlsnn.blockdesign import boardfiles
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

@@ -1,4 +1,4 @@
-"""The hardware handoff written without Vivado (hlsnn.build.hwh): for every shipped config it
+"""The hardware handoff written without Vivado (hlsnn.blockdesign.hwh): for every shipped config it
 parses with the parser pynq 4.0 uses (pynqmetadata's HwhFrontend + RuntimeMetadataParser) and
 loads through an unmodified ``pynq.Overlay``, and describes what hls/tcl/bd.tcl.j2 builds: the
 DMA and the kernel at the fixed addresses, the DMA parameters, the stream links both ways, the
@@ -15,7 +15,8 @@ import pytest
 import hlsnn
 import hlsnn.cli
 from hlsnn import codegen
-from hlsnn.build import bd_context, hwh, hwh_read, ps_presets, reports
+from hlsnn import regmap
+from hlsnn.blockdesign import bd_context, hwh, hwh_read, ps_presets
 from hlsnn.engines import ENGINES
 
 pynqmetadata = pytest.importorskip("pynqmetadata")
@@ -171,7 +172,7 @@ def test_kernel_and_register_map(label, cfg, rendered):
     assert {f: (v["bit_offset"], v["bit_width"]) for f, v in ctrl.items() if f in CTRL_FIELDS} == CTRL_FIELDS
     assert ctrl["AP_START"]["access"] == "read-write" and ctrl["AP_DONE"]["access"] == "read-only"
 
-    predicted = reports.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT)
+    predicted = regmap.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT)
     assert predicted.pop("ap_ctrl") == 0
     expected_offsets = {0, 4, 8, 12}
     for i, (name, off) in enumerate(predicted.items()):
@@ -195,7 +196,7 @@ def test_kernel_and_register_map(label, cfg, rendered):
     got = {n: v["address_offset"] for n, v in regs_p.items()
            if n not in ("GIER", "IP_IER", "IP_ISR") and not n.endswith("_ctrl")}
     got["ap_ctrl"] = got.pop("CTRL")
-    assert got == reports.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT)
+    assert got == regmap.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT)
 
 
 @pytest.mark.parametrize("label,cfg", CASES, ids=IDS)

@@ -129,7 +129,7 @@ def test_report_counts_the_stride1_rewrite_on_sparse(tmp_path):
     """The modelled cycles of a stride-2 layer on the sparse engine are those of the stride-1
     convolution it runs: about sh * sw = 4 times the outputs it keeps."""
     from hlsnn import load_config
-    from hlsnn.perf.layers import layer_cycles
+    from hlsnn.measure.layers import layer_cycles
     _, c, z, k, attrs, hw = next(g for g in GEOMETRIES if g[0] == "stride2")
     layer = load_onnx(_model(tmp_path, "stride2", c, z, k, attrs, hw)).layer("stride2")
     cfg = load_config(ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml")

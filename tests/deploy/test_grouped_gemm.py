@@ -15,7 +15,7 @@ from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
 from hlsnn.deploy.graph import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
 from hlsnn.engines.convgeom import dense_weight  # noqa: E402
-from hlsnn.perf.layers import layer_cycles  # noqa: E402
+from hlsnn.measure.layers import layer_cycles  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
 ACCEL = {"twohot": "shift8_pynq-z2", "bfp": "bfp8_zcu104"}

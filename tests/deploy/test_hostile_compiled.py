@@ -658,7 +658,7 @@ def test_run_output_is_checked_first_and_written_whole(good, tmp_path, capsys, m
 @pytest.mark.parametrize("name", ["a--b", "x-", EVIL])
 def test_the_network_overlays_hwh_stays_well_formed_xml(tmp_path, name):
     import xml.etree.ElementTree as ET
-    from hlsnn.build.hwh_net import render_net_hwh
+    from hlsnn.network.hwh import render_net_hwh
     from hlsnn.runtime import Accelerator
     cfg = Accelerator("shift8_pynq-z2", "emu").config
     path = render_net_hwh(cfg, tmp_path / "n.hwh", network=name)
@@ -692,7 +692,7 @@ def test_hostile_names_reach_generated_tcl_only_reduced(tmp_path, template):
     import shutil
     import subprocess
     from hlsnn import codegen
-    from hlsnn.build.design import bd_context
+    from hlsnn.blockdesign.design import bd_context
     from hlsnn.names import comment
     from hlsnn.runtime import Accelerator
     cfg = Accelerator("shift8_pynq-z2", "emu").config

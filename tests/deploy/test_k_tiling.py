@@ -94,7 +94,7 @@ def test_report_models_the_raw_calls():
     """The report's cycle model makes the runner's calls: a 128-wide dense layer on sparse8
     (max_in_channels 64) is two raw calls of 64 channels for a batch that fits one map."""
     from hlsnn import load_config
-    from hlsnn.perf.layers import layer_cycles
+    from hlsnn.measure.layers import layer_cycles
     cfg = load_config(SPARSE4)
     r = layer_cycles(_net("dense", 128, 10).layers[0], cfg, 5)
     assert r["calls"] == 2 and r["k"] == 128
@@ -149,7 +149,7 @@ def test_report_models_the_shift_raw_calls():
     """The report's cycle model makes the kernel's raw calls: a 1100-wide dense layer on
     shift8_pynq-z2 (max_k 1024) is two raw calls of 550 (a batch that fits one call)."""
     from hlsnn import load_config
-    from hlsnn.perf.layers import layer_cycles
+    from hlsnn.measure.layers import layer_cycles
     cfg = load_config(SHIFT8)
     r = layer_cycles(_net("dense", 1100, 10).layers[0], cfg, 5, fmt_type="twohot")
     assert r["calls"] == 2 and r["k"] == 1100

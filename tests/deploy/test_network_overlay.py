@@ -1,5 +1,5 @@
 """The network overlay (issue 31): the network kernel's s_axilite register map as Vitis HLS lays
-it out, its block design (``hlsnn.build.hwh_net``) read by pynq's own parser, and the network
+it out, its block design (``hlsnn.network.hwh``) read by pynq's own parser, and the network
 kernel on the simulated board and on the pynq target through that overlay.
 
 References: the register offsets are written out by hand from the Vitis HLS convention (the
@@ -73,7 +73,8 @@ def test_network_hwh_parses_with_pynq(config, tmp_path):
     SmartConnect to the PS's HP port, the control port hangs off the GP master; no DMA."""
     pytest.importorskip("pynqmetadata")
     from conftest import ROOT
-    from hlsnn.build import bd_context, hwh_net, hwh_read
+    from hlsnn.blockdesign import bd_context, hwh_read
+    from hlsnn.network import hwh as hwh_net
     from hlsnn.config import load_config
     cfg = load_config(ROOT / "configs" / "accel" / f"{config}.yaml")
     path = hwh_net.render_net_hwh(cfg, tmp_path / "net.hwh")
@@ -97,7 +98,7 @@ def test_network_hwh_parses_with_pynq(config, tmp_path):
     assert peer("ps_axi_periph", "M00_AXI") == (name, "s_axi_control")
     assert hwh_net.net_masters(path, name) == {"m_axi_gmem0": 64, "m_axi_gmem1": 64}
     # the layer kernel's design has none: its data go through the DMA's streams
-    from hlsnn.build import hwh
+    from hlsnn.blockdesign import hwh
     layer = hwh.render_hwh(cfg, tmp_path / "layer.hwh")
     assert hwh_net.net_masters(layer, cfg.name) == {} and hwh_net.net_masters(layer, name) == {}
 

@@ -24,7 +24,7 @@ from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.errors import ConfigError, InputError  # noqa: E402
 from hlsnn.formats import radix_update  # noqa: E402
-from hlsnn.perf.layers import layer_cycles  # noqa: E402
+from hlsnn.measure.layers import layer_cycles  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "configs" / "models"

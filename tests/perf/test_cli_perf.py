@@ -118,7 +118,7 @@ def test_sweep_reports_the_same_model(tmp_path):
     rows + the post gap of 7), before the next group's 768 steps end. Groups 0-14 stream whole inside the loop; the
     last completes as the loop ends: OutSamples 4 * 3 = 12; WriteBeats 4 * 129 beats in 4
     entries: 512 + 4 * 5 = 532."""
-    from hlsnn.perf.measure import measure
+    from hlsnn.measure.operation import measure
     from hlsnn.sweep import run_sweep
     import yaml
     data = yaml.safe_load((ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml").read_text())

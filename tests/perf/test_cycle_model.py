@@ -232,7 +232,7 @@ def test_sparse_mac_steps_by_hand():
     multiplier 1 one; B (kx = 1) gives 1 and 2. U = 1: max(2, 1) + max(1, 2) = 4 cycles. U = 2:
     multiplier 1 starts B while multiplier 0 finishes A: multiplier 0 works in cycles 0-1 (A)
     and 2 (B), multiplier 1 in 0 (A) and 1-2 (B): 3 cycles. Both: 6 products."""
-    from hlsnn.perf.counting import sparse_mac_steps
+    from hlsnn.measure.counting import sparse_mac_steps
     rows, cols = np.array([0, 0, 0, 1, 1, 2, 2]), np.array([0, 1, 2, 0, 2, 0, 2])
     coefs = (np.array([0, 0]), np.array([0, 1]))
     assert sparse_mac_steps((rows, cols), coefs, (2, 2), 2, (4, 4), 1) == (4, 6)
@@ -388,7 +388,7 @@ def test_shift_random_shapes_match_closed_form(shift_acc):
 
 def test_sparse_random_maps(sparse_acc):
     from hlsnn.perf import sparse_cluster as page
-    from hlsnn.perf.sparse_work import work_model
+    from hlsnn.measure.sparse_work import work_model
     rng = np.random.default_rng(5)
     p = sparse_acc.config.params
     for d in (1.0, 0.3):
@@ -404,7 +404,7 @@ def test_sparse_random_maps(sparse_acc):
                   for kz in range(c) for ky in range(3) for kx in range(3))
         assert macs == ref
         _check_invariants(kc, macs, page.peak_macs_per_cycle(p))
-        # the sparse work model (perf/sparse_work.py) counts the same steps and products
+        # the sparse work model (measure/sparse_work.py) counts the same steps and products
         wm = work_model(sparse_acc.config, x, wt)
         assert wm["steps"] == [kc.counts.get("MacLoop.0", (0, 0))[0]]
         assert wm["multiplies"] == [macs]
@@ -412,9 +412,9 @@ def test_sparse_random_maps(sparse_acc):
 
 def test_sparse_units_match_work_model():
     """Three units: each unit's MacLoop and EffectualMacs counters equal the steps and
-    multiplies that perf/sparse_work.py derives from the same job plan."""
+    multiplies that measure/sparse_work.py derives from the same job plan."""
     from hlsnn.runtime import Accelerator
-    from hlsnn.perf.sparse_work import kernel_cycles, work_model
+    from hlsnn.measure.sparse_work import kernel_cycles, work_model
     rng = np.random.default_rng(6)
     x = (rng.integers(-128, 128, (3, 11, 9)) * (rng.random((3, 11, 9)) < 0.4)).astype(np.int8)
     wt = (rng.integers(-128, 128, (3, 3, 3, 3)) * (rng.random((3, 3, 3, 3)) < 0.5)).astype(np.int8)
@@ -437,7 +437,7 @@ def test_sparse_units_match_work_model():
 
 
 def test_perf_equals_last_cycles(shift_acc):
-    from hlsnn.perf.measure import measure
+    from hlsnn.measure.operation import measure
     res = measure(shift_acc.config, gemm=(4, 9, 5), mode="pot", seed=7)
     rng = np.random.default_rng(7)                  # measure's data recipe, by hand
     shift_acc.kernel.gemm(rng.normal(size=(4, 9)), rng.normal(size=(5, 9)), mode="pot")
@@ -463,7 +463,7 @@ def test_sim_target_times_the_kernel():
 
 def test_perf_errors():
     from hlsnn.errors import InputError
-    from hlsnn.perf.measure import measure, parse_shape
+    from hlsnn.measure.operation import measure, parse_shape
     cfg = ROOT / "configs" / "accel" / "bfp16_pynq-z2.yaml"
     with pytest.raises(InputError, match="resident"):
         measure(ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml", conv=(1, 4, 4, 1, 3), resident=True)
@@ -481,12 +481,12 @@ def _no_marks(counts):
 
 def _counting(cfg):
     from hlsnn.engines import ENGINES
-    from hlsnn.perf.counting import CountingTarget
+    from hlsnn.measure.counting import CountingTarget
     return ENGINES[cfg.engine].Kernel(cfg, CountingTarget(cfg, ENGINES[cfg.engine]))
 
 
 def test_counting_target_equals_csim(bfp_acc, shift_acc, sparse_acc):
-    """The replica loop nests (perf/counting.py) give the csim counters call for call, also
+    """The replica loop nests (measure/counting.py) give the csim counters call for call, also
     through the tiling (a shift_mac map larger than max_hw, a bias, statistics, pooling)."""
     from hlsnn.runtime import Accelerator
     rng = np.random.default_rng(9)

@@ -205,7 +205,7 @@ def _board_configs():
 
 @pytest.mark.parametrize("cfg", _board_configs(), ids=lambda c: c.board.name)
 def test_rendered_hwh_clocks_on_the_simulated_board(cfg, tmp_path):
-    from hlsnn.build import hwh
+    from hlsnn.blockdesign import hwh
     path = hwh.render_hwh(cfg, tmp_path / "design.hwh")
     (i, en, act, d0, d1), *_ = declared(path)
     assert en

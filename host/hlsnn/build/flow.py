@@ -24,13 +24,14 @@ import time
 from pathlib import Path
 
 from ..version import __version__
-from .. import codegen
+from .. import codegen, regmap
 from ..compare import compare, format_report
 from ..engines import ENGINES
 from ..errors import HlsnnError
 from ..paths import build_dir
-from . import boardfiles, reports, tools
-from .design import bd_context
+from ..blockdesign import boardfiles
+from ..blockdesign.design import bd_context
+from . import reports, tools
 
 EXIT = {"ok": 0, "failed": 1, "tools_missing": 3}
 
@@ -42,10 +43,10 @@ class BuildFailed(HlsnnError, RuntimeError):
 def _protocol_register_map(cfg, by_arg, header):
     """The manifest's register map, keyed by the engine protocol's register names
     (``REGS_IN``/``REGS_OUT``), from the generated header's map keyed by the kernel's C argument
-    names (e.g. the protocol's ``k`` is the argument ``k_in``; :func:`hlsnn.build.hwh.kernel_arguments`
+    names (e.g. the protocol's ``k`` is the argument ``k_in``; :func:`hlsnn.blockdesign.hwh.kernel_arguments`
     pairs them from the template's pragmas). The board then looks registers up by protocol name
     and never guesses. Returns ``(map, {protocol name: argument name})``."""
-    from .hwh import kernel_arguments
+    from ..blockdesign.hwh import kernel_arguments
     pairs = kernel_arguments(cfg)
     missing = [arg for _, arg, _ in pairs if arg.lower() not in by_arg]
     if missing:
@@ -316,7 +317,7 @@ class Build:
             self.manifest["register_map"], self.manifest["register_names"] = _protocol_register_map(
                 self.cfg, reports.parse_register_header(hdr[0]), hdr[0])
         else:
-            self.manifest["register_map"] = reports.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT)
+            self.manifest["register_map"] = regmap.predicted_register_map(eng.protocol.REGS_IN, eng.protocol.REGS_OUT)
             self.manifest["register_names"] = {n: n for n in self.manifest["register_map"] if n != "ap_ctrl"}
         self.manifest["register_map_source"] = str(hdr[0]) if hdr else "predicted (no generated header found)"
         if not (sol / "impl" / "ip").is_dir():

@@ -1,5 +1,5 @@
 """``hlsnn build NAME.hlsnn``: the bitstream flow of a compiled model's network kernel, a
-*network overlay* ``overlays/<config>_net/`` (:mod:`hlsnn.build.hwh_net` describes its block
+*network overlay* ``overlays/<config>_net/`` (:mod:`hlsnn.network.hwh` describes its block
 design; :class:`hlsnn.network.board.NetBoard` runs it).
 
 The stages are the layer kernel's (:class:`hlsnn.build.flow.Build`), for the network kernel:
@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..names import check_slug, comment
 from ..paths import build_dir
 from . import reports
-from .design import bd_context
+from ..blockdesign.design import bd_context
 from .flow import Build, BuildFailed, _say
 
 

@@ -71,18 +71,6 @@ def parse_register_header(path) -> dict:
     return regs
 
 
-def predicted_register_map(regs_in, regs_out) -> dict:
-    """The s_axilite map Vitis HLS generates for 32-bit scalar arguments, in declaration order:
-    control at 0x00 (GIE 0x04, IER 0x08, ISR 0x0C), then 8 bytes per argument from 0x10 (an
-    input: data + reserved; an output: data + its ap_vld control word)."""
-    regs = {"ap_ctrl": 0x00}
-    off = 0x10
-    for name in list(regs_in) + list(regs_out):
-        regs[name] = off
-        off += 8
-    return regs
-
-
 def parse_timing(path) -> dict:
     """``<out_dir>/timing.txt`` written by bd.tcl: progress, status, WNS and WHS."""
     out = {}

@@ -301,7 +301,7 @@ def cmd_perf(args):
     if str(args.config).endswith(".hlsnn"):
         from .network import perf_compiled
         return perf_compiled(args)
-    from ..perf import measure as pm
+    from ..measure import operation as pm
     if (args.gemm is None) == (args.conv is None):
         from ..errors import InputError
         raise InputError("give exactly one of --gemm B,K,N and --conv C,H,W,Z,k")

@@ -40,7 +40,7 @@ def cmd_report(args):
                            radix_update=args.radix_update, radix_update_by=args.radix_update_by)
         print(f"wrote {out}")
         return 0
-    from ..perf.sparse_work import KINDS, check_engine, check_out, density_sweep, format_sweep, parse_densities, plot_sweep
+    from ..measure.sparse_work import KINDS, check_engine, check_out, density_sweep, format_sweep, parse_densities, plot_sweep
     cfg = _load(args.config)
     check_engine(cfg)
     densities = parse_densities(args.densities)

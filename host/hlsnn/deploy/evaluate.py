@@ -412,10 +412,10 @@ def pot_note(entry, result, types):
 def modelled_latency(dep, cfg, asg) -> dict:
     """The modelled engine time per image (batch 1) of a run deployment: every engine layer's
     kernel calls costed by the cycle model, as the report's latency section
-    (:func:`hlsnn.perf.layers.layer_cycles`, at the measured weight sparsity and input
+    (:func:`hlsnn.measure.layers.layer_cycles`, at the measured weight sparsity and input
     density), in microseconds: ``modelled_us_per_image`` (the sum) and ``modelled_us_by_layer``.
     Host work (im2col, requantization, host ops) and DMA set-up are not included."""
-    from ..perf.layers import layer_cycles
+    from ..measure.layers import layer_cycles
     by_layer = {}
     for ln, ex in dep.execs.items():
         f = cfg.formats[asg.format_of(ln)]

@@ -452,7 +452,7 @@ class BfpExec(_Exec):
     """Block floating point on ``bfp_systolic``: GEMM (conv on host im2col); the input gets
     one exponent per sample (per patch for conv), the output is returned dequantized. A
     grouped (depthwise) convolution runs as one GEMM per pack of groups (``gp`` groups,
-    :func:`hlsnn.perf.layers.group_pack`), over the pack's input channels (one exponent per
+    :func:`hlsnn.measure.layers.group_pack`), over the pack's input channels (one exponent per
     patch of those channels)."""
 
     def __init__(self, layer, fmt, acc, deploy):

@@ -1,5 +1,5 @@
 """Grouped and depthwise convolutions on the GEMM engines (issue 32): one GEMM per pack of
-groups, the pack size the cycle model finds fastest (:func:`hlsnn.perf.layers.group_pack`)."""
+groups, the pack size the cycle model finds fastest (:func:`hlsnn.measure.layers.group_pack`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,11 +20,11 @@ def gemm_weight(layer, gp=1):
 
 
 def pack_of(layer, acc, fmt_type):
-    """Groups per GEMM of a grouped conv layer (:func:`hlsnn.perf.layers.group_pack`, at the
+    """Groups per GEMM of a grouped conv layer (:func:`hlsnn.measure.layers.group_pack`, at the
     layer's input size when the network declares it, else 16 x 16)."""
     if layer.kind != "conv" or layer.group == 1:
         return 1
-    from ..perf.layers import group_pack
+    from ..measure.layers import group_pack
     return group_pack(layer, acc.config, fmt_type=fmt_type, in_hw=getattr(layer, "in_hw", None) or (16, 16))
 
 

@@ -72,7 +72,7 @@ def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_spars
 
     The kernel calls the deploy runner makes for the layer, costed by the same cycle model as
     ``hlsnn perf`` and ``Kernel.last_cycles`` (:mod:`hlsnn.perf`: the loop counts of the
-    kernel's templates, II, depths, serial phases): :func:`hlsnn.perf.layers.layer_cycles`,
+    kernel's templates, II, depths, serial phases): :func:`hlsnn.measure.layers.layer_cycles`,
     whose docstring lists the calls per engine. ``bfp_systolic`` and ``shift_mac`` counts
     depend on the shape only; ``sparse_cluster`` counts are taken on ``x`` and ``w`` (int8)
     when given, else on a seeded synthetic layer with ``weight_sparsity`` and
@@ -82,7 +82,7 @@ def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_spars
     group), ``cycles``, ``bound`` (the phase that limits the layer), ``us``, ``calls`` and the
     GEMM view ``m``, ``k``, ``n``.
     """
-    from ..perf.layers import layer_cycles as _model
+    from ..measure.layers import layer_cycles as _model
     return _model(layer, cfg, batch, fmt_type=fmt_type, in_hw=in_hw, weight_sparsity=weight_sparsity,
                   input_density=input_density, x=x, w=w)
 

@@ -40,7 +40,7 @@ and ``hlsnn report``.
     points on the host, so E5 does not concern them.
 
 Modelled times (:func:`modelled_times`), per layer and per calibration batch, in µs at the
-accelerator config's clock: cycles from :func:`hlsnn.perf.layers.layer_cycles` (the cycle
+accelerator config's clock: cycles from :func:`hlsnn.measure.layers.layer_cycles` (the cycle
 model of ``hlsnn perf`` and the deploy report, for the runner's kernel calls, at the
 measured weight sparsity and input density) and the fig. 15 timing model
 (:func:`hlsnn.formats.radix_update.cost_model`):
@@ -86,7 +86,7 @@ def check(update, update_by, percent):
 def modelled_times(ex, batch, in_hw, percent) -> dict:
     """The modelled times of updating layer ``ex`` (a :class:`~hlsnn.deploy.executors._Exec`) on
     a batch of ``batch`` images, ``percent`` % sampled (module docstring)."""
-    from ..perf.layers import layer_cycles
+    from ..measure.layers import layer_cycles
     cfg = ex.acc.config
     r = layer_cycles(ex.layer, cfg, batch, fmt_type=ex.fmt.type, in_hw=in_hw,
                      weight_sparsity=ex.stats.weight_sparsity, input_density=ex.stats.input_density)

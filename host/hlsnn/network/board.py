@@ -1,5 +1,5 @@
 """The network kernel on a board: a *network overlay* (the block design of
-:mod:`hlsnn.build.hwh_net`: the kernel ``<name>_net`` with two ``m_axi`` ports on the HP port,
+:mod:`hlsnn.network.hwh`: the kernel ``<name>_net`` with two ``m_axi`` ports on the HP port,
 no DMA) driven through pynq, one kernel start per batch.
 
 :class:`NetBoard` needs numpy and pynq only (no compiler, no templates). It opens an overlay
@@ -41,7 +41,7 @@ M_AXI_PORTS = ("m_axi_gmem0", "m_axi_gmem1")
 
 
 def net_ip_name(cfg):
-    """The network kernel's IP name in a network overlay of ``cfg`` (:mod:`hlsnn.build.hwh_net`)."""
+    """The network kernel's IP name in a network overlay of ``cfg`` (:mod:`hlsnn.network.hwh`)."""
     return f"{cfg.name}_net"
 
 

@@ -1,7 +1,7 @@
 """End-to-end latency of a compiled network on a board, modelled: ``hlsnn perf NAME.hlsnn``.
 
 Per engine layer, for a batch of ``batch`` images (the compiled network's own calls, as the
-deployment runner makes them: :func:`hlsnn.perf.layers.layer_kernel_cycles`):
+deployment runner makes them: :func:`hlsnn.measure.layers.layer_kernel_cycles`):
 
 * ``kernel_us``: the kernel calls' cycles from the engine's cycle model at the config's clock
   (the stream phases included at the kernel's ``stream_bits`` per cycle);
@@ -265,7 +265,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             from . import artifact, program as netmode
             from ..engines.network.move import refuse_kernel
             refuse_kernel(netmode.lower(*artifact.read(path)))          # raises the reason
-    from ..perf.layers import layer_kernel_cycles
+    from ..measure.layers import layer_kernel_cycles
     from .loader import load
     net = load(path, "emu", self_check=False, network=False)
     try:

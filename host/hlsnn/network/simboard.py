@@ -2,7 +2,7 @@
 
 :func:`prepare_net_overlay` writes the *network overlay* of a config and a lowered network
 (as :func:`hlsnn.runtime.sim_target.prepare_sim_overlay` writes the layer kernel's): the
-``.hwh`` of its block design (:mod:`hlsnn.build.hwh_net`: the kernel ``<name>_net`` with its
+``.hwh`` of its block design (:mod:`hlsnn.network.hwh`: the kernel ``<name>_net`` with its
 two ``m_axi`` ports on the HP port, no DMA), a placeholder ``.bit`` and the manifest
 (:func:`hlsnn.network.board.manifest`), under
 ``build/<name>/net_overlay/<config hash>-<network hash>/<name>_net/``; a folder that is there
@@ -32,7 +32,7 @@ def prepare_net_overlay(cfg, net, tables=None, out_dir=None) -> Path:
     """The network overlay folder of ``cfg`` and ``net`` (module docstring); ``tables``: the
     network kernel's, when known (else computed)."""
     from ..version import __version__
-    from ..build.hwh_net import render_net_hwh
+    from .hwh import render_net_hwh
     from ..files import write_atomic
     from ..paths import build_dir
     stem = net_ip_name(cfg)

@@ -7,6 +7,6 @@ loops with their II, the accesses per iteration that set it, the depth and the p
 :mod:`.model` turns the counts into cycles as the HLS scheduler would. The csim and sim
 targets log the counters of every kernel call; an operation's :attr:`Kernel.last_cycles`
 (a :class:`~.model.KernelCycles`, :mod:`hlsnn.engines.instrument`) sums the calls the
-transparent tiling made; ``hlsnn perf`` (:mod:`.measure`) and the deploy report read the same numbers. :mod:`.pages` holds the
+transparent tiling made; ``hlsnn perf`` (:mod:`hlsnn.measure.operation`) and the deploy report read the same numbers. :mod:`.pages` holds the
 pages by engine, :mod:`.calls` turns a call's counters into its cycles.
 """

@@ -28,7 +28,7 @@ With ``weights_per_round: 2`` (source 003's U = 2) a unit holds a window of two 
 a multiplier done with the older one goes on with the newer, and the window moves when every
 multiplier is done with the older (at most once a cycle). ``CountWindows`` is not needed
 then, and the coefficients' cycles follow the recursion of
-:func:`hlsnn.perf.counting.sparse_mac_steps` instead of the sum of the steps.
+:func:`hlsnn.measure.counting.sparse_mac_steps` instead of the sum of the steps.
 
 What each loop body accesses per iteration, and the II that follows:
 

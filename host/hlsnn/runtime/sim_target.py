@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import codegen, csim
-from ..build import reports
+from .. import codegen, csim, regmap
 from ..files import write_atomic
 from ..paths import build_dir
 from .pynq_target import PynqTarget
@@ -31,7 +30,7 @@ _DEVICE_LOCK = threading.RLock()
 
 def prepare_sim_overlay(cfg, engine, out_dir=None) -> Path:
     """Write ``<name>.hwh``, a placeholder ``<name>.bit`` and ``<name>.json`` for ``cfg``."""
-    from ..build.hwh import render_hwh
+    from ..blockdesign.hwh import render_hwh
     d = Path(out_dir) if out_dir else build_dir(cfg) / "sim_overlay" / cfg.name
     d.mkdir(parents=True, exist_ok=True)
     render_hwh(cfg, d / f"{cfg.name}.hwh")
@@ -40,7 +39,7 @@ def prepare_sim_overlay(cfg, engine, out_dir=None) -> Path:
         bit.write_bytes(b"hlsnn simulated overlay: no bitstream\n")
     manifest = {"name": cfg.name, "engine": cfg.engine, "config": cfg.as_dict(), "config_sha256": cfg.sha,
                 "config_hash32": cfg.hash32, "simulated": True,
-                "register_map": reports.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)}
+                "register_map": regmap.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)}
     write_atomic(d / f"{cfg.name}.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return d
 
@@ -48,7 +47,7 @@ def prepare_sim_overlay(cfg, engine, out_dir=None) -> Path:
 def csim_kernel_model(cfg, engine, lib):
     """A StreamKernelModel function that runs the kernel's C-simulation library on the beats
     the DMA delivered, with the register values the host wrote."""
-    offsets = reports.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)
+    offsets = regmap.predicted_register_map(engine.protocol.REGS_IN, engine.protocol.REGS_OUT)
     in_offsets = [offsets[n] for n in engine.protocol.REGS_IN]
     out_offsets = [offsets[n] for n in engine.protocol.REGS_OUT]
 

@@ -63,7 +63,7 @@ def modelled_latency(dep, x1):
     same at weight sparsity 0) and ``network`` (``hlsnn perf`` of the compiled model,
     :func:`hlsnn.deploy.evaluate.end_to_end_latency`; x1 one input)."""
     from ..deploy.evaluate import end_to_end_latency, modelled_latency as layers
-    from ..perf.layers import layer_cycles
+    from ..measure.layers import layer_cycles
     c = dep.train_context
     asg = c["config"].assignments[c["assignment"]]
     out = {"layer_kernels_us": layers(dep, c["config"], asg)["modelled_us_per_image"]}

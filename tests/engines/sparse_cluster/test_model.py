@@ -13,7 +13,7 @@ import pytest
 import hlsnn
 from hlsnn.engines.sparse_cluster import protocol
 from hlsnn.engines.sparse_cluster.kernel import Kernel
-from hlsnn.perf.sparse_work import work_model
+from hlsnn.measure.sparse_work import work_model
 from hlsnn.errors import ConfigError, InputError
 
 from conftest import ROOT
@@ -30,7 +30,7 @@ def sparse(rng, shape, density):
 def brute_force(cfg, plan, w):
     """Per unit: (multiplies, MacLoop steps) by looping over each job's non-zero inputs and the
     non-zero coefficients, as the kernel's vector unit does (independent of the stream replica
-    in hlsnn.perf.counting): a coefficient at (ky, kx) takes max(1, the most non-zeros any
+    in hlsnn.measure.counting): a coefficient at (ky, kx) takes max(1, the most non-zeros any
     multiplier l < ow has in input column l + kx, rows ky .. ky + oh - 1) cycles; a channel's
     loop runs max(its coefficients' cycles, the next channel's entries)."""
     p = cfg.params
@@ -255,7 +255,7 @@ def test_report_errors_are_one_line(tmp_path, args, message):
 def test_rebalancing_clustered_inputs_pays_in_the_cycle_model():
     """Clustered ("structured") inputs: the plan's jobs finish sooner than the equal split's by
     the whole kernel's cycle model, and the units are better balanced, on several seeds."""
-    from hlsnn.perf.sparse_work import synthetic_layer
+    from hlsnn.measure.sparse_work import synthetic_layer
     cfg = hlsnn.load_config(SP4)
     for seed in range(3):
         for d in (0.5, 0.2, 0.1):
@@ -270,7 +270,7 @@ def test_rebalancing_keeps_the_issues_layer_balanced():
     """On the issue's layer (64 -> 64, 56x56, 3x3, the report's seeds) the slowest unit is
     within 1.15x of the mean at every density below 1 (slow: the whole report's sweep, about
     25 CPU-seconds; the property on small layers above stays in the quick suite)."""
-    from hlsnn.perf.sparse_work import density_sweep
+    from hlsnn.measure.sparse_work import density_sweep
     cfg = hlsnn.load_config(SP4)
     rep = density_sweep(cfg, densities=(1.0, 0.5, 0.2, 0.1, 0.05))
     for row in (r for r in rep["rows"] if r["kind"] == "structured" and r["density"] < 1):

@@ -137,7 +137,7 @@ def test_partition_balances_the_units():
     """An input whose non-zeros sit in one corner: the plan's jobs (the best partition's cells,
     the slowest cut into row bands, dealt by time) finish sooner and are better spread over the
     units than the equal split's, by the cycle model's unit times."""
-    from hlsnn.perf.sparse_work import work_model
+    from hlsnn.measure.sparse_work import work_model
     x = np.zeros((1, 32, 32), np.int8)
     x[0, :8, :8] = 1
     w = np.ones((1, 1, 3, 3), np.int8)

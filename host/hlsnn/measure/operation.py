@@ -61,7 +61,7 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
     call, which streams only the parameters and activations."""
     from ..config import Config, load_config
     from ..runtime import Accelerator
-    from .pages import PAGES
+    from ..perf.pages import PAGES
     cfg = config if isinstance(config, Config) else load_config(config)
     engine = cfg.engine
     if (gemm is None) == (conv is None):
@@ -143,10 +143,10 @@ def measure(config, *, gemm=None, conv=None, mode=None, resident=False, density=
                "processes": {k: int(v) for k, v in kc.processes.items()} or None,
                "counts": {k: list(v) for k, v in sorted(kc.counts.items())}}
         from ..engines.timing import enable_timing
-        from .timing import loop_timing
+        from ..perf.timing import loop_timing
         res["timing"] = loop_timing(cfg)
         res["stall_enable"] = enable_timing(cfg)
-        from .schedule import config_schedule
+        from ..perf.schedule import config_schedule
         res["schedule"] = config_schedule(cfg)
         return res
     finally:
@@ -161,8 +161,8 @@ def _acts(p, x):
 def loop_table(engine, p) -> str:
     """The engine page's loop rows for config parameters ``p``: pragma II, accesses per
     iteration, the II the tool gets, depth, phase (``hlsnn perf --loops``)."""
-    from .pages import PAGES
-    from .model import page_table
+    from ..perf.pages import PAGES
+    from ..perf.model import page_table
     return page_table(PAGES[engine].loops(p))
 
 
@@ -211,7 +211,7 @@ def format_report(r, all_loops=False) -> str:
                      f"{e['levels']} levels and the route across the array: {e['delay_ns']:.2f} ns of "
                      f"{e['budget_ns']:.2f}, {verdict} (an estimate, host/hlsnn/perf/timing.py)")
     if r.get("schedule") is not None:
-        from .schedule import format_table
+        from ..perf.schedule import format_table
         lines.append("  schedule (II derived from the rendered C++, host/hlsnn/perf/schedule.py; loops above II 1"
                      + (", all loops" if all_loops else "") + "):")
         lines += ["    " + ln for ln in format_table(r["schedule"], all_loops).splitlines()]

@@ -1,6 +1,6 @@
 """The PS clock presets of the shipped boards, as a build of ``hls/tcl/bd.tcl.j2`` with each
 board's preset declares them (reference clock, PLL feedback dividers, CPU clock), and the PL
-clock divisors the PS configuration wizard picks. :mod:`hlsnn.build.hwh` writes them into the
+clock divisors the PS configuration wizard picks. :mod:`hlsnn.blockdesign.hwh` writes them into the
 ``.hwh`` it renders; the simulated board reads them back from there
 (:mod:`hlsnn.runtime.ps_clocks`).
 """

@@ -1,4 +1,4 @@
-"""Reading a ``.hwh`` the way pynq 4.0 does, the one :mod:`hlsnn.build.hwh` writes or Vivado's:
+"""Reading a ``.hwh`` the way pynq 4.0 does, the one :mod:`hlsnn.blockdesign.hwh` writes or Vivado's:
 :func:`parse_hwh`, :func:`stream_peer`, :func:`pl_clock_mhz`.
 """
 from __future__ import annotations

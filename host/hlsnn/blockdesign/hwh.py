@@ -15,11 +15,11 @@ Host code finds everything by the names bd.tcl fixes (``dma``, ``<name>``, the V
 addresses), so the ``.hwh`` of a real Vivado run drops in unchanged.
 
 The network kernel's design (its ``m_axi`` ports on the HP port, no DMA) is
-:mod:`hlsnn.build.hwh_net`, built from the same parts (:func:`_base`, :func:`_intc`,
+:mod:`hlsnn.network.hwh`, built from the same parts (:func:`_base`, :func:`_intc`,
 :func:`_smc`, :func:`_rst`, :func:`_document`).
 
-The board presets of the PS clocks are in :mod:`hlsnn.build.ps_presets`; helpers that read any
-``.hwh`` (this one or Vivado's) the way pynq does are in :mod:`hlsnn.build.hwh_read`.
+The board presets of the PS clocks are in :mod:`hlsnn.blockdesign.ps_presets`; helpers that read any
+``.hwh`` (this one or Vivado's) the way pynq does are in :mod:`hlsnn.blockdesign.hwh_read`.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def kernel_registers(cfg, names="kernel"):
     with ``fields`` a list of ``(name, bit_offset, bit_width, access, description)``. CTRL
     0x00, GIER 0x04, IP_IER 0x08, IP_ISR 0x0C, then argument *i* at ``0x10 + 8*i`` (an output's
     ``<arg>_ctrl`` with its ``<arg>_ap_vld`` bit at +4). Offsets equal
-    :func:`hlsnn.build.reports.predicted_register_map`."""
+    :func:`hlsnn.build.regmap.predicted_register_map`."""
     return regmap.layout([(reg, 32, out) for _, reg, out in kernel_arguments(cfg, names)])[0]
 
 

@@ -1,5 +1,5 @@
 """The values of the Vivado block design (``hls/tcl/bd.tcl.j2``) for a config on its board: what the
-bitstream flow renders and what the hardware handoff (:mod:`.hwh`) describes."""
+bitstream flow renders and what the hardware handoff (:mod:`hlsnn.blockdesign.hwh`) describes."""
 from __future__ import annotations
 
 from . import boardfiles

@@ -4,7 +4,7 @@ for one convolution layer, counted exactly from the layer's non-zeros and the re
 :func:`work_model` takes the jobs that :meth:`Kernel.plan <hlsnn.engines.sparse_cluster.
 kernel.Kernel.plan>` produces (the same partition, folds and rounds the kernel receives),
 builds the input stream the kernel would receive, and reads the loop counts off it
-(:func:`hlsnn.perf.counting.sparse_call_counts`, equal to the C-simulation's counters). The
+(:func:`hlsnn.measure.counting.sparse_call_counts`, equal to the C-simulation's counters). The
 per-unit figures are:
 
 ``multiplies``
@@ -60,16 +60,16 @@ def check_engine(cfg):
 def plan_work(cfg, plan, w) -> dict:
     """The figures of the module docstring for one :class:`~.kernel.Plan` and weights ``w``,
     from the loop counts of the plan's one kernel call (the input stream the kernel would
-    receive, read by :func:`hlsnn.perf.counting.sparse_call_counts`; no compiler, no
+    receive, read by :func:`hlsnn.measure.counting.sparse_call_counts`; no compiler, no
     emulation).
 
     Returns per-unit ``multiplies``, ``steps``, ``cycles`` (lists of ints), their totals,
     ``imbalance``, ``makespan``, ``dispatch_cycles``, ``collect_cycles``, ``kernel_cycles``,
     ``rounds`` and the partition's ``status`` and ``spread`` (its own balance metric on
     non-zero fractions)."""
-    from .calls import call_cycles
+    from ..perf.calls import call_cycles
     from .counting import sparse_call_counts
-    from .sparse_cluster import process_cycles
+    from ..perf.sparse_cluster import process_cycles
     from ..formats import sparse as sfmt
     p = cfg.params
     M = p["units"]
@@ -256,7 +256,7 @@ def density_sweep(cfg, *, channels=64, size=56, ksize=3, densities=(1.0, 0.5, 0.
 def kernel_cycles(cfg, x, w, *, padding="same", threshold=0.03) -> int:
     """The whole kernel's modelled cycles for this layer (:mod:`hlsnn.perf.sparse_cluster`:
     every loop of Dispatch, the units and Collect, the DATAFLOW region), from the loop counts
-    of the rebalanced plan's stream (:class:`hlsnn.perf.counting.CountingTarget`, no compiler)."""
+    of the rebalanced plan's stream (:class:`hlsnn.measure.counting.CountingTarget`, no compiler)."""
     from .counting import CountingTarget
     from ..engines import ENGINES
     kern = Kernel(cfg, CountingTarget(cfg, ENGINES[NAME]))

@@ -8,13 +8,13 @@ batch of ``batch`` images:
     conv layers as a GEMM on host im2col rows; one ``gemm_bfp`` with the bias per chunk of
     ``max_n`` outputs. Where the chunk's weights fit the weight store the runner keeps them on
     chip: its first call streams them (keep), the later calls of the batch only the samples
-    (resident, the bias kept). Loop counts depend on the shape only (:mod:`.closed_form`).
+    (resident, the bias kept). Loop counts depend on the shape only (:mod:`hlsnn.perf.closed_form`).
 ``shift_mac`` (``ShiftExec``)
     conv layers as a GEMM on host im2col rows; ``gemm_int`` with the bias per chunk of outputs
     (whole weight tiles up to ``max_n``, kept on chip as for ``bfp_systolic`` where they fit)
     and of at most ``max_batch`` rows, in the layer's mode
     (``pot``: dual PoT); a K above ``max_k`` as the kernel's raw calls, one per chunk of K
-    (:func:`.closed_form.shift_k_chunks`). Shape only (:mod:`.closed_form`).
+    (:func:`hlsnn.perf.closed_form.shift_k_chunks`). Shape only (:mod:`hlsnn.perf.closed_form`).
 grouped (depthwise) conv layers on either GEMM engine
     one GEMM per pack of ``gp`` groups (:func:`group_pack`: the fastest by this model;
     ``gp = 1`` is one GEMM per group), as the runner calls them.
@@ -36,7 +36,7 @@ import numpy as np
 
 from ..engines import convgeom
 from ..errors import InputError
-from .model import KernelCycles
+from ..perf.model import KernelCycles
 
 
 def _shape(layer, in_hw):
@@ -61,8 +61,8 @@ def _chunks(n, step):
 def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0,
                         input_density=1.0, x=None, w=None, seed=0) -> KernelCycles:
     """The :class:`~.model.KernelCycles` of the runner's calls for one layer (module docstring)."""
-    from .calls import call_cycles
-    from .closed_form import bfp_call_counts, shift_call_counts
+    from ..perf.calls import call_cycles
+    from ..perf.closed_form import bfp_call_counts, shift_call_counts
     p = cfg.params
     positions, k, n, conv = _shape(layer, in_hw)
     m = batch * positions
@@ -76,7 +76,7 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
         return kc
     if cfg.engine == "bfp_systolic":
         from ..engines.bfp_systolic.protocol import resident_fits
-        from .closed_form import bfp_gemm_calls
+        from ..perf.closed_form import bfp_gemm_calls
         for a in range(0, n, p["max_n"]):                           # N by max_n
             outs = min(p["max_n"], n - a)
             on_chip = resident_fits(p, outs, k)                     # the runner keeps the chunk on chip
@@ -92,7 +92,7 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
         tn = 2 * p["rows"] if mode == "pot" else p["rows"]
         step = max(tn, p["max_n"] // tn * tn)
         from ..engines.shift_mac.protocol import n_tiles
-        from .closed_form import shift_gemm_calls, shift_k_chunks
+        from ..perf.closed_form import shift_gemm_calls, shift_k_chunks
         for a, b in _chunks(n, step):
             # the runner keeps the chunk on chip where it fits: its first call streams it
             on_chip = b - a <= p["max_n"] and k <= p["max_k"] and n_tiles(p, b - a, mode) * k <= p["w_depth"]

@@ -1,6 +1,6 @@
 """The ``.hwh`` of a *network overlay*: the block design of a network kernel
 (:mod:`hlsnn.engines.network.kernel`, :mod:`hlsnn.engines.sparse_cluster.network.kernel`), written without Vivado
-in the dialect of :mod:`hlsnn.build.hwh` (the layer kernel's design shares its processing
+in the dialect of :mod:`hlsnn.blockdesign.hwh` (the layer kernel's design shares its processing
 system, control interconnect, SmartConnect and reset block).
 
 The design: the kernel ``<name>_net`` (VLNV ``hlsnn.org:hls:<name>_net:1.0``, the Vitis HLS
@@ -22,8 +22,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ..network.board import net_ip_name, net_masters  # noqa: F401  (re-exported)
-from .hwh import (AXIMM, CONTROL, CONTROL_RANGE, _axi, _base, _document, _hex, _intc, _link, _Module, _net, _rst,
+from .board import net_ip_name, net_masters  # noqa: F401  (re-exported)
+from ..blockdesign.hwh import (AXIMM, CONTROL, CONTROL_RANGE, _axi, _base, _document, _hex, _intc, _link, _Module, _net, _rst,
                   _smc)
 
 #: the data and address widths of the network kernels' m_axi ports (``word_t`` is 64 bits;
@@ -108,7 +108,7 @@ def build_net_design(cfg, engine=None, *, network=""):
     if network:                              # an XML comment: the reduced name, no "--" (issue 47)
         from ..names import comment
         network = comment(network).replace("-", "_")
-    what = "the network overlay's block design (hlsnn.build.hwh_net)" + (f" for the compiled model {network}"
+    what = "the network overlay's block design (hlsnn.network.hwh)" + (f" for the compiled model {network}"
                                                                          if network else "")
     return _document(d, (ps, k, intc, smc, rst), what)
 

@@ -8,7 +8,7 @@ report uses it: the transparent tiling, padding and job plans are the real ones,
 compiler is needed.
 
 ``bfp_systolic`` and ``shift_mac`` counts follow from the registers alone
-(:mod:`.closed_form`); ``sparse_cluster`` counts are read from the input stream the way
+(:mod:`hlsnn.perf.closed_form`); ``sparse_cluster`` counts are read from the input stream the way
 ``Dispatch`` and the units read it (job headers, the tiles' non-zeros and the coefficients'
 positions), ``EffectualMacs`` included.
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime.targets import EmuTarget
-from .calls import log_call
-from .closed_form import bfp_call_counts, shift_call_counts
+from ..perf.calls import log_call
+from ..perf.closed_form import bfp_call_counts, shift_call_counts
 
 
 def call_counts(cfg, beats, regs_in):
