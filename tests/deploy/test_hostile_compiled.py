@@ -400,9 +400,10 @@ def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_pat
     from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
     from hlsnn.engines.network import kernel as netkernel
     from hlsnn.network import program as netmode
+    from hlsnn.engines.shift_mac.network import kernel as shiftkernel
     from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
-    mod = {"twohot": netkernel, "fixed8": sparsekernel, "bfp8": bfpkernel}[which]
+    mod = {"twohot": shiftkernel, "fixed8": sparsekernel, "bfp8": bfpkernel}[which]
     cls = {"twohot": netkernel.NetKernel, "fixed8": sparsekernel.SparseNetKernel,
            "bfp8": bfpkernel.BfpNetKernel}[which]
     render = mod.render

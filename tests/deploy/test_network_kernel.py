@@ -245,7 +245,8 @@ def compiles_against_both_header_models(path, kernel, tmp_path):
     import importlib
     import synthesis_guards as guards
     from test_header_models import TARGETS, syntax_check
-    render = importlib.import_module(f"hlsnn.network.{kernel}").render
+    module = {"netkernel": "shift_mac", "sparsekernel": "sparse_cluster", "bfpkernel": "bfp_systolic"}[kernel]
+    render = importlib.import_module(f"hlsnn.engines.{module}.network.kernel").render
     prog, arrays = artifact.read(path)
     files, _, _ = render(netmode.lower(prog, arrays), tmp_path / "net")
     kernel_side = {f: (tmp_path / "net" / f).read_text() for f in files if f != "bridge.cpp"}
