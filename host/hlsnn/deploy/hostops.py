@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engines.convgeom import spread
 from ..errors import InputError
 from .pooling import _pool
 
@@ -107,11 +108,7 @@ def run(layer, inputs):
         return np.ascontiguousarray(np.moveaxis(x[..., 0], 1, 2)).reshape((x.shape[0],) + tuple(a["lead"])
                                                                          + (x.shape[1],))
     if op == "ZeroStuff":               # s - 1 zeros between the pixels (a transposed convolution's input)
-        sh, sw = a["strides"]
-        n, c, h, w = x.shape
-        y = np.zeros((n, c, (h - 1) * sh + 1, (w - 1) * sw + 1), x.dtype)
-        y[:, :, ::sh, ::sw] = x
-        return y
+        return spread(x, *a["strides"])
     if op == "Squeeze":
         return np.squeeze(x, axis=tuple(a["axes"]))
     if op == "Unsqueeze":

@@ -227,6 +227,17 @@ def stride1_output(y, g: ConvGeom, h, w):
     return y[:, :, ::g.sh, ::g.sw][:, :, :oh, :ow]
 
 
+def spread(a, sh, sw, fill=0):
+    """``a`` (..., h, w) with ``sh - 1`` rows and ``sw - 1`` columns of ``fill`` between its entries:
+    (..., sh*(h-1)+1, sw*(w-1)+1). A transposed convolution's zero-stuffed input (``fill`` 0) and a
+    dilated convolution's kernel with its holes filled (:mod:`hlsnn.network.dilate`)."""
+    a = np.asarray(a)
+    h, w = a.shape[-2:]
+    out = np.full(a.shape[:-2] + (sh * (h - 1) + 1, sw * (w - 1) + 1), fill, a.dtype)
+    out[..., ::sh, ::sw] = a
+    return out
+
+
 def kernel_blocks(g, max_ksize):
     """Blocks of taps ``(i0, th, j0, tw)`` that cover a ``g.kh x g.kw`` kernel, each of a
     dilated extent of at most ``max_ksize`` (``dh*(th-1)+1 <= max_ksize``): row blocks of

@@ -62,7 +62,7 @@ from ..formats import fixed
 from ..native import parallel
 from ..primitives import msb_histogram
 from . import fast as netfast, program as netmode
-from .dilate import spread
+from ..engines.convgeom import spread
 
 #: ``rule | RAW`` makes ``hlsnn_net_conv`` store the wide results (``netint.c``)
 RAW = 4

@@ -7,20 +7,10 @@ weights; the dense engines (``shift_mac``, ``bfp_systolic``) pay their multiply-
 """
 from __future__ import annotations
 
-import numpy as np
+from ..engines.convgeom import spread
 
 #: the value of each shift-add field (``hlsnn.engines.shift_mac.network.lower._fields``) at a hole
 HOLE_FIELDS = dict(zero=1)
-
-
-def spread(a, dh, dw, fill=0):
-    """``a`` (..., kh, kw) with ``dh - 1`` rows and ``dw - 1`` columns of ``fill`` between its
-    taps: (..., dh*(kh-1)+1, dw*(kw-1)+1)."""
-    a = np.asarray(a)
-    kh, kw = a.shape[-2:]
-    out = np.full(a.shape[:-2] + (dh * (kh - 1) + 1, dw * (kw - 1) + 1), fill, a.dtype)
-    out[..., ::dh, ::dw] = a
-    return out
 
 
 def dilate(codes, extra, dh, dw):
