@@ -131,24 +131,26 @@ def load_or_derive(f, derive):
     import json
     from ..cachefile import build_lock
     from ..files import write_atomic
-    for _ in (0, 1):
-        if f.is_file():
-            try:
-                return json.loads(f.read_text())
-            except ValueError:
-                pass
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(build_lock(f))
-            except OSError:
-                break
-            if f.is_file():
-                continue                          # written while this process waited: read it
+
+    def cached():
+        try:
+            return json.loads(f.read_text())
+        except (OSError, ValueError):               # none yet, or a torn file: derive again
+            return None
+    rows = cached()
+    if rows is not None:
+        return rows
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(build_lock(f))
+        except OSError:                             # an unwritable cache: derive without the lock
+            pass
+        rows = cached()                             # written while this process waited
+        if rows is None:
             rows = derive()
             try:
                 f.parent.mkdir(parents=True, exist_ok=True)
                 write_atomic(f, json.dumps(rows))
             except OSError:
                 pass
-            return rows
-    return derive()
+        return rows
