@@ -51,6 +51,15 @@ def _cases():
 
 
 CASES = _cases()
+
+
+def _closest(pll, mhz):
+    """The PL rate nearest ``mhz`` that ``pll`` gives through two 6-bit divisors (UG585 / UG1085:
+    FPGA0_CLK_CTRL / PL0_REF_CTRL DIVISOR0 and DIVISOR1, 1..63 each): the closest of pll / n
+    over every product n, not pll / round(pll / mhz), which can miss it (rounding the divisor
+    is not rounding the rate)."""
+    products = {a * b for a in range(1, 64) for b in range(1, 64)}
+    return min((pll / n for n in products), key=lambda f: abs(f - mhz))
 IDS = [c[0] for c in CASES]
 
 
@@ -249,7 +258,7 @@ def test_clock_and_ps(label, cfg, rendered):
     assert clk["enable"] == 1 and all(p.clock_dict[i]["enable"] == 0 for i in (1, 2, 3))
     mhz = hwh_read.pl_clock_mhz(p)
     pll = IO_PLL[cfg.board.name]
-    assert mhz == pytest.approx(pll / round(pll / cfg.clock_mhz), rel=1e-6)   # the closest the PLL allows
+    assert mhz == pytest.approx(_closest(pll, cfg.clock_mhz), rel=1e-6)   # the closest the PLL allows
     if cfg.board.ps == "zynq7":
         assert p.family_ps == "processing_system7"
         assert float(params["PCW_FPGA0_PERIPHERAL_FREQMHZ"]) == cfg.clock_mhz
@@ -468,3 +477,31 @@ def test_resizer_hwh_reads_the_same_way(rendered, overlay_of):
     ol, dev = overlay_of(RESIZER, "armv7l")
     assert isinstance(ol.axi_dma_0, pynq.lib.dma.DMA)
     assert ol.resize_accel_0.register_map.src_rows.address == 0x10
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_every_shipped_clock_is_one_the_board_gives(path):
+    """A shipped config asks for a PL rate its board's IO PLL reaches to 100 ppm (1500/7 MHz is
+    written 214.28), so its modelled figures are at the clock the bitstream runs at."""
+    cfg = hlsnn.load_config(path)
+    got = _closest(IO_PLL[cfg.board.name], cfg.clock_mhz)
+    assert abs(got - cfg.clock_mhz) <= 1e-4 * cfg.clock_mhz, (cfg.name, cfg.clock_mhz, got)
+
+
+def test_info_notes_a_clock_the_board_cannot_give(tmp_path, capsys):
+    """`hlsnn info` names the rate a bitstream would run at when the config asks for another:
+    200 MHz from the ZCU104's 1,500 MHz IOPLL is 187.5 (/ 8) or 214.3 (/ 7)."""
+    src = (ROOT / "configs" / "accel" / "sparse8net_zcu104.yaml").read_text()
+    asked = re.sub(r"(?m)^clock_mhz:.*$", "clock_mhz: 200", src)
+    asked = re.sub(r"(?m)^name:.*$", "name: zcu104_at_200", asked)
+    assert asked != src
+    cfg = tmp_path / "zcu104_at_200.yaml"
+    cfg.write_text(asked)
+    assert hlsnn.cli.main(["info", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "clock_mhz 200 is not a rate" in out and "187.500 MHz" in out
+    assert hlsnn.cli.main(["info", str(ROOT / "configs" / "accel" / "sparse8net_zcu104.yaml")]) == 0
+    assert "note: clock_mhz" not in capsys.readouterr().out
+    assert hlsnn.cli.main(["info", "--json", str(cfg)]) == 0
+    import json
+    assert json.loads(capsys.readouterr().out)["pl_clock_mhz"] == pytest.approx(1500 / 8, rel=1e-5)

@@ -103,14 +103,36 @@ def _shadowing(name, path):
     return ""
 
 
+def _clock_note(cfg):
+    """A note when ``cfg.clock_mhz`` is no rate the board's PS can give the PL: the PL clock
+    comes from the IO PLL through two integer divisors (:func:`hlsnn.blockdesign.ps_presets.pl_divisors`,
+    as the PS configuration wizard picks them), so a bitstream built from the config runs at the
+    nearest such rate while every modelled figure is at the asked one. ``""`` when it is reachable
+    to 100 ppm (a config writes 1500/7 MHz as 214.28)."""
+    from ..blockdesign.ps_presets import io_pll_mhz, pl_divisors
+    pll = io_pll_mhz(cfg.board)
+    d0, d1, act = pl_divisors(cfg.board.ps, pll, float(cfg.clock_mhz))
+    if abs(act - cfg.clock_mhz) <= 1e-4 * cfg.clock_mhz:
+        return ""
+    return (f"  note: clock_mhz {cfg.clock_mhz:g} is not a rate {cfg.board.name}'s PS can give the PL: its IO PLL "
+            f"({pll:g} MHz) / {d0} / {d1} gives {act:.3f} MHz, the nearest, and the bitstream would run there while "
+            f"the modelled figures assume {cfg.clock_mhz:g}; set clock_mhz to a rate {pll:g} / (d0 x d1) gives")
+
+
 def cmd_info(args):
     cfg = _load(args.config)
     est = cfg.estimates
     if args.json:
-        print(json.dumps({"config": cfg.as_dict(), "path": cfg.path, "sha256": cfg.sha, "estimates": est}))
+        from ..blockdesign.ps_presets import io_pll_mhz, pl_divisors
+        pl = pl_divisors(cfg.board.ps, io_pll_mhz(cfg.board), float(cfg.clock_mhz))[2]
+        print(json.dumps({"config": cfg.as_dict(), "path": cfg.path, "sha256": cfg.sha, "estimates": est,
+                          "pl_clock_mhz": round(pl, 6)}))
         return 0
     print(f"{cfg.name}: engine {cfg.engine} on {cfg.board.name} ({cfg.board.part}) at {cfg.clock_mhz:g} MHz")
     print(f"  read from {cfg.path}" + _shadowing(args.config, cfg.path))
+    note = _clock_note(cfg)
+    if note:
+        print(note)
     print(f"  config sha256 {cfg.sha[:16]} (ID register hash 0x{cfg.hash32:08x})")
     for k, v in cfg.params.items():
         print(f"  {cfg.engine}.{k}: {v}")
