@@ -49,7 +49,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hlsnn.network import artifact, nethost, program as netmode  # noqa: E402
+from hlsnn.network import artifact, nethost  # noqa: E402
+from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.network.board import io_words  # noqa: E402
 
 

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
 import hlsnn  # noqa: E402
-from hlsnn.network import program as netmode  # noqa: E402
+from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.network.build import compile_model  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.network import calibrate as netcal, fast as netfast  # noqa: E402
+from hlsnn.deploy import calibrate as netcal, fast as netfast  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
 from hlsnn.deploy.graph import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402

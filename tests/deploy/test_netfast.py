@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hlsnn import native
-from hlsnn.network import fast as netfast, program as netmode
+from hlsnn.deploy import fast as netfast, program as netmode
 from hlsnn.errors import InputError
 from hlsnn.primitives import saturate, shift_round_sat
 

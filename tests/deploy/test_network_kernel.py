@@ -13,7 +13,8 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT, checked_raw  # noqa: E402
-from hlsnn.network import artifact, program as netmode  # noqa: E402
+from hlsnn.network import artifact  # noqa: E402
+from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.engines.shift_mac.network import perf as netperf  # noqa: E402
 from hlsnn.engines.network.kernel import allocate  # noqa: E402
 from hlsnn.deploy import datasets, hostops  # noqa: E402

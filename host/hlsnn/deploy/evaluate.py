@@ -439,7 +439,7 @@ def network_net(dep, net, cfg, name, accs, x_check, target, target_options, *, r
     import tempfile
     from pathlib import Path
     from ..network import artifact
-    from ..network.layers import program_of
+    from .layers import program_of
     from ..network.loader import CompiledNet, kernel_network
     if cfg.calibration["mode"] != "static":
         if required:
@@ -476,7 +476,7 @@ def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
     import tempfile
     from pathlib import Path
     from ..network import artifact, latency
-    from ..network.layers import program_of
+    from .layers import program_of
     if cfg.calibration["mode"] != "static":
         return {"end_to_end": None, "end_to_end_note": "dynamic calibration: no compiled model to model end to end"}
     try:

@@ -182,7 +182,7 @@ class Deployment:
             return None
         if getattr(self, "_fastnet", None) is None:
             self._fastnet = False
-            from ..network import fast as netfast
+            from . import fast as netfast
             try:
                 net = self._lowered()
                 fn = None if net is None else netfast.build(net)
@@ -197,8 +197,8 @@ class Deployment:
         :mod:`hlsnn.network.fast` runs, or :class:`InputError` where netmode refuses it.
         Reads the layers' radix points as they are."""
         from types import SimpleNamespace
-        from ..network import fast as netfast, program as netmode
-        from ..network.layers import program_of
+        from . import fast as netfast, program as netmode
+        from .layers import program_of
         if self.dynamic or self.host or getattr(self, "actmm", None) \
                 or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
                 or not all(isinstance(d, int) for d in self.net.input_shape[1:]):
@@ -216,7 +216,7 @@ class Deployment:
     def _run_fast(self, fn, x):
         """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and
         ``input_density`` as the layer path counts them (``calls``: none made)."""
-        from ..network import program as netmode
+        from . import program as netmode
         q, sat, nz = fn.run(x.reshape((len(x),) + tuple(fn.net.input["shape"])), floats=True)    # rule 1 in C
         n = x.shape[0]
         for ln, ex in self.execs.items():
@@ -261,7 +261,7 @@ class Deployment:
         where the network lowers to the integer network mode, as compiled integer ops that
         set the same state (:mod:`hlsnn.network.calibrate`). Returns the seconds it took."""
         t = time.perf_counter()
-        from ..network import calibrate as netcal
+        from . import calibrate as netcal
         x_cal = self._input(x_cal)
         if not netcal.calibrate(self, x_cal):
             self.run(x_cal, calibrate=True)

@@ -26,8 +26,8 @@ import numpy as np
 
 from ..errors import HlsnnError, InputError
 from . import artifact
-from . import program as netmode
-from .layers import DeployStub, _host_layer, restore
+from ..deploy import program as netmode
+from ..deploy.layers import DeployStub, _host_layer, restore
 from .board import is_network_overlay
 
 TARGETS = ("emu", "csim", "sim", "pynq")
@@ -294,7 +294,7 @@ class CompiledNet:
             self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
         else:
             if self._fast is None:              # the network mode compiled (netfast), else numpy
-                from . import fast as netfast
+                from ..deploy import fast as netfast
                 self._fast = netfast.build(n) or False
             q = self._fast.run(xq)[0] if self._fast else netmode.run_ints(n, xq)
             self.last_kernel_starts = 0

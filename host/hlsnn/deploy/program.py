@@ -94,7 +94,7 @@ def alias_shape(j, shape):
         return tuple(shape)
     if j["op"] in ("Squeeze", "Unsqueeze") or j["op"] == "Reshape" and j.get("attrs", {}).get("shape") is not None:
         from types import SimpleNamespace
-        from ..deploy import hostops
+        from . import hostops
         try:
             y = hostops.run(SimpleNamespace(op=j["op"], attrs=j["attrs"]), [np.zeros((1,) + tuple(shape))])
             return tuple(int(d) for d in y.shape[1:])
@@ -344,7 +344,7 @@ def _clamp(j, f, bits, prev, why):
     same output); ``why`` the error when a bound is not a value of that format (the Clip
     would then change the format: :func:`hlsnn.deploy.hostops.out_format`)."""
     from types import SimpleNamespace
-    from ..deploy import hostops
+    from . import hostops
     a = j["attrs"]
     if hostops.out_format(SimpleNamespace(op="Clip", attrs=a), [(f, bits, True)]) is None:
         raise why(f"bounds {a.get('lo')}, {a.get('hi')} are not values of the input's format (radix {f})")
@@ -388,7 +388,7 @@ def quantize_input(net, x):
     if net.engine == "bfp_systolic":
         bfp_input = network_part(net.engine, "lower").quantize_input
         return bfp_input(net, x)
-    from ..deploy.quant import to_fixed
+    from .quant import to_fixed
     i = net.input
     f, bits, rounding = i["f"], i["bits"], i["rounding"]
     g = max(f + 24, 0)
@@ -511,7 +511,7 @@ def finish(net, q):
     """Rule 5: the network's float output from the output integers ``q``."""
     stubs = getattr(net, "_host_stubs", None)
     if stubs is None:                          # the host layers after the logits, made once per program
-        from ..deploy import hostops
+        from . import hostops
         from .layers import _host_layer
         stubs = net._host_stubs = [(hostops.run, _host_layer(j, {})) for j in net.host_after]
     y = dequantize(net, q)

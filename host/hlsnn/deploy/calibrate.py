@@ -137,7 +137,7 @@ def _walk(dep, net, so, x):
     alias = lambda name: net.aliases.get(name, name)          # noqa: E731
     clips = {la.inputs[0]: la for la in dep.net.layers if la.kind == "host" and la.op == "Clip"}
     # 1. the input at host_radix's point, as the first layer converts it
-    from ..deploy.quant import host_radix
+    from .quant import host_radix
     f_x = host_radix(x, bits, True, dep.overflow_ratio)
     net.input["f"] = f_x
     c, h, w = netmode._chw(net.input["shape"])
@@ -171,8 +171,8 @@ def _walk(dep, net, so, x):
 
 def _conv(dep, net, so, op, x, fx, converted, clip):
     """Rule 2 of the module docstring for one conv op: ``(y, F_out, False)``."""
-    from ..deploy import shift_fit
-    from ..deploy.executors import ShiftExec
+    from . import shift_fit
+    from .executors import ShiftExec
     from ..engines import convgeom as conv
     ex, f = dep.execs[op.name], dict(op.f)
     b = x.shape[0]
