@@ -18,7 +18,7 @@ batch) at batch 1, after a warm-up call, over ``--calls`` calls; medians of:
   Python and numpy, the part a board runs as well (its MMIO a store to a mapped page, its
   syncs a cache-maintenance call that is not modelled here);
 * ``quantize`` and ``finish``: rule 1 (the input's integers) and rule 5 (the logits'
-  dequantization and the host layers after them) of :mod:`hlsnn.network.program`.
+  dequantization and the host layers after them) of :mod:`hlsnn.deploy.program`.
 
 Usage::
 

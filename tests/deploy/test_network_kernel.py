@@ -1,5 +1,5 @@
 """The network path of a compiled shift_mac model (issue 31, design B): the network mode
-(``hlsnn.network.program``, the spec) and the network kernel (one kernel start per batch).
+(``hlsnn.deploy.program``, the spec) and the network kernel (one kernel start per batch).
 
 References: the layer-by-layer compiled network on the emulator (today's path, itself tested
 against a fresh deployment), a plain-Python integer convolution with its own rounding, and the

@@ -31,7 +31,7 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    (:func:`hlsnn.deploy.groups.gemm_weight`); :meth:`ShiftRules.weights` takes each output's own
    ``(C/groups, kh, kw)`` codes back (checked: the packed weight's other codes are zero).
    A dilated conv is this conv with its kernel's holes filled with zero codes
-   (:func:`hlsnn.network.dilate.dilate`: extent ``d*(k-1)+1``, pads unchanged; exact).
+   (:func:`hlsnn.deploy.dilate.dilate`: extent ``d*(k-1)+1``, pads unchanged; exact).
    Then the engine's output rule
    (:func:`hlsnn.engines.shift_mac.emulator.output_rule`, emulator rule 5: ``v = saturate_A(acc
    + bias)``, ReLU, ``shift_round_sat(v, shift, B)`` with the *config's* rounding), with

@@ -36,7 +36,7 @@ The rules (the specification every target follows; the host code is the same on 
   output; convolutions run as GEMM on host im2col (one sample per patch).
 * **One program on emu**: a calibrated network of ``shift_mac`` or ``sparse_cluster`` layers
   on one accelerator runs, not calibrating, as the network mode's integer program compiled
-  (:mod:`hlsnn.network.fast`; the rules of :mod:`hlsnn.network.program`, which give
+  (:mod:`hlsnn.deploy.fast`; the rules of :mod:`hlsnn.deploy.program`, which give
   these rules' bits): :meth:`Deployment.fast_network`.
 * **Tiling**: outputs (N or Z) are split into chunks of the kernel's maximum and the batch
   into chunks the kernel accepts. ``bfp_systolic`` runs a K beyond ``max_k`` in passes inside
@@ -172,12 +172,12 @@ class Deployment:
 
     def fast_network(self):
         """The calibrated network as one integer program on the ``emu`` target
-        (:mod:`hlsnn.network.fast`: :mod:`hlsnn.network.program`'s rules, the bits of the
+        (:mod:`hlsnn.deploy.fast`: :mod:`hlsnn.deploy.program`'s rules, the bits of the
         layer-by-layer path, compiled), or None where it runs layer by layer: :attr:`fast`
         off, ``dynamic`` radix points, another target, quantized host layers, the compiled
         helpers off (``HLSNN_NATIVE=0``), or a network the network mode refuses (a
         ``bfp_systolic`` layer, mixed accelerators, an op without an integer rule:
-        :func:`hlsnn.network.program.lower`). Made once per calibration."""
+        :func:`hlsnn.deploy.program.lower`). Made once per calibration."""
         if not (self.fast and self.calibrated):
             return None
         if getattr(self, "_fastnet", None) is None:
@@ -192,9 +192,9 @@ class Deployment:
         return self._fastnet or None
 
     def _lowered(self):
-        """The deployment as a network-mode program (:func:`hlsnn.network.program.lower` of
+        """The deployment as a network-mode program (:func:`hlsnn.deploy.program.lower` of
         its compiled layer program), None where it has not one accelerator of an engine
-        :mod:`hlsnn.network.fast` runs, or :class:`InputError` where netmode refuses it.
+        :mod:`hlsnn.deploy.fast` runs, or :class:`InputError` where netmode refuses it.
         Reads the layers' radix points as they are."""
         from types import SimpleNamespace
         from . import fast as netfast, program as netmode
@@ -259,7 +259,7 @@ class Deployment:
     def calibrate(self, x_cal):
         """Choose every radix point from ``x_cal`` (:meth:`run` with ``calibrate``): on ``emu``,
         where the network lowers to the integer network mode, as compiled integer ops that
-        set the same state (:mod:`hlsnn.network.calibrate`). Returns the seconds it took."""
+        set the same state (:mod:`hlsnn.deploy.calibrate`). Returns the seconds it took."""
         t = time.perf_counter()
         from . import calibrate as netcal
         x_cal = self._input(x_cal)
