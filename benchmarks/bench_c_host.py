@@ -18,9 +18,9 @@ is the host's own work. Medians over ``--calls`` calls, after a warm-up, in micr
   ``hlsnn_in_quantize``, whose 256-value table build makes it an upper bound of the lookup of
   ``hlsnn_in_run``): the Python and ``ctypes`` part of a start;
 * ``softmax``: the host layers after the logits on the dequantized outputs
-  (:func:`hlsnn.network.program.finish` less nothing: the numpy Softmax of 10 values with the
+  (:func:`hlsnn.deploy.program.finish` less nothing: the numpy Softmax of 10 values with the
   dequantization);
-* ``python_quantize``: the numpy rule 1 it replaces (:func:`hlsnn.network.program.quantize_input`).
+* ``python_quantize``: the numpy rule 1 it replaces (:func:`hlsnn.deploy.program.quantize_input`).
 
 Usage::
 
@@ -49,7 +49,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
-from hlsnn.network import artifact, nethost, program as netmode  # noqa: E402
+from hlsnn.network import artifact, nethost  # noqa: E402
+from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.network.board import io_words  # noqa: E402
 
 

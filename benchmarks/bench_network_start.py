@@ -18,7 +18,7 @@ batch) at batch 1, after a warm-up call, over ``--calls`` calls; medians of:
   Python and numpy, the part a board runs as well (its MMIO a store to a mapped page, its
   syncs a cache-maintenance call that is not modelled here);
 * ``quantize`` and ``finish``: rule 1 (the input's integers) and rule 5 (the logits'
-  dequantization and the host layers after them) of :mod:`hlsnn.network.program`.
+  dequantization and the host layers after them) of :mod:`hlsnn.deploy.program`.
 
 Usage::
 
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "host"))
 
 import hlsnn  # noqa: E402
-from hlsnn.network import program as netmode  # noqa: E402
+from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.network.build import compile_model  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 

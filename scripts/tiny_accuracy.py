@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "host"))
 
 from hlsnn.config import read_yaml  # noqa: E402
-from hlsnn.deploy.evaluate import deploy  # noqa: E402
+from hlsnn.evaluation.run import deploy  # noqa: E402
 
 TINY = ROOT / "tests" / "data" / "torch" / "tiny"
 COLUMNS = ("bfp8", "twohot_nearest", "twohot", "fixed8", "pot_nearest", "pot")

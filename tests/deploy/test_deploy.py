@@ -14,7 +14,8 @@ pytest.importorskip("sklearn")
 from hlsnn.cli import main  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import deploy, open_accelerators  # noqa: E402
+from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
+from hlsnn.evaluation.run import deploy  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.deploy.quant import host_radix  # noqa: E402
@@ -186,7 +187,7 @@ def test_deploy_on_sim_runs_the_network_kernel_with_the_emulators_bits():
     """On sim, an assignment with a network kernel runs its test images in one kernel start;
     its outputs equal the layer-by-layer emulator's bit for bit (compared here directly, beside
     the self-check the loader runs), and a mixed-engine assignment runs layer by layer."""
-    from hlsnn.deploy.evaluate import network_net
+    from hlsnn.evaluation.run import network_net
     cfg = load_deploy_config(CNN)
     net = load_onnx(cfg.model)
     ds = datasets.load("digits", layout="nchw")

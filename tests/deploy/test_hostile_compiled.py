@@ -358,7 +358,7 @@ EVIL = 'x\n__attribute__((constructor)) static void pwn() { __builtin_trap(); }\
 
 
 def _lowered(path, name=None, op_name=None):
-    from hlsnn.network import program as netmode
+    from hlsnn.deploy import program as netmode
     net = netmode.lower(*artifact.read(path))
     if name is not None:
         net.name = name
@@ -399,7 +399,7 @@ def test_hostile_names_render_kernels_that_compile_and_run_no_code(good, tmp_pat
     constructor slipped past a comment would trap the process first)."""
     from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
     from hlsnn.engines.network import kernel as netkernel
-    from hlsnn.network import program as netmode
+    from hlsnn.deploy import program as netmode
     from hlsnn.engines.shift_mac.network import kernel as shiftkernel
     from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
     monkeypatch.setenv("HLSNN_BUILD", str(tmp_path / "build"))
@@ -463,7 +463,7 @@ def test_comment_form_cannot_leave_a_comment(text):
                                          ("group", 0), ("bias", np.zeros(3, np.int64)), ("shift", np.full(8, 70)),
                                          ("codes", np.zeros((8, 2, 3, 3), np.int64)), ("c", 10 ** 9)])
 def test_check_ops_refuses_fields_the_c_helpers_cannot_take(good, field, value):
-    from hlsnn.network import program as netmode
+    from hlsnn.deploy import program as netmode
     net = _lowered(good["twohot"])
     op = next(o for o in net.ops if o.kind == "conv")
     op.f[field] = value
@@ -473,7 +473,7 @@ def test_check_ops_refuses_fields_the_c_helpers_cannot_take(good, field, value):
 
 @pytest.mark.parametrize("field,value", [("sa", 40), ("sb", -1), ("shift", 99), ("hw", 0)])
 def test_check_ops_refuses_undefined_add_shifts(field, value):
-    from hlsnn.network import program as netmode
+    from hlsnn.deploy import program as netmode
     op = netmode.Op("add", "add1", ["a", "b"], "c", dict(c=4, hw=4, sa=0, sb=1, shift=2))
     op.f[field] = value
     net = netmode.NetProgram("n", [op], {}, {}, {}, [], {}, "acc", {})

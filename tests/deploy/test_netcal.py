@@ -1,4 +1,4 @@
-"""The compiled calibration (hlsnn.network.calibrate; issue 32: calibration as fast per image as
+"""The compiled calibration (hlsnn.deploy.calibrate; issue 32: calibration as fast per image as
 the run) against its specification, the layer path's calibration (Deployment.run(x,
 calibrate=True)): the same radix points, histograms, statistics, refitted codes and biases,
 and so the same outputs afterwards. On random networks (strided, rectangular, asymmetric,
@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.network import calibrate as netcal, fast as netfast  # noqa: E402
+from hlsnn.deploy import calibrate as netcal, fast as netfast  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
 from hlsnn.deploy.graph import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402

@@ -1,4 +1,4 @@
-"""The integer network mode compiled (hlsnn.network.fast, native/netint.c; issue 32's
+"""The integer network mode compiled (hlsnn.deploy.fast, native/netint.c; issue 32's
 evaluation speed) against its specification, netmode.run_ints (numpy, int64), on random
 programs: every geometry the network mode takes (strides, asymmetric pads, rectangular and
 big kernels, groups, depthwise, dense), both engines' output rules, every rounding mode,
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hlsnn import native
-from hlsnn.network import fast as netfast, program as netmode
+from hlsnn.deploy import fast as netfast, program as netmode
 from hlsnn.errors import InputError
 from hlsnn.primitives import saturate, shift_round_sat
 

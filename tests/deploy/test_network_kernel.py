@@ -1,5 +1,5 @@
 """The network path of a compiled shift_mac model (issue 31, design B): the network mode
-(``hlsnn.network.program``, the spec) and the network kernel (one kernel start per batch).
+(``hlsnn.deploy.program``, the spec) and the network kernel (one kernel start per batch).
 
 References: the layer-by-layer compiled network on the emulator (today's path, itself tested
 against a fresh deployment), a plain-Python integer convolution with its own rounding, and the
@@ -13,7 +13,8 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT, checked_raw  # noqa: E402
-from hlsnn.network import artifact, program as netmode  # noqa: E402
+from hlsnn.network import artifact  # noqa: E402
+from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.engines.shift_mac.network import perf as netperf  # noqa: E402
 from hlsnn.engines.network.kernel import allocate  # noqa: E402
 from hlsnn.deploy import datasets, hostops  # noqa: E402

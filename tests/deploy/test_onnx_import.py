@@ -279,7 +279,8 @@ def test_quantized_host_mode_computes_host_layers_in_fixed_point(tmp_path):
     output is unsigned and the LeakyRelu's signed; 16 bits stay within a point of float,
     and 2 bits lose accuracy (the mode is in effect)."""
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import deploy, open_accelerators
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.evaluation.run import deploy
     from hlsnn.deploy.onnx_import import load_onnx
     from hlsnn.deploy.runner import Deployment
     from hlsnn.deploy import datasets, hostops

@@ -17,7 +17,8 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import helper, numpy_helper, TensorProto  # noqa: E402
 
 from hlsnn.deploy import datasets, qimport  # noqa: E402
-from hlsnn.deploy.evaluate import deploy, float_reference, open_deployment  # noqa: E402
+from hlsnn.deploy.evaluate import float_reference, open_deployment  # noqa: E402
+from hlsnn.evaluation.run import deploy  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.errors import ModelError  # noqa: E402
 

@@ -17,7 +17,8 @@ qonnx = pytest.importorskip("qonnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from hlsnn.deploy import datasets, qimport  # noqa: E402
-from hlsnn.deploy.evaluate import deploy, open_deployment  # noqa: E402
+from hlsnn.deploy.evaluate import open_deployment  # noqa: E402
+from hlsnn.evaluation.run import deploy  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 

@@ -18,7 +18,8 @@ pytest.importorskip("sklearn")
 from hlsnn.cli import main  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
-from hlsnn.deploy.evaluate import deploy, format_result, open_accelerators  # noqa: E402
+from hlsnn.deploy.evaluate import format_result, open_accelerators  # noqa: E402
+from hlsnn.evaluation.run import deploy  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.deploy.quant import to_fixed  # noqa: E402
@@ -282,7 +283,7 @@ def test_report_shows_the_choice(tmp_path):
     pytest.importorskip("matplotlib")
     from html.parser import HTMLParser
 
-    from hlsnn.deploy.report import write_report
+    from hlsnn.evaluation.report import write_report
     cfgp = tmp_path / "mlp.yaml"
     cfgp.write_text(f"name: mlp_e5\nmodel: {MODELS / 'digits_mlp.onnx'}\ndata: digits\n"
                     "calibration: {samples: 64, update: e5}\ntest_samples: 20\n"

@@ -10,9 +10,10 @@ import pytest
 pytest.importorskip("onnx")
 pytest.importorskip("matplotlib")
 
-from hlsnn.deploy import evaluate  # noqa: E402
+from hlsnn.evaluation import run  # noqa: E402
 from hlsnn.deploy.graph import Layer  # noqa: E402
-from hlsnn.deploy.report import layer_cycles, layer_shape, write_report  # noqa: E402
+from hlsnn.deploy.report import layer_cycles, layer_shape  # noqa: E402
+from hlsnn.evaluation.report import write_report  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 SECTIONS = ("accuracy", "layer-error", "weights", "sparsity", "latency")
@@ -80,7 +81,7 @@ def check_page(page):
 
 def test_report_accuracy_equals_deploy(root, tmp_path):
     cfg = root / "configs" / "models" / "digits_mlp.yaml"
-    res = evaluate.deploy(cfg, "emu", per_layer=True, test_samples=40)
+    res = run.deploy(cfg, "emu", per_layer=True, test_samples=40)
     (tmp_path / "sub").mkdir()                      # --out makes no folders outside build/ and overlays/
     out = write_report(cfg, "emu", out=tmp_path / "sub" / "mlp.html", test_samples=40)
     assert out == tmp_path / "sub" / "mlp.html"
@@ -123,7 +124,7 @@ def fake_result(model="digits_mlp"):
 
 def test_report_with_fake_deploy_escapes_and_is_self_contained(root, tmp_path, monkeypatch):
     res = fake_result(model="<script>alert(1)</script>")
-    monkeypatch.setattr(evaluate, "deploy", lambda *a, **k: res)
+    monkeypatch.setattr(run, "deploy", lambda *a, **k: res)
     out = write_report(root / "configs" / "models" / "digits_mlp.yaml", out=tmp_path / "r.html")
     text = out.read_text()
     assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
@@ -143,7 +144,7 @@ def test_report_with_fake_deploy_escapes_and_is_self_contained(root, tmp_path, m
 
 
 def test_default_output_in_current_folder(root, tmp_path, monkeypatch):
-    monkeypatch.setattr(evaluate, "deploy", lambda *a, **k: fake_result())
+    monkeypatch.setattr(run, "deploy", lambda *a, **k: fake_result())
     monkeypatch.chdir(tmp_path)
     out = write_report(root / "configs" / "models" / "digits_mlp.yaml")
     assert out.name == "digits_mlp_report.html" and (tmp_path / out).is_file()
@@ -154,10 +155,10 @@ def test_bad_output_path(root, tmp_path, monkeypatch):
 
     def never(*a, **k):
         raise AssertionError("deploy() must not run when --out is wrong")
-    monkeypatch.setattr(evaluate, "deploy", never)
+    monkeypatch.setattr(run, "deploy", never)
     with pytest.raises(InputError, match=r"must end in \.html"):
         write_report(cfg, out=tmp_path / "r.png")
-    monkeypatch.setattr(evaluate, "deploy", lambda *a, **k: fake_result())
+    monkeypatch.setattr(run, "deploy", lambda *a, **k: fake_result())
     (tmp_path / "file").write_text("x")
     with pytest.raises(InputError, match="is a file, not a folder"):
         write_report(cfg, out=tmp_path / "file" / "r.html")
@@ -279,7 +280,7 @@ def test_boards_table_with_accel_configs_named_by_name(root, tmp_path, monkeypat
     (tmp_path / "byname.yaml").write_text(text)
     res = fake_result()
     res["assignments"]["fixed8"] = {"error": "layer fc1: something the test made up", "layers": {}}
-    monkeypatch.setattr(evaluate, "deploy", lambda *a, **k: res)
+    monkeypatch.setattr(run, "deploy", lambda *a, **k: res)
     out = write_report(tmp_path / "byname.yaml", out=tmp_path / "r.html")
     page = parse(out)
     cells = [c for row in page.tables["boards-table"][1:] for c in row[2:]]
@@ -293,7 +294,7 @@ def test_report_shows_the_pot_note_beside_its_row(root, tmp_path, monkeypatch):
     res = fake_result()
     note = "pot: -22.5 pts vs float: power-of-two weights without retraining; use two-hot or retrain"
     res["assignments"]["pot"]["note"] = note
-    monkeypatch.setattr(evaluate, "deploy", lambda *a, **k: res)
+    monkeypatch.setattr(run, "deploy", lambda *a, **k: res)
     acc = rows_by_first(parse(write_report(root / "configs" / "models" / "digits_mlp.yaml",
                                            out=tmp_path / "r.html")).tables["accuracy-table"])
     assert acc["pot"]["note"] == note and acc["twohot"]["note"] == ""

@@ -160,9 +160,10 @@ def test_a_long_reduction_gets_the_nearest_codes(monkeypatch):
 
 def test_deploy_writes_the_note_from_its_measurement(monkeypatch):
     from hlsnn.deploy import evaluate
+    from hlsnn.evaluation.run import deploy
     monkeypatch.setattr(evaluate, "POT_NOTE_POINTS", -100.0)      # every pot result gets its note
-    res = evaluate.deploy(ROOT / "configs" / "models" / "digits_mlp.yaml", "emu", assignments=["pot", "twohot"],
-                          test_samples=40)
+    res = deploy(ROOT / "configs" / "models" / "digits_mlp.yaml", "emu", assignments=["pot", "twohot"],
+                 test_samples=40)
     e = res["assignments"]["pot"]
     assert e["note"].startswith(f"pot: {100 * (e['accuracy'] - res['float_accuracy']):+.1f} pts vs float: ")
     assert "note" not in res["assignments"]["twohot"]

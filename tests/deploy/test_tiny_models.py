@@ -18,7 +18,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from conftest import ROOT  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from hlsnn.deploy.evaluate import deploy  # noqa: E402
+from hlsnn.evaluation.run import deploy  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 

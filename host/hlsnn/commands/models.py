@@ -15,7 +15,8 @@ def _is_deploy_config(path):
 
 
 def cmd_deploy(args):
-    from ..deploy.evaluate import deploy, format_result
+    from ..deploy.evaluate import format_result
+    from ..evaluation.run import deploy
     from ..progress import enabled
     res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,
                  host_precision=args.host_precision, host_bits=args.host_bits, per_layer=args.per_layer, test_samples=args.test_samples,
@@ -34,7 +35,7 @@ def cmd_report(args):
         print(f"wrote {write_compiled(args.config, out=args.out, board=args.board, batch=args.batch)}")
         return 0
     if _is_deploy_config(args.config):
-        from ..deploy.report import write_report
+        from ..evaluation.report import write_report
         out = write_report(args.config, args.target, out=args.out, host_fallback=args.host_fallback,
                            host_precision=args.host_precision, host_bits=args.host_bits, test_samples=args.test_samples,
                            radix_update=args.radix_update, radix_update_by=args.radix_update_by)

@@ -1,7 +1,8 @@
-"""``hlsnn report MODEL.yaml``: one self-contained HTML page about a deployment config.
+"""The page of ``hlsnn report MODEL.yaml``, one self-contained HTML page about a deployment config.
 
-:func:`write_report` runs :func:`hlsnn.deploy.evaluate.deploy` with per-layer statistics and
-writes one HTML file (inline CSS, figures as base64 PNG, no scripts, no external files):
+:func:`hlsnn.evaluation.report.write_report` runs :func:`hlsnn.evaluation.run.deploy` with
+per-layer statistics and writes, from its result and the sections here, one HTML file
+(inline CSS, figures as base64 PNG, no scripts, no external files):
 
 1. the run: model, target, test and calibration images, float accuracy (onnx's
    ReferenceEvaluator), hlsnn version and the command that reproduces the page;
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import io
-import shlex
 from html import escape
 from pathlib import Path
 
@@ -31,13 +31,11 @@ from ..engines.common import largest_frac
 from ..errors import ConfigError, InputError, MissingDependency
 from ..formats import bfp as bfpfmt
 from ..paths import CONFIGS_DIR
-from ..plots import check_out, draw_weight_levels, shift_levels
+from ..plots import draw_weight_levels, shift_levels
 from . import evaluate
-from .config import load_deploy_config
-from .onnx_import import load_onnx
 from .quant import prune
 
-__all__ = ["write_report", "layer_cycles", "layer_shape", "engine_input_shapes"]
+__all__ = ["layer_cycles", "layer_shape", "engine_input_shapes"]
 
 _CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
@@ -435,43 +433,6 @@ def _latency(res, cfg, elayers, accels, shapes, used, new):
                "<code>spec.estimate</code> model.</p>" + _table(["format", "accel config"] + boards, rows,
                                                                 "boards-table"))
     return "\n".join(out)
-
-
-# --------------------------------------------------------------------------- entry point
-
-def write_report(config_path, target="emu", *, out=None, host_fallback=False, host_precision="float",
-                 host_bits=8, test_samples=None, radix_update=None, radix_update_by=None) -> Path:
-    """Run the deployment config ``config_path`` on ``target`` (per-layer statistics on) and
-    write the HTML report to ``out`` (default ``<config stem>_report.html`` in the current
-    folder). Returns the path written. ``radix_update`` / ``radix_update_by``: see
-    :func:`~hlsnn.deploy.evaluate.deploy` (section 7 shows E5's choices).
-
-    Raises
-    ------
-    InputError
-        ``out`` does not end in .html/.htm or cannot be written (checked before any work
-        where possible), or anything :func:`~hlsnn.deploy.evaluate.deploy` rejects.
-    MissingDependency
-        matplotlib (or onnx) is not installed.
-    """
-    out = check_out(out if out is not None else Path(f"{Path(config_path).stem}_report.html"), (".html", ".htm"))
-    new = _matplotlib()
-    cfg = load_deploy_config(config_path)
-    res = evaluate.deploy(config_path, target, per_layer=True, host_fallback=host_fallback,
-                          host_precision=host_precision, host_bits=host_bits, test_samples=test_samples,
-                          radix_update=radix_update, radix_update_by=radix_update_by)
-    bits = evaluate.host_bits_of(host_precision, host_bits)
-    net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
-    accels = {f.accel: load_config(f.accel, check_fit=False) for f in cfg.formats.values()}
-    shapes = engine_input_shapes(cfg.model, net)
-    cmd = ["hlsnn", "report", str(config_path), "--target", target, "--out", str(out)]
-    cmd += ["--test-samples", str(test_samples)] if test_samples is not None else []
-    cmd += ["--host-fallback"] if host_fallback else []
-    cmd += ["--host-precision", "quantized", "--host-bits", str(bits)] if bits is not None else []
-    cmd += ["--radix-update", radix_update] if radix_update else []
-    cmd += ["--radix-update-by", radix_update_by] if radix_update_by else []
-    body = _sections(res, cfg, net, accels, shapes, new, " ".join(shlex.quote(c) for c in cmd))
-    return write_page(out, f"hlsnn report: {res['model']}", body)
 
 
 def write_page(out, title, body) -> Path:

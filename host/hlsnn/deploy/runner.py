@@ -36,7 +36,7 @@ The rules (the specification every target follows; the host code is the same on 
   output; convolutions run as GEMM on host im2col (one sample per patch).
 * **One program on emu**: a calibrated network of ``shift_mac`` or ``sparse_cluster`` layers
   on one accelerator runs, not calibrating, as the network mode's integer program compiled
-  (:mod:`hlsnn.network.fast`; the rules of :mod:`hlsnn.network.program`, which give
+  (:mod:`hlsnn.deploy.fast`; the rules of :mod:`hlsnn.deploy.program`, which give
   these rules' bits): :meth:`Deployment.fast_network`.
 * **Tiling**: outputs (N or Z) are split into chunks of the kernel's maximum and the batch
   into chunks the kernel accepts. ``bfp_systolic`` runs a K beyond ``max_k`` in passes inside
@@ -172,17 +172,17 @@ class Deployment:
 
     def fast_network(self):
         """The calibrated network as one integer program on the ``emu`` target
-        (:mod:`hlsnn.network.fast`: :mod:`hlsnn.network.program`'s rules, the bits of the
+        (:mod:`hlsnn.deploy.fast`: :mod:`hlsnn.deploy.program`'s rules, the bits of the
         layer-by-layer path, compiled), or None where it runs layer by layer: :attr:`fast`
         off, ``dynamic`` radix points, another target, quantized host layers, the compiled
         helpers off (``HLSNN_NATIVE=0``), or a network the network mode refuses (a
         ``bfp_systolic`` layer, mixed accelerators, an op without an integer rule:
-        :func:`hlsnn.network.program.lower`). Made once per calibration."""
+        :func:`hlsnn.deploy.program.lower`). Made once per calibration."""
         if not (self.fast and self.calibrated):
             return None
         if getattr(self, "_fastnet", None) is None:
             self._fastnet = False
-            from ..network import fast as netfast
+            from . import fast as netfast
             try:
                 net = self._lowered()
                 fn = None if net is None else netfast.build(net)
@@ -192,13 +192,13 @@ class Deployment:
         return self._fastnet or None
 
     def _lowered(self):
-        """The deployment as a network-mode program (:func:`hlsnn.network.program.lower` of
+        """The deployment as a network-mode program (:func:`hlsnn.deploy.program.lower` of
         its compiled layer program), None where it has not one accelerator of an engine
-        :mod:`hlsnn.network.fast` runs, or :class:`InputError` where netmode refuses it.
+        :mod:`hlsnn.deploy.fast` runs, or :class:`InputError` where netmode refuses it.
         Reads the layers' radix points as they are."""
         from types import SimpleNamespace
-        from ..network import fast as netfast, program as netmode
-        from ..network.layers import program_of
+        from . import fast as netfast, program as netmode
+        from .layers import program_of
         if self.dynamic or self.host or getattr(self, "actmm", None) \
                 or any(ex.acc.target.name != "emu" for ex in self.execs.values()) \
                 or not all(isinstance(d, int) for d in self.net.input_shape[1:]):
@@ -216,7 +216,7 @@ class Deployment:
     def _run_fast(self, fn, x):
         """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and
         ``input_density`` as the layer path counts them (``calls``: none made)."""
-        from ..network import program as netmode
+        from . import program as netmode
         q, sat, nz = fn.run(x.reshape((len(x),) + tuple(fn.net.input["shape"])), floats=True)    # rule 1 in C
         n = x.shape[0]
         for ln, ex in self.execs.items():
@@ -259,9 +259,9 @@ class Deployment:
     def calibrate(self, x_cal):
         """Choose every radix point from ``x_cal`` (:meth:`run` with ``calibrate``): on ``emu``,
         where the network lowers to the integer network mode, as compiled integer ops that
-        set the same state (:mod:`hlsnn.network.calibrate`). Returns the seconds it took."""
+        set the same state (:mod:`hlsnn.deploy.calibrate`). Returns the seconds it took."""
         t = time.perf_counter()
-        from ..network import calibrate as netcal
+        from . import calibrate as netcal
         x_cal = self._input(x_cal)
         if not netcal.calibrate(self, x_cal):
             self.run(x_cal, calibrate=True)

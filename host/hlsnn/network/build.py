@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import artifact
-from .layers import program_of
+from ..deploy.layers import program_of
 
 
 def compile_model(config_path, assignment, output, *, check_samples=4, calibration_samples=None,

@@ -124,7 +124,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     them), ``mlperf_window_us`` (the kernel with its DDR traffic, plus the host layers after the
     logits: MLPerf Tiny's DMA + kernel + softmax; input quantization outside it) and ``host``:
     the steps with their basis, and the double-buffered figures per image."""
-    from . import artifact, program as netmode
+    from . import artifact
+    from ..deploy import program as netmode
     from ..engines.network.move import refuse_kernel
     from ..engines.network.perf import DDR_LATENCY
     from ..engines.shift_mac.network import perf as netperf
@@ -262,7 +263,8 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
         if res is not None:
             return res
         if network:
-            from . import artifact, program as netmode
+            from . import artifact
+            from ..deploy import program as netmode
             from ..engines.network.move import refuse_kernel
             refuse_kernel(netmode.lower(*artifact.read(path)))          # raises the reason
     from ..measure.layers import layer_kernel_cycles

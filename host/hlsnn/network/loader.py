@@ -8,7 +8,7 @@ scikit-learn, no PyYAML, no data set, no calibration. The loader
   own config must have that hash, else :class:`~hlsnn.errors.InputError` says which overlay
   differs and how;
 * rebuilds every engine layer from its stored codes and radix points
-  (:func:`hlsnn.network.layers.restore`) and runs the network with the deployment runner's
+  (:func:`hlsnn.deploy.layers.restore`) and runs the network with the deployment runner's
   own code (:class:`hlsnn.deploy.runner.Deployment`, static radix points), so a compiled
   network gives the bits its deployment gave when it was compiled, on every target;
 * with ``self_check=True`` (the default) runs the stored input/output pairs and raises
@@ -26,12 +26,12 @@ import numpy as np
 
 from ..errors import HlsnnError, InputError
 from . import artifact
-from . import program as netmode
-from .layers import DeployStub, _host_layer, restore
+from ..deploy import program as netmode
+from ..deploy.layers import DeployStub, _host_layer, restore
 from .board import is_network_overlay
 
 TARGETS = ("emu", "csim", "sim", "pynq")
-#: targets with the network path (hlsnn.network.program on emu, the network kernel's
+#: targets with the network path (hlsnn.deploy.program on emu, the network kernel's
 #: C-simulation on csim, on the simulated board through pynq on sim, and on a board's
 #: network overlay through pynq on pynq: hlsnn.network.board)
 NETWORK_TARGETS = ("emu", "csim", "sim", "pynq")
@@ -294,7 +294,7 @@ class CompiledNet:
             self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
         else:
             if self._fast is None:              # the network mode compiled (netfast), else numpy
-                from . import fast as netfast
+                from ..deploy import fast as netfast
                 self._fast = netfast.build(n) or False
             q = self._fast.run(xq)[0] if self._fast else netmode.run_ints(n, xq)
             self.last_kernel_starts = 0
@@ -368,7 +368,7 @@ def load(path, target="emu", *, overlays=None, self_check=True, network=None, **
     config, refused unless its hash is the stored one). ``self_check``: run the stored
     input/output pairs first. ``network``: None runs the network path where it exists (a
     network on one ``shift_mac``, ``sparse_cluster`` or ``bfp_systolic`` accelerator that
-    :func:`hlsnn.network.program.lower` accepts: one kernel start per batch on ``emu``, ``csim``,
+    :func:`hlsnn.deploy.program.lower` accepts: one kernel start per batch on ``emu``, ``csim``,
     ``sim``, and on ``pynq`` when ``overlays`` names network overlays), True requires it, False
     runs layer by layer."""
     return CompiledNet(path, target, overlays=overlays, self_check=self_check, network=network, **target_options)

@@ -1,7 +1,7 @@
 """The network kernel's host side in C: one ``ctypes`` call per kernel start
 (``native/netin.c``, portable C that builds for the boards' ARM cores).
 
-* :func:`quantize` / :func:`quantize_into`: rule 1 (:func:`hlsnn.network.program.quantize_input`,
+* :func:`quantize` / :func:`quantize_into`: rule 1 (:func:`hlsnn.deploy.program.quantize_input`,
   i.e. :func:`hlsnn.deploy.quant.to_fixed`) on an image as the data set stores it (float32,
   float64 or uint8), written as int8 straight into the kernel's input buffer; bit-exact with the
   Python rule (``tests/deploy/test_nethost.py``: ties, saturation, negatives, tiny values).
@@ -130,7 +130,7 @@ def quantize_into(x, f, bits, mode, dst):
 
 def quantize(net, x):
     """Rule 1 of the lowered network ``net`` on the batch ``x`` in C: int64 integers of x's
-    shape (the bits of :func:`hlsnn.network.program.quantize_input`)."""
+    shape (the bits of :func:`hlsnn.deploy.program.quantize_input`)."""
     rule = input_rule(net)
     if rule is None:
         raise InputError(f"the C input rule does not cover {net.engine}'s input {net.input}")

@@ -61,8 +61,9 @@ def modelled_latency(dep, x1):
     ``layer_kernels`` (:func:`hlsnn.deploy.evaluate.modelled_latency`: each engine layer's
     calls, at the measured weight sparsity and input density), ``layer_kernels_dense`` (the
     same at weight sparsity 0) and ``network`` (``hlsnn perf`` of the compiled model,
-    :func:`hlsnn.deploy.evaluate.end_to_end_latency`; x1 one input)."""
-    from ..deploy.evaluate import end_to_end_latency, modelled_latency as layers
+    :func:`hlsnn.evaluation.run.end_to_end_latency`; x1 one input)."""
+    from ..deploy.evaluate import modelled_latency as layers
+    from ..evaluation.run import end_to_end_latency
     from ..measure.layers import layer_cycles
     c = dep.train_context
     asg = c["config"].assignments[c["assignment"]]

@@ -1,4 +1,4 @@
-"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.network.program`):
+"""The network kernel of a lowered ``shift_mac`` network (:mod:`hlsnn.deploy.program`):
 its buffers, its descriptor table and resident weights, rendered into
 ``hls/engines/shift_mac/network*.j2``, built for C-simulation and run through ctypes.
 

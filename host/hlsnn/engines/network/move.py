@@ -1,6 +1,6 @@
 """Data moves in the integer network mode (issue 52): nearest ``Upsample`` by integer factors,
 ``ZeroStuff`` (a transposed convolution's input: ``s - 1`` zeros between the pixels) and a
-channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.network.program.lower` for the
+channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.deploy.program.lower` for the
 ``shift_mac`` and ``sparse_cluster`` network modes. The rules (``q`` a tensor's integers at
 radix ``F``, a ``C x H x W`` map per image):
 
@@ -17,8 +17,8 @@ radix ``F``, a ``C x H x W`` map per image):
    requantization of one tensor (``shifts``: ``shift_round_sat(q, F_i - F_x, B, rounding)``,
    the identity at shift 0), exact while ``F_i <= max(F_x + 24, 0)`` (checked as for an Add).
 
-These ops run in :func:`hlsnn.network.program.run_ints` (numpy, integers only). The compiled
-emu fast path (:mod:`hlsnn.network.fast`) and the network kernels' C++ have no loop for
+These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The compiled
+emu fast path (:mod:`hlsnn.deploy.fast`) and the network kernels' C++ have no loop for
 them yet: :func:`netfast.build` returns None for such a network (the numpy path runs it, same
 bits) and :func:`refuse_kernel` names the op for csim, sim and pynq (the network then runs
 layer by layer there)."""
@@ -102,7 +102,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.network.program.check_ops` for this module's ops."""
+    """:func:`hlsnn.deploy.program.check_ops` for this module's ops."""
     f = op.f
     if op.kind == "concat":
         ints(op, f, ("hw", "h", "w"), 1, 1 << 26)

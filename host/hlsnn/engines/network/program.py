@@ -1,6 +1,6 @@
 """A lowered network as its integer ops (:class:`Op`, :class:`NetProgram`): what an engine's
 lowering rules (``engines/<engine>/network/lower.py``) build and its network kernel renders;
-:mod:`hlsnn.network.program` walks a compiled model's layers into one."""
+:mod:`hlsnn.deploy.program` walks a compiled model's layers into one."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,5 +1,5 @@
-"""The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.network.program`, dispatched
-by :func:`hlsnn.network.program.engine_rules`): the specification of its network path, one
+"""The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.deploy.program`, dispatched
+by :func:`hlsnn.deploy.program.engine_rules`): the specification of its network path, one
 kernel start per batch.
 
 Layer by layer (:class:`hlsnn.deploy.executors.BfpExec`), a BFP layer quantizes each im2col
@@ -108,7 +108,7 @@ def lower(program, arrays, alias_shape, maxpool_fields):
     """The :class:`~hlsnn.engines.network.program.NetProgram` of a compiled ``bfp_systolic`` model
     (module rules), or :class:`InputError` naming the layer it cannot run and why. ``alias_shape``
     and ``maxpool_fields``: the host ops' shapes and fields as the engine-neutral walk reads them
-    (:func:`hlsnn.network.program.alias_shape`, :func:`hlsnn.network.program.maxpool_fields`)."""
+    (:func:`hlsnn.deploy.program.alias_shape`, :func:`hlsnn.deploy.program.maxpool_fields`)."""
     from ...network.program import NetProgram, _why
     (acc_name, acc), = program["accels"].items()
     p = acc["config"]["bfp_systolic"]
@@ -242,7 +242,7 @@ def lower(program, arrays, alias_shape, maxpool_fields):
 
 
 class BfpRules:
-    """``bfp_systolic``'s entry in :func:`hlsnn.network.program.engine_rules`: its network
+    """``bfp_systolic``'s entry in :func:`hlsnn.deploy.program.engine_rules`: its network
     mode is a program of its own (:func:`lower`, :func:`run`; module docstring)."""
     engine = "bfp_systolic"
     formats = ("bfp",)
@@ -507,5 +507,5 @@ def _run(net, xq, keep, seen):
     return (out, env) if keep else out
 
 
-#: the rules :func:`hlsnn.network.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+#: the rules :func:`hlsnn.deploy.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
 RULES = BfpRules

@@ -1,4 +1,4 @@
-"""``shift_mac``'s rules of the integer network mode (:mod:`hlsnn.network.program`'s walk, module
+"""``shift_mac``'s rules of the integer network mode (:mod:`hlsnn.deploy.program`'s walk, module
 rule 2): two-hot / power-of-two codes as their shift-add values (:func:`_fields`, the kernel's
 fields), ``saturate_A(acc + bias)``, ReLU and ``shift_round_sat`` with the config's rounding
 (:func:`hlsnn.engines.shift_mac.emulator.output_rule`)."""
@@ -82,5 +82,5 @@ def _fields(t, shape):
     return f
 
 
-#: the rules :func:`hlsnn.network.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+#: the rules :func:`hlsnn.deploy.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
 RULES = ShiftRules

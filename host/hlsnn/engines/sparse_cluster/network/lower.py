@@ -1,4 +1,4 @@
-"""The network mode's ``sparse_cluster`` layers (:mod:`hlsnn.network.program`, rule 2 with
+"""The network mode's ``sparse_cluster`` layers (:mod:`hlsnn.deploy.program`, rule 2 with
 this engine's weights and output rule); the specification of the ``sparse_cluster`` network
 kernel (:mod:`hlsnn.engines.sparse_cluster.network.kernel`).
 
@@ -78,7 +78,7 @@ def output_rule(p, acc, bias, shift, relu):
 
 
 class SparseRules:
-    """``sparse_cluster``'s layer rules for :func:`hlsnn.network.program.lower` (module
+    """``sparse_cluster``'s layer rules for :func:`hlsnn.deploy.program.lower` (module
     docstring)."""
     engine = "sparse_cluster"
     formats = ("fixed", "sparse")
@@ -97,5 +97,5 @@ class SparseRules:
         return output_rule(p, acc, bias, shift, relu)
 
 
-#: the rules :func:`hlsnn.network.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
+#: the rules :func:`hlsnn.deploy.program.engine_rules` finds (:func:`hlsnn.engine_registry.network_part`)
 RULES = SparseRules

@@ -31,7 +31,7 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    (:func:`hlsnn.deploy.groups.gemm_weight`); :meth:`ShiftRules.weights` takes each output's own
    ``(C/groups, kh, kw)`` codes back (checked: the packed weight's other codes are zero).
    A dilated conv is this conv with its kernel's holes filled with zero codes
-   (:func:`hlsnn.network.dilate.dilate`: extent ``d*(k-1)+1``, pads unchanged; exact).
+   (:func:`hlsnn.deploy.dilate.dilate`: extent ``d*(k-1)+1``, pads unchanged; exact).
    Then the engine's output rule
    (:func:`hlsnn.engines.shift_mac.emulator.output_rule`, emulator rule 5: ``v = saturate_A(acc
    + bias)``, ReLU, ``shift_round_sat(v, shift, B)`` with the *config's* rounding), with
@@ -94,7 +94,7 @@ def alias_shape(j, shape):
         return tuple(shape)
     if j["op"] in ("Squeeze", "Unsqueeze") or j["op"] == "Reshape" and j.get("attrs", {}).get("shape") is not None:
         from types import SimpleNamespace
-        from ..deploy import hostops
+        from . import hostops
         try:
             y = hostops.run(SimpleNamespace(op=j["op"], attrs=j["attrs"]), [np.zeros((1,) + tuple(shape))])
             return tuple(int(d) for d in y.shape[1:])
@@ -344,7 +344,7 @@ def _clamp(j, f, bits, prev, why):
     same output); ``why`` the error when a bound is not a value of that format (the Clip
     would then change the format: :func:`hlsnn.deploy.hostops.out_format`)."""
     from types import SimpleNamespace
-    from ..deploy import hostops
+    from . import hostops
     a = j["attrs"]
     if hostops.out_format(SimpleNamespace(op="Clip", attrs=a), [(f, bits, True)]) is None:
         raise why(f"bounds {a.get('lo')}, {a.get('hi')} are not values of the input's format (radix {f})")
@@ -388,7 +388,7 @@ def quantize_input(net, x):
     if net.engine == "bfp_systolic":
         bfp_input = network_part(net.engine, "lower").quantize_input
         return bfp_input(net, x)
-    from ..deploy.quant import to_fixed
+    from .quant import to_fixed
     i = net.input
     f, bits, rounding = i["f"], i["bits"], i["rounding"]
     g = max(f + 24, 0)
@@ -511,7 +511,7 @@ def finish(net, q):
     """Rule 5: the network's float output from the output integers ``q``."""
     stubs = getattr(net, "_host_stubs", None)
     if stubs is None:                          # the host layers after the logits, made once per program
-        from ..deploy import hostops
+        from . import hostops
         from .layers import _host_layer
         stubs = net._host_stubs = [(hostops.run, _host_layer(j, {})) for j in net.host_after]
     y = dequantize(net, q)

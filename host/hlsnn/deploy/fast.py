@@ -1,4 +1,4 @@
-"""The integer network mode at the speed of an evaluation loop: :func:`hlsnn.network.program.run_ints`
+"""The integer network mode at the speed of an evaluation loop: :func:`hlsnn.deploy.program.run_ints`
 (rules 2-4 of that module, the specification) run by the compiled helper ``native/netint.c``
 on int32 maps in NHWC order, bit for bit.
 
@@ -7,7 +7,7 @@ on int32 maps in NHWC order, bit for bit.
   int32 sums are exact when ``2**(B-1) * max_z sum |c[z, ...]| < 2**31`` (``B`` the activation
   bits: every input integer is a ``B``-bit signed value, and the bound holds for every partial
   sum, so the order of the additions does not matter): :class:`FastNet` checks it per op and
-  runs an op that fails it with :func:`~hlsnn.network.program.conv_ints` (int64) instead.
+  runs an op that fails it with :func:`~hlsnn.deploy.program.conv_ints` (int64) instead.
   A dense layer is the conv netmode makes of it, its weight columns permuted from the NCHW
   flattening to the map's NHWC order.
 * **maxpool**, **add** (rules 3, 4): ``hlsnn_net_maxpool``, ``hlsnn_net_add``.
@@ -180,7 +180,7 @@ class _Conv:
 
 
 def quantize_nhwc(net, so, x, out):
-    """Rule 1 (:func:`~hlsnn.network.program.quantize_input`, its bits) of float64 images ``x``
+    """Rule 1 (:func:`~hlsnn.deploy.program.quantize_input`, its bits) of float64 images ``x``
     (B, C, H, W) or (B, K), C-contiguous, into ``out``, their (B, H, W, C) int32 maps:
     ``netint.c``'s ``hlsnn_net_quantize`` (the numpy fast path's float64 operations) where that
     path applies to every value, else ``quantize_input`` (which then takes ``to_fixed``). Each
@@ -203,7 +203,7 @@ class FastNet:
     """A lowered integer :class:`~hlsnn.engines.network.program.NetProgram` ready for ``netint.c``.
 
     :meth:`run` takes the input integers (B, C, H, W) or (B, K) and returns what
-    :func:`~hlsnn.network.program.run_ints` returns, plus per-conv statistics."""
+    :func:`~hlsnn.deploy.program.run_ints` returns, plus per-conv statistics."""
 
     #: images per slice: a layer's maps stay in the CPU's caches
     chunk = 16
@@ -241,7 +241,7 @@ class FastNet:
         return self.net.aliases.get(name, name)
 
     def run(self, xq, *, floats=False):
-        """``(out, sat, nz)``: the output integers as :func:`~hlsnn.network.program.run_ints`
+        """``(out, sat, nz)``: the output integers as :func:`~hlsnn.deploy.program.run_ints`
         gives them (int64), each conv op's saturation count and its input's non-zero counts per
         pixel (H*W int64, over images and channels). With ``floats``, ``xq`` is the float batch
         and each slice is quantized in its thread (:func:`quantize_nhwc`, rule 1's bits)."""

@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import shift as sfmt
 from ..version import __version__
-from ..deploy.executors import BfpExec, LayerStats, ShiftExec, SparseExec
+from .executors import BfpExec, LayerStats, ShiftExec, SparseExec
 
 EXEC_OF = {"bfp": BfpExec, "twohot": ShiftExec, "pot": ShiftExec, "fixed": SparseExec, "sparse": SparseExec}
 _SHIFT_FIELDS = ("e1", "e2", "s1", "s2", "zero", "scale_exponent")

@@ -8,11 +8,11 @@ statistics unit's MSB histogram of the wide results, then DETERMINE picks ``F_ou
 *main operation* (the outputs at that radix). Host glue between the layers works in float64
 on exact values, and a tensor that is not in the next layer's format is converted at the
 radix :func:`~hlsnn.deploy.quant.host_radix` picks from its values. Here the same steps run
-once per layer on int32 NHWC maps, with the rules of :mod:`hlsnn.network.program` (which
+once per layer on int32 NHWC maps, with the rules of :mod:`hlsnn.deploy.program` (which
 give the layer path's bits):
 
-1. **Input**: ``F_x = host_radix(x)``, then :func:`~hlsnn.network.program.quantize_input`'s
-   bits (``to_fixed``'s) by :func:`hlsnn.network.fast.quantize_nhwc`, images split between
+1. **Input**: ``F_x = host_radix(x)``, then :func:`~hlsnn.deploy.program.quantize_input`'s
+   bits (``to_fixed``'s) by :func:`hlsnn.deploy.fast.quantize_nhwc`, images split between
    threads.
 2. **conv / dense**: a two-hot or PoT layer with ``weight_fit: output`` first re-chooses its
    codes and bias on its input integers (:func:`hlsnn.deploy.shift_fit.refit`, as the layer
@@ -137,7 +137,7 @@ def _walk(dep, net, so, x):
     alias = lambda name: net.aliases.get(name, name)          # noqa: E731
     clips = {la.inputs[0]: la for la in dep.net.layers if la.kind == "host" and la.op == "Clip"}
     # 1. the input at host_radix's point, as the first layer converts it
-    from ..deploy.quant import host_radix
+    from .quant import host_radix
     f_x = host_radix(x, bits, True, dep.overflow_ratio)
     net.input["f"] = f_x
     c, h, w = netmode._chw(net.input["shape"])
@@ -171,8 +171,8 @@ def _walk(dep, net, so, x):
 
 def _conv(dep, net, so, op, x, fx, converted, clip):
     """Rule 2 of the module docstring for one conv op: ``(y, F_out, False)``."""
-    from ..deploy import shift_fit
-    from ..deploy.executors import ShiftExec
+    from . import shift_fit
+    from .executors import ShiftExec
     from ..engines import convgeom as conv
     ex, f = dep.execs[op.name], dict(op.f)
     b = x.shape[0]
