@@ -105,10 +105,9 @@ def run_pairs(op, get, b):
 def descriptor(op, d, place, name, pc):
     """Fill the network kernel's descriptor ``d`` of a transpose (the kernels' ``Transpose``
     loop): ``cg`` its ``R`` input channels, ``h``/``hw`` their ``S`` pixels, ``ohw`` the
-    output's ``R`` pixels, ``zb`` the ``ceil(S/Q)`` blocks of output channels, ``step_chan = S * Q`` (a block of
-    input channels' words in a bank), ``n_iter =
+    output's ``R`` pixels, ``zb`` the ``ceil(S/Q)`` blocks of output channels, ``n_iter =
     ceil(R/Q) * ceil(S/Q) * Q`` (one diagonal of a ``Q x Q`` block a cycle)."""
     r, s = op.f["r"], op.f["s"]
     d.update(src=place[name(op.ins[0])][0], cg=r, h=s, w=1, hw=s, oh=r, ow=1, ohw=r, zb=-(-s // pc),
-             step_chan=s * pc, n_iter=-(-r // pc) * -(-s // pc) * pc)
+             n_iter=-(-r // pc) * -(-s // pc) * pc)
     return 0
