@@ -87,6 +87,25 @@ def test_tokens_clf_runs_as_one_network_program_with_the_layer_paths_bits(tokens
     assert want.shape == (24, 10) and np.abs(want).max() > 0
 
 
+@pytest.mark.parametrize("name", ["tokenwise_dynamo", "tokenwise_ts17"])
+def test_tokenwise_output_rows_are_a_host_transpose_after_the_logits(tmp_path, name):
+    """tokenwise (two token-wise Linears, the (N, 8, 4) rows out): the input's RowsToMap is a
+    transpose on the fabric; the last MapToRows runs on the host after the logits (a float
+    transpose of the dequantized outputs, exact); one network program, the layer path's bits."""
+    from hlsnn.network.build import compile_model
+    x = _data(name).x_test[:16]
+    cfg = _config(tmp_path, name)
+    for fmt in FORMATS:
+        out = tmp_path / f"{name}-{fmt}.hlsnn"
+        compile_model(cfg, fmt, out)
+        net = hlsnn.load(out, "emu", network=True)
+        assert [op.kind for op in net.network.ops] == ["transpose", "conv", "conv"], fmt
+        assert [j["op"] for j in net.network.host_after] == ["MapToRows"], fmt
+        y = net(x)
+        assert y.shape == (16, 8, 4)
+        np.testing.assert_array_equal(y, hlsnn.load(out, "emu", network=False)(x), err_msg=fmt)
+
+
 def _tokenwise_model(path, t, f, o1, o2, seed=11):
     """Flat 64 values as (t, f) rows, a token-wise Linear (o1, ReLU), another (o2), flattened,
     a Linear to 10: the transposes of (t, f) rows and of the (o2, t) map."""
