@@ -166,18 +166,32 @@ def test_wider_tokenwise_network_lowers_with_the_layer_paths_bits(wide, fmt):
     np.testing.assert_array_equal(net(x), hlsnn.load(wide[fmt], "emu", network=False)(x))
 
 
-def test_a_transpose_the_kernels_cannot_hold_is_refused_by_name(tmp_path):
-    """Rows with two leading axes ((2, 4, 8) per image) are not the channels of one map: the
-    network mode names the RowsToMap and the reason (the model then runs layer by layer)."""
+@pytest.mark.parametrize("case,why", [
+    ("two_leading", r"rows_to_map \(RowsToMap\): rows of shape \(2, 4, 8\): a transpose of \(T, F\) rows \(one "
+                    r"leading axis\)"),
+    ("dense_rows", r"rows_to_map \(RowsToMap\): its source is held on chip as a 64x1x1 map, not as the 8x8x1 map of "
+                   r"its rows")])
+def test_a_transpose_the_kernels_cannot_hold_is_refused_by_name(tmp_path, case, why):
+    """Rows with two leading axes ((2, 4, 8) per image) are not the channels of one map, and a
+    dense layer's output vector reshaped to rows sits in the banks as 64 channels of one pixel:
+    the network mode names the RowsToMap and the reason (the model then runs layer by layer)."""
     from onnx import helper, numpy_helper
     from hlsnn.network.build import compile_model
-    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32), "w")
-    s = numpy_helper.from_array(np.array([0, 2, 4, 8], np.int64), "shape")
-    graph = helper.make_graph([helper.make_node("Reshape", ["x", "shape"], ["r"]),
-                               helper.make_node("MatMul", ["r", "w"], ["m"]),
-                               helper.make_node("Flatten", ["m"], ["y"], axis=1)], "g",
-                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 64])],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 24])], [w, s])
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.normal(size=(8, 3)).astype(np.float32), "w")
+    shape = [0, 2, 4, 8] if case == "two_leading" else [0, 8, 8]
+    s = numpy_helper.from_array(np.array(shape, np.int64), "shape")
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["m"]),
+             helper.make_node("Flatten", ["m"], ["y"], axis=1)]
+    init = [w, s]
+    if case == "dense_rows":                     # a Linear first: its output vector reshaped to rows
+        init += [numpy_helper.from_array(rng.normal(size=(64, 64)).astype(np.float32), "wd"),
+                 numpy_helper.from_array(rng.normal(size=64).astype(np.float32), "bd")]
+        nodes = [helper.make_node("Gemm", ["x0", "wd", "bd"], ["x"], transB=1)] + nodes
+    graph = helper.make_graph(nodes, "g",
+                              [helper.make_tensor_value_info("x0" if case == "dense_rows" else "x",
+                                                             onnx.TensorProto.FLOAT, [None, 64])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 24])], init)
     path = tmp_path / "two_lead.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     cfg = tmp_path / "two_lead.yaml"
@@ -186,8 +200,7 @@ def test_a_transpose_the_kernels_cannot_hold_is_refused_by_name(tmp_path):
                    "  twohot: {default: twohot}\n")
     out = tmp_path / "two_lead.hlsnn"
     compile_model(cfg, "twohot", out)
-    with pytest.raises(InputError, match=r"rows_to_map \(RowsToMap\): rows of shape \(2, 4, 8\): a transpose of "
-                                         r"\(T, F\) rows \(one leading axis\)"):
+    with pytest.raises(InputError, match=why):
         netmode.lower(*artifact.read(out))
 
 
