@@ -194,8 +194,11 @@ def lower(program, arrays):
                 state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w))))
                 shapes[j["output"]] = (c, 1, 1)
                 continue
-            from ..engines.network import move as netmove
+            from ..engines.network import move as netmove, transpose
             if netmove.lower_host(j, state, shapes, ops, _why, Op):         # Upsample, ZeroStuff, Concat
+                continue
+            if transpose.lower_host(j, state, shapes, aliases, inp["name"], ops, _why, Op,   # RowsToMap, MapToRows
+                                    lambda s: s is not None and s[0] in ("q", "input")):
                 continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
@@ -327,6 +330,9 @@ def check_ops(net):
                                   f"one per output)")
         elif op.kind in ("upsample", "zerostuff", "concat"):
             from ..engines.network.move import check_op
+            check_op(op, ints, bad)
+        elif op.kind == "transpose":
+            from ..engines.network.transpose import check_op
             check_op(op, ints, bad)
         elif op.kind == "add":
             ints(op, f, ("c", "hw"), 1, 1 << 26)
@@ -490,6 +496,9 @@ def run_ints(net, xq, *, keep=False):
         elif op.kind in ("upsample", "zerostuff", "concat"):
             from ..engines.network.move import run
             env[op.out] = run(op, get, b, net.input["bits"])
+        elif op.kind == "transpose":
+            from ..engines.network.transpose import run
+            env[op.out] = run(op, get, b)
         else:
             y = add_ints(x.reshape(b, f["c"], f["hw"]),
                          get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f, net.input["bits"])

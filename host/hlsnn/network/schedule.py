@@ -16,10 +16,11 @@ def _net_depths(engine):
     from ..engines.sparse_cluster.network import perf as sparseperf
     if engine == "bfp_systolic":
         return {"ConvMac": bfpperf.MAC_DEPTH, "ConvExp": bfpperf.EXP_DEPTH, "NetPool": bfpperf.POOL_DEPTH,
-                "NetAdd": bfpperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH, "NetConcat": netperf.MOVE_DEPTH}
+                "NetAdd": bfpperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH, "NetConcat": netperf.MOVE_DEPTH,
+                "NetTranspose": netperf.MOVE_DEPTH}
     conv = sparseperf.CONV_DEPTH if engine == "sparse_cluster" else shiftperf.CONV_DEPTH
     return {"NetMac": conv, "NetPool": netperf.POOL_DEPTH, "NetAdd": netperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH,
-            "NetConcat": netperf.ADD_DEPTH}
+            "NetConcat": netperf.ADD_DEPTH, "NetTranspose": netperf.MOVE_DEPTH}
 
 
 _NET_MEMO = {}

@@ -44,7 +44,8 @@ from ...names import c_ident, comment, check_slug
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
-OPS = {"conv": 0, "maxpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4}     # 3: hlsnn.engines.network.move
+OPS = {"conv": 0, "maxpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
+       "transpose": 5}                                                                  # 5: ... .transpose
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
 #: the most images a co-simulation test bench of a network kernel passes in one call: the
@@ -197,6 +198,9 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
     if op.kind in ("upsample", "zerostuff", "concat"):       # a data move (hlsnn.engines.network.move)
         from .move import move_descriptor
         return move_descriptor(op, f, d, place, name, pc)
+    if op.kind == "transpose":                                # rows and channels (hlsnn.engines.network.transpose)
+        from .transpose import descriptor
+        return descriptor(op, d, place, name, pc)
     if op.kind == "maxpool":
         d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         return 0

@@ -72,7 +72,7 @@ def tables(net, pz, pc):
                          f"exponents; the kernel takes up to 18-bit mantissas (one DSP48 product) and 8-bit "
                          f"exponents (its elements' 10-bit exponents hold their sums and the input's)")
     for op in net.ops:
-        if op.kind not in ("conv", "maxpool", "add", "upsample", "zerostuff", "concat"):
+        if op.kind not in ("conv", "maxpool", "add", "upsample", "zerostuff", "concat", "transpose"):
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} op is not in the kernel")
         if op.kind == "conv" and len(op.f["chunks"]) != 1:
             raise InputError(f"network kernel (bfp): {op.name}: {len(op.f['chunks'])} output chunks (one output "
@@ -193,7 +193,7 @@ def render(net, out_dir):
                w_ctype="int8_t" if p["mantissa_bits"] <= 8 else "int16_t", w_words=len(t["weights"][0][0]),
                b_words=len(t["biases"][0]), weights=[[_ints(b) for b in lane] for lane in t["weights"]],
                wexps=[_ints(x) for x in t["wexps"]], biases=[_ints(x) for x in t["biases"]],
-               max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4),
+               max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),

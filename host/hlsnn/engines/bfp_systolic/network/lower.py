@@ -104,6 +104,11 @@ def _op(kind, name, ins, out, **f):
     return Op(kind, name, list(ins), out, f)
 
 
+def _op_cls():
+    from ...network.program import Op
+    return Op
+
+
 def lower(program, arrays, alias_shape, maxpool_fields):
     """The :class:`~hlsnn.engines.network.program.NetProgram` of a compiled ``bfp_systolic`` model
     (module rules), or :class:`InputError` naming the layer it cannot run and why. ``alias_shape``
@@ -132,7 +137,7 @@ def lower(program, arrays, alias_shape, maxpool_fields):
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                      # host layers after the logits
-            if st == "input" and op not in ALIAS_OPS:
+            if st == "input" and op not in ALIAS_OPS + ("RowsToMap",):
                 raise _why(j, "a host op on the float input")
             if op in ALIAS_OPS:
                 state[j["output"]], shapes[j["output"]] = st, alias_shape(j, shapes[src])
@@ -171,6 +176,10 @@ def lower(program, arrays, alias_shape, maxpool_fields):
                 continue
             from ...network import move as netmove
             if netmove.lower_host_bfp(j, state, shapes, ops, _why):        # Upsample, ZeroStuff, Concat
+                continue
+            from ...network import transpose
+            if transpose.lower_host(j, state, shapes, aliases, inp["name"], ops, _why, _op_cls(),   # RowsToMap, MapToRows
+                                    lambda s: s in ("q", "input")):
                 continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
@@ -496,6 +505,9 @@ def _run(net, xq, keep, seen):
             env[op.out] = (np.maximum(x[0], 0), x[1])
         elif op.kind in ("upsample", "zerostuff", "concat"):
             from ...network.move import run_pairs
+            env[op.out] = run_pairs(op, get, bsz)
+        elif op.kind == "transpose":
+            from ...network.transpose import run_pairs
             env[op.out] = run_pairs(op, get, bsz)
         else:
             xa = shaped(x, (f["c"], f["hw"]))

@@ -43,7 +43,7 @@ MAC_DEPTH = 16
 #: two reads, the leading ones, the aligning shifters, the sum and the exactness test
 ADD_DEPTH = 6
 
-LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat"}
+LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose"}
 
 
 def iterations(net, tables):
@@ -66,7 +66,7 @@ def op_cycles(net, tables, ii=None):
     g = (ii or {}).get
     rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables["in_elems"] * g("NetLoad", 1))]
-    depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH}     # 3: netmove's Move loop
+    depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
     for op, r in zip(net.ops, tables["rows"]):
         k = _f(r, "op")
         c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0

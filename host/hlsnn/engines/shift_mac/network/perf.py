@@ -20,7 +20,9 @@ count, so the schedule is static):
 * add: ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
 * upsample / zerostuff (:mod:`hlsnn.network.netmove`): one output pixel a cycle,
   ``ceil(C/Q) * OH * OW``, plus :data:`MOVE_DEPTH`; a channel concat (its requantization as
-  the Add's), ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
+  the Add's), ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`; a transpose of an ``R x S``
+  map (:mod:`hlsnn.engines.network.transpose`): one diagonal of a ``Q x Q`` block a cycle,
+  ``ceil(R/Q) * ceil(S/Q) * Q``, plus :data:`MOVE_DEPTH`;
 * store: ``out_elems`` cycles to pack the output's words on chip, then the words in one burst
   (``StoreWords``) plus :data:`DDR_LATENCY`.
 
@@ -44,7 +46,7 @@ from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENC
 CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
 
 
-LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat"}
+LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose"}
 
 
 def words(elems):
@@ -69,7 +71,7 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
     ``ii``: ``{loop counter: II}`` of the loops whose derived II is above 1
     (:func:`hlsnn.perf.schedule.ii_of`): their iterations cost that many cycles each."""
     g = (ii or {}).get
-    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: ADD_DEPTH}
+    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: ADD_DEPTH, 5: MOVE_DEPTH}
     rows = [("load", "load image", words(tables["in_elems"]) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
     # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle

@@ -232,7 +232,7 @@ def render(net, out_dir):
                weights=[[_words(m) if t["sized"] else _ints(m) for m in lane] for lane in t["weights"]],
                biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
-               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4),
+               max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("sparse_cluster", ctx, out_dir) + (t,)
