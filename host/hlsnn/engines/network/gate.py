@@ -43,7 +43,7 @@ MAX_TABLE_BITS = 12
 #: the op kinds of this module
 KINDS = ("lut", "gate")
 #: the ops each engine's network kernel has a loop for (``network.cpp.j2``)
-KERNEL_KINDS = {}
+KERNEL_KINDS = {"shift_mac": ("lut", "gate")}
 
 
 def _round(num, den, rounding):
@@ -156,9 +156,10 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
                          "pool or gate)")
         src = j["inputs"][0]
         f_o, t = table(op, j.get("attrs", {}), (st[1], bits, True), rounding)
-        n = int(np.prod(shapes[src]))
+        from .program import _chw
+        c, h, w = _chw(shapes[src])
         ops.append(op_cls("lut", j["name"], [src], j["output"],
-                          dict(n=n, lo=-(1 << (bits - 1)), table=t, f_in=int(st[1]), f_out=int(f_o), fn=op)))
+                          dict(c=c, hw=h * w, lo=-(1 << (bits - 1)), table=t, f_in=int(st[1]), f_out=int(f_o), fn=op)))
         state[j["output"]], shapes[j["output"]] = ("q", int(f_o)), shapes[src]
         return True
     if op != "Mul":
@@ -203,7 +204,7 @@ def check_op(op, ints, bad):
     """:func:`hlsnn.network.program.check_ops` for this module's ops."""
     f = op.f
     if op.kind == "lut":
-        ints(op, f, ("n",), 1, 1 << 26)
+        ints(op, f, ("c", "hw"), 1, 1 << 26)
         t = np.asarray(f.get("table", ()))
         if t.ndim != 1 or t.size < 4 or t.size > 1 << MAX_TABLE_BITS or t.size & (t.size - 1) \
                 or f.get("lo") != -(t.size // 2):
@@ -224,3 +225,40 @@ def run(op, get, b, bits):
     a = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["hw"])
     g = np.asarray(get(op.ins[1]), np.int64).reshape(b, f["c"], 1)
     return gate_ints(a, g, f, bits)
+
+
+def lut_rom(net, bits=8):
+    """The network kernels' table ROM ``kLut``: every lut op's ``2**bits`` codes one after the
+    other (int64; one zero table when there is none), each op's first word in its field ``rom``."""
+    parts = []
+    for op in net.ops:
+        if op.kind == "lut":
+            t = np.asarray(op.f["table"], np.int64)
+            if t.size != 1 << bits:
+                from ...errors import InputError
+                raise InputError(f"network kernel: {op.name}: a table of {t.size} codes for {bits}-bit activations")
+            op.f["rom"] = sum(p.size for p in parts)
+            parts.append(t)
+    return np.concatenate(parts) if parts else np.zeros(1 << bits, np.int64)
+
+
+def gate_descriptor(op, f, d, place, name, pc):
+    """Fill the network kernel's descriptor ``d`` of a lut op (``woff`` its table's first ROM
+    word, :func:`lut_rom`) or a gate op (``single``: the map in an activation buffer and the
+    vector in the shortcut buffer, else the other way round; ``hw`` the map's pixels); return
+    the bits the gate's product needs (0 for a table)."""
+    from ...errors import InputError
+    n_iter = -(-f["c"] // pc) * f["hw"]
+    if op.kind == "lut":
+        src = place[name(op.ins[0])][0]
+        if src is None:
+            raise InputError(f"network kernel: {op.name}: its input is not in an activation buffer")
+        d.update(src=src, hw=f["hw"], woff=f["rom"], n_iter=n_iter)
+        return 0
+    a, g = (name(t) for t in op.ins)                 # the map and the vector (netgate.lower_host)
+    main, short = f.get("main"), f.get("short")
+    if {main, short} != {a, g} or place[main][0] is None or not place[short][1]:
+        raise InputError(f"network kernel: {op.name}: a gate of two tensors, the one made first in the shortcut "
+                         f"buffer, is supported")
+    d.update(src=place[main][0], hw=f["hw"], shift=f["shift"], single=int(main == a), n_iter=n_iter)
+    return 2 * 8 + 2

@@ -44,7 +44,8 @@ from ...names import c_ident, comment, check_slug
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
-OPS = {"conv": 0, "maxpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4}     # 3: hlsnn.engines.network.move
+OPS = {"conv": 0, "maxpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
+       "lut": 5, "gate": 6}                                                                 # hlsnn.engines.network.gate
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
 #: the most images a co-simulation test bench of a network kernel passes in one call: the
@@ -78,7 +79,7 @@ def allocate(net, pc=1):
         if op.kind == "add" and len(ins) == 1:          # the global pool of one tensor: no shortcut
             op.f["main"], op.f["short"] = ins[0], None
             main_uses[ins[0]].append(i)
-        elif op.kind == "add" or op.kind == "concat":     # a concat: its earlier-made part in sc (netmove)
+        elif op.kind in ("add", "concat", "gate"):     # a concat, a gate: the earlier-made operand in sc
             a, b = ins
             if made[a] < made[b]:
                 a, b = b, a
@@ -98,7 +99,7 @@ def allocate(net, pc=1):
         slot = None
         if main_uses[t]:
             # the tensor op i reads from an activation buffer (an add's shortcut is in sc)
-            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind in ("add", "concat")
+            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind in ("add", "concat", "gate")
                                            else name(net.ops[i].ins[0])}
             free = [s for s in (0, 1) if holder[s] is None or (last(holder[s], main_uses) <= i
                                                                and holder[s] not in reading)]
@@ -126,7 +127,7 @@ def check_disjoint(net, place):
     C-simulation makes it one at run time (a read within the pipeline's distance of its write)."""
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     for op in net.ops:
-        src = op.f["main"] if op.kind in ("add", "concat") else name(op.ins[0])
+        src = op.f["main"] if op.kind in ("add", "concat", "gate") else name(op.ins[0])
         s, d = place[src][0], place[op.out][0]
         if s is not None and s == d:
             raise AssertionError(f"network kernel: {op.name} would write activation buffer {d}, which it reads "
@@ -145,8 +146,8 @@ def descriptor_head(op, unfold, place, name, pz, pc):
     dst, dual = place[op.out]
     d = dict.fromkeys(FIELDS, 0)
     d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual))
-    if dst is None and op.kind != "conv":
-        raise InputError(f"network kernel: {op.name}: only a conv can write the shortcut buffer alone")
+    if dst is None and op.kind not in ("conv", "lut"):
+        raise InputError(f"network kernel: {op.name}: only a conv or a table can write the shortcut buffer alone")
     if op.kind in ("conv", "maxpool"):
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]
@@ -197,6 +198,9 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
     if op.kind in ("upsample", "zerostuff", "concat"):       # a data move (hlsnn.engines.network.move)
         from .move import move_descriptor
         return move_descriptor(op, f, d, place, name, pc)
+    if op.kind in ("lut", "gate"):                            # a table, a gate (hlsnn.engines.network.gate)
+        from .gate import gate_descriptor
+        return gate_descriptor(op, f, d, place, name, pc)
     if op.kind == "maxpool":
         d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         return 0

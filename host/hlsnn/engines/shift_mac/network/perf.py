@@ -21,6 +21,9 @@ count, so the schedule is static):
 * upsample / zerostuff (:mod:`hlsnn.network.netmove`): one output pixel a cycle,
   ``ceil(C/Q) * OH * OW``, plus :data:`MOVE_DEPTH`; a channel concat (its requantization as
   the Add's), ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
+* lut (:mod:`hlsnn.engines.network.gate`, a table activation): ``ceil(C/Q) * H * W``, plus
+  :data:`LUT_DEPTH`; gate (a channel gate, requantized as the Add's sum): ``ceil(C/Q) * H * W``,
+  plus :data:`ADD_DEPTH`;
 * store: ``out_elems`` cycles to pack the output's words on chip, then the words in one burst
   (``StoreWords``) plus :data:`DDR_LATENCY`.
 
@@ -39,12 +42,12 @@ allowances, not synthesis results.
 """
 from __future__ import annotations
 
-from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, MOVE_DEPTH, POOL_DEPTH, _f
+from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, LUT_DEPTH, MOVE_DEPTH, POOL_DEPTH, _f
 
 CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
 
 
-LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat"}
+LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetLut", 6: "NetGate"}
 
 
 def words(elems):
@@ -69,7 +72,7 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
     ``ii``: ``{loop counter: II}`` of the loops whose derived II is above 1
     (:func:`hlsnn.perf.schedule.ii_of`): their iterations cost that many cycles each."""
     g = (ii or {}).get
-    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: ADD_DEPTH}
+    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: ADD_DEPTH, 5: LUT_DEPTH, 6: ADD_DEPTH}
     rows = [("load", "load image", words(tables["in_elems"]) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
     # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle
@@ -98,7 +101,9 @@ def buffers(net, tables):
                    static=True),
             Buffer("kShift", "net_top", "array", 8, (tables["parts"] * pz, nb), partition=((1, "complete"),),
                    static=True),
-            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
+            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base"),
+            Buffer("kLut", "net_top", "array", 8, (pc, len(tables["luts"])), partition=((1, "complete"),),
+                   static=True, note="the activation tables, a copy per bank")]
 
 
 def datapath(net, tables):
