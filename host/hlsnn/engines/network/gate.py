@@ -43,7 +43,7 @@ MAX_TABLE_BITS = 12
 #: the op kinds of this module
 KINDS = ("lut", "gate")
 #: the ops each engine's network kernel has a loop for (``network.cpp.j2``)
-KERNEL_KINDS = {"shift_mac": ("lut", "gate")}
+KERNEL_KINDS = {"shift_mac": ("lut", "gate"), "sparse_cluster": ("lut", "gate")}
 
 
 def _round(num, den, rounding):
