@@ -15,8 +15,10 @@ integers at radix ``F``, value ``q * 2**-F``):
    ``(F_o, b, signed)`` is a function of the input's alone. The values ``f(x)``:
    ``HardSwish``: ``x * clip(x + 3, 0, 6) / 6``, exact (a rational); ``HardSigmoid``:
    ``clip(alpha * x + beta, 0, 1)`` with the float64 ``alpha`` and ``beta`` taken exactly;
-   ``Sigmoid``: the float64 ``0.5 * (1 + tanh(x / 2))`` of numpy (the value it is, taken
-   exactly). The table is the rule: a kernel holds it as a ROM of ``2**b`` entries.
+   ``Sigmoid``: ``1 / (1 + e^-x)`` to 60 significant digits (:mod:`decimal`, the same on every
+   machine; ``e^x`` of a rational ``x != 0`` is transcendental, so no value lies on a rounding
+   boundary, and ``x = 0`` gives ``1/2`` exactly). The table is the rule: a kernel holds it as
+   a ROM of ``2**b`` entries.
 10. **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by a ``C``-vector ``qg`` at ``Fg``,
     the vector broadcast over the pixels): ``p = qa[c, y, x] * qg[c]`` exact (int64, radix
     ``Fa + Fg``), then requantized to the consuming engine layer's calibrated input radix
@@ -73,9 +75,14 @@ def _values(op, attrs, f_in, codes):
     if op == "HardSigmoid":
         a, b = Fraction(float(attrs.get("alpha", 0.2))), Fraction(float(attrs.get("beta", 0.5)))
         return [min(max(a * v + b, Fraction(0)), Fraction(1)) for v in x]
-    if op == "Sigmoid":
-        xf = np.ldexp(np.asarray(codes, np.float64), -f_in)
-        return [Fraction(float(v)) for v in 0.5 * (1.0 + np.tanh(0.5 * xf))]
+    if op == "Sigmoid":                 # 1 / (1 + e^-x) to 60 digits (Decimal: the same on every machine)
+        import decimal
+        ctx = decimal.Context(prec=60)
+        out = []
+        for v in x:
+            d = ctx.divide(decimal.Decimal(v.numerator), decimal.Decimal(v.denominator))
+            out.append(Fraction(ctx.divide(1, ctx.add(1, ctx.exp(-d)))))
+        return out
     raise ValueError(f"no table rule for {op}")
 
 
