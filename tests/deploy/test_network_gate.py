@@ -174,3 +174,31 @@ def test_se_cnn_runs_in_one_start_of_the_network_kernel(se, name, fmt):
     with hlsnn.load(se[name, fmt], "sim", network=True) as sim:       # the simulated board
         np.testing.assert_array_equal(sim(x), board(x))
         assert sim.last_kernel_starts == 1
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_gate_loop_products_are_declared_and_modelled(se, fmt, tmp_path):
+    """Counted from the rendered C++ (tests/loop_operators.py): the Gate loop has Q run-time
+    products (its HLSNN_OPS and the resource model's multipliers), the Lut loop none; a kernel
+    of a program without tables or gates renders neither loop (its C++ and figures unchanged)."""
+    from loop_operators import bank_sites, loop_operators, over_ports
+    from hlsnn.network import artifact
+    from hlsnn.network.loader import kernel_network
+    from hlsnn.engines.shift_mac.network import perf as shiftperf
+    net, _ = kernel_network(*artifact.read(se["se_cnn_ts17", fmt]))
+    if fmt == "twohot":
+        from hlsnn.engines.shift_mac.network.kernel import render
+    else:
+        from hlsnn.engines.sparse_cluster.network.kernel import render
+    _, _, t = render(net, tmp_path)
+    ops = loop_operators(tmp_path, "network.cpp", "network.h", with_declared=True)
+    assert ops["GatePixels"]["mul"] == t["pc"] and ops["GatePixels"]["declared"] == (t["pc"], 0, t["pc"])
+    assert ops["LutPixels"]["mul"] == 0
+    assert sum(m.count for m in shiftperf.multipliers(net, t)) == t["pc"]
+    assert over_ports(bank_sites(tmp_path, "network.cpp", "network.h")) == []
+    plain = netmode.NetProgram(net.name, [op for op in net.ops if op.kind == "conv"][:1], net.shapes, net.input,
+                               dict(net.output, tensor=net.ops[0].out, shape=net.shapes[net.ops[0].out]), [],
+                               net.params, net.accel, {}, net.engine)
+    render(plain, tmp_path / "plain")
+    text = (tmp_path / "plain" / "network.cpp").read_text()
+    assert "GatePixels" not in text and "LutPixels" not in text and "kLut" not in text

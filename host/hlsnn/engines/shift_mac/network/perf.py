@@ -33,7 +33,7 @@ the depths are the model's, not a synthesis report. Nothing overlaps between lay
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
 buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
 codes per word, :func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
-shift ROMs (8-bit) and the blocks' window bases (32-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
+shift ROMs (8-bit), the blocks' window bases (32-bit) and a table program's ROM copies (``kLut``), each as the C++ declares it. No DSP but a channel gate's ``Q`` products (:func:`multipliers`): the convs' products are shifts and adds. The
 datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
 declares, part by part, with the LUT rules of the layer kernel's model
 (:func:`hlsnn.engines.shift_mac.spec.shifter_luts`: a LUT6 per output bit per 4:1 stage; one
@@ -103,7 +103,22 @@ def buffers(net, tables):
                    static=True),
             Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base"),
             Buffer("kLut", "net_top", "array", 8, (pc, len(tables["luts"])), partition=((1, "complete"),),
-                   static=True, note="the activation tables, a copy per bank")]
+                   static=True, note="the activation tables, a copy per bank")][:None if has_lut(net) else -1]
+
+
+def has_lut(net):
+    """The program has a table op (the kernel then declares ``kLut``)."""
+    return any(op.kind == "lut" for op in net.ops)
+
+
+def multipliers(net, tables):
+    """The kernel's run-time products as :class:`hlsnn.resources.Multiplier` rows: the gate
+    loop's ``Q`` int8 x int8 products (:mod:`hlsnn.engines.network.gate`), when the program has
+    a gate; none otherwise (the convs shift and add)."""
+    from ....resources import Multiplier
+    if not any(op.kind == "gate" for op in net.ops):
+        return []
+    return [Multiplier("gate", "GatePixels", 8, 8, count=tables["pc"], note="a channel gate: map x gate per bank")]
 
 
 def datapath(net, tables):
@@ -156,7 +171,7 @@ def resources(net, tables, ps):
     its parts)."""
     import math
     from ....resources import build
-    m = build(buffers(net, tables), [], ps)
+    m = build(buffers(net, tables), multipliers(net, tables), ps)
     logic = datapath(net, tables)
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
