@@ -127,6 +127,12 @@ def host_layers(net, host_bits=None) -> list:
         elif layer.op == "MatMulAct":
             how = ("integers: both operands quantized at run time in the nearest engine layer's format "
                    "(BFP rows and columns, or per-sample fixed point), the product exact")
+        elif layer.op in ("HardSwish", "HardSigmoid", "Sigmoid") and host_bits is None:
+            how = ("integers on a fixed-point input: a table of its 2**b codes, output b bits at the radix "
+                   "where the table fits (hlsnn.engines.network.gate rule 9); float64 on a float input")
+        elif layer.op == "Mul" and host_bits is None:
+            how = ("exact on fixed-point values (a product of two codes); the next accelerator layer "
+                   "requantizes it")
         elif host_bits is not None:
             how = (f"{host_bits}-bit fixed point in and out (radix points by DETERMINE when calibrating), "
                    + ("onnx's reference implementation (--host-fallback)" if layer.op == "fallback"

@@ -194,11 +194,13 @@ def lower(program, arrays):
                 state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w))))
                 shapes[j["output"]] = (c, 1, 1)
                 continue
-            from ..engines.network import move as netmove, transpose
+            from ..engines.network import gate as netgate, move as netmove, transpose
             if netmove.lower_host(j, state, shapes, ops, _why, Op):         # Upsample, ZeroStuff, Concat
                 continue
             if transpose.lower_host(j, state, shapes, aliases, inp["name"], ops, _why, Op,   # RowsToMap, MapToRows
                                     lambda s: s is not None and s[0] in ("q", "input")):
+                continue
+            if netgate.lower_host(j, state, shapes, ops, bits, rounding, _why, Op):   # tables, the gate Mul
                 continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
@@ -216,6 +218,10 @@ def lower(program, arrays):
         elif st[0] == "cat":                       # a Concat of parts at different radix points
             from ..engines.network import move as netmove
             src = netmove.materialize(j, src, st, state, shapes, ops, aliases, rounding, _why, Op)
+            st = state[src]
+        elif st[0] == "gate":                      # a channel gate, requantized to this layer's F_x
+            from ..engines.network import gate as netgate
+            src = netgate.materialize(j, src, st, state, shapes, ops, aliases, rounding, _why, Op)
             st = state[src]
         elif st[0] == "add":
             a = st[1]
@@ -333,6 +339,9 @@ def check_ops(net):
             check_op(op, ints, bad)
         elif op.kind == "transpose":
             from ..engines.network.transpose import check_op
+            check_op(op, ints, bad)
+        elif op.kind in ("lut", "gate"):
+            from ..engines.network.gate import check_op
             check_op(op, ints, bad)
         elif op.kind == "add":
             ints(op, f, ("c", "hw"), 1, 1 << 26)
@@ -499,6 +508,9 @@ def run_ints(net, xq, *, keep=False):
         elif op.kind == "transpose":
             from ..engines.network.transpose import run
             env[op.out] = run(op, get, b)
+        elif op.kind in ("lut", "gate"):
+            from ..engines.network import gate as netgate
+            env[op.out] = netgate.run(op, get, b, net.input["bits"])
         else:
             y = add_ints(x.reshape(b, f["c"], f["hw"]),
                          get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f, net.input["bits"])

@@ -53,6 +53,7 @@ import time
 import numpy as np
 
 from ..engines import convgeom as conv
+from ..engines.network import gate as netgate
 from ..errors import InputError
 from . import hostops, samplewise
 from . import update as updates
@@ -244,6 +245,8 @@ class Deployment:
                 env[layer.output] = Act(self.actmm[layer.name].run([a.values for a in ins]), None)
             elif layer.name in self.host:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
+            elif layer.kind == "host" and netgate.applies(layer.op, ins[0].fmt):   # a table on integers
+                env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding))
             elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])
                 env[layer.output] = Act(out, hostops.out_format(layer, [a.fmt for a in ins]))

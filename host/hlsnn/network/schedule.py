@@ -20,7 +20,8 @@ def _net_depths(engine):
                 "NetTranspose": netperf.MOVE_DEPTH}
     conv = sparseperf.CONV_DEPTH if engine == "sparse_cluster" else shiftperf.CONV_DEPTH
     return {"NetMac": conv, "NetPool": netperf.POOL_DEPTH, "NetAdd": netperf.ADD_DEPTH, "NetMove": netperf.MOVE_DEPTH,
-            "NetConcat": netperf.ADD_DEPTH, "NetTranspose": netperf.MOVE_DEPTH}
+            "NetConcat": netperf.ADD_DEPTH, "NetTranspose": netperf.MOVE_DEPTH, "NetLut": netperf.LUT_DEPTH,
+            "NetGate": netperf.ADD_DEPTH}
 
 
 _NET_MEMO = {}

@@ -45,7 +45,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
 OPS = {"conv": 0, "maxpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
-       "transpose": 5}                                                                  # 5: ... .transpose
+       "transpose": 5,                                                                  # 5: ... .transpose
+       "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
 #: the most images a co-simulation test bench of a network kernel passes in one call: the
@@ -79,7 +80,7 @@ def allocate(net, pc=1):
         if op.kind == "add" and len(ins) == 1:          # the global pool of one tensor: no shortcut
             op.f["main"], op.f["short"] = ins[0], None
             main_uses[ins[0]].append(i)
-        elif op.kind == "add" or op.kind == "concat":     # a concat: its earlier-made part in sc (netmove)
+        elif op.kind in ("add", "concat", "gate"):     # a concat, a gate: the earlier-made operand in sc
             a, b = ins
             if made[a] < made[b]:
                 a, b = b, a
@@ -99,7 +100,7 @@ def allocate(net, pc=1):
         slot = None
         if main_uses[t]:
             # the tensor op i reads from an activation buffer (an add's shortcut is in sc)
-            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind in ("add", "concat")
+            reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind in ("add", "concat", "gate")
                                            else name(net.ops[i].ins[0])}
             free = [s for s in (0, 1) if holder[s] is None or (last(holder[s], main_uses) <= i
                                                                and holder[s] not in reading)]
@@ -127,7 +128,7 @@ def check_disjoint(net, place):
     C-simulation makes it one at run time (a read within the pipeline's distance of its write)."""
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     for op in net.ops:
-        src = op.f["main"] if op.kind in ("add", "concat") else name(op.ins[0])
+        src = op.f["main"] if op.kind in ("add", "concat", "gate") else name(op.ins[0])
         s, d = place[src][0], place[op.out][0]
         if s is not None and s == d:
             raise AssertionError(f"network kernel: {op.name} would write activation buffer {d}, which it reads "
@@ -146,8 +147,8 @@ def descriptor_head(op, unfold, place, name, pz, pc):
     dst, dual = place[op.out]
     d = dict.fromkeys(FIELDS, 0)
     d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual))
-    if dst is None and op.kind != "conv":
-        raise InputError(f"network kernel: {op.name}: only a conv can write the shortcut buffer alone")
+    if dst is None and op.kind not in ("conv", "lut"):
+        raise InputError(f"network kernel: {op.name}: only a conv or a table can write the shortcut buffer alone")
     if op.kind in ("conv", "maxpool"):
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]
@@ -201,6 +202,9 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
     if op.kind == "transpose":                                # rows and channels (hlsnn.engines.network.transpose)
         from .transpose import descriptor
         return descriptor(op, d, place, name, pc)
+    if op.kind in ("lut", "gate"):                            # a table, a gate (hlsnn.engines.network.gate)
+        from .gate import gate_descriptor
+        return gate_descriptor(op, f, d, place, name, pc)
     if op.kind == "maxpool":
         d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         return 0

@@ -148,10 +148,11 @@ def refuse_kernel(net):
     """:class:`InputError` naming the first op of this module in ``net``: the network kernels'
     C++ has no loop for it yet (module docstring)."""
     from ...errors import InputError
+    from . import gate
     for op in net.ops:
         if op.kind in KERNEL_KINDS.get(net.engine, ()) and (op.kind != "concat" or len(op.ins) == 2):
             continue
-        if op.kind in KINDS:
+        if op.kind in KINDS or op.kind in gate.KINDS and op.kind not in gate.KERNEL_KINDS.get(net.engine, ()):
             raise InputError(f"network kernel: op {op.name} ({op.kind}) runs in the emu network mode only so far; "
                              f"the network kernels' C++ has no loop for it, so on csim, sim and pynq this network "
                              f"runs layer by layer")

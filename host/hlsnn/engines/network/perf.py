@@ -10,6 +10,7 @@ DDR_LATENCY = 40
 #: the pool and Add loops' pipeline depths (the same loops in every network kernel)
 POOL_DEPTH = 3
 ADD_DEPTH = 4
+LUT_DEPTH = 3       # a table (engines/network/gate.py): act read (BRAM, 1), the ROM read (1), the write
 MOVE_DEPTH = 2      # a data move (engines/network/move.py): act read (BRAM, 1), the zero select and the write
 
 

@@ -181,6 +181,12 @@ def lower(program, arrays, alias_shape, maxpool_fields):
             if transpose.lower_host(j, state, shapes, aliases, inp["name"], ops, _why, _op_cls(),   # RowsToMap, MapToRows
                                     lambda s: s in ("q", "input")):
                 continue
+            from ...network.gate import UNARY
+            if op in UNARY or op == "Mul":
+                raise _why(j, f"{op} of BFP values: a BFP activation is a (mantissa, exponent) pair per element, not "
+                              f"one b-bit code, so no 2^b-entry table (hlsnn.engines.network.gate rule 9) holds "
+                              f"it, and the layer path computes {op} in float64 before the next layer re-blocks "
+                              f"it; two-hot and fixed8 run it as integer tables in one start")
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
         if j["engine"] != "bfp_systolic" or j["format"] != "bfp":

@@ -48,6 +48,8 @@ def tables(net, pz, pc):
     max_ea, sum_bits, add_bits = 0, 0, 0
     a_bits = net.input["bits"]
     unfold = unfold_of(net, place, pc)
+    from ...network.gate import lut_rom
+    luts = lut_rom(net, a_bits)
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
@@ -115,7 +117,7 @@ def tables(net, pz, pc):
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
-                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), luts=luts)
 
 
 def lanes(p):
@@ -156,6 +158,8 @@ def render(net, out_dir):
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
+               has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
+               max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
                act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),

@@ -23,6 +23,9 @@ count, so the schedule is static):
   the Add's), ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`; a transpose of an ``R x S``
   map (:mod:`hlsnn.engines.network.transpose`): one diagonal of a ``Q x Q`` block a cycle,
   ``ceil(R/Q) * ceil(S/Q) * Q``, plus :data:`MOVE_DEPTH`;
+* lut (:mod:`hlsnn.engines.network.gate`, a table activation): ``ceil(C/Q) * H * W``, plus
+  :data:`LUT_DEPTH`; gate (a channel gate, requantized as the Add's sum): ``ceil(C/Q) * H * W``,
+  plus :data:`ADD_DEPTH`;
 * store: ``out_elems`` cycles to pack the output's words on chip, then the words in one burst
   (``StoreWords``) plus :data:`DDR_LATENCY`.
 
@@ -32,7 +35,7 @@ the depths are the model's, not a synthesis report. Nothing overlaps between lay
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
 buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
 codes per word, :func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
-shift ROMs (8-bit) and the blocks' window bases (32-bit), each as the C++ declares it. No DSP: products are shifts and adds. The
+shift ROMs (8-bit), the blocks' window bases (32-bit) and a table program's ROM copies (``kLut``), each as the C++ declares it. No DSP but a channel gate's ``Q`` products (:func:`multipliers`): the convs' products are shifts and adds. The
 datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
 declares, part by part, with the LUT rules of the layer kernel's model
 (:func:`hlsnn.engines.shift_mac.spec.shifter_luts`: a LUT6 per output bit per 4:1 stage; one
@@ -41,12 +44,12 @@ allowances, not synthesis results.
 """
 from __future__ import annotations
 
-from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, MOVE_DEPTH, POOL_DEPTH, _f
+from ...network.perf import ADD_DEPTH, AXI_LITE, AXI_MASTER, CONTROL, DDR_LATENCY, LUT_DEPTH, MOVE_DEPTH, POOL_DEPTH, _f
 
 CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), accumulate, epilogue (bias, shift)
 
 
-LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose"}
+LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose", 6: "NetLut", 7: "NetGate"}
 
 
 def words(elems):
@@ -71,7 +74,7 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
     ``ii``: ``{loop counter: II}`` of the loops whose derived II is above 1
     (:func:`hlsnn.perf.schedule.ii_of`): their iterations cost that many cycles each."""
     g = (ii or {}).get
-    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: ADD_DEPTH, 5: MOVE_DEPTH}
+    depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: ADD_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: ADD_DEPTH}
     rows = [("load", "load image", words(tables["in_elems"]) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
     # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle
@@ -100,7 +103,24 @@ def buffers(net, tables):
                    static=True),
             Buffer("kShift", "net_top", "array", 8, (tables["parts"] * pz, nb), partition=((1, "complete"),),
                    static=True),
-            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
+            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base"),
+            Buffer("kLut", "net_top", "array", 8, (pc, len(tables["luts"])), partition=((1, "complete"),),
+                   static=True, note="the activation tables, a copy per bank")][:None if has_lut(net) else -1]
+
+
+def has_lut(net):
+    """The program has a table op (the kernel then declares ``kLut``)."""
+    return any(op.kind == "lut" for op in net.ops)
+
+
+def multipliers(net, tables):
+    """The kernel's run-time products as :class:`hlsnn.resources.Multiplier` rows: the gate
+    loop's ``Q`` int8 x int8 products (:mod:`hlsnn.engines.network.gate`), when the program has
+    a gate; none otherwise (the convs shift and add)."""
+    from ....resources import Multiplier
+    if not any(op.kind == "gate" for op in net.ops):
+        return []
+    return [Multiplier("gate", "GatePixels", 8, 8, count=tables["pc"], note="a channel gate: map x gate per bank")]
 
 
 def datapath(net, tables):
@@ -153,7 +173,7 @@ def resources(net, tables, ps):
     its parts)."""
     import math
     from ....resources import build
-    m = build(buffers(net, tables), [], ps)
+    m = build(buffers(net, tables), multipliers(net, tables), ps)
     logic = datapath(net, tables)
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),

@@ -121,6 +121,8 @@ def tables(net, pz, pc, pm):
     a_bits = 8
     unfold = netkernel.unfold_of(net, place, pc)
     fast_add = bool(sz) and sub >= 2 and all(op.f["hw"] % 2 == 0 for op in net.ops if op.kind == "add")
+    from ...network.gate import lut_rom
+    luts = lut_rom(net, a_bits)
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
@@ -196,7 +198,7 @@ def tables(net, pz, pc, pm):
                 shifts=[np.asarray(x or [0], np.int64) for x in sl], win_base=np.asarray(wins or [0], np.int64),
                 sum_bits=sum_bits, add_bits=add_bits, in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
-                in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]))
+                in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]), luts=luts)
 
 
 def _words(a, per_line=8):
@@ -233,6 +235,8 @@ def render(net, out_dir):
                biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
+               has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
+               max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("sparse_cluster", ctx, out_dir) + (t,)

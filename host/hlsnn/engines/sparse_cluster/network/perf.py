@@ -53,9 +53,11 @@ def buffers(net, tables):
                    static=True, note="resident non-zero weights with their bank selects, one ROM per multiplier"),
             Buffer("kBias", "net_top", "array", 32, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kShift", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
-            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base")]
+            Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base"),
+            Buffer("kLut", "net_top", "array", 8, (pc, len(tables["luts"])), partition=((1, "complete"),),
+                   static=True, note="the activation tables, a copy per bank")][:None if shiftperf.has_lut(net) else -1]
     muls = [Multiplier("w*x", "NetMac", 8, 8, count=pz * pm,
-                       note=f"{pz} lanes x {pm} int8 x int8 products per cycle")]
+                       note=f"{pz} lanes x {pm} int8 x int8 products per cycle")] + shiftperf.multipliers(net, tables)
     return bufs, muls
 
 

@@ -1,0 +1,271 @@
+"""Activation tables and the channel gate in integers (issue 52): ``HardSwish``,
+``HardSigmoid`` and ``Sigmoid`` on a fixed-point tensor, and a squeeze-excite block's ``Mul``
+of a map by a per-channel vector, as ops of :func:`hlsnn.network.program.lower` for the
+``shift_mac`` and ``sparse_cluster`` network modes. The layer path
+(:meth:`hlsnn.deploy.runner.Deployment.run`) runs the same rules where the op's input is a
+fixed-point tensor, so both give the same bits. The rules (``q`` a tensor's ``b``-bit
+integers at radix ``F``, value ``q * 2**-F``):
+
+9. **lut** (a unary activation ``f`` on a ``b``-bit code, ``b <= 12``): a table of the
+   ``2**b`` codes, made once from the input's format ``(F, b, signed)`` and the deployment's
+   rounding: ``T[q] = round(f(q * 2**-F) * 2**F_o)``, rounded exactly (on the rational value)
+   with the rounding (``nearest_away``: half away from zero, ``nearest_even``, ``truncate``:
+   floor), signed ``b`` bits. ``F_o`` is the largest radix at which every entry fits
+   without saturation (``F_o <= F + b``; ``b - 1`` for a table of zeros), so the output format
+   ``(F_o, b, signed)`` is a function of the input's alone. The values ``f(x)``:
+   ``HardSwish``: ``x * clip(x + 3, 0, 6) / 6``, exact (a rational); ``HardSigmoid``:
+   ``clip(alpha * x + beta, 0, 1)`` with the float64 ``alpha`` and ``beta`` taken exactly;
+   ``Sigmoid``: ``1 / (1 + e^-x)`` to 60 significant digits (:mod:`decimal`, the same on every
+   machine; ``e^x`` of a rational ``x != 0`` is transcendental, so no value lies on a rounding
+   boundary, and ``x = 0`` gives ``1/2`` exactly). The table is the rule: a kernel holds it as
+   a ROM of ``2**b`` entries.
+10. **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by a ``C``-vector ``qg`` at ``Fg``,
+    the vector broadcast over the pixels): ``p = qa[c, y, x] * qg[c]`` exact (int64, radix
+    ``Fa + Fg``), then requantized to the consuming engine layer's calibrated input radix
+    ``F_x`` by rule 4's requantization of one tensor: ``shift_round_sat(p, Fa + Fg - F_x, B,
+    rounding)``, exact while ``Fa + Fg <= max(F_x + 24, 0)`` (checked). The layer path
+    multiplies the two exact float64 values (a product of two ``b``-bit codes is exact) and the
+    engine layer converts it at ``F_x`` with :func:`hlsnn.deploy.quant.to_fixed`: the same bits.
+
+A table's input must be one fixed-point tensor (an engine layer's output, or a move of one);
+a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64 as before.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+#: the unary activations with a table rule (rule 9)
+UNARY = ("HardSwish", "HardSigmoid", "Sigmoid")
+#: the widest input code a table takes (2**12 entries)
+MAX_TABLE_BITS = 12
+#: the op kinds of this module
+KINDS = ("lut", "gate")
+#: the ops each engine's network kernel has a loop for (``network.cpp.j2``)
+KERNEL_KINDS = {"shift_mac": ("lut", "gate"), "sparse_cluster": ("lut", "gate")}
+
+
+def _round(num, den, rounding):
+    """``num / den`` (``den > 0``, Python integers) rounded to an integer with ``rounding``."""
+    fl, r = divmod(num, den)
+    if rounding == "truncate" or r == 0:
+        return fl
+    if 2 * r > den:
+        return fl + 1
+    if 2 * r < den:
+        return fl
+    if rounding == "nearest_even":
+        return fl + (fl & 1)
+    return fl + 1 if num > 0 else fl            # nearest_away: a tie goes away from zero
+
+
+def _values(op, attrs, f_in, codes):
+    """The exact values ``f(q * 2**-F)`` of ``codes`` (Fractions)."""
+    if op == "HardSwish":
+        one = 1 << f_in if f_in >= 0 else Fraction(1, 1 << -f_in)
+        out = []
+        for q in codes:
+            u = min(max(q + 3 * one, 0), 6 * one)       # (x + 3) clipped, at radix F
+            out.append(Fraction(q * u) / (6 * one * one))
+        return out
+    x = [Fraction(int(q)) * Fraction(2) ** -f_in for q in codes]
+    if op == "HardSigmoid":
+        a, b = Fraction(float(attrs.get("alpha", 0.2))), Fraction(float(attrs.get("beta", 0.5)))
+        return [min(max(a * v + b, Fraction(0)), Fraction(1)) for v in x]
+    if op == "Sigmoid":                 # 1 / (1 + e^-x) to 60 digits (Decimal: the same on every machine)
+        import decimal
+        ctx = decimal.Context(prec=60)
+        out = []
+        for v in x:
+            d = ctx.divide(decimal.Decimal(v.numerator), decimal.Decimal(v.denominator))
+            out.append(Fraction(ctx.divide(1, ctx.add(1, ctx.exp(-d)))))
+        return out
+    raise ValueError(f"no table rule for {op}")
+
+
+@lru_cache(maxsize=256)
+def _table(op, attr_items, f_in, bits, signed, rounding):
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    codes = list(range(lo, hi + 1))
+    vals = _values(op, dict(attr_items), f_in, codes)
+    olo, ohi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+    def at(f):
+        s = Fraction(2) ** f
+        out = []
+        for v in vals:
+            w = v * s
+            out.append(_round(w.numerator, w.denominator, rounding))
+        return out
+
+    m = max(abs(v) for v in vals)
+    if m == 0:
+        f = bits - 1
+    else:
+        f = min(f_in + bits, math.floor(math.log2(ohi / m)) + 1)
+    while True:
+        t = at(f)
+        if olo <= min(t) and max(t) <= ohi:
+            break
+        f -= 1
+    return f, np.asarray(t, np.int64)
+
+
+def table(op, attrs, fmt, rounding):
+    """Rule 9: ``(F_o, T)`` of unary ``op`` (its ``attrs``) on codes of the fixed-point format
+    ``fmt = (F, b, signed)``: ``T`` the ``2**b`` output codes, indexed by ``q - lo`` (``lo`` the
+    format's smallest code), signed ``b`` bits at radix ``F_o``."""
+    f_in, bits, signed = (int(fmt[0]), int(fmt[1]), bool(fmt[2]))
+    items = tuple(sorted((k, float(v)) for k, v in (attrs or {}).items() if k in ("alpha", "beta")))
+    return _table(op, items, f_in, bits, signed, rounding)
+
+
+def applies(op, fmt):
+    """The layer path runs rule 9 for host ``op`` on an input of format ``fmt``."""
+    return op in UNARY and fmt is not None and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
+
+
+def host_run(layer, act, rounding):
+    """Rule 9 in the layer path: host ``layer``'s output on the :class:`~hlsnn.deploy.quant.Act`
+    ``act`` (a fixed-point tensor) as ``(values, fmt)``: the table's codes times ``2**-F_o``
+    (exact), format ``(F_o, b, True)``."""
+    f, bits, signed = act.fmt
+    f_o, t = table(layer.op, layer.attrs, act.fmt, rounding)
+    lo = -(1 << (bits - 1)) if signed else 0
+    q = act.ints()
+    return np.ldexp(t[q - lo].astype(np.float64), -f_o), (f_o, bits, True)
+
+
+def lut_ints(x, f):
+    """Rule 9 on integers ``x`` (any shape): ``T[x - lo]``."""
+    t = np.asarray(f["table"], np.int64)
+    return t[np.asarray(x, np.int64) - f["lo"]]
+
+
+def gate_ints(a, g, f, bits):
+    """Rule 10 on a batch: ``a`` (B, C, HW) and ``g`` (B, C, 1) integers: (B, C, HW)."""
+    from ...primitives import shift_round_sat
+    p = np.asarray(a, np.int64) * np.asarray(g, np.int64)
+    return shift_round_sat(p, f["shift"], bits, f["rounding"])[0]
+
+
+def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
+    """Lower host layer ``j`` if it is a table op (rule 9) or a gate ``Mul`` (rule 10, pending
+    until its engine consumer: state ``("gate", {...})``); True if it was."""
+    op = j["op"]
+    if op in UNARY:
+        st = state.get(j["inputs"][0])
+        if st is None or st[0] != "q":
+            raise why(j, "a table activation of an integer tensor computed on the fabric (not of a pending Add, "
+                         "pool or gate)")
+        src = j["inputs"][0]
+        f_o, t = table(op, j.get("attrs", {}), (st[1], bits, True), rounding)
+        from .program import _chw
+        c, h, w = _chw(shapes[src])
+        ops.append(op_cls("lut", j["name"], [src], j["output"],
+                          dict(c=c, hw=h * w, lo=-(1 << (bits - 1)), table=t, f_in=int(st[1]), f_out=int(f_o), fn=op)))
+        state[j["output"]], shapes[j["output"]] = ("q", int(f_o)), shapes[src]
+        return True
+    if op != "Mul":
+        return False
+    ins = list(j["inputs"])
+    sts = [state.get(i) for i in ins]
+    if any(s is None or s[0] != "q" for s in sts):
+        raise why(j, "a gate Mul of two integer tensors computed on the fabric")
+    from .program import _chw
+    ca, cb = (_chw(shapes[i]) for i in ins)
+    if ca[1:] == (1, 1) and cb[1:] != (1, 1):
+        ins, sts, ca, cb = ins[::-1], sts[::-1], cb, ca
+    if cb != (ca[0], 1, 1):
+        raise why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate) is supported, not of "
+                     f"{tuple(shapes[ins[0]])} and {tuple(shapes[ins[1]])}")
+    state[j["output"]] = ("gate", dict(ins=ins, fa=sts[0][1], fb=sts[1][1], c=ca[0], hw=ca[1] * ca[2], name=j["name"]))
+    shapes[j["output"]] = shapes[ins[0]]
+    return True
+
+
+def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
+    """An engine layer ``j`` reads the pending gate ``st``: the gate op with its requantization
+    to ``j``'s ``F_x`` (rule 10); returns the gate's materialized tensor name."""
+    g = st[1]
+    f_x = j["f_x"]
+    base = g["name"] + "_q"
+    if base in shapes:
+        if state[base][1] != f_x:
+            raise why(j, f"two consumers of {g['name']} requantize it to different radix points")
+    else:
+        fp = g["fa"] + g["fb"]
+        if f_x is None or np.ndim(f_x) or fp > max(f_x + 24, 0):
+            raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
+        ops.append(op_cls("gate", g["name"], list(g["ins"]), base,
+                          dict(c=g["c"], hw=g["hw"], shift=int(fp - f_x), rounding=rounding)))
+        shapes[base], state[base] = shapes[g["ins"][0]], ("q", f_x)
+    aliases[src] = base
+    return base
+
+
+def check_op(op, ints, bad):
+    """:func:`hlsnn.network.program.check_ops` for this module's ops."""
+    f = op.f
+    if op.kind == "lut":
+        ints(op, f, ("c", "hw"), 1, 1 << 26)
+        t = np.asarray(f.get("table", ()))
+        if t.ndim != 1 or t.size < 4 or t.size > 1 << MAX_TABLE_BITS or t.size & (t.size - 1) \
+                or f.get("lo") != -(t.size // 2):
+            raise bad(op, f"a table of {t.size} entries from code {f.get('lo')}: 2**b entries (b 2..12) from "
+                          f"-2**(b-1)")
+        return
+    ints(op, f, ("c", "hw"), 1, 1 << 26)
+    ints(op, f, ("shift",), -62, 62)
+    if len(op.ins) != 2:
+        raise bad(op, f"{len(op.ins)} inputs: a gate multiplies a map by a vector")
+
+
+def run(op, get, b, bits):
+    """Rules 9-10 on a batch of ``b`` images."""
+    f = op.f
+    if op.kind == "lut":
+        return lut_ints(get(op.ins[0]), f)
+    a = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["hw"])
+    g = np.asarray(get(op.ins[1]), np.int64).reshape(b, f["c"], 1)
+    return gate_ints(a, g, f, bits)
+
+
+def lut_rom(net, bits=8):
+    """The network kernels' table ROM ``kLut``: every lut op's ``2**bits`` codes one after the
+    other (int64; one zero table when there is none), each op's first word in its field ``rom``."""
+    parts = []
+    for op in net.ops:
+        if op.kind == "lut":
+            t = np.asarray(op.f["table"], np.int64)
+            if t.size != 1 << bits:
+                from ...errors import InputError
+                raise InputError(f"network kernel: {op.name}: a table of {t.size} codes for {bits}-bit activations")
+            op.f["rom"] = sum(p.size for p in parts)
+            parts.append(t)
+    return np.concatenate(parts) if parts else np.zeros(1 << bits, np.int64)
+
+
+def gate_descriptor(op, f, d, place, name, pc):
+    """Fill the network kernel's descriptor ``d`` of a lut op (``woff`` its table's first ROM
+    word, :func:`lut_rom`) or a gate op (``single``: the map in an activation buffer and the
+    vector in the shortcut buffer, else the other way round; ``hw`` the map's pixels); return
+    the bits the gate's product needs (0 for a table)."""
+    from ...errors import InputError
+    n_iter = -(-f["c"] // pc) * f["hw"]
+    if op.kind == "lut":
+        src = place[name(op.ins[0])][0]
+        if src is None:
+            raise InputError(f"network kernel: {op.name}: its input is not in an activation buffer")
+        d.update(src=src, hw=f["hw"], woff=f["rom"], n_iter=n_iter)
+        return 0
+    a, g = (name(t) for t in op.ins)                 # the map and the vector (netgate.lower_host)
+    main, short = f.get("main"), f.get("short")
+    if {main, short} != {a, g} or place[main][0] is None or not place[short][1]:
+        raise InputError(f"network kernel: {op.name}: a gate of two tensors, the one made first in the shortcut "
+                         f"buffer, is supported")
+    d.update(src=place[main][0], hw=f["hw"], shift=f["shift"], single=int(main == a), n_iter=n_iter)
+    return 2 * 8 + 2

@@ -1,0 +1,204 @@
+"""Activation tables and the channel gate in integers (issue 52, hlsnn.engines.network.gate):
+HardSwish, HardSigmoid and Sigmoid on a fixed-point tensor as a table of its 2**b codes (rule 9)
+and a squeeze-excite block's Mul of a map by a per-channel vector (rule 10), so se_cnn of
+tests/data/torch/beyond runs in one network kernel start in two-hot and fixed8.
+
+References: the activations' definitions (PyTorch's Hardswish, Hardsigmoid, Sigmoid) evaluated
+in numpy's extended precision and rounded there, a product rounded in float64, and the
+layer-by-layer compiled network on the emulator."""
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+import hlsnn  # noqa: E402
+from conftest import ROOT  # noqa: E402
+from hlsnn.commands.network import _kernel_calls  # noqa: E402
+from hlsnn.engines.network import gate as netgate  # noqa: E402
+from hlsnn.errors import InputError  # noqa: E402
+from hlsnn.network import program as netmode  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+from test_torch_beyond import _config, _data  # noqa: E402
+
+SE = ["se_cnn_ts17", "se_cnn_dynamo"]
+LD = np.longdouble
+
+
+def _reference(op, attrs, f_in, bits, f_out, rounding):
+    """The table written from the definitions, in extended precision."""
+    q = np.arange(-(1 << (bits - 1)), 1 << (bits - 1))
+    x = q.astype(LD) * LD(2.0) ** -f_in
+    if op == "HardSwish":                       # x * relu6(x + 3) / 6
+        v = x * np.minimum(np.maximum(x + 3, 0), 6) / 6
+    elif op == "HardSigmoid":                   # max(0, min(1, alpha * x + beta))
+        v = np.clip(LD(attrs["alpha"]) * x + LD(attrs["beta"]), 0, 1)
+    else:                                       # 1 / (1 + e^-x)
+        v = 1 / (1 + np.exp(-x))
+    w = v * LD(2.0) ** f_out
+    if rounding == "nearest_away":
+        r = np.sign(w) * np.floor(np.abs(w) + LD(0.5))
+    elif rounding == "nearest_even":
+        r = np.rint(w)
+    else:
+        r = np.floor(w)
+    return r.astype(np.int64), w
+
+
+@pytest.mark.parametrize("rounding", ["nearest_away", "nearest_even", "truncate"])
+@pytest.mark.parametrize("op,attrs", [("HardSwish", {}), ("HardSigmoid", {"alpha": 1 / 6, "beta": 0.5}),
+                                      ("Sigmoid", {})])
+def test_tables_equal_the_definitions(op, attrs, rounding):
+    for f_in in (-1, 0, 3, 4, 5, 7):
+        for bits in (4, 8):
+            f_out, t = netgate.table(op, attrs, (f_in, bits, True), rounding)
+            ref, w = _reference(op, attrs, f_in, bits, f_out, rounding)
+            assert t.shape == (1 << bits,)
+            # where extended precision decides the rounding (a sigmoid within 1e-12 of a step, as
+            # 1 - e^-254 is, is a boundary it cannot tell): the exact tie values of HardSwish and
+            # HardSigmoid are exact in it
+            frac = np.abs(w - np.floor(w) - (0 if rounding == "truncate" else 0.5))
+            clear = (frac > 1e-12) & (np.abs(frac - 1) > 1e-12) if op == "Sigmoid" else np.ones(w.shape, bool)
+            assert clear.sum() >= 8
+            np.testing.assert_array_equal(t[clear], ref[clear], err_msg=f"{op} F={f_in} b={bits}")
+            # and elsewhere a step next to it
+            assert (np.abs(t[~clear] - w[~clear]) <= 1).all()
+            # F_o: the largest radix at which every entry fits b signed bits (at most F + b)
+            lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+            assert lo <= t.min() and t.max() <= hi
+            if f_out < f_in + bits:
+                above, _ = _reference(op, attrs, f_in, bits, f_out + 1, rounding)
+                assert above.min() < lo or above.max() > hi, (op, f_in, bits, f_out)
+    # a worked example: HardSwish of code 10 at radix 2 (x = 2.5): 2.5 * 5.5 / 6 = 2.291666..
+    f_out, t = netgate.table("HardSwish", {}, (2, 8, True), "nearest_away")
+    assert f_out == 2 and t[10 + 128] == 9                   # 2.2916 * 4 = 9.17 -> 9
+    assert t[-128 + 128] == 0 and t[-6 + 128] == round(-1.5 * 1.5 / 6 * 4)   # -3 and below: 0; x = -1.5
+
+
+def test_gate_rule_is_the_product_requantized():
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (4, 3, 10))
+    g = rng.integers(-128, 128, (4, 3, 1))
+    for shift in (-2, 0, 3, 9):
+        f = dict(c=3, hw=10, shift=shift, rounding="nearest_away")
+        got = netgate.gate_ints(a, g, f, 8)
+        p = (a * g).astype(np.float64) * 2.0 ** -shift      # exact: |a g| < 2**15
+        want = np.clip(np.sign(p) * np.floor(np.abs(p) + 0.5), -128, 127)
+        np.testing.assert_array_equal(got, want)
+    op = netmode.Op("gate", "g", ["a", "v"], "o", dict(c=3, hw=10, shift=4, rounding="nearest_even"))
+    env = {"a": a.reshape(4, 3, 2, 5), "v": g.reshape(4, 3)}
+    np.testing.assert_array_equal(netgate.run(op, env.get, 4, 8).reshape(4, 3, 10),
+                                  netgate.gate_ints(a, g, op.f, 8))
+
+
+def test_damaged_table_fields_are_refused_by_name():
+    bad = netmode.Op("lut", "t", ["x"], "o", dict(c=2, hw=4, lo=-128, table=np.zeros(100, np.int64)))
+    net = netmode.NetProgram("n", [bad], {}, {}, {}, [], {}, "a", {})
+    with pytest.raises(InputError, match=r"op t \(lut\).*100 entries"):
+        netmode.check_ops(net)
+
+
+@pytest.fixture(scope="module")
+def se(tmp_path_factory):
+    from hlsnn.network.build import compile_model
+    tmp = tmp_path_factory.mktemp("netgate")
+    out = {}
+    for name in SE:
+        cfg = _config(tmp, name)
+        for fmt in ("bfp8", "twohot", "fixed8"):
+            out[name, fmt] = tmp / f"{name}-{fmt}.hlsnn"
+            compile_model(cfg, fmt, out[name, fmt])
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+@pytest.mark.parametrize("name", SE)
+def test_se_cnn_runs_as_one_network_program_with_the_layer_paths_bits(se, name, fmt):
+    """Before: layer by layer, 6 engine starts a batch with HardSwish, Sigmoid and the gate on
+    the host; now one network program (three tables, the gate, two global pools) with the layer
+    path's bits, and the layer path's HardSwish outputs are the table's codes."""
+    x = _data(name).x_test[:24]
+    layers = hlsnn.load(se[name, fmt], "emu", network=False)
+    before = _kernel_calls(layers)
+    want, env = layers.run(x, keep=True)
+    assert _kernel_calls(layers) - before == 6
+    net = hlsnn.load(se[name, fmt], "emu", network=True)
+    kinds = [op.kind for op in net.network.ops]
+    assert kinds == ["conv", "lut", "conv", "lut", "add", "conv", "conv", "lut", "gate", "conv", "add", "conv"], kinds
+    assert [op.f["fn"] for op in net.network.ops if op.kind == "lut"] == ["HardSwish", "HardSwish", "Sigmoid"]
+    before = _kernel_calls(net)
+    np.testing.assert_array_equal(net(x), want)
+    assert _kernel_calls(net) == before
+    # the layer path's HardSwish: the table's values, within half a step of the float definition
+    conv, lut = net.network.ops[0], net.network.ops[1]
+    src = env[layers.program["layers"][0]["output"]]
+    got = env[layers.program["layers"][1]["output"]]
+    f_in, f_out = lut.f["f_in"], lut.f["f_out"]
+    q = np.rint(np.ldexp(src, f_in)).astype(np.int64)
+    np.testing.assert_array_equal(np.ldexp(got, f_out), lut.f["table"][q + 128])
+    hs = src * np.clip(src + 3, 0, 6) / 6
+    assert np.abs(got - hs).max() <= 2.0 ** -(f_out + 1) + 1e-12
+    assert conv.kind == "conv"
+
+
+def test_bfp_refuses_the_tables_by_name(se):
+    with pytest.raises(InputError, match=r"HardSwish \(HardSwish\): HardSwish of BFP values: .*not one b-bit code"):
+        hlsnn.load(se["se_cnn_ts17", "bfp8"], "emu", network=True)
+    with hlsnn.load(se["se_cnn_ts17", "bfp8"], "emu") as net:         # network=None: layer by layer
+        assert net.network is None
+
+
+@pytest.mark.csim
+@pytest.mark.slow      # the quick suite's test_se_cnn_runs_as_one_network_program_with_the_layer_paths_bits covers the rules
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+@pytest.mark.parametrize("name", SE)
+def test_se_cnn_runs_in_one_start_of_the_network_kernel(se, name, fmt):
+    """shift_mac (two-hot) and sparse_cluster (fixed8) network kernels on C-simulation and the
+    simulated board: one start per batch, the layer path's bits; the Lut and Gate loops'
+    iterations are the perf model's (ceil(C/Q) * H * W each)."""
+    from hlsnn.engines.shift_mac.network import perf as netperf
+    x = _data(name).x_test[:8]
+    board = hlsnn.load(se[name, fmt], "csim", network=True)
+    np.testing.assert_array_equal(board(x), hlsnn.load(se[name, fmt], "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
+    k = board._kernel
+    assert {n: it for n, (it, _) in k.counters.items()} == {
+        n: 8 * v for n, v in netperf.iterations(board.network, k.tables).items()}
+    pc = k.tables["pc"]
+    want = sum(-(-op.f["c"] // pc) * op.f["hw"] for op in board.network.ops if op.kind == "lut")
+    assert k.counters["NetLut"][0] == 8 * want == 8 * (2 * -(-8 // pc) * 64 + -(-8 // pc))
+    assert k.counters["NetGate"][0] == 8 * -(-8 // pc) * 64
+    if k.strict:                                   # the strict C-simulation's port checks hold
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+    with hlsnn.load(se[name, fmt], "sim", network=True) as sim:       # the simulated board
+        np.testing.assert_array_equal(sim(x), board(x))
+        assert sim.last_kernel_starts == 1
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_gate_loop_products_are_declared_and_modelled(se, fmt, tmp_path):
+    """Counted from the rendered C++ (tests/loop_operators.py): the Gate loop has Q run-time
+    products (its HLSNN_OPS and the resource model's multipliers), the Lut loop none; a kernel
+    of a program without tables or gates renders neither loop (its C++ and figures unchanged)."""
+    from loop_operators import bank_sites, loop_operators, over_ports
+    from hlsnn.network import artifact
+    from hlsnn.network.loader import kernel_network
+    from hlsnn.engines.shift_mac.network import perf as shiftperf
+    net, _ = kernel_network(*artifact.read(se["se_cnn_ts17", fmt]))
+    if fmt == "twohot":
+        from hlsnn.engines.shift_mac.network.kernel import render
+    else:
+        from hlsnn.engines.sparse_cluster.network.kernel import render
+    _, _, t = render(net, tmp_path)
+    ops = loop_operators(tmp_path, "network.cpp", "network.h", with_declared=True)
+    assert ops["GatePixels"]["mul"] == t["pc"] and ops["GatePixels"]["declared"] == (t["pc"], 0, t["pc"])
+    assert ops["LutPixels"]["mul"] == 0
+    assert sum(m.count for m in shiftperf.multipliers(net, t)) == t["pc"]
+    assert over_ports(bank_sites(tmp_path, "network.cpp", "network.h")) == []
+    plain = netmode.NetProgram(net.name, [op for op in net.ops if op.kind == "conv"][:1], net.shapes, net.input,
+                               dict(net.output, tensor=net.ops[0].out, shape=net.shapes[net.ops[0].out]), [],
+                               net.params, net.accel, {}, net.engine)
+    render(plain, tmp_path / "plain")
+    text = (tmp_path / "plain" / "network.cpp").read_text()
+    assert "GatePixels" not in text and "LutPixels" not in text and "kLut" not in text
