@@ -33,7 +33,7 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from .perf import MAC_DEPTH
-from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS
+from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, taps as netbfp_taps
 from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
@@ -53,7 +53,7 @@ LANES, BANKS = 8, 16
 #: and :func:`netkernel.pool_or_add`, and the bfp kernel's own group fields
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single")
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw")
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -94,11 +94,15 @@ def tables(net, pz, pc):
     woff = boff = 0
     sum_bits, max_pix, max_blocks, max_hw = 2 * m_bits, 1, 1, 1
     unfold = netkernel.unfold_of(net, place, pc)
+    if unfold and any(op.name == unfold["op"] and (op.f.get("dh", 1), op.f.get("dw", 1)) != (1, 1) for op in net.ops):
+        unfold = None                                # a dilated stem reads its taps as such
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
-        d.update(blocks_per_group=0, group_words=0)          # this kernel's own fields
+        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1)          # this kernel's own fields
         if op.kind == "conv":
-            z, c, kh, kw = f["z"], f["c"], f["kh"], f["kw"]
+            z, c = f["z"], f["c"]
+            dh, dw = f.get("dh", 1), f.get("dw", 1)
+            kh, kw = netbfp_taps(f)              # the taps, dh and dw apart in the window
             ch = f["chunks"][0]
             ncg = -(-c // pc)
             steps = ncg * kh * kw
@@ -123,7 +127,8 @@ def tables(net, pz, pc):
             for cb in range(ncg):
                 for ky in range(kh):
                     for kx in range(kw):
-                        taps.append((cb * f["h"] * f["w"] + ky * f["w"] + kx, ky, kx, min(pc, c - cb * pc)))
+                        taps.append((cb * f["h"] * f["w"] + ky * dh * f["w"] + kx * dw, ky * dh, kx * dw,
+                                     min(pc, c - cb * pc)))
             if len(taps) % 2:
                 taps.append((0, 0, 0, 0))
             bound = (1 << (2 * m_bits - 2)) * c * kh * kw
@@ -131,7 +136,8 @@ def tables(net, pz, pc):
             max_pix, max_blocks = max(max_pix, ohw), max(max_blocks, nb)
             if ohw > 1:       # the ring of pixels waiting for their writes (tz_slots)
                 tz_slots = max(tz_slots, 2 + -(-TZ_DISTANCE // (nb * steps)))
-            d.update(step_chan=f["h"] * f["w"] - (kh - 1) * f["w"] - (kw - 1), cg=c, steps=steps, zb=nb,
+            d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1), cg=c, steps=steps, zb=nb,
+                     dh=dh, dw=dw, step_row=dh * f["w"] - (kw - 1) * dw,
                      zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * nb * steps + TZ_DISTANCE - 1 + nb,
                      sa=ohw * (-(-steps // 2)), sb=int(name(op.ins[0]) in pooled), shift=int(ch["be"]),
                      blocks_per_group=nb, group_words=toff, relu=int(f["relu"]))

@@ -20,8 +20,11 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    2**(M-1)``, the input's ``|m| < 2**24``; an Add or a global pool makes ``m`` wider (rules 5,
    6). A zero has ``m = 0`` (its ``e`` means nothing; no rule reads it).
 3. **conv** (a dense layer is a conv whose kernel covers its input map, NCHW-flattened). For
-   each output pixel, the *patch* is the ``C x kh x kw`` window (zero padding by ``pads``,
-   ``strides`` as such; groups 1). Its exponent (:func:`hlsnn.formats.bfp.shared_exponent`
+   each output pixel, the *patch* is the ``C x kh x kw`` window's taps (zero padding by
+   ``pads``, ``strides`` as such; a dilated window's taps ``dh``, ``dw`` apart and nothing
+   between them, as the layer path's im2col; a grouped conv the layer path runs as one GEMM
+   over all its input channels, block-diagonal weights, is this conv with those weights; one
+   run as several packs of groups is refused). Its exponent (:func:`hlsnn.formats.bfp.shared_exponent`
    as integers): ``L = max over m != 0 of msb_index(|m|) + e``, ``xe = clamp(L - (M - 2),
    emin, emax)``; its mantissas ``xm = shift_round_sat(m, xe - e, M, rnd)`` (a right shift
    with rounding, or an exact left shift, saturated: exactly ``round(x * 2**-xe)`` of the
@@ -63,8 +66,8 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
 yet; *rolling* carries state from sample to sample across the batch and the calls, which one
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
-host), grouped or dilated
-convolutions, ``ceil_mode`` pools, host ops other than those above, a second reader of the
+host), a grouped conv the layer path runs as more than one GEMM (pack of groups), ``ceil_mode``
+pools, host ops other than those above, a second reader of the
 float input, and more than one accelerator.
 """
 from __future__ import annotations
@@ -201,12 +204,13 @@ def lower(program, arrays, alias_shape, maxpool_fields):
             geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
         else:
             geom = j["geom"]
-        if geom["dilations"] != [1, 1]:
-            raise _why(j, "dilation (the BFP network mode's zero-filled kernel would put the pixels under its holes "
-                          "in the patch whose shared exponent the layer path takes over the taps alone: not exact)")
-        if geom["group"] != 1:
-            raise _why(j, f"a grouped conv ({geom['group']} groups): not in the BFP network mode")
-        kh, kw = geom["kh"], geom["kw"]
+        packs = int(j.get("groups") or 1) if j["kind"] == "conv" else 1
+        if packs != 1:
+            raise _why(j, f"a grouped conv run as {packs} GEMMs (packs of {j.get('gp')} of its {geom['group']} "
+                          f"groups, each with its own patch exponents): the BFP network mode runs a grouped conv "
+                          f"of one pack (all its groups in one GEMM, as the layer path runs it then)")
+        kh, kw = geom["kh"], geom["kw"]                     # the taps; dilated (dh, dw) apart
+        dh, dw = geom["dilations"]
         z = j["w_shape"][0]
         chunks = []
         for i, ch in enumerate(j["chunks"]):
@@ -222,10 +226,11 @@ def lower(program, arrays, alias_shape, maxpool_fields):
             raise _why(j, "its output chunks do not cover its outputs")
         sh, sw = geom["strides"]
         pads = tuple(geom["pads"])
+        kh, kw = dh * (kh - 1) + 1, dw * (kw - 1) + 1       # the window's extent
         oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
         ops.append(_op("conv", j["name"], [src], j["output"], c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh,
-                       sw=sw, pads=pads, group=1, chunks=chunks, relu=bool(j["relu"]), dense=j["kind"] == "dense",
-                       engine="bfp_systolic"))
+                       sw=sw, dh=dh, dw=dw, pads=pads, group=1, chunks=chunks, relu=bool(j["relu"]),
+                       dense=j["kind"] == "dense", engine="bfp_systolic"))
         state[j["output"]] = "q"
         shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
     if state.get(out_name) != "q":
@@ -300,6 +305,20 @@ def _round_patches(m, s, bits, rounding):
     return v.astype(np.int64)
 
 
+def taps(f):
+    """A conv op's taps ``(kh, kw)``: its window's extent ``f["kh"], f["kw"]`` holds them
+    ``f["dh"], f["dw"]`` apart (rule 3: dilation)."""
+    dh, dw = f.get("dh", 1), f.get("dw", 1)
+    return (f["kh"] - 1) // dh + 1, (f["kw"] - 1) // dw + 1
+
+
+def _windows(a, f):
+    """The conv ``f``'s patches of the padded (B, C, H, W) array ``a``: (B, C, OH, OW, kh, kw),
+    its taps alone (a dilated window's, ``dh``, ``dw`` apart)."""
+    v = np.lib.stride_tricks.sliding_window_view(a, (f["kh"], f["kw"]), axis=(2, 3))
+    return v[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]][..., ::f.get("dh", 1), ::f.get("dw", 1)]
+
+
 def conv_pairs(x, f, p, seen=None):
     """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW).
     ``seen``: a list that gets, per image, ``(its largest patch exponent or None, whether it has
@@ -313,8 +332,7 @@ def conv_pairs(x, f, p, seen=None):
     mp, ep = np.pad(m, pad), np.pad(e, pad)
 
     def windows(a):
-        v = np.lib.stride_tricks.sliding_window_view(a, (f["kh"], f["kw"]), axis=(2, 3))
-        v = v[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]           # (B, C, OH, OW, kh, kw)
+        v = _windows(a, f)                                                    # (B, C, OH, OW, kh, kw)
         return v.transpose(0, 2, 3, 1, 4, 5).reshape(bsz, f["oh"] * f["ow"], -1)
     wm_, we_ = windows(mp), windows(ep)
     lop = windows(_lop(mp, ep)).max(axis=2)                                   # (B, P)
@@ -350,9 +368,7 @@ def zero_patch_check(x, f, p, name):
     emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
     t, l, b, r = f["pads"]
     pad = ((0, 0), (0, 0), (t, b), (l, r))
-    lop = np.lib.stride_tricks.sliding_window_view(_lop(np.pad(m, pad), np.pad(e, pad)), (f["kh"], f["kw"]),
-                                                   axis=(2, 3))
-    lop = lop[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]].max(axis=(1, 4, 5)).reshape(m.shape[0], -1)
+    lop = _windows(_lop(np.pad(m, pad), np.pad(e, pad)), f).max(axis=(1, 4, 5)).reshape(m.shape[0], -1)
     low = np.iinfo(np.int64).min
     nonzero = lop != low
     if nonzero.all():
