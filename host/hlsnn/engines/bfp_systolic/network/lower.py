@@ -24,7 +24,9 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    ``pads``, ``strides`` as such; a dilated window's taps ``dh``, ``dw`` apart and nothing
    between them, as the layer path's im2col; a grouped conv the layer path runs as one GEMM
    over all its input channels, block-diagonal weights, is this conv with those weights; one
-   run as several packs of groups is refused). Its exponent (:func:`hlsnn.formats.bfp.shared_exponent`
+   it runs as ``packs`` GEMMs, each over a pack of groups, is ``packs`` such convs side by side,
+   each on its ``C / packs`` input channels to its ``Z / packs`` outputs, with patches,
+   exponents and free exponent of its own). Its exponent (:func:`hlsnn.formats.bfp.shared_exponent`
    as integers): ``L = max over m != 0 of msb_index(|m|) + e``, ``xe = clamp(L - (M - 2),
    emin, emax)``; its mantissas ``xm = shift_round_sat(m, xe - e, M, rnd)`` (a right shift
    with rounding, or an exact left shift, saturated: exactly ``round(x * 2**-xe)`` of the
@@ -66,8 +68,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
 yet; *rolling* carries state from sample to sample across the batch and the calls, which one
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
-host), a grouped conv the layer path runs as more than one GEMM (pack of groups), ``ceil_mode``
-pools, host ops other than those above, a second reader of the
+host), ``ceil_mode`` pools, host ops other than those above, a second reader of the
 float input, and more than one accelerator.
 """
 from __future__ import annotations
@@ -204,11 +205,9 @@ def lower(program, arrays, alias_shape, maxpool_fields):
             geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
         else:
             geom = j["geom"]
-        packs = int(j.get("groups") or 1) if j["kind"] == "conv" else 1
-        if packs != 1:
-            raise _why(j, f"a grouped conv run as {packs} GEMMs (packs of {j.get('gp')} of its {geom['group']} "
-                          f"groups, each with its own patch exponents): the BFP network mode runs a grouped conv "
-                          f"of one pack (all its groups in one GEMM, as the layer path runs it then)")
+        packs = int(j.get("groups") or 1) if j["kind"] == "conv" else 1       # GEMMs (packs of groups)
+        if c % packs or j["w_shape"][0] % packs:
+            raise _why(j, f"{packs} packs of groups for {c} input and {j['w_shape'][0]} output channels")
         kh, kw = geom["kh"], geom["kw"]                     # the taps; dilated (dh, dw) apart
         dh, dw = geom["dilations"]
         z = j["w_shape"][0]
@@ -216,12 +215,14 @@ def lower(program, arrays, alias_shape, maxpool_fields):
         for i, ch in enumerate(j["chunks"]):
             r0, r1 = ch["rows"]
             wm = np.asarray(arrays[f"{j['name']}/w{i}_mantissas"], np.int64)
-            if wm.shape != (r1 - r0, c * kh * kw):
-                raise _why(j, f"weights {wm.shape} for patches of {c}x{kh}x{kw}")
+            if wm.shape != (r1 - r0, c // packs * kh * kw) or r0 // (z // packs) != (r1 - 1) // (z // packs):
+                raise _why(j, f"weights {wm.shape} (outputs {r0}..{r1 - 1}) for {packs} pack(s) of patches of "
+                              f"{c // packs}x{kh}x{kw}")
             we = np.broadcast_to(np.asarray(arrays[f"{j['name']}/w{i}_exponents"], np.int64).reshape(-1), (r1 - r0,))
             bm = np.asarray(arrays[f"{j['name']}/b{i}_mantissas"], np.int64).reshape(-1)
             be = int(np.asarray(arrays[f"{j['name']}/b{i}_exponents"]).reshape(-1)[0])
-            chunks.append(dict(rows=(r0, r1), wm=wm.reshape(r1 - r0, c, kh, kw), we=np.array(we), bm=bm, be=be))
+            chunks.append(dict(rows=(r0, r1), wm=wm.reshape(r1 - r0, c // packs, kh, kw), we=np.array(we), bm=bm,
+                               be=be))
         if not chunks or chunks[-1]["rows"][1] != z:
             raise _why(j, "its output chunks do not cover its outputs")
         sh, sw = geom["strides"]
@@ -229,7 +230,7 @@ def lower(program, arrays, alias_shape, maxpool_fields):
         kh, kw = dh * (kh - 1) + 1, dw * (kw - 1) + 1       # the window's extent
         oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
         ops.append(_op("conv", j["name"], [src], j["output"], c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh,
-                       sw=sw, dh=dh, dw=dw, pads=pads, group=1, chunks=chunks, relu=bool(j["relu"]),
+                       sw=sw, dh=dh, dw=dw, pads=pads, group=1, packs=packs, chunks=chunks, relu=bool(j["relu"]),
                        dense=j["kind"] == "dense", engine="bfp_systolic"))
         state[j["output"]] = "q"
         shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
@@ -319,10 +320,29 @@ def _windows(a, f):
     return v[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]][..., ::f.get("dh", 1), ::f.get("dw", 1)]
 
 
+def pack(f, j):
+    """The conv ``f``'s pack ``j`` of groups (of ``f["packs"]``, one GEMM each layer by layer)
+    as a conv of its own: its ``C / packs`` input channels, its ``Z / packs`` outputs, its
+    chunks (rows from 0)."""
+    n = f.get("packs", 1)
+    if n == 1:
+        return f
+    zp = f["z"] // n
+    return dict(f, c=f["c"] // n, z=zp, packs=1, chunks=[dict(ch, rows=(ch["rows"][0] - j * zp, ch["rows"][1] - j * zp))
+                                                         for ch in f["chunks"] if ch["rows"][0] // zp == j])
+
+
 def conv_pairs(x, f, p, seen=None):
     """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW).
     ``seen``: a list that gets, per image, ``(its largest patch exponent or None, whether it has
-    an all-zero patch)`` (the data of rule 3's batch check, :func:`batch_free_exact`)."""
+    an all-zero patch)`` (the data of rule 3's batch check, :func:`batch_free_exact`); a list of
+    such lists, one per pack, for a conv of packs of groups (each pack its own patches and its
+    own GEMM, as layer by layer)."""
+    if f.get("packs", 1) > 1:
+        n, cp = f["packs"], f["c"] // f["packs"]
+        ys = [conv_pairs(tuple(a[:, j * cp:(j + 1) * cp] for a in x), pack(f, j), p,
+                         None if seen is None else seen[j]) for j in range(n)]
+        return tuple(np.concatenate([y[i] for y in ys], axis=1) for i in range(2))
     m, e = (np.asarray(a, np.int64) for a in x)
     bsz = m.shape[0]
     M, E, rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
@@ -473,13 +493,13 @@ def run(net, xq, *, keep=False):
     data of each conv, so its verdict is the whole batch's."""
     m0, e0 = (np.asarray(a, np.int64) for a in xq)
     n = m0.shape[0]
-    seen = {op.name: [] for op in net.ops if op.kind == "conv"}
+    seen = {op.name: [[] for _ in range(op.f.get("packs", 1))] for op in net.ops if op.kind == "conv"}
     parts = [_run(net, (m0[i:i + CHUNK], e0[i:i + CHUNK]), keep, seen) for i in range(0, max(n, 1), CHUNK)]
     if n > 1:
         for op in net.ops:
-            info = seen.get(op.name, [])
-            if any(z for _, z in info):
-                batch_free_exact(op.f, net.params, [b for b, _ in info], op.name)
+            for j, info in enumerate(seen.get(op.name, [])):
+                if any(z for _, z in info):
+                    batch_free_exact(pack(op.f, j), net.params, [b for b, _ in info], op.name)
     if len(parts) == 1:
         return parts[0]
     if not keep:
@@ -504,7 +524,8 @@ def _run(net, xq, keep, seen):
         f = op.f
         x = get(op.ins[0])
         if op.kind == "conv":
-            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p, seen[op.name])
+            s = seen[op.name]
+            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p, s if f.get("packs", 1) > 1 else s[0])
             env[op.out] = tuple(a.reshape(bsz, -1) for a in y) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_pairs(shaped(x, (f["c"], f["h"], f["w"])), f)
