@@ -70,6 +70,11 @@ def tcresnets(tmp_path_factory):
         for fmt in ("bfp8", "twohot", "fixed8"):
             out[name, fmt] = tmp / f"{name}-{fmt}.hlsnn"
             compile_model(cfg, fmt, out[name, fmt])
+        # bfp8 on the PYNQ-Z2's array: the layer path runs the grouped conv as 2 GEMMs (packs of 2 groups)
+        z2 = tmp / f"{name}-z2.yaml"
+        z2.write_text(cfg.read_text().replace("bfp8_zcu104", "bfp8_pynq-z2"))
+        out[name, "bfp8_z2"] = tmp / f"{name}-bfp8_z2.hlsnn"
+        compile_model(z2, "bfp8", out[name, "bfp8_z2"])
     return out
 
 
@@ -94,23 +99,26 @@ def test_tcresnet_runs_in_the_network_mode_with_the_layer_paths_bits(tcresnets, 
     assert _kernel_calls(net) == before            # no engine call: the whole network in the network mode
 
 
+@pytest.mark.parametrize("fmt,packs", [("bfp8", 1), ("bfp8_z2", 2)])
 @pytest.mark.parametrize("name", TCRESNETS)
-def test_tcresnet_runs_in_the_bfp_network_mode_with_the_layer_paths_bits(tcresnets, name):
+def test_tcresnet_runs_in_the_bfp_network_mode_with_the_layer_paths_bits(tcresnets, name, fmt, packs):
     """Before: refused by name (the zero-filled kernel's patch exponent is not the layer
-    path's; and the grouped Conv1d), 6 engine starts a batch. Now one network program: the
+    path's; and the grouped Conv1d), 6 or 7 engine starts a batch. Now one network program: the
     dilated conv's patch its 3 taps 2 apart (hlsnn.engines.bfp_systolic.network.lower rule 3),
-    the grouped one (4 groups, one pack: one GEMM over its 24 channels layer by layer) as that
-    GEMM's block-diagonal weights."""
+    the grouped one (4 groups) as the layer path's GEMMs: one over its 24 channels (bfp8_zcu104),
+    or one per pack of 2 groups, 12 channels, each with its own patch exponents (bfp8_pynq-z2)."""
     x = _data(name).x_test[:48]
-    layers = hlsnn.load(tcresnets[name, "bfp8"], "emu", network=False)
+    layers = hlsnn.load(tcresnets[name, fmt], "emu", network=False)
     before = _kernel_calls(layers)
     want = layers(x)
     assert _kernel_calls(layers) - before >= 6
     grouped, = [j for j in layers.program["layers"] if j["kind"] == "conv" and j["geom"]["group"] != 1]
-    assert (grouped["geom"]["group"], grouped["groups"]) == (4, 1)          # 4 groups in one GEMM
-    net = hlsnn.load(tcresnets[name, "bfp8"], "emu", network=True)
+    assert (grouped["geom"]["group"], grouped["groups"]) == (4, packs)
+    net = hlsnn.load(tcresnets[name, fmt], "emu", network=True)
     dil = [op.f for op in net.network.ops if op.kind == "conv" and op.f["dh"] != 1]
     assert [(f["kh"], f["kw"], f["dh"], f["chunks"][0]["wm"].shape[2:]) for f in dil] == [(5, 1, 2, (3, 1))]
+    g, = [op.f for op in net.network.ops if op.kind == "conv" and op.name == grouped["name"]]
+    assert g["packs"] == packs and [ch["wm"].shape[:2] for ch in g["chunks"]] == [(24 // packs, 24 // packs)] * packs
     before = _kernel_calls(net)
     np.testing.assert_array_equal(net(x), want)
     assert _kernel_calls(net) == before            # no engine call: the whole network in the network mode
@@ -162,14 +170,14 @@ def test_dilated_convs_are_bit_exact_on_csim_in_one_start(tmp_path, fmt):
 
 @pytest.mark.slow
 @pytest.mark.csim
-@pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8", "bfp8_z2"])
 def test_tcresnet_is_bit_exact_on_csim_in_one_start(tcresnets, fmt):
     """The whole TC-ResNet in one start of the network kernel's C-simulation, the layer path's bits."""
     x = _data("tcresnet_ts17").x_test[:8]
     board = hlsnn.load(tcresnets["tcresnet_ts17", fmt], "csim", network=True)
     np.testing.assert_array_equal(board(x), hlsnn.load(tcresnets["tcresnet_ts17", fmt], "emu", network=False)(x))
     assert board.last_kernel_starts == 1
-    if fmt == "bfp8":                  # its loops' counts are the perf model's, and the simulated board's bits
+    if fmt.startswith("bfp8"):         # its loops' counts are the perf model's, and the simulated board's bits
         from hlsnn.engines.bfp_systolic.network import perf as bfpperf
         k = board._kernel
         assert {n: it for n, (it, _) in k.counters.items()} == {
