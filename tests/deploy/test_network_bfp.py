@@ -193,9 +193,11 @@ def test_lower_refuses_what_it_cannot_run(compiled):
             netmode.lower(with_param(output_exponent=rule), arrays)
     with pytest.raises(InputError, match="rounds stochastically"):
         netmode.lower(with_param(rounding="stochastic"), arrays)
-    grouped = dict(prog, layers=[dict(j, geom=dict(j["geom"], group=2)) if j.get("name") == "conv2" else j
-                                 for j in prog["layers"]])
-    with pytest.raises(InputError, match=r"layer conv2 \(conv\): a grouped conv \(2 groups\).*network=False"):
+    # a grouped conv runs as the layer path's GEMMs (one per pack of groups); weights that are not
+    # one pack's each are refused by name
+    grouped = dict(prog, layers=[dict(j, geom=dict(j["geom"], group=2), gp=1, groups=2) if j.get("name") == "conv2"
+                                 else j for j in prog["layers"]])
+    with pytest.raises(InputError, match=r"layer conv2 \(conv\): weights .* for 2 pack\(s\) of patches.*network=False"):
         netmode.lower(grouped, arrays)
     bad = dict(prog, layers=[dict(j, op="Tanh") if j.get("op") == "MaxPool" else j for j in prog["layers"]])
     with pytest.raises(InputError, match="no integer rule for this host op"):
@@ -415,6 +417,6 @@ def test_the_datapath_model_counts_the_kernels_operators():
     assert d["maxpool"][0] == 16 * (2 * (54 + 54 + 12 + 3 * 54) + 27 + 18 + 6 + 8 + 64)
     # the exponent pass: 32 elements (|m|, leading one, source select, exponent add, zero test)
     # and the balanced max tree's 31 compare-selects plus the one with the carried value
-    elem = 32 + 54 + 54 + 12 + 9 + 6
+    elem = 32 + 54 + 54 + 12 + 9 + 6 + 2 * 4          # and the bank window's two 8-bit compares [c0, c)
     assert d["conv_exp"][0] == 32 * elem + 32 * (6 + 6) + 12 + 2 * 6 + 2 * (32 + 4 * 8)
     assert set(d) == {"conv_exp", "conv_mac_banks", "conv_mac_lanes", "maxpool", "add", "axi", "control"}

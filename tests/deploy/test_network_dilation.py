@@ -2,7 +2,9 @@
 ordinary one with its kernel's holes filled with zero weights (extent d*(k-1)+1, padding
 unchanged), so the TC-ResNet of tests/data/torch/beyond (a dilated Conv1d in its residual
 block) runs in one network-kernel start in two-hot (shift_mac) and fixed8 (sparse_cluster).
-bfp_systolic refuses it by name: its patch exponent is shared over the layer's taps alone.
+bfp_systolic's patch exponent is shared over the layer's taps alone, so its network mode reads
+the taps dh, dw apart instead (tests/deploy/test_network_bfp_dilation.py); tcresnet runs in one
+start in bfp8 too.
 
 References: a dilated convolution written as loops from its definition, and the
 layer-by-layer compiled network on the emulator (convgeom's im2col with the dilation)."""
@@ -15,7 +17,6 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from hlsnn.commands.network import _kernel_calls  # noqa: E402
-from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.engines.convgeom import spread  # noqa: E402
 from hlsnn.deploy.dilate import dilate  # noqa: E402
 
@@ -69,6 +70,11 @@ def tcresnets(tmp_path_factory):
         for fmt in ("bfp8", "twohot", "fixed8"):
             out[name, fmt] = tmp / f"{name}-{fmt}.hlsnn"
             compile_model(cfg, fmt, out[name, fmt])
+        # bfp8 on the PYNQ-Z2's array: the layer path runs the grouped conv as 2 GEMMs (packs of 2 groups)
+        z2 = tmp / f"{name}-z2.yaml"
+        z2.write_text(cfg.read_text().replace("bfp8_zcu104", "bfp8_pynq-z2"))
+        out[name, "bfp8_z2"] = tmp / f"{name}-bfp8_z2.hlsnn"
+        compile_model(z2, "bfp8", out[name, "bfp8_z2"])
     return out
 
 
@@ -93,10 +99,29 @@ def test_tcresnet_runs_in_the_network_mode_with_the_layer_paths_bits(tcresnets, 
     assert _kernel_calls(net) == before            # no engine call: the whole network in the network mode
 
 
+@pytest.mark.parametrize("fmt,packs", [("bfp8", 1), ("bfp8_z2", 2)])
 @pytest.mark.parametrize("name", TCRESNETS)
-def test_bfp_refuses_the_dilated_conv_by_name(tcresnets, name):
-    with pytest.raises(InputError, match="dilation.*shared exponent"):
-        hlsnn.load(tcresnets[name, "bfp8"], "emu", network=True)
+def test_tcresnet_runs_in_the_bfp_network_mode_with_the_layer_paths_bits(tcresnets, name, fmt, packs):
+    """Before: refused by name (the zero-filled kernel's patch exponent is not the layer
+    path's; and the grouped Conv1d), 6 or 7 engine starts a batch. Now one network program: the
+    dilated conv's patch its 3 taps 2 apart (hlsnn.engines.bfp_systolic.network.lower rule 3),
+    the grouped one (4 groups) as the layer path's GEMMs: one over its 24 channels (bfp8_zcu104),
+    or one per pack of 2 groups, 12 channels, each with its own patch exponents (bfp8_pynq-z2)."""
+    x = _data(name).x_test[:48]
+    layers = hlsnn.load(tcresnets[name, fmt], "emu", network=False)
+    before = _kernel_calls(layers)
+    want = layers(x)
+    assert _kernel_calls(layers) - before >= 6
+    grouped, = [j for j in layers.program["layers"] if j["kind"] == "conv" and j["geom"]["group"] != 1]
+    assert (grouped["geom"]["group"], grouped["groups"]) == (4, packs)
+    net = hlsnn.load(tcresnets[name, fmt], "emu", network=True)
+    dil = [op.f for op in net.network.ops if op.kind == "conv" and op.f["dh"] != 1]
+    assert [(f["kh"], f["kw"], f["dh"], f["chunks"][0]["wm"].shape[2:]) for f in dil] == [(5, 1, 2, (3, 1))]
+    g, = [op.f for op in net.network.ops if op.kind == "conv" and op.name == grouped["name"]]
+    assert g["packs"] == packs and [ch["wm"].shape[:2] for ch in g["chunks"]] == [(24 // packs, 24 // packs)] * packs
+    before = _kernel_calls(net)
+    np.testing.assert_array_equal(net(x), want)
+    assert _kernel_calls(net) == before            # no engine call: the whole network in the network mode
 
 
 def small_dilated_model(path, seed=5):
@@ -145,10 +170,18 @@ def test_dilated_convs_are_bit_exact_on_csim_in_one_start(tmp_path, fmt):
 
 @pytest.mark.slow
 @pytest.mark.csim
-@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8", "bfp8_z2"])
 def test_tcresnet_is_bit_exact_on_csim_in_one_start(tcresnets, fmt):
     """The whole TC-ResNet in one start of the network kernel's C-simulation, the layer path's bits."""
     x = _data("tcresnet_ts17").x_test[:8]
     board = hlsnn.load(tcresnets["tcresnet_ts17", fmt], "csim", network=True)
     np.testing.assert_array_equal(board(x), hlsnn.load(tcresnets["tcresnet_ts17", fmt], "emu", network=False)(x))
     assert board.last_kernel_starts == 1
+    if fmt.startswith("bfp8"):         # its loops' counts are the perf model's, and the simulated board's bits
+        from hlsnn.engines.bfp_systolic.network import perf as bfpperf
+        k = board._kernel
+        assert {n: it for n, (it, _) in k.counters.items()} == {
+            n: 8 * v for n, v in bfpperf.iterations(board.network, k.tables).items()}
+        with hlsnn.load(tcresnets["tcresnet_ts17", fmt], "sim", network=True) as sim:
+            np.testing.assert_array_equal(sim(x), board(x))
+            assert sim.last_kernel_starts == 1

@@ -33,7 +33,7 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from .perf import MAC_DEPTH
-from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS
+from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
@@ -53,7 +53,8 @@ LANES, BANKS = 8, 16
 #: and :func:`netkernel.pool_or_add`, and the bfp kernel's own group fields
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single")
+          "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
+          "zfirst", "wob0", "wobase0")
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -74,9 +75,10 @@ def tables(net, pz, pc):
     for op in net.ops:
         if op.kind not in ("conv", "maxpool", "add", "upsample", "zerostuff", "concat", "transpose"):
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} op is not in the kernel")
-        if op.kind == "conv" and len(op.f["chunks"]) != 1:
+        if op.kind == "conv" and len(op.f["chunks"]) != op.f.get("packs", 1):
             raise InputError(f"network kernel (bfp): {op.name}: {len(op.f['chunks'])} output chunks (one output "
-                             f"exponent per chunk); the kernel takes one")
+                             f"exponent per chunk) for {op.f.get('packs', 1)} pack(s) of groups; the kernel takes one "
+                             f"a pack")
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     pooled = {op.out for op in net.ops if op.kind == "add" and op.f["gap"]}   # in the pool buffer
@@ -94,49 +96,25 @@ def tables(net, pz, pc):
     woff = boff = 0
     sum_bits, max_pix, max_blocks, max_hw = 2 * m_bits, 1, 1, 1
     unfold = netkernel.unfold_of(net, place, pc)
+    if unfold and any(op.name == unfold["op"] and (op.f.get("dh", 1), op.f.get("dw", 1), op.f.get("packs", 1))
+                      != (1, 1, 1) for op in net.ops):
+        unfold = None                                # a dilated or grouped stem reads its taps as such
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
-        d.update(blocks_per_group=0, group_words=0)          # this kernel's own fields
+        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0)    # this kernel's own
         if op.kind == "conv":
-            z, c, kh, kw = f["z"], f["c"], f["kh"], f["kw"]
-            ch = f["chunks"][0]
-            ncg = -(-c // pc)
-            steps = ncg * kh * kw
-            nb = -(-z // pz)
-            wm = np.asarray(ch["wm"], np.int64)
-            if f is not op.f:                  # the unfolded stem: (z, C, kh, kw) -> (z, kw*C, kh, 1), channel kx*C + c
-                wm = wm.transpose(0, 3, 1, 2).reshape(z, c, kh, 1)
-            wpad = np.zeros((z, ncg * pc, kh * kw), np.int64)
-            wpad[:, :c] = wm.reshape(z, c, kh * kw)
-            per = wpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
-            for lane in range(pz):
-                zz = np.arange(lane, nb * pz, pz)
-                real = zz < z
-                blk = np.zeros((nb, pc, steps), np.int64)
-                blk[real] = per[zz[real]]
-                for j in range(pc):
-                    wl[lane][j].append(blk[:, j].reshape(-1))
-                el[lane].append(np.where(real, ch["we"][np.minimum(zz, z - 1)], 0))
-                bl[lane].append(np.where(real, ch["bm"][np.minimum(zz, z - 1)], 0))
-            ohw = f["oh"] * f["ow"]
-            toff = len(taps)                    # the exponent pass's taps: (cb, ky, kx) in the walk's order
-            for cb in range(ncg):
-                for ky in range(kh):
-                    for kx in range(kw):
-                        taps.append((cb * f["h"] * f["w"] + ky * f["w"] + kx, ky, kx, min(pc, c - cb * pc)))
-            if len(taps) % 2:
-                taps.append((0, 0, 0, 0))
-            bound = (1 << (2 * m_bits - 2)) * c * kh * kw
-            sum_bits = max(sum_bits, bound.bit_length() + 1)
-            max_pix, max_blocks = max(max_pix, ohw), max(max_blocks, nb)
-            if ohw > 1:       # the ring of pixels waiting for their writes (tz_slots)
-                tz_slots = max(tz_slots, 2 + -(-TZ_DISTANCE // (nb * steps)))
-            d.update(step_chan=f["h"] * f["w"] - (kh - 1) * f["w"] - (kw - 1), cg=c, steps=steps, zb=nb,
-                     zlast=z - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * nb * steps + TZ_DISTANCE - 1 + nb,
-                     sa=ohw * (-(-steps // 2)), sb=int(name(op.ins[0]) in pooled), shift=int(ch["be"]),
-                     blocks_per_group=nb, group_words=toff, relu=int(f["relu"]))
-            woff += nb * steps
-            boff += nb
+            for j in range(f.get("packs", 1)):          # a row per pack of groups (lower.pack)
+                dj = dict(d)
+                tz_slots, sum_bits, max_pix, max_blocks = _conv_row(op, f, j, dj, (pz, pc, m_bits), (taps, wl, el, bl),
+                                                                    (woff, boff), (tz_slots, sum_bits, max_pix,
+                                                                                   max_blocks))
+                dj.update(sb=int(name(op.ins[0]) in pooled))
+                woff += dj["zb"] * dj["steps"]
+                boff += dj["zb"]
+                rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}"
+                                 + (f" (pack {j} of {f['packs']})" if f.get("packs", 1) > 1 else ""),
+                                 vals=[int(dj[k]) for k in FIELDS], names=FIELDS))
+            continue
         else:
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
             if op.kind == "add":
@@ -155,7 +133,7 @@ def tables(net, pz, pc):
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
-                biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0), (0, 0, 0, 0)], sum_bits=sum_bits,
+                biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
                 max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots,
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
@@ -163,6 +141,80 @@ def tables(net, pz, pc):
                 in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1 + len(rows),
                 in_value_bytes=4, out_value_bytes=8,
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
+
+
+def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
+    """Fill the descriptor ``d`` of pack ``j`` of the conv ``op`` (``f``: as the kernel runs it;
+    one pack for a conv without groups), append its weights, row exponents, biases and its
+    exponent pass's taps to ``roms`` (lists ``taps``, per lane ``wl``, ``el``, ``bl``) at
+    ``offs`` (``woff``, ``boff``); return ``most`` (tz_slots, sum_bits, max_pix, max_blocks)
+    updated. The pack's ``C / packs`` input channels are banks ``[s, s + C / packs)`` from
+    channel block ``cb0`` on (the walk's base ``cb0 * H * W``, folded into ``pt_w``; banks
+    outside them are read with zero weights and left out of the exponent by the taps' ``c0``,
+    ``c``); its ``Z / packs`` outputs start at lane ``zfirst`` of output block ``zb0`` (the
+    writes' first bank and word ``wob0``, ``wobase0``; lanes outside the pack hold zero weights
+    and bias, so their results are 0 and leave the max rule alone, and are not written)."""
+    pz, pc, m_bits = shape_bits
+    taps, wl, el, bl = roms
+    tz_slots, sum_bits, max_pix, max_blocks = most
+    fj = netbfp_pack(f, j)
+    if len(fj["chunks"]) != 1:
+        raise InputError(f"network kernel (bfp): {op.name}: {len(fj['chunks'])} output chunks in pack {j} (one "
+                         f"output exponent per chunk); the kernel takes one a pack")
+    ch = fj["chunks"][0]
+    cp, zp = fj["c"], fj["z"]
+    dh, dw = f.get("dh", 1), f.get("dw", 1)
+    kh, kw = netbfp_taps(f)              # the taps, dh and dw apart in the window
+    cb0, s = divmod(j * cp, pc)
+    cend = s + cp                        # the pack's channels: [s, cend) from channel block cb0
+    ncg = -(-cend // pc)
+    steps = ncg * kh * kw
+    zb0, zfirst = divmod(j * zp, pz)
+    nb = -(-(zfirst + zp) // pz)
+    wm = np.asarray(ch["wm"], np.int64)
+    if f is not op.f:                  # the unfolded stem: (z, C, kh, kw) -> (z, kw*C, kh, 1), channel kx*C + c
+        wm = wm.transpose(0, 3, 1, 2).reshape(zp, cp, kh, 1)
+    wpad = np.zeros((nb * pz, ncg * pc, kh * kw), np.int64)
+    wpad[zfirst:zfirst + zp, s:cend] = wm.reshape(zp, cp, kh * kw)
+    per = wpad.reshape(nb * pz, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(nb * pz, pc, steps)
+    we, bm = np.zeros(nb * pz, np.int64), np.zeros(nb * pz, np.int64)
+    we[zfirst:zfirst + zp], bm[zfirst:zfirst + zp] = ch["we"], ch["bm"]
+    for lane in range(pz):
+        for q in range(pc):
+            wl[lane][q].append(per[lane::pz, q].reshape(-1))
+        el[lane].append(we[lane::pz])
+        bl[lane].append(bm[lane::pz])
+    ohw = f["oh"] * f["ow"]
+    toff = len(taps)                    # the exponent pass's taps: (cb, ky, kx) in the walk's order
+    for cb in range(ncg):
+        for ky in range(kh):
+            for kx in range(kw):
+                taps.append((cb * f["h"] * f["w"] + ky * dh * f["w"] + kx * dw, ky * dh, kx * dw,
+                             min(pc, cend - cb * pc), max(0, s - cb * pc)))
+    if len(taps) % 2:
+        taps.append((0, 0, 0, 0, 0))
+    if (kh - 1) * dh > 127 or (kw - 1) * dw > 127:
+        raise InputError(f"network kernel (bfp): {op.name}: a window of {f['kh']}x{f['kw']}; the tap table holds "
+                         f"positions up to 127 (8-bit kTapKy, kTapKx)")
+    bound = (1 << (2 * m_bits - 2)) * cp * kh * kw
+    sum_bits = max(sum_bits, bound.bit_length() + 1)
+    max_pix, max_blocks = max(max_pix, ohw), max(max_blocks, nb)
+    if ohw > 1:       # the ring of pixels waiting for their writes (tz_slots)
+        tz_slots = max(tz_slots, 2 + -(-TZ_DISTANCE // (nb * steps)))
+    woff, boff = offs
+    d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1), cg=cend, steps=steps, zb=nb,
+             dh=dh, dw=dw, step_row=dh * f["w"] - (kw - 1) * dw, pt_w=d["pt_w"] - cb0 * f["h"] * f["w"],
+             zfirst=zfirst, wob0=zb0 * pz % pc, wobase0=zb0 * pz // pc * ohw,
+             zlast=zfirst + zp - (nb - 1) * pz, woff=woff, boff=boff, n_iter=ohw * nb * steps + TZ_DISTANCE - 1 + nb,
+             sa=ohw * (-(-steps // 2)), shift=int(ch["be"]), blocks_per_group=nb, group_words=toff,
+             relu=int(f["relu"]))
+    return tz_slots, sum_bits, max_pix, max_blocks
+
+
+def row_ops(net):
+    """``[(op, pack)]``: the op of each descriptor row (a conv of ``packs`` packs of groups has a
+    row per pack, every other op one)."""
+    return [(op, j) for op in net.ops for j in range(op.f.get("packs", 1) if op.kind == "conv" else 1)]
 
 
 def render(net, out_dir):
@@ -197,6 +249,7 @@ def render(net, out_dir):
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
+               tap_c0=_ints([x[4] for x in t["taps"]]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)
@@ -249,11 +302,12 @@ def finish_words(net, xq, out):
                               f"pool's beyond 53 (the layer path's float64 rounds); netbfp rules 5, 6")
     if out.shape[0] > 1:
         info = out[:, n + 1:].astype(np.int64)
-        for i, op in enumerate(net.ops):
+        for i, (op, j) in enumerate(row_ops(net)):
             if op.kind == "conv" and (info[:, i] >> 12 & 1).any():
                 best = info[:, i] & 0xFFF
                 best = np.where(best >= 2048, best - 4096, best)
-                netbfp.batch_free_exact(op.f, net.params, [None if v == -2048 else int(v) for v in best], op.name)
+                netbfp.batch_free_exact(netbfp.pack(op.f, j), net.params, [None if v == -2048 else int(v)
+                                                                            for v in best], op.name)
     return unpack_output(out[:, :n])
 
 

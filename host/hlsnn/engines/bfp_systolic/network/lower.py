@@ -20,8 +20,13 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    2**(M-1)``, the input's ``|m| < 2**24``; an Add or a global pool makes ``m`` wider (rules 5,
    6). A zero has ``m = 0`` (its ``e`` means nothing; no rule reads it).
 3. **conv** (a dense layer is a conv whose kernel covers its input map, NCHW-flattened). For
-   each output pixel, the *patch* is the ``C x kh x kw`` window (zero padding by ``pads``,
-   ``strides`` as such; groups 1). Its exponent (:func:`hlsnn.formats.bfp.shared_exponent`
+   each output pixel, the *patch* is the ``C x kh x kw`` window's taps (zero padding by
+   ``pads``, ``strides`` as such; a dilated window's taps ``dh``, ``dw`` apart and nothing
+   between them, as the layer path's im2col; a grouped conv the layer path runs as one GEMM
+   over all its input channels, block-diagonal weights, is this conv with those weights; one
+   it runs as ``packs`` GEMMs, each over a pack of groups, is ``packs`` such convs side by side,
+   each on its ``C / packs`` input channels to its ``Z / packs`` outputs, with patches,
+   exponents and free exponent of its own). Its exponent (:func:`hlsnn.formats.bfp.shared_exponent`
    as integers): ``L = max over m != 0 of msb_index(|m|) + e``, ``xe = clamp(L - (M - 2),
    emin, emax)``; its mantissas ``xm = shift_round_sat(m, xe - e, M, rnd)`` (a right shift
    with rounding, or an exact left shift, saturated: exactly ``round(x * 2**-xe)`` of the
@@ -63,8 +68,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
 yet; *rolling* carries state from sample to sample across the batch and the calls, which one
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
-host), grouped or dilated
-convolutions, ``ceil_mode`` pools, host ops other than those above, a second reader of the
+host), ``ceil_mode`` pools, host ops other than those above, a second reader of the
 float input, and more than one accelerator.
 """
 from __future__ import annotations
@@ -216,31 +220,33 @@ def lower(program, arrays, alias_shape, maxpool_fields):
             geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
         else:
             geom = j["geom"]
-        if geom["dilations"] != [1, 1]:
-            raise _why(j, "dilation (the BFP network mode's zero-filled kernel would put the pixels under its holes "
-                          "in the patch whose shared exponent the layer path takes over the taps alone: not exact)")
-        if geom["group"] != 1:
-            raise _why(j, f"a grouped conv ({geom['group']} groups): not in the BFP network mode")
-        kh, kw = geom["kh"], geom["kw"]
+        packs = int(j.get("groups") or 1) if j["kind"] == "conv" else 1       # GEMMs (packs of groups)
+        if c % packs or j["w_shape"][0] % packs:
+            raise _why(j, f"{packs} packs of groups for {c} input and {j['w_shape'][0]} output channels")
+        kh, kw = geom["kh"], geom["kw"]                     # the taps; dilated (dh, dw) apart
+        dh, dw = geom["dilations"]
         z = j["w_shape"][0]
         chunks = []
         for i, ch in enumerate(j["chunks"]):
             r0, r1 = ch["rows"]
             wm = np.asarray(arrays[f"{j['name']}/w{i}_mantissas"], np.int64)
-            if wm.shape != (r1 - r0, c * kh * kw):
-                raise _why(j, f"weights {wm.shape} for patches of {c}x{kh}x{kw}")
+            if wm.shape != (r1 - r0, c // packs * kh * kw) or r0 // (z // packs) != (r1 - 1) // (z // packs):
+                raise _why(j, f"weights {wm.shape} (outputs {r0}..{r1 - 1}) for {packs} pack(s) of patches of "
+                              f"{c // packs}x{kh}x{kw}")
             we = np.broadcast_to(np.asarray(arrays[f"{j['name']}/w{i}_exponents"], np.int64).reshape(-1), (r1 - r0,))
             bm = np.asarray(arrays[f"{j['name']}/b{i}_mantissas"], np.int64).reshape(-1)
             be = int(np.asarray(arrays[f"{j['name']}/b{i}_exponents"]).reshape(-1)[0])
-            chunks.append(dict(rows=(r0, r1), wm=wm.reshape(r1 - r0, c, kh, kw), we=np.array(we), bm=bm, be=be))
+            chunks.append(dict(rows=(r0, r1), wm=wm.reshape(r1 - r0, c // packs, kh, kw), we=np.array(we), bm=bm,
+                               be=be))
         if not chunks or chunks[-1]["rows"][1] != z:
             raise _why(j, "its output chunks do not cover its outputs")
         sh, sw = geom["strides"]
         pads = tuple(geom["pads"])
+        kh, kw = dh * (kh - 1) + 1, dw * (kw - 1) + 1       # the window's extent
         oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
         ops.append(_op("conv", j["name"], [src], j["output"], c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh,
-                       sw=sw, pads=pads, group=1, chunks=chunks, relu=bool(j["relu"]), dense=j["kind"] == "dense",
-                       engine="bfp_systolic"))
+                       sw=sw, dh=dh, dw=dw, pads=pads, group=1, packs=packs, chunks=chunks, relu=bool(j["relu"]),
+                       dense=j["kind"] == "dense", engine="bfp_systolic"))
         state[j["output"]] = "q"
         shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
     if state.get(out_name) != "q":
@@ -315,10 +321,43 @@ def _round_patches(m, s, bits, rounding):
     return v.astype(np.int64)
 
 
+def taps(f):
+    """A conv op's taps ``(kh, kw)``: its window's extent ``f["kh"], f["kw"]`` holds them
+    ``f["dh"], f["dw"]`` apart (rule 3: dilation)."""
+    dh, dw = f.get("dh", 1), f.get("dw", 1)
+    return (f["kh"] - 1) // dh + 1, (f["kw"] - 1) // dw + 1
+
+
+def _windows(a, f):
+    """The conv ``f``'s patches of the padded (B, C, H, W) array ``a``: (B, C, OH, OW, kh, kw),
+    its taps alone (a dilated window's, ``dh``, ``dw`` apart)."""
+    v = np.lib.stride_tricks.sliding_window_view(a, (f["kh"], f["kw"]), axis=(2, 3))
+    return v[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]][..., ::f.get("dh", 1), ::f.get("dw", 1)]
+
+
+def pack(f, j):
+    """The conv ``f``'s pack ``j`` of groups (of ``f["packs"]``, one GEMM each layer by layer)
+    as a conv of its own: its ``C / packs`` input channels, its ``Z / packs`` outputs, its
+    chunks (rows from 0)."""
+    n = f.get("packs", 1)
+    if n == 1:
+        return f
+    zp = f["z"] // n
+    return dict(f, c=f["c"] // n, z=zp, packs=1, chunks=[dict(ch, rows=(ch["rows"][0] - j * zp, ch["rows"][1] - j * zp))
+                                                         for ch in f["chunks"] if ch["rows"][0] // zp == j])
+
+
 def conv_pairs(x, f, p, seen=None):
     """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW).
     ``seen``: a list that gets, per image, ``(its largest patch exponent or None, whether it has
-    an all-zero patch)`` (the data of rule 3's batch check, :func:`batch_free_exact`)."""
+    an all-zero patch)`` (the data of rule 3's batch check, :func:`batch_free_exact`); a list of
+    such lists, one per pack, for a conv of packs of groups (each pack its own patches and its
+    own GEMM, as layer by layer)."""
+    if f.get("packs", 1) > 1:
+        n, cp = f["packs"], f["c"] // f["packs"]
+        ys = [conv_pairs(tuple(a[:, j * cp:(j + 1) * cp] for a in x), pack(f, j), p,
+                         None if seen is None else seen[j]) for j in range(n)]
+        return tuple(np.concatenate([y[i] for y in ys], axis=1) for i in range(2))
     m, e = (np.asarray(a, np.int64) for a in x)
     bsz = m.shape[0]
     M, E, rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
@@ -328,8 +367,7 @@ def conv_pairs(x, f, p, seen=None):
     mp, ep = np.pad(m, pad), np.pad(e, pad)
 
     def windows(a):
-        v = np.lib.stride_tricks.sliding_window_view(a, (f["kh"], f["kw"]), axis=(2, 3))
-        v = v[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]           # (B, C, OH, OW, kh, kw)
+        v = _windows(a, f)                                                    # (B, C, OH, OW, kh, kw)
         return v.transpose(0, 2, 3, 1, 4, 5).reshape(bsz, f["oh"] * f["ow"], -1)
     wm_, we_ = windows(mp), windows(ep)
     lop = windows(_lop(mp, ep)).max(axis=2)                                   # (B, P)
@@ -365,9 +403,7 @@ def zero_patch_check(x, f, p, name):
     emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
     t, l, b, r = f["pads"]
     pad = ((0, 0), (0, 0), (t, b), (l, r))
-    lop = np.lib.stride_tricks.sliding_window_view(_lop(np.pad(m, pad), np.pad(e, pad)), (f["kh"], f["kw"]),
-                                                   axis=(2, 3))
-    lop = lop[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]].max(axis=(1, 4, 5)).reshape(m.shape[0], -1)
+    lop = _windows(_lop(np.pad(m, pad), np.pad(e, pad)), f).max(axis=(1, 4, 5)).reshape(m.shape[0], -1)
     low = np.iinfo(np.int64).min
     nonzero = lop != low
     if nonzero.all():
@@ -472,13 +508,13 @@ def run(net, xq, *, keep=False):
     data of each conv, so its verdict is the whole batch's."""
     m0, e0 = (np.asarray(a, np.int64) for a in xq)
     n = m0.shape[0]
-    seen = {op.name: [] for op in net.ops if op.kind == "conv"}
+    seen = {op.name: [[] for _ in range(op.f.get("packs", 1))] for op in net.ops if op.kind == "conv"}
     parts = [_run(net, (m0[i:i + CHUNK], e0[i:i + CHUNK]), keep, seen) for i in range(0, max(n, 1), CHUNK)]
     if n > 1:
         for op in net.ops:
-            info = seen.get(op.name, [])
-            if any(z for _, z in info):
-                batch_free_exact(op.f, net.params, [b for b, _ in info], op.name)
+            for j, info in enumerate(seen.get(op.name, [])):
+                if any(z for _, z in info):
+                    batch_free_exact(pack(op.f, j), net.params, [b for b, _ in info], op.name)
     if len(parts) == 1:
         return parts[0]
     if not keep:
@@ -503,7 +539,8 @@ def _run(net, xq, keep, seen):
         f = op.f
         x = get(op.ins[0])
         if op.kind == "conv":
-            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p, seen[op.name])
+            s = seen[op.name]
+            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p, s if f.get("packs", 1) > 1 else s[0])
             env[op.out] = tuple(a.reshape(bsz, -1) for a in y) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_pairs(shaped(x, (f["c"], f["h"], f["w"])), f)

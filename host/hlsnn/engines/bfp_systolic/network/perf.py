@@ -14,11 +14,14 @@ count):
   (``ConvMac``: every block of ``P`` output channels of a pixel takes the pixel's taps; a
   pixel's writes, one block a cycle, start ``TZ_DISTANCE`` (:data:`MAC_DEPTH`) iterations after
   its last product and run beside the later pixels' products, the last pixel's after them)
-  plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``);
+  plus :data:`MAC_DEPTH` (``B = ceil(Z/P)``); ``kh x kw`` are the taps (a dilated window's
+  alone: its holes cost nothing). A conv of ``n`` packs of groups (the layer path's GEMM per
+  pack) is ``n`` such rows, pack ``j`` over the channel blocks its ``C/n`` inputs span and the
+  output blocks its ``Z/n`` outputs span;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/Q) * H * W``, twice
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum);
-* store: ``out_elems + 1 + ops`` cycles (the elements, the status word and an info word per
-  op) plus the DDR latency.
+* store: ``out_elems + 1 + rows`` cycles (the elements, the status word and an info word per
+  descriptor row) plus the DDR latency.
 
 The iteration counts are exact and checked against the C-simulation's loop counters (tests);
 the depths are the model's, not a synthesis report. The carried maxima are a max tree: in
@@ -60,18 +63,21 @@ def iterations(net, tables):
 
 
 def op_cycles(net, tables, ii=None):
-    """``[(name, kind, cycles)]`` per image: the load, every op, the store. ``ii``: ``{loop
+    """``[(name, kind, cycles)]`` per image: the load, every op (a conv of packs of groups: each
+    pack, a descriptor row each), the store. ``ii``: ``{loop
     counter: II}`` of the loops whose derived II is above 1 (:func:`hlsnn.perf.schedule.ii_of`):
     their iterations cost that many cycles each."""
     g = (ii or {}).get
     rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables["in_elems"] * g("NetLoad", 1))]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
-    for op, r in zip(net.ops, tables["rows"]):
+    from .kernel import row_ops
+    for (op, j), r in zip(row_ops(net), tables["rows"]):
         k = _f(r, "op")
         c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
              else _f(r, "n_iter") * g(LOOPS[k], 1) + depth[k])
-        rows.append((op.name, op.kind, c))
+        n = op.f.get("packs", 1) if op.kind == "conv" else 1
+        rows.append((op.name + (f" [pack {j + 1}/{n}]" if n > 1 else ""), op.kind, c))
     rows.append(("store", "store output", tables["out_words"] * g("NetStore", 1) + DDR_LATENCY))
     return rows
 
@@ -106,7 +112,8 @@ def buffers(net, tables):
             Buffer("kTapOff", "net_top", "array", 32, (nt,), static=True, note="the exponent pass's tap table"),
             Buffer("kTapKy", "net_top", "array", 8, (nt,), static=True),
             Buffer("kTapKx", "net_top", "array", 8, (nt,), static=True),
-            Buffer("kTapC", "net_top", "array", 8, (nt,), static=True)]
+            Buffer("kTapC", "net_top", "array", 8, (nt,), static=True),
+            Buffer("kTapC0", "net_top", "array", 8, (nt,), static=True, note="a pack of groups' first bank")]
     muls = [Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
                        note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
     return bufs, muls
@@ -160,7 +167,8 @@ def datapath(net, tables):
 
     * ``conv_exp`` (``ConvExp``, ``2Q`` elements a cycle): per element the source select (act
       or pool buffer, ``E + 10`` bits), ``|m|`` (``E``), its leading one (``E``), the exponent
-      add (``X``), the zero test (``E/6``) and its ``kLow`` select; the balanced max tree of
+      add (``X``), the zero test (``E/6``) and its ``kLow`` select, the bank window's two
+      compares (``kTapC0 <= j < kTapC``, 8 bits); the balanced max tree of
       ``2Q - 1`` compare-selects and the compare-select with the carried maximum (``X`` bits
       each); the clamp (``3X``); per tap (two) the address adder and the padding tests;
     * ``conv_mac_banks`` (``ConvMac``, ``Q``): the source select, the exponent difference
@@ -169,7 +177,8 @@ def datapath(net, tables):
       accumulator; the bias alignment ``ShiftRoundSat<M, A>``, the saturating add (``3A``) and
       ReLU (``A/2``); the max rule's ``|v|``, leading one and exponent add (``2A + X``), the
       lane's share of the balanced tree over the ``P`` lanes (one compare-select of ``X``);
-      the write path's exponent difference and the output ``ShiftRoundSat<A, M>``;
+      the write path's exponent difference, the output ``ShiftRoundSat<A, M>`` and the lane
+      window's compare (``l >= zfirst``, a pack of groups' first output);
     * ``maxpool`` (``Q``): rule 7's exact compare (``Greater``): per operand ``|m|``, its
       leading one, the exponent add and the left-aligning shifter (``E`` bits by 0..53), then
       the magnitude compare and equality, the leading ones' compare and the signs; the running
@@ -187,13 +196,13 @@ def datapath(net, tables):
     m, a = net.params["mantissa_bits"], net.params["acc_bits"]
     x = X_BITS
     pool = tables.get("pool_bits", E + 8)
-    elem = _sel(E + 10) + E + E + x + -(-E // 6) + _sel(x)
+    elem = _sel(E + 10) + E + E + x + -(-E // 6) + _sel(x) + 2 * _cmp(8)      # and the bank window [c0, c)
     exp_tree = 2 * pc * (_cmp(x) + _sel(x))             # 2Q - 1 in the tree, one with the carried value
     conv_exp = (2 * pc * elem + exp_tree + x + 2 * _cmp(x) + 2 * (32 + 4 * _cmp(16)), 2 * pc * (E + x) + 2 * pc * x)
     mac_bank = (_sel(E + 10) + x + srs_luts(E, m, 63, m), E + 2 * m)
     mac_lane = (pc * sb + sb + srs_luts(m, a, 63, a) + 3 * a + -(-a // 2)   # tree, accumulator, bias, AddSat, ReLU
                 + 2 * a + x + (_cmp(x) + _sel(x))                           # the max rule: leading one, its tree
-                + x + srs_luts(a, m, 63, m),                                # the write path's output stage
+                + x + srs_luts(a, m, 63, m) + _cmp(8),                      # the write path: output stage, lane window
                 3 * sb + 3 * a + 2 * x + m)
     greater = 2 * (E + E + x + _stages(E, 53)) + _cmp(E) + -(-E // 3) + _cmp(x) + 8
     maxpool = (greater + 2 * _sel(64), 2 * 64)

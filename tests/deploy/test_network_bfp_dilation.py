@@ -1,0 +1,118 @@
+"""Dilation and groups in the BFP network mode (issue 52): a dilated conv's patch is its taps
+alone (dh, dw apart, nothing between them: the layer path's im2col), so its shared exponent is
+the layer path's; a grouped conv the layer path runs as one GEMM over all its input channels
+(block-diagonal weights) is that dense conv. The network mode (emu) and the bfp network kernel
+(C-simulation, the simulated board) give the layer path's bits in one start.
+
+References: the layer-by-layer compiled network on the emulator (BfpExec: im2col with the
+dilation, per pack of groups), and the pixels under a dilated window's holes, which a
+zero-filled kernel's patch would take in."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+import hlsnn  # noqa: E402
+from hlsnn.commands.network import _kernel_calls  # noqa: E402
+from hlsnn.engines.bfp_systolic.network import lower as netbfp  # noqa: E402
+
+FORMAT = "{type: bfp, accel: bfp8_pynq-z2}"
+
+
+def grouped_dilated_model(path, seed=7, packs_of=None):
+    """On 1 x 8 x 8 images: a 3x3 conv dilated (2, 2) to 8 channels with ReLU, a grouped 3x3
+    conv (4 groups of 2 channels) dilated (1, 2) with ReLU, and a dense 1x1 conv to 3."""
+    import onnx
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    init = [numpy_helper.from_array(rng.normal(0, 0.5, (8, 1, 3, 3)).astype(np.float32), "w1"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b1"),
+            numpy_helper.from_array(rng.normal(0, 0.4, (8, 2, 3, 3)).astype(np.float32), "w2"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b2"),
+            numpy_helper.from_array(rng.normal(0, 0.3, (3, 8, 1, 1)).astype(np.float32), "w3"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 3).astype(np.float32), "b3")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[2, 2, 2, 2], dilations=[2, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 2, 1, 2], dilations=[1, 2], group=4),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Conv", ["r2", "w3", "b3"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 3, 8, 8])], init)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    from hlsnn.network.build import compile_model
+    tmp = tmp_path_factory.mktemp("bfpdil")
+    m = grouped_dilated_model(tmp / "gd.onnx")
+    cfg = tmp / "gd.yaml"
+    cfg.write_text(f"name: gd\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n  bfp8: {FORMAT}\n"
+                   "assignments:\n  bfp8: {default: bfp8}\n")
+    out = tmp / "gd-bfp8.hlsnn"
+    compile_model(cfg, "bfp8", out)
+    return out
+
+
+def _digits(n):
+    from hlsnn.deploy import datasets
+    return datasets.load("digits", layout="nchw").x_test[:n]
+
+
+def test_grouped_and_dilated_convs_run_in_the_network_mode_with_the_layer_paths_bits(small):
+    x = _digits(64)
+    layers = hlsnn.load(small, "emu", network=False)
+    want = layers(x)
+    geoms = [j["geom"] for j in layers.program["layers"] if j["kind"] == "conv"]
+    assert [(g["dilations"], g["group"]) for g in geoms] == [([2, 2], 1), ([1, 2], 4), ([1, 1], 1)]
+    net = hlsnn.load(small, "emu", network=True)
+    convs = [op.f for op in net.network.ops if op.kind == "conv"]
+    # the window's extent and the taps' spacing; the grouped conv as its one GEMM's weights
+    assert [(f["kh"], f["kw"], f["dh"], f["dw"]) for f in convs] == [(5, 5, 2, 2), (3, 5, 1, 2), (1, 1, 1, 1)]
+    assert convs[1]["chunks"][0]["wm"].shape == (8, 8, 3, 3)
+    assert not convs[1]["chunks"][0]["wm"][0, 2:].any()         # output 0 reads its group's 2 channels only
+    before = _kernel_calls(net)
+    np.testing.assert_array_equal(net(x), want)
+    assert _kernel_calls(net) == before
+
+
+def test_a_dilated_patch_exponent_leaves_out_the_pixels_under_its_holes():
+    """The pixel under a hole is the largest of its window: the zero-filled window's exponent
+    would be its, the taps' exponent is smaller, and the network mode takes the taps'."""
+    f = dict(c=1, h=1, w=3, z=1, oh=1, ow=1, kh=1, kw=3, sh=1, sw=1, dh=1, dw=2, pads=(0, 0, 0, 0), relu=False,
+             chunks=[dict(rows=(0, 1), wm=np.array([[[[1, 1]]]]), we=np.array([0]), bm=np.array([0]), be=0)])
+    p = dict(mantissa_bits=8, exponent_bits=8, rounding="nearest_even", acc_bits=32, output_exponent="max")
+    m = np.array([[[[3, 100, 5]]]])                 # 3 and 5 (x 2**-10) at the taps, 100 under the hole
+    e = np.array([[[[-10, 0, -10]]]])
+    assert netbfp.taps(f) == (1, 2)
+    seen = []
+    ym, ye = netbfp.conv_pairs((m, e), f, p, seen)
+    assert seen == [(2 - 10 - 6, False)]            # msb(5) - 10 - (M - 2): both taps exact at 2**-14
+    assert int(ym[0, 0, 0, 0]) * 2.0 ** int(ye[0, 0, 0, 0]) == 8 * 2.0 ** -10
+    # the zero-filled kernel's window takes in the 100: exponent 6 - 6 = 0, and 3, 5 round to 0
+    zf = dict(f, dw=1, chunks=[dict(f["chunks"][0], wm=np.array([[[[1, 0, 1]]]]))])
+    seen = []
+    ym, _ = netbfp.conv_pairs((m, e), zf, p, seen)
+    assert seen == [(0, False)] and int(ym[0, 0, 0, 0]) == 0
+
+
+@pytest.mark.csim
+def test_grouped_and_dilated_convs_are_bit_exact_on_csim_and_the_board_in_one_start(small):
+    """The bfp network kernel (C-simulation) reads the dilated taps at their offsets (its tap
+    table for the exponent pass, steps of dw and dh for the multiply pass): the layer path's
+    bits, one start per batch; its loop counters are the perf model's iterations."""
+    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
+    x = _digits(8)
+    board = hlsnn.load(small, "csim", network=True)
+    assert board.network.engine == "bfp_systolic"
+    np.testing.assert_array_equal(board(x), hlsnn.load(small, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
+    k = board._kernel
+    assert {n: it for n, (it, _) in k.counters.items()} == {
+        n: 8 * v for n, v in bfpperf.iterations(board.network, k.tables).items()}
+    # the multiply pass walks the taps alone: 9 per channel block, not the 25 of a 5 x 5 window
+    steps = [r["vals"][r["names"].index("steps")] for r in k.tables["rows"] if r["vals"][0] == 0]
+    assert steps == [9, 9, 1]
+    with hlsnn.load(small, "sim", network=True) as sim:             # the simulated board
+        np.testing.assert_array_equal(sim(x), board(x))
+        assert sim.last_kernel_starts == 1
