@@ -17,7 +17,7 @@ from conftest import ROOT  # noqa: E402
 from hlsnn.commands.network import _kernel_calls  # noqa: E402
 from hlsnn.engines.network import gate as netgate  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from hlsnn.network import program as netmode  # noqa: E402
+from hlsnn.deploy import program as netmode  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from test_torch_beyond import _config, _data  # noqa: E402

@@ -1,6 +1,6 @@
 """Activation tables and the channel gate in integers (issue 52): ``HardSwish``,
 ``HardSigmoid`` and ``Sigmoid`` on a fixed-point tensor, and a squeeze-excite block's ``Mul``
-of a map by a per-channel vector, as ops of :func:`hlsnn.network.program.lower` for the
+of a map by a per-channel vector, as ops of :func:`hlsnn.deploy.program.lower` for the
 ``shift_mac`` and ``sparse_cluster`` network modes. The layer path
 (:meth:`hlsnn.deploy.runner.Deployment.run`) runs the same rules where the op's input is a
 fixed-point tensor, so both give the same bits. The rules (``q`` a tensor's ``b``-bit
@@ -208,7 +208,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.network.program.check_ops` for this module's ops."""
+    """:func:`hlsnn.deploy.program.check_ops` for this module's ops."""
     f = op.f
     if op.kind == "lut":
         ints(op, f, ("c", "hw"), 1, 1 << 26)

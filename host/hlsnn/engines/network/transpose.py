@@ -1,7 +1,7 @@
 """A transpose of rows and channels in the integer network mode (issue 52): the host ops
 ``RowsToMap`` and ``MapToRows`` (:mod:`hlsnn.deploy.onnx_nodes`: a token-wise ``Linear``
 on (N, T, F) rows runs as a 1x1 conv on the ``F x T x 1`` map of its rows, and back) as one
-op kind, ``transpose``, of :func:`hlsnn.network.program.lower` (the ``shift_mac`` and
+op kind, ``transpose``, of :func:`hlsnn.deploy.program.lower` (the ``shift_mac`` and
 ``sparse_cluster`` network modes: integers at a radix point) and of the ``bfp_systolic``
 network mode (per-element ``(m, e)`` pairs). The rule (a continuation of
 :mod:`hlsnn.engines.network.move`'s 6-8):
@@ -85,7 +85,7 @@ def lower_host(j, state, shapes, aliases, inp, ops, why, op_cls, ok):
 
 
 def check_op(op, ints, bad):
-    """:func:`hlsnn.network.program.check_ops` for a transpose."""
+    """:func:`hlsnn.deploy.program.check_ops` for a transpose."""
     ints(op, op.f, ("r", "s"), 1, 1 << 16)
 
 
