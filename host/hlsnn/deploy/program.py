@@ -1,9 +1,10 @@
 """The network mode: a compiled ``shift_mac`` or ``sparse_cluster`` network as one integer
 program, the specification of the network kernels (``hls/engines/<engine>/network.cpp.j2``,
-one kernel start per batch). A ``bfp_systolic`` network has a program of its own, on
-(mantissa, exponent) pairs instead of radix points (:mod:`hlsnn.engines.bfp_systolic.network.lower`, reached
-through :func:`engine_rules`; :func:`lower`, :func:`quantize_input`, :func:`run_ints`,
-:func:`dequantize` and :func:`finish` dispatch to it).
+one kernel start per batch). A ``bfp_systolic`` network's program is on (mantissa, exponent)
+pairs instead of radix points (:mod:`hlsnn.engines.bfp_systolic.network.lower`, reached through
+:func:`engine_rules`): :func:`lower` walks its layers as every engine's (:func:`walk`) with that
+engine's steps plugged in, and :func:`quantize_input`, :func:`run_ints`, :func:`dequantize` and
+:func:`finish` dispatch to its rules.
 
 The rules below are the engines' common ones; an engine's weight values and output rule come
 from its layer rules (:func:`engine_rules`: :class:`ShiftRules` for ``shift_mac``, as rule 2
@@ -415,8 +416,8 @@ def engine_rules(engine, acc_name=None):
     (``engines/<engine>/network/lower.py``: ``shift_mac``'s
     :class:`~hlsnn.engines.shift_mac.network.lower.ShiftRules`, ``sparse_cluster``'s
     :class:`~hlsnn.engines.sparse_cluster.network.lower.SparseRules`, ``bfp_systolic``'s
-    :class:`~hlsnn.engines.bfp_systolic.network.lower.BfpRules`, whose ``lower`` makes a program of
-    its own: BFP pairs between ops instead of radix points); :class:`InputError` for an engine
+    :class:`~hlsnn.engines.bfp_systolic.network.lower.BfpRules`, whose ``steps`` take BFP pairs
+    between ops instead of radix points into :func:`walk`); :class:`InputError` for an engine
     without."""
     try:
         return network_part(engine, "lower").RULES

@@ -1,6 +1,7 @@
 """The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.deploy.program`, dispatched
 by :func:`hlsnn.deploy.program.engine_rules`): the specification of its network path, one
-kernel start per batch.
+kernel start per batch. Its layers are lowered by the one walk of every engine
+(:func:`hlsnn.deploy.program.lower`) with this engine's steps (:class:`BfpSteps`).
 
 Layer by layer (:class:`hlsnn.deploy.executors.BfpExec`), a BFP layer quantizes each im2col
 patch of its float64 input to BFP (one exponent per patch), runs the GEMM with the engine's
@@ -52,14 +53,14 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
    sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
    sums, a few per image, in 54-bit mantissas). A mean over a pixel count that is not a
-   power of two is refused by :func:`lower`.
+   power of two is refused by :func:`~hlsnn.deploy.program.lower`.
 7. **maxpool**: the element of the largest value of each window (padding never wins); ties
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
    conv's output is ``m = max(m, 0)``.
 8. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
-:func:`lower` refuses, naming the layer: a config whose output exponent is not the *max*
+:func:`~hlsnn.deploy.program.lower` refuses, naming the layer: a config whose output exponent is not the *max*
 rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
 yet; *rolling* carries state from sample to sample across the batch and the calls, which one
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
