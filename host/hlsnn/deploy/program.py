@@ -1,9 +1,10 @@
 """The network mode: a compiled ``shift_mac`` or ``sparse_cluster`` network as one integer
 program, the specification of the network kernels (``hls/engines/<engine>/network.cpp.j2``,
-one kernel start per batch). A ``bfp_systolic`` network has a program of its own, on
-(mantissa, exponent) pairs instead of radix points (:mod:`hlsnn.engines.bfp_systolic.network.lower`, reached
-through :func:`engine_rules`; :func:`lower`, :func:`quantize_input`, :func:`run_ints`,
-:func:`dequantize` and :func:`finish` dispatch to it).
+one kernel start per batch). A ``bfp_systolic`` network's program is on (mantissa, exponent)
+pairs instead of radix points (:mod:`hlsnn.engines.bfp_systolic.network.lower`, reached through
+:func:`engine_rules`): :func:`lower` walks its layers as every engine's (:func:`walk`) with that
+engine's steps plugged in, and :func:`quantize_input`, :func:`run_ints`, :func:`dequantize` and
+:func:`finish` dispatch to its rules.
 
 The rules below are the engines' common ones; an engine's weight values and output rule come
 from its layer rules (:func:`engine_rules`: :class:`ShiftRules` for ``shift_mac``, as rule 2
@@ -72,17 +73,15 @@ is not a conv's output clamp (above). Those networks run layer by layer as befor
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
 from ..engine_registry import network_part
 from ..errors import InputError
-from ..engines.network.program import NetProgram, Op, _chw, _why
+from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why
 from ..primitives import shift_round_sat
 from .dilate import dilate
-
-#: host ops that change no integer (an alias of their input)
-ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
 
 
 def alias_shape(j, shape):
@@ -124,29 +123,32 @@ def maxpool_fields(j, shape):
 def lower(program, arrays):
     """The :class:`NetProgram` of a compiled model's ``program`` and ``arrays`` (as
     :func:`hlsnn.network.artifact.read` returns them), or :class:`InputError` naming the
-    layer the network kernel cannot run and why (module docstring)."""
+    layer the network kernel cannot run and why (module docstring). One walk of the layers for
+    every engine (:func:`walk`), with the engine's steps plugged in: :class:`IntegerSteps` (radix
+    points, rules 1-5) unless its layer rules bring their own (``bfp_systolic``'s pairs)."""
     accels = program["accels"]
     if len(accels) != 1:
         raise InputError(f"network kernel: {program['name']} uses {len(accels)} accelerators; the network kernel "
                          f"runs a network on one")
     (acc_name, acc), = accels.items()
     rules = engine_rules(acc["engine"], acc_name)
-    if getattr(rules, "lower", None) is not None:            # a network mode of its own (bfp_systolic)
-        return check_ops(rules.lower(program, arrays, alias_shape, maxpool_fields))
-    p = acc["config"][acc["engine"]]
-    bits, rounding = rules.activations(p, acc_name), program["rounding"]
+    steps = getattr(rules, "steps", IntegerSteps)(program, arrays, rules, acc_name)
+    return check_ops(walk(program, arrays, steps))
+
+
+def walk(program, arrays, steps):
+    """The walk of a compiled model's layers into a :class:`NetProgram`: the host ops every
+    engine's network mode shares (aliases, MaxPool, a residual Add with the Relu and global pool
+    fused after it, the data moves of :mod:`hlsnn.engines.network.move`) here, and the steps that
+    differ by engine from ``steps``: its own host ops first (``host``), the first read of the
+    float input (``read_input``), a pending Add materialized for a consumer (``materialize_add``),
+    an engine layer's op (``conv``) and the program (``finish``). A tensor's state:
+    ``("input",)`` the float input, ``("q", F)`` integers at radix ``F`` (``F`` None: pairs of
+    their own exponents), ``("add", {...})`` a pending add, ``("cat", {...})`` a pending concat."""
     inp = program["input"]
-    # tensor state: ("input",) float input; ("q", F) integers at radix F; ("add", {...}) pending add
-    state = {inp["name"]: ("input",)}
-    shapes = {inp["name"]: tuple(inp["shape"])}
-    aliases, ops = {}, []
-    out_name = program["output"]["engine_tensor"]
-    quant = None
-    readers = {}                                  # tensor -> how many layers read it
-    for j in program["layers"]:
-        for t in j["inputs"]:
-            readers[t] = readers.get(t, 0) + 1
-    made_by = {}                                  # tensor -> the conv op that computed it
+    w = SimpleNamespace(state={inp["name"]: ("input",)}, shapes={inp["name"]: tuple(inp["shape"])}, aliases={},
+                        ops=[], made_by={}, out_name=program["output"]["engine_tensor"])
+    state, shapes, aliases, ops, out_name = w.state, w.shapes, w.aliases, w.ops, w.out_name
     for j in program["layers"]:
         if j["kind"] == "host":
             src = j["inputs"][0]
@@ -156,6 +158,8 @@ def lower(program, arrays):
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                          # host layers after the logits
+            if steps.host(j, st, w):                              # the engine's own
+                continue
             if op in ALIAS_OPS:
                 state[j["output"]], shapes[j["output"]] = st, alias_shape(j, shapes[src])
                 if st[0] != "add":
@@ -178,20 +182,13 @@ def lower(program, arrays):
             if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
                 continue
-            if op == "Clip" and st[0] == "q":
-                conv = made_by.get(src)
-                if conv is None or readers.get(src, 0) != 1 or src == out_name:
-                    raise _why(j, "a Clip runs in the output stage of the conv whose only reader it is")
-                conv.f["clip"] = _clamp(j, st[1], bits, conv.f.get("clip"), lambda what: _why(j, what))
-                state[j["output"]], shapes[j["output"]] = st, shapes[src]
-                aliases[j["output"]] = aliases.get(src, src)
-                continue
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
-                c, h, w = _chw(shapes[src])
-                if h * w & (h * w - 1):
-                    raise _why(j, f"a mean over {h}x{w} pixels (not a power of two) has no exact integer rule")
-                a = st[1] if st[0] == "add" else dict(ins=[src], fa=st[1], fb=st[1], relu=False, name=j["name"])
-                state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w))))
+                c, h, w_ = _chw(shapes[src])
+                if h * w_ & (h * w_ - 1):
+                    raise _why(j, f"a mean over {h}x{w_} pixels (not a power of two) has no exact integer rule")
+                a = st[1] if st[0] == "add" else dict(ins=[steps.pool_source(src, w)], fa=st[1], fb=st[1],
+                                                      relu=False, name=j["name"])
+                state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w_))))
                 shapes[j["output"]] = (c, 1, 1)
                 continue
             from ..engines.network import gate as netgate, move as netmove, transpose
@@ -200,58 +197,114 @@ def lower(program, arrays):
             if transpose.lower_host(j, state, shapes, aliases, inp["name"], ops, _why, Op,   # RowsToMap, MapToRows
                                     lambda s: s is not None and s[0] in ("q", "input")):
                 continue
-            if netgate.lower_host(j, state, shapes, ops, bits, rounding, _why, Op):   # tables, the gate Mul
+            if netgate.lower_host(j, state, shapes, ops, steps.bits, steps.rounding, _why, Op):   # tables, gate Mul
                 continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
-        if j["engine"] != rules.engine or j["format"] not in rules.formats:
+        if j["engine"] != steps.engine or j["format"] not in steps.formats:
             raise _why(j, f"format {j['format']} on {j['engine']}")
         src = j["inputs"][0]
         st = state.get(src)
         if st is None:
             raise _why(j, f"input {src} is not computed on the fabric")
         if st[0] == "input":
-            if quant is not None:
-                raise _why(j, "a second layer reads the float input")
-            quant = j["f_x"]
-            state[src] = st = ("q", j["f_x"])
+            st = steps.read_input(j, src, st, w)
         elif st[0] == "cat":                       # a Concat of parts at different radix points
             from ..engines.network import move as netmove
-            src = netmove.materialize(j, src, st, state, shapes, ops, aliases, rounding, _why, Op)
+            src = netmove.materialize(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
             st = state[src]
         elif st[0] == "gate":                      # a channel gate, requantized to this layer's F_x
             from ..engines.network import gate as netgate
-            src = netgate.materialize(j, src, st, state, shapes, ops, aliases, rounding, _why, Op)
+            src = netgate.materialize(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
             st = state[src]
         elif st[0] == "add":
-            a = st[1]
-            f_x = j["f_x"]
-            fm = max(a["fa"], a["fb"]) + (a["p"] or 0)
-            if f_x is None or fm > max(f_x + 24, 0):
-                raise _why(j, f"the requantization from radix {fm} to {f_x} is not exact in today's host rule")
-            base = a["name"] + "_q"                  # the add's materialized output (one per Add)
-            if base in shapes:
-                if state[base][1] != f_x:
-                    raise _why(j, f"two consumers of {a['name']} requantize it to different radix points")
-            else:
-                c = shapes[a["ins"][0]][0]
-                hw = int(np.prod(shapes[a["ins"][0]][1:]))
-                ops.append(Op("add", a["name"], list(a["ins"]), base,
-                              dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
-                                   relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=rounding,
-                                   single=len(a["ins"]) == 1)))
-                shapes[base] = (c, 1, 1) if a["p"] is not None else shapes[a["ins"][0]]
-                state[base] = ("q", f_x)
+            base = steps.materialize_add(j, st[1], w)      # the add's materialized output (one per Add)
             aliases[src] = base
             src = base
             st = state[base]
-        f_in = st[1]
-        c, h, w = _chw(shapes[aliases.get(src, src)])     # a flattened map: its (C, H, W)
+        c, h, w_ = _chw(shapes[aliases.get(src, src)])     # a flattened map: its (C, H, W)
         if j["kind"] == "dense":                 # a conv whose kernel covers the (flattened) map
-            geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
+            geom = dict(kh=h, kw=w_, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
         else:
             geom = j["geom"]
-        codes, extra = rules.weights(j, arrays, (c, h, w), lambda what: _why(j, what))
+        conv, state[j["output"]] = steps.conv(j, src, st, (c, h, w_), geom, w)
+        ops.append(conv)
+        shapes[j["output"]] = (conv.f["z"], conv.f["oh"], conv.f["ow"]) if j["kind"] == "conv" else (conv.f["z"],)
+        w.made_by[j["output"]] = conv
+    host_after = [j for j in program["layers"] if j["kind"] == "host" and j["name"] in
+                  program["output"].get("host_after", [])]
+    return steps.finish(program, host_after, w)
+
+
+class IntegerSteps:
+    """The steps of :func:`walk` for the engines whose activations are integers at a radix point
+    (``shift_mac``, ``sparse_cluster``: rules 1-5 above), their weights and output rule from the
+    engine's layer ``rules``."""
+
+    def __init__(self, program, arrays, rules, acc_name):
+        acc = program["accels"][acc_name]
+        self.rules, self.engine, self.formats, self.arrays = rules, rules.engine, rules.formats, arrays
+        self.acc_name = acc_name
+        self.p = acc["config"][acc["engine"]]
+        self.bits, self.rounding = rules.activations(self.p, acc_name), program["rounding"]
+        self.quant = None
+        self.readers = {}                                  # tensor -> how many layers read it
+        for j in program["layers"]:
+            for t in j["inputs"]:
+                self.readers[t] = self.readers.get(t, 0) + 1
+
+    def pool_source(self, src, w):
+        """The tensor a global pool of one tensor reads."""
+        return src
+
+    def host(self, j, st, w):
+        """A ``Clip`` in the output stage of the conv whose only reader it is (rule 2)."""
+        if j["op"] != "Clip" or st[0] != "q":
+            return False
+        src = j["inputs"][0]
+        conv = w.made_by.get(src)
+        if conv is None or self.readers.get(src, 0) != 1 or src == w.out_name:
+            raise _why(j, "a Clip runs in the output stage of the conv whose only reader it is")
+        conv.f["clip"] = _clamp(j, st[1], self.bits, conv.f.get("clip"), lambda what: _why(j, what))
+        w.state[j["output"]], w.shapes[j["output"]] = st, w.shapes[src]
+        w.aliases[j["output"]] = w.aliases.get(src, src)
+        return True
+
+    def read_input(self, j, src, st, w):
+        """Rule 1: the input quantized at the first engine layer's ``F_x``."""
+        if self.quant is not None:
+            raise _why(j, "a second layer reads the float input")
+        self.quant = j["f_x"]
+        w.state[src] = ("q", j["f_x"])
+        return w.state[src]
+
+    def materialize_add(self, j, a, w):
+        """Rule 4's add op for the consumer ``j`` (requantized to its ``F_x``): its tensor."""
+        f_x = j["f_x"]
+        fm = max(a["fa"], a["fb"]) + (a["p"] or 0)
+        if f_x is None or fm > max(f_x + 24, 0):
+            raise _why(j, f"the requantization from radix {fm} to {f_x} is not exact in today's host rule")
+        base = a["name"] + "_q"
+        if base in w.shapes:
+            if w.state[base][1] != f_x:
+                raise _why(j, f"two consumers of {a['name']} requantize it to different radix points")
+        else:
+            c = w.shapes[a["ins"][0]][0]
+            hw = int(np.prod(w.shapes[a["ins"][0]][1:]))
+            w.ops.append(Op("add", a["name"], list(a["ins"]), base,
+                            dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
+                                 relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=self.rounding,
+                                 single=len(a["ins"]) == 1)))
+            w.shapes[base] = (c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]
+            w.state[base] = ("q", f_x)
+        return base
+
+    def conv(self, j, src, st, chw, geom, w):
+        """Rule 2: the conv op of engine layer ``j`` and its output's state."""
+        rules, arrays, bits = self.rules, self.arrays, self.bits
+        f_in = st[1]
+        c, h, w_ = chw
+        codes, extra = rules.weights(j, arrays, (c, h, w_), lambda what: _why(j, what))
         codes, extra = dilate(codes, extra, *geom["dilations"])     # the holes as zero weights
         z, cg, kh, kw = codes.shape
         g = geom["group"]
@@ -265,28 +318,30 @@ def lower(program, arrays):
                           f"{f_acc.tolist()}")
         sh, sw = geom["strides"]
         pads = tuple(geom["pads"])
-        oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
-        ops.append(Op("conv", j["name"], [src], j["output"],
-                      dict(c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=g,
-                           clip=(-(1 << (bits - 1)), (1 << (bits - 1)) - 1),       # a Clip after it narrows it
-                           codes=codes.astype(np.int64), bias=bias.astype(np.int64), shift=f_acc - j["f_out"],
-                           relu=bool(j["relu"]), dense=j["kind"] == "dense", engine=rules.engine, **extra)))
-        state[j["output"]] = ("q", j["f_out"])
-        shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
-        made_by[j["output"]] = ops[-1]
-    if out_name not in state or state[out_name][0] != "q":
-        raise InputError(f"network kernel: the output {out_name} is not an engine layer's integers")
-    q = inp["quantization"]
-    if q.get("type") != "fixed" or quant != q["frac_bits"] or q["bits"] != bits or not q["signed"]:
-        raise InputError(f"network kernel: input quantization {q} does not match the first layer's format")
-    host_after = [j for j in program["layers"] if j["kind"] == "host" and j["name"] in
-                  program["output"].get("host_after", [])]
-    return check_ops(NetProgram(program["name"], ops, shapes, dict(name=inp["name"], shape=tuple(inp["shape"]),
-                                                                    f=quant, bits=bits, signed=True,
-                                                                    rounding=rounding),
-                                dict(tensor=out_name, f=state[out_name][1], name=program["output"]["name"],
-                                     shape=shapes[out_name]),
-                                host_after, dict(p), acc_name, aliases, rules.engine))
+        oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w_ + pads[1] + pads[3] - kw) // sw + 1
+        return Op("conv", j["name"], [src], j["output"],
+                  dict(c=c, h=h, w=w_, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, group=g,
+                       clip=(-(1 << (bits - 1)), (1 << (bits - 1)) - 1),       # a Clip after it narrows it
+                       codes=codes.astype(np.int64), bias=bias.astype(np.int64), shift=f_acc - j["f_out"],
+                       relu=bool(j["relu"]), dense=j["kind"] == "dense", engine=rules.engine, **extra)), \
+            ("q", j["f_out"])
+
+    def finish(self, program, host_after, w):
+        """The program: rule 1's input (checked against the compiled quantization), rule 5's output."""
+        out_name, state = w.out_name, w.state
+        if out_name not in state or state[out_name][0] != "q":
+            raise InputError(f"network kernel: the output {out_name} is not an engine layer's integers")
+        inp, quant, bits = program["input"], self.quant, self.bits
+        q = inp["quantization"]
+        if q.get("type") != "fixed" or quant != q["frac_bits"] or q["bits"] != bits or not q["signed"]:
+            raise InputError(f"network kernel: input quantization {q} does not match the first layer's format")
+        return NetProgram(program["name"], w.ops, w.shapes, dict(name=inp["name"], shape=tuple(inp["shape"]),
+                                                                 f=quant, bits=bits, signed=True,
+                                                                 rounding=self.rounding),
+                          dict(tensor=out_name, f=state[out_name][1], name=program["output"]["name"],
+                               shape=w.shapes[out_name]),
+                          host_after, dict(self.p), self.acc_name, w.aliases,
+                          self.rules.engine)
 
 
 def check_ops(net):
@@ -376,8 +431,8 @@ def engine_rules(engine, acc_name=None):
     (``engines/<engine>/network/lower.py``: ``shift_mac``'s
     :class:`~hlsnn.engines.shift_mac.network.lower.ShiftRules`, ``sparse_cluster``'s
     :class:`~hlsnn.engines.sparse_cluster.network.lower.SparseRules`, ``bfp_systolic``'s
-    :class:`~hlsnn.engines.bfp_systolic.network.lower.BfpRules`, whose ``lower`` makes a program of
-    its own: BFP pairs between ops instead of radix points); :class:`InputError` for an engine
+    :class:`~hlsnn.engines.bfp_systolic.network.lower.BfpRules`, whose ``steps`` take BFP pairs
+    between ops instead of radix points into :func:`walk`); :class:`InputError` for an engine
     without."""
     try:
         return network_part(engine, "lower").RULES

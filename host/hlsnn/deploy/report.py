@@ -49,19 +49,12 @@ gap:2px 1em}dt{font-weight:600}dd{margin:0}"""
 # --------------------------------------------------------------------------- cycle model
 
 def layer_shape(layer, in_hw=None) -> dict:
-    """A layer's GEMM per sample: ``positions`` (output pixels; 1 for dense), ``k``
-    (reduction length: K, or C*k*k), ``n`` (outputs), ``in_elems`` (input values)."""
-    if layer.kind == "dense":
-        n, k = layer.w.shape
-        return {"positions": 1, "k": int(k), "n": int(n), "in_elems": int(k)}
-    z, cg, kh, kw = layer.w.shape
-    c = cg * layer.group
-    if in_hw is None:
-        raise InputError(f"layer {layer.name}: a conv layer needs its input height and width (in_hw)")
-    h, w = in_hw
-    oh, ow = layer.geom.out_hw(h, w)
-    # the GEMM the engines run: every input channel (a grouped layer's block-diagonal weight)
-    return {"positions": oh * ow, "k": c * kh * kw, "n": int(z), "in_elems": c * h * w}
+    """A layer's GEMM per sample (:func:`hlsnn.measure.layers.gemm_shape`): ``positions``
+    (output pixels; 1 for dense), ``k`` (reduction length: K, or C*k*k), ``n`` (outputs),
+    ``in_elems`` (input values)."""
+    from ..measure.layers import gemm_shape
+    positions, k, n, chw = gemm_shape(layer, in_hw)
+    return {"positions": positions, "k": k, "n": n, "in_elems": k if chw is None else int(np.prod(chw))}
 
 
 def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0, input_density=1.0,

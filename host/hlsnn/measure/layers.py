@@ -39,7 +39,10 @@ from ..errors import InputError
 from ..perf.model import KernelCycles
 
 
-def _shape(layer, in_hw):
+def gemm_shape(layer, in_hw):
+    """A layer's GEMM per sample: ``(positions, k, n, chw)``, the output pixels (1 for dense),
+    the reduction length (K, or C*kh*kw over every input channel), the outputs, and a conv's
+    input map ``(C, H, W)`` (None for dense); ``in_hw`` a conv's input height and width."""
     if layer.kind == "dense":
         n, k = layer.w.shape
         return 1, int(k), int(n), None
@@ -64,7 +67,7 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
     from ..perf.calls import call_cycles
     from ..perf.closed_form import bfp_call_counts, shift_call_counts
     p = cfg.params
-    positions, k, n, conv = _shape(layer, in_hw)
+    positions, k, n, conv = gemm_shape(layer, in_hw)
     m = batch * positions
     kc = KernelCycles()
     groups = layer.group if conv is not None and cfg.engine != "sparse_cluster" else 1
@@ -205,7 +208,7 @@ def layer_cycles(layer, cfg, batch=1, **kw) -> dict:
     stream phase), ``stream_out`` and ``serial`` (the other serial phases, DATAFLOW fill
     included) phases, ``calls`` and the GEMM view ``m, k, n``."""
     kc = layer_kernel_cycles(layer, cfg, batch, **kw)
-    positions, k, n, _ = _shape(layer, kw.get("in_hw"))
+    positions, k, n, _ = gemm_shape(layer, kw.get("in_hw"))
     ph = kc.phases
     s_in = sum(v for key, v in ph.items() if key.startswith("input stream"))
     s_out = sum(v for key, v in ph.items() if key.startswith("output stream"))

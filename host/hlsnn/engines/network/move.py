@@ -158,20 +158,6 @@ def refuse_kernel(net):
                              f"runs layer by layer")
 
 
-def lower_host_bfp(j, state, shapes, ops, why):
-    """:func:`lower_host` for the ``bfp_systolic`` network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`),
-    whose activations are per-element ``(m, e)`` pairs: the three moves move pairs (a stuffed
-    zero is ``(0, 0)``: a zero's ``e`` means nothing, netbfp rule 2), and a Concat needs no
-    requantization (each element keeps its own exponent)."""
-    from .program import Op
-    if j["op"] not in ("Upsample", "ZeroStuff", "Concat"):
-        return False
-    st = {k: ("q", 0) if v == "q" else (v,) for k, v in state.items() if k in j["inputs"]}
-    got = lower_host(j, st, shapes, ops, why, Op)
-    state[j["output"]] = "q"
-    return got
-
-
 def run_pairs(op, get, b):
     """Rules 6-8 on a batch of ``b`` images of ``(m, e)`` pairs: the output pairs."""
     m, e = get(op.ins[0]) if op.kind != "concat" else (None, None)

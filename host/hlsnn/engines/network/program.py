@@ -9,6 +9,9 @@ import numpy as np
 
 from ...errors import InputError
 
+#: host ops that change no value (an alias of their input), in every engine's network mode
+ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
+
 
 @dataclass
 class Op:

@@ -1,6 +1,7 @@
 """The network mode of a ``bfp_systolic`` network (:mod:`hlsnn.deploy.program`, dispatched
 by :func:`hlsnn.deploy.program.engine_rules`): the specification of its network path, one
-kernel start per batch.
+kernel start per batch. Its layers are lowered by the one walk of every engine
+(:func:`hlsnn.deploy.program.lower`) with this engine's steps (:class:`BfpSteps`).
 
 Layer by layer (:class:`hlsnn.deploy.executors.BfpExec`), a BFP layer quantizes each im2col
 patch of its float64 input to BFP (one exponent per patch), runs the GEMM with the engine's
@@ -57,14 +58,14 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
    sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
    sums, a few per image, in 54-bit mantissas). A mean over a pixel count that is not a
-   power of two is refused by :func:`lower`.
+   power of two is refused by :func:`~hlsnn.deploy.program.lower`.
 7. **maxpool**: the element of the largest value of each window (padding never wins); ties
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
    conv's output is ``m = max(m, 0)``.
 8. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
-:func:`lower` refuses, naming the layer: a config whose output exponent is not the *max*
+:func:`~hlsnn.deploy.program.lower` refuses, naming the layer: a config whose output exponent is not the *max*
 rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
 yet; *rolling* carries state from sample to sample across the batch and the calls, which one
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
@@ -73,14 +74,11 @@ float input, and more than one accelerator.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..emulator import emulate
 from ....errors import InputError
 from ....primitives import msb_index, shift_round_sat
-from ...network.program import _chw
 
 
 class NotExact(InputError):
@@ -90,8 +88,6 @@ class NotExact(InputError):
     not_exact = True
 
 
-#: host ops that change no value (an alias of their input)
-ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
 #: the float64 significand: sums below 2**53 (in units of their finest term) are exact
 EXACT_BITS = 53
 #: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
@@ -108,118 +104,72 @@ def _op(kind, name, ins, out, **f):
     return Op(kind, name, list(ins), out, f)
 
 
-def _op_cls():
-    from ...network.program import Op
-    return Op
+class BfpSteps:
+    """``bfp_systolic``'s steps in the one walk of a network's layers
+    (:func:`hlsnn.deploy.program.walk`, which lowers the host ops every engine shares): its
+    tensors are pairs (state ``("q", None)``: no radix point), the float input is read as it is
+    (rule 1), a ``Relu`` on pairs is an op of its own (rule 7), an Add is materialized as rule 5
+    or 6, a layer as rules 3 and 4 (module rules)."""
 
+    def __init__(self, program, arrays, rules, acc_name):
+        p = program["accels"][acc_name]["config"]["bfp_systolic"]
+        if p["output_exponent"] != "max":
+            raise InputError(f"network kernel: {acc_name} chooses output exponents by the {p['output_exponent']} "
+                             f"rule; the network mode has the max rule only (hlsnn.engines.bfp_systolic.network.lower)")
+        if p["rounding"] == "stochastic":
+            raise InputError(f"network kernel: {acc_name} rounds stochastically (a random draw per element on the "
+                             f"host); the network mode needs a deterministic rounding")
+        self.p, self.arrays, self.acc_name, self.rounding = p, arrays, acc_name, p["rounding"]
+        self.engine, self.formats = rules.engine, rules.formats
+        self.read = False
 
-def lower(program, arrays, alias_shape, maxpool_fields):
-    """The :class:`~hlsnn.engines.network.program.NetProgram` of a compiled ``bfp_systolic`` model
-    (module rules), or :class:`InputError` naming the layer it cannot run and why. ``alias_shape``
-    and ``maxpool_fields``: the host ops' shapes and fields as the engine-neutral walk reads them
-    (:func:`hlsnn.deploy.program.alias_shape`, :func:`hlsnn.deploy.program.maxpool_fields`)."""
-    from ...network.program import NetProgram, _why
-    (acc_name, acc), = program["accels"].items()
-    p = acc["config"]["bfp_systolic"]
-    if p["output_exponent"] != "max":
-        raise InputError(f"network kernel: {acc_name} chooses output exponents by the {p['output_exponent']} rule; "
-                         f"the network mode has the max rule only (hlsnn.engines.bfp_systolic.network.lower)")
-    if p["rounding"] == "stochastic":
-        raise InputError(f"network kernel: {acc_name} rounds stochastically (a random draw per element on the "
-                         f"host); the network mode needs a deterministic rounding")
-    inp = program["input"]
-    state = {inp["name"]: "input"}            # "input" (the float input), "q" (pairs), "add" (pending)
-    shapes = {inp["name"]: tuple(inp["shape"])}
-    aliases, ops, pending = {}, [], {}
-    out_name = program["output"]["engine_tensor"]
-    read_input = False
-    for j in program["layers"]:
-        if j["kind"] == "host":
-            op, src = j["op"], j["inputs"][0]
-            st = state.get(src)
-            if st is None:
-                raise _why(j, f"input {src} is not computed on the fabric")
-            if j["output"] == program["output"]["name"] or src == out_name:
-                continue                                      # host layers after the logits
-            if st == "input" and op not in ALIAS_OPS + ("RowsToMap",):
-                raise _why(j, "a host op on the float input")
-            if op in ALIAS_OPS:
-                state[j["output"]], shapes[j["output"]] = st, alias_shape(j, shapes[src])
-                if st == "add":
-                    pending[j["output"]] = pending[src]
-                else:
-                    aliases[j["output"]] = aliases.get(src, src)
-                continue
-            if op == "MaxPool" and st == "q":
-                f = maxpool_fields(j, shapes[src])
-                ops.append(_op("maxpool", j["name"], [src], j["output"], **f))
-                state[j["output"]], shapes[j["output"]] = "q", (f["c"], f["oh"], f["ow"])
-                continue
-            if op == "Relu" and st == "q":
-                ops.append(_op("relu", j["name"], [src], j["output"]))
-                state[j["output"]], shapes[j["output"]] = "q", shapes[src]
-                continue
-            if op == "Add":
-                ins = j["inputs"]
-                if any(state.get(i) != "q" for i in ins) or shapes[ins[0]] != shapes[ins[1]]:
-                    raise _why(j, "an Add of two fabric tensors of one shape is supported")
-                state[j["output"]], shapes[j["output"]] = "add", shapes[ins[0]]
-                pending[j["output"]] = dict(ins=list(ins), relu=False, p=None, name=j["name"])
-                continue
-            if op == "Relu" and st == "add" and pending[src]["p"] is None:
-                state[j["output"]], shapes[j["output"]] = "add", shapes[src]
-                pending[j["output"]] = dict(pending[src], relu=True)
-                continue
-            if op == "GlobalAveragePool" and (st == "q" or st == "add" and pending[src]["p"] is None):
-                c, h, w = _chw(shapes[src])
-                if h * w & (h * w - 1):
-                    raise _why(j, f"a mean over {h}x{w} pixels (not a power of two) has no exact integer rule")
-                a = pending[src] if st == "add" else dict(ins=[aliases.get(src, src)], relu=False, name=j["name"])
-                state[j["output"]], shapes[j["output"]] = "add", (c, 1, 1)
-                pending[j["output"]] = dict(a, p=int(math.log2(h * w)))
-                continue
-            from ...network import move as netmove
-            if netmove.lower_host_bfp(j, state, shapes, ops, _why):        # Upsample, ZeroStuff, Concat
-                continue
-            from ...network import transpose
-            if transpose.lower_host(j, state, shapes, aliases, inp["name"], ops, _why, _op_cls(),   # RowsToMap, MapToRows
-                                    lambda s: s in ("q", "input")):
-                continue
-            from ...network.gate import UNARY
-            if op in UNARY or op == "Mul":
-                raise _why(j, f"{op} of BFP values: a BFP activation is a (mantissa, exponent) pair per element, not "
-                              f"one b-bit code, so no 2^b-entry table (hlsnn.engines.network.gate rule 9) holds "
-                              f"it, and the layer path computes {op} in float64 before the next layer re-blocks "
-                              f"it; two-hot and fixed8 run it as integer tables in one start")
-            raise _why(j, "no integer rule for this host op here")
-        # an engine layer
-        if j["engine"] != "bfp_systolic" or j["format"] != "bfp":
-            raise _why(j, f"format {j['format']} on {j['engine']}")
-        src = j["inputs"][0]
-        st = state.get(src)
-        if st is None:
-            raise _why(j, f"input {src} is not computed on the fabric")
-        if st == "input":
-            if read_input:
-                raise _why(j, "a second layer reads the float input")
-            read_input = True
-        elif st == "add":                                   # materialize the pending add
-            a = pending[src]
-            base = a["name"] + "_sum"
-            if base not in shapes:
-                c = shapes[a["ins"][0]][0]
-                hw = int(np.prod(shapes[a["ins"][0]][1:]))
-                ops.append(_op("add", a["name"], a["ins"], base, c=c, hw=hw, relu=a["relu"], gap=a["p"] is not None,
-                               p=a["p"] or 0, sa=0, sb=0, shift=0,
-                               shape=(c, 1, 1) if a["p"] is not None else shapes[a["ins"][0]]))
-                shapes[base], state[base] = ops[-1].f["shape"], "q"
-            aliases[src] = base
-            src = base
-        c, h, w = _chw(shapes[aliases.get(src, src)])
-        if j["kind"] == "dense":
-            geom = dict(kh=h, kw=w, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
-        else:
-            geom = j["geom"]
+    def pool_source(self, src, w):
+        """The tensor a global pool of one tensor reads: the one its alias names."""
+        return w.aliases.get(src, src)
+
+    def host(self, j, st, w):
+        """No host op but an alias on the float input; a ``Relu`` on pairs (rule 7)."""
+        from ...network.program import ALIAS_OPS, _why
+        if st[0] == "input" and j["op"] not in ALIAS_OPS + ("RowsToMap",):
+            raise _why(j, "a host op on the float input")
+        from ...network.gate import UNARY
+        if j["op"] in UNARY or j["op"] == "Mul":
+            raise _why(j, f"{j['op']} of BFP values: a BFP activation is a (mantissa, exponent) pair per element, "
+                          f"not one b-bit code, so no 2^b-entry table (hlsnn.engines.network.gate rule 9) holds "
+                          f"it, and the layer path computes {j['op']} in float64 before the next layer re-blocks "
+                          f"it; two-hot and fixed8 run it as integer tables in one start")
+        if j["op"] == "Relu" and st[0] == "q":
+            src = j["inputs"][0]
+            w.ops.append(_op("relu", j["name"], [src], j["output"]))
+            w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
+            return True
+        return False
+
+    def read_input(self, j, src, st, w):
+        """Rule 1: one engine layer reads the float input, as it is."""
+        from ...network.program import _why
+        if self.read:
+            raise _why(j, "a second layer reads the float input")
+        self.read = True
+        return st
+
+    def materialize_add(self, j, a, w):
+        """The add op of a pending Add (rules 5, 6; one per Add): its tensor."""
+        base = a["name"] + "_sum"
+        if base not in w.shapes:
+            c = w.shapes[a["ins"][0]][0]
+            hw = int(np.prod(w.shapes[a["ins"][0]][1:]))
+            w.ops.append(_op("add", a["name"], a["ins"], base, c=c, hw=hw, relu=a["relu"], gap=a["p"] is not None,
+                             p=a["p"] or 0, sa=0, sb=0, shift=0,
+                             shape=(c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]))
+            w.shapes[base], w.state[base] = w.ops[-1].f["shape"], ("q", None)
+        return base
+
+    def conv(self, j, src, st, chw, geom, w):
+        """Rules 3 and 4: the conv op of engine layer ``j`` (its output chunks) and its output's state."""
+        from ...network.program import _why
+        arrays = self.arrays
+        c, h, w_ = chw
         packs = int(j.get("groups") or 1) if j["kind"] == "conv" else 1       # GEMMs (packs of groups)
         if c % packs or j["w_shape"][0] % packs:
             raise _why(j, f"{packs} packs of groups for {c} input and {j['w_shape'][0]} output channels")
@@ -243,31 +193,32 @@ def lower(program, arrays, alias_shape, maxpool_fields):
         sh, sw = geom["strides"]
         pads = tuple(geom["pads"])
         kh, kw = dh * (kh - 1) + 1, dw * (kw - 1) + 1       # the window's extent
-        oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
-        ops.append(_op("conv", j["name"], [src], j["output"], c=c, h=h, w=w, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh,
-                       sw=sw, dh=dh, dw=dw, pads=pads, group=1, packs=packs, chunks=chunks, relu=bool(j["relu"]),
-                       dense=j["kind"] == "dense", engine="bfp_systolic"))
-        state[j["output"]] = "q"
-        shapes[j["output"]] = (z, oh, ow) if j["kind"] == "conv" else (z,)
-    if state.get(out_name) != "q":
-        raise InputError(f"network kernel: the output {out_name} is not an engine layer's output")
-    if not read_input:
-        raise InputError("network kernel: no engine layer reads the input")
-    host_after = [j for j in program["layers"] if j["kind"] == "host" and j["name"] in
-                  program["output"].get("host_after", [])]
-    return NetProgram(program["name"], ops, shapes,
-                      dict(name=inp["name"], shape=tuple(inp["shape"]), f=None, bits=p["mantissa_bits"],
-                           signed=True, rounding=p["rounding"], format="float32"),
-                      dict(tensor=out_name, f=None, name=program["output"]["name"], shape=shapes[out_name]),
-                      host_after, dict(p), acc_name, aliases, "bfp_systolic")
+        oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w_ + pads[1] + pads[3] - kw) // sw + 1
+        return _op("conv", j["name"], [src], j["output"], c=c, h=h, w=w_, z=z, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh,
+                   sw=sw, dh=dh, dw=dw, pads=pads, group=1, packs=packs, chunks=chunks, relu=bool(j["relu"]),
+                   dense=j["kind"] == "dense", engine="bfp_systolic"), ("q", None)
+
+    def finish(self, program, host_after, w):
+        """The program: float32 input words (rule 1), the last layer's pairs out (rule 8)."""
+        from ...network.program import NetProgram
+        out_name, p, inp = w.out_name, self.p, program["input"]
+        if w.state.get(out_name, ("",))[0] != "q":
+            raise InputError(f"network kernel: the output {out_name} is not an engine layer's output")
+        if not self.read:
+            raise InputError("network kernel: no engine layer reads the input")
+        return NetProgram(program["name"], w.ops, w.shapes,
+                          dict(name=inp["name"], shape=tuple(inp["shape"]), f=None, bits=p["mantissa_bits"],
+                               signed=True, rounding=p["rounding"], format="float32"),
+                          dict(tensor=out_name, f=None, name=program["output"]["name"], shape=w.shapes[out_name]),
+                          host_after, dict(p), self.acc_name, w.aliases, "bfp_systolic")
 
 
 class BfpRules:
     """``bfp_systolic``'s entry in :func:`hlsnn.deploy.program.engine_rules`: its network
-    mode is a program of its own (:func:`lower`, :func:`run`; module docstring)."""
+    mode is a program on pairs (:class:`BfpSteps` in the one walk, :func:`run`; module docstring)."""
     engine = "bfp_systolic"
     formats = ("bfp",)
-    lower = staticmethod(lower)
+    steps = BfpSteps
 
 
 # --------------------------------------------------------------------------- the rules, in numpy
