@@ -147,7 +147,7 @@ def test_classifier_deploys_within_one_point_in_every_format(tmp_path, name):
         assert "error" not in res["assignments"][fmt], res["assignments"][fmt]
         acc = res["assignments"][fmt]["accuracy"]
         if fmt == "fixed8" and name.startswith("se_cnn"):
-            continue        # fixed8 loses 4.7 points on the SE net (the issue asks 1 point of bfp8 and two-hot)
+            continue        # fixed8 loses 2.8 points on the SE net (the issue asks 1 point of bfp8 and two-hot)
         assert acc >= float_acc - 0.01, (name, fmt, acc, float_acc)
 
 

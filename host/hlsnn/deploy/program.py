@@ -63,7 +63,11 @@ Rule 4 is today's host glue, which works in float64 (:mod:`hlsnn.deploy.hostops`
 as an integer rule. It gives the same bits because every float value there is exact: the sum
 of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixel count, and
 ``to_fixed`` first writes the value exactly at radix ``F_x + 24`` (:func:`lower` checks
-``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). A mean over a pixel count that is not a
+``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Rules 6-8 (data moves) are
+:mod:`hlsnn.engines.network.move`'s, rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid``
+of a fixed-point tensor as a table of its codes, which the layer path runs too) and 10 (a
+squeeze-excite block's channel gate, requantized as rule 4 requantizes) are
+:mod:`hlsnn.engines.network.gate`'s. A mean over a pixel count that is not a
 power of two has no exact float value and no integer rule here: :func:`lower` refuses it
 (say, a 7x7 global pool), as it refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on

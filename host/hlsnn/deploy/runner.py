@@ -6,8 +6,9 @@ The rules (the specification every target follows; the host code is the same on 
 * **Activations** between layers are float64 arrays that hold exactly the values the
   hardware produced. Each carries its fixed-point format ``(F, bits, signed)`` when it is one
   (the output of a ``twohot``/``pot``/``fixed``/``sparse`` layer, or a host op that only
-  moves values: MaxPool, Flatten, Reshape, Relu), else ``None`` (a BFP layer's output, an
-  average, a sum, the input image).
+  moves values: MaxPool, Flatten, Reshape, Relu; or a HardSwish, HardSigmoid or Sigmoid of
+  one, which runs as a table of its codes, :mod:`hlsnn.engines.network.gate` rule 9), else
+  ``None`` (a BFP layer's output, an average, a sum, a product, the input image).
 * **Into a fixed-point layer** (``shift_mac``: the accel config's ``act_bits``/``act_signed``;
   ``sparse_cluster``: int8): a tensor already in that format passes as its integers;
   anything else is converted (:func:`hlsnn.formats.fixed.convert`, the deployment's
