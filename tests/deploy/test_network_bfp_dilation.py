@@ -99,6 +99,7 @@ def test_a_dilated_patch_exponent_leaves_out_the_pixels_under_its_holes():
 
 
 @pytest.mark.csim
+@pytest.mark.strict_csim           # the bfp kernel runs on the strict library (its ports and distances checked)
 def test_grouped_and_dilated_convs_are_bit_exact_on_csim_and_the_board_in_one_start(small):
     """The bfp network kernel (C-simulation) reads the dilated taps at their offsets (its tap
     table for the exponent pass, steps of dw and dh for the multiply pass): the layer path's
@@ -120,6 +121,22 @@ def test_grouped_and_dilated_convs_are_bit_exact_on_csim_and_the_board_in_one_st
     rows = [dict(zip(r["names"], r["vals"])) for r in k.tables["rows"] if r["vals"][0] == 0]
     assert [r["steps"] for r in rows] == [9, 9, 9, 18, 9, 2]
     assert [(r["zfirst"], r["zb"], r["cg"]) for r in rows[1:5]] == [(0, 1, 6), (6, 2, 12), (4, 2, 18), (2, 1, 8)]
+    if k.strict:                                   # the strict C-simulation's port checks hold
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
     with hlsnn.load(small, "sim", network=True) as sim:             # the simulated board
         np.testing.assert_array_equal(sim(x), board(x))
         assert sim.last_kernel_starts == 1
+
+
+def test_every_loop_of_the_kernel_stays_at_ii_1(small):
+    """The walk's steps of dw and dh, the bank window [kTapC0, kTapC) and the lane window
+    (zfirst) add no loop-carried path: perf.schedule derives II 1 for every loop of the rendered
+    kernel (ConvExp, ConvMac among them)."""
+    from hlsnn.network import artifact, schedule
+    from hlsnn.network.loader import config_of
+    from hlsnn.network import program as netmode
+    prog, arrays = artifact.read(small)
+    net = netmode.lower(prog, arrays)
+    rows = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))
+    assert {"ConvExp", "ConvMac"} <= {r["loop"] for r in rows}
+    assert all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
