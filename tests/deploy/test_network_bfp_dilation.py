@@ -18,17 +18,17 @@ from hlsnn.engines.bfp_systolic.network import lower as netbfp  # noqa: E402
 FORMAT = "{type: bfp, accel: bfp8_pynq-z2}"
 
 
-def grouped_dilated_model(path, seed=7, packs_of=None):
-    """On 1 x 8 x 8 images: a 3x3 conv dilated (2, 2) to 8 channels with ReLU, a grouped 3x3
-    conv (4 groups of 2 channels) dilated (1, 2) with ReLU, and a dense 1x1 conv to 3."""
+def grouped_dilated_model(path, seed=7):
+    """On 1 x 8 x 8 images: a 3x3 conv dilated (2, 2) to 24 channels with ReLU, a grouped 3x3
+    conv (4 groups of 6 channels) dilated (1, 2) with ReLU, and a dense 1x1 conv to 3."""
     import onnx
     from onnx import helper, numpy_helper
     rng = np.random.default_rng(seed)
-    init = [numpy_helper.from_array(rng.normal(0, 0.5, (8, 1, 3, 3)).astype(np.float32), "w1"),
-            numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b1"),
-            numpy_helper.from_array(rng.normal(0, 0.4, (8, 2, 3, 3)).astype(np.float32), "w2"),
-            numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b2"),
-            numpy_helper.from_array(rng.normal(0, 0.3, (3, 8, 1, 1)).astype(np.float32), "w3"),
+    init = [numpy_helper.from_array(rng.normal(0, 0.5, (24, 1, 3, 3)).astype(np.float32), "w1"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 24).astype(np.float32), "b1"),
+            numpy_helper.from_array(rng.normal(0, 0.4, (24, 6, 3, 3)).astype(np.float32), "w2"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 24).astype(np.float32), "b2"),
+            numpy_helper.from_array(rng.normal(0, 0.3, (3, 24, 1, 1)).astype(np.float32), "w3"),
             numpy_helper.from_array(rng.normal(0, 0.1, 3).astype(np.float32), "b3")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[2, 2, 2, 2], dilations=[2, 2]),
              helper.make_node("Relu", ["c1"], ["r1"]),
@@ -67,10 +67,12 @@ def test_grouped_and_dilated_convs_run_in_the_network_mode_with_the_layer_paths_
     assert [(g["dilations"], g["group"]) for g in geoms] == [([2, 2], 1), ([1, 2], 4), ([1, 1], 1)]
     net = hlsnn.load(small, "emu", network=True)
     convs = [op.f for op in net.network.ops if op.kind == "conv"]
-    # the window's extent and the taps' spacing; the grouped conv as its one GEMM's weights
+    # the window's extent and the taps' spacing; the grouped conv as the layer path's GEMMs: here
+    # one per group (gp = 1, the cycle model's choice on this array), 6 channels to 6 outputs each
     assert [(f["kh"], f["kw"], f["dh"], f["dw"]) for f in convs] == [(5, 5, 2, 2), (3, 5, 1, 2), (1, 1, 1, 1)]
-    assert convs[1]["chunks"][0]["wm"].shape == (8, 8, 3, 3)
-    assert not convs[1]["chunks"][0]["wm"][0, 2:].any()         # output 0 reads its group's 2 channels only
+    grouped, = [j for j in layers.program["layers"] if j["kind"] == "conv" and j["geom"]["group"] == 4]
+    assert (grouped["gp"], grouped["groups"]) == (1, 4) and convs[1]["packs"] == 4
+    assert [ch["wm"].shape for ch in convs[1]["chunks"]] == [(6, 6, 3, 3)] * 4
     before = _kernel_calls(net)
     np.testing.assert_array_equal(net(x), want)
     assert _kernel_calls(net) == before
@@ -97,6 +99,7 @@ def test_a_dilated_patch_exponent_leaves_out_the_pixels_under_its_holes():
 
 
 @pytest.mark.csim
+@pytest.mark.strict_csim           # the bfp kernel runs on the strict library (its ports and distances checked)
 def test_grouped_and_dilated_convs_are_bit_exact_on_csim_and_the_board_in_one_start(small):
     """The bfp network kernel (C-simulation) reads the dilated taps at their offsets (its tap
     table for the exponent pass, steps of dw and dh for the multiply pass): the layer path's
@@ -110,9 +113,30 @@ def test_grouped_and_dilated_convs_are_bit_exact_on_csim_and_the_board_in_one_st
     k = board._kernel
     assert {n: it for n, (it, _) in k.counters.items()} == {
         n: 8 * v for n, v in bfpperf.iterations(board.network, k.tables).items()}
-    # the multiply pass walks the taps alone: 9 per channel block, not the 25 of a 5 x 5 window
-    steps = [r["vals"][r["names"].index("steps")] for r in k.tables["rows"] if r["vals"][0] == 0]
-    assert steps == [9, 9, 1]
+    # the multiply pass walks the taps alone: 9 per channel block, not the 25 of a 5 x 5 window;
+    # a row per pack of groups, each over the channel blocks its 6 channels span (the third pack:
+    # channels 12..17, banks 12..15 of block 0 and 0..1 of block 1), its outputs from lane zfirst
+    # of its first block of 8 (the third: outputs 12..17, lanes 4..7 of block 1 and 0..1 of 2);
+    # the last conv a 1 x 1 over 24 channels: 2 blocks of 16
+    rows = [dict(zip(r["names"], r["vals"])) for r in k.tables["rows"] if r["vals"][0] == 0]
+    assert [r["steps"] for r in rows] == [9, 9, 9, 18, 9, 2]
+    assert [(r["zfirst"], r["zb"], r["cg"]) for r in rows[1:5]] == [(0, 1, 6), (6, 2, 12), (4, 2, 18), (2, 1, 8)]
+    if k.strict:                                   # the strict C-simulation's port checks hold
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
     with hlsnn.load(small, "sim", network=True) as sim:             # the simulated board
         np.testing.assert_array_equal(sim(x), board(x))
         assert sim.last_kernel_starts == 1
+
+
+def test_every_loop_of_the_kernel_stays_at_ii_1(small):
+    """The walk's steps of dw and dh, the bank window [kTapC0, kTapC) and the lane window
+    (zfirst) add no loop-carried path: perf.schedule derives II 1 for every loop of the rendered
+    kernel (ConvExp, ConvMac among them)."""
+    from hlsnn.network import artifact, schedule
+    from hlsnn.network.loader import config_of
+    from hlsnn.network import program as netmode
+    prog, arrays = artifact.read(small)
+    net = netmode.lower(prog, arrays)
+    rows = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))
+    assert {"ConvExp", "ConvMac"} <= {r["loop"] for r in rows}
+    assert all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]

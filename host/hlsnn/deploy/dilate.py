@@ -2,8 +2,10 @@
 kernel ``(kh, kw)`` is the ordinary convolution with the kernel of extent ``(dh*(kh-1)+1,
 dw*(kw-1)+1)`` whose holes hold zero weights, with the same strides and padding. Its output
 is the dilated convolution's by definition (each output sums the same products, plus products
-by zero), so the network kernels run it unchanged: the sparse engine's kernel skips the zero
-weights; the dense engines (``shift_mac``, ``bfp_systolic``) pay their multiply-adds.
+by zero), so the integer network kernels run it unchanged: the sparse engine's kernel skips the
+zero weights; the dense ``shift_mac`` pays their multiply-adds. ``bfp_systolic`` does not use
+it: a BFP patch's shared exponent is over the taps alone, so its network mode reads the taps
+``dh``, ``dw`` apart (:mod:`hlsnn.engines.bfp_systolic.network.lower`, rule 3).
 """
 from __future__ import annotations
 
