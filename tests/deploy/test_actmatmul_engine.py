@@ -1,0 +1,198 @@
+"""Attention's MatMul of two activations on the bfp_systolic engine (issue 52,
+hlsnn.deploy.actmm_engine): the engine's result against an independent numpy BFP reference of
+the rule, the block-diagonal calls against one call per GEMM, emu == csim == sim on a small
+attention model, and the calls counted where the deploy report and ``hlsnn perf`` show them."""
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import hlsnn
+from conftest import ROOT
+from hlsnn.deploy import actmm_engine
+from hlsnn.engines.bfp_systolic.protocol import samples_per_call
+
+onnx = pytest.importorskip("onnx")
+from onnx import helper, numpy_helper  # noqa: E402
+
+T2_TINY = ROOT / "tests" / "engines" / "bfp_systolic" / "configs" / "t2_tiny.yaml"
+T8_TENSOR = ROOT / "tests" / "engines" / "bfp_systolic" / "configs" / "t8_gemv_tensor.yaml"
+
+
+def _round(v, rounding):
+    if rounding == "nearest_even":
+        return np.rint(v)
+    if rounding == "nearest_away":
+        return np.sign(v) * np.floor(np.abs(v) + 0.5)
+    return np.floor(v)
+
+
+def _bfp(v, p, axis):
+    """Independent BFP of ``v`` with one exponent per slice over ``axis`` (None: one for all):
+    the largest magnitude's leading one in bit M - 2 of its mantissa (e = floor(log2 max) - M + 2,
+    clamped to the exponent range), mantissas rounded by the config's rule and clipped to M
+    signed bits; the values they stand for."""
+    m, eb = p["mantissa_bits"], p["exponent_bits"]
+    emin, emax = -(1 << (eb - 1)), (1 << (eb - 1)) - 1
+    amax = np.abs(v).max(axis=axis, keepdims=True)
+    e = np.clip(np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - (m - 2), emin, emax)
+    q = np.clip(_round(v * 2.0 ** -e, p["rounding"]), -(1 << (m - 1)), (1 << (m - 1)) - 1)
+    return q * 2.0 ** e
+
+
+def reference(a, b, p):
+    """The rule in numpy: A's rows and B's columns (or each GEMM's whole B, weight_exponent:
+    tensor) quantized, the exact product, each row of the result rounded to one exponent per
+    chunk of max_n columns (the max rule)."""
+    qa = _bfp(a, p, -1)
+    qb = _bfp(b, p, -2 if p["weight_exponent"] == "row" else (-2, -1))
+    v = qa @ qb                            # exact: a row's products share one exponent per column
+    out = np.empty_like(v)
+    for c0 in range(0, v.shape[-1], p["max_n"]):
+        out[..., c0:c0 + p["max_n"]] = _bfp(v[..., c0:c0 + p["max_n"]], p, -1)
+    return out
+
+
+def _engine(config, target="emu"):
+    acc = hlsnn.Accelerator(config, target)
+    ex = SimpleNamespace(p=acc.config.params, acc=acc, deploy=SimpleNamespace(rounding="nearest_away"))
+    layer = SimpleNamespace(name="mm", attrs={})
+    return acc, actmm_engine.EngineActMatMul(layer, ex)
+
+
+def _operands(rng, shape_a, shape_b, scale=1.0):
+    a = rng.normal(size=shape_a) * scale * 2.0 ** rng.integers(-3, 4, size=shape_a[:-1] + (1,))
+    b = rng.normal(size=shape_b) * scale * 2.0 ** rng.integers(-3, 4, size=shape_b[:-2] + (1, shape_b[-1]))
+    a[0, 0, 1] = 0.0                        # an all-zero row of A
+    b[0, 1, :, -1] = 0.0                    # an all-zero column of B
+    return a, b
+
+
+@pytest.mark.parametrize("config,dims,scale", [
+    ("bfp8_zcu104", (3, 2, 5, 6, 7), 1.0),          # packed: every GEMM in one call
+    (T2_TINY, (2, 2, 3, 4, 11), 0.5),               # 2-bit mantissas, S beyond max_n = 8: one call per GEMM
+    (T2_TINY, (2, 3, 2, 3, 2), 0.5),                # packed by the tiny stores
+    ("tensor", (2, 2, 4, 5, 3), 1.0)])              # one exponent per B: one call per GEMM
+def test_engine_result_is_the_numpy_bfp_rule(config, dims, scale):
+    n, h, t, k, s = dims
+    if config == "tensor":
+        import yaml
+        config = dict(yaml.safe_load(T8_TENSOR.read_text()), name="t8_tensor_max")
+        config["bfp_systolic"] = dict(config["bfp_systolic"], output_exponent="max")
+    acc, mm = _engine(config)
+    try:
+        rng = np.random.default_rng(sum(dims))
+        a, b = _operands(rng, (n, h, t, k), (n, h, k, s), scale)
+        got = mm.matmul(a, b)
+        want = reference(a, b, acc.config.params)
+        np.testing.assert_array_equal(got, want)
+        assert np.abs(got - a @ b).max() > 0                  # not the float product
+        # calls: packs of g GEMMs; a GEMM alone in chunks of max_n outputs, each over the rows
+        # in calls of as many samples as the stores hold
+        pp = acc.config.params
+        g = actmm_engine.packs(pp, t, k, s)
+        if g > 1:
+            assert mm.calls == -(-(n * h) // g) and samples_per_call(pp, g * k, g * s) >= g * t
+        else:
+            per_gemm = sum(-(-t // samples_per_call(pp, k, min(pp["max_n"], s - c0))) for c0 in range(0, s, pp["max_n"]))
+            assert mm.calls == n * h * per_gemm
+        assert mm.gemms == n * h
+    finally:
+        acc.close()
+
+
+def test_block_diagonal_calls_equal_one_call_per_gemm(monkeypatch):
+    acc, mm = _engine("bfp8_zcu104")
+    try:
+        rng = np.random.default_rng(7)
+        a, b = _operands(rng, (4, 3, 8, 8), (4, 3, 8, 8))
+        packed = mm.matmul(a, b)
+        assert mm.calls == 1 and mm.gemms == 12
+        monkeypatch.setattr(actmm_engine, "packs", lambda *args: 1)
+        alone = mm.matmul(a, b)
+        assert mm.calls == 12
+        np.testing.assert_array_equal(packed, alone)
+    finally:
+        acc.close()
+
+
+def test_packing_is_bounded_by_the_stores_and_the_limits():
+    p = hlsnn.load_config("bfp8_zcu104").params
+    g = actmm_engine.packs(p, 8, 8, 8)
+    assert samples_per_call(p, 8 * g, 8 * g) >= 8 * g and samples_per_call(p, 8 * (g + 1), 8 * (g + 1)) < 8 * (g + 1)
+    assert actmm_engine.packs(p, 8, p["max_k"], 8) == 1 and actmm_engine.packs(p, 8, 8, p["max_n"] + 1) == 1
+    assert actmm_engine.packs(dict(p, output_exponent="rolling"), 8, 8, 8) == 1
+
+
+T, F, H = 4, 8, 2
+
+
+def _mha(path, seed=0):
+    """Two-head self-attention, batch fixed at 1: q, k, v by constants (engine layers), the
+    heads split by Reshape and Transpose, q·kᵀ and the scores by v MatMuls of two activations."""
+    rng = np.random.default_rng(seed)
+    d = F // H
+    init = [numpy_helper.from_array((rng.normal(size=(F, F)) / 3).astype(np.float32), nm)
+            for nm in ("wq", "wk", "wv", "wo")]
+    init += [numpy_helper.from_array(np.array([1, T, H, d], np.int64), "heads"),
+             numpy_helper.from_array(np.array([1, T, F], np.int64), "merged")]
+    nodes = []
+    for nm in ("q", "k", "v"):
+        nodes += [helper.make_node("MatMul", ["x", "w" + nm], [nm + "0"]),
+                  helper.make_node("Reshape", [nm + "0", "heads"], [nm + "1"]),
+                  helper.make_node("Transpose", [nm + "1"], [nm + "h"], perm=[0, 2, 1, 3])]      # (1, H, T, d)
+    nodes += [helper.make_node("Transpose", ["kh"], ["kt"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["qh", "kt"], ["s"]),
+              helper.make_node("Softmax", ["s"], ["pr"], axis=-1),
+              helper.make_node("MatMul", ["pr", "vh"], ["o"]),
+              helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ot", "merged"], ["om"]),
+              helper.make_node("MatMul", ["om", "wo"], ["y"])]
+    g = helper.make_graph(nodes, "mha", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, T, F])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, T, F])], init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def _run_on(path, target, x):
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import Deployment
+    cfg = path.parent / "c.yaml"
+    cfg.write_text(f"name: mha\nmodel: {path}\ndata: digits\nlayout: ntf\n"
+                   "formats:\n  f: {type: bfp, accel: bfp8_zcu104}\nassignments:\n  f: {default: f}\n")
+    cfg = load_deploy_config(cfg)
+    accs = open_accelerators(cfg, target)
+    try:
+        dep = Deployment(load_onnx(cfg.model), cfg.assignments["f"], cfg.formats, accs, rounding=cfg.rounding)
+        dep.calibrate(x)
+        y, env = dep.run(x, keep=True)
+        return y, env, {k: (q.gemms, q.calls) for k, q in dep.actmm.items()}
+    finally:
+        for a in accs.values():
+            a.close()
+
+
+def test_attention_runs_its_matmuls_on_the_engine_as_the_rule_says(tmp_path):
+    path = _mha(tmp_path / "mha.onnx")
+    x = np.random.default_rng(3).normal(size=(6, T, F))
+    _, env, calls = _run_on(path, "emu", x)
+    p = hlsnn.load_config("bfp8_zcu104").params
+    np.testing.assert_array_equal(env["s"], reference(env["qh"], np.swapaxes(env["kh"], -1, -2), p))
+    np.testing.assert_array_equal(env["o"], reference(env["pr"], env["vh"], p))
+    # 6 samples x 2 heads = 12 GEMMs of (4 x 4) by (4 x 4) per MatMul, one block-diagonal call each
+    assert sorted(calls.values()) == [(12, 1), (12, 1)]
+
+
+@pytest.mark.csim
+def test_emu_csim_sim_give_the_same_bits(tmp_path):
+    """The whole deployment (its engine layers and both MatMuls of two activations) on the
+    engine's emulator, the layer kernel's C-simulation and the simulated board."""
+    path = _mha(tmp_path / "mha.onnx")
+    x = np.random.default_rng(4).normal(size=(5, T, F))
+    runs = {t: _run_on(path, t, x) for t in ("emu", "csim", "sim")}
+    for t in ("csim", "sim"):
+        for name in ("s", "o", "y"):
+            np.testing.assert_array_equal(runs[t][1][name], runs["emu"][1][name], err_msg=f"{t} {name}")
+        assert runs[t][2] == runs["emu"][2]
