@@ -109,6 +109,7 @@ def test_block_diagonal_calls_equal_one_call_per_gemm(monkeypatch):
         packed = mm.matmul(a, b)
         assert mm.calls == 1 and mm.gemms == 12
         monkeypatch.setattr(actmm_engine, "packs", lambda *args: 1)
+        mm.reset()
         alone = mm.matmul(a, b)
         assert mm.calls == 12
         np.testing.assert_array_equal(packed, alone)
@@ -167,6 +168,8 @@ def _run_on(path, target, x):
     try:
         dep = Deployment(load_onnx(cfg.model), cfg.assignments["f"], cfg.formats, accs, rounding=cfg.rounding)
         dep.calibrate(x)
+        for q in dep.actmm.values():
+            q.reset()
         y, env = dep.run(x, keep=True)
         return y, env, {k: (q.gemms, q.calls) for k, q in dep.actmm.items()}
     finally:
@@ -196,3 +199,29 @@ def test_emu_csim_sim_give_the_same_bits(tmp_path):
         for name in ("s", "o", "y"):
             np.testing.assert_array_equal(runs[t][1][name], runs["emu"][1][name], err_msg=f"{t} {name}")
         assert runs[t][2] == runs["emu"][2]
+
+
+def test_the_deploy_report_and_the_latency_model_count_the_engine_calls(tmp_path):
+    """``hlsnn deploy`` of a torch-exported attention classifier in bfp8: both MatMuls of two
+    activations ran on bfp_systolic (its 360 test images x 2 heads = 720 GEMMs each, packed up
+    to the stores' limit), and the end-to-end model (batch 1) adds their kernel starts (one per
+    MatMul: the two heads' GEMMs in one call) to the engine layers' one each."""
+    from hlsnn.deploy.evaluate import deploy, format_result
+    from hlsnn.deploy.onnx_import import load_onnx
+    model = ROOT / "tests" / "data" / "torch" / "beyond" / "mha_clf_ts17.onnx"
+    cfg = tmp_path / "mha.yaml"
+    cfg.write_text(f"name: mha\nmodel: {model}\ndata: digits\nlayout: ntf\n"
+                   "formats:\n  bfp8: {type: bfp, accel: bfp8_zcu104}\nassignments:\n  bfp8: {default: bfp8}\n")
+    res = deploy(cfg, "emu")
+    e = res["assignments"]["bfp8"]
+    n_test = res["test_images"]
+    g = actmm_engine.packs(hlsnn.load_config("bfp8_zcu104").params, 8, 8, 8)
+    assert sorted(v["on"] for v in e["act_matmul"].values()) == ["bfp_systolic"] * 2
+    # the emu runner takes the batch in slices of Deployment.chunk images, each its own packs
+    from hlsnn.deploy.runner import Deployment
+    calls = sum(-(-2 * min(Deployment.chunk, n_test - i) // g) for i in range(0, n_test, Deployment.chunk))
+    assert all(v["gemms"] == 2 * n_test and v["kernel_calls"] == calls for v in e["act_matmul"].values())
+    engine_layers = len(load_onnx(model).engine_layers())
+    assert e["end_to_end"]["kernel_starts"] == engine_layers + 2
+    assert "MatMul of two activations on the engine" in format_result(res)
+    assert e["accuracy"] >= res["float_accuracy"] - 0.01

@@ -69,17 +69,21 @@ def packs(p, t, k, s, target=None) -> int:
 
 class EngineActMatMul(samplewise.ActMatMul):
     """A ``MatMulAct`` layer on the ``bfp_systolic`` kernel of executor ``ex`` (module
-    docstring). After each run: :attr:`gemms` (the GEMMs it computed), :attr:`calls` (kernel
-    calls, counted by the protocol's split: :func:`hlsnn.perf.closed_form.bfp_gemm_calls`),
-    :attr:`shapes` (``(samples, outputs, K)`` of each call) and :attr:`sat_count`."""
+    docstring). Since it was made or :meth:`reset`: :attr:`gemms` (the GEMMs it computed),
+    :attr:`calls` (kernel calls, counted by the protocol's split:
+    :func:`hlsnn.perf.closed_form.bfp_gemm_calls`), :attr:`shapes` (calls per ``(samples,
+    outputs, K)``) and :attr:`sat_count`."""
 
     engine = "bfp_systolic"
 
     def __init__(self, layer, ex):
         super().__init__(layer, type("F", (), {"type": "bfp"}), ex.p, ex.deploy.rounding)
         self.kern = ex.acc.kernel
+        self.reset()
+
+    def reset(self):
         self.gemms = self.calls = self.sat_count = 0
-        self.shapes = []
+        self.shapes = {}
 
     def matmul(self, xa, xb):
         lead = np.broadcast_shapes(xa.shape[:-2], xb.shape[:-2])
@@ -90,7 +94,7 @@ class EngineActMatMul(samplewise.ActMatMul):
         out = np.empty((n_g, t, s))
         p, kern = self.p, self.kern
         g = packs(p, t, k, s, getattr(kern, "target", None))
-        self.gemms, self.calls, self.sat_count, self.shapes = n_g, 0, 0, []
+        self.gemms += n_g
         for i0 in range(0, n_g, g):
             gi = min(g, n_g - i0)
             if gi == 1:
@@ -106,7 +110,9 @@ class EngineActMatMul(samplewise.ActMatMul):
                 self.sat_count += kern.last_sat_count
                 calls = bfp_gemm_calls(p, x.shape[0], x.shape[1], c1 - c0)
                 self.calls += len(calls)
-                self.shapes += [(rows, n, x.shape[1]) for rows, n in calls]
+                for rows, n in calls:
+                    key = (rows, n, x.shape[1])
+                    self.shapes[key] = self.shapes.get(key, 0) + 1
                 if gi == 1:
                     out[i0, :, c0:c1] = y
                 else:
@@ -115,13 +121,23 @@ class EngineActMatMul(samplewise.ActMatMul):
         return out.reshape(lead + (t, s))
 
     def kernel_cycles(self, cfg):
-        """The modelled :class:`~hlsnn.perf.model.KernelCycles` of the last run's calls."""
+        """The modelled :class:`~hlsnn.perf.model.KernelCycles` of the calls counted (:attr:`shapes`)."""
         from ..perf.calls import call_cycles
         from ..perf.model import KernelCycles
         kc = KernelCycles()
         p = cfg.params
-        for rows, n, k in self.shapes:
+        for (rows, n, k), times in self.shapes.items():
             counts = bfp_call_counts(p, rows, k, n, stats_method=p["output_exponent"] == "stats",
                                      rolling=p["output_exponent"] == "rolling")
-            kc.add(call_cycles(cfg, counts), counts)
+            one = call_cycles(cfg, counts)
+            for _ in range(times):
+                kc.add(one, counts)
         return kc
+
+
+def report(actmm) -> dict:
+    """Where each ``MatMulAct`` of a deployment ran (``actmm``: :attr:`Deployment.actmm`), for
+    the deploy report: ``{layer: {"on": engine or "host", "gemms", "kernel_calls"}}`` (the
+    counts since the last :meth:`EngineActMatMul.reset`)."""
+    return {ln: ({"on": q.engine, "gemms": q.gemms, "kernel_calls": q.calls} if getattr(q, "engine", None)
+                 else {"on": "host", "gemms": None, "kernel_calls": 0}) for ln, q in actmm.items()}

@@ -126,8 +126,9 @@ def host_layers(net, host_bits=None) -> list:
         elif layer.op in EXACT:
             how = "exact on fixed-point values (moves or selects them)"
         elif layer.op == "MatMulAct":
-            how = ("integers: both operands quantized at run time in the nearest engine layer's format "
-                   "(BFP rows and columns, or per-sample fixed point), the product exact")
+            how = ("integers: both operands quantized at run time in the nearest engine layer's format: bfp on "
+                   "its bfp_systolic engine (BFP rows and columns, the engine's BFP output), fixed point on the "
+                   "host (per-sample radix points, the product exact)")
         elif host_bits is not None:
             how = (f"{host_bits}-bit fixed point in and out (radix points by DETERMINE when calibrating), "
                    + ("onnx's reference implementation (--host-fallback)" if layer.op == "fallback"
@@ -284,6 +285,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                                        required=bool(network))
                 if cnet is None and not per_layer:
                     dep.run(x_test[:1])      # builds the compiled path (once per calibration) outside the timing
+                for q in getattr(dep, "actmm", {}).values():
+                    getattr(q, "reset", lambda: None)()      # count the timed run's engine calls
                 t0 = time.perf_counter()
                 if cnet is not None:
                     with cnet:
@@ -300,6 +303,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 })
                 if imported is not None:
                     entry["imported_quantization"] = imported
+                if getattr(dep, "actmm", None):             # attention's MatMuls: where they ran, how many calls
+                    from .actmm_engine import report as actmm_report
+                    entry["act_matmul"] = actmm_report(dep.actmm)
                 entry["run"] = ({"path": "network kernel", "kernel_starts": 1, "batch": int(len(x_test))}
                                 if cnet is not None else {"path": "layer by layer"})
                 entry.update(modelled_latency(dep, cfg, asg))
@@ -527,6 +533,10 @@ def format_result(res) -> str:
             lines.append(f"  {'':<14} ran on the network kernel: {e['run']['batch']} images in one kernel start")
         if e.get("note"):
             lines.append(f"  {'':<14} note: {e['note']}")
+        on_engine = {k: v for k, v in (e.get("act_matmul") or {}).items() if v["on"] != "host"}
+        if on_engine:
+            lines.append(f"  {'':<14} MatMul of two activations on the engine: " + "; ".join(
+                f"{k} {v['gemms']} GEMMs in {v['kernel_calls']} {v['on']} call(s)" for k, v in on_engine.items()))
         lines += format_imported(e)
     boards = sorted({(e["end_to_end"]["board"]) for e in res["assignments"].values() if e.get("end_to_end")})
     lines.append(f"  e2e us: modelled end to end per image, host included (batch 1, `hlsnn perf NAME.hlsnn` of the "
