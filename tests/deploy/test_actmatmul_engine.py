@@ -55,9 +55,7 @@ def reference(a, b, p):
 
 def _engine(config, target="emu"):
     acc = hlsnn.Accelerator(config, target)
-    ex = SimpleNamespace(p=acc.config.params, acc=acc, deploy=SimpleNamespace(rounding="nearest_away"))
-    layer = SimpleNamespace(name="mm", attrs={})
-    return acc, actmm_engine.EngineActMatMul(layer, ex)
+    return acc, actmm_engine.EngineActMatMul(SimpleNamespace(p=acc.config.params, acc=acc))
 
 
 def _operands(rng, shape_a, shape_b, scale=1.0):
@@ -169,9 +167,9 @@ def _run_on(path, target, x):
         dep = Deployment(load_onnx(cfg.model), cfg.assignments["f"], cfg.formats, accs, rounding=cfg.rounding)
         dep.calibrate(x)
         for q in dep.actmm.values():
-            q.reset()
+            q.engine.reset()
         y, env = dep.run(x, keep=True)
-        return y, env, {k: (q.gemms, q.calls) for k, q in dep.actmm.items()}
+        return y, env, {k: (q.engine.gemms, q.engine.calls) for k, q in dep.actmm.items()}
     finally:
         for a in accs.values():
             a.close()

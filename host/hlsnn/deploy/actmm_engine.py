@@ -49,7 +49,6 @@ import numpy as np
 from ..engines import tiling
 from ..engines.bfp_systolic import protocol
 from ..perf.closed_form import bfp_call_counts, bfp_gemm_calls
-from . import samplewise
 
 
 def packs(p, t, k, s, target=None) -> int:
@@ -67,18 +66,17 @@ def packs(p, t, k, s, target=None) -> int:
     return max(1, tiling.largest(hi, fits))
 
 
-class EngineActMatMul(samplewise.ActMatMul):
-    """A ``MatMulAct`` layer on the ``bfp_systolic`` kernel of executor ``ex`` (module
-    docstring). Since it was made or :meth:`reset`: :attr:`gemms` (the GEMMs it computed),
-    :attr:`calls` (kernel calls, counted by the protocol's split:
-    :func:`hlsnn.perf.closed_form.bfp_gemm_calls`), :attr:`shapes` (calls per ``(samples,
-    outputs, K)``) and :attr:`sat_count`."""
+class EngineActMatMul:
+    """The product of a ``MatMulAct`` layer (:class:`hlsnn.deploy.samplewise.ActMatMul`'s
+    ``engine``) on the ``bfp_systolic`` kernel of executor ``ex`` (module docstring). Since it
+    was made or :meth:`reset`: :attr:`gemms` (the GEMMs it computed), :attr:`calls` (kernel
+    calls, counted by the protocol's split: :func:`hlsnn.perf.closed_form.bfp_gemm_calls`),
+    :attr:`shapes` (calls per ``(samples, outputs, K)``) and :attr:`sat_count`."""
 
-    engine = "bfp_systolic"
+    name = "bfp_systolic"
 
-    def __init__(self, layer, ex):
-        super().__init__(layer, type("F", (), {"type": "bfp"}), ex.p, ex.deploy.rounding)
-        self.kern = ex.acc.kernel
+    def __init__(self, ex):
+        self.p, self.kern = ex.p, ex.acc.kernel
         self.reset()
 
     def reset(self):
@@ -139,5 +137,6 @@ def report(actmm) -> dict:
     """Where each ``MatMulAct`` of a deployment ran (``actmm``: :attr:`Deployment.actmm`), for
     the deploy report: ``{layer: {"on": engine or "host", "gemms", "kernel_calls"}}`` (the
     counts since the last :meth:`EngineActMatMul.reset`)."""
-    return {ln: ({"on": q.engine, "gemms": q.gemms, "kernel_calls": q.calls} if getattr(q, "engine", None)
-                 else {"on": "host", "gemms": None, "kernel_calls": 0}) for ln, q in actmm.items()}
+    return {ln: ({"on": q.engine.name, "gemms": q.engine.gemms, "kernel_calls": q.engine.calls}
+                 if getattr(q, "engine", None) else {"on": "host", "gemms": None, "kernel_calls": 0})
+            for ln, q in actmm.items()}

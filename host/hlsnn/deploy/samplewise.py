@@ -216,12 +216,13 @@ def run(layer, inputs, matmul=None, host_run=None):
 
 
 class ActMatMul:
-    """A ``MatMulAct`` layer in a fixed-point deployment: both operands quantized at run time in
-    the format ``fmt`` of accelerator parameters ``p`` (module docstring), the product in
-    integers on the host (bfp: :class:`hlsnn.deploy.actmm_engine.EngineActMatMul`)."""
+    """A ``MatMulAct`` layer in a deployment: both operands quantized at run time in the format
+    ``fmt`` of accelerator parameters ``p`` (module docstring), the product in integers on the
+    host, or on ``engine`` (bfp: :class:`hlsnn.deploy.actmm_engine.EngineActMatMul`)."""
 
-    def __init__(self, layer, fmt, p, rounding):
+    def __init__(self, layer, fmt, p, rounding, engine=None):
         self.layer, self.type, self.p, self.rounding = layer, fmt.type, p, rounding
+        self.engine = engine          # computes the product on an engine (bfp: actmm_engine), or None
 
     def _fixed(self, xa, xb):
         from .quant import host_radix, to_fixed
@@ -235,7 +236,7 @@ class ActMatMul:
         return np.stack(out)
 
     def matmul(self, xa, xb):
-        return self._fixed(xa, xb)
+        return self._fixed(xa, xb) if self.engine is None else self.engine.matmul(xa, xb)
 
     def run(self, inputs):
         return run(self.layer, inputs, matmul=self.matmul)
@@ -260,9 +261,9 @@ def quantizers_of(layers, execs, type_of):
         before = [j for j in engine if j < i]
         ex = execs[layers[before[-1] if before else engine[0]].name]
         kind = type_of(ex.layer.name)
+        on = None
         if kind == "bfp":
             from .actmm_engine import EngineActMatMul
-            out[la.name] = EngineActMatMul(la, ex)
-        else:
-            out[la.name] = ActMatMul(la, SimpleNamespace(type=kind), ex.p, ex.deploy.rounding)
+            on = EngineActMatMul(ex)
+        out[la.name] = ActMatMul(la, SimpleNamespace(type=kind), ex.p, ex.deploy.rounding, on)
     return out

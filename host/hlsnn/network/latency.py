@@ -287,8 +287,8 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             in_el, out_el = sum(_elems(s) for s in ins), _elems(shapes.get(j["output"]))
             row = {"name": j["name"], "kind": j["kind"] if j["kind"] != "host" else "host " + j["op"],
                    "kernel_starts": 0, "kernel_cycles": 0, "kernel_us": 0.0, "ddr_us": 0.0, "dma_bytes": 0}
-            q = getattr(net._dep, "actmm", {}).get(j["name"]) if j["kind"] == "host" else None
-            if getattr(q, "engine", None):           # a MatMul of two activations on the engine (actmm_engine)
+            q = getattr(getattr(net._dep, "actmm", {}).get(j["name"]), "engine", None) if j["kind"] == "host" else None
+            if q is not None:                        # a MatMul of two activations on the engine (actmm_engine)
                 cfg = q.kern.cfg
                 cfgs[cfg.sha] = cfg
                 kc = q.kernel_cycles(cfg)
