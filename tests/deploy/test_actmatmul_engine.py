@@ -1,7 +1,8 @@
-"""Attention's MatMul of two activations on the bfp_systolic engine (issue 52,
-hlsnn.deploy.actmm_engine): the engine's result against an independent numpy BFP reference of
-the rule, the block-diagonal calls against one call per GEMM, emu == csim == sim on a small
-attention model, and the calls counted where the deploy report and ``hlsnn perf`` show them."""
+"""Attention's MatMul of two activations on the engines (issue 52): bfp on bfp_systolic
+(hlsnn.deploy.actmm_engine), fixed8 on sparse_cluster (hlsnn.deploy.actmm_sparse). The engine's
+result against an independent numpy reference of the rule, the block-diagonal calls against
+one call per GEMM, emu == csim == sim on a small attention model, and the calls counted where
+the deploy report and ``hlsnn perf`` show them."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 import hlsnn
 from conftest import ROOT
-from hlsnn.deploy import actmm_engine
+from hlsnn.deploy import actmm_engine, actmm_sparse
 from hlsnn.engines.bfp_systolic.protocol import samples_per_call
 
 onnx = pytest.importorskip("onnx")
@@ -153,14 +154,50 @@ def _mha(path, seed=0):
     return path
 
 
-def _run_on(path, target, x):
+def _fixed8(v, rounding):
+    """Independent fixed point: each sample's int8 at the radix point that puts its largest
+    magnitude's leading one in bit 6 (a value that rounds to 128 saturates at 127)."""
+    f = np.array([6 - int(np.floor(np.log2(np.abs(s).max()))) for s in v]).reshape((-1,) + (1,) * (v.ndim - 1))
+    return np.clip(_round(v * 2.0 ** f, rounding), -128, 127) * 2.0 ** -f
+
+
+@pytest.mark.parametrize("dims", [(3, 2, 5, 6, 7), (2, 2, 3, 70, 4), (2, 3, 40, 8, 40)])
+def test_sparse_engine_product_is_the_fixed_point_rule(dims, monkeypatch):
+    """fixed8 on sparse_cluster: exactly the product of the operands quantized per sample
+    (K = 70 beyond max_in_channels = 64: raw calls added; 40 x 8 by 8 x 40: packs of 6)."""
+    n, h, t, k, s = dims
+    acc = hlsnn.Accelerator("sparse8_pynq-z2", "emu")
+    try:
+        mm = actmm_sparse.SparseActMatMul(SimpleNamespace(p=acc.config.params, acc=acc), "nearest_away")
+        rng = np.random.default_rng(sum(dims))
+        a, b = _operands(rng, (n, h, t, k), (n, h, k, s))
+        got = mm.matmul(a, b)
+        np.testing.assert_array_equal(got, _fixed8(a, "nearest_away") @ _fixed8(b, "nearest_away"))
+        assert np.abs(got - a @ b).max() > 0
+        p = acc.config.params
+        g = actmm_sparse.packs(p, k, s)
+        assert g == (1 if k > p["max_in_channels"] else min(p["max_in_channels"] // k, p["max_out_channels"] // s))
+        # one call per pack (its map within max_hw, its channels within the limits), per chunk of K
+        assert mm.gemms == n * h and mm.calls == -(-(n * h) // g) * -(-k // p["max_in_channels"])
+        monkeypatch.setattr(actmm_sparse, "packs", lambda *args: 1)
+        mm.reset()
+        np.testing.assert_array_equal(mm.matmul(a, b), got)            # one GEMM per convolution
+        assert mm.calls == n * h * -(-k // p["max_in_channels"])
+    finally:
+        acc.close()
+
+
+FORMATS = {"bfp": "bfp8_zcu104", "fixed": "sparse8_pynq-z2"}
+
+
+def _run_on(path, target, x, fmt="bfp"):
     from hlsnn.deploy.config import load_deploy_config
     from hlsnn.deploy.evaluate import open_accelerators
     from hlsnn.deploy.onnx_import import load_onnx
     from hlsnn.deploy.runner import Deployment
     cfg = path.parent / "c.yaml"
     cfg.write_text(f"name: mha\nmodel: {path}\ndata: digits\nlayout: ntf\n"
-                   "formats:\n  f: {type: bfp, accel: bfp8_zcu104}\nassignments:\n  f: {default: f}\n")
+                   f"formats:\n  f: {{type: {fmt}, accel: {FORMATS[fmt]}}}\nassignments:\n  f: {{default: f}}\n")
     cfg = load_deploy_config(cfg)
     accs = open_accelerators(cfg, target)
     try:
@@ -187,12 +224,14 @@ def test_attention_runs_its_matmuls_on_the_engine_as_the_rule_says(tmp_path):
 
 
 @pytest.mark.csim
-def test_emu_csim_sim_give_the_same_bits(tmp_path):
+@pytest.mark.parametrize("fmt", ["bfp", "fixed"])
+def test_emu_csim_sim_give_the_same_bits(tmp_path, fmt):
     """The whole deployment (its engine layers and both MatMuls of two activations) on the
     engine's emulator, the layer kernel's C-simulation and the simulated board."""
     path = _mha(tmp_path / "mha.onnx")
     x = np.random.default_rng(4).normal(size=(5, T, F))
-    runs = {t: _run_on(path, t, x) for t in ("emu", "csim", "sim")}
+    runs = {t: _run_on(path, t, x, fmt) for t in ("emu", "csim", "sim")}
+    assert all(v[1] > 0 for v in runs["emu"][2].values())          # on the engine
     for t in ("csim", "sim"):
         for name in ("s", "o", "y"):
             np.testing.assert_array_equal(runs[t][1][name], runs["emu"][1][name], err_msg=f"{t} {name}")

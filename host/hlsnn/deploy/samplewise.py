@@ -24,11 +24,11 @@ Host ops here (:func:`rule` at import, :func:`run` in the float path):
   layer before it. bfp: on that layer's ``bfp_systolic`` engine, the left operand as the
   GEMM's activations (one exponent per row), the right one as its weights (one exponent per
   column, or per matrix with ``weight_exponent: tensor``), the result the engine's BFP output
-  (:mod:`hlsnn.deploy.actmm_engine`). The fixed-point formats, on the host
-  (:class:`ActMatMul`): ``act_bits`` signed integers at a radix point chosen per sample and
-  operand from the values (``host_radix``), the integer sums exact in int64 and their scale a
-  power of two, so the product is exact for the quantized operands (``shift_mac``, two-hot's
-  engine, multiplies an activation by a weight's shift code only: it cannot multiply two
+  (:mod:`hlsnn.deploy.actmm_engine`). The fixed-point formats (:class:`ActMatMul`): ``act_bits`` signed integers at a radix point chosen per sample and
+  operand from the values (``host_radix``), the integer sums exact and their scale a power of
+  two, so the product is exact for the quantized operands; in fixed8 the sums are computed on
+  the ``sparse_cluster`` engine (:mod:`hlsnn.deploy.actmm_sparse`), in two-hot on the host
+  (``shift_mac`` multiplies an activation by a weight's shift code only: it cannot multiply two
   activations). ``Softmax`` runs in float64; the scores-by-values ``MatMulAct`` that reads it
   quantizes it like any operand.
 
@@ -245,7 +245,9 @@ class ActMatMul:
 def quantizers(net, assignment, formats, execs):
     """The :class:`ActMatMul` of each ``MatMulAct`` layer of ``net``, in the format of the nearest
     engine layer before it (else after it): on that layer's engine in bfp
-    (:class:`~hlsnn.deploy.actmm_engine.EngineActMatMul`), else on the host."""
+    (:class:`~hlsnn.deploy.actmm_engine.EngineActMatMul`) and fixed8
+    (:class:`~hlsnn.deploy.actmm_sparse.SparseActMatMul`), on the host in two-hot (``shift_mac``
+    cannot multiply two activations)."""
     return quantizers_of(net.layers, execs, lambda name: formats[assignment.format_of(name)].type)
 
 
@@ -261,9 +263,12 @@ def quantizers_of(layers, execs, type_of):
         before = [j for j in engine if j < i]
         ex = execs[layers[before[-1] if before else engine[0]].name]
         kind = type_of(ex.layer.name)
-        on = None
-        if kind == "bfp":
+        on, engine_name = None, ex.acc.config.engine
+        if kind == "bfp" and engine_name == "bfp_systolic":
             from .actmm_engine import EngineActMatMul
             on = EngineActMatMul(ex)
+        elif kind in ("fixed", "sparse") and engine_name == "sparse_cluster":
+            from .actmm_sparse import SparseActMatMul
+            on = SparseActMatMul(ex, ex.deploy.rounding)
         out[la.name] = ActMatMul(la, SimpleNamespace(type=kind), ex.p, ex.deploy.rounding, on)
     return out
