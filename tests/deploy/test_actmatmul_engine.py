@@ -239,8 +239,9 @@ def test_emu_csim_sim_give_the_same_bits(tmp_path, fmt):
 
 
 def test_the_deploy_report_and_the_latency_model_count_the_engine_calls(tmp_path):
-    """``hlsnn deploy`` of a torch-exported attention classifier in bfp8: both MatMuls of two
-    activations ran on bfp_systolic (its 360 test images x 2 heads = 720 GEMMs each, packed up
+    """``hlsnn deploy`` of a torch-exported attention classifier in bfp8 (fixed8 and two-hot
+    below): both MatMuls of two
+    activations ran on bfp_systolic (100 test images x 2 heads = 200 GEMMs each, packed up
     to the stores' limit), and the end-to-end model (batch 1) adds their kernel starts (one per
     MatMul: the two heads' GEMMs in one call) to the engine layers' one each."""
     from hlsnn.deploy.evaluate import deploy, format_result
@@ -248,8 +249,10 @@ def test_the_deploy_report_and_the_latency_model_count_the_engine_calls(tmp_path
     model = ROOT / "tests" / "data" / "torch" / "beyond" / "mha_clf_ts17.onnx"
     cfg = tmp_path / "mha.yaml"
     cfg.write_text(f"name: mha\nmodel: {model}\ndata: digits\nlayout: ntf\n"
-                   "formats:\n  bfp8: {type: bfp, accel: bfp8_zcu104}\nassignments:\n  bfp8: {default: bfp8}\n")
-    res = deploy(cfg, "emu")
+                   "formats:\n  bfp8: {type: bfp, accel: bfp8_zcu104}\n  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n"
+                   "  twohot: {type: twohot, accel: shift8_pynq-z2}\n"
+                   "assignments:\n  bfp8: {default: bfp8}\n  fixed8: {default: fixed8}\n  twohot: {default: twohot}\n")
+    res = deploy(cfg, "emu", test_samples=100)
     e = res["assignments"]["bfp8"]
     n_test = res["test_images"]
     g = actmm_engine.packs(hlsnn.load_config("bfp8_zcu104").params, 8, 8, 8)
@@ -261,4 +264,11 @@ def test_the_deploy_report_and_the_latency_model_count_the_engine_calls(tmp_path
     engine_layers = len(load_onnx(model).engine_layers())
     assert e["end_to_end"]["kernel_starts"] == engine_layers + 2
     assert "MatMul of two activations on the engine" in format_result(res)
-    assert e["accuracy"] >= res["float_accuracy"] - 0.01
+    # fixed8 on sparse_cluster (packs of 8 GEMMs of K = 8: 64 channels); two-hot on the host
+    fx, th = res["assignments"]["fixed8"], res["assignments"]["twohot"]
+    calls = sum(-(-2 * min(Deployment.chunk, n_test - i) // 8) for i in range(0, n_test, Deployment.chunk))
+    assert [(v["on"], v["gemms"], v["kernel_calls"]) for v in fx["act_matmul"].values()] == [
+        ("sparse_cluster", 2 * n_test, calls)] * 2
+    assert fx["end_to_end"]["kernel_starts"] == engine_layers + 2
+    assert [v["on"] for v in th["act_matmul"].values()] == ["host"] * 2
+    assert th["end_to_end"]["kernel_starts"] == engine_layers

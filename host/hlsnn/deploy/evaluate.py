@@ -127,8 +127,9 @@ def host_layers(net, host_bits=None) -> list:
             how = "exact on fixed-point values (moves or selects them)"
         elif layer.op == "MatMulAct":
             how = ("integers: both operands quantized at run time in the nearest engine layer's format: bfp on "
-                   "its bfp_systolic engine (BFP rows and columns, the engine's BFP output), fixed point on the "
-                   "host (per-sample radix points, the product exact)")
+                   "its bfp_systolic engine (BFP rows and columns, the engine's BFP output); fixed point at "
+                   "per-sample radix points, the product exact, on sparse_cluster in fixed8 and on the host in "
+                   "two-hot (shift_mac cannot multiply two activations)")
         elif host_bits is not None:
             how = (f"{host_bits}-bit fixed point in and out (radix points by DETERMINE when calibrating), "
                    + ("onnx's reference implementation (--host-fallback)" if layer.op == "fallback"
