@@ -37,9 +37,9 @@ def packs(p, k, s) -> int:
 class SparseActMatMul:
     """The product of a ``MatMulAct`` layer (:class:`hlsnn.deploy.samplewise.ActMatMul`'s
     ``engine``) on the ``sparse_cluster`` kernel of executor ``ex`` (module docstring). Since it
-    was made or :meth:`reset`: :attr:`gemms`, :attr:`calls` (the kernel's ``last_calls`` of each
-    convolution) and :attr:`maps` (each convolution's int8 map and weights, for
-    :meth:`kernel_cycles`)."""
+    was made or :meth:`reset`: :attr:`gemms` and :attr:`calls` (the kernel's ``last_calls`` of
+    each convolution); :attr:`maps`: the int8 map and weights of each convolution of the last
+    product (for :meth:`kernel_cycles`: the zero-skipping engine's cycles depend on the data)."""
 
     name = "sparse_cluster"
     BITS = 8
@@ -67,6 +67,7 @@ class SparseActMatMul:
         w = np.swapaxes(np.broadcast_to(ib, lead + (k, s)).reshape(-1, k, s), 1, 2)     # (G, S, K): Bᵀ
         n_g = a.shape[0]
         sums = np.empty((n_g, t, s), np.int64)
+        self.maps = []
         g = packs(self.p, k, s)
         kern = self.kern
         for i0 in range(0, n_g, g):
@@ -86,8 +87,9 @@ class SparseActMatMul:
         return np.ldexp(sums.reshape(lead + (t, s)).astype(np.float64), scale.astype(np.int32))
 
     def kernel_cycles(self, cfg):
-        """The modelled :class:`~hlsnn.perf.model.KernelCycles` of the convolutions counted
-        (:attr:`maps`), run again on a counting target (as :mod:`hlsnn.measure.layers` does)."""
+        """The modelled :class:`~hlsnn.perf.model.KernelCycles` of the last product's
+        convolutions (:attr:`maps`), run again on a counting target (as
+        :mod:`hlsnn.measure.layers` does)."""
         from ..engines import ENGINES
         from ..measure.counting import CountingTarget
         from ..measure.layers import _merge
