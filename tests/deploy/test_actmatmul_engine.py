@@ -272,3 +272,36 @@ def test_the_deploy_report_and_the_latency_model_count_the_engine_calls(tmp_path
     assert fx["end_to_end"]["kernel_starts"] == engine_layers + 2
     assert [v["on"] for v in th["act_matmul"].values()] == ["host"] * 2
     assert th["end_to_end"]["kernel_starts"] == engine_layers
+
+
+@pytest.mark.parametrize("fmt", ["bfp8", "fixed8"])
+def test_a_compiled_attention_model_runs_its_matmuls_on_the_engine_as_deployed(tmp_path, fmt):
+    """``hlsnn compile`` then ``hlsnn.load``: the loaded model places its MatMuls of two
+    activations on the same engine (its self-check at load compares every layer with the
+    compile-time emulator) and gives the deployment's bits."""
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import Deployment
+    from hlsnn.network.build import compile_model
+    model = ROOT / "tests" / "data" / "torch" / "beyond" / "encoder_clf_dynamo.onnx"
+    cfg_path = tmp_path / "enc.yaml"
+    cfg_path.write_text(f"name: enc\nmodel: {model}\ndata: digits\nlayout: ntf\n"
+                        "formats:\n  bfp8: {type: bfp, accel: bfp8_zcu104}\n  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n"
+                        "assignments:\n  bfp8: {default: bfp8}\n  fixed8: {default: fixed8}\n")
+    cfg = load_deploy_config(cfg_path)
+    ds = datasets.load("digits", layout="ntf")
+    accs = open_accelerators(cfg, "emu", [fmt])
+    try:
+        dep = Deployment(load_onnx(cfg.model), cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+        dep.calibrate(ds.x_train[:128])
+        want = dep.run(ds.x_test[:16])
+    finally:
+        for a in accs.values():
+            a.close()
+    compile_model(cfg_path, fmt, tmp_path / "enc.hlsnn")
+    with hlsnn.load(tmp_path / "enc.hlsnn", "emu") as got:
+        engines = {q.engine.name for q in got._dep.actmm.values()}
+        np.testing.assert_array_equal(got(ds.x_test[:16]), want)
+    assert engines == {"bfp_systolic" if fmt == "bfp8" else "sparse_cluster"}
