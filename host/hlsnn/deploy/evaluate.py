@@ -125,8 +125,10 @@ def host_layers(net, host_bits=None) -> list:
         elif layer.op in EXACT:
             how = "exact on fixed-point values (moves or selects them)"
         elif layer.op == "MatMulAct":
-            how = ("integers: both operands quantized at run time in the nearest engine layer's format "
-                   "(BFP rows and columns, or per-sample fixed point), the product exact")
+            how = ("integers: both operands quantized at run time in the nearest engine layer's format: bfp on "
+                   "its bfp_systolic engine (BFP rows and columns, the engine's BFP output); fixed point at "
+                   "per-sample radix points, the product exact, on sparse_cluster in fixed8 and on the host in "
+                   "two-hot (shift_mac cannot multiply two activations)")
         elif layer.op in ("HardSwish", "HardSigmoid", "Sigmoid") and host_bits is None:
             how = ("integers on a fixed-point input: a table of its 2**b codes, output b bits at the radix "
                    "where the table fits (hlsnn.engines.network.gate rule 9); float64 on a float input")
@@ -321,6 +323,10 @@ def format_result(res) -> str:
             lines.append(f"  {'':<14} ran on the network kernel: {e['run']['batch']} images in one kernel start")
         if e.get("note"):
             lines.append(f"  {'':<14} note: {e['note']}")
+        on_engine = {k: v for k, v in (e.get("act_matmul") or {}).items() if v["on"] != "host"}
+        if on_engine:
+            lines.append(f"  {'':<14} MatMul of two activations on the engine: " + "; ".join(
+                f"{k} {v['gemms']} GEMMs in {v['kernel_calls']} {v['on']} call(s)" for k, v in on_engine.items()))
         lines += format_imported(e)
     boards = sorted({(e["end_to_end"]["board"]) for e in res["assignments"].values() if e.get("end_to_end")})
     lines.append(f"  e2e us: modelled end to end per image, host included (batch 1, `hlsnn perf NAME.hlsnn` of the "

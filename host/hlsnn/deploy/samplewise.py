@@ -21,13 +21,15 @@ Host ops here (:func:`rule` at import, :func:`run` in the float path):
   in float64 like the other computing host ops; the next engine layer requantizes the result.
 * ``MatMulAct``: a ``MatMul`` of two computed tensors (q by k transposed, the scores by v). In
   a deployment both operands are quantized at run time in the format of the nearest engine
-  layer before it and multiplied in integers (:class:`ActMatMul`): bfp, the engine's BFP
-  (``mantissa_bits``, ``exponent_bits``, ``rounding``) with one shared exponent per row of the
-  left operand and per column of the right one, the blocks along the reduction as the bfp
-  engine's GEMM has them; the fixed-point formats, ``act_bits`` signed integers at a radix
-  point chosen per sample and operand from the values (``host_radix``). The integer sums are
-  exact in int64 and their scale a power of two, so the product is exact for the quantized
-  operands. ``Softmax`` runs in float64; the scores-by-values ``MatMulAct`` that reads it
+  layer before it. bfp: on that layer's ``bfp_systolic`` engine, the left operand as the
+  GEMM's activations (one exponent per row), the right one as its weights (one exponent per
+  column, or per matrix with ``weight_exponent: tensor``), the result the engine's BFP output
+  (:mod:`hlsnn.deploy.actmm_engine`). The fixed-point formats (:class:`ActMatMul`): ``act_bits`` signed integers at a radix point chosen per sample and
+  operand from the values (``host_radix``), the integer sums exact and their scale a power of
+  two, so the product is exact for the quantized operands; in fixed8 the sums are computed on
+  the ``sparse_cluster`` engine (:mod:`hlsnn.deploy.actmm_sparse`), in two-hot on the host
+  (``shift_mac`` multiplies an activation by a weight's shift code only: it cannot multiply two
+  activations). ``Softmax`` runs in float64; the scores-by-values ``MatMulAct`` that reads it
   quantizes it like any operand.
 
 An engine layer (a ``MatMul``/``Gemm`` by a constant) on a lifted tensor multiplies every row
@@ -215,19 +217,12 @@ def run(layer, inputs, matmul=None, host_run=None):
 
 class ActMatMul:
     """A ``MatMulAct`` layer in a deployment: both operands quantized at run time in the format
-    ``fmt`` of accelerator parameters ``p`` (module docstring), the product in integers."""
+    ``fmt`` of accelerator parameters ``p`` (module docstring), the product in integers on the
+    host, or on ``engine`` (bfp: :class:`hlsnn.deploy.actmm_engine.EngineActMatMul`)."""
 
-    def __init__(self, layer, fmt, p, rounding):
+    def __init__(self, layer, fmt, p, rounding, engine=None):
         self.layer, self.type, self.p, self.rounding = layer, fmt.type, p, rounding
-
-    def _bfp(self, xa, xb):
-        from ..formats import bfp as bfpfmt
-        m, e, rnd = self.p["mantissa_bits"], self.p["exponent_bits"], self.p["rounding"]
-        qa = bfpfmt.quantize(xa, m, axis=-1, exponent_bits=e, rounding=rnd)     # a row of the left: one block
-        qb = bfpfmt.quantize(xb, m, axis=-2, exponent_bits=e, rounding=rnd)     # a column of the right
-        s = np.matmul(qa.mantissas.astype(np.int64), qb.mantissas.astype(np.int64))
-        ea, eb = qa.exponents.astype(np.int64), qb.exponents.astype(np.int64)     # (..., T, 1), (..., 1, S)
-        return np.ldexp(s.astype(np.float64), (ea + eb).astype(np.int32))
+        self.engine = engine          # computes the product on an engine (bfp: actmm_engine), or None
 
     def _fixed(self, xa, xb):
         from .quant import host_radix, to_fixed
@@ -241,9 +236,7 @@ class ActMatMul:
         return np.stack(out)
 
     def matmul(self, xa, xb):
-        if self.type == "bfp":
-            return self._bfp(xa, xb)
-        return self._fixed(xa, xb)
+        return self._fixed(xa, xb) if self.engine is None else self.engine.matmul(xa, xb)
 
     def run(self, inputs):
         return run(self.layer, inputs, matmul=self.matmul)
@@ -251,7 +244,10 @@ class ActMatMul:
 
 def quantizers(net, assignment, formats, execs):
     """The :class:`ActMatMul` of each ``MatMulAct`` layer of ``net``, in the format of the nearest
-    engine layer before it (else after it)."""
+    engine layer before it (else after it): on that layer's engine in bfp
+    (:class:`~hlsnn.deploy.actmm_engine.EngineActMatMul`) and fixed8
+    (:class:`~hlsnn.deploy.actmm_sparse.SparseActMatMul`), on the host in two-hot (``shift_mac``
+    cannot multiply two activations)."""
     return quantizers_of(net.layers, execs, lambda name: formats[assignment.format_of(name)].type)
 
 
@@ -266,5 +262,13 @@ def quantizers_of(layers, execs, type_of):
             continue
         before = [j for j in engine if j < i]
         ex = execs[layers[before[-1] if before else engine[0]].name]
-        out[la.name] = ActMatMul(la, SimpleNamespace(type=type_of(ex.layer.name)), ex.p, ex.deploy.rounding)
+        kind = type_of(ex.layer.name)
+        on, engine_name = None, ex.acc.config.engine
+        if kind == "bfp" and engine_name == "bfp_systolic":
+            from .actmm_engine import EngineActMatMul
+            on = EngineActMatMul(ex)
+        elif kind in ("fixed", "sparse") and engine_name == "sparse_cluster":
+            from .actmm_sparse import SparseActMatMul
+            on = SparseActMatMul(ex, ex.deploy.rounding)
+        out[la.name] = ActMatMul(la, SimpleNamespace(type=kind), ex.p, ex.deploy.rounding, on)
     return out

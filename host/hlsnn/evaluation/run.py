@@ -112,6 +112,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                                        required=bool(network))
                 if cnet is None and not per_layer:
                     dep.run(x_test[:1])      # builds the compiled path (once per calibration) outside the timing
+                for q in getattr(dep, "actmm", {}).values():
+                    if getattr(q, "engine", None):            # count the timed run's engine calls
+                        q.engine.reset()
                 t0 = time.perf_counter()
                 if cnet is not None:
                     with cnet:
@@ -128,6 +131,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 })
                 if imported is not None:
                     entry["imported_quantization"] = imported
+                if getattr(dep, "actmm", None):             # attention's MatMuls: where they ran, how many calls
+                    from ..deploy.actmm_engine import report as actmm_report
+                    entry["act_matmul"] = actmm_report(dep.actmm)
                 entry["run"] = ({"path": "network kernel", "kernel_starts": 1, "batch": int(len(x_test))}
                                 if cnet is not None else {"path": "layer by layer"})
                 entry.update(modelled_latency(dep, cfg, asg))

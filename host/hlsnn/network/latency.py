@@ -289,7 +289,20 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             in_el, out_el = sum(_elems(s) for s in ins), _elems(shapes.get(j["output"]))
             row = {"name": j["name"], "kind": j["kind"] if j["kind"] != "host" else "host " + j["op"],
                    "kernel_starts": 0, "kernel_cycles": 0, "kernel_us": 0.0, "ddr_us": 0.0, "dma_bytes": 0}
-            if j["kind"] == "host":
+            q = getattr(getattr(net._dep, "actmm", {}).get(j["name"]), "engine", None) if j["kind"] == "host" else None
+            if q is not None:                        # a MatMul of two activations on the engine (actmm_engine)
+                cfg = q.kern.cfg
+                cfgs[cfg.sha] = cfg
+                kc = q.kernel_cycles(cfg)
+                beat = cfg.params["stream_bits"] // 8
+                streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
+                dma = int(max(kc.beats_in + kc.beats_out, streams) * beat)
+                hb = host_bytes("host", in_el, out_el, dma_bytes=dma)
+                k_us, d_us = kc.cycles / cfg.clock_mhz, dma / (b["hp_bits"] / 8 * cfg.clock_mhz)
+                row.update(kind="engine MatMulAct", kernel_starts=int(kc.calls), kernel_cycles=int(kc.cycles),
+                           kernel_us=k_us, ddr_us=d_us, dma_bytes=dma, fabric_us=max(k_us, d_us), host_bytes=hb,
+                           host_us=kc.calls * cpu["call_us"] + hb * cpu["byte_us"], bound=kc.bound)
+            elif j["kind"] == "host":
                 hb = host_bytes("host", in_el, out_el)
                 row.update(host_bytes=hb, host_us=cpu["op_us"] + hb * cpu["byte_us"], fabric_us=0.0)
             else:
