@@ -202,3 +202,26 @@ def test_gate_loop_products_are_declared_and_modelled(se, fmt, tmp_path):
     render(plain, tmp_path / "plain")
     text = (tmp_path / "plain" / "network.cpp").read_text()
     assert "GatePixels" not in text and "LutPixels" not in text and "kLut" not in text
+
+
+@pytest.mark.csim
+@pytest.mark.slow      # test_se_cnn_runs_in_one_start_of_the_network_kernel covers the loops on the plain sparse kernel
+def test_se_cnn_on_the_board_sized_sparse_kernel(tmp_path):
+    """The board-sized sparse_cluster kernel (net_shape: board, every bank copy written):
+    one start, the layer path's bits."""
+    from hlsnn.network.build import compile_model
+    from test_torch_beyond import DATA
+    name = "se_cnn_dynamo"
+    cfg = tmp_path / "sized.yaml"
+    cfg.write_text(f"name: {name}\nmodel: {DATA / (name + '.onnx')}\ndata: digits\nlayout: auto\nformats:\n"
+                   "  sized: {type: fixed, accel: sparse8net_pynq-z2}\nassignments:\n  sized: {default: sized}\n")
+    out = tmp_path / "sized.hlsnn"
+    compile_model(cfg, "sized", out)
+    x = _data(name).x_test[:8]
+    board = hlsnn.load(out, "csim", network=True)
+    assert board._kernel.tables.get("sized") is not None
+    np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
+    k = board._kernel
+    if k.strict:
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
