@@ -225,3 +225,21 @@ def test_se_cnn_on_the_board_sized_sparse_kernel(tmp_path):
     k = board._kernel
     if k.strict:
         assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+
+
+@pytest.mark.parametrize("name", ["hardswish_ts17", "hardswish_dynamo"])
+def test_torch_hardswish_and_hardsigmoid_pattern_runs_as_one_program(tmp_path, name):
+    """tests/data/torch/patterns' conv, HardSwish, conv, HardSigmoid, conv, Sigmoid: the first
+    two activations as tables between the convs, the final Sigmoid (after the logits) on the host
+    in float64, the layer path's bits, in two-hot and fixed8."""
+    from hlsnn.network.build import compile_model
+    model = ROOT / "tests" / "data" / "torch" / "patterns" / f"{name}.onnx"
+    cfg = _config(tmp_path, name, model=model)
+    x = _data("se_cnn_ts17").x_test[:16]
+    for fmt in ("twohot", "fixed8"):
+        out = tmp_path / f"{fmt}.hlsnn"
+        compile_model(cfg, fmt, out)
+        net = hlsnn.load(out, "emu", network=True)
+        assert [op.f["fn"] for op in net.network.ops if op.kind == "lut"] == ["HardSwish", "HardSigmoid"]
+        assert [j["op"] for j in net.network.host_after] == ["Sigmoid"]
+        np.testing.assert_array_equal(net(x), hlsnn.load(out, "emu", network=False)(x))
