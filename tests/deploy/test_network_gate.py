@@ -243,3 +243,36 @@ def test_torch_hardswish_and_hardsigmoid_pattern_runs_as_one_program(tmp_path, n
         assert [op.f["fn"] for op in net.network.ops if op.kind == "lut"] == ["HardSwish", "HardSigmoid"]
         assert [j["op"] for j in net.network.host_after] == ["Sigmoid"]
         np.testing.assert_array_equal(net(x), hlsnn.load(out, "emu", network=False)(x))
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_the_compiled_emu_path_runs_tables_and_the_gate(se, fmt):
+    """netfast (the emu network mode compiled; tables and gates in numpy on its NHWC maps) gives
+    run_ints' integers, and a calibrated Deployment on emu takes it with the layer path's bits."""
+    from hlsnn.network import fast as netfast
+    x = _data("se_cnn_ts17").x_test[:40]
+    net = hlsnn.load(se["se_cnn_ts17", fmt], "emu", network=True)
+    fn = netfast.build(net.network)
+    if fn is None:
+        pytest.skip("the native helpers are off (HLSNN_NATIVE=0 or no C compiler)")
+    xq = netmode.quantize_input(net.network, x)
+    np.testing.assert_array_equal(fn.run(xq)[0], netmode.run_ints(net.network, xq))
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import Deployment
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = load_deploy_config(_config(Path(tmp), "se_cnn_ts17"))
+        accs = open_accelerators(cfg, "emu")
+        try:
+            dep = Deployment(load_onnx(cfg.model), cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+            dep.calibrate(_data("se_cnn_ts17").x_train[:64])
+            assert dep.fast_network() is not None
+            fast = dep.run(x)
+            dep.fast = False
+            np.testing.assert_array_equal(fast, dep.run(x))
+        finally:
+            for a in accs.values():
+                a.close()
