@@ -241,13 +241,13 @@ class Deployment:
             self._fastnet = None             # a new calibration: a new program
         env = {self.net.input: Act(x, None)}
         last = self.net.layers.index(self.net.engine_layers()[-1]) if self.net.engine_layers() else -1
-        for i, layer in enumerate(self.net.layers):
+        for k, layer in enumerate(self.net.layers):
             ins = [env[i] for i in layer.inputs]
             if layer.name in getattr(self, "actmm", ()):
                 env[layer.output] = Act(self.actmm[layer.name].run([a.values for a in ins]), None)
             elif layer.name in self.host:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
-            elif layer.kind == "host" and i < last and netgate.applies(layer.op, ins[0].fmt):   # a table on integers
+            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt):   # a table on integers
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding))
             elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])
