@@ -202,3 +202,77 @@ def test_gate_loop_products_are_declared_and_modelled(se, fmt, tmp_path):
     render(plain, tmp_path / "plain")
     text = (tmp_path / "plain" / "network.cpp").read_text()
     assert "GatePixels" not in text and "LutPixels" not in text and "kLut" not in text
+
+
+@pytest.mark.csim
+@pytest.mark.slow      # test_se_cnn_runs_in_one_start_of_the_network_kernel covers the loops on the plain sparse kernel
+def test_se_cnn_on_the_board_sized_sparse_kernel(tmp_path):
+    """The board-sized sparse_cluster kernel (net_shape: board, every bank copy written):
+    one start, the layer path's bits."""
+    from hlsnn.network.build import compile_model
+    from test_torch_beyond import DATA
+    name = "se_cnn_dynamo"
+    cfg = tmp_path / "sized.yaml"
+    cfg.write_text(f"name: {name}\nmodel: {DATA / (name + '.onnx')}\ndata: digits\nlayout: auto\nformats:\n"
+                   "  sized: {type: fixed, accel: sparse8net_pynq-z2}\nassignments:\n  sized: {default: sized}\n")
+    out = tmp_path / "sized.hlsnn"
+    compile_model(cfg, "sized", out)
+    x = _data(name).x_test[:8]
+    board = hlsnn.load(out, "csim", network=True)
+    assert board._kernel.tables.get("sized") is not None
+    np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
+    k = board._kernel
+    if k.strict:
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+
+
+@pytest.mark.parametrize("name", ["hardswish_ts17", "hardswish_dynamo"])
+def test_torch_hardswish_and_hardsigmoid_pattern_runs_as_one_program(tmp_path, name):
+    """tests/data/torch/patterns' conv, HardSwish, conv, HardSigmoid, conv, Sigmoid: the first
+    two activations as tables between the convs, the final Sigmoid (after the logits) on the host
+    in float64, the layer path's bits, in two-hot and fixed8."""
+    from hlsnn.network.build import compile_model
+    model = ROOT / "tests" / "data" / "torch" / "patterns" / f"{name}.onnx"
+    cfg = _config(tmp_path, name, model=model)
+    x = _data("se_cnn_ts17").x_test[:16]
+    for fmt in ("twohot", "fixed8"):
+        out = tmp_path / f"{fmt}.hlsnn"
+        compile_model(cfg, fmt, out)
+        net = hlsnn.load(out, "emu", network=True)
+        assert [op.f["fn"] for op in net.network.ops if op.kind == "lut"] == ["HardSwish", "HardSigmoid"]
+        assert [j["op"] for j in net.network.host_after] == ["Sigmoid"]
+        np.testing.assert_array_equal(net(x), hlsnn.load(out, "emu", network=False)(x))
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_the_compiled_emu_path_runs_tables_and_the_gate(se, fmt):
+    """netfast (the emu network mode compiled; tables and gates in numpy on its NHWC maps) gives
+    run_ints' integers, and a calibrated Deployment on emu takes it with the layer path's bits."""
+    from hlsnn.network import fast as netfast
+    x = _data("se_cnn_ts17").x_test[:40]
+    net = hlsnn.load(se["se_cnn_ts17", fmt], "emu", network=True)
+    fn = netfast.build(net.network)
+    if fn is None:
+        pytest.skip("the native helpers are off (HLSNN_NATIVE=0 or no C compiler)")
+    xq = netmode.quantize_input(net.network, x)
+    np.testing.assert_array_equal(fn.run(xq)[0], netmode.run_ints(net.network, xq))
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import Deployment
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = load_deploy_config(_config(Path(tmp), "se_cnn_ts17"))
+        accs = open_accelerators(cfg, "emu")
+        try:
+            dep = Deployment(load_onnx(cfg.model), cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+            dep.calibrate(_data("se_cnn_ts17").x_train[:64])
+            assert dep.fast_network() is not None
+            fast = dep.run(x)
+            dep.fast = False
+            np.testing.assert_array_equal(fast, dep.run(x))
+        finally:
+            for a in accs.values():
+                a.close()

@@ -10,7 +10,9 @@ on int32 maps in NHWC order, bit for bit.
   runs an op that fails it with :func:`~hlsnn.deploy.program.conv_ints` (int64) instead.
   A dense layer is the conv netmode makes of it, its weight columns permuted from the NCHW
   flattening to the map's NHWC order.
-* **maxpool**, **add** (rules 3, 4): ``hlsnn_net_maxpool``, ``hlsnn_net_add``.
+* **maxpool**, **add** (rules 3, 4): ``hlsnn_net_maxpool``, ``hlsnn_net_add``; **lut**, **gate**
+  (:mod:`hlsnn.engines.network.gate`'s rules 9, 10) in numpy on the NHWC maps (a table lookup,
+  a product requantized by :func:`~hlsnn.primitives.shift_round_sat`).
 * Where the inputs fit int16 and the weights too (:class:`_Conv`), a conv multiplies two
   input channels per instruction (``hlsnn_net_conv16``: AVX-512 VNNI ``vpdpwssd``, else
   ``vpmaddwd``): 1.6-1.9x the int32 loop's speed on a ResNet-8 layer (two-hot and PoT weights
@@ -220,12 +222,16 @@ class FastNet:
                 self.maps[op.out] = (f["oh"], f["ow"], f["z"])
             elif op.kind == "maxpool":
                 self.maps[op.out] = (f["oh"], f["ow"], f["c"])
+            elif op.kind in ("lut", "gate"):      # hlsnn.engines.network.gate: the map's shape
+                self.maps[op.out] = self.maps[self._src(op.ins[0])]
             else:
                 self.maps[op.out] = (1, 1, f["c"]) if f["gap"] else self.maps[self._src(op.ins[0])]
         for op in net.ops:                       # every op reads a map of the shape it expects
             hwc = self.maps[self._src(op.ins[0])]
             f = op.f
-            if op.kind == "add":
+            if op.kind == "gate" and self.maps[self._src(op.ins[1])] != (1, 1, f["c"]):
+                raise ValueError(f"op {op.name} gates by a map of shape {self.maps[self._src(op.ins[1])]}")
+            if op.kind in ("add", "lut", "gate"):
                 ok = hwc[2] == f["c"] and hwc[0] * hwc[1] == f["hw"]
             else:
                 ok = hwc == (f["h"], f["w"], f["c"])
@@ -291,6 +297,15 @@ class FastNet:
                 cv = self.convs[op.name]
                 y, s = self._conv(cv, src, nz[op.name], ws)
                 sat[op.name] += s
+            elif op.kind in ("lut", "gate"):     # rules 9, 10 in numpy on the NHWC maps (the same integers)
+                from ..engines.network import gate as netgate
+                if op.kind == "lut":
+                    a = np.asarray(op.f["table"], np.int32)[src[0] - f["lo"]]
+                else:
+                    g = env[self._src(op.ins[1])][0].reshape(b, 1, 1, f["c"])
+                    a = netgate.gate_ints(src[0], g, f, net.input["bits"]).astype(np.int32)
+                a = np.ascontiguousarray(a)
+                y = (a, _ptr(a))
             elif op.kind == "maxpool":
                 y = self._buf(ws, op.name, (b, f["oh"], f["ow"], f["c"]))
                 so.hlsnn_net_maxpool(src[1], f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"],
@@ -344,7 +359,7 @@ def build(net, *, isa=3):
     VNNI; the best the CPU has up to that): the tests run each, and each gives the same bits."""
     if net.engine not in RULES or not all(r in ROUNDING_CODES for r in MODES):
         return None
-    if any(op.kind in ("upsample", "zerostuff", "concat", "transpose", "lut", "gate") for op in net.ops):
+    if any(op.kind in ("upsample", "zerostuff", "concat", "transpose") for op in net.ops):
         return None                       # the numpy path runs the data moves (hlsnn.network.netmove)
     so = lib()
     if so is None:

@@ -240,13 +240,14 @@ class Deployment:
         if calibrate:
             self._fastnet = None             # a new calibration: a new program
         env = {self.net.input: Act(x, None)}
-        for layer in self.net.layers:
+        last = self.net.layers.index(self.net.engine_layers()[-1]) if self.net.engine_layers() else -1
+        for k, layer in enumerate(self.net.layers):
             ins = [env[i] for i in layer.inputs]
             if layer.name in getattr(self, "actmm", ()):
                 env[layer.output] = Act(self.actmm[layer.name].run([a.values for a in ins]), None)
             elif layer.name in self.host:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
-            elif layer.kind == "host" and netgate.applies(layer.op, ins[0].fmt):   # a table on integers
+            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt):   # a table on integers
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding))
             elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])

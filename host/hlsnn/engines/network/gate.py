@@ -28,7 +28,8 @@ integers at radix ``F``, value ``q * 2**-F``):
     engine layer converts it at ``F_x`` with :func:`hlsnn.deploy.quant.to_fixed`: the same bits.
 
 A table's input must be one fixed-point tensor (an engine layer's output, or a move of one);
-a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64 as before.
+a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64 as before,
+and so does one after the last engine layer (the network's output stays float64: rule 5).
 """
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ def table(op, attrs, fmt, rounding):
 
 
 def applies(op, fmt):
-    """The layer path runs rule 9 for host ``op`` on an input of format ``fmt``."""
+    """The layer path runs rule 9 for host ``op`` on an input of format ``fmt`` (when an engine
+    layer follows it: :meth:`hlsnn.deploy.runner.Deployment.run`)."""
     return op in UNARY and fmt is not None and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
 
 
