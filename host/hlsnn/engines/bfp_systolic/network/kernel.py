@@ -33,7 +33,7 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from .perf import MAC_DEPTH
-from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
+from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, row_ops, taps as netbfp_taps
 from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
@@ -209,12 +209,6 @@ def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
              sa=ohw * (-(-steps // 2)), shift=int(ch["be"]), blocks_per_group=nb, group_words=toff,
              relu=int(f["relu"]))
     return tz_slots, sum_bits, max_pix, max_blocks
-
-
-def row_ops(net):
-    """``[(op, pack)]``: the op of each descriptor row (a conv of ``packs`` packs of groups has a
-    row per pack, every other op one)."""
-    return [(op, j) for op in net.ops for j in range(op.f.get("packs", 1) if op.kind == "conv" else 1)]
 
 
 def render(net, out_dir):

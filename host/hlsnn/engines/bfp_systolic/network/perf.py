@@ -71,7 +71,7 @@ def op_cycles(net, tables, ii=None):
     rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables["in_elems"] * g("NetLoad", 1))]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH}     # 3: netmove's Move loop
-    from .kernel import row_ops
+    from .lower import row_ops
     for (op, j), r in zip(row_ops(net), tables["rows"]):
         k = _f(r, "op")
         c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
