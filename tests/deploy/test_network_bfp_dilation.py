@@ -140,3 +140,29 @@ def test_every_loop_of_the_kernel_stays_at_ii_1(small):
     rows = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))
     assert {"ConvExp", "ConvMac"} <= {r["loop"] for r in rows}
     assert all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
+
+
+@pytest.mark.slow      # two tiny models compiled; the packs' lowering is covered by the small model above
+@pytest.mark.parametrize("name,packs", [("dscnn_ts17", [2, 2, 2]), ("mobilenet_relu_ts17", [1, 2, 4, 4])])
+def test_depthwise_models_run_in_the_bfp_network_mode_with_the_layer_paths_bits(tmp_path, name, packs):
+    """The tiny DS-CNN and MobileNet (depthwise 3x3 convs) in bfp8 on bfp8_pynq-z2, whose layer
+    path runs each depthwise conv as GEMMs of packs of 8 groups: one network program (before:
+    refused, one engine start per layer), the layer path's bits."""
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+    from conftest import ROOT
+    tiny = ROOT / "tests" / "data" / "torch" / "tiny"
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text((tiny / f"{name}.yaml").read_text().replace("bfp8_zcu104", "bfp8_pynq-z2")
+                   .replace(f"model: {name}.onnx", f"model: {tiny / (name + '.onnx')}"))
+    out = tmp_path / f"{name}.hlsnn"
+    compile_model(cfg, "bfp8", out, calibration_samples=16, check_samples=0)
+    x = datasets.load("digits32", layout="nchw").x_test[:16]
+    layers = hlsnn.load(out, "emu", network=False)
+    want = layers(x)
+    net = hlsnn.load(out, "emu", network=True)
+    assert [op.f["packs"] for op in net.network.ops if op.kind == "conv" and op.f["packs"] > 1] == \
+        [p for p in packs if p > 1]
+    before = _kernel_calls(net)
+    np.testing.assert_array_equal(net(x), want)
+    assert _kernel_calls(net) == before
