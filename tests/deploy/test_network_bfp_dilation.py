@@ -1,8 +1,9 @@
 """Dilation and groups in the BFP network mode (issue 52): a dilated conv's patch is its taps
 alone (dh, dw apart, nothing between them: the layer path's im2col), so its shared exponent is
-the layer path's; a grouped conv the layer path runs as one GEMM over all its input channels
-(block-diagonal weights) is that dense conv. The network mode (emu) and the bfp network kernel
-(C-simulation, the simulated board) give the layer path's bits in one start.
+the layer path's; a grouped conv runs as the layer path's GEMMs, one per pack of groups, each
+with its own patch exponents (one pack: a dense conv with block-diagonal weights). The network
+mode (emu) and the bfp network kernel (C-simulation, the simulated board) give the layer path's
+bits in one start.
 
 References: the layer-by-layer compiled network on the emulator (BfpExec: im2col with the
 dilation, per pack of groups), and the pixels under a dilated window's holes, which a
