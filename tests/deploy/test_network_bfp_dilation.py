@@ -167,3 +167,24 @@ def test_depthwise_models_run_in_the_bfp_network_mode_with_the_layer_paths_bits(
     before = _kernel_calls(net)
     np.testing.assert_array_equal(net(x), want)
     assert _kernel_calls(net) == before
+
+
+def test_each_pack_of_groups_has_its_own_patch_exponents():
+    """Two packs of one channel each, 1x1 taps: pack 0 reads 3 (x 2**-10), pack 1 reads 100. One
+    patch over both (a single GEMM) would take 100's exponent and round the 3 away; each pack's
+    own patch keeps it, and the rule-3 data is per pack (pack 0 of image 1 all zero)."""
+    one = dict(rows=(0, 1), wm=np.array([[[[1]]]]), we=np.array([0]), bm=np.array([0]), be=0)
+    f = dict(c=2, h=1, w=1, z=2, oh=1, ow=1, kh=1, kw=1, sh=1, sw=1, dh=1, dw=1, pads=(0, 0, 0, 0), relu=False,
+             packs=2, chunks=[one, dict(one, rows=(1, 2))])
+    p = dict(mantissa_bits=8, exponent_bits=8, rounding="nearest_even", acc_bits=32, output_exponent="max")
+    m = np.array([[[[3]], [[100]]], [[[0]], [[100]]]])
+    e = np.array([[[[-10]], [[0]]], [[[0]], [[0]]]])
+    seen = [[], []]
+    ym, ye = netbfp.conv_pairs((m, e), f, p, seen)
+    assert ym[0, 0, 0, 0] * 2.0 ** ye[0, 0, 0, 0] == 3 * 2.0 ** -10            # its own exponent: 1 - 10 - 6
+    assert ym[0, 1, 0, 0] * 2.0 ** ye[0, 1, 0, 0] == 100.0
+    assert seen == [[(1 - 10 - 6, False), (None, True)], [(6 - 6, False), (6 - 6, False)]]
+    assert netbfp.pack(f, 1)["chunks"][0]["rows"] == (0, 1) and netbfp.pack(f, 1)["c"] == 1
+    # one patch over both channels: the 3 rounds away at 100's exponent
+    whole = dict(f, packs=1, z=1, chunks=[dict(one, wm=np.array([[[[1]], [[0]]]]))])
+    assert netbfp.conv_pairs((m[:1], e[:1]), whole, p)[0][0, 0, 0, 0] == 0
