@@ -1,8 +1,9 @@
 """Dilation and groups in the BFP network mode (issue 52): a dilated conv's patch is its taps
 alone (dh, dw apart, nothing between them: the layer path's im2col), so its shared exponent is
-the layer path's; a grouped conv the layer path runs as one GEMM over all its input channels
-(block-diagonal weights) is that dense conv. The network mode (emu) and the bfp network kernel
-(C-simulation, the simulated board) give the layer path's bits in one start.
+the layer path's; a grouped conv runs as the layer path's GEMMs, one per pack of groups, each
+with its own patch exponents (one pack: a dense conv with block-diagonal weights). The network
+mode (emu) and the bfp network kernel (C-simulation, the simulated board) give the layer path's
+bits in one start.
 
 References: the layer-by-layer compiled network on the emulator (BfpExec: im2col with the
 dilation, per pack of groups), and the pixels under a dilated window's holes, which a
@@ -140,3 +141,50 @@ def test_every_loop_of_the_kernel_stays_at_ii_1(small):
     rows = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))
     assert {"ConvExp", "ConvMac"} <= {r["loop"] for r in rows}
     assert all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
+
+
+@pytest.mark.slow      # two tiny models compiled; the packs' lowering is covered by the small model above
+@pytest.mark.parametrize("name,packs", [("dscnn_ts17", [2, 2, 2]), ("mobilenet_relu_ts17", [1, 2, 4, 4])])
+def test_depthwise_models_run_in_the_bfp_network_mode_with_the_layer_paths_bits(tmp_path, name, packs):
+    """The tiny DS-CNN and MobileNet (depthwise 3x3 convs) in bfp8 on bfp8_pynq-z2, whose layer
+    path runs each depthwise conv as GEMMs of packs of 8 groups: one network program (before:
+    refused, one engine start per layer), the layer path's bits."""
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+    from conftest import ROOT
+    tiny = ROOT / "tests" / "data" / "torch" / "tiny"
+    cfg = tmp_path / f"{name}.yaml"
+    cfg.write_text((tiny / f"{name}.yaml").read_text().replace("bfp8_zcu104", "bfp8_pynq-z2")
+                   .replace(f"model: {name}.onnx", f"model: {tiny / (name + '.onnx')}"))
+    out = tmp_path / f"{name}.hlsnn"
+    compile_model(cfg, "bfp8", out, calibration_samples=16, check_samples=0)
+    x = datasets.load("digits32", layout="nchw").x_test[:16]
+    layers = hlsnn.load(out, "emu", network=False)
+    want = layers(x)
+    net = hlsnn.load(out, "emu", network=True)
+    assert [op.f["packs"] for op in net.network.ops if op.kind == "conv" and op.f["packs"] > 1] == \
+        [p for p in packs if p > 1]
+    before = _kernel_calls(net)
+    np.testing.assert_array_equal(net(x), want)
+    assert _kernel_calls(net) == before
+
+
+def test_each_pack_of_groups_has_its_own_patch_exponents():
+    """Two packs of one channel each, 1x1 taps: pack 0 reads 3 (x 2**-10), pack 1 reads 100. One
+    patch over both (a single GEMM) would take 100's exponent and round the 3 away; each pack's
+    own patch keeps it, and the rule-3 data is per pack (pack 0 of image 1 all zero)."""
+    one = dict(rows=(0, 1), wm=np.array([[[[1]]]]), we=np.array([0]), bm=np.array([0]), be=0)
+    f = dict(c=2, h=1, w=1, z=2, oh=1, ow=1, kh=1, kw=1, sh=1, sw=1, dh=1, dw=1, pads=(0, 0, 0, 0), relu=False,
+             packs=2, chunks=[one, dict(one, rows=(1, 2))])
+    p = dict(mantissa_bits=8, exponent_bits=8, rounding="nearest_even", acc_bits=32, output_exponent="max")
+    m = np.array([[[[3]], [[100]]], [[[0]], [[100]]]])
+    e = np.array([[[[-10]], [[0]]], [[[0]], [[0]]]])
+    seen = [[], []]
+    ym, ye = netbfp.conv_pairs((m, e), f, p, seen)
+    assert ym[0, 0, 0, 0] * 2.0 ** ye[0, 0, 0, 0] == 3 * 2.0 ** -10            # its own exponent: 1 - 10 - 6
+    assert ym[0, 1, 0, 0] * 2.0 ** ye[0, 1, 0, 0] == 100.0
+    assert seen == [[(1 - 10 - 6, False), (None, True)], [(6 - 6, False), (6 - 6, False)]]
+    assert netbfp.pack(f, 1)["chunks"][0]["rows"] == (0, 1) and netbfp.pack(f, 1)["c"] == 1
+    # one patch over both channels: the 3 rounds away at 100's exponent
+    whole = dict(f, packs=1, z=1, chunks=[dict(one, wm=np.array([[[[1]], [[0]]]]))])
+    assert netbfp.conv_pairs((m[:1], e[:1]), whole, p)[0][0, 0, 0, 0] == 0

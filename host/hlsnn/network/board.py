@@ -90,7 +90,7 @@ def io_words(net):
     n_in = int(np.prod(net.shapes[name(net.input["name"])]))
     n_out = int(np.prod(net.shapes[name(net.output["tensor"])]))
     if net.engine == "bfp_systolic":       # float32 words in, two a word; 64-bit elements, status and info words out
-        from ..engines.bfp_systolic.network.perf import row_ops       # an info word per descriptor row
+        from ..engines.bfp_systolic.network.lower import row_ops       # an info word per descriptor row
         return n_in, n_out, -(-n_in // 2), n_out + 1 + len(row_ops(net))
     return n_in, n_out, -(-n_in // 8), -(-n_out // 8)
 

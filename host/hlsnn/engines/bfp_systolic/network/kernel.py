@@ -24,6 +24,11 @@ next pixel's products, and the last pixel's after them),
 ``shift`` its bias exponent. Weights: lane ``l`` of block ``zb`` holds output channel
 ``zb*P + l``, its ``C*kh*kw`` mantissas in the tap order the kernel walks (channel block, ky,
 kx; bank ``j`` channel ``cb*Q + j``); a partial block pads with zero weights and bias.
+A dilated conv's taps are ``dh``, ``dw`` apart (the tap table's positions, the walk's ``dh``,
+``dw`` and ``step_row``): its window costs its taps. A conv of packs of groups (netbfp rule 3:
+the layer path's GEMM per pack) is a row per pack (:func:`~hlsnn.engines.bfp_systolic.network.lower.row_ops`,
+:func:`_conv_row`): its own channel window (``pt_w``, the taps' banks ``[c0, c)``), output
+lanes (``zfirst``, ``wob0``, ``wobase0``), weights, exponents and info word.
 """
 from __future__ import annotations
 
@@ -32,8 +37,8 @@ import numpy as np
 from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
-from .perf import MAC_DEPTH, row_ops
-from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
+from .perf import MAC_DEPTH
+from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, row_ops, taps as netbfp_taps
 from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the

@@ -300,6 +300,12 @@ def pack(f, j):
                                                          for ch in f["chunks"] if ch["rows"][0] // zp == j])
 
 
+def row_ops(net):
+    """``[(op, pack)]``: the op of each descriptor row of the network kernel (a conv of
+    ``packs`` packs of groups has a row per pack, every other op one)."""
+    return [(op, j) for op in net.ops for j in range(op.f.get("packs", 1) if op.kind == "conv" else 1)]
+
+
 def conv_pairs(x, f, p, seen=None):
     """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW).
     ``seen``: a list that gets, per image, ``(its largest patch exponent or None, whether it has
@@ -348,7 +354,12 @@ def conv_pairs(x, f, p, seen=None):
 def zero_patch_check(x, f, p, name):
     """The condition of rule 3 for a batch of more than one image with an all-zero patch
     (pairs ``x`` (B, C, H, W) of the conv ``f``): :func:`batch_free_exact` on every image's
-    largest patch exponent."""
+    largest patch exponent (per pack of groups: each its own GEMM)."""
+    if f.get("packs", 1) > 1:
+        cp = f["c"] // f["packs"]
+        for j in range(f["packs"]):
+            zero_patch_check(tuple(np.asarray(a)[:, j * cp:(j + 1) * cp] for a in x), pack(f, j), p, name)
+        return
     m, e = (np.asarray(a, np.int64) for a in x)
     if m.shape[0] < 2:
         return

@@ -49,12 +49,6 @@ ADD_DEPTH = 6
 LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose"}
 
 
-def row_ops(net):
-    """``[(op, pack)]``: the op of each descriptor row (a conv of ``packs`` packs of groups has a
-    row per pack, every other op one)."""
-    return [(op, j) for op in net.ops for j in range(op.f.get("packs", 1) if op.kind == "conv" else 1)]
-
-
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
@@ -77,6 +71,7 @@ def op_cycles(net, tables, ii=None):
     rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables["in_elems"] * g("NetLoad", 1))]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
+    from .lower import row_ops
     for (op, j), r in zip(row_ops(net), tables["rows"]):
         k = _f(r, "op")
         c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
