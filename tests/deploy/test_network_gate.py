@@ -249,7 +249,7 @@ def test_torch_hardswish_and_hardsigmoid_pattern_runs_as_one_program(tmp_path, n
 def test_the_compiled_emu_path_runs_tables_and_the_gate(se, fmt):
     """netfast (the emu network mode compiled; tables and gates in numpy on its NHWC maps) gives
     run_ints' integers, and a calibrated Deployment on emu takes it with the layer path's bits."""
-    from hlsnn.network import fast as netfast
+    from hlsnn.deploy import fast as netfast
     x = _data("se_cnn_ts17").x_test[:40]
     net = hlsnn.load(se["se_cnn_ts17", fmt], "emu", network=True)
     fn = netfast.build(net.network)
