@@ -280,9 +280,13 @@ def _resize(node, a, consts, shapes):
         f = scales.reshape(-1).astype(np.float64)
     elif sizes is not None and sizes.size:
         shape = shapes.get(node.input[0])
-        if shape is None or None in shape:
+        sz = sizes.reshape(-1).astype(np.float64)
+        if shape is None or None in shape[1:] or len(shape) != len(sz):
             return "Resize by sizes of an input of unknown shape"
-        f = sizes.reshape(-1).astype(np.float64) / np.asarray(shape, np.float64)
+        if shape[0] is None and sz[0] != 1:
+            return f"sizes {sz.astype(int).tolist()}: the batch's size must be the file's batch, 1"
+        # the batch (symbolic here, 1 in the file: a size computed from Shape at batch 1) keeps its size
+        f = np.concatenate([[1.0], sz[1:] / np.asarray(shape[1:], np.float64)])
     else:
         return "neither scales nor sizes given"
     if len(f) != 4 or f[0] != 1 or f[1] != 1 or any(v < 1 or v != int(v) for v in f[2:]):

@@ -21,7 +21,8 @@ Rules (these are what :func:`load_onnx` does, in order):
   are unknown), and a ``BatchNormalization`` after a token-wise layer (axis 1 is then the
   tokens, not the layer's outputs) is never folded into it.
 * ``Conv`` (2-D: any stride, explicit pads, dilation, rectangular kernels, groups including
-  depthwise; ``auto_pad`` NOTSET or VALID) becomes a **conv** layer; :mod:`hlsnn.engines.convgeom`
+  depthwise; ``auto_pad`` NOTSET, VALID or SAME_UPPER/SAME_LOWER, TorchScript's ``padding='same'``,
+  as the explicit pads ONNX defines for it) becomes a **conv** layer; :mod:`hlsnn.engines.convgeom`
   says how each engine runs it.
 * A ``BatchNormalization`` whose input is produced only for it by a dense or conv layer is
   folded into that layer: ``s = gamma / sqrt(var + eps)``, ``w' = w * s`` (per output
@@ -37,7 +38,7 @@ Rules (these are what :func:`load_onnx` does, in order):
   into the preceding layer where exact): the rules of :mod:`hlsnn.deploy.import_rules`. A
   zero ``Pad`` of H and W that only a ``Conv`` reads becomes that conv's padding.
 * Attention (issue 52): a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
-  ``Gather`` of a computed tensor or a ``Transpose`` that moves axis 0 gets static batch-1
+  ``Gather`` of a computed tensor or a ``Transpose`` of a computed tensor gets static batch-1
   shapes (:mod:`hlsnn.deploy.shapefold`: the shape arithmetic folds to constants), and the ops
   on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.samplewise`:
   ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
@@ -70,8 +71,8 @@ from ..errors import InputError, MissingDependency, ModelError, UnsupportedModel
 from . import import_rules as rules
 from . import qimport, samplewise, shapefold
 from .graph import Layer, Network
-from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _host_unsupported,
-                         _matmul_rows, _rows_as_maps, _shapes, _zipmap_unsupported)
+from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
+                         _host_unsupported, _matmul_rows, _rows_as_maps, _shapes, _zipmap_unsupported)
 
 #: the most values an initializer may hold (32 Mi: far beyond any model an FPGA of hlsnn's boards holds)
 MAX_INITIALIZER_ELEMENTS = 1 << 25
@@ -412,6 +413,10 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             if w is None:
                 continue
             one_d = w.ndim == 3
+            a = _explicit_pads(a, shapes.get(node.input[0]), w.shape[2:])
+            if isinstance(a, str):
+                reject(node, a)
+                continue
             if one_d:                               # Conv1d: the (k, 1) 2-D convolution of an (N, C, L, 1) map
                 why = _conv1d_unsupported(a)
                 if why:

@@ -150,6 +150,38 @@ def _s(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _explicit_pads(a, shape, kernel):
+    """A ``Conv``'s attributes with ``auto_pad`` SAME_UPPER / SAME_LOWER (TorchScript's
+    ``padding='same'``) as the explicit ``pads`` ONNX defines for it: per spatial axis the output
+    ``ceil(in / stride)`` needs ``total = max(0, (out - 1) * stride + (k - 1) * dilation + 1 - in)``
+    pads, ``total // 2`` at the start and the rest at the end (SAME_UPPER) or the other way round
+    (SAME_LOWER). VALID is no padding. The attributes unchanged without ``auto_pad``; why the
+    pads cannot be known (the input's spatial shape is unknown) as a string."""
+    how = _s(a.get("auto_pad", "NOTSET"))
+    if how == "NOTSET":
+        return a
+    a = {k: v for k, v in a.items() if k != "auto_pad"}
+    n = len(kernel)
+    if how == "VALID":
+        return dict(a, pads=[0] * (2 * n))
+    if how not in ("SAME_UPPER", "SAME_LOWER"):
+        return f"auto_pad {how!r}: NOTSET, VALID, SAME_UPPER or SAME_LOWER"
+    spatial = None if shape is None or len(shape) != n + 2 else shape[2:]
+    if spatial is None or None in spatial:
+        return f"auto_pad {how!r} on an input of unknown spatial shape {shape}: give explicit pads"
+    strides = [int(v) for v in a.get("strides", [1] * n)]
+    dil = [int(v) for v in a.get("dilations", [1] * n)]
+    if len(strides) != n or len(dil) != n:
+        return f"strides {strides}, dilations {dil}: {n} integers each"
+    begin, end = [], []
+    for i, k, st, d in zip(spatial, kernel, strides, dil):
+        total = max(0, (-(-int(i) // st) - 1) * st + (int(k) - 1) * d + 1 - int(i))
+        lo = total // 2 if how == "SAME_UPPER" else total - total // 2
+        begin.append(lo)
+        end.append(total - lo)
+    return dict(a, pads=begin + end)
+
+
 def _conv1d_unsupported(a):
     for key, n in (("strides", 1), ("dilations", 1), ("pads", 2)):
         v = list(a.get(key, [1] * n if key != "pads" else [0] * n))

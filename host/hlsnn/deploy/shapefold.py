@@ -16,7 +16,8 @@ batch fixed at 1 (:mod:`hlsnn.deploy.samplewise`), so every such shape is a cons
   constant.
 
 :func:`needed` says when a graph needs this (a ``Shape`` node, a ``MatMul`` of two computed
-tensors, a ``Transpose`` that moves axis 0, a ``Gather`` of a computed tensor): other graphs
+tensors, a ``Transpose`` of a computed tensor (also one that keeps the batch first: a 1-D
+model's ``x.transpose(1, 2)``), a ``Gather`` of a computed tensor): other graphs
 import exactly as before. A model whose input has a symbolic dimension other than the batch is
 refused by name (its shapes are not static).
 """
@@ -46,9 +47,7 @@ def needed(g):
         if n.op_type == "Gather" and n.input[0] not in consts:
             return True
         if n.op_type == "Transpose" and n.input[0] not in consts:
-            perm = [list(a.ints) for a in n.attribute if a.name == "perm"]
-            if not perm or perm[0][0] != 0:
-                return True
+            return True             # any permutation of a computed tensor: samplewise's SwMove
     return False
 
 
