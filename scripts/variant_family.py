@@ -13,6 +13,7 @@ it with ``hlsnn.deploy`` on emu in bfp8, two-hot and fixed8 against onnxruntime:
     python scripts/variant_family.py export --out /tmp/variants      # needs torch + onnxscript
     python scripts/variant_family.py deploy --out /tmp/variants      # hlsnn only; writes results.json
     python scripts/variant_family.py table --out /tmp/variants       # the markdown table
+    python scripts/variant_family.py keep --out /tmp/variants --only tc_a enc_cls   # into tests/data
 
 ``deploy`` records every failure: an import refusal, a traceback, an accuracy more than one point
 below onnxruntime's (bfp8, two-hot), a dense output beyond 3 % relative error (bfp8, fixed8), a
@@ -226,7 +227,101 @@ def _models(torch, nn):
     tok_a = nn.Sequential(nn.Linear(8, 12), nn.GELU(), nn.Linear(12, 6))
     tok_b = nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 16, bias=False), nn.ReLU6(), nn.Linear(16, 8))
 
+    # --- a second round: what a hidden family may hold beyond the first one
+    jet_log = nn.Sequential(nn.BatchNorm1d(64), nn.Linear(64, 64), nn.LeakyReLU(0.1), nn.Linear(64, 32), nn.ELU(),
+                            nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10), nn.LogSoftmax(dim=1))
+    tc_dw = nn.Sequential(nn.Conv1d(8, 16, 9, stride=2, padding=4, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
+                          nn.Conv1d(16, 16, 3, padding=1, groups=16, bias=False), nn.BatchNorm1d(16), nn.ReLU(),
+                          nn.Conv1d(16, 24, 1), nn.ReLU(), nn.MaxPool1d(3, stride=2, ceil_mode=True),
+                          nn.AvgPool1d(3, stride=1, padding=1), nn.AdaptiveMaxPool1d(1), nn.Flatten(),
+                          nn.Linear(24, 10))
+
+    class UNet3(nn.Module):             # three levels (8 -> 4 -> 2 -> 1), bilinear or transposed up
+        def __init__(self, bilinear):
+            super().__init__()
+            self.e = nn.ModuleList([cbr(1, 8), cbr(8, 8), cbr(8, 16), cbr(16, 16)])
+            if bilinear:
+                self.u = nn.ModuleList([nn.Sequential(nn.Upsample(scale_factor=2, mode="bilinear",
+                                                                  align_corners=False), nn.Conv2d(c, z, 1))
+                                        for c, z in ((16, 16), (16, 8), (8, 8))])
+            else:
+                self.u = nn.ModuleList([nn.Sequential(nn.ConvTranspose2d(c, z, 2, stride=2), nn.Dropout2d(0.1))
+                                        for c, z in ((16, 16), (16, 8), (8, 8))])
+            self.d = nn.ModuleList([cbr(32, 16), cbr(16, 8), cbr(16, 8)])
+            self.out = nn.Conv2d(8, 1, 1)
+
+        def forward(self, x):
+            skips = []
+            for i, enc in enumerate(self.e):
+                x = enc(x if i == 0 else F.max_pool2d(x, 2))
+                skips.append(x)
+            x = skips.pop()
+            for up, dec in zip(self.u, self.d):
+                x = dec(torch.cat([up(x), skips.pop()], 1))
+            return self.out(x)
+
+    class EncCls(nn.Module):            # a class token, nn.Embedding positions, 2 layers with a final norm
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 16)
+            self.cls = nn.Parameter(torch.zeros(1, 1, 16))
+            self.pos = nn.Embedding(9, 16)
+            layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, activation=F.gelu, batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(16), enable_nested_tensor=False)
+            self.head = nn.Linear(16, 10)
+
+        def forward(self, x):
+            h = self.lin(x)
+            h = torch.cat([self.cls.expand(x.shape[0], -1, -1), h], dim=1)
+            h = h + self.pos(torch.arange(9))
+            return self.head(self.enc(h)[:, 0])
+
+    class Sdpa(nn.Module):              # attention written out with F.scaled_dot_product_attention
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.proj = nn.Linear(8, 48), nn.Linear(16, 16)
+            self.norm = nn.LayerNorm([8, 16])
+            self.head = nn.Sequential(nn.Flatten(), nn.Linear(128, 10))
+
+        def forward(self, x):
+            n, t, _ = x.shape
+            q, k, v = self.qkv(x).reshape(n, t, 3, 2, 8).permute(2, 0, 3, 1, 4)
+            h = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(n, t, 16)
+            return self.head(self.norm(self.proj(h)))
+
+    class InvRes(nn.Module):            # MobileNetV3's inverted residual: expand, dw 5x5, SE, project, add
+        def __init__(self, c, e, stride):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(c, e, 1, bias=False), nn.BatchNorm2d(e), nn.Hardswish(),
+                                      nn.Conv2d(e, e, 5, stride, 2, groups=e, bias=False), nn.BatchNorm2d(e),
+                                      nn.Hardswish(), SEconv(e, 8, nn.Hardsigmoid),
+                                      nn.Conv2d(e, c, 1, bias=False), nn.BatchNorm2d(c))
+            self.res = stride == 1
+
+        def forward(self, x):
+            return x + self.body(x) if self.res else self.body(x)
+
+    dw_mbv3 = nn.Sequential(nn.Conv2d(1, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8), nn.Hardswish(),
+                            InvRes(8, 24, 1), InvRes(8, 32, 2), nn.Conv2d(8, 32, 1), nn.Hardswish(),
+                            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+
+    class TokRes(nn.Module):            # a residual token-wise Linear and LayerNorm over the tokens' features
+        def __init__(self):
+            super().__init__()
+            self.lin, self.norm, self.out = nn.Linear(8, 8), nn.LayerNorm(8), nn.Linear(8, 5)
+
+        def forward(self, x):
+            return self.out(self.norm(x + F.silu(self.lin(x))))
+
     return {
+        "jet_log": (jet_log, "flat", "classification", 30),
+        "tc_dw": (tc_dw, "ncl", "classification", 30),
+        "unet_bilinear": (UNet3(True), "nchw", "dense", 30),
+        "unet_3lvl": (UNet3(False), "nchw", "dense", 30),
+        "enc_cls": (EncCls(), "ntf", "classification", 30),
+        "sdpa": (Sdpa(), "ntf", "classification", 30),
+        "dw_mbv3": (dw_mbv3, "nchw", "classification", 30),
+        "tok_res": (TokRes(), "ntf", "tokens", 0),
         "jet_bn": (jet_bn, "flat", "classification", 30),
         "jet_drop": (jet_drop, "flat", "classification", 30),
         "jet_tanh": (jet_img, "flat", "classification", 40),
@@ -448,9 +543,37 @@ def table(out):
     print("\n".join(lines))
 
 
+def keep(out, names):
+    """Copy variants (with both exports) into tests/data/torch/beyond as ``v_<name>_<export>``,
+    their MANIFEST entries marked ``"variant": true`` (tests/deploy/test_torch_variants.py)."""
+    import shutil
+    dest = ROOT / "tests" / "data" / "torch" / "beyond"
+    src = json.loads((out / "MANIFEST.json").read_text())["models"]
+    manifest = json.loads((dest / "MANIFEST.json").read_text())
+    for key, entry in sorted(src.items()):
+        if key.rsplit("_", 1)[0] not in names or "export_error" in entry:
+            continue
+        files = []
+        for f in entry["files"]:
+            new = "v_" + f
+            shutil.copyfile(out / f, dest / new)
+            files.append(new)
+        if len(files) == 2:          # the dynamo export's weights: the .onnx names its .data file
+            import onnx
+            m = onnx.load(str(dest / files[0]), load_external_data=False)
+            for t in m.graph.initializer:
+                for d in t.external_data:
+                    if d.key == "location":
+                        d.value = "v_" + d.value
+            onnx.save(m, str(dest / files[0]))
+        manifest["models"]["v_" + key] = dict(entry, files=files, variant=True)
+        print("kept", "v_" + key, files)
+    (dest / "MANIFEST.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("export", "deploy", "table"))
+    ap.add_argument("step", choices=("export", "deploy", "table", "keep"))
     ap.add_argument("--out", type=Path, default=Path("/tmp/variants"))
     ap.add_argument("--only", nargs="*", help="these variants (name prefixes) only")
     args = ap.parse_args(argv)
@@ -459,6 +582,8 @@ def main(argv=None):
         export(args.out, args.only)
     elif args.step == "deploy":
         deploy_all(args.out, args.only)
+    elif args.step == "keep":
+        keep(args.out, args.only)
     else:
         table(args.out)
     return 0

@@ -350,6 +350,12 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             node = _as_identity(node)                        # the probabilities, column j = class j
             op, a = "Identity", {}
         layer = None
+        parts = samplewise.split(node, a, fs) if fs is not None and op == "Split" else None
+        if parts:                                   # one exact move per output (q, k, v of a fused Linear)
+            for i, (sop, sins, sout, sat) in enumerate(parts):
+                layers.append(Layer(f"{name}/{i}", "host", sins, sout, op=sop, attrs=sat))
+                produced[sout] = layers[-1]
+            continue
         sw = None if fs is None else samplewise.rule(node, op, a, consts, fs)
         if isinstance(sw, str):
             reject(node, sw)

@@ -1,0 +1,125 @@
+"""Variants of issue 52's model kinds that its own family does not hold, in files PyTorch 2.13
+wrote (``scripts/variant_family.py keep``: both exporters; entries ``v_*`` of the beyond
+MANIFEST, ``"variant": true``). PyTorch is not needed here.
+
+* ``v_tc_a``: Conv1d with ``padding='same'`` (TorchScript writes ``auto_pad SAME_UPPER``), a
+  strided residual block, Dropout.
+* ``v_tc_mean``: an (N, T, F) input transposed to channels inside the model (``Transpose`` with
+  the batch first), ``MaxPool1d(3, 2, padding=1)``, a dilated block, ``mean(-1)``.
+* ``v_unet_size``: ``nn.Upsample(size=(8, 8))`` (TorchScript: ``Resize`` by sizes computed
+  from ``Shape``).
+* ``v_enc_cls``: a class token (``Concat`` with a constant), ``nn.Embedding`` positions, two
+  ``nn.TransformerEncoderLayer`` with ``activation=F.gelu`` and a final norm, ``x[:, 0]``.
+* ``v_sdpa``: a fused q/k/v ``Linear`` split by ``unbind`` (``Split`` or ``Slice`` of axis 0,
+  ``Squeeze``), ``F.scaled_dot_product_attention``, ``LayerNorm([8, 16])``, Flatten.
+"""
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper, numpy_helper  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
+from hlsnn.deploy.evaluate import deploy  # noqa: E402
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.errors import UnsupportedModelError  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "torch" / "beyond"
+MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
+VARIANTS = sorted(m for m, e in MANIFEST["models"].items() if e.get("variant"))
+FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
+           "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
+
+
+def _onnxruntime(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {inp: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+
+
+def _config(tmp_path, name):
+    extra = "task: regression\ntargets: inputs\n" if MANIFEST["models"][name]["task"] == "dense" else ""
+    text = (f"name: {name}\nmodel: {DATA / (name + '.onnx')}\ndata: digits\nlayout: auto\n{extra}"
+            "formats:\n" + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
+            + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_variant_files_hold_the_patterns_they_test():
+    ops = {m: set(MANIFEST["models"][m]["ops"]) for m in VARIANTS}
+    assert {m.rsplit("_", 1)[0] for m in VARIANTS} == {"v_tc_a", "v_tc_mean", "v_unet_size", "v_enc_cls", "v_sdpa"}
+    g = onnx.load(str(DATA / "v_tc_a_ts17.onnx"), load_external_data=False).graph
+    assert any(a.name == "auto_pad" and a.s == b"SAME_UPPER" for n in g.node for a in n.attribute)
+    assert "Transpose" in ops["v_tc_mean_dynamo"] and "Transpose" in ops["v_tc_mean_ts17"]
+    assert {"Shape", "Slice", "Resize"} <= ops["v_unet_size_ts17"]
+    assert "Concat" in ops["v_enc_cls_dynamo"] and "Concat" in ops["v_enc_cls_ts17"]
+    assert "Split" in ops["v_sdpa_ts17"] and "Slice" in ops["v_sdpa_dynamo"]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variant_imports_without_fallback_and_equals_onnxruntime(name):
+    entry = MANIFEST["models"][name]
+    net = load_onnx(DATA / f"{name}.onnx")
+    assert not any(la.op == "fallback" for la in net.layers)
+    x = datasets.load("digits", layout=entry["layout"]).x_test[:12]
+    ref = _onnxruntime(DATA / f"{name}.onnx", x)
+    y = float_forward(net, x)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["v_tc_a_ts17", "v_tc_mean_dynamo", "v_enc_cls_ts17", "v_sdpa_dynamo"])
+def test_variant_classifier_within_one_point_in_every_format(tmp_path, name):
+    res = deploy(_config(tmp_path, name), "emu")
+    assert not any(h["op"] == "fallback" for h in res["host_layers"])
+    float_acc = MANIFEST["models"][name]["float_accuracy"]
+    for fmt in FORMATS:
+        r = res["assignments"][fmt]
+        assert "error" not in r, (fmt, r)
+        assert r["accuracy"] >= float_acc - 0.01, (name, fmt, r["accuracy"], float_acc)
+
+
+def test_variant_unet_by_sizes_within_three_percent(tmp_path):
+    res = deploy(_config(tmp_path, "v_unet_size_ts17"), "emu")
+    for fmt in ("bfp8", "fixed8"):
+        assert res["assignments"][fmt]["relative_error"] < 0.03, (fmt, res["assignments"][fmt])
+
+
+def _conv_model(path, x_shape, k, auto_pad, strides, dil):
+    rng = np.random.default_rng(len(x_shape) * 7 + k[0])
+    w = numpy_helper.from_array(rng.normal(size=(3, x_shape[1]) + k).astype(np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], auto_pad=auto_pad, strides=strides, dilations=dil)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None] * len(x_shape))], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("x_shape,k,auto_pad,strides,dil", [
+    ((1, 2, 9), (4,), "SAME_UPPER", [1], [1]),               # an even kernel: one more pad at the end
+    ((1, 2, 9), (4,), "SAME_LOWER", [1], [1]),               # ... at the start
+    ((1, 2, 10), (3,), "SAME_UPPER", [2], [1]),              # strided: ceil(10 / 2) outputs
+    ((1, 2, 7, 6), (3, 2), "SAME_UPPER", [2, 1], [1, 1]),
+    ((1, 2, 7, 6), (3, 3), "SAME_LOWER", [1, 2], [1, 1]),
+    ((1, 2, 6, 6), (3, 3), "VALID", [1, 1], [1, 1]),
+])
+def test_conv_auto_pad_is_onnxruntimes_explicit_pads(tmp_path, x_shape, k, auto_pad, strides, dil):
+    path = _conv_model(tmp_path / "c.onnx", x_shape, k, auto_pad, strides, dil)
+    x = np.random.default_rng(0).normal(size=(2,) + x_shape[1:]).astype(np.float32)
+    ref = _onnxruntime(path, x)
+    y = float_forward(load_onnx(path), x)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_same_auto_pad_on_an_unknown_spatial_shape_is_refused_by_name(tmp_path):
+    path = _conv_model(tmp_path / "c.onnx", ["n", 2, "l"], (3,), "SAME_UPPER", [1], [1])
+    with pytest.raises(UnsupportedModelError, match=r"auto_pad 'SAME_UPPER' on an input of unknown spatial shape"):
+        load_onnx(path)
