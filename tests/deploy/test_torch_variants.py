@@ -12,6 +12,8 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
   ``nn.TransformerEncoderLayer`` with ``activation=F.gelu`` and a final norm, ``x[:, 0]``.
 * ``v_sdpa``: a fused q/k/v ``Linear`` split by ``unbind`` (``Split`` or ``Slice`` of axis 0,
   ``Squeeze``), ``F.scaled_dot_product_attention``, ``LayerNorm([8, 16])``, Flatten.
+* ``v_jet_log``: the jet-tagging MLP with an input BatchNorm1d, LeakyReLU, ELU and LogSoftmax.
+* ``v_unet_bilinear``: a three-level U-Net with ``nn.Upsample(scale_factor=2, mode='bilinear')``.
 """
 import json
 
@@ -54,13 +56,15 @@ def _config(tmp_path, name):
 
 def test_the_variant_files_hold_the_patterns_they_test():
     ops = {m: set(MANIFEST["models"][m]["ops"]) for m in VARIANTS}
-    assert {m.rsplit("_", 1)[0] for m in VARIANTS} == {"v_tc_a", "v_tc_mean", "v_unet_size", "v_enc_cls", "v_sdpa"}
+    assert {m.rsplit("_", 1)[0] for m in VARIANTS} == {"v_tc_a", "v_tc_mean", "v_unet_size", "v_enc_cls", "v_sdpa",
+                                                      "v_jet_log", "v_unet_bilinear"}
     g = onnx.load(str(DATA / "v_tc_a_ts17.onnx"), load_external_data=False).graph
     assert any(a.name == "auto_pad" and a.s == b"SAME_UPPER" for n in g.node for a in n.attribute)
     assert "Transpose" in ops["v_tc_mean_dynamo"] and "Transpose" in ops["v_tc_mean_ts17"]
     assert {"Shape", "Slice", "Resize"} <= ops["v_unet_size_ts17"]
     assert "Concat" in ops["v_enc_cls_dynamo"] and "Concat" in ops["v_enc_cls_ts17"]
     assert "Split" in ops["v_sdpa_ts17"] and "Slice" in ops["v_sdpa_dynamo"]
+    assert {"LeakyRelu", "Elu", "LogSoftmax"} <= ops["v_jet_log_dynamo"] and "Resize" in ops["v_unet_bilinear_ts17"]
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -75,7 +79,8 @@ def test_variant_imports_without_fallback_and_equals_onnxruntime(name):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["v_tc_a_ts17", "v_tc_mean_dynamo", "v_enc_cls_ts17", "v_sdpa_dynamo"])
+@pytest.mark.parametrize("name", ["v_tc_a_ts17", "v_tc_mean_dynamo", "v_enc_cls_ts17", "v_sdpa_dynamo",
+                                  "v_jet_log_ts17"])
 def test_variant_classifier_within_one_point_in_every_format(tmp_path, name):
     res = deploy(_config(tmp_path, name), "emu")
     assert not any(h["op"] == "fallback" for h in res["host_layers"])
@@ -86,8 +91,9 @@ def test_variant_classifier_within_one_point_in_every_format(tmp_path, name):
         assert r["accuracy"] >= float_acc - 0.01, (name, fmt, r["accuracy"], float_acc)
 
 
-def test_variant_unet_by_sizes_within_three_percent(tmp_path):
-    res = deploy(_config(tmp_path, "v_unet_size_ts17"), "emu")
+@pytest.mark.parametrize("name", ["v_unet_size_ts17", "v_unet_bilinear_dynamo"])
+def test_variant_unet_within_three_percent(tmp_path, name):
+    res = deploy(_config(tmp_path, name), "emu")
     for fmt in ("bfp8", "fixed8"):
         assert res["assignments"][fmt]["relative_error"] < 0.03, (fmt, res["assignments"][fmt])
 
@@ -123,3 +129,67 @@ def test_same_auto_pad_on_an_unknown_spatial_shape_is_refused_by_name(tmp_path):
     path = _conv_model(tmp_path / "c.onnx", ["n", 2, "l"], (3,), "SAME_UPPER", [1], [1])
     with pytest.raises(UnsupportedModelError, match=r"auto_pad 'SAME_UPPER' on an input of unknown spatial shape"):
         load_onnx(path)
+
+
+def _resize_model(path, x_shape, coord, scales=None, sizes=None):
+    inits = [numpy_helper.from_array(np.zeros(0, np.float32), "roi")]
+    ins = ["x", "roi"]
+    if scales is not None:
+        inits.append(numpy_helper.from_array(np.asarray(scales, np.float32), "scales"))
+        ins.append("scales")
+    else:
+        inits.append(numpy_helper.from_array(np.asarray(sizes, np.int64), "sizes"))
+        ins += ["", "sizes"]
+    node = helper.make_node("Resize", ins, ["y"], mode="linear", coordinate_transformation_mode=coord)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None] * len(x_shape))],
+                              inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("x_shape,coord,scales,sizes", [
+    ((1, 2, 4, 5), "half_pixel", [1, 1, 2, 2], None),             # nn.Upsample(scale_factor=2, mode='bilinear')
+    ((1, 2, 4, 5), "pytorch_half_pixel", [1, 1, 2, 3], None),
+    ((1, 2, 4, 5), "align_corners", [1, 1, 2, 2], None),          # align_corners=True
+    ((1, 2, 4, 5), "asymmetric", [1, 1, 1.5, 2], None),
+    ((1, 2, 4, 5), "half_pixel", None, [1, 2, 7, 9]),             # F.interpolate(size=...)
+    ((1, 3, 6), "half_pixel", [1, 1, 2], None),                   # nn.Upsample(mode='linear') on (N, C, L)
+    ((1, 2, 1, 3), "pytorch_half_pixel", None, [1, 2, 1, 6]),     # an axis of length 1 stays
+])
+def test_linear_resize_is_onnxruntimes(tmp_path, x_shape, coord, scales, sizes):
+    path = _resize_model(tmp_path / "r.onnx", x_shape, coord, scales, sizes)
+    net = load_onnx(path)
+    assert [la.op for la in net.layers] == ["ResizeLinear"]
+    x = np.random.default_rng(1).normal(size=(3,) + x_shape[1:]).astype(np.float32)
+    ref = _onnxruntime(path, x)
+    y = float_forward(net, x)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode,coord,why", [
+    ("cubic", "half_pixel", r"mode 'cubic': only nearest-neighbour"),
+    ("linear", "tf_crop_and_resize", r"coordinate_transformation_mode 'tf_crop_and_resize'"),
+])
+def test_other_resizes_are_refused_by_name(tmp_path, mode, coord, why):
+    path = _resize_model(tmp_path / "r.onnx", (1, 2, 4, 4), coord, [1, 1, 2, 2])
+    m = onnx.load(str(path))
+    for at in m.graph.node[0].attribute:
+        if at.name == "mode":
+            at.s = mode.encode()
+    onnx.save(m, str(path))
+    with pytest.raises(UnsupportedModelError, match=why):
+        load_onnx(path)
+
+
+@pytest.mark.parametrize("op,attrs", [("LeakyRelu", {"alpha": 0.1}), ("Elu", {"alpha": 0.7}), ("Selu", {}),
+                                      ("Softplus", {}), ("LogSoftmax", {"axis": 1})])
+def test_elementwise_host_ops_are_onnxruntimes(tmp_path, op, attrs):
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 10])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 10])])
+    path = tmp_path / "e.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = np.random.default_rng(2).normal(size=(4, 10)).astype(np.float32) * 3
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)

@@ -25,6 +25,8 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   ``floor``, or ``half_pixel`` / ``pytorch_half_pixel`` with rounding to the nearest); given
   by ``scales`` or by ``sizes`` that are integer multiples of the input's.
 * ``Squeeze`` / ``Unsqueeze`` by constant axes other than the batch's: moves no value.
+* ``Resize`` with mode linear, ``LeakyRelu``, ``Elu``, ``Selu``, ``Softplus``, ``LogSoftmax``:
+  on the host in float64 (:mod:`hlsnn.deploy.hostextra`).
 * ``LayerNormalization`` (constant scale and bias, over axes after the batch), ``Gelu``
   (exact or tanh) and ``Erf``: on the host, in float64 (``Add`` of a constant, as
   ``torch.onnx``'s opset-17 GELU and a positional table write it, is a host ``AddConst`` of
@@ -44,8 +46,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import hostextra
+
 OPS = ("ReduceMean", "ReduceMax", "GlobalMaxPool", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Pad",
-       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf")
+       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf"
+       ) + hostextra.OPS
 
 #: nearest-neighbour Resize modes that repeat each pixel ``s`` times for an integer scale ``s``
 _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
@@ -102,6 +107,9 @@ def host_rule(node, a, consts, shapes):
     op = node.op_type
     x = node.input[0] if node.input else ""
     rank = len(shapes[x]) if x in shapes else None
+    if op in hostextra.OPS:                         # LeakyRelu, Elu, Selu, Softplus, LogSoftmax
+        spec = hostextra.rule(node, a, shapes)
+        return spec if isinstance(spec, str) else HostSpec(*spec)
     if op in ("ReduceMean", "ReduceMax"):
         axes, why = _axes(node, a, consts)
         if why:
@@ -261,6 +269,12 @@ def _pad(node, a, consts, rank):
 def _resize(node, a, consts, shapes):
     op = node.op_type
     mode = _s(a.get("mode", "nearest"))
+    if mode == "linear" and op == "Resize":         # bilinear: hlsnn.deploy.hostextra's ResizeLinear
+        scales, sizes = _const_input(node, 2, consts), _const_input(node, 3, consts)
+        if scales is False or sizes is False:
+            return "scales and sizes must be constants"
+        spec = hostextra.resize_linear(node, a, scales, sizes, shapes.get(node.input[0]))
+        return spec if isinstance(spec, str) else HostSpec(spec[0], spec[1], [node.input[0]])
     if mode != "nearest":
         return f"mode {mode!r}: only nearest-neighbour {op}"
     if op == "Resize":

@@ -1,0 +1,120 @@
+"""Host ops beyond :mod:`hlsnn.deploy.hostops`'s core: what PyTorch models of issue 52's kinds
+also write, each computed on the host in float64 as ONNX defines it (the next engine layer
+requantizes the result, as after a ``Sigmoid``):
+
+* ``ResizeLinear``: ``Resize`` with ``mode`` linear (``nn.Upsample(mode='bilinear')``,
+  ``F.interpolate(..., mode='bilinear' or 'linear')``) on the spatial axes, by constant scales or
+  sizes, with the coordinate transformations ``half_pixel``, ``pytorch_half_pixel``,
+  ``align_corners`` and ``asymmetric``: per axis an (out x in) matrix of the two neighbours'
+  weights (ONNX's linear interpolation is separable), applied axis after axis. Cubic and
+  antialiased resizes, ``tf_crop_and_resize`` and resizing N or C are refused by name.
+* ``LeakyRelu`` (``alpha``), ``Elu`` (``alpha``), ``Selu``, ``Softplus``: elementwise.
+* ``LogSoftmax`` on the last axis (a classifier's ``nn.LogSoftmax(dim=1)``: the arg max of
+  its output is the logits').
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: op types of the ONNX nodes :func:`rule` takes
+OPS = ("LeakyRelu", "Elu", "Selu", "Softplus", "LogSoftmax")
+#: host ops :func:`run` computes
+HOST_OPS = OPS + ("ResizeLinear",)
+_COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+
+
+def _s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def rule(node, a, shapes):
+    """``(host op, attrs, inputs)`` for ``node`` (op type in :data:`OPS`), or why not."""
+    op, x = node.op_type, node.input[0]
+    if op == "LeakyRelu":
+        return op, {"alpha": float(a.get("alpha", 0.01))}, [x]
+    if op == "Elu":
+        return op, {"alpha": float(a.get("alpha", 1.0))}, [x]
+    if op == "Selu":
+        return op, {"alpha": float(a.get("alpha", 1.67326319217681884765625)),
+                    "gamma": float(a.get("gamma", 1.05070102214813232421875))}, [x]
+    if op == "Softplus":
+        return op, {}, [x]
+    rank = len(shapes[x]) if x in shapes else None
+    axis = int(a.get("axis", -1))
+    if rank is None or axis % rank != rank - 1 or rank != 2:
+        return f"axis = {axis}: only the last axis of a (batch, classes) tensor"
+    return op, {}, [x]
+
+
+def resize_linear(node, a, scales, sizes, shape):
+    """A linear ``Resize`` as ``("ResizeLinear", attrs)``, or why not (a string). ``scales`` /
+    ``sizes``: the constant inputs (None when absent); ``shape``: the input's static shape
+    (the batch may be None)."""
+    coord = _s(a.get("coordinate_transformation_mode", "half_pixel"))
+    if coord not in _COORDS:
+        return f"coordinate_transformation_mode {coord!r} with mode 'linear': {', '.join(_COORDS)}"
+    if int(a.get("antialias", 0)):
+        return "antialias = 1: only plain linear interpolation"
+    if a.get("axes") is not None:
+        return "Resize with axes is not supported"
+    if shape is None or len(shape) < 3 or None in shape[1:]:
+        return f"a linear Resize of an input of unknown shape {shape}"
+    r = len(shape)
+    if scales is not None and np.size(scales):
+        sc = np.asarray(scales, np.float64).reshape(-1)
+        if len(sc) != r or sc[0] != 1 or sc[1] != 1 or (sc[2:] <= 0).any():
+            return f"scales {sc.tolist()}: positive factors on the spatial axes only (1 on N and C)"
+        out = [int(np.floor(i * s)) for i, s in zip(shape[2:], sc[2:])]
+        sc = sc[2:].tolist()
+    elif sizes is not None and np.size(sizes):
+        sz = np.asarray(sizes).reshape(-1).astype(np.int64)
+        if len(sz) != r or sz[1] != shape[1] or (shape[0] is not None and sz[0] != shape[0]) \
+                or (shape[0] is None and sz[0] != 1) or (sz[2:] < 1).any():
+            return f"sizes {sz.tolist()}: sizes of the spatial axes only (N and C kept)"
+        out = [int(v) for v in sz[2:]]
+        sc = [o / i for o, i in zip(out, shape[2:])]
+    else:
+        return "neither scales nor sizes given"
+    mats = [_axis_matrix(int(i), o, s, coord) for i, o, s in zip(shape[2:], out, sc)]
+    return "ResizeLinear", {"mats": mats}
+
+
+def _axis_matrix(n_in, n_out, scale, coord):
+    """The (n_out, n_in) weights of ONNX's linear interpolation along one axis."""
+    o = np.arange(n_out, dtype=np.float64)
+    if coord == "align_corners":
+        x = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+    elif coord == "asymmetric":
+        x = o / scale
+    elif coord == "pytorch_half_pixel" and n_out <= 1:
+        x = np.zeros(n_out)
+    else:
+        x = (o + 0.5) / scale - 0.5
+    x = np.clip(x, 0, n_in - 1)
+    x0 = np.floor(x).astype(np.int64)
+    x1 = np.minimum(x0 + 1, n_in - 1)
+    w = x - x0
+    m = np.zeros((n_out, n_in))
+    np.add.at(m, (np.arange(n_out), x0), 1 - w)
+    np.add.at(m, (np.arange(n_out), x1), w)
+    return m
+
+
+def run(layer, inputs):
+    op, a, x = layer.op, layer.attrs, inputs[0]
+    if op == "ResizeLinear":
+        for ax, m in enumerate(a["mats"]):
+            x = np.moveaxis(np.tensordot(np.asarray(m, np.float64), np.moveaxis(x, ax + 2, 0), axes=1), 0, ax + 2)
+        return x
+    if op == "LeakyRelu":
+        return np.where(x >= 0, x, a["alpha"] * x)
+    if op == "Elu":
+        return np.where(x >= 0, x, a["alpha"] * np.expm1(np.minimum(x, 0)))
+    if op == "Selu":
+        return a["gamma"] * np.where(x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0)))
+    if op == "Softplus":
+        return np.logaddexp(0.0, x)
+    if op == "LogSoftmax":
+        z = x - x.max(axis=-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    raise ValueError(op)
