@@ -183,8 +183,8 @@ def test_other_resizes_are_refused_by_name(tmp_path, mode, coord, why):
         load_onnx(path)
 
 
-@pytest.mark.parametrize("op,attrs", [("LeakyRelu", {"alpha": 0.1}), ("Elu", {"alpha": 0.7}), ("Selu", {}),
-                                      ("Softplus", {}), ("LogSoftmax", {"axis": 1})])
+@pytest.mark.parametrize("op,attrs", [("LeakyRelu", {"alpha": 0.1}), ("Elu", {"alpha": 0.7}),
+                                      ("LogSoftmax", {"axis": 1})])
 def test_elementwise_host_ops_are_onnxruntimes(tmp_path, op, attrs):
     node = helper.make_node(op, ["x"], ["y"], **attrs)
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 10])],

@@ -8,7 +8,7 @@ requantizes the result, as after a ``Sigmoid``):
   ``align_corners`` and ``asymmetric``: per axis an (out x in) matrix of the two neighbours'
   weights (ONNX's linear interpolation is separable), applied axis after axis. Cubic and
   antialiased resizes, ``tf_crop_and_resize`` and resizing N or C are refused by name.
-* ``LeakyRelu`` (``alpha``), ``Elu`` (``alpha``), ``Selu``, ``Softplus``: elementwise.
+* ``LeakyRelu`` (``alpha``) and ``Elu`` (``alpha``): elementwise.
 * ``LogSoftmax`` on the last axis (a classifier's ``nn.LogSoftmax(dim=1)``: the arg max of
   its output is the logits').
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 #: op types of the ONNX nodes :func:`rule` takes
-OPS = ("LeakyRelu", "Elu", "Selu", "Softplus", "LogSoftmax")
+OPS = ("LeakyRelu", "Elu", "LogSoftmax")
 #: host ops :func:`run` computes
 HOST_OPS = OPS + ("ResizeLinear",)
 _COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
@@ -34,11 +34,6 @@ def rule(node, a, shapes):
         return op, {"alpha": float(a.get("alpha", 0.01))}, [x]
     if op == "Elu":
         return op, {"alpha": float(a.get("alpha", 1.0))}, [x]
-    if op == "Selu":
-        return op, {"alpha": float(a.get("alpha", 1.67326319217681884765625)),
-                    "gamma": float(a.get("gamma", 1.05070102214813232421875))}, [x]
-    if op == "Softplus":
-        return op, {}, [x]
     rank = len(shapes[x]) if x in shapes else None
     axis = int(a.get("axis", -1))
     if rank is None or axis % rank != rank - 1 or rank != 2:
@@ -110,10 +105,6 @@ def run(layer, inputs):
         return np.where(x >= 0, x, a["alpha"] * x)
     if op == "Elu":
         return np.where(x >= 0, x, a["alpha"] * np.expm1(np.minimum(x, 0)))
-    if op == "Selu":
-        return a["gamma"] * np.where(x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0)))
-    if op == "Softplus":
-        return np.logaddexp(0.0, x)
     if op == "LogSoftmax":
         z = x - x.max(axis=-1, keepdims=True)
         return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))

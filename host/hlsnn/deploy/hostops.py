@@ -8,8 +8,8 @@ point), and so are Clip when its bounds are values of the input's format and Con
 inputs share one format (:func:`out_format`); AveragePool, GlobalAveragePool, Add, AddConst (an
 ``Add`` of a constant), Mul (a gate of two tensors), BatchNormalization, Scale (``Mul`` or
 ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu and
-LayerNormalization (and :mod:`hlsnn.deploy.hostextra`'s ResizeLinear, LeakyRelu, Elu, Selu,
-Softplus, LogSoftmax) compute new values, which the next accelerator layer requantizes at its
+LayerNormalization (and :mod:`hlsnn.deploy.hostextra`'s ResizeLinear, LeakyRelu, Elu and
+LogSoftmax) compute new values, which the next accelerator layer requantizes at its
 calibrated radix point; Softmax produces the network's float output. SwMove (exact), SwCompute
 and MatMulAct are attention's ops on per-sample tensors (:mod:`hlsnn.deploy.samplewise`).
 """
