@@ -313,7 +313,62 @@ def _models(torch, nn):
         def forward(self, x):
             return self.out(self.norm(x + F.silu(self.lin(x))))
 
+    # --- a third round
+    class TcView(nn.Module):            # even 'same' kernels, x.view(N, -1), 1-D transposed conv and upsampling
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Sequential(nn.Conv1d(8, 12, 4, padding="same"), nn.BatchNorm1d(12), nn.ReLU(),
+                                   nn.MaxPool1d(2))
+            self.up = nn.ConvTranspose1d(12, 12, 2, stride=2)
+            self.b = nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv1d(12, 8, 3, stride=2, padding=1), nn.ReLU())
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x):
+            h = self.b(torch.relu(self.up(self.a(x))))
+            return self.fc(h.view(h.size(0), -1))
+
+    class EncD(nn.Module):              # two post-norm layers, batch_first=False, one head, wide feed-forward
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            layer = nn.TransformerEncoderLayer(8, 1, 64, dropout=0.1, activation="gelu", layer_norm_eps=1e-6)
+            self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = nn.Linear(8, 10)
+
+        def forward(self, x):
+            h = self.enc(self.lin(x).permute(1, 0, 2))          # (T, N, E)
+            return self.head(h.mean(dim=0))
+
+    dw_mult = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.Hardswish(),
+                            nn.Conv2d(4, 8, 3, padding=1, groups=4), nn.BatchNorm2d(8), nn.Hardswish(),
+                            nn.MaxPool2d(3, 2, padding=1), SEconv(8, 4, nn.Hardsigmoid),
+                            nn.Conv2d(8, 16, (3, 1), padding=(1, 0)), nn.ReLU6(), nn.Conv2d(16, 16, (1, 3),
+                                                                                            padding=(0, 1)),
+                            nn.Hardswish(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    tok_c = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(approximate="tanh"), nn.Dropout(0.1),
+                          nn.Linear(16, 3))
+
+    class UNetMix(nn.Module):           # Upsample(scale_factor=(2, 2)) then ConvTranspose2d(k=3, s=2, p=1, op=1)
+        def __init__(self):
+            super().__init__()
+            self.e1, self.e2, self.m = cbr(1, 6), cbr(6, 10), cbr(10, 12, 1)
+            self.u2 = nn.Sequential(nn.Upsample(scale_factor=(2.0, 2.0), mode="nearest"), cbr(12, 10))
+            self.u1 = nn.ConvTranspose2d(20, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+            self.out = nn.Sequential(cbr(12, 6), nn.Conv2d(6, 1, 3, padding=1))
+
+        def forward(self, x):
+            e1 = self.e1(x)
+            e2 = self.e2(F.avg_pool2d(e1, 2))
+            m = self.m(F.max_pool2d(e2, 2))
+            d2 = torch.cat([self.u2(m), e2], 1)
+            return self.out(torch.cat([self.u1(d2), e1], 1))
+
     return {
+        "tc_view": (TcView(), "ncl", "classification", 30),
+        "enc_d": (EncD(), "ntf", "classification", 30),
+        "dw_mult": (dw_mult, "nchw", "classification", 30),
+        "tok_c": (tok_c, "ntf", "tokens", 0),
+        "unet_mix": (UNetMix(), "nchw", "dense", 30),
         "jet_log": (jet_log, "flat", "classification", 30),
         "tc_dw": (tc_dw, "ncl", "classification", 30),
         "unet_bilinear": (UNet3(True), "nchw", "dense", 30),

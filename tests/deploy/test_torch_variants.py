@@ -14,6 +14,10 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
   ``Squeeze``), ``F.scaled_dot_product_attention``, ``LayerNorm([8, 16])``, Flatten.
 * ``v_jet_log``: the jet-tagging MLP with an input BatchNorm1d, LeakyReLU, ELU and LogSoftmax.
 * ``v_unet_bilinear``: a three-level U-Net with ``nn.Upsample(scale_factor=2, mode='bilinear')``.
+* ``v_tc_view``: Conv1d ``padding='same'`` with an even kernel, ``ConvTranspose1d``, a nearest
+  ``nn.Upsample`` of the length, ``x.view(N, -1)``.
+* ``v_unet_mix``: ``nn.Upsample(scale_factor=(2.0, 2.0))``, a grouped ``ConvTranspose2d(k=3, s=2,
+  p=1, output_padding=1)`` (onnx's stock reference cannot evaluate it), AvgPool down.
 """
 import json
 
@@ -57,7 +61,7 @@ def _config(tmp_path, name):
 def test_the_variant_files_hold_the_patterns_they_test():
     ops = {m: set(MANIFEST["models"][m]["ops"]) for m in VARIANTS}
     assert {m.rsplit("_", 1)[0] for m in VARIANTS} == {"v_tc_a", "v_tc_mean", "v_unet_size", "v_enc_cls", "v_sdpa",
-                                                      "v_jet_log", "v_unet_bilinear"}
+                                                      "v_jet_log", "v_unet_bilinear", "v_tc_view", "v_unet_mix"}
     g = onnx.load(str(DATA / "v_tc_a_ts17.onnx"), load_external_data=False).graph
     assert any(a.name == "auto_pad" and a.s == b"SAME_UPPER" for n in g.node for a in n.attribute)
     assert "Transpose" in ops["v_tc_mean_dynamo"] and "Transpose" in ops["v_tc_mean_ts17"]
@@ -80,7 +84,7 @@ def test_variant_imports_without_fallback_and_equals_onnxruntime(name):
 
 
 @pytest.mark.parametrize("name", ["v_tc_a_ts17", "v_tc_mean_dynamo", "v_enc_cls_ts17", "v_sdpa_dynamo",
-                                  "v_jet_log_ts17"])
+                                  "v_jet_log_ts17", "v_tc_view_dynamo"])
 def test_variant_classifier_within_one_point_in_every_format(tmp_path, name):
     res = deploy(_config(tmp_path, name), "emu")
     assert not any(h["op"] == "fallback" for h in res["host_layers"])
@@ -91,7 +95,7 @@ def test_variant_classifier_within_one_point_in_every_format(tmp_path, name):
         assert r["accuracy"] >= float_acc - 0.01, (name, fmt, r["accuracy"], float_acc)
 
 
-@pytest.mark.parametrize("name", ["v_unet_size_ts17", "v_unet_bilinear_dynamo"])
+@pytest.mark.parametrize("name", ["v_unet_size_ts17", "v_unet_bilinear_dynamo", "v_unet_mix_ts17"])
 def test_variant_unet_within_three_percent(tmp_path, name):
     res = deploy(_config(tmp_path, name), "emu")
     for fmt in ("bfp8", "fixed8"):
@@ -193,3 +197,68 @@ def test_elementwise_host_ops_are_onnxruntimes(tmp_path, op, attrs):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     x = np.random.default_rng(2).normal(size=(4, 10)).astype(np.float32) * 3
     np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)
+
+
+def _conv_transpose_1d(path, c, z, k, stride, pads, out_pad, dil, group):
+    rng = np.random.default_rng(c * 10 + k)
+    w = numpy_helper.from_array(rng.normal(size=(c, z // group, k)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.normal(size=z).astype(np.float32), "b")
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], strides=[stride], pads=pads,
+                            output_padding=[out_pad], dilations=[dil], group=group)
+    relu = helper.make_node("Relu", ["t"], ["y"])
+    graph = helper.make_graph([node, relu], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, c, 5])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, z, None])], [w, b])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("c,z,k,stride,pads,out_pad,dil,group", [
+    (4, 6, 2, 2, [0, 0], 0, 1, 1),            # ConvTranspose1d(k=2, stride=2): a 1-D U-Net's way up
+    (4, 4, 3, 2, [1, 1], 1, 1, 2),            # k=3, s=2, p=1, output_padding=1, grouped
+    (2, 3, 4, 3, [1, 2], 0, 1, 1),            # stride 3, asymmetric pads
+    (3, 3, 3, 1, [0, 0], 0, 2, 3),            # dilated, depthwise, stride 1
+])
+def test_conv_transpose_1d_is_onnxruntimes_and_fuses_its_relu(tmp_path, c, z, k, stride, pads, out_pad, dil, group):
+    """ConvTranspose1d as the (k, 1) 2-D one on the (N, C, L, 1) map (its ZeroStuff on the map
+    too), the ReLU fused, the float network equal to onnxruntime and to hlsnn's float reference
+    (onnx's, with grouped ConvTranspose evaluated group by group)."""
+    from hlsnn.deploy.reference import reference_probs
+    path = _conv_transpose_1d(tmp_path / "ct1.onnx", c, z, k, stride, pads, out_pad, dil, group)
+    net = load_onnx(path)
+    conv = [la for la in net.layers if la.is_engine]
+    assert len(conv) == 1 and conv[0].w.shape[2:] == (k, 1) and conv[0].relu
+    x = np.random.default_rng(3).normal(size=(3, c, 5)).astype(np.float32)
+    ref = _onnxruntime(path, x)
+    y = float_forward(net, x)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(reference_probs(path, x, batch_size=1), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_nearest_upsample_of_a_length_runs_on_the_map(tmp_path):
+    path = _resize_model(tmp_path / "u.onnx", (1, 3, 5), "asymmetric", [1, 1, 3])
+    m = onnx.load(str(path))
+    for at in m.graph.node[0].attribute:
+        if at.name == "mode":
+            at.s = b"nearest"
+    m.graph.node[0].attribute.append(helper.make_attribute("nearest_mode", "floor"))
+    onnx.save(m, str(path))
+    net = load_onnx(path)
+    assert [la.op for la in net.layers] == ["Reshape", "Upsample", "Reshape"]
+    x = np.random.default_rng(4).normal(size=(2, 3, 5)).astype(np.float32)
+    np.testing.assert_array_equal(float_forward(net, x), _onnxruntime(path, x))
+
+
+def test_conv_transpose_1d_and_length_upsample_run_in_one_network_start(tmp_path):
+    """v_tc_view (Conv1d, MaxPool1d, ConvTranspose1d, nearest Upsample of the length, Conv1d,
+    Linear): the reshapes around the 1-D ops cancel, so every engine's network kernel runs it in
+    one start, with the layer path's bits."""
+    import hlsnn
+    from hlsnn.network.build import compile_model
+    x = datasets.load("digits", layout="ncl").x_test[:24]
+    for fmt in FORMATS:
+        out = tmp_path / f"tcv-{fmt}.hlsnn"
+        compile_model(_config(tmp_path, "v_tc_view_ts17"), fmt, out)
+        net_path, layers = hlsnn.load(out, "emu", network=True), hlsnn.load(out, "emu", network=False)
+        assert net_path.network is not None, fmt
+        np.testing.assert_array_equal(net_path(x), layers(x), err_msg=fmt)

@@ -20,7 +20,8 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
 * ``Pad``: constant mode with constant pads (none negative) and value; zero padding keeps the
   fixed-point format.
 * ``Concat`` on the channel axis (1, or -3 of a 4-D tensor).
-* ``Resize`` / ``Upsample``, nearest, by integer scale factors on H and W (1 on N and C), with
+* ``Resize`` / ``Upsample``, nearest, by integer scale factors on H and W (1 on N and C; or on L
+  of an (N, C, L) tensor, run on the (N, C, L, 1) map between two exact ``Reshape`` layers), with
   a coordinate transformation that makes it a repetition of each pixel (``asymmetric`` with
   ``floor``, or ``half_pixel`` / ``pytorch_half_pixel`` with rounding to the nearest); given
   by ``scales`` or by ``sizes`` that are integer multiples of the input's.
@@ -303,9 +304,10 @@ def _resize(node, a, consts, shapes):
         f = np.concatenate([[1.0], sz[1:] / np.asarray(shape[1:], np.float64)])
     else:
         return "neither scales nor sizes given"
-    if len(f) != 4 or f[0] != 1 or f[1] != 1 or any(v < 1 or v != int(v) for v in f[2:]):
-        return f"scales {f.tolist()}: only integer factors on H and W of an NCHW tensor (1 on N and C)"
-    return HostSpec("Upsample", {"factors": (int(f[2]), int(f[3]))}, [node.input[0]])
+    if len(f) not in (3, 4) or f[0] != 1 or f[1] != 1 or any(v < 1 or v != int(v) for v in f[2:]):
+        return (f"scales {f.tolist()}: only integer factors on H and W of an NCHW tensor or on L of an NCL one "
+                "(1 on N and C)")
+    return HostSpec("Upsample", {"factors": tuple(int(v) for v in f[2:])}, [node.input[0]])
 
 
 def channel_scale(c, kind, n_out):

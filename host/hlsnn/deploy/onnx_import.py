@@ -72,7 +72,7 @@ from . import import_rules as rules
 from . import qimport, samplewise, shapefold
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
-                         _host_unsupported, _matmul_rows, _rows_as_maps, _shapes, _zipmap_unsupported)
+                         _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
 
 #: the most values an initializer may hold (32 Mi: far beyond any model an FPGA of hlsnn's boards holds)
 MAX_INITIALIZER_ELEMENTS = 1 << 25
@@ -466,7 +466,10 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             w = const(node.input[1], node, "weight")
             if w is None:
                 continue
-            spec = _conv_transpose(w, a, shapes.get(node.input[0]))
+            shp, one_d = shapes.get(node.input[0]), w.ndim == 3
+            if one_d:                               # ConvTranspose1d: the (k, 1) 2-D one on the (N, C, L, 1) map
+                w, a, shp = _one_d_as_2d(w, a, shp)
+            spec = _conv_transpose(w, a, shp)
             if isinstance(spec, str):
                 reject(node, spec)
                 continue
@@ -476,24 +479,26 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 b = const(node.input[2], node, "bias")
                 if b is None:
                     continue
-            src = node.input[0]
+            src, out = node.input[0], node.output[0]
             if strides != (1, 1):              # the stride's zeros between the pixels: an exact host op
                 stuff = Layer(f"{name}/zero_stuff", "host", [src], f"{name}/stuffed", op="ZeroStuff",
-                              attrs={"strides": strides})
+                              attrs={"strides": strides, "map_1d": True} if one_d else {"strides": strides})
                 layers.append(stuff)
                 produced[stuff.output] = stuff
                 src = stuff.output
-            hw = shapes.get(node.input[0], ())[2:4]
+            hw = (shp or ())[2:4]
             in_hw = None if len(hw) != 2 or None in hw else ((hw[0] - 1) * strides[0] + 1,
                                                              (hw[1] - 1) * strides[1] + 1)
-            layer = Layer(name, "conv", [src], node.output[0], op=op, w=wc,
+            layer = Layer(name, "conv", [src], out, op=op, w=wc,
                           b=np.asarray(b, np.float64).reshape(-1).copy(), pads=pads, strides=(1, 1), dilations=dil,
-                          group=group, in_hw=in_hw)
+                          group=group, in_hw=in_hw, attrs={"conv1d": True} if one_d else {})
         elif op in rules.OPS:
             spec = rules.host_rule(node, a, consts, shapes)
             if isinstance(spec, str):
                 reject(node, spec)
                 continue
+            if spec.op == "Upsample" and len(spec.attrs["factors"]) == 1:     # nearest on (N, C, L): on the map
+                spec.attrs = {"factors": (spec.attrs["factors"][0], 1), "map_1d": True}
             prev = produced.get(spec.inputs[0])
             fusable = prev is not None and prev.is_engine and sole_user(spec.inputs[0]) is node
             if spec.op == "Clip" and fusable and not prev.relu and spec.attrs["lo"] is not None \

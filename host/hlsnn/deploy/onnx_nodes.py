@@ -54,10 +54,12 @@ def _rows_as_maps(layers, output):
     A 1-D convolution (``attrs["conv1d"]``: its weight, pads, strides and dilations already
     those of the ``(k, 1)`` 2-D convolution) reads its ``(N, C, L)`` input as an ``(N, C, L,
     1)`` map and gives back ``(N, Z, L')``: two ``Reshape`` host ops around it, which move no
-    value, and cancel out the same way between 1-D convolutions."""
+    value, and cancel out the same way between 1-D convolutions. So does a host op marked
+    ``map_1d`` (a 1-D transposed convolution's ``ZeroStuff``, a nearest ``Upsample`` of the
+    length), which then runs on the map as its 2-D form."""
     out = []
     for la in layers:
-        if la.kind == "conv" and la.attrs.get("conv1d"):
+        if (la.kind == "conv" and la.attrs.get("conv1d")) or la.attrs.get("map_1d"):
             to_map = Layer(f"{la.name}/as_2d", "host", list(la.inputs), f"{la.name}/map", op="Reshape",
                            attrs={"shape": (0, 0, -1, 1), "to_2d": True})
             back = Layer(f"{la.name}/as_1d", "host", [f"{la.name}/map_out"], la.output, op="Reshape",
@@ -120,7 +122,7 @@ def _conv_transpose(w, a, shape):
     output_padding`` after, convolved at stride 1 and dilation ``d`` with the weight flipped in
     both axes and its input and output channels swapped per group, gives ``y``."""
     if w.ndim != 4:
-        return f"only 2-D transposed convolution (weight of rank {w.ndim})"
+        return f"only 1-D and 2-D transposed convolution (weight of rank {w.ndim})"
     if _s(a.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
         return f"auto_pad {a['auto_pad']!r}: give explicit pads"
     if a.get("output_shape") is not None:
@@ -144,6 +146,19 @@ def _conv_transpose(w, a, shape):
     cg = c // g
     wc = w.reshape(g, cg, zg, kh, kw).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1].reshape(g * zg, cg, kh, kw)
     return np.ascontiguousarray(wc, np.float64), st, tuple(full), dil, g
+
+
+def _one_d_as_2d(w, a, shape):
+    """A 1-D ``ConvTranspose``'s weight, attributes and input shape as those of the ``(k, 1)``
+    2-D one on the ``(N, C, L, 1)`` map (the second spatial axis of length 1, its kernel 1,
+    stride 1, no padding)."""
+    a = dict(a)
+    for key, extra in (("strides", 1), ("dilations", 1), ("output_padding", 0), ("kernel_shape", 1)):
+        if key in a:
+            a[key] = list(a[key]) + [extra]
+    if "pads" in a:
+        a["pads"] = [a["pads"][0], 0, a["pads"][-1], 0] if len(a["pads"]) == 2 else list(a["pads"]) + [0, 0]
+    return w[..., None], a, None if shape is None else tuple(shape) + (1,)
 
 
 def _s(v):
