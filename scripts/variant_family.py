@@ -363,7 +363,16 @@ def _models(torch, nn):
             d2 = torch.cat([self.u2(m), e2], 1)
             return self.out(torch.cat([self.u1(d2), e1], 1))
 
+    class TokMean(nn.Module):           # token-wise Linears, the mean over the tokens, a head
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.head = nn.Linear(8, 24), nn.Linear(24, 24), nn.Linear(24, 10)
+
+        def forward(self, x):
+            return self.head(F.relu(self.b(F.relu(self.a(x)))).mean(dim=1))
+
     return {
+        "tok_clf": (TokMean(), "ntf", "classification", 40),
         "tc_view": (TcView(), "ncl", "classification", 30),
         "enc_d": (EncD(), "ntf", "classification", 30),
         "dw_mult": (dw_mult, "nchw", "classification", 30),
@@ -598,6 +607,88 @@ def table(out):
     print("\n".join(lines))
 
 
+def _probes(torch, nn):
+    """Untrained modules for an import-only probe: (module, input shape without the batch)."""
+    F = nn.functional
+
+    class Mha(nn.Module):
+        def __init__(self, **kw):
+            super().__init__()
+            self.m = nn.MultiheadAttention(8, 2, **kw)
+
+        def forward(self, x):
+            return self.m(x, x, x)[0]
+
+    class Fn(nn.Module):
+        def __init__(self, fn):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, x):
+            return self.fn(x)
+
+    return {
+        "mha_weights_bf": (Mha(batch_first=True), (4, 8)),
+        "mha_nobias": (Mha(batch_first=True, bias=False), (4, 8)),
+        "mha_seq_first": (Mha(), (4, 8)),
+        "enc_normfirst_seq": (nn.TransformerEncoderLayer(8, 4, 16, dropout=0.0, norm_first=True), (4, 8)),
+        "ln_noaffine": (nn.LayerNorm(8, elementwise_affine=False), (4, 8)),
+        "ln_nobias": (nn.LayerNorm(8, bias=False), (4, 8)),
+        "ln_2d": (nn.LayerNorm([4, 8]), (4, 8)),
+        "gelu_tanh": (nn.GELU(approximate="tanh"), (4, 8)),
+        "tok_mean": (Fn(lambda x: x.mean(1)), (4, 8)),
+        "up_nearest_exact": (nn.Upsample(scale_factor=2, mode="nearest-exact"), (2, 4, 4)),
+        "up_1d": (nn.Upsample(scale_factor=2), (2, 6)),
+        "up_bilinear_ac": (nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True), (2, 4, 4)),
+        "up_linear_1d": (nn.Upsample(scale_factor=2, mode="linear"), (2, 6)),
+        "pad_1d": (nn.Sequential(nn.ConstantPad1d((1, 2), 0.0), nn.Conv1d(2, 2, 3)), (2, 6)),
+        "gap1d_squeeze": (Fn(lambda x: F.adaptive_avg_pool1d(x, 1).squeeze(-1)), (2, 6)),
+        "amax_1d": (Fn(lambda x: x.amax(-1)), (2, 6)),
+        "avgpool1d_pad": (nn.AvgPool1d(3, 2, padding=1, count_include_pad=False), (2, 7)),
+        "maxpool1d_ceil": (nn.MaxPool1d(2, ceil_mode=True), (2, 7)),
+        "pixel_shuffle": (nn.Sequential(nn.Conv2d(2, 8, 1), nn.PixelShuffle(2)), (2, 3, 3)),
+        "conv_same_even": (nn.Conv2d(2, 3, 4, padding="same"), (2, 6, 6)),
+        "conv1d_same_dil_ts": (nn.Conv1d(2, 3, 3, padding="same", dilation=2), (2, 8)),
+        "dw_mult": (nn.Conv2d(2, 6, 3, padding=1, groups=2), (2, 5, 5)),
+        "relu6_tok": (nn.Sequential(nn.Linear(8, 8), nn.ReLU6()), (4, 8)),
+        "silu_tok": (nn.Sequential(nn.Linear(8, 8), nn.SiLU()), (4, 8)),
+        "hardswish_tok": (nn.Sequential(nn.Linear(8, 8), nn.Hardswish()), (4, 8)),
+        "chunk_glu": (nn.Sequential(nn.Conv1d(2, 4, 1), nn.GLU(dim=1)), (2, 6)),
+        "flatten_tokens": (nn.Sequential(nn.Linear(8, 4), nn.Flatten(), nn.Linear(16, 3)), (4, 8)),
+    }
+
+
+def probe(out):
+    """Export each probe module both ways and compare hlsnn's float import with onnxruntime."""
+    import onnx  # noqa: F401
+    import onnxruntime as ort
+    import torch
+    from torch import nn
+    from export_torch_models import _export, _ort_outputs
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import float_forward
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (model, shape) in _probes(torch, nn).items():
+        model.eval()
+        x = np.random.default_rng(0).normal(size=(3,) + shape).astype(np.float32)
+        for variant, kwargs in TWO_WAYS.items():
+            path = out / f"p_{name}_{variant}.onnx"
+            try:
+                _export(torch, model, torch.from_numpy(x[:1]), path, kwargs)
+                ref = _ort_outputs(ort, path, x)
+            except Exception as exc:     # noqa: BLE001
+                print(f"{name:20s} {variant:6s} export/ort: {_short(exc)[:150]}")
+                continue
+            try:
+                y = float_forward(load_onnx(path), x)
+                err = float(np.abs(y - ref).max()) if y.shape == ref.shape else f"shape {y.shape} vs {ref.shape}"
+                print(f"{name:20s} {variant:6s} ok {err}")
+            except Exception as exc:     # noqa: BLE001
+                print(f"{name:20s} {variant:6s} FAIL {_short(exc)[:300]}".replace("\n", " "))
+
+
 def keep(out, names):
     """Copy variants (with both exports) into tests/data/torch/beyond as ``v_<name>_<export>``,
     their MANIFEST entries marked ``"variant": true`` (tests/deploy/test_torch_variants.py)."""
@@ -628,7 +719,7 @@ def keep(out, names):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("export", "deploy", "table", "keep"))
+    ap.add_argument("step", choices=("export", "deploy", "table", "keep", "probe"))
     ap.add_argument("--out", type=Path, default=Path("/tmp/variants"))
     ap.add_argument("--only", nargs="*", help="these variants (name prefixes) only")
     args = ap.parse_args(argv)
@@ -637,6 +728,8 @@ def main(argv=None):
         export(args.out, args.only)
     elif args.step == "deploy":
         deploy_all(args.out, args.only)
+    elif args.step == "probe":
+        probe(args.out / "probe")
     elif args.step == "keep":
         keep(args.out, args.only)
     else:

@@ -18,6 +18,8 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
   ``nn.Upsample`` of the length, ``x.view(N, -1)``.
 * ``v_unet_mix``: ``nn.Upsample(scale_factor=(2.0, 2.0))``, a grouped ``ConvTranspose2d(k=3, s=2,
   p=1, output_padding=1)`` (onnx's stock reference cannot evaluate it), AvgPool down.
+* ``v_tok_clf``: token-wise Linears, ``x.mean(dim=1)`` over the tokens (``ReduceMean`` of axis
+  1), a Linear head.
 """
 import json
 
@@ -61,7 +63,8 @@ def _config(tmp_path, name):
 def test_the_variant_files_hold_the_patterns_they_test():
     ops = {m: set(MANIFEST["models"][m]["ops"]) for m in VARIANTS}
     assert {m.rsplit("_", 1)[0] for m in VARIANTS} == {"v_tc_a", "v_tc_mean", "v_unet_size", "v_enc_cls", "v_sdpa",
-                                                      "v_jet_log", "v_unet_bilinear", "v_tc_view", "v_unet_mix"}
+                                                      "v_jet_log", "v_unet_bilinear", "v_tc_view", "v_unet_mix",
+                                                      "v_tok_clf"}
     g = onnx.load(str(DATA / "v_tc_a_ts17.onnx"), load_external_data=False).graph
     assert any(a.name == "auto_pad" and a.s == b"SAME_UPPER" for n in g.node for a in n.attribute)
     assert "Transpose" in ops["v_tc_mean_dynamo"] and "Transpose" in ops["v_tc_mean_ts17"]
@@ -84,7 +87,7 @@ def test_variant_imports_without_fallback_and_equals_onnxruntime(name):
 
 
 @pytest.mark.parametrize("name", ["v_tc_a_ts17", "v_tc_mean_dynamo", "v_enc_cls_ts17", "v_sdpa_dynamo",
-                                  "v_jet_log_ts17", "v_tc_view_dynamo"])
+                                  "v_jet_log_ts17", "v_tc_view_dynamo", "v_tok_clf_dynamo"])
 def test_variant_classifier_within_one_point_in_every_format(tmp_path, name):
     res = deploy(_config(tmp_path, name), "emu")
     assert not any(h["op"] == "fallback" for h in res["host_layers"])
@@ -262,3 +265,13 @@ def test_conv_transpose_1d_and_length_upsample_run_in_one_network_start(tmp_path
         net_path, layers = hlsnn.load(out, "emu", network=True), hlsnn.load(out, "emu", network=False)
         assert net_path.network is not None, fmt
         np.testing.assert_array_equal(net_path(x), layers(x), err_msg=fmt)
+
+
+def test_a_reduction_over_the_batch_is_refused_by_name(tmp_path):
+    node = helper.make_node("ReduceMean", ["x"], ["y"], axes=[0, 1], keepdims=0, name="rm")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 4, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [8])])
+    path = tmp_path / "rm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(UnsupportedModelError, match=r"rm \(ReduceMean\): ReduceMean over axes \[0, 1\]: over the batch"):
+        load_onnx(path)

@@ -9,6 +9,8 @@ requantizes the result, as after a ``Sigmoid``):
   weights (ONNX's linear interpolation is separable), applied axis after axis. Cubic and
   antialiased resizes, ``tf_crop_and_resize`` and resizing N or C are refused by name.
 * ``LeakyRelu`` (``alpha``) and ``Elu`` (``alpha``): elementwise.
+* ``ReduceAxes``: ``ReduceMean`` / ``ReduceMax`` over axes after the batch that are not a
+  global pool's (``x.mean(1)``, the mean over the tokens of an (N, T, F) tensor).
 * ``LogSoftmax`` on the last axis (a classifier's ``nn.LogSoftmax(dim=1)``: the arg max of
   its output is the logits').
 """
@@ -19,7 +21,7 @@ import numpy as np
 #: op types of the ONNX nodes :func:`rule` takes
 OPS = ("LeakyRelu", "Elu", "LogSoftmax")
 #: host ops :func:`run` computes
-HOST_OPS = OPS + ("ResizeLinear",)
+HOST_OPS = OPS + ("ResizeLinear", "ReduceAxes")
 _COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
 
 
@@ -39,6 +41,17 @@ def rule(node, a, shapes):
     if rank is None or axis % rank != rank - 1 or rank != 2:
         return f"axis = {axis}: only the last axis of a (batch, classes) tensor"
     return op, {}, [x]
+
+
+def reduce_axes(op, axes, keepdims, rank):
+    """``("ReduceAxes", attrs)`` for a ``ReduceMean``/``ReduceMax`` over ``axes`` (none the
+    batch's) of a tensor of rank ``rank``, or why not."""
+    if rank is None:
+        return f"{op} over axes {list(axes)} of a tensor of unknown rank"
+    axes = sorted({int(v) % rank for v in axes})
+    if 0 in axes:
+        return f"{op} over axes {axes}: over the batch axis (0); only over the axes after it"
+    return "ReduceAxes", {"fn": op, "axes": axes, "keepdims": keepdims}
 
 
 def resize_linear(node, a, scales, sizes, shape):
@@ -101,6 +114,9 @@ def run(layer, inputs):
         for ax, m in enumerate(a["mats"]):
             x = np.moveaxis(np.tensordot(np.asarray(m, np.float64), np.moveaxis(x, ax + 2, 0), axes=1), 0, ax + 2)
         return x
+    if op == "ReduceAxes":
+        red = np.mean if a["fn"] == "ReduceMean" else np.max
+        return red(x, axis=tuple(int(v) for v in a["axes"]), keepdims=bool(a["keepdims"]))
     if op == "LeakyRelu":
         return np.where(x >= 0, x, a["alpha"] * x)
     if op == "Elu":

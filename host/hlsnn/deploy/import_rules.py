@@ -7,7 +7,8 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
 
 * ``ReduceMean`` / ``ReduceMax`` over exactly the spatial axes of a 4-D tensor (2 and 3, or
   -2 and -1), or the length axis (2) of a 3-D one, with or without ``keepdims``: global average / max pooling (``nn.AdaptiveAvgPool2d(1)``
-  exports as ``ReduceMean`` at opset 18+). Other axes are unsupported.
+  exports as ``ReduceMean`` at opset 18+). Over other axes after the batch (the mean over the
+  tokens of an (N, T, F) tensor): :mod:`hlsnn.deploy.hostextra`'s ``ReduceAxes``; over the batch: unsupported.
 * ``GlobalMaxPool``: global max pooling.
 * ``Clip`` with constant bounds (missing bound: none): a clamp. After a dense or conv layer
   whose output only it reads, a lower bound of at least 0 fuses the layer's ReLU (every
@@ -118,9 +119,9 @@ def host_rule(node, a, consts, shapes):
         if not axes:
             return (f"{op} over every axis: only over the spatial axes (2, 3) of an NCHW tensor or the length axis "
                     "(2) of an NCL one (global pooling)")
-        if not _spatial_axes(axes, rank):
-            return (f"axes {list(axes)}: only the spatial axes (2, 3) of an NCHW tensor or the length axis (2) of an "
-                    "NCL one (global pooling)")
+        if not _spatial_axes(axes, rank):           # the mean over the tokens of (N, T, F), ...: hostextra
+            spec = hostextra.reduce_axes(op, axes, int(a.get("keepdims", 1)), rank)
+            return spec if isinstance(spec, str) else HostSpec(*spec, [x])
         pool = "GlobalAveragePool" if op == "ReduceMean" else "GlobalMaxPool"
         return HostSpec(pool, {"keepdims": int(a.get("keepdims", 1))}, [x])
     if op == "GlobalMaxPool":
