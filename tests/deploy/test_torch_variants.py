@@ -275,3 +275,18 @@ def test_a_reduction_over_the_batch_is_refused_by_name(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     with pytest.raises(UnsupportedModelError, match=r"rm \(ReduceMean\): ReduceMean over axes \[0, 1\]: over the batch"):
         load_onnx(path)
+
+
+@pytest.mark.parametrize("opset,axis,shape", [(17, 1, [1, 4, 6]), (17, 2, [1, 4, 6]), (17, -2, [1, 3, 4, 5]),
+                                              (11, 1, [1, 4, 6]), (11, None, [1, 3, 4, 5]), (13, None, [1, 4, 6])])
+def test_softmax_over_any_axis_is_onnxruntimes(tmp_path, opset, axis, shape):
+    """``nn.Softmax(dim=1)`` on (N, T, F) normalizes over T: hlsnn's host Softmax had summed over
+    the last axis whatever the axis (a silent wrong result: 0.48 off onnxruntime); opsets below
+    13 normalize over the axis and all after it, their default axis 1."""
+    node = helper.make_node("Softmax", ["x"], ["y"], **({} if axis is None else {"axis": axis}))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)])
+    path = tmp_path / "sm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), str(path))
+    x = np.random.default_rng(5).normal(size=[3] + shape[1:]).astype(np.float32) * 2
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)

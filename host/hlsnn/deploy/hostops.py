@@ -148,9 +148,11 @@ def run(layer, inputs):
         s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))
         shape = (1, -1) + (1,) * (x.ndim - 2)
         return (x - mean.reshape(shape)) * s.reshape(shape) + beta.reshape(shape)
-    if op == "Softmax":
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
+    if op == "Softmax":                 # over its axis (opset < 13: over that axis and all after it)
+        ax = int(a.get("axis", -1)) % x.ndim
+        axes = tuple(range(ax, x.ndim)) if a.get("coerce_2d") else (ax,)
+        e = np.exp(x - x.max(axis=axes, keepdims=True))
+        return e / e.sum(axis=axes, keepdims=True)
     if op == "fallback":
         return _fallback(layer, inputs)
     if op in hostextra.HOST_OPS:                         # ResizeLinear, LeakyRelu, Elu, ..., LogSoftmax

@@ -259,6 +259,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         fs = shapefold.file_shapes(model, path)
         model = model if fs is None else shapefold.fold(model, fs)
     g = model.graph
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
     _check_names(path, g)
     consts = {t.name: _initializer(path, t) for t in g.initializer}
     _check_sizes(path, model)
@@ -556,6 +557,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 continue
             if op == "Reshape":
                 a = dict(a, shape=tuple(int(v) for v in np.asarray(consts[node.input[1]]).reshape(-1)))
+            if op == "Softmax" and opset < 13:     # opset 1-12: the axes from `axis` (default 1) on, as one
+                a = dict(a, axis=int(a.get("axis", 1)), coerce_2d=True)
             if op == "BatchNormalization":
                 a = dict(a, params=[np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5]])
             if op == "Add":

@@ -257,8 +257,8 @@ def _host_unsupported(op, a, node, consts):
                 "merge samples)")
     if op in ("MaxPool", "AveragePool") and any(int(s) < 1 for s in a.get("strides", [1, 1])):
         return f"strides {list(a['strides'])}: must be at least 1"
-    if op == "Softmax" and a.get("axis", -1) not in (-1, 1):
-        return f"axis = {a['axis']}: only the last axis (of a (batch, classes) tensor)"
+    if op == "Softmax" and int(a.get("axis", -1)) == 0:
+        return "axis = 0: over the batch; only over the axes after it"
     return None
 
 
