@@ -290,3 +290,38 @@ def test_softmax_over_any_axis_is_onnxruntimes(tmp_path, opset, axis, shape):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), str(path))
     x = np.random.default_rng(5).normal(size=[3] + shape[1:]).astype(np.float32) * 2
     np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_is_onnxruntimes(tmp_path, mode):
+    """``nn.PixelShuffle(2)`` (CRD) and DCR: a move of the channels into 2 x 2 blocks."""
+    node = helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode=mode)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8, 3, 2])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2, 6, 4])])
+    path = tmp_path / "d2s.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = np.random.default_rng(6).normal(size=(2, 8, 3, 2)).astype(np.float32)
+    np.testing.assert_array_equal(float_forward(load_onnx(path), x), _onnxruntime(path, x))
+
+
+@pytest.mark.parametrize("slope_shape", [(1,), (4, 1), (4, 1, 1)])
+def test_prelu_is_onnxruntimes_and_never_broadcasts_over_the_batch(tmp_path, slope_shape):
+    slope = numpy_helper.from_array(np.linspace(0.1, 0.4, int(np.prod(slope_shape)), dtype=np.float32)
+                                    .reshape(slope_shape), "s")
+    rank = 3 if len(slope_shape) < 3 else 4
+    shape = [1, 4, 5] if rank == 3 else [1, 4, 5, 2]
+    graph = helper.make_graph([helper.make_node("PRelu", ["x", "s"], ["y"], name="pr")], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)], [slope])
+    path = tmp_path / "pr.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = np.random.default_rng(7).normal(size=[3] + shape[1:]).astype(np.float32)
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-6, atol=1e-7)
+    bad = numpy_helper.from_array(np.full((2, 4, 5), 0.1, np.float32), "s")
+    graph.initializer[0].CopyFrom(bad)
+    graph.input[0].type.tensor_type.shape.dim[0].dim_value = 2
+    graph.output[0].type.tensor_type.shape.dim[0].dim_value = 2
+    if rank == 3:
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        with pytest.raises(UnsupportedModelError, match=r"pr \(PRelu\): slope of shape \(2, 4, 5\).*over the batch"):
+            load_onnx(path)

@@ -8,7 +8,9 @@ requantizes the result, as after a ``Sigmoid``):
   ``align_corners`` and ``asymmetric``: per axis an (out x in) matrix of the two neighbours'
   weights (ONNX's linear interpolation is separable), applied axis after axis. Cubic and
   antialiased resizes, ``tf_crop_and_resize`` and resizing N or C are refused by name.
-* ``LeakyRelu`` (``alpha``) and ``Elu`` (``alpha``): elementwise.
+* ``LeakyRelu`` (``alpha``), ``Elu`` (``alpha``) and ``PRelu`` (``nn.PReLU``: a constant slope
+  that broadcasts within a sample, never over the batch): elementwise.
+* ``DepthToSpace`` (``nn.PixelShuffle``: mode CRD; DCR too): moves values.
 * ``ReduceAxes``: ``ReduceMean`` / ``ReduceMax`` over axes after the batch that are not a
   global pool's (``x.mean(1)``, the mean over the tokens of an (N, T, F) tensor).
 * ``LogSoftmax`` on the last axis (a classifier's ``nn.LogSoftmax(dim=1)``: the arg max of
@@ -19,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 #: op types of the ONNX nodes :func:`rule` takes
-OPS = ("LeakyRelu", "Elu", "LogSoftmax")
+OPS = ("LeakyRelu", "Elu", "LogSoftmax", "PRelu", "DepthToSpace")
 #: host ops :func:`run` computes
 HOST_OPS = OPS + ("ResizeLinear", "ReduceAxes")
 _COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
@@ -29,9 +31,22 @@ def _s(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
-def rule(node, a, shapes):
+def rule(node, a, shapes, consts=None):
     """``(host op, attrs, inputs)`` for ``node`` (op type in :data:`OPS`), or why not."""
     op, x = node.op_type, node.input[0]
+    if op == "PRelu":
+        if len(node.input) < 2 or node.input[1] not in (consts or {}):
+            return "the slope must be a constant"
+        slope = np.asarray(consts[node.input[1]], np.float64)
+        shape = shapes.get(x)
+        if shape is not None and slope.ndim >= len(shape) and slope.shape[slope.ndim - len(shape)] != 1:
+            return f"slope of shape {slope.shape} for a tensor of shape {tuple(shape)}: it would broadcast over the batch"
+        return op, {"slope": slope}, [x]
+    if op == "DepthToSpace":
+        mode = _s(a.get("mode", "DCR"))
+        if mode not in ("DCR", "CRD"):
+            return f"mode {mode!r}: DCR or CRD"
+        return op, {"blocksize": int(a["blocksize"]), "mode": mode}, [x]
     if op == "LeakyRelu":
         return op, {"alpha": float(a.get("alpha", 0.01))}, [x]
     if op == "Elu":
@@ -117,6 +132,16 @@ def run(layer, inputs):
     if op == "ReduceAxes":
         red = np.mean if a["fn"] == "ReduceMean" else np.max
         return red(x, axis=tuple(int(v) for v in a["axes"]), keepdims=bool(a["keepdims"]))
+    if op == "PRelu":
+        return np.where(x >= 0, x, x * np.asarray(a["slope"], np.float64))
+    if op == "DepthToSpace":
+        n, c, h, w = x.shape
+        b = int(a["blocksize"])
+        if a["mode"] == "DCR":
+            y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+        else:
+            y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return y.reshape(n, c // (b * b), h * b, w * b)
     if op == "LeakyRelu":
         return np.where(x >= 0, x, a["alpha"] * x)
     if op == "Elu":

@@ -27,7 +27,7 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   ``floor``, or ``half_pixel`` / ``pytorch_half_pixel`` with rounding to the nearest); given
   by ``scales`` or by ``sizes`` that are integer multiples of the input's.
 * ``Squeeze`` / ``Unsqueeze`` by constant axes other than the batch's: moves no value.
-* ``Resize`` with mode linear, ``LeakyRelu``, ``Elu``, ``LogSoftmax``:
+* ``Resize`` with mode linear, ``LeakyRelu``, ``Elu``, ``PRelu``, ``DepthToSpace``, ``LogSoftmax``:
   on the host in float64 (:mod:`hlsnn.deploy.hostextra`).
 * ``LayerNormalization`` (constant scale and bias, over axes after the batch), ``Gelu``
   (exact or tanh) and ``Erf``: on the host, in float64 (``Add`` of a constant, as
@@ -109,8 +109,8 @@ def host_rule(node, a, consts, shapes):
     op = node.op_type
     x = node.input[0] if node.input else ""
     rank = len(shapes[x]) if x in shapes else None
-    if op in hostextra.OPS:                         # LeakyRelu, Elu, LogSoftmax
-        spec = hostextra.rule(node, a, shapes)
+    if op in hostextra.OPS:                         # LeakyRelu, Elu, LogSoftmax, PRelu, DepthToSpace
+        spec = hostextra.rule(node, a, shapes, consts)
         return spec if isinstance(spec, str) else HostSpec(*spec)
     if op in ("ReduceMean", "ReduceMax"):
         axes, why = _axes(node, a, consts)
