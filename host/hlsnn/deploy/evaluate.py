@@ -140,6 +140,23 @@ def host_layers(net, host_bits=None) -> list:
     return out
 
 
+def file_tensor(layer):
+    """The model file's tensor an engine layer's output is, and how it is held there: (name,
+    None), or for a 1-D or token-wise layer, whose output is a map of the importer's own,
+    (the file's (N, Z, L) or (N, *lead, O) tensor, "1d" or "rows")."""
+    return tuple(layer.attrs.get("file_output", (layer.output, None)))
+
+
+def as_map(layer, r):
+    """The file's tensor ``r`` of ``layer``'s output (:func:`file_tensor`) as the layer holds it."""
+    how = file_tensor(layer)[1]
+    if how == "1d":
+        return r[..., None]
+    if how == "rows":
+        return np.ascontiguousarray(np.moveaxis(r.reshape(r.shape[0], -1, r.shape[-1]), 2, 1)[..., None])
+    return r
+
+
 def _layout(net, ds_layout):
     shape = net.input_shape
     if ds_layout != "auto":
@@ -240,7 +257,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
         y_test = np.asarray(x_test, np.float64)
     task = infer_task(cfg.task, y_test)
     _check_data(cfg.data, net, ds, y_test, task)
-    names = sorted({layer.output for layer in net.engine_layers()}) if per_layer else None
+    names = sorted({file_tensor(la)[0] for la in net.engine_layers()}) if per_layer else None
     ref = float_reference(cfg.model, x_test, names=names, output=net.output)
     y_ref, ref_tensors = ref if per_layer else (ref, {})
     result = {"model": net.name, "config": cfg.name, "target": target, "task": task,
@@ -318,7 +335,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                     entry["per_layer"] = {}
                     for ln, ex in dep.execs.items():
                         out = ex.layer.output
-                        r, q = ref_tensors[out], env[out]
+                        r, q = as_map(ex.layer, ref_tensors[file_tensor(ex.layer)[0]]), env[out]
+                        if ex.layer.relu:        # a Clip's ReLU fused in: the file's tensor there is before it
+                            r = np.maximum(r, 0)
                         rms = float(np.sqrt(np.mean((q - r) ** 2)) / max(np.sqrt(np.mean(r ** 2)), 1e-30))
                         st = ex.stats
                         entry["per_layer"][ln] = {

@@ -64,6 +64,8 @@ def _rows_as_maps(layers, output):
                            attrs={"shape": (0, 0, -1, 1), "to_2d": True})
             back = Layer(f"{la.name}/as_1d", "host", [f"{la.name}/map_out"], la.output, op="Reshape",
                          attrs={"shape": (0, 0, -1), "to_1d": True})
+            if la.is_engine:                 # the file's tensor of this output, (N, Z, L): --per-layer's reference
+                la.attrs = dict(la.attrs, file_output=(la.output, "1d"))
             la.inputs, la.output = [to_map.output], back.inputs[0]
             out += [to_map, la, back]
             continue
@@ -76,7 +78,7 @@ def _rows_as_maps(layers, output):
         to_map = Layer(f"{la.name}/rows_to_map", "host", list(la.inputs), f"{la.name}/map", op="RowsToMap")
         conv_l = Layer(la.name, "conv", [to_map.output], f"{la.name}/map_out", op=la.op,
                        w=la.w.reshape(n, k, 1, 1), b=la.b, relu=la.relu, pads=(0, 0, 0, 0), folded=la.folded,
-                       in_hw=None if length is None else (length, 1))
+                       in_hw=None if length is None else (length, 1), attrs={"file_output": (la.output, "rows")})
         back = Layer(f"{la.name}/map_to_rows", "host", [conv_l.output], la.output, op="MapToRows",
                      attrs={"lead": lead})
         out += [to_map, conv_l, back]
