@@ -339,3 +339,45 @@ def test_per_layer_errors_of_1d_and_token_wise_layers(tmp_path, name):
     assert len(per) >= 3 and all(v["relative_rms_error"] < 0.1 for v in per.values()), per
     if name.startswith("v_tc_mean"):
         assert any(v["kind"].endswith("+relu") for v in per.values())
+
+
+@pytest.mark.parametrize("shape,groups", [([1, 4, 5], None), ([1, 4, 3, 5], None), ([1, 6, 3, 4], 3)])
+def test_instance_and_group_norm_are_onnxruntimes(tmp_path, shape, groups):
+    """``InstanceNormalization`` (``nn.InstanceNorm*``) and ``nn.GroupNorm`` as torch writes it:
+    ``Reshape`` to (N, G, -1), ``InstanceNormalization`` with unit scale, ``Reshape`` back, the
+    per-channel ``Mul`` and ``Add``."""
+    rng = np.random.default_rng(8)
+    c = shape[1]
+    g = groups or c
+    init = [numpy_helper.from_array(rng.normal(size=g).astype(np.float32) if not groups else
+                                    np.ones(g, np.float32), "s"),
+            numpy_helper.from_array(rng.normal(size=g).astype(np.float32) if not groups else
+                                    np.zeros(g, np.float32), "b")]
+    if groups:
+        init += [numpy_helper.from_array(np.asarray([1, g, -1], np.int64), "to_g"),
+                 numpy_helper.from_array(np.asarray(shape, np.int64), "back"),
+                 numpy_helper.from_array(rng.normal(size=(c, 1, 1)).astype(np.float32), "gamma"),
+                 numpy_helper.from_array(rng.normal(size=(c, 1, 1)).astype(np.float32), "beta")]
+        nodes = [helper.make_node("Reshape", ["x", "to_g"], ["r"]),
+                 helper.make_node("InstanceNormalization", ["r", "s", "b"], ["n"], epsilon=1e-5),
+                 helper.make_node("Reshape", ["n", "back"], ["rb"]), helper.make_node("Mul", ["rb", "gamma"], ["m"]),
+                 helper.make_node("Add", ["m", "beta"], ["y"])]
+    else:
+        nodes = [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)], init)
+    path = tmp_path / "inorm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = rng.normal(size=[3] + shape[1:]).astype(np.float32)
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-4, atol=1e-5)
+
+
+def test_reduce_sum_over_the_tokens_is_onnxruntimes(tmp_path):
+    axes = numpy_helper.from_array(np.asarray([1], np.int64), "ax")
+    graph = helper.make_graph([helper.make_node("ReduceSum", ["x", "ax"], ["y"], keepdims=0)], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8])], [axes])
+    path = tmp_path / "rs.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = np.random.default_rng(9).normal(size=(3, 4, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)

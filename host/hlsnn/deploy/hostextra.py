@@ -11,8 +11,12 @@ requantizes the result, as after a ``Sigmoid``):
 * ``LeakyRelu`` (``alpha``), ``Elu`` (``alpha``) and ``PRelu`` (``nn.PReLU``: a constant slope
   that broadcasts within a sample, never over the batch): elementwise.
 * ``DepthToSpace`` (``nn.PixelShuffle``: mode CRD; DCR too): moves values.
+* ``InstanceNormalization`` (``nn.InstanceNorm*``, and ``nn.GroupNorm``, which both exporters write
+  as a ``Reshape`` to (N, G, -1), this op, a ``Reshape`` back and the affine ``Mul``/``Add``):
+  each sample's channel normalized over the axes after it, constant scale and bias.
 * ``ReduceAxes``: ``ReduceMean`` / ``ReduceMax`` over axes after the batch that are not a
-  global pool's (``x.mean(1)``, the mean over the tokens of an (N, T, F) tensor).
+  global pool's (``x.mean(1)``, the mean over the tokens of an (N, T, F) tensor), and
+  ``ReduceSum`` over axes after the batch (``x.sum(1)``).
 * ``LogSoftmax`` on the last axis (a classifier's ``nn.LogSoftmax(dim=1)``: the arg max of
   its output is the logits').
 """
@@ -21,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 #: op types of the ONNX nodes :func:`rule` takes
-OPS = ("LeakyRelu", "Elu", "LogSoftmax", "PRelu", "DepthToSpace")
+OPS = ("LeakyRelu", "Elu", "LogSoftmax", "PRelu", "DepthToSpace", "InstanceNormalization")
 #: host ops :func:`run` computes
 HOST_OPS = OPS + ("ResizeLinear", "ReduceAxes")
 _COORDS = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
@@ -42,6 +46,11 @@ def rule(node, a, shapes, consts=None):
         if shape is not None and slope.ndim >= len(shape) and slope.shape[slope.ndim - len(shape)] != 1:
             return f"slope of shape {slope.shape} for a tensor of shape {tuple(shape)}: it would broadcast over the batch"
         return op, {"slope": slope}, [x]
+    if op == "InstanceNormalization":
+        if any(len(node.input) <= i or node.input[i] not in (consts or {}) for i in (1, 2)):
+            return "scale and bias must be constants"
+        return op, {"epsilon": float(a.get("epsilon", 1e-5)), "scale": np.asarray(consts[node.input[1]], np.float64),
+                    "bias": np.asarray(consts[node.input[2]], np.float64)}, [x]
     if op == "DepthToSpace":
         mode = _s(a.get("mode", "DCR"))
         if mode not in ("DCR", "CRD"):
@@ -59,7 +68,7 @@ def rule(node, a, shapes, consts=None):
 
 
 def reduce_axes(op, axes, keepdims, rank):
-    """``("ReduceAxes", attrs)`` for a ``ReduceMean``/``ReduceMax`` over ``axes`` (none the
+    """``("ReduceAxes", attrs)`` for a ``ReduceMean``/``ReduceMax``/``ReduceSum`` over ``axes`` (none the
     batch's) of a tensor of rank ``rank``, or why not."""
     if rank is None:
         return f"{op} over axes {list(axes)} of a tensor of unknown rank"
@@ -130,8 +139,14 @@ def run(layer, inputs):
             x = np.moveaxis(np.tensordot(np.asarray(m, np.float64), np.moveaxis(x, ax + 2, 0), axes=1), 0, ax + 2)
         return x
     if op == "ReduceAxes":
-        red = np.mean if a["fn"] == "ReduceMean" else np.max
+        red = {"ReduceMean": np.mean, "ReduceMax": np.max, "ReduceSum": np.sum}[a["fn"]]
         return red(x, axis=tuple(int(v) for v in a["axes"]), keepdims=bool(a["keepdims"]))
+    if op == "InstanceNormalization":
+        axes = tuple(range(2, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        y = (x - mean) / np.sqrt(((x - mean) ** 2).mean(axis=axes, keepdims=True) + a["epsilon"])
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        return y * np.asarray(a["scale"], np.float64).reshape(shape) + np.asarray(a["bias"], np.float64).reshape(shape)
     if op == "PRelu":
         return np.where(x >= 0, x, x * np.asarray(a["slope"], np.float64))
     if op == "DepthToSpace":

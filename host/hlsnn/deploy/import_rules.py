@@ -27,7 +27,8 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   ``floor``, or ``half_pixel`` / ``pytorch_half_pixel`` with rounding to the nearest); given
   by ``scales`` or by ``sizes`` that are integer multiples of the input's.
 * ``Squeeze`` / ``Unsqueeze`` by constant axes other than the batch's: moves no value.
-* ``Resize`` with mode linear, ``LeakyRelu``, ``Elu``, ``PRelu``, ``DepthToSpace``, ``LogSoftmax``:
+* ``Resize`` with mode linear, ``LeakyRelu``, ``Elu``, ``PRelu``, ``DepthToSpace``, ``LogSoftmax``,
+  ``InstanceNormalization``, ``ReduceSum`` over axes after the batch:
   on the host in float64 (:mod:`hlsnn.deploy.hostextra`).
 * ``LayerNormalization`` (constant scale and bias, over axes after the batch), ``Gelu``
   (exact or tanh) and ``Erf``: on the host, in float64 (``Add`` of a constant, as
@@ -51,8 +52,8 @@ import numpy as np
 from . import hostextra
 
 OPS = ("ReduceMean", "ReduceMax", "GlobalMaxPool", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Pad",
-       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf"
-       ) + hostextra.OPS
+       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf",
+       "ReduceSum") + hostextra.OPS
 
 #: nearest-neighbour Resize modes that repeat each pixel ``s`` times for an integer scale ``s``
 _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
@@ -112,6 +113,12 @@ def host_rule(node, a, consts, shapes):
     if op in hostextra.OPS:                         # LeakyRelu, Elu, LogSoftmax, PRelu, DepthToSpace
         spec = hostextra.rule(node, a, shapes, consts)
         return spec if isinstance(spec, str) else HostSpec(*spec)
+    if op == "ReduceSum":                           # x.sum(1) over the tokens: hostextra's ReduceAxes
+        axes, why = _axes(node, a, consts)
+        if why or not axes:
+            return why or "ReduceSum over every axis: only over axes after the batch"
+        spec = hostextra.reduce_axes(op, axes, int(a.get("keepdims", 1)), rank)
+        return spec if isinstance(spec, str) else HostSpec(*spec, [x])
     if op in ("ReduceMean", "ReduceMax"):
         axes, why = _axes(node, a, consts)
         if why:
