@@ -147,6 +147,23 @@ def host_layers(net, host_bits=None) -> list:
     return out
 
 
+def file_tensor(layer):
+    """The model file's tensor an engine layer's output is, and how it is held there: (name,
+    None), or for a 1-D or token-wise layer, whose output is a map of the importer's own,
+    (the file's (N, Z, L) or (N, *lead, O) tensor, "1d" or "rows")."""
+    return tuple(layer.attrs.get("file_output", (layer.output, None)))
+
+
+def as_map(layer, r):
+    """The file's tensor ``r`` of ``layer``'s output (:func:`file_tensor`) as the layer holds it."""
+    how = file_tensor(layer)[1]
+    if how == "1d":
+        return r[..., None]
+    if how == "rows":
+        return np.ascontiguousarray(np.moveaxis(r.reshape(r.shape[0], -1, r.shape[-1]), 2, 1)[..., None])
+    return r
+
+
 def _layout(net, ds_layout):
     shape = net.input_shape
     if ds_layout != "auto":

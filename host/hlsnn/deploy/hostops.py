@@ -8,7 +8,8 @@ point), and so are Clip when its bounds are values of the input's format and Con
 inputs share one format (:func:`out_format`); AveragePool, GlobalAveragePool, Add, AddConst (an
 ``Add`` of a constant), Mul (a gate of two tensors), BatchNormalization, Scale (``Mul`` or
 ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu and
-LayerNormalization compute new values, which the next accelerator layer requantizes at its
+LayerNormalization (and :mod:`hlsnn.deploy.hostextra`'s ResizeLinear, LeakyRelu, Elu and
+LogSoftmax) compute new values, which the next accelerator layer requantizes at its
 calibrated radix point; Softmax produces the network's float output. SwMove (exact), SwCompute
 and MatMulAct are attention's ops on per-sample tensors (:mod:`hlsnn.deploy.samplewise`).
 """
@@ -18,6 +19,7 @@ import numpy as np
 
 from ..engines.convgeom import spread
 from ..errors import InputError
+from . import hostextra
 from .pooling import _pool
 
 #: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
@@ -146,11 +148,15 @@ def run(layer, inputs):
         s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))
         shape = (1, -1) + (1,) * (x.ndim - 2)
         return (x - mean.reshape(shape)) * s.reshape(shape) + beta.reshape(shape)
-    if op == "Softmax":
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
+    if op == "Softmax":                 # over its axis (opset < 13: over that axis and all after it)
+        ax = int(a.get("axis", -1)) % x.ndim
+        axes = tuple(range(ax, x.ndim)) if a.get("coerce_2d") else (ax,)
+        e = np.exp(x - x.max(axis=axes, keepdims=True))
+        return e / e.sum(axis=axes, keepdims=True)
     if op == "fallback":
         return _fallback(layer, inputs)
+    if op in hostextra.HOST_OPS:                         # ResizeLinear, LeakyRelu, Elu, ..., LogSoftmax
+        return hostextra.run(layer, inputs)
     if op in ("SwMove", "SwCompute", "MatMulAct"):      # attention's ops (hlsnn.deploy.samplewise)
         from . import samplewise
         return samplewise.run(layer, inputs, host_run=run)

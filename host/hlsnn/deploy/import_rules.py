@@ -7,7 +7,8 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
 
 * ``ReduceMean`` / ``ReduceMax`` over exactly the spatial axes of a 4-D tensor (2 and 3, or
   -2 and -1), or the length axis (2) of a 3-D one, with or without ``keepdims``: global average / max pooling (``nn.AdaptiveAvgPool2d(1)``
-  exports as ``ReduceMean`` at opset 18+). Other axes are unsupported.
+  exports as ``ReduceMean`` at opset 18+). Over other axes after the batch (the mean over the
+  tokens of an (N, T, F) tensor): :mod:`hlsnn.deploy.hostextra`'s ``ReduceAxes``; over the batch: unsupported.
 * ``GlobalMaxPool``: global max pooling.
 * ``Clip`` with constant bounds (missing bound: none): a clamp. After a dense or conv layer
   whose output only it reads, a lower bound of at least 0 fuses the layer's ReLU (every
@@ -20,11 +21,15 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
 * ``Pad``: constant mode with constant pads (none negative) and value; zero padding keeps the
   fixed-point format.
 * ``Concat`` on the channel axis (1, or -3 of a 4-D tensor).
-* ``Resize`` / ``Upsample``, nearest, by integer scale factors on H and W (1 on N and C), with
+* ``Resize`` / ``Upsample``, nearest, by integer scale factors on H and W (1 on N and C; or on L
+  of an (N, C, L) tensor, run on the (N, C, L, 1) map between two exact ``Reshape`` layers), with
   a coordinate transformation that makes it a repetition of each pixel (``asymmetric`` with
   ``floor``, or ``half_pixel`` / ``pytorch_half_pixel`` with rounding to the nearest); given
   by ``scales`` or by ``sizes`` that are integer multiples of the input's.
 * ``Squeeze`` / ``Unsqueeze`` by constant axes other than the batch's: moves no value.
+* ``Resize`` with mode linear, ``LeakyRelu``, ``Elu``, ``PRelu``, ``DepthToSpace``, ``LogSoftmax``,
+  ``InstanceNormalization``, ``ReduceSum`` over axes after the batch:
+  on the host in float64 (:mod:`hlsnn.deploy.hostextra`).
 * ``LayerNormalization`` (constant scale and bias, over axes after the batch), ``Gelu``
   (exact or tanh) and ``Erf``: on the host, in float64 (``Add`` of a constant, as
   ``torch.onnx``'s opset-17 GELU and a positional table write it, is a host ``AddConst`` of
@@ -44,8 +49,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import hostextra
+
 OPS = ("ReduceMean", "ReduceMax", "GlobalMaxPool", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Pad",
-       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf")
+       "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf",
+       "ReduceSum") + hostextra.OPS
 
 #: nearest-neighbour Resize modes that repeat each pixel ``s`` times for an integer scale ``s``
 _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
@@ -102,6 +110,15 @@ def host_rule(node, a, consts, shapes):
     op = node.op_type
     x = node.input[0] if node.input else ""
     rank = len(shapes[x]) if x in shapes else None
+    if op in hostextra.OPS:                         # LeakyRelu, Elu, LogSoftmax, PRelu, DepthToSpace
+        spec = hostextra.rule(node, a, shapes, consts)
+        return spec if isinstance(spec, str) else HostSpec(*spec)
+    if op == "ReduceSum":                           # x.sum(1) over the tokens: hostextra's ReduceAxes
+        axes, why = _axes(node, a, consts)
+        if why or not axes:
+            return why or "ReduceSum over every axis: only over axes after the batch"
+        spec = hostextra.reduce_axes(op, axes, int(a.get("keepdims", 1)), rank)
+        return spec if isinstance(spec, str) else HostSpec(*spec, [x])
     if op in ("ReduceMean", "ReduceMax"):
         axes, why = _axes(node, a, consts)
         if why:
@@ -109,9 +126,9 @@ def host_rule(node, a, consts, shapes):
         if not axes:
             return (f"{op} over every axis: only over the spatial axes (2, 3) of an NCHW tensor or the length axis "
                     "(2) of an NCL one (global pooling)")
-        if not _spatial_axes(axes, rank):
-            return (f"axes {list(axes)}: only the spatial axes (2, 3) of an NCHW tensor or the length axis (2) of an "
-                    "NCL one (global pooling)")
+        if not _spatial_axes(axes, rank):           # the mean over the tokens of (N, T, F), ...: hostextra
+            spec = hostextra.reduce_axes(op, axes, int(a.get("keepdims", 1)), rank)
+            return spec if isinstance(spec, str) else HostSpec(*spec, [x])
         pool = "GlobalAveragePool" if op == "ReduceMean" else "GlobalMaxPool"
         return HostSpec(pool, {"keepdims": int(a.get("keepdims", 1))}, [x])
     if op == "GlobalMaxPool":
@@ -261,6 +278,12 @@ def _pad(node, a, consts, rank):
 def _resize(node, a, consts, shapes):
     op = node.op_type
     mode = _s(a.get("mode", "nearest"))
+    if mode == "linear" and op == "Resize":         # bilinear: hlsnn.deploy.hostextra's ResizeLinear
+        scales, sizes = _const_input(node, 2, consts), _const_input(node, 3, consts)
+        if scales is False or sizes is False:
+            return "scales and sizes must be constants"
+        spec = hostextra.resize_linear(node, a, scales, sizes, shapes.get(node.input[0]))
+        return spec if isinstance(spec, str) else HostSpec(spec[0], spec[1], [node.input[0]])
     if mode != "nearest":
         return f"mode {mode!r}: only nearest-neighbour {op}"
     if op == "Resize":
@@ -280,14 +303,19 @@ def _resize(node, a, consts, shapes):
         f = scales.reshape(-1).astype(np.float64)
     elif sizes is not None and sizes.size:
         shape = shapes.get(node.input[0])
-        if shape is None or None in shape:
+        sz = sizes.reshape(-1).astype(np.float64)
+        if shape is None or None in shape[1:] or len(shape) != len(sz):
             return "Resize by sizes of an input of unknown shape"
-        f = sizes.reshape(-1).astype(np.float64) / np.asarray(shape, np.float64)
+        if shape[0] is None and sz[0] != 1:
+            return f"sizes {sz.astype(int).tolist()}: the batch's size must be the file's batch, 1"
+        # the batch (symbolic here, 1 in the file: a size computed from Shape at batch 1) keeps its size
+        f = np.concatenate([[1.0], sz[1:] / np.asarray(shape[1:], np.float64)])
     else:
         return "neither scales nor sizes given"
-    if len(f) != 4 or f[0] != 1 or f[1] != 1 or any(v < 1 or v != int(v) for v in f[2:]):
-        return f"scales {f.tolist()}: only integer factors on H and W of an NCHW tensor (1 on N and C)"
-    return HostSpec("Upsample", {"factors": (int(f[2]), int(f[3]))}, [node.input[0]])
+    if len(f) not in (3, 4) or f[0] != 1 or f[1] != 1 or any(v < 1 or v != int(v) for v in f[2:]):
+        return (f"scales {f.tolist()}: only integer factors on H and W of an NCHW tensor or on L of an NCL one "
+                "(1 on N and C)")
+    return HostSpec("Upsample", {"factors": tuple(int(v) for v in f[2:])}, [node.input[0]])
 
 
 def channel_scale(c, kind, n_out):

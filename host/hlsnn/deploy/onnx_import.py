@@ -21,7 +21,8 @@ Rules (these are what :func:`load_onnx` does, in order):
   are unknown), and a ``BatchNormalization`` after a token-wise layer (axis 1 is then the
   tokens, not the layer's outputs) is never folded into it.
 * ``Conv`` (2-D: any stride, explicit pads, dilation, rectangular kernels, groups including
-  depthwise; ``auto_pad`` NOTSET or VALID) becomes a **conv** layer; :mod:`hlsnn.engines.convgeom`
+  depthwise; ``auto_pad`` NOTSET, VALID or SAME_UPPER/SAME_LOWER, TorchScript's ``padding='same'``,
+  as the explicit pads ONNX defines for it) becomes a **conv** layer; :mod:`hlsnn.engines.convgeom`
   says how each engine runs it.
 * A ``BatchNormalization`` whose input is produced only for it by a dense or conv layer is
   folded into that layer: ``s = gamma / sqrt(var + eps)``, ``w' = w * s`` (per output
@@ -37,7 +38,7 @@ Rules (these are what :func:`load_onnx` does, in order):
   into the preceding layer where exact): the rules of :mod:`hlsnn.deploy.import_rules`. A
   zero ``Pad`` of H and W that only a ``Conv`` reads becomes that conv's padding.
 * Attention (issue 52): a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
-  ``Gather`` of a computed tensor or a ``Transpose`` that moves axis 0 gets static batch-1
+  ``Gather`` of a computed tensor or a ``Transpose`` of a computed tensor gets static batch-1
   shapes (:mod:`hlsnn.deploy.shapefold`: the shape arithmetic folds to constants), and the ops
   on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.samplewise`:
   ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
@@ -70,8 +71,8 @@ from ..errors import InputError, MissingDependency, ModelError, UnsupportedModel
 from . import import_rules as rules
 from . import qimport, samplewise, shapefold
 from .graph import Layer, Network
-from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _host_unsupported,
-                         _matmul_rows, _rows_as_maps, _shapes, _zipmap_unsupported)
+from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
+                         _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
 
 #: the most values an initializer may hold (32 Mi: far beyond any model an FPGA of hlsnn's boards holds)
 MAX_INITIALIZER_ELEMENTS = 1 << 25
@@ -258,6 +259,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         fs = shapefold.file_shapes(model, path)
         model = model if fs is None else shapefold.fold(model, fs)
     g = model.graph
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
     _check_names(path, g)
     consts = {t.name: _initializer(path, t) for t in g.initializer}
     _check_sizes(path, model)
@@ -349,6 +351,12 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             node = _as_identity(node)                        # the probabilities, column j = class j
             op, a = "Identity", {}
         layer = None
+        parts = samplewise.split(node, a, fs) if fs is not None and op == "Split" else None
+        if parts:                                   # one exact move per output (q, k, v of a fused Linear)
+            for i, (sop, sins, sout, sat) in enumerate(parts):
+                layers.append(Layer(f"{name}/{i}", "host", sins, sout, op=sop, attrs=sat))
+                produced[sout] = layers[-1]
+            continue
         sw = None if fs is None else samplewise.rule(node, op, a, consts, fs)
         if isinstance(sw, str):
             reject(node, sw)
@@ -412,6 +420,10 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             if w is None:
                 continue
             one_d = w.ndim == 3
+            a = _explicit_pads(a, shapes.get(node.input[0]), w.shape[2:])
+            if isinstance(a, str):
+                reject(node, a)
+                continue
             if one_d:                               # Conv1d: the (k, 1) 2-D convolution of an (N, C, L, 1) map
                 why = _conv1d_unsupported(a)
                 if why:
@@ -455,7 +467,10 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             w = const(node.input[1], node, "weight")
             if w is None:
                 continue
-            spec = _conv_transpose(w, a, shapes.get(node.input[0]))
+            shp, one_d = shapes.get(node.input[0]), w.ndim == 3
+            if one_d:                               # ConvTranspose1d: the (k, 1) 2-D one on the (N, C, L, 1) map
+                w, a, shp = _one_d_as_2d(w, a, shp)
+            spec = _conv_transpose(w, a, shp)
             if isinstance(spec, str):
                 reject(node, spec)
                 continue
@@ -465,24 +480,26 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 b = const(node.input[2], node, "bias")
                 if b is None:
                     continue
-            src = node.input[0]
+            src, out = node.input[0], node.output[0]
             if strides != (1, 1):              # the stride's zeros between the pixels: an exact host op
                 stuff = Layer(f"{name}/zero_stuff", "host", [src], f"{name}/stuffed", op="ZeroStuff",
-                              attrs={"strides": strides})
+                              attrs={"strides": strides, "map_1d": True} if one_d else {"strides": strides})
                 layers.append(stuff)
                 produced[stuff.output] = stuff
                 src = stuff.output
-            hw = shapes.get(node.input[0], ())[2:4]
+            hw = (shp or ())[2:4]
             in_hw = None if len(hw) != 2 or None in hw else ((hw[0] - 1) * strides[0] + 1,
                                                              (hw[1] - 1) * strides[1] + 1)
-            layer = Layer(name, "conv", [src], node.output[0], op=op, w=wc,
+            layer = Layer(name, "conv", [src], out, op=op, w=wc,
                           b=np.asarray(b, np.float64).reshape(-1).copy(), pads=pads, strides=(1, 1), dilations=dil,
-                          group=group, in_hw=in_hw)
+                          group=group, in_hw=in_hw, attrs={"conv1d": True} if one_d else {})
         elif op in rules.OPS:
             spec = rules.host_rule(node, a, consts, shapes)
             if isinstance(spec, str):
                 reject(node, spec)
                 continue
+            if spec.op == "Upsample" and len(spec.attrs["factors"]) == 1:     # nearest on (N, C, L): on the map
+                spec.attrs = {"factors": (spec.attrs["factors"][0], 1), "map_1d": True}
             prev = produced.get(spec.inputs[0])
             fusable = prev is not None and prev.is_engine and sole_user(spec.inputs[0]) is node
             if spec.op == "Clip" and fusable and not prev.relu and spec.attrs["lo"] is not None \
@@ -540,6 +557,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 continue
             if op == "Reshape":
                 a = dict(a, shape=tuple(int(v) for v in np.asarray(consts[node.input[1]]).reshape(-1)))
+            if op == "Softmax" and opset < 13:     # opset 1-12: the axes from `axis` (default 1) on, as one
+                a = dict(a, axis=int(a.get("axis", 1)), coerce_2d=True)
             if op == "BatchNormalization":
                 a = dict(a, params=[np.asarray(consts[i], np.float64).reshape(-1) for i in node.input[1:5]])
             if op == "Add":

@@ -54,14 +54,18 @@ def _rows_as_maps(layers, output):
     A 1-D convolution (``attrs["conv1d"]``: its weight, pads, strides and dilations already
     those of the ``(k, 1)`` 2-D convolution) reads its ``(N, C, L)`` input as an ``(N, C, L,
     1)`` map and gives back ``(N, Z, L')``: two ``Reshape`` host ops around it, which move no
-    value, and cancel out the same way between 1-D convolutions."""
+    value, and cancel out the same way between 1-D convolutions. So does a host op marked
+    ``map_1d`` (a 1-D transposed convolution's ``ZeroStuff``, a nearest ``Upsample`` of the
+    length), which then runs on the map as its 2-D form."""
     out = []
     for la in layers:
-        if la.kind == "conv" and la.attrs.get("conv1d"):
+        if (la.kind == "conv" and la.attrs.get("conv1d")) or la.attrs.get("map_1d"):
             to_map = Layer(f"{la.name}/as_2d", "host", list(la.inputs), f"{la.name}/map", op="Reshape",
                            attrs={"shape": (0, 0, -1, 1), "to_2d": True})
             back = Layer(f"{la.name}/as_1d", "host", [f"{la.name}/map_out"], la.output, op="Reshape",
                          attrs={"shape": (0, 0, -1), "to_1d": True})
+            if la.is_engine:                 # the file's tensor of this output, (N, Z, L): --per-layer's reference
+                la.attrs = dict(la.attrs, file_output=(la.output, "1d"))
             la.inputs, la.output = [to_map.output], back.inputs[0]
             out += [to_map, la, back]
             continue
@@ -74,7 +78,7 @@ def _rows_as_maps(layers, output):
         to_map = Layer(f"{la.name}/rows_to_map", "host", list(la.inputs), f"{la.name}/map", op="RowsToMap")
         conv_l = Layer(la.name, "conv", [to_map.output], f"{la.name}/map_out", op=la.op,
                        w=la.w.reshape(n, k, 1, 1), b=la.b, relu=la.relu, pads=(0, 0, 0, 0), folded=la.folded,
-                       in_hw=None if length is None else (length, 1))
+                       in_hw=None if length is None else (length, 1), attrs={"file_output": (la.output, "rows")})
         back = Layer(f"{la.name}/map_to_rows", "host", [conv_l.output], la.output, op="MapToRows",
                      attrs={"lead": lead})
         out += [to_map, conv_l, back]
@@ -120,7 +124,7 @@ def _conv_transpose(w, a, shape):
     output_padding`` after, convolved at stride 1 and dilation ``d`` with the weight flipped in
     both axes and its input and output channels swapped per group, gives ``y``."""
     if w.ndim != 4:
-        return f"only 2-D transposed convolution (weight of rank {w.ndim})"
+        return f"only 1-D and 2-D transposed convolution (weight of rank {w.ndim})"
     if _s(a.get("auto_pad", "NOTSET")) not in ("NOTSET", "VALID"):
         return f"auto_pad {a['auto_pad']!r}: give explicit pads"
     if a.get("output_shape") is not None:
@@ -146,8 +150,53 @@ def _conv_transpose(w, a, shape):
     return np.ascontiguousarray(wc, np.float64), st, tuple(full), dil, g
 
 
+def _one_d_as_2d(w, a, shape):
+    """A 1-D ``ConvTranspose``'s weight, attributes and input shape as those of the ``(k, 1)``
+    2-D one on the ``(N, C, L, 1)`` map (the second spatial axis of length 1, its kernel 1,
+    stride 1, no padding)."""
+    a = dict(a)
+    for key, extra in (("strides", 1), ("dilations", 1), ("output_padding", 0), ("kernel_shape", 1)):
+        if key in a:
+            a[key] = list(a[key]) + [extra]
+    if "pads" in a:
+        a["pads"] = [a["pads"][0], 0, a["pads"][-1], 0] if len(a["pads"]) == 2 else list(a["pads"]) + [0, 0]
+    return w[..., None], a, None if shape is None else tuple(shape) + (1,)
+
+
 def _s(v):
     return v.decode() if isinstance(v, bytes) else v
+
+
+def _explicit_pads(a, shape, kernel):
+    """A ``Conv``'s attributes with ``auto_pad`` SAME_UPPER / SAME_LOWER (TorchScript's
+    ``padding='same'``) as the explicit ``pads`` ONNX defines for it: per spatial axis the output
+    ``ceil(in / stride)`` needs ``total = max(0, (out - 1) * stride + (k - 1) * dilation + 1 - in)``
+    pads, ``total // 2`` at the start and the rest at the end (SAME_UPPER) or the other way round
+    (SAME_LOWER). VALID is no padding. The attributes unchanged without ``auto_pad``; why the
+    pads cannot be known (the input's spatial shape is unknown) as a string."""
+    how = _s(a.get("auto_pad", "NOTSET"))
+    if how == "NOTSET":
+        return a
+    a = {k: v for k, v in a.items() if k != "auto_pad"}
+    n = len(kernel)
+    if how == "VALID":
+        return dict(a, pads=[0] * (2 * n))
+    if how not in ("SAME_UPPER", "SAME_LOWER"):
+        return f"auto_pad {how!r}: NOTSET, VALID, SAME_UPPER or SAME_LOWER"
+    spatial = None if shape is None or len(shape) != n + 2 else shape[2:]
+    if spatial is None or None in spatial:
+        return f"auto_pad {how!r} on an input of unknown spatial shape {shape}: give explicit pads"
+    strides = [int(v) for v in a.get("strides", [1] * n)]
+    dil = [int(v) for v in a.get("dilations", [1] * n)]
+    if len(strides) != n or len(dil) != n:
+        return f"strides {strides}, dilations {dil}: {n} integers each"
+    begin, end = [], []
+    for i, k, st, d in zip(spatial, kernel, strides, dil):
+        total = max(0, (-(-int(i) // st) - 1) * st + (int(k) - 1) * d + 1 - int(i))
+        lo = total // 2 if how == "SAME_UPPER" else total - total // 2
+        begin.append(lo)
+        end.append(total - lo)
+    return dict(a, pads=begin + end)
 
 
 def _conv1d_unsupported(a):
@@ -210,8 +259,8 @@ def _host_unsupported(op, a, node, consts):
                 "merge samples)")
     if op in ("MaxPool", "AveragePool") and any(int(s) < 1 for s in a.get("strides", [1, 1])):
         return f"strides {list(a['strides'])}: must be at least 1"
-    if op == "Softmax" and a.get("axis", -1) not in (-1, 1):
-        return f"axis = {a['axis']}: only the last axis (of a (batch, classes) tensor)"
+    if op == "Softmax" and int(a.get("axis", -1)) == 0:
+        return "axis = 0: over the batch; only over the axes after it"
     return None
 
 

@@ -75,7 +75,7 @@ def reference_evaluator(model):
                                  else "")
     try:
         sess = ReferenceEvaluator(str(model) if isinstance(model, (str, bytes)) or not hasattr(model, "graph")
-                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op(), *_pool_ops(),
+                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op(), *_pool_ops(), _conv_transpose_op(),
                                            *qimport.reference_ops()])
     except HlsnnError:
         raise
@@ -150,6 +150,31 @@ def _pool_ops():
             return run(self, stock, "AveragePool", x, kwargs)
 
     return MaxPool, AveragePool
+
+
+def _conv_transpose_op():
+    """``ConvTranspose`` with ``group`` > 1, which onnx's stock reference (onnx 1.22) cannot
+    evaluate (it reshapes the grouped weight as if ungrouped and fails): each group's input
+    channels and weight through the stock implementation, the outputs joined on the channel
+    axis, as ONNX defines a grouped transposed convolution (onnxruntime agrees,
+    tests/deploy/test_torch_variants.py). ``group`` 1 runs the stock implementation."""
+    from onnx.reference.op_run import OpRun
+    from onnx.reference.ops.op_conv_transpose import ConvTranspose as Stock
+
+    class ConvTranspose(OpRun):
+        op_domain = ""
+
+        def _run(self, x, w, b=None, group=None, **kwargs):
+            stock = Stock(self.onnx_node, self.run_params)
+            g = int(group or 1)
+            if g == 1:
+                return stock._run(x, w, b, group=1, **kwargs)
+            c, zg = w.shape[0] // g, w.shape[1]
+            ys = [stock._run(x[:, i * c:(i + 1) * c], w[i * c:(i + 1) * c], None if b is None else
+                             b[i * zg:(i + 1) * zg], group=1, **kwargs)[0] for i in range(g)]
+            return (np.concatenate(ys, axis=1).astype(x.dtype),)
+
+    return ConvTranspose
 
 
 def _zipmap_op():

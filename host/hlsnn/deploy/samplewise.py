@@ -12,10 +12,11 @@ after the first, for all samples at once; its output is normal again where ``S``
 
 Host ops here (:func:`rule` at import, :func:`run` in the float path):
 
-* ``SwMove``: ``Reshape``/``Flatten``/``Squeeze``/``Unsqueeze`` (to the static output shape),
-  ``Transpose``, ``Gather`` by constant indices. They move values only: exact on fixed-point
+* ``SwMove``: ``Reshape``/``Flatten``/``Squeeze``/``Unsqueeze`` (to the static output shape;
+  also of the file's axis 0 where it is not the batch), ``Transpose``, ``Gather`` by constant
+  indices, ``Slice`` and each output of ``Split`` (:mod:`hlsnn.deploy.swslice`). They move values only: exact on fixed-point
   values (:data:`hlsnn.deploy.hostops.EXACT`).
-* ``SwCompute``: ``Add``/``Sub``/``Mul``/``Div`` (of tensors or constants, ONNX broadcasting
+* ``SwCompute``: ``Concat`` with a constant input or off the channel axis (a class token), ``Add``/``Sub``/``Mul``/``Div`` (of tensors or constants, ONNX broadcasting
   within a sample), ``Relu``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``, ``Softmax``,
   ``LayerNormalization``, ``ReduceMean``/``ReduceMax`` (the token mean of a classifier's head),
   in float64 like the other computing host ops; the next engine layer requantizes the result.
@@ -41,9 +42,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from . import swslice
 
-MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather")
-COMPUTE = ("Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Softmax", "LayerNormalization",
+MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "Slice", "Split")
+COMPUTE = ("Concat", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Softmax", "LayerNormalization",
            "ReduceMean", "ReduceMax")
 OPS = MOVES + COMPUTE + ("MatMul",)
 
@@ -92,6 +94,18 @@ def rule(node, op, a, consts, fs):
         if min(len(s) for s in in_shapes) < 2:
             return f"a MatMul of tensors of shapes {in_shapes}: both need rank 2 or more"
         return "MatMulAct", acts, base
+    if op == "Slice" and len(acts) == 1 and node.input[0] == acts[0]:
+        spec = swslice.slice_rule(node, a, consts, in_shapes[0], s_out)
+        return spec if isinstance(spec, str) else ("SwMove", acts, dict(base, **spec))
+    if op == "Concat" and acts:
+        axis = int(a.get("axis", 1)) % len(s_out)
+        if len(acts) == len(ins) and not lifted and axis == 1:
+            return None                          # channels of computed maps: import_rules' exact Concat
+        return "SwCompute", acts, dict(base, axis=axis, operands=swslice.concat_operands(node, consts, acts))
+    if op in ("Squeeze", "Unsqueeze") and not lifted and len(acts) == 1:
+        axes = _axes(node, a, consts, len(in_shapes[0]) if op == "Squeeze" else len(s_out))
+        if axes is not None and 0 in axes:       # the file's axis 0 (of size 1) is not the batch here
+            return "SwMove", acts, base
     if op == "Gather" and len(ins) > 1 and node.input[1] not in consts:
         return "Gather by computed indices: only constant indices"
     if op in MOVES:
@@ -153,6 +167,16 @@ def rule(node, op, a, consts, fs):
     return None
 
 
+def split(node, a, fs):
+    """A ``Split`` of a tensor with static shapes: one ``(host op, inputs, output, attrs)`` per
+    output, a ``SwMove`` that takes its part (:mod:`hlsnn.deploy.swslice`), or None."""
+    x = node.input[0]
+    if x not in fs or any(o not in fs for o in node.output if o):
+        return None
+    return [("SwMove", [x], o, dict(at, fn="Split", in_shapes=[tuple(fs[x])], out_shape=tuple(fs[o])))
+            for o, at in swslice.split_rules(node, a, fs)]
+
+
 def lift(x, s):
     """A tensor of static shape ``s`` as ``(N, *s)``."""
     return x[:, None] if not is_lifted(s) else x
@@ -193,11 +217,15 @@ def run(layer, inputs, matmul=None, host_run=None):
             y = x.transpose([0] + [p + 1 for p in a["perm"]])
         elif fn == "Gather":
             y = np.take(x, a["indices"], axis=a["axis"] + 1)
+        elif fn in ("Slice", "Split"):
+            y = swslice.run_take(x, a["takes"])
         else:
             y = x.reshape((n,) + s_out)
     else:
         r = len(s_out)
-        if fn in ("Add", "Sub", "Mul", "Div"):
+        if fn == "Concat":
+            y = swslice.run_concat(xs, a["operands"], a["axis"], n)
+        elif fn in ("Add", "Sub", "Mul", "Div"):
             ops = [_align([xs[v]], r)[0] if k == "x" else v for k, v in a["operands"]]
             y = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}[fn](*ops)
         elif fn in ("ReduceMean", "ReduceMax"):

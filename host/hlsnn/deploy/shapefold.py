@@ -16,7 +16,9 @@ batch fixed at 1 (:mod:`hlsnn.deploy.samplewise`), so every such shape is a cons
   constant.
 
 :func:`needed` says when a graph needs this (a ``Shape`` node, a ``MatMul`` of two computed
-tensors, a ``Transpose`` that moves axis 0, a ``Gather`` of a computed tensor): other graphs
+tensors, a ``Transpose`` of a computed tensor (also one that keeps the batch first: a 1-D
+model's ``x.transpose(1, 2)``), a ``Gather``, ``Slice`` or ``Split`` of a computed tensor, a
+``Concat`` with a constant (a class token)): other graphs
 import exactly as before. A model whose input has a symbolic dimension other than the batch is
 refused by name (its shapes are not static).
 """
@@ -43,12 +45,12 @@ def needed(g):
             return True
         if n.op_type == "MatMul" and len(n.input) == 2 and not any(i in consts for i in n.input):
             return True
-        if n.op_type == "Gather" and n.input[0] not in consts:
+        if n.op_type in ("Gather", "Slice", "Split") and n.input[0] not in consts:
+            return True
+        if n.op_type == "Concat" and any(i in consts for i in n.input) and not all(i in consts for i in n.input):
             return True
         if n.op_type == "Transpose" and n.input[0] not in consts:
-            perm = [list(a.ints) for a in n.attribute if a.name == "perm"]
-            if not perm or perm[0][0] != 0:
-                return True
+            return True             # any permutation of a computed tensor: samplewise's SwMove
     return False
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..deploy import datasets, qimport, update
 from ..deploy.config import load_deploy_config
-from ..deploy.evaluate import (_check_data, _check_labels, _classification, _layout, _regression,
+from ..deploy.evaluate import (_check_data, _check_labels, _classification, _layout, _regression, as_map, file_tensor,
                                _regression_scorer, _targets, float_reference, host_bits_of, host_layers,
                                infer_task, modelled_latency, open_accelerators, pot_note)
 from ..deploy.onnx_import import load_onnx
@@ -68,7 +68,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
         y_test = np.asarray(x_test, np.float64)
     task = infer_task(cfg.task, y_test)
     _check_data(cfg.data, net, ds, y_test, task)
-    names = sorted({layer.output for layer in net.engine_layers()}) if per_layer else None
+    names = sorted({file_tensor(la)[0] for la in net.engine_layers()}) if per_layer else None
     ref = float_reference(cfg.model, x_test, names=names, output=net.output)
     y_ref, ref_tensors = ref if per_layer else (ref, {})
     result = {"model": net.name, "config": cfg.name, "target": target, "task": task,
@@ -152,7 +152,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                     entry["per_layer"] = {}
                     for ln, ex in dep.execs.items():
                         out = ex.layer.output
-                        r, q = ref_tensors[out], env[out]
+                        r, q = as_map(ex.layer, ref_tensors[file_tensor(ex.layer)[0]]), env[out]
+                        if ex.layer.relu:        # a Clip's ReLU fused in: the file's tensor there is before it
+                            r = np.maximum(r, 0)
                         rms = float(np.sqrt(np.mean((q - r) ** 2)) / max(np.sqrt(np.mean(r ** 2)), 1e-30))
                         st = ex.stats
                         entry["per_layer"][ln] = {
