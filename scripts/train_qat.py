@@ -62,7 +62,7 @@ def main(argv=None):
     from torch import nn
     from export_torch_models import _tiny_models
     from hlsnn.deploy import datasets
-    from hlsnn.train import BalancedPruner, calibrate, deployed, erk_sparsities, fold_batchnorm, hold_zeros, prepare
+    from hlsnn.train import BalancedPruner, calibrate, deployed, fold_batchnorm, hold_zeros, prepare
 
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -115,10 +115,7 @@ def main(argv=None):
     pruner = pruned_float_acc = None
     if a.format == "sparse":                   # prune the float model, BatchNorm live
         steps = a.prune_epochs * steps_per_epoch
-        pruner = BalancedPruner(model, a.sparsity, 0, max(1, (2 * steps) // 3))
-        if a.allocation == "erk":
-            pruner = BalancedPruner(model, a.sparsity, 0, max(1, (2 * steps) // 3),
-                                    sparsities=erk_sparsities(pruner.named, a.sparsity))
+        pruner = BalancedPruner(model, a.sparsity, 0, max(1, (2 * steps) // 3), allocation=a.allocation)
         fit(model, a.prune_epochs, a.prune_lr, pruner.step)
         pruner.apply(a.sparsity)
         pruned_float_acc = float_eval(model)

@@ -83,5 +83,6 @@ def test_pruner_reaches_each_layers_sparsity_balanced():
             assert zeros.min() == zeros.max() == round(sp[n] * rows.shape[1]), n
         assert halfway[n] < sp[n], n                      # on the way, each below its own final
     assert overall_sparsity(pr.named) >= 0.9
+    assert BalancedPruner(m, 0.9, 0, 4, allocation="erk").final == pr.final
     assert math.isclose(overall_sparsity(pr.named), sum(sp[n] * l.weight.numel() for n, l in named)
                         / sum(l.weight.numel() for _, l in named))

@@ -72,13 +72,15 @@ class BalancedPruner:
     """Gradual magnitude pruning of ``model``'s ``Conv2d`` / ``Linear`` layers to ``target`` on
     :func:`cubic_schedule` from step ``start`` to ``end`` (masks recomputed every ``every``
     steps, the zeros re-applied at every step); ``sparsities`` (``{name: sparsity}``, e.g.
-    :func:`hlsnn.train.erk_sparsities`) gives each layer its own final sparsity instead, each
-    reached on the schedule scaled by ``sparsity / target``. ``names``: the module names to prune (default:
+    :func:`hlsnn.train.erk_sparsities`) or ``allocation="erk"`` (that rule at ``target``) gives
+    each layer its own final sparsity instead, each reached on the schedule scaled by
+    ``sparsity / target``. ``names``: the module names to prune (default:
     every plain ``Conv2d`` / ``Linear`` and, in a prepared model, the layers whose format is in
     ``formats``). Call :meth:`step` after each ``optimizer.step()``; :meth:`apply` prunes at
     once. Depthwise layers are balanced over the layer (:func:`balanced_mask`)."""
 
-    def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1, sparsities=None):
+    def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1, sparsities=None,
+                 allocation="uniform"):
         if not 0.0 <= float(target) < 1.0:
             raise ValueError(f"target = {target}: a sparsity in [0, 1)")
         self.model, self.target, self.start, self.end, self.every = model, float(target), start, end, max(1, every)
@@ -86,6 +88,11 @@ class BalancedPruner:
         self.layers = [m for _, m in self.named]
         # each layer's own final sparsity (non-uniform: hlsnn.train.allocate), reached on the same
         # schedule scaled, or the target for every layer
+        if allocation not in ("uniform", "erk"):
+            raise ValueError(f"allocation = {allocation!r}: one of uniform, erk")
+        if allocation == "erk" and sparsities is None:
+            from .allocate import erk_sparsities
+            sparsities = erk_sparsities(self.named, self.target)
         given = dict(sparsities or {})
         missing = [n for n, _ in self.named if n not in given] if sparsities is not None else []
         if missing:
