@@ -34,7 +34,7 @@ def _reference(w):
     codes, fr = [], []
     for r in rows:
         f = min(_frac(np.abs(r).max()), whole + 8) if np.abs(r).max() > 0 else whole
-        c = [min(127, max(-128, int(round(v * 2.0 ** f)))) for v in r]    # round(): half to even
+        c = [min(127, max(-128, round(v * 2.0 ** f))) for v in r]    # round(): half to even
         if not any(c):
             f = whole
             c = [0] * len(r)

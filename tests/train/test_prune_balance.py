@@ -4,7 +4,6 @@ keeps the layer's largest magnitudes (never a lone weight per 3x3 channel at 90%
 schedule reaches the target, and pruning a float model with BatchNorm live survives folding."""
 import math
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -19,7 +19,12 @@ from __future__ import annotations
 
 import math
 
-from .prune import is_depthwise
+from torch import nn
+
+
+def is_depthwise(layer):
+    """A ``Conv2d`` with one input channel per group and more than one group."""
+    return isinstance(layer, nn.Conv2d) and layer.groups > 1 and layer.groups == layer.in_channels
 
 
 def _units(layer):
@@ -60,7 +65,7 @@ def erk_sparsities(named, target, *, fixed=None, max_density=1.0, min_keep=1, po
     zeros = {}
     for n, (u, k) in info.items():
         d = 1.0 - fixed[n] if n in fixed else dens[n]
-        zeros[n] = min(k - min_keep, max(0, int(math.floor((1.0 - d) * k + 0.5))))
+        zeros[n] = min(k - min_keep, max(0, math.floor((1.0 - d) * k + 0.5)))
     need = math.ceil(target * total - 1e-9)
     while sum(zeros[n] * info[n][0] for n in info) < need:
         cand = [n for n in free if zeros[n] < info[n][1] - min_keep]

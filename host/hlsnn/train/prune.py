@@ -21,6 +21,8 @@ import math
 import torch
 from torch import nn
 
+from .allocate import erk_sparsities, is_depthwise
+
 
 def cubic_schedule(step, target, start, end, initial=0.0):
     """Sparsity at ``step``: ``initial`` before ``start``, ``target`` from ``end``, between them
@@ -31,11 +33,6 @@ def cubic_schedule(step, target, start, end, initial=0.0):
         return target
     t = (step - start) / (end - start)
     return target + (initial - target) * (1 - t) ** 3
-
-
-def is_depthwise(layer):
-    """A ``Conv2d`` with one input channel per group and more than one group."""
-    return isinstance(layer, nn.Conv2d) and layer.groups > 1 and layer.groups == layer.in_channels
 
 
 def balanced_mask(w, sparsity, per_layer=False):
@@ -91,7 +88,6 @@ class BalancedPruner:
         if allocation not in ("uniform", "erk"):
             raise ValueError(f"allocation = {allocation!r}: one of uniform, erk")
         if allocation == "erk" and sparsities is None:
-            from .allocate import erk_sparsities
             sparsities = erk_sparsities(self.named, self.target)
         given = dict(sparsities or {})
         missing = [n for n, _ in self.named if n not in given] if sparsities is not None else []
