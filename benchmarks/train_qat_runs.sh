@@ -45,3 +45,4 @@ run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --q
 run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 240 --prune-lr 3e-3 --allocation erk --weight-scale channel
 run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk --weight-scale channel
 run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel
