@@ -28,3 +28,21 @@ run --model dscnn --format sparse --sparsity 0.75 --float-epochs 30 --qat-epochs
 run --model dscnn --format sparse --sparsity 0.75 --float-epochs 30 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3
 run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --prune-epochs 30 --prune-lr 3e-3
 run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3
+# this session: per-channel int8 scales and ERK layer sparsities (--weight-scale channel, --allocation erk)
+run --model dscnn --format sparse --sparsity 0.75 --float-epochs 30 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --weight-scale channel
+run --model dscnn --format sparse --sparsity 0.75 --float-epochs 30 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --allocation erk
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --allocation erk --weight-scale channel --distill 0.7
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --prune-epochs 120 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 240 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 40 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 30 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --prune-epochs 120 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 240 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk --weight-scale channel
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel

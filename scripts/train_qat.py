@@ -10,9 +10,12 @@ target (hlsnn's deploy path). Prints one JSON line.
 
 Formats: pot, twohot (shift8_pynq-z2), sparse (sparse8_pynq-z2: the FLOAT model, BatchNorm live,
 pruned to --sparsity by balanced magnitude pruning on a cubic schedule over the first two thirds
-of --prune-epochs, then folded, prepared and fine-tuned with the zeros held), fixed
+of --prune-epochs, every layer alike or with --allocation erk each its own share of the model's
+--sparsity, then folded, prepared and fine-tuned with the zeros held), fixed
 (sparse8_pynq-z2, int8; with --mode dynamic the radix of every conversion from the current
-batch, E1), bfp (bfp8_pynq-z2). Both training phases decay the learning rate on a cosine.
+batch, E1), bfp (bfp8_pynq-z2). Both training phases decay the learning rate on a cosine;
+--distill adds the float model's softened outputs as a second target (knowledge distillation,
+pruning and fine-tuning); --weight-scale channel gives every output channel its own weight scale.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 """
 from __future__ import annotations
@@ -44,7 +47,13 @@ def main(argv=None):
     ap.add_argument("--prune-lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--weight-scale", choices=["tensor", "channel"], default=None,
-                    help="pot/twohot: one power-of-two weight scale per tensor or per output channel")
+                    help="one power-of-two weight scale per tensor or per output channel (every format but bfp)")
+    ap.add_argument("--allocation", choices=["uniform", "erk"], default="uniform",
+                    help="sparse: every layer at --sparsity, or each its own (hlsnn.train.erk_sparsities: the "
+                         "small layers less, the big ones more, the whole model at --sparsity)")
+    ap.add_argument("--distill", type=float, default=0.0,
+                    help="weight of the distillation loss from the float model (pruning and fine-tuning)")
+    ap.add_argument("--distill-t", type=float, default=4.0, help="distillation temperature")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
     a = ap.parse_args(argv)
@@ -65,6 +74,17 @@ def main(argv=None):
 
     steps_per_epoch = (len(xtr) + 63) // 64
 
+    teacher = None
+
+    def loss_of(out, idx):
+        loss = nn.functional.cross_entropy(out, ytr[idx])
+        if teacher is None:
+            return loss
+        with torch.no_grad():
+            soft = nn.functional.softmax(teacher(xtr[idx]) / a.distill_t, 1)
+        kd = nn.functional.kl_div(nn.functional.log_softmax(out / a.distill_t, 1), soft, reduction="batchmean")
+        return (1 - a.distill) * loss + a.distill * a.distill_t ** 2 * kd
+
     def fit(m, epochs, lr, step=None):
         opt = torch.optim.Adam(m.parameters(), lr=lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs * steps_per_epoch))
@@ -73,7 +93,7 @@ def main(argv=None):
             m.train()
             for idx in torch.randperm(len(xtr), generator=gen).split(64):
                 opt.zero_grad()
-                nn.functional.cross_entropy(m(xtr[idx]), ytr[idx]).backward()
+                loss_of(m(xtr[idx]), idx).backward()
                 opt.step()
                 sched.step()
                 if step:
@@ -90,10 +110,12 @@ def main(argv=None):
     fit(model, a.float_epochs, a.lr)
     float_acc = float_eval(model)
     t_float = time.time() - t0
+    if a.distill:
+        teacher = copy.deepcopy(model).eval()
     pruner = pruned_float_acc = None
     if a.format == "sparse":                   # prune the float model, BatchNorm live
         steps = a.prune_epochs * steps_per_epoch
-        pruner = BalancedPruner(model, a.sparsity, 0, max(1, (2 * steps) // 3))
+        pruner = BalancedPruner(model, a.sparsity, 0, max(1, (2 * steps) // 3), allocation=a.allocation)
         fit(model, a.prune_epochs, a.prune_lr, pruner.step)
         pruner.apply(a.sparsity)
         pruned_float_acc = float_eval(model)
@@ -140,6 +162,7 @@ def main(argv=None):
            "qat_eval_acc": acc(torch_out), "deployed_acc": acc(dep_out),
            "bit_exact": bool(np.array_equal(torch_out, dep_out)),
            "weight_scale": a.weight_scale, "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs,
+           "qat_lr": a.qat_lr, "distill": a.distill,
            "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
     if latency:
@@ -149,9 +172,11 @@ def main(argv=None):
     if pruner:
         res["sparsity_target"] = a.sparsity
         res["prune_epochs"] = a.prune_epochs
+        res["allocation"] = a.allocation
         res["pruned_float_acc"] = pruned_float_acc
         res["pruned_layers"] = [(n, zmin, zmax, s) for n, zmin, zmax, s in pruner.report()]
         res["weight_sparsity"] = _sparsity(q, torch)
+        res["deployed_layers"] = _layer_sparsity(q)
     print(json.dumps(res))
 
 
@@ -159,6 +184,13 @@ def _sparsity(q, torch):
     from hlsnn.train import quantized_layers
     ws = [m.quantized_weight().detach() for _, m in quantized_layers(q)]
     return round(float(sum(int((w == 0).sum()) for w in ws)) / sum(w.numel() for w in ws), 4)
+
+
+def _layer_sparsity(q):
+    """``[name, weights, sparsity]`` of each engine layer's deployed (quantized) weights."""
+    from hlsnn.train import quantized_layers
+    return [[n, m.weight.numel(), round(float((m.quantized_weight().detach() == 0).float().mean()), 4)]
+            for n, m in quantized_layers(q)]
 
 
 def _first_difference(q, dep, x, torch):

@@ -4,7 +4,6 @@ keeps the layer's largest magnitudes (never a lone weight per 3x3 channel at 90%
 schedule reaches the target, and pruning a float model with BatchNorm live survives folding."""
 import math
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -76,15 +75,3 @@ def test_cubic_schedule_values():
     assert cubic_schedule(5, 0.8, 0, 10) == pytest.approx(0.8 * (1 - 0.5 ** 3))
     vals = [cubic_schedule(i, 0.9, 2, 12) for i in range(14)]
     assert all(b >= a for a, b in zip(vals, vals[1:]))
-
-
-def test_sparse_channel_scale_refused(tmp_path):
-    """The int8 formats train with one weight scale per tensor: a config asking for one per
-    channel gets a clear error rather than a model that the deploy quantizes differently."""
-    from hlsnn.errors import InputError
-    from hlsnn.train import prepare
-    cfg = tmp_path / "d.yaml"
-    cfg.write_text("name: t\nmodel: m.onnx\ndata: digits\nformats:\n  f:\n    type: sparse\n"
-                   "    accel: sparse8_pynq-z2\n    weight_scale: channel\n")
-    with pytest.raises(InputError, match="weight_scale: channel"):
-        prepare(nn.Sequential(nn.Conv2d(1, 4, 3)), cfg)

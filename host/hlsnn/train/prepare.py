@@ -28,10 +28,7 @@ class _QMixin:
             self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
             self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
         elif spec.type in ("fixed", "sparse"):
-            if spec.weight_scale == "channel":
-                raise InputError(f"format {spec.name!r}: weight_scale: channel for {spec.type} is not trained by "
-                                 f"hlsnn.train yet (its int8 weights have one scale per tensor); use tensor")
-            self.wq = FixedWeight()
+            self.wq = FixedWeight(per_channel=spec.weight_scale == "channel")
             bits = params.get("act_bits", 8) if spec.type == "fixed" else 8
             signed = params.get("act_signed", True) if spec.type == "fixed" else True
             self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
@@ -95,9 +92,8 @@ class _QMixin:
         as the deployed bias is aligned to each channel's accumulator radix."""
         if isinstance(self.wq, ShiftWeight):
             return self._shift_frac()
-        from ..engines.common import largest_frac
         w = self.weight if self.prune_mask is None else self.weight * self.prune_mask
-        return largest_frac(float(w.detach().abs().max()), 127)
+        return self.wq.fracs(w)
 
 
     def _shift_frac(self):

@@ -21,6 +21,8 @@ import math
 import torch
 from torch import nn
 
+from .allocate import erk_sparsities, is_depthwise
+
 
 def cubic_schedule(step, target, start, end, initial=0.0):
     """Sparsity at ``step``: ``initial`` before ``start``, ``target`` from ``end``, between them
@@ -31,11 +33,6 @@ def cubic_schedule(step, target, start, end, initial=0.0):
         return target
     t = (step - start) / (end - start)
     return target + (initial - target) * (1 - t) ** 3
-
-
-def is_depthwise(layer):
-    """A ``Conv2d`` with one input channel per group and more than one group."""
-    return isinstance(layer, nn.Conv2d) and layer.groups > 1 and layer.groups == layer.in_channels
 
 
 def balanced_mask(w, sparsity, per_layer=False):
@@ -71,17 +68,32 @@ def _targets(model, names, formats):
 class BalancedPruner:
     """Gradual magnitude pruning of ``model``'s ``Conv2d`` / ``Linear`` layers to ``target`` on
     :func:`cubic_schedule` from step ``start`` to ``end`` (masks recomputed every ``every``
-    steps, the zeros re-applied at every step). ``names``: the module names to prune (default:
+    steps, the zeros re-applied at every step); ``sparsities`` (``{name: sparsity}``, e.g.
+    :func:`hlsnn.train.erk_sparsities`) or ``allocation="erk"`` (that rule at ``target``) gives
+    each layer its own final sparsity instead, each reached on the schedule scaled by
+    ``sparsity / target``. ``names``: the module names to prune (default:
     every plain ``Conv2d`` / ``Linear`` and, in a prepared model, the layers whose format is in
     ``formats``). Call :meth:`step` after each ``optimizer.step()``; :meth:`apply` prunes at
     once. Depthwise layers are balanced over the layer (:func:`balanced_mask`)."""
 
-    def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1):
+    def __init__(self, model, target, start, end, *, names=None, formats=("sparse",), every=1, sparsities=None,
+                 allocation="uniform"):
         if not 0.0 <= float(target) < 1.0:
             raise ValueError(f"target = {target}: a sparsity in [0, 1)")
         self.model, self.target, self.start, self.end, self.every = model, float(target), start, end, max(1, every)
         self.named = _targets(model, None if names is None else set(names), formats)
         self.layers = [m for _, m in self.named]
+        # each layer's own final sparsity (non-uniform: hlsnn.train.allocate), reached on the same
+        # schedule scaled, or the target for every layer
+        if allocation not in ("uniform", "erk"):
+            raise ValueError(f"allocation = {allocation!r}: one of uniform, erk")
+        if allocation == "erk" and sparsities is None:
+            sparsities = erk_sparsities(self.named, self.target)
+        given = dict(sparsities or {})
+        missing = [n for n, _ in self.named if n not in given] if sparsities is not None else []
+        if missing:
+            raise ValueError(f"sparsities: no entry for the pruned layer(s) {missing}")
+        self.final = {m: float(given.get(n, target)) for n, m in self.named}
         self.masks = {}
         self.n = 0
         self.sparsity = 0.0
@@ -97,8 +109,10 @@ class BalancedPruner:
     @torch.no_grad()
     def apply(self, sparsity):
         self.sparsity = sparsity
+        frac = sparsity / self.target if self.target else 0.0
         for m in self.layers:
-            self.masks[m] = balanced_mask(m.weight, sparsity, per_layer=is_depthwise(m))
+            s = self.final[m] if sparsity == self.target else self.final[m] * frac
+            self.masks[m] = balanced_mask(m.weight, s, per_layer=is_depthwise(m))
         self._hold()
 
     @torch.no_grad()

@@ -12,7 +12,8 @@ straight-through estimator (backward):
   shared exponent ``floor(log2 amax) - (m - 2)`` per block, mantissa rounded half to even and
   saturated to ``m`` signed bits.
 * :class:`FixedWeight`: the int8 weights of the ``fixed`` / ``sparse`` formats, one
-  power-of-two scale ``largest_frac(max |w|, 127)`` per tensor (``hlsnn.deploy.quant``).
+  power-of-two scale ``largest_frac(max |w|, 127)`` per tensor or per output channel
+  (``hlsnn.deploy.quant.weight_fracs``).
 * :func:`fixed_fake` / :class:`FixedAct`: dynamic fixed point (source 002): the radix point
   chosen by DETERMINE on the statistics of the values being converted *now* (E1, the
   current-statistics rule: :func:`hlsnn.deploy.quant.host_radix`), round half to even,
@@ -134,11 +135,33 @@ def fixed_fake(x, f, bits, signed, rounding="nearest_even"):
 
 
 class FixedWeight(nn.Module):
-    """int8 weights (the ``fixed``/``sparse`` formats): ``F = largest_frac(max |w|, 127)``."""
+    """int8 weights (the ``fixed``/``sparse`` formats): ``F = largest_frac(max |w|, 127)`` for
+    the tensor, or (``per_channel``, the deploy's ``weight_scale: channel``) one ``F`` per
+    output channel (axis 0) by :func:`hlsnn.deploy.quant.weight_fracs`' rule: at most
+    ``CHANNEL_FRAC_LIMIT`` bits finer than the tensor's, and a channel whose codes are all zero
+    (a pruned or dead unit) takes the tensor's, as the deploy finds it on the exported codes."""
+
+    def __init__(self, per_channel=False):
+        super().__init__()
+        self.per_channel = bool(per_channel)
+
+    def fracs(self, w):
+        """The weights' radix: an int, or a float64 tensor of one per output channel."""
+        from ..deploy.quant import weight_fracs
+        wd = w.detach().double().cpu().numpy()
+        f = weight_fracs(wd, self.per_channel, 127)
+        if not self.per_channel:
+            return int(f)
+        whole = largest_frac(float(np.abs(wd).max(initial=0.0)), 127)
+        rows = wd.reshape(wd.shape[0], -1)
+        codes = np.clip(np.rint(np.ldexp(rows, f[:, None])), -128, 127)
+        f = np.where(np.any(codes != 0, axis=1), f, whole)          # all-zero codes: the tensor's radix
+        return torch.tensor(f, dtype=torch.float64)
 
     def forward(self, w):
-        amax = float(w.detach().abs().max())
-        f = largest_frac(amax, 127)
+        f = self.fracs(w)
+        if torch.is_tensor(f):
+            f = f.reshape((-1,) + (1,) * (w.dim() - 1))
         return fixed_fake(w, f, 8, True)
 
 
