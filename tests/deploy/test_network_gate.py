@@ -20,7 +20,7 @@ from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.deploy import program as netmode  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
-from test_torch_beyond import _config, _data  # noqa: E402
+from test_torch_beyond import _config, _data, compile_beyond  # noqa: E402
 
 SE = ["se_cnn_ts17", "se_cnn_dynamo"]
 LD = np.longdouble
@@ -101,15 +101,7 @@ def test_damaged_table_fields_are_refused_by_name():
 
 @pytest.fixture(scope="module")
 def se(tmp_path_factory):
-    from hlsnn.network.build import compile_model
-    tmp = tmp_path_factory.mktemp("netgate")
-    out = {}
-    for name in SE:
-        cfg = _config(tmp, name)
-        for fmt in ("bfp8", "twohot", "fixed8"):
-            out[name, fmt] = tmp / f"{name}-{fmt}.hlsnn"
-            compile_model(cfg, fmt, out[name, fmt])
-    return out
+    return compile_beyond(tmp_path_factory, "netgate", SE)
 
 
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])

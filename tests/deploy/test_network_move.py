@@ -19,7 +19,7 @@ from hlsnn.commands.network import _kernel_calls  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
-from test_torch_beyond import _config, _data  # noqa: E402
+from test_torch_beyond import _config, _data, compile_beyond  # noqa: E402
 
 UNETS = ["unet_upsample_ts17", "unet_convtranspose_dynamo"]
 KINDS = {"unet_upsample_ts17": "upsample", "unet_convtranspose_dynamo": "zerostuff"}
@@ -65,15 +65,7 @@ def test_damaged_move_fields_are_refused_by_name():
 
 @pytest.fixture(scope="module")
 def unets(tmp_path_factory):
-    from hlsnn.network.build import compile_model
-    tmp = tmp_path_factory.mktemp("netmove")
-    out = {}
-    for name in UNETS:
-        cfg = _config(tmp, name)
-        for fmt in ("bfp8", "twohot", "fixed8"):
-            out[name, fmt] = tmp / f"{name}-{fmt}.hlsnn"
-            compile_model(cfg, fmt, out[name, fmt])
-    return out
+    return compile_beyond(tmp_path_factory, "netmove", UNETS)
 
 
 @pytest.mark.parametrize("fmt", ["bfp8", "twohot", "fixed8"])

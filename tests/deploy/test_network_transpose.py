@@ -21,7 +21,7 @@ from hlsnn.deploy import program as netmode
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
-from test_torch_beyond import _config, _data  # noqa: E402
+from test_torch_beyond import _config, _data, compile_beyond  # noqa: E402
 
 TOKENS = ["tokens_clf_dynamo", "tokens_clf_ts17"]
 FORMATS = ("bfp8", "twohot", "fixed8")
@@ -57,15 +57,7 @@ def test_damaged_transpose_fields_are_refused_by_name():
 
 @pytest.fixture(scope="module")
 def tokens(tmp_path_factory):
-    from hlsnn.network.build import compile_model
-    tmp = tmp_path_factory.mktemp("nettr")
-    out = {}
-    for name in TOKENS:
-        cfg = _config(tmp, name)
-        for fmt in FORMATS:
-            out[name, fmt] = tmp / f"{name}-{fmt}.hlsnn"
-            compile_model(cfg, fmt, out[name, fmt])
-    return out
+    return compile_beyond(tmp_path_factory, "nettr", TOKENS, FORMATS)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

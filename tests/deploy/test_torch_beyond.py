@@ -52,6 +52,20 @@ def _config(tmp_path, name, model=None, data="digits", layout="auto"):
     return path
 
 
+def compile_beyond(tmp_path_factory, folder, names, formats=("bfp8", "twohot", "fixed8")):
+    """``{(name, format): path}``: each of the family's ``names`` compiled once per format (the
+    deploy config :func:`_config` writes) into a fresh ``folder``, for the network tests."""
+    from hlsnn.network.build import compile_model
+    tmp = tmp_path_factory.mktemp(folder)
+    out = {}
+    for name in names:
+        cfg = _config(tmp, name)
+        for fmt in formats:
+            out[name, fmt] = tmp / f"{name}-{fmt}.hlsnn"
+            compile_model(cfg, fmt, out[name, fmt])
+    return out
+
+
 def _data(name):
     return datasets.load("digits", layout=MANIFEST["models"][name]["layout"])
 
