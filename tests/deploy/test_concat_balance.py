@@ -83,13 +83,28 @@ def test_balanced_unet_runs_in_one_network_start_with_the_layer_paths_bits(tmp_p
     np.testing.assert_array_equal(net_path(x), layers(x))
 
 
-@pytest.mark.csim
-def test_balanced_unet_is_bit_exact_on_csim_in_one_start(tmp_path):
+def test_a_unet_of_two_skips_is_refused_by_name_by_the_network_kernel(tmp_path):
+    """The network kernel has one shortcut buffer: v_unet_ct2's two live skips are refused by
+    name (as before the balance: the buffers depend on the graph, not on the weights)."""
     import hlsnn
+    from hlsnn.errors import InputError
     from hlsnn.network.build import compile_model
-    x = datasets.load("digits", layout="nchw").x_test[:4]
     out = tmp_path / "ct2-fixed8.hlsnn"
     compile_model(_config(tmp_path, "v_unet_ct2_ts17"), "fixed8", out)
+    with pytest.raises(InputError, match="shortcut buffer"):
+        hlsnn.load(out, "csim", network=True)
+
+
+@pytest.mark.csim
+def test_balanced_unet_is_bit_exact_on_csim_in_one_start(tmp_path, monkeypatch):
+    """A one-skip U-Net with its transposed conv scaled by 2**-2 (the consumer's columns by 4):
+    the network kernel's C-simulation has the emulator's bits, in one start."""
+    import hlsnn
+    from hlsnn.network.build import compile_model
+    monkeypatch.setattr(equalize, "plan", lambda *a: {"/up/ConvTranspose": -2, "/dec/dec.0/Conv": [(0, 8, -2)]})
+    x = datasets.load("digits", layout="nchw").x_test[:4]
+    out = tmp_path / "uct-fixed8.hlsnn"
+    compile_model(_config(tmp_path, "unet_convtranspose_ts17"), "fixed8", out)
     board = hlsnn.load(out, "csim", network=True)
     np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
     assert board.last_kernel_starts == 1
