@@ -18,7 +18,8 @@ brought to the reference part's (the first part that cannot be scaled, else the 
 bits moving half from the activations to the weights: ``k = round(log2(r_ref / r_part) / 2)``,
 ``r = max|x| / max|w|``, when ``|k|`` is at least :data:`MIN_SHIFT`. Only Concats of channels (axis 1) all of whose readers are engine layers
 in a ``fixed`` or ``sparse`` format take part; every engine then runs the rewritten network as any
-other (emu, csim and the board agree bit for bit; the network mode lowers it unchanged).
+other (emu, csim and the board agree bit for bit; the network mode lowers it unchanged). A file
+with Q/DQ pairs is left as it is: its own radix points map exactly (:mod:`hlsnn.deploy.qimport`).
 """
 from __future__ import annotations
 
@@ -71,7 +72,11 @@ def plan(net, x_cal, assignment, formats):
                 c.kind != "conv" or c.group != 1 or c.inputs != [cat.output]
                 or formats[assignment.format_of(c.name)].type not in FIXED_TYPES for c in cons):
             continue
-        env = _forward(net, x_cal) if env is None else env
+        if env is None:
+            from . import qimport
+            if net.path and qimport.layer_mapping(net, net.path):
+                return {}                    # a QDQ file: its own radix points map exactly as imported
+            env = _forward(net, x_cal)
         if any(env[t].ndim != 4 for t in cat.inputs):
             continue
         parts, c0 = [], 0
