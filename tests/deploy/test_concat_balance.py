@@ -109,3 +109,11 @@ def test_balanced_unet_is_bit_exact_on_csim_in_one_start(tmp_path, monkeypatch):
     board = hlsnn.load(out, "csim", network=True)
     np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
     assert board.last_kernel_starts == 1
+
+
+def test_per_layer_compares_a_scaled_layer_with_the_files_tensor_unscaled(tmp_path):
+    res = deploy(_config(tmp_path, "v_unet_ct2_ts17"), "emu", per_layer=True)
+    per = res["assignments"]["fixed8"]["per_layer"]
+    shifted = {n: v["balance_shift"] for n, v in per.items() if "balance_shift" in v}
+    assert shifted and all(k <= -2 for k in shifted.values()), shifted
+    assert all(v["relative_rms_error"] < 0.06 for v in per.values()), per
