@@ -120,3 +120,37 @@ def test_per_layer_compares_a_scaled_layer_with_the_files_tensor_unscaled(tmp_pa
     shifted = {n: v["balance_shift"] for n, v in per.items() if "balance_shift" in v}
     assert shifted and all(k <= -2 for k in shifted.values()), shifted
     assert all(v["relative_rms_error"] < 0.06 for v in per.values()), per
+
+
+def _synthetic(between):
+    """x -> conv a (skip, small) and conv b (large, 16x), Concat, ``between`` host ops, conv c."""
+    from hlsnn.deploy.graph import Layer, Network
+    rng = np.random.default_rng(3)
+    conv = lambda n, i, o, w: Layer(n, "conv", [i], o, op="Conv", w=w, b=np.full(w.shape[0], 0.1), relu=True)  # noqa: E731
+    layers = [conv("a", "x", "ya", rng.normal(size=(2, 1, 3, 3)) * 0.3),
+              conv("b", "x", "yb", rng.normal(size=(2, 1, 3, 3)) * 8.0),
+              Layer("cat", "host", ["ya", "yb"], "cat", op="Concat", attrs={"axis": 1})]
+    t = "cat"
+    for k, op in enumerate(between):
+        layers.append(Layer(f"h{k}", "host", [t], f"h{k}", op=op))
+        t = f"h{k}"
+    layers.append(Layer("c", "conv", [t], "y", op="Conv", w=rng.normal(size=(1, 4, 3, 3)), b=np.zeros(1)))
+    return Network("syn", "", "x", (None, 1, 6, 6), "y", layers)
+
+
+@pytest.mark.parametrize("between", [(), ("Relu",), ("Relu", "Identity")])
+def test_a_synthetic_skip_of_sixteen_times_is_balanced_through_moves(between):
+    net = _synthetic(between)
+    x = np.random.default_rng(4).uniform(0, 1, size=(8, 1, 6, 6))
+    new, scales = equalize.balance(net, x, Assignment("a", "fixed8", {}), FIXED)
+    # both parts free: the largest (b) is the reference, the small skip scaled up, c's columns 0-1 down
+    assert set(scales) == {"a", "c"} and scales["a"] >= 2 and scales["c"] == [(0, 2, scales["a"])], scales
+    np.testing.assert_array_equal(float_forward(new, x), float_forward(net, x))
+
+
+def test_a_skip_read_elsewhere_too_is_not_balanced():
+    from hlsnn.deploy.graph import Layer
+    net = _synthetic(("Relu",))
+    net.layers.insert(-1, Layer("other", "host", ["h0"], "z", op="Relu"))        # a second reader
+    x = np.random.default_rng(4).uniform(0, 1, size=(8, 1, 6, 6))
+    assert equalize.plan(net, x, Assignment("a", "fixed8", {}), FIXED) == {}

@@ -16,8 +16,9 @@ chosen on the calibration images as data-free quantization's cross-layer equaliz
 (Nagel et al., ICCV 2019, with powers of two): the part's range over its weight columns' range is
 brought to the reference part's (the first part that cannot be scaled, else the largest), the
 bits moving half from the activations to the weights: ``k = round(log2(r_ref / r_part) / 2)``,
-``r = max|x| / max|w|``, when ``|k|`` is at least :data:`MIN_SHIFT`. Only Concats of channels (axis 1) all of whose readers are engine layers
-in a ``fixed`` or ``sparse`` format take part; every engine then runs the rewritten network as any
+``r = max|x| / max|w|``, when ``|k|`` is at least :data:`MIN_SHIFT`. Only Concats of channels (axis 1) all of whose readers are convs (directly or through
+:data:`PASS` ops: a transposed conv's ``ZeroStuff``, nearest ``Upsample``, ``MaxPool``) in a
+``fixed`` or ``sparse`` format take part; every engine then runs the rewritten network as any
 other (emu, csim and the board agree bit for bit; the network mode lowers it unchanged). A file
 with Q/DQ pairs is left as it is: its own radix points map exactly (:mod:`hlsnn.deploy.qimport`).
 """
@@ -52,6 +53,30 @@ def _forward(net, x):
     return env
 
 
+#: host ops between a Concat and its convs that commute with a positive per-channel scale and keep
+#: the channels where they are (a transposed conv's ZeroStuff, nearest Upsample, MaxPool, ReLU)
+PASS = ("ZeroStuff", "Upsample", "MaxPool", "Relu", "Identity", "Dropout")
+
+
+def _consumers(t, readers, net):
+    """The convs reading tensor ``t`` directly or through :data:`PASS` ops, or None when
+    another layer reads it (or ``t`` is the network's output)."""
+    if t == net.output or not readers.get(t):
+        return None
+    out = []
+    for la in readers[t]:
+        if la.kind == "conv" and la.inputs == [t]:
+            out.append(la)
+        elif la.kind == "host" and la.op in PASS and la.inputs == [t]:
+            more = _consumers(la.output, readers, net)
+            if more is None:
+                return None
+            out += more
+        else:
+            return None
+    return out
+
+
 def plan(net, x_cal, assignment, formats):
     """``{producer name: k, consumer name: [(first column, columns, k), ...]}`` of the scales
     :func:`balance` applies (empty: nothing to balance)."""
@@ -67,10 +92,9 @@ def plan(net, x_cal, assignment, formats):
     env = None
     out = {}
     for cat in cats:
-        cons = readers.get(cat.output, [])
-        if not cons or cat.output == net.output or any(
-                c.kind != "conv" or c.group != 1 or c.inputs != [cat.output]
-                or formats[assignment.format_of(c.name)].type not in FIXED_TYPES for c in cons):
+        cons = _consumers(cat.output, readers, net)
+        if not cons or any(c.group != 1 or formats[assignment.format_of(c.name)].type not in FIXED_TYPES
+                           for c in cons):
             continue
         if env is None:
             from . import qimport
