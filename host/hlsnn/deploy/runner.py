@@ -86,7 +86,7 @@ class Deployment:
         # the quantized host mode: host layers that compute (not only move values) in fixed point
         self.host = {layer.name: HostQuant(layer, host_bits, self) for layer in net.layers
                      if host_bits is not None and layer.kind == "host" and layer.op not in hostops.EXACT}
-        self.execs = {}
+        self.execs, self._accelerators = {}, accelerators
         for layer in net.engine_layers():
             fmt = formats[assignment.format_of(layer.name)]
             self.execs[layer.name] = EXECS[fmt.type](layer, fmt, accelerators[fmt.accel], self)
@@ -266,8 +266,15 @@ class Deployment:
         where the network lowers to the integer network mode, as compiled integer ops that
         set the same state (:mod:`hlsnn.deploy.calibrate`). Returns the seconds it took."""
         t = time.perf_counter()
-        from . import calibrate as netcal
+        from . import calibrate as netcal, equalize
         x_cal = self._input(x_cal)
+        net, scales = equalize.balance(self.net, x_cal, self.assignment, self.formats)
+        if scales:                           # skip Concats of two scales, balanced (exact in float)
+            self.net, self.balanced = net, scales
+            for layer in net.engine_layers():
+                if layer.name in scales:
+                    fmt = self.formats[self.assignment.format_of(layer.name)]
+                    self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
         if not netcal.calibrate(self, x_cal):
             self.run(x_cal, calibrate=True)
         return time.perf_counter() - t

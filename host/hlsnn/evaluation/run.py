@@ -155,6 +155,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                         r, q = as_map(ex.layer, ref_tensors[file_tensor(ex.layer)[0]]), env[out]
                         if ex.layer.relu:        # a Clip's ReLU fused in: the file's tensor there is before it
                             r = np.maximum(r, 0)
+                        k = getattr(dep, "balanced", {}).get(ln)
+                        if isinstance(k, int):   # scaled by 2**k to balance a skip Concat (deploy.equalize)
+                            q = np.ldexp(q, -k)
                         rms = float(np.sqrt(np.mean((q - r) ** 2)) / max(np.sqrt(np.mean(r ** 2)), 1e-30))
                         st = ex.stats
                         entry["per_layer"][ln] = {
@@ -163,6 +166,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                             "weight_sparsity": st.weight_sparsity, "input_density": st.input_density,
                             "saturated_outputs": int(st.sat_count), "msb_histogram": st.histogram,
                             "kernel_calls": st.calls}
+                        if isinstance(k, int):
+                            entry["per_layer"][ln]["balance_shift"] = k
                 entry.update(end_to_end_latency(dep, net, cfg, name, accs, x_test[:1]))
                 result["assignments"][name] = entry
             except Exception as exc:           # this assignment fails; the others' results are kept

@@ -43,7 +43,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
         if qmap:
             qimport.for_assignment(qmap, dep)
         xc = np.asarray(ds.x_test[:check_samples], np.float64) if check_samples else None
-        program, arrays = program_of(dep, net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc,
+        program, arrays = program_of(dep, dep.net, cfg, assignment, accs, x_cal=len(x_cal), x_check=xc,
                                      host_fallback=host_fallback)
         artifact.write(output, program, arrays)
         return program
