@@ -1,3 +1,3 @@
 """Whole-model deployment: ONNX import, calibration, per-layer formats, the layer-by-layer run
-(the specification) and the network mode's integer program it lowers to (:mod:`.program`, run
-compiled by :mod:`.fast`), the report's sections."""
+(the specification) and the network mode's integer program it lowers to (:mod:`hlsnn.deploy.program`, run
+compiled by :mod:`hlsnn.deploy.fast`), the report's sections."""

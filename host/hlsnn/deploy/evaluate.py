@@ -148,9 +148,9 @@ def host_layers(net, host_bits=None) -> list:
 
 
 def file_tensor(layer):
-    """The model file's tensor an engine layer's output is, and how it is held there: (name,
-    None), or for a 1-D or token-wise layer, whose output is a map of the importer's own,
-    (the file's (N, Z, L) or (N, *lead, O) tensor, "1d" or "rows")."""
+    """The model file's tensor an engine layer's output is, and how it is held there: ``(name,
+    None)``, or for a 1-D or token-wise layer, whose output is a map of the importer's own,
+    ``(name, "1d")`` or ``(name, "rows")`` (the file's ``(N, Z, L)`` or ``(N, *lead, O)`` tensor)."""
     return tuple(layer.attrs.get("file_output", (layer.output, None)))
 
 
