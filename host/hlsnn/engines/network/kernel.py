@@ -43,6 +43,7 @@ import numpy as np
 from ...errors import CsimError, InputError
 from ...engine_registry import network_part
 from ...names import c_ident, comment, check_slug
+from .skips import sc_regions
 
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
@@ -115,8 +116,7 @@ def allocate(net, pc=1):
         place[t] = (slot, bool(sc_uses[t]))
     check_disjoint(net, place)
     act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
-    from .skips import sc_regions
-    sc_words = sc_regions(net, order, made, sc_uses, pc)
+    sc_words = sc_regions(net, order, made, sc_uses, {t: bank_words(net.shapes[t], pc) for t in order if sc_uses[t]})
     return place, act_words, sc_words
 
 

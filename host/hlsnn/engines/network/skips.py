@@ -17,19 +17,19 @@ from __future__ import annotations
 from ...errors import InputError
 
 
-def sc_regions(net, order, made, sc_uses, pc):
+def sc_regions(net, order, made, sc_uses, words):
     """Place every shortcut tensor of ``order`` (the input, then each op's output; ``made`` its
-    producer's index, ``sc_uses`` the ops reading it from ``sc``) at a word offset; set
+    producer's index, ``sc_uses`` the ops reading it from ``sc``, ``words`` its words per bank)
+    at a word offset; set
     ``op.f["sc_base"]`` for each op that writes or reads a region; return the words per bank of
     ``sc``. :class:`InputError` naming the tensors when one op would need ``sc`` at two offsets."""
-    from .kernel import bank_words
     for op in net.ops:
         op.f["sc_base"] = 0
     base_of, live, top = {}, [], 1                   # live: [tensor, base, end, last reader]
     for t in order:
         if not sc_uses[t]:
             continue
-        i, size = made[t], bank_words(net.shapes[t], pc)
+        i, size = made[t], words[t]
         keep = [r for r in live if r[3] > i]
         freed = [r for r in live if r[3] == i]          # the shortcut op i reads for the last time
         if freed:
