@@ -115,13 +115,23 @@ def _run_kernel(unets, name, fmt, n=8, board=True):
         with hlsnn.load(unets[name, fmt], "sim", network=True) as sim:       # the simulated board
             np.testing.assert_array_equal(sim(x), k_run(x))
             assert sim.last_kernel_starts == 1
+    return k_run
 
 
 @pytest.mark.csim
 def test_two_skip_unet_in_one_start_of_the_shift_mac_kernel(unets):
     """The quick case: two-hot on shift_mac, C-simulation only: the two skips in their regions,
-    one start, the layer path's bits, the loops' iterations the perf model's."""
-    _run_kernel(unets, "v_unet_ct2_ts17", "twohot", n=4, board=False)
+    one start, the layer path's bits, the loops' iterations the perf model's; the shortcut
+    buffer (and the resource model's row of it) holds both skips' words per bank."""
+    from hlsnn.engines.shift_mac.network import perf as netperf
+    k = _run_kernel(unets, "v_unet_ct2_ts17", "twohot", n=4, board=False)
+    net, t = k.network, k._kernel.tables
+    skips = [op.f["short"] for op in net.ops if op.kind == "concat"]
+    c, h, w = zip(*(net.shapes[s] for s in skips))
+    want = sum(-(-cc // t["pc"]) * hh * ww for cc, hh, ww in zip(c, h, w))
+    assert t["sc_words"] == want > max(-(-cc // t["pc"]) * hh * ww for cc, hh, ww in zip(c, h, w))
+    row, = [b for b in netperf.buffers(net, t) if b.name == "sc"]
+    assert row.dims == (t["pc"], want)
 
 
 @pytest.mark.csim
