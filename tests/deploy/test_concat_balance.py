@@ -87,16 +87,19 @@ def test_balanced_unet_runs_in_one_network_start_with_the_layer_paths_bits(tmp_p
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 0.03
 
 
-def test_a_unet_of_two_skips_is_refused_by_name_by_the_network_kernel(tmp_path):
-    """The network kernel has one shortcut buffer: v_unet_ct2's two live skips are refused by
-    name (as before the balance: the buffers depend on the graph, not on the weights)."""
+@pytest.mark.csim
+def test_the_balanced_unet_of_two_skips_runs_in_one_start_of_the_network_kernel(tmp_path):
+    """v_unet_ct2's two live skips each wait in their own region of the shortcut buffer
+    (tests/deploy/test_network_skips.py; before: refused by name): fixed8, balanced, on the
+    network kernel's C-simulation in one start, the layer path's bits."""
     import hlsnn
-    from hlsnn.errors import InputError
     from hlsnn.network.build import compile_model
+    x = datasets.load("digits", layout="nchw").x_test[:4]
     out = tmp_path / "ct2-fixed8.hlsnn"
     compile_model(_config(tmp_path, "v_unet_ct2_ts17"), "fixed8", out)
-    with pytest.raises(InputError, match="shortcut buffer"):
-        hlsnn.load(out, "csim", network=True)
+    board = hlsnn.load(out, "csim", network=True)
+    np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
 
 
 @pytest.mark.csim

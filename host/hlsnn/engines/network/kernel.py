@@ -6,9 +6,12 @@ its buffers, its descriptor table and resident weights, rendered into
 shortcut buffer ``sc`` (:func:`allocate`). A tensor that a residual Add reads as its shortcut
 (of its two operands, the one computed earlier) is written to ``sc``, and also to an
 activation buffer when another op reads it (the conv epilogue writes both); every other
-tensor goes to the activation buffer not holding a tensor still to be read. A network that
-needs a third activation buffer, or two shortcuts alive at once, is refused with the tensor's
-name. Each buffer is as large as the largest tensor it holds.
+tensor goes to the activation buffer not holding a tensor still to be read. Shortcuts alive
+at once each hold a region of ``sc`` at its own word offset (:mod:`.skips`: a stack, nested
+skips made in order and consumed in reverse; the op writing or reading a region carries its
+offset as the descriptor's ``sc_base``). A network that needs a third activation buffer is
+refused with the tensor's name. Each activation buffer is as large as the largest tensor it
+holds, ``sc`` as the most words live in it at once.
 
 **Descriptors.** One :data:`FIELDS` row per op, with the address steps precomputed so the
 kernel's index arithmetic is incremental. Weights: lane ``l`` of block ``zb`` holds output
@@ -40,10 +43,11 @@ import numpy as np
 from ...errors import CsimError, InputError
 from ...engine_registry import network_part
 from ...names import c_ident, comment, check_slug
+from .skips import sc_regions
 
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide")
+          "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide", "sc_base")
 OPS = {"conv": 0, "maxpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
@@ -93,7 +97,7 @@ def allocate(net, pc=1):
             main_uses[ins[0]].append(i)
     out = name(net.output["tensor"])
     main_uses[out].append(len(net.ops))
-    place, holder, sc_holder = {}, [None, None], None
+    place, holder = {}, [None, None]
     last = lambda t, uses: max(uses[t], default=-2)       # noqa: E731
     for t in order:
         i = made[t]
@@ -109,14 +113,10 @@ def allocate(net, pc=1):
                                  f"{holder[1]} are still to be read)")
             slot = free[0]
             holder[slot] = t
-        if sc_uses[t]:
-            if sc_holder is not None and last(sc_holder, sc_uses) >= i:
-                raise InputError(f"network kernel: {t} and {sc_holder} would both need the shortcut buffer")
-            sc_holder = t
         place[t] = (slot, bool(sc_uses[t]))
     check_disjoint(net, place)
     act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
-    sc_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][1]] + [1])
+    sc_words = sc_regions(net, order, made, sc_uses, {t: bank_words(net.shapes[t], pc) for t in order if sc_uses[t]})
     return place, act_words, sc_words
 
 
@@ -146,7 +146,8 @@ def descriptor_head(op, unfold, place, name, pz, pc):
         f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
     dst, dual = place[op.out]
     d = dict.fromkeys(FIELDS, 0)
-    d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual))
+    d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual),
+             sc_base=f.get("sc_base", 0))          # the op's region of the shortcut buffer (.skips)
     if dst is None and op.kind not in ("conv", "lut"):
         raise InputError(f"network kernel: {op.name}: only a conv or a table can write the shortcut buffer alone")
     if op.kind in ("conv", "maxpool"):
