@@ -186,3 +186,20 @@ def _fallback(layer, inputs):
         from .reference import _why
         raise ModelError(f"{where}: onnx's reference evaluator cannot load the node: {_why(exc)}") from None
     return np.asarray(run(sess, None, feeds, where)[0], np.float64)
+
+
+def float_tensors(net, x):
+    """Every tensor of the imported network ``net`` on ``x`` in float64 (dense and conv layers
+    in numpy, host ops by :func:`run`): ``{name: array}``."""
+    from ..engines import convgeom as conv
+    env = {net.input: np.asarray(x, np.float64)}
+    for layer in net.layers:
+        ins = [env[i] for i in layer.inputs]
+        if layer.kind == "host":
+            y = run(layer, ins)
+        elif layer.kind == "dense":
+            y = ins[0].reshape(ins[0].shape[0], -1) @ layer.w.T + layer.b
+        else:
+            y = conv.conv_float(ins[0], layer.w, layer.b, layer.geom)
+        env[layer.output] = np.maximum(y, 0) if layer.relu else y
+    return env

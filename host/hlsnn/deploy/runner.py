@@ -283,14 +283,5 @@ class Deployment:
 def float_forward(net, x):
     """The imported network in float64 (dense/conv in numpy): checks the importer's algebra
     (folding, fusion) against onnx's evaluation; deployment accuracy never uses it."""
-    env = {net.input: np.asarray(x, np.float64)}
-    for layer in net.layers:
-        ins = [env[i] for i in layer.inputs]
-        if layer.kind == "host":
-            y = hostops.run(layer, ins)
-        elif layer.kind == "dense":
-            y = ins[0].reshape(ins[0].shape[0], -1) @ layer.w.T + layer.b
-        else:
-            y = conv.conv_float(ins[0], layer.w, layer.b, layer.geom)
-        env[layer.output] = np.maximum(y, 0) if layer.relu else y
-    return env[net.output]
+    from .hostops import float_tensors
+    return float_tensors(net, x)[net.output]
