@@ -103,15 +103,21 @@ def _shadowing(name, path):
     return ""
 
 
-def _clock_note(cfg):
-    """A note when ``cfg.clock_mhz`` is no rate the board's PS can give the PL: the PL clock
-    comes from the IO PLL through two integer divisors (:func:`hlsnn.blockdesign.ps_presets.pl_divisors`,
-    as the PS configuration wizard picks them), so a bitstream built from the config runs at the
-    nearest such rate while every modelled figure is at the asked one. ``""`` when it is reachable
-    to 100 ppm (a config writes 1500/7 MHz as 214.28)."""
+def _pl_clock(cfg):
+    """``(IO PLL MHz, divisor0, divisor1, PL MHz)``: the PL clock a bitstream built from ``cfg``
+    runs at, from the IO PLL through two integer divisors as the PS configuration wizard picks
+    them (:func:`hlsnn.blockdesign.ps_presets.pl_divisors`)."""
     from ..blockdesign.ps_presets import io_pll_mhz, pl_divisors
     pll = io_pll_mhz(cfg.board)
-    d0, d1, act = pl_divisors(cfg.board.ps, pll, float(cfg.clock_mhz))
+    return (pll, *pl_divisors(cfg.board.ps, pll, float(cfg.clock_mhz)))
+
+
+def _clock_note(cfg):
+    """A note when ``cfg.clock_mhz`` is no rate the board's PS can give the PL (:func:`_pl_clock`):
+    a bitstream built from the config runs at the nearest such rate while every modelled figure
+    is at the asked one. ``""`` when it is reachable to 100 ppm (a config writes 1500/7 MHz as
+    214.28)."""
+    pll, d0, d1, act = _pl_clock(cfg)
     if abs(act - cfg.clock_mhz) <= 1e-4 * cfg.clock_mhz:
         return ""
     return (f"  note: clock_mhz {cfg.clock_mhz:g} is not a rate {cfg.board.name}'s PS can give the PL: its IO PLL "
@@ -123,10 +129,8 @@ def cmd_info(args):
     cfg = _load(args.config)
     est = cfg.estimates
     if args.json:
-        from ..blockdesign.ps_presets import io_pll_mhz, pl_divisors
-        pl = pl_divisors(cfg.board.ps, io_pll_mhz(cfg.board), float(cfg.clock_mhz))[2]
         print(json.dumps({"config": cfg.as_dict(), "path": cfg.path, "sha256": cfg.sha, "estimates": est,
-                          "pl_clock_mhz": round(pl, 6)}))
+                          "pl_clock_mhz": round(_pl_clock(cfg)[3], 6)}))
         return 0
     print(f"{cfg.name}: engine {cfg.engine} on {cfg.board.name} ({cfg.board.part}) at {cfg.clock_mhz:g} MHz")
     print(f"  read from {cfg.path}" + _shadowing(args.config, cfg.path))
