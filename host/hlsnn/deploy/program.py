@@ -203,6 +203,9 @@ def walk(program, arrays, steps):
                 continue
             if netgate.lower_host(j, state, shapes, ops, steps.bits, steps.rounding, _why, Op):   # tables, gate Mul
                 continue
+            from ..engines.network import linpool
+            if linpool.lower_host(j, state, shapes, ops, steps.bits, _why, Op):      # AveragePool, bilinear x2
+                continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
         if j["engine"] != steps.engine or j["format"] not in steps.formats:
@@ -220,6 +223,10 @@ def walk(program, arrays, steps):
         elif st[0] == "gate":                      # a channel gate, requantized to this layer's F_x
             from ..engines.network import gate as netgate
             src = netgate.materialize(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
+            st = state[src]
+        elif st[0] == "avgp":                      # a pool, requantized to this layer's F_x
+            from ..engines.network import linpool
+            src = linpool.materialize(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
             st = state[src]
         elif st[0] == "add":
             base = steps.materialize_add(j, st[1], w)      # the add's materialized output (one per Add)
@@ -367,7 +374,7 @@ def check_ops(net):
 
     for op in net.ops:
         f = op.f
-        if op.kind in ("conv", "maxpool"):
+        if op.kind in ("conv", "maxpool", "avgpool"):
             ints(op, f, ("c", "h", "w", "oh", "ow", "kh", "kw"), 1, 1 << 16)
             ints(op, f, ("sh", "sw"), 1, 64)
             pads = tuple(f.get("pads", ()))
@@ -398,6 +405,9 @@ def check_ops(net):
             check_op(op, ints, bad)
         elif op.kind == "transpose":
             from ..engines.network.transpose import check_op
+            check_op(op, ints, bad)
+        elif op.kind == "avgpool":
+            from ..engines.network.linpool import check_op
             check_op(op, ints, bad)
         elif op.kind in ("lut", "gate"):
             from ..engines.network.gate import check_op
@@ -567,6 +577,9 @@ def run_ints(net, xq, *, keep=False):
         elif op.kind == "transpose":
             from ..engines.network.transpose import run
             env[op.out] = run(op, get, b)
+        elif op.kind == "avgpool":
+            from ..engines.network import linpool
+            env[op.out] = linpool.run(op, get, b, net.input["bits"])
         elif op.kind in ("lut", "gate"):
             from ..engines.network import gate as netgate
             env[op.out] = netgate.run(op, get, b, net.input["bits"])

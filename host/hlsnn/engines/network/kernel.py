@@ -48,7 +48,7 @@ from .skips import sc_regions
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide", "sc_base")
-OPS = {"conv": 0, "maxpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
+OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
@@ -150,7 +150,7 @@ def descriptor_head(op, unfold, place, name, pz, pc):
              sc_base=f.get("sc_base", 0))          # the op's region of the shortcut buffer (.skips)
     if dst is None and op.kind not in ("conv", "lut"):
         raise InputError(f"network kernel: {op.name}: only a conv or a table can write the shortcut buffer alone")
-    if op.kind in ("conv", "maxpool"):
+    if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.linpool
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]
         d.update(src=src, h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=f["kh"], kw=f["kw"], sh=f["sh"],
@@ -206,6 +206,9 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
     if op.kind in ("lut", "gate"):                            # a table, a gate (hlsnn.engines.network.gate)
         from .gate import gate_descriptor
         return gate_descriptor(op, f, d, place, name, pc)
+    if op.kind == "avgpool":                                  # a window sum (hlsnn.engines.network.linpool)
+        from .linpool import descriptor
+        return a_bits + descriptor(op, f, d, pc)
     if op.kind == "maxpool":
         d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"])
         return 0

@@ -5,7 +5,10 @@ channel ``Concat`` (a U-Net's skip), as ops of :func:`hlsnn.deploy.program.lower
 radix ``F``, a ``C x H x W`` map per image):
 
 6. **upsample** by ``(fh, fw)``: ``y[c, y, x] = q[c, y // fh, x // fw]``; radix unchanged
-   (:func:`hlsnn.deploy.hostops.run`'s ``np.repeat`` of each pixel, exact).
+   (:func:`hlsnn.deploy.hostops.run`'s ``np.repeat`` of each pixel, exact). With ``edge``
+   ``(ey, ex)`` (a bilinear upsample's first step, :mod:`hlsnn.engines.network.linpool` rule
+   12): ``y[c, y, x] = q[c, clamp((y - ey) // fh), clamp((x - ex) // fw)]``, an ``(H*fh +
+   2ey) x (W*fw + 2ex)`` map (the border pixels once more on each side).
 7. **zerostuff** by strides ``(sh, sw)``: ``y[c, y*sh, x*sw] = q[c, y, x]``, every other
    pixel 0, an ``((H-1)*sh + 1) x ((W-1)*sw + 1)`` map; radix unchanged (0 is a value of every
    fixed-point format, so the integers are the host op's values exactly).
@@ -118,7 +121,10 @@ def check_op(op, ints, bad):
     ints(op, f, ("c", "h", "w", "oh", "ow"), 1, 1 << 16)
     if op.kind == "upsample":
         ints(op, f, ("fh", "fw"), 1, 64)
-        want = (f["h"] * f["fh"], f["w"] * f["fw"])
+        ey, ex = f.get("edge", (0, 0))
+        if ey not in (0, 1) or ex not in (0, 1) or ey and f["fh"] != 2 or ex and f["fw"] != 2:
+            raise bad(op, f"edge {f.get('edge')}: 0 or 1 per axis, 1 with a factor of 2 (netlinpool rule 12)")
+        want = (f["h"] * f["fh"] + 2 * ey, f["w"] * f["fw"] + 2 * ex)
     else:
         ints(op, f, ("sh", "sw"), 1, 64)
         want = ((f["h"] - 1) * f["sh"] + 1, (f["w"] - 1) * f["sw"] + 1)
@@ -139,7 +145,10 @@ def run(op, get, b, bits=None):
         return np.concatenate(parts, axis=1)
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
     if op.kind == "upsample":
-        return np.repeat(np.repeat(x, f["fh"], axis=2), f["fw"], axis=3)
+        ey, ex = f.get("edge", (0, 0))                # netlinpool rule 12: the edge pixel once more
+        iy = np.clip((np.arange(f["oh"]) - ey) // f["fh"], 0, f["h"] - 1)
+        ix = np.clip((np.arange(f["ow"]) - ex) // f["fw"], 0, f["w"] - 1)
+        return x[:, :, iy][:, :, :, ix]
     from ..convgeom import spread
     return spread(x, f["sh"], f["sw"])                # (oh, ow) as check_op holds them
 
@@ -185,7 +194,8 @@ def move_descriptor(op, f, d, place, name, pc):
                  sa=f["shifts"][0], sb=f["shifts"][1], single=int(short == b), n_iter=-(-(ca + cb) // pc) * f["hw"])
         return 8 + max(0, -min(f["shifts"])) + 2
     fy, fx = (f["fh"], f["fw"]) if op.kind == "upsample" else (f["sh"], f["sw"])
+    ey, ex = f.get("edge", (0, 0)) if op.kind == "upsample" else (0, 0)   # pt, pl: the phases start -1
     d.update(src=place[name(op.ins[0])][0], h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=fy, kw=fx,
-             hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"], single=int(op.kind == "zerostuff"),
+             pt=ey, pl=ex, hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"], single=int(op.kind == "zerostuff"),
              n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"])
     return 0

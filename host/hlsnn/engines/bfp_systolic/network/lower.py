@@ -516,6 +516,9 @@ def _run(net, xq, keep, seen):
         elif op.kind == "transpose":
             from ...network.transpose import run_pairs
             env[op.out] = run_pairs(op, get, bsz)
+        elif op.kind == "avgpool":
+            from ...network.linpool import run_pairs
+            env[op.out] = run_pairs(op, get, bsz)
         else:
             xa = shaped(x, (f["c"], f["hw"]))
             xb = shaped(get(op.ins[1]), (f["c"], f["hw"])) if len(op.ins) > 1 else tuple(

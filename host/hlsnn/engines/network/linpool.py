@@ -1,0 +1,214 @@
+"""Average pooling and bilinear upsampling in the network mode (issue 52: U-Nets with
+``F.avg_pool2d`` and ``nn.Upsample(mode='bilinear')``), as integer rules of
+:func:`hlsnn.deploy.program.lower` on every engine. Layer by layer both are host ops in float64
+(``AveragePool``, :mod:`hlsnn.deploy.hostextra`'s ``ResizeLinear``) whose result the next
+engine layer quantizes; every value they compute is exact (a sum of a few dyadic values with
+dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's integers at radix
+``F``, a ``C x H x W`` map per image:
+
+11. **avgpool** (a ``kh x kw`` ``AveragePool``, strides ``(sh, sw)``, ``kh * kw = 2**p``; zero
+    padding only with ``count_include_pad = 1``, which counts the zeros): the window's exact sum
+    ``s[c, y, x] = sum over (ky, kx) of q[c, y*sh + ky - top, x*sw + kx - left] << t(ky, kx)``
+    (the tap shifts ``t`` are 0 for a pool; rule 12 uses them), at radix ``F + p``: the mean.
+    *Integers* (``shift_mac``, ``sparse_cluster``): requantized to the consuming engine layer's
+    calibrated ``F_x`` by rule 4's requantization, ``shift_round_sat(s, F + p - F_x, B,
+    rounding)`` with the deployment's rounding, which is what that layer's ``to_fixed`` does to
+    the layer path's float mean (exact while ``F + p <= max(F_x + 24, 0)``, checked). The pool
+    must be read by engine layers only, at one ``F_x``. *BFP pairs* (``bfp_systolic``): the
+    exact sum at ``e0``, the smallest exponent of the window's non-zero elements, then ``e0 -
+    p`` (as netbfp rule 6 pools a map; a window of zeros is ``(0, 0)``); the sum must stay below
+    ``2**25`` at ``e0`` (the kernel's 26-bit element, as an Add's sum: ``NotExact`` otherwise).
+    A mean over a tap count that is not a power of two (3x3), ``ceil_mode``, dilation and
+    padding that is not counted are refused by name: their float mean is not a dyadic value.
+12. **bilinear x2** (``ResizeLinear`` whose per-axis weights are ONNX's linear interpolation
+    by 2 with ``half_pixel``, which is also ``pytorch_half_pixel`` and, from one pixel,
+    ``align_corners``; an axis of scale 1 kept): along a doubled axis ``y[2i] = (x[i-1] +
+    3 x[i]) / 4``, ``y[2i+1] = (3 x[i] + x[i+1]) / 4``, the neighbours clamped at the borders.
+    That is the nearest upsample by 2 of the map with its edge pixel repeated once on each side
+    (``edge``: rule 6 with ``y[c, y, x] = q[c, clamp((y - 1) // 2), clamp((x - 1) // 2)]``, an
+    ``(2H + 2) x (2W + 2)`` map, radix unchanged), then rule 11 with a ``3 x 3`` window, stride
+    1, no padding and tap shifts ``t = [0, 1, 0]`` per axis (the weights ``[1, 2, 1] / 4``,
+    ``p = 2`` per doubled axis): ``(u[2i-1] + 2u[2i] + u[2i+1]) / 4 = (x[i-1] + 3x[i]) / 4``.
+    Other scales, ``align_corners`` and ``asymmetric`` (weights that are not these) are refused
+    by name.
+
+The kernels run rule 12's ``edge`` in their ``Move`` loop (the phase counters start one pixel
+early and the input index stops at the border) and rule 11 in their pool loop (``MaxPool``'s
+window walk with a sum instead of a maximum, the ``gap`` flag of the descriptor; the tap shifts
+from the row and column masks ``sa``, ``sb``); ``NetMove`` and ``NetPool`` in ``hlsnn perf``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: the op kind of rule 11 (rule 12's ``edge`` is an ``upsample`` op with ``f["edge"]``)
+KINDS = ("avgpool",)
+#: the tap shift mask of a bilinear axis: the middle tap's weight 2
+MID = 0b010
+
+
+def _chw(shape):
+    from .program import _chw as chw
+    return chw(shape)
+
+
+def _pool_fields(j, shape, why):
+    a = j["attrs"]
+    if len(a["kernel_shape"]) == 1:              # a 1-D pool: the (k, 1) pool of a C x L x 1 map
+        p = list(a.get("pads", [0, 0]))
+        a = dict(a, kernel_shape=[a["kernel_shape"][0], 1], strides=[list(a.get("strides", [1]))[0], 1],
+                 pads=[p[0], 0, p[1], 0], dilations=list(a.get("dilations", [1])) + [1])
+    if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise why(j, "an AveragePool with ceil_mode or dilation has no exact integer rule here")
+    kh, kw = (int(v) for v in a["kernel_shape"])
+    pads = tuple(int(v) for v in a.get("pads", [0, 0, 0, 0]))
+    if any(pads) and not a.get("count_include_pad", 0):
+        raise why(j, "an AveragePool whose padding is not counted (count_include_pad = 0) divides the border "
+                     "windows by other counts; only pads counted as zeros have an integer rule here")
+    n = kh * kw
+    if n & (n - 1):
+        raise why(j, f"a mean over {kh}x{kw} = {n} taps (not a power of two) has no exact integer rule")
+    c, h, w = _chw(shape)
+    sh, sw = (int(v) for v in a.get("strides", [1, 1]))
+    oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
+    return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, my=0, mx=0,
+                p=n.bit_length() - 1)
+
+
+def resize_factors(j, shape, why):
+    """The per-axis factors ``(fy, fx)``, each 1 or 2, of a ``ResizeLinear`` host layer ``j``
+    whose weights are rule 12's, else :class:`InputError` naming what it is."""
+    from ...deploy.hostextra import _axis_matrix
+    mats = [np.asarray(m, np.float64) for m in j["attrs"]["mats"]]
+    if len(mats) == 1:
+        mats = mats + [np.eye(1)]
+    if len(mats) != 2:
+        raise why(j, f"a linear Resize of {len(mats)} spatial axes; 1 or 2 have a rule here")
+    out = []
+    for m in mats:
+        n_out, n_in = m.shape
+        if n_out == n_in and np.array_equal(m, np.eye(n_in)):
+            out.append(1)
+        elif n_out == 2 * n_in and np.array_equal(m, _axis_matrix(n_in, n_out, 2.0, "half_pixel")):
+            out.append(2)
+        else:
+            raise why(j, f"a linear Resize from {n_in} to {n_out} whose weights are not the x2 half_pixel ones "
+                         f"(half_pixel / pytorch_half_pixel at scale 2; align_corners, asymmetric and other "
+                         f"scales have no exact integer rule here)")
+    return tuple(out)
+
+
+def lower_host(j, state, shapes, ops, bits, why, op_cls):
+    """Lower host layer ``j`` if it is an ``AveragePool`` or a ``ResizeLinear`` (module rules 11,
+    12): appends its ops to ``ops`` and sets its output's state and shape (integers: a pending
+    ``("avgp", {...})`` state that :func:`materialize` requantizes for its consumer; ``bits``
+    None: BFP pairs, the op at once) and returns True; False for another host op."""
+    op = j["op"]
+    if op not in ("AveragePool", "ResizeLinear"):
+        return False
+    src = j["inputs"][0]
+    st = state.get(src)
+    if st is None or st[0] != "q":
+        raise why(j, f"an {op} of an integer tensor computed on the fabric (not of a pending Add, pool or concat)")
+    if op == "AveragePool":
+        f = _pool_fields(j, shapes[src], why)
+    else:
+        fy, fx = resize_factors(j, shapes[src], why)
+        c, h, w = _chw(shapes[src])
+        ey, ex = int(fy == 2), int(fx == 2)
+        up = dict(c=c, h=h, w=w, fh=fy, fw=fx, oh=h * fy + 2 * ey, ow=w * fx + 2 * ex, edge=(ey, ex))
+        mid = j["output"] + "_edge"
+        ops.append(op_cls("upsample", j["name"] + "/edge", [src], mid, up))
+        state[mid], shapes[mid] = st, (c, up["oh"], up["ow"])
+        src = mid
+        f = dict(c=c, h=up["oh"], w=up["ow"], oh=h * fy, ow=w * fx, kh=1 + 2 * ey, kw=1 + 2 * ex, sh=1, sw=1,
+                 pads=(0, 0, 0, 0), my=MID * ey, mx=MID * ex, p=2 * (ey + ex))
+    shape = (f["c"], f["oh"], f["ow"]) if len(shapes[j["inputs"][0]]) != 2 else (f["c"], f["oh"])
+    shapes[j["output"]] = shape
+    if bits is None:                                # BFP pairs: the exact sum, its exponent less p
+        ops.append(op_cls("avgpool", j["name"], [src], j["output"], dict(f, shift=0, rounding="nearest_even")))
+        state[j["output"]] = ("q", None)
+    else:
+        state[j["output"]] = ("avgp", dict(f, src=src, fin=st[1], name=j["name"]))
+    return True
+
+
+def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
+    """An engine layer ``j`` reads the pending pool ``st``: rule 11's op requantized to ``j``'s
+    ``F_x``; returns its tensor (state ``("q", F_x)``)."""
+    a = st[1]
+    f_x = j["f_x"]
+    base = a["name"] + "_q"
+    if base in shapes:
+        if state[base][1] != f_x:
+            raise why(j, f"two consumers of {a['name']} requantize it to different radix points")
+        aliases[src] = base
+        return base
+    fs = a["fin"] + a["p"]
+    if f_x is None or fs > max(f_x + 24, 0):
+        raise why(j, f"the requantization from radix {fs} to {f_x} is not exact in today's host rule")
+    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name")}
+    ops.append(op_cls("avgpool", a["name"], [a["src"]], base, dict(f, shift=fs - f_x, rounding=rounding)))
+    shapes[base], state[base] = shapes[src], ("q", f_x)
+    aliases[src] = base
+    return base
+
+
+def _taps(x, f, pad_value=0):
+    """The (B, C, OH, OW, kh, kw) windows of (B, C, H, W) ``x`` and the (kh, kw) tap shifts."""
+    t, l, b, r = f["pads"]
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=pad_value)
+    win = np.lib.stride_tricks.sliding_window_view(xp, (f["kh"], f["kw"]), axis=(2, 3))
+    win = win[:, :, ::f["sh"], ::f["sw"]][:, :, :f["oh"], :f["ow"]]
+    ty = np.array([(f["my"] >> k) & 1 for k in range(f["kh"])], np.int64)
+    tx = np.array([(f["mx"] >> k) & 1 for k in range(f["kw"])], np.int64)
+    return win, ty[:, None] + tx[None, :]
+
+
+def run(op, get, b, bits):
+    """Rule 11 on a batch of ``b`` images of integers: (B, C, OH, OW) int64."""
+    from ...primitives import shift_round_sat
+    f = op.f
+    x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
+    win, t = _taps(x, f)
+    s = (win << t).sum(axis=(-2, -1))
+    return shift_round_sat(s, f["shift"], bits, f["rounding"])[0]
+
+
+def run_pairs(op, get, b):
+    """Rule 11 on a batch of ``b`` images of ``(m, e)`` pairs: pairs (B, C, OH, OW)."""
+    from ..bfp_systolic.network.lower import ELEM_BITS, NotExact, _align
+    f = op.f
+    m, e = (np.asarray(a, np.int64).reshape(b, f["c"], f["h"], f["w"]) for a in get(op.ins[0]))
+    wm, t = _taps(m, f)
+    we, _ = _taps(e, f)
+    big = np.iinfo(np.int64).max
+    e0 = np.where(wm != 0, we, big).min(axis=(-2, -1))
+    e0 = np.where(e0 == big, 0, e0)
+    terms = _align(wm, we, e0[..., None, None])
+    s = (terms << t).sum(axis=(-2, -1))
+    mag = (np.abs(terms) << t).sum(axis=(-2, -1))
+    if (mag >= 1 << (ELEM_BITS - 1)).any():
+        raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {ELEM_BITS - 1} bits (the "
+                       f"kernel's element; rule 11 of hlsnn.engines.network.linpool); run it with network=False")
+    return s, e0 - f["p"]
+
+
+def check_op(op, ints, bad):
+    """:func:`hlsnn.deploy.program.check_ops` for rule 11's op (its window as a maxpool's)."""
+    f = op.f
+    ints(op, f, ("my", "mx"), 0, 7)
+    ints(op, f, ("p",), 0, 8)
+    ints(op, f, ("shift",), -62, 62)
+    if f["kh"] > 3 and f["my"] or f["kw"] > 3 and f["mx"]:
+        raise bad(op, "tap shifts on a window of more than 3 taps")
+
+
+def descriptor(op, f, d, pc):
+    """The pool loop's descriptor of rule 11 (``gap`` set: a sum, not a maximum; the tap masks
+    in ``sa``, ``sb``; the requantization ``shift``; the window's fields as a maxpool's, from
+    :func:`hlsnn.engines.network.kernel.descriptor_head`): the bits its sum needs beyond an
+    activation's (``p`` and a sign's)."""
+    d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"], gap=1, sa=f["my"], sb=f["mx"],
+             shift=f["shift"])
+    return f["p"] + 1
