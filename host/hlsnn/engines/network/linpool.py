@@ -125,8 +125,8 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
                  pads=(0, 0, 0, 0), my=MID * ey, mx=MID * ex, p=2 * (ey + ex))
     shape = (f["c"], f["oh"], f["ow"]) if len(shapes[j["inputs"][0]]) != 2 else (f["c"], f["oh"])
     shapes[j["output"]] = shape
-    if bits is None:                                # BFP pairs: the exact sum, its exponent less p
-        ops.append(op_cls("avgpool", j["name"], [src], j["output"], dict(f, shift=0, rounding="nearest_even")))
+    if bits is None:                                # BFP pairs: the exact sum, its exponent less p (the shift)
+        ops.append(op_cls("avgpool", j["name"], [src], j["output"], dict(f, shift=f["p"], rounding="nearest_even")))
         state[j["output"]] = ("q", None)
     else:
         state[j["output"]] = ("avgp", dict(f, src=src, fin=st[1], name=j["name"]))
