@@ -21,6 +21,7 @@ import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.deploy.hostextra import resize_linear  # noqa: E402
+from hlsnn.engines.bfp_systolic.network.lower import NotExact, avgpool_pairs  # noqa: E402
 from hlsnn.engines.network import linpool, move as netmove  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
@@ -65,7 +66,7 @@ def _lower(j, q, f_in, f_x, bits=8):
             env[op.out] = (netmove.run_pairs(op, env.get, len(q[0])) if bits is None
                            else netmove.run(op, env.get, len(q)))
         else:
-            env[op.out] = (linpool.run_pairs(op, env.get, len(q[0])) if bits is None
+            env[op.out] = (avgpool_pairs(op, env.get, len(q[0])) if bits is None
                            else linpool.run(op, env.get, len(q), bits))
     return env[ops[-1].out], ops
 
@@ -123,6 +124,19 @@ def test_pairs_rules_equal_onnx_reference_exactly():
                                                           coordinate_transformation_mode="half_pixel"))):
         (ym, ye), _ = _lower(j, (m, e), None, None, bits=None)
         np.testing.assert_array_equal(np.ldexp(ym.astype(np.float64), ye), ref)
+
+
+def test_a_pairs_sum_beyond_the_kernels_element_is_not_exact():
+    """Rule 11 on pairs: a window whose exponents lie 20 bits apart needs a 27-bit sum at the
+    smallest, beyond the kernel's 26-bit element: NotExact (the layer path then runs it)."""
+    m = np.full((1, 1, 2, 2), 100)
+    e = np.array([[[[0, -20], [0, 0]]]])
+    pool = dict(kind="host", op="AveragePool", name="p", inputs=["x"], output="y",
+                attrs=dict(kernel_shape=[2, 2], strides=[2, 2]))
+    with pytest.raises(NotExact, match=r"p: a pool's sum spans more than 25 bits"):
+        _lower(pool, (m, e), None, None, bits=None)
+    (ym, ye), _ = _lower(pool, (m, e + np.array([[[[0, 10], [0, 0]]]])), None, None, bits=None)
+    assert np.ldexp(float(ym[0, 0, 0, 0]), int(ye[0, 0, 0, 0])) == (300 + 100 * 2.0 ** -10) / 4
 
 
 def test_what_has_no_exact_rule_is_refused_by_name():

@@ -17,7 +17,8 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
     must be read by engine layers only, at one ``F_x``. *BFP pairs* (``bfp_systolic``): the
     exact sum at ``e0``, the smallest exponent of the window's non-zero elements, then ``e0 -
     p`` (as netbfp rule 6 pools a map; a window of zeros is ``(0, 0)``); the sum must stay below
-    ``2**25`` at ``e0`` (the kernel's 26-bit element, as an Add's sum: ``NotExact`` otherwise).
+    ``2**25`` at ``e0`` (the kernel's 26-bit element, as an Add's sum: ``NotExact`` otherwise;
+    :func:`hlsnn.engines.bfp_systolic.network.lower.avgpool_pairs`).
     A mean over a tap count that is not a power of two (3x3), ``ceil_mode``, dilation and
     padding that is not counted are refused by name: their float mean is not a dyadic value.
 12. **bilinear x2** (``ResizeLinear`` whose per-axis weights are ONNX's linear interpolation
@@ -75,10 +76,21 @@ def _pool_fields(j, shape, why):
                 p=n.bit_length() - 1)
 
 
+def half_pixel_x2(n):
+    """Rule 12's (2n, n) weights along a doubled axis: ``y[2i] = (x[i-1] + 3 x[i]) / 4``,
+    ``y[2i+1] = (3 x[i] + x[i+1]) / 4``, the neighbours clamped to ``[0, n - 1]``."""
+    m = np.zeros((2 * n, n))
+    for i in range(n):
+        for o, (a, b) in ((2 * i, (i - 1, i)), (2 * i + 1, (i + 1, i))):
+            m[o, min(max(a, 0), n - 1)] += 0.25
+            m[o, b] += 0.75
+    return m
+
+
 def resize_factors(j, shape, why):
     """The per-axis factors ``(fy, fx)``, each 1 or 2, of a ``ResizeLinear`` host layer ``j``
-    whose weights are rule 12's, else :class:`InputError` naming what it is."""
-    from ...deploy.hostextra import _axis_matrix
+    whose weights are rule 12's (:func:`half_pixel_x2`), else :class:`InputError` naming what
+    it is."""
     mats = [np.asarray(m, np.float64) for m in j["attrs"]["mats"]]
     if len(mats) == 1:
         mats = mats + [np.eye(1)]
@@ -89,7 +101,7 @@ def resize_factors(j, shape, why):
         n_out, n_in = m.shape
         if n_out == n_in and np.array_equal(m, np.eye(n_in)):
             out.append(1)
-        elif n_out == 2 * n_in and np.array_equal(m, _axis_matrix(n_in, n_out, 2.0, "half_pixel")):
+        elif n_out == 2 * n_in and np.array_equal(m, half_pixel_x2(n_in)):
             out.append(2)
         else:
             raise why(j, f"a linear Resize from {n_in} to {n_out} whose weights are not the x2 half_pixel ones "
@@ -154,7 +166,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     return base
 
 
-def _taps(x, f, pad_value=0):
+def windows(x, f, pad_value=0):
     """The (B, C, OH, OW, kh, kw) windows of (B, C, H, W) ``x`` and the (kh, kw) tap shifts."""
     t, l, b, r = f["pads"]
     xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=pad_value)
@@ -170,28 +182,9 @@ def run(op, get, b, bits):
     from ...primitives import shift_round_sat
     f = op.f
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
-    win, t = _taps(x, f)
+    win, t = windows(x, f)
     s = (win << t).sum(axis=(-2, -1))
     return shift_round_sat(s, f["shift"], bits, f["rounding"])[0]
-
-
-def run_pairs(op, get, b):
-    """Rule 11 on a batch of ``b`` images of ``(m, e)`` pairs: pairs (B, C, OH, OW)."""
-    from ..bfp_systolic.network.lower import ELEM_BITS, NotExact, _align
-    f = op.f
-    m, e = (np.asarray(a, np.int64).reshape(b, f["c"], f["h"], f["w"]) for a in get(op.ins[0]))
-    wm, t = _taps(m, f)
-    we, _ = _taps(e, f)
-    big = np.iinfo(np.int64).max
-    e0 = np.where(wm != 0, we, big).min(axis=(-2, -1))
-    e0 = np.where(e0 == big, 0, e0)
-    terms = _align(wm, we, e0[..., None, None])
-    s = (terms << t).sum(axis=(-2, -1))
-    mag = (np.abs(terms) << t).sum(axis=(-2, -1))
-    if (mag >= 1 << (ELEM_BITS - 1)).any():
-        raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {ELEM_BITS - 1} bits (the "
-                       f"kernel's element; rule 11 of hlsnn.engines.network.linpool); run it with network=False")
-    return s, e0 - f["p"]
 
 
 def check_op(op, ints, bad):

@@ -460,6 +460,26 @@ def maxpool_pairs(x, f):
     return (np.take_along_axis(win(mp), k, -1)[..., 0], np.take_along_axis(win(ep), k, -1)[..., 0])
 
 
+def avgpool_pairs(op, get, b):
+    """:mod:`hlsnn.engines.network.linpool` rule 11 on a batch of ``b`` images of ``(m, e)``
+    pairs: each window's exact sum (taps shifted by their weights' bits) at ``e0``, the
+    smallest exponent of its non-zero elements (0 when none), as ``(s, e0 - p)`` (the op's
+    ``shift`` is ``p``); :class:`NotExact` where the magnitudes' sum reaches ``2**(ELEM_BITS-1)``."""
+    from ...network.linpool import windows
+    f = op.f
+    m, e = (np.asarray(a, np.int64).reshape(b, f["c"], f["h"], f["w"]) for a in get(op.ins[0]))
+    wm, t = windows(m, f)
+    we, _ = windows(e, f)
+    big = np.iinfo(np.int64).max
+    e0 = np.where(wm != 0, we, big).min(axis=(-2, -1))
+    e0 = np.where(e0 == big, 0, e0)
+    terms = _align(wm, we, e0[..., None, None])
+    if ((np.abs(terms) << t).sum(axis=(-2, -1)) >= 1 << (ELEM_BITS - 1)).any():
+        raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {ELEM_BITS - 1} bits (the "
+                       f"kernel's element; rule 11 of hlsnn.engines.network.linpool); run it with network=False")
+    return (terms << t).sum(axis=(-2, -1)), e0 - f["shift"]
+
+
 #: images per slice of :func:`run` (each image's bits depend on it alone but for rule 3's batch
 #: check, which runs on the whole batch's data): a layer's patches stay a few tens of MB
 CHUNK = 32
@@ -517,8 +537,7 @@ def _run(net, xq, keep, seen):
             from ...network.transpose import run_pairs
             env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "avgpool":
-            from ...network.linpool import run_pairs
-            env[op.out] = run_pairs(op, get, bsz)
+            env[op.out] = avgpool_pairs(op, get, bsz)
         else:
             xa = shaped(x, (f["c"], f["hw"]))
             xb = shaped(get(op.ins[1]), (f["c"], f["hw"])) if len(op.ins) > 1 else tuple(
