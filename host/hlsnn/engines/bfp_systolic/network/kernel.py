@@ -246,6 +246,7 @@ def render(net, out_dir):
                wexps=[_ints(x) for x in t["wexps"]], biases=[_ints(x) for x in t["biases"]],
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
+               has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                tap_c0=_ints([x[4] for x in t["taps"]]),
