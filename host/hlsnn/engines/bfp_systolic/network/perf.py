@@ -188,6 +188,10 @@ def datapath(net, tables):
       exponent's compare-selects (``2X``) and the pool's (``X``), the exactness test (two
       ``|.|`` of ``E + 1`` and their sum), the sum (``E + 2``), ReLU, the pool's sum and
       magnitude adders (``2 x`` pool bits) and the output's select;
+    * ``wpool`` (``Q``, a program with an average pool or a bilinear upsample,
+      :mod:`hlsnn.engines.network.linpool`): four ``AlignExact`` (the term and its magnitude,
+      the running sum and magnitudes' sum realigned to a smaller exponent), their two adders
+      (``E + 1``), the exponent compare and selects, the bound compare and the output select;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
@@ -209,10 +213,14 @@ def datapath(net, tables):
     align = E + E + x + _cmp(x) + _stages(E + 1, 53)
     add = (2 * align + 3 * (_cmp(x) + _sel(x)) + 2 * (E + 1) + (E + 2) + (E + 2) + -(-(E + 2) // 2) + 2 * pool
            + _sel(E + 10), 2 * (E + 2) + 2 * pool + 2 * x)
-    return {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
-            "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
-            "maxpool": (pc * maxpool[0], pc * maxpool[1]), "add": (pc * add[0], pc * add[1]),
-            "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+    parts = {"conv_exp": conv_exp, "conv_mac_banks": (pc * mac_bank[0], pc * mac_bank[1]),
+             "conv_mac_lanes": (pz * mac_lane[0], pz * mac_lane[1]),
+             "maxpool": (pc * maxpool[0], pc * maxpool[1]), "add": (pc * add[0], pc * add[1]),
+             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+    if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule 11)
+        wpool = 4 * align + 2 * (E + 1) + _cmp(x) + 2 * _sel(x) + _cmp(E) + _sel(64)
+        parts["wpool"] = (pc * wpool, pc * (2 * E + x + 1))
+    return parts
 
 
 def resources(net, tables, ps):

@@ -144,6 +144,7 @@ def datapath(net, tables):
       lanes' blocks and the other ops; one more with ``R > 1``: the wide block's part), the
       maxpool compare (``2a``), and the residual Add: two
       aligning shifters, the sum, the pool accumulator and its rounding shifter (``wb`` bits);
+    * ``wpool`` (``Q``, a program with an average pool): :func:`wpool_logic`;
     * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
     """
     import math
@@ -164,7 +165,20 @@ def datapath(net, tables):
     parts = {"units": (pz * pc * unit[0], pz * pc * unit[1]), "trees": (pz * tree[0], pz * tree[1]),
              "epilogues": (r * pz * epi[0], r * pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
+    parts.update(wpool_logic(net, pc, a, wb))
     return parts
+
+
+def wpool_logic(net, pc, a, wb):
+    """``{"wpool": (LUT, FF)}`` when the program has an average pool or a bilinear upsample
+    (:mod:`hlsnn.engines.network.linpool`; the pool loop's sum is rendered only then), else
+    ``{}``: per bank the tap's left shift by 0..2 and the sum's adder (``wb`` bits), the
+    requantization (``shifter_luts(wb, 31)``, its increment and clamp, ``wb + 2a``) and the
+    output select (``a``); the sum's register (``wb``). Also the sparse kernel's."""
+    from ..spec import shifter_luts
+    if not any(op.kind == "avgpool" for op in getattr(net, "ops", ())):
+        return {}
+    return {"wpool": (pc * (shifter_luts(wb, 2) + wb + shifter_luts(wb, 31) + wb + 2 * a + a), pc * wb)}
 
 
 def resources(net, tables, ps):

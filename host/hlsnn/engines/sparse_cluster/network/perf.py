@@ -94,7 +94,7 @@ def resources(net, tables, ps):
                 "buffers": e["model"].buffer_rows(),
                 "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in e["logic"].items()}}
     m = build(*buffers(net, tables), ps)
-    logic = datapath(tables)
+    logic = dict(datapath(tables), **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]))
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
             "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}
