@@ -67,7 +67,10 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 :mod:`hlsnn.engines.network.move`'s, rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid``
 of a fixed-point tensor as a table of its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes) are
-:mod:`hlsnn.engines.network.gate`'s. A mean over a pixel count that is not a
+:mod:`hlsnn.engines.network.gate`'s, rules 11 (an ``AveragePool`` of ``2**p`` taps: the
+window's exact sum, requantized as rule 4 requantizes) and 12 (a bilinear ``Resize`` by 2 with
+``half_pixel``: an edge upsample, then rule 11 with the weights ``[1, 2, 1] / 4`` per axis)
+:mod:`hlsnn.engines.network.linpool`'s. A mean over a pixel count that is not a
 power of two has no exact float value and no integer rule here: :func:`lower` refuses it
 (say, a 7x7 global pool), as it refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on

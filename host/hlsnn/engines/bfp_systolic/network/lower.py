@@ -62,6 +62,10 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 7. **maxpool**: the element of the largest value of each window (padding never wins); ties
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
    conv's output is ``m = max(m, 0)``.
+   An ``AveragePool`` of ``2**p`` taps and a bilinear ``Resize`` by 2 (``half_pixel``) are
+   :mod:`hlsnn.engines.network.linpool`'s rules 11 and 12 on pairs (:func:`avgpool_pairs`:
+   each window's exact sum at the smallest exponent of its non-zero elements, that exponent
+   less ``p``; the sum within :data:`ELEM_BITS`, else :class:`NotExact`).
 8. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
