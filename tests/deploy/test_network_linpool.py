@@ -206,3 +206,26 @@ def test_unet_runs_in_one_start_of_the_network_kernel(unets, name, fmt):
     with hlsnn.load(unets[name, fmt], "sim", network=True) as sim:       # the simulated board
         np.testing.assert_array_equal(sim(x), board(x))
         assert sim.last_kernel_starts == 1
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+def test_unet_bilinear_in_one_start_of_the_board_sized_sparse_kernel(tmp_path):
+    """v_unet_bilinear on the board-sized sparse_cluster kernel (net_shape: board, sub-banked
+    activations): the edge moves and window sums write every bank copy; one start, the layer
+    path's bits."""
+    from hlsnn.network.build import compile_model
+    from test_torch_beyond import _config
+    name = "v_unet_bilinear_ts17"
+    cfg = tmp_path / "u.yaml"
+    cfg.write_text(_config(tmp_path, name).read_text().split("formats:")[0]
+                   + "formats:\n  sized: {type: fixed, accel: sparse8net_pynq-z2}\nassignments:\n"
+                   "  sized: {default: sized}\n")
+    out = tmp_path / "u.hlsnn"
+    compile_model(cfg, "sized", out)
+    x = _data(name).x_test[:8]
+    board = hlsnn.load(out, "csim", network=True)
+    assert board._kernel.tables.get("sized") is not None
+    assert [op.kind for op in board.network.ops].count("avgpool") == 3
+    np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
