@@ -90,9 +90,10 @@ def resources(net, tables, ps):
                              ((tables["unfold"] or {}).get("c", 1), -(-tables["in_elems"] // 8))
                              if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
                              tables["fast_add"])
-        return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"], "ff": e["ff"], "dsp": e["dsp"],
-                "buffers": e["model"].buffer_rows(),
-                "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in e["logic"].items()}}
+        lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]))
+        return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"] + lg.get("wpool", (0, 0))[0],
+                "ff": e["ff"] + lg.get("wpool", (0, 0))[1], "dsp": e["dsp"], "buffers": e["model"].buffer_rows(),
+                "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in lg.items()}}
     m = build(*buffers(net, tables), ps)
     logic = dict(datapath(tables), **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]))
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
