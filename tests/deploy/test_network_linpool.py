@@ -229,3 +229,69 @@ def test_unet_bilinear_in_one_start_of_the_board_sized_sparse_kernel(tmp_path):
     assert [op.kind for op in board.network.ops].count("avgpool") == 3
     np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
     assert board.last_kernel_starts == 1
+
+
+def cat_model(path, seed=4):
+    """A bilinear U-Net step as milesial's U-Net writes it: conv (ReLU) -> a 4 x 8 x 8 skip;
+    max pool, conv (ReLU) -> 4 x 4 x 4; ``Resize`` linear x2 (half_pixel) straight into the
+    ``Concat`` with the skip; a conv, on 1 x 8 x 8 images."""
+    rng = np.random.default_rng(seed)
+    init = [numpy_helper.from_array(rng.normal(0, 0.5, (4, 1, 3, 3)).astype(np.float32), "w1"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 4).astype(np.float32), "b1"),
+            numpy_helper.from_array(rng.normal(0, 0.3, (4, 4, 3, 3)).astype(np.float32), "w2"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 4).astype(np.float32), "b2"),
+            numpy_helper.from_array(rng.normal(0, 0.3, (2, 8, 3, 3)).astype(np.float32), "w3"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 2).astype(np.float32), "b3"),
+            numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Resize", ["r2", "", "scales"], ["u"], mode="linear",
+                              coordinate_transformation_mode="half_pixel"),
+             helper.make_node("Concat", ["u", "r1"], ["k"], axis=1),
+             helper.make_node("Conv", ["k", "w3", "b3"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 2, 8, 8])], init)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cat_nets(tmp_path_factory):
+    """format -> :func:`cat_model` compiled (bfp8, two-hot, fixed8)."""
+    from hlsnn.network.build import compile_model
+    from test_network_move import SMALL_FORMATS
+    tmp = tmp_path_factory.mktemp("netlinpool-cat")
+    m = cat_model(tmp / "cat.onnx")
+    cfg = tmp / "cat.yaml"
+    fmts = {k: SMALL_FORMATS[k] for k in ("bfp8", "twohot", "fixed8")}
+    cfg.write_text(f"name: cat\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n"
+                   + "".join(f"  {k}: {v}\n" for k, v in fmts.items())
+                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in fmts))
+    out = {}
+    for fmt in fmts:
+        out[fmt] = tmp / f"cat-{fmt}.hlsnn"
+        compile_model(cfg, fmt, out[fmt])
+    return out
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["bfp8", "twohot", "fixed8"])
+def test_bilinear_straight_into_a_skip_concat_runs_in_one_start(cat_nets, fmt):
+    """A bilinear upsample read by a Concat (no conv between): in fixed point its window sum is
+    requantized to the concat's consumer's radix point first (the layer path rounds each
+    float value alone), then moved; in bfp the pairs move as they are. emu's network mode and
+    the kernel's C-simulation give the layer path's bits in one start."""
+    from hlsnn.deploy import datasets
+    x = datasets.load("digits", layout="nchw").x_test[:8]
+    want = hlsnn.load(cat_nets[fmt], "emu", network=False)(x)
+    net = hlsnn.load(cat_nets[fmt], "emu", network=True)
+    kinds = [op.kind for op in net.network.ops]
+    assert kinds == ["conv", "maxpool", "conv", "upsample", "avgpool", "concat", "conv"], kinds
+    np.testing.assert_array_equal(net(x), want)
+    board = hlsnn.load(cat_nets[fmt], "csim", network=True)
+    np.testing.assert_array_equal(board(x), want)
+    assert board.last_kernel_starts == 1

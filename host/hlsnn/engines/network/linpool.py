@@ -14,7 +14,8 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
     calibrated ``F_x`` by rule 4's requantization, ``shift_round_sat(s, F + p - F_x, B,
     rounding)`` with the deployment's rounding, which is what that layer's ``to_fixed`` does to
     the layer path's float mean (exact while ``F + p <= max(F_x + 24, 0)``, checked). The pool
-    must be read by engine layers only, at one ``F_x``. *BFP pairs* (``bfp_systolic``): the
+    must be read by engine layers at one ``F_x``, or by a channel ``Concat`` they read
+    (:mod:`.move` rule 8: this op at the concat's ``F_x``, then the move). *BFP pairs* (``bfp_systolic``): the
     exact sum at ``e0``, the smallest exponent of the window's non-zero elements, then ``e0 -
     p`` (as netbfp rule 6 pools a map; a window of zeros is ``(0, 0)``); the sum must stay below
     ``2**25`` at ``e0`` (the kernel's 26-bit element, as an Add's sum: ``NotExact`` otherwise;

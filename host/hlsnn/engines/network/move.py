@@ -19,6 +19,9 @@ radix ``F``, a ``C x H x W`` map per image):
    ``F_x``: here each part is requantized to ``F_x`` as it is moved, by rule 4's
    requantization of one tensor (``shifts``: ``shift_round_sat(q, F_i - F_x, B, rounding)``,
    the identity at shift 0), exact while ``F_i <= max(F_x + 24, 0)`` (checked as for an Add).
+   A part that is a pending average pool or bilinear upsample (:mod:`.linpool`, its exact
+   value) is that rule's op requantized to ``F_x`` first, then moved at shift 0: the layer
+   path's float concat rounds each value alone, so rounding each part alone is the same.
 
 These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The compiled
 emu fast path (:mod:`hlsnn.deploy.fast`) and the network kernels' C++ have no loop for
@@ -49,7 +52,7 @@ def lower_host(j, state, shapes, ops, why, op_cls):
         return False
     ins = j["inputs"]
     sts = [state.get(i) for i in ins]
-    if any(s is None or s[0] != "q" for s in sts):
+    if any(s is None or not (s[0] == "q" or op == "Concat" and s[0] == "avgp") for s in sts):
         raise why(j, "a data move of integer tensors computed on the fabric (not of a pending Add or pool)")
     c, h, w = _chw(shapes[ins[0]])
     a = j.get("attrs", {})
@@ -70,14 +73,15 @@ def lower_host(j, state, shapes, ops, why, op_cls):
     if axis not in (1, -3) or any(len(shapes[i]) != 3 for i in ins) or len({s[1:] for s in chws}) != 1:
         raise why(j, "a Concat along the channels of maps of one height and width is supported")
     cs = [s[0] for s in chws]
-    fs = [s[1] for s in sts]
+    fs = [s[1] if s[0] == "q" else None for s in sts]
+    pools = [s[0] == "avgp" for s in sts]                 # a pending pool (linpool): its exact value
     shapes[j["output"]] = (sum(cs), h, w)
-    if len(set(fs)) == 1:                   # one format: the layer path keeps it
+    if len(set(fs)) == 1 and not any(pools):              # one format: the layer path keeps it
         ops.append(op_cls("concat", j["name"], list(ins), j["output"],
                           dict(cs=cs, hw=h * w, h=h, w=w, shifts=[0] * len(cs), rounding="nearest_even")))
         state[j["output"]] = sts[0]
     else:                                   # requantized to the consumer's F_x (materialize)
-        state[j["output"]] = ("cat", dict(ins=list(ins), fs=fs, cs=cs, h=h, w=w, name=j["name"]))
+        state[j["output"]] = ("cat", dict(ins=list(ins), fs=fs, cs=cs, h=h, w=w, name=j["name"], pools=pools))
     return True
 
 
@@ -93,11 +97,17 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
             raise why(j, f"two consumers of {c['name']} requantize it to different radix points")
         aliases[src] = base
         return base
-    if f_x is None or max(c["fs"]) > max(f_x + 24, 0):
-        raise why(j, f"the requantization from radix {max(c['fs'])} to {f_x} is not exact in today's host rule")
+    fs = list(c["fs"])
+    for i, t in enumerate(c["ins"]):        # a pending pool's part: rule 11's op requantized to F_x first
+        if c.get("pools", [False] * len(fs))[i]:
+            from .linpool import materialize as pool_materialize
+            pool_materialize(j, t, state[t], state, shapes, ops, aliases, rounding, why, op_cls)
+            fs[i] = f_x
+    if f_x is None or max(fs) > max(f_x + 24, 0):
+        raise why(j, f"the requantization from radix {max(fs)} to {f_x} is not exact in today's host rule")
     hw = c["h"] * c["w"]
     ops.append(op_cls("concat", c["name"], list(c["ins"]), base,
-                      dict(cs=list(c["cs"]), hw=hw, h=c["h"], w=c["w"], shifts=[f - f_x for f in c["fs"]],
+                      dict(cs=list(c["cs"]), hw=hw, h=c["h"], w=c["w"], shifts=[f - f_x for f in fs],
                            rounding=rounding)))
     shapes[base], state[base] = (sum(c["cs"]), c["h"], c["w"]), ("q", f_x)
     aliases[src] = base
