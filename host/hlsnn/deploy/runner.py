@@ -56,7 +56,7 @@ import numpy as np
 from ..engines import convgeom as conv
 from ..engines.network import gate as netgate
 from ..errors import InputError
-from . import hostops, samplewise
+from . import biascorr, hostops, samplewise
 from . import update as updates
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
@@ -253,6 +253,8 @@ class Deployment:
                 out = hostops.run(layer, [a.values for a in ins])
                 env[layer.output] = Act(out, hostops.out_format(layer, [a.fmt for a in ins]))
             else:
+                if calibrate and getattr(self, "_bias_ref", None) is not None:     # hlsnn.deploy.biascorr
+                    biascorr.correct(self, layer, ins[0])
                 env[layer.output] = self.execs[layer.name].run(ins[0], calibrate)
         if calibrate:
             self.calibrated = True
@@ -275,7 +277,9 @@ class Deployment:
                 if layer.name in scales:
                     fmt = self.formats[self.assignment.format_of(layer.name)]
                     self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
-        if not netcal.calibrate(self, x_cal):
+        if biascorr.wanted(self):            # bias_correction: empirical, layer by layer
+            biascorr.calibrate(self, x_cal)
+        elif not netcal.calibrate(self, x_cal):
             self.run(x_cal, calibrate=True)
         return time.perf_counter() - t
 
