@@ -54,8 +54,8 @@ FORMAT_FIELDS = {
                         default="output", choices=("output", "nearest")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
-                             "(hlsnn.deploy.biascorr); none: the imported bias", default="none",
-                             choices=("none", "empirical")),
+                             "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias",
+                             default="none", choices=("none", "empirical")),
 }
 
 _ACCEL = CONFIGS_DIR / "accel"
