@@ -105,7 +105,6 @@ def test_corrected_bias_is_the_mean_difference():
     assert np.abs(conv_float(xq, wq, layer.b, layer.geom).mean(axis=(0, 2, 3)) - want).max() > 1e-2
 
 
-@pytest.mark.slow
 def test_corrected_deployment_runs_the_same_bits_compiled(tmp_path):
     """The corrected biases reach the compiled paths (the integer network program of
     twohot/fixed8, hlsnn.deploy.bfpfast of bfp8): their outputs equal the layer path's bit for bit."""

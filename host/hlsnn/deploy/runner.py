@@ -22,7 +22,9 @@ The rules (the specification every target follows; the host code is the same on 
   output radix is chosen). The bias becomes an integer in accumulator units,
   ``round(b * 2**(F_x + F_w))``. Shift formats with ``weight_fit: output`` (the default)
   re-choose their codes and bias when calibrating, on the calibration inputs
-  (:mod:`hlsnn.deploy.shift_fit`); the scale exponents stay.
+  (:mod:`hlsnn.deploy.shift_fit`); the scale exponents stay. A format with
+  ``bias_correction: empirical`` moves each layer's float bias to the float network's mean
+  output per channel first (:mod:`hlsnn.deploy.biascorr`).
 * **Output radix point** of a fixed-point layer: the *preceding operation* runs the layer
   with the engine's statistics unit on (the MSB histogram of the wide results, read back
   from the kernel), DETERMINE picks ``F_out`` (``overflow_ratio`` of the deployment) and the
@@ -266,7 +268,9 @@ class Deployment:
     def calibrate(self, x_cal):
         """Choose every radix point from ``x_cal`` (:meth:`run` with ``calibrate``): on ``emu``,
         where the network lowers to the integer network mode, as compiled integer ops that
-        set the same state (:mod:`hlsnn.deploy.calibrate`). Returns the seconds it took."""
+        set the same state (:mod:`hlsnn.deploy.calibrate`); where a layer's format has
+        ``bias_correction: empirical``, layer by layer with the corrected biases
+        (:mod:`hlsnn.deploy.biascorr`). Returns the seconds it took."""
         t = time.perf_counter()
         from . import calibrate as netcal, equalize
         x_cal = self._input(x_cal)
