@@ -88,13 +88,10 @@ def test_corrected_bias_is_the_mean_difference():
     """corrected_bias by its formula, against the float64 outputs written out here: the
     corrected layer's mean output on x_quant (with the quantized weights) equals the float
     layer's mean output on x_float."""
-    from types import SimpleNamespace
+    from hlsnn.deploy.graph import Layer
     from hlsnn.engines.convgeom import conv_float
     rng = np.random.default_rng(0)
-    layer = SimpleNamespace(kind="conv", w=rng.normal(0, 0.5, (4, 2, 3, 3)), b=rng.normal(0, 0.1, 4),
-                            pads=(1, 1, 1, 1), pad=1, strides=(1, 1), dilations=(1, 1), group=1)
-    from hlsnn.deploy.graph import Layer
-    layer = Layer("c", "conv", ["x"], "y", w=layer.w, b=layer.b, pad=1)
+    layer = Layer("c", "conv", ["x"], "y", w=rng.normal(0, 0.5, (4, 2, 3, 3)), b=rng.normal(0, 0.1, 4), pad=1)
     xf = rng.normal(0, 1, (16, 2, 5, 5))
     xq = np.rint(xf * 4 + 0.3) / 4                                    # a biased quantization
     wq = np.rint(layer.w * 8) / 8
