@@ -52,6 +52,10 @@ FORMAT_FIELDS = {
     "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
                         "(error feedback and bias correction, hlsnn.deploy.shift_fit), or each weight's nearest code",
                         default="output", choices=("output", "nearest")),
+    "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
+                             "network's per-channel mean on the calibration images, layer by layer "
+                             "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias",
+                             default="none", choices=("none", "empirical")),
 }
 
 _ACCEL = CONFIGS_DIR / "accel"
@@ -117,6 +121,7 @@ class FormatSpec:
     prune: float = 0.0
     weight_scale: str = "tensor"
     weight_fit: str = "output"
+    bias_correction: str = "none"
 
     @property
     def engine(self):
@@ -168,7 +173,7 @@ def load_deploy_config(path) -> DeployConfig:
     fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS
     if not isinstance(fm_raw, dict) or not fm_raw:
         raise ConfigError(path, "formats", fm_raw, "must be a non-empty mapping of format names to "
-                          "{type, accel, delta, prune, weight_scale, weight_fit}")
+                          "{type, accel, delta, prune, weight_scale, weight_fit, bias_correction}")
     formats = {}
     for name, spec in fm_raw.items():
         _check_name(path, "formats", name)
@@ -193,7 +198,7 @@ def load_deploy_config(path) -> DeployConfig:
                               f"format type {s['type']!r} runs on engine {FORMAT_ENGINES[s['type']]}, but this "
                               f"config's engine is {cfg.engine}")
         formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"],
-                                     s["weight_fit"])
+                                     s["weight_fit"], s["bias_correction"])
     as_raw = data["assignments"]
     assignments = {}
     if as_raw is None:

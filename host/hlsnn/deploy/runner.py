@@ -22,7 +22,9 @@ The rules (the specification every target follows; the host code is the same on 
   output radix is chosen). The bias becomes an integer in accumulator units,
   ``round(b * 2**(F_x + F_w))``. Shift formats with ``weight_fit: output`` (the default)
   re-choose their codes and bias when calibrating, on the calibration inputs
-  (:mod:`hlsnn.deploy.shift_fit`); the scale exponents stay.
+  (:mod:`hlsnn.deploy.shift_fit`); the scale exponents stay. A format with
+  ``bias_correction: empirical`` moves each layer's float bias to the float network's mean
+  output per channel first (:mod:`hlsnn.deploy.biascorr`).
 * **Output radix point** of a fixed-point layer: the *preceding operation* runs the layer
   with the engine's statistics unit on (the MSB histogram of the wide results, read back
   from the kernel), DETERMINE picks ``F_out`` (``overflow_ratio`` of the deployment) and the
@@ -56,7 +58,7 @@ import numpy as np
 from ..engines import convgeom as conv
 from ..engines.network import gate as netgate
 from ..errors import InputError
-from . import hostops, samplewise
+from . import biascorr, hostops, samplewise
 from . import update as updates
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
@@ -253,6 +255,8 @@ class Deployment:
                 out = hostops.run(layer, [a.values for a in ins])
                 env[layer.output] = Act(out, hostops.out_format(layer, [a.fmt for a in ins]))
             else:
+                if calibrate and getattr(self, "_bias_ref", None) is not None:     # hlsnn.deploy.biascorr
+                    biascorr.correct(self, layer, ins[0])
                 env[layer.output] = self.execs[layer.name].run(ins[0], calibrate)
         if calibrate:
             self.calibrated = True
@@ -264,7 +268,9 @@ class Deployment:
     def calibrate(self, x_cal):
         """Choose every radix point from ``x_cal`` (:meth:`run` with ``calibrate``): on ``emu``,
         where the network lowers to the integer network mode, as compiled integer ops that
-        set the same state (:mod:`hlsnn.deploy.calibrate`). Returns the seconds it took."""
+        set the same state (:mod:`hlsnn.deploy.calibrate`); where a layer's format has
+        ``bias_correction: empirical``, layer by layer with the corrected biases
+        (:mod:`hlsnn.deploy.biascorr`). Returns the seconds it took."""
         t = time.perf_counter()
         from . import calibrate as netcal, equalize
         x_cal = self._input(x_cal)
@@ -275,7 +281,9 @@ class Deployment:
                 if layer.name in scales:
                     fmt = self.formats[self.assignment.format_of(layer.name)]
                     self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
-        if not netcal.calibrate(self, x_cal):
+        if biascorr.wanted(self):            # bias_correction: empirical, layer by layer
+            biascorr.calibrate(self, x_cal)
+        elif not netcal.calibrate(self, x_cal):
             self.run(x_cal, calibrate=True)
         return time.perf_counter() - t
 

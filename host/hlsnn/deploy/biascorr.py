@@ -1,0 +1,106 @@
+"""Empirical bias correction (a format's ``bias_correction: empirical``): each engine layer's
+bias is moved so that its pre-activation outputs have, per output channel, the mean the float
+network's have on the calibration images.
+
+Why: every quantized step (8-bit activations at one radix per tensor, two-hot codes, the
+tables of Hardswish / Hardsigmoid on integers, a BFP layer's per-sample output mantissas)
+leaves an error whose mean over the images is not zero; each layer passes the mean error of
+the layers before it on, and the errors add up along the network. The correction is the
+empirical form of M. Nagel, M. van Baalen, T. Blankevoort, M. Welling, "Data-Free Quantization
+Through Weight Equalization and Bias Correction", ICCV 2019, section 4.2, applied in order
+(each layer corrected with the layers before it already quantized and corrected):
+
+    b'[z] = b[z] + mean(W x_f)[z] - mean(W x_q)[z]    (+ mean((W - Q) x_q)[z], the weights' own error)
+
+over the calibration images and, for a convolution, every output position (a linear layer's
+mean is the weights times the mean input patch, padding included), with ``x_f`` the layer's
+input in the float64 network (:func:`hlsnn.deploy.hostops.float_tensors`) and ``x_q`` the
+input the quantized network gives it. The weights' own term is added where the format has it
+in closed form: ``fixed`` / ``sparse`` (``Q`` the int8 weights at their scale); a shift format
+with ``weight_fit: output`` adds it when it re-chooses its codes
+(:mod:`hlsnn.deploy.shift_fit`, on the corrected bias); ``bfp`` (8-bit mantissas per weight
+row: a small term) goes without it.
+
+Only the float bias changes (it is quantized into the kernel's bias field as every bias is),
+so the kernels, the emulator, csim and the board compute the same bits for it as for any
+other bias. The calibration then runs layer by layer (the specification path,
+:meth:`hlsnn.deploy.runner.Deployment._run`), each layer's executor built again on its
+corrected copy before it calibrates (the imported network is not changed; its other
+deployments keep their biases).
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..engines import convgeom as conv
+
+#: The choices of a format's ``bias_correction`` (``none``, the default: measured in
+#: ``docs/deploy-beyond-cnn.md``, it costs ResNet-8 one test image in bfp8).
+MODES = ("none", "empirical")
+
+
+def wanted(dep):
+    """True where one of ``dep``'s engine layers has a format with ``bias_correction: empirical``."""
+    return any(_mode(dep, layer) == "empirical" for layer in dep.net.engine_layers())
+
+
+def _mode(dep, layer):
+    fmt = dep.formats[dep.assignment.format_of(layer.name)]
+    return getattr(fmt, "bias_correction", "none")
+
+
+def calibrate(dep, x_cal):
+    """Calibrate ``dep`` on ``x_cal`` (float64) layer by layer with the corrected biases
+    (module docstring): the float network's tensors are computed once, then the layer path's
+    calibrating pass asks :func:`correct` before each engine layer."""
+    from .hostops import float_tensors
+    dep._bias_ref = float_tensors(dep.net, x_cal)
+    try:
+        dep._run(x_cal, True, False)
+    finally:
+        dep._bias_ref = None
+    dep._fastnet = None
+    dep._bfpnet = None                      # hlsnn.deploy.bfpfast's copy of the executors, made again
+
+
+def linear_mean(layer, x):
+    """Per output channel, the mean over images (and output positions) of the layer's weights
+    applied to ``x`` without bias: ``W`` times the mean input row / im2col patch (float64)."""
+    x = np.asarray(x, np.float64)
+    if layer.kind == "dense":
+        return x.reshape(x.shape[0], -1).mean(axis=0) @ layer.w.T
+    y = conv.conv_float(x, layer.w, np.zeros(layer.w.shape[0]), layer.geom)
+    return y.mean(axis=(0, 2, 3))
+
+
+def corrected_bias(layer, x_float, x_quant, w_quant=None):
+    """The bias of the module docstring's formula: ``layer.b`` plus the mean of ``W x_float -
+    W x_quant`` per output, plus ``mean((W - w_quant) x_quant)`` where ``w_quant`` (the
+    quantized weights in float, ``layer.w``'s shape) is given."""
+    b = np.asarray(layer.b, np.float64) + linear_mean(layer, x_float) - linear_mean(layer, x_quant)
+    if w_quant is not None:
+        q = copy.copy(layer)
+        q.w = np.asarray(layer.w, np.float64) - np.asarray(w_quant, np.float64).reshape(layer.w.shape)
+        b = b + linear_mean(q, x_quant)
+    return b
+
+
+def correct(dep, layer, act):
+    """Before ``layer`` (of ``dep.net``) calibrates on its quantized input ``act``: where its
+    format asks for it, its executor is built again on a copy of the layer with the corrected
+    bias (from the float network's input to it, ``dep._bias_ref``)."""
+    if _mode(dep, layer) != "empirical":
+        return
+    from .executors import EXECS
+    fmt = dep.formats[dep.assignment.format_of(layer.name)]
+    ex = dep.execs[layer.name]
+    w_quant = None
+    if fmt.type in ("fixed", "sparse"):                 # int8 taps at their scale(s): the weights' own term
+        f = np.asarray(ex.f_w, np.int64)
+        w_quant = np.ldexp(np.asarray(ex.w_taps, np.float64),
+                           -(f.reshape(-1, 1, 1, 1) if f.ndim else f)).reshape(layer.w.shape)
+    new = copy.copy(layer)
+    new.b = corrected_bias(layer, dep._bias_ref[layer.inputs[0]], act.values, w_quant)
+    dep.execs[layer.name] = EXECS[fmt.type](new, fmt, ex.acc, dep)

@@ -1,0 +1,131 @@
+"""Empirical bias correction (a format's ``bias_correction``, :mod:`hlsnn.deploy.biascorr`):
+after it, the network's output has the float64 network's per-channel mean on the calibration
+images; the corrected deployment runs the same bits on its compiled paths as layer by layer;
+the config refuses values it does not know."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from test_deploy import ROOT, _base, _write  # noqa: E402
+
+from hlsnn.deploy import biascorr  # noqa: E402
+from hlsnn.deploy.config import load_deploy_config  # noqa: E402
+from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.hostops import float_tensors  # noqa: E402
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import Deployment  # noqa: E402
+from hlsnn.errors import ConfigError  # noqa: E402
+
+FORMATS = (("bfp8", "bfp", "bfp8_zcu104"), ("twohot", "twohot", "shift8_pynq-z2"), ("fixed8", "fixed", "sparse8_pynq-z2"))
+
+
+def _dw_net(path, seed=0):
+    """conv 1->6 3x3, HardSwish, depthwise 3x3 + ReLU, global average pool, dense 6->5 (no ReLU)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+
+    def arr(a, n):
+        return numpy_helper.from_array(np.asarray(a, np.float32), n)
+    inits = [arr(rng.normal(0, 0.4, (6, 1, 3, 3)), "w1"), arr(rng.normal(0, 0.2, 6), "b1"),
+             arr(rng.normal(0, 0.5, (6, 1, 3, 3)), "w2"), arr(rng.normal(0, 0.2, 6), "b2"),
+             arr(rng.normal(0, 0.5, (5, 6)), "w3"), arr(rng.normal(0, 0.1, 5), "b3")]
+    mk = helper.make_node
+    nodes = [mk("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="c1"),
+             mk("HardSwish", ["c1"], ["h1"], name="h1"),
+             mk("Conv", ["h1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=6, name="c2"),
+             mk("Relu", ["c2"], ["r2"], name="r2"), mk("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+             mk("Flatten", ["g"], ["f"], name="flat"), mk("Gemm", ["f", "w3", "b3"], ["y"], transB=1, name="fc")]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], initializer=inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def _deployments(tmp_path, mode):
+    model = _dw_net(tmp_path / "dw.onnx")
+    cfg = load_deploy_config(_write(tmp_path, _base(model) + "formats:\n" + "".join(
+        f"  {k}: {{type: {t}, accel: {ROOT}/configs/accel/{a}.yaml, bias_correction: {mode}}}\n"
+        for k, t, a in FORMATS), name=f"{mode}.yaml"))
+    return cfg, load_onnx(model)
+
+
+def _images():
+    from hlsnn.deploy import datasets
+    return datasets.load("digits", layout="nchw").x_train[:64]
+
+
+@pytest.mark.slow
+def test_corrected_output_has_the_float_networks_mean(tmp_path):
+    """The output layer (no ReLU) after the correction: its per-channel mean error against the
+    float64 network (numpy, hostops.float_tensors) on the calibration images is a small part of
+    one output step (twohot, fixed8: the weights' own error included) and well below the
+    uncorrected one; bfp8 (without the weights' own term) at most half the uncorrected."""
+    x = _images()
+    err = {}
+    for mode in ("none", "empirical"):
+        cfg, net = _deployments(tmp_path, mode)
+        yf = float_tensors(net, x)[net.output]
+        accs = open_accelerators(cfg, "emu")
+        try:
+            for fmt, _, _ in FORMATS:
+                dep = Deployment(net, cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+                dep.calibrate(x)
+                ex = dep.execs["fc"]
+                lsb = 2.0 ** -ex.f_out if ex.f_out is not None else None
+                err[mode, fmt] = (np.abs((dep.run(x) - yf).mean(axis=0)).max(), lsb)
+        finally:
+            for a in accs.values():
+                a.close()
+    for fmt in ("twohot", "fixed8"):
+        (before, lsb), (after, _) = err["none", fmt], err["empirical", fmt]
+        assert before > lsb / 4, (fmt, before, lsb)            # the uncorrected mean error: not small
+        assert after < before / 5 and after < lsb / 4, (fmt, after, before, lsb)
+    assert err["empirical", "bfp8"][0] < err["none", "bfp8"][0] / 2, err
+
+
+def test_corrected_bias_is_the_mean_difference():
+    """corrected_bias by its formula, against the float64 outputs written out here: the
+    corrected layer's mean output on x_quant (with the quantized weights) equals the float
+    layer's mean output on x_float."""
+    from hlsnn.deploy.graph import Layer
+    from hlsnn.engines.convgeom import conv_float
+    rng = np.random.default_rng(0)
+    layer = Layer("c", "conv", ["x"], "y", w=rng.normal(0, 0.5, (4, 2, 3, 3)), b=rng.normal(0, 0.1, 4), pad=1)
+    xf = rng.normal(0, 1, (16, 2, 5, 5))
+    xq = np.rint(xf * 4 + 0.3) / 4                                    # a biased quantization
+    wq = np.rint(layer.w * 8) / 8
+    b = biascorr.corrected_bias(layer, xf, xq, wq)
+    want = conv_float(xf, layer.w, layer.b, layer.geom).mean(axis=(0, 2, 3))
+    got = conv_float(xq, wq, b, layer.geom).mean(axis=(0, 2, 3))
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    assert np.abs(conv_float(xq, wq, layer.b, layer.geom).mean(axis=(0, 2, 3)) - want).max() > 1e-2
+
+
+def test_corrected_deployment_runs_the_same_bits_compiled(tmp_path):
+    """The corrected biases reach the compiled paths (the integer network program of
+    twohot/fixed8, hlsnn.deploy.bfpfast of bfp8): their outputs equal the layer path's bit for bit."""
+    x = _images()
+    cfg, net = _deployments(tmp_path, "empirical")
+    accs = open_accelerators(cfg, "emu")
+    try:
+        for fmt, _, _ in FORMATS:
+            dep = Deployment(net, cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+            dep.calibrate(x[:32])
+            fast = dep.run(x)
+            assert fmt == "bfp8" or dep.fast_network() is not None
+            layered, _ = dep.run(x, keep=True)
+            np.testing.assert_array_equal(fast, layered)
+            assert not np.array_equal(dep.execs["fc"].layer.b, net.layer("fc").b)     # corrected, net untouched
+    finally:
+        for a in accs.values():
+            a.close()
+
+
+def test_bias_correction_values_are_checked(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_deploy_config(_write(tmp_path, _base() + f"formats: {{a: {{type: bfp, accel: "
+                                  f"{ROOT}/configs/accel/bfp8_zcu104.yaml, bias_correction: mean}}}}\n"))
+    assert "formats.a.bias_correction" in str(e.value) and "one of" in str(e.value)
+    cfg = load_deploy_config(_write(tmp_path, _base(), name="d.yaml"))
+    assert {f.bias_correction for f in cfg.formats.values()} == {"none"}
