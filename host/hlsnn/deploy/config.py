@@ -52,6 +52,10 @@ FORMAT_FIELDS = {
     "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
                         "(error feedback and bias correction, hlsnn.deploy.shift_fit), or each weight's nearest code",
                         default="output", choices=("output", "nearest")),
+    "weight_terms": Field("int", "twohot, pot: shift codes per weight; 2: a second code for each weight's rounding "
+                          "error at the same scale, both summed in the layer's one accumulator (K doubled: "
+                          "hlsnn.deploy.twoterm; such a deployment runs layer by layer, not in the network mode)",
+                          default=1, lo=1, hi=2),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
                              "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias",
@@ -122,6 +126,7 @@ class FormatSpec:
     weight_scale: str = "tensor"
     weight_fit: str = "output"
     bias_correction: str = "none"
+    weight_terms: int = 1
 
     @property
     def engine(self):
@@ -173,7 +178,7 @@ def load_deploy_config(path) -> DeployConfig:
     fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS
     if not isinstance(fm_raw, dict) or not fm_raw:
         raise ConfigError(path, "formats", fm_raw, "must be a non-empty mapping of format names to "
-                          "{type, accel, delta, prune, weight_scale, weight_fit, bias_correction}")
+                          "{type, accel, delta, prune, weight_scale, weight_fit, weight_terms, bias_correction}")
     formats = {}
     for name, spec in fm_raw.items():
         _check_name(path, "formats", name)
@@ -189,6 +194,9 @@ def load_deploy_config(path) -> DeployConfig:
         if s["type"] not in ("twohot", "pot") and s["weight_fit"] != "output":
             raise ConfigError(path, f"formats.{name}.weight_fit", s["weight_fit"],
                               "only the shift formats (twohot, pot) choose their codes; leave it out")
+        if s["type"] not in ("twohot", "pot") and s["weight_terms"] != 1:
+            raise ConfigError(path, f"formats.{name}.weight_terms", s["weight_terms"],
+                              "only the shift formats (twohot, pot) have a second code per weight; leave it out")
         accel = s["accel"]
         if data["formats"] is not None and not (is_config_name(accel) and not (base / accel).exists()):
             accel = _rel(base, accel)       # a path relative to this file; a bare name is looked up
@@ -198,7 +206,7 @@ def load_deploy_config(path) -> DeployConfig:
                               f"format type {s['type']!r} runs on engine {FORMAT_ENGINES[s['type']]}, but this "
                               f"config's engine is {cfg.engine}")
         formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"],
-                                     s["weight_fit"], s["bias_correction"])
+                                     s["weight_fit"], s["bias_correction"], s["weight_terms"])
     as_raw = data["assignments"]
     assignments = {}
     if as_raw is None:

@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import blocks, groups, shift_fit
+from . import blocks, groups, shift_fit, twoterm
 from . import update as updates
 from .quant import CHANNEL_FRAC_LIMIT, Act, host_radix, prune, to_fixed, weight_fracs
 
@@ -215,6 +215,9 @@ class ShiftExec(_Exec):
                 t.mode, t.exp_bits, *(np.where(over, getattr(whole, a), getattr(t, a)) for a in
                                       ("e1", "e2", "s1", "s2", "zero")),
                 np.where(over[:, 0], f_t, f_r).reshape(t.scale_exponent.shape), delta=t.delta, axis=0)
+        self.terms = getattr(fmt, "weight_terms", 1)         # 2: [Q1 | Q2] per row (hlsnn.deploy.twoterm)
+        if self.terms == 2:
+            self.wq = twoterm.nearest(self.wq, w2)
         f_w = np.asarray(self.wq.scale_exponent, np.int64).reshape(-1)
         self.f_w = int(f_w[0]) if axis is None else f_w
         self.stats.f_w = self.f_w if axis is None else f_w.tolist()
@@ -264,11 +267,13 @@ class ShiftExec(_Exec):
         layer, p = self.layer, self.p
         xi, fx = self._input_ints(act, self.bits, self.signed, calibrate)
         if calibrate and getattr(self.fmt, "weight_fit", "nearest") == "output":
-            shift_fit.refit(self, xi, fx)        # codes and bias for the output (hlsnn.deploy.shift_fit)
+            (twoterm if self.terms == 2 else shift_fit).refit(self, xi, fx)   # codes and bias for the output
         if layer.kind == "conv":
             rows, (oh, ow) = conv.im2col(xi, layer.geom)
         else:
             rows = xi.reshape(xi.shape[0], -1)
+        if self.terms == 2:                      # each row twice: K doubled (hlsnn.deploy.twoterm rule 2)
+            rows = twoterm.rows(rows, self.groups)
         f_in = fx + self.f_w
         bias = self._bias(f_in, 31)
         kern = self.acc.kernel

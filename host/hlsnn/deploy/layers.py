@@ -94,6 +94,8 @@ def capture(ex, fmt_type):
         entry.update(mode=ex.mode, exp_bits=int(t.exp_bits), delta=int(t.delta), axis=t.axis, f_w=_int(ex.f_w),
                      bits=int(ex.bits), signed=bool(ex.signed), step=int(ex.step), k_step=ex.k_step,
                      gp=int(ex.gp), groups=int(ex.groups), zg=int(ex.zg))
+        if getattr(ex, "terms", 1) != 1:             # weight_terms: 2 (hlsnn.deploy.twoterm)
+            entry["terms"] = int(ex.terms)
         arrays.update({f: _small(getattr(t, f)) for f in _SHIFT_FIELDS})
     elif isinstance(ex, SparseExec):
         entry.update(f_w=_int(ex.f_w), general=bool(ex.general), k_step=ex.k_step,
@@ -131,6 +133,7 @@ def restore(entry, arrays, acc, deploy):
     if cls is ShiftExec:
         ex.mode, ex.k_step, ex.step = entry["mode"], entry["k_step"], entry["step"]
         ex.bits, ex.signed = entry["bits"], entry["signed"]
+        ex.terms = entry.get("terms", 1)
         ex.wq = sfmt.ShiftTensor.from_codes(entry["mode"], entry["exp_bits"],
                                             *(arrays[f] for f in _SHIFT_FIELDS), delta=entry["delta"],
                                             axis=entry["axis"])

@@ -1,0 +1,76 @@
+"""Accuracy with one and two shift codes per weight (``weight_terms: 1`` / ``2``,
+:mod:`hlsnn.deploy.twoterm`): each two-hot format of a deployment config run twice on emu.
+
+    python scripts/weight_terms.py family --out /tmp/v --only dw_a_ts17 dw_b_ts17   # variant_family.py's models
+    python scripts/weight_terms.py beyond --only se_cnn_ts17                          # tests/data/torch/beyond
+    python scripts/weight_terms.py tiny                                               # tests/data/torch/tiny
+    python scripts/weight_terms.py models                                             # configs/models
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "host"))
+
+from hlsnn.config import read_yaml  # noqa: E402
+from hlsnn.evaluation.run import deploy  # noqa: E402
+
+TWOHOT = {"type": "twohot", "accel": "shift8_pynq-z2"}
+
+
+def _cell(res, e):
+    if "error" in e:
+        return "failed: " + str(e["error"])[:80]
+    if "accuracy" in e:
+        return f"{100 * e['accuracy']:.2f} ({100 * (e['accuracy'] - res['float_accuracy']):+.2f})"
+    if "relative_error" in e:
+        return f"{100 * e['relative_error']:.2f} %"
+    return f"{e['mse']:.4f}"
+
+
+def run(name, cfg, base):
+    cfg["model"] = str((base / cfg["model"]).resolve()) if not Path(cfg["model"]).is_absolute() else cfg["model"]
+    fm = cfg.get("formats") or {"twohot": dict(TWOHOT)}
+    names = [n for n, v in fm.items() if v.get("type") == "twohot"]
+    for v in fm.values():
+        if (base / v["accel"]).exists():
+            v["accel"] = str((base / v["accel"]).resolve())
+    cfg["formats"] = {k: v for n in names for k, v in ((n, dict(fm[n], weight_terms=1)),
+                                                         (n + "_t2", dict(fm[n], weight_terms=2)))}
+    cfg.pop("assignments", None)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"{name}.yaml"
+        path.write_text(json.dumps(cfg))          # JSON is YAML
+        res = deploy(path, "emu")
+    return names, [_cell(res, res["assignments"][n + s]) for n in names for s in ("", "_t2")]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("set", choices=("tiny", "models", "family", "beyond"))
+    ap.add_argument("--out", type=Path, default=Path("/tmp/variants"), help="family: variant_family.py's --out")
+    ap.add_argument("--only", nargs="*", help="these model names only (the config files' stems)")
+    args = ap.parse_args(argv)
+    base = {"tiny": ROOT / "tests" / "data" / "torch" / "tiny", "models": ROOT / "configs" / "models",
+            "beyond": ROOT / "tests" / "data" / "torch" / "beyond", "family": args.out}[args.set]
+    if args.set in ("family", "beyond"):
+        names = args.only or sorted(p.stem for p in base.glob("*_ts17.onnx"))
+    else:
+        names = args.only or sorted(p.stem for p in base.glob("*.yaml") if "__" not in p.stem)
+    for name in names:
+        y = base / f"{name}.yaml"
+        cfg = read_yaml(y) if y.exists() else {"name": name.replace("-", "_"), "model": f"{name}.onnx",
+                                                "data": "digits", "formats": {"twohot": dict(TWOHOT)}}
+        fmts, cells = run(name, cfg, base)
+        print(f"| {name} | " + " | ".join(f"{f}: {a} -> {b}" for f, a, b in zip(fmts, cells[::2], cells[1::2]))
+              + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
