@@ -109,3 +109,22 @@ def test_two_term_layer_is_bit_exact_on_csim():
     y_emu, _ = _run(_net("depthwise"), X[:2], 2)
     y_sim, _ = _run(_net("depthwise"), X[:2], 2, target="csim")
     np.testing.assert_array_equal(y_sim, y_emu)
+
+
+def test_the_modelled_cost_is_that_of_the_doubled_reduction():
+    """The deploy report's modelled latency of a two-term dense layer is the cycle model's cost
+    of the dense layer with 2K inputs (its weights [W | W]), more than one term's."""
+    from types import SimpleNamespace
+    from hlsnn.config import load_config
+    from hlsnn.deploy.evaluate import modelled_latency
+    from hlsnn.measure.layers import layer_cycles
+    net = _net("dense")
+    x = X.reshape(len(X), -1)
+    _, dep = _run(net, x, 2)
+    spec = dep.formats["f"]
+    got = modelled_latency(dep, SimpleNamespace(formats={"f": spec}), dep.assignment)["modelled_us_per_image"]
+    la = net.layers[0]
+    wide = Layer("l", "dense", ["x"], "y", w=np.hstack([la.w, la.w]), b=la.b, relu=False)
+    cfg = load_config(ACCEL, check_fit=False)
+    assert got == round(layer_cycles(wide, cfg, 1, fmt_type="twohot")["us"], 3)
+    assert got > round(layer_cycles(la, cfg, 1, fmt_type="twohot")["us"], 3)

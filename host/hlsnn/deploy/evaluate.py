@@ -292,12 +292,14 @@ def modelled_latency(dep, cfg, asg) -> dict:
     density), in microseconds: ``modelled_us_per_image`` (the sum) and ``modelled_us_by_layer``.
     Host work (im2col, requantization, host ops) and DMA set-up are not included."""
     from ..measure.layers import layer_cycles
+    from . import twoterm
     by_layer = {}
     for ln, ex in dep.execs.items():
         f = cfg.formats[asg.format_of(ln)]
         hw = tuple(ex.in_shape[-2:]) if ex.layer.kind == "conv" else None
         try:
-            r = layer_cycles(ex.layer, ex.acc.config, 1, fmt_type=f.type, in_hw=hw,
+            r = layer_cycles(twoterm.cost_layer(ex.layer, getattr(f, "weight_terms", 1)), ex.acc.config, 1,
+                             fmt_type=f.type, in_hw=hw,
                              weight_sparsity=ex.stats.weight_sparsity, input_density=ex.stats.input_density)
         except HlsnnError:
             return {"modelled_us_per_image": None, "modelled_us_by_layer": {}}

@@ -362,6 +362,8 @@ def engine_input_shapes(model_path, net) -> dict:
 
 def _cycles_of(la, f, accel, shapes, stats):
     hw = shapes[la.name][-2:] if la.kind == "conv" else None
+    from .twoterm import cost_layer             # weight_terms: 2 runs K doubled (hlsnn.deploy.twoterm)
+    la = cost_layer(la, getattr(f, "weight_terms", 1))
     return layer_cycles(la, accel, 1, fmt_type=f.type, in_hw=hw, weight_sparsity=stats["weight_sparsity"],
                         input_density=stats["input_density"])
 

@@ -27,8 +27,12 @@ The rule (exact, the specification of what the kernel computes):
 3. **Network mode** (one start of the network kernel) addresses its input itself and has no
    doubled reduction: :func:`hlsnn.deploy.program.lower` refuses a layer with two terms by
    name, so such a deployment runs (and calibrates) layer by layer.
+4. **Cost.** The kernel calls are those of the layer with K doubled: the cycle model costs
+   :func:`cost_layer` (the layer with its weights twice along the input axis).
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -108,3 +112,11 @@ def refit(ex, x, fx):
     ex.n_chunks = None
     ex.stats.weight_sparsity = float(np.mean(ex.wq.zero))
     return v1 + v2
+
+
+def cost_layer(layer, terms):
+    """The layer whose kernel calls a ``terms``-term layer makes (rule 4): itself for one term,
+    else the same layer with its weights ``terms`` times along the input axis (K doubled)."""
+    if terms == 1:
+        return layer
+    return dataclasses.replace(layer, w=np.concatenate([np.asarray(layer.w)] * terms, axis=1))
