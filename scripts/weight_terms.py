@@ -26,8 +26,10 @@ TWOHOT = {"type": "twohot", "accel": "shift8_pynq-z2"}
 def _cell(res, e):
     if "error" in e:
         return "failed: " + str(e["error"])[:80]
+    us = e.get("modelled_us_per_image")
+    us = "" if us is None else f", {us:.1f} us"
     if "accuracy" in e:
-        return f"{100 * e['accuracy']:.2f} ({100 * (e['accuracy'] - res['float_accuracy']):+.2f})"
+        return f"{100 * e['accuracy']:.2f} ({100 * (e['accuracy'] - res['float_accuracy']):+.2f}{us})"
     if "relative_error" in e:
         return f"{100 * e['relative_error']:.2f} %"
     return f"{e['mse']:.4f}"
