@@ -5,6 +5,12 @@
     python scripts/weight_terms.py beyond --only se_cnn_ts17                          # tests/data/torch/beyond
     python scripts/weight_terms.py tiny                                               # tests/data/torch/tiny
     python scripts/weight_terms.py models                                             # configs/models
+    python scripts/weight_terms.py sets /tmp/v/dw_a_ts17.onnx --accel ACCEL.yaml      # 4 calibration sets
+
+``sets``: one model, one and two terms (and fixed8) on four disjoint calibration sets of 128, the
+mean accuracy and the test images whose class differs from the float64 network's; ``--accel``
+another shift_mac config (e.g. a copy of shift8_pynq-z2.yaml with ``act_bits: 10``,
+``acc_bits: 44``).
 """
 from __future__ import annotations
 
@@ -52,12 +58,52 @@ def run(name, cfg, base):
     return names, [_cell(res, res["assignments"][n + s]) for n in names for s in ("", "_t2")]
 
 
+def sets(model, accel, n_sets=4):
+    import numpy as np
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.hostops import float_tensors
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import Deployment
+    fm = {"t1": {"type": "twohot", "accel": accel}, "t2": {"type": "twohot", "accel": accel, "weight_terms": 2},
+          "fixed8": {"type": "fixed", "accel": "sparse8_pynq-z2"}}
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.yaml"
+        path.write_text(json.dumps({"name": "m", "model": str(Path(model).resolve()), "data": "digits",
+                                    "formats": fm}))
+        cfg = load_deploy_config(path)
+    net = load_onnx(cfg.model)
+    ds = datasets.load("digits", layout="ncl" if len(net.input_shape) == 3 else "nchw")
+    yf = float_tensors(net, ds.x_test)[net.output].argmax(1)
+    accs = open_accelerators(cfg, "emu")
+    try:
+        for f in fm:
+            acc, dis = [], []
+            for i in range(n_sets):
+                dep = Deployment(net, cfg.assignments[f], cfg.formats, accs, rounding=cfg.rounding)
+                dep.calibrate(ds.x_train[i * 128:(i + 1) * 128])
+                y = dep.run(ds.x_test).argmax(1)
+                acc.append(100 * np.mean(y == ds.y_test))
+                dis.append(int(np.sum(y != yf)))
+            print(f"{Path(model).stem} {f}: accuracy {np.mean(acc):.2f} % (float {100 * np.mean(yf == ds.y_test):.2f}),"
+                  f" images off float's class {dis}", flush=True)
+    finally:
+        for a in accs.values():
+            a.close()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("set", choices=("tiny", "models", "family", "beyond"))
+    ap.add_argument("set", choices=("tiny", "models", "family", "beyond", "sets"))
+    ap.add_argument("model", nargs="?", help="sets: the ONNX model")
+    ap.add_argument("--accel", default="shift8_pynq-z2", help="sets: the shift_mac accel config")
     ap.add_argument("--out", type=Path, default=Path("/tmp/variants"), help="family: variant_family.py's --out")
     ap.add_argument("--only", nargs="*", help="these model names only (the config files' stems)")
     args = ap.parse_args(argv)
+    if args.set == "sets":
+        sets(args.model, args.accel)
+        return 0
     base = {"tiny": ROOT / "tests" / "data" / "torch" / "tiny", "models": ROOT / "configs" / "models",
             "beyond": ROOT / "tests" / "data" / "torch" / "beyond", "family": args.out}[args.set]
     if args.set in ("family", "beyond"):
