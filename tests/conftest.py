@@ -145,6 +145,15 @@ def planted_csim(cfg, rendered, filename, old, new):
 
 
 
+def slow_cases(names, slow):
+    """``names`` as parameters, those in ``slow`` marked ``slow`` (CI runs them: .ci/run): for a
+    check repeated on near-identical cases (the same model from another exporter), the quick
+    suite keeps the others. Names not in ``slow`` (new ones too) stay quick."""
+    missing = set(slow) - set(names)
+    assert not missing, f"slow_cases: {sorted(missing)} are not among the parameters"
+    return [pytest.param(n, marks=pytest.mark.slow) if n in slow else n for n in names]
+
+
 #: a C helper of one function, for the tests of the native helpers' cache (fixture ``probe``)
 PROBE = "int hlsnn_probe(int a) { return 3 * a + 1; }\n"
 

@@ -256,7 +256,9 @@ def test_plot_output_must_be_an_image_file(tmp_path):
 
 # ------------------------------------------------------------------------------- command line
 
-@pytest.mark.csim
+@pytest.mark.slow   # the two variant libraries of test_csim_runs_in_parallel_with_no_mismatches (slow too);
+@pytest.mark.csim   # quick: the command's table in test_cli_json, the plot in test_plot_marks_over_budget_and_invalid,
+#                     the csim column in test_a_mismatch_makes_status_1
 def test_cli_prints_table_and_writes_plot(tiny, tmp_path):
     p = run_cli(tiny, "--vary", "rows=1,2", "--jobs", "2", cwd=tmp_path)
     assert p.returncode == 0, p.stderr

@@ -14,7 +14,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT, slow_cases  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.deploy.config import load_deploy_config  # noqa: E402
 from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
@@ -107,7 +107,15 @@ def test_zipmap_with_other_labels_is_refused_with_the_way_out(tmp_path):
         load_onnx(path, output="output_probability")
 
 
-@pytest.mark.parametrize("name", MODELS)
+# One export of each model in the quick suite (lenet_ts17, mlp_dynamo, strided_ts13_nofold, both
+# skl2onnx files); the other exports of a model run the same deploy in the slow suite (CI): their
+# import is checked in the quick suite by test_imports_without_fallback_and_equals_onnxruntime.
+OTHER_EXPORTS = {"lenet_dynamo", "lenet_ts13", "lenet_ts13_nofold", "lenet_ts17_nofold", "mlp_ts13",
+                 "mlp_ts13_nofold", "mlp_ts17", "mlp_ts17_nofold", "strided_dynamo", "strided_ts13",
+                 "strided_ts17", "strided_ts17_nofold"}
+
+
+@pytest.mark.parametrize("name", slow_cases(MODELS, OTHER_EXPORTS))
 def test_bfp8_and_twohot_within_one_point_of_float(tmp_path, name):
     ds = _data(name)
     float_acc = np.mean(_onnxruntime(name, ds.x_test).argmax(1) == ds.y_test)

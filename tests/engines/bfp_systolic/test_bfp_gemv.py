@@ -19,7 +19,11 @@ from hlsnn.perf.closed_form import bfp_call_counts
 
 CONFIGS = Path(__file__).parent / "configs"
 ROOT = Path(__file__).resolve().parents[3]
-TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim)]
+# t16_gemv's csim cases are slow (its library is one of SLOW_CSIM_CONFIGS): GEMV mode runs on csim
+# in the quick suite through test_gemv_mode_with_every_output_method_and_the_statistics_segment
+# (t8_gemv_tensor: every output method, the closed form's counts) and the seeded compare's
+# resident_gemv cases (test_csim.py::test_csim_equals_emulator_on_seeded_sweep[bfp8_zcu104])
+TARGETS = ["emu", pytest.param("csim", marks=[pytest.mark.csim, pytest.mark.slow])]
 
 # (batch, K, N, bias, relu): a big call first, so that a later short one would see any
 # accumulator a column did not restart; K = 1, 2, 3 leave columns without a step; N not a
@@ -81,6 +85,10 @@ def test_gemv_mode_with_every_output_method_and_the_statistics_segment(method):
             acc.kernel.gemm_bfp(xq, wq, bq, method=method, stats=True)          # keep
             got = acc.kernel.gemm_bfp(xq, wq, bq, method=method, stats=True)    # GEMV mode
             assert "GemvSteps" in acc.kernel.last_cycles.counts
+            # the closed form's counts (the bias stays on chip from the keep call)
+            assert acc.kernel.last_cycles.counts == bfp_call_counts(
+                acc.config.params, 1, k, n, stats_method=method == "stats", stats_out=True, resident=True,
+                rolling=method == "rolling")
             acc.kernel.unload_weights()
             np.testing.assert_array_equal(got.mantissas, want.mantissas)
             np.testing.assert_array_equal(got.exponents, want.exponents)
@@ -90,7 +98,8 @@ def test_gemv_mode_with_every_output_method_and_the_statistics_segment(method):
         assert (sats > 0) == (method == "stats")     # the outlier row saturates under mean + k sigma only
 
 
-@pytest.mark.csim
+@pytest.mark.slow   # t16_gemv's library (see TARGETS); the array loop's order on csim: the seeded
+@pytest.mark.csim   # compare's resident_batch case (test_csim.py, bfp8_zcu104)
 def test_a_batch_the_array_loop_does_faster_keeps_the_array_order():
     """Four samples of K = 30 on t16_gemv: one after another they would take 4 x 4 iterations a
     tile, the array loop's group 15, so the call runs the array loop."""

@@ -107,6 +107,10 @@ def test_max_transfer_bytes_must_be_a_positive_integer(value):
         hlsnn.Accelerator(test_config("t2_tiny"), max_transfer_bytes=value)
 
 
+# slow: t4_truncate's library (SLOW_CSIM_CONFIGS) for one test; the host's tiling runs on csim and
+# sim in the quick suite through the other engines (test_shift_mac_tiling.py::test_tiled_calls_agree_bit_for_bit_on_emu_csim_and_sim,
+# test_sparse_cluster_tiling.py) and on emu here; truncation on csim through t9_wide's testbench
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["csim", "sim"])
 def test_tiled_calls_agree_bit_for_bit_on_every_target(target):
     rng = np.random.default_rng(11)

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.csim
 
 SHIPPED = [c for c in sorted((ROOT / "configs" / "accel").glob("*.yaml")) if c.name.startswith("bfp")]
 #: configs whose csim library no other quick test compiles: their cases here are slow-only (a
-#: g++ run of ~14 CPU-s each); bfp8_zcu104 runs the same 8-bit format in the quick suite
-SLOW_CONFIGS = {"bfp8_ultra96v2"}
+#: g++ run of ~14 CPU-s each); bfp8_zcu104 runs the same 8-bit format in the quick suite, and
+#: t8_packed_gemv the DSP packing of these two (test_csim_equals_emulator_on_seeded_sweep)
+SLOW_CONFIGS = {"bfp8_ultra96v2", "bfp8_aup-zu3"}
 
 
 def _params(paths):
@@ -43,8 +44,6 @@ def test_worked_examples_on_csim():
     from test_emulator import _row_values
     y, sat = _row_values([255], target="csim")
     assert (int(y.exponents[0, 0]), int(y.mantissas[0, 0]), sat) == (-7, 0x7F80, 0)
-    y, _ = _row_values([19, 21], target="csim", name="t16_stats", method="stats", stats_k=3, we=-1)
-    assert int(y.exponents[0, 0]) == -11
     # T1.6: 255 * 257 = 65535 -> e = 1, 32767.5 rounds to 32768 and saturates to 0x7FFF
     from hlsnn.formats import bfp
     cfg = hlsnn.load_config(test_config("t16_row"))
@@ -53,6 +52,14 @@ def test_worked_examples_on_csim():
     with hlsnn.Accelerator(cfg, "csim") as acc:
         y = acc.gemm_bfp(x, w)
         assert (int(y.exponents[0, 0]), int(y.mantissas[0, 0]), acc.kernel.last_sat_count) == (1, 0x7FFF, 1)
+
+
+@pytest.mark.slow   # t16_stats's library (SLOW_CSIM_CONFIGS); the stats method runs on csim in the quick
+#                     suite in test_bfp_gemv.py::test_gemv_mode_with_every_output_method...[stats]
+def test_worked_stats_example_on_csim():
+    from test_emulator import _row_values
+    y, _ = _row_values([19, 21], target="csim", name="t16_stats", method="stats", stats_k=3, we=-1)
+    assert int(y.exponents[0, 0]) == -11
 
 
 @pytest.mark.parametrize("path", _params(SHIPPED), ids=lambda p: p.stem)
@@ -107,10 +114,11 @@ def test_protocol_violations_raise_instead_of_hanging():
 
 
 def test_library_is_cached_by_source_hash(tmp_path):
+    # the run's build folder: the library other tests of t2_tiny compile (once a run) is reused
     cfg = hlsnn.load_config(test_config("t2_tiny"))
-    first = CsimTarget(cfg, ENGINES[cfg.engine], build_dir=tmp_path / "a")
+    first = CsimTarget(cfg, ENGINES[cfg.engine])
     mtime = first.library_path.stat().st_mtime_ns
-    again = CsimTarget(cfg, ENGINES[cfg.engine], build_dir=tmp_path / "a")
+    again = CsimTarget(cfg, ENGINES[cfg.engine])
     assert again.library_path == first.library_path and again.library_path.stat().st_mtime_ns == mtime
     other = hlsnn.load_config({**_raw(test_config("t2_tiny")), "name": "t2_other"}, source="x")
     assert csim.library_path(codegen.render(other, tmp_path / "b")).name != first.library_path.name

@@ -70,7 +70,10 @@ def test_float_gemm_equals_general_path(name, mode, monkeypatch):
     assert sum(y is not None for y in taken) >= 7       # the fast path ran (and was compared)
 
 
-@pytest.mark.parametrize("name", CONFIGS)
+# shift8_zcu104's split (a batch above its 64K-word activation store, N above 2048: 8x the work of
+# shift8_pynq-z2's) in the slow suite (CI); its unsigned activations are checked in the quick
+# suite by test_float_gemm_falls_back_and_raises_as_the_general_path and the seeded test above
+@pytest.mark.parametrize("name", [CONFIGS[0], pytest.param(CONFIGS[1], marks=pytest.mark.slow)])
 def test_float_gemm_splits_nothing_yet_matches_the_split(name):
     # a batch above the activation store and N above max_n: the general path splits both
     cfg, fast, slow = pair(name)
