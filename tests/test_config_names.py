@@ -60,3 +60,21 @@ def test_deployment_config_names_its_accelerators(tmp_path):
     cfg = load_deploy_config(tmp_path / "d.yaml")
     assert cfg.formats["bfp8"].accel == "bfp8_zcu104" and "accel" in src
     assert np.isfinite(load_config(cfg.formats["bfp8"].accel).clock_mhz)
+
+
+def test_where_a_config_was_read_from_does_not_change_its_sources(tmp_path):
+    """The rendered files (and so C-simulation's cache key, their hash) depend on the config,
+    not on its file's name or folder: a copy under another name, or the config without a path
+    (as an overlay's JSON gives it), renders the same bytes; a changed value does not."""
+    import dataclasses
+    from hlsnn import codegen
+    text = (SHIPPED / "shift8_pynq-z2.yaml").read_text()
+    (tmp_path / "copy with spaces;rm.yaml").write_text(text)
+    a = load_config(SHIPPED / "shift8_pynq-z2.yaml")
+    b = load_config(tmp_path / "copy with spaces;rm.yaml")
+    c = dataclasses.replace(a, path=None)
+    shas = {codegen.render(cfg, tmp_path / str(i)).sha for i, cfg in enumerate((a, b, c))}
+    assert len(shas) == 1
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(text.replace("name: shift8_pynq_z2", "name: shift8_other"))
+    assert codegen.render(load_config(changed), tmp_path / "x").sha not in shas
