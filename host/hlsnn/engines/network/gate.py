@@ -46,7 +46,8 @@ MAX_TABLE_BITS = 12
 #: the op kinds of this module
 KINDS = ("lut", "gate")
 #: the ops each engine's network kernel has a loop for (``network.cpp.j2``)
-KERNEL_KINDS = {"shift_mac": ("lut", "gate"), "sparse_cluster": ("lut", "gate")}
+KERNEL_KINDS = {"shift_mac": ("lut", "gate"), "sparse_cluster": ("lut", "gate"),
+                "bfp_systolic": ("lut", "gate")}          # bfp: rules 9b, 10b (hlsnn.engines.bfp_systolic.network.gate)
 
 
 def _round(num, den, rounding):

@@ -78,12 +78,13 @@ def tables(net, pz, pc):
                          f"exponents; the kernel takes up to 18-bit mantissas (one DSP48 product) and 8-bit "
                          f"exponents (its elements' 10-bit exponents hold their sums and the input's)")
     for op in net.ops:
-        if op.kind not in ("conv", "maxpool", "add", "upsample", "zerostuff", "concat", "transpose"):
+        if op.kind not in ("conv", "maxpool", "add", "upsample", "zerostuff", "concat", "transpose", "lut", "gate"):
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} op is not in the kernel")
         if op.kind == "conv" and len(op.f["chunks"]) != op.f.get("packs", 1):
             raise InputError(f"network kernel (bfp): {op.name}: {len(op.f['chunks'])} output chunks (one output "
                              f"exponent per chunk) for {op.f.get('packs', 1)} pack(s) of groups; the kernel takes one "
                              f"a pack")
+    lut = _lut_fields(net, m_bits)                 # tables and gates (netbfp rules 9b, 10b)
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     pooled = {op.out for op in net.ops if op.kind == "add" and op.f["gap"]}   # in the pool buffer
@@ -122,6 +123,8 @@ def tables(net, pz, pc):
             continue
         else:
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
+            if op.kind == "lut":                  # the code radix F and the output's -F_o
+                d.update(shift=int(f["f_in"]), sa=int(f["f_out"]))
             if op.kind == "add":
                 max_hw = max(max_hw, f["hw"])
                 if f["gap"]:                      # two passes per block: the exponent, the sum
@@ -145,7 +148,34 @@ def tables(net, pz, pc):
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1 + len(rows),
                 in_value_bytes=4, out_value_bytes=8,
-                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), **lut)
+
+
+def _lut_fields(net, m_bits):
+    """The kernel's table ROM and widths (netbfp rules 9b, 10b): ``luts`` (every lut op's
+    ``2**b`` output mantissas, its first word in its field ``rom``), ``lut_bits`` ``b`` (one for
+    every table), ``lut_rounding``, ``gate_bits`` (the widest gate operand's mantissa: a conv's
+    ``M`` bits or a table's ``b``); :class:`InputError` for a gate of other operands."""
+    from ...network.gate import lut_rom
+    luts_ops = [op for op in net.ops if op.kind == "lut"]
+    bits = {int(op.f["bits"]) for op in luts_ops} or {m_bits}
+    rnd = {op.f["rounding"] for op in luts_ops} or {net.params["rounding"]}
+    if len(bits) != 1 or len(rnd) != 1 or max(bits) > 12:
+        raise InputError(f"network kernel (bfp): tables of {sorted(bits)}-bit codes with {sorted(rnd)} rounding; "
+                         f"the kernel holds one width (at most 12) and one rounding")
+    b = bits.pop()
+    made = {op.out: op for op in net.ops}
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    gate_bits = 2
+    for op in net.ops:
+        if op.kind == "gate":
+            for t in op.ins:
+                src = made.get(name(t))
+                if src is None or src.kind not in ("conv", "lut"):
+                    raise InputError(f"network kernel (bfp): {op.name}: a gate of {name(t)}; the kernel multiplies "
+                                     f"conv or table outputs (mantissas of at most {max(m_bits, b)} bits)")
+                gate_bits = max(gate_bits, m_bits if src.kind == "conv" else b)
+    return dict(luts=lut_rom(net, b), lut_bits=b, lut_rounding=ROUNDING[rnd.pop()], gate_bits=gate_bits)
 
 
 def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
@@ -249,6 +279,10 @@ def render(net, out_dir):
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                tap_c0=_ints([x[4] for x in t["taps"]]),
+               has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
+               max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
+               lut_bits=t["lut_bits"], lut_rounding=t["lut_rounding"], gate_bits=t["gate_bits"],
+               lut_ctype="int8_t" if t["lut_bits"] <= 8 else "int16_t",
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)
