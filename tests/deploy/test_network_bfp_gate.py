@@ -115,3 +115,27 @@ def test_se_cnn_bfp8_runs_as_one_network_program_with_the_layer_paths_bits(se, n
         q = _round(Fraction(float(v)) * 2 ** lut.f["f_in"], layers.program["rounding"])
         q = max(-128, min(127, q))
         assert g == float(Fraction(int(lut.f["table"][q + 128]), 2 ** lut.f["f_out"]))
+
+
+@pytest.mark.csim
+@pytest.mark.slow      # ~20 s (a kernel build); the quick test above covers the rules on emu
+def test_se_cnn_bfp8_runs_in_one_start_of_the_network_kernel(se):
+    """The bfp_systolic network kernel's C-simulation and the simulated board: one start per
+    batch, the layer path's bits; the Lut and Gate loops' iterations are the perf model's
+    (ceil(C/Q) * H * W each) and the Gate loop declares its Q products."""
+    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
+    name = "se_cnn_ts17"
+    x = _data(name).x_test[:8]
+    board = hlsnn.load(se[name, "bfp8"], "csim", network=True)
+    np.testing.assert_array_equal(board(x), hlsnn.load(se[name, "bfp8"], "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
+    k = board._kernel
+    want = {n: 8 * v for n, v in bfpperf.iterations(board.network, k.tables).items()}
+    assert {n: k.counters[n][0] for n in want} == want
+    pc = k.tables["pc"]
+    assert k.counters["NetLut"][0] == 8 * (2 * -(-8 // pc) * 64 + -(-8 // pc))
+    assert k.counters["NetGate"][0] == 8 * -(-8 // pc) * 64
+    assert [m.count for m in bfpperf.buffers(board.network, k.tables)[1] if m.name == "gate"] == [pc]
+    with hlsnn.load(se[name, "bfp8"], "sim", network=True) as sim:       # the simulated board
+        np.testing.assert_array_equal(sim(x), board(x))
+        assert sim.last_kernel_starts == 1
