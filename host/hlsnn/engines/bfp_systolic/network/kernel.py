@@ -123,7 +123,9 @@ def tables(net, pz, pc):
             continue
         else:
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
-            if op.kind == "lut":                  # the code radix F and the output's -F_o
+            if op.kind == "lut" and f.get("exact"):     # rule 9c: HardSwish, no table
+                d.update(single=1)
+            elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o
                 d.update(shift=int(f["f_in"]), sa=int(f["f_out"]))
             if op.kind == "add":
                 max_hw = max(max_hw, f["hw"])
@@ -152,18 +154,31 @@ def tables(net, pz, pc):
 
 
 def _lut_fields(net, m_bits):
-    """The kernel's table ROM and widths (netbfp rules 9b, 10b): ``luts`` (every lut op's
-    ``2**b`` output mantissas, its first word in its field ``rom``), ``lut_bits`` ``b`` (one for
-    every table), ``lut_rounding``, ``gate_bits`` (the widest gate operand's mantissa: a conv's
-    ``M`` bits or a table's ``b``); :class:`InputError` for a gate of other operands."""
-    from ...network.gate import lut_rom
-    luts_ops = [op for op in net.ops if op.kind == "lut"]
-    bits = {int(op.f["bits"]) for op in luts_ops} or {m_bits}
-    rnd = {op.f["rounding"] for op in luts_ops} or {net.params["rounding"]}
-    if len(bits) != 1 or len(rnd) != 1 or max(bits) > 12:
-        raise InputError(f"network kernel (bfp): tables of {sorted(bits)}-bit codes with {sorted(rnd)} rounding; "
-                         f"the kernel holds one width (at most 12) and one rounding")
-    b = bits.pop()
+    """The kernel's table ROM and widths (netbfp rules 9b, 9c, 10b): ``luts`` (every table op's
+    ``2**b`` output mantissas, its first word in its field ``rom``; a 9c HardSwish has none),
+    ``lut_bits`` ``b`` (one code width for every table), ``lut_entry_bits``, ``lut_rounding``,
+    ``hs_w`` (9c's ``w``), ``gate_bits`` (the widest gate operand's mantissa: a conv's ``M``
+    bits, a table's entries, a 9c output's ``w + 1``); :class:`InputError` for a gate of other
+    operands."""
+    from .gate import OUT_BITS
+    tabs = [op for op in net.ops if op.kind == "lut" and not op.f.get("exact")]
+    exact = [op for op in net.ops if op.kind == "lut" and op.f.get("exact")]
+    bits = {int(op.f["bits"]) for op in tabs} or {m_bits}
+    hs_w = {int(op.f["bits"]) for op in exact} or {m_bits + 1}
+    rnd = {op.f["rounding"] for op in tabs + exact} or {net.params["rounding"]}
+    if len(bits) != 1 or len(hs_w) != 1 or len(rnd) != 1 or max(bits) > 12 or max(hs_w) > 16:
+        raise InputError(f"network kernel (bfp): tables of {sorted(bits)}-bit codes, HardSwish of {sorted(hs_w)} "
+                         f"bits, {sorted(rnd)} rounding; the kernel holds one of each (codes up to 12 bits)")
+    b, w = bits.pop(), hs_w.pop()
+    parts = []
+    for op in net.ops:
+        if op.kind == "lut":
+            op.f["rom"] = sum(len(t) for t in parts)
+            if not op.f.get("exact"):
+                t = np.asarray(op.f["table"], np.int64)
+                if t.size != 1 << b or np.abs(t).max(initial=0) >= 1 << (OUT_BITS - 1):
+                    raise InputError(f"network kernel (bfp): {op.name}: a table of {t.size} entries")
+                parts.append(t)
     made = {op.out: op for op in net.ops}
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     gate_bits = 2
@@ -173,9 +188,12 @@ def _lut_fields(net, m_bits):
                 src = made.get(name(t))
                 if src is None or src.kind not in ("conv", "lut"):
                     raise InputError(f"network kernel (bfp): {op.name}: a gate of {name(t)}; the kernel multiplies "
-                                     f"conv or table outputs (mantissas of at most {max(m_bits, b)} bits)")
-                gate_bits = max(gate_bits, m_bits if src.kind == "conv" else b)
-    return dict(luts=lut_rom(net, b), lut_bits=b, lut_rounding=ROUNDING[rnd.pop()], gate_bits=gate_bits)
+                                     f"conv or table outputs")
+                gate_bits = max(gate_bits, m_bits if src.kind == "conv" else
+                                w + 1 if src.f.get("exact") else OUT_BITS)
+    luts = np.concatenate(parts) if parts else np.zeros(1 << b, np.int64)
+    return dict(luts=luts, lut_bits=b, lut_entry_bits=OUT_BITS, lut_rounding=ROUNDING[rnd.pop()], hs_w=w,
+                gate_bits=gate_bits)
 
 
 def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
@@ -282,7 +300,8 @@ def render(net, out_dir):
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_bits=t["lut_bits"], lut_rounding=t["lut_rounding"], gate_bits=t["gate_bits"],
-               lut_ctype="int8_t" if t["lut_bits"] <= 8 else "int16_t",
+               lut_ctype="int8_t" if t["lut_entry_bits"] <= 8 else "int16_t", hs_w=t["hs_w"],
+               has_hswish=any(op.kind == "lut" and op.f.get("exact") for op in net.ops),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)

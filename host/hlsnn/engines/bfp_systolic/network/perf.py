@@ -124,9 +124,13 @@ def buffers(net, tables):
     muls = [Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
                        note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
     if any(op.kind == "lut" for op in net.ops):        # netbfp rule 9b's tables, a copy per bank
-        bufs.append(Buffer("kLut", "net_top", "array", 8 if tables["lut_bits"] <= 8 else 16,
+        bufs.append(Buffer("kLut", "net_top", "array", 8 if tables["lut_entry_bits"] <= 8 else 16,
                            (pc, len(tables["luts"])), partition=((1, "complete"),), static=True,
                            note="the tables of BFP values, a copy per bank"))
+    if any(op.kind == "lut" and op.f.get("exact") for op in net.ops):   # rule 9c: Q products (and / 3)
+        w = tables["hs_w"]
+        muls.append(Multiplier("hswish", "LutPixels", w + 1, 2 * w + 3, count=pc,
+                               note="HardSwish on pairs: xs (xs + 3 2^d) per bank"))
     if any(op.kind == "gate" for op in net.ops):       # rule 10b: Q mantissa products
         g = tables["gate_bits"]
         muls.append(Multiplier("gate", "GatePixels", g, g, count=pc, note="a channel gate: map x gate per bank"))
