@@ -62,25 +62,54 @@ def test_codes_are_the_exact_values_rounded_and_saturated(rounding):
     np.testing.assert_array_equal(bfpgate.codes(pm, pe, 3, 8, rounding), bfpgate.codes(m, e, 3, 8, rounding))
 
 
-def test_a_lut_and_a_gate_on_a_tiny_graph_against_fractions():
-    """Rule 9b then 10b on a 2 x 2 x 2 map and a 2-vector: values of the reference."""
+def _hardswish_ref(m, e, w, rounding):
+    """Rule 9c from its definition: the exact HardSwish rounded at ``w`` bits below the input's
+    leading one (as a pair), or the value itself (``|x| >= 3``, 0)."""
+    x = Fraction(int(m)) * Fraction(2) ** int(e)
+    hs = x * min(max(x + 3, 0), 6) / 6
+    if x == 0 or abs(x) >= 3:
+        return hs, None
+    d = w - 1 - (abs(int(m)).bit_length() - 1 + int(e))
+    return Fraction(_round(hs * 2 ** d, rounding)) / 2 ** d, -d
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "truncate"])
+def test_hardswish_on_pairs_is_the_definition_rounded_at_w_bits(rounding):
+    rng = np.random.default_rng(2)
+    m = rng.integers(-127, 128, 6000)
+    e = rng.integers(-40, 3, 6000)
+    m[:6], e[:6] = [3, -3, 96, -96, 1, -1], [0, 0, -5, -5, -40, -40]      # +-3, +-3 again, tiny
+    for w in (8, 9, 12):
+        ym, ye = bfpgate.hardswish_pairs(m, e, w, rounding)
+        for a, b, y1, y2 in zip(m, e, ym, ye):
+            v, exp = _hardswish_ref(a, b, w, rounding)
+            assert Fraction(int(y1)) * Fraction(2) ** int(y2) == v, (a, b, w)
+            if exp is not None:
+                assert y2 == exp and abs(y1) < 1 << w
+
+
+def test_a_table_and_a_gate_on_a_tiny_graph_against_fractions():
+    """Rules 9c (a HardSwish map), 9b (a Sigmoid vector at code radix 4) then 10b on a 2 x 2 x 2
+    map and a 2-vector: the values of the references."""
     rng = np.random.default_rng(1)
     m, e = rng.integers(-127, 128, (1, 2, 4)), rng.integers(-9, -3, (1, 2, 4))
-    f_o, t = netgate.table("HardSwish", {}, (4, 8, True), "nearest_even")
+    hm, he = bfpgate.hardswish_pairs(m, e, 9, "nearest_even")
+    sm, se_ = np.array([[[37], [-90]]]), np.array([[[-5], [-5]]])
+    f_o, t = netgate.table("Sigmoid", {}, (4, 8, True), "nearest_even", bfpgate.OUT_BITS)
     f = dict(f_in=4, bits=8, rounding="nearest_even", table=t, lo=-128, f_out=f_o)
-    hm, he = bfpgate.lut_pairs((m, e), f)
-    gm, ge = np.array([[[37], [-90]]]), np.array([[[-7], [-7]]])
+    gm, ge = bfpgate.lut_pairs((sm, se_), f)
+    for c in range(2):                          # the Sigmoid of the codes, 16-bit entries
+        q = _code(sm[0, c, 0], -5, 4, 8, "nearest_even")         # 37/32 -> 18/16 (a tie to even), -90/32
+        s = 1 / (1 + math.exp(-q / 16))
+        assert abs(gm[0, c, 0] * 2.0 ** -f_o - s) <= 2.0 ** -(f_o + 1) + 1e-12 and ge[0, c, 0] == -f_o
+        assert abs(gm[0, c, 0]) < 1 << 15
     ym, ye, ok = bfpgate.gate_pairs((hm, he), (gm, ge), 25)
     assert ok
     for c in range(2):
         for i in range(4):
-            q = _code(m[0, c, i], e[0, c, i], 4, 8, "nearest_even")
-            x = Fraction(q, 16)
-            hs = x * min(max(x + 3, 0), 6) / 6                     # the definition, exact
-            want_h = _round(hs * 2 ** f_o, "nearest_even")
-            assert hm[0, c, i] == want_h and he[0, c, i] == -f_o
+            want_h, _ = _hardswish_ref(m[0, c, i], e[0, c, i], 9, "nearest_even")
             got = Fraction(int(ym[0, c, i])) * Fraction(2) ** int(ye[0, c, i])
-            assert got == Fraction(want_h, 2 ** f_o) * Fraction(int(gm[0, c, 0]), 128)
+            assert got == want_h * Fraction(int(gm[0, c, 0]), 2 ** f_o)
     z = np.zeros((1, 1, 1), int)
     assert not bfpgate.gate_pairs((np.array([[[1 << 20]]]), z), (np.array([[[1 << 5]]]), z), 25)[2]
     assert bfpgate.gate_pairs((np.array([[[1 << 20]]]), z), (np.array([[[1 << 4]]]), z), 25)[2]
@@ -94,8 +123,8 @@ def se(tmp_path_factory):
 @pytest.mark.parametrize("name", SE)
 def test_se_cnn_bfp8_runs_as_one_network_program_with_the_layer_paths_bits(se, name):
     """Before: refused by name on the network path (12 layer kernel calls a batch); now one program
-    (three tables on pairs, the gate, two global pools), bit for bit with the layer path, whose
-    tables are rule 9b's codes of its float64 values."""
+    (two HardSwish on pairs, a Sigmoid table, the gate, two global pools), bit for bit with the
+    layer path, which runs rules 9c and 9b on its float64 values."""
     x = _data(name).x_test[:40]
     layers = hlsnn.load(se[name, "bfp8"], "emu", network=False)
     before = _kernel_calls(layers)
@@ -107,14 +136,19 @@ def test_se_cnn_bfp8_runs_as_one_network_program_with_the_layer_paths_bits(se, n
     before = _kernel_calls(net)
     np.testing.assert_array_equal(net(x), want)
     assert _kernel_calls(net) == before
-    # the layer path's first HardSwish: rule 9b on the conv's float64 outputs, by Fractions
-    lut = net.network.ops[1]
-    src = env[layers.program["layers"][0]["output"]].reshape(-1)[:500]
-    got = env[layers.program["layers"][1]["output"]].reshape(-1)[:500]
+    # the layer path's HardSwish and Sigmoid: rules 9c and 9b on its float64 values, by Fractions
+    lays = layers.program["layers"]
+    src, got = env[lays[0]["output"]].reshape(-1)[:400], env[lays[1]["output"]].reshape(-1)[:400]
     for v, g in zip(src, got):
-        q = _round(Fraction(float(v)) * 2 ** lut.f["f_in"], layers.program["rounding"])
-        q = max(-128, min(127, q))
-        assert g == float(Fraction(int(lut.f["table"][q + 128]), 2 ** lut.f["f_out"]))
+        fr = Fraction(float(v))                           # numerator * 2**ex (a dyadic value)
+        m, ex = fr.numerator, 1 - fr.denominator.bit_length()
+        assert Fraction(float(g)) == _hardswish_ref(m, ex, 9, layers.program["rounding"])[0]
+    sig = next(op for op in net.network.ops if op.kind == "lut" and op.f["fn"] == "Sigmoid")
+    j = next(j for j in lays if j["name"] == sig.name)
+    assert j["bfp_table"] == {"f_in": sig.f["f_in"], "bits": 8}
+    for v, g in zip(env[j["inputs"][0]].reshape(-1), env[j["output"]].reshape(-1)):
+        q = max(-128, min(127, _round(Fraction(float(v)) * 2 ** sig.f["f_in"], layers.program["rounding"])))
+        assert Fraction(float(g)) == Fraction(int(sig.f["table"][q + 128]), 2 ** sig.f["f_out"])
 
 
 @pytest.mark.csim
