@@ -163,8 +163,8 @@ def _lut_fields(net, m_bits):
     from .gate import OUT_BITS
     tabs = [op for op in net.ops if op.kind == "lut" and not op.f.get("exact")]
     exact = [op for op in net.ops if op.kind == "lut" and op.f.get("exact")]
-    bits = {int(op.f["bits"]) for op in tabs} or {m_bits}
-    hs_w = {int(op.f["bits"]) for op in exact} or {m_bits + 1}
+    bits = {int(op.f["bits"]) for op in tabs} or {8}         # (a program without tables renders no ROM)
+    hs_w = {int(op.f["bits"]) for op in exact} or {9}
     rnd = {op.f["rounding"] for op in tabs + exact} or {net.params["rounding"]}
     if len(bits) != 1 or len(hs_w) != 1 or len(rnd) != 1 or max(bits) > 12 or max(hs_w) > 16:
         raise InputError(f"network kernel (bfp): tables of {sorted(bits)}-bit codes, HardSwish of {sorted(hs_w)} "
