@@ -134,11 +134,11 @@ def test_se_cnn_runs_as_one_network_program_with_the_layer_paths_bits(se, name, 
     assert conv.kind == "conv"
 
 
-def test_bfp_refuses_the_tables_by_name(se):
-    with pytest.raises(InputError, match=r"HardSwish \(HardSwish\): HardSwish of BFP values: .*not one b-bit code"):
-        hlsnn.load(se["se_cnn_ts17", "bfp8"], "emu", network=True)
-    with hlsnn.load(se["se_cnn_ts17", "bfp8"], "emu") as net:         # network=None: layer by layer
-        assert net.network is None
+def test_bfp_runs_the_tables_in_the_network_mode(se):
+    """bfp8: rules 9b and 10b (hlsnn.engines.bfp_systolic.network.gate; tests in
+    test_network_bfp_gate.py): the network mode takes se_cnn (before: refused by name)."""
+    with hlsnn.load(se["se_cnn_ts17", "bfp8"], "emu") as net:
+        assert net.network is not None
 
 
 @pytest.mark.csim

@@ -219,6 +219,9 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fal
             attrs = {k: v for k, v in la.attrs.items() if k != "params"}
             program["layers"].append({"name": la.name, "kind": "host", "op": la.op, "inputs": list(la.inputs),
                                       "output": la.output, "attrs": _jsonable(attrs)})
+            if la.name in getattr(dep, "bfp_radix", {}):     # a table of BFP values: its code radix (netbfp 9b)
+                program["layers"][-1]["bfp_table"] = {"f_in": int(dep.bfp_radix[la.name]),
+                                                      "bits": int(dep.bfp_luts()[la.name])}
             if la.op == "BatchNormalization":
                 for i, p in enumerate(la.attrs["params"]):
                     arrays[f"{la.name}/bn{i}"] = np.asarray(p, np.float64)

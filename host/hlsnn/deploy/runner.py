@@ -243,12 +243,15 @@ class Deployment:
             self._fastnet = None             # a new calibration: a new program
         env = {self.net.input: Act(x, None)}
         last = self.net.layers.index(self.net.engine_layers()[-1]) if self.net.engine_layers() else -1
+        luts = self.bfp_luts()
         for k, layer in enumerate(self.net.layers):
             ins = [env[i] for i in layer.inputs]
             if layer.name in getattr(self, "actmm", ()):
                 env[layer.output] = Act(self.actmm[layer.name].run([a.values for a in ins]), None)
             elif layer.name in self.host:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
+            elif layer.name in luts:                   # a table of a BFP layer's output (netbfp rule 9b)
+                env[layer.output] = Act(*self._bfp_lut(layer, ins[0], luts[layer.name], calibrate))
             elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt):   # a table on integers
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding))
             elif layer.kind == "host":
@@ -264,6 +267,26 @@ class Deployment:
                 updates.choose(self.execs, self.update_by)      # after iteration A (Alg 2-E)
         y = env[self.net.output].values
         return (y, {k: a.values for k, a in env.items()}) if keep else y
+
+    def bfp_luts(self):
+        """``{host layer: code bits}`` run by rule 9b (:mod:`hlsnn.engines.bfp_systolic.network.gate`):
+        tables of BFP layers' outputs with an engine layer after them."""
+        from ..engines.bfp_systolic.network.gate import host_layers
+        return host_layers(self.net.layers, self.execs, BfpExec)
+
+    def _bfp_lut(self, layer, act, bits, calibrate):
+        """Rule 9b of host ``layer`` on ``act``: its code radix chosen by DETERMINE when
+        calibrating (every batch when ``dynamic``), kept in :attr:`bfp_radix`."""
+        from ..engines.bfp_systolic.network.gate import EXACT, host_run
+        from .quant import host_radix
+        if layer.op in EXACT:                  # rule 9c: exact on the pairs, no radix
+            return host_run(layer, act.values, None, bits, self.rounding)
+        radix = self.__dict__.setdefault("bfp_radix", {})
+        if calibrate or self.dynamic or layer.name not in radix:
+            if not calibrate and not self.dynamic:
+                raise InputError(f"layer {layer.name}: no calibrated code radix for its table (rule 9b)")
+            radix[layer.name] = host_radix(act.values, bits, True, self.overflow_ratio)
+        return host_run(layer, act.values, radix[layer.name], bits, self.rounding)
 
     def calibrate(self, x_cal):
         """Choose every radix point from ``x_cal`` (:meth:`run` with ``calibrate``): on ``emu``,

@@ -46,7 +46,8 @@ MAX_TABLE_BITS = 12
 #: the op kinds of this module
 KINDS = ("lut", "gate")
 #: the ops each engine's network kernel has a loop for (``network.cpp.j2``)
-KERNEL_KINDS = {"shift_mac": ("lut", "gate"), "sparse_cluster": ("lut", "gate")}
+KERNEL_KINDS = {"shift_mac": ("lut", "gate"), "sparse_cluster": ("lut", "gate"),
+                "bfp_systolic": ("lut", "gate")}          # bfp: rules 9b, 10b (hlsnn.engines.bfp_systolic.network.gate)
 
 
 def _round(num, den, rounding):
@@ -88,10 +89,11 @@ def _values(op, attrs, f_in, codes):
 
 
 @lru_cache(maxsize=256)
-def _table(op, attr_items, f_in, bits, signed, rounding):
+def _table(op, attr_items, f_in, bits, signed, rounding, out_bits):
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     codes = list(range(lo, hi + 1))
     vals = _values(op, dict(attr_items), f_in, codes)
+    bits = out_bits
     olo, ohi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
     def at(f):
@@ -115,13 +117,14 @@ def _table(op, attr_items, f_in, bits, signed, rounding):
     return f, np.asarray(t, np.int64)
 
 
-def table(op, attrs, fmt, rounding):
+def table(op, attrs, fmt, rounding, out_bits=None):
     """Rule 9: ``(F_o, T)`` of unary ``op`` (its ``attrs``) on codes of the fixed-point format
     ``fmt = (F, b, signed)``: ``T`` the ``2**b`` output codes, indexed by ``q - lo`` (``lo`` the
-    format's smallest code), signed ``b`` bits at radix ``F_o``."""
+    format's smallest code), signed ``b`` bits at radix ``F_o`` (``out_bits`` bits where given:
+    the bfp network mode's wider table outputs, its rule 9b; ``F_o <= F + out_bits``)."""
     f_in, bits, signed = (int(fmt[0]), int(fmt[1]), bool(fmt[2]))
     items = tuple(sorted((k, float(v)) for k, v in (attrs or {}).items() if k in ("alpha", "beta")))
-    return _table(op, items, f_in, bits, signed, rounding)
+    return _table(op, items, f_in, bits, signed, rounding, int(out_bits or bits))
 
 
 def applies(op, fmt):
@@ -214,6 +217,8 @@ def check_op(op, ints, bad):
     f = op.f
     if op.kind == "lut":
         ints(op, f, ("c", "hw"), 1, 1 << 26)
+        if f.get("exact") and op.f.get("fn") == "HardSwish":     # bfp rule 9c: no table
+            return
         t = np.asarray(f.get("table", ()))
         if t.ndim != 1 or t.size < 4 or t.size > 1 << MAX_TABLE_BITS or t.size & (t.size - 1) \
                 or f.get("lo") != -(t.size // 2):

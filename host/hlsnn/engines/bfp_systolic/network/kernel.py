@@ -78,12 +78,14 @@ def tables(net, pz, pc):
                          f"exponents; the kernel takes up to 18-bit mantissas (one DSP48 product) and 8-bit "
                          f"exponents (its elements' 10-bit exponents hold their sums and the input's)")
     for op in net.ops:
-        if op.kind not in ("conv", "maxpool", "avgpool", "add", "upsample", "zerostuff", "concat", "transpose"):
+        if op.kind not in ("conv", "maxpool", "avgpool", "add", "upsample", "zerostuff", "concat", "transpose", "lut",
+                           "gate"):
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} op is not in the kernel")
         if op.kind == "conv" and len(op.f["chunks"]) != op.f.get("packs", 1):
             raise InputError(f"network kernel (bfp): {op.name}: {len(op.f['chunks'])} output chunks (one output "
                              f"exponent per chunk) for {op.f.get('packs', 1)} pack(s) of groups; the kernel takes one "
                              f"a pack")
+    lut = _lut_fields(net, m_bits)                 # tables and gates (netbfp rules 9b, 10b)
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     pooled = {op.out for op in net.ops if op.kind == "add" and op.f["gap"]}   # in the pool buffer
@@ -122,6 +124,10 @@ def tables(net, pz, pc):
             continue
         else:
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
+            if op.kind == "lut" and f.get("exact"):     # rule 9c: HardSwish, no table
+                d.update(single=1)
+            elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o
+                d.update(shift=int(f["f_in"]), sa=int(f["f_out"]))
             if op.kind == "add":
                 max_hw = max(max_hw, f["hw"])
                 if f["gap"]:                      # two passes per block: the exponent, the sum
@@ -145,7 +151,50 @@ def tables(net, pz, pc):
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1 + len(rows),
                 in_value_bytes=4, out_value_bytes=8,
-                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]))
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), **lut)
+
+
+def _lut_fields(net, m_bits):
+    """The kernel's table ROM and widths (netbfp rules 9b, 9c, 10b): ``luts`` (every table op's
+    ``2**b`` output mantissas, its first word in its field ``rom``; a 9c HardSwish has none),
+    ``lut_bits`` ``b`` (one code width for every table), ``lut_entry_bits``, ``lut_rounding``,
+    ``hs_w`` (9c's ``w``), ``gate_bits`` (the widest gate operand's mantissa: a conv's ``M``
+    bits, a table's entries, a 9c output's ``w + 1``); :class:`InputError` for a gate of other
+    operands."""
+    from .gate import OUT_BITS
+    tabs = [op for op in net.ops if op.kind == "lut" and not op.f.get("exact")]
+    exact = [op for op in net.ops if op.kind == "lut" and op.f.get("exact")]
+    bits = {int(op.f["bits"]) for op in tabs} or {8}         # (a program without tables renders no ROM)
+    hs_w = {int(op.f["bits"]) for op in exact} or {9}
+    rnd = {op.f["rounding"] for op in tabs + exact} or {net.params["rounding"]}
+    if len(bits) != 1 or len(hs_w) != 1 or len(rnd) != 1 or max(bits) > 12 or max(hs_w) > 16:
+        raise InputError(f"network kernel (bfp): tables of {sorted(bits)}-bit codes, HardSwish of {sorted(hs_w)} "
+                         f"bits, {sorted(rnd)} rounding; the kernel holds one of each (codes up to 12 bits)")
+    b, w = bits.pop(), hs_w.pop()
+    parts = []
+    for op in net.ops:
+        if op.kind == "lut":
+            op.f["rom"] = sum(len(t) for t in parts)
+            if not op.f.get("exact"):
+                t = np.asarray(op.f["table"], np.int64)
+                if t.size != 1 << b or np.abs(t).max(initial=0) >= 1 << (OUT_BITS - 1):
+                    raise InputError(f"network kernel (bfp): {op.name}: a table of {t.size} entries")
+                parts.append(t)
+    made = {op.out: op for op in net.ops}
+    name = lambda t: net.aliases.get(t, t)         # noqa: E731
+    gate_bits = 2
+    for op in net.ops:
+        if op.kind == "gate":
+            for t in op.ins:
+                src = made.get(name(t))
+                if src is None or src.kind not in ("conv", "lut"):
+                    raise InputError(f"network kernel (bfp): {op.name}: a gate of {name(t)}; the kernel multiplies "
+                                     f"conv or table outputs")
+                gate_bits = max(gate_bits, m_bits if src.kind == "conv" else
+                                w + 1 if src.f.get("exact") else OUT_BITS)
+    luts = np.concatenate(parts) if parts else np.zeros(1 << b, np.int64)
+    return dict(luts=luts, lut_bits=b, lut_entry_bits=OUT_BITS, lut_rounding=ROUNDING[rnd.pop()], hs_w=w,
+                gate_bits=gate_bits)
 
 
 def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
@@ -250,6 +299,11 @@ def render(net, out_dir):
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                tap_c0=_ints([x[4] for x in t["taps"]]),
+               has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
+               max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
+               lut_bits=t["lut_bits"], lut_rounding=t["lut_rounding"], gate_bits=t["gate_bits"],
+               lut_ctype="int8_t" if t["lut_entry_bits"] <= 8 else "int16_t", hs_w=t["hs_w"],
+               has_hswish=any(op.kind == "lut" and op.f.get("exact") for op in net.ops),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)

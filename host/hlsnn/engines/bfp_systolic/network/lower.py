@@ -66,7 +66,15 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    :mod:`hlsnn.engines.network.linpool`'s rules 11 and 12 on pairs (:func:`avgpool_pairs`:
    each window's exact sum at the smallest exponent of its non-zero elements, that exponent
    less ``p``; the sum within :data:`ELEM_BITS`, else :class:`NotExact`).
-8. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
+8. **Tables, HardSwish and the gate** (rules 9b, 9c, 10b of
+   :mod:`hlsnn.engines.bfp_systolic.network.gate`, shared with the layer path): a
+   ``HardSigmoid`` or ``Sigmoid`` of a BFP layer's output writes each pair as a ``b``-bit code
+   at a radix point calibrated by the layer path, ``q = round(m * 2**(e + F))`` saturated, and
+   looks it up in the fixed-point table of :mod:`hlsnn.engines.network.gate` rule 9 (output
+   pairs ``(T[q], -F_o)``); a ``HardSwish`` is exact on the pair (rule 9c); a
+   squeeze-excite ``Mul`` of a map by a per-channel vector is the exact product ``(ma * mg,
+   ea + eg)``, re-blocked by the next layer's rule 3.
+9. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
 :func:`~hlsnn.deploy.program.lower` refuses, naming the layer: a config whose output exponent is not the *max*
@@ -114,7 +122,7 @@ class BfpSteps:
     tensors are pairs (state ``("q", None)``: no radix point), the float input is read as it is
     (rule 1), a ``Relu`` on pairs is an op of its own (rule 7), an Add is materialized as rule 5
     or 6, a layer as rules 3 and 4 (module rules)."""
-    #: no b-bit activation codes: :meth:`host` refuses the tables and the gate by name
+    #: no b-bit activation codes: tables and the gate are rules 9b and 10b (:mod:`.gate`)
     bits = None
 
     def __init__(self, program, arrays, rules, acc_name):
@@ -126,6 +134,7 @@ class BfpSteps:
             raise InputError(f"network kernel: {acc_name} rounds stochastically (a random draw per element on the "
                              f"host); the network mode needs a deterministic rounding")
         self.p, self.arrays, self.acc_name, self.rounding = p, arrays, acc_name, p["rounding"]
+        self.table_rounding = program["rounding"]          # the deployment's: rule 9b's codes and tables
         self.engine, self.formats = rules.engine, rules.formats
         self.read = False
 
@@ -138,12 +147,9 @@ class BfpSteps:
         from ...network.program import ALIAS_OPS, _why
         if st[0] == "input" and j["op"] not in ALIAS_OPS + ("RowsToMap",):
             raise _why(j, "a host op on the float input")
-        from ...network.gate import UNARY
-        if j["op"] in UNARY or j["op"] == "Mul":
-            raise _why(j, f"{j['op']} of BFP values: a BFP activation is a (mantissa, exponent) pair per element, "
-                          f"not one b-bit code, so no 2^b-entry table (hlsnn.engines.network.gate rule 9) holds "
-                          f"it, and the layer path computes {j['op']} in float64 before the next layer re-blocks "
-                          f"it; two-hot and fixed8 run it as integer tables in one start")
+        from .gate import lower_host as gate_host
+        if gate_host(self, j, st, w):                      # rules 9b, 10b: tables and the gate on pairs
+            return True
         if j["op"] == "Relu" and st[0] == "q":
             src = j["inputs"][0]
             w.ops.append(_op("relu", j["name"], [src], j["output"]))
@@ -205,7 +211,7 @@ class BfpSteps:
                    dense=j["kind"] == "dense", engine="bfp_systolic"), ("q", None)
 
     def finish(self, program, host_after, w):
-        """The program: float32 input words (rule 1), the last layer's pairs out (rule 8)."""
+        """The program: float32 input words (rule 1), the last layer's pairs out (rule 9)."""
         from ...network.program import NetProgram
         out_name, p, inp = w.out_name, self.p, program["input"]
         if w.state.get(out_name, ("",))[0] != "q":
@@ -542,6 +548,14 @@ def _run(net, xq, keep, seen):
             env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "avgpool":
             env[op.out] = avgpool_pairs(op, get, bsz)
+        elif op.kind in ("lut", "gate"):
+            from .gate import run as gate_run
+            ym, ye, ok = gate_run(op, get, shaped, ELEM_BITS - 1)
+            if not ok:
+                raise NotExact(f"network kernel (bfp): {op.name}: a gate's product spans more than {ELEM_BITS - 1} "
+                               f"bits (the kernel's element; rule 10b of hlsnn.engines.bfp_systolic.network.gate); "
+                               f"run it with network=False")
+            env[op.out] = (ym, ye) if op.kind == "lut" else shaped((ym, ye), net.shapes[op.out])
         else:
             xa = shaped(x, (f["c"], f["hw"]))
             xb = shaped(get(op.ins[1]), (f["c"], f["hw"])) if len(op.ins) > 1 else tuple(

@@ -20,6 +20,8 @@ count):
   output blocks its ``Z/n`` outputs span;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw`` plus its depth; add: ``ceil(C/Q) * H * W``, twice
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum);
+  lut and gate (netbfp rules 9b, 10b): ``ceil(C/Q) * H * W`` each plus :data:`LUT_DEPTH`,
+  :data:`GATE_DEPTH`;
 * store: ``out_elems + 1 + rows`` cycles (the elements, the status word and an info word per
   descriptor row) plus the DDR latency.
 
@@ -46,7 +48,12 @@ MAC_DEPTH = 16
 #: two reads, the leading ones, the aligning shifters, the sum and the exactness test
 ADD_DEPTH = 6
 
-LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose"}
+#: a table (netbfp rule 9b): act read (1), the code's rounding shifter (2), the ROM read (1), the write (1)
+LUT_DEPTH = 5
+#: a gate (rule 10b): two reads (1), the DSP product (3), the write (1)
+GATE_DEPTH = 5
+LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose", 6: "NetLut",
+         7: "NetGate"}
 
 
 def iterations(net, tables):
@@ -70,7 +77,7 @@ def op_cycles(net, tables, ii=None):
     g = (ii or {}).get
     rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables["in_elems"] * g("NetLoad", 1))]
-    depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
+    depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: GATE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
     from .lower import row_ops
     for (op, j), r in zip(row_ops(net), tables["rows"]):
         k = _f(r, "op")
@@ -116,6 +123,17 @@ def buffers(net, tables):
             Buffer("kTapC0", "net_top", "array", 8, (nt,), static=True, note="a pack of groups' first bank")]
     muls = [Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
                        note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
+    if any(op.kind == "lut" for op in net.ops):        # netbfp rule 9b's tables, a copy per bank
+        bufs.append(Buffer("kLut", "net_top", "array", 8 if tables["lut_entry_bits"] <= 8 else 16,
+                           (pc, len(tables["luts"])), partition=((1, "complete"),), static=True,
+                           note="the tables of BFP values, a copy per bank"))
+    if any(op.kind == "lut" and op.f.get("exact") for op in net.ops):   # rule 9c: Q products (and / 3)
+        w = tables["hs_w"]
+        muls.append(Multiplier("hswish", "LutPixels", w + 1, 2 * w + 3, count=pc,
+                               note="HardSwish on pairs: xs (xs + 3 2^d) per bank"))
+    if any(op.kind == "gate" for op in net.ops):       # rule 10b: Q mantissa products
+        g = tables["gate_bits"]
+        muls.append(Multiplier("gate", "GatePixels", g, g, count=pc, note="a channel gate: map x gate per bank"))
     return bufs, muls
 
 

@@ -1,0 +1,231 @@
+"""Tables, HardSwish and the channel gate on BFP activations (issue 52): the rules 9b, 9c and
+10b of the ``bfp_systolic`` network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`),
+which the layer path runs as well (:func:`host_layers`, :func:`host_run`; the layer path's
+float64 op before), so both give the same bits.
+
+A BFP activation is a pair ``(m, e)`` per element (value ``m * 2**e``), not one ``b``-bit
+code, so a table of codes (:mod:`hlsnn.engines.network.gate` rule 9) cannot hold it as it is.
+``HardSwish`` is piecewise a rational of ``x`` and has an exact integer rule on the pair
+(9c); ``Sigmoid`` and ``HardSigmoid`` first write the pair as a ``b``-bit fixed-point code at a
+radix point chosen at calibration, then look the code up in rule 9's table (9b). They apply to
+an op whose input is a BFP engine layer's output (``M = mantissa_bits``: ``|m| < 2**(M-1)``)
+and after which an engine layer still runs (``rounding``: the deployment's).
+
+9b. **table on pairs** (``Sigmoid``, ``HardSigmoid``): ``F`` is DETERMINE's radix point
+    (:func:`hlsnn.deploy.quant.host_radix`, the deployment's ``overflow_ratio``) for ``b =
+    M``-bit signed codes of the op's input on the calibration images, fixed after calibration
+    (``dynamic`` mode: every batch). Each element's code is ``q = shift_round_sat(m,
+    clamp(-(e + F), -(b + 1), 62), b, rounding)``: exactly ``round(m * 2**e * 2**F)`` saturated
+    to ``b`` bits (the clamp changes no result: a left shift by ``b + 1`` already saturates
+    every non-zero code, and a right shift by 62 leaves ``|m| < 2**54`` below a half). The
+    output element is ``(T[q - lo], -F_o)`` with ``(F_o, T) = table(op, attrs, (F, b, True),
+    rounding, OUT_BITS)``: rule 9's table, exact, with :data:`OUT_BITS`-bit entries (a BFP
+    element has room for them).
+9c. **HardSwish on pairs**: ``x = m * 2**e``, ``L = msb_index(|m|) + e`` its leading one, ``w =
+    M +`` :data:`W_EXTRA`. ``x >= 3``: ``(m, e)`` (``x`` itself); ``x <= -3`` or ``x = 0``:
+    ``(0, 0)``; else ``(ym, -d)``, ``d = w - 1 - L``, ``ym = round(x (x + 3) / 6 * 2**d)``
+    exactly with ``rounding`` (``|ym| < 2**w``: the output keeps ``w`` significant bits of the
+    input's scale, as a BFP block does). In integers: ``xs = m * 2**(e + d)`` (``w`` bits,
+    exact), ``P = xs (xs + 3 * 2**d)``, ``ym = round(P / (3 * 2**(d + 1)))``: ``q3 = floor(P /
+    3)``, ``r3 = P - 3 q3``, ``fl = q3 >> (d + 1)``, ``rem = q3 mod 2**(d + 1)``, above the
+    half when ``rem > 2**d`` or ``rem = 2**d`` and ``r3 > 0``, a tie when ``rem = 2**d`` and
+    ``r3 = 0``. For ``d >= 2w`` (``|x|`` below ``2**(1-w)``) ``P / (3 * 2**(d+1)) = xs / 2 + xs**2
+    / (3 * 2**(d+1))`` with the second term in ``(0, 1/2)``, so ``ym = floor(xs / 2)``, plus one
+    for a nearest rounding when ``xs`` is odd (no large shift in the kernel).
+10b. **gate on pairs** (``Mul`` of a ``C x H x W`` map by a ``C``-vector, both pairs): ``(ma *
+    mg, ea + eg)``, the exact product, its exponent kept; no requantization (the next engine
+    layer's patches re-block it by rule 3). The layer path's float64 product of the two exact
+    values is the same value, and the next layer quantizes its float64 input by the same rule
+    3, so the bits agree. The kernel keeps a product in its 26-bit element: ``|ma * mg| <
+    2**25`` (:class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact` otherwise, raised by
+    its ``run``); its operands are conv, 9b or 9c outputs (``M``, ``OUT_BITS`` or ``w + 1``
+    bits: 10 x 16 for bfp8, below ``2**24``).
+
+Tested against independent Fraction references of the rules
+(``tests/deploy/test_network_bfp_gate.py``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ....primitives import shift_round_sat
+from ...network.gate import UNARY, table
+
+
+#: the width of a 9b table's output mantissas: a BFP element holds more than the code's ``b``
+#: bits, and a gate's products stay below ``2**25`` with a 9c map of ``M + 2`` bits (bfp8)
+OUT_BITS = 16
+
+
+#: the ops with an exact rule on pairs (9c) rather than a table of codes (9b)
+EXACT = ("HardSwish",)
+#: rule 9c's output mantissas: ``w = M + W_EXTRA`` bits (and a sign) for ``M``-bit inputs
+W_EXTRA = 1
+
+
+def codes(m, e, f, bits, rounding):
+    """Rule 9b's codes of the pairs ``(m, e)`` (``|m| < 2**54``) at radix ``f``."""
+    m, e = np.asarray(m, np.int64), np.asarray(e, np.int64)
+    s = np.clip(-(e + int(f)), -(bits + 1), 62)
+    return shift_round_sat(m, s, bits, rounding)[0]
+
+
+def pairs_of(values):
+    """Exact float64 ``values`` as pairs ``(m, e)``, ``|m| < 2**53`` (zero: ``(0, 0)``)."""
+    fr, ex = np.frexp(np.asarray(values, np.float64))
+    m = np.ldexp(fr, 53).astype(np.int64)
+    return m, np.where(m != 0, ex.astype(np.int64) - 53, 0)
+
+
+def lut_pairs(x, f):
+    """Rule 9b on pairs ``x = (m, e)`` (any shape) with the lut op's fields ``f``."""
+    q = codes(x[0], x[1], f["f_in"], f["bits"], f["rounding"])
+    t = np.asarray(f["table"], np.int64)
+    y = t[q - f["lo"]]
+    return y, np.full(y.shape, -int(f["f_out"]), np.int64)
+
+
+def hardswish_pairs(m, e, w, rounding):
+    """Rule 9c (module docstring): ``HardSwish`` of the pairs ``(m, e)`` (any shape; at most
+    ``w`` significant bits where ``|x| < 3``) as pairs ``(ym, ye)``."""
+    from ....primitives import msb_index
+    m, e = np.asarray(m, np.int64), np.asarray(e, np.int64)
+    a = np.abs(m)
+    top = msb_index(a)
+    lead = top + e
+    nz = m != 0
+    big = nz & ((lead >= 2) | ((lead == 1) & (top >= 1) & (a >= 3 * (np.int64(1) << np.clip(top - 1, 0, 62)))))
+    mid = nz & ~big
+    d = np.where(mid, w - 1 - lead, 0)
+    sh = np.where(mid, w - 1 - top, 0)
+    xs = np.where(sh >= 0, m << np.clip(sh, 0, 62), m >> np.clip(-sh, 0, 62))
+    if (mid & (sh < 0) & ((xs << np.clip(-sh, 0, 62)) != m)).any():
+        raise ValueError(f"HardSwish on pairs (rule 9c): an input of more than {w} significant bits")
+    tiny = d >= 2 * w
+    near = rounding != "truncate"
+    ym_tiny = (xs >> 1) + (near & ((xs & 1) == 1))
+    dd = np.clip(d, 0, 2 * w - 1)
+    pw = np.int64(1) << dd
+    pp = xs * (xs + 3 * pw)                     # |P| < 2**(3w + 2)
+    q3 = pp // 3                                # floor
+    r3 = pp - 3 * q3
+    fl = q3 >> (dd + 1)
+    rem = q3 & ((pw << 1) - 1)
+    up = (rem > pw) | ((rem == pw) & (r3 > 0))
+    tie = (rem == pw) & (r3 == 0)
+    if rounding == "truncate":
+        ym_mid = fl
+    elif rounding == "nearest_even":
+        ym_mid = fl + (up | (tie & ((fl & 1) == 1)))
+    else:                                       # nearest_away: a tie goes away from zero
+        ym_mid = fl + (up | (tie & (pp > 0)))
+    ym = np.where(big & (m > 0), m, np.where(mid, np.where(tiny, ym_tiny, ym_mid), 0))
+    ye = np.where(big & (m > 0), e, np.where(mid, -d, 0))
+    return ym, ye
+
+
+def gate_pairs(a, g, bound_bits):
+    """Rule 10b on a batch: the map ``a`` (B, C, HW) and the vector ``g`` (B, C, 1) pairs:
+    ``(m, e, ok)``, ``ok`` False where a product reaches ``2**bound_bits``."""
+    ma, ea = (np.asarray(v, np.int64) for v in a)
+    mg, eg = (np.asarray(v, np.int64) for v in g)
+    big = (np.abs(ma) >= 1 << 31).any() or (np.abs(mg) >= 1 << 31).any()      # beyond int64's product
+    m = ma * mg
+    ok = not big and not (np.abs(m) >= 1 << bound_bits).any()
+    return m, np.broadcast_to(ea + eg, m.shape).copy(), ok
+
+
+# --------------------------------------------------------------------------- the network mode
+
+def lower_host(steps, j, st, w):
+    """:meth:`BfpSteps.host` for rules 9b and 10b: True if ``j`` was lowered; :class:`InputError`
+    (by :func:`hlsnn.deploy.program._why`) for a table or gate without a rule here."""
+    from ...network.program import Op, _chw, _why
+    op = j["op"]
+    if op in UNARY and (st[0] != "q" or j["inputs"][0] not in w.made_by):
+        raise _why(j, f"{op} of BFP values that are not an engine layer's output (rules 9b, 9c of "
+                      f"hlsnn.engines.bfp_systolic.network.gate take a BFP layer's M-bit mantissas)")
+    if op in EXACT:                                       # rule 9c: HardSwish exactly, w = M + W_EXTRA
+        src = j["inputs"][0]
+        c, h, w_ = _chw(w.shapes[src])
+        w.ops.append(Op("lut", j["name"], [src], j["output"], dict(c=c, hw=h * w_, exact=True, fn=op,
+                        bits=int(steps.p["mantissa_bits"]) + W_EXTRA, rounding=steps.table_rounding)))
+        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
+        return True
+    if op in UNARY:
+        tab = j.get("bfp_table")
+        if st[0] != "q" or tab is None:
+            raise _why(j, f"{op} of BFP values with no calibrated code radix (rule 9b of "
+                          f"hlsnn.engines.bfp_systolic.network.gate: a table of a BFP engine layer's output, "
+                          f"calibrated by the layer path, with an engine layer after it)")
+        src = j["inputs"][0]
+        bits, f_in = int(tab["bits"]), int(tab["f_in"])
+        f_o, t = table(op, j.get("attrs", {}), (f_in, bits, True), steps.table_rounding, OUT_BITS)
+        c, h, w_ = _chw(w.shapes[src])
+        w.ops.append(Op("lut", j["name"], [src], j["output"], dict(c=c, hw=h * w_, lo=-(1 << (bits - 1)), table=t,
+                        f_in=f_in, f_out=int(f_o), bits=bits, fn=op, rounding=steps.table_rounding)))
+        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
+        return True
+    if op != "Mul":
+        return False
+    ins = list(j["inputs"])
+    sts = [w.state.get(i) for i in ins]
+    if len(ins) != 2 or any(s is None or s != ("q", None) for s in sts):
+        raise _why(j, "a gate Mul of two BFP tensors computed on the fabric (engine layers' or tables' outputs)")
+    ca, cb = (_chw(w.shapes[i]) for i in ins)
+    if ca[1:] == (1, 1) and cb[1:] != (1, 1):
+        ins, ca, cb = ins[::-1], cb, ca
+    if cb != (ca[0], 1, 1):
+        raise _why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate) is supported, not of "
+                      f"{tuple(w.shapes[ins[0]])} and {tuple(w.shapes[ins[1]])}")
+    w.ops.append(Op("gate", j["name"], ins, j["output"], dict(c=ca[0], hw=ca[1] * ca[2], shift=0)))
+    w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[ins[0]]
+    return True
+
+
+def run(op, get, shaped, bound_bits):
+    """Rules 9b and 10b of one op on a batch (``shaped(pair, shape)``: the pair as (B, *shape)):
+    ``(m, e, ok)`` (``ok``: every gate product below ``2**bound_bits``)."""
+    f = op.f
+    if op.kind == "lut" and f.get("exact"):
+        x = get(op.ins[0])
+        return hardswish_pairs(x[0], x[1], f["bits"], f["rounding"]) + (True,)
+    if op.kind == "lut":
+        return lut_pairs(get(op.ins[0]), f) + (True,)
+    a = shaped(get(op.ins[0]), (f["c"], f["hw"]))
+    g = shaped(get(op.ins[1]), (f["c"], 1))
+    return gate_pairs(a, g, bound_bits)
+
+
+# --------------------------------------------------------------------------- the layer path
+
+def host_layers(layers, execs, bfp_cls):
+    """``{name: bits}``: the host layers rule 9b applies to, of a network's ``layers`` (in order)
+    whose engine layers run by ``execs`` (``bfp_cls``: the BFP executor class): a table op whose
+    input is a BFP engine layer's output, with an engine layer after it."""
+    made = {la.output: la for la in layers}
+    engine = [k for k, la in enumerate(layers) if la.kind != "host"]
+    last = engine[-1] if engine else -1
+    out = {}
+    for k, la in enumerate(layers):
+        if la.kind != "host" or la.op not in UNARY or k >= last:
+            continue
+        src = made.get(la.inputs[0])
+        ex = execs.get(src.name) if src is not None else None
+        if isinstance(ex, bfp_cls):
+            out[la.name] = int(ex.p["mantissa_bits"])
+    return out
+
+
+
+
+def host_run(layer, values, f_in, bits, rounding):
+    """Rules 9b, 9c in the layer path: ``(values, fmt)`` of host ``layer`` on the exact float64
+    ``values`` (a BFP layer's dequantized output; ``bits`` its mantissa bits) at code radix
+    ``f_in`` (9b; unused by 9c)."""
+    m, e = pairs_of(values)
+    if layer.op in EXACT:
+        ym, ye = hardswish_pairs(m, e, bits + W_EXTRA, rounding)
+        return np.ldexp(ym.astype(np.float64), ye), None
+    f_o, t = table(layer.op, layer.attrs, (int(f_in), bits, True), rounding, OUT_BITS)
+    q = codes(m, e, f_in, bits, rounding)
+    return np.ldexp(t[q + (1 << (bits - 1))].astype(np.float64), -f_o), (int(f_o), OUT_BITS, True)
