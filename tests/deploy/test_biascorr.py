@@ -129,3 +129,17 @@ def test_bias_correction_values_are_checked(tmp_path):
     assert "formats.a.bias_correction" in str(e.value) and "one of" in str(e.value)
     cfg = load_deploy_config(_write(tmp_path, _base(), name="d.yaml"))
     assert {f.bias_correction for f in cfg.formats.values()} == {"none"}
+
+
+def test_float_means_are_the_float_networks_mean_inputs(tmp_path):
+    """float_means (slices of images, kept on the network) against hostops.float_tensors on the
+    whole batch: each engine layer's mean input image; a new batch is computed afresh."""
+    net = load_onnx(_dw_net(tmp_path / "dw.onnx"))
+    x = _images()[:40]
+    env = float_tensors(net, x)
+    got = biascorr.float_means(net, x)
+    for layer in net.engine_layers():
+        np.testing.assert_allclose(got[layer.name], env[layer.inputs[0]].mean(axis=0, keepdims=True), atol=1e-12)
+    assert biascorr.float_means(net, x) is got
+    other = biascorr.float_means(net, x[:8])
+    np.testing.assert_allclose(other["fc"], env[net.layer("fc").inputs[0]][:8].mean(axis=0, keepdims=True), atol=1e-12)

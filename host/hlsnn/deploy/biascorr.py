@@ -53,10 +53,10 @@ def _mode(dep, layer):
 
 def calibrate(dep, x_cal):
     """Calibrate ``dep`` on ``x_cal`` (float64) layer by layer with the corrected biases
-    (module docstring): the float network's tensors are computed once, then the layer path's
-    calibrating pass asks :func:`correct` before each engine layer."""
-    from .hostops import float_tensors
-    dep._bias_ref = float_tensors(dep.net, x_cal)
+    (module docstring): the float network's mean inputs are computed once per network and
+    calibration batch (:func:`float_means`), then the layer path's calibrating pass asks
+    :func:`correct` before each engine layer."""
+    dep._bias_ref = float_means(dep.net, x_cal)
     try:
         dep._run(x_cal, True, False)
     finally:
@@ -65,25 +65,67 @@ def calibrate(dep, x_cal):
     dep._bfpnet = None                      # hlsnn.deploy.bfpfast's copy of the executors, made again
 
 
+#: images per slice of the float pass (:func:`float_means`): a slice's im2col rows stay in cache
+FLOAT_CHUNK = 16
+
+
+def float_means(net, x):
+    """``{engine layer name: the mean over the images of its input in the float64 network}``
+    (one image's shape, batch axis kept), from :func:`hlsnn.deploy.hostops.float_tensors` run
+    on slices of :data:`FLOAT_CHUNK` images (each image's tensors do not depend on the others).
+    Kept on ``net`` for the last ``x`` it saw: the deployments of one config calibrate one
+    imported network on one batch, and its float pass is the same for all of them."""
+    from .hostops import float_tensors
+    x = np.ascontiguousarray(x, np.float64)
+    key = (x.shape, hash(x.tobytes()))
+    got = getattr(net, "_hlsnn_float_means", None)
+    if got is not None and got[0] == key:
+        return got[1]
+    ins = {layer.name: layer.inputs[0] for layer in net.engine_layers()}
+    sums = {}
+    for i0 in range(0, x.shape[0], FLOAT_CHUNK):
+        env = float_tensors(net, x[i0:i0 + FLOAT_CHUNK])
+        for name, t in ins.items():
+            s = env[t].sum(axis=0, keepdims=True)
+            sums[name] = s if name not in sums else sums[name] + s
+    means = {name: s / x.shape[0] for name, s in sums.items()}
+    net._hlsnn_float_means = (key, means)
+    return means
+
+
+def _mean_out(layer, m):
+    """Per output channel, the mean over output positions of the layer's weights (no bias)
+    applied to ``m``, one mean input image (float64): by linearity, :func:`linear_mean` of the
+    images whose mean ``m`` is."""
+    m = np.asarray(m, np.float64)
+    if layer.kind == "dense":
+        return m.reshape(-1) @ layer.w.T
+    return conv.conv_float(m, layer.w, np.zeros(layer.w.shape[0]), layer.geom).mean(axis=(0, 2, 3))
+
+
 def linear_mean(layer, x):
     """Per output channel, the mean over images (and output positions) of the layer's weights
-    applied to ``x`` without bias: ``W`` times the mean input row / im2col patch (float64)."""
+    applied to ``x`` without bias: ``W`` times the mean input row / im2col patch (float64),
+    computed as the weights on the mean image (:func:`_mean_out`)."""
     x = np.asarray(x, np.float64)
-    if layer.kind == "dense":
-        return x.reshape(x.shape[0], -1).mean(axis=0) @ layer.w.T
-    y = conv.conv_float(x, layer.w, np.zeros(layer.w.shape[0]), layer.geom)
-    return y.mean(axis=(0, 2, 3))
+    return _mean_out(layer, x.mean(axis=0, keepdims=True))
 
 
 def corrected_bias(layer, x_float, x_quant, w_quant=None):
     """The bias of the module docstring's formula: ``layer.b`` plus the mean of ``W x_float -
     W x_quant`` per output, plus ``mean((W - w_quant) x_quant)`` where ``w_quant`` (the
     quantized weights in float, ``layer.w``'s shape) is given."""
-    b = np.asarray(layer.b, np.float64) + linear_mean(layer, x_float) - linear_mean(layer, x_quant)
+    return _corrected(layer, np.asarray(x_float, np.float64).mean(axis=0, keepdims=True),
+                      np.asarray(x_quant, np.float64).mean(axis=0, keepdims=True), w_quant)
+
+
+def _corrected(layer, m_float, m_quant, w_quant=None):
+    """:func:`corrected_bias` from the mean input images ``m_float`` and ``m_quant``."""
+    b = np.asarray(layer.b, np.float64) + _mean_out(layer, m_float) - _mean_out(layer, m_quant)
     if w_quant is not None:
         q = copy.copy(layer)
         q.w = np.asarray(layer.w, np.float64) - np.asarray(w_quant, np.float64).reshape(layer.w.shape)
-        b = b + linear_mean(q, x_quant)
+        b = b + _mean_out(q, m_quant)
     return b
 
 
@@ -102,5 +144,5 @@ def correct(dep, layer, act):
         w_quant = np.ldexp(np.asarray(ex.w_taps, np.float64),
                            -(f.reshape(-1, 1, 1, 1) if f.ndim else f)).reshape(layer.w.shape)
     new = copy.copy(layer)
-    new.b = corrected_bias(layer, dep._bias_ref[layer.inputs[0]], act.values, w_quant)
+    new.b = _corrected(layer, dep._bias_ref[layer.name], act.values.mean(axis=0, keepdims=True), w_quant)
     dep.execs[layer.name] = EXECS[fmt.type](new, fmt, ex.acc, dep)
