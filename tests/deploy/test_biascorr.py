@@ -128,7 +128,53 @@ def test_bias_correction_values_are_checked(tmp_path):
                                   f"{ROOT}/configs/accel/bfp8_zcu104.yaml, bias_correction: mean}}}}\n"))
     assert "formats.a.bias_correction" in str(e.value) and "one of" in str(e.value)
     cfg = load_deploy_config(_write(tmp_path, _base(), name="d.yaml"))
-    assert {f.bias_correction for f in cfg.formats.values()} == {"none"}
+    assert {f.bias_correction for f in cfg.formats.values()} == {"auto"}
+
+
+def _plain_net(path):
+    """_dw_net with its depthwise conv replaced by an ordinary 6->6 3x3 conv (group 1)."""
+    import onnx as ox
+    m = ox.load(str(_dw_net(path)))
+    rng = np.random.default_rng(1)
+    for init in m.graph.initializer:
+        if init.name == "w2":
+            init.CopyFrom(ox.numpy_helper.from_array(rng.normal(0, 0.2, (6, 6, 3, 3)).astype(np.float32), "w2"))
+    for node in m.graph.node:
+        if node.name == "c2":
+            del node.attribute[:]
+            node.attribute.extend([ox.helper.make_attribute("pads", [1, 1, 1, 1])])
+    ox.save(m, str(path))
+    return path
+
+
+def test_auto_corrects_bfp_in_networks_with_a_grouped_conv(tmp_path):
+    """The default (``auto``): the formats' configs say nothing; a bfp deployment of the network
+    with a depthwise conv gets corrected biases (the layers after the first, whose input is the
+    float image in both networks), its twohot and fixed8
+    deployments and a bfp deployment of the same network with an ordinary conv keep the
+    imported biases."""
+    x = _images()[:32]
+    plain = load_onnx(_plain_net(tmp_path / "plain.onnx"))
+    dw = load_onnx(_dw_net(tmp_path / "dw.onnx"))
+    assert [la.group for la in plain.engine_layers() if la.kind == "conv"] == [1, 1]
+    cfg = load_deploy_config(_write(tmp_path, _base(tmp_path / "dw.onnx") + "formats:\n" + "".join(
+        f"  {k}: {{type: {t}, accel: {ROOT}/configs/accel/{a}.yaml}}\n" for k, t, a in FORMATS), name="auto.yaml"))
+    accs = open_accelerators(cfg, "emu")
+    moved = {}
+    try:
+        for name, net in (("dw", dw), ("plain", plain)):
+            for fmt, _, _ in FORMATS:
+                dep = Deployment(net, cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+                dep.calibrate(x)
+                moved[name, fmt] = sorted(la.name for la in net.engine_layers()
+                                          if np.abs(dep.execs[la.name].layer.b - la.b).max() > 1e-9)
+    finally:
+        for a in accs.values():
+            a.close()
+    assert moved == {("dw", "bfp8"): ["c2", "fc"], ("dw", "twohot"): [], ("dw", "fixed8"): [],
+                     ("plain", "bfp8"): [], ("plain", "twohot"): [], ("plain", "fixed8"): []}, moved
+    assert [biascorr.policy(t, dw) for _, t, _ in FORMATS] == ["empirical", "none", "none"]
+    assert [biascorr.policy(t, plain) for _, t, _ in FORMATS] == ["none", "none", "none"]
 
 
 def test_float_means_are_the_float_networks_mean_inputs(tmp_path):

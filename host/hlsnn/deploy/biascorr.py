@@ -26,7 +26,13 @@ so the kernels, the emulator, csim and the board compute the same bits for it as
 other bias. The calibration then runs layer by layer (the specification path,
 :meth:`hlsnn.deploy.runner.Deployment._run`), each layer's executor built again on its
 corrected copy before it calibrates (the imported network is not changed; its other
-deployments keep their biases).
+deployments keep their biases). The float side is one float64 pass per network and calibration
+batch (:func:`float_means`: only each engine layer's mean input image is kept), and every mean
+of the formula is the layer applied to a mean input image (the layer is linear), so the
+correction costs one float pass and the layer path's quantized pass.
+
+``bias_correction: auto``, the default, is :func:`policy`: ``empirical`` for ``bfp`` formats in
+a network with a grouped or depthwise convolution, ``none`` otherwise.
 """
 from __future__ import annotations
 
@@ -36,19 +42,35 @@ import numpy as np
 
 from ..engines import convgeom as conv
 
-#: The choices of a format's ``bias_correction`` (``none``, the default: measured in
-#: ``docs/deploy-beyond-cnn.md``, it costs ResNet-8 one test image in bfp8).
-MODES = ("none", "empirical")
+#: The choices of a format's ``bias_correction``: ``auto`` (the default) is :func:`policy`'s.
+MODES = ("auto", "none", "empirical")
+
+
+def policy(fmt_type, net):
+    """What ``bias_correction: auto`` means for a format of type ``fmt_type`` in the imported
+    network ``net``: ``empirical`` for ``bfp`` formats in a network with a grouped or depthwise
+    convolution (an engine conv of ``group > 1``: few weights per output, whose BFP output
+    error has a mean the layers after it carry along), else ``none``. Measured in
+    ``docs/deploy-models.md`` (bias correction): on the depthwise networks every bfp8 figure is
+    the same or better with it (the variant family's dw_mult -1.4 -> 0.0 points against float),
+    on networks without one it costs the shipped ResNet-8 one test image in bfp8; two-hot and
+    fixed8 gain on some networks and lose on others (se_cnn two-hot -1.1 points)."""
+    if fmt_type != "bfp":
+        return "none"
+    grouped = any(la.kind == "conv" and int(getattr(la, "group", 1)) > 1 for la in net.engine_layers())
+    return "empirical" if grouped else "none"
 
 
 def wanted(dep):
-    """True where one of ``dep``'s engine layers has a format with ``bias_correction: empirical``."""
+    """True where one of ``dep``'s engine layers has a format whose ``bias_correction`` is (or,
+    ``auto``, resolves to) ``empirical``."""
     return any(_mode(dep, layer) == "empirical" for layer in dep.net.engine_layers())
 
 
 def _mode(dep, layer):
     fmt = dep.formats[dep.assignment.format_of(layer.name)]
-    return getattr(fmt, "bias_correction", "none")
+    mode = getattr(fmt, "bias_correction", "auto")
+    return policy(fmt.type, dep.net) if mode == "auto" else mode
 
 
 def calibrate(dep, x_cal):
@@ -75,7 +97,6 @@ def float_means(net, x):
     on slices of :data:`FLOAT_CHUNK` images (each image's tensors do not depend on the others).
     Kept on ``net`` for the last ``x`` it saw: the deployments of one config calibrate one
     imported network on one batch, and its float pass is the same for all of them."""
-    from .hostops import float_tensors
     x = np.ascontiguousarray(x, np.float64)
     key = (x.shape, hash(x.tobytes()))
     got = getattr(net, "_hlsnn_float_means", None)
@@ -84,13 +105,56 @@ def float_means(net, x):
     ins = {layer.name: layer.inputs[0] for layer in net.engine_layers()}
     sums = {}
     for i0 in range(0, x.shape[0], FLOAT_CHUNK):
-        env = float_tensors(net, x[i0:i0 + FLOAT_CHUNK])
+        env = _float_tensors(net, x[i0:i0 + FLOAT_CHUNK])
         for name, t in ins.items():
             s = env[t].sum(axis=0, keepdims=True)
             sums[name] = s if name not in sums else sums[name] + s
     means = {name: s / x.shape[0] for name, s in sums.items()}
     net._hlsnn_float_means = (key, means)
     return means
+
+
+def _float_tensors(net, x):
+    """:func:`hlsnn.deploy.hostops.float_tensors` with a grouped convolution computed group by
+    group (:func:`grouped_conv`) instead of on its block-diagonal dense weight: the same sums
+    in another order (a depthwise layer's dense weight is ``C`` times the work)."""
+    from . import hostops
+    env = {net.input: np.asarray(x, np.float64)}
+    for layer in net.layers:
+        ins = [env[i] for i in layer.inputs]
+        if layer.kind == "host":
+            y = hostops.run(layer, ins)
+        elif layer.kind == "dense":
+            y = ins[0].reshape(ins[0].shape[0], -1) @ layer.w.T + layer.b
+        elif layer.geom.group > 1:
+            y = grouped_conv(ins[0], layer.w, layer.b, layer.geom)
+        else:
+            y = conv.conv_float(ins[0], layer.w, layer.b, layer.geom)
+        env[layer.output] = np.maximum(y, 0) if layer.relu else y
+    return env
+
+
+def grouped_conv(x, w, b, g):
+    """A grouped convolution (``g.group > 1``) in float64, tap by tap: ``x`` (B, C, H, W), ``w``
+    (Z, C/group, kh, kw); :func:`hlsnn.engines.convgeom.conv_float`'s result, summed in another
+    order."""
+    x = np.asarray(x, np.float64)
+    bsz, _, h, wd = x.shape
+    z, cg = w.shape[:2]
+    grp, zg = g.group, z // g.group
+    oh, ow = conv._out_hw_checked(g, h, wd)
+    xp = conv.pad_nchw(x, g.pads).reshape(bsz, grp, cg, h + g.pads[0] + g.pads[2], wd + g.pads[1] + g.pads[3])
+    wr = np.asarray(w, np.float64).reshape(grp, zg, cg, g.kh, g.kw)
+    y = np.zeros((bsz, grp, zg, oh, ow))
+    for i in range(g.kh):
+        for j in range(g.kw):
+            r0, c0 = i * g.dh, j * g.dw
+            xs = xp[:, :, :, r0:r0 + g.sh * (oh - 1) + 1:g.sh, c0:c0 + g.sw * (ow - 1) + 1:g.sw]
+            if cg == 1 and zg == 1:                          # depthwise: one weight a channel
+                y += xs * wr[:, :, :, i, j].reshape(1, grp, 1, 1, 1)
+            else:
+                y += np.einsum("bgchw,gzc->bgzhw", xs, wr[:, :, :, i, j])
+    return y.reshape(bsz, z, oh, ow) + np.asarray(b, np.float64).reshape(1, z, 1, 1)
 
 
 def _mean_out(layer, m):

@@ -54,8 +54,9 @@ FORMAT_FIELDS = {
                         default="output", choices=("output", "nearest")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
-                             "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias",
-                             default="none", choices=("none", "empirical")),
+                             "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias; "
+                             "auto: empirical for bfp in a network with a grouped or depthwise conv, else none",
+                             default="auto", choices=("auto", "none", "empirical")),
 }
 
 _ACCEL = CONFIGS_DIR / "accel"
@@ -121,7 +122,7 @@ class FormatSpec:
     prune: float = 0.0
     weight_scale: str = "tensor"
     weight_fit: str = "output"
-    bias_correction: str = "none"
+    bias_correction: str = "auto"
 
     @property
     def engine(self):
