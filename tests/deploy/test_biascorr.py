@@ -189,3 +189,41 @@ def test_float_means_are_the_float_networks_mean_inputs(tmp_path):
     assert biascorr.float_means(net, x) is got
     other = biascorr.float_means(net, x[:8])
     np.testing.assert_allclose(other["fc"], env[net.layer("fc").inputs[0]][:8].mean(axis=0, keepdims=True), atol=1e-12)
+    # a copy of the network with other layers (hlsnn.deploy.equalize's balanced copy): its own means
+    import copy
+    scaled = copy.copy(net)
+    scaled.layers = [copy.copy(la) for la in net.layers]
+    la = next(la for la in scaled.layers if la.name == "c1")
+    la.w, la.b = la.w * 2, la.b * 2
+    np.testing.assert_allclose(biascorr.float_means(scaled, x)["c2"],
+                               float_tensors(scaled, x)[scaled.layer("c2").inputs[0]].mean(axis=0, keepdims=True),
+                               atol=1e-12)
+    assert biascorr.float_means(net, x) is got
+
+
+def test_bfp_calibration_pass_corrects_as_the_layer_path(tmp_path, monkeypatch):
+    """bfp8 with the correction: the calibrating pass through hlsnn.deploy.bfpfast (each layer
+    corrected just before it runs) gives the layer path's biases, statistics and outputs."""
+    used = []
+    real = biascorr._bfp_pass
+    monkeypatch.setattr(biascorr, "_bfp_pass", lambda d, x: used.append(real(d, x)) or used[-1])
+    x = _images()
+    cfg, net = _deployments(tmp_path, "empirical")
+    accs = open_accelerators(cfg, "emu")
+    got = []
+    try:
+        for fast in (True, False):
+            dep = Deployment(net, cfg.assignments["bfp8"], cfg.formats, accs, rounding=cfg.rounding)
+            dep.fast = fast
+            dep.calibrate(x[:40])
+            got.append(([ex.layer.b for ex in dep.execs.values()], dep.run(x),
+                        [(ex.stats.sat_count, ex.stats.input_density, ex.stats.calls) for ex in dep.execs.values()]))
+    finally:
+        for a in accs.values():
+            a.close()
+    assert used == [True, False]
+    for a, b in zip(got[0][0], got[1][0]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[0][1], got[1][1])
+    assert got[0][2] == got[1][2]
+    assert not np.array_equal(got[0][0][-1], net.layer("fc").b)

@@ -80,27 +80,59 @@ def calibrate(dep, x_cal):
     :func:`correct` before each engine layer."""
     dep._bias_ref = float_means(dep.net, x_cal)
     try:
-        dep._run(x_cal, True, False)
+        if not _bfp_pass(dep, x_cal):
+            dep._run(x_cal, True, False)
     finally:
         dep._bias_ref = None
     dep._fastnet = None
     dep._bfpnet = None                      # hlsnn.deploy.bfpfast's copy of the executors, made again
 
 
+def _bfp_pass(dep, x):
+    """The calibrating pass of a network of BFP layers through :mod:`hlsnn.deploy.bfpfast` (as
+    :meth:`~hlsnn.deploy.executors.BfpExec.run_network` calibrates: the whole batch as one
+    slice, the layer path's bits), each layer corrected (:func:`correct`) on its input just
+    before it runs. False where bfpfast does not run the network (the layer path then does)."""
+    from types import SimpleNamespace
+    from . import bfpfast
+    from .executors import BfpExec
+    if not dep.fast or dep.dynamic or dep.update == "e5" or not x.shape[0]:
+        return False
+    net = bfpfast.build(dep, BfpExec)
+    if not net:
+        return False
+
+    def before(layer, xin):
+        correct(dep, layer, SimpleNamespace(values=xin))
+        ly = net.layers[layer.name] = bfpfast._Layer(dep.execs[layer.name])
+        return ly
+    net.before = before
+    got = net._run(x, x.shape[0])
+    if got is None:                         # a NaN or an infinity: the layer path
+        return False
+    net._finish(x, *got)
+    dep.calibrated = True
+    return True
+
+
 #: images per slice of the float pass (:func:`float_means`): a slice's im2col rows stay in cache
 FLOAT_CHUNK = 16
+#: calibration batches whose float means a network keeps (:func:`float_means`)
+FLOAT_KEEP = 4
 
 
 def float_means(net, x):
     """``{engine layer name: the mean over the images of its input in the float64 network}``
     (one image's shape, batch axis kept), from :func:`hlsnn.deploy.hostops.float_tensors` run
     on slices of :data:`FLOAT_CHUNK` images (each image's tensors do not depend on the others).
-    Kept on ``net`` for the last ``x`` it saw: the deployments of one config calibrate one
-    imported network on one batch, and its float pass is the same for all of them."""
+    Kept on ``net`` (for its layers) for the last :data:`FLOAT_KEEP` batches it saw: the
+    deployments of one config calibrate one imported network on one batch, and its float pass
+    is the same for all of them."""
     x = np.ascontiguousarray(x, np.float64)
-    key = (x.shape, hash(x.tobytes()))
-    got = getattr(net, "_hlsnn_float_means", None)
-    if got is not None and got[0] == key:
+    key = (id(net.layers), x.shape, hash(x.tobytes()))
+    kept = net.__dict__.setdefault("_hlsnn_float_means", {})
+    got = kept.get(key)
+    if got is not None and got[0] is net.layers:       # a copy with other layers (equalize): not its
         return got[1]
     ins = {layer.name: layer.inputs[0] for layer in net.engine_layers()}
     sums = {}
@@ -110,7 +142,9 @@ def float_means(net, x):
             s = env[t].sum(axis=0, keepdims=True)
             sums[name] = s if name not in sums else sums[name] + s
     means = {name: s / x.shape[0] for name, s in sums.items()}
-    net._hlsnn_float_means = (key, means)
+    while len(kept) >= FLOAT_KEEP:
+        kept.pop(next(iter(kept)))
+    kept[key] = (net.layers, means)
     return means
 
 
