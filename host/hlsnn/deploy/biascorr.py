@@ -24,12 +24,13 @@ row: a small term) goes without it.
 Only the float bias changes (it is quantized into the kernel's bias field as every bias is),
 so the kernels, the emulator, csim and the board compute the same bits for it as for any
 other bias. The calibration then runs layer by layer (the specification path,
-:meth:`hlsnn.deploy.runner.Deployment._run`), each layer's executor built again on its
-corrected copy before it calibrates (the imported network is not changed; its other
+:meth:`hlsnn.deploy.runner.Deployment._run`; a network of BFP layers through
+:mod:`hlsnn.deploy.bfpfast` with the same bits, :func:`_bfp_pass`), each layer's executor
+built again on its corrected copy before it calibrates (the imported network is not changed; its other
 deployments keep their biases). The float side is one float64 pass per network and calibration
 batch (:func:`float_means`: only each engine layer's mean input image is kept), and every mean
 of the formula is the layer applied to a mean input image (the layer is linear), so the
-correction costs one float pass and the layer path's quantized pass.
+correction costs one float pass and one quantized pass.
 
 ``bias_correction: auto``, the default, is :func:`policy`: ``empirical`` for ``bfp`` formats in
 a network with a grouped or depthwise convolution, ``none`` otherwise.
@@ -94,6 +95,7 @@ def _bfp_pass(dep, x):
     slice, the layer path's bits), each layer corrected (:func:`correct`) on its input just
     before it runs. False where bfpfast does not run the network (the layer path then does)."""
     from types import SimpleNamespace
+
     from . import bfpfast
     from .executors import BfpExec
     if not dep.fast or dep.dynamic or dep.update == "e5" or not x.shape[0]:
