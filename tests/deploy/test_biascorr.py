@@ -227,3 +227,42 @@ def test_bfp_calibration_pass_corrects_as_the_layer_path(tmp_path, monkeypatch):
     np.testing.assert_array_equal(got[0][1], got[1][1])
     assert got[0][2] == got[1][2]
     assert not np.array_equal(got[0][0][-1], net.layer("fc").b)
+
+
+def test_bfp_rebuilt_is_the_constructors_exec(tmp_path):
+    """bfp_rebuilt (a used BfpExec with another bias) against BfpExec's constructor on that
+    layer: the same attributes, chunks (mantissas and exponents), fresh state and statistics."""
+    import copy
+    from hlsnn.deploy.executors import BfpExec
+    x = _images()[:32]
+    cfg, net = _deployments(tmp_path, "none")
+    accs = open_accelerators(cfg, "emu")
+    try:
+        dep = Deployment(net, cfg.assignments["bfp8"], cfg.formats, accs, rounding=cfg.rounding)
+        dep.calibrate(x)
+        dep.run(x)
+        for la in net.engine_layers():
+            ex = dep.execs[la.name]
+            new = copy.copy(la)
+            new.b = la.b + 0.01 * np.arange(len(la.b))
+            a, b = BfpExec(new, ex.fmt, ex.acc, dep), biascorr.bfp_rebuilt(ex, new)
+            assert set(a.__dict__) == set(b.__dict__)
+            for k, va in a.__dict__.items():
+                vb = b.__dict__[k]
+                if k == "chunks":
+                    for ca, cb in zip(va, vb, strict=True):
+                        assert ca[:2] == cb[:2]
+                        for qa, qb in zip(ca[2:], cb[2:]):
+                            np.testing.assert_array_equal(qa.mantissas, qb.mantissas)
+                            np.testing.assert_array_equal(qa.exponents, qb.exponents)
+                elif k == "stats":
+                    assert va.__dict__ == vb.__dict__ and vb is not ex.stats
+                elif isinstance(va, np.ndarray):
+                    np.testing.assert_array_equal(va, vb)
+                else:
+                    assert va is vb or va == vb, k
+            assert not np.array_equal(b.chunks[0][3].mantissas, ex.chunks[0][3].mantissas) or \
+                not np.array_equal(b.chunks[0][3].exponents, ex.chunks[0][3].exponents)
+    finally:
+        for a in accs.values():
+            a.close()

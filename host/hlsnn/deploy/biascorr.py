@@ -235,7 +235,7 @@ def correct(dep, layer, act):
     bias (from the float network's input to it, ``dep._bias_ref``)."""
     if _mode(dep, layer) != "empirical":
         return
-    from .executors import EXECS
+    from .executors import EXECS, BfpExec
     fmt = dep.formats[dep.assignment.format_of(layer.name)]
     ex = dep.execs[layer.name]
     w_quant = None
@@ -245,4 +245,25 @@ def correct(dep, layer, act):
                            -(f.reshape(-1, 1, 1, 1) if f.ndim else f)).reshape(layer.w.shape)
     new = copy.copy(layer)
     new.b = _corrected(layer, dep._bias_ref[layer.name], act.values.mean(axis=0, keepdims=True), w_quant)
-    dep.execs[layer.name] = EXECS[fmt.type](new, fmt, ex.acc, dep)
+    if type(ex) is BfpExec and ex.layer.w is layer.w:
+        dep.execs[layer.name] = bfp_rebuilt(ex, new)
+    else:
+        dep.execs[layer.name] = EXECS[fmt.type](new, fmt, ex.acc, dep)
+
+
+def bfp_rebuilt(ex, layer):
+    """The :class:`~hlsnn.deploy.executors.BfpExec` its constructor makes of ``layer`` (``ex``'s
+    layer with another bias), made from ``ex``: the weights' quantization, group packs and
+    layout kept, the bias quantized again (as the constructor does, per chunk), the state
+    and statistics fresh (the constructor's: ``weight_sparsity`` of the weights)."""
+    from ..formats import bfp as bfpfmt
+    from .executors import LayerStats
+    new = copy.copy(ex)
+    new.layer = layer
+    new.stats = LayerStats()
+    new.stats.weight_sparsity = ex.stats.weight_sparsity
+    new.f_x = new.f_out = new.in_shape = None
+    new.update_times = new.update_choice = new.update_ran = None
+    new.chunks = [(a, b, wq, bfpfmt.quantize(layer.b[a:b], new.m, axis=None, exponent_bits=new.e, rounding=new.rnd))
+                  for a, b, wq, _ in ex.chunks]
+    return new
