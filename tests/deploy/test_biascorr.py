@@ -233,6 +233,7 @@ def test_bfp_rebuilt_is_the_constructors_exec(tmp_path):
     """bfp_rebuilt (a used BfpExec with another bias) against BfpExec's constructor on that
     layer: the same attributes, chunks (mantissas and exponents), fresh state and statistics."""
     import copy
+
     from hlsnn.deploy.executors import BfpExec
     x = _images()[:32]
     cfg, net = _deployments(tmp_path, "none")
