@@ -128,4 +128,142 @@ def test_bias_correction_values_are_checked(tmp_path):
                                   f"{ROOT}/configs/accel/bfp8_zcu104.yaml, bias_correction: mean}}}}\n"))
     assert "formats.a.bias_correction" in str(e.value) and "one of" in str(e.value)
     cfg = load_deploy_config(_write(tmp_path, _base(), name="d.yaml"))
-    assert {f.bias_correction for f in cfg.formats.values()} == {"none"}
+    assert {f.bias_correction for f in cfg.formats.values()} == {"auto"}
+
+
+def _plain_net(path):
+    """_dw_net with its depthwise conv replaced by an ordinary 6->6 3x3 conv (group 1)."""
+    import onnx as ox
+    m = ox.load(str(_dw_net(path)))
+    rng = np.random.default_rng(1)
+    for init in m.graph.initializer:
+        if init.name == "w2":
+            init.CopyFrom(ox.numpy_helper.from_array(rng.normal(0, 0.2, (6, 6, 3, 3)).astype(np.float32), "w2"))
+    for node in m.graph.node:
+        if node.name == "c2":
+            del node.attribute[:]
+            node.attribute.extend([ox.helper.make_attribute("pads", [1, 1, 1, 1])])
+    ox.save(m, str(path))
+    return path
+
+
+def test_auto_corrects_bfp_in_networks_with_a_grouped_conv(tmp_path):
+    """The default (``auto``): the formats' configs say nothing; a bfp deployment of the network
+    with a depthwise conv gets corrected biases (the layers after the first, whose input is the
+    float image in both networks), its twohot and fixed8
+    deployments and a bfp deployment of the same network with an ordinary conv keep the
+    imported biases."""
+    x = _images()[:32]
+    plain = load_onnx(_plain_net(tmp_path / "plain.onnx"))
+    dw = load_onnx(_dw_net(tmp_path / "dw.onnx"))
+    assert [la.group for la in plain.engine_layers() if la.kind == "conv"] == [1, 1]
+    cfg = load_deploy_config(_write(tmp_path, _base(tmp_path / "dw.onnx") + "formats:\n" + "".join(
+        f"  {k}: {{type: {t}, accel: {ROOT}/configs/accel/{a}.yaml}}\n" for k, t, a in FORMATS), name="auto.yaml"))
+    accs = open_accelerators(cfg, "emu")
+    moved = {}
+    try:
+        for name, net in (("dw", dw), ("plain", plain)):
+            for fmt, _, _ in FORMATS:
+                dep = Deployment(net, cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+                dep.calibrate(x)
+                moved[name, fmt] = sorted(la.name for la in net.engine_layers()
+                                          if np.abs(dep.execs[la.name].layer.b - la.b).max() > 1e-9)
+    finally:
+        for a in accs.values():
+            a.close()
+    assert moved == {("dw", "bfp8"): ["c2", "fc"], ("dw", "twohot"): [], ("dw", "fixed8"): [],
+                     ("plain", "bfp8"): [], ("plain", "twohot"): [], ("plain", "fixed8"): []}, moved
+    assert [biascorr.policy(t, dw) for _, t, _ in FORMATS] == ["empirical", "none", "none"]
+    assert [biascorr.policy(t, plain) for _, t, _ in FORMATS] == ["none", "none", "none"]
+
+
+def test_float_means_are_the_float_networks_mean_inputs(tmp_path):
+    """float_means (slices of images, kept on the network) against hostops.float_tensors on the
+    whole batch: each engine layer's mean input image; a new batch is computed afresh."""
+    net = load_onnx(_dw_net(tmp_path / "dw.onnx"))
+    x = _images()[:40]
+    env = float_tensors(net, x)
+    got = biascorr.float_means(net, x)
+    for layer in net.engine_layers():
+        np.testing.assert_allclose(got[layer.name], env[layer.inputs[0]].mean(axis=0, keepdims=True), atol=1e-12)
+    assert biascorr.float_means(net, x) is got
+    other = biascorr.float_means(net, x[:8])
+    np.testing.assert_allclose(other["fc"], env[net.layer("fc").inputs[0]][:8].mean(axis=0, keepdims=True), atol=1e-12)
+    # a copy of the network with other layers (hlsnn.deploy.equalize's balanced copy): its own means
+    import copy
+    scaled = copy.copy(net)
+    scaled.layers = [copy.copy(la) for la in net.layers]
+    la = next(la for la in scaled.layers if la.name == "c1")
+    la.w, la.b = la.w * 2, la.b * 2
+    np.testing.assert_allclose(biascorr.float_means(scaled, x)["c2"],
+                               float_tensors(scaled, x)[scaled.layer("c2").inputs[0]].mean(axis=0, keepdims=True),
+                               atol=1e-12)
+    assert biascorr.float_means(net, x) is got
+
+
+def test_bfp_calibration_pass_corrects_as_the_layer_path(tmp_path, monkeypatch):
+    """bfp8 with the correction: the calibrating pass through hlsnn.deploy.bfpfast (each layer
+    corrected just before it runs) gives the layer path's biases, statistics and outputs."""
+    used = []
+    real = biascorr._bfp_pass
+    monkeypatch.setattr(biascorr, "_bfp_pass", lambda d, x: used.append(real(d, x)) or used[-1])
+    x = _images()
+    cfg, net = _deployments(tmp_path, "empirical")
+    accs = open_accelerators(cfg, "emu")
+    got = []
+    try:
+        for fast in (True, False):
+            dep = Deployment(net, cfg.assignments["bfp8"], cfg.formats, accs, rounding=cfg.rounding)
+            dep.fast = fast
+            dep.calibrate(x[:40])
+            got.append(([ex.layer.b for ex in dep.execs.values()], dep.run(x),
+                        [(ex.stats.sat_count, ex.stats.input_density, ex.stats.calls) for ex in dep.execs.values()]))
+    finally:
+        for a in accs.values():
+            a.close()
+    assert used == [True, False]
+    for a, b in zip(got[0][0], got[1][0]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[0][1], got[1][1])
+    assert got[0][2] == got[1][2]
+    assert not np.array_equal(got[0][0][-1], net.layer("fc").b)
+
+
+def test_bfp_rebuilt_is_the_constructors_exec(tmp_path):
+    """bfp_rebuilt (a used BfpExec with another bias) against BfpExec's constructor on that
+    layer: the same attributes, chunks (mantissas and exponents), fresh state and statistics."""
+    import copy
+
+    from hlsnn.deploy.executors import BfpExec
+    x = _images()[:32]
+    cfg, net = _deployments(tmp_path, "none")
+    accs = open_accelerators(cfg, "emu")
+    try:
+        dep = Deployment(net, cfg.assignments["bfp8"], cfg.formats, accs, rounding=cfg.rounding)
+        dep.calibrate(x)
+        dep.run(x)
+        for la in net.engine_layers():
+            ex = dep.execs[la.name]
+            new = copy.copy(la)
+            new.b = la.b + 0.01 * np.arange(len(la.b))
+            a, b = BfpExec(new, ex.fmt, ex.acc, dep), biascorr.bfp_rebuilt(ex, new)
+            assert set(a.__dict__) == set(b.__dict__)
+            for k, va in a.__dict__.items():
+                vb = b.__dict__[k]
+                if k == "chunks":
+                    for ca, cb in zip(va, vb, strict=True):
+                        assert ca[:2] == cb[:2]
+                        for qa, qb in zip(ca[2:], cb[2:]):
+                            np.testing.assert_array_equal(qa.mantissas, qb.mantissas)
+                            np.testing.assert_array_equal(qa.exponents, qb.exponents)
+                elif k == "stats":
+                    assert va.__dict__ == vb.__dict__ and vb is not ex.stats
+                elif isinstance(va, np.ndarray):
+                    np.testing.assert_array_equal(va, vb)
+                else:
+                    assert va is vb or va == vb, k
+            assert not np.array_equal(b.chunks[0][3].mantissas, ex.chunks[0][3].mantissas) or \
+                not np.array_equal(b.chunks[0][3].exponents, ex.chunks[0][3].exponents)
+    finally:
+        for a in accs.values():
+            a.close()

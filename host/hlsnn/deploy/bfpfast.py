@@ -163,6 +163,10 @@ class BfpNet:
 
     #: the C kernels' variant (``compiled.ISAS``; tests): all give the same bits
     isa = "auto"
+    #: None, or ``before(layer, x)`` called before each BFP layer of a slice with its input,
+    #: returning the :class:`_Layer` to run (:func:`hlsnn.deploy.biascorr.calibrate`: the
+    #: layer with its corrected bias, on the whole batch as one slice)
+    before = None
 
     def __init__(self, deploy, layers, so):
         self.deploy, self.net, self.layers, self.so = deploy, deploy.net, layers, so
@@ -353,7 +357,7 @@ class BfpNet:
                     y = hostops.run(layer, ins)
                 env[layer.output] = y
             else:
-                ly = self.layers[layer.name]
+                ly = self.layers[layer.name] if self.before is None else self.before(layer, ins[0])
                 e = take(self._out_size(ly, ins[0]))
                 got = self._layer(ly, ins[0], ws, share, e[0], self.clip.get(layer.name))
                 if got is None:

@@ -58,8 +58,9 @@ FORMAT_FIELDS = {
                           default=1, lo=1, hi=2),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
-                             "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias",
-                             default="none", choices=("none", "empirical")),
+                             "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias; "
+                             "auto: empirical for bfp in a network with a grouped or depthwise conv, else none",
+                             default="auto", choices=("auto", "none", "empirical")),
 }
 
 _ACCEL = CONFIGS_DIR / "accel"
@@ -125,7 +126,7 @@ class FormatSpec:
     prune: float = 0.0
     weight_scale: str = "tensor"
     weight_fit: str = "output"
-    bias_correction: str = "none"
+    bias_correction: str = "auto"
     weight_terms: int = 1
 
     @property

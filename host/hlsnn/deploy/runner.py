@@ -23,8 +23,10 @@ The rules (the specification every target follows; the host code is the same on 
   ``round(b * 2**(F_x + F_w))``. Shift formats with ``weight_fit: output`` (the default)
   re-choose their codes and bias when calibrating, on the calibration inputs
   (:mod:`hlsnn.deploy.shift_fit`); the scale exponents stay. A format with
-  ``bias_correction: empirical`` moves each layer's float bias to the float network's mean
-  output per channel first (:mod:`hlsnn.deploy.biascorr`).
+  ``bias_correction: empirical`` (or ``auto``, the default, where
+  :func:`hlsnn.deploy.biascorr.policy` says so: bfp in a network with a grouped conv) moves
+  each layer's float bias to the float network's mean output per channel first
+  (:mod:`hlsnn.deploy.biascorr`).
 * **Output radix point** of a fixed-point layer: the *preceding operation* runs the layer
   with the engine's statistics unit on (the MSB histogram of the wide results, read back
   from the kernel), DETERMINE picks ``F_out`` (``overflow_ratio`` of the deployment) and the
@@ -292,7 +294,7 @@ class Deployment:
         """Choose every radix point from ``x_cal`` (:meth:`run` with ``calibrate``): on ``emu``,
         where the network lowers to the integer network mode, as compiled integer ops that
         set the same state (:mod:`hlsnn.deploy.calibrate`); where a layer's format has
-        ``bias_correction: empirical``, layer by layer with the corrected biases
+        ``bias_correction: empirical`` (or ``auto`` resolving to it), layer by layer with the corrected biases
         (:mod:`hlsnn.deploy.biascorr`). Returns the seconds it took."""
         t = time.perf_counter()
         from . import calibrate as netcal, equalize
@@ -304,7 +306,7 @@ class Deployment:
                 if layer.name in scales:
                     fmt = self.formats[self.assignment.format_of(layer.name)]
                     self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
-        if biascorr.wanted(self):            # bias_correction: empirical, layer by layer
+        if biascorr.wanted(self):            # bias_correction: empirical (or auto), layer by layer
             biascorr.calibrate(self, x_cal)
         elif not netcal.calibrate(self, x_cal):
             self.run(x_cal, calibrate=True)
