@@ -56,6 +56,10 @@ def main(argv=None):
     ap.add_argument("--allocation", choices=["uniform", "erk"], default="uniform",
                     help="sparse: every layer at --sparsity, or each its own (hlsnn.train.erk_sparsities: the "
                          "small layers less, the big ones more, the whole model at --sparsity)")
+    ap.add_argument("--erk-power", type=float, default=1.0,
+                    help="sparse, --allocation erk: bend the rule (0: uniform, 1: ERK; erk_sparsities' power)")
+    ap.add_argument("--layer-sparsity", action="append", default=[], metavar="LAYER=S",
+                    help="sparse, --allocation erk: this layer (its module name) at S, the rest by the rule")
     ap.add_argument("--distill", type=float, default=0.0,
                     help="weight of the distillation loss from the float model (pruning and fine-tuning)")
     ap.add_argument("--distill-t", type=float, default=4.0, help="distillation temperature")
@@ -148,7 +152,14 @@ def main(argv=None):
     pruner = pruned_float_acc = None
     if a.format == "sparse":                   # prune the float model, BatchNorm live
         steps = a.prune_epochs * steps_per_epoch
-        pruner = BalancedPruner(model, a.sparsity, 0, max(1, int(a.prune_end * steps)), allocation=a.allocation)
+        sparsities = None
+        if a.allocation == "erk" and (a.erk_power != 1.0 or a.layer_sparsity):
+            from hlsnn.train import erk_sparsities
+            named = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+            fixed = {kv.split("=")[0]: float(kv.split("=")[1]) for kv in a.layer_sparsity}
+            sparsities = erk_sparsities(named, a.sparsity, fixed=fixed, power=a.erk_power)
+        pruner = BalancedPruner(model, a.sparsity, 0, max(1, int(a.prune_end * steps)), allocation=a.allocation,
+                                sparsities=sparsities)
         fit(model, a.prune_epochs, a.prune_lr, pruner.step)
         if a.recover_epochs:
             fit(model, a.recover_epochs, a.recover_lr, pruner.step)
@@ -222,6 +233,8 @@ def main(argv=None):
         res["prune_end"] = round(a.prune_end, 4)
         res["recover_epochs"], res["recover_lr"] = a.recover_epochs, a.recover_lr
         res["allocation"] = a.allocation
+        if a.erk_power != 1.0 or a.layer_sparsity:
+            res["erk_power"], res["layer_sparsity"] = a.erk_power, a.layer_sparsity
         res["pruned_float_acc"] = pruned_float_acc
         res["pruned_layers"] = [(n, zmin, zmax, s) for n, zmin, zmax, s in pruner.report()]
         res["weight_sparsity"] = _sparsity(q, torch)
