@@ -46,3 +46,23 @@ run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --q
 run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk --weight-scale channel
 run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 3e-3 --allocation erk --weight-scale channel
 run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 10 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel
+# settings chosen on a validation split (--val 287; --augment, --prune-end)
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --augment 4
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --augment 4 --distill 0.5
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --augment 2
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2
+run --model dscnn --format sparse --sparsity 0.75 --float-epochs 60 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --allocation erk --weight-scale channel --val 287
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --augment 4
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --augment 4 --distill 0.5
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.2
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 60 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --val 287
+run --model mobilenet_relu6 --format fixed --float-epochs 60 --qat-epochs 0 --augment 2 --augment-float --val 287
+run --model dscnn --format fixed --float-epochs 60 --qat-epochs 0 --augment 2 --augment-float --val 287
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --seed 1
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --seed 1
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --seed 2
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --seed 2

@@ -16,6 +16,11 @@ of --prune-epochs, every layer alike or with --allocation erk each its own share
 batch, E1), bfp (bfp8_pynq-z2). Both training phases decay the learning rate on a cosine;
 --distill adds the float model's softened outputs as a second target (knowledge distillation,
 pruning and fine-tuning); --weight-scale channel gives every output channel its own weight scale.
+--val N holds N training images out (hlsnn.train.data.validation_split, fixed seed) and reports
+every accuracy on them too (choose settings there, not on the test images); --augment K shifts
+each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.data.random_shift;
+the float model is trained as without, unless --augment-float); --prune-end ends the pruning schedule earlier, and
+--recover-epochs adds float epochs at the full sparsity on a fresh cosine from --recover-lr.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 """
 from __future__ import annotations
@@ -51,9 +56,22 @@ def main(argv=None):
     ap.add_argument("--allocation", choices=["uniform", "erk"], default="uniform",
                     help="sparse: every layer at --sparsity, or each its own (hlsnn.train.erk_sparsities: the "
                          "small layers less, the big ones more, the whole model at --sparsity)")
+    ap.add_argument("--erk-power", type=float, default=1.0,
+                    help="sparse, --allocation erk: bend the rule (0: uniform, 1: ERK; erk_sparsities' power)")
+    ap.add_argument("--layer-sparsity", action="append", default=[], metavar="LAYER=S",
+                    help="sparse, --allocation erk: this layer (its module name) at S, the rest by the rule")
     ap.add_argument("--distill", type=float, default=0.0,
                     help="weight of the distillation loss from the float model (pruning and fine-tuning)")
     ap.add_argument("--distill-t", type=float, default=4.0, help="distillation temperature")
+    ap.add_argument("--val", type=int, default=0, help="hold out this many training images for validation")
+    ap.add_argument("--augment", type=int, default=0,
+                    help="random shifts of up to this many pixels in pruning and fine-tuning")
+    ap.add_argument("--augment-float", action="store_true", help="the shifts in the float training too")
+    ap.add_argument("--prune-end", type=float, default=2 / 3,
+                    help="sparse: the schedule reaches the target after this fraction of --prune-epochs")
+    ap.add_argument("--recover-epochs", type=int, default=0,
+                    help="sparse: float epochs at the full sparsity after pruning, a fresh cosine")
+    ap.add_argument("--recover-lr", type=float, default=1e-3)
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
     a = ap.parse_args(argv)
@@ -69,6 +87,12 @@ def main(argv=None):
     ds = datasets.load("digits32")
     xtr, ytr = torch.tensor(ds.x_train, dtype=torch.float32), torch.tensor(ds.y_train)
     xte, yte = ds.x_test.astype(np.float64), np.asarray(ds.y_test)
+    xva = yva = None
+    if a.val:
+        from hlsnn.train.data import validation_split
+        tr, va = validation_split(len(xtr), a.val)
+        xva, yva = xtr[va].double().numpy(), ytr[va].numpy()
+        xtr, ytr = xtr[tr], ytr[tr]
     model = _tiny_models(nn)[a.model][0]
     t0 = time.time()
 
@@ -76,12 +100,19 @@ def main(argv=None):
 
     teacher = None
 
-    def loss_of(out, idx):
+    from hlsnn.train.data import random_shift
+    aug = {"on": False}
+
+    def loss_of(m, idx, gen):
+        x = xtr[idx]
+        if aug["on"] and a.augment:
+            x = random_shift(x, a.augment, gen)
+        out = m(x)
         loss = nn.functional.cross_entropy(out, ytr[idx])
         if teacher is None:
             return loss
         with torch.no_grad():
-            soft = nn.functional.softmax(teacher(xtr[idx]) / a.distill_t, 1)
+            soft = nn.functional.softmax(teacher(x) / a.distill_t, 1)
         kd = nn.functional.kl_div(nn.functional.log_softmax(out / a.distill_t, 1), soft, reduction="batchmean")
         return (1 - a.distill) * loss + a.distill * a.distill_t ** 2 * kd
 
@@ -93,32 +124,49 @@ def main(argv=None):
             m.train()
             for idx in torch.randperm(len(xtr), generator=gen).split(64):
                 opt.zero_grad()
-                loss_of(m(xtr[idx]), idx).backward()
+                loss_of(m, idx, gen).backward()
                 opt.step()
                 sched.step()
                 if step:
                     step()
 
-    def float_eval(m):
+    def float_eval(m, val=False):
         m.eval()
         with torch.no_grad():
-            return acc(m(torch.tensor(xte, dtype=torch.float32)).numpy())
+            return acc(m(torch.tensor(xva if val else xte, dtype=torch.float32)).numpy(), val)
 
-    def acc(out):
-        return float(np.mean(np.argmax(out, 1) == yte))
+    def acc(out, val=False):
+        return float(np.mean(np.argmax(out, 1) == (yva if val else yte)))
 
+    vals = {}
+
+    aug["on"] = a.augment_float
     fit(model, a.float_epochs, a.lr)
     float_acc = float_eval(model)
+    if a.val:
+        vals["float_acc"] = float_eval(model, True)
     t_float = time.time() - t0
+    aug["on"] = True
     if a.distill:
         teacher = copy.deepcopy(model).eval()
     pruner = pruned_float_acc = None
     if a.format == "sparse":                   # prune the float model, BatchNorm live
         steps = a.prune_epochs * steps_per_epoch
-        pruner = BalancedPruner(model, a.sparsity, 0, max(1, (2 * steps) // 3), allocation=a.allocation)
+        sparsities = None
+        if a.allocation == "erk" and (a.erk_power != 1.0 or a.layer_sparsity):
+            from hlsnn.train import erk_sparsities
+            named = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+            fixed = {kv.split("=")[0]: float(kv.split("=")[1]) for kv in a.layer_sparsity}
+            sparsities = erk_sparsities(named, a.sparsity, fixed=fixed, power=a.erk_power)
+        pruner = BalancedPruner(model, a.sparsity, 0, max(1, int(a.prune_end * steps)), allocation=a.allocation,
+                                sparsities=sparsities)
         fit(model, a.prune_epochs, a.prune_lr, pruner.step)
+        if a.recover_epochs:
+            fit(model, a.recover_epochs, a.recover_lr, pruner.step)
         pruner.apply(a.sparsity)
         pruned_float_acc = float_eval(model)
+        if a.val:
+            vals["pruned_float_acc"] = float_eval(model, True)
 
     accel = {"pot": "shift8_pynq-z2", "twohot": "shift8_pynq-z2",
              "bfp": "bfp8_pynq-z2"}.get(a.format, "sparse8_pynq-z2")
@@ -135,6 +183,8 @@ def main(argv=None):
         if a.mode == "static":
             calibrate(q, xtr[:128].double())
         ptq_acc = acc(q(torch.tensor(xte)).numpy())
+        if a.val:
+            vals["ptq_acc"] = acc(q(torch.tensor(xva)).numpy(), True)
     q.float()
     calibrate(q, None)
     fit(q, a.qat_epochs, a.qat_lr)
@@ -144,6 +194,7 @@ def main(argv=None):
         calibrate(q, x_cal)
     with torch.no_grad():
         torch_out = q(torch.tensor(xte)).numpy()
+        torch_val = q(torch.tensor(xva)).numpy() if a.val else None
     q.float()
     if a.save:
         torch.save(q, a.save)
@@ -151,6 +202,10 @@ def main(argv=None):
     with deployed(q, torch.zeros(1, 3, 32, 32), cfg) as dep:
         dep.calibrate(x_cal.numpy())
         dep_out = dep.run(xte)
+        if a.val:
+            dep_val = dep.run(xva)
+            vals.update(qat_eval_acc=acc(torch_val, True), deployed_acc=acc(dep_val, True),
+                        bit_exact=bool(np.array_equal(torch_val, dep_val)))
         first_diff = None
         if not np.array_equal(torch_out, dep_out):
             first_diff = _first_difference(q, dep, xte, torch)
@@ -162,9 +217,11 @@ def main(argv=None):
            "qat_eval_acc": acc(torch_out), "deployed_acc": acc(dep_out),
            "bit_exact": bool(np.array_equal(torch_out, dep_out)),
            "weight_scale": a.weight_scale, "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs,
-           "qat_lr": a.qat_lr, "distill": a.distill,
+           "qat_lr": a.qat_lr, "distill": a.distill, "augment": a.augment, "augment_float": a.augment_float,
            "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
+    if a.val:
+        res["val"] = dict(vals, images=a.val)
     if latency:
         res["modelled_latency"] = latency
     if first_diff:
@@ -172,7 +229,12 @@ def main(argv=None):
     if pruner:
         res["sparsity_target"] = a.sparsity
         res["prune_epochs"] = a.prune_epochs
+        res["prune_lr"] = a.prune_lr
+        res["prune_end"] = round(a.prune_end, 4)
+        res["recover_epochs"], res["recover_lr"] = a.recover_epochs, a.recover_lr
         res["allocation"] = a.allocation
+        if a.erk_power != 1.0 or a.layer_sparsity:
+            res["erk_power"], res["layer_sparsity"] = a.erk_power, a.layer_sparsity
         res["pruned_float_acc"] = pruned_float_acc
         res["pruned_layers"] = [(n, zmin, zmax, s) for n, zmin, zmax, s in pruner.report()]
         res["weight_sparsity"] = _sparsity(q, torch)

@@ -1,0 +1,42 @@
+"""Data helpers for training with few images (scripts/train_qat.py; issue 49's 1437 digits):
+
+* :func:`validation_split`: a deterministic hold-out of the training images, to choose training
+  settings on images that are neither trained on nor the test set.
+* :func:`random_shift`: every image moved by its own random whole-pixel offset, at most
+  ``max_shift`` each way, the uncovered border zero (the digits' background) — a cheap and strong
+  augmentation for small centred images.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def validation_split(n, n_val, seed=0):
+    """``(train_idx, val_idx)``: a seeded permutation of ``range(n)`` whose last ``n_val`` are the
+    validation images (both sorted); the same ``n``, ``n_val`` and ``seed`` give the same split."""
+    n, n_val = int(n), int(n_val)
+    if not 0 < n_val < n:
+        raise ValueError(f"n_val = {n_val}: between 1 and {n - 1} of the {n} training images")
+    perm = np.random.default_rng(seed).permutation(n)
+    return np.sort(perm[:n - n_val]), np.sort(perm[n - n_val:])
+
+
+def random_shift(x, max_shift, generator=None):
+    """``x`` (N, C, H, W) with image ``i`` shifted by ``(dy_i, dx_i)``, each uniform in
+    ``[-max_shift, max_shift]`` (``out[i, :, y, x] = x[i, :, y - dy_i, x - dx_i]``, zero where that
+    falls outside)."""
+    k = int(max_shift)
+    if k < 0:
+        raise ValueError(f"max_shift = {max_shift}: a whole number of pixels >= 0")
+    if k == 0:
+        return x
+    n, _, h, w = x.shape
+    xp = torch.nn.functional.pad(x, (k, k, k, k))
+    dy = torch.randint(-k, k + 1, (n,), generator=generator)
+    dx = torch.randint(-k, k + 1, (n,), generator=generator)
+    rows = (k - dy)[:, None] + torch.arange(h)[None, :]
+    cols = (k - dx)[:, None] + torch.arange(w)[None, :]
+    idx_n = torch.arange(n)[:, None, None, None]
+    idx_c = torch.arange(x.shape[1])[None, :, None, None]
+    return xp[idx_n, idx_c, rows[:, None, :, None], cols[:, None, None, :]]
