@@ -86,7 +86,7 @@ import numpy as np
 
 from ..engine_registry import network_part
 from ..errors import InputError
-from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why
+from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why, materialized
 from ..primitives import shift_round_sat
 from .dilate import dilate
 
@@ -224,20 +224,18 @@ def walk(program, arrays, steps):
             raise _why(j, f"input {src} is not computed on the fabric")
         if st[0] == "input":
             st = steps.read_input(j, src, st, w)
-        elif st[0] == "cat":                       # a Concat of parts at different radix points
-            from ..engines.network import move as netmove
-            src = netmove.materialize(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
-            st = state[src]
-        elif st[0] == "gate":                      # a channel gate, requantized to this layer's F_x
-            from ..engines.network import gate as netgate
-            src = netgate.materialize(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
-            st = state[src]
-        elif st[0] == "avgp":                      # a pool, requantized to this layer's F_x
-            from ..engines.network import linpool
-            src = linpool.materialize(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
-            st = state[src]
-        elif st[0] == "add":
-            base = steps.materialize_add(j, st[1], w)      # the add's materialized output (one per Add)
+        elif st[0] in ("cat", "gate", "avgp", "add"):
+            # a pending op (a Concat of parts at different radix points, a channel gate, a pool,
+            # an Add) materialized once for its consumers (an integer one requantized to their F_x)
+            if st[0] == "add":
+                base = steps.materialize_add(j, st[1], w)
+            else:
+                base = st[1]["name"] + "_q"
+                if not materialized(j, st[1]["name"], state, shapes, _why):
+                    from ..engines.network import gate as netgate, linpool, move as netmove
+                    make = {"cat": netmove.materialize, "gate": netgate.materialize,
+                            "avgp": linpool.materialize}[st[0]]
+                    make(j, src, st, state, shapes, ops, aliases, steps.rounding, _why, Op)
             aliases[src] = base
             src = base
             st = state[base]
@@ -298,24 +296,23 @@ class IntegerSteps:
         return w.state[src]
 
     def materialize_add(self, j, a, w):
-        """Rule 4's add op for the consumer ``j`` (requantized to its ``F_x``): its tensor."""
+        """Rule 4's add op for the consumer ``j`` (requantized to its ``F_x``; once per Add): its
+        tensor ``NAME_q``."""
+        base = a["name"] + "_q"
+        if materialized(j, a["name"], w.state, w.shapes, _why):
+            return base
         f_x = j["f_x"]
         fm = max(a["fa"], a["fb"]) + (a["p"] or 0)
         if f_x is None or fm > max(f_x + 24, 0):
             raise _why(j, f"the requantization from radix {fm} to {f_x} is not exact in today's host rule")
-        base = a["name"] + "_q"
-        if base in w.shapes:
-            if w.state[base][1] != f_x:
-                raise _why(j, f"two consumers of {a['name']} requantize it to different radix points")
-        else:
-            c = w.shapes[a["ins"][0]][0]
-            hw = int(np.prod(w.shapes[a["ins"][0]][1:]))
-            w.ops.append(Op("add", a["name"], list(a["ins"]), base,
-                            dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
-                                 relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=self.rounding,
-                                 single=len(a["ins"]) == 1)))
-            w.shapes[base] = (c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]
-            w.state[base] = ("q", f_x)
+        c = w.shapes[a["ins"][0]][0]
+        hw = int(np.prod(w.shapes[a["ins"][0]][1:]))
+        w.ops.append(Op("add", a["name"], list(a["ins"]), base,
+                        dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
+                             relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=self.rounding,
+                             single=len(a["ins"]) == 1)))
+        w.shapes[base] = (c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]
+        w.state[base] = ("q", f_x)
         return base
 
     def conv(self, j, src, st, chw, geom, w):

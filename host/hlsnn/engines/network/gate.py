@@ -194,22 +194,16 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
 
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     """An engine layer ``j`` reads the pending gate ``st``: the gate op with its requantization
-    to ``j``'s ``F_x`` (rule 10); returns the gate's materialized tensor name."""
+    to ``j``'s ``F_x`` (rule 10), as the tensor ``NAME_q`` (:func:`hlsnn.deploy.program.walk`
+    calls it once per gate)."""
     g = st[1]
     f_x = j["f_x"]
-    base = g["name"] + "_q"
-    if base in shapes:
-        if state[base][1] != f_x:
-            raise why(j, f"two consumers of {g['name']} requantize it to different radix points")
-    else:
-        fp = g["fa"] + g["fb"]
-        if f_x is None or np.ndim(f_x) or fp > max(f_x + 24, 0):
-            raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
-        ops.append(op_cls("gate", g["name"], list(g["ins"]), base,
-                          dict(c=g["c"], hw=g["hw"], shift=int(fp - f_x), rounding=rounding)))
-        shapes[base], state[base] = shapes[g["ins"][0]], ("q", f_x)
-    aliases[src] = base
-    return base
+    fp = g["fa"] + g["fb"]
+    if f_x is None or np.ndim(f_x) or fp > max(f_x + 24, 0):
+        raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
+    ops.append(op_cls("gate", g["name"], list(g["ins"]), g["name"] + "_q",
+                      dict(c=g["c"], hw=g["hw"], shift=int(fp - f_x), rounding=rounding)))
+    shapes[g["name"] + "_q"], state[g["name"] + "_q"] = shapes[g["ins"][0]], ("q", f_x)
 
 
 def check_op(op, ints, bad):

@@ -147,24 +147,22 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
 
 
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
-    """An engine layer ``j`` reads the pending pool ``st``: rule 11's op requantized to ``j``'s
-    ``F_x``; returns its tensor (state ``("q", F_x)``)."""
+    """An engine layer ``j`` reads the pending pool ``st`` (directly, or as a part of a concat):
+    rule 11's op requantized to ``j``'s ``F_x``, as the tensor ``NAME_q`` (state ``("q", F_x)``),
+    which ``src`` then names (``aliases``)."""
+    from .program import materialized
     a = st[1]
     f_x = j["f_x"]
     base = a["name"] + "_q"
-    if base in shapes:
-        if state[base][1] != f_x:
-            raise why(j, f"two consumers of {a['name']} requantize it to different radix points")
-        aliases[src] = base
-        return base
+    aliases[src] = base
+    if materialized(j, a["name"], state, shapes, why):
+        return
     fs = a["fin"] + a["p"]
     if f_x is None or fs > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {fs} to {f_x} is not exact in today's host rule")
     f = {k: v for k, v in a.items() if k not in ("src", "fin", "name")}
     ops.append(op_cls("avgpool", a["name"], [a["src"]], base, dict(f, shift=fs - f_x, rounding=rounding)))
     shapes[base], state[base] = shapes[src], ("q", f_x)
-    aliases[src] = base
-    return base
 
 
 def windows(x, f, pad_value=0):

@@ -87,16 +87,12 @@ def lower_host(j, state, shapes, ops, why, op_cls):
 
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     """An engine layer ``j`` reads the pending concat ``st`` (parts at different radix points):
-    each part requantized to ``j``'s ``F_x`` (module rule 8), then moved; returns the concat's
-    materialized tensor name (its state ``("q", F_x)``)."""
+    each part requantized to ``j``'s ``F_x`` (module rule 8), then moved, as the tensor
+    ``NAME_q`` (state ``("q", F_x)``; :func:`hlsnn.deploy.program.walk` calls it once per
+    concat)."""
     c = st[1]
     f_x = j["f_x"]
     base = c["name"] + "_q"
-    if base in shapes:
-        if state[base][1] != f_x:
-            raise why(j, f"two consumers of {c['name']} requantize it to different radix points")
-        aliases[src] = base
-        return base
     fs = list(c["fs"])
     for i, t in enumerate(c["ins"]):        # a pending pool's part: rule 11's op requantized to F_x first
         if c.get("pools", [False] * len(fs))[i]:
@@ -110,8 +106,6 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
                       dict(cs=list(c["cs"]), hw=hw, h=c["h"], w=c["w"], shifts=[f - f_x for f in fs],
                            rounding=rounding)))
     shapes[base], state[base] = (sum(c["cs"]), c["h"], c["w"]), ("q", f_x)
-    aliases[src] = base
-    return base
 
 
 def check_op(op, ints, bad):

@@ -13,6 +13,18 @@ from ...errors import InputError
 ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
 
 
+def materialized(j, name, state, shapes, why):
+    """Whether the pending op ``name`` (an Add, a concat, a gate, a pool) was materialized already,
+    as ``NAME_q``, for an earlier consumer: then engine layer ``j`` reads it if it wants the same
+    radix point ``F_x``, and is refused by name if not."""
+    base = name + "_q"
+    if base not in shapes:
+        return False
+    if state[base][1] != j["f_x"]:
+        raise why(j, f"two consumers of {name} requantize it to different radix points")
+    return True
+
+
 @dataclass
 class Op:
     """One integer op: ``kind`` (``conv``, ``maxpool``, ``add``), its input and output
