@@ -55,7 +55,7 @@ def test_dw_a_bfp8_runs_as_one_network_program_with_the_layer_paths_bits(dw):
     path = dw["v_dw_a_ts17", "bfp8"]
     x = _data("v_dw_a_ts17").x_test[:24]
     layers = hlsnn.load(path, "emu", network=False)
-    net = hlsnn.load(path, "emu", network=True, self_check=False)
+    net = hlsnn.load(path, "emu", network=True)        # its self-check: image by image (NotExact at batch 4)
     clips = [op for op in net.network.ops if op.kind == "lut" and op.f["fn"] == "Clip"]
     assert [tuple(op.f["clip"]) for op in clips] == [(3, 1), (3, 1)]
     for i in range(len(x)):
@@ -68,7 +68,7 @@ def test_dw_a_bfp8_runs_in_one_start_of_the_network_kernel(dw):
     """The Lut loop's Clip mode in C-simulation: one start per image, the layer path's bits."""
     path = dw["v_dw_a_ts17", "bfp8"]
     x = _data("v_dw_a_ts17").x_test[:3]
-    board = hlsnn.load(path, "csim", network=True, self_check=False)
+    board = hlsnn.load(path, "csim", network=True)
     layers = hlsnn.load(path, "emu", network=False)
     for i in range(len(x)):
         np.testing.assert_array_equal(board(x[i:i + 1]), layers(x[i:i + 1]))
