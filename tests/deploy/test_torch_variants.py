@@ -65,13 +65,14 @@ def test_the_variant_files_hold_the_patterns_they_test():
     ops = {m: set(MANIFEST["models"][m]["ops"]) for m in VARIANTS}
     assert {m.rsplit("_", 1)[0] for m in VARIANTS} == {"v_tc_a", "v_tc_mean", "v_unet_size", "v_enc_cls", "v_sdpa",
                                                       "v_jet_log", "v_unet_bilinear", "v_tc_view", "v_unet_mix",
-                                                      "v_tok_clf", "v_unet_ct2"}
+                                                      "v_tok_clf", "v_unet_ct2", "v_dw_a"}
     g = onnx.load(str(DATA / "v_tc_a_ts17.onnx"), load_external_data=False).graph
     assert any(a.name == "auto_pad" and a.s == b"SAME_UPPER" for n in g.node for a in n.attribute)
     assert "Transpose" in ops["v_tc_mean_dynamo"] and "Transpose" in ops["v_tc_mean_ts17"]
     assert {"Shape", "Slice", "Resize"} <= ops["v_unet_size_ts17"]
     assert "Concat" in ops["v_enc_cls_dynamo"] and "Concat" in ops["v_enc_cls_ts17"]
     assert "Split" in ops["v_sdpa_ts17"] and "Slice" in ops["v_sdpa_dynamo"]
+    assert {"Clip", "HardSwish", "HardSigmoid", "Sigmoid"} <= ops["v_dw_a_ts17"] & ops["v_dw_a_dynamo"]
     assert {"LeakyRelu", "Elu", "LogSoftmax"} <= ops["v_jet_log_dynamo"] and "Resize" in ops["v_unet_bilinear_ts17"]
 
 

@@ -213,6 +213,12 @@ def check_op(op, ints, bad):
         ints(op, f, ("c", "hw"), 1, 1 << 26)
         if f.get("exact") and op.f.get("fn") == "HardSwish":     # bfp rule 9c: no table
             return
+        if f.get("exact") and op.f.get("fn") == "Clip":          # bfp rule 9d: Clip(0 or None, h 2**k)
+            hk = f.get("clip")
+            if not (isinstance(hk, (list, tuple)) and len(hk) == 2 and 0 < int(hk[0]) < 1 << 25
+                    and -512 <= int(hk[1]) <= 511):
+                raise bad(op, f"a Clip bound {hk}: (h, k) with 0 < h < 2**25, -512 <= k <= 511")
+            return
         t = np.asarray(f.get("table", ()))
         if t.ndim != 1 or t.size < 4 or t.size > 1 << MAX_TABLE_BITS or t.size & (t.size - 1) \
                 or f.get("lo") != -(t.size // 2):

@@ -41,6 +41,15 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     its ``run``); its operands are conv, 9b or 9c outputs (``M``, ``OUT_BITS`` or ``w + 1``
     bits: 10 x 16 for bfp8, below ``2**24``).
 
+9d. **Clip on pairs** (``Clip(0, hi)`` or ``Clip(None, hi)``: ReLU6 where no conv's output
+    stage holds it; the ``Lut`` loop's third mode): ``hi > 0`` is written as the pair ``(h, k)``, ``h`` odd, ``hi = h *
+    2**k`` (6: ``(3, 1)``), which must fit the kernel's element (``|h| < 2**25``, ``k`` a 10-bit
+    exponent; refused by name otherwise), and ``lo`` must be 0 or absent. ``lo = 0`` and ``m <= 0``:
+    ``(0, 0)``; ``x = m *
+    2**e > hi`` (the exact comparison of rule 7): ``(h, k)``; else ``(m, e)`` itself. The layer
+    path's float64 ``Clip`` of an exact value gives ``0``, ``hi`` or ``x`` itself: the same value,
+    so the next layer's rule 3 blocks the same bits (no change to the layer path).
+
 Tested against independent Fraction references of the rules
 (``tests/deploy/test_network_bfp_gate.py``)."""
 from __future__ import annotations
@@ -123,6 +132,31 @@ def hardswish_pairs(m, e, w, rounding):
     return ym, ye
 
 
+def clip_pair(lo, hi):
+    """Rule 9d's ``hi`` as the pair ``(h, k)`` (``h`` odd); ``None`` when ``(lo, hi)`` has no
+    rule here (``lo`` neither 0 nor absent, ``hi`` not a positive value of a kernel element)."""
+    import math
+    if (lo is not None and float(lo) != 0.0) or hi is None or not math.isfinite(float(hi)) or float(hi) <= 0:
+        return None
+    fr, ex = math.frexp(float(hi))
+    h, k = int(math.ldexp(fr, 53)), ex - 53
+    while h % 2 == 0:
+        h, k = h // 2, k + 1
+    if h >= 1 << 25 or not -512 <= k <= 511:
+        return None
+    return h, k
+
+
+def clip_pairs(m, e, h, k, lo0=True):
+    """Rule 9d: ``Clip(0, h * 2**k)`` (``lo0``; else ``Clip(None, h * 2**k)``) of the pairs
+    ``(m, e)`` (any shape) as pairs."""
+    m, e = np.asarray(m, np.int64), np.asarray(e, np.int64)
+    x = np.ldexp(m.astype(np.float64), e)        # exact: |m| < 2**53, a 10-bit exponent's range
+    over = (m > 0) & (x > np.ldexp(float(h), int(k)))
+    keep = ((m > 0) | (not lo0)) & ~over
+    return np.where(over, h, np.where(keep, m, 0)), np.where(over, k, np.where(keep, e, 0))
+
+
 def gate_pairs(a, g, bound_bits):
     """Rule 10b on a batch: the map ``a`` (B, C, HW) and the vector ``g`` (B, C, 1) pairs:
     ``(m, e, ok)``, ``ok`` False where a product reaches ``2**bound_bits``."""
@@ -141,6 +175,19 @@ def lower_host(steps, j, st, w):
     (by :func:`hlsnn.deploy.program._why`) for a table or gate without a rule here."""
     from ...network.program import Op, _chw, _why
     op = j["op"]
+    if op == "Clip" and st[0] == "q":                      # rule 9d: Clip(0, hi) exactly
+        a = j.get("attrs", {})
+        hk = clip_pair(a.get("lo"), a.get("hi"))
+        if hk is None:
+            raise _why(j, f"Clip({a.get('lo')}, {a.get('hi')}) of BFP values: rule 9d of "
+                          f"hlsnn.engines.bfp_systolic.network.gate takes Clip(0, hi) or Clip(None, hi), hi > 0 = h * 2**k with "
+                          f"|h| < 2**25 and a 10-bit k")
+        src = j["inputs"][0]
+        c, h, w_ = _chw(w.shapes[src])
+        w.ops.append(Op("lut", j["name"], [src], j["output"], dict(c=c, hw=h * w_, exact=True, fn="Clip",
+                        clip=hk, lo0=a.get("lo") is not None, bits=int(steps.p["mantissa_bits"]), rounding=steps.table_rounding)))
+        w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
+        return True
     if op in UNARY and (st[0] != "q" or j["inputs"][0] not in w.made_by):
         raise _why(j, f"{op} of BFP values that are not an engine layer's output (rules 9b, 9c of "
                       f"hlsnn.engines.bfp_systolic.network.gate take a BFP layer's M-bit mantissas)")
@@ -186,6 +233,9 @@ def run(op, get, shaped, bound_bits):
     """Rules 9b and 10b of one op on a batch (``shaped(pair, shape)``: the pair as (B, *shape)):
     ``(m, e, ok)`` (``ok``: every gate product below ``2**bound_bits``)."""
     f = op.f
+    if op.kind == "lut" and f.get("fn") == "Clip":
+        x = get(op.ins[0])
+        return clip_pairs(x[0], x[1], *f["clip"], f["lo0"]) + (True,)
     if op.kind == "lut" and f.get("exact"):
         x = get(op.ins[0])
         return hardswish_pairs(x[0], x[1], f["bits"], f["rounding"]) + (True,)

@@ -124,7 +124,9 @@ def tables(net, pz, pc):
             continue
         else:
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
-            if op.kind == "lut" and f.get("exact"):     # rule 9c: HardSwish, no table
+            if op.kind == "lut" and f.get("fn") == "Clip":   # rule 9d: Clip(0 or None, h 2^k): h in sb, k in sa
+                d.update(single=2 if f["lo0"] else 3, sb=int(f["clip"][0]), sa=int(f["clip"][1]))
+            elif op.kind == "lut" and f.get("exact"):   # rule 9c: HardSwish, no table
                 d.update(single=1)
             elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o
                 d.update(shift=int(f["f_in"]), sa=int(f["f_out"]))
@@ -165,7 +167,7 @@ def _lut_fields(net, m_bits):
     tabs = [op for op in net.ops if op.kind == "lut" and not op.f.get("exact")]
     exact = [op for op in net.ops if op.kind == "lut" and op.f.get("exact")]
     bits = {int(op.f["bits"]) for op in tabs} or {8}         # (a program without tables renders no ROM)
-    hs_w = {int(op.f["bits"]) for op in exact} or {9}
+    hs_w = {int(op.f["bits"]) for op in exact if op.f.get("fn") != "Clip"} or {9}
     rnd = {op.f["rounding"] for op in tabs + exact} or {net.params["rounding"]}
     if len(bits) != 1 or len(hs_w) != 1 or len(rnd) != 1 or max(bits) > 12 or max(hs_w) > 16:
         raise InputError(f"network kernel (bfp): tables of {sorted(bits)}-bit codes, HardSwish of {sorted(hs_w)} "
@@ -191,7 +193,8 @@ def _lut_fields(net, m_bits):
                     raise InputError(f"network kernel (bfp): {op.name}: a gate of {name(t)}; the kernel multiplies "
                                      f"conv or table outputs")
                 gate_bits = max(gate_bits, m_bits if src.kind == "conv" else
-                                w + 1 if src.f.get("exact") else OUT_BITS)
+                                max(m_bits, int(src.f["clip"][0]).bit_length() + 1) if src.f.get("fn") == "Clip"
+                                else w + 1 if src.f.get("exact") else OUT_BITS)
     luts = np.concatenate(parts) if parts else np.zeros(1 << b, np.int64)
     return dict(luts=luts, lut_bits=b, lut_entry_bits=OUT_BITS, lut_rounding=ROUNDING[rnd.pop()], hs_w=w,
                 gate_bits=gate_bits)
@@ -303,7 +306,8 @@ def render(net, out_dir):
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_bits=t["lut_bits"], lut_rounding=t["lut_rounding"], gate_bits=t["gate_bits"],
                lut_ctype="int8_t" if t["lut_entry_bits"] <= 8 else "int16_t", hs_w=t["hs_w"],
-               has_hswish=any(op.kind == "lut" and op.f.get("exact") for op in net.ops),
+               has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "Clip" for op in net.ops),
+               has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)

@@ -66,12 +66,13 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    :mod:`hlsnn.engines.network.linpool`'s rules 11 and 12 on pairs (:func:`avgpool_pairs`:
    each window's exact sum at the smallest exponent of its non-zero elements, that exponent
    less ``p``; the sum within :data:`ELEM_BITS`, else :class:`NotExact`).
-8. **Tables, HardSwish and the gate** (rules 9b, 9c, 10b of
+8. **Tables, HardSwish, Clip and the gate** (rules 9b, 9c, 9d, 10b of
    :mod:`hlsnn.engines.bfp_systolic.network.gate`, shared with the layer path): a
    ``HardSigmoid`` or ``Sigmoid`` of a BFP layer's output writes each pair as a ``b``-bit code
    at a radix point calibrated by the layer path, ``q = round(m * 2**(e + F))`` saturated, and
    looks it up in the fixed-point table of :mod:`hlsnn.engines.network.gate` rule 9 (output
-   pairs ``(T[q], -F_o)``); a ``HardSwish`` is exact on the pair (rule 9c); a
+   pairs ``(T[q], -F_o)``); a ``HardSwish`` is exact on the pair (rule 9c), so is a ``Clip(0,
+   hi)`` (ReLU6; rule 9d); a
    squeeze-excite ``Mul`` of a map by a per-channel vector is the exact product ``(ma * mg,
    ea + eg)``, re-blocked by the next layer's rule 3.
 9. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
