@@ -21,8 +21,8 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     output element is ``(T[q - lo], -F_o)`` with ``(F_o, T) = table(op, attrs, (F, b, True),
     rounding, OUT_BITS)``: rule 9's table, exact, with :data:`OUT_BITS`-bit entries (a BFP
     element has room for them).
-9c. **HardSwish on pairs**: ``x = m * 2**e``, ``L = msb_index(|m|) + e`` its leading one, ``w =
-    M +`` :data:`W_EXTRA`. ``x >= 3``: ``(m, e)`` (``x`` itself); ``x <= -3`` or ``x = 0``:
+9c. **HardSwish on pairs**: ``x = m * 2**e``, ``L = msb_index(|m|) + e`` its leading one,
+    ``w = M +`` :data:`W_EXTRA`. ``x >= 3``: ``(m, e)`` (``x`` itself); ``x <= -3`` or ``x = 0``:
     ``(0, 0)``; else ``(ym, -d)``, ``d = w - 1 - L``, ``ym = round(x (x + 3) / 6 * 2**d)``
     exactly with ``rounding`` (``|ym| < 2**w``: the output keeps ``w`` significant bits of the
     input's scale, as a BFP block does). In integers: ``xs = m * 2**(e + d)`` (``w`` bits,
@@ -32,8 +32,8 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     ``r3 = 0``. For ``d >= 2w`` (``|x|`` below ``2**(1-w)``) ``P / (3 * 2**(d+1)) = xs / 2 + xs**2
     / (3 * 2**(d+1))`` with the second term in ``(0, 1/2)``, so ``ym = floor(xs / 2)``, plus one
     for a nearest rounding when ``xs`` is odd (no large shift in the kernel).
-10b. **gate on pairs** (``Mul`` of a ``C x H x W`` map by a ``C``-vector, both pairs): ``(ma *
-    mg, ea + eg)``, the exact product, its exponent kept; no requantization (the next engine
+10b. **gate on pairs** (``Mul`` of a ``C x H x W`` map by a ``C``-vector, both pairs):
+    ``(ma * mg, ea + eg)``, the exact product, its exponent kept; no requantization (the next engine
     layer's patches re-block it by rule 3). The layer path's float64 product of the two exact
     values is the same value, and the next layer quantizes its float64 input by the same rule
     3, so the bits agree. The kernel keeps a product in its 26-bit element: ``|ma * mg| <
@@ -230,7 +230,7 @@ def lower_host(steps, j, st, w):
 
 
 def run(op, get, shaped, bound_bits):
-    """Rules 9b and 10b of one op on a batch (``shaped(pair, shape)``: the pair as (B, *shape)):
+    """Rules 9b and 10b of one op on a batch (``shaped(pair, shape)``: the pair as ``(B, *shape)``):
     ``(m, e, ok)`` (``ok``: every gate product below ``2**bound_bits``)."""
     f = op.f
     if op.kind == "lut" and f.get("fn") == "Clip":

@@ -123,7 +123,8 @@ class BfpSteps:
     tensors are pairs (state ``("q", None)``: no radix point), the float input is read as it is
     (rule 1), a ``Relu`` on pairs is an op of its own (rule 7), an Add is materialized as rule 5
     or 6, a layer as rules 3 and 4 (module rules)."""
-    #: no b-bit activation codes: tables and the gate are rules 9b and 10b (:mod:`.gate`)
+    #: no b-bit activation codes: tables and the gate are rules 9b and 10b
+    #: (:mod:`hlsnn.engines.bfp_systolic.network.gate`)
     bits = None
 
     def __init__(self, program, arrays, rules, acc_name):
