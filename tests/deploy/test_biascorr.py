@@ -270,3 +270,13 @@ def test_bfp_rebuilt_is_the_constructors_exec(tmp_path):
     finally:
         for a in accs.values():
             a.close()
+
+
+def test_auto_leaves_a_model_trained_by_hlsnn_train_alone(tmp_path):
+    """A file hlsnn.train.export wrote (its .hlsnn-train.json beside it) keeps its trained
+    biases under ``auto``: what was trained is what deploys (tests/train checks the bits)."""
+    model = _dw_net(tmp_path / "dw.onnx")
+    assert biascorr.policy("bfp", load_onnx(model)) == "empirical"
+    (tmp_path / "dw.onnx.hlsnn-train.json").write_text("{}")
+    assert biascorr.policy("bfp", load_onnx(model)) == "none"
+    assert biascorr.policy("twohot", load_onnx(model)) == "none"

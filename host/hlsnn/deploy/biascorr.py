@@ -38,6 +38,7 @@ a network with a grouped or depthwise convolution, ``none`` otherwise.
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 
@@ -55,11 +56,21 @@ def policy(fmt_type, net):
     ``docs/deploy-models.md`` (bias correction): on the depthwise networks every bfp8 figure is
     the same or better with it (the variant family's dw_mult -1.4 -> 0.0 points against float),
     on networks without one it costs the shipped ResNet-8 one test image in bfp8; two-hot and
-    fixed8 gain on some networks and lose on others (se_cnn two-hot -1.1 points)."""
-    if fmt_type != "bfp":
+    fixed8 gain on some networks and lose on others (se_cnn two-hot -1.1 points).
+    A model exported by :func:`hlsnn.train.export` (its ``<model>.hlsnn-train.json`` beside it)
+    gets ``none``: its biases were trained with the engine's quantizer in the loop, and what
+    was trained is what deploys."""
+    if fmt_type != "bfp" or trained_export(net):
         return "none"
     grouped = any(la.kind == "conv" and int(getattr(la, "group", 1)) > 1 for la in net.engine_layers())
     return "empirical" if grouped else "none"
+
+
+def trained_export(net):
+    """Whether ``net`` was imported from a file :func:`hlsnn.train.export` wrote (its sidecar
+    ``<file>.hlsnn-train.json`` exists beside it)."""
+    path = getattr(net, "path", None)
+    return bool(path) and os.path.exists(str(path) + ".hlsnn-train.json")
 
 
 def wanted(dep):
