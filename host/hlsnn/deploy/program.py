@@ -86,7 +86,7 @@ import numpy as np
 
 from ..engine_registry import network_part
 from ..errors import InputError
-from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why, materialized
+from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why, materialized, pool_attrs_2d
 from ..primitives import shift_round_sat
 from .dilate import dilate
 
@@ -112,11 +112,7 @@ def alias_shape(j, shape):
 def maxpool_fields(j, shape):
     """A host ``MaxPool`` layer ``j`` on a ``(C, H, W)`` tensor as a maxpool op's fields (rule
     3), or :class:`InputError` for what no network kernel runs (``ceil_mode``, dilation)."""
-    a = j["attrs"]
-    if len(a["kernel_shape"]) == 1:              # a 1-D pool: the (k, 1) pool of a C x L x 1 map
-        p = list(a.get("pads", [0, 0]))
-        a = dict(a, kernel_shape=[a["kernel_shape"][0], 1], strides=[list(a.get("strides", [1]))[0], 1],
-                 pads=[p[0], 0, p[1], 0], dilations=list(a.get("dilations", [1])) + [1])
+    a = pool_attrs_2d(j["attrs"])
     if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
         raise _why(j, "ceil_mode or dilation")
     c, h, w = _chw(shape)

@@ -55,11 +55,8 @@ def _chw(shape):
 
 
 def _pool_fields(j, shape, why):
-    a = j["attrs"]
-    if len(a["kernel_shape"]) == 1:              # a 1-D pool: the (k, 1) pool of a C x L x 1 map
-        p = list(a.get("pads", [0, 0]))
-        a = dict(a, kernel_shape=[a["kernel_shape"][0], 1], strides=[list(a.get("strides", [1]))[0], 1],
-                 pads=[p[0], 0, p[1], 0], dilations=list(a.get("dilations", [1])) + [1])
+    from .program import pool_attrs_2d
+    a = pool_attrs_2d(j["attrs"])
     if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
         raise why(j, "an AveragePool with ceil_mode or dilation has no exact integer rule here")
     kh, kw = (int(v) for v in a["kernel_shape"])

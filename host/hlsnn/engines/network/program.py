@@ -13,6 +13,16 @@ from ...errors import InputError
 ALIAS_OPS = ("Flatten", "Reshape", "Identity", "Dropout", "Squeeze", "Unsqueeze")
 
 
+def pool_attrs_2d(a):
+    """A pool's ONNX attributes ``a`` as a 2-D pool's: a 1-D pool is the (k, 1) pool of a
+    C x L x 1 map (its strides, pads and dilations extended by the unit axis)."""
+    if len(a["kernel_shape"]) != 1:
+        return a
+    p = list(a.get("pads", [0, 0]))
+    return dict(a, kernel_shape=[a["kernel_shape"][0], 1], strides=[list(a.get("strides", [1]))[0], 1],
+                pads=[p[0], 0, p[1], 0], dilations=list(a.get("dilations", [1])) + [1])
+
+
 def materialized(j, name, state, shapes, why):
     """Whether the pending op ``name`` (an Add, a concat, a gate, a pool) was materialized already,
     as ``NAME_q``, for an earlier consumer: then engine layer ``j`` reads it if it wants the same
