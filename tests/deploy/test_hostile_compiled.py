@@ -159,6 +159,10 @@ PROGRAM_CASES = {
     "pool kernel missing": lambda p, a: _layer(p, "pool1")["attrs"].pop("kernel_shape"),
     "pool kernel beyond map": pool1("kernel_shape", [64, 64]),
     "attrs a list": lambda p, a: _layer(p, "pool1").__setitem__("attrs", [1]),
+    "bfp_table a string": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", "x"),
+    "bfp_table f_in huge": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", {"f_in": 10 ** 6}),
+    "bfp_table f_in string": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", {"f_in": "3"}),
+    "bfp_table no f_in": lambda p, a: _layer(p, "pool1").__setitem__("bfp_table", {}),
     "flatten axis 100": lambda p, a: _layer(p, "flatten")["attrs"].__setitem__("axis", 100),
     # the top level
     "rounding evil": top("rounding", "evil"),

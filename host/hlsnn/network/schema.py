@@ -283,6 +283,9 @@ def _window(w, a, shape):
 def _host(w, j, in_shapes, arrays):
     op = _label(f"{w}: op", _key(j, "op", w))
     a = _dict(f"{w}: attrs", _key(j, "attrs", w))
+    if "bfp_table" in j:                # rule 9b's code radix (hlsnn.engines.bfp_systolic.network.gate)
+        _int(f"{w}: bfp_table.f_in", _key(_dict(f"{w}: bfp_table", j["bfp_table"]), "f_in", f"{w}: bfp_table"),
+             -MAX_RADIX, MAX_RADIX)
     shape = in_shapes[0]
     if op in ("MaxPool", "AveragePool"):
         return _window(w, a, shape)
