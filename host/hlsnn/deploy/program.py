@@ -39,8 +39,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    ``bias = rint(b * 2**(F_in + F_w))`` (round half to even; an error unless ``|bias| <
    2**31``) and ``shift = F_in + F_w - F_out``, per output channel with per-channel weight
    scales. ``F_in`` is the input's radix. The output has radix ``F_out``. A ``Clip`` (ReLU6)
-   whose only input is a conv's output, and that conv's only reader, is that conv's output
-   clamp: ``y = min(max(y, lo), hi)`` with ``lo = ceil(lo_f * 2**F_out)``, ``hi = floor(hi_f *
+   whose only input is a conv's output, and that conv's only reader (or reads it through
+   aliases and transposes, each tensor on the way read once), is that conv's output clamp: ``y = min(max(y, lo), hi)`` with ``lo = ceil(lo_f * 2**F_out)``, ``hi = floor(hi_f *
    2**F_out)`` within the activation range (no clamp: the range itself). The layer path's
    float ``np.clip`` gives the same values exactly when the bounds are values of the output's
    format or lie beyond its range (:func:`hlsnn.deploy.hostops.out_format`, the condition under
@@ -155,7 +155,8 @@ def walk(program, arrays, steps):
     their own exponents), ``("add", {...})`` a pending add, ``("cat", {...})`` a pending concat."""
     inp = program["input"]
     w = SimpleNamespace(state={inp["name"]: ("input",)}, shapes={inp["name"]: tuple(inp["shape"])}, aliases={},
-                        ops=[], made_by={}, out_name=program["output"]["engine_tensor"])
+                        ops=[], made_by={}, out_name=program["output"]["engine_tensor"], kernel_in=inp["name"])
+    from ..engines.network import prefix
     state, shapes, aliases, ops, out_name = w.state, w.shapes, w.aliases, w.ops, w.out_name
     for j in program["layers"]:
         if j["kind"] == "host":
@@ -166,6 +167,8 @@ def walk(program, arrays, steps):
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                          # host layers after the logits
+            if prefix.take(j, w, arrays, _why):                   # on the float input, before the kernel
+                continue
             if steps.host(j, st, w):                              # the engine's own
                 continue
             if op in ALIAS_OPS:
@@ -181,7 +184,7 @@ def walk(program, arrays, steps):
             if op == "Add":
                 ins = j["inputs"]
                 sts = [state.get(i) for i in ins]
-                if any(s is None or s[0] != "q" for s in sts) or shapes[ins[0]] != shapes[ins[1]]:
+                if any(s is None or s[0] != "q" for s in sts) or _chw(shapes[ins[0]]) != _chw(shapes[ins[1]]):
                     raise _why(j, "an Add of two fabric tensors of one shape is supported")
                 state[j["output"]] = ("add", dict(ins=list(ins), fa=sts[0][1], fb=sts[1][1], relu=False, p=None,
                                                   name=j["name"]))
@@ -202,7 +205,7 @@ def walk(program, arrays, steps):
             from ..engines.network import gate as netgate, move as netmove, transpose
             if netmove.lower_host(j, state, shapes, ops, _why, Op):         # Upsample, ZeroStuff, Concat
                 continue
-            if transpose.lower_host(j, state, shapes, aliases, inp["name"], ops, _why, Op,   # RowsToMap, MapToRows
+            if transpose.lower_host(j, state, shapes, aliases, w.kernel_in, ops, _why, Op,   # RowsToMap, MapToRows
                                     lambda s: s is not None and s[0] in ("q", "input")):
                 continue
             if netgate.lower_host(j, state, shapes, ops, steps.bits, steps.rounding, _why, Op):   # tables, gate Mul
@@ -246,7 +249,7 @@ def walk(program, arrays, steps):
         w.made_by[j["output"]] = conv
     host_after = [j for j in program["layers"] if j["kind"] == "host" and j["name"] in
                   program["output"].get("host_after", [])]
-    return steps.finish(program, host_after, w)
+    return prefix.attach(steps.finish(program, host_after, w), w, program)
 
 
 class IntegerSteps:
@@ -262,9 +265,12 @@ class IntegerSteps:
         self.bits, self.rounding = rules.activations(self.p, acc_name), program["rounding"]
         self.quant = None
         self.readers = {}                                  # tensor -> how many layers read it
+        self.moved_from = {}                               # an alias's or transpose's output -> its input
         for j in program["layers"]:
             for t in j["inputs"]:
                 self.readers[t] = self.readers.get(t, 0) + 1
+            if j["kind"] == "host" and j["op"] in ALIAS_OPS + ("RowsToMap", "MapToRows"):
+                self.moved_from[j["output"]] = j["inputs"][0]
 
     def pool_source(self, src, w):
         """The tensor a global pool of one tensor reads."""
@@ -275,8 +281,13 @@ class IntegerSteps:
         if j["op"] != "Clip" or st[0] != "q":
             return False
         src = j["inputs"][0]
-        conv = w.made_by.get(src)
-        if conv is None or self.readers.get(src, 0) != 1 or src == w.out_name:
+        conv, t = None, src
+        while self.readers.get(t, 0) == 1 and t != w.out_name:    # back through aliases and transposes,
+            conv = w.made_by.get(t)                               # each read once, to the conv
+            if conv is not None or t not in self.moved_from:
+                break
+            t = self.moved_from[t]
+        if conv is None:
             raise _why(j, "a Clip runs in the output stage of the conv whose only reader it is")
         conv.f["clip"] = _clamp(j, st[1], self.bits, conv.f.get("clip"), lambda what: _why(j, what))
         w.state[j["output"]], w.shapes[j["output"]] = st, w.shapes[src]
@@ -470,6 +481,8 @@ def quantize_input(net, x):
     hi]``. Every step is exact, so the bits are ``to_fixed``'s (tested).
 
     A ``bfp_systolic`` network: :func:`hlsnn.engines.bfp_systolic.network.lower.quantize_input` (its rule 1)."""
+    from ..engines.network import prefix
+    x = prefix.run(net, x)                     # host ops on the float input before the kernel
     if net.engine == "bfp_systolic":
         bfp_input = network_part(net.engine, "lower").quantize_input
         return bfp_input(net, x)

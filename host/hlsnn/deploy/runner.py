@@ -217,7 +217,8 @@ class Deployment:
                               assignments={self.assignment.name: self.assignment},
                               calibration={"overflow_ratio": self.overflow_ratio, "update": self.update})
         program, arrays = program_of(self, self.net, cfg, self.assignment.name, accs, x_cal=0)
-        return netmode.lower(program, arrays)
+        net = netmode.lower(program, arrays)
+        return None if net.host_before else net      # host ops on the float input: the layer path calibrates
 
     def _run_fast(self, fn, x):
         """:meth:`run` through :meth:`fast_network`; the layers' ``sat_count`` and

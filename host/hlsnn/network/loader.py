@@ -277,8 +277,10 @@ class CompiledNet:
         n = self.network
         t0 = time.perf_counter()
         if self._kernel is not None and hasattr(self._kernel, "run_image") and _c_host(n):
-            # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost)
-            q = self._kernel.run_image(x)[0]
+            # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost),
+            # after the host ops on the float input (hlsnn.engines.network.prefix)
+            from ..engines.network import prefix
+            q = self._kernel.run_image(prefix.run(n, x))[0]
             q = tuple(a.reshape((len(x),) + tuple(n.output["shape"])) for a in q) if isinstance(q, tuple) \
                 else q.reshape((len(x),) + tuple(n.output["shape"]))
             self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
@@ -305,7 +307,7 @@ class CompiledNet:
         self.last_host_s = max(0.0, (t3 - t0) - kernel_s)
         if not keep:
             return y
-        return y, {n.input["name"]: x, n.output["tensor"]: netmode.dequantize(n, q),
+        return y, {self.program["input"]["name"]: x, n.output["tensor"]: netmode.dequantize(n, q),
                    n.output["name"]: y}
 
     def __call__(self, x):

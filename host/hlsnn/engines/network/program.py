@@ -61,6 +61,10 @@ class NetProgram:
     accel: str
     aliases: dict
     engine: str = "shift_mac"
+    #: host ops on the float input before the kernel (:mod:`hlsnn.engines.network.prefix`), and
+    #: the model's input they read (``name``, per-image ``shape``); ``input`` is the kernel's
+    host_before: list = field(default_factory=list)
+    source: dict = None
 
 
 def _why(layer, what):

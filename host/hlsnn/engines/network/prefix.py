@@ -1,0 +1,97 @@
+"""Host ops on the float input before the network kernel starts (issue 52): a model whose first
+ops act on the float input before any engine layer reads it (an input ``BatchNormalization``
+or ``LayerNormalization``, a ``Transpose`` of an (N, T, F) input to channels) runs them on the
+host, in float64, with the code the layer path runs them with (:func:`hlsnn.deploy.hostops.run`
+on the :func:`hlsnn.deploy.layers._host_layer` of each), and then quantizes their output for
+the kernel (rule 1 of :mod:`hlsnn.deploy.program`, or the ``bfp_systolic`` network mode's).
+The layer path computes the same float64 tensor and its first engine layer converts it with
+the same rule, so both give the same bits, in one kernel start.
+
+The *prefix* is every host op (the aliases among them) from the input up to the tensor the
+first engine layer reads: each of its ops reads float tensors of the prefix only, and no op
+of the network mode has been lowered before it. Its last op's output is the kernel's input
+(``net.input``: that tensor's name and per-image shape); ``net.source`` names the model's
+input, and ``net.host_before`` holds the prefix's ops. A float tensor of the prefix that is
+not the kernel's input has no reader after it (checked: its state is dropped from the walk,
+so a later reader is refused by name). An op of two computed tensors (attention's
+``MatMulAct``) is not a prefix op.
+
+A ``bfp_systolic`` kernel reads float32 words and forms its first layer's patches from them
+(its rule 1): the prefix's float64 output goes in as it is when it is exact in float32 (a
+``Transpose`` of a float32 input); otherwise, where each element of the kernel's input lies in
+one patch of the first layer (a dense layer: one patch per image; a 1x1 conv of stride 1, no
+padding: one patch per pixel), the host forms those patches itself with rule 3 on the float64
+values (:func:`bfp_patches`) and writes their ``(m, e)`` values, which are exact in float32; the
+kernel's rule 3 on them gives the same patches again (a rounded patch's largest mantissa
+keeps its leading bit at ``M - 2``, so its exponent is unchanged). Else the batch is
+:class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact` (``network=None`` on emu runs it
+layer by layer).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .program import ALIAS_OPS
+
+#: host ops a prefix does not take: those of two computed tensors (attention's, quantized at
+#: run time by the layer path) and the moves the network mode lowers on the input itself
+NOT_PREFIX = ("MatMulAct", "MatMul", "RowsToMap", "MapToRows")
+
+
+def take(j, w, arrays, why):
+    """Whether host layer ``j`` is a prefix op (module docstring): then record it in the walk
+    ``w`` (its output the kernel's input so far) and return True."""
+    if j["op"] in ALIAS_OPS or j["op"] in NOT_PREFIX:
+        return False
+    sts = [w.state.get(i) for i in j["inputs"]]
+    if not sts or any(s is None or s[0] != "input" for s in sts):
+        return False
+    if w.ops or any(s[0] == "q" for s in w.state.values()):
+        raise why(j, "a host op on the float input after an engine layer read it")
+    from ...deploy import hostops
+    from ...deploy.layers import _host_layer
+    stub = _host_layer(j, arrays)
+    ins = [(w.aliases.get(i, i), tuple(w.shapes[i])) for i in j["inputs"]]
+    try:
+        y = hostops.run(stub, [np.zeros((1,) + s) for _, s in ins])
+    except Exception as e:                       # noqa: BLE001 (a host op the prefix cannot shape)
+        raise why(j, f"a host op on the float input whose output shape is unknown ({type(e).__name__})") from None
+    w.prefix = getattr(w, "prefix", [])
+    w.prefix.append(dict(name=j["name"], op=j["op"], ins=ins, out=j["output"], stub=stub))
+    for t in [t for t, s in w.state.items() if s[0] == "input"]:
+        del w.state[t]                           # one float tensor for the kernel: the last prefix op's
+    w.state[j["output"]], w.shapes[j["output"]] = ("input",), tuple(int(d) for d in y.shape[1:])
+    w.kernel_in, w.kernel_in_shape = j["output"], w.shapes[j["output"]]
+    return True
+
+
+def attach(net, w, program):
+    """``net`` with the prefix of the walk ``w``: the kernel's input its last op's output."""
+    pre = getattr(w, "prefix", None)
+    inp = program["input"]
+    net.source = dict(name=inp["name"], shape=tuple(int(d) for d in inp["shape"]))
+    net.host_before = list(pre or [])
+    if pre:
+        net.input = dict(net.input, name=w.kernel_in, shape=w.kernel_in_shape)
+    return net
+
+
+def run(net, x):
+    """The prefix of ``net`` on the float batch ``x`` (the model's input, float64): the kernel's
+    float input, (B,) + ``net.input["shape"]``; ``x`` itself for a network without a prefix."""
+    pre = getattr(net, "host_before", None)
+    if not pre:
+        return x
+    from ...deploy import hostops
+    b = len(x)
+    src = net.source
+    env = {src["name"]: np.asarray(x, np.float64).reshape((b,) + tuple(src["shape"]))}
+    for e in pre:
+        env[e["out"]] = hostops.run(e["stub"], [env[p].reshape((b,) + s) for p, s in e["ins"]])
+    return np.asarray(env[net.input["name"]], np.float64).reshape((b,) + tuple(net.input["shape"]))
+
+
+def layers(net):
+    """The prefix's host ops (not its aliases) as ``(name, op)``: :func:`hlsnn.network.latency`
+    counts each as a host op before the kernel start."""
+    return [(e["name"], e["op"]) for e in getattr(net, "host_before", None) or []]
