@@ -45,8 +45,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    float ``np.clip`` gives the same values exactly when the bounds are values of the output's
    format or lie beyond its range (:func:`hlsnn.deploy.hostops.out_format`, the condition under
    which the deployment keeps the format); :func:`lower` refuses other bounds.
-3. **maxpool**: the largest ``q`` of each window (padding never wins), ``ceil_mode`` 0. Radix
-   and format unchanged. ``Flatten``, ``Reshape`` and ``Identity`` change no integer.
+3. **maxpool**: the largest ``q`` of each window (padding never wins); ``ceil_mode`` is more
+   padding at the bottom and right (the last windows' overhang). Radix and format unchanged. ``Flatten``, ``Reshape`` and ``Identity`` change no integer.
 4. **add** (a residual ``Add``, with the ``Relu`` and ``GlobalAveragePool`` that follow it
    fused, and the requantization to the consuming engine layer's format): both inputs are
    integer tensors at radixes ``Fa``, ``Fb``; with ``Fm = max(Fa, Fb)``,
@@ -74,7 +74,7 @@ window's exact sum, requantized as rule 4 requantizes) and 12 (a bilinear ``Resi
 power of two has no exact float value and no integer rule here: :func:`lower` refuses it
 (say, a 7x7 global pool), as it refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
-``sparse_cluster``, ``ceil_mode`` pools, unsigned activations, and a ``Clip`` that
+``sparse_cluster``, dilated pools, unsigned activations, and a ``Clip`` that
 is not a conv's output clamp (above). Those networks run layer by layer as before.
 """
 from __future__ import annotations
@@ -111,15 +111,21 @@ def alias_shape(j, shape):
 
 def maxpool_fields(j, shape):
     """A host ``MaxPool`` layer ``j`` on a ``(C, H, W)`` tensor as a maxpool op's fields (rule
-    3), or :class:`InputError` for what no network kernel runs (``ceil_mode``, dilation)."""
+    3), or :class:`InputError` for what no network kernel runs (dilation). A ``ceil_mode``
+    pool is the pool with more bottom/right padding (the windows' overhang, which never wins
+    a max), its output size as :func:`hlsnn.deploy.pooling._pool` computes it."""
     a = pool_attrs_2d(j["attrs"])
-    if a.get("ceil_mode", 0) or any(d != 1 for d in a.get("dilations", [1, 1])):
-        raise _why(j, "ceil_mode or dilation")
+    if any(d != 1 for d in a.get("dilations", [1, 1])):
+        raise _why(j, "a dilated MaxPool")
     c, h, w = _chw(shape)
     kh, kw = a["kernel_shape"]
     sh, sw = a.get("strides", [1, 1])
     t, l, b, r = a.get("pads", [0, 0, 0, 0])
     oh, ow = (h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1
+    if a.get("ceil_mode", 0):
+        oh, ow = (-(-(h + t + b - kh) // sh) + 1, -(-(w + l + r - kw) // sw) + 1)
+        oh, ow = oh - ((oh - 1) * sh >= h + t), ow - ((ow - 1) * sw >= w + l)   # no window starts in the end pad
+        b, r = max(b, (oh - 1) * sh + kh - h - t), max(r, (ow - 1) * sw + kw - w - l)
     return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=(t, l, b, r))
 
 
@@ -202,7 +208,9 @@ def walk(program, arrays, steps):
                 state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w_))))
                 shapes[j["output"]] = (c, 1, 1)
                 continue
-            from ..engines.network import gate as netgate, move as netmove, transpose
+            from ..engines.network import gate as netgate, move as netmove, reduce, transpose
+            if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
+                continue
             if netmove.lower_host(j, state, shapes, ops, _why, Op):         # Upsample, ZeroStuff, Concat
                 continue
             if transpose.lower_host(j, state, shapes, aliases, w.kernel_in, ops, _why, Op,   # RowsToMap, MapToRows

@@ -82,7 +82,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
 yet; *rolling* carries state from sample to sample across the batch and the calls, which one
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
-host), ``ceil_mode`` pools, host ops other than those above, a second reader of the
+host), dilated pools, host ops other than those above, a second reader of the
 float input, and more than one accelerator.
 """
 from __future__ import annotations
