@@ -73,7 +73,73 @@ def attach(net, w, program):
     net.host_before = list(pre or [])
     if pre:
         net.input = dict(net.input, name=w.kernel_in, shape=w.kernel_in_shape)
+        net.input["patches"] = _patches(net) if net.engine == "bfp_systolic" else None
     return net
+
+
+def _readers(net, t):
+    al = net.aliases
+    return [op for op in net.ops if any(al.get(i, i) == t for i in op.ins)]
+
+
+def _one_by_one(f):
+    return (not f["dense"] and f["kh"] == f["kw"] == 1 and f["sh"] == f["sw"] == 1 and not any(f["pads"])
+            and f.get("packs", 1) == 1)
+
+
+def _patches(net):
+    """How the first layer of a ``bfp_systolic`` network groups its input into patches, where each
+    input element lies in one (module docstring): ``"image"`` (a dense layer), ``"rows"`` (a 1x1
+    conv after the transpose of (R, S) rows: each row a patch), ``"pixels"`` (a 1x1 conv: each
+    pixel's channels a patch); None otherwise."""
+    first = _readers(net, net.input["name"])
+    if len(first) != 1:
+        return None
+    op = first[0]
+    if op.kind == "conv":
+        return "image" if op.f["dense"] else "pixels" if _one_by_one(op.f) else None
+    if op.kind == "transpose":
+        nxt = _readers(net, op.out)
+        if len(nxt) == 1 and nxt[0].kind == "conv" and _one_by_one(nxt[0].f):
+            return "rows"
+    return None
+
+
+def bfp_patches(net, x):
+    """The float kernel input ``x`` (B, ...) of a ``bfp_systolic`` network as its first layer's
+    patches quantized by rule 3 (:mod:`hlsnn.engines.bfp_systolic.network.lower`) on the float64
+    values (decoded exactly as ``(m, e)``, ``|m| < 2**53``): the values ``xm * 2**xe``, exact in
+    float32; ``x`` itself where it is exact in float32 already, or the patches are not a
+    partition of the input (then the kernel's rule 1 refuses it as not exact)."""
+    from ..bfp_systolic.network.lower import NotExact, _lop, _round_patches
+    how = net.input.get("patches")
+    x = np.asarray(x, np.float64)
+    if how is None or (np.isfinite(x).all() and np.array_equal(x.astype(np.float32).astype(np.float64), x)):
+        return x
+    b = len(x)
+    if how == "image":
+        v = x.reshape(b, 1, -1)
+    elif how == "rows":
+        v = x.reshape(b, int(x.shape[1]), -1)
+    else:
+        v = x.reshape(b, int(x.shape[1]), -1).transpose(0, 2, 1)
+    p = net.params
+    big, ex = np.frexp(v)
+    m = np.ldexp(big, 53).astype(np.int64)                 # exact: |m| < 2**53
+    e = np.where(m != 0, ex.astype(np.int64) - 53, 0)
+    M, E = p["mantissa_bits"], p["exponent_bits"]
+    lop = _lop(m, e).max(axis=2, keepdims=True)
+    nonzero = lop != np.iinfo(np.int64).min
+    xe = np.where(nonzero, np.clip(lop - (M - 2), -(1 << (E - 1)), (1 << (E - 1)) - 1), 0)
+    xm = _round_patches(m, e - xe, M, p["rounding"])
+    y = np.ldexp(xm.astype(np.float64), xe)
+    if ((xm != 0).any(axis=2, keepdims=True) != nonzero).any() \
+            or not np.array_equal(y.astype(np.float32).astype(np.float64), y):
+        raise NotExact("network kernel (bfp): a patch of the host ops' output has no float32 value after its "
+                       "rounding; run it with hlsnn.load(..., network=False)")
+    if how == "pixels":
+        y = y.transpose(0, 2, 1)
+    return np.ascontiguousarray(y).reshape(x.shape)
 
 
 def run(net, x):
@@ -88,7 +154,8 @@ def run(net, x):
     env = {src["name"]: np.asarray(x, np.float64).reshape((b,) + tuple(src["shape"]))}
     for e in pre:
         env[e["out"]] = hostops.run(e["stub"], [env[p].reshape((b,) + s) for p, s in e["ins"]])
-    return np.asarray(env[net.input["name"]], np.float64).reshape((b,) + tuple(net.input["shape"]))
+    y = np.asarray(env[net.input["name"]], np.float64).reshape((b,) + tuple(net.input["shape"]))
+    return bfp_patches(net, y) if net.engine == "bfp_systolic" else y
 
 
 def layers(net):
