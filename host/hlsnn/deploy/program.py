@@ -162,7 +162,7 @@ def walk(program, arrays, steps):
     inp = program["input"]
     w = SimpleNamespace(state={inp["name"]: ("input",)}, shapes={inp["name"]: tuple(inp["shape"])}, aliases={},
                         ops=[], made_by={}, out_name=program["output"]["engine_tensor"], kernel_in=inp["name"])
-    from ..engines.network import prefix
+    from . import netprefix as prefix
     state, shapes, aliases, ops, out_name = w.state, w.shapes, w.aliases, w.ops, w.out_name
     for j in program["layers"]:
         if j["kind"] == "host":
@@ -489,7 +489,7 @@ def quantize_input(net, x):
     hi]``. Every step is exact, so the bits are ``to_fixed``'s (tested).
 
     A ``bfp_systolic`` network: :func:`hlsnn.engines.bfp_systolic.network.lower.quantize_input` (its rule 1)."""
-    from ..engines.network import prefix
+    from . import netprefix as prefix
     x = prefix.run(net, x)                     # host ops on the float input before the kernel
     if net.engine == "bfp_systolic":
         bfp_input = network_part(net.engine, "lower").quantize_input

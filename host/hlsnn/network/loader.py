@@ -278,8 +278,8 @@ class CompiledNet:
         t0 = time.perf_counter()
         if self._kernel is not None and hasattr(self._kernel, "run_image") and _c_host(n):
             # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost),
-            # after the host ops on the float input (hlsnn.engines.network.prefix)
-            from ..engines.network import prefix
+            # after the host ops on the float input (hlsnn.deploy.netprefix)
+            from ..deploy import netprefix as prefix
             q = self._kernel.run_image(prefix.run(n, x))[0]
             q = tuple(a.reshape((len(x),) + tuple(n.output["shape"])) for a in q) if isinstance(q, tuple) \
                 else q.reshape((len(x),) + tuple(n.output["shape"]))

@@ -114,6 +114,9 @@ def allocate(net, pc=1):
             slot = free[0]
             holder[slot] = t
         place[t] = (slot, bool(sc_uses[t]))
+        if sc_uses[t] and i >= 0 and net.ops[i].kind in ("maxpool", "avgpool"):
+            raise InputError(f"network kernel: {net.ops[i].name}: a pool's output read as the shortcut of "
+                             f"{net.ops[sc_uses[t][0]].name}; the kernels' pool loop writes no shortcut copy")
     check_disjoint(net, place)
     act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
     sc_words = sc_regions(net, order, made, sc_uses, {t: bank_words(net.shapes[t], pc) for t in order if sc_uses[t]})
@@ -376,6 +379,12 @@ def _mkdir(p):
 class NetKernel:
     """The network kernel's C-simulation library: :meth:`run` takes a batch of input
     integers and returns the output integers, in one call of the top function."""
+
+    @staticmethod
+    def check(net):
+        """:class:`InputError` when the kernel cannot run ``net`` (its tables refuse it)."""
+        k = network_part(net.engine, "kernel")            # shift_mac's (no static import: it imports this)
+        k.tables(net, *k.lanes(net.params))
 
     def __init__(self, net, *, strict=None, builder=None):
         self.net = net

@@ -61,7 +61,7 @@ class NetProgram:
     accel: str
     aliases: dict
     engine: str = "shift_mac"
-    #: host ops on the float input before the kernel (:mod:`hlsnn.engines.network.prefix`), and
+    #: host ops on the float input before the kernel (:mod:`hlsnn.deploy.netprefix`), and
     #: the model's input they read (``name``, per-image ``shape``); ``input`` is the kernel's
     host_before: list = field(default_factory=list)
     source: dict = None

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .program import ALIAS_OPS
+from ..engines.network.program import ALIAS_OPS
 
 #: host ops a prefix does not take: those of two computed tensors (attention's, quantized at
 #: run time by the layer path) and the moves the network mode lowers on the input itself
@@ -48,8 +48,8 @@ def take(j, w, arrays, why):
         return False
     if w.ops or any(s[0] == "q" for s in w.state.values()):
         raise why(j, "a host op on the float input after an engine layer read it")
-    from ...deploy import hostops
-    from ...deploy.layers import _host_layer
+    from . import hostops
+    from .layers import _host_layer
     stub = _host_layer(j, arrays)
     ins = [(w.aliases.get(i, i), tuple(w.shapes[i])) for i in j["inputs"]]
     try:
@@ -111,7 +111,7 @@ def bfp_patches(net, x):
     values (decoded exactly as ``(m, e)``, ``|m| < 2**53``): the values ``xm * 2**xe``, exact in
     float32; ``x`` itself where it is exact in float32 already, or the patches are not a
     partition of the input (then the kernel's rule 1 refuses it as not exact)."""
-    from ..bfp_systolic.network.lower import NotExact, _lop, _round_patches
+    from ..engines.bfp_systolic.network.lower import NotExact, _lop, _round_patches
     how = net.input.get("patches")
     x = np.asarray(x, np.float64)
     if how is None or (np.isfinite(x).all() and np.array_equal(x.astype(np.float32).astype(np.float64), x)):
@@ -148,7 +148,7 @@ def run(net, x):
     pre = getattr(net, "host_before", None)
     if not pre:
         return x
-    from ...deploy import hostops
+    from . import hostops
     b = len(x)
     src = net.source
     env = {src["name"]: np.asarray(x, np.float64).reshape((b,) + tuple(src["shape"]))}
