@@ -108,7 +108,10 @@ def _board(prog, board):
 def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32"):
     """The latency model of the network path (one kernel start per batch,
     :mod:`hlsnn.engines.network.kernel`), or None when the network kernel cannot run the model.
-    The host quantizes the input (8 bytes read, 1 written per value), starts the kernel once,
+    The host runs the host ops on the float input before the kernel (a model's input
+    normalization, :mod:`hlsnn.deploy.netprefix`; each counted as the layer path counts a host
+    op: ``op_us`` plus its float64 bytes at ``byte_us``, :data:`CPUS`), quantizes the input (8
+    bytes read, 1 written per value), starts the kernel once,
     dequantizes the output (1 read, 8 written) and runs the host layers after it (a Softmax: 8
     read, 8 written per value); their times are :data:`NET_HOST`'s, measured on this machine's
     network path and scaled to the board's CPU. The kernel's cycles are
@@ -174,13 +177,21 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
                                  input_dtype=input_dtype, words=bfp_words) if c_host else None
     # bytes per value the host writes into the input buffer and reads from the output buffer
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
+    # the host ops on the float input before the kernel (hlsnn.deploy.netprefix), each as the
+    # layer path's host op is counted: op_us plus its float64 bytes (in and out) at byte_us
+    pre = []
+    for e in net.host_before:
+        n_el = sum(int(np.prod(sh)) for _, sh in e["ins"]) * batch
+        hb = host_bytes("host", n_el, int(np.prod(e["ins"][0][1])) * batch)
+        pre.append(row(e["name"], "host " + e["op"] + " (before the start)", host_bytes=hb,
+                       host_us=cpu["op_us"] + hb * cpu["byte_us"]))
     if c_host:
         st = {r["step"].split(" (")[0]: r["us"] for r in steps}
-        layers = [row("input", "host quantize (C)", host_bytes=(np.dtype(input_dtype).itemsize
+        layers = pre + [row("input", "host quantize (C)", host_bytes=(np.dtype(input_dtype).itemsize
                                                                  + (4 if bfp_words else in_b)) * n_in,
                       host_us=st["quantize"] + st["input stores"])]
     else:
-        layers = [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
+        layers = pre + [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
                       host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
     from ..perf import schedule as sched
     from .schedule import network_schedule
@@ -220,7 +231,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     # (hlsnn_in_pipeline), plus the two address words each start after the first writes
     host1 = (sum(r["us"] for r in hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=n_out_host, batch=1,
                                                       input_dtype=input_dtype, words=bfp_words))
-             + 2 * hostmodel.BOARD_IO[b["cpu"]]["mmio_write_us"] if c_host else host_pre / batch)
+             + 2 * hostmodel.BOARD_IO[b["cpu"]]["mmio_write_us"]
+             + sum(r["host_us"] for r in pre) / batch if c_host else host_pre / batch)
     windows = {
         "logits_out_us": logits_us,
         "mlperf_window_us": fabric + sum(r["host_us"] for r in layers if r["name"] in after),
@@ -233,7 +245,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
                           "hlsnn.network.latency.NET_HOST (the numpy driver: x86 measured by "
                           "benchmarks/bench_network_start.py; the ARM cores scaled, estimates)"},
         # the numpy driver's image-in-to-logits-out host time, for comparison (NET_HOST)
-        "host_python_us": nh["quant_us"] + nh["quant_value_us"] * n_in + nh["start_us"]
+        "host_python_us": sum(r["host_us"] for r in pre) + nh["quant_us"] + nh["quant_value_us"] * n_in + nh["start_us"]
         + (nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin),
     }
     res = perf.resources(net, t, cfg.board.ps)
