@@ -267,14 +267,20 @@ def _window(w, a, shape):
         _fail(f"{w}: pads", f"{pads}: each pad must be smaller than the kernel {ks}")
     if shape is None or len(shape) != nd + 1:
         return None
+
+    def size(n, k, s, lo, hi):          # hlsnn.deploy.pooling._pool's output size (ceil_mode too)
+        if not a.get("ceil_mode", 0):
+            return (n + lo + hi - k) // s + 1
+        o = -(-(n + lo + hi - k) // s) + 1
+        return o - 1 if (o - 1) * s >= n + lo else o
     if nd == 1:
         c, n = shape
-        on = (n + pads[0] + pads[1] - ks[0]) // st[0] + 1
+        on = size(n, ks[0], st[0], pads[0], pads[1])
         if on < 1:
             _fail(w, f"a {ks} window does not fit the length {n}")
         return (c, on)
     c, h, wd = shape
-    oh, ow = (h + pads[0] + pads[2] - ks[0]) // st[0] + 1, (wd + pads[1] + pads[3] - ks[1]) // st[1] + 1
+    oh, ow = size(h, ks[0], st[0], pads[0], pads[2]), size(wd, ks[1], st[1], pads[1], pads[3])
     if oh < 1 or ow < 1:
         _fail(w, f"a {ks} window does not fit the {h}x{wd} map")
     return (c, oh, ow)

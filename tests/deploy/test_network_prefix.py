@@ -1,0 +1,265 @@
+"""Host ops on the float input before the network kernel starts (hlsnn.deploy.netprefix), a
+ReduceMean over a length or token axis as the global average pool (hlsnn.engines.network.reduce)
+and a ceil_mode MaxPool (more end padding) in the network mode (issue 52).
+
+References: the layer-by-layer compiled network on the emulator (the bits), numpy's mean and
+PyTorch's/ONNX's ceil_mode output size written out, and small ONNX graphs built here."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import hlsnn  # noqa: E402
+from hlsnn.deploy import datasets, program as netmode  # noqa: E402
+from hlsnn.errors import InputError  # noqa: E402
+from hlsnn.network import artifact  # noqa: E402
+from hlsnn.network.build import compile_model  # noqa: E402
+from hlsnn.network.loader import kernel_network  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
+
+BEYOND = ROOT / "tests" / "data" / "torch" / "beyond"
+FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
+           "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
+
+
+def _init(name, a):
+    return numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+
+def _save(path, nodes, inits, in_shape, out_dim):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"] + list(in_shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", out_dim])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path
+
+
+def bn_mlp(path):
+    """x (N, 64) -> BatchNormalization -> Gemm 64x16 -> Relu -> Gemm 16x10."""
+    r = np.random.default_rng(1)
+    inits = [_init("s", r.uniform(0.5, 2, 64)), _init("b", r.normal(0, 0.3, 64)), _init("m", r.normal(5, 2, 64)),
+             _init("v", r.uniform(1, 30, 64)), _init("w1", r.normal(0, 0.2, (16, 64))), _init("b1", r.normal(0, .1, 16)),
+             _init("w2", r.normal(0, 0.3, (10, 16))), _init("b2", r.normal(0, .1, 10))]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["n"], epsilon=1e-5),
+             helper.make_node("Gemm", ["n", "w1", "b1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], transB=1)]
+    return _save(path, nodes, inits, [64], 10)
+
+
+def tok_mean(path):
+    """x (N, 8, 8) tokens -> LayerNormalization -> token-wise Linear 8x16 -> Relu -> mean over the
+    tokens -> Gemm 16x10."""
+    r = np.random.default_rng(2)
+    inits = [_init("g", r.uniform(0.5, 1.5, 8)), _init("be", r.normal(0, 0.2, 8)),
+             _init("w1", r.normal(0, 0.4, (8, 16))), _init("b1", r.normal(0, .1, 16)),
+             _init("w2", r.normal(0, 0.3, (10, 16))), _init("b2", r.normal(0, .1, 10))]
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "be"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("MatMul", ["n", "w1"], ["h0"]), helper.make_node("Add", ["h0", "b1"], ["h"]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("ReduceMean", ["r"], ["p"], axes=[1], keepdims=0),
+             helper.make_node("Gemm", ["p", "w2", "b2"], ["y"], transB=1)]
+    return _save(path, nodes, inits, [8, 8], 10)
+
+
+def ceil_pool(path):
+    """x (N, 1, 8, 8) -> Conv 3x3 (4, pad 1) -> Relu -> MaxPool 3x3 stride 2 ceil_mode -> Gemm."""
+    r = np.random.default_rng(3)
+    inits = [_init("w", r.normal(0, 0.5, (4, 1, 3, 3))), _init("b", r.normal(0, .1, 4)),
+             _init("w2", r.normal(0, 0.2, (10, 64))), _init("b2", r.normal(0, .1, 10))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+             helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("Gemm", ["f", "w2", "b2"], ["y"], transB=1)]
+    return _save(path, nodes, inits, [1, 8, 8], 10)
+
+
+GRAPHS = {"bn_mlp": (bn_mlp, "flat"), "tok_mean": (tok_mean, "ntf"), "ceil_pool": (ceil_pool, "nchw")}
+
+
+def _compile(tmp, name, model, layout, fmts=tuple(FORMATS)):
+    cfg = tmp / f"{name}.yaml"
+    cfg.write_text(f"name: {name}\nmodel: {model}\ndata: digits\nlayout: {layout}\nformats:\n"
+                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
+                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
+    out = {}
+    for fmt in fmts:
+        out[fmt] = tmp / f"{name}-{fmt}.hlsnn"
+        compile_model(cfg, fmt, out[fmt])
+    return out
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("netprefix")
+    return {name: _compile(tmp, name, make(tmp / f"{name}.onnx"), layout) for name, (make, layout) in GRAPHS.items()}
+
+
+def _x(layout, n=32, noise=0.0):
+    x = datasets.load("digits", layout=layout).x_test[:n]
+    if noise:
+        x = (x + np.random.default_rng(7).normal(0, noise, x.shape)).astype(np.float32)
+    return np.asarray(x, np.float64)
+
+
+def _same(path, x):
+    """The network path (one start, emu) and the layer path give the same output bits."""
+    net = hlsnn.load(path, "emu", network=True)
+    lay = hlsnn.load(path, "emu", network=False)
+    a, b = net.logits(x), lay.logits(x)
+    assert a.view(np.uint64).tolist() == np.asarray(b).view(np.uint64).tolist()
+    np.testing.assert_array_equal(net(x), lay(x))
+    return net
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_input_batchnorm_runs_on_the_host_before_one_start(graphs, fmt):
+    """Before: layer by layer ('a host op on the float input'); now the BatchNormalization runs
+    on the host in float64, then rule 1, then the kernel: the layer path's bits, the kernel's
+    input the BatchNormalization's output; bfp8 forms the dense layer's one patch on the host."""
+    x = _x("flat")
+    for xx in (x, _x("flat", noise=0.7)):
+        net = _same(graphs["bn_mlp"][fmt], xx)
+    n = net.network
+    assert [e["op"] for e in n.host_before] == ["BatchNormalization"]
+    assert n.input["name"] == "n" and tuple(n.input["shape"]) == (64,) and n.source["name"] == "x"
+    assert [op.kind for op in n.ops] == ["conv", "conv"]
+    if fmt == "bfp8":
+        assert n.input["patches"] == "image"
+        from hlsnn.deploy.netprefix import run
+        v = run(n, x)                         # each image one patch: 8-bit mantissas at one exponent
+        m, e = np.frexp(v)
+        assert np.array_equal(v.astype(np.float32), v)
+        scale = np.ldexp(1.0, (e.max(axis=1, keepdims=True) - 7))
+        assert np.array_equal(np.rint(v / scale), v / scale) and np.abs(v / scale).max() <= 127
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_layernorm_and_token_mean_in_one_start(graphs, fmt):
+    """LayerNormalization on the host before the start, the token-wise Linear on the fabric, the
+    mean over the tokens as the global pool of the Linear's F x T x 1 map (its MapToRows dropped):
+    the layer path's bits."""
+    for xx in (_x("ntf"), _x("ntf", noise=0.5)):
+        net = _same(graphs["tok_mean"][fmt], xx)
+    n = net.network
+    assert [e["op"] for e in n.host_before] == ["LayerNormalization"]
+    assert [op.kind for op in n.ops] == ["transpose", "conv", "add", "conv"]
+    pool = n.ops[2]
+    assert pool.f["gap"] and pool.ins == [n.ops[1].out]
+    if fmt == "bfp8":
+        assert n.input["patches"] == "rows"
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_token_mean_is_numpys_mean_requantized(graphs, fmt):
+    """The pooled integers are numpy's mean of the Linear's outputs over the 8 tokens, rounded
+    half away from zero at the head's input radix and saturated to 8 bits."""
+    net = hlsnn.load(graphs["tok_mean"][fmt], "emu", network=True)
+    n = net.network
+    x = _x("ntf", 48)
+    _, env = netmode.run_ints(n, netmode.quantize_input(n, x), keep=True)
+    conv, pool, head = n.ops[1], n.ops[2], n.ops[3]
+    vals = np.ldexp(env[conv.out].reshape(len(x), 16, 8).astype(np.float64), -int(
+        [j for j in net.program["layers"] if j["name"] == conv.name][0]["f_out"]))
+    mean = vals.mean(axis=2)                                     # numpy's mean over the tokens
+    f_x = [j for j in net.program["layers"] if j["name"] == head.name][0]["f_x"]
+    w = mean * 2.0 ** f_x
+    want = np.clip(np.sign(w) * np.floor(np.abs(w) + 0.5), -128, 127)
+    np.testing.assert_array_equal(env[pool.out].reshape(len(x), 16), want)
+    assert np.abs(want).max() > 8                                # not a trivial pool
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_ceil_mode_maxpool_is_more_end_padding(graphs, fmt):
+    """MaxPool 3x3 stride 2 with ceil_mode on an 8x8 map: ceil((8 - 3) / 2) + 1 = 4 outputs a
+    side (floor would give 3), the last window's overhang one more bottom/right pad; the layer
+    path's bits."""
+    net = _same(graphs["ceil_pool"][fmt], _x("nchw", 24))
+    (pool,) = [op for op in net.network.ops if op.kind == "maxpool"]
+    assert (pool.f["oh"], pool.f["ow"], pool.f["pads"]) == (4, 4, (0, 0, 1, 1))
+
+
+def test_a_dilated_maxpool_is_refused_by_name():
+    j = {"name": "p", "op": "MaxPool", "kind": "host",
+         "attrs": {"kernel_shape": [2, 2], "strides": [1, 1], "dilations": [2, 2], "ceil_mode": 1}}
+    with pytest.raises(InputError, match=r"layer p \(MaxPool\): a dilated MaxPool"):
+        netmode.maxpool_fields(j, (4, 8, 8))
+
+
+@pytest.fixture(scope="module")
+def beyond(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("netprefix_beyond")
+    out = {}
+    for name, layout in (("v_tc_mean_ts17", "ncl"), ("v_tok_clf_ts17", "ntf"), ("v_jet_log_ts17", "flat"),
+                         ("v_tok_clf_dynamo", "ntf")):
+        out.update({(name, f): p for f, p in _compile(tmp, name, BEYOND / f"{name}.onnx", layout).items()})
+    return out
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_tok_clf_runs_in_the_network_mode(beyond, fmt):
+    """v_tok_clf (x.mean(dim=1) of the token-wise Linears' output; before: 'no integer rule for this
+    host op here'): one program, the layer path's bits, the kernels take it."""
+    for name in ("v_tok_clf_ts17", "v_tok_clf_dynamo"):
+        net = _same(beyond[name, fmt], _x("ntf"))
+        assert [op.kind for op in net.network.ops] == ["transpose", "conv", "conv", "add", "conv"]
+        kernel_network(*artifact.read(beyond[name, fmt]))
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_tc_mean_runs_its_transpose_on_the_host(beyond, fmt):
+    """v_tc_mean (a Transpose of the (N, T, F) input; before: 'a host op on the float input'): the
+    network mode on emu with the layer path's bits; the kernels refuse it by name (its MaxPool's
+    output is the residual Add's shortcut, which the pool loops do not write)."""
+    p = beyond["v_tc_mean_ts17", fmt]
+    net = _same(p, _x("ncl"))
+    assert [e["op"] for e in net.network.host_before] == ["SwMove"]
+    with pytest.raises(InputError, match=r"MaxPool: a pool's output read as the shortcut of /stem/stem.3/Add"):
+        kernel_network(*artifact.read(p))
+    with hlsnn.load(p, "csim") as board:       # network=None: layer by layer where the kernel refuses it
+        assert board.network is None
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_jet_log_takes_its_input_batchnorm_and_stops_at_leakyrelu(beyond, fmt):
+    with pytest.raises(InputError, match=r"layer /2/LeakyRelu \(LeakyRelu\)"):
+        kernel_network(*artifact.read(beyond["v_jet_log_ts17", fmt]))
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt", ["twohot", "bfp8"])
+def test_prefix_and_token_mean_on_the_network_kernel(graphs, fmt):
+    """The shift_mac and bfp_systolic network kernels (C-simulation, and the simulated board's C
+    host path): the host prefix, one start, the layer path's bits."""
+    x = _x("ntf", 8, noise=0.3)
+    want = hlsnn.load(graphs["tok_mean"][fmt], "emu", network=False)(x)
+    with hlsnn.load(graphs["tok_mean"][fmt], "csim", network=True) as board:
+        np.testing.assert_array_equal(board(x), want)
+        assert board.last_kernel_starts == 1
+    with hlsnn.load(graphs["tok_mean"][fmt], "sim", network=True) as sim:
+        np.testing.assert_array_equal(sim(x), want)
+        assert sim.last_kernel_starts == 1
+
+
+@pytest.mark.csim
+def test_ceil_mode_maxpool_on_the_sparse_network_kernel(graphs):
+    x = _x("nchw", 8, noise=0.3)
+    with hlsnn.load(graphs["ceil_pool"]["fixed8"], "csim", network=True) as board:
+        np.testing.assert_array_equal(board(x), hlsnn.load(graphs["ceil_pool"]["fixed8"], "emu", network=False)(x))
+        assert board.last_kernel_starts == 1
+
+
+def test_perf_counts_the_host_prefix(graphs):
+    """hlsnn perf: the BatchNormalization before the start is a host row of the network path's
+    model (op_us plus its float64 bytes, as the layer path's host op), in the end-to-end time."""
+    from hlsnn.network import latency
+    res = latency.model(graphs["bn_mlp"]["twohot"], batch=1)
+    assert res["path"] == "network" and res["kernel_starts"] == 1
+    row = res["layers"][0]
+    assert row["kind"] == "host BatchNormalization (before the start)" and res["layers"][1]["name"] == "input"
+    cpu = res["constants"]["cpu"]
+    assert row["host_bytes"] == 8 * (64 + 64)
+    assert row["host_us"] == pytest.approx(cpu["op_us"] + 8 * 128 * cpu["byte_us"])
+    assert res["end_to_end_us"] == pytest.approx(sum(r["end_to_end_us"] for r in res["layers"]))
