@@ -117,9 +117,9 @@ class _Host:
 
 def test_lower_refuses_what_it_cannot_run(compiled, tmp_path):
     prog, arrays = artifact.read(compiled("digits_cnn", "twohot"))
-    bad = dict(prog, layers=[dict(j, attrs={"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1})
+    bad = dict(prog, layers=[dict(j, attrs={"kernel_shape": [2, 2], "strides": [2, 2], "dilations": [2, 2]})
                              if j.get("op") == "MaxPool" else j for j in prog["layers"]])
-    with pytest.raises(InputError, match=r"layer pool1 \(MaxPool\): ceil_mode or dilation; .*network=False"):
+    with pytest.raises(InputError, match=r"layer pool1 \(MaxPool\): a dilated MaxPool; .*network=False"):
         netmode.lower(bad, arrays)
     bad = dict(prog, layers=[dict(j, op="Tanh") if j.get("op") == "MaxPool" else j for j in prog["layers"]])
     with pytest.raises(InputError, match="no integer rule for this host op"):
