@@ -211,15 +211,32 @@ def test_tok_clf_runs_in_the_network_mode(beyond, fmt):
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_tc_mean_runs_its_transpose_on_the_host(beyond, fmt):
     """v_tc_mean (a Transpose of the (N, T, F) input; before: 'a host op on the float input'): the
-    network mode on emu with the layer path's bits; the kernels refuse it by name (its MaxPool's
-    output is the residual Add's shortcut, which the pool loops do not write)."""
+    network mode on emu with the layer path's bits; the kernels take it (its MaxPool's output is
+    the residual Add's shortcut: the pool loops write the shortcut copy)."""
     p = beyond["v_tc_mean_ts17", fmt]
     net = _same(p, _x("ncl"))
     assert [e["op"] for e in net.network.host_before] == ["SwMove"]
-    with pytest.raises(InputError, match=r"MaxPool: a pool's output read as the shortcut of /stem/stem.3/Add"):
-        kernel_network(*artifact.read(p))
-    with hlsnn.load(p, "csim") as board:       # network=None: layer by layer where the kernel refuses it
-        assert board.network is None
+    kernel_network(*artifact.read(p))
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_tc_mean_in_one_start_of_the_network_kernels(beyond, fmt):
+    """The three network kernels on C-simulation: the host Transpose, one start, the layer path's
+    bits; its MaxPool writes the residual Add's shortcut (dual; before, the kernels' pool loop
+    wrote none, so the shortcut held stale values)."""
+    from hlsnn.engines.network.kernel import allocate
+    p = beyond["v_tc_mean_ts17", fmt]
+    x = _x("ncl", 8, noise=0.3)
+    with hlsnn.load(p, "csim", network=True) as board:
+        np.testing.assert_array_equal(board(x), hlsnn.load(p, "emu", network=False)(x))
+        assert board.last_kernel_starts == 1
+        n = board.network
+        (pool,) = [op for op in n.ops if op.kind == "maxpool"]
+        place, _, _ = allocate(n)
+        assert place[pool.out][1]                # in the shortcut buffer
+        if board._kernel.strict:
+            assert all(b["sites"] <= b["ports"] for b in board._kernel.strict_report["banks"])
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))

@@ -114,9 +114,6 @@ def allocate(net, pc=1):
             slot = free[0]
             holder[slot] = t
         place[t] = (slot, bool(sc_uses[t]))
-        if sc_uses[t] and i >= 0 and net.ops[i].kind in ("maxpool", "avgpool"):
-            raise InputError(f"network kernel: {net.ops[i].name}: a pool's output read as the shortcut of "
-                             f"{net.ops[sc_uses[t][0]].name}; the kernels' pool loop writes no shortcut copy")
     check_disjoint(net, place)
     act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
     sc_words = sc_regions(net, order, made, sc_uses, {t: bank_words(net.shapes[t], pc) for t in order if sc_uses[t]})
