@@ -280,3 +280,18 @@ def test_perf_counts_the_host_prefix(graphs):
     assert row["host_bytes"] == 8 * (64 + 64)
     assert row["host_us"] == pytest.approx(cpu["op_us"] + 8 * 128 * cpu["byte_us"])
     assert res["end_to_end_us"] == pytest.approx(sum(r["end_to_end_us"] for r in res["layers"]))
+
+
+def test_cli_compile_names_the_host_ops_before_the_start(tmp_path, capsys):
+    """`hlsnn compile`: the network path, the BatchNormalization listed as a host op before the start."""
+    import json
+    from hlsnn.cli import main
+    model = bn_mlp(tmp_path / "bn.onnx")
+    cfg = tmp_path / "bn.yaml"
+    cfg.write_text(f"name: bn\nmodel: {model}\ndata: digits\nlayout: flat\nformats:\n  twohot: {FORMATS['twohot']}\n"
+                   "assignments:\n  twohot: {default: twohot}\n")
+    assert main(["compile", str(cfg), "--assignment", "twohot", "-o", str(tmp_path / "bn.hlsnn"),
+                 "--check-samples", "2", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["path"] == "network" and info["host_layers"] == []
+    assert [h.split(" (")[1] for h in info["host_before_layers"]] == ["BatchNormalization)"]

@@ -26,13 +26,16 @@ def cmd_compile(args):
     # runs on the host
     from ..network import artifact
     from ..network.loader import kernel_network
+    before = []                          # host ops on the float input before the start (netprefix)
     try:
-        path, why, on_host = "network", None, kernel_network(*artifact.read(out))[0].host_after
+        lowered = kernel_network(*artifact.read(out))[0]
+        path, why, on_host = "network", None, lowered.host_after
+        before = [e["name"] + " (" + e["op"] + ")" for e in lowered.host_before]
     except InputError as e:
         path, why, on_host = "layers", str(e), [j for j in prog["layers"] if j["kind"] == "host"]
     host = [j["name"] + " (" + j["op"] + ")" for j in on_host]
     res = {"output": str(out), "bytes": size, "model": prog["name"], "assignment": prog["assignment"],
-           "engine_layers": len(engine), "host_layers": host, "path": path, "layer_by_layer_because": why,
+           "engine_layers": len(engine), "host_layers": host, "host_before_layers": before, "path": path, "layer_by_layer_because": why,
            "accels": {k: v["sha"][:12] for k, v in prog["accels"].items()}, "check_pairs": args.check_samples}
     if args.json:
         print(json.dumps(res))
@@ -41,6 +44,8 @@ def cmd_compile(args):
         print("  accelerators: " + ", ".join(f"{k} (config hash {h})" for k, h in res["accels"].items()))
         if path == "network":
             print("  runs as one network kernel start per batch (every layer up to the logits on the fabric)")
+            if before:
+                print("  on the host before it (on the float input): " + ", ".join(before))
             print("  on the host after it: " + (", ".join(host) or "nothing"))
         else:
             print(f"  runs layer by layer: {why}")
