@@ -42,7 +42,8 @@ def bn_mlp(path):
     """x (N, 64) -> BatchNormalization -> Gemm 64x16 -> Relu -> Gemm 16x10."""
     r = np.random.default_rng(1)
     inits = [_init("s", r.uniform(0.5, 2, 64)), _init("b", r.normal(0, 0.3, 64)), _init("m", r.normal(5, 2, 64)),
-             _init("v", r.uniform(1, 30, 64)), _init("w1", r.normal(0, 0.2, (16, 64))), _init("b1", r.normal(0, .1, 16)),
+             _init("v", r.uniform(1, 30, 64)), _init("w1", r.normal(0, 0.2, (16, 64))),
+             _init("b1", r.normal(0, .1, 16)),
              _init("w2", r.normal(0, 0.3, (10, 16))), _init("b2", r.normal(0, .1, 10))]
     nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["n"], epsilon=1e-5),
              helper.make_node("Gemm", ["n", "w1", "b1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
@@ -70,7 +71,8 @@ def ceil_pool(path):
     r = np.random.default_rng(3)
     inits = [_init("w", r.normal(0, 0.5, (4, 1, 3, 3))), _init("b", r.normal(0, .1, 4)),
              _init("w2", r.normal(0, 0.2, (10, 64))), _init("b2", r.normal(0, .1, 10))]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
              helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
              helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("Gemm", ["f", "w2", "b2"], ["y"], transB=1)]
     return _save(path, nodes, inits, [1, 8, 8], 10)
@@ -130,7 +132,7 @@ def test_input_batchnorm_runs_on_the_host_before_one_start(graphs, fmt):
         assert n.input["patches"] == "image"
         from hlsnn.deploy.netprefix import run
         v = run(n, x)                         # each image one patch: 8-bit mantissas at one exponent
-        m, e = np.frexp(v)
+        _, e = np.frexp(v)
         assert np.array_equal(v.astype(np.float32), v)
         scale = np.ldexp(1.0, (e.max(axis=1, keepdims=True) - 7))
         assert np.array_equal(np.rint(v / scale), v / scale) and np.abs(v / scale).max() <= 127

@@ -40,13 +40,18 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    2**31``) and ``shift = F_in + F_w - F_out``, per output channel with per-channel weight
    scales. ``F_in`` is the input's radix. The output has radix ``F_out``. A ``Clip`` (ReLU6)
    whose only input is a conv's output, and that conv's only reader (or reads it through
-   aliases and transposes, each tensor on the way read once), is that conv's output clamp: ``y = min(max(y, lo), hi)`` with ``lo = ceil(lo_f * 2**F_out)``, ``hi = floor(hi_f *
+   aliases and transposes, each tensor on the way read once), is that conv's output clamp:
+   ``y = min(max(y, lo), hi)`` with ``lo = ceil(lo_f * 2**F_out)``, ``hi = floor(hi_f *
    2**F_out)`` within the activation range (no clamp: the range itself). The layer path's
    float ``np.clip`` gives the same values exactly when the bounds are values of the output's
    format or lie beyond its range (:func:`hlsnn.deploy.hostops.out_format`, the condition under
    which the deployment keeps the format); :func:`lower` refuses other bounds.
 3. **maxpool**: the largest ``q`` of each window (padding never wins); ``ceil_mode`` is more
-   padding at the bottom and right (the last windows' overhang). Radix and format unchanged. ``Flatten``, ``Reshape`` and ``Identity`` change no integer.
+   padding at the bottom and right (the last windows' overhang). Radix and format unchanged.
+   ``Flatten``, ``Reshape`` and ``Identity`` change no integer. Host ops on the float input
+   before any engine layer reads it run on the host before rule 1 (:mod:`hlsnn.deploy.netprefix`);
+   a ``ReduceMean`` over a whole length or token axis is rule 4's global pool
+   (:mod:`hlsnn.engines.network.reduce`).
 4. **add** (a residual ``Add``, with the ``Relu`` and ``GlobalAveragePool`` that follow it
    fused, and the requantization to the consuming engine layer's format): both inputs are
    integer tensors at radixes ``Fa``, ``Fb``; with ``Fm = max(Fa, Fb)``,

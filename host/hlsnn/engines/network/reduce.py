@@ -42,7 +42,7 @@ def lower_host(j, program, w, steps, why):
     axes = sorted({int(v) % (len(shape) + 1) - 1 for v in a["axes"]})      # per image
     phys = aliases.get(src, src)
     if axes == list(range(1, len(shape))) and len(shape) >= 2:
-        pool, (c, h, wd) = steps.pool_source(src, w), _chw(shape)           # the map's own pixels
+        pool, (_, h, wd) = steps.pool_source(src, w), _chw(shape)           # the map's own pixels
         drop = None
     elif len(shape) == 2 and axes == [0]:
         made = [op for op in w.ops if op.out == phys and op.kind == "transpose"]
@@ -50,7 +50,7 @@ def lower_host(j, program, w, steps, why):
             raise why(j, f"a mean over the tokens of rows {shape} made by a MapToRows of a map (a token-wise "
                          f"Linear's output) is supported")
         t = made[0]
-        pool, c, h, wd = steps.pool_source(t.ins[0], w), t.f["r"], t.f["s"], 1
+        pool, h, wd = steps.pool_source(t.ins[0], w), t.f["s"], 1          # the map's T pixels
         readers = sum(phys in la["inputs"] for la in program["layers"])
         drop = t if phys == src and readers == 1 else None
     else:
