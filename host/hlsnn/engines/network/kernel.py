@@ -88,6 +88,8 @@ def allocate(net, pc=1):
             a, b = ins
             if made[a] < made[b]:
                 a, b = b, a
+            if op.kind == "gate" and not writes_sc(net, made[b]) and writes_sc(net, made[a]):
+                a, b = b, a                 # a gate of a move's output: the conv's or table's in sc
             if a == b:
                 raise InputError(f"network kernel: {op.name} adds {a} to itself")
             op.f["main"], op.f["short"] = a, b
@@ -120,6 +122,12 @@ def allocate(net, pc=1):
     return place, act_words, sc_words
 
 
+def writes_sc(net, i):
+    """Whether op ``i`` (-1: the image load) has a write to the shortcut buffer: the loads, the
+    conv epilogues and the tables (the kernels' other loops write an activation buffer only)."""
+    return i < 0 or net.ops[i].kind in ("conv", "lut")
+
+
 def check_disjoint(net, place):
     """The guarantee the network kernels' ``DEPENDENCE variable = act inter false`` rests on:
     no op writes the activation buffer it reads (its conv, pool and Add loops read ``act[src]``
@@ -150,6 +158,9 @@ def descriptor_head(op, unfold, place, name, pz, pc):
              sc_base=f.get("sc_base", 0))          # the op's region of the shortcut buffer (.skips)
     if dst is None and op.kind not in ("conv", "lut"):
         raise InputError(f"network kernel: {op.name}: only a conv or a table can write the shortcut buffer alone")
+    if dual and op.kind not in ("conv", "lut"):     # its loop has no write to sc (kernel.writes_sc)
+        raise InputError(f"network kernel: {op.name}: a {op.kind} op's output is read from the shortcut buffer; "
+                         f"only a conv or a table writes it there")
     if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.linpool
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]
