@@ -89,8 +89,9 @@ def _init(name, arr):
 def _model(kind):
     """``silu``: conv, x * sigmoid(x), conv, Gemm (dw_b's SiLU); ``glu``: conv h, conv a(h),
     conv g(h), a * sigmoid(g), Gemm; ``tokens``: an (8, 8) token tensor, a token-wise Linear,
-    x * sigmoid(x), Gemm (tok_res's gating); ``spatial``: a map times a 1 x H x W map (refused)."""
-    rng = np.random.default_rng({"silu": 1, "glu": 2, "tokens": 3, "spatial": 4}[kind])
+    x * sigmoid(x), Gemm (tok_res's gating); ``spatial``: a map times a 1 x H x W map (refused);
+    ``poolgate``: a channel gate of a MaxPool's output (dw_mult's)."""
+    rng = np.random.default_rng({"silu": 1, "glu": 2, "tokens": 3, "spatial": 4, "poolgate": 5}[kind])
     w = lambda *s: rng.normal(0, 1 / np.sqrt(np.prod(s[1:])), s)       # noqa: E731
     init, nodes = [], []
     if kind == "tokens":
@@ -108,12 +109,17 @@ def _model(kind):
                  _init("w1", w(4, 4, 3, 3)), _init("b1", 0.1 * rng.normal(size=4)),
                  _init("w2", w(4, 4, 1, 1)), _init("b2", 0.1 * rng.normal(size=4)),
                  _init("wg", w(1, 4, 1, 1)), _init("bg", np.zeros(1)),
-                 _init("wd", w(10, 256)), _init("bd", np.zeros(10))]
+                 _init("wd", w(10, 64 if kind == "poolgate" else 256)), _init("bd", np.zeros(10))]
         conv = lambda i, wn, bn, o, k: helper.make_node("Conv", [i, wn, bn], [o], pads=[k // 2] * 4)  # noqa: E731
         nodes.append(conv("x", "w0", "b0", "h", 3))
         if kind == "silu":
             nodes += [helper.make_node("Sigmoid", ["h"], ["s"]), helper.make_node("Mul", ["h", "s"], ["y"]),
                       conv("y", "w1", "b1", "z", 3), helper.make_node("Relu", ["z"], ["r"])]
+        elif kind == "poolgate":          # dw_mult's channel gate of a MaxPool's output
+            init += [_init("wf", w(4, 4, 1, 1)), _init("bf", 0.1 * rng.normal(size=4))]
+            nodes += [helper.make_node("MaxPool", ["h"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+                      helper.make_node("GlobalAveragePool", ["p"], ["v"]), conv("v", "wf", "bf", "g", 1),
+                      helper.make_node("Sigmoid", ["g"], ["s"]), helper.make_node("Mul", ["p", "s"], ["r"])]
         elif kind == "glu":
             nodes += [conv("h", "w1", "b1", "a", 3), conv("h", "w2", "b2", "g", 1),
                       helper.make_node("Sigmoid", ["g"], ["s"]), helper.make_node("Mul", ["a", "s"], ["r"])]
@@ -247,3 +253,35 @@ def test_map_product_on_the_network_kernels_csim(models, fmt):
         assert k.counters["NetGate"][0] == 8 * -(-c // k.tables["pc"]) * hw
         if k.strict:
             assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+
+
+def test_an_output_its_loop_does_not_write_to_the_shortcut_buffer_is_refused_by_name():
+    """The kernels' Add, Move, Concat, Transpose and Gate loops write an activation buffer only:
+    a program that reads such an output from the shortcut buffer is refused naming the op (before,
+    the kernel read stale words there); a pool writes it on the integer engines, not on bfp."""
+    from hlsnn.engines.network.kernel import descriptor_head
+    place = {"s": (0, True), "a": (None, True), "b": (1, False)}
+    op = netmode.Op("add", "add1", ["b", "a"], "s", dict(c=2, hw=16))
+    with pytest.raises(InputError, match=r"add1: its output \(add\) is read from the shortcut buffer"):
+        descriptor_head(op, None, place, lambda t: t, 1, 1)
+    pool = netmode.Op("maxpool", "mp", ["b"], "s", dict(c=2, h=4, w=4, oh=2, ow=2, kh=2, kw=2, sh=2, sw=2,
+                                                         pads=(0, 0, 0, 0)))
+    _, d = descriptor_head(pool, None, place, lambda t: t, 1, 1)
+    assert d["dual"] == 1
+    with pytest.raises(InputError, match=r"mp: its output \(maxpool\) is read from the shortcut buffer"):
+        descriptor_head(pool, None, place, lambda t: t, 1, 1, "bfp_systolic")
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_channel_gate_of_a_maxpool_on_csim(tmp_path, fmt):
+    """dw_mult's channel gate of a MaxPool's output: the MaxPool loop writes its output to the
+    shortcut buffer too, where the gate reads it (before: the gate read stale words, 19 of 20
+    logits wrong on csim); the layer path's bits in one start."""
+    out = _compile(tmp_path, "poolgate", fmt)
+    x = _x("poolgate", 8)
+    board = hlsnn.load(out, "csim", network=True)
+    gate, = [op for op in board.network.ops if op.kind == "gate"]
+    assert not gate.f["same"] and [op.kind for op in board.network.ops][:2] == ["conv", "maxpool"]
+    np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
