@@ -217,6 +217,37 @@ def test_damaged_same_field_is_refused_by_name():
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
+def test_gate_loop_products_are_declared_and_modelled(models, fmt, tmp_path):
+    """Counted from the rendered C++ (tests/loop_operators.py): the Gate loop of a program with a
+    product of two maps has Q run-time products (its HLSNN_OPS), which the resource model counts
+    as Q multipliers (a DSP each), as for a channel gate."""
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "tests"))
+    from loop_operators import bank_sites, loop_operators, over_ports
+    from hlsnn.network import artifact
+    from hlsnn.network.loader import kernel_network
+    net, _ = kernel_network(*artifact.read(models["glu", fmt]))
+    if fmt == "bfp8":
+        from hlsnn.engines.bfp_systolic.network import perf
+        from hlsnn.engines.bfp_systolic.network.kernel import render
+    elif fmt == "twohot":
+        from hlsnn.engines.shift_mac.network import perf
+        from hlsnn.engines.shift_mac.network.kernel import render
+    else:
+        from hlsnn.engines.shift_mac.network import perf
+        from hlsnn.engines.sparse_cluster.network.kernel import render
+    _, _, t = render(net, tmp_path)
+    muls = perf.buffers(net, t)[1] if fmt == "bfp8" else perf.multipliers(net, t)
+    assert [m.count for m in muls if m.function == "GatePixels"] == [t["pc"]]
+    if fmt == "bfp8":          # (tests/loop_operators.py does not evaluate the bfp kernel's C++)
+        return
+    ops = loop_operators(tmp_path, "network.cpp", "network.h", with_declared=True)
+    assert ops["GatePixels"]["mul"] == t["pc"] and ops["GatePixels"]["declared"] == (t["pc"], 0, t["pc"])
+    assert over_ports(bank_sites(tmp_path, "network.cpp", "network.h")) == []
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
 def test_gate_loop_ii_is_one(models, fmt):
     """The Gate loop's II derived from the rendered C++ (hlsnn.perf.schedule) is 1 with a
     product of two maps in the program, as every other loop's."""
@@ -231,28 +262,32 @@ def test_gate_loop_ii_is_one(models, fmt):
     assert all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
 
 
+SLOW = pytest.mark.slow      # the quick suite's glu rows cover the Gate loop on each kernel
+
+
 @pytest.mark.csim
-@pytest.mark.parametrize("fmt", list(FORMATS))
-def test_map_product_on_the_network_kernels_csim(models, fmt):
+@pytest.mark.parametrize("kind,fmt", [("glu", "twohot"), ("glu", "fixed8"), ("glu", "bfp8"),
+                                      pytest.param("tokens", "twohot", marks=SLOW),
+                                      pytest.param("tokens", "fixed8", marks=SLOW),
+                                      pytest.param("silu", "bfp8", marks=SLOW)])   # bfp8: tokens' Sigmoid is on the host
+def test_map_product_on_the_network_kernels_csim(models, kind, fmt):
     """shift_mac (two-hot), sparse_cluster (fixed8) and bfp_systolic (bfp8) network kernels on
     C-simulation: one start per batch, the layer path's bits; the Gate loop runs ceil(C/Q) * H * W
     iterations of the product of two maps (its second operand at the map's address)."""
     from hlsnn.engines.bfp_systolic.network import perf as bfpperf
     from hlsnn.engines.shift_mac.network import perf as netperf
-    for kind in ("glu", "silu" if fmt == "bfp8" else "tokens"):     # bfp8: tokens' Sigmoid is on the host
-        x = _x(kind, 8)
-        board = hlsnn.load(models[kind, fmt], "csim", network=True)
-        np.testing.assert_array_equal(board(x), hlsnn.load(models[kind, fmt], "emu", network=False)(x))
-        assert board.last_kernel_starts == 1
-        k = board._kernel
-        perf = bfpperf if fmt == "bfp8" else netperf
-        assert {n: it for n, (it, _) in k.counters.items()} == {
-            n: 8 * v for n, v in perf.iterations(board.network, k.tables).items()}
-        gate, = [op for op in board.network.ops if op.kind == "gate"]
-        c, hw = (8, 8) if kind == "tokens" else (4, 64)
-        assert k.counters["NetGate"][0] == 8 * -(-c // k.tables["pc"]) * hw
-        if k.strict:
-            assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+    x = _x(kind, 8)
+    board = hlsnn.load(models[kind, fmt], "csim", network=True)
+    np.testing.assert_array_equal(board(x), hlsnn.load(models[kind, fmt], "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
+    k = board._kernel
+    perf = bfpperf if fmt == "bfp8" else netperf
+    assert {n: it for n, (it, _) in k.counters.items()} == {
+        n: 8 * v for n, v in perf.iterations(board.network, k.tables).items()}
+    c, hw = (8, 8) if kind == "tokens" else (4, 64)
+    assert k.counters["NetGate"][0] == 8 * -(-c // k.tables["pc"]) * hw
+    if k.strict:
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
 
 
 def test_an_output_its_loop_does_not_write_to_the_shortcut_buffer_is_refused_by_name():
@@ -273,6 +308,7 @@ def test_an_output_its_loop_does_not_write_to_the_shortcut_buffer_is_refused_by_
 
 
 @pytest.mark.csim
+@pytest.mark.strict_csim
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
 def test_channel_gate_of_a_maxpool_on_csim(tmp_path, fmt):
     """dw_mult's channel gate of a MaxPool's output: the MaxPool loop writes its output to the
@@ -285,3 +321,6 @@ def test_channel_gate_of_a_maxpool_on_csim(tmp_path, fmt):
     assert not gate.f["same"] and [op.kind for op in board.network.ops][:2] == ["conv", "maxpool"]
     np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
     assert board.last_kernel_starts == 1
+    k = board._kernel
+    assert k.strict                                # the MaxPool loop's second write: one a bank a cycle
+    assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
