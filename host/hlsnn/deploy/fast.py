@@ -229,8 +229,7 @@ class FastNet:
         for op in net.ops:                       # every op reads a map of the shape it expects
             hwc = self.maps[self._src(op.ins[0])]
             f = op.f
-            gshape = hwc if f.get("same") else (1, 1, f["c"])     # a map of its shape, or a C-vector
-            if op.kind == "gate" and self.maps[self._src(op.ins[1])] != gshape:
+            if op.kind == "gate" and self.maps[self._src(op.ins[1])] != (hwc if f.get("same") else (1, 1, f["c"])):
                 raise ValueError(f"op {op.name} gates by a map of shape {self.maps[self._src(op.ins[1])]}")
             if op.kind in ("add", "lut", "gate"):
                 ok = hwc[2] == f["c"] and hwc[0] * hwc[1] == f["hw"]
