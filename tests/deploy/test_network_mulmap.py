@@ -288,6 +288,10 @@ def test_map_product_on_the_network_kernels_csim(models, kind, fmt):
     assert k.counters["NetGate"][0] == 8 * -(-c // k.tables["pc"]) * hw
     if k.strict:
         assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+    if kind != "glu":                              # the slow rows: the simulated board too
+        with hlsnn.load(models[kind, fmt], "sim", network=True) as sim:
+            np.testing.assert_array_equal(sim(x), board(x))
+            assert sim.last_kernel_starts == 1
 
 
 def test_an_output_its_loop_does_not_write_to_the_shortcut_buffer_is_refused_by_name():
