@@ -33,7 +33,8 @@ integers at radix ``F``, value ``q * 2**-F``):
     float64 as in int64), so the layer path's product is exact and ``to_fixed`` rounds it as
     ``shift_round_sat`` does. The kernel runs it in the gate's loop with the vector's
     address stepping every pixel (``hw`` 1 in its descriptor): both operands at the map's
-    address, the one made first waiting in the shortcut buffer.
+    address, the one a conv or a table wrote (the earlier one when both were) waiting in the
+    shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`).
 
 A table's input must be one fixed-point tensor (an engine layer's output, or a move of one);
 a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64 as before,
