@@ -26,6 +26,15 @@ integers at radix ``F``, value ``q * 2**-F``):
     rounding)``, exact while ``Fa + Fg <= max(F_x + 24, 0)`` (checked). The layer path
     multiplies the two exact float64 values (a product of two ``b``-bit codes is exact) and the
     engine layer converts it at ``F_x`` with :func:`hlsnn.deploy.quant.to_fixed`: the same bits.
+    **The product of two maps** (issue 52: ``Mul`` of two computed tensors of one shape, a
+    SiLU ``x * sigmoid(x)`` or a GLU-style ``a * sigmoid(b)``, field ``same``) is this rule
+    element by element, ``p = qa[c, y, x] * qb[c, y, x]``: the same exact product, the same
+    requantization. Its codes are ``b``-bit (``b <= 26``: a product below ``2**52``, exact in
+    float64 as in int64), so the layer path's product is exact and ``to_fixed`` rounds it as
+    ``shift_round_sat`` does. The kernel runs it in the gate's loop with the vector's
+    address stepping every pixel (``hw`` 1 in its descriptor): both operands at the map's
+    address, the one a conv or a table wrote (the earlier one when both were) waiting in the
+    shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`).
 
 A table's input must be one fixed-point tensor (an engine layer's output, or a move of one);
 a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64 as before,
@@ -151,7 +160,8 @@ def lut_ints(x, f):
 
 
 def gate_ints(a, g, f, bits):
-    """Rule 10 on a batch: ``a`` (B, C, HW) and ``g`` (B, C, 1) integers: (B, C, HW)."""
+    """Rule 10 on a batch: ``a`` (B, C, HW) and ``g`` (B, C, 1) integers, or ``g`` (B, C,
+    HW) for the product of two maps (``f["same"]``): (B, C, HW)."""
     from ...primitives import shift_round_sat
     p = np.asarray(a, np.int64) * np.asarray(g, np.int64)
     return shift_round_sat(p, f["shift"], bits, f["rounding"])[0]
@@ -184,10 +194,12 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
     ca, cb = (_chw(shapes[i]) for i in ins)
     if ca[1:] == (1, 1) and cb[1:] != (1, 1):
         ins, sts, ca, cb = ins[::-1], sts[::-1], cb, ca
-    if cb != (ca[0], 1, 1):
-        raise why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate) is supported, not of "
-                     f"{tuple(shapes[ins[0]])} and {tuple(shapes[ins[1]])}")
-    state[j["output"]] = ("gate", dict(ins=ins, fa=sts[0][1], fb=sts[1][1], c=ca[0], hw=ca[1] * ca[2], name=j["name"]))
+    same = ca == cb                                 # the product of two maps of one shape
+    if cb != (ca[0], 1, 1) and not same:
+        raise why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate) or by a map of its shape is "
+                     f"supported, not of {tuple(shapes[ins[0]])} and {tuple(shapes[ins[1]])}")
+    state[j["output"]] = ("gate", dict(ins=ins, fa=sts[0][1], fb=sts[1][1], c=ca[0], hw=ca[1] * ca[2], name=j["name"],
+                                       same=same))
     shapes[j["output"]] = shapes[ins[0]]
     return True
 
@@ -202,7 +214,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     if f_x is None or np.ndim(f_x) or fp > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
     ops.append(op_cls("gate", g["name"], list(g["ins"]), g["name"] + "_q",
-                      dict(c=g["c"], hw=g["hw"], shift=int(fp - f_x), rounding=rounding)))
+                      dict(c=g["c"], hw=g["hw"], shift=int(fp - f_x), rounding=rounding, same=bool(g.get("same")))))
     shapes[g["name"] + "_q"], state[g["name"] + "_q"] = shapes[g["ins"][0]], ("q", f_x)
 
 
@@ -228,7 +240,9 @@ def check_op(op, ints, bad):
     ints(op, f, ("c", "hw"), 1, 1 << 26)
     ints(op, f, ("shift",), -62, 62)
     if len(op.ins) != 2:
-        raise bad(op, f"{len(op.ins)} inputs: a gate multiplies a map by a vector")
+        raise bad(op, f"{len(op.ins)} inputs: a gate multiplies a map by a vector or by a map of its shape")
+    if f.get("same", False) not in (True, False):
+        raise bad(op, f"same = {f.get('same')!r}: true (a map times a map) or false (times a C-vector)")
 
 
 def run(op, get, b, bits):
@@ -237,7 +251,7 @@ def run(op, get, b, bits):
     if op.kind == "lut":
         return lut_ints(get(op.ins[0]), f)
     a = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["hw"])
-    g = np.asarray(get(op.ins[1]), np.int64).reshape(b, f["c"], 1)
+    g = np.asarray(get(op.ins[1]), np.int64).reshape(b, f["c"], f["hw"] if f.get("same") else 1)
     return gate_ints(a, g, f, bits)
 
 
@@ -259,8 +273,9 @@ def lut_rom(net, bits=8):
 def gate_descriptor(op, f, d, place, name, pc):
     """Fill the network kernel's descriptor ``d`` of a lut op (``woff`` its table's first ROM
     word, :func:`lut_rom`) or a gate op (``single``: the map in an activation buffer and the
-    vector in the shortcut buffer, else the other way round; ``hw`` the map's pixels); return
-    the bits the gate's product needs (0 for a table)."""
+    vector in the shortcut buffer, else the other way round; ``hw`` the map's pixels, 1 for the
+    product of two maps: the second operand's address then steps with the map's); return the
+    bits the gate's product needs (0 for a table)."""
     from ...errors import InputError
     n_iter = -(-f["c"] // pc) * f["hw"]
     if op.kind == "lut":
@@ -274,5 +289,6 @@ def gate_descriptor(op, f, d, place, name, pc):
     if {main, short} != {a, g} or place[main][0] is None or not place[short][1]:
         raise InputError(f"network kernel: {op.name}: a gate of two tensors, the one made first in the shortcut "
                          f"buffer, is supported")
-    d.update(src=place[main][0], hw=f["hw"], shift=f["shift"], single=int(main == a), n_iter=n_iter)
+    d.update(src=place[main][0], hw=1 if f.get("same") else f["hw"], shift=f["shift"], single=int(main == a),
+             n_iter=n_iter)
     return 2 * 8 + 2

@@ -88,6 +88,8 @@ def allocate(net, pc=1):
             a, b = ins
             if made[a] < made[b]:
                 a, b = b, a
+            if op.kind == "gate" and not writes_sc(net, made[b]) and writes_sc(net, made[a]):
+                a, b = b, a                 # a gate of a move's output: the conv's or table's in sc
             if a == b:
                 raise InputError(f"network kernel: {op.name} adds {a} to itself")
             op.f["main"], op.f["short"] = a, b
@@ -120,6 +122,20 @@ def allocate(net, pc=1):
     return place, act_words, sc_words
 
 
+def sc_writers(engine):
+    """The op kinds whose loop in ``engine``'s network kernel writes the shortcut buffer as well
+    (descriptor ``dual``): the conv epilogues, the tables and the pools (the ``MaxPool`` loop,
+    whose window-sum mode is the AveragePool's), on every engine; the other loops write an
+    activation buffer only."""
+    return ("conv", "lut", "maxpool", "avgpool")
+
+
+def writes_sc(net, i):
+    """Whether op ``i`` of ``net`` (-1: the image load, which writes it) writes the shortcut
+    buffer (:func:`sc_writers`)."""
+    return i < 0 or net.ops[i].kind in sc_writers(net.engine)
+
+
 def check_disjoint(net, place):
     """The guarantee the network kernels' ``DEPENDENCE variable = act inter false`` rests on:
     no op writes the activation buffer it reads (its conv, pool and Add loops read ``act[src]``
@@ -135,12 +151,14 @@ def check_disjoint(net, place):
                                  f"({src}): its pipelined loop's DEPENDENCE inter false would not hold")
 
 
-def descriptor_head(op, unfold, place, name, pz, pc):
+def descriptor_head(op, unfold, place, name, pz, pc, engine=None):
     """``(f, d)``: the geometry of ``op`` as the kernel runs it (the stem's unfolded one,
     :func:`unfold_of`) and the descriptor fields every network kernel fills alike: the op, its
     buffers (``dual``: 0 an activation buffer, 1 that and the shortcut buffer, 2 the shortcut
     buffer only), a conv's or pool's shapes and address steps. :class:`InputError` for what
-    no network kernel runs (a pool into the shortcut buffer alone)."""
+    no network kernel runs (a pool into the shortcut buffer alone; an output read from the
+    shortcut buffer that the op's loop in ``engine``'s kernel does not write there,
+    :func:`sc_writers`)."""
     f = op.f
     if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
         f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
@@ -150,6 +168,9 @@ def descriptor_head(op, unfold, place, name, pz, pc):
              sc_base=f.get("sc_base", 0))          # the op's region of the shortcut buffer (.skips)
     if dst is None and op.kind not in ("conv", "lut"):
         raise InputError(f"network kernel: {op.name}: only a conv or a table can write the shortcut buffer alone")
+    if dual and op.kind not in sc_writers(engine):   # its loop has no write to sc: refused, not wrong bits
+        raise InputError(f"network kernel: {op.name}: its output ({op.kind}) is read from the shortcut buffer, "
+                         f"which its loop does not write (a {', '.join(sc_writers(engine))} op's loop does)")
     if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.linpool
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]

@@ -39,7 +39,10 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     3, so the bits agree. The kernel keeps a product in its 26-bit element: ``|ma * mg| <
     2**25`` (:class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact` otherwise, raised by
     its ``run``); its operands are conv, 9b or 9c outputs (``M``, ``OUT_BITS`` or ``w + 1``
-    bits: 10 x 16 for bfp8, below ``2**24``).
+    bits: 10 x 16 for bfp8, below ``2**24``). **The product of two maps** of one shape (a SiLU
+    ``x * sigmoid(x)``, field ``same``) is this rule element by element, in the same loop
+    (:mod:`hlsnn.engines.network.gate` rule 10's note: the second operand's address steps
+    every pixel).
 
 9d. **Clip on pairs** (``Clip(0, hi)`` or ``Clip(None, hi)``: ReLU6 where no conv's output
     stage holds it; the ``Lut`` loop's third mode): ``hi > 0`` is written as the pair ``(h, k)``, ``h`` odd, ``hi = h *
@@ -158,7 +161,8 @@ def clip_pairs(m, e, h, k, lo0=True):
 
 
 def gate_pairs(a, g, bound_bits):
-    """Rule 10b on a batch: the map ``a`` (B, C, HW) and the vector ``g`` (B, C, 1) pairs:
+    """Rule 10b on a batch: the map ``a`` (B, C, HW) and the vector ``g`` (B, C, 1) pairs (or
+    a map ``g`` (B, C, HW): the product of two maps):
     ``(m, e, ok)``, ``ok`` False where a product reaches ``2**bound_bits``."""
     ma, ea = (np.asarray(v, np.int64) for v in a)
     mg, eg = (np.asarray(v, np.int64) for v in g)
@@ -221,10 +225,11 @@ def lower_host(steps, j, st, w):
     ca, cb = (_chw(w.shapes[i]) for i in ins)
     if ca[1:] == (1, 1) and cb[1:] != (1, 1):
         ins, ca, cb = ins[::-1], cb, ca
-    if cb != (ca[0], 1, 1):
-        raise _why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate) is supported, not of "
-                      f"{tuple(w.shapes[ins[0]])} and {tuple(w.shapes[ins[1]])}")
-    w.ops.append(Op("gate", j["name"], ins, j["output"], dict(c=ca[0], hw=ca[1] * ca[2], shift=0)))
+    same = ca == cb                                       # the product of two maps of one shape
+    if cb != (ca[0], 1, 1) and not same:
+        raise _why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate) or by a map of its shape is "
+                      f"supported, not of {tuple(w.shapes[ins[0]])} and {tuple(w.shapes[ins[1]])}")
+    w.ops.append(Op("gate", j["name"], ins, j["output"], dict(c=ca[0], hw=ca[1] * ca[2], shift=0, same=same)))
     w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[ins[0]]
     return True
 
@@ -242,7 +247,7 @@ def run(op, get, shaped, bound_bits):
     if op.kind == "lut":
         return lut_pairs(get(op.ins[0]), f) + (True,)
     a = shaped(get(op.ins[0]), (f["c"], f["hw"]))
-    g = shaped(get(op.ins[1]), (f["c"], 1))
+    g = shaped(get(op.ins[1]), (f["c"], f["hw"] if f.get("same") else 1))
     return gate_pairs(a, g, bound_bits)
 
 
