@@ -61,7 +61,7 @@ from ..errors import InputError
 from ..formats import fixed
 from ..native import parallel
 from ..primitives import msb_histogram
-from . import fast as netfast, program as netmode, radix_fit
+from . import fast as netfast, program as netmode
 from ..engines.convgeom import spread
 
 #: ``rule | RAW`` makes ``hlsnn_net_conv`` store the wide results (``netint.c``)
@@ -240,8 +240,6 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
         hb[:min(nbins, 32)] = h[:nbins]
         parts.append((g, np.minimum(hb, (1 << 32) - 1), npix * len(chans)))
     ex.determine_groups(f_vec, parts, cv.bits, True)
-    if is_shift and radix_fit.wanted(ex):                  # the radix for the readers' error
-        radix_fit.refine(ex, v, f_vec, 3, cv.bits, True, int(f_vec.min()) + 63)
     # the main operation: the output stage on v at that radix (and a Clip's clamp)
     lo_c, hi_c = -(1 << (cv.bits - 1)), (1 << (cv.bits - 1)) - 1
     if clip is not None:

@@ -21,7 +21,6 @@ from ..formats import fixed
 from ..formats import shift as sfmt
 from . import blocks, groups, shift_fit, twoterm
 from . import update as updates
-from . import radix_fit
 from .quant import CHANNEL_FRAC_LIMIT, Act, host_radix, prune, to_fixed, weight_fracs
 
 
@@ -119,10 +118,7 @@ class _Exec:
             out, sat = updates.run(self, call, f_in, f_vec, bits, signed, calibrate)
         else:
             if redo:
-                fit = self.WIDE_OUT and radix_fit.wanted(self)      # the radix for the readers' error
-                wide = self.preceding(call, f_vec, bits, signed, raw=fit)
-                if fit:
-                    radix_fit.refine(self, wide, f_vec, 1, bits, signed, int(f_vec.min()) + 63)
+                self.preceding(call, f_vec, bits, signed)
             out, _, sat, _ = call(False, self.shift_for(f_in, f_vec), None)
         self.stats.f_out, self.stats.sat_count = self.f_out, sat
         return out
