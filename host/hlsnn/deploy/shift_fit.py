@@ -15,17 +15,14 @@ the float bias that is then rounded into accumulator units as before.
 1. **Error feedback** (the GPTQ / Optimal Brain Quantization update: E. Frantar,
    S. Ashkboos, T. Hoefler, D. Alistarh, "GPTQ: Accurate Post-Training Quantization for
    Generative Pre-trained Transformers", ICLR 2023, algorithm 1): with ``X`` the layer's
-   input rows on the calibration images (im2col patches, the integers the kernel is fed), ``m``
-   their mean row and ``H = X^T X - n m m^T + lambda I`` for a conv (their scatter about the
-   mean, :func:`centered_grams`, because step 2 takes the mean error out), ``H = X^T X +
-   lambda I`` for a dense layer (``lambda`` = :data:`DAMP` times the mean diagonal), the weights
+   input rows on the calibration images (im2col patches, the integers the kernel is fed) and
+   ``H = X^T X + lambda I`` (``lambda`` = :data:`DAMP` times the mean diagonal), the weights
    of a row are rounded one input at a time, the inputs of largest ``H_ii`` first, each to the
    nearest code, and the rounding error is spread over the not yet rounded weights of the row
    through the upper Cholesky factor ``U`` of ``H^-1``: ``w[j>i] -= (w_i - q_i) / U_ii *
-   U_i,j``. This minimises ``|| (W - Q)(X - 1 m^T) ||`` greedily instead of ``|| W - Q ||``. A grouped
-   (depthwise) layer does it per group, over its own input channels. Inputs that do not vary
-   over the calibration images (zero, or constant) get ``H_ii = 1`` (their weights are
-   rounded, not zeroed). A K beyond
+   U_i,j``. This minimises ``|| (W - Q) X ||`` greedily instead of ``|| W - Q ||``. A grouped
+   (depthwise) layer does it per group, over its own input channels. Inputs that are zero on
+   every calibration image get ``H_ii = 1`` (their weights are rounded, not zeroed). A K beyond
    :data:`MAX_FEEDBACK_K` gets nearest codes (the cost is ``N * K**2``).
 2. **Bias correction** (M. Nagel, M. van Baalen, T. Blankevoort, M. Welling, "Data-Free
    Quantization Through Weight Equalization and Bias Correction", ICCV 2019, section 4.2, the
@@ -450,31 +447,6 @@ def _means(layer, x, g):
     return (np.asarray(tot, np.float64) / max(n, 1)).reshape(g, -1)
 
 
-def centered_grams(layer, x):
-    """Per group, the scatter of the layer's input rows about their mean, ``S = X^T X - n m
-    m^T`` (``n`` rows, mean row ``m``), and ``m``: ``(S (g, K, K), m (g, K))``, the Gram that
-    step 1 of the module docstring feeds back through. Step 2 adds the mean output error
-    ``(W - Q) m`` to the bias, so what is left of the output error is ``(W - Q)(X - 1 m^T)``,
-    whose square is ``(W - Q) S (W - Q)^T``; the feedback on ``X^T X`` would also spend the
-    weights' freedom on the mean, which the bias takes out anyway. (A depthwise layer after
-    HardSwish or ReLU6 has inputs of a large mean: there ``X^T X`` is mostly ``n m m^T``.)
-
-    Used for conv layers (issue 52, 8 calibration sets of 128: the depthwise dw_a two-hot
-    -2.5 -> -1.9 points); dense layers keep ``X^T X`` (on the jet-tagging MLP jet_drop the
-    scatter lost one test image in 360 on most sets)."""
-    hs, means = _grams_stacked(layer, x)
-    x = np.asarray(x)
-    n = x.shape[0] * (int(np.prod(layer.geom.out_hw(x.shape[2], x.shape[3]))) if layer.kind == "conv" else 1)
-    hs = hs - n * np.einsum("gi,gj->gij", means, means)
-    return 0.5 * (hs + np.swapaxes(hs, 1, 2)), means
-
-
-def _grams_stacked(layer, x):
-    """:func:`_grams` stacked: ``(X^T X (g, K, K), m (g, K))``."""
-    grams = _grams(layer, x)
-    return np.stack([t[0] for t in grams]), np.stack([t[1] for t in grams])
-
-
 def fit_layer(layer, x, fx, f, tab):
     """``(values, bias)`` of an engine layer (dense, or conv of any groups) for its input
     integers ``x`` at radix ``fx`` (the calibration batch, as the kernel is fed): the code
@@ -496,7 +468,8 @@ def fit_layer(layer, x, fx, f, tab):
         raise InputError(f"layer {layer.name}: the weight fit's input Gram matrices ({g} x {kg} x {kg} float64, "
                          f"{need / 2**30:.1f} GiB) exceed {MAX_GRAM_BYTES / 2**30:.0f} GiB; use weight_fit: nearest "
                          f"for this format")
-    hs, means = centered_grams(layer, x) if layer.kind == "conv" else _grams_stacked(layer, x)
+    grams = _grams(layer, x)
+    hs, means = np.stack([t[0] for t in grams]), np.stack([t[1] for t in grams])    # (g, kg, kg), (g, kg)
     if kg > MAX_FEEDBACK_K:
         values = nearest_values(np.ldexp(wg, fg), tab)
     elif g == 1:

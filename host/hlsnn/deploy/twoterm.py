@@ -86,7 +86,8 @@ def fit_layer(layer, x, fx, f, tab):
         v1 = shift_fit.nearest_values(np.ldexp(wg, fg), tab)
         v2 = shift_fit.nearest_values(np.ldexp(wg, fg) - v1, tab)
     else:
-        hs, means = shift_fit.centered_grams(layer, x)
+        grams = shift_fit._grams(layer, x)
+        hs, means = np.stack([t[0] for t in grams]), np.stack([t[1] for t in grams])
         def gptq(a):                                        # as shift_fit.fit_layer calls it
             return shift_fit.gptq_values(a[0], hs[0], tab, fg[0])[None] if g == 1 else \
                 shift_fit.gptq_values(a, hs, tab, fg)
