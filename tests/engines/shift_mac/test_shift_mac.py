@@ -18,7 +18,8 @@ from hlsnn.primitives import shift_round_sat
 from conftest import ROOT
 
 CONFIGS = Path(__file__).parent / "configs"
-SHIPPED = [ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml", ROOT / "configs" / "accel" / "shift8_zcu104.yaml"]
+SHIPPED = [ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml", ROOT / "configs" / "accel" / "shift8_zcu104.yaml",
+           ROOT / "configs" / "accel" / "shift10_pynq-z2.yaml"]
 TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim)]
 
 
