@@ -2,7 +2,7 @@
 squeeze-excite variant v_dw_a deploys within one point of its float accuracy there (with two
 shift codes per weight), where the shipped 8-bit config misses; the network mode refuses
 10-bit activations by name and the layer path runs. The kernel's csim equals its emulator at
-this config in tests/engines/shift_mac/test_shift_mac.py (``SHIPPED``)."""
+this config in tests/engines/shift_mac/test_shift_mac.py (``SHIFT10``)."""
 import json
 
 import numpy as np
