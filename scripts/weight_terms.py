@@ -6,6 +6,7 @@
     python scripts/weight_terms.py tiny                                               # tests/data/torch/tiny
     python scripts/weight_terms.py models                                             # configs/models
     python scripts/weight_terms.py sets /tmp/v/dw_a_ts17.onnx --accel ACCEL.yaml      # 4 calibration sets
+    python scripts/weight_terms.py family --out /tmp/v --accel shift10_pynq-z2         # 10-bit activations
 
 ``sets``: one model, one and two terms (and fixed8) on four disjoint calibration sets of 128, the
 mean accuracy and the test images whose class differs from the float64 network's; ``--accel``
@@ -41,10 +42,12 @@ def _cell(res, e):
     return f"{e['mse']:.4f}"
 
 
-def run(name, cfg, base):
+def run(name, cfg, base, accel=None):
     cfg["model"] = str((base / cfg["model"]).resolve()) if not Path(cfg["model"]).is_absolute() else cfg["model"]
     fm = cfg.get("formats") or {"twohot": dict(TWOHOT)}
     names = [n for n, v in fm.items() if v.get("type") == "twohot"]
+    for n in names if accel else ():               # --accel: the two-hot formats on another config
+        fm[n]["accel"] = accel
     for v in fm.values():
         if (base / v["accel"]).exists():
             v["accel"] = str((base / v["accel"]).resolve())
@@ -97,7 +100,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("set", choices=("tiny", "models", "family", "beyond", "sets"))
     ap.add_argument("model", nargs="?", help="sets: the ONNX model")
-    ap.add_argument("--accel", default="shift8_pynq-z2", help="sets: the shift_mac accel config")
+    ap.add_argument("--accel", default="shift8_pynq-z2", help="the shift_mac accel config of the two-hot formats "
+                    "(e.g. shift10_pynq-z2)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/variants"), help="family: variant_family.py's --out")
     ap.add_argument("--only", nargs="*", help="these model names only (the config files' stems)")
     args = ap.parse_args(argv)
@@ -114,7 +118,7 @@ def main(argv=None):
         y = base / f"{name}.yaml"
         cfg = read_yaml(y) if y.exists() else {"name": name.replace("-", "_"), "model": f"{name}.onnx",
                                                 "data": "digits", "formats": {"twohot": dict(TWOHOT)}}
-        fmts, cells = run(name, cfg, base)
+        fmts, cells = run(name, cfg, base, None if args.accel == "shift8_pynq-z2" else args.accel)
         print(f"| {name} | " + " | ".join(f"{f}: {a} -> {b}" for f, a, b in zip(fmts, cells[::2], cells[1::2]))
               + " |", flush=True)
     return 0

@@ -183,7 +183,8 @@ def probe(tmp_path, monkeypatch):
 #: shift8_pynq-z2, sp_small, sparse8_pynq-z2).
 SLOW_CSIM_CONFIGS = ("t16_gemv", "t8_gemv_tensor", "t8_packed]", "t8_packed-", "t7_packed_e1", "t16_row",
                      "t4_truncate", "t9_wide", "t16_stats", "s_wide", "s_unsigned", "sp_u2", "sp_one",
-                     "bfp12_ultra96v2", "bfp8_ultra96v2", "bfp8_pynq-z2", "shift8_zcu104", "sparse20_zcu104")
+                     "bfp12_ultra96v2", "bfp8_ultra96v2", "bfp8_pynq-z2", "shift8_zcu104", "sparse20_zcu104",
+                     "shift10_pynq-z2")
 
 
 def _runs_csim(item):

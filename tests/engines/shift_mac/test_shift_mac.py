@@ -19,6 +19,7 @@ from conftest import ROOT
 
 CONFIGS = Path(__file__).parent / "configs"
 SHIPPED = [ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml", ROOT / "configs" / "accel" / "shift8_zcu104.yaml"]
+SHIFT10 = ROOT / "configs" / "accel" / "shift10_pynq-z2.yaml"          # 10-bit activations (issue 52)
 TARGETS = ["emu", pytest.param("csim", marks=pytest.mark.csim)]
 
 
@@ -219,7 +220,7 @@ def test_float_gemm_csim_equals_emu_for_shipped_configs():
 # ---------------------------------------------------------------- csim sweeps, CLI
 
 @pytest.mark.csim
-@pytest.mark.parametrize("path", SHIPPED + sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", SHIPPED + [SHIFT10] + sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_csim_equals_emulator_in_every_mode(path):
     from hlsnn.compare import compare
     rep = compare(hlsnn.load_config(path), "csim", seed=77, n_random=6)

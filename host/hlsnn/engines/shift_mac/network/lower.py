@@ -24,6 +24,9 @@ class ShiftRules:
         if not p["act_signed"]:
             raise InputError(f"network kernel: {acc_name} has unsigned activations; the network kernel takes "
                              f"signed ones")
+        if p["act_bits"] != 8:          # network.h packs 8-bit activations into its words
+            raise InputError(f"network kernel: {acc_name} has {p['act_bits']}-bit activations; the network kernel "
+                             f"takes 8-bit ones (such a config runs layer by layer)")
         return p["act_bits"]
 
     @staticmethod
