@@ -6,8 +6,9 @@ The rules (the specification every target follows; the host code is the same on 
 * **Activations** between layers are float64 arrays that hold exactly the values the
   hardware produced. Each carries its fixed-point format ``(F, bits, signed)`` when it is one
   (the output of a ``twohot``/``pot``/``fixed``/``sparse`` layer, or a host op that only
-  moves values: MaxPool, Flatten, Reshape, Relu; or a HardSwish, HardSigmoid or Sigmoid of
-  one, which runs as a table of its codes, :mod:`hlsnn.engines.network.gate` rule 9), else
+  moves values: MaxPool, Flatten, Reshape, Relu; or a unary elementwise op of one, such as
+  HardSwish, Sigmoid, Tanh, Gelu or a scalar Scale, which runs as a table of its codes,
+  :mod:`hlsnn.engines.network.gate` rule 9, :mod:`hlsnn.engines.network.tables`), else
   ``None`` (a BFP layer's output, an average, a sum, a product, the input image).
 * **Into a fixed-point layer** (``shift_mac``: the accel config's ``act_bits``/``act_signed``;
   ``sparse_cluster``: int8): a tensor already in that format passes as its integers;
@@ -254,7 +255,7 @@ class Deployment:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
             elif layer.name in luts:                   # a table of a BFP layer's output (netbfp rule 9b)
                 env[layer.output] = Act(*self._bfp_lut(layer, ins[0], luts[layer.name], calibrate))
-            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt):   # a table on integers
+            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs):   # a table on integers
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding))
             elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])

@@ -39,8 +39,10 @@ from functools import lru_cache
 
 import numpy as np
 
-#: the unary activations with a table rule (rule 9)
-UNARY = ("HardSwish", "HardSigmoid", "Sigmoid")
+#: the unary elementwise ops with a table rule (rule 9; :func:`is_table`: Scale, AddConst and
+#: PRelu only by one scalar, Gelu exact or tanh)
+UNARY = ("HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "Erf", "Gelu", "LeakyRelu", "Elu", "PRelu", "Scale",
+         "AddConst")
 #: the widest input code a table takes (2**12 entries)
 MAX_TABLE_BITS = 12
 #: the op kinds of this module
@@ -64,47 +66,18 @@ def _round(num, den, rounding):
     return fl + 1 if num > 0 else fl            # nearest_away: a tie goes away from zero
 
 
-def _values(op, attrs, f_in, codes):
-    """The exact values ``f(q * 2**-F)`` of ``codes`` (Fractions)."""
-    if op == "HardSwish":
-        one = 1 << f_in if f_in >= 0 else Fraction(1, 1 << -f_in)
-        out = []
-        for q in codes:
-            u = min(max(q + 3 * one, 0), 6 * one)       # (x + 3) clipped, at radix F
-            out.append(Fraction(q * u) / (6 * one * one))
-        return out
-    x = [Fraction(int(q)) * Fraction(2) ** -f_in for q in codes]
-    if op == "HardSigmoid":
-        a, b = Fraction(float(attrs.get("alpha", 0.2))), Fraction(float(attrs.get("beta", 0.5)))
-        return [min(max(a * v + b, Fraction(0)), Fraction(1)) for v in x]
-    if op == "Sigmoid":                 # 1 / (1 + e^-x) to 60 digits (Decimal: the same on every machine)
-        import decimal
-        ctx = decimal.Context(prec=60)
-        out = []
-        for v in x:
-            d = ctx.divide(decimal.Decimal(v.numerator), decimal.Decimal(v.denominator))
-            out.append(Fraction(ctx.divide(1, ctx.add(1, ctx.exp(-d)))))
-        return out
-    raise ValueError(f"no table rule for {op}")
-
-
 @lru_cache(maxsize=256)
-def _table(op, attr_items, f_in, bits, signed, rounding, out_bits):
+def _table(k, f_in, bits, signed, rounding, out_bits):
+    from . import tables
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
-    codes = list(range(lo, hi + 1))
-    vals = _values(op, dict(attr_items), f_in, codes)
+    xs = [Fraction(q) * Fraction(2) ** -f_in for q in range(lo, hi + 1)]
     bits = out_bits
     olo, ohi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
     def at(f):
-        s = Fraction(2) ** f
-        out = []
-        for v in vals:
-            w = v * s
-            out.append(_round(w.numerator, w.denominator, rounding))
-        return out
+        return [tables.entry(k, x, f, rounding) for x in xs]
 
-    m = max(abs(v) for v in vals)
+    m = max(abs(tables.approx(k, x)) for x in xs)
     if m == 0:
         f = bits - 1
     else:
@@ -122,15 +95,24 @@ def table(op, attrs, fmt, rounding, out_bits=None):
     ``fmt = (F, b, signed)``: ``T`` the ``2**b`` output codes, indexed by ``q - lo`` (``lo`` the
     format's smallest code), signed ``b`` bits at radix ``F_o`` (``out_bits`` bits where given:
     the bfp network mode's wider table outputs, its rule 9b; ``F_o <= F + out_bits``)."""
+    from . import tables
     f_in, bits, signed = (int(fmt[0]), int(fmt[1]), bool(fmt[2]))
-    items = tuple(sorted((k, float(v)) for k, v in (attrs or {}).items() if k in ("alpha", "beta")))
-    return _table(op, items, f_in, bits, signed, rounding, int(out_bits or bits))
+    k = tables.key(op, attrs)
+    if k is None:
+        raise ValueError(f"no table rule for {op}: {tables.why_not(op, attrs)}")
+    return _table(k, f_in, bits, signed, rounding, int(out_bits or bits))
 
 
-def applies(op, fmt):
-    """The layer path runs rule 9 for host ``op`` on an input of format ``fmt`` (when an engine
-    layer follows it: :meth:`hlsnn.deploy.runner.Deployment.run`)."""
-    return op in UNARY and fmt is not None and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
+def is_table(op, attrs):
+    """Host ``op`` with ``attrs`` has a table rule (:func:`hlsnn.engines.network.tables.key`)."""
+    from . import tables
+    return op in UNARY and tables.key(op, attrs) is not None
+
+
+def applies(op, fmt, attrs=None):
+    """The layer path runs rule 9 for host ``op`` (its ``attrs``) on an input of format ``fmt``
+    (when an engine layer follows it: :meth:`hlsnn.deploy.runner.Deployment.run`)."""
+    return is_table(op, attrs) and fmt is not None and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
 
 
 def host_run(layer, act, rounding):
@@ -161,6 +143,9 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
     """Lower host layer ``j`` if it is a table op (rule 9) or a gate ``Mul`` (rule 10, pending
     until its engine consumer: state ``("gate", {...})``); True if it was."""
     op = j["op"]
+    if op in UNARY and not is_table(op, j.get("attrs", {})):
+        from .tables import why_not
+        raise why(j, why_not(op, j.get("attrs", {})))
     if op in UNARY:
         st = state.get(j["inputs"][0])
         if st is None or st[0] != "q":

@@ -57,7 +57,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....primitives import shift_round_sat
-from ...network.gate import UNARY, table
+from ...network.gate import UNARY, is_table, table
 
 
 #: the width of a 9b table's output mantissas: a BFP element holds more than the code's ``b``
@@ -188,6 +188,9 @@ def lower_host(steps, j, st, w):
                         clip=hk, lo0=a.get("lo") is not None, bits=int(steps.p["mantissa_bits"]), rounding=steps.table_rounding)))
         w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
         return True
+    if op in UNARY and not is_table(op, j.get("attrs", {})):
+        from ...network.tables import why_not
+        raise _why(j, why_not(op, j.get("attrs", {})))
     if op in UNARY and (st[0] != "q" or j["inputs"][0] not in w.made_by):
         raise _why(j, f"{op} of BFP values that are not an engine layer's output (rules 9b, 9c of "
                       f"hlsnn.engines.bfp_systolic.network.gate take a BFP layer's M-bit mantissas)")
@@ -257,7 +260,7 @@ def host_layers(layers, execs, bfp_cls):
     last = engine[-1] if engine else -1
     out = {}
     for k, la in enumerate(layers):
-        if la.kind != "host" or la.op not in UNARY or k >= last:
+        if la.kind != "host" or not is_table(la.op, la.attrs) or k >= last:
             continue
         src = made.get(la.inputs[0])
         ex = execs.get(src.name) if src is not None else None

@@ -1,0 +1,218 @@
+"""The functions of rule 9's tables (:mod:`hlsnn.engines.network.gate`; issue 52): every unary
+elementwise host op with an exactly defined real function ``f`` of one value, and its values
+``f(q * 2**-F)`` on a ``b``-bit code ``q``, rounded *exactly* to the table's entries.
+
+Which ops (:func:`key`; anything else, a per-channel op among them, is no table):
+
+* rationals of ``x`` (exact, :class:`~fractions.Fraction`): ``HardSwish`` ``x * clip(x + 3, 0,
+  6) / 6``; ``HardSigmoid`` ``clip(alpha x + beta, 0, 1)``; ``LeakyRelu`` ``x`` (``x >= 0``) else
+  ``alpha x``; ``PRelu`` the same with one scalar ``slope``; ``Scale`` ``x * c`` or ``x / c`` and
+  ``AddConst`` ``x + c`` for ONE scalar ``c`` for the whole tensor (a per-channel ``c`` is no
+  table). Every float64 constant is taken exactly.
+* transcendental in ``x``: ``Sigmoid`` ``1 / (1 + e^-x)``; ``Tanh``; ``Elu`` ``x`` (``x >= 0``)
+  else ``alpha (e^x - 1)``; ``Erf``; ``Gelu`` ``x (1 + erf(x / sqrt 2)) / 2`` (``approximate``
+  none) or ``x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2`` (tanh; ``0.044715`` the
+  decimal of ONNX's definition). ``x = 0`` gives the rational value itself (``0``; ``1/2`` for
+  ``Sigmoid``), as do ``Elu``'s ``x >= 0``.
+
+**Exact rounding of a transcendental value.** Each value is computed with :mod:`decimal` (the
+same on every machine) at ``P`` significant digits (60, then 120, 240, 480) as ``v`` with a
+bound ``|f(x) - v| <= err``: every decimal operation is correctly rounded (``exp``, ``ln``,
+``sqrt``, ``+``, ``*``, ``/``: half an ulp each), the handful of them in one value lose less
+than ``10**4`` ulps, and ``err`` is taken as ``10**(8 - P) * max(1, |v|)`` (``Erf``'s series
+works at ``P + x**2 / ln 10 + 20`` digits against its cancellation, its terms stop below
+``10**-(P + 10)``; beyond ``|x| >= 27``, ``|erf x| = 1 - erfc x`` with ``0 < erfc x < 10**-316``).
+An entry is ``round(v * 2**F_o)`` only where the whole interval ``[v - err, v + err] *
+2**F_o`` rounds to one integer (every rounding is monotone): then the true value, inside it,
+rounds to that integer too. Where it does not (the value within ``err`` of a rounding
+boundary), the value is recomputed at twice the digits, and a table still undecided at 480
+digits is refused (:class:`ValueError`). For ``Sigmoid``, ``Tanh`` and ``Elu`` no value lies
+on a boundary at all (``e^x`` of a rational ``x != 0`` is transcendental, Lindemann-Weierstrass,
+and each value is a rational function of it with rational coefficients that would make ``e^x``
+algebraic were the value a dyadic rational); for ``Erf`` and ``Gelu`` no such theorem is at
+hand, and the interval check is the argument, table by table.
+"""
+from __future__ import annotations
+
+import decimal
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+#: rational functions of ``x`` (exact)
+RATIONAL = ("HardSwish", "HardSigmoid", "LeakyRelu", "PRelu", "Scale", "AddConst")
+#: transcendental functions of ``x`` (certified rounding)
+TRANSCENDENTAL = ("Sigmoid", "Tanh", "Elu", "Erf", "Gelu")
+#: every op with a table rule (given :func:`key`'s conditions on its attributes)
+OPS = RATIONAL + TRANSCENDENTAL
+#: the digits of the first evaluation and the last one tried (module docstring)
+DIGITS = (60, 480)
+
+
+def _scalar(v):
+    """``v`` as one float if it is one number (any shape of size 1), else None."""
+    if v is None:
+        return None
+    a = np.asarray(v, np.float64)
+    if a.size != 1 or not np.isfinite(a).all():
+        return None
+    return float(a.reshape(-1)[0])
+
+
+def key(op, attrs):
+    """The hashable description ``(op, ((name, value), ...))`` of host ``op`` with ``attrs``
+    as a table function, or None where it has no table rule (not a unary elementwise op with
+    an exact definition here, or a constant that is not one scalar)."""
+    a = attrs or {}
+    if op in ("HardSwish", "Sigmoid", "Tanh", "Erf"):
+        return op, ()
+    if op == "HardSigmoid":
+        return op, (("alpha", float(a.get("alpha", 0.2))), ("beta", float(a.get("beta", 0.5))))
+    if op in ("LeakyRelu", "Elu"):
+        return op, (("alpha", float(a.get("alpha", 0.01 if op == "LeakyRelu" else 1.0))),)
+    if op == "Gelu":
+        how = a.get("approximate", "none")
+        return (op, (("approximate", how),)) if how in ("none", "tanh") else None
+    if op == "PRelu":
+        s = _scalar(a.get("slope"))
+        return None if s is None else (op, (("slope", s),))
+    if op in ("Scale", "AddConst"):
+        c = _scalar(a.get("c"))
+        if c is None or (op == "Scale" and a.get("divide") and c == 0.0):
+            return None
+        return op, (("c", c),) + ((("divide", bool(a.get("divide"))),) if op == "Scale" else ())
+    return None
+
+
+def why_not(op, attrs):
+    """Why host ``op`` (a :data:`OPS` op) with ``attrs`` has no table (None if it has one)."""
+    if key(op, attrs) is not None:
+        return None
+    if op in ("Scale", "AddConst", "PRelu"):
+        v = (attrs or {}).get("slope" if op == "PRelu" else "c")
+        return (f"a {op} by a constant of shape {tuple(np.shape(v))}: a table (rule 9) takes one scalar for the "
+                f"whole tensor, not one per channel")
+    return f"{op} with {dict(attrs or {})}: no table rule"
+
+
+# --------------------------------------------------------------------------- values
+
+def _rational(op, p, x):
+    """The exact value of a :data:`RATIONAL` op at the Fraction ``x``."""
+    if op == "HardSwish":
+        return x * min(max(x + 3, Fraction(0)), Fraction(6)) / 6
+    if op == "HardSigmoid":
+        return min(max(Fraction(p["alpha"]) * x + Fraction(p["beta"]), Fraction(0)), Fraction(1))
+    if op in ("LeakyRelu", "PRelu"):
+        return x if x >= 0 else Fraction(p["alpha" if op == "LeakyRelu" else "slope"]) * x
+    if op == "Scale":
+        return x / Fraction(p["c"]) if p["divide"] else x * Fraction(p["c"])
+    return x + Fraction(p["c"])                                  # AddConst
+
+
+def _dec(x, ctx):
+    return ctx.divide(decimal.Decimal(x.numerator), decimal.Decimal(x.denominator))
+
+
+def _pi(ctx):
+    """pi to ``ctx.prec`` digits (the :mod:`decimal` recipe: a series of rationals)."""
+    with decimal.localcontext(ctx) as c:
+        c.prec += 2
+        three = decimal.Decimal(3)
+        lasts, t, s, n, na, d, da = 0, three, 3, 1, 0, 0, 24
+        while s != lasts:
+            lasts = s
+            n, na = n + na, na + 8
+            d, da = d + da, da + 32
+            t = (t * n) / d
+            s += t
+    return +s
+
+
+def _erf(x, prec):
+    """``(v, err)``: erf of the Fraction ``x`` (module docstring)."""
+    if abs(x) >= 27:
+        return Fraction(1 if x > 0 else -1), Fraction(1, 10 ** 316)
+    ctx = decimal.Context(prec=prec + int(float(x) ** 2 / 2.302585) + 20, Emax=10 ** 6, Emin=-10 ** 6)
+    d = _dec(x, ctx)
+    d2 = ctx.multiply(d, d)
+    term, total, n = d, d, 0
+    stop = decimal.Decimal(10) ** -(prec + 10)
+    while True:                                 # sum (-1)^n x^(2n+1) / (n! (2n+1))
+        n += 1
+        term = ctx.divide(ctx.multiply(-term, d2), n)
+        add = ctx.divide(term, 2 * n + 1)
+        total = ctx.add(total, add)
+        if abs(add) < stop and n > 2:
+            break
+    v = ctx.multiply(total, ctx.divide(2, ctx.sqrt(_pi(ctx))))
+    return Fraction(v), Fraction(1, 10 ** (prec - 8)) * max(1, abs(Fraction(v)))
+
+
+def _transcendental(op, p, x, prec):
+    """``(v, err)`` of a :data:`TRANSCENDENTAL` op at the Fraction ``x != 0`` (module docstring)."""
+    ctx = decimal.Context(prec=prec, Emax=10 ** 6, Emin=-10 ** 6)
+    if op == "Erf":
+        return _erf(x, prec)
+    if op == "Gelu" and p["approximate"] == "none":
+        ctx2 = decimal.Context(prec=prec + 10)
+        s2 = Fraction(ctx2.sqrt(2))                      # sqrt 2 to prec + 10 digits: erf's slope <= 2/sqrt(pi)
+        e, err = _erf(x / s2, prec + 5)
+        v = x * (1 + e) / 2
+        return v, abs(x) * (err + Fraction(1, 10 ** (prec + 5))) + Fraction(1, 10 ** (prec - 8)) * max(1, abs(v))
+    d = _dec(x, ctx)
+    if op == "Sigmoid":
+        v = ctx.divide(1, ctx.add(1, ctx.exp(-d)))
+    elif op == "Tanh":                                   # 1 - 2 / (e^2x + 1), without overflow for x < 0
+        v = ctx.subtract(1, ctx.divide(2, ctx.add(ctx.exp(ctx.multiply(2, d)), 1))) if x > 0 else \
+            ctx.subtract(ctx.divide(2, ctx.add(ctx.exp(ctx.multiply(-2, d)), 1)), 1)
+    elif op == "Elu":
+        v = ctx.multiply(decimal.Decimal(p["alpha"]), ctx.subtract(ctx.exp(d), 1))
+    else:                                                # Gelu, tanh
+        k = ctx.sqrt(ctx.divide(2, _pi(ctx)))
+        u = ctx.multiply(k, ctx.add(d, ctx.multiply(decimal.Decimal("0.044715"), ctx.power(d, 3))))
+        t = ctx.subtract(1, ctx.divide(2, ctx.add(ctx.exp(ctx.multiply(2, u)), 1))) if u > 0 else \
+            ctx.subtract(ctx.divide(2, ctx.add(ctx.exp(ctx.multiply(-2, u)), 1)), 1)
+        v = ctx.multiply(ctx.multiply(decimal.Decimal("0.5"), d), ctx.add(1, t))
+    v = Fraction(v)
+    return v, Fraction(1, 10 ** (prec - 8)) * max(1, abs(v))
+
+
+@lru_cache(maxsize=1 << 16)
+def value(k, x, prec=DIGITS[0]):
+    """``(v, err)``: the value of the table function ``k`` (:func:`key`) at the Fraction ``x``,
+    ``|f(x) - v| <= err`` (``err`` 0: exact)."""
+    op, p = k[0], dict(k[1])
+    if op in RATIONAL:
+        return _rational(op, p, x), Fraction(0)
+    if x == 0:
+        return (Fraction(1, 2) if op == "Sigmoid" else Fraction(0)), Fraction(0)
+    if op == "Elu" and x > 0:
+        return x, Fraction(0)
+    return _transcendental(op, p, x, prec)
+
+
+def _round(num, den, rounding):
+    from .gate import _round as r
+    return r(num, den, rounding)
+
+
+def entry(k, x, f_o, rounding):
+    """``round(f(x) * 2**f_o)`` exactly (module docstring), or :class:`ValueError` where no
+    evaluation up to :data:`DIGITS` digits decides it."""
+    s = Fraction(2) ** f_o
+    prec = DIGITS[0]
+    while prec <= DIGITS[1]:
+        v, err = value(k, x, prec)
+        lo, hi = (v - err) * s, (v + err) * s
+        a = _round(lo.numerator, lo.denominator, rounding)
+        if err == 0 or a == _round(hi.numerator, hi.denominator, rounding):
+            return a
+        prec *= 2
+    raise ValueError(f"{k[0]} at {x}: within 10**-{DIGITS[1] - 8} of a rounding boundary at radix {f_o}")
+
+
+def approx(k, x):
+    """A value within ``err`` of ``f(x)`` (for the choice of the output radix)."""
+    return value(k, x)[0]
