@@ -256,7 +256,8 @@ class Deployment:
             elif layer.name in luts:                   # a table of a BFP layer's output (netbfp rule 9b)
                 env[layer.output] = Act(*self._bfp_lut(layer, ins[0], luts[layer.name], calibrate))
             elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs):   # a table on integers
-                env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding))
+                env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding,
+                                                          self._table_radix(layer, ins[0], calibrate)))
             elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])
                 env[layer.output] = Act(out, hostops.out_format(layer, [a.fmt for a in ins]))
@@ -270,6 +271,16 @@ class Deployment:
                 updates.choose(self.execs, self.update_by)      # after iteration A (Alg 2-E)
         y = env[self.net.output].values
         return (y, {k: a.values for k, a in env.items()}) if keep else y
+
+    def _table_radix(self, layer, act, calibrate):
+        """Rule 9's output radix of table ``layer`` (:func:`hlsnn.engines.network.gate.radix`),
+        chosen when calibrating (every batch when ``dynamic``), kept in :attr:`table_radix`."""
+        radix = self.__dict__.setdefault("table_radix", {})
+        if calibrate or self.dynamic or layer.name not in radix:
+            if not calibrate and not self.dynamic:
+                raise InputError(f"layer {layer.name}: no calibrated output radix for its table (rule 9)")
+            radix[layer.name] = netgate.radix(layer, act, self.overflow_ratio)
+        return radix[layer.name]
 
     def bfp_luts(self):
         """``{host layer: code bits}`` run by rule 9b (:mod:`hlsnn.engines.bfp_systolic.network.gate`):

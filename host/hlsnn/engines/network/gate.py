@@ -67,7 +67,7 @@ def _round(num, den, rounding):
 
 
 @lru_cache(maxsize=256)
-def _table(k, f_in, bits, signed, rounding, out_bits):
+def _table(k, f_in, bits, signed, rounding, out_bits, f_out=None):
     from . import tables
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     xs = [Fraction(q) * Fraction(2) ** -f_in for q in range(lo, hi + 1)]
@@ -77,6 +77,8 @@ def _table(k, f_in, bits, signed, rounding, out_bits):
     def at(f):
         return [tables.entry(k, x, f, rounding) for x in xs]
 
+    if f_out is not None:                       # a calibrated radix: entries saturated to the b bits
+        return int(f_out), np.clip(np.asarray(at(int(f_out)), np.int64), olo, ohi)
     m = max(abs(tables.approx(k, x)) for x in xs)
     if m == 0:
         f = bits - 1
@@ -90,17 +92,19 @@ def _table(k, f_in, bits, signed, rounding, out_bits):
     return f, np.asarray(t, np.int64)
 
 
-def table(op, attrs, fmt, rounding, out_bits=None):
+def table(op, attrs, fmt, rounding, out_bits=None, f_out=None):
     """Rule 9: ``(F_o, T)`` of unary ``op`` (its ``attrs``) on codes of the fixed-point format
     ``fmt = (F, b, signed)``: ``T`` the ``2**b`` output codes, indexed by ``q - lo`` (``lo`` the
     format's smallest code), signed ``b`` bits at radix ``F_o`` (``out_bits`` bits where given:
-    the bfp network mode's wider table outputs, its rule 9b; ``F_o <= F + out_bits``)."""
+    the bfp network mode's wider table outputs, its rule 9b; ``F_o <= F + out_bits``); with
+    ``f_out`` (the calibrated radix, rule 9's ``F_o`` by DETERMINE) ``T`` at ``F_o = f_out``,
+    each entry saturated to the ``b`` bits."""
     from . import tables
     f_in, bits, signed = (int(fmt[0]), int(fmt[1]), bool(fmt[2]))
     k = tables.key(op, attrs)
     if k is None:
         raise ValueError(f"no table rule for {op}: {tables.why_not(op, attrs)}")
-    return _table(k, f_in, bits, signed, rounding, int(out_bits or bits))
+    return _table(k, f_in, bits, signed, rounding, int(out_bits or bits), None if f_out is None else int(f_out))
 
 
 def is_table(op, attrs):
@@ -115,12 +119,21 @@ def applies(op, fmt, attrs=None):
     return is_table(op, attrs) and fmt is not None and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
 
 
-def host_run(layer, act, rounding):
+def radix(layer, act, overflow_ratio):
+    """Rule 9's calibrated ``F_o`` of host ``layer`` on the :class:`~hlsnn.deploy.quant.Act`
+    ``act``: DETERMINE (:func:`hlsnn.deploy.quant.host_radix`, signed ``b`` bits) on the op's
+    float64 values, the radix the next engine layer chose for them before tables ran there."""
+    from ...deploy import hostops
+    from ...deploy.quant import host_radix
+    return int(host_radix(hostops.run(layer, [act.values]), int(act.fmt[1]), True, overflow_ratio))
+
+
+def host_run(layer, act, rounding, f_out=None):
     """Rule 9 in the layer path: host ``layer``'s output on the :class:`~hlsnn.deploy.quant.Act`
     ``act`` (a fixed-point tensor) as ``(values, fmt)``: the table's codes times ``2**-F_o``
-    (exact), format ``(F_o, b, True)``."""
+    (exact), format ``(F_o, b, True)`` (``F_o`` = ``f_out``, calibrated, where given)."""
     f, bits, signed = act.fmt
-    f_o, t = table(layer.op, layer.attrs, act.fmt, rounding)
+    f_o, t = table(layer.op, layer.attrs, act.fmt, rounding, f_out=f_out)
     lo = -(1 << (bits - 1)) if signed else 0
     q = act.ints()
     return np.ldexp(t[q - lo].astype(np.float64), -f_o), (f_o, bits, True)
@@ -152,7 +165,8 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
             raise why(j, "a table activation of an integer tensor computed on the fabric (not of a pending Add, "
                          "pool or gate)")
         src = j["inputs"][0]
-        f_o, t = table(op, j.get("attrs", {}), (st[1], bits, True), rounding)
+        f_o, t = table(op, j.get("attrs", {}), (st[1], bits, True), rounding,
+                       f_out=(j.get("table") or {}).get("f_out"))
         from .program import _chw
         c, h, w = _chw(shapes[src])
         ops.append(op_cls("lut", j["name"], [src], j["output"],
