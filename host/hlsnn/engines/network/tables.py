@@ -127,56 +127,98 @@ def _pi(ctx):
             d, da = d + da, da + 32
             t = (t * n) / d
             s += t
-    return +s
+    return ctx.plus(s)
+
+
+def _ctx(prec):
+    return decimal.Context(prec=prec, Emax=10 ** 9, Emin=-10 ** 9)
+
+
+def _erfc(y, prec):
+    """``(c, rel)``: erfc of the Fraction ``y > 0``, ``|erfc(y) - c| <= rel * c``. Below 27: ``1 -
+    erf(y)`` by erf's series at ``P + 2 y**2 / ln 10 + 24`` digits, its terms summed to
+    ``10**-(P + y**2 / ln 10 + 12)``, so that the difference keeps ``P`` digits of ``erfc(y) >
+    10**-(y**2 / ln 10 + 2)``. From 27: ``e^-y**2 / (y sqrt pi) * sum (-1)^n (2n-1)!! / (2
+    y**2)^n``, whose remainder is below its first omitted term (the terms decrease up to ``n ~
+    y**2``)."""
+    y2 = y * y
+    if y < 27:
+        extra = int(float(y2) / 2.302585) + 2
+        ctx = _ctx(prec + 2 * extra + 24)
+        d = _dec(y, ctx)
+        dd = ctx.multiply(d, d)
+        term, total, n = d, d, 0
+        stop = decimal.Decimal(10) ** -(prec + extra + 12)
+        while True:                                 # sum (-1)^n y^(2n+1) / (n! (2n+1))
+            n += 1
+            term = ctx.divide(ctx.multiply(ctx.minus(term), dd), n)
+            add = ctx.divide(term, 2 * n + 1)
+            total = ctx.add(total, add)
+            if ctx.abs(add) < stop and n > 2:
+                break
+        e = Fraction(ctx.multiply(total, ctx.divide(2, ctx.sqrt(_pi(ctx)))))
+        return 1 - e, Fraction(1, 10 ** (prec - 2))
+    ctx = _ctx(prec + 20)
+    d = _dec(y, ctx)
+    two_y2 = ctx.multiply(2, ctx.multiply(d, d))
+    term, total, n = decimal.Decimal(1), decimal.Decimal(1), 0
+    stop = decimal.Decimal(10) ** -(prec + 10)
+    while ctx.abs(term) >= stop and n < y2:
+        n += 1
+        term = ctx.divide(ctx.multiply(term, -(2 * n - 1)), two_y2)
+        total = ctx.add(total, term)
+    total = ctx.subtract(total, term)               # the last term: the bound of the remainder
+    lead = ctx.divide(ctx.exp(ctx.minus(ctx.multiply(d, d))), ctx.multiply(d, ctx.sqrt(_pi(ctx))))
+    if lead == 0:
+        raise ValueError(f"erfc at {y}: below the decimal range")
+    return Fraction(ctx.multiply(lead, total)), Fraction(ctx.abs(term)) * 2 + Fraction(1, 10 ** (prec + 10))
 
 
 def _erf(x, prec):
-    """``(v, err)``: erf of the Fraction ``x`` (module docstring)."""
-    if abs(x) >= 27:
-        return Fraction(1 if x > 0 else -1), Fraction(1, 10 ** 316)
-    ctx = decimal.Context(prec=prec + int(float(x) ** 2 / 2.302585) + 20, Emax=10 ** 6, Emin=-10 ** 6)
-    d = _dec(x, ctx)
-    d2 = ctx.multiply(d, d)
-    term, total, n = d, d, 0
-    stop = decimal.Decimal(10) ** -(prec + 10)
-    while True:                                 # sum (-1)^n x^(2n+1) / (n! (2n+1))
-        n += 1
-        term = ctx.divide(ctx.multiply(-term, d2), n)
-        add = ctx.divide(term, 2 * n + 1)
-        total = ctx.add(total, add)
-        if abs(add) < stop and n > 2:
-            break
-    v = ctx.multiply(total, ctx.divide(2, ctx.sqrt(_pi(ctx))))
-    return Fraction(v), Fraction(1, 10 ** (prec - 8)) * max(1, abs(Fraction(v)))
+    """``(v, err)``: erf of the Fraction ``x != 0`` as ``1 - erfc |x|`` (signed), which keeps
+    the distance to 1 (module docstring)."""
+    y = abs(x)
+    c, rel = _erfc(y, prec + 2)
+    return (1 if x > 0 else -1) * (1 - c), c * rel
 
 
 def _transcendental(op, p, x, prec):
     """``(v, err)`` of a :data:`TRANSCENDENTAL` op at the Fraction ``x != 0`` (module docstring)."""
-    ctx = decimal.Context(prec=prec, Emax=10 ** 6, Emin=-10 ** 6)
+    ctx = _ctx(prec)
     if op == "Erf":
         return _erf(x, prec)
-    if op == "Gelu" and p["approximate"] == "none":
-        ctx2 = decimal.Context(prec=prec + 10)
-        s2 = Fraction(ctx2.sqrt(2))                      # sqrt 2 to prec + 10 digits: erf's slope <= 2/sqrt(pi)
-        e, err = _erf(x / s2, prec + 5)
-        v = x * (1 + e) / 2
-        return v, abs(x) * (err + Fraction(1, 10 ** (prec + 5))) + Fraction(1, 10 ** (prec - 8)) * max(1, abs(v))
+    if op == "Gelu" and p["approximate"] == "none":        # x (1 + erf(x / sqrt 2)) / 2
+        s2 = Fraction(_ctx(prec + 10).sqrt(2))             # sqrt 2 to prec + 10 digits
+        y = abs(x) / s2
+        arg = y * Fraction(1, 10 ** (prec + 8))             # the argument's error bound
+        c, rel = _erfc(y, prec)
+        err = abs(x) * c * (rel + (2 * y + 2) * arg) / 2    # |d erfc / dy| <= (2y + 2) erfc(y) (Mills' ratio)
+        return (x * (2 - c) / 2 if x > 0 else x * c / 2), err    # x (1 + erf y) / 2 or x erfc(y) / 2
     d = _dec(x, ctx)
-    if op == "Sigmoid":
-        v = ctx.divide(1, ctx.add(1, ctx.exp(-d)))
-    elif op == "Tanh":                                   # 1 - 2 / (e^2x + 1), without overflow for x < 0
-        v = ctx.subtract(1, ctx.divide(2, ctx.add(ctx.exp(ctx.multiply(2, d)), 1))) if x > 0 else \
-            ctx.subtract(ctx.divide(2, ctx.add(ctx.exp(ctx.multiply(-2, d)), 1)), 1)
-    elif op == "Elu":
-        v = ctx.multiply(decimal.Decimal(p["alpha"]), ctx.subtract(ctx.exp(d), 1))
-    else:                                                # Gelu, tanh
-        k = ctx.sqrt(ctx.divide(2, _pi(ctx)))
-        u = ctx.multiply(k, ctx.add(d, ctx.multiply(decimal.Decimal("0.044715"), ctx.power(d, 3))))
-        t = ctx.subtract(1, ctx.divide(2, ctx.add(ctx.exp(ctx.multiply(2, u)), 1))) if u > 0 else \
-            ctx.subtract(ctx.divide(2, ctx.add(ctx.exp(ctx.multiply(-2, u)), 1)), 1)
-        v = ctx.multiply(ctx.multiply(decimal.Decimal("0.5"), d), ctx.add(1, t))
-    v = Fraction(v)
-    return v, Fraction(1, 10 ** (prec - 8)) * max(1, abs(v))
+    # the rest through e^z with a relative bound (correctly rounded exp of an argument within a
+    # relative 10**-P of its value: rel = 10**(3 - P) (1 + |z|)), every value written as its
+    # distance to the nearest exact limit (1 - r, alpha (E - 1), ...) so that no bound spans it
+    def ex(z):
+        return Fraction(ctx.exp(z)), Fraction(1, 10 ** (prec - 3)) * (1 + abs(Fraction(z)))
+    ax = abs(x)
+    if op == "Sigmoid":                                  # 1 - e^-x / (1 + e^-x), or e^x / (1 + e^x)
+        e, rel = ex(_dec(-ax, ctx))
+        r = e / (1 + e)
+        return (1 - r if x > 0 else r), 3 * rel * r
+    if op == "Tanh":                                     # sign (1 - 2 e^-2|x| / (1 + e^-2|x|))
+        e, rel = ex(_dec(-2 * ax, ctx))
+        s = 2 * e / (1 + e)
+        return (1 if x > 0 else -1) * (1 - s), 3 * rel * s
+    if op == "Elu":                                      # alpha (e^x - 1), x < 0
+        e, rel = ex(d)
+        a = Fraction(p["alpha"])
+        return a * (e - 1), abs(a) * e * rel
+    # Gelu, tanh: u = sqrt(2/pi) (x + 0.044715 x^3) (no cancellation), x / (1 + e^-2u)
+    k = ctx.sqrt(ctx.divide(2, _pi(ctx)))
+    u = ctx.multiply(k, ctx.add(d, ctx.multiply(decimal.Decimal("0.044715"), ctx.power(d, 3))))
+    e, rel = ex(ctx.multiply(-2, ctx.abs(u)))
+    r = e / (1 + e)
+    return (x * (1 - r) if x > 0 else x * r), 3 * rel * r * ax
 
 
 @lru_cache(maxsize=1 << 16)
