@@ -273,13 +273,17 @@ class Deployment:
         return (y, {k: a.values for k, a in env.items()}) if keep else y
 
     def _table_radix(self, layer, act, calibrate):
-        """Rule 9's output radix of table ``layer`` (:func:`hlsnn.engines.network.gate.radix`),
-        chosen when calibrating (every batch when ``dynamic``), kept in :attr:`table_radix`."""
+        """Rule 9's output radix ``F_o`` of table ``layer`` on ``act``: DETERMINE (signed ``b``
+        bits) on the op's float64 values, the radix the next engine layer chose for them before
+        tables ran there; chosen when calibrating (every batch when ``dynamic``), kept in
+        :attr:`table_radix`."""
         radix = self.__dict__.setdefault("table_radix", {})
         if calibrate or self.dynamic or layer.name not in radix:
             if not calibrate and not self.dynamic:
                 raise InputError(f"layer {layer.name}: no calibrated output radix for its table (rule 9)")
-            radix[layer.name] = netgate.radix(layer, act, self.overflow_ratio)
+            from .quant import host_radix           # DETERMINE on the op's float64 values: the next layer's radix before
+            radix[layer.name] = int(host_radix(hostops.run(layer, [act.values]), int(act.fmt[1]), True,
+                                               self.overflow_ratio))
         return radix[layer.name]
 
     def bfp_luts(self):

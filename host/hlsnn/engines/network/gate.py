@@ -1,5 +1,6 @@
-"""Activation tables and the channel gate in integers (issue 52): ``HardSwish``,
-``HardSigmoid`` and ``Sigmoid`` on a fixed-point tensor, and a squeeze-excite block's ``Mul``
+"""Activation tables and the channel gate in integers (issue 52): every unary elementwise op
+with an exact definition (``HardSwish``, ``Sigmoid``, ``Tanh``, ``Gelu``, a scalar ``Scale``, ...)
+on a fixed-point tensor, and a squeeze-excite block's ``Mul``
 of a map by a per-channel vector, as ops of :func:`hlsnn.deploy.program.lower` for the
 ``shift_mac`` and ``sparse_cluster`` network modes. The layer path
 (:meth:`hlsnn.deploy.runner.Deployment.run`) runs the same rules where the op's input is a
@@ -10,15 +11,15 @@ integers at radix ``F``, value ``q * 2**-F``):
    ``2**b`` codes, made once from the input's format ``(F, b, signed)`` and the deployment's
    rounding: ``T[q] = round(f(q * 2**-F) * 2**F_o)``, rounded exactly (on the rational value)
    with the rounding (``nearest_away``: half away from zero, ``nearest_even``, ``truncate``:
-   floor), signed ``b`` bits. ``F_o`` is the largest radix at which every entry fits
-   without saturation (``F_o <= F + b``; ``b - 1`` for a table of zeros), so the output format
-   ``(F_o, b, signed)`` is a function of the input's alone. The values ``f(x)``:
-   ``HardSwish``: ``x * clip(x + 3, 0, 6) / 6``, exact (a rational); ``HardSigmoid``:
-   ``clip(alpha * x + beta, 0, 1)`` with the float64 ``alpha`` and ``beta`` taken exactly;
-   ``Sigmoid``: ``1 / (1 + e^-x)`` to 60 significant digits (:mod:`decimal`, the same on every
-   machine; ``e^x`` of a rational ``x != 0`` is transcendental, so no value lies on a rounding
-   boundary, and ``x = 0`` gives ``1/2`` exactly). The table is the rule: a kernel holds it as
-   a ROM of ``2**b`` entries.
+   floor), signed ``b`` bits. ``F_o`` is calibrated: DETERMINE on the op's float64 values on
+   the calibration images (the layer path's ``table_radix``, the compiled program's host-layer
+   field ``table``), each entry then saturated to ``b`` bits; where no radix is recorded, the
+   largest radix at which every entry fits without saturation (``F_o <= F + b``; ``b - 1`` for
+   a table of zeros). The ops and their values ``f(x)``: :mod:`hlsnn.engines.network.tables`
+   (:data:`UNARY`: ``HardSwish``, ``HardSigmoid``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``,
+   ``LeakyRelu``, ``Elu``, and ``PRelu``, ``Scale``, ``AddConst`` by one scalar), rationals
+   exact and transcendental values rounded only where a certified interval decides. The table
+   is the rule: a kernel holds it as a ROM of ``2**b`` entries.
 10. **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by a ``C``-vector ``qg`` at ``Fg``,
     the vector broadcast over the pixels): ``p = qa[c, y, x] * qg[c]`` exact (int64, radix
     ``Fa + Fg``), then requantized to the consuming engine layer's calibrated input radix
@@ -39,6 +40,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .tables import round_int as _round  # noqa: F401 - rule 9's rounding of a rational
+
 #: the unary elementwise ops with a table rule (rule 9; :func:`is_table`: Scale, AddConst and
 #: PRelu only by one scalar, Gelu exact or tanh)
 UNARY = ("HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "Erf", "Gelu", "LeakyRelu", "Elu", "PRelu", "Scale",
@@ -50,20 +53,6 @@ KINDS = ("lut", "gate")
 #: the ops each engine's network kernel has a loop for (``network.cpp.j2``)
 KERNEL_KINDS = {"shift_mac": ("lut", "gate"), "sparse_cluster": ("lut", "gate"),
                 "bfp_systolic": ("lut", "gate")}          # bfp: rules 9b, 10b (hlsnn.engines.bfp_systolic.network.gate)
-
-
-def _round(num, den, rounding):
-    """``num / den`` (``den > 0``, Python integers) rounded to an integer with ``rounding``."""
-    fl, r = divmod(num, den)
-    if rounding == "truncate" or r == 0:
-        return fl
-    if 2 * r > den:
-        return fl + 1
-    if 2 * r < den:
-        return fl
-    if rounding == "nearest_even":
-        return fl + (fl & 1)
-    return fl + 1 if num > 0 else fl            # nearest_away: a tie goes away from zero
 
 
 @lru_cache(maxsize=256)
@@ -119,19 +108,11 @@ def applies(op, fmt, attrs=None):
     return is_table(op, attrs) and fmt is not None and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
 
 
-def radix(layer, act, overflow_ratio):
-    """Rule 9's calibrated ``F_o`` of host ``layer`` on the :class:`~hlsnn.deploy.quant.Act`
-    ``act``: DETERMINE (:func:`hlsnn.deploy.quant.host_radix`, signed ``b`` bits) on the op's
-    float64 values, the radix the next engine layer chose for them before tables ran there."""
-    from ...deploy import hostops
-    from ...deploy.quant import host_radix
-    return int(host_radix(hostops.run(layer, [act.values]), int(act.fmt[1]), True, overflow_ratio))
-
-
 def host_run(layer, act, rounding, f_out=None):
     """Rule 9 in the layer path: host ``layer``'s output on the :class:`~hlsnn.deploy.quant.Act`
     ``act`` (a fixed-point tensor) as ``(values, fmt)``: the table's codes times ``2**-F_o``
-    (exact), format ``(F_o, b, True)`` (``F_o`` = ``f_out``, calibrated, where given)."""
+    (exact), format ``(F_o, b, True)`` (``F_o`` = ``f_out``, calibrated, where given:
+    ``Deployment._table_radix`` of :mod:`hlsnn.deploy.runner`)."""
     f, bits, signed = act.fmt
     f_o, t = table(layer.op, layer.attrs, act.fmt, rounding, f_out=f_out)
     lo = -(1 << (bits - 1)) if signed else 0

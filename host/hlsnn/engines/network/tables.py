@@ -235,9 +235,22 @@ def value(k, x, prec=DIGITS[0]):
     return _transcendental(op, p, x, prec)
 
 
-def _round(num, den, rounding):
-    from .gate import _round as r
-    return r(num, den, rounding)
+def round_int(num, den, rounding):
+    """``num / den`` (``den > 0``, Python integers) rounded to an integer with ``rounding``
+    (``nearest_away``: half away from zero, ``nearest_even``, ``truncate``: floor)."""
+    fl, r = divmod(num, den)
+    if rounding == "truncate" or r == 0:
+        return fl
+    if 2 * r > den:
+        return fl + 1
+    if 2 * r < den:
+        return fl
+    if rounding == "nearest_even":
+        return fl + (fl & 1)
+    return fl + 1 if num > 0 else fl            # nearest_away: a tie goes away from zero
+
+
+_round = round_int
 
 
 def entry(k, x, f_o, rounding):

@@ -11,7 +11,9 @@ radix point chosen at calibration, then look the code up in rule 9's table (9b).
 an op whose input is a BFP engine layer's output (``M = mantissa_bits``: ``|m| < 2**(M-1)``)
 and after which an engine layer still runs (``rounding``: the deployment's).
 
-9b. **table on pairs** (``Sigmoid``, ``HardSigmoid``): ``F`` is DETERMINE's radix point
+9b. **table on pairs** (``Sigmoid``, ``HardSigmoid`` and every other table op of
+    :data:`hlsnn.engines.network.gate.UNARY` but ``HardSwish``; its input a BFP engine layer's
+    output, or one moved by :data:`MOVES`): ``F`` is DETERMINE's radix point
     (:func:`hlsnn.deploy.quant.host_radix`, the deployment's ``overflow_ratio``) for ``b =
     M``-bit signed codes of the op's input on the calibration images, fixed after calibration
     (``dynamic`` mode: every batch). Each element's code is ``q = shift_round_sat(m,
