@@ -1,6 +1,7 @@
 """Every unary elementwise op as a table of its 2**b codes (issue 52, rule 9 of
 hlsnn.engines.network.gate with hlsnn.engines.network.tables): Tanh, Erf, Gelu (exact and tanh),
-LeakyRelu, Elu, PRelu and Scale / AddConst by one scalar, on the layer path and in the network
+LeakyRelu, Elu, Softplus, Selu, Celu, Softsign, Mish, ThresholdedRelu (hlsnn.deploy.hostunary),
+PRelu and Scale / AddConst by one scalar, on the layer path and in the network
 mode of all three engines (bfp through rule 9b's 8-bit code), with the layer path's bits.
 
 References, independent of the code under test: exact rationals (Python's Fraction), published
@@ -44,7 +45,9 @@ RATIONAL = [("LeakyRelu", {"alpha": 0.1}, lambda x: x if x >= 0 else Fraction(0.
             ("PRelu", {"slope": np.array([-0.25])}, lambda x: x if x >= 0 else Fraction(-1, 4) * x),
             ("Scale", {"c": np.array(1.4142135381698608), "divide": True}, lambda x: x / Fraction(1.4142135381698608)),
             ("Scale", {"c": np.array([-0.75]), "divide": False}, lambda x: x * Fraction(-3, 4)),
-            ("AddConst", {"c": np.array([[0.3]])}, lambda x: x + Fraction(0.3))]
+            ("AddConst", {"c": np.array([[0.3]])}, lambda x: x + Fraction(0.3)),
+            ("Softsign", {}, lambda x: x / (1 + abs(x))),
+            ("ThresholdedRelu", {"alpha": 0.75}, lambda x: x if x > Fraction(3, 4) else Fraction(0))]
 
 
 @pytest.mark.parametrize("rounding", ROUNDINGS)
@@ -57,7 +60,8 @@ def test_rational_tables_are_the_exact_values_rounded(op, attrs, f, rounding):
             np.testing.assert_array_equal(t, want)
             lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
             above = [_round(f(x) * Fraction(2) ** (f_out + 1), rounding) for x in _codes(f_in, bits)]
-            assert f_out == f_in + bits or min(above) < lo or max(above) > hi      # the largest radix that fits
+            zeros = not any(want) and f_out == bits - 1                               # a table of zeros: b - 1
+            assert zeros or f_out == f_in + bits or min(above) < lo or max(above) > hi   # the largest radix that fits
             # a calibrated radix: the same values there, saturated
             f2, t2 = netgate.table(op, attrs, (f_in, bits, True), rounding, f_out=f_out + 2)
             want2 = [min(max(_round(f(x) * Fraction(2) ** (f_out + 2), rounding), lo), hi) for x in _codes(f_in, bits)]
@@ -70,6 +74,13 @@ def _ld_reference(op, attrs, x):
         return np.tanh(x)
     if op == "Elu":
         return np.where(x >= 0, x, LD(attrs["alpha"]) * np.expm1(np.minimum(x, 0)))
+    if op == "Selu":
+        return LD(attrs["gamma"]) * np.where(x > 0, x, LD(attrs["alpha"]) * np.expm1(np.minimum(x, 0)))
+    if op == "Celu":
+        return np.where(x >= 0, x, LD(attrs["alpha"]) * np.expm1(np.minimum(x, 0) / LD(attrs["alpha"])))
+    if op in ("Softplus", "Mish"):
+        sp = np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+        return sp if op == "Softplus" else x * np.tanh(sp)
     if op == "Gelu" and attrs["approximate"] == "tanh":     # ONNX's definition
         k = np.sqrt(LD(2) / LD(np.pi))               # pi to double only: keep the entries it cannot tell aside
         return LD(0.5) * x * (1 + np.tanh(k * (x + LD("0.044715") * x ** 3)))
@@ -80,6 +91,8 @@ def _ld_reference(op, attrs, x):
 
 
 TRANSC = [("Tanh", {}, 1e-15), ("Elu", {"alpha": 1.0}, 1e-15), ("Elu", {"alpha": 0.5}, 1e-15),
+          ("Softplus", {}, 1e-15), ("Mish", {}, 1e-15), ("Celu", {"alpha": 0.5}, 1e-15),
+          ("Selu", {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}, 1e-15),
           ("Erf", {}, 1e-12), ("Gelu", {"approximate": "none"}, 1e-12), ("Gelu", {"approximate": "tanh"}, 1e-12)]
 
 
@@ -99,7 +112,7 @@ def test_transcendental_tables_equal_the_definitions(op, attrs, tol, rounding):
             ref = np.floor(w)
         frac = np.abs(w - np.floor(w) - (0 if rounding == "truncate" else 0.5))
         clear = (frac > tol * 2.0 ** f_out) & (np.abs(frac - 1) > tol * 2.0 ** f_out)
-        clear |= (x == 0) | ((x > 0) & (op == "Elu"))     # exact in the reference too
+        clear |= ((x == 0) & (op != "Softplus")) | ((x > 0) & (op in ("Elu", "Celu")))   # exact in the reference too
         assert clear.sum() >= (10 if f_in == 0 else 80), (op, f_in)     # the rest is +-1 or x in longdouble
         np.testing.assert_array_equal(t[clear], ref[clear].astype(np.int64), err_msg=f"{op} F={f_in}")
         assert (np.abs(t[~clear] - w[~clear]) <= 1).all()
@@ -175,7 +188,10 @@ CASES = {"tanh": ("Tanh", {}, None, 17, False), "erf": ("Erf", {}, None, 17, Fal
          "gelu": ("Gelu", {}, None, 20, False), "gelu_tanh": ("Gelu", {"approximate": "tanh"}, None, 20, False),
          "leaky": ("LeakyRelu", {"alpha": 0.2}, None, 17, False), "elu": ("Elu", {"alpha": 0.7}, None, 17, False),
          "prelu": ("PRelu", {}, [0.3], 17, False), "mul": ("Mul", {}, -0.75, 17, True),
-         "div": ("Div", {}, -1.4142135, 17, True), "add": ("Add", {}, 0.375, 17, True)}
+         "div": ("Div", {}, -1.4142135, 17, True), "add": ("Add", {}, 0.375, 17, True),
+         "softplus": ("Softplus", {}, None, 17, False), "selu": ("Selu", {}, None, 17, False),
+         "celu": ("Celu", {"alpha": 0.5}, None, 17, False), "softsign": ("Softsign", {}, None, 17, False),
+         "mish": ("Mish", {}, None, 18, False), "thresholded": ("ThresholdedRelu", {"alpha": 0.25}, None, 17, False)}
 FN = {"Mul": "Scale", "Div": "Scale", "Add": "AddConst"}
 FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
            "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}

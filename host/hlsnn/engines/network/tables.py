@@ -8,12 +8,16 @@ Which ops (:func:`key`; anything else, a per-channel op among them, is no table)
   6) / 6``; ``HardSigmoid`` ``clip(alpha x + beta, 0, 1)``; ``LeakyRelu`` ``x`` (``x >= 0``) else
   ``alpha x``; ``PRelu`` the same with one scalar ``slope``; ``Scale`` ``x * c`` or ``x / c`` and
   ``AddConst`` ``x + c`` for ONE scalar ``c`` for the whole tensor (a per-channel ``c`` is no
-  table). Every float64 constant is taken exactly.
+  table); ``Softsign`` ``x / (1 + |x|)``; ``ThresholdedRelu`` ``x`` (``x > alpha``) else 0.
+  Every float64 constant is taken exactly.
 * transcendental in ``x``: ``Sigmoid`` ``1 / (1 + e^-x)``; ``Tanh``; ``Elu`` ``x`` (``x >= 0``)
   else ``alpha (e^x - 1)``; ``Erf``; ``Gelu`` ``x (1 + erf(x / sqrt 2)) / 2`` (``approximate``
   none) or ``x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2`` (tanh; ``0.044715`` the
-  decimal of ONNX's definition). ``x = 0`` gives the rational value itself (``0``; ``1/2`` for
-  ``Sigmoid``), as do ``Elu``'s ``x >= 0``.
+  decimal of ONNX's definition); ``Softplus`` ``ln(1 + e^x)``; ``Selu`` ``gamma x`` (``x > 0``)
+  else ``gamma alpha (e^x - 1)``; ``Celu`` ``x`` (``x >= 0``) else ``alpha (e^(x / alpha) -
+  1)``; ``Mish`` ``x tanh(ln(1 + e^x))`` (:mod:`hlsnn.deploy.hostunary`). ``x = 0`` gives the
+  rational value itself (``0``; ``1/2`` for ``Sigmoid``), as do ``Elu``'s, ``Selu``'s and
+  ``Celu``'s positive ``x``.
 
 **Exact rounding of a transcendental value.** Each value is computed with :mod:`decimal` (the
 same on every machine) at ``P`` significant digits (60, then 120, 240, 480) as ``v`` with a
@@ -26,10 +30,12 @@ An entry is ``round(v * 2**F_o)`` only where the whole interval ``[v - err, v + 
 2**F_o`` rounds to one integer (every rounding is monotone): then the true value, inside it,
 rounds to that integer too. Where it does not (the value within ``err`` of a rounding
 boundary), the value is recomputed at twice the digits, and a table still undecided at 480
-digits is refused (:class:`ValueError`). For ``Sigmoid``, ``Tanh`` and ``Elu`` no value lies
-on a boundary at all (``e^x`` of a rational ``x != 0`` is transcendental, Lindemann-Weierstrass,
-and each value is a rational function of it with rational coefficients that would make ``e^x``
-algebraic were the value a dyadic rational); for ``Erf`` and ``Gelu`` no such theorem is at
+digits is refused (:class:`ValueError`). For ``Sigmoid``, ``Tanh``, ``Elu``, ``Selu``, ``Celu``
+and ``Mish`` no value lies on a boundary at all (``e^x`` of a rational ``x != 0`` is
+transcendental, Lindemann-Weierstrass, and each value is a rational function of it with
+rational coefficients that would make ``e^x`` algebraic were the value a dyadic rational; for
+``Softplus``, ``ln(1 + e^x) = r`` rational would make ``z = e^(1/n)`` a root of ``z^a = 1 +
+z^b``); for ``Erf`` and ``Gelu`` no such theorem is at
 hand, and the interval check is the argument, table by table.
 """
 from __future__ import annotations
@@ -41,9 +47,9 @@ from functools import lru_cache
 import numpy as np
 
 #: rational functions of ``x`` (exact)
-RATIONAL = ("HardSwish", "HardSigmoid", "LeakyRelu", "PRelu", "Scale", "AddConst")
+RATIONAL = ("HardSwish", "HardSigmoid", "LeakyRelu", "PRelu", "Scale", "AddConst", "Softsign", "ThresholdedRelu")
 #: transcendental functions of ``x`` (certified rounding)
-TRANSCENDENTAL = ("Sigmoid", "Tanh", "Elu", "Erf", "Gelu")
+TRANSCENDENTAL = ("Sigmoid", "Tanh", "Elu", "Erf", "Gelu", "Softplus", "Selu", "Celu", "Mish")
 #: every op with a table rule (given :func:`key`'s conditions on its attributes)
 OPS = RATIONAL + TRANSCENDENTAL
 #: the digits of the first evaluation and the last one tried (module docstring)
@@ -65,8 +71,13 @@ def key(op, attrs):
     as a table function, or None where it has no table rule (not a unary elementwise op with
     an exact definition here, or a constant that is not one scalar)."""
     a = attrs or {}
-    if op in ("HardSwish", "Sigmoid", "Tanh", "Erf"):
+    if op in ("HardSwish", "Sigmoid", "Tanh", "Erf", "Softplus", "Softsign", "Mish"):
         return op, ()
+    if op in ("Selu", "Celu", "ThresholdedRelu"):
+        names = ("alpha", "gamma") if op == "Selu" else ("alpha",)
+        if any(k not in a for k in names) or (op == "Celu" and float(a["alpha"]) == 0):
+            return None
+        return op, tuple((k, float(a[k])) for k in names)
     if op == "HardSigmoid":
         return op, (("alpha", float(a.get("alpha", 0.2))), ("beta", float(a.get("beta", 0.5))))
     if op in ("LeakyRelu", "Elu"):
@@ -108,6 +119,10 @@ def _rational(op, p, x):
         return x if x >= 0 else Fraction(p["alpha" if op == "LeakyRelu" else "slope"]) * x
     if op == "Scale":
         return x / Fraction(p["c"]) if p["divide"] else x * Fraction(p["c"])
+    if op == "Softsign":
+        return x / (1 + abs(x))
+    if op == "ThresholdedRelu":
+        return x if x > Fraction(p["alpha"]) else Fraction(0)
     return x + Fraction(p["c"])                                  # AddConst
 
 
@@ -182,6 +197,21 @@ def _erf(x, prec):
     return (1 if x > 0 else -1) * (1 - c), c * rel
 
 
+def _log1p(e, ctx):
+    """``ln(1 + e)`` of the Fraction ``0 < e <= 1`` within a relative ``10**(5 - P)``: its
+    series below ``1/10`` (terms to a relative ``10**-(P + 10)``), else ``ln`` of ``1 + e``."""
+    if e >= Fraction(1, 10):
+        return Fraction(ctx.ln(ctx.add(1, _dec(e, ctx))))
+    d = _dec(e, ctx)
+    term, total, n = d, d, 1
+    stop = ctx.multiply(d, decimal.Decimal(10) ** -(ctx.prec + 10))
+    while ctx.abs(term) >= stop:
+        n += 1
+        term = ctx.multiply(ctx.minus(term), d)
+        total = ctx.add(total, ctx.divide(term, n))
+    return Fraction(total)
+
+
 def _transcendental(op, p, x, prec):
     """``(v, err)`` of a :data:`TRANSCENDENTAL` op at the Fraction ``x != 0`` (module docstring)."""
     ctx = _ctx(prec)
@@ -213,6 +243,22 @@ def _transcendental(op, p, x, prec):
         e, rel = ex(d)
         a = Fraction(p["alpha"])
         return a * (e - 1), abs(a) * e * rel
+    if op in ("Selu", "Celu"):                           # gamma alpha (e^x - 1), alpha (e^(x/alpha) - 1); x < 0
+        a = Fraction(p["alpha"])
+        e, rel = ex(d if op == "Selu" else _dec(x / a, ctx))
+        a = a * Fraction(p["gamma"]) if op == "Selu" else a
+        return a * (e - 1), abs(a) * e * rel
+    if op == "Softplus":                                 # max(x, 0) + log1p(e^-|x|)
+        e, rel = ex(_dec(-ax, ctx))
+        lg = _log1p(e, ctx)
+        return max(x, Fraction(0)) + lg, lg * (rel + Fraction(1, 10 ** (prec - 5)))
+    if op == "Mish":                                     # x tanh(ln(1 + e^x)) = x E(E + 2) / (E^2 + 2E + 2)
+        e, rel = ex(_dec(-ax, ctx))                      # e^-|x|
+        if x < 0:
+            v = x * e * (e + 2) / (e * e + 2 * e + 2)
+            return v, abs(v) * 4 * rel
+        r = 2 * e * e / (1 + 2 * e + 2 * e * e)          # x (1 - 2F^2 / (1 + 2F + 2F^2)), F = e^-x
+        return x * (1 - r), x * r * 4 * rel
     # Gelu, tanh: u = sqrt(2/pi) (x + 0.044715 x^3) (no cancellation), x / (1 + e^-2u)
     k = ctx.sqrt(ctx.divide(2, _pi(ctx)))
     u = ctx.multiply(k, ctx.add(d, ctx.multiply(decimal.Decimal("0.044715"), ctx.power(d, 3))))
@@ -228,10 +274,12 @@ def value(k, x, prec=DIGITS[0]):
     op, p = k[0], dict(k[1])
     if op in RATIONAL:
         return _rational(op, p, x), Fraction(0)
-    if x == 0:
+    if x == 0 and op != "Softplus":                     # softplus(0) = ln 2
         return (Fraction(1, 2) if op == "Sigmoid" else Fraction(0)), Fraction(0)
-    if op == "Elu" and x > 0:
+    if op in ("Elu", "Celu") and x > 0:
         return x, Fraction(0)
+    if op == "Selu" and x > 0:
+        return Fraction(p["gamma"]) * x, Fraction(0)
     return _transcendental(op, p, x, prec)
 
 
