@@ -252,3 +252,71 @@ def test_a_table_in_the_network_kernel_on_csim(tmp_path, fmt):
     board = hlsnn.load(out, "csim", network=True)
     np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
     assert board.last_kernel_starts == 1
+
+
+# --------------------------------------------------------------------------- x * g(x) as one op
+
+def _gelu17(path, silu=False):
+    """torch.onnx's opset-17 GELU between two Gemms: Div by sqrt 2, Erf, Add 1, Mul by x, Mul
+    by 1/2 (``silu``: x * Sigmoid(x) instead)."""
+    rng = np.random.default_rng(11)
+    init = [numpy_helper.from_array(rng.normal(0, 0.3, (16, 64)).astype(np.float32), "w1"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 16).astype(np.float32), "b1"),
+            numpy_helper.from_array(rng.normal(0, 0.4, (10, 16)).astype(np.float32), "w2"),
+            numpy_helper.from_array(np.zeros(10, np.float32), "b2")]
+    for n, v in (("s2", 1.4142135381698608), ("one", 1.0), ("half", 0.5)):
+        init.append(numpy_helper.from_array(np.asarray(v, np.float32), n))
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1)]
+    if silu:
+        nodes += [helper.make_node("Sigmoid", ["h"], ["s"]), helper.make_node("Mul", ["h", "s"], ["a"])]
+    else:
+        nodes += [helper.make_node("Div", ["h", "s2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["h", "p"], ["m"]),
+                  helper.make_node("Mul", ["m", "half"], ["a"])]
+    nodes.append(helper.make_node("Gemm", ["a", "w2", "b2"], ["y"], transB=1))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], initializer=init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_the_opset17_gelu_imports_as_one_unary_op_with_the_same_floats(tmp_path):
+    from hlsnn.deploy import hostops
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import float_forward
+    from onnx.reference import ReferenceEvaluator
+    path = _gelu17(tmp_path / "g.onnx")
+    net = load_onnx(path)
+    hosts = [la for la in net.layers if la.kind == "host"]
+    assert [la.op for la in hosts] == ["UnaryChain"]
+    assert [s["op"] for s in hosts[0].attrs["pre"]] == ["Scale", "Erf", "AddConst"]
+    assert [s["op"] for s in hosts[0].attrs["post"]] == ["Scale"]
+    x = _x()[:8].astype(np.float32)
+    ref = np.concatenate([ReferenceEvaluator(str(path)).run(None, {"x": x[i:i + 1]})[0] for i in range(8)])
+    np.testing.assert_allclose(float_forward(net, x), ref, rtol=1e-4, atol=1e-5)
+    # the table: within half a step of GELU's definition x Phi(x), in float64
+    f_out, t = netgate.table("UnaryChain", hosts[0].attrs, (4, 8, True), "nearest_even")
+    q = np.arange(-128, 128) / 16.0
+    gelu = np.array([v * (1 + math.erf(v / 1.4142135381698608)) / 2 for v in q])
+    assert np.abs(np.ldexp(t, -f_out) - gelu).max() <= 2.0 ** -(f_out + 1) + 1e-12
+    from scipy.special import erf                   # the replaced ops' float64, in their order
+    np.testing.assert_array_equal(hostops.run(hosts[0], [q]), q * (erf(q / 1.4142135381698608) + 1.0) * 0.5)
+    # SiLU (x * sigmoid(x)) stays a Mul of two tensors
+    net = load_onnx(_gelu17(tmp_path / "s.onnx", silu=True))
+    assert [la.op for la in net.layers if la.kind == "host"] == ["Sigmoid", "Mul"]
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_the_opset17_gelu_runs_in_the_network_mode_as_one_table(tmp_path, fmt):
+    from hlsnn.network.build import compile_model
+    model = _gelu17(tmp_path / "g.onnx")
+    cfg = tmp_path / "g.yaml"
+    cfg.write_text(f"name: g\nmodel: {model}\ndata: digits\nlayout: auto\nformats:\n"
+                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
+                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
+    out = tmp_path / f"g-{fmt}.hlsnn"
+    compile_model(cfg, fmt, out, check_samples=2)
+    x = _x()
+    net = hlsnn.load(out, "emu", network=True)
+    assert [op.f.get("fn") for op in net.network.ops if op.kind == "lut"] == ["UnaryChain"]
+    np.testing.assert_array_equal(net(x), hlsnn.load(out, "emu", network=False)(x))

@@ -10,7 +10,7 @@ inputs share one format (:func:`out_format`); AveragePool, GlobalAveragePool, Ad
 ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu and
 LayerNormalization (and :mod:`hlsnn.deploy.hostextra`'s ResizeLinear, LeakyRelu, Elu and
 LogSoftmax, :mod:`hlsnn.deploy.hostunary`'s Softplus, Selu, Celu, Softsign, Mish and
-ThresholdedRelu) compute new values, which the next accelerator layer requantizes at its
+ThresholdedRelu; :mod:`hlsnn.deploy.unaryfuse`'s UnaryChain) compute new values, which the next accelerator layer requantizes at its
 calibrated radix point; Softmax produces the network's float output. SwMove (exact), SwCompute
 and MatMulAct are attention's ops on per-sample tensors (:mod:`hlsnn.deploy.samplewise`).
 """
@@ -156,6 +156,9 @@ def run(layer, inputs):
         return e / e.sum(axis=axes, keepdims=True)
     if op == "fallback":
         return _fallback(layer, inputs)
+    if op == "UnaryChain":                               # x * g(x) and unary ops after (hlsnn.deploy.unaryfuse)
+        from .unaryfuse import run as chain_run
+        return chain_run(layer, inputs, run)
     if op in hostunary.OPS:                              # Softplus, Selu, Celu, Softsign, Mish, ThresholdedRelu
         return hostunary.run(layer, inputs)
     if op in hostextra.HOST_OPS:                         # ResizeLinear, LeakyRelu, Elu, ..., LogSoftmax

@@ -18,7 +18,8 @@ integers at radix ``F``, value ``q * 2**-F``):
    a table of zeros). The ops and their values ``f(x)``: :mod:`hlsnn.engines.network.tables`
    (:data:`UNARY`: ``HardSwish``, ``HardSigmoid``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``,
    ``LeakyRelu``, ``Elu``, ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``,
-   ``ThresholdedRelu``, and ``PRelu``, ``Scale``, ``AddConst`` by one scalar), rationals
+   ``ThresholdedRelu``, ``PRelu``, ``Scale``, ``AddConst`` by one scalar, and
+   :mod:`hlsnn.deploy.unaryfuse`'s ``UnaryChain``: ``x * g(x)`` as one op), rationals
    exact and transcendental values rounded only where a certified interval decides. The table
    is the rule: a kernel holds it as a ROM of ``2**b`` entries.
 10. **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by a ``C``-vector ``qg`` at ``Fg``,
@@ -46,7 +47,7 @@ from .tables import round_int as _round  # noqa: F401 - rule 9's rounding of a r
 #: the unary elementwise ops with a table rule (rule 9; :func:`is_table`: Scale, AddConst and
 #: PRelu only by one scalar, Gelu exact or tanh)
 UNARY = ("HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "Erf", "Gelu", "LeakyRelu", "Elu", "PRelu", "Scale",
-         "AddConst", "Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu")
+         "AddConst", "Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu", "UnaryChain")
 #: the widest input code a table takes (2**12 entries)
 MAX_TABLE_BITS = 12
 #: the op kinds of this module

@@ -50,8 +50,9 @@ import numpy as np
 RATIONAL = ("HardSwish", "HardSigmoid", "LeakyRelu", "PRelu", "Scale", "AddConst", "Softsign", "ThresholdedRelu")
 #: transcendental functions of ``x`` (certified rounding)
 TRANSCENDENTAL = ("Sigmoid", "Tanh", "Elu", "Erf", "Gelu", "Softplus", "Selu", "Celu", "Mish")
-#: every op with a table rule (given :func:`key`'s conditions on its attributes)
-OPS = RATIONAL + TRANSCENDENTAL
+#: every op with a table rule (given :func:`key`'s conditions on its attributes); ``UnaryChain``:
+#: :func:`chain_value`
+OPS = RATIONAL + TRANSCENDENTAL + ("UnaryChain",)
 #: the digits of the first evaluation and the last one tried (module docstring)
 DIGITS = (60, 480)
 
@@ -88,6 +89,14 @@ def key(op, attrs):
     if op == "PRelu":
         s = _scalar(a.get("slope"))
         return None if s is None else (op, (("slope", s),))
+    if op == "UnaryChain":                       # post(x * pre(x)) (hlsnn.deploy.unaryfuse)
+        parts = []
+        for side in ("pre", "post"):
+            ks = [key(st["op"], st.get("attrs") or {}) for st in a.get(side) or ()]
+            if any(k is None or k[0] in ("UnaryChain", "ThresholdedRelu") for k in ks):
+                return None
+            parts.append((side, tuple(ks)))
+        return (op, tuple(parts)) if parts[0][1] else None
     if op in ("Scale", "AddConst"):
         c = _scalar(a.get("c"))
         if c is None or (op == "Scale" and a.get("divide") and c == 0.0):
@@ -267,11 +276,44 @@ def _transcendental(op, p, x, prec):
     return (x * (1 - r) if x > 0 else x * r), 3 * rel * r * ax
 
 
+def slope(k):
+    """A bound of ``|f'|`` of the table function ``k`` (a continuous one) on the whole line."""
+    op, p = k[0], dict(k[1])
+    if op == "Scale":
+        c = abs(Fraction(p["c"]))
+        return 1 / c if p["divide"] else c
+    if op in ("LeakyRelu", "PRelu", "Elu", "Celu", "HardSigmoid"):
+        a = abs(Fraction(p.get("alpha", p.get("slope", 1))))
+        return a if op == "HardSigmoid" else max(Fraction(1), a)
+    if op == "Selu":
+        return abs(Fraction(p["gamma"])) * max(Fraction(1), abs(Fraction(p["alpha"])))
+    return {"HardSwish": Fraction(3, 2), "Sigmoid": Fraction(1, 4), "Erf": Fraction(113, 100),
+            "Gelu": Fraction(6, 5), "Mish": Fraction(6, 5)}.get(op, Fraction(1))   # Tanh, AddConst, Softplus, Softsign: 1
+
+
+def chain_value(k, x, prec):
+    """``(v, err)`` of ``UnaryChain`` ``k``: ``post(x * pre(x))``, each op evaluated at the value
+    before it (a Fraction) and its error carried on with the op's :func:`slope` bound (``|f(u) -
+    f(u')| <= slope * |u - u'|``), the product's as ``|x| err``."""
+    parts = dict(k[1])
+    v, err = x, Fraction(0)
+    for kk in parts["pre"]:
+        w, e = value(kk, v, prec)
+        v, err = w, e + slope(kk) * err
+    v, err = x * v, abs(x) * err
+    for kk in parts["post"]:
+        w, e = value(kk, v, prec)
+        v, err = w, e + slope(kk) * err
+    return v, err
+
+
 @lru_cache(maxsize=1 << 16)
 def value(k, x, prec=DIGITS[0]):
     """``(v, err)``: the value of the table function ``k`` (:func:`key`) at the Fraction ``x``,
     ``|f(x) - v| <= err`` (``err`` 0: exact)."""
     op, p = k[0], dict(k[1])
+    if op == "UnaryChain":
+        return chain_value(k, x, prec)
     if op in RATIONAL:
         return _rational(op, p, x), Fraction(0)
     if x == 0 and op != "Softplus":                     # softplus(0) = ln 2
