@@ -111,8 +111,8 @@ def why_not(op, attrs):
         return None
     if op in ("Scale", "AddConst", "PRelu"):
         v = (attrs or {}).get("slope" if op == "PRelu" else "c")
-        return (f"a {op} by a constant of shape {tuple(np.shape(v))}: a table (rule 9) takes one scalar for the "
-                f"whole tensor, not one per channel")
+        return (f"{op} by a constant of shape {tuple(np.shape(v))} (a value per channel or element): a table "
+                f"(rule 9) is a function of one value and takes one scalar for the whole tensor")
     return f"{op} with {dict(attrs or {})}: no table rule"
 
 
