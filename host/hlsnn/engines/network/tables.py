@@ -41,6 +41,7 @@ hand, and the interval check is the argument, table by table.
 from __future__ import annotations
 
 import decimal
+import math
 from fractions import Fraction
 from functools import lru_cache
 
@@ -164,7 +165,8 @@ def _erfc(y, prec):
     ``10**-(P + y**2 / ln 10 + 12)``, so that the difference keeps ``P`` digits of ``erfc(y) >
     10**-(y**2 / ln 10 + 2)``. From 27: ``e^-y**2 / (y sqrt pi) * sum (-1)^n (2n-1)!! / (2
     y**2)^n``, whose remainder is below its first omitted term (the terms decrease up to ``n ~
-    y**2``)."""
+    y**2``). From 40: ``e^-y**2 / (sqrt pi (y + 1)) < erfc(y) < e^-y**2`` (Mills' ratio), as
+    powers of two (``log2 e`` bounded by 16 digits), the midpoint with its half-width."""
     y2 = y * y
     if y < 27:
         extra = int(float(y2) / 2.302585) + 2
@@ -182,6 +184,11 @@ def _erfc(y, prec):
                 break
         e = Fraction(ctx.multiply(total, ctx.divide(2, ctx.sqrt(_pi(ctx)))))
         return 1 - e, Fraction(1, 10 ** (prec - 2))
+    if y >= 40:                                     # 2**-K1 < erfc(y) < 2**-K0: dyadic bounds, no e^-y**2
+        k0 = math.floor(y2 * Fraction(14426950408889634, 10 ** 16))           # below log2(e) y**2
+        k1 = math.ceil(y2 * Fraction(14426950408889635, 10 ** 16)) + math.ceil(math.log2(2 * float(y) + 2)) + 1
+        lo, hi = Fraction(1, 1 << k1), Fraction(1, 1 << k0)
+        return (lo + hi) / 2, (hi - lo) / (hi + lo)
     ctx = _ctx(prec + 20)
     d = _dec(y, ctx)
     two_y2 = ctx.multiply(2, ctx.multiply(d, d))
