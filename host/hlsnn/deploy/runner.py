@@ -276,7 +276,10 @@ class Deployment:
         """Rule 9's output radix ``F_o`` of table ``layer`` on ``act``: DETERMINE (signed ``b``
         bits) on the op's float64 values, the radix the next engine layer chose for them before
         tables ran there; chosen when calibrating (every batch when ``dynamic``), kept in
-        :attr:`table_radix`."""
+        :attr:`table_radix`. None (the largest radix where every entry fits) for the ops of
+        ``MAX_FIT`` of :mod:`hlsnn.engines.network.gate`."""
+        if layer.op in netgate.MAX_FIT:          # the tables of before: the radix where every entry fits
+            return None
         radix = self.__dict__.setdefault("table_radix", {})
         if calibrate or self.dynamic or layer.name not in radix:
             if not calibrate and not self.dynamic:

@@ -13,9 +13,10 @@ integers at radix ``F``, value ``q * 2**-F``):
    with the rounding (``nearest_away``: half away from zero, ``nearest_even``, ``truncate``:
    floor), signed ``b`` bits. ``F_o`` is calibrated: DETERMINE on the op's float64 values on
    the calibration images (the layer path's ``table_radix``, the compiled program's host-layer
-   field ``table``), each entry then saturated to ``b`` bits; where no radix is recorded, the
-   largest radix at which every entry fits without saturation (``F_o <= F + b``; ``b - 1`` for
-   a table of zeros). The ops and their values ``f(x)``: :mod:`hlsnn.engines.network.tables`
+   field ``table``), each entry then saturated to ``b`` bits, as the next layer converted the
+   op's float64 values before; for :data:`MAX_FIT` (the tables of before) and where no radix is
+   recorded, the largest radix at which every entry fits without saturation (``F_o <= F + b``;
+   ``b - 1`` for a table of zeros). The ops and their values ``f(x)``: :mod:`hlsnn.engines.network.tables`
    (:data:`UNARY`: ``HardSwish``, ``HardSigmoid``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``,
    ``LeakyRelu``, ``Elu``, ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``,
    ``ThresholdedRelu``, ``PRelu``, ``Scale``, ``AddConst`` by one scalar, and
@@ -48,6 +49,9 @@ from .tables import round_int as _round  # noqa: F401 - rule 9's rounding of a r
 #: PRelu only by one scalar, Gelu exact or tanh)
 UNARY = ("HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "Erf", "Gelu", "LeakyRelu", "Elu", "PRelu", "Scale",
          "AddConst", "Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu", "UnaryChain")
+#: the ops whose table keeps the radix where every entry fits (rule 9's rule before the calibrated
+#: one; bounded activations, for which a calibrated radix would saturate a gate's values near 1)
+MAX_FIT = ("HardSwish", "HardSigmoid", "Sigmoid")
 #: the widest input code a table takes (2**12 entries)
 MAX_TABLE_BITS = 12
 #: the op kinds of this module
