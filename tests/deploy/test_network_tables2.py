@@ -256,9 +256,9 @@ def test_a_table_in_the_network_kernel_on_csim(tmp_path, fmt):
 
 # --------------------------------------------------------------------------- x * g(x) as one op
 
-def _gelu17(path, silu=False):
+def _gelu17(path, silu=False, tanh=False):
     """torch.onnx's opset-17 GELU between two Gemms: Div by sqrt 2, Erf, Add 1, Mul by x, Mul
-    by 1/2 (``silu``: x * Sigmoid(x) instead)."""
+    by 1/2 (``silu``: x * Sigmoid(x) instead; ``tanh``: its tanh GELU, x * x * x, ...)."""
     rng = np.random.default_rng(11)
     init = [numpy_helper.from_array(rng.normal(0, 0.3, (16, 64)).astype(np.float32), "w1"),
             numpy_helper.from_array(rng.normal(0, 0.1, 16).astype(np.float32), "b1"),
@@ -267,7 +267,15 @@ def _gelu17(path, silu=False):
     for n, v in (("s2", 1.4142135381698608), ("one", 1.0), ("half", 0.5)):
         init.append(numpy_helper.from_array(np.asarray(v, np.float32), n))
     nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1)]
-    if silu:
+    if tanh:
+        for n, v in (("c3", 0.044715), ("k", 0.7978845834732056)):
+            init.append(numpy_helper.from_array(np.asarray(v, np.float32), n))
+        nodes += [helper.make_node("Mul", ["h", "h"], ["h2"]), helper.make_node("Mul", ["h", "h2"], ["h3"]),
+                  helper.make_node("Mul", ["h3", "c3"], ["b"]), helper.make_node("Add", ["h", "b"], ["c"]),
+                  helper.make_node("Mul", ["c", "k"], ["d"]), helper.make_node("Tanh", ["d"], ["t"]),
+                  helper.make_node("Add", ["t", "one"], ["p"]), helper.make_node("Mul", ["h", "p"], ["m"]),
+                  helper.make_node("Mul", ["m", "half"], ["a"])]
+    elif silu:
         nodes += [helper.make_node("Sigmoid", ["h"], ["s"]), helper.make_node("Mul", ["h", "s"], ["a"])]
     else:
         nodes += [helper.make_node("Div", ["h", "s2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
@@ -289,8 +297,8 @@ def test_the_opset17_gelu_imports_as_one_unary_op_with_the_same_floats(tmp_path)
     net = load_onnx(path)
     hosts = [la for la in net.layers if la.kind == "host"]
     assert [la.op for la in hosts] == ["UnaryChain"]
-    assert [s["op"] for s in hosts[0].attrs["pre"]] == ["Scale", "Erf", "AddConst"]
-    assert [s["op"] for s in hosts[0].attrs["post"]] == ["Scale"]
+    assert [(nd["op"], nd["args"]) for nd in hosts[0].attrs["nodes"]] == [
+        ("Scale", [0]), ("Erf", [1]), ("AddConst", [2]), ("Mul", [0, 3]), ("Scale", [4])]
     x = _x()[:8].astype(np.float32)
     ref = np.concatenate([ReferenceEvaluator(str(path)).run(None, {"x": x[i:i + 1]})[0] for i in range(8)])
     np.testing.assert_allclose(float_forward(net, x), ref, rtol=1e-4, atol=1e-5)
@@ -301,15 +309,24 @@ def test_the_opset17_gelu_imports_as_one_unary_op_with_the_same_floats(tmp_path)
     assert np.abs(np.ldexp(t, -f_out) - gelu).max() <= 2.0 ** -(f_out + 1) + 1e-12
     from scipy.special import erf                   # the replaced ops' float64, in their order
     np.testing.assert_array_equal(hostops.run(hosts[0], [q]), q * (erf(q / 1.4142135381698608) + 1.0) * 0.5)
+    # the tanh GELU (x * x * x, Add of x, ...) is one op too, its table within half a step
+    net = load_onnx(_gelu17(tmp_path / "t.onnx", tanh=True))
+    hosts = [la for la in net.layers if la.kind == "host"]
+    assert [la.op for la in hosts] == ["UnaryChain"] and len(hosts[0].attrs["nodes"]) == 9
+    f_out, t = netgate.table("UnaryChain", hosts[0].attrs, (4, 8, True), "nearest_even")
+    k, c3 = float(np.float32(0.7978845834732056)), float(np.float32(0.044715))
+    gelu = np.array([v * (1 + math.tanh(k * (v + c3 * v ** 3))) / 2 for v in q])
+    assert np.abs(np.ldexp(t, -f_out) - gelu).max() <= 2.0 ** -(f_out + 1) + 1e-12
     # SiLU (x * sigmoid(x)) stays a Mul of two tensors
     net = load_onnx(_gelu17(tmp_path / "s.onnx", silu=True))
     assert [la.op for la in net.layers if la.kind == "host"] == ["Sigmoid", "Mul"]
 
 
+@pytest.mark.parametrize("tanh", [False, True])
 @pytest.mark.parametrize("fmt", list(FORMATS))
-def test_the_opset17_gelu_runs_in_the_network_mode_as_one_table(tmp_path, fmt):
+def test_the_opset17_gelu_runs_in_the_network_mode_as_one_table(tmp_path, fmt, tanh):
     from hlsnn.network.build import compile_model
-    model = _gelu17(tmp_path / "g.onnx")
+    model = _gelu17(tmp_path / "g.onnx", tanh=tanh)
     cfg = tmp_path / "g.yaml"
     cfg.write_text(f"name: g\nmodel: {model}\ndata: digits\nlayout: auto\nformats:\n"
                    + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())

@@ -156,7 +156,7 @@ def run(layer, inputs):
         return e / e.sum(axis=axes, keepdims=True)
     if op == "fallback":
         return _fallback(layer, inputs)
-    if op == "UnaryChain":                               # x * g(x) and unary ops after (hlsnn.deploy.unaryfuse)
+    if op == "UnaryChain":                               # elementwise ops from one x (hlsnn.deploy.unaryfuse)
         from .unaryfuse import run as chain_run
         return chain_run(layer, inputs, run)
     if op in hostunary.OPS:                              # Softplus, Selu, Celu, Softsign, Mish, ThresholdedRelu

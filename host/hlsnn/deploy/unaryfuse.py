@@ -1,19 +1,22 @@
-"""One unary function from an elementwise product of a tensor and a chain of unary ops of it
-(issue 52): ``x * g(x)`` followed by unary ops, as ``torch.onnx``'s opset-17 GELU writes it
-(``Div`` by sqrt 2, ``Erf``, ``Add`` 1, ``Mul`` by ``x``, ``Mul`` by 1/2) or a decomposed Mish
-(``x * tanh(softplus(x))``), becomes ONE host layer ``UnaryChain`` with ``attrs`` ``pre`` (the
-chain ``g``, in order) and ``post`` (the ops after the product): ``f(x) = post(x * pre(x))``.
+"""One unary function from elementwise ops that all start from one tensor (issue 52): ``x *
+g(x)`` and the like, as ``torch.onnx``'s opset-17 GELU writes it (``Div`` by sqrt 2, ``Erf``,
+``Add`` 1, ``Mul`` by ``x``, ``Mul`` by 1/2), its tanh GELU (``x * x * x``, ``Add`` of ``x``,
+``Tanh``, ...) or a decomposed Mish (``x * tanh(softplus(x))``), becomes ONE host layer
+``UnaryChain``: ``attrs["nodes"]``, in order, each ``{"op", "attrs", "args"}`` with ``args``
+indices of earlier values (0: ``x``, ``i``: node ``i - 1``'s output); a node is a unary table
+op (:func:`hlsnn.engines.network.tables.key`) of one value, or ``Mul`` / ``Add`` of two; the
+last node is the function's value.
 
 In float64 it computes exactly what the layers it replaces computed (:func:`run`: the same ops
-in the same order), so nothing changes where it runs on the host; where its input is a
-fixed-point tensor (or a BFP layer's output) and an engine layer follows, it is one table of
-rule 9 (:mod:`hlsnn.engines.network.tables`): one rounding instead of one per op, and no
-product of two tensors in the network mode.
+on the same operands in the same order), so nothing changes where it runs on the host; where
+its input is a fixed-point tensor (or a BFP layer's output) and an engine layer follows, it is
+one table of rule 9 (:mod:`hlsnn.engines.network.tables`): one rounding instead of one per
+op, and no product of two tensors in the network mode.
 
-A chain is fused when every op in it is a unary table op (:func:`hlsnn.engines.network.tables.key`,
-``ThresholdedRelu`` aside: a step, no slope bound), every tensor inside is read only by the next
-op (and is not the network's output), and it has two ops or more before the product or one
-after it: ``x * sigmoid(x)`` (SiLU) and ``x * hardsigmoid(x)`` stay a ``Mul`` of two tensors.
+A region is fused where a ``Mul`` or ``Add`` of two tensors has one source tensor ``x`` through
+such ops only, every tensor inside is read only inside (and is not the network's output), and
+it has three ops or more with the unary ops after it (``ThresholdedRelu`` aside: a step, no
+slope bound): ``x * sigmoid(x)`` (SiLU) and ``x * hardsigmoid(x)`` stay a ``Mul`` of two tensors.
 """
 from __future__ import annotations
 
@@ -21,17 +24,44 @@ from types import SimpleNamespace
 
 from .graph import Layer
 
+#: the ops of two values a region holds (elementwise, of one shape: both are functions of ``x``)
+BINARY = ("Mul", "Add")
 
-def _fusable(layer):
+
+def _unary(layer):
     from ..engines.network import tables
     return (layer is not None and layer.kind == "host" and len(layer.inputs) == 1 and layer.op != "ThresholdedRelu"
-            and layer.op in tables.OPS and tables.key(layer.op, layer.attrs) is not None)
+            and layer.op in tables.OPS and layer.op != "UnaryChain" and tables.key(layer.op, layer.attrs) is not None)
+
+
+def _binary(layer):
+    return (layer is not None and layer.kind == "host" and layer.op in BINARY and len(layer.inputs) == 2
+            and not layer.attrs)
+
+
+def _region(m, produced, single):
+    """``(x, members)`` of the region ending at ``m`` (module docstring), or None."""
+    members, leaves, todo = {}, set(), list(m.inputs)
+    while todo:
+        t = todo.pop()
+        la = produced.get(t)
+        if la is not None and la.name in members:
+            continue
+        if (_unary(la) or _binary(la)) and single(t):
+            members[la.name] = la
+            todo.extend(la.inputs)
+        else:
+            leaves.add(t)
+    if len(leaves) != 1:
+        return None
+    return leaves.pop(), members
 
 
 def fuse(layers, output):
-    """``layers`` (in order) with every fusable ``x * g(x)`` region (module docstring) as one
-    ``UnaryChain`` layer named after its ``Mul``, placed where its last op was."""
+    """``layers`` (in order) with every fusable region (module docstring) as one ``UnaryChain``
+    layer named after its last ``Mul`` or ``Add``, placed where its last op was."""
     produced = {la.output: la for la in layers}
+    order = {la.name: k for k, la in enumerate(layers)}
     readers = {}
     for la in layers:
         for t in la.inputs:
@@ -41,42 +71,36 @@ def fuse(layers, output):
         return t != output and len(readers.get(t, ())) == 1
 
     drop, put = set(), {}
-    for m in layers:
-        if m.kind != "host" or m.op != "Mul" or len(m.inputs) != 2 or m.inputs[0] == m.inputs[1] or m.name in drop:
+    for m in reversed(layers):
+        if not _binary(m) or m.name in drop:
             continue
-        for r, b in (m.inputs, m.inputs[::-1]):
-            chain, t = [], b
-            while t != r:
-                la = produced.get(t)
-                if not _fusable(la) or not single(t) or la.name in drop:
-                    break
-                chain.insert(0, la)
-                t = la.inputs[0]
-            if t == r and chain:
-                break
-        else:
+        found = _region(m, produced, single)
+        if found is None:
+            continue
+        x, members = found
+        if any(n in drop for n in members):
             continue
         post, t = [], m.output
-        while single(t) and _fusable(readers[t][0]) and readers[t][0].name not in drop:
+        while single(t) and _unary(readers[t][0]) and readers[t][0].name not in drop:
             post.append(readers[t][0])
             t = post[-1].output
-        if len(chain) < 2 and not post:
+        body = sorted(members.values(), key=lambda la: order[la.name]) + [m] + post
+        if len(body) < 3:
             continue
-        last = (post or [m])[-1]
-        spec = lambda la: {"op": la.op, "attrs": dict(la.attrs)}      # noqa: E731
-        put[last.name] = Layer(m.name, "host", [r], last.output, op="UnaryChain",
-                               attrs={"pre": [spec(la) for la in chain], "post": [spec(la) for la in post]})
-        drop.update(la.name for la in chain + [m] + post)
+        index = {x: 0}
+        nodes = []
+        for la in body:
+            nodes.append({"op": la.op, "attrs": dict(la.attrs), "args": [index[i] for i in la.inputs]})
+            index[la.output] = len(nodes)
+        put[body[-1].name] = Layer(m.name, "host", [x], body[-1].output, op="UnaryChain", attrs={"nodes": nodes})
+        drop.update(la.name for la in body)
     return [put[la.name] if la.name in put else la for la in layers if la.name in put or la.name not in drop]
 
 
 def run(layer, inputs, host_run):
     """``UnaryChain`` in float64: the replaced ops in their order (``host_run(spec, inputs)``)."""
-    x = inputs[0]
-    g = x
-    for s in layer.attrs["pre"]:
-        g = host_run(SimpleNamespace(op=s["op"], attrs=s["attrs"]), [g])
-    y = x * g
-    for s in layer.attrs["post"]:
-        y = host_run(SimpleNamespace(op=s["op"], attrs=s["attrs"]), [y])
-    return y
+    vals = [inputs[0]]
+    for nd in layer.attrs["nodes"]:
+        args = [vals[i] for i in nd["args"]]
+        vals.append(host_run(SimpleNamespace(op=nd["op"], attrs=nd["attrs"]), args))
+    return vals[-1]

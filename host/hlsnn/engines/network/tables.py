@@ -90,14 +90,20 @@ def key(op, attrs):
     if op == "PRelu":
         s = _scalar(a.get("slope"))
         return None if s is None else (op, (("slope", s),))
-    if op == "UnaryChain":                       # post(x * pre(x)) (hlsnn.deploy.unaryfuse)
-        parts = []
-        for side in ("pre", "post"):
-            ks = [key(st["op"], st.get("attrs") or {}) for st in a.get(side) or ()]
-            if any(k is None or k[0] in ("UnaryChain", "ThresholdedRelu") for k in ks):
+    if op == "UnaryChain":                       # elementwise ops from one x (hlsnn.deploy.unaryfuse)
+        nodes = []
+        for i, nd in enumerate(a.get("nodes") or ()):
+            args = tuple(int(v) for v in nd.get("args") or ())
+            if not args or any(not 0 <= v <= i for v in args):
                 return None
-            parts.append((side, tuple(ks)))
-        return (op, tuple(parts)) if parts[0][1] else None
+            if nd["op"] in ("Mul", "Add") and len(args) == 2:
+                nodes.append(((nd["op"], ()), args))
+                continue
+            k = key(nd["op"], nd.get("attrs") or {})
+            if k is None or k[0] in ("UnaryChain", "ThresholdedRelu") or len(args) != 1:
+                return None
+            nodes.append((k, args))
+        return (op, (("nodes", tuple(nodes)),)) if nodes else None
     if op in ("Scale", "AddConst"):
         c = _scalar(a.get("c"))
         if c is None or (op == "Scale" and a.get("divide") and c == 0.0):
@@ -299,19 +305,20 @@ def slope(k):
 
 
 def chain_value(k, x, prec):
-    """``(v, err)`` of ``UnaryChain`` ``k``: ``post(x * pre(x))``, each op evaluated at the value
-    before it (a Fraction) and its error carried on with the op's :func:`slope` bound (``|f(u) -
-    f(u')| <= slope * |u - u'|``), the product's as ``|x| err``."""
-    parts = dict(k[1])
-    v, err = x, Fraction(0)
-    for kk in parts["pre"]:
-        w, e = value(kk, v, prec)
-        v, err = w, e + slope(kk) * err
-    v, err = x * v, abs(x) * err
-    for kk in parts["post"]:
-        w, e = value(kk, v, prec)
-        v, err = w, e + slope(kk) * err
-    return v, err
+    """``(v, err)`` of ``UnaryChain`` ``k``: its nodes in order, each unary op evaluated at the
+    value before it (a Fraction) and the error carried on with the op's :func:`slope` bound
+    (``|f(u) - f(u')| <= slope * |u - u'|``), a product's as ``|a| eb + |b| ea + ea eb``, a sum's
+    as ``ea + eb``."""
+    vals = [(x, Fraction(0))]
+    for kk, args in dict(k[1])["nodes"]:
+        if kk[0] in ("Mul", "Add"):
+            (va, ea), (vb, eb) = vals[args[0]], vals[args[1]]
+            vals.append((va * vb, abs(va) * eb + abs(vb) * ea + ea * eb) if kk[0] == "Mul" else (va + vb, ea + eb))
+            continue
+        v, e = vals[args[0]]
+        w, ew = value(kk, v, prec)
+        vals.append((w, ew + slope(kk) * e))
+    return vals[-1]
 
 
 @lru_cache(maxsize=1 << 16)
