@@ -106,7 +106,7 @@ def _unsupported_model(tmp_path):
                               auto_pad="SAME_UPPER"),
              helper.make_node("Sin", ["c"], ["s"], name="sig"),
              helper.make_node("Flatten", ["s"], ["f"], name="flat"),
-             helper.make_node("Softsign", ["f"], ["y"], name="soft")]
+             helper.make_node("Atan", ["f"], ["y"], name="soft")]
     # SAME_UPPER's pads depend on the input's H and W, which this file leaves symbolic
     return _save(tmp_path, nodes, [_init(rng, "w", (2, 1, 3, 3))], ["N", 1, "H", "W"], ["N", 18], "unsup")
 
@@ -117,7 +117,7 @@ def test_unsupported_nodes_are_all_listed(tmp_path):
         load_onnx(path)
     msg = str(e.value)
     assert "3 unsupported node(s)" in msg
-    for name, op in (("autopad", "Conv"), ("sig", "Sin"), ("soft", "Softsign")):
+    for name, op in (("autopad", "Conv"), ("sig", "Sin"), ("soft", "Atan")):
         assert f"{name} ({op})" in msg
     assert "auto_pad" in msg and "--host-fallback" in msg
     assert [n[0] for n in e.value.nodes] == ["autopad", "sig", "soft"]
@@ -258,14 +258,14 @@ def test_host_layers_are_reported_with_their_precision(tmp_path, capsys):
     assert all("--host-fallback" not in h["precision"] for h in res["host_layers"] if h["layer"] != "squash")
 
 
-def _mlp_with_a_softsign(tmp_path):
-    """The digits MLP with its hidden ReLU replaced by a Softsign (no engine or host op: a
+def _mlp_with_an_atan(tmp_path):
+    """The digits MLP with its hidden ReLU replaced by an Atan (no engine or host op: a
     --host-fallback node between the two dense layers) and its Softmax kept on the host."""
     from conftest import ROOT
     m = onnx.load(str(ROOT / "configs" / "models" / "digits_mlp.onnx"))
     relu = next(n for n in m.graph.node if n.op_type == "Relu")
-    relu.op_type = "Softsign"
-    p = tmp_path / "softsign.onnx"
+    relu.op_type = "Atan"
+    p = tmp_path / "atan.onnx"
     onnx.save(m, str(p))
     cfg = (ROOT / "configs" / "models" / "digits_mlp.yaml").read_text().replace("../accel/", "")
     (tmp_path / "leaky.yaml").write_text(cfg.replace("model: digits_mlp.onnx", f"model: {p}"))
@@ -276,7 +276,7 @@ def test_quantized_host_mode_computes_host_layers_in_fixed_point(tmp_path):
     """--host-precision quantized: a computing host layer's output is an 8-bit fixed-point
     tensor at its calibrated radix, equal to the rule written out in this test (input and
     output rounded half away from zero at their radix points and saturated); the Softmax's
-    output is unsigned and the Softsign's signed; 16 bits stay within a point of float,
+    output is unsigned and the Atan's signed; 16 bits stay within a point of float,
     and 2 bits lose accuracy (the mode is in effect)."""
     from hlsnn.deploy.config import load_deploy_config
     from hlsnn.deploy.evaluate import open_accelerators
@@ -284,14 +284,14 @@ def test_quantized_host_mode_computes_host_layers_in_fixed_point(tmp_path):
     from hlsnn.deploy.onnx_import import load_onnx
     from hlsnn.deploy.runner import Deployment
     from hlsnn.deploy import datasets, hostops
-    path, leaky = _mlp_with_a_softsign(tmp_path)
+    path, leaky = _mlp_with_an_atan(tmp_path)
     cfg = load_deploy_config(path)
     net = load_onnx(cfg.model, host_fallback=True)
     ds = datasets.load("digits")
     accs = open_accelerators(cfg, "emu")
     try:
         dep = Deployment(net, cfg.assignments["bfp8"], cfg.formats, accs, host_bits=8)
-        assert set(dep.host) == {leaky, net.layers[-1].name}           # the Softsign and the Softmax
+        assert set(dep.host) == {leaky, net.layers[-1].name}           # the Atan and the Softmax
         dep.calibrate(ds.x_train[:64])
         _, env = dep.run(ds.x_test[:50], keep=True)
     finally:
@@ -323,11 +323,11 @@ def test_quantized_host_mode_computes_host_layers_in_fixed_point(tmp_path):
 
 def test_quantized_host_mode_is_reported(tmp_path, capsys):
     from hlsnn.cli import main
-    path, leaky = _mlp_with_a_softsign(tmp_path)
+    path, leaky = _mlp_with_an_atan(tmp_path)
     args = ["deploy", str(path), "--assignment", "bfp8", "--test-samples", "20", "--host-fallback"]
     assert main(args + ["--host-precision", "quantized"]) == 0
     text = capsys.readouterr().out
-    assert f"{leaky} (Softsign): 8-bit fixed point in and out" in text and "onnx's reference" in text
+    assert f"{leaky} (Atan): 8-bit fixed point in and out" in text and "onnx's reference" in text
     assert "(Softmax): 8-bit fixed point in and out" in text and "float64 in numpy between them" in text
     assert "NOTE" not in text                                 # nothing ran in float
     assert main(args + ["--host-precision", "quantized", "--host-bits", "40"]) == 2

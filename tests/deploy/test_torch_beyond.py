@@ -232,16 +232,16 @@ def test_conv1d_network_kernel_is_bit_exact_on_csim(tmp_path):
 
 
 def test_compile_with_host_fallback_stores_the_onnx_node(tmp_path):
-    """``hlsnn compile --host-fallback``: a node no rule covers (here a Softplus) runs on the
+    """``hlsnn compile --host-fallback``: a node no rule covers (here an Atan) runs on the
     host with onnx's reference implementation in the compiled model as in the deployment."""
     import hlsnn
     from hlsnn.network.build import compile_model
     m = onnx.load(str(DATA / "kws1d_ts17.onnx"))
-    next(n for n in m.graph.node if n.op_type == "Relu").op_type = "Softplus"
-    path = tmp_path / "softplus.onnx"
+    next(n for n in m.graph.node if n.op_type == "Relu").op_type = "Atan"
+    path = tmp_path / "atan.onnx"
     onnx.save(m, str(path))
-    cfg = _config(tmp_path, "softplus", model=path)
-    with pytest.raises(UnsupportedModelError, match=r"Softplus"):
+    cfg = _config(tmp_path, "atan", model=path)
+    with pytest.raises(UnsupportedModelError, match=r"Atan"):
         compile_model(cfg, "twohot", tmp_path / "no.hlsnn")
     compile_model(cfg, "twohot", tmp_path / "sp.hlsnn", host_fallback=True)
     ds = _data("kws1d_ts17")

@@ -108,6 +108,11 @@ def host_bits_of(host_precision="float", host_bits=8):
     return check_host_bits(host_bits)
 
 
+def _is_table(layer):
+    from ..engines.network.gate import is_table
+    return is_table(layer.op, layer.attrs)
+
+
 def host_layers(net, host_bits=None) -> list:
     """Every layer that runs on the host, and in what precision: what the reports must say, so
     that accuracy and latency are never read as the FPGA's alone. ``host_bits``: the quantized
@@ -129,9 +134,10 @@ def host_layers(net, host_bits=None) -> list:
                    "its bfp_systolic engine (BFP rows and columns, the engine's BFP output); fixed point at "
                    "per-sample radix points, the product exact, on sparse_cluster in fixed8 and on the host in "
                    "two-hot (shift_mac cannot multiply two activations)")
-        elif layer.op in ("HardSwish", "HardSigmoid", "Sigmoid") and host_bits is None:
+        elif host_bits is None and _is_table(layer):
             how = ("integers on a fixed-point input: a table of its 2**b codes, output b bits at the radix "
-                   "where the table fits (hlsnn.engines.network.gate rule 9); float64 on a float input")
+                   + ("where the table fits" if layer.op in ("HardSwish", "HardSigmoid", "Sigmoid") else
+                      "calibrated for its values") + " (hlsnn.engines.network.gate rule 9); float64 on a float input")
         elif layer.op == "Mul" and host_bits is None:
             how = ("exact on fixed-point values (a product of two codes); the next accelerator layer "
                    "requantizes it")

@@ -9,7 +9,8 @@ inputs share one format (:func:`out_format`); AveragePool, GlobalAveragePool, Ad
 ``Add`` of a constant), Mul (a gate of two tensors), BatchNormalization, Scale (``Mul`` or
 ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu and
 LayerNormalization (and :mod:`hlsnn.deploy.hostextra`'s ResizeLinear, LeakyRelu, Elu and
-LogSoftmax) compute new values, which the next accelerator layer requantizes at its
+LogSoftmax, :mod:`hlsnn.deploy.hostunary`'s Softplus, Selu, Celu, Softsign, Mish and
+ThresholdedRelu; :mod:`hlsnn.deploy.unaryfuse`'s UnaryChain) compute new values, which the next accelerator layer requantizes at its
 calibrated radix point; Softmax produces the network's float output. SwMove (exact), SwCompute
 and MatMulAct are attention's ops on per-sample tensors (:mod:`hlsnn.deploy.samplewise`).
 """
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..engines.convgeom import spread
 from ..errors import InputError
-from . import hostextra
+from . import hostextra, hostunary
 from .pooling import _pool
 
 #: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
@@ -155,6 +156,11 @@ def run(layer, inputs):
         return e / e.sum(axis=axes, keepdims=True)
     if op == "fallback":
         return _fallback(layer, inputs)
+    if op == "UnaryChain":                               # elementwise ops from one x (hlsnn.deploy.unaryfuse)
+        from .unaryfuse import run as chain_run
+        return chain_run(layer, inputs, run)
+    if op in hostunary.OPS:                              # Softplus, Selu, Celu, Softsign, Mish, ThresholdedRelu
+        return hostunary.run(layer, inputs)
     if op in hostextra.HOST_OPS:                         # ResizeLinear, LeakyRelu, Elu, ..., LogSoftmax
         return hostextra.run(layer, inputs)
     if op in ("SwMove", "SwCompute", "MatMulAct"):      # attention's ops (hlsnn.deploy.samplewise)

@@ -30,6 +30,8 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
 * ``Resize`` with mode linear, ``LeakyRelu``, ``Elu``, ``PRelu``, ``DepthToSpace``, ``LogSoftmax``,
   ``InstanceNormalization``, ``ReduceSum`` over axes after the batch:
   on the host in float64 (:mod:`hlsnn.deploy.hostextra`).
+* ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``, ``ThresholdedRelu``: elementwise on
+  the host in float64 (:mod:`hlsnn.deploy.hostunary`), tables where rule 9 applies.
 * ``LayerNormalization`` (constant scale and bias, over axes after the batch), ``Gelu``
   (exact or tanh) and ``Erf``: on the host, in float64 (``Add`` of a constant, as
   ``torch.onnx``'s opset-17 GELU and a positional table write it, is a host ``AddConst`` of
@@ -49,11 +51,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import hostextra
+from . import hostextra, hostunary
 
 OPS = ("ReduceMean", "ReduceMax", "GlobalMaxPool", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Pad",
        "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf",
-       "ReduceSum") + hostextra.OPS
+       "ReduceSum") + hostextra.OPS + hostunary.OPS
 
 #: nearest-neighbour Resize modes that repeat each pixel ``s`` times for an integer scale ``s``
 _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
@@ -110,6 +112,9 @@ def host_rule(node, a, consts, shapes):
     op = node.op_type
     x = node.input[0] if node.input else ""
     rank = len(shapes[x]) if x in shapes else None
+    if op in hostunary.OPS:                         # Softplus, Selu, Celu, Softsign, Mish, ThresholdedRelu
+        spec = hostunary.rule(node, a)
+        return spec if isinstance(spec, str) else HostSpec(*spec)
     if op in hostextra.OPS:                         # LeakyRelu, Elu, LogSoftmax, PRelu, DepthToSpace
         spec = hostextra.rule(node, a, shapes, consts)
         return spec if isinstance(spec, str) else HostSpec(*spec)

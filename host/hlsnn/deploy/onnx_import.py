@@ -589,6 +589,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     if unsupported:
         raise UnsupportedModelError(str(path), unsupported)
     layers = _rows_as_maps(layers, output)
+    from .unaryfuse import fuse
+    layers = fuse(layers, output)                # x * g(x) chains as one unary op (GELU at opset 17)
     if output not in produced and output != graph_inputs[0].name:
         raise InputError(f"{path}: cannot trace the graph output {output!r} to a layer")
     input_shape = _dims(graph_inputs[0])

@@ -6,8 +6,9 @@ The rules (the specification every target follows; the host code is the same on 
 * **Activations** between layers are float64 arrays that hold exactly the values the
   hardware produced. Each carries its fixed-point format ``(F, bits, signed)`` when it is one
   (the output of a ``twohot``/``pot``/``fixed``/``sparse`` layer, or a host op that only
-  moves values: MaxPool, Flatten, Reshape, Relu; or a HardSwish, HardSigmoid or Sigmoid of
-  one, which runs as a table of its codes, :mod:`hlsnn.engines.network.gate` rule 9), else
+  moves values: MaxPool, Flatten, Reshape, Relu; or a unary elementwise op of one, such as
+  HardSwish, Sigmoid, Tanh, Gelu or a scalar Scale, which runs as a table of its codes,
+  :mod:`hlsnn.engines.network.gate` rule 9, :mod:`hlsnn.engines.network.tables`), else
   ``None`` (a BFP layer's output, an average, a sum, a product, the input image).
 * **Into a fixed-point layer** (``shift_mac``: the accel config's ``act_bits``/``act_signed``;
   ``sparse_cluster``: int8): a tensor already in that format passes as its integers;
@@ -255,8 +256,9 @@ class Deployment:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
             elif layer.name in luts:                   # a table of a BFP layer's output (netbfp rule 9b)
                 env[layer.output] = Act(*self._bfp_lut(layer, ins[0], luts[layer.name], calibrate))
-            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt):   # a table on integers
-                env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding))
+            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs):   # a table on integers
+                env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding,
+                                                          self._table_radix(layer, ins[0], calibrate)))
             elif layer.kind == "host":
                 out = hostops.run(layer, [a.values for a in ins])
                 env[layer.output] = Act(out, hostops.out_format(layer, [a.fmt for a in ins]))
@@ -270,6 +272,23 @@ class Deployment:
                 updates.choose(self.execs, self.update_by)      # after iteration A (Alg 2-E)
         y = env[self.net.output].values
         return (y, {k: a.values for k, a in env.items()}) if keep else y
+
+    def _table_radix(self, layer, act, calibrate):
+        """Rule 9's output radix ``F_o`` of table ``layer`` on ``act``: DETERMINE (signed ``b``
+        bits) on the op's float64 values, the radix the next engine layer chose for them before
+        tables ran there; chosen when calibrating (every batch when ``dynamic``), kept in
+        :attr:`table_radix`. None (the largest radix where every entry fits) for the ops of
+        ``MAX_FIT`` of :mod:`hlsnn.engines.network.gate`."""
+        if layer.op in netgate.MAX_FIT:          # the tables of before: the radix where every entry fits
+            return None
+        radix = self.__dict__.setdefault("table_radix", {})
+        if calibrate or self.dynamic or layer.name not in radix:
+            if not calibrate and not self.dynamic:
+                raise InputError(f"layer {layer.name}: no calibrated output radix for its table (rule 9)")
+            from .quant import host_radix           # DETERMINE on the op's float64 values: the next layer's radix before
+            radix[layer.name] = int(host_radix(hostops.run(layer, [act.values]), int(act.fmt[1]), True,
+                                               self.overflow_ratio))
+        return radix[layer.name]
 
     def bfp_luts(self):
         """``{host layer: code bits}`` run by rule 9b (:mod:`hlsnn.engines.bfp_systolic.network.gate`):

@@ -1,5 +1,6 @@
-"""Activation tables and the channel gate in integers (issue 52): ``HardSwish``,
-``HardSigmoid`` and ``Sigmoid`` on a fixed-point tensor, and a squeeze-excite block's ``Mul``
+"""Activation tables and the channel gate in integers (issue 52): every unary elementwise op
+with an exact definition (``HardSwish``, ``Sigmoid``, ``Tanh``, ``Gelu``, a scalar ``Scale``, ...)
+on a fixed-point tensor, and a squeeze-excite block's ``Mul``
 of a map by a per-channel vector, as ops of :func:`hlsnn.deploy.program.lower` for the
 ``shift_mac`` and ``sparse_cluster`` network modes. The layer path
 (:meth:`hlsnn.deploy.runner.Deployment.run`) runs the same rules where the op's input is a
@@ -10,15 +11,18 @@ integers at radix ``F``, value ``q * 2**-F``):
    ``2**b`` codes, made once from the input's format ``(F, b, signed)`` and the deployment's
    rounding: ``T[q] = round(f(q * 2**-F) * 2**F_o)``, rounded exactly (on the rational value)
    with the rounding (``nearest_away``: half away from zero, ``nearest_even``, ``truncate``:
-   floor), signed ``b`` bits. ``F_o`` is the largest radix at which every entry fits
-   without saturation (``F_o <= F + b``; ``b - 1`` for a table of zeros), so the output format
-   ``(F_o, b, signed)`` is a function of the input's alone. The values ``f(x)``:
-   ``HardSwish``: ``x * clip(x + 3, 0, 6) / 6``, exact (a rational); ``HardSigmoid``:
-   ``clip(alpha * x + beta, 0, 1)`` with the float64 ``alpha`` and ``beta`` taken exactly;
-   ``Sigmoid``: ``1 / (1 + e^-x)`` to 60 significant digits (:mod:`decimal`, the same on every
-   machine; ``e^x`` of a rational ``x != 0`` is transcendental, so no value lies on a rounding
-   boundary, and ``x = 0`` gives ``1/2`` exactly). The table is the rule: a kernel holds it as
-   a ROM of ``2**b`` entries.
+   floor), signed ``b`` bits. ``F_o`` is calibrated: DETERMINE on the op's float64 values on
+   the calibration images (the layer path's ``table_radix``, the compiled program's host-layer
+   field ``table``), each entry then saturated to ``b`` bits, as the next layer converted the
+   op's float64 values before; for :data:`MAX_FIT` (the tables of before) and where no radix is
+   recorded, the largest radix at which every entry fits without saturation (``F_o <= F + b``;
+   ``b - 1`` for a table of zeros). The ops and their values ``f(x)``: :mod:`hlsnn.engines.network.tables`
+   (:data:`UNARY`: ``HardSwish``, ``HardSigmoid``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``,
+   ``LeakyRelu``, ``Elu``, ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``,
+   ``ThresholdedRelu``, ``PRelu``, ``Scale``, ``AddConst`` by one scalar, and
+   :mod:`hlsnn.deploy.unaryfuse`'s ``UnaryChain``: ``x * g(x)`` as one op), rationals
+   exact and transcendental values rounded only where a certified interval decides. The table
+   is the rule: a kernel holds it as a ROM of ``2**b`` entries.
 10. **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by a ``C``-vector ``qg`` at ``Fg``,
     the vector broadcast over the pixels): ``p = qa[c, y, x] * qg[c]`` exact (int64, radix
     ``Fa + Fg``), then requantized to the consuming engine layer's calibrated input radix
@@ -48,8 +52,15 @@ from functools import lru_cache
 
 import numpy as np
 
-#: the unary activations with a table rule (rule 9)
-UNARY = ("HardSwish", "HardSigmoid", "Sigmoid")
+from .tables import round_int as _round  # noqa: F401 - rule 9's rounding of a rational
+
+#: the unary elementwise ops with a table rule (rule 9; :func:`is_table`: Scale, AddConst and
+#: PRelu only by one scalar, Gelu exact or tanh)
+UNARY = ("HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "Erf", "Gelu", "LeakyRelu", "Elu", "PRelu", "Scale",
+         "AddConst", "Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu", "UnaryChain")
+#: the ops whose table keeps the radix where every entry fits (rule 9's rule before the calibrated
+#: one; bounded activations, for which a calibrated radix would saturate a gate's values near 1)
+MAX_FIT = ("HardSwish", "HardSigmoid", "Sigmoid")
 #: the widest input code a table takes (2**12 entries)
 MAX_TABLE_BITS = 12
 #: the op kinds of this module
@@ -59,61 +70,20 @@ KERNEL_KINDS = {"shift_mac": ("lut", "gate"), "sparse_cluster": ("lut", "gate"),
                 "bfp_systolic": ("lut", "gate")}          # bfp: rules 9b, 10b (hlsnn.engines.bfp_systolic.network.gate)
 
 
-def _round(num, den, rounding):
-    """``num / den`` (``den > 0``, Python integers) rounded to an integer with ``rounding``."""
-    fl, r = divmod(num, den)
-    if rounding == "truncate" or r == 0:
-        return fl
-    if 2 * r > den:
-        return fl + 1
-    if 2 * r < den:
-        return fl
-    if rounding == "nearest_even":
-        return fl + (fl & 1)
-    return fl + 1 if num > 0 else fl            # nearest_away: a tie goes away from zero
-
-
-def _values(op, attrs, f_in, codes):
-    """The exact values ``f(q * 2**-F)`` of ``codes`` (Fractions)."""
-    if op == "HardSwish":
-        one = 1 << f_in if f_in >= 0 else Fraction(1, 1 << -f_in)
-        out = []
-        for q in codes:
-            u = min(max(q + 3 * one, 0), 6 * one)       # (x + 3) clipped, at radix F
-            out.append(Fraction(q * u) / (6 * one * one))
-        return out
-    x = [Fraction(int(q)) * Fraction(2) ** -f_in for q in codes]
-    if op == "HardSigmoid":
-        a, b = Fraction(float(attrs.get("alpha", 0.2))), Fraction(float(attrs.get("beta", 0.5)))
-        return [min(max(a * v + b, Fraction(0)), Fraction(1)) for v in x]
-    if op == "Sigmoid":                 # 1 / (1 + e^-x) to 60 digits (Decimal: the same on every machine)
-        import decimal
-        ctx = decimal.Context(prec=60)
-        out = []
-        for v in x:
-            d = ctx.divide(decimal.Decimal(v.numerator), decimal.Decimal(v.denominator))
-            out.append(Fraction(ctx.divide(1, ctx.add(1, ctx.exp(-d)))))
-        return out
-    raise ValueError(f"no table rule for {op}")
-
-
 @lru_cache(maxsize=256)
-def _table(op, attr_items, f_in, bits, signed, rounding, out_bits):
+def _table(k, f_in, bits, signed, rounding, out_bits, f_out=None):
+    from . import tables
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
-    codes = list(range(lo, hi + 1))
-    vals = _values(op, dict(attr_items), f_in, codes)
+    xs = [Fraction(q) * Fraction(2) ** -f_in for q in range(lo, hi + 1)]
     bits = out_bits
     olo, ohi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
     def at(f):
-        s = Fraction(2) ** f
-        out = []
-        for v in vals:
-            w = v * s
-            out.append(_round(w.numerator, w.denominator, rounding))
-        return out
+        return [tables.entry(k, x, f, rounding) for x in xs]
 
-    m = max(abs(v) for v in vals)
+    if f_out is not None:                       # a calibrated radix: entries saturated to the b bits
+        return int(f_out), np.clip(np.asarray(at(int(f_out)), np.int64), olo, ohi)
+    m = max(abs(tables.approx(k, x)) for x in xs)
     if m == 0:
         f = bits - 1
     else:
@@ -126,28 +96,40 @@ def _table(op, attr_items, f_in, bits, signed, rounding, out_bits):
     return f, np.asarray(t, np.int64)
 
 
-def table(op, attrs, fmt, rounding, out_bits=None):
+def table(op, attrs, fmt, rounding, out_bits=None, f_out=None):
     """Rule 9: ``(F_o, T)`` of unary ``op`` (its ``attrs``) on codes of the fixed-point format
     ``fmt = (F, b, signed)``: ``T`` the ``2**b`` output codes, indexed by ``q - lo`` (``lo`` the
     format's smallest code), signed ``b`` bits at radix ``F_o`` (``out_bits`` bits where given:
-    the bfp network mode's wider table outputs, its rule 9b; ``F_o <= F + out_bits``)."""
+    the bfp network mode's wider table outputs, its rule 9b; ``F_o <= F + out_bits``); with
+    ``f_out`` (the calibrated radix, rule 9's ``F_o`` by DETERMINE) ``T`` at ``F_o = f_out``,
+    each entry saturated to the ``b`` bits."""
+    from . import tables
     f_in, bits, signed = (int(fmt[0]), int(fmt[1]), bool(fmt[2]))
-    items = tuple(sorted((k, float(v)) for k, v in (attrs or {}).items() if k in ("alpha", "beta")))
-    return _table(op, items, f_in, bits, signed, rounding, int(out_bits or bits))
+    k = tables.key(op, attrs)
+    if k is None:
+        raise ValueError(f"no table rule for {op}: {tables.why_not(op, attrs)}")
+    return _table(k, f_in, bits, signed, rounding, int(out_bits or bits), None if f_out is None else int(f_out))
 
 
-def applies(op, fmt):
-    """The layer path runs rule 9 for host ``op`` on an input of format ``fmt`` (when an engine
-    layer follows it: :meth:`hlsnn.deploy.runner.Deployment.run`)."""
-    return op in UNARY and fmt is not None and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
+def is_table(op, attrs):
+    """Host ``op`` with ``attrs`` has a table rule (:func:`hlsnn.engines.network.tables.key`)."""
+    from . import tables
+    return op in UNARY and tables.key(op, attrs) is not None
 
 
-def host_run(layer, act, rounding):
+def applies(op, fmt, attrs=None):
+    """The layer path runs rule 9 for host ``op`` (its ``attrs``) on an input of format ``fmt``
+    (when an engine layer follows it: :meth:`hlsnn.deploy.runner.Deployment.run`)."""
+    return is_table(op, attrs) and fmt is not None and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
+
+
+def host_run(layer, act, rounding, f_out=None):
     """Rule 9 in the layer path: host ``layer``'s output on the :class:`~hlsnn.deploy.quant.Act`
     ``act`` (a fixed-point tensor) as ``(values, fmt)``: the table's codes times ``2**-F_o``
-    (exact), format ``(F_o, b, True)``."""
+    (exact), format ``(F_o, b, True)`` (``F_o`` = ``f_out``, calibrated, where given:
+    ``Deployment._table_radix`` of :mod:`hlsnn.deploy.runner`)."""
     f, bits, signed = act.fmt
-    f_o, t = table(layer.op, layer.attrs, act.fmt, rounding)
+    f_o, t = table(layer.op, layer.attrs, act.fmt, rounding, f_out=f_out)
     lo = -(1 << (bits - 1)) if signed else 0
     q = act.ints()
     return np.ldexp(t[q - lo].astype(np.float64), -f_o), (f_o, bits, True)
@@ -171,13 +153,17 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
     """Lower host layer ``j`` if it is a table op (rule 9) or a gate ``Mul`` (rule 10, pending
     until its engine consumer: state ``("gate", {...})``); True if it was."""
     op = j["op"]
+    if op in UNARY and not is_table(op, j.get("attrs", {})):
+        from .tables import why_not
+        raise why(j, why_not(op, j.get("attrs", {})))
     if op in UNARY:
         st = state.get(j["inputs"][0])
         if st is None or st[0] != "q":
             raise why(j, "a table activation of an integer tensor computed on the fabric (not of a pending Add, "
                          "pool or gate)")
         src = j["inputs"][0]
-        f_o, t = table(op, j.get("attrs", {}), (st[1], bits, True), rounding)
+        f_o, t = table(op, j.get("attrs", {}), (st[1], bits, True), rounding,
+                       f_out=(j.get("table") or {}).get("f_out"))
         from .program import _chw
         c, h, w = _chw(shapes[src])
         ops.append(op_cls("lut", j["name"], [src], j["output"],

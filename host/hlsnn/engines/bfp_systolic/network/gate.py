@@ -11,7 +11,9 @@ radix point chosen at calibration, then look the code up in rule 9's table (9b).
 an op whose input is a BFP engine layer's output (``M = mantissa_bits``: ``|m| < 2**(M-1)``)
 and after which an engine layer still runs (``rounding``: the deployment's).
 
-9b. **table on pairs** (``Sigmoid``, ``HardSigmoid``): ``F`` is DETERMINE's radix point
+9b. **table on pairs** (``Sigmoid``, ``HardSigmoid`` and every other table op of
+    :data:`hlsnn.engines.network.gate.UNARY` but ``HardSwish``; its input a BFP engine layer's
+    output, or one moved by :data:`MOVES`): ``F`` is DETERMINE's radix point
     (:func:`hlsnn.deploy.quant.host_radix`, the deployment's ``overflow_ratio``) for ``b =
     M``-bit signed codes of the op's input on the calibration images, fixed after calibration
     (``dynamic`` mode: every batch). Each element's code is ``q = shift_round_sat(m,
@@ -60,7 +62,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....primitives import shift_round_sat
-from ...network.gate import UNARY, table
+from ...network.gate import UNARY, is_table, table
 
 
 #: the width of a 9b table's output mantissas: a BFP element holds more than the code's ``b``
@@ -174,6 +176,25 @@ def gate_pairs(a, g, bound_bits):
 
 # --------------------------------------------------------------------------- the network mode
 
+#: host ops that only move an engine layer's values: a table's input may be their output (its
+#: pairs are still the engine layer's ``M``-bit mantissas; the layer path's float values too)
+MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "RowsToMap", "MapToRows")
+
+
+def _engine_made(t, w):
+    """Tensor ``t`` of the network mode's walk ``w`` is an engine layer's output, or one moved
+    by :data:`MOVES` (an alias or a ``transpose`` op)."""
+    for _ in range(len(w.ops) + 2):
+        t = w.aliases.get(t, t)
+        if t in w.made_by:
+            return True
+        op = next((o for o in reversed(w.ops) if o.out == t), None)
+        if op is None or op.kind != "transpose":
+            return False
+        t = op.ins[0]
+    return False
+
+
 def lower_host(steps, j, st, w):
     """:meth:`BfpSteps.host` for rules 9b and 10b: True if ``j`` was lowered; :class:`InputError`
     (by :func:`hlsnn.deploy.program._why`) for a table or gate without a rule here."""
@@ -192,7 +213,10 @@ def lower_host(steps, j, st, w):
                         clip=hk, lo0=a.get("lo") is not None, bits=int(steps.p["mantissa_bits"]), rounding=steps.table_rounding)))
         w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
         return True
-    if op in UNARY and (st[0] != "q" or j["inputs"][0] not in w.made_by):
+    if op in UNARY and not is_table(op, j.get("attrs", {})):
+        from ...network.tables import why_not
+        raise _why(j, why_not(op, j.get("attrs", {})))
+    if op in UNARY and (st[0] != "q" or not _engine_made(j["inputs"][0], w)):
         raise _why(j, f"{op} of BFP values that are not an engine layer's output (rules 9b, 9c of "
                       f"hlsnn.engines.bfp_systolic.network.gate take a BFP layer's M-bit mantissas)")
     if op in EXACT:                                       # rule 9c: HardSwish exactly, w = M + W_EXTRA
@@ -256,15 +280,18 @@ def run(op, get, shaped, bound_bits):
 def host_layers(layers, execs, bfp_cls):
     """``{name: bits}``: the host layers rule 9b applies to, of a network's ``layers`` (in order)
     whose engine layers run by ``execs`` (``bfp_cls``: the BFP executor class): a table op whose
-    input is a BFP engine layer's output, with an engine layer after it."""
+    input is a BFP engine layer's output (or one moved by :data:`MOVES`), with an engine layer
+    after it."""
     made = {la.output: la for la in layers}
     engine = [k for k, la in enumerate(layers) if la.kind != "host"]
     last = engine[-1] if engine else -1
     out = {}
     for k, la in enumerate(layers):
-        if la.kind != "host" or la.op not in UNARY or k >= last:
+        if la.kind != "host" or not is_table(la.op, la.attrs) or k >= last:
             continue
         src = made.get(la.inputs[0])
+        while src is not None and src.kind == "host" and src.op in MOVES:        # through moves
+            src = made.get(src.inputs[0])
         ex = execs.get(src.name) if src is not None else None
         if isinstance(ex, bfp_cls):
             out[la.name] = int(ex.p["mantissa_bits"])
