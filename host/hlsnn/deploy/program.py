@@ -192,11 +192,13 @@ def walk(program, arrays, steps):
                 continue
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
                 c, h, w_ = _chw(shapes[src])
-                if h * w_ & (h * w_ - 1):
-                    raise _why(j, f"a mean over {h}x{w_} pixels (not a power of two) has no exact integer rule")
+                n = h * w_
+                if n & (n - 1) and steps.bits is None:              # BFP pairs
+                    raise _why(j, f"a mean over {h}x{w_} pixels (not a power of two) has no exact rule on BFP pairs")
                 a = st[1] if st[0] == "add" else dict(ins=[steps.pool_source(src, w)], fa=st[1], fb=st[1],
                                                       relu=False, name=j["name"])
-                state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w_))))
+                # p: the sum's extra fraction bits (a power of two); else rule 13's division (engines.network.mean)
+                state[j["output"]] = ("add", dict(a, p=0 if n & (n - 1) else n.bit_length() - 1, n=n))
                 shapes[j["output"]] = (c, 1, 1)
                 continue
             from ..engines.network import gate as netgate, move as netmove, transpose
@@ -299,14 +301,24 @@ class IntegerSteps:
             return base
         f_x = j["f_x"]
         fm = max(a["fa"], a["fb"]) + (a["p"] or 0)
-        if f_x is None or fm > max(f_x + 24, 0):
+        n, div = a.get("n") or 1, None
+        if n & (n - 1) and f_x is not None:             # rule 13: a mean over a count not a power of two
+            from ..engines.network import mean
+            amax = n << (self.bits - 1)
+            div = mean.plan(n, fm, f_x, sum(amax << (fm - f) for f in (a["fa"], a["fb"])[:len(a["ins"])]))
+            if isinstance(div, str):
+                raise _why(j, div)
+            div, shift = div
+        elif f_x is None or fm > max(f_x + 24, 0):
             raise _why(j, f"the requantization from radix {fm} to {f_x} is not exact in today's host rule")
+        else:
+            shift = fm - f_x
         c = w.shapes[a["ins"][0]][0]
         hw = int(np.prod(w.shapes[a["ins"][0]][1:]))
         w.ops.append(Op("add", a["name"], list(a["ins"]), base,
                         dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
-                             relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=self.rounding,
-                             single=len(a["ins"]) == 1)))
+                             relu=a["relu"], gap=a["p"] is not None, shift=shift, rounding=self.rounding,
+                             single=len(a["ins"]) == 1, **({"div": div} if div else {}))))
         w.shapes[base] = (c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]
         w.state[base] = ("q", f_x)
         return base
@@ -420,6 +432,10 @@ def check_ops(net):
                     ints(op, f, (k,), 0, 31)
             if "shift" in f:
                 ints(op, f, ("shift",), -62, 62)
+        if "div" in op.f:                                # rule 13's division (engines.network.mean)
+            ints(op, f["div"], ("pre",), 0, 31)
+            ints(op, f["div"], ("dl",), 1, 95)
+            ints(op, f["div"], ("dm", "doff"), 0, (1 << 31) - 1)
     return net
 
 
@@ -547,6 +563,9 @@ def add_ints(a, b, f, bits):
         s = np.maximum(s, 0)
     if f["gap"]:
         s = s.sum(axis=2, keepdims=True)
+    if "div" in f:                       # rule 13
+        from ..engines.network.mean import divide
+        s = divide(s, f["div"])
     y, _ = shift_round_sat(s, f["shift"], bits, f["rounding"])
     return y
 

@@ -65,13 +65,11 @@ def _pool_fields(j, shape, why):
         raise why(j, "an AveragePool whose padding is not counted (count_include_pad = 0) divides the border "
                      "windows by other counts; only pads counted as zeros have an integer rule here")
     n = kh * kw
-    if n & (n - 1):
-        raise why(j, f"a mean over {kh}x{kw} = {n} taps (not a power of two) has no exact integer rule")
     c, h, w = _chw(shape)
     sh, sw = (int(v) for v in a.get("strides", [1, 1]))
     oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
     return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, my=0, mx=0,
-                p=n.bit_length() - 1)
+                p=0 if n & (n - 1) else n.bit_length() - 1, n=n)    # n not a power of two: rule 13 (.mean)
 
 
 def half_pixel_x2(n):
@@ -136,10 +134,13 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
     shape = (f["c"], f["oh"], f["ow"]) if len(shapes[j["inputs"][0]]) != 2 else (f["c"], f["oh"])
     shapes[j["output"]] = shape
     if bits is None:                                # BFP pairs: the exact sum, its exponent less p (the shift)
+        if f.get("n", 1) & (f.get("n", 1) - 1):
+            raise why(j, f"a mean over {f['kh']}x{f['kw']} = {f['n']} taps (not a power of two) has no exact rule "
+                         f"on BFP pairs")
         ops.append(op_cls("avgpool", j["name"], [src], j["output"], dict(f, shift=f["p"], rounding="nearest_even")))
         state[j["output"]] = ("q", None)
     else:
-        state[j["output"]] = ("avgp", dict(f, src=src, fin=st[1], name=j["name"]))
+        state[j["output"]] = ("avgp", dict(f, src=src, fin=st[1], name=j["name"], bits=bits))
     return True
 
 
@@ -155,10 +156,19 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     if materialized(j, a["name"], state, shapes, why):
         return
     fs = a["fin"] + a["p"]
-    if f_x is None or fs > max(f_x + 24, 0):
+    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name", "bits")}
+    n = a.get("n", 1)
+    if n & (n - 1) and f_x is not None:             # rule 13: the exact mean by a constant reciprocal
+        from .mean import plan
+        r = plan(n, fs, f_x, n << (a["bits"] - 1))
+        if isinstance(r, str):
+            raise why(j, r)
+        f["div"], shift = r
+    elif f_x is None or fs > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {fs} to {f_x} is not exact in today's host rule")
-    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name")}
-    ops.append(op_cls("avgpool", a["name"], [a["src"]], base, dict(f, shift=fs - f_x, rounding=rounding)))
+    else:
+        shift = fs - f_x
+    ops.append(op_cls("avgpool", a["name"], [a["src"]], base, dict(f, shift=shift, rounding=rounding)))
     shapes[base], state[base] = shapes[src], ("q", f_x)
 
 
@@ -180,6 +190,9 @@ def run(op, get, b, bits):
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
     win, t = windows(x, f)
     s = (win << t).sum(axis=(-2, -1))
+    if "div" in f:                                   # rule 13 (.mean)
+        from .mean import divide
+        s = divide(s, f["div"])
     return shift_round_sat(s, f["shift"], bits, f["rounding"])[0]
 
 
@@ -200,4 +213,4 @@ def descriptor(op, f, d, pc):
     activation's (``p`` and a sign's)."""
     d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"], gap=1, sa=f["my"], sb=f["mx"],
              shift=f["shift"])
-    return f["p"] + 1
+    return max(f["p"], (f.get("n", 1) - 1).bit_length()) + 1
