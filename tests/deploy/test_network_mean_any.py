@@ -239,3 +239,48 @@ def test_bfp_runs_such_nets_layer_by_layer_naming_the_mean(tmp_path, kind):
     out = _compile(tmp_path, kind, "bfp8")
     with pytest.raises(InputError, match=r"not a power of two\) has no exact rule on BFP pairs"):
         kernel_network(*artifact.read(out))
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_the_division_is_declared_and_its_loops_stay_at_ii_1(tmp_path, fmt):
+    """The kernels' MeanDiv products are resource rows of their derived widths (a signed
+    ``v << pre`` by an unsigned ``M``, one per bank in the Add loop and one in the pool loop),
+    and the derived II (perf/schedule.py, from the rendered C++) of the pool and Add loops is 1."""
+    from hlsnn.network import artifact, schedule
+    from hlsnn.network.loader import config_of
+    out = _compile(tmp_path, "avg3s1p", fmt)               # a 3x3 AveragePool and a global pool over 6x6
+    prog, arrays = artifact.read(out)
+    net = netmode.lower(prog, arrays)
+    divs = [op.f["div"] for op in net.ops if "div" in op.f]
+    assert sorted(d["n"] for d in divs) == [9, 36]
+    kern = {"twohot": "shift_mac", "fixed8": "sparse_cluster"}[fmt]
+    from importlib import import_module
+    km = import_module(f"hlsnn.engines.{kern}.network.kernel")
+    with_tables = km.render(net, tmp_path / "r")[2]
+    rows = mean.multipliers(net, with_tables)
+    assert [(r.function, r.count) for r in rows] == [("AddPixels", with_tables["pc"] * (2 if with_tables.get(
+        "fast_add") else 1)), ("MaxPoolTaps", with_tables["pc"])]
+    assert rows[0].a_bits == max([d["xbits"] for d in divs] + [with_tables["add_bits"]])
+    assert rows[0].b_bits == max(d["dm"].bit_length() for d in divs)
+    sched = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))
+    loops = {r["loop"]: r["ii"] for r in sched}
+    assert loops["MaxPoolTaps"] == 1 and loops["AddPixels"] == 1, loops
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("kind, fmt", [("res7", "twohot"), ("avg3s1p", "fixed8")])
+def test_network_kernel_csim_has_the_layer_paths_bits_in_one_start(tmp_path, kind, fmt):
+    """The C-simulation of the network kernel (shift_mac: ResNet's Add, Relu and global pool
+    over 7x7; sparse_cluster: a padded 3x3 AveragePool and a global pool over 6x6): the layer
+    path's bits on emu, one start per batch, the loops' iterations the perf model's."""
+    from hlsnn.deploy import datasets
+    from hlsnn.engines.shift_mac.network import perf as netperf
+    out = _compile(tmp_path, kind, fmt)
+    x = datasets.load("digits", layout="nchw").x_test[:16]
+    board = hlsnn.load(out, "csim", network=True)
+    np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
+    k = board._kernel
+    if fmt == "twohot":
+        assert {n: it for n, (it, _) in k.counters.items()} == {
+            n: 16 * v for n, v in netperf.iterations(board.network, k.tables).items()}

@@ -251,11 +251,16 @@ def unfold_of(net, place, pc):
 
 
 def div_bits(net, add_bits):
-    """The bits of the network kernels' division datapath (``div_t``, :mod:`.mean`): the widest
-    product ``(v << pre) * M + off`` of the program's means, and at least a residual sum's
-    ``add_bits`` (an op without a division passes its sum through it); 0 without a mean."""
-    divs = [op.f["div"]["kbits"] for op in net.ops if "div" in op.f]
-    return max(divs + [add_bits]) if divs else 0
+    """``{"div_bits", "div_xbits", "div_mbits"}``: the widths of the network kernels' division
+    datapath (:mod:`.mean`): the widest product ``(v << pre) * M + off`` of the program's means
+    (``div_t``), its signed operand ``v << pre`` and its unsigned multiplier ``M``, each at
+    least what an op without a division passes through it (a residual sum's ``add_bits``, ``M
+    = 1``); all 0 without a mean (the division is not rendered)."""
+    divs = [op.f["div"] for op in net.ops if "div" in op.f]
+    if not divs:
+        return dict(div_bits=0, div_xbits=0, div_mbits=0)
+    return dict(div_bits=max([d["kbits"] for d in divs] + [add_bits + 1]),
+                div_xbits=max([d["xbits"] for d in divs] + [add_bits]), div_mbits=max(d["mbits"] for d in divs))
 
 
 def _most(t, op):

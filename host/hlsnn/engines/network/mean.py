@@ -91,7 +91,8 @@ def plan(n, fm, f_x, smax):
     dm, doff, dl = magic(m, xmax)
     if (xmax * dm + doff).bit_length() + 1 > PRODUCT_BITS or dm >= 1 << 31 or doff >= 1 << 31 or pre > 31:
         return f"a mean over {n} values: its sums (up to {smax} at radix {fm}) are too wide for the kernel's division"
-    return dict(pre=pre, dm=dm, doff=doff, dl=dl, n=n, kbits=(xmax * dm + doff).bit_length() + 1), k
+    return dict(pre=pre, dm=dm, doff=doff, dl=dl, n=n, kbits=(xmax * dm + doff).bit_length() + 1,
+                xbits=xmax.bit_length() + 1, mbits=dm.bit_length()), k
 
 
 def reference(s, n, e, bits, rounding):
@@ -110,3 +111,22 @@ def reference(s, n, e, bits, rounding):
         q = fl + (1 if t > 0 else 0)
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     return min(max(q, lo), hi)
+
+
+def multipliers(net, tables):
+    """Rule 13's products in the network kernels (``MeanDiv``) as :class:`hlsnn.resources.Multiplier`
+    rows: a signed ``div_xbits`` by unsigned ``div_mbits`` product per bank in the Add loop (two with the sparse kernel's
+    two-pixel Add) and per bank in the pool loop when the program has an average pool; none
+    without a mean over a count that is not a power of two (the division is not rendered)."""
+    from ...resources import Multiplier
+    db, pc = tables.get("div_bits", 0), tables["pc"]
+    if not db:
+        return []
+    xb, mb = tables["div_xbits"], tables["div_mbits"]
+    rows = [Multiplier("mean", "AddPixels", xb, mb, b_signed=False, count=pc * (2 if tables.get("fast_add") else 1),
+                       note="a mean's division: (v << pre) x M per bank (engines/network/mean.py)")]
+    if any(op.kind == "avgpool" for op in net.ops):
+        rows.append(Multiplier("mean", "MaxPoolTaps", xb, mb, b_signed=False, count=pc,
+                               note="an AveragePool's division: (v << pre) x M per bank"))
+    return rows
+
