@@ -181,17 +181,24 @@ def _model(path, kind, seed=3):
         nodes += [helper.make_node("Conv", [t, "c2_w", "c2_b"], ["c2"], pads=[1, 1, 1, 1]),
                   helper.make_node("Add", ["c2", t], ["s"]), helper.make_node("Relu", ["s"], ["sr"])]
         t = "sr"
-    if kind.startswith("avg"):                                        # avg3s1, avg3s2, avg3s1p
+    if kind.startswith("avg"):                                        # avg3s1, avg3s2, avg3s1p, avg3max, avg3gmax
         t = conv("x", "c1", 1, c, (3, 3), pads=(1, 1, 1, 1))           # 8x8
-        nodes.append(helper.make_node("AveragePool", [t], ["p"], kernel_shape=[3, 3], strides=[int(kind[5])] * 2,
-                                      pads=[1, 1, 1, 1] if kind.endswith("p") else [0, 0, 0, 0],
-                                      count_include_pad=1))
-        t = conv("p", "c3", c, c, (3, 3))
-        nodes.append(helper.make_node("GlobalAveragePool", [t], ["g"]))
+        padded = kind.endswith("p") or "max" in kind
+        nodes.append(helper.make_node("AveragePool", [t], ["p"], kernel_shape=[3, 3],
+                                      strides=[1 if "max" in kind else int(kind[5])] * 2,
+                                      pads=[1, 1, 1, 1] if padded else [0, 0, 0, 0], count_include_pad=1))
+        if kind == "avg3max":                                         # a MaxPool of the mean: 4x4
+            nodes.append(helper.make_node("MaxPool", ["p"], ["g"], kernel_shape=[2, 2], strides=[2, 2]))
+        elif kind == "avg3gmax":                                      # a GlobalMaxPool of the mean
+            nodes.append(helper.make_node("GlobalMaxPool", ["p"], ["g"]))
+        else:
+            t = conv("p", "c3", c, c, (3, 3))
+            nodes.append(helper.make_node("GlobalAveragePool", [t], ["g"]))
     else:
         nodes.append(helper.make_node("GlobalAveragePool", [t], ["g"]))
     nodes.append(helper.make_node("Flatten", ["g"], ["f"]))
-    init.append(numpy_helper.from_array(rng.normal(0, 0.5, (c, 10)).astype(np.float32), "d_w"))
+    k = c * 16 if kind == "avg3max" else c
+    init.append(numpy_helper.from_array(rng.normal(0, 0.5, (k, 10)).astype(np.float32), "d_w"))
     nodes.append(helper.make_node("MatMul", ["f", "d_w"], ["y"]))
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 10])], init)
@@ -211,7 +218,7 @@ def _compile(tmp_path, kind, fmt):
     return out
 
 
-KINDS = ["gap3", "gap5", "gap7", "res7", "avg3s1", "avg3s2", "avg3s1p"]
+KINDS = ["gap3", "gap5", "gap7", "res7", "avg3s1", "avg3s2", "avg3s1p", "avg3max", "avg3gmax"]
 
 
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
@@ -227,6 +234,9 @@ def test_network_path_has_the_layer_paths_bits(tmp_path, kind, fmt):
     net = hlsnn.load(out, "emu", network=True)
     assert net.network is not None
     assert any("div" in op.f for op in net.network.ops)
+    if "max" in kind:                                # the max of the means runs on their integers at F_x
+        kinds = [op.kind for op in net.network.ops]
+        assert kinds[kinds.index("avgpool") + 1] == "maxpool"
     before = _kernel_calls(net)
     np.testing.assert_array_equal(net(x), want)
     assert _kernel_calls(net) == before

@@ -123,6 +123,13 @@ def maxpool_fields(j, shape):
     return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=(t, l, b, r))
 
 
+def global_max_fields(shape):
+    """A ``GlobalMaxPool`` of a ``(C, H, W)`` tensor as a maxpool op's fields (rule 3: one
+    ``H x W`` window)."""
+    c, h, w = _chw(shape)
+    return dict(c=c, h=h, w=w, oh=1, ow=1, kh=h, kw=w, sh=1, sw=1, pads=(0, 0, 0, 0))
+
+
 def lower(program, arrays):
     """The :class:`NetProgram` of a compiled model's ``program`` and ``arrays`` (as
     :func:`hlsnn.network.artifact.read` returns them), or :class:`InputError` naming the
@@ -173,10 +180,20 @@ def walk(program, arrays, steps):
                 if st[0] != "add":
                     aliases[j["output"]] = aliases.get(src, src)
                 continue
+            if op == "GlobalMaxPool" and st[0] == "q" or op in ("MaxPool", "GlobalMaxPool") and st[0] == "avgp":
+                f = maxpool_fields(j, shapes[src]) if op == "MaxPool" else global_max_fields(shapes[src])
+                if st[0] == "q":
+                    ops.append(Op("maxpool", j["name"], [src], j["output"], f))
+                    state[j["output"]] = st
+                else:       # a max of a pending mean: to_fixed is monotone, the max of its quantized values (linpool)
+                    state[j["output"]] = ("avgp", dict(st[1], then=st[1].get("then", []) + [dict(f, name=j["name"])]))
+                shapes[j["output"]] = (f["c"], f["oh"]) if len(shapes[src]) == 2 else (f["c"], f["oh"], f["ow"])
+                continue
             if op == "MaxPool" and st[0] == "q":
                 f = maxpool_fields(j, shapes[src])
                 ops.append(Op("maxpool", j["name"], [src], j["output"], f))
-                state[j["output"]], shapes[j["output"]] = st, (f["c"], f["oh"], f["ow"])
+                state[j["output"]] = st
+                shapes[j["output"]] = (f["c"], f["oh"]) if len(shapes[src]) == 2 else (f["c"], f["oh"], f["ow"])
                 continue
             if op == "Add":
                 ins = j["inputs"]

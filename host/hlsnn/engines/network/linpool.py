@@ -20,8 +20,14 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
     p`` (as netbfp rule 6 pools a map; a window of zeros is ``(0, 0)``); the sum must stay below
     ``2**25`` at ``e0`` (the kernel's 26-bit element, as an Add's sum: ``NotExact`` otherwise;
     :func:`hlsnn.engines.bfp_systolic.network.lower.avgpool_pairs`).
-    A mean over a tap count that is not a power of two (3x3), ``ceil_mode``, dilation and
-    padding that is not counted are refused by name: their float mean is not a dyadic value.
+    A mean over a tap count that is not a power of two (3x3) is the exact quotient by
+    :mod:`.mean`'s rule 13 on the integer engines (its sum ``s`` at radix ``F`` divided by
+    ``n``, requantized once to ``F_x``); on BFP pairs it is refused by name, as are
+    ``ceil_mode``, dilation and padding that is not counted (the border windows' counts).
+    A ``MaxPool`` or ``GlobalMaxPool`` (one window over the map) of the pool's output runs
+    after its requantization to ``F_x``, on the integers (program rule 3): ``to_fixed`` is
+    monotone, so the layer path's quantized max of the float means is the max of their
+    quantized values.
 12. **bilinear x2** (``ResizeLinear`` whose per-axis weights are ONNX's linear interpolation
     by 2 with ``half_pixel``, which is also ``pytorch_half_pixel`` and, from one pixel,
     ``align_corners``; an axis of scale 1 kept): along a doubled axis ``y[2i] = (x[i-1] +
@@ -156,7 +162,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     if materialized(j, a["name"], state, shapes, why):
         return
     fs = a["fin"] + a["p"]
-    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name", "bits")}
+    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name", "bits", "then")}
     n = a.get("n", 1)
     if n & (n - 1) and f_x is not None:             # rule 13: the exact mean by a constant reciprocal
         from .mean import plan
@@ -168,8 +174,18 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
         raise why(j, f"the requantization from radix {fs} to {f_x} is not exact in today's host rule")
     else:
         shift = fs - f_x
-    ops.append(op_cls("avgpool", a["name"], [a["src"]], base, dict(f, shift=shift, rounding=rounding)))
-    shapes[base], state[base] = shapes[src], ("q", f_x)
+    then = a.get("then", [])                        # max pools of the mean, at F_x (program rule 3)
+    out = a["name"] + "_mean" if then else base
+    ops.append(op_cls("avgpool", a["name"], [a["src"]], out, dict(f, shift=shift, rounding=rounding)))
+    shapes[out], state[out] = (f["c"], f["oh"], f["ow"]), ("q", f_x)
+    for i, m in enumerate(then):
+        nxt = base if i + 1 == len(then) else m["name"] + "_q"
+        ops.append(op_cls("maxpool", m["name"], [out], nxt, {k: v for k, v in m.items() if k != "name"}))
+        shapes[nxt], state[nxt] = (m["c"], m["oh"], m["ow"]), ("q", f_x)
+        out = nxt
+    # the map the op writes (C, H, W), not the consumer's view of it (a Flatten's vector): the
+    # kernels' channel banks hold a map
+    shapes[base] = (then[-1]["c"], then[-1]["oh"], then[-1]["ow"]) if then else (f["c"], f["oh"], f["ow"])
 
 
 def windows(x, f, pad_value=0):
