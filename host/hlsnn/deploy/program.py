@@ -71,8 +71,11 @@ squeeze-excite block's channel gate, requantized as rule 4 requantizes) are
 window's exact sum, requantized as rule 4 requantizes) and 12 (a bilinear ``Resize`` by 2 with
 ``half_pixel``: an edge upsample, then rule 11 with the weights ``[1, 2, 1] / 4`` per axis)
 :mod:`hlsnn.engines.network.linpool`'s. A mean over a pixel count that is not a
-power of two has no exact float value and no integer rule here: :func:`lower` refuses it
-(say, a 7x7 global pool), as it refuses any host op other than those above between engine
+power of two (say, a 7x7 global pool) has no exact float value, but the layer path rounds it
+as the exact quotient: on the integer engines it is rule 13 (:mod:`hlsnn.engines.network.mean`:
+the exact sum divided by a constant reciprocal, then rule 4's requantization with ``K``
+fraction bits; :func:`lower` refuses a mean whose float path it cannot prove equal, and BFP
+pairs refuse it by name). :func:`lower` refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
 ``sparse_cluster``, ``ceil_mode`` pools, unsigned activations, and a ``Clip`` that
 is not a conv's output clamp (above). Those networks run layer by layer as before.
