@@ -76,8 +76,11 @@ squeeze-excite block's channel gate, requantized as rule 4 requantizes) are
 window's exact sum, requantized as rule 4 requantizes) and 12 (a bilinear ``Resize`` by 2 with
 ``half_pixel``: an edge upsample, then rule 11 with the weights ``[1, 2, 1] / 4`` per axis)
 :mod:`hlsnn.engines.network.linpool`'s. A mean over a pixel count that is not a
-power of two has no exact float value and no integer rule here: :func:`lower` refuses it
-(say, a 7x7 global pool), as it refuses any host op other than those above between engine
+power of two (say, a 7x7 global pool) has no exact float value, but the layer path rounds it
+as the exact quotient: on the integer engines it is rule 13 (:mod:`hlsnn.engines.network.mean`:
+the exact sum divided by a constant reciprocal, then rule 4's requantization with ``K``
+fraction bits; :func:`lower` refuses a mean whose float path it cannot prove equal, and BFP
+pairs refuse it by name). :func:`lower` refuses any host op other than those above between engine
 layers, a format other than ``twohot``/``pot`` on ``shift_mac`` or ``fixed``/``sparse`` on
 ``sparse_cluster``, dilated pools, unsigned activations, and a ``Clip`` that
 is not a conv's output clamp (above). Those networks run layer by layer as before.
@@ -134,6 +137,13 @@ def maxpool_fields(j, shape):
     return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=(t, l, b, r))
 
 
+def global_max_fields(shape):
+    """A ``GlobalMaxPool`` of a ``(C, H, W)`` tensor as a maxpool op's fields (rule 3: one
+    ``H x W`` window)."""
+    c, h, w = _chw(shape)
+    return dict(c=c, h=h, w=w, oh=1, ow=1, kh=h, kw=w, sh=1, sw=1, pads=(0, 0, 0, 0))
+
+
 def lower(program, arrays):
     """The :class:`NetProgram` of a compiled model's ``program`` and ``arrays`` (as
     :func:`hlsnn.network.artifact.read` returns them), or :class:`InputError` naming the
@@ -187,10 +197,20 @@ def walk(program, arrays, steps):
                 if st[0] != "add":
                     aliases[j["output"]] = aliases.get(src, src)
                 continue
+            if op == "GlobalMaxPool" and st[0] == "q" or op in ("MaxPool", "GlobalMaxPool") and st[0] == "avgp":
+                f = maxpool_fields(j, shapes[src]) if op == "MaxPool" else global_max_fields(shapes[src])
+                if st[0] == "q":
+                    ops.append(Op("maxpool", j["name"], [src], j["output"], f))
+                    state[j["output"]] = st
+                else:       # a max of a pending mean: to_fixed is monotone, the max of its quantized values (linpool)
+                    state[j["output"]] = ("avgp", dict(st[1], then=st[1].get("then", []) + [dict(f, name=j["name"])]))
+                shapes[j["output"]] = (f["c"], f["oh"]) if len(shapes[src]) == 2 else (f["c"], f["oh"], f["ow"])
+                continue
             if op == "MaxPool" and st[0] == "q":
                 f = maxpool_fields(j, shapes[src])
                 ops.append(Op("maxpool", j["name"], [src], j["output"], f))
-                state[j["output"]], shapes[j["output"]] = st, (f["c"], f["oh"], f["ow"])
+                state[j["output"]] = st
+                shapes[j["output"]] = (f["c"], f["oh"]) if len(shapes[src]) == 2 else (f["c"], f["oh"], f["ow"])
                 continue
             if op == "Add":
                 ins = j["inputs"]
@@ -206,11 +226,13 @@ def walk(program, arrays, steps):
                 continue
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
                 c, h, w_ = _chw(shapes[src])
-                if h * w_ & (h * w_ - 1):
-                    raise _why(j, f"a mean over {h}x{w_} pixels (not a power of two) has no exact integer rule")
+                n = h * w_
+                if n & (n - 1) and steps.bits is None:              # BFP pairs
+                    raise _why(j, f"a mean over {h}x{w_} pixels (not a power of two) has no exact rule on BFP pairs")
                 a = st[1] if st[0] == "add" else dict(ins=[steps.pool_source(src, w)], fa=st[1], fb=st[1],
                                                       relu=False, name=j["name"])
-                state[j["output"]] = ("add", dict(a, p=int(math.log2(h * w_))))
+                # p: the sum's extra fraction bits (a power of two); else rule 13's division (engines.network.mean)
+                state[j["output"]] = ("add", dict(a, p=0 if n & (n - 1) else n.bit_length() - 1, n=n))
                 shapes[j["output"]] = (c, 1, 1)
                 continue
             from ..engines.network import gate as netgate, move as netmove, reduce, transpose
@@ -323,14 +345,24 @@ class IntegerSteps:
             return base
         f_x = j["f_x"]
         fm = max(a["fa"], a["fb"]) + (a["p"] or 0)
-        if f_x is None or fm > max(f_x + 24, 0):
+        n, div = a.get("n") or 1, None
+        if n & (n - 1) and f_x is not None:             # rule 13: a mean over a count not a power of two
+            from ..engines.network import mean
+            amax = n << (self.bits - 1)
+            div = mean.plan(n, fm, f_x, sum(amax << (fm - f) for f in (a["fa"], a["fb"])[:len(a["ins"])]))
+            if isinstance(div, str):
+                raise _why(j, div)
+            div, shift = div
+        elif f_x is None or fm > max(f_x + 24, 0):
             raise _why(j, f"the requantization from radix {fm} to {f_x} is not exact in today's host rule")
+        else:
+            shift = fm - f_x
         c = w.shapes[a["ins"][0]][0]
         hw = int(np.prod(w.shapes[a["ins"][0]][1:]))
         w.ops.append(Op("add", a["name"], list(a["ins"]), base,
                         dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
-                             relu=a["relu"], gap=a["p"] is not None, shift=fm - f_x, rounding=self.rounding,
-                             single=len(a["ins"]) == 1)))
+                             relu=a["relu"], gap=a["p"] is not None, shift=shift, rounding=self.rounding,
+                             single=len(a["ins"]) == 1, **({"div": div} if div else {}))))
         w.shapes[base] = (c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]
         w.state[base] = ("q", f_x)
         return base
@@ -444,6 +476,10 @@ def check_ops(net):
                     ints(op, f, (k,), 0, 31)
             if "shift" in f:
                 ints(op, f, ("shift",), -62, 62)
+        if "div" in op.f:                                # rule 13's division (engines.network.mean)
+            ints(op, f["div"], ("pre",), 0, 31)
+            ints(op, f["div"], ("dl",), 1, 95)
+            ints(op, f["div"], ("dm", "doff"), 0, (1 << 31) - 1)
     return net
 
 
@@ -573,6 +609,9 @@ def add_ints(a, b, f, bits):
         s = np.maximum(s, 0)
     if f["gap"]:
         s = s.sum(axis=2, keepdims=True)
+    if "div" in f:                       # rule 13
+        from ..engines.network.mean import divide
+        s = divide(s, f["div"])
     y, _ = shift_round_sat(s, f["shift"], bits, f["rounding"])
     return y
 

@@ -47,7 +47,8 @@ from .skips import sc_regions
 
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
-          "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide", "sc_base")
+          "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide", "sc_base",
+          "dpre", "dm", "doff", "dl")           # a mean's division (hlsnn.engines.network.mean; dm 1: none)
 OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
@@ -165,7 +166,11 @@ def descriptor_head(op, unfold, place, name, pz, pc, engine=None):
     dst, dual = place[op.out]
     d = dict.fromkeys(FIELDS, 0)
     d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual),
-             sc_base=f.get("sc_base", 0))          # the op's region of the shortcut buffer (.skips)
+             sc_base=f.get("sc_base", 0),          # the op's region of the shortcut buffer (.skips)
+             dm=1)
+    if "div" in f:
+        dv = f["div"]
+        d.update(dpre=dv["pre"], dm=dv["dm"], doff=dv["doff"], dl=dv["dl"])
     if dst is None and op.kind not in ("conv", "lut"):
         raise InputError(f"network kernel: {op.name}: only a conv or a table can write the shortcut buffer alone")
     if dual and op.kind not in sc_writers(engine):   # its loop has no write to sc: refused, not wrong bits
@@ -240,7 +245,7 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
     src = place[main][0]
     if src is None or (short is not None and not place[short][1]):
         raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
-    p = int(np.log2(f["hw"])) if f["gap"] else 0
+    p = (f["hw"] - 1).bit_length() if f["gap"] else 0       # ceil(log2): a mean over any count (.mean)
     d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
              sb=f["sb"], gap=int(f["gap"]), shift=f["shift"], single=int(short is None))
     return a_bits + max(f["sa"], f["sb"]) + 2 + p
@@ -264,6 +269,19 @@ def unfold_of(net, place, pc):
     if f["group"] != 1 or f["kw"] < 2 or f["c"] * f["kw"] > pc or (f["ow"] - 1) * f["sw"] > f["w"] - 1:
         return None
     return dict(op=readers[0].name, c=f["c"], kw=f["kw"], pl=f["pads"][1], w=f["w"])
+
+
+def div_bits(net, add_bits):
+    """``{"div_bits", "div_xbits", "div_mbits"}``: the widths of the network kernels' division
+    datapath (:mod:`.mean`): the widest product ``(v << pre) * M + off`` of the program's means
+    (``div_t``), its signed operand ``v << pre`` and its unsigned multiplier ``M``, each at
+    least what an op without a division passes through it (a residual sum's ``add_bits``, ``M
+    = 1``); all 0 without a mean (the division is not rendered)."""
+    divs = [op.f["div"] for op in net.ops if "div" in op.f]
+    if not divs:
+        return dict(div_bits=0, div_xbits=0, div_mbits=0)
+    return dict(div_bits=max([d["kbits"] for d in divs] + [add_bits + 1]),
+                div_xbits=max([d["xbits"] for d in divs] + [add_bits]), div_mbits=max(d["mbits"] for d in divs))
 
 
 def _most(t, op):

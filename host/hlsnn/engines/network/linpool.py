@@ -20,8 +20,14 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
     p`` (as netbfp rule 6 pools a map; a window of zeros is ``(0, 0)``); the sum must stay below
     ``2**25`` at ``e0`` (the kernel's 26-bit element, as an Add's sum: ``NotExact`` otherwise;
     :func:`hlsnn.engines.bfp_systolic.network.lower.avgpool_pairs`).
-    A mean over a tap count that is not a power of two (3x3), ``ceil_mode``, dilation and
-    padding that is not counted are refused by name: their float mean is not a dyadic value.
+    A mean over a tap count that is not a power of two (3x3) is the exact quotient by
+    :mod:`.mean`'s rule 13 on the integer engines (its sum ``s`` at radix ``F`` divided by
+    ``n``, requantized once to ``F_x``); on BFP pairs it is refused by name, as are
+    ``ceil_mode``, dilation and padding that is not counted (the border windows' counts).
+    A ``MaxPool`` or ``GlobalMaxPool`` (one window over the map) of the pool's output runs
+    after its requantization to ``F_x``, on the integers (program rule 3): ``to_fixed`` is
+    monotone, so the layer path's quantized max of the float means is the max of their
+    quantized values.
 12. **bilinear x2** (``ResizeLinear`` whose per-axis weights are ONNX's linear interpolation
     by 2 with ``half_pixel``, which is also ``pytorch_half_pixel`` and, from one pixel,
     ``align_corners``; an axis of scale 1 kept): along a doubled axis ``y[2i] = (x[i-1] +
@@ -65,13 +71,11 @@ def _pool_fields(j, shape, why):
         raise why(j, "an AveragePool whose padding is not counted (count_include_pad = 0) divides the border "
                      "windows by other counts; only pads counted as zeros have an integer rule here")
     n = kh * kw
-    if n & (n - 1):
-        raise why(j, f"a mean over {kh}x{kw} = {n} taps (not a power of two) has no exact integer rule")
     c, h, w = _chw(shape)
     sh, sw = (int(v) for v in a.get("strides", [1, 1]))
     oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
     return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, my=0, mx=0,
-                p=n.bit_length() - 1)
+                p=0 if n & (n - 1) else n.bit_length() - 1, n=n)    # n not a power of two: rule 13 (.mean)
 
 
 def half_pixel_x2(n):
@@ -136,10 +140,13 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
     shape = (f["c"], f["oh"], f["ow"]) if len(shapes[j["inputs"][0]]) != 2 else (f["c"], f["oh"])
     shapes[j["output"]] = shape
     if bits is None:                                # BFP pairs: the exact sum, its exponent less p (the shift)
+        if f.get("n", 1) & (f.get("n", 1) - 1):
+            raise why(j, f"a mean over {f['kh']}x{f['kw']} = {f['n']} taps (not a power of two) has no exact rule "
+                         f"on BFP pairs")
         ops.append(op_cls("avgpool", j["name"], [src], j["output"], dict(f, shift=f["p"], rounding="nearest_even")))
         state[j["output"]] = ("q", None)
     else:
-        state[j["output"]] = ("avgp", dict(f, src=src, fin=st[1], name=j["name"]))
+        state[j["output"]] = ("avgp", dict(f, src=src, fin=st[1], name=j["name"], bits=bits))
     return True
 
 
@@ -155,11 +162,30 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     if materialized(j, a["name"], state, shapes, why):
         return
     fs = a["fin"] + a["p"]
-    if f_x is None or fs > max(f_x + 24, 0):
+    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name", "bits", "then")}
+    n = a.get("n", 1)
+    if n & (n - 1) and f_x is not None:             # rule 13: the exact mean by a constant reciprocal
+        from .mean import plan
+        r = plan(n, fs, f_x, n << (a["bits"] - 1))
+        if isinstance(r, str):
+            raise why(j, r)
+        f["div"], shift = r
+    elif f_x is None or fs > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {fs} to {f_x} is not exact in today's host rule")
-    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name")}
-    ops.append(op_cls("avgpool", a["name"], [a["src"]], base, dict(f, shift=fs - f_x, rounding=rounding)))
-    shapes[base], state[base] = shapes[src], ("q", f_x)
+    else:
+        shift = fs - f_x
+    then = a.get("then", [])                        # max pools of the mean, at F_x (program rule 3)
+    out = a["name"] + "_mean" if then else base
+    ops.append(op_cls("avgpool", a["name"], [a["src"]], out, dict(f, shift=shift, rounding=rounding)))
+    shapes[out], state[out] = (f["c"], f["oh"], f["ow"]), ("q", f_x)
+    for i, m in enumerate(then):
+        nxt = base if i + 1 == len(then) else m["name"] + "_q"
+        ops.append(op_cls("maxpool", m["name"], [out], nxt, {k: v for k, v in m.items() if k != "name"}))
+        shapes[nxt], state[nxt] = (m["c"], m["oh"], m["ow"]), ("q", f_x)
+        out = nxt
+    # the map the op writes (C, H, W), not the consumer's view of it (a Flatten's vector): the
+    # kernels' channel banks hold a map
+    shapes[base] = (then[-1]["c"], then[-1]["oh"], then[-1]["ow"]) if then else (f["c"], f["oh"], f["ow"])
 
 
 def windows(x, f, pad_value=0):
@@ -180,6 +206,9 @@ def run(op, get, b, bits):
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
     win, t = windows(x, f)
     s = (win << t).sum(axis=(-2, -1))
+    if "div" in f:                                   # rule 13 (.mean)
+        from .mean import divide
+        s = divide(s, f["div"])
     return shift_round_sat(s, f["shift"], bits, f["rounding"])[0]
 
 
@@ -200,4 +229,4 @@ def descriptor(op, f, d, pc):
     activation's (``p`` and a sign's)."""
     d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"], gap=1, sa=f["my"], sb=f["mx"],
              shift=f["shift"])
-    return f["p"] + 1
+    return max(f["p"], (f.get("n", 1) - 1).bit_length()) + 1

@@ -58,7 +58,9 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
    sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
    sums, a few per image, in 54-bit mantissas). A mean over a pixel count that is not a
-   power of two is refused by :func:`~hlsnn.deploy.program.lower`.
+   power of two is refused by name by :func:`~hlsnn.deploy.program.lower` (as is such an
+   ``AveragePool``): a pair cannot hold the non-dyadic mean, which the integer engines run as
+   :mod:`hlsnn.engines.network.mean`'s rule 13.
 7. **maxpool**: the element of the largest value of each window (padding never wins); ties
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
    conv's output is ``m = max(m, 0)``.

@@ -8,8 +8,8 @@ import numpy as np
 
 from ....errors import InputError
 from ....names import c_ident
-from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, expand_groups,
-                               group_windows, pool_or_add, render_templates, unfold_fields, unfold_of)
+from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, div_bits,
+                               expand_groups, group_windows, pool_or_add, render_templates, unfold_fields, unfold_of)
 
 
 def _code_words(f):
@@ -115,7 +115,8 @@ def tables(net, pz, pc):
                 weights=weights, words=words,
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
-                add_bits=max(add_bits, a_bits + 2, 16), in_slot=place[inp][0], in_dual=place[inp][1],
+                add_bits=max(add_bits, a_bits + 2, 16), **div_bits(net, max(add_bits, a_bits + 2, 16)),
+                in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), luts=luts)
 
@@ -148,7 +149,7 @@ def render(net, out_dir):
                       f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
                header="network.h", data_header="network_data.h", act_bits=net.input["bits"],
                act_min=-(1 << (net.input["bits"] - 1)), acc_bits=p["acc_bits"], prod_bits=t["prod_bits"],
-               sum_bits=t["sum_bits"], add_bits=t["add_bits"], pz=pz, pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"], rounding=ROUNDING[p["rounding"]],
+               sum_bits=t["sum_bits"], add_bits=t["add_bits"], div_bits=t["div_bits"], div_xbits=t["div_xbits"], div_mbits=t["div_mbits"], pz=pz, pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"], rounding=ROUNDING[p["rounding"]],
                add_rounding=ROUNDING[net.input["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
                in_elems=t["in_elems"], in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"],
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],

@@ -118,9 +118,11 @@ def multipliers(net, tables):
     loop's ``Q`` int8 x int8 products (:mod:`hlsnn.engines.network.gate`), when the program has
     a gate; none otherwise (the convs shift and add)."""
     from ....resources import Multiplier
+    from ...network.mean import multipliers as mean_multipliers      # a mean's division (rule 13)
     if not any(op.kind == "gate" for op in net.ops):
-        return []
-    return [Multiplier("gate", "GatePixels", 8, 8, count=tables["pc"], note="a channel gate: map x gate per bank")]
+        return mean_multipliers(net, tables)
+    return [Multiplier("gate", "GatePixels", 8, 8, count=tables["pc"], note="a channel gate: map x gate per bank")
+            ] + mean_multipliers(net, tables)
 
 
 def datapath(net, tables):
@@ -145,6 +147,7 @@ def datapath(net, tables):
       maxpool compare (``2a``), and the residual Add: two
       aligning shifters, the sum, the pool accumulator and its rounding shifter (``wb`` bits);
     * ``wpool`` (``Q``, a program with an average pool): :func:`wpool_logic`;
+    * ``mean`` (a mean over a count that is not a power of two): :func:`mean_logic`;
     * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
     """
     import math
@@ -166,7 +169,24 @@ def datapath(net, tables):
              "epilogues": (r * pz * epi[0], r * pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
     parts.update(wpool_logic(net, pc, a, wb))
+    parts.update(mean_logic(net, tables))
     return parts
+
+
+def mean_logic(net, tables):
+    """``{"mean": (LUT, FF)}`` of rule 13's datapath (:mod:`hlsnn.engines.network.mean`) beside
+    its products (:func:`hlsnn.engines.network.mean.multipliers`, one site each): the left
+    shift by ``pre`` (``shifter_luts(db, 31)``), the offset's adder (``db``), the right shift by
+    ``L`` (``shifter_luts(db, 95)``) and the requantization's wider shifter (``shifter_luts(db,
+    31) - shifter_luts(wb, 31)``); a ``db``-bit register a site. ``{}`` without a mean. Also
+    the sparse kernel's."""
+    from ..spec import shifter_luts
+    db, wb, pc = tables.get("div_bits", 0), tables["add_bits"], tables["pc"]
+    if not db:
+        return {}
+    sites = pc * (2 if tables.get("fast_add") else 1) + pc * any(op.kind == "avgpool" for op in net.ops)
+    one = shifter_luts(db, 31) + db + shifter_luts(db, 95) + max(0, shifter_luts(db, 31) - shifter_luts(wb, 31))
+    return {"mean": (sites * one, sites * db)}
 
 
 def wpool_logic(net, pc, a, wb):

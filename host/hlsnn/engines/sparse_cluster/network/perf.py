@@ -90,12 +90,18 @@ def resources(net, tables, ps):
                              ((tables["unfold"] or {}).get("c", 1), -(-tables["in_elems"] // 8))
                              if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
                              tables["fast_add"])
-        lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]))
-        return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"] + lg.get("wpool", (0, 0))[0],
-                "ff": e["ff"] + lg.get("wpool", (0, 0))[1], "dsp": e["dsp"], "buffers": e["model"].buffer_rows(),
+        lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
+                  **shiftperf.mean_logic(net, tables))
+        extra = [lg.get(k, (0, 0)) for k in ("wpool", "mean")]
+        from ...network.mean import multipliers as mean_multipliers       # a mean's division (rule 13)
+        mean_dsp = build([], mean_multipliers(net, tables), ps).dsp if tables.get("div_bits") else 0
+        return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"] + sum(v[0] for v in extra),
+                "ff": e["ff"] + sum(v[1] for v in extra), "dsp": e["dsp"] + mean_dsp,
+                "buffers": e["model"].buffer_rows(),
                 "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in lg.items()}}
     m = build(*buffers(net, tables), ps)
-    logic = dict(datapath(tables), **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]))
+    logic = dict(datapath(tables), **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
+                 **shiftperf.mean_logic(net, tables))
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
             "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}
