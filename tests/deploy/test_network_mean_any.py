@@ -174,6 +174,8 @@ def _model(path, kind, seed=3):
         t = conv("x", "c1", 1, c, (4, 4))                              # 5x5
     elif kind == "gap7":
         t = conv("x", "c1", 1, c, (2, 2))                              # 7x7
+    elif kind == "rmean6":                                            # a ReduceMean over 6x6 pixels
+        t = conv("x", "c1", 1, c, (3, 3))
     elif kind == "res7":
         t = conv("x", "c1", 1, c, (2, 2))
         init.append(numpy_helper.from_array(rng.normal(0, 0.3, (c, c, 3, 3)).astype(np.float32), "c2_w"))
@@ -194,6 +196,8 @@ def _model(path, kind, seed=3):
         else:
             t = conv("p", "c3", c, c, (3, 3))
             nodes.append(helper.make_node("GlobalAveragePool", [t], ["g"]))
+    elif kind == "rmean6":                                            # hlsnn.engines.network.reduce
+        nodes.append(helper.make_node("ReduceMean", [t], ["g"], axes=[2, 3], keepdims=1))
     else:
         nodes.append(helper.make_node("GlobalAveragePool", [t], ["g"]))
     nodes.append(helper.make_node("Flatten", ["g"], ["f"]))
@@ -218,7 +222,7 @@ def _compile(tmp_path, kind, fmt):
     return out
 
 
-KINDS = ["gap3", "gap5", "gap7", "res7", "avg3s1", "avg3s2", "avg3s1p", "avg3max", "avg3gmax"]
+KINDS = ["gap3", "gap5", "gap7", "rmean6", "res7", "avg3s1", "avg3s2", "avg3s1p", "avg3max", "avg3gmax"]
 
 
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
@@ -242,7 +246,7 @@ def test_network_path_has_the_layer_paths_bits(tmp_path, kind, fmt):
     assert _kernel_calls(net) == before
 
 
-@pytest.mark.parametrize("kind", ["gap7", "avg3s1"])
+@pytest.mark.parametrize("kind", ["gap7", "avg3s1", "rmean6"])
 def test_bfp_runs_such_nets_layer_by_layer_naming_the_mean(tmp_path, kind):
     from hlsnn.network import artifact
     from hlsnn.network.loader import kernel_network

@@ -15,12 +15,12 @@ The layer path computes ``np.mean`` in float64 of values that are exact (``b``-b
 a radix point, or BFP pairs): every partial sum is exact while the rule's bound holds (rule 4's
 ``Fm + p <= F_x + 24``; bfp rule 6's ``2**53``), and the division by ``2**p`` is exact, so it is
 the rule's value, and the consumer converts it as the pool's requantization does: the same bits.
-A count that is not a power of two, a mean over other axes (the channels, part of the pixels)
-or of rows not made by a transpose are refused by name.
+A count that is not a power of two is rule 13's mean (:mod:`.mean`: the exact quotient rounded
+once, which the layer path's float64 mean gives too where :func:`.mean.plan` proves it) on the
+integer engines, and refused by name on BFP pairs; a mean over other axes (the channels, part
+of the pixels) or of rows not made by a transpose is refused by name.
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -57,12 +57,14 @@ def lower_host(j, program, w, steps, why):
         raise why(j, f"a ReduceMean over axes {list(a['axes'])} of a per-image {shape} tensor: over all axes after "
                      f"the channels, or over the tokens of (T, F) rows, is supported")
     n = h * wd
-    if n & (n - 1):
-        raise why(j, f"a mean over {n} values (not a power of two) has no exact integer rule")
+    if n & (n - 1) and steps.bits is None:                    # BFP pairs: as GlobalAveragePool's
+        raise why(j, f"a mean over {n} values (not a power of two) has no exact rule on BFP pairs")
     if drop is not None:
         w.ops.remove(drop)
+    # p: the sum's extra fraction bits (a power of two); else rule 13's division (.mean), as for
+    # GlobalAveragePool
     state[j["output"]] = ("add", dict(ins=[pool], fa=st[1], fb=st[1], relu=False, name=j["name"],
-                                      p=int(math.log2(n))))
+                                      p=0 if n & (n - 1) else n.bit_length() - 1, n=n))
     shapes[j["output"]] = np.zeros((1,) + shape).mean(axis=tuple(v + 1 for v in axes),
                                                        keepdims=bool(a.get("keepdims"))).shape[1:]
     return True
