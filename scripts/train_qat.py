@@ -15,7 +15,8 @@ of --prune-epochs, every layer alike or with --allocation erk each its own share
 (sparse8_pynq-z2, int8; with --mode dynamic the radix of every conversion from the current
 batch, E1), bfp (bfp8_pynq-z2). Both training phases decay the learning rate on a cosine;
 --distill T,ALPHA adds the float model's softened outputs as a second target (knowledge
-distillation, hlsnn.train.distillation_loss, in pruning, recovery and fine-tuning); --weight-scale channel gives every output channel its own weight scale.
+distillation, hlsnn.train.distillation_loss, in pruning, recovery and fine-tuning, or only
+in the phases --distill-in names); --weight-scale channel gives every output channel its own weight scale.
 --val N holds N training images out (hlsnn.train.data.validation_split, fixed seed) and reports
 every accuracy on them too (choose settings there, not on the test images); --augment K shifts
 each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.data.random_shift;
@@ -65,6 +66,8 @@ def main(argv=None):
                          "(hlsnn.train.distillation_loss): temperature T, soft-target weight ALPHA; a single "
                          "number is ALPHA at --distill-t")
     ap.add_argument("--distill-t", type=float, default=4.0, help="distillation temperature for --distill ALPHA")
+    ap.add_argument("--distill-in", choices=["all", "prune", "finetune"], default="all",
+                    help="the phases --distill applies to: pruning and recovery, fine-tuning, or both")
     ap.add_argument("--val", type=int, default=0, help="hold out this many training images for validation")
     ap.add_argument("--augment", type=int, default=0,
                     help="random shifts of up to this many pixels in pruning and fine-tuning")
@@ -106,6 +109,7 @@ def main(argv=None):
     steps_per_epoch = (len(xtr) + 63) // 64
 
     teacher = None
+    kd_seen = [0, 0]                 # training images the teacher saw, of them right (its targets' quality)
 
     from hlsnn.train.data import random_shift
     aug = {"on": False}
@@ -119,6 +123,8 @@ def main(argv=None):
             return nn.functional.cross_entropy(out, ytr[idx])
         with torch.no_grad():
             t_out = teacher(x)
+        kd_seen[0] += len(idx)
+        kd_seen[1] += int((t_out.argmax(1) == ytr[idx]).sum())
         return distillation_loss(out, t_out, ytr[idx], a.distill_t, a.distill)
 
     def fit(m, epochs, lr, step=None):
@@ -153,7 +159,8 @@ def main(argv=None):
     t_float = time.time() - t0
     aug["on"] = True
     if a.distill:
-        teacher = copy.deepcopy(model).eval()
+        float_teacher = copy.deepcopy(model).eval()
+        teacher = float_teacher if a.distill_in in ("all", "prune") else None
     pruner = pruned_float_acc = None
     if a.format == "sparse":                   # prune the float model, BatchNorm live
         steps = a.prune_epochs * steps_per_epoch
@@ -192,6 +199,8 @@ def main(argv=None):
             vals["ptq_acc"] = acc(q(torch.tensor(xva)).numpy(), True)
     q.float()
     calibrate(q, None)
+    if a.distill:
+        teacher = float_teacher if a.distill_in in ("all", "finetune") else None
     fit(q, a.qat_epochs, a.qat_lr)
     q.eval().double()
     x_cal = xtr[:128].double()
@@ -225,6 +234,9 @@ def main(argv=None):
            "qat_lr": a.qat_lr, "distill": a.distill, "distill_t": a.distill_t, "augment": a.augment, "augment_float": a.augment_float,
            "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
+    if a.distill:
+        res["distill_in"] = a.distill_in
+        res["teacher_train_acc"] = round(kd_seen[1] / max(1, kd_seen[0]), 4)
     if a.val:
         res["val"] = dict(vals, images=a.val)
     if latency:
