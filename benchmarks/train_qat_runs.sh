@@ -66,3 +66,16 @@ run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --q
 run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --seed 1
 run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --seed 2
 run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --seed 2
+# distillation from the float model (--distill T,ALPHA, --distill-in), validation split, seeds
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --distill 0.5 --distill-t 4
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --distill 2,0.3
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --augment-float --distill 4,0.5
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --augment-float
+run --model mobilenet_relu6 --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 6 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --distill 4,0.5
+run --model dscnn --format sparse --sparsity 0.9 --float-epochs 60 --qat-epochs 20 --qat-lr 3e-4 --prune-epochs 480 --prune-lr 1e-2 --allocation erk --weight-scale channel --val 287 --prune-end 0.33 --augment 2 --distill 0.5 --distill-t 4
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 60 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --val 287 --distill 4,0.5
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 60 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --val 287 --distill 4,0.5 --seed 1
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 60 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --val 287 --distill 4,0.5 --seed 2
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 60 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --val 287 --seed 1
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 60 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --val 287 --seed 2
+run --model mobilenet_relu6 --format sparse --sparsity 0.75 --float-epochs 60 --qat-epochs 6 --prune-epochs 60 --prune-lr 3e-3 --val 287 --augment 2
