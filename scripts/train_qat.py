@@ -14,8 +14,9 @@ of --prune-epochs, every layer alike or with --allocation erk each its own share
 --sparsity, then folded, prepared and fine-tuned with the zeros held), fixed
 (sparse8_pynq-z2, int8; with --mode dynamic the radix of every conversion from the current
 batch, E1), bfp (bfp8_pynq-z2). Both training phases decay the learning rate on a cosine;
---distill adds the float model's softened outputs as a second target (knowledge distillation,
-pruning and fine-tuning); --weight-scale channel gives every output channel its own weight scale.
+--distill T,ALPHA adds the float model's softened outputs as a second target (knowledge
+distillation, hlsnn.train.distillation_loss, in pruning, recovery and fine-tuning, or only
+in the phases --distill-in names); --weight-scale channel gives every output channel its own weight scale.
 --val N holds N training images out (hlsnn.train.data.validation_split, fixed seed) and reports
 every accuracy on them too (choose settings there, not on the test images); --augment K shifts
 each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.data.random_shift;
@@ -60,9 +61,13 @@ def main(argv=None):
                     help="sparse, --allocation erk: bend the rule (0: uniform, 1: ERK; erk_sparsities' power)")
     ap.add_argument("--layer-sparsity", action="append", default=[], metavar="LAYER=S",
                     help="sparse, --allocation erk: this layer (its module name) at S, the rest by the rule")
-    ap.add_argument("--distill", type=float, default=0.0,
-                    help="weight of the distillation loss from the float model (pruning and fine-tuning)")
-    ap.add_argument("--distill-t", type=float, default=4.0, help="distillation temperature")
+    ap.add_argument("--distill", default="0", metavar="T,ALPHA",
+                    help="knowledge distillation from the float model in pruning, recovery and fine-tuning "
+                         "(hlsnn.train.distillation_loss): temperature T, soft-target weight ALPHA; a single "
+                         "number is ALPHA at --distill-t")
+    ap.add_argument("--distill-t", type=float, default=4.0, help="distillation temperature for --distill ALPHA")
+    ap.add_argument("--distill-in", choices=["all", "prune", "finetune"], default="all",
+                    help="the phases --distill applies to: pruning and recovery, fine-tuning, or both")
     ap.add_argument("--val", type=int, default=0, help="hold out this many training images for validation")
     ap.add_argument("--augment", type=int, default=0,
                     help="random shifts of up to this many pixels in pruning and fine-tuning")
@@ -75,6 +80,11 @@ def main(argv=None):
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
     a = ap.parse_args(argv)
+    from hlsnn.train.distill import distillation_loss, parse_distill
+    try:
+        a.distill_t, a.distill = parse_distill(a.distill, a.distill_t)
+    except ValueError as exc:
+        ap.error(str(exc))
 
     import torch
     from torch import nn
@@ -99,6 +109,7 @@ def main(argv=None):
     steps_per_epoch = (len(xtr) + 63) // 64
 
     teacher = None
+    kd_seen = [0, 0]                 # training images the teacher saw, of them right (its targets' quality)
 
     from hlsnn.train.data import random_shift
     aug = {"on": False}
@@ -108,13 +119,13 @@ def main(argv=None):
         if aug["on"] and a.augment:
             x = random_shift(x, a.augment, gen)
         out = m(x)
-        loss = nn.functional.cross_entropy(out, ytr[idx])
         if teacher is None:
-            return loss
+            return nn.functional.cross_entropy(out, ytr[idx])
         with torch.no_grad():
-            soft = nn.functional.softmax(teacher(x) / a.distill_t, 1)
-        kd = nn.functional.kl_div(nn.functional.log_softmax(out / a.distill_t, 1), soft, reduction="batchmean")
-        return (1 - a.distill) * loss + a.distill * a.distill_t ** 2 * kd
+            t_out = teacher(x)
+        kd_seen[0] += len(idx)
+        kd_seen[1] += int((t_out.argmax(1) == ytr[idx]).sum())
+        return distillation_loss(out, t_out, ytr[idx], a.distill_t, a.distill)
 
     def fit(m, epochs, lr, step=None):
         opt = torch.optim.Adam(m.parameters(), lr=lr)
@@ -148,7 +159,8 @@ def main(argv=None):
     t_float = time.time() - t0
     aug["on"] = True
     if a.distill:
-        teacher = copy.deepcopy(model).eval()
+        float_teacher = copy.deepcopy(model).eval()
+        teacher = float_teacher if a.distill_in in ("all", "prune") else None
     pruner = pruned_float_acc = None
     if a.format == "sparse":                   # prune the float model, BatchNorm live
         steps = a.prune_epochs * steps_per_epoch
@@ -187,6 +199,8 @@ def main(argv=None):
             vals["ptq_acc"] = acc(q(torch.tensor(xva)).numpy(), True)
     q.float()
     calibrate(q, None)
+    if a.distill:
+        teacher = float_teacher if a.distill_in in ("all", "finetune") else None
     fit(q, a.qat_epochs, a.qat_lr)
     q.eval().double()
     x_cal = xtr[:128].double()
@@ -217,9 +231,12 @@ def main(argv=None):
            "qat_eval_acc": acc(torch_out), "deployed_acc": acc(dep_out),
            "bit_exact": bool(np.array_equal(torch_out, dep_out)),
            "weight_scale": a.weight_scale, "float_epochs": a.float_epochs, "qat_epochs": a.qat_epochs,
-           "qat_lr": a.qat_lr, "distill": a.distill, "augment": a.augment, "augment_float": a.augment_float,
+           "qat_lr": a.qat_lr, "distill": a.distill, "distill_t": a.distill_t, "augment": a.augment, "augment_float": a.augment_float,
            "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
+    if a.distill:
+        res["distill_in"] = a.distill_in
+        res["teacher_train_acc"] = round(kd_seen[1] / max(1, kd_seen[0]), 4)
     if a.val:
         res["val"] = dict(vals, images=a.val)
     if latency:

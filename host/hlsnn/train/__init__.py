@@ -13,6 +13,8 @@
   holds; prune the float model with BatchNorm live, then fold, prepare and :func:`hold_zeros`
   (the zeros stay zero through quantization-aware training). :func:`erk_sparsities` spreads a
   model's target over its layers (the small ones pruned less), still balanced within each.
+  :func:`distillation_loss` adds the float model's softened outputs as a second target while
+  pruning and fine-tuning (knowledge distillation).
 * :func:`export` writes the ONNX file with the trained weights already on the format's grid and
   a sidecar JSON (``<model>.onnx.hlsnn-train.json``) with the codes' scale exponents, checked to
   survive the deploy quantizer unchanged (:func:`check_round_trip`).
@@ -28,10 +30,11 @@ from .quant import BfpWeight, FixedAct, FixedWeight, ShiftWeight, bfp_fake, fixe
 from .prepare import QConv2d, QLinear, calibrate, fold_batchnorm, prepare, quantized_layers  # noqa: E402
 from .prune import BalancedPruner, balanced_mask, cubic_schedule, hold_zeros, is_depthwise  # noqa: E402
 from .allocate import erk_sparsities, overall_sparsity  # noqa: E402
+from .distill import distillation_loss  # noqa: E402
 from .export import check_round_trip, export  # noqa: E402
 from .emulate import deployed, deployed_accuracy, trained_config  # noqa: E402
 
 __all__ = ["prepare", "calibrate", "fold_batchnorm", "quantized_layers", "QConv2d", "QLinear", "ShiftWeight", "BfpWeight",
            "FixedWeight", "FixedAct", "bfp_fake", "fixed_fake", "BalancedPruner", "balanced_mask",
            "cubic_schedule", "erk_sparsities", "overall_sparsity", "hold_zeros", "is_depthwise", "export", "check_round_trip", "deployed",
-           "deployed_accuracy", "trained_config"]
+           "deployed_accuracy", "trained_config", "distillation_loss"]
