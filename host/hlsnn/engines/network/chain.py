@@ -64,6 +64,19 @@ def materialize_sum(steps, j, a, w, shape):
     return base
 
 
-def wide_bits(net, bits):
+def wide_bits(net):
     """``{tensor: out_bits}`` of a network's chained sums (the kernels' wide shortcut words)."""
     return {op.out: op.f["out_bits"] for op in net.ops if op.kind == "add" and op.f.get("out_bits")}
+
+
+def check_place(net, place, name):
+    """A chained sum lives in the shortcut buffer alone and only residual Adds read it (the
+    kernels' wide ``sc`` words; :func:`.kernel.allocate`'s ``place``); :class:`InputError`
+    naming the tensor otherwise."""
+    from ...errors import InputError
+    wide = wide_bits(net)
+    for t in wide:
+        readers = [op for op in net.ops if t in [name(i) for i in op.ins]]
+        if place[t][0] is not None or any(op.kind != "add" or op.f.get("short") != t for op in readers):
+            raise InputError(f"network kernel: the chained sum {t} ({wide[t]} bits) is read other than as a "
+                             f"residual Add's shortcut; this network runs layer by layer")

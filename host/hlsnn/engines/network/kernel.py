@@ -115,6 +115,8 @@ def allocate(net, pc=1):
             holder[slot] = t
         place[t] = (slot, bool(sc_uses[t]))
     check_disjoint(net, place)
+    from .chain import check_place
+    check_place(net, place, name)
     act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
     sc_words = sc_regions(net, order, made, sc_uses, {t: bank_words(net.shapes[t], pc) for t in order if sc_uses[t]})
     return place, act_words, sc_words
@@ -148,8 +150,9 @@ def descriptor_head(op, unfold, place, name, pz, pc):
     d = dict.fromkeys(FIELDS, 0)
     d.update(op=OPS[op.kind], dst=dst if dst is not None else 0, dual=2 if dst is None else int(dual),
              sc_base=f.get("sc_base", 0))          # the op's region of the shortcut buffer (.skips)
-    if dst is None and op.kind not in ("conv", "lut"):
-        raise InputError(f"network kernel: {op.name}: only a conv or a table can write the shortcut buffer alone")
+    if dst is None and op.kind not in ("conv", "lut", "add"):
+        raise InputError(f"network kernel: {op.name}: only a conv, a table or an Add can write the shortcut buffer "
+                         f"alone")
     if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.linpool
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]
@@ -193,10 +196,11 @@ def expand_groups(a, f, win, pz, pc, fill):
     return out
 
 
-def pool_or_add(op, f, d, place, name, pc, a_bits):
+def pool_or_add(op, f, d, place, name, pc, a_bits, wide=None):
     """Fill the descriptor ``d`` of a maxpool or a residual Add (every network kernel alike: the
     Add's main operand first, from an activation buffer, its shortcut from the shortcut
-    buffer); return the bits a residual sum and its global pool need (0 for a pool)."""
+    buffer); return the bits a residual sum and its global pool need (0 for a pool). ``wide``:
+    ``{tensor: bits}`` of the chained sums (:mod:`.chain`), operands wider than ``a_bits``."""
     if op.kind in ("upsample", "zerostuff", "concat"):       # a data move (hlsnn.engines.network.move)
         from .move import move_descriptor
         return move_descriptor(op, f, d, place, name, pc)
@@ -221,8 +225,10 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
         raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
     p = int(np.log2(f["hw"])) if f["gap"] else 0
     d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
-             sb=f["sb"], gap=int(f["gap"]), shift=f["shift"], single=int(short is None))
-    return a_bits + max(f["sa"], f["sb"]) + 2 + p
+             sb=f["sb"], gap=int(f["gap"]), shift=f["shift"], single=int(short is None),
+             wide=int(bool(f.get("out_bits"))))          # a chained sum: the sum itself into sc (.chain)
+    wide = wide or {}
+    return max(wide.get(main, a_bits) + f["sa"], wide.get(short, a_bits) + f["sb"]) + 2 + p
 
 
 def unfold_of(net, place, pc):

@@ -50,6 +50,8 @@ def tables(net, pz, pc):
     unfold = unfold_of(net, place, pc)
     from ...network.gate import lut_rom
     luts = lut_rom(net, a_bits)
+    from ...network.chain import wide_bits
+    wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
@@ -99,7 +101,7 @@ def tables(net, pz, pc):
             woff += nb * steps
             boff += nb
         else:
-            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
+            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
                          vals=[int(d[k]) for k in FIELDS], names=FIELDS))
     inp, out = name(net.input["name"]), name(net.output["tensor"])
@@ -115,7 +117,7 @@ def tables(net, pz, pc):
                 weights=weights, words=words,
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
-                add_bits=max(add_bits, a_bits + 2, 16), in_slot=place[inp][0], in_dual=place[inp][1],
+                add_bits=max(add_bits, a_bits + 2, 16), sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), luts=luts)
 
@@ -148,7 +150,7 @@ def render(net, out_dir):
                       f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
                header="network.h", data_header="network_data.h", act_bits=net.input["bits"],
                act_min=-(1 << (net.input["bits"] - 1)), acc_bits=p["acc_bits"], prod_bits=t["prod_bits"],
-               sum_bits=t["sum_bits"], add_bits=t["add_bits"], pz=pz, pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"], rounding=ROUNDING[p["rounding"]],
+               sum_bits=t["sum_bits"], add_bits=t["add_bits"], sc_bits=t["sc_bits"], pz=pz, pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"], rounding=ROUNDING[p["rounding"]],
                add_rounding=ROUNDING[net.input["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
                in_elems=t["in_elems"], in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"],
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
