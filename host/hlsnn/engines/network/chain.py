@@ -9,7 +9,7 @@ add op, ``NAME_q``) and exact for the second Add (``NAME_sum``).
 
 * **Integer engines** (``shift_mac``, ``sparse_cluster``: radix points): ``NAME_sum`` is rule
   4's add op with no requantization, ``s1 = max((qa << sa) + (qb << sb), 0)`` at radix ``Fm =
-  max(Fa, Fb)``, kept in ``out_bits = max(Ba + sa, Bb + sb) + 1`` bits (``Ba``, ``Bb`` its
+  max(Fa, Fb)`` (the op's ``radix``), kept in ``out_bits = max(Ba + sa, Bb + sb) + 1`` bits (``Ba``, ``Bb`` its
   operands' widths: the activations' ``B``, or a chained sum's own ``out_bits``), which hold
   it exactly. The kernels keep it in the shortcut buffer, whose words are then ``out_bits``
   wide (``kScBits``); the second Add reads it as its shortcut and aligns it as any operand at
@@ -57,7 +57,7 @@ def materialize_sum(steps, j, a, w, shape):
     hw = int(np.prod(shape[1:])) if len(shape) > 1 else 1
     op = Op("add", a["name"] + "/sum", list(a["ins"]), base,
             dict(c=int(c), hw=hw, sa=sa, sb=sb, relu=a["relu"], gap=False, shift=0, rounding=steps.rounding,
-                 single=False, out_bits=out_bits))
+                 single=False, out_bits=out_bits, radix=fm))
     at = [i for i, o in enumerate(w.ops) if o.out == a["name"] + "_q"]
     w.ops.insert(at[0] + 1 if at else len(w.ops), op)
     w.shapes[base], w.state[base] = tuple(shape), ("q", fm)
@@ -80,3 +80,10 @@ def check_place(net, place, name):
         if place[t][0] is not None or any(op.kind != "add" or op.f.get("short") != t for op in readers):
             raise InputError(f"network kernel: the chained sum {t} ({wide[t]} bits) is read other than as a "
                              f"residual Add's shortcut; this network runs layer by layer")
+
+
+def sc_add(net, place):
+    """Whether an Add of ``net`` writes the shortcut buffer (a chained sum, or bfp's sum that a
+    later Add reads): the kernels then declare ``sc``'s read-after-write distance and the Add
+    loop's ``DEPENDENCE variable = sc inter false`` (each iteration writes the word it read)."""
+    return any(op.kind == "add" and place[net.aliases.get(op.out, op.out)][1] for op in net.ops)

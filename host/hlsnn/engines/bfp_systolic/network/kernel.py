@@ -271,6 +271,7 @@ def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
     ``(files, sha, tables)``."""
+    from ...network.chain import sc_add
     from ....version import __version__
     from . import perf as bfpperf
     from ...network import perf as netperf
@@ -308,6 +309,7 @@ def render(net, out_dir):
                lut_ctype="int8_t" if t["lut_entry_bits"] <= 8 else "int16_t", hs_w=t["hs_w"],
                has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "Clip" for op in net.ops),
                has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),
+               sc_add=sc_add(net, t["place"]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)

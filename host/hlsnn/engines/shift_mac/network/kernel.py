@@ -140,6 +140,7 @@ def weight_pack(pz):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
     ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
+    from ...network.chain import sc_add
     from ....version import __version__
     from . import perf as netperf
     p = net.params
@@ -165,6 +166,7 @@ def render(net, out_dir):
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
+               sc_add=sc_add(net, t["place"]),
                act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **unfold_fields(t["unfold"], pc))
     return render_templates("shift_mac", ctx, out_dir) + (t,)

@@ -213,6 +213,7 @@ def _words(a, per_line=8):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
     ``(files, sha, tables)``."""
+    from ...network.chain import sc_add
     from ....version import __version__
     from ...network import perf as netperf
     from . import perf as sparseperf
@@ -242,6 +243,7 @@ def render(net, out_dir):
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
+               sc_add=sc_add(net, t["place"]),
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("sparse_cluster", ctx, out_dir) + (t,)
