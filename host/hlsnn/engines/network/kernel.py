@@ -51,6 +51,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
 OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
+#: the ops whose kernel loops also write the shortcut buffer (descriptor ``dual``)
+SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool")
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
 #: the most images a co-simulation test bench of a network kernel passes in one call: the
@@ -153,6 +155,9 @@ def descriptor_head(op, unfold, place, name, pz, pc):
     if dst is None and op.kind not in ("conv", "lut", "add"):
         raise InputError(f"network kernel: {op.name}: only a conv, a table or an Add can write the shortcut buffer "
                          f"alone")
+    if dual and op.kind not in SC_WRITERS:
+        raise InputError(f"network kernel: {op.name} ({op.kind}) makes a shortcut, but the kernels' {op.kind} loop "
+                         f"writes the activation buffers only; this network runs layer by layer")
     if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.linpool
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]
