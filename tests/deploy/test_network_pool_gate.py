@@ -77,7 +77,7 @@ def test_the_gate_of_a_pool_runs_in_the_emu_network_mode_with_the_layer_paths_bi
     net = hlsnn.load(nets[fmt], "emu", network=True)
     assert net.network is not None and net.network.engine == ENGINE[fmt]
     pool, = [op for op in net.network.ops if op.kind == "maxpool"]
-    gate, = [op for op in net.network.ops if op.kind == "gate" and pool.out in op.ins]
+    assert len([op for op in net.network.ops if op.kind == "gate" and pool.out in op.ins]) == 1
     np.testing.assert_array_equal(net(x), hlsnn.load(nets[fmt], "emu", network=False)(x))
 
 

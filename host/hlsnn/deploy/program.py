@@ -55,7 +55,9 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    ``q = shift_round_sat(s, Fm [+ p] - F_x, B, rounding)`` with the deployment's rounding
    (signed activations). ``F_x`` is the consumer's calibrated input radix. A
    ``GlobalAveragePool`` of one tensor (a conv's output, as in DS-CNN and MobileNet) is this
-   rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU).
+   rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU). 4b: an operand that is itself an
+   Add's sum (a ResNet's chained blocks) is that sum exactly, not requantized
+   (:mod:`hlsnn.engines.network.chain`).
 5. **Output.** The last engine layer's integers ``q`` are the logits; the host returns
    ``q * 2**-F_out`` and runs the host layers after it (a final ``Softmax``) in float64.
 

@@ -8,16 +8,20 @@ input radix (rule 4). So the network mode keeps ``s1`` twice: requantized for th
 add op, ``NAME_q``) and exact for the second Add (``NAME_sum``).
 
 * **Integer engines** (``shift_mac``, ``sparse_cluster``: radix points): ``NAME_sum`` is rule
-  4's add op with no requantization, ``s1 = max((qa << sa) + (qb << sb), 0)`` at radix ``Fm =
-  max(Fa, Fb)`` (the op's ``radix``), kept in ``out_bits = max(Ba + sa, Bb + sb) + 1`` bits (``Ba``, ``Bb`` its
-  operands' widths: the activations' ``B``, or a chained sum's own ``out_bits``), which hold
-  it exactly. The kernels keep it in the shortcut buffer, whose words are then ``out_bits``
-  wide (``kScBits``); the second Add reads it as its shortcut and aligns it as any operand at
-  radix ``Fm``. The op is placed right after ``NAME_q`` (it reads the same operands, and is
+  4's add op with no requantization, ``s1 = (qa << sa) + (qb << sb)`` (``max(s1, 0)`` with the
+  fused ``Relu``) at radix ``Fm = max(Fa, Fb)`` (the op's ``radix``), kept in ``out_bits =
+  max(Ba + sa, Bb + sb) + 1`` bits (``Ba``, ``Bb`` its operands' widths: the activations' ``B``,
+  or a chained sum's own ``out_bits``), which hold it exactly. The kernels keep it in the
+  shortcut buffer, whose words are then ``out_bits`` wide (``kScBits``); the second Add reads
+  it as its shortcut and aligns it as any operand at radix ``Fm``. The op is placed right after ``NAME_q`` (it reads the same operands, and is
   the last to read the shortcut among them, so it writes its sum where that shortcut was:
   :mod:`.skips`).
 * **bfp_systolic** (pairs): rule 5's sum is exact already (a 26-bit mantissa, checked at run
-  time); the one ``NAME_sum`` pairs serve the conv and the second Add alike.
+  time); the one ``NAME_sum`` pairs serve the conv and the second Add alike (the Add loop
+  writes them to the activation and the shortcut buffer).
+
+Neither the compiled emu fast path (:mod:`hlsnn.deploy.fast`) nor the fast calibration has a
+wide sum: such a network runs the numpy network mode on ``emu`` and calibrates layer by layer.
 """
 from __future__ import annotations
 
