@@ -126,3 +126,26 @@ def test_the_shift_mac_kernel_runs_v_tc_a_in_one_start(tca):
 def test_v_tc_a_in_one_start_on_csim_and_the_simulated_board(tca, name, fmt):
     """Both exports, every engine: C-simulation and the simulated board, one start, bit-exact."""
     _run_kernel(tca, name, fmt)
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+def test_v_tc_a_in_one_start_of_the_board_sized_sparse_kernel(tmp_path):
+    """The board-sized sparse_cluster kernel (net_shape: board, sub-banked activations): its Add
+    writes every bank copy and the chained sum into sc, one pixel a cycle (the two-pixel
+    AddPairs loop has no sc write and is not rendered then); one start, the layer path's bits."""
+    from hlsnn.network.build import compile_model
+    from test_torch_beyond import _config
+    name = "v_tc_a_ts17"
+    cfg = tmp_path / "t.yaml"
+    cfg.write_text(_config(tmp_path, name).read_text().split("formats:")[0]
+                   + "formats:\n  sized: {type: fixed, accel: sparse8net_pynq-z2}\nassignments:\n"
+                   "  sized: {default: sized}\n")
+    out = tmp_path / "t.hlsnn"
+    compile_model(cfg, "sized", out)
+    x = _x(name, 8)
+    board = hlsnn.load(out, "csim", network=True)
+    t = board._kernel.tables
+    assert t.get("sized") is not None and not t["fast_add"] and t["sc_bits"] > 8
+    np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
