@@ -90,7 +90,7 @@ def resources(net, tables, ps):
                              tables["sum_bits"], tables["add_bits"], len(tables["biases"][0]),
                              ((tables["unfold"] or {}).get("c", 1), -(-tables["in_elems"] // 8))
                              if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
-                             tables["fast_add"])
+                             tables["fast_add"], tables.get("sc_bits", 8))
         lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]))
         return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"] + lg.get("wpool", (0, 0))[0],
                 "ff": e["ff"] + lg.get("wpool", (0, 0))[1], "dsp": e["dsp"], "buffers": e["model"].buffer_rows(),
