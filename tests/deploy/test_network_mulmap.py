@@ -295,13 +295,13 @@ def test_map_product_on_the_network_kernels_csim(models, kind, fmt):
 
 
 def test_an_output_its_loop_does_not_write_to_the_shortcut_buffer_is_refused_by_name():
-    """The kernels' Add, Move, Concat, Transpose and Gate loops write an activation buffer only:
+    """The kernels' Move, Concat, Transpose and Gate loops write an activation buffer only:
     a program that reads such an output from the shortcut buffer is refused naming the op (before,
     the kernel read stale words there); a pool's MaxPool loop writes it on every engine."""
     from hlsnn.engines.network.kernel import descriptor_head
     place = {"s": (0, True), "a": (None, True), "b": (1, False)}
-    op = netmode.Op("add", "add1", ["b", "a"], "s", dict(c=2, hw=16))
-    with pytest.raises(InputError, match=r"add1: its output \(add\) is read from the shortcut buffer"):
+    op = netmode.Op("concat", "cat1", ["b", "a"], "s", dict(c=2, hw=16))
+    with pytest.raises(InputError, match=r"cat1 \(concat\) makes a shortcut: its output is read from the shortcut"):
         descriptor_head(op, None, place, lambda t: t, 1, 1)
     pool = netmode.Op("maxpool", "mp", ["b"], "s", dict(c=2, h=4, w=4, oh=2, ow=2, kh=2, kw=2, sh=2, sw=2,
                                                          pads=(0, 0, 0, 0)))

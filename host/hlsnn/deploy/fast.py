@@ -362,6 +362,8 @@ def build(net, *, isa=3):
         return None
     if any(op.kind in ("upsample", "zerostuff", "concat", "transpose", "avgpool") or "div" in op.f for op in net.ops):
         return None                       # the numpy path runs the data moves (hlsnn.network.netmove), a mean's division
+    if any(op.f.get("out_bits") for op in net.ops):
+        return None                       # and a chained Add's exact sum (hlsnn.engines.network.chain)
     so = lib()
     if so is None:
         return None

@@ -60,7 +60,9 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    ``q = shift_round_sat(s, Fm [+ p] - F_x, B, rounding)`` with the deployment's rounding
    (signed activations). ``F_x`` is the consumer's calibrated input radix. A
    ``GlobalAveragePool`` of one tensor (a conv's output, as in DS-CNN and MobileNet) is this
-   rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU).
+   rule with no ``qb`` (``s = qa``, ``Fm = Fa``, no ReLU). 4b: an operand that is itself an
+   Add's sum (a ResNet's chained blocks) is that sum exactly, not requantized
+   (:mod:`hlsnn.engines.network.chain`).
 5. **Output.** The last engine layer's integers ``q`` are the logits; the host returns
    ``q * 2**-F_out`` and runs the host layers after it (a final ``Softmax``) in float64.
 
@@ -213,13 +215,20 @@ def walk(program, arrays, steps):
                 shapes[j["output"]] = (f["c"], f["oh"]) if len(shapes[src]) == 2 else (f["c"], f["oh"], f["ow"])
                 continue
             if op == "Add":
-                ins = j["inputs"]
+                ins = list(j["inputs"])
                 sts = [state.get(i) for i in ins]
-                if any(s is None or s[0] != "q" for s in sts) or _chw(shapes[ins[0]]) != _chw(shapes[ins[1]]):
+                for k, s in enumerate(sts):       # a ResNet's chained blocks: an operand is a pending Add's sum
+                    if s is not None and s[0] == "add" and s[1]["p"] is None \
+                            and _chw(shapes[ins[0]]) == _chw(shapes[ins[1]]):
+                        from ..engines.network.chain import materialize_sum
+                        ins[k] = materialize_sum(steps, j, s[1], w, shapes[ins[k]])
+                        sts[k] = state[ins[k]]
+                if any(s is None or s[0] != "q" for s in sts) or \
+                        _chw(shapes[j["inputs"][0]]) != _chw(shapes[j["inputs"][1]]):
                     raise _why(j, "an Add of two fabric tensors of one shape is supported")
-                state[j["output"]] = ("add", dict(ins=list(ins), fa=sts[0][1], fb=sts[1][1], relu=False, p=None,
+                state[j["output"]] = ("add", dict(ins=ins, fa=sts[0][1], fb=sts[1][1], relu=False, p=None,
                                                   name=j["name"]))
-                shapes[j["output"]] = shapes[ins[0]]
+                shapes[j["output"]] = shapes[j["inputs"][0]]
                 continue
             if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
@@ -651,7 +660,8 @@ def run_ints(net, xq, *, keep=False):
             env[op.out] = netgate.run(op, get, b, net.input["bits"])
         else:
             y = add_ints(x.reshape(b, f["c"], f["hw"]),
-                         get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f, net.input["bits"])
+                         get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f,
+                         f.get("out_bits") or net.input["bits"])          # out_bits: a chained Add's exact sum
             env[op.out] = y.reshape((b,) + net.shapes[op.out])
     out = get(net.output["tensor"]).reshape((b,) + tuple(net.output["shape"]))
     return (out, env) if keep else out

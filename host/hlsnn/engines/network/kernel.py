@@ -52,6 +52,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
 OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
+#: the ops whose kernel loops also write the shortcut buffer (descriptor ``dual``)
+SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool")
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
 TOP = "net_top"
 #: the most images a co-simulation test bench of a network kernel passes in one call: the
@@ -118,6 +120,8 @@ def allocate(net, pc=1):
             holder[slot] = t
         place[t] = (slot, bool(sc_uses[t]))
     check_disjoint(net, place)
+    from .chain import check_place
+    check_place(net, place, name)
     act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
     sc_words = sc_regions(net, order, made, sc_uses, {t: bank_words(net.shapes[t], pc) for t in order if sc_uses[t]})
     return place, act_words, sc_words
@@ -125,10 +129,10 @@ def allocate(net, pc=1):
 
 def sc_writers(engine):
     """The op kinds whose loop in ``engine``'s network kernel writes the shortcut buffer as well
-    (descriptor ``dual``): the conv epilogues, the tables and the pools (the ``MaxPool`` loop,
-    whose window-sum mode is the AveragePool's), on every engine; the other loops write an
-    activation buffer only."""
-    return ("conv", "lut", "maxpool", "avgpool")
+    (descriptor ``dual``), :data:`SC_WRITERS` on every engine: the conv epilogues, the tables,
+    the Add (a chained sum, :mod:`.chain`) and the pools (the ``MaxPool`` loop, whose
+    window-sum mode is the AveragePool's); the other loops write an activation buffer only."""
+    return SC_WRITERS
 
 
 def writes_sc(net, i):
@@ -171,11 +175,13 @@ def descriptor_head(op, unfold, place, name, pz, pc, engine=None):
     if "div" in f:
         dv = f["div"]
         d.update(dpre=dv["pre"], dm=dv["dm"], doff=dv["doff"], dl=dv["dl"])
-    if dst is None and op.kind not in ("conv", "lut"):
-        raise InputError(f"network kernel: {op.name}: only a conv or a table can write the shortcut buffer alone")
+    if dst is None and op.kind not in ("conv", "lut", "add"):
+        raise InputError(f"network kernel: {op.name}: only a conv, a table or an Add can write the shortcut buffer "
+                         f"alone")
     if dual and op.kind not in sc_writers(engine):   # its loop has no write to sc: refused, not wrong bits
-        raise InputError(f"network kernel: {op.name}: its output ({op.kind}) is read from the shortcut buffer, "
-                         f"which its loop does not write (a {', '.join(sc_writers(engine))} op's loop does)")
+        raise InputError(f"network kernel: {op.name} ({op.kind}) makes a shortcut: its output is read from the "
+                         f"shortcut buffer, which the kernels' {op.kind} loop does not write (a "
+                         f"{', '.join(sc_writers(engine))} op's loop does); this network runs layer by layer")
     if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.linpool
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]
@@ -219,10 +225,11 @@ def expand_groups(a, f, win, pz, pc, fill):
     return out
 
 
-def pool_or_add(op, f, d, place, name, pc, a_bits):
+def pool_or_add(op, f, d, place, name, pc, a_bits, wide=None):
     """Fill the descriptor ``d`` of a maxpool or a residual Add (every network kernel alike: the
     Add's main operand first, from an activation buffer, its shortcut from the shortcut
-    buffer); return the bits a residual sum and its global pool need (0 for a pool)."""
+    buffer); return the bits a residual sum and its global pool need (0 for a pool). ``wide``:
+    ``{tensor: bits}`` of the chained sums (:mod:`.chain`), operands wider than ``a_bits``."""
     if op.kind in ("upsample", "zerostuff", "concat"):       # a data move (hlsnn.engines.network.move)
         from .move import move_descriptor
         return move_descriptor(op, f, d, place, name, pc)
@@ -247,8 +254,10 @@ def pool_or_add(op, f, d, place, name, pc, a_bits):
         raise InputError(f"network kernel: {op.name}: operands not where the kernel reads them")
     p = (f["hw"] - 1).bit_length() if f["gap"] else 0       # ceil(log2): a mean over any count (.mean)
     d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
-             sb=f["sb"], gap=int(f["gap"]), shift=f["shift"], single=int(short is None))
-    return a_bits + max(f["sa"], f["sb"]) + 2 + p
+             sb=f["sb"], gap=int(f["gap"]), shift=f["shift"], single=int(short is None),
+             wide=int(bool(f.get("out_bits"))))          # a chained sum: the sum itself into sc (.chain)
+    wide = wide or {}
+    return max(wide.get(main, a_bits) + f["sa"], wide.get(short, a_bits) + f["sb"]) + 2 + p
 
 
 def unfold_of(net, place, pc):

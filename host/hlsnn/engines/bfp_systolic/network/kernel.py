@@ -161,8 +161,8 @@ def _lut_fields(net, m_bits):
     ``2**b`` output mantissas, its first word in its field ``rom``; a 9c HardSwish has none),
     ``lut_bits`` ``b`` (one code width for every table), ``lut_entry_bits``, ``lut_rounding``,
     ``hs_w`` (9c's ``w``), ``gate_bits`` (the widest gate operand's mantissa: a conv's ``M``
-    bits, a table's entries, a 9c output's ``w + 1``); :class:`InputError` for a gate of other
-    operands."""
+    bits, a table's entries, a 9c output's ``w + 1``; a max pool's operand is its input's, whose
+    elements it picks); :class:`InputError` for a gate of other operands."""
     from .gate import OUT_BITS
     tabs = [op for op in net.ops if op.kind == "lut" and not op.f.get("exact")]
     exact = [op for op in net.ops if op.kind == "lut" and op.f.get("exact")]
@@ -189,6 +189,8 @@ def _lut_fields(net, m_bits):
         if op.kind == "gate":
             for t in op.ins:
                 src = made.get(name(t))
+                while src is not None and src.kind == "maxpool" and not src.f.get("gap"):
+                    src = made.get(name(src.ins[0]))    # a max pool's elements are its input's (rule 7)
                 if src is None or src.kind not in ("conv", "lut"):
                     raise InputError(f"network kernel (bfp): {op.name}: a gate of {name(t)}; the kernel multiplies "
                                      f"conv or table outputs")
@@ -271,6 +273,7 @@ def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
     ``(files, sha, tables)``."""
+    from ...network.chain import sc_add
     from ....version import __version__
     from . import perf as bfpperf
     from ...network import perf as netperf
@@ -308,6 +311,7 @@ def render(net, out_dir):
                lut_ctype="int8_t" if t["lut_entry_bits"] <= 8 else "int16_t", hs_w=t["hs_w"],
                has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "Clip" for op in net.ops),
                has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),
+               sc_add=sc_add(net, t["place"]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)

@@ -50,6 +50,8 @@ def tables(net, pz, pc):
     unfold = unfold_of(net, place, pc)
     from ...network.gate import lut_rom
     luts = lut_rom(net, a_bits)
+    from ...network.chain import wide_bits
+    wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
         if op.kind == "conv":
@@ -99,7 +101,7 @@ def tables(net, pz, pc):
             woff += nb * steps
             boff += nb
         else:
-            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits))
+            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums))
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
                          vals=[int(d[k]) for k in FIELDS], names=FIELDS))
     inp, out = name(net.input["name"]), name(net.output["tensor"])
@@ -116,7 +118,7 @@ def tables(net, pz, pc):
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), **div_bits(net, max(add_bits, a_bits + 2, 16)),
-                in_slot=place[inp][0], in_dual=place[inp][1],
+                sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), luts=luts)
 
@@ -139,6 +141,7 @@ def weight_pack(pz):
 def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
     ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
+    from ...network.chain import sc_add
     from ....version import __version__
     from . import perf as netperf
     p = net.params
@@ -149,7 +152,9 @@ def render(net, out_dir):
                       f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
                header="network.h", data_header="network_data.h", act_bits=net.input["bits"],
                act_min=-(1 << (net.input["bits"] - 1)), acc_bits=p["acc_bits"], prod_bits=t["prod_bits"],
-               sum_bits=t["sum_bits"], add_bits=t["add_bits"], div_bits=t["div_bits"], div_xbits=t["div_xbits"], div_mbits=t["div_mbits"], pz=pz, pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"], rounding=ROUNDING[p["rounding"]],
+               sum_bits=t["sum_bits"], add_bits=t["add_bits"], div_bits=t["div_bits"], div_xbits=t["div_xbits"],
+               div_mbits=t["div_mbits"], sc_bits=t["sc_bits"], pz=pz, pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"],
+               rounding=ROUNDING[p["rounding"]],
                add_rounding=ROUNDING[net.input["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
                in_elems=t["in_elems"], in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"],
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
@@ -164,6 +169,7 @@ def render(net, out_dir):
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
+               sc_add=sc_add(net, t["place"]),
                act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **unfold_fields(t["unfold"], pc))
     return render_templates("shift_mac", ctx, out_dir) + (t,)
