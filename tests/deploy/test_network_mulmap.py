@@ -164,12 +164,6 @@ def test_map_products_run_as_one_network_program_with_the_layer_paths_bits(model
     the layer path's bits on the emulator."""
     from hlsnn.commands.network import _kernel_calls
     x = _x(kind, 48)
-    if (kind, fmt) == ("tokens", "bfp8"):
-        # bfp's table (rule 9b) takes a BFP engine layer's output, not a MapToRows of one (the
-        # token-wise Linear's): refused by name at the Sigmoid, before the Mul, on both paths' terms
-        with pytest.raises(InputError, match=r"s \(Sigmoid\): Sigmoid of BFP values that are not an engine"):
-            netmode.lower(*__import__("hlsnn.network.artifact", fromlist=["read"]).read(models[kind, fmt]))
-        pytest.skip("bfp8: the Sigmoid of a token-wise Linear runs on the host (rule 9b's scope)")
     layers = hlsnn.load(models[kind, fmt], "emu", network=False)
     before = _kernel_calls(layers)
     want = layers(x)

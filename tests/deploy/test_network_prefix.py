@@ -242,9 +242,14 @@ def test_tc_mean_in_one_start_of_the_network_kernels(beyond, fmt):
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
-def test_jet_log_takes_its_input_batchnorm_and_stops_at_leakyrelu(beyond, fmt):
-    with pytest.raises(InputError, match=r"layer /2/LeakyRelu \(LeakyRelu\)"):
-        kernel_network(*artifact.read(beyond["v_jet_log_ts17", fmt]))
+def test_jet_log_runs_in_one_start_its_input_batchnorm_on_the_host(beyond, fmt):
+    """v_jet_log: the input BatchNormalization on the host before the start, LeakyRelu and Elu
+    as tables (hlsnn.engines.network.tables), the LogSoftmax after the logits: one network
+    program with the layer path's bits."""
+    net = kernel_network(*artifact.read(beyond["v_jet_log_ts17", fmt]))[0]
+    assert [e["op"] for e in net.host_before] == ["BatchNormalization"]
+    assert {op.f["fn"] for op in net.ops if op.kind == "lut"} >= {"LeakyRelu", "Elu"}
+    _same(beyond["v_jet_log_ts17", fmt], _x("flat", 64))
 
 
 @pytest.mark.csim
