@@ -256,11 +256,12 @@ def test_gate_loop_ii_is_one(models, fmt):
     assert all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
 
 
-SLOW = pytest.mark.slow      # the quick suite's glu rows cover the Gate loop on each kernel
+SLOW = pytest.mark.slow      # the quick suite's glu rows cover the Gate loop on shift_mac and bfp (sparse: the
+#                              channel gate's csim, test_network_gate; the pooled map's, test_network_pool_gate)
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("kind,fmt", [("glu", "twohot"), ("glu", "fixed8"), ("glu", "bfp8"),
+@pytest.mark.parametrize("kind,fmt", [("glu", "twohot"), pytest.param("glu", "fixed8", marks=SLOW), ("glu", "bfp8"),
                                       pytest.param("tokens", "twohot", marks=SLOW),
                                       pytest.param("tokens", "fixed8", marks=SLOW),
                                       pytest.param("silu", "bfp8", marks=SLOW)])   # bfp8: tokens' Sigmoid is on the host
@@ -306,6 +307,7 @@ def test_an_output_its_loop_does_not_write_to_the_shortcut_buffer_is_refused_by_
 
 @pytest.mark.csim
 @pytest.mark.strict_csim
+@pytest.mark.slow       # quick: test_network_pool_gate.py::test_the_shift_mac_kernel_gates_a_pooled_map_in_one_start
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
 def test_channel_gate_of_a_maxpool_on_csim(tmp_path, fmt):
     """dw_mult's channel gate of a MaxPool's output: the MaxPool loop writes its output to the

@@ -17,7 +17,7 @@ from hlsnn.network import artifact  # noqa: E402
 from hlsnn.network.build import compile_model  # noqa: E402
 from hlsnn.network.loader import kernel_network  # noqa: E402
 
-from conftest import ROOT  # noqa: E402
+from conftest import slow_cases, ROOT  # noqa: E402
 
 BEYOND = ROOT / "tests" / "data" / "torch" / "beyond"
 FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
@@ -222,7 +222,7 @@ def test_tc_mean_runs_its_transpose_on_the_host(beyond, fmt):
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("fmt", slow_cases(list(FORMATS), ["fixed8"]))   # sparse's kernel: the ceil_mode pool's
 def test_tc_mean_in_one_start_of_the_network_kernels(beyond, fmt):
     """The three network kernels on C-simulation: the host Transpose, one start, the layer path's
     bits; its MaxPool writes the residual Add's shortcut (dual; before, the kernels' pool loop
@@ -253,7 +253,7 @@ def test_jet_log_runs_in_one_start_its_input_batchnorm_on_the_host(beyond, fmt):
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("fmt", ["twohot", "bfp8"])
+@pytest.mark.parametrize("fmt", slow_cases(["twohot", "bfp8"], ["twohot"]))   # twohot's kernel: tc_mean's below
 def test_prefix_and_token_mean_on_the_network_kernel(graphs, fmt):
     """The shift_mac and bfp_systolic network kernels (C-simulation, and the simulated board's C
     host path): the host prefix, one start, the layer path's bits."""
