@@ -240,8 +240,8 @@ def walk(program, arrays, steps):
                     raise _why(j, f"a mean over {h}x{w_} pixels (not a power of two) has no exact rule on BFP pairs")
                 a = st[1] if st[0] == "add" else dict(ins=[steps.pool_source(src, w)], fa=st[1], fb=st[1],
                                                       relu=False, name=j["name"])
-                # p: the sum's extra fraction bits (a power of two); else rule 13's division (engines.network.mean)
-                state[j["output"]] = ("add", dict(a, p=0 if n & (n - 1) else n.bit_length() - 1, n=n))
+                from ..engines.network.mean import count_fields
+                state[j["output"]] = ("add", dict(a, **count_fields(n)))   # p, or rule 13's division
                 shapes[j["output"]] = (c, 1, 1)
                 continue
             from ..engines.network import gate as netgate, move as netmove, reduce, transpose

@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .mean import count_fields
+
 #: the op kind of rule 11 (rule 12's ``edge`` is an ``upsample`` op with ``f["edge"]``)
 KINDS = ("avgpool",)
 #: the tap shift mask of a bilinear axis: the middle tap's weight 2
@@ -75,7 +77,7 @@ def _pool_fields(j, shape, why):
     sh, sw = (int(v) for v in a.get("strides", [1, 1]))
     oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
     return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, my=0, mx=0,
-                p=0 if n & (n - 1) else n.bit_length() - 1, n=n)    # n not a power of two: rule 13 (.mean)
+                **count_fields(n))                  # n not a power of two: rule 13 (.mean)
 
 
 def half_pixel_x2(n):

@@ -46,6 +46,14 @@ import numpy as np
 PRODUCT_BITS = 62
 
 
+def count_fields(n):
+    """A mean over ``n`` values as the pool's fields ``{"p", "n"}``: ``p = log2(n)``, the sum's
+    extra fraction bits (rules 4 and 11), where ``n`` is a power of two; else ``p = 0`` and this
+    rule's division by ``n`` (:func:`plan`). The global pool, the ``AveragePool``
+    (:mod:`.linpool`) and the ``ReduceMean`` (:mod:`.reduce`) take their fields from here."""
+    return dict(p=0 if n & (n - 1) else n.bit_length() - 1, n=n)
+
+
 def odd_part(n):
     """``(a, m)`` with ``n = 2**a * m``, ``m`` odd."""
     a = (n & -n).bit_length() - 1
@@ -93,24 +101,6 @@ def plan(n, fm, f_x, smax):
         return f"a mean over {n} values: its sums (up to {smax} at radix {fm}) are too wide for the kernel's division"
     return dict(pre=pre, dm=dm, doff=doff, dl=dl, n=n, kbits=(xmax * dm + doff).bit_length() + 1,
                 xbits=xmax.bit_length() + 1, mbits=dm.bit_length()), k
-
-
-def reference(s, n, e, bits, rounding):
-    """Rule 13 from its definition, in Python integers and :class:`fractions.Fraction`: ``sat(R(s *
-    2**e / n))`` (the tests' reference)."""
-    t = Fraction(s) * Fraction(2) ** e / n
-    fl = t.numerator // t.denominator
-    rem = t - fl
-    if rounding == "truncate" or rem < Fraction(1, 2):
-        q = fl
-    elif rem > Fraction(1, 2):
-        q = fl + 1
-    elif rounding == "nearest_even":
-        q = fl + (fl & 1)
-    else:                                             # nearest_away
-        q = fl + (1 if t > 0 else 0)
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    return min(max(q, lo), hi)
 
 
 def multipliers(net, tables):

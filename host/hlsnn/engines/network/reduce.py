@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .mean import count_fields
+
 
 def lower_host(j, program, w, steps, why):
     """Lower host layer ``j`` if it is a ``ReduceMean`` of a fabric tensor (module docstring):
@@ -61,10 +63,8 @@ def lower_host(j, program, w, steps, why):
         raise why(j, f"a mean over {n} values (not a power of two) has no exact rule on BFP pairs")
     if drop is not None:
         w.ops.remove(drop)
-    # p: the sum's extra fraction bits (a power of two); else rule 13's division (.mean), as for
-    # GlobalAveragePool
     state[j["output"]] = ("add", dict(ins=[pool], fa=st[1], fb=st[1], relu=False, name=j["name"],
-                                      p=0 if n & (n - 1) else n.bit_length() - 1, n=n))
+                                      **count_fields(n)))             # p, or rule 13's division
     shapes[j["output"]] = np.zeros((1,) + shape).mean(axis=tuple(v + 1 for v in axes),
                                                        keepdims=bool(a.get("keepdims"))).shape[1:]
     return True
