@@ -52,7 +52,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from .tables import round_int as _round  # noqa: F401 - rule 9's rounding of a rational
 
 #: the unary elementwise ops with a table rule (rule 9; :func:`is_table`: Scale, AddConst and
 #: PRelu only by one scalar, Gelu exact or tanh)

@@ -354,8 +354,6 @@ def round_int(num, den, rounding):
     return fl + 1 if num > 0 else fl            # nearest_away: a tie goes away from zero
 
 
-_round = round_int
-
 
 def entry(k, x, f_o, rounding):
     """``round(f(x) * 2**f_o)`` exactly (module docstring), or :class:`ValueError` where no
@@ -365,8 +363,8 @@ def entry(k, x, f_o, rounding):
     while prec <= DIGITS[1]:
         v, err = value(k, x, prec)
         lo, hi = (v - err) * s, (v + err) * s
-        a = _round(lo.numerator, lo.denominator, rounding)
-        if err == 0 or a == _round(hi.numerator, hi.denominator, rounding):
+        a = round_int(lo.numerator, lo.denominator, rounding)
+        if err == 0 or a == round_int(hi.numerator, hi.denominator, rounding):
             return a
         prec *= 2
     raise ValueError(f"{k[0]} at {x}: within 10**-{DIGITS[1] - 8} of a rounding boundary at radix {f_o}")
