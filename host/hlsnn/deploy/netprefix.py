@@ -111,7 +111,7 @@ def bfp_patches(net, x):
     values (decoded exactly as ``(m, e)``, ``|m| < 2**53``): the values ``xm * 2**xe``, exact in
     float32; ``x`` itself where it is exact in float32 already, or the patches are not a
     partition of the input (then the kernel's rule 1 refuses it as not exact)."""
-    from ..engines.bfp_systolic.network.lower import NotExact, _lop, _round_patches
+    from ..engines.bfp_systolic.network.lower import NotExact, _lop, _round_patches, patch_exponent
     how = net.input.get("patches")
     x = np.asarray(x, np.float64)
     if how is None or (np.isfinite(x).all() and np.array_equal(x.astype(np.float32).astype(np.float64), x)):
@@ -127,11 +127,10 @@ def bfp_patches(net, x):
     big, ex = np.frexp(v)
     m = np.ldexp(big, 53).astype(np.int64)                 # exact: |m| < 2**53
     e = np.where(m != 0, ex.astype(np.int64) - 53, 0)
-    M, E = p["mantissa_bits"], p["exponent_bits"]
     lop = _lop(m, e).max(axis=2, keepdims=True)
     nonzero = lop != np.iinfo(np.int64).min
-    xe = np.where(nonzero, np.clip(lop - (M - 2), -(1 << (E - 1)), (1 << (E - 1)) - 1), 0)
-    xm = _round_patches(m, e - xe, M, p["rounding"])
+    xe = np.where(nonzero, patch_exponent(lop, p), 0)
+    xm = _round_patches(m, e - xe, p["mantissa_bits"], p["rounding"])
     y = np.ldexp(xm.astype(np.float64), xe)
     if ((xm != 0).any(axis=2, keepdims=True) != nonzero).any() \
             or not np.array_equal(y.astype(np.float32).astype(np.float64), y):

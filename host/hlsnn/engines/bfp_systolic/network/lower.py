@@ -272,6 +272,13 @@ def _lop(m, e):
     return np.where(m != 0, msb_index(np.abs(m)) + e, np.iinfo(np.int64).min)
 
 
+def patch_exponent(lop, p):
+    """Rule 3's exponent of a patch whose largest element's leading one is at ``lop``
+    (:func:`_lop`'s, the patch's maximum): ``lop - (M - 2)`` within the exponent's range."""
+    E = p["exponent_bits"]
+    return np.clip(lop - (p["mantissa_bits"] - 2), -(1 << (E - 1)), (1 << (E - 1)) - 1)
+
+
 def _round_patches(m, s, bits, rounding):
     """``shift_round_sat(m, -s, bits, rounding)``: each mantissa ``m`` scaled by ``2**s`` and
     rounded. Where ``|m| < 2**53`` in float64, which is exact here: ``m * 2**s`` is a dyadic
@@ -334,7 +341,7 @@ def conv_pairs(x, f, p, seen=None):
     m, e = (np.asarray(a, np.int64) for a in x)
     bsz = m.shape[0]
     M, E, rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
-    emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
+    emin = -(1 << (E - 1))
     t, l, b, r = f["pads"]
     pad = ((0, 0), (0, 0), (t, b), (l, r))
     mp, ep = np.pad(m, pad), np.pad(e, pad)
@@ -345,7 +352,7 @@ def conv_pairs(x, f, p, seen=None):
     wm_, we_ = windows(mp), windows(ep)
     lop = windows(_lop(mp, ep)).max(axis=2)                                   # (B, P)
     nonzero = lop != np.iinfo(np.int64).min
-    xe = np.clip(lop - (M - 2), emin, emax)
+    xe = patch_exponent(lop, p)
     free = np.where(nonzero, xe, np.iinfo(np.int64).min).max(axis=1, keepdims=True)    # per image
     if seen is not None:
         seen.extend((None if v == np.iinfo(np.int64).min else int(v), bool(z))
@@ -377,8 +384,6 @@ def zero_patch_check(x, f, p, name):
     m, e = (np.asarray(a, np.int64) for a in x)
     if m.shape[0] < 2:
         return
-    M, E = p["mantissa_bits"], p["exponent_bits"]
-    emin, emax = -(1 << (E - 1)), (1 << (E - 1)) - 1
     t, l, b, r = f["pads"]
     pad = ((0, 0), (0, 0), (t, b), (l, r))
     lop = _windows(_lop(np.pad(m, pad), np.pad(e, pad)), f).max(axis=(1, 4, 5)).reshape(m.shape[0], -1)
@@ -386,7 +391,7 @@ def zero_patch_check(x, f, p, name):
     nonzero = lop != low
     if nonzero.all():
         return
-    best = np.where(nonzero, np.clip(lop - (M - 2), emin, emax), low).max(axis=1)
+    best = np.where(nonzero, patch_exponent(lop, p), low).max(axis=1)
     batch_free_exact(f, p, [None if v == low else int(v) for v in best], name)
 
 
