@@ -293,7 +293,7 @@ def test_an_output_its_loop_does_not_write_to_the_shortcut_buffer_is_refused_by_
     """The kernels' Move, Concat, Transpose and Gate loops write an activation buffer only:
     a program that reads such an output from the shortcut buffer is refused naming the op (before,
     the kernel read stale words there); a pool's MaxPool loop writes it on every engine."""
-    from hlsnn.engines.network.kernel import descriptor_head
+    from hlsnn.engines.network.kernel import SC_WRITERS, descriptor_head
     place = {"s": (0, True), "a": (None, True), "b": (1, False)}
     op = netmode.Op("concat", "cat1", ["b", "a"], "s", dict(c=2, hw=16))
     with pytest.raises(InputError, match=r"cat1 \(concat\) makes a shortcut: its output is read from the shortcut"):
@@ -302,7 +302,7 @@ def test_an_output_its_loop_does_not_write_to_the_shortcut_buffer_is_refused_by_
                                                          pads=(0, 0, 0, 0)))
     _, d = descriptor_head(pool, None, place, lambda t: t, 1, 1)
     assert d["dual"] == 1
-    assert descriptor_head(pool, None, place, lambda t: t, 1, 1, "bfp_systolic")[1]["dual"] == 1
+    assert "maxpool" in SC_WRITERS                          # one list for every engine's kernel
 
 
 @pytest.mark.csim

@@ -127,18 +127,10 @@ def allocate(net, pc=1):
     return place, act_words, sc_words
 
 
-def sc_writers(engine):
-    """The op kinds whose loop in ``engine``'s network kernel writes the shortcut buffer as well
-    (descriptor ``dual``), :data:`SC_WRITERS` on every engine: the conv epilogues, the tables,
-    the Add (a chained sum, :mod:`.chain`) and the pools (the ``MaxPool`` loop, whose
-    window-sum mode is the AveragePool's); the other loops write an activation buffer only."""
-    return SC_WRITERS
-
-
 def writes_sc(net, i):
     """Whether op ``i`` of ``net`` (-1: the image load, which writes it) writes the shortcut
-    buffer (:func:`sc_writers`)."""
-    return i < 0 or net.ops[i].kind in sc_writers(net.engine)
+    buffer (:data:`SC_WRITERS`)."""
+    return i < 0 or net.ops[i].kind in SC_WRITERS
 
 
 def check_disjoint(net, place):
@@ -156,14 +148,13 @@ def check_disjoint(net, place):
                                  f"({src}): its pipelined loop's DEPENDENCE inter false would not hold")
 
 
-def descriptor_head(op, unfold, place, name, pz, pc, engine=None):
+def descriptor_head(op, unfold, place, name, pz, pc):
     """``(f, d)``: the geometry of ``op`` as the kernel runs it (the stem's unfolded one,
     :func:`unfold_of`) and the descriptor fields every network kernel fills alike: the op, its
     buffers (``dual``: 0 an activation buffer, 1 that and the shortcut buffer, 2 the shortcut
     buffer only), a conv's or pool's shapes and address steps. :class:`InputError` for what
     no network kernel runs (a pool into the shortcut buffer alone; an output read from the
-    shortcut buffer that the op's loop in ``engine``'s kernel does not write there,
-    :func:`sc_writers`)."""
+    shortcut buffer that the op's loop does not write there, :data:`SC_WRITERS`)."""
     f = op.f
     if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
         f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
@@ -178,10 +169,10 @@ def descriptor_head(op, unfold, place, name, pz, pc, engine=None):
     if dst is None and op.kind not in ("conv", "lut", "add"):
         raise InputError(f"network kernel: {op.name}: only a conv, a table or an Add can write the shortcut buffer "
                          f"alone")
-    if dual and op.kind not in sc_writers(engine):   # its loop has no write to sc: refused, not wrong bits
+    if dual and op.kind not in SC_WRITERS:   # its loop has no write to sc: refused, not wrong bits
         raise InputError(f"network kernel: {op.name} ({op.kind}) makes a shortcut: its output is read from the "
                          f"shortcut buffer, which the kernels' {op.kind} loop does not write (a "
-                         f"{', '.join(sc_writers(engine))} op's loop does); this network runs layer by layer")
+                         f"{', '.join(SC_WRITERS)} op's loop does); this network runs layer by layer")
     if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.linpool
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]

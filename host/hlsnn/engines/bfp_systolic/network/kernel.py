@@ -107,7 +107,7 @@ def tables(net, pz, pc):
                       != (1, 1, 1) for op in net.ops):
         unfold = None                                # a dilated or grouped stem reads its taps as such
     for op in net.ops:
-        f, d = descriptor_head(op, unfold, place, name, pz, pc, "bfp_systolic")
+        f, d = descriptor_head(op, unfold, place, name, pz, pc)
         d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0)    # this kernel's own
         if op.kind == "conv":
             for j in range(f.get("packs", 1)):          # a row per pack of groups (lower.pack)
