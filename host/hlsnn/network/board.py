@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..engines.network.kernel import layout
+from ..engines.network.words import dtype
 from .nethost import write_block
 
 #: the manifest's ``kernel`` value of a network overlay
@@ -92,7 +93,8 @@ def io_words(net):
     if net.engine == "bfp_systolic":       # float32 words in, two a word; 64-bit elements, status and info words out
         from ..engines.bfp_systolic.network.lower import row_ops       # an info word per descriptor row
         return n_in, n_out, -(-n_in // 2), n_out + 1 + len(row_ops(net))
-    return n_in, n_out, -(-n_in // 8), -(-n_out // 8)
+    from ..engines.network.words import n_words        # 8-bit lanes, or 16-bit ones above 8 bits
+    return n_in, n_out, n_words(n_in, net.input["bits"]), n_words(n_out, net.input["bits"])
 
 
 def check_overlay(folder, cfg, net):
@@ -223,7 +225,8 @@ class NetBoard:
 
     def _buffers(self, batch):
         """Allocate (on the first call and when a batch outgrows them) the input and output
-        buffers, with their int8 views (one image per row) made once: the padding of each
+        buffers, with their lane views (one image per row: int8, or int16 for activations of more
+        than 8 bits, :mod:`hlsnn.engines.network.words`) made once: the padding of each
         input row is zeroed (and flushed) here and never written again. The two address
         registers and ``batch`` are written only then, as one block write of their span
         (:func:`hlsnn.network.nethost.write_block`), and ``batch`` again only when it changes:
@@ -233,8 +236,10 @@ class NetBoard:
             self._free()
             self.inb = self._pynq.allocate((words_in,), np.uint64, **self._alloc_kw)
             self.outb = self._pynq.allocate((words_out,), np.uint64, **self._alloc_kw)
-            self._x8 = np.asarray(self.inb).view(np.int8).reshape(batch, self.in_words * 8)
-            self._y8 = np.asarray(self.outb).view(np.int8).reshape(batch, self.out_words * 8)
+            lane = np.int8 if self.net.engine == "bfp_systolic" else dtype(self.net.input["bits"])  # (words)
+            per = 8 // np.dtype(lane).itemsize
+            self._x8 = np.asarray(self.inb).view(lane).reshape(batch, self.in_words * per)
+            self._y8 = np.asarray(self.outb).view(lane).reshape(batch, self.out_words * per)
             self._xw = np.asarray(self.inb).reshape(batch, self.in_words)
             self._yw = np.asarray(self.outb).reshape(batch, self.out_words)
             self._x8[:] = 0

@@ -141,9 +141,10 @@ def ip_model(kernel, *, memory=None):
             x = ports["gmem0"].read(regs["in"], b * n_in).view(np.uint64).reshape(b, kernel.in_words)
             ports["gmem1"].write(regs["out"], kernel.run_words(x).view(np.uint8).reshape(-1))
             return per_image * b
-        x = ports["gmem0"].read(regs["in"], b * n_in).view(np.int8).reshape(b, n_in)
+        lane = np.int8 if getattr(kernel, "lane_bits", 8) == 8 else np.int16     # hlsnn.engines.network.words
+        x = ports["gmem0"].read(regs["in"], b * n_in).view(lane).reshape(b, -1)
         y = kernel.run(x[:, :kernel.tables["in_elems"]].astype(np.int64))
-        out = np.zeros((b, n_out), np.int8)
+        out = np.zeros((b, n_out // np.dtype(lane).itemsize), lane)
         out[:, :y.shape[1]] = y
         ports["gmem1"].write(regs["out"], out.view(np.uint8).reshape(-1))
         return per_image * b

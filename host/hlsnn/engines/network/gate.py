@@ -255,12 +255,12 @@ def lut_rom(net, bits=8):
     return np.concatenate(parts) if parts else np.zeros(1 << bits, np.int64)
 
 
-def gate_descriptor(op, f, d, place, name, pc):
+def gate_descriptor(op, f, d, place, name, pc, bits=8):
     """Fill the network kernel's descriptor ``d`` of a lut op (``woff`` its table's first ROM
     word, :func:`lut_rom`) or a gate op (``single``: the map in an activation buffer and the
     vector in the shortcut buffer, else the other way round; ``hw`` the map's pixels, 1 for the
     product of two maps: the second operand's address then steps with the map's); return the
-    bits the gate's product needs (0 for a table)."""
+    bits the gate's product of two ``bits``-bit activations needs (0 for a table)."""
     from ...errors import InputError
     n_iter = -(-f["c"] // pc) * f["hw"]
     if op.kind == "lut":
@@ -276,4 +276,4 @@ def gate_descriptor(op, f, d, place, name, pc):
                          f"buffer, is supported")
     d.update(src=place[main][0], hw=1 if f.get("same") else f["hw"], shift=f["shift"], single=int(main == a),
              n_iter=n_iter)
-    return 2 * 8 + 2
+    return 2 * bits + 2

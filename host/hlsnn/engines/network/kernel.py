@@ -223,13 +223,13 @@ def pool_or_add(op, f, d, place, name, pc, a_bits, wide=None):
     ``{tensor: bits}`` of the chained sums (:mod:`.chain`), operands wider than ``a_bits``."""
     if op.kind in ("upsample", "zerostuff", "concat"):       # a data move (hlsnn.engines.network.move)
         from .move import move_descriptor
-        return move_descriptor(op, f, d, place, name, pc)
+        return move_descriptor(op, f, d, place, name, pc, a_bits)
     if op.kind == "transpose":                                # rows and channels (hlsnn.engines.network.transpose)
         from .transpose import descriptor
         return descriptor(op, d, place, name, pc)
     if op.kind in ("lut", "gate"):                            # a table, a gate (hlsnn.engines.network.gate)
         from .gate import gate_descriptor
-        return gate_descriptor(op, f, d, place, name, pc)
+        return gate_descriptor(op, f, d, place, name, pc, a_bits)
     if op.kind == "avgpool":                                  # a window sum (hlsnn.engines.network.linpool)
         from .linpool import descriptor
         return a_bits + descriptor(op, f, d, pc)
@@ -439,18 +439,19 @@ class NetKernel:
         if self.strict:
             self.lib.hlsnn_strict_report.restype = ctypes.c_char_p
         self.lib.hlsnn_counter_name.restype = ctypes.c_char_p
-        self.in_words = -(-self.tables["in_elems"] // 8)
-        self.out_words = -(-self.tables["out_elems"] // 8)
+        from .words import of_tables
+        self.lane_bits, self.in_words, self.out_words = of_tables(self.tables)    # the image words (.words)
+        self._lane = np.int8 if self.lane_bits == 8 else np.int16
         self.calls, self.last_kernel_s = 0, 0.0
         self.counters = {}
         self.strict_report = None
 
     def run(self, xq):
         """``xq`` (B, ...) integers of the input -> (B, out_elems) int64."""
-        b = xq.shape[0]
-        x8 = np.zeros((b, self.in_words * 8), np.int8)
+        b, per = xq.shape[0], 64 // self.lane_bits
+        x8 = np.zeros((b, self.in_words * per), self._lane)      # the words' lanes (.words), little-endian
         x8[:, :self.tables["in_elems"]] = np.asarray(xq).reshape(b, -1)
-        out = np.zeros((b, self.out_words * 8), np.int8)
+        out = np.zeros((b, self.out_words * per), self._lane)
         self._call(x8, out, b)
         return out[:, :self.tables["out_elems"]].astype(np.int64)
 

@@ -180,12 +180,12 @@ def run_pairs(op, get, b):
     return tuple(run(op, lambda t, a=a: a, b) for a in (m, e))
 
 
-def move_descriptor(op, f, d, place, name, pc):
+def move_descriptor(op, f, d, place, name, pc, bits=8):
     """Fill the network kernel's descriptor ``d`` of an upsample or zerostuff op (the kernels'
     ``Move`` loop: ``kh x kw`` the factors or strides, ``single`` a ZeroStuff's zeros, one
     output pixel of ``pc`` channels an iteration; 0 extra sum bits), or of a concat of two
     parts (``shift_mac``'s ``Concat`` loop: the first part, made first, from the shortcut
-    buffer; the bits its requantization needs)."""
+    buffer; the bits its requantization needs, ``bits`` the activations')."""
     from ...errors import InputError
     if op.kind == "concat":
         a, b = (name(t) for t in op.ins)
@@ -196,7 +196,7 @@ def move_descriptor(op, f, d, place, name, pc):
         ca, cb = f["cs"]
         d.update(src=place[main][0], hw=f["hw"], cg=ca, zlast=cb, kh=ca // pc, kw=ca % pc, pt_w=(ca // pc) * f["hw"],
                  sa=f["shifts"][0], sb=f["shifts"][1], single=int(short == b), n_iter=-(-(ca + cb) // pc) * f["hw"])
-        return 8 + max(0, -min(f["shifts"])) + 2
+        return bits + max(0, -min(f["shifts"])) + 2
     fy, fx = (f["fh"], f["fw"]) if op.kind == "upsample" else (f["sh"], f["sw"])
     ey, ex = f.get("edge", (0, 0)) if op.kind == "upsample" else (0, 0)   # pt, pl: the phases start -1
     d.update(src=place[name(op.ins[0])][0], h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=fy, kw=fx,

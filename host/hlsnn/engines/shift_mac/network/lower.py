@@ -24,9 +24,10 @@ class ShiftRules:
         if not p["act_signed"]:
             raise InputError(f"network kernel: {acc_name} has unsigned activations; the network kernel takes "
                              f"signed ones")
-        if p["act_bits"] != 8:          # network.h packs 8-bit activations into its words
+        from ...network.words import MAX_BITS      # the image words' lanes: 8 bits, or 16 above 8
+        if not 2 <= p["act_bits"] <= MAX_BITS:
             raise InputError(f"network kernel: {acc_name} has {p['act_bits']}-bit activations; the network kernel "
-                             f"takes 8-bit ones (such a config runs layer by layer)")
+                             f"takes 2..{MAX_BITS}-bit ones (such a config runs layer by layer)")
         return p["act_bits"]
 
     @staticmethod

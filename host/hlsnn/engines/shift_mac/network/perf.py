@@ -4,7 +4,8 @@ schedule and its declared buffers.
 **Cycles** per image (every loop's iterations at its derived II, :mod:`hlsnn.perf.schedule`; 1 unless it says otherwise; the descriptor table fixes every trip
 count, so the schedule is static):
 
-* load: the image's ``ceil(in_elems / 8)`` 64-bit words in one burst (``LoadWords``, a plain
+* load: the image's ``ceil(in_elems / L)`` 64-bit words in one burst (``L`` = 8 activations a
+  word, 4 above 8 bits: :mod:`hlsnn.engines.network.words`) (``LoadWords``, a plain
   sequential read, plus :data:`DDR_LATENCY` for its first word), then ``in_elems`` cycles to
   unpack them into the channel banks (one activation per cycle; the tables' ``load_iters``
   where a kernel unpacks more a cycle: the board-sized sparse kernel's a pixel of every channel);
@@ -35,7 +36,8 @@ the depths are the model's, not a synthesis report. Nothing overlaps between lay
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
 buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
 codes per word, :func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
-shift ROMs (8-bit), the blocks' window bases (32-bit) and a table program's ROM copies (``kLut``), each as the C++ declares it. No DSP but a channel gate's ``Q`` products (:func:`multipliers`): the convs' products are shifts and adds. The
+shift ROMs (8-bit), the blocks' window bases (32-bit) and a table program's ROM copies (``kLut``,
+``2**act_bits`` entries a table, 8-bit, or 16-bit above 8 bits), each as the C++ declares it. No DSP but a channel gate's ``Q`` products (:func:`multipliers`): the convs' products are shifts and adds. The
 datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
 declares, part by part, with the LUT rules of the layer kernel's model
 (:func:`hlsnn.engines.shift_mac.spec.shifter_luts`: a LUT6 per output bit per 4:1 stage; one
@@ -52,16 +54,17 @@ CONV_DEPTH = 8       # act read (BRAM, 1), shift, the Q-input adder tree (4), ac
 LOOPS = {0: "NetMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose", 6: "NetLut", 7: "NetGate"}
 
 
-def words(elems):
-    """The 64-bit AXI words of ``elems`` 8-bit activations."""
-    return -(-elems // 8)
+def words(elems, tables=None):
+    """The 64-bit AXI words of ``elems`` activations in the lanes of a kernel's ``tables``
+    (:mod:`hlsnn.engines.network.words`: 8-bit lanes, or 16-bit ones above 8 bits)."""
+    return -(-elems // (64 // int((tables or {}).get("lane_bits", 8))))
 
 
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
-    it = {"NetLoadWords": words(tables["in_elems"]), "NetLoad": tables.get("load_iters", tables["in_elems"]),
-          "NetStore": tables["out_elems"], "NetStoreWords": words(tables["out_elems"])}
+    it = {"NetLoadWords": words(tables["in_elems"], tables), "NetLoad": tables.get("load_iters", tables["in_elems"]),
+          "NetStore": tables["out_elems"], "NetStoreWords": words(tables["out_elems"], tables)}
     for r in tables["rows"]:
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
@@ -75,13 +78,13 @@ def op_cycles(net, tables, conv_depth=CONV_DEPTH, ii=None):
     (:func:`hlsnn.perf.schedule.ii_of`): their iterations cost that many cycles each."""
     g = (ii or {}).get
     depth = {0: conv_depth, 1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: ADD_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: ADD_DEPTH}
-    rows = [("load", "load image", words(tables["in_elems"]) * g("NetLoadWords", 1) + DDR_LATENCY
+    rows = [("load", "load image", words(tables["in_elems"], tables) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables.get("load_iters", tables["in_elems"]) * g("NetLoad", 1))]   # load_iters: a pixel of
     # every channel a cycle (the board-sized sparse kernel's unfolded load), else a value a cycle
     for op, r in zip(net.ops, tables["rows"]):
         rows.append((op.name, op.kind, _f(r, "n_iter") * g(LOOPS[_f(r, "op")], 1) + depth[_f(r, "op")]))
     rows.append(("store", "store output", tables["out_elems"] * g("NetStore", 1)
-                 + words(tables["out_elems"]) * g("NetStoreWords", 1) + DDR_LATENCY))
+                 + words(tables["out_elems"], tables) * g("NetStoreWords", 1) + DDR_LATENCY))
     return rows
 
 
@@ -104,7 +107,7 @@ def buffers(net, tables):
             Buffer("kShift", "net_top", "array", 8, (tables["parts"] * pz, nb), partition=((1, "complete"),),
                    static=True),
             Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base"),
-            Buffer("kLut", "net_top", "array", 8, (pc, len(tables["luts"])), partition=((1, "complete"),),
+            Buffer("kLut", "net_top", "array", 8 if a <= 8 else 16, (pc, len(tables["luts"])), partition=((1, "complete"),),
                    static=True, note="the activation tables, a copy per bank")][:None if has_lut(net) else -1]
 
 
@@ -115,13 +118,14 @@ def has_lut(net):
 
 def multipliers(net, tables):
     """The kernel's run-time products as :class:`hlsnn.resources.Multiplier` rows: the gate
-    loop's ``Q`` int8 x int8 products (:mod:`hlsnn.engines.network.gate`), when the program has
+    loop's ``Q`` act_bits x act_bits products (:mod:`hlsnn.engines.network.gate`), when the program has
     a gate; none otherwise (the convs shift and add)."""
     from ....resources import Multiplier
     from ...network.mean import multipliers as mean_multipliers      # a mean's division (rule 13)
     if not any(op.kind == "gate" for op in net.ops):
         return mean_multipliers(net, tables)
-    return [Multiplier("gate", "GatePixels", 8, 8, count=tables["pc"], note="a channel gate: map x gate per bank")
+    a = net.input["bits"]
+    return [Multiplier("gate", "GatePixels", a, a, count=tables["pc"], note="a channel gate: map x gate per bank")
             ] + mean_multipliers(net, tables)
 
 
