@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..engines.convgeom import spread
 
 #: the value of each shift-add field (``hlsnn.engines.shift_mac.network.lower._fields``) at a hole
-HOLE_FIELDS = dict(zero=1)
+HOLE_FIELDS = dict(zero=1, zero2=1)      # zero2: a two-term layer's second code (shift_mac.network.lower)
 
 
 def dilate(codes, extra, dh, dw):

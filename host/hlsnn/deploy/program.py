@@ -157,12 +157,12 @@ def lower(program, arrays):
         raise InputError(f"network kernel: {program['name']} uses {len(accels)} accelerators; the network kernel "
                          f"runs a network on one")
     (acc_name, acc), = accels.items()
-    for j in program["layers"]:
-        if j.get("terms", 1) != 1:      # hlsnn.deploy.twoterm rule 3
-            raise InputError(f"network kernel: layer {j['name']} has {j['terms']} shift codes per weight "
-                             f"(weight_terms: {j['terms']}), whose reduction the network kernel does not double; "
-                             f"it runs layer by layer (weight_terms: 1 runs in the network mode)")
     rules = engine_rules(acc["engine"], acc_name)
+    for j in program["layers"]:
+        if j.get("terms", 1) not in getattr(rules, "terms", (1,)):      # hlsnn.deploy.twoterm rule 3
+            raise InputError(f"network kernel: layer {j['name']} has {j['terms']} shift codes per weight "
+                             f"(weight_terms: {j['terms']}), which the {acc['engine']} network kernel does not sum; "
+                             f"it runs layer by layer (weight_terms: 1 runs in the network mode)")
     steps = getattr(rules, "steps", IntegerSteps)(program, arrays, rules, acc_name)
     return check_ops(walk(program, arrays, steps))
 

@@ -12,9 +12,12 @@ from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, alloc
                                expand_groups, group_windows, pool_or_add, render_templates, unfold_fields, unfold_of)
 
 
-def _code_words(f):
-    """The 16-bit weight codes (Z, Cg*kh*kw) of a conv op (bits: network_data.h.j2)."""
-    ea, eb, so, hb, sb, zero = (np.asarray(f["fields"][k], np.int64).reshape(f["z"], -1)
+def _code_words(f, term=""):
+    """The 16-bit weight codes (Z, Cg*kh*kw) of a conv op (bits: network_data.h.j2); ``term``
+    "2": its second codes (a two-term layer, :mod:`..network.lower`; zero codes where it has none)."""
+    if "zero" + term not in f["fields"]:
+        return np.full((f["z"], int(np.prod(np.shape(f["fields"]["zero"]))) // f["z"]), 1 << 15, np.int64)
+    ea, eb, so, hb, sb, zero = (np.asarray(f["fields"][k + term], np.int64).reshape(f["z"], -1)
                                 for k in ("ea", "eb", "so", "hb", "sb", "zero"))
     return ea | (eb << 6) | (so << 12) | (hb << 13) | (sb << 14) | (zero << 15)
 
@@ -42,6 +45,8 @@ def tables(net, pz, pc):
     parts = pc // pz if any(op.kind == "conv" and depthwise(op.f) for op in net.ops) else 1
     rows = []
     wl = [[[] for _ in range(pc)] for _ in range(pz)]
+    terms = 2 if any(op.kind == "conv" and "zero2" in op.f["fields"] for op in net.ops) else 1
+    wl2 = [[[] for _ in range(pc)] for _ in range(pz)]    # the second codes (terms 2: kWeights2)
     bl, sl = [[] for _ in range(parts * pz)], [[] for _ in range(parts * pz)]
     wins = []                                      # per block: its window's base (kWinBase)
     woff = boff = 0
@@ -62,37 +67,44 @@ def tables(net, pz, pc):
             ncg = win["ncb"]
             steps = ncg * f["kh"] * f["kw"]
             nb = -(-z // (pc if wide else pz))
-            codes = _code_words(op.f).reshape(z, cg, f["kh"] * f["kw"])
-            if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh): channel kx*C + c
-                kw0 = op.f["kw"]
-                codes = _code_words(op.f).reshape(z, cg // kw0, f["kh"], kw0).transpose(0, 3, 1, 2).reshape(z, cg, -1)
-            cpad = expand_groups(codes, f, win, pc if wide else pz, pc, 1 << 15)    # a zero code outside its group
-            # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
-            per = cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps)
-            live = np.asarray(f["fields"]["zero"]).reshape(z, -1) == 0
-            ea = int(np.max(np.where(live, np.asarray(f["fields"]["ea"]).reshape(z, -1), 0), initial=0))
-            eb = int(np.max(np.where(live, np.asarray(f["fields"]["eb"]).reshape(z, -1), 0), initial=0))
-            max_ea = max(max_ea, ea, eb)
-            bound = (1 << (a_bits - 1)) * ((1 << ea) + (1 << eb)) * cg * f["kh"] * f["kw"]
+            pers, mag = [], 0
+            for term in ("", "2")[:terms]:
+                codes = _code_words(op.f, term).reshape(z, cg, f["kh"] * f["kw"])
+                if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh): channel kx*C + c
+                    kw0 = op.f["kw"]
+                    codes = _code_words(op.f, term).reshape(z, cg // kw0, f["kh"], kw0).transpose(0, 3, 1, 2).reshape(
+                        z, cg, -1)
+                cpad = expand_groups(codes, f, win, pc if wide else pz, pc, 1 << 15)    # a zero code outside its group
+                # per output channel: tap t = (channel block, ky, kx), bank j: channel block*pc + j
+                pers.append(cpad.reshape(z, ncg, pc, -1).transpose(0, 2, 1, 3).reshape(z, pc, steps))
+                if "zero" + term in f["fields"]:
+                    live = np.asarray(f["fields"]["zero" + term]).reshape(z, -1) == 0
+                    ea = int(np.max(np.where(live, np.asarray(f["fields"]["ea" + term]).reshape(z, -1), 0), initial=0))
+                    eb = int(np.max(np.where(live, np.asarray(f["fields"]["eb" + term]).reshape(z, -1), 0), initial=0))
+                    max_ea = max(max_ea, ea, eb)
+                    mag += (1 << ea) + (1 << eb)
+            bound = (1 << (a_bits - 1)) * mag * cg * f["kh"] * f["kw"]
             sum_bits = max(sum_bits, bound.bit_length() + 1)
             shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
             if shift.min() < -60 or shift.max() > 60:
                 raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
             for lane in range(pz):
-                blk = np.full((nb, pc, steps), 1 << 15, np.int64)
+                blks = [np.full((nb, pc, steps), 1 << 15, np.int64) for _ in pers]
                 for k in range(parts):
                     # output channel of (block, this lane, part k): its bank's ROM in a wide block
                     zz = np.arange(nb) * pc + k * pz + lane if wide else np.arange(lane, nb * pz, pz)
                     real = zz < z
-                    if wide:
-                        blk[real, k * pz + lane] = per[zz[real], k * pz + lane]
-                    elif k == 0:
-                        blk[real] = per[zz[real]]
+                    for blk, per in zip(blks, pers):
+                        if wide:
+                            blk[real, k * pz + lane] = per[zz[real], k * pz + lane]
+                        elif k == 0:
+                            blk[real] = per[zz[real]]
                     on = real & (wide or k == 0)
                     bl[k * pz + lane].append(np.where(on, f["bias"][np.minimum(zz, z - 1)], 0))
                     sl[k * pz + lane].append(np.where(on, shift[np.minimum(zz, z - 1)], 0))
                 for j in range(pc):
-                    wl[lane][j].append(blk[:, j].reshape(-1))
+                    for w_, blk in zip((wl, wl2), blks):
+                        w_[lane][j].append(blk[:, j].reshape(-1))
             d.update(step_chan=f["h"] * f["w"] - (f["kh"] - 1) * f["w"] - (f["kw"] - 1),
                      cg=cg if g == 1 else min(ncg * pc, f["c"]), steps=steps, zb=nb,   # cg: the banks a tap reads
                      zlast=z - (nb - 1) * (pc if wide else pz), woff=woff, boff=boff,
@@ -110,13 +122,15 @@ def tables(net, pz, pc):
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     from ...network.program import _chw
     hw = lambda shape: int(np.prod(_chw(shape)[1:]))                                   # noqa: E731
-    weights = [[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in wl]
     pack = weight_pack(pz)
-    words = [[sum(weights[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)]
-             for q in range(pz // pack)]
+    weights, words, weights2, words2 = [], [], None, None
+    for w_ in (wl, wl2)[:terms]:
+        ws = [[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in w_]
+        wd = [[sum(ws[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)] for q in range(pz // pack)]
+        weights, words, weights2, words2 = (ws, wd, None, None) if w_ is wl else (weights, words, ws, wd)
     return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pack=pack, unfold=unfold,
                 parts=parts,
-                weights=weights, words=words,
+                weights=weights, words=words, **(dict(terms=2, weights2=weights2, words2=words2) if terms == 2 else {}),
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
                 prod_bits=a_bits + max_ea + 2, sum_bits=max(sum_bits, net.params["acc_bits"]),
                 add_bits=max(add_bits, a_bits + 2, 16), **div_bits(net, max(add_bits, a_bits + 2, 16)),
@@ -163,7 +177,8 @@ def render(net, out_dir):
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
                out_words=t["out_words"], out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],
                w_words=len(t["weights"][0][0]), b_words=len(t["biases"][0]), pack=t["pack"], pz_words=pz // t["pack"],
-               weights=[[_ints(b) for b in q] for q in t["words"]], biases=[_ints(b) for b in t["biases"]],
+               weights=[[_ints(b) for b in q] for q in t["words"]], terms2=t.get("terms", 1) == 2,
+               weights2=[[_ints(b) for b in q] for q in t.get("words2", ())], biases=[_ints(b) for b in t["biases"]],
                shifts=[_ints(s) for s in t["shifts"]], win_base=_ints(t["win_base"]),
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2),
                max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),

@@ -30,39 +30,61 @@ class ShiftRules:
                              f"takes 2..{MAX_BITS}-bit ones (such a config runs layer by layer)")
         return p["act_bits"]
 
+    #: the shift codes per weight the kernel sums (:mod:`hlsnn.deploy.twoterm`; 2: a second
+    #: shift-add per unit, the kernel's ``kWeights2``)
+    terms = (1, 2)
+
     @staticmethod
     def weights(j, arrays, chw, why):
-        """``(values (Z, Cg, kh, kw) int64, extra op fields)`` of an engine layer."""
+        """``(values (Z, Cg, kh, kw) int64, extra op fields)`` of an engine layer. Two codes per
+        weight (``terms`` 2, :mod:`hlsnn.deploy.twoterm` rule 2: each GEMM's rows ``[Q1 | Q2]``):
+        the values ``Q1 + Q2`` (the accumulator ``sum (q1 + q2) x`` is the layer path's, exact)
+        and the second term's shift-add fields as ``ea2``, ``eb2``, ... beside the first's."""
         t = sfmt.ShiftTensor.from_codes(j["mode"], j["exp_bits"], *(arrays[f"{j['name']}/{k}"] for k in
                                                                       ("e1", "e2", "s1", "s2", "zero",
                                                                        "scale_exponent")),
                                         delta=j["delta"], axis=j["axis"])
         shape = (j["w_shape"][0],) + tuple(chw) if j["kind"] == "dense" else tuple(j["w_shape"])
-        values = t.code_values()
-        if values.size == int(np.prod(shape)):
-            return values.reshape(shape), dict(mode=j["mode"], fields=_fields(t, shape))
-        # a grouped conv stored as the layer path runs it: gp groups packed to one GEMM
-        # (hlsnn.deploy.groups.gemm_weight); the layer's own (Z, C/g, kh, kw) codes taken back
-        z, cg = shape[0], shape[1]
-        k = int(np.prod(shape[1:]))
-        gp, g = int(j.get("gp") or 1), j["geom"]["group"]
-        if values.size != z * gp * k or g % gp:
-            raise why(f"weights of {values.size} codes for {shape} packed {gp} groups to a GEMM")
-        packed = (z, gp * k)
-        fields = _fields(t, packed)
-        zg = z // g
-        col = ((np.arange(z) // zg) % gp)[:, None] * k + np.arange(k)[None, :]     # (Z, Cg*kh*kw)
-        own = np.zeros(packed, bool)
-        np.put_along_axis(own, col, True, axis=1)
-        values = values.reshape(packed)
-        if values[~own].any():
-            raise why("its packed GEMM weight has non-zero codes outside the layer's groups")
-        take = lambda a: np.take_along_axis(np.asarray(a).reshape(packed), col, axis=1).reshape(shape)  # noqa: E731
-        return take(values), dict(mode=j["mode"], fields={n: take(v) for n, v in fields.items()})
+        if int(j.get("terms", 1)) == 2:
+            k = t.e1.shape[-1] // 2
+            if t.e1.ndim != 2 or 2 * k != t.e1.shape[-1]:
+                raise why(f"two-term codes of shape {t.e1.shape}, not (Z, 2K)")
+            half = [sfmt.ShiftTensor.from_codes(t.mode, t.exp_bits, *(getattr(t, a)[:, h * k:(h + 1) * k] for a in
+                                                                      ("e1", "e2", "s1", "s2", "zero")),
+                                                t.scale_exponent, delta=t.delta, axis=t.axis) for h in (0, 1)]
+            (v1, x1), (v2, x2) = (_one(h, j, shape, why) for h in half)
+            second = {n + "2": v for n, v in x2["fields"].items()}
+            return v1 + v2, dict(mode=j["mode"], fields=dict(x1["fields"], **second))
+        return _one(t, j, shape, why)
 
     @staticmethod
     def output(p, acc, bias, shift, relu):
         return output_rule(p, acc, bias, shift, relu=relu)[0]
+
+
+def _one(t, j, shape, why):
+    """``(values, extra)`` of one code per weight (``t``) for the layer ``j`` of ``shape``."""
+    values = t.code_values()
+    if values.size == int(np.prod(shape)):
+        return values.reshape(shape), dict(mode=j["mode"], fields=_fields(t, shape))
+    # a grouped conv stored as the layer path runs it: gp groups packed to one GEMM
+    # (hlsnn.deploy.groups.gemm_weight); the layer's own (Z, C/g, kh, kw) codes taken back
+    z, cg = shape[0], shape[1]
+    k = int(np.prod(shape[1:]))
+    gp, g = int(j.get("gp") or 1), j["geom"]["group"]
+    if values.size != z * gp * k or g % gp:
+        raise why(f"weights of {values.size} codes for {shape} packed {gp} groups to a GEMM")
+    packed = (z, gp * k)
+    fields = _fields(t, packed)
+    zg = z // g
+    col = ((np.arange(z) // zg) % gp)[:, None] * k + np.arange(k)[None, :]     # (Z, Cg*kh*kw)
+    own = np.zeros(packed, bool)
+    np.put_along_axis(own, col, True, axis=1)
+    values = values.reshape(packed)
+    if values[~own].any():
+        raise why("its packed GEMM weight has non-zero codes outside the layer's groups")
+    take = lambda a: np.take_along_axis(np.asarray(a).reshape(packed), col, axis=1).reshape(shape)  # noqa: E731
+    return take(values), dict(mode=j["mode"], fields={n: take(v) for n, v in fields.items()})
 
 
 def _fields(t, shape):

@@ -35,7 +35,7 @@ the depths are the model's, not a synthesis report. Nothing overlaps between lay
 
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
 buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
-codes per word, :func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
+codes per word, twice in a two-term program, :func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
 shift ROMs (8-bit), the blocks' window bases (32-bit) and a table program's ROM copies (``kLut``,
 ``2**act_bits`` entries a table, 8-bit, or 16-bit above 8 bits), each as the C++ declares it. No DSP but a channel gate's ``Q`` products (:func:`multipliers`): the convs' products are shifts and adds. The
 datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
@@ -102,6 +102,9 @@ def buffers(net, tables):
             Buffer("kWeights", "net_top", "array", 16 * tables["pack"], (pz // tables["pack"], pc, nw),
                    partition=((1, "complete"), (2, "complete")), static=True,
                    note=f"resident weight codes, {tables['pack']} units' codes per ROM word"),
+            *([Buffer("kWeights2", "net_top", "array", 16 * tables["pack"], (pz // tables["pack"], pc, nw),
+                      partition=((1, "complete"), (2, "complete")), static=True,
+                      note="the weights' second codes (a two-term program)")] if tables.get("terms", 1) == 2 else []),
             Buffer("kBias", "net_top", "array", 32, (tables["parts"] * pz, nb), partition=((1, "complete"),),
                    static=True),
             Buffer("kShift", "net_top", "array", 8, (tables["parts"] * pz, nb), partition=((1, "complete"),),
@@ -136,7 +139,9 @@ def datapath(net, tables):
 
     * ``units`` (``P*Q``): two left shifters of ``a`` bits by up to the program's largest weight
       shift, the add/subtract of the two terms and the conditional negation (``pb`` each; the
-      zero flag folds into the negation); a ``pb``-bit product register;
+      zero flag folds into the negation); a ``pb``-bit product register; in a two-term program
+      (``weight_terms: 2``, the ROM ``kWeights2``) all of it twice and the adder of the two
+      products (``pb + 1``);
     * ``trees`` (``P``): ``Q - 1`` adders of ``sb`` bits and the accumulator's adder, a
       register per level (``log2 Q + 1`` of ``sb`` bits); with ``R = parts`` accumulators per
       lane (a network with a depthwise conv, :func:`hlsnn.engines.shift_mac.network.kernel.tables`), ``R - 1``
@@ -163,7 +168,8 @@ def datapath(net, tables):
     mux = lambda n: math.ceil(n / 4) if n > 1 else 0          # noqa: E731 - LUT6s of an n:1 multiplexer, per bit
     lvls = math.ceil(math.log2(max(pc, 2))) + 1
     r = tables.get("parts", 1)
-    unit = (2 * shifter_luts(a, smax) + 2 * pb, pb)
+    terms = tables.get("terms", 1)        # a two-term program: each unit's second shift-add and its adder
+    unit = (terms * (2 * shifter_luts(a, smax) + 2 * pb) + (terms - 1) * (pb + 1), terms * pb)
     tree = (pc * sb + (r - 1) * sb, (lvls + r - 1) * sb)
     epi = ((sb + 2) + 3 * acc + shifter_luts(acc, 60) + acc + 2 * a + 2 * a, 2 * acc + a)
     writers = pc // pz + 1 + (r > 1)
