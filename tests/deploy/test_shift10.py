@@ -1,7 +1,7 @@
 """Two-hot with 10-bit activations (configs/accel/shift10_pynq-z2.yaml, issue 52): the depthwise /
 squeeze-excite variant v_dw_a deploys within one point of its float accuracy there (with two
-shift codes per weight), where the shipped 8-bit config misses; the network mode refuses
-10-bit activations by name and the layer path runs. The kernel's csim equals its emulator at
+shift codes per weight), where the shipped 8-bit config misses; the network mode runs 10-bit
+activations with the layer path's bits. The kernel's csim equals its emulator at
 this config in tests/engines/shift_mac/test_shift_mac.py (``SHIFT10``)."""
 import json
 
@@ -11,7 +11,6 @@ import pytest
 pytest.importorskip("onnx")
 
 from conftest import ROOT  # noqa: E402
-from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "torch" / "beyond"
@@ -45,11 +44,14 @@ def test_dw_a_two_hot_is_within_one_point_on_the_shipped_8_bit_config(tmp_path):
     assert res["assignments"]["twohot"]["accuracy"] >= FLOAT - 0.01
 
 
-def test_the_network_mode_refuses_10_bit_activations_and_the_layer_path_runs():
-    """One conv on shift10_pynq-z2: the network program's lowering refuses it naming the
-    activation width, and the deployment runs layer by layer, its outputs those of a numpy
-    reference of the kernel's rules (10-bit inputs at their radix, nearest codes' values, the
-    output shift with round half to even and 10-bit saturation)."""
+def test_the_network_mode_runs_10_bit_activations_with_the_layer_paths_bits():
+    """One conv on shift10_pynq-z2: the network program's lowering takes it (10-bit integers, issue
+    52; it refused them before), the deployment runs through the network path (the compiled
+    integer program) and its outputs are those of a numpy reference of the kernel's rules (10-bit
+    inputs at their radix, nearest codes' values, the output shift with round half to even and
+    10-bit saturation) and of the layer path. The network kernel's csim at 10 bits:
+    tests/deploy/test_network_act10.py."""
+    from hlsnn.deploy import program as netmode
     from hlsnn.deploy.config import Assignment, FormatSpec
     from hlsnn.deploy.graph import Layer, Network
     from hlsnn.deploy.runner import Deployment
@@ -63,20 +65,24 @@ def test_the_network_mode_refuses_10_bit_activations_and_the_layer_path_runs():
     with Accelerator("shift10_pynq-z2", "emu") as acc:
         dep = Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"shift10_pynq-z2": acc})
         dep.calibrate(x)
-        with pytest.raises(InputError, match=r"10-bit activations.*8-bit"):
-            dep._lowered()
-        assert dep.fast_network() is None
-        y = dep.run(x)
+        prog = dep._lowered()
+        assert prog is not None and prog.input["bits"] == 10 and [op.kind for op in prog.ops] == ["conv"]
+        q = netmode.run_ints(prog, netmode.quantize_input(prog, x))
+        y = dep.run(x)                                      # the network path where the helpers are on
+        dep.fast, dep._fastnet = False, None
+        np.testing.assert_array_equal(dep.run(x), y)        # the layer path
         ex = dep.execs["l"]
         fx, fw, fo = ex.f_x, int(np.asarray(ex.f_w).reshape(-1)[0]), ex.f_out
         xi = np.rint(x * 2.0 ** fx)
         assert np.abs(xi).max() < 512 and fx == 7                      # 10-bit signed: |x| < 3.2 at radix 7
-        q = ex.wq.code_values().reshape(w.shape).astype(np.float64)   # nearest codes, at radix fw
+        qw = ex.wq.code_values().reshape(w.shape).astype(np.float64)  # nearest codes, at radix fw
         pad = np.pad(xi, ((0, 0), (0, 0), (1, 1), (1, 1)))
         acc_ = np.zeros((3, 4, 5, 5))
         for i in range(3):
             for j in range(3):
-                acc_ += np.einsum("nchw,zc->nzhw", pad[:, :, i:i + 5, j:j + 5], q[:, :, i, j])
+                acc_ += np.einsum("nchw,zc->nzhw", pad[:, :, i:i + 5, j:j + 5], qw[:, :, i, j])
         acc_ += np.rint(layer.b * 2.0 ** (fx + fw))[None, :, None, None]
-        ref = np.clip(np.rint(acc_ * 2.0 ** (fo - fx - fw)), -512, 511) * 2.0 ** -fo
-        np.testing.assert_array_equal(y, ref)
+        ints = np.clip(np.rint(acc_ * 2.0 ** (fo - fx - fw)), -512, 511)
+        assert np.abs(ints).max() > 127                                # codes beyond 8 bits
+        np.testing.assert_array_equal(y, ints * 2.0 ** -fo)
+        np.testing.assert_array_equal(q.reshape(ints.shape), ints)

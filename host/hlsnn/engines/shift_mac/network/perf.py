@@ -35,9 +35,11 @@ the depths are the model's, not a synthesis report. Nothing overlaps between lay
 
 **Resources.** Memories (:mod:`hlsnn.resources`): the two ping-pong buffers and the shortcut
 buffer in ``Q`` banks each (``act_bits`` wide), the weight ROMs (``P/2 x Q`` banks of two 16-bit
-codes per word, twice in a two-term program, :func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
+codes per word, twice in a two-term program,
+:func:`hlsnn.engines.shift_mac.network.kernel.weight_pack`), the bias ROMs (32-bit) and the
 shift ROMs (8-bit), the blocks' window bases (32-bit) and a table program's ROM copies (``kLut``,
-``2**act_bits`` entries a table, 8-bit, or 16-bit above 8 bits), each as the C++ declares it. No DSP but a channel gate's ``Q`` products (:func:`multipliers`): the convs' products are shifts and adds. The
+``2**act_bits`` entries a table, 8-bit, or 16-bit above 8 bits), each as the C++ declares it.
+No DSP but a channel gate's ``Q`` products (:func:`multipliers`): the convs' products are shifts and adds. The
 datapath's LUTs and flip-flops (:func:`datapath`) are a model from the widths the rendered code
 declares, part by part, with the LUT rules of the layer kernel's model
 (:func:`hlsnn.engines.shift_mac.spec.shifter_luts`: a LUT6 per output bit per 4:1 stage; one
@@ -110,7 +112,8 @@ def buffers(net, tables):
             Buffer("kShift", "net_top", "array", 8, (tables["parts"] * pz, nb), partition=((1, "complete"),),
                    static=True),
             Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base"),
-            Buffer("kLut", "net_top", "array", 8 if a <= 8 else 16, (pc, len(tables["luts"])), partition=((1, "complete"),),
+            Buffer("kLut", "net_top", "array", 8 if a <= 8 else 16, (pc, len(tables["luts"])),
+                   partition=((1, "complete"),),
                    static=True, note="the activation tables, a copy per bank")][:None if has_lut(net) else -1]
 
 
