@@ -24,9 +24,11 @@ The rule (exact, the specification of what the kernel computes):
    ``sum_k (q1_k + q2_k) x_k`` exactly; bias, ReLU, the output shift and saturation are the
    kernel's rules as for one term (``shift_mac.emulator.output_rule``). A doubled K beyond
    the accelerator's ``max_k`` runs through the kernel's K tiling (exact int64 sums).
-3. **Network mode** (one start of the network kernel) addresses its input itself and has no
-   doubled reduction: :func:`hlsnn.deploy.program.lower` refuses a layer with two terms by
-   name, so such a deployment runs (and calibrates) layer by layer.
+3. **Network mode** (one start of the network kernel) addresses its input itself: its program's
+   weights are the values ``Q1 + Q2`` (the same exact accumulator) and the shift_mac kernel
+   sums the two codes in each unit (a second shift-add, its ROM ``kWeights2``:
+   :mod:`hlsnn.engines.shift_mac.network.lower`); an engine whose rules do not list two terms
+   (``terms``) is refused by name by :func:`hlsnn.deploy.program.lower`.
 4. **Cost.** The kernel calls are those of the layer with K doubled: the cycle model costs
    :func:`cost_layer` (the layer with its weights twice along the input axis).
 """
