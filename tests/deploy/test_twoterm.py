@@ -1,7 +1,7 @@
 """Two shift codes per weight in one accumulator (``weight_terms: 2``, issue 52;
 :mod:`hlsnn.deploy.twoterm`): the layer's integers are those of a float64 GEMM of the two
 terms' summed codes, rounded once by the output rule; emu and csim agree bit for bit; the
-network mode refuses it by name; the option is checked."""
+network mode runs it with the layer path's bits; the option is checked."""
 import numpy as np
 import pytest
 
@@ -10,7 +10,7 @@ from conftest import ROOT  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config  # noqa: E402
 from hlsnn.deploy.graph import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import float_forward, Deployment  # noqa: E402
-from hlsnn.errors import ConfigError, InputError  # noqa: E402
+from hlsnn.errors import ConfigError  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
 
 ACCEL = "shift8_pynq-z2"
@@ -85,13 +85,29 @@ def test_two_terms_are_one_gemm_of_the_summed_codes_rounded_once(kind, fit):
     assert np.abs(y - ref).mean() <= np.abs(y1 - ref).mean()
 
 
-def test_the_network_mode_refuses_two_terms_and_the_layer_path_runs():
+def test_the_network_mode_runs_two_terms_with_the_layer_paths_bits():
+    """The network program of a two-term layer (it refused one before): its weights are each
+    output's own Q1 + Q2, both terms' codes kept for the kernel's two shift-adds, and its integers
+    are the layer path's (the shift_mac network kernel's csim: tests/deploy/test_network_act10.py)."""
+    from hlsnn.deploy import program as netmode
     y, dep = _run(_net("depthwise"), X, 2)
-    with pytest.raises(InputError, match=r"layer l .*weight_terms: 2.*layer by layer"):
-        dep._lowered()
-    assert dep.fast_network() is None
-    y1, dep1 = _run(_net("depthwise"), X, 1)
-    assert dep1.fast_network() is not None
+    prog = dep._lowered()
+    conv, = prog.ops
+    ex = dep.execs["l"]
+    k = ex.wq.shape[1] // 2
+    v = ex.wq.code_values()
+    n = np.arange(C)
+    q1, q2 = (q.reshape(C, ex.gp, 9)[n, n % ex.gp] for q in (v[:, :k], v[:, k:]))
+    np.testing.assert_array_equal(conv.f["codes"].reshape(C, 9), q1 + q2)
+    assert "zero2" in conv.f["fields"] and np.count_nonzero(q2)
+    q = netmode.run_ints(prog, netmode.quantize_input(prog, X))
+    np.testing.assert_array_equal(np.ldexp(np.asarray(q, np.float64).reshape(y.shape), -ex.f_out), y)
+    assert dep.fast_network() is not None or not netfast_available()
+
+
+def netfast_available():
+    from hlsnn import native
+    return native.load("netint") is not None
 
 
 @pytest.mark.parametrize("fmt, terms, why", [("fixed", 2, "only the shift formats"), ("twohot", 3, r"\[1, 2\]")])

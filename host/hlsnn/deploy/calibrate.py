@@ -101,6 +101,8 @@ def calibrate(dep, x):
             raise _Bail                        # no fast calibration of the data moves (netmove)
         if any(op.f.get("out_bits") for op in net.ops):
             raise _Bail                        # nor of a chained Add's exact sum (engines.network.chain)
+        if any(getattr(ex, "terms", 1) != 1 for ex in dep.execs.values()):
+            raise _Bail                        # nor of two codes a weight (its refit is hlsnn.deploy.twoterm's)
         _walk(dep, net, so, x)
     except (_Bail, InputError):
         _restore(dep, saved)

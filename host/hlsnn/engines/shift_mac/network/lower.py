@@ -71,7 +71,7 @@ def _one(t, j, shape, why):
     # (hlsnn.deploy.groups.gemm_weight); the layer's own (Z, C/g, kh, kw) codes taken back
     z, cg = shape[0], shape[1]
     k = int(np.prod(shape[1:]))
-    gp, g = int(j.get("gp") or 1), j["geom"]["group"]
+    gp, g = int(j.get("gp") or 1), (j.get("geom") or {}).get("group", 1)
     if values.size != z * gp * k or g % gp:
         raise why(f"weights of {values.size} codes for {shape} packed {gp} groups to a GEMM")
     packed = (z, gp * k)
