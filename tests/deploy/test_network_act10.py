@@ -15,7 +15,7 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
-from hlsnn.deploy import datasets  # noqa: E402
+from hlsnn.deploy import datasets, program as netmode  # noqa: E402
 from hlsnn.engines.network import words  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
@@ -179,9 +179,17 @@ def test_ten_bit_network_kernel_on_csim_and_the_simulated_board(nets):
     assert k.lane_bits == 16 and (k.in_words, k.out_words) == (16, 3)
     assert {n: it for n, (it, _) in k.counters.items()} == {
         n: 8 * v for n, v in netperf.iterations(board.network, k.tables).items()}
+    from hlsnn.network import nethost
     with hlsnn.load(nets["t10"], "sim", network=True) as sim:
-        np.testing.assert_array_equal(sim(x), want)
+        np.testing.assert_array_equal(sim(x), want)       # the C host path (16-bit lanes) where it builds
         assert sim.last_kernel_starts == 1
+        assert nethost.input_rule(sim.network)[1] == 10
+        q = netmode.quantize_input(sim.network, x)
+        np.testing.assert_array_equal(nethost.quantize(sim.network, x), q)     # rule 1 in C, int16 lanes
+        np.testing.assert_array_equal(sim._kernel.run(q), k.run(q))          # the numpy driver's words
+        if nethost.available():
+            qs, ys = sim._kernel.run_pipelined(x)                             # double-buffered starts in C
+            np.testing.assert_array_equal(ys.reshape(want.shape), want)
 
 
 @pytest.mark.slow      # test_ten_bit_network_kernel_on_csim_and_the_simulated_board covers the kernel

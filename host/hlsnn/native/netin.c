@@ -3,7 +3,8 @@
  *
  * hlsnn_in_quantize (rule 1 of hlsnn.compiled.netmode, the input): n values of an image as the
  * data set stores it (dtype 0 float32, 1 float64, 2 uint8) to their signed `bits`-bit integers
- * (bits <= 8) at radix f, written as int8 straight into the kernel's input buffer. The rule is
+ * (bits <= 8; hlsnn_in_quantize16: bits <= 16) at radix f, written as int8 (int16: the network
+ * kernel's 16-bit lanes above 8 bits) straight into the kernel's input buffer. The rule is
  * hlsnn.deploy.quant.to_fixed: w = rint(x * 2**g) at g = max(f + 24, 0) (half to even), then
  * shift_round_sat(w, g - f, bits, rounding) (mode 0 nearest_even, 1 nearest_away, 2
  * truncate, i.e. floor). Returns the count of non-finite values (nothing written then
@@ -29,7 +30,7 @@
  * each image into its row of the input buffer (in_stride bytes apart), the caller's flush (a
  * callback, or none for an uncached buffer), ap_start (one write of CTRL), the poll of ap_done
  * / ap_idle (bounded by timeout_s seconds), the caller's invalidate, and the outputs read
- * once: out_n int8 values per image (rows out_stride bytes apart) copied to q and dequantized
+ * once: out_n int8 values per image (int16 with lane16; rows out_stride bytes apart) copied to q and dequantized
  * to y as float64 (q * 2**-f_out, exact). Register access through `regs` (a volatile pointer
  * to the IP's register file, on a board: pynq's mapping of it) or, when regs is NULL, through
  * the callbacks wr / rd (the simulated board's register models), so the same C path runs on
@@ -65,7 +66,7 @@ static inline int32_t q_f32(float x, float scale, float lo, float hi, int mode) 
   const float a = t < 0 ? -t : t;
   int32_t q;
   if (a >= 0.5f) {
-    const int32_t i = (int32_t)t; /* toward zero, exact: |t| <= 2**7 + 1 */
+    const int32_t i = (int32_t)t; /* toward zero, exact: |t| <= 2**15 + 1 */
     const float r = t - (float)i; /* exact */
     if (mode == 2)
       q = i - (r < 0.0f);
@@ -107,19 +108,30 @@ static inline int32_t q_f64(double x, int g, int s, int32_t lo, int32_t hi, int 
   return q < lo ? lo : (q > hi ? hi : (int32_t)q);
 }
 
-int64_t hlsnn_in_quantize(const void *x, int dtype, int64_t n, int f, int bits, int mode, int8_t *dst) {
+/* a value into lane k of an int8 (d8) or int16 (d16, inputs of 9 to 16 bits: the network kernel's
+ * 16-bit lanes, hlsnn.engines.network.words) input row */
+#define PUT(k, v)              \
+  do {                         \
+    if (d16)                   \
+      d16[k] = (int16_t)(v);   \
+    else                       \
+      d8[k] = (int8_t)(v);     \
+  } while (0)
+
+static int64_t quantize_lanes(const void *x, int dtype, int64_t n, int f, int bits, int mode, int8_t *d8,
+                              int16_t *d16) {
   const int32_t lo = -(1 << (bits - 1)), hi = (1 << (bits - 1)) - 1;
   const int g = f + 24 > 0 ? f + 24 : 0, s = g - f;
   int64_t bad = 0;
   if (dtype == 2 && f <= 100) {
-    int8_t table[256];
+    int16_t table[256];
     const float scale = ldexpf(1.0f, f);
     for (int u = 0; u < 256; ++u)
-      table[u] = (int8_t)(f >= -24 ? clampi(q_f32((float)u, scale, (float)lo, (float)hi, mode), lo, hi)
-                                   : q_f64((double)u, g, s, lo, hi, mode));
+      table[u] = (int16_t)(f >= -24 ? clampi(q_f32((float)u, scale, (float)lo, (float)hi, mode), lo, hi)
+                                    : q_f64((double)u, g, s, lo, hi, mode));
     const uint8_t *p = (const uint8_t *)x;
     for (int64_t k = 0; k < n; ++k)
-      dst[k] = table[p[k]];
+      PUT(k, table[p[k]]);
     return 0;
   }
   if (dtype == 0 && f >= -24 && f <= 100) {
@@ -129,10 +141,10 @@ int64_t hlsnn_in_quantize(const void *x, int dtype, int64_t n, int f, int bits, 
       const float v = p[k];
       if (!(v - v == 0.0f)) { /* NaN or infinite */
         bad += 1;
-        dst[k] = 0;
+        PUT(k, 0);
         continue;
       }
-      dst[k] = (int8_t)clampi(q_f32(v, scale, flo, fhi, mode), lo, hi);
+      PUT(k, clampi(q_f32(v, scale, flo, fhi, mode), lo, hi));
     }
     return bad;
   }
@@ -140,9 +152,18 @@ int64_t hlsnn_in_quantize(const void *x, int dtype, int64_t n, int f, int bits, 
     const double v = dtype == 0 ? (double)((const float *)x)[k]
                                 : (dtype == 1 ? ((const double *)x)[k] : (double)((const uint8_t *)x)[k]);
     bad += !(v - v == 0.0);
-    dst[k] = (int8_t)q_f64(v, g, s, lo, hi, mode);
+    PUT(k, q_f64(v, g, s, lo, hi, mode));
   }
   return bad;
+}
+
+int64_t hlsnn_in_quantize(const void *x, int dtype, int64_t n, int f, int bits, int mode, int8_t *dst) {
+  return quantize_lanes(x, dtype, n, f, bits, mode, dst, NULL);
+}
+
+/* the same into 16-bit lanes (bits <= 16) */
+int64_t hlsnn_in_quantize16(const void *x, int dtype, int64_t n, int f, int bits, int mode, int16_t *dst) {
+  return quantize_lanes(x, dtype, n, f, bits, mode, NULL, dst);
 }
 
 static inline void reg_wr(volatile uint32_t *regs, reg_write_fn wr, uint32_t off, uint32_t v) {
@@ -178,7 +199,31 @@ typedef struct {
   int64_t elems;       /* words: the output elements per image (then the status word) */
   int64_t *pm, *pe;    /* words: each element's pair (m, e), 54-bit m and 10-bit e, signed */
   int64_t status;      /* words: the OR of the images' status words */
+  int64_t lane16;      /* 1: 16-bit lanes (inputs of 9 to 16 bits): inbuf, outbuf, q and table hold int16 */
 } hlsnn_in_ctx;
+
+/* image b's row of the input buffer quantized (or looked up, uint8 with a table) from p */
+static int64_t fill_row(hlsnn_in_ctx *c, const void *p, int8_t *row) {
+  if (c->dtype == 2 && c->table) { /* uint8 images: one lookup per value */
+    const uint8_t *u = (const uint8_t *)p;
+    if (c->lane16) {
+      const int16_t *t = (const int16_t *)c->table;
+      int16_t *d = (int16_t *)row;
+      for (int64_t k = 0; k < c->n; ++k)
+        d[k] = t[u[k]];
+    } else
+      for (int64_t k = 0; k < c->n; ++k)
+        row[k] = c->table[u[k]];
+    return 0;
+  }
+  return quantize_lanes(p, (int)c->dtype, c->n, (int)c->f, (int)c->bits, (int)c->mode, c->lane16 ? NULL : row,
+                        c->lane16 ? (int16_t *)row : NULL);
+}
+
+/* output j of image row o (int8 or int16 lanes) */
+static inline int32_t out_at(const hlsnn_in_ctx *c, const int8_t *o, int64_t j) {
+  return c->lane16 ? (int32_t)((const int16_t *)o)[j] : (int32_t)o[j];
+}
 
 /* The bfp_systolic kernel's input (its rule 1): each value as a float32 word, two to a 64-bit
  * word, low first; a value that is not finite or not exact in float32 counts as bad. */
@@ -216,17 +261,9 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
   if (c->words) {
     for (int64_t b = 0; b < c->batch; ++b)
       bad += f32_words((const char *)x + b * c->n * item, (int)c->dtype, c->n, (float *)(c->inbuf + b * c->in_stride));
-  } else if (c->dtype == 2 && c->table) { /* uint8 images: one lookup per value */
-    for (int64_t b = 0; b < c->batch; ++b) {
-      const uint8_t *p = (const uint8_t *)x + b * c->n;
-      int8_t *d = c->inbuf + b * c->in_stride;
-      for (int64_t k = 0; k < c->n; ++k)
-        d[k] = c->table[p[k]];
-    }
   } else
     for (int64_t b = 0; b < c->batch; ++b)
-      bad += hlsnn_in_quantize((const char *)x + b * c->n * item, (int)c->dtype, c->n, (int)c->f, (int)c->bits,
-                             (int)c->mode, c->inbuf + b * c->in_stride);
+      bad += fill_row(c, (const char *)x + b * c->n * item, c->inbuf + b * c->in_stride);
   if (bad)
     return bad;
   if (c->sync)
@@ -265,8 +302,11 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
   }
   for (int64_t b = 0; b < c->batch; ++b)
     for (int64_t j = 0; j < c->out_n; ++j) {
-      const int8_t v = c->outbuf[b * c->out_stride + j]; /* each output byte read once */
-      c->q[b * c->out_n + j] = v;
+      const int32_t v = out_at(c, c->outbuf + b * c->out_stride, j); /* each output lane read once */
+      if (c->lane16)
+        ((int16_t *)c->q)[b * c->out_n + j] = (int16_t)v;
+      else
+        c->q[b * c->out_n + j] = (int8_t)v;
       c->y[b * c->out_n + j] = ldexp((double)v, (int)-c->f_out);
     }
   return 0;
@@ -299,16 +339,7 @@ int64_t hlsnn_in_pipeline(hlsnn_in_ctx *c, const void *x, int64_t images, uint64
   uint64_t cur_in = in_addr, cur_out = out_addr; /* the registers hold slot 0's addresses */
   int64_t bad = 0, polls = 0;
   const char *xs = (const char *)x;
-#define QUANT(i)                                                                                                 \
-  do {                                                                                                           \
-    int8_t *d_ = c->inbuf + ((i) & 1) * c->in_stride;                                                           \
-    const char *p_ = xs + (i) * c->n * item;                                                                     \
-    if (c->dtype == 2 && c->table)                                                                               \
-      for (int64_t k_ = 0; k_ < c->n; ++k_)                                                                      \
-        d_[k_] = c->table[((const uint8_t *)p_)[k_]];                                                            \
-    else                                                                                                         \
-      bad += hlsnn_in_quantize(p_, (int)c->dtype, c->n, (int)c->f, (int)c->bits, (int)c->mode, d_);             \
-  } while (0)
+#define QUANT(i) (bad += fill_row(c, xs + (i) * c->n * item, c->inbuf + ((i) & 1) * c->in_stride))
   QUANT(0);
   if (bad)
     return bad;
@@ -331,8 +362,11 @@ int64_t hlsnn_in_pipeline(hlsnn_in_ctx *c, const void *x, int64_t images, uint64
     polls += k;
     const int8_t *o = c->outbuf + (i & 1) * c->out_stride;
     for (int64_t j = 0; j < c->out_n; ++j) {
-      const int8_t v = o[j];
-      q[i * c->out_n + j] = v;
+      const int32_t v = out_at(c, o, j);
+      if (c->lane16)
+        ((int16_t *)q)[i * c->out_n + j] = (int16_t)v;
+      else
+        q[i * c->out_n + j] = (int8_t)v;
       y[i * c->out_n + j] = ldexp((double)v, (int)-c->f_out);
     }
     if (i + 1 < images) {

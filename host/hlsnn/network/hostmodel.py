@@ -81,11 +81,13 @@ BOARD_IO = {
 DTYPES = ("float32", "float64", "uint8")
 
 
-def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False):
+def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False, lane_bytes=1):
     """The host steps of one start (module docstring) on ``cpu`` (a key of :data:`SCALE`):
     ``[{"step", "us", "basis"}]``, where basis says what is measured and what is estimated.
     ``words``: a ``bfp_systolic`` network, whose input is float32 words (4 bytes a value) and
-    whose ``n_out`` outputs are 64-bit words (one uncached read each)."""
+    whose ``n_out`` outputs are 64-bit words (one uncached read each). ``lane_bytes``: the
+    bytes of an input value's lane (2: activations of more than 8 bits, one uncached read of
+    each output lane as of a byte)."""
     if input_dtype not in DTYPES:
         from ..errors import InputError
         raise InputError(f"input dtype {input_dtype!r}: the C host path takes {', '.join(DTYPES)}")
@@ -110,12 +112,12 @@ def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False):
          "basis": f"{ests}: {X86['python_call_us']} us on x86 x {s['python']:g}"},
         {"step": f"quantize ({input_dtype}, C)", "us": X86["quant_ns"][input_dtype] * nv * s["c"] / 1e3,
          "basis": f"{ests}: {nv:,} values x {X86['quant_ns'][input_dtype]} ns on x86 x {s['c']:g}"},
-        {"step": "input stores (uncached)", "us": io["store_ns_per_byte"] * nv / 1e3,
-         "basis": f"estimate: {nv:,} bytes x {io['store_ns_per_byte']} ns"},
+        {"step": "input stores (uncached)", "us": io["store_ns_per_byte"] * lane_bytes * nv / 1e3,
+         "basis": f"estimate: {lane_bytes * nv:,} bytes x {io['store_ns_per_byte']} ns"},
         {"step": "ap_start and the last poll", "us": io["mmio_write_us"] + io["mmio_read_us"],
          "basis": "estimate: one register write, one read (the counts are tested on the sim board)"},
         {"step": "outputs read once (C)", "us": io["uncached_read_us"] * nb,
-         "basis": f"estimate: {nb} uncached byte reads"},
+         "basis": f"estimate: {nb} uncached {'byte' if lane_bytes == 1 else '16-bit'} reads"},
     ]
 
 

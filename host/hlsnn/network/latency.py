@@ -174,7 +174,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     bfp_words = net.engine == "bfp_systolic"          # float32 words in, 64-bit words out
     n_out_host = t.get("out_words", t["out_elems"]) if bfp_words else t["out_elems"]
     steps = hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=n_out_host, batch=batch,
-                                 input_dtype=input_dtype, words=bfp_words) if c_host else None
+                                 input_dtype=input_dtype, words=bfp_words,
+                                 lane_bytes=1 if bfp_words else t.get("in_value_bytes", 1)) if c_host else None
     # bytes per value the host writes into the input buffer and reads from the output buffer
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
     # the host ops on the float input before the kernel (hlsnn.deploy.netprefix), each as the

@@ -3,7 +3,7 @@
 
 * :func:`quantize` / :func:`quantize_into`: rule 1 (:func:`hlsnn.deploy.program.quantize_input`,
   i.e. :func:`hlsnn.deploy.quant.to_fixed`) on an image as the data set stores it (float32,
-  float64 or uint8), written as int8 straight into the kernel's input buffer; bit-exact with the
+  float64 or uint8), written as int8 (int16 above 8 bits) straight into the kernel's input buffer; bit-exact with the
   Python rule (``tests/deploy/test_nethost.py``: ties, saturation, negatives, tiny values).
 * :class:`CHost`: the per-start step of a :class:`~hlsnn.network.board.NetBoard` in one call
   (``hlsnn_in_run(ctx, x)``, through :class:`ctypes.PyDLL` with two ``byref`` pointers; the
@@ -52,7 +52,8 @@ class Ctx(ctypes.Structure):
                 ("out_stride", ctypes.c_int64), ("out_n", ctypes.c_int64), ("f_out", ctypes.c_int64),
                 ("y", ctypes.c_void_p), ("q", ctypes.c_void_p), ("polls", ctypes.c_int64),
                 ("table", ctypes.c_void_p), ("kernel_s", ctypes.c_double), ("words", ctypes.c_int64),
-                ("elems", ctypes.c_int64), ("pm", ctypes.c_void_p), ("pe", ctypes.c_void_p), ("status", ctypes.c_int64)]
+                ("elems", ctypes.c_int64), ("pm", ctypes.c_void_p), ("pe", ctypes.c_void_p), ("status", ctypes.c_int64),
+                ("lane16", ctypes.c_int64)]
 
 
 def _lib():
@@ -68,6 +69,8 @@ def _lib():
         p, i64, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
         so.hlsnn_in_quantize.argtypes = [p, i32, i64, i32, i32, i32, p]
         so.hlsnn_in_quantize.restype = i64
+        so.hlsnn_in_quantize16.argtypes = [p, i32, i64, i32, i32, i32, p]     # 16-bit lanes (9..16 bits)
+        so.hlsnn_in_quantize16.restype = i64
         so.hlsnn_in_run.argtypes = [ctypes.POINTER(Ctx), p]
         so.hlsnn_in_run.restype = i64
         so.hlsnn_in_pipeline.argtypes = [ctypes.POINTER(Ctx), p, i64, ctypes.c_uint64, ctypes.c_uint64, p, p]
@@ -86,12 +89,13 @@ def available():
 
 def input_rule(net):
     """``(f, bits, mode)`` of a lowered network's input (rule 1), or None when the C path does
-    not cover it (a ``bfp_systolic`` network, an unsigned input, more than 8 bits, a rounding
-    other than the three)."""
+    not cover it (a ``bfp_systolic`` network, an unsigned input, more than 16 bits, a rounding
+    other than the three). Above 8 bits the values go into 16-bit lanes
+    (:mod:`hlsnn.engines.network.words`)."""
     if net.engine == "bfp_systolic":
         return None
     i = net.input
-    if not i["signed"] or not 2 <= int(i["bits"]) <= 8 or i["rounding"] not in MODES:
+    if not i["signed"] or not 2 <= int(i["bits"]) <= 16 or i["rounding"] not in MODES:
         return None
     return int(i["f"]), int(i["bits"]), MODES[i["rounding"]]
 
@@ -117,12 +121,15 @@ def _ptr(a):
 
 
 def quantize_into(x, f, bits, mode, dst):
-    """Rule 1 on ``x`` (any shape; float32, float64 or uint8) into the int8 array ``dst`` (as
-    many elements, contiguous). :class:`InputError` on NaN or infinite values."""
+    """Rule 1 on ``x`` (any shape; float32, float64 or uint8) into the int8 array ``dst`` (int16
+    for ``bits`` above 8; as many elements, contiguous). :class:`InputError` on NaN or infinite
+    values."""
     x = _as_stored(x)
-    if dst.dtype != np.int8 or not dst.flags.c_contiguous or dst.size != x.size:
-        raise ValueError("quantize_into: dst must be a contiguous int8 array of x's size")
-    bad = _lib().hlsnn_in_quantize(x.ctypes, DTYPES[x.dtype], x.size, f, bits, mode, dst.ctypes)
+    lane = np.int8 if bits <= 8 else np.int16
+    if dst.dtype != lane or not dst.flags.c_contiguous or dst.size != x.size:
+        raise ValueError(f"quantize_into: dst must be a contiguous {np.dtype(lane).name} array of x's size")
+    fn = _lib().hlsnn_in_quantize if bits <= 8 else _lib().hlsnn_in_quantize16
+    bad = fn(x.ctypes, DTYPES[x.dtype], x.size, f, bits, mode, dst.ctypes)
     if bad:
         raise InputError(f"input: {bad} non-finite value(s) (NaN or Inf)")
     return dst
@@ -135,7 +142,7 @@ def quantize(net, x):
     if rule is None:
         raise InputError(f"the C input rule does not cover {net.engine}'s input {net.input}")
     x = _as_stored(x)
-    return quantize_into(x, *rule, np.empty(x.shape, np.int8)).astype(np.int64)
+    return quantize_into(x, *rule, np.empty(x.shape, np.int8 if rule[1] <= 8 else np.int16)).astype(np.int64)
 
 
 def write_block(ip, offsets, values):
@@ -177,7 +184,7 @@ class CHost:
         self.words = board.net.engine == "bfp_systolic"    # float32 words in, 64-bit words out
         if not covers(board.net) or not available():
             raise InputError("the C host path needs a C compiler and a network with a signed input of at most "
-                             "8 bits, or a bfp_systolic network")
+                             "16 bits, or a bfp_systolic network")
         if self.words:
             self.rule = (0, 8, 0)
         self.f_out = 0 if self.words else int(board.net.output["f"])
@@ -207,11 +214,12 @@ class CHost:
         v = np.arange(256, dtype=np.float64) if u8_values is None else np.asarray(u8_values, np.float64)
         if v.shape != (256,):
             raise InputError(f"u8_values: {v.shape} values; give the 256 values the uint8 codes stand for")
-        self.table = np.zeros(256, np.int8)
+        self.lane = np.int8 if self.words or int(board.net.input["bits"]) <= 8 else np.int16   # (words)
+        self.table = np.zeros(256, self.lane)
         if not self.words:
             from ..deploy.quant import to_fixed
             i = board.net.input
-            self.table = to_fixed(v, i["f"], i["bits"], True, i["rounding"]).astype(np.int8)
+            self.table = to_fixed(v, i["f"], i["bits"], True, i["rounding"]).astype(self.lane)
 
     def _guard(self, fn, on_error):
         """``fn`` for a C callback: an exception (a simulated bus error, a cache check) is kept
@@ -244,7 +252,7 @@ class CHost:
         b._buffers(batch)
         f, bits, mode = self.rule
         out_n = b.out_words * 8 if self.words else b.n_out      # bfp: the output words' bytes
-        self.q8 = np.empty((batch, out_n), np.int8)
+        self.q8 = np.empty((batch, out_n), self.lane)
         self.y = np.empty((batch, b.n_out), np.float64)
         self.pm = np.empty((batch, b.n_out), np.int64)
         self.pe = np.empty((batch, b.n_out), np.int64)
@@ -254,7 +262,7 @@ class CHost:
         self.ctx = Ctx(DTYPES[x.dtype], batch, n, f, bits, mode, _ptr(b._x8), b.in_words * 8, self.regs,
                        self.wr, self.rd, self._sync_fn(), float(timeout), _ptr(b._y8), b.out_words * 8,
                        out_n, self.f_out, _ptr(self.y), _ptr(self.q8), 0, _ptr(self.table), 0.0,
-                       int(self.words), b.n_out, _ptr(self.pm), _ptr(self.pe), 0)
+                       int(self.words), b.n_out, _ptr(self.pm), _ptr(self.pe), 0, int(self.lane == np.int16))
         self.ref = ctypes.byref(self.ctx)
         self._inb = b.inb
         self.key = (x.dtype, x.shape, True, b._batch, timeout)
@@ -305,7 +313,7 @@ class CHost:
             write_block(b.ip, b.offsets, {"batch": 1})
             b._batch = 1
         self._setup(x[:1], timeout)
-        q8 = np.empty((images, b.n_out), np.int8)
+        q8 = np.empty((images, b.n_out), self.lane)
         y = np.empty((images, b.n_out), np.float64)
         self._err = None
         rc = _lib().hlsnn_in_pipeline(self.ref, x.ctypes, images, b.inb.device_address, b.outb.device_address,
