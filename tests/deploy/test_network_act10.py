@@ -164,6 +164,21 @@ def test_resource_model_declares_the_wider_buffers(nets, tmp_path):
     assert [c for _, _, c in netperf.op_cycles(net, t)] == [c for _, _, c in netperf.op_cycles(one, t1)]
 
 
+def test_schedule_derives_every_loop_of_the_ten_bit_kernel(nets):
+    """perf/schedule.py parses the rendered 10-bit, two-term kernel: every counted loop has a
+    derived II (the wide lanes' load and store, the second shift-add and the int16 tables keep
+    it at 1)."""
+    from hlsnn.config import load_config
+    from hlsnn.network.schedule import network_schedule
+    net = hlsnn.load(nets["t10"], "emu", network=True).network
+    rows = network_schedule(net, load_config("shift10_pynq-z2"))
+    got = {c for r in rows for c in (r.get("counters") or [r.get("counter") or r["loop"]])}
+    for loop in ("NetLoadWords", "NetLoad", "NetMac", "NetPool", "NetAdd", "NetLut", "NetGate", "NetStore",
+                 "NetStoreWords"):
+        assert loop in got, (loop, got)
+    assert all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
+
+
 @pytest.mark.csim
 def test_ten_bit_network_kernel_on_csim_and_the_simulated_board(nets):
     """The quick csim case of the 10-bit, two-term kernel (wide lanes, int16 tables, kWeights2):
