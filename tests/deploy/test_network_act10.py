@@ -212,3 +212,17 @@ def test_ten_bit_network_kernel_on_csim_and_the_simulated_board(nets):
 def test_ten_bit_network_kernel_compiles_against_both_header_models(nets, tmp_path):
     from test_network_kernel import compiles_against_both_header_models
     compiles_against_both_header_models(nets["t10"], "netkernel", tmp_path)
+
+
+def test_a_table_of_codes_wider_than_12_bits_is_refused_by_name():
+    """16-bit activations: the layer path computes a HardSwish in float64 (rule 9 takes codes of at
+    most 12 bits), so the network mode refuses the table by name instead of computing it otherwise."""
+    from hlsnn.deploy.program import Op
+    from hlsnn.engines.network import gate as netgate
+    j = {"name": "hs", "op": "HardSwish", "inputs": ["a"], "output": "b", "attrs": {}}
+    why = lambda j, what: InputError(f"layer {j['name']}: {what}")      # noqa: E731
+    with pytest.raises(InputError, match=r"layer hs: a table activation of 16-bit codes.*2\.\.12 bits"):
+        netgate.lower_host(j, {"a": ("q", 8)}, {"a": (2, 2, 2)}, [], 16, "nearest_even", why, Op)
+    ops = []
+    assert netgate.lower_host(j, {"a": ("q", 8)}, {"a": (2, 2, 2)}, ops, 12, "nearest_even", why, Op)
+    assert ops[0].f["table"].shape == (1 << 12,)

@@ -160,6 +160,9 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
         if st is None or st[0] != "q":
             raise why(j, "a table activation of an integer tensor computed on the fabric (not of a pending Add, "
                          "pool or gate)")
+        if not 2 <= bits <= MAX_TABLE_BITS:      # the layer path's rule 9 (applies) stops there too
+            raise why(j, f"a table activation of {bits}-bit codes: a table takes codes of 2..{MAX_TABLE_BITS} bits "
+                         f"(the layer path computes it in float64)")
         src = j["inputs"][0]
         f_o, t = table(op, j.get("attrs", {}), (st[1], bits, True), rounding,
                        f_out=(j.get("table") or {}).get("f_out"))
