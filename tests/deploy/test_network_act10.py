@@ -228,3 +228,46 @@ def test_a_table_of_codes_wider_than_12_bits_is_refused_by_name():
     ops = []
     assert netgate.lower_host(j, {"a": ("q", 8)}, {"a": (2, 2, 2)}, ops, 12, "nearest_even", why, Op)
     assert ops[0].f["table"].shape == (1 << 12,)
+
+
+@pytest.fixture(scope="module")
+def unet10(tmp_path_factory):
+    """v_unet_mix_ts17 of tests/data/torch/beyond (average pool, bilinear and nearest upsample,
+    zero-stuffing, concat) compiled for shift10_pynq-z2."""
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+    from test_torch_beyond import DATA
+    from hlsnn.network.build import compile_model
+    tmp = tmp_path_factory.mktemp("unet10")
+    cfg = tmp / "u.yaml"
+    cfg.write_text(f"name: v_unet_mix_ts17\nmodel: {DATA / 'v_unet_mix_ts17.onnx'}\ndata: digits\nlayout: auto\n"
+                   "formats:\n  t10: {type: twohot, accel: shift10_pynq-z2}\nassignments:\n  t10: {default: t10}\n")
+    compile_model(cfg, "t10", tmp / "u.hlsnn")
+    return tmp / "u.hlsnn"
+
+
+def _unet_x(n):
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+    from test_torch_beyond import _data
+    return _data("v_unet_mix_ts17").x_test[:n]
+
+
+def test_the_data_moves_and_pools_at_ten_bits_have_the_layer_paths_bits(unet10):
+    """The moves and the average pool's rule at 10 bits (a concat's requantization widths from
+    act_bits): the emu network mode equals the layer path."""
+    x = _unet_x(16)
+    net = hlsnn.load(unet10, "emu", network=True)
+    assert {"avgpool", "concat", "upsample", "zerostuff"} <= {op.kind for op in net.network.ops}
+    np.testing.assert_array_equal(net(x), hlsnn.load(unet10, "emu", network=False)(x))
+
+
+@pytest.mark.slow      # test_ten_bit_network_kernel_on_csim_and_the_simulated_board covers the 10-bit kernel
+@pytest.mark.csim
+def test_the_data_moves_and_pools_at_ten_bits_on_csim(unet10):
+    x = _unet_x(8)
+    board = hlsnn.load(unet10, "csim", network=True)
+    np.testing.assert_array_equal(board(x), hlsnn.load(unet10, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
