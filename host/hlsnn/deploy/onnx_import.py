@@ -43,6 +43,9 @@ Rules (these are what :func:`load_onnx` does, in order):
   on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.samplewise`:
   ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
   token-wise GEMM).
+* ``Einsum`` that is a (batched) matrix product and the dynamo exporter's 1-D linear / nearest-exact
+  upsampling (gathers along L and their blend) are first rewritten as ``MatMul`` / ``Resize``
+  (:mod:`hlsnn.deploy.torchdecomp`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
@@ -69,7 +72,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import qimport, samplewise, shapefold
+from . import qimport, samplewise, shapefold, torchdecomp
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -254,6 +257,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
+    model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     fs = None                  # static shapes at batch 1 for attention and shape ops (hlsnn.deploy.samplewise)
     if shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)

@@ -1,0 +1,306 @@
+"""What torch's exporters write as nodes hlsnn has no rule for, rewritten into nodes it has.
+
+A pre-pass of the importer (:func:`rewrite`, called once by
+:func:`hlsnn.deploy.onnx_import.load_onnx` after :func:`hlsnn.deploy.qimport.float_model`; a
+model without these patterns passes unchanged). Each rewrite is exact: the new nodes compute, by
+ONNX's definitions, what the old ones did (tested against onnxruntime on files torch wrote).
+
+* ``Einsum`` of two tensors that is a (batched) matrix product, as ``torch.einsum`` writes
+  attention or a token-wise weight (``"btd,bsd->bts"``, ``"bts,bsd->btd"``, ``"btf,fo->bto"``,
+  ``"bqhd,bkhd->bhqk"``): one summed letter, every other letter in the output; the letters both
+  operands and the output share are the batch axes (a MatMul's leading axes; the output's
+  ``Transpose`` puts them where the equation has them). It becomes ``Transpose`` (where an operand's
+  letters are not already ``batch, free, summed`` / ``batch, summed, free``), ``MatMul`` and a
+  ``Transpose`` to the output's letter order; an operand that is a constant (a weight) is taken as
+  the second one, so that the ``MatMul`` is a dense layer. Other equations (``...``, a letter
+  repeated in one operand, a letter summed over in one operand only, two or more summed letters,
+  three or more operands) are left, and the importer names the ``Einsum`` as unsupported.
+* The dynamo exporter's 1-D linear upsampling (``nn.Upsample(mode='linear')`` /
+  ``F.interpolate`` of an (N, C, L) tensor: no ``Resize`` but two gathers along L and their linear
+  blend, ``u0 + (u1 - u0) * w`` with ``u = Transpose(GatherND(Transpose(x, [2, 0, 1]), idx),
+  [1, 2, 0])``) becomes the ``Resize`` (mode linear) whose interpolation weights are those of
+  the gathers and blend (half_pixel, align_corners, asymmetric or pytorch_half_pixel; scales for
+  an integer factor, sizes otherwise). Its 1-D ``mode='nearest-exact'`` (one such gather)
+  becomes a nearest ``Resize`` when the gather repeats each position an integer number of times.
+  A gather or blend that no ``Resize`` computes is left (the importer names its ``GatherND``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_COORDS = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel")
+
+
+def rewrite(model):
+    """``model`` with the patterns above rewritten (a copy), or ``model`` itself without them."""
+    if not any(n.op_type in ("Einsum", "GatherND") for n in model.graph.node):
+        return model
+    import onnx
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    _einsums(m.graph)
+    _gather_resizes(m)
+    return m
+
+
+def _consts(g):
+    from onnx import numpy_helper
+    out = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    out[n.output[0]] = numpy_helper.to_array(a.t)
+    return out
+
+
+def _attr(node, name, default=None):
+    from onnx import helper
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+# --- Einsum as MatMul ------------------------------------------------------------------------------
+
+def einsum_plan(equation, swap=False):
+    """How ``Einsum(equation)`` of two operands is a MatMul: ``(swap, perm_a, perm_b, perm_out)``
+    (swap: the operands taken in the other order; a perm None: no Transpose), or why not (a string)."""
+    eq = equation.replace(" ", "")
+    if "..." in eq or "->" not in eq:
+        return f"equation {equation!r}: only explicit equations ('ij,jk->ik') without '...'"
+    lhs, out = eq.split("->")
+    ops = lhs.split(",")
+    if len(ops) != 2:
+        return f"equation {equation!r}: only two operands"
+    a, b = ops
+    if any(len(set(s)) != len(s) for s in (a, b, out)):
+        return f"equation {equation!r}: a letter repeated in one operand (a diagonal)"
+    if set(out) - set(a) - set(b):
+        return f"equation {equation!r}: an output letter in no operand"
+    if swap:                                        # the first operand is the constant: it goes second
+        a, b = b, a
+    summed = [c for c in a if c in b and c not in out]
+    if len(summed) != 1 or (set(a) ^ set(b)) - set(out):
+        return f"equation {equation!r}: one letter summed over, in both operands"
+    k = summed[0]
+    batch = [c for c in out if c in a and c in b]
+    fa = [c for c in out if c in a and c not in b]
+    fb = [c for c in out if c in b and c not in a]
+    if len(fb) != 1 or (batch and len(fa) != 1) or len(fa) < 1:
+        return f"equation {equation!r}: not a matrix product (one free letter per operand)"
+    want_a, want_b = batch + fa + [k], batch + [k] + fb
+    res = batch + fa + fb                            # MatMul's output letters
+    pa = [a.index(c) for c in want_a]
+    pb = [b.index(c) for c in want_b]
+    po = [res.index(c) for c in out]
+    ident = lambda p: p if p != list(range(len(p))) else None   # noqa: E731
+    return swap, ident(pa), ident(pb), ident(po)
+
+
+def _einsums(g):
+    from onnx import helper
+    consts = _consts(g)
+    new, changed = [], False
+    for n in g.node:
+        if n.op_type != "Einsum" or len(n.input) != 2:
+            new.append(n)
+            continue
+        first_const = n.input[0] in consts and n.input[1] not in consts
+        plan = einsum_plan(_attr(n, "equation", b"").decode(), swap=first_const)
+        if isinstance(plan, str):
+            new.append(n)
+            continue
+        swap, pa, pb, po = plan
+        changed = True
+        x, y = (n.input[1], n.input[0]) if swap else (n.input[0], n.input[1])
+        base = n.name or n.output[0]
+        if pa is not None:
+            new.append(helper.make_node("Transpose", [x], [f"{base}/a_t"], name=f"{base}/a_t", perm=pa))
+            x = f"{base}/a_t"
+        if pb is not None:
+            new.append(helper.make_node("Transpose", [y], [f"{base}/b_t"], name=f"{base}/b_t", perm=pb))
+            y = f"{base}/b_t"
+        mm = n.output[0] if po is None else f"{base}/mm"
+        new.append(helper.make_node("MatMul", [x, y], [mm], name=base if po is None else f"{base}/mm"))
+        if po is not None:
+            new.append(helper.make_node("Transpose", [mm], [n.output[0]], name=base, perm=po))
+    if changed:
+        del g.node[:]
+        g.node.extend(new)
+
+
+# --- the dynamo exporter's 1-D upsampling as Resize -------------------------------------------------
+
+def _gathers(g, consts, producer):
+    """{output of a Transpose-GatherND-Transpose triple: (x, idx, [the three nodes])} for gathers
+    along the last axis of x (any rank >= 2)."""
+    out = {}
+    for n in g.node:
+        if n.op_type != "Transpose":
+            continue
+        gnd = producer.get(n.input[0])
+        if gnd is None or gnd.op_type != "GatherND" or _attr(gnd, "batch_dims", 0) != 0 \
+                or gnd.input[1] not in consts:
+            continue
+        t = producer.get(gnd.input[0])
+        if t is None or t.op_type != "Transpose":
+            continue
+        p, q = list(_attr(t, "perm", [])), list(_attr(n, "perm", []))
+        r = len(p)
+        if r < 2 or p != [r - 1] + list(range(r - 1)) or q != list(range(1, r)) + [0]:
+            continue
+        idx = np.asarray(consts[gnd.input[1]])
+        if idx.ndim != 2 or idx.shape[1] != 1:
+            continue
+        out[n.output[0]] = (t.input[0], idx[:, 0].astype(np.int64), [t, gnd, n])
+    return out
+
+
+def _static_shapes(model):
+    import onnx
+    try:
+        inf = onnx.shape_inference.infer_shapes(model)
+    except Exception:                   # noqa: BLE001 - no shapes: nothing is rewritten
+        return {}
+    out = {}
+    for vi in list(inf.graph.value_info) + list(inf.graph.input) + list(inf.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            out[vi.name] = tuple(int(d.dim_value) for d in dims)
+    return out
+
+
+def _resize_for(mat, shape):
+    """(mode, coord, nearest_mode, scales or None, sizes or None) of the Resize of the last axis
+    whose (n_out, n_in) weights are ``mat``, or None."""
+    from .hostextra import _axis_matrix
+    n_out, n_in = mat.shape
+    r = len(shape)
+    if n_out % n_in == 0:
+        scales, sizes = np.array([1.0] * (r - 1) + [n_out / n_in], np.float32), None
+    else:
+        scales, sizes = None, np.array(list(shape[:-1]) + [n_out], np.int64)
+    if np.array_equal(mat, mat.astype(bool)) and (mat.sum(1) == 1).all():        # one position per output
+        src = mat.argmax(1)
+        f = n_out // n_in
+        if n_out % n_in == 0 and np.array_equal(src, np.arange(n_out) // f):
+            return "nearest", "asymmetric", "floor", scales, None
+        return None
+    for coord in _COORDS:
+        if np.allclose(_axis_matrix(n_in, n_out, n_out / n_in, coord), mat, rtol=0, atol=1e-6):
+            return "linear", coord, None, scales, sizes
+    return None
+
+
+def _gather_resizes(model):
+    from onnx import helper, numpy_helper
+    g = model.graph
+    if not any(n.op_type == "GatherND" for n in g.node):
+        return
+    consts = _consts(g)
+    producer = {o: n for n in g.node for o in n.output}
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    outputs = {o.name for o in g.output}
+    gathers = _gathers(g, consts, producer)
+    if not gathers:
+        return
+    shapes = _static_shapes(model)
+    replace, drop = {}, set()          # id(node) -> the new nodes in its place; nodes removed
+
+    def private(nodes, keep):
+        """Every output of ``nodes`` (but ``keep``) is read only by ``nodes`` and is no graph output."""
+        ids = {id(n) for n in nodes}
+        return all(o == keep or (o not in outputs and all(id(u) in ids for u in users.get(o, [])))
+                   for n in nodes for o in n.output)
+
+    def emit(at, x, mat, out, nodes):
+        shape = shapes.get(x)
+        if shape is None or shape[-1] != mat.shape[1] or not private(nodes, out):
+            return
+        how = _resize_for(mat, shape)
+        if how is None:
+            return
+        mode, coord, nearest, scales, sizes = how
+        base = at.name or out
+        names = [f"{base}/roi", f"{base}/scales", f"{base}/sizes"]
+        g.initializer.extend([numpy_helper.from_array(np.zeros(0, np.float32), names[0]),
+                              numpy_helper.from_array(np.zeros(0, np.float32) if scales is None else scales, names[1])])
+        ins = [x, names[0], names[1]]
+        if sizes is not None:
+            g.initializer.append(numpy_helper.from_array(sizes, names[2]))
+            ins.append(names[2])
+        kw = dict(mode=mode, coordinate_transformation_mode=coord)
+        if nearest:
+            kw["nearest_mode"] = nearest
+        replace[id(at)] = [helper.make_node("Resize", ins, [out], name=base, **kw)]
+        drop.update(id(n) for n in nodes if n is not at)
+
+    done = set()
+    for n in g.node:                    # u0 + (u1 - u0) * w
+        if n.op_type != "Add" or len(n.input) != 2:
+            continue
+        for u0, other in (n.input, n.input[::-1]):
+            mul = producer.get(other)
+            if u0 not in gathers or mul is None or mul.op_type != "Mul":
+                continue
+            sub_out, w_name = (mul.input[0], mul.input[1]) if mul.input[1] in consts else mul.input[::-1]
+            sub = producer.get(sub_out)
+            if w_name not in consts or sub is None or sub.op_type != "Sub" or sub.input[1] != u0 \
+                    or sub.input[0] not in gathers:
+                continue
+            (x0, i0, n0), (x1, i1, n1) = gathers[u0], gathers[sub.input[0]]
+            w = np.asarray(consts[w_name], np.float64)
+            if x0 != x1 or len(i0) != len(i1) or w.size not in (1, len(i0)) or w.ndim > 1:
+                continue
+            shape = shapes.get(x0)
+            if shape is None:
+                continue
+            w = np.broadcast_to(w.reshape(-1), i0.shape)
+            mat = np.zeros((len(i0), shape[-1]))
+            if (i0 < 0).any() or (i1 < 0).any() or max(i0.max(), i1.max()) >= shape[-1]:
+                continue
+            np.add.at(mat, (np.arange(len(i0)), i0), 1 - w)
+            np.add.at(mat, (np.arange(len(i0)), i1), w)
+            nodes = _unique(n0 + n1 + [sub, mul, n])
+            emit(n, x0, mat, n.output[0], nodes)
+            done.update(id(k) for k in nodes)
+            break
+    for out, (x, idx, nodes) in gathers.items():   # a gather alone (nearest-exact)
+        if any(id(k) in done for k in nodes) or any(id(k) in replace or id(k) in drop for k in nodes):
+            continue
+        shape = shapes.get(x)
+        if shape is None or (idx < 0).any() or idx.max() >= shape[-1]:
+            continue
+        mat = np.zeros((len(idx), shape[-1]))
+        mat[np.arange(len(idx)), idx] = 1.0
+        emit(nodes[-1], x, mat, out, nodes)
+    if not replace:
+        return
+    new, gone = [], set()
+    for n in g.node:
+        if id(n) in replace:
+            new.extend(replace[id(n)])
+        if id(n) in replace or id(n) in drop:
+            gone.update(n.input)
+        else:
+            new.append(n)
+    del g.node[:]
+    g.node.extend(new)
+    read = {i for n in g.node for i in n.input} | outputs
+    kept = [t for t in g.initializer if t.name in read or t.name not in gone]   # the gathers' indices, weights
+    del g.initializer[:]
+    g.initializer.extend(kept)
+
+
+def _unique(nodes):
+    seen, out = set(), []
+    for n in nodes:
+        if id(n) not in seen:
+            seen.add(id(n))
+            out.append(n)
+    return out

@@ -1,0 +1,142 @@
+"""Issue 52's kinds written by a fresh hand (``scripts/variant_fresh.py``): what torch writes for
+``torch.einsum`` and for the dynamo exporter's 1-D ``nn.Upsample(mode='linear' / 'nearest-exact')``
+(:mod:`hlsnn.deploy.torchdecomp`), in files PyTorch 2.13 wrote (``v_f_*``: trained variants;
+``p_f_*``: untrained probes, the beyond MANIFEST's ``"fresh": true``), against onnxruntime and
+numpy's einsum. PyTorch is not needed here.
+"""
+import json
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from conftest import ROOT  # noqa: E402
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.deploy.torchdecomp import einsum_plan, rewrite  # noqa: E402
+from hlsnn.errors import UnsupportedModelError  # noqa: E402
+from hlsnn.evaluation.run import deploy  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "torch" / "beyond"
+MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())
+PROBES = sorted(m for m, e in MANIFEST["models"].items() if e.get("fresh"))
+FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
+           "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
+
+
+def _onnxruntime(path_or_bytes, x):
+    sess = ort.InferenceSession(str(path_or_bytes) if not isinstance(path_or_bytes, bytes) else path_or_bytes,
+                                providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {inp: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+
+
+def test_the_probe_files_hold_what_torch_writes():
+    ops = {m: MANIFEST["models"][m]["ops"] for m in PROBES}
+    assert ops["p_f_einsum_mh_dynamo"].count("Einsum") == ops["p_f_einsum_mh_ts17"].count("Einsum") == 2
+    assert ops["p_f_einsum_weight_dynamo"] == ["Einsum"]
+    for m in ("ac_1d", "s3_1d", "size_1d"):       # dynamo: no Resize, two gathers and their blend
+        assert "Resize" not in ops[f"p_f_up_linear_{m}_dynamo"], m
+        assert ops[f"p_f_up_linear_{m}_dynamo"].count("GatherND") == 2 and "Sub" in ops[f"p_f_up_linear_{m}_dynamo"]
+        assert "Resize" in ops[f"p_f_up_linear_{m}_ts17"]
+    assert ops["p_f_up_nearest_exact_1d_dynamo"] == ["Transpose", "GatherND", "Transpose"]
+
+
+@pytest.mark.parametrize("name", PROBES)
+def test_probe_imports_without_fallback_and_equals_onnxruntime(name):
+    entry = MANIFEST["models"][name]
+    net = load_onnx(DATA / f"{name}.onnx")
+    assert not any(la.op == "fallback" for la in net.layers)
+    assert not any(la.op in ("Einsum", "GatherND") for la in net.layers)
+    x = np.random.default_rng(1).normal(size=(3, *entry["input_shape"])).astype(np.float32)
+    y = float_forward(net, x)
+    ref = _onnxruntime(DATA / f"{name}.onnx", x)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", [m for m in PROBES if "_up_" in m and "dynamo" in m])
+def test_the_rewritten_upsampling_is_one_resize_that_onnxruntime_runs_alike(name):
+    model = onnx.load(str(DATA / f"{name}.onnx"))
+    new = rewrite(model)
+    onnx.checker.check_model(new)
+    assert [n.op_type for n in new.graph.node] == ["Resize"]
+    x = np.random.default_rng(2).normal(size=(2, *MANIFEST["models"][name]["input_shape"])).astype(np.float32)
+    np.testing.assert_allclose(_onnxruntime(new.SerializeToString(), x), _onnxruntime(DATA / f"{name}.onnx", x),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("btd,bsd->bts", [(2, 3, 4), (2, 5, 4)]),
+    ("bts,bsd->btd", [(2, 3, 5), (2, 5, 4)]),
+    ("btf,fo->bto", [(2, 3, 4), (4, 6)]),
+    ("bqhd,bkhd->bhqk", [(2, 3, 2, 4), (2, 5, 2, 4)]),
+    ("bhqk,bkhd->bqhd", [(2, 2, 3, 5), (2, 5, 2, 4)]),
+    ("ij,kj->ki", [(3, 4), (5, 4)]),
+    ("bij,bjk->bki", [(2, 3, 4), (2, 4, 5)]),
+])
+def test_an_einsum_plan_is_numpys_einsum(eq, shapes):
+    """The plan applied with numpy's transpose and matmul; ``swap`` on the equation with its
+    operands written the other way round (a constant first: it is taken second)."""
+    rng = np.random.default_rng(3)
+    a, b = (rng.normal(size=s) for s in shapes)
+    lhs, out = eq.split("->")
+    ea, eb = lhs.split(",")
+    for equation, ops, swap in ((eq, (a, b), False), (f"{eb},{ea}->{out}", (b, a), True)):
+        plan = einsum_plan(equation, swap=swap)
+        assert not isinstance(plan, str), plan
+        got_swap, pa, pb, po = plan
+        assert got_swap == swap
+        x, y = ops[::-1] if swap else ops
+        x = x if pa is None else x.transpose(pa)
+        y = y if pb is None else y.transpose(pb)
+        z = np.matmul(x, y)
+        z = z if po is None else z.transpose(po)
+        np.testing.assert_allclose(z, np.einsum(eq, a, b), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("eq,why", [
+    ("bij,bjk", "explicit"), ("...ij,...jk->...ik", "explicit"), ("ii,ij->ij", "repeated"),
+    ("ij,jk,kl->il", "two operands"), ("bij,bij->b", "one letter summed"), ("ij,k->ijk", "one letter summed"),
+    ("ij,jk->i", "one letter summed"), ("bi,bi->bi", "one letter summed"),
+])
+def test_other_einsums_are_named(eq, why):
+    plan = einsum_plan(eq)
+    assert isinstance(plan, str) and why in plan and eq in plan
+
+
+def test_an_einsum_that_is_no_matrix_product_is_refused_by_name(tmp_path):
+    from onnx import TensorProto, helper
+    node = helper.make_node("Einsum", ["x", "x"], ["y"], equation="bij,bij->bi")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])
+    path = tmp_path / "einsum.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(UnsupportedModelError, match="Einsum"):
+        load_onnx(path)
+
+
+def _config(tmp_path, name):
+    extra = "task: regression\ntargets: inputs\n" if MANIFEST["models"][name]["task"] == "dense" else ""
+    text = (f"name: {name}\nmodel: {DATA / (name + '.onnx')}\ndata: digits\nlayout: auto\n{extra}"
+            "formats:\n" + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
+            + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_einsum_attention_within_one_point_in_every_format(tmp_path):
+    name = "v_f_att_einsum_dynamo"
+    res = deploy(_config(tmp_path, name), "emu")
+    float_acc = MANIFEST["models"][name]["float_accuracy"]
+    for fmt in FORMATS:
+        assert res["assignments"][fmt]["accuracy"] >= float_acc - 0.01, (fmt, res["assignments"][fmt])
+
+
+def test_dynamo_linear_upsampling_autoencoder_within_three_percent(tmp_path):
+    res = deploy(_config(tmp_path, "v_f_ae1d_lin_dynamo"), "emu")
+    for fmt in ("bfp8", "fixed8"):
+        assert res["assignments"][fmt]["relative_error"] < 0.03, (fmt, res["assignments"][fmt])
