@@ -142,6 +142,20 @@ def _models(torch, nn):
             e = F.leaky_relu(self.up2(d) + a, 0.2)
             return torch.sigmoid(self.out(e))
 
+    class UNetReflect(nn.Module):       # padding_mode='reflect' / 'replicate' (an image-restoration habit)
+        def __init__(self):
+            super().__init__()
+            self.e1 = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, padding_mode="reflect"), nn.ReLU())
+            self.e2 = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1, padding_mode="replicate"),
+                                    nn.ReLU())
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+            self.d = nn.Sequential(nn.Conv2d(24, 8, 3, padding=1, padding_mode="reflect"), nn.ReLU(),
+                                   nn.Conv2d(8, 1, 1))
+
+        def forward(self, x):
+            a = self.e1(x)
+            return self.d(torch.cat([self.up(self.e2(a)), a], 1))
+
     # --- tiny encoders on (N, T=8, F=8)
     class EncNF(nn.Module):             # norm_first, batch_first=False, gelu; mean pooling over the tokens
         def __init__(self):
@@ -273,6 +287,7 @@ def _models(torch, nn):
         "f_ae1d_near": (Ae1d("nearest"), "ncl", "dense", 25),
         "f_unet_bil": (UNetBil(), "nchw", "dense", 25),
         "f_unet_add": (UNetAdd(), "nchw", "dense", 25),
+        "f_unet_reflect": (UNetReflect(), "nchw", "dense", 25),
         "f_enc_nf": (EncNF(), "ntf", "classification", 25),
         "f_mha_cls": (MhaCls(), "ntf", "classification", 25),
         "f_att_einsum": (HandAttn(True), "ntf", "classification", 25),

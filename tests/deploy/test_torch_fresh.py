@@ -1,8 +1,9 @@
 """Issue 52's kinds written by a fresh hand (``scripts/variant_fresh.py``): what torch writes for
 ``torch.einsum`` and for the dynamo exporter's 1-D ``nn.Upsample(mode='linear' / 'nearest-exact')``
 (:mod:`hlsnn.deploy.torchdecomp`), in files PyTorch 2.13 wrote (``v_f_*``: trained variants;
-``p_f_*``: untrained probes, the beyond MANIFEST's ``"fresh": true``), against onnxruntime and
-numpy's einsum. PyTorch is not needed here.
+``p_f_*``: untrained probes, the beyond MANIFEST's ``"fresh": true``) and ``Conv``'s
+``padding_mode='reflect'`` / ``'replicate'`` (a ``Pad`` of mode reflect / edge on the host), against
+onnxruntime and numpy's einsum. PyTorch is not needed here.
 """
 import json
 
@@ -42,6 +43,8 @@ def test_the_probe_files_hold_what_torch_writes():
         assert ops[f"p_f_up_linear_{m}_dynamo"].count("GatherND") == 2 and "Sub" in ops[f"p_f_up_linear_{m}_dynamo"]
         assert "Resize" in ops[f"p_f_up_linear_{m}_ts17"]
     assert ops["p_f_up_nearest_exact_1d_dynamo"] == ["Transpose", "GatherND", "Transpose"]
+    for m in ("p_f_conv1d_reflect", "p_f_conv2d_replicate"):    # Conv's padding_mode: a Pad before it
+        assert "Pad" in ops[f"{m}_dynamo"] and "Pad" in ops[f"{m}_ts17"], m
 
 
 @pytest.mark.parametrize("name", PROBES)
@@ -50,6 +53,9 @@ def test_probe_imports_without_fallback_and_equals_onnxruntime(name):
     net = load_onnx(DATA / f"{name}.onnx")
     assert not any(la.op == "fallback" for la in net.layers)
     assert not any(la.op in ("Einsum", "GatherND") for la in net.layers)
+    if "reflect" in name or "replicate" in name:      # a reflect / edge Pad is no conv's zero padding
+        pads = [la for la in net.layers if la.op == "Pad"]
+        assert len(pads) == 1 and pads[0].attrs["mode"] in ("reflect", "edge")
     x = np.random.default_rng(1).normal(size=(3, *entry["input_shape"])).astype(np.float32)
     y = float_forward(net, x)
     ref = _onnxruntime(DATA / f"{name}.onnx", x)
@@ -136,7 +142,8 @@ def test_einsum_attention_within_one_point_in_every_format(tmp_path):
         assert res["assignments"][fmt]["accuracy"] >= float_acc - 0.01, (fmt, res["assignments"][fmt])
 
 
-def test_dynamo_linear_upsampling_autoencoder_within_three_percent(tmp_path):
-    res = deploy(_config(tmp_path, "v_f_ae1d_lin_dynamo"), "emu")
+@pytest.mark.parametrize("name", ["v_f_ae1d_lin_dynamo", "v_f_unet_reflect_ts17"])
+def test_fresh_dense_models_within_three_percent(tmp_path, name):
+    res = deploy(_config(tmp_path, name), "emu")
     for fmt in ("bfp8", "fixed8"):
         assert res["assignments"][fmt]["relative_error"] < 0.03, (fmt, res["assignments"][fmt])

@@ -452,6 +452,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             src, folded = node.input[0], []
             prev = produced.get(src)
             if not one_d and prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 \
+                    and "mode" not in prev.attrs \
                     and len(prev.attrs["pads"]) == 8 \
                     and not any(prev.attrs["pads"][i] for i in (0, 1, 4, 5)) and sole_user(src) is node:
                 pp = prev.attrs["pads"]                 # a zero Pad of H and W only: the conv's own padding
