@@ -277,7 +277,85 @@ def _models(torch, nn):
     tok_ln = nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 32), nn.Hardswish(), nn.Dropout(0.1), nn.Linear(32, 8),
                            nn.LayerNorm(8, elementwise_affine=False))
 
+    # --- a second batch
+    class Tc2d(nn.Module):              # the original TC-ResNet: (N, T, F) -> (N, F, 1, T), Conv2d (1, k) kernels
+        def __init__(self):
+            super().__init__()
+            self.c0 = nn.Conv2d(8, 16, (1, 3), padding=(0, 1), bias=False)
+            self.b1 = nn.Sequential(nn.Conv2d(16, 24, (1, 9), stride=(1, 2), padding=(0, 4), bias=False),
+                                    nn.BatchNorm2d(24), nn.ReLU(), nn.Conv2d(24, 24, (1, 9), padding=(0, 4), bias=False),
+                                    nn.BatchNorm2d(24))
+            self.s1 = nn.Sequential(nn.Conv2d(16, 24, 1, stride=(1, 2), bias=False), nn.BatchNorm2d(24), nn.ReLU())
+            self.fc = nn.Conv2d(24, 10, 1)
+
+        def forward(self, x):
+            h = self.c0(x.permute(0, 2, 1).unsqueeze(2))
+            h = F.relu(self.b1(h) + self.s1(h))
+            h = F.avg_pool2d(h, h.shape[2:])
+            return self.fc(h).view(x.shape[0], -1)
+
+    class SEkeep(nn.Module):            # SE by x.mean((2, 3), keepdim=True) and 1x1 convs
+        def __init__(self, c, r):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(c, r, 1), nn.Conv2d(r, c, 1)
+
+        def forward(self, x):
+            return x * F.hardsigmoid(self.b(F.relu(self.a(x.mean((2, 3), keepdim=True)))))
+
+    dw_avg = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.Hardswish(),
+                           nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False), nn.BatchNorm2d(16), nn.ReLU6(),
+                           SEkeep(16, 8), nn.Conv2d(16, 24, 1, bias=False), nn.BatchNorm2d(24), nn.Hardswish(),
+                           nn.AvgPool2d(2), nn.Conv2d(24, 24, 3, stride=2, padding=1, groups=24), nn.Hardswish(),
+                           nn.Flatten(), nn.Dropout(0.2), nn.Linear(24 * 2 * 2, 10))
+
+    class UNetSizeOf(nn.Module):        # F.interpolate(size=skip.shape[-2:]) and ConvTranspose2d k=2
+        def __init__(self):
+            super().__init__()
+            self.e1, self.e2, self.e3 = dconv(1, 8), dconv(8, 16), dconv(16, 16)
+            self.t = nn.ConvTranspose2d(16, 16, 2, stride=2)
+            self.u2, self.u1 = dconv(32, 8), dconv(16, 8)
+            self.out = nn.Conv2d(8, 1, 1)
+
+        def forward(self, x):
+            a = self.e1(x)
+            b = self.e2(F.max_pool2d(a, 2))
+            c = self.e3(F.max_pool2d(b, 2))
+            y = self.u2(torch.cat([self.t(c), b], dim=1))
+            y = F.interpolate(y, size=a.shape[-2:], mode="nearest")
+            return torch.tanh(self.out(self.u1(torch.cat([y, a], dim=1))))
+
+    class EncStack(nn.Module):          # nn.TransformerEncoder, 2 layers norm_first, (T, N, E), final norm, sinusoids
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Linear(8, 16)
+            pos = torch.arange(8).unsqueeze(1) / (100 ** (torch.arange(0, 16, 2) / 16))
+            self.register_buffer("pe", torch.cat([pos.sin(), pos.cos()], 1).unsqueeze(1))   # (T, 1, E)
+            layer = nn.TransformerEncoderLayer(16, 4, 48, dropout=0.1, activation="gelu", norm_first=True)
+            self.enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(16), enable_nested_tensor=False)
+            self.out = nn.Linear(16, 10)
+
+        def forward(self, x):
+            h = self.enc(self.inp(x).transpose(0, 1) + self.pe)
+            return self.out(h.mean(0))
+
+    class MlpView(nn.Module):           # x.view(-1, 64), BN + ReLU + Dropout, F.log_softmax
+        def __init__(self):
+            super().__init__()
+            self.f = nn.Sequential(nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.3),
+                                   nn.Linear(32, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 10))
+
+        def forward(self, x):
+            return F.log_softmax(self.f(x.view(-1, 64)), dim=1)
+
+    tok_soft = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 5), nn.Softmax(dim=-1))
+
     return {
+        "f_tc_2d": (Tc2d(), "ntf", "classification", 25),
+        "f_dw_avg": (dw_avg, "nchw", "classification", 25),
+        "f_unet_sizeof": (UNetSizeOf(), "nchw", "dense", 25),
+        "f_enc_stack": (EncStack(), "ntf", "classification", 25),
+        "f_mlp_view": (MlpView(), "nchw", "classification", 25),
+        "f_tok_soft": (tok_soft, "ntf", "tokens", 0),
         "f_jet_flat": (JetFlat(), "nchw", "classification", 25),
         "f_jet_silu": (jet_silu, "flat", "classification", 25),
         "f_tc_dil": (TcDil(), "ncl", "classification", 25),

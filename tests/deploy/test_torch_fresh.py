@@ -2,7 +2,8 @@
 ``torch.einsum`` and for the dynamo exporter's 1-D ``nn.Upsample(mode='linear' / 'nearest-exact')``
 (:mod:`hlsnn.deploy.torchdecomp`), in files PyTorch 2.13 wrote (``v_f_*``: trained variants;
 ``p_f_*``: untrained probes, the beyond MANIFEST's ``"fresh": true``) and ``Conv``'s
-``padding_mode='reflect'`` / ``'replicate'`` (a ``Pad`` of mode reflect / edge on the host), against
+``padding_mode='reflect'`` / ``'replicate'`` (a ``Pad`` of mode reflect / edge on the host), and
+``torch.cat(dim=-1)`` of tokens (per sample: :mod:`hlsnn.deploy.shapefold` / ``samplewise``), against
 onnxruntime and numpy's einsum. PyTorch is not needed here.
 """
 import json
@@ -43,6 +44,8 @@ def test_the_probe_files_hold_what_torch_writes():
         assert ops[f"p_f_up_linear_{m}_dynamo"].count("GatherND") == 2 and "Sub" in ops[f"p_f_up_linear_{m}_dynamo"]
         assert "Resize" in ops[f"p_f_up_linear_{m}_ts17"]
     assert ops["p_f_up_nearest_exact_1d_dynamo"] == ["Transpose", "GatherND", "Transpose"]
+    for m in ("p_f_tok_cat_last_dynamo", "p_f_tok_cat_last_ts17"):   # torch.cat(dim=-1) of tokens' features
+        assert "Concat" in ops[m] and "Shape" not in ops[m], m
     for m in ("p_f_conv1d_reflect", "p_f_conv2d_replicate"):    # Conv's padding_mode: a Pad before it
         assert "Pad" in ops[f"{m}_dynamo"] and "Pad" in ops[f"{m}_ts17"], m
 

@@ -38,7 +38,8 @@ Rules (these are what :func:`load_onnx` does, in order):
   into the preceding layer where exact): the rules of :mod:`hlsnn.deploy.import_rules`. A
   zero ``Pad`` of H and W that only a ``Conv`` reads becomes that conv's padding.
 * Attention (issue 52): a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
-  ``Gather`` of a computed tensor or a ``Transpose`` of a computed tensor gets static batch-1
+  ``Gather`` of a computed tensor, a ``Transpose`` of a computed tensor or a ``Concat`` of computed
+  tensors on axis 2 or -1 (``torch.cat(dim=-1)`` of tokens) gets static batch-1
   shapes (:mod:`hlsnn.deploy.shapefold`: the shape arithmetic folds to constants), and the ops
   on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.samplewise`:
   ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
