@@ -349,7 +349,52 @@ def _models(torch, nn):
 
     tok_soft = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 5), nn.Softmax(dim=-1))
 
+    class HSig(nn.Module):              # d-li14's mobilenetv3.pytorch: hard sigmoid / swish by hand
+        def __init__(self):
+            super().__init__()
+            self.relu = nn.ReLU6(inplace=True)
+
+        def forward(self, x):
+            return self.relu(x + 3) / 6
+
+    class HSwish(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.sig = HSig()
+
+        def forward(self, x):
+            return x * self.sig(x)
+
+    class SEdl(nn.Module):              # ... and its SE: view(b, c), Linears, view(b, c, 1, 1), expand_as
+        def __init__(self, c, r=4):
+            super().__init__()
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Sequential(nn.Linear(c, c // r), nn.ReLU(inplace=True), nn.Linear(c // r, c), HSig())
+
+        def forward(self, x):
+            b, c, _, _ = x.size()
+            y = self.fc(self.pool(x).view(b, c)).view(b, c, 1, 1)
+            return x * y.expand_as(x)
+
+    class InvDl(nn.Module):
+        def __init__(self, c, e, z, stride, se):
+            super().__init__()
+            self.res = stride == 1 and c == z
+            self.conv = nn.Sequential(nn.Conv2d(c, e, 1, bias=False), nn.BatchNorm2d(e), HSwish(),
+                                      nn.Conv2d(e, e, 3, stride, 1, groups=e, bias=False), nn.BatchNorm2d(e),
+                                      SEdl(e) if se else nn.Identity(), HSwish(),
+                                      nn.Conv2d(e, z, 1, bias=False), nn.BatchNorm2d(z))
+
+        def forward(self, x):
+            return x + self.conv(x) if self.res else self.conv(x)
+
+    mbv3_dl = nn.Sequential(nn.Conv2d(1, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), HSwish(),
+                            InvDl(8, 16, 8, 1, True), InvDl(8, 24, 16, 2, True), InvDl(16, 32, 16, 1, False),
+                            nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(), nn.Linear(16, 32), HSwish(), nn.Dropout(0.2),
+                            nn.Linear(32, 10))
+
     return {
+        "f_mbv3_dl": (mbv3_dl, "nchw", "classification", 25),
         "f_tc_2d": (Tc2d(), "ntf", "classification", 25),
         "f_dw_avg": (dw_avg, "nchw", "classification", 25),
         "f_unet_sizeof": (UNetSizeOf(), "nchw", "dense", 25),

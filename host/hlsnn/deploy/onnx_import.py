@@ -44,9 +44,10 @@ Rules (these are what :func:`load_onnx` does, in order):
   on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.samplewise`:
   ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
   token-wise GEMM).
-* ``Einsum`` that is a (batched) matrix product and the dynamo exporter's 1-D linear / nearest-exact
-  upsampling (gathers along L and their blend) are first rewritten as ``MatMul`` / ``Resize``
-  (:mod:`hlsnn.deploy.torchdecomp`).
+* ``Einsum`` that is a (batched) matrix product, the dynamo exporter's 1-D linear / nearest-exact
+  upsampling (gathers along L and their blend), ``expand_as`` before a broadcasting ``Mul`` and a
+  hard sigmoid / swish written as ``relu6(x + 3) / 6`` are first rewritten as ``MatMul`` /
+  ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.torchdecomp`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.

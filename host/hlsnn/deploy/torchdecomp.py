@@ -23,6 +23,16 @@ ONNX's definitions, what the old ones did (tested against onnxruntime on files t
   an integer factor, sizes otherwise). Its 1-D ``mode='nearest-exact'`` (one such gather)
   becomes a nearest ``Resize`` when the gather repeats each position an integer number of times.
   A gather or blend that no ``Resize`` computes is left (the importer names its ``GatherND``).
+* ``x * y.expand_as(x)`` (a squeeze-excite gate as many MobileNetV3 ports write it): an ``Expand``
+  read only by ``Mul`` / ``Add`` / ``Sub`` / ``Div`` whose other operand has the expanded shape
+  (the shape is ``Shape`` of that operand, TorchScript, or a constant equal to its static shape,
+  dynamo) is dropped: the op's own broadcasting gives the same tensor. Other ``Expand`` nodes are
+  left (named as unsupported).
+* Hard sigmoid and hard swish by hand (``F.relu6(x + 3) / 6``, ``x * F.relu6(x + 3) / 6``, as
+  MobileNetV3 ports write ``h_sigmoid`` / ``h_swish``): ``Add`` of 3, ``Clip`` to [0, 6], ``Div`` by
+  6 (or ``Mul`` by 1/6), and the ``Mul`` by ``x``, each read only there, become ``HardSigmoid``
+  (alpha 1/6, beta 1/2) / ``HardSwish`` of ``x``, ONNX's definitions of the same functions (equal
+  up to float rounding), which the importer (and the network mode) already take.
 """
 from __future__ import annotations
 
@@ -33,14 +43,158 @@ _COORDS = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel")
 
 def rewrite(model):
     """``model`` with the patterns above rewritten (a copy), or ``model`` itself without them."""
-    if not any(n.op_type in ("Einsum", "GatherND") for n in model.graph.node):
+    if not any(n.op_type in ("Einsum", "GatherND", "Expand", "Clip") for n in model.graph.node):
         return model
     import onnx
     m = onnx.ModelProto()
     m.CopyFrom(model)
     _einsums(m.graph)
     _gather_resizes(m)
+    _expands(m)
+    _hard_sigmoids(m.graph)
     return m
+
+
+# --- relu6(x + 3) / 6 and x * relu6(x + 3) / 6 written by hand ----------------------------------
+
+def _scalar(consts, name):
+    v = consts.get(name)
+    return None if v is None or np.size(v) != 1 else float(np.asarray(v).reshape(-1)[0])
+
+
+def _hard_sigmoids(g):
+    """``Div(Clip(Add(x, 3), 0, 6), 6)`` (or ``Mul`` by 1/6) becomes ``HardSigmoid(x, 1/6, 1/2)``,
+    and ``Mul(x, that)`` / ``Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)`` ``HardSwish(x)``: ONNX's
+    definitions of the same function (equal up to float rounding)."""
+    from onnx import helper
+    if not any(n.op_type == "Clip" for n in g.node):
+        return
+    consts = _consts(g)
+    producer = {o: n for n in g.node for o in n.output}
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    outputs = {o.name for o in g.output}
+
+    def other(node, name):
+        return node.input[1] if node.input[0] == name else node.input[0]
+
+    def sixth(node, src):          # node divides src by 6 (or multiplies it by 1/6)
+        if node is None or len(node.input) != 2 or src not in node.input:
+            return False
+        c = _scalar(consts, other(node, src))
+        return c is not None and ((node.op_type == "Div" and node.input[0] == src and c == 6.0)
+                                  or (node.op_type == "Mul" and abs(c - 1 / 6) < 1e-7))
+
+    def relu6_plus3(t):            # t = Clip(Add(x, 3), 0, 6): x and the two nodes, or None
+        clip = producer.get(t)
+        if clip is None or clip.op_type != "Clip" or len(clip.input) != 3:
+            return None
+        if _scalar(consts, clip.input[1]) != 0.0 or _scalar(consts, clip.input[2]) != 6.0:
+            return None
+        add = producer.get(clip.input[0])
+        if add is None or add.op_type != "Add" or len(add.input) != 2:
+            return None
+        for x, c in (add.input, add.input[::-1]):
+            if _scalar(consts, c) == 3.0 and x not in consts:
+                return x, [add, clip]
+        return None
+
+    def private(nodes, keep):
+        ids = {id(n) for n in nodes}
+        return all(o == keep or (o not in outputs and all(id(u) in ids for u in users.get(o, [])))
+                   for n in nodes for o in n.output)
+
+    replace, drop = {}, set()
+    for n in g.node:
+        if n.op_type not in ("Div", "Mul") or id(n) in drop or id(n) in replace:
+            continue
+        for src in n.input:
+            hit = relu6_plus3(src)
+            if hit is not None and sixth(n, src):             # a hard sigmoid of x
+                x, nodes = hit
+                nodes = nodes + [n]
+                out, final = n.output[0], n
+                rd = users.get(out, [])
+                if len(rd) == 1 and rd[0].op_type == "Mul" and other(rd[0], out) == x:   # x * hsig(x)
+                    nodes, out, final = nodes + [rd[0]], rd[0].output[0], rd[0]
+                if not private(nodes, out) or any(id(k) in drop or id(k) in replace for k in nodes):
+                    break
+                op = "HardSwish" if final is not n else "HardSigmoid"
+                kw = {} if op == "HardSwish" else dict(alpha=1 / 6, beta=0.5)
+                replace[id(final)] = helper.make_node(op, [x], [out], name=final.name or out, **kw)
+                drop.update(id(k) for k in nodes if k is not final)
+                break
+            mul = producer.get(src)                            # (x * relu6(x + 3)) / 6
+            if mul is not None and mul.op_type == "Mul" and len(mul.input) == 2 and sixth(n, src):
+                for t in mul.input:
+                    hit = relu6_plus3(t)
+                    if hit is not None and other(mul, t) == hit[0]:
+                        nodes = hit[1] + [mul, n]
+                        if private(nodes, n.output[0]) and not any(id(k) in drop or id(k) in replace
+                                                                   for k in nodes):
+                            replace[id(n)] = helper.make_node("HardSwish", [hit[0]], [n.output[0]],
+                                                              name=n.name or n.output[0])
+                            drop.update(id(k) for k in nodes if k is not n)
+                        break
+                break
+    if replace:
+        new = [replace.get(id(n), n) for n in g.node if id(n) not in drop]
+        del g.node[:]
+        g.node.extend(new)
+
+
+# --- x * y.expand_as(x): the Expand is the Mul's own broadcasting --------------------------------
+
+_BROADCASTING = ("Mul", "Add", "Sub", "Div")
+
+
+def _expands(model):
+    g = model.graph
+    if not any(n.op_type == "Expand" for n in g.node):
+        return
+    consts = _consts(g)
+    producer = {o: n for n in g.node for o in n.output}
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    outputs = {o.name for o in g.output}
+    shapes = None
+    drop = set()
+    for n in g.node:
+        if n.op_type != "Expand" or len(n.input) != 2 or n.output[0] in outputs:
+            continue
+        readers = users.get(n.output[0], [])
+        if not readers or any(u.op_type not in _BROADCASTING or len(u.input) != 2 or u.input[0] == u.input[1]
+                              for u in readers):
+            continue
+        others = [u.input[1] if u.input[0] == n.output[0] else u.input[0] for u in readers]
+        sh = producer.get(n.input[1])
+        if sh is not None and sh.op_type == "Shape" and not sh.attribute:   # y.expand_as(x): Shape(x)
+            ok = all(o == sh.input[0] for o in others)
+        elif n.input[1] in consts:                                           # dynamo: the shape, constant
+            if shapes is None:
+                shapes = _static_shapes(model)
+            target = tuple(int(v) for v in np.asarray(consts[n.input[1]]).reshape(-1))
+            ok = all(shapes.get(o) == target for o in others)
+        else:
+            ok = False
+        if not ok:
+            continue
+        for u in readers:                      # the reader broadcasts y to x's shape itself
+            for j, i in enumerate(u.input):
+                if i == n.output[0]:
+                    u.input[j] = n.input[0]
+        drop.add(id(n))
+        if sh is not None and sh.op_type == "Shape" and len(users.get(sh.output[0], [])) == 1 \
+                and sh.output[0] not in outputs:
+            drop.add(id(sh))
+    if drop:
+        kept = [n for n in g.node if id(n) not in drop]
+        del g.node[:]
+        g.node.extend(kept)
 
 
 def _consts(g):
