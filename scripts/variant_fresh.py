@@ -393,7 +393,77 @@ def _models(torch, nn):
                             nn.AdaptiveAvgPool2d((1, 1)), nn.Flatten(), nn.Linear(16, 32), HSwish(), nn.Dropout(0.2),
                             nn.Linear(32, 10))
 
+    # --- a third batch: milesial's Pytorch-UNet (bilinear align_corners=True, F.pad to the skip's size),
+    # a sliced positional table, F.avg_pool1d(x, x.size(-1)).squeeze(-1)
+    class DoubleConv(nn.Module):
+        def __init__(self, c, z, mid=None):
+            super().__init__()
+            mid = mid or z
+            self.double_conv = nn.Sequential(nn.Conv2d(c, mid, 3, padding=1, bias=False), nn.BatchNorm2d(mid),
+                                             nn.ReLU(inplace=True), nn.Conv2d(mid, z, 3, padding=1, bias=False),
+                                             nn.BatchNorm2d(z), nn.ReLU(inplace=True))
+
+        def forward(self, x):
+            return self.double_conv(x)
+
+    class Up(nn.Module):
+        def __init__(self, c, z):
+            super().__init__()
+            self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+            self.conv = DoubleConv(c, z, c // 2)
+
+        def forward(self, x1, x2):
+            x1 = self.up(x1)
+            dy, dx = x2.size()[2] - x1.size()[2], x2.size()[3] - x1.size()[3]
+            x1 = F.pad(x1, [dx // 2, dx - dx // 2, dy // 2, dy - dy // 2])
+            return self.conv(torch.cat([x2, x1], dim=1))
+
+    class Milesial(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inc = DoubleConv(1, 8)
+            self.down1 = nn.Sequential(nn.MaxPool2d(2), DoubleConv(8, 16))
+            self.down2 = nn.Sequential(nn.MaxPool2d(2), DoubleConv(16, 16))
+            self.up1, self.up2 = Up(32, 8), Up(16, 8)
+            self.outc = nn.Conv2d(8, 1, kernel_size=1)
+
+        def forward(self, x):
+            x1 = self.inc(x)
+            x2 = self.down1(x1)
+            x3 = self.down2(x2)
+            return self.outc(self.up2(self.up1(x3, x2), x1))
+
+    class EncSlice(nn.Module):          # self.pos[:, :x.size(1)], batch_first, 2 heads, ReLU, x[:, -1]
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Linear(8, 16)
+            self.pos = nn.Parameter(torch.randn(1, 32, 16) * 0.1)
+            self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, 0.1, batch_first=True), 1,
+                                             enable_nested_tensor=False)
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            h = self.emb(x) + self.pos[:, :x.size(1)]
+            return self.fc(self.enc(h)[:, -1])
+
+    class TcPool(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv1d(8, 16, 3, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm1d(16)
+            self.c2 = nn.Conv1d(16, 32, 3, stride=2, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm1d(32)
+            self.fc = nn.Linear(32, 10)
+
+        def forward(self, x):
+            x = F.relu(self.bn1(self.c1(x)))
+            x = F.relu(self.bn2(self.c2(x)))
+            return self.fc(F.avg_pool1d(x, x.size(-1)).squeeze(-1))
+
     return {
+        "f_unet_milesial": (Milesial(), "nchw", "dense", 25),
+        "f_enc_slice": (EncSlice(), "ntf", "classification", 25),
+        "f_tc_pool": (TcPool(), "ncl", "classification", 25),
         "f_mbv3_dl": (mbv3_dl, "nchw", "classification", 25),
         "f_tc_2d": (Tc2d(), "ntf", "classification", 25),
         "f_dw_avg": (dw_avg, "nchw", "classification", 25),
@@ -482,6 +552,18 @@ def _probes(torch, nn):
         "squeeze_gap": (Fn(lambda x: F.adaptive_avg_pool2d(x, 1).squeeze(-1).squeeze(-1)), (2, 4, 4)),
         "prelu_conv": (nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.PReLU(4)), (2, 4, 4)),
         "bmm_param": (Fn(lambda x: torch.bmm(x, w.expand(x.shape[0], 8, 5))), (4, 8)),
+        "adaptive_avg_2d_2": (nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.AdaptiveAvgPool2d(2)), (2, 8, 8)),
+        "adaptive_avg_2d_3": (nn.AdaptiveAvgPool2d(3), (2, 6, 6)),
+        "mean_neg_axes": (Fn(lambda x: torch.mean(x, dim=(-2, -1))), (2, 4, 4)),
+        "amax_hw": (Fn(lambda x: torch.amax(x, dim=(2, 3))), (2, 4, 4)),
+        "silu_by_hand": (Fn(lambda x, c: (lambda y: y * torch.sigmoid(y))(c(x)), nn.Conv2d(2, 4, 3, padding=1)),
+                         (2, 4, 4)),
+        "hardtanh06": (Fn(lambda x, c: F.hardtanh(c(x), 0.0, 6.0), nn.Conv2d(2, 4, 3, padding=1)), (2, 4, 4)),
+        "permute_view": (Fn(lambda x, l: l(x.permute(0, 2, 1).contiguous().view(x.shape[0], -1)), nn.Linear(32, 3)),
+                         (8, 4)),
+        "softmax_tokens_dim1": (Fn(lambda x: F.softmax(x, dim=1)), (4, 8)),
+        "hsig_inplace_mul": (Fn(lambda x, c: (lambda y: y * F.relu6(y + 3.0) * (1.0 / 6.0))(c(x)),
+                                nn.Conv2d(2, 4, 3, padding=1)), (2, 4, 4)),
     }
 
 

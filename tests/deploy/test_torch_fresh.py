@@ -47,6 +47,8 @@ def test_the_probe_files_hold_what_torch_writes():
     assert ops["p_f_up_nearest_exact_1d_dynamo"] == ["Transpose", "GatherND", "Transpose"]
     for m in ("p_f_tok_cat_last_dynamo", "p_f_tok_cat_last_ts17"):   # torch.cat(dim=-1) of tokens' features
         assert "Concat" in ops[m] and "Shape" not in ops[m], m
+    assert {"Greater", "Where", "Softplus"} <= set(ops["p_f_softplus_dynamo"]) and "Where" not in ops["p_f_softplus_ts17"]
+    assert {"Add", "Clip", "Mul"} <= set(ops["p_f_hsig_inplace_mul_ts17"]) and "HardSwish" not in ops["p_f_hsig_inplace_mul_ts17"]
     for m in ("p_f_conv1d_reflect", "p_f_conv2d_replicate"):    # Conv's padding_mode: a Pad before it
         assert "Pad" in ops[f"{m}_dynamo"] and "Pad" in ops[f"{m}_ts17"], m
 
@@ -60,7 +62,11 @@ def test_probe_imports_without_fallback_and_equals_onnxruntime(name):
     if "reflect" in name or "replicate" in name:      # a reflect / edge Pad is no conv's zero padding
         pads = [la for la in net.layers if la.op == "Pad"]
         assert len(pads) == 1 and pads[0].attrs["mode"] in ("reflect", "edge")
+    if "hsig" in name:                                  # y * relu6(y + 3) * (1 / 6): one HardSwish
+        assert [la.op for la in net.layers if la.kind == "host"] == ["HardSwish"]
     x = np.random.default_rng(1).normal(size=(3, *entry["input_shape"])).astype(np.float32)
+    if "softplus" in name:                              # both sides of the dynamo export's threshold (20)
+        x = x * 30
     y = float_forward(net, x)
     ref = _onnxruntime(DATA / f"{name}.onnx", x)
     assert y.shape == ref.shape

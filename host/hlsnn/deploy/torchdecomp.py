@@ -33,6 +33,8 @@ ONNX's definitions, what the old ones did (tested against onnxruntime on files t
   6 (or ``Mul`` by 1/6), and the ``Mul`` by ``x``, each read only there, become ``HardSigmoid``
   (alpha 1/6, beta 1/2) / ``HardSwish`` of ``x``, ONNX's definitions of the same functions (equal
   up to float rounding), which the importer (and the network mode) already take.
+* The dynamo export of ``nn.Softplus()``, ``Where(Greater(x, 20), x, Softplus(x))``, becomes
+  ``Softplus(x)`` (equal in float32 above the threshold).
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ _COORDS = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel")
 
 def rewrite(model):
     """``model`` with the patterns above rewritten (a copy), or ``model`` itself without them."""
-    if not any(n.op_type in ("Einsum", "GatherND", "Expand", "Clip") for n in model.graph.node):
+    if not any(n.op_type in ("Einsum", "GatherND", "Expand", "Clip", "Where") for n in model.graph.node):
         return model
     import onnx
     m = onnx.ModelProto()
@@ -52,7 +54,41 @@ def rewrite(model):
     _gather_resizes(m)
     _expands(m)
     _hard_sigmoids(m.graph)
+    _softplus_thresholds(m.graph)
     return m
+
+
+def _softplus_thresholds(g):
+    """``Where(Greater(x, t), x, Softplus(x))`` (the dynamo export of ``nn.Softplus()``, threshold
+    ``t`` = 20) becomes ``Softplus(x)``: above ``t >= 15``, ``softplus(x) - x = log1p(exp(-x))`` is
+    below float32's half unit in the last place of ``x``."""
+    if not any(n.op_type == "Where" for n in g.node):
+        return
+    consts = _consts(g)
+    producer = {o: n for n in g.node for o in n.output}
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    outputs = {o.name for o in g.output}
+    drop = set()
+    for n in g.node:
+        if n.op_type != "Where" or len(n.input) != 3:
+            continue
+        cond, x, sp = (producer.get(n.input[0]), n.input[1], producer.get(n.input[2]))
+        if cond is None or sp is None or cond.op_type != "Greater" or sp.op_type != "Softplus" \
+                or list(cond.input[:1]) != [x] or list(sp.input) != [x]:
+            continue
+        t = _scalar(consts, cond.input[1])
+        if t is None or t < 15 or any(o in outputs or len(users.get(o, [])) != 1
+                                      for o in (cond.output[0], sp.output[0])):
+            continue
+        sp.output[0] = n.output[0]              # the Softplus computes the Where's output
+        drop.update((id(n), id(cond)))
+    if drop:
+        kept = [k for k in g.node if id(k) not in drop]
+        del g.node[:]
+        g.node.extend(kept)
 
 
 # --- relu6(x + 3) / 6 and x * relu6(x + 3) / 6 written by hand ----------------------------------
