@@ -194,3 +194,21 @@ def test_fresh_dense_models_within_three_percent(tmp_path, name):
     res = deploy(_config(tmp_path, name), "emu")
     for fmt in ("bfp8", "fixed8"):
         assert res["assignments"][fmt]["relative_error"] < 0.03, (fmt, res["assignments"][fmt])
+
+
+@pytest.mark.parametrize("add,hi,div,fused", [(3.0, 6.0, 6.0, True), (3.0, 6.0, 7.0, False), (2.0, 6.0, 6.0, False),
+                                              (3.0, 5.0, 6.0, False)])
+def test_only_relu6_of_x_plus_3_over_6_is_taken_for_a_hard_swish(tmp_path, add, hi, div, fused):
+    from onnx import TensorProto, helper, numpy_helper
+    c = {"three": add, "zero": 0.0, "six": hi, "den": div}
+    nodes = [helper.make_node("Add", ["x", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["c"]),
+             helper.make_node("Div", ["c", "den"], ["h"]), helper.make_node("Mul", ["x", "h"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])],
+                          [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in c.items()])
+    path = tmp_path / "hswish.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    ops = [n.op_type for n in rewrite(onnx.load(str(path))).graph.node]
+    assert ops == (["HardSwish"] if fused else ["Add", "Clip", "Div", "Mul"])
+    x = np.random.default_rng(5).normal(size=(4, 2, 3, 3)).astype(np.float32) * 5
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)
