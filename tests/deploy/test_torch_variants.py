@@ -23,7 +23,8 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
   ``torch.einsum``; a 1-D autoencoder with ``nn.Upsample(mode='linear')`` (dynamo: ``GatherND``s,
   no ``Resize``) and a concatenation with the input; a U-Net with ``padding_mode='reflect'`` /
   ``'replicate'``; a MobileNetV3 port with ``h_swish`` by hand and ``expand_as`` SE gates
-  (tests/deploy/test_torch_fresh.py).
+  (tests/deploy/test_torch_fresh.py); milesial's Pytorch-UNet (``F.pad`` to the skip's size,
+  bilinear ``align_corners=True``: not on the network path); CBAM channel attention (two-hot -1.4).
 * ``v_tok_clf``: token-wise Linears, ``x.mean(dim=1)`` over the tokens (``ReduceMean`` of axis
   1), a Linear head.
 """
@@ -71,7 +72,8 @@ def test_the_variant_files_hold_the_patterns_they_test():
     assert {m.rsplit("_", 1)[0] for m in VARIANTS} == {"v_tc_a", "v_tc_mean", "v_unet_size", "v_enc_cls", "v_sdpa",
                                                       "v_jet_log", "v_unet_bilinear", "v_tc_view", "v_unet_mix",
                                                       "v_tok_clf", "v_unet_ct2", "v_dw_a", "v_f_att_einsum",
-                                                      "v_f_ae1d_lin", "v_f_unet_reflect", "v_f_mbv3_dl"}
+                                                      "v_f_ae1d_lin", "v_f_unet_reflect", "v_f_mbv3_dl",
+                                                      "v_f_unet_milesial", "v_f_dw_cbam"}
     g = onnx.load(str(DATA / "v_tc_a_ts17.onnx"), load_external_data=False).graph
     assert any(a.name == "auto_pad" and a.s == b"SAME_UPPER" for n in g.node for a in n.attribute)
     assert "Transpose" in ops["v_tc_mean_dynamo"] and "Transpose" in ops["v_tc_mean_ts17"]
