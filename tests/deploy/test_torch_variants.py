@@ -19,6 +19,12 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
 * ``v_unet_mix``: ``nn.Upsample(scale_factor=(2.0, 2.0))``, a grouped ``ConvTranspose2d(k=3, s=2,
   p=1, output_padding=1)`` (onnx's stock reference cannot evaluate it), AvgPool down.
 * ``v_unet_ct2``: ``ConvTranspose2d(k=2, s=2)`` up, a skip of two scales (tests/deploy/test_concat_balance.py).
+* ``v_f_att_einsum``, ``v_f_ae1d_lin`` (``scripts/variant_fresh.py``): attention written with
+  ``torch.einsum``; a 1-D autoencoder with ``nn.Upsample(mode='linear')`` (dynamo: ``GatherND``s,
+  no ``Resize``) and a concatenation with the input; a U-Net with ``padding_mode='reflect'`` /
+  ``'replicate'``; a MobileNetV3 port with ``h_swish`` by hand and ``expand_as`` SE gates
+  (tests/deploy/test_torch_fresh.py); milesial's Pytorch-UNet (``F.pad`` to the skip's size,
+  bilinear ``align_corners=True``: not on the network path); CBAM channel attention (two-hot -1.4).
 * ``v_tok_clf``: token-wise Linears, ``x.mean(dim=1)`` over the tokens (``ReduceMean`` of axis
   1), a Linear head.
 """
@@ -65,7 +71,9 @@ def test_the_variant_files_hold_the_patterns_they_test():
     ops = {m: set(MANIFEST["models"][m]["ops"]) for m in VARIANTS}
     assert {m.rsplit("_", 1)[0] for m in VARIANTS} == {"v_tc_a", "v_tc_mean", "v_unet_size", "v_enc_cls", "v_sdpa",
                                                       "v_jet_log", "v_unet_bilinear", "v_tc_view", "v_unet_mix",
-                                                      "v_tok_clf", "v_unet_ct2", "v_dw_a"}
+                                                      "v_tok_clf", "v_unet_ct2", "v_dw_a", "v_f_att_einsum",
+                                                      "v_f_ae1d_lin", "v_f_unet_reflect", "v_f_mbv3_dl",
+                                                      "v_f_unet_milesial", "v_f_dw_cbam"}
     g = onnx.load(str(DATA / "v_tc_a_ts17.onnx"), load_external_data=False).graph
     assert any(a.name == "auto_pad" and a.s == b"SAME_UPPER" for n in g.node for a in n.attribute)
     assert "Transpose" in ops["v_tc_mean_dynamo"] and "Transpose" in ops["v_tc_mean_ts17"]
@@ -74,6 +82,8 @@ def test_the_variant_files_hold_the_patterns_they_test():
     assert "Split" in ops["v_sdpa_ts17"] and "Slice" in ops["v_sdpa_dynamo"]
     assert {"Clip", "HardSwish", "HardSigmoid", "Sigmoid"} <= ops["v_dw_a_ts17"] & ops["v_dw_a_dynamo"]
     assert {"LeakyRelu", "Elu", "LogSoftmax"} <= ops["v_jet_log_dynamo"] and "Resize" in ops["v_unet_bilinear_ts17"]
+    assert "Einsum" in ops["v_f_att_einsum_dynamo"] & ops["v_f_att_einsum_ts17"]     # tests/deploy/test_torch_fresh.py
+    assert "GatherND" in ops["v_f_ae1d_lin_dynamo"] and "Resize" in ops["v_f_ae1d_lin_ts17"]
 
 
 @pytest.mark.parametrize("name", VARIANTS)

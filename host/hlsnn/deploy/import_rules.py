@@ -19,7 +19,9 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
 * ``Sigmoid``, ``HardSigmoid``, ``HardSwish`` (and ``Tanh``): elementwise on the host
   (quantized like any computing host op under ``--host-precision quantized``).
 * ``Pad``: constant mode with constant pads (none negative) and value; zero padding keeps the
-  fixed-point format.
+  fixed-point format. Modes ``reflect`` and ``edge`` (``Conv``'s ``padding_mode='reflect'`` /
+  ``'replicate'``; not of the batch axis) move values only: the format is kept too, and such a
+  pad is never folded into the next conv's zero padding.
 * ``Concat`` on the channel axis (1, or -3 of a 4-D tensor).
 * ``Resize`` / ``Upsample``, nearest, by integer scale factors on H and W (1 on N and C; or on L
   of an (N, C, L) tensor, run on the (N, C, L, 1) map between two exact ``Reshape`` layers), with
@@ -249,8 +251,8 @@ def _squeeze(node, a, consts, rank):
 
 def _pad(node, a, consts, rank):
     mode = _s(a.get("mode", "constant"))
-    if mode != "constant":
-        return f"mode {mode!r}: only constant padding"
+    if mode not in ("constant", "reflect", "edge"):      # Conv's padding_mode 'reflect' / 'replicate'
+        return f"mode {mode!r}: only constant, reflect and edge padding"
     pads = a.get("pads")
     if pads is None:
         c = _const_input(node, 1, consts)
@@ -277,7 +279,12 @@ def _pad(node, a, consts, rank):
         for j, ax in enumerate(int(v) % rank for v in axes.reshape(-1)):
             full[ax], full[rank + ax] = pads[j], pads[n + j]
         pads = full
-    return HostSpec("Pad", {"pads": pads, "value": float(value)}, [node.input[0]])
+    if mode != "constant" and rank is not None and len(pads) == 2 * rank and pads[0] | pads[rank]:
+        return f"pads {pads}: {mode} padding of the batch axis"
+    spec = HostSpec("Pad", {"pads": pads, "value": 0.0 if mode != "constant" else float(value)}, [node.input[0]])
+    if mode != "constant":
+        spec.attrs["mode"] = mode
+    return spec
 
 
 def _resize(node, a, consts, shapes):

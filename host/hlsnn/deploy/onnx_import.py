@@ -38,11 +38,16 @@ Rules (these are what :func:`load_onnx` does, in order):
   into the preceding layer where exact): the rules of :mod:`hlsnn.deploy.import_rules`. A
   zero ``Pad`` of H and W that only a ``Conv`` reads becomes that conv's padding.
 * Attention (issue 52): a graph with ``Shape`` nodes, a ``MatMul`` of two computed tensors, a
-  ``Gather`` of a computed tensor or a ``Transpose`` of a computed tensor gets static batch-1
+  ``Gather`` of a computed tensor, a ``Transpose`` of a computed tensor or a ``Concat`` of computed
+  tensors on axis 2 or -1 (``torch.cat(dim=-1)`` of tokens) gets static batch-1
   shapes (:mod:`hlsnn.deploy.shapefold`: the shape arithmetic folds to constants), and the ops
   on tensors that merge the batch with other axes run per sample (:mod:`hlsnn.deploy.samplewise`:
   ``SwMove``, ``SwCompute``, ``MatMulAct``; a ``MatMul``/``Gemm`` by a constant there is a
   token-wise GEMM).
+* ``Einsum`` that is a (batched) matrix product, the dynamo exporter's 1-D linear / nearest-exact
+  upsampling (gathers along L and their blend), ``expand_as`` before a broadcasting ``Mul`` and a
+  hard sigmoid / swish written as ``relu6(x + 3) / 6`` are first rewritten as ``MatMul`` /
+  ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.torchdecomp`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
@@ -69,7 +74,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import qimport, samplewise, shapefold
+from . import qimport, samplewise, shapefold, torchdecomp
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -254,6 +259,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     except Exception as e:  # onnx raises several types for a broken file
         raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
+    model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     fs = None                  # static shapes at batch 1 for attention and shape ops (hlsnn.deploy.samplewise)
     if shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)
@@ -448,6 +454,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             src, folded = node.input[0], []
             prev = produced.get(src)
             if not one_d and prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 \
+                    and "mode" not in prev.attrs \
                     and len(prev.attrs["pads"]) == 8 \
                     and not any(prev.attrs["pads"][i] for i in (0, 1, 4, 5)) and sole_user(src) is node:
                 pp = prev.attrs["pads"]                 # a zero Pad of H and W only: the conv's own padding

@@ -49,6 +49,9 @@ def needed(g):
             return True
         if n.op_type == "Concat" and any(i in consts for i in n.input) and not all(i in consts for i in n.input):
             return True
+        if n.op_type == "Concat" and any(a.name == "axis" and (a.i >= 2 or a.i == -1) for a in n.attribute) \
+                and not all(i in consts for i in n.input):
+            return True             # torch.cat(dim=-1) of tokens' features: samplewise's SwCompute
         if n.op_type == "Transpose" and n.input[0] not in consts:
             return True             # any permutation of a computed tensor: samplewise's SwMove
     return False
