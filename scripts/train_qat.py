@@ -21,7 +21,12 @@ in the phases --distill-in names); --weight-scale channel gives every output cha
 every accuracy on them too (choose settings there, not on the test images); --augment K shifts
 each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.data.random_shift;
 the float model is trained as without, unless --augment-float); --prune-end ends the pruning schedule earlier, and
---recover-epochs adds float epochs at the full sparsity on a fresh cosine from --recover-lr.
+--recover-epochs adds float epochs at the full sparsity on a fresh cosine from --recover-lr
+(--recover-masks frozen: the masks fixed, hlsnn.train.rewind.FrozenMasks; at the pruning rate,
+learning-rate rewinding). --regrow-every N prunes and regrows every N steps once the schedule is
+at the target (RigL, hlsnn.train.regrow.RegrowPruner, each unit's zeros kept); --label-smoothing
+smooths the labels after the float training. scripts/select_on_val.py keeps the best of k runs
+on the validation images.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 """
 from __future__ import annotations
