@@ -21,7 +21,12 @@ in the phases --distill-in names); --weight-scale channel gives every output cha
 every accuracy on them too (choose settings there, not on the test images); --augment K shifts
 each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.data.random_shift;
 the float model is trained as without, unless --augment-float); --prune-end ends the pruning schedule earlier, and
---recover-epochs adds float epochs at the full sparsity on a fresh cosine from --recover-lr.
+--recover-epochs adds float epochs at the full sparsity on a fresh cosine from --recover-lr
+(--recover-masks frozen: the masks fixed, hlsnn.train.rewind.FrozenMasks; at the pruning rate,
+learning-rate rewinding). --regrow-every N prunes and regrows every N steps once the schedule is
+at the target (RigL, hlsnn.train.regrow.RegrowPruner, each unit's zeros kept); --label-smoothing
+smooths the labels after the float training. scripts/select_on_val.py keeps the best of k runs
+on the validation images.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
 """
 from __future__ import annotations
@@ -77,6 +82,17 @@ def main(argv=None):
     ap.add_argument("--recover-epochs", type=int, default=0,
                     help="sparse: float epochs at the full sparsity after pruning, a fresh cosine")
     ap.add_argument("--recover-lr", type=float, default=1e-3)
+    ap.add_argument("--recover-masks", choices=["magnitude", "frozen"], default="magnitude",
+                    help="sparse, --recover-epochs: the masks recomputed by magnitude at every step, or frozen "
+                         "(hlsnn.train.rewind.FrozenMasks; with --recover-lr at the pruning rate: learning-rate rewinding)")
+    ap.add_argument("--regrow-every", type=int, default=0,
+                    help="sparse: prune and regrow (hlsnn.train.regrow.RegrowPruner, RigL) every this many steps "
+                         "once the schedule reaches the target, until --regrow-stop; 0: off")
+    ap.add_argument("--regrow-alpha", type=float, default=0.3, help="sparse: the first update's drop fraction")
+    ap.add_argument("--regrow-stop", type=float, default=0.75,
+                    help="sparse: the updates stop after this fraction of --prune-epochs (masks frozen after)")
+    ap.add_argument("--label-smoothing", type=float, default=0.0,
+                    help="label smoothing of the cross entropy in pruning, recovery and fine-tuning (not the float model)")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
     a = ap.parse_args(argv)
@@ -112,7 +128,7 @@ def main(argv=None):
     kd_seen = [0, 0]                 # training images the teacher saw, of them right (its targets' quality)
 
     from hlsnn.train.data import random_shift
-    aug = {"on": False}
+    aug = {"on": False, "ls": False}
 
     def loss_of(m, idx, gen):
         x = xtr[idx]
@@ -120,7 +136,7 @@ def main(argv=None):
             x = random_shift(x, a.augment, gen)
         out = m(x)
         if teacher is None:
-            return nn.functional.cross_entropy(out, ytr[idx])
+            return nn.functional.cross_entropy(out, ytr[idx], label_smoothing=a.label_smoothing if aug["ls"] else 0.0)
         with torch.no_grad():
             t_out = teacher(x)
         kd_seen[0] += len(idx)
@@ -157,7 +173,7 @@ def main(argv=None):
     if a.val:
         vals["float_acc"] = float_eval(model, True)
     t_float = time.time() - t0
-    aug["on"] = True
+    aug["on"] = aug["ls"] = True
     if a.distill:
         float_teacher = copy.deepcopy(model).eval()
         teacher = float_teacher if a.distill_in in ("all", "prune") else None
@@ -170,12 +186,27 @@ def main(argv=None):
             named = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
             fixed = {kv.split("=")[0]: float(kv.split("=")[1]) for kv in a.layer_sparsity}
             sparsities = erk_sparsities(named, a.sparsity, fixed=fixed, power=a.erk_power)
-        pruner = BalancedPruner(model, a.sparsity, 0, max(1, int(a.prune_end * steps)), allocation=a.allocation,
-                                sparsities=sparsities)
+        end = max(1, int(a.prune_end * steps))
+        if a.regrow_every:
+            from hlsnn.train.regrow import RegrowPruner
+            pruner = RegrowPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
+                                  stop=int(a.regrow_stop * steps), every_regrow=a.regrow_every, alpha=a.regrow_alpha)
+        else:
+            pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities)
         fit(model, a.prune_epochs, a.prune_lr, pruner.step)
-        if a.recover_epochs:
+        frozen = None
+        if a.recover_epochs and a.recover_masks == "frozen":
+            from hlsnn.train.rewind import FrozenMasks
+            frozen = FrozenMasks(pruner)
+            fit(model, a.recover_epochs, a.recover_lr, frozen.step)
+        elif a.recover_epochs:
             fit(model, a.recover_epochs, a.recover_lr, pruner.step)
-        pruner.apply(a.sparsity)
+        if frozen:
+            frozen.step()                      # the masks as frozen, not recomputed
+        elif a.regrow_every and pruner.n > pruner.end:
+            pruner._hold()                     # the regrown masks as they are
+        else:
+            pruner.apply(a.sparsity)
         pruned_float_acc = float_eval(model)
         if a.val:
             vals["pruned_float_acc"] = float_eval(model, True)
@@ -249,6 +280,13 @@ def main(argv=None):
         res["prune_lr"] = a.prune_lr
         res["prune_end"] = round(a.prune_end, 4)
         res["recover_epochs"], res["recover_lr"] = a.recover_epochs, a.recover_lr
+        if a.recover_masks != "magnitude":
+            res["recover_masks"] = a.recover_masks
+        if a.regrow_every:
+            res["regrow"] = {"every": a.regrow_every, "alpha": a.regrow_alpha, "stop": a.regrow_stop,
+                             "updates": pruner.updates, "regrown": pruner.regrown}
+        if a.label_smoothing:
+            res["label_smoothing"] = a.label_smoothing
         res["allocation"] = a.allocation
         if a.erk_power != 1.0 or a.layer_sparsity:
             res["erk_power"], res["layer_sparsity"] = a.erk_power, a.layer_sparsity
