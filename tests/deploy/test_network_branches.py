@@ -149,13 +149,19 @@ def test_the_branches_pass_the_strict_csim_in_one_start(branches, fmt):
     perf = bfpperf if fmt == "bfp8" else netperf
     assert {c: it for c, (it, _) in k.counters.items()} == {
         c: n * v for c, v in perf.iterations(board.network, k.tables).items()}
-    assert k.counters["NetGate"][0] > 0 and k.counters["NetLut"][0] > 0
+    # the Gate loop: ceil(C / Q) * H * W products of the two 4 x 8 x 8 maps a batch image (the
+    # quick csim case of the map product: test_network_mulmap's glu rows are slow); the Lut loop
+    # one pixel a cycle
+    assert k.counters["NetGate"][0] == n * -(-4 // k.tables["pc"]) * 64
+    assert k.counters["NetLut"][0] > 0
     cpp, h = ((k.path.parent / f).read_text() for f in ("network.cpp", "network.h"))   # what was compiled
     assert "#pragma HLS DEPENDENCE variable = sc inter false" in cpp     # sc_add
     assert "HLSNN_ITER(NetLut" in cpp and "HLSNN_ITER(NetGate" in cpp   # the table ROM, the map product
     if fmt != "bfp8":
         assert k.tables["div_bits"] > 0 and "MeanDiv(" in cpp and f"kDivBits = {k.tables['div_bits']};" in h
-        assert k.tables["sc_bits"] > 8 and f"kScBits = {k.tables['sc_bits']};" in h
+        chained = [op for op in board.network.ops if op.kind == "add" and op.f.get("out_bits")]
+        assert k.tables["sc_bits"] == max(op.f["out_bits"] for op in chained) > 8     # the sum's words
+        assert f"kScBits = {k.tables['sc_bits']};" in h
 
 
 @pytest.mark.slow

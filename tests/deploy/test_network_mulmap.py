@@ -256,12 +256,14 @@ def test_gate_loop_ii_is_one(models, fmt):
     assert all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
 
 
-SLOW = pytest.mark.slow      # the quick suite's glu rows cover the Gate loop on shift_mac and bfp (sparse: the
-#                              channel gate's csim, test_network_gate; the pooled map's, test_network_pool_gate)
+SLOW = pytest.mark.slow      # the quick case of the map product's Gate loop on every engine (strict csim, the hand
+#                              count of its iterations): test_network_branches.py::test_the_branches_pass_the_strict_
+#                              csim_in_one_start (the channel gate's: test_network_gate, test_network_pool_gate)
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("kind,fmt", [("glu", "twohot"), pytest.param("glu", "fixed8", marks=SLOW), ("glu", "bfp8"),
+@pytest.mark.parametrize("kind,fmt", [pytest.param("glu", "twohot", marks=SLOW), pytest.param("glu", "fixed8", marks=SLOW),
+                                      pytest.param("glu", "bfp8", marks=SLOW),
                                       pytest.param("tokens", "twohot", marks=SLOW),
                                       pytest.param("tokens", "fixed8", marks=SLOW),
                                       pytest.param("silu", "bfp8", marks=SLOW)])   # bfp8: tokens' Sigmoid is on the host

@@ -114,8 +114,10 @@ def _run_kernel(tca, name, fmt, n=6, board=True):
 
 
 @pytest.mark.csim
+@pytest.mark.slow   # the quick csim case of a chained sum (sc_add, kScBits words) on every engine, strict:
+#                     test_network_branches.py::test_the_branches_pass_the_strict_csim_in_one_start
 def test_the_shift_mac_kernel_runs_v_tc_a_in_one_start(tca):
-    """The quick case: two-hot on shift_mac, C-simulation only, the doubled inputs."""
+    """Two-hot on shift_mac, C-simulation only, the doubled inputs."""
     _run_kernel(tca, "v_tc_a_ts17", "twohot", n=4, board=False)
 
 
