@@ -82,7 +82,7 @@ def compile_branches(tmp, fmt):
     cfg.write_text(f"name: branches\nmodel: {model}\ndata: digits\nlayout: nchw\nformats:\n  {fmt}: {FORMATS[fmt]}\n"
                    f"assignments:\n  {fmt}: {{default: {fmt}}}\n")
     out = tmp / f"branches-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out, check_samples=2)
+    compile_model(cfg, fmt, out, check_samples=2, calibration_samples=16)
     return out
 
 
