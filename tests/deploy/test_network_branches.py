@@ -26,10 +26,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
+from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_onnx  # noqa: E402
 
-FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
-           "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
-ENGINE = {"bfp8": "bfp_systolic", "twohot": "shift_mac", "fixed8": "sparse_cluster"}
 KERNEL = {"bfp8": "bfpkernel", "twohot": "netkernel", "fixed8": "sparsekernel"}
 
 
@@ -76,14 +74,9 @@ def branches_model(path, pow2_mean):
 
 def compile_branches(tmp, fmt):
     """The compiled model of :func:`branches_model` for format ``fmt`` (a path)."""
-    from hlsnn.network.build import compile_model
     model = branches_model(tmp / f"branches_{fmt}.onnx", pow2_mean=fmt == "bfp8")
-    cfg = tmp / f"branches_{fmt}.yaml"
-    cfg.write_text(f"name: branches\nmodel: {model}\ndata: digits\nlayout: nchw\nformats:\n  {fmt}: {FORMATS[fmt]}\n"
-                   f"assignments:\n  {fmt}: {{default: {fmt}}}\n")
-    out = tmp / f"branches-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out, check_samples=2, calibration_samples=16)
-    return out
+    return compile_onnx(tmp, f"branches_{fmt}", model, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
+                        calibration_samples=16)
 
 
 @pytest.fixture(scope="module")
@@ -136,19 +129,10 @@ def test_the_branches_pass_the_strict_csim_in_one_start(branches, fmt):
     """One start per batch on the strict library: the layer path's bits, the loops' iterations
     the perf model's, every bank within its ports, and each branch rendered (``div_bits``,
     ``sc_add`` with ``kScBits``, the table ROM, the map product)."""
-    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
-    from hlsnn.engines.shift_mac.network import perf as netperf
     n = 6
-    x = _x(n)
-    board = hlsnn.load(branches(fmt), "csim", network=True)
-    np.testing.assert_array_equal(board(x), hlsnn.load(branches(fmt), "emu", network=False)(x))
-    assert board.last_kernel_starts == 1
+    board = check_kernel_run(branches(fmt), fmt, _x(n))
     k = board._kernel
     assert k.strict, "the strict C-simulation library"
-    assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
-    perf = bfpperf if fmt == "bfp8" else netperf
-    assert {c: it for c, (it, _) in k.counters.items()} == {
-        c: n * v for c, v in perf.iterations(board.network, k.tables).items()}
     # the Gate loop: ceil(C / Q) * H * W products of the two 4 x 8 x 8 maps a batch image (the
     # quick csim case of the map product: test_network_mulmap's glu rows are slow); the Lut loop
     # one pixel a cycle

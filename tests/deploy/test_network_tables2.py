@@ -19,22 +19,13 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.engines.network import gate as netgate, tables  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
+from netfixtures import round_fraction  # noqa: E402
 
 LD = np.longdouble
 ROUNDINGS = ("nearest_away", "nearest_even", "truncate")
 
 
-def _round(v, rounding):
-    """A Fraction rounded to an integer."""
-    fl = math.floor(v)
-    r = v - fl
-    if rounding == "truncate" or r == 0:
-        return fl
-    if r != Fraction(1, 2):
-        return fl + (r > Fraction(1, 2))
-    if rounding == "nearest_even":
-        return fl + (fl % 2)
-    return fl + 1 if v > 0 else fl
+_round = round_fraction                 # a Fraction rounded to an integer (netfixtures)
 
 
 def _codes(f_in, bits):
