@@ -18,6 +18,7 @@ from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import gate as netgate  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from netfixtures import compile_onnx  # noqa: E402
 
 FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
            "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
@@ -135,15 +136,8 @@ def _model(kind):
 
 
 def _compile(tmp, kind, fmt):
-    from hlsnn.network.build import compile_model
     onnx.save(_model(kind), str(tmp / f"{kind}.onnx"))
-    cfg = tmp / f"{kind}.yaml"
-    cfg.write_text(f"name: {kind}\nmodel: {tmp / (kind + '.onnx')}\ndata: digits\nlayout: auto\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = tmp / f"{kind}-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out)
-    return out
+    return compile_onnx(tmp, kind, tmp / f"{kind}.onnx", fmt, formats=FORMATS, layout="auto")
 
 
 def _x(kind, n):

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.engines.network import gate as netgate, tables  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from netfixtures import round_fraction  # noqa: E402
+from netfixtures import compile_onnx, round_fraction  # noqa: E402
 
 LD = np.longdouble
 ROUNDINGS = ("nearest_away", "nearest_even", "truncate")
@@ -189,16 +189,9 @@ FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, 
 
 
 def _compile(tmp_path, name, fmt, **kw):
-    from hlsnn.network.build import compile_model
     op, attrs, const, opset, relu = CASES[name] if name in CASES else kw["case"]
     model = _mlp(tmp_path / f"{name}.onnx", op, attrs, const, opset, relu)
-    cfg = tmp_path / f"{name}.yaml"
-    cfg.write_text(f"name: {name}\nmodel: {model}\ndata: digits\nlayout: auto\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = tmp_path / f"{name}-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out, check_samples=2)
-    return out, FN.get(op, op)
+    return compile_onnx(tmp_path, name, model, fmt, formats=FORMATS, layout="auto", check_samples=2), FN.get(op, op)
 
 
 def _x():
