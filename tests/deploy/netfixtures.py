@@ -27,18 +27,34 @@ def round_fraction(v, rounding):
     return fl + 1 if v > 0 else fl
 
 
-def compile_onnx(tmp, name, model, fmt, *, formats=None, layout="nchw", **compile_kw):
-    """Compile the ONNX file ``model`` in format ``fmt`` (one of ``formats``, default
-    :data:`FORMATS`: the config lists them all, one assignment each) to ``tmp/NAME-FMT.hlsnn``."""
-    from hlsnn.network.build import compile_model
+def write_config(tmp, name, model, *, formats=None, layout="nchw", stem=None):
+    """The deployment config ``tmp/STEM.yaml`` (``stem`` default ``name``) of the ONNX file
+    ``model``: every format of ``formats`` (default :data:`FORMATS`), one assignment each."""
     formats = FORMATS if formats is None else formats
-    cfg = tmp / f"{name}.yaml"
+    cfg = tmp / f"{stem or name}.yaml"
     cfg.write_text(f"name: {name}\nmodel: {model}\ndata: digits\nlayout: {layout}\nformats:\n"
                    + "".join(f"  {k}: {v}\n" for k, v in formats.items())
                    + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in formats))
-    out = tmp / f"{name}-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out, **compile_kw)
+    return cfg
+
+
+def compile_each(tmp, name, model, fmts=None, *, formats=None, layout="nchw", stem=None, **compile_kw):
+    """``{fmt: tmp/STEM-FMT.hlsnn}``: the ONNX file ``model`` compiled in each of ``fmts``
+    (default every format of the config, :func:`write_config`); ``compile_kw`` to compile_model."""
+    from hlsnn.network.build import compile_model
+    formats = FORMATS if formats is None else formats
+    cfg = write_config(tmp, name, model, formats=formats, layout=layout, stem=stem)
+    out = {}
+    for fmt in (formats if fmts is None else fmts):
+        out[fmt] = tmp / f"{stem or name}-{fmt}.hlsnn"
+        compile_model(cfg, fmt, out[fmt], **compile_kw)
     return out
+
+
+def compile_onnx(tmp, name, model, fmt, *, formats=None, layout="nchw", stem=None, **compile_kw):
+    """Compile the ONNX file ``model`` in format ``fmt`` (one of ``formats``, default
+    :data:`FORMATS`: the config lists them all, one assignment each) to ``tmp/STEM-FMT.hlsnn``."""
+    return compile_each(tmp, name, model, [fmt], formats=formats, layout=layout, stem=stem, **compile_kw)[fmt]
 
 
 def check_kernel_run(path, fmt, x, board=False):

@@ -309,14 +309,8 @@ def test_the_opset17_gelu_imports_as_one_unary_op_with_the_same_floats(tmp_path)
 @pytest.mark.parametrize("tanh", [False, True])
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_the_opset17_gelu_runs_in_the_network_mode_as_one_table(tmp_path, fmt, tanh):
-    from hlsnn.network.build import compile_model
     model = _gelu17(tmp_path / "g.onnx", tanh=tanh)
-    cfg = tmp_path / "g.yaml"
-    cfg.write_text(f"name: g\nmodel: {model}\ndata: digits\nlayout: auto\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = tmp_path / f"g-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out, check_samples=2)
+    out = compile_onnx(tmp_path, "g", model, fmt, formats=FORMATS, layout="auto", check_samples=2)
     x = _x()
     net = hlsnn.load(out, "emu", network=True)
     assert [op.f.get("fn") for op in net.network.ops if op.kind == "lut"] == ["UnaryChain"]
