@@ -27,6 +27,17 @@ def round_fraction(v, rounding):
     return fl + 1 if v > 0 else fl
 
 
+def round_array(w, rounding):
+    """The numpy values ``w`` rounded to integers in their own dtype (longdouble references):
+    half away from zero (``nearest_away``), half to even (``nearest_even``), else floor."""
+    w = np.asarray(w)
+    if rounding == "nearest_away":
+        return np.sign(w) * np.floor(np.abs(w) + w.dtype.type(0.5))
+    if rounding == "nearest_even":
+        return np.rint(w)
+    return np.floor(w)
+
+
 def write_config(tmp, name, model, *, formats=None, layout="nchw", stem=None):
     """The deployment config ``tmp/STEM.yaml`` (``stem`` default ``name``) of the ONNX file
     ``model``: every format of ``formats`` (default :data:`FORMATS`), one assignment each."""

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.engines.network import gate as netgate, tables  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from netfixtures import compile_onnx, round_fraction  # noqa: E402
+from netfixtures import compile_onnx, round_array, round_fraction  # noqa: E402
 
 LD = np.longdouble
 ROUNDINGS = ("nearest_away", "nearest_even", "truncate")
@@ -95,12 +95,7 @@ def test_transcendental_tables_equal_the_definitions(op, attrs, tol, rounding):
         f_out, t = netgate.table(op, attrs, (f_in, bits, True), rounding)
         x = np.arange(-(1 << (bits - 1)), 1 << (bits - 1)).astype(LD) * LD(2) ** -f_in
         w = _ld_reference(op, attrs, x) * LD(2) ** f_out
-        if rounding == "nearest_away":
-            ref = np.sign(w) * np.floor(np.abs(w) + LD(0.5))
-        elif rounding == "nearest_even":
-            ref = np.rint(w)
-        else:
-            ref = np.floor(w)
+        ref = round_array(w, rounding)
         frac = np.abs(w - np.floor(w) - (0 if rounding == "truncate" else 0.5))
         clear = (frac > tol * 2.0 ** f_out) & (np.abs(frac - 1) > tol * 2.0 ** f_out)
         clear |= ((x == 0) & (op != "Softplus")) | ((x > 0) & (op in ("Elu", "Celu")))   # exact in the reference too
