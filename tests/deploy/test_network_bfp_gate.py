@@ -21,21 +21,12 @@ from hlsnn.engines.network import gate as netgate  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from test_torch_beyond import _data, compile_beyond  # noqa: E402
+from netfixtures import round_fraction  # noqa: E402
 
 SE = ["se_cnn_ts17", "se_cnn_dynamo"]
 
 
-def _round(v, rounding):
-    """A Fraction rounded to an integer: half to even, half away from zero, or floor."""
-    fl = math.floor(v)
-    r = v - fl
-    if rounding == "truncate" or r == 0:
-        return fl
-    if r != Fraction(1, 2):
-        return fl + (r > Fraction(1, 2))
-    if rounding == "nearest_even":
-        return fl + (fl % 2)
-    return fl + 1 if v > 0 else fl
+_round = round_fraction                 # a Fraction rounded to an integer (netfixtures)
 
 
 def _code(m, e, f, bits, rounding):

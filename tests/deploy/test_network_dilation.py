@@ -152,14 +152,8 @@ def test_dilated_convs_are_bit_exact_on_csim_in_one_start(tmp_path, fmt):
     """The network kernels (C-simulation; shift_mac, sparse_cluster) on the zero-filled kernels:
     the layer path's bits, one start per batch."""
     from hlsnn.deploy import datasets
-    from hlsnn.network.build import compile_model
-    m = small_dilated_model(tmp_path / "dil.onnx")
-    cfg = tmp_path / "dil.yaml"
-    cfg.write_text(f"name: dil\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in SMALL_FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in SMALL_FORMATS))
-    out = tmp_path / f"dil-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out)
+    from netfixtures import compile_onnx
+    out = compile_onnx(tmp_path, "dil", small_dilated_model(tmp_path / "dil.onnx"), fmt, formats=SMALL_FORMATS)
     x = datasets.load("digits", layout="nchw").x_test[:8]
     board = hlsnn.load(out, "csim", network=True)
     assert board.network.engine == {"twohot": "shift_mac"}.get(fmt, "sparse_cluster")

@@ -21,6 +21,7 @@ from hlsnn.deploy import program as netmode  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from test_torch_beyond import _config, _data, compile_beyond  # noqa: E402
+from netfixtures import round_array  # noqa: E402
 
 SE = ["se_cnn_ts17", "se_cnn_dynamo"]
 LD = np.longdouble
@@ -37,13 +38,7 @@ def _reference(op, attrs, f_in, bits, f_out, rounding):
     else:                                       # 1 / (1 + e^-x)
         v = 1 / (1 + np.exp(-x))
     w = v * LD(2.0) ** f_out
-    if rounding == "nearest_away":
-        r = np.sign(w) * np.floor(np.abs(w) + LD(0.5))
-    elif rounding == "nearest_even":
-        r = np.rint(w)
-    else:
-        r = np.floor(w)
-    return r.astype(np.int64), w
+    return round_array(w, rounding).astype(np.int64), w
 
 
 @pytest.mark.parametrize("rounding", ["nearest_away", "nearest_even", "truncate"])

@@ -260,20 +260,11 @@ def cat_model(path, seed=4):
 @pytest.fixture(scope="module")
 def cat_nets(tmp_path_factory):
     """format -> :func:`cat_model` compiled (bfp8, two-hot, fixed8)."""
-    from hlsnn.network.build import compile_model
+    from netfixtures import compile_each
     from test_network_move import SMALL_FORMATS
     tmp = tmp_path_factory.mktemp("netlinpool-cat")
-    m = cat_model(tmp / "cat.onnx")
-    cfg = tmp / "cat.yaml"
     fmts = {k: SMALL_FORMATS[k] for k in ("bfp8", "twohot", "fixed8")}
-    cfg.write_text(f"name: cat\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in fmts.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in fmts))
-    out = {}
-    for fmt in fmts:
-        out[fmt] = tmp / f"cat-{fmt}.hlsnn"
-        compile_model(cfg, fmt, out[fmt])
-    return out
+    return compile_each(tmp, "cat", cat_model(tmp / "cat.onnx"), formats=fmts)
 
 
 @pytest.mark.csim

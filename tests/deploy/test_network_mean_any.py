@@ -21,6 +21,7 @@ from hlsnn.deploy import hostops, program as netmode  # noqa: E402
 from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import linpool, mean  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
+from netfixtures import compile_onnx  # noqa: E402
 
 ROUNDINGS = ["nearest_even", "nearest_away", "truncate"]
 
@@ -211,15 +212,8 @@ def _model(path, kind, seed=3):
 
 
 def _compile(tmp_path, kind, fmt):
-    from hlsnn.network.build import compile_model
     m = _model(tmp_path / f"{kind}.onnx", kind)
-    cfg = tmp_path / f"{kind}.yaml"
-    cfg.write_text(f"name: mean_{kind}\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = tmp_path / f"{kind}-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out, check_samples=2)
-    return out
+    return compile_onnx(tmp_path, f"mean_{kind}", m, fmt, formats=FORMATS, check_samples=2)
 
 
 KINDS = ["gap3", "gap5", "gap7", "rmean6", "res7", "avg3s1", "avg3s2", "avg3s1p", "avg3max", "avg3gmax"]

@@ -172,18 +172,12 @@ SMALL_FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: tw
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """(kind, format) -> the compiled small model (:func:`small_model`)."""
-    from hlsnn.network.build import compile_model
+    from netfixtures import compile_each
     tmp = tmp_path_factory.mktemp("netmove-small")
     out = {}
     for kind in ("upsample", "zerostuff"):
         m = small_model(tmp / f"small_{kind}.onnx", kind)
-        cfg = tmp / f"small_{kind}.yaml"
-        cfg.write_text(f"name: small_{kind}\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n"
-                       + "".join(f"  {k}: {v}\n" for k, v in SMALL_FORMATS.items())
-                       + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in SMALL_FORMATS))
-        for fmt in SMALL_FORMATS:
-            out[kind, fmt] = tmp / f"small_{kind}-{fmt}.hlsnn"
-            compile_model(cfg, fmt, out[kind, fmt])
+        out.update({(kind, fmt): p for fmt, p in compile_each(tmp, f"small_{kind}", m, formats=SMALL_FORMATS).items()})
     return out
 
 

@@ -18,6 +18,7 @@ from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import gate as netgate  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from netfixtures import compile_onnx  # noqa: E402
 
 FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
            "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
@@ -135,15 +136,8 @@ def _model(kind):
 
 
 def _compile(tmp, kind, fmt):
-    from hlsnn.network.build import compile_model
     onnx.save(_model(kind), str(tmp / f"{kind}.onnx"))
-    cfg = tmp / f"{kind}.yaml"
-    cfg.write_text(f"name: {kind}\nmodel: {tmp / (kind + '.onnx')}\ndata: digits\nlayout: auto\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = tmp / f"{kind}-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out)
-    return out
+    return compile_onnx(tmp, kind, tmp / f"{kind}.onnx", fmt, formats=FORMATS, layout="auto")
 
 
 def _x(kind, n):
@@ -256,12 +250,14 @@ def test_gate_loop_ii_is_one(models, fmt):
     assert all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
 
 
-SLOW = pytest.mark.slow      # the quick suite's glu rows cover the Gate loop on shift_mac and bfp (sparse: the
-#                              channel gate's csim, test_network_gate; the pooled map's, test_network_pool_gate)
+SLOW = pytest.mark.slow      # the quick case of the map product's Gate loop on every engine (strict csim, the hand
+#                              count of its iterations): test_network_branches.py::test_the_branches_pass_the_strict_
+#                              csim_in_one_start (the channel gate's: test_network_gate, test_network_pool_gate)
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("kind,fmt", [("glu", "twohot"), pytest.param("glu", "fixed8", marks=SLOW), ("glu", "bfp8"),
+@pytest.mark.parametrize("kind,fmt", [pytest.param("glu", "twohot", marks=SLOW), pytest.param("glu", "fixed8", marks=SLOW),
+                                      pytest.param("glu", "bfp8", marks=SLOW),
                                       pytest.param("tokens", "twohot", marks=SLOW),
                                       pytest.param("tokens", "fixed8", marks=SLOW),
                                       pytest.param("silu", "bfp8", marks=SLOW)])   # bfp8: tokens' Sigmoid is on the host

@@ -53,18 +53,9 @@ def pool_gate_model(path, seed=3):
 
 @pytest.fixture(scope="module")
 def nets(tmp_path_factory):
-    from hlsnn.network.build import compile_model
+    from netfixtures import compile_each
     tmp = tmp_path_factory.mktemp("netpoolgate")
-    m = pool_gate_model(tmp / "pool_gate.onnx")
-    cfg = tmp / "pool_gate.yaml"
-    cfg.write_text(f"name: pool_gate\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = {}
-    for fmt in FORMATS:
-        out[fmt] = tmp / f"pool_gate-{fmt}.hlsnn"
-        compile_model(cfg, fmt, out[fmt])
-    return out
+    return compile_each(tmp, "pool_gate", pool_gate_model(tmp / "pool_gate.onnx"), formats=FORMATS)
 
 
 def _x(n):

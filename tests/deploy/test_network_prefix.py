@@ -14,7 +14,6 @@ import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets, program as netmode  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
-from hlsnn.network.build import compile_model  # noqa: E402
 from hlsnn.network.loader import kernel_network  # noqa: E402
 
 from conftest import slow_cases, ROOT  # noqa: E402
@@ -82,15 +81,8 @@ GRAPHS = {"bn_mlp": (bn_mlp, "flat"), "tok_mean": (tok_mean, "ntf"), "ceil_pool"
 
 
 def _compile(tmp, name, model, layout, fmts=tuple(FORMATS)):
-    cfg = tmp / f"{name}.yaml"
-    cfg.write_text(f"name: {name}\nmodel: {model}\ndata: digits\nlayout: {layout}\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = {}
-    for fmt in fmts:
-        out[fmt] = tmp / f"{name}-{fmt}.hlsnn"
-        compile_model(cfg, fmt, out[fmt])
-    return out
+    from netfixtures import compile_each
+    return compile_each(tmp, name, model, fmts, formats=FORMATS, layout=layout)
 
 
 @pytest.fixture(scope="module")

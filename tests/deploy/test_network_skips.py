@@ -18,11 +18,11 @@ from hlsnn.engines.network.kernel import allocate  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+from netfixtures import check_kernel_run  # noqa: E402
 from test_torch_beyond import _data, compile_beyond  # noqa: E402
 
 UNETS = ["v_unet_ct2_ts17", "v_unet_ct2_dynamo"]
 FORMATS = ("bfp8", "twohot", "fixed8")
-ENGINE = {"bfp8": "bfp_systolic", "twohot": "shift_mac", "fixed8": "sparse_cluster"}
 
 
 def _net(ops, shapes):
@@ -97,24 +97,9 @@ def test_two_skip_unet_runs_in_the_emu_network_mode_with_the_layer_paths_bits(un
 
 
 def _run_kernel(unets, name, fmt, n=8, board=True):
-    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
-    from hlsnn.engines.shift_mac.network import perf as netperf
-    x = _data(name).x_test[:n]
-    k_run = hlsnn.load(unets[name, fmt], "csim", network=True)
-    assert k_run.network.engine == ENGINE[fmt]
+    k_run = check_kernel_run(unets[name, fmt], fmt, _data(name).x_test[:n], board)
     cats = [op for op in k_run.network.ops if op.kind == "concat"]
     assert len(cats) == 2 and len({op.f["sc_base"] for op in cats}) == 2     # two regions, two offsets
-    np.testing.assert_array_equal(k_run(x), hlsnn.load(unets[name, fmt], "emu", network=False)(x))
-    assert k_run.last_kernel_starts == 1
-    k = k_run._kernel
-    assert {c: it for c, (it, _) in k.counters.items()} == {
-        c: n * v for c, v in (bfpperf if fmt == "bfp8" else netperf).iterations(k_run.network, k.tables).items()}
-    if k.strict:                                   # the strict C-simulation's port checks hold
-        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
-    if board:
-        with hlsnn.load(unets[name, fmt], "sim", network=True) as sim:       # the simulated board
-            np.testing.assert_array_equal(sim(x), k_run(x))
-            assert sim.last_kernel_starts == 1
     return k_run
 
 

@@ -19,22 +19,13 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.engines.network import gate as netgate, tables  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
+from netfixtures import compile_onnx, round_array, round_fraction  # noqa: E402
 
 LD = np.longdouble
 ROUNDINGS = ("nearest_away", "nearest_even", "truncate")
 
 
-def _round(v, rounding):
-    """A Fraction rounded to an integer."""
-    fl = math.floor(v)
-    r = v - fl
-    if rounding == "truncate" or r == 0:
-        return fl
-    if r != Fraction(1, 2):
-        return fl + (r > Fraction(1, 2))
-    if rounding == "nearest_even":
-        return fl + (fl % 2)
-    return fl + 1 if v > 0 else fl
+_round = round_fraction                 # a Fraction rounded to an integer (netfixtures)
 
 
 def _codes(f_in, bits):
@@ -104,12 +95,7 @@ def test_transcendental_tables_equal_the_definitions(op, attrs, tol, rounding):
         f_out, t = netgate.table(op, attrs, (f_in, bits, True), rounding)
         x = np.arange(-(1 << (bits - 1)), 1 << (bits - 1)).astype(LD) * LD(2) ** -f_in
         w = _ld_reference(op, attrs, x) * LD(2) ** f_out
-        if rounding == "nearest_away":
-            ref = np.sign(w) * np.floor(np.abs(w) + LD(0.5))
-        elif rounding == "nearest_even":
-            ref = np.rint(w)
-        else:
-            ref = np.floor(w)
+        ref = round_array(w, rounding)
         frac = np.abs(w - np.floor(w) - (0 if rounding == "truncate" else 0.5))
         clear = (frac > tol * 2.0 ** f_out) & (np.abs(frac - 1) > tol * 2.0 ** f_out)
         clear |= ((x == 0) & (op != "Softplus")) | ((x > 0) & (op in ("Elu", "Celu")))   # exact in the reference too
@@ -198,16 +184,9 @@ FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, 
 
 
 def _compile(tmp_path, name, fmt, **kw):
-    from hlsnn.network.build import compile_model
     op, attrs, const, opset, relu = CASES[name] if name in CASES else kw["case"]
     model = _mlp(tmp_path / f"{name}.onnx", op, attrs, const, opset, relu)
-    cfg = tmp_path / f"{name}.yaml"
-    cfg.write_text(f"name: {name}\nmodel: {model}\ndata: digits\nlayout: auto\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = tmp_path / f"{name}-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out, check_samples=2)
-    return out, FN.get(op, op)
+    return compile_onnx(tmp_path, name, model, fmt, formats=FORMATS, layout="auto", check_samples=2), FN.get(op, op)
 
 
 def _x():
@@ -325,14 +304,8 @@ def test_the_opset17_gelu_imports_as_one_unary_op_with_the_same_floats(tmp_path)
 @pytest.mark.parametrize("tanh", [False, True])
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_the_opset17_gelu_runs_in_the_network_mode_as_one_table(tmp_path, fmt, tanh):
-    from hlsnn.network.build import compile_model
     model = _gelu17(tmp_path / "g.onnx", tanh=tanh)
-    cfg = tmp_path / "g.yaml"
-    cfg.write_text(f"name: g\nmodel: {model}\ndata: digits\nlayout: auto\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = tmp_path / f"g-{fmt}.hlsnn"
-    compile_model(cfg, fmt, out, check_samples=2)
+    out = compile_onnx(tmp_path, "g", model, fmt, formats=FORMATS, layout="auto", check_samples=2)
     x = _x()
     net = hlsnn.load(out, "emu", network=True)
     assert [op.f.get("fn") for op in net.network.ops if op.kind == "lut"] == ["UnaryChain"]

@@ -21,11 +21,11 @@ from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+from netfixtures import ENGINE, check_kernel_run  # noqa: E402
 from test_torch_beyond import _data, compile_beyond  # noqa: E402
 
 TC = ["v_tc_a_ts17", "v_tc_a_dynamo"]
 FORMATS = ("bfp8", "twohot", "fixed8")
-ENGINE = {"bfp8": "bfp_systolic", "twohot": "shift_mac", "fixed8": "sparse_cluster"}
 #: block 1's Relu(Add) as each export names it (read by block 2's conv and block 2's Add)
 SKIP = {"v_tc_a_ts17": "/3/act/Relu_output_0", "v_tc_a_dynamo": "relu_2"}
 
@@ -92,30 +92,17 @@ def test_a_chained_sum_read_by_a_conv_is_refused_by_name():
 
 
 def _run_kernel(tca, name, fmt, n=6, board=True):
-    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
-    from hlsnn.engines.shift_mac.network import perf as netperf
-    x = _x(name, n)
-    k_run = hlsnn.load(tca[name, fmt], "csim", network=True)
-    assert k_run.network.engine == ENGINE[fmt]
-    np.testing.assert_array_equal(k_run(x), hlsnn.load(tca[name, fmt], "emu", network=False)(x))
-    assert k_run.last_kernel_starts == 1
-    k = k_run._kernel
-    assert {c: it for c, (it, _) in k.counters.items()} == {
-        c: n * v for c, v in (bfpperf if fmt == "bfp8" else netperf).iterations(k_run.network, k.tables).items()}
-    if k.strict:                                   # the strict C-simulation's port checks hold
-        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+    k_run = check_kernel_run(tca[name, fmt], fmt, _x(name, n), board)
     if fmt != "bfp8":                              # the sum's words: wider than an activation
-        assert k.tables["sc_bits"] == _chained(k_run.network)[0].f["out_bits"] > 8
-    if board:
-        with hlsnn.load(tca[name, fmt], "sim", network=True) as sim:       # the simulated board
-            np.testing.assert_array_equal(sim(x), k_run(x))
-            assert sim.last_kernel_starts == 1
+        assert k_run._kernel.tables["sc_bits"] == _chained(k_run.network)[0].f["out_bits"] > 8
     return k_run
 
 
 @pytest.mark.csim
+@pytest.mark.slow   # the quick csim case of a chained sum (sc_add, kScBits words) on every engine, strict:
+#                     test_network_branches.py::test_the_branches_pass_the_strict_csim_in_one_start
 def test_the_shift_mac_kernel_runs_v_tc_a_in_one_start(tca):
-    """The quick case: two-hot on shift_mac, C-simulation only, the doubled inputs."""
+    """Two-hot on shift_mac, C-simulation only, the doubled inputs."""
     _run_kernel(tca, "v_tc_a_ts17", "twohot", n=4, board=False)
 
 

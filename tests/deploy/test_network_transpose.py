@@ -132,18 +132,10 @@ SMALL_FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: tw
 def wide(tmp_path_factory):
     """format -> the compiled :func:`_tokenwise_model` of 2 rows of 32 (32 -> 20 -> 18 per row):
     transposes of 2 x 32 and 18 x 2 maps, more than one and partial blocks of the kernels' banks."""
-    from hlsnn.network.build import compile_model
+    from netfixtures import compile_each
     tmp = tmp_path_factory.mktemp("nettr-wide")
     m = _tokenwise_model(tmp / "wide.onnx", 2, 32, 20, 18)
-    cfg = tmp / "wide.yaml"
-    cfg.write_text(f"name: wide_tokens\nmodel: {m}\ndata: digits\nlayout: flat\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in SMALL_FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in SMALL_FORMATS))
-    out = {}
-    for fmt in SMALL_FORMATS:
-        out[fmt] = tmp / f"wide-{fmt}.hlsnn"
-        compile_model(cfg, fmt, out[fmt])
-    return out
+    return compile_each(tmp, "wide_tokens", m, formats=SMALL_FORMATS, layout="flat", stem="wide")
 
 
 def _digits(n):

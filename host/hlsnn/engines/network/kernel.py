@@ -443,6 +443,7 @@ class NetKernel:
         self.lane_bits, self.in_words, self.out_words = of_tables(self.tables)    # the image words (.words)
         self._lane = np.int8 if self.lane_bits == 8 else np.int16
         self.calls, self.last_kernel_s = 0, 0.0
+        #: loop counters of the last run: ``{label: (iterations, entries)}`` for every loop it reached
         self.counters = {}
         self.strict_report = None
 
@@ -469,7 +470,9 @@ class NetKernel:
         n = self.lib.hlsnn_counter_count()
         it, en = (ctypes.c_uint64 * max(n, 1))(), (ctypes.c_uint64 * max(n, 1))()
         self.lib.hlsnn_counter_values(it, en, n)
-        self.counters = {self.lib.hlsnn_counter_name(i).decode(): (int(it[i]), int(en[i])) for i in range(n)}
+        # the loops the run reached (as CsimLibrary.last_counts): the strict library also registers
+        # a slot for each loop an HLSNN_OPS / HLSNN_SITES names (GatePixels, LutPixels), never counted
+        self.counters = {self.lib.hlsnn_counter_name(i).decode(): (int(it[i]), int(en[i])) for i in range(n) if it[i]}
         if self.strict:
             self.strict_report = json.loads(self.lib.hlsnn_strict_report().decode())
         # the simulation's own bookkeeping (loop counters, the strict report) is the kernel's time

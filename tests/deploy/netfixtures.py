@@ -1,0 +1,93 @@
+"""Helpers the network-mode tests share (tests/deploy/test_network_*.py): the three formats of
+the small test models, a compile of an ONNX file in one of them, the rounding of an exact
+Fraction written out from the definitions, and the checks every network-kernel C-simulation
+case makes (the layer path's bits in one start, the loops' iterations the perf model's, the
+strict C-simulation's port checks, optionally the simulated board)."""
+import math
+from fractions import Fraction
+
+import numpy as np
+
+#: one format per engine, as the small models' deployment configs name them
+FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
+           "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
+ENGINE = {"bfp8": "bfp_systolic", "twohot": "shift_mac", "fixed8": "sparse_cluster"}
+
+
+def round_fraction(v, rounding):
+    """A Fraction rounded to an integer: half to even, half away from zero, or floor (truncate)."""
+    fl = math.floor(v)
+    r = v - fl
+    if rounding == "truncate" or r == 0:
+        return fl
+    if r != Fraction(1, 2):
+        return fl + (r > Fraction(1, 2))
+    if rounding == "nearest_even":
+        return fl + (fl % 2)
+    return fl + 1 if v > 0 else fl
+
+
+def round_array(w, rounding):
+    """The numpy values ``w`` rounded to integers in their own dtype (longdouble references):
+    half away from zero (``nearest_away``), half to even (``nearest_even``), else floor."""
+    w = np.asarray(w)
+    if rounding == "nearest_away":
+        return np.sign(w) * np.floor(np.abs(w) + w.dtype.type(0.5))
+    if rounding == "nearest_even":
+        return np.rint(w)
+    return np.floor(w)
+
+
+def write_config(tmp, name, model, *, formats=None, layout="nchw", stem=None):
+    """The deployment config ``tmp/STEM.yaml`` (``stem`` default ``name``) of the ONNX file
+    ``model``: every format of ``formats`` (default :data:`FORMATS`), one assignment each."""
+    formats = FORMATS if formats is None else formats
+    cfg = tmp / f"{stem or name}.yaml"
+    cfg.write_text(f"name: {name}\nmodel: {model}\ndata: digits\nlayout: {layout}\nformats:\n"
+                   + "".join(f"  {k}: {v}\n" for k, v in formats.items())
+                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in formats))
+    return cfg
+
+
+def compile_each(tmp, name, model, fmts=None, *, formats=None, layout="nchw", stem=None, **compile_kw):
+    """``{fmt: tmp/STEM-FMT.hlsnn}``: the ONNX file ``model`` compiled in each of ``fmts``
+    (default every format of the config, :func:`write_config`); ``compile_kw`` to compile_model."""
+    from hlsnn.network.build import compile_model
+    formats = FORMATS if formats is None else formats
+    cfg = write_config(tmp, name, model, formats=formats, layout=layout, stem=stem)
+    out = {}
+    for fmt in (formats if fmts is None else fmts):
+        out[fmt] = tmp / f"{stem or name}-{fmt}.hlsnn"
+        compile_model(cfg, fmt, out[fmt], **compile_kw)
+    return out
+
+
+def compile_onnx(tmp, name, model, fmt, *, formats=None, layout="nchw", stem=None, **compile_kw):
+    """Compile the ONNX file ``model`` in format ``fmt`` (one of ``formats``, default
+    :data:`FORMATS`: the config lists them all, one assignment each) to ``tmp/STEM-FMT.hlsnn``."""
+    return compile_each(tmp, name, model, [fmt], formats=formats, layout=layout, stem=stem, **compile_kw)[fmt]
+
+
+def check_kernel_run(path, fmt, x, board=False):
+    """The network kernel of the compiled model ``path`` on C-simulation for the batch ``x``:
+    ``fmt``'s engine, the layer-by-layer emulator's bits, one start, every loop's iterations the
+    perf model's, and (a strict library) every bank within its ports; ``board``: the simulated
+    board gives the same bits in one start. Returns the csim model."""
+    import hlsnn
+    from hlsnn.engines.bfp_systolic.network import perf as bfpperf
+    from hlsnn.engines.shift_mac.network import perf as netperf
+    k_run = hlsnn.load(path, "csim", network=True)
+    assert k_run.network.engine == ENGINE[fmt]
+    np.testing.assert_array_equal(k_run(x), hlsnn.load(path, "emu", network=False)(x))
+    assert k_run.last_kernel_starts == 1
+    k = k_run._kernel
+    perf = bfpperf if fmt == "bfp8" else netperf
+    assert {c: it for c, (it, _) in k.counters.items()} == {
+        c: len(x) * v for c, v in perf.iterations(k_run.network, k.tables).items()}
+    if k.strict:                                   # the strict C-simulation's port checks hold
+        assert all(b["sites"] <= b["ports"] for b in k.strict_report["banks"])
+    if board:
+        with hlsnn.load(path, "sim", network=True) as sim:       # the simulated board
+            np.testing.assert_array_equal(sim(x), k_run(x))
+            assert sim.last_kernel_starts == 1
+    return k_run
