@@ -21,7 +21,7 @@ FORMATS = {"twohot": "{type: twohot, accel: shift8_pynq-z2}", "fixed8": "{type: 
 BEYOND = Path(__file__).resolve().parents[1] / "data" / "torch" / "beyond"
 
 
-def tablein_model(path, seed=3):
+def tablein_model(path, seed=3, gate_act="HardSwish", gated="l1"):
     """conv (8, 3x3) c1 -> conv (8, 3x3) c2 -> Add(c1, c2) -> LeakyRelu (rule 9e of an Add) l ->
     conv (8, 1x1) -> Sigmoid s -> Mul(l, s) (a gate of two maps) -> HardSwish (rule 9e of a gate)
     -> AveragePool 2x2 -> Tanh (rule 9e of a pool) -> conv (8, 3x3) -> Relu -> global pool ->
@@ -39,8 +39,8 @@ def tablein_model(path, seed=3):
              helper.make_node("LeakyRelu", ["a1"], ["l1"], alpha=0.125),
              helper.make_node("Conv", ["l1", "w3", "b3"], ["c3"]),
              helper.make_node("Sigmoid", ["c3"], ["s3"]),
-             helper.make_node("Mul", ["l1", "s3"], ["m1"]),
-             helper.make_node("HardSwish", ["m1"], ["h1"]),
+             helper.make_node("Mul", [gated, "s3"], ["m1"]),
+             helper.make_node(gate_act, ["m1"], ["h1"]),
              helper.make_node("AveragePool", ["h1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
              helper.make_node("Tanh", ["p1"], ["t1"]),
              helper.make_node("Conv", ["t1", "w4", "b4"], ["c4"], pads=[1, 1, 1, 1]),
@@ -54,14 +54,15 @@ def tablein_model(path, seed=3):
     return path
 
 
-def _compile(tmp, model, name):
+def _compile(tmp, model, name, formats=None):
     from hlsnn.network.build import compile_model
+    formats = formats or FORMATS
     cfg = tmp / f"{name}.yaml"
     cfg.write_text(f"name: {name}\nmodel: {model}\ndata: digits\nlayout: auto\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
+                   + "".join(f"  {k}: {v}\n" for k, v in formats.items())
+                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in formats))
     out = {}
-    for fmt in FORMATS:
+    for fmt in formats:
         out[fmt] = tmp / f"{name}-{fmt}.hlsnn"
         compile_model(cfg, fmt, out[fmt])
     return out
@@ -71,6 +72,16 @@ def _compile(tmp, model, name):
 def nets(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tablein")
     return _compile(tmp, tablein_model(tmp / "tablein.onnx"), "tablein")
+
+
+@pytest.fixture(scope="module")
+def bfp_net(tmp_path_factory):
+    """The model for bfp_systolic (rule 9b of a sum, a product, a mean): a HardSigmoid after the
+    gate (9c's HardSwish takes M-bit mantissas only), the gate of a conv's map (its 8-bit
+    mantissas times the Sigmoid's 16 stay in the kernel's 25 bits)."""
+    tmp = tmp_path_factory.mktemp("tablein_bfp")
+    return _compile(tmp, tablein_model(tmp / "tablein.onnx", gate_act="HardSigmoid", gated="c1"), "tablein",
+                    {"bfp8": "{type: bfp, accel: bfp8_zcu104}"})["bfp8"]
 
 
 def _x(n):
@@ -88,6 +99,17 @@ def test_tables_of_an_add_a_gate_and_a_pool_run_in_the_network_mode_with_the_lay
     luts = {op.f["fn"]: made.get(op.ins[0]) for op in ops if op.kind == "lut"}
     assert luts == {"LeakyRelu": "add", "Sigmoid": "conv", "HardSwish": "gate", "Tanh": "avgpool"}, luts
     np.testing.assert_array_equal(net(x), hlsnn.load(nets[fmt], "emu", network=False)(x))
+
+
+def test_bfp_tables_of_a_sum_a_product_and_a_mean_have_the_layer_paths_bits(bfp_net):
+    """bfp_systolic: rule 9b reads the add, gate and avgpool ops' exact pairs (wider mantissas)
+    as it reads a conv's; the emu network mode gives the layer path's bits."""
+    x = _x(48)
+    net = hlsnn.load(bfp_net, "emu", network=True)
+    made = {op.out: op.kind for op in net.network.ops}
+    luts = {op.f["fn"]: made.get(op.ins[0]) for op in net.network.ops if op.kind == "lut"}
+    assert luts == {"LeakyRelu": "add", "Sigmoid": "conv", "HardSigmoid": "gate", "Tanh": "avgpool"}, luts
+    np.testing.assert_array_equal(net(x), hlsnn.load(bfp_net, "emu", network=False)(x))
 
 
 def test_rule_9e_codes_are_the_ops_float_values_rounded_at_the_calibrated_radix(nets):
@@ -148,6 +170,18 @@ def test_tables_of_computed_tensors_on_csim(nets, fmt):
     assert board.last_kernel_starts == 1
 
 
+@pytest.mark.slow     # test_tables_of_computed_tensors_on_csim is the quick csim case (integer engines)
+@pytest.mark.csim
+def test_bfp_tables_of_computed_tensors_on_csim(bfp_net):
+    """The bfp_systolic kernel with rule 9b tables of a sum, a product and a mean: one start,
+    the layer path's bits."""
+    x = _x(4)
+    want = hlsnn.load(bfp_net, "emu", network=False)(x)
+    board = hlsnn.load(bfp_net, "csim", network=True)
+    np.testing.assert_array_equal(board(x), want)
+    assert board.last_kernel_starts == 1
+
+
 FIXTURES = ("v_f_dw_cbam_ts17", "v_f_dw_cbam_dynamo", "v_f_mbv3_dl_ts17", "v_f_mbv3_dl_dynamo")
 
 
@@ -155,13 +189,19 @@ FIXTURES = ("v_f_dw_cbam_ts17", "v_f_dw_cbam_dynamo", "v_f_mbv3_dl_ts17", "v_f_m
 def test_fresh_family_models_run_in_one_start_with_the_layer_paths_bits(name, tmp_path):
     """hfam's CBAM (Sigmoid of an Add of two MLP outputs) and MobileNetV3 (HardSwish after the
     squeeze-excite gate) exported from torch: network mode on both integer engines, the layer
-    path's bits on emu."""
+    path's bits on emu (bfp_systolic too for CBAM; MobileNetV3's HardSwish of a gate's pairs stays
+    refused by name on it)."""
     model = BEYOND / f"{name}.onnx"
     if not model.exists():
         pytest.skip(f"{model.name}: hfam's fixture (branch hfam)")
-    nets = _compile(tmp_path, model, name)
+    nets = _compile(tmp_path, model, name, dict(FORMATS, bfp8="{type: bfp, accel: bfp8_zcu104}"))
     x = _x(24)
     for fmt, path in nets.items():
+        if fmt == "bfp8" and "mbv3" in name:        # rule 9c's HardSwish takes a layer's M-bit mantissas
+            from hlsnn.errors import InputError
+            with pytest.raises(InputError, match="HardSwish of BFP values that are not an engine layer"):
+                hlsnn.load(path, "emu", network=True)
+            continue
         net = hlsnn.load(path, "emu", network=True)
         made = {op.out: op.kind for op in net.network.ops}
         assert any(op.kind == "lut" and made.get(op.ins[0]) in ("add", "gate") for op in net.network.ops), fmt

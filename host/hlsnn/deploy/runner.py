@@ -59,7 +59,8 @@ import time
 import numpy as np
 
 from ..engines import convgeom as conv
-from ..engines.network import gate as netgate, tablein
+from ..engines.network import gate as netgate
+from . import tablecodes as tablein
 from ..errors import InputError
 from . import biascorr, hostops, samplewise
 from . import update as updates

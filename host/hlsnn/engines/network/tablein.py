@@ -7,14 +7,14 @@ after a U-Net's ``Add(ConvTranspose, skip)``, a ``HardSwish`` after a squeeze-ex
 
 **Rule 9e.** The op's exact float64 values ``v`` (a sum, product or mean of ``b``-bit codes)
 are converted to ``b``-bit signed codes at the radix ``F_t`` that DETERMINE picks from them on
-the calibration images (:func:`hlsnn.deploy.quant.host_radix`, as an engine layer reading
+the calibration images (``hlsnn.deploy.quant.host_radix``, as an engine layer reading
 them picks its ``F_x``): ``q = to_fixed(v, F_t, b)``; the table (rule 9) then reads ``q`` at
 ``F_t`` as it reads a conv's output. ``F_t`` is kept in the compiled program's host-layer field
-``table_in`` (``{"f_in": F_t}``). The layer path (:func:`run`) does exactly that; the network
+``table_in`` (``{"f_in": F_t}``). The layer path (``hlsnn.deploy.tablecodes.run``) does exactly that; the network
 mode (:func:`lower_host`) materializes the pending op requantized to ``F_t`` (the op's own
 rule: 4 for an Add, 10 for a gate, 11 for a pool, exact under the same conditions as for an
 engine consumer, else refused by name) and puts the table op after it, so both give the same
-bits. The kernel runs the op's loop then the table's loop (no new loop: the table reads the
+bits (the layer path's half: :mod:`hlsnn.deploy.tablecodes`). The kernel runs the op's loop then the table's loop (no new loop: the table reads the
 op's output buffer).
 
 Where the op's inputs are not fixed-point codes of one width (a BFP layer's output, the float
@@ -22,65 +22,12 @@ input) the layer path keeps computing the table in float64, and the network refu
 """
 from __future__ import annotations
 
-import numpy as np
-
 #: the ops whose float output rule 9e converts for a table (a Relu or a global mean only of one of them)
 SOURCES = ("Add", "Mul", "AveragePool")
 #: ops between a source and the table that keep rule 9e (the network mode fuses them into the
 #: pending op; a global mean of codes is a source too); where the network mode cannot, it refuses by name
 THROUGH = ("Relu", "GlobalAveragePool", "MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Squeeze", "Unsqueeze",
            "Identity")
-
-
-def code_bits(net, layer, env):
-    """The code width ``b`` of rule 9e for table ``layer`` of the layer path (its input the
-    float output of a :data:`SOURCES` op, through :data:`THROUGH` ops, whose inputs are
-    fixed-point codes of ``b`` bits), or None."""
-    from .gate import applies
-    if not applies(layer.op, (0, 8, True), layer.attrs) or env[layer.inputs[0]].fmt is not None:
-        return None
-    made = getattr(net, "_tablein_made", None)
-    if made is None or made[0] is not net.layers:
-        made = (net.layers, {la.output: la for la in net.layers})
-        try:
-            net._tablein_made = made
-        except AttributeError:
-            pass
-    made = made[1]
-
-    def bits(t, depth):
-        a = env.get(t)
-        if a is not None and a.fmt is not None:
-            return int(a.fmt[1])
-        p = made.get(t)
-        if p is None or p.kind != "host" or depth > 4 or p.op not in SOURCES + THROUGH:
-            return None
-        bs = {bits(i, depth + 1) for i in p.inputs}
-        return bs.pop() if len(bs) == 1 and None not in bs else None
-
-    p = made.get(layer.inputs[0])
-    if p is None or p.kind != "host" or p.op not in SOURCES + THROUGH:
-        return None
-    b = bits(layer.inputs[0], 0)
-    return b if b is not None and 2 <= b <= 12 else None
-
-
-def run(dep, layer, act, b, calibrate):
-    """Rule 9e in the layer path: ``(values, fmt)`` of table ``layer`` on the float ``act``:
-    ``F_t`` by DETERMINE when calibrating (every batch when ``dynamic``), kept in the
-    deployment's ``table_in``; the codes ``to_fixed(v, F_t, b)``; then rule 9's table."""
-    from ...errors import InputError
-    from ...deploy.quant import Act, host_radix, to_fixed
-    from . import gate
-    radix = dep.__dict__.setdefault("table_in", {})
-    if calibrate or dep.dynamic or layer.name not in radix:
-        if not calibrate and not dep.dynamic:
-            raise InputError(f"layer {layer.name}: no calibrated input radix for its table (rule 9e)")
-        radix[layer.name] = int(host_radix(act.values, b, True, dep.overflow_ratio))
-    f = radix[layer.name]
-    q = to_fixed(act.values, f, b, True, dep.rounding)
-    codes = Act(np.ldexp(q.astype(np.float64), -f), (f, b, True))
-    return gate.host_run(layer, codes, dep.rounding, dep._table_radix(layer, codes, calibrate))
 
 
 def lower_host(j, w, steps, why, op_cls):
