@@ -252,6 +252,9 @@ def walk(program, arrays, steps):
             if transpose.lower_host(j, state, shapes, aliases, w.kernel_in, ops, _why, Op,   # RowsToMap, MapToRows
                                     lambda s: s is not None and s[0] in ("q", "input")):
                 continue
+            from ..engines.network import tablein
+            if tablein.lower_host(j, w, steps, _why, Op):                 # a table of a pending Add, gate, pool
+                continue
             if netgate.lower_host(j, state, shapes, ops, steps.bits, steps.rounding, _why, Op):   # tables, gate Mul
                 continue
             from ..engines.network import linpool

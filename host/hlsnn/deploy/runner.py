@@ -60,6 +60,7 @@ import numpy as np
 
 from ..engines import convgeom as conv
 from ..engines.network import gate as netgate
+from . import tablecodes as tablein
 from ..errors import InputError
 from . import biascorr, hostops, samplewise
 from . import update as updates
@@ -256,6 +257,9 @@ class Deployment:
                 env[layer.output] = self.host[layer.name].run(ins, calibrate)
             elif layer.name in luts:                   # a table of a BFP layer's output (netbfp rule 9b)
                 env[layer.output] = Act(*self._bfp_lut(layer, ins[0], luts[layer.name], calibrate))
+            elif layer.kind == "host" and k < last and tablein.code_bits(self.net, layer, env):   # rule 9e
+                env[layer.output] = Act(*tablein.run(self, layer, ins[0], tablein.code_bits(self.net, layer, env),
+                                                     calibrate))
             elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs):   # a table on integers
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding,
                                                           self._table_radix(layer, ins[0], calibrate)))

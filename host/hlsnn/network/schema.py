@@ -295,6 +295,9 @@ def _host(w, j, in_shapes, arrays):
     if "table" in j:                    # rule 9's calibrated output radix (hlsnn.engines.network.gate)
         _int(f"{w}: table.f_out", _key(_dict(f"{w}: table", j["table"]), "f_out", f"{w}: table"),
              -MAX_RADIX, MAX_RADIX)
+    if "table_in" in j:                 # rule 9e's code radix (hlsnn.engines.network.tablein)
+        _int(f"{w}: table_in.f_in", _key(_dict(f"{w}: table_in", j["table_in"]), "f_in", f"{w}: table_in"),
+             -MAX_RADIX, MAX_RADIX)
     shape = in_shapes[0]
     if op in ("MaxPool", "AveragePool"):
         return _window(w, a, shape)

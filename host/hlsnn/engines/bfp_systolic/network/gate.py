@@ -13,7 +13,8 @@ and after which an engine layer still runs (``rounding``: the deployment's).
 
 9b. **table on pairs** (``Sigmoid``, ``HardSigmoid`` and every other table op of
     :data:`hlsnn.engines.network.gate.UNARY` but ``HardSwish``; its input a BFP engine layer's
-    output, or one moved by :data:`MOVES`): ``F`` is DETERMINE's radix point
+    output, or one moved by :data:`MOVES`; or, issue 52, an ``Add`` (its ``Relu``) or a gate
+    ``Mul`` of pairs: exact pairs of wider mantissas, coded the same way): ``F`` is DETERMINE's radix point
     (:func:`hlsnn.deploy.quant.host_radix`, the deployment's ``overflow_ratio``) for ``b =
     M``-bit signed codes of the op's input on the calibration images, fixed after calibration
     (``dynamic`` mode: every batch). Each element's code is ``q = shift_round_sat(m,
@@ -195,6 +196,14 @@ def _engine_made(t, w):
     return False
 
 
+def _computed(t, w):
+    """Tensor ``t`` is an add, gate or avgpool op's output (exact pairs of wider mantissas: rule 9b's
+    note on sums and products in the module docstring)."""
+    t = w.aliases.get(t, t)
+    op = next((o for o in reversed(w.ops) if o.out == t), None)
+    return op is not None and op.kind in ("add", "gate", "avgpool")
+
+
 def lower_host(steps, j, st, w):
     """:meth:`BfpSteps.host` for rules 9b and 10b: True if ``j`` was lowered; :class:`InputError`
     (by :func:`hlsnn.deploy.program._why`) for a table or gate without a rule here."""
@@ -216,7 +225,12 @@ def lower_host(steps, j, st, w):
     if op in UNARY and not is_table(op, j.get("attrs", {})):
         from ...network.tables import why_not
         raise _why(j, why_not(op, j.get("attrs", {})))
-    if op in UNARY and (st[0] != "q" or not _engine_made(j["inputs"][0], w)):
+    if op in UNARY and op not in EXACT and st[0] == "add" and j.get("bfp_table"):    # rule 9b of a sum
+        base = steps.materialize_add(j, st[1], w)
+        w.aliases[j["inputs"][0]] = base
+        j, st = dict(j, inputs=[base]), w.state[base]
+    if op in UNARY and (st[0] != "q" or not (_engine_made(j["inputs"][0], w)
+                                             or op not in EXACT and _computed(j["inputs"][0], w))):
         raise _why(j, f"{op} of BFP values that are not an engine layer's output (rules 9b, 9c of "
                       f"hlsnn.engines.bfp_systolic.network.gate take a BFP layer's M-bit mantissas)")
     if op in EXACT:                                       # rule 9c: HardSwish exactly, w = M + W_EXTRA
@@ -295,9 +309,20 @@ def host_layers(layers, execs, bfp_cls):
         ex = execs.get(src.name) if src is not None else None
         if isinstance(ex, bfp_cls):
             out[la.name] = int(ex.p["mantissa_bits"])
+        elif src is not None and la.op not in EXACT and _sum_or_product(src, made) and execs \
+                and all(isinstance(e, bfp_cls) for e in execs.values()):     # rule 9b of a sum or product
+            out[la.name] = int(next(iter(execs.values())).p["mantissa_bits"])
     return out
 
 
+
+
+def _sum_or_product(src, made):
+    """Host layer ``src`` is an ``Add``, a ``Mul`` or an ``AveragePool`` (or a ``Relu`` of an ``Add``): exact pairs
+    whose mantissas may be wider than ``M`` (9b reads them all the same: :func:`codes`)."""
+    if src.kind == "host" and src.op == "Relu":
+        src = made.get(src.inputs[0])
+    return src is not None and src.kind == "host" and src.op in ("Add", "Mul", "AveragePool")
 
 
 def host_run(layer, values, f_in, bits, rounding):
