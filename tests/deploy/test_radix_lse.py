@@ -100,6 +100,8 @@ def test_the_compiled_calibration_chooses_the_layer_paths_radix_points(seed):
                        for k, ex in ref.execs.items()}
         ref.fast = True
         np.testing.assert_array_equal(fast.run(x).view(np.uint64), ref.run(x).view(np.uint64))
+        # the network's output layer keeps DETERMINE's rule (a saturated output is a clamped result)
+        assert [k for k, ex in fast.execs.items() if not radix_lse.wanted_out(ex)] == ["fc"]
         finer = [k for k in fast.execs if fast.execs[k].f_out != msb.execs[k].f_out]
         assert all(fast.execs[k].f_out > msb.execs[k].f_out for k in finer)     # never coarser than DETERMINE's
     finally:

@@ -145,7 +145,7 @@ class _Exec:
         63 of zero."""
         groups = np.unique(f_vec)
         parts, stored = [], None
-        lse = radix_lse.wanted(self) and self.WIDE_OUT and len(groups) == 1 and images is None
+        lse = radix_lse.wanted_out(self) and self.WIDE_OUT and len(groups) == 1 and images is None
         raw_in = raw or lse                   # radix: lse reads the wide results (hlsnn.deploy.radix_lse)
         extra = {} if images is None and not raw_in else {"images": images, "raw": raw_in}
         for g in groups:
