@@ -9,7 +9,6 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from hlsnn.deploy import calibrate as netcal, datasets, fast as netfast, radix_lse  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config  # noqa: E402
@@ -141,15 +140,22 @@ def test_unet_bil_within_three_percent_of_onnxruntime(tmp_path, name):
 
 
 def test_unet_bil_network_path_has_the_layer_paths_bits(tmp_path):
-    """Compiled with ``radix: lse``: one network start (emu) gives the layer path's output bits
-    (the radix points are the program's static numbers; no kernel rule changes)."""
+    """Compiled with ``radix: lse``: one network start on emu and on the simulated board (the
+    network kernel's C-simulation) gives the layer path's output bits (the radix points are the
+    program's static numbers; no kernel rule changes)."""
     from hlsnn.network import artifact
     from hlsnn.network.build import compile_model
-    from hlsnn.network.loader import kernel_network
+    from hlsnn.network.loader import kernel_network, load
     out = tmp_path / "u.hlsnn"
     compile_model(str(_config(tmp_path, "v_f_unet_bil_ts17", "lse")), "fixed8", str(out), check_samples=2)
     kernel_network(*artifact.read(str(out)))
-    x = np.asarray(datasets.load("digits", layout="nchw").x_test[:16], np.float64)
-    net, lay = hlsnn.load(str(out), "emu", network=True), hlsnn.load(str(out), "emu", network=False)
-    a, b = net.logits(x), lay.logits(x)
-    assert np.asarray(a).view(np.uint64).tolist() == np.asarray(b).view(np.uint64).tolist()
+    x = np.asarray(datasets.load("digits", layout="nchw").x_test[:3], np.float64)
+    with load(str(out), "emu", network=False, self_check=False) as ref:
+        want = np.asarray(ref.logits(x)).view(np.uint64).tolist()
+    for target in ("emu", "sim"):
+        with load(str(out), target, network=True) as net:
+            got = np.asarray(net.logits(x)).view(np.uint64).tolist()
+            assert net.network is not None, target
+            if target == "sim":
+                assert net.last_kernel_starts == 1
+        assert got == want, target
