@@ -73,7 +73,7 @@ def test_the_variant_files_hold_the_patterns_they_test():
                                                       "v_jet_log", "v_unet_bilinear", "v_tc_view", "v_unet_mix",
                                                       "v_tok_clf", "v_unet_ct2", "v_dw_a", "v_f_att_einsum",
                                                       "v_f_ae1d_lin", "v_f_unet_reflect", "v_f_mbv3_dl",
-                                                      "v_f_unet_milesial", "v_f_dw_cbam"}
+                                                      "v_f_unet_milesial", "v_f_dw_cbam", "v_f_unet_bil"}
     g = onnx.load(str(DATA / "v_tc_a_ts17.onnx"), load_external_data=False).graph
     assert any(a.name == "auto_pad" and a.s == b"SAME_UPPER" for n in g.node for a in n.attribute)
     assert "Transpose" in ops["v_tc_mean_dynamo"] and "Transpose" in ops["v_tc_mean_ts17"]

@@ -61,7 +61,7 @@ from ..errors import InputError
 from ..formats import fixed
 from ..native import parallel
 from ..primitives import msb_histogram
-from . import fast as netfast, program as netmode
+from . import fast as netfast, program as netmode, radix_lse
 from ..engines.convgeom import spread
 
 #: ``rule | RAW`` makes ``hlsnn_net_conv`` store the wide results (``netint.c``)
@@ -103,6 +103,9 @@ def calibrate(dep, x):
             raise _Bail                        # nor of a chained Add's exact sum (engines.network.chain)
         if any(getattr(ex, "terms", 1) != 1 for ex in dep.execs.values()):
             raise _Bail                        # nor of two codes a weight (its refit is hlsnn.deploy.twoterm's)
+        if any(radix_lse.wanted(ex) for ex in dep.execs.values()) and any(op.kind not in ("conv", "maxpool")
+                                                                         for op in net.ops):
+            raise _Bail                        # radix: lse of an Add's sum: the layer path's values
         _walk(dep, net, so, x)
     except (_Bail, InputError):
         _restore(dep, saved)
@@ -143,6 +146,9 @@ def _walk(dep, net, so, x):
     # 1. the input at host_radix's point, as the first layer converts it
     from .quant import host_radix
     f_x = host_radix(x, bits, True, dep.overflow_ratio)
+    first = dep.execs[net.ops[0].name] if net.ops and net.ops[0].kind == "conv" else None
+    if first is not None and radix_lse.wanted(first):
+        f_x = radix_lse.input_radix(x, f_x, bits, True, dep.rounding)
     net.input["f"] = f_x
     c, h, w = netmode._chw(net.input["shape"])
     xf = np.ascontiguousarray(x.reshape(b, -1))
@@ -244,6 +250,8 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
         hb[:min(nbins, 32)] = h[:nbins]
         parts.append((g, np.minimum(hb, (1 << 32) - 1), npix * len(chans)))
     ex.determine_groups(f_vec, parts, cv.bits, True)
+    if radix_lse.wanted_out(ex) and len(groups) == 1 and not is_shift:
+        ex.f_out = radix_lse.refine(v, int(groups[0]), ex.f_out, cv.bits, True, dep.rounding)
     # the main operation: the output stage on v at that radix (and a Clip's clamp)
     lo_c, hi_c = -(1 << (cv.bits - 1)), (1 << (cv.bits - 1)) - 1
     if clip is not None:

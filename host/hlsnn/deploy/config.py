@@ -56,6 +56,9 @@ FORMAT_FIELDS = {
                           "error at the same scale, both summed in the layer's one accumulator (K doubled: "
                           "hlsnn.deploy.twoterm; such a deployment runs layer by layer, not in the network mode)",
                           default=1, lo=1, hi=2),
+    "radix": Field("choice", "fixed, sparse: each activation radix point chosen by DETERMINE (msb: the largest value "
+                   "fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
+                   "(lse: hlsnn.deploy.radix_lse)", default="msb", choices=("msb", "lse")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
                              "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias; "
@@ -128,6 +131,7 @@ class FormatSpec:
     weight_fit: str = "output"
     bias_correction: str = "auto"
     weight_terms: int = 1
+    radix: str = "msb"
 
     @property
     def engine(self):
@@ -179,7 +183,7 @@ def load_deploy_config(path) -> DeployConfig:
     fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS
     if not isinstance(fm_raw, dict) or not fm_raw:
         raise ConfigError(path, "formats", fm_raw, "must be a non-empty mapping of format names to "
-                          "{type, accel, delta, prune, weight_scale, weight_fit, weight_terms, bias_correction}")
+                          "{type, accel, delta, prune, weight_scale, weight_fit, weight_terms, bias_correction, radix}")
     formats = {}
     for name, spec in fm_raw.items():
         _check_name(path, "formats", name)
@@ -198,6 +202,10 @@ def load_deploy_config(path) -> DeployConfig:
         if s["type"] not in ("twohot", "pot") and s["weight_terms"] != 1:
             raise ConfigError(path, f"formats.{name}.weight_terms", s["weight_terms"],
                               "only the shift formats (twohot, pot) have a second code per weight; leave it out")
+        if s["type"] not in ("fixed", "sparse") and s["radix"] != "msb":
+            raise ConfigError(path, f"formats.{name}.radix", s["radix"],
+                              "only the fixed-point formats of sparse_cluster (fixed, sparse) choose radix points by "
+                              "least squared error; leave it out")
         accel = s["accel"]
         if data["formats"] is not None and not (is_config_name(accel) and not (base / accel).exists()):
             accel = _rel(base, accel)       # a path relative to this file; a bare name is looked up
@@ -207,7 +215,7 @@ def load_deploy_config(path) -> DeployConfig:
                               f"format type {s['type']!r} runs on engine {FORMAT_ENGINES[s['type']]}, but this "
                               f"config's engine is {cfg.engine}")
         formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"],
-                                     s["weight_fit"], s["bias_correction"], s["weight_terms"])
+                                     s["weight_fit"], s["bias_correction"], s["weight_terms"], s["radix"])
     as_raw = data["assignments"]
     assignments = {}
     if as_raw is None:

@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import blocks, groups, shift_fit, twoterm
+from . import blocks, groups, radix_lse, shift_fit, twoterm
 from . import update as updates
 from .quant import CHANNEL_FRAC_LIMIT, Act, host_radix, prune, to_fixed, weight_fracs
 
@@ -83,6 +83,8 @@ class _Exec:
             return act.ints(), act.fmt[0]
         if calibrate or self.f_x is None or self.deploy.dynamic:
             self.f_x = host_radix(act.values, bits, signed, self.deploy.overflow_ratio)
+            if radix_lse.wanted(self):                 # radix: lse (hlsnn.deploy.radix_lse)
+                self.f_x = radix_lse.input_radix(act.values, self.f_x, bits, signed, self.deploy.rounding)
         if not signed and (act.values < 0).any():
             raise InputError(f"layer {self.layer.name}: negative inputs, but {self.acc.config.name} has unsigned "
                              f"activations")
@@ -143,17 +145,21 @@ class _Exec:
         63 of zero."""
         groups = np.unique(f_vec)
         parts, stored = [], None
-        extra = {} if images is None and not raw else {"images": images, "raw": raw}
+        lse = radix_lse.wanted_out(self) and self.WIDE_OUT and len(groups) == 1 and images is None
+        raw_in = raw or lse                   # radix: lse reads the wide results (hlsnn.deploy.radix_lse)
+        extra = {} if images is None and not raw_in else {"images": images, "raw": raw_in}
         for g in groups:
             chans = None if len(groups) == 1 else np.flatnonzero(f_vec == g)     # f_vec: one per channel
             out, h, _, m = call(True, 0, chans, **extra)
-            if raw:
+            if raw_in:
                 if stored is None:
                     stored = np.empty((out.shape[0], self.n_out) + out.shape[2:], np.int64)
                 stored[:, slice(None) if chans is None else chans] = out
             parts.append((g, h, m))
         self.determine_groups(f_vec, parts, bits, signed)
-        return stored
+        if lse:
+            self.f_out = radix_lse.refine(stored, int(groups[0]), self.f_out, bits, signed, self.deploy.rounding)
+        return stored if raw else None
 
     def determine_groups(self, f_vec, parts, bits, signed):
         """DETERMINE on the statistics of the groups of channels of equal ``f_in``
