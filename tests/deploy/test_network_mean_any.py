@@ -135,12 +135,6 @@ def test_avgpool_3x3_equals_onnx_reference_quantized_by_the_layer_path(strides, 
             np.testing.assert_array_equal(got, to_fixed(ref, f_x, 8, True, rounding))
 
 
-def test_bfp_pairs_refuse_a_count_that_is_not_a_power_of_two_by_name():
-    j = dict(kind="host", op="AveragePool", name="p", inputs=["x"], output="y", attrs=dict(kernel_shape=[3, 3]))
-    with pytest.raises(InputError, match=r"layer p \(AveragePool\).*9 taps \(not a power of two\).*BFP pairs"):
-        linpool.lower_host(j, {"x": ("q", None)}, {"x": (2, 6, 6)}, [], None, netmode._why, netmode.Op)
-
-
 def test_a_mean_the_float_path_may_round_otherwise_is_refused():
     """A sum whose radix lies 30 bits above the consumer's: the decision points crowd below
     the layer path's 2**-25 resolution; plan says so instead of giving other bits."""
@@ -246,13 +240,20 @@ def test_network_path_has_the_layer_paths_bits(tmp_path, kind, fmt):
     assert _kernel_calls(net) == before
 
 
-@pytest.mark.parametrize("kind", ["gap7", "avg3s1", "rmean6"])
-def test_bfp_runs_such_nets_layer_by_layer_naming_the_mean(tmp_path, kind):
-    from hlsnn.network import artifact
-    from hlsnn.network.loader import kernel_network
+@pytest.mark.parametrize("kind", [k if k in ("gap3", "rmean6", "res7", "avg3s1p", "avg3gmax") else
+                                  pytest.param(k, marks=pytest.mark.slow) for k in KINDS])
+def test_bfp_network_path_has_the_layer_paths_bits(tmp_path, kind):
+    """On BFP pairs (bfp8) each net runs as one network program with the layer path's bits on
+    200 digits: its means over 9, 25, 36, 49 values as exact sums that the next conv rounds
+    (hlsnn.engines.bfp_systolic.network.mean rule 6b); a MaxPool of the means picks the largest sum."""
+    from hlsnn.deploy import datasets
     out = _compile(tmp_path, kind, "bfp8")
-    with pytest.raises(InputError, match=r"not a power of two\) has no exact rule on BFP pairs"):
-        kernel_network(*artifact.read(out))
+    x = datasets.load("digits", layout="nchw").x_test[:200]
+    want = hlsnn.load(out, "emu", network=False)(x)
+    net = hlsnn.load(out, "emu", network=True)
+    assert net.network is not None
+    assert any(op.kind == "conv" and op.f.get("mdiv", 1) > 1 for op in net.network.ops)
+    np.testing.assert_array_equal(net(x), want)
 
 
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])

@@ -142,9 +142,10 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
     shape = (f["c"], f["oh"], f["ow"]) if len(shapes[j["inputs"][0]]) != 2 else (f["c"], f["oh"])
     shapes[j["output"]] = shape
     if bits is None:                                # BFP pairs: the exact sum, its exponent less p (the shift)
-        if f.get("n", 1) & (f.get("n", 1) - 1):
-            raise why(j, f"a mean over {f['kh']}x{f['kw']} = {f['n']} taps (not a power of two) has no exact rule "
-                         f"on BFP pairs")
+        n = f.get("n", 1)
+        if n & (n - 1):                             # bfp rule 6b: the sum at 2**-a, read as over d
+            from ..bfp_systolic.network.mean import odd
+            f = dict(f, p=odd(n)[0], mdiv=odd(n)[1])
         ops.append(op_cls("avgpool", j["name"], [src], j["output"], dict(f, shift=f["p"], rounding="nearest_even")))
         state[j["output"]] = ("q", None)
     else:

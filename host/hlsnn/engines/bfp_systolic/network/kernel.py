@@ -59,7 +59,7 @@ LANES, BANKS = 8, 16
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
-          "zfirst", "wob0", "wobase0", "sc_base")
+          "zfirst", "wob0", "wobase0", "sc_base", "mdiv")
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -108,7 +108,8 @@ def tables(net, pz, pc):
         unfold = None                                # a dilated or grouped stem reads its taps as such
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
-        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0)    # this kernel's own
+        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0,    # this kernel's own
+                 mdiv=int(f.get("mdiv", 1) > 1 and op.kind in ("conv", "add")))    # rule 6b: reads / sums a mean
         if op.kind == "conv":
             for j in range(f.get("packs", 1)):          # a row per pack of groups (lower.pack)
                 dj = dict(d)
@@ -276,6 +277,7 @@ def render(net, out_dir):
     from ...network.chain import sc_add
     from ....version import __version__
     from . import perf as bfpperf
+    from .mean import mean_fields
     from ...network import perf as netperf
     p = net.params
     pz, pc = shape(p)
@@ -302,6 +304,7 @@ def render(net, out_dir):
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
+               **mean_fields(net),                                       # rule 6b (.mean)
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                tap_c0=_ints([x[4] for x in t["taps"]]),

@@ -108,6 +108,8 @@ EXACT_BITS = 53
 #: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
 #: exponent): an Add's sum must be below 2**(ELEM_BITS - 1) (rule 5)
 ELEM_BITS = 26
+#: a mean over a count that is not a power of two: its sum's bound (rule 6b, :mod:`.mean`)
+MEAN_BITS = 52
 #: a wide element's mantissa bits (a global pool's sums: below 2**53, netbfp rule 6; the
 #: output words); an element's in the activation buffers is :data:`ELEM_BITS` (26: a 36-bit
 #: element with its 10-bit exponent)
@@ -175,8 +177,13 @@ class BfpSteps:
         if base not in w.shapes:
             c = w.shapes[a["ins"][0]][0]
             hw = int(np.prod(w.shapes[a["ins"][0]][1:]))
+            n = a.get("n") or 1
+            ex = {}
+            if n & (n - 1):                               # rule 6b: the sum at 2**-a, read as over d
+                from .mean import odd
+                ex = dict(mdiv=odd(n)[1])
             w.ops.append(_op("add", a["name"], a["ins"], base, c=c, hw=hw, relu=a["relu"], gap=a["p"] is not None,
-                             p=a["p"] or 0, sa=0, sb=0, shift=0,
+                             p=(odd(n)[0] if ex else a["p"] or 0), sa=0, sb=0, shift=0, **ex,
                              shape=(c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]))
             w.shapes[base], w.state[base] = w.ops[-1].f["shape"], ("q", None)
         return base
@@ -222,6 +229,8 @@ class BfpSteps:
             raise InputError(f"network kernel: the output {out_name} is not an engine layer's output")
         if not self.read:
             raise InputError("network kernel: no engine layer reads the input")
+        from .mean import mark
+        mark(w.ops, w.aliases, out_name)                  # rule 6b: which convs read a mean
         return NetProgram(program["name"], w.ops, w.shapes,
                           dict(name=inp["name"], shape=tuple(inp["shape"]), f=None, bits=p["mantissa_bits"],
                                signed=True, rounding=p["rounding"], format="float32"),
@@ -350,7 +359,12 @@ def conv_pairs(x, f, p, seen=None):
         v = _windows(a, f)                                                    # (B, C, OH, OW, kh, kw)
         return v.transpose(0, 2, 3, 1, 4, 5).reshape(bsz, f["oh"] * f["ow"], -1)
     wm_, we_ = windows(mp), windows(ep)
-    lop = windows(_lop(mp, ep)).max(axis=2)                                   # (B, P)
+    dv = f.get("mdiv", 1)                                                     # rule 6b: means over dv
+    if dv > 1:
+        from .mean import lop as mean_lop
+        lop = windows(mean_lop(mp, ep, dv)).max(axis=2)
+    else:
+        lop = windows(_lop(mp, ep)).max(axis=2)                               # (B, P)
     nonzero = lop != np.iinfo(np.int64).min
     xe = patch_exponent(lop, p)
     free = np.where(nonzero, xe, np.iinfo(np.int64).min).max(axis=1, keepdims=True)    # per image
@@ -359,7 +373,11 @@ def conv_pairs(x, f, p, seen=None):
                     for v, z in zip(free[:, 0], (~nonzero).any(axis=1)))
     free = np.where(free == np.iinfo(np.int64).min, emin, free)
     xe = np.where(nonzero, xe, free)
-    xm = _round_patches(wm_, we_ - xe[:, :, None], M, rnd)
+    if dv > 1:
+        from .mean import mantissa
+        xm = mantissa(wm_, we_, xe[:, :, None], dv, M, rnd)
+    else:
+        xm = _round_patches(wm_, we_ - xe[:, :, None], M, rnd)
     xm, xe = xm.reshape(bsz * f["oh"] * f["ow"], -1), xe.reshape(-1)
     ym = np.empty((xm.shape[0], f["z"]), np.int64)
     ye = np.empty((xm.shape[0], f["z"]), np.int64)
@@ -425,6 +443,7 @@ def _exact_sum_check(parts, e, name, bits=EXACT_BITS):
     tot = sum(parts)
     if (tot >= (1 << bits)).any():
         why = ("the layer-by-layer float64 result rounds" if bits == EXACT_BITS else
+               "rule 6b's mean is not proved equal to the layer path's float64 mean" if bits == MEAN_BITS else
                f"the network kernel keeps an Add's sum in a {ELEM_BITS}-bit mantissa")
         raise NotExact(f"network kernel (bfp): {name}: a sum spans more than {bits} bits, so {why} (rules 5, 6 "
                        f"of hlsnn.engines.bfp_systolic.network.lower); run it with network=False")
@@ -458,7 +477,8 @@ def add_pairs(a, b, f, name):
     s = ta + tb
     if f["relu"]:
         s = np.maximum(s, 0)
-    _exact_sum_check([np.abs(s).sum(axis=2, keepdims=True)], e0, name)
+    _exact_sum_check([np.abs(s).sum(axis=2, keepdims=True)], e0, name,
+                     EXACT_BITS if f.get("mdiv", 1) == 1 else MEAN_BITS)      # rule 6b: |s| < 2**52
     return s.sum(axis=2, keepdims=True), e0 - f["p"]
 
 
