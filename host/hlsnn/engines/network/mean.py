@@ -34,7 +34,8 @@ with a bias for the negative sums: the error ``x * (M/2**L - 1/m) + off/2**L`` l
 ``[0, 1/m)``), which :func:`magic` checks for the ``L`` it picks. Tested exhaustively against
 :class:`fractions.Fraction` rounding (``tests/deploy/test_network_mean_any.py``).
 
-BFP pairs (``bfp_systolic``) keep refusing a count that is not a power of two by name.
+BFP pairs (``bfp_systolic``) keep such a mean as its exact sum, which the reading conv divides
+(:mod:`hlsnn.engines.bfp_systolic.network.mean`, rule 6b).
 """
 from __future__ import annotations
 

@@ -57,10 +57,10 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    the exact sum at ``e = min`` over its non-zero elements, then ``e - p``. The float mean is
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
    sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
-   sums, a few per image, in 54-bit mantissas). A mean over a pixel count that is not a
-   power of two is refused by name by :func:`~hlsnn.deploy.program.lower` (as is such an
-   ``AveragePool``): a pair cannot hold the non-dyadic mean, which the integer engines run as
-   :mod:`hlsnn.engines.network.mean`'s rule 13.
+   sums, a few per image, in 54-bit mantissas). A mean over a count ``n = 2**a * d`` that is
+   not a power of two (``d`` odd; also an ``AveragePool``, a ``ReduceMean``) is the sum at
+   ``e - a`` read as over ``d``: rule 6b of :mod:`.mean` (the reading conv's leading one and
+   mantissa of ``s * 2**e / d`` as integer steps; sums below ``2**52``).
 7. **maxpool**: the element of the largest value of each window (padding never wins); ties
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
    conv's output is ``m = max(m, 0)``.
