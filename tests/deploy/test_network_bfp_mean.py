@@ -1,5 +1,5 @@
 """A mean over a count that is not a power of two on BFP pairs (issue 52, rule 6b of
-hlsnn.engines.bfp_systolic.network.mean): the integer leading one and mantissa of ``s * 2**e /
+hlsnn.engines.bfp_systolic.network.anymean): the integer leading one and mantissa of ``s * 2**e /
 d`` equal the layer path's float64 mean quantized by rule 3 (numpy float64 written out here:
 one division, ``np.frexp``, ``np.ldexp``, the three roundings), the kernel's reciprocal is
 ``u // d`` over its whole range, and a tc_dw-like net (Conv1d ... MaxPool1d(3, 2, ceil_mode),
@@ -13,7 +13,7 @@ import onnx  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
-from hlsnn.engines.bfp_systolic.network import mean as bm  # noqa: E402
+from hlsnn.engines.bfp_systolic.network import anymean as bm  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 ROUNDINGS = ["nearest_even", "nearest_away", "truncate"]

@@ -245,7 +245,7 @@ def test_network_path_has_the_layer_paths_bits(tmp_path, kind, fmt):
 def test_bfp_network_path_has_the_layer_paths_bits(tmp_path, kind):
     """On BFP pairs (bfp8) each net runs as one network program with the layer path's bits on
     200 digits: its means over 9, 25, 36, 49 values as exact sums that the next conv rounds
-    (hlsnn.engines.bfp_systolic.network.mean rule 6b); a MaxPool of the means picks the largest sum."""
+    (hlsnn.engines.bfp_systolic.network.anymean rule 6b); a MaxPool of the means picks the largest sum."""
     from hlsnn.deploy import datasets
     out = _compile(tmp_path, kind, "bfp8")
     x = datasets.load("digits", layout="nchw").x_test[:200]

@@ -144,7 +144,7 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
     if bits is None:                                # BFP pairs: the exact sum, its exponent less p (the shift)
         n = f.get("n", 1)
         if n & (n - 1):                             # bfp rule 6b: the sum at 2**-a, read as over d
-            from ..bfp_systolic.network.mean import odd
+            from ..bfp_systolic.network.anymean import odd
             f = dict(f, p=odd(n)[0], mdiv=odd(n)[1])
         ops.append(op_cls("avgpool", j["name"], [src], j["output"], dict(f, shift=f["p"], rounding="nearest_even")))
         state[j["output"]] = ("q", None)

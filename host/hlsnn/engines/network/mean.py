@@ -35,7 +35,7 @@ with a bias for the negative sums: the error ``x * (M/2**L - 1/m) + off/2**L`` l
 :class:`fractions.Fraction` rounding (``tests/deploy/test_network_mean_any.py``).
 
 BFP pairs (``bfp_systolic``) keep such a mean as its exact sum, which the reading conv divides
-(:mod:`hlsnn.engines.bfp_systolic.network.mean`, rule 6b).
+(:mod:`hlsnn.engines.bfp_systolic.network.anymean`, rule 6b).
 """
 from __future__ import annotations
 

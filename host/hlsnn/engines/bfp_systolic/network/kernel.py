@@ -277,7 +277,7 @@ def render(net, out_dir):
     from ...network.chain import sc_add
     from ....version import __version__
     from . import perf as bfpperf
-    from .mean import mean_fields
+    from .anymean import mean_fields
     from ...network import perf as netperf
     p = net.params
     pz, pc = shape(p)
@@ -304,7 +304,7 @@ def render(net, out_dir):
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
-               **mean_fields(net),                                       # rule 6b (.mean)
+               **mean_fields(net),                                       # rule 6b (.anymean)
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                tap_c0=_ints([x[4] for x in t["taps"]]),

@@ -59,7 +59,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
    sums, a few per image, in 54-bit mantissas). A mean over a count ``n = 2**a * d`` that is
    not a power of two (``d`` odd; also an ``AveragePool``, a ``ReduceMean``) is the sum at
-   ``e - a`` read as over ``d``: rule 6b of :mod:`.mean` (the reading conv's leading one and
+   ``e - a`` read as over ``d``: rule 6b of :mod:`.anymean` (the reading conv's leading one and
    mantissa of ``s * 2**e / d`` as integer steps; sums below ``2**52``).
 7. **maxpool**: the element of the largest value of each window (padding never wins); ties
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
@@ -108,7 +108,7 @@ EXACT_BITS = 53
 #: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
 #: exponent): an Add's sum must be below 2**(ELEM_BITS - 1) (rule 5)
 ELEM_BITS = 26
-#: a mean over a count that is not a power of two: its sum's bound (rule 6b, :mod:`.mean`)
+#: a mean over a count that is not a power of two: its sum's bound (rule 6b, :mod:`.anymean`)
 MEAN_BITS = 52
 #: a wide element's mantissa bits (a global pool's sums: below 2**53, netbfp rule 6; the
 #: output words); an element's in the activation buffers is :data:`ELEM_BITS` (26: a 36-bit
@@ -180,7 +180,7 @@ class BfpSteps:
             n = a.get("n") or 1
             ex = {}
             if n & (n - 1):                               # rule 6b: the sum at 2**-a, read as over d
-                from .mean import odd
+                from .anymean import odd
                 ex = dict(mdiv=odd(n)[1])
             w.ops.append(_op("add", a["name"], a["ins"], base, c=c, hw=hw, relu=a["relu"], gap=a["p"] is not None,
                              p=(odd(n)[0] if ex else a["p"] or 0), sa=0, sb=0, shift=0, **ex,
@@ -229,7 +229,7 @@ class BfpSteps:
             raise InputError(f"network kernel: the output {out_name} is not an engine layer's output")
         if not self.read:
             raise InputError("network kernel: no engine layer reads the input")
-        from .mean import mark
+        from .anymean import mark
         mark(w.ops, w.aliases, out_name)                  # rule 6b: which convs read a mean
         return NetProgram(program["name"], w.ops, w.shapes,
                           dict(name=inp["name"], shape=tuple(inp["shape"]), f=None, bits=p["mantissa_bits"],
@@ -361,7 +361,7 @@ def conv_pairs(x, f, p, seen=None):
     wm_, we_ = windows(mp), windows(ep)
     dv = f.get("mdiv", 1)                                                     # rule 6b: means over dv
     if dv > 1:
-        from .mean import lop as mean_lop
+        from .anymean import lop as mean_lop
         lop = windows(mean_lop(mp, ep, dv)).max(axis=2)
     else:
         lop = windows(_lop(mp, ep)).max(axis=2)                               # (B, P)
@@ -374,7 +374,7 @@ def conv_pairs(x, f, p, seen=None):
     free = np.where(free == np.iinfo(np.int64).min, emin, free)
     xe = np.where(nonzero, xe, free)
     if dv > 1:
-        from .mean import mantissa
+        from .anymean import mantissa
         xm = mantissa(wm_, we_, xe[:, :, None], dv, M, rnd)
     else:
         xm = _round_patches(wm_, we_ - xe[:, :, None], M, rnd)

@@ -131,7 +131,7 @@ def buffers(net, tables):
         w = tables["hs_w"]
         muls.append(Multiplier("hswish", "LutPixels", w + 1, 2 * w + 3, count=pc,
                                note="HardSwish on pairs: xs (xs + 3 2^d) per bank"))
-    from .mean import mean_fields
+    from .anymean import mean_fields
     mf = mean_fields(net)
     if mf["has_mean"]:                                  # rule 6b: floor(u / d) by a reciprocal per bank
         muls.append(Multiplier("mean", "ConvMac", mf["mean_cap_bits"], mf["mean_recip_bits"], False, False,

@@ -1,5 +1,5 @@
 """A mean over a count that is not a power of two on BFP pairs (issue 52): rule 6b of the
-bfp_systolic network mode (:mod:`.lower`), for a ``GlobalAveragePool`` (rule 6), an
+bfp_systolic network mode (:mod:`hlsnn.engines.bfp_systolic.network.lower`), for a ``GlobalAveragePool`` (rule 6), an
 ``AveragePool`` (rule 7, :mod:`hlsnn.engines.network.linpool` rule 11) and a ``ReduceMean``
 over ``n = 2**a * d`` values, ``d`` odd and > 1.
 
@@ -102,7 +102,7 @@ def mark(ops, aliases, out_name):
         if d > 1:
             if any(src):
                 raise InputError(f"network kernel (bfp): {op.name}: a mean of means (rule 6b of "
-                                 f"hlsnn.engines.bfp_systolic.network.mean); run it with network=False")
+                                 f"hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
             div[op.out] = d
             ds.add(d)
             continue
@@ -115,13 +115,13 @@ def mark(ops, aliases, out_name):
         else:
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} of a mean over a count that is not a "
                              f"power of two; such a mean is exact only as the sum a conv, MaxPool or Relu reads "
-                             f"(rule 6b of hlsnn.engines.bfp_systolic.network.mean); run it with network=False")
+                             f"(rule 6b of hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
     if div.get(name(out_name)):
         raise InputError(f"network kernel (bfp): the output {out_name} is a mean over a count that is not a power of "
-                         f"two (rule 6b of hlsnn.engines.bfp_systolic.network.mean); run it with network=False")
+                         f"two (rule 6b of hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
     if len(ds) > 1:
         raise InputError(f"network kernel (bfp): means over counts with odd parts {sorted(ds)}; the kernel divides by "
-                         f"one odd divisor (rule 6b of hlsnn.engines.bfp_systolic.network.mean)")
+                         f"one odd divisor (rule 6b of hlsnn.engines.bfp_systolic.network.anymean)")
     return div
 
 
@@ -139,7 +139,7 @@ def magic(d, mant_bits):
 
 
 def mean_fields(net):
-    """The template's fields of rule 6b (:mod:`.mean`): ``has_mean`` and, with it, the means' odd
+    """The template's fields of rule 6b (:mod:`.anymean`): ``has_mean`` and, with it, the means' odd
     divisor ``d``, its msb, the cap's width and the reciprocal of ``floor(u / d)``."""
     ds = {op.f["mdiv"] for op in net.ops if op.kind == "conv" and op.f.get("mdiv", 1) > 1}
     if not ds:
