@@ -131,11 +131,13 @@ def _avg_gap(path, seed=7):
             numpy_helper.from_array(rng.normal(0, 0.5, (8, 10)).astype(np.float32), "d_w")]
     nodes = [helper.make_node("Conv", ["x", "c1_w", "c1_b"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("AveragePool", ["r1"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
+             helper.make_node("AveragePool", ["r1"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              count_include_pad=1),
              helper.make_node("Conv", ["ap", "c2_w", "c2_b"], ["c2"], strides=[2, 2]),
              helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
              helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("MatMul", ["f", "d_w"], ["y"])]
-    g = helper.make_graph(nodes, "avg_gap", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
+    g = helper.make_graph(nodes, "avg_gap",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 10])], init)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path, "nchw"
