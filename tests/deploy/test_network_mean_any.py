@@ -20,7 +20,6 @@ import hlsnn  # noqa: E402
 from hlsnn.deploy import hostops, program as netmode  # noqa: E402
 from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import linpool, mean  # noqa: E402
-from hlsnn.errors import InputError  # noqa: E402
 
 ROUNDINGS = ["nearest_even", "nearest_away", "truncate"]
 

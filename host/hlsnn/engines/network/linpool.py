@@ -146,9 +146,6 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
     shape = (f["c"], f["oh"], f["ow"]) if len(shapes[j["inputs"][0]]) != 2 else (f["c"], f["oh"])
     shapes[j["output"]] = shape
     if bits is None:                                # BFP pairs: the exact sum, its exponent less p (the shift)
-        if f.get("uncounted"):
-            raise why(j, "an AveragePool whose padding is not counted (count_include_pad = 0) on BFP pairs: rule "
-                         "11u (hlsnn.engines.network.uncounted) is written for the integer engines only")
         n = f.get("n", 1)
         if n & (n - 1):                             # bfp rule 6b: the sum at 2**-a, read as over d
             from ..bfp_systolic.network.anymean import odd

@@ -1,6 +1,6 @@
 """An ``AveragePool`` whose padding is not counted (``count_include_pad = 0``, PyTorch's
 ``AvgPool2d(..., count_include_pad=False)``) in the network mode of the integer engines
-(issue 52): rule 11u, an extension of :mod:`.linpool` rule 11 with :mod:`.mean` rule 13.
+(issue 52; and on BFP pairs, below): rule 11u, an extension of :mod:`.linpool` rule 11 with :mod:`.mean` rule 13.
 
 Layer by layer (:mod:`hlsnn.deploy.pooling`) each window's mean is its exact sum over the
 taps inside the map divided, in float64, by their count ``c`` (a border window counts fewer:
@@ -17,6 +17,10 @@ The kernels count the inside taps of each window in the pool loop (one counter) 
 the sum by ``kPoolScale[c]`` (a ROM of ``L / c`` by count, one per kernel: every such pool of a
 program shares one ``L``, else refused by name) at the window's last tap, before the division.
 ``ceil_mode`` and dilation stay refused by name.
+
+On BFP pairs (``bfp_systolic``) the scaled sum is the pair ``(s * L / c, e0 - a)`` of a mean
+over ``L = 2**a * d``: :mod:`hlsnn.engines.bfp_systolic.network.anymean` rule 6b (the reading
+conv divides by ``d``); its bound is rule 11's element (``2**25`` on the scaled magnitudes).
 """
 from __future__ import annotations
 

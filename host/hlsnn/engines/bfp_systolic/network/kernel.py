@@ -305,6 +305,7 @@ def render(net, out_dir):
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                **mean_fields(net),                                       # rule 6b (.anymean)
+               **netkernel.pool_scale(net),                              # rule 11u (engines/network/uncounted)
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                tap_c0=_ints([x[4] for x in t["taps"]]),

@@ -513,10 +513,14 @@ def avgpool_pairs(op, get, b):
     e0 = np.where(wm != 0, we, big).min(axis=(-2, -1))
     e0 = np.where(e0 == big, 0, e0)
     terms = _align(wm, we, e0[..., None, None])
-    if ((np.abs(terms) << t).sum(axis=(-2, -1)) >= 1 << (ELEM_BITS - 1)).any():
+    k = 1
+    if f.get("uncounted"):                         # rule 11u: the sum times L / count, over L (rule 6b)
+        from ...network.uncounted import scale
+        k = scale(f)
+    if ((np.abs(terms) << t).sum(axis=(-2, -1)) * k >= 1 << (ELEM_BITS - 1)).any():
         raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {ELEM_BITS - 1} bits (the "
                        f"kernel's element; rule 11 of hlsnn.engines.network.linpool); run it with network=False")
-    return (terms << t).sum(axis=(-2, -1)), e0 - f["shift"]
+    return (terms << t).sum(axis=(-2, -1)) * k, e0 - f["shift"]
 
 
 #: images per slice of :func:`run` (each image's bits depend on it alone but for rule 3's batch
