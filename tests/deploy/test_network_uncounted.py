@@ -160,3 +160,24 @@ def test_the_scale_is_declared_and_the_pool_loop_stays_at_ii_1(nets, tmp_path, f
     assert [(r.function, r.count, r.a_bits, r.b_bits) for r in rows] == [("MaxPoolTaps", t["pc"], t["add_bits"], 7)]
     loops = {r["loop"]: r["ii"] for r in schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))}
     assert loops["MaxPoolTaps"] == 1, loops
+
+
+@pytest.mark.parametrize("kernel, stride, pad", [(3, 1, 1), (3, 2, 1), (5, 1, 2)])
+def test_the_layer_paths_pool_is_torchs_count_include_pad_false(kernel, stride, pad):
+    """The float semantics the rule reproduces: the layer path's host AveragePool (hostops,
+    float64) is torch's AvgPool2d(k, s, p, count_include_pad=False) on random maps, and so is
+    onnxruntime's AveragePool (count_include_pad=0; float32, its only kernel) to float32's precision."""
+    torch = pytest.importorskip("torch")
+    from hlsnn.deploy import hostops
+    x = np.random.default_rng(kernel + stride).normal(size=(2, 3, 7, 8))
+    attrs = dict(kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4, count_include_pad=0)
+    got = hostops.run(hostops._Spec("AveragePool", attrs), [x])
+    want = torch.nn.AvgPool2d(kernel, stride, pad, count_include_pad=False)(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=1e-15)
+    ort = pytest.importorskip("onnxruntime")
+    g = helper.make_graph([helper.make_node("AveragePool", ["x"], ["y"], **attrs)], "g",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    sess = ort.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)]).SerializeToString(),
+                                providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(got, sess.run(None, {"x": x.astype(np.float32)})[0], rtol=1e-5, atol=1e-6)
