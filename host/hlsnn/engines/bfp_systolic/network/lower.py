@@ -32,12 +32,11 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    emin, emax)``; its mantissas ``xm = shift_round_sat(m, xe - e, M, rnd)`` (a right shift
    with rounding, or an exact left shift, saturated: exactly ``round(x * 2**-xe)`` of the
    float). A patch with no non-zero element gets, as the layer's GEMM call gives it
-   (``Kernel.gemm_rows``), the largest ``xe`` of the image's other patches of this layer
-   (``emin`` when there is none): per image, because the kernel runs one image at a time.
-   Layer by layer it is the largest of the *call's* patches (the images that share the GEMM
-   call); the two give the same bits at batch 1, and at any batch when the bias alignment of
-   rule 4 is exact (no bias bit dropped, no saturation) at every image's largest exponent,
-   which :func:`run` checks (:func:`batch_free_exact`; :class:`NotExact` otherwise).
+   (``Kernel.gemm_rows``), the emulator's rule 0 exponent of its output chunk,
+   ``xz = clamp(be - max(we), emin, emax)``
+   (:func:`~hlsnn.engines.bfp_systolic.emulator.zero_row_exponent`): a value of the layer
+   alone, so that the patch's outputs are exactly the bias and no image's bits depend on the
+   images that share its batch (or the layer path's GEMM call).
 4. **GEMM and epilogue**: the engine's rules 1-6 (:mod:`hlsnn.engines.bfp_systolic.emulator`,
    run by its :func:`~hlsnn.engines.bfp_systolic.emulator.emulate`) per output chunk (``chunks`` of the compiled layer: the outputs
    ``rows[0]:rows[1]`` with their weight mantissas ``wm``, row exponents ``we``, bias
@@ -91,7 +90,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..emulator import emulate
+from ..emulator import emulate, zero_row_exponent
 from ....errors import InputError
 from ....primitives import msb_index, shift_round_sat
 
@@ -336,21 +335,16 @@ def row_ops(net):
     return [(op, j) for op in net.ops for j in range(op.f.get("packs", 1) if op.kind == "conv" else 1)]
 
 
-def conv_pairs(x, f, p, seen=None):
-    """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW).
-    ``seen``: a list that gets, per image, ``(its largest patch exponent or None, whether it has
-    an all-zero patch)`` (the data of rule 3's batch check, :func:`batch_free_exact`); a list of
-    such lists, one per pack, for a conv of packs of groups (each pack its own patches and its
-    own GEMM, as layer by layer)."""
+def conv_pairs(x, f, p):
+    """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW)
+    (a conv of packs of groups: each pack its own patches and its own GEMM, as layer by layer)."""
     if f.get("packs", 1) > 1:
         n, cp = f["packs"], f["c"] // f["packs"]
-        ys = [conv_pairs(tuple(a[:, j * cp:(j + 1) * cp] for a in x), pack(f, j), p,
-                         None if seen is None else seen[j]) for j in range(n)]
+        ys = [conv_pairs(tuple(a[:, j * cp:(j + 1) * cp] for a in x), pack(f, j), p) for j in range(n)]
         return tuple(np.concatenate([y[i] for y in ys], axis=1) for i in range(2))
     m, e = (np.asarray(a, np.int64) for a in x)
     bsz = m.shape[0]
     M, E, rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
-    emin = -(1 << (E - 1))
     t, l, b, r = f["pads"]
     pad = ((0, 0), (0, 0), (t, b), (l, r))
     mp, ep = np.pad(m, pad), np.pad(e, pad)
@@ -367,75 +361,22 @@ def conv_pairs(x, f, p, seen=None):
         lop = windows(_lop(mp, ep)).max(axis=2)                               # (B, P)
     nonzero = lop != np.iinfo(np.int64).min
     xe = patch_exponent(lop, p)
-    free = np.where(nonzero, xe, np.iinfo(np.int64).min).max(axis=1, keepdims=True)    # per image
-    if seen is not None:
-        seen.extend((None if v == np.iinfo(np.int64).min else int(v), bool(z))
-                    for v, z in zip(free[:, 0], (~nonzero).any(axis=1)))
-    free = np.where(free == np.iinfo(np.int64).min, emin, free)
-    xe = np.where(nonzero, xe, free)
     if dv > 1:
         from .anymean import mantissa
         xm = mantissa(wm_, we_, xe[:, :, None], dv, M, rnd)
     else:
         xm = _round_patches(wm_, we_ - xe[:, :, None], M, rnd)
-    xm, xe = xm.reshape(bsz * f["oh"] * f["ow"], -1), xe.reshape(-1)
+    xm, xe, nonzero = xm.reshape(bsz * f["oh"] * f["ow"], -1), xe.reshape(-1), nonzero.reshape(-1)
     ym = np.empty((xm.shape[0], f["z"]), np.int64)
     ye = np.empty((xm.shape[0], f["z"]), np.int64)
     for ch in f["chunks"]:
         r0, r1 = ch["rows"]
-        y, e4, _ = emulate(p, xm, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"], ch["be"],
-                           relu=f["relu"])
+        xz = zero_row_exponent(ch["we"], None if ch["bm"] is None else ch["be"], E)      # rule 3: the layer's
+        y, e4, _ = emulate(p, xm, np.where(nonzero, xe, xz), ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"],
+                           ch["be"], relu=f["relu"])
         ym[:, r0:r1], ye[:, r0:r1] = y, e4[:, None]
     shape = (bsz, f["oh"], f["ow"], f["z"])
     return ym.reshape(shape).transpose(0, 3, 1, 2), ye.reshape(shape).transpose(0, 3, 1, 2)
-
-
-def zero_patch_check(x, f, p, name):
-    """The condition of rule 3 for a batch of more than one image with an all-zero patch
-    (pairs ``x`` (B, C, H, W) of the conv ``f``): :func:`batch_free_exact` on every image's
-    largest patch exponent (per pack of groups: each its own GEMM)."""
-    if f.get("packs", 1) > 1:
-        cp = f["c"] // f["packs"]
-        for j in range(f["packs"]):
-            zero_patch_check(tuple(np.asarray(a)[:, j * cp:(j + 1) * cp] for a in x), pack(f, j), p, name)
-        return
-    m, e = (np.asarray(a, np.int64) for a in x)
-    if m.shape[0] < 2:
-        return
-    t, l, b, r = f["pads"]
-    pad = ((0, 0), (0, 0), (t, b), (l, r))
-    lop = _windows(_lop(np.pad(m, pad), np.pad(e, pad)), f).max(axis=(1, 4, 5)).reshape(m.shape[0], -1)
-    low = np.iinfo(np.int64).min
-    nonzero = lop != low
-    if nonzero.all():
-        return
-    best = np.where(nonzero, patch_exponent(lop, p), low).max(axis=1)
-    batch_free_exact(f, p, [None if v == low else int(v) for v in best], name)
-
-
-def batch_free_exact(f, p, bests, name):
-    """Rule 3's condition for a batch in which some image of the conv ``f`` has an all-zero
-    patch, given each image's largest patch exponent (None: the image has no non-zero patch):
-    the patch's free exponent layer by layer is then the largest of some images' (those sharing
-    the GEMM call), so for each candidate (every image's, ``emin`` for None) the bias alignment
-    ``shift_round_sat(bm, xe + we - be, A)`` must be exact (no bit dropped) and unsaturated:
-    then every candidate gives the bias's own value. Else :class:`NotExact` naming the layer."""
-    emin = -(1 << (p["exponent_bits"] - 1))
-    cands = sorted({emin if v is None else int(v) for v in bests})
-    if len(cands) < 2:
-        return
-    a_bits = p["acc_bits"]
-    for ch in f["chunks"]:
-        mag = np.abs(ch["bm"])
-        top = msb_index(mag)
-        for c in cands:
-            s = c + ch["we"] - ch["be"]                   # the alignment: a right shift by s (> 0)
-            exact = (mag == 0) | ((s <= 0) & (top - s <= a_bits - 2)) | \
-                ((s > 0) & (s <= 62) & (mag % (np.int64(1) << np.clip(s, 0, 62)) == 0))
-            if not exact.all():
-                raise NotExact(f"network kernel (bfp): layer {name}: an all-zero patch's bias alignment depends on "
-                               f"the images that share the layer-by-layer GEMM call (rule 3 of "
-                               f"hlsnn.engines.bfp_systolic.network.lower); run this batch one image at a time or with network=False")
 
 
 def _exact_sum_check(parts, e, name, bits=EXACT_BITS):
@@ -523,25 +464,18 @@ def avgpool_pairs(op, get, b):
     return (terms << t).sum(axis=(-2, -1)) * k, e0 - f["shift"]
 
 
-#: images per slice of :func:`run` (each image's bits depend on it alone but for rule 3's batch
-#: check, which runs on the whole batch's data): a layer's patches stay a few tens of MB
+#: images per slice of :func:`run` (each image's bits depend on it alone): a layer's patches
+#: stay a few tens of MB
 CHUNK = 32
 
 
 def run(net, xq, *, keep=False):
     """Run the ops on a batch of input pairs ``xq = (m, e)`` (B, ...): the output tensor's
     pairs; with ``keep``, ``(out, {tensor: pairs})``. The batch runs in slices of
-    :data:`CHUNK` images; rule 3's check (:func:`batch_free_exact`) then runs on every image's
-    data of each conv, so its verdict is the whole batch's."""
+    :data:`CHUNK` images."""
     m0, e0 = (np.asarray(a, np.int64) for a in xq)
     n = m0.shape[0]
-    seen = {op.name: [[] for _ in range(op.f.get("packs", 1))] for op in net.ops if op.kind == "conv"}
-    parts = [_run(net, (m0[i:i + CHUNK], e0[i:i + CHUNK]), keep, seen) for i in range(0, max(n, 1), CHUNK)]
-    if n > 1:
-        for op in net.ops:
-            for j, info in enumerate(seen.get(op.name, [])):
-                if any(z for _, z in info):
-                    batch_free_exact(pack(op.f, j), net.params, [b for b, _ in info], op.name)
+    parts = [_run(net, (m0[i:i + CHUNK], e0[i:i + CHUNK]), keep) for i in range(0, max(n, 1), CHUNK)]
     if len(parts) == 1:
         return parts[0]
     if not keep:
@@ -550,8 +484,8 @@ def run(net, xq, *, keep=False):
     return out, {k: tuple(np.concatenate([q[1][k][i] for q in parts]) for i in range(2)) for k in parts[0][1]}
 
 
-def _run(net, xq, keep, seen):
-    """:func:`run` on one slice, without the batch check (``seen`` collects its data)."""
+def _run(net, xq, keep):
+    """:func:`run` on one slice."""
     m0, e0 = xq
     bsz = m0.shape[0]
     env = {net.input["name"]: (np.asarray(m0, np.int64), np.asarray(e0, np.int64))}
@@ -566,8 +500,7 @@ def _run(net, xq, keep, seen):
         f = op.f
         x = get(op.ins[0])
         if op.kind == "conv":
-            s = seen[op.name]
-            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p, s if f.get("packs", 1) > 1 else s[0])
+            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p)
             env[op.out] = tuple(a.reshape(bsz, -1) for a in y) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_pairs(shaped(x, (f["c"], f["h"], f["w"])), f)
