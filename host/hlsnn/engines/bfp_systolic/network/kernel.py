@@ -109,7 +109,7 @@ def tables(net, pz, pc):
         unfold = None                                # a dilated or grouped stem reads its taps as such
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
-        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0,    # this kernel's own
+        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0,   # this kernel's
                  mdiv=int(f.get("mdiv", 1) > 1 and op.kind in ("conv", "add")))    # rule 6b: reads / sums a mean
         if op.kind == "conv":
             for j in range(f.get("packs", 1)):          # a row per pack of groups (lower.pack)
@@ -118,7 +118,8 @@ def tables(net, pz, pc):
                                                                     (woff, boff), (tz_slots, sum_bits, max_pix,
                                                                                    max_blocks))
                 ch = netbfp_pack(f, j)["chunks"][0]             # rule 3: an all-zero patch's exponent
-                dj.update(sb=int(name(op.ins[0]) in pooled), xz=zero_row_exponent(ch["we"], ch["be"], p["exponent_bits"]))
+                dj.update(sb=int(name(op.ins[0]) in pooled),
+                          xz=zero_row_exponent(ch["we"], ch["be"], p["exponent_bits"]))
                 woff += dj["zb"] * dj["steps"]
                 boff += dj["zb"]
                 rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}"
