@@ -86,8 +86,9 @@ def _pairs(rng, shape, span):
 def test_conv_rule_against_the_bfp_quantizer(mbits, rounding):
     """Rules 3 and 4 on pairs of mixed exponents (stride (2, 1), asymmetric padding, two output
     chunks, all-zero patches) against: the float values' im2col rows quantized by
-    ``formats.bfp.quantize`` (one exponent per row), an all-zero row given the image's largest
-    row exponent, and the engine's rules transcribed literally (``emulate_reference``)."""
+    ``formats.bfp.quantize`` (one exponent per row), an all-zero row given the exponent that
+    aligns the chunk's bias with no right shift (``be - max we``, in range here), and the
+    engine's rules transcribed literally (``emulate_reference``)."""
     rng = np.random.default_rng(7)
     p = dict(mantissa_bits=mbits, exponent_bits=8, acc_bits=48 if mbits == 16 else 32, rounding=rounding,
              weight_exponent="row", output_exponent="max", rolling_len=4, underflow_bits=4)
@@ -110,12 +111,12 @@ def test_conv_rule_against_the_bfp_quantizer(mbits, rounding):
         rows = np.array([v[i, :, y * sh:y * sh + kh, x * sw:x * sw + kw].reshape(-1)
                          for y in range(oh) for x in range(ow)])
         q = bfpfmt.quantize(rows, mbits, axis=-1, exponent_bits=8, rounding=rounding)
-        xe = np.asarray(q.exponents, np.int64).reshape(-1).copy()
         zero = ~q.mantissas.any(axis=1)
         assert zero.any() and not zero.all()
-        xe[zero] = xe[~zero].max()
         for ch in chunks:
             r0, r1 = ch["rows"]
+            xe = np.asarray(q.exponents, np.int64).reshape(-1).copy()
+            xe[zero] = ch["be"] - max(ch["we"])
             ym, ye, _ = emulate_reference(p, q.mantissas, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"],
                                           ch["be"], relu=True)
             np.testing.assert_array_equal(gm[i, r0:r1].reshape(r1 - r0, -1), ym.T)
@@ -162,23 +163,32 @@ def test_maxpool_rule_picks_the_largest_value():
     np.testing.assert_array_equal(netbfp.dequantize((m, e)), want)
 
 
-def test_an_all_zero_patch_whose_bias_alignment_rounds_is_refused_in_a_batch():
-    """Rule 3: one image with an all-zero patch and another with larger patch exponents; the
-    bias (odd mantissas, a fine exponent) is rounded at the batch's exponent but not at the
-    image's own: a batch of two is refused, each image alone runs."""
+def test_an_all_zero_patch_gives_the_bias_in_any_batch():
+    """Rule 3, worked by hand: an all-zero patch's exponent is the layer's, ``be - max we =
+    -10 - 0``, so the bias alignment is a left shift by ``max we - we`` (0, 3): acc = (77, -5 <<
+    3 = -40) at e3 = (-10, -13); the max rule's leading one is max(6 - 10, 5 - 13) = -4, e4 =
+    -4 - 6 = -10, and the mantissas at e4 are (77, -40 >> 3 = -5): exactly the bias (77, -5) *
+    2**-10. Image 1 (large values everywhere) sharing the batch changes nothing of image 0's, as
+    it did when the free exponent was the batch's largest."""
     p = dict(mantissa_bits=8, exponent_bits=8, acc_bits=32, rounding="nearest_even", weight_exponent="row",
              output_exponent="max")
     m = np.zeros((2, 1, 3, 3), np.int64)
     e = np.zeros((2, 1, 3, 3), np.int64)
-    m[0, 0, 2, 2], e[0, 0, 2, 2] = 100, -20                 # image 0: a small value, one zero patch
+    m[0, 0, 2, 2], e[0, 0, 2, 2] = 100, -20                 # image 0: a small value, eight zero patches
     m[1], e[1] = 100, 10                                    # image 1: large values everywhere
-    f = dict(c=1, h=3, w=3, z=1, oh=3, ow=3, kh=1, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0), group=1, relu=False,
-             dense=False, chunks=[dict(rows=(0, 1), wm=np.ones((1, 1, 1, 1), np.int64), we=np.array([0]),
-                                       bm=np.array([77]), be=-10)])
-    with pytest.raises(netbfp.NotExact, match="layer L: an all-zero patch's bias alignment"):
-        netbfp.zero_patch_check((m, e), f, p, "L")
-    for i in range(2):
-        netbfp.zero_patch_check((m[i:i + 1], e[i:i + 1]), f, p, "L")
+    f = dict(c=1, h=3, w=3, z=2, oh=3, ow=3, kh=1, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0), group=1, relu=False,
+             dense=False, chunks=[dict(rows=(0, 2), wm=np.ones((2, 1, 1, 1), np.int64), we=np.array([0, -3]),
+                                       bm=np.array([77, -5]), be=-10)])
+    both = netbfp.conv_pairs((m, e), f, p)
+    alone = [netbfp.conv_pairs((m[i:i + 1], e[i:i + 1]), f, p) for i in range(2)]
+    for k in range(2):
+        np.testing.assert_array_equal(both[k], np.concatenate([a[k] for a in alone]))
+    ym, ye = both[0][0].reshape(2, -1), both[1][0].reshape(2, -1)
+    zero = np.arange(9) != 8
+    np.testing.assert_array_equal(ym[:, zero], [[77] * 8, [-5] * 8])
+    np.testing.assert_array_equal(ye[:, zero], -10)
+    np.testing.assert_array_equal(netbfp.dequantize((ym[:, zero], ye[:, zero])),
+                                  np.array([[77.0 / 1024] * 8, [-5.0 / 1024] * 8]))
 
 
 def test_lower_refuses_what_it_cannot_run(compiled):
@@ -327,8 +337,8 @@ def test_bfp_network_kernel_on_the_sim_board_through_pynq(compiled):
 
 def test_the_kernel_status_and_info_words(compiled):
     """finish_words: status bit 0 raises NotExact; an all-zero patch (info bit 12) in a batch
-    has rule 3 checked on the images' largest patch exponents (a conv whose bias alignment
-    drops bits at one image's exponent and not at the other's is refused; one image passes)."""
+    is no reason to refuse (rule 3: its exponent is the layer's, whatever the images' largest
+    patch exponents in the info words)."""
     from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
     net = netmode.lower(*artifact.read(compiled("digits_cnn", "bfp16")))
     n, ops = 10, len(net.ops)
@@ -346,9 +356,7 @@ def test_the_kernel_status_and_info_words(compiled):
     out[:, n + 1] = [(ok & 0xFFF) | (1 << 12), ok & 0xFFF]
     bfpkernel.finish_words(net, None, out)                   # one candidate: fine
     out[1, n + 1] = bad & 0xFFF
-    with pytest.raises(netbfp.NotExact, match="layer conv1: an all-zero patch's bias alignment"):
-        bfpkernel.finish_words(net, None, out)
-    bfpkernel.finish_words(net, None, out[:1])              # one image: its own exponent, always the layer path's
+    bfpkernel.finish_words(net, None, out)                   # two candidates: still fine
 
 
 @pytest.mark.csim

@@ -20,7 +20,6 @@ import hlsnn  # noqa: E402
 from hlsnn.deploy import hostops, program as netmode  # noqa: E402
 from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import linpool, mean  # noqa: E402
-from hlsnn.errors import InputError  # noqa: E402
 from netfixtures import compile_onnx  # noqa: E402
 
 ROUNDINGS = ["nearest_even", "nearest_away", "truncate"]
@@ -115,15 +114,12 @@ def _pool(attrs, q, f_in, f_x, rounding="nearest_away"):
 def test_avgpool_3x3_equals_onnx_reference_quantized_by_the_layer_path(strides, pads, cip):
     """A 3x3 AveragePool (9 taps) with strides 1 and 2, padded (counted) or not: onnx's
     reference mean quantized by to_fixed at F_x is rule 11 with rule 13's division; with
-    uncounted padding the border windows divide by other counts: refused by name."""
+    uncounted padding the border windows divide by 6 and 4: rule 11u over L = 36
+    (hlsnn.engines.network.uncounted; tests/deploy/test_network_uncounted.py)."""
     from onnx.reference import ReferenceEvaluator
     rng = np.random.default_rng(9)
     q = rng.integers(-128, 128, (4, 3, 7, 8))
     attrs = dict(kernel_shape=[3, 3], strides=list(strides), pads=list(pads), count_include_pad=cip)
-    if any(pads) and not cip:
-        with pytest.raises(InputError, match=r"layer p \(AveragePool\).*count_include_pad = 0"):
-            _pool(attrs, q, 4, 4)
-        return
     for f_in, f_x in ((4, 4), (5, 3), (2, 6)):
         x = np.ldexp(q.astype(np.float64), -f_in)
         g = helper.make_graph([helper.make_node("AveragePool", ["x"], ["y"], **attrs)], "g",
@@ -132,14 +128,8 @@ def test_avgpool_3x3_equals_onnx_reference_quantized_by_the_layer_path(strides, 
         ref = ReferenceEvaluator(helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])).run(None, {"x": x})[0]
         for rounding in ROUNDINGS:
             got, op = _pool(attrs, q, f_in, f_x, rounding)
-            assert op.f["div"]["n"] == 9
+            assert op.f["div"]["n"] == (36 if any(pads) and not cip else 9)
             np.testing.assert_array_equal(got, to_fixed(ref, f_x, 8, True, rounding))
-
-
-def test_bfp_pairs_refuse_a_count_that_is_not_a_power_of_two_by_name():
-    j = dict(kind="host", op="AveragePool", name="p", inputs=["x"], output="y", attrs=dict(kernel_shape=[3, 3]))
-    with pytest.raises(InputError, match=r"layer p \(AveragePool\).*9 taps \(not a power of two\).*BFP pairs"):
-        linpool.lower_host(j, {"x": ("q", None)}, {"x": (2, 6, 6)}, [], None, netmode._why, netmode.Op)
 
 
 def test_a_mean_the_float_path_may_round_otherwise_is_refused():
@@ -240,13 +230,20 @@ def test_network_path_has_the_layer_paths_bits(tmp_path, kind, fmt):
     assert _kernel_calls(net) == before
 
 
-@pytest.mark.parametrize("kind", ["gap7", "avg3s1", "rmean6"])
-def test_bfp_runs_such_nets_layer_by_layer_naming_the_mean(tmp_path, kind):
-    from hlsnn.network import artifact
-    from hlsnn.network.loader import kernel_network
+@pytest.mark.parametrize("kind", [k if k in ("gap3", "rmean6", "res7", "avg3s1p", "avg3gmax") else
+                                  pytest.param(k, marks=pytest.mark.slow) for k in KINDS])
+def test_bfp_network_path_has_the_layer_paths_bits(tmp_path, kind):
+    """On BFP pairs (bfp8) each net runs as one network program with the layer path's bits on
+    200 digits: its means over 9, 25, 36, 49 values as exact sums that the next conv rounds
+    (hlsnn.engines.bfp_systolic.network.anymean rule 6b); a MaxPool of the means picks the largest sum."""
+    from hlsnn.deploy import datasets
     out = _compile(tmp_path, kind, "bfp8")
-    with pytest.raises(InputError, match=r"not a power of two\) has no exact rule on BFP pairs"):
-        kernel_network(*artifact.read(out))
+    x = datasets.load("digits", layout="nchw").x_test[:200]
+    want = hlsnn.load(out, "emu", network=False)(x)
+    net = hlsnn.load(out, "emu", network=True)
+    assert net.network is not None
+    assert any(op.kind == "conv" and op.f.get("mdiv", 1) > 1 for op in net.network.ops)
+    np.testing.assert_array_equal(net(x), want)
 
 
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])

@@ -5,7 +5,7 @@ layers) with its per-call host work done once, bit for bit.
 Layer by layer, each BFP layer of each slice of :attr:`Deployment.chunk` images is one
 ``Kernel.gemm_rows`` call: the activations quantized (one exponent per sample or im2col patch;
 a grouped convolution of one pack of groups over all its input channels, with the block-diagonal
-weights), the exact sums, the all-zero rows given the largest exponent of the call's other rows,
+weights), the exact sums, the all-zero rows given the layer's exponent (the emulator's rule 0),
 the engine's epilogue (the max rule), the dequantized outputs as float64. Here the same call is
 one C function (``bfp_rows.c``, ``hlsnn_bfp_layer``: the loops of ``hlsnn_bfp_conv_gemm`` or
 ``hlsnn_bfp_rows_gemm`` with each tile's rows going through ``hlsnn_bfp_epilogue``'s rules as
@@ -18,7 +18,7 @@ they fit: the same integers). The host layers between them run as the layer path
 conv's output is the NCHW view of its NHWC rows), so their bits are the layer path's too; a
 ``Clip`` that alone reads a BFP layer runs in its epilogue, and ``Add``, ``Relu`` and ``Clip``
 write into a buffer nothing reads later (:meth:`BfpNet._slice`). The slices run in the layer
-path's order and grouping (the all-zero rows' exponent is the largest of the slice's), split
+path's order and grouping, split
 between threads (:mod:`hlsnn.native.parallel`; ctypes releases the GIL during a call), each
 thread with its own buffers, kept between runs. The calibration pass (``Deployment._run`` on the
 whole batch: one call per layer) runs in slices where that gives the same bits
@@ -48,7 +48,7 @@ import numpy as np
 
 from ..engines import convgeom, tiling
 from ..engines.bfp_systolic import compiled
-from ..engines.bfp_systolic.emulator import gemm_dtype
+from ..engines.bfp_systolic.emulator import gemm_dtype, zero_row_exponent
 from ..native import parallel
 from . import hostops
 
@@ -63,7 +63,7 @@ def lib():
         i64, p, ci, f64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
         so.hlsnn_bfp_layer.restype = i64
         so.hlsnn_bfp_layer.argtypes = ([ci, p] + [i64] * 18 + [ci, ci, ci, ci, p, i64, i64, ci, p, p]
-                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p, ci, i64, i64, p, ci, f64, f64, p])
+                                       + [p] * 9 + [p, p, f64, f64, ci, p, p, p, ci, i64, i64, p, ci, f64, f64, p, i64])
         so._hlsnn_layer_typed = True
     return so
 
@@ -121,6 +121,8 @@ class _Layer:
         a = p["acc_bits"]
         self.lo_a, self.hi_a = float(-(1 << (a - 1))), float((1 << (a - 1)) - 1)
         self.m, self.emin, self.emax = m, -(1 << (e - 1)), (1 << (e - 1)) - 1
+        # the all-zero rows' exponent (the emulator's rule 0: the layer's, batch-free)
+        self.zexp = zero_row_exponent(we, None if bm is None else be, e)
         self.mode = compiled.MODES.get(p["rounding"])
         self.relu = int(bool(layer.relu))
         self.ptrs = None            # the constant arrays' pointers (BfpNet._layer)
@@ -237,47 +239,11 @@ class BfpNet:
         return outs, ranges, info
 
     def _whole_from_slices(self, ranges, info):
-        """Whether the slices' results are those of one call per layer over the whole batch.
-
-        The two differ only in the exponent of the all-zero rows (every mantissa 0): the
-        largest of the call's other rows (the quantizer's ``emin`` when there are none, which
-        is an all-zero row's own). Such a row's sums are zero, so its outputs depend on that
-        exponent alone (through the bias alignment): where, for each layer and slice with
-        all-zero rows, the slice's exponent and the whole batch's give the same outputs and
-        saturations (computed here, :meth:`_zero_row`), every layer's outputs are the same (by
-        induction from the input), and so are the statistics."""
-        for name, ly in self.layers.items():
-            tops = [info[i][name][5] for i in range(len(ranges)) if info[i][name][5] is not None]
-            e_all = max(tops) if tops else ly.emin
-            rows = {}
-
-            def row(e):
-                if e not in rows:
-                    rows[e] = self._zero_row(ly, e)
-                return rows[e]
-            for i in range(len(ranges)):
-                zeros, top = info[i][name][4:6]
-                e = ly.emin if top is None else top
-                if zeros and e != e_all and row(e) != row(e_all):
-                    return False
+        """Whether the slices' results are those of one call per layer over the whole batch:
+        always. Each row is quantized on its own and an all-zero row (every mantissa 0) takes
+        the layer's exponent (the emulator's rule 0, :attr:`_Layer.zexp`), not one of the call's
+        other rows, so every row's outputs and saturations are the same in any grouping."""
         return True
-
-    def _zero_row(self, ly, e):
-        """An all-zero row's outputs (bytes) and saturations at exponent ``e`` (phase 2 of
-        hlsnn_bfp_layer on one row)."""
-        n, k = ly.n, ly.k
-        out, ye, res = np.empty(n), np.empty(1, np.int64), np.zeros(4, np.int64)
-        exps, nonzero = np.array([e], np.int64), np.zeros(1, np.uint8)
-        tile = np.empty((TILE_ROWS + 3) * n + 8)
-        x = np.zeros(max(k, 1))
-        got = self.so.hlsnn_bfp_layer(1, x.ctypes, k, *(0, 0, 0, k, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1), 1,
-                                      ly.m, ly.emin, ly.emax, ly.mode, _addr(ly.wt), n, ly.npad,
-                                      compiled.ISAS[self.isa], _addr(ly.wt2), _addr(ly.wtd), tile.ctypes,
-                                      exps.ctypes, nonzero.ctypes, *(None,) * 6,
-                                      ly.colscale.ctypes, _addr(ly.bcol), ly.lo_a, ly.hi_a, ly.relu,
-                                      out.ctypes, ye.ctypes, res.ctypes, 2, 0, 1, None, 0, 0.0, 0.0, None)
-        assert got == 0
-        return out.tobytes(), int(res[1])
 
     def _merge(self, ranges, info):
         """The slices' counts as one call's (:meth:`_whole_from_slices` holds)."""
@@ -444,7 +410,7 @@ class BfpNet:
                                           self._ptr(wsp, "tile", (TILE_ROWS + 3) * n + 8, np.float64),
                                           ep, nzp, *scratch, colscale, bcol, ly.lo_a, ly.hi_a, ly.relu, op, yep,
                                           self._ptr(wsp, "res", 4, np.int64), phase, b0, b1, wdw,
-                                          int(clip is not None), *(clip or (0.0, 0.0)), wsplit)
+                                          int(clip is not None), *(clip or (0.0, 0.0)), wsplit, ly.zexp)
             return got, (int(res[0]), int(res[1]), int(res[2]), int(res[3]))
         parts = None if share is None or rows * k < self.SHARE_ELEMS else parallel.split(b, min(len(share), b))
         if parts is None or len(parts) < 2:
@@ -461,9 +427,7 @@ class BfpNet:
             nz = nonzero[:rows].view(bool)
             zeros, top = rows - int(np.count_nonzero(nz)), (int(exps[:rows][nz].max()) if nz.any() else None)
             if not nz.all():                       # Kernel.gemm_rows' all-zero rows, then their outputs
-                if nz.any():
-                    e = exps[:rows]
-                    e[~nz] = e[nz].max()
+                exps[:rows][~nz] = ly.zexp
                 sat += call(ws, 2, 0, rows, 0)[1][1]
         counts = (nnz, sat % (1 << 32), rows * k, x.shape, zeros, top)
         if not ly.dense:

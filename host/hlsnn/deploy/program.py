@@ -236,8 +236,6 @@ def walk(program, arrays, steps):
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
                 c, h, w_ = _chw(shapes[src])
                 n = h * w_
-                if n & (n - 1) and steps.bits is None:              # BFP pairs
-                    raise _why(j, f"a mean over {h}x{w_} pixels (not a power of two) has no exact rule on BFP pairs")
                 a = st[1] if st[0] == "add" else dict(ins=[steps.pool_source(src, w)], fa=st[1], fb=st[1],
                                                       relu=False, name=j["name"])
                 from ..engines.network.mean import count_fields

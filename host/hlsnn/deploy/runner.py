@@ -37,8 +37,8 @@ The rules (the specification every target follows; the host code is the same on 
   E2 or E4 on a sample of the images, whichever the cycle model says is faster
   (:mod:`hlsnn.deploy.update`).
 * **BFP layers** quantize their input per sample (``mantissa_bits`` of the accel config;
-  an all-zero sample gets the largest exponent of the batch instead of the quantizer's
-  floor, so that the bias alignment does not saturate) and return the dequantized BFP
+  an all-zero sample gets the layer's exponent ``clamp(be - max we)``, the engine emulator's
+  rule 0, so that its output is exactly the bias whatever shares its batch) and return the dequantized BFP
   output; convolutions run as GEMM on host im2col (one sample per patch).
 * **One program on emu**: a calibrated network of ``shift_mac`` or ``sparse_cluster`` layers
   on one accelerator runs, not calibrating, as the network mode's integer program compiled
@@ -120,10 +120,8 @@ class Deployment:
 
         Not calibrating (and not ``dynamic``), every image's outputs depend on that image
         alone (each radix point and weight is fixed; a BFP exponent is per sample), so on the
-        ``emu`` target a batch runs in slices of :attr:`chunk` images with the same bits (one
-        exception: a BFP layer's all-zero sample takes the largest exponent of its call, module
-        docstring, so its output, the bias aligned to that exponent, can depend on the slice
-        where that alignment rounds; the compiled BFP path slices as this one does); the
+        ``emu`` target a batch runs in slices of :attr:`chunk` images with the same bits (a BFP
+        layer's all-zero sample takes the layer's exponent, not its call's); the
         layers' statistics are then those of the whole batch (saturations add, input densities
         are weighted by images; ``calls`` counts the calls made). A ``bfp`` layer whose config
         predicts exponents with the ``rolling`` method carries state from sample to sample: it

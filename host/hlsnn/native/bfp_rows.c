@@ -1234,8 +1234,8 @@ static int64_t rows_fused(const double *x, int64_t r_begin, int64_t r_end, int64
  *      hlsnn_bfp_rows_gemm does on rows of x (dense: K = C values a row, row stride s_b) and
  *      hlsnn_bfp_conv_gemm on images of the map (the other arguments as there); the rows'
  *      exponents and non-zero flags to exps, nonzero;
- *   2. Kernel.gemm_rows' rule for all-zero rows (every mantissa 0): when some row is non-zero,
- *      each all-zero row takes the largest exponent of the non-zero rows;
+ *   2. Kernel.gemm_rows' rule for all-zero rows (every mantissa 0): each takes zexp, the layer's
+ *      exponent (the emulator's rule 0, clamp(be - max we, emin, emax): batch-free);
  *   3. the epilogue (the max rule; epi_row, hlsnn_bfp_epilogue's bits) on each row's sums: the
  *      dequantized outputs to out ((rows, N) float64), the output exponents to ye.
  * Rule 2 changes only all-zero rows, whose sums are all 0: a row with a non-zero mantissa goes
@@ -1262,7 +1262,7 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
                         int32_t *tacc, double *taccd, int64_t *pmax, int16_t *x16, const double *colscale,
                         const double *bcol, double lo_a, double hi_a, int relu, double *out, int64_t *ye,
                         int64_t *res, int phase, int64_t b0, int64_t b1, const int32_t *wdw, int clip, double clo,
-                        double chi, const int16_t *wsplit) {
+                        double chi, const int16_t *wsplit, int64_t zexp) {
   const int16_t *ws2 = wsplit && pick_isa(isa) >= 5 ? wsplit : NULL;
   const int64_t per = dense ? 1 : oh * ow, rows = B * per;
   double *zero = tile + TILE_ROWS * N;
@@ -1287,20 +1287,18 @@ int64_t hlsnn_bfp_layer(int dense, const double *x, int64_t s_b, int64_t s_c, in
     }
   }
   if (phase == 0) {
-    int any = 0, all = 1;
+    int all = 1;
     int64_t emx = INT64_MIN;
     for (int64_t r = 0; r < rows; ++r) {
-      if (nonzero[r]) {
-        any = 1;
+      if (nonzero[r])
         emx = exps[r] > emx ? exps[r] : emx;
-      } else {
+      else
         all = 0;
-      }
     }
-    if (any && !all)
+    if (!all)
       for (int64_t r = 0; r < rows; ++r)
         if (!nonzero[r])
-          exps[r] = emx;
+          exps[r] = zexp;
     int64_t zeros = 0;
     for (int64_t r = 0; r < rows; ++r)
       zeros += !nonzero[r];

@@ -352,8 +352,8 @@ class CompiledNet:
         return len(self.check["x"])
 
     def _self_check_by_image(self, x):
-        """The stored batch is one the network mode cannot run exactly (bfp rule 3's all-zero
-        patch, :class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact`): the stored pairs
+        """The stored batch is one the network mode cannot run exactly (a bfp sum beyond its
+        bound, :class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact`): the stored pairs
         check the layer path (emu), and the network path is checked against it image by image."""
         _, env = self._dep.run(x, keep=True)
         ref_l, got_l = self.check["logits"], np.asarray(env[self.program["output"]["engine_tensor"]])

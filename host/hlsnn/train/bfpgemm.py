@@ -3,8 +3,9 @@
 forward values exact in float64 and a straight-through estimator backward:
 
 1. the input rows get one exponent each (``floor(log2 max|x|) - (M - 2)``); an all-zero row the
-   largest exponent of the call's other rows (none: the exponent that puts the bias alignment
-   shift at 0 for the largest weight exponent), as ``Kernel.quantize_activations`` gives it;
+   exponent that puts the bias alignment shift at 0 for the largest weight exponent of its
+   chunk, ``clamp(be - max we, emin, emax)`` (the emulator's rule 0: its output is the bias,
+   whatever rows share the call), as ``Kernel.quantize_activations`` gives it;
 2. exact products, ``e3 = xe + we`` per result;
 3. the bias, BFP with one exponent ``be`` per chunk of at most ``max_n`` outputs, moved to the
    product's exponent (rounded with the config's rounding when ``e3 > be``, exact otherwise);
@@ -53,11 +54,8 @@ def bfp_gemm(rows, w, bias, m, e, rounding="nearest_even", relu=False, max_n=Non
             be = _exponent(bd.abs().amax(), m, e)
             bq = _mant(bd, be, m, rounding)
         xe_c = xe.clone()
-        if not bool(nonzero.all()):
-            if bool(nonzero.any()):
-                xe_c[~nonzero] = xe[nonzero].max()
-            elif bq is not None:
-                xe_c[:] = torch.clamp(be - we[a:b].max(), emin, emax)
+        if not bool(nonzero.all()) and bq is not None:     # without a bias no output reads it
+            xe_c[~nonzero] = torch.clamp(be - we[a:b].max(), emin, emax)
         xq = _mant(xd, xe_c.unsqueeze(1), m, "nearest_even" if rounding == "stochastic" else rounding)
         y = xq @ wd[a:b].T                                                   # exact: few, short sums
         if bq is not None:

@@ -6,6 +6,21 @@ and the board must agree with :func:`emulate` on every output bit.
 Notation: ``M`` = ``mantissa_bits``, ``A`` = ``acc_bits``, ``E`` = ``exponent_bits``,
 ``[emin, emax] = [-2**(E-1), 2**(E-1)-1]``; rounding is the config's ``rounding``.
 
+0. **An all-zero input row's exponent** (host: ``Kernel.quantize_activations``,
+   ``Kernel.gemm_rows``; the network mode's rule 3). A row (a sample, an im2col patch) whose
+   mantissas are all 0 has a free exponent: its sums are 0, so only the bias alignment of step
+   3 reads it. It is :func:`zero_row_exponent`, ``xz = clamp(be - max(we), emin, emax)``
+   (``be = 0`` without a bias), a value of the layer alone (of the GEMM's weights and bias,
+   one pack of groups each): an image's outputs do not depend on the images that share its
+   call. Its reason: at ``xe = be - max(we)`` every bias alignment shift ``e3 - be = we -
+   max(we)`` is ``<= 0``, a left shift, which drops no bit; the bias mantissa ``|bm| <
+   2**(M-1)`` moved left by ``max(we) - we`` stays below ``2**(A-1)`` unless the weight rows'
+   exponents span more than ``A - M`` (then it saturates, as any bias alignment does), so the
+   row's results are ``bm * 2**be`` exactly, and the max rule of step 5 gives them back with
+   ``M``-bit mantissas unchanged: an all-zero input gives exactly ``relu(bias)``, the value of
+   the float layer on a zero input. (Only where ``be - max(we)`` leaves ``[emin, emax]`` is the
+   shift positive and the bias rounded: still the same bits in every batch.)
+
 1. **Products** (DSP tiles). ``acc[b, n] = sum_k xm[b, k] * wm[n, k]``, exact. The config
    guarantees ``A >= 2M - 1 + ceil(log2(max_k))``, so no partial sum of one pass overflows
    ``A`` bits. A K beyond ``max_k`` runs in passes whose sums add up in the result store;
@@ -159,6 +174,14 @@ def exact_matmul(xm: np.ndarray, wm: np.ndarray, mantissa_bits: int) -> np.ndarr
     if bound_bits <= 53:
         return (xm.astype(np.float64) @ wm.astype(np.float64).T).astype(np.int64)
     return xm.astype(np.int64) @ wm.astype(np.int64).T
+
+
+def zero_row_exponent(we, be, exponent_bits):
+    """Rule 0: the exponent of an all-zero input row, ``clamp(be - max(we), emin, emax)``
+    (``be`` None: no bias, 0; ``we`` the GEMM's weight exponents, one per row or one)."""
+    emin, emax = -(1 << (exponent_bits - 1)), (1 << (exponent_bits - 1)) - 1
+    b = 0 if be is None else int(np.max(np.asarray(be, np.int64)))
+    return min(max(b - int(np.max(np.asarray(we, np.int64))), emin), emax)
 
 
 def max_rule_lop(acc, e3):

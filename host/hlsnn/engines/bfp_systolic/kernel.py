@@ -14,7 +14,7 @@ from . import compiled, protocol
 from ..common import exact_matmul as _exact_matmul
 from ..common import workspace as _workspace
 from .emulator import (RollingState, _to_float_checked, emulate, emulate_floats, emulate_stream, emulate_values,
-                       gemm_dtype, values_fit_float32)
+                       gemm_dtype, values_fit_float32, zero_row_exponent)
 from .spec import MAGIC, k_limit, lane_bits
 
 
@@ -145,10 +145,9 @@ class Kernel:
     def quantize_operands(self, x, w, bias=None):
         """Quantize float operands to the kernel's formats: ``(xq, wq, bq)``.
 
-        An all-zero sample's exponent is free (its mantissas are 0); the quantizer's floor
-        exponent would make the kernel's bias alignment shift saturate, so it gets the
-        largest exponent of the batch's other samples, or, when every sample is zero, the
-        exponent that puts the bias's alignment shift at 0 for the largest weight exponent
+        An all-zero sample's exponent is free (its mantissas are 0): it gets the emulator's
+        rule 0, ``clamp(be - max(we), emin, emax)``, a value of the layer alone, so that its
+        outputs are exactly the bias and do not depend on the other samples
         (:meth:`quantize_activations`).
         """
         wq = self.quantize_weights(w)
@@ -166,21 +165,17 @@ class Kernel:
 
     def quantize_activations(self, x, wq=None, bq=None):
         """Float activations ``x`` (batch, K) to a BFPTensor with one exponent per sample,
-        all-zero samples given a free exponent as in :meth:`quantize_operands`."""
+        all-zero samples given the emulator's rule 0 exponent (:func:`~.emulator.zero_row_exponent`
+        of ``wq``'s and ``bq``'s exponents; without ``wq`` the quantizer's, which no output
+        reads without a bias)."""
         p = self.p
         xq = bfp.quantize(self._float2d("x", x), p["mantissa_bits"], axis=-1, exponent_bits=p["exponent_bits"],
                           rounding=p["rounding"])
         zero = ~xq.mantissas.any(axis=1)
-        if not zero.any():
+        if not zero.any() or wq is None:
             return xq
         xe = np.asarray(xq.exponents).reshape(-1, 1).copy()
-        if not zero.all():
-            xe[zero] = xe[~zero].max()
-        elif bq is not None and wq is not None:
-            lo, hi = self._e_range
-            xe[:] = min(max(int(np.asarray(bq.exponents).max()) - int(np.asarray(wq.exponents).max()), lo), hi)
-        else:
-            return xq
+        xe[zero] = zero_row_exponent(wq.exponents, None if bq is None else bq.exponents, p["exponent_bits"])
         return bfp.BFPTensor.from_parts(xq.mantissas, xe, p["mantissa_bits"], exponent_bits=p["exponent_bits"],
                                         axis=1, block_size=None)
 
@@ -256,12 +251,8 @@ class Kernel:
             return None
         xe, we = xplan.exponents.astype(np.int64), wplan.exponents.astype(np.int64)
         nonzero = xplan.nonzero
-        if not nonzero.all():       # all-zero samples get a free exponent (quantize_activations)
-            if nonzero.any():
-                xe[~nonzero] = xe[nonzero].max()
-            elif bq is not None:
-                lo, hi = self._e_range
-                xe[:] = min(max(int(np.asarray(bq.exponents).max()) - int(we.max()), lo), hi)
+        if not nonzero.all():       # all-zero samples: rule 0's exponent (quantize_activations)
+            xe[~nonzero] = zero_row_exponent(we, None if bq is None else bq.exponents, e)
         bm, be = (None, 0) if bq is None else (bq.mantissas, int(np.asarray(bq.exponents).reshape(-1)[0]))
         flags, k_sigma = self._regs(method, stats_k, relu, bm is not None, stats)
         # the GEMM on the dequantized operands yields the values (emulator.emulate_values), where
@@ -339,22 +330,22 @@ class Kernel:
             plan = bfp._row_plan(xa, m, e, rounding) if ft is not None and done is None else None
             fast = done is not None or (plan is not None and plan.finite)
         if not fast:
-            xq = self.quantize_activations(x)
+            xq = self.quantize_activations(x, w, bias)
             self.last_x_nonzero = int(np.count_nonzero(xq.mantissas))
             return self.gemm_bfp(xq, w, bias, relu=relu).dequantize()
         # gemm_bfp's checks of w and bias (against a one-sample stand-in for x)
         one = bfp.BFPTensor._trusted(np.zeros((1, xa.shape[1]), np.int64), np.zeros((1, 1), np.int32), m, e, 1, None)
         _, _, wm, we, bm, be = self._check_bfp(one, w, bias)
         # quantize_activations: one exponent per sample; an all-zero sample (every mantissa 0)
-        # takes the largest exponent of the others (none: the quantizer's, as without wq, bq)
+        # takes the emulator's rule 0 exponent (the layer's: batch-free)
         if done is not None:
             xe, nonzero, self.last_x_nonzero = done
         else:
             xe, nonzero = plan.exponents.astype(np.int64), plan.nonzero
             xf = bfp._encode_rows_into(xa, plan, m, rounding, _workspace("rows_x", xa.shape, ft))
             self.last_x_nonzero = int(np.count_nonzero(xf))
-        if nonzero.any() and not nonzero.all():
-            xe[~nonzero] = xe[nonzero].max()
+        if not nonzero.all():
+            xe[~nonzero] = zero_row_exponent(we, None if bm is None else be, e)
         wf = _to_float_checked(np.asarray(wm), _workspace("rows_w", np.shape(wm), ft), m) if acc is None else \
             wf_blocked
         # gemm_bfp -> _run -> _call -> _emulate_arrays, their state in their order

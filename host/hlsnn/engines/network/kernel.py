@@ -271,6 +271,15 @@ def unfold_of(net, place, pc):
     return dict(op=readers[0].name, c=f["c"], kw=f["kw"], pl=f["pads"][1], w=f["w"])
 
 
+def pool_scale(net):
+    """``{"pool_scale", "pool_scale_bits"}``: rule 11u's ROM (:mod:`.uncounted`; an empty list
+    without such a pool)."""
+    from .uncounted import rom
+    r = rom(net)
+    return dict(pool_scale=r["pool_scale"], pool_scale_bits=r["pool_scale_bits"]) if r else \
+        dict(pool_scale=[], pool_scale_bits=0)
+
+
 def div_bits(net, add_bits):
     """``{"div_bits", "div_xbits", "div_mbits"}``: the widths of the network kernels' division
     datapath (:mod:`.mean`): the widest product ``(v << pre) * M + off`` of the program's means
@@ -279,8 +288,8 @@ def div_bits(net, add_bits):
     = 1``); all 0 without a mean (the division is not rendered)."""
     divs = [op.f["div"] for op in net.ops if "div" in op.f]
     if not divs:
-        return dict(div_bits=0, div_xbits=0, div_mbits=0)
-    return dict(div_bits=max([d["kbits"] for d in divs] + [add_bits + 1]),
+        return dict(div_bits=0, div_xbits=0, div_mbits=0, **pool_scale(net))
+    return dict(**pool_scale(net), div_bits=max([d["kbits"] for d in divs] + [add_bits + 1]),
                 div_xbits=max([d["xbits"] for d in divs] + [add_bits]), div_mbits=max(d["mbits"] for d in divs))
 
 

@@ -69,15 +69,19 @@ def _pool_fields(j, shape, why):
         raise why(j, "an AveragePool with ceil_mode or dilation has no exact integer rule here")
     kh, kw = (int(v) for v in a["kernel_shape"])
     pads = tuple(int(v) for v in a.get("pads", [0, 0, 0, 0]))
-    if any(pads) and not a.get("count_include_pad", 0):
-        raise why(j, "an AveragePool whose padding is not counted (count_include_pad = 0) divides the border "
-                     "windows by other counts; only pads counted as zeros have an integer rule here")
     n = kh * kw
     c, h, w = _chw(shape)
     sh, sw = (int(v) for v in a.get("strides", [1, 1]))
     oh, ow = (h + pads[0] + pads[2] - kh) // sh + 1, (w + pads[1] + pads[3] - kw) // sw + 1
-    return dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, my=0, mx=0,
-                **count_fields(n))                  # n not a power of two: rule 13 (.mean)
+    f = dict(c=c, h=h, w=w, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, pads=pads, my=0, mx=0,
+             **count_fields(n))                     # n not a power of two: rule 13 (.mean)
+    if any(pads) and not a.get("count_include_pad", 0):     # rule 11u (.uncounted): each window over its count
+        from .uncounted import fields
+        try:
+            f.update(fields(f))
+        except ValueError as e:
+            raise why(j, f"an AveragePool whose padding is not counted: {e}") from None
+    return f
 
 
 def half_pixel_x2(n):
@@ -142,9 +146,10 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
     shape = (f["c"], f["oh"], f["ow"]) if len(shapes[j["inputs"][0]]) != 2 else (f["c"], f["oh"])
     shapes[j["output"]] = shape
     if bits is None:                                # BFP pairs: the exact sum, its exponent less p (the shift)
-        if f.get("n", 1) & (f.get("n", 1) - 1):
-            raise why(j, f"a mean over {f['kh']}x{f['kw']} = {f['n']} taps (not a power of two) has no exact rule "
-                         f"on BFP pairs")
+        n = f.get("n", 1)
+        if n & (n - 1):                             # bfp rule 6b: the sum at 2**-a, read as over d
+            from ..bfp_systolic.network.anymean import odd
+            f = dict(f, p=odd(n)[0], mdiv=odd(n)[1])
         ops.append(op_cls("avgpool", j["name"], [src], j["output"], dict(f, shift=f["p"], rounding="nearest_even")))
         state[j["output"]] = ("q", None)
     else:
@@ -208,6 +213,9 @@ def run(op, get, b, bits):
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
     win, t = windows(x, f)
     s = (win << t).sum(axis=(-2, -1))
+    if f.get("uncounted"):                           # rule 11u (.uncounted): the sum over L values
+        from .uncounted import scale
+        s = s * scale(f)
     if "div" in f:                                   # rule 13 (.mean)
         from .mean import divide
         s = divide(s, f["div"])
@@ -230,5 +238,5 @@ def descriptor(op, f, d, pc):
     :func:`hlsnn.engines.network.kernel.descriptor_head`): the bits its sum needs beyond an
     activation's (``p`` and a sign's)."""
     d.update(n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"] * f["kh"] * f["kw"], gap=1, sa=f["my"], sb=f["mx"],
-             shift=f["shift"])
+             shift=f["shift"], woff=int(bool(f.get("uncounted"))))      # woff: rule 11u's scale (.uncounted)
     return max(f["p"], (f.get("n", 1) - 1).bit_length()) + 1

@@ -34,7 +34,8 @@ with a bias for the negative sums: the error ``x * (M/2**L - 1/m) + off/2**L`` l
 ``[0, 1/m)``), which :func:`magic` checks for the ``L`` it picks. Tested exhaustively against
 :class:`fractions.Fraction` rounding (``tests/deploy/test_network_mean_any.py``).
 
-BFP pairs (``bfp_systolic``) keep refusing a count that is not a power of two by name.
+BFP pairs (``bfp_systolic``) keep such a mean as its exact sum, which the reading conv divides
+(:mod:`hlsnn.engines.bfp_systolic.network.anymean`, rule 6b).
 """
 from __future__ import annotations
 
@@ -110,10 +111,13 @@ def multipliers(net, tables):
     without a mean over a count that is not a power of two (the division is not rendered)."""
     from ...resources import Multiplier
     db, pc = tables.get("div_bits", 0), tables["pc"]
+    scale = [Multiplier("pool scale", "MaxPoolTaps", tables["add_bits"], tables["pool_scale_bits"], b_signed=False,
+                        count=pc, note="rule 11u: a window's sum x L / count per bank (engines/network/uncounted.py)")
+             ] if tables.get("pool_scale") else []
     if not db:
-        return []
+        return scale
     xb, mb = tables["div_xbits"], tables["div_mbits"]
-    rows = [Multiplier("mean", "AddPixels", xb, mb, b_signed=False, count=pc * (2 if tables.get("fast_add") else 1),
+    rows = scale + [Multiplier("mean", "AddPixels", xb, mb, b_signed=False, count=pc * (2 if tables.get("fast_add") else 1),
                        note="a mean's division: (v << pre) x M per bank (engines/network/mean.py)")]
     if any(op.kind == "avgpool" for op in net.ops):
         rows.append(Multiplier("mean", "MaxPoolTaps", xb, mb, b_signed=False, count=pc,

@@ -59,8 +59,6 @@ def lower_host(j, program, w, steps, why):
         raise why(j, f"a ReduceMean over axes {list(a['axes'])} of a per-image {shape} tensor: over all axes after "
                      f"the channels, or over the tokens of (T, F) rows, is supported")
     n = h * wd
-    if n & (n - 1) and steps.bits is None:                    # BFP pairs: as GlobalAveragePool's
-        raise why(j, f"a mean over {n} values (not a power of two) has no exact rule on BFP pairs")
     if drop is not None:
         w.ops.remove(drop)
     state[j["output"]] = ("add", dict(ins=[pool], fa=st[1], fb=st[1], relu=False, name=j["name"],

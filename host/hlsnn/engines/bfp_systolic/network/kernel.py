@@ -37,6 +37,7 @@ import numpy as np
 from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
+from ..emulator import zero_row_exponent
 from .perf import MAC_DEPTH
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, row_ops, taps as netbfp_taps
 from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
@@ -59,7 +60,7 @@ LANES, BANKS = 8, 16
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
-          "zfirst", "wob0", "wobase0", "sc_base")
+          "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz")
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -108,14 +109,17 @@ def tables(net, pz, pc):
         unfold = None                                # a dilated or grouped stem reads its taps as such
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc)
-        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0)    # this kernel's own
+        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0,   # this kernel's
+                 mdiv=int(f.get("mdiv", 1) > 1 and op.kind in ("conv", "add")))    # rule 6b: reads / sums a mean
         if op.kind == "conv":
             for j in range(f.get("packs", 1)):          # a row per pack of groups (lower.pack)
                 dj = dict(d)
                 tz_slots, sum_bits, max_pix, max_blocks = _conv_row(op, f, j, dj, (pz, pc, m_bits), (taps, wl, el, bl),
                                                                     (woff, boff), (tz_slots, sum_bits, max_pix,
                                                                                    max_blocks))
-                dj.update(sb=int(name(op.ins[0]) in pooled))
+                ch = netbfp_pack(f, j)["chunks"][0]             # rule 3: an all-zero patch's exponent
+                dj.update(sb=int(name(op.ins[0]) in pooled),
+                          xz=zero_row_exponent(ch["we"], ch["be"], p["exponent_bits"]))
                 woff += dj["zb"] * dj["steps"]
                 boff += dj["zb"]
                 rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}"
@@ -276,6 +280,7 @@ def render(net, out_dir):
     from ...network.chain import sc_add
     from ....version import __version__
     from . import perf as bfpperf
+    from .anymean import mean_fields
     from ...network import perf as netperf
     p = net.params
     pz, pc = shape(p)
@@ -302,6 +307,8 @@ def render(net, out_dir):
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
+               **mean_fields(net),                                       # rule 6b (.anymean)
+               **netkernel.pool_scale(net),                              # rule 11u (engines/network/uncounted)
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                tap_c0=_ints([x[4] for x in t["taps"]]),
@@ -350,10 +357,9 @@ def unpack_output(words):
 def finish_words(net, xq, out):
     """The output pairs (B, out_elems) from the kernel's output words ``out`` (B, out_elems + 1
     + ops): the elements, the status word, an info word per op. Status bit 0 raises
-    :class:`hlsnn.engines.bfp_systolic.network.lower.NotExact` (a sum beyond its bound, rules 5 and 6). In a batch
-    of more than one image, a conv with an all-zero patch in some image (its info word's bit 12)
-    has :func:`hlsnn.engines.bfp_systolic.network.lower.batch_free_exact` checked on the images' largest patch
-    exponents (bits [0, 12), -2048 for none): rule 3, the layer path's free exponent."""
+    :class:`hlsnn.engines.bfp_systolic.network.lower.NotExact` (a sum beyond its bound, rules 5 and 6). A
+    conv's info word holds its largest patch exponent (bits [0, 12), -2048 for none) and whether it
+    had an all-zero patch (bit 12): the all-zero patches take the descriptor's ``xz`` (rule 3)."""
     from . import lower as netbfp
     out = np.asarray(out, np.uint64)
     n = int(np.prod(net.output["shape"]))
@@ -362,14 +368,6 @@ def finish_words(net, xq, out):
         raise netbfp.NotExact(f"network kernel (bfp) of {net.name}: image(s) {np.flatnonzero(status & 1).tolist()}: "
                               f"a sum beyond its bound: a residual sum beyond 25 bits (the kernel's element) or a "
                               f"pool's beyond 53 (the layer path's float64 rounds); netbfp rules 5, 6")
-    if out.shape[0] > 1:
-        info = out[:, n + 1:].astype(np.int64)
-        for i, (op, j) in enumerate(row_ops(net)):
-            if op.kind == "conv" and (info[:, i] >> 12 & 1).any():
-                best = info[:, i] & 0xFFF
-                best = np.where(best >= 2048, best - 4096, best)
-                netbfp.batch_free_exact(netbfp.pack(op.f, j), net.params, [None if v == -2048 else int(v)
-                                                                            for v in best], op.name)
     return unpack_output(out[:, :n])
 
 

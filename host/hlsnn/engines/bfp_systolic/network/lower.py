@@ -32,12 +32,11 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    emin, emax)``; its mantissas ``xm = shift_round_sat(m, xe - e, M, rnd)`` (a right shift
    with rounding, or an exact left shift, saturated: exactly ``round(x * 2**-xe)`` of the
    float). A patch with no non-zero element gets, as the layer's GEMM call gives it
-   (``Kernel.gemm_rows``), the largest ``xe`` of the image's other patches of this layer
-   (``emin`` when there is none): per image, because the kernel runs one image at a time.
-   Layer by layer it is the largest of the *call's* patches (the images that share the GEMM
-   call); the two give the same bits at batch 1, and at any batch when the bias alignment of
-   rule 4 is exact (no bias bit dropped, no saturation) at every image's largest exponent,
-   which :func:`run` checks (:func:`batch_free_exact`; :class:`NotExact` otherwise).
+   (``Kernel.gemm_rows``), the emulator's rule 0 exponent of its output chunk,
+   ``xz = clamp(be - max(we), emin, emax)``
+   (:func:`~hlsnn.engines.bfp_systolic.emulator.zero_row_exponent`): a value of the layer
+   alone, so that the patch's outputs are exactly the bias and no image's bits depend on the
+   images that share its batch (or the layer path's GEMM call).
 4. **GEMM and epilogue**: the engine's rules 1-6 (:mod:`hlsnn.engines.bfp_systolic.emulator`,
    run by its :func:`~hlsnn.engines.bfp_systolic.emulator.emulate`) per output chunk (``chunks`` of the compiled layer: the outputs
    ``rows[0]:rows[1]`` with their weight mantissas ``wm``, row exponents ``we``, bias
@@ -57,10 +56,10 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    the exact sum at ``e = min`` over its non-zero elements, then ``e - p``. The float mean is
    this value when the sum of the magnitudes is below ``2**53`` at ``e`` (then every partial
    sum of any order is exact); checked as in rule 5, with ``2**53`` (the kernel keeps a pool's
-   sums, a few per image, in 54-bit mantissas). A mean over a pixel count that is not a
-   power of two is refused by name by :func:`~hlsnn.deploy.program.lower` (as is such an
-   ``AveragePool``): a pair cannot hold the non-dyadic mean, which the integer engines run as
-   :mod:`hlsnn.engines.network.mean`'s rule 13.
+   sums, a few per image, in 54-bit mantissas). A mean over a count ``n = 2**a * d`` that is
+   not a power of two (``d`` odd; also an ``AveragePool``, a ``ReduceMean``) is the sum at
+   ``e - a`` read as over ``d``: rule 6b of :mod:`.anymean` (the reading conv's leading one and
+   mantissa of ``s * 2**e / d`` as integer steps; sums below ``2**52``).
 7. **maxpool**: the element of the largest value of each window (padding never wins); ties
    are equal values. ``Flatten``, ``Reshape``, ``Identity`` change nothing. A ``Relu`` on a
    conv's output is ``m = max(m, 0)``.
@@ -91,7 +90,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..emulator import emulate
+from ..emulator import emulate, zero_row_exponent
 from ....errors import InputError
 from ....primitives import msb_index, shift_round_sat
 
@@ -108,6 +107,8 @@ EXACT_BITS = 53
 #: an activation's mantissa on chip (the network kernel's 36-bit element: this and a 10-bit
 #: exponent): an Add's sum must be below 2**(ELEM_BITS - 1) (rule 5)
 ELEM_BITS = 26
+#: a mean over a count that is not a power of two: its sum's bound (rule 6b, :mod:`.anymean`)
+MEAN_BITS = 52
 #: a wide element's mantissa bits (a global pool's sums: below 2**53, netbfp rule 6; the
 #: output words); an element's in the activation buffers is :data:`ELEM_BITS` (26: a 36-bit
 #: element with its 10-bit exponent)
@@ -175,8 +176,13 @@ class BfpSteps:
         if base not in w.shapes:
             c = w.shapes[a["ins"][0]][0]
             hw = int(np.prod(w.shapes[a["ins"][0]][1:]))
+            n = a.get("n") or 1
+            ex = {}
+            if n & (n - 1):                               # rule 6b: the sum at 2**-a, read as over d
+                from .anymean import odd
+                ex = dict(mdiv=odd(n)[1])
             w.ops.append(_op("add", a["name"], a["ins"], base, c=c, hw=hw, relu=a["relu"], gap=a["p"] is not None,
-                             p=a["p"] or 0, sa=0, sb=0, shift=0,
+                             p=(odd(n)[0] if ex else a["p"] or 0), sa=0, sb=0, shift=0, **ex,
                              shape=(c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]))
             w.shapes[base], w.state[base] = w.ops[-1].f["shape"], ("q", None)
         return base
@@ -222,6 +228,8 @@ class BfpSteps:
             raise InputError(f"network kernel: the output {out_name} is not an engine layer's output")
         if not self.read:
             raise InputError("network kernel: no engine layer reads the input")
+        from .anymean import mark
+        mark(w.ops, w.aliases, out_name)                  # rule 6b: which convs read a mean
         return NetProgram(program["name"], w.ops, w.shapes,
                           dict(name=inp["name"], shape=tuple(inp["shape"]), f=None, bits=p["mantissa_bits"],
                                signed=True, rounding=p["rounding"], format="float32"),
@@ -327,21 +335,16 @@ def row_ops(net):
     return [(op, j) for op in net.ops for j in range(op.f.get("packs", 1) if op.kind == "conv" else 1)]
 
 
-def conv_pairs(x, f, p, seen=None):
-    """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW).
-    ``seen``: a list that gets, per image, ``(its largest patch exponent or None, whether it has
-    an all-zero patch)`` (the data of rule 3's batch check, :func:`batch_free_exact`); a list of
-    such lists, one per pack, for a conv of packs of groups (each pack its own patches and its
-    own GEMM, as layer by layer)."""
+def conv_pairs(x, f, p):
+    """Rules 3 and 4 on a batch of pairs ``x = (m, e)`` (B, C, H, W): pairs (B, Z, OH, OW)
+    (a conv of packs of groups: each pack its own patches and its own GEMM, as layer by layer)."""
     if f.get("packs", 1) > 1:
         n, cp = f["packs"], f["c"] // f["packs"]
-        ys = [conv_pairs(tuple(a[:, j * cp:(j + 1) * cp] for a in x), pack(f, j), p,
-                         None if seen is None else seen[j]) for j in range(n)]
+        ys = [conv_pairs(tuple(a[:, j * cp:(j + 1) * cp] for a in x), pack(f, j), p) for j in range(n)]
         return tuple(np.concatenate([y[i] for y in ys], axis=1) for i in range(2))
     m, e = (np.asarray(a, np.int64) for a in x)
     bsz = m.shape[0]
     M, E, rnd = p["mantissa_bits"], p["exponent_bits"], p["rounding"]
-    emin = -(1 << (E - 1))
     t, l, b, r = f["pads"]
     pad = ((0, 0), (0, 0), (t, b), (l, r))
     mp, ep = np.pad(m, pad), np.pad(e, pad)
@@ -350,74 +353,30 @@ def conv_pairs(x, f, p, seen=None):
         v = _windows(a, f)                                                    # (B, C, OH, OW, kh, kw)
         return v.transpose(0, 2, 3, 1, 4, 5).reshape(bsz, f["oh"] * f["ow"], -1)
     wm_, we_ = windows(mp), windows(ep)
-    lop = windows(_lop(mp, ep)).max(axis=2)                                   # (B, P)
+    dv = f.get("mdiv", 1)                                                     # rule 6b: means over dv
+    if dv > 1:
+        from .anymean import lop as mean_lop
+        lop = windows(mean_lop(mp, ep, dv)).max(axis=2)
+    else:
+        lop = windows(_lop(mp, ep)).max(axis=2)                               # (B, P)
     nonzero = lop != np.iinfo(np.int64).min
     xe = patch_exponent(lop, p)
-    free = np.where(nonzero, xe, np.iinfo(np.int64).min).max(axis=1, keepdims=True)    # per image
-    if seen is not None:
-        seen.extend((None if v == np.iinfo(np.int64).min else int(v), bool(z))
-                    for v, z in zip(free[:, 0], (~nonzero).any(axis=1)))
-    free = np.where(free == np.iinfo(np.int64).min, emin, free)
-    xe = np.where(nonzero, xe, free)
-    xm = _round_patches(wm_, we_ - xe[:, :, None], M, rnd)
-    xm, xe = xm.reshape(bsz * f["oh"] * f["ow"], -1), xe.reshape(-1)
+    if dv > 1:
+        from .anymean import mantissa
+        xm = mantissa(wm_, we_, xe[:, :, None], dv, M, rnd)
+    else:
+        xm = _round_patches(wm_, we_ - xe[:, :, None], M, rnd)
+    xm, xe, nonzero = xm.reshape(bsz * f["oh"] * f["ow"], -1), xe.reshape(-1), nonzero.reshape(-1)
     ym = np.empty((xm.shape[0], f["z"]), np.int64)
     ye = np.empty((xm.shape[0], f["z"]), np.int64)
     for ch in f["chunks"]:
         r0, r1 = ch["rows"]
-        y, e4, _ = emulate(p, xm, xe, ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"], ch["be"],
-                           relu=f["relu"])
+        xz = zero_row_exponent(ch["we"], None if ch["bm"] is None else ch["be"], E)      # rule 3: the layer's
+        y, e4, _ = emulate(p, xm, np.where(nonzero, xe, xz), ch["wm"].reshape(r1 - r0, -1), ch["we"], ch["bm"],
+                           ch["be"], relu=f["relu"])
         ym[:, r0:r1], ye[:, r0:r1] = y, e4[:, None]
     shape = (bsz, f["oh"], f["ow"], f["z"])
     return ym.reshape(shape).transpose(0, 3, 1, 2), ye.reshape(shape).transpose(0, 3, 1, 2)
-
-
-def zero_patch_check(x, f, p, name):
-    """The condition of rule 3 for a batch of more than one image with an all-zero patch
-    (pairs ``x`` (B, C, H, W) of the conv ``f``): :func:`batch_free_exact` on every image's
-    largest patch exponent (per pack of groups: each its own GEMM)."""
-    if f.get("packs", 1) > 1:
-        cp = f["c"] // f["packs"]
-        for j in range(f["packs"]):
-            zero_patch_check(tuple(np.asarray(a)[:, j * cp:(j + 1) * cp] for a in x), pack(f, j), p, name)
-        return
-    m, e = (np.asarray(a, np.int64) for a in x)
-    if m.shape[0] < 2:
-        return
-    t, l, b, r = f["pads"]
-    pad = ((0, 0), (0, 0), (t, b), (l, r))
-    lop = _windows(_lop(np.pad(m, pad), np.pad(e, pad)), f).max(axis=(1, 4, 5)).reshape(m.shape[0], -1)
-    low = np.iinfo(np.int64).min
-    nonzero = lop != low
-    if nonzero.all():
-        return
-    best = np.where(nonzero, patch_exponent(lop, p), low).max(axis=1)
-    batch_free_exact(f, p, [None if v == low else int(v) for v in best], name)
-
-
-def batch_free_exact(f, p, bests, name):
-    """Rule 3's condition for a batch in which some image of the conv ``f`` has an all-zero
-    patch, given each image's largest patch exponent (None: the image has no non-zero patch):
-    the patch's free exponent layer by layer is then the largest of some images' (those sharing
-    the GEMM call), so for each candidate (every image's, ``emin`` for None) the bias alignment
-    ``shift_round_sat(bm, xe + we - be, A)`` must be exact (no bit dropped) and unsaturated:
-    then every candidate gives the bias's own value. Else :class:`NotExact` naming the layer."""
-    emin = -(1 << (p["exponent_bits"] - 1))
-    cands = sorted({emin if v is None else int(v) for v in bests})
-    if len(cands) < 2:
-        return
-    a_bits = p["acc_bits"]
-    for ch in f["chunks"]:
-        mag = np.abs(ch["bm"])
-        top = msb_index(mag)
-        for c in cands:
-            s = c + ch["we"] - ch["be"]                   # the alignment: a right shift by s (> 0)
-            exact = (mag == 0) | ((s <= 0) & (top - s <= a_bits - 2)) | \
-                ((s > 0) & (s <= 62) & (mag % (np.int64(1) << np.clip(s, 0, 62)) == 0))
-            if not exact.all():
-                raise NotExact(f"network kernel (bfp): layer {name}: an all-zero patch's bias alignment depends on "
-                               f"the images that share the layer-by-layer GEMM call (rule 3 of "
-                               f"hlsnn.engines.bfp_systolic.network.lower); run this batch one image at a time or with network=False")
 
 
 def _exact_sum_check(parts, e, name, bits=EXACT_BITS):
@@ -425,6 +384,7 @@ def _exact_sum_check(parts, e, name, bits=EXACT_BITS):
     tot = sum(parts)
     if (tot >= (1 << bits)).any():
         why = ("the layer-by-layer float64 result rounds" if bits == EXACT_BITS else
+               "rule 6b's mean is not proved equal to the layer path's float64 mean" if bits == MEAN_BITS else
                f"the network kernel keeps an Add's sum in a {ELEM_BITS}-bit mantissa")
         raise NotExact(f"network kernel (bfp): {name}: a sum spans more than {bits} bits, so {why} (rules 5, 6 "
                        f"of hlsnn.engines.bfp_systolic.network.lower); run it with network=False")
@@ -458,7 +418,8 @@ def add_pairs(a, b, f, name):
     s = ta + tb
     if f["relu"]:
         s = np.maximum(s, 0)
-    _exact_sum_check([np.abs(s).sum(axis=2, keepdims=True)], e0, name)
+    _exact_sum_check([np.abs(s).sum(axis=2, keepdims=True)], e0, name,
+                     EXACT_BITS if f.get("mdiv", 1) == 1 else MEAN_BITS)      # rule 6b: |s| < 2**52
     return s.sum(axis=2, keepdims=True), e0 - f["p"]
 
 
@@ -493,31 +454,28 @@ def avgpool_pairs(op, get, b):
     e0 = np.where(wm != 0, we, big).min(axis=(-2, -1))
     e0 = np.where(e0 == big, 0, e0)
     terms = _align(wm, we, e0[..., None, None])
-    if ((np.abs(terms) << t).sum(axis=(-2, -1)) >= 1 << (ELEM_BITS - 1)).any():
+    k = 1
+    if f.get("uncounted"):                         # rule 11u: the sum times L / count, over L (rule 6b)
+        from ...network.uncounted import scale
+        k = scale(f)
+    if ((np.abs(terms) << t).sum(axis=(-2, -1)) * k >= 1 << (ELEM_BITS - 1)).any():
         raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {ELEM_BITS - 1} bits (the "
                        f"kernel's element; rule 11 of hlsnn.engines.network.linpool); run it with network=False")
-    return (terms << t).sum(axis=(-2, -1)), e0 - f["shift"]
+    return (terms << t).sum(axis=(-2, -1)) * k, e0 - f["shift"]
 
 
-#: images per slice of :func:`run` (each image's bits depend on it alone but for rule 3's batch
-#: check, which runs on the whole batch's data): a layer's patches stay a few tens of MB
+#: images per slice of :func:`run` (each image's bits depend on it alone): a layer's patches
+#: stay a few tens of MB
 CHUNK = 32
 
 
 def run(net, xq, *, keep=False):
     """Run the ops on a batch of input pairs ``xq = (m, e)`` (B, ...): the output tensor's
     pairs; with ``keep``, ``(out, {tensor: pairs})``. The batch runs in slices of
-    :data:`CHUNK` images; rule 3's check (:func:`batch_free_exact`) then runs on every image's
-    data of each conv, so its verdict is the whole batch's."""
+    :data:`CHUNK` images."""
     m0, e0 = (np.asarray(a, np.int64) for a in xq)
     n = m0.shape[0]
-    seen = {op.name: [[] for _ in range(op.f.get("packs", 1))] for op in net.ops if op.kind == "conv"}
-    parts = [_run(net, (m0[i:i + CHUNK], e0[i:i + CHUNK]), keep, seen) for i in range(0, max(n, 1), CHUNK)]
-    if n > 1:
-        for op in net.ops:
-            for j, info in enumerate(seen.get(op.name, [])):
-                if any(z for _, z in info):
-                    batch_free_exact(pack(op.f, j), net.params, [b for b, _ in info], op.name)
+    parts = [_run(net, (m0[i:i + CHUNK], e0[i:i + CHUNK]), keep) for i in range(0, max(n, 1), CHUNK)]
     if len(parts) == 1:
         return parts[0]
     if not keep:
@@ -526,8 +484,8 @@ def run(net, xq, *, keep=False):
     return out, {k: tuple(np.concatenate([q[1][k][i] for q in parts]) for i in range(2)) for k in parts[0][1]}
 
 
-def _run(net, xq, keep, seen):
-    """:func:`run` on one slice, without the batch check (``seen`` collects its data)."""
+def _run(net, xq, keep):
+    """:func:`run` on one slice."""
     m0, e0 = xq
     bsz = m0.shape[0]
     env = {net.input["name"]: (np.asarray(m0, np.int64), np.asarray(e0, np.int64))}
@@ -542,8 +500,7 @@ def _run(net, xq, keep, seen):
         f = op.f
         x = get(op.ins[0])
         if op.kind == "conv":
-            s = seen[op.name]
-            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p, s if f.get("packs", 1) > 1 else s[0])
+            y = conv_pairs(shaped(x, (f["c"], f["h"], f["w"])), f, p)
             env[op.out] = tuple(a.reshape(bsz, -1) for a in y) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_pairs(shaped(x, (f["c"], f["h"], f["w"])), f)

@@ -131,6 +131,11 @@ def buffers(net, tables):
         w = tables["hs_w"]
         muls.append(Multiplier("hswish", "LutPixels", w + 1, 2 * w + 3, count=pc,
                                note="HardSwish on pairs: xs (xs + 3 2^d) per bank"))
+    from .anymean import mean_fields
+    mf = mean_fields(net)
+    if mf["has_mean"]:                                  # rule 6b: floor(u / d) by a reciprocal per bank
+        muls.append(Multiplier("mean", "ConvMac", mf["mean_cap_bits"], mf["mean_recip_bits"], False, False,
+                               count=pc, note=f"a mean's mantissa: u x reciprocal of {mf['mean_div']} per bank"))
     if any(op.kind == "gate" for op in net.ops):       # rule 10b: Q mantissa products
         g = tables["gate_bits"]
         muls.append(Multiplier("gate", "GatePixels", g, g, count=pc, note="a channel gate: map x gate per bank"))

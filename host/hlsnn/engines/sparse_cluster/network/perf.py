@@ -95,7 +95,8 @@ def resources(net, tables, ps):
                   **shiftperf.mean_logic(net, tables))
         extra = [lg.get(k, (0, 0)) for k in ("wpool", "mean")]
         from ...network.mean import multipliers as mean_multipliers       # a mean's division (rule 13)
-        mean_dsp = build([], mean_multipliers(net, tables), ps).dsp if tables.get("div_bits") else 0
+        mean_dsp = build([], mean_multipliers(net, tables), ps).dsp if tables.get("div_bits") or \
+            tables.get("pool_scale") else 0
         return {"bram36": e["bram36"], "uram": e["uram"], "lut": e["lut"] + sum(v[0] for v in extra),
                 "ff": e["ff"] + sum(v[1] for v in extra), "dsp": e["dsp"] + mean_dsp,
                 "buffers": e["model"].buffer_rows(),
