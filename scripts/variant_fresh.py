@@ -570,7 +570,6 @@ def _probes(torch, nn):
 def keep_probes(out, names):
     """Copy probe files (both exports) into tests/data/torch/beyond as ``p_f_<name>_<export>``,
     MANIFEST entries of task ``pattern`` marked ``"fresh": true`` (tests/deploy/test_torch_fresh.py)."""
-    import shutil
     import onnx
     import torch
     from torch import nn

@@ -39,7 +39,7 @@ from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
 from .perf import MAC_DEPTH
-from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, row_ops, taps as netbfp_taps
+from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
 
 #: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
