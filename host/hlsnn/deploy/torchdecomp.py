@@ -64,13 +64,7 @@ def _softplus_thresholds(g):
     below float32's half unit in the last place of ``x``."""
     if not any(n.op_type == "Where" for n in g.node):
         return
-    consts = _consts(g)
-    producer = {o: n for n in g.node for o in n.output}
-    users = {}
-    for n in g.node:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
-    outputs = {o.name for o in g.output}
+    consts, producer, users, outputs = _index(g)
     drop = set()
     for n in g.node:
         if n.op_type != "Where" or len(n.input) != 3:
@@ -105,13 +99,7 @@ def _hard_sigmoids(g):
     from onnx import helper
     if not any(n.op_type == "Clip" for n in g.node):
         return
-    consts = _consts(g)
-    producer = {o: n for n in g.node for o in n.output}
-    users = {}
-    for n in g.node:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
-    outputs = {o.name for o in g.output}
+    consts, producer, users, outputs = _index(g)
 
     def other(node, name):
         return node.input[1] if node.input[0] == name else node.input[0]
@@ -190,13 +178,7 @@ def _expands(model):
     g = model.graph
     if not any(n.op_type == "Expand" for n in g.node):
         return
-    consts = _consts(g)
-    producer = {o: n for n in g.node for o in n.output}
-    users = {}
-    for n in g.node:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
-    outputs = {o.name for o in g.output}
+    consts, producer, users, outputs = _index(g)
     shapes = None
     drop = set()
     for n in g.node:
@@ -231,6 +213,17 @@ def _expands(model):
         kept = [n for n in g.node if id(n) not in drop]
         del g.node[:]
         g.node.extend(kept)
+
+
+def _index(g):
+    """The graph's constants, each tensor's producing node, each tensor's reading nodes and the
+    graph's output names: what every rewrite here looks up."""
+    producer = {o: n for n in g.node for o in n.output}
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+    return _consts(g), producer, users, {o.name for o in g.output}
 
 
 def _consts(g):
@@ -389,13 +382,7 @@ def _gather_resizes(model):
     g = model.graph
     if not any(n.op_type == "GatherND" for n in g.node):
         return
-    consts = _consts(g)
-    producer = {o: n for n in g.node for o in n.output}
-    users = {}
-    for n in g.node:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
-    outputs = {o.name for o in g.output}
+    consts, producer, users, outputs = _index(g)
     gathers = _gathers(g, consts, producer)
     if not gathers:
         return
