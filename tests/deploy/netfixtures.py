@@ -91,3 +91,29 @@ def check_kernel_run(path, fmt, x, board=False):
             np.testing.assert_array_equal(sim(x), k_run(x))
             assert sim.last_kernel_starts == 1
     return k_run
+
+
+def avgpool_net(path, count_include_pad, seed, name):
+    """A 2-D net of the mean tests: conv 3x3 padded (8x8), Relu, AveragePool 3x3 stride 1 padded by
+    1 (``count_include_pad`` 1: every window over 9; 0: over the taps inside the map), conv 3x3
+    stride 2 (3x3), Relu, GlobalAveragePool over 3x3, a dense layer; weights drawn from ``seed``."""
+    import onnx
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    init = [numpy_helper.from_array(rng.normal(0, 0.6, (6, 1, 3, 3)).astype(np.float32), "c1_w"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 6).astype(np.float32), "c1_b"),
+            numpy_helper.from_array(rng.normal(0, 0.4, (8, 6, 3, 3)).astype(np.float32), "c2_w"),
+            numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "c2_b"),
+            numpy_helper.from_array(rng.normal(0, 0.5, (8, 10)).astype(np.float32), "d_w")]
+    nodes = [helper.make_node("Conv", ["x", "c1_w", "c1_b"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("AveragePool", ["r1"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              count_include_pad=count_include_pad),
+             helper.make_node("Conv", ["ap", "c2_w", "c2_b"], ["c2"], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("MatMul", ["f", "d_w"], ["y"])]
+    g = helper.make_graph(nodes, name,
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 10])], init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path

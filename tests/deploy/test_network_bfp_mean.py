@@ -15,6 +15,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.engines.bfp_systolic.network import anymean as bm  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
+from netfixtures import avgpool_net  # noqa: E402
 
 ROUNDINGS = ["nearest_even", "nearest_away", "truncate"]
 
@@ -123,24 +124,7 @@ def _tc_dw(path, seed=5):
 def _avg_gap(path, seed=7):
     """A 2-D net: conv 3x3 (8x8), AveragePool 3x3 stride 1 padded (counted: over 9), conv 3x3
     stride 2 (3x3), GlobalAveragePool over 3x3 (9), a dense layer."""
-    rng = np.random.default_rng(seed)
-    init = [numpy_helper.from_array(rng.normal(0, 0.6, (6, 1, 3, 3)).astype(np.float32), "c1_w"),
-            numpy_helper.from_array(rng.normal(0, 0.1, 6).astype(np.float32), "c1_b"),
-            numpy_helper.from_array(rng.normal(0, 0.4, (8, 6, 3, 3)).astype(np.float32), "c2_w"),
-            numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "c2_b"),
-            numpy_helper.from_array(rng.normal(0, 0.5, (8, 10)).astype(np.float32), "d_w")]
-    nodes = [helper.make_node("Conv", ["x", "c1_w", "c1_b"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("AveragePool", ["r1"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-                              count_include_pad=1),
-             helper.make_node("Conv", ["ap", "c2_w", "c2_b"], ["c2"], strides=[2, 2]),
-             helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("MatMul", ["f", "d_w"], ["y"])]
-    g = helper.make_graph(nodes, "avg_gap",
-                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
-                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 10])], init)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path, "nchw"
+    return avgpool_net(path, 1, seed, "avg_gap"), "nchw"
 
 
 MODELS = {"tc_dw": _tc_dw, "avg_gap": _avg_gap}

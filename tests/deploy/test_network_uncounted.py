@@ -9,13 +9,14 @@ import pytest
 
 pytest.importorskip("onnx")
 import onnx  # noqa: E402
-from onnx import helper, numpy_helper  # noqa: E402
+from onnx import helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import linpool, uncounted  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
+from netfixtures import avgpool_net  # noqa: E402
 
 ROUNDINGS = ["nearest_even", "nearest_away", "truncate"]
 
@@ -76,24 +77,7 @@ FORMATS = {"twohot": "{type: twohot, accel: shift8_pynq-z2}", "fixed8": "{type: 
 def _model(path, seed=11):
     """conv 3x3 padded (8x8), AvgPool2d(3, 1, 1, count_include_pad=False), conv 3x3 stride 2, a
     global pool over 3x3, a dense layer."""
-    rng = np.random.default_rng(seed)
-    init = [numpy_helper.from_array(rng.normal(0, 0.6, (6, 1, 3, 3)).astype(np.float32), "c1_w"),
-            numpy_helper.from_array(rng.normal(0, 0.1, 6).astype(np.float32), "c1_b"),
-            numpy_helper.from_array(rng.normal(0, 0.4, (8, 6, 3, 3)).astype(np.float32), "c2_w"),
-            numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "c2_b"),
-            numpy_helper.from_array(rng.normal(0, 0.5, (8, 10)).astype(np.float32), "d_w")]
-    nodes = [helper.make_node("Conv", ["x", "c1_w", "c1_b"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("AveragePool", ["r1"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-                              count_include_pad=0),
-             helper.make_node("Conv", ["ap", "c2_w", "c2_b"], ["c2"], strides=[2, 2]),
-             helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
-             helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("MatMul", ["f", "d_w"], ["y"])]
-    g = helper.make_graph(nodes, "avg_u",
-                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
-                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 10])], init)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
+    return avgpool_net(path, 0, seed, "avg_u")
 
 
 @pytest.fixture(scope="module")
