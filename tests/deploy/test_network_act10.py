@@ -271,3 +271,28 @@ def test_the_data_moves_and_pools_at_ten_bits_on_csim(unet10):
     board = hlsnn.load(unet10, "csim", network=True)
     np.testing.assert_array_equal(board(x), hlsnn.load(unet10, "emu", network=False)(x))
     assert board.last_kernel_starts == 1
+
+
+def test_layer_by_layer_latency_counts_the_second_term(nets):
+    """``hlsnn perf --layer-by-layer`` of a two-term model: each engine layer's kernel cycles are
+    the cycle model's of the layer with K doubled (hlsnn.deploy.twoterm, rule 4), the one-term
+    model's are its own layer's; the two-term model costs more (it gave the same figure before)."""
+    from hlsnn.deploy.layers import LayerStub
+    from hlsnn.measure.layers import layer_kernel_cycles
+    from hlsnn.network import latency
+    two, one = (latency.model(nets[k], network=False) for k in ("t10", "t10one"))
+    eng2 = {r["name"]: r for r in two["layers"] if not r["kind"].startswith("host")}
+    eng1 = {r["name"]: r for r in one["layers"] if not r["kind"].startswith("host")}
+    assert eng2.keys() == eng1.keys() and eng2
+    assert all(eng2[n]["kernel_cycles"] > eng1[n]["kernel_cycles"] for n in eng2)
+    net = hlsnn.load(nets["t10"], "emu", network=False)
+    try:
+        ex = next(iter(net._dep.execs.values()))
+        layer = ex.layer
+        n, k = layer.w.shape[0], layer.w.shape[1]
+        wide = LayerStub(layer.name, layer.kind, layer.relu, layer.b, (n, 2 * k) + layer.w.shape[2:], layer.geom)
+        kc = layer_kernel_cycles(wide, ex.acc.config, 1, fmt_type="twohot", in_hw=(8, 8),
+                                 weight_sparsity=0.0, input_density=ex.stats.input_density)
+    finally:
+        net.close()
+    assert eng2[layer.name]["kernel_cycles"] == kc.cycles

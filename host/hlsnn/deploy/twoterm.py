@@ -34,6 +34,7 @@ The rule (exact, the specification of what the kernel computes):
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -121,4 +122,9 @@ def cost_layer(layer, terms):
     else the same layer with its weights ``terms`` times along the input axis (K doubled)."""
     if terms == 1:
         return layer
-    return dataclasses.replace(layer, w=np.concatenate([np.asarray(layer.w)] * terms, axis=1))
+    w = np.concatenate([np.asarray(layer.w)] * terms, axis=1)
+    if dataclasses.is_dataclass(layer):
+        return dataclasses.replace(layer, w=w)
+    wide = copy.copy(layer)                  # a compiled model's LayerStub (hlsnn.deploy.layers)
+    wide.w = w
+    return wide

@@ -325,7 +325,9 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                 cfgs[cfg.sha] = cfg
                 in_hw = tuple(ins[0][-2:]) if j["kind"] == "conv" else None
                 wsp = float(np.mean(np.asarray(ex.wq) == 0)) if j["format"] in ("fixed", "sparse") else 0.0
-                kc = layer_kernel_cycles(ex.layer, cfg, batch, fmt_type=j["format"], in_hw=in_hw,
+                terms = getattr(ex, "terms", 1)          # weight_terms: 2 runs K doubled (rule 4 of
+                from ..deploy.twoterm import cost_layer    # hlsnn.deploy.twoterm), rows [p | p]
+                kc = layer_kernel_cycles(cost_layer(ex.layer, terms), cfg, batch, fmt_type=j["format"], in_hw=in_hw,
                                          weight_sparsity=wsp, input_density=ex.stats.input_density)
                 beat = cfg.params["stream_bits"] // 8
                 # one beat per cycle of the stream phases (the closed-form counts carry no beat totals)
@@ -335,7 +337,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                 if j["kind"] == "conv" and j["format"] in ("bfp", "twohot", "pot"):
                     g = ex.layer.geom
                     oh, ow = g.out_hw(*in_hw)
-                    rows = batch * oh * ow * int(np.prod(j["w_shape"][1:])) * g.group
+                    rows = batch * oh * ow * int(np.prod(j["w_shape"][1:])) * g.group * terms
                 hb = host_bytes(j["kind"], in_el, out_el, rows, dma)
                 k_us = kc.cycles / cfg.clock_mhz
                 d_us = dma / (b["hp_bits"] / 8 * cfg.clock_mhz)
