@@ -233,6 +233,9 @@ def walk(program, arrays, steps):
             if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
                 continue
+            from ..engines.network.linpool import covers_map
+            if op == "AveragePool" and st[0] == "add" and covers_map(j, shapes[src]):   # linpool rule 11g
+                op = "GlobalAveragePool"
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
                 c, h, w_ = _chw(shapes[src])
                 n = h * w_
@@ -245,7 +248,8 @@ def walk(program, arrays, steps):
             from ..engines.network import gate as netgate, move as netmove, reduce, transpose
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
-            if netmove.lower_host(j, state, shapes, ops, _why, Op):         # Upsample, ZeroStuff, Concat
+            from ..engines.network.catinput import part_state               # a Concat with the input: rule 8i
+            if netmove.lower_host(j, state, shapes, ops, _why, Op, part_state(j, w, steps, _why)):   # moves
                 continue
             if transpose.lower_host(j, state, shapes, aliases, w.kernel_in, ops, _why, Op,   # RowsToMap, MapToRows
                                     lambda s: s is not None and s[0] in ("q", "input")):
@@ -283,7 +287,8 @@ def walk(program, arrays, steps):
             aliases[src] = base
             src = base
             st = state[base]
-        c, h, w_ = _chw(shapes[aliases.get(src, src)])     # a flattened map: its (C, H, W)
+        own = shapes.get(src, ())                # a conv reads its own map (an Unsqueeze's C x 1 x W), a dense
+        c, h, w_ = _chw(own if j["kind"] == "conv" and len(own) == 3 else shapes[aliases.get(src, src)])   # layer the flat one's
         if j["kind"] == "dense":                 # a conv whose kernel covers the (flattened) map
             geom = dict(kh=h, kw=w_, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
         else:
