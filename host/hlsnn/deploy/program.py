@@ -287,7 +287,7 @@ def walk(program, arrays, steps):
             aliases[src] = base
             src = base
             st = state[base]
-        own = shapes.get(src, ())                # a conv reads its own map (an Unsqueeze's C x 1 x W), a dense
+        own = shapes.get(j["inputs"][0], ())     # a conv reads its own map (an Unsqueeze's C x 1 x W), a dense
         c, h, w_ = _chw(own if j["kind"] == "conv" and len(own) == 3 else shapes[aliases.get(src, src)])   # layer the flat one's
         if j["kind"] == "dense":                 # a conv whose kernel covers the (flattened) map
             geom = dict(kh=h, kw=w_, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
