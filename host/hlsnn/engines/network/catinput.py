@@ -16,6 +16,8 @@ exact values, as the layer path forms them from the float concat.
 """
 from __future__ import annotations
 
+from .program import _chw
+
 
 def part_state(j, w, steps, why):
     """``state(t)``: the state a part ``t`` of Concat ``j`` in state ``("input",)`` takes (rule
@@ -26,6 +28,10 @@ def part_state(j, w, steps, why):
     def state(t):
         if w.aliases.get(t, t) != kin:
             raise why(j, f"a Concat of the float tensor {t}, which is not the kernel's input")
+        (c, h, w_), (ci, hi, wi) = _chw(w.shapes[t]), _chw(w.shapes[kin])
+        if c != ci or h * w_ != hi * wi:             # the image load's banks hold the input's channels
+            raise why(j, f"a Concat of the graph input viewed as {c} channels of {h}x{w_} (the kernel loads it as "
+                         f"{ci} channels of {hi}x{wi})")
         if steps.bits is None:                  # BFP pairs: the input as it is (netbfp rule 1)
             return ("q", None)
         if steps.quant is None:
