@@ -105,6 +105,13 @@ def covers_map(j, shape):
             and not a.get("ceil_mode", 0) and all(d == 1 for d in a.get("dilations", [1, 1])))
 
 
+def global_op(j, st, shape):
+    """The op host layer ``j`` (reading a tensor in state ``st`` of per-image ``shape``) is
+    lowered as: ``GlobalAveragePool`` for rule 11g (:func:`covers_map` of a pending Add), its
+    own op otherwise."""
+    return "GlobalAveragePool" if st[0] == "add" and covers_map(j, shape) else j["op"]
+
+
 def half_pixel_x2(n):
     """Rule 12's (2n, n) weights along a doubled axis: ``y[2i] = (x[i-1] + 3 x[i]) / 4``,
     ``y[2i+1] = (3 x[i] + x[i+1]) / 4``, the neighbours clamped to ``[0, n - 1]``."""
