@@ -127,3 +127,26 @@ def test_covers_map_is_one_window_over_the_map():
     assert not covers_map(pool([1, 4], strides=[1, 4]), (6, 1, 8))
     assert not covers_map(pool([1, 8], pads=[0, 1, 0, 1]), (6, 1, 8))
     assert not covers_map(dict(op="MaxPool", attrs=dict(kernel_shape=[1, 8])), (6, 1, 8))
+
+
+@pytest.mark.slow   # the quick csim case of the same ops: ..._in_one_start_on_csim_and_the_board[fixed8]
+@pytest.mark.csim
+def test_skip_from_the_input_in_one_start_of_the_board_sized_sparse_kernel(tmp_path):
+    """The board-sized sparse_cluster kernel (``net_shape: board``, sub-banked activations, the
+    Add loop in two instances): one start, the layer path's bits, the loops' iterations its perf
+    model's."""
+    from hlsnn.engines.sparse_cluster.network import perf as sparseperf
+    m = catpool_model(tmp_path / "catpool.onnx")
+    path = compile_each(tmp_path, "catpool_sized", m, ["sized"],
+                        formats={"sized": "{type: fixed, accel: sparse8net_pynq-z2}"}, layout="ncl", check_samples=2,
+                        calibration_samples=16)["sized"]
+    x = _x(6)
+    with hlsnn.load(path, "csim", network=True) as run:
+        np.testing.assert_array_equal(run(x), hlsnn.load(path, "emu", network=False)(x))
+        assert run.last_kernel_starts == 1
+        k = run._kernel
+        assert k.tables.get("sized") is not None and k.tables["in_dual"]
+        counted = {}
+        for c, (it, _) in k.counters.items():          # the Add's instances: NetAdd.0, NetAdd.1
+            counted[c.split(".")[0]] = counted.get(c.split(".")[0], 0) + it
+        assert counted == {c: len(x) * v for c, v in sparseperf.iterations(run.network, k.tables).items()}
