@@ -233,8 +233,8 @@ class FastNet:
                 raise ValueError(f"op {op.name} gates by a map of shape {self.maps[self._src(op.ins[1])]}")
             if op.kind in ("add", "lut", "gate"):
                 ok = hwc[2] == f["c"] and hwc[0] * hwc[1] == f["hw"]
-            else:
-                ok = hwc == (f["h"], f["w"], f["c"])
+            else:                                # an alias's view of the same NHWC pixels (an Unsqueeze's 1 x W)
+                ok = hwc[2] == f["c"] and hwc[0] * hwc[1] == f["h"] * f["w"]
             if not ok:
                 raise ValueError(f"op {op.name} reads a map of shape {hwc} (H, W, C)")
 

@@ -48,7 +48,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    which the deployment keeps the format); :func:`lower` refuses other bounds.
 3. **maxpool**: the largest ``q`` of each window (padding never wins); ``ceil_mode`` is more
    padding at the bottom and right (the last windows' overhang). Radix and format unchanged.
-   ``Flatten``, ``Reshape`` and ``Identity`` change no integer. Host ops on the float input
+   ``Flatten``, ``Reshape`` and ``Identity`` change no integer (a conv reads its own input's
+   view, an ``Unsqueeze``'s ``C x 1 x W``; a dense layer the flattened map). Host ops on the float input
    before any engine layer reads it run on the host before rule 1 (:mod:`hlsnn.deploy.netprefix`);
    a ``ReduceMean`` over a whole length or token axis is rule 4's global pool
    (:mod:`hlsnn.engines.network.reduce`).
@@ -233,6 +234,8 @@ def walk(program, arrays, steps):
             if op == "Relu" and st[0] == "add" and st[1]["p"] is None:
                 state[j["output"]], shapes[j["output"]] = ("add", dict(st[1], relu=True)), shapes[src]
                 continue
+            from ..engines.network import catinput, gate as netgate, linpool, move as netmove, reduce, transpose
+            op = linpool.global_op(j, st, shapes[src])                    # a window over the map of an Add: 11g
             if op == "GlobalAveragePool" and (st[0] == "q" or st[0] == "add" and st[1]["p"] is None):
                 c, h, w_ = _chw(shapes[src])
                 n = h * w_
@@ -242,10 +245,9 @@ def walk(program, arrays, steps):
                 state[j["output"]] = ("add", dict(a, **count_fields(n)))   # p, or rule 13's division
                 shapes[j["output"]] = (c, 1, 1)
                 continue
-            from ..engines.network import gate as netgate, move as netmove, reduce, transpose
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
-            if netmove.lower_host(j, state, shapes, ops, _why, Op):         # Upsample, ZeroStuff, Concat
+            if netmove.lower_host(j, state, shapes, ops, _why, Op, catinput.part_state(j, w, steps, _why)):  # 6-8i
                 continue
             if transpose.lower_host(j, state, shapes, aliases, w.kernel_in, ops, _why, Op,   # RowsToMap, MapToRows
                                     lambda s: s is not None and s[0] in ("q", "input")):
@@ -283,7 +285,8 @@ def walk(program, arrays, steps):
             aliases[src] = base
             src = base
             st = state[base]
-        c, h, w_ = _chw(shapes[aliases.get(src, src)])     # a flattened map: its (C, H, W)
+        own = shapes.get(j["inputs"][0], ())     # a conv reads its own view (an Unsqueeze's C x 1 x W), a dense
+        c, h, w_ = _chw(own if j["kind"] == "conv" and len(own) == 3 else shapes[aliases.get(src, src)]) # layer the map
         if j["kind"] == "dense":                 # a conv whose kernel covers the (flattened) map
             geom = dict(kh=h, kw=w_, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
         else:

@@ -40,6 +40,15 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
     Other scales, ``align_corners`` and ``asymmetric`` (weights that are not these) are refused
     by name.
 
+11g. **a window over the whole map** (an ``AveragePool`` whose ``kh x kw`` kernel is the map's
+    ``H x W``, no padding: TC-ResNet's ``F.avg_pool2d(h, h.shape[2:])`` on a ``C x 1 x W`` map)
+    of a pending residual ``Add`` (and its ``Relu``) is that Add's global pool, rule 4 of
+    :mod:`hlsnn.deploy.program` (rule 13 for a count that is not a power of two; netbfp rule 6
+    or 6b on pairs): the layer path's window mean (``nansum / count`` over the one window,
+    :func:`hlsnn.deploy.pooling._pool`) and its ``GlobalAveragePool`` (``mean``) are both the
+    exact sum divided once by ``H*W``, so the same float (:func:`covers_map`). Of an integer
+    tensor such a pool stays rule 11 (one window).
+
 The kernels run rule 12's ``edge`` in their ``Move`` loop (the phase counters start one pixel
 early and the input index stops at the border) and rule 11 in their pool loop (``MaxPool``'s
 window walk with a sum instead of a maximum, the ``gap`` flag of the descriptor; the tap shifts
@@ -82,6 +91,25 @@ def _pool_fields(j, shape, why):
         except ValueError as e:
             raise why(j, f"an AveragePool whose padding is not counted: {e}") from None
     return f
+
+
+def covers_map(j, shape):
+    """Whether host layer ``j`` is an ``AveragePool`` of one window over the whole ``shape`` map,
+    no padding, no dilation (rule 11g)."""
+    if j["op"] != "AveragePool":
+        return False
+    from .program import pool_attrs_2d
+    a = pool_attrs_2d(j["attrs"])
+    _, h, w = _chw(shape)
+    return (tuple(int(v) for v in a["kernel_shape"]) == (h, w) and not any(a.get("pads", [0, 0, 0, 0]))
+            and not a.get("ceil_mode", 0) and all(d == 1 for d in a.get("dilations", [1, 1])))
+
+
+def global_op(j, st, shape):
+    """The op host layer ``j`` (reading a tensor in state ``st`` of per-image ``shape``) is
+    lowered as: ``GlobalAveragePool`` for rule 11g (:func:`covers_map` of a pending Add), its
+    own op otherwise."""
+    return "GlobalAveragePool" if st[0] == "add" and covers_map(j, shape) else j["op"]
 
 
 def half_pixel_x2(n):

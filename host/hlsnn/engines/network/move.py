@@ -22,6 +22,14 @@ radix ``F``, a ``C x H x W`` map per image):
    A part that is a pending average pool or bilinear upsample (:mod:`.linpool`, its exact
    value) is that rule's op requantized to ``F_x`` first, then moved at shift 0: the layer
    path's float concat rounds each value alone, so rounding each part alone is the same.
+   Parts of rank 2 (``C x L``, a 1-D model's) are ``C x L x 1`` maps, the output of rank 2.
+8i. **concat with the graph input** (a skip from the input, :mod:`.catinput`): a part that is
+   the kernel's input (the tensor rule 1 quantizes; through aliases) is its integers as the
+   image load wrote them. The layer path concatenates the *float* input, which its consumer
+   quantizes with ``to_fixed`` at its ``F_x``; rule 1 wrote ``to_fixed`` at the first layer's
+   ``F_in`` with the same bits, sign and rounding, so the part is exact at shift 0 when ``F_x
+   == F_in`` and refused by name otherwise (rounding the input twice is not rounding it once).
+   On BFP pairs the part is the input's exact float32 pairs (netbfp rule 1), moved as they are.
 
 These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The compiled
 emu fast path (:mod:`hlsnn.deploy.fast`) and the network kernels' C++ have no loop for
@@ -43,15 +51,18 @@ def _chw(shape):
     return chw(shape)
 
 
-def lower_host(j, state, shapes, ops, why, op_cls):
+def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
     """Lower host layer ``j`` if it is one of this module's moves: appends its op to ``ops``,
     sets its output's state and shape, and returns True; False for another host op.
-    :class:`InputError` (``why(j, what)``) for a move it cannot take."""
+    :class:`InputError` (``why(j, what)``) for a move it cannot take. ``graph_in(t)``: the
+    state a Concat's part ``t`` on the float input takes (rule 8i, :func:`.catinput.part_state`)."""
     op = j["op"]
     if op not in ("Upsample", "ZeroStuff", "Concat"):
         return False
     ins = j["inputs"]
     sts = [state.get(i) for i in ins]
+    inp = [op == "Concat" and graph_in is not None and s is not None and s[0] == "input" for s in sts]
+    sts = [graph_in(t) if k else s for t, s, k in zip(ins, sts, inp)]     # rule 8i: the kernel's input
     if any(s is None or not (s[0] == "q" or op == "Concat" and s[0] == "avgp") for s in sts):
         raise why(j, "a data move of integer tensors computed on the fabric (not of a pending Add or pool)")
     c, h, w = _chw(shapes[ins[0]])
@@ -70,13 +81,17 @@ def lower_host(j, state, shapes, ops, why, op_cls):
         return True
     chws = [_chw(shapes[i]) for i in ins]
     axis = a.get("axis", 1)
-    if axis not in (1, -3) or any(len(shapes[i]) != 3 for i in ins) or len({s[1:] for s in chws}) != 1:
+    rank = {len(shapes[i]) for i in ins}
+    if rank not in ({2}, {3}) or axis not in (1, -max(rank)) or len({s[1:] for s in chws}) != 1:
         raise why(j, "a Concat along the channels of maps of one height and width is supported")
     cs = [s[0] for s in chws]
     fs = [s[1] if s[0] == "q" else None for s in sts]
     pools = [s[0] == "avgp" for s in sts]                 # a pending pool (linpool): its exact value
-    shapes[j["output"]] = (sum(cs), h, w)
-    if len(set(fs)) == 1 and not any(pools):              # one format: the layer path keeps it
+    shapes[j["output"]] = (sum(cs), h, w) if rank == {3} else (sum(cs), h)
+    if any(fs[i] is not None for i, k in enumerate(inp) if k):     # rule 8i: at the consumer's F_x, checked then
+        state[j["output"]] = ("cat", dict(ins=list(ins), fs=fs, cs=cs, h=h, w=w, name=j["name"], pools=pools,
+                                          graph_in=[i for i, k in enumerate(inp) if k]))
+    elif len(set(fs)) == 1 and not any(pools):            # one format: the layer path keeps it
         ops.append(op_cls("concat", j["name"], list(ins), j["output"],
                           dict(cs=cs, hw=h * w, h=h, w=w, shifts=[0] * len(cs), rounding="nearest_even")))
         state[j["output"]] = sts[0]
@@ -101,6 +116,8 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
             fs[i] = f_x
     if f_x is None or max(fs) > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {max(fs)} to {f_x} is not exact in today's host rule")
+    from .catinput import check_radix
+    check_radix(j, c, fs, f_x, why)                     # rule 8i: the graph input's part at its own radix
     hw = c["h"] * c["w"]
     ops.append(op_cls("concat", c["name"], list(c["ins"]), base,
                       dict(cs=list(c["cs"]), hw=hw, h=c["h"], w=c["w"], shifts=[f - f_x for f in fs],

@@ -150,7 +150,7 @@ class BfpSteps:
     def host(self, j, st, w):
         """No host op but an alias on the float input; a ``Relu`` on pairs (rule 7)."""
         from ...network.program import ALIAS_OPS, _why
-        if st[0] == "input" and j["op"] not in ALIAS_OPS + ("RowsToMap",):
+        if st[0] == "input" and j["op"] not in ALIAS_OPS + ("RowsToMap", "Concat"):     # Concat: netmove rule 8i
             raise _why(j, "a host op on the float input")
         from .gate import lower_host as gate_host
         if gate_host(self, j, st, w):                      # rules 9b, 10b: tables and the gate on pairs
