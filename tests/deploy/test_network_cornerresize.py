@@ -223,3 +223,24 @@ def test_bfp_refuses_a_resize_into_a_concat_by_name(minis):
     net runs layer by layer, and says why."""
     with pytest.raises(InputError, match=r"a concat of a mean over a count that is not a power of two"):
         hlsnn.load(minis["bfp8"], "emu", network=True)
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_only_the_pool_loop_divides_and_every_loop_stays_at_ii_1(minis, fmt, tmp_path):
+    """The resizes' means are the pool loop's (one signed ``v << pre`` by unsigned ``M`` product
+    per bank); with no global mean the Add loop renders no division (the board-sized two-hot
+    milesial fits the PYNQ-Z2 only so), and the derived II (perf/schedule.py) of every loop is 1."""
+    from importlib import import_module
+
+    from hlsnn.engines.network import mean
+    from hlsnn.network import artifact, schedule
+    from hlsnn.network.loader import config_of
+    prog, arrays = artifact.read(minis[fmt])
+    net = netmode.lower(prog, arrays)
+    km = import_module(f"hlsnn.engines.{ {'twohot': 'shift_mac', 'fixed8': 'sparse_cluster'}[fmt]}.network.kernel")
+    files, _, tables = km.render(net, tmp_path / "r")
+    assert [(r.function, r.count) for r in mean.multipliers(net, tables)] == [("MaxPoolTaps", tables["pc"])]
+    cpp = (tmp_path / "r" / "network.cpp").read_text()
+    assert cpp.count("MeanDiv(") == 2                     # its definition and the pool loop's call
+    sched = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))
+    assert {r["loop"]: r["ii"] for r in sched if r["ii"] != 1} == {}

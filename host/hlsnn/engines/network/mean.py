@@ -117,9 +117,10 @@ def multipliers(net, tables):
     if not db:
         return scale
     xb, mb = tables["div_xbits"], tables["div_mbits"]
-    rows = scale + [Multiplier("mean", "AddPixels", xb, mb, b_signed=False, count=pc * (2 if tables.get("fast_add") else 1),
-                       note="a mean's division: (v << pre) x M per bank (engines/network/mean.py)")]
-    if any(op.kind == "avgpool" for op in net.ops):
+    rows = scale + ([Multiplier("mean", "AddPixels", xb, mb, b_signed=False, count=pc * (2 if tables.get("fast_add") else 1),
+                        note="a mean's division: (v << pre) x M per bank (engines/network/mean.py)")]
+                    if tables.get("add_div", True) else [])
+    if tables.get("pool_div", any(op.kind == "avgpool" for op in net.ops)):
         rows.append(Multiplier("mean", "MaxPoolTaps", xb, mb, b_signed=False, count=pc,
                                note="an AveragePool's division: (v << pre) x M per bank"))
     return rows
