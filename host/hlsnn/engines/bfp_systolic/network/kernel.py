@@ -135,6 +135,7 @@ def tables(net, pz, pc):
             elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o
                 d.update(shift=int(f["f_in"]), sa=int(f["f_out"]))
             if op.kind == "add":
+                d.update(cg=int(f["c"]))          # the live banks: a bank past channel c raises no status
                 max_hw = max(max_hw, f["hw"])
                 if f["gap"]:                      # two passes per block: the exponent, the sum
                     d.update(n_iter=2 * d["n_iter"], shift=int(f["p"]))
