@@ -244,3 +244,27 @@ def test_only_the_pool_loop_divides_and_every_loop_stays_at_ii_1(minis, fmt, tmp
     assert cpp.count("MeanDiv(") == 2                     # its definition and the pool loop's call
     sched = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))
     assert {r["loop"]: r["ii"] for r in sched if r["ii"] != 1} == {}
+
+
+@pytest.fixture(scope="module")
+def milesial(tmp_path_factory):
+    from test_torch_beyond import compile_beyond
+    return compile_beyond(tmp_path_factory, "netmilesial", ["v_f_unet_milesial_dynamo"])
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])
+def test_milesial_unet_on_the_network_path(milesial, fmt):
+    """milesial's Pytorch-UNet as torch exports it (two align_corners resizes, each through an
+    ``F.pad`` of nothing into a ``Concat``): before, refused ("weights are not the x2 half_pixel
+    ones"); now one network program in two-hot and fixed8 with the layer path's bits; bfp8 still
+    runs layer by layer and says why (a mean over 9 or 49 read by a ``Concat``)."""
+    from test_torch_beyond import _data
+    path = milesial["v_f_unet_milesial_dynamo", fmt]
+    x = _data("v_f_unet_milesial_dynamo").x_test[:24]
+    if fmt == "bfp8":
+        with pytest.raises(InputError, match=r"a concat of a mean over a count that is not a power of two"):
+            hlsnn.load(path, "emu", network=True)
+        return
+    net = hlsnn.load(path, "emu", network=True)
+    assert sorted(op.f["n"] for op in net.network.ops if op.kind == "avgpool") == [9, 49]
+    np.testing.assert_array_equal(net(x), hlsnn.load(path, "emu", network=False)(x))
