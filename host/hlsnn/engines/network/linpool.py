@@ -37,8 +37,8 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
     ``(2H + 2) x (2W + 2)`` map, radix unchanged), then rule 11 with a ``3 x 3`` window, stride
     1, no padding and tap shifts ``t = [0, 1, 0]`` per axis (the weights ``[1, 2, 1] / 4``,
     ``p = 2`` per doubled axis): ``(u[2i-1] + 2u[2i] + u[2i+1]) / 4 = (x[i-1] + 3x[i]) / 4``.
-    Other scales, ``align_corners`` and ``asymmetric`` (weights that are not these) are refused
-    by name.
+    ``align_corners`` (weights of ``1/3``, ...) is :mod:`.cornerresize`'s rule 14 (an upsample
+    by ``d`` and a ``d x d`` box, rule 13's mean); other weights are refused by name.
 
 The kernels run rule 12's ``edge`` in their ``Move`` loop (the phase counters start one pixel
 early and the input index stops at the border) and rule 11 in their pool loop (``MaxPool``'s

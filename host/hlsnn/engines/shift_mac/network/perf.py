@@ -188,7 +188,8 @@ def datapath(net, tables):
 
 def mean_logic(net, tables):
     """``{"mean": (LUT, FF)}`` of rule 13's datapath (:mod:`hlsnn.engines.network.mean`) beside
-    its products (:func:`hlsnn.engines.network.mean.multipliers`, one site each): the left
+    its products (:func:`hlsnn.engines.network.mean.multipliers`, one site each, in the loops
+    whose ops divide): the left
     shift by ``pre`` (``shifter_luts(db, 31)``), the offset's adder (``db``), the right shift by
     ``L`` (``shifter_luts(db, 95)``) and the requantization's wider shifter (``shifter_luts(db,
     31) - shifter_luts(wb, 31)``); a ``db``-bit register a site. ``{}`` without a mean. Also
