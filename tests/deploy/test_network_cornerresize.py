@@ -202,27 +202,46 @@ def _x():
     return datasets.load("digits", layout="nchw").x_test[:6]
 
 
-@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])
 def test_mini_milesial_runs_as_one_network_program_with_the_layer_paths_bits(minis, fmt):
+    """Integer engines: the two resizes are rule 13 means over 9 and 49 in the pool loop. BFP
+    pairs: means over 9 and 49 kept as sums (rule 6b); each Concat scales its parts to means over
+    441 = lcm(9, 49) (rule 6c), which the conv after it divides by."""
     net = hlsnn.load(minis[fmt], "emu", network=True)
-    kinds = [op.kind for op in net.network.ops]
+    ops = net.network.ops
+    kinds = [op.kind for op in ops]
     assert kinds.count("upsample") == 2 and kinds.count("avgpool") == 2 and kinds.count("concat") == 2, kinds
-    assert sorted(op.f["n"] for op in net.network.ops if op.kind == "avgpool") == [9, 49]
+    if fmt == "bfp8":
+        assert sorted(op.f["mdiv"] for op in ops if op.kind == "avgpool") == [9, 49]
+        assert sorted(sorted(op.f["mscale"]) for op in ops if op.kind == "concat") == [[9, 441], [49, 441]]
+        assert {op.f.get("mdiv", 1) for op in ops if op.kind == "conv"} == {1, 441}
+    else:
+        assert sorted(op.f["n"] for op in ops if op.kind == "avgpool") == [9, 49]
     np.testing.assert_array_equal(net(_x()), hlsnn.load(minis[fmt], "emu", network=False)(_x()))
 
 
 @pytest.mark.csim
-@pytest.mark.slow        # the quick suite runs rule 13's division and the upsample in these kernels
-@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])   # (test_network_mean_any.py, test_network_linpool.py)
+@pytest.mark.slow        # the quick suite runs rule 13's division, rule 6b and the upsample in these kernels
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])   # (test_network_mean_any.py, test_network_linpool.py)
 def test_mini_milesial_runs_in_one_kernel_start_on_csim_and_the_board(minis, fmt):
     check_kernel_run(minis[fmt], fmt, _x(), board=True)
 
 
-def test_bfp_refuses_a_resize_into_a_concat_by_name(minis):
-    """BFP pairs keep a mean over 9 or 49 as its sum, which only a conv can read (rule 6b): the
-    net runs layer by layer, and says why."""
-    with pytest.raises(InputError, match=r"a concat of a mean over a count that is not a power of two"):
-        hlsnn.load(minis["bfp8"], "emu", network=True)
+def test_bfp_convs_reading_two_divisors_are_refused_by_name():
+    """Rule 6c scales a Concat's parts; two means over 9 and 49 each read by a conv directly
+    would need two divisors in the kernel: refused by name."""
+    from hlsnn.engines.bfp_systolic.network.anymean import mark
+    from hlsnn.engines.network.program import Op
+    ops = [Op("avgpool", "r0", ["x"], "m0", dict(mdiv=9)), Op("conv", "c0", ["m0"], "y0", {}),
+           Op("avgpool", "r1", ["y0"], "m1", dict(mdiv=49)), Op("conv", "c1", ["m1"], "y1", {})]
+    with pytest.raises(InputError, match=r"convs read means over counts with odd parts \[9, 49\]"):
+        mark(ops, {}, "y1")
+    ops = [Op("avgpool", "r0", ["x"], "m0", dict(mdiv=9)), Op("concat", "k0", ["m0", "x"], "k", {}),
+           Op("conv", "c0", ["k"], "y0", {}), Op("avgpool", "r1", ["y0"], "m1", dict(mdiv=49)),
+           Op("concat", "k1", ["m1", "y0"], "k1o", {}), Op("conv", "c1", ["k1o"], "y1", {})]
+    mark(ops, {}, "y1")
+    assert [o.f["mscale"] for o in ops if o.kind == "concat"] == [[49, 441], [9, 441]]
+    assert [o.f["mdiv"] for o in ops if o.kind == "conv"] == [441, 441]
 
 
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
@@ -256,15 +275,11 @@ def milesial(tmp_path_factory):
 def test_milesial_unet_on_the_network_path(milesial, fmt):
     """milesial's Pytorch-UNet as torch exports it (two align_corners resizes, each through an
     ``F.pad`` of nothing into a ``Concat``): before, refused ("weights are not the x2 half_pixel
-    ones"); now one network program in two-hot and fixed8 with the layer path's bits; bfp8 still
-    runs layer by layer and says why (a mean over 9 or 49 read by a ``Concat``)."""
+    ones"); now one network program in every format with the layer path's bits."""
     from test_torch_beyond import _data
     path = milesial["v_f_unet_milesial_dynamo", fmt]
     x = _data("v_f_unet_milesial_dynamo").x_test[:24]
-    if fmt == "bfp8":
-        with pytest.raises(InputError, match=r"a concat of a mean over a count that is not a power of two"):
-            hlsnn.load(path, "emu", network=True)
-        return
     net = hlsnn.load(path, "emu", network=True)
-    assert sorted(op.f["n"] for op in net.network.ops if op.kind == "avgpool") == [9, 49]
+    key = "mdiv" if fmt == "bfp8" else "n"
+    assert sorted(op.f[key] for op in net.network.ops if op.kind == "avgpool") == [9, 49]
     np.testing.assert_array_equal(net(x), hlsnn.load(path, "emu", network=False)(x))
