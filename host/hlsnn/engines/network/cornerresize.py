@@ -25,10 +25,10 @@ not a ratio of small integers) keep the float products, one axis after the other
     :func:`hlsnn.engines.network.mean.plan` checks per pool). Rule 12 (``half_pixel`` x2) is
     tried first; weights of neither form are refused by name.
 
-On BFP pairs (``bfp_systolic``) the same two ops make a mean over ``n`` (rule 6b of
-:mod:`hlsnn.engines.bfp_systolic.network.anymean`), which holds one odd divisor per kernel and
-is exact only as the sum a conv reads: a net with two such resizes of different sizes (``n = 9``
-and ``49``) or one whose resize feeds a ``Concat`` is refused there by name.
+On BFP pairs (``bfp_systolic``) the same two ops make a mean over ``n``, kept as its exact sum
+(rule 6b of :mod:`hlsnn.engines.bfp_systolic.network.anymean`); a ``Concat`` of it (milesial's
+skip) scales its parts to means over the least common multiple of the kernel's odd divisors
+(rule 6c there, ``441`` for ``9`` and ``49``), the one divisor the conv after it applies.
 """
 from __future__ import annotations
 
