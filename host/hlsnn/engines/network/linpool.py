@@ -126,8 +126,7 @@ def resize_factors(j, shape, why):
             out.append(2)
         else:
             raise why(j, f"a linear Resize from {n_in} to {n_out} whose weights are not the x2 half_pixel ones "
-                         f"(half_pixel / pytorch_half_pixel at scale 2; align_corners, asymmetric and other "
-                         f"scales have no exact integer rule here)")
+                         f"(rule 12; align_corners is rule 14, .cornerresize)")
     return tuple(out)
 
 
