@@ -86,7 +86,8 @@ def test_what_reads_a_mean_other_than_a_conv_maxpool_relu_is_refused_by_name():
     with pytest.raises(InputError, match=r"the output m is a mean over a count that is not a power of two"):
         bm.mark([mean_op], {}, "m")
     with pytest.raises(InputError, match=r"odd parts \[3, 5\]"):
-        bm.mark([mean_op, _op("avgpool", "avg5", ["x"], "m5", mdiv=5)], {}, "x")
+        bm.mark([mean_op, _op("avgpool", "avg5", ["x"], "m5", mdiv=5), _op("conv", "c3", ["m"], "y3"),
+                 _op("conv", "c5", ["m5"], "y5")], {}, "y5")          # (a Concat of both: rule 6c, one divisor)
     with pytest.raises(InputError, match=r"g: a mean of means"):
         bm.mark([mean_op, _op("add", "g", ["m"], "gm", gap=True, mdiv=9)], {}, "x")
 

@@ -146,7 +146,6 @@ def test_what_has_no_exact_rule_is_refused_by_name():
     def refuse(j, match):
         with pytest.raises(InputError, match=match):
             linpool.lower_host(j, dict(state), dict(shapes), [], 8, netmode._why, netmode.Op)
-    refuse(_resize_layer(x, "align_corners"), r"layer r \(ResizeLinear\).*not the x2 half_pixel ones")
     kind, attrs = resize_linear(None, {}, [1, 1, 3, 3], None, (None, 2, 4, 4))
     refuse(dict(kind="host", op="ResizeLinear", name="r", inputs=["x"], output="y", attrs=attrs), r"from 4 to 12")
     pool = dict(kind="host", op="AveragePool", name="p", inputs=["x"], output="y", attrs=dict(kernel_shape=[3, 3]))

@@ -189,19 +189,14 @@ FIXTURES = ("v_f_dw_cbam_ts17", "v_f_dw_cbam_dynamo", "v_f_mbv3_dl_ts17", "v_f_m
 def test_fresh_family_models_run_in_one_start_with_the_layer_paths_bits(name, tmp_path):
     """hfam's CBAM (Sigmoid of an Add of two MLP outputs) and MobileNetV3 (HardSwish after the
     squeeze-excite gate) exported from torch: network mode on both integer engines, the layer
-    path's bits on emu (bfp_systolic too for CBAM; MobileNetV3's HardSwish of a gate's pairs stays
-    refused by name on it)."""
+    path's bits on emu (bfp_systolic too: MobileNetV3's HardSwish of a gate's pairs by rule 9f,
+    tests/deploy/test_network_bfp_hswish_gate.py)."""
     model = BEYOND / f"{name}.onnx"
     if not model.exists():
         pytest.skip(f"{model.name}: hfam's fixture (branch hfam)")
     nets = _compile(tmp_path, model, name, dict(FORMATS, bfp8="{type: bfp, accel: bfp8_zcu104}"))
     x = _x(24)
     for fmt, path in nets.items():
-        if fmt == "bfp8" and "mbv3" in name:        # rule 9c's HardSwish takes a layer's M-bit mantissas
-            from hlsnn.errors import InputError
-            with pytest.raises(InputError, match="HardSwish of BFP values that are not an engine layer"):
-                hlsnn.load(path, "emu", network=True)
-            continue
         net = hlsnn.load(path, "emu", network=True)
         made = {op.out: op.kind for op in net.network.ops}
         assert any(op.kind == "lut" and made.get(op.ins[0]) in ("add", "gate") for op in net.network.ops), fmt

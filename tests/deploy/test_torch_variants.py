@@ -24,7 +24,8 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
   no ``Resize``) and a concatenation with the input; a U-Net with ``padding_mode='reflect'`` /
   ``'replicate'``; a MobileNetV3 port with ``h_swish`` by hand and ``expand_as`` SE gates
   (tests/deploy/test_torch_fresh.py); milesial's Pytorch-UNet (``F.pad`` to the skip's size,
-  bilinear ``align_corners=True``: not on the network path); CBAM channel attention (two-hot -1.4).
+  bilinear ``align_corners=True``: on the network path in every format,
+  tests/deploy/test_network_cornerresize.py); CBAM channel attention (two-hot -1.4).
 * ``v_tok_clf``: token-wise Linears, ``x.mean(dim=1)`` over the tokens (``ReduceMean`` of axis
   1), a Linear head.
 """

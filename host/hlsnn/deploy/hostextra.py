@@ -135,6 +135,10 @@ def _axis_matrix(n_in, n_out, scale, coord):
 def run(layer, inputs):
     op, a, x = layer.op, layer.attrs, inputs[0]
     if op == "ResizeLinear":
+        from ..engines.network.cornerresize import exact_run
+        y = exact_run(a["mats"], x)                 # W / d weights: the exact sum, one division (rule 14)
+        if y is not None:
+            return y
         for ax, m in enumerate(a["mats"]):
             x = np.moveaxis(np.tensordot(np.asarray(m, np.float64), np.moveaxis(x, ax + 2, 0), axes=1), 0, ax + 2)
         return x

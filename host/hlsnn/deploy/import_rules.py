@@ -86,6 +86,18 @@ def _const_input(node, i, consts):
     return np.asarray(consts[name]) if name in consts else False
 
 
+def zero_pads(node, a, consts):
+    """Whether a ``Pad`` pads nothing (pads all zero, the attribute or a constant input): the
+    identity (milesial's ``F.pad`` of an upsample to its skip's own size)."""
+    pads = a.get("pads")
+    if pads is None:
+        c = _const_input(node, 1, consts)
+        if c is None or c is False:
+            return False
+        pads = c.reshape(-1)
+    return len(pads) > 0 and not np.any(np.asarray(pads))
+
+
 def _axes(node, a, consts):
     """The ``axes`` of a reduction or a (Un)squeeze: the attribute (before opset 13 / 18) or the
     constant second input (since); ``(axes or None, None)``, or ``(None, reason)`` when the input

@@ -349,6 +349,9 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         if op == "Cast" and a.get("to") in (1, 11):          # FLOAT, DOUBLE: float64 already
             node = _as_identity(node)
             op, a = "Identity", {}
+        if op == "Pad" and rules.zero_pads(node, a, consts):     # pads nothing: the identity
+            node = _as_identity(node)
+            op, a = "Identity", {}
         if op == "ZipMap" and node.domain == "ai.onnx.ml":
             why = _zipmap_unsupported(a)
             if why:

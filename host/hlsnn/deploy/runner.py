@@ -301,9 +301,9 @@ class Deployment:
     def _bfp_lut(self, layer, act, bits, calibrate):
         """Rule 9b of host ``layer`` on ``act``: its code radix chosen by DETERMINE when
         calibrating (every batch when ``dynamic``), kept in :attr:`bfp_radix`."""
-        from ..engines.bfp_systolic.network.gate import EXACT, host_run
+        from ..engines.bfp_systolic.network.gate import EXACT, host_run, tabled
         from .quant import host_radix
-        if layer.op in EXACT:                  # rule 9c: exact on the pairs, no radix
+        if layer.op in EXACT and not tabled(layer, self.net.layers):    # rule 9c: exact on the pairs, no radix
             return host_run(layer, act.values, None, bits, self.rounding)
         radix = self.__dict__.setdefault("bfp_radix", {})
         if calibrate or self.dynamic or layer.name not in radix:

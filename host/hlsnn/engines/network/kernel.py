@@ -288,9 +288,13 @@ def div_bits(net, add_bits):
     = 1``); all 0 without a mean (the division is not rendered)."""
     divs = [op.f["div"] for op in net.ops if "div" in op.f]
     if not divs:
-        return dict(div_bits=0, div_xbits=0, div_mbits=0, **pool_scale(net))
+        return dict(div_bits=0, div_xbits=0, div_mbits=0, add_div=False, pool_div=False, **pool_scale(net))
+    # the loops that render it: the Add loop for a global mean or a ReduceMean, the pool loop for an AveragePool
+    # (or a box resize, .cornerresize); a loop with no op dividing keeps its plain requantization
     return dict(**pool_scale(net), div_bits=max([d["kbits"] for d in divs] + [add_bits + 1]),
-                div_xbits=max([d["xbits"] for d in divs] + [add_bits]), div_mbits=max(d["mbits"] for d in divs))
+                div_xbits=max([d["xbits"] for d in divs] + [add_bits]), div_mbits=max(d["mbits"] for d in divs),
+                add_div=any("div" in op.f and op.kind != "avgpool" for op in net.ops),
+                pool_div=any("div" in op.f and op.kind == "avgpool" for op in net.ops))
 
 
 def _most(t, op):

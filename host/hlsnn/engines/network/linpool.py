@@ -37,8 +37,8 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
     ``(2H + 2) x (2W + 2)`` map, radix unchanged), then rule 11 with a ``3 x 3`` window, stride
     1, no padding and tap shifts ``t = [0, 1, 0]`` per axis (the weights ``[1, 2, 1] / 4``,
     ``p = 2`` per doubled axis): ``(u[2i-1] + 2u[2i] + u[2i+1]) / 4 = (x[i-1] + 3x[i]) / 4``.
-    Other scales, ``align_corners`` and ``asymmetric`` (weights that are not these) are refused
-    by name.
+    ``align_corners`` (weights of ``1/3``, ...) is :mod:`.cornerresize`'s rule 14 (an upsample
+    by ``d`` and a ``d x d`` box, rule 13's mean); other weights are refused by name.
 
 11g. **a window over the whole map** (an ``AveragePool`` whose ``kh x kw`` kernel is the map's
     ``H x W``, no padding: TC-ResNet's ``F.avg_pool2d(h, h.shape[2:])`` on a ``C x 1 x W`` map)
@@ -123,15 +123,28 @@ def half_pixel_x2(n):
     return m
 
 
-def resize_factors(j, shape, why):
-    """The per-axis factors ``(fy, fx)``, each 1 or 2, of a ``ResizeLinear`` host layer ``j``
-    whose weights are rule 12's (:func:`half_pixel_x2`), else :class:`InputError` naming what
-    it is."""
+def resize_mats(j, why):
+    """The (2, ) per-axis weight matrices of a ``ResizeLinear`` host layer ``j`` (a 1-D resize's
+    second axis of scale 1)."""
     mats = [np.asarray(m, np.float64) for m in j["attrs"]["mats"]]
     if len(mats) == 1:
         mats = mats + [np.eye(1)]
     if len(mats) != 2:
         raise why(j, f"a linear Resize of {len(mats)} spatial axes; 1 or 2 have a rule here")
+    return mats
+
+
+def is_x2(mats):
+    """Whether every axis of ``mats`` is rule 12's (scale 1, or :func:`half_pixel_x2`)."""
+    return all(np.array_equal(m, np.eye(m.shape[1])) or
+               (m.shape[0] == 2 * m.shape[1] and np.array_equal(m, half_pixel_x2(m.shape[1]))) for m in mats)
+
+
+def resize_factors(j, shape, why):
+    """The per-axis factors ``(fy, fx)``, each 1 or 2, of a ``ResizeLinear`` host layer ``j``
+    whose weights are rule 12's (:func:`half_pixel_x2`), else :class:`InputError` naming what
+    it is."""
+    mats = resize_mats(j, why)
     out = []
     for m in mats:
         n_out, n_in = m.shape
@@ -141,8 +154,7 @@ def resize_factors(j, shape, why):
             out.append(2)
         else:
             raise why(j, f"a linear Resize from {n_in} to {n_out} whose weights are not the x2 half_pixel ones "
-                         f"(half_pixel / pytorch_half_pixel at scale 2; align_corners, asymmetric and other "
-                         f"scales have no exact integer rule here)")
+                         f"(rule 12; align_corners is rule 14, .cornerresize)")
     return tuple(out)
 
 
@@ -160,6 +172,9 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
         raise why(j, f"an {op} of an integer tensor computed on the fabric (not of a pending Add, pool or concat)")
     if op == "AveragePool":
         f = _pool_fields(j, shapes[src], why)
+    elif not is_x2(resize_mats(j, why)):            # rule 14 (.cornerresize): align_corners and other boxes
+        from .cornerresize import lower as box_lower
+        src, f = box_lower(j, resize_mats(j, why), _chw(shapes[src]), src, st, shapes, state, ops, why, op_cls)
     else:
         fy, fx = resize_factors(j, shapes[src], why)
         c, h, w = _chw(shapes[src])

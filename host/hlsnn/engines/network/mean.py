@@ -107,8 +107,9 @@ def plan(n, fm, f_x, smax):
 def multipliers(net, tables):
     """Rule 13's products in the network kernels (``MeanDiv``) as :class:`hlsnn.resources.Multiplier`
     rows: a signed ``div_xbits`` by unsigned ``div_mbits`` product per bank in the Add loop (two with the sparse kernel's
-    two-pixel Add) and per bank in the pool loop when the program has an average pool; none
-    without a mean over a count that is not a power of two (the division is not rendered)."""
+    two-pixel Add) when a global mean or a ``ReduceMean`` divides (``add_div``), and per bank in the
+    pool loop when an average pool does (``pool_div``); none without a mean over a count that is
+    not a power of two (the division is not rendered)."""
     from ...resources import Multiplier
     db, pc = tables.get("div_bits", 0), tables["pc"]
     scale = [Multiplier("pool scale", "MaxPoolTaps", tables["add_bits"], tables["pool_scale_bits"], b_signed=False,
@@ -117,9 +118,10 @@ def multipliers(net, tables):
     if not db:
         return scale
     xb, mb = tables["div_xbits"], tables["div_mbits"]
-    rows = scale + [Multiplier("mean", "AddPixels", xb, mb, b_signed=False, count=pc * (2 if tables.get("fast_add") else 1),
-                       note="a mean's division: (v << pre) x M per bank (engines/network/mean.py)")]
-    if any(op.kind == "avgpool" for op in net.ops):
+    rows = scale + ([Multiplier("mean", "AddPixels", xb, mb, b_signed=False, count=pc * (2 if tables.get("fast_add") else 1),
+                        note="a mean's division: (v << pre) x M per bank (engines/network/mean.py)")]
+                    if tables.get("add_div", True) else [])
+    if tables.get("pool_div", any(op.kind == "avgpool" for op in net.ops)):
         rows.append(Multiplier("mean", "MaxPoolTaps", xb, mb, b_signed=False, count=pc,
                                note="an AveragePool's division: (v << pre) x M per bank"))
     return rows

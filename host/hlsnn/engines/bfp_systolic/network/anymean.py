@@ -40,6 +40,14 @@ which exceeds ``|t'| 2**-53`` when ``|s| < 2**52`` and ``|t'| < 2**(M-1) + 1`` (
 both saturate); where it is one, ``t`` is a short dyadic and ``v = t``. So both give ``R(t')``.
 Tested against float64 numpy on many random sums (``tests/deploy/test_network_bfp_mean.py``).
 
+6c. **concat of means** (a ``Concat`` with a part that is a mean: milesial's U-Net, an
+    ``align_corners`` resize (:mod:`hlsnn.engines.network.cornerresize`) into the skip's
+    ``Concat``). With ``L`` the least common multiple of the program's odd divisors, each part
+    over ``d`` (1: plain pairs) has its mantissas multiplied by ``L / d``: ``(s L / d) * 2**e / L =
+    s * 2**e / d``, the same values, now every element a mean over ``L`` (one divisor per kernel).
+    The product must stay below ``2**25`` (the kernel's element; ``NotExact`` otherwise, the
+    kernel's status bit), and the conv reading the concat divides by ``L`` (rule 6b).
+
 A mean tensor read by anything else (an Add, a pool's sum, a table, a move, the output) is
 refused by name: its value is not a pair.
 """
@@ -91,11 +99,15 @@ def mantissa(m, e, xe, d, mant_bits, rounding):
 
 def mark(ops, aliases, out_name):
     """Propagate the means' divisors through the lowered ops: each conv reading a mean gets
-    ``f["mdiv"] = d``; a mean read by any op but a conv, a ``MaxPool`` or a ``Relu``, or the
-    network's output, is refused by name (:class:`InputError`), as is a second odd divisor
-    (the kernel holds one). Returns ``{tensor: d}``."""
+    ``f["mdiv"] = d``; a ``Concat`` of means (rule 6c) gets ``f["mscale"]``, each part's factor
+    to a mean over ``L``, the least common multiple of the program's odd divisors; a mean read by
+    any other op but a ``MaxPool`` or a ``Relu``, or the network's output, is refused by name
+    (:class:`InputError`), as are convs reading two odd divisors (the kernel holds one).
+    Returns ``{tensor: d}``."""
     name = lambda t: aliases.get(t, t)                   # noqa: E731
     div, ds = {}, set()
+    from math import lcm
+    big = lcm(1, *(op.f["mdiv"] for op in ops if op.kind in ("avgpool", "add") and op.f.get("mdiv", 1) > 1))
     for op in ops:
         src = [div.get(name(t)) for t in op.ins]
         d = op.f.get("mdiv", 1) if op.kind in ("avgpool", "add") else 1
@@ -104,12 +116,15 @@ def mark(ops, aliases, out_name):
                 raise InputError(f"network kernel (bfp): {op.name}: a mean of means (rule 6b of "
                                  f"hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
             div[op.out] = d
-            ds.add(d)
             continue
         if not any(src):
             continue
         if op.kind == "conv":
             op.f["mdiv"] = src[0]
+            ds.add(src[0])
+        elif op.kind == "concat":                        # rule 6c: every part a mean over the kernel's lcm
+            op.f["mscale"] = [big // (d or 1) for d in src]
+            div[op.out] = big
         elif op.kind in PASS and len(src) == 1:
             div[op.out] = src[0]
         else:
@@ -120,9 +135,28 @@ def mark(ops, aliases, out_name):
         raise InputError(f"network kernel (bfp): the output {out_name} is a mean over a count that is not a power of "
                          f"two (rule 6b of hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
     if len(ds) > 1:
-        raise InputError(f"network kernel (bfp): means over counts with odd parts {sorted(ds)}; the kernel divides by "
-                         f"one odd divisor (rule 6b of hlsnn.engines.bfp_systolic.network.anymean)")
+        raise InputError(f"network kernel (bfp): convs read means over counts with odd parts {sorted(ds)}; the kernel "
+                         f"divides by one odd divisor (rule 6b of hlsnn.engines.bfp_systolic.network.anymean; a "
+                         f"Concat scales its parts to their least common multiple, rule 6c)")
     return div
+
+
+def scale_parts(op, get, bound_bits):
+    """Rule 6c: ``(get', ok)``, ``get'`` reading a concat's parts with their mantissas times
+    ``f["mscale"]``, ``ok`` False where a product reaches ``2**bound_bits`` (the kernel's element)."""
+    scaled, ok = {}, True
+    for t, k in zip(op.ins, op.f["mscale"]):
+        m, e = get(t)
+        m = np.asarray(m, np.int64) * int(k)
+        ok = ok and not (np.abs(m) >= 1 << bound_bits).any()
+        scaled[t] = (m, e)
+    return (lambda t: scaled[t] if t in scaled else get(t)), ok
+
+
+def cat_fields(net):
+    """The template's fields of rule 6c: ``has_meancat`` and the factors' width (unsigned)."""
+    ks = [int(k) for op in net.ops if op.kind == "concat" and op.f.get("mscale") for k in op.f["mscale"]]
+    return dict(has_meancat=bool(ks), cat_scale_bits=max(ks, default=1).bit_length())
 
 
 def odd(n):

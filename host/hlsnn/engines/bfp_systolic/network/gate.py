@@ -35,6 +35,12 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     ``r3 = 0``. For ``d >= 2w`` (``|x|`` below ``2**(1-w)``) ``P / (3 * 2**(d+1)) = xs / 2 + xs**2
     / (3 * 2**(d+1))`` with the second term in ``(0, 1/2)``, so ``ym = floor(xs / 2)``, plus one
     for a nearest rounding when ``xs`` is odd (no large shift in the kernel).
+9f. **HardSwish of a sum or product** (its input an ``Add`` (its ``Relu``), a gate ``Mul`` or
+    an ``AveragePool`` of pairs: MobileNetV3's ``HardSwish`` after a squeeze-excite gate): the
+    product's mantissas are wider than 9c's ``w`` bits, so 9c (exact for at most ``w``
+    significant bits) does not apply; the op is rule 9b instead, a table of ``M``-bit codes at
+    the calibrated radix ``F`` (as ``Sigmoid`` of such a tensor), in both paths (:func:`host_layers`
+    takes it; the compiled program's ``bfp_table`` marks it).
 10b. **gate on pairs** (``Mul`` of a ``C x H x W`` map by a ``C``-vector, both pairs):
     ``(ma * mg, ea + eg)``, the exact product, its exponent kept; no requantization (the next engine
     layer's patches re-block it by rule 3). The layer path's float64 product of the two exact
@@ -225,15 +231,16 @@ def lower_host(steps, j, st, w):
     if op in UNARY and not is_table(op, j.get("attrs", {})):
         from ...network.tables import why_not
         raise _why(j, why_not(op, j.get("attrs", {})))
-    if op in UNARY and op not in EXACT and st[0] == "add" and j.get("bfp_table"):    # rule 9b of a sum
+    exact = op in EXACT and not j.get("bfp_table")       # 9c; a HardSwish of a sum or product: 9b (9f)
+    if op in UNARY and not exact and st[0] == "add" and j.get("bfp_table"):    # rule 9b of a sum
         base = steps.materialize_add(j, st[1], w)
         w.aliases[j["inputs"][0]] = base
         j, st = dict(j, inputs=[base]), w.state[base]
     if op in UNARY and (st[0] != "q" or not (_engine_made(j["inputs"][0], w)
-                                             or op not in EXACT and _computed(j["inputs"][0], w))):
+                                             or not exact and _computed(j["inputs"][0], w))):
         raise _why(j, f"{op} of BFP values that are not an engine layer's output (rules 9b, 9c of "
                       f"hlsnn.engines.bfp_systolic.network.gate take a BFP layer's M-bit mantissas)")
-    if op in EXACT:                                       # rule 9c: HardSwish exactly, w = M + W_EXTRA
+    if exact:                                             # rule 9c: HardSwish exactly, w = M + W_EXTRA
         src = j["inputs"][0]
         c, h, w_ = _chw(w.shapes[src])
         w.ops.append(Op("lut", j["name"], [src], j["output"], dict(c=c, hw=h * w_, exact=True, fn=op,
@@ -309,12 +316,22 @@ def host_layers(layers, execs, bfp_cls):
         ex = execs.get(src.name) if src is not None else None
         if isinstance(ex, bfp_cls):
             out[la.name] = int(ex.p["mantissa_bits"])
-        elif src is not None and la.op not in EXACT and _sum_or_product(src, made) and execs \
+        elif src is not None and _sum_or_product(src, made) and execs \
                 and all(isinstance(e, bfp_cls) for e in execs.values()):     # rule 9b of a sum or product
             out[la.name] = int(next(iter(execs.values())).p["mantissa_bits"])
     return out
 
 
+
+
+def tabled(layer, layers):
+    """Host ``layer`` (of :func:`host_layers`) reads a sum or product (rule 9b of one; a
+    ``HardSwish`` of one is 9f, a table, not 9c)."""
+    made = {la.output: la for la in layers}
+    src = made.get(layer.inputs[0])
+    while src is not None and src.kind == "host" and src.op in MOVES:
+        src = made.get(src.inputs[0])
+    return src is not None and _sum_or_product(src, made)
 
 
 def _sum_or_product(src, made):
@@ -328,9 +345,9 @@ def _sum_or_product(src, made):
 def host_run(layer, values, f_in, bits, rounding):
     """Rules 9b, 9c in the layer path: ``(values, fmt)`` of host ``layer`` on the exact float64
     ``values`` (a BFP layer's dequantized output; ``bits`` its mantissa bits) at code radix
-    ``f_in`` (9b; unused by 9c)."""
+    ``f_in`` (9b and 9f; None: 9c)."""
     m, e = pairs_of(values)
-    if layer.op in EXACT:
+    if layer.op in EXACT and f_in is None:     # 9c (a HardSwish of a sum or product has its code radix: 9f)
         ym, ye = hardswish_pairs(m, e, bits + W_EXTRA, rounding)
         return np.ldexp(ym.astype(np.float64), ye), None
     f_o, t = table(layer.op, layer.attrs, (int(f_in), bits, True), rounding, OUT_BITS)

@@ -132,9 +132,12 @@ def tables(net, pz, pc):
                 d.update(single=2 if f["lo0"] else 3, sb=int(f["clip"][0]), sa=int(f["clip"][1]))
             elif op.kind == "lut" and f.get("exact"):   # rule 9c: HardSwish, no table
                 d.update(single=1)
+            elif op.kind == "concat":             # rule 6c (.anymean): the parts' factors (1: as they are)
+                d.update(sa=int((f.get("mscale") or [1, 1])[0]), sb=int((f.get("mscale") or [1, 1])[1]))
             elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o
                 d.update(shift=int(f["f_in"]), sa=int(f["f_out"]))
             if op.kind == "add":
+                d.update(cg=int(f["c"]))          # the live banks: a bank past channel c raises no status
                 max_hw = max(max_hw, f["hw"])
                 if f["gap"]:                      # two passes per block: the exponent, the sum
                     d.update(n_iter=2 * d["n_iter"], shift=int(f["p"]))
@@ -280,7 +283,7 @@ def render(net, out_dir):
     from ...network.chain import sc_add
     from ....version import __version__
     from . import perf as bfpperf
-    from .anymean import mean_fields
+    from .anymean import cat_fields, mean_fields
     from ...network import perf as netperf
     p = net.params
     pz, pc = shape(p)
@@ -318,6 +321,7 @@ def render(net, out_dir):
                lut_ctype="int8_t" if t["lut_entry_bits"] <= 8 else "int16_t", hs_w=t["hs_w"],
                has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "Clip" for op in net.ops),
                has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),
+               **cat_fields(net),                                        # rule 6c (.anymean)
                sc_add=sc_add(net, t["place"]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))

@@ -508,7 +508,16 @@ def _run(net, xq, keep):
             env[op.out] = (np.maximum(x[0], 0), x[1])
         elif op.kind in ("upsample", "zerostuff", "concat"):
             from ...network.move import run_pairs
-            env[op.out] = run_pairs(op, get, bsz)
+            if op.f.get("mscale"):                          # rule 6c (.anymean): parts as means over L
+                from .anymean import scale_parts
+                sget, ok = scale_parts(op, get, ELEM_BITS - 1)
+                if not ok:
+                    raise NotExact(f"network kernel (bfp): {op.name}: a concat's part times its factor spans more "
+                                   f"than {ELEM_BITS - 1} bits (the kernel's element; rule 6c of "
+                                   f"hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
+                env[op.out] = run_pairs(op, sget, bsz)
+            else:
+                env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "transpose":
             from ...network.transpose import run_pairs
             env[op.out] = run_pairs(op, get, bsz)

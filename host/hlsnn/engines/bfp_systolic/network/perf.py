@@ -136,6 +136,11 @@ def buffers(net, tables):
     if mf["has_mean"]:                                  # rule 6b: floor(u / d) by a reciprocal per bank
         muls.append(Multiplier("mean", "ConvMac", mf["mean_cap_bits"], mf["mean_recip_bits"], False, False,
                                count=pc, note=f"a mean's mantissa: u x reciprocal of {mf['mean_div']} per bank"))
+    from .anymean import cat_fields
+    cf = cat_fields(net)
+    if cf["has_meancat"]:                               # rule 6c: a part's mantissa x its factor per bank
+        muls.append(Multiplier("meancat", "ConcatPixels", ELEM_BITS, cf["cat_scale_bits"], True, False, count=pc,
+                               note="a concat of means: a part's mantissa x L / d per bank (anymean rule 6c)"))
     if any(op.kind == "gate" for op in net.ops):       # rule 10b: Q mantissa products
         g = tables["gate_bits"]
         muls.append(Multiplier("gate", "GatePixels", g, g, count=pc, note="a channel gate: map x gate per bank"))

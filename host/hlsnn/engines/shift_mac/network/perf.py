@@ -188,7 +188,8 @@ def datapath(net, tables):
 
 def mean_logic(net, tables):
     """``{"mean": (LUT, FF)}`` of rule 13's datapath (:mod:`hlsnn.engines.network.mean`) beside
-    its products (:func:`hlsnn.engines.network.mean.multipliers`, one site each): the left
+    its products (:func:`hlsnn.engines.network.mean.multipliers`, one site each, in the loops
+    whose ops divide): the left
     shift by ``pre`` (``shifter_luts(db, 31)``), the offset's adder (``db``), the right shift by
     ``L`` (``shifter_luts(db, 95)``) and the requantization's wider shifter (``shifter_luts(db,
     31) - shifter_luts(wb, 31)``); a ``db``-bit register a site. ``{}`` without a mean. Also
@@ -197,7 +198,8 @@ def mean_logic(net, tables):
     db, wb, pc = tables.get("div_bits", 0), tables["add_bits"], tables["pc"]
     if not db:
         return {}
-    sites = pc * (2 if tables.get("fast_add") else 1) + pc * any(op.kind == "avgpool" for op in net.ops)
+    sites = pc * (2 if tables.get("fast_add") else 1) * tables.get("add_div", True) + pc * tables.get("pool_div", any(
+        op.kind == "avgpool" for op in net.ops))                # the loops that render it (network.kernel.div_bits)
     one = shifter_luts(db, 31) + db + shifter_luts(db, 95) + max(0, shifter_luts(db, 31) - shifter_luts(wb, 31))
     return {"mean": (sites * one, sites * db)}
 
