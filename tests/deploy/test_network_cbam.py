@@ -1,10 +1,17 @@
-"""CBAM's channel attention on the network path (issue 52): ``h * Sigmoid(mlp(avg(h)) + mlp(max(h)))``
-keeps the map ``h`` (waiting for its gate) and the average-pooled branch's vector (waiting for the
-max-pooled one's) live while the shared MLP writes a third tensor, so the network kernels get a
-third activation buffer (:func:`hlsnn.engines.network.kernel.allocate`, ``act[3]`` in each engine's
-``network.cpp``). One small net (:func:`netfixtures.cbam_net`) per engine: the network mode's
-bits are the layer path's on emu, the C-simulation's and the simulated board's in one start, the
-loops' iterations the perf model's, and every loop's derived II is 1."""
+"""CBAM's channel attention and a gate of a gate on the network path (issue 52).
+
+``y = h * Sigmoid(mlp(avg(h)) + mlp(max(h)))`` keeps the map ``h`` (waiting for its gate) and the
+average-pooled branch's vector (waiting for the max-pooled one's) live while the shared MLP
+writes a third tensor, so the network kernels get a third activation buffer
+(:func:`hlsnn.engines.network.kernel.allocate`, ``act[3]`` in each engine's ``network.cpp``).
+``y * Sigmoid(conv(y))`` then multiplies a gate's product by a third code: rule 10c
+(:mod:`hlsnn.engines.network.gatein`) writes ``y`` as codes at a calibrated radix first, in the
+layer path and the network modes alike. One small net (:func:`netfixtures.cbam_net`) per engine:
+rule 10c's values against a Fraction reference, the network mode's bits the layer path's on emu,
+the C-simulation's and the simulated board's in one start, the loops' iterations the perf
+model's, and every loop's derived II 1."""
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -12,14 +19,14 @@ pytest.importorskip("onnx")
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from netfixtures import ENGINE, FORMATS, cbam_net, check_kernel_run, compile_onnx  # noqa: E402
+from netfixtures import ENGINE, FORMATS, cbam_net, check_kernel_run, compile_onnx, round_fraction  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def cbam(tmp_path_factory):
     """fmt -> the compiled CBAM-like net, each compiled once for the module."""
     tmp = tmp_path_factory.mktemp("cbam")
-    model = cbam_net(tmp / "cbam.onnx")
+    model = cbam_net(tmp / "cbam.onnx", gate_on_gate=True)
     cache = {}
 
     def get(fmt):
@@ -48,7 +55,11 @@ def test_cbam_runs_in_the_emu_network_mode_with_three_buffers(cbam, fmt, tmp_pat
     net = hlsnn.load(cbam(fmt), "emu", network=True)
     assert net.network is not None and net.network.engine == ENGINE[fmt]
     kinds = [op.kind for op in net.network.ops]
-    assert kinds.count("gate") == 1 and kinds.count("lut") == 1 and kinds.count("maxpool") == 1, kinds
+    luts = [op.f["fn"] for op in net.network.ops if op.kind == "lut"]
+    # bfp: rule 10c's codes of y by the identity table; the integer engines requantize y once, at
+    # the radix the conv reading it uses too
+    assert luts == ["Sigmoid", "Sigmoid"] + (["Identity"] if fmt == "bfp8" else []), luts
+    assert kinds.count("gate") == 2 and kinds.count("maxpool") == 1, kinds
     t = _tables(net.network, tmp_path)
     assert t["act_bufs"] == 3
     slots = {s for s, _ in t["place"].values() if s is not None}
@@ -56,6 +67,61 @@ def test_cbam_runs_in_the_emu_network_mode_with_three_buffers(cbam, fmt, tmp_pat
     want = hlsnn.load(cbam(fmt), "emu", network=False)(x)
     assert np.abs(want).max() > 0
     np.testing.assert_array_equal(net(x), want)
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_a_gate_of_a_gates_product_takes_its_codes_first(cbam, fmt):
+    """Rule 10c in the layer path against a Fraction reference: the outer product ``y2`` is ``t``
+    times ``y`` rounded (the deployment's rounding) to 8-bit signed codes at the radix kept in
+    the program's ``gate_in``, chosen by DETERMINE (so the codes reach the range's top)."""
+    from hlsnn.network import artifact
+    prog, _ = artifact.read(cbam(fmt))
+    (j,) = [j for j in prog["layers"] if "gate_in" in j]
+    assert j["name"] == "y2" and j["gate_in"]["f_in"][1] is None
+    f = j["gate_in"]["f_in"][0]
+    run = hlsnn.load(cbam(fmt), "emu", network=False)
+    _, env = run._dep.run(_x(4), keep=True)
+    y, t, y2 = (np.asarray(env[k], np.float64).reshape(-1) for k in ("y", "t", "y2"))
+    codes = np.array([min(max(round_fraction(Fraction(v) * 2 ** f, prog["rounding"]), -128), 127) for v in y])
+    assert np.abs(codes).max() >= 64
+    np.testing.assert_array_equal(y2, codes * 2.0 ** -f * t)
+
+
+def _with_radix(path, out, delta):
+    """The compiled model ``path`` with rule 10c's radix moved by ``delta``, written to ``out``."""
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(path)
+    for j in prog["layers"]:
+        if "gate_in" in j:
+            j["gate_in"]["f_in"] = [None if v is None else v + delta for v in j["gate_in"]["f_in"]]
+    return artifact.write(out, prog, arrays)
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_rule_10c_at_another_radix_than_the_convs(cbam, fmt, tmp_path):
+    """Where the conv reading ``y`` wants another radix than rule 10c's, the integer network
+    modes materialize the inner gate a second time (a ``gate`` op ``y_codes``): the layer path's
+    bits still."""
+    path = _with_radix(cbam(fmt), tmp_path / "moved.hlsnn", -1)
+    net = hlsnn.load(path, "emu", network=True, self_check=False)     # (its compile-time outputs moved too)
+    assert [op.name for op in net.network.ops if op.kind == "gate"] == ["y", "y_codes", "y2"]
+    x = _x(24)
+    want = hlsnn.load(path, "emu", network=False, self_check=False)(x)
+    assert not np.array_equal(want, hlsnn.load(cbam(fmt), "emu", network=False)(x))    # another rule-10c radix
+    np.testing.assert_array_equal(net(x), want)
+
+
+@pytest.mark.slow      # the quick csim case of the Gate loop with rule 10c: test_cbam_kernel_on_csim_... (reused y_q)
+@pytest.mark.csim
+def test_rule_10c_at_another_radix_on_csim(cbam, tmp_path):
+    """The second materialization's kernel (two-hot): the layer path's bits in one start."""
+    import hlsnn.network.loader as loader
+    path = _with_radix(cbam("twohot"), tmp_path / "moved-twohot.hlsnn", -1)
+    x = _x(6)
+    k_run = loader.CompiledNet(path, "csim", network=True, self_check=False)
+    np.testing.assert_array_equal(k_run(x), hlsnn.load(path, "emu", network=False, self_check=False)(x))
+    assert k_run.last_kernel_starts == 1 and [op.name for op in k_run.network.ops if op.kind == "gate"] == [
+        "y", "y_codes", "y2"]
 
 
 @pytest.mark.csim

@@ -256,6 +256,9 @@ def lower_host(steps, j, st, w):
         return True
     if op != "Mul":
         return False
+    if "gate_in" in j:                                    # a gate of a gate's product (rule 10c)
+        from ...network.gatein import bfp_operands
+        j = bfp_operands(j, w, steps, _why, Op)
     ins = list(j["inputs"])
     sts = [w.state.get(i) for i in ins]
     if len(ins) != 2 or any(s is None or s != ("q", None) for s in sts):
