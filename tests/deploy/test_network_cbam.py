@@ -152,3 +152,20 @@ def test_cbam_kernel_loops_stay_at_ii_1(cbam, fmt):
     net = netmode.lower(prog, arrays)
     rows = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))
     assert rows and all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
+
+
+@pytest.mark.slow      # the quick csim case of the third buffer: test_cbam_kernel_on_csim_and_the_simulated_board_...
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_torch_cbam_runs_in_one_start_on_csim_and_the_simulated_board(tmp_path, fmt):
+    """hfam's CBAM as torch exported it (v_f_dw_cbam_ts17: depthwise-separable blocks, avg + max
+    pooled shared MLP of 1x1 convs, the Sigmoid of their Add, the gate): the layer path's bits on
+    C-simulation and the simulated board in one start, with the third activation buffer."""
+    from pathlib import Path
+    model = Path(__file__).resolve().parents[1] / "data" / "torch" / "beyond" / "v_f_dw_cbam_ts17.onnx"
+    if not model.exists():
+        pytest.skip(f"{model.name}: hfam's fixture")
+    path = compile_onnx(tmp_path, "v_f_dw_cbam_ts17", model, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
+                        calibration_samples=16)
+    board = check_kernel_run(path, fmt, _x(4), board=True)
+    assert board._kernel.tables["act_bufs"] == 3

@@ -38,7 +38,9 @@ integers at radix ``F``, value ``q * 2**-F``):
     ``shift_round_sat`` does. The kernel runs it in the gate's loop with the vector's
     address stepping every pixel (``hw`` 1 in its descriptor): both operands at the map's
     address, the one a conv or a table wrote (the earlier one when both were) waiting in the
-    shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`).
+    shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`). **A gate of a gate's
+    product** (``x * s * t``) first writes the inner product as codes at a calibrated radix:
+    rule 10c (:mod:`hlsnn.engines.network.gatein`).
 
 A table's input must be one fixed-point tensor (an engine layer's output, or a move of one);
 a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64 as before,
