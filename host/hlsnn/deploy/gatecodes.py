@@ -24,23 +24,24 @@ def _is_gate(p):
     return p is not None and p.kind == "host" and p.op == "Mul" and len(p.inputs) == 2
 
 
-def bfp_bits(dep):
-    """``M`` when every engine layer of ``dep`` is a BFP one (rule 10c on pairs), else None."""
-    from .executors import BfpExec
+def bfp_bits(dep, bfp_cls):
+    """``M`` when every engine layer of ``dep`` runs by ``bfp_cls`` (the BFP executor class:
+    rule 10c on pairs), else None."""
     execs = list(dep.execs.values())
-    if not execs or not all(isinstance(e, BfpExec) for e in execs):
+    if not execs or not all(isinstance(e, bfp_cls) for e in execs):
         return None
     bits = {int(e.p["mantissa_bits"]) for e in execs}
     return bits.pop() if len(bits) == 1 else None
 
 
-def operand_bits(dep, layer, env):
+def operand_bits(dep, layer, env, bfp_cls):
     """``{operand index: b}`` of rule 10c for host ``layer`` of the layer path (a gate ``Mul``
-    whose operand is a gate's float product of ``b``-bit codes, or of BFP pairs), or ``{}``."""
+    whose operand is a gate's float product of ``b``-bit codes, or of BFP pairs: every engine
+    layer run by ``bfp_cls``), or ``{}``."""
     if not _is_gate(layer):
         return {}
     made = {la.output: la for la in dep.net.layers}
-    m_bits = bfp_bits(dep)
+    m_bits = bfp_bits(dep, bfp_cls)
 
     def bits(t, depth):
         a = env.get(t)
@@ -62,7 +63,7 @@ def operand_bits(dep, layer, env):
     return out
 
 
-def run(dep, layer, ins, bits, calibrate):
+def run(dep, layer, ins, bits, calibrate, bfp_cls):
     """Rule 10c in the layer path: ``(values, fmt)`` of gate ``layer`` on the :class:`Act`
     operands ``ins``, each operand of ``bits`` (:func:`operand_bits`) first written as codes at
     ``F_g`` (DETERMINE when calibrating, every batch when ``dynamic``)."""
@@ -71,7 +72,7 @@ def run(dep, layer, ins, bits, calibrate):
     from .quant import host_radix, to_fixed
     radix = dep.__dict__.setdefault("gate_in", {})
     fs = list(radix.get(layer.name) or [None, None])
-    bfp = bfp_bits(dep) is not None
+    bfp = bfp_bits(dep, bfp_cls) is not None
     vals = []
     for k, a in enumerate(ins):
         if k not in bits:

@@ -258,9 +258,9 @@ class Deployment:
             elif layer.kind == "host" and k < last and tablein.code_bits(self.net, layer, env):   # rule 9e
                 env[layer.output] = Act(*tablein.run(self, layer, ins[0], tablein.code_bits(self.net, layer, env),
                                                      calibrate))
-            elif layer.kind == "host" and k < last and gatecodes.operand_bits(self, layer, env):   # rule 10c
-                env[layer.output] = Act(*gatecodes.run(self, layer, ins, gatecodes.operand_bits(self, layer, env),
-                                                       calibrate))
+            elif layer.kind == "host" and k < last and gatecodes.operand_bits(self, layer, env, BfpExec):   # 10c
+                env[layer.output] = Act(*gatecodes.run(self, layer, ins, gatecodes.operand_bits(
+                    self, layer, env, BfpExec), calibrate, BfpExec))
             elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs):   # a table on integers
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding,
                                                           self._table_radix(layer, ins[0], calibrate)))
