@@ -125,12 +125,15 @@ def test_rule_10c_at_another_radix_on_csim(cbam, tmp_path):
 
 
 @pytest.mark.csim
+@pytest.mark.strict_csim
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_cbam_kernel_on_csim_and_the_simulated_board_in_one_start(cbam, fmt):
     """The rendered kernel declares three activation buffers (and the resource model counts
-    them), and gives the layer path's bits on C-simulation and the simulated board in one start."""
+    them), and gives the layer path's bits on the strict C-simulation (every bank within its
+    ports) and the simulated board in one start."""
     board = check_kernel_run(cbam(fmt), fmt, _x(6), board=True)
     k = board._kernel
+    assert k.strict, "the strict C-simulation library"
     assert k.tables["act_bufs"] == 3
     cpp = (k.path.parent / "network.cpp").read_text()
     assert "act[3][Cfg::" in cpp and "act[2][Cfg::" not in cpp
