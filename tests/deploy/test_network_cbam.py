@@ -172,3 +172,14 @@ def test_torch_cbam_runs_in_one_start_on_csim_and_the_simulated_board(tmp_path, 
                         calibration_samples=16)
     board = check_kernel_run(path, fmt, _x(4), board=True)
     assert board._kernel.tables["act_bufs"] == 3
+
+
+@pytest.mark.slow      # as test_network_branches.py's: every header-model check is slow
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_cbam_kernel_compiles_against_both_header_models(cbam, tmp_path, fmt):
+    """The three-buffer kernel and bridge under the fallback ap_types and both ap_axi_sdata.h
+    models, the __SYNTHESIS__ rule, and the kernel stripped of its sim-only blocks (compile-only)."""
+    from test_network_kernel import compiles_against_both_header_models
+    kernel = {"bfp8": "bfpkernel", "twohot": "netkernel", "fixed8": "sparsekernel"}[fmt]
+    compiles_against_both_header_models(cbam(fmt), kernel, tmp_path)
