@@ -117,3 +117,45 @@ def avgpool_net(path, count_include_pad, seed, name):
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 10])], init)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     return path
+
+
+def cbam_net(path, seed=52, gate_on_gate=False):
+    """A CBAM-like 2-D net (issue 52): conv 3x3 (1 -> 8, 8x8) + Relu = h; channel attention
+    ``a = mlp(GlobalAveragePool(h)) + mlp(GlobalMaxPool(h))`` through one shared MLP of 1x1 convs
+    (8 -> 2, Relu, 2 -> 8), ``y = h * Sigmoid(a)`` (the map waits for its gate while both pooled
+    branches run: a third activation buffer); with ``gate_on_gate`` then ``y * Sigmoid(conv1x1(y))``
+    (a product of three codes, ``h * s * t``); conv 3x3 stride 2 + Relu, GlobalAveragePool, Gemm
+    to 10; weights drawn from ``seed``."""
+    import onnx
+    from onnx import helper, numpy_helper
+    r = np.random.default_rng(seed)
+    init = []
+
+    def w(name, shape, scale):
+        init.append(numpy_helper.from_array(r.normal(0, scale, shape).astype(np.float32), name))
+        return name
+    n = helper.make_node
+    nodes = [n("Conv", ["x", w("c1_w", (8, 1, 3, 3), 0.6), w("c1_b", (8,), 0.1)], ["c1"], pads=[1, 1, 1, 1]),
+             n("Relu", ["c1"], ["h"]), n("GlobalAveragePool", ["h"], ["pa"]), n("GlobalMaxPool", ["h"], ["pm"])]
+    w("m1_w", (2, 8, 1, 1), 0.5), w("m2_w", (8, 2, 1, 1), 0.6)
+    for p in ("pa", "pm"):             # the shared MLP (one set of weights, read twice)
+        nodes += [n("Conv", [p, "m1_w"], [p + "1"]), n("Relu", [p + "1"], [p + "r"]),
+                  n("Conv", [p + "r", "m2_w"], [p + "2"])]
+    nodes += [n("Add", ["pa2", "pm2"], ["a"]), n("Sigmoid", ["a"], ["s"]), n("Mul", ["h", "s"], ["y"])]
+    last = "y"
+    if gate_on_gate:
+        nodes += [n("Conv", ["y", w("g_w", (8, 8, 1, 1), 0.4), w("g_b", (8,), 0.1)], ["g"]),
+                  n("Sigmoid", ["g"], ["t"]), n("Mul", ["y", "t"], ["y2"])]
+        last = "y2"
+    nodes += [n("Conv", [last, w("c2_w", (8, 8, 3, 3), 0.3), w("c2_b", (8,), 0.1)], ["c2"], strides=[2, 2],
+                pads=[1, 1, 1, 1]),
+              n("Relu", ["c2"], ["r2"]), n("GlobalAveragePool", ["r2"], ["gp"]), n("Flatten", ["gp"], ["f"]),
+              n("Gemm", ["f", w("d_w", (10, 8), 0.5), w("d_b", (10,), 0.1)], ["out"], transB=1)]
+    g = helper.make_graph(nodes, "cbam",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 1, 8, 8])],
+                          [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["N", 10])], init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path

@@ -166,6 +166,9 @@ PROGRAM_CASES = {
     "table f_out huge": lambda p, a: _layer(p, "pool1").__setitem__("table", {"f_out": 10 ** 6}),
     "table a list": lambda p, a: _layer(p, "pool1").__setitem__("table", [3]),
     "table no f_out": lambda p, a: _layer(p, "pool1").__setitem__("table", {}),
+    "gate_in on a pool": lambda p, a: _layer(p, "pool1").__setitem__("gate_in", {"f_in": [3, None]}),
+    "gate_in a string": lambda p, a: _layer(p, "pool1").__setitem__("gate_in", "x"),
+    "gate_in no f_in": lambda p, a: _layer(p, "pool1").__setitem__("gate_in", {}),
     "flatten axis 100": lambda p, a: _layer(p, "flatten")["attrs"].__setitem__("axis", 100),
     # the top level
     "rounding evil": top("rounding", "evil"),

@@ -16,7 +16,7 @@ from conftest import ROOT, checked_raw  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.engines.shift_mac.network import perf as netperf  # noqa: E402
-from hlsnn.engines.network.kernel import allocate  # noqa: E402
+from hlsnn.engines.network.kernel import act_bufs, allocate  # noqa: E402
 from hlsnn.deploy import datasets, hostops  # noqa: E402
 from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
@@ -147,11 +147,22 @@ def test_buffers_ping_pong_and_shortcut():
     assert place["t0"] == (1, True) and place["s2"] == (None, True) and place["u2"][1] is False
     assert place["t1"][0] == 0 and place["u1"][0] == 1 and place["t3"][0] == 1 and (act, sc) == (16, 16)
     assert ops[2].f["short"] == "t0" and ops[6].f["short"] == "s2"      # the operand computed earlier
-    # three tensors alive at once on the main path: refused with the tensor's name
+    assert act_bufs(place) == 2
+    # three tensors alive at once on the main path: a third buffer (x and t0 are still to be read
+    # when t2 is written; t3 reuses t0's once it is read; u, read by no op, is written nowhere)
     ops = [O("conv", "c0", ["x"], "t0"), O("conv", "c1", ["x"], "t1"), O("conv", "c2", ["t0"], "t2"),
            O("add", "a", ["t2", "t1"], "u"), O("conv", "c3", ["x"], "t3")]
-    with pytest.raises(InputError, match=r"t2 needs a third activation buffer \(x and t0 are still to be read\)"):
-        allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "t2", "u", "t3"], s), "t3"))
+    place, act, sc = allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "t2", "u", "t3"], s), "t3"))
+    assert [place[t] for t in ("x", "t0", "t1", "t2", "u", "t3")] == [
+        (0, False), (1, False), (None, True), (2, False), (None, False), (1, False)]
+    assert act_bufs(place) == 3 and (act, sc) == (16, 16)
+    # four: refused with the tensor's name
+    ops = [O("conv", "c0", ["x"], "t0"), O("conv", "c1", ["x"], "t1"), O("conv", "c2", ["t0"], "t2"),
+           O("conv", "c3", ["t2"], "t3"), O("conv", "c4", ["t1"], "t4"), O("add", "a", ["t4", "t3"], "u"),
+           O("conv", "c5", ["x"], "t5")]
+    with pytest.raises(InputError, match=r"t2 needs a fourth activation buffer \(x, t0 and t1 are still to be "
+                                         r"read\)"):
+        allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "t2", "t3", "t4", "u", "t5"], s), "t5"))
 
 
 def test_perf_of_the_network_path(compiled, capsys):

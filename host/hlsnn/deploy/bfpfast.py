@@ -438,8 +438,10 @@ class BfpNet:
 def build(deploy, bfp_exec):
     """A :class:`BfpNet` of ``deploy`` (its layers all of the executor class ``bfp_exec``,
     :class:`hlsnn.deploy.executors.BfpExec`), or None (module docstring)."""
-    if deploy.dynamic or deploy.host or getattr(deploy, "actmm", None) or not deploy.execs or deploy.bfp_luts():
-        return None                     # (tables of BFP values, netbfp rule 9b: the layer path's loop)
+    from .gatecodes import any_layer
+    if deploy.dynamic or deploy.host or getattr(deploy, "actmm", None) or not deploy.execs or deploy.bfp_luts() \
+            or any_layer(deploy.net):
+        return None                     # (tables of BFP values, netbfp rule 9b; rule 10c: the layer path's loop)
     layers = {}
     for name, ex in deploy.execs.items():
         p = ex.p

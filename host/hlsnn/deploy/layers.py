@@ -226,6 +226,9 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fal
                 program["layers"][-1]["table"] = {"f_out": int(dep.table_radix[la.name])}
             if la.name in getattr(dep, "table_in", {}):      # a table of a computed tensor: its code radix (rule 9e)
                 program["layers"][-1]["table_in"] = {"f_in": int(dep.table_in[la.name])}
+            if la.name in getattr(dep, "gate_in", {}):       # a gate of a gate's product: its codes' radix (rule 10c)
+                program["layers"][-1]["gate_in"] = {"f_in": [None if f is None else int(f)
+                                                             for f in dep.gate_in[la.name]]}
             if la.op == "BatchNormalization":
                 for i, p in enumerate(la.attrs["params"]):
                     arrays[f"{la.name}/bn{i}"] = np.asarray(p, np.float64)

@@ -255,6 +255,9 @@ def walk(program, arrays, steps):
             from ..engines.network import tablein
             if tablein.lower_host(j, w, steps, _why, Op):                 # a table of a pending Add, gate, pool
                 continue
+            if op == "Mul" and "gate_in" in j:                         # a gate of a gate's product (rule 10c)
+                from ..engines.network.gatein import lower_operands
+                j = lower_operands(j, w, steps, _why, Op)
             if netgate.lower_host(j, state, shapes, ops, steps.bits, steps.rounding, _why, Op):   # tables, gate Mul
                 continue
             from ..engines.network import linpool

@@ -60,7 +60,7 @@ import numpy as np
 
 from ..engines import convgeom as conv
 from ..engines.network import gate as netgate
-from . import tablecodes as tablein
+from . import gatecodes, tablecodes as tablein
 from ..errors import InputError
 from . import biascorr, hostops, samplewise
 from . import update as updates
@@ -258,6 +258,9 @@ class Deployment:
             elif layer.kind == "host" and k < last and tablein.code_bits(self.net, layer, env):   # rule 9e
                 env[layer.output] = Act(*tablein.run(self, layer, ins[0], tablein.code_bits(self.net, layer, env),
                                                      calibrate))
+            elif layer.kind == "host" and k < last and gatecodes.operand_bits(self, layer, env, BfpExec):   # 10c
+                env[layer.output] = Act(*gatecodes.run(self, layer, ins, gatecodes.operand_bits(
+                    self, layer, env, BfpExec), calibrate, BfpExec))
             elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs):   # a table on integers
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding,
                                                           self._table_radix(layer, ins[0], calibrate)))

@@ -200,6 +200,7 @@ class CompiledNet:
             dep.bfp_radix = {j["name"]: j["bfp_table"]["f_in"] for j in prog["layers"] if "bfp_table" in j}
             dep.table_radix = {j["name"]: j["table"]["f_out"] for j in prog["layers"] if "table" in j}
             dep.table_in = {j["name"]: j["table_in"]["f_in"] for j in prog["layers"] if "table_in" in j}
+            dep.gate_in = {j["name"]: list(j["gate_in"]["f_in"]) for j in prog["layers"] if "gate_in" in j}
             fmt_of = {j["name"]: j["format"] for j in prog["layers"] if j["kind"] != "host"}
             dep.actmm = samplewise.quantizers_of(layers, execs, fmt_of.get)     # attention's MatMuls (issue 52)
             dep.fast = False                     # network=False: layer by layer, as asked

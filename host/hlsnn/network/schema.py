@@ -298,6 +298,13 @@ def _host(w, j, in_shapes, arrays):
     if "table_in" in j:                 # rule 9e's code radix (hlsnn.engines.network.tablein)
         _int(f"{w}: table_in.f_in", _key(_dict(f"{w}: table_in", j["table_in"]), "f_in", f"{w}: table_in"),
              -MAX_RADIX, MAX_RADIX)
+    if "gate_in" in j:                  # rule 10c's code radix per operand (hlsnn.engines.network.gatein)
+        fs = _key(_dict(f"{w}: gate_in", j["gate_in"]), "f_in", f"{w}: gate_in")
+        if op != "Mul" or not isinstance(fs, list) or len(fs) != 2 or all(f is None for f in fs):
+            _fail(w, f"gate_in.f_in = {fs!r}: a Mul's [F or null, F or null], one radix at least")
+        for k, f in enumerate(fs):
+            if f is not None:
+                _int(f"{w}: gate_in.f_in[{k}]", f, -MAX_RADIX, MAX_RADIX)
     shape = in_shapes[0]
     if op in ("MaxPool", "AveragePool"):
         return _window(w, a, shape)

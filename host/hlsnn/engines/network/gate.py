@@ -38,7 +38,9 @@ integers at radix ``F``, value ``q * 2**-F``):
     ``shift_round_sat`` does. The kernel runs it in the gate's loop with the vector's
     address stepping every pixel (``hw`` 1 in its descriptor): both operands at the map's
     address, the one a conv or a table wrote (the earlier one when both were) waiting in the
-    shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`).
+    shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`). **A gate of a gate's
+    product** (``x * s * t``) first writes the inner product as codes at a calibrated radix:
+    rule 10c (:mod:`hlsnn.engines.network.gatein`).
 
 A table's input must be one fixed-point tensor (an engine layer's output, or a move of one);
 a ``Sigmoid`` of a float (a BFP layer's output, a sum) runs on the host in float64 as before,
@@ -177,7 +179,9 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
     ins = list(j["inputs"])
     sts = [state.get(i) for i in ins]
     if any(s is None or s[0] != "q" for s in sts):
-        raise why(j, "a gate Mul of two integer tensors computed on the fabric")
+        raise why(j, "a gate Mul of two integer tensors computed on the fabric" + (
+            " (a gate of a pending gate's product: rule 10c of hlsnn.engines.network.gatein, with its calibrated "
+            "code radix gate_in; recompile the model)" if any(s is not None and s[0] == "gate" for s in sts) else ""))
     from .program import _chw
     ca, cb = (_chw(shapes[i]) for i in ins)
     if ca[1:] == (1, 1) and cb[1:] != (1, 1):
@@ -192,18 +196,20 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
     return True
 
 
-def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
+def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls, out=None):
     """An engine layer ``j`` reads the pending gate ``st``: the gate op with its requantization
     to ``j``'s ``F_x`` (rule 10), as the tensor ``NAME_q`` (:func:`hlsnn.deploy.program.walk`
-    calls it once per gate)."""
+    calls it once per gate); ``out``: another tensor (and op) name, for a second radix (rule 10c,
+    :mod:`hlsnn.engines.network.gatein`)."""
     g = st[1]
     f_x = j["f_x"]
     fp = g["fa"] + g["fb"]
     if f_x is None or np.ndim(f_x) or fp > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
-    ops.append(op_cls("gate", g["name"], list(g["ins"]), g["name"] + "_q",
+    t = out or g["name"] + "_q"
+    ops.append(op_cls("gate", out or g["name"], list(g["ins"]), t,
                       dict(c=g["c"], hw=g["hw"], shift=int(fp - f_x), rounding=rounding, same=bool(g.get("same")))))
-    shapes[g["name"] + "_q"], state[g["name"] + "_q"] = shapes[g["ins"][0]], ("q", f_x)
+    shapes[t], state[t] = shapes[g["ins"][0]], ("q", f_x)
 
 
 def check_op(op, ints, bad):

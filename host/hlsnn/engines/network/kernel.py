@@ -9,8 +9,11 @@ activation buffer when another op reads it (the conv epilogue writes both); ever
 tensor goes to the activation buffer not holding a tensor still to be read. Shortcuts alive
 at once each hold a region of ``sc`` at its own word offset (:mod:`.skips`: a stack, nested
 skips made in order and consumed in reverse; the op writing or reading a region carries its
-offset as the descriptor's ``sc_base``). A network that needs a third activation buffer is
-refused with the tensor's name. Each activation buffer is as large as the largest tensor it
+offset as the descriptor's ``sc_base``). A network that two activation buffers do not hold
+(CBAM's channel attention: the map, waiting for its gate, and the average-pooled branch's
+vector, waiting for the max-pooled one's, while a third tensor is written) gets a third,
+``act[2]`` (the kernels declare ``act[kActBufs]``); one that needs a fourth is refused with
+the tensor's name. Each activation buffer is as large as the largest tensor any of them
 holds, ``sc`` as the most words live in it at once.
 
 **Descriptors.** One :data:`FIELDS` row per op, with the address steps precomputed so the
@@ -76,8 +79,8 @@ def bank_words(shape, pc):
 
 def allocate(net, pc=1):
     """``{tensor: (slot or None, in_sc)}``, the words per bank ``(act_words, sc_words)`` of the
-    buffers in ``pc`` channel banks (module docstring); :class:`InputError` when two buffers and
-    a shortcut do not suffice."""
+    buffers in ``pc`` channel banks (module docstring); :class:`InputError` when
+    :data:`MAX_ACT_BUFS` buffers and a shortcut do not suffice."""
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     order = [name(net.input["name"])] + [op.out for op in net.ops]
     made = {t: i - 1 for i, t in enumerate(order)}          # producer's op index (-1: the input)
@@ -102,7 +105,22 @@ def allocate(net, pc=1):
             main_uses[ins[0]].append(i)
     out = name(net.output["tensor"])
     main_uses[out].append(len(net.ops))
-    place, holder = {}, [None, None]
+    try:
+        place = _slots(net, order, made, main_uses, sc_uses, name, 2)
+    except InputError:                  # a third buffer where two do not suffice (CBAM: .actbufs)
+        place = _slots(net, order, made, main_uses, sc_uses, name, MAX_ACT_BUFS)
+    check_disjoint(net, place)
+    from .chain import check_place
+    check_place(net, place, name)
+    act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
+    sc_words = sc_regions(net, order, made, sc_uses, {t: bank_words(net.shapes[t], pc) for t in order if sc_uses[t]})
+    return place, act_words, sc_words
+
+
+def _slots(net, order, made, main_uses, sc_uses, name, n):
+    """:func:`allocate`'s placement with ``n`` activation buffers: each tensor an op reads from
+    one goes to the lowest-numbered buffer whose tensor is read no more and is not the op's input."""
+    place, holder = {}, [None] * n
     last = lambda t, uses: max(uses[t], default=-2)       # noqa: E731
     for t in order:
         i = made[t]
@@ -111,20 +129,27 @@ def allocate(net, pc=1):
             # the tensor op i reads from an activation buffer (an add's shortcut is in sc)
             reading = set() if i < 0 else {net.ops[i].f["main"] if net.ops[i].kind in ("add", "concat", "gate")
                                            else name(net.ops[i].ins[0])}
-            free = [s for s in (0, 1) if holder[s] is None or (last(holder[s], main_uses) <= i
-                                                               and holder[s] not in reading)]
+            free = [s for s in range(n) if holder[s] is None or (last(holder[s], main_uses) <= i
+                                                                 and holder[s] not in reading)]
             if not free:
-                raise InputError(f"network kernel: {t} needs a third activation buffer ({holder[0]} and "
-                                 f"{holder[1]} are still to be read)")
+                held = ", ".join(str(h) for h in holder[:-1]) + f" and {holder[-1]}"
+                raise InputError(f"network kernel: {t} needs a {_ORD.get(n + 1, f'{n + 1}th')} activation buffer "
+                                 f"({held} are still to be read)")
             slot = free[0]
             holder[slot] = t
         place[t] = (slot, bool(sc_uses[t]))
-    check_disjoint(net, place)
-    from .chain import check_place
-    check_place(net, place, name)
-    act_words = max([bank_words(net.shapes[t], pc) for t in order if place[t][0] is not None] + [1])
-    sc_words = sc_regions(net, order, made, sc_uses, {t: bank_words(net.shapes[t], pc) for t in order if sc_uses[t]})
-    return place, act_words, sc_words
+    return place
+
+
+#: the most activation buffers a network kernel declares (``act[kActBufs]``): two, and a third
+#: for a network whose branches keep a map and two vectors live at once (CBAM's channel attention)
+MAX_ACT_BUFS = 3
+_ORD = {3: "third", 4: "fourth"}
+
+
+def act_bufs(place):
+    """The activation buffers ``allocate``'s ``place`` uses: 2, or 3 where it needs a third."""
+    return max([2] + [s + 1 for s, _ in place.values() if s is not None])
 
 
 def writes_sc(net, i):

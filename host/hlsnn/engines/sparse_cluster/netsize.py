@@ -136,16 +136,17 @@ def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 
 
-def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pairs=None, sc_bits=8):
+def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pairs=None, sc_bits=8, act_bufs=2):
     """The sized kernel's arrays and multipliers as :mod:`hlsnn.resources` rows (the C++'s
     declarations and BIND_STORAGE pragmas); ``load``: the image's words (banks, words a bank);
-    ``sc_bits``: a shortcut word's width (wider with a chained Add's sum, ``kScBits``)."""
+    ``sc_bits``: a shortcut word's width (wider with a chained Add's sum, ``kScBits``); ``act_bufs``:
+    the activation buffers (3 where two do not hold the network, :func:`hlsnn.engines.network.kernel.allocate`)."""
     from ...resources import Buffer, Multiplier
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q = pc * sub
     chunks = -(-q // 8)
     t2p = "ram_t2p" if (sub >= 2 if add_pairs is None else add_pairs) else "ram_s2p"   # the Add's two pixels a cycle
-    bufs = [Buffer("act", "net_top", "array", 8, (2, q, act_words), partition=((1, "complete"), (2, "complete")),
+    bufs = [Buffer("act", "net_top", "array", 8, (act_bufs, q, act_words), partition=((1, "complete"), (2, "complete")),
                    static=True, storage=t2p, note=f"ping-pong activation buffers: {pc} channel banks x {sub} replicas"),
             Buffer("sc", "net_top", "array", sc_bits, (pc, sc_words), partition=((1, "complete"),), static=True, storage=t2p,
                    note="shortcut buffer, channel banks"),
@@ -165,10 +166,10 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
 
 
 def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64, load=(3, 128),
-             add_pairs=None, sc_bits=8):
+             add_pairs=None, sc_bits=8, act_bufs=2):
     """``{"lut", "ff", "bram36", "uram", "dsp", "model", "logic"}`` of the sized kernel."""
     from ...resources import build
-    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load, add_pairs, sc_bits), ps)
+    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load, add_pairs, sc_bits, act_bufs), ps)
     lg = logic(shape, sum_bits, add_bits, add_pairs)
     return {"lut": m.lut + sum(v[0] for v in lg.values()), "ff": m.ff + sum(v[1] for v in lg.values()),
             "bram36": math.ceil(m.bram36), "uram": m.uram, "dsp": m.dsp, "model": m, "logic": lg}

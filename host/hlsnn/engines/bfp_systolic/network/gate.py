@@ -51,7 +51,9 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     bits: 10 x 16 for bfp8, below ``2**24``). **The product of two maps** of one shape (a SiLU
     ``x * sigmoid(x)``, field ``same``) is this rule element by element, in the same loop
     (:mod:`hlsnn.engines.network.gate` rule 10's note: the second operand's address steps
-    every pixel).
+    every pixel). A gate of a gate's product (three pairs' mantissas, beyond the element) first
+    writes the inner product's pairs as ``M``-bit codes at a calibrated radix by 9b's table of
+    the identity: rule 10c (:mod:`hlsnn.engines.network.gatein`).
 
 9d. **Clip on pairs** (``Clip(0, hi)`` or ``Clip(None, hi)``: ReLU6 where no conv's output
     stage holds it; the ``Lut`` loop's third mode): ``hi > 0`` is written as the pair ``(h, k)``, ``h`` odd, ``hi = h *
@@ -263,6 +265,9 @@ def lower_host(steps, j, st, w):
         return True
     if op != "Mul":
         return False
+    if "gate_in" in j:                                    # a gate of a gate's product (rule 10c)
+        from ...network.gatein import bfp_operands
+        j = bfp_operands(j, w, steps, _why, Op)
     ins = list(j["inputs"])
     sts = [w.state.get(i) for i in ins]
     if len(ins) != 2 or any(s is None or s != ("q", None) for s in sts):

@@ -40,7 +40,8 @@ from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
 from .perf import MAC_DEPTH
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
-from ...network.kernel import ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, pool_or_add
+from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
+                               pool_or_add)
 
 #: ConvMac: iterations from a block's result written (``tz``, ``e3z``, at its last tap) to the
 #: earliest read of it (the pixel's writes): the loop's depth (:data:`hlsnn.engines.bfp_systolic.network.perf.MAC_DEPTH`),
@@ -151,7 +152,8 @@ def tables(net, pz, pc):
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
-    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, unfold=unfold,
+    return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, sc_words=sc_words, place=place, pz=pz,
+                pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
                 max_pix=max_pix, max_blocks=max_blocks, tz_slots=tz_slots,
@@ -297,7 +299,8 @@ def render(net, out_dir):
                emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
                elem_bits=ELEM_BITS, wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc,
-               rounding=ROUNDING[p["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
+               rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
+               sc_words=t["sc_words"],
                max_pix=t["max_pix"], max_blocks=t["max_blocks"], tz_slots=t["tz_slots"], tz_distance=TZ_DISTANCE,
                in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 2), in_slot=t["in_slot"], in_hw=t["in_hw"],

@@ -98,7 +98,7 @@ def buffers(net, tables):
     wbits = 8 if m <= 8 else 16
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
     nt = len(tables["taps"])
-    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (2, pc, tables["act_words"]),
+    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (tables.get("act_bufs", 2), pc, tables["act_words"]),
                    partition=((1, "complete"), (2, "complete")), static=True, storage="ram_t2p",
                    note=f"ping-pong activation buffers, channel banks: {ELEM_BITS}-bit mantissa + 10-bit exponent"),
             Buffer("sc", "net_top", "array", ELEM_BITS + 10, (pc, tables["sc_words"]), partition=((1, "complete"),),

@@ -8,8 +8,9 @@ import numpy as np
 
 from ....errors import InputError
 from ....names import c_ident
-from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, div_bits,
-                               expand_groups, group_windows, pool_or_add, render_templates, unfold_fields, unfold_of)
+from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
+                               div_bits, expand_groups, group_windows, pool_or_add, render_templates, unfold_fields,
+                               unfold_of)
 
 
 def _code_words(f, term=""):
@@ -128,7 +129,8 @@ def tables(net, pz, pc):
         ws = [[cat(b) if b else np.full(1, 1 << 15, np.int64) for b in lane] for lane in w_]
         wd = [[sum(ws[q * pack + h][j] << (16 * h) for h in range(pack)) for j in range(pc)] for q in range(pz // pack)]
         weights, words, weights2, words2 = (ws, wd, None, None) if w_ is wl else (weights, words, ws, wd)
-    return dict(rows=rows, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pack=pack, unfold=unfold,
+    return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, sc_words=sc_words, place=place, pz=pz,
+                pc=pc, pack=pack, unfold=unfold,
                 parts=parts,
                 weights=weights, words=words, **(dict(terms=2, weights2=weights2, words2=words2) if terms == 2 else {}),
                 biases=[cat(x) for x in bl], shifts=[cat(x) for x in sl], win_base=cat(wins),
@@ -174,7 +176,8 @@ def render(net, out_dir):
                div_mbits=t["div_mbits"], add_div=t["add_div"], pool_div=t["pool_div"], sc_bits=t["sc_bits"], pz=pz,
                pc=pc, in_hw=t["in_hw"], out_hw=t["out_hw"],
                rounding=ROUNDING[p["rounding"]],
-               add_rounding=ROUNDING[net.input["rounding"]], act_words=t["act_words"], sc_words=t["sc_words"],
+               add_rounding=ROUNDING[net.input["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
+               sc_words=t["sc_words"],
                in_elems=t["in_elems"], in_words=t["in_words"], in_slot=t["in_slot"],
                in_dual="true" if t["in_dual"] else "false", out_elems=t["out_elems"],
                out_words=t["out_words"], out_slot=t["out_slot"], n_ops=len(t["rows"]), ops=t["rows"],

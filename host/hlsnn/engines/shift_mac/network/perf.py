@@ -96,8 +96,8 @@ def buffers(net, tables):
     pz, pc = tables["pz"], tables["pc"]
     a = net.input["bits"]
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
-    return [Buffer("act", "net_top", "array", a, (2, pc, tables["act_words"]), partition=((1, "complete"),
-                                                                                          (2, "complete")),
+    return [Buffer("act", "net_top", "array", a, (tables.get("act_bufs", 2), pc, tables["act_words"]),
+                   partition=((1, "complete"), (2, "complete")),
                    static=True, note="ping-pong activation buffers, channel banks"),
             Buffer("sc", "net_top", "array", tables.get("sc_bits", a), (pc, tables["sc_words"]),
                    partition=((1, "complete"),), static=True, note="shortcut buffer, channel banks"),

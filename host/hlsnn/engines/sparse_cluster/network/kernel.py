@@ -35,8 +35,8 @@ import numpy as np
 from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
-from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, allocate, descriptor_head, div_bits,
-                               pool_or_add)
+from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
+                               div_bits, pool_or_add)
 
 
 def sized(p):
@@ -193,7 +193,8 @@ def tables(net, pz, pc, pm):
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     from ...network.program import _chw
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
-    return dict(rows=rows, steps=steps, act_words=act_words, sc_words=sc_words, place=place, pz=pz, pc=pc, pm=pm,
+    return dict(rows=rows, act_bufs=act_bufs(place), steps=steps, act_words=act_words, sc_words=sc_words, place=place,
+                pz=pz, pc=pc, pm=pm,
                 unfold=unfold, sized=sz, nq=nq, fast_add=fast_add,
                 load_iters=hwf(net.shapes[inp]) if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else
                 _size(net.shapes[inp]),
@@ -234,7 +235,7 @@ def render(net, out_dir):
                pack=(t["sized"] or {}).get("net_pack", 0), fast_load=t["load_iters"] != t["in_elems"],
                unfold_c=(t["unfold"] or {}).get("c", 1), fast_add=t["fast_add"],
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],
-               act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
+               act_bufs=t["act_bufs"], act_words=t["act_words"], sc_words=t["sc_words"], in_elems=t["in_elems"],
                in_words=-(-t["in_elems"] // 8), in_slot=t["in_slot"], in_dual="true" if t["in_dual"] else "false",
                out_elems=t["out_elems"], out_words=-(-t["out_elems"] // 8), out_slot=t["out_slot"],
                n_ops=len(t["rows"]), ops=t["rows"], n_steps=len(t["steps"]),

@@ -41,7 +41,7 @@ def buffers(net, tables):
     from ....resources import Buffer, Multiplier
     pz, pc, pm = tables["pz"], tables["pc"], tables["pm"]
     ns, nb = len(tables["steps"]), len(tables["biases"][0])
-    bufs = [Buffer("act", "net_top", "array", 8, (2, pc, tables["act_words"]),
+    bufs = [Buffer("act", "net_top", "array", 8, (tables.get("act_bufs", 2), pc, tables["act_words"]),
                    partition=((1, "complete"), (2, "complete")), static=True,
                    note="ping-pong activation buffers, channel banks"),
             Buffer("sc", "net_top", "array", tables.get("sc_bits", 8), (pc, tables["sc_words"]),
@@ -90,7 +90,7 @@ def resources(net, tables, ps):
                              tables["sum_bits"], tables["add_bits"], len(tables["biases"][0]),
                              ((tables["unfold"] or {}).get("c", 1), -(-tables["in_elems"] // 8))
                              if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
-                             tables["fast_add"], tables.get("sc_bits", 8))
+                             tables["fast_add"], tables.get("sc_bits", 8), tables.get("act_bufs", 2))
         lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
                   **shiftperf.mean_logic(net, tables))
         extra = [lg.get(k, (0, 0)) for k in ("wpool", "mean")]

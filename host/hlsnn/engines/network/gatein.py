@@ -1,0 +1,111 @@
+"""A gate of a gate's product (issue 52, rule 10c): a gate ``Mul`` (rule 10, or 10b on BFP pairs;
+:mod:`hlsnn.engines.network.gate`) one of whose operands is itself the float output of a gate
+``Mul`` (through moves: ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, ``Identity``).
+The squeeze-excite block followed by a spatial gate, ``h = x * s; h * sigmoid(conv(h))``, is a
+product of three codes ``x * s * t``: wider than the integer kernels' gate product of two
+``b``-bit codes, and than bfp's 26-bit element (a 9c map by two 16-bit table entries).
+
+**Rule 10c.** Such an operand's exact float64 values ``v`` (a product of codes, or of pairs) are
+converted to ``b``-bit signed codes at the radix ``F_g`` that DETERMINE picks from them on the
+calibration images (:func:`hlsnn.deploy.quant.host_radix`, the deployment's ``overflow_ratio``),
+fixed after calibration (``dynamic``: every batch), as an engine layer reading them would:
+
+* integer formats (``b`` the codes' width of the product's operands): ``q = to_fixed(v, F_g, b)``,
+  exact while the product's radix ``Fa + Fb <= max(F_g + 24, 0)`` (rule 10's requantization
+  ``shift_round_sat(p, Fa + Fb - F_g, b, rounding)`` gives the same bits; refused by name
+  otherwise);
+* BFP (``b = M``, the mantissa bits): rule 9b's codes of the exact pairs, ``q =
+  shift_round_sat(m, -(e + F_g), b, rounding)``, the element ``(q, -F_g)``.
+
+The gate then multiplies those codes by the other operand under rule 10 (10b): a product of two
+codes, as any gate. ``F_g`` is kept in the compiled program's host-layer field ``gate_in``
+(``{"f_in": [F or None, F or None]}``, one entry per operand). The layer path
+(:mod:`hlsnn.deploy.gatecodes`) does exactly that. The integer network modes materialize the
+pending inner gate at ``F_g`` (rule 10's requantization: a second ``gate`` op where an engine
+layer already read it at another radix) and hold the outer gate pending for its consumer, as
+always; the bfp network mode writes the inner gate's pairs as codes by a rule-9b table of the
+identity (``T[q - lo] = q``, ``F_o = F_g``: the ``Lut`` loop, no new loop) before the outer
+gate. So both paths give the same bits, and every kernel runs it with the loops it has.
+
+Without ``gate_in`` (a program compiled before this rule) the gate of a pending gate stays
+refused by name, as before.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: host ops between the inner gate and the outer one that keep rule 10c (they move values only)
+MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+
+
+def radices(j):
+    """Rule 10c's ``[F or None, F or None]`` of host layer ``j`` (its field ``gate_in``), or None."""
+    g = j.get("gate_in")
+    return None if g is None else list(g["f_in"])
+
+
+def lower_operands(j, w, steps, why, op_cls):
+    """The integer network modes: ``j`` with each operand of rule 10c replaced by the inner pending
+    gate materialized at its ``F_g`` (a ``gate`` op; the one an engine layer made already where it
+    has that radix). ``j`` itself where it has no ``gate_in``."""
+    fs = radices(j)
+    if fs is None:
+        return j
+    from . import gate
+    ins = list(j["inputs"])
+    for k, f_g in enumerate(fs):
+        if f_g is None:
+            continue
+        st = w.state.get(ins[k])
+        if st is None or st[0] != "gate":
+            raise why(j, f"operand {ins[k]} has a code radix (gate_in, rule 10c) but is not a pending gate's "
+                         f"product here")
+        g = st[1]
+        base = g["name"] + "_q"
+        if base in w.shapes and w.state[base][1] == int(f_g):      # an engine layer read it at F_g already
+            ins[k] = base
+            continue
+        base = g["name"] + "_codes"
+        if base not in w.shapes:
+            consumer = dict(name=j["name"], op=j["op"], kind="host", f_x=int(f_g))
+            fp = g["fa"] + g["fb"]
+            if fp > max(int(f_g) + 24, 0):
+                raise why(j, f"rule 10c: the product at radix {fp} to codes at {f_g} is not exact in the layer "
+                             f"path's conversion")
+            gate.materialize(consumer, ins[k], st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why,
+                             op_cls, out=base)
+        ins[k] = base
+    return dict(j, inputs=ins)
+
+
+def bfp_operands(j, w, steps, why, op_cls):
+    """The bfp network mode: ``j`` with each operand of rule 10c replaced by its codes, a lut op of
+    rule 9b's identity table at ``F_g`` on the inner gate's pairs. ``j`` itself without ``gate_in``."""
+    fs = radices(j)
+    if fs is None:
+        return j
+    from .program import _chw
+    ins = list(j["inputs"])
+    bits = int(steps.p["mantissa_bits"])
+    for k, f_g in enumerate(fs):
+        if f_g is None:
+            continue
+        src = w.aliases.get(ins[k], ins[k])
+        made = next((o for o in reversed(w.ops) if o.out == src), None)
+        if made is None or made.kind != "gate":
+            raise why(j, f"operand {ins[k]} has a code radix (gate_in, rule 10c) but is not a gate's product here")
+        out = made.name + "_codes"
+        if out not in w.shapes:
+            c, h, w_ = _chw(w.shapes[src])
+            lo = -(1 << (bits - 1))
+            w.ops.append(op_cls("lut", out, [src], out, dict(c=c, hw=h * w_, lo=lo, table=identity(bits),
+                                                            f_in=int(f_g), f_out=int(f_g), bits=bits, fn="Identity",
+                                                            rounding=steps.table_rounding)))
+            w.state[out], w.shapes[out] = ("q", None), w.shapes[src]
+        ins[k] = out
+    return dict(j, inputs=ins)
+
+
+def identity(bits):
+    """Rule 9's table of the identity on ``bits``-bit codes: ``T[q - lo] = q`` (radix kept)."""
+    return np.arange(-(1 << (bits - 1)), 1 << (bits - 1), dtype=np.int64)
