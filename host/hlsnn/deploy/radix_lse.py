@@ -52,19 +52,34 @@ def wanted_out(ex):
 def refine(wide, f_in, f_msb, bits, signed, rounding):
     """The radix in ``[f_msb, f_msb + DEPTH]`` of least squared error for the integers ``wide``
     (at radix ``f_in``) in ``bits``-bit (signed or unsigned) outputs; ``f_msb`` (DETERMINE's)
-    on a tie or when there are no values. The squared errors add in sorted order, so the layer
-    path's NCHW values and the fast calibration's NHWC ones give the same radix."""
-    v = np.asarray(wide, np.int64).reshape(-1)
+    on a tie or when there are no values. The error depends on a value alone, so each distinct
+    value's squared error, times its count, adds in the values' ascending order: the layer
+    path's NCHW values and the fast calibration's NHWC ones give the same sum (and the rule
+    converts only the distinct values)."""
+    v = np.asarray(wide).reshape(-1)
     if not v.size or not v.any():
         return int(f_msb)
+    vals, counts = _distinct(v)
     best, best_e = int(f_msb), None
     for f in range(int(f_msb), min(int(f_msb) + DEPTH, int(f_in) + 63) + 1):     # shifts within 63
-        q, _ = fixed.convert(v, int(f_in), f, bits, rounding=rounding, signed=signed)     # CONVERT's bits
-        d = np.ldexp(q.astype(np.float64), -f) - np.ldexp(v.astype(np.float64), -int(f_in))   # real units, per value
-        e = float(np.sum(np.sort(d * d)))               # sorted: any layout of the values, one sum
+        q, _ = fixed.convert(vals, int(f_in), f, bits, rounding=rounding, signed=signed)     # CONVERT's bits
+        d = np.ldexp(q.astype(np.float64), -f) - np.ldexp(vals.astype(np.float64), -int(f_in))   # real units
+        e = float(np.sum(counts * (d * d)))
         if best_e is None or e < best_e:
             best, best_e = f, e
     return best
+
+
+def _distinct(v):
+    """The distinct integers of ``v`` in ascending order (int64) and how often each occurs: a
+    count per value of the range where the range is small, else by sorting."""
+    lo, hi = int(v.min()), int(v.max())
+    if hi - lo < 4 * v.size + 4096:
+        c = np.bincount((v.astype(np.int64) - lo) if v.dtype != np.int64 or lo else v, minlength=1)
+        nz = np.flatnonzero(c)
+        return nz.astype(np.int64) + lo, c[nz].astype(np.float64)
+    vals, counts = np.unique(v.astype(np.int64), return_counts=True)
+    return vals, counts.astype(np.float64)
 
 
 def input_radix(values, f_msb, bits, signed, rounding):
