@@ -58,7 +58,8 @@ FORMAT_FIELDS = {
                           default=1, lo=1, hi=2),
     "radix": Field("choice", "fixed, sparse: each activation radix point chosen by DETERMINE (msb: the largest value "
                    "fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
-                   "(lse: hlsnn.deploy.radix_lse)", default="msb", choices=("msb", "lse")),
+                   "(lse: hlsnn.deploy.radix_lse); auto: lse for fixed, msb for the other types",
+                   default="auto", choices=("auto", "msb", "lse")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
                              "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias; "
@@ -202,6 +203,8 @@ def load_deploy_config(path) -> DeployConfig:
         if s["type"] not in ("twohot", "pot") and s["weight_terms"] != 1:
             raise ConfigError(path, f"formats.{name}.weight_terms", s["weight_terms"],
                               "only the shift formats (twohot, pot) have a second code per weight; leave it out")
+        if s["radix"] == "auto":
+            s["radix"] = "lse" if s["type"] == "fixed" else "msb"
         if s["type"] not in ("fixed", "sparse") and s["radix"] != "msb":
             raise ConfigError(path, f"formats.{name}.radix", s["radix"],
                               "only the fixed-point formats of sparse_cluster (fixed, sparse) choose radix points by "

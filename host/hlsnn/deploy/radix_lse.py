@@ -1,5 +1,7 @@
 """A fixed-point layer's radix points by least squared error on the calibration images
-(a ``fixed`` / ``sparse`` format's ``radix: lse``).
+(a ``fixed`` / ``sparse`` format's ``radix: lse``; a deployment config's ``fixed`` format takes
+it by default, ``radix: auto``, :mod:`hlsnn.deploy.config`; a ``sparse`` format and a
+:class:`~hlsnn.deploy.config.FormatSpec` built in Python without ``radix`` keep DETERMINE's).
 
 DETERMINE's rule (:func:`hlsnn.formats.fixed.determine`) keeps the largest value: at
 ``overflow_ratio`` 0 nothing saturates. A map with a long tail (a U-Net decoder's conv: the
@@ -17,7 +19,8 @@ ends); a tie keeps the coarser. The same rule chooses
   calibration's ``v``, :mod:`hlsnn.deploy.calibrate`), one radix per tensor (a layer with
   per-channel weight scales keeps DETERMINE's rule), and
 * the radix ``F_x`` at which the host converts a layer's float input (the network's input, a
-  Concat of maps, :func:`hlsnn.deploy.quant.host_radix`).
+  Concat of maps, a residual Add's or a global pool's exact sums: :func:`hlsnn.deploy.quant.host_radix`;
+  the compiled calibration chooses it from the same sums, :func:`hlsnn.deploy.calibrate._add`).
 
 Only calibration changes: the radix points are static numbers of the program, the kernels and
 the network mode run them as any other (their rules do not change), so emu, csim and the board
@@ -25,7 +28,9 @@ still agree bit for bit.
 
 Measured (f_unet_bil of ``scripts/variant_fresh.py``, milesial-style U-Net, bilinear
 ``F.interpolate``, fixed8 relative error against the float model, both exports): 3.35 % with
-DETERMINE, 2.73 % with this rule on the outputs only, 2.32 % on outputs and inputs.
+DETERMINE, 2.73 % with this rule on the outputs only, 2.32 % on outputs and inputs. The other
+U-Nets of the variant families move by -0.27 to +0.14 points, all under 3 % but unet_ct3 (4.02
+-> 3.79 %, its per-tensor weight scale: docs/deploy.md).
 """
 from __future__ import annotations
 
