@@ -32,7 +32,7 @@ class _QMixin:
             self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
             self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
         elif spec.type in ("fixed", "sparse"):
-            self.wq = FixedWeight(per_channel=spec.weight_scale == "channel")
+            self.wq = FixedWeight(per_channel={"channel": True, "auto": "auto"}.get(spec.weight_scale, False))
             bits = params.get("act_bits", 8) if spec.type == "fixed" else 8
             signed = params.get("act_signed", True) if spec.type == "fixed" else True
             lse = rounding if getattr(spec, "radix", "msb") == "lse" else None     # the host's rounding

@@ -143,14 +143,14 @@ class FixedWeight(nn.Module):
 
     def __init__(self, per_channel=False):
         super().__init__()
-        self.per_channel = bool(per_channel)
+        self.per_channel = "auto" if per_channel == "auto" else bool(per_channel)   # auto: weight_fracs' rule
 
     def fracs(self, w):
         """The weights' radix: an int, or a float64 tensor of one per output channel."""
         from ..deploy.quant import weight_fracs
         wd = w.detach().double().cpu().numpy()
         f = weight_fracs(wd, self.per_channel, 127)
-        if not self.per_channel:
+        if np.ndim(f) == 0:
             return int(f)
         whole = largest_frac(float(np.abs(wd).max(initial=0.0)), 127)
         rows = wd.reshape(wd.shape[0], -1)
