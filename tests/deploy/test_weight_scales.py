@@ -51,7 +51,7 @@ def _model(tmp_path):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])],
                           initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)]), str(tmp_path / "rows.onnx"))
-    fmts = "".join(f"  {t}{s}: {{type: {t}, accel: {a}{', weight_scale: channel' if s else ''}}}\n"
+    fmts = "".join(f"  {t}{s}: {{type: {t}, accel: {a}{', weight_scale: channel' if s else ', weight_scale: tensor'}}}\n"
                    for t, a in (("twohot", "shift8_pynq-z2"), ("fixed", "sparse8_pynq-z2")) for s in ("", "_ch"))
     (tmp_path / "rows.yaml").write_text(f"name: rows\nmodel: rows.onnx\nformats:\n{fmts}")
     return load_deploy_config(tmp_path / "rows.yaml"), w.astype(np.float64), b.astype(np.float64)
@@ -96,6 +96,27 @@ def test_small_rows_keep_their_precision_and_csim_agrees(tmp_path, fmt):
     y_csim, _ = _run(cfg, fmt + "_ch", "csim", x[:8])
     y_emu, _ = _run(cfg, fmt + "_ch", "emu", x[:8])
     np.testing.assert_array_equal(y_csim, y_emu)
+
+
+def test_auto_takes_a_scale_per_channel_only_where_a_channel_is_three_bits_finer(tmp_path):
+    """fixed's default ``weight_scale: auto``: rows of largest |w| 1, 1/4 (two bits finer: 64
+    of 127 at radix 6 and 8) keep the tensor's radix 6; a row of 1/8 (radix 9, three bits
+    finer) gives each row its own. The config resolves auto for fixed only; the deployed layer
+    follows the rule (its f_w), and the rows of test_small_rows (64x smaller) take one each."""
+    from hlsnn.deploy.quant import weight_fracs
+    rows = np.array([[1.0, -0.5], [0.25, 0.1], [-0.125, 0.0]])
+    assert weight_fracs(rows[:2], "auto", 127) == 6 and np.ndim(weight_fracs(rows[:2], "auto", 127)) == 0
+    assert weight_fracs(rows, "auto", 127).tolist() == [6, 8, 9]
+    assert weight_fracs(rows, False, 127) == 6
+    cfg, w, _ = _model(tmp_path)
+    text = (tmp_path / "rows.yaml").read_text() + "  auto: {type: fixed, accel: sparse8_pynq-z2}\n" \
+        "  sp: {type: sparse, accel: sparse8_pynq-z2}\n  th: {type: twohot, accel: shift8_pynq-z2}\n"
+    (tmp_path / "rows.yaml").write_text(text)
+    cfg = load_deploy_config(tmp_path / "rows.yaml")
+    assert {k: cfg.formats[k].weight_scale for k in ("auto", "sp", "th")} == {"auto": "auto", "sp": "tensor",
+                                                                              "th": "tensor"}
+    _, ex = _run(cfg, "auto", "emu", np.random.default_rng(2).uniform(-1, 1, (8, 16)))
+    assert np.asarray(ex.f_w).tolist() == weight_fracs(w, True, 127).tolist()
 
 
 def test_bfp_formats_refuse_a_channel_scale(tmp_path):

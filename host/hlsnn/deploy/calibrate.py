@@ -103,15 +103,22 @@ def calibrate(dep, x):
             raise _Bail                        # nor of a chained Add's exact sum (engines.network.chain)
         if any(getattr(ex, "terms", 1) != 1 for ex in dep.execs.values()):
             raise _Bail                        # nor of two codes a weight (its refit is hlsnn.deploy.twoterm's)
-        if any(radix_lse.wanted(ex) for ex in dep.execs.values()) and any(op.kind not in ("conv", "maxpool")
-                                                                         for op in net.ops):
-            raise _Bail                        # radix: lse of an Add's sum: the layer path's values
+        lse = {radix_lse.wanted(ex) for ex in dep.execs.values()}
+        if True in lse and (len(lse) > 1 or _pooled_sum(net)):
+            raise _Bail                        # radix: lse of a sum the layer path converts after a MaxPool
         _walk(dep, net, so, x)
     except (_Bail, InputError):
         _restore(dep, saved)
         return False
     dep.calibrated, dep._fastnet = True, None
     return True
+
+
+def _pooled_sum(net):
+    """True when a MaxPool reads an Add's (or a global pool's) sum: the layer path converts the
+    pooled values, whose least-squared-error radix (``radix: lse``) is not the sum's."""
+    sums = {op.out for op in net.ops if op.kind not in ("conv", "maxpool")}
+    return any(op.kind == "maxpool" and net.aliases.get(op.ins[0], op.ins[0]) in sums for op in net.ops)
 
 
 def _save(dep):
@@ -360,6 +367,8 @@ def _add(dep, so, op, a, fa, other, bits):
     else:                                    # the extremes have the values' top bin (sum_radix's docstring)
         ends = np.array([mn, mx], np.int64)
         f_x = sum_radix(msb_histogram(ends, 32), int(np.count_nonzero(ends == -1)), max(-mn, mx), 2, r, bits, 0.0)
+    if any(radix_lse.wanted(ex) for ex in dep.execs.values()):     # radix: lse of the exact sums (their values
+        f_x = radix_lse.refine(s, r, f_x, bits, True, dep.rounding)   # s * 2**-r, which the layer path converts)
     if r > max(f_x + 24, 0):
         raise _Bail                                        # netmode's rule 4 is not exact there
     q = s                                                  # in place

@@ -23,7 +23,10 @@ Format types and the engine that runs them:
   are chosen on the calibration images for the layer's output (``weight_fit: output``, the
   default: :mod:`hlsnn.deploy.shift_fit`), or each weight's nearest (``weight_fit: nearest``).
 * ``fixed``: int8 weights and activations (dynamic fixed point) on ``sparse_cluster``; the
-  weight scale per tensor or (``weight_scale: channel``) per output channel.
+  weight scale per tensor, per output channel (``weight_scale: channel``), or by default
+  (``auto``) per output channel only in a layer with a channel 3 bits or more below the
+  tensor's scale; activation radix points by least squared error by default (``radix: auto``,
+  :mod:`hlsnn.deploy.radix_lse`).
 * ``sparse``: as ``fixed`` with the smallest ``prune`` fraction of each layer's weights (by
   magnitude) set to zero, so the zero-skipping engine skips them.
 """
@@ -48,7 +51,9 @@ FORMAT_FIELDS = {
     "prune": Field("float", "sparse: fraction of each layer's weights set to zero (smallest magnitudes)",
                    default=0.0, lo=0.0, hi=0.99),
     "weight_scale": Field("choice", "twohot, pot, fixed, sparse: one power-of-two weight scale per tensor, or one "
-                          "per output channel", default="tensor", choices=("tensor", "channel")),
+                          "per output channel; auto: per output channel in a layer where some channel's scale would "
+                          "be 3 bits or more finer than the tensor's (hlsnn.deploy.quant.weight_fracs), for fixed; "
+                          "tensor for the other types", default="auto", choices=("auto", "tensor", "channel")),
     "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
                         "(error feedback and bias correction, hlsnn.deploy.shift_fit), or each weight's nearest code",
                         default="output", choices=("output", "nearest")),
@@ -58,7 +63,8 @@ FORMAT_FIELDS = {
                           default=1, lo=1, hi=2),
     "radix": Field("choice", "fixed, sparse: each activation radix point chosen by DETERMINE (msb: the largest value "
                    "fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
-                   "(lse: hlsnn.deploy.radix_lse)", default="msb", choices=("msb", "lse")),
+                   "(lse: hlsnn.deploy.radix_lse); auto: lse for fixed, msb for the other types",
+                   default="auto", choices=("auto", "msb", "lse")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
                              "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias; "
@@ -188,6 +194,8 @@ def load_deploy_config(path) -> DeployConfig:
     for name, spec in fm_raw.items():
         _check_name(path, "formats", name)
         s = check_section(path, f"formats.{name}", spec, FORMAT_FIELDS)
+        if s["weight_scale"] == "auto" and s["type"] != "fixed":
+            s["weight_scale"] = "tensor"
         if s["type"] != "sparse" and s["prune"]:
             raise ConfigError(path, f"formats.{name}.prune", s["prune"], "only format type 'sparse' prunes")
         if s["type"] == "bfp" and s["weight_scale"] != "tensor":
@@ -202,6 +210,8 @@ def load_deploy_config(path) -> DeployConfig:
         if s["type"] not in ("twohot", "pot") and s["weight_terms"] != 1:
             raise ConfigError(path, f"formats.{name}.weight_terms", s["weight_terms"],
                               "only the shift formats (twohot, pot) have a second code per weight; leave it out")
+        if s["radix"] == "auto":
+            s["radix"] = "lse" if s["type"] == "fixed" else "msb"
         if s["type"] not in ("fixed", "sparse") and s["radix"] != "msb":
             raise ConfigError(path, f"formats.{name}.radix", s["radix"],
                               "only the fixed-point formats of sparse_cluster (fixed, sparse) choose radix points by "

@@ -363,8 +363,8 @@ class SparseExec(_Exec):
         w = prune(layer.w, fmt.prune)
         if layer.kind == "dense":
             w = w.reshape(w.shape[0], w.shape[1], 1, 1)
-        per_channel = fmt.weight_scale == "channel"
-        self.f_w = weight_fracs(w, per_channel, 127)       # an int, or one per output channel
+        self.f_w = weight_fracs(w, {"channel": True, "auto": "auto"}.get(fmt.weight_scale, False), 127)
+        per_channel = np.ndim(self.f_w) > 0                # an int, or one per output channel
         scale = np.asarray(self.f_w).reshape(-1, 1, 1, 1) if per_channel else self.f_w
         wq = np.clip(np.rint(np.ldexp(w, scale)), -128, 127).astype(np.int64)
         self.stats.weight_sparsity = float(np.mean(wq == 0))      # of the layer's own weights

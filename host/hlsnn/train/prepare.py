@@ -2,6 +2,7 @@
 quantization of the format a deployment config assigns them (:mod:`hlsnn.train.quant`)."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as Fn
@@ -16,6 +17,9 @@ class _QMixin:
     """What a quantized layer adds to its torch layer: ``fmt`` (the format's type), the weight
     quantizer ``wq``, the input quantizer ``aq`` (fixed-point engines) and the BFP input rule."""
 
+    #: the layer whose output is the network's (set by :func:`prepare`: the last quantized layer)
+    _network_output = False
+
     def _setup(self, spec, params, overflow_ratio, rounding="nearest_away"):
         self.fmt, self.params, self.spec_name = spec.type, dict(params), spec.name
         self.aq = self.oq = None
@@ -28,11 +32,12 @@ class _QMixin:
             self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
             self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
         elif spec.type in ("fixed", "sparse"):
-            self.wq = FixedWeight(per_channel=spec.weight_scale == "channel")
+            self.wq = FixedWeight(per_channel={"channel": True, "auto": "auto"}.get(spec.weight_scale, False))
             bits = params.get("act_bits", 8) if spec.type == "fixed" else 8
             signed = params.get("act_signed", True) if spec.type == "fixed" else True
-            self.aq = FixedAct(bits, signed, overflow_ratio, rounding)
-            self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"))
+            lse = rounding if getattr(spec, "radix", "msb") == "lse" else None     # the host's rounding
+            self.aq = FixedAct(bits, signed, overflow_ratio, rounding, lse=lse)
+            self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"), lse=lse)
         elif spec.type == "bfp":
             self.wq = BfpWeight(params["mantissa_bits"], params.get("exponent_bits", 8),
                                 per_row=params.get("weight_exponent", "row") == "row")
@@ -84,7 +89,12 @@ class _QMixin:
             stats_of = None if stats_of is None else torch.relu(stats_of)
         if self.oq is None:
             return y
-        y = self.oq(y, stats_of)
+        lse = True
+        if self.oq.lse is not None:       # radix_lse.wanted_out: one weight radix, not the network's output
+            fw = self._weight_frac()
+            fw = np.asarray(fw.detach().cpu().numpy() if torch.is_tensor(fw) else fw).reshape(-1)
+            lse = not self._network_output and len(set(fw.tolist())) == 1
+        y = self.oq(y, stats_of, lse)
         return tag(y, (self.oq.last_f, self.oq.bits, self.oq.signed))
 
     def _weight_frac(self):
@@ -231,6 +241,9 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
             q._setup(spec, params[spec.accel], overflow_ratio, cfg.rounding)
             parent._modules[child_name] = q
     _fuse_relu(model)
+    qs = quantized_layers(model)
+    for i, (_, q) in enumerate(qs):   # the last one's output is the network's (radix: lse keeps DETERMINE's there)
+        q._network_output = i == len(qs) - 1
     for m in model.modules():
         if type(m) in _MOVERS and not getattr(m, "_hlsnn_hooked", False):
             m.register_forward_hook(_keeps_format)

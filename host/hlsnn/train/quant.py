@@ -143,14 +143,14 @@ class FixedWeight(nn.Module):
 
     def __init__(self, per_channel=False):
         super().__init__()
-        self.per_channel = bool(per_channel)
+        self.per_channel = "auto" if per_channel == "auto" else bool(per_channel)   # auto: weight_fracs' rule
 
     def fracs(self, w):
         """The weights' radix: an int, or a float64 tensor of one per output channel."""
         from ..deploy.quant import weight_fracs
         wd = w.detach().double().cpu().numpy()
         f = weight_fracs(wd, self.per_channel, 127)
-        if not self.per_channel:
+        if np.ndim(f) == 0:
             return int(f)
         whole = largest_frac(float(np.abs(wd).max(initial=0.0)), 127)
         rows = wd.reshape(wd.shape[0], -1)
@@ -170,17 +170,20 @@ class FixedAct(nn.Module):
     the current batch's own statistics (DETERMINE, ``overflow_ratio``), in training and eval
     alike; ``last_f`` keeps the radix of the last call."""
 
-    def __init__(self, bits, signed, overflow_ratio=0.0, rounding="nearest_even"):
+    def __init__(self, bits, signed, overflow_ratio=0.0, rounding="nearest_even", lse=None):
         super().__init__()
         self.bits, self.signed, self.overflow_ratio = int(bits), bool(signed), float(overflow_ratio)
         self.rounding = rounding
+        self.lse = lse          # radix: lse (hlsnn.deploy.radix_lse): the deployment's host rounding, else None
         self.last_f = None
         self.frozen = None      # a static deployment's calibrated radix (hlsnn.train.calibrate), used in eval
 
-    def forward(self, x, stats_of=None):
+    def forward(self, x, stats_of=None, lse=True):
         """``x`` converted; the radix from ``stats_of`` (default ``x``): the values the engine's
         statistics unit sees when they are more than the outputs kept (``sparse_cluster``'s
-        stride-1 form of a strided convolution)."""
+        stride-1 form of a strided convolution). With :attr:`lse` set (and ``lse`` true: the
+        caller's exceptions, :func:`hlsnn.deploy.radix_lse.wanted_out`), DETERMINE's radix or up
+        to 3 bits finer by least squared error on those values, as the deployment chooses it."""
         signed = self.signed
         fmt = getattr(x, "_hlsnn_fmt", None)
         if fmt is not None and fmt[1:] == (self.bits, signed):
@@ -193,6 +196,9 @@ class FixedAct(nn.Module):
         else:
             v = (x if stats_of is None else stats_of).detach().double().cpu().numpy()
             self.last_f = int(host_radix(v, self.bits, signed, self.overflow_ratio))
+            if self.lse is not None and lse:
+                from ..deploy import radix_lse
+                self.last_f = int(radix_lse.input_radix(v, self.last_f, self.bits, signed, self.lse))
         return fixed_fake(x, self.last_f, self.bits, signed, self.rounding)
 
 
