@@ -470,7 +470,7 @@ def check_ops(net):
                 if sh.size not in (1, f["z"]) or (sh.size and np.abs(sh).max() > 62):
                     raise bad(op, f"output shifts {sh.min(initial=0)}..{sh.max(initial=0)} (within +-62, one or "
                                   f"one per output)")
-        elif op.kind in ("upsample", "zerostuff", "concat"):
+        elif op.kind in ("upsample", "zerostuff", "pad", "concat"):
             from ..engines.network.move import check_op
             check_op(op, ints, bad)
         elif op.kind == "transpose":
@@ -650,7 +650,7 @@ def run_ints(net, xq, *, keep=False):
             env[op.out] = y.reshape(b, -1) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
-        elif op.kind in ("upsample", "zerostuff", "concat"):
+        elif op.kind in ("upsample", "zerostuff", "pad", "concat"):
             from ..engines.network.move import run
             env[op.out] = run(op, get, b, net.input["bits"])
         elif op.kind == "transpose":

@@ -506,7 +506,7 @@ def _run(net, xq, keep):
             env[op.out] = maxpool_pairs(shaped(x, (f["c"], f["h"], f["w"])), f)
         elif op.kind == "relu":
             env[op.out] = (np.maximum(x[0], 0), x[1])
-        elif op.kind in ("upsample", "zerostuff", "concat"):
+        elif op.kind in ("upsample", "zerostuff", "pad", "concat"):
             from ...network.move import run_pairs
             env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "transpose":
