@@ -153,3 +153,76 @@ def test_a_reflect_pad_the_kernel_cannot_move_runs_layer_by_layer(tmp_path):
     net = hlsnn.load(path, "emu")                          # network=None: layer by layer
     assert net.network is None
     assert np.isfinite(net(_x(8))).all()
+
+
+def pad1d_model(path, seed=41):
+    """x (N, 8, 8) as (N, C, L): Conv1d 8 -> 6 (k 3, zero pad 1) + Relu; Pad reflect (2 before, 1
+    after) to 11; Conv1d 6 -> 6 (k 3) + Relu (9); Pad edge (0 before, 2 after) to 11; Conv1d 6 ->
+    4 (k 3, stride 2) + Relu (5); Flatten; MatMul 20 -> 10."""
+    r = np.random.default_rng(seed)
+
+    def init(name, a):
+        return numpy_helper.from_array(np.asarray(a, np.float32), name)
+    p1, i1 = _pad_node("r1", "p1", [0, 0, 2, 0, 0, 1], "reflect", "pads1")
+    p2, i2 = _pad_node("r2", "p2", [0, 0, 0, 0, 0, 2], "edge", "pads2")
+    inits = [init("w1", r.normal(0, 0.3, (6, 8, 3))), init("b1", r.normal(0, 0.1, 6)),
+             init("w2", r.normal(0, 0.4, (6, 6, 3))), init("b2", r.normal(0, 0.1, 6)),
+             init("w3", r.normal(0, 0.4, (4, 6, 3))), init("b3", r.normal(0, 0.1, 4)),
+             init("wd", r.normal(0, 0.4, (20, 10))), i1, i2]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]), p1,
+             helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"]), helper.make_node("Relu", ["c2"], ["r2"]), p2,
+             helper.make_node("Conv", ["p2", "w3", "b3"], ["c3"], strides=[2]),
+             helper.make_node("Relu", ["c3"], ["r3"]), helper.make_node("Flatten", ["r3"], ["f"]),
+             helper.make_node("MatMul", ["f", "wd"], ["y"])]
+    g = helper.make_graph(nodes, "pad1d", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def pad1d(tmp_path_factory):
+    """fmt -> the compiled :func:`pad1d_model`, compiled once for the module."""
+    tmp = tmp_path_factory.mktemp("pad1d")
+    return compile_each(tmp, "pad1d", pad1d_model(tmp / "pad1d.onnx"), layout="ncl", check_samples=2,
+                        calibration_samples=16)
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_pads_of_a_1d_map_run_in_the_emu_network_mode(pad1d, fmt):
+    """A (C, L) tensor's pads are the height's of its C x L x 1 map."""
+    x = datasets.load("digits", layout="ncl").x_test[:64]
+    net = hlsnn.load(pad1d[fmt], "emu", network=True)
+    assert [(op.f["pads"], op.f["oh"], op.f["ow"]) for op in net.network.ops if op.kind == "pad"] == [
+        ((2, 0, 1, 0), 11, 1), ((0, 0, 2, 0), 11, 1)]
+    want = hlsnn.load(pad1d[fmt], "emu", network=False)(x)
+    assert (want != want[0]).any(axis=1).mean() > 0.5
+    np.testing.assert_array_equal(net(x), want)
+
+
+@pytest.mark.slow   # the quick csim cases of the same loop: ..._in_one_start_on_csim_and_the_board[*]
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_pads_of_a_1d_map_in_one_start_on_csim_and_the_board(pad1d, fmt):
+    """The mirror walk down the rows of a one-column map (the column counter never moves)."""
+    run = check_kernel_run(pad1d[fmt], fmt, datasets.load("digits", layout="ncl").x_test[:6], board=True)
+    assert run._kernel.counters["NetMove"][0] > 0
+
+
+@pytest.mark.slow   # the quick csim case of the same op: ..._in_one_start_on_csim_and_the_board[fixed8]
+@pytest.mark.csim
+def test_reflect_and_edge_pads_in_one_start_of_the_board_sized_sparse_kernel(tmp_path):
+    """The board-sized sparse_cluster kernel (``net_shape: board``, sub-banked activations): one
+    start, the layer path's bits."""
+    path = compile_each(tmp_path, "padnet_sized", pad_model(tmp_path / "padnet.onnx"), ["sized"],
+                        formats={"sized": "{type: fixed, accel: sparse8net_pynq-z2}"}, check_samples=2,
+                        calibration_samples=16)["sized"]
+    x = _x(6)
+    with hlsnn.load(path, "csim", network=True) as run:
+        np.testing.assert_array_equal(run(x), hlsnn.load(path, "emu", network=False)(x))
+        assert run.last_kernel_starts == 1
+        assert run._kernel.tables.get("sized") is not None
