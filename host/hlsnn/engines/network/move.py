@@ -43,11 +43,11 @@ radix ``F``, a ``C x H x W`` map per image):
    batch, a ``constant`` pad (its value need not be a code) and a pad of a pending op (an Add,
    a concat at two radix points, a pool, a gate) are refused by name.
 
-These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The compiled
-emu fast path (:mod:`hlsnn.deploy.fast`) and the network kernels' C++ have no loop for
-them yet: :func:`netfast.build` returns None for such a network (the numpy path runs it, same
-bits) and :func:`refuse_kernel` names the op for csim, sim and pynq (the network then runs
-layer by layer there)."""
+These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The network
+kernels run them in their ``Move`` and ``Concat`` loops (:data:`KERNEL_KINDS`); the compiled emu
+fast path (:mod:`hlsnn.deploy.fast`) has no loop for them: :func:`netfast.build` returns None for
+such a network (the numpy path runs it, same bits), and :func:`refuse_kernel` names an op no
+kernel loop takes (the network then runs layer by layer on csim, sim and pynq)."""
 from __future__ import annotations
 
 import numpy as np
