@@ -45,9 +45,10 @@ def test_views_after_the_logits_are_one_reshape_of_the_same_values():
     np.testing.assert_array_equal(got, want)
 
 
-def _net(path, view):
+def _net(path, view, softmax=False):
     """x (N, 1, 8, 8): Conv 3x3 1 -> 4 (pad 1) + Relu; Conv 1x1 4 -> 3, the logits (N, 3, 8, 8);
-    with ``view`` a Reshape to (N, 3, 64) then an Unsqueeze to (N, 3, 64, 1) after them."""
+    with ``view`` a Reshape to (N, 3, 64) then an Unsqueeze to (N, 3, 64, 1) after them (with
+    ``softmax`` a Softmax over the 64 between the two)."""
     r = np.random.default_rng(7)
     inits = [numpy_helper.from_array(r.normal(0, 0.5, (4, 1, 3, 3)).astype(np.float32), "w1"),
              numpy_helper.from_array(r.normal(0, 0.1, 4).astype(np.float32), "b1"),
@@ -60,7 +61,9 @@ def _net(path, view):
     out = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 8, 8])]
     if view:
         nodes += [helper.make_node("Reshape", ["c2", "shape"], ["rs"]),
-                  helper.make_node("Unsqueeze", ["rs", "ax"], ["y"])]
+                  helper.make_node("Unsqueeze", ["sm" if softmax else "rs", "ax"], ["y"])]
+        if softmax:
+            nodes.insert(-1, helper.make_node("Softmax", ["rs"], ["sm"], axis=-1))
         out = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 64, 1])]
     g = helper.make_graph(nodes, "views", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
                           out, inits)
@@ -74,8 +77,9 @@ def _net(path, view):
 def nets(tmp_path_factory):
     """name -> the two-hot compile of :func:`_net` without (``plain``) and with (``with``) the views."""
     tmp = tmp_path_factory.mktemp("views_after")
-    return {name: compile_each(tmp, name, _net(tmp / f"{name}.onnx", view), ["twohot"], check_samples=2,
-                               calibration_samples=16)["twohot"] for name, view in (("plain", False), ("with", True))}
+    return {name: compile_each(tmp, name, _net(tmp / f"{name}.onnx", *how), ["twohot"], check_samples=2,
+                               calibration_samples=16)["twohot"]
+            for name, how in (("plain", (False,)), ("with", (True,)), ("soft", (True, True)))}
 
 
 @pytest.mark.parametrize("host", ["c", "python"])
@@ -100,3 +104,26 @@ def test_a_view_after_the_logits_costs_nothing_in_the_latency_model(nets, host):
     y = net(x)
     assert y.shape == (16, 3, 64, 1)
     np.testing.assert_array_equal(y, hlsnn.load(nets["with"], "emu", network=False)(x))
+
+
+def test_a_softmax_between_views_after_the_logits(nets):
+    """Reshape, Softmax, Unsqueeze after the logits: the network mode runs the chain on the host
+    (the layer path's logits bit for bit, its float output after the Softmax within 1e-12, as the
+    self-check compares it: numpy's sum may take another order on another memory layout), the
+    Softmax charged as the model charges it, the views nothing."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.network import hostmodel
+    from hlsnn.network.latency import model
+    x = datasets.load("digits", layout="nchw").x_test[:16]
+    net = hlsnn.load(nets["soft"], "emu", network=True)
+    assert [j["op"] for j in net.network.host_after] == ["Reshape", "Softmax", "Unsqueeze"]
+    y = net(x)
+    np.testing.assert_allclose(y.sum(axis=2), 1.0)
+    lay = hlsnn.load(nets["soft"], "emu", network=False)
+    np.testing.assert_allclose(y, lay(x), rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(net.logits(x), lay.logits(x))
+    res = model(str(nets["soft"]))
+    after = {r["kind"]: r["host_us"] for r in res["layers"] if r["name"] in res["host_only_layers"]}
+    assert after == {"host Reshape (a view)": 0, "host Softmax": pytest.approx(hostmodel.softmax_us(res["cpu"])),
+                     "host Unsqueeze (a view)": 0}
