@@ -360,7 +360,7 @@ def build(net, *, isa=3):
     VNNI; the best the CPU has up to that): the tests run each, and each gives the same bits."""
     if net.engine not in RULES or not all(r in ROUNDING_CODES for r in MODES):
         return None
-    if any(op.kind in ("upsample", "zerostuff", "concat", "transpose", "avgpool") or "div" in op.f for op in net.ops):
+    if any(op.kind in ("upsample", "zerostuff", "pad", "concat", "transpose", "avgpool") or "div" in op.f for op in net.ops):
         return None                       # the numpy path runs the data moves (hlsnn.network.netmove), a mean's division
     if any(op.f.get("out_bits") for op in net.ops):
         return None                       # and a chained Add's exact sum (hlsnn.engines.network.chain)

@@ -182,11 +182,14 @@ def walk(program, arrays, steps):
                         ops=[], made_by={}, out_name=program["output"]["engine_tensor"], kernel_in=inp["name"])
     from . import netprefix as prefix
     state, shapes, aliases, ops, out_name = w.state, w.shapes, w.aliases, w.ops, w.out_name
+    after = set(program["output"].get("host_after", []))       # a chain of them too (Reshape, Unsqueeze)
     for j in program["layers"]:
         if j["kind"] == "host":
             src = j["inputs"][0]
             st = state.get(src)
             op = j["op"]
+            if j["name"] in after:
+                continue                                          # host layers after the logits
             if st is None:
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
@@ -473,7 +476,7 @@ def check_ops(net):
                 if sh.size not in (1, f["z"]) or (sh.size and np.abs(sh).max() > 62):
                     raise bad(op, f"output shifts {sh.min(initial=0)}..{sh.max(initial=0)} (within +-62, one or "
                                   f"one per output)")
-        elif op.kind in ("upsample", "zerostuff", "concat"):
+        elif op.kind in ("upsample", "zerostuff", "pad", "concat"):
             from ..engines.network.move import check_op
             check_op(op, ints, bad)
         elif op.kind == "transpose":
@@ -653,7 +656,7 @@ def run_ints(net, xq, *, keep=False):
             env[op.out] = y.reshape(b, -1) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
-        elif op.kind in ("upsample", "zerostuff", "concat"):
+        elif op.kind in ("upsample", "zerostuff", "pad", "concat"):
             from ..engines.network.move import run
             env[op.out] = run(op, get, b, net.input["bits"])
         elif op.kind == "transpose":
@@ -687,10 +690,9 @@ def finish(net, q):
     """Rule 5: the network's float output from the output integers ``q``."""
     stubs = getattr(net, "_host_stubs", None)
     if stubs is None:                          # the host layers after the logits, made once per program
-        from . import hostops
-        from .layers import _host_layer
-        stubs = net._host_stubs = [(hostops.run, _host_layer(j, {})) for j in net.host_after]
+        from .netafter import stubs as make    # (views folded into one reshape: hlsnn.deploy.netafter)
+        stubs = net._host_stubs = make(net)
     y = dequantize(net, q)
-    for run, st in stubs:
-        y = run(st, [y])
+    for run in stubs:
+        y = run(y)
     return y

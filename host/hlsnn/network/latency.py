@@ -210,19 +210,25 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
                          else nh["start_us"])
         layers.append(row(nm, kind, kernel_cycles=c, kernel_us=k_us, fabric_us=max(k_us, extra.get("ddr_us", 0.0)),
                           **extra))
-    # rule 5 and the host layers after the logits, measured together (finish_us): split evenly
+    # rule 5 and the host layers after the logits, measured together (finish_us): split evenly;
+    # a view after the logits (Reshape, Flatten, ...: hlsnn.deploy.netafter) costs nothing
+    from ..deploy.netafter import is_view
+    ops_after = [j for j in net.host_after if not is_view(j["op"])]
     fin = [("output", "host dequantize", (8 + out_b) * n_out)] + [(j["name"], "host " + j["op"], 16 * n_out)
-                                                        for j in net.host_after]
+                                                                  for j in ops_after]
     if c_host:
         layers.append(row("output", "host read + dequantize (C)", host_bytes=(16 if bfp_words else 9) * n_out,
                           host_us=st["outputs read once"]))
-        for j in net.host_after:
+        for j in ops_after:
             layers.append(row(j["name"], "host " + j["op"], host_bytes=16 * n_out,
-                              host_us=hostmodel.softmax_us(b["cpu"]) / len(net.host_after)))
+                              host_us=hostmodel.softmax_us(b["cpu"]) / len(ops_after)))
     else:
         for nm, kind, hb in fin:
             layers.append(row(nm, kind, host_bytes=hb,
                               host_us=(nh["finish_us"] + nh["finish_value_us"] * n_out) / len(fin)))
+    for j in net.host_after:
+        if is_view(j["op"]):
+            layers.append(row(j["name"], "host " + j["op"] + " (a view)"))
     tot = {k: sum(r[k] for r in layers) for k in _TOTALS}
     after = {j["name"] for j in net.host_after}
     logits_us = sum(r["end_to_end_us"] for r in layers if r["name"] not in after)

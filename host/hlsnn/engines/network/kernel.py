@@ -52,7 +52,7 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide", "sc_base",
           "dpre", "dm", "doff", "dl")           # a mean's division (hlsnn.engines.network.mean; dm 1: none)
-OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "concat": 4,     # 3: hlsnn.engines.network.move
+OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "pad": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
 #: the ops whose kernel loops also write the shortcut buffer (descriptor ``dual``)
@@ -246,7 +246,7 @@ def pool_or_add(op, f, d, place, name, pc, a_bits, wide=None):
     Add's main operand first, from an activation buffer, its shortcut from the shortcut
     buffer); return the bits a residual sum and its global pool need (0 for a pool). ``wide``:
     ``{tensor: bits}`` of the chained sums (:mod:`.chain`), operands wider than ``a_bits``."""
-    if op.kind in ("upsample", "zerostuff", "concat"):       # a data move (hlsnn.engines.network.move)
+    if op.kind in ("upsample", "zerostuff", "pad", "concat"):   # a data move (hlsnn.engines.network.move)
         from .move import move_descriptor
         return move_descriptor(op, f, d, place, name, pc, a_bits)
     if op.kind == "transpose":                                # rows and channels (hlsnn.engines.network.transpose)

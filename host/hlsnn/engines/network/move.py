@@ -30,20 +30,35 @@ radix ``F``, a ``C x H x W`` map per image):
    ``F_in`` with the same bits, sign and rounding, so the part is exact at shift 0 when ``F_x
    == F_in`` and refused by name otherwise (rounding the input twice is not rounding it once).
    On BFP pairs the part is the input's exact float32 pairs (netbfp rule 1), moved as they are.
+14. **pad** in ``reflect`` or ``edge`` mode (a conv's ``padding_mode='reflect'`` /
+   ``'replicate'``, which :mod:`hlsnn.deploy.torchdecomp` keeps as a host ``Pad``) by ``(top,
+   left, bottom, right)`` on the height and width (a rank-2 ``C x L`` map's length is its
+   height): ``y[c, y, x] = q[c, m(y - top, H), m(x - left, W)]``, an ``(H + top + bottom) x (W +
+   left + right)`` map, with ``m(i, n) = clamp(i, 0, n - 1)`` (edge) or ``m(i, n) = |i|``
+   mirrored at ``n - 1`` (reflect: ``2(n - 1) - |i|`` past it; the border pixel not repeated,
+   ONNX's and numpy's ``reflect``; pads below ``n`` on each side, as torch requires). Every
+   output is one input's integer, radix and format unchanged: the layer path's float ``np.pad``
+   moves the same values (:func:`hlsnn.deploy.hostops.out_format` keeps the format), so it is
+   exact. On BFP pairs both the mantissa and the exponent move so. A pad of the channels or the
+   batch, a ``constant`` pad (its value need not be a code) and a pad of a pending op (an Add,
+   a concat at two radix points, a pool, a gate) are refused by name.
 
-These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The compiled
-emu fast path (:mod:`hlsnn.deploy.fast`) and the network kernels' C++ have no loop for
-them yet: :func:`netfast.build` returns None for such a network (the numpy path runs it, same
-bits) and :func:`refuse_kernel` names the op for csim, sim and pynq (the network then runs
-layer by layer there)."""
+These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The network
+kernels run them in their ``Move`` and ``Concat`` loops (:data:`KERNEL_KINDS`); the compiled emu
+fast path (:mod:`hlsnn.deploy.fast`) has no loop for them: :func:`netfast.build` returns None for
+such a network (the numpy path runs it, same bits), and :func:`refuse_kernel` names an op no
+kernel loop takes (the network then runs layer by layer on csim, sim and pynq)."""
 from __future__ import annotations
 
 import numpy as np
 
 #: the op kinds of this module
-KINDS = ("upsample", "zerostuff", "concat")
+KINDS = ("upsample", "zerostuff", "concat", "pad")
 #: the moves each engine's network kernel has a loop for (``network.cpp.j2``'s ``Move``)
-KERNEL_KINDS = dict.fromkeys(("shift_mac", "sparse_cluster", "bfp_systolic"), ("upsample", "zerostuff", "concat"))
+KERNEL_KINDS = dict.fromkeys(("shift_mac", "sparse_cluster", "bfp_systolic"), ("upsample", "zerostuff", "concat", "pad"))
+#: the Move loop's mode (descriptor ``single``) of a pad: edge repeats the border (the upsample's
+#: counters, factors 1), reflect mirrors the index at it (rule 14)
+PAD_MODES = {"edge": 0, "reflect": 2}
 
 
 def _chw(shape):
@@ -57,6 +72,8 @@ def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
     :class:`InputError` (``why(j, what)``) for a move it cannot take. ``graph_in(t)``: the
     state a Concat's part ``t`` on the float input takes (rule 8i, :func:`.catinput.part_state`)."""
     op = j["op"]
+    if op == "Pad":
+        return lower_pad(j, state, shapes, ops, why, op_cls)
     if op not in ("Upsample", "ZeroStuff", "Concat"):
         return False
     ins = j["inputs"]
@@ -100,6 +117,54 @@ def lower_host(j, state, shapes, ops, why, op_cls, graph_in=None):
     return True
 
 
+def pad_fields(j, shape, why):
+    """Rule 14's fields of host ``Pad`` layer ``j`` on a tensor of per-image ``shape`` (``(C, H,
+    W)`` or ``(C, L)``): ``c, h, w, oh, ow, pads`` (top, left, bottom, right), ``mode``; or
+    :class:`InputError` (``why``) naming what it cannot move."""
+    a = j.get("attrs", {})
+    mode = a.get("mode", "constant")
+    if mode not in PAD_MODES:
+        raise why(j, f"a {mode} Pad (its value is not moved from the input): reflect and edge pads are supported")
+    r = len(shape)
+    p = [int(v) for v in a["pads"]]
+    n = len(p) // 2
+    if r not in (2, 3) or n != r + 1 or p[0] or p[n] or p[1] or p[n + 1]:
+        raise why(j, f"pads {p} on a tensor of {r + 1} axes: a pad of the height and width (the length) of a map, "
+                     f"none of the batch or the channels, is supported")
+    c, h, w = _chw(shape)
+    t, b = p[2], p[n + 2]
+    left, right = (p[3], p[n + 3]) if r == 3 else (0, 0)
+    if mode == "reflect" and max(t, b) >= h or mode == "reflect" and max(left, right) >= w:
+        raise why(j, f"reflect pads {p} of a {h} x {w} map: pads below the axis length on each side are supported "
+                     f"(one reflection)")
+    if max(t, b, left, right) > 64:
+        raise why(j, f"pads {p}: up to 64 a side")
+    return dict(c=c, h=h, w=w, oh=h + t + b, ow=w + left + right, pads=(t, left, b, right), mode=mode)
+
+
+def lower_pad(j, state, shapes, ops, why, op_cls):
+    """Rule 14: a reflect or edge ``Pad`` of integers computed on the fabric as a pad op."""
+    src = j["inputs"][0]
+    st = state.get(src)
+    if st is None or st[0] != "q":
+        raise why(j, "a Pad of integer tensors computed on the fabric (not of the float input or a pending Add, "
+                     "concat at two radix points, pool or gate)")
+    f = pad_fields(j, shapes[src], why)
+    ops.append(op_cls("pad", j["name"], [src], j["output"], f))
+    state[j["output"]] = st
+    shapes[j["output"]] = (f["c"], f["oh"], f["ow"]) if len(shapes[src]) == 3 else (f["c"], f["oh"])
+    return True
+
+
+def pad_index(n, before, after, mode):
+    """Rule 14's input index of each of the ``before + n + after`` outputs of one axis."""
+    i = np.arange(-before, n + after)
+    if mode == "edge":
+        return np.clip(i, 0, n - 1)
+    i = np.abs(i)
+    return np.where(i > n - 1, 2 * (n - 1) - i, i)
+
+
 def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     """An engine layer ``j`` reads the pending concat ``st`` (parts at different radix points):
     each part requantized to ``j``'s ``F_x`` (module rule 8), then moved, as the tensor
@@ -140,7 +205,15 @@ def check_op(op, ints, bad):
                 raise bad(op, f"requantization shifts {f['shifts']}: integers within +-62")
         return
     ints(op, f, ("c", "h", "w", "oh", "ow"), 1, 1 << 16)
-    if op.kind == "upsample":
+    if op.kind == "pad":
+        t, left, b, r = pads = tuple(f.get("pads", ()))
+        if len(pads) != 4 or any(not isinstance(v, (int, np.integer)) or not 0 <= v <= 64 for v in pads):
+            raise bad(op, f"pads {pads}: four integers in 0..64")
+        if f.get("mode") not in PAD_MODES or f["mode"] == "reflect" and (max(t, b) >= f["h"] or max(left, r) >= f["w"]):
+            raise bad(op, f"a {f.get('mode')} pad by {pads} of a {f['h']} x {f['w']} map (reflect or edge; reflect "
+                          f"pads below the axis length)")
+        want = (f["h"] + t + b, f["w"] + left + r)
+    elif op.kind == "upsample":
         ints(op, f, ("fh", "fw"), 1, 64)
         ey, ex = f.get("edge", (0, 0))
         if ey not in (0, 1) or ex not in (0, 1) or ey and f["fh"] != 2 or ex and f["fw"] != 2:
@@ -154,7 +227,7 @@ def check_op(op, ints, bad):
 
 
 def run(op, get, b, bits=None):
-    """Rules 6-8 on a batch of ``b`` images: the op's output integers (B, C, OH, OW) int64 (a
+    """Rules 6-8 and 14 on a batch of ``b`` images: the op's output integers (B, C, OH, OW) int64 (a
     concat's parts requantized by their ``shifts`` to ``bits`` first; none for BFP pairs)."""
     f = op.f
     if op.kind == "concat":
@@ -165,6 +238,9 @@ def run(op, get, b, bits=None):
                      for a, s in zip(parts, f["shifts"])]
         return np.concatenate(parts, axis=1)
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["h"], f["w"])
+    if op.kind == "pad":                              # rule 14: the reflect or edge index of each axis
+        t, left, bot, r = f["pads"]
+        return x[:, :, pad_index(f["h"], t, bot, f["mode"])][:, :, :, pad_index(f["w"], left, r, f["mode"])]
     if op.kind == "upsample":
         ey, ex = f.get("edge", (0, 0))                # netlinpool rule 12: the edge pixel once more
         iy = np.clip((np.arange(f["oh"]) - ey) // f["fh"], 0, f["h"] - 1)
@@ -189,7 +265,7 @@ def refuse_kernel(net):
 
 
 def run_pairs(op, get, b):
-    """Rules 6-8 on a batch of ``b`` images of ``(m, e)`` pairs: the output pairs."""
+    """Rules 6-8 and 14 on a batch of ``b`` images of ``(m, e)`` pairs: the output pairs."""
     m, e = get(op.ins[0]) if op.kind != "concat" else (None, None)
     if op.kind == "concat":
         pairs = [get(t) for t in op.ins]
@@ -214,6 +290,12 @@ def move_descriptor(op, f, d, place, name, pc, bits=8):
         d.update(src=place[main][0], hw=f["hw"], cg=ca, zlast=cb, kh=ca // pc, kw=ca % pc, pt_w=(ca // pc) * f["hw"],
                  sa=f["shifts"][0], sb=f["shifts"][1], single=int(short == b), n_iter=-(-(ca + cb) // pc) * f["hw"])
         return bits + max(0, -min(f["shifts"])) + 2
+    if op.kind == "pad":                # rule 14: factors 1, the phases from -top, -left (edge), or mirrored
+        t, left = f["pads"][:2]
+        d.update(src=place[name(op.ins[0])][0], h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=1, kw=1, pt=t,
+                 pl=left, pt_w=t * f["w"], hw=f["h"] * f["w"], ohw=f["oh"] * f["ow"], single=PAD_MODES[f["mode"]],
+                 n_iter=-(-f["c"] // pc) * f["oh"] * f["ow"])
+        return 0
     fy, fx = (f["fh"], f["fw"]) if op.kind == "upsample" else (f["sh"], f["sw"])
     ey, ex = f.get("edge", (0, 0)) if op.kind == "upsample" else (0, 0)   # pt, pl: the phases start -1
     d.update(src=place[name(op.ins[0])][0], h=f["h"], w=f["w"], oh=f["oh"], ow=f["ow"], kh=fy, kw=fx,

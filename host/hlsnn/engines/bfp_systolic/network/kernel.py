@@ -80,8 +80,8 @@ def tables(net, pz, pc):
                          f"exponents; the kernel takes up to 18-bit mantissas (one DSP48 product) and 8-bit "
                          f"exponents (its elements' 10-bit exponents hold their sums and the input's)")
     for op in net.ops:
-        if op.kind not in ("conv", "maxpool", "avgpool", "add", "upsample", "zerostuff", "concat", "transpose", "lut",
-                           "gate"):
+        if op.kind not in ("conv", "maxpool", "avgpool", "add", "upsample", "zerostuff", "pad", "concat", "transpose",
+                           "lut", "gate"):
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} op is not in the kernel")
         if op.kind == "conv" and len(op.f["chunks"]) != op.f.get("packs", 1):
             raise InputError(f"network kernel (bfp): {op.name}: {len(op.f['chunks'])} output chunks (one output "

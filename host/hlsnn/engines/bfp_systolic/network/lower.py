@@ -506,7 +506,7 @@ def _run(net, xq, keep):
             env[op.out] = maxpool_pairs(shaped(x, (f["c"], f["h"], f["w"])), f)
         elif op.kind == "relu":
             env[op.out] = (np.maximum(x[0], 0), x[1])
-        elif op.kind in ("upsample", "zerostuff", "concat"):
+        elif op.kind in ("upsample", "zerostuff", "pad", "concat"):
             from ...network.move import run_pairs
             if op.f.get("mscale"):                          # rule 6c (.anymean): parts as means over L
                 from .anymean import scale_parts

@@ -19,7 +19,7 @@ count, so the schedule is static):
   the epilogue is fused into a pixel's last tap), plus :data:`CONV_DEPTH` to drain the pipeline;
 * maxpool: ``ceil(C/Q) * OH * OW * kh * kw``, plus :data:`POOL_DEPTH`;
 * add: ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`;
-* upsample / zerostuff (:mod:`hlsnn.network.netmove`): one output pixel a cycle,
+* upsample / zerostuff / pad (:mod:`hlsnn.network.netmove`): one output pixel a cycle,
   ``ceil(C/Q) * OH * OW``, plus :data:`MOVE_DEPTH`; a channel concat (its requantization as
   the Add's), ``ceil(C/Q) * H * W``, plus :data:`ADD_DEPTH`; a transpose of an ``R x S``
   map (:mod:`hlsnn.engines.network.transpose`): one diagonal of a ``Q x Q`` block a cycle,
