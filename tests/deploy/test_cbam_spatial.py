@@ -93,3 +93,31 @@ def test_spatial_attention_deploys_layer_by_layer_and_the_network_path_refuses_i
     with pytest.raises(HlsnnError, match=r"layer \S+ \(ReduceAxes\): a Reduce(Mean|Max) over the channels .*"
                                          r"no integer rule on the network path yet.*network=False"):
         hlsnn.load(art, "emu", network=True)
+
+
+def test_perf_counts_a_same_padded_7x7_conv_beyond_max_ksize_as_the_runners_blocks():
+    """CBAM's ``Conv2d(2, 1, 7, padding=3)`` on sparse8_pynq-z2 (max_ksize 5): the runner's executor
+    takes it as blocks of taps (:mod:`hlsnn.deploy.blocks`, one raw call each: 2 input channels and
+    1 output fit one call), so the layer-by-layer cycle model counts one call per block (it used
+    to refuse the layer: "kernel size k = 7 exceeds max_ksize = 5")."""
+    from conftest import ROOT
+    from hlsnn.config import load_config
+    from hlsnn.deploy.config import Assignment, FormatSpec
+    from hlsnn.deploy.graph import Layer, Network
+    from hlsnn.deploy.runner import Deployment
+    from hlsnn.measure.layers import layer_kernel_cycles
+    from hlsnn.runtime import Accelerator
+    cfg_path = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
+    rng = np.random.default_rng(3)
+    layer = Layer("sp", "conv", ["x"], "y", w=rng.normal(0, 0.2, (1, 2, 7, 7)), b=rng.normal(0, 0.1, 1),
+                  relu=False, pads=(3, 3, 3, 3), strides=(1, 1))
+    net = Network(name="n", path="", input="x", input_shape=(None, 2, 4, 4), output="y", layers=[layer])
+    acc = Accelerator(cfg_path, "emu")
+    try:
+        dep = Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", "fixed", "a")}, {"a": acc})
+        blocks = dep.execs["sp"].blocks
+    finally:
+        acc.close()
+    assert blocks is not None and len(blocks) == 4             # 7 = 5 + 2 rows, and columns: 2 x 2 blocks
+    kc = layer_kernel_cycles(layer, load_config(cfg_path), 1, in_hw=(4, 4))
+    assert len(kc.per_call) == len(blocks)
