@@ -128,8 +128,9 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     x = np.asarray(x, np.int64).reshape(xshape)
     general = conv is not None and layer.geom.simple_pad is None
     kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
-    if general and convgeom.as_stride1(w[:1, :1], layer.geom)[2] > p["max_ksize"]:
+    if conv is not None and (convgeom.as_stride1(w[:1, :1], layer.geom)[2] if general else w.shape[2]) > p["max_ksize"]:
         # the runner's blocks of taps (hlsnn.deploy.blocks): raw convolutions of the shifted input
+        # (a 'same' 7x7 too: CBAM's spatial conv on a max_ksize-5 config)
         from ..engines.convgeom import kernel_blocks
         g = layer.geom
         kc = KernelCycles()

@@ -17,8 +17,10 @@ a radix point, or BFP pairs): every partial sum is exact while the rule's bound 
 the rule's value, and the consumer converts it as the pool's requantization does: the same bits.
 A count that is not a power of two is rule 13's mean (:mod:`.mean`: the exact quotient rounded
 once, which the layer path's float64 mean gives too where :func:`.mean.plan` proves it) on the
-integer engines, and refused by name on BFP pairs; a mean over other axes (the channels, part
-of the pixels) or of rows not made by a transpose is refused by name.
+integer engines, and refused by name on BFP pairs; a mean over other axes (part of the pixels)
+or of rows not made by a transpose is refused by name; a ``ReduceMean`` or ``ReduceMax`` over the
+channels of a map (CBAM's spatial attention, layer path only) is refused by name, before any
+other host rule sees it.
 """
 from __future__ import annotations
 
@@ -32,6 +34,11 @@ def lower_host(j, program, w, steps, why):
     its output a pending global pool (state ``("add", {...})``, as ``GlobalAveragePool``'s);
     True if it was."""
     a = j.get("attrs", {})
+    if j["op"] == "ReduceAxes" and len(w.shapes.get(j["inputs"][0], ())) == 3 and \
+            {int(v) % 4 for v in a.get("axes", ())} == {1}:
+        raise why(j, f"a {a.get('fn')} over the channels of a C x H x W map (CBAM's spatial attention: the "
+                     f"channel mean and max, a 7x7 conv, a 1 x H x W gate over C) has no integer rule on the "
+                     f"network path yet")
     if j["op"] != "ReduceAxes" or a.get("fn") != "ReduceMean":
         return False
     from .program import _chw
