@@ -199,8 +199,9 @@ def test_cacheable_buffers_are_flushed_and_invalidated_by_the_c_path(compiled):
 @pytest.mark.csim
 def test_a_bfp_network_through_the_c_host_path(compiled):
     """bfp_systolic: the image's float32 words written by C (two to a 64-bit word), the output
-    words read once and unpacked by finish_words: the emulator's bits, one register write and
-    one read per start; a value not exact in float32 is refused by name (NotExact)."""
+    words (the elements, then the status word) read once and unpacked in C: the emulator's bits,
+    one register write and one read per start; a value not exact in float32 is refused by name
+    (NotExact)."""
     import hlsnn
     from hlsnn.engines.bfp_systolic.network.lower import NotExact
     from hlsnn.deploy import datasets

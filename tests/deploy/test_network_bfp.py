@@ -302,7 +302,7 @@ def test_perf_of_the_bfp_network_path(compiled, capsys):
     n_in, n_out = 2 * 64, 2 * 10
     assert res["host"]["path"] == "c"
     assert res["host_bytes"] == 8 * n_in + 16 * n_out + 16 * n_out
-    assert res["dma_bytes"] == 2 * 8 * (32 + 10 + 1 + 5)
+    assert res["dma_bytes"] == 2 * 8 * (32 + 10 + 1)     # the input words, the elements, the status
     assert res["kernel_resources"]["dsp"] == 128
 
 
@@ -331,32 +331,27 @@ def test_bfp_network_kernel_on_the_sim_board_through_pynq(compiled):
         board = net._kernel
         assert net.last_kernel_starts == 1 and board.starts == 2 and board.sim.strict_cache
         (regs, _, bursts, beats), = board.model.runs[-1:]
-        assert regs["batch"] == 5 and beats == 5 * (64 // 2 + 10 + 1 + 5)
+        assert regs["batch"] == 5 and beats == 5 * (64 // 2 + 10 + 1)
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
 
 
-def test_the_kernel_status_and_info_words(compiled):
-    """finish_words: status bit 0 raises NotExact; an all-zero patch (info bit 12) in a batch
-    is no reason to refuse (rule 3: its exponent is the layer's, whatever the images' largest
-    patch exponents in the info words)."""
+def test_the_kernel_status_word(compiled):
+    """finish_words: the output words are the elements and one status word (nothing per op: an
+    all-zero patch takes the descriptor's xz, rule 3, batch-free); status bit 0 raises NotExact
+    naming the image, a clear status gives the elements' pairs."""
     from hlsnn.engines.bfp_systolic.network import kernel as bfpkernel
     net = netmode.lower(*artifact.read(compiled("digits_cnn", "bfp16")))
-    n, ops = 10, len(net.ops)
-    out = np.zeros((2, n + 1 + ops), np.uint64)
+    n = 10
+    k = bfpkernel.tables(net, *bfpkernel.shape(net.params))
+    assert k["out_words"] == n + 1
+    out = np.zeros((2, n + 1), np.uint64)
+    out[0, :n] = [(5 << 54) | 3] * n                 # 3 * 2^5
     out[1, n] = 1
     with pytest.raises(netbfp.NotExact, match=r"image\(s\) \[1\]: a sum beyond its bound"):
         bfpkernel.finish_words(net, None, out)
-    conv1 = net.ops[0].f
-    ch = conv1["chunks"][0]
-    # exponents at which conv1's bias aligns exactly (a left shift) and where it drops bits
-    ok = int((ch["be"] - ch["we"]).min()) - 2
-    bad = int((ch["be"] - ch["we"]).max()) + 20
-    assert (np.abs(ch["bm"]) % (1 << 20) != 0).any()
-    out[:] = 0
-    out[:, n + 1] = [(ok & 0xFFF) | (1 << 12), ok & 0xFFF]
-    bfpkernel.finish_words(net, None, out)                   # one candidate: fine
-    out[1, n + 1] = bad & 0xFFF
-    bfpkernel.finish_words(net, None, out)                   # two candidates: still fine
+    out[1, n] = 0
+    m, e = bfpkernel.finish_words(net, None, out)
+    assert (m[0] == 3).all() and (e[0] == 5).all() and (m[1] == 0).all()
 
 
 @pytest.mark.csim

@@ -90,9 +90,8 @@ def io_words(net):
     name = lambda t: net.aliases.get(t, t)                  # noqa: E731
     n_in = int(np.prod(net.shapes[name(net.input["name"])]))
     n_out = int(np.prod(net.shapes[name(net.output["tensor"])]))
-    if net.engine == "bfp_systolic":       # float32 words in, two a word; 64-bit elements, status and info words out
-        from ..engines.bfp_systolic.network.lower import row_ops       # an info word per descriptor row
-        return n_in, n_out, -(-n_in // 2), n_out + 1 + len(row_ops(net))
+    if net.engine == "bfp_systolic":       # float32 words in, two a word; 64-bit elements and the status word out
+        return n_in, n_out, -(-n_in // 2), n_out + 1
     from ..engines.network.words import n_words        # 8-bit lanes, or 16-bit ones above 8 bits
     return n_in, n_out, n_words(n_in, net.input["bits"]), n_words(n_out, net.input["bits"])
 

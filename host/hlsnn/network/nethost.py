@@ -286,8 +286,7 @@ class CHost:
         b.starts += 1
         self.polls = self.ctx.polls
         if self.words:                               # the pairs (m, e) unpacked in C, the status checked
-            if self.ctx.status & 1 or self.ctx.batch > 1:
-                # a status bit (NotExact raised there), or a batch: rule 3's check of the info words
+            if self.ctx.status & 1:                  # a status bit: NotExact raised there
                 from ..engines.bfp_systolic.network.kernel import finish_words
                 finish_words(b.net, None, self.q8.view(np.uint64).copy())
             return (self.pm.copy(), self.pe.copy()), self.y.copy()

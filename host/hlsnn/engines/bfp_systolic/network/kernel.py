@@ -28,7 +28,7 @@ A dilated conv's taps are ``dh``, ``dw`` apart (the tap table's positions, the w
 ``dw`` and ``step_row``): its window costs its taps. A conv of packs of groups (netbfp rule 3:
 the layer path's GEMM per pack) is a row per pack (:func:`~hlsnn.engines.bfp_systolic.network.lower.row_ops`,
 :func:`_conv_row`): its own channel window (``pt_w``, the taps' banks ``[c0, c)``), output
-lanes (``zfirst``, ``wob0``, ``wobase0``), weights, exponents and info word.
+lanes (``zfirst``, ``wob0``, ``wobase0``), weights and exponents.
 """
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ def tables(net, pz, pc):
                 pool_bits=WIDE_BITS + 2 + int(max_hw - 1).bit_length() + 1, gap_words=gap_words,
                 in_slot=place[inp][0], in_dual=place[inp][1], out_slot=place[out][0],
                 in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
-                in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1 + len(rows),
+                in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1,
                 in_value_bytes=4, out_value_bytes=8,
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), **lut)
 
@@ -362,11 +362,10 @@ def unpack_output(words):
 
 
 def finish_words(net, xq, out):
-    """The output pairs (B, out_elems) from the kernel's output words ``out`` (B, out_elems + 1
-    + ops): the elements, the status word, an info word per op. Status bit 0 raises
-    :class:`hlsnn.engines.bfp_systolic.network.lower.NotExact` (a sum beyond its bound, rules 5 and 6). A
-    conv's info word holds its largest patch exponent (bits [0, 12), -2048 for none) and whether it
-    had an all-zero patch (bit 12): the all-zero patches take the descriptor's ``xz`` (rule 3)."""
+    """The output pairs (B, out_elems) from the kernel's output words ``out`` (B, out_elems + 1):
+    the elements, then the status word. Status bit 0 raises
+    :class:`hlsnn.engines.bfp_systolic.network.lower.NotExact` (a sum beyond its bound, rules 5 and 6).
+    Nothing else is reported: an all-zero patch takes the descriptor's ``xz`` (rule 3, batch-free)."""
     from . import lower as netbfp
     out = np.asarray(out, np.uint64)
     n = int(np.prod(net.output["shape"]))
@@ -400,7 +399,7 @@ class BfpNetKernel(netkernel.NetKernel):
 
     def run_words(self, x):
         """The kernel on a batch of input words (B, in_words) uint64: its output words (B,
-        out_words): the output elements, the status word, an info word per op; in one call of
+        out_words): the output elements, then the status word; in one call of
         the top function."""
         x = np.ascontiguousarray(x, np.uint64)
         b = x.shape[0]

@@ -22,8 +22,7 @@ count):
   that with the global pool (a pass for each channel's smallest exponent, a pass for the sum);
   lut and gate (netbfp rules 9b, 10b): ``ceil(C/Q) * H * W`` each plus :data:`LUT_DEPTH`,
   :data:`GATE_DEPTH`;
-* store: ``out_elems + 1 + rows`` cycles (the elements, the status word and an info word per
-  descriptor row) plus the DDR latency.
+* store: ``out_elems + 1`` cycles (the elements, then the status word) plus the DDR latency.
 
 The iteration counts are exact and checked against the C-simulation's loop counters (tests);
 the depths are the model's, not a synthesis report. The carried maxima are a max tree: in
@@ -59,8 +58,7 @@ LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 
 def iterations(net, tables):
     """Per image, the iterations of each counted loop of the kernel (the C-simulation's
     ``HLSNN_ITER`` counters): ``{loop: count}``."""
-    it = {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"], "NetStore": tables["out_elems"],
-          "StoreInfo": len(tables["rows"])}
+    it = {"NetLoadWords": -(-tables["in_elems"] // 2), "NetLoad": tables["in_elems"], "NetStore": tables["out_elems"]}
     for r in tables["rows"]:
         k = LOOPS[_f(r, "op")]
         it[k] = it.get(k, 0) + _f(r, "n_iter")
