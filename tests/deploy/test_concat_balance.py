@@ -105,6 +105,7 @@ def test_the_balanced_unet_of_two_skips_runs_in_one_start_of_the_network_kernel(
     assert board.last_kernel_starts == 1
 
 
+@pytest.mark.slow      # the quick csim case of balanced weights on the network kernel: the two-skip U-Net's above
 @pytest.mark.csim
 def test_balanced_unet_is_bit_exact_on_csim_in_one_start(tmp_path, monkeypatch):
     """A one-skip U-Net with its transposed conv scaled by 2**-2 (the consumer's columns by 4):
