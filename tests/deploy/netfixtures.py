@@ -2,9 +2,13 @@
 the small test models, a compile of an ONNX file in one of them, the rounding of an exact
 Fraction written out from the definitions, and the checks every network-kernel C-simulation
 case makes (the layer path's bits in one start, the loops' iterations the perf model's, the
-strict C-simulation's port checks, optionally the simulated board)."""
+strict C-simulation's port checks, optionally the simulated board); the mean tests' AveragePool
+net and onnx's reference AveragePool against the lowered pool; and what the tests of the files
+PyTorch wrote (tests/data/torch/beyond) share: onnxruntime's outputs and a deployment config."""
+import json
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
@@ -38,12 +42,13 @@ def round_array(w, rounding):
     return np.floor(w)
 
 
-def write_config(tmp, name, model, *, formats=None, layout="nchw", stem=None):
+def write_config(tmp, name, model, *, formats=None, layout="nchw", stem=None, extra=""):
     """The deployment config ``tmp/STEM.yaml`` (``stem`` default ``name``) of the ONNX file
-    ``model``: every format of ``formats`` (default :data:`FORMATS`), one assignment each."""
+    ``model``: every format of ``formats`` (default :data:`FORMATS`), one assignment each;
+    ``extra``: more top-level lines (e.g. a regression task's)."""
     formats = FORMATS if formats is None else formats
     cfg = tmp / f"{stem or name}.yaml"
-    cfg.write_text(f"name: {name}\nmodel: {model}\ndata: digits\nlayout: {layout}\nformats:\n"
+    cfg.write_text(f"name: {name}\nmodel: {model}\ndata: digits\nlayout: {layout}\n{extra}formats:\n"
                    + "".join(f"  {k}: {v}\n" for k, v in formats.items())
                    + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in formats))
     return cfg
@@ -159,3 +164,66 @@ def cbam_net(path, seed=52, gate_on_gate=False):
     onnx.checker.check_model(m)
     onnx.save(m, str(path))
     return path
+
+
+#: the onnx reference's input radixes and the consumer's (F_in, F_x) the pool checks run at
+POOL_RADIXES = ((4, 4), (5, 3), (2, 6))
+POOL_ROUNDINGS = ("nearest_even", "nearest_away", "truncate")
+
+
+def lowered_pool(attrs, q, f_in, f_x, rounding):
+    """The AveragePool of ONNX attributes ``attrs`` lowered on its own (hlsnn.engines.network.linpool,
+    8 bits) on the integer maps ``q`` at radix ``f_in``, materialized at the consumer's ``f_x``:
+    ``(its integer result, the lowered op)``."""
+    from hlsnn.deploy import program as netmode
+    from hlsnn.engines.network import linpool
+    j = dict(kind="host", op="AveragePool", name="p", inputs=["x"], output="y", attrs=attrs)
+    state, shapes, ops = {"x": ("q", f_in)}, {"x": q.shape[1:]}, []
+    assert linpool.lower_host(j, state, shapes, ops, 8, netmode._why, netmode.Op)
+    linpool.materialize({"name": "next", "f_x": f_x}, "y", state["y"], state, shapes, ops, {}, rounding,
+                        netmode._why, netmode.Op)
+    op, = ops
+    return linpool.run(op, {"x": q}.get, len(q), 8), op
+
+
+def check_pool_is_onnx_reference(q, attrs, check_op=None):
+    """On the 8-bit maps ``q`` (N, C, H, W), at every radix pair of :data:`POOL_RADIXES` and every
+    rounding: the lowered pool (:func:`lowered_pool`) equals onnx's reference AveragePool of
+    ``attrs`` (float64) quantized by the layer path's ``to_fixed`` at F_x; ``check_op(op)`` asserts
+    what the test expects of each lowered op."""
+    import onnx
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+    from hlsnn.deploy.quant import to_fixed
+    for f_in, f_x in POOL_RADIXES:
+        x = np.ldexp(q.astype(np.float64), -f_in)
+        g = helper.make_graph([helper.make_node("AveragePool", ["x"], ["y"], **attrs)], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, list(x.shape))],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)])
+        ref = ReferenceEvaluator(helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])).run(None, {"x": x})[0]
+        for rounding in POOL_ROUNDINGS:
+            got, op = lowered_pool(attrs, q, f_in, f_x, rounding)
+            if check_op is not None:
+                check_op(op)
+            np.testing.assert_array_equal(got, to_fixed(ref, f_x, 8, True, rounding))
+
+
+#: the ONNX files PyTorch 2.13 wrote for issue 52's kinds (tests/deploy/test_torch_*.py) and their MANIFEST
+BEYOND = Path(__file__).resolve().parents[1] / "data" / "torch" / "beyond"
+BEYOND_MANIFEST = json.loads((BEYOND / "MANIFEST.json").read_text())
+
+
+def onnxruntime_rows(model, x):
+    """onnxruntime's output for the batch ``x`` of the ONNX file (path) or serialized model
+    (bytes) ``model``, one sample a run (batch-1 exports), concatenated."""
+    import onnxruntime as ort
+    sess = ort.InferenceSession(model if isinstance(model, bytes) else str(model), providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {inp: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+
+
+def beyond_config(tmp, name):
+    """The deployment config of the beyond file ``name`` (:data:`BEYOND`): digits, layout auto,
+    every format of :data:`FORMATS`; a dense model's a regression onto its inputs."""
+    extra = "task: regression\ntargets: inputs\n" if BEYOND_MANIFEST["models"][name]["task"] == "dense" else ""
+    return write_config(tmp, name, BEYOND / f"{name}.onnx", layout="auto", extra=extra)

@@ -48,7 +48,7 @@ def test_unet_with_a_skip_of_two_scales_within_three_percent(tmp_path, name):
 def test_without_the_balance_the_skip_loses_its_bits(tmp_path, monkeypatch):
     """The cause: with the balance off, the same U-Net misses 3 % in fixed8."""
     monkeypatch.setattr(equalize, "plan", lambda *a: {})
-    res = deploy(_config(tmp_path, "v_unet_ct2_ts17"), "emu")
+    res = deploy(_config(tmp_path, "v_unet_ct2_ts17"), "emu", assignments=["fixed8"])
     assert res["assignments"]["fixed8"]["relative_error"] > 0.035
 
 
@@ -105,6 +105,7 @@ def test_the_balanced_unet_of_two_skips_runs_in_one_start_of_the_network_kernel(
     assert board.last_kernel_starts == 1
 
 
+@pytest.mark.slow      # the quick csim case of balanced weights on the network kernel: the two-skip U-Net's above
 @pytest.mark.csim
 def test_balanced_unet_is_bit_exact_on_csim_in_one_start(tmp_path, monkeypatch):
     """A one-skip U-Net with its transposed conv scaled by 2**-2 (the consumer's columns by 4):
@@ -121,7 +122,7 @@ def test_balanced_unet_is_bit_exact_on_csim_in_one_start(tmp_path, monkeypatch):
 
 
 def test_per_layer_compares_a_scaled_layer_with_the_files_tensor_unscaled(tmp_path):
-    res = deploy(_config(tmp_path, "v_unet_ct2_ts17"), "emu", per_layer=True)
+    res = deploy(_config(tmp_path, "v_unet_ct2_ts17"), "emu", assignments=["fixed8"], per_layer=True)
     per = res["assignments"]["fixed8"]["per_layer"]
     shifted = {n: v["balance_shift"] for n, v in per.items() if "balance_shift" in v}
     assert shifted and all(k <= -2 for k in shifted.values()), shifted

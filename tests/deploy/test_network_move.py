@@ -181,9 +181,17 @@ def small(tmp_path_factory):
     return out
 
 
+#: the small models' csim cases run in the slow suite (CI) where a quick case already runs the same kernel's
+#: Move loop with the same branch: bfp8's upsample and zerostuff (single 0 and 1) in
+#: test_unet_runs_in_one_start_of_the_network_kernel (the two U-Nets, bfp8: the layer path's bits, one
+#: start, every counter the perf model's, NetMove among them), the board-sized kernel's upsample in
+#: test_unet_in_one_start_of_the_board_sized_sparse_kernel (its Move writes every bank copy)
+SLOW_MOVES = {"upsample-bfp8", "zerostuff-bfp8", "upsample-sized"}
+
+
 @pytest.mark.csim
-@pytest.mark.parametrize("fmt", list(SMALL_FORMATS))
-@pytest.mark.parametrize("kind", ["upsample", "zerostuff"])
+@pytest.mark.parametrize("kind, fmt", [pytest.param(k, f, id=f"{k}-{f}", marks=[pytest.mark.slow] * (f"{k}-{f}" in SLOW_MOVES))
+                                       for k in ("upsample", "zerostuff") for f in SMALL_FORMATS])
 def test_network_kernel_moves_are_bit_exact_on_csim_in_one_start(small, kind, fmt):
     """The network kernels' Move loop (C-simulation; bfp_systolic, shift_mac, sparse_cluster and its
     board-sized kernel, which writes every bank copy): one start per batch, the layer path's

@@ -13,22 +13,9 @@ from onnx import helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import program as netmode  # noqa: E402
-from hlsnn.deploy.quant import to_fixed  # noqa: E402
-from hlsnn.engines.network import linpool, uncounted  # noqa: E402
+from hlsnn.engines.network import uncounted  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from netfixtures import avgpool_net  # noqa: E402
-
-ROUNDINGS = ["nearest_even", "nearest_away", "truncate"]
-
-
-def _pool(attrs, q, f_in, f_x, rounding):
-    j = dict(kind="host", op="AveragePool", name="p", inputs=["x"], output="y", attrs=attrs)
-    state, shapes, ops = {"x": ("q", f_in)}, {"x": q.shape[1:]}, []
-    assert linpool.lower_host(j, state, shapes, ops, 8, netmode._why, netmode.Op)
-    linpool.materialize({"name": "next", "f_x": f_x}, "y", state["y"], state, shapes, ops, {}, rounding,
-                        netmode._why, netmode.Op)
-    op, = ops
-    return linpool.run(op, {"x": q}.get, len(q), 8), op
+from netfixtures import avgpool_net, check_pool_is_onnx_reference, compile_each  # noqa: E402
 
 
 @pytest.mark.parametrize("kernel, pads, strides, big_l", [((3, 3), (1, 1, 1, 1), (1, 1), 36),
@@ -39,21 +26,14 @@ def _pool(attrs, q, f_in, f_x, rounding):
 def test_rule_equals_onnx_reference_quantized_by_the_layer_path(kernel, pads, strides, big_l):
     """onnx's reference mean (count_include_pad = 0) quantized by to_fixed at F_x, three
     roundings and three radix pairs, is rule 11u's integer result on random 8-bit maps."""
-    from onnx.reference import ReferenceEvaluator
     q = np.random.default_rng(sum(kernel) + sum(pads)).integers(-128, 128, (4, 3, 7, 8))
     q[0] = 127
     q[1] = -128
     attrs = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads), count_include_pad=0)
-    for f_in, f_x in ((4, 4), (5, 3), (2, 6)):
-        x = np.ldexp(q.astype(np.float64), -f_in)
-        g = helper.make_graph([helper.make_node("AveragePool", ["x"], ["y"], **attrs)], "g",
-                              [helper.make_tensor_value_info("x", onnx.TensorProto.DOUBLE, list(x.shape))],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)])
-        ref = ReferenceEvaluator(helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])).run(None, {"x": x})[0]
-        for rounding in ROUNDINGS:
-            got, op = _pool(attrs, q, f_in, f_x, rounding)
-            assert op.f["uncounted"] == big_l and op.f["n"] == big_l
-            np.testing.assert_array_equal(got, to_fixed(ref, f_x, 8, True, rounding))
+
+    def over_big_l(op):
+        assert op.f["uncounted"] == big_l and op.f["n"] == big_l
+    check_pool_is_onnx_reference(q, attrs, over_big_l)
 
 
 def test_counts_are_the_taps_inside_the_map():
@@ -82,18 +62,8 @@ def _model(path, seed=11):
 
 @pytest.fixture(scope="module")
 def nets(tmp_path_factory):
-    from hlsnn.network.build import compile_model
     tmp = tmp_path_factory.mktemp("uncounted")
-    m = _model(tmp / "avg_u.onnx")
-    cfg = tmp / "avg_u.yaml"
-    cfg.write_text(f"name: avg_u\nmodel: {m}\ndata: digits\nlayout: nchw\nformats:\n"
-                   + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-                   + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    out = {}
-    for fmt in FORMATS:
-        out[fmt] = tmp / f"avg_u-{fmt}.hlsnn"
-        compile_model(cfg, fmt, out[fmt], check_samples=2)
-    return out
+    return compile_each(tmp, "avg_u", _model(tmp / "avg_u.onnx"), formats=FORMATS, check_samples=2)
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))

@@ -122,10 +122,23 @@ def fake_result(model="digits_mlp"):
     return out
 
 
-def test_report_with_fake_deploy_escapes_and_is_self_contained(root, tmp_path, monkeypatch):
+#: the note :func:`fake_page`'s pot row carries
+POT_NOTE = "pot: -22.5 pts vs float: power-of-two weights without retraining; use two-hot or retrain"
+
+
+@pytest.fixture(scope="module")
+def fake_page(root, tmp_path_factory):
+    """The report of the shipped MLP config from :func:`fake_result` (a model name that needs
+    escaping, a note on the pot row), written once for the tests that read it."""
     res = fake_result(model="<script>alert(1)</script>")
-    monkeypatch.setattr(run, "deploy", lambda *a, **k: res)
-    out = write_report(root / "configs" / "models" / "digits_mlp.yaml", out=tmp_path / "r.html")
+    res["assignments"]["pot"]["note"] = POT_NOTE
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(run, "deploy", lambda *a, **k: res)
+        return write_report(root / "configs" / "models" / "digits_mlp.yaml", out=tmp_path_factory.mktemp("fake") / "r.html")
+
+
+def test_report_with_fake_deploy_escapes_and_is_self_contained(root, fake_page):
+    out = fake_page
     text = out.read_text()
     assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
     page = parse(out)
@@ -290,11 +303,6 @@ def test_boards_table_with_accel_configs_named_by_name(root, tmp_path, monkeypat
     assert "fixed8: layer fc1: something the test made up" in out.read_text()
 
 
-def test_report_shows_the_pot_note_beside_its_row(root, tmp_path, monkeypatch):
-    res = fake_result()
-    note = "pot: -22.5 pts vs float: power-of-two weights without retraining; use two-hot or retrain"
-    res["assignments"]["pot"]["note"] = note
-    monkeypatch.setattr(run, "deploy", lambda *a, **k: res)
-    acc = rows_by_first(parse(write_report(root / "configs" / "models" / "digits_mlp.yaml",
-                                           out=tmp_path / "r.html")).tables["accuracy-table"])
-    assert acc["pot"]["note"] == note and acc["twohot"]["note"] == ""
+def test_report_shows_the_pot_note_beside_its_row(fake_page):
+    acc = rows_by_first(parse(fake_page).tables["accuracy-table"])
+    assert acc["pot"]["note"] == POT_NOTE and acc["twohot"]["note"] == ""
