@@ -28,6 +28,7 @@ from ..errors import HlsnnError, InputError
 from . import artifact
 from ..deploy import program as netmode
 from ..deploy.layers import DeployStub, _host_layer, restore
+from ..deploy import programrev
 from .board import is_network_overlay
 
 TARGETS = ("emu", "csim", "sim", "pynq")
@@ -201,6 +202,8 @@ class CompiledNet:
             dep.table_radix = {j["name"]: j["table"]["f_out"] for j in prog["layers"] if "table" in j}
             dep.table_in = {j["name"]: j["table_in"]["f_in"] for j in prog["layers"] if "table_in" in j}
             dep.gate_in = {j["name"]: list(j["gate_in"]["f_in"]) for j in prog["layers"] if "gate_in" in j}
+            dep.origin = {"revision": programrev.of(prog), "hlsnn": prog.get("hlsnn"), "model": prog["model"],
+                          "assignment": prog["assignment"]}           # an older writer's missing fields, by name
             fmt_of = {j["name"]: j["format"] for j in prog["layers"] if j["kind"] != "host"}
             dep.actmm = samplewise.quantizers_of(layers, execs, fmt_of.get)     # attention's MatMuls (issue 52)
             dep.fast = False                     # network=False: layer by layer, as asked
