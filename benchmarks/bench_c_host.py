@@ -17,9 +17,10 @@ is the host's own work. Medians over ``--calls`` calls, after a warm-up, in micr
 * ``wrapper``: ``call_u8`` less the image's uint8 quantization (at the per-value cost of
   ``hlsnn_in_quantize``, whose 256-value table build makes it an upper bound of the lookup of
   ``hlsnn_in_run``): the Python and ``ctypes`` part of a start;
-* ``softmax``: the host layers after the logits on the dequantized outputs
-  (:func:`hlsnn.deploy.program.finish` less nothing: the numpy Softmax of 10 values with the
-  dequantization);
+* ``softmax``: the host layers after the logits on the values the C call dequantized
+  (:func:`hlsnn.deploy.program.finish` with ``values``, as the loader calls it: the numpy
+  Softmax of 10 values, no second dequantization); ``softmax_with_dequantize``: the same with
+  the Python dequantization of the integers the loader no longer runs;
 * ``python_quantize``: the numpy rule 1 it replaces (:func:`hlsnn.deploy.program.quantize_input`).
 
 Usage::
@@ -138,8 +139,9 @@ def main(argv=None):
                                                                        dbig.ctypes.data), max(20, args.calls // 100))
         res[f"quant_value_{name}_ns"] = t * 1e3 / big
     res["wrapper"] = res["call_u8"] - res["quant_value_u8_ns"] * n / 1e3
-    q, _ = host.run(x32)
-    res["softmax"] = _median_us(lambda: netmode.finish(net, q), args.calls)
+    q, yv = host.run(x32)
+    res["softmax"] = _median_us(lambda: netmode.finish(net, q, yv), args.calls)
+    res["softmax_with_dequantize"] = _median_us(lambda: netmode.finish(net, q), args.calls)
     res["python_quantize"] = _median_us(lambda: netmode.quantize_input(net, x64), max(100, args.calls // 10))
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, indent=1))
 

@@ -81,8 +81,10 @@ def run(dep, layer, ins, bits, calibrate, bfp_cls):
         b = bits[k]
         if calibrate or dep.dynamic or fs[k] is None:
             if not calibrate and not dep.dynamic:
+                from .programrev import older
+                why = older(getattr(dep, "origin", None), "gate_in")
                 raise InputError(f"layer {layer.name}: no calibrated code radix for its operand {layer.inputs[k]} "
-                                 f"(rule 10c)")
+                                 f"(rule 10c)" + (f": {why}" if why else ""))
             fs[k] = int(host_radix(a.values, b, True, dep.overflow_ratio))
         if bfp:                                  # rule 9b's codes of the exact pairs
             from ..engines.bfp_systolic.network.gate import codes, pairs_of

@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import shift as sfmt
 from ..version import __version__
+from . import programrev
 from .executors import BfpExec, LayerStats, ShiftExec, SparseExec
 
 EXEC_OF = {"bfp": BfpExec, "twohot": ShiftExec, "pot": ShiftExec, "fixed": SparseExec, "sparse": SparseExec}
@@ -191,6 +192,7 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fal
     used = {cfg.formats[asg.format_of(la.name)].accel for la in net.engine_layers()}
     keys = {a: accs[a].config.stem or accs[a].config.name for a in sorted(used)}
     program = {"name": net.name, "model": cfg.name, "assignment": assignment, "hlsnn": __version__,
+               "revision": programrev.REVISION,                 # the optional fields it knows (deploy.programrev)
                "rounding": cfg.rounding, "overflow_ratio": cal["overflow_ratio"],
                "calibration": {"images": int(x_cal), "mode": "static", "update": cal["update"]},
                "accels": {keys[a]: {"config": _jsonable(accs[a].config.as_dict()), "sha": accs[a].config.sha,

@@ -686,13 +686,15 @@ def dequantize(net, q):
     return np.ldexp(np.asarray(q, np.float64), -net.output["f"])
 
 
-def finish(net, q):
-    """Rule 5: the network's float output from the output integers ``q``."""
+def finish(net, q, values=None):
+    """Rule 5: the network's float output from the output integers ``q``. ``values``: their
+    dequantized values when the caller has them already (the C host path dequantizes in C,
+    :mod:`hlsnn.network.nethost`, the same bits as :func:`dequantize`); then ``q`` is not read."""
     stubs = getattr(net, "_host_stubs", None)
     if stubs is None:                          # the host layers after the logits, made once per program
         from .netafter import stubs as make    # (views folded into one reshape: hlsnn.deploy.netafter)
         stubs = net._host_stubs = make(net)
-    y = dequantize(net, q)
+    y = dequantize(net, q) if values is None else values
     for run in stubs:
         y = run(y)
     return y

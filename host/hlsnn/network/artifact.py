@@ -120,6 +120,12 @@ def read(path, *, validate=True):
     if program.get("version") != VERSION:
         raise InputError(f"{path}: compiled model version {excerpt(program.get('version'), 40)}; this hlsnn reads "
                          f"version {VERSION}: recompile it with `hlsnn compile`")
+    from ..deploy.programrev import REVISION     # the optional fields this hlsnn knows (no imports)
+    rev = program.get("revision", 1)
+    if isinstance(rev, int) and not isinstance(rev, bool) and rev > REVISION:
+        raise InputError(f"{path}: compiled by a newer hlsnn ({excerpt(program.get('hlsnn'), 40)}, program revision "
+                         f"{rev}; this one reads up to revision {REVISION}): load it with that hlsnn or recompile it "
+                         f"with this one (`hlsnn compile`)")
     want = program.get(CHECKSUM_KEY)
     if not isinstance(want, str):
         raise InputError(f"{path}: the compiled model records no checksum of its arrays ({CHECKSUM_KEY}); it was "

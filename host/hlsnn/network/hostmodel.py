@@ -32,12 +32,13 @@ from __future__ import annotations
 X86 = {
     "python_call_us": 1.8,         # CHost.run of a uint8 image less its 3,072 lookups
     "quant_ns": {"float32": 2.0, "float64": 4.0, "uint8": 0.24, "float32 words": 0.45},
-    "softmax_us": 5.7,             # netmode.finish on 10 outputs: ldexp and the numpy Softmax
+    "softmax_us": 4.2,             # netmode.finish on the C call's 10 values: the numpy Softmax alone
     "source": "measured on this x86 (AMD EPYC 2.6 GHz, 2 cores shared) by benchmarks/bench_c_host.py "
               "--model resnet8_digits32 --assignment twohot --calls 3000: call_u8 less its lookups 1.8 us "
               "(call_f32 7.8 us, call_u8 2.5 us per 3,072-value image), rule 1 in C 2.0 / 4.0 / 0.24 ns per "
-              "float32 / float64 / uint8 value, Softmax of 10 values 5.7 us (the Python rule 1 it replaces: "
-              "19 us); a bfp_systolic network (--assignment bfp8_z2): 3.2 us per call, i.e. 0.45 ns per value for "
+              "float32 / float64 / uint8 value, Softmax of the 10 values the C call dequantized 4.2 us (5.6 us "
+              "with the second, Python dequantization the loader no longer runs; the Python rule 1 it "
+              "replaces: 19.6 us); a bfp_systolic network (--assignment bfp8_z2): 3.2 us per call, i.e. 0.45 ns per value for "
               "its float32 words and their unpacking in C beyond the 1.8 us (numpy's unpacking it replaces: 15 us)",
 }
 
@@ -122,7 +123,7 @@ def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False, l
 
 
 def softmax_us(cpu):
-    """The numpy Softmax of the logits (and their dequantization) on ``cpu``."""
+    """The numpy Softmax of the logits on ``cpu`` (their values come dequantized from the C call)."""
     return X86["softmax_us"] * SCALE[cpu]["python"]
 
 

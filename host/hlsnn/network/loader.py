@@ -28,6 +28,7 @@ from ..errors import HlsnnError, InputError
 from . import artifact
 from ..deploy import program as netmode
 from ..deploy.layers import DeployStub, _host_layer, restore
+from ..deploy import programrev
 from .board import is_network_overlay
 
 TARGETS = ("emu", "csim", "sim", "pynq")
@@ -201,6 +202,8 @@ class CompiledNet:
             dep.table_radix = {j["name"]: j["table"]["f_out"] for j in prog["layers"] if "table" in j}
             dep.table_in = {j["name"]: j["table_in"]["f_in"] for j in prog["layers"] if "table_in" in j}
             dep.gate_in = {j["name"]: list(j["gate_in"]["f_in"]) for j in prog["layers"] if "gate_in" in j}
+            dep.origin = {"revision": programrev.of(prog), "hlsnn": prog.get("hlsnn"), "model": prog["model"],
+                          "assignment": prog["assignment"]}           # an older writer's missing fields, by name
             fmt_of = {j["name"]: j["format"] for j in prog["layers"] if j["kind"] != "host"}
             dep.actmm = samplewise.quantizers_of(layers, execs, fmt_of.get)     # attention's MatMuls (issue 52)
             dep.fast = False                     # network=False: layer by layer, as asked
@@ -283,13 +286,15 @@ class CompiledNet:
             # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost),
             # after the host ops on the float input (hlsnn.deploy.netprefix)
             from ..deploy import netprefix as prefix
-            q = self._kernel.run_image(prefix.run(n, x))[0]
+            # its values dequantized in C (the same bits as netmode.dequantize): not again here
+            q, yv = self._kernel.run_image(prefix.run(n, x))
             q = tuple(a.reshape((len(x),) + tuple(n.output["shape"])) for a in q) if isinstance(q, tuple) \
                 else q.reshape((len(x),) + tuple(n.output["shape"]))
+            yv = yv.reshape((len(x),) + tuple(n.output["shape"]))
             self.last_kernel_starts, kernel_s = 1, self._kernel.last_kernel_s
             xq = None
         else:
-            xq = netmode.quantize_input(n, x)
+            xq, yv = netmode.quantize_input(n, x), None
         t1 = time.perf_counter()
         if xq is None:
             pass
@@ -305,12 +310,13 @@ class CompiledNet:
             q = self._fast.run(xq)[0] if self._fast else netmode.run_ints(n, xq)
             self.last_kernel_starts = 0
             kernel_s = time.perf_counter() - t1
-        y = netmode.finish(n, q)
+        y = netmode.finish(n, q, yv)
         t3 = time.perf_counter()
         self.last_host_s = max(0.0, (t3 - t0) - kernel_s)
         if not keep:
             return y
-        return y, {self.program["input"]["name"]: x, n.output["tensor"]: netmode.dequantize(n, q),
+        return y, {self.program["input"]["name"]: x,
+                   n.output["tensor"]: netmode.dequantize(n, q) if yv is None else yv.copy(),
                    n.output["name"]: y}
 
     def __call__(self, x):

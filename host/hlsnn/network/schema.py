@@ -163,6 +163,9 @@ def _validate(p, arrays):
     _label("calibration.mode", _key(cal, "mode", "calibration"))
     if "hlsnn" in p:
         _label("hlsnn (the version that wrote it)", p["hlsnn"])
+    if "revision" in p:                 # the optional fields its writer knew (hlsnn.deploy.programrev)
+        from ..deploy.programrev import REVISION
+        _int("revision", p["revision"], 1, REVISION)
     accels = _dict("accels", _key(p, "accels", "the program"))
     if not 1 <= len(accels) <= 16:
         _fail("accels", f"{len(accels)} accelerators (1..16)")

@@ -1,0 +1,37 @@
+"""The compiled program's revision: which optional fields the hlsnn that wrote it knew.
+
+The container's ``version`` (:data:`hlsnn.network.artifact.VERSION`) changes only when an old
+reader cannot read a new file; the package version (the program's ``hlsnn``) did not change as
+rules were added. A rule that stores a new optional field in the program (a field whose absence
+an older program means "not needed") raises :data:`REVISION` and names the field in
+:data:`ADDED`; the program records ``revision`` (a program without it is revision 1). A load that
+finds a needed field missing asks :func:`older` whether the writer predates that field, and then
+says so, with what to do, instead of the rule's own message."""
+from __future__ import annotations
+
+#: the revision this hlsnn writes
+REVISION = 2
+#: revision -> the optional fields it added: ``{field: what it holds}``
+ADDED = {
+    2: {"gate_in": "rule 10c's code radix of a gate's operand that is itself a gate's product"},
+}
+
+
+def of(program):
+    """The revision of a compiled ``program`` (a dict): its ``revision``, 1 when absent."""
+    return int(program.get("revision", 1))
+
+
+def older(origin, field):
+    """The message for a load that needs ``field`` and does not find it, when the program was
+    written before ``field`` existed (``origin``: the loader's ``{"revision", "hlsnn", "model",
+    "assignment"}``), else None (the field is missing for another reason)."""
+    if not origin:
+        return None
+    added = next((r for r, fields in ADDED.items() if field in fields), None)
+    if added is None or origin.get("revision", 1) >= added:
+        return None
+    model, asg = origin.get("model") or "MODEL", origin.get("assignment") or "A"
+    return (f"the compiled model was made by an older hlsnn (hlsnn {origin.get('hlsnn', '?')}, program revision "
+            f"{origin.get('revision', 1)}) without {field} ({ADDED[added][field]}, revision {added}); recompile it "
+            f"with this hlsnn: `hlsnn compile {model}.yaml --assignment {asg} -o NAME.hlsnn`")
