@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import blocks, groups, radix_lse, shift_fit, twoterm
+from . import blocks, catradix, groups, radix_lse, shift_fit, twoterm
 from . import update as updates
 from .quant import CHANNEL_FRAC_LIMIT, Act, host_radix, prune, to_fixed, weight_fracs
 
@@ -84,7 +84,9 @@ class _Exec:
         if calibrate or self.f_x is None or self.deploy.dynamic:
             self.f_x = host_radix(act.values, bits, signed, self.deploy.overflow_ratio)
             if radix_lse.wanted(self):                 # radix: lse (hlsnn.deploy.radix_lse)
-                self.f_x = radix_lse.input_radix(act.values, self.f_x, bits, signed, self.deploy.rounding)
+                f_msb = self.f_x
+                self.f_x = radix_lse.input_radix(act.values, f_msb, bits, signed, self.deploy.rounding)
+                self.f_x = catradix.tied(self, self.f_x, f_msb)      # a Concat of the graph input
         if not signed and (act.values < 0).any():
             raise InputError(f"layer {self.layer.name}: negative inputs, but {self.acc.config.name} has unsigned "
                              f"activations")

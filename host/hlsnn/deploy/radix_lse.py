@@ -20,7 +20,12 @@ ends); a tie keeps the coarser. The same rule chooses
   per-channel weight scales keeps DETERMINE's rule), and
 * the radix ``F_x`` at which the host converts a layer's float input (the network's input, a
   Concat of maps, a residual Add's or a global pool's exact sums: :func:`hlsnn.deploy.quant.host_radix`;
-  the compiled calibration chooses it from the same sums, :func:`hlsnn.deploy.calibrate._add`).
+  the compiled calibration chooses it from the same sums, :func:`hlsnn.deploy.calibrate._add`),
+  but for a conv that reads a Concat one of whose parts is the graph input: it converts at the
+  first engine layer's input radix ``F_in`` when ``F_in`` is one of the radix points it weighs
+  (DETERMINE's of the concat to :data:`DEPTH` bits finer), so the graph input has one radix for
+  both uses and the network kernels move its integers into the concat exactly (rule 8i,
+  :mod:`hlsnn.deploy.catradix`; the compiled calibration leaves a Concat to the layer path).
 
 Only calibration changes: the radix points are static numbers of the program, the kernels and
 the network mode run them as any other (their rules do not change), so emu, csim and the board
