@@ -3,9 +3,10 @@ config takes it, and the compiled calibration chooses the layer path's radix poi
 counts and histograms, so both run the same bits (test_radix_lse.py does the same for fixed)."""
 import numpy as np
 import pytest
-
 from conftest import ROOT
-from hlsnn.deploy import calibrate as netcal, fast as netfast, radix_lse
+from hlsnn.deploy import calibrate as netcal
+from hlsnn.deploy import fast as netfast
+from hlsnn.deploy import radix_lse
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config
 from hlsnn.deploy.graph import Layer, Network
 from hlsnn.deploy.runner import Deployment
@@ -33,8 +34,8 @@ def test_radix_lse_is_a_shift_formats_field(tmp_path):
 def _net(rng):
     """x -> c1 (3x3 ReLU) -> maxpool -> c2 (3x3 depthwise) -> c3 (1x1) -> dense."""
     c, h, z = int(rng.integers(1, 4)), 16, int(rng.choice([8, 16]))
-    w = lambda *s: rng.normal(0, 0.4, s)          # noqa: E731
-    b = lambda n: rng.normal(0, 0.1, n)           # noqa: E731
+    w = lambda *s: rng.normal(0, 0.4, s)
+    b = lambda n: rng.normal(0, 0.1, n)
     layers = [Layer("c1", "conv", ["x"], "t1", w=w(z, c, 3, 3), b=b(z), relu=True, pad=1),
               Layer("mp", "host", ["t1"], "t2", op="MaxPool", attrs={"kernel_shape": [2, 2], "strides": [2, 2],
                                                                     "pads": [0, 0, 0, 0]}),
@@ -58,7 +59,7 @@ def test_the_compiled_calibration_chooses_the_layer_paths_radix_points_on_shift_
     x = rng.uniform(-1, 2, (9, c, 16, 16))
     acc = Accelerator(SHIFT, "emu")
     try:
-        mk = lambda f: Deployment(net, Assignment("a", "f", {}), {"f": f}, {"a": acc}, rounding=rounding)  # noqa
+        mk = lambda f: Deployment(net, Assignment("a", "f", {}), {"f": f}, {"a": acc}, rounding=rounding)
         fast, ref, msb = mk(fmt), mk(fmt), mk(FormatSpec("f", typ, "a"))
         assert netcal.calibrate(fast, x_cal), "the compiled calibration did not apply"
         ref.fast = False

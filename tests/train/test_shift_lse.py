@@ -6,9 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hlsnn.train import fold_batchnorm, prepare, quantized_layers  # noqa: E402
+from hlsnn.train import fold_batchnorm, prepare, quantized_layers
 
-from .test_residual_depthwise import _compare, _data, _net  # noqa: E402
+from .test_residual_depthwise import _compare, _data, _net
 
 
 def _cfg(tmp_path, fmt, radix, mode):

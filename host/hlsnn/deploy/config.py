@@ -61,8 +61,8 @@ FORMAT_FIELDS = {
                           "error at the same scale, both summed in the layer's one accumulator (K doubled: "
                           "hlsnn.deploy.twoterm; such a deployment runs layer by layer, not in the network mode)",
                           default=1, lo=1, hi=2),
-    "radix": Field("choice", "fixed, sparse, twohot, pot: each activation radix point chosen by DETERMINE (msb: the largest value "
-                   "fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
+    "radix": Field("choice", "fixed, sparse, twohot, pot: each activation radix point chosen by DETERMINE (msb: "
+                   "the largest value fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
                    "(lse: hlsnn.deploy.radix_lse); auto: lse for fixed, msb for the other types",
                    default="auto", choices=("auto", "msb", "lse")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
