@@ -257,7 +257,7 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
         hb[:min(nbins, 32)] = h[:nbins]
         parts.append((g, np.minimum(hb, (1 << 32) - 1), npix * len(chans)))
     ex.determine_groups(f_vec, parts, cv.bits, True)
-    if radix_lse.wanted_out(ex) and len(groups) == 1 and not is_shift:
+    if radix_lse.wanted_out(ex) and len(groups) == 1:
         ex.f_out = radix_lse.refine(v, int(groups[0]), ex.f_out, cv.bits, True, dep.rounding)
     # the main operation: the output stage on v at that radix (and a Clip's clamp)
     lo_c, hi_c = -(1 << (cv.bits - 1)), (1 << (cv.bits - 1)) - 1

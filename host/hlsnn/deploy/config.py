@@ -61,8 +61,8 @@ FORMAT_FIELDS = {
                           "error at the same scale, both summed in the layer's one accumulator (K doubled: "
                           "hlsnn.deploy.twoterm; such a deployment runs layer by layer, not in the network mode)",
                           default=1, lo=1, hi=2),
-    "radix": Field("choice", "fixed, sparse: each activation radix point chosen by DETERMINE (msb: the largest value "
-                   "fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
+    "radix": Field("choice", "fixed, sparse, twohot, pot: each activation radix point chosen by DETERMINE (msb: "
+                   "the largest value fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
                    "(lse: hlsnn.deploy.radix_lse); auto: lse for fixed, msb for the other types",
                    default="auto", choices=("auto", "msb", "lse")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
@@ -212,10 +212,10 @@ def load_deploy_config(path) -> DeployConfig:
                               "only the shift formats (twohot, pot) have a second code per weight; leave it out")
         if s["radix"] == "auto":
             s["radix"] = "lse" if s["type"] == "fixed" else "msb"
-        if s["type"] not in ("fixed", "sparse") and s["radix"] != "msb":
+        if s["type"] not in ("fixed", "sparse", "twohot", "pot") and s["radix"] != "msb":
             raise ConfigError(path, f"formats.{name}.radix", s["radix"],
-                              "only the fixed-point formats of sparse_cluster (fixed, sparse) choose radix points by "
-                              "least squared error; leave it out")
+                              "only the fixed-point formats of sparse_cluster (fixed, sparse) and the shift formats "
+                              "(twohot, pot) choose radix points by least squared error; leave it out")
         accel = s["accel"]
         if data["formats"] is not None and not (is_config_name(accel) and not (base / accel).exists()):
             accel = _rel(base, accel)       # a path relative to this file; a bare name is looked up

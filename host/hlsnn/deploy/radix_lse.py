@@ -1,7 +1,9 @@
 """A fixed-point layer's radix points by least squared error on the calibration images
-(a ``fixed`` / ``sparse`` format's ``radix: lse``; a deployment config's ``fixed`` format takes
-it by default, ``radix: auto``, :mod:`hlsnn.deploy.config`; a ``sparse`` format and a
-:class:`~hlsnn.deploy.config.FormatSpec` built in Python without ``radix`` keep DETERMINE's).
+(a ``fixed`` / ``sparse`` format's ``radix: lse``, and a shift format's, ``twohot`` / ``pot``
+on shift_mac, whose activations are ``act_bits`` codes at a radix too; a deployment config's
+``fixed`` format takes it by default, ``radix: auto``, :mod:`hlsnn.deploy.config`; the other
+types and a :class:`~hlsnn.deploy.config.FormatSpec` built in Python without ``radix`` keep
+DETERMINE's).
 
 DETERMINE's rule (:func:`hlsnn.formats.fixed.determine`) keeps the largest value: at
 ``overflow_ratio`` 0 nothing saturates. A map with a long tail (a U-Net decoder's conv: the
