@@ -93,12 +93,20 @@ def main(argv=None):
                     help="sparse: the updates stop after this fraction of --prune-epochs (masks frozen after)")
     ap.add_argument("--label-smoothing", type=float, default=0.0,
                     help="label smoothing of the cross entropy in pruning, recovery and fine-tuning (not the float model)")
+    ap.add_argument("--label-smoothing-phases", default="prune,recover,finetune",
+                    help="--label-smoothing: the phases it applies to, comma-separated of prune, recover, finetune "
+                         "(hlsnn.train.smoothing); plain cross entropy in the others")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
     a = ap.parse_args(argv)
     from hlsnn.train.distill import distillation_loss, parse_distill
     try:
         a.distill_t, a.distill = parse_distill(a.distill, a.distill_t)
+    except ValueError as exc:
+        ap.error(str(exc))
+    from hlsnn.train.smoothing import PHASES, parse_phases, phase_cross_entropy
+    try:
+        a.ls_phases = parse_phases(a.label_smoothing_phases)
     except ValueError as exc:
         ap.error(str(exc))
 
@@ -128,7 +136,7 @@ def main(argv=None):
     kd_seen = [0, 0]                 # training images the teacher saw, of them right (its targets' quality)
 
     from hlsnn.train.data import random_shift
-    aug = {"on": False, "ls": False}
+    aug = {"on": False, "phase": None}           # phase: prune, recover, finetune (None: the float model)
 
     def loss_of(m, idx, gen):
         x = xtr[idx]
@@ -136,7 +144,7 @@ def main(argv=None):
             x = random_shift(x, a.augment, gen)
         out = m(x)
         if teacher is None:
-            return nn.functional.cross_entropy(out, ytr[idx], label_smoothing=a.label_smoothing if aug["ls"] else 0.0)
+            return phase_cross_entropy(out, ytr[idx], a.label_smoothing, a.ls_phases, aug["phase"])
         with torch.no_grad():
             t_out = teacher(x)
         kd_seen[0] += len(idx)
@@ -173,7 +181,7 @@ def main(argv=None):
     if a.val:
         vals["float_acc"] = float_eval(model, True)
     t_float = time.time() - t0
-    aug["on"] = aug["ls"] = True
+    aug["on"] = True
     if a.distill:
         float_teacher = copy.deepcopy(model).eval()
         teacher = float_teacher if a.distill_in in ("all", "prune") else None
@@ -193,8 +201,10 @@ def main(argv=None):
                                   stop=int(a.regrow_stop * steps), every_regrow=a.regrow_every, alpha=a.regrow_alpha)
         else:
             pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities)
+        aug["phase"] = "prune"
         fit(model, a.prune_epochs, a.prune_lr, pruner.step)
         frozen = None
+        aug["phase"] = "recover"
         if a.recover_epochs and a.recover_masks == "frozen":
             from hlsnn.train.rewind import FrozenMasks
             frozen = FrozenMasks(pruner)
@@ -232,6 +242,7 @@ def main(argv=None):
     calibrate(q, None)
     if a.distill:
         teacher = float_teacher if a.distill_in in ("all", "finetune") else None
+    aug["phase"] = "finetune"
     fit(q, a.qat_epochs, a.qat_lr)
     q.eval().double()
     x_cal = xtr[:128].double()
@@ -287,6 +298,8 @@ def main(argv=None):
                              "updates": pruner.updates, "regrown": pruner.regrown}
         if a.label_smoothing:
             res["label_smoothing"] = a.label_smoothing
+            if a.ls_phases != frozenset(PHASES):
+                res["label_smoothing_phases"] = [p for p in PHASES if p in a.ls_phases]
         res["allocation"] = a.allocation
         if a.erk_power != 1.0 or a.layer_sparsity:
             res["erk_power"], res["layer_sparsity"] = a.erk_power, a.layer_sparsity
