@@ -14,12 +14,17 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 SRC = "#include <ap_int.h>\n#include <ap_fixed.h>\nint f(int x) { ap_int<12> a = x; ap_fixed<10, 4> b = a; return (a * 3 + b).to_int(); }\n"
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    return tmp_path_factory.mktemp("pch")               # one PCH cache for the module: each PCH built once
+
+
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+def cache(shared, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared / "cache"))
     monkeypatch.delenv("HLSNN_CSIM_PCH", raising=False)
     monkeypatch.setattr(csim_pch, "_MEMO", {})
-    return tmp_path
+    return shared
 
 
 def _compile(tmp_path, extra, flags):
@@ -50,12 +55,14 @@ def test_built_once_and_loaded_by_gxx(cache, monkeypatch):
     assert csim_pch.pch_args("g++", flags + ["-Wno-unused-label"], csim.ap_types_dir()) == extra
 
 
-def test_a_broken_pch_is_ignored_by_the_compile(cache):
+def test_a_broken_pch_is_ignored_by_the_compile(cache, tmp_path):
     flags = list(csim._flags(False))
     extra = csim_pch.pch_args("g++", flags, csim.ap_types_dir())
-    with open(extra[1] + ".gch", "wb") as f:
-        f.write(b"not a precompiled header")
-    proc = _compile(cache, extra, flags)
+    broken = tmp_path / csim_pch.NAME                    # a copy of the header beside a broken .gch
+    shutil.copy(extra[1], broken)
+    (tmp_path / (csim_pch.NAME + ".gch")).write_bytes(b"not a precompiled header")
+    extra = ["-include", str(broken)]
+    proc = _compile(tmp_path, extra, flags)
     assert proc.returncode == 0, proc.stderr
     assert "! " + extra[1] + ".gch" not in proc.stderr and "ap_int.h" in proc.stderr    # read the headers
 
@@ -63,7 +70,7 @@ def test_a_broken_pch_is_ignored_by_the_compile(cache):
 def test_a_pch_that_cannot_be_built_means_the_plain_compile(cache):
     bad = list(csim._flags(False)) + ["-fno-such-option-for-the-pch"]
     assert csim_pch.pch_args("g++", bad, csim.ap_types_dir()) == []
-    assert not list((cache / "cache").rglob("*.gch"))
+    assert not (csim_pch.cache_dir() / csim_pch.key("g++", bad, csim.ap_types_dir()) / (csim_pch.NAME + ".gch")).exists()
 
 
 def test_off_for_other_compilers_and_on_request(cache, monkeypatch):
