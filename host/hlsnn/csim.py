@@ -232,12 +232,15 @@ def _compile_locked(rendered, lib, built_from, sources, verbose, include_dirs, p
             (snap / name).parent.mkdir(parents=True, exist_ok=True)
             (snap / name).write_bytes(data)
         snapshot = replace(rendered, dir=snap)
+        from . import compiling, csim_pch
+        pch = csim_pch.pch_args(compiler(), _flags(strict), ap_types_dir())   # faster, never different
         argv = [compiler(), *_flags(strict), *include_args(snapshot, include_dirs),
                 *[str(snap / s) for s in eng.KERNEL_SOURCES], str(snap / "bridge.cpp"), "-o", tmp]
         from .progress import ticker
         with ticker(f"g++ {rendered.dir.parent.name}", show=progress):
-            from . import compiling
-            proc = compiling.run(argv, f"the C-simulation of {rendered.dir.parent.name}")
+            proc = compiling.run(argv[:1] + pch + argv[1:], f"the C-simulation of {rendered.dir.parent.name}")
+            if csim_pch.retry_without(pch, proc):
+                proc = compiling.run(argv, f"the C-simulation of {rendered.dir.parent.name}")
         shown = [a.replace(str(snap), str(rendered.dir)) for a in argv]
         if proc.returncode != 0:
             stderr = proc.stderr.replace(str(snap), str(rendered.dir))

@@ -427,7 +427,11 @@ def build(net, *, strict=None, out_root=None, render_fn=None):
         os.close(fd)
         argv = [csim.compiler(), *flags, "-Wno-unused-label", f"-I{folder / 'include'}", f"-I{folder}", f"-isystem{csim.ap_types_dir()}",
                 str(folder / "network.cpp"), str(folder / "bridge.cpp"), "-o", part]
-        proc = compiling.run(argv, f"the C-simulation of the network kernel of {net.name}")
+        from ... import csim_pch
+        pch = csim_pch.pch_args(csim.compiler(), flags, csim.ap_types_dir())   # faster, never different
+        proc = compiling.run(argv[:1] + pch + argv[1:], f"the C-simulation of the network kernel of {net.name}")
+        if csim_pch.retry_without(pch, proc):
+            proc = compiling.run(argv, f"the C-simulation of the network kernel of {net.name}")
         if proc.returncode != 0:
             os.unlink(part)
             (folder / "compile-error.log").write_text(" ".join(argv) + "\n\n" + proc.stderr)
