@@ -121,3 +121,82 @@ def test_perf_counts_a_same_padded_7x7_conv_beyond_max_ksize_as_the_runners_bloc
     assert blocks is not None and len(blocks) == 4             # 7 = 5 + 2 rows, and columns: 2 x 2 blocks
     kc = layer_kernel_cycles(layer, load_config(cfg_path), 1, in_hw=(4, 4))
     assert len(kc.per_call) == len(blocks)
+
+
+def gated_net(path, c=8, rev=False, seed=5):
+    """The spatial half with the reductions replaced by two 1x1 convs ``C -> 1`` (what the network
+    path lowers today): conv 3x3 + Relu = h; ``s = Sigmoid(conv7x7(cat(conv1x1_a(h), conv1x1_b(h))))``,
+    a 1 x H x W map; ``h * s`` (``s * h`` with ``rev``); conv 3x3 stride 2, pool, Gemm."""
+    import onnx
+    from onnx import helper, numpy_helper
+    r = np.random.default_rng(seed)
+    init = []
+
+    def w(name, shape, scale):
+        init.append(numpy_helper.from_array(r.normal(0, scale, shape).astype(np.float32), name))
+        return name
+    n = helper.make_node
+    nodes = [n("Conv", ["x", w("c1_w", (c, 1, 3, 3), 0.6), w("c1_b", (c,), 0.1)], ["c1"], pads=[1, 1, 1, 1]),
+             n("Relu", ["c1"], ["h"]),
+             n("Conv", ["h", w("a_w", (1, c, 1, 1), 0.3), w("a_b", (1,), 0.1)], ["m"]),
+             n("Conv", ["h", w("b_w", (1, c, 1, 1), 0.3), w("b_b", (1,), 0.1)], ["x1"]),
+             n("Concat", ["m", "x1"], ["mx"], axis=1),
+             n("Conv", ["mx", w("s_w", (1, 2, 7, 7), 0.15), w("s_b", (1,), 0.1)], ["sc"], pads=[3, 3, 3, 3]),
+             n("Sigmoid", ["sc"], ["s"]), n("Mul", ["s", "h"] if rev else ["h", "s"], ["y"]),
+             n("Conv", ["y", w("c2_w", (8, c, 3, 3), 0.3), w("c2_b", (8,), 0.1)], ["c2"], strides=[2, 2],
+               pads=[1, 1, 1, 1]),
+             n("Relu", ["c2"], ["r2"]), n("GlobalAveragePool", ["r2"], ["gp"]), n("Flatten", ["gp"], ["f"]),
+             n("Gemm", ["f", w("d_w", (10, 8), 0.5), w("d_b", (10,), 0.1)], ["out"], transB=1)]
+    g = helper.make_graph(nodes, "spatial_gate",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 1, 8, 8])],
+                          [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["N", 10])], init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path
+
+
+def _gate_op(art):
+    net = hlsnn.load(art, "emu", network=True).network
+    return [op for op in net.ops if op.kind == "gate"]
+
+
+@pytest.mark.parametrize("fmt,rev", [("twohot", False), ("fixed8", True)])
+def test_spatial_gate_and_the_concat_of_two_1xHxW_maps_run_on_the_network_path(tmp_path, fmt, rev):
+    """Rule 10p (hlsnn.engines.network.gate): a C x H x W map times a 1 x H x W map, and the
+    Concat of two 1 x H x W maps before the 7x7 conv, give the layer path's bits in the network
+    mode (emu); the gate op is the spatial one, its map the C-channel operand whichever side of
+    the Mul it is; onnxruntime's outputs are near."""
+    path = gated_net(tmp_path / "g.onnx", rev=rev)
+    art = compile_onnx(tmp_path, "g", path, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
+                       calibration_samples=16)
+    x = _x(32)
+    lay = hlsnn.load(art, "emu", network=False)(x)
+    np.testing.assert_array_equal(hlsnn.load(art, "emu", network=True)(x), lay)
+    (g,) = _gate_op(art)
+    assert g.f["pix"] and not g.f["same"] and g.f["c"] == 8 and g.f["hw"] == 64
+    ref = _ort(path, x)
+    assert (lay.argmax(1) == ref.argmax(1)).mean() >= 0.8
+
+
+def test_spatial_gate_is_refused_by_name_on_bfp(tmp_path):
+    """bfp_systolic's network path has no spatial gate: refused naming the Mul and the shapes."""
+    art = compile_onnx(tmp_path, "g", gated_net(tmp_path / "g.onnx"), "bfp8", formats={"bfp8": FORMATS["bfp8"]},
+                       check_samples=2, calibration_samples=16)
+    with pytest.raises(HlsnnError, match=r"layer y \(Mul\): a Mul of a C x H x W map .* not of \(8, 8, 8\) and "
+                                         r"\(1, 8, 8\).*network=False"):
+        hlsnn.load(art, "emu", network=True)
+
+
+@pytest.mark.slow      # two g++ builds of the network kernel and the simulated board
+@pytest.mark.parametrize("fmt,c,rev", [("twohot", 8, False), ("fixed8", 20, True), ("twohot", 20, True),
+                                       ("fixed8", 8, False)])
+def test_spatial_gate_kernel_on_csim_and_the_simulated_board(tmp_path, fmt, c, rev):
+    """The Gate loop's spatial mode (d.pix: every bank takes bank 0's word at the pixel) gives the
+    layer path's bits on C-simulation and the simulated board in one start, the loops' counts the
+    perf model's; C = 20 spans several channel blocks."""
+    from netfixtures import check_kernel_run
+    art = compile_onnx(tmp_path, "g", gated_net(tmp_path / "g.onnx", c=c, rev=rev), fmt,
+                       formats={fmt: FORMATS[fmt]}, check_samples=2, calibration_samples=16)
+    check_kernel_run(art, fmt, _x(3), board=True)

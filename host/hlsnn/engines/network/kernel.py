@@ -51,7 +51,8 @@ from .skips import sc_regions
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide", "sc_base",
-          "dpre", "dm", "doff", "dl")           # a mean's division (hlsnn.engines.network.mean; dm 1: none)
+          "dpre", "dm", "doff", "dl",           # a mean's division (hlsnn.engines.network.mean; dm 1: none)
+          "pix")                                # a gate by a 1 x H x W map (hlsnn.engines.network.gate rule 10p)
 OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "pad": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
