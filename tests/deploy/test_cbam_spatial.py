@@ -78,9 +78,10 @@ def test_spatial_attention_imports_as_onnxruntime_computes_it(tmp_path, c, opset
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
-def test_spatial_attention_deploys_layer_by_layer_and_the_network_path_refuses_it(tmp_path, fmt):
+def test_spatial_attention_deploys_layer_by_layer_and_on_the_network_path(tmp_path, fmt):
     """Each format deploys it on emu near onnxruntime's outputs (the same arg max on most
-    digits); ``network=True`` refuses it naming the layer and the channel reduction."""
+    digits); the network mode gives the layer path's bits on the integer engines (reduce rule
+    4c, gate rule 10p) and refuses the channel reduction by name on BFP pairs."""
     path = spatial_net(tmp_path / "sp.onnx")
     art = compile_onnx(tmp_path, "sp", path, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
                        calibration_samples=32)
@@ -90,9 +91,47 @@ def test_spatial_attention_deploys_layer_by_layer_and_the_network_path_refuses_i
     assert got.shape == ref.shape
     assert np.abs(got - ref).max() <= 0.1 * np.abs(ref).max()
     assert (got.argmax(1) == ref.argmax(1)).mean() >= 0.9
-    with pytest.raises(HlsnnError, match=r"layer \S+ \(ReduceAxes\): a Reduce(Mean|Max) over the channels .*"
-                                         r"no integer rule on the network path yet.*network=False"):
-        hlsnn.load(art, "emu", network=True)
+    if fmt == "bfp8":
+        with pytest.raises(HlsnnError, match=r"layer \S+ \(ReduceAxes\): a Reduce(Mean|Max) over the channels .*"
+                                             r"no integer rule on the network path yet on BFP pairs.*network=False"):
+            hlsnn.load(art, "emu", network=True)
+        return
+    net = hlsnn.load(art, "emu", network=True)
+    np.testing.assert_array_equal(net(x), got)
+    kinds = [op.kind for op in net.network.ops]
+    assert kinds.count("transpose") == 4 and "avgpool" in kinds and "maxpool" in kinds
+
+
+@pytest.mark.parametrize("c", [8, 6])
+def test_channel_mean_and_max_ops_are_the_exact_values_rounded_once(tmp_path, c):
+    """Rule 4c's ops on integers (shift_mac): the max's 1 x H x W map is each pixel's largest
+    channel code (numpy's max), and the mean's (C = 8: a power of two; C = 6: rule 13's
+    division) is each pixel's exact channel mean ``sum / C`` rounded once, at one radix for all
+    pixels, with the deployment's rounding (a Fraction reference)."""
+    from fractions import Fraction
+    from hlsnn.deploy.program import run_ints
+    from netfixtures import round_array, round_fraction
+    path = spatial_net(tmp_path / "sp.onnx", c=c, opset=17 if c == 8 else 18)
+    art = compile_onnx(tmp_path, "sp", path, "twohot", formats={"twohot": FORMATS["twohot"]}, check_samples=2,
+                       calibration_samples=16)
+    net = hlsnn.load(art, "emu", network=True).network
+    inp = net.input
+    xq = np.clip(round_array(_x(4).astype(np.float64) * 2.0 ** inp["f"], inp["rounding"]), -128, 127)
+    _, env = run_ints(net, xq.astype(np.int64), keep=True)
+    cat = [op for op in net.ops if op.kind == "concat"][0]
+    assert cat.f["shifts"] == [0, 0]
+    h = np.asarray(env["h"]).reshape(4, c, 64)
+    mean, mx = (np.asarray(env[net.aliases.get(t, t)]).reshape(4, 64) for t in
+                [op.out for op in net.ops if op.kind == "transpose" and op.name.endswith("/back")])
+    if (mean == h.max(1)).all():
+        mean, mx = mx, mean
+    np.testing.assert_array_equal(mx, h.max(1))
+    sums = h.sum(1)
+    fits = [k for k in range(-8, 9) if all(
+        int(mean.flat[i]) == max(-128, min(127, round_fraction(Fraction(int(sums.flat[i]), c) * 2 ** k, inp["rounding"])))
+        for i in range(sums.size))]
+    assert len(fits) == 1
+    assert len(set(mean.flat)) > 4                      # not a constant map
 
 
 def test_perf_counts_a_same_padded_7x7_conv_beyond_max_ksize_as_the_runners_blocks():
@@ -198,5 +237,17 @@ def test_spatial_gate_kernel_on_csim_and_the_simulated_board(tmp_path, fmt, c, r
     perf model's; C = 20 spans several channel blocks."""
     from netfixtures import check_kernel_run
     art = compile_onnx(tmp_path, "g", gated_net(tmp_path / "g.onnx", c=c, rev=rev), fmt,
+                       formats={fmt: FORMATS[fmt]}, check_samples=2, calibration_samples=16)
+    check_kernel_run(art, fmt, _x(3), board=True)
+
+
+@pytest.mark.slow      # g++ builds of the network kernel and the simulated board
+@pytest.mark.parametrize("fmt,c", [("twohot", 8), ("fixed8", 6), ("twohot", 6), ("fixed8", 8)])
+def test_spatial_attention_kernel_on_csim_and_the_simulated_board(tmp_path, fmt, c):
+    """The whole spatial attention (channel mean and max by reduce rule 4c: the Transpose loop,
+    also into the shortcut buffer for the concat's earlier part; the 7x7 conv; the spatial gate)
+    gives the layer path's bits on C-simulation and the simulated board in one start."""
+    from netfixtures import check_kernel_run
+    art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx", c=c, opset=17 if c == 8 else 18), fmt,
                        formats={fmt: FORMATS[fmt]}, check_samples=2, calibration_samples=16)
     check_kernel_run(art, fmt, _x(3), board=True)

@@ -230,7 +230,8 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     shapes[out], state[out] = (f["c"], f["oh"], f["ow"]), ("q", f_x)
     for i, m in enumerate(then):
         nxt = base if i + 1 == len(then) else m["name"] + "_q"
-        ops.append(op_cls("maxpool", m["name"], [out], nxt, {k: v for k, v in m.items() if k != "name"}))
+        ops.append(op_cls(m.get("kind", "maxpool"), m["name"], [out], nxt,         # or reduce rule 4c's transpose
+                          m.get("op") or {k: v for k, v in m.items() if k != "name"}))
         shapes[nxt], state[nxt] = (m["c"], m["oh"], m["ow"]), ("q", f_x)
         out = nxt
     # the map the op writes (C, H, W), not the consumer's view of it (a Flatten's vector): the
