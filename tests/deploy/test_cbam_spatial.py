@@ -17,9 +17,10 @@ from hlsnn.errors import HlsnnError  # noqa: E402
 from netfixtures import FORMATS, compile_onnx  # noqa: E402
 
 
-def spatial_net(path, c=8, opset=17, seed=23):
+def spatial_net(path, c=8, opset=17, seed=23, se=False):
     """conv 3x3 (1 -> c, 8x8) + Relu = h; ``h * Sigmoid(conv7x7(cat(mean_c(h), max_c(h))))``;
-    conv 3x3 stride 2 + Relu, GlobalAveragePool, Gemm to 10; weights drawn from ``seed``."""
+    conv 3x3 stride 2 + Relu, GlobalAveragePool, Gemm to 10; weights drawn from ``seed``; ``se``:
+    a channel gate first (CBAM's order), ``h = h0 * Sigmoid(conv1x1(GlobalAveragePool(h0)))``."""
     import onnx
     from onnx import helper, numpy_helper
     r = np.random.default_rng(seed)
@@ -35,7 +36,10 @@ def spatial_net(path, c=8, opset=17, seed=23):
     else:
         red = [n(op, ["h"], [o], axes=[1], keepdims=1) for op, o in (("ReduceMean", "m"), ("ReduceMax", "x1"))]
     nodes = [n("Conv", ["x", w("c1_w", (c, 1, 3, 3), 0.6), w("c1_b", (c,), 0.1)], ["c1"], pads=[1, 1, 1, 1]),
-             n("Relu", ["c1"], ["h"]), *red, n("Concat", ["m", "x1"], ["mx"], axis=1),
+             *([n("Relu", ["c1"], ["h0"]), n("GlobalAveragePool", ["h0"], ["ga"]),
+                n("Conv", ["ga", w("g_w", (c, c, 1, 1), 0.3), w("g_b", (c,), 0.1)], ["gc"]),
+                n("Sigmoid", ["gc"], ["gs"]), n("Mul", ["h0", "gs"], ["h"])] if se else [n("Relu", ["c1"], ["h"])]),
+             *red, n("Concat", ["m", "x1"], ["mx"], axis=1),
              n("Conv", ["mx", w("s_w", (1, 2, 7, 7), 0.15), w("s_b", (1,), 0.1)], ["sc"], pads=[3, 3, 3, 3]),
              n("Sigmoid", ["sc"], ["s"]), n("Mul", ["h", "s"], ["y"]),
              n("Conv", ["y", w("c2_w", (8, c, 3, 3), 0.3), w("c2_b", (8,), 0.1)], ["c2"], strides=[2, 2],
@@ -251,3 +255,14 @@ def test_spatial_attention_kernel_on_csim_and_the_simulated_board(tmp_path, fmt,
     art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx", c=c, opset=17 if c == 8 else 18), fmt,
                        formats={fmt: FORMATS[fmt]}, check_samples=2, calibration_samples=16)
     check_kernel_run(art, fmt, _x(3), board=True)
+
+
+def test_spatial_attention_after_a_channel_gate_is_refused_by_name(tmp_path):
+    """CBAM's order (channel gate, then the spatial attention): the reductions read the pending
+    gate's exact product, which rule 4c does not take; refused naming it (the layer path runs it)."""
+    art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx", se=True), "twohot",
+                       formats={"twohot": FORMATS["twohot"]}, check_samples=2, calibration_samples=16)
+    assert hlsnn.load(art, "emu", network=False)(_x(4)).shape == (4, 10)
+    with pytest.raises(HlsnnError, match=r"\(ReduceAxes\): a Reduce(Mean|Max) over the channels of a pending gate's "
+                                         r"product .*network=False"):
+        hlsnn.load(art, "emu", network=True)

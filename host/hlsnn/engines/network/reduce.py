@@ -98,6 +98,10 @@ def _over_channels(j, w, steps, why):
         raise why(j, f"a {fn} over the channels of a C x H x W map (CBAM's spatial attention) has no integer rule "
                      f"on the network path yet{' on BFP pairs' if steps.bits is None else ''} (rule 4c: a "
                      f"ReduceMean or ReduceMax on the integer engines)")
+    if st is not None and st[0] == "gate":
+        raise why(j, f"a {fn} over the channels of a pending gate's product (CBAM's channel gate, then its spatial "
+                     f"attention): the layer path reduces the exact product of two codes, wider than the pools' "
+                     f"codes; rule 4c takes a map of codes (a conv's, a table's, a gate's requantized output)")
     if st is None or st[0] != "q":
         raise why(j, f"a {fn} over the channels of an integer map computed on the fabric (not of a pending Add, "
                      f"pool or gate)")
