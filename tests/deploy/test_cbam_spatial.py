@@ -257,12 +257,29 @@ def test_spatial_attention_kernel_on_csim_and_the_simulated_board(tmp_path, fmt,
     check_kernel_run(art, fmt, _x(3), board=True)
 
 
-def test_spatial_attention_after_a_channel_gate_is_refused_by_name(tmp_path):
-    """CBAM's order (channel gate, then the spatial attention): the reductions read the pending
-    gate's exact product, which rule 4c does not take; refused naming it (the layer path runs it)."""
-    art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx", se=True), "twohot",
-                       formats={"twohot": FORMATS["twohot"]}, check_samples=2, calibration_samples=16)
-    assert hlsnn.load(art, "emu", network=False)(_x(4)).shape == (4, 10)
-    with pytest.raises(HlsnnError, match=r"\(ReduceAxes\): a Reduce(Mean|Max) over the channels of a pending gate's "
-                                         r"product .*network=False"):
-        hlsnn.load(art, "emu", network=True)
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_spatial_attention_after_a_channel_gate_takes_rule_10c_codes(tmp_path, fmt):
+    """CBAM's order (channel gate, then the spatial attention): the channel mean and max read the
+    channel gate's product as rule 10c's codes at a calibrated radix (hlsnn.deploy.gatecodes, the
+    layer path; the compiled host layer's gate_in), which the network mode materializes before
+    rule 4c: the same bits; the layer path stays near onnxruntime's outputs."""
+    path = spatial_net(tmp_path / "sp.onnx", se=True)
+    art = compile_onnx(tmp_path, "sp", path, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
+                       calibration_samples=32)
+    x = _x(64)
+    lay = hlsnn.load(art, "emu", network=False)(x)
+    ref = _ort(path, x)
+    assert (lay.argmax(1) == ref.argmax(1)).mean() >= 0.85
+    net = hlsnn.load(art, "emu", network=True)
+    np.testing.assert_array_equal(net(x), lay)
+    assert sum(op.kind == "transpose" for op in net.network.ops) == 4
+
+
+@pytest.mark.slow      # g++ builds of the network kernel and the simulated board
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_spatial_attention_after_a_channel_gate_on_csim_and_the_simulated_board(tmp_path, fmt):
+    """As above, on C-simulation and the simulated board in one start."""
+    from netfixtures import check_kernel_run
+    art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx", se=True, c=6, opset=18), fmt,
+                       formats={fmt: FORMATS[fmt]}, check_samples=2, calibration_samples=16)
+    check_kernel_run(art, fmt, _x(3), board=True)

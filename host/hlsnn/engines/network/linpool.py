@@ -212,7 +212,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     if materialized(j, a["name"], state, shapes, why):
         return
     fs = a["fin"] + a["p"]
-    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name", "bits", "then")}
+    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name", "bits", "then", "first")}
     n = a.get("n", 1)
     if n & (n - 1) and f_x is not None:             # rule 13: the exact mean by a constant reciprocal
         from .mean import plan
@@ -226,6 +226,8 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
         shift = fs - f_x
     then = a.get("then", [])                        # max pools of the mean, at F_x (program rule 3)
     out = a["name"] + "_mean" if then else base
+    if a.get("first") is not None:                  # reduce rule 4c's transpose, made when it is read
+        ops.append(a["first"])
     ops.append(op_cls("avgpool", a["name"], [a["src"]], out, dict(f, shift=shift, rounding=rounding)))
     shapes[out], state[out] = (f["c"], f["oh"], f["ow"]), ("q", f_x)
     for i, m in enumerate(then):

@@ -92,6 +92,9 @@ def _over_channels(j, w, steps, why):
     ``C x H x W`` map as a transpose, a pool over each pixel's ``C`` values and a transpose back."""
     from .program import Op, _chw
     fn = j["attrs"].get("fn")
+    if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule 10c codes (hlsnn.deploy.gatecodes)
+        from .gatein import lower_operands
+        j = lower_operands(j, w, steps, why, Op)
     src = j["inputs"][0]
     st = w.state.get(src)
     if steps.bits is None or fn not in ("ReduceMean", "ReduceMax"):
@@ -108,13 +111,14 @@ def _over_channels(j, w, steps, why):
     c, h, wd = _chw(w.shapes[src])
     hw = h * wd
     t = j["output"] + "_pix"                      # the HW x C x 1 map: a pixel's C values as its pixels
-    w.ops.append(Op("transpose", j["name"] + "/pix", [src], t, dict(r=c, s=hw)))
+    first = Op("transpose", j["name"] + "/pix", [src], t, dict(r=c, s=hw))
     w.state[t], w.shapes[t] = st, (hw, c, 1)
     back = dict(r=hw, s=1)                        # the HW x 1 x 1 result back to the 1 x H x W map
     out = j["output"]
     w.shapes[out] = (1, h, wd)
     if fn == "ReduceMax":
         m = out + "_max"
+        w.ops.append(first)
         w.ops.append(Op("maxpool", j["name"], [t], m, dict(c=hw, h=c, w=1, oh=1, ow=1, kh=c, kw=1, sh=1, sw=1,
                                                            pads=(0, 0, 0, 0))))
         w.state[m], w.shapes[m] = st, (hw, 1, 1)
@@ -122,6 +126,6 @@ def _over_channels(j, w, steps, why):
         w.state[out] = st
         return True
     f = dict(c=hw, h=c, w=1, oh=1, ow=1, kh=c, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0), my=0, mx=0, **count_fields(c))
-    w.state[out] = ("avgp", dict(f, src=t, fin=st[1], name=j["name"], bits=steps.bits,
+    w.state[out] = ("avgp", dict(f, src=t, fin=st[1], name=j["name"], bits=steps.bits, first=first,   # when read
                                  then=[dict(kind="transpose", name=j["name"] + "/back", c=1, oh=h, ow=wd, op=back)]))
     return True
