@@ -17,9 +17,10 @@ from hlsnn.errors import HlsnnError  # noqa: E402
 from netfixtures import FORMATS, compile_onnx  # noqa: E402
 
 
-def spatial_net(path, c=8, opset=17, seed=23):
+def spatial_net(path, c=8, opset=17, seed=23, se=False):
     """conv 3x3 (1 -> c, 8x8) + Relu = h; ``h * Sigmoid(conv7x7(cat(mean_c(h), max_c(h))))``;
-    conv 3x3 stride 2 + Relu, GlobalAveragePool, Gemm to 10; weights drawn from ``seed``."""
+    conv 3x3 stride 2 + Relu, GlobalAveragePool, Gemm to 10; weights drawn from ``seed``; ``se``:
+    a channel gate first (CBAM's order), ``h = h0 * Sigmoid(conv1x1(GlobalAveragePool(h0)))``."""
     import onnx
     from onnx import helper, numpy_helper
     r = np.random.default_rng(seed)
@@ -35,7 +36,10 @@ def spatial_net(path, c=8, opset=17, seed=23):
     else:
         red = [n(op, ["h"], [o], axes=[1], keepdims=1) for op, o in (("ReduceMean", "m"), ("ReduceMax", "x1"))]
     nodes = [n("Conv", ["x", w("c1_w", (c, 1, 3, 3), 0.6), w("c1_b", (c,), 0.1)], ["c1"], pads=[1, 1, 1, 1]),
-             n("Relu", ["c1"], ["h"]), *red, n("Concat", ["m", "x1"], ["mx"], axis=1),
+             *([n("Relu", ["c1"], ["h0"]), n("GlobalAveragePool", ["h0"], ["ga"]),
+                n("Conv", ["ga", w("g_w", (c, c, 1, 1), 0.3), w("g_b", (c,), 0.1)], ["gc"]),
+                n("Sigmoid", ["gc"], ["gs"]), n("Mul", ["h0", "gs"], ["h"])] if se else [n("Relu", ["c1"], ["h"])]),
+             *red, n("Concat", ["m", "x1"], ["mx"], axis=1),
              n("Conv", ["mx", w("s_w", (1, 2, 7, 7), 0.15), w("s_b", (1,), 0.1)], ["sc"], pads=[3, 3, 3, 3]),
              n("Sigmoid", ["sc"], ["s"]), n("Mul", ["h", "s"], ["y"]),
              n("Conv", ["y", w("c2_w", (8, c, 3, 3), 0.3), w("c2_b", (8,), 0.1)], ["c2"], strides=[2, 2],
@@ -78,9 +82,10 @@ def test_spatial_attention_imports_as_onnxruntime_computes_it(tmp_path, c, opset
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
-def test_spatial_attention_deploys_layer_by_layer_and_the_network_path_refuses_it(tmp_path, fmt):
+def test_spatial_attention_deploys_layer_by_layer_and_on_the_network_path(tmp_path, fmt):
     """Each format deploys it on emu near onnxruntime's outputs (the same arg max on most
-    digits); ``network=True`` refuses it naming the layer and the channel reduction."""
+    digits); the network mode gives the layer path's bits on the integer engines (reduce rule
+    4c, gate rule 10p) and refuses the channel reduction by name on BFP pairs."""
     path = spatial_net(tmp_path / "sp.onnx")
     art = compile_onnx(tmp_path, "sp", path, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
                        calibration_samples=32)
@@ -90,9 +95,47 @@ def test_spatial_attention_deploys_layer_by_layer_and_the_network_path_refuses_i
     assert got.shape == ref.shape
     assert np.abs(got - ref).max() <= 0.1 * np.abs(ref).max()
     assert (got.argmax(1) == ref.argmax(1)).mean() >= 0.9
-    with pytest.raises(HlsnnError, match=r"layer \S+ \(ReduceAxes\): a Reduce(Mean|Max) over the channels .*"
-                                         r"no integer rule on the network path yet.*network=False"):
-        hlsnn.load(art, "emu", network=True)
+    if fmt == "bfp8":
+        with pytest.raises(HlsnnError, match=r"layer \S+ \(ReduceAxes\): a Reduce(Mean|Max) over the channels .*"
+                                             r"no integer rule on the network path yet on BFP pairs.*network=False"):
+            hlsnn.load(art, "emu", network=True)
+        return
+    net = hlsnn.load(art, "emu", network=True)
+    np.testing.assert_array_equal(net(x), got)
+    kinds = [op.kind for op in net.network.ops]
+    assert kinds.count("transpose") == 4 and "avgpool" in kinds and "maxpool" in kinds
+
+
+@pytest.mark.parametrize("c", [8, 6])
+def test_channel_mean_and_max_ops_are_the_exact_values_rounded_once(tmp_path, c):
+    """Rule 4c's ops on integers (shift_mac): the max's 1 x H x W map is each pixel's largest
+    channel code (numpy's max), and the mean's (C = 8: a power of two; C = 6: rule 13's
+    division) is each pixel's exact channel mean ``sum / C`` rounded once, at one radix for all
+    pixels, with the deployment's rounding (a Fraction reference)."""
+    from fractions import Fraction
+    from hlsnn.deploy.program import run_ints
+    from netfixtures import round_array, round_fraction
+    path = spatial_net(tmp_path / "sp.onnx", c=c, opset=17 if c == 8 else 18)
+    art = compile_onnx(tmp_path, "sp", path, "twohot", formats={"twohot": FORMATS["twohot"]}, check_samples=2,
+                       calibration_samples=16)
+    net = hlsnn.load(art, "emu", network=True).network
+    inp = net.input
+    xq = np.clip(round_array(_x(4).astype(np.float64) * 2.0 ** inp["f"], inp["rounding"]), -128, 127)
+    _, env = run_ints(net, xq.astype(np.int64), keep=True)
+    cat = [op for op in net.ops if op.kind == "concat"][0]
+    assert cat.f["shifts"] == [0, 0]
+    h = np.asarray(env["h"]).reshape(4, c, 64)
+    mean, mx = (np.asarray(env[net.aliases.get(t, t)]).reshape(4, 64) for t in
+                [op.out for op in net.ops if op.kind == "transpose" and op.name.endswith("/back")])
+    if (mean == h.max(1)).all():
+        mean, mx = mx, mean
+    np.testing.assert_array_equal(mx, h.max(1))
+    sums = h.sum(1)
+    fits = [k for k in range(-8, 9) if all(
+        int(mean.flat[i]) == max(-128, min(127, round_fraction(Fraction(int(sums.flat[i]), c) * 2 ** k, inp["rounding"])))
+        for i in range(sums.size))]
+    assert len(fits) == 1
+    assert len(set(mean.flat)) > 4                      # not a constant map
 
 
 def test_perf_counts_a_same_padded_7x7_conv_beyond_max_ksize_as_the_runners_blocks():
@@ -121,3 +164,122 @@ def test_perf_counts_a_same_padded_7x7_conv_beyond_max_ksize_as_the_runners_bloc
     assert blocks is not None and len(blocks) == 4             # 7 = 5 + 2 rows, and columns: 2 x 2 blocks
     kc = layer_kernel_cycles(layer, load_config(cfg_path), 1, in_hw=(4, 4))
     assert len(kc.per_call) == len(blocks)
+
+
+def gated_net(path, c=8, rev=False, seed=5):
+    """The spatial half with the reductions replaced by two 1x1 convs ``C -> 1`` (what the network
+    path lowers today): conv 3x3 + Relu = h; ``s = Sigmoid(conv7x7(cat(conv1x1_a(h), conv1x1_b(h))))``,
+    a 1 x H x W map; ``h * s`` (``s * h`` with ``rev``); conv 3x3 stride 2, pool, Gemm."""
+    import onnx
+    from onnx import helper, numpy_helper
+    r = np.random.default_rng(seed)
+    init = []
+
+    def w(name, shape, scale):
+        init.append(numpy_helper.from_array(r.normal(0, scale, shape).astype(np.float32), name))
+        return name
+    n = helper.make_node
+    nodes = [n("Conv", ["x", w("c1_w", (c, 1, 3, 3), 0.6), w("c1_b", (c,), 0.1)], ["c1"], pads=[1, 1, 1, 1]),
+             n("Relu", ["c1"], ["h"]),
+             n("Conv", ["h", w("a_w", (1, c, 1, 1), 0.3), w("a_b", (1,), 0.1)], ["m"]),
+             n("Conv", ["h", w("b_w", (1, c, 1, 1), 0.3), w("b_b", (1,), 0.1)], ["x1"]),
+             n("Concat", ["m", "x1"], ["mx"], axis=1),
+             n("Conv", ["mx", w("s_w", (1, 2, 7, 7), 0.15), w("s_b", (1,), 0.1)], ["sc"], pads=[3, 3, 3, 3]),
+             n("Sigmoid", ["sc"], ["s"]), n("Mul", ["s", "h"] if rev else ["h", "s"], ["y"]),
+             n("Conv", ["y", w("c2_w", (8, c, 3, 3), 0.3), w("c2_b", (8,), 0.1)], ["c2"], strides=[2, 2],
+               pads=[1, 1, 1, 1]),
+             n("Relu", ["c2"], ["r2"]), n("GlobalAveragePool", ["r2"], ["gp"]), n("Flatten", ["gp"], ["f"]),
+             n("Gemm", ["f", w("d_w", (10, 8), 0.5), w("d_b", (10,), 0.1)], ["out"], transB=1)]
+    g = helper.make_graph(nodes, "spatial_gate",
+                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 1, 8, 8])],
+                          [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["N", 10])], init)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path
+
+
+def _gate_op(art):
+    net = hlsnn.load(art, "emu", network=True).network
+    return [op for op in net.ops if op.kind == "gate"]
+
+
+@pytest.mark.parametrize("fmt,rev", [("twohot", False), ("fixed8", True)])
+def test_spatial_gate_and_the_concat_of_two_1xHxW_maps_run_on_the_network_path(tmp_path, fmt, rev):
+    """Rule 10p (hlsnn.engines.network.gate): a C x H x W map times a 1 x H x W map, and the
+    Concat of two 1 x H x W maps before the 7x7 conv, give the layer path's bits in the network
+    mode (emu); the gate op is the spatial one, its map the C-channel operand whichever side of
+    the Mul it is; onnxruntime's outputs are near."""
+    path = gated_net(tmp_path / "g.onnx", rev=rev)
+    art = compile_onnx(tmp_path, "g", path, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
+                       calibration_samples=16)
+    x = _x(32)
+    lay = hlsnn.load(art, "emu", network=False)(x)
+    np.testing.assert_array_equal(hlsnn.load(art, "emu", network=True)(x), lay)
+    (g,) = _gate_op(art)
+    assert g.f["pix"] and not g.f["same"] and g.f["c"] == 8 and g.f["hw"] == 64
+    ref = _ort(path, x)
+    assert (lay.argmax(1) == ref.argmax(1)).mean() >= 0.8
+
+
+def test_spatial_gate_is_refused_by_name_on_bfp(tmp_path):
+    """bfp_systolic's network path has no spatial gate: refused naming the Mul and the shapes."""
+    art = compile_onnx(tmp_path, "g", gated_net(tmp_path / "g.onnx"), "bfp8", formats={"bfp8": FORMATS["bfp8"]},
+                       check_samples=2, calibration_samples=16)
+    with pytest.raises(HlsnnError, match=r"layer y \(Mul\): a Mul of a C x H x W map .* not of \(8, 8, 8\) and "
+                                         r"\(1, 8, 8\).*network=False"):
+        hlsnn.load(art, "emu", network=True)
+
+
+@pytest.mark.slow      # two g++ builds of the network kernel and the simulated board
+@pytest.mark.parametrize("fmt,c,rev", [("twohot", 8, False), ("fixed8", 20, True), ("twohot", 20, True),
+                                       ("fixed8", 8, False)])
+def test_spatial_gate_kernel_on_csim_and_the_simulated_board(tmp_path, fmt, c, rev):
+    """The Gate loop's spatial mode (d.pix: every bank takes bank 0's word at the pixel) gives the
+    layer path's bits on C-simulation and the simulated board in one start, the loops' counts the
+    perf model's; C = 20 spans several channel blocks."""
+    from netfixtures import check_kernel_run
+    art = compile_onnx(tmp_path, "g", gated_net(tmp_path / "g.onnx", c=c, rev=rev), fmt,
+                       formats={fmt: FORMATS[fmt]}, check_samples=2, calibration_samples=16)
+    check_kernel_run(art, fmt, _x(3), board=True)
+
+
+@pytest.mark.slow      # g++ builds of the network kernel and the simulated board
+@pytest.mark.parametrize("fmt,c", [("twohot", 8), ("fixed8", 6), ("twohot", 6), ("fixed8", 8)])
+def test_spatial_attention_kernel_on_csim_and_the_simulated_board(tmp_path, fmt, c):
+    """The whole spatial attention (channel mean and max by reduce rule 4c: the Transpose loop,
+    also into the shortcut buffer for the concat's earlier part; the 7x7 conv; the spatial gate)
+    gives the layer path's bits on C-simulation and the simulated board in one start."""
+    from netfixtures import check_kernel_run
+    art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx", c=c, opset=17 if c == 8 else 18), fmt,
+                       formats={fmt: FORMATS[fmt]}, check_samples=2, calibration_samples=16)
+    check_kernel_run(art, fmt, _x(3), board=True)
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_spatial_attention_after_a_channel_gate_takes_rule_10c_codes(tmp_path, fmt):
+    """CBAM's order (channel gate, then the spatial attention): the channel mean and max read the
+    channel gate's product as rule 10c's codes at a calibrated radix (hlsnn.deploy.gatecodes, the
+    layer path; the compiled host layer's gate_in), which the network mode materializes before
+    rule 4c: the same bits; the layer path stays near onnxruntime's outputs."""
+    path = spatial_net(tmp_path / "sp.onnx", se=True)
+    art = compile_onnx(tmp_path, "sp", path, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
+                       calibration_samples=32)
+    x = _x(64)
+    lay = hlsnn.load(art, "emu", network=False)(x)
+    ref = _ort(path, x)
+    assert (lay.argmax(1) == ref.argmax(1)).mean() >= 0.85
+    net = hlsnn.load(art, "emu", network=True)
+    np.testing.assert_array_equal(net(x), lay)
+    assert sum(op.kind == "transpose" for op in net.network.ops) == 4
+
+
+@pytest.mark.slow      # g++ builds of the network kernel and the simulated board
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_spatial_attention_after_a_channel_gate_on_csim_and_the_simulated_board(tmp_path, fmt):
+    """As above, on C-simulation and the simulated board in one start."""
+    from netfixtures import check_kernel_run
+    art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx", se=True, c=6, opset=18), fmt,
+                       formats={fmt: FORMATS[fmt]}, check_samples=2, calibration_samples=16)
+    check_kernel_run(art, fmt, _x(3), board=True)

@@ -229,7 +229,8 @@ class FastNet:
         for op in net.ops:                       # every op reads a map of the shape it expects
             hwc = self.maps[self._src(op.ins[0])]
             f = op.f
-            if op.kind == "gate" and self.maps[self._src(op.ins[1])] != (hwc if f.get("same") else (1, 1, f["c"])):
+            want = hwc if f.get("same") else (hwc[0], hwc[1], 1) if f.get("pix") else (1, 1, f["c"])  # pix: rule 10p
+            if op.kind == "gate" and self.maps[self._src(op.ins[1])] != want:
                 raise ValueError(f"op {op.name} gates by a map of shape {self.maps[self._src(op.ins[1])]}")
             if op.kind in ("add", "lut", "gate"):
                 ok = hwc[2] == f["c"] and hwc[0] * hwc[1] == f["hw"]
@@ -303,7 +304,8 @@ class FastNet:
                     a = np.asarray(op.f["table"], np.int32)[src[0] - f["lo"]]
                 else:
                     g = env[self._src(op.ins[1])][0]
-                    g = g if f.get("same") else g.reshape(b, 1, 1, f["c"])
+                    g = g if f.get("same") else g.reshape(src[0].shape[:3] + (1,)) if f.get("pix") else \
+                        g.reshape(b, 1, 1, f["c"])
                     a = netgate.gate_ints(src[0], g, f, net.input["bits"]).astype(np.int32)
                 a = np.ascontiguousarray(a)
                 y = (a, _ptr(a))

@@ -24,6 +24,14 @@ def _is_gate(p):
     return p is not None and p.kind == "host" and p.op == "Mul" and len(p.inputs) == 2
 
 
+def _is_channel_reduce(p):
+    """A ``ReduceMean`` / ``ReduceMax`` over the channels (:mod:`hlsnn.engines.network.reduce` rule
+    4c): of a gate's product it takes rule 10c's codes too (CBAM: a channel gate, then the
+    spatial attention's channel mean and max)."""
+    return p is not None and p.kind == "host" and p.op == "ReduceAxes" and \
+        p.attrs.get("fn") in ("ReduceMean", "ReduceMax") and {int(v) % 4 for v in p.attrs.get("axes", ())} == {1}
+
+
 def bfp_bits(dep, bfp_cls):
     """``M`` when every engine layer of ``dep`` runs by ``bfp_cls`` (the BFP executor class:
     rule 10c on pairs), else None."""
@@ -38,10 +46,12 @@ def operand_bits(dep, layer, env, bfp_cls):
     """``{operand index: b}`` of rule 10c for host ``layer`` of the layer path (a gate ``Mul``
     whose operand is a gate's float product of ``b``-bit codes, or of BFP pairs: every engine
     layer run by ``bfp_cls``), or ``{}``."""
-    if not _is_gate(layer):
+    if not (_is_gate(layer) or _is_channel_reduce(layer)):
         return {}
     made = {la.output: la for la in dep.net.layers}
     m_bits = bfp_bits(dep, bfp_cls)
+    if m_bits is not None and not _is_gate(layer):      # rule 4c has no BFP form
+        return {}
 
     def bits(t, depth):
         a = env.get(t)

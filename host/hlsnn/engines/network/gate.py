@@ -38,7 +38,14 @@ integers at radix ``F``, value ``q * 2**-F``):
     ``shift_round_sat`` does. The kernel runs it in the gate's loop with the vector's
     address stepping every pixel (``hw`` 1 in its descriptor): both operands at the map's
     address, the one a conv or a table wrote (the earlier one when both were) waiting in the
-    shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`). **A gate of a gate's
+    shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`). **A spatial gate**
+    (rule 10p, field ``pix``: ``Mul`` of a ``C x H x W`` map by a ``1 x H x W`` map broadcast
+    over the channels, CBAM's spatial attention or scSE's sSE) is the same rule with
+    ``p = qa[c, y, x] * qg[0, y, x]``: the same exact product and requantization, so the layer
+    path's broadcast float64 ``Mul`` gives the same bits. The kernel (``shift_mac``,
+    ``sparse_cluster``) runs it in the gate's loop with the gate's address the pixel ``p``
+    and every bank taking bank 0's word (the 1 x H x W map's one channel); ``bfp_systolic``
+    refuses it by name. **A gate of a gate's
     product** (``x * s * t``) first writes the inner product as codes at a calibrated radix:
     rule 10c (:mod:`hlsnn.engines.network.gatein`).
 
@@ -144,7 +151,8 @@ def lut_ints(x, f):
 
 def gate_ints(a, g, f, bits):
     """Rule 10 on a batch: ``a`` (B, C, HW) and ``g`` (B, C, 1) integers, or ``g`` (B, C,
-    HW) for the product of two maps (``f["same"]``): (B, C, HW)."""
+    HW) for the product of two maps (``f["same"]``), or ``g`` (B, 1, HW) for a spatial gate
+    (``f["pix"]``, rule 10p; numpy broadcasts it over C): (B, C, HW)."""
     from ...primitives import shift_round_sat
     p = np.asarray(a, np.int64) * np.asarray(g, np.int64)
     return shift_round_sat(p, f["shift"], bits, f["rounding"])[0]
@@ -184,14 +192,16 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
             "code radix gate_in; recompile the model)" if any(s is not None and s[0] == "gate" for s in sts) else ""))
     from .program import _chw
     ca, cb = (_chw(shapes[i]) for i in ins)
-    if ca[1:] == (1, 1) and cb[1:] != (1, 1):
+    if (ca[1:] == (1, 1) and cb[1:] != (1, 1)) or (ca[0] == 1 < cb[0] and ca[1:] == cb[1:]):
         ins, sts, ca, cb = ins[::-1], sts[::-1], cb, ca
     same = ca == cb                                 # the product of two maps of one shape
-    if cb != (ca[0], 1, 1) and not same:
-        raise why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate) or by a map of its shape is "
-                     f"supported, not of {tuple(shapes[ins[0]])} and {tuple(shapes[ins[1]])}")
+    pix = not same and cb == (1,) + ca[1:]           # rule 10p: a 1 x H x W gate over the channels
+    if cb != (ca[0], 1, 1) and not same and not pix:
+        raise why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate), by a 1 x H x W map (a spatial "
+                     f"gate) or by a map of its shape is supported, not of {tuple(shapes[ins[0]])} and "
+                     f"{tuple(shapes[ins[1]])}")
     state[j["output"]] = ("gate", dict(ins=ins, fa=sts[0][1], fb=sts[1][1], c=ca[0], hw=ca[1] * ca[2], name=j["name"],
-                                       same=same))
+                                       same=same, pix=pix))
     shapes[j["output"]] = shapes[ins[0]]
     return True
 
@@ -208,7 +218,8 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls, 
         raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
     t = out or g["name"] + "_q"
     ops.append(op_cls("gate", out or g["name"], list(g["ins"]), t,
-                      dict(c=g["c"], hw=g["hw"], shift=int(fp - f_x), rounding=rounding, same=bool(g.get("same")))))
+                      dict(c=g["c"], hw=g["hw"], shift=int(fp - f_x), rounding=rounding, same=bool(g.get("same")),
+                           pix=bool(g.get("pix")))))
     shapes[t], state[t] = shapes[g["ins"][0]], ("q", f_x)
 
 
@@ -237,6 +248,8 @@ def check_op(op, ints, bad):
         raise bad(op, f"{len(op.ins)} inputs: a gate multiplies a map by a vector or by a map of its shape")
     if f.get("same", False) not in (True, False):
         raise bad(op, f"same = {f.get('same')!r}: true (a map times a map) or false (times a C-vector)")
+    if f.get("pix", False) not in (True, False) or (f.get("pix") and f.get("same")):
+        raise bad(op, f"pix = {f.get('pix')!r}: true (times a 1 x H x W map, rule 10p; not with same) or false")
 
 
 def run(op, get, b, bits):
@@ -245,7 +258,8 @@ def run(op, get, b, bits):
     if op.kind == "lut":
         return lut_ints(get(op.ins[0]), f)
     a = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["hw"])
-    g = np.asarray(get(op.ins[1]), np.int64).reshape(b, f["c"], f["hw"] if f.get("same") else 1)
+    g = np.asarray(get(op.ins[1]), np.int64).reshape(
+        (b, 1, f["hw"]) if f.get("pix") else (b, f["c"], f["hw"] if f.get("same") else 1))
     return gate_ints(a, g, f, bits)
 
 
@@ -284,5 +298,6 @@ def gate_descriptor(op, f, d, place, name, pc, bits=8):
         raise InputError(f"network kernel: {op.name}: a gate of two tensors, the one made first in the shortcut "
                          f"buffer, is supported")
     d.update(src=place[main][0], hw=1 if f.get("same") else f["hw"], shift=f["shift"], single=int(main == a),
+             pix=int(bool(f.get("pix"))),
              n_iter=n_iter)
     return 2 * bits + 2

@@ -51,7 +51,8 @@ from .skips import sc_regions
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "n_iter", "sa", "sb", "gap", "shift", "clo", "chi", "single", "wide", "sc_base",
-          "dpre", "dm", "doff", "dl")           # a mean's division (hlsnn.engines.network.mean; dm 1: none)
+          "dpre", "dm", "doff", "dl",           # a mean's division (hlsnn.engines.network.mean; dm 1: none)
+          "pix")                                # a gate by a 1 x H x W map (hlsnn.engines.network.gate rule 10p)
 OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "pad": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
        "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
@@ -173,13 +174,15 @@ def check_disjoint(net, place):
                                  f"({src}): its pipelined loop's DEPENDENCE inter false would not hold")
 
 
-def descriptor_head(op, unfold, place, name, pz, pc):
+def descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=False):
     """``(f, d)``: the geometry of ``op`` as the kernel runs it (the stem's unfolded one,
     :func:`unfold_of`) and the descriptor fields every network kernel fills alike: the op, its
     buffers (``dual``: 0 an activation buffer, 1 that and the shortcut buffer, 2 the shortcut
     buffer only), a conv's or pool's shapes and address steps. :class:`InputError` for what
     no network kernel runs (a pool into the shortcut buffer alone; an output read from the
-    shortcut buffer that the op's loop does not write there, :data:`SC_WRITERS`)."""
+    shortcut buffer that the op's loop does not write there, :data:`SC_WRITERS`). ``sc_transpose``:
+    the kernel's ``Transpose`` loop writes the shortcut buffer too (the integer kernels: reduce
+    rule 4c's transpose back to the 1 x H x W map may be a concat's earlier part)."""
     f = op.f
     if unfold and op.name == unfold["op"]:       # the stem reads its kw taps from kw x C banks
         f = dict(f, c=unfold["c"] * unfold["kw"], kw=1, pads=(f["pads"][0], 0, f["pads"][2], 0))
@@ -191,13 +194,14 @@ def descriptor_head(op, unfold, place, name, pz, pc):
     if "div" in f:
         dv = f["div"]
         d.update(dpre=dv["pre"], dm=dv["dm"], doff=dv["doff"], dl=dv["dl"])
-    if dst is None and op.kind not in ("conv", "lut", "add"):
+    writers = SC_WRITERS + (("transpose",) if sc_transpose else ())
+    if dst is None and op.kind not in ("conv", "lut", "add") + (("transpose",) if sc_transpose else ()):
         raise InputError(f"network kernel: {op.name}: only a conv, a table or an Add can write the shortcut buffer "
                          f"alone")
-    if dual and op.kind not in SC_WRITERS:   # its loop has no write to sc: refused, not wrong bits
+    if dual and op.kind not in writers:      # its loop has no write to sc: refused, not wrong bits
         raise InputError(f"network kernel: {op.name} ({op.kind}) makes a shortcut: its output is read from the "
                          f"shortcut buffer, which the kernels' {op.kind} loop does not write (a "
-                         f"{', '.join(SC_WRITERS)} op's loop does); this network runs layer by layer")
+                         f"{', '.join(writers)} op's loop does); this network runs layer by layer")
     if op.kind in ("conv", "maxpool", "avgpool"):       # avgpool: hlsnn.engines.network.linpool
         src = place[name(op.ins[0])][0]
         t, l, _, _ = f["pads"]

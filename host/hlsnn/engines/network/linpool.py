@@ -212,7 +212,7 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
     if materialized(j, a["name"], state, shapes, why):
         return
     fs = a["fin"] + a["p"]
-    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name", "bits", "then")}
+    f = {k: v for k, v in a.items() if k not in ("src", "fin", "name", "bits", "then", "first")}
     n = a.get("n", 1)
     if n & (n - 1) and f_x is not None:             # rule 13: the exact mean by a constant reciprocal
         from .mean import plan
@@ -226,11 +226,14 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls):
         shift = fs - f_x
     then = a.get("then", [])                        # max pools of the mean, at F_x (program rule 3)
     out = a["name"] + "_mean" if then else base
+    if a.get("first") is not None:                  # reduce rule 4c's transpose, made when it is read
+        ops.append(a["first"])
     ops.append(op_cls("avgpool", a["name"], [a["src"]], out, dict(f, shift=shift, rounding=rounding)))
     shapes[out], state[out] = (f["c"], f["oh"], f["ow"]), ("q", f_x)
     for i, m in enumerate(then):
         nxt = base if i + 1 == len(then) else m["name"] + "_q"
-        ops.append(op_cls("maxpool", m["name"], [out], nxt, {k: v for k, v in m.items() if k != "name"}))
+        ops.append(op_cls(m.get("kind", "maxpool"), m["name"], [out], nxt,         # or reduce rule 4c's transpose
+                          m.get("op") or {k: v for k, v in m.items() if k != "name"}))
         shapes[nxt], state[nxt] = (m["c"], m["oh"], m["ow"]), ("q", f_x)
         out = nxt
     # the map the op writes (C, H, W), not the consumer's view of it (a Flatten's vector): the

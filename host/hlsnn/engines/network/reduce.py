@@ -21,6 +21,20 @@ integer engines, and refused by name on BFP pairs; a mean over other axes (part 
 or of rows not made by a transpose is refused by name; a ``ReduceMean`` or ``ReduceMax`` over the
 channels of a map (CBAM's spatial attention, layer path only) is refused by name, before any
 other host rule sees it.
+
+4c. **A mean or max over the channels** (CBAM's spatial attention: ``x.mean(1, keepdim=True)``,
+    ``x.amax(1, keepdim=True)``; the integer engines ``shift_mac`` and ``sparse_cluster``) of a
+    ``C x H x W`` map ``q`` at radix ``F``: the map held as ``C x HW x 1`` is transposed to the
+    ``HW x C x 1`` map (:mod:`.transpose` rule 9: each pixel's ``C`` values as one channel's
+    pixels), a pool of one ``C x 1`` window per channel (the max: rule 3's max pool, codes at
+    ``F``, exact; the mean: :mod:`.linpool` rule 11's average pool over ``C``, the exact sum
+    divided by ``C = 2**p``, or rule 13's division for another ``C``, pending until its consumer
+    requantizes it to its ``F_x``), then transposed back to the ``1 x H x W`` map (``HW x 1 x
+    1`` to ``1 x HW x 1``). The layer path's float64 max is the largest code's value, and its
+    float64 mean is the exact rational (``C`` a power of two) or the one the rule 13 plan
+    proves, which the consumer (the 7x7 conv, through the ``Concat``: :mod:`.move` rule 8
+    requantizes each part to its ``F_x``) quantizes once: the same bits. On BFP pairs the
+    reduction is refused by name.
 """
 from __future__ import annotations
 
@@ -36,9 +50,7 @@ def lower_host(j, program, w, steps, why):
     a = j.get("attrs", {})
     if j["op"] == "ReduceAxes" and len(w.shapes.get(j["inputs"][0], ())) == 3 and \
             {int(v) % 4 for v in a.get("axes", ())} == {1}:
-        raise why(j, f"a {a.get('fn')} over the channels of a C x H x W map (CBAM's spatial attention: the "
-                     f"channel mean and max, a 7x7 conv, a 1 x H x W gate over C) has no integer rule on the "
-                     f"network path yet")
+        return _over_channels(j, w, steps, why)
     if j["op"] != "ReduceAxes" or a.get("fn") != "ReduceMean":
         return False
     from .program import _chw
@@ -72,4 +84,48 @@ def lower_host(j, program, w, steps, why):
                                       **count_fields(n)))             # p, or rule 13's division
     shapes[j["output"]] = np.zeros((1,) + shape).mean(axis=tuple(v + 1 for v in axes),
                                                        keepdims=bool(a.get("keepdims"))).shape[1:]
+    return True
+
+
+def _over_channels(j, w, steps, why):
+    """Rule 4c (module docstring): a ``ReduceMean`` / ``ReduceMax`` over the channels of a
+    ``C x H x W`` map as a transpose, a pool over each pixel's ``C`` values and a transpose back."""
+    from .program import Op, _chw
+    fn = j["attrs"].get("fn")
+    if "gate_in" in j and steps.bits is not None:   # of a gate's product: its rule 10c codes (hlsnn.deploy.gatecodes)
+        from .gatein import lower_operands
+        j = lower_operands(j, w, steps, why, Op)
+    src = j["inputs"][0]
+    st = w.state.get(src)
+    if steps.bits is None or fn not in ("ReduceMean", "ReduceMax"):
+        raise why(j, f"a {fn} over the channels of a C x H x W map (CBAM's spatial attention) has no integer rule "
+                     f"on the network path yet{' on BFP pairs' if steps.bits is None else ''} (rule 4c: a "
+                     f"ReduceMean or ReduceMax on the integer engines)")
+    if st is not None and st[0] == "gate":
+        raise why(j, f"a {fn} over the channels of a pending gate's product (CBAM's channel gate, then its spatial "
+                     f"attention): the layer path reduces the exact product of two codes, wider than the pools' "
+                     f"codes; rule 4c takes a map of codes (a conv's, a table's, a gate's requantized output)")
+    if st is None or st[0] != "q":
+        raise why(j, f"a {fn} over the channels of an integer map computed on the fabric (not of a pending Add, "
+                     f"pool or gate)")
+    c, h, wd = _chw(w.shapes[src])
+    hw = h * wd
+    t = j["output"] + "_pix"                      # the HW x C x 1 map: a pixel's C values as its pixels
+    first = Op("transpose", j["name"] + "/pix", [src], t, dict(r=c, s=hw))
+    w.state[t], w.shapes[t] = st, (hw, c, 1)
+    back = dict(r=hw, s=1)                        # the HW x 1 x 1 result back to the 1 x H x W map
+    out = j["output"]
+    w.shapes[out] = (1, h, wd)
+    if fn == "ReduceMax":
+        m = out + "_max"
+        w.ops.append(first)
+        w.ops.append(Op("maxpool", j["name"], [t], m, dict(c=hw, h=c, w=1, oh=1, ow=1, kh=c, kw=1, sh=1, sw=1,
+                                                           pads=(0, 0, 0, 0))))
+        w.state[m], w.shapes[m] = st, (hw, 1, 1)
+        w.ops.append(Op("transpose", j["name"] + "/back", [m], out, back))
+        w.state[out] = st
+        return True
+    f = dict(c=hw, h=c, w=1, oh=1, ow=1, kh=c, kw=1, sh=1, sw=1, pads=(0, 0, 0, 0), my=0, mx=0, **count_fields(c))
+    w.state[out] = ("avgp", dict(f, src=t, fin=st[1], name=j["name"], bits=steps.bits, first=first,   # when read
+                                 then=[dict(kind="transpose", name=j["name"] + "/back", c=1, oh=h, ow=wd, op=back)]))
     return True

@@ -59,7 +59,7 @@ def tables(net, pz, pc):
     from ...network.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:
-        f, d = descriptor_head(op, unfold, place, name, pz, pc)
+        f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
         if op.kind == "conv":
             z, g = f["z"], f["group"]
             cg = f["c"] // g

@@ -128,7 +128,7 @@ def tables(net, pz, pc, pm):
     from ...network.gate import lut_rom
     luts = lut_rom(net, a_bits)
     for op in net.ops:
-        f, d = descriptor_head(op, unfold, place, name, pz, pc)
+        f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
         if op.kind == "conv":
             z, g = f["z"], f["group"]
             cg = f["c"] // g
