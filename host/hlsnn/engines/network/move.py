@@ -23,25 +23,27 @@ radix ``F``, a ``C x H x W`` map per image):
    value) is that rule's op requantized to ``F_x`` first, then moved at shift 0: the layer
    path's float concat rounds each value alone, so rounding each part alone is the same.
    Parts of rank 2 (``C x L``, a 1-D model's) are ``C x L x 1`` maps, the output of rank 2.
-8i. **concat with the graph input** (a skip from the input, :mod:`.catinput`): a part that is
+
+   *8i.* **concat with the graph input** (a skip from the input, :mod:`.catinput`): a part that is
    the kernel's input (the tensor rule 1 quantizes; through aliases) is its integers as the
    image load wrote them. The layer path concatenates the *float* input, which its consumer
    quantizes with ``to_fixed`` at its ``F_x``; rule 1 wrote ``to_fixed`` at the first layer's
    ``F_in`` with the same bits, sign and rounding, so the part is exact at shift 0 when ``F_x
    == F_in`` and refused by name otherwise (rounding the input twice is not rounding it once).
    On BFP pairs the part is the input's exact float32 pairs (netbfp rule 1), moved as they are.
+
 14. **pad** in ``reflect`` or ``edge`` mode (a conv's ``padding_mode='reflect'`` /
-   ``'replicate'``, which :mod:`hlsnn.deploy.torchdecomp` keeps as a host ``Pad``) by ``(top,
-   left, bottom, right)`` on the height and width (a rank-2 ``C x L`` map's length is its
-   height): ``y[c, y, x] = q[c, m(y - top, H), m(x - left, W)]``, an ``(H + top + bottom) x (W +
-   left + right)`` map, with ``m(i, n) = clamp(i, 0, n - 1)`` (edge) or ``m(i, n) = |i|``
-   mirrored at ``n - 1`` (reflect: ``2(n - 1) - |i|`` past it; the border pixel not repeated,
-   ONNX's and numpy's ``reflect``; pads below ``n`` on each side, as torch requires). Every
-   output is one input's integer, radix and format unchanged: the layer path's float ``np.pad``
-   moves the same values (:func:`hlsnn.deploy.hostops.out_format` keeps the format), so it is
-   exact. On BFP pairs both the mantissa and the exponent move so. A pad of the channels or the
-   batch, a ``constant`` pad (its value need not be a code) and a pad of a pending op (an Add,
-   a concat at two radix points, a pool, a gate) are refused by name.
+    ``'replicate'``, which :mod:`hlsnn.deploy.torchdecomp` keeps as a host ``Pad``) by ``(top,
+    left, bottom, right)`` on the height and width (a rank-2 ``C x L`` map's length is its
+    height): ``y[c, y, x] = q[c, m(y - top, H), m(x - left, W)]``, an ``(H + top + bottom) x (W +
+    left + right)`` map, with ``m(i, n) = clamp(i, 0, n - 1)`` (edge) or ``m(i, n) = |i|``
+    mirrored at ``n - 1`` (reflect: ``2(n - 1) - |i|`` past it; the border pixel not repeated,
+    ONNX's and numpy's ``reflect``; pads below ``n`` on each side, as torch requires). Every
+    output is one input's integer, radix and format unchanged: the layer path's float ``np.pad``
+    moves the same values (:func:`hlsnn.deploy.hostops.out_format` keeps the format), so it is
+    exact. On BFP pairs both the mantissa and the exponent move so. A pad of the channels or the
+    batch, a ``constant`` pad (its value need not be a code) and a pad of a pending op (an Add,
+    a concat at two radix points, a pool, a gate) are refused by name.
 
 These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The network
 kernels run them in their ``Move`` and ``Concat`` loops (:data:`KERNEL_KINDS`); the compiled emu
