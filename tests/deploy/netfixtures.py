@@ -131,7 +131,6 @@ def cbam_net(path, seed=52, gate_on_gate=False):
     branches run: a third activation buffer); with ``gate_on_gate`` then ``y * Sigmoid(conv1x1(y))``
     (a product of three codes, ``h * s * t``); conv 3x3 stride 2 + Relu, GlobalAveragePool, Gemm
     to 10; weights drawn from ``seed``."""
-    import onnx
     from onnx import helper, numpy_helper
     r = np.random.default_rng(seed)
     init = []
@@ -156,14 +155,7 @@ def cbam_net(path, seed=52, gate_on_gate=False):
                 pads=[1, 1, 1, 1]),
               n("Relu", ["c2"], ["r2"]), n("GlobalAveragePool", ["r2"], ["gp"]), n("Flatten", ["gp"], ["f"]),
               n("Gemm", ["f", w("d_w", (10, 8), 0.5), w("d_b", (10,), 0.1)], ["out"], transB=1)]
-    g = helper.make_graph(nodes, "cbam",
-                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 1, 8, 8])],
-                          [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["N", 10])], init)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    return path
+    return save_net(path, nodes, init, "cbam", ["N", 1, 8, 8], y="out")
 
 
 #: the onnx reference's input radixes and the consumer's (F_in, F_x) the pool checks run at
@@ -227,3 +219,18 @@ def beyond_config(tmp, name):
     every format of :data:`FORMATS`; a dense model's a regression onto its inputs."""
     extra = "task: regression\ntargets: inputs\n" if BEYOND_MANIFEST["models"][name]["task"] == "dense" else ""
     return write_config(tmp, name, BEYOND / f"{name}.onnx", layout="auto", extra=extra)
+
+
+def save_net(path, nodes, inits, name, x_shape, y_shape=("N", 10), *, y="y", opset=17):
+    """The ONNX graph ``name`` of ``nodes`` and initializers ``inits``, its float input ``x`` of
+    ``x_shape`` and float output ``y`` of ``y_shape``, checked and saved at ``path`` (opset
+    ``opset``, IR version 8: what onnxruntime reads). Returns ``path``."""
+    import onnx
+    from onnx import helper
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x_shape))],
+                          [helper.make_tensor_value_info(y, onnx.TensorProto.FLOAT, list(y_shape))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
+    return path

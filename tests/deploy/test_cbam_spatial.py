@@ -14,14 +14,13 @@ ort = pytest.importorskip("onnxruntime")
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import HlsnnError  # noqa: E402
-from netfixtures import FORMATS, compile_onnx  # noqa: E402
+from netfixtures import FORMATS, compile_onnx, save_net  # noqa: E402
 
 
 def spatial_net(path, c=8, opset=17, seed=23, se=False):
     """conv 3x3 (1 -> c, 8x8) + Relu = h; ``h * Sigmoid(conv7x7(cat(mean_c(h), max_c(h))))``;
     conv 3x3 stride 2 + Relu, GlobalAveragePool, Gemm to 10; weights drawn from ``seed``; ``se``:
     a channel gate first (CBAM's order), ``h = h0 * Sigmoid(conv1x1(GlobalAveragePool(h0)))``."""
-    import onnx
     from onnx import helper, numpy_helper
     r = np.random.default_rng(seed)
     init = []
@@ -46,14 +45,7 @@ def spatial_net(path, c=8, opset=17, seed=23, se=False):
                pads=[1, 1, 1, 1]),
              n("Relu", ["c2"], ["r2"]), n("GlobalAveragePool", ["r2"], ["gp"]), n("Flatten", ["gp"], ["f"]),
              n("Gemm", ["f", w("d_w", (10, 8), 0.5), w("d_b", (10,), 0.1)], ["out"], transB=1)]
-    g = helper.make_graph(nodes, "cbam_spatial",
-                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 1, 8, 8])],
-                          [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["N", 10])], init)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    return path
+    return save_net(path, nodes, init, "cbam_spatial", ["N", 1, 8, 8], y="out", opset=opset)
 
 
 def _x(n):
@@ -170,7 +162,6 @@ def gated_net(path, c=8, rev=False, seed=5):
     """The spatial half with the reductions replaced by two 1x1 convs ``C -> 1`` (what the network
     path lowers today): conv 3x3 + Relu = h; ``s = Sigmoid(conv7x7(cat(conv1x1_a(h), conv1x1_b(h))))``,
     a 1 x H x W map; ``h * s`` (``s * h`` with ``rev``); conv 3x3 stride 2, pool, Gemm."""
-    import onnx
     from onnx import helper, numpy_helper
     r = np.random.default_rng(seed)
     init = []
@@ -190,14 +181,7 @@ def gated_net(path, c=8, rev=False, seed=5):
                pads=[1, 1, 1, 1]),
              n("Relu", ["c2"], ["r2"]), n("GlobalAveragePool", ["r2"], ["gp"]), n("Flatten", ["gp"], ["f"]),
              n("Gemm", ["f", w("d_w", (10, 8), 0.5), w("d_b", (10,), 0.1)], ["out"], transB=1)]
-    g = helper.make_graph(nodes, "spatial_gate",
-                          [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 1, 8, 8])],
-                          [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, ["N", 10])], init)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    return path
+    return save_net(path, nodes, init, "spatial_gate", ["N", 1, 8, 8], y="out")
 
 
 def _gate_op(art):

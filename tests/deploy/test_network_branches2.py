@@ -26,11 +26,11 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_onnx  # noqa: E402
+from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_onnx, save_net  # noqa: E402
 
 KERNEL = {"bfp8": "bfpkernel", "twohot": "netkernel", "fixed8": "sparsekernel"}
 
@@ -77,13 +77,7 @@ def branches2_model(path, bfp, seed=53):
     init("wd", r.normal(0, 0.5, (10, 4)))
     init("bd", r.normal(0, 0.1, 10))
     nodes.append(helper.make_node("Gemm", ["f", "wd", "bd"], ["y"], transB=1))
-    g = helper.make_graph(nodes, "branches2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    return path
+    return save_net(path, nodes, inits, "branches2", ["N", 1, 8, 8])
 
 
 @pytest.fixture(scope="module")

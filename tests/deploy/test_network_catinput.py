@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each  # noqa: E402
+from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each, save_net  # noqa: E402
 
 
 def catpool_model(path, skip_scale=0.15, seed=52):
@@ -44,13 +44,7 @@ def catpool_model(path, skip_scale=0.15, seed=52):
              helper.make_node("AveragePool", ["sr"], ["p"], kernel_shape=[1, 8], strides=[1, 8]),
              helper.make_node("Conv", ["p", "w4", "b4"], ["c4"]),
              helper.make_node("Flatten", ["c4"], ["y"])]
-    g = helper.make_graph(nodes, "catpool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    return path
+    return save_net(path, nodes, inits, "catpool", ["N", 8, 8])
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each  # noqa: E402
+from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each, save_net  # noqa: E402
 
 
 def _pad_node(inp, out, pads, mode, name):
@@ -94,13 +94,7 @@ def pad_model(path, seed=14):
              helper.make_node("Conv", ["p2", "w3", "b3"], ["c3"], strides=[3, 3]),
              helper.make_node("Relu", ["c3"], ["r3"]), helper.make_node("GlobalAveragePool", ["r3"], ["g"]),
              helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("MatMul", ["f", "wd"], ["y"])]
-    g = helper.make_graph(nodes, "padnet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    return path
+    return save_net(path, nodes, inits, "padnet", ["N", 1, 8, 8])
 
 
 @pytest.fixture(scope="module")
@@ -175,13 +169,7 @@ def pad1d_model(path, seed=41):
              helper.make_node("Conv", ["p2", "w3", "b3"], ["c3"], strides=[2]),
              helper.make_node("Relu", ["c3"], ["r3"]), helper.make_node("Flatten", ["r3"], ["f"]),
              helper.make_node("MatMul", ["f", "wd"], ["y"])]
-    g = helper.make_graph(nodes, "pad1d", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    return path
+    return save_net(path, nodes, inits, "pad1d", ["N", 8, 8])
 
 
 @pytest.fixture(scope="module")
