@@ -131,13 +131,8 @@ def cbam_net(path, seed=52, gate_on_gate=False):
     branches run: a third activation buffer); with ``gate_on_gate`` then ``y * Sigmoid(conv1x1(y))``
     (a product of three codes, ``h * s * t``); conv 3x3 stride 2 + Relu, GlobalAveragePool, Gemm
     to 10; weights drawn from ``seed``."""
-    from onnx import helper, numpy_helper
-    r = np.random.default_rng(seed)
-    init = []
-
-    def w(name, shape, scale):
-        init.append(numpy_helper.from_array(r.normal(0, scale, shape).astype(np.float32), name))
-        return name
+    from onnx import helper
+    init, w = weight_drawer(seed)
     n = helper.make_node
     nodes = [n("Conv", ["x", w("c1_w", (8, 1, 3, 3), 0.6), w("c1_b", (8,), 0.1)], ["c1"], pads=[1, 1, 1, 1]),
              n("Relu", ["c1"], ["h"]), n("GlobalAveragePool", ["h"], ["pa"]), n("GlobalMaxPool", ["h"], ["pm"])]
@@ -234,3 +229,29 @@ def save_net(path, nodes, inits, name, x_shape, y_shape=("N", 10), *, y="y", ops
     onnx.checker.check_model(m)
     onnx.save(m, str(path))
     return path
+
+
+def f32_init(name, a):
+    """The float32 initializer ``name`` of the values ``a``."""
+    from onnx import numpy_helper
+    return numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+
+def weight_drawer(seed):
+    """``(inits, w)``: an empty list of initializers and ``w(name, shape, scale)``, which appends
+    the float32 initializer ``name`` drawn from N(0, ``scale``) of ``shape`` (one generator seeded
+    ``seed``, drawn in call order) and returns ``name``."""
+    r = np.random.default_rng(seed)
+    inits = []
+
+    def w(name, shape, scale):
+        inits.append(f32_init(name, r.normal(0, scale, shape)))
+        return name
+    return inits, w
+
+
+def compiled_once(tmp_path_factory, name, build, **compile_kw):
+    """``{fmt: path}`` for a module fixture: ``build(tmp/NAME.onnx)`` (returning the path) compiled
+    in every format by :func:`compile_each` (``compile_kw`` to it) in a fresh folder ``NAME``."""
+    tmp = tmp_path_factory.mktemp(name)
+    return compile_each(tmp, name, build(tmp / f"{name}.onnx"), **compile_kw)

@@ -14,7 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import HlsnnError  # noqa: E402
-from netfixtures import FORMATS, compile_onnx, save_net  # noqa: E402
+from netfixtures import FORMATS, compile_onnx, save_net, weight_drawer  # noqa: E402
 
 
 def spatial_net(path, c=8, opset=17, seed=23, se=False):
@@ -22,12 +22,7 @@ def spatial_net(path, c=8, opset=17, seed=23, se=False):
     conv 3x3 stride 2 + Relu, GlobalAveragePool, Gemm to 10; weights drawn from ``seed``; ``se``:
     a channel gate first (CBAM's order), ``h = h0 * Sigmoid(conv1x1(GlobalAveragePool(h0)))``."""
     from onnx import helper, numpy_helper
-    r = np.random.default_rng(seed)
-    init = []
-
-    def w(name, shape, scale):
-        init.append(numpy_helper.from_array(r.normal(0, scale, shape).astype(np.float32), name))
-        return name
+    init, w = weight_drawer(seed)
     n = helper.make_node
     if opset >= 18:
         init.append(numpy_helper.from_array(np.array([1], np.int64), "ax"))
@@ -162,13 +157,8 @@ def gated_net(path, c=8, rev=False, seed=5):
     """The spatial half with the reductions replaced by two 1x1 convs ``C -> 1`` (what the network
     path lowers today): conv 3x3 + Relu = h; ``s = Sigmoid(conv7x7(cat(conv1x1_a(h), conv1x1_b(h))))``,
     a 1 x H x W map; ``h * s`` (``s * h`` with ``rev``); conv 3x3 stride 2, pool, Gemm."""
-    from onnx import helper, numpy_helper
-    r = np.random.default_rng(seed)
-    init = []
-
-    def w(name, shape, scale):
-        init.append(numpy_helper.from_array(r.normal(0, scale, shape).astype(np.float32), name))
-        return name
+    from onnx import helper
+    init, w = weight_drawer(seed)
     n = helper.make_node
     nodes = [n("Conv", ["x", w("c1_w", (c, 1, 3, 3), 0.6), w("c1_b", (c,), 0.1)], ["c1"], pads=[1, 1, 1, 1]),
              n("Relu", ["c1"], ["h"]),

@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each, save_net  # noqa: E402
+from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each, compiled_once, f32_init, save_net  # noqa: E402
 
 
 def catpool_model(path, skip_scale=0.15, seed=52):
@@ -25,13 +25,10 @@ def catpool_model(path, skip_scale=0.15, seed=52):
     beyond it); Unsqueeze to (N, 12, 1, 8); a (1, 3) Conv2d + Relu = a; a (1, 3) Conv2d of a, + a,
     Relu; AveragePool (1, 8) over the whole 1 x 8 map; a 1x1 Conv2d to 10; Flatten."""
     r = np.random.default_rng(seed)
-
-    def init(name, a):
-        return numpy_helper.from_array(np.asarray(a, np.float32), name)
-    inits = [init("w1", r.normal(0, skip_scale, (4, 8, 3))), init("b1", r.normal(0, 0.05, 4)),
-             init("w2", r.normal(0, 0.25, (6, 12, 1, 3))), init("b2", r.normal(0, 0.1, 6)),
-             init("w3", r.normal(0, 0.25, (6, 6, 1, 3))), init("b3", r.normal(0, 0.1, 6)),
-             init("w4", r.normal(0, 0.5, (10, 6, 1, 1))), init("b4", r.normal(0, 0.1, 10)),
+    inits = [f32_init("w1", r.normal(0, skip_scale, (4, 8, 3))), f32_init("b1", r.normal(0, 0.05, 4)),
+             f32_init("w2", r.normal(0, 0.25, (6, 12, 1, 3))), f32_init("b2", r.normal(0, 0.1, 6)),
+             f32_init("w3", r.normal(0, 0.25, (6, 6, 1, 3))), f32_init("b3", r.normal(0, 0.1, 6)),
+             f32_init("w4", r.normal(0, 0.5, (10, 6, 1, 1))), f32_init("b4", r.normal(0, 0.1, 10)),
              numpy_helper.from_array(np.array([2], np.int64), "ax")]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
@@ -50,9 +47,8 @@ def catpool_model(path, skip_scale=0.15, seed=52):
 @pytest.fixture(scope="module")
 def catpool(tmp_path_factory):
     """fmt -> the compiled :func:`catpool_model`, compiled once for the module."""
-    tmp = tmp_path_factory.mktemp("catpool")
-    return compile_each(tmp, "catpool", catpool_model(tmp / "catpool.onnx"), layout="ncl", check_samples=2,
-                        calibration_samples=16)
+    return compiled_once(tmp_path_factory, "catpool", catpool_model, layout="ncl", check_samples=2,
+                         calibration_samples=16)
 
 
 def _x(n):

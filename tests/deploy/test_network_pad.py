@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each, save_net  # noqa: E402
+from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each, compiled_once, f32_init, save_net  # noqa: E402
 
 
 def _pad_node(inp, out, pads, mode, name):
@@ -79,15 +79,12 @@ def pad_model(path, seed=14):
     right 3) to 12 x 12; Conv 3x3 stride 3 8 -> 6 + Relu (4 x 4); GlobalAveragePool; MatMul
     to 10."""
     r = np.random.default_rng(seed)
-
-    def init(name, a):
-        return numpy_helper.from_array(np.asarray(a, np.float32), name)
     p1, i1 = _pad_node("r1", "p1", [0, 0, 1, 2, 0, 0, 2, 1], "reflect", "pads1")
     p2, i2 = _pad_node("r2", "p2", [0, 0, 2, 0, 0, 0, 1, 3], "edge", "pads2")
-    inits = [init("w1", r.normal(0, 0.6, (6, 1, 3, 3))), init("b1", r.normal(0, 0.1, 6)),
-             init("w2", r.normal(0, 0.3, (8, 6, 3, 3))), init("b2", r.normal(0, 0.1, 8)),
-             init("w3", r.normal(0, 0.3, (6, 8, 3, 3))), init("b3", r.normal(0, 0.1, 6)),
-             init("wd", r.normal(0, 0.5, (6, 10))), i1, i2]
+    inits = [f32_init("w1", r.normal(0, 0.6, (6, 1, 3, 3))), f32_init("b1", r.normal(0, 0.1, 6)),
+             f32_init("w2", r.normal(0, 0.3, (8, 6, 3, 3))), f32_init("b2", r.normal(0, 0.1, 8)),
+             f32_init("w3", r.normal(0, 0.3, (6, 8, 3, 3))), f32_init("b3", r.normal(0, 0.1, 6)),
+             f32_init("wd", r.normal(0, 0.5, (6, 10))), i1, i2]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]), p1,
              helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"]), helper.make_node("Relu", ["c2"], ["r2"]), p2,
@@ -100,8 +97,7 @@ def pad_model(path, seed=14):
 @pytest.fixture(scope="module")
 def padnet(tmp_path_factory):
     """fmt -> the compiled :func:`pad_model`, compiled once for the module."""
-    tmp = tmp_path_factory.mktemp("padnet")
-    return compile_each(tmp, "padnet", pad_model(tmp / "padnet.onnx"), check_samples=2, calibration_samples=16)
+    return compiled_once(tmp_path_factory, "padnet", pad_model, check_samples=2, calibration_samples=16)
 
 
 def _x(n):
@@ -154,15 +150,12 @@ def pad1d_model(path, seed=41):
     after) to 11; Conv1d 6 -> 6 (k 3) + Relu (9); Pad edge (0 before, 2 after) to 11; Conv1d 6 ->
     4 (k 3, stride 2) + Relu (5); Flatten; MatMul 20 -> 10."""
     r = np.random.default_rng(seed)
-
-    def init(name, a):
-        return numpy_helper.from_array(np.asarray(a, np.float32), name)
     p1, i1 = _pad_node("r1", "p1", [0, 0, 2, 0, 0, 1], "reflect", "pads1")
     p2, i2 = _pad_node("r2", "p2", [0, 0, 0, 0, 0, 2], "edge", "pads2")
-    inits = [init("w1", r.normal(0, 0.3, (6, 8, 3))), init("b1", r.normal(0, 0.1, 6)),
-             init("w2", r.normal(0, 0.4, (6, 6, 3))), init("b2", r.normal(0, 0.1, 6)),
-             init("w3", r.normal(0, 0.4, (4, 6, 3))), init("b3", r.normal(0, 0.1, 4)),
-             init("wd", r.normal(0, 0.4, (20, 10))), i1, i2]
+    inits = [f32_init("w1", r.normal(0, 0.3, (6, 8, 3))), f32_init("b1", r.normal(0, 0.1, 6)),
+             f32_init("w2", r.normal(0, 0.4, (6, 6, 3))), f32_init("b2", r.normal(0, 0.1, 6)),
+             f32_init("w3", r.normal(0, 0.4, (4, 6, 3))), f32_init("b3", r.normal(0, 0.1, 4)),
+             f32_init("wd", r.normal(0, 0.4, (20, 10))), i1, i2]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]), p1,
              helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"]), helper.make_node("Relu", ["c2"], ["r2"]), p2,
@@ -175,9 +168,8 @@ def pad1d_model(path, seed=41):
 @pytest.fixture(scope="module")
 def pad1d(tmp_path_factory):
     """fmt -> the compiled :func:`pad1d_model`, compiled once for the module."""
-    tmp = tmp_path_factory.mktemp("pad1d")
-    return compile_each(tmp, "pad1d", pad1d_model(tmp / "pad1d.onnx"), layout="ncl", check_samples=2,
-                        calibration_samples=16)
+    return compiled_once(tmp_path_factory, "pad1d", pad1d_model, layout="ncl", check_samples=2,
+                         calibration_samples=16)
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
