@@ -4,7 +4,9 @@ Fraction written out from the definitions, and the checks every network-kernel C
 case makes (the layer path's bits in one start, the loops' iterations the perf model's, the
 strict C-simulation's port checks, optionally the simulated board); the mean tests' AveragePool
 net and onnx's reference AveragePool against the lowered pool; and what the tests of the files
-PyTorch wrote (tests/data/torch/beyond) share: onnxruntime's outputs and a deployment config."""
+PyTorch wrote (tests/data/torch/beyond) share: onnxruntime's outputs and a deployment config;
+the small nets' ONNX writing (checked, saved) and initializers; the ``radix: lse`` tests' check
+that the compiled calibration is the layer path's."""
 import json
 import math
 from fractions import Fraction
@@ -255,3 +257,28 @@ def compiled_once(tmp_path_factory, name, build, **compile_kw):
     in every format by :func:`compile_each` (``compile_kw`` to it) in a fresh folder ``NAME``."""
     tmp = tmp_path_factory.mktemp(name)
     return compile_each(tmp, name, build(tmp / f"{name}.onnx"), **compile_kw)
+
+
+def lse_calibrates_as_the_layer_path(fast, ref, msb, x_cal, x):
+    """The ``radix: lse`` tests (tests/deploy/test_radix_lse*.py): the compiled calibration of the
+    deployment ``fast`` applies and chooses what the layer path's of ``ref`` (the same format)
+    does, every layer's radix points, saturation counts and histograms, and both run the same bits
+    on ``x``; ``msb`` (DETERMINE's rule) calibrated on ``x_cal`` too; the output layer ``fc`` alone
+    keeps DETERMINE's rule, and no radix is coarser than DETERMINE's. Returns the layers whose
+    output radix lse moved (finer)."""
+    from hlsnn.deploy import calibrate as netcal
+    from hlsnn.deploy import radix_lse
+    assert netcal.calibrate(fast, x_cal), "the compiled calibration did not apply"
+    ref.fast = False
+    ref.calibrate(x_cal)
+    msb.calibrate(x_cal)
+    got = {k: (ex.f_x, ex.f_out, ex.stats.sat_count, list(ex.stats.histogram)) for k, ex in fast.execs.items()}
+    assert got == {k: (ex.f_x, ex.f_out, ex.stats.sat_count, list(ex.stats.histogram))
+                   for k, ex in ref.execs.items()}
+    ref.fast = True
+    np.testing.assert_array_equal(fast.run(x).view(np.uint64), ref.run(x).view(np.uint64))
+    # the network's output layer keeps DETERMINE's rule (a saturated output is a clamped result)
+    assert [k for k, ex in fast.execs.items() if not radix_lse.wanted_out(ex)] == ["fc"]
+    finer = [k for k in fast.execs if fast.execs[k].f_out != msb.execs[k].f_out]
+    assert all(fast.execs[k].f_out > msb.execs[k].f_out for k in finer)     # never coarser than DETERMINE's
+    return finer

@@ -10,7 +10,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import calibrate as netcal, datasets, fast as netfast, radix_lse  # noqa: E402
+from hlsnn.deploy import datasets, fast as netfast, radix_lse  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config  # noqa: E402
 from hlsnn.deploy.evaluate import open_deployment  # noqa: E402
 from hlsnn.deploy.graph import Layer, Network  # noqa: E402
@@ -18,6 +18,7 @@ from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.errors import ConfigError  # noqa: E402
 from hlsnn.formats import fixed  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
+from netfixtures import lse_calibrates_as_the_layer_path  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "torch" / "beyond"
 SPARSE = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
@@ -125,19 +126,7 @@ def test_the_compiled_calibration_chooses_the_layer_paths_radix_points(seed):
         mk = lambda: Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"a": acc}, rounding=rounding)  # noqa
         fast, ref, msb = mk(), mk(), Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", "fixed", "a")},
                                                 {"a": acc}, rounding=rounding)
-        assert netcal.calibrate(fast, x_cal), "the compiled calibration did not apply"
-        ref.fast = False
-        ref.calibrate(x_cal)
-        msb.calibrate(x_cal)
-        got = {k: (ex.f_x, ex.f_out, ex.stats.sat_count, list(ex.stats.histogram)) for k, ex in fast.execs.items()}
-        assert got == {k: (ex.f_x, ex.f_out, ex.stats.sat_count, list(ex.stats.histogram))
-                       for k, ex in ref.execs.items()}
-        ref.fast = True
-        np.testing.assert_array_equal(fast.run(x).view(np.uint64), ref.run(x).view(np.uint64))
-        # the network's output layer keeps DETERMINE's rule (a saturated output is a clamped result)
-        assert [k for k, ex in fast.execs.items() if not radix_lse.wanted_out(ex)] == ["fc"]
-        finer = [k for k in fast.execs if fast.execs[k].f_out != msb.execs[k].f_out]
-        assert all(fast.execs[k].f_out > msb.execs[k].f_out for k in finer)     # never coarser than DETERMINE's
+        lse_calibrates_as_the_layer_path(fast, ref, msb, x_cal, x)
         if seed % 2:                                      # the sum's radix: DETERMINE's or finer
             moved = fast.execs["c4"].f_x - msb.execs["c4"].f_x
             assert moved >= 0 and (moved > 0) == (seed in SUM_MOVES), moved

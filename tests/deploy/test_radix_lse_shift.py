@@ -4,14 +4,13 @@ counts and histograms, so both run the same bits (test_radix_lse.py does the sam
 import numpy as np
 import pytest
 from conftest import ROOT
-from hlsnn.deploy import calibrate as netcal
 from hlsnn.deploy import fast as netfast
-from hlsnn.deploy import radix_lse
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config
 from hlsnn.deploy.graph import Layer, Network
 from hlsnn.deploy.runner import Deployment
 from hlsnn.errors import ConfigError
 from hlsnn.runtime import Accelerator
+from netfixtures import lse_calibrates_as_the_layer_path
 
 DATA = ROOT / "tests" / "data" / "torch" / "beyond"
 SHIFT = ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml"
@@ -61,19 +60,8 @@ def test_the_compiled_calibration_chooses_the_layer_paths_radix_points_on_shift_
     try:
         mk = lambda f: Deployment(net, Assignment("a", "f", {}), {"f": f}, {"a": acc}, rounding=rounding)
         fast, ref, msb = mk(fmt), mk(fmt), mk(FormatSpec("f", typ, "a"))
-        assert netcal.calibrate(fast, x_cal), "the compiled calibration did not apply"
-        ref.fast = False
-        ref.calibrate(x_cal)
-        msb.calibrate(x_cal)
-        got = {k: (ex.f_x, ex.f_out, ex.stats.sat_count, list(ex.stats.histogram)) for k, ex in fast.execs.items()}
-        assert got == {k: (ex.f_x, ex.f_out, ex.stats.sat_count, list(ex.stats.histogram))
-                       for k, ex in ref.execs.items()}
-        ref.fast = True
-        np.testing.assert_array_equal(fast.run(x).view(np.uint64), ref.run(x).view(np.uint64))
-        assert [k for k, ex in fast.execs.items() if not radix_lse.wanted_out(ex)] == ["fc"]
-        # never coarser than DETERMINE's, and the rule moves some radix on these tails
-        finer = [k for k in fast.execs if fast.execs[k].f_out != msb.execs[k].f_out]
-        assert all(fast.execs[k].f_out > msb.execs[k].f_out for k in finer)
+        finer = lse_calibrates_as_the_layer_path(fast, ref, msb, x_cal, x)
+        # the rule moves some radix on these tails
         assert finer or fast.execs["c1"].f_x > msb.execs["c1"].f_x, "lse chose DETERMINE's radix everywhere"
     finally:
         acc.close()
