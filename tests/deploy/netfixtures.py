@@ -282,3 +282,41 @@ def lse_calibrates_as_the_layer_path(fast, ref, msb, x_cal, x):
     finer = [k for k in fast.execs if fast.execs[k].f_out != msb.execs[k].f_out]
     assert all(fast.execs[k].f_out > msb.execs[k].f_out for k in finer)     # never coarser than DETERMINE's
     return finer
+
+
+def check_emu_network_run(path, fmt, x, lowered=None):
+    """The compiled model ``path`` in the emulator's network mode on the batch ``x``: ``fmt``'s
+    engine, ``lowered(run)`` (what the test expects of the lowered program), outputs that depend
+    on the image (most rows differ from the first), the layer-by-layer path's bits. Returns the
+    run."""
+    import hlsnn
+    net = hlsnn.load(path, "emu", network=True)
+    assert net.network is not None and net.network.engine == ENGINE[fmt]
+    if lowered is not None:
+        lowered(net)
+    want = hlsnn.load(path, "emu", network=False)(x)
+    assert (want != want[0]).any(axis=1).mean() > 0.5           # the outputs depend on the image
+    np.testing.assert_array_equal(net(x), want)
+    return net
+
+
+def check_refused_runs_layer_by_layer(path, error, match, x):
+    """The network mode refuses the compiled model ``path`` with ``error`` matching ``match`` (by
+    name); the layer path (``network=None``) runs it on ``x`` to finite outputs."""
+    import hlsnn
+    import pytest
+    with pytest.raises(error, match=match):
+        hlsnn.load(path, "emu", network=True)
+    net = hlsnn.load(path, "emu")                          # network=None: layer by layer
+    assert net.network is None
+    assert np.isfinite(net(x)).all()
+
+
+def check_strict_kernel_run(path, fmt, x):
+    """:func:`check_kernel_run` on the strict C-simulation library (it must be the one compiled):
+    ``(the csim model, the compiled network.cpp, network.h)``."""
+    run = check_kernel_run(path, fmt, x)
+    k = run._kernel
+    assert k.strict, "the strict C-simulation library"
+    cpp, h = ((k.path.parent / f).read_text() for f in ("network.cpp", "network.h"))   # what was compiled
+    return run, cpp, h

@@ -16,7 +16,8 @@ from onnx import helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each, compiled_once, f32_init, save_net  # noqa: E402
+from netfixtures import (FORMATS, check_emu_network_run, check_kernel_run, check_refused_runs_layer_by_layer,  # noqa: E402
+                         compile_each, compiled_once, f32_init, save_net)
 
 
 def catpool_model(path, skip_scale=0.15, seed=52):
@@ -73,13 +74,7 @@ def _lowered_as_meant(run, fmt):
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_skip_from_the_input_and_the_one_row_pool_run_in_the_emu_network_mode(catpool, fmt):
-    x = _x(64)
-    net = hlsnn.load(catpool[fmt], "emu", network=True)
-    assert net.network is not None and net.network.engine == ENGINE[fmt]
-    _lowered_as_meant(net, fmt)
-    want = hlsnn.load(catpool[fmt], "emu", network=False)(x)
-    assert (want != want[0]).any(axis=1).mean() > 0.5           # the outputs depend on the image
-    np.testing.assert_array_equal(net(x), want)
+    check_emu_network_run(catpool[fmt], fmt, _x(64), lambda net: _lowered_as_meant(net, fmt))
 
 
 @pytest.mark.csim
@@ -100,11 +95,7 @@ def test_a_skip_from_the_input_at_another_radix_is_refused_by_name(tmp_path):
     m = catpool_model(tmp_path / "wide.onnx", skip_scale=1.5)
     path = compile_each(tmp_path, "wide", m, ["twohot"], layout="ncl", check_samples=2,
                         calibration_samples=16)["twohot"]
-    with pytest.raises(InputError, match=r"Concat of the graph input .* rounds twice"):
-        hlsnn.load(path, "emu", network=True)
-    net = hlsnn.load(path, "emu")                          # network=None: layer by layer
-    assert net.network is None
-    assert np.isfinite(net(_x(8))).all()
+    check_refused_runs_layer_by_layer(path, InputError, r"Concat of the graph input .* rounds twice", _x(8))
 
 
 def test_covers_map_is_one_window_over_the_map():

@@ -14,7 +14,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
-from netfixtures import ENGINE, FORMATS, check_kernel_run, compile_each, compiled_once, f32_init, save_net  # noqa: E402
+from netfixtures import (FORMATS, check_emu_network_run, check_kernel_run, check_refused_runs_layer_by_layer,  # noqa: E402
+                         compile_each, compiled_once, f32_init, save_net)
 
 
 def _pad_node(inp, out, pads, mode, name):
@@ -106,16 +107,12 @@ def _x(n):
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_reflect_and_edge_pads_run_in_the_emu_network_mode(padnet, fmt):
-    x = _x(64)
-    net = hlsnn.load(padnet[fmt], "emu", network=True)
-    assert net.network is not None and net.network.engine == ENGINE[fmt]
-    pads = [op for op in net.network.ops if op.kind == "pad"]
-    assert [(op.f["mode"], op.f["pads"], op.f["oh"], op.f["ow"]) for op in pads] == [
-        ("reflect", (1, 2, 2, 1), 11, 11), ("edge", (2, 0, 1, 3), 12, 12)]
-    assert not any(j["op"] == "Pad" for j in net.network.host_after)
-    want = hlsnn.load(padnet[fmt], "emu", network=False)(x)
-    assert (want != want[0]).any(axis=1).mean() > 0.5           # the outputs depend on the image
-    np.testing.assert_array_equal(net(x), want)
+    def lowered(net):
+        pads = [op for op in net.network.ops if op.kind == "pad"]
+        assert [(op.f["mode"], op.f["pads"], op.f["oh"], op.f["ow"]) for op in pads] == [
+            ("reflect", (1, 2, 2, 1), 11, 11), ("edge", (2, 0, 1, 3), 12, 12)]
+        assert not any(j["op"] == "Pad" for j in net.network.host_after)
+    check_emu_network_run(padnet[fmt], fmt, _x(64), lowered)
 
 
 @pytest.mark.csim
@@ -138,11 +135,7 @@ def test_a_reflect_pad_the_kernel_cannot_move_runs_layer_by_layer(tmp_path):
     onnx.save(m, str(tmp_path / "wide.onnx"))
     path = compile_each(tmp_path, "wide", tmp_path / "wide.onnx", ["twohot"], check_samples=2,
                         calibration_samples=16)["twohot"]
-    with pytest.raises(InputError, match=r"Pad.*pads below the axis length"):
-        hlsnn.load(path, "emu", network=True)
-    net = hlsnn.load(path, "emu")                          # network=None: layer by layer
-    assert net.network is None
-    assert np.isfinite(net(_x(8))).all()
+    check_refused_runs_layer_by_layer(path, InputError, r"Pad.*pads below the axis length", _x(8))
 
 
 def pad1d_model(path, seed=41):
@@ -175,13 +168,10 @@ def pad1d(tmp_path_factory):
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_pads_of_a_1d_map_run_in_the_emu_network_mode(pad1d, fmt):
     """A (C, L) tensor's pads are the height's of its C x L x 1 map."""
-    x = datasets.load("digits", layout="ncl").x_test[:64]
-    net = hlsnn.load(pad1d[fmt], "emu", network=True)
-    assert [(op.f["pads"], op.f["oh"], op.f["ow"]) for op in net.network.ops if op.kind == "pad"] == [
-        ((2, 0, 1, 0), 11, 1), ((0, 0, 2, 0), 11, 1)]
-    want = hlsnn.load(pad1d[fmt], "emu", network=False)(x)
-    assert (want != want[0]).any(axis=1).mean() > 0.5
-    np.testing.assert_array_equal(net(x), want)
+    def lowered(net):
+        assert [(op.f["pads"], op.f["oh"], op.f["ow"]) for op in net.network.ops if op.kind == "pad"] == [
+            ((2, 0, 1, 0), 11, 1), ((0, 0, 2, 0), 11, 1)]
+    check_emu_network_run(pad1d[fmt], fmt, datasets.load("digits", layout="ncl").x_test[:64], lowered)
 
 
 @pytest.mark.slow   # the quick csim cases of the same loop: ..._in_one_start_on_csim_and_the_board[*]
