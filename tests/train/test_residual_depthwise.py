@@ -75,14 +75,20 @@ FORMATS = [("pot", "shift8_pynq-z2"), ("twohot", "shift8_pynq-z2"), ("fixed", "s
 @pytest.mark.parametrize("mode", ["static", "dynamic"])
 @pytest.mark.parametrize("fmt,accel", FORMATS)
 def test_eval_equals_deployed(tmp_path, fmt, accel, mode):
-    x = _data()
-    cfg = _cfg(tmp_path, fmt, accel, mode)
+    eval_equals_deployed(_cfg(tmp_path, fmt, accel, mode), _data(), mode)
+
+
+def eval_equals_deployed(cfg, x, mode):
+    """:func:`_net` prepared for the deployment config ``cfg`` (``mode``: its calibration), a
+    training step's graph run, then its eval-mode outputs on ``x`` equal the deployed emulator's
+    bit for bit, and not a degenerate all-equal output. Returns the prepared model."""
     q = prepare(fold_batchnorm(_net(1).eval()), cfg)
     q.train()
     q(torch.tensor(x[:16], dtype=torch.float32)).sum().backward()      # a training step's graph runs
     mine, theirs = _compare(q, cfg, x, mode)
     np.testing.assert_array_equal(mine, theirs)
     assert np.unique(mine).size > 20                # not a degenerate all-equal output
+    return q
 
 
 def test_bfp_eval_equals_deployed(tmp_path):

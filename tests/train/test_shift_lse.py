@@ -1,14 +1,13 @@
 """``radix: lse`` on the shift formats (twohot, pot on shift_mac; hlsnn.deploy.radix_lse): the
 prepared model's eval-mode outputs equal the deployed emulator's bit for bit, static and dynamic
 radix points (test_residual_depthwise.py's model and harness), and (static) the rule moves some radix."""
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from hlsnn.train import fold_batchnorm, prepare, quantized_layers
+from hlsnn.train import quantized_layers
 
-from .test_residual_depthwise import _compare, _data, _net
+from .test_residual_depthwise import _data, eval_equals_deployed
 
 
 def _cfg(tmp_path, fmt, radix, mode):
@@ -24,13 +23,7 @@ def test_lse_eval_equals_deployed_on_shift_mac(tmp_path, fmt, mode):
     x = _data()
     radii = {}
     for radix in ("lse", "msb"):
-        cfg = _cfg(tmp_path, fmt, radix, mode)
-        q = prepare(fold_batchnorm(_net(1).eval()), cfg)
-        q.train()
-        q(torch.tensor(x[:16], dtype=torch.float32)).sum().backward()      # a training step's graph runs
-        mine, theirs = _compare(q, cfg, x, mode)
-        np.testing.assert_array_equal(mine, theirs)
-        assert np.unique(mine).size > 20
+        q = eval_equals_deployed(_cfg(tmp_path, fmt, radix, mode), x, mode)
         radii[radix] = [(m.aq.last_f, m.oq.last_f) for _, m in quantized_layers(q)]
     if mode == "static":                            # (dynamic: the last batch's radii happen to agree)
         assert radii["lse"] != radii["msb"]         # the rule chose a finer radix somewhere
