@@ -259,6 +259,16 @@ def compiled_once(tmp_path_factory, name, build, **compile_kw):
     return compile_each(tmp, name, build(tmp / f"{name}.onnx"), **compile_kw)
 
 
+def lse_batches(rng, c):
+    """The ``radix: lse`` tests' batches of ``c`` x 16 x 16 drawn from ``rng``: ``(x_cal, x)``,
+    24 calibration images uniform in [-1, 2) with outliers 16x (a tail the rule lets saturate),
+    then 9 images to run."""
+    x_cal = rng.uniform(-1, 2, (24, c, 16, 16))
+    x_cal[rng.random(x_cal.shape) < 0.004] *= 16            # outliers: a tail the rule lets saturate
+    x = rng.uniform(-1, 2, (9, c, 16, 16))
+    return x_cal, x
+
+
 def lse_calibrates_as_the_layer_path(fast, ref, msb, x_cal, x):
     """The ``radix: lse`` tests (tests/deploy/test_radix_lse*.py): the compiled calibration of the
     deployment ``fast`` applies and chooses what the layer path's of ``ref`` (the same format)

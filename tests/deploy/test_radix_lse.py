@@ -18,7 +18,7 @@ from hlsnn.deploy.runner import Deployment  # noqa: E402
 from hlsnn.errors import ConfigError  # noqa: E402
 from hlsnn.formats import fixed  # noqa: E402
 from hlsnn.runtime import Accelerator  # noqa: E402
-from netfixtures import lse_calibrates_as_the_layer_path  # noqa: E402
+from netfixtures import lse_batches, lse_calibrates_as_the_layer_path  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "torch" / "beyond"
 SPARSE = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
@@ -118,9 +118,7 @@ def test_the_compiled_calibration_chooses_the_layer_paths_radix_points(seed):
     net, c = (_add_net if seed % 2 else _net)(rng)
     fmt = FormatSpec("f", "fixed", "a", radix="lse")
     rounding = ["nearest_away", "nearest_even", "truncate"][seed % 3]
-    x_cal = rng.uniform(-1, 2, (24, c, 16, 16))
-    x_cal[rng.random(x_cal.shape) < 0.004] *= 16            # outliers: a tail the rule lets saturate
-    x = rng.uniform(-1, 2, (9, c, 16, 16))
+    x_cal, x = lse_batches(rng, c)
     acc = Accelerator(SPARSE, "emu")
     try:
         mk = lambda: Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"a": acc}, rounding=rounding)  # noqa

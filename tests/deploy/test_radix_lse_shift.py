@@ -10,7 +10,7 @@ from hlsnn.deploy.graph import Layer, Network
 from hlsnn.deploy.runner import Deployment
 from hlsnn.errors import ConfigError
 from hlsnn.runtime import Accelerator
-from netfixtures import lse_calibrates_as_the_layer_path
+from netfixtures import lse_batches, lse_calibrates_as_the_layer_path
 
 DATA = ROOT / "tests" / "data" / "torch" / "beyond"
 SHIFT = ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml"
@@ -53,9 +53,7 @@ def test_the_compiled_calibration_chooses_the_layer_paths_radix_points_on_shift_
     typ = "twohot" if seed % 2 == 0 else "pot"
     fmt = FormatSpec("f", typ, "a", radix="lse")
     rounding = ["nearest_away", "nearest_even", "truncate"][seed % 3]
-    x_cal = rng.uniform(-1, 2, (24, c, 16, 16))
-    x_cal[rng.random(x_cal.shape) < 0.004] *= 16            # outliers: a tail the rule lets saturate
-    x = rng.uniform(-1, 2, (9, c, 16, 16))
+    x_cal, x = lse_batches(rng, c)
     acc = Accelerator(SHIFT, "emu")
     try:
         mk = lambda f: Deployment(net, Assignment("a", "f", {}), {"f": f}, {"a": acc}, rounding=rounding)
