@@ -330,3 +330,20 @@ def check_strict_kernel_run(path, fmt, x):
     assert k.strict, "the strict C-simulation library"
     cpp, h = ((k.path.parent / f).read_text() for f in ("network.cpp", "network.h"))   # what was compiled
     return run, cpp, h
+
+
+def compiled_per_format(tmp_path_factory, name, build, **compile_kw):
+    """``get(fmt)`` for a module fixture: ``build(tmp/NAME_FMT.onnx, fmt)`` (a model of its own
+    per format, returning the path) compiled in ``fmt`` alone (:func:`compile_onnx`; default 2
+    check and 16 calibration samples, ``compile_kw`` to it) on its first ``get``, once for the
+    module."""
+    tmp = tmp_path_factory.mktemp(name)
+    compile_kw = dict(dict(check_samples=2, calibration_samples=16), **compile_kw)
+    cache = {}
+
+    def get(fmt):
+        if fmt not in cache:
+            model = build(tmp / f"{name}_{fmt}.onnx", fmt)
+            cache[fmt] = compile_onnx(tmp, f"{name}_{fmt}", model, fmt, formats={fmt: FORMATS[fmt]}, **compile_kw)
+        return cache[fmt]
+    return get

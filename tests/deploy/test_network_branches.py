@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from netfixtures import ENGINE, FORMATS, check_strict_kernel_run, compile_onnx  # noqa: E402
+from netfixtures import ENGINE, FORMATS, check_strict_kernel_run, compiled_per_format, save_net  # noqa: E402
 
 KERNEL = {"bfp8": "bfpkernel", "twohot": "netkernel", "fixed8": "sparsekernel"}
 
@@ -63,33 +63,13 @@ def branches_model(path, pow2_mean):
     nodes += [helper.make_node("GlobalAveragePool", [last], ["p"]), helper.make_node("Flatten", ["p"], ["f"])]
     inits += [_init("wd", r.normal(0, 0.5, (10, c))), _init("bd", r.normal(0, 0.1, 10))]
     nodes.append(helper.make_node("Gemm", ["f", "wd", "bd"], ["y"], transB=1))
-    g = helper.make_graph(nodes, "branches", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    onnx.save(m, str(path))
-    return path
-
-
-def compile_branches(tmp, fmt):
-    """The compiled model of :func:`branches_model` for format ``fmt`` (a path)."""
-    model = branches_model(tmp / f"branches_{fmt}.onnx", pow2_mean=fmt == "bfp8")
-    return compile_onnx(tmp, f"branches_{fmt}", model, fmt, formats={fmt: FORMATS[fmt]}, check_samples=2,
-                        calibration_samples=16)
+    return save_net(path, nodes, inits, "branches", ["N", 1, 8, 8])
 
 
 @pytest.fixture(scope="module")
 def branches(tmp_path_factory):
     """fmt -> compiled model, each compiled once for the module."""
-    tmp = tmp_path_factory.mktemp("branches")
-    cache = {}
-
-    def get(fmt):
-        if fmt not in cache:
-            cache[fmt] = compile_branches(tmp, fmt)
-        return cache[fmt]
-    return get
+    return compiled_per_format(tmp_path_factory, "branches", lambda p, fmt: branches_model(p, pow2_mean=fmt == "bfp8"))
 
 
 def _x(n):

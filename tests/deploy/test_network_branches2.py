@@ -30,7 +30,7 @@ from onnx import helper, numpy_helper  # noqa: E402
 
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
-from netfixtures import ENGINE, FORMATS, check_strict_kernel_run, compile_onnx, save_net  # noqa: E402
+from netfixtures import ENGINE, FORMATS, check_strict_kernel_run, compiled_per_format, save_net  # noqa: E402
 
 KERNEL = {"bfp8": "bfpkernel", "twohot": "netkernel", "fixed8": "sparsekernel"}
 
@@ -83,16 +83,7 @@ def branches2_model(path, bfp, seed=53):
 @pytest.fixture(scope="module")
 def branches2(tmp_path_factory):
     """fmt -> the compiled :func:`branches2_model`, each compiled once for the module."""
-    tmp = tmp_path_factory.mktemp("branches2")
-    cache = {}
-
-    def get(fmt):
-        if fmt not in cache:
-            model = branches2_model(tmp / f"branches2_{fmt}.onnx", bfp=fmt == "bfp8")
-            cache[fmt] = compile_onnx(tmp, f"branches2_{fmt}", model, fmt, formats={fmt: FORMATS[fmt]},
-                                      check_samples=2, calibration_samples=16)
-        return cache[fmt]
-    return get
+    return compiled_per_format(tmp_path_factory, "branches2", lambda p, fmt: branches2_model(p, bfp=fmt == "bfp8"))
 
 
 def _x(n):
