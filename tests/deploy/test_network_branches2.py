@@ -126,7 +126,8 @@ def test_the_branches_run_in_the_emu_network_mode_with_the_layer_paths_bits(bran
 
 @pytest.mark.csim
 @pytest.mark.strict_csim
-@pytest.mark.parametrize("fmt", [pytest.param("bfp8"), pytest.param("twohot", marks=pytest.mark.slow),
+# every engine's strict case is slow (the README's 5 minutes); .ci/sanitize runs all three
+@pytest.mark.parametrize("fmt", [pytest.param("bfp8", marks=pytest.mark.slow), pytest.param("twohot", marks=pytest.mark.slow),
                                  pytest.param("fixed8", marks=pytest.mark.slow)])
 def test_the_branches_pass_the_strict_csim_in_one_start(branches2, fmt):
     """One start per batch on the strict library: the layer path's bits, the loops' iterations

@@ -126,7 +126,9 @@ def test_rule_10c_at_another_radix_on_csim(cbam, tmp_path):
 
 @pytest.mark.csim
 @pytest.mark.strict_csim
-@pytest.mark.parametrize("fmt", list(FORMATS))
+# quick on fixed8 only (the README's 5 minutes); bfp8 and two-hot run in the slow suite and .ci/sanitize
+@pytest.mark.parametrize("fmt", [pytest.param("bfp8", marks=pytest.mark.slow),
+                                 pytest.param("twohot", marks=pytest.mark.slow), "fixed8"])
 def test_cbam_kernel_on_csim_and_the_simulated_board_in_one_start(cbam, fmt):
     """The rendered kernel declares three activation buffers (and the resource model counts
     them), and gives the layer path's bits on the strict C-simulation (every bank within its
