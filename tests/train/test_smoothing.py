@@ -2,7 +2,6 @@
 each training step is torch's own F.cross_entropy, label-smoothed exactly in the phases asked for."""
 import importlib.util
 import pathlib
-import sys
 
 import pytest
 
