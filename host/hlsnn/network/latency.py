@@ -286,6 +286,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             from ..deploy import program as netmode
             from ..engines.network.move import refuse_kernel
             refuse_kernel(netmode.lower(*artifact.read(path)))          # raises the reason
+    from ..deploy.twoterm import cost_layer            # rule 4 of hlsnn.deploy.twoterm
     from ..measure.layers import layer_kernel_cycles
     from .loader import load
     net = load(path, "emu", self_check=False, network=False)
@@ -331,8 +332,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                 cfgs[cfg.sha] = cfg
                 in_hw = tuple(ins[0][-2:]) if j["kind"] == "conv" else None
                 wsp = float(np.mean(np.asarray(ex.wq) == 0)) if j["format"] in ("fixed", "sparse") else 0.0
-                terms = getattr(ex, "terms", 1)          # weight_terms: 2 runs K doubled (rule 4 of
-                from ..deploy.twoterm import cost_layer    # hlsnn.deploy.twoterm), rows [p | p]
+                terms = getattr(ex, "terms", 1)          # weight_terms: 2 runs K doubled, rows [p | p]
                 kc = layer_kernel_cycles(cost_layer(ex.layer, terms), cfg, batch, fmt_type=j["format"], in_hw=in_hw,
                                          weight_sparsity=wsp, input_density=ex.stats.input_density)
                 beat = cfg.params["stream_bits"] // 8
