@@ -6,8 +6,6 @@ same bits. ``F_g`` is kept in :attr:`Deployment.gate_in` (``{layer: [F or None, 
 and the compiled program's host-layer field ``gate_in``."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..engines.network.gate import MAX_TABLE_BITS
 from ..engines.network.gatein import MOVES
 
@@ -73,13 +71,28 @@ def operand_bits(dep, layer, env, bfp_cls):
     return out
 
 
+def _no_radix(dep, layer, k):
+    """Rule 10c's refusal of operand ``k`` of ``layer`` without a calibrated radix (and why, for an
+    artifact older than ``gate_in``)."""
+    from .programrev import older
+    why = older(getattr(dep, "origin", None), "gate_in")
+    return (f"layer {layer.name}: no calibrated code radix for its operand {layer.inputs[k]} "
+            f"(rule 10c)" + (f": {why}" if why else ""))
+
+
+def _bfp_codes(dep, b):
+    """Rule 9b's ``b``-bit codes of the exact BFP pairs of values at a radix, as
+    :func:`hlsnn.deploy.calcodes.codes_at_radix` takes them."""
+    from ..engines.bfp_systolic.network.gate import codes, pairs_of
+    return lambda v, f: codes(*pairs_of(v), f, b, dep.rounding)
+
+
 def run(dep, layer, ins, bits, calibrate, bfp_cls):
     """Rule 10c in the layer path: ``(values, fmt)`` of gate ``layer`` on the :class:`Act`
     operands ``ins``, each operand of ``bits`` (:func:`operand_bits`) first written as codes at
     ``F_g`` (DETERMINE when calibrating, every batch when ``dynamic``)."""
-    from ..errors import InputError
     from . import hostops
-    from .quant import host_radix, to_fixed
+    from .calcodes import codes_at_radix
     radix = dep.__dict__.setdefault("gate_in", {})
     fs = list(radix.get(layer.name) or [None, None])
     bfp = bfp_bits(dep, bfp_cls) is not None
@@ -88,20 +101,9 @@ def run(dep, layer, ins, bits, calibrate, bfp_cls):
         if k not in bits:
             vals.append(a.values)
             continue
-        b = bits[k]
-        if calibrate or dep.dynamic or fs[k] is None:
-            if not calibrate and not dep.dynamic:
-                from .programrev import older
-                why = older(getattr(dep, "origin", None), "gate_in")
-                raise InputError(f"layer {layer.name}: no calibrated code radix for its operand {layer.inputs[k]} "
-                                 f"(rule 10c)" + (f": {why}" if why else ""))
-            fs[k] = int(host_radix(a.values, b, True, dep.overflow_ratio))
-        if bfp:                                  # rule 9b's codes of the exact pairs
-            from ..engines.bfp_systolic.network.gate import codes, pairs_of
-            q = codes(*pairs_of(a.values), fs[k], b, dep.rounding)
-        else:
-            q = to_fixed(a.values, fs[k], b, True, dep.rounding)
-        vals.append(np.ldexp(q.astype(np.float64), -fs[k]))
+        pairs = _bfp_codes(dep, bits[k]) if bfp else None         # rule 9b's codes of the exact pairs
+        v, fs[k] = codes_at_radix(dep, a.values, fs[k], bits[k], calibrate, lambda: _no_radix(dep, layer, k), pairs)
+        vals.append(v)
     radix[layer.name] = fs
     return hostops.run(layer, vals), None
 

@@ -5,8 +5,6 @@ activation of the float output of an ``Add``, a gate ``Mul`` or an ``AveragePool
 modes (which materialize the pending op at that radix) give the same bits."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..engines.network.gate import MAX_TABLE_BITS
 from ..engines.network.tablein import SOURCES, THROUGH
 
@@ -42,14 +40,11 @@ def run(dep, layer, act, b, calibrate):
     ``F_t`` by DETERMINE when calibrating (every batch when ``dynamic``), kept in the
     deployment's ``table_in``; the codes ``to_fixed(v, F_t, b)``; then rule 9's table."""
     from ..engines.network import gate
-    from ..errors import InputError
-    from .quant import Act, host_radix, to_fixed
+    from .calcodes import codes_at_radix
+    from .quant import Act
     radix = dep.__dict__.setdefault("table_in", {})
-    if calibrate or dep.dynamic or layer.name not in radix:
-        if not calibrate and not dep.dynamic:
-            raise InputError(f"layer {layer.name}: no calibrated input radix for its table (rule 9e)")
-        radix[layer.name] = int(host_radix(act.values, b, True, dep.overflow_ratio))
-    f = radix[layer.name]
-    q = to_fixed(act.values, f, b, True, dep.rounding)
-    codes = Act(np.ldexp(q.astype(np.float64), -f), (f, b, True))
+    v, radix[layer.name] = codes_at_radix(
+        dep, act.values, radix.get(layer.name), b, calibrate,
+        lambda: f"layer {layer.name}: no calibrated input radix for its table (rule 9e)")
+    codes = Act(v, (radix[layer.name], b, True))
     return gate.host_run(layer, codes, dep.rounding, dep._table_radix(layer, codes, calibrate))
