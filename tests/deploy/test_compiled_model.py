@@ -268,3 +268,21 @@ def test_refuses_a_sim_overlay_folder_of_another_config(compiled, tmp_path):
     other = prepare_sim_overlay(cfg, ENGINES[cfg.engine], tmp_path / cfg.name)
     with pytest.raises(InputError, match=r"bfp16_pynq_z2 has hash .* build the overlay from the same config"):
         hlsnn.load(path, target="sim", overlays={key: other})
+
+
+def test_refuses_an_overlay_of_another_config_before_compiling_its_kernel(compiled, tmp_path, monkeypatch):
+    """The config hash is compared first: a refused overlay costs no g++ run of the sim library."""
+    from hlsnn import csim
+    from hlsnn.engines import ENGINES
+    from hlsnn.runtime.sim_target import prepare_sim_overlay
+    path = compiled("digits_cnn", "twohot")
+    key = next(iter(artifact.read(path)[0]["accels"]))
+    cfg = hlsnn.load_config("bfp16_pynq-z2")
+    other = prepare_sim_overlay(cfg, ENGINES[cfg.engine], tmp_path / cfg.name)
+
+    def no_compiler(*a, **kw):
+        pytest.fail("the kernel library was compiled before the overlay's config hash was compared")
+    monkeypatch.setattr(csim, "compile_library", no_compiler)
+    for ov in (other, "bfp16_pynq-z2"):              # an overlay folder, a config by name
+        with pytest.raises(InputError, match=r"bfp16_pynq_z2 has hash .* build the overlay from the same config"):
+            hlsnn.load(path, target="sim", overlays={key: ov})

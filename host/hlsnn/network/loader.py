@@ -168,21 +168,18 @@ class CompiledNet:
             for key, entry in prog["accels"].items():
                 cfg = config_of(entry, self.path)
                 ov = overlays.get(key)
-                if ov is not None and self.network is not None:
-                    # the accelerators run on emu: a layer overlay's config is read from its manifest,
-                    # a network overlay's hash is checked by the network kernel's board (netboard)
-                    acc = Accelerator(cfg, target, **target_options)
-                    got = cfg if is_network_overlay(ov) else overlay_config(ov)
-                else:
-                    acc = Accelerator(ov if ov is not None else cfg, target, **target_options)
-                    got = acc.config
-                self.accs[key] = acc
+                # the overlay's config (a layer overlay's from its manifest), its hash compared before its
+                # target is built (sim compiles the kernel's library); with the network path the accelerators
+                # run on emu and a network overlay's hash is checked by the network kernel's board (netboard)
+                on_net = ov is not None and self.network is not None
+                got = cfg if ov is None or on_net and is_network_overlay(ov) else overlay_config(ov)
                 if got.sha != cfg.sha:
                     raise InputError(
-                        f"overlay {overlays.get(key, got.name)}: its config {got.name} has hash "
+                        f"overlay {ov}: its config {got.name} has hash "
                         f"{got.sha[:12]}, but {Path(self.path).name} was compiled for {cfg.name} with hash "
                         f"{cfg.sha[:12]}; build the overlay from the same config, or compile the model again "
                         f"against this overlay's config")
+                self.accs[key] = Accelerator(cfg if ov is None or on_net else ov, target, **target_options)
             dstub = DeployStub(prog["rounding"], prog["overflow_ratio"])
             layers, execs = [], {}
             for j in prog["layers"]:
