@@ -85,3 +85,21 @@ def test_report_of_a_compiled_model_refuses_bad_output_and_names_it(compiled, tm
     err = capsys.readouterr().err
     assert "no-such-board" in err and "Traceback" not in err
     assert not (tmp_path / "b.html").exists()
+
+
+def test_report_of_a_compiled_model_checks_the_out_path_before_modelling(compiled, tmp_path, monkeypatch):
+    """A folder, or a folder that does not exist, is refused before the latency model runs."""
+    from hlsnn.errors import InputError
+    from hlsnn.network import latency
+    from hlsnn.network.report import write_report
+    path = compiled("digits_cnn", "twohot")
+
+    def never(*a, **k):
+        raise AssertionError("the latency model must not run when --out is wrong")
+    monkeypatch.setattr(latency, "model", never)
+    (tmp_path / "d.html").mkdir()
+    with pytest.raises(InputError, match="is a folder; give a file name"):
+        write_report(path, out=tmp_path / "d.html")
+    with pytest.raises(InputError, match="does not exist; create it first"):
+        write_report(path, out=tmp_path / "missing" / "r.html")
+    assert not (tmp_path / "missing").exists()

@@ -171,10 +171,15 @@ def test_bad_output_path(root, tmp_path, monkeypatch):
     monkeypatch.setattr(run, "deploy", never)
     with pytest.raises(InputError, match=r"must end in \.html"):
         write_report(cfg, out=tmp_path / "r.png")
-    monkeypatch.setattr(run, "deploy", lambda *a, **k: fake_result())
-    (tmp_path / "file").write_text("x")
+    (tmp_path / "file").write_text("x")                   # the path is checked before deploy() runs
     with pytest.raises(InputError, match="is a file, not a folder"):
         write_report(cfg, out=tmp_path / "file" / "r.html")
+    (tmp_path / "d.html").mkdir()
+    with pytest.raises(InputError, match="is a folder; give a file name"):
+        write_report(cfg, out=tmp_path / "d.html")
+    with pytest.raises(InputError, match="does not exist; create it first"):
+        write_report(cfg, out=tmp_path / "missing" / "r.html")
+    assert not (tmp_path / "missing").exists()
 
 
 # --------------------------------------------------------------------------- cycle model

@@ -430,6 +430,17 @@ def _latency(res, cfg, elayers, accels, shapes, used, new):
     return "\n".join(out)
 
 
+def page_out(out) -> Path:
+    """``out`` as the path :func:`write_page` will write, refused before any work: a name not
+    ending in .html/.htm (:func:`hlsnn.plots.check_out`), a folder, a folder that does not exist
+    outside build/ and overlays/ (:func:`hlsnn.paths.out_parent`, which makes it there)."""
+    from ..paths import out_parent
+    from ..plots import check_out
+    out = check_out(out, (".html", ".htm"))
+    out_parent(out)
+    return out
+
+
 def write_page(out, title, body) -> Path:
     """Write one self-contained HTML page (``title`` escaped here, ``body`` HTML) to ``out``
     atomically, making its folder only where :func:`hlsnn.paths.out_parent` allows."""

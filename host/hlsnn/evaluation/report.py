@@ -10,8 +10,7 @@ from ..config import load_config
 from ..deploy import evaluate
 from ..deploy.config import load_deploy_config
 from ..deploy.onnx_import import load_onnx
-from ..deploy.report import _matplotlib, _sections, engine_input_shapes, write_page
-from ..plots import check_out
+from ..deploy.report import _matplotlib, _sections, engine_input_shapes, page_out, write_page
 from . import run
 
 
@@ -25,12 +24,13 @@ def write_report(config_path, target="emu", *, out=None, host_fallback=False, ho
     Raises
     ------
     InputError
-        ``out`` does not end in .html/.htm or cannot be written (checked before any work
-        where possible), or anything :func:`~hlsnn.evaluation.run.deploy` rejects.
+        ``out`` does not end in .html/.htm, is a folder or its folder does not exist (checked
+        before any work: :func:`hlsnn.deploy.report.page_out`) or cannot be written, or anything
+        :func:`~hlsnn.evaluation.run.deploy` rejects.
     MissingDependency
         matplotlib (or onnx) is not installed.
     """
-    out = check_out(out if out is not None else Path(f"{Path(config_path).stem}_report.html"), (".html", ".htm"))
+    out = page_out(out if out is not None else Path(f"{Path(config_path).stem}_report.html"))
     new = _matplotlib()
     cfg = load_deploy_config(config_path)
     res = run.deploy(config_path, target, per_layer=True, host_fallback=host_fallback,

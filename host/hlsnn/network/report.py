@@ -129,12 +129,12 @@ def write_report(path, *, out=None, board=None, batch=1) -> Path:
     Raises
     ------
     InputError
-        ``out`` does not end in .html/.htm or cannot be written (checked before any work),
+        ``out`` does not end in .html/.htm, is a folder or its folder does not exist (checked
+        before any work: :func:`hlsnn.deploy.report.page_out`) or cannot be written,
         ``path`` is not a compiled model, or ``board`` is unknown.
     """
-    from ..deploy.report import write_page
-    from ..plots import check_out
-    out = check_out(out if out is not None else Path(f"{Path(path).stem}_report.html"), (".html", ".htm"))
+    from ..deploy.report import page_out, write_page
+    out = page_out(out if out is not None else Path(f"{Path(path).stem}_report.html"))
     prog, arrays = artifact.read(path)
     res = latency.model(path, board=board, batch=batch)
     other = latency.model(path, board=board, batch=batch, network=False) if res["path"] == "network" else None
