@@ -26,16 +26,7 @@ import variant_fresh as vfr  # noqa: E402
 
 
 def _models(torch, nn):
-    F = nn.functional
-
-    class ChanAtt(nn.Module):           # CBAM channel attention with 1x1 convs: avg + max pooled, shared MLP
-        def __init__(self, c, r):
-            super().__init__()
-            self.mlp = nn.Sequential(nn.Conv2d(c, r, 1, bias=False), nn.ReLU(), nn.Conv2d(r, c, 1, bias=False))
-
-        def forward(self, x):
-            a = self.mlp(F.adaptive_avg_pool2d(x, 1)) + self.mlp(F.adaptive_max_pool2d(x, 1))
-            return x * torch.sigmoid(a)
+    ChanAtt, sep = vfr.cbam_parts(torch, nn)   # f_dw_cbam's channel attention and block
 
     class SpatAtt(nn.Module):           # CBAM spatial attention: channel mean and max, 7x7 conv, sigmoid
         def __init__(self, use_amax=True):
@@ -46,11 +37,6 @@ def _models(torch, nn):
         def forward(self, x):
             mx = x.amax(1, keepdim=True) if self.use_amax else torch.max(x, 1, keepdim=True)[0]
             return x * torch.sigmoid(self.conv(torch.cat([x.mean(1, keepdim=True), mx], 1)))
-
-    def sep(c, z, stride):              # depthwise-separable: 'same' when stride 1, padding 1 when 2
-        pad = "same" if stride == 1 else 1
-        return nn.Sequential(nn.Conv2d(c, c, 3, stride, pad, groups=c, bias=False), nn.BatchNorm2d(c), nn.Hardswish(),
-                             nn.Conv2d(c, z, 1, bias=False), nn.BatchNorm2d(z), nn.Hardswish())
 
     class DwCbamFull(nn.Module):
         def __init__(self, use_amax=True):

@@ -33,6 +33,28 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import variant_family as vf  # noqa: E402
 
 
+def cbam_parts(torch, nn):
+    """``(ChanAtt, sep)``: CBAM's channel attention and the depthwise-separable block of ``f_dw_cbam``
+    (``scripts/cbam_spatial.py`` builds its full CBAM on them)."""
+    F = nn.functional
+
+    class ChanAtt(nn.Module):           # CBAM channel attention with 1x1 convs: avg + max pooled, shared MLP
+        def __init__(self, c, r):
+            super().__init__()
+            self.mlp = nn.Sequential(nn.Conv2d(c, r, 1, bias=False), nn.ReLU(), nn.Conv2d(r, c, 1, bias=False))
+
+        def forward(self, x):
+            a = self.mlp(F.adaptive_avg_pool2d(x, 1)) + self.mlp(F.adaptive_max_pool2d(x, 1))
+            return x * torch.sigmoid(a)
+
+    def sep(c, z, stride):              # depthwise-separable: 'same' when stride 1, padding 1 when 2
+        pad = "same" if stride == 1 else 1
+        return nn.Sequential(nn.Conv2d(c, c, 3, stride, pad, groups=c, bias=False), nn.BatchNorm2d(c), nn.Hardswish(),
+                             nn.Conv2d(c, z, 1, bias=False), nn.BatchNorm2d(z), nn.Hardswish())
+
+    return ChanAtt, sep
+
+
 def _models(torch, nn):
     F = nn.functional
 
@@ -209,19 +231,7 @@ def _models(torch, nn):
             return self.head(h.flatten(1))
 
     # --- depthwise CNNs on (N, 1, 8, 8)
-    class ChanAtt(nn.Module):           # CBAM channel attention with 1x1 convs: avg + max pooled, shared MLP
-        def __init__(self, c, r):
-            super().__init__()
-            self.mlp = nn.Sequential(nn.Conv2d(c, r, 1, bias=False), nn.ReLU(), nn.Conv2d(r, c, 1, bias=False))
-
-        def forward(self, x):
-            a = self.mlp(F.adaptive_avg_pool2d(x, 1)) + self.mlp(F.adaptive_max_pool2d(x, 1))
-            return x * torch.sigmoid(a)
-
-    def sep(c, z, stride):              # depthwise-separable: 'same' when stride 1, padding 1 when 2
-        pad = "same" if stride == 1 else 1
-        return nn.Sequential(nn.Conv2d(c, c, 3, stride, pad, groups=c, bias=False), nn.BatchNorm2d(c), nn.Hardswish(),
-                             nn.Conv2d(c, z, 1, bias=False), nn.BatchNorm2d(z), nn.Hardswish())
+    ChanAtt, sep = cbam_parts(torch, nn)
 
     class DwCbam(nn.Module):
         def __init__(self):
