@@ -129,9 +129,10 @@ def test_layer_path_is_onnxs_and_torchs_resize():
     g = helper.make_graph([helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear",
                                             coordinate_transformation_mode="align_corners")], "g",
                           [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x.shape))],
-                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], [scales])
-    ref = ReferenceEvaluator(helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])).run(
-        None, {"x": x.astype(np.float32)})[0]
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3, 8, 10])], [scales])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    onnx.checker.check_model(m)
+    ref = ReferenceEvaluator(m).run(None, {"x": x.astype(np.float32)})[0]
     layer = Layer("r", "host", ["x"], "y", op="ResizeLinear", attrs=_mats(x.shape, (8, 10)))
     y = hostextra.run(layer, [x])
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
@@ -183,7 +184,9 @@ def mini_milesial(path, seed=7):
     nodes[-1].output[0] = "y"
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 1, 8, 8])],
                           [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 1, 8, 8])], init)
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    onnx.save(m, str(path))
     return path
 
 
