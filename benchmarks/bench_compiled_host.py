@@ -33,8 +33,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, os.environ.get("HLSNN_BENCH_HOST") or str(ROOT / "host"))
 

@@ -5,7 +5,6 @@ of the operation's shape, finite, non-negative under ReLU, and equal to the same
 the canonical argument types (a flag given as numpy.bool_, an int as numpy.int64, a list for an
 array). Derandomized, on the emulator; ``--hypothesis-seed=N`` explores."""
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

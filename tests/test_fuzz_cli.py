@@ -47,7 +47,6 @@ DEFAULT_OUTPUTS = ("*_quant.png", "*_sweep.png", "*_report.html")
 
 def _call(args, scratch, out=None):
     """Run ``hlsnn ARGS`` in a fresh folder under ``scratch`` (with x.npy and w.npy)."""
-    import itertools
     import shutil
     here = scratch / f"ex{next(_counter)}"
     here.mkdir()

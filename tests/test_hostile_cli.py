@@ -2,8 +2,6 @@
 import json
 import shutil
 
-import pytest
-
 from hlsnn.cli import main
 from conftest import ROOT
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from conftest import ROOT  # noqa: E402
 from hlsnn.config import load_config  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
 from hlsnn.deploy.graph import Layer, Network  # noqa: E402

@@ -140,7 +140,6 @@ def test_a_pairs_sum_beyond_the_kernels_element_is_not_exact():
 
 
 def test_what_has_no_exact_rule_is_refused_by_name():
-    x = np.zeros((1, 2, 4, 4))
     state, shapes = {"x": ("q", 4)}, {"x": (2, 4, 4)}
 
     def refuse(j, match):

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
-from conftest import ROOT  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config  # noqa: E402
 from hlsnn.deploy.graph import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import float_forward, Deployment  # noqa: E402

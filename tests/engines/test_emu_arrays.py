@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import hlsnn
-from conftest import accel_config, stable_seed, test_config
+from conftest import accel_config, stable_seed
 
 MB = 1 << 20
 

@@ -513,9 +513,8 @@ def _document(d, modules, what):
 def build_design(cfg, names="kernel"):
     """The block design of ``cfg`` as an ``xml.etree`` root element (``EDKSYSTEM``)."""
     d = _base(cfg)
-    ctx, b, name, bd, zynq7, sb, aw = d.ctx, d.b, d.name, d.bd, d.zynq7, d.sb, d.aw
-    dma_base, kernel_base, req, act, freq_hz, hp_port, full = (d.dma_base, d.kernel_base, d.req, d.act, d.freq_hz,
-                                                               d.hp_port, d.full)
+    ctx, name, bd, zynq7, sb, aw = d.ctx, d.name, d.bd, d.zynq7, d.sb, d.aw
+    dma_base, kernel_base, req, freq_hz, hp_port = d.dma_base, d.kernel_base, d.req, d.freq_hz, d.hp_port
     ap, sp, ps, clk, rstn, master, ddr = d.ap, d.sp, d.ps, d.clk, d.rstn, d.master, d.ddr
     master_aclk, hp_aclk = d.master_aclk, d.hp_aclk
 

@@ -375,7 +375,7 @@ class BfpNet:
             xr = x.reshape(b, -1)
             if xr.strides[1] != 8 or xr.strides[0] % 8:
                 xr = np.ascontiguousarray(xr)
-            rows, per, hw = b, 1, 1
+            rows, hw = b, 1
             geo = (0, 0, 0, k, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1)
             sb = xr.strides[0] // 8
         else:
@@ -384,7 +384,7 @@ class BfpNet:
             oh, ow = convgeom._out_hw_checked(g, h, w)
             if any(s % 8 for s in x.strides) or x.strides[1] != 8:     # channels last: rows read in runs
                 x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-            xr, rows, per, hw = x, b * oh * ow, oh * ow, h * w
+            xr, rows, hw = x, b * oh * ow, h * w
             sb, sc, sh_, sw_ = (s // 8 for s in x.strides)
             geo = (sc, sh_, sw_, c, h, w, g.kh, g.kw, g.sh, g.sw, g.pads[0], g.pads[1], g.dh, g.dw, oh, ow)
         exps = self._buf(ws, "exps", rows, np.int64)

@@ -131,8 +131,6 @@ before the loop ends are ``OutOverlap``, and the rest stream in ``WriteBeats``.
 """
 from __future__ import annotations
 
-import functools
-
 from .model import Loop, bound_of, serial_call
 
 NAME = "bfp_systolic"

@@ -53,7 +53,6 @@ class Accelerator:
                              "folder, a parsed config (dict) or a Config from hlsnn.load_config")
         if isinstance(config, (str, os.PathLike)) and (Path(config).is_dir() or str(config).endswith(".bit")):
             # an overlay folder (or its .bit): the config comes from its <name>.json
-            import json
             from .pynq_target import config_from_manifest, overlay_files, read_manifest
             overlay = Path(config)
             _, _, js = overlay_files(overlay)

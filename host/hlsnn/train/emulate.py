@@ -11,7 +11,6 @@ import tempfile
 from contextlib import contextmanager
 
 import numpy as np
-import torch
 
 from ..deploy.config import DeployConfig, load_deploy_config
 from ..deploy.evaluate import open_accelerators

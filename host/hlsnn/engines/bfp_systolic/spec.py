@@ -505,7 +505,6 @@ def serial_bits(p) -> dict:
     multipliers' widths of kp * step_beats, groups * S, tiles * kp, batch * xb, cols * nbo
     and (GEMV mode) batch * gsteps."""
     L = lanes(p)
-    kp = (p["max_k"] + 1) // 2
     n_tiles = math.ceil(p["max_n"] / p["rows"])
     groups = max_groups(p)
     return {

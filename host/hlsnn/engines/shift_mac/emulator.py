@@ -168,7 +168,7 @@ def emulate_reference(p, x, regs, bias, shift, *, n, mode, delta=0, relu=False, 
     :func:`emulate` must equal it bit for bit (the tests check this). The same parameters and
     returns as :func:`emulate`.
     """
-    A, B = p["acc_bits"], p["act_bits"]
+    A = p["acc_bits"]
     if not 0 <= delta <= p["max_delta"]:
         raise InputError(f"delta = {delta}: must be in [0, max_delta = {p['max_delta']}]")
     x = np.asarray(x, np.int64)

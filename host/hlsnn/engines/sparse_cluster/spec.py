@@ -2,8 +2,6 @@
 models, and the flat values the Jinja2 templates receive."""
 from __future__ import annotations
 
-import math
-
 from ...config import Field
 from ...engine_registry import register
 from ...errors import ConfigError

@@ -69,7 +69,7 @@ def _one(t, j, shape, why):
         return values.reshape(shape), dict(mode=j["mode"], fields=_fields(t, shape))
     # a grouped conv stored as the layer path runs it: gp groups packed to one GEMM
     # (hlsnn.deploy.groups.gemm_weight); the layer's own (Z, C/g, kh, kw) codes taken back
-    z, cg = shape[0], shape[1]
+    z = shape[0]
     k = int(np.prod(shape[1:]))
     gp, g = int(j.get("gp") or 1), (j.get("geom") or {}).get("group", 1)
     if values.size != z * gp * k or g % gp:
