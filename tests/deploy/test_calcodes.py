@@ -2,13 +2,18 @@
 numpy's own arithmetic: the codes are the values rounded at radix F and saturated, read back as
 q * 2**-F; a calibration takes the max-based radix; without a radix outside a calibration it
 refuses with the caller's message."""
+import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from hlsnn.deploy.calcodes import codes_at_radix
 from hlsnn.errors import InputError
+
+sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+from netfixtures import round_array  # noqa: E402
 
 
 def _dep(rounding="nearest_away", dynamic=False):
@@ -17,14 +22,7 @@ def _dep(rounding="nearest_away", dynamic=False):
 
 def _reference(x, f, bits, rounding):
     """Codes at radix ``f`` by numpy (``x * 2**f`` is exact for these dyadic values), saturated."""
-    y = x * 2.0 ** f
-    if rounding == "nearest_away":
-        q = np.sign(y) * np.floor(np.abs(y) + 0.5)
-    elif rounding == "nearest_even":
-        q = np.rint(y)
-    else:
-        q = np.floor(y)
-    q = np.clip(q, -(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    q = np.clip(round_array(x * 2.0 ** f, rounding), -(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
     return q * 2.0 ** -f
 
 
