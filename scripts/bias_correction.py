@@ -82,14 +82,15 @@ def main(argv=None):
     else:
         base, formats = args.out, ("bfp8", "twohot", "fixed8")
     names = args.only or sorted(p.stem for p in base.glob("*.yaml") if "__" not in p.stem)
-    header = False
+    header = None
     for name in names:
         cfg = _absolute(read_yaml(base / f"{name}.yaml"), base)
         fmts, cells = run(name, cfg, formats)
-        if not header:
-            print("| model | " + " | ".join(f"{f} | {f} + bc" for f in fmts) + " |")
+        if fmts != header:          # a model with other formats (configs/models) starts a table of its own
+            print(("\n" if header is not None else "") + "| model | "
+                  + " | ".join(f"{f} | {f} + bc" for f in fmts) + " |")
             print("|---" * (2 * len(fmts) + 1) + "|")
-            header = True
+            header = fmts
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
