@@ -562,7 +562,8 @@ def status(out, only=None):
                     c0 = _kernel_calls(net)
                     net.run(x)
                     starts = _starts(net, c0)
-                    row[fmt] = (f"network {starts}" if net.network is not None else f"layers {starts}") \
+                    # emu's network mode counts no kernel start (it has no kernel): one start on csim / a board
+                    row[fmt] = ("network 1" if net.network is not None else f"layers {starts}") \
                         + ("" if why is None else ": " + why)
             except Exception as exc:    # noqa: BLE001
                 row[fmt] = "RUN " + vf._short(exc)
