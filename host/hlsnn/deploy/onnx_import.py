@@ -456,12 +456,15 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]      # ONNX: top, left, bottom, right
             src, folded = node.input[0], []
             prev = produced.get(src)
-            if not one_d and prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 \
+            rank = 6 if one_d else 8
+            if prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 \
                     and "mode" not in prev.attrs \
-                    and len(prev.attrs["pads"]) == 8 \
-                    and not any(prev.attrs["pads"][i] for i in (0, 1, 4, 5)) and sole_user(src) is node:
-                pp = prev.attrs["pads"]                 # a zero Pad of H and W only: the conv's own padding
-                pads = [pads[0] + pp[2], pads[1] + pp[3], pads[2] + pp[6], pads[3] + pp[7]]
+                    and len(prev.attrs["pads"]) == rank \
+                    and not any(prev.attrs["pads"][i] for i in (0, 1, rank // 2, rank // 2 + 1)) \
+                    and sole_user(src) is node:
+                pp = prev.attrs["pads"]                 # a zero Pad of H and W (of L) only: the conv's own padding
+                pads = ([pads[0] + pp[2], pads[1] + pp[3], pads[2] + pp[6], pads[3] + pp[7]] if not one_d else
+                        [pads[0] + pp[2], 0, pads[2] + pp[5], 0])     # F.pad(x, (k - 1, 0)): a causal Conv1d
                 layers.remove(prev)
                 src, folded = prev.inputs[0], [prev.name]
             hw = shapes.get(src, ())[2:4]

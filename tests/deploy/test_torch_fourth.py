@@ -1,0 +1,62 @@
+"""Issue 52's kinds written a fourth way (``scripts/variant_fourth.py``), on files torch writes in
+the test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo exporter):
+
+* a causal ``Conv1d`` (``F.pad(x, (k - 1, 0))`` then the conv, Bai et al.'s TCN): TorchScript
+  keeps the ``Pad``, the dynamo exporter folds it into the conv's pads; both import as one conv
+  with the pad as its own (asymmetric) zero padding, no host ``Pad``;
+* RMSNorm written by hand (LLaMA's ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``):
+  ``Pow`` by a constant, ``Sqrt``, ``Reciprocal`` (dynamo) or ``Div`` of a constant by a tensor
+  (TorchScript) and a ``Mul`` of two tensors, on the host (:mod:`hlsnn.deploy.hostmath`).
+
+References: onnxruntime on the same file (the float import) and numpy.
+"""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import float_forward  # noqa: E402
+
+EXPORTS = {"ts17": dict(dynamo=False, opset_version=17), "dynamo": dict()}
+
+
+def _export(module, shape, path, how):
+    import warnings
+    torch.manual_seed(0)
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.randn(1, *shape),), str(path), **EXPORTS[how])
+    return path
+
+
+def _onnxruntime(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {name: x[i:i + 1]})[0] for i in range(len(x))])
+
+
+class _CausalConv(torch.nn.Module):
+    def __init__(self, left, right=0):
+        super().__init__()
+        torch.manual_seed(1)
+        self.pad = (left, right)
+        self.conv = torch.nn.Conv1d(3, 4, 3, dilation=2)
+
+    def forward(self, x):
+        return torch.relu(self.conv(torch.nn.functional.pad(x, self.pad)))
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+@pytest.mark.parametrize("left, right", [(4, 0), (1, 3)])
+def test_a_zero_pad_of_the_length_is_the_conv1ds_own_padding(tmp_path, how, left, right):
+    path = _export(_CausalConv(left, right), (3, 10), tmp_path / f"causal_{how}.onnx", how)
+    net = load_onnx(path)
+    assert [la.op for la in net.layers if la.kind == "host" and la.op == "Pad"] == []
+    (conv,) = [la for la in net.layers if la.kind == "conv"]
+    assert conv.pads == (left, 0, right, 0)            # top (L begin), left, bottom (L end), right
+    x = np.random.default_rng(2).normal(size=(5, 3, 10)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)
