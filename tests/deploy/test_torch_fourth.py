@@ -60,3 +60,50 @@ def test_a_zero_pad_of_the_length_is_the_conv1ds_own_padding(tmp_path, how, left
     assert conv.pads == (left, 0, right, 0)            # top (L begin), left, bottom (L end), right
     x = np.random.default_rng(2).normal(size=(5, 3, 10)).astype(np.float32)
     np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)
+
+
+class _RMSNormFFN(torch.nn.Module):
+    """LLaMA's RMSNorm by hand, then a token-wise Linear (on (N, T, F))."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.weight = torch.nn.Parameter(torch.rand(8) + 0.5)
+        self.lin = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return self.lin(h)
+
+
+class _L2Norm(torch.nn.Module):
+    """x / ||x|| over the features, by hand: a Div of two computed tensors."""
+
+    def forward(self, x):
+        return x / (x.pow(2).sum(-1, keepdim=True).sqrt() + 1e-6)
+
+
+class _PowOfTensor(torch.nn.Module):
+    def forward(self, x):
+        return torch.pow(x.abs() + 1, torch.sigmoid(x))
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+@pytest.mark.parametrize("module, host_ops", [(_RMSNormFFN, {"Pow", "Sqrt", "Reciprocal"}),
+                                              (_L2Norm, {"Pow", "Sqrt", "Div"})])
+def test_hand_written_norms_import_on_the_host_and_equal_onnxruntime(tmp_path, how, module, host_ops):
+    path = _export(module(), (4, 8), tmp_path / f"norm_{how}.onnx", how)
+    net = load_onnx(path)                                 # no UnsupportedModelError, no fallback
+    ops = {la.op for la in net.layers}
+    assert host_ops <= ops and "fallback" not in ops
+    x = np.random.default_rng(4).normal(size=(6, 4, 8)).astype(np.float32)
+    x[0, 0] = 0.0                                         # a zero row: rsqrt of eps, 0 / eps
+    np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+def test_pow_by_a_computed_exponent_is_refused_by_name(tmp_path, how):
+    from hlsnn.errors import UnsupportedModelError
+    path = _export(_PowOfTensor(), (4, 8), tmp_path / f"pow_{how}.onnx", how)
+    with pytest.raises(UnsupportedModelError, match=r"\(Pow\): Pow with a computed exponent: only by a constant"):
+        load_onnx(path)
