@@ -4,6 +4,9 @@ the test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo
 * a causal ``Conv1d`` (``F.pad(x, (k - 1, 0))`` then the conv, Bai et al.'s TCN): TorchScript
   keeps the ``Pad``, the dynamo exporter folds it into the conv's pads; both import as one conv
   with the pad as its own (asymmetric) zero padding, no host ``Pad``;
+* a conv and its 1x1 shortcut that both read the float input (a TCN's first block): one network
+  start on the integer engines when both read it at one radix point (rule 1 of
+  :mod:`hlsnn.deploy.program`);
 * RMSNorm written by hand (LLaMA's ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``):
   ``Pow`` by a constant, ``Sqrt``, ``Reciprocal`` (dynamo) or ``Div`` of a constant by a tensor
   (TorchScript) and a ``Mul`` of two tensors, on the host (:mod:`hlsnn.deploy.hostmath`).
@@ -107,3 +110,51 @@ def test_pow_by_a_computed_exponent_is_refused_by_name(tmp_path, how):
     path = _export(_PowOfTensor(), (4, 8), tmp_path / f"pow_{how}.onnx", how)
     with pytest.raises(UnsupportedModelError, match=r"\(Pow\): Pow with a computed exponent: only by a constant"):
         load_onnx(path)
+
+
+class _TwoReaders(torch.nn.Module):
+    """A TCN block on the input: a conv and its 1x1 shortcut both read the float input."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.conv, self.down = torch.nn.Conv1d(8, 6, 3, padding=1), torch.nn.Conv1d(8, 6, 1)
+        self.fc = torch.nn.Linear(6, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x) + self.down(x)).mean(-1))
+
+
+@pytest.fixture(scope="module")
+def two_readers(tmp_path_factory):
+    """The model compiled in two-hot and fixed8 (once for the module)."""
+    from netfixtures import compile_each
+    tmp = tmp_path_factory.mktemp("two_readers")
+    path = _export(_TwoReaders(), (8, 8), tmp / "two_readers.onnx", "ts17")
+    return compile_each(tmp, "two_readers", path, ["twohot", "fixed8"], layout="ncl")
+
+
+def test_two_layers_reading_the_input_at_one_radix_run_in_the_network_mode(two_readers):
+    """Rule 1 of hlsnn.deploy.program: the second reader takes the integers the first one's
+    quantization wrote (both at the same F_x); the network mode gives the layer path's bits."""
+    import hlsnn
+    from hlsnn.deploy.datasets import load
+    from hlsnn.network import artifact
+    from hlsnn.network.loader import kernel_network
+    x = load("digits", layout="ncl").x_test[:12]
+    for fmt, path in two_readers.items():
+        prog = artifact.read(str(path))[0]
+        readers = [j for j in prog["layers"] if j["kind"] == "conv"][:2]
+        assert len({j["f_x"] for j in readers}) == 1, fmt       # the shortcut reads x at the conv's F_x
+        kernel_network(*artifact.read(str(path)))               # no InputError
+        with hlsnn.load(path, "emu") as net, hlsnn.load(path, "emu", network=False) as ref:
+            assert net.network is not None
+            np.testing.assert_array_equal(net(x), ref(x))
+
+
+@pytest.mark.csim
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+def test_two_layers_reading_the_input_run_in_one_kernel_start(two_readers, fmt):
+    from hlsnn.deploy.datasets import load
+    from netfixtures import check_kernel_run
+    check_kernel_run(two_readers[fmt], fmt, load("digits", layout="ncl").x_test[:6])
