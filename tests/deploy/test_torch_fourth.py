@@ -23,7 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 
-EXPORTS = {"ts17": dict(dynamo=False, opset_version=17), "dynamo": dict()}
+EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
 
 
 def _export(module, shape, path, how):
@@ -158,3 +158,37 @@ def test_two_layers_reading_the_input_run_in_one_kernel_start(two_readers, fmt):
     from hlsnn.deploy.datasets import load
     from netfixtures import check_kernel_run
     check_kernel_run(two_readers[fmt], fmt, load("digits", layout="ncl").x_test[:6])
+
+
+class _Glu(torch.nn.Module):
+    """A gated 1-D conv: F.glu over the channels (or nn.GLU, or chunk and a sigmoid gate)."""
+
+    def __init__(self, how):
+        super().__init__()
+        torch.manual_seed(6)
+        self.conv, self.how = torch.nn.Conv1d(8, 12, 3, padding=1), how
+        self.fc = torch.nn.Linear(6, 10)
+
+    def forward(self, x):
+        h = self.conv(x)
+        if self.how == "F.glu":
+            h = torch.nn.functional.glu(h, dim=1)
+        elif self.how == "nn.GLU":
+            h = torch.nn.GLU(dim=1)(h)
+        else:
+            a, b = h.chunk(2, dim=1)
+            h = a * torch.sigmoid(b)
+        return self.fc(h.mean(-1))
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+@pytest.mark.parametrize("glu", ["F.glu", "nn.GLU", "chunk"])
+def test_a_conv_split_by_channels_is_one_conv_per_part(tmp_path, how, glu):
+    import onnx
+    path = _export(_Glu(glu), (8, 8), tmp_path / f"glu_{how}.onnx", how)
+    assert {"Split", "Slice"} & {n.op_type for n in onnx.load(str(path)).graph.node}     # what torch writes
+    net = load_onnx(path)
+    assert [la.kind for la in net.layers].count("conv") == 2
+    assert not any(la.op in ("SwMove", "Split") for la in net.layers)
+    x = np.random.default_rng(7).normal(size=(5, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)

@@ -47,7 +47,8 @@ Rules (these are what :func:`load_onnx` does, in order):
 * ``Einsum`` that is a (batched) matrix product, the dynamo exporter's 1-D linear / nearest-exact
   upsampling (gathers along L and their blend), ``expand_as`` before a broadcasting ``Mul`` and a
   hard sigmoid / swish written as ``relu6(x + 3) / 6`` are first rewritten as ``MatMul`` /
-  ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.torchdecomp`).
+  ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.torchdecomp`), and a
+  ``Split`` of a conv's channels (``F.glu``) as one conv per part (:mod:`hlsnn.deploy.splitconv`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
@@ -74,7 +75,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import qimport, samplewise, shapefold, torchdecomp
+from . import qimport, samplewise, shapefold, splitconv, torchdecomp
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -264,6 +265,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     if shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)
         model = model if fs is None else shapefold.fold(model, fs)
+    model = splitconv.rewrite(model)              # a conv's channels split (F.glu, chunk): one conv per part
     g = model.graph
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
     _check_names(path, g)
