@@ -5,8 +5,8 @@ the test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo
   keeps the ``Pad``, the dynamo exporter folds it into the conv's pads; both import as one conv
   with the pad as its own (asymmetric) zero padding, no host ``Pad``;
 * a conv and its 1x1 shortcut that both read the float input (a TCN's first block): one network
-  start on the integer engines when both read it at one radix point (rule 1 of
-  :mod:`hlsnn.deploy.program`);
+  start, on the integer engines when both read it at one radix point (rule 1 of
+  :mod:`hlsnn.deploy.program`), on ``bfp_systolic`` always (its rule 1: the input's own pairs);
 * RMSNorm written by hand (LLaMA's ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``):
   ``Pow`` by a constant, ``Sqrt``, ``Reciprocal`` (dynamo) or ``Div`` of a constant by a tensor
   (TorchScript) and a ``Mul`` of two tensors, on the host (:mod:`hlsnn.deploy.hostmath`).
@@ -131,12 +131,13 @@ def two_readers(tmp_path_factory):
     from netfixtures import compile_each
     tmp = tmp_path_factory.mktemp("two_readers")
     path = _export(_TwoReaders(), (8, 8), tmp / "two_readers.onnx", "ts17")
-    return compile_each(tmp, "two_readers", path, ["twohot", "fixed8"], layout="ncl")
+    return compile_each(tmp, "two_readers", path, ["twohot", "fixed8", "bfp8"], layout="ncl")
 
 
 def test_two_layers_reading_the_input_at_one_radix_run_in_the_network_mode(two_readers):
     """Rule 1 of hlsnn.deploy.program: the second reader takes the integers the first one's
-    quantization wrote (both at the same F_x); the network mode gives the layer path's bits."""
+    quantization wrote (both at the same F_x; bfp: the input's pairs); the network mode gives the
+    layer path's bits."""
     import hlsnn
     from hlsnn.deploy.datasets import load
     from hlsnn.network import artifact
@@ -153,7 +154,8 @@ def test_two_layers_reading_the_input_at_one_radix_run_in_the_network_mode(two_r
 
 
 @pytest.mark.csim
-@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8",                 # bfp8: the bfp network kernel's g++ compile;
+                                 pytest.param("bfp8", marks=pytest.mark.slow)])    # its lowering: the emu test above
 def test_two_layers_reading_the_input_run_in_one_kernel_start(two_readers, fmt):
     from hlsnn.deploy.datasets import load
     from netfixtures import check_kernel_run
