@@ -165,10 +165,10 @@ def test_two_layers_reading_the_input_run_in_one_kernel_start(two_readers, fmt):
 class _Glu(torch.nn.Module):
     """A gated 1-D conv: F.glu over the channels (or nn.GLU, or chunk and a sigmoid gate)."""
 
-    def __init__(self, how):
+    def __init__(self, how, groups=1):
         super().__init__()
         torch.manual_seed(6)
-        self.conv, self.how = torch.nn.Conv1d(8, 12, 3, padding=1), how
+        self.conv, self.how = torch.nn.Conv1d(8, 12, 3, padding=1, groups=groups), how
         self.fc = torch.nn.Linear(6, 10)
 
     def forward(self, x):
@@ -184,13 +184,14 @@ class _Glu(torch.nn.Module):
 
 
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
-@pytest.mark.parametrize("glu", ["F.glu", "nn.GLU", "chunk"])
-def test_a_conv_split_by_channels_is_one_conv_per_part(tmp_path, how, glu):
+@pytest.mark.parametrize("glu, groups", [("F.glu", 1), ("nn.GLU", 1), ("chunk", 1), ("F.glu", 4), ("chunk", 2)])
+def test_a_conv_split_by_channels_is_one_conv_per_part(tmp_path, how, glu, groups):
     import onnx
-    path = _export(_Glu(glu), (8, 8), tmp_path / f"glu_{how}.onnx", how)
+    path = _export(_Glu(glu, groups), (8, 8), tmp_path / f"glu_{how}.onnx", how)
     assert {"Split", "Slice"} & {n.op_type for n in onnx.load(str(path)).graph.node}     # what torch writes
     net = load_onnx(path)
-    assert [la.kind for la in net.layers].count("conv") == 2
+    convs = [la for la in net.layers if la.kind == "conv"]
+    assert len(convs) == 2 and all(la.group == 1 for la in convs)
     assert not any(la.op in ("SwMove", "Split") for la in net.layers)
     x = np.random.default_rng(7).normal(size=(5, 8, 8)).astype(np.float32)
     np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)

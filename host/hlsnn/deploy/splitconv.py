@@ -2,19 +2,21 @@
 family: ``F.glu(conv(x), dim=1)``, ``nn.GLU(dim=1)``, ``conv(x).chunk(2, dim=1)``).
 
 A pre-pass of the importer (:func:`rewrite`, called by :func:`hlsnn.deploy.onnx_import.load_onnx`
-after :func:`hlsnn.deploy.torchdecomp.rewrite`; a model without the pattern passes unchanged).
-``Split`` of the channel axis (1) of a ``Conv``'s output that only the ``Split`` reads, with a
-constant weight (and bias) and ``group`` 1, becomes one ``Conv`` per output of the ``Split``: the
-same input and attributes, the weight's (and bias's) rows of that part. Each output channel of a
-convolution is computed from the input alone, so the parts are the same tensors by ONNX's
-definitions (exact; tested against onnxruntime on files torch wrote). The parts are engine layers
-like any conv; the gate after them (``a * sigmoid(b)``) is the usual host ``Sigmoid`` and ``Mul``,
-so a GLU block needs no host move (a per-sample ``Split``) between its engine layers.
+after :mod:`hlsnn.deploy.shapefold` folded the shape arithmetic; a model without the pattern passes
+unchanged). A ``Split`` (or ``Slice`` nodes, TorchScript's ``chunk``) of the channel axis (1) of a
+``Conv``'s output that only they read, with a constant weight (and bias), becomes one ``Conv`` per
+part: the same input and attributes, the weight's (and bias's) rows of that part; a grouped conv's
+part is the ungrouped conv of those rows (zero weights off each row's group, ``group`` 1: the same
+sums). Each output channel of a convolution is computed from the input alone, so the parts are the
+same tensors by ONNX's definitions (exact; tested against onnxruntime on files torch wrote). The
+parts are engine layers like any conv; the gate after them (``a * sigmoid(b)``) is the usual host
+``Sigmoid`` and ``Mul``, so a GLU block needs no per-sample move between its engine layers.
 
 The part sizes come from ``Split``'s ``split`` input (opset 13+), its ``split`` attribute
 (before), or ``num_outputs`` / the number of outputs (equal parts, the last one smaller when
-the channels do not divide, as ONNX defines). Anything else (a split of another axis, a grouped
-conv, a conv output read elsewhere too) is left as it is.
+the channels do not divide, as ONNX defines); a ``Slice``'s from its constant bounds (step 1).
+Anything else (a split of another axis, a conv output read elsewhere too, an ungrouped weight of
+more than 2**20 values) is left as it is.
 """
 from __future__ import annotations
 
@@ -41,6 +43,20 @@ def _sizes(split, consts, channels):
     n = int(_attr(split, "num_outputs", outs))
     step = -(-channels // n)                        # ceil: the last part smaller (ONNX Split-18)
     return [min(step, channels - i * step) for i in range(n)]
+
+
+def _ungroup(w, groups):
+    """A grouped conv's weight ``(Z, C / g, ...)`` as the ungrouped conv's ``(Z, C, ...)``: output
+    channel ``o`` of group ``o // (Z / g)`` keeps its weights on that group's input channels, zeros
+    on the others (the same sums by ONNX's definition of ``group``)."""
+    if groups == 1:
+        return w
+    z, cg = w.shape[:2]
+    full = np.zeros((z, cg * groups) + w.shape[2:], w.dtype)
+    for o in range(z):
+        q = o // (z // groups)
+        full[o, q * cg:(q + 1) * cg] = w[o]
+    return full
 
 
 def _rows(reader, consts, channels, rank):
@@ -116,10 +132,12 @@ def rewrite(model):
             readers.setdefault(i, []).append(n)
     for conv in g.node:
         if conv.op_type != "Conv" or len(conv.output) != 1 or conv.output[0] in outputs \
-                or int(_attr(conv, "group", 1)) != 1 or len(conv.input) < 2 or conv.input[1] not in consts:
+                or len(conv.input) < 2 or conv.input[1] not in consts:
             continue
         src = conv.output[0]
-        w = np.asarray(consts[conv.input[1]])
+        w, groups = np.asarray(consts[conv.input[1]]), int(_attr(conv, "group", 1))
+        if w.ndim < 3 or w.shape[0] % groups or w.size * groups > 1 << 20:
+            continue
         b = consts.get(conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
         if len(conv.input) > 2 and conv.input[2] and b is None:
             continue
@@ -129,6 +147,8 @@ def rewrite(model):
         rows = [_rows(r, consts, w.shape[0], w.ndim) for r in rs]
         if any(x is None for x in rows):
             continue
+        w = _ungroup(w, groups)
+        attrs = [a for a in conv.attribute if a.name != "group"]
         parts = []
         for r, outs in zip(rs, rows):
             for o, sl in outs:
@@ -139,7 +159,7 @@ def rewrite(model):
                     g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(np.asarray(b)[sl]), f"{base}/b"))
                     ins.append(f"{base}/b")
                 node = helper.make_node("Conv", ins, [o], name=base)
-                node.attribute.extend(conv.attribute)
+                node.attribute.extend(attrs)
                 parts.append(node)
             drop.add(id(r))
         replace[id(conv)] = parts
