@@ -9,7 +9,10 @@ the test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo
   :mod:`hlsnn.deploy.program`), on ``bfp_systolic`` always (its rule 1: the input's own pairs);
 * RMSNorm written by hand (LLaMA's ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``):
   ``Pow`` by a constant, ``Sqrt``, ``Reciprocal`` (dynamo) or ``Div`` of a constant by a tensor
-  (TorchScript) and a ``Mul`` of two tensors, on the host (:mod:`hlsnn.deploy.hostmath`).
+  (TorchScript) and a ``Mul`` of two tensors, and ``F.normalize`` (``ReduceL2``, ``Div``), on the
+  host (:mod:`hlsnn.deploy.hostmath`);
+* a ``Split`` / ``Slice`` of a conv's channels (``F.glu``, ``nn.GLU``, ``chunk``; grouped too): one
+  conv per part (:mod:`hlsnn.deploy.splitconv`).
 
 References: onnxruntime on the same file (the float import) and numpy.
 """
@@ -86,6 +89,18 @@ class _L2Norm(torch.nn.Module):
         return x / (x.pow(2).sum(-1, keepdim=True).sqrt() + 1e-6)
 
 
+class _Normalize(torch.nn.Module):
+    """F.normalize over the features (ReduceL2, Clip, Expand, Div), then a token-wise Linear."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(8)
+        self.lin = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        return self.lin(torch.nn.functional.normalize(x, dim=-1))
+
+
 class _PowOfTensor(torch.nn.Module):
     def forward(self, x):
         return torch.pow(x.abs() + 1, torch.sigmoid(x))
@@ -93,7 +108,8 @@ class _PowOfTensor(torch.nn.Module):
 
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 @pytest.mark.parametrize("module, host_ops", [(_RMSNormFFN, {"Pow", "Sqrt", "Reciprocal"}),
-                                              (_L2Norm, {"Pow", "Sqrt", "Div"})])
+                                              (_L2Norm, {"Pow", "Sqrt", "Div"}),
+                                              (_Normalize, {"ReduceL2", "Div"})])
 def test_hand_written_norms_import_on_the_host_and_equal_onnxruntime(tmp_path, how, module, host_ops):
     path = _export(module(), (4, 8), tmp_path / f"norm_{how}.onnx", how)
     net = load_onnx(path)                                 # no UnsupportedModelError, no fallback

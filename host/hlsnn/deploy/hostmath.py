@@ -9,7 +9,9 @@ like the other computing host ops (the next engine layer requantizes the result)
   ``torch.rsqrt`` is ``Div(1, Sqrt(...))``): host op ``Reciprocal``, ``c / x``;
 * ``Div`` of two computed tensors of one rank: host op ``Div``, elementwise with numpy's
   broadcasting within a sample (the batch axis never broadcasts), as the ``Mul`` gate of
-  :func:`hlsnn.deploy.import_rules._gate`.
+  :func:`hlsnn.deploy.import_rules._gate`;
+* ``ReduceL2`` over constant axes after the batch (``F.normalize``, ``x.norm(dim=-1)``):
+  ``sqrt(sum(x ** 2))`` over them.
 
 A zero divisor or a negative base with a fractional exponent gives what IEEE float gives (inf, nan),
 as onnxruntime does.
@@ -19,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 #: op types of the ONNX nodes :func:`rule` takes
-OPS = ("Pow", "Sqrt", "Reciprocal")
+OPS = ("Pow", "Sqrt", "Reciprocal", "ReduceL2")
 #: host ops :func:`run` computes
-HOST_OPS = ("Pow", "Sqrt", "Reciprocal", "Div")
+HOST_OPS = ("Pow", "Sqrt", "Reciprocal", "Div", "ReduceL2")
 
 
 def _within_sample(c, rank):
@@ -45,7 +47,25 @@ def rule(node, a, consts, shapes):
         return op, {"exponent": float(e.reshape(-1)[0])}, [x]
     if op == "Reciprocal":
         return op, {"c": 1.0}, [x]
+    if op == "ReduceL2":
+        return _reduce_l2(node, a, consts, len(shapes[x]) if x in shapes else None)
     return op, {}, [x]
+
+
+def _reduce_l2(node, a, consts, rank):
+    axes = a.get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        if node.input[1] not in consts:
+            return "the axes input must be a constant"
+        axes = np.asarray(consts[node.input[1]]).reshape(-1).tolist()
+    if not axes:
+        return "ReduceL2 over every axis: only over axes after the batch"
+    if rank is None:
+        return f"ReduceL2 over axes {list(axes)} of a tensor of unknown rank"
+    axes = sorted({int(v) % rank for v in axes})
+    if 0 in axes:
+        return f"ReduceL2 over axes {axes}: over the batch axis (0); only over the axes after it"
+    return "ReduceL2", {"axes": axes, "keepdims": int(a.get("keepdims", 1))}, [node.input[0]]
 
 
 def div_rule(ins, consts, shapes):
@@ -80,4 +100,6 @@ def run(layer, inputs):
             return a["c"] / x
         if op == "Div":
             return x / np.asarray(inputs[1], np.float64)
+        if op == "ReduceL2":
+            return np.sqrt(np.sum(x * x, axis=tuple(a["axes"]), keepdims=bool(a["keepdims"])))
     raise ValueError(op)

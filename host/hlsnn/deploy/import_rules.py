@@ -40,7 +40,8 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   :mod:`hlsnn.deploy.onnx_import`).
 * ``Mul`` of two computed tensors of one rank (a gate: ``x * sigmoid(...)``): a host op.
 * ``Pow`` by a constant, ``Sqrt``, ``Reciprocal``, ``Div`` of a constant or a tensor by a computed
-  tensor (a hand-written RMSNorm or L2 normalization): on the host in float64 (:mod:`hlsnn.deploy.hostmath`).
+  tensor, ``ReduceL2`` over axes after the batch (a hand-written RMSNorm, ``F.normalize``): on the
+  host in float64 (:mod:`hlsnn.deploy.hostmath`).
 * ``Mul`` / ``Div`` by a constant that is one number or one per channel: folded into the
   preceding dense or conv layer (``w' = w * c``, ``b' = b * c`` per output channel) when the
   layer's output only goes there and the layer has no ReLU or every ``c`` is positive;
