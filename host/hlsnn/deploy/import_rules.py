@@ -39,6 +39,9 @@ inputs) and its ``dynamo=False`` exports (opset 11-17: some of them as attribute
   ``torch.onnx``'s opset-17 GELU and a positional table write it, is a host ``AddConst`` of
   :mod:`hlsnn.deploy.onnx_import`).
 * ``Mul`` of two computed tensors of one rank (a gate: ``x * sigmoid(...)``): a host op.
+* ``Pow`` by a constant, ``Sqrt``, ``Reciprocal``, ``Div`` of a constant or a tensor by a computed
+  tensor, ``ReduceL2`` over axes after the batch (a hand-written RMSNorm, ``F.normalize``): on the
+  host in float64 (:mod:`hlsnn.deploy.hostmath`).
 * ``Mul`` / ``Div`` by a constant that is one number or one per channel: folded into the
   preceding dense or conv layer (``w' = w * c``, ``b' = b * c`` per output channel) when the
   layer's output only goes there and the layer has no ReLU or every ``c`` is positive;
@@ -53,11 +56,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import hostextra, hostunary
+from . import hostextra, hostmath, hostunary
 
 OPS = ("ReduceMean", "ReduceMax", "GlobalMaxPool", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Pad",
        "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf",
-       "ReduceSum") + hostextra.OPS + hostunary.OPS
+       "ReduceSum") + hostextra.OPS + hostunary.OPS + hostmath.OPS
 
 #: nearest-neighbour Resize modes that repeat each pixel ``s`` times for an integer scale ``s``
 _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
@@ -128,6 +131,9 @@ def host_rule(node, a, consts, shapes):
     rank = len(shapes[x]) if x in shapes else None
     if op in hostunary.OPS:                         # Softplus, Selu, Celu, Softsign, Mish, ThresholdedRelu
         spec = hostunary.rule(node, a)
+        return spec if isinstance(spec, str) else HostSpec(*spec)
+    if op in hostmath.OPS:                          # Pow by a constant, Sqrt, Reciprocal
+        spec = hostmath.rule(node, a, consts, shapes)
         return spec if isinstance(spec, str) else HostSpec(*spec)
     if op in hostextra.OPS:                         # LeakyRelu, Elu, LogSoftmax, PRelu, DepthToSpace
         spec = hostextra.rule(node, a, shapes, consts)
@@ -216,6 +222,9 @@ def host_rule(node, a, consts, shapes):
             ins = [ins[1], ins[0]]
         if op == "Mul" and ins[0] not in consts and ins[1] not in consts:
             return _gate(ins, shapes)
+        if op == "Div" and ins[1] not in consts:       # by a computed tensor: hostmath's Div / Reciprocal
+            spec = hostmath.div_rule(ins, consts, shapes)
+            return spec if isinstance(spec, str) else HostSpec(*spec)
         if ins[1] not in consts or ins[0] in consts:
             return f"{op} of two computed tensors: only by a constant"
         c = np.asarray(consts[ins[1]], np.float64)

@@ -47,7 +47,8 @@ Rules (these are what :func:`load_onnx` does, in order):
 * ``Einsum`` that is a (batched) matrix product, the dynamo exporter's 1-D linear / nearest-exact
   upsampling (gathers along L and their blend), ``expand_as`` before a broadcasting ``Mul`` and a
   hard sigmoid / swish written as ``relu6(x + 3) / 6`` are first rewritten as ``MatMul`` /
-  ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.torchdecomp`).
+  ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.torchdecomp`), and a
+  ``Split`` of a conv's channels (``F.glu``) as one conv per part (:mod:`hlsnn.deploy.splitconv`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
@@ -74,7 +75,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import qimport, samplewise, shapefold, torchdecomp
+from . import qimport, samplewise, shapefold, splitconv, torchdecomp
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -264,6 +265,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     if shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)
         model = model if fs is None else shapefold.fold(model, fs)
+    model = splitconv.rewrite(model)              # a conv's channels split (F.glu, chunk): one conv per part
     g = model.graph
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
     _check_names(path, g)
@@ -456,12 +458,15 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             pads = [int(v) for v in a.get("pads", [0, 0, 0, 0])]      # ONNX: top, left, bottom, right
             src, folded = node.input[0], []
             prev = produced.get(src)
-            if not one_d and prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 \
+            rank = 6 if one_d else 8
+            if prev is not None and prev.op == "Pad" and prev.attrs["value"] == 0 \
                     and "mode" not in prev.attrs \
-                    and len(prev.attrs["pads"]) == 8 \
-                    and not any(prev.attrs["pads"][i] for i in (0, 1, 4, 5)) and sole_user(src) is node:
-                pp = prev.attrs["pads"]                 # a zero Pad of H and W only: the conv's own padding
-                pads = [pads[0] + pp[2], pads[1] + pp[3], pads[2] + pp[6], pads[3] + pp[7]]
+                    and len(prev.attrs["pads"]) == rank \
+                    and not any(prev.attrs["pads"][i] for i in (0, 1, rank // 2, rank // 2 + 1)) \
+                    and sole_user(src) is node:
+                pp = prev.attrs["pads"]                 # a zero Pad of H and W (of L) only: the conv's own padding
+                pads = ([pads[0] + pp[2], pads[1] + pp[3], pads[2] + pp[6], pads[3] + pp[7]] if not one_d else
+                        [pads[0] + pp[2], 0, pads[2] + pp[5], 0])     # F.pad(x, (k - 1, 0)): a causal Conv1d
                 layers.remove(prev)
                 src, folded = prev.inputs[0], [prev.name]
             hw = shapes.get(src, ())[2:4]

@@ -18,8 +18,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
 (``q`` a tensor's integers, ``F`` its radix point: value ``q * 2**-F``):
 
 1. **Input.** ``q = to_fixed(x, F_x, B, signed, rounding)`` of :mod:`hlsnn.deploy.runner`
-   (the deployment's ``rounding``, ``nearest_away`` for the shipped models), at the first
-   engine layer's calibrated ``F_x``. The one float operation; it runs on the host.
+   (the deployment's ``rounding``), at the first engine layer's calibrated ``F_x``, on the host;
+   a second layer reading the input at that ``F_x`` reads the same integers (at another: refused).
 2. **conv** (dense is a conv whose kernel covers its input map: a ``C x H x W`` map flattened
    in NCHW order, or ``K x 1 x 1``; the weight ``(Z, C*H*W)`` is ``(Z, C, H, W)``). With the weight
    codes' integer values ``c`` (:meth:`hlsnn.formats.shift.ShiftTensor.code_values`: shift-add
@@ -350,9 +350,9 @@ class IntegerSteps:
         return True
 
     def read_input(self, j, src, st, w):
-        """Rule 1: the input quantized at the first engine layer's ``F_x``."""
-        if self.quant is not None:
-            raise _why(j, "a second layer reads the float input")
+        """Rule 1: the input quantized at the first engine layer's ``F_x`` (a second reader at that ``F_x``, too)."""
+        if self.quant is not None and j["f_x"] != self.quant:
+            raise _why(j, f"a second layer reads the float input at radix {j['f_x']}, the first at {self.quant}")
         self.quant = j["f_x"]
         w.state[src] = ("q", j["f_x"])
         return w.state[src]

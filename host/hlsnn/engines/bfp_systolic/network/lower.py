@@ -83,8 +83,9 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
 rule (*stats*, mean + k sigma of a row's results, is an integer rule too but not written here
 yet; *rolling* carries state from sample to sample across the batch and the calls, which one
 image at a time cannot reproduce), ``stochastic`` rounding (a random draw per element on the
-host), dilated pools, host ops other than those above, a second reader of the
-float input, and more than one accelerator.
+host), dilated pools, host ops other than those above, and more than one accelerator. Several
+engine layers may read the float input (a TCN block's conv and its 1x1 shortcut): each forms its
+patches from the same pairs (rule 1).
 """
 from __future__ import annotations
 
@@ -163,10 +164,7 @@ class BfpSteps:
         return False
 
     def read_input(self, j, src, st, w):
-        """Rule 1: one engine layer reads the float input, as it is."""
-        from ...network.program import _why
-        if self.read:
-            raise _why(j, "a second layer reads the float input")
+        """Rule 1: the engine layers that read the float input read it as it is (its pairs)."""
         self.read = True
         return st
 
