@@ -55,8 +55,9 @@ FORMAT_FIELDS = {
                           "be 3 bits or more finer than the tensor's (hlsnn.deploy.quant.weight_fracs), for fixed; "
                           "tensor for the other types", default="auto", choices=("auto", "tensor", "channel")),
     "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
-                        "(error feedback and bias correction, hlsnn.deploy.shift_fit), or each weight's nearest code",
-                        default="output", choices=("output", "nearest")),
+                        "(error feedback and bias correction, hlsnn.deploy.shift_fit), for the float network's output "
+                        "of the layer (network: the error of the layers before taken back, hlsnn.deploy.shift_netfit), "
+                        "or each weight's nearest code", default="output", choices=("output", "network", "nearest")),
     "weight_terms": Field("int", "twohot, pot: shift codes per weight; 2: a second code for each weight's rounding "
                           "error at the same scale, both summed in the layer's one accumulator (K doubled: "
                           "hlsnn.deploy.twoterm; such a deployment runs layer by layer, not in the network mode)",

@@ -1,0 +1,136 @@
+"""``weight_fit: network`` (hlsnn.deploy.shift_netfit): the shift codes fitted to the float
+network's output of each layer. Its least-squares target against an independent formulation
+(numpy's lstsq on explicit patches), its fixed point (exact inputs: the float weights), and the
+compiled calibration choosing the layer path's codes, biases and radix points, so both run the
+same bits; the kernels then run these codes as any (csim: tests/deploy/test_shift_netfit_csim.py)."""
+import numpy as np
+import pytest
+from conftest import ROOT
+from hlsnn.deploy import fast as netfast
+from hlsnn.deploy import shift_netfit
+from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config
+from hlsnn.deploy.graph import Layer, Network
+from hlsnn.deploy.runner import Deployment
+from hlsnn.errors import ConfigError
+from hlsnn.runtime import Accelerator
+
+SHIFT = ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml"
+DATA = ROOT / "tests" / "data" / "torch" / "beyond"
+
+
+def _patches(x, kh, kw, pad, stride):
+    """(B*oh*ow, C*kh*kw) patches by loops (channel, then kernel row, column), zero padding."""
+    b, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    rows = []
+    for n in range(b):
+        for i in range(oh):
+            for j in range(ow):
+                rows.append(xp[n, :, i * stride:i * stride + kh, j * stride:j * stride + kw].reshape(-1))
+    return np.array(rows)
+
+
+@pytest.mark.parametrize("group", [1, 2, 6])
+def test_the_target_is_the_ridge_least_squares_fit_to_the_float_outputs(group):
+    rng = np.random.default_rng([group, 52])
+    c, z = 6, 6 if group == 6 else 4
+    layer = Layer("c", "conv", ["x"], "y", w=rng.normal(0, 0.5, (z, c // group, 3, 3)), b=rng.normal(0, 0.1, z),
+                  pad=1, strides=(2, 2), group=group)
+    xf = rng.normal(0, 1, (5, c, 7, 7))
+    xq = np.round(xf * 8) / 8 + rng.normal(0, 0.05, xf.shape)        # inputs with an error of their own
+    h, cc, mq, mf = shift_netfit.sums(layer, xq, xf, group)
+    wg = layer.w.reshape(group, z // group, -1)
+    got = shift_netfit.target_weights(wg, h, cc)
+    pq, pf = _patches(xq, 3, 3, 1, 2), _patches(xf, 3, 3, 1, 2)
+    k = pq.shape[1] // group
+    for j in range(group):
+        q, f = pq[:, j * k:(j + 1) * k], pf[:, j * k:(j + 1) * k]
+        np.testing.assert_allclose(mq[j], q.mean(0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(mf[j], f.mean(0), rtol=1e-12, atol=1e-12)
+        qc, fc = q - q.mean(0), f - f.mean(0)
+        lam = shift_netfit.RIDGE * np.mean(np.sum(qc * qc, axis=0) / len(qc))
+        for r in range(z // group):
+            # min ||fc w - qc w'||^2 / n + lam ||w' - w||^2 as one stacked least-squares problem
+            n = len(qc)
+            a = np.vstack([qc / np.sqrt(n), np.sqrt(lam) * np.eye(k)])
+            rhs = np.concatenate([fc @ wg[j, r] / np.sqrt(n), np.sqrt(lam) * wg[j, r]])
+            want = np.linalg.lstsq(a, rhs, rcond=None)[0]
+            np.testing.assert_allclose(got[j, r], want, rtol=1e-9, atol=1e-10)
+
+
+def test_exact_inputs_keep_the_float_weights_and_bias():
+    rng = np.random.default_rng(7)
+    layer = Layer("d", "dense", ["x"], "y", w=rng.normal(0, 0.5, (5, 12)), b=rng.normal(0, 0.1, 5))
+    xi = rng.integers(-128, 128, (40, 12))
+
+    from types import SimpleNamespace
+    dep = SimpleNamespace(_netfit=(None, None, {"x": np.ldexp(xi.astype(np.float64), -5)}))
+    ex = SimpleNamespace(deploy=dep, layer=layer)
+    w0 = layer.w.copy()
+    tgt = shift_netfit.target(ex, xi, 5)
+    np.testing.assert_allclose(tgt.w, layer.w, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(tgt.b, layer.b, rtol=1e-9, atol=1e-12)
+    assert tgt is not layer and np.array_equal(layer.w, w0)       # the imported layer is not changed
+    # no float input for a batch of another size: None (the output fit)
+    assert shift_netfit.target(ex, xi[:7], 5) is None
+
+
+def test_weight_fit_network_is_a_shift_formats_field(tmp_path):
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text(f"name: m\nmodel: {DATA / 'v_f_unet_bil_ts17.onnx'}\ndata: digits\nformats:\n"
+                   "  t: {type: twohot, accel: shift8_pynq-z2, weight_fit: network}\n"
+                   "  p: {type: pot, accel: shift8_pynq-z2, weight_fit: network}\n")
+    assert {k: f.weight_fit for k, f in load_deploy_config(cfg).formats.items()} == {"t": "network", "p": "network"}
+    cfg.write_text(f"name: m\nmodel: {DATA / 'v_f_unet_bil_ts17.onnx'}\ndata: digits\nformats:\n"
+                   "  t: {type: twohot, accel: shift8_pynq-z2, weight_fit: float}\n")
+    with pytest.raises(ConfigError, match="network"):
+        load_deploy_config(cfg)
+
+
+def _net(rng):
+    """x -> c1 (3x3, ReLU) -> maxpool -> c2 (3x3 depthwise) -> c3 (1x1) -> dense."""
+    c, z = int(rng.integers(1, 4)), int(rng.choice([8, 16]))
+    w = lambda *s: rng.normal(0, 0.4, s)
+    b = lambda n: rng.normal(0, 0.1, n)
+    layers = [Layer("c1", "conv", ["x"], "t1", w=w(z, c, 3, 3), b=b(z), relu=True, pad=1),
+              Layer("mp", "host", ["t1"], "t2", op="MaxPool", attrs={"kernel_shape": [2, 2], "strides": [2, 2],
+                                                                    "pads": [0, 0, 0, 0]}),
+              Layer("c2", "conv", ["t2"], "t3", w=w(z, 1, 3, 3), b=b(z), relu=True, pad=1, group=z),
+              Layer("c3", "conv", ["t3"], "t4", w=w(12, z, 1, 1), b=b(12), relu=False),
+              Layer("fl", "host", ["t4"], "t5", op="Flatten", attrs={"axis": 1}),
+              Layer("fc", "dense", ["t5"], "y", w=w(10, 12 * 8 * 8), b=b(10))]
+    return Network(name="n", path="", input="x", input_shape=(None, c, 16, 16), output="y", layers=layers), c
+
+
+def _state(dep):
+    return {k: (ex.f_x, ex.f_out, ex.stats.sat_count, list(ex.stats.histogram), ex.wq.code_values().tolist(),
+                np.asarray(ex.b_fit).tolist()) for k, ex in dep.execs.items()}
+
+
+@pytest.mark.skipif(netfast.lib() is None, reason="no C compiler for the compiled helpers")
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_calibration_fits_the_layer_paths_codes(seed):
+    rng = np.random.default_rng([seed, 5252])
+    net, c = _net(rng)
+    typ = "twohot" if seed % 2 == 0 else "pot"
+    radix = "lse" if seed < 2 else "msb"
+    fmt = FormatSpec("f", typ, "a", radix=radix, weight_fit="network")
+    x_cal, x = rng.uniform(-1, 2, (24, c, 16, 16)), rng.uniform(-1, 2, (9, c, 16, 16))
+    acc = Accelerator(SHIFT, "emu")
+    try:
+        mk = lambda f: Deployment(net, Assignment("a", "f", {}), {"f": f}, {"a": acc})
+        fast, ref, out = mk(fmt), mk(fmt), mk(FormatSpec("f", typ, "a", radix=radix))
+        from hlsnn.deploy import calibrate as netcal
+        assert netcal.calibrate(fast, x_cal), "the compiled calibration did not apply"
+        ref.fast = False
+        ref.calibrate(x_cal)
+        out.calibrate(x_cal)
+        assert _state(fast) == _state(ref)
+        ref.fast = True
+        np.testing.assert_array_equal(fast.run(x).view(np.uint64), ref.run(x).view(np.uint64))
+        # the float network's fit chose other codes than the layer output's fit after the first layer
+        moved = [k for k in fast.execs if fast.execs[k].wq.code_values().tolist() != out.execs[k].wq.code_values().tolist()]
+        assert moved
+    finally:
+        acc.close()
