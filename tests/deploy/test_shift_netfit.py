@@ -134,3 +134,60 @@ def test_the_compiled_calibration_fits_the_layer_paths_codes(seed):
         assert moved
     finally:
         acc.close()
+
+
+def _small(rng):
+    """x -> c1 (3x3, 4 channels, ReLU) -> c2 (3x3 depthwise) -> dense: the depthwise layer's input
+    carries c1's error."""
+    w = lambda *s: rng.normal(0, 0.5, s)
+    layers = [Layer("c1", "conv", ["x"], "t1", w=w(4, 1, 3, 3), b=w(4) * 0.2, relu=True, pad=1),
+              Layer("c2", "conv", ["t1"], "t2", w=w(4, 1, 3, 3), b=w(4) * 0.2, relu=True, pad=1, group=4),
+              Layer("fl", "host", ["t2"], "t3", op="Flatten", attrs={"axis": 1}),
+              Layer("fc", "dense", ["t3"], "y", w=w(6, 4 * 36), b=w(6) * 0.2)]
+    return Network(name="n", path="", input="x", input_shape=(None, 1, 6, 6), output="y", layers=layers)
+
+
+def _deploy(net, fit, target, x_cal, x, typ="twohot"):
+    acc = Accelerator(SHIFT, target)
+    try:
+        dep = Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", typ, "a", weight_fit=fit)}, {"a": acc})
+        dep.calibrate(x_cal)
+        return dep.run(x), dep
+    finally:
+        acc.close()
+
+
+@pytest.mark.parametrize("typ", ["twohot", "pot"])
+def test_the_network_fit_brings_the_outputs_nearer_the_float_network(typ):
+    from hlsnn.deploy.runner import float_forward
+    rng = np.random.default_rng(11)
+    net = _small(rng)
+    x_cal, x = rng.uniform(0, 1, (64, 1, 6, 6)), rng.uniform(0, 1, (32, 1, 6, 6))
+    ref = float_forward(net, x)
+    err = {fit: np.sqrt(np.mean((_deploy(net, fit, "emu", x_cal, x, typ)[0] - ref) ** 2)) for fit in ("output", "network")}
+    assert err["network"] < err["output"], err
+
+
+def test_the_network_mode_runs_the_fitted_codes_with_the_layer_paths_bits():
+    from hlsnn.deploy import program as netmode
+    rng = np.random.default_rng(12)
+    net = _small(rng)
+    x_cal, x = rng.uniform(0, 1, (64, 1, 6, 6)), rng.uniform(0, 1, (9, 1, 6, 6))
+    y, dep = _deploy(net, "network", "emu", x_cal, x)
+    prog = dep._lowered()
+    assert prog is not None
+    q = netmode.run_ints(prog, netmode.quantize_input(prog, x))
+    np.testing.assert_array_equal(np.ldexp(np.asarray(q, np.float64).reshape(y.shape), -dep.execs["fc"].f_out), y)
+
+
+@pytest.mark.csim
+@pytest.mark.slow          # the quick suite's csim of shift8_pynq-z2 codes: test_twoterm, test_shift_fit
+@pytest.mark.parametrize("target", ["csim", "sim"])
+def test_the_fitted_codes_are_bit_exact_on_csim_and_the_simulated_board(target):
+    rng = np.random.default_rng(13)
+    net = _small(rng)
+    x_cal, x = rng.uniform(0, 1, (64, 1, 6, 6)), rng.uniform(0, 1, (3, 1, 6, 6))
+    y_emu, dep_emu = _deploy(net, "network", "emu", x_cal, x)
+    y_t, dep_t = _deploy(net, "network", target, x_cal, x)
+    assert _state(dep_t) == _state(dep_emu)
+    np.testing.assert_array_equal(y_t, y_emu)
