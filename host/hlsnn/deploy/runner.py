@@ -333,10 +333,13 @@ class Deployment:
                     fmt = self.formats[self.assignment.format_of(layer.name)]
                     self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
         shift_netfit.prepare(self, x_cal)    # weight_fit: network's float inputs (one float pass)
-        if biascorr.wanted(self):            # bias_correction: empirical (or auto), layer by layer
-            biascorr.calibrate(self, x_cal)
-        elif not netcal.calibrate(self, x_cal):
-            self.run(x_cal, calibrate=True)
+        try:
+            if biascorr.wanted(self):        # bias_correction: empirical (or auto), layer by layer
+                biascorr.calibrate(self, x_cal)
+            elif not netcal.calibrate(self, x_cal):
+                self.run(x_cal, calibrate=True)
+        finally:
+            self._netfit = None              # the float inputs are not needed after the calibration
         return time.perf_counter() - t
 
 
