@@ -20,7 +20,7 @@ DATA = ROOT / "tests" / "data" / "torch" / "beyond"
 
 def _patches(x, kh, kw, pad, stride):
     """(B*oh*ow, C*kh*kw) patches by loops (channel, then kernel row, column), zero padding."""
-    b, c, h, w = x.shape
+    b, _, h, w = x.shape
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
     rows = []
