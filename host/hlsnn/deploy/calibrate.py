@@ -106,6 +106,8 @@ def calibrate(dep, x):
         lse = {radix_lse.wanted(ex) for ex in dep.execs.values()}
         if True in lse and (len(lse) > 1 or _pooled_sum(net)):
             raise _Bail                        # radix: lse of a sum the layer path converts after a MaxPool
+        from . import shift_netfit
+        shift_netfit.prepare(dep, x)           # weight_fit: network's float inputs (cached per batch)
         _walk(dep, net, so, x)
     except (_Bail, InputError):
         _restore(dep, saved)
@@ -188,7 +190,7 @@ def _walk(dep, net, so, x):
 
 def _conv(dep, net, so, op, x, fx, converted, clip):
     """Rule 2 of the module docstring for one conv op: ``(y, F_out, False)``."""
-    from . import shift_fit
+    from . import shift_fit, shift_netfit
     from .executors import ShiftExec
     from ..engines import convgeom as conv
     ex, f = dep.execs[op.name], dict(op.f)
@@ -197,8 +199,11 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
         ex.f_x = fx
     z = f["z"]
     is_shift = isinstance(ex, ShiftExec)
-    if is_shift and getattr(ex.fmt, "weight_fit", "nearest") == "output":
-        own = shift_fit.refit(ex, x.transpose(0, 3, 1, 2), fx)      # the values ex.wq encodes
+    fit = getattr(ex.fmt, "weight_fit", "nearest") if is_shift else None
+    if fit in ("output", "network"):
+        xi = x.transpose(0, 3, 1, 2)
+        tgt = shift_netfit.target(ex, xi, fx) if fit == "network" else None     # as the layer path
+        own = shift_fit.refit(ex, xi, fx, tgt)                     # the values ex.wq encodes
         dh, dw = map(int, ex.layer.dilations) if ex.layer.kind == "conv" else (1, 1)
         kc = f["codes"].shape
         own = own.reshape(kc[:2] + ((kc[2] - 1) // dh + 1, (kc[3] - 1) // dw + 1))

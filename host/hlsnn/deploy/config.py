@@ -21,7 +21,9 @@ Format types and the engine that runs them:
   one power-of-two weight scale per tensor, or per output channel with
   ``weight_scale: channel``; activations in the accel config's fixed-point format. The codes
   are chosen on the calibration images for the layer's output (``weight_fit: output``, the
-  default: :mod:`hlsnn.deploy.shift_fit`), or each weight's nearest (``weight_fit: nearest``).
+  default: :mod:`hlsnn.deploy.shift_fit`), for the float network's output of the layer
+  (``weight_fit: network``: :mod:`hlsnn.deploy.shift_netfit`), or each weight's nearest
+  (``weight_fit: nearest``).
 * ``fixed``: int8 weights and activations (dynamic fixed point) on ``sparse_cluster``; the
   weight scale per tensor, per output channel (``weight_scale: channel``), or by default
   (``auto``) per output channel only in a layer with a channel 3 bits or more below the
@@ -55,8 +57,9 @@ FORMAT_FIELDS = {
                           "be 3 bits or more finer than the tensor's (hlsnn.deploy.quant.weight_fracs), for fixed; "
                           "tensor for the other types", default="auto", choices=("auto", "tensor", "channel")),
     "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
-                        "(error feedback and bias correction, hlsnn.deploy.shift_fit), or each weight's nearest code",
-                        default="output", choices=("output", "nearest")),
+                        "(error feedback and bias correction, hlsnn.deploy.shift_fit), for the float network's output "
+                        "of the layer (network: the error of the layers before taken back, hlsnn.deploy.shift_netfit), "
+                        "or each weight's nearest code", default="output", choices=("output", "network", "nearest")),
     "weight_terms": Field("int", "twohot, pot: shift codes per weight; 2: a second code for each weight's rounding "
                           "error at the same scale, both summed in the layer's one accumulator (K doubled: "
                           "hlsnn.deploy.twoterm; such a deployment runs layer by layer, not in the network mode)",

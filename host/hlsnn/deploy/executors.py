@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import blocks, catradix, groups, radix_lse, shift_fit, twoterm
+from . import blocks, catradix, groups, radix_lse, shift_fit, shift_netfit, twoterm
 from . import update as updates
 from .quant import CHANNEL_FRAC_LIMIT, Act, host_radix, prune, to_fixed, weight_fracs
 
@@ -274,8 +274,10 @@ class ShiftExec(_Exec):
     def run(self, act, calibrate):
         layer, p = self.layer, self.p
         xi, fx = self._input_ints(act, self.bits, self.signed, calibrate)
-        if calibrate and getattr(self.fmt, "weight_fit", "nearest") == "output":
-            (twoterm if self.terms == 2 else shift_fit).refit(self, xi, fx)   # codes and bias for the output
+        fit = getattr(self.fmt, "weight_fit", "nearest")
+        if calibrate and fit in ("output", "network"):         # codes and bias for the output
+            tgt = shift_netfit.target(self, xi, fx) if fit == "network" else None    # the float network's
+            (twoterm if self.terms == 2 else shift_fit).refit(self, xi, fx, tgt)
         if layer.kind == "conv":
             rows, (oh, ow) = conv.im2col(xi, layer.geom)
         else:

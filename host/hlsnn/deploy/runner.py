@@ -62,7 +62,7 @@ from ..engines import convgeom as conv
 from ..engines.network import gate as netgate
 from . import gatecodes, tablecodes as tablein
 from ..errors import InputError
-from . import biascorr, hostops, samplewise
+from . import biascorr, hostops, samplewise, shift_netfit
 from . import update as updates
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
@@ -244,6 +244,7 @@ class Deployment:
     def _run(self, x, calibrate, keep):
         if calibrate:
             self._fastnet = None             # a new calibration: a new program
+            shift_netfit.prepare(self, x)    # weight_fit: network's float inputs, unless calibrate() made them
         env = {self.net.input: Act(x, None)}
         last = self.net.layers.index(self.net.engine_layers()[-1]) if self.net.engine_layers() else -1
         luts = self.bfp_luts()
@@ -331,10 +332,14 @@ class Deployment:
                 if layer.name in scales:
                     fmt = self.formats[self.assignment.format_of(layer.name)]
                     self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
-        if biascorr.wanted(self):            # bias_correction: empirical (or auto), layer by layer
-            biascorr.calibrate(self, x_cal)
-        elif not netcal.calibrate(self, x_cal):
-            self.run(x_cal, calibrate=True)
+        shift_netfit.prepare(self, x_cal)    # weight_fit: network's float inputs (one float pass)
+        try:
+            if biascorr.wanted(self):        # bias_correction: empirical (or auto), layer by layer
+                biascorr.calibrate(self, x_cal)
+            elif not netcal.calibrate(self, x_cal):
+                self.run(x_cal, calibrate=True)
+        finally:
+            self._netfit = None              # the float inputs are not needed after the calibration
         return time.perf_counter() - t
 
 

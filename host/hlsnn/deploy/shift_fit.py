@@ -53,7 +53,7 @@ DAMP = 0.01
 MAX_FEEDBACK_K = 4096
 
 #: The choices of a shift format's ``weight_fit``.
-FITS = ("output", "nearest")
+FITS = ("output", "network", "nearest")
 
 
 def nearest_values(a, tab):
@@ -482,12 +482,13 @@ def fit_layer(layer, x, fx, f, tab):
     return values.reshape(w.shape), bias
 
 
-def refit(ex, x, fx):
+def refit(ex, x, fx, target=None):
     """Re-choose a calibrating ``ShiftExec``'s codes and bias (the module docstring) from its
     input integers ``x`` at radix ``fx``: sets ``ex.wq`` (same scale exponents, axis and GEMM
     layout as before; ``ex.n_chunks`` made again when next used) and ``ex.b_fit`` (the float bias
-    ``_bias`` rounds)."""
-    t, layer = ex.wq, ex.layer
+    ``_bias`` rounds). ``target``: the layer with other float weights and bias to fit (``weight_fit:
+    network``, :func:`hlsnn.deploy.shift_netfit.target`), else ``ex.layer``."""
+    t, layer = ex.wq, (ex.layer if target is None else target)
     tab = codes.table(t.mode, t.exp_bits, t.delta)
     f = np.broadcast_to(np.asarray(t.scale_exponent, np.int64).reshape(-1, 1), (t.shape[0], 1))
     own, ex.b_fit = fit_layer(layer, x, fx, f, tab)

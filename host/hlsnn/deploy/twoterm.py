@@ -101,10 +101,11 @@ def fit_layer(layer, x, fx, f, tab):
     return v1.reshape(w.shape), v2.reshape(w.shape), bias
 
 
-def refit(ex, x, fx):
+def refit(ex, x, fx, target=None):
     """:func:`hlsnn.deploy.shift_fit.refit` for a two-term ``ShiftExec``: sets ``ex.wq`` (the
-    packs' rows ``[Q1 | Q2]``) and ``ex.b_fit``; returns the layer's own ``Q1 + Q2`` values."""
-    t, layer = ex.wq, ex.layer
+    packs' rows ``[Q1 | Q2]``) and ``ex.b_fit``; returns the layer's own ``Q1 + Q2`` values
+    (``target``: as for :func:`hlsnn.deploy.shift_fit.refit`)."""
+    t, layer = ex.wq, (ex.layer if target is None else target)
     tab = codes.table(t.mode, t.exp_bits, t.delta)
     f = np.broadcast_to(np.asarray(t.scale_exponent, np.int64).reshape(-1, 1), (t.shape[0], 1))
     v1, v2, ex.b_fit = fit_layer(layer, x, fx, f, tab)
