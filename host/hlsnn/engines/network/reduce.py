@@ -97,10 +97,12 @@ def _over_channels(j, w, steps, why):
         j = lower_operands(j, w, steps, why, Op)
     src = j["inputs"][0]
     st = w.state.get(src)
-    if steps.bits is None or fn not in ("ReduceMean", "ReduceMax"):
-        raise why(j, f"a {fn} over the channels of a C x H x W map (CBAM's spatial attention) has no integer rule "
-                     f"on the network path yet{' on BFP pairs' if steps.bits is None else ''} (rule 4c: a "
-                     f"ReduceMean or ReduceMax on the integer engines)")
+    if fn not in ("ReduceMean", "ReduceMax"):
+        raise why(j, f"a {fn} over the channels of a C x H x W map has no rule on the network path (rule 4c: a "
+                     f"ReduceMean or ReduceMax)")
+    if steps.bits is None:                        # BFP pairs: rule 4c's ops at once (module docstring)
+        from ..bfp_systolic.network.reduce import over_channels
+        return over_channels(j, fn, w, why, Op, _chw)
     if st is not None and st[0] == "gate":
         raise why(j, f"a {fn} over the channels of a pending gate's product (CBAM's channel gate, then its spatial "
                      f"attention): the layer path reduces the exact product of two codes, wider than the pools' "

@@ -61,7 +61,8 @@ LANES, BANKS = 8, 16
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
-          "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz")
+          "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz",
+          "pix")                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -109,7 +110,7 @@ def tables(net, pz, pc):
                       != (1, 1, 1) for op in net.ops):
         unfold = None                                # a dilated or grouped stem reads its taps as such
     for op in net.ops:
-        f, d = descriptor_head(op, unfold, place, name, pz, pc)
+        f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)   # Transpose writes sc (.reduce)
         d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0,   # this kernel's
                  mdiv=int(f.get("mdiv", 1) > 1 and op.kind in ("conv", "add")))    # rule 6b: reads / sums a mean
         if op.kind == "conv":
