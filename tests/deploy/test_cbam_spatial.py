@@ -241,6 +241,12 @@ def test_spatial_attention_after_a_channel_gate_takes_rule_10c_codes(tmp_path, f
         assert [made[op.ins[0]].kind for op in pix] == ["gate", "gate"]        # the channel gate's pairs
         (g,) = [op for op in net.network.ops if op.kind == "gate" and op.f["pix"]]
         assert {made[t].name for t in g.ins} == {"h_codes", "s"}             # rule 10c's codes, the table
+        pytest.importorskip("clang.cindex")      # the derived II (perf/schedule.py) of every loop: 1
+        from hlsnn.network import artifact, schedule
+        from hlsnn.network.loader import config_of
+        prog, _ = artifact.read(art)
+        rows = schedule.network_schedule(net.network, config_of(prog["accels"][net.network.accel], "test"))
+        assert rows and all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]
 
 
 @pytest.mark.slow      # g++ builds of the network kernel and the simulated board
@@ -281,20 +287,64 @@ def test_channel_mean_and_max_on_bfp_pairs_are_the_exact_values(tmp_path, c):
     assert cat.f.get("mscale", [1, 1]) == [1, d] and conv[0].f.get("mdiv", 1) == d
 
 
+def _odd_rounded(net, x):
+    """The network mode's channel mean elements (rule 4o) of the batch ``x``: (mantissas, how many
+    the odd rounding shortened)."""
+    from hlsnn.engines.bfp_systolic.network import lower as netbfp
+    from hlsnn.engines.bfp_systolic.network.reduce import ODD_BITS
+    _, env = netbfp.run(net, netbfp.quantize_input(net, x), keep=True)
+    (m,) = [np.asarray(env[op.out][0]) for op in net.ops if op.kind == "avgpool" and op.f.get("odd")]
+    return m, int((np.abs(m) >= 1 << (ODD_BITS - 1)).sum())
+
+
+@pytest.mark.parametrize("c", [8, 6])
+def test_a_channel_mean_rounded_to_odd_gives_the_layer_paths_bits(tmp_path, monkeypatch, c):
+    """Rule 4o (hlsnn.engines.bfp_systolic.network.reduce): the channel mean of the channel gate's
+    products (sums wider than the kernel's element) held rounded to odd gives the layer path's
+    bits after the 7x7 conv's rounding. At K = 11 kept bits (the rule's least for M = 8 and a mean
+    over 3) nearly every mean is shortened and the conv's ties are frequent: a plain truncation
+    there gives other bits, so the sticky bit is what keeps them."""
+    from hlsnn.engines.bfp_systolic.network import reduce as red
+    from hlsnn.primitives import msb_index
+    monkeypatch.setattr(red, "ODD_BITS", 11)
+    art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx", se=True, c=c, opset=17 if c == 8 else 18),
+                       "bfp8", formats={"bfp8": FORMATS["bfp8"]}, check_samples=2, calibration_samples=16)
+    x = _x(120)
+    lay = hlsnn.load(art, "emu", network=False)(x)
+    net = hlsnn.load(art, "emu", network=True, self_check=False)
+    np.testing.assert_array_equal(net(x), lay)
+    m, short = _odd_rounded(net.network, x)
+    assert short > m.size // 2
+
+    def truncate(s, e):                          # toward zero, no sticky bit
+        a = np.abs(np.asarray(s, np.int64))
+        r = np.maximum(msb_index(a) - 10, 0)
+        return np.where(np.asarray(s) < 0, -(a >> r), a >> r), np.asarray(e, np.int64) + r
+    monkeypatch.setattr(red, "round_odd", truncate)
+    assert not np.array_equal(net(x), lay)
+
+
 @pytest.mark.csim
 @pytest.mark.strict_csim
-def test_bfp_spatial_attention_after_a_channel_gate_on_the_strict_csim(tmp_path):
+def test_bfp_spatial_attention_after_a_channel_gate_on_the_strict_csim(tmp_path, monkeypatch):
     """The bfp network kernel runs CBAM's order in one start with the layer path's bits on the
     strict C-simulation (every bank within its ports; .ci/sanitize runs it under ASan + UBSan):
     C = 6 (the mean over 3 pairs, rule 6b, through the Transpose back into the shortcut buffer
-    and the Concat's rule 6c), rule 10c's identity table, and the spatial gate with its
-    1 x H x W map in the shortcut buffer (d.single 1, d.pix: bank 0's word for every bank)."""
+    and the Concat's rule 6c), rule 4o's odd rounding (kept at K = 11 bits here: the kernel's
+    RoundOdd then shortens nearly every mean), rule 10c's identity table, and the spatial gate
+    with its 1 x H x W map in the shortcut buffer (d.single 1, d.pix: bank 0's word for every bank)."""
     from netfixtures import check_strict_kernel_run
+    from hlsnn.engines.bfp_systolic.network import reduce as red
     from hlsnn.engines.bfp_systolic.network.kernel import FIELDS
+    monkeypatch.setattr(red, "ODD_BITS", 11)
     art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx", se=True, c=6, opset=18), "bfp8",
                        formats={"bfp8": FORMATS["bfp8"]}, check_samples=2, calibration_samples=16)
-    run, cpp, _ = check_strict_kernel_run(art, "bfp8", _x(3))
+    run, cpp, _ = check_strict_kernel_run(art, "bfp8", _x(12))
     rows = {r["comment"].split(":")[0]: dict(zip(FIELDS, r["vals"])) for r in run._kernel.tables["rows"]}
     assert rows["y"]["pix"] == 1 and rows["y"]["single"] == 1
     assert rows["m/back"]["dual"] == 2                    # the mean's map: the shortcut buffer alone
+    assert rows["m"]["odd"] == 1 and "const int kOddBits = 11," in cpp
     assert "if (d.dual != 0) HLSNN_STORE_AT(sc[j], d.sc_base + wbase + i" in cpp
+    assert _odd_rounded(run.network, _x(12))[1] > 12 * 64 // 2
+    from hlsnn.engines.bfp_systolic.network import perf
+    assert "RoundOdd(s, e - d.shift)" in cpp and "oddpool" in perf.datapath(run.network, run._kernel.tables)

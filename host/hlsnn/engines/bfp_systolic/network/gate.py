@@ -51,7 +51,8 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     bits: 10 x 16 for bfp8, below ``2**24``). **The product of two maps** of one shape (a SiLU
     ``x * sigmoid(x)``, field ``same``) is this rule element by element, in the same loop
     (:mod:`hlsnn.engines.network.gate` rule 10's note: the second operand's address steps
-    every pixel). A gate of a gate's product (three pairs' mantissas, beyond the element) first
+    every pixel); so is **a spatial gate** by a ``1 x H x W`` map (rule 10p, field ``pix``:
+    :mod:`.reduce`). A gate of a gate's product (three pairs' mantissas, beyond the element) first
     writes the inner product's pairs as ``M``-bit codes at a calibrated radix by 9b's table of
     the identity: rule 10c (:mod:`hlsnn.engines.network.gatein`).
 

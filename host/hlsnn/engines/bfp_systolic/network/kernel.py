@@ -38,6 +38,7 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
+from . import reduce as netreduce
 from .perf import MAC_DEPTH
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
@@ -62,7 +63,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
           "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz",
-          "pix")                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
+          "pix",                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
+          "odd")                                # a channel mean rounded to odd (netbfp rule 4o, .reduce)
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -111,7 +113,7 @@ def tables(net, pz, pc):
         unfold = None                                # a dilated or grouped stem reads its taps as such
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)   # Transpose writes sc (.reduce)
-        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0,   # this kernel's
+        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0, odd=0,   # this kernel's
                  mdiv=int(f.get("mdiv", 1) > 1 and op.kind in ("conv", "add")))    # rule 6b: reads / sums a mean
         if op.kind == "conv":
             for j in range(f.get("packs", 1)):          # a row per pack of groups (lower.pack)
@@ -138,6 +140,8 @@ def tables(net, pz, pc):
                 d.update(sa=int((f.get("mscale") or [1, 1])[0]), sb=int((f.get("mscale") or [1, 1])[1]))
             elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o
                 d.update(shift=int(f["f_in"]), sa=int(f["f_out"]))
+            elif op.kind == "avgpool":            # rule 4o (.reduce): CBAM's channel mean, rounded to odd
+                d.update(odd=int(bool(f.get("odd"))))
             if op.kind == "add":
                 d.update(cg=int(f["c"]))          # the live banks: a bank past channel c raises no status
                 max_hw = max(max_hw, f["hw"])
@@ -314,6 +318,8 @@ def render(net, out_dir):
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
+               has_odd=any(op.kind == "avgpool" and op.f.get("odd") for op in net.ops),   # rule 4o (.reduce)
+               odd_bits=netreduce.ODD_BITS, odd_sum_bits=netreduce.SUM_BITS,
                **mean_fields(net),                                       # rule 6b (.anymean)
                **netkernel.pool_scale(net),                              # rule 11u (engines/network/uncounted)
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),

@@ -218,6 +218,11 @@ def datapath(net, tables):
       :mod:`hlsnn.engines.network.linpool`): four ``AlignExact`` (the term and its magnitude,
       the running sum and magnitudes' sum realigned to a smaller exponent), their two adders
       (``E + 1``), the exponent compare and selects, the bound compare and the output select;
+    * ``oddpool`` (``Q``, a program with CBAM's channel mean, netbfp rule 4o of
+      :mod:`~hlsnn.engines.bfp_systolic.network.reduce`: ``RoundOdd``): ``|s|`` and its leading
+      one (``E`` each), the shift count's compare and subtract (``2X``), the right shifter and
+      the sticky test's left shifter (``E`` bits by ``0 .. E - K``), the sticky compare, the OR,
+      the negation (``E``) and the output select (64), and the pool bound's select;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
@@ -246,6 +251,10 @@ def datapath(net, tables):
     if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule 11)
         wpool = 4 * align + 2 * (E + 1) + _cmp(x) + 2 * _sel(x) + _cmp(E) + _sel(64)
         parts["wpool"] = (pc * wpool, pc * (2 * E + x + 1))
+    if any(op.kind == "avgpool" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule 4o's RoundOdd
+        from .reduce import ODD_BITS
+        odd = E + E + 2 * _cmp(x) + 2 * _stages(E, E - ODD_BITS) + _cmp(E) + 1 + E + _sel(64) + _sel(8)
+        parts["oddpool"] = (pc * odd, pc * (E + x))
     return parts
 
 
