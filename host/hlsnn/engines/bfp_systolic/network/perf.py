@@ -220,9 +220,10 @@ def datapath(net, tables):
       (``E + 1``), the exponent compare and selects, the bound compare and the output select;
     * ``oddpool`` (``Q``, a program with CBAM's channel mean, netbfp rule 4o of
       :mod:`~hlsnn.engines.bfp_systolic.network.reduce`: ``RoundOdd``): ``|s|`` and its leading
-      one (``E`` each), the shift count's compare and subtract (``2X``), the right shifter and
-      the sticky test's left shifter (``E`` bits by ``0 .. E - K``), the sticky compare, the OR,
-      the negation (``E``) and the output select (64), and the pool bound's select;
+      one (``E`` each), the shift count's compare and subtract (``2X``), the right shifter
+      (``E`` bits by ``0 .. E - K``), the sticky test's mask of the dropped bits (a decoder to
+      ``E`` bits, the AND) and its OR (``E / 6``), the negation (``E``) and the output select
+      (64), and the pool bound's select;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
@@ -253,7 +254,7 @@ def datapath(net, tables):
         parts["wpool"] = (pc * wpool, pc * (2 * E + x + 1))
     if any(op.kind == "avgpool" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule 4o's RoundOdd
         from .reduce import ODD_BITS
-        odd = E + E + 2 * _cmp(x) + 2 * _stages(E, E - ODD_BITS) + _cmp(E) + 1 + E + _sel(64) + _sel(8)
+        odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64) + _sel(8)
         parts["oddpool"] = (pc * odd, pc * (E + x))
     return parts
 
