@@ -348,3 +348,35 @@ def test_bfp_spatial_attention_after_a_channel_gate_on_the_strict_csim(tmp_path,
     assert _odd_rounded(run.network, _x(12))[1] > 12 * 64 // 2
     from hlsnn.engines.bfp_systolic.network import perf
     assert "RoundOdd(s, e - d.shift)" in cpp and "oddpool" in perf.datapath(run.network, run._kernel.tables)
+
+
+def test_bfp_third_buffer_at_its_own_size(tmp_path):
+    """The bfp kernel declares a third activation buffer that holds only smaller tensors (the
+    spatial attention's 1 x H x W maps) apart, at their size (bfpkernel._third): LUTRAM in the
+    resource model (16 BRAM36 fewer than three buffers of kActWords), every loop's DEPENDENCE
+    pragma on it too, so every derived II stays 1 (perf/schedule.py). Its csim runs are the slow
+    bfp8 cases above (plain C = 8) and test_network_cbam's."""
+    from hlsnn.engines.bfp_systolic.network import kernel as bk, perf
+    from hlsnn.resources import build
+    art = compile_onnx(tmp_path, "sp", spatial_net(tmp_path / "sp.onnx"), "bfp8",
+                       formats={"bfp8": FORMATS["bfp8"]}, check_samples=2, calibration_samples=16)
+    net = hlsnn.load(art, "emu", network=True).network
+    files, _, t = bk.render(net, tmp_path / "k")
+    cpp = (tmp_path / "k" / "network.cpp").read_text()
+    words = {s: max(int(np.prod(net.shapes[n][1:])) * -(-net.shapes[n][0] // t["pc"]) for n, (s2, _) in
+                    t["place"].items() if s2 == s) for s in (0, 1, 2)}
+    assert t["act_bufs"] == 3 and t["act3_words"] == words[2] < t["act_words"] == max(words[0], words[1])
+    assert f"Mem<elem_t, {words[2]}> Act3Bank" in cpp and "static ActBank act[2][Cfg::kPc];" in cpp
+    assert cpp.count("DEPENDENCE variable = act3 inter false") == cpp.count("DEPENDENCE variable = act inter false")
+    bufs, muls = perf.buffers(net, t)
+    (a3,) = [b for b in bufs if b.name == "act3"]
+    assert tuple(a3.dims) == (t["pc"], words[2]) and a3.impl == "lutram"
+    one = [b for b in bufs if b.name != "act3"]
+    one[0] = type(one[0])(**dict(one[0].__dict__, dims=(3, t["pc"], t["act_words"])))     # the former layout
+    assert build(one, muls, "zynqmp").bram36 - build(bufs, muls, "zynqmp").bram36 == 16
+    pytest.importorskip("clang.cindex")
+    from hlsnn.network import artifact, schedule
+    from hlsnn.network.loader import config_of
+    prog, _ = artifact.read(art)
+    rows = schedule.network_schedule(net, config_of(prog["accels"][net.accel], "test"))
+    assert rows and all(r["ii"] == 1 for r in rows), [(r["loop"], r["ii"]) for r in rows if r["ii"] != 1]

@@ -9,7 +9,8 @@ built for C-simulation and run through ctypes.
 layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design.
 
 **Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
-buffer in ``Q`` channel banks). An element is one 36-bit word (a bank of 1K elements is one
+buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared
+apart at its own size, ``act3``, when it holds only smaller tensors: :func:`_third`). An element is one 36-bit word (a bank of 1K elements is one
 BRAM36): a 26-bit mantissa (a conv's ``M`` bits, the input's float32 significand, a residual
 sum below ``2**25``, netbfp rule 5) and a 10-bit exponent. A global pool's sums (below
 ``2**53``, rule 6) go to a small pool buffer of 64-bit words (a 54-bit mantissa), which the
@@ -39,7 +40,7 @@ from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
 from . import reduce as netreduce
-from .perf import MAC_DEPTH
+from .perf import MAC_DEPTH, third_storage
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
@@ -157,7 +158,9 @@ def tables(net, pz, pc):
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
-    return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, sc_words=sc_words, place=place, pz=pz,
+    act_words, act3_words = _third(net, place, act_words, pc)
+    return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, act3_words=act3_words, sc_words=sc_words,
+                place=place, pz=pz,
                 pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
@@ -168,6 +171,19 @@ def tables(net, pz, pc):
                 in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1,
                 in_value_bytes=4, out_value_bytes=8,
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), **lut)
+
+
+def _third(net, place, act_words, pc):
+    """``(act_words, act3_words)``: the ping-pong buffers' words per bank and, where a third
+    activation buffer holds only smaller tensors (CBAM's vectors and 1 x H x W maps), its own
+    (the kernel's ``act3``, declared apart; 0: the three buffers are one array of ``act_words``)."""
+    words = {}
+    for t, (slot, _) in place.items():
+        if slot is not None:
+            words[slot] = max(words.get(slot, 1), netkernel.bank_words(net.shapes[t], pc))
+    if len(words) < 3 or words[2] >= max(words[0], words[1]):
+        return act_words, 0
+    return max(words[0], words[1]), words[2]
 
 
 def _lut_fields(net, m_bits):
@@ -305,6 +321,8 @@ def render(net, out_dir):
                elem_bits=ELEM_BITS, wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc,
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
+               act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"])[0],
+               act3_impl=third_storage(t["act3_words"])[1],
                sc_words=t["sc_words"],
                max_pix=t["max_pix"], max_blocks=t["max_blocks"], tz_slots=t["tz_slots"], tz_distance=TZ_DISTANCE,
                in_elems=t["in_elems"],
