@@ -131,17 +131,26 @@ def test_rule_10c_at_another_radix_on_csim(cbam, tmp_path):
                                  pytest.param("twohot", marks=pytest.mark.slow), "fixed8"])
 def test_cbam_kernel_on_csim_and_the_simulated_board_in_one_start(cbam, fmt):
     """The rendered kernel declares three activation buffers (and the resource model counts
-    them), and gives the layer path's bits on the strict C-simulation (every bank within its
-    ports) and the simulated board in one start."""
+    them; bfp: the third at the size of the tensors it holds, an array of its own), and gives
+    the layer path's bits on the strict C-simulation (every bank within its ports) and the
+    simulated board in one start."""
     board = check_kernel_run(cbam(fmt), fmt, _x(6), board=True)
     k = board._kernel
     assert k.strict, "the strict C-simulation library"
     assert k.tables["act_bufs"] == 3
     cpp = (k.path.parent / "network.cpp").read_text()
-    assert "act[3][Cfg::" in cpp and "act[2][Cfg::" not in cpp
     from hlsnn.engine_registry import network_part
     bufs = network_part(board.network.engine, "perf").buffers(board.network, k.tables)
-    act = [b for b in (bufs[0] if isinstance(bufs, tuple) else bufs) if b.name == "act"]
+    bufs = bufs[0] if isinstance(bufs, tuple) else bufs
+    act = [b for b in bufs if b.name == "act"]
+    a3 = k.tables.get("act3_words", 0)
+    if a3:               # bfp: the third buffer holds smaller tensors, declared at its own size (bfpkernel._third)
+        assert 0 < a3 < k.tables["act_words"]
+        assert "act[2][Cfg::" in cpp and f"Mem<elem_t, {a3}> Act3Bank" in cpp and "act[3][Cfg::" not in cpp
+        assert len(act) == 1 and act[0].dims[0] == 2
+        assert [tuple(b.dims) for b in bufs if b.name == "act3"] == [(k.tables["pc"], a3)]
+        return
+    assert "act[3][Cfg::" in cpp and "act[2][Cfg::" not in cpp
     assert len(act) == 1 and act[0].dims[0] == 3
 
 

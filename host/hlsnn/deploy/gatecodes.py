@@ -48,7 +48,7 @@ def operand_bits(dep, layer, env, bfp_cls):
         return {}
     made = {la.output: la for la in dep.net.layers}
     m_bits = bfp_bits(dep, bfp_cls)
-    if m_bits is not None and not _is_gate(layer):      # rule 4c has no BFP form
+    if m_bits is not None and not _is_gate(layer):      # rule 4c on BFP pairs reads the exact product (4o)
         return {}
 
     def bits(t, depth):

@@ -45,7 +45,7 @@ integers at radix ``F``, value ``q * 2**-F``):
     path's broadcast float64 ``Mul`` gives the same bits. The kernel (``shift_mac``,
     ``sparse_cluster``) runs it in the gate's loop with the gate's address the pixel ``p``
     and every bank taking bank 0's word (the 1 x H x W map's one channel); ``bfp_systolic``
-    refuses it by name. **A gate of a gate's
+    the same on pairs (:mod:`hlsnn.engines.bfp_systolic.network.reduce`). **A gate of a gate's
     product** (``x * s * t``) first writes the inner product as codes at a calibrated radix:
     rule 10c (:mod:`hlsnn.engines.network.gatein`).
 

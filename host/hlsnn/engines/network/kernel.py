@@ -327,7 +327,8 @@ def div_bits(net, add_bits):
 
 
 def _most(t, op):
-    return max([r["vals"][FIELDS.index("n_iter")] for r in t["rows"] if r["vals"][0] == op] + [1])
+    """The most iterations of the rows of op code ``op`` (a row's ``names``: its kernel's fields, bfp's own)."""
+    return max([r["vals"][r.get("names", FIELDS).index("n_iter")] for r in t["rows"] if r["vals"][0] == op] + [1])
 
 
 def _ints(a, per_line=24):

@@ -19,8 +19,7 @@ A count that is not a power of two is rule 13's mean (:mod:`.mean`: the exact qu
 once, which the layer path's float64 mean gives too where :func:`.mean.plan` proves it) on the
 integer engines, and refused by name on BFP pairs; a mean over other axes (part of the pixels)
 or of rows not made by a transpose is refused by name; a ``ReduceMean`` or ``ReduceMax`` over the
-channels of a map (CBAM's spatial attention, layer path only) is refused by name, before any
-other host rule sees it.
+channels of a map (CBAM's spatial attention) is rule 4c, before any other host rule sees it.
 
 4c. **A mean or max over the channels** (CBAM's spatial attention: ``x.mean(1, keepdim=True)``,
     ``x.amax(1, keepdim=True)``; the integer engines ``shift_mac`` and ``sparse_cluster``) of a
@@ -33,8 +32,9 @@ other host rule sees it.
     1`` to ``1 x HW x 1``). The layer path's float64 max is the largest code's value, and its
     float64 mean is the exact rational (``C`` a power of two) or the one the rule 13 plan
     proves, which the consumer (the 7x7 conv, through the ``Concat``: :mod:`.move` rule 8
-    requantizes each part to its ``F_x``) quantizes once: the same bits. On BFP pairs the
-    reduction is refused by name.
+    requantizes each part to its ``F_x``) quantizes once: the same bits. On BFP pairs the same
+    ops run on the (m, e) elements, the mean held rounded to odd for the convs reading it (rule
+    4o: :mod:`hlsnn.engines.bfp_systolic.network.reduce`).
 """
 from __future__ import annotations
 
@@ -97,10 +97,12 @@ def _over_channels(j, w, steps, why):
         j = lower_operands(j, w, steps, why, Op)
     src = j["inputs"][0]
     st = w.state.get(src)
-    if steps.bits is None or fn not in ("ReduceMean", "ReduceMax"):
-        raise why(j, f"a {fn} over the channels of a C x H x W map (CBAM's spatial attention) has no integer rule "
-                     f"on the network path yet{' on BFP pairs' if steps.bits is None else ''} (rule 4c: a "
-                     f"ReduceMean or ReduceMax on the integer engines)")
+    if fn not in ("ReduceMean", "ReduceMax"):
+        raise why(j, f"a {fn} over the channels of a C x H x W map has no rule on the network path (rule 4c: a "
+                     f"ReduceMean or ReduceMax)")
+    if steps.bits is None:                        # BFP pairs: rule 4c's ops at once (module docstring)
+        from ..bfp_systolic.network.reduce import over_channels
+        return over_channels(j, fn, w, steps, why, Op, _chw)
     if st is not None and st[0] == "gate":
         raise why(j, f"a {fn} over the channels of a pending gate's product (CBAM's channel gate, then its spatial "
                      f"attention): the layer path reduces the exact product of two codes, wider than the pools' "

@@ -15,7 +15,7 @@ max |v|)`` (``np.frexp``, :func:`hlsnn.formats.bfp.shared_exponent`) and ``xm = 
     with ``e = e0 - a``, whose value is ``t = s * 2**e / d`` (kept exactly, not rounded); the
     tensor carries ``d`` (one odd divisor per network kernel). A ``MaxPool`` or ``Relu`` of
     such elements works on the pairs as they are (``d > 0`` keeps the order; ties are equal
-    values). A conv reading them (rule 3) takes, per element,
+    values); a transpose moves them as they are (CBAM's channel mean back to its map, :mod:`.reduce`). A conv reading them (rule 3) takes, per element,
 
     * its leading one ``floor(log2(|s| / d)) + e`` (:func:`lop`): with ``k = msb(|s|) -
       msb(d)``, ``T = |s| >> k`` (``|s| << -k`` for ``k < 0``; ``T`` has ``d``'s width), it is
@@ -61,7 +61,7 @@ from ....primitives import msb_index, shift_round_sat
 #: a mean's sum must stay below this (the proof's bound; rules 6 and 7 check it)
 SUM_BITS = 52
 #: the ops that pass a mean's pairs on unchanged (rule 6b)
-PASS = ("maxpool", "relu")
+PASS = ("maxpool", "relu", "transpose")        # transpose: CBAM's channel mean back to its map (.reduce)
 
 
 def lop(m, e, d):
@@ -129,7 +129,7 @@ def mark(ops, aliases, out_name):
             div[op.out] = src[0]
         else:
             raise InputError(f"network kernel (bfp): {op.name}: a {op.kind} of a mean over a count that is not a "
-                             f"power of two; such a mean is exact only as the sum a conv, MaxPool or Relu reads "
+                             f"power of two; such a mean is exact only as the sum a conv, MaxPool, Relu or transpose reads "
                              f"(rule 6b of hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
     if div.get(name(out_name)):
         raise InputError(f"network kernel (bfp): the output {out_name} is a mean over a count that is not a power of "

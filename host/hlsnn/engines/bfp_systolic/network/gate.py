@@ -51,7 +51,8 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     bits: 10 x 16 for bfp8, below ``2**24``). **The product of two maps** of one shape (a SiLU
     ``x * sigmoid(x)``, field ``same``) is this rule element by element, in the same loop
     (:mod:`hlsnn.engines.network.gate` rule 10's note: the second operand's address steps
-    every pixel). A gate of a gate's product (three pairs' mantissas, beyond the element) first
+    every pixel); so is **a spatial gate** by a ``1 x H x W`` map (rule 10p, field ``pix``:
+    :mod:`.reduce`). A gate of a gate's product (three pairs' mantissas, beyond the element) first
     writes the inner product's pairs as ``M``-bit codes at a calibrated radix by 9b's table of
     the identity: rule 10c (:mod:`hlsnn.engines.network.gatein`).
 
@@ -173,7 +174,8 @@ def clip_pairs(m, e, h, k, lo0=True):
 
 def gate_pairs(a, g, bound_bits):
     """Rule 10b on a batch: the map ``a`` (B, C, HW) and the vector ``g`` (B, C, 1) pairs (or
-    a map ``g`` (B, C, HW): the product of two maps):
+    a map ``g`` (B, C, HW): the product of two maps; (B, 1, HW): a spatial gate, rule 10p of
+    :mod:`.reduce`):
     ``(m, e, ok)``, ``ok`` False where a product reaches ``2**bound_bits``."""
     ma, ea = (np.asarray(v, np.int64) for v in a)
     mg, eg = (np.asarray(v, np.int64) for v in g)
@@ -273,13 +275,16 @@ def lower_host(steps, j, st, w):
     if len(ins) != 2 or any(s is None or s != ("q", None) for s in sts):
         raise _why(j, "a gate Mul of two BFP tensors computed on the fabric (engine layers' or tables' outputs)")
     ca, cb = (_chw(w.shapes[i]) for i in ins)
-    if ca[1:] == (1, 1) and cb[1:] != (1, 1):
+    if (ca[1:] == (1, 1) and cb[1:] != (1, 1)) or (ca[0] == 1 < cb[0] and ca[1:] == cb[1:]):
         ins, ca, cb = ins[::-1], cb, ca
     same = ca == cb                                       # the product of two maps of one shape
-    if cb != (ca[0], 1, 1) and not same:
-        raise _why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate) or by a map of its shape is "
-                      f"supported, not of {tuple(w.shapes[ins[0]])} and {tuple(w.shapes[ins[1]])}")
-    w.ops.append(Op("gate", j["name"], ins, j["output"], dict(c=ca[0], hw=ca[1] * ca[2], shift=0, same=same)))
+    pix = not same and cb == (1,) + ca[1:]                # rule 10p (.reduce): a 1 x H x W gate over C
+    if cb != (ca[0], 1, 1) and not same and not pix:
+        raise _why(j, f"a Mul of a C x H x W map by a C-vector (a channel gate), by a 1 x H x W map (a spatial "
+                      f"gate) or by a map of its shape is supported, not of {tuple(w.shapes[ins[0]])} and "
+                      f"{tuple(w.shapes[ins[1]])}")
+    w.ops.append(Op("gate", j["name"], ins, j["output"], dict(c=ca[0], hw=ca[1] * ca[2], shift=0, same=same,
+                                                                pix=pix)))
     w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[ins[0]]
     return True
 
@@ -297,7 +302,7 @@ def run(op, get, shaped, bound_bits):
     if op.kind == "lut":
         return lut_pairs(get(op.ins[0]), f) + (True,)
     a = shaped(get(op.ins[0]), (f["c"], f["hw"]))
-    g = shaped(get(op.ins[1]), (f["c"], f["hw"] if f.get("same") else 1))
+    g = shaped(get(op.ins[1]), (1, f["hw"]) if f.get("pix") else (f["c"], f["hw"] if f.get("same") else 1))
     return gate_pairs(a, g, bound_bits)
 
 

@@ -9,7 +9,8 @@ built for C-simulation and run through ctypes.
 layer kernel's 176 (8 x 11 tiles x 2), leaving room for the rest of the design.
 
 **Buffers**: :func:`hlsnn.engines.network.kernel.allocate` (two ping-pong buffers and a shortcut
-buffer in ``Q`` channel banks). An element is one 36-bit word (a bank of 1K elements is one
+buffer in ``Q`` channel banks; a third activation buffer where two do not hold the network, declared
+apart at its own size, ``act3``, when it holds only smaller tensors: :func:`_third`). An element is one 36-bit word (a bank of 1K elements is one
 BRAM36): a 26-bit mantissa (a conv's ``M`` bits, the input's float32 significand, a residual
 sum below ``2**25``, netbfp rule 5) and a 10-bit exponent. A global pool's sums (below
 ``2**53``, rule 6) go to a small pool buffer of 64-bit words (a 54-bit mantissa), which the
@@ -38,7 +39,8 @@ from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
 from ..emulator import zero_row_exponent
-from .perf import MAC_DEPTH
+from . import reduce as netreduce
+from .perf import MAC_DEPTH, third_storage
 from .lower import ELEM_BITS, EXACT_BITS, WIDE_BITS, pack as netbfp_pack, taps as netbfp_taps
 from ...network.kernel import (ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                pool_or_add)
@@ -61,7 +63,9 @@ LANES, BANKS = 8, 16
 FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
           "pt_w", "sh_w", "step_row", "step_chan", "cg", "steps", "zb", "zlast", "ohw", "hw", "woff", "boff",
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
-          "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz")
+          "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz",
+          "pix",                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
+          "odd")                                # a channel mean rounded to odd (netbfp rule 4o, .reduce)
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -109,8 +113,8 @@ def tables(net, pz, pc):
                       != (1, 1, 1) for op in net.ops):
         unfold = None                                # a dilated or grouped stem reads its taps as such
     for op in net.ops:
-        f, d = descriptor_head(op, unfold, place, name, pz, pc)
-        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0,   # this kernel's
+        f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)   # Transpose writes sc (.reduce)
+        d.update(blocks_per_group=0, group_words=0, dh=1, dw=1, zfirst=0, wob0=0, wobase0=0, xz=0, odd=0,   # this kernel's
                  mdiv=int(f.get("mdiv", 1) > 1 and op.kind in ("conv", "add")))    # rule 6b: reads / sums a mean
         if op.kind == "conv":
             for j in range(f.get("packs", 1)):          # a row per pack of groups (lower.pack)
@@ -137,6 +141,8 @@ def tables(net, pz, pc):
                 d.update(sa=int((f.get("mscale") or [1, 1])[0]), sb=int((f.get("mscale") or [1, 1])[1]))
             elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o
                 d.update(shift=int(f["f_in"]), sa=int(f["f_out"]))
+            elif op.kind == "avgpool":            # rule 4o (.reduce): CBAM's channel mean, rounded to odd
+                d.update(odd=int(bool(f.get("odd"))))
             if op.kind == "add":
                 d.update(cg=int(f["c"]))          # the live banks: a bank past channel c raises no status
                 max_hw = max(max_hw, f["hw"])
@@ -152,7 +158,9 @@ def tables(net, pz, pc):
     cat = lambda parts: np.concatenate(parts) if parts else np.zeros(1, np.int64)      # noqa: E731
     from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
-    return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, sc_words=sc_words, place=place, pz=pz,
+    act_words, act3_words = _third(net, place, act_words, pc)
+    return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, act3_words=act3_words, sc_words=sc_words,
+                place=place, pz=pz,
                 pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
                 biases=[cat(x) for x in bl], taps=taps or [(0, 0, 0, 0, 0), (0, 0, 0, 0, 0)], sum_bits=sum_bits,
@@ -163,6 +171,19 @@ def tables(net, pz, pc):
                 in_words=-(-_size(net.shapes[inp]) // 2), out_words=_size(net.shapes[out]) + 1,
                 in_value_bytes=4, out_value_bytes=8,
                 in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), **lut)
+
+
+def _third(net, place, act_words, pc):
+    """``(act_words, act3_words)``: the ping-pong buffers' words per bank and, where a third
+    activation buffer holds only smaller tensors (CBAM's vectors and 1 x H x W maps), its own
+    (the kernel's ``act3``, declared apart; 0: the three buffers are one array of ``act_words``)."""
+    words = {}
+    for t, (slot, _) in place.items():
+        if slot is not None:
+            words[slot] = max(words.get(slot, 1), netkernel.bank_words(net.shapes[t], pc))
+    if len(words) < 3 or words[2] >= max(words[0], words[1]):
+        return act_words, 0
+    return max(words[0], words[1]), words[2]
 
 
 def _lut_fields(net, m_bits):
@@ -300,6 +321,8 @@ def render(net, out_dir):
                elem_bits=ELEM_BITS, wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc,
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
+               act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"])[0],
+               act3_impl=third_storage(t["act3_words"])[1],
                sc_words=t["sc_words"],
                max_pix=t["max_pix"], max_blocks=t["max_blocks"], tz_slots=t["tz_slots"], tz_distance=TZ_DISTANCE,
                in_elems=t["in_elems"],
@@ -313,6 +336,8 @@ def render(net, out_dir):
                max_exp_iter=most_exp, max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
+               has_odd=any(op.kind == "avgpool" and op.f.get("odd") for op in net.ops),   # rule 4o (.reduce)
+               odd_bits=netreduce.ODD_BITS, odd_sum_bits=netreduce.SUM_BITS,
                **mean_fields(net),                                       # rule 6b (.anymean)
                **netkernel.pool_scale(net),                              # rule 11u (engines/network/uncounted)
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),

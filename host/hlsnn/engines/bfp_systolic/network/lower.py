@@ -75,7 +75,9 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    pairs ``(T[q], -F_o)``); a ``HardSwish`` is exact on the pair (rule 9c), so is a ``Clip(0,
    hi)`` (ReLU6; rule 9d); a
    squeeze-excite ``Mul`` of a map by a per-channel vector is the exact product ``(ma * mg,
-   ea + eg)``, re-blocked by the next layer's rule 3.
+   ea + eg)``, re-blocked by the next layer's rule 3. CBAM's spatial attention (a channel
+   ``ReduceMean`` / ``ReduceMax``, a gate by a ``1 x H x W`` map) is rules 4c, 4o and 10p of
+   :mod:`hlsnn.engines.bfp_systolic.network.reduce`.
 9. **Output**: the last engine layer's ``(ym, e4)``; the host returns ``ym * 2**e4`` (float64,
    exact) and runs the host layers after it (a final ``Softmax``) in float64.
 
@@ -228,6 +230,8 @@ class BfpSteps:
             raise InputError("network kernel: no engine layer reads the input")
         from .anymean import mark
         mark(w.ops, w.aliases, out_name)                  # rule 6b: which convs read a mean
+        from .reduce import check_odd
+        check_odd(w.ops, w.aliases, out_name)             # rule 4o: a channel mean rounded to odd, read by convs
         return NetProgram(program["name"], w.ops, w.shapes,
                           dict(name=inp["name"], shape=tuple(inp["shape"]), f=None, bits=p["mantissa_bits"],
                                signed=True, rounding=p["rounding"], format="float32"),
@@ -452,6 +456,12 @@ def avgpool_pairs(op, get, b):
     e0 = np.where(wm != 0, we, big).min(axis=(-2, -1))
     e0 = np.where(e0 == big, 0, e0)
     terms = _align(wm, we, e0[..., None, None])
+    if f.get("odd"):                               # rule 4o (.reduce): CBAM's channel mean, rounded to odd
+        from .reduce import SUM_BITS, round_odd
+        if (np.abs(terms).sum(axis=(-2, -1)) >= 1 << SUM_BITS).any():
+            raise NotExact(f"network kernel (bfp): {op.name}: a channel mean's sum spans more than {SUM_BITS} bits "
+                           f"(rule 4o of hlsnn.engines.bfp_systolic.network.reduce); run it with network=False")
+        return round_odd(terms.sum(axis=(-2, -1)), e0 - f["shift"])
     k = 1
     if f.get("uncounted"):                         # rule 11u: the sum times L / count, over L (rule 6b)
         from ...network.uncounted import scale

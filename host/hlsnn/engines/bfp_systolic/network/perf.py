@@ -31,7 +31,8 @@ block's results, each reduced by a balanced tree before one compare-select with 
 value, so the loop-carried path is one 12-bit compare and select.
 
 **Resources** (:mod:`hlsnn.resources`): the activation and shortcut buffers in ``Q`` banks of
-36-bit elements, the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
+36-bit elements (a third activation buffer that holds only smaller tensors at its own size, in
+LUTRAM where a bank fits), the pool buffer, the ``P x Q`` weight mantissa ROMs, the row-exponent and bias ROMs, the patch
 exponents, and ``P x Q`` mantissa multipliers (a DSP48 each). The datapath logic is a model per
 part (:func:`datapath`), the AXI and control allowances are :mod:`hlsnn.engines.shift_mac.network.perf`'s.
 """
@@ -87,6 +88,15 @@ def op_cycles(net, tables, ii=None):
     return rows
 
 
+def third_storage(act3_words):
+    """The third activation buffer's ``(BIND_STORAGE type, impl)`` where it has a size of its own
+    (:func:`hlsnn.engines.bfp_systolic.network.kernel._third`): LUTRAM where a bank fits
+    :data:`hlsnn.resources.LUTRAM_MAX_BITS` (two ports: ``ram_2p``), else BRAM as ``act``."""
+    from ....resources import LUTRAM_MAX_BITS
+    from .lower import ELEM_BITS
+    return ("ram_2p", "lutram") if act3_words * (ELEM_BITS + 10) <= LUTRAM_MAX_BITS else ("ram_t2p", "bram")
+
+
 def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
     from ....resources import Buffer, Multiplier
@@ -96,7 +106,9 @@ def buffers(net, tables):
     wbits = 8 if m <= 8 else 16
     nw, nb = len(tables["weights"][0][0]), len(tables["biases"][0])
     nt = len(tables["taps"])
-    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (tables.get("act_bufs", 2), pc, tables["act_words"]),
+    a3 = tables.get("act3_words", 0)                  # a third buffer of its own size (bfpkernel._third)
+    bufs = [Buffer("act", "net_top", "array", ELEM_BITS + 10, (2 if a3 else tables.get("act_bufs", 2), pc,
+                                                                tables["act_words"]),
                    partition=((1, "complete"), (2, "complete")), static=True, storage="ram_t2p",
                    note=f"ping-pong activation buffers, channel banks: {ELEM_BITS}-bit mantissa + 10-bit exponent"),
             Buffer("sc", "net_top", "array", ELEM_BITS + 10, (pc, tables["sc_words"]), partition=((1, "complete"),),
@@ -119,6 +131,11 @@ def buffers(net, tables):
             Buffer("kTapKx", "net_top", "array", 8, (nt,), static=True),
             Buffer("kTapC", "net_top", "array", 8, (nt,), static=True),
             Buffer("kTapC0", "net_top", "array", 8, (nt,), static=True, note="a pack of groups' first bank")]
+    if a3:
+        kind, impl = third_storage(a3)
+        bufs.append(Buffer("act3", "net_top", "array", ELEM_BITS + 10, (pc, a3), partition=((1, "complete"),),
+                           static=True, storage=kind, impl=impl,
+                           note="the third activation buffer, its own size: CBAM's small tensors"))
     muls = [Multiplier("x*w", "ConvMac", m, m, count=pz * pc,
                        note=f"{pz} lanes x {pc} banks: {m} x {m}-bit mantissa products")]
     if any(op.kind == "lut" for op in net.ops):        # netbfp rule 9b's tables, a copy per bank
@@ -218,6 +235,12 @@ def datapath(net, tables):
       :mod:`hlsnn.engines.network.linpool`): four ``AlignExact`` (the term and its magnitude,
       the running sum and magnitudes' sum realigned to a smaller exponent), their two adders
       (``E + 1``), the exponent compare and selects, the bound compare and the output select;
+    * ``oddpool`` (``Q``, a program with CBAM's channel mean, netbfp rule 4o of
+      :mod:`~hlsnn.engines.bfp_systolic.network.reduce`: ``RoundOdd``): ``|s|`` and its leading
+      one (``E`` each), the shift count's compare and subtract (``2X``), the right shifter
+      (``E`` bits by ``0 .. E - K``), the sticky test's mask of the dropped bits (a decoder to
+      ``E`` bits, the AND) and its OR (``E / 6``), the negation (``E``) and the output select
+      (64), and the pool bound's select;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
@@ -246,6 +269,10 @@ def datapath(net, tables):
     if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule 11)
         wpool = 4 * align + 2 * (E + 1) + _cmp(x) + 2 * _sel(x) + _cmp(E) + _sel(64)
         parts["wpool"] = (pc * wpool, pc * (2 * E + x + 1))
+    if any(op.kind == "avgpool" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule 4o's RoundOdd
+        from .reduce import ODD_BITS
+        odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64) + _sel(8)
+        parts["oddpool"] = (pc * odd, pc * (E + x))
     return parts
 
 
