@@ -33,9 +33,8 @@ def main(argv=None):
     import onnx
     import torch
     import torch.nn.functional as F
-    from onnx import numpy_helper
-
     from hlsnn.deploy import datasets
+    from onnx import numpy_helper
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model")
