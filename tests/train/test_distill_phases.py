@@ -11,8 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from hlsnn.train import distill  # noqa: E402
-from hlsnn.train.distill import PHASES, frozen_teacher, parse_distill_phases, phase_loss, resolve  # noqa: E402
+from hlsnn.train import distill
+from hlsnn.train.distill import (
+    PHASES,
+    frozen_teacher,
+    parse_distill_phases,
+    phase_loss,
+    resolve,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
