@@ -14,9 +14,12 @@ of --prune-epochs, every layer alike or with --allocation erk each its own share
 --sparsity, then folded, prepared and fine-tuned with the zeros held), fixed
 (sparse8_pynq-z2, int8; with --mode dynamic the radix of every conversion from the current
 batch, E1), bfp (bfp8_pynq-z2). Both training phases decay the learning rate on a cosine;
---distill T,ALPHA adds the float model's softened outputs as a second target (knowledge
-distillation, hlsnn.train.distillation_loss, in pruning, recovery and fine-tuning, or only
-in the phases --distill-in names); --weight-scale channel gives every output channel its own weight scale.
+--distill-alpha A (or the older --distill T,ALPHA) adds the float model's softened outputs as a
+second target (knowledge distillation, hlsnn.train.distill.phase_loss: (1-A)*CE + A*T^2*KL, the
+teacher frozen in eval mode) in pruning, recovery and fine-tuning, or in the phases
+--distill-phases names (T: --distill-temperature; --distill-input clean: the teacher sees the
+image before the --augment shift); --sgd-momentum M trains pruning and recovery with SGD and
+momentum M instead of Adam; --weight-scale channel gives every output channel its own weight scale.
 --val N holds N training images out (hlsnn.train.data.validation_split, fixed seed) and reports
 every accuracy on them too (choose settings there, not on the test images); --augment K shifts
 each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.data.random_shift;
@@ -73,6 +76,17 @@ def main(argv=None):
     ap.add_argument("--distill-t", type=float, default=4.0, help="distillation temperature for --distill ALPHA")
     ap.add_argument("--distill-in", choices=["all", "prune", "finetune"], default="all",
                     help="the phases --distill applies to: pruning and recovery, fine-tuning, or both")
+    ap.add_argument("--distill-alpha", type=float, default=None,
+                    help="knowledge distillation (hlsnn.train.distill.phase_loss): the soft target's weight "
+                         "ALPHA in (1-ALPHA)*CE + ALPHA*T^2*KL(teacher || student); instead of --distill")
+    ap.add_argument("--distill-temperature", type=float, default=None, help="the temperature T (default 4)")
+    ap.add_argument("--distill-phases", default=None,
+                    help="the phases distillation applies to, comma-separated of prune, recover, finetune "
+                         "(default all three; overrides --distill-in)")
+    ap.add_argument("--distill-input", choices=["same", "clean"], default="same",
+                    help="the teacher sees the student's (shifted) image, or the image before --augment's shift")
+    ap.add_argument("--sgd-momentum", type=float, default=0.0,
+                    help="sparse: SGD with this momentum instead of Adam in pruning and recovery (0: Adam)")
     ap.add_argument("--val", type=int, default=0, help="hold out this many training images for validation")
     ap.add_argument("--augment", type=int, default=0,
                     help="random shifts of up to this many pixels in pruning and fine-tuning")
@@ -99,12 +113,13 @@ def main(argv=None):
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
     a = ap.parse_args(argv)
-    from hlsnn.train.distill import distillation_loss, parse_distill
+    from hlsnn.train import distill as kd
     try:
-        a.distill_t, a.distill = parse_distill(a.distill, a.distill_t)
+        a.distill, a.distill_t, a.kd_phases = kd.resolve(a.distill, a.distill_t, a.distill_in, a.distill_alpha,
+                                                         a.distill_temperature, a.distill_phases)
     except ValueError as exc:
         ap.error(str(exc))
-    from hlsnn.train.smoothing import PHASES, parse_phases, phase_cross_entropy
+    from hlsnn.train.smoothing import PHASES, parse_phases
     try:
         a.ls_phases = parse_phases(a.label_smoothing_phases)
     except ValueError as exc:
@@ -139,20 +154,24 @@ def main(argv=None):
     aug = {"on": False, "phase": None}           # phase: prune, recover, finetune (None: the float model)
 
     def loss_of(m, idx, gen):
-        x = xtr[idx]
+        x = x0 = xtr[idx]
         if aug["on"] and a.augment:
             x = random_shift(x, a.augment, gen)
         out = m(x)
-        if teacher is None:
-            return phase_cross_entropy(out, ytr[idx], a.label_smoothing, a.ls_phases, aug["phase"])
-        with torch.no_grad():
-            t_out = teacher(x)
-        kd_seen[0] += len(idx)
-        kd_seen[1] += int((t_out.argmax(1) == ytr[idx]).sum())
-        return distillation_loss(out, t_out, ytr[idx], a.distill_t, a.distill)
+        t_out = None
+        if teacher is not None and aug["phase"] in a.kd_phases:
+            with torch.no_grad():
+                t_out = teacher(x0 if a.distill_input == "clean" else x)
+            kd_seen[0] += len(idx)
+            kd_seen[1] += int((t_out.argmax(1) == ytr[idx]).sum())
+        return kd.phase_loss(out, t_out, ytr[idx], aug["phase"], alpha=a.distill, temperature=a.distill_t,
+                             kd_phases=a.kd_phases, smoothing=a.label_smoothing, ls_phases=a.ls_phases)
 
     def fit(m, epochs, lr, step=None):
-        opt = torch.optim.Adam(m.parameters(), lr=lr)
+        if a.sgd_momentum and aug["phase"] in ("prune", "recover"):
+            opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=a.sgd_momentum)
+        else:
+            opt = torch.optim.Adam(m.parameters(), lr=lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs * steps_per_epoch))
         gen = torch.Generator().manual_seed(a.seed)
         for _ in range(epochs):
@@ -183,8 +202,7 @@ def main(argv=None):
     t_float = time.time() - t0
     aug["on"] = True
     if a.distill:
-        float_teacher = copy.deepcopy(model).eval()
-        teacher = float_teacher if a.distill_in in ("all", "prune") else None
+        teacher = kd.frozen_teacher(model)     # the float model, eval mode, frozen; used in a.kd_phases only
     pruner = pruned_float_acc = None
     if a.format == "sparse":                   # prune the float model, BatchNorm live
         steps = a.prune_epochs * steps_per_epoch
@@ -240,8 +258,6 @@ def main(argv=None):
             vals["ptq_acc"] = acc(q(torch.tensor(xva)).numpy(), True)
     q.float()
     calibrate(q, None)
-    if a.distill:
-        teacher = float_teacher if a.distill_in in ("all", "finetune") else None
     aug["phase"] = "finetune"
     fit(q, a.qat_epochs, a.qat_lr)
     q.eval().double()
@@ -277,7 +293,11 @@ def main(argv=None):
            "seconds_float": round(t_float, 1),
            "seconds_total": round(time.time() - t0, 1)}
     if a.distill:
-        res["distill_in"] = a.distill_in
+        if a.distill_phases is None:
+            res["distill_in"] = a.distill_in
+        res["distill_phases"] = [p for p in kd.PHASES if p in a.kd_phases]
+        if a.distill_input != "same":
+            res["distill_input"] = a.distill_input
         res["teacher_train_acc"] = round(kd_seen[1] / max(1, kd_seen[0]), 4)
     if a.val:
         res["val"] = dict(vals, images=a.val)
@@ -285,6 +305,8 @@ def main(argv=None):
         res["modelled_latency"] = latency
     if first_diff:
         res["first_difference"] = first_diff
+    if a.sgd_momentum:
+        res["sgd_momentum"] = a.sgd_momentum
     if pruner:
         res["sparsity_target"] = a.sparsity
         res["prune_epochs"] = a.prune_epochs

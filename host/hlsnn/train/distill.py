@@ -45,3 +45,68 @@ def parse_distill(text, default_temperature=4.0):
     if not t > 0 or not 0 <= a <= 1:
         raise ValueError(f"--distill {text!r}: the temperature T > 0 and 0 <= alpha <= 1")
     return t, a
+
+
+# --- by training phase (scripts/train_qat.py --distill-alpha / --distill-temperature / --distill-phases) ---
+
+PHASES = ("prune", "recover", "finetune")
+LEGACY_IN = {"all": PHASES, "prune": ("prune", "recover"), "finetune": ("finetune",)}   # --distill-in
+
+
+def parse_distill_phases(text):
+    """'recover,finetune' -> frozenset({'recover', 'finetune'}); ValueError naming the phases allowed."""
+    names = [p.strip() for p in str(text).split(",") if p.strip()]
+    bad = [p for p in names if p not in PHASES]
+    if bad or not names:
+        raise ValueError(f"--distill-phases: {', '.join(bad) or repr(text)} is not a phase; "
+                         f"allowed: a comma-separated list of {', '.join(PHASES)}")
+    return frozenset(names)
+
+
+def frozen_teacher(model):
+    """A copy of the trained float ``model`` as the teacher: eval mode (BatchNorm's running
+    statistics, no dropout) and every parameter frozen (``requires_grad`` off)."""
+    import copy
+    teacher = copy.deepcopy(model).eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+    return teacher
+
+
+def phase_loss(student, teacher, target, phase, *, alpha=0.0, temperature=4.0, kd_phases=(),
+               smoothing=0.0, ls_phases=()):
+    """The loss of one training step in ``phase`` (one of :data:`PHASES`; None for the float
+    model's own training): the cross entropy, label-smoothed by ``smoothing`` when ``phase`` is in
+    ``ls_phases`` (:func:`hlsnn.train.smoothing.phase_cross_entropy`), and where ``phase`` is in
+    ``kd_phases`` with ``alpha > 0`` and ``teacher`` logits given,
+    ``(1 - alpha) * CE + alpha * T**2 * KL(softmax(teacher / T) || softmax(student / T))``
+    (:func:`distillation_loss` with that cross entropy)."""
+    from . import smoothing as _smoothing
+    ce = _smoothing.phase_cross_entropy(student, target, smoothing, ls_phases, phase)
+    if teacher is None or not alpha or phase not in kd_phases:
+        return ce
+    t, a = float(temperature), float(alpha)
+    if not t > 0 or not 0 < a <= 1:
+        raise ValueError(f"temperature = {temperature}, alpha = {alpha}: T > 0 and 0 <= alpha <= 1")
+    with torch.no_grad():
+        soft = F.softmax(teacher.detach() / t, 1)
+    kd = F.kl_div(F.log_softmax(student / t, 1), soft, reduction="batchmean")
+    return (1 - a) * ce + a * t ** 2 * kd
+
+
+def resolve(distill, distill_t, distill_in, alpha=None, temperature=None, phases=None):
+    """scripts/train_qat.py's distillation flags -> ``(alpha, T, phases)``. The spelled-out flags
+    (``--distill-alpha``, ``--distill-temperature``, ``--distill-phases``) take precedence over the
+    older ``--distill T,ALPHA`` / ``--distill-t`` / ``--distill-in``; ``--distill`` and
+    ``--distill-alpha`` both given is an error."""
+    t, a = parse_distill(distill, distill_t)
+    if alpha is not None:
+        if a:
+            raise ValueError("--distill and --distill-alpha: give one of them")
+        a = float(alpha)
+    if temperature is not None:
+        t = float(temperature)
+    if not t > 0 or not 0 <= a <= 1:
+        raise ValueError(f"--distill-alpha {a}, --distill-temperature {t}: T > 0 and 0 <= alpha <= 1")
+    ph = parse_distill_phases(phases) if phases is not None else frozenset(LEGACY_IN[distill_in])
+    return a, t, ph
