@@ -186,6 +186,9 @@ def walk(program, arrays, steps):
     after = set(program["output"].get("host_after", []))       # a chain of them too (Reshape, Unsqueeze)
     for j in program["layers"]:
         if j["kind"] == "host":
+            if "gate_in" in j and j["op"] != "Mul":               # rule 10d: a sum or pool of a gate's codes
+                from ..engines.network.gatein import lower_pending
+                j = lower_pending(j, w, steps, _why, Op)
             src = j["inputs"][0]
             st = state.get(src)
             op = j["op"]
