@@ -254,6 +254,9 @@ def walk(program, arrays, steps):
                 continue
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
+            from ..engines.network import pick
+            if pick.lower_host(j, program, w, steps, _why, Op):        # x[:, :, k]: a one-step reflect crop (14p)
+                continue
             if netmove.lower_host(j, state, shapes, ops, _why, Op, catinput.part_state(j, w, steps, _why)):  # 6-8i
                 continue
             if transpose.lower_host(j, state, shapes, aliases, w.kernel_in, ops, _why, Op,   # RowsToMap, MapToRows
