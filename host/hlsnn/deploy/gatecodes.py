@@ -3,7 +3,8 @@ with an engine layer after it, one of whose operands is the float output of anot
 (through moves), takes that operand as ``b``-bit codes at a calibrated radix ``F_g`` before
 multiplying, so that the network modes (which materialize the inner gate at ``F_g``) give the
 same bits. So does a residual ``Add`` or a ``GlobalAveragePool`` of a gate's product on the
-integer engines (rule 10d: a GLU block's ``x + a * sigmoid(b)``). ``F_g`` is kept in :attr:`Deployment.gate_in` (``{layer: [F or None, F or None]}``)
+integer engines (rule 10d: a GLU block's ``x + a * sigmoid(b)``). ``F_g`` is kept in
+:attr:`Deployment.gate_in` (``{layer: [F or None, F or None]}``)
 and the compiled program's host-layer field ``gate_in``."""
 from __future__ import annotations
 

@@ -45,6 +45,10 @@ radix ``F``, a ``C x H x W`` map per image):
     batch, a ``constant`` pad (its value need not be a code) and a pad of a pending op (an Add,
     a concat at two radix points, a pool, a gate) are refused by name.
 
+    *14p.* **A pick of one step** (``x[:, :, k]``, a ``Gather`` of a scalar index along a length,
+    height or width: :mod:`.pick`) is this reflect pad with ``k`` before and ``1 - n - k`` after on
+    that axis: a crop to the one step ``|0 - k| = k`` (check_op takes those two sides only then).
+
 These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The network
 kernels run them in their ``Move`` and ``Concat`` loops (:data:`KERNEL_KINDS`); the compiled emu
 fast path (:mod:`hlsnn.deploy.fast`) has no loop for them: :func:`netfast.build` returns None for
