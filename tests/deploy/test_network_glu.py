@@ -116,6 +116,22 @@ def test_a_program_without_the_codes_radix_stays_refused_by_name(glu_models):
         netmode.lower(prog, arrays)
 
 
+def test_a_glu_model_compiled_before_rule_10d_says_so_and_how_to_recompile(glu_models, tmp_path):
+    """A revision-2 program (before rule 10d: no ``gate_in`` on the Adds) now needs the codes' radix
+    in the layer path too: the load names the older hlsnn and the command to recompile."""
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(str(glu_models[True, "dynamo"]["fixed8"]))[:2]
+    assert prog["revision"] >= 3
+    for j in prog["layers"]:
+        j.pop("gate_in", None)
+    prog["revision"] = 2
+    artifact.write(tmp_path / "old.hlsnn", prog, arrays)
+    with pytest.raises(InputError) as e:
+        hlsnn.load(tmp_path / "old.hlsnn", "emu", network=False)
+    msg = str(e.value)
+    assert "older hlsnn" in msg and "revision 2" in msg and "rule 10d" in msg and "hlsnn compile" in msg
+
+
 def test_a_codes_radix_on_a_pools_missing_operand_is_refused_by_name(glu_models):
     """The compiled program's check: a GlobalAveragePool has one operand, so ``gate_in`` is
     ``[F, null]``; ``[null, F]`` is a damaged program, named."""
