@@ -2,7 +2,9 @@
 with an engine layer after it, one of whose operands is the float output of another gate ``Mul``
 (through moves), takes that operand as ``b``-bit codes at a calibrated radix ``F_g`` before
 multiplying, so that the network modes (which materialize the inner gate at ``F_g``) give the
-same bits. ``F_g`` is kept in :attr:`Deployment.gate_in` (``{layer: [F or None, F or None]}``)
+same bits. So does a residual ``Add`` or a ``GlobalAveragePool`` of a gate's product on the
+integer engines (rule 10d: a GLU block's ``x + a * sigmoid(b)``). ``F_g`` is kept in
+:attr:`Deployment.gate_in` (``{layer: [F or None, F or None]}``)
 and the compiled program's host-layer field ``gate_in``."""
 from __future__ import annotations
 
@@ -30,6 +32,14 @@ def _is_channel_reduce(p):
         p.attrs.get("fn") in ("ReduceMean", "ReduceMax") and {int(v) % 4 for v in p.attrs.get("axes", ())} == {1}
 
 
+def _is_sum_or_pool(p):
+    """A residual ``Add`` of two tensors or a ``GlobalAveragePool`` (rule 10d of
+    :mod:`hlsnn.engines.network.gatein`): of a gate's product it takes rule 10c's codes on the
+    integer engines (a GLU block's ``x + a * sigmoid(b)``, a gated map's global pool)."""
+    return p is not None and p.kind == "host" and (p.op == "Add" and len(p.inputs) == 2 or
+                                                   p.op == "GlobalAveragePool")
+
+
 def bfp_bits(dep, bfp_cls):
     """``M`` when every engine layer of ``dep`` runs by ``bfp_cls`` (the BFP executor class:
     rule 10c on pairs), else None."""
@@ -44,11 +54,11 @@ def operand_bits(dep, layer, env, bfp_cls):
     """``{operand index: b}`` of rule 10c for host ``layer`` of the layer path (a gate ``Mul``
     whose operand is a gate's float product of ``b``-bit codes, or of BFP pairs: every engine
     layer run by ``bfp_cls``), or ``{}``."""
-    if not (_is_gate(layer) or _is_channel_reduce(layer)):
+    if not (_is_gate(layer) or _is_channel_reduce(layer) or _is_sum_or_pool(layer)):
         return {}
     made = {la.output: la for la in dep.net.layers}
     m_bits = bfp_bits(dep, bfp_cls)
-    if m_bits is not None and not _is_gate(layer):      # rule 4c on BFP pairs reads the exact product (4o)
+    if m_bits is not None and not _is_gate(layer):      # rule 4c on BFP pairs reads the exact product (4o); 10d has no BFP form
         return {}
 
     def bits(t, depth):
@@ -75,7 +85,8 @@ def _no_radix(dep, layer, k):
     """Rule 10c's refusal of operand ``k`` of ``layer`` without a calibrated radix (and why, for an
     artifact older than ``gate_in``)."""
     from .programrev import older
-    why = older(getattr(dep, "origin", None), "gate_in")
+    why = older(getattr(dep, "origin", None), "gate_in of an Add or GlobalAveragePool"
+                if _is_sum_or_pool(layer) else "gate_in")
     return (f"layer {layer.name}: no calibrated code radix for its operand {layer.inputs[k]} "
             f"(rule 10c)" + (f": {why}" if why else ""))
 

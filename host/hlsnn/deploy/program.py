@@ -72,9 +72,11 @@ as an integer rule. It gives the same bits because every float value there is ex
 of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixel count, and
 ``to_fixed`` first writes the value exactly at radix ``F_x + 24`` (:func:`lower` checks
 ``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Rules 6-8 (data moves) are
-:mod:`hlsnn.engines.network.move`'s, rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid``
-of a fixed-point tensor as a table of its codes, which the layer path runs too) and 10 (a
-squeeze-excite block's channel gate, requantized as rule 4 requantizes) are
+:mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s),
+rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
+its codes, which the layer path runs too) and 10 (a
+squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
+as codes at a calibrated radix, :mod:`hlsnn.engines.network.gatein`) are
 :mod:`hlsnn.engines.network.gate`'s, rules 11 (an ``AveragePool`` of ``2**p`` taps: the
 window's exact sum, requantized as rule 4 requantizes) and 12 (a bilinear ``Resize`` by 2 with
 ``half_pixel``: an edge upsample, then rule 11 with the weights ``[1, 2, 1] / 4`` per axis)
@@ -186,6 +188,9 @@ def walk(program, arrays, steps):
     after = set(program["output"].get("host_after", []))       # a chain of them too (Reshape, Unsqueeze)
     for j in program["layers"]:
         if j["kind"] == "host":
+            if "gate_in" in j and j["op"] != "Mul":               # rule 10d: a sum or pool of a gate's codes
+                from ..engines.network.gatein import lower_pending
+                j = lower_pending(j, w, steps, _why, Op)
             src = j["inputs"][0]
             st = state.get(src)
             op = j["op"]
@@ -250,6 +255,9 @@ def walk(program, arrays, steps):
                 shapes[j["output"]] = (c, 1, 1)
                 continue
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
+                continue
+            from ..engines.network import pick
+            if pick.lower_host(j, program, w, steps, _why, Op):        # x[:, :, k]: a one-step reflect crop (14p)
                 continue
             if netmove.lower_host(j, state, shapes, ops, _why, Op, catinput.part_state(j, w, steps, _why)):  # 6-8i
                 continue

@@ -27,6 +27,13 @@ always; the bfp network mode writes the inner gate's pairs as codes by a rule-9b
 identity (``T[q - lo] = q``, ``F_o = F_g``: the ``Lut`` loop, no new loop) before the outer
 gate. So both paths give the same bits, and every kernel runs it with the loops it has.
 
+**Rule 10d** (integer engines): a residual ``Add`` one of whose operands is a gate's product (a
+GLU block's ``x + a * sigmoid(b)``), or a ``GlobalAveragePool`` of one, takes that operand as
+rule 10c's codes at its calibrated ``F_g`` too (field ``gate_in``, ``[F_g, None]`` for the pool):
+the layer path adds (pools) the codes' exact values, and the network modes materialize the gate
+at ``F_g`` (rule 10's requantization, the gate loop) and run rule 4's Add (or global pool) on
+integers, as for any two fabric tensors. The kernels need no new loop.
+
 Without ``gate_in`` (a program compiled before this rule) the gate of a pending gate stays
 refused by name, as before.
 """
@@ -76,6 +83,15 @@ def lower_operands(j, w, steps, why, op_cls):
                              op_cls, out=base)
         ins[k] = base
     return dict(j, inputs=ins)
+
+
+def lower_pending(j, w, steps, why, op_cls):
+    """Rule 10d: host layer ``j`` (an ``Add`` or ``GlobalAveragePool`` with ``gate_in``) with its
+    gate operands as codes (:func:`lower_operands`), its field ``gate_in`` taken; ``j`` itself
+    otherwise (a ``Mul``'s rule 10c and a channel reduce's rule 4c take theirs where they run)."""
+    if "gate_in" not in j or j["op"] not in ("Add", "GlobalAveragePool") or steps.bits is None:
+        return j
+    return {k: v for k, v in lower_operands(j, w, steps, why, op_cls).items() if k != "gate_in"}
 
 
 def bfp_operands(j, w, steps, why, op_cls):

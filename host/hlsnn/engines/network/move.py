@@ -45,6 +45,10 @@ radix ``F``, a ``C x H x W`` map per image):
     batch, a ``constant`` pad (its value need not be a code) and a pad of a pending op (an Add,
     a concat at two radix points, a pool, a gate) are refused by name.
 
+    *14p.* **A pick of one step** (``x[:, :, k]``, a ``Gather`` of a scalar index along a length,
+    height or width: :mod:`.pick`) is this reflect pad with ``k`` before and ``1 - n - k`` after on
+    that axis: a crop to the one step ``|0 - k| = k`` (check_op takes those two sides only then).
+
 These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The network
 kernels run them in their ``Move`` and ``Concat`` loops (:data:`KERNEL_KINDS`); the compiled emu
 fast path (:mod:`hlsnn.deploy.fast`) has no loop for them: :func:`netfast.build` returns None for
@@ -209,8 +213,10 @@ def check_op(op, ints, bad):
     ints(op, f, ("c", "h", "w", "oh", "ow"), 1, 1 << 16)
     if op.kind == "pad":
         t, left, b, r = pads = tuple(f.get("pads", ()))
-        if len(pads) != 4 or any(not isinstance(v, (int, np.integer)) or not 0 <= v <= 64 for v in pads):
-            raise bad(op, f"pads {pads}: four integers in 0..64")
+        from .pick import axis_ok                      # rule 14p: a pick is a reflect crop to one step
+        if len(pads) != 4 or any(not isinstance(v, (int, np.integer)) for v in pads) or not (
+                axis_ok(t, b, f["h"], f["oh"], f.get("mode")) and axis_ok(left, r, f["w"], f["ow"], f.get("mode"))):
+            raise bad(op, f"pads {pads}: four integers in 0..64, or a pick's k and 1 - n - k (rule 14p)")
         if f.get("mode") not in PAD_MODES or f["mode"] == "reflect" and (max(t, b) >= f["h"] or max(left, r) >= f["w"]):
             raise bad(op, f"a {f.get('mode')} pad by {pads} of a {f['h']} x {f['w']} map (reflect or edge; reflect "
                           f"pads below the axis length)")
