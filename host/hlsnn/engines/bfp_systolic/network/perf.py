@@ -218,6 +218,8 @@ def datapath(net, tables):
       :mod:`hlsnn.engines.network.linpool`): four ``AlignExact`` (the term and its magnitude,
       the running sum and magnitudes' sum realigned to a smaller exponent), their two adders
       (``E + 1``), the exponent compare and selects, the bound compare and the output select;
+    * ``lut_9g`` (``Q``, tables of codes of several widths, netbfp rule 9g): the saturation of
+      the ``kLutBits``-bit code to the op's ``b`` bits, two compares and two selects;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
@@ -246,6 +248,9 @@ def datapath(net, tables):
     if any(op.kind == "avgpool" for op in getattr(net, "ops", ())):     # the pool loop's exact sum (netlinpool rule 11)
         wpool = 4 * align + 2 * (E + 1) + _cmp(x) + 2 * _sel(x) + _cmp(E) + _sel(64)
         parts["wpool"] = (pc * wpool, pc * (2 * E + x + 1))
+    if tables.get("lut_mixed"):              # netbfp rule 9g: per bank the code's two compares and selects
+        k = tables["lut_bits"]
+        parts["lut_9g"] = (pc * (2 * _cmp(k + 1) + 2 * _sel(k)), 0)
     return parts
 
 
