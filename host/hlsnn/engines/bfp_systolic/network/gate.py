@@ -46,7 +46,7 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     ``Add`` (its ``Relu``), a gate ``Mul`` or an ``AveragePool`` of pairs (exact values of wider
     mantissas, not an engine layer's ``M``-bit block) reads codes of ``b =``
     :func:`sum_code_bits` ``(M) = min(M +`` :data:`SUM_EXTRA` ``, max(M, MAX_TABLE_BITS))`` bits
-    (12 for bfp8: a ``2**12``-entry table), as 9c widens HardSwish's mantissas by
+    (11 for bfp8: a ``2**11``-entry table), as 9c widens HardSwish's mantissas by
     :data:`W_EXTRA`: ``F`` is DETERMINE's radix for ``b``-bit codes, every other step is 9b's with
     that ``b``. A table of an engine layer's output keeps ``b = M``. The compiled program stores
     each table's ``b`` (``bfp_table.bits``), and a loaded program runs the ``b`` it stores (a
@@ -94,8 +94,9 @@ OUT_BITS = 16
 
 #: rule 9g: a table of a sum or product reads codes of ``M + SUM_EXTRA`` bits (measured on
 #: issue 52's family 3, bfp8 on emu: f_dw_cbam 95.00 / 95.56 / 95.56 % at +0 / +3 / +4, float
-#: 96.11; f_unet_add rel. err 1.62 / 1.20 / 1.196 %)
-SUM_EXTRA = 4
+#: 96.11; f_unet_add rel. err 1.62 / 1.202 / 1.196 %; f_mbv3_dl 97.50 / 97.78 / 97.78 %); +3
+#: (a 2**11 x 16-bit table, one BRAM36 per bank's copy) rather than +4 (two)
+SUM_EXTRA = 3
 
 
 def sum_code_bits(m_bits):
