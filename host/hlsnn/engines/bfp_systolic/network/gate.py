@@ -41,14 +41,14 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     significant bits) does not apply; the op is rule 9b instead, a table of codes (rule 9g's
     width) at the calibrated radix ``F`` (as ``Sigmoid`` of such a tensor), in both paths (:func:`host_layers`
     takes it; the compiled program's ``bfp_table`` marks it).
-9g. **wider codes of a sum or product** (issue 52's f_dw_cbam: CBAM's ``sigmoid(mlp(avg) +
-    mlp(max))`` lost 0.56 point to 8-bit codes of the sum): a 9b (or 9f) table whose input is an
-    ``Add`` (its ``Relu``), a gate ``Mul`` or an ``AveragePool`` of pairs (exact values of wider
-    mantissas, not an engine layer's ``M``-bit block) reads codes of ``b =``
-    :func:`sum_code_bits` ``(M) = min(M +`` :data:`SUM_EXTRA` ``, max(M, MAX_TABLE_BITS))`` bits
-    (11 for bfp8: a ``2**11``-entry table), as 9c widens HardSwish's mantissas by
-    :data:`W_EXTRA`: ``F`` is DETERMINE's radix for ``b``-bit codes, every other step is 9b's with
-    that ``b``. A table of an engine layer's output keeps ``b = M``. The compiled program stores
+9g. **wider codes of a sum or product** (issue 52's f_dw_cbam: CBAM's
+    ``sigmoid(mlp(avg) + mlp(max))`` lost 0.56 point to 8-bit codes of the sum): a 9b (or 9f)
+    table whose input is an ``Add`` (its ``Relu``), a gate ``Mul`` or an ``AveragePool`` of pairs
+    (exact values of wider mantissas, not an engine layer's ``M``-bit block) reads codes of
+    ``b = min(M + SUM_EXTRA, max(M, MAX_TABLE_BITS))`` bits (:func:`sum_code_bits`,
+    :data:`SUM_EXTRA`; 11 for bfp8: a ``2**11``-entry table), as 9c widens HardSwish's
+    mantissas by :data:`W_EXTRA`: ``F`` is DETERMINE's radix for ``b``-bit codes, every other
+    step is 9b's with that ``b``. A table of an engine layer's output keeps ``b = M``. The compiled program stores
     each table's ``b`` (``bfp_table.bits``), and a loaded program runs the ``b`` it stores (a
     file of before, ``b = M``, keeps its bits). The kernel holds one ROM of every table and
     codes of the widest ``b`` (``kLutBits``); a narrower table's code is its ``kLutBits``-bit code
