@@ -37,7 +37,8 @@ def test_hardswish_of_a_gate_is_a_table_of_codes_in_both_paths(mbv3):
     engine layer's output"). Now each HardSwish after a gate is a table op (9f: ``bfp_table`` in
     the program, no ``exact``), the one after a conv stays rule 9c; the network runs as one
     program with the layer path's bits; the layer path's values are the codes ``q = R(v 2**F)``
-    (saturated to 8 bits) looked up in the table ``R(hswish(q 2**-F) 2**F_o)``."""
+    (saturated to b = 11 bits: rule 9g's M + 3 for a gate's products, 8 before it) looked up in
+    the table ``R(hswish(q 2**-F) 2**F_o)``."""
     x = _data(NAME).x_test[:40]
     layers = hlsnn.load(mbv3, "emu", network=False)
     want, env = layers.run(x, keep=True)
@@ -53,13 +54,14 @@ def test_hardswish_of_a_gate_is_a_table_of_codes_in_both_paths(mbv3):
     for op in tabled:
         j = lays[op.name]
         f_in, f_o = j["bfp_table"]["f_in"], op.f["f_out"]
-        assert j["bfp_table"]["bits"] == 8 and op.f["f_in"] == f_in
-        for q in range(-128, 128):
+        assert j["bfp_table"]["bits"] == 11 and op.f["f_in"] == f_in
+        half = 1 << 10
+        for q in range(-half, half, 7):
             t = round_fraction(_hswish(Fraction(q, 2 ** f_in)) * 2 ** f_o, rnd)
-            assert op.f["table"][q + 128] == t
+            assert op.f["table"][q + half] == t
         for v, g in zip(env[j["inputs"][0]].reshape(-1)[:600], env[j["output"]].reshape(-1)[:600]):
-            q = max(-128, min(127, round_fraction(Fraction(float(v)) * 2 ** f_in, rnd)))
-            assert Fraction(float(g)) == Fraction(int(op.f["table"][q + 128]), 2 ** f_o)
+            q = max(-half, min(half - 1, round_fraction(Fraction(float(v)) * 2 ** f_in, rnd)))
+            assert Fraction(float(g)) == Fraction(int(op.f["table"][q + half]), 2 ** f_o)
 
 
 @pytest.mark.csim

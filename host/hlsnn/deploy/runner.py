@@ -300,7 +300,9 @@ class Deployment:
         """``{host layer: code bits}`` run by rule 9b (:mod:`hlsnn.engines.bfp_systolic.network.gate`):
         tables of BFP layers' outputs with an engine layer after them."""
         from ..engines.bfp_systolic.network.gate import host_layers
-        return host_layers(self.net.layers, self.execs, BfpExec)
+        out = host_layers(self.net.layers, self.execs, BfpExec)
+        out.update((k, b) for k, b in getattr(self, "bfp_bits", {}).items() if k in out)   # a loaded program's (9g)
+        return out
 
     def _bfp_lut(self, layer, act, bits, calibrate):
         """Rule 9b of host ``layer`` on ``act``: its code radix chosen by DETERMINE when

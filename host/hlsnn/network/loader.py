@@ -196,6 +196,8 @@ class CompiledNet:
             dep.overflow_ratio, dep.rounding, dep.dynamic = prog["overflow_ratio"], prog["rounding"], False
             dep.update, dep.host, dep.execs, dep.calibrated = "e1", {}, execs, True
             dep.bfp_radix = {j["name"]: j["bfp_table"]["f_in"] for j in prog["layers"] if "bfp_table" in j}
+            dep.bfp_bits = {j["name"]: int(j["bfp_table"]["bits"]) for j in prog["layers"]     # its code bits (netbfp 9g)
+                            if "bits" in j.get("bfp_table", {})}
             dep.table_radix = {j["name"]: j["table"]["f_out"] for j in prog["layers"] if "table" in j}
             dep.table_in = {j["name"]: j["table_in"]["f_in"] for j in prog["layers"] if "table_in" in j}
             dep.gate_in = {j["name"]: list(j["gate_in"]["f_in"]) for j in prog["layers"] if "gate_in" in j}

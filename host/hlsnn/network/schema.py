@@ -295,6 +295,8 @@ def _host(w, j, in_shapes, arrays):
     if "bfp_table" in j:                # rule 9b's code radix (hlsnn.engines.bfp_systolic.network.gate)
         _int(f"{w}: bfp_table.f_in", _key(_dict(f"{w}: bfp_table", j["bfp_table"]), "f_in", f"{w}: bfp_table"),
              -MAX_RADIX, MAX_RADIX)
+        if "bits" in j["bfp_table"]:    # its code width (rule 9g): the table's 2**bits entries
+            _int(f"{w}: bfp_table.bits", j["bfp_table"]["bits"], 2, 12)
     if "table" in j:                    # rule 9's calibrated output radix (hlsnn.engines.network.gate)
         _int(f"{w}: table.f_out", _key(_dict(f"{w}: table", j["table"]), "f_out", f"{w}: table"),
              -MAX_RADIX, MAX_RADIX)

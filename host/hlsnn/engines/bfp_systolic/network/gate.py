@@ -38,9 +38,22 @@ and after which an engine layer still runs (``rounding``: the deployment's).
 9f. **HardSwish of a sum or product** (its input an ``Add`` (its ``Relu``), a gate ``Mul`` or
     an ``AveragePool`` of pairs: MobileNetV3's ``HardSwish`` after a squeeze-excite gate): the
     product's mantissas are wider than 9c's ``w`` bits, so 9c (exact for at most ``w``
-    significant bits) does not apply; the op is rule 9b instead, a table of ``M``-bit codes at
-    the calibrated radix ``F`` (as ``Sigmoid`` of such a tensor), in both paths (:func:`host_layers`
+    significant bits) does not apply; the op is rule 9b instead, a table of codes (rule 9g's
+    width) at the calibrated radix ``F`` (as ``Sigmoid`` of such a tensor), in both paths (:func:`host_layers`
     takes it; the compiled program's ``bfp_table`` marks it).
+9g. **wider codes of a sum or product** (issue 52's f_dw_cbam: CBAM's
+    ``sigmoid(mlp(avg) + mlp(max))`` lost 0.56 point to 8-bit codes of the sum): a 9b (or 9f)
+    table whose input is an ``Add`` (its ``Relu``), a gate ``Mul`` or an ``AveragePool`` of pairs
+    (exact values of wider mantissas, not an engine layer's ``M``-bit block) reads codes of
+    ``b = min(M + SUM_EXTRA, max(M, MAX_TABLE_BITS))`` bits (:func:`sum_code_bits`,
+    :data:`SUM_EXTRA`; 11 for bfp8: a ``2**11``-entry table), as 9c widens HardSwish's
+    mantissas by :data:`W_EXTRA`: ``F`` is DETERMINE's radix for ``b``-bit codes, every other
+    step is 9b's with that ``b``. A table of an engine layer's output keeps ``b = M``. The compiled program stores
+    each table's ``b`` (``bfp_table.bits``), and a loaded program runs the ``b`` it stores (a
+    file of before, ``b = M``, keeps its bits). The kernel holds one ROM of every table and
+    codes of the widest ``b`` (``kLutBits``); a narrower table's code is its ``kLutBits``-bit code
+    saturated to its own ``b`` bits (the same value: both round the same exact product, and
+    saturating to ``kLutBits`` then to ``b <= kLutBits`` bits is saturating to ``b``).
 10b. **gate on pairs** (``Mul`` of a ``C x H x W`` map by a ``C``-vector, both pairs):
     ``(ma * mg, ea + eg)``, the exact product, its exponent kept; no requantization (the next engine
     layer's patches re-block it by rule 3). The layer path's float64 product of the two exact
@@ -78,6 +91,19 @@ from ...network.gate import UNARY, is_table, table
 #: the width of a 9b table's output mantissas: a BFP element holds more than the code's ``b``
 #: bits, and a gate's products stay below ``2**25`` with a 9c map of ``M + 2`` bits (bfp8)
 OUT_BITS = 16
+
+
+#: rule 9g: a table of a sum or product reads codes of ``M + SUM_EXTRA`` bits (measured on
+#: issue 52's family 3, bfp8 on emu: f_dw_cbam 95.00 / 95.56 / 95.56 % at +0 / +3 / +4, float
+#: 96.11; f_unet_add rel. err 1.62 / 1.202 / 1.196 %; f_mbv3_dl 97.50 / 97.78 / 97.78 %); +3
+#: (a 2**11 x 16-bit table, one BRAM36 per bank's copy) rather than +4 (two)
+SUM_EXTRA = 3
+
+
+def sum_code_bits(m_bits):
+    """Rule 9g's code width for a table of a sum or product after ``m_bits``-bit BFP layers."""
+    from ...network.gate import MAX_TABLE_BITS
+    return min(int(m_bits) + SUM_EXTRA, max(int(m_bits), MAX_TABLE_BITS))
 
 
 #: the ops with an exact rule on pairs (9c) rather than a table of codes (9b)
@@ -311,8 +337,8 @@ def run(op, get, shaped, bound_bits):
 def host_layers(layers, execs, bfp_cls):
     """``{name: bits}``: the host layers rule 9b applies to, of a network's ``layers`` (in order)
     whose engine layers run by ``execs`` (``bfp_cls``: the BFP executor class): a table op whose
-    input is a BFP engine layer's output (or one moved by :data:`MOVES`), with an engine layer
-    after it."""
+    input is a BFP engine layer's output (or one moved by :data:`MOVES`; ``bits`` = ``M``) or a
+    sum or product of pairs (``bits`` by rule 9g), with an engine layer after it."""
     made = {la.output: la for la in layers}
     engine = [k for k, la in enumerate(layers) if la.kind != "host"]
     last = engine[-1] if engine else -1
@@ -328,7 +354,7 @@ def host_layers(layers, execs, bfp_cls):
             out[la.name] = int(ex.p["mantissa_bits"])
         elif src is not None and _sum_or_product(src, made) and execs \
                 and all(isinstance(e, bfp_cls) for e in execs.values()):     # rule 9b of a sum or product
-            out[la.name] = int(next(iter(execs.values())).p["mantissa_bits"])
+            out[la.name] = sum_code_bits(next(iter(execs.values())).p["mantissa_bits"])    # rule 9g
     return out
 
 

@@ -139,8 +139,10 @@ def tables(net, pz, pc):
                 d.update(single=1)
             elif op.kind == "concat":             # rule 6c (.anymean): the parts' factors (1: as they are)
                 d.update(sa=int((f.get("mscale") or [1, 1])[0]), sb=int((f.get("mscale") or [1, 1])[1]))
-            elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o
-                d.update(shift=int(f["f_in"]), sa=int(f["f_out"]))
+            elif op.kind == "lut":                # rule 9b: the code radix F and the output's -F_o; 9g: the
+                half = 1 << (int(f["bits"]) - 1)  # code saturated to +-sb, the ROM read at woff + q + 2^(kLutBits-1)
+                d.update(shift=int(f["f_in"]), sa=int(f["f_out"]), sb=half,
+                         woff=int(f["rom"]) + half - (1 << (lut["lut_bits"] - 1)))
             elif op.kind == "avgpool":            # rule 4o (.reduce): CBAM's channel mean, rounded to odd
                 d.update(odd=int(bool(f.get("odd"))))
             if op.kind == "add":
@@ -199,17 +201,18 @@ def _lut_fields(net, m_bits):
     bits = {int(op.f["bits"]) for op in tabs} or {8}         # (a program without tables renders no ROM)
     hs_w = {int(op.f["bits"]) for op in exact if op.f.get("fn") != "Clip"} or {9}
     rnd = {op.f["rounding"] for op in tabs + exact} or {net.params["rounding"]}
-    if len(bits) != 1 or len(hs_w) != 1 or len(rnd) != 1 or max(bits) > 12 or max(hs_w) > 16:
+    if len(hs_w) != 1 or len(rnd) != 1 or max(bits) > 12 or max(hs_w) > 16:
         raise InputError(f"network kernel (bfp): tables of {sorted(bits)}-bit codes, HardSwish of {sorted(hs_w)} "
-                         f"bits, {sorted(rnd)} rounding; the kernel holds one of each (codes up to 12 bits)")
-    b, w = bits.pop(), hs_w.pop()
+                         f"bits, {sorted(rnd)} rounding; the kernel holds one HardSwish width and one rounding "
+                         f"(codes up to 12 bits)")
+    b, w, mixed = max(bits), hs_w.pop(), len(bits) > 1     # rule 9g: codes of the widest b, each op's saturated
     parts = []
     for op in net.ops:
         if op.kind == "lut":
             op.f["rom"] = sum(len(t) for t in parts)
             if not op.f.get("exact"):
                 t = np.asarray(op.f["table"], np.int64)
-                if t.size != 1 << b or np.abs(t).max(initial=0) >= 1 << (OUT_BITS - 1):
+                if t.size != 1 << int(op.f["bits"]) or np.abs(t).max(initial=0) >= 1 << (OUT_BITS - 1):
                     raise InputError(f"network kernel (bfp): {op.name}: a table of {t.size} entries")
                 parts.append(t)
     made = {op.out: op for op in net.ops}
@@ -228,8 +231,8 @@ def _lut_fields(net, m_bits):
                                 max(m_bits, int(src.f["clip"][0]).bit_length() + 1) if src.f.get("fn") == "Clip"
                                 else w + 1 if src.f.get("exact") else OUT_BITS)
     luts = np.concatenate(parts) if parts else np.zeros(1 << b, np.int64)
-    return dict(luts=luts, lut_bits=b, lut_entry_bits=OUT_BITS, lut_rounding=ROUNDING[rnd.pop()], hs_w=w,
-                gate_bits=gate_bits)
+    return dict(luts=luts, lut_bits=b, lut_mixed=mixed, lut_entry_bits=OUT_BITS, lut_rounding=ROUNDING[rnd.pop()],
+                hs_w=w, gate_bits=gate_bits)
 
 
 def _conv_row(op, f, j, d, shape_bits, roms, offs, most):
@@ -345,7 +348,7 @@ def render(net, out_dir):
                tap_c0=_ints([x[4] for x in t["taps"]]),
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
-               lut_bits=t["lut_bits"], lut_rounding=t["lut_rounding"], gate_bits=t["gate_bits"],
+               lut_bits=t["lut_bits"], lut_mixed=t["lut_mixed"], lut_rounding=t["lut_rounding"], gate_bits=t["gate_bits"],
                lut_ctype="int8_t" if t["lut_entry_bits"] <= 8 else "int16_t", hs_w=t["hs_w"],
                has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "Clip" for op in net.ops),
                has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),

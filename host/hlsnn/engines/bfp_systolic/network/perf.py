@@ -241,6 +241,8 @@ def datapath(net, tables):
       (``E`` bits by ``0 .. E - K``), the sticky test's mask of the dropped bits (a decoder to
       ``E`` bits, the AND) and its OR (``E / 6``), the negation (``E``) and the output select
       (64), and the pool bound's select;
+    * ``lut_9g`` (``Q``, tables of codes of several widths, netbfp rule 9g): the saturation of
+      the ``kLutBits``-bit code to the op's ``b`` bits, two compares and two selects;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
 
     Flip-flops: the pipeline registers of each part's widest values (a model too)."""
@@ -273,6 +275,9 @@ def datapath(net, tables):
         from .reduce import ODD_BITS
         odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64) + _sel(8)
         parts["oddpool"] = (pc * odd, pc * (E + x))
+    if tables.get("lut_mixed"):              # netbfp rule 9g: per bank the code's two compares and selects
+        k = tables["lut_bits"]
+        parts["lut_9g"] = (pc * (2 * _cmp(k + 1) + 2 * _sel(k)), 0)
     return parts
 
 
