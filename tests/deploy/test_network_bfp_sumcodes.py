@@ -59,7 +59,7 @@ def _check(path, x, fns):
     return seen
 
 
-def test_a_leaky_relu_of_a_sum_reads_12_bit_codes_a_sigmoid_of_a_conv_8(tmp_path):
+def test_a_leaky_relu_of_a_sum_reads_11_bit_codes_a_sigmoid_of_a_conv_8(tmp_path):
     """The tablein model (LeakyRelu(alpha 1/8) of an Add, Sigmoid of a conv, HardSigmoid of a
     gate's product, Tanh of an average pool) in bfp8: the sum's, product's and mean's tables have
     11-bit codes, the conv's 8; the LeakyRelu's and Sigmoid's outputs are numpy's on the codes."""
@@ -71,7 +71,7 @@ def test_a_leaky_relu_of_a_sum_reads_12_bit_codes_a_sigmoid_of_a_conv_8(tmp_path
 
 
 @pytest.mark.parametrize("name", ["v_f_dw_cbam_ts17", "v_f_dw_cbam_dynamo"])
-def test_cbam_channel_attention_sigmoid_of_the_sum_is_numpys_on_12_bit_codes(name, tmp_path):
+def test_cbam_channel_attention_sigmoid_of_the_sum_is_numpys_on_11_bit_codes(name, tmp_path):
     """hfam's f_dw_cbam exported by torch: the channel attention's Sigmoid of the Add of the two
     MLP outputs reads 11-bit codes (rule 9g) and gives numpy's sigmoid of them."""
     model = BEYOND / f"{name}.onnx"
