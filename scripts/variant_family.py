@@ -478,19 +478,19 @@ def _short(exc):
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
 
 
-def _tokens(out, key, entry):
-    """A token-wise model: (N, T, F') in every format, near the float model's values."""
+def _ort_reference(path, x):
+    """onnxruntime's outputs for x, one sample at a time."""
     import onnxruntime as ort
-    from hlsnn.deploy import datasets
-    from hlsnn.deploy.config import load_deploy_config
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return np.concatenate([sess.run(None, {sess.get_inputs()[0].name: x[i:i + 1]})[0] for i in range(len(x))])
+
+
+def _format_errors(cfg, x_cal, x):
+    """Each format's relative error against onnxruntime on x, calibrated on x_cal (or the error)."""
     from hlsnn.deploy.evaluate import open_accelerators
     from hlsnn.deploy.onnx_import import load_onnx
     from hlsnn.deploy.runner import Deployment
-    cfg = load_deploy_config(_config(out, key, entry))
-    ds = datasets.load("digits", layout=entry["layout"])
-    x_cal, x = ds.x_train[:128], ds.x_test[:96]
-    sess = ort.InferenceSession(str(cfg.model), providers=["CPUExecutionProvider"])
-    ref = np.concatenate([sess.run(None, {sess.get_inputs()[0].name: x[i:i + 1]})[0] for i in range(len(x))])
+    ref = _ort_reference(cfg.model, x)
     net = load_onnx(cfg.model)
     accs = open_accelerators(cfg, "emu")
     res = {}
@@ -512,12 +512,40 @@ def _tokens(out, key, entry):
     return res
 
 
+def _tokens(out, key, entry):
+    """A token-wise model: (N, T, F') in every format, near the float model's values."""
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    cfg = load_deploy_config(_config(out, key, entry))
+    ds = datasets.load("digits", layout=entry["layout"])
+    return _format_errors(cfg, ds.x_train[:128], ds.x_test[:96])
+
+
+def _deploy_formats(row, cfg_path, task):
+    """``deploy`` of cfg_path on emu into row: float accuracy, each format's figure, the host layers
+    (or deploy_error with its traceback)."""
+    from hlsnn.evaluation.run import deploy
+    try:
+        res = deploy(cfg_path, "emu")
+        row["float_accuracy"] = res.get("float_accuracy")
+        row["formats"] = {}
+        for fmt, r in res["assignments"].items():
+            if "error" in r:
+                row["formats"][fmt] = {"error": r["error"]}
+            elif task == "classification":
+                row["formats"][fmt] = {"accuracy": r["accuracy"]}
+            else:
+                row["formats"][fmt] = {"relative_error": r["relative_error"]}
+        row["host_layers"] = sorted({h["op"] for h in res["host_layers"]})
+    except Exception as exc:    # noqa: BLE001
+        row["deploy_error"] = _short(exc)
+        row["traceback"] = traceback.format_exc()[-2000:]
+
+
 def deploy_all(out, only=None):
     from hlsnn.deploy import datasets
-    from hlsnn.evaluation.run import deploy
     from hlsnn.deploy.onnx_import import load_onnx
     from hlsnn.deploy.runner import float_forward
-    import onnxruntime as ort
     manifest = json.loads((out / "MANIFEST.json").read_text())
     results_path = out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() and only else {}
@@ -535,8 +563,7 @@ def deploy_all(out, only=None):
             net = load_onnx(path)
             ds = datasets.load("digits", layout=entry["layout"])
             x = ds.x_test[:8]
-            sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-            ref = np.concatenate([sess.run(None, {sess.get_inputs()[0].name: x[i:i + 1]})[0] for i in range(len(x))])
+            ref = _ort_reference(path, x)
             y = float_forward(net, x)
             row["import_vs_ort"] = float(np.abs(y - ref).max() / max(np.abs(ref).max(), 1e-9)) \
                 if y.shape == ref.shape else f"shape {y.shape} vs {ref.shape}"
@@ -549,21 +576,7 @@ def deploy_all(out, only=None):
         if entry["task"] == "tokens":
             row["formats"] = _tokens(out, key, entry)
         else:
-            try:
-                res = deploy(_config(out, key, entry), "emu")
-                row["float_accuracy"] = res.get("float_accuracy")
-                row["formats"] = {}
-                for fmt, r in res["assignments"].items():
-                    if "error" in r:
-                        row["formats"][fmt] = {"error": r["error"]}
-                    elif entry["task"] == "classification":
-                        row["formats"][fmt] = {"accuracy": r["accuracy"]}
-                    else:
-                        row["formats"][fmt] = {"relative_error": r["relative_error"]}
-                row["host_layers"] = sorted({h["op"] for h in res["host_layers"]})
-            except Exception as exc:    # noqa: BLE001
-                row["deploy_error"] = _short(exc)
-                row["traceback"] = traceback.format_exc()[-2000:]
+            _deploy_formats(row, _config(out, key, entry), entry["task"])
         row["seconds"] = round(time.time() - t0, 1)
         print(f"{key:22s} {_cells(row)}  ({row['seconds']} s)", flush=True)
         results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")

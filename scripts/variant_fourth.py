@@ -437,42 +437,15 @@ def _config(out, key, entry):
 
 def _tokens(out, key, entry):
     """A token-wise model: (N, T, F') in every format, near the float model's values."""
-    import onnxruntime as ort
     from hlsnn.deploy.config import load_deploy_config
-    from hlsnn.deploy.evaluate import open_accelerators
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import Deployment
     cfg = load_deploy_config(_config(out, key, entry))
     ds = _data(out, entry["layout"])
-    x_cal, x = ds.x_train[:128], ds.x_test[:96]
-    sess = ort.InferenceSession(str(cfg.model), providers=["CPUExecutionProvider"])
-    ref = np.concatenate([sess.run(None, {sess.get_inputs()[0].name: x[i:i + 1]})[0] for i in range(len(x))])
-    net = load_onnx(cfg.model)
-    accs = open_accelerators(cfg, "emu")
-    res = {}
-    try:
-        for fmt in FORMATS:
-            try:
-                dep = Deployment(net, cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
-                dep.calibrate(x_cal)
-                y = dep.run(x)
-                if y.shape != ref.shape:
-                    res[fmt] = {"error": f"shape {y.shape}, float {ref.shape}"}
-                else:
-                    res[fmt] = {"relative_error": float(np.linalg.norm(y - ref) / np.linalg.norm(ref))}
-            except Exception as exc:    # noqa: BLE001
-                res[fmt] = {"error": vf._short(exc)}
-    finally:
-        for a in accs.values():
-            a.close()
-    return res
+    return vf._format_errors(cfg, ds.x_train[:128], ds.x_test[:96])
 
 
 def deploy_all(out, only=None):
-    import onnxruntime as ort
     from hlsnn.deploy.onnx_import import load_onnx
     from hlsnn.deploy.runner import float_forward
-    from hlsnn.evaluation.run import deploy
     manifest = json.loads((out / "MANIFEST.json").read_text())
     results_path = out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
@@ -491,8 +464,7 @@ def deploy_all(out, only=None):
         try:
             net = load_onnx(path)
             x = _data(out, entry["layout"]).x_test[:8]
-            sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-            ref = np.concatenate([sess.run(None, {sess.get_inputs()[0].name: x[i:i + 1]})[0] for i in range(len(x))])
+            ref = vf._ort_reference(path, x)
             y = float_forward(net, x)
             row["import_vs_ort"] = float(np.abs(y - ref).max() / max(np.abs(ref).max(), 1e-9)) \
                 if y.shape == ref.shape else f"shape {y.shape} vs {ref.shape}"
@@ -506,21 +478,7 @@ def deploy_all(out, only=None):
         if entry["task"] == "tokens":
             row["formats"] = _tokens(out, key, entry)
         else:
-            try:
-                res = deploy(_config(out, key, entry), "emu")
-                row["float_accuracy"] = res.get("float_accuracy")
-                row["formats"] = {}
-                for fmt, r in res["assignments"].items():
-                    if "error" in r:
-                        row["formats"][fmt] = {"error": r["error"]}
-                    elif entry["task"] == "classification":
-                        row["formats"][fmt] = {"accuracy": r["accuracy"]}
-                    else:
-                        row["formats"][fmt] = {"relative_error": r["relative_error"]}
-                row["host_layers"] = sorted({h["op"] for h in res["host_layers"]})
-            except Exception as exc:    # noqa: BLE001
-                row["deploy_error"] = vf._short(exc)
-                row["traceback"] = traceback.format_exc()[-2000:]
+            vf._deploy_formats(row, _config(out, key, entry), entry["task"])
         row["seconds"] = round(time.time() - t0, 1)
         print(f"{key:24s} {vf._cells(row)}  ({row['seconds']} s)", flush=True)
         results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
