@@ -409,7 +409,6 @@ def _models(torch, nn):
 
 
 def export(out, only=None):
-    import onnx
     import onnxruntime as ort
     import torch
     from torch import nn
@@ -444,7 +443,6 @@ def export(out, only=None):
                 manifest["models"][key] = entry
                 print(f"{key:22s} export failed: {entry['export_error']}")
                 continue
-            g = onnx.load(str(path), load_external_data=False).graph
             try:
                 y = _ort_outputs(ort, path, ds.x_test)
             except Exception as exc:     # noqa: BLE001 - onnxruntime cannot run it: no reference
@@ -452,21 +450,29 @@ def export(out, only=None):
                 manifest["models"][key] = entry
                 print(f"{key:22s} {entry['export_error']}")
                 continue
-            with torch.no_grad():
-                yt = model(torch.from_numpy(ds.x_test.astype(np.float32))).numpy()
-            entry.update(ops=[n.op_type for n in g.node], output_shape=list(y.shape[1:]),
-                         torch_vs_ort=float(np.abs(y - yt).max()))
-            if task == "classification":
-                entry["float_accuracy"] = float(np.mean(np.argmax(y, axis=1) == ds.y_test))
+            _fill_entry(entry, torch, model, path, ds, y)
             manifest["models"][key] = entry
             print(f"{key:22s} {entry.get('float_accuracy', '')!s:8.6s} {time.time() - t0:5.1f}s "
                   f"{' '.join(sorted(set(entry['ops'])))}", flush=True)
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
-def _config(out, key, entry):
+def _fill_entry(entry, torch, model, path, ds, y):
+    """An exported model's entry: its ONNX ops, output shape, torch's distance to onnxruntime's outputs y
+    on ds.x_test and, for a classifier, onnxruntime's accuracy."""
+    import onnx
+    g = onnx.load(str(path), load_external_data=False).graph
+    with torch.no_grad():
+        yt = model(torch.from_numpy(ds.x_test.astype(np.float32))).numpy()
+    entry.update(ops=[n.op_type for n in g.node], output_shape=list(y.shape[1:]),
+                 torch_vs_ort=float(np.abs(y - yt).max()))
+    if entry["task"] == "classification":
+        entry["float_accuracy"] = float(np.mean(np.argmax(y, axis=1) == ds.y_test))
+
+
+def _config(out, key, entry, data="digits", layout="auto"):
     extra = "task: regression\ntargets: inputs\n" if entry["task"] == "dense" else ""
-    text = (f"name: {key}\nmodel: {out / (key + '.onnx')}\ndata: digits\nlayout: auto\n{extra}"
+    text = (f"name: {key}\nmodel: {out / (key + '.onnx')}\ndata: {data}\nlayout: {layout}\n{extra}"
             "formats:\n" + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
             + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
     path = out / f"{key}.yaml"

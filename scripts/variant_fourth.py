@@ -371,7 +371,6 @@ def _train_denoise(torch, model, x, *, epochs, seed=0, sigma=0.2):
 
 
 def export(out, only=None):
-    import onnx
     import onnxruntime as ort
     import torch
     from torch import nn
@@ -410,13 +409,7 @@ def export(out, only=None):
                 manifest["models"][key] = entry
                 print(f"{key:24s} export failed: {entry['export_error']}", flush=True)
                 continue
-            g = onnx.load(str(path), load_external_data=False).graph
-            with torch.no_grad():
-                yt = model(torch.from_numpy(ds.x_test.astype(np.float32))).numpy()
-            entry.update(ops=[n.op_type for n in g.node], output_shape=list(y.shape[1:]),
-                         torch_vs_ort=float(np.abs(y - yt).max()))
-            if task == "classification":
-                entry["float_accuracy"] = float(np.mean(np.argmax(y, axis=1) == ds.y_test))
+            vf._fill_entry(entry, torch, model, path, ds, y)
             manifest["models"][key] = entry
             print(f"{key:24s} {entry.get('float_accuracy', '')!s:8.6s} {time.time() - t0:5.1f}s "
                   f"{' '.join(sorted(set(entry['ops'])))}", flush=True)
@@ -424,15 +417,10 @@ def export(out, only=None):
 
 
 def _config(out, key, entry):
-    task = "dense" if entry["task"] == "tokens" else entry["task"]
-    extra = "task: regression\ntargets: inputs\n" if task == "dense" else ""
-    data, layout = (f"{_seq64(out)}", "ncl") if entry["layout"] == "seq64" else ("digits", "auto")
-    text = (f"name: {key}\nmodel: {out / (key + '.onnx')}\ndata: {data}\nlayout: {layout}\n{extra}"
-            "formats:\n" + "".join(f"  {k}: {v}\n" for k, v in FORMATS.items())
-            + "assignments:\n" + "".join(f"  {k}: {{default: {k}}}\n" for k in FORMATS))
-    path = out / f"{key}.yaml"
-    path.write_text(text)
-    return path
+    e = dict(entry, task="dense") if entry["task"] == "tokens" else entry
+    if entry["layout"] == "seq64":
+        return vf._config(out, key, e, data=_seq64(out), layout="ncl")
+    return vf._config(out, key, e)
 
 
 def _tokens(out, key, entry):
