@@ -13,6 +13,7 @@ from hlsnn.deploy.graph import Layer, Network
 from hlsnn.deploy.runner import Deployment
 from hlsnn.errors import ConfigError
 from hlsnn.runtime import Accelerator
+from test_radix_lse_shift import _net
 
 SHIFT = ROOT / "configs" / "accel" / "shift8_pynq-z2.yaml"
 DATA = ROOT / "tests" / "data" / "torch" / "beyond"
@@ -86,21 +87,6 @@ def test_weight_fit_network_is_a_shift_formats_field(tmp_path):
                    "  t: {type: twohot, accel: shift8_pynq-z2, weight_fit: float}\n")
     with pytest.raises(ConfigError, match="network"):
         load_deploy_config(cfg)
-
-
-def _net(rng):
-    """x -> c1 (3x3, ReLU) -> maxpool -> c2 (3x3 depthwise) -> c3 (1x1) -> dense."""
-    c, z = int(rng.integers(1, 4)), int(rng.choice([8, 16]))
-    w = lambda *s: rng.normal(0, 0.4, s)
-    b = lambda n: rng.normal(0, 0.1, n)
-    layers = [Layer("c1", "conv", ["x"], "t1", w=w(z, c, 3, 3), b=b(z), relu=True, pad=1),
-              Layer("mp", "host", ["t1"], "t2", op="MaxPool", attrs={"kernel_shape": [2, 2], "strides": [2, 2],
-                                                                    "pads": [0, 0, 0, 0]}),
-              Layer("c2", "conv", ["t2"], "t3", w=w(z, 1, 3, 3), b=b(z), relu=True, pad=1, group=z),
-              Layer("c3", "conv", ["t3"], "t4", w=w(12, z, 1, 1), b=b(12), relu=False),
-              Layer("fl", "host", ["t4"], "t5", op="Flatten", attrs={"axis": 1}),
-              Layer("fc", "dense", ["t5"], "y", w=w(10, 12 * 8 * 8), b=b(10))]
-    return Network(name="n", path="", input="x", input_shape=(None, c, 16, 16), output="y", layers=layers), c
 
 
 def _state(dep):
