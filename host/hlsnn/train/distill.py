@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
+from .smoothing import PHASES, parse_phases
+
 
 def distillation_loss(student, teacher, target, temperature=4.0, alpha=0.5):
     """The loss above for ``student`` and ``teacher`` logits ``(N, classes)`` and the labels
@@ -49,18 +51,12 @@ def parse_distill(text, default_temperature=4.0):
 
 # --- by training phase (scripts/train_qat.py --distill-alpha / --distill-temperature / --distill-phases) ---
 
-PHASES = ("prune", "recover", "finetune")
 LEGACY_IN = {"all": PHASES, "prune": ("prune", "recover"), "finetune": ("finetune",)}   # --distill-in
 
 
 def parse_distill_phases(text):
     """'recover,finetune' -> frozenset({'recover', 'finetune'}); ValueError naming the phases allowed."""
-    names = [p.strip() for p in str(text).split(",") if p.strip()]
-    bad = [p for p in names if p not in PHASES]
-    if bad or not names:
-        raise ValueError(f"--distill-phases: {', '.join(bad) or repr(text)} is not a phase; "
-                         f"allowed: a comma-separated list of {', '.join(PHASES)}")
-    return frozenset(names)
+    return parse_phases(text, option="--distill-phases")
 
 
 def frozen_teacher(model):

@@ -4,12 +4,12 @@ quantization-aware fine-tuning, or any other split of the three phases."""
 PHASES = ("prune", "recover", "finetune")
 
 
-def parse_phases(text):
-    """'prune,recover' -> frozenset({'prune', 'recover'}); ValueError naming the phases allowed."""
+def parse_phases(text, option="--label-smoothing-phases"):
+    """'prune,recover' -> frozenset({'prune', 'recover'}); ValueError naming ``option`` and the phases allowed."""
     names = [p.strip() for p in str(text).split(",") if p.strip()]
     bad = [p for p in names if p not in PHASES]
     if bad or not names:
-        raise ValueError(f"--label-smoothing-phases: {', '.join(bad) or repr(text)} is not a phase; "
+        raise ValueError(f"{option}: {', '.join(bad) or repr(text)} is not a phase; "
                          f"allowed: a comma-separated list of {', '.join(PHASES)}")
     return frozenset(names)
 
