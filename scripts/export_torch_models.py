@@ -182,7 +182,9 @@ def _tiny_models(nn):
             "autoencoder": (autoencoder, "digits", "flat", "regression")}
 
 
-def _train_ae(torch, model, x, *, epochs=150, seed=0):
+def _train_ae(torch, model, x, *, epochs=150, seed=0, sigma=0.0):
+    """The input as the target (mean squared error); with ``sigma`` > 0 denoising: Gaussian noise of
+    that deviation on the inputs, the clean image as the target."""
     torch.manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     xt = torch.from_numpy(x)
@@ -191,7 +193,9 @@ def _train_ae(torch, model, x, *, epochs=150, seed=0):
     for _ in range(epochs):
         for idx in torch.randperm(len(xt), generator=gen).split(64):
             opt.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(xt[idx]), xt[idx])
+            clean = xt[idx]
+            noisy = clean + sigma * torch.randn(clean.shape, generator=gen) if sigma else clean
+            loss = torch.nn.functional.mse_loss(model(noisy), clean)
             loss.backward()
             opt.step()
     model.eval()

@@ -352,24 +352,6 @@ def _data(out, layout):
     return datasets.load("digits", layout=layout)
 
 
-def _train_denoise(torch, model, x, *, epochs, seed=0, sigma=0.2):
-    """Denoising: Gaussian noise on the inputs, the clean image as the target."""
-    torch.manual_seed(seed)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    xt = torch.from_numpy(x)
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    for _ in range(epochs):
-        for idx in torch.randperm(len(xt), generator=gen).split(64):
-            opt.zero_grad()
-            clean = xt[idx]
-            noisy = clean + sigma * torch.randn(clean.shape, generator=gen)
-            torch.nn.functional.mse_loss(model(noisy), clean).backward()
-            opt.step()
-    model.eval()
-    return model
-
-
 def export(out, only=None):
     import onnxruntime as ort
     import torch
@@ -393,7 +375,7 @@ def export(out, only=None):
         elif task == "dense":
             model = _train_ae(torch, model, x_train, epochs=epochs)
         elif task == "denoise":
-            model = _train_denoise(torch, model, x_train, epochs=epochs)
+            model = _train_ae(torch, model, x_train, epochs=epochs, sigma=0.2)   # denoising
         model.eval()
         example = torch.from_numpy(ds.x_test[:1].astype(np.float32))
         for variant, kwargs in TWO_WAYS.items():
