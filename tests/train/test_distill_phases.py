@@ -2,9 +2,6 @@
 --distill-temperature / --distill-phases): every step's loss against torch's own F.cross_entropy and F.kl_div (and
 the KL divergence written out in numpy), the teacher the frozen float model in eval mode, used in the phases asked
 for and nowhere else."""
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
@@ -20,7 +17,7 @@ from hlsnn.train.distill import (
     resolve,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .test_smoothing import run_train_qat
 
 
 def _reference(s, t, y, phase, alpha, temp, kd_phases, ls, ls_phases):
@@ -116,12 +113,7 @@ def _run_script(monkeypatch, extra):
 
     monkeypatch.setattr(distill, "phase_loss", record)
     monkeypatch.setattr(distill, "frozen_teacher", teacher_of)
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location("train_qat_kd_under_test", ROOT / "scripts" / "train_qat.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.main(["--model", "dscnn", "--format", "sparse", "--sparsity", "0.9", "--float-epochs", "1", "--qat-epochs", "1",
-              "--prune-epochs", "1", "--recover-epochs", "1", "--augment", "2"] + extra)
+    run_train_qat(monkeypatch, "train_qat_kd_under_test", ["--augment", "2"] + extra)
     return seen, calls, teachers
 
 

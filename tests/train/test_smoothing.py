@@ -47,13 +47,19 @@ def _run_script(monkeypatch, extra):
         return loss
 
     monkeypatch.setattr(smoothing, "phase_cross_entropy", record)
+    run_train_qat(monkeypatch, "train_qat_under_test", ["--label-smoothing", "0.1"] + extra)
+    return seen
+
+
+def run_train_qat(monkeypatch, name, args):
+    """scripts/train_qat.py loaded afresh as module ``name`` (so that patches of hlsnn.train take), run on
+    DS-CNN at 90 %, one epoch a phase, with ``args`` after those."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    spec = importlib.util.spec_from_file_location("train_qat_under_test", ROOT / "scripts" / "train_qat.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "train_qat.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     mod.main(["--model", "dscnn", "--format", "sparse", "--sparsity", "0.9", "--float-epochs", "1", "--qat-epochs", "1",
-              "--prune-epochs", "1", "--recover-epochs", "1", "--label-smoothing", "0.1"] + extra)
-    return seen
+              "--prune-epochs", "1", "--recover-epochs", "1"] + args)
 
 
 @pytest.mark.parametrize("asked", ["prune,recover", None])
