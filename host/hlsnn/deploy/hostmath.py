@@ -77,14 +77,23 @@ def div_rule(ins, consts, shapes):
         if why:
             return why
         return "Reciprocal", {"c": float(c.reshape(-1)[0]) if c.size == 1 else c}, [b]
-    sa, sb = shapes.get(a), shapes.get(b)
-    if sa is not None and sb is not None:
-        if len(sa) != len(sb):
-            return f"Div of tensors of ranks {len(sa)} and {len(sb)}: only of one rank (it broadcasts within it)"
-        for da, db in zip(sa[1:], sb[1:]):
-            if da is not None and db is not None and da != db and 1 not in (da, db):
-                return f"Div of shapes {tuple(sa)} and {tuple(sb)}: they do not broadcast"
+    why = broadcast_error("Div", shapes.get(a), shapes.get(b), "it broadcasts within it")
+    if why:
+        return why
     return "Div", {}, [a, b]
+
+
+def broadcast_error(op, sa, sb, within):
+    """Why ``op``'s two operands of shapes ``sa`` and ``sb`` (None: not known) are not one host op's
+    (other ranks, or axes after the batch axis that do not broadcast); None where they are."""
+    if sa is None or sb is None:
+        return None
+    if len(sa) != len(sb):
+        return f"{op} of tensors of ranks {len(sa)} and {len(sb)}: only of one rank ({within})"
+    for da, db in zip(sa[1:], sb[1:]):
+        if da is not None and db is not None and da != db and 1 not in (da, db):
+            return f"{op} of shapes {tuple(sa)} and {tuple(sb)}: they do not broadcast"
+    return None
 
 
 def run(layer, inputs):

@@ -240,13 +240,9 @@ def _gate(ins, shapes):
     batch axis never broadcasts). The product of two fixed-point values is exact in float64,
     and the next engine layer requantizes it like an ``Add``'s sum; under ``--host-precision
     quantized`` both operands and the product are fixed point."""
-    sa, sb = shapes.get(ins[0]), shapes.get(ins[1])
-    if sa is not None and sb is not None:
-        if len(sa) != len(sb):
-            return f"Mul of tensors of ranks {len(sa)} and {len(sb)}: only of one rank (a gate broadcasts within it)"
-        for da, db in zip(sa[1:], sb[1:]):
-            if da is not None and db is not None and da != db and 1 not in (da, db):
-                return f"Mul of shapes {tuple(sa)} and {tuple(sb)}: they do not broadcast"
+    why = hostmath.broadcast_error("Mul", shapes.get(ins[0]), shapes.get(ins[1]), "a gate broadcasts within it")
+    if why:
+        return why
     return HostSpec("Mul", {}, list(ins))
 
 
