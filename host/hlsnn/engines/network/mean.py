@@ -51,7 +51,7 @@ def count_fields(n):
     """A mean over ``n`` values as the pool's fields ``{"p", "n"}``: ``p = log2(n)``, the sum's
     extra fraction bits (rules 4 and 11), where ``n`` is a power of two; else ``p = 0`` and this
     rule's division by ``n`` (:func:`plan`). The global pool, the ``AveragePool``
-    (:mod:`.linpool`) and the ``ReduceMean`` (:mod:`.reduce`) take their fields from here."""
+    (:mod:`.linpool`) and the ``ReduceMean`` (:mod:`hlsnn.engines.network.reduce`) take their fields from here."""
     return dict(p=0 if n & (n - 1) else n.bit_length() - 1, n=n)
 
 

@@ -15,7 +15,7 @@ max |v|)`` (``np.frexp``, :func:`hlsnn.formats.bfp.shared_exponent`) and ``xm = 
     with ``e = e0 - a``, whose value is ``t = s * 2**e / d`` (kept exactly, not rounded); the
     tensor carries ``d`` (one odd divisor per network kernel). A ``MaxPool`` or ``Relu`` of
     such elements works on the pairs as they are (``d > 0`` keeps the order; ties are equal
-    values); a transpose moves them as they are (CBAM's channel mean back to its map, :mod:`.reduce`). A conv reading them (rule 3) takes, per element,
+    values); a transpose moves them as they are (CBAM's channel mean back to its map, :mod:`hlsnn.engines.bfp_systolic.network.reduce`). A conv reading them (rule 3) takes, per element,
 
     * its leading one ``floor(log2(|s| / d)) + e`` (:func:`lop`): with ``k = msb(|s|) -
       msb(d)``, ``T = |s| >> k`` (``|s| << -k`` for ``k < 0``; ``T`` has ``d``'s width), it is

@@ -65,7 +65,7 @@ and after which an engine layer still runs (``rounding``: the deployment's).
     ``x * sigmoid(x)``, field ``same``) is this rule element by element, in the same loop
     (:mod:`hlsnn.engines.network.gate` rule 10's note: the second operand's address steps
     every pixel); so is **a spatial gate** by a ``1 x H x W`` map (rule 10p, field ``pix``:
-    :mod:`.reduce`). A gate of a gate's product (three pairs' mantissas, beyond the element) first
+    :mod:`hlsnn.engines.bfp_systolic.network.reduce`). A gate of a gate's product (three pairs' mantissas, beyond the element) first
     writes the inner product's pairs as ``M``-bit codes at a calibrated radix by 9b's table of
     the identity: rule 10c (:mod:`hlsnn.engines.network.gatein`).
 
@@ -201,7 +201,7 @@ def clip_pairs(m, e, h, k, lo0=True):
 def gate_pairs(a, g, bound_bits):
     """Rule 10b on a batch: the map ``a`` (B, C, HW) and the vector ``g`` (B, C, 1) pairs (or
     a map ``g`` (B, C, HW): the product of two maps; (B, 1, HW): a spatial gate, rule 10p of
-    :mod:`.reduce`):
+    :mod:`hlsnn.engines.bfp_systolic.network.reduce`):
     ``(m, e, ok)``, ``ok`` False where a product reaches ``2**bound_bits``."""
     ma, ea = (np.asarray(v, np.int64) for v in a)
     mg, eg = (np.asarray(v, np.int64) for v in g)
