@@ -66,8 +66,10 @@ FORMAT_FIELDS = {
                           default=1, lo=1, hi=2),
     "radix": Field("choice", "fixed, sparse, twohot, pot: each activation radix point chosen by DETERMINE (msb: "
                    "the largest value fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
-                   "(lse: hlsnn.deploy.radix_lse); auto: lse for fixed, msb for the other types",
-                   default="auto", choices=("auto", "msb", "lse")),
+                   "(lse: hlsnn.deploy.radix_lse), or lse then each moved one bit at a time while the network output's error "
+                   "on the calibration images drops (search: hlsnn.deploy.radix_search); auto: lse "
+                   "for fixed, msb for the other types",
+                   default="auto", choices=("auto", "msb", "lse", "search")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
                              "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias; "

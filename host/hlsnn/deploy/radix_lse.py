@@ -51,7 +51,7 @@ DEPTH = 3
 
 def wanted(ex):
     """True when executor ``ex``'s format asks for this rule (its input conversion)."""
-    return getattr(ex.fmt, "radix", "msb") == "lse"
+    return getattr(ex.fmt, "radix", "msb") in ("lse", "search")     # search: lse, then hlsnn.deploy.radix_search
 
 
 def wanted_out(ex):

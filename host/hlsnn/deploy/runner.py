@@ -62,7 +62,7 @@ from ..engines import convgeom as conv
 from ..engines.network import gate as netgate
 from . import gatecodes, tablecodes as tablein
 from ..errors import InputError
-from . import biascorr, hostops, samplewise, shift_netfit
+from . import biascorr, hostops, radix_search, samplewise, shift_netfit
 from . import update as updates
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
@@ -340,6 +340,8 @@ class Deployment:
                 biascorr.calibrate(self, x_cal)
             elif not netcal.calibrate(self, x_cal):
                 self.run(x_cal, calibrate=True)
+            if radix_search.wanted(self):  # radix: search, end to end on the calibration images
+                self.radix_search = radix_search.refine(self, x_cal)
         finally:
             self._netfit = None              # the float inputs are not needed after the calibration
         return time.perf_counter() - t

@@ -1,0 +1,128 @@
+"""A fixed-point format's ``radix: search`` (hlsnn.deploy.radix_search, issue 52): the end-to-end
+refinement ends at a point no single one-bit move improves (checked here on the layer path, not
+through the search's own evaluator), never worse than ``lse`` on the calibration images, is
+deterministic, and its radix points are static numbers of the program: the network kernel (emu and
+the simulated board, one start) gives the layer path's bits."""
+import numpy as np
+import pytest
+from conftest import ROOT
+from hlsnn.deploy import datasets, radix_search
+from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config
+from hlsnn.deploy.graph import Layer, Network
+from hlsnn.deploy.runner import Deployment, float_forward
+from hlsnn.errors import ConfigError
+from hlsnn.runtime import Accelerator
+
+DATA = ROOT / "tests" / "data" / "torch" / "beyond"
+SPARSE = ROOT / "configs" / "accel" / "sparse8_pynq-z2.yaml"
+
+
+def test_radix_search_is_a_fixed_point_formats_field(tmp_path):
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text(f"name: m\nmodel: {DATA / 'v_f_unet_bil_ts17.onnx'}\ndata: digits\nformats:\n"
+                   "  f: {type: fixed, accel: sparse8_pynq-z2, radix: search}\n")
+    assert load_deploy_config(cfg).formats["f"].radix == "search"
+    cfg.write_text(f"name: m\nmodel: {DATA / 'v_f_unet_bil_ts17.onnx'}\ndata: digits\n"
+                   "formats:\n  b: {type: bfp, accel: bfp8_zcu104, radix: search}\n")
+    with pytest.raises(ConfigError, match="radix.*only the fixed-point formats"):
+        load_deploy_config(cfg)
+
+
+def _net(rng):
+    """x -> c1 (3x3 ReLU) -> maxpool -> c2 (3x3 ReLU) -> c3 (1x1) -> dense, weights with a long
+    tail of output channels (a few 8x the rest: maps whose largest value is far above their RMS)."""
+    c, z = 2, 8
+    gain = np.where(rng.random(z) < 0.25, 8.0, 1.0)
+    w = lambda *s: rng.normal(0, 0.4, s)
+    b = lambda n: rng.normal(0, 0.1, n)
+    layers = [Layer("c1", "conv", ["x"], "t1", w=w(z, c, 3, 3) * gain[:, None, None, None], b=b(z), relu=True, pad=1),
+              Layer("mp", "host", ["t1"], "t2", op="MaxPool", attrs={"kernel_shape": [2, 2], "strides": [2, 2],
+                                                                    "pads": [0, 0, 0, 0]}),
+              Layer("c2", "conv", ["t2"], "t3", w=w(z, z, 3, 3) / gain[None, :, None, None] * gain[:, None, None,
+                                                                                                       None],
+                    b=b(z), relu=True, pad=1),
+              Layer("c3", "conv", ["t3"], "t4", w=w(6, z, 1, 1), b=b(6), relu=False),
+              Layer("fl", "host", ["t4"], "t5", op="Flatten", attrs={"axis": 1}),
+              Layer("fc", "dense", ["t5"], "y", w=w(10, 6 * 8 * 8), b=b(10))]
+    return Network(name="n", path="", input="x", input_shape=(None, c, 16, 16), output="y", layers=layers)
+
+
+def _layer_path_error(dep, x, y_ref):
+    """The relative error of the deployment's output on ``x``, run layer by layer (``keep``
+    turns the compiled paths off)."""
+    y = np.asarray(dep.run(x, keep=True)[0], np.float64).reshape(y_ref.shape)
+    return float(np.linalg.norm(y - y_ref) / np.linalg.norm(y_ref))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_search_ends_where_no_one_bit_move_improves(seed):
+    rng = np.random.default_rng([seed, 52])
+    net = _net(rng)
+    x_cal = rng.uniform(-1, 2, (24, 2, 16, 16))
+    acc = Accelerator(SPARSE, "emu")
+    try:
+        mk = lambda r: Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", "fixed", "a", radix=r)},
+                                  {"a": acc})
+        lse, dep = mk("lse"), mk("search")
+        lse.calibrate(x_cal)
+        dep.calibrate(x_cal)
+        y_ref = np.asarray(float_forward(net, x_cal), np.float64)
+        e_lse, e = _layer_path_error(lse, x_cal, y_ref), _layer_path_error(dep, x_cal, y_ref)
+        got = dep.radix_search
+        assert got["error_before"] == pytest.approx(e_lse, rel=1e-12)     # the search starts at lse's points
+        assert got["error_after"] == pytest.approx(e, rel=1e-12)          # its evaluator: the layer path's bits
+        assert e < e_lse and got["moves"] >= 1       # every seed here moves (measured: 1-4 moves)
+        pts = radix_search.points(dep)
+        assert {a for _, a in pts} >= {"f_out"} and len(pts) >= 4
+        for name, attr in pts:                     # a local minimum: every single move is no better
+            ex = dep.execs[name]
+            old = getattr(ex, attr)
+            for d in (-1, 1):
+                setattr(ex, attr, old + d)
+                assert _layer_path_error(dep, x_cal, y_ref) >= e * (1 - 1e-12), (name, attr, d)
+            setattr(ex, attr, old)
+        again = mk("search")                       # deterministic
+        again.calibrate(x_cal)
+        assert [(getattr(again.execs[n], a)) for n, a in pts] == [getattr(dep.execs[n], a) for n, a in pts]
+    finally:
+        acc.close()
+
+
+def _config(tmp_path, name, radix):
+    path = tmp_path / f"{name}-{radix}.yaml"
+    path.write_text(f"name: {name}\nmodel: {DATA / (name + '.onnx')}\ndata: digits\nlayout: nchw\n"
+                    "task: regression\ntargets: inputs\nformats:\n"
+                    f"  fixed8: {{type: fixed, accel: sparse8_pynq-z2, radix: {radix}}}\n")
+    return path
+
+
+@pytest.mark.slow
+def test_unet_network_path_has_the_layer_paths_bits(tmp_path):
+    """Compiled with ``radix: search`` (a U-Net: ConvTranspose, Concat): one network start on emu
+    and on the simulated board (the network kernel's C-simulation) gives the layer path's output
+    bits, and the search moved some radix point off lse's."""
+    from hlsnn.deploy.evaluate import open_deployment
+    from hlsnn.network import artifact
+    from hlsnn.network.build import compile_model
+    from hlsnn.network.loader import kernel_network, load
+    name = "v_unet_ct2_ts17"
+    ds = datasets.load("digits", layout="nchw")
+    pts = {}
+    for radix in ("lse", "search"):
+        with open_deployment(_config(tmp_path, name, radix), "fixed8") as dep:
+            dep.calibrate(ds.x_train[:128])
+            pts[radix] = {k: (ex.f_x, ex.f_out) for k, ex in dep.execs.items()}
+    assert pts["lse"] != pts["search"]
+    out = tmp_path / "u.hlsnn"
+    compile_model(str(_config(tmp_path, name, "search")), "fixed8", str(out), check_samples=2)
+    kernel_network(*artifact.read(str(out)))
+    x = np.asarray(ds.x_test[:3], np.float64)
+    with load(str(out), "emu", network=False, self_check=False) as ref:
+        want = np.asarray(ref.logits(x)).view(np.uint64).tolist()
+    for target in ("emu", "sim"):
+        with load(str(out), target, network=True) as net:
+            got = np.asarray(net.logits(x)).view(np.uint64).tolist()
+            assert net.network is not None, target
+            if target == "sim":
+                assert net.last_kernel_starts == 1
+        assert got == want, target
