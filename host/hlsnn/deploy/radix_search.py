@@ -5,21 +5,22 @@ error against the float network on the calibration images drops.
 
 The rule (deterministic: a fixed order, ties keep the current point):
 
-1. The tensors: every engine layer of such a format in the network's order, its output radix
+1. The moves: every engine layer of such a format in the network's order, its output radix
    ``F_out`` and, where it converts its input (a Concat, a residual sum, the graph input), its
-   input radix ``F_x``.
+   input radix ``F_x``; then the output radix points of the parts of each Concat, together
+   (:func:`points`).
 2. The objective: ``||y_q - y_float|| / ||y_float||`` over the calibration images, ``y_q`` the
    deployment's output at the current radix points (the calibrated network as its integer
    program, :mod:`hlsnn.deploy.fast`, the bits every target gives; the layer path where the
    network does not lower to one), ``y_float`` the imported network in float64.
-3. A sweep: for each tensor in order, ``-1`` then ``+1``; a move is kept when it lowers the
+3. A sweep: for each move in order, ``-1`` then ``+1``; a move is kept when it lowers the
    objective by more than ``1e-12`` (relative), and the next try starts from it. Sweeps repeat,
    at most :data:`SWEEPS`, until one keeps no move. A point the network mode refuses (an
    :class:`~hlsnn.errors.InputError`) is not taken.
 
 Only calibration changes: the radix points are static numbers of the program, so the kernels,
 the network mode, emu, csim and the board run them as any other and agree bit for bit. The
-cost is one run of the calibration images per try: ``2 x tensors x sweeps`` runs (g_unet_bn of
+cost is one run of the calibration images per try: ``2 x points x sweeps`` runs (g_unet_bn of
 ``scripts/variant_fourth.py``: 15 tensors, 88 runs of 128 images, 7 s on 2 shared cores;
 measured: fixed8 3.76 % -> 3.57 % against the float model, still over issue 52's 3 %).
 """
@@ -29,7 +30,7 @@ import numpy as np
 
 from ..errors import InputError
 
-#: full passes over the tensors at most
+#: full passes over the moves at most
 SWEEPS = 3
 
 
@@ -39,17 +40,31 @@ def wanted(dep):
 
 
 def points(dep):
-    """The tensors of rule 1: ``[(layer name, attribute)]``, attribute ``"f_out"`` or ``"f_x"``."""
-    out = []
+    """The moves of rule 1: tuples of ``(layer name, attribute)`` (``"f_out"`` or ``"f_x"``)
+    moved together: one per tensor, in the network's order, then one per Concat whose parts
+    (through views) are two or more such layers' outputs, all of them (the network mode takes a
+    Concat its reader does not convert only at one radix: one part alone is refused)."""
+    from .catradix import _source
+    one = []
     for layer in dep.net.engine_layers():
         ex = dep.execs[layer.name]
         if getattr(ex.fmt, "radix", "msb") != "search":
             continue
         if ex.f_x is not None and np.ndim(ex.f_x) == 0:
-            out.append((layer.name, "f_x"))
+            one.append(((layer.name, "f_x"),))
         if ex.f_out is not None and np.ndim(ex.f_out) == 0:
-            out.append((layer.name, "f_out"))
-    return out
+            one.append(((layer.name, "f_out"),))
+    outs = {p[0] for (p,) in one if p[1] == "f_out"}
+    producers = {la.output: la for la in dep.net.layers}
+    groups = []
+    for cat in dep.net.layers:
+        if cat.kind != "host" or cat.op != "Concat":
+            continue
+        parts = [producers.get(_source(dep.net, t, producers)) for t in cat.inputs]
+        names = tuple(dict.fromkeys(la.name for la in parts if la is not None and la.name in outs))
+        if len(names) >= 2:
+            groups.append(tuple((n, "f_out") for n in names))
+    return one + groups
 
 
 def _program(dep):
@@ -104,7 +119,7 @@ def _error(dep, x, y_ref, norm, compiled):
 
 def refine(dep, x_cal):
     """Rules 1-3 on a calibrated deployment ``dep``: moves its radix points in place and
-    returns ``{"tensors", "runs", "moves", "error_before", "error_after"}``."""
+    returns ``{"points", "runs", "moves", "error_before", "error_after"}``."""
     from .hostops import (
         float_tensors,  # the imported network in float64 (runner.float_forward)
     )
@@ -118,23 +133,24 @@ def refine(dep, x_cal):
     best = _error(dep, x_cal, y_ref, norm, compiled)
     start, runs, moves = best, 1, 0
     if best is None:
-        return {"tensors": len(pts), "runs": runs, "moves": 0, "error_before": None, "error_after": None}
+        return {"points": len(pts), "runs": runs, "moves": 0, "error_before": None, "error_after": None}
     for _ in range(SWEEPS):
         moved = False
-        for name, attr in pts:
-            ex = dep.execs[name]
+        for move in pts:
+            old = [getattr(dep.execs[n], a) for n, a in move]
             for d in (-1, 1):
-                old = getattr(ex, attr)
-                setattr(ex, attr, int(old) + d)
+                for (n, a), v in zip(move, old):
+                    setattr(dep.execs[n], a, int(v) + d)
                 e = _error(dep, x_cal, y_ref, norm, compiled)
                 runs += 1
                 if e is not None and e < best * (1 - 1e-12):
                     best, moved, moves = e, True, moves + 1
                     break
-                setattr(ex, attr, old)
+                for (n, a), v in zip(move, old):
+                    setattr(dep.execs[n], a, v)
         if not moved:
             break
     dep._fastnet = None
     for ex in dep.execs.values():
         ex.stats.f_out = ex.f_out
-    return {"tensors": len(pts), "runs": runs, "moves": moves, "error_before": start, "error_after": best}
+    return {"points": len(pts), "runs": runs, "moves": moves, "error_before": start, "error_after": best}
