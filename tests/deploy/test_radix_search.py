@@ -88,19 +88,20 @@ def test_search_ends_where_no_one_bit_move_improves(seed):
         acc.close()
 
 
-def _config(tmp_path, name, radix):
+def _config(tmp_path, name, radix, extra=""):
     path = tmp_path / f"{name}-{radix}.yaml"
     path.write_text(f"name: {name}\nmodel: {DATA / (name + '.onnx')}\ndata: digits\nlayout: nchw\n"
                     "task: regression\ntargets: inputs\nformats:\n"
-                    f"  fixed8: {{type: fixed, accel: sparse8_pynq-z2, radix: {radix}}}\n")
+                    f"  fixed8: {{type: fixed, accel: sparse8_pynq-z2, radix: {radix}{extra}}}\n")
     return path
 
 
 @pytest.mark.slow
 def test_unet_network_path_has_the_layer_paths_bits(tmp_path):
-    """Compiled with ``radix: search`` (a U-Net: ConvTranspose, Concat): one network start on emu
-    and on the simulated board (the network kernel's C-simulation) gives the layer path's output
-    bits, and the search moved some radix point off lse's."""
+    """Compiled with ``radix: search`` and ``equalize: channels`` (a U-Net: ConvTranspose,
+    Concat, conv -> ReLU -> conv chains): one network start on emu and on the simulated board (the
+    network kernel's C-simulation) gives the layer path's output bits; the search moved some radix
+    point off lse's and the chains were scaled."""
     from hlsnn.deploy.evaluate import open_deployment
     from hlsnn.network import artifact
     from hlsnn.network.build import compile_model
@@ -114,7 +115,11 @@ def test_unet_network_path_has_the_layer_paths_bits(tmp_path):
             pts[radix] = {k: (ex.f_x, ex.f_out) for k, ex in dep.execs.items()}
     assert pts["lse"] != pts["search"]
     out = tmp_path / "u.hlsnn"
-    compile_model(str(_config(tmp_path, name, "search")), "fixed8", str(out), check_samples=2)
+    eq = ", weight_scale: channel, equalize: channels"
+    with open_deployment(_config(tmp_path, name, "search", eq), "fixed8") as dep:
+        dep.calibrate(ds.x_train[:128])
+        assert dep.chain_scales and dep.radix_search["moves"] >= 1
+    compile_model(str(_config(tmp_path, name, "search", eq)), "fixed8", str(out), check_samples=2)
     kernel_network(*artifact.read(str(out)))
     x = np.asarray(ds.x_test[:3], np.float64)
     with load(str(out), "emu", network=False, self_check=False) as ref:
@@ -126,3 +131,39 @@ def test_unet_network_path_has_the_layer_paths_bits(tmp_path):
             if target == "sim":
                 assert net.last_kernel_starts == 1
         assert got == want, target
+
+
+def _chain_formats(equalize="channels"):
+    return {"f": FormatSpec("f", "fixed", "a", weight_scale="channel", radix="search", equalize=equalize)}
+
+
+def test_chain_equalize_is_exact_in_float_and_scales_as_written(tmp_path):
+    """hlsnn.deploy.chain_equalize: the rewritten network's float outputs are the original's bit
+    for bit (powers of two through a ReLU); each producer channel's ``k`` is the formula of the
+    module written out here from the float maps; c1 (a MaxPool reads it) and c3 (no ReLU) take no part."""
+    from hlsnn.deploy import chain_equalize
+    from hlsnn.deploy.hostops import float_tensors
+    rng = np.random.default_rng(7)
+    net = _net(rng)
+    x = rng.uniform(-1, 2, (16, 2, 16, 16))
+    new, k = chain_equalize.apply(net, x, Assignment("a", "f", {}), _chain_formats())
+    assert set(k) == {"c2"}                   # c2 -> c3; c1 is read by a MaxPool, c3 has no ReLU
+    env = float_tensors(net, x)
+    for name, reader in (("c2", "c3"),):
+        la = next(la for la in net.layers if la.name == name)
+        rd = next(la for la in net.layers if la.name == reader)
+        r = np.abs(env[la.output]).max(axis=(0, 2, 3)) / np.abs(rd.w).max(axis=(0, 2, 3))
+        want = [min(int(np.rint(0.5 * np.log2(r.max() / v))), 8) for v in r]
+        assert k[name].tolist() == want and max(want) >= 1
+    y0, y1 = float_tensors(net, x)[net.output], float_tensors(new, x)[new.output]
+    assert y0.tobytes() == y1.tobytes()
+    off = chain_equalize.apply(net, x, Assignment("a", "f", {}), _chain_formats("none"))
+    assert off[0] is net and off[1] == {}
+
+
+def test_chain_equalize_is_a_fixed_point_formats_field(tmp_path):
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text(f"name: m\nmodel: {DATA / 'v_f_unet_bil_ts17.onnx'}\ndata: digits\n"
+                   "formats:\n  b: {type: twohot, accel: shift8_pynq-z2, equalize: channels}\n")
+    with pytest.raises(ConfigError, match="equalize.*only the fixed-point formats"):
+        load_deploy_config(cfg)

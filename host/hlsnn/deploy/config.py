@@ -70,6 +70,10 @@ FORMAT_FIELDS = {
                    "on the calibration images drops (search: hlsnn.deploy.radix_search); auto: lse "
                    "for fixed, msb for the other types",
                    default="auto", choices=("auto", "msb", "lse", "search")),
+    "equalize": Field("choice", "fixed, sparse: channels: each conv -> ReLU -> conv chain's channels scaled by "
+                      "powers of two, half of their range gap moved into the weights, exactly in float "
+                      "(hlsnn.deploy.chain_equalize); none: as imported", default="none",
+                      choices=("none", "channels")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
                              "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias; "
@@ -143,6 +147,7 @@ class FormatSpec:
     bias_correction: str = "auto"
     weight_terms: int = 1
     radix: str = "msb"
+    equalize: str = "none"
 
     @property
     def engine(self):
@@ -194,7 +199,7 @@ def load_deploy_config(path) -> DeployConfig:
     fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS
     if not isinstance(fm_raw, dict) or not fm_raw:
         raise ConfigError(path, "formats", fm_raw, "must be a non-empty mapping of format names to "
-                          "{type, accel, delta, prune, weight_scale, weight_fit, weight_terms, bias_correction, radix}")
+                          "{type, accel, delta, prune, weight_scale, weight_fit, weight_terms, bias_correction, radix, equalize}")
     formats = {}
     for name, spec in fm_raw.items():
         _check_name(path, "formats", name)
@@ -221,6 +226,10 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, f"formats.{name}.radix", s["radix"],
                               "only the fixed-point formats of sparse_cluster (fixed, sparse) and the shift formats "
                               "(twohot, pot) choose radix points by least squared error; leave it out")
+        if s["type"] not in ("fixed", "sparse") and s["equalize"] != "none":
+            raise ConfigError(path, f"formats.{name}.equalize", s["equalize"],
+                              "only the fixed-point formats of sparse_cluster (fixed, sparse) equalize chains; "
+                              "leave it out")
         accel = s["accel"]
         if data["formats"] is not None and not (is_config_name(accel) and not (base / accel).exists()):
             accel = _rel(base, accel)       # a path relative to this file; a bare name is looked up
@@ -230,7 +239,8 @@ def load_deploy_config(path) -> DeployConfig:
                               f"format type {s['type']!r} runs on engine {FORMAT_ENGINES[s['type']]}, but this "
                               f"config's engine is {cfg.engine}")
         formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"],
-                                     s["weight_fit"], s["bias_correction"], s["weight_terms"], s["radix"])
+                                     s["weight_fit"], s["bias_correction"], s["weight_terms"], s["radix"],
+                                     s["equalize"])
     as_raw = data["assignments"]
     assignments = {}
     if as_raw is None:

@@ -325,13 +325,20 @@ class Deployment:
         ``bias_correction: empirical`` (or ``auto`` resolving to it), layer by layer with the corrected biases
         (:mod:`hlsnn.deploy.biascorr`). Returns the seconds it took."""
         t = time.perf_counter()
-        from . import calibrate as netcal, equalize
+        from . import calibrate as netcal, chain_equalize, equalize
         x_cal = self._input(x_cal)
         net, scales = equalize.balance(self.net, x_cal, self.assignment, self.formats)
         if scales:                           # skip Concats of two scales, balanced (exact in float)
             self.net, self.balanced = net, scales
             for layer in net.engine_layers():
                 if layer.name in scales:
+                    fmt = self.formats[self.assignment.format_of(layer.name)]
+                    self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
+        net, chains = chain_equalize.apply(self.net, x_cal, self.assignment, self.formats)
+        if chains:                           # equalize: channels, conv -> ReLU -> conv (exact in float)
+            self.net, self.chain_scales = net, chains
+            for layer in net.engine_layers():
+                if self.execs[layer.name].layer is not layer:
                     fmt = self.formats[self.assignment.format_of(layer.name)]
                     self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
         shift_netfit.prepare(self, x_cal)    # weight_fit: network's float inputs (one float pass)

@@ -158,6 +158,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                         k = getattr(dep, "balanced", {}).get(ln)
                         if isinstance(k, int):   # scaled by 2**k to balance a skip Concat (deploy.equalize)
                             q = np.ldexp(q, -k)
+                        kc = getattr(dep, "chain_scales", {}).get(ln)
+                        if kc is not None:       # channel c scaled by 2**k[c] (deploy.chain_equalize)
+                            q = np.ldexp(q, -np.asarray(kc).reshape(-1, 1, 1))
                         rms = float(np.sqrt(np.mean((q - r) ** 2)) / max(np.sqrt(np.mean(r ** 2)), 1e-30))
                         st = ex.stats
                         entry["per_layer"][ln] = {
