@@ -54,7 +54,12 @@ def _layer_path_error(dep, x, y_ref):
     return float(np.linalg.norm(y - y_ref) / np.linalg.norm(y_ref))
 
 
-@pytest.mark.parametrize("seed", range(3))
+#: seeds of :func:`_net` where the search keeps a move (measured: 1-3 moves; the others keep lse's
+#: points, no move gaining 1 %): the test sees both
+MOVES = {1, 2, 3}
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_search_ends_where_no_one_bit_move_improves(seed):
     rng = np.random.default_rng([seed, 52])
     net = _net(rng)
@@ -71,7 +76,7 @@ def test_search_ends_where_no_one_bit_move_improves(seed):
         got = dep.radix_search
         assert got["error_before"] == pytest.approx(e_lse, rel=1e-12)     # the search starts at lse's points
         assert got["error_after"] == pytest.approx(e, rel=1e-12)          # its evaluator: the layer path's bits
-        assert e < e_lse and got["moves"] >= 1       # every seed here moves (measured: 1-4 moves)
+        assert e <= e_lse and (got["moves"] >= 1) == (seed in MOVES) == (e < e_lse), got
         pts = [p for (p,) in radix_search.points(dep)]        # no Concat here: one tensor per move
         assert pts == [("c1", "f_x"), ("c1", "f_out"), ("c2", "f_out"), ("c3", "f_out"), ("fc", "f_out")]
         for name, attr in pts:                     # a local minimum: every single move is no better
@@ -79,7 +84,7 @@ def test_search_ends_where_no_one_bit_move_improves(seed):
             old = getattr(ex, attr)
             for d in (-1, 1):
                 setattr(ex, attr, old + d)
-                assert _layer_path_error(dep, x_cal, y_ref) >= e * (1 - 1e-12), (name, attr, d)
+                assert _layer_path_error(dep, x_cal, y_ref) >= e * (1 - radix_search.MIN_GAIN), (name, attr, d)
             setattr(ex, attr, old)
         again = mk("search")                       # deterministic
         again.calibrate(x_cal)

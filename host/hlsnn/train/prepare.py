@@ -29,14 +29,14 @@ class _QMixin:
             self.wq = ShiftWeight(self.weight, spec.type, params["exp_bits"], spec.delta,
                                   per_channel=spec.weight_scale == "channel")
             bits, signed = params["act_bits"], params.get("act_signed", True)
-            lse = rounding if getattr(spec, "radix", "msb") == "lse" else None     # as fixed's, below
+            lse = rounding if getattr(spec, "radix", "msb") in ("lse", "search") else None     # as fixed's, below
             self.aq = FixedAct(bits, signed, overflow_ratio, rounding, lse=lse)
             self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"), lse=lse)
         elif spec.type in ("fixed", "sparse"):
             self.wq = FixedWeight(per_channel={"channel": True, "auto": "auto"}.get(spec.weight_scale, False))
             bits = params.get("act_bits", 8) if spec.type == "fixed" else 8
             signed = params.get("act_signed", True) if spec.type == "fixed" else True
-            lse = rounding if getattr(spec, "radix", "msb") == "lse" else None     # the host's rounding
+            lse = rounding if getattr(spec, "radix", "msb") in ("lse", "search") else None     # the host's rounding
             self.aq = FixedAct(bits, signed, overflow_ratio, rounding, lse=lse)
             self.oq = FixedAct(bits, signed, overflow_ratio, params.get("rounding", "nearest_even"), lse=lse)
         elif spec.type == "bfp":
