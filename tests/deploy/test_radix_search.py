@@ -172,3 +172,42 @@ def test_chain_equalize_is_a_fixed_point_formats_field(tmp_path):
                    "formats:\n  b: {type: twohot, accel: shift8_pynq-z2, equalize: channels}\n")
     with pytest.raises(ConfigError, match="equalize.*only the fixed-point formats"):
         load_deploy_config(cfg)
+
+
+def _cat_net(rng):
+    """x -> c1, c2 (3x3 ReLU) -> Concat -> c3 -> dense: a Concat whose reader passes it through
+    when its parts share a radix."""
+    w = lambda *s: rng.normal(0, 0.4, s)          # noqa: E731
+    b = lambda n: rng.normal(0, 0.1, n)           # noqa: E731
+    layers = [Layer("c1", "conv", ["x"], "t1", w=w(4, 2, 3, 3), b=b(4), relu=True, pad=1),
+              Layer("c2", "conv", ["x"], "t2", w=w(4, 2, 3, 3), b=b(4), relu=True, pad=1),
+              Layer("cat", "host", ["t1", "t2"], "t3", op="Concat", attrs={"axis": 1}),
+              Layer("c3", "conv", ["t3"], "t4", w=w(6, 8, 3, 3), b=b(6), relu=False, pad=1),
+              Layer("fl", "host", ["t4"], "t5", op="Flatten", attrs={"axis": 1}),
+              Layer("fc", "dense", ["t5"], "y", w=w(10, 6 * 16 * 16), b=b(10))]
+    return Network(name="n", path="", input="x", input_shape=(None, 2, 16, 16), output="y", layers=layers)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 8])
+def test_layer_path_search_keeps_the_radix_points_static(seed):
+    """Evaluated on the layer path (``fast`` off), the search never takes a point where c3, which
+    passed the Concat through at calibration, would choose its input radix from each batch (the
+    parts' radix points apart): c3 still passes it through, and an image's output does not depend
+    on the batch it runs in. Each seed here keeps a move (measured)."""
+    rng = np.random.default_rng([seed, 8])
+    net = _cat_net(rng)
+    x = rng.uniform(-1, 2, (24, 2, 16, 16))
+    acc = Accelerator(SPARSE, "emu")
+    try:
+        dep = Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", "fixed", "a", radix="search")},
+                         {"a": acc})
+        dep.fast = False
+        dep.calibrate(x)
+        assert dep.radix_search["moves"] >= 1
+        assert dep.execs["c3"].f_x is None
+        assert dep.execs["c1"].f_out == dep.execs["c2"].f_out
+        whole = np.asarray(dep.run(x))
+        assert dep.execs["c3"].f_x is None
+        assert np.asarray(dep.run(x[:3])).tobytes() == whole[:3].tobytes()
+    finally:
+        acc.close()

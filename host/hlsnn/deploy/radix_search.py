@@ -114,11 +114,27 @@ def _error(dep, x, y_ref, norm, compiled):
         if net is not None:
             y = netmode.finish(net, q)
         else:
-            y = dep.run(x)
+            y = _layer_path(dep, x)
+            if y is None:
+                return None
     except InputError:
         return None
     y = np.asarray(y, np.float64).reshape(y_ref.shape)
     return float(np.linalg.norm(y - y_ref) / norm)
+
+
+def _layer_path(dep, x):
+    """The deployment's output on ``x`` through :meth:`~hlsnn.deploy.runner.Deployment.run`, or
+    None where a layer that passed its input through at calibration had to convert it (a Concat
+    whose parts' radix points now differ): it would choose that radix from each batch, so the
+    point is refused as the network mode refuses it."""
+    before = {k: ex.f_x for k, ex in dep.execs.items()}
+    y = dep.run(x)
+    if any(before[k] is None and ex.f_x is not None for k, ex in dep.execs.items()):
+        for k, ex in dep.execs.items():
+            ex.f_x = before[k]
+        return None
+    return y
 
 
 def refine(dep, x_cal):
