@@ -177,8 +177,8 @@ def test_chain_equalize_is_a_fixed_point_formats_field(tmp_path):
 def _cat_net(rng):
     """x -> c1, c2 (3x3 ReLU) -> Concat -> c3 -> dense: a Concat whose reader passes it through
     when its parts share a radix."""
-    w = lambda *s: rng.normal(0, 0.4, s)          # noqa: E731
-    b = lambda n: rng.normal(0, 0.1, n)           # noqa: E731
+    w = lambda *s: rng.normal(0, 0.4, s)
+    b = lambda n: rng.normal(0, 0.1, n)
     layers = [Layer("c1", "conv", ["x"], "t1", w=w(4, 2, 3, 3), b=b(4), relu=True, pad=1),
               Layer("c2", "conv", ["x"], "t2", w=w(4, 2, 3, 3), b=b(4), relu=True, pad=1),
               Layer("cat", "host", ["t1", "t2"], "t3", op="Concat", attrs={"axis": 1}),
