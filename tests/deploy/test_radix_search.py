@@ -211,3 +211,26 @@ def test_layer_path_search_keeps_the_radix_points_static(seed):
         assert np.asarray(dep.run(x[:3])).tobytes() == whole[:3].tobytes()
     finally:
         acc.close()
+
+
+@pytest.mark.slow
+def test_search_on_csim_takes_emus_points_and_bits():
+    """Calibrated on the C-simulation target (the layer kernels' csim), the search evaluates its
+    tries on the network mode's integer program, as on emu: the same moves, radix points and
+    output bits."""
+    got = {}
+    for target in ("emu", "csim"):
+        rng = np.random.default_rng([1, 52])
+        net = _net(rng)
+        x_cal = rng.uniform(-1, 2, (24, 2, 16, 16))
+        acc = Accelerator(SPARSE, target)
+        try:
+            dep = Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", "fixed", "a", radix="search")},
+                             {"a": acc})
+            dep.calibrate(x_cal)
+            got[target] = (dep.radix_search, {k: (e.f_x, e.f_out) for k, e in dep.execs.items()},
+                           np.asarray(dep.run(x_cal[:4])).tobytes())
+        finally:
+            acc.close()
+    assert got["emu"][0]["moves"] >= 1
+    assert got["emu"] == got["csim"]
