@@ -368,7 +368,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 layers.append(Layer(f"{name}/{i}", "host", sins, sout, op=sop, attrs=sat))
                 produced[sout] = layers[-1]
             continue
-        sw = None if fs is None else samplewise.rule(node, op, a, consts, fs)
+        sw = None if fs is None else samplewise.rule(node, op, a, consts, fs,
+                                                                 users=consumers.get(node.output[0], []))
         if isinstance(sw, str):
             reject(node, sw)
             continue

@@ -1,0 +1,141 @@
+"""Issue 52's kinds written a fifth way (``scripts/variant_fifth.py``), on files torch writes in the
+test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo exporter, both with a
+dynamic batch axis as deployment tutorials export):
+
+* nanoGPT's causal attention (``att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))``
+  before the softmax): ``Where(mask, -inf, scores)`` with a constant mask, a ``SwCompute`` host op
+  (:mod:`hlsnn.deploy.maskfill`); a ``Where`` whose ``-inf`` would reach anything but a
+  ``Softmax``, or whose condition is computed, is refused by name.
+
+References: onnxruntime on the same file and numpy.
+"""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper, numpy_helper  # noqa: E402
+
+from hlsnn.deploy.config import load_deploy_config  # noqa: E402
+from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
+from hlsnn.errors import UnsupportedModelError  # noqa: E402
+
+EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
+
+
+def _export(module, shape, path, how):
+    """torch.onnx.export from a batch-2 example with a dynamic batch axis."""
+    import warnings
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.randn(2, *shape),), str(path), input_names=["input"],
+                          output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
+                          **EXPORTS[how])
+    return path
+
+
+def _onnxruntime(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {name: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+
+
+class _Causal(torch.nn.Module):
+    """nanoGPT's CausalSelfAttention (fused c_attn split in three, heads by view + transpose, the
+    mask from a tril buffer), on (N, T=8, F=8) tokens, the last token's features out."""
+
+    def __init__(self, e=8, h=2, t=8):
+        super().__init__()
+        torch.manual_seed(2)
+        self.c_attn, self.c_proj, self.h, self.e = torch.nn.Linear(e, 3 * e), torch.nn.Linear(e, e), h, e
+        self.register_buffer("bias", torch.tril(torch.ones(t, t)).view(1, 1, t, t))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.e, dim=2)
+        q, k, v = (z.view(B, T, self.h, C // self.h).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        y = torch.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))[:, -1]
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+def test_a_causal_mask_is_a_masked_fill_and_equals_onnxruntime(tmp_path, how):
+    path = _export(_Causal(), (8, 8), tmp_path / "m.onnx", how)
+    assert "Where" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    net = load_onnx(path)
+    where = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn") == "Where"]
+    assert len(where) == 1 and where[0].op == "SwCompute"
+    # the mask is torch's: the upper triangle (future tokens) takes the fill
+    cond = np.broadcast_to(where[0].attrs["cond"], (1, 2, 8, 8))
+    assert all(np.array_equal(c, np.triu(np.ones((8, 8)), 1) == 1) for c in cond[0])
+    x = np.random.default_rng(0).normal(size=(6, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("fmt,accel", [("bfp", "bfp8_zcu104"), ("twohot", "shift8_pynq-z2"),
+                                       ("fixed", "sparse8_pynq-z2")])
+def test_a_causal_mask_deploys_in_every_format(tmp_path, fmt, accel):
+    """The deployment's output is near onnxruntime's (8-bit operands: a few percent) and the future
+    tokens never reach the output: changing them leaves it bit for bit (the mask is exact)."""
+    path = _export(_Causal(), (8, 8), tmp_path / "m.onnx", "ts17")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"name: causal\nmodel: {path}\ndata: digits\nlayout: ntf\n"
+                   f"formats:\n  f: {{type: {fmt}, accel: {accel}}}\nassignments:\n  f: {{default: f}}\n")
+    cfg = load_deploy_config(cfg)
+    accs = open_accelerators(cfg, "emu")
+    try:
+        dep = Deployment(load_onnx(cfg.model), cfg.assignments["f"], cfg.formats, accs, rounding=cfg.rounding)
+        rng = np.random.default_rng(3)
+        dep.calibrate(rng.normal(size=(32, 8, 8)))
+        x = rng.normal(size=(8, 8, 8))
+        y, ref = dep.run(x), _onnxruntime(path, x)
+        assert y.shape == ref.shape and np.all(np.isfinite(y))
+        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 0.1
+    finally:
+        for a in accs.values():
+            a.close()
+
+
+def _where_graph(path, cond_const=True, reader="Softmax", fill=-np.inf):
+    """y = reader(Where(mask, fill, x W)) on (1, 4, 4)."""
+    rng = np.random.default_rng(0)
+    init = [numpy_helper.from_array(rng.normal(size=(4, 4)).astype(np.float32), "w"),
+            numpy_helper.from_array(np.array(fill, np.float32), "fill")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["s"])]
+    if cond_const:
+        init.append(numpy_helper.from_array(np.triu(np.ones((4, 4), bool), 1), "m"))
+    else:
+        nodes.append(helper.make_node("Greater", ["s", "fill"], ["m"]))
+    nodes += [helper.make_node("Where", ["m", "fill", "s"], ["f"], name="mask"),
+              helper.make_node(reader, ["f"], ["y"], **({"axis": -1} if reader == "Softmax" else {}))]
+    g = helper.make_graph(nodes, "w", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 4])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 4])], init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_finite_masked_fill_equals_numpy_whatever_reads_it(tmp_path):
+    path = _where_graph(tmp_path / "w.onnx", reader="Relu", fill=-2.5)
+    x = np.random.default_rng(1).normal(size=(5, 4, 4))
+    w = numpy_helper.to_array(onnx.load(str(path)).graph.initializer[0]).astype(np.float64)
+    ref = np.maximum(np.where(np.triu(np.ones((4, 4), bool), 1), -2.5, x @ w), 0)
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), ref, rtol=1e-6, atol=1e-6)
+
+
+def test_an_infinite_fill_read_by_anything_but_a_softmax_is_refused_by_name(tmp_path):
+    with pytest.raises(UnsupportedModelError, match=r"mask \(Where\): .*-Inf values, which only a Softmax may "
+                                                    r"read \(read here by Relu\)"):
+        load_onnx(_where_graph(tmp_path / "w.onnx", reader="Relu"))
+
+
+def test_a_computed_condition_is_refused_by_name(tmp_path):
+    with pytest.raises(UnsupportedModelError, match=r"mask \(Where\): Where with a computed condition 'm'"):
+        load_onnx(_where_graph(tmp_path / "w.onnx", cond_const=False, fill=0.0))
