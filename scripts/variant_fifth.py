@@ -285,12 +285,16 @@ def export(out, only=None):
                      "input_shape": list(ds.x_test.shape[1:])}
             try:
                 entry["files"] = _export(torch, model, example, path, kwargs)
-                y = _ort_outputs(ort, path, ds.x_test)
-            except Exception as exc:     # noqa: BLE001 - an exporter or onnxruntime that fails is recorded
+            except Exception as exc:     # noqa: BLE001 - an exporter that fails is recorded
                 entry.update(files=[], export_error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
                 manifest["models"][key] = entry
                 print(f"{key:24s} export failed: {entry['export_error']}", flush=True)
                 continue
+            try:
+                y = _ort_outputs(ort, path, ds.x_test)
+            except Exception as exc:     # noqa: BLE001 - onnxruntime cannot run the file: onnx's evaluator
+                entry["ort_error"] = vf._short(exc)[:300]
+                y = _reference(path, ds.x_test)
             vf._fill_entry(entry, torch, model, path, ds, y)
             manifest["models"][key] = entry
             print(f"{key:24s} {entry.get('float_accuracy', '')!s:8.6s} {time.time() - t0:5.1f}s "
@@ -304,14 +308,28 @@ def _config(out, key, entry):
     return _V4_CONFIG(out, key, entry)
 
 
+def _reference(path, x):
+    """onnxruntime's outputs, or onnx's reference evaluator's where onnxruntime cannot run the file
+    (TorchScript's ``Conv1d(padding='same', dilation=2)`` is ``auto_pad=SAME_UPPER`` with a dilation,
+    which onnxruntime 1.2x refuses)."""
+    try:
+        return _ORT_REFERENCE(path, x)
+    except Exception:               # noqa: BLE001
+        from hlsnn.deploy.evaluate import float_reference
+        return float_reference(path, x).astype(np.float32)
+
+
+_ORT_REFERENCE = vf._ort_reference
+
+
 def _patched(fn, out, only):
-    """Run one of variant_fourth's steps with this family's data and configs."""
-    saved = v4._data, v4._config
-    v4._data, v4._config = _data, _config
+    """Run one of variant_fourth's steps with this family's data, configs and reference."""
+    saved = v4._data, v4._config, vf._ort_reference
+    v4._data, v4._config, vf._ort_reference = _data, _config, _reference
     try:
         return fn(out, only)
     finally:
-        v4._data, v4._config = saved
+        v4._data, v4._config, vf._ort_reference = saved
 
 
 def main(argv=None):

@@ -9,7 +9,9 @@ element is the one operand's element or the other's, chosen by the mask with ONN
 within a sample, in float64 like the other computing host ops (a selection: no rounding). A
 constant operand that is not finite (the ``-inf`` of a mask) is taken only where every reader
 of the result is a ``Softmax``, for which ``exp(-inf) = 0`` exactly: anything else would
-quantize an infinity, and is refused by name.
+quantize an infinity, and is refused by name. The attributes hold finite numbers only (a compiled
+model's are, :mod:`hlsnn.network.schema`): such a constant's ``-inf`` entries are a boolean
+``neginf`` mask beside its finite values.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ def rule(node, consts, fs, users):
     out = node.output[0]
     if any(i not in fs for i in acts) or out not in fs:
         return "Where: no static shapes for its tensors"
-    operands = []
+    operands, neginf = [], []
     for i in ins[1:]:
         if i in consts:
             v = np.asarray(consts[i], np.float64)
@@ -40,18 +42,21 @@ def rule(node, consts, fs, users):
             if np.isneginf(v).any() and (not users or any(u.op_type != "Softmax" for u in users)):
                 return (f"Where: the constant {i!r} has -Inf values, which only a Softmax may read "
                         f"(read here by {', '.join(sorted({u.op_type for u in users})) or 'the graph output'})")
-            operands.append(("c", v))
+            neginf.append(np.isneginf(v))
+            operands.append(("c", np.where(neginf[-1], 0.0, v)))
         else:
+            neginf.append(np.zeros((), bool))
             operands.append(("x", acts.index(i)))
     in_shapes, s_out = [tuple(fs[i]) for i in acts], tuple(fs[out])
     cond = np.asarray(consts[ins[0]]).astype(bool)
     return "SwCompute", acts, {"fn": "Where", "in_shapes": in_shapes, "out_shape": s_out, "cond": cond,
-                               "operands": operands}
+                               "operands": operands, "neginf": neginf}
 
 
 def run(xs, a, align):
     """The selection on lifted operands ``xs`` (``align(x, rank)`` puts a lifted tensor of a
     lower rank in ONNX broadcast position): ``(N, *out_shape)``."""
     r = len(a["out_shape"])
-    ops = [align(xs[v], r) if k == "x" else v for k, v in a["operands"]]
+    ops = [align(xs[v], r) if k == "x" else np.where(np.asarray(m, bool), -np.inf, np.asarray(v, np.float64))
+           for (k, v), m in zip(a["operands"], a["neginf"])]
     return np.where(a["cond"], ops[0], ops[1])
