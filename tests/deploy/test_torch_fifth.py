@@ -5,7 +5,10 @@ dynamic batch axis as deployment tutorials export):
 * nanoGPT's causal attention (``att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))``
   before the softmax): ``Where(mask, -inf, scores)`` with a constant mask, a ``SwCompute`` host op
   (:mod:`hlsnn.deploy.maskfill`); a ``Where`` whose ``-inf`` would reach anything but a
-  ``Softmax``, or whose condition is computed, is refused by name.
+  ``Softmax``, or whose condition is computed, is refused by name;
+* an SE's squeeze written as two means, ``x.mean(-1).mean(-1)`` (or ``mean(3).mean(2)``, or with
+  ``keepdim=True``): one mean over (H, W), a global average pool (:mod:`hlsnn.deploy.meanfold`),
+  so that bfp8's network kernel takes it in one start.
 
 References: onnxruntime on the same file and numpy.
 """
@@ -149,3 +152,50 @@ def test_an_infinite_fill_read_by_anything_but_a_softmax_is_refused_by_name(tmp_
 def test_a_computed_condition_is_refused_by_name(tmp_path):
     with pytest.raises(UnsupportedModelError, match=r"mask \(Where\): Where with a computed condition 'm'"):
         load_onnx(_where_graph(tmp_path / "w.onnx", cond_const=False, fill=0.0))
+
+
+class _MeanMean(torch.nn.Module):
+    """A conv, then an SE-style mean over (H, W) written as two means, then a Linear."""
+
+    def __init__(self, how, c=2):
+        super().__init__()
+        torch.manual_seed(3)
+        self.conv, self.fc, self.how = torch.nn.Conv2d(c, 4, 3, padding=1), torch.nn.Linear(4, 3), how
+
+    def forward(self, x):
+        h = torch.relu(self.conv(x))
+        if self.how == "last_last":
+            s = h.mean(-1).mean(-1)
+        elif self.how == "3_2":
+            s = h.mean(3).mean(2)
+        elif self.how == "keep":
+            s = h.mean(-1, keepdim=True).mean(-2, keepdim=True).flatten(1)
+        else:                           # over W, then over the channels: not a spatial mean
+            return self.fc(h.mean(-1).mean(1).flatten(1)[:, :4])
+        return self.fc(s)
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+@pytest.mark.parametrize("form", ["last_last", "3_2", "keep", "w_then_c"])
+def test_two_spatial_means_are_one_global_average_pool(tmp_path, how, form):
+    path = _export(_MeanMean(form), (2, 4, 4), tmp_path / "m.onnx", how)
+    assert [n.op_type for n in onnx.load(str(path)).graph.node].count("ReduceMean") == 2
+    net = load_onnx(path)
+    ops = [la.op for la in net.layers if la.kind == "host"]
+    if form == "w_then_c":
+        assert "GlobalAveragePool" not in ops
+    else:
+        assert ops.count("GlobalAveragePool") == 1 and "ReduceAxes" not in ops, ops
+    x = np.random.default_rng(4).normal(size=(5, 2, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)
+
+
+def test_two_spatial_means_run_in_one_network_start_in_bfp8(tmp_path):
+    import hlsnn
+    from hlsnn.network.build import compile_model
+    path = _export(_MeanMean("last_last", c=1), (1, 8, 8), tmp_path / "m.onnx", "ts17")
+    (tmp_path / "c.yaml").write_text(f"name: mm\nmodel: {path}\ndata: digits\nlayout: nchw\n"
+                                     "formats:\n  f: {type: bfp, accel: bfp8_zcu104}\nassignments:\n"
+                                     "  f: {default: f}\n")
+    compile_model(tmp_path / "c.yaml", "f", tmp_path / "m.hlsnn")
+    assert hlsnn.load(tmp_path / "m.hlsnn", "emu").network is not None
