@@ -1,0 +1,74 @@
+"""A max pool of a pending Add or gate on the integer engines' network mode
+(:mod:`hlsnn.engines.network.maxlate`; issue 52's fifth family): a residual block's
+``relu(x + conv(x))`` then ``AdaptiveMaxPool1d(1)`` (a keyword spotter), a SiLU (``x *
+sigmoid(x)``, a gate) then ``torch.max(x, dim=2)[0]`` (a TC-ResNet), each before a Linear; files
+torch writes (TorchScript at opset 17 and the dynamo exporter, untrained, seeded).
+
+References: the layer-by-layer compiled network on the emulator for the bits (requantization
+is monotone: the max of the requantized values is the requantized max), the C-simulated kernel
+in one start.
+
+Not here: two-hot's ``relu(x + conv(x))`` reaches the Linear as the exact integer sum (the layer
+path passes it through at its own radix, ``f_x`` None), which rule 4's materialization does not
+take ("the requantization from radix 7 to None"): that network runs layer by layer."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+
+import hlsnn  # noqa: E402
+from hlsnn.deploy import datasets  # noqa: E402
+
+FORMATS = {"twohot": "{type: twohot, accel: shift8_pynq-z2}", "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
+EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
+
+
+class _ResMax(torch.nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        torch.manual_seed(5)
+        self.kind = kind
+        self.c0, self.c1 = torch.nn.Conv1d(8, 12, 3, padding=1), torch.nn.Conv1d(12, 12, 3, padding=1)
+        self.pool, self.fc = torch.nn.AdaptiveMaxPool1d(1), torch.nn.Linear(12, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.c0(x))
+        if self.kind == "add":
+            h = torch.relu(h + self.c1(h))
+            return self.fc(torch.flatten(self.pool(h), 1))
+        h = torch.nn.functional.silu(self.c1(h))
+        return self.fc(torch.max(h, dim=2)[0])
+
+
+def _compile(tmp_path, kind, how, fmt):
+    import warnings
+    from netfixtures import compile_onnx
+    path = tmp_path / f"{kind}_{how}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_ResMax(kind).eval(), (torch.randn(1, 8, 8),), str(path), **EXPORTS[how])
+    return compile_onnx(tmp_path, f"{kind}_{how}", path, fmt, formats=FORMATS, layout="ncl")
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+@pytest.mark.parametrize("fmt,kind", [("fixed8", "add"), ("fixed8", "gate"), ("twohot", "gate")])
+def test_a_max_pool_of_a_pending_add_or_gate_runs_in_the_network_mode_with_the_layer_paths_bits(tmp_path, kind,
+                                                                                                  how, fmt):
+    out = _compile(tmp_path, kind, how, fmt)
+    x = datasets.load("digits", layout="ncl").x_test[:48]
+    net = hlsnn.load(out, "emu", network=True)
+    assert net.network is not None
+    kinds = [op.kind for op in net.network.ops]
+    pool = kinds.index("maxpool")
+    assert kinds[pool - 1] == ("add" if kind == "add" else "gate")     # materialized just before the pool
+    np.testing.assert_array_equal(net(x), hlsnn.load(out, "emu", network=False)(x))
+
+
+@pytest.mark.csim
+def test_the_sparse_kernel_pools_a_pending_add_in_one_start(tmp_path):
+    out = _compile(tmp_path, "add", "ts17", "fixed8")
+    x = datasets.load("digits", layout="ncl").x_test[:6]
+    k = hlsnn.load(out, "csim", network=True)
+    np.testing.assert_array_equal(k(x), hlsnn.load(out, "emu", network=False)(x))
+    assert k.last_kernel_starts == 1
