@@ -12,8 +12,10 @@ non-decreasing, so the max of the requantized values is the requantized max:
 :func:`lower_host` materializes the pending op at the ``F_x`` of the engine layer that reads the
 pool (through data moves only: ``Flatten``, ``Reshape``, ``Squeeze``...), as that layer would
 read it (the Add's or the gate's own op), then appends the integer max pool (rule 3). The bits
-are the layer path's. Only ``shift_mac`` and ``sparse_cluster`` (radix points): ``bfp_systolic``
-keeps its own rules. A pool whose result reaches anything else is refused by name.
+are the layer path's. A pool whose result reaches anything else is refused by name.
+``bfp_systolic`` (pairs) needs no reader: an Add's pairs are its exact sum (rule 5 of
+:mod:`hlsnn.engines.bfp_systolic.network.lower`), whose max pool picks its elements (rule 7); its
+gates keep their own rules.
 """
 from __future__ import annotations
 
@@ -41,12 +43,17 @@ def lower_host(j, program, w, steps, why, op_cls, fields):
     ``fields``: ``(maxpool_fields, global_max_fields)`` of :mod:`hlsnn.deploy.program` (rule 3)."""
     from . import gate as netgate
     maxpool_fields, global_max_fields = fields
-    if j["op"] not in ("MaxPool", "GlobalMaxPool") or steps.bits is None:
+    if j["op"] not in ("MaxPool", "GlobalMaxPool"):
         return False
     src = j["inputs"][0]
     st = w.state.get(src)
     if st is None or st[0] not in ("add", "gate") or (st[0] == "add" and st[1].get("p") is not None):
         return False
+    if steps.bits is None:                  # bfp_systolic: an Add's pairs are exact, its gate has its own rules
+        if st[0] != "add":
+            return False
+        base = steps.materialize_add(j, st[1], w)
+        return _pool(j, base, w, op_cls, maxpool_fields, global_max_fields)
     reader = _reader(program, j["output"])
     if reader is None:
         raise why(j, f"a {j['op']} of a pending {'Add' if st[0] == 'add' else 'gate'}: its result must reach "
@@ -58,7 +65,12 @@ def lower_host(j, program, w, steps, why, op_cls, fields):
         from .program import materialized
         if not materialized(reader, st[1]["name"], w.state, w.shapes, why):
             netgate.materialize(reader, src, st, w.state, w.shapes, w.ops, w.aliases, steps.rounding, why, op_cls)
-    shape = w.shapes[base] if base in w.shapes else w.shapes[src]
+    return _pool(j, base, w, op_cls, maxpool_fields, global_max_fields)
+
+
+def _pool(j, base, w, op_cls, maxpool_fields, global_max_fields):
+    """Rule 3's max pool of the materialized tensor ``base``."""
+    shape = w.shapes[base]
     f = maxpool_fields(j, shape) if j["op"] == "MaxPool" else global_max_fields(shape)
     w.ops.append(op_cls("maxpool", j["name"], [base], j["output"], f))
     w.state[j["output"]] = w.state[base]
