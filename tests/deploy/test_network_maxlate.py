@@ -41,14 +41,18 @@ class _ResMax(torch.nn.Module):
         return self.fc(torch.max(h, dim=2)[0])
 
 
-def _compile(tmp_path, kind, how, fmt):
+def _export(tmp_path, kind, how):
     import warnings
-    from netfixtures import compile_onnx
     path = tmp_path / f"{kind}_{how}.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(_ResMax(kind).eval(), (torch.randn(1, 8, 8),), str(path), **EXPORTS[how])
-    return compile_onnx(tmp_path, f"{kind}_{how}", path, fmt, formats=FORMATS, layout="ncl")
+    return path
+
+
+def _compile(tmp_path, kind, how, fmt):
+    from netfixtures import compile_onnx
+    return compile_onnx(tmp_path, f"{kind}_{how}", _export(tmp_path, kind, how), fmt, formats=FORMATS, layout="ncl")
 
 
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
@@ -65,6 +69,39 @@ def test_a_max_pool_of_a_pending_add_or_gate_runs_in_the_network_mode_with_the_l
     if fmt != "bfp8" or kind == "add":      # bfp's gate keeps its own rules
         assert kinds[pool - 1] == ("add" if kind == "add" else "gate")     # materialized just before the pool
     np.testing.assert_array_equal(net(x), hlsnn.load(out, "emu", network=False)(x))
+
+
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+@pytest.mark.parametrize("kind", ["add", "gate"])
+def test_the_fast_calibration_leaves_a_pooled_sum_to_the_layer_path(tmp_path, monkeypatch, fmt, kind):
+    """The emu calibration at the run's speed (:mod:`hlsnn.deploy.calibrate`) picks a radix from
+    an Add's sums, the layer path (the specification) from the pooled values its reader converts:
+    with a pool of a materialized sum it leaves the calibration to the layer path, whose outputs
+    the deployment then gives (before, the reader's ``F_x`` stayed unset)."""
+    from hlsnn.deploy import calibrate
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import Deployment
+    from netfixtures import write_config
+    cfg = load_deploy_config(write_config(tmp_path, "m", _export(tmp_path, kind, "ts17"), formats=FORMATS,
+                                          layout="ncl"))
+    ds = datasets.load("digits", layout="ncl")
+    outs = []
+    for fast in (True, False):
+        if not fast:
+            monkeypatch.setattr(calibrate, "calibrate", lambda *a, **k: False)
+        accs = open_accelerators(cfg, "emu")
+        try:
+            dep = Deployment(load_onnx(cfg.model), cfg.assignments[fmt], cfg.formats, accs, rounding=cfg.rounding)
+            dep.calibrate(ds.x_train[:128])
+            f_x = {k: ex.f_x for k, ex in dep.execs.items()}          # as calibrated (a run sets an unset one)
+            outs.append((dep.run(ds.x_test[:64]), f_x))
+        finally:
+            for a in accs.values():
+                a.close()
+    assert outs[0][1] == outs[1][1] and all(v is not None for k, v in outs[0][1].items() if "fc" in k)
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
 
 
 @pytest.mark.csim
