@@ -173,6 +173,8 @@ def _walk(dep, net, so, x):
         if op.kind == "conv":
             env[op.out] = _conv(dep, net, so, op, a, fa, converted, clips.get(op.out))
         elif op.kind == "maxpool":
+            if converted:                # a pool of a sum materialized for its reader (engines.network.maxlate):
+                raise _Bail              # the layer path picks the reader's F_x from the pooled values
             f = op.f
             y = _take((b, f["oh"], f["ow"], f["c"]))
             so.hlsnn_net_maxpool(_ptr(a), f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"], f["pads"][0],

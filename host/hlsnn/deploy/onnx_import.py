@@ -75,7 +75,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import qimport, samplewise, shapefold, splitconv, torchdecomp
+from . import meanfold, qimport, samplewise, shapefold, splitconv, torchdecomp
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -261,6 +261,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
+    model = meanfold.rewrite(model)               # x.mean(-1).mean(-1) as one mean over (H, W)
     fs = None                  # static shapes at batch 1 for attention and shape ops (hlsnn.deploy.samplewise)
     if shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)
@@ -368,7 +369,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 layers.append(Layer(f"{name}/{i}", "host", sins, sout, op=sop, attrs=sat))
                 produced[sout] = layers[-1]
             continue
-        sw = None if fs is None else samplewise.rule(node, op, a, consts, fs)
+        sw = None if fs is None else samplewise.rule(node, op, a, consts, fs,
+                                                                 users=consumers.get(node.output[0], []))
         if isinstance(sw, str):
             reject(node, sw)
             continue

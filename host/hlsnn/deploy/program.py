@@ -275,6 +275,9 @@ def walk(program, arrays, steps):
             from ..engines.network import linpool
             if linpool.lower_host(j, state, shapes, ops, steps.bits, _why, Op):      # AveragePool, bilinear x2
                 continue
+            from ..engines.network import maxlate
+            if maxlate.lower_host(j, program, w, steps, _why, Op, (maxpool_fields, global_max_fields)):  # Add, gate
+                continue
             raise _why(j, "no integer rule for this host op here")
         # an engine layer
         if j["engine"] != steps.engine or j["format"] not in steps.formats:

@@ -20,6 +20,8 @@ Host ops here (:func:`rule` at import, :func:`run` in the float path):
   within a sample), ``Relu``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``, ``Softmax``,
   ``LayerNormalization``, ``ReduceMean``/``ReduceMax`` (the token mean of a classifier's head),
   in float64 like the other computing host ops; the next engine layer requantizes the result.
+  ``Where`` with a constant condition (a causal mask) is a ``SwCompute`` too
+  (:mod:`hlsnn.deploy.maskfill`).
 * ``MatMulAct``: a ``MatMul`` of two computed tensors (q by k transposed, the scores by v). In
   a deployment both operands are quantized at run time in the format of the nearest engine
   layer before it. bfp: on that layer's ``bfp_systolic`` engine, the left operand as the
@@ -42,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from . import swslice
+from . import maskfill, swslice
 
 MOVES = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "Slice", "Split")
 COMPUTE = ("Concat", "Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Gelu", "Softmax", "LayerNormalization",
@@ -77,9 +79,12 @@ def _axes(node, a, consts, rank):
     return None if axes is None else [int(x) % rank for x in axes]
 
 
-def rule(node, op, a, consts, fs):
-    """How the importer takes ``node`` (static shapes ``fs``): ``(host op, inputs, attrs)``,
-    why it is unsupported (a string), or None (a normal op: the other rules take it)."""
+def rule(node, op, a, consts, fs, users=()):
+    """How the importer takes ``node`` (static shapes ``fs``; ``users``: the nodes that read its
+    output): ``(host op, inputs, attrs)``, why it is unsupported (a string), or None (a normal op:
+    the other rules take it)."""
+    if op == "Where":                            # a masked fill (hlsnn.deploy.maskfill)
+        return maskfill.rule(node, consts, fs, users)
     ins = [i for i in node.input if i]
     acts = [i for i in ins if i not in consts]
     out = node.output[0]
@@ -228,6 +233,8 @@ def run(layer, inputs, matmul=None, host_run=None):
         elif fn in ("Add", "Sub", "Mul", "Div"):
             ops = [_align([xs[v]], r)[0] if k == "x" else v for k, v in a["operands"]]
             y = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}[fn](*ops)
+        elif fn == "Where":
+            y = maskfill.run(xs, a, lambda x, rank: _align([x], rank)[0])
         elif fn in ("ReduceMean", "ReduceMax"):
             red = np.mean if fn == "ReduceMean" else np.max
             y = red(xs[0], axis=tuple(ax + 1 for ax in a["axes"]), keepdims=bool(a["keepdims"]))

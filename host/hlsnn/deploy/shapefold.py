@@ -18,7 +18,7 @@ batch fixed at 1 (:mod:`hlsnn.deploy.samplewise`), so every such shape is a cons
 :func:`needed` says when a graph needs this (a ``Shape`` node, a ``MatMul`` of two computed
 tensors, a ``Transpose`` of a computed tensor (also one that keeps the batch first: a 1-D
 model's ``x.transpose(1, 2)``), a ``Gather``, ``Slice`` or ``Split`` of a computed tensor, a
-``Concat`` with a constant (a class token)): other graphs
+``Concat`` with a constant (a class token), a ``Where`` of a computed tensor (a causal mask)): other graphs
 import exactly as before. A model whose input has a symbolic dimension other than the batch is
 refused by name (its shapes are not static).
 """
@@ -54,6 +54,8 @@ def needed(g):
             return True             # torch.cat(dim=-1) of tokens' features: samplewise's SwCompute
         if n.op_type == "Transpose" and n.input[0] not in consts:
             return True             # any permutation of a computed tensor: samplewise's SwMove
+        if n.op_type == "Where" and not all(i in consts for i in n.input if i):
+            return True             # a masked fill (hlsnn.deploy.maskfill)
     return False
 
 

@@ -1,0 +1,98 @@
+"""Two means over the two spatial axes, one after the other, as one mean (issue 52's fifth family).
+
+A squeeze-excite block written ``x.mean(-1).mean(-1)`` (or ``x.mean(3).mean(2)``, or with
+``keepdim=True`` twice) on an (N, C, H, W) map exports as two ``ReduceMean`` nodes: W first, then
+H. The mean of H means of W values each is the mean of the H*W values, so :func:`rewrite` writes
+the pair as one ``ReduceMean`` over axes (2, 3) with the pair's ``keepdims``, which the importer
+takes as a global average pool (an integer rule of the network kernel on every engine) where the
+first mean alone, over W only, has none. Only a first mean whose sole reader is the second is
+rewritten; anything else is left as it is.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _axes(node, consts):
+    """The node's axes (a list), or None when they are not known constants."""
+    for a in node.attribute:
+        if a.name == "axes":
+            return list(a.ints)
+    if len(node.input) > 1 and node.input[1]:
+        return [int(v) for v in np.asarray(consts[node.input[1]]).reshape(-1)] if node.input[1] in consts else None
+    return None
+
+
+def _keepdims(node):
+    return next((int(a.i) for a in node.attribute if a.name == "keepdims"), 1)
+
+
+def rewrite(model):
+    """``model`` with each spatial ``ReduceMean`` pair as one mean over axes (2, 3) (module
+    docstring); the same model when it has none."""
+    import onnx
+    from onnx import helper, numpy_helper
+    g = model.graph
+    means = [n for n in g.node if n.op_type == "ReduceMean"]
+    if len(means) < 2:
+        return model
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    for n in g.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:                   # noqa: BLE001 - no ranks, no rewrite
+        return model
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in
+             list(inferred.graph.value_info) + list(inferred.graph.input) if v.type.tensor_type.HasField("shape")}
+    readers = {}
+    for n in g.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    outputs = {o.name for o in g.output}
+    pairs = {}
+    for first in means:
+        users = readers.get(first.output[0], [])
+        if len(users) != 1 or first.output[0] in outputs or users[0].op_type != "ReduceMean":
+            continue
+        second, k = users[0], _keepdims(first)
+        a1, a2 = _axes(first, consts), _axes(second, consts)
+        if ranks.get(first.input[0]) != 4 or _keepdims(second) != k or a1 is None or a2 is None \
+                or len(a1) != 1 or len(a2) != 1:
+            continue
+        ax1 = a1[0] % 4
+        ax2 = a2[0] % (4 if k else 3)
+        if k:
+            done = {ax1, ax2} == {2, 3}
+        else:                           # the second's axes count without the first's reduced one
+            done = ax1 in (2, 3) and ax2 == 2
+        if done:
+            pairs[id(second)] = first
+    if not pairs:
+        return model
+    drop = {id(f) for f in pairs.values()}
+    nodes = []
+    for n in g.node:
+        if id(n) in drop:
+            continue
+        if id(n) in pairs:
+            first = pairs[id(n)]
+            n = helper.make_node("ReduceMean", [first.input[0]], list(n.output), name=n.name or first.name,
+                                 axes=[2, 3], keepdims=_keepdims(n))
+        nodes.append(n)
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
+    if opset >= 18:                     # axes are an input from opset 18 on
+        extra = []
+        for n in nodes:
+            if n.op_type == "ReduceMean" and any(a.name == "axes" for a in n.attribute):
+                name = f"{n.output[0]}__meanfold_axes"
+                extra.append(numpy_helper.from_array(np.array([2, 3], np.int64), name))
+                keep = [a for a in n.attribute if a.name != "axes"]
+                del n.attribute[:]
+                n.attribute.extend(keep)
+                n.input.append(name)
+        g.initializer.extend(extra)
+    del g.node[:]
+    g.node.extend(nodes)
+    return model

@@ -1,0 +1,201 @@
+"""Issue 52's kinds written a fifth way (``scripts/variant_fifth.py``), on files torch writes in the
+test (tiny untrained modules, seeded; TorchScript at opset 17 and the dynamo exporter, both with a
+dynamic batch axis as deployment tutorials export):
+
+* nanoGPT's causal attention (``att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))``
+  before the softmax): ``Where(mask, -inf, scores)`` with a constant mask, a ``SwCompute`` host op
+  (:mod:`hlsnn.deploy.maskfill`); a ``Where`` whose ``-inf`` would reach anything but a
+  ``Softmax``, or whose condition is computed, is refused by name;
+* an SE's squeeze written as two means, ``x.mean(-1).mean(-1)`` (or ``mean(3).mean(2)``, or with
+  ``keepdim=True``): one mean over (H, W), a global average pool (:mod:`hlsnn.deploy.meanfold`),
+  so that bfp8's network kernel takes it in one start.
+
+References: onnxruntime on the same file and numpy.
+"""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper, numpy_helper  # noqa: E402
+
+from hlsnn.deploy.config import load_deploy_config  # noqa: E402
+from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
+from hlsnn.errors import UnsupportedModelError  # noqa: E402
+
+EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
+
+
+def _export(module, shape, path, how):
+    """torch.onnx.export from a batch-2 example with a dynamic batch axis."""
+    import warnings
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.randn(2, *shape),), str(path), input_names=["input"],
+                          output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
+                          **EXPORTS[how])
+    return path
+
+
+def _onnxruntime(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {name: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+
+
+class _Causal(torch.nn.Module):
+    """nanoGPT's CausalSelfAttention (fused c_attn split in three, heads by view + transpose, the
+    mask from a tril buffer), on (N, T=8, F=8) tokens, the last token's features out."""
+
+    def __init__(self, e=8, h=2, t=8):
+        super().__init__()
+        torch.manual_seed(2)
+        self.c_attn, self.c_proj, self.h, self.e = torch.nn.Linear(e, 3 * e), torch.nn.Linear(e, e), h, e
+        self.register_buffer("bias", torch.tril(torch.ones(t, t)).view(1, 1, t, t))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.e, dim=2)
+        q, k, v = (z.view(B, T, self.h, C // self.h).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        y = torch.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))[:, -1]
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+def test_a_causal_mask_is_a_masked_fill_and_equals_onnxruntime(tmp_path, how):
+    path = _export(_Causal(), (8, 8), tmp_path / "m.onnx", how)
+    assert "Where" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    net = load_onnx(path)
+    where = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn") == "Where"]
+    assert len(where) == 1 and where[0].op == "SwCompute"
+    # the mask is torch's: the upper triangle (future tokens) takes the fill
+    cond = np.broadcast_to(where[0].attrs["cond"], (1, 2, 8, 8))
+    assert all(np.array_equal(c, np.triu(np.ones((8, 8)), 1) == 1) for c in cond[0])
+    x = np.random.default_rng(0).normal(size=(6, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=1e-4, atol=1e-5)
+
+
+def _deployment(tmp_path, path, fmt, accel):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"name: causal\nmodel: {path}\ndata: digits\nlayout: ntf\n"
+                   f"formats:\n  f: {{type: {fmt}, accel: {accel}}}\nassignments:\n  f: {{default: f}}\n")
+    cfg = load_deploy_config(cfg)
+    accs = open_accelerators(cfg, "emu")
+    return Deployment(load_onnx(cfg.model), cfg.assignments["f"], cfg.formats, accs, rounding=cfg.rounding), accs
+
+
+@pytest.mark.parametrize("fmt,accel", [("bfp", "bfp8_zcu104"), ("twohot", "shift8_pynq-z2"),
+                                       ("fixed", "sparse8_pynq-z2")])
+def test_a_causal_mask_deploys_compiles_and_runs_as_deployed(tmp_path, fmt, accel):
+    """Every format: the deployment is near onnxruntime (8-bit operands: within 10 %); ``hlsnn
+    compile`` keeps the mask (a compiled model holds finite numbers only: the -inf is a boolean
+    mask in its attributes) and the compiled model gives the deployment's bits."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+    path = _export(_Causal(), (8, 8), tmp_path / "m.onnx", "ts17")
+    dep, accs = _deployment(tmp_path, path, fmt, accel)
+    ds = datasets.load("digits", layout="ntf")
+    try:
+        dep.calibrate(ds.x_train[:128])
+        x = ds.x_test[:16]
+        y, ref = dep.run(x), _onnxruntime(path, x)
+    finally:
+        for a in accs.values():
+            a.close()
+    assert y.shape == ref.shape and np.all(np.isfinite(y))
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 0.1
+    compile_model(tmp_path / "c.yaml", "f", tmp_path / "m.hlsnn")
+    np.testing.assert_array_equal(hlsnn.load(tmp_path / "m.hlsnn", "emu")(x), y)
+
+
+def _where_graph(path, cond_const=True, reader="Softmax", fill=-np.inf):
+    """y = reader(Where(mask, fill, x W)) on (1, 4, 4)."""
+    rng = np.random.default_rng(0)
+    init = [numpy_helper.from_array(rng.normal(size=(4, 4)).astype(np.float32), "w"),
+            numpy_helper.from_array(np.array(fill, np.float32), "fill")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["s"])]
+    if cond_const:
+        init.append(numpy_helper.from_array(np.triu(np.ones((4, 4), bool), 1), "m"))
+    else:
+        nodes.append(helper.make_node("Greater", ["s", "fill"], ["m"]))
+    nodes += [helper.make_node("Where", ["m", "fill", "s"], ["f"], name="mask"),
+              helper.make_node(reader, ["f"], ["y"], **({"axis": -1} if reader == "Softmax" else {}))]
+    g = helper.make_graph(nodes, "w", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 4])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 4])], init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_finite_masked_fill_equals_numpy_whatever_reads_it(tmp_path):
+    path = _where_graph(tmp_path / "w.onnx", reader="Relu", fill=-2.5)
+    x = np.random.default_rng(1).normal(size=(5, 4, 4))
+    w = numpy_helper.to_array(onnx.load(str(path)).graph.initializer[0]).astype(np.float64)
+    ref = np.maximum(np.where(np.triu(np.ones((4, 4), bool), 1), -2.5, x @ w), 0)
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), ref, rtol=1e-6, atol=1e-6)
+
+
+def test_an_infinite_fill_read_by_anything_but_a_softmax_is_refused_by_name(tmp_path):
+    with pytest.raises(UnsupportedModelError, match=r"mask \(Where\): .*-Inf values, which only a Softmax may "
+                                                    r"read \(read here by Relu\)"):
+        load_onnx(_where_graph(tmp_path / "w.onnx", reader="Relu"))
+
+
+def test_a_computed_condition_is_refused_by_name(tmp_path):
+    with pytest.raises(UnsupportedModelError, match=r"mask \(Where\): Where with a computed condition 'm'"):
+        load_onnx(_where_graph(tmp_path / "w.onnx", cond_const=False, fill=0.0))
+
+
+class _MeanMean(torch.nn.Module):
+    """A conv, then an SE-style mean over (H, W) written as two means, then a Linear."""
+
+    def __init__(self, how, c=2):
+        super().__init__()
+        torch.manual_seed(3)
+        self.conv, self.fc, self.how = torch.nn.Conv2d(c, 4, 3, padding=1), torch.nn.Linear(4, 3), how
+
+    def forward(self, x):
+        h = torch.relu(self.conv(x))
+        if self.how == "last_last":
+            s = h.mean(-1).mean(-1)
+        elif self.how == "3_2":
+            s = h.mean(3).mean(2)
+        elif self.how == "keep":
+            s = h.mean(-1, keepdim=True).mean(-2, keepdim=True).flatten(1)
+        else:                           # over W, then over the channels: not a spatial mean
+            return self.fc(h.mean(-1).mean(1).flatten(1)[:, :4])
+        return self.fc(s)
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+@pytest.mark.parametrize("form", ["last_last", "3_2", "keep", "w_then_c"])
+def test_two_spatial_means_are_one_global_average_pool(tmp_path, how, form):
+    path = _export(_MeanMean(form), (2, 4, 4), tmp_path / "m.onnx", how)
+    assert [n.op_type for n in onnx.load(str(path)).graph.node].count("ReduceMean") == 2
+    net = load_onnx(path)
+    ops = [la.op for la in net.layers if la.kind == "host"]
+    if form == "w_then_c":
+        assert "GlobalAveragePool" not in ops
+    else:
+        assert ops.count("GlobalAveragePool") == 1 and "ReduceAxes" not in ops, ops
+    x = np.random.default_rng(4).normal(size=(5, 2, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)
+
+
+def test_two_spatial_means_run_in_one_network_start_in_bfp8(tmp_path):
+    import hlsnn
+    from hlsnn.network.build import compile_model
+    path = _export(_MeanMean("last_last", c=1), (1, 8, 8), tmp_path / "m.onnx", "ts17")
+    (tmp_path / "c.yaml").write_text(f"name: mm\nmodel: {path}\ndata: digits\nlayout: nchw\n"
+                                     "formats:\n  f: {type: bfp, accel: bfp8_zcu104}\nassignments:\n"
+                                     "  f: {default: f}\n")
+    compile_model(tmp_path / "c.yaml", "f", tmp_path / "m.hlsnn")
+    assert hlsnn.load(tmp_path / "m.hlsnn", "emu").network is not None
