@@ -1,6 +1,6 @@
 """Issue 52's hidden family, dense: U-Nets and autoencoders written as a new user would write them.
 
-Eight small dense models in styles the earlier families (``variant_family.py``, ``variant_fresh.py``,
+Nine small dense models in styles the earlier families (``variant_family.py``, ``variant_fresh.py``,
 ``variant_fourth.py``) did not use, each trained for seconds on bundled data (CPU, one thread;
 nothing downloaded), exported by torch's dynamo exporter and by TorchScript at opset 17, deployed on
 emu in bfp8 / two-hot / fixed8 without host fallback (``hlsnn.evaluation.run.deploy``, what
@@ -181,6 +181,20 @@ def _models(torch, nn):
         def forward(self, x):
             return x - self.net(x)
 
+    # --- sub-pixel U-Net: nn.PixelUnshuffle down, nn.PixelShuffle up between convs, concat skip
+    class ShuffleUNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e0 = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU())
+            self.down = nn.PixelUnshuffle(2)                               # (16, 8, 8)
+            self.mid = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1))
+            self.up = nn.PixelShuffle(2)                                   # (4, 16, 16)
+            self.out = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 1))
+
+        def forward(self, x):
+            a = self.e0(x)
+            return self.out(torch.cat([a, F.relu(self.up(self.mid(self.down(a))))], 1))
+
     return {
         "d_unet_classic": (ClassicUNet(), "img16", 30),
         "d_unet_interp_add": (InterpAddUNet(), "digm16", 30),
@@ -190,6 +204,7 @@ def _models(torch, nn):
         "d_espcn": (Espcn(), "sr8", 30),
         "d_ae_linear": (LinearAE(), "img16", 60),
         "d_dncnn": (ResDenoise(), "img16", 30),
+        "d_unet_shuffle": (ShuffleUNet(), "img16", 30),
     }
 
 
