@@ -133,3 +133,14 @@ def test_compiled_it_runs_in_one_start_with_the_layer_paths_values(tmp_path):
     net = hlsnn.load(art, "emu", network=True)
     assert net.network is not None and [j["op"] for j in net.network.host_after] == ["Add"]
     np.testing.assert_array_equal(net(x), hlsnn.load(art, "emu", network=False)(x))
+
+
+@pytest.mark.slow
+def test_on_csim_the_kernel_starts_once_and_the_host_adds_the_input(tmp_path):
+    """C-simulation of the fixed8 network kernel: one start, the emulator's layer-by-layer bits
+    (the residual Add on the host after the start, on the float input)."""
+    from netfixtures import check_kernel_run, compile_onnx
+    from hlsnn.deploy import datasets
+    path = _export(_Residual(-1), tmp_path / "dn.onnx", "ts17")
+    art = compile_onnx(tmp_path, "dn", path, "fixed8", check_samples=2, calibration_samples=16)
+    check_kernel_run(art, "fixed8", datasets.load("digits", layout="nchw").x_test[:3])
