@@ -1,6 +1,6 @@
 """Issue 52's hidden family, dense: U-Nets and autoencoders written as a new user would write them.
 
-Nine small dense models in styles the earlier families (``variant_family.py``, ``variant_fresh.py``,
+Ten small dense models in styles the earlier families (``variant_family.py``, ``variant_fresh.py``,
 ``variant_fourth.py``) did not use, each trained for seconds on bundled data (CPU, one thread;
 nothing downloaded), exported by torch's dynamo exporter and by TorchScript at opset 17, deployed on
 emu in bfp8 / two-hot / fixed8 without host fallback (``hlsnn.evaluation.run.deploy``, what
@@ -195,6 +195,18 @@ def _models(torch, nn):
             a = self.e0(x)
             return self.out(torch.cat([a, F.relu(self.up(self.mid(self.down(a))))], 1))
 
+    # --- FFDNet-like denoiser: nn.PixelUnshuffle(2) of the input, Conv-BN-ReLU at half size, PixelShuffle back
+    class FFDNetLike(nn.Module):
+        def __init__(self, ch=24):
+            super().__init__()
+            self.down, self.up = nn.PixelUnshuffle(2), nn.PixelShuffle(2)
+            self.body = nn.Sequential(nn.Conv2d(4, ch, 3, padding=1), nn.ReLU(inplace=True),
+                                      nn.Conv2d(ch, ch, 3, padding=1, bias=False), nn.BatchNorm2d(ch),
+                                      nn.ReLU(inplace=True), nn.Conv2d(ch, 4, 3, padding=1))
+
+        def forward(self, x):
+            return self.up(self.body(self.down(x)))
+
     return {
         "d_unet_classic": (ClassicUNet(), "img16", 30),
         "d_unet_interp_add": (InterpAddUNet(), "digm16", 30),
@@ -205,6 +217,7 @@ def _models(torch, nn):
         "d_ae_linear": (LinearAE(), "img16", 60),
         "d_dncnn": (ResDenoise(), "img16", 30),
         "d_unet_shuffle": (ShuffleUNet(), "img16", 30),
+        "d_ffdnet": (FFDNetLike(), "img16", 30),
     }
 
 
