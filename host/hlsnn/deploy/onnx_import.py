@@ -48,7 +48,10 @@ Rules (these are what :func:`load_onnx` does, in order):
   upsampling (gathers along L and their blend), ``expand_as`` before a broadcasting ``Mul`` and a
   hard sigmoid / swish written as ``relu6(x + 3) / 6`` are first rewritten as ``MatMul`` /
   ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.torchdecomp`), and a
-  ``Split`` of a conv's channels (``F.glu``) as one conv per part (:mod:`hlsnn.deploy.splitconv`).
+  ``Split`` of a conv's channels (``F.glu``) as one conv per part (:mod:`hlsnn.deploy.splitconv`),
+  ``x - conv(x)`` as ``x + conv'(x)`` with the conv's weights negated (:mod:`hlsnn.deploy.subneg`),
+  and a pixel unshuffle (``SpaceToDepth``) read only by convs as strided convs of its input
+  (:mod:`hlsnn.deploy.unshuffle`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
