@@ -314,7 +314,7 @@ def _resize(node, a, consts, shapes):
         spec = hostextra.resize_linear(node, a, scales, sizes, shapes.get(node.input[0]))
         return spec if isinstance(spec, str) else HostSpec(spec[0], spec[1], [node.input[0]])
     if mode != "nearest":
-        return f"mode {mode!r}: only nearest-neighbour {op}"
+        return f"mode {mode!r}: only nearest-neighbour {op}" + (" and linear (bilinear) Resize" if op == "Resize" else "")
     if op == "Resize":
         how = (_s(a.get("coordinate_transformation_mode", "half_pixel")), _s(a.get("nearest_mode", "round_prefer_floor")))
         if how not in _REPEATING:

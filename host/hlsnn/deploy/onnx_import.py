@@ -48,7 +48,11 @@ Rules (these are what :func:`load_onnx` does, in order):
   upsampling (gathers along L and their blend), ``expand_as`` before a broadcasting ``Mul`` and a
   hard sigmoid / swish written as ``relu6(x + 3) / 6`` are first rewritten as ``MatMul`` /
   ``Resize`` / nothing / ``HardSigmoid``, ``HardSwish`` (:mod:`hlsnn.deploy.torchdecomp`), and a
-  ``Split`` of a conv's channels (``F.glu``) as one conv per part (:mod:`hlsnn.deploy.splitconv`).
+  ``Split`` of a conv's channels (``F.glu``) as one conv per part (:mod:`hlsnn.deploy.splitconv`),
+  ``x - conv(x)`` as ``x + conv'(x)`` with the conv's weights negated (:mod:`hlsnn.deploy.subneg`),
+  and a pixel unshuffle (``SpaceToDepth``) read only by convs as strided convs of its input
+  (:mod:`hlsnn.deploy.unshuffle`), and ``repeat_interleave`` as the nearest ``Resize``
+  (:mod:`hlsnn.deploy.repeatup`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
@@ -75,7 +79,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import meanfold, qimport, samplewise, shapefold, splitconv, torchdecomp
+from . import meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -267,6 +271,9 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         fs = shapefold.file_shapes(model, path)
         model = model if fs is None else shapefold.fold(model, fs)
     model = splitconv.rewrite(model)              # a conv's channels split (F.glu, chunk): one conv per part
+    model = subneg.rewrite(model)                 # x - conv(x): x + conv'(x), the conv's weights negated
+    model = unshuffle.rewrite(model)              # PixelUnshuffle read by convs: strided convs of its input
+    model = repeatup.rewrite(model, fs)           # repeat_interleave (Unsqueeze, Tile/Expand, Reshape): nearest Resize
     g = model.graph
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
     _check_names(path, g)

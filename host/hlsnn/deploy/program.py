@@ -315,6 +315,8 @@ def walk(program, arrays, steps):
         w.made_by[j["output"]] = conv
     host_after = [j for j in program["layers"] if j["kind"] == "host" and j["name"] in
                   program["output"].get("host_after", [])]
+    from .netafter import check as check_after       # what they read: the output's chain or the float input
+    check_after(host_after, program, _why)
     return prefix.attach(steps.finish(program, host_after, w), w, program)
 
 
@@ -627,15 +629,17 @@ def dequantize(net, q):
     return np.ldexp(np.asarray(q, np.float64), -net.output["f"])
 
 
-def finish(net, q, values=None):
+def finish(net, q, values=None, x=None):
     """Rule 5: the network's float output from the output integers ``q``. ``values``: their
     dequantized values when the caller has them already (the C host path dequantizes in C,
-    :mod:`hlsnn.network.nethost`, the same bits as :func:`dequantize`); then ``q`` is not read."""
+    :mod:`hlsnn.network.nethost`, the same bits as :func:`dequantize`); then ``q`` is not read.
+    ``x``: the float input, for a host op after the logits that reads it (``x + net(x)``,
+    :mod:`hlsnn.deploy.netafter`)."""
     stubs = getattr(net, "_host_stubs", None)
     if stubs is None:                          # the host layers after the logits, made once per program
         from .netafter import stubs as make    # (views folded into one reshape: hlsnn.deploy.netafter)
         stubs = net._host_stubs = make(net)
     y = dequantize(net, q) if values is None else values
     for run in stubs:
-        y = run(y)
+        y = run(y, x)
     return y

@@ -239,7 +239,7 @@ class Deployment:
                     n * f["oh"] * f["ow"] * k, 1)
             else:                                                  # of the input
                 ex.stats.input_density = int(nz[ln].sum()) / max(n * f["c"] * f["h"] * f["w"], 1)
-        return netmode.finish(fn.net, q)
+        return netmode.finish(fn.net, q, x=x)
 
     def _run(self, x, calibrate, keep):
         if calibrate:

@@ -309,7 +309,7 @@ class CompiledNet:
             q = self._fast.run(xq)[0] if self._fast else netmode.run_ints(n, xq)
             self.last_kernel_starts = 0
             kernel_s = time.perf_counter() - t1
-        y = netmode.finish(n, q, yv)
+        y = netmode.finish(n, q, yv, x=x)
         t3 = time.perf_counter()
         self.last_host_s = max(0.0, (t3 - t0) - kernel_s)
         if not keep:
