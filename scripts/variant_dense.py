@@ -1,6 +1,6 @@
 """Issue 52's hidden family, dense: U-Nets and autoencoders written as a new user would write them.
 
-Ten small dense models in styles the earlier families (``variant_family.py``, ``variant_fresh.py``,
+Twelve small dense models in styles the earlier families (``variant_family.py``, ``variant_fresh.py``,
 ``variant_fourth.py``) did not use, each trained for seconds on bundled data (CPU, one thread;
 nothing downloaded), exported by torch's dynamo exporter and by TorchScript at opset 17, deployed on
 emu in bfp8 / two-hot / fixed8 without host fallback (``hlsnn.evaluation.run.deploy``, what
@@ -207,6 +207,31 @@ def _models(torch, nn):
         def forward(self, x):
             return self.up(self.body(self.down(x)))
 
+    # --- upsampling written by hand (repeat_interleave), a concat skip, a torch.clamp(0, 1) head
+    class RepeatUNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU())
+            self.mid = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.ReLU())
+            self.dec = nn.Sequential(nn.Conv2d(24, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 3, padding=1))
+
+        def forward(self, x):
+            a = self.enc(x)
+            u = self.mid(a).repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
+            return torch.clamp(self.dec(torch.cat([a, u], 1)), 0, 1)
+
+    # --- SiLU everywhere (YOLO / diffusion style convs): MaxPool2d down, nn.Upsample up, concat skip
+    class SiluUNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e0 = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.SiLU())
+            self.e1 = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.SiLU(), nn.Upsample(scale_factor=2))
+            self.d = nn.Sequential(nn.Conv2d(24, 8, 3, padding=1), nn.SiLU(), nn.Conv2d(8, 1, 1))
+
+        def forward(self, x):
+            a = self.e0(x)
+            return self.d(torch.cat([a, self.e1(a)], 1))
+
     return {
         "d_unet_classic": (ClassicUNet(), "img16", 30),
         "d_unet_interp_add": (InterpAddUNet(), "digm16", 30),
@@ -218,6 +243,8 @@ def _models(torch, nn):
         "d_dncnn": (ResDenoise(), "img16", 30),
         "d_unet_shuffle": (ShuffleUNet(), "img16", 30),
         "d_ffdnet": (FFDNetLike(), "img16", 30),
+        "d_unet_repeat": (RepeatUNet(), "img16", 30),
+        "d_unet_silu": (SiluUNet(), "img16", 30),
     }
 
 

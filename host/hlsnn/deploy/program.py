@@ -76,7 +76,7 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
 its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
-as codes at a calibrated radix, :mod:`hlsnn.engines.network.gatein`) are
+as codes at a calibrated radix, :mod:`hlsnn.engines.network.gatein`; 10m, a max pool or move of a gate's product, :mod:`hlsnn.engines.network.gatepool`) are
 :mod:`hlsnn.engines.network.gate`'s, rules 11 (an ``AveragePool`` of ``2**p`` taps: the
 window's exact sum, requantized as rule 4 requantizes) and 12 (a bilinear ``Resize`` by 2 with
 ``half_pixel``: an edge upsample, then rule 11 with the weights ``[1, 2, 1] / 4`` per axis)
@@ -208,6 +208,10 @@ def walk(program, arrays, steps):
                 state[j["output"]], shapes[j["output"]] = st, alias_shape(j, shapes[src])
                 if st[0] != "add":
                     aliases[j["output"]] = aliases.get(src, src)
+                continue
+            from ..engines.network.gatepool import lower as gate_pool     # a max pool of a gate (SiLU): 10m
+            if gate_pool(j, program, w, steps, _why, Op, lambda jj, sh: maxpool_fields(jj, sh)
+                         if jj["op"] == "MaxPool" else global_max_fields(sh)):
                 continue
             if op == "GlobalMaxPool" and st[0] == "q" or op in ("MaxPool", "GlobalMaxPool") and st[0] == "avgp":
                 f = maxpool_fields(j, shapes[src]) if op == "MaxPool" else global_max_fields(shapes[src])
