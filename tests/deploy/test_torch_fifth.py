@@ -8,7 +8,11 @@ dynamic batch axis as deployment tutorials export):
   ``Softmax``, or whose condition is computed, is refused by name;
 * an SE's squeeze written as two means, ``x.mean(-1).mean(-1)`` (or ``mean(3).mean(2)``, or with
   ``keepdim=True``): one mean over (H, W), a global average pool (:mod:`hlsnn.deploy.meanfold`),
-  so that bfp8's network kernel takes it in one start.
+  so that bfp8's network kernel takes it in one start;
+* ``torch.clamp(x, min=a)`` / ``clamp(max=b)`` (dynamo: ``Max`` / ``Min`` by one number) as the host
+  ``Clip``, statistics pooling ``torch.cat([x.mean(-1), x.std(-1)], 1)`` and ``x - x.mean(...)``
+  (``Sub`` of two tensors), ``x - c`` (:mod:`hlsnn.deploy.hostarith`); ``Max`` of two tensors, ``Min``
+  by a vector and ``c - x`` refused by name.
 
 References: onnxruntime on the same file and numpy.
 """
@@ -199,3 +203,84 @@ def test_two_spatial_means_run_in_one_network_start_in_bfp8(tmp_path):
                                      "  f: {default: f}\n")
     compile_model(tmp_path / "c.yaml", "f", tmp_path / "m.hlsnn")
     assert hlsnn.load(tmp_path / "m.hlsnn", "emu").network is not None
+
+
+class _Arith(torch.nn.Module):
+    """A Conv1d, then one of: ``torch.clamp(min=0)`` / ``clamp(max=0.5)`` (dynamo: ``Max`` / ``Min``),
+    statistics pooling (mean and std over the length), centring by the mean, ``x - c``."""
+
+    def __init__(self, how, c=4):
+        super().__init__()
+        torch.manual_seed(6)
+        self.conv, self.how = torch.nn.Conv1d(c, 6, 3, padding=1), how
+        self.fc = torch.nn.Linear(12 if how == "stats" else 6, 3)
+
+    def forward(self, x):
+        h = self.conv(x)
+        if self.how == "clamp_min":
+            h = torch.clamp(h, min=0.1).amax(-1)
+        elif self.how == "clamp_max":
+            h = h.clamp(max=0.5).mean(-1)
+        elif self.how == "stats":
+            h = torch.cat([h.mean(-1), h.std(-1)], 1)
+        elif self.how == "centre":
+            h = (h - h.mean(-1, keepdim=True)).amax(-1)
+        else:
+            h = (h - 0.25).amax(-1)
+        return self.fc(h)
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+@pytest.mark.parametrize("form", ["clamp_min", "clamp_max", "stats", "centre", "minus_c"])
+def test_clamps_statistics_pooling_and_differences_equal_onnxruntime(tmp_path, how, form):
+    path = _export(_Arith(form), (4, 8), tmp_path / "m.onnx", how)
+    net = load_onnx(path)
+    assert not any(la.op == "fallback" for la in net.layers if la.kind == "host")
+    x = np.random.default_rng(7).normal(size=(5, 4, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)
+
+
+def test_statistics_pooling_deploys_near_onnxruntime(tmp_path):
+    path = _export(_Arith("stats", c=8), (8, 8), tmp_path / "m.onnx", "dynamo")
+    dep, accs = _deployment(tmp_path, path, "fixed", "sparse8_pynq-z2")
+    try:
+        from hlsnn.deploy import datasets
+        ds = datasets.load("digits", layout="ncl")
+        dep.calibrate(ds.x_train[:128])
+        y, ref = dep.run(ds.x_test[:32]), _onnxruntime(path, ds.x_test[:32])
+    finally:
+        for a in accs.values():
+            a.close()
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 0.05
+
+
+def _binary(path, op, b_const=None, a_const=None):
+    """y = op(a, b) on (1, 4) with a = Relu(x) and b = Sigmoid(x) or a constant."""
+    init, ins = [], []
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["x"], ["s"])]
+    for name, c, comp in (("a", a_const, "r"), ("b", b_const, "s")):
+        if c is None:
+            ins.append(comp)
+        else:
+            init.append(numpy_helper.from_array(np.asarray(c, np.float32), name))
+            ins.append(name)
+    nodes.append(helper.make_node(op, ins, ["y"], name="n"))
+    g = helper.make_graph(nodes, "b", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])], init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("op,kw,msg", [
+    ("Max", {}, r"n \(Max\): Max of two computed tensors: only with one constant number \(a clamp\)"),
+    ("Min", {"b_const": [0.1, 0.2, 0.3, 0.4]}, r"n \(Min\): Min with a constant of shape \(4,\): only with one number"),
+    ("Sub", {"a_const": 1.0}, r"n \(Sub\): Sub of a computed tensor from a constant \(c - x\)")])
+def test_max_min_and_sub_outside_their_rules_are_refused_by_name(tmp_path, op, kw, msg):
+    with pytest.raises(UnsupportedModelError, match=msg):
+        load_onnx(_binary(tmp_path / "b.onnx", op, **kw))
+
+
+def test_a_difference_of_two_tensors_equals_numpy(tmp_path):
+    x = np.random.default_rng(8).normal(size=(6, 4))
+    got = float_forward(load_onnx(_binary(tmp_path / "b.onnx", "Sub")), x)
+    np.testing.assert_allclose(got, np.maximum(x, 0) - 1 / (1 + np.exp(-x)), rtol=1e-12, atol=1e-12)
