@@ -284,3 +284,14 @@ def test_a_difference_of_two_tensors_equals_numpy(tmp_path):
     x = np.random.default_rng(8).normal(size=(6, 4))
     got = float_forward(load_onnx(_binary(tmp_path / "b.onnx", "Sub")), x)
     np.testing.assert_allclose(got, np.maximum(x, 0) - 1 / (1 + np.exp(-x)), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+def test_a_circular_conv1d_equals_onnxruntime(tmp_path, how):
+    """``Conv1d(padding_mode='circular')``: dynamo writes ``Pad`` mode ``wrap`` (numpy's ``wrap``,
+    a move of values), TorchScript ``Slice``s and a ``Concat``."""
+    torch.manual_seed(9)
+    m = torch.nn.Sequential(torch.nn.Conv1d(4, 6, 3, padding=2, padding_mode="circular"), torch.nn.ReLU())
+    path = _export(m, (4, 8), tmp_path / "m.onnx", how)
+    x = np.random.default_rng(9).normal(size=(5, 4, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)

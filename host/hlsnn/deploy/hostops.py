@@ -87,7 +87,7 @@ def run(layer, inputs):
         n = len(p) // 2
         if n != x.ndim:
             raise InputError(f"Pad: {n} axes of pads for a tensor of rank {x.ndim}")
-        if a.get("mode", "constant") != "constant":      # ONNX reflect / edge are numpy's
+        if a.get("mode", "constant") != "constant":      # ONNX reflect / edge / wrap are numpy's
             return np.pad(x, list(zip(p[:n], p[n:])), mode=a["mode"])
         return np.pad(x, list(zip(p[:n], p[n:])), constant_values=a["value"])
     if op == "Concat":

@@ -271,8 +271,8 @@ def _squeeze(node, a, consts, rank):
 
 def _pad(node, a, consts, rank):
     mode = _s(a.get("mode", "constant"))
-    if mode not in ("constant", "reflect", "edge"):      # Conv's padding_mode 'reflect' / 'replicate'
-        return f"mode {mode!r}: only constant, reflect and edge padding"
+    if mode not in ("constant", "reflect", "edge", "wrap"):  # Conv's padding_mode reflect/replicate/circular
+        return f"mode {mode!r}: only constant, reflect, edge and wrap padding"
     pads = a.get("pads")
     if pads is None:
         c = _const_input(node, 1, consts)
