@@ -295,3 +295,15 @@ def test_a_circular_conv1d_equals_onnxruntime(tmp_path, how):
     path = _export(m, (4, 8), tmp_path / "m.onnx", how)
     x = np.random.default_rng(9).normal(size=(5, 4, 8)).astype(np.float32)
     np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+def test_f_softsign_as_torch_writes_it_equals_onnxruntime(tmp_path, how):
+    """``F.softsign`` exports ``x / (1 + |x|)``: ``Abs`` on the host (:mod:`hlsnn.deploy.hostunary`)."""
+    torch.manual_seed(10)
+    lin = torch.nn.Linear(8, 5)
+    m = torch.nn.Sequential(lin, torch.nn.Softsign())
+    path = _export(m, (8,), tmp_path / "m.onnx", how)
+    assert "Abs" in {n.op_type for n in onnx.load(str(path)).graph.node}
+    x = np.random.default_rng(10).normal(size=(6, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)
