@@ -5,14 +5,15 @@ dynamic batch axis as deployment tutorials export):
 * nanoGPT's causal attention (``att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))``
   before the softmax): ``Where(mask, -inf, scores)`` with a constant mask, a ``SwCompute`` host op
   (:mod:`hlsnn.deploy.maskfill`); a ``Where`` whose ``-inf`` would reach anything but a
-  ``Softmax``, or whose condition is computed, is refused by name;
+  ``Softmax``, is refused by name;
 * an SE's squeeze written as two means, ``x.mean(-1).mean(-1)`` (or ``mean(3).mean(2)``, or with
   ``keepdim=True``): one mean over (H, W), a global average pool (:mod:`hlsnn.deploy.meanfold`),
   so that bfp8's network kernel takes it in one start;
 * ``torch.clamp(x, min=a)`` / ``clamp(max=b)`` (dynamo: ``Max`` / ``Min`` by one number) as the host
   ``Clip``, statistics pooling ``torch.cat([x.mean(-1), x.std(-1)], 1)`` and ``x - x.mean(...)``
   (``Sub`` of two tensors), ``x - c`` (:mod:`hlsnn.deploy.hostarith`); ``Max`` of two tensors, ``Min``
-  by a vector and ``c - x`` refused by name.
+  by a vector and ``c - x`` refused by name; a comparison with one number (host ``Compare``) as a
+  ``Where``'s computed condition (a leaky ReLU by ``torch.where``).
 
 References: onnxruntime on the same file and numpy.
 """
@@ -153,9 +154,54 @@ def test_an_infinite_fill_read_by_anything_but_a_softmax_is_refused_by_name(tmp_
         load_onnx(_where_graph(tmp_path / "w.onnx", reader="Relu"))
 
 
-def test_a_computed_condition_is_refused_by_name(tmp_path):
-    with pytest.raises(UnsupportedModelError, match=r"mask \(Where\): Where with a computed condition 'm'"):
-        load_onnx(_where_graph(tmp_path / "w.onnx", cond_const=False, fill=0.0))
+def test_a_computed_condition_equals_numpy_and_a_comparison_of_two_tensors_is_refused_by_name(tmp_path):
+    path = _where_graph(tmp_path / "w.onnx", cond_const=False, reader="Relu", fill=0.5)   # Greater(s, 0.5)
+    x = np.random.default_rng(2).normal(size=(5, 4, 4))
+    w = numpy_helper.to_array(onnx.load(str(path)).graph.initializer[0]).astype(np.float64)
+    s = x @ w
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), np.maximum(np.where(s > 0.5, 0.5, s), 0),
+                               rtol=1e-6, atol=1e-6)
+    m = onnx.load(str(path))
+    m.graph.node[1].input[1] = "x"                       # Greater(s, x): two computed tensors
+    m.graph.node[1].name = "cmp"
+    onnx.save(m, str(tmp_path / "w2.onnx"))
+    with pytest.raises(UnsupportedModelError, match=r"cmp \(Greater\): Greater of two computed tensors: only with "
+                                                    r"one constant number"):
+        load_onnx(tmp_path / "w2.onnx")
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+def test_a_leaky_relu_by_torch_where_deploys_and_compiles(tmp_path, how):
+    """``torch.where(h > 0, h, 0.1 * h)``: ``Greater`` by a number (host ``Compare``), ``Where`` of the
+    computed condition (:mod:`hlsnn.deploy.maskfill`); the compiled model gives the deployment's bits."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+
+    class Leaky(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(11)
+            self.c, self.fc = torch.nn.Conv1d(8, 6, 3, padding=1), torch.nn.Linear(6, 10)
+
+        def forward(self, x):
+            h = self.c(x)
+            return self.fc(torch.where(h > 0, h, 0.1 * h).mean(-1))
+
+    path = _export(Leaky(), (8, 8), tmp_path / "m.onnx", how)
+    ds = datasets.load("digits", layout="ntf")
+    np.testing.assert_allclose(float_forward(load_onnx(path), ds.x_test[:8]), _onnxruntime(path, ds.x_test[:8]),
+                               rtol=1e-5, atol=1e-5)
+    dep, accs = _deployment(tmp_path, path, "bfp", "bfp8_zcu104")
+    try:
+        dep.calibrate(ds.x_train[:128])
+        y = dep.run(ds.x_test[:16])
+    finally:
+        for a in accs.values():
+            a.close()
+    assert np.linalg.norm(y - _onnxruntime(path, ds.x_test[:16])) / np.linalg.norm(y) < 0.05
+    compile_model(tmp_path / "c.yaml", "f", tmp_path / "m.hlsnn")
+    np.testing.assert_array_equal(hlsnn.load(tmp_path / "m.hlsnn", "emu")(ds.x_test[:16]), y)
 
 
 class _MeanMean(torch.nn.Module):

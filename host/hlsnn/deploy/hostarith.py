@@ -11,6 +11,9 @@
   never broadcasts, :func:`hlsnn.deploy.hostmath.broadcast_error`), in float64 like the other
   computing host ops (the next engine layer requantizes the result); ``x - c`` is the host
   ``AddConst`` of ``-c``. ``c - x`` is refused by name.
+* ``Greater``/``Less``/``GreaterOrEqual``/``LessOrEqual`` of a tensor and one number (the condition
+  of ``torch.where(x > 0, x, 0.1 * x)``): host op ``Compare``, 1.0 where true and 0.0 elsewhere,
+  which a ``Where`` reads (:mod:`hlsnn.deploy.maskfill`); of two computed tensors refused by name.
 """
 from __future__ import annotations
 
@@ -19,9 +22,11 @@ import numpy as np
 from .hostmath import _within_sample, broadcast_error
 
 #: op types of the ONNX nodes :func:`rule` takes
-OPS = ("Sub", "Max", "Min")
+CMP = {"Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal, "LessOrEqual": np.less_equal}
+OPS = ("Sub", "Max", "Min") + tuple(CMP)
 #: host ops :func:`run` computes
-HOST_OPS = ("Sub",)
+HOST_OPS = ("Sub", "Compare")
+_FLIP = {"Greater": "Less", "Less": "Greater", "GreaterOrEqual": "LessOrEqual", "LessOrEqual": "GreaterOrEqual"}
 
 
 def rule(node, consts, shapes):
@@ -32,6 +37,14 @@ def rule(node, consts, shapes):
     acts = [i for i in ins if i not in consts]
     if not acts:
         return f"{op} of two constants"
+    if op in CMP:
+        if len(acts) == 2:
+            return f"{op} of two computed tensors: only with one constant number"
+        c = np.asarray(consts[ins[0] if ins[0] in consts else ins[1]], np.float64)
+        if c.size != 1:
+            return f"{op} with a constant of shape {c.shape}: only with one number"
+        fn = op if ins[1] in consts else _FLIP[op]          # c > x is x < c
+        return "Compare", {"fn": fn, "c": float(c.reshape(-1)[0])}, acts
     if op in ("Max", "Min"):
         if len(acts) == 2:
             return f"{op} of two computed tensors: only with one constant number (a clamp)"
@@ -55,4 +68,6 @@ def run(layer, inputs):
     """Evaluate host ``layer`` (op in :data:`HOST_OPS`) on its inputs (float64)."""
     if layer.op == "Sub":
         return np.asarray(inputs[0], np.float64) - np.asarray(inputs[1], np.float64)
+    if layer.op == "Compare":
+        return CMP[layer.attrs["fn"]](np.asarray(inputs[0], np.float64), layer.attrs["c"]).astype(np.float64)
     raise ValueError(layer.op)
