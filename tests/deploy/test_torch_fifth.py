@@ -13,7 +13,10 @@ dynamic batch axis as deployment tutorials export):
   ``Clip``, statistics pooling ``torch.cat([x.mean(-1), x.std(-1)], 1)`` and ``x - x.mean(...)``
   (``Sub`` of two tensors), ``x - c`` (:mod:`hlsnn.deploy.hostarith`); ``Max`` of two tensors, ``Min``
   by a vector and ``c - x`` refused by name; a comparison with one number (host ``Compare``) as a
-  ``Where``'s computed condition (a leaky ReLU by ``torch.where``).
+  ``Where``'s computed condition (a leaky ReLU by ``torch.where``);
+* ``F.scaled_dot_product_attention(..., is_causal=True)`` or with a boolean ``attn_mask``: TorchScript
+  adds a constant ``-inf`` mask (``AddInf``, read by a ``Softmax`` only), dynamo guards a fully
+  masked row with ``Where(IsNaN(p), 0, p)`` (``IsNaN`` a host ``Compare``).
 
 References: onnxruntime on the same file and numpy.
 """
@@ -353,3 +356,67 @@ def test_f_softsign_as_torch_writes_it_equals_onnxruntime(tmp_path, how):
     assert "Abs" in {n.op_type for n in onnx.load(str(path)).graph.node}
     x = np.random.default_rng(10).normal(size=(6, 8)).astype(np.float32)
     np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)
+
+
+class _Sdpa(torch.nn.Module):
+    """nanoGPT's flash path: ``F.scaled_dot_product_attention(q, k, v, is_causal=True)`` (or a
+    boolean ``attn_mask``), heads by view + transpose, the last token."""
+
+    def __init__(self, how):
+        super().__init__()
+        torch.manual_seed(12)
+        self.qkv, self.out, self.how = torch.nn.Linear(8, 24), torch.nn.Linear(8, 10), how
+        self.register_buffer("mask", torch.tril(torch.ones(8, 8, dtype=torch.bool)))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (z.view(B, T, 2, 4).transpose(1, 2) for z in self.qkv(x).split(8, dim=2))
+        if self.how == "causal":
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)
+        return self.out(y.transpose(1, 2).reshape(B, T, C)[:, -1])
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+@pytest.mark.parametrize("form", ["causal", "boolmask"])
+def test_sdpa_with_a_causal_or_boolean_mask_equals_onnxruntime(tmp_path, how, form):
+    """TorchScript adds a constant -inf mask to the scores (``AddInf``, :mod:`hlsnn.deploy.maskfill`);
+    dynamo's boolean mask guards fully masked rows with ``Where(IsNaN(p), 0, p)`` (host ``Compare``)."""
+    path = _export(_Sdpa(form), (8, 8), tmp_path / "m.onnx", how)
+    x = np.random.default_rng(12).normal(size=(6, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-4, atol=1e-5)
+
+
+def test_an_additive_mask_compiles_and_runs_as_deployed(tmp_path):
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+    path = _export(_Sdpa("causal"), (8, 8), tmp_path / "m.onnx", "ts17")
+    dep, accs = _deployment(tmp_path, path, "fixed", "sparse8_pynq-z2")
+    ds = datasets.load("digits", layout="ntf")
+    try:
+        dep.calibrate(ds.x_train[:128])
+        y = dep.run(ds.x_test[:16])
+    finally:
+        for a in accs.values():
+            a.close()
+    assert np.linalg.norm(y - _onnxruntime(path, ds.x_test[:16])) / np.linalg.norm(y) < 0.1
+    compile_model(tmp_path / "c.yaml", "f", tmp_path / "m.hlsnn")
+    np.testing.assert_array_equal(hlsnn.load(tmp_path / "m.hlsnn", "emu")(ds.x_test[:16]), y)
+
+
+def test_an_additive_infinite_mask_read_by_anything_but_a_softmax_is_refused_by_name(tmp_path):
+    rng = np.random.default_rng(0)
+    init = [numpy_helper.from_array(rng.normal(size=(4, 4)).astype(np.float32), "w"),
+            numpy_helper.from_array(np.where(np.triu(np.ones((4, 4)), 1) > 0, -np.inf, 0).astype(np.float32), "m")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["s"]),
+             helper.make_node("Transpose", ["s"], ["st"], perm=[0, 2, 1]),
+             helper.make_node("Add", ["st", "m"], ["a"], name="addmask"), helper.make_node("Relu", ["a"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 4])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 4])], init)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "a.onnx"))
+    with pytest.raises(UnsupportedModelError, match=r"addmask \(Add\): Add of a constant with -Inf values \(an "
+                                                    r"additive mask\), which only a Softmax may read \(read here "
+                                                    r"by Relu\)"):
+        load_onnx(tmp_path / "a.onnx")

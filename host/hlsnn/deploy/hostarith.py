@@ -14,6 +14,8 @@
 * ``Greater``/``Less``/``GreaterOrEqual``/``LessOrEqual`` of a tensor and one number (the condition
   of ``torch.where(x > 0, x, 0.1 * x)``): host op ``Compare``, 1.0 where true and 0.0 elsewhere,
   which a ``Where`` reads (:mod:`hlsnn.deploy.maskfill`); of two computed tensors refused by name.
+  ``IsNaN`` (the dynamo export of ``F.scaled_dot_product_attention`` with a boolean ``attn_mask``
+  guards a fully masked row by ``Where(IsNaN(p), 0, p)``) is a ``Compare`` too.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ import numpy as np
 from .hostmath import _within_sample, broadcast_error
 
 #: op types of the ONNX nodes :func:`rule` takes
-CMP = {"Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal, "LessOrEqual": np.less_equal}
+CMP = {"Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal, "LessOrEqual": np.less_equal,
+       "IsNaN": lambda x, c: np.isnan(x)}
 OPS = ("Sub", "Max", "Min") + tuple(CMP)
 #: host ops :func:`run` computes
 HOST_OPS = ("Sub", "Compare")
@@ -32,6 +35,8 @@ _FLIP = {"Greater": "Less", "Less": "Greater", "GreaterOrEqual": "LessOrEqual", 
 def rule(node, consts, shapes):
     """``(host op, attrs, inputs)`` for ``node`` (op type in :data:`OPS`), or why not."""
     op, ins = node.op_type, [i for i in node.input if i]
+    if op == "IsNaN":                   # the dynamo SDPA's guard of a fully masked row: Where(IsNaN(p), 0, p)
+        return "Compare", {"fn": op, "c": 0.0}, ins
     if len(ins) != 2:
         return f"{op} of {len(ins)} inputs: only of two"
     acts = [i for i in ins if i not in consts]
