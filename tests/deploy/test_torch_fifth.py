@@ -16,7 +16,9 @@ dynamic batch axis as deployment tutorials export):
   ``Where``'s computed condition (a leaky ReLU by ``torch.where``);
 * ``F.scaled_dot_product_attention(..., is_causal=True)`` or with a boolean ``attn_mask``: TorchScript
   adds a constant ``-inf`` mask (``AddInf``, read by a ``Softmax`` only), dynamo guards a fully
-  masked row with ``Where(IsNaN(p), 0, p)`` (``IsNaN`` a host ``Compare``).
+  masked row with ``Where(IsNaN(p), 0, p)`` (``IsNaN`` a host ``Compare``);
+* inputs standardized in the model with buffers, ``(x - self.mean) / self.std``: ``AddConst`` and
+  ``Scale`` on the float input, one network start.
 
 References: onnxruntime on the same file and numpy.
 """
@@ -420,3 +422,36 @@ def test_an_additive_infinite_mask_read_by_anything_but_a_softmax_is_refused_by_
                                                     r"additive mask\), which only a Softmax may read \(read here "
                                                     r"by Relu\)"):
         load_onnx(tmp_path / "a.onnx")
+
+
+class _Standardize(torch.nn.Module):
+    """A jet MLP that standardizes its inputs with buffers, ``(x - self.mean) / self.std``."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(13)
+        self.register_buffer("mean", torch.rand(64) * 0.5)
+        self.register_buffer("std", torch.rand(64) + 0.5)
+        self.net = torch.nn.Sequential(torch.nn.Linear(64, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10))
+
+    def forward(self, x):
+        return self.net((x - self.mean) / self.std)
+
+
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+def test_inputs_standardized_in_the_model_import_and_run_in_one_network_start(tmp_path, how):
+    """``x - mean`` is the host ``AddConst`` of ``-mean`` (before: no rule for ``Sub``), ``/ std`` a
+    ``Scale``, both on the float input before the kernel (one start in fixed8)."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.network.build import compile_model
+    path = _export(_Standardize(), (64,), tmp_path / "m.onnx", how)
+    x = datasets.load("digits", layout="flat").x_test[:16]
+    np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)
+    (tmp_path / "c.yaml").write_text(f"name: st\nmodel: {path}\ndata: digits\nlayout: flat\n"
+                                     "formats:\n  f: {type: fixed, accel: sparse8_pynq-z2}\nassignments:\n"
+                                     "  f: {default: f}\n")
+    compile_model(tmp_path / "c.yaml", "f", tmp_path / "m.hlsnn")
+    net = hlsnn.load(tmp_path / "m.hlsnn", "emu", network=True)
+    assert net.network is not None
+    np.testing.assert_array_equal(net(x), hlsnn.load(tmp_path / "m.hlsnn", "emu", network=False)(x))
