@@ -17,7 +17,8 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from hlsnn.deploy import datasets  # noqa: E402
 
-FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}", "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
+FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
+           "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}
 EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
 
 

@@ -10,7 +10,7 @@ inputs share one format (:func:`out_format`); AveragePool, GlobalAveragePool, Ad
 ``Div`` by a constant), Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu and
 LayerNormalization (and :mod:`hlsnn.deploy.hostextra`'s ResizeLinear, LeakyRelu, Elu and
 LogSoftmax, :mod:`hlsnn.deploy.hostunary`'s Softplus, Selu, Celu, Softsign, Mish and
-ThresholdedRelu; :mod:`hlsnn.deploy.hostmath`'s Pow, Sqrt, Reciprocal and Div;
+ThresholdedRelu; :mod:`hlsnn.deploy.hostmath`'s Pow, Sqrt, Reciprocal and Div; :mod:`hlsnn.deploy.hostarith`'s Sub;
 :mod:`hlsnn.deploy.unaryfuse`'s UnaryChain) compute new values, which the next accelerator layer requantizes at its
 calibrated radix point; Softmax produces the network's float output. SwMove (exact), SwCompute
 and MatMulAct are attention's ops on per-sample tensors (:mod:`hlsnn.deploy.samplewise`).
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..engines.convgeom import spread
 from ..errors import InputError
-from . import hostextra, hostmath, hostunary
+from . import hostarith, hostextra, hostmath, hostunary
 from .pooling import _pool
 
 #: ops whose output keeps the input's fixed-point format (they only select, move or clamp values;
@@ -87,7 +87,7 @@ def run(layer, inputs):
         n = len(p) // 2
         if n != x.ndim:
             raise InputError(f"Pad: {n} axes of pads for a tensor of rank {x.ndim}")
-        if a.get("mode", "constant") != "constant":      # ONNX reflect / edge are numpy's
+        if a.get("mode", "constant") != "constant":      # ONNX reflect / edge / wrap are numpy's
             return np.pad(x, list(zip(p[:n], p[n:])), mode=a["mode"])
         return np.pad(x, list(zip(p[:n], p[n:])), constant_values=a["value"])
     if op == "Concat":
@@ -166,6 +166,8 @@ def run(layer, inputs):
         return hostunary.run(layer, inputs)
     if op in hostmath.HOST_OPS:                          # Pow, Sqrt, Reciprocal, Div (hand-written norms)
         return hostmath.run(layer, inputs)
+    if op in hostarith.HOST_OPS:                         # Sub of two tensors
+        return hostarith.run(layer, inputs)
     if op in hostextra.HOST_OPS:                         # ResizeLinear, LeakyRelu, Elu, ..., LogSoftmax
         return hostextra.run(layer, inputs)
     if op in ("SwMove", "SwCompute", "MatMulAct"):      # attention's ops (hlsnn.deploy.samplewise)

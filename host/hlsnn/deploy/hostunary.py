@@ -10,14 +10,15 @@ layer's output) and an engine layer follows, a table of its codes instead
 * ``Celu`` (``alpha``): ``max(0, x) + min(0, alpha (e^(x / alpha) - 1))``;
 * ``Softsign``: ``x / (1 + |x|)``;
 * ``Mish``: ``x tanh(softplus(x))``;
-* ``ThresholdedRelu`` (``alpha``): ``x`` for ``x > alpha``, else 0.
+* ``ThresholdedRelu`` (``alpha``): ``x`` for ``x > alpha``, else 0;
+* ``Abs``: ``|x|`` (torch's ``F.softsign`` exports ``x / (1 + |x|)`` as ``Abs``, ``Add``, ``Div``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 #: op types of the ONNX nodes :func:`rule` takes (each becomes a host op of the same name)
-OPS = ("Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu")
+OPS = ("Softplus", "Selu", "Celu", "Softsign", "Mish", "ThresholdedRelu", "Abs")
 #: ONNX's default attributes
 DEFAULTS = {"Selu": {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875},
             "Celu": {"alpha": 1.0}, "ThresholdedRelu": {"alpha": 1.0}}
@@ -51,4 +52,6 @@ def run(layer, inputs):
         return x * np.tanh(_softplus(x))
     if op == "ThresholdedRelu":
         return np.where(x > a["alpha"], x, 0.0)
+    if op == "Abs":
+        return np.abs(x)
     raise ValueError(op)

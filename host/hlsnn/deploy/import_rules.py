@@ -56,11 +56,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import hostextra, hostmath, hostunary
+from . import hostarith, hostextra, hostmath, hostunary
 
 OPS = ("ReduceMean", "ReduceMax", "GlobalMaxPool", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Pad",
        "Concat", "Resize", "Upsample", "Mul", "Div", "Squeeze", "Unsqueeze", "LayerNormalization", "Gelu", "Erf",
-       "ReduceSum") + hostextra.OPS + hostunary.OPS + hostmath.OPS
+       "ReduceSum") + hostextra.OPS + hostunary.OPS + hostmath.OPS + hostarith.OPS
 
 #: nearest-neighbour Resize modes that repeat each pixel ``s`` times for an integer scale ``s``
 _REPEATING = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
@@ -134,6 +134,9 @@ def host_rule(node, a, consts, shapes):
         return spec if isinstance(spec, str) else HostSpec(*spec)
     if op in hostmath.OPS:                          # Pow by a constant, Sqrt, Reciprocal
         spec = hostmath.rule(node, a, consts, shapes)
+        return spec if isinstance(spec, str) else HostSpec(*spec)
+    if op in hostarith.OPS:                         # Sub, Max / Min by one number (a clamp)
+        spec = hostarith.rule(node, consts, shapes)
         return spec if isinstance(spec, str) else HostSpec(*spec)
     if op in hostextra.OPS:                         # LeakyRelu, Elu, LogSoftmax, PRelu, DepthToSpace
         spec = hostextra.rule(node, a, shapes, consts)
@@ -268,8 +271,8 @@ def _squeeze(node, a, consts, rank):
 
 def _pad(node, a, consts, rank):
     mode = _s(a.get("mode", "constant"))
-    if mode not in ("constant", "reflect", "edge"):      # Conv's padding_mode 'reflect' / 'replicate'
-        return f"mode {mode!r}: only constant, reflect and edge padding"
+    if mode not in ("constant", "reflect", "edge", "wrap"):  # Conv's padding_mode reflect/replicate/circular
+        return f"mode {mode!r}: only constant, reflect, edge and wrap padding"
     pads = a.get("pads")
     if pads is None:
         c = _const_input(node, 1, consts)

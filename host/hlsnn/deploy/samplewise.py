@@ -85,6 +85,10 @@ def rule(node, op, a, consts, fs, users=()):
     the other rules take it)."""
     if op == "Where":                            # a masked fill (hlsnn.deploy.maskfill)
         return maskfill.rule(node, consts, fs, users)
+    if op == "Add":                              # an additive -inf mask into a Softmax (maskfill)
+        spec = maskfill.add_rule(node, consts, fs, users)
+        if spec is not None:
+            return spec
     ins = [i for i in node.input if i]
     acts = [i for i in ins if i not in consts]
     out = node.output[0]
@@ -233,7 +237,7 @@ def run(layer, inputs, matmul=None, host_run=None):
         elif fn in ("Add", "Sub", "Mul", "Div"):
             ops = [_align([xs[v]], r)[0] if k == "x" else v for k, v in a["operands"]]
             y = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}[fn](*ops)
-        elif fn == "Where":
+        elif fn in ("Where", "AddInf"):
             y = maskfill.run(xs, a, lambda x, rank: _align([x], rank)[0])
         elif fn in ("ReduceMean", "ReduceMax"):
             red = np.mean if fn == "ReduceMean" else np.max
