@@ -140,3 +140,18 @@ def test_held_out_chooses_on_the_second_half_and_calibrates_on_all(monkeypatch):
     want = min(PAIRS, key=lambda p: (scores[p], PAIRS.index(p)))
     assert auto.shift_choice["chosen"] == want and auto.shift_choice["held_out"] and auto.shift_choice["images"] == 20
     np.testing.assert_array_equal(auto.run(x), runs[want])
+
+
+def test_every_calibration_chooses_again():
+    """A deployment calibrated again (other images) chooses on those, as a new one would."""
+    rng = np.random.default_rng(79)
+    net = _small(rng)
+    x1, x2, x = rng.uniform(0, 1, (32, 1, 6, 6)), rng.uniform(0, 0.3, (32, 1, 6, 6)) ** 2, rng.uniform(0, 1, (8, 1, 6, 6))
+    fmt = FormatSpec("f", "pot", "a", radix="auto", weight_fit="auto")
+    with Accelerator(SHIFT, "emu") as acc:
+        again, fresh = _dep(net, acc, fmt), _dep(net, acc, fmt)
+        again.calibrate(x1)
+        again.calibrate(x2)
+        fresh.calibrate(x2)
+        assert again.shift_choice == fresh.shift_choice
+        np.testing.assert_array_equal(again.run(x), fresh.run(x))

@@ -21,11 +21,11 @@ model's (no labels):
    ``||y_q - y_f|| / ||y_f||``, lower first; for a regression the error alone; an exact tie keeps
    the earlier pair of :data:`CANDIDATES`.
 
-The chosen pair's calibration is the deployment's: the pairs calibrate in the reverse order of
-:data:`CANDIDATES`, and when the chosen one is not the first pair (the last calibrated) the
-deployment calibrates once more with it. Cost: one calibration and one run over the calibration
-images per pair (four, fewer when the config sets one of the fields), one float pass, and at
-most one calibration more. Deterministic: the same images give the same choice. Only radix
+Then the deployment calibrates once more with the chosen pair, afresh, so that it is exactly
+the deployment that pair set by hand gives (the scoring runs moved the layers' statistics).
+Cost: one calibration and one run over the calibration images per pair (four, two when the
+config sets one of the fields), one float pass, and one calibration more. Every calibration
+chooses again. Deterministic: the same images give the same choice. Only radix
 points and codes change (as with either value set by hand), so emu, csim and the board agree
 bit for bit. The choice and the scores are in :attr:`Deployment.shift_choice`, in ``hlsnn
 deploy``'s result (``shift_choice`` of each assignment) and in the compiled program
@@ -54,9 +54,17 @@ def _auto(fmt):
     return fmt.type in TYPES and (getattr(fmt, "radix", "msb") == "auto" or getattr(fmt, "weight_fit", "") == "auto")
 
 
+def _base(dep):
+    """The deployment's formats as it was made (before a choice replaced the ``auto`` ones)."""
+    return dep.__dict__.get("_auto_formats") or dep.formats
+
+
 def wanted(dep):
-    """The names of the formats of ``dep``'s engine layers with a field chosen here."""
-    return sorted({ex.fmt.name for ex in dep.execs.values() if _auto(ex.fmt)})
+    """The names of the formats of ``dep``'s engine layers with a field chosen here (every
+    calibration chooses again)."""
+    base = _base(dep)
+    return sorted({n for n in (dep.assignment.format_of(la.name) for la in dep.net.engine_layers())
+                   if n in base and _auto(base[n])})
 
 
 def candidates(formats):
@@ -109,7 +117,7 @@ def choose(dep, x_cal, calibrate_once):
     """Calibrate ``dep`` on ``x_cal`` by the module docstring's rule; ``calibrate_once(x)``
     calibrates it with its formats as they are. Sets and returns ``dep.shift_choice``."""
     names = set(wanted(dep))
-    base = dict(dep.formats)
+    base = dep.__dict__.setdefault("_auto_formats", dict(dep.formats))
     pairs = candidates([base[n] for n in sorted(names)])
     from .hostops import float_tensors
     y_f = np.asarray(float_tensors(dep.net, x_cal)[dep.net.output], np.float64)
@@ -119,15 +127,14 @@ def choose(dep, x_cal, calibrate_once):
         h = len(x_cal) // 2
         x_fit, x_score, y_score = x_cal[:h], x_cal[h:], y_f[h:]
     scores = {}
-    for pair in reversed(pairs):               # the first pair last: no calibration more when it wins
+    for pair in pairs:
         _use(dep, names, pair, base)
         calibrate_once(x_fit)
         agree, rel = score(dep.run(x_score), y_score, by_class)
         scores[pair] = {"relative_rms_error": round(rel, 6), **({"agreement": agree} if by_class else {})}
     best = min(pairs, key=lambda p: (-scores[p].get("agreement", 0), scores[p]["relative_rms_error"], pairs.index(p)))
-    if best != pairs[0] or x_fit is not x_cal:
-        _use(dep, names, best, base)
-        calibrate_once(x_cal)
+    _use(dep, names, best, base)               # the deployment as a plain calibration with that pair leaves it
+    calibrate_once(x_cal)                      # (the scoring runs moved its statistics, a BFP layer's rolling state)
     dep.shift_choice = {"formats": sorted(names), "chosen": best, "images": int(len(x_score)),
                         "held_out": x_fit is not x_cal,
                         "by": "argmax agreement with float, then relative RMS error" if by_class
