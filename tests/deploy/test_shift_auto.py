@@ -155,3 +155,52 @@ def test_every_calibration_chooses_again():
         fresh.calibrate(x2)
         assert again.shift_choice == fresh.shift_choice
         np.testing.assert_array_equal(again.run(x), fresh.run(x))
+
+
+@pytest.mark.csim
+@pytest.mark.slow          # the quick suite's csim of shift codes: test_twoterm, test_shift_fit
+@pytest.mark.parametrize("target", ["csim", "sim"])
+def test_the_choice_and_its_bits_are_the_emulators_on_csim_and_the_simulated_board(target):
+    rng = np.random.default_rng(80)
+    net = _small(rng)
+    x_cal, x = rng.uniform(0, 1, (32, 1, 6, 6)), rng.uniform(0, 1, (3, 1, 6, 6))
+    fmt = FormatSpec("f", "twohot", "a", radix="auto", weight_fit="auto")
+    out = {}
+    for t in ("emu", target):
+        with Accelerator(SHIFT, t) as acc:
+            dep = _dep(net, acc, fmt)
+            dep.calibrate(x_cal)
+            out[t] = dep.shift_choice, dep.run(x)
+    assert out[target][0] == out["emu"][0]
+    np.testing.assert_array_equal(out[target][1], out["emu"][1])
+
+
+def test_the_compiled_model_records_the_choice_and_runs_that_pairs_bits(tmp_path):
+    import dataclasses
+    import hlsnn
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.network.build import compile_model
+    path = ROOT / "configs" / "models" / "digits_mlp.yaml"
+    prog = compile_model(path, "pot", tmp_path / "m.hlsnn", check_samples=2)
+    got = prog["calibration"]["shift_choice"]
+    assert got["formats"] == ["pot"] and got["chosen"] in PAIRS and list(got["scores"]) == PAIRS
+    assert got["by"].startswith("argmax agreement")           # digits: a classifier (hlsnn compile knows)
+    cfg = load_deploy_config(path)
+    r, w = got["chosen"].split("+")
+    formats = {k: dataclasses.replace(f, radix=r, weight_fit=w) if k == "pot" else f for k, f in cfg.formats.items()}
+    net = load_onnx(cfg.model)
+    ds = datasets.load(cfg.data)
+    accs = open_accelerators(cfg, "emu", ["pot"])
+    try:
+        dep = Deployment(net, cfg.assignments["pot"], formats, accs, rounding=cfg.rounding,
+                         overflow_ratio=cfg.calibration["overflow_ratio"])
+        dep.calibrate(ds.x_train[:cfg.calibration["samples"]])
+        x = np.asarray(ds.x_test[:16], np.float64)
+        want = dep.run(x)
+    finally:
+        for a in accs.values():
+            a.close()
+    with hlsnn.load(tmp_path / "m.hlsnn", "emu") as m:
+        np.testing.assert_array_equal(m(x), want)
