@@ -68,6 +68,11 @@ def _dep(net, acc, fmt, task=None):
     return dep
 
 
+def _stats(dep):
+    return {k: (ex.f_x, ex.f_out, ex.stats.sat_count, ex.stats.input_density, list(ex.stats.histogram), ex.in_shape,
+                ex.wq.code_values().tolist(), np.asarray(ex.b_fit).tolist()) for k, ex in dep.execs.items()}
+
+
 def _score(y, ref, by_class):
     agree = int(np.sum(np.argmax(y, 1) == np.argmax(ref, 1)))
     return (-agree if by_class else 0, np.linalg.norm(y - ref) / np.linalg.norm(ref))
@@ -93,6 +98,10 @@ def test_the_choice_is_the_pair_nearest_the_float_model_and_runs_its_bits(typ, t
         want = min(PAIRS, key=lambda p: (scores[p], PAIRS.index(p)))
         auto = _dep(net, acc, FormatSpec("f", typ, "a", radix="auto", weight_fit="auto"), task)
         auto.calibrate(x_cal)
+        r, w = want.split("+")
+        plain = _dep(net, acc, FormatSpec("f", typ, "a", radix=r, weight_fit=w), task)
+        plain.calibrate(x_cal)
+        assert _stats(auto) == _stats(plain)          # what the calibration leaves, the report's statistics too
         got = auto.shift_choice
         assert got["chosen"] == want, (got, scores)
         assert list(got["scores"]) == PAIRS and got["images"] == len(x_cal) and not got["held_out"]

@@ -21,11 +21,14 @@ model's (no labels):
    ``||y_q - y_f|| / ||y_f||``, lower first; for a regression the error alone; an exact tie keeps
    the earlier pair of :data:`CANDIDATES`.
 
-Then the deployment calibrates once more with the chosen pair, afresh, so that it is exactly
-the deployment that pair set by hand gives (the scoring runs moved the layers' statistics).
-Cost: one calibration and one run over the calibration images per pair (four, two when the
-config sets one of the fields), one float pass, and one calibration more. Every calibration
-chooses again. Deterministic: the same images give the same choice. Only radix
+The deployment is then exactly the one the chosen pair set by hand gives: the pairs calibrate
+in the reverse order of :data:`RADIX` x :data:`FIT`, so the first pair (the likeliest choice)
+is the last calibrated; when it wins, its layers' statistics (which its scoring run moved) go
+back to the calibration's; otherwise, or where a run moves more than those (a BFP layer, a
+host layer in fixed point), the deployment calibrates once more with the chosen pair. Cost:
+one calibration and one run over the calibration images per pair (four, two when the config
+sets one of the fields), one float pass, and one calibration more unless the first pair wins.
+Every calibration chooses again. Deterministic: the same images give the same choice. Only radix
 points and codes change (as with either value set by hand), so emu, csim and the board agree
 bit for bit. The choice and the scores are in :attr:`Deployment.shift_choice`, in ``hlsnn
 deploy``'s result (``shift_choice`` of each assignment) and in the compiled program
@@ -33,6 +36,7 @@ deploy``'s result (``shift_choice`` of each assignment) and in the compiled prog
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 
@@ -96,6 +100,21 @@ def _use(dep, names, pair, base):
     dep.calibrated, dep._fastnet = False, None
 
 
+def _snapshot(dep):
+    """The layers' statistics as the calibration left them (a run moves them), or None where a
+    run moves more: a host layer in fixed point, a MatMul of two activations, a layer not on
+    ``shift_mac`` (a BFP layer's rolling exponents)."""
+    from .executors import ShiftExec
+    if dep.host or getattr(dep, "actmm", None) or not all(type(ex) is ShiftExec for ex in dep.execs.values()):
+        return None
+    return {k: (copy.deepcopy(ex.stats), ex.in_shape) for k, ex in dep.execs.items()}
+
+
+def _restore(dep, snap):
+    for k, (stats, shape) in snap.items():
+        dep.execs[k].stats, dep.execs[k].in_shape = stats, shape
+
+
 def classifier(dep, y):
     """True when ``dep`` scores by argmax agreement (step 3)."""
     task = getattr(dep, "task", None)
@@ -126,15 +145,19 @@ def choose(dep, x_cal, calibrate_once):
     if HOLD_OUT and len(x_cal) > 1:
         h = len(x_cal) // 2
         x_fit, x_score, y_score = x_cal[:h], x_cal[h:], y_f[h:]
-    scores = {}
-    for pair in pairs:
+    scores, snap = {}, None
+    for pair in reversed(pairs):               # the first pair, the likeliest choice, calibrated last
         _use(dep, names, pair, base)
         calibrate_once(x_fit)
+        snap = _snapshot(dep)
         agree, rel = score(dep.run(x_score), y_score, by_class)
         scores[pair] = {"relative_rms_error": round(rel, 6), **({"agreement": agree} if by_class else {})}
     best = min(pairs, key=lambda p: (-scores[p].get("agreement", 0), scores[p]["relative_rms_error"], pairs.index(p)))
-    _use(dep, names, best, base)               # the deployment as a plain calibration with that pair leaves it
-    calibrate_once(x_cal)                      # (the scoring runs moved its statistics, a BFP layer's rolling state)
+    if best == pairs[0] and x_fit is x_cal and snap is not None:
+        _restore(dep, snap)                    # the statistics the scoring run moved: as the calibration left them
+    else:                                      # the deployment as a plain calibration with that pair leaves it
+        _use(dep, names, best, base)
+        calibrate_once(x_cal)
     dep.shift_choice = {"formats": sorted(names), "chosen": best, "images": int(len(x_score)),
                         "held_out": x_fit is not x_cal,
                         "by": "argmax agreement with float, then relative RMS error" if by_class
