@@ -186,6 +186,7 @@ def test_the_choice_and_its_bits_are_the_emulators_on_csim_and_the_simulated_boa
 
 def test_the_compiled_model_records_the_choice_and_runs_that_pairs_bits(tmp_path):
     import dataclasses
+
     import hlsnn
     from hlsnn.deploy import datasets
     from hlsnn.deploy.evaluate import open_accelerators

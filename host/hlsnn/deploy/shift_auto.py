@@ -158,7 +158,7 @@ def choose(dep, x_cal, calibrate_once):
     else:                                      # the deployment as a plain calibration with that pair leaves it
         _use(dep, names, best, base)
         calibrate_once(x_cal)
-    dep.shift_choice = {"formats": sorted(names), "chosen": best, "images": int(len(x_score)),
+    dep.shift_choice = {"formats": sorted(names), "chosen": best, "images": len(x_score),
                         "held_out": x_fit is not x_cal,
                         "by": "argmax agreement with float, then relative RMS error" if by_class
                         else "relative RMS error against float",
