@@ -46,7 +46,8 @@ def _dw_net(path, seed=0, act="HardSwish"):
 def _deployments(tmp_path, mode, act="HardSwish"):
     model = _dw_net(tmp_path / "dw.onnx", act=act)
     cfg = load_deploy_config(_write(tmp_path, _base(model) + "formats:\n" + "".join(
-        f"  {k}: {{type: {t}, accel: {ROOT}/configs/accel/{a}.yaml, bias_correction: {mode}}}\n"
+        f"  {k}: {{type: {t}, accel: {ROOT}/configs/accel/{a}.yaml, bias_correction: {mode}"
+        + (", weight_fit: output" if t == "twohot" else "") + "}\n"       # not network's fit: its own mean
         for k, t, a in FORMATS), name=f"{mode}.yaml"))
     return cfg, load_onnx(model)
 

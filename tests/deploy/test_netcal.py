@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("onnx")
 from conftest import ROOT  # noqa: E402
-from hlsnn.deploy import calibrate as netcal, fast as netfast  # noqa: E402
+from hlsnn.deploy import calibrate as netcal, fast as netfast, shift_auto  # noqa: E402
 from hlsnn.deploy.config import Assignment, FormatSpec  # noqa: E402
 from hlsnn.deploy.graph import Layer, Network  # noqa: E402
 from hlsnn.deploy.runner import Deployment  # noqa: E402
@@ -290,9 +290,14 @@ def test_shipped_models_calibrate_as_the_layer_path(path, assignments):
     accs = open_accelerators(cfg, "emu", assignments)
     try:
         for name in assignments:
-            mk = lambda: Deployment(net, cfg.assignments[name], cfg.formats, accs,   # noqa: E731
-                                    overflow_ratio=cfg.calibration["overflow_ratio"], rounding=cfg.rounding)
-            _check(mk(), mk(), ds.x_train[:48], ds.x_test[:40])
+            mk = lambda f: Deployment(net, cfg.assignments[name], f, accs,   # noqa: E731
+                                      overflow_ratio=cfg.calibration["overflow_ratio"], rounding=cfg.rounding)
+            fast, ref = mk(cfg.formats), mk(cfg.formats)
+            if shift_auto.wanted(ref):      # radix/weight_fit auto: the compiled calibration of the pair chosen
+                ref.fast = False
+                ref.calibrate(ds.x_train[:48])
+                fast = mk(ref.formats)
+            _check(fast, ref, ds.x_train[:48], ds.x_test[:40])
     finally:
         for a in accs.values():
             a.close()

@@ -159,10 +159,11 @@ def test_an_expand_beyond_the_other_operand_is_kept(tmp_path):
         load_onnx(tmp_path / "expand_keep.onnx")
 
 
-@pytest.mark.parametrize("name", ["v_f_att_einsum_dynamo", "v_f_mbv3_dl_ts17"])
+@pytest.mark.parametrize("name", ["v_f_att_einsum_dynamo", "v_f_mbv3_dl_ts17", "v_f_dw_cbam_ts17"])
 def test_fresh_classifiers_within_one_point_in_bfp8_and_two_hot(tmp_path, name):
-    """(v_f_dw_cbam, CBAM channel attention, is kept for its two-hot figure: 94.7 % against 96.1 %
-    in float, -1.4 points, beyond the bar; bfp8 -0.6.)"""
+    """v_f_dw_cbam (CBAM channel attention) in two-hot: 95.56 % against 96.11 % with the default
+    radix and codes' fit chosen per model (hlsnn.deploy.shift_auto: lse/network); 95.28 % (-0.83)
+    with msb/output, and -1.4 points when the family was made."""
     res = deploy(_config(tmp_path, name), "emu", assignments=["bfp8", "twohot"])   # the two it checks
     float_acc = MANIFEST["models"][name]["float_accuracy"]
     for fmt in ("bfp8", "twohot"):

@@ -20,10 +20,13 @@ Format types and the engine that runs them:
 * ``twohot`` / ``pot``: two-hot (with ``delta``) or power-of-two weights on ``shift_mac``;
   one power-of-two weight scale per tensor, or per output channel with
   ``weight_scale: channel``; activations in the accel config's fixed-point format. The codes
-  are chosen on the calibration images for the layer's output (``weight_fit: output``, the
-  default: :mod:`hlsnn.deploy.shift_fit`), for the float network's output of the layer
+  are chosen on the calibration images for the layer's output (``weight_fit: output``:
+  :mod:`hlsnn.deploy.shift_fit`), for the float network's output of the layer
   (``weight_fit: network``: :mod:`hlsnn.deploy.shift_netfit`), or each weight's nearest
-  (``weight_fit: nearest``).
+  (``weight_fit: nearest``); by default (``weight_fit: auto``, ``radix: auto``) the deployment
+  calibrates with each of ``output``/``network`` and radix ``lse``/``msb`` and keeps the pair
+  whose outputs on the calibration images are nearest the float model's
+  (:mod:`hlsnn.deploy.shift_auto`).
 * ``fixed``: int8 weights and activations (dynamic fixed point) on ``sparse_cluster``; the
   weight scale per tensor, per output channel (``weight_scale: channel``), or by default
   (``auto``) per output channel only in a layer with a channel 3 bits or more below the
@@ -59,7 +62,9 @@ FORMAT_FIELDS = {
     "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
                         "(error feedback and bias correction, hlsnn.deploy.shift_fit), for the float network's output "
                         "of the layer (network: the error of the layers before taken back, hlsnn.deploy.shift_netfit), "
-                        "or each weight's nearest code", default="output", choices=("output", "network", "nearest")),
+                        "or each weight's nearest code; auto: output or network, the one whose outputs on the calibration images "
+                        "are nearest the float model's, chosen with radix (hlsnn.deploy.shift_auto)", default="auto",
+                        choices=("auto", "output", "network", "nearest")),
     "weight_terms": Field("int", "twohot, pot: shift codes per weight; 2: a second code for each weight's rounding "
                           "error at the same scale, both summed in the layer's one accumulator (K doubled: "
                           "hlsnn.deploy.twoterm; such a deployment runs layer by layer, not in the network mode)",
@@ -67,8 +72,9 @@ FORMAT_FIELDS = {
     "radix": Field("choice", "fixed, sparse, twohot, pot: each activation radix point chosen by DETERMINE (msb: "
                    "the largest value fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
                    "(lse: hlsnn.deploy.radix_lse), or lse then each moved one bit at a time while the network output's error "
-                   "on the calibration images drops (search: hlsnn.deploy.radix_search); auto: lse "
-                   "for fixed, msb for the other types",
+                   "on the calibration images drops (search: hlsnn.deploy.radix_search); auto: lse for fixed, msb for sparse, "
+                   "for twohot and pot the one whose outputs on the calibration images are nearest the float model's, chosen "
+                   "with weight_fit (hlsnn.deploy.shift_auto)",
                    default="auto", choices=("auto", "msb", "lse", "search")),
     "equalize": Field("choice", "fixed, sparse: channels: each conv -> ReLU -> conv chain's channels scaled by "
                       "powers of two, half of their range gap moved into the weights, exactly in float "
@@ -214,6 +220,8 @@ def load_deploy_config(path) -> DeployConfig:
                               "gives one per output row)")
         if s["type"] != "twohot" and s["delta"]:
             raise ConfigError(path, f"formats.{name}.delta", s["delta"], "only format type 'twohot' has a delta")
+        if s["weight_fit"] == "auto" and s["type"] not in ("twohot", "pot"):
+            s["weight_fit"] = "output"
         if s["type"] not in ("twohot", "pot") and s["weight_fit"] != "output":
             raise ConfigError(path, f"formats.{name}.weight_fit", s["weight_fit"],
                               "only the shift formats (twohot, pot) choose their codes; leave it out")
@@ -221,7 +229,8 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, f"formats.{name}.weight_terms", s["weight_terms"],
                               "only the shift formats (twohot, pot) have a second code per weight; leave it out")
         if s["radix"] == "auto":
-            s["radix"] = "lse" if s["type"] == "fixed" else "msb"
+            # fixed: lse; twohot, pot: chosen per model at calibration (hlsnn.deploy.radix_auto)
+            s["radix"] = "lse" if s["type"] == "fixed" else "auto" if s["type"] in ("twohot", "pot") else "msb"
         if s["type"] not in ("fixed", "sparse", "twohot", "pot") and s["radix"] != "msb":
             raise ConfigError(path, f"formats.{name}.radix", s["radix"],
                               "only the fixed-point formats of sparse_cluster (fixed, sparse) and the shift formats "

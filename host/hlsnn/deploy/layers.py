@@ -194,7 +194,8 @@ def program_of(dep, net, cfg, assignment, accs, *, x_cal, x_check=None, host_fal
     program = {"name": net.name, "model": cfg.name, "assignment": assignment, "hlsnn": __version__,
                "revision": programrev.REVISION,                 # the optional fields it knows (deploy.programrev)
                "rounding": cfg.rounding, "overflow_ratio": cal["overflow_ratio"],
-               "calibration": {"images": int(x_cal), "mode": "static", "update": cal["update"]},
+               "calibration": {"images": int(x_cal), "mode": "static", "update": cal["update"],
+                               **({"shift_choice": dep.shift_choice} if getattr(dep, "shift_choice", None) else {})},
                "accels": {keys[a]: {"config": _jsonable(accs[a].config.as_dict()), "sha": accs[a].config.sha,
                                     "stem": accs[a].config.stem, "engine": accs[a].config.engine}
                           for a in sorted(used)},

@@ -62,7 +62,7 @@ from ..engines import convgeom as conv
 from ..engines.network import gate as netgate
 from . import gatecodes, tablecodes as tablein
 from ..errors import InputError
-from . import biascorr, hostops, radix_search, samplewise, shift_netfit
+from . import biascorr, hostops, radix_search, samplewise, shift_auto, shift_netfit
 from . import update as updates
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
@@ -323,9 +323,11 @@ class Deployment:
         where the network lowers to the integer network mode, as compiled integer ops that
         set the same state (:mod:`hlsnn.deploy.calibrate`); where a layer's format has
         ``bias_correction: empirical`` (or ``auto`` resolving to it), layer by layer with the corrected biases
-        (:mod:`hlsnn.deploy.biascorr`). Returns the seconds it took."""
+        (:mod:`hlsnn.deploy.biascorr`). A shift format's ``radix: auto`` / ``weight_fit: auto``
+        calibrates once per candidate and keeps the one nearest the float model on ``x_cal``
+        (:mod:`hlsnn.deploy.shift_auto`, :attr:`shift_choice`). Returns the seconds it took."""
         t = time.perf_counter()
-        from . import calibrate as netcal, chain_equalize, equalize
+        from . import chain_equalize, equalize
         x_cal = self._input(x_cal)
         net, scales = equalize.balance(self.net, x_cal, self.assignment, self.formats)
         if scales:                           # skip Concats of two scales, balanced (exact in float)
@@ -341,6 +343,18 @@ class Deployment:
                 if self.execs[layer.name].layer is not layer:
                     fmt = self.formats[self.assignment.format_of(layer.name)]
                     self.execs[layer.name] = EXECS[fmt.type](layer, fmt, self._accelerators[fmt.accel], self)
+        if shift_auto.wanted(self):          # a shift format's radix, weight_fit: auto, by fidelity to float
+            shift_auto.choose(self, x_cal, self._calibrate_once)
+        else:
+            self._calibrate_once(x_cal)
+        return time.perf_counter() - t
+
+    #: ``"classification"`` or ``"regression"`` where the caller knows it (``hlsnn deploy``,
+    #: ``hlsnn compile``): how a shift format's ``auto`` fields score a candidate (:mod:`hlsnn.deploy.shift_auto`)
+    task = None
+
+    def _calibrate_once(self, x_cal):
+        from . import calibrate as netcal
         shift_netfit.prepare(self, x_cal)    # weight_fit: network's float inputs (one float pass)
         try:
             if biascorr.wanted(self):        # bias_correction: empirical (or auto), layer by layer
@@ -351,7 +365,6 @@ class Deployment:
                 self.radix_search = radix_search.refine(self, x_cal)
         finally:
             self._netfit = None              # the float inputs are not needed after the calibration
-        return time.perf_counter() - t
 
 
 def float_forward(net, x):

@@ -115,7 +115,8 @@ def sums(layer, xq, xf, g):
         rq, rf = _rows(layer, xq[i:i + step]), _rows(layer, xf[i:i + step])
         m = rq.shape[0]
         rq, rf = rq.reshape(m, g, -1), rf.reshape(m, g, -1)
-        a, c = np.einsum("mgk,mgj->gkj", rq, rq), np.einsum("mgk,mgj->gkj", rq, rf)
+        rt = rq.transpose(1, 2, 0)                          # (g, K, m): the sums as matrix products (BLAS)
+        a, c = np.matmul(rt, rq.transpose(1, 0, 2)), np.matmul(rt, rf.transpose(1, 0, 2))
         sqq, sqf = (a, c) if sqq is None else (sqq + a, sqf + c)
         tq = rq.sum(axis=0) if tq is None else tq + rq.sum(axis=0)
         tf = rf.sum(axis=0) if tf is None else tf + rf.sum(axis=0)

@@ -104,6 +104,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
                                  rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic",
                                  host_bits=bits, update=upd[0], update_by=upd[1], update_percent=upd[2])
+                dep.task = task                      # how a shift format's auto fields are scored (deploy.shift_auto)
                 t_cal = dep.calibrate(x_cal)
                 imported = qimport.for_assignment(qmap, dep, recalibrate) if qmap else None
                 cnet = None
@@ -129,6 +130,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                     "calibration_s": round(t_cal, 3),
                     "layers": {ln: cfg.formats[asg.format_of(ln)].name for ln in dep.execs},
                 })
+                if getattr(dep, "shift_choice", None):     # a shift format's auto radix/fit (deploy.shift_auto)
+                    entry["shift_choice"] = dep.shift_choice
                 if imported is not None:
                     entry["imported_quantization"] = imported
                 if getattr(dep, "actmm", None):             # attention's MatMuls: where they ran, how many calls

@@ -37,6 +37,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     try:
         dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding,
                          update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"])
+        dep.task = _task(cfg, ds)                       # how shift_auto scores a candidate, as hlsnn deploy does
         dep.calibrate(x_cal)
         from ..deploy import qimport                    # issue 50: a file's own radix points where they map exactly
         qmap = qimport.layer_mapping(net, cfg.model)
@@ -52,3 +53,10 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
             a.close()
 
 
+def _task(cfg, ds):
+    """The task ``hlsnn deploy`` infers for ``cfg`` (:func:`hlsnn.evaluation.run.deploy`)."""
+    from ..deploy.evaluate import infer_task
+    if cfg.targets == "inputs":
+        return "regression"
+    y = None if ds.y_test is None else np.asarray(ds.y_test)
+    return infer_task(cfg.task, y)

@@ -23,9 +23,12 @@ from .export import export
 def trained_config(deploy_config, onnx_path):
     """The deployment config for an exported model: ``model`` the exported file, the shift
     formats with ``weight_fit: nearest`` (the trained codes, not a re-fit), every format with
-    ``bias_correction: none`` (the trained biases) and one shift code per weight."""
+    ``bias_correction: none`` (the trained biases), one shift code per weight and, for a shift
+    format's ``radix: auto``, the radix rule training used (``msb``: :mod:`hlsnn.train.prepare`),
+    not one chosen at calibration (:mod:`hlsnn.deploy.shift_auto`)."""
     cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
-    fm = {n: dataclasses.replace(f, weight_fit="nearest", weight_terms=1, bias_correction="none")
+    fm = {n: dataclasses.replace(f, weight_fit="nearest", weight_terms=1, bias_correction="none",
+                                 radix="msb" if f.radix == "auto" else f.radix)
           if f.type in ("pot", "twohot") else dataclasses.replace(f, bias_correction="none")
           for n, f in cfg.formats.items()}
     return dataclasses.replace(cfg, model=str(onnx_path), formats=fm)
