@@ -215,6 +215,11 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
         raise InputError(f"assignment {name!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     cal = cfg.calibration
+    from . import datasets, task_formats       # a regression's fixed/sparse auto fields, as hlsnn deploy
+    if cfg.task != "classification" and any(f.type in task_formats.TYPES and f.auto for f in cfg.formats.values()):
+        task = cfg.task if cfg.task == "regression" else task_formats.task_of(
+            cfg, datasets.load(cfg.data, layout=_layout(net, cfg.layout)))
+        cfg.formats = task_formats.resolve(cfg.formats, task, net)
     accs = open_accelerators(cfg, target, [name], **target_options)
     try:
         yield Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
