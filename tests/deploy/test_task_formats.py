@@ -5,7 +5,6 @@ were; explicit settings win; ``hlsnn compile`` resolves as ``hlsnn deploy`` (the
 the deployment's bits), and on the tiny autoencoder the new defaults are closer to onnxruntime's
 float outputs than the classification defaults."""
 import numpy as np
-import pytest
 from conftest import ROOT
 
 import hlsnn
@@ -110,6 +109,9 @@ def test_deploy_records_the_resolved_choices(tmp_path):
     assert res["assignments"]["fixed8"]["fixed_point_calibration"] == {"fixed8": dict(zip(
         FIELDS, ("search", "channel", "empirical", "channels")))}
     assert "fixed_point_calibration" not in res["assignments"]["bfp8"]
+    from hlsnn.deploy.evaluate import format_result
+    assert "fixed8: radix search, weight_scale channel, bias_correction empirical, equalize channels" \
+        in format_result(res)
     cls = deploy(_yaml(tmp_path, {"fixed8": FORMATS["fixed8"]}, task="auto", targets="data",
                        name="cls", model=ROOT / "configs" / "models" / "digits_mlp.onnx"), "emu", test_samples=8)
     assert cls["task"] == "classification"

@@ -1,7 +1,7 @@
 """What a fixed-point format's ``auto`` fields mean in a regression deployment (issue 52).
 
 A deployment whose task is regression (``task: regression``, or ``task: auto`` with data that
-have no integer labels: :func:`hlsnn.deploy.evaluate.infer_task`) scores its outputs by their
+have no integer labels: :func:`infer_task`) scores its outputs by their
 error against the float model's. Its ``fixed`` and ``sparse`` formats (``sparse_cluster``) then
 resolve each field the config left ``auto`` to the calibration that minimises that error:
 
@@ -33,10 +33,23 @@ TYPES = ("fixed", "sparse")
 FIELDS = tuple(REGRESSION)
 
 
+TASKS = ("classification", "regression")
+
+
+def infer_task(task, y_test):
+    """The deployment's task: ``task`` when given (``"classification"``/``"regression"``),
+    else (``"auto"``) classification when the data have integer labels ``y_test`` of one per
+    sample, regression otherwise (float targets of any shape, or none)."""
+    if task in TASKS:
+        return task
+    if y_test is not None and y_test.ndim == 1 and y_test.dtype.kind in "iu":
+        return "classification"
+    return "regression"
+
+
 def task_of(cfg, ds, n_test=None):
     """The deployment's task from its config and data set ``ds`` (as ``hlsnn deploy`` infers it:
     ``targets: inputs`` or float targets are regression, integer labels classification)."""
-    from .evaluate import infer_task
     y = None if ds.y_test is None else np.asarray(ds.y_test[:n_test] if n_test else ds.y_test)
     if cfg.targets == "inputs":
         y = np.asarray(ds.x_test[:1], np.float64)
