@@ -117,3 +117,13 @@ def test_deploy_records_the_resolved_choices(tmp_path):
     assert cls["task"] == "classification"
     assert cls["assignments"]["fixed8"]["fixed_point_calibration"] == {"fixed8": dict(zip(
         FIELDS, ("lse", "auto", "auto", "none")))}
+
+
+def test_open_deployment_resolves_as_deploy(tmp_path):
+    from hlsnn.deploy.evaluate import open_deployment
+    for kw, want in (({"task": "auto"}, "search"), ({"task": "regression", "targets": "data"}, "search"),
+                     ({"task": "auto", "targets": "data", "name": "cls",
+                       "model": ROOT / "configs" / "models" / "digits_mlp.onnx"}, "lse")):
+        with open_deployment(_yaml(tmp_path, {"fixed8": FORMATS["fixed8"]}, **kw), "fixed8") as dep:
+            assert dep.formats["fixed8"].radix == want, kw
+            assert (dep.formats["fixed8"].equalize == "channels") == (want == "search"), kw
