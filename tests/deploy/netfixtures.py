@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 #: one format per engine, as the small models' deployment configs name them
 FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
@@ -347,3 +348,17 @@ def compiled_per_format(tmp_path_factory, name, build, **compile_kw):
             cache[fmt] = compile_onnx(tmp, f"{name}_{fmt}", model, fmt, formats={fmt: FORMATS[fmt]}, **compile_kw)
         return cache[fmt]
     return get
+
+
+@pytest.fixture(scope="module")
+def classifier_fixed_defaults():
+    """A regression deployment's fixed/sparse ``auto`` fields resolved as a classifier's (``radix:
+    lse``, ``weight_scale: auto``, no bias correction, no equalization: what they were before
+    hlsnn.deploy.task_formats), for the tests whose subject is another rule or the network path's
+    bits, not the regression defaults (these cost seconds of calibration per deploy; their own
+    tests: tests/deploy/test_task_formats.py). Use: ``pytestmark = pytest.mark.usefixtures(
+    "classifier_fixed_defaults")`` with the name imported from here."""
+    from hlsnn.deploy import task_formats
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(task_formats, "resolve", lambda formats, task, net=None: formats)
+        yield

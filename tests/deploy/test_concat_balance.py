@@ -17,6 +17,11 @@ from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.hostops import float_tensors  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 from hlsnn.evaluation.run import deploy  # noqa: E402
+from netfixtures import classifier_fixed_defaults  # noqa: E402,F401
+
+# the balance's own effect, with a classifier's fixed8 calibration (netfixtures.classifier_fixed_defaults;
+# with a regression deployment's, test_task_formats.py and docs/deploy.md)
+pytestmark = pytest.mark.usefixtures("classifier_fixed_defaults")
 
 DATA = ROOT / "tests" / "data" / "torch" / "beyond"
 MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())

@@ -20,6 +20,10 @@ from hlsnn.errors import InputError  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from test_torch_beyond import _config, _data, compile_beyond  # noqa: E402
+from netfixtures import classifier_fixed_defaults  # noqa: E402,F401
+
+# the network path's bits, with a classifier's fixed8 calibration (netfixtures.classifier_fixed_defaults)
+pytestmark = pytest.mark.usefixtures("classifier_fixed_defaults")
 
 UNETS = ["unet_upsample_ts17", "unet_convtranspose_dynamo"]
 KINDS = {"unet_upsample_ts17": "upsample", "unet_convtranspose_dynamo": "zerostuff"}

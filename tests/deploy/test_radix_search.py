@@ -11,6 +11,7 @@ from hlsnn.deploy.config import Assignment, FormatSpec, load_deploy_config
 from hlsnn.deploy.graph import Layer, Network
 from hlsnn.deploy.runner import Deployment, float_forward
 from hlsnn.errors import ConfigError
+from netfixtures import classifier_fixed_defaults  # noqa: F401
 from hlsnn.runtime import Accelerator
 
 DATA = ROOT / "tests" / "data" / "torch" / "beyond"
@@ -237,6 +238,7 @@ def test_search_on_csim_takes_emus_points_and_bits():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("classifier_fixed_defaults")     # "lse" and "search" with a classifier's other fields
 def test_unet_bil_search_and_equalize_against_onnxruntime(tmp_path):
     """||y - y_ort|| / ||y_ort|| on the digits test set of the fresh milesial-style U-Net: fixed8
     2.32 % with ``lse``, 2.09 % with ``radix: search``, 1.79 % with ``equalize: channels,

@@ -93,10 +93,16 @@ def test_variant_classifier_within_one_point_in_every_format(tmp_path, name):
         assert r["accuracy"] >= float_acc - 0.01, (name, fmt, r["accuracy"], float_acc)
 
 
-@pytest.mark.parametrize("name", ["v_unet_size_ts17", "v_unet_bilinear_dynamo", "v_unet_mix_ts17", "v_unet_ct3_ts17"])
+# v_unet_bilinear_dynamo in the slow suite: a regression deployment's fixed8 calibration
+# (hlsnn.deploy.task_formats) takes it 13 s; the other three cover the defaults in the quick suite
+@pytest.mark.parametrize("name", ["v_unet_size_ts17", pytest.param("v_unet_bilinear_dynamo", marks=pytest.mark.slow),
+                                  "v_unet_mix_ts17", "v_unet_ct3_ts17"])
 def test_variant_unet_within_three_percent(tmp_path, name):
-    """The formats' default configs (fixed8: ``radix: auto``, ``weight_scale: auto``); v_unet_ct3
-    measures 2.23 % in fixed8 (4.02 % with one weight scale a tensor and DETERMINE's radix points)."""
+    """The formats' default configs (fixed8: a regression deployment's ``auto`` fields, ``radix:
+    search``, ``weight_scale: channel``, ``bias_correction: empirical``, ``equalize: channels``:
+    hlsnn.deploy.task_formats); v_unet_ct3 measures 1.66 % in fixed8 (2.23 % with a classifier's
+    ``lse`` and ``weight_scale: auto``, 4.02 % with one weight scale a tensor and DETERMINE's radix
+    points)."""
     res = deploy(_config(tmp_path, name), "emu", assignments=["bfp8", "fixed8"])   # the two it checks
     for fmt in ("bfp8", "fixed8"):
         assert res["assignments"][fmt]["relative_error"] < 0.03, (fmt, res["assignments"][fmt])

@@ -31,7 +31,8 @@ Format types and the engine that runs them:
   weight scale per tensor, per output channel (``weight_scale: channel``), or by default
   (``auto``) per output channel only in a layer with a channel 3 bits or more below the
   tensor's scale; activation radix points by least squared error by default (``radix: auto``,
-  :mod:`hlsnn.deploy.radix_lse`).
+  :mod:`hlsnn.deploy.radix_lse`). In a regression deployment the ``auto`` fields of the
+  ``fixed`` and ``sparse`` formats resolve otherwise (:mod:`hlsnn.deploy.task_formats`).
 * ``sparse``: as ``fixed`` with the smallest ``prune`` fraction of each layer's weights (by
   magnitude) set to zero, so the zero-skipping engine skips them.
 """
@@ -58,7 +59,8 @@ FORMAT_FIELDS = {
     "weight_scale": Field("choice", "twohot, pot, fixed, sparse: one power-of-two weight scale per tensor, or one "
                           "per output channel; auto: per output channel in a layer where some channel's scale would "
                           "be 3 bits or more finer than the tensor's (hlsnn.deploy.quant.weight_fracs), for fixed; "
-                          "tensor for the other types", default="auto", choices=("auto", "tensor", "channel")),
+                          "tensor for the other types; a regression deployment's fixed and sparse formats: channel "
+                          "(hlsnn.deploy.task_formats)", default="auto", choices=("auto", "tensor", "channel")),
     "weight_fit": Field("choice", "twohot, pot: codes chosen for the layer's output on the calibration images "
                         "(error feedback and bias correction, hlsnn.deploy.shift_fit), for the float network's output "
                         "of the layer (network: the error of the layers before taken back, hlsnn.deploy.shift_netfit), "
@@ -74,16 +76,19 @@ FORMAT_FIELDS = {
                    "(lse: hlsnn.deploy.radix_lse), or lse then each moved one bit at a time while the network output's error "
                    "on the calibration images drops (search: hlsnn.deploy.radix_search); auto: lse for fixed, msb for sparse, "
                    "for twohot and pot the one whose outputs on the calibration images are nearest the float model's, chosen "
-                   "with weight_fit (hlsnn.deploy.shift_auto)",
+                   "with weight_fit (hlsnn.deploy.shift_auto); a regression deployment's fixed and sparse formats: search "
+                   "(hlsnn.deploy.task_formats)",
                    default="auto", choices=("auto", "msb", "lse", "search")),
     "equalize": Field("choice", "fixed, sparse: channels: each conv -> ReLU -> conv chain's channels scaled by "
                       "powers of two, half of their range gap moved into the weights, exactly in float "
-                      "(hlsnn.deploy.chain_equalize); none: as imported", default="none",
-                      choices=("none", "channels")),
+                      "(hlsnn.deploy.chain_equalize); none: as imported; auto: channels for a regression "
+                      "deployment's fixed and sparse formats, else none (hlsnn.deploy.task_formats)", default="auto",
+                      choices=("auto", "none", "channels")),
     "bias_correction": Field("choice", "empirical: each layer's bias moved so that its outputs have the float "
                              "network's per-channel mean on the calibration images, layer by layer "
                              "(hlsnn.deploy.biascorr; calibrates layer by layer); none: the imported bias; "
-                             "auto: empirical for bfp in a network with a grouped or depthwise conv, else none",
+                             "auto: empirical for bfp in a network with a grouped or depthwise conv, and for a "
+                             "regression deployment's fixed and sparse formats (hlsnn.deploy.task_formats), else none",
                              default="auto", choices=("auto", "none", "empirical")),
 }
 
@@ -154,6 +159,7 @@ class FormatSpec:
     weight_terms: int = 1
     radix: str = "msb"
     equalize: str = "none"
+    auto: tuple = ()            # the fields the config left ``auto`` (hlsnn.deploy.task_formats resolves them by task)
 
     @property
     def engine(self):
@@ -210,6 +216,9 @@ def load_deploy_config(path) -> DeployConfig:
     for name, spec in fm_raw.items():
         _check_name(path, "formats", name)
         s = check_section(path, f"formats.{name}", spec, FORMAT_FIELDS)
+        auto = tuple(k for k in ("radix", "weight_scale", "bias_correction", "equalize") if s[k] == "auto")
+        if s["equalize"] == "auto":
+            s["equalize"] = "none"          # a regression deployment's fixed/sparse: channels (task_formats)
         if s["weight_scale"] == "auto" and s["type"] != "fixed":
             s["weight_scale"] = "tensor"
         if s["type"] != "sparse" and s["prune"]:
@@ -249,7 +258,7 @@ def load_deploy_config(path) -> DeployConfig:
                               f"config's engine is {cfg.engine}")
         formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"],
                                      s["weight_fit"], s["bias_correction"], s["weight_terms"], s["radix"],
-                                     s["equalize"])
+                                     s["equalize"], auto)
     as_raw = data["assignments"]
     assignments = {}
     if as_raw is None:

@@ -13,6 +13,7 @@ from .config import load_deploy_config
 from .onnx_import import load_onnx
 from .runner import Deployment
 from .hostquant import check_host_bits
+from .task_formats import TASKS, infer_task  # noqa: F401  (defined there: a regression's fixed-point auto fields)
 
 TARGETS = ("emu", "csim", "sim", "pynq")
 
@@ -52,20 +53,6 @@ def float_reference(path, x, *, names=None, batch=512, output=None):
             outs.append(np.asarray(run(ev, [output] if output else None, feeds, ev.hlsnn_where)[0], np.float64))
     y = np.concatenate(outs)
     return (y, {n: np.concatenate(v) for n, v in inter.items()}) if names else y
-
-
-TASKS = ("classification", "regression")
-
-
-def infer_task(task, y_test):
-    """The deployment's task: ``task`` when given (``"classification"``/``"regression"``),
-    else (``"auto"``) classification when the data have integer labels ``y_test`` of one per
-    sample, regression otherwise (float targets of any shape, or none)."""
-    if task in TASKS:
-        return task
-    if y_test is not None and y_test.ndim == 1 and y_test.dtype.kind in "iu":
-        return "classification"
-    return "regression"
 
 
 def _check_data(data, net, ds, y_test, task):
@@ -215,6 +202,11 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
         raise InputError(f"assignment {name!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     cal = cfg.calibration
+    from . import datasets, task_formats       # a regression's fixed/sparse auto fields, as hlsnn deploy
+    if cfg.task != "classification" and any(f.type in task_formats.TYPES and f.auto for f in cfg.formats.values()):
+        task = cfg.task if cfg.task == "regression" else task_formats.task_of(
+            cfg, datasets.load(cfg.data, layout=_layout(net, cfg.layout)))
+        cfg.formats = task_formats.resolve(cfg.formats, task, net)
     accs = open_accelerators(cfg, target, [name], **target_options)
     try:
         yield Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
@@ -338,6 +330,8 @@ def format_result(res) -> str:
         if regression:
             lines.append(f"  {name:<14} {e['mse']:>10.4g} {e['mae']:>10.4g} {100 * e['relative_error']:>8.2f}% "
                          f"{e['images_per_s'] or 0:>10.1f} {us}  {layers}")
+            for f, c in (e.get("fixed_point_calibration") or {}).items():     # hlsnn.deploy.task_formats
+                lines.append(f"  {'':<14} {f}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
             if e.get("note"):
                 lines.append(f"  {'':<14} note: {e['note']}")
             continue

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from ..deploy import datasets, qimport, update
+from ..deploy import datasets, qimport, task_formats, update
 from ..deploy.config import load_deploy_config
 from ..deploy.evaluate import (_check_data, _check_labels, _classification, _layout, _regression, as_map, file_tensor,
                                _regression_scorer, _targets, float_reference, host_bits_of, host_layers,
@@ -67,6 +67,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     if cfg.targets == "inputs":             # an autoencoder: the targets are the inputs themselves
         y_test = np.asarray(x_test, np.float64)
     task = infer_task(cfg.task, y_test)
+    cfg.formats = task_formats.resolve(cfg.formats, task, net)     # regression: fixed/sparse auto -> search, ...
     _check_data(cfg.data, net, ds, y_test, task)
     names = sorted({file_tensor(la)[0] for la in net.engine_layers()}) if per_layer else None
     ref = float_reference(cfg.model, x_test, names=names, output=net.output)
@@ -132,6 +133,9 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 })
                 if getattr(dep, "shift_choice", None):     # a shift format's auto radix/fit (deploy.shift_auto)
                     entry["shift_choice"] = dep.shift_choice
+                calib = task_formats.choices(cfg.formats, asg.formats())
+                if calib:                                   # the fixed-point formats' options as resolved
+                    entry["fixed_point_calibration"] = calib
                 if imported is not None:
                     entry["imported_quantization"] = imported
                 if getattr(dep, "actmm", None):             # attention's MatMuls: where they ran, how many calls

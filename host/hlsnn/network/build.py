@@ -31,6 +31,8 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
         raise InputError(f"check samples = {check_samples}: 0..64")
     net = load_onnx(cfg.model, output=cfg.output, host_fallback=host_fallback)
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
+    from ..deploy import task_formats               # as hlsnn deploy resolves a regression's fixed/sparse auto
+    cfg.formats = task_formats.resolve(cfg.formats, task_formats.task_of(cfg, ds), net)
     x_cal = ds.x_train[:calibration_samples or cal["samples"]]
     asg = cfg.assignments[assignment]
     accs = open_accelerators(cfg, "emu", [assignment])
