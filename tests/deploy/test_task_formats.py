@@ -33,7 +33,7 @@ FORMATS = {"fixed8": "{type: fixed, accel: sparse8_pynq-z2}",
            "twohot": "{type: twohot, accel: shift8_pynq-z2}"}
 FIELDS = ("radix", "weight_scale", "bias_correction", "equalize")
 OLD = {"fixed": ("lse", "auto", "auto", "none"), "sparse": ("msb", "tensor", "auto", "none"),
-       "bfp": ("msb", "tensor", "auto", "none"), "twohot": ("msb", "tensor", "auto", "none")}
+       "bfp": ("msb", "tensor", "auto", "none"), "twohot": ("auto", "tensor", "auto", "none")}     # twohot: shift_auto chooses
 
 
 def _fields(f):
