@@ -202,3 +202,14 @@ def pytest_collection_modifyitems(config, items):
                 and _runs_csim(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
             item.user_properties.append(("slow_reason", "csim of a feature config (SLOW_CSIM_CONFIGS)"))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``-n`` (the README's ``-n auto``): the tests of one module go to one worker (xdist's
+    ``loadscope``) instead of one by one, so a module-scoped fixture (a compiled model, a
+    calibrated deployment, a csim target) is set up once a run rather than once a worker.
+    An explicit ``--dist`` other than ``load`` is left alone."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+    return LoadScopeScheduling(config, log)

@@ -84,6 +84,13 @@ def test_a_compile_failing_on_the_pch_is_made_again_without_it(cache):
     failed = subprocess.CompletedProcess([], 1, "", f"error: {extra[1]}.gch: not a valid precompiled header")
     other = subprocess.CompletedProcess([], 1, "", "k.cpp:3: error: 'x' was not declared")
     assert not csim_pch.retry_without(extra, other)
+    # an error in the kernel, with a warning whose include chain names the PCH's header (g++'s
+    # real output): the kernel's error, no retry, the PCH kept
+    chained = subprocess.CompletedProcess([], 1, "", f"In file included from {extra[1]}:3:\n"
+                                          "hls_stream.h:210:20: warning: may be used uninitialized\n"
+                                          "k.cpp:3:5: error: 'no_such_variable' was not declared in this scope")
+    assert not csim_pch.retry_without(extra, chained)
+    assert os.path.exists(extra[1] + ".gch")
     assert csim_pch.retry_without(extra, failed)
     assert not os.path.exists(extra[1] + ".gch")
     assert csim_pch.pch_args("g++", list(csim._flags(False)), csim.ap_types_dir()) == []   # off in this process

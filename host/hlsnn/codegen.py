@@ -11,6 +11,7 @@ string. They receive only validated scalars (see each engine's ``template_contex
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -55,6 +56,14 @@ def _environment(engine_name: str) -> jinja2.Environment:
         raise MissingDependency(f"the HLS templates are not at {HLS_DIR / 'engines' / engine_name}: hlsnn "
                                 "renders from its repository checkout; install it with `pip install -e .` "
                                 "from a clone")
+    return _cached_environment(engine_name)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_environment(engine_name: str) -> jinja2.Environment:
+    """One Environment per engine and process: Jinja2 compiles each template once and keeps it
+    (a new Environment per render compiled every template again, most of a render's time);
+    ``auto_reload`` (the default) still recompiles a template whose file changed."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(HLS_DIR / "engines" / engine_name), str(HLS_DIR / "tcl"),
                                         str(HARNESS_DIR)]),

@@ -345,16 +345,23 @@ def unfold_fields(unfold, pc):
                 unfold_kx=[min(j // u["c"], u["kw"]) if unfold else 0 for j in range(pc)])
 
 
+@functools.lru_cache(maxsize=None)
+def _template_environment(engine):
+    """The Jinja2 Environment of an engine's network templates, one per process: each template
+    compiles once (``auto_reload``, the default, recompiles one whose file changed)."""
+    import jinja2
+    from ...paths import HLS_DIR
+    return jinja2.Environment(loader=jinja2.ChoiceLoader([
+        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / engine)),
+        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac"))]),       # the shared C ABI bridge
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
 def render_templates(engine, ctx, out_dir):
     """Render an engine's network templates (``hls/engines/<engine>/network*.j2``, the C ABI
     bridge from shift_mac's folder where the engine has none) with ``ctx`` into ``out_dir``:
     ``(files, sha)`` of :func:`write_rendered`."""
-    import jinja2
-    from ...paths import HLS_DIR
-    env = jinja2.Environment(loader=jinja2.ChoiceLoader([
-        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / engine)),
-        jinja2.FileSystemLoader(str(HLS_DIR / "engines" / "shift_mac"))]),       # the shared C ABI bridge
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = _template_environment(engine)
     ctx = comment_safe(dict(ctx, cosim_batch=COSIM_BATCH))
     texts = {"network.cpp": env.get_template("network.cpp.j2").render(**ctx),
              "network.h": env.get_template("network.h.j2").render(**ctx),
