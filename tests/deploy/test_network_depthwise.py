@@ -115,10 +115,11 @@ def test_relu6_is_the_convs_output_clamp(compiled):
 
 def test_lower_refuses_a_clip_it_cannot_fuse(compiled):
     prog, arrays = artifact.read(compiled("mobilenet_relu6_ts17", "twohot"))
-    # a bound that is not a value of the conv's format (radix 4: 6.01 * 16 is not an integer)
-    bad = dict(prog, layers=[dict(j, attrs={"lo": None, "hi": 6.01}) if j["name"] == "/5/Clip" else j
+    # a bound inside the conv's range that is not a value of its format at any radix up to 7
+    # (0.51 * 2**F is no integer; 6.01 was above the range once two-hot chose a finer radix)
+    bad = dict(prog, layers=[dict(j, attrs={"lo": None, "hi": 0.51}) if j["name"] == "/5/Clip" else j
                              for j in prog["layers"]])
-    with pytest.raises(InputError, match=r"/5/Clip \(Clip\): bounds None, 6.01 are not values of the input's"):
+    with pytest.raises(InputError, match=r"/5/Clip \(Clip\): bounds None, 0.51 are not values of the input's"):
         netmode.lower(bad, arrays)
     # the conv's unclipped output read by another layer too
     raw = next(j for j in prog["layers"] if j["name"] == "/3/Conv")["output"]

@@ -155,6 +155,7 @@ def choose(dep, x_cal, calibrate_once):
     best = min(pairs, key=lambda p: (-scores[p].get("agreement", 0), scores[p]["relative_rms_error"], pairs.index(p)))
     if best == pairs[0] and x_fit is x_cal and snap is not None:
         _restore(dep, snap)                    # the statistics the scoring run moved: as the calibration left them
+        dep._fastnet = None                    # and the program compiled from them afresh, as after any calibration
     else:                                      # the deployment as a plain calibration with that pair leaves it
         _use(dep, names, best, base)
         calibrate_once(x_cal)
