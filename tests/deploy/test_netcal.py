@@ -272,13 +272,18 @@ def test_the_run_paths_add_is_rule_4(seed, isa):
         assert got_sat == int(np.asarray(sat).sum())
 
 
-MODELS = [("configs/models/resnet8_digits32.yaml", ["fixed8", "sparse50", "twohot", "pot"]),
+MODELS = [("configs/models/resnet8_digits32.yaml", ["fixed8", "sparse50"]),
           ("tests/data/torch/tiny/mobilenet_relu6_ts17.yaml", ["twohot", "fixed8"]),
           ("tests/data/torch/tiny/dscnn_dynamo.yaml", ["twohot", "fixed8"]),
           ("tests/data/torch/tiny/autoencoder_ts17.yaml", ["twohot", "fixed8"])]
+# ResNet-8's shift formats choose their pair from four calibrations, two of them layer by layer
+# (about 45 CPU-s): slow; the tiny models' twohot above check the same chosen-pair path quickly.
+SLOW = [pytest.param("configs/models/resnet8_digits32.yaml", ["twohot", "pot"], marks=pytest.mark.slow,
+                     id="resnet8_digits32.yaml-shift")]
 
 
-@pytest.mark.parametrize("path,assignments", MODELS, ids=[m[0].split("/")[-1] for m in MODELS])
+@pytest.mark.parametrize("path,assignments", MODELS + SLOW,
+                         ids=[m[0].split("/")[-1] for m in MODELS] + ["resnet8_digits32.yaml-shift"])
 def test_shipped_models_calibrate_as_the_layer_path(path, assignments):
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config

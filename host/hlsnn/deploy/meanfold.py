@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import graphindex
+
 
 def _axes(node, consts):
     """The node's axes (a list), or None when they are not known constants."""
@@ -36,21 +38,13 @@ def rewrite(model):
     means = [n for n in g.node if n.op_type == "ReduceMean"]
     if len(means) < 2:
         return model
-    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    for n in g.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+    consts, _, readers, outputs = graphindex.index(g)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:                   # noqa: BLE001 - no ranks, no rewrite
         return model
     ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in
              list(inferred.graph.value_info) + list(inferred.graph.input) if v.type.tensor_type.HasField("shape")}
-    readers = {}
-    for n in g.node:
-        for i in n.input:
-            readers.setdefault(i, []).append(n)
-    outputs = {o.name for o in g.output}
     pairs = {}
     for first in means:
         users = readers.get(first.output[0], [])

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import graphindex
+
 
 def _attr(node, name, default=None):
     from onnx import helper
@@ -84,15 +86,7 @@ def rewrite(model, file_shapes=None):
     if "Unsqueeze" not in ops or not ops & {"Tile", "Expand"}:
         return model
     from onnx import helper, numpy_helper
-    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    for n in g.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-    producer = {o: n for n in g.node for o in n.output}
-    readers = {}
-    for n in g.node:
-        for i in n.input:
-            readers.setdefault(i, []).append(n)
+    consts, producer, readers, _ = graphindex.index(g)
     shapes = None
     plan = {}
     for k, n in enumerate(g.node):

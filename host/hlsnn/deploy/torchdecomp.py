@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import graphindex
+
 _COORDS = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel")
 
 
@@ -216,25 +218,12 @@ def _expands(model):
 
 
 def _index(g):
-    """The graph's constants, each tensor's producing node, each tensor's reading nodes and the
-    graph's output names: what every rewrite here looks up."""
-    producer = {o: n for n in g.node for o in n.output}
-    users = {}
-    for n in g.node:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
-    return _consts(g), producer, users, {o.name for o in g.output}
+    """:func:`hlsnn.deploy.graphindex.index`: what every rewrite here looks up."""
+    return graphindex.index(g)
 
 
 def _consts(g):
-    from onnx import numpy_helper
-    out = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    for n in g.node:
-        if n.op_type == "Constant":
-            for a in n.attribute:
-                if a.name == "value":
-                    out[n.output[0]] = numpy_helper.to_array(a.t)
-    return out
+    return graphindex.constants(g)
 
 
 def _attr(node, name, default=None):

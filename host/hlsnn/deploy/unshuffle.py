@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import graphindex
+
 
 def _attr(node, name, default=None):
     from onnx import helper
@@ -86,16 +88,7 @@ def rewrite(model):
     if not any(n.op_type in ("Transpose", "SpaceToDepth") for n in g.node):
         return model
     from onnx import helper, numpy_helper
-    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
-    for n in g.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-    producer = {o: n for n in g.node for o in n.output}
-    readers = {}
-    for n in g.node:
-        for i in n.input:
-            readers.setdefault(i, []).append(n)
-    outputs = {o.name for o in g.output}
+    consts, producer, readers, outputs = graphindex.index(g)
     plan = []
     for k, n in enumerate(g.node):
         found = _unshuffle(n, producer, consts)
