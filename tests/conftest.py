@@ -195,9 +195,21 @@ def _runs_csim(item):
     return "csim" in params.split("-") or "sim" in params.split("-") or "csim" in name.partition("[")[0]
 
 
+#: Model-family files whose every pattern is tested on both exports: the torch.export (dynamo)
+#: case is slow (CI's slow stage runs it; each dynamo export costs 1-5 CPU-s), the TorchScript
+#: case of the same test stays quick. Their csim and refusal cases follow the same split.
+SLOW_DYNAMO_FILES = ("test_torch_fifth.py", "test_network_maxlate.py", "test_repeat_upsample.py",
+                     "test_pixel_unshuffle.py", "test_residual_sub.py", "test_torch_fourth.py")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         params = item.nodeid.partition("[")[2]
+        if item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in SLOW_DYNAMO_FILES \
+                and "dynamo" in params.rstrip("]").split("-") and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
+            item.user_properties.append(("slow_reason", "the dynamo export of a family file (SLOW_DYNAMO_FILES)"))
+            continue
         if params and any(c in "[" + params if c.endswith(("]", "-")) else c in params for c in SLOW_CSIM_CONFIGS) \
                 and _runs_csim(item) and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
