@@ -199,14 +199,16 @@ def _runs_csim(item):
 #: case is slow (CI's slow stage runs it; each dynamo export costs 1-5 CPU-s), the TorchScript
 #: case of the same test stays quick. Their csim and refusal cases follow the same split.
 SLOW_DYNAMO_FILES = ("test_torch_fifth.py", "test_network_maxlate.py", "test_repeat_upsample.py",
-                     "test_pixel_unshuffle.py", "test_residual_sub.py", "test_torch_fourth.py")
+                     "test_pixel_unshuffle.py", "test_residual_sub.py", "test_torch_fourth.py",
+                     "test_torch_variants.py", "test_torch_beyond.py", "test_torch_fresh.py")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         params = item.nodeid.partition("[")[2]
         if item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in SLOW_DYNAMO_FILES \
-                and "dynamo" in params.rstrip("]").split("-") and item.get_closest_marker("slow") is None:
+                and any(p == "dynamo" or p.endswith("_dynamo") for p in params.rstrip("]").split("-")) \
+                and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
             item.user_properties.append(("slow_reason", "the dynamo export of a family file (SLOW_DYNAMO_FILES)"))
             continue
