@@ -166,3 +166,56 @@ def test_a_skip_read_elsewhere_too_is_not_balanced():
     net.layers.insert(-1, Layer("other", "host", ["h0"], "z", op="Relu"))        # a second reader
     x = np.random.default_rng(4).uniform(0, 1, size=(8, 1, 6, 6))
     assert equalize.plan(net, x, Assignment("a", "fixed8", {}), FIXED) == {}
+
+
+def _bilinear_seg(gap):
+    """x -> conv a (small, ReLU) read by an average pool and by the skip Concat; pool -> conv b
+    (``gap`` times larger, ReLU) -> linear Resize x2 -> the Concat's second part -> conv c: the
+    shape of ``scripts/variant_dense.py``'s d_seg_bilinear."""
+    from hlsnn.deploy.graph import Layer, Network
+    from hlsnn.deploy.hostextra import _axis_matrix
+    rng = np.random.default_rng(5)
+    conv = lambda n, i, o, w, relu=True: Layer(n, "conv", [i], o, op="Conv", w=w, b=np.full(w.shape[0], 0.05),  # noqa: E731
+                                               relu=relu, pads=[1, 1, 1, 1])
+    mats = [_axis_matrix(4, 8, 2.0, "half_pixel")] * 2
+    layers = [conv("a", "x", "ya", rng.normal(size=(2, 1, 3, 3)) * 0.3),
+              Layer("pool", "host", ["ya"], "pa", op="AveragePool", attrs={"kernel_shape": [2, 2], "strides": [2, 2]}),
+              conv("b", "pa", "yb", rng.normal(size=(3, 2, 3, 3)) * 0.3 * gap),
+              Layer("up", "host", ["yb"], "ub", op="ResizeLinear", attrs={"mats": mats}),
+              Layer("cat", "host", ["ya", "ub"], "cat", op="Concat", attrs={"axis": 1}),
+              conv("c", "cat", "y", rng.normal(size=(1, 5, 3, 3)), relu=False)]
+    return Network("seg", "", "x", (None, 1, 8, 8), "y", layers)
+
+
+def test_a_regressions_skip_read_by_a_pool_too_is_balanced_through_the_bilinear_upsample():
+    """``equalize: channels`` (a regression's default): the skip's producer, read by the pool as
+    well, is scaled with the pool's reader's weights; the upsampled part is traced back through
+    the linear Resize. The float network computes the same bits; a classifier's format (``equalize:
+    none``) keeps the rule of one reader per part and balances nothing here."""
+    import dataclasses
+    net = _bilinear_seg(16.0)
+    x = np.random.default_rng(4).uniform(0, 1, size=(8, 1, 8, 8))
+    wide = {"fixed8": dataclasses.replace(FIXED["fixed8"], equalize="channels")}
+    new, scales = equalize.balance(net, x, Assignment("a", "fixed8", {}), wide)
+    k = scales.get("a")
+    assert isinstance(k, int) and k >= 1, scales
+    assert scales["c"] == [(0, 2, k)] and scales["b"] == [(0, 2, k)], scales
+    env0, env1 = float_tensors(net, x), float_tensors(new, x)
+    np.testing.assert_array_equal(env1["y"], env0["y"])
+    np.testing.assert_array_equal(env1["ya"], np.ldexp(env0["ya"], k))      # the skip, 2**k times
+    np.testing.assert_array_equal(env1["yb"], env0["yb"])                  # b's weights took 2**-k
+    assert equalize.plan(net, x, Assignment("a", "fixed8", {}), {"fixed8": FIXED["fixed8"]}) == {}
+
+
+def test_a_one_bit_gap_through_the_bilinear_upsample_is_balanced_only_with_equalize_channels():
+    """Here the upsampled part is the one a bit off (its range over its columns' range against the
+    skip's): its producer, behind the linear Resize, is scaled by 2 and the reader's columns 2-4 by
+    1/2, exactly; a classifier's rule wants at least two bits."""
+    import dataclasses
+    net = _bilinear_seg(2.0)
+    x = np.random.default_rng(4).uniform(0, 1, size=(8, 1, 8, 8))
+    wide = {"fixed8": dataclasses.replace(FIXED["fixed8"], equalize="channels")}
+    new, scales = equalize.balance(net, x, Assignment("a", "fixed8", {}), wide)
+    assert scales == {"b": 1, "c": [(2, 3, 1)]}, scales
+    np.testing.assert_array_equal(float_forward(new, x), float_forward(net, x))
+    assert equalize.plan(net, x, Assignment("a", "fixed8", {}), {"fixed8": FIXED["fixed8"]}) == {}

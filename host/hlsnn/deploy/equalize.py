@@ -21,6 +21,21 @@ bits moving half from the activations to the weights: ``k = round(log2(r_ref / r
 ``fixed`` or ``sparse`` format take part; every engine then runs the rewritten network as any
 other (emu, csim and the board agree bit for bit; the network mode lowers it unchanged). A file
 with Q/DQ pairs is left as it is: its own radix points map exactly (:mod:`hlsnn.deploy.qimport`).
+
+With ``equalize: channels`` (a regression deployment's default, :mod:`hlsnn.deploy.task_formats`)
+on every consumer, two rules widen (:func:`plan`'s ``wide``):
+
+* a part may come from its producer through channel-wise linear host ops (:data:`WIDE_PASS`: the
+  :data:`PASS` ops, ``AveragePool`` and a linear ``Resize``, all of which commute with a positive
+  per-channel scale, exactly in float64 for a power of two), and the producer's output may be
+  read elsewhere too, where every other path ends, through such ops, in convs (group 1, the
+  same formats) that read that tensor alone: their weights are scaled by ``2**-k`` whole. A
+  bilinear U-Net's encoder conv, read by the pool and by the skip, is such a producer;
+* a one-bit scale is applied (:data:`MIN_SHIFT_WIDE`): the regression calibration's radix search
+  and bias correction then adjust the rest. Measured (``scripts/variant_dense.py``'s
+  d_seg_bilinear, both exports, fixed8 relative error against the float model): 3.07 % -> 2.46 %,
+  the encoder's skip (at most 1.8, beside the bilinear upsample's 4.2) scaled by 2 instead of
+  requantized one bit coarser at the Concat's radix.
 """
 from __future__ import annotations
 
@@ -41,19 +56,26 @@ MIN_SHIFT = 2
 #: host ops between a Concat and its convs that commute with a positive per-channel scale and keep
 #: the channels where they are (a transposed conv's ZeroStuff, nearest Upsample, MaxPool, ReLU)
 PASS = ("ZeroStuff", "Upsample", "MaxPool", "Relu", "Identity", "Dropout")
+#: with ``equalize: channels``: the ops a part may pass between its producer and the Concat, and
+#: between a producer and its other readers (linear per channel: a positive scale commutes)
+WIDE_PASS = PASS + ("AveragePool", "ResizeLinear")
+#: with ``equalize: channels``: the smallest scale applied, in bits
+MIN_SHIFT_WIDE = 1
 
 
-def _consumers(t, readers, net):
-    """The convs reading tensor ``t`` directly or through :data:`PASS` ops, or None when
-    another layer reads it (or ``t`` is the network's output)."""
+def _consumers(t, readers, net, passing=PASS, skip=None):
+    """The convs reading tensor ``t`` directly or through ``passing`` ops, or None when
+    another layer (other than ``skip``) reads it (or ``t`` is the network's output)."""
     if t == net.output or not readers.get(t):
         return None
     out = []
     for la in readers[t]:
+        if skip is not None and la is skip:
+            continue
         if la.kind == "conv" and la.inputs == [t]:
             out.append(la)
-        elif la.kind == "host" and la.op in PASS and la.inputs == [t]:
-            more = _consumers(la.output, readers, net)
+        elif la.kind == "host" and la.op in passing and la.inputs == [t]:
+            more = _consumers(la.output, readers, net, passing, skip)
             if more is None:
                 return None
             out += more
@@ -88,30 +110,61 @@ def plan(net, x_cal, assignment, formats):
             env = float_tensors(net, x_cal)
         if any(env[t].ndim != 4 for t in cat.inputs):
             continue
+        wide = all(getattr(formats[assignment.format_of(c.name)], "equalize", "none") == "channels" for c in cons)
         parts, c0 = [], 0
         for t in cat.inputs:
             n = env[t].shape[1]
-            p = producer.get(t)
-            free = (p is not None and p.kind in ("conv", "dense") and len(readers.get(t, [])) == 1
-                    and t != net.output and p.name not in out)
+            p, others = _part_producer(t, cat, producer, readers, net, wide)
+            free = (p is not None and p.kind in ("conv", "dense") and others is not None
+                    and all(o.group == 1 and o.name not in out
+                            and formats[assignment.format_of(o.name)].type in FIXED_TYPES for o in others)
+                    and p.output != net.output and p.name not in out)
             mx = float(np.abs(env[t]).max(initial=0.0))
             mw = max(float(np.abs(c.w[:, c0:c0 + n]).max(initial=0.0)) for c in cons)
-            parts.append((p, c0, n, free, mx, mw))
+            parts.append((p, c0, n, free, mx, mw, others))
             c0 += n
-        if any(mx <= 0 or mw <= 0 for *_, mx, mw in parts):
+        if any(mx <= 0 or mw <= 0 for *_, mx, mw, _o in parts):
             continue
         fixed_parts = [q for q in parts if not q[3]]
         ref = fixed_parts[0] if fixed_parts else max(parts, key=lambda q: q[4])
         r_ref = ref[4] / ref[5]
-        for p, c0, n, free, mx, mw in parts:
-            if not free:
-                continue
+        for p, c0, n, free, mx, mw, others in parts:
+            if not free or p.name in out or any(isinstance(out.get(c.name), int) for c in cons + others):
+                continue                # one scale per layer: a producer scaled already, or a consumer that is one
             k = int(round(0.5 * math.log2(r_ref / (mx / mw))))
-            if abs(k) >= MIN_SHIFT:
+            if abs(k) >= (MIN_SHIFT_WIDE if wide else MIN_SHIFT):
                 out[p.name] = k
                 for c in cons:
                     out.setdefault(c.name, []).append((c0, n, k))
+                for o in others:                  # the producer's other readers: their whole weights
+                    out.setdefault(o.name, []).append((0, int(o.w.shape[1]), k))
     return out
+
+
+def _part_producer(t, cat, producer, readers, net, wide):
+    """``(producer layer, its other readers)`` of Concat ``cat``'s part ``t``: the layer that
+    writes ``t`` and no other reader (``[]``); with ``wide``, the layer found back from ``t``
+    through :data:`WIDE_PASS` ops each read only on this path, and the convs that read its output
+    on other paths (through :data:`WIDE_PASS` ops; None when something else reads it there)."""
+    if not wide:
+        p = producer.get(t)
+        return p, ([] if len(readers.get(t, [])) == 1 and t != net.output else None)
+    nxt = cat
+    while True:
+        if t == net.output or len(readers.get(t, [])) < 1:
+            return None, None
+        p = producer.get(t)
+        if p is None:
+            return None, None
+        if p.kind == "host" and p.op in WIDE_PASS and len(p.inputs) == 1 and len(readers.get(t, [])) == 1:
+            nxt, t = p, p.inputs[0]
+            continue
+        if p.kind not in ("conv", "dense"):
+            return p, None
+        if len(readers.get(t, [])) == 1:
+            return p, []
+        others = _consumers(t, readers, net, WIDE_PASS, skip=nxt)
+        return p, others
 
 
 def balance(net, x_cal, assignment, formats):
