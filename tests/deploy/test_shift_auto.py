@@ -62,9 +62,9 @@ def _float(net, x):
     return x
 
 
-def _dep(net, acc, fmt, task=None):
+def _dep(net, acc, fmt, task=None, labels=None):
     dep = Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"a": acc})
-    dep.task = task
+    dep.task, dep.cal_labels = task, labels
     return dep
 
 
@@ -73,30 +73,64 @@ def _stats(dep):
                 ex.wq.code_values().tolist(), np.asarray(ex.b_fit).tolist()) for k, ex in dep.execs.items()}
 
 
-def _score(y, ref, by_class):
+def _score(y, ref, by_class, labels=None):
+    """(-images of their label's class (0 without labels), -agreement (0 for a regression), relative error)."""
     agree = int(np.sum(np.argmax(y, 1) == np.argmax(ref, 1)))
-    return (-agree if by_class else 0, np.linalg.norm(y - ref) / np.linalg.norm(ref))
+    correct = 0 if labels is None else int(np.sum(np.argmax(y, 1) == labels))
+    return (-correct, -agree if by_class else 0, np.linalg.norm(y - ref) / np.linalg.norm(ref))
 
 
-@pytest.mark.parametrize("typ,task,seed", [("twohot", None, 0), ("twohot", None, 1), ("pot", None, 2),
-                                           ("twohot", "regression", 3), ("pot", "classification", 4)])
-def test_the_choice_is_the_pair_nearest_the_float_model_and_runs_its_bits(typ, task, seed):
+def _want(scores, outs, labels):
+    """The pair by fidelity (agreement, error, order); with labels, a pair whose images right
+    beat it by McNemar's test at two standard deviations first (the most right)."""
+    fid = min(PAIRS, key=lambda p: (scores[p][1:], PAIRS.index(p)))
+    if labels is None:
+        return fid
+    right = {p: np.argmax(outs[p], 1) == labels for p in PAIRS}
+    better = []
+    for p in PAIRS:
+        b, c = np.count_nonzero(right[p] & ~right[fid]), np.count_nonzero(right[fid] & ~right[p])
+        if b - c > 2 * (b + c) ** 0.5:
+            better.append(p)
+    return min(better, key=lambda p: (scores[p], PAIRS.index(p))) if better else fid
+
+
+@pytest.mark.parametrize("typ,task,seed,labelled", [("twohot", None, 0, False), ("twohot", None, 1, False),
+                                                    ("pot", None, 2, False), ("twohot", "regression", 3, False),
+                                                    ("pot", "classification", 4, False),
+                                                    ("twohot", "classification", 5, "noisy"), ("pot", None, 6, "noisy"),
+                                                    ("twohot", None, 7, "pair"), ("pot", None, 8, "pair")])
+def test_the_choice_is_the_pair_nearest_the_float_model_and_runs_its_bits(typ, task, seed, labelled):
+    """Without labels: the most images of the float model's class, then the least error; with the
+    calibration images' labels (``cal_labels``): a pair that classifies significantly more of them
+    right instead ("pair": the labels are the least faithful pair's classes, so it must win)."""
     rng = np.random.default_rng([seed, 5203])
     net = _small(rng)
     x_cal, x = rng.uniform(0, 1, (48, 1, 6, 6)), rng.uniform(0, 1, (16, 1, 6, 6))
     ref = _float(net, x_cal)
     by_class = task != "regression"
+    # labels near the float model's classes (a noisy copy), so that the pairs' counts differ
+    labels = np.argmax(ref + rng.normal(0, 0.5 * ref.std(), ref.shape), 1) if labelled == "noisy" else None
     acc = Accelerator(SHIFT, "emu")
     try:
-        runs, scores = {}, {}
+        runs, scores, outs = {}, {}, {}
         for pair in PAIRS:
             r, w = pair.split("+")
             dep = _dep(net, acc, FormatSpec("f", typ, "a", radix=r, weight_fit=w), task)
             dep.calibrate(x_cal)
-            scores[pair] = _score(dep.run(x_cal), ref, by_class)
+            outs[pair] = dep.run(x_cal)
+            scores[pair] = _score(outs[pair], ref, by_class, labels)
             runs[pair] = dep.run(x)
-        want = min(PAIRS, key=lambda p: (scores[p], PAIRS.index(p)))
-        auto = _dep(net, acc, FormatSpec("f", typ, "a", radix="auto", weight_fit="auto"), task)
+        if labelled == "pair":                        # the least faithful pair's classes as labels
+            worst = max(PAIRS, key=lambda p: (scores[p][1:], PAIRS.index(p)))
+            labels = np.argmax(outs[worst], 1)
+            scores = {p: _score(outs[p], ref, by_class, labels) for p in PAIRS}
+            assert np.count_nonzero(labels != np.argmax(outs[min(PAIRS, key=lambda p: scores[p][1:])], 1)) >= 5
+        want = _want(scores, outs, labels)
+        # "pair": every image right for the least faithful pair; the choice is one as right (the
+        # most faithful of those), never the most faithful pair
+        assert labelled != "pair" or (scores[want][0] == -len(x_cal) and want != min(PAIRS, key=lambda p: scores[p][1:]))
+        auto = _dep(net, acc, FormatSpec("f", typ, "a", radix="auto", weight_fit="auto"), task, labels)
         auto.calibrate(x_cal)
         r, w = want.split("+")
         plain = _dep(net, acc, FormatSpec("f", typ, "a", radix=r, weight_fit=w), task)
@@ -105,9 +139,12 @@ def test_the_choice_is_the_pair_nearest_the_float_model_and_runs_its_bits(typ, t
         got = auto.shift_choice
         assert got["chosen"] == want, (got, scores)
         assert list(got["scores"]) == PAIRS and got["images"] == len(x_cal) and not got["held_out"]
+        assert got["by"].startswith("argmax agreement" if by_class else "relative RMS")
+        assert ("McNemar" in got["by"]) == bool(labelled)
         for p in PAIRS:
-            assert got["scores"][p].get("agreement") == (-scores[p][0] if by_class else None)
-            assert got["scores"][p]["relative_rms_error"] == pytest.approx(scores[p][1], abs=2e-6)
+            assert got["scores"][p].get("correct") == (-scores[p][0] if labelled else None)
+            assert got["scores"][p].get("agreement") == (-scores[p][1] if by_class else None)
+            assert got["scores"][p]["relative_rms_error"] == pytest.approx(scores[p][2], abs=2e-6)
         np.testing.assert_array_equal(auto.run(x), runs[want])
         assert auto.formats["f"].radix == want.split("+")[0] and auto.formats["f"].weight_fit == want.split("+")[1]
     finally:
@@ -146,7 +183,7 @@ def test_held_out_chooses_on_the_second_half_and_calibrates_on_all(monkeypatch):
         monkeypatch.setattr(shift_auto, "HOLD_OUT", True)
         auto = _dep(net, acc, FormatSpec("f", "twohot", "a", radix="auto", weight_fit="auto"))
         auto.calibrate(x_cal)
-    want = min(PAIRS, key=lambda p: (scores[p], PAIRS.index(p)))
+    want = min(PAIRS, key=lambda p: (scores[p][1:], PAIRS.index(p)))
     assert auto.shift_choice["chosen"] == want and auto.shift_choice["held_out"] and auto.shift_choice["images"] == 20
     np.testing.assert_array_equal(auto.run(x), runs[want])
 
@@ -196,7 +233,8 @@ def test_the_compiled_model_records_the_choice_and_runs_that_pairs_bits(tmp_path
     prog = compile_model(path, "pot", tmp_path / "m.hlsnn", check_samples=2)
     got = prog["calibration"]["shift_choice"]
     assert got["formats"] == ["pot"] and got["chosen"] in PAIRS and list(got["scores"]) == PAIRS
-    assert got["by"].startswith("argmax agreement")           # digits: a classifier (hlsnn compile knows)
+    # digits: a classifier (hlsnn compile knows) with labelled calibration images
+    assert "McNemar" in got["by"] and "correct" in got["scores"]["lse+network"]
     cfg = load_deploy_config(path)
     r, w = got["chosen"].split("+")
     formats = {k: dataclasses.replace(f, radix=r, weight_fit=w) if k == "pot" else f for k, f in cfg.formats.items()}

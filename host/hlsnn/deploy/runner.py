@@ -353,6 +353,11 @@ class Deployment:
     #: ``hlsnn compile``): how a shift format's ``auto`` fields score a candidate (:mod:`hlsnn.deploy.shift_auto`)
     task = None
 
+    #: the calibration images' integer labels where the caller has them (``hlsnn deploy``, ``hlsnn
+    #: compile``: the data set's ``y_train``): a classifier's shift ``auto`` fields are chosen by
+    #: them first (:mod:`hlsnn.deploy.shift_auto`)
+    cal_labels = None
+
     def _calibrate_once(self, x_cal):
         from . import calibrate as netcal
         shift_netfit.prepare(self, x_cal)    # weight_fit: network's float inputs (one float pass)

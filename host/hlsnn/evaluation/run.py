@@ -106,6 +106,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                                  rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic",
                                  host_bits=bits, update=upd[0], update_by=upd[1], update_percent=upd[2])
                 dep.task = task                      # how a shift format's auto fields are scored (deploy.shift_auto)
+                dep.cal_labels = cal_labels(ds, len(x_cal), task)
                 t_cal = dep.calibrate(x_cal)
                 imported = qimport.for_assignment(qmap, dep, recalibrate) if qmap else None
                 cnet = None
@@ -255,3 +256,13 @@ def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
         return {"end_to_end": None, "end_to_end_note": str(exc).splitlines()[0]}
     keys = ("board", "path", "kernel_starts", "kernel_us", "host_us", "end_to_end_us")
     return {"end_to_end": {k: (round(res[k], 3) if isinstance(res[k], float) else res[k]) for k in keys}}
+
+
+def cal_labels(ds, n, task):
+    """The labels of the ``n`` calibration images (``ds.y_train[:n]``) for a classifier whose data
+    set has integer ones, else None (:attr:`hlsnn.deploy.runner.Deployment.cal_labels`)."""
+    y = getattr(ds, "y_train", None)
+    if task != "classification" or y is None or len(y) < n:
+        return None
+    y = np.asarray(y[:n])
+    return y if y.ndim == 1 and np.issubdtype(y.dtype, np.integer) else None
