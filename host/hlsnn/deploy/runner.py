@@ -262,7 +262,8 @@ class Deployment:
             elif layer.kind == "host" and k < last and gatecodes.operand_bits(self, layer, env, BfpExec):   # 10c
                 env[layer.output] = Act(*gatecodes.run(self, layer, ins, gatecodes.operand_bits(
                     self, layer, env, BfpExec), calibrate, BfpExec))
-            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs):   # a table on integers
+            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs,
+                                                                             np.ndim(ins[0].values)):   # a table on integers (9, 9ch)
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding,
                                                           self._table_radix(layer, ins[0], calibrate)))
             elif layer.kind == "host":
