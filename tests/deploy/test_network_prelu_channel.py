@@ -123,3 +123,20 @@ def test_one_network_program_with_the_layer_paths_bits(compiled, fmt):
 @pytest.mark.parametrize("fmt", ["twohot", pytest.param("fixed8", marks=pytest.mark.slow)])
 def test_one_kernel_start_on_csim_and_the_board(compiled, fmt):
     check_kernel_run(compiled[fmt], fmt, _x(), board=True)
+
+
+def test_a_model_compiled_before_rule_9ch_says_so_and_how_to_recompile(compiled, tmp_path):
+    """A revision-3 program (before rule 9ch: no ``table`` radix on a per-channel PRelu) now needs
+    it in the layer path: the load names the older hlsnn and the command to recompile."""
+    from hlsnn.errors import InputError
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(str(compiled["fixed8"]))[:2]
+    assert prog["revision"] >= 4
+    for j in prog["layers"]:
+        j.pop("table", None)
+    prog["revision"] = 3
+    artifact.write(tmp_path / "old.hlsnn", prog, arrays)
+    with pytest.raises(InputError) as e:
+        hlsnn.load(tmp_path / "old.hlsnn", "emu", network=False)(_x())
+    msg = str(e.value)
+    assert "older hlsnn" in msg and "revision 3" in msg and "rule 9ch" in msg and "hlsnn compile" in msg

@@ -85,8 +85,8 @@ def _no_radix(dep, layer, k):
     """Rule 10c's refusal of operand ``k`` of ``layer`` without a calibrated radix (and why, for an
     artifact older than ``gate_in``)."""
     from .programrev import older
-    why = older(getattr(dep, "origin", None), "gate_in of an Add, GlobalAveragePool or AveragePool"
-                if _is_sum_or_pool(layer) else "gate_in")
+    why = older(getattr(dep, "origin", None), "gate_in of an AveragePool" if layer.op == "AveragePool" else
+                "gate_in of an Add or GlobalAveragePool" if _is_sum_or_pool(layer) else "gate_in")
     return (f"layer {layer.name}: no calibrated code radix for its operand {layer.inputs[k]} "
             f"(rule 10c)" + (f": {why}" if why else ""))
 

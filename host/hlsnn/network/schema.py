@@ -309,8 +309,8 @@ def _host(w, j, in_shapes, arrays):
         if op not in ("Mul", "Add") + pools or not isinstance(fs, list) or \
                 len(fs) != 2 or all(f is None for f in fs) or (op in pools and fs[1] is not None):
             _fail(w, f"gate_in.f_in = {fs!r}: a Mul's or Add's [F or null, F or null], one radix at least; a "
-                     f"channel ReduceAxes', GlobalAveragePool's or AveragePool's [F, null] (hlsnn.engines.network "
-                     f"rules 4c, 10d)")
+                     f"channel ReduceAxes' or GlobalAveragePool's [F, null], an AveragePool's too "
+                     f"(hlsnn.engines.network rules 4c, 10d)")
         for k, f in enumerate(fs):
             if f is not None:
                 _int(f"{w}: gate_in.f_in[{k}]", f, -MAX_RADIX, MAX_RADIX)

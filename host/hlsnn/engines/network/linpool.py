@@ -176,7 +176,6 @@ def half_pixel_factors(mats):
 def lower_half_pixel(j, fs, shape, src, st, state, shapes, ops, op_cls):
     """Rule 12b's first two ops (the nearest upsample by ``fs``, the edge pad by ``f/2``)
     appended to ``ops``; returns the padded map's name and rule 11's fields for the window."""
-    from .move import PAD_MODES  # noqa: F401  (the pad op is move rule 14's)
     c, h, w = _chw(shape)
     fy, fx = fs
     mid = j["output"] + "_up"
