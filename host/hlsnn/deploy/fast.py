@@ -301,7 +301,8 @@ class FastNet:
             elif op.kind in ("lut", "gate"):     # rules 9, 10 in numpy on the NHWC maps (the same integers)
                 from ..engines.network import gate as netgate
                 if op.kind == "lut":
-                    a = np.asarray(op.f["table"], np.int32)[src[0] - f["lo"]]
+                    t = np.asarray(op.f["table"], np.int32)
+                    a = t[np.arange(t.shape[0]), src[0] - f["lo"]] if t.ndim == 2 else t[src[0] - f["lo"]]   # 9ch: C last
                 else:
                     g = env[self._src(op.ins[1])][0]
                     g = g if f.get("same") else g.reshape(src[0].shape[:3] + (1,)) if f.get("pix") else \

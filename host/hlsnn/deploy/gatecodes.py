@@ -33,11 +33,11 @@ def _is_channel_reduce(p):
 
 
 def _is_sum_or_pool(p):
-    """A residual ``Add`` of two tensors or a ``GlobalAveragePool`` (rule 10d of
+    """A residual ``Add`` of two tensors, a ``GlobalAveragePool`` or an ``AveragePool`` (rule 10d of
     :mod:`hlsnn.engines.network.gatein`): of a gate's product it takes rule 10c's codes on the
     integer engines (a GLU block's ``x + a * sigmoid(b)``, a gated map's global pool)."""
     return p is not None and p.kind == "host" and (p.op == "Add" and len(p.inputs) == 2 or
-                                                   p.op == "GlobalAveragePool")
+                                                   p.op in ("GlobalAveragePool", "AveragePool"))
 
 
 def bfp_bits(dep, bfp_cls):
@@ -85,8 +85,8 @@ def _no_radix(dep, layer, k):
     """Rule 10c's refusal of operand ``k`` of ``layer`` without a calibrated radix (and why, for an
     artifact older than ``gate_in``)."""
     from .programrev import older
-    why = older(getattr(dep, "origin", None), "gate_in of an Add or GlobalAveragePool"
-                if _is_sum_or_pool(layer) else "gate_in")
+    why = older(getattr(dep, "origin", None), "gate_in of an AveragePool" if layer.op == "AveragePool" else
+                "gate_in of an Add or GlobalAveragePool" if _is_sum_or_pool(layer) else "gate_in")
     return (f"layer {layer.name}: no calibrated code radix for its operand {layer.inputs[k]} "
             f"(rule 10c)" + (f": {why}" if why else ""))
 

@@ -615,6 +615,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     layers = _rows_as_maps(layers, output)
     from .unaryfuse import fuse
     layers = fuse(layers, output)                # x * g(x) chains as one unary op (GELU at opset 17)
+    from .actup import rewrite as act_before_upsample
+    layers = act_before_upsample(layers, output)  # act(up(x)) as up(act(x)): the act where a rule reads it
     if output not in produced and output != graph_inputs[0].name:
         raise InputError(f"{path}: cannot trace the graph output {output!r} to a layer")
     input_shape = _dims(graph_inputs[0])

@@ -80,7 +80,8 @@ as codes at a calibrated radix, :mod:`hlsnn.engines.network.gatein`; 10m, a max 
 :mod:`hlsnn.engines.network.gate`'s, rules 11 (an ``AveragePool`` of ``2**p`` taps: the
 window's exact sum, requantized as rule 4 requantizes) and 12 (a bilinear ``Resize`` by 2 with
 ``half_pixel``: an edge upsample, then rule 11 with the weights ``[1, 2, 1] / 4`` per axis)
-:mod:`hlsnn.engines.network.linpool`'s. A mean over a pixel count that is not a
+:mod:`hlsnn.engines.network.linpool`'s (12b: bilinear by 4 or 8, a nearest upsample, an edge pad and
+a ``[1, 2, ..., 2, 1] / 2f`` window). A mean over a pixel count that is not a
 power of two (say, a 7x7 global pool) has no exact float value, but the layer path rounds it
 as the exact quotient: on the integer engines it is rule 13 (:mod:`hlsnn.engines.network.mean`:
 the exact sum divided by a constant reciprocal, then rule 4's requantization with ``K``

@@ -10,12 +10,14 @@ says so, with what to do, instead of the rule's own message."""
 from __future__ import annotations
 
 #: the revision this hlsnn writes
-REVISION = 3
+REVISION = 4
 #: revision -> the optional fields it added: ``{field: what it holds}``
 ADDED = {
     2: {"gate_in": "rule 10c's code radix of a gate's operand that is itself a gate's product"},
     3: {"gate_in of an Add or GlobalAveragePool": "rule 10d's code radix of a residual Add's or a global pool's "
                                                   "operand that is a gate's product"},
+    4: {"gate_in of an AveragePool": "rule 10d's code radix of an average pool's operand that is a gate's product",
+        "table of a PRelu per channel": "rule 9ch's calibrated output radix of a PRelu with one slope per channel"},
 }
 
 

@@ -262,7 +262,8 @@ class Deployment:
             elif layer.kind == "host" and k < last and gatecodes.operand_bits(self, layer, env, BfpExec):   # 10c
                 env[layer.output] = Act(*gatecodes.run(self, layer, ins, gatecodes.operand_bits(
                     self, layer, env, BfpExec), calibrate, BfpExec))
-            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs):   # a table on integers
+            elif layer.kind == "host" and k < last and netgate.applies(layer.op, ins[0].fmt, layer.attrs,
+                                                                             np.ndim(ins[0].values)):   # a table on integers (9, 9ch)
                 env[layer.output] = Act(*netgate.host_run(layer, ins[0], self.rounding,
                                                           self._table_radix(layer, ins[0], calibrate)))
             elif layer.kind == "host":
@@ -290,7 +291,11 @@ class Deployment:
         radix = self.__dict__.setdefault("table_radix", {})
         if calibrate or self.dynamic or layer.name not in radix:
             if not calibrate and not self.dynamic:
-                raise InputError(f"layer {layer.name}: no calibrated output radix for its table (rule 9)")
+                from .programrev import older
+                why = older(getattr(self, "origin", None), "table of a PRelu per channel") \
+                    if not netgate.is_table(layer.op, layer.attrs) else None
+                raise InputError(f"layer {layer.name}: no calibrated output radix for its table (rule 9)"
+                                 + (f": {why}" if why else ""))
             from .quant import host_radix           # DETERMINE on the op's float64 values: the next layer's radix before
             radix[layer.name] = int(host_radix(hostops.run(layer, [act.values]), int(act.fmt[1]), True,
                                                self.overflow_ratio))

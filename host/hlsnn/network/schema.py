@@ -305,11 +305,12 @@ def _host(w, j, in_shapes, arrays):
              -MAX_RADIX, MAX_RADIX)
     if "gate_in" in j:                  # rule 10c's code radix per operand (hlsnn.engines.network.gatein)
         fs = _key(_dict(f"{w}: gate_in", j["gate_in"]), "f_in", f"{w}: gate_in")
-        if op not in ("Mul", "ReduceAxes", "Add", "GlobalAveragePool") or not isinstance(fs, list) or \
-                len(fs) != 2 or all(f is None for f in fs) or \
-                (op in ("ReduceAxes", "GlobalAveragePool") and fs[1] is not None):
+        pools = ("ReduceAxes", "GlobalAveragePool", "AveragePool")
+        if op not in ("Mul", "Add") + pools or not isinstance(fs, list) or \
+                len(fs) != 2 or all(f is None for f in fs) or (op in pools and fs[1] is not None):
             _fail(w, f"gate_in.f_in = {fs!r}: a Mul's or Add's [F or null, F or null], one radix at least; a "
-                     f"channel ReduceAxes' or GlobalAveragePool's [F, null] (hlsnn.engines.network rules 4c, 10d)")
+                     f"channel ReduceAxes' or GlobalAveragePool's [F, null], an AveragePool's too "
+                     f"(hlsnn.engines.network rules 4c, 10d)")
         for k, f in enumerate(fs):
             if f is not None:
                 _int(f"{w}: gate_in.f_in[{k}]", f, -MAX_RADIX, MAX_RADIX)

@@ -23,6 +23,16 @@ integers at radix ``F``, value ``q * 2**-F``):
    :mod:`hlsnn.deploy.unaryfuse`'s ``UnaryChain``: ``x * g(x)`` as one op), rationals
    exact and transcendental values rounded only where a certified interval decides. The table
    is the rule: a kernel holds it as a ROM of ``2**b`` entries.
+9ch. **a table per channel** (``PRelu`` whose slope, broadcast as ONNX broadcasts it, varies along
+   the channel axis only: ``nn.PReLU(C)`` after a conv, slope ``(C, 1, 1)``, or after a
+   ``Linear``, ``(C,)``; :func:`channel_consts`): ``C`` tables of rule 9, row ``c`` with
+   channel ``c``'s slope taken exactly, all at one calibrated ``F_o`` (DETERMINE on the op's
+   float64 values, as rule 9), ``y[c, ...] = T[c, q[c, ...] - lo]``; the layer path runs the same
+   (:func:`host_run`). The kernels (``shift_mac``, ``sparse_cluster``) keep one ROM copy per
+   bank, bank ``j`` holding channel ``k pc + j``'s table for block ``k`` one after the other
+   (:func:`lut_rom` with ``pc``); their Lut loop adds ``step_chan = 2**b`` words to its read
+   offset at each block's end (rendered only for a program with such a table). BFP pairs
+   (``bfp_systolic``) have no such rule: refused by name, layer by layer.
 10. **gate** (``Mul`` of a ``C x H x W`` map ``qa`` at ``Fa`` by a ``C``-vector ``qg`` at ``Fg``,
     the vector broadcast over the pixels): ``p = qa[c, y, x] * qg[c]`` exact (int64, radix
     ``Fa + Fg``), then requantized to the consuming engine layer's calibrated input radix
@@ -119,16 +129,49 @@ def table(op, attrs, fmt, rounding, out_bits=None, f_out=None):
     return _table(k, f_in, bits, signed, rounding, int(out_bits or bits), None if f_out is None else int(f_out))
 
 
+#: the ops with a table per channel (rule 9ch) and the attribute holding their constant
+CHANNEL = {"PRelu": "slope"}
+
+
+def channel_consts(op, attrs, ndim):
+    """Rule 9ch: the per-channel constants (a float64 vector of ``C``) of host ``op`` with
+    ``attrs`` on an input of rank ``ndim`` (the batch first) when its constant, broadcast as
+    ONNX broadcasts it (aligned to the last axis), varies along the channel axis (axis 1) only
+    and is not one scalar (which is rule 9's one table); else None."""
+    if op not in CHANNEL or ndim is None or ndim < 2:
+        return None
+    v = np.asarray((attrs or {}).get(CHANNEL[op]), np.float64)
+    if v.size <= 1 or v.ndim > ndim or not np.isfinite(v).all():
+        return None
+    shape = (1,) * (ndim - v.ndim) + v.shape
+    if shape[0] != 1 or any(d != 1 for d in shape[2:]):
+        return None
+    return v.reshape(-1)
+
+
+def channel_table(op, attrs, consts, fmt, rounding, f_out):
+    """Rule 9ch: ``(F_o, T)`` with ``T`` of shape ``(C, 2**b)``: row ``c`` is rule 9's table of
+    ``op`` with its scalar constant ``consts[c]`` (each an exact function of one value, as
+    :func:`table`), all at the one calibrated radix ``f_out``, each entry saturated to the
+    ``b`` bits. Channel ``c``'s code ``q`` maps to ``T[c, q - lo]``."""
+    if f_out is None:
+        raise ValueError(f"a table per channel of {op} needs a calibrated output radix")
+    rows = [table(op, dict(attrs, **{CHANNEL[op]: float(k)}), fmt, rounding, f_out=f_out)[1] for k in consts]
+    return int(f_out), np.stack(rows)
+
+
 def is_table(op, attrs):
     """Host ``op`` with ``attrs`` has a table rule (:func:`hlsnn.engines.network.tables.key`)."""
     from . import tables
     return op in UNARY and tables.key(op, attrs) is not None
 
 
-def applies(op, fmt, attrs=None):
-    """The layer path runs rule 9 for host ``op`` (its ``attrs``) on an input of format ``fmt``
-    (when an engine layer follows it: :meth:`hlsnn.deploy.runner.Deployment.run`)."""
-    return is_table(op, attrs) and fmt is not None and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
+def applies(op, fmt, attrs=None, ndim=None):
+    """The layer path runs rule 9 (or 9ch, a table per channel, given the input's rank
+    ``ndim``) for host ``op`` (its ``attrs``) on an input of format ``fmt`` (when an engine
+    layer follows it: :meth:`hlsnn.deploy.runner.Deployment.run`)."""
+    return (is_table(op, attrs) or channel_consts(op, attrs, ndim) is not None) and fmt is not None \
+        and 2 <= int(fmt[1]) <= MAX_TABLE_BITS
 
 
 def host_run(layer, act, rounding, f_out=None):
@@ -137,16 +180,26 @@ def host_run(layer, act, rounding, f_out=None):
     (exact), format ``(F_o, b, True)`` (``F_o`` = ``f_out``, calibrated, where given:
     ``Deployment._table_radix`` of :mod:`hlsnn.deploy.runner`)."""
     f, bits, signed = act.fmt
-    f_o, t = table(layer.op, layer.attrs, act.fmt, rounding, f_out=f_out)
     lo = -(1 << (bits - 1)) if signed else 0
     q = act.ints()
+    consts = None if is_table(layer.op, layer.attrs) else channel_consts(layer.op, layer.attrs, q.ndim)
+    if consts is not None:                       # rule 9ch: channel c's row
+        f_o, t = channel_table(layer.op, layer.attrs, consts, act.fmt, rounding, f_out)
+        c = np.arange(q.shape[1]).reshape((1, -1) + (1,) * (q.ndim - 2))
+        return np.ldexp(t[c, q - lo].astype(np.float64), -f_o), (f_o, bits, True)
+    f_o, t = table(layer.op, layer.attrs, act.fmt, rounding, f_out=f_out)
     return np.ldexp(t[q - lo].astype(np.float64), -f_o), (f_o, bits, True)
 
 
 def lut_ints(x, f):
-    """Rule 9 on integers ``x`` (any shape): ``T[x - lo]``."""
+    """Rule 9 on integers ``x`` (any shape): ``T[x - lo]``; rule 9ch (``T`` of ``C`` rows, ``x``
+    a batch of ``C x HW`` maps): ``T[c, x - lo]``."""
     t = np.asarray(f["table"], np.int64)
-    return t[np.asarray(x, np.int64) - f["lo"]]
+    x = np.asarray(x, np.int64)
+    if t.ndim == 2:
+        xs = x.reshape(x.shape[0], f["c"], -1)
+        return t[np.arange(f["c"])[None, :, None], xs - f["lo"]].reshape(x.shape)
+    return t[x - f["lo"]]
 
 
 def gate_ints(a, g, f, bits):
@@ -162,9 +215,13 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
     """Lower host layer ``j`` if it is a table op (rule 9) or a gate ``Mul`` (rule 10, pending
     until its engine consumer: state ``("gate", {...})``); True if it was."""
     op = j["op"]
+    consts = None
     if op in UNARY and not is_table(op, j.get("attrs", {})):
-        from .tables import why_not
-        raise why(j, why_not(op, j.get("attrs", {})))
+        consts = channel_consts(op, j.get("attrs", {}), 1 + len(shapes.get(j["inputs"][0], ())))
+        if consts is None:
+            from .tables import why_not
+            raise why(j, why_not(op, j.get("attrs", {})) + "; a table per channel (rule 9ch) takes a PRelu "
+                         "whose slope varies along the channels only")
     if op in UNARY:
         st = state.get(j["inputs"][0])
         if st is None or st[0] != "q":
@@ -174,10 +231,18 @@ def lower_host(j, state, shapes, ops, bits, rounding, why, op_cls):
             raise why(j, f"a table activation of {bits}-bit codes: a table takes codes of 2..{MAX_TABLE_BITS} bits "
                          f"(the layer path computes it in float64)")
         src = j["inputs"][0]
-        f_o, t = table(op, j.get("attrs", {}), (st[1], bits, True), rounding,
-                       f_out=(j.get("table") or {}).get("f_out"))
         from .program import _chw
         c, h, w = _chw(shapes[src])
+        if consts is not None:                  # rule 9ch: a table per channel
+            if len(consts) != c:
+                raise why(j, f"{len(consts)} slopes for {c} channels")
+            f_out = (j.get("table") or {}).get("f_out")
+            if f_out is None:
+                raise why(j, "a table per channel without its calibrated output radix (recompile the model)")
+            f_o, t = channel_table(op, j.get("attrs", {}), consts, (st[1], bits, True), rounding, f_out)
+        else:
+            f_o, t = table(op, j.get("attrs", {}), (st[1], bits, True), rounding,
+                           f_out=(j.get("table") or {}).get("f_out"))
         ops.append(op_cls("lut", j["name"], [src], j["output"],
                           dict(c=c, hw=h * w, lo=-(1 << (bits - 1)), table=t, f_in=int(st[1]), f_out=int(f_o), fn=op)))
         state[j["output"]], shapes[j["output"]] = ("q", int(f_o)), shapes[src]
@@ -237,10 +302,12 @@ def check_op(op, ints, bad):
                 raise bad(op, f"a Clip bound {hk}: (h, k) with 0 < h < 2**25, -512 <= k <= 511")
             return
         t = np.asarray(f.get("table", ()))
-        if t.ndim != 1 or t.size < 4 or t.size > 1 << MAX_TABLE_BITS or t.size & (t.size - 1) \
-                or f.get("lo") != -(t.size // 2):
-            raise bad(op, f"a table of {t.size} entries from code {f.get('lo')}: 2**b entries (b 2..12) from "
-                          f"-2**(b-1)")
+        if t.ndim == 2 and t.shape[0] != f["c"]:
+            raise bad(op, f"{t.shape[0]} tables for {f['c']} channels (rule 9ch: one a channel)")
+        n = t.shape[-1] if t.ndim in (1, 2) else 0
+        if t.ndim not in (1, 2) or n < 4 or n > 1 << MAX_TABLE_BITS or n & (n - 1) or f.get("lo") != -(n // 2):
+            raise bad(op, f"a table of {n} entries from code {f.get('lo')}: 2**b entries (b 2..12) from "
+                          f"-2**(b-1), one table or one a channel")
         return
     ints(op, f, ("c", "hw"), 1, 1 << 26)
     ints(op, f, ("shift",), -62, 62)
@@ -263,19 +330,44 @@ def run(op, get, b, bits):
     return gate_ints(a, g, f, bits)
 
 
-def lut_rom(net, bits=8):
+def lut_rom(net, bits=8, pc=None):
     """The network kernels' table ROM ``kLut``: every lut op's ``2**bits`` codes one after the
-    other (int64; one zero table when there is none), each op's first word in its field ``rom``."""
+    other (int64; one zero table when there is none), each op's first word in its field ``rom``.
+    With ``pc`` (the channel banks): ``(pc, words)``, bank ``j``'s copy, where a table per
+    channel (rule 9ch) holds, for each block ``k`` of ``pc`` channels, channel ``k pc + j``'s
+    table (zeros past the last channel), and the op's field ``rstep`` is ``2**bits`` (0 for one
+    table): the Lut loop reads bank ``j`` at ``rom + k rstep + q - lo``."""
+    from ...errors import InputError
     parts = []
     for op in net.ops:
         if op.kind == "lut":
             t = np.asarray(op.f["table"], np.int64)
-            if t.size != 1 << bits:
-                from ...errors import InputError
-                raise InputError(f"network kernel: {op.name}: a table of {t.size} codes for {bits}-bit activations")
-            op.f["rom"] = sum(p.size for p in parts)
-            parts.append(t)
-    return np.concatenate(parts) if parts else np.zeros(1 << bits, np.int64)
+            if t.shape[-1] != 1 << bits:
+                raise InputError(f"network kernel: {op.name}: a table of {t.shape[-1]} codes for {bits}-bit "
+                                 f"activations")
+            op.f["rom"] = sum(p.shape[-1] for p in parts)
+            op.f["rstep"] = 0
+            if t.ndim == 2:
+                if pc is None:
+                    raise InputError(f"network kernel: {op.name}: a table per channel (rule 9ch) in a kernel "
+                                     f"without its per-bank tables")
+                nb = -(-t.shape[0] // pc)
+                tp = np.zeros((nb * pc, t.shape[1]), np.int64)
+                tp[:t.shape[0]] = t
+                op.f["rstep"] = 1 << bits
+                parts.append(tp.reshape(nb, pc, -1).transpose(1, 0, 2).reshape(pc, -1))
+            else:
+                parts.append(t if pc is None else np.tile(t, (pc, 1)))
+    if not parts:
+        z = np.zeros(1 << bits, np.int64)
+        return z if pc is None else np.tile(z, (pc, 1))
+    return np.concatenate(parts, axis=-1)
+
+
+def channel_luts(net):
+    """The program has a table per channel (rule 9ch: the kernels render the Lut loop's block
+    counter and a ROM copy per bank)."""
+    return any(op.kind == "lut" and np.ndim(op.f.get("table", ())) == 2 for op in net.ops)
 
 
 def gate_descriptor(op, f, d, place, name, pc, bits=8):
@@ -290,7 +382,7 @@ def gate_descriptor(op, f, d, place, name, pc, bits=8):
         src = place[name(op.ins[0])][0]
         if src is None:
             raise InputError(f"network kernel: {op.name}: its input is not in an activation buffer")
-        d.update(src=src, hw=f["hw"], woff=f["rom"], n_iter=n_iter)
+        d.update(src=src, hw=f["hw"], woff=f["rom"], step_chan=f.get("rstep", 0), n_iter=n_iter)
         return 0
     a, g = (name(t) for t in op.ins)                 # the map and the vector (netgate.lower_host)
     main, short = f.get("main"), f.get("short")

@@ -29,7 +29,9 @@ gate. So both paths give the same bits, and every kernel runs it with the loops 
 
 **Rule 10d** (integer engines): a residual ``Add`` one of whose operands is a gate's product (a
 GLU block's ``x + a * sigmoid(b)``), or a ``GlobalAveragePool`` of one, takes that operand as
-rule 10c's codes at its calibrated ``F_g`` too (field ``gate_in``, ``[F_g, None]`` for the pool):
+rule 10c's codes at its calibrated ``F_g`` too (field ``gate_in``, ``[F_g, None]`` for the pool; an
+``AveragePool`` of one too, h_dw_mult2's ``avg_pool(x * s)``, h_dw_prelu's ``AdaptiveAvgPool2d(2)`` of
+``x * se(x)``: then :mod:`.linpool`'s rule 11, 11u or 13 on the codes):
 the layer path adds (pools) the codes' exact values, and the network modes materialize the gate
 at ``F_g`` (rule 10's requantization, the gate loop) and run rule 4's Add (or global pool) on
 integers, as for any two fabric tensors. The kernels need no new loop.
@@ -89,7 +91,7 @@ def lower_pending(j, w, steps, why, op_cls):
     """Rule 10d: host layer ``j`` (an ``Add`` or ``GlobalAveragePool`` with ``gate_in``) with its
     gate operands as codes (:func:`lower_operands`), its field ``gate_in`` taken; ``j`` itself
     otherwise (a ``Mul``'s rule 10c and a channel reduce's rule 4c take theirs where they run)."""
-    if "gate_in" not in j or j["op"] not in ("Add", "GlobalAveragePool") or steps.bits is None:
+    if "gate_in" not in j or j["op"] not in ("Add", "GlobalAveragePool", "AveragePool") or steps.bits is None:
         return j
     return {k: v for k, v in lower_operands(j, w, steps, why, op_cls).items() if k != "gate_in"}
 

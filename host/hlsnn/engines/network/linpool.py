@@ -40,6 +40,21 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
     ``align_corners`` (weights of ``1/3``, ...) is :mod:`.cornerresize`'s rule 14 (an upsample
     by ``d`` and a ``d x d`` box, rule 13's mean); other weights are refused by name.
 
+12b. **bilinear x4, x8** (``half_pixel`` by a power of two ``f`` on an axis, ``2 <= f <=
+    MAX_HALF_PIXEL``; every axis 1, 2, 4 or 8, not all of them 1 or 2, which is rule 12): along
+    such an axis ``y[f i + r]`` is ``x[i-1]`` and ``x[i]`` weighted ``(f - 2r - 1) / 2f`` and
+    ``(f + 2r + 1) / 2f`` (``r < f/2``; ``x[i]`` and ``x[i+1]`` by ``(3f - 2r - 1) / 2f`` and
+    ``(2r + 1 - f) / 2f`` for ``r >= f/2``), the neighbours clamped at the borders
+    (:func:`half_pixel`; x4: eighths ``3/8, 5/8``, ``1/8, 7/8``). That is the nearest upsample
+    ``u[k] = x[k // f]`` (rule 6), padded by ``f/2`` pixels of its edge on each side (``edge``
+    pad, :mod:`.move` rule 14), then rule 11 with an ``(f + 1)``-tap window per axis, stride 1,
+    the weights ``[1, 2, ..., 2, 1] / 2f`` (tap shifts ``t = 0, 1, ..., 1, 0``: mask ``2**f -
+    2``; ``p = 1 + log2 f`` per axis): the window at output ``k`` covers ``u[k - f/2 .. k +
+    f/2]``, of which ``f/2 - r`` taps (the first at weight 1) are in block ``i - 1`` for ``r <
+    f/2``: ``(2 (f/2 - r) - 1) / 2f``, the weight above (and symmetrically). Every value is a
+    sum of dyadic products as in rule 12, so the layer path's float64 resize is exact and its
+    consumer's ``to_fixed`` is rule 11's requantization.
+
 11g. **a window over the whole map** (an ``AveragePool`` whose ``kh x kw`` kernel is the map's
     ``H x W``, no padding: TC-ResNet's ``F.avg_pool2d(h, h.shape[2:])`` on a ``C x 1 x W`` map)
     of a pending residual ``Add`` (and its ``Relu``) is that Add's global pool, rule 4 of
@@ -64,6 +79,8 @@ from .mean import count_fields
 KINDS = ("avgpool",)
 #: the tap shift mask of a bilinear axis: the middle tap's weight 2
 MID = 0b010
+#: the largest factor of rule 12b (a 9-tap window, ``p = 4`` per axis)
+MAX_HALF_PIXEL = 8
 
 
 def _chw(shape):
@@ -123,6 +140,62 @@ def half_pixel_x2(n):
     return m
 
 
+def half_pixel(n, f):
+    """ONNX's (``f n``, ``n``) linear weights along an axis scaled by ``f`` with ``half_pixel``
+    (torch's ``align_corners=False``), from the definition: output ``o`` at ``x = (o + 1/2) / f
+    - 1/2`` clamped to ``[0, n - 1]``, weights ``1 - frac(x)`` and ``frac(x)`` on ``floor(x)``
+    and the next pixel (exact: dyadic for a power-of-two ``f``)."""
+    from fractions import Fraction
+    m = np.zeros((f * n, n))
+    for o in range(f * n):
+        x = min(max(Fraction(2 * o + 1, 2 * f) - Fraction(1, 2), Fraction(0)), Fraction(n - 1))
+        i0 = int(x)
+        m[o, i0] += float(1 - (x - i0))
+        if x > i0:
+            m[o, i0 + 1] += float(x - i0)
+    return m
+
+
+def half_pixel_factors(mats):
+    """Rule 12b's per-axis factors of ``mats`` (each 1 or a power of two up to
+    :data:`MAX_HALF_PIXEL` whose weights are :func:`half_pixel`'s), or None."""
+    out = []
+    for m in mats:
+        n_out, n_in = m.shape
+        f = n_out // n_in
+        if n_out == n_in and np.array_equal(m, np.eye(n_in)):
+            out.append(1)
+        elif n_out == f * n_in and 2 <= f <= MAX_HALF_PIXEL and not f & (f - 1) \
+                and np.array_equal(m, half_pixel(n_in, f)):
+            out.append(f)
+        else:
+            return None
+    return tuple(out)
+
+
+def lower_half_pixel(j, fs, shape, src, st, state, shapes, ops, op_cls):
+    """Rule 12b's first two ops (the nearest upsample by ``fs``, the edge pad by ``f/2``)
+    appended to ``ops``; returns the padded map's name and rule 11's fields for the window."""
+    c, h, w = _chw(shape)
+    fy, fx = fs
+    mid = j["output"] + "_up"
+    ops.append(op_cls("upsample", j["name"] + "/up", [src], mid, dict(c=c, h=h, w=w, fh=fy, fw=fx, oh=h * fy,
+                                                                        ow=w * fx)))
+    state[mid], shapes[mid] = st, (c, h * fy, w * fx)
+    ty, tx = fy // 2, fx // 2
+    pad = j["output"] + "_edge"
+    ops.append(op_cls("pad", j["name"] + "/edge", [mid], pad,
+                      dict(c=c, h=h * fy, w=w * fx, oh=h * fy + 2 * ty, ow=w * fx + 2 * tx, pads=(ty, tx, ty, tx),
+                           mode="edge")))
+    state[pad], shapes[pad] = st, (c, h * fy + 2 * ty, w * fx + 2 * tx)
+
+    def axis(f):
+        return (f + 1, (1 << f) - 2, 1 + f.bit_length() - 1) if f > 1 else (1, 0, 0)
+    (kh, my, py), (kw, mx, px) = axis(fy), axis(fx)
+    return pad, dict(c=c, h=h * fy + 2 * ty, w=w * fx + 2 * tx, oh=h * fy, ow=w * fx, kh=kh, kw=kw, sh=1, sw=1,
+                     pads=(0, 0, 0, 0), my=my, mx=mx, p=py + px)
+
+
 def resize_mats(j, why):
     """The (2, ) per-axis weight matrices of a ``ResizeLinear`` host layer ``j`` (a 1-D resize's
     second axis of scale 1)."""
@@ -172,6 +245,9 @@ def lower_host(j, state, shapes, ops, bits, why, op_cls):
         raise why(j, f"an {op} of an integer tensor computed on the fabric (not of a pending Add, pool or concat)")
     if op == "AveragePool":
         f = _pool_fields(j, shapes[src], why)
+    elif not is_x2(resize_mats(j, why)) and half_pixel_factors(resize_mats(j, why)) is not None:   # rule 12b
+        src, f = lower_half_pixel(j, half_pixel_factors(resize_mats(j, why)), shapes[src], src, st, state, shapes,
+                                  ops, op_cls)
     elif not is_x2(resize_mats(j, why)):            # rule 14 (.cornerresize): align_corners and other boxes
         from .cornerresize import lower as box_lower
         src, f = box_lower(j, resize_mats(j, why), _chw(shapes[src]), src, st, shapes, state, ops, why, op_cls)
@@ -271,11 +347,13 @@ def run(op, get, b, bits):
 def check_op(op, ints, bad):
     """:func:`hlsnn.deploy.program.check_ops` for rule 11's op (its window as a maxpool's)."""
     f = op.f
-    ints(op, f, ("my", "mx"), 0, 7)
+    ints(op, f, ("my", "mx"), 0, (1 << MAX_HALF_PIXEL) - 2)
     ints(op, f, ("p",), 0, 8)
     ints(op, f, ("shift",), -62, 62)
-    if f["kh"] > 3 and f["my"] or f["kw"] > 3 and f["mx"]:
-        raise bad(op, "tap shifts on a window of more than 3 taps")
+    for k, m in ((f["kh"], f["my"]), (f["kw"], f["mx"])):
+        if m and m != (1 << (k - 1)) - 2:
+            raise bad(op, f"tap shifts {m:#b} on a window of {k} taps: none, or weight 2 on every tap but the two "
+                          f"ends (rules 12, 12b)")
 
 
 def descriptor(op, f, d, pc):

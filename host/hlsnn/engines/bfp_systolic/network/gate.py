@@ -260,7 +260,8 @@ def lower_host(steps, j, st, w):
         return True
     if op in UNARY and not is_table(op, j.get("attrs", {})):
         from ...network.tables import why_not
-        raise _why(j, why_not(op, j.get("attrs", {})))
+        raise _why(j, why_not(op, j.get("attrs", {})) + "; a table per channel (rule 9ch of "
+                      "hlsnn.engines.network.gate) runs on the integer engines (two-hot, fixed8), not on BFP pairs")
     exact = op in EXACT and not j.get("bfp_table")       # 9c; a HardSwish of a sum or product: 9b (9f)
     if op in UNARY and not exact and st[0] == "add" and j.get("bfp_table"):    # rule 9b of a sum
         base = steps.materialize_add(j, st[1], w)

@@ -55,7 +55,9 @@ def tables(net, pz, pc):
     a_bits = net.input["bits"]
     unfold = unfold_of(net, place, pc)
     from ...network.gate import lut_rom
-    luts = lut_rom(net, a_bits)
+    from ...network.gate import channel_luts
+    lut_banks = lut_rom(net, a_bits, pc) if channel_luts(net) else None   # rule 9ch: a ROM copy per bank
+    luts = lut_rom(net, a_bits) if lut_banks is None else lut_banks[0]
     from ...network.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:
@@ -138,7 +140,7 @@ def tables(net, pz, pc):
                 add_bits=max(add_bits, a_bits + 2, 16), **div_bits(net, max(add_bits, a_bits + 2, 16)),
                 sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
-                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), luts=luts, **io)
+                in_hw=hw(net.shapes[inp]), out_hw=hw(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}), **io)
 
 
 def lanes(p):
@@ -190,6 +192,7 @@ def render(net, out_dir):
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
+               lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
                lut_type="int8_t" if net.input["bits"] <= 8 else "int16_t",
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],

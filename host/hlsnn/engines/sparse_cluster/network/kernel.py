@@ -126,7 +126,9 @@ def tables(net, pz, pc, pm):
     fast_add = bool(sz) and sub >= 2 and all(op.f["hw"] % 2 == 0 for op in net.ops if op.kind == "add") \
         and not wide_sums
     from ...network.gate import lut_rom
-    luts = lut_rom(net, a_bits)
+    from ...network.gate import channel_luts
+    lut_banks = lut_rom(net, a_bits, pc) if channel_luts(net) else None   # rule 9ch: a ROM copy per bank
+    luts = lut_rom(net, a_bits) if lut_banks is None else lut_banks[0]
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
         if op.kind == "conv":
@@ -204,7 +206,7 @@ def tables(net, pz, pc, pm):
                 sum_bits=sum_bits, add_bits=add_bits, **div_bits(net, add_bits),
                 sc_bits=max([a_bits] + list(wide_sums.values())), in_slot=place[inp][0], in_dual=place[inp][1],
                 out_slot=place[out][0], in_elems=_size(net.shapes[inp]), out_elems=_size(net.shapes[out]),
-                in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]), luts=luts)
+                in_hw=hwf(net.shapes[inp]), out_hw=hwf(net.shapes[out]), luts=luts, **({} if lut_banks is None else {"lut_banks": lut_banks}))
 
 
 def _words(a, per_line=8):
@@ -248,6 +250,7 @@ def render(net, out_dir):
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
+               lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
                sc_add=sc_add(net, t["place"]),
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
