@@ -148,11 +148,18 @@ def up4_model(path, seed=41):
 
 @pytest.fixture(scope="module")
 def up4(tmp_path_factory):
+    """``get(fmt)``: :func:`up4_model` compiled in ``fmt`` on first use."""
     from test_network_move import SMALL_FORMATS
     tmp = tmp_path_factory.mktemp("netup4")
-    return compile_each(tmp, "up4", up4_model(tmp / "up4.onnx"),
-                        formats={k: SMALL_FORMATS[k] for k in ("bfp8", "twohot", "fixed8")}, check_samples=2,
-                        calibration_samples=16)
+    model, cache = up4_model(tmp / "up4.onnx"), {}
+    formats = {k: SMALL_FORMATS[k] for k in ("bfp8", "twohot", "fixed8")}
+
+    def get(fmt):
+        if fmt not in cache:
+            cache[fmt] = compile_each(tmp, "up4", model, [fmt], formats=formats, check_samples=2,
+                                      calibration_samples=16)[fmt]
+        return cache[fmt]
+    return get
 
 
 def _x():
@@ -160,13 +167,13 @@ def _x():
     return datasets.load("digits", layout="nchw").x_test[:6]
 
 
-@pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8", pytest.param("bfp8", marks=pytest.mark.slow)])
 def test_bilinear_x4_runs_as_one_network_program_with_the_layer_paths_bits(up4, fmt):
-    net = hlsnn.load(up4[fmt], "emu", network=True)
+    net = hlsnn.load(up4(fmt), "emu", network=True)
     assert net.network is not None
     kinds = [op.kind for op in net.network.ops]
     assert kinds == ["conv", "maxpool", "upsample", "pad", "avgpool", "conv"], kinds
-    np.testing.assert_array_equal(net(_x()), hlsnn.load(up4[fmt], "emu", network=False)(_x()))
+    np.testing.assert_array_equal(net(_x()), hlsnn.load(up4(fmt), "emu", network=False)(_x()))
 
 
 @pytest.mark.csim
@@ -174,4 +181,4 @@ def test_bilinear_x4_runs_as_one_network_program_with_the_layer_paths_bits(up4, 
                                  pytest.param("bfp8", marks=pytest.mark.slow)])
 def test_bilinear_x4_runs_in_one_kernel_start_on_csim_and_the_board(up4, fmt):
     """The pool loop's 5 x 5 window with tap masks 0b01110 (the kernels' C++ unchanged)."""
-    check_kernel_run(up4[fmt], fmt, _x(), board=True)
+    check_kernel_run(up4(fmt), fmt, _x(), board=True)
