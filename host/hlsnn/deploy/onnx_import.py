@@ -79,7 +79,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
+from . import iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -145,6 +145,18 @@ def _fold_constant(node, consts, opset=None):
         return None
     out = np.asarray(out)
     return out.astype(np.float64) if out.dtype.kind == "f" else out
+
+
+def _fold_split(node, consts):
+    """``{output: array}`` of a ``Split`` of a constant, from onnx's reference implementation (its
+    parts hold no more values than the constant), or None when it cannot be evaluated."""
+    try:
+        from onnx.reference import ReferenceEvaluator
+        outs = ReferenceEvaluator(node).run(None, {i: np.asarray(consts[i]) for i in node.input if i})
+    except Exception:  # noqa: BLE001 - left to the normal rules
+        return None
+    return {o: (np.asarray(v).astype(np.float64) if np.asarray(v).dtype.kind == "f" else np.asarray(v))
+            for o, v in zip(node.output, outs) if o}
 
 
 def check_model_path(path):
@@ -266,6 +278,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     model = meanfold.rewrite(model)               # x.mean(-1).mean(-1) as one mean over (H, W)
+    model = iffold.rewrite(model)                 # TorchScript's squeeze(d) of an unproven d: If of a shape test
     fs = None                  # static shapes at batch 1 for attention and shape ops (hlsnn.deploy.samplewise)
     if shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)
@@ -355,6 +368,11 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             folded = _fold_constant(node, consts, list(model.opset_import))   # an initializer-only subgraph
             if folded is not None:
                 consts[node.output[0]] = folded
+                continue
+        if op == "Split" and ins and all(i in consts for i in ins):
+            parts = _fold_split(node, consts)      # a constant's parts (dynamo's MHA in_proj_weight, q != k)
+            if parts is not None:
+                consts.update(parts)
                 continue
         if op == "Cast" and a.get("to") in (1, 11):          # FLOAT, DOUBLE: float64 already
             node = _as_identity(node)

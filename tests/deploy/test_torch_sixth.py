@@ -1,0 +1,219 @@
+"""Issue 52's kinds written a sixth way (``scripts/variant_sixth.py``): the rules its models needed.
+
+* the dynamo exporter under a dynamic batch axis writes ``y.expand_as(x)`` with the target
+  ``Concat(Shape(x, 0, 1), [C], [H], [W])`` (ECA-Net's gate) and the 1-D linear upsampling's blend
+  with a symbolic batch: :mod:`hlsnn.deploy.torchdecomp` now reasons on symbolic dimensions (the
+  ``Expand`` dropped when its target broadcasts within the other operand, the gathers a ``Resize``);
+* onnx's stock reference ``MaxPool`` of an (N, C, L) tensor at stride 1 with pads (InceptionTime's
+  ``nn.MaxPool1d(3, stride=1, padding=1)``) fails with an IndexError: the float reference takes the
+  (k, 1) 2-D pool;
+* ``Split`` of a constant (dynamo's ``nn.MultiheadAttention`` with a query other than the key:
+  ``in_proj_weight`` split in two) is folded;
+* TorchScript's ``squeeze(d)`` of a dimension it cannot prove to be 1 is an ``If`` of a shape test:
+  :mod:`hlsnn.deploy.iffold` takes the branch when the test is the same at batch 1 and 2, and
+  leaves (the importer refuses by name) one that depends on the batch.
+
+References: onnxruntime on the same file.
+"""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
+from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.errors import UnsupportedModelError  # noqa: E402
+
+
+def _ort(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {name: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+
+
+def _save(path, nodes, inp_shape, inits, out_shape, opset=17):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, inp_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("kw", [dict(kernel_shape=[3], strides=[1], pads=[1, 1]),
+                                dict(kernel_shape=[3], strides=[2], pads=[1, 1]),
+                                dict(kernel_shape=[2], strides=[2], pads=[0, 1], ceil_mode=1)])
+def test_the_float_reference_of_a_1d_pool_equals_onnxruntime(op, kw):
+    node = helper.make_node(op, ["x"], ["y"], **kw)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    x = np.random.default_rng(0).normal(size=(3, 4, 7)).astype(np.float32)
+    y = reference_evaluator(m).run(None, {"x": x})[0]
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_expand_as_to_a_shape_with_a_symbolic_batch_is_the_mul_s_broadcast(tmp_path):
+    """``x * sigmoid(s).expand_as(x)`` with the target ``Concat(Shape(x, 0, 1), [4], [3], [3])``."""
+    nodes = [helper.make_node("ReduceMean", ["x", "ax"], ["m"], keepdims=1),
+             helper.make_node("Sigmoid", ["m"], ["s"]),
+             helper.make_node("Shape", ["x"], ["b"], start=0, end=1),
+             helper.make_node("Concat", ["b", "c", "hw", "hw"], ["t"], axis=0),
+             helper.make_node("Expand", ["s", "t"], ["e"]),
+             helper.make_node("Mul", ["x", "e"], ["y"])]
+    inits = {"ax": np.array([2, 3], np.int64), "c": np.array([4], np.int64), "hw": np.array([3], np.int64)}
+    path = _save(tmp_path / "e.onnx", nodes, ["batch", 4, 3, 3], inits, ["batch", 4, 3, 3], opset=18)
+    net = load_onnx(path)
+    assert "Expand" not in {la.attrs.get("fn", la.op) for la in net.layers}
+    x = np.random.default_rng(1).normal(size=(5, 4, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+
+
+def test_an_expand_beyond_the_other_operand_is_still_refused_by_name(tmp_path):
+    """The target (batch, 4, 3, 6) is wider than x (batch, 4, 3, 3): not the Mul's broadcast."""
+    nodes = [helper.make_node("ReduceMean", ["x", "ax"], ["m"], keepdims=1),
+             helper.make_node("Shape", ["x"], ["b"], start=0, end=1),
+             helper.make_node("Concat", ["b", "c", "h", "w"], ["t"], axis=0),
+             helper.make_node("Expand", ["m", "t"], ["e"]),
+             helper.make_node("Mul", ["x", "e"], ["y"])]
+    inits = {"ax": np.array([2, 3], np.int64), "c": np.array([4], np.int64), "h": np.array([3], np.int64),
+             "w": np.array([6], np.int64)}
+    path = _save(tmp_path / "e.onnx", nodes, ["batch", 4, 3, 1], inits, ["batch", 4, 3, 6], opset=18)
+    with pytest.raises(UnsupportedModelError, match="Expand"):
+        load_onnx(path)
+
+
+def test_a_split_constant_is_folded_into_the_weights_it_feeds(tmp_path):
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Split", ["w", "sizes"], ["wa", "wb"], axis=0),
+             helper.make_node("Transpose", ["wa"], ["wat"], perm=[1, 0]),
+             helper.make_node("Transpose", ["wb"], ["wbt"], perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "wat"], ["a"]),
+             helper.make_node("MatMul", ["a", "wbt"], ["y"])]
+    inits = {"w": rng.normal(size=(14, 6)).astype(np.float32), "sizes": np.array([6, 8], np.int64)}
+    path = _save(tmp_path / "s.onnx", nodes, ["batch", 6], inits, ["batch", 6])
+    net = load_onnx(path)
+    assert [la.kind for la in net.layers] == ["dense", "dense"]
+    x = rng.normal(size=(4, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+
+
+def _if_model(path, on_batch):
+    """y = Gemm(squeeze-if-1(t)): t = x transposed to (1, N, 8) (its axis 0 always 1), or, with
+    ``on_batch``, x itself (N, 8) tested on its batch axis (1 only at batch 1)."""
+    rng = np.random.default_rng(3)
+    t = "x" if on_batch else "t"
+    nodes = ([] if on_batch else [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2])]) + [
+        helper.make_node("Shape", [t], ["sh"]),
+        helper.make_node("Gather", ["sh", "zero"], ["d0"], axis=0),
+        helper.make_node("Equal", ["d0", "one"], ["c"]),
+        helper.make_node("If", ["c"], ["u"],
+                         then_branch=helper.make_graph([helper.make_node("Squeeze", [t, "ax0"], ["sq"])], "then", [],
+                                                       [helper.make_tensor_value_info("sq", TensorProto.FLOAT, ["batch", 8])]),
+                         else_branch=helper.make_graph([helper.make_node("Identity", [t], ["id"])], "else", [],
+                                                       [helper.make_tensor_value_info("id", TensorProto.FLOAT, [1, "batch", 8])])),
+        helper.make_node("MatMul", ["u", "w"], ["y"])]
+    inits = {"zero": np.array(0, np.int64), "one": np.array(1, np.int64), "ax0": np.array([0], np.int64),
+             "w": rng.normal(size=(8, 3)).astype(np.float32)}
+    return _save(path, nodes, ["batch", 8] if on_batch else ["batch", 1, 8], inits,
+                 ["batch", 3])
+
+
+def test_an_if_fixed_by_the_shapes_is_its_branch(tmp_path):
+    path = _if_model(tmp_path / "i.onnx", on_batch=False)
+    net = load_onnx(path)
+    x = np.random.default_rng(4).normal(size=(5, 1, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+
+
+def test_an_if_on_the_batch_size_is_refused_by_name(tmp_path):
+    path = _if_model(tmp_path / "i.onnx", on_batch=True)
+    with pytest.raises(UnsupportedModelError, match="control flow"):
+        load_onnx(path)
+
+
+# --- the patterns as torch writes them (dynamic batch axis, both exporters) ---------------------------
+
+torch = pytest.importorskip("torch")
+EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
+
+
+def _export(module, shape, path, how):
+    import warnings
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.randn(2, *shape),), str(path), input_names=["input"],
+                          output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
+                          **EXPORTS[how])
+    return path
+
+
+class _Eca(torch.nn.Module):
+    """ECA-Net's gate: the pooled vector through a Conv1d across the channels, ``expand_as``."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.conv0 = torch.nn.Conv2d(1, 6, 3, padding=1)
+        self.conv = torch.nn.Conv1d(1, 1, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        x = torch.relu(self.conv0(x))
+        y = torch.nn.functional.adaptive_avg_pool2d(x, 1)
+        y = self.conv(y.squeeze(-1).transpose(-1, -2)).transpose(-1, -2).unsqueeze(-1)
+        return x * torch.sigmoid(y).expand_as(x)
+
+
+class _LinUp(torch.nn.Module):
+    """A 1-D decoder's ``F.interpolate(scale_factor=2, mode='linear')`` after a conv."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(6)
+        self.conv = torch.nn.Conv1d(2, 3, 3, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.interpolate(torch.relu(self.conv(x)), scale_factor=2, mode="linear")
+
+
+class _QueryPool(torch.nn.Module):
+    """Attention pooled by one learned query (``nn.MultiheadAttention``, (T, N, E)), ``squeeze(0)``."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.embed = torch.nn.Linear(4, 8)
+        self.query = torch.nn.Parameter(torch.randn(1, 1, 8))
+        self.mha = torch.nn.MultiheadAttention(8, 2)
+
+    def forward(self, x):
+        h = self.embed(x).transpose(0, 1)
+        out, _ = self.mha(self.query.expand(-1, h.size(1), -1), h, h)
+        return out.squeeze(0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+@pytest.mark.parametrize("name,module,shape", [("eca", _Eca, (1, 6, 6)), ("linup", _LinUp, (2, 8))])
+def test_dynamic_batch_exports_import_and_equal_onnxruntime(tmp_path, how, name, module, shape):
+    path = _export(module(), shape, tmp_path / f"{name}.onnx", how)
+    net = load_onnx(path)
+    assert not {"Expand", "GatherND", "fallback"} & {la.attrs.get("fn", la.op) for la in net.layers}
+    x = np.random.default_rng(8).normal(size=(4,) + shape).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ts17", "dynamo"])
+def test_attention_pooled_by_a_learned_query_imports_and_equals_onnxruntime(tmp_path, how):
+    path = _export(_QueryPool(), (6, 4), tmp_path / "q.onnx", how)
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert ("If" in ops) == (how == "ts17")          # TorchScript's squeeze(0) of an unproven axis
+    net = load_onnx(path)
+    x = np.random.default_rng(9).normal(size=(4, 6, 4)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-4, atol=1e-5)
