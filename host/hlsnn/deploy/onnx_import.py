@@ -79,7 +79,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
+from . import constmm, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -287,6 +287,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     model = subneg.rewrite(model)                 # x - conv(x): x + conv'(x), the conv's weights negated
     model = unshuffle.rewrite(model)              # PixelUnshuffle read by convs: strided convs of its input
     model = repeatup.rewrite(model, fs)           # repeat_interleave (Unsqueeze, Tile/Expand, Reshape): nearest Resize
+    model = constmm.rewrite(model, fs, lambda n, c: _fold_constant(n, c, list(model.opset_import)))  # C @ X
     g = model.graph
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
     _check_names(path, g)

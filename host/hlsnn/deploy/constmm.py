@@ -1,0 +1,134 @@
+"""A ``MatMul`` of a constant by a computed tensor, ``C @ X``, as a dense layer of ``X``'s rows.
+
+Attention pooled by a learned query (``nn.MultiheadAttention(query=self.query.expand(...), key=h,
+value=h)``, a Perceiver's latents, a PMA block) makes the query and its projection constants of the
+file: the scores are ``Q @ K^T`` with ``Q`` a constant and ``K^T`` computed. The importer's engine
+rule takes a ``MatMul`` by a constant *second* operand (the weight); this pre-pass (after
+:mod:`hlsnn.deploy.shapefold`, on the file's per-sample shapes) rewrites ``Y = C @ X`` exactly as
+``Y^T = X^T @ C^T``:
+
+* ``C`` of rank 2, (M, K): ``Transpose`` of ``X``'s last two axes, the ``MatMul`` by the constant
+  ``C^T`` (a token-wise GEMM over ``X``'s T rows), ``Transpose`` back;
+* ``C`` of rank 3 or more, one (M, K) matrix per leading index (one per head) with leading axes
+  that broadcast to ``X``'s, B of them in all: ``X`` as (B, K, T), ``Transpose`` to (T, B, K),
+  ``Reshape`` to (T, B*K), the ``MatMul`` by the block-diagonal (B*K, B*M) constant whose block b is
+  ``C[b]^T`` (the zeros add nothing: each output column sums its own head's K products), then
+  ``Reshape`` to (T, B, M), ``Transpose`` to (B, M, T) and ``Reshape`` to ``Y``'s shape.
+
+The moves are per-sample ``SwMove`` layers and the ``MatMul`` an engine layer like any other.
+Constants are found by evaluating, in graph order, each node whose inputs are all constants
+(``fold``, the importer's own constant folding).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import graphindex
+
+
+def rewrite(model, fs, fold):
+    """``model`` with each ``C @ X`` rewritten (a copy; ``fs`` gains the new tensors' per-sample
+    shapes), or ``model`` itself. ``fold(node, consts)``: the node's output on constant inputs or
+    None."""
+    g = model.graph
+    if fs is None or not any(n.op_type == "MatMul" for n in g.node):
+        return model
+    consts = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v)      # as the importer holds them
+              for k, v in graphindex.constants(g).items()}
+    targets = []
+    for n in g.node:
+        ins = [i for i in n.input if i]
+        if n.op_type == "MatMul" and len(ins) == 2 and ins[0] in consts and ins[1] not in consts:
+            targets.append(n)
+            continue
+        if n.op_type in ("Constant", "Shape") or not ins or not all(i in consts for i in ins) \
+                or n.output[0] in consts:
+            continue
+        if n.op_type == "Split":
+            from .onnx_import import _fold_split
+            consts.update(_fold_split(n, consts) or {})
+            continue
+        if len(n.output) != 1:
+            continue
+        v = fold(n, consts)
+        if v is not None:
+            consts[n.output[0]] = v
+    if not targets:
+        return model
+    import onnx
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    plans = {}
+    for n in targets:
+        plan = _plan(n, np.asarray(consts[n.input[0]], np.float64), fs)
+        if plan is not None:
+            plans[n.output[0]] = plan
+    if not plans:
+        return model
+    new = []
+    for n in m.graph.node:
+        plan = plans.get(n.output[0]) if n.op_type == "MatMul" else None
+        if plan is None:
+            new.append(n)
+            continue
+        nodes, inits, shapes = plan
+        new.extend(nodes)
+        m.graph.initializer.extend(inits)
+        fs.update(shapes)
+    del m.graph.node[:]
+    m.graph.node.extend(new)
+    return m
+
+
+def _plan(node, c, fs):
+    """(nodes, initializers, {tensor: per-sample shape}) replacing ``node`` = ``c @ X``, or None."""
+    from onnx import helper, numpy_helper
+    x, y = node.input[1], node.output[0]
+    sx, sy = fs.get(x), fs.get(y)
+    if sx is None or sy is None or len(sx) < 2 or c.ndim < 2:
+        return None
+    k, t = sx[-2], sx[-1]
+    m_ = c.shape[-2]
+    if c.shape[-1] != k:
+        return None
+    base = node.name or y
+    name = lambda s: f"{base}/constmm_{s}"               # noqa: E731
+    if c.ndim == 2 or int(np.prod(c.shape[:-2])) == 1:
+        c2 = c.reshape(c.shape[-2:])
+        perm = list(range(len(sx) - 2)) + [len(sx) - 1, len(sx) - 2]
+        lead = tuple(sx[:-2])
+        nodes = [helper.make_node("Transpose", [x], [name("xt")], perm=perm),
+                 helper.make_node("MatMul", [name("xt"), name("w")], [name("z")]),
+                 helper.make_node("Transpose", [name("z")], [name("zt")], perm=perm)]
+        shapes = {name("xt"): lead + (t, k), name("z"): lead + (t, m_), name("w"): (k, m_)}
+        if lead + (m_, t) != tuple(sy):
+            return None
+        nodes[-1].output[0] = y
+        return nodes, [numpy_helper.from_array(c2.T.astype(np.float32), name("w"))], shapes
+    lead = tuple(sx[:-2])
+    try:
+        cb = np.broadcast_to(c, lead + c.shape[-2:]) if c.ndim - 2 <= len(lead) else None
+    except ValueError:
+        return None
+    if cb is None or tuple(sy) != lead + (m_, t):
+        return None
+    b = int(np.prod(lead))
+    cb = cb.reshape(b, m_, k)
+    w = np.zeros((b * k, b * m_))
+    for i in range(b):
+        w[i * k:(i + 1) * k, i * m_:(i + 1) * m_] = cb[i].T
+    shape = lambda s, v: numpy_helper.from_array(np.asarray(v, np.int64), name(s))   # noqa: E731
+    inits = [shape("s3", [b, k, t]), shape("s2", [t, b * k]), shape("s3o", [t, b, m_]), shape("so", list(sy)),
+             numpy_helper.from_array(w.astype(np.float32), name("w"))]
+    nodes = [helper.make_node("Reshape", [x, name("s3")], [name("x3")]),
+             helper.make_node("Transpose", [name("x3")], [name("xt")], perm=[2, 0, 1]),
+             helper.make_node("Reshape", [name("xt"), name("s2")], [name("x2")]),
+             helper.make_node("MatMul", [name("x2"), name("w")], [name("z")]),
+             helper.make_node("Reshape", [name("z"), name("s3o")], [name("z3")]),
+             helper.make_node("Transpose", [name("z3")], [name("zt")], perm=[1, 2, 0]),
+             helper.make_node("Reshape", [name("zt"), name("so")], [y])]
+    shapes = {name("x3"): (b, k, t), name("xt"): (t, b, k), name("x2"): (t, b * k), name("z"): (t, b * m_),
+              name("z3"): (t, b, m_), name("zt"): (b, m_, t)}
+    for s, v in (("s3", (3,)), ("s2", (2,)), ("s3o", (3,)), ("so", (len(sy),)), ("w", w.shape)):
+        shapes[name(s)] = v
+    return nodes, inits, shapes
