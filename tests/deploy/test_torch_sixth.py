@@ -221,8 +221,8 @@ def test_attention_pooled_by_a_learned_query_imports_and_equals_onnxruntime(tmp_
 
 @pytest.mark.parametrize("c_shape,x_shape", [((2, 4), (4, 5)), ((3, 2, 4), (3, 4, 5)), ((1, 3, 1, 4), (3, 4, 5))])
 def test_a_constant_times_a_computed_tensor_is_a_dense_layer_and_equals_onnxruntime(tmp_path, c_shape, x_shape):
-    """``C @ relu(x)`` (a learned query's scores): one engine GEMM of the transposed rows (per
-    head: the block-diagonal weight), moves around it, no host MatMul."""
+    """``C @ relu(x)`` (a learned query's scores): an engine GEMM of the transposed rows, one per
+    head (per (M, K) matrix of C), moves around them, no host MatMul."""
     rng = np.random.default_rng(10)
     c = rng.normal(size=c_shape).astype(np.float32)
     out = tuple(np.broadcast_shapes(c_shape[:-2], x_shape[:-2])) + (c_shape[-2], x_shape[-1])
@@ -230,7 +230,8 @@ def test_a_constant_times_a_computed_tensor_is_a_dense_layer_and_equals_onnxrunt
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["c", "r"], ["y"])]
     path = _save(tmp_path / "c.onnx", nodes, ["batch", *x_shape], {"c": c}, ["batch", *out])
     net = load_onnx(path)
-    assert len([la for la in net.layers if la.kind != "host"]) == 1          # one engine GEMM
+    heads = int(np.prod(np.broadcast_shapes(c_shape[:-2], x_shape[:-2]))) if len(c_shape) > 2 else 1
+    assert len([la for la in net.layers if la.kind != "host"]) == heads       # an engine GEMM per head
     assert "MatMulAct" not in {la.op for la in net.layers}
     x = rng.normal(size=(4, *x_shape)).astype(np.float32)
     np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
