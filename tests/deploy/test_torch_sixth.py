@@ -235,3 +235,57 @@ def test_a_constant_times_a_computed_tensor_is_a_dense_layer_and_equals_onnxrunt
     assert "MatMulAct" not in {la.op for la in net.layers}
     x = rng.normal(size=(4, *x_shape)).astype(np.float32)
     np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+
+
+def _chomp_model(path, stride=1, ends=-2):
+    """relu(Slice(Conv1d(x, k=2, dilation 2, pads [2, 2], stride), 0:ends on axis 2))."""
+    w = np.random.default_rng(11).normal(size=(3, 2, 2)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[2, 2], dilations=[2], strides=[stride], kernel_shape=[2]),
+             helper.make_node("Slice", ["c", "st", "en", "ax", "sp"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    inits = {"w": w, "st": np.array([0], np.int64), "en": np.array([ends], np.int64), "ax": np.array([2], np.int64),
+             "sp": np.array([1], np.int64)}
+    n_out = (8 + 4 - 2 - 1) // stride + 1 + ends
+    return _save(path, nodes, ["batch", 2, 8], inits, ["batch", 3, n_out])
+
+
+@pytest.mark.parametrize("stride,ends,folded", [(1, -2, True), (1, -1, True), (2, -1, False)])
+def test_a_chomped_conv_is_the_conv_with_less_end_padding(tmp_path, stride, ends, folded):
+    """Chomp1d (``x[:, :, :-c]`` after a ``Conv1d(padding=p)``): at stride 1 the conv's end pads
+    less c, no move after it; at stride 2 the crop stays a per-sample move. Both equal onnxruntime."""
+    path = _chomp_model(tmp_path / "c.onnx", stride, ends)
+    net = load_onnx(path)
+    convs = [la for la in net.layers if la.kind == "conv"]
+    assert len(convs) == 1
+    moves = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn") == "Slice"]
+    assert (not moves) == folded
+    x = np.random.default_rng(12).normal(size=(4, 2, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+
+
+class _Wave(torch.nn.Module):
+    """A WaveNet block: causal conv by padding + Chomp1d, chunk into tanh * sigmoid, AdaptiveAvgPool1d."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(13)
+        self.conv = torch.nn.Conv1d(4, 8, 2, padding=2, dilation=2)
+        self.pool = torch.nn.AdaptiveAvgPool1d(1)
+
+    def forward(self, x):
+        f, g = torch.chunk(self.conv(x)[:, :, :-2].contiguous(), 2, dim=1)
+        return self.pool(torch.tanh(f) * torch.sigmoid(g)).squeeze(-1)
+
+
+@pytest.mark.parametrize("how", ["ts17", pytest.param("dynamo", marks=pytest.mark.slow)])
+def test_a_wavenet_block_has_no_move_and_a_global_pool(tmp_path, how):
+    """The chomp folded, the chunk two convs (splitconv), AdaptiveAvgPool1d(1) a global average pool
+    in both exports (dynamo: Unsqueeze, ReduceMean over [3, 2], Squeeze; before, under a dynamic
+    batch, a per-sample SwCompute that no network kernel takes)."""
+    path = _export(_Wave(), (4, 8), tmp_path / "w.onnx", how)
+    net = load_onnx(path)
+    fns = [la.attrs.get("fn", la.op) for la in net.layers if la.kind == "host"]
+    assert "Slice" not in fns and "Split" not in fns and "ReduceMean" not in fns
+    assert "GlobalAveragePool" in [la.op for la in net.layers]
+    x = np.random.default_rng(14).normal(size=(4, 4, 8)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-4, atol=1e-5)

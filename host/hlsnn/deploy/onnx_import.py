@@ -79,7 +79,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import constmm, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
+from . import chomp, constmm, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -279,6 +279,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     model = meanfold.rewrite(model)               # x.mean(-1).mean(-1) as one mean over (H, W)
     model = iffold.rewrite(model)                 # TorchScript's squeeze(d) of an unproven d: If of a shape test
+    model = chomp.rewrite(model)                  # Conv1d(padding=p) + Chomp1d x[:, :, :-c]: the conv's own pads
     fs = None                  # static shapes at batch 1 for attention and shape ops (hlsnn.deploy.samplewise)
     if shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)
