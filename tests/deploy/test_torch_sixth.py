@@ -289,3 +289,69 @@ def test_a_wavenet_block_has_no_move_and_a_global_pool(tmp_path, how):
     assert "GlobalAveragePool" in [la.op for la in net.layers]
     x = np.random.default_rng(14).normal(size=(4, 4, 8)).astype(np.float32)
     np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("axis,trans", [(1, 1), (-1, 0)])
+def test_a_split_linear_is_one_gemm_per_part(tmp_path, axis, trans):
+    """``a, b = linear(x).chunk(2, dim=-1)``; ``a * hardsigmoid(b)``: two dense layers, no move."""
+    rng = np.random.default_rng(15)
+    w = rng.normal(size=(8, 6) if trans else (6, 8)).astype(np.float32)
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["h"], transB=trans, alpha=0.5, beta=2.0),
+             helper.make_node("Split", ["h", "sizes"], ["p", "q"], axis=axis),
+             helper.make_node("HardSigmoid", ["q"], ["s"]),
+             helper.make_node("Mul", ["p", "s"], ["y"])]
+    inits = {"w": w, "b": rng.normal(size=8).astype(np.float32), "sizes": np.array([4, 4], np.int64)}
+    path = _save(tmp_path / "g.onnx", nodes, ["batch", 6], inits, ["batch", 4])
+    net = load_onnx(path)
+    assert [la.kind for la in net.layers if la.kind != "host"] == ["dense", "dense"]
+    assert not [la for la in net.layers if la.attrs.get("fn") == "Split"]
+    x = rng.normal(size=(5, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+
+
+class _FlatConv(torch.nn.Module):
+    """Flat features into a Conv1d by ``x.unsqueeze(1)``, a Linear head."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(16)
+        self.conv = torch.nn.Conv1d(1, 4, 5, stride=2, padding=2)
+        self.fc = torch.nn.Linear(4 * 32, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x.unsqueeze(1))).flatten(1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt,accel", [("twohot", "shift8_pynq-z2"), ("fixed", "sparse8_pynq-z2")])
+def test_flat_features_into_a_conv1d_run_layer_by_layer_with_the_reason(tmp_path, fmt, accel):
+    """The network mode refuses a conv that reads the flat input (64 channels of one pixel in the
+    kernel's buffer) as one channel of 64 pixels, by name: the deployment runs layer by layer
+    (before: "op ... reads a map of shape (1, 1, 64)", an internal error ending the format's run;
+    letting the emulator read the same NHWC values matched the layer path, but the C-simulated
+    kernel read past its input buffer)."""
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.runner import Deployment
+    path = _export(_FlatConv(), (64,), tmp_path / "f.onnx", "ts17")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"name: flat\nmodel: {path}\ndata: digits\nlayout: flat\n"
+                   f"formats:\n  f: {{type: {fmt}, accel: {accel}}}\nassignments:\n  f: {{default: f}}\n")
+    cfg = load_deploy_config(cfg)
+    accs = open_accelerators(cfg, "emu")
+    ds = datasets.load("digits", layout="flat")
+    net = load_onnx(path)
+    outs = []
+    try:
+        for fast in (False, True):
+            dep = Deployment(net, cfg.assignments["f"], cfg.formats, accs, rounding=cfg.rounding)
+            dep.fast = fast
+            dep.calibrate(ds.x_train[:32])
+            outs.append(dep.run(ds.x_test[:16]))
+            if fast:
+                assert dep.fast_network() is None
+    finally:
+        for a in accs.values():
+            a.close()
+    np.testing.assert_array_equal(outs[1], outs[0])
