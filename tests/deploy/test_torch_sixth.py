@@ -355,3 +355,25 @@ def test_flat_features_into_a_conv1d_run_layer_by_layer_with_the_reason(tmp_path
         for a in accs.values():
             a.close()
     np.testing.assert_array_equal(outs[1], outs[0])
+
+
+@pytest.mark.parametrize("perm,folded", [([0, 2, 1, 3], True), ([0, 1, 3, 2], False)])
+def test_a_channel_shuffle_before_a_grouped_conv_is_in_its_weights(tmp_path, perm, folded):
+    """ShuffleNet's ``view(b, g, c // g, l).transpose(1, 2).view(b, c, l)`` read by a grouped conv:
+    the conv reads x with its input channels permuted (no move); a chain that mixes channels with
+    the length (a transpose of the last two axes) is left as per-sample moves. Both equal onnxruntime."""
+    rng = np.random.default_rng(17)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Reshape", ["r", "s4"], ["a"]),
+             helper.make_node("Transpose", ["a"], ["t"], perm=perm),
+             helper.make_node("Reshape", ["t", "s3"], ["u"]),
+             helper.make_node("Conv", ["u", "w", "b"], ["c"], group=2, kernel_shape=[3], pads=[1, 1]),
+             helper.make_node("Add", ["c", "r"], ["y"])]
+    inits = {"s4": np.array([-1, 2, 2, 6], np.int64), "s3": np.array([-1, 4, 6], np.int64),
+             "w": rng.normal(size=(4, 2, 3)).astype(np.float32), "b": rng.normal(size=4).astype(np.float32)}
+    path = _save(tmp_path / "s.onnx", nodes, ["batch", 4, 6], inits, ["batch", 4, 6])
+    net = load_onnx(path)
+    moves = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn") == "Transpose"]
+    assert (not moves) == folded
+    x = rng.normal(size=(5, 4, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
