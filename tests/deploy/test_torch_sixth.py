@@ -377,3 +377,16 @@ def test_a_channel_shuffle_before_a_grouped_conv_is_in_its_weights(tmp_path, per
     assert (not moves) == folded
     x = rng.normal(size=(5, 4, 6)).astype(np.float32)
     np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["ts17", pytest.param("dynamo", marks=pytest.mark.slow)])
+def test_eca_s_conv_across_the_channels_is_a_1x1_conv_of_the_pool(tmp_path, how):
+    """ECA's ``conv(y.squeeze(-1).transpose(-1, -2)).transpose(-1, -2).unsqueeze(-1)``: one 1x1 conv
+    of the pooled (N, C, 1, 1) tensor with the banded weight (no per-sample move), equal to onnxruntime."""
+    path = _export(_Eca(), (1, 6, 6), tmp_path / "e.onnx", how)
+    net = load_onnx(path)
+    assert not [la for la in net.layers if la.attrs.get("fn") in ("Transpose", "Squeeze", "Unsqueeze")]
+    eca = [la for la in net.layers if la.kind == "conv" and la.w.shape == (6, 6, 1, 1)]
+    assert len(eca) == 1 and np.count_nonzero(np.triu(eca[0].w[:, :, 0, 0], 2)) == 0   # banded: k = 3
+    x = np.random.default_rng(18).normal(size=(4, 1, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-4, atol=1e-5)

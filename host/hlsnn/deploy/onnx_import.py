@@ -79,7 +79,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import chomp, constmm, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
+from . import chomp, constmm, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -285,6 +285,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         fs = shapefold.file_shapes(model, path)
         model = model if fs is None else shapefold.fold(model, fs)
     model = shufflefold.rewrite(model, fs)        # ShuffleNet's channel shuffle before convs: in their weights
+    model = ecafold.rewrite(model, fs)            # ECA's Conv1d across the pooled channels: a 1x1 conv
     model = splitconv.rewrite(model)              # a conv's channels split (F.glu, chunk): one conv per part
     model = subneg.rewrite(model)                 # x - conv(x): x + conv'(x), the conv's weights negated
     model = unshuffle.rewrite(model)              # PixelUnshuffle read by convs: strided convs of its input
