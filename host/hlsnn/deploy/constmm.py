@@ -28,6 +28,18 @@ import numpy as np
 from . import graphindex
 
 
+def fold_split(node, consts):
+    """``{output: array}`` of a ``Split`` of a constant, from onnx's reference implementation (its
+    parts hold no more values than the constant), or None when it cannot be evaluated."""
+    try:
+        from onnx.reference import ReferenceEvaluator
+        outs = ReferenceEvaluator(node).run(None, {i: np.asarray(consts[i]) for i in node.input if i})
+    except Exception:  # noqa: BLE001 - left to the normal rules
+        return None
+    return {o: (np.asarray(v).astype(np.float64) if np.asarray(v).dtype.kind == "f" else np.asarray(v))
+            for o, v in zip(node.output, outs) if o}
+
+
 def rewrite(model, fs, fold):
     """``model`` with each ``C @ X`` rewritten (a copy; ``fs`` gains the new tensors' per-sample
     shapes), or ``model`` itself. ``fold(node, consts)``: the node's output on constant inputs or
@@ -47,8 +59,7 @@ def rewrite(model, fs, fold):
                 or n.output[0] in consts:
             continue
         if n.op_type == "Split":
-            from .onnx_import import _fold_split
-            consts.update(_fold_split(n, consts) or {})
+            consts.update(fold_split(n, consts) or {})
             continue
         if len(n.output) != 1:
             continue

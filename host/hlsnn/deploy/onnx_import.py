@@ -147,18 +147,6 @@ def _fold_constant(node, consts, opset=None):
     return out.astype(np.float64) if out.dtype.kind == "f" else out
 
 
-def _fold_split(node, consts):
-    """``{output: array}`` of a ``Split`` of a constant, from onnx's reference implementation (its
-    parts hold no more values than the constant), or None when it cannot be evaluated."""
-    try:
-        from onnx.reference import ReferenceEvaluator
-        outs = ReferenceEvaluator(node).run(None, {i: np.asarray(consts[i]) for i in node.input if i})
-    except Exception:  # noqa: BLE001 - left to the normal rules
-        return None
-    return {o: (np.asarray(v).astype(np.float64) if np.asarray(v).dtype.kind == "f" else np.asarray(v))
-            for o, v in zip(node.output, outs) if o}
-
-
 def check_model_path(path):
     """A model path must name a regular file: a folder, a FIFO or a device (``/dev/zero`` reads for
     ever) gets its own message, not "does not exist"."""
@@ -374,7 +362,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                 consts[node.output[0]] = folded
                 continue
         if op == "Split" and ins and all(i in consts for i in ins):
-            parts = _fold_split(node, consts)      # a constant's parts (dynamo's MHA in_proj_weight, q != k)
+            parts = constmm.fold_split(node, consts)      # a constant's parts (dynamo's MHA in_proj_weight, q != k)
             if parts is not None:
                 consts.update(parts)
                 continue
