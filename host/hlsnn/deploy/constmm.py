@@ -47,6 +47,14 @@ def rewrite(model, fs, fold):
     g = model.graph
     if fs is None or not any(n.op_type == "MatMul" for n in g.node):
         return model
+    init = {t.name for t in g.initializer}
+    live = {i.name for i in g.input if i.name not in init}      # what depends on the model's input
+    for n in g.node:
+        if any(i in live for i in n.input):
+            live.update(o for o in n.output if o)
+    if not any(n.op_type == "MatMul" and len(n.input) == 2 and n.input[0] not in live and n.input[1] in live
+               for n in g.node):
+        return model                                # no C @ X: nothing to fold here
     consts = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v)      # as the importer holds them
               for k, v in graphindex.constants(g).items()}
     targets = []
