@@ -79,7 +79,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
+from . import chomp, constmm, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -266,14 +266,19 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     model = meanfold.rewrite(model)               # x.mean(-1).mean(-1) as one mean over (H, W)
+    model = iffold.rewrite(model)                 # TorchScript's squeeze(d) of an unproven d: If of a shape test
+    model = chomp.rewrite(model)                  # Conv1d(padding=p) + Chomp1d x[:, :, :-c]: the conv's own pads
     fs = None                  # static shapes at batch 1 for attention and shape ops (hlsnn.deploy.samplewise)
     if shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)
         model = model if fs is None else shapefold.fold(model, fs)
+    model = shufflefold.rewrite(model, fs)        # ShuffleNet's channel shuffle before convs: in their weights
+    model = ecafold.rewrite(model, fs)            # ECA's Conv1d across the pooled channels: a 1x1 conv
     model = splitconv.rewrite(model)              # a conv's channels split (F.glu, chunk): one conv per part
     model = subneg.rewrite(model)                 # x - conv(x): x + conv'(x), the conv's weights negated
     model = unshuffle.rewrite(model)              # PixelUnshuffle read by convs: strided convs of its input
     model = repeatup.rewrite(model, fs)           # repeat_interleave (Unsqueeze, Tile/Expand, Reshape): nearest Resize
+    model = constmm.rewrite(model, fs, lambda n, c: _fold_constant(n, c, list(model.opset_import)))  # C @ X
     g = model.graph
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=13)
     _check_names(path, g)
@@ -355,6 +360,11 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             folded = _fold_constant(node, consts, list(model.opset_import))   # an initializer-only subgraph
             if folded is not None:
                 consts[node.output[0]] = folded
+                continue
+        if op == "Split" and ins and all(i in consts for i in ins):
+            parts = constmm.fold_split(node, consts)      # a constant's parts (dynamo's MHA in_proj_weight, q != k)
+            if parts is not None:
+                consts.update(parts)
                 continue
         if op == "Cast" and a.get("to") in (1, 11):          # FLOAT, DOUBLE: float64 already
             node = _as_identity(node)

@@ -310,6 +310,10 @@ def walk(program, arrays, steps):
             st = state[base]
         own = shapes.get(j["inputs"][0], ())     # a conv reads its own view (an Unsqueeze's C x 1 x W), a dense
         c, h, w_ = _chw(own if j["kind"] == "conv" and len(own) == 3 else shapes[aliases.get(src, src)]) # layer the map
+        if j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c:
+            raise _why(j, f"a conv reading its input as {c} channel(s) where the kernel's buffer holds "
+                          f"{_chw(shapes[aliases.get(src, src)])[0]} (a flat vector as one channel: x.unsqueeze(1) "
+                          "into a Conv1d)")
         if j["kind"] == "dense":                 # a conv whose kernel covers the (flattened) map
             geom = dict(kh=h, kw=w_, strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
         else:

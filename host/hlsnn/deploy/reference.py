@@ -104,8 +104,10 @@ def _inference_batchnorm_op():
 
 
 def _pool_ops():
-    """``MaxPool`` and ``AveragePool`` (2-D, no dilation, one output) as ONNX defines them, from
-    :func:`hlsnn.deploy.pooling._pool`; other cases run onnx's stock implementation.
+    """``MaxPool`` and ``AveragePool`` (1-D or 2-D, no dilation, one output) as ONNX defines them, from
+    :func:`hlsnn.deploy.pooling._pool` (a 1-D pool as the (k, 1) pool of (N, C, L, 1)); other cases
+    run onnx's stock implementation (whose 1-D ``MaxPool`` at stride 1 with pads, InceptionTime's
+    ``nn.MaxPool1d(3, stride=1, padding=1)``, fails with an IndexError in onnx 1.22).
 
     onnx's reference pools (onnx 1.22) disagree with onnxruntime when the pads are asymmetric
     or with ``ceil_mode``: of 600 random 2-D pools, 23 gave another shape, other values or an
@@ -121,13 +123,21 @@ def _pool_ops():
         ks = a.get("kernel_shape")
         pad = a.get("auto_pad") or "NOTSET"
         pad = pad.decode() if isinstance(pad, bytes) else pad
-        return (x.ndim == 4 and ks is not None and len(ks) == 2 and pad in ("NOTSET", "VALID")
+        return (x.ndim in (3, 4) and ks is not None and len(ks) == x.ndim - 2 and pad in ("NOTSET", "VALID")
                 and (dil is None or all(int(d) == 1 for d in dil)) and len([o for o in node.output if o]) == 1
                 and x.dtype.kind == "f")
 
     def run(self, stock, op, x, kwargs):
         if not ours(self.onnx_node, x, kwargs):
             return stock(self.onnx_node, self.run_params)._run(x, **kwargs)
+        if x.ndim == 3:            # a 1-D pool: the (k, 1) 2-D pool of (N, C, L, 1) (the stock 1-D MaxPool
+            kw = dict(kwargs)      # fails at stride 1 with pads, onnx 1.22: IndexError)
+            kw["kernel_shape"] = [int(kwargs["kernel_shape"][0]), 1]
+            kw["strides"] = [int((kwargs.get("strides") or [1])[0]), 1]
+            p = [int(v) for v in (kwargs.get("pads") or [0, 0])]
+            kw["pads"] = [p[0], 0, p[1], 0]
+            kw.pop("dilations", None)
+            return (run(self, stock, op, x[..., None], kw)[0][..., 0],)
         from .pooling import _pool
         a = {"kernel_shape": [int(k) for k in kwargs["kernel_shape"]],
              "strides": [int(v) for v in (kwargs.get("strides") or [1, 1])],

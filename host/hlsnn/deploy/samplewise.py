@@ -145,8 +145,8 @@ def rule(node, op, a, consts, fs, users=()):
             axes = list(range(r_in)) if axes is None else axes
             if 0 in axes and not is_lifted(in_shapes[0]):
                 return "a reduction over the batch axis"
-            if not lifted and axes in ([2, 3], [2]):
-                return None                      # global pooling: import_rules
+            if not lifted and sorted(axes) in ([2, 3], [2]):
+                return None                      # global pooling: import_rules (dynamo's mean over [3, 2] too)
             at.update(axes=axes, keepdims=int(a.get("keepdims", 1)))
         elif op == "Softmax":
             if not lifted and int(a.get("axis", -1)) % r == r - 1 and r == 2:

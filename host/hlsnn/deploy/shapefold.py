@@ -16,7 +16,7 @@ batch fixed at 1 (:mod:`hlsnn.deploy.samplewise`), so every such shape is a cons
   constant.
 
 :func:`needed` says when a graph needs this (a ``Shape`` node, a ``MatMul`` of two computed
-tensors, a ``Transpose`` of a computed tensor (also one that keeps the batch first: a 1-D
+tensors or of a constant by a computed one (:mod:`hlsnn.deploy.constmm`), a ``Transpose`` of a computed tensor (also one that keeps the batch first: a 1-D
 model's ``x.transpose(1, 2)``), a ``Gather``, ``Slice`` or ``Split`` of a computed tensor, a
 ``Concat`` with a constant (a class token), a ``Where`` of a computed tensor (a causal mask)): other graphs
 import exactly as before. A model whose input has a symbolic dimension other than the batch is
@@ -43,8 +43,8 @@ def needed(g):
     for n in g.node:
         if n.op_type == "Shape":
             return True
-        if n.op_type == "MatMul" and len(n.input) == 2 and not any(i in consts for i in n.input):
-            return True
+        if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] not in consts:
+            return True             # of two computed tensors, or of a constant by one (hlsnn.deploy.constmm)
         if n.op_type in ("Gather", "Slice", "Split") and n.input[0] not in consts:
             return True
         if n.op_type == "Concat" and any(i in consts for i in n.input) and not all(i in consts for i in n.input):

@@ -1,5 +1,6 @@
 """A convolution whose channels are split, rewritten as one convolution per part (issue 52's hidden
-family: ``F.glu(conv(x), dim=1)``, ``nn.GLU(dim=1)``, ``conv(x).chunk(2, dim=1)``).
+family: ``F.glu(conv(x), dim=1)``, ``nn.GLU(dim=1)``, ``conv(x).chunk(2, dim=1)``); a ``Gemm``'s
+features split alike (``linear(x).chunk(2, dim=-1)``, a gated head), one ``Gemm`` per part.
 
 A pre-pass of the importer (:func:`rewrite`, called by :func:`hlsnn.deploy.onnx_import.load_onnx`
 after :mod:`hlsnn.deploy.shapefold` folded the shape arithmetic; a model without the pattern passes
@@ -131,10 +132,16 @@ def rewrite(model):
         for i in n.input[:1]:
             readers.setdefault(i, []).append(n)
     for conv in g.node:
-        if conv.op_type != "Conv" or len(conv.output) != 1 or conv.output[0] in outputs \
+        if conv.op_type not in ("Conv", "Gemm") or len(conv.output) != 1 or conv.output[0] in outputs \
                 or len(conv.input) < 2 or conv.input[1] not in consts:
             continue
         src = conv.output[0]
+        if conv.op_type == "Gemm":
+            gemm = _split_gemm(conv, consts, readers.get(src, []), users.get(src), g)
+            if gemm is not None:
+                replace[id(conv)], dropped = gemm
+                drop.update(dropped)
+            continue
         w, groups = np.asarray(consts[conv.input[1]]), int(_attr(conv, "group", 1))
         if w.ndim < 3 or w.shape[0] % groups or w.size * groups > 1 << 20:
             continue
@@ -173,3 +180,45 @@ def rewrite(model):
     del g.node[:]
     g.node.extend(nodes)
     return m
+
+
+def _split_gemm(gemm, consts, rs, n_users, g):
+    """A ``Gemm`` (``transA`` 0, constant ``B`` and ``C``) whose outputs' features only a ``Split`` /
+    ``Slice`` of axis 1 reads (``a, b = linear(x).chunk(2, dim=-1)``, a GLU of a ``Linear``): one
+    ``Gemm`` per part, of ``B``'s columns (rows with ``transB``) and ``C``'s values of that part.
+    ``(new nodes, ids of the dropped readers)`` or None."""
+    from onnx import helper, numpy_helper
+    src = gemm.output[0]
+    if _attr(gemm, "transA", 0) or not rs or len(rs) != n_users or any(r.input[0] != src for r in rs):
+        return None
+    w = np.asarray(consts[gemm.input[1]])
+    trans = int(_attr(gemm, "transB", 0))
+    if w.ndim != 2:
+        return None
+    feats = w.shape[0] if trans else w.shape[1]
+    c = None
+    if len(gemm.input) > 2 and gemm.input[2]:
+        if gemm.input[2] not in consts:
+            return None
+        c = np.asarray(consts[gemm.input[2]])
+        if c.size not in (1, feats) or (c.ndim == 2 and c.shape[0] != 1) or c.ndim > 2:
+            return None
+    rows = [_rows(r, consts, feats, 2) for r in rs]
+    if any(x is None for x in rows):
+        return None
+    parts, dropped = [], set()
+    for r, outs in zip(rs, rows):
+        for o, sl in outs:
+            base = f"{gemm.name or src}/{r.name or o}/{sl.start}_{sl.stop}"
+            g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w[sl] if trans else w[:, sl]),
+                                                         f"{base}/w"))
+            ins = [gemm.input[0], f"{base}/w"]
+            if c is not None:
+                cp = c.reshape(-1)[sl] if c.size == feats else c.reshape(-1)
+                g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(cp), f"{base}/b"))
+                ins.append(f"{base}/b")
+            node = helper.make_node("Gemm", ins, [o], name=base)
+            node.attribute.extend(gemm.attribute)
+            parts.append(node)
+        dropped.add(id(r))
+    return parts, dropped

@@ -194,13 +194,11 @@ def _expands(model):
         sh = producer.get(n.input[1])
         if sh is not None and sh.op_type == "Shape" and not sh.attribute:   # y.expand_as(x): Shape(x)
             ok = all(o == sh.input[0] for o in others)
-        elif n.input[1] in consts:                                           # dynamo: the shape, constant
+        else:            # dynamo: the shape a constant, or (dynamic batch) Concat(Shape(x, 0, 1), C, H, W)
             if shapes is None:
                 shapes = _static_shapes(model)
-            target = tuple(int(v) for v in np.asarray(consts[n.input[1]]).reshape(-1))
-            ok = all(shapes.get(o) == target for o in others)
-        else:
-            ok = False
+            target = _shape_value(n.input[1], consts, producer, shapes)
+            ok = target is not None and all(_dominated(target, shapes.get(o)) for o in others)
         if not ok:
             continue
         for u in readers:                      # the reader broadcasts y to x's shape itself
@@ -331,6 +329,9 @@ def _gathers(g, consts, producer):
 
 
 def _static_shapes(model):
+    """``{tensor: shape}`` from onnx's shape inference: each dimension an int, or the name of a
+    symbolic dimension (``"batch"`` of an export with a dynamic batch axis: the same name is the
+    same size), or None where inference knows neither."""
     import onnx
     try:
         inf = onnx.shape_inference.infer_shapes(model)
@@ -338,10 +339,49 @@ def _static_shapes(model):
         return {}
     out = {}
     for vi in list(inf.graph.value_info) + list(inf.graph.input) + list(inf.graph.output):
-        dims = vi.type.tensor_type.shape.dim
-        if all(d.HasField("dim_value") for d in dims):
-            out[vi.name] = tuple(int(d.dim_value) for d in dims)
+        if not vi.type.tensor_type.HasField("shape"):
+            continue
+        out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
+                             for d in vi.type.tensor_type.shape.dim)
     return out
+
+
+def _last_known(shape):
+    """A shape whose last dimension (the one a 1-D gather indexes) is a number."""
+    return bool(shape) and isinstance(shape[-1], int)
+
+
+def _dominated(target, shape):
+    """Whether broadcasting to ``target`` within a tensor of ``shape`` changes nothing: ``target``'s
+    rank at most ``shape``'s and each of its dimensions (right-aligned) 1 or equal to ``shape``'s
+    (two symbolic dimensions equal when they have one name; an unknown one equals nothing)."""
+    if target is None or shape is None or len(target) > len(shape):
+        return False
+    return all(t == 1 or (t is not None and t == s) for t, s in zip(target[::-1], shape[::-1]))
+
+
+def _shape_value(name, consts, producer, shapes):
+    """The value of a shape tensor as a tuple of ints and symbolic names: a constant, ``Shape``
+    (with ``start``/``end``) of a tensor whose shape is known, or a ``Concat`` of those (the
+    dynamo export's ``expand_as`` under a dynamic batch: ``Concat(Shape(x, 0, 1), [C], [H], [W])``);
+    None otherwise."""
+    if name in consts:
+        return tuple(int(v) for v in np.asarray(consts[name]).reshape(-1))
+    n = producer.get(name)
+    if n is None:
+        return None
+    if n.op_type == "Shape":
+        full = shapes.get(n.input[0])
+        if full is None:
+            return None
+        r = len(full)
+        start, end = _attr(n, "start", 0), _attr(n, "end", r)
+        start, end = (min(max(v + r if v < 0 else v, 0), r) for v in (start, end))
+        return tuple(full[start:end])
+    if n.op_type == "Concat" and _attr(n, "axis", 0) in (0, -1):
+        parts = [_shape_value(i, consts, producer, shapes) for i in n.input]
+        return None if any(p is None for p in parts) else tuple(v for p in parts for v in p)
+    return None
 
 
 def _resize_for(mat, shape):
@@ -352,8 +392,10 @@ def _resize_for(mat, shape):
     r = len(shape)
     if n_out % n_in == 0:
         scales, sizes = np.array([1.0] * (r - 1) + [n_out / n_in], np.float32), None
-    else:
+    elif all(isinstance(d, int) for d in shape[:-1]):
         scales, sizes = None, np.array(list(shape[:-1]) + [n_out], np.int64)
+    else:
+        return None                 # sizes need every dimension (a dynamic batch: no constant sizes)
     if np.array_equal(mat, mat.astype(bool)) and (mat.sum(1) == 1).all():        # one position per output
         src = mat.argmax(1)
         f = n_out // n_in
@@ -386,7 +428,7 @@ def _gather_resizes(model):
 
     def emit(at, x, mat, out, nodes):
         shape = shapes.get(x)
-        if shape is None or shape[-1] != mat.shape[1] or not private(nodes, out):
+        if not _last_known(shape) or shape[-1] != mat.shape[1] or not private(nodes, out):
             return
         how = _resize_for(mat, shape)
         if how is None:
@@ -424,7 +466,7 @@ def _gather_resizes(model):
             if x0 != x1 or len(i0) != len(i1) or w.size not in (1, len(i0)) or w.ndim > 1:
                 continue
             shape = shapes.get(x0)
-            if shape is None:
+            if not _last_known(shape):
                 continue
             w = np.broadcast_to(w.reshape(-1), i0.shape)
             mat = np.zeros((len(i0), shape[-1]))
@@ -440,7 +482,7 @@ def _gather_resizes(model):
         if any(id(k) in done for k in nodes) or any(id(k) in replace or id(k) in drop for k in nodes):
             continue
         shape = shapes.get(x)
-        if shape is None or (idx < 0).any() or idx.max() >= shape[-1]:
+        if not _last_known(shape) or (idx < 0).any() or idx.max() >= shape[-1]:
             continue
         mat = np.zeros((len(idx), shape[-1]))
         mat[np.arange(len(idx)), idx] = 1.0
