@@ -252,7 +252,7 @@ def _bilinear_seg_file(tmp_path):
         torch.onnx.export(Seg().eval(), (torch.rand(1, 1, 8, 8),), str(path), dynamo=False, opset_version=17)
     cfg = tmp_path / "seg.yaml"
     cfg.write_text(f"name: seg\nmodel: {path}\ndata: digits\nlayout: auto\ntask: regression\ntargets: inputs\n"
-                   "formats:\n  fixed8: {type: fixed, accel: sparse8_pynq-z2, radix: lse, weight_scale: channel, "
+                   "calibration: {samples: 64}\nformats:\n  fixed8: {type: fixed, accel: sparse8_pynq-z2, radix: lse, weight_scale: channel, "
                    "equalize: channels}\nassignments:\n  fixed8: {default: fixed8}\n")
     return path, cfg
 
@@ -262,16 +262,15 @@ def test_a_skip_balanced_through_the_pool_and_bilinear_runs_in_one_network_start
     weights and the decoder's columns, and the compiled model's network mode (one start: rules 11
     and 12 for the pool and the bilinear upsample; its kernel's C-simulation: the slow test below)
     gives the layer path's bits."""
+    import dataclasses
+
     import hlsnn
-    from hlsnn.deploy.evaluate import open_deployment
     from hlsnn.network.build import compile_model
     path, cfg = _bilinear_seg_file(tmp_path)
     ds = datasets.load("digits", layout="nchw")
-    with open_deployment(cfg, "fixed8") as dep:
-        dep.calibrate(ds.x_train[:64])
-        bal = dep.balanced
-    prods = [k for k, v in bal.items() if isinstance(v, int)]
-    assert len(prods) == 1 and sum(isinstance(v, list) for v in bal.values()) == 2, bal
+    wide = {"fixed8": dataclasses.replace(FIXED["fixed8"], equalize="channels")}
+    bal = equalize.plan(load_onnx(path), ds.x_train[:64], Assignment("a", "fixed8", {}), wide)
+    assert bal == {"/enc0/enc0.0/Conv": 1, "/dec/dec.0/Conv": [(0, 4, 1)], "/enc1/enc1.1/Conv": [(0, 4, 1)]}, bal
     out = tmp_path / "seg-fixed8.hlsnn"
     compile_model(cfg, "fixed8", out, check_samples=2)
     x = ds.x_test[:8]
