@@ -252,7 +252,7 @@ def _bilinear_seg_file(tmp_path):
         torch.onnx.export(Seg().eval(), (torch.rand(1, 1, 8, 8),), str(path), dynamo=False, opset_version=17)
     cfg = tmp_path / "seg.yaml"
     cfg.write_text(f"name: seg\nmodel: {path}\ndata: digits\nlayout: auto\ntask: regression\ntargets: inputs\n"
-                   "formats:\n  fixed8: {type: fixed, accel: sparse8_pynq-z2, radix: lse, weight_scale: channel, "
+                   "calibration: {samples: 64}\nformats:\n  fixed8: {type: fixed, accel: sparse8_pynq-z2, radix: lse, weight_scale: channel, "
                    "equalize: channels}\nassignments:\n  fixed8: {default: fixed8}\n")
     return path, cfg
 
@@ -262,16 +262,15 @@ def test_a_skip_balanced_through_the_pool_and_bilinear_runs_in_one_network_start
     weights and the decoder's columns, and the compiled model's network mode (one start: rules 11
     and 12 for the pool and the bilinear upsample; its kernel's C-simulation: the slow test below)
     gives the layer path's bits."""
+    import dataclasses
+
     import hlsnn
-    from hlsnn.deploy.evaluate import open_deployment
     from hlsnn.network.build import compile_model
     path, cfg = _bilinear_seg_file(tmp_path)
     ds = datasets.load("digits", layout="nchw")
-    with open_deployment(cfg, "fixed8") as dep:
-        dep.calibrate(ds.x_train[:64])
-        bal = dep.balanced
-    prods = [k for k, v in bal.items() if isinstance(v, int)]
-    assert len(prods) == 1 and sum(isinstance(v, list) for v in bal.values()) == 2, bal
+    wide = {"fixed8": dataclasses.replace(FIXED["fixed8"], equalize="channels")}
+    bal = equalize.plan(load_onnx(path), ds.x_train[:64], Assignment("a", "fixed8", {}), wide)
+    assert bal == {"/enc0/enc0.0/Conv": 1, "/dec/dec.0/Conv": [(0, 4, 1)], "/enc1/enc1.1/Conv": [(0, 4, 1)]}, bal
     out = tmp_path / "seg-fixed8.hlsnn"
     compile_model(cfg, "fixed8", out, check_samples=2)
     x = ds.x_test[:8]
@@ -295,6 +294,25 @@ def test_a_skip_balanced_through_the_pool_and_bilinear_is_bit_exact_on_csim_in_o
     board = hlsnn.load(out, "csim", network=True)
     np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
     assert board.last_kernel_starts == 1
+
+
+def test_a_part_below_the_reference_by_less_than_a_bit_goes_up_one_bit():
+    """The skip's range over its columns' range a third of a bit (half-split: 0.32) below the
+    upsampled part's: nearest rounding gives 0, the regression's rule one bit up (measured: the
+    d_seg_bilinear shape retrained with two other seeds, 2.77 -> 2.21 % and 2.84 -> 2.18 %)."""
+    import dataclasses
+    import math
+    net = _bilinear_seg(8.0)
+    x = np.random.default_rng(4).uniform(0, 1, size=(8, 1, 8, 8))
+    env = float_tensors(net, x)
+    c = next(la for la in net.layers if la.name == "c")
+    r_a = np.abs(env["ya"]).max() / np.abs(c.w[:, :2]).max()
+    r_b = np.abs(env["ub"]).max() / np.abs(c.w[:, 2:]).max()
+    assert 0 < 0.5 * math.log2(r_b / r_a) < 0.5               # rounds to no scale
+    wide = {"fixed8": dataclasses.replace(FIXED["fixed8"], equalize="channels")}
+    new, scales = equalize.balance(net, x, Assignment("a", "fixed8", {}), wide)
+    assert scales == {"a": 1, "c": [(0, 2, 1)], "b": [(0, 2, 1)]}, scales
+    np.testing.assert_array_equal(float_forward(new, x), float_forward(net, x))
 
 
 def test_a_one_bit_scale_down_is_left_alone(monkeypatch):

@@ -9,10 +9,12 @@ resolve each field the config left ``auto`` to the calibration that minimises th
   while the network output's relative error on the calibration images drops, which is the
   regression metric itself;
 * ``weight_scale: channel``, ``bias_correction: empirical`` (:mod:`hlsnn.deploy.biascorr`) and
-  ``equalize: channels`` (:mod:`hlsnn.deploy.chain_equalize`).
+  ``equalize: channels`` (:mod:`hlsnn.deploy.chain_equalize`; it also widens the skip Concats'
+  balance, :mod:`hlsnn.deploy.equalize`).
 
-Measured in ``docs/deploy.md`` (fixed8 on the dense models): g_unet_bn 3.76 -> 2.79 %, and every
-dense model measured is better than with the classification defaults. A classifier keeps those
+Measured in ``docs/deploy.md`` (fixed8 on the dense models): g_unet_bn 3.76 -> 2.59 %, and every
+dense model measured is better than with the classification defaults (``scripts/variant_dense.py``'s
+twelve all under 3 %). A classifier keeps those
 (``radix: lse``, ``weight_scale: auto``, ``bias_correction: none``, ``equalize: none``): the
 four together cost the digits MLP one test image. The price is calibration time: 4-19 s on 128
 images instead of 0.1-0.3 s. A model :func:`hlsnn.train.export` wrote keeps the classification
