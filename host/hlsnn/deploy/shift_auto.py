@@ -217,3 +217,13 @@ def choose(dep, x_cal, calibrate_once):
                         else "relative RMS error against float",
                         "scores": {p: scores[p] for p in pairs}}
     return dep.shift_choice
+
+
+def cal_labels(ds, n, task):
+    """The labels of the ``n`` calibration images (``ds.y_train[:n]``) for a classifier whose data
+    set has integer ones, else None (:attr:`hlsnn.deploy.runner.Deployment.cal_labels`)."""
+    y = getattr(ds, "y_train", None)
+    if task != "classification" or y is None or len(y) < n:
+        return None
+    y = np.asarray(y[:n])
+    return y if y.ndim == 1 and np.issubdtype(y.dtype, np.integer) else None

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from ..deploy import datasets, qimport, task_formats, update
+from ..deploy.shift_auto import cal_labels
 from ..deploy.config import load_deploy_config
 from ..deploy.evaluate import (_check_data, _check_labels, _classification, _layout, _regression, as_map, file_tensor,
                                _regression_scorer, _targets, float_reference, host_bits_of, host_layers,
@@ -256,13 +257,3 @@ def end_to_end_latency(dep, net, cfg, name, accs, x1) -> dict:
         return {"end_to_end": None, "end_to_end_note": str(exc).splitlines()[0]}
     keys = ("board", "path", "kernel_starts", "kernel_us", "host_us", "end_to_end_us")
     return {"end_to_end": {k: (round(res[k], 3) if isinstance(res[k], float) else res[k]) for k in keys}}
-
-
-def cal_labels(ds, n, task):
-    """The labels of the ``n`` calibration images (``ds.y_train[:n]``) for a classifier whose data
-    set has integer ones, else None (:attr:`hlsnn.deploy.runner.Deployment.cal_labels`)."""
-    y = getattr(ds, "y_train", None)
-    if task != "classification" or y is None or len(y) < n:
-        return None
-    y = np.asarray(y[:n])
-    return y if y.ndim == 1 and np.issubdtype(y.dtype, np.integer) else None

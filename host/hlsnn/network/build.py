@@ -40,7 +40,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
         dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding,
                          update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"])
         dep.task = _task(cfg, ds)                       # how shift_auto scores a candidate, as hlsnn deploy does
-        from ..evaluation.run import cal_labels
+        from ..deploy.shift_auto import cal_labels
         dep.cal_labels = cal_labels(ds, len(x_cal), dep.task)
         dep.calibrate(x_cal)
         from ..deploy import qimport                    # issue 50: a file's own radix points where they map exactly
