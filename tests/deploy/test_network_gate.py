@@ -269,7 +269,7 @@ def test_hardswish_of_a_lse_shift_layer_takes_the_least_squared_error_radix(tmp_
     """A HardSwish table after a two-hot layer with ``radix: lse`` gets DETERMINE's radix on the
     op's values or up to 3 bits finer, the least sum of squared errors (entries saturating at 8
     bits, rounding half away from zero; a tie keeps the coarser), written here in numpy; with
-    ``radix: msb`` and in ``fixed8`` it keeps the radix where every entry fits (no calibrated
+    ``radix: msb``, in ``pot`` and in ``fixed8`` it keeps the radix where every entry fits (no calibrated
     radix recorded, not even one an earlier calibration with another format left, as
     ``shift_auto``'s candidates do)."""
     from hlsnn.deploy import datasets
@@ -283,6 +283,7 @@ def test_hardswish_of_a_lse_shift_layer_takes_the_least_squared_error_radix(tmp_
     p.write_text(f"name: se\nmodel: {model}\ndata: digits\nlayout: nchw\ntask: classification\nformats:\n"
                  "  lse: {type: twohot, accel: shift8_pynq-z2, radix: lse, weight_fit: nearest}\n"
                  "  msb: {type: twohot, accel: shift8_pynq-z2, radix: msb, weight_fit: nearest}\n"
+                 "  pot: {type: pot, accel: shift8_pynq-z2, radix: lse, weight_fit: nearest}\n"
                  "  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n")
     cfg = load_deploy_config(p)
     net = load_onnx(cfg.model)
@@ -291,7 +292,7 @@ def test_hardswish_of_a_lse_shift_layer_takes_the_least_squared_error_radix(tmp_
     assert len(hsw) == 2
     accs = open_accelerators(cfg, "emu")
     try:
-        for name in ("lse", "msb", "fixed8"):
+        for name in ("lse", "msb", "pot", "fixed8"):
             dep = Deployment(net, cfg.assignments[name], cfg.formats, accs, rounding=cfg.rounding)
             dep.table_radix = {la.name: 2 for la in hsw}      # as a calibration with another format left them
             dep.calibrate(x)
