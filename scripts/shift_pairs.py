@@ -6,6 +6,7 @@ them (:mod:`hlsnn.deploy.shift_auto`) scored on the test images after the fact::
     TYPE=pot python scripts/shift_pairs.py dump OUT_DIR_POT MODEL.onnx ...
     python scripts/shift_pairs.py rules OUT_DIR                         # the table of rules
     python scripts/shift_pairs.py layers MODEL.onnx lse+network         # where a pair's changed classes come from
+    python scripts/shift_pairs.py sets MODEL.onnx ...                   # the default choice on five calibration sets
 
 ``dump`` writes per model ``OUT_DIR/NAME.npz``: the float model's outputs and each pair's (set by
 hand, calibrated on the first ``NCAL`` training images) on the first 640 training images and on
@@ -16,6 +17,12 @@ left out), each fixed pair's and each rule's test images against float's accurac
 test images of another class than float's, the models beyond one point, and which choices a
 rule changes against fidelity alone. The models whose calibration is 64 images are named in
 ``TINY``.
+
+``sets`` deploys each digits classifier with the default format (``TYPE``, ``radix`` and
+``weight_fit`` ``auto``, the calibration images' labels given as ``hlsnn deploy`` gives them) on
+five calibration sets of 128 (training images 0-127, 128-255, ..., 512-639) and prints per set
+the chosen pair, the test images of another class than float's and the test images right
+against float's.
 
 ``layers`` (a digits classifier, two-hot on ``ACCEL`` (``shift8_pynq-z2``), the pair set by
 hand, calibrated on the first ``NCAL`` training images) counts the images whose class differs from
@@ -209,6 +216,39 @@ def layers(model, pair):
             a.close()
 
 
+def sets(models):
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import _layout, open_accelerators
+    from hlsnn.deploy.hostops import float_tensors
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import Deployment
+    typ = os.environ.get("TYPE", "twohot")
+    for m in models:
+        m = Path(m).resolve()
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "c.yaml"
+            p.write_text(f"name: x\nmodel: {m}\ndata: digits\nlayout: auto\ntask: classification\n"
+                         f"formats:\n  t: {{type: {typ}, accel: shift8_pynq-z2}}\n")
+            cfg = load_deploy_config(p)
+        net = load_onnx(cfg.model)
+        ds = datasets.load("digits", layout=_layout(net, cfg.layout))
+        fy = float_tensors(net, ds.x_test)[net.output].argmax(1)
+        accs = open_accelerators(cfg, "emu")
+        try:
+            for off in (0, 128, 256, 384, 512):
+                dep = Deployment(net, cfg.assignments["t"], cfg.formats, accs, rounding=cfg.rounding)
+                dep.task, dep.cal_labels = "classification", ds.y_train[off:off + 128]
+                dep.calibrate(ds.x_train[off:off + 128])
+                y = dep.run(ds.x_test).argmax(1)
+                print(f"{m.stem} set {off}: {dep.shift_choice['chosen']}, {int(np.sum(y != fy))} of another class "
+                      f"than float's, {int(np.sum(y == ds.y_test)) - int(np.sum(fy == ds.y_test)):+d} images right "
+                      f"against float ({100 * np.mean(y == ds.y_test):.2f} %)", flush=True)
+        finally:
+            for a in accs.values():
+                a.close()
+
+
 if __name__ == "__main__":
     {"dump": lambda a: dump(a[0], a[1:]), "rules": lambda a: rules(a[0]),
-     "layers": lambda a: layers(a[0], a[1])}[sys.argv[1]](sys.argv[2:])
+     "layers": lambda a: layers(a[0], a[1]), "sets": sets}[sys.argv[1]](sys.argv[2:])
