@@ -5,6 +5,8 @@ them (:mod:`hlsnn.deploy.shift_auto`) scored on the test images after the fact::
     DATA=digits32 NCAL=64 python scripts/shift_pairs.py dump OUT_DIR tests/data/torch/tiny/dscnn_ts17.onnx
     TYPE=pot python scripts/shift_pairs.py dump OUT_DIR_POT MODEL.onnx ...
     python scripts/shift_pairs.py rules OUT_DIR                         # the table of rules
+    python scripts/shift_pairs.py layers MODEL.onnx lse+network         # where a pair's changed classes come from
+    python scripts/shift_pairs.py sets MODEL.onnx ...                   # the default choice on five calibration sets
 
 ``dump`` writes per model ``OUT_DIR/NAME.npz``: the float model's outputs and each pair's (set by
 hand, calibrated on the first ``NCAL`` training images) on the first 640 training images and on
@@ -14,7 +16,26 @@ skipped. ``rules`` prints, over every dump (a ``v_`` copy of a model dumped unde
 left out), each fixed pair's and each rule's test images against float's accuracy in all, the
 test images of another class than float's, the models beyond one point, and which choices a
 rule changes against fidelity alone. The models whose calibration is 64 images are named in
-``TINY``."""
+``TINY``.
+
+``sets`` deploys each digits classifier with the default format (``TYPE``, ``radix`` and
+``weight_fit`` ``auto``, the calibration images' labels given as ``hlsnn deploy`` gives them) on
+five calibration sets of 128 (training images 0-127, 128-255, ..., 512-639) and prints per set
+the chosen pair, the test images of another class than float's and the test images right
+against float's.
+
+``layers`` (a digits classifier, two-hot on ``ACCEL`` (``shift8_pynq-z2``), the pair set by
+hand, calibrated on the first ``NCAL`` training images) counts the images whose class differs from
+the float model's (training images 128-999, never calibrated on but trained on, so few change,
+and the test images) with every layer quantized, then with one engine layer's output at a time
+replaced by the float network's value of it on the layer's own output grid (its radix and bits,
+saturating), and with its input the float network's (on the grid of the codes it reads, or
+converted at its calibrated input radix where it reads a float tensor: a gate's product, a pool's
+sums): the layers after it still quantize, the error of every layer before it is gone. Where the
+count falls from one layer to the next, that stretch of the network makes the changed classes
+(layer path, emu). With ``weight_fit: network`` or ``output`` a later layer's codes were fitted
+to the quantized inputs it had, so a float input can also add a few changes (dw_a's /3/Conv:
+3 -> 10)."""
 from __future__ import annotations
 
 import glob
@@ -138,5 +159,96 @@ def rules(out):
               f"{', '.join(miss) or '-'}" + (f"; changes: {'; '.join(moved)}" if moved else ""))
 
 
+def layers(model, pair):
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import _layout, open_accelerators
+    from hlsnn.deploy.hostops import float_tensors
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.quant import Act
+    from hlsnn.deploy.runner import Deployment
+    ncal, accel = int(os.environ.get("NCAL", 128)), os.environ.get("ACCEL", "shift8_pynq-z2")
+    radix, _, fit = pair.partition("+")
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "c.yaml"
+        p.write_text(f"name: x\nmodel: {Path(model).resolve()}\ndata: digits\nlayout: auto\ntask: classification\n"
+                     f"formats:\n  t: {{type: twohot, accel: {accel}, radix: {radix}, weight_fit: {fit}}}\n")
+        cfg = load_deploy_config(p)
+    net = load_onnx(cfg.model)
+    ds = datasets.load("digits", layout=_layout(net, cfg.layout))
+    x, nt = np.concatenate([ds.x_train[128:1000], ds.x_test]), len(ds.x_test)
+    ft = float_tensors(net, x)
+    fy = ft[net.output].argmax(1)
+    accs = open_accelerators(cfg, "emu")
+    try:
+        dep = Deployment(net, cfg.assignments["t"], cfg.formats, accs, rounding=cfg.rounding)
+        dep.task = "classification"
+        dep.calibrate(ds.x_train[:ncal])
+        dep.chunk = len(x)                                   # one pass: the float tensors are the whole batch's
+
+        def count(what):
+            y = dep.run(x, keep=True)[0].argmax(1)
+            print(f"{what:40s} changed classes: {int(np.sum(y != fy)):3d} of {len(x)} "
+                  f"({int(np.sum(y[-nt:] != fy[-nt:]))} of {nt} test), test accuracy "
+                  f"{100 * np.mean(y[-nt:] == ds.y_test):.2f} % (float {100 * np.mean(fy[-nt:] == ds.y_test):.2f})",
+                  flush=True)
+        count("all quantized")
+        for name, ex in dep.execs.items():
+            run, la = ex.run, ex.layer
+
+            def grid(v, fmt):
+                f, bits, signed = fmt
+                lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+                return Act(np.ldexp(np.clip(np.floor(np.ldexp(v, f) + 0.5), lo, hi), -f), fmt)
+
+            def float_in(act, calibrate, run=run, src=la.inputs[0]):
+                return run(Act(ft[src], None) if act.fmt is None else grid(ft[src], act.fmt), calibrate)
+
+            def float_out(act, calibrate, run=run, out=la.output):
+                return grid(ft[out], run(act, calibrate).fmt)
+            ex.run = float_in
+            count(f"{name} input float")
+            ex.run = float_out
+            count(f"{name} output float (radix {ex.f_out})")
+            ex.run = run
+    finally:
+        for a in accs.values():
+            a.close()
+
+
+def sets(models):
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import _layout, open_accelerators
+    from hlsnn.deploy.hostops import float_tensors
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import Deployment
+    typ = os.environ.get("TYPE", "twohot")
+    for m in models:
+        m = Path(m).resolve()
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "c.yaml"
+            p.write_text(f"name: x\nmodel: {m}\ndata: digits\nlayout: auto\ntask: classification\n"
+                         f"formats:\n  t: {{type: {typ}, accel: shift8_pynq-z2}}\n")
+            cfg = load_deploy_config(p)
+        net = load_onnx(cfg.model)
+        ds = datasets.load("digits", layout=_layout(net, cfg.layout))
+        fy = float_tensors(net, ds.x_test)[net.output].argmax(1)
+        accs = open_accelerators(cfg, "emu")
+        try:
+            for off in (0, 128, 256, 384, 512):
+                dep = Deployment(net, cfg.assignments["t"], cfg.formats, accs, rounding=cfg.rounding)
+                dep.task, dep.cal_labels = "classification", ds.y_train[off:off + 128]
+                dep.calibrate(ds.x_train[off:off + 128])
+                y = dep.run(ds.x_test).argmax(1)
+                print(f"{m.stem} set {off}: {dep.shift_choice['chosen']}, {int(np.sum(y != fy))} of another class "
+                      f"than float's, {int(np.sum(y == ds.y_test)) - int(np.sum(fy == ds.y_test)):+d} images right "
+                      f"against float ({100 * np.mean(y == ds.y_test):.2f} %)", flush=True)
+        finally:
+            for a in accs.values():
+                a.close()
+
+
 if __name__ == "__main__":
-    {"dump": lambda a: dump(a[0], a[1:]), "rules": lambda a: rules(a[0])}[sys.argv[1]](sys.argv[2:])
+    {"dump": lambda a: dump(a[0], a[1:]), "rules": lambda a: rules(a[0]),
+     "layers": lambda a: layers(a[0], a[1]), "sets": sets}[sys.argv[1]](sys.argv[2:])

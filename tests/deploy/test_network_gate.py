@@ -263,3 +263,58 @@ def test_the_compiled_emu_path_runs_tables_and_the_gate(se, fmt):
         finally:
             for a in accs.values():
                 a.close()
+
+
+def test_hardswish_of_a_lse_shift_layer_takes_the_least_squared_error_radix(tmp_path):
+    """A HardSwish table after a two-hot layer with ``radix: lse`` gets DETERMINE's radix on the
+    op's values or up to 3 bits finer, the least sum of squared errors (entries saturating at 8
+    bits, rounding half away from zero; a tie keeps the coarser), written here in numpy; with
+    ``radix: msb`` and in ``pot`` it keeps the radix where every entry fits (no calibrated
+    radix recorded, not even one an earlier calibration with another format left, as
+    ``shift_auto``'s candidates do)."""
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.deploy.evaluate import open_accelerators
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.quant import host_radix
+    from hlsnn.deploy.runner import Deployment
+    model = ROOT / "tests" / "data" / "torch" / "beyond" / "se_cnn_ts17.onnx"
+    p = tmp_path / "c.yaml"
+    p.write_text(f"name: se\nmodel: {model}\ndata: digits\nlayout: nchw\ntask: classification\nformats:\n"
+                 "  lse: {type: twohot, accel: shift8_pynq-z2, radix: lse, weight_fit: nearest}\n"
+                 "  msb: {type: twohot, accel: shift8_pynq-z2, radix: msb, weight_fit: nearest}\n"
+                 "  pot: {type: pot, accel: shift8_pynq-z2, radix: lse, weight_fit: nearest}\n")
+    cfg = load_deploy_config(p)
+    net = load_onnx(cfg.model)
+    x = np.random.default_rng(0).random((16,) + tuple(net.input_shape[1:]))     # pixels in [0, 1)
+    hsw = [la for la in net.layers if la.op == "HardSwish"]
+    assert len(hsw) == 2
+    accs = open_accelerators(cfg, "emu")
+    try:
+        for name in ("lse", "msb", "pot"):
+            dep = Deployment(net, cfg.assignments[name], cfg.formats, accs, rounding=cfg.rounding)
+            dep.table_radix = {la.name: 2 for la in hsw}      # as a calibration with another format left them
+            dep.calibrate(x)
+            radix = dep.table_radix
+            if name != "lse":
+                assert not any(la.name in radix for la in hsw), name
+                continue
+            _, env = dep.run(x, keep=True)
+            env_fmt = {}
+            for la in hsw:
+                prod = next(p for p in net.layers if p.output == la.inputs[0])
+                env_fmt[la.name] = (dep.execs[prod.name].f_out, 8, True)
+                src = env[la.inputs[0]]
+                v = src * np.clip(src + 3, 0, 6) / 6            # the op's float64 values on the codes
+                d = host_radix(v, 8, True)
+
+                def sse(f):
+                    w = np.ldexp(v, f)
+                    q = np.clip(np.sign(w) * np.floor(np.abs(w) + 0.5), -128, 127)
+                    return float(np.sum((np.ldexp(q, -f) - v) ** 2))
+                errs = [sse(f) for f in range(d, d + 4)]
+                assert radix[la.name] == d + int(np.argmin(errs)), (la.name, d, errs)
+            before = {la.name: netgate.table("HardSwish", {}, env_fmt[la.name], cfg.rounding)[0] for la in hsw}
+            assert any(radix[k] != before[k] for k in before), (radix, before)   # not the max-fit radix: the rule bites
+    finally:
+        for a in accs.values():
+            a.close()

@@ -175,13 +175,15 @@ def test_classifier_deploys_within_one_point_in_every_format(tmp_path, name):
 
 @pytest.mark.parametrize("name", slow_cases(["se_cnn_dynamo", "se_cnn_ts17"], ["se_cnn_ts17"]))
 def test_se_cnn_two_hot_is_within_one_point(tmp_path, name):
-    """The default radix/weight_fit: auto. The most faithful pair (msb/network: 9 test images of
-    another class than float's) loses 4 (-1.11 points); the calibration images' labels say
-    lse/output classifies 7 of them better and none worse (hlsnn.deploy.shift_auto step 4)."""
+    """The default radix/weight_fit: auto. The most faithful pair on the calibration images
+    (lse/network since its HardSwish tables take the least-squared-error radix: 126 of 128
+    agree with float; before, msb/network, which lost 4 test images, -1.11 points) classifies
+    112 of them right; the labels say msb/output's 117 are significantly more (McNemar,
+    hlsnn.deploy.shift_auto step 4): 90.83 %, float's."""
     float_acc = MANIFEST["models"][name]["float_accuracy"]
     res = deploy(_config(tmp_path, name), "emu", assignments=["twohot"])
     got = res["assignments"]["twohot"]
-    assert got["shift_choice"]["chosen"] == "lse+output", got["shift_choice"]
+    assert got["shift_choice"]["chosen"] == "msb+output", got["shift_choice"]
     assert got["accuracy"] >= float_acc - 0.01, (got, float_acc)
 
 

@@ -62,7 +62,7 @@ from ..engines import convgeom as conv
 from ..engines.network import gate as netgate
 from . import gatecodes, tablecodes as tablein
 from ..errors import InputError
-from . import biascorr, hostops, radix_search, samplewise, shift_auto, shift_netfit
+from . import biascorr, hostops, radix_lse, radix_search, samplewise, shift_auto, shift_netfit
 from . import update as updates
 from .executors import EXECS, BfpExec, ShiftExec
 from .hostquant import HostQuant, check_host_bits
@@ -285,21 +285,46 @@ class Deployment:
         bits) on the op's float64 values, the radix the next engine layer chose for them before
         tables ran there; chosen when calibrating (every batch when ``dynamic``), kept in
         :attr:`table_radix`. None (the largest radix where every entry fits) for the ops of
-        ``MAX_FIT`` of :mod:`hlsnn.engines.network.gate`."""
-        if layer.op in netgate.MAX_FIT:          # the tables of before: the radix where every entry fits
-            return None
+        ``MAX_FIT`` of :mod:`hlsnn.engines.network.gate`, but for a ``HardSwish`` of a two-hot
+        layer's output whose format takes ``radix: lse`` (:meth:`_lse_table`): there DETERMINE's
+        radix or up to 3 bits finer, the least squared error on the op's values
+        (:func:`hlsnn.deploy.radix_lse.input_radix`), as that layer chose its own output radix."""
         radix = self.__dict__.setdefault("table_radix", {})
-        if calibrate or self.dynamic or layer.name not in radix:
-            if not calibrate and not self.dynamic:
-                from .programrev import older
-                why = older(getattr(self, "origin", None), "table of a PRelu per channel") \
-                    if not netgate.is_table(layer.op, layer.attrs) else None
-                raise InputError(f"layer {layer.name}: no calibrated output radix for its table (rule 9)"
-                                 + (f": {why}" if why else ""))
-            from .quant import host_radix           # DETERMINE on the op's float64 values: the next layer's radix before
-            radix[layer.name] = int(host_radix(hostops.run(layer, [act.values]), int(act.fmt[1]), True,
-                                               self.overflow_ratio))
+        if not calibrate and not self.dynamic:               # the calibrated radix (a loaded program's too)
+            if layer.name in radix or layer.op in netgate.MAX_FIT:
+                return radix.get(layer.name)
+            from .programrev import older
+            why = older(getattr(self, "origin", None), "table of a PRelu per channel") \
+                if not netgate.is_table(layer.op, layer.attrs) else None
+            raise InputError(f"layer {layer.name}: no calibrated output radix for its table (rule 9)"
+                             + (f": {why}" if why else ""))
+        lse = self._lse_table(layer)
+        if layer.op in netgate.MAX_FIT and not lse:      # the tables of before: the radix where every entry fits
+            radix.pop(layer.name, None)                  # (not one an earlier format's calibration left: shift_auto)
+            return None
+        from .quant import host_radix        # DETERMINE on the op's float64 values: the next layer's radix before
+        v, b = hostops.run(layer, [act.values]), int(act.fmt[1])
+        radix[layer.name] = int(host_radix(v, b, True, self.overflow_ratio))
+        if lse:
+            radix[layer.name] = int(radix_lse.input_radix(v, radix[layer.name], b, True, self.rounding))
         return radix[layer.name]
+
+    def _lse_table(self, layer):
+        """True for a ``HardSwish`` table whose input is the output of a ``twohot`` layer with
+        ``radix: lse`` (:mod:`hlsnn.deploy.radix_lse`): its output radix is chosen by least
+        squared error, not kept where every entry fits. HardSwish is unbounded above and near
+        zero below, so the radix where every entry of the input's range fits spends its codes on
+        values the calibration rarely reaches (f_dw_cbam of ``scripts/variant_fresh.py``,
+        two-hot ``lse``/``network``: 12 -> 7 test images of another class than float's; the 14
+        HardSwish classifiers of the families over five calibration sets: deployments beyond
+        one point 8 -> 4). Sigmoid and HardSigmoid, bounded gates, keep it; so does a ``pot``
+        layer's HardSwish (the same rule cost pot 50 images over those 70 deployments) and a
+        ``fixed`` one's (a calibrated HardSwish radix cost dw_a fixed8 0.8 points)."""
+        if layer.op != "HardSwish":
+            return False
+        src = next((la for la in self.net.layers if la.output == layer.inputs[0]), None)
+        fmt = getattr(self.execs.get(src.name), "fmt", None) if src is not None else None
+        return fmt is not None and fmt.type == "twohot" and getattr(fmt, "radix", "msb") in ("lse", "search")
 
     def bfp_luts(self):
         """``{host layer: code bits}`` run by rule 9b (:mod:`hlsnn.engines.bfp_systolic.network.gate`):

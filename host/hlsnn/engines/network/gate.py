@@ -14,9 +14,12 @@ integers at radix ``F``, value ``q * 2**-F``):
    floor), signed ``b`` bits. ``F_o`` is calibrated: DETERMINE on the op's float64 values on
    the calibration images (the layer path's ``table_radix``, the compiled program's host-layer
    field ``table``), each entry then saturated to ``b`` bits, as the next layer converted the
-   op's float64 values before; for :data:`MAX_FIT` (the tables of before) and where no radix is
-   recorded, the largest radix at which every entry fits without saturation (``F_o <= F + b``;
-   ``b - 1`` for a table of zeros). The ops and their values ``f(x)``: :mod:`hlsnn.engines.network.tables`
+   op's float64 values before (a ``HardSwish`` of a ``twohot`` layer with ``radix: lse``:
+   DETERMINE's or up to 3 bits finer, the least squared error on those values,
+   :mod:`hlsnn.deploy.radix_lse`); for the other :data:`MAX_FIT` tables (the tables of before)
+   and where no radix is recorded, the largest radix at which every entry fits without
+   saturation (``F_o <= F + b``; ``b - 1`` for a table of zeros). The ops and their values
+   ``f(x)``: :mod:`hlsnn.engines.network.tables`
    (:data:`UNARY`: ``HardSwish``, ``HardSigmoid``, ``Sigmoid``, ``Tanh``, ``Erf``, ``Gelu``,
    ``LeakyRelu``, ``Elu``, ``Softplus``, ``Selu``, ``Celu``, ``Softsign``, ``Mish``,
    ``ThresholdedRelu``, ``PRelu``, ``Scale``, ``AddConst`` by one scalar, and
