@@ -7,7 +7,6 @@ net and onnx's reference AveragePool against the lowered pool; and what the test
 PyTorch wrote (tests/data/torch/beyond) share: onnxruntime's outputs and a deployment config;
 the small nets' ONNX writing (checked, saved) and initializers; the ``radix: lse`` tests' check
 that the compiled calibration is the layer path's."""
-import contextlib
 import json
 import math
 from fractions import Fraction
@@ -362,27 +361,4 @@ def classifier_fixed_defaults():
     from hlsnn.deploy import task_formats
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(task_formats, "resolve", lambda formats, task, net=None: formats)
-        yield
-
-
-@contextlib.contextmanager
-def first_pair():
-    """While active, a shift format's ``radix: auto`` / ``weight_fit: auto`` (hlsnn.deploy.shift_auto)
-    tries only its first candidate pair (the likeliest choice) instead of every pair: one
-    calibration and one scoring run per deployment instead of four or five. For the tests whose
-    subject is another rule (the network path's bits, a target's bits), not the choice or a
-    default's accuracy. The choice's own tests: tests/deploy/test_shift_auto.py,
-    test_netcal.py's shipped models; the defaults' accuracy: test_deploy.py, the model-family files."""
-    from hlsnn.deploy import shift_auto
-    candidates = shift_auto.candidates
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(shift_auto, "candidates", lambda formats: candidates(formats)[:1])
-        yield
-
-
-@pytest.fixture(scope="module")
-def shift_first_pair():
-    """:func:`first_pair` for a whole module: ``pytestmark = pytest.mark.usefixtures("shift_first_pair")``
-    with the name imported from here."""
-    with first_pair():
         yield

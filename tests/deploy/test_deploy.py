@@ -162,8 +162,8 @@ def test_pruning_reaches_the_configured_sparsity(results):
 def test_targets_agree_bit_for_bit_with_emulation(target):
     """Every format of the MLP and of the CNN, on 24 test images: the outputs of the target
     equal the emulator's, bit for bit. The two-hot pair is the first candidate's (the subject is
-    the target's bits, not the choice: netfixtures.first_pair)."""
-    from netfixtures import first_pair
+    the target's bits, not the choice: tests/conftest.py's first_pair)."""
+    from conftest import first_pair
     with first_pair():
         _targets_agree(target)
 

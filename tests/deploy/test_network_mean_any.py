@@ -21,10 +21,6 @@ from hlsnn.deploy import hostops, program as netmode  # noqa: E402
 from hlsnn.deploy.quant import to_fixed  # noqa: E402
 from hlsnn.engines.network import mean  # noqa: E402
 from netfixtures import check_pool_is_onnx_reference, compile_onnx  # noqa: E402
-from netfixtures import shift_first_pair  # noqa: E402,F401
-
-# the subject is the network path's bits, not the two-hot pair's choice: one pair (netfixtures.first_pair)
-pytestmark = pytest.mark.usefixtures("shift_first_pair")
 
 ROUNDINGS = ["nearest_even", "nearest_away", "truncate"]
 

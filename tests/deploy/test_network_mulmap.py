@@ -19,10 +19,6 @@ from hlsnn.engines.network import gate as netgate  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from netfixtures import compile_onnx  # noqa: E402
-from netfixtures import shift_first_pair  # noqa: E402,F401
-
-# the subject is the network path's bits, not the two-hot pair's choice: one pair (netfixtures.first_pair)
-pytestmark = pytest.mark.usefixtures("shift_first_pair")
 
 FORMATS = {"bfp8": "{type: bfp, accel: bfp8_zcu104}", "twohot": "{type: twohot, accel: shift8_pynq-z2}",
            "fixed8": "{type: fixed, accel: sparse8_pynq-z2}"}

@@ -20,10 +20,6 @@ import hlsnn  # noqa: E402
 from hlsnn.engines.network import gate as netgate, tables  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 from netfixtures import compile_onnx, round_array, round_fraction  # noqa: E402
-from netfixtures import shift_first_pair  # noqa: E402,F401
-
-# the subject is the network path's bits, not the two-hot pair's choice: one pair (netfixtures.first_pair)
-pytestmark = pytest.mark.usefixtures("shift_first_pair")
 
 LD = np.longdouble
 ROUNDINGS = ("nearest_away", "nearest_even", "truncate")
