@@ -1,3 +1,4 @@
+import contextlib
 import os
 from pathlib import Path
 
@@ -201,6 +202,49 @@ def _runs_csim(item):
 SLOW_DYNAMO_FILES = ("test_torch_fifth.py", "test_network_maxlate.py", "test_repeat_upsample.py",
                      "test_pixel_unshuffle.py", "test_residual_sub.py", "test_torch_fourth.py",
                      "test_torch_variants.py", "test_torch_beyond.py", "test_torch_fresh.py")
+
+
+@contextlib.contextmanager
+def first_pair():
+    """While active, a shift format's ``radix: auto`` / ``weight_fit: auto`` (hlsnn.deploy.shift_auto)
+    tries only its first candidate pair (the likeliest choice) instead of every pair: one
+    calibration and one scoring run per deployment instead of four or five. For the tests whose
+    subject is another rule (the network path's bits, a target's bits), not the choice or a
+    default's accuracy: the choice keeps its own tests (tests/deploy/test_shift_auto.py,
+    test_netcal.py's shipped models, test_shift_fit.py ...) and the defaults' accuracy theirs
+    (test_deploy.py, test_torch_*.py, test_qimport.py)."""
+    from hlsnn.deploy import shift_auto
+    candidates = shift_auto.candidates
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(shift_auto, "candidates", lambda formats: candidates(formats)[:1])
+        yield
+
+
+#: Network-path modules (the network program's and kernel's bits against the layer path's) whose
+#: two-hot deployments take :func:`first_pair`: the pair's choice is not their subject.
+#: (Not test_network_catinput.py: its refusal of a skip at another radix needs the radix the
+#: choice gives.)
+FIRST_PAIR_FILES = ("test_network_tables2.py", "test_network_mean_any.py", "test_network_mulmap.py",
+                    "test_network_act10.py", "test_network_bfp.py", "test_network_branches.py",
+                    "test_network_branches2.py", "test_network_cbam.py",
+                    "test_network_cornerresize.py", "test_network_depthwise.py", "test_network_dilation.py",
+                    "test_network_gate.py", "test_network_gatepool.py", "test_network_glu.py",
+                    "test_network_kernel.py", "test_network_linpool.py", "test_network_maxlate.py",
+                    "test_network_move.py", "test_network_overlay.py", "test_network_pad.py",
+                    "test_network_pick.py", "test_network_pool_gate.py", "test_network_prefix.py",
+                    "test_network_skips.py", "test_network_tablein.py", "test_network_tc_a.py",
+                    "test_network_transpose.py", "test_network_uncounted.py", "test_network_views_after.py")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _first_pair_module(request):
+    """:func:`first_pair` for the modules of :data:`FIRST_PAIR_FILES`, from their first
+    module-scoped fixture on (autouse fixtures are set up before the others of their scope)."""
+    if request.node.path.name not in FIRST_PAIR_FILES:
+        yield
+        return
+    with first_pair():
+        yield
 
 
 def pytest_collection_modifyitems(config, items):

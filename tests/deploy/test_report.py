@@ -80,8 +80,19 @@ def check_page(page):
 
 
 def test_report_accuracy_equals_deploy(root, tmp_path):
-    cfg = root / "configs" / "models" / "digits_mlp.yaml"
+    """The report's tables are the deployment's. Four of digits_mlp.yaml's eight assignments (one
+    per engine and the mixed one; the eight took 15 CPU-s for the two runs)."""
+    models = root / "configs" / "models"
+    text = (models / "digits_mlp.yaml").read_text().replace("../accel/", f"{root / 'configs' / 'accel'}/")
+    text = text.replace("model: digits_mlp.onnx", f"model: {models / 'digits_mlp.onnx'}")
+    head, _, tail = text.partition("\nassignments:\n")
+    keep = ("bfp8:", "twohot:", "sparse50:", "twohot+bfp8:")
+    lines = [ln for ln in tail.splitlines() if ln.strip().startswith(keep)]
+    assert len(lines) == 4, tail
+    cfg = tmp_path / "digits_mlp.yaml"
+    cfg.write_text(head + "\nassignments:\n" + "\n".join(lines) + "\n")
     res = run.deploy(cfg, "emu", per_layer=True, test_samples=40)
+    assert list(res["assignments"]) == ["bfp8", "twohot", "sparse50", "twohot+bfp8"]
     (tmp_path / "sub").mkdir()                      # --out makes no folders outside build/ and overlays/
     out = write_report(cfg, "emu", out=tmp_path / "sub" / "mlp.html", test_samples=40)
     assert out == tmp_path / "sub" / "mlp.html"
