@@ -247,8 +247,43 @@ def _first_pair_module(request):
         yield
 
 
+#: Cases of a parametrized test whose other cases stay quick and check the same rule (another
+#: model of a family, another format's kernel of a network rule that lowers to ops every engine
+#: has, another board of the same fit): slow, so CI's slow stage runs them. Chosen by their CPU
+#: cost in a cold quick run (session 26: 573 CPU-s, 4:57 on two idle cores); the cheapest case
+#: of each test stays quick. Keys are ``file::test``, values the parameter ids moved.
+SLOW_REPEAT_CASES = {
+    "test_torch_variants.py::test_variant_classifier_within_one_point_in_every_format": ("v_tc_a_ts17", "v_enc_cls_ts17"),
+    "test_torch_variants.py::test_variant_unet_within_three_percent": ("v_unet_mix_ts17", "v_unet_ct3_ts17"),
+    "test_torch_fresh.py::test_fresh_classifiers_within_one_point_in_bfp8_and_two_hot": ("v_f_mbv3_dl_ts17",),
+    "test_torch_beyond.py::test_classifier_deploys_within_one_point_in_every_format": ("kws1d_ts17", "tcresnet_ts17"),
+    "test_torch_exports.py::test_bfp8_and_twohot_within_one_point_of_float": ("lenet_ts17", "strided_ts13_nofold",
+                                                                            "mlp_dynamo"),
+    "test_network_bfp.py::test_network_kernel_one_start_bit_exact": ("resnet8_digits32-bfp16-2",),
+    "test_network_transpose.py::test_network_kernel_transpose_is_bit_exact_on_csim_in_one_start": ("bfp8", "twohot",
+                                                                                                "sized"),
+    "test_network_branches.py::test_the_branches_pass_the_strict_csim_in_one_start": ("bfp8", "twohot"),
+    "test_strict_bit_exact.py::test_strict_csim_equals_the_emulator": ("sp_small",),
+    "test_netcal.py::test_shipped_models_calibrate_as_the_layer_path": ("mobilenet_relu6_ts17.yaml", "dscnn_dynamo.yaml"),
+    "test_qimport.py::test_other_scales_are_approximated_within_one_point": ("mlp_u8", "cnn_pc", "res_pc"),
+    "test_network_mean_any.py::test_network_kernel_csim_has_the_layer_paths_bits_in_one_start": ("res7-twohot",),
+    "test_network_pad.py::test_reflect_and_edge_pads_in_one_start_on_csim_and_the_board": ("bfp8", "twohot"),
+    "test_network_move.py::test_network_kernel_moves_are_bit_exact_on_csim_in_one_start": ("upsample-twohot",
+                                                                                        "zerostuff-twohot",
+                                                                                        "zerostuff-sized"),
+    "test_network_sized.py::test_resnet8_within_each_board": ("kv260", "aup-zu3"),
+    "test_network_tablein.py::test_fresh_family_models_run_in_one_start_with_the_layer_paths_bits": (
+        "v_f_mbv3_dl_ts17", "v_f_mbv3_dl_dynamo"),
+}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        head, _, params = item.nodeid.rsplit("/", 1)[-1].partition("[")
+        if params.rstrip("]") in SLOW_REPEAT_CASES.get(head, ()) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
+            item.user_properties.append(("slow_reason", "a repeat of a quick case's rule (SLOW_REPEAT_CASES)"))
+            continue
         params = item.nodeid.partition("[")[2]
         if item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in SLOW_DYNAMO_FILES \
                 and any(p == "dynamo" or p.endswith("_dynamo") for p in params.rstrip("]").split("-")) \
