@@ -22,24 +22,6 @@ from . import graphindex
 _MOVES = ("Squeeze", "Unsqueeze", "Transpose", "Reshape")
 
 
-def _run_moves(nodes, shape, fs, consts):
-    """The index array of ``shape`` moved through ``nodes`` (per-sample shapes), or None."""
-    from onnx import helper
-    y = np.arange(int(np.prod(shape))).reshape(shape)
-    for n in nodes:
-        if n.op_type == "Transpose":
-            perm = next((list(helper.get_attribute_value(a)) for a in n.attribute if a.name == "perm"), None)
-            if perm is None or len(perm) != y.ndim:
-                return None
-            y = y.transpose(perm)
-        else:
-            out = fs.get(n.output[0])
-            if out is None or int(np.prod(out)) != y.size:
-                return None
-            y = y.reshape(out)
-    return y
-
-
 def _back(t, producer, readers, outputs):
     """The moves that make ``t`` (each read only by the next), from the first: (source, nodes)."""
     nodes = []
@@ -84,8 +66,8 @@ def rewrite(model, fs):
                 or tuple(xs[:2]) != (1, 1) or tuple(ys[:2]) != (1, 1):
             continue
         c, z = ps[1], qs[1]
-        a = _run_moves(back, tuple(ps), fs, consts)
-        b = _run_moves(fwd, tuple(ys), fs, consts)
+        a = graphindex.run_moves(back, tuple(ps), fs)
+        b = graphindex.run_moves(fwd, tuple(ys), fs)
         if a is None or b is None or not np.array_equal(a.reshape(-1), np.arange(c)) \
                 or not np.array_equal(b.reshape(-1), np.arange(z)) or xs[2] != c or ys[2] != z:
             continue

@@ -1,6 +1,7 @@
 """What the importer's ONNX rewrites look up in a graph (:mod:`hlsnn.deploy.torchdecomp`,
 :mod:`hlsnn.deploy.repeatup`, :mod:`hlsnn.deploy.unshuffle`, :mod:`hlsnn.deploy.meanfold`): its
-constants, each tensor's producing node, each tensor's reading nodes and the graph's output names."""
+constants, each tensor's producing node, each tensor's reading nodes and the graph's output names;
+and where a chain of moves carries each element (:func:`run_moves`)."""
 
 
 def constants(g):
@@ -24,3 +25,25 @@ def index(g):
         for i in n.input:
             readers.setdefault(i, []).append(n)
     return constants(g), producer, readers, {o.name for o in g.output}
+
+
+def run_moves(nodes, shape, fs):
+    """An index array of ``shape`` (``np.arange``) carried through the data-movement ``nodes``
+    (``Transpose`` by its ``perm``; any other node reshapes to its output's per-sample shape in
+    ``fs``), or None where a node's rank or size does not match: where each element of the
+    start ends up (:mod:`hlsnn.deploy.shufflefold`, :mod:`hlsnn.deploy.ecafold`)."""
+    import numpy as np
+    from onnx import helper
+    y = np.arange(int(np.prod(shape))).reshape(shape)
+    for n in nodes:
+        if n.op_type == "Transpose":
+            perm = next((list(helper.get_attribute_value(a)) for a in n.attribute if a.name == "perm"), None)
+            if perm is None or len(perm) != y.ndim:
+                return None
+            y = y.transpose(perm)
+        else:
+            out = fs.get(n.output[0])
+            if out is None or int(np.prod(out)) != y.size:
+                return None
+            y = y.reshape(out)
+    return y

@@ -30,22 +30,11 @@ def _chain(start, readers, outputs):
 
 def _perm(x_shape, nodes, fs):
     """The channel permutation the chain makes of a (1, C, ...) tensor, or None."""
-    from onnx import helper
     if len(x_shape) < 3 or x_shape[0] != 1:
         return None
-    idx = np.arange(int(np.prod(x_shape))).reshape(x_shape)
-    y = idx
-    for n in nodes:
-        if n.op_type == "Transpose":
-            perm = next((list(helper.get_attribute_value(a)) for a in n.attribute if a.name == "perm"), None)
-            if perm is None or len(perm) != y.ndim:
-                return None
-            y = y.transpose(perm)
-        else:
-            shape = fs.get(n.output[0])
-            if shape is None or int(np.prod(shape)) != y.size:
-                return None
-            y = y.reshape(shape)
+    y = graphindex.run_moves(nodes, x_shape, fs)
+    if y is None:
+        return None
     if tuple(y.shape) != tuple(x_shape):
         return None
     c, rest = x_shape[1], int(np.prod(x_shape[2:]))
