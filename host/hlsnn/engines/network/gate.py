@@ -26,7 +26,8 @@ integers at radix ``F``, value ``q * 2**-F``):
    :mod:`hlsnn.deploy.unaryfuse`'s ``UnaryChain``: ``x * g(x)`` as one op), rationals
    exact and transcendental values rounded only where a certified interval decides. The table
    is the rule: a kernel holds it as a ROM of ``2**b`` entries.
-9ch. **a table per channel** (``PRelu`` whose slope, broadcast as ONNX broadcasts it, varies along
+
+   Rule 9ch, **a table per channel** (``PRelu`` whose slope, broadcast as ONNX broadcasts it, varies along
    the channel axis only: ``nn.PReLU(C)`` after a conv, slope ``(C, 1, 1)``, or after a
    ``Linear``, ``(C,)``; :func:`channel_consts`): ``C`` tables of rule 9, row ``c`` with
    channel ``c``'s slope taken exactly, all at one calibrated ``F_o`` (DETERMINE on the op's

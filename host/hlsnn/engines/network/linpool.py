@@ -40,8 +40,8 @@ dyadic weights), so these rules give the layer path's bits. ``q`` a tensor's int
     ``align_corners`` (weights of ``1/3``, ...) is :mod:`.cornerresize`'s rule 14 (an upsample
     by ``d`` and a ``d x d`` box, rule 13's mean); other weights are refused by name.
 
-12b. **bilinear x4, x8** (``half_pixel`` by a power of two ``f`` on an axis, ``2 <= f <=
-    MAX_HALF_PIXEL``; every axis 1, 2, 4 or 8, not all of them 1 or 2, which is rule 12): along
+12b. **bilinear x4, x8** (``half_pixel`` by a power of two ``f`` on an axis,
+    ``2 <= f <= MAX_HALF_PIXEL``; every axis 1, 2, 4 or 8, not all of them 1 or 2, which is rule 12): along
     such an axis ``y[f i + r]`` is ``x[i-1]`` and ``x[i]`` weighted ``(f - 2r - 1) / 2f`` and
     ``(f + 2r + 1) / 2f`` (``r < f/2``; ``x[i]`` and ``x[i+1]`` by ``(3f - 2r - 1) / 2f`` and
     ``(2r + 1 - f) / 2f`` for ``r >= f/2``), the neighbours clamped at the borders
