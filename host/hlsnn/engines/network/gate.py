@@ -368,6 +368,16 @@ def lut_rom(net, bits=8, pc=None):
     return np.concatenate(parts, axis=-1)
 
 
+def lut_roms(net, bits, pc):
+    """A network kernel's tables: ``(luts, banks)``, :func:`lut_rom`'s one copy and, where the
+    program has a table per channel (:func:`channel_luts`), its ``(pc, words)`` copies per bank
+    (``luts`` is then bank 0's, which sizes the ROM), else None."""
+    if channel_luts(net):
+        banks = lut_rom(net, bits, pc)
+        return banks[0], banks
+    return lut_rom(net, bits), None
+
+
 def channel_luts(net):
     """The program has a table per channel (rule 9ch: the kernels render the Lut loop's block
     counter and a ROM copy per bank)."""

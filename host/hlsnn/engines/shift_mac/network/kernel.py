@@ -54,10 +54,8 @@ def tables(net, pz, pc):
     max_ea, sum_bits, add_bits = 0, 0, 0
     a_bits = net.input["bits"]
     unfold = unfold_of(net, place, pc)
-    from ...network.gate import lut_rom
-    from ...network.gate import channel_luts
-    lut_banks = lut_rom(net, a_bits, pc) if channel_luts(net) else None   # rule 9ch: a ROM copy per bank
-    luts = lut_rom(net, a_bits) if lut_banks is None else lut_banks[0]
+    from ...network.gate import lut_roms
+    luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
     from ...network.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words
     for op in net.ops:

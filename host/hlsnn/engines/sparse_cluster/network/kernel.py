@@ -125,10 +125,8 @@ def tables(net, pz, pc, pm):
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words, Add one pixel a cycle
     fast_add = bool(sz) and sub >= 2 and all(op.f["hw"] % 2 == 0 for op in net.ops if op.kind == "add") \
         and not wide_sums
-    from ...network.gate import lut_rom
-    from ...network.gate import channel_luts
-    lut_banks = lut_rom(net, a_bits, pc) if channel_luts(net) else None   # rule 9ch: a ROM copy per bank
-    luts = lut_rom(net, a_bits) if lut_banks is None else lut_banks[0]
+    from ...network.gate import lut_roms
+    luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
         if op.kind == "conv":
