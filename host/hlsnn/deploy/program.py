@@ -261,7 +261,9 @@ def walk(program, arrays, steps):
                 continue
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
-            from ..engines.network import pick
+            from ..engines.network import addmove, pick
+            if addmove.lower_host(j, w, steps, _why, Op):              # a move or resize of a pending Add: 6a, 12a
+                continue
             if pick.lower_host(j, program, w, steps, _why, Op):        # x[:, :, k]: a one-step reflect crop (14p)
                 continue
             if netmove.lower_host(j, state, shapes, ops, _why, Op, catinput.part_state(j, w, steps, _why)):  # 6-8i
@@ -293,11 +295,14 @@ def walk(program, arrays, steps):
             raise _why(j, f"input {src} is not computed on the fabric")
         if st[0] == "input":
             st = steps.read_input(j, src, st, w)
-        elif st[0] in ("cat", "gate", "avgp", "add"):
+        elif st[0] in ("cat", "gate", "avgp", "add", "addmv"):
             # a pending op (a Concat of parts at different radix points, a channel gate, a pool,
             # an Add) materialized once for its consumers (an integer one requantized to their F_x)
             if st[0] == "add":
                 base = steps.materialize_add(j, st[1], w)
+            elif st[0] == "addmv":                  # an Upsample of a pending Add (rule 6a)
+                from ..engines.network import addmove
+                base = addmove.materialize(j, st, w, steps, _why, Op)
             else:
                 base = st[1]["name"] + "_q"
                 if not materialized(j, st[1]["name"], state, shapes, _why):
