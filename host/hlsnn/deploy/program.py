@@ -261,8 +261,10 @@ def walk(program, arrays, steps):
                 continue
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
-            from ..engines.network import addmove, pick
+            from ..engines.network import addmove, gatecat, pick
             if addmove.lower_host(j, w, steps, _why, Op):              # a move or resize of a pending Add: 6a, 12a
+                continue
+            if gatecat.lower_host(j, program, w, steps, _why, Op):     # a Concat of a pending gate: 10k
                 continue
             if pick.lower_host(j, program, w, steps, _why, Op):        # x[:, :, k]: a one-step reflect crop (14p)
                 continue

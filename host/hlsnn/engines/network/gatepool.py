@@ -5,18 +5,16 @@ codes and their table, pending until its engine consumer requantizes the product
 ``Upsample`` or a ``ZeroStuff`` (a transposed conv's input) between them had no rule, so such a
 model ran layer by layer in two-hot and fixed8.
 
-**Rule 10m.** When every reader of the pool's output is an engine layer and they read it at one
-radix point ``F_x``, the gate is materialized at that ``F_x`` (rule 10, as for a direct consumer),
+**Rule 10m.** When every reader of the pool's output is an engine layer (or a channel ``Concat``
+such layers read: :mod:`.gatecat`, rule 10k) and they read it at one radix point ``F_x``, the gate is materialized at that ``F_x`` (rule 10, as for a direct consumer),
 and the pool is rule 3's max of those codes (a move: rule 6's or 7's move of them). The layer path
 pools (moves) the exact float products, then its consumer quantizes them (``to_fixed`` at ``F_x``:
 round and saturate, both monotone non-decreasing); the max of rounded values is the rounded max,
 padding never wins either max, a move only repeats values and a stuffed 0 is a code: the same
-codes. Any other reader (a table, an Add, a concat, a host op) is refused by name (the
+codes. Any other reader (a table, an Add, a host op) is refused by name (the
 network then runs layer by layer). The kernels run the existing ``gate`` and ``maxpool`` loops.
 """
 from __future__ import annotations
-
-import numpy as np
 
 
 def lower(j, program, w, steps, why, op_cls, pool_fields):
@@ -32,10 +30,9 @@ def lower(j, program, w, steps, why, op_cls, pool_fields):
         return False
     from . import gate as netgate
     from .program import materialized
-    readers = [k for k in program["layers"] if j["output"] in k.get("inputs", ())]
-    radix = {None if k["kind"] == "host" or k.get("f_x") is None or np.ndim(k["f_x"]) else int(k["f_x"])
-             for k in readers}
-    if not readers or None in radix or len(radix) != 1:
+    from .gatecat import engine_readers, one_radix
+    readers = engine_readers(program, j["output"])      # through a skip Concat too (rule 10k, .gatecat)
+    if one_radix(readers) is None:
         raise why(j, f"a {j['op']} of a gate's product (a SiLU's x * sigmoid(x)) read by engine layers at one "
                      "radix point only (rule 10m)")
     consumer = readers[0]

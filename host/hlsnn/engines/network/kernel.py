@@ -194,8 +194,10 @@ def descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=False):
     if "div" in f:
         dv = f["div"]
         d.update(dpre=dv["pre"], dm=dv["dm"], doff=dv["doff"], dl=dv["dl"])
-    writers = SC_WRITERS + (("transpose",) if sc_transpose else ())
-    if dst is None and op.kind not in ("conv", "lut", "add") + (("transpose",) if sc_transpose else ()):
+    from .gatesc import writes as gate_writes       # a gate over its own shortcut map (.gatesc)
+    gate = ("gate",) if gate_writes(op, name) else ()
+    writers = SC_WRITERS + (("transpose",) if sc_transpose else ()) + gate
+    if dst is None and op.kind not in ("conv", "lut", "add") + (("transpose",) if sc_transpose else ()) + gate:
         raise InputError(f"network kernel: {op.name}: only a conv, a table or an Add can write the shortcut buffer "
                          f"alone")
     if dual and op.kind not in writers:      # its loop has no write to sc: refused, not wrong bits

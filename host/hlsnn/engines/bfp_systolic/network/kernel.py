@@ -307,6 +307,7 @@ def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
     ``(files, sha, tables)``."""
     from ...network.chain import sc_add
+    from ...network.gatesc import used as gate_sc
     from ....version import __version__
     from . import perf as bfpperf
     from .anymean import cat_fields, mean_fields
@@ -353,7 +354,7 @@ def render(net, out_dir):
                has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "Clip" for op in net.ops),
                has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),
                **cat_fields(net),                                        # rule 6c (.anymean)
-               sc_add=sc_add(net, t["place"]),
+               sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("bfp_systolic", ctx, out_dir) + (t,)

@@ -160,6 +160,7 @@ def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir``: ``network.cpp``, ``network.h``,
     ``network_data.h``, ``bridge.cpp`` and the hlsnn headers. Returns ``(files, sha, tables)``."""
     from ...network.chain import sc_add
+    from ...network.gatesc import used as gate_sc
     from ....version import __version__
     from . import perf as netperf
     p = net.params
@@ -194,7 +195,7 @@ def render(net, out_dir):
                lut_type="int8_t" if net.input["bits"] <= 8 else "int16_t",
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
-               sc_add=sc_add(net, t["place"]),
+               sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **unfold_fields(t["unfold"], pc))
     return render_templates("shift_mac", ctx, out_dir) + (t,)

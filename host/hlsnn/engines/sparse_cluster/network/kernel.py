@@ -217,6 +217,7 @@ def render(net, out_dir):
     """Render the kernel of ``net`` into ``out_dir`` (as :func:`hlsnn.engines.shift_mac.network.kernel.render`):
     ``(files, sha, tables)``."""
     from ...network.chain import sc_add
+    from ...network.gatesc import used as gate_sc
     from ....version import __version__
     from ...network import perf as netperf
     from . import perf as sparseperf
@@ -249,7 +250,7 @@ def render(net, out_dir):
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
-               sc_add=sc_add(net, t["place"]),
+               sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("sparse_cluster", ctx, out_dir) + (t,)
