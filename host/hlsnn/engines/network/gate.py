@@ -299,6 +299,10 @@ def check_op(op, ints, bad):
         ints(op, f, ("c", "hw"), 1, 1 << 26)
         if f.get("exact") and op.f.get("fn") == "HardSwish":     # bfp rule 9c: no table
             return
+        if f.get("exact") and op.f.get("fn") == "PRelu":         # bfp rule 9p: slopes per channel
+            from ..bfp_systolic.network.prelu import check_op as prelu_check
+            prelu_check(op, bad)
+            return
         if f.get("exact") and op.f.get("fn") == "Clip":          # bfp rule 9d: Clip(0 or None, h 2**k)
             hk = f.get("clip")
             if not (isinstance(hk, (list, tuple)) and len(hk) == 2 and 0 < int(hk[0]) < 1 << 25

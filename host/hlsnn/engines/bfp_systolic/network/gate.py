@@ -258,6 +258,9 @@ def lower_host(steps, j, st, w):
                         clip=hk, lo0=a.get("lo") is not None, bits=int(steps.p["mantissa_bits"]), rounding=steps.table_rounding)))
         w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
         return True
+    from .prelu import lower_host as prelu_host
+    if prelu_host(steps, j, st, w):                       # rule 9p: a PRelu per channel (.prelu)
+        return True
     if op in UNARY and not is_table(op, j.get("attrs", {})):
         from ...network.tables import why_not
         raise _why(j, why_not(op, j.get("attrs", {})) + "; a table per channel (rule 9ch of "
@@ -323,6 +326,9 @@ def run(op, get, shaped, bound_bits):
     if op.kind == "lut" and f.get("fn") == "Clip":
         x = get(op.ins[0])
         return clip_pairs(x[0], x[1], *f["clip"], f["lo0"]) + (True,)
+    if op.kind == "lut" and f.get("exact") and f.get("fn") == "PRelu":      # rule 9p (.prelu)
+        from .prelu import run as prelu_run
+        return prelu_run(op, get(op.ins[0]), shaped) + (True,)
     if op.kind == "lut" and f.get("exact"):
         x = get(op.ins[0])
         return hardswish_pairs(x[0], x[1], f["bits"], f["rounding"]) + (True,)

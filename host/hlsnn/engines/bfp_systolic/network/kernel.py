@@ -92,6 +92,8 @@ def tables(net, pz, pc):
                              f"exponent per chunk) for {op.f.get('packs', 1)} pack(s) of groups; the kernel takes one "
                              f"a pack")
     lut = _lut_fields(net, m_bits)                 # tables and gates (netbfp rules 9b, 10b)
+    from .prelu import rom as prelu_rom            # rule 9p's slopes per bank (set before the descriptors)
+    lut["prelu"] = prelu_rom(net, pc)
     place, act_words, sc_words = allocate(net, pc)
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     pooled = {op.out for op in net.ops if op.kind == "add" and op.f["gap"]}   # in the pool buffer
@@ -135,6 +137,8 @@ def tables(net, pz, pc):
             pool_or_add(op, f, d, place, name, pc, ELEM_BITS)
             if op.kind == "lut" and f.get("fn") == "Clip":   # rule 9d: Clip(0 or None, h 2^k): h in sb, k in sa
                 d.update(single=2 if f["lo0"] else 3, sb=int(f["clip"][0]), sa=int(f["clip"][1]))
+            elif op.kind == "lut" and f.get("exact") and f.get("fn") == "PRelu":   # rule 9p (.prelu): slopes at
+                d.update(single=4, sa=int(f["prom"]), sb=int(f["t"]), woff=0)      # sa, t in sb
             elif op.kind == "lut" and f.get("exact"):   # rule 9c: HardSwish, no table
                 d.update(single=1)
             elif op.kind == "concat":             # rule 6c (.anymean): the parts' factors (1: as they are)
@@ -199,7 +203,7 @@ def _lut_fields(net, m_bits):
     tabs = [op for op in net.ops if op.kind == "lut" and not op.f.get("exact")]
     exact = [op for op in net.ops if op.kind == "lut" and op.f.get("exact")]
     bits = {int(op.f["bits"]) for op in tabs} or {8}         # (a program without tables renders no ROM)
-    hs_w = {int(op.f["bits"]) for op in exact if op.f.get("fn") != "Clip"} or {9}
+    hs_w = {int(op.f["bits"]) for op in exact if op.f.get("fn") not in ("Clip", "PRelu")} or {9}
     rnd = {op.f["rounding"] for op in tabs + exact} or {net.params["rounding"]}
     if len(hs_w) != 1 or len(rnd) != 1 or max(bits) > 12 or max(hs_w) > 16:
         raise InputError(f"network kernel (bfp): tables of {sorted(bits)}-bit codes, HardSwish of {sorted(hs_w)} "
@@ -351,8 +355,12 @@ def render(net, out_dir):
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_bits=t["lut_bits"], lut_mixed=t["lut_mixed"], lut_rounding=t["lut_rounding"], gate_bits=t["gate_bits"],
                lut_ctype="int8_t" if t["lut_entry_bits"] <= 8 else "int16_t", hs_w=t["hs_w"],
-               has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "Clip" for op in net.ops),
+               has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") not in ("Clip", "PRelu") for op in net.ops),
                has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),
+               has_prelu=t["prelu"] is not None,
+               prelu_words=t["prelu"][0].shape[1] if t["prelu"] is not None else 0,
+               prelu_m=[_ints(b) for b in t["prelu"][0]] if t["prelu"] is not None else [],
+               prelu_e=[_ints(b) for b in t["prelu"][1]] if t["prelu"] is not None else [],
                **cat_fields(net),                                        # rule 6c (.anymean)
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
                act_distance=max(bfpperf.EXP_DEPTH, bfpperf.MAC_DEPTH, bfpperf.ADD_DEPTH, netperf.POOL_DEPTH),

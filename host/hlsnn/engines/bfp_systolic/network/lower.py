@@ -142,6 +142,7 @@ class BfpSteps:
             raise InputError(f"network kernel: {acc_name} rounds stochastically (a random draw per element on the "
                              f"host); the network mode needs a deterministic rounding")
         self.p, self.arrays, self.acc_name, self.rounding = p, arrays, acc_name, p["rounding"]
+        self.program = program                             # rule 9p reads a tensor's readers (.prelu)
         self.table_rounding = program["rounding"]          # the deployment's: rule 9b's codes and tables
         self.engine, self.formats = rules.engine, rules.formats
         self.read = False

@@ -142,7 +142,16 @@ def buffers(net, tables):
         bufs.append(Buffer("kLut", "net_top", "array", 8 if tables["lut_entry_bits"] <= 8 else 16,
                            (pc, len(tables["luts"])), partition=((1, "complete"),), static=True,
                            note="the tables of BFP values, a copy per bank"))
-    if any(op.kind == "lut" and op.f.get("exact") for op in net.ops):   # rule 9c: Q products (and / 3)
+    if tables.get("prelu") is not None:                # rule 9p (.prelu): the slopes per bank, Q products
+        words = tables["prelu"][0].shape[1]
+        bufs.append(Buffer("kPSlope", "net_top", "array", 25, (pc, words), partition=((1, "complete"),),
+                           static=True, note="a PRelu's slope mantissa per channel, a copy per bank (rule 9p)"))
+        bufs.append(Buffer("kPExp", "net_top", "array", 12, (pc, words), partition=((1, "complete"),),
+                           static=True, note="its exponent"))
+        muls.append(Multiplier("prelu", "LutPixels", m, 25, count=pc,
+                               note="PRelu per channel on pairs: m x the slope's mantissa per bank"))
+    # rule 9c: Q products (and / 3)
+    if any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") != "PRelu" for op in net.ops):
         w = tables["hs_w"]
         muls.append(Multiplier("hswish", "LutPixels", w + 1, 2 * w + 3, count=pc,
                                note="HardSwish on pairs: xs (xs + 3 2^d) per bank"))

@@ -1,0 +1,154 @@
+"""A ``PRelu`` with one slope per channel on BFP pairs (issue 52, netbfp rule 9p): ``nn.PReLU(C)``
+after a BFP conv or dense layer (h_jet_bnin's per-feature ``PReLU``) ran layer by layer in
+bfp8, "a table (rule 9) is a function of one value"; two-hot and fixed8 have rule 9ch (a table
+per channel of codes). The layer path is unchanged: its float64 ``PRelu``
+(:mod:`hlsnn.deploy.hostextra`: ``x`` or ``slope_c * x``) of the layer's exact pairs, which the
+next BFP engine layer quantizes by its rule 3 (per patch: the leading one ``L`` of the largest
+``|v|``, then ``R(v 2**-xe)`` to ``M``-bit mantissas, ``xe = L - M + 2``).
+
+9p. **PReLU per channel on pairs**, for an input that is a BFP engine layer's output (``|m| <
+    2**(M-1)``) read only by engine layers (through aliases): ``m >= 0`` gives ``(m, e)``; else
+    with the slope ``s_c = S_c 2**E_c`` (float32: ``S_c`` an integer of 24 bits, exact), ``P =
+    m S_c`` (exact, ``|P| < 2**(M + 23)``), the output is ``(+-r, e + E_c + t)`` with ``t = M - 1``
+    and ``r = (|P| >> t) | sticky``, ``sticky`` 1 when a dropped bit is 1 (the product *rounded
+    to odd* at ``t`` bits below its units; ``|r| < 2**24``, in the kernel's element), ``(0, 0)``
+    for a product of zero.
+
+    Why the next layer gets the layer path's bits: the float64 product ``v = x s_c`` is exact
+    and ``v' = r 2**(e + E_c + t)`` is ``v`` rounded to odd at the unit ``u`` of ``r``. A round
+    to odd never makes a power of two (``r`` is odd where it differs from ``|P| >> t``, and
+    ``|P| >> t >= 2**(23 - t) > 1``), so ``v'`` has ``v``'s leading one ``L_v`` and rule 3 picks
+    the same ``xe`` for every patch. ``r`` keeps ``K >= 24 - t = 25 - M`` significant bits
+    (``|m| >= 1``, ``|S_c| >= 2**23``), so ``u = 2**(L_v - K + 1)``; rule 3's unit is at least
+    ``2**(L_v - M + 2)`` (``xe`` from the patch's largest leading one), its decision points
+    (multiples of half a unit; of a unit for ``truncate``) multiples of ``2**(L_v - M + 1)``,
+    which is ``2u`` or coarser when ``K >= M + 1``, i.e. ``M <= 12`` (checked). Where ``v' !=
+    v``, ``v`` lies strictly inside ``(T, T + u)`` (``T`` its truncation) and ``v'`` is the odd
+    multiple of ``u`` among ``T``, ``T + u``: no decision point lies between ``v`` and ``v'``,
+    so both round alike; a ``v`` on a decision point has at most ``M`` significant bits and is
+    exact (``v' = v``). The saturation of rule 3 is monotone. Any other reader (an Add, a
+    pool, a gate, a table, a move) would take ``v'`` for ``v``: the rule refuses such a
+    network by name.
+
+The kernel runs 9p in its ``Lut`` loop (mode ``single = 4``): per bank an ``M x 24``-bit product
+with the bank's slope mantissa and exponent of its channel (``kPSlope``, ``kPExp``: one word per
+block of ``Q`` channels, an op's words from ``d.woff``), the sticky bit and the exponent's sum;
+rendered only into kernels whose program has such an op.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: the slopes' mantissa bits (float32)
+S_BITS = 24
+
+
+def slope_pairs(consts, why):
+    """``(S, E)`` int64 of the per-channel slopes ``consts`` (float64 values of float32 slopes):
+    ``s_c = S_c 2**E_c`` with ``2**23 <= |S_c| < 2**24`` (0 for a zero slope), or ``why(what)``
+    for a slope that is not a float32 value."""
+    s = np.asarray(consts, np.float64)
+    fr, ex = np.frexp(s)
+    m = np.ldexp(fr, S_BITS)
+    if not np.array_equal(m, np.rint(m)) or not np.isfinite(s).all():
+        raise why("a PRelu slope that is not a float32 value (rule 9p takes 24-bit slope mantissas)")
+    mi = m.astype(np.int64)
+    return mi, np.where(mi != 0, ex.astype(np.int64) - S_BITS, 0)
+
+
+def prelu_pairs(m, e, slope_m, slope_e, t, c_axis_shape):
+    """Rule 9p on pairs ``(m, e)`` of a batch ``(B, C, ...)`` (``c_axis_shape``: the shape that puts
+    the per-channel ``slope_m``, ``slope_e`` on axis 1): the output pairs."""
+    m, e = np.asarray(m, np.int64), np.asarray(e, np.int64)
+    sm = np.asarray(slope_m, np.int64).reshape(c_axis_shape)
+    se = np.asarray(slope_e, np.int64).reshape(c_axis_shape)
+    p = m * sm
+    a = np.abs(p)
+    r = (a >> t) | ((a & ((1 << t) - 1)) != 0).astype(np.int64)
+    ym = np.where(m >= 0, m, np.sign(p) * r)
+    ye = np.where(m >= 0, e, e + se + t)
+    return ym, np.where(ym != 0, ye, 0)
+
+
+def readers_are_engine_layers(program, t):
+    """Whether every layer reading tensor ``t`` (through alias host ops) is an engine layer."""
+    from ...network.program import ALIAS_OPS
+    for k in program["layers"]:
+        if t not in k.get("inputs", ()):
+            continue
+        if k["kind"] == "host":
+            if k["op"] not in ALIAS_OPS or not readers_are_engine_layers(program, k["output"]):
+                return False
+    return t != program["output"].get("engine_tensor") and t != program["output"]["name"]
+
+
+def lower_host(steps, j, st, w):
+    """Rule 9p for host layer ``j`` (a ``PRelu`` with one slope per channel of a BFP engine layer's
+    output): the lut op (fields ``exact``, ``fn = "PRelu"``, ``sm``, ``se``, ``t``); True if it was
+    lowered; :class:`InputError` naming what it does not take; False for another op."""
+    from ...network.gate import channel_consts
+    from ...network.program import Op, _chw, _why
+    if j["op"] != "PRelu":
+        return False
+    src = j["inputs"][0]
+    consts = channel_consts("PRelu", j.get("attrs", {}), len(w.shapes[src]) + 1)
+    if consts is None:
+        return False                                     # one slope: rule 9b's table
+    from .gate import _engine_made
+    m_bits = int(steps.p["mantissa_bits"])
+    if st[0] != "q" or not _engine_made(src, w):
+        raise _why(j, "a PRelu per channel of BFP values that are not an engine layer's output (rule 9p takes a "
+                      "BFP layer's M-bit mantissas)")
+    if not readers_are_engine_layers(steps.program, j["output"]):
+        raise _why(j, "a PRelu per channel of BFP values read by other than engine layers (rule 9p's output is "
+                      "the product rounded to odd, which only an engine layer's block quantization reads exactly)")
+    if m_bits > 12:
+        raise _why(j, f"a PRelu per channel after {m_bits}-bit mantissas (rule 9p: up to 12)")
+    c, h, w_ = _chw(w.shapes[src])
+    if consts.size != c:
+        raise _why(j, f"{consts.size} slopes for {c} channels")
+    sm, se = slope_pairs(consts, lambda what: _why(j, what))
+    w.ops.append(Op("lut", j["name"], [src], j["output"], dict(c=c, hw=h * w_, exact=True, fn="PRelu", sm=sm,
+                                                                 se=se, t=m_bits - 1, bits=m_bits,
+                                                                 rounding=steps.table_rounding)))
+    w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
+    return True
+
+
+def check_op(op, bad):
+    """:func:`hlsnn.deploy.program.check_ops` for a rule 9p op: ``c`` slopes of 24-bit mantissas
+    and exponents within +-300, ``t`` in 1..11."""
+    f = op.f
+    sm, se = np.asarray(f.get("sm", ())), np.asarray(f.get("se", ()))
+    if sm.shape != (f["c"],) or se.shape != (f["c"],) or np.abs(sm).max(initial=0) >= 1 << S_BITS \
+            or np.abs(se).max(initial=0) > 300 or not 1 <= int(f.get("t", 0)) <= 11:
+        raise bad(op, f"PRelu slopes {sm.shape} / {se.shape} for {f['c']} channels, t = {f.get('t')}: rule 9p takes "
+                      f"one 24-bit mantissa and exponent a channel, t in 1..11")
+
+
+def run(op, x, shaped):
+    """Rule 9p of the lut op ``op`` on the pairs ``x`` of a batch: the output pairs."""
+    f = op.f
+    xm, xe = shaped(x, (f["c"], f["hw"]))
+    ym, ye = prelu_pairs(xm, xe, f["sm"], f["se"], f["t"], (1, f["c"], 1))
+    return ym.reshape(np.shape(x[0])), ye.reshape(np.shape(x[0]))
+
+
+def rom(net, pc):
+    """The kernel's slope ROMs of rule 9p: ``(sm, se)`` each ``(pc, words)`` (bank ``j``'s word
+    ``woff + k`` is channel ``k pc + j``'s slope; zeros past the last channel), each op's first
+    word in its field ``prom``; None when the program has no such op."""
+    parts_m, parts_e, n = [], [], 0
+    for op in net.ops:
+        if op.kind == "lut" and op.f.get("fn") == "PRelu" and op.f.get("exact"):
+            nb = -(-op.f["c"] // pc)
+            sm = np.zeros(nb * pc, np.int64)
+            se = np.zeros(nb * pc, np.int64)
+            sm[:op.f["c"]], se[:op.f["c"]] = op.f["sm"], op.f["se"]
+            op.f["prom"] = n
+            n += nb
+            parts_m.append(sm.reshape(nb, pc).T)
+            parts_e.append(se.reshape(nb, pc).T)
+    if not parts_m:
+        return None
+    return np.concatenate(parts_m, axis=1), np.concatenate(parts_e, axis=1)

@@ -1,0 +1,110 @@
+"""A ``PRelu`` with one slope per channel on BFP pairs (issue 52, netbfp rule 9p of
+:mod:`hlsnn.engines.bfp_systolic.network.prelu`): bfp8 ran ``nn.PReLU(C)`` layer by layer (h_jet_bnin:
+3 starts), two-hot and fixed8 had rule 9ch. The layer path keeps its float64 ``PRelu``; the network
+mode writes ``slope_c * x`` rounded to odd, which the next layer's block quantization reads as it
+reads the exact product.
+
+References: numpy's block quantization of the exact float64 products (``frexp`` of a block's
+largest value, the mantissas rounded by :func:`netfixtures.round_array`) for the rule; the
+layer-by-layer emulator for the bits of the network mode and of the C-simulated kernel."""
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+import hlsnn  # noqa: E402
+from conftest import ROOT  # noqa: E402
+from hlsnn.engines.bfp_systolic.network import prelu  # noqa: E402
+from hlsnn.errors import InputError  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests" / "deploy"))
+from netfixtures import (check_emu_network_run, check_kernel_run, check_refused_runs_layer_by_layer,  # noqa: E402
+                         compile_onnx, f32_init, round_array, save_net, weight_drawer)
+
+
+def _block_quantize(v, m_bits, rounding):
+    """Rule 3 on each row of ``v`` (a block): the mantissas ``R(v 2**-xe)`` saturated to
+    ``m_bits``-bit signed integers, ``xe = L - m_bits + 2`` from the row's largest ``|v|``."""
+    big = np.abs(v).max(axis=1, keepdims=True)
+    _, ex = np.frexp(np.where(big > 0, big, 1.0))
+    xe = ex - (m_bits - 1)
+    lim = (1 << (m_bits - 1)) - 1
+    return np.clip(round_array(np.ldexp(v, -xe), rounding), -lim - 1, lim), xe
+
+
+@pytest.mark.parametrize("rounding", ["nearest_even", "nearest_away", "truncate"])
+@pytest.mark.parametrize("m_bits", [4, 8, 12])
+def test_the_product_rounded_to_odd_quantizes_as_the_exact_product(m_bits, rounding):
+    """Rule 9p: blocks of 6 elements, each ``x = m 2**e`` (``|m| < 2**(M-1)``) or its product with
+    a float32 slope, quantized by numpy's rule 3: the pairs of rule 9p give the mantissas and
+    exponents of the exact float64 products, though most of the pairs' values differ from them."""
+    rng = np.random.default_rng(m_bits)
+    n, c = 4000, 6
+    lim = 1 << (m_bits - 1)
+    m = rng.integers(-lim + 1, lim, (n, c))
+    e = rng.integers(-12, 4, (n, c))
+    slopes = np.float32(rng.normal(0, 0.4, c)).astype(np.float64)
+    slopes[0] = 0.25                                  # a power of two: exact products, ties
+    sm, se = prelu.slope_pairs(slopes, lambda what: AssertionError(what))
+    assert np.array_equal(np.ldexp(sm.astype(np.float64), se), slopes)
+    ym, ye = prelu.prelu_pairs(m, e, sm, se, m_bits - 1, (1, c))
+    x = np.ldexp(m.astype(np.float64), e)
+    exact = np.where(x >= 0, x, x * slopes)           # the layer path's float64 PRelu (exact)
+    got = np.ldexp(ym.astype(np.float64), ye)
+    assert np.abs(ym).max() < 1 << 24 and (got != exact).mean() > 0.15   # rounded, and in the element
+    want_q, want_xe = _block_quantize(exact, m_bits, rounding)
+    got_q, got_xe = _block_quantize(got, m_bits, rounding)
+    np.testing.assert_array_equal(got_xe, want_xe)
+    np.testing.assert_array_equal(got_q, want_q)
+
+
+def _net(path, relu_after=False):
+    """x (64) -> Gemm (16) -> PRelu (16 slopes) [-> Relu] -> Gemm (10)."""
+    from onnx import helper
+    inits, w = weight_drawer(65)
+    inits.append(f32_init("slope", np.linspace(-0.4, 0.7, 16)))
+    nodes = [helper.make_node("Gemm", ["x", w("w1", (64, 16), 0.2), w("b1", 16, 0.1)], ["h"]),
+             helper.make_node("PRelu", ["h", "slope"], ["p"])]
+    if relu_after:
+        nodes.append(helper.make_node("Relu", ["p"], ["pr"]))
+    nodes.append(helper.make_node("Gemm", ["pr" if relu_after else "p", w("w2", (16, 10), 0.3)], ["y"]))
+    return save_net(path, nodes, inits, "bfp_prelu", ("N", 64))
+
+
+@pytest.fixture(scope="module")
+def nets(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bfp_prelu")
+    return {k: compile_onnx(tmp, f"bfp_prelu{int(k)}", _net(tmp / f"p{int(k)}.onnx", k), "bfp8", layout="flat",
+                            check_samples=2, calibration_samples=32) for k in (False, True)}
+
+
+def _x(n=96):
+    from hlsnn.deploy.datasets import load
+    return load("digits", layout="flat").x_test[:n]
+
+
+def test_a_prelu_per_channel_runs_in_the_bfp_network_mode_with_the_layer_paths_bits(nets):
+    def lowered(run):
+        ops = [(op.kind, op.f.get("fn")) for op in run.network.ops]
+        assert ops == [("conv", None), ("lut", "PRelu"), ("conv", None)]
+    check_emu_network_run(nets[False], "bfp8", _x(), lowered)
+
+
+def test_a_prelu_per_channel_read_by_a_host_op_is_refused_by_name(nets):
+    check_refused_runs_layer_by_layer(nets[True], InputError, "PRelu per channel of BFP values read by other than "
+                                      "engine layers", _x(8))
+
+
+@pytest.mark.csim
+def test_the_bfp_kernel_runs_it_in_one_start(nets):
+    """The C-simulation: the layer path's bits in one start, the loops' iterations the perf model's."""
+    check_kernel_run(nets[False], "bfp8", _x(6))
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+@pytest.mark.strict_csim
+def test_the_bfp_kernel_on_the_strict_library_and_the_simulated_board(nets):
+    k = check_kernel_run(nets[False], "bfp8", _x(6), board=True)
+    assert k._kernel.strict
