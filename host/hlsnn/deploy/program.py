@@ -72,7 +72,9 @@ as an integer rule. It gives the same bits because every float value there is ex
 of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixel count, and
 ``to_fixed`` first writes the value exactly at radix ``F_x + 24`` (:func:`lower` checks
 ``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Rules 6-8 (data moves) are
-:mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s),
+:mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s; 6a
+and 12a, a move or resize of a pending Add, :mod:`hlsnn.engines.network.addmove`'s; 10k, a gate's
+product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s),
 rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
 its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
