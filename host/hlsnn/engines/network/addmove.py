@@ -71,8 +71,8 @@ def lower_host(j, w, steps, why, op_cls):
 
 def materialize(j, st, w, steps, why, op_cls):
     """Engine layer ``j`` reads the moved pending Add ``st``: rule 4's add op at ``j``'s ``F_x``,
-    then the moves on its integers; returns the last move's tensor ``NAME_q`` (state ``("q",
-    F_x)``)."""
+    then the moves on its integers; returns the last move's tensor ``NAME_q`` (state
+    ``("q", F_x)``)."""
     from .program import materialized
     a = st[1]
     cur = steps.materialize_add(j, a["add"], w)

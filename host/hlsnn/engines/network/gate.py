@@ -300,8 +300,11 @@ def check_op(op, ints, bad):
         if f.get("exact") and op.f.get("fn") == "HardSwish":     # bfp rule 9c: no table
             return
         if f.get("exact") and op.f.get("fn") == "PRelu":         # bfp rule 9p: slopes per channel
-            from ..bfp_systolic.network.prelu import check_op as prelu_check
-            prelu_check(op, bad)
+            sm, se = np.asarray(f.get("sm", ())), np.asarray(f.get("se", ()))
+            if sm.shape != (f["c"],) or se.shape != (f["c"],) or np.abs(sm).max(initial=0) >= 1 << 24 \
+                    or np.abs(se).max(initial=0) > 300 or not 1 <= int(f.get("t", 0)) <= 11:
+                raise bad(op, f"PRelu slopes {sm.shape} / {se.shape} for {f['c']} channels, t = {f.get('t')}: "
+                              f"rule 9p takes one 24-bit mantissa and exponent a channel, t in 1..11")
             return
         if f.get("exact") and op.f.get("fn") == "Clip":          # bfp rule 9d: Clip(0 or None, h 2**k)
             hk = f.get("clip")

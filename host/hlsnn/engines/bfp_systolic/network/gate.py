@@ -259,7 +259,7 @@ def lower_host(steps, j, st, w):
         w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
         return True
     from .prelu import lower_host as prelu_host
-    if prelu_host(steps, j, st, w):                       # rule 9p: a PRelu per channel (.prelu)
+    if prelu_host(steps, j, st, w, _engine_made):         # rule 9p: a PRelu per channel (.prelu)
         return True
     if op in UNARY and not is_table(op, j.get("attrs", {})):
         from ...network.tables import why_not

@@ -6,10 +6,10 @@ per channel of codes). The layer path is unchanged: its float64 ``PRelu``
 next BFP engine layer quantizes by its rule 3 (per patch: the leading one ``L`` of the largest
 ``|v|``, then ``R(v 2**-xe)`` to ``M``-bit mantissas, ``xe = L - M + 2``).
 
-9p. **PReLU per channel on pairs**, for an input that is a BFP engine layer's output (``|m| <
-    2**(M-1)``) read only by engine layers (through aliases): ``m >= 0`` gives ``(m, e)``; else
-    with the slope ``s_c = S_c 2**E_c`` (float32: ``S_c`` an integer of 24 bits, exact), ``P =
-    m S_c`` (exact, ``|P| < 2**(M + 23)``), the output is ``(+-r, e + E_c + t)`` with ``t = M - 1``
+9p. **PReLU per channel on pairs**, for an input that is a BFP engine layer's output
+    (``|m| < 2**(M-1)``) read only by engine layers (through aliases): ``m >= 0`` gives ``(m, e)``;
+    else with the slope ``s_c = S_c 2**E_c`` (float32: ``S_c`` an integer of 24 bits, exact),
+    ``P = m S_c`` (exact, ``|P| < 2**(M + 23)``), the output is ``(+-r, e + E_c + t)`` with ``t = M - 1``
     and ``r = (|P| >> t) | sticky``, ``sticky`` 1 when a dropped bit is 1 (the product *rounded
     to odd* at ``t`` bits below its units; ``|r| < 2**24``, in the kernel's element), ``(0, 0)``
     for a product of zero.
@@ -22,18 +22,18 @@ next BFP engine layer quantizes by its rule 3 (per patch: the leading one ``L`` 
     (``|m| >= 1``, ``|S_c| >= 2**23``), so ``u = 2**(L_v - K + 1)``; rule 3's unit is at least
     ``2**(L_v - M + 2)`` (``xe`` from the patch's largest leading one), its decision points
     (multiples of half a unit; of a unit for ``truncate``) multiples of ``2**(L_v - M + 1)``,
-    which is ``2u`` or coarser when ``K >= M + 1``, i.e. ``M <= 12`` (checked). Where ``v' !=
-    v``, ``v`` lies strictly inside ``(T, T + u)`` (``T`` its truncation) and ``v'`` is the odd
+    which is ``2u`` or coarser when ``K >= M + 1``, i.e. ``M <= 12`` (checked). Where
+    ``v' != v``, ``v`` lies strictly inside ``(T, T + u)`` (``T`` its truncation) and ``v'`` is the odd
     multiple of ``u`` among ``T``, ``T + u``: no decision point lies between ``v`` and ``v'``,
     so both round alike; a ``v`` on a decision point has at most ``M`` significant bits and is
     exact (``v' = v``). The saturation of rule 3 is monotone. Any other reader (an Add, a
     pool, a gate, a table, a move) would take ``v'`` for ``v``: the rule refuses such a
     network by name.
 
-The kernel runs 9p in its ``Lut`` loop (mode ``single = 4``): per bank an ``M x 24``-bit product
+The kernel runs 9p in its ``Lut`` loop (mode ``single = 4``): per bank an ``M x 25``-bit product
 with the bank's slope mantissa and exponent of its channel (``kPSlope``, ``kPExp``: one word per
-block of ``Q`` channels, an op's words from ``d.woff``), the sticky bit and the exponent's sum;
-rendered only into kernels whose program has such an op.
+block of ``Q`` channels, an op's words from ``d.sa``; ``t`` in ``d.sb``), the sticky bit and the
+exponent's sum; rendered only into kernels whose program has such an op.
 """
 from __future__ import annotations
 
@@ -82,10 +82,11 @@ def readers_are_engine_layers(program, t):
     return t != program["output"].get("engine_tensor") and t != program["output"]["name"]
 
 
-def lower_host(steps, j, st, w):
+def lower_host(steps, j, st, w, engine_made):
     """Rule 9p for host layer ``j`` (a ``PRelu`` with one slope per channel of a BFP engine layer's
-    output): the lut op (fields ``exact``, ``fn = "PRelu"``, ``sm``, ``se``, ``t``); True if it was
-    lowered; :class:`InputError` naming what it does not take; False for another op."""
+    output: ``engine_made(t, w)``): the lut op (fields ``exact``, ``fn = "PRelu"``, ``sm``, ``se``,
+    ``t``); True if it was lowered; :class:`InputError` naming what it does not take; False for
+    another op."""
     from ...network.gate import channel_consts
     from ...network.program import Op, _chw, _why
     if j["op"] != "PRelu":
@@ -94,9 +95,8 @@ def lower_host(steps, j, st, w):
     consts = channel_consts("PRelu", j.get("attrs", {}), len(w.shapes[src]) + 1)
     if consts is None:
         return False                                     # one slope: rule 9b's table
-    from .gate import _engine_made
     m_bits = int(steps.p["mantissa_bits"])
-    if st[0] != "q" or not _engine_made(src, w):
+    if st[0] != "q" or not engine_made(src, w):
         raise _why(j, "a PRelu per channel of BFP values that are not an engine layer's output (rule 9p takes a "
                       "BFP layer's M-bit mantissas)")
     if not readers_are_engine_layers(steps.program, j["output"]):
@@ -113,17 +113,6 @@ def lower_host(steps, j, st, w):
                                                                  rounding=steps.table_rounding)))
     w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
     return True
-
-
-def check_op(op, bad):
-    """:func:`hlsnn.deploy.program.check_ops` for a rule 9p op: ``c`` slopes of 24-bit mantissas
-    and exponents within +-300, ``t`` in 1..11."""
-    f = op.f
-    sm, se = np.asarray(f.get("sm", ())), np.asarray(f.get("se", ()))
-    if sm.shape != (f["c"],) or se.shape != (f["c"],) or np.abs(sm).max(initial=0) >= 1 << S_BITS \
-            or np.abs(se).max(initial=0) > 300 or not 1 <= int(f.get("t", 0)) <= 11:
-        raise bad(op, f"PRelu slopes {sm.shape} / {se.shape} for {f['c']} channels, t = {f.get('t')}: rule 9p takes "
-                      f"one 24-bit mantissa and exponent a channel, t in 1..11")
 
 
 def run(op, x, shaped):
