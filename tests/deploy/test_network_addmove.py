@@ -24,10 +24,7 @@ from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from netfixtures import (check_emu_network_run, check_kernel_run, check_refused_runs_layer_by_layer,  # noqa: E402
-                         compiled_once, round_array, save_net, weight_drawer)
-
-FORMATS = ("twohot", "fixed8", "bfp8")
-
+                         compiled_per_format, round_array, save_net, weight_drawer)
 
 def _up_net(path):
     """(U): x (1, 8, 8) -> conv 3x3 (4) Relu -> r1; conv 3x3 (4) of r1 -> c2 (small weights: a finer
@@ -73,15 +70,30 @@ def _lin_net(path):
     return save_net(path, nodes, inits, "addmove_lin", ("N", 8, 8))
 
 
+class _PerFormat:
+    """``paths[fmt]``: the net compiled in ``fmt`` on first use (netfixtures.compiled_per_format)."""
+
+    def __init__(self, get):
+        self.get = get
+
+    def __getitem__(self, fmt):
+        return self.get(fmt)
+
+
 @pytest.fixture(scope="module")
 def up(tmp_path_factory):
-    return compiled_once(tmp_path_factory, "addmove_up", _up_net, check_samples=2, calibration_samples=32)
+    return _PerFormat(compiled_per_format(tmp_path_factory, "addmove_up", lambda path, fmt: _up_net(path),
+                                          calibration_samples=32))
 
 
 @pytest.fixture(scope="module")
 def lin(tmp_path_factory):
-    return compiled_once(tmp_path_factory, "addmove_lin", _lin_net, layout="ncl", check_samples=2,
-                         calibration_samples=32)
+    return _PerFormat(compiled_per_format(tmp_path_factory, "addmove_lin", lambda path, fmt: _lin_net(path),
+                                          layout="ncl", calibration_samples=32))
+
+
+#: the formats of the quick suite: the other one repeats the same integer rule (slow stage)
+QUICK = ["twohot", pytest.param("fixed8", marks=pytest.mark.slow), "bfp8"]
 
 
 def _x(layout, n=48):
@@ -95,7 +107,7 @@ def _sum(path, x):
     return env["s"], netmode.lower(*artifact.read(str(path)))
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", QUICK)
 def test_the_upsample_of_a_pending_add_is_the_layer_paths_sum_moved_and_rounded_once(up, fmt):
     """Rule 6a: the network mode's upsampled tensor is numpy's ``np.repeat`` (by 2 along H) of the
     layer path's float64 ``Relu(Add)``, rounded (the deployment's rounding) at the 1x1 conv's radix and
@@ -120,7 +132,7 @@ def test_the_upsample_of_a_pending_add_is_the_layer_paths_sum_moved_and_rounded_
     np.testing.assert_array_equal(ints[mv.out].reshape(want.shape), ref)
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", QUICK)
 def test_the_upsample_net_runs_in_the_emu_network_mode_with_the_layer_paths_bits(up, fmt):
     check_emu_network_run(up[fmt], fmt, _x("nchw", 96))
 
@@ -147,7 +159,7 @@ def test_the_linear_resize_of_a_pending_add_on_bfp_pairs_is_onnxs_resize_of_the_
     check_emu_network_run(lin["bfp8"], "bfp8", _x("ncl", 96))
 
 
-@pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
+@pytest.mark.parametrize("fmt", ["twohot", pytest.param("fixed8", marks=pytest.mark.slow)])
 def test_the_linear_resize_of_a_pending_add_on_the_integer_engines_is_refused_by_name(lin, fmt):
     """The resize reads the Add's exact sum, wider than an activation word: refused by name on
     the integer engines (rounding it to the consumer's radix first would round twice); the
