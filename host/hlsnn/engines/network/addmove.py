@@ -57,8 +57,8 @@ def lower_host(j, w, steps, why, op_cls):
             return move.lower_host(j2, w.state, w.shapes, w.ops, why, op_cls)
         return linpool.lower_host(j2, w.state, w.shapes, w.ops, steps.bits, why, op_cls)
     if op != "Upsample":
-        raise why(j, f"an {op} of a pending Add's exact sum (wider than an activation word) has no integer rule "
-                     f"in this engine's network kernel; an Upsample (rule 6a) has")
+        raise why(j, f"{'an' if op[0] in 'AEIOU' else 'a'} {op} of a pending Add's exact sum (wider than an "
+                     f"activation word) has no integer rule in this engine's network kernel; an Upsample (rule 6a) has")
     from .program import _chw
     c, h, wd = _chw(w.shapes[src])
     fh, fw = (int(v) for v in j["attrs"]["factors"])
