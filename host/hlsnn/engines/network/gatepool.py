@@ -6,7 +6,8 @@ codes and their table, pending until its engine consumer requantizes the product
 model ran layer by layer in two-hot and fixed8.
 
 **Rule 10m.** When every reader of the pool's output is an engine layer (or a channel ``Concat``
-such layers read: :mod:`.gatecat`, rule 10k) and they read it at one radix point ``F_x``, the gate is materialized at that ``F_x`` (rule 10, as for a direct consumer),
+or an alias such layers read: :mod:`.gatecat`, rule 10k) and they read it at one radix point
+``F_x``, the gate is materialized at that ``F_x`` (rule 10, as for a direct consumer),
 and the pool is rule 3's max of those codes (a move: rule 6's or 7's move of them). The layer path
 pools (moves) the exact float products, then its consumer quantizes them (``to_fixed`` at ``F_x``:
 round and saturate, both monotone non-decreasing); the max of rounded values is the rounded max,

@@ -355,7 +355,8 @@ def render(net, out_dir):
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_bits=t["lut_bits"], lut_mixed=t["lut_mixed"], lut_rounding=t["lut_rounding"], gate_bits=t["gate_bits"],
                lut_ctype="int8_t" if t["lut_entry_bits"] <= 8 else "int16_t", hs_w=t["hs_w"],
-               has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") not in ("Clip", "PRelu") for op in net.ops),
+               has_hswish=any(op.kind == "lut" and op.f.get("exact") and op.f.get("fn") not in ("Clip", "PRelu")
+                              for op in net.ops),
                has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),
                has_prelu=t["prelu"] is not None,
                prelu_words=t["prelu"][0].shape[1] if t["prelu"] is not None else 0,
