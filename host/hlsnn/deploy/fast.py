@@ -13,6 +13,15 @@ on int32 maps in NHWC order, bit for bit.
 * **maxpool**, **add** (rules 3, 4): ``hlsnn_net_maxpool``, ``hlsnn_net_add``; **lut**, **gate**
   (:mod:`hlsnn.engines.network.gate`'s rules 9, 10) in numpy on the NHWC maps (a table lookup,
   a product requantized by :func:`~hlsnn.primitives.shift_round_sat`).
+* **Data moves, transposes, average pools** (:data:`~hlsnn.deploy.program.MOVE_KINDS`: upsample,
+  zerostuff, pad, concat, transpose, avgpool; rules 6-8, 11, 12, 14) and an **add that divides**
+  (rule 13, a global mean over a count that is not a power of two): by the very numpy functions
+  :func:`~hlsnn.deploy.program.run_ints` calls (:func:`~hlsnn.deploy.program.run_move`,
+  :func:`~hlsnn.deploy.program.add_ints`), on the NCHW order of the NHWC maps
+  (:meth:`FastNet._numpy`), so a U-Net's convs run compiled between them (before, such a
+  program ran in numpy whole, and a U-Net's fixed8 ``radix: search`` with it: docs/deploy.md).
+  ``tests/deploy/test_netfast_moves.py``: random programs of these ops, and the family's U-Nets
+  at random radix points, give ``run_ints``' integers.
 * Where the inputs fit int16 and the weights too (:class:`_Conv`), a conv multiplies two
   input channels per instruction (``hlsnn_net_conv16``: AVX-512 VNNI ``vpdpwssd``, else
   ``vpmaddwd``): 1.6-1.9x the int32 loop's speed on a ResNet-8 layer (two-hot and PoT weights
@@ -31,7 +40,8 @@ input's non-zero values per pixel (summed over images and channels): what the la
 reports as ``sat_count`` and ``input_density`` (:meth:`FastNet.run` returns them).
 
 :func:`build` returns None where the compiled helper is unavailable (``HLSNN_NATIVE=0``, no C
-compiler) or the program is a ``bfp_systolic`` one; the caller then runs the numpy path.
+compiler), the program is a ``bfp_systolic`` one or has a chained Add's exact sum
+(:mod:`hlsnn.engines.network.chain`); the caller then runs the numpy path.
 """
 from __future__ import annotations
 
@@ -224,10 +234,14 @@ class FastNet:
                 self.maps[op.out] = (f["oh"], f["ow"], f["c"])
             elif op.kind in ("lut", "gate"):      # hlsnn.engines.network.gate: the map's shape
                 self.maps[op.out] = self.maps[self._src(op.ins[0])]
+            elif op.kind in netmode.MOVE_KINDS:   # the program's shape of the tensor
+                self.maps[op.out] = self._hwc(net.shapes[op.out])
             else:
                 self.maps[op.out] = (1, 1, f["c"]) if f["gap"] else self.maps[self._src(op.ins[0])]
         for op in net.ops:                       # every op reads a map of the shape it expects
             hwc = self.maps[self._src(op.ins[0])]
+            if op.kind in netmode.MOVE_KINDS:     # its numpy rule reshapes its inputs (and checks their size)
+                continue
             f = op.f
             want = hwc if f.get("same") else (hwc[0], hwc[1], 1) if f.get("pix") else (1, 1, f["c"])  # pix: rule 10p
             if op.kind == "gate" and self.maps[self._src(op.ins[1])] != want:
@@ -310,6 +324,8 @@ class FastNet:
                     a = netgate.gate_ints(src[0], g, f, net.input["bits"]).astype(np.int32)
                 a = np.ascontiguousarray(a)
                 y = (a, _ptr(a))
+            elif op.kind in netmode.MOVE_KINDS or "div" in f:
+                y = self._numpy(op, env, b)
             elif op.kind == "maxpool":
                 y = self._buf(ws, op.name, (b, f["oh"], f["ow"], f["c"]))
                 so.hlsnn_net_maxpool(src[1], f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"],
@@ -323,6 +339,26 @@ class FastNet:
             env[op.out] = y
         y = env[self._src(net.output["tensor"])][0]
         return y.transpose(0, 3, 1, 2).reshape((b,) + tuple(net.output["shape"]))
+
+    def _numpy(self, op, env, b):
+        """A data move, transpose or average pool (:data:`~hlsnn.deploy.program.MOVE_KINDS`), or
+        an add that divides (rule 13), by its numpy rule (:func:`~hlsnn.deploy.program.run_move`,
+        :func:`~hlsnn.deploy.program.add_ints`, what :func:`~hlsnn.deploy.program.run_ints` runs)
+        on the NCHW order of the NHWC maps: the same integers, each a ``B``-bit value (a move's
+        is an input's, the others' are requantized to ``B`` bits), so int32 holds them.
+        Returns the output map ``(array, pointer)``."""
+        def get(name):                      # (b, C, H, W): each image's values in the tensor's CHW order
+            return env[self._src(name)][0].transpose(0, 3, 1, 2)
+        f = op.f
+        if op.kind == "add":
+            y = netmode.add_ints(get(op.ins[0]).reshape(b, f["c"], f["hw"]),
+                                 get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f,
+                                 self.net.input["bits"])
+        else:
+            y = netmode.run_move(self.net, op, get, b)
+        h, w, c = self.maps[op.out]
+        a = np.ascontiguousarray(y.reshape(b, c, h, w).transpose(0, 2, 3, 1), dtype=np.int32)
+        return a, _ptr(a)
 
     def _conv(self, cv, x, nz, ws):
         """``(y, saturations)`` of one conv op on ``x`` (B, H, W, C); ``x`` and ``y`` (B, OH, OW,
@@ -363,8 +399,6 @@ def build(net, *, isa=3):
     VNNI; the best the CPU has up to that): the tests run each, and each gives the same bits."""
     if net.engine not in RULES or not all(r in ROUNDING_CODES for r in MODES):
         return None
-    if any(op.kind in ("upsample", "zerostuff", "pad", "concat", "transpose", "avgpool") or "div" in op.f for op in net.ops):
-        return None                       # the numpy path runs the data moves (hlsnn.network.netmove), a mean's division
     if any(op.f.get("out_bits") for op in net.ops):
         return None                       # and a chained Add's exact sum (hlsnn.engines.network.chain)
     so = lib()
