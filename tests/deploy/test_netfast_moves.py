@@ -41,7 +41,7 @@ def _program(rng, engine, rounding):
     """x -> conv -> pad (reflect or edge) -> average pool -> conv -> upsample (maybe with the
     bilinear edge) -> 1x1 conv; concat of 2-3 of those two (requantized by random shifts) ->
     zero-stuff -> conv -> global mean (divided where the count is not a power of two) -> dense."""
-    c, h, w = int(rng.integers(1, 4)), int(rng.integers(5, 10)), int(rng.integers(5, 10))
+    c, h, w = int(rng.integers(1, 4)), int(rng.integers(4, 8)), int(rng.integers(4, 8))
     ops, shapes = [], {"x": (c, h, w)}
 
     def conv(name, src, out, z, k, pads, dense=False):
@@ -61,10 +61,13 @@ def _program(rng, engine, rounding):
     kh, kw = int(rng.integers(2, 4)), int(rng.integers(2, 4))
     sh, sw = 2, int(rng.integers(1, 3))
     h2, w2 = shapes["t2"][1:]
-    oh, ow = (h2 - kh) // sh + 1, (w2 - kw) // sw + 1
+    pp = tuple(int(v) for v in rng.integers(0, 2, 4))
+    oh, ow = (h2 + pp[0] + pp[2] - kh) // sh + 1, (w2 + pp[1] + pp[3] - kw) // sw + 1
+    my, mx = ((1 << (k - 1)) - 2 if rng.random() < 0.5 else 0 for k in (kh, kw))     # rule 12's tap weights 2
     ops.append(O("avgpool", "pool", ["t2"], "t3", dict(c=z1, h=h2, w=w2, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw,
-                                                       pads=(0, 0, 0, 0), my=0, mx=0, rounding=rounding,
-                                                       **_mean_fields(rng, kh * kw))))
+                                                       pads=pp, my=my, mx=mx, rounding=rounding,
+                                                       **_mean_fields(rng, (kh + bin(my).count("1")) *
+                                                                      (kw + bin(mx).count("1"))))))
     shapes["t3"] = (z1, oh, ow)
     conv("c2", "t3", "t4", int(rng.choice([4, 16])), (3, 3), (1, 1, 1, 1))
     z2 = shapes["t4"][0]
@@ -116,6 +119,43 @@ def test_random_programs_of_moves_and_pools_equal_run_ints(seed):
     for op in net.ops:
         assert len(np.unique(env[op.out])) > 1, op.name
     assert sum(sat.values()) > 0
+
+
+@pytest.mark.parametrize("kind", ["upsample", "zerostuff", "pad", "avgpool", "concat"])
+def test_a_move_of_a_dense_outputs_view_equals_run_ints(kind):
+    """A dense layer's output viewed as a map (an autoencoder's ``Linear`` bottleneck, ``view``
+    back; d_ae_linear) is a (1, 1, K) map whose values are in the view's NCHW order: the move
+    reads it in that order, not as the view's NHWC map."""
+    rng = np.random.default_rng(len(kind))
+    c2, h2, w2 = 3, 4, 5
+    fc, (k,) = _conv(rng, "fc", "x", "t1", (2, 5, 5), c2 * h2 * w2, None, None, None, 1, "sparse_cluster", dense=True)
+    fc.f.update(shift=rng.integers(5, 10, k), bias=rng.integers(-(1 << 10), 1 << 10, k), relu=False)
+    shapes = {"x": (2, 5, 5), "t1": (k,), "v": (c2, h2, w2)}
+    f = dict(c=c2, h=h2, w=w2)
+    if kind == "upsample":
+        f.update(fh=2, fw=3, oh=2 * h2, ow=3 * w2)
+    elif kind == "zerostuff":
+        f.update(sh=2, sw=2, oh=2 * h2 - 1, ow=2 * w2 - 1)
+    elif kind == "pad":
+        f.update(pads=(1, 0, 2, 1), mode="reflect", oh=h2 + 3, ow=w2 + 1)
+    elif kind == "avgpool":
+        f.update(kh=2, kw=2, sh=1, sw=1, pads=(0, 0, 0, 0), my=0, mx=0, oh=h2 - 1, ow=w2 - 1, p=2, n=4, shift=1,
+                 rounding="nearest_even")
+    else:
+        f = dict(cs=[c2, c2], hw=h2 * w2, h=h2, w=w2, shifts=[0, 1], rounding="nearest_even")
+    op = O(kind, "m", ["v"] * (2 if kind == "concat" else 1), "t2", f)
+    shapes["t2"] = (2 * c2 if kind == "concat" else c2, f.get("oh", h2), f.get("ow", w2))
+    conv, shapes["y"] = _conv(rng, "c", "t2", "y", shapes["t2"], 4, (3, 3), (1, 1), (1, 1, 1, 1), 1, "sparse_cluster")
+    conv.f.update(shift=rng.integers(5, 10, 4), bias=rng.integers(-(1 << 10), 1 << 10, 4))
+    net = netmode.check_ops(netmode.NetProgram(
+        "t", [fc, op, conv], shapes, dict(name="x", shape=(2, 5, 5), f=0, bits=8, signed=True, rounding="nearest_even"),
+        dict(tensor="y", f=0, name="y", shape=shapes["y"]), [], {"act_bits": 8, "act_signed": True,
+                                                                 "rounding": "nearest_even"}, "a", {"v": "t1"},
+        "sparse_cluster"))
+    xq = rng.integers(-128, 128, (5, 2, 5, 5))
+    ref, env = netmode.run_ints(net, xq, keep=True)
+    assert len(np.unique(env["t2"])) > 4
+    np.testing.assert_array_equal(netfast.build(net).run(xq)[0], ref)
 
 
 #: the family's U-Nets in tests/data (scripts/variant_family.py, variant_fourth.py): a

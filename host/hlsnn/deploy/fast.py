@@ -325,7 +325,7 @@ class FastNet:
                 a = np.ascontiguousarray(a)
                 y = (a, _ptr(a))
             elif op.kind in netmode.MOVE_KINDS or "div" in f:
-                y = self._numpy(op, env, b)
+                y = self._move(op, env, b)
             elif op.kind == "maxpool":
                 y = self._buf(ws, op.name, (b, f["oh"], f["ow"], f["c"]))
                 so.hlsnn_net_maxpool(src[1], f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"],
@@ -339,6 +339,66 @@ class FastNet:
             env[op.out] = y
         y = env[self._src(net.output["tensor"])][0]
         return y.transpose(0, 3, 1, 2).reshape((b,) + tuple(net.output["shape"]))
+
+    def _requant(self, v, shift, rounding):
+        """``shift_round_sat(v, shift, B, rounding)`` of an int32 array (``hlsnn_net_add`` of one
+        operand: rule 4's requantization, element by element), a new int32 array."""
+        v = np.ascontiguousarray(v, np.int32)
+        out = np.empty_like(v)
+        n = v.shape[0]
+        self.so.hlsnn_net_add(_ptr(v), None, v.size // max(n, 1), 1, 0, 0, 0, 0, int(shift), self.net.input["bits"],
+                              MODES[rounding], 0, n, _ptr(out), self.isa)
+        return out
+
+    def _move(self, op, env, b):
+        """A data move or an average pool (rules 6-8, 11, 12, 14 of :mod:`hlsnn.engines.network.move`
+        and :mod:`~hlsnn.engines.network.linpool`) written on the NHWC maps: the same index
+        arithmetic on the H and W axes, a concat along C, the window's exact sum tap by tap
+        (integer sums: their order does not matter) and the requantizations by
+        :meth:`_requant`, where every input's map is the op's ``(H, W, C)``; a transpose, an
+        input that is a view of another shape (a dense layer's ``(1, 1, K)`` output viewed as a
+        ``C x H x W`` map: its values are in NCHW order), an average pool that divides or scales
+        (rules 11u, 13) or whose sums might not fit int32, and an add that divides go to
+        :meth:`_numpy`.
+        Returns the output map ``(array, pointer)``."""
+        from ..engines.network.move import pad_index
+        f = op.f
+        bits = self.net.input["bits"]
+        x = env[self._src(op.ins[0])][0]
+        cs = f["cs"] if op.kind == "concat" else [f.get("c")] * len(op.ins)
+        if any(self.maps[self._src(t)] != (f.get("h"), f.get("w"), c) for t, c in zip(op.ins, cs)):
+            return self._numpy(op, env, b)       # a view of another shape (a dense output's (1, 1, K)): NCHW order
+        if op.kind == "upsample":
+            ey, ex = f.get("edge", (0, 0))
+            iy = np.clip((np.arange(f["oh"]) - ey) // f["fh"], 0, f["h"] - 1)
+            ix = np.clip((np.arange(f["ow"]) - ex) // f["fw"], 0, f["w"] - 1)
+            a = x.reshape(b, f["h"], f["w"], f["c"])[:, iy][:, :, ix]
+        elif op.kind == "pad":
+            t, left, bot, r = f["pads"]
+            a = x.reshape(b, f["h"], f["w"], f["c"])[:, pad_index(f["h"], t, bot, f["mode"])][
+                :, :, pad_index(f["w"], left, r, f["mode"])]
+        elif op.kind == "zerostuff":
+            a = np.zeros((b, f["oh"], f["ow"], f["c"]), np.int32)
+            a[:, ::f["sh"], ::f["sw"]] = x.reshape(b, f["h"], f["w"], f["c"])
+        elif op.kind == "concat":
+            parts = [env[self._src(t)][0].reshape(b, f["h"], f["w"], cs) for t, cs in zip(op.ins, f["cs"])]
+            a = np.concatenate([p if s == 0 else self._requant(p, s, f["rounding"]) for p, s in
+                                zip(parts, f["shifts"])], axis=3)
+        elif (op.kind == "avgpool" and "div" not in f and not f.get("uncounted")
+              and f["kh"] * f["kw"] << (bits + 1) < 1 << 31):     # |sum| <= taps * 2**(B-1) * 4 (tap weights <= 4)
+            t, left, bot, r = f["pads"]
+            xp = np.pad(x.reshape(b, f["h"], f["w"], f["c"]), ((0, 0), (t, bot), (left, r), (0, 0)))
+            s = np.zeros((b, f["oh"], f["ow"], f["c"]), np.int32)
+            ye, xe = f["sh"] * (f["oh"] - 1) + 1, f["sw"] * (f["ow"] - 1) + 1
+            for ky in range(f["kh"]):
+                for kx in range(f["kw"]):
+                    tap = xp[:, ky:ky + ye:f["sh"], kx:kx + xe:f["sw"]]
+                    s += tap << (((f["my"] >> ky) & 1) + ((f["mx"] >> kx) & 1))
+            a = self._requant(s, f["shift"], f["rounding"])
+        else:
+            return self._numpy(op, env, b)
+        a = np.ascontiguousarray(a, dtype=np.int32)
+        return a, _ptr(a)
 
     def _numpy(self, op, env, b):
         """A data move, transpose or average pool (:data:`~hlsnn.deploy.program.MOVE_KINDS`), or
