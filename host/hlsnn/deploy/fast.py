@@ -355,11 +355,11 @@ class FastNet:
         and :mod:`~hlsnn.engines.network.linpool`) written on the NHWC maps: the same index
         arithmetic on the H and W axes, a concat along C, the window's exact sum tap by tap
         (integer sums: their order does not matter) and the requantizations by
-        :meth:`_requant`, where every input's map is the op's ``(H, W, C)``; a transpose, an
-        input that is a view of another shape (a dense layer's ``(1, 1, K)`` output viewed as a
-        ``C x H x W`` map: its values are in NCHW order), an average pool that divides or scales
-        (rules 11u, 13) or whose sums might not fit int32, and an add that divides go to
-        :meth:`_numpy`.
+        :meth:`_requant` (an average pool whose sums are scaled or divided, rules 11u and 13,
+        or might not fit int32: in int64, then :func:`~hlsnn.primitives.shift_round_sat`), where
+        every input's map is the op's ``(H, W, C)``; a transpose, an input that is a view of
+        another shape (a dense layer's ``(1, 1, K)`` output viewed as a ``C x H x W`` map: its
+        values are in NCHW order) and an add that divides go to :meth:`_numpy`.
         Returns the output map ``(array, pointer)``."""
         from ..engines.network.move import pad_index
         f = op.f
@@ -384,17 +384,29 @@ class FastNet:
             parts = [env[self._src(t)][0].reshape(b, f["h"], f["w"], cs) for t, cs in zip(op.ins, f["cs"])]
             a = np.concatenate([p if s == 0 else self._requant(p, s, f["rounding"]) for p, s in
                                 zip(parts, f["shifts"])], axis=3)
-        elif (op.kind == "avgpool" and "div" not in f and not f.get("uncounted")
-              and f["kh"] * f["kw"] << (bits + 1) < 1 << 31):     # |sum| <= taps * 2**(B-1) * 4 (tap weights <= 4)
+        elif op.kind == "avgpool":              # linpool.run's rule on the NHWC windows
             t, left, bot, r = f["pads"]
-            xp = np.pad(x.reshape(b, f["h"], f["w"], f["c"]), ((0, 0), (t, bot), (left, r), (0, 0)))
-            s = np.zeros((b, f["oh"], f["ow"], f["c"]), np.int32)
+            # int32 sums while |sum| <= taps * 2**(B-1) * 4 (tap weights <= 4) fits, and nothing scales them
+            plain = "div" not in f and not f.get("uncounted") and f["kh"] * f["kw"] << (bits + 1) < 1 << 31
+            xp = np.pad(x.reshape(b, f["h"], f["w"], f["c"]).astype(np.int32 if plain else np.int64, copy=False),
+                        ((0, 0), (t, bot), (left, r), (0, 0)))
+            s = np.zeros((b, f["oh"], f["ow"], f["c"]), xp.dtype)
             ye, xe = f["sh"] * (f["oh"] - 1) + 1, f["sw"] * (f["ow"] - 1) + 1
             for ky in range(f["kh"]):
                 for kx in range(f["kw"]):
                     tap = xp[:, ky:ky + ye:f["sh"], kx:kx + xe:f["sw"]]
                     s += tap << (((f["my"] >> ky) & 1) + ((f["mx"] >> kx) & 1))
-            a = self._requant(s, f["shift"], f["rounding"])
+            if plain:
+                a = self._requant(s, f["shift"], f["rounding"])
+            else:
+                from ..engines.network.mean import divide
+                from ..primitives import shift_round_sat
+                if f.get("uncounted"):             # rule 11u (.uncounted): the sum over L values
+                    from ..engines.network.uncounted import scale
+                    s = s * scale(f)[None, :, :, None]
+                if "div" in f:                     # rule 13 (.mean)
+                    s = divide(s, f["div"])
+                a = shift_round_sat(s, f["shift"], bits, f["rounding"])[0]
         else:
             return self._numpy(op, env, b)
         a = np.ascontiguousarray(a, dtype=np.int32)
