@@ -353,8 +353,8 @@ class FastNet:
     def _move(self, op, env, b):
         """A data move or an average pool (rules 6-8, 11, 12, 14 of :mod:`hlsnn.engines.network.move`
         and :mod:`~hlsnn.engines.network.linpool`) written on the NHWC maps: the same index
-        arithmetic on the H and W axes, a concat along C, the window's exact sum tap by tap
-        (integer sums: their order does not matter) and the requantizations by
+        arithmetic on the H and W axes, a concat along C, the window's exact sum (integer sums:
+        their order does not matter, so row by row of column sums) and the requantizations by
         :meth:`_requant` (an average pool whose sums are scaled or divided, rules 11u and 13,
         or might not fit int32: in int64, then :func:`~hlsnn.primitives.shift_round_sat`), where
         every input's map is the op's ``(H, W, C)``; a transpose, an input that is a view of
@@ -386,21 +386,27 @@ class FastNet:
                                 zip(parts, f["shifts"])], axis=3)
         elif op.kind == "avgpool":              # linpool.run's rule on the NHWC windows
             t, left, bot, r = f["pads"]
-            # int32 sums while |sum| <= taps * 2**(B-1) * 4 (tap weights <= 4) fits, and nothing scales them
-            plain = "div" not in f and not f.get("uncounted") and f["kh"] * f["kw"] << (bits + 1) < 1 << 31
-            xp = np.pad(x.reshape(b, f["h"], f["w"], f["c"]).astype(np.int32 if plain else np.int64, copy=False),
+            # int32 sums while |sum| <= taps * 2**(B-1) * 4 (tap weights <= 4) fits
+            small = f["kh"] * f["kw"] << (bits + 1) < 1 << 31
+            xp = np.pad(x.reshape(b, f["h"], f["w"], f["c"]).astype(np.int32 if small else np.int64, copy=False),
                         ((0, 0), (t, bot), (left, r), (0, 0)))
-            s = np.zeros((b, f["oh"], f["ow"], f["c"]), xp.dtype)
             ye, xe = f["sh"] * (f["oh"] - 1) + 1, f["sw"] * (f["ow"] - 1) + 1
+            # the window's weights 2**(ty + tx) are a product: its exact sum is a sum over rows of
+            # the rows' sums over columns (integer sums, any order), a tap of weight 2 added twice
+            rows = np.zeros((b, xp.shape[1], f["ow"], f["c"]), xp.dtype)
+            for kx in range(f["kw"]):
+                for _ in range(1 << ((f["mx"] >> kx) & 1)):
+                    rows += xp[:, :, kx:kx + xe:f["sw"]]
+            s = np.zeros((b, f["oh"], f["ow"], f["c"]), xp.dtype)
             for ky in range(f["kh"]):
-                for kx in range(f["kw"]):
-                    tap = xp[:, ky:ky + ye:f["sh"], kx:kx + xe:f["sw"]]
-                    s += tap << (((f["my"] >> ky) & 1) + ((f["mx"] >> kx) & 1))
-            if plain:
+                for _ in range(1 << ((f["my"] >> ky) & 1)):
+                    s += rows[:, ky:ky + ye:f["sh"]]
+            if small and "div" not in f and not f.get("uncounted"):
                 a = self._requant(s, f["shift"], f["rounding"])
             else:
                 from ..engines.network.mean import divide
                 from ..primitives import shift_round_sat
+                s = s.astype(np.int64)
                 if f.get("uncounted"):             # rule 11u (.uncounted): the sum over L values
                     from ..engines.network.uncounted import scale
                     s = s * scale(f)[None, :, :, None]
