@@ -13,13 +13,16 @@ on int32 maps in NHWC order, bit for bit.
 * **maxpool**, **add** (rules 3, 4): ``hlsnn_net_maxpool``, ``hlsnn_net_add``; **lut**, **gate**
   (:mod:`hlsnn.engines.network.gate`'s rules 9, 10) in numpy on the NHWC maps (a table lookup,
   a product requantized by :func:`~hlsnn.primitives.shift_round_sat`).
-* **Data moves, transposes, average pools** (:data:`~hlsnn.deploy.program.MOVE_KINDS`: upsample,
-  zerostuff, pad, concat, transpose, avgpool; rules 6-8, 11, 12, 14) and an **add that divides**
-  (rule 13, a global mean over a count that is not a power of two): by the very numpy functions
+* **Data moves and average pools** (:data:`~hlsnn.deploy.program.MOVE_KINDS`: upsample,
+  zerostuff, pad, concat, avgpool; rules 6-8, 11-14) between the compiled convs, so a U-Net runs
+  here (before, such a program ran in numpy whole, and a U-Net's fixed8 ``radix: search`` with
+  it: docs/deploy.md): their rules written on the NHWC maps (:meth:`FastNet._move`: index
+  arithmetic on H and W, a concat along C, a window's exact sum as rows of column sums, the
+  requantizations by ``hlsnn_net_add`` of one operand). A **transpose**, a move whose input is
+  a view of another shape (a dense output read as a map) and an **add that divides** (rule 13, a
+  global mean over a count that is not a power of two) run the very numpy functions
   :func:`~hlsnn.deploy.program.run_ints` calls (:func:`~hlsnn.deploy.program.run_move`,
-  :func:`~hlsnn.deploy.program.add_ints`), on the NCHW order of the NHWC maps
-  (:meth:`FastNet._numpy`), so a U-Net's convs run compiled between them (before, such a
-  program ran in numpy whole, and a U-Net's fixed8 ``radix: search`` with it: docs/deploy.md).
+  :func:`~hlsnn.deploy.program.add_ints`) on the NCHW order of the maps (:meth:`FastNet._numpy`).
   ``tests/deploy/test_netfast_moves.py``: random programs of these ops, and the family's U-Nets
   at random radix points, give ``run_ints``' integers.
 * Where the inputs fit int16 and the weights too (:class:`_Conv`), a conv multiplies two
