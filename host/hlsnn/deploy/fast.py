@@ -13,6 +13,18 @@ on int32 maps in NHWC order, bit for bit.
 * **maxpool**, **add** (rules 3, 4): ``hlsnn_net_maxpool``, ``hlsnn_net_add``; **lut**, **gate**
   (:mod:`hlsnn.engines.network.gate`'s rules 9, 10) in numpy on the NHWC maps (a table lookup,
   a product requantized by :func:`~hlsnn.primitives.shift_round_sat`).
+* **Data moves and average pools** (:data:`~hlsnn.deploy.program.MOVE_KINDS`: upsample,
+  zerostuff, pad, concat, avgpool; rules 6-8, 11-14) between the compiled convs, so a U-Net runs
+  here (before, such a program ran in numpy whole, and a U-Net's fixed8 ``radix: search`` with
+  it: docs/deploy.md): their rules written on the NHWC maps (:meth:`FastNet._move`: index
+  arithmetic on H and W, a concat along C, a window's exact sum as rows of column sums, the
+  requantizations by ``hlsnn_net_add`` of one operand). A **transpose**, a move whose input is
+  a view of another shape (a dense output read as a map) and an **add that divides** (rule 13, a
+  global mean over a count that is not a power of two) run the very numpy functions
+  :func:`~hlsnn.deploy.program.run_ints` calls (:func:`~hlsnn.deploy.program.run_move`,
+  :func:`~hlsnn.deploy.program.add_ints`) on the NCHW order of the maps (:meth:`FastNet._numpy`).
+  ``tests/deploy/test_netfast_moves.py``: random programs of these ops, and the family's U-Nets
+  at random radix points, give ``run_ints``' integers.
 * Where the inputs fit int16 and the weights too (:class:`_Conv`), a conv multiplies two
   input channels per instruction (``hlsnn_net_conv16``: AVX-512 VNNI ``vpdpwssd``, else
   ``vpmaddwd``): 1.6-1.9x the int32 loop's speed on a ResNet-8 layer (two-hot and PoT weights
@@ -31,7 +43,8 @@ input's non-zero values per pixel (summed over images and channels): what the la
 reports as ``sat_count`` and ``input_density`` (:meth:`FastNet.run` returns them).
 
 :func:`build` returns None where the compiled helper is unavailable (``HLSNN_NATIVE=0``, no C
-compiler) or the program is a ``bfp_systolic`` one; the caller then runs the numpy path.
+compiler), the program is a ``bfp_systolic`` one or has a chained Add's exact sum
+(:mod:`hlsnn.engines.network.chain`); the caller then runs the numpy path.
 """
 from __future__ import annotations
 
@@ -224,10 +237,14 @@ class FastNet:
                 self.maps[op.out] = (f["oh"], f["ow"], f["c"])
             elif op.kind in ("lut", "gate"):      # hlsnn.engines.network.gate: the map's shape
                 self.maps[op.out] = self.maps[self._src(op.ins[0])]
+            elif op.kind in netmode.MOVE_KINDS:   # the program's shape of the tensor
+                self.maps[op.out] = self._hwc(net.shapes[op.out])
             else:
                 self.maps[op.out] = (1, 1, f["c"]) if f["gap"] else self.maps[self._src(op.ins[0])]
         for op in net.ops:                       # every op reads a map of the shape it expects
             hwc = self.maps[self._src(op.ins[0])]
+            if op.kind in netmode.MOVE_KINDS:     # its numpy rule reshapes its inputs (and checks their size)
+                continue
             f = op.f
             want = hwc if f.get("same") else (hwc[0], hwc[1], 1) if f.get("pix") else (1, 1, f["c"])  # pix: rule 10p
             if op.kind == "gate" and self.maps[self._src(op.ins[1])] != want:
@@ -310,6 +327,8 @@ class FastNet:
                     a = netgate.gate_ints(src[0], g, f, net.input["bits"]).astype(np.int32)
                 a = np.ascontiguousarray(a)
                 y = (a, _ptr(a))
+            elif op.kind in netmode.MOVE_KINDS or "div" in f:
+                y = self._move(op, env, b)
             elif op.kind == "maxpool":
                 y = self._buf(ws, op.name, (b, f["oh"], f["ow"], f["c"]))
                 so.hlsnn_net_maxpool(src[1], f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"],
@@ -323,6 +342,104 @@ class FastNet:
             env[op.out] = y
         y = env[self._src(net.output["tensor"])][0]
         return y.transpose(0, 3, 1, 2).reshape((b,) + tuple(net.output["shape"]))
+
+    def _requant(self, v, shift, rounding):
+        """``shift_round_sat(v, shift, B, rounding)`` of an int32 array (``hlsnn_net_add`` of one
+        operand: rule 4's requantization, element by element), a new int32 array."""
+        v = np.ascontiguousarray(v, np.int32)
+        out = np.empty_like(v)
+        n = v.shape[0]
+        self.so.hlsnn_net_add(_ptr(v), None, v.size // max(n, 1), 1, 0, 0, 0, 0, int(shift), self.net.input["bits"],
+                              MODES[rounding], 0, n, _ptr(out), self.isa)
+        return out
+
+    def _move(self, op, env, b):
+        """A data move or an average pool (rules 6-8, 11, 12, 14 of :mod:`hlsnn.engines.network.move`
+        and :mod:`~hlsnn.engines.network.linpool`) written on the NHWC maps: the same index
+        arithmetic on the H and W axes, a concat along C, the window's exact sum (integer sums:
+        their order does not matter, so row by row of column sums) and the requantizations by
+        :meth:`_requant` (an average pool whose sums are scaled or divided, rules 11u and 13,
+        or might not fit int32: in int64, then :func:`~hlsnn.primitives.shift_round_sat`), where
+        every input's map is the op's ``(H, W, C)``; a transpose, an input that is a view of
+        another shape (a dense layer's ``(1, 1, K)`` output viewed as a ``C x H x W`` map: its
+        values are in NCHW order) and an add that divides go to :meth:`_numpy`.
+        Returns the output map ``(array, pointer)``."""
+        from ..engines.network.move import pad_index
+        f = op.f
+        bits = self.net.input["bits"]
+        x = env[self._src(op.ins[0])][0]
+        cs = f["cs"] if op.kind == "concat" else [f.get("c")] * len(op.ins)
+        if any(self.maps[self._src(t)] != (f.get("h"), f.get("w"), c) for t, c in zip(op.ins, cs)):
+            return self._numpy(op, env, b)       # a view of another shape (a dense output's (1, 1, K)): NCHW order
+        if op.kind == "upsample":
+            ey, ex = f.get("edge", (0, 0))
+            iy = np.clip((np.arange(f["oh"]) - ey) // f["fh"], 0, f["h"] - 1)
+            ix = np.clip((np.arange(f["ow"]) - ex) // f["fw"], 0, f["w"] - 1)
+            a = x.reshape(b, f["h"], f["w"], f["c"])[:, iy][:, :, ix]
+        elif op.kind == "pad":
+            t, left, bot, r = f["pads"]
+            a = x.reshape(b, f["h"], f["w"], f["c"])[:, pad_index(f["h"], t, bot, f["mode"])][
+                :, :, pad_index(f["w"], left, r, f["mode"])]
+        elif op.kind == "zerostuff":
+            a = np.zeros((b, f["oh"], f["ow"], f["c"]), np.int32)
+            a[:, ::f["sh"], ::f["sw"]] = x.reshape(b, f["h"], f["w"], f["c"])
+        elif op.kind == "concat":
+            parts = [env[self._src(t)][0].reshape(b, f["h"], f["w"], cs) for t, cs in zip(op.ins, f["cs"])]
+            a = np.concatenate([p if s == 0 else self._requant(p, s, f["rounding"]) for p, s in
+                                zip(parts, f["shifts"])], axis=3)
+        elif op.kind == "avgpool":              # linpool.run's rule on the NHWC windows
+            t, left, bot, r = f["pads"]
+            # int32 sums while |sum| <= taps * 2**(B-1) * 4 (tap weights <= 4) fits
+            small = f["kh"] * f["kw"] << (bits + 1) < 1 << 31
+            xp = np.pad(x.reshape(b, f["h"], f["w"], f["c"]).astype(np.int32 if small else np.int64, copy=False),
+                        ((0, 0), (t, bot), (left, r), (0, 0)))
+            ye, xe = f["sh"] * (f["oh"] - 1) + 1, f["sw"] * (f["ow"] - 1) + 1
+            # the window's weights 2**(ty + tx) are a product: its exact sum is a sum over rows of
+            # the rows' sums over columns (integer sums, any order), a tap of weight 2 added twice
+            rows = np.zeros((b, xp.shape[1], f["ow"], f["c"]), xp.dtype)
+            for kx in range(f["kw"]):
+                for _ in range(1 << ((f["mx"] >> kx) & 1)):
+                    rows += xp[:, :, kx:kx + xe:f["sw"]]
+            s = np.zeros((b, f["oh"], f["ow"], f["c"]), xp.dtype)
+            for ky in range(f["kh"]):
+                for _ in range(1 << ((f["my"] >> ky) & 1)):
+                    s += rows[:, ky:ky + ye:f["sh"]]
+            if small and "div" not in f and not f.get("uncounted"):
+                a = self._requant(s, f["shift"], f["rounding"])
+            else:
+                from ..engines.network.mean import divide
+                from ..primitives import shift_round_sat
+                s = s.astype(np.int64)
+                if f.get("uncounted"):             # rule 11u (.uncounted): the sum over L values
+                    from ..engines.network.uncounted import scale
+                    s = s * scale(f)[None, :, :, None]
+                if "div" in f:                     # rule 13 (.mean)
+                    s = divide(s, f["div"])
+                a = shift_round_sat(s, f["shift"], bits, f["rounding"])[0]
+        else:
+            return self._numpy(op, env, b)
+        a = np.ascontiguousarray(a, dtype=np.int32)
+        return a, _ptr(a)
+
+    def _numpy(self, op, env, b):
+        """A data move, transpose or average pool (:data:`~hlsnn.deploy.program.MOVE_KINDS`), or
+        an add that divides (rule 13), by its numpy rule (:func:`~hlsnn.deploy.program.run_move`,
+        :func:`~hlsnn.deploy.program.add_ints`, what :func:`~hlsnn.deploy.program.run_ints` runs)
+        on the NCHW order of the NHWC maps: the same integers, each a ``B``-bit value (a move's
+        is an input's, the others' are requantized to ``B`` bits), so int32 holds them.
+        Returns the output map ``(array, pointer)``."""
+        def get(name):                      # (b, C, H, W): each image's values in the tensor's CHW order
+            return env[self._src(name)][0].transpose(0, 3, 1, 2)
+        f = op.f
+        if op.kind == "add":
+            y = netmode.add_ints(get(op.ins[0]).reshape(b, f["c"], f["hw"]),
+                                 get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f,
+                                 self.net.input["bits"])
+        else:
+            y = netmode.run_move(self.net, op, get, b)
+        h, w, c = self.maps[op.out]
+        a = np.ascontiguousarray(y.reshape(b, c, h, w).transpose(0, 2, 3, 1), dtype=np.int32)
+        return a, _ptr(a)
 
     def _conv(self, cv, x, nz, ws):
         """``(y, saturations)`` of one conv op on ``x`` (B, H, W, C); ``x`` and ``y`` (B, OH, OW,
@@ -363,10 +480,10 @@ def build(net, *, isa=3):
     VNNI; the best the CPU has up to that): the tests run each, and each gives the same bits."""
     if net.engine not in RULES or not all(r in ROUNDING_CODES for r in MODES):
         return None
-    if any(op.kind in ("upsample", "zerostuff", "pad", "concat", "transpose", "avgpool") or "div" in op.f for op in net.ops):
-        return None                       # the numpy path runs the data moves (hlsnn.network.netmove), a mean's division
     if any(op.f.get("out_bits") for op in net.ops):
         return None                       # and a chained Add's exact sum (hlsnn.engines.network.chain)
+    if any(op.kind in netmode.MOVE_KINDS and op.out not in net.shapes for op in net.ops):
+        return None                       # a move's map shape comes from the program's shapes
     so = lib()
     if so is None:
         return None

@@ -596,6 +596,26 @@ def add_ints(a, b, f, bits):
     return y
 
 
+#: the op kinds :func:`run_move` runs: data moves (rules 6-8, 14), a transpose, an average pool
+#: (rules 11, 12)
+MOVE_KINDS = ("upsample", "zerostuff", "pad", "concat", "transpose", "avgpool")
+
+
+def run_move(net, op, get, b):
+    """An op of :data:`MOVE_KINDS` on a batch of ``b`` images: its output integers (int64).
+    ``get(tensor)`` returns a tensor's integers, images first, each image's values in the
+    tensor's own (C, H, W) order (in any shape: the rules reshape them). The compiled path
+    (:mod:`hlsnn.deploy.fast`) runs these ops through this function too."""
+    if op.kind == "transpose":
+        from ..engines.network.transpose import run
+        return run(op, get, b)
+    if op.kind == "avgpool":
+        from ..engines.network import linpool
+        return linpool.run(op, get, b, net.input["bits"])
+    from ..engines.network.move import run
+    return run(op, get, b, net.input["bits"])
+
+
 def run_ints(net, xq, *, keep=False):
     """Run the ops on a batch of input integers ``xq`` (B, ...): the output tensor's integers
     (B, ...) int64; with ``keep``, ``(out, {tensor: integers})``. A ``bfp_systolic`` network
@@ -617,15 +637,8 @@ def run_ints(net, xq, *, keep=False):
             env[op.out] = y.reshape(b, -1) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
-        elif op.kind in ("upsample", "zerostuff", "pad", "concat"):
-            from ..engines.network.move import run
-            env[op.out] = run(op, get, b, net.input["bits"])
-        elif op.kind == "transpose":
-            from ..engines.network.transpose import run
-            env[op.out] = run(op, get, b)
-        elif op.kind == "avgpool":
-            from ..engines.network import linpool
-            env[op.out] = linpool.run(op, get, b, net.input["bits"])
+        elif op.kind in MOVE_KINDS:
+            env[op.out] = run_move(net, op, get, b)
         elif op.kind in ("lut", "gate"):
             from ..engines.network import gate as netgate
             env[op.out] = netgate.run(op, get, b, net.input["bits"])

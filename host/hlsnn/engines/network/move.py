@@ -51,8 +51,8 @@ radix ``F``, a ``C x H x W`` map per image):
 
 These ops run in :func:`hlsnn.deploy.program.run_ints` (numpy, integers only). The network
 kernels run them in their ``Move`` and ``Concat`` loops (:data:`KERNEL_KINDS`); the compiled emu
-fast path (:mod:`hlsnn.deploy.fast`) has no loop for them: :func:`netfast.build` returns None for
-such a network (the numpy path runs it, same bits), and :func:`refuse_kernel` names an op no
+fast path (:mod:`hlsnn.deploy.fast`) runs them by :func:`run` itself between its compiled convs
+(:func:`hlsnn.deploy.program.run_move`, same bits), and :func:`refuse_kernel` names an op no
 kernel loop takes (the network then runs layer by layer on csim, sim and pynq)."""
 from __future__ import annotations
 
