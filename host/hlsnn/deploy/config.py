@@ -65,7 +65,10 @@ FORMAT_FIELDS = {
                         "(error feedback and bias correction, hlsnn.deploy.shift_fit), for the float network's output "
                         "of the layer (network: the error of the layers before taken back, hlsnn.deploy.shift_netfit), "
                         "or each weight's nearest code; auto: output or network, the one whose outputs on the calibration images "
-                        "are nearest the float model's, chosen with radix (hlsnn.deploy.shift_auto)", default="auto",
+                        "are nearest the float model's, chosen with radix (hlsnn.deploy.shift_auto). bfp, fixed, sparse: "
+                        "output (the weights as quantized) or network (the layers giving the network's output refitted "
+                        "to the float network's output on the calibration images, hlsnn.deploy.outfit); auto: network "
+                        "in a regression deployment (hlsnn.deploy.task_formats), else output", default="auto",
                         choices=("auto", "output", "network", "nearest")),
     "weight_terms": Field("int", "twohot, pot: shift codes per weight; 2: a second code for each weight's rounding "
                           "error at the same scale, both summed in the layer's one accumulator (K doubled: "
@@ -217,6 +220,8 @@ def load_deploy_config(path) -> DeployConfig:
         _check_name(path, "formats", name)
         s = check_section(path, f"formats.{name}", spec, FORMAT_FIELDS)
         auto = tuple(k for k in ("radix", "weight_scale", "bias_correction", "equalize") if s[k] == "auto")
+        if s["weight_fit"] == "auto" and s["type"] not in ("twohot", "pot"):
+            auto += ("weight_fit",)         # a regression deployment's: network (task_formats)
         if s["equalize"] == "auto":
             s["equalize"] = "none"          # a regression deployment's fixed/sparse: channels (task_formats)
         if s["weight_scale"] == "auto" and s["type"] != "fixed":
@@ -231,9 +236,11 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, f"formats.{name}.delta", s["delta"], "only format type 'twohot' has a delta")
         if s["weight_fit"] == "auto" and s["type"] not in ("twohot", "pot"):
             s["weight_fit"] = "output"
-        if s["type"] not in ("twohot", "pot") and s["weight_fit"] != "output":
+        if s["type"] not in ("twohot", "pot") and s["weight_fit"] not in ("output", "network"):
             raise ConfigError(path, f"formats.{name}.weight_fit", s["weight_fit"],
-                              "only the shift formats (twohot, pot) choose their codes; leave it out")
+                              "only the shift formats (twohot, pot) choose their codes; a bfp, fixed or sparse "
+                              "format takes output (the weights as quantized) or network (the output layer "
+                              "refitted to the float network, hlsnn.deploy.outfit)")
         if s["type"] not in ("twohot", "pot") and s["weight_terms"] != 1:
             raise ConfigError(path, f"formats.{name}.weight_terms", s["weight_terms"],
                               "only the shift formats (twohot, pot) have a second code per weight; leave it out")
