@@ -117,11 +117,18 @@ def input_values(ex, x):
     """The layer's input ``x`` (float64, as the deployment's tensor) as the values the kernel
     reads, and their format for :class:`~hlsnn.deploy.quant.Act`: ``fixed`` / ``sparse``: the
     int8 codes at the input radix of its last run (``stats.f_in``) as values (codes already at
-    that radix are unchanged), ``(f_in, 8, True)``; ``bfp``: ``x``, None."""
+    that radix are unchanged), ``(f_in, 8, True)``, or where its last run took two terms
+    (:mod:`hlsnn.deploy.twoin`) the value they stand for, None; ``bfp``: ``x``, None."""
     if ex.fmt.type == "bfp":
         return np.asarray(x, np.float64), None
     from .quant import to_fixed
     f = int(ex.stats.f_in if ex.stats.f_in is not None else ex.f_x)
+    if getattr(ex, "two_ran", False):                 # two terms (hlsnn.deploy.twoin): the value they stand for
+        from . import twoin
+        xi = to_fixed(x, f, ex.BITS, True, ex.deploy.rounding)
+        lo = to_fixed(np.asarray(x, np.float64) - np.ldexp(xi.astype(np.float64), -f), f + twoin.SHIFT, ex.BITS,
+                      True, ex.deploy.rounding)
+        return twoin.values(xi, lo, f), None
     return np.ldexp(to_fixed(x, f, ex.BITS, True, ex.deploy.rounding).astype(np.float64), -f), (f, ex.BITS, True)
 
 

@@ -13,7 +13,9 @@ resolve each field the config left ``auto`` to the calibration that minimises th
   balance, :mod:`hlsnn.deploy.equalize`);
 * ``weight_fit: network``, for ``bfp`` formats too: the layers giving the network's output
   refitted to the float network's output on the calibration images (:mod:`hlsnn.deploy.outfit`;
-  k_ae_lin of ``scripts/variant_sixth.py``: see ``docs/deploy-beyond-cnn.md``).
+  k_ae_lin of ``scripts/variant_sixth.py``: see ``docs/deploy-beyond-cnn.md``);
+* ``input_terms: 2`` (fixed, sparse): a conv giving the network's output takes an input the host
+  quantizes in two int8 terms (:mod:`hlsnn.deploy.twoin`).
 
 Measured in ``docs/deploy.md`` (fixed8 on the dense models): g_unet_bn 3.76 -> 2.59 %, and every
 dense model measured is better than with the classification defaults (``scripts/variant_dense.py``'s
@@ -39,6 +41,9 @@ FIELDS = tuple(REGRESSION)
 #: ``weight_fit``'s regression meaning, for these format types too: the output layer refitted to
 #: the float network (:mod:`hlsnn.deploy.outfit`)
 FIT = {"weight_fit": "network"}
+#: ``input_terms``' regression meaning for the fixed-point formats: an output conv's
+#: host-quantized input in two int8 terms (:mod:`hlsnn.deploy.twoin`)
+TERMS = {"input_terms": 2}
 FIT_TYPES = ("bfp", "fixed", "sparse")
 
 
@@ -77,7 +82,7 @@ def resolve(formats, task, net=None):
             return formats
     out = {}
     for name, f in formats.items():
-        table = dict(REGRESSION, **FIT) if f.type in TYPES else FIT if f.type in FIT_TYPES else {}
+        table = dict(REGRESSION, **FIT, **TERMS) if f.type in TYPES else FIT if f.type in FIT_TYPES else {}
         auto = [k for k in table if k in getattr(f, "auto", ())]
         out[name] = dataclasses.replace(f, auto=(), **{k: table[k] for k in auto}) if auto else f
     return out
