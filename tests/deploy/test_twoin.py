@@ -83,10 +83,10 @@ def test_two_terms_are_the_integer_convolution_of_hi_and_lo(geom):
     net = _net(**geom)
     x = _x()
     y, ex = _run(net, x, 2)
-    assert ex.in_terms == 2 and ex.two_ran
+    assert ex.in_terms == 2 and ex.two
     np.testing.assert_array_equal(y, _reference(net, x, ex))
     y1, ex1 = _run(net, x, 1)
-    assert ex1.in_terms == 1 and not getattr(ex1, "two_ran", False)   # (the network mode may run it)
+    assert ex1.in_terms == 1 and not ex1.two
     f = net.layers[0]
     from hlsnn.engines import convgeom
     yf = convgeom.conv_float(x, f.w, f.b, f.geom)
@@ -105,7 +105,7 @@ def test_only_an_output_conv_with_a_host_quantized_input_takes_two_terms():
         dep = Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", "fixed", "a", input_terms=2)}, {"a": acc})
         dep.calibrate(_x())
         assert dep.execs["a"].in_terms == 1                  # not the output layer
-        assert dep.execs["l"].in_terms == 2 and not dep.execs["l"].two_ran     # its input: int8 codes already
+        assert dep.execs["l"].in_terms == 2 and dep.execs["l"].two is False     # its input: int8 codes already
     finally:
         acc.close()
 

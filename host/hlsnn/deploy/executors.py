@@ -384,12 +384,14 @@ class SparseExec(_Exec):
         self.stats.f_w = self.f_w.tolist() if per_channel else self.f_w
         # input_terms: 2, a host-quantized input of an output conv in two int8 terms (hlsnn.deploy.twoin)
         self.in_terms = twoin.terms(layer, fmt, deploy)
+        self.two = None           # whether it does, decided when it calibrates (twoin.applies)
 
     def run(self, act, calibrate):
         layer, p = self.layer, self.p
         xi, fx = self._input_ints(act, self.BITS, True, calibrate)
-        lo = twoin.residual(self, act, xi, fx)            # None: one term (the rule does not apply)
-        self.two_ran = lo is not None
+        if calibrate or self.two is None:
+            self.two = twoin.applies(self, act, fx)
+        lo = twoin.residual(self, act, xi, fx) if self.two else None      # None: one term
         f_in = fx + self.f_w + (0 if lo is None else twoin.SHIFT)
         bias = self._bias(f_in, 30)
         kern = self.acc.kernel

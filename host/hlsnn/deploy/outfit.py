@@ -123,7 +123,7 @@ def input_values(ex, x):
         return np.asarray(x, np.float64), None
     from .quant import to_fixed
     f = int(ex.stats.f_in if ex.stats.f_in is not None else ex.f_x)
-    if getattr(ex, "two_ran", False):                 # two terms (hlsnn.deploy.twoin): the value they stand for
+    if getattr(ex, "two", False):                 # two terms (hlsnn.deploy.twoin): the value they stand for
         from . import twoin
         xi = to_fixed(x, f, ex.BITS, True, ex.deploy.rounding)
         lo = to_fixed(np.asarray(x, np.float64) - np.ldexp(xi.astype(np.float64), -f), f + twoin.SHIFT, ex.BITS,
@@ -213,7 +213,7 @@ def _rebuilt(dep, old, layer):
     """An executor of ``old``'s format on ``layer`` with ``old``'s calibrated state."""
     from .executors import EXECS
     new = EXECS[old.fmt.type](layer, old.fmt, old.acc, dep)
-    for k in ("f_x", "f_out", "in_shape", "update_times", "update_choice", "update_ran"):
+    for k in ("f_x", "f_out", "in_shape", "update_times", "update_choice", "update_ran", "two"):
         setattr(new, k, getattr(old, k, None))
     return new
 

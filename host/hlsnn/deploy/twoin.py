@@ -48,16 +48,21 @@ def terms(layer, fmt, deploy):
     return 2 if net is not None and layer.name in {la.name for la in output_layers(net)} else 1
 
 
-def residual(ex, act, xi, fx):
-    """Step 1's ``lo`` codes of ``ex``'s input ``act`` whose ``hi`` codes ``xi`` are at radix ``fx``,
-    or None where one term is all there is: ``ex`` takes one, the input is already int8 codes,
-    or the bias does not fit the kernel's field (``2**30``) at the finer radix."""
+def applies(ex, act, fx):
+    """Whether the SparseExec ``ex`` takes its input ``act`` at radix ``fx`` in two terms: it
+    takes two (:func:`terms`), the input is not int8 codes already (it is quantized on the
+    host), and the bias fits the kernel's field (``2**30``) at the finer radix. Decided when the
+    layer calibrates and kept (``ex.two``): every later run takes as many terms, and a compiled
+    model records it (``in_terms`` of its entry, :mod:`hlsnn.deploy.layers`)."""
     if getattr(ex, "in_terms", 1) != 2 or (act.fmt is not None and act.fmt[1:] == (ex.BITS, True)):
-        return None
+        return False
     f_w = np.asarray(ex.f_w).reshape(-1)
-    if np.abs(np.ldexp(np.asarray(ex.layer.b, np.float64), int(fx) + SHIFT + int(f_w.max()))).max(initial=0) \
-            >= (1 << 30) - 1:
-        return None
+    return bool(np.abs(np.ldexp(np.asarray(ex.layer.b, np.float64), int(fx) + SHIFT + int(f_w.max()))).max(initial=0)
+                < (1 << 30) - 1)
+
+
+def residual(ex, act, xi, fx):
+    """Step 1's ``lo`` codes of ``ex``'s input ``act`` whose ``hi`` codes ``xi`` are at radix ``fx``."""
     from .quant import to_fixed
     rest = np.asarray(act.values, np.float64) - np.ldexp(np.asarray(xi, np.float64), -int(fx))
     return to_fixed(rest, int(fx) + SHIFT, ex.BITS, True, ex.deploy.rounding)
