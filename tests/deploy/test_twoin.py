@@ -77,9 +77,10 @@ def _reference(net, x, ex, rounding="nearest_even"):
 
 
 @pytest.mark.parametrize("geom", [dict(), dict(stride=2, pads=(1, 0, 2, 1), relu=True), dict(kh=7, kw=2, pads=(3, 0, 3, 1))])
-def test_two_terms_are_the_integer_convolution_of_hi_and_lo(geom):
+def test_two_terms_are_the_integer_convolution_of_hi_and_lo(geom, monkeypatch):
     """A simple 3x3 conv, a general one (stride 2, uneven padding, ReLU) and a 7x2 kernel beyond
-    max_ksize 5 (blocks of taps)."""
+    max_ksize 5 (blocks of taps); two terms wherever the rule applies (WORTH 0)."""
+    monkeypatch.setattr(twoin, "WORTH", 0.0)
     net = _net(**geom)
     x = _x()
     y, ex = _run(net, x, 2)
@@ -110,8 +111,41 @@ def test_only_an_output_conv_with_a_host_quantized_input_takes_two_terms():
         acc.close()
 
 
+def _cancelling(seed=0):
+    """Two input channels nearly equal, weights +1 / -1 on them: an output far smaller than its
+    terms (a one-term input's rounding is a large part of it)."""
+    rng = np.random.default_rng(seed)
+    w = np.zeros((1, 2, 3, 3))
+    w[0, 0, 1, 1], w[0, 1, 1, 1] = 0.9, -0.9
+    w[0, 0] += rng.normal(0, 0.01, (3, 3))
+    layer = Layer("l", "conv", ["x"], "y", w=w, b=np.zeros(1), relu=False, pads=(1, 1, 1, 1))
+    net = Network(name="n", path="", input="x", input_shape=(None, 2, 7, 6), output="y", layers=[layer])
+    a = rng.uniform(0, 3.5, (4, 1, 7, 6))
+    return net, np.concatenate([a, a + rng.normal(0, 0.05, a.shape)], axis=1)
+
+
+def test_two_terms_only_where_one_costs_the_output_more_than_worth():
+    """``cost``: the residual's part of the layer's output, written out here; two terms above
+    ``WORTH`` (1 %), one below (the random conv of _net: its input's rounding is a small part)."""
+    net, x = _cancelling()
+    y, ex = _run(net, x, 2)
+    fx, fw = ex.f_x, int(np.ravel(ex.f_w)[0])
+    hi = np.clip(_round(x * 2.0 ** fx, "nearest_away"), -128, 127)
+    lo = np.clip(_round((x - hi * 2.0 ** -fx) * 2.0 ** (fx + 7), "nearest_away"), -128, 127)
+    w = ex.w_taps * 2.0 ** -fw
+    from hlsnn.engines import convgeom
+    part = convgeom.conv_float(lo * 2.0 ** -(fx + 7), w, np.zeros(1), net.layers[0].geom)
+    whole = convgeom.conv_float(hi * 2.0 ** -fx + lo * 2.0 ** -(fx + 7), w, np.zeros(1), net.layers[0].geom)
+    want = np.linalg.norm(part) / np.linalg.norm(whole)
+    assert ex.two and ex.two_cost == pytest.approx(want, rel=1e-12) and want > twoin.WORTH
+    np.testing.assert_array_equal(y, _reference(net, x, ex))
+    _, ex2 = _run(_net(), _x(), 2)
+    assert ex2.two is False and 0 < ex2.two_cost < twoin.WORTH
+
+
 @pytest.mark.csim
-def test_two_terms_give_csim_s_bits():
+def test_two_terms_give_csim_s_bits(monkeypatch):
+    monkeypatch.setattr(twoin, "WORTH", 0.0)
     net = _net(cin=10)                                       # sp_small: 8 channels a call, K tiled too
     x = _x(cin=10, n=2)
     y, ex = _run(net, x, 2, SP_SMALL)
@@ -121,7 +155,8 @@ def test_two_terms_give_csim_s_bits():
     assert (exc.f_x, exc.f_out, exc.stats.histogram) == (ex.f_x, ex.f_out, ex.stats.histogram)
 
 
-def test_a_compiled_model_runs_it_layer_by_layer_with_the_deployment_s_bits(tmp_path):
+def test_a_compiled_model_runs_it_layer_by_layer_with_the_deployment_s_bits(tmp_path, monkeypatch):
+    monkeypatch.setattr(twoin, "WORTH", 0.0)
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -133,7 +168,8 @@ def test_a_compiled_model_runs_it_layer_by_layer_with_the_deployment_s_bits(tmp_
     from hlsnn.network.build import compile_model
     rng = np.random.default_rng(5)
     w = rng.normal(0, 0.4, (1, 1, 3, 3)).astype(np.float32)
-    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "c",
+    g = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["s"]),             # a host op's float values
+                           helper.make_node("Conv", ["s", "w"], ["y"], pads=[1, 1, 1, 1])], "c",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1, 8, 8])],
                           [numpy_helper.from_array(w, "w")])

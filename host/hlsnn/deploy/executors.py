@@ -390,7 +390,7 @@ class SparseExec(_Exec):
         layer, p = self.layer, self.p
         xi, fx = self._input_ints(act, self.BITS, True, calibrate)
         if calibrate or self.two is None:
-            self.two = twoin.applies(self, act, fx)
+            self.two = twoin.applies(self, act, xi, fx)
         lo = twoin.residual(self, act, xi, fx) if self.two else None      # None: one term
         f_in = fx + self.f_w + (0 if lo is None else twoin.SHIFT)
         bias = self._bias(f_in, 30)

@@ -33,6 +33,8 @@ import numpy as np
 
 #: bits between the two terms' radix points (the residual's 8 bits hold ``+-2**(SHIFT - 1)``)
 SHIFT = 7
+#: the least :func:`cost` of one term that takes two (a part of the layer's output)
+WORTH = 0.01
 #: the accepted values of a format's ``input_terms`` (after ``auto`` resolves)
 TERMS = (1, 2)
 
@@ -48,17 +50,37 @@ def terms(layer, fmt, deploy):
     return 2 if net is not None and layer.name in {la.name for la in output_layers(net)} else 1
 
 
-def applies(ex, act, fx):
-    """Whether the SparseExec ``ex`` takes its input ``act`` at radix ``fx`` in two terms: it
-    takes two (:func:`terms`), the input is not int8 codes already (it is quantized on the
-    host), and the bias fits the kernel's field (``2**30``) at the finer radix. Decided when the
-    layer calibrates and kept (``ex.two``): every later run takes as many terms, and a compiled
-    model records it (``in_terms`` of its entry, :mod:`hlsnn.deploy.layers`)."""
+def applies(ex, act, xi, fx):
+    """Whether the SparseExec ``ex`` takes its input ``act`` (``hi`` codes ``xi`` at radix ``fx``)
+    in two terms: it takes two (:func:`terms`), the input is not int8 codes already (it is
+    quantized on the host), the bias fits the kernel's field (``2**30``) at the finer radix, and
+    one term would cost the layer's output more than :data:`WORTH` (:func:`cost`, kept in
+    ``ex.two_cost``: below it a second pass and the layer path are not worth it). Decided when
+    the layer calibrates and kept (``ex.two``): every later run takes as many terms, and a
+    compiled model records it (``in_terms`` of its entry, :mod:`hlsnn.deploy.layers`)."""
+    ex.two_cost = None
     if getattr(ex, "in_terms", 1) != 2 or (act.fmt is not None and act.fmt[1:] == (ex.BITS, True)):
         return False
     f_w = np.asarray(ex.f_w).reshape(-1)
-    return bool(np.abs(np.ldexp(np.asarray(ex.layer.b, np.float64), int(fx) + SHIFT + int(f_w.max()))).max(initial=0)
-                < (1 << 30) - 1)
+    if np.abs(np.ldexp(np.asarray(ex.layer.b, np.float64), int(fx) + SHIFT + int(f_w.max()))).max(initial=0) \
+            >= (1 << 30) - 1:
+        return False
+    ex.two_cost = cost(ex, residual(ex, act, xi, fx), xi, fx)
+    return ex.two_cost > WORTH
+
+
+def cost(ex, lo, xi, fx):
+    """What one term loses at the layer, on the calibration batch: ``||W lo|| / ||W (hi + lo) +
+    b||`` (float64, the layer's int8 taps at their scale, ``hi`` and ``lo`` as values): the part of
+    the layer's output the residual carries, against the output."""
+    from ..engines import convgeom as conv
+    f = np.asarray(ex.f_w, np.float64)
+    w = np.ldexp(np.asarray(ex.w_taps, np.float64), -(f.reshape(-1, 1, 1, 1) if f.ndim else f).astype(np.int64))
+    geom = ex.layer.geom
+    lo_v = np.ldexp(np.asarray(lo, np.float64), -(int(fx) + SHIFT))
+    part = conv.conv_float(lo_v, w, np.zeros(w.shape[0]), geom)
+    whole = conv.conv_float(values(xi, lo, fx), w, np.asarray(ex.layer.b, np.float64), geom)
+    return float(np.linalg.norm(part)) / max(float(np.linalg.norm(whole)), 1e-300)
 
 
 def residual(ex, act, xi, fx):
