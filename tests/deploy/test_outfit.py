@@ -111,3 +111,36 @@ def test_weight_fit_of_a_bfp_or_fixed_format_is_output_or_network(tmp_path):
     assert cfg.formats["f"].weight_fit == "network" and "weight_fit" not in cfg.formats["f"].auto
     with pytest.raises(ConfigError, match="weight_fit.*output .*or network"):
         load_deploy_config(_yaml(tmp_path, path, "{type: fixed, accel: sparse8_pynq-z2, weight_fit: nearest}"))
+
+
+@pytest.mark.parametrize("fmt", ["{type: bfp, accel: bfp8_zcu104}",
+                                 pytest.param("{type: fixed, accel: sparse8_pynq-z2}", marks=pytest.mark.slow)])
+def test_a_compiled_model_has_the_refitted_deployment_s_bits(tmp_path, fmt):
+    """``hlsnn compile`` resolves the regression default (``weight_fit: network``) and stores
+    the refitted weights: the compiled model's outputs are the deployment's, which differ from
+    the plain quantization's."""
+    import hlsnn
+    from hlsnn.deploy import task_formats
+    from hlsnn.network.build import compile_model
+    path = _model(tmp_path / "m.onnx")
+    cfg_path = _yaml(tmp_path, path, fmt)
+    out = tmp_path / "m.hlsnn"
+    compile_model(cfg_path, "f", out, check_samples=2)
+    cfg = load_deploy_config(cfg_path)
+    ds = datasets.load("digits", layout="nchw")
+    x = np.asarray(ds.x_test[:30], np.float64)
+    ys = {}
+    for task in ("regression", "classification"):
+        accs = open_accelerators(cfg, "emu")
+        try:
+            dep = Deployment(load_onnx(cfg.model), cfg.assignments["f"], task_formats.resolve(cfg.formats, task), accs)
+            dep.calibrate(ds.x_train[:64])
+            ys[task] = dep.run(x)
+        finally:
+            for a in accs.values():
+                a.close()
+    assert dep.formats["f"].weight_fit == "output"
+    with hlsnn.load(out) as net:
+        y = net.run(x)
+    np.testing.assert_array_equal(y, ys["regression"])
+    assert not np.array_equal(y, ys["classification"])
