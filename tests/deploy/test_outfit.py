@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT
 from onnx import TensorProto, helper, numpy_helper
 
-from hlsnn.deploy import datasets, outfit
+from hlsnn.deploy import datasets, outfit, outputs
 from hlsnn.deploy.config import ConfigError, load_deploy_config
 from hlsnn.deploy.evaluate import open_accelerators
 from hlsnn.deploy.onnx_import import load_onnx
@@ -53,13 +53,13 @@ def _ort(path, x):
 
 def test_the_output_layers_are_reached_through_reshapes_only(tmp_path):
     net = load_onnx(_model(tmp_path / "m.onnx"))
-    assert [la.name for la in outfit.output_layers(net)] == [net.engine_layers()[-1].name]
+    assert [la.name for la in outputs.output_layers(net)] == [net.engine_layers()[-1].name]
     # an output that is a host computation of the layer (a ReLU of it) is not the layer's
     m = onnx.load(_model(tmp_path / "n.onnx", flatten=False))
     m.graph.node[-1].output[0] = "c"
     m.graph.node.append(helper.make_node("Sigmoid", ["c"], ["y"]))
     onnx.save(m, tmp_path / "s.onnx")
-    assert outfit.output_layers(load_onnx(tmp_path / "s.onnx")) == []
+    assert outputs.output_layers(load_onnx(tmp_path / "s.onnx")) == []
 
 
 def test_feedback_rounding_is_gptq_s_closed_form_on_two_weights():

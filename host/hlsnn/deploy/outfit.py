@@ -43,11 +43,10 @@ import copy
 import numpy as np
 
 from ..engines import convgeom as conv
+from .outputs import output_layers
 
 #: the format types whose output layer this refits
 TYPES = ("bfp", "fixed", "sparse")
-#: host ops that only reshape (the network's output reached through them is the layer's)
-SHAPE_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 #: ``lambda / mean(diag H)`` of step 2
 RIDGE = 0.01
 #: round the fitted weights with error feedback (:func:`feedback_codes`)
@@ -56,25 +55,6 @@ FEEDBACK = True
 DAMP = 0.01
 #: im2col values per block of the sums (float64 rows of both inputs stay below ~64 MB each)
 _BLOCK_VALUES = 1 << 23
-
-
-def output_layers(net):
-    """The engine layers whose output is ``net``'s output, directly or through host layers of
-    :data:`SHAPE_OPS` that each read one tensor."""
-    by_out = {la.output: la for la in net.layers}
-    out, seen = [], set()
-    stack = [net.output]
-    while stack:
-        t = stack.pop()
-        la = by_out.get(t)
-        if la is None or la.name in seen:
-            continue
-        seen.add(la.name)
-        if la.kind in ("conv", "dense"):
-            out.append(la)
-        elif la.kind == "host" and getattr(la, "op", None) in SHAPE_OPS and len(la.inputs) == 1:
-            stack.append(la.inputs[0])
-    return out
 
 
 def wanted(dep):

@@ -23,7 +23,7 @@ take it in two terms, with no change to the kernel:
 The kernel runs its tested raw mode on int8 codes the host made, and the host's additions are
 exact integers, so the emulator, csim and the board give the same bits. It costs a second pass
 of the layer. It applies to a convolution whose output is the network's output (directly or
-through reshapes: :func:`hlsnn.deploy.outfit.output_layers`) and whose bias fits the kernel's
+through reshapes: :func:`hlsnn.deploy.outputs.output_layers`) and whose bias fits the kernel's
 field at the finer ``F_in``; the network kernel does not sum two passes, so such a layer runs
 layer by layer (:func:`hlsnn.deploy.program.lower` says so by name).
 """
@@ -45,7 +45,7 @@ def terms(layer, fmt, deploy):
     else 1."""
     if getattr(fmt, "input_terms", 1) != 2 or layer.kind != "conv":
         return 1
-    from .outfit import output_layers
+    from .outputs import output_layers
     net = getattr(deploy, "net", None)
     return 2 if net is not None and layer.name in {la.name for la in output_layers(net)} else 1
 
