@@ -48,7 +48,10 @@ def test_regression_resolves_the_fixed_point_formats_auto_fields_only(tmp_path):
     reg = task_formats.resolve(cfg.formats, "regression")
     assert _fields(reg["fixed8"]) == _fields(reg["sparse50"]) == ("search", "channel", "empirical", "channels")
     assert _fields(reg["mine"]) == ("lse", "channel", "empirical", "none")      # explicit settings win
-    assert reg["bfp8"] is cfg.formats["bfp8"] and reg["twohot"] is cfg.formats["twohot"]
+    # weight_fit: network (the output layer refitted, hlsnn.deploy.outfit) for bfp too; a classifier's: output
+    assert [cfg.formats[n].weight_fit for n in ("fixed8", "sparse50", "mine", "bfp8")] == ["output"] * 4
+    assert [reg[n].weight_fit for n in ("fixed8", "sparse50", "mine", "bfp8")] == ["network"] * 4
+    assert _fields(reg["bfp8"]) == _fields(cfg.formats["bfp8"]) and reg["twohot"] is cfg.formats["twohot"]
     assert task_formats.choices(reg, {"fixed8", "bfp8"}) == {
         "fixed8": {"radix": "search", "weight_scale": "channel", "bias_correction": "empirical",
                    "equalize": "channels"}}

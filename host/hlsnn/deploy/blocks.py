@@ -15,21 +15,11 @@ def block_call(ex, xi, bias):
     rules (``emulator.postprocess``) act on the total, as for the K tiling."""
     from ..engines.sparse_cluster.emulator import postprocess
     g = ex.layer.geom
-    kern = ex.acc.kernel
     oh, ow = g.out_hw(xi.shape[2], xi.shape[3])
 
     def call(stats, shift, chans, images=None, raw=False):
-        x = conv.pad_nchw(xi if images is None else xi[images], g.pads)
         w = ex.w_taps if chans is None else ex.w_taps[chans]
-        total = None
-        for i0, th, j0, tw in ex.blocks:
-            sub = conv.ConvGeom(th, tw, g.sh, g.sw, (0, 0, 0, 0), g.dh, g.dw, g.group)
-            w1, pads1, _ = conv.as_stride1(w[:, :, i0:i0 + th, j0:j0 + tw], sub)
-            xs = conv.pad_nchw(x[:, :, i0 * g.dh:, j0 * g.dw:], pads1)
-            part = kern.channel_sums(xs, w1, padding="valid", batch=True, step=ex.k_step)
-            ex.stats.calls += kern.last_calls
-            part = part[:, :, ::g.sh, ::g.sw][:, :, :oh, :ow]
-            total = part if total is None else total + part
+        total = raw_sums(ex, xi if images is None else xi[images], w, ex.blocks)
         b, z = total.shape[:2]
         shifts = np.broadcast_to(np.asarray(shift, np.int64), (ex.n_out,))
         bz, shifts = (bias, shifts) if chans is None else (bias[chans], shifts[chans])
@@ -39,3 +29,25 @@ def block_call(ex, xi, bias):
         return y, (res[2] if stats else None), res[1], y.size
     return call
 
+
+
+def raw_sums(ex, xi, w, blocks):
+    """The exact sums (B, Z, H', W') int64 of the convolution of ``ex``'s layer (its geometry) of
+    the int codes ``xi`` (B, C, H, W, unpadded) with taps ``w`` (Z, C/g, kh, kw): for each block
+    of taps ``(i0, th, j0, tw)`` of ``blocks`` the raw sums (``Kernel.channel_sums``) of the
+    block's stride-1 convolution on the padded input shifted by the block's offset, sampled by
+    the stride, added in int64 (the calls counted in ``ex.stats.calls``)."""
+    g = ex.layer.geom
+    kern = ex.acc.kernel
+    oh, ow = g.out_hw(xi.shape[2], xi.shape[3])
+    x = conv.pad_nchw(xi, g.pads)
+    total = None
+    for i0, th, j0, tw in blocks:
+        sub = conv.ConvGeom(th, tw, g.sh, g.sw, (0, 0, 0, 0), g.dh, g.dw, g.group)
+        w1, pads1, _ = conv.as_stride1(w[:, :, i0:i0 + th, j0:j0 + tw], sub)
+        xs = conv.pad_nchw(x[:, :, i0 * g.dh:, j0 * g.dw:], pads1)
+        part = kern.channel_sums(xs, w1, padding="valid", batch=True, step=ex.k_step)
+        ex.stats.calls += kern.last_calls
+        part = part[:, :, ::g.sh, ::g.sw][:, :, :oh, :ow]
+        total = part if total is None else total + part
+    return total

@@ -65,12 +65,20 @@ FORMAT_FIELDS = {
                         "(error feedback and bias correction, hlsnn.deploy.shift_fit), for the float network's output "
                         "of the layer (network: the error of the layers before taken back, hlsnn.deploy.shift_netfit), "
                         "or each weight's nearest code; auto: output or network, the one whose outputs on the calibration images "
-                        "are nearest the float model's, chosen with radix (hlsnn.deploy.shift_auto)", default="auto",
+                        "are nearest the float model's, chosen with radix (hlsnn.deploy.shift_auto). bfp, fixed, sparse: "
+                        "output (the weights as quantized) or network (the layers giving the network's output refitted "
+                        "to the float network's output on the calibration images, hlsnn.deploy.outfit); auto: network "
+                        "in a regression deployment (hlsnn.deploy.task_formats), else output", default="auto",
                         choices=("auto", "output", "network", "nearest")),
     "weight_terms": Field("int", "twohot, pot: shift codes per weight; 2: a second code for each weight's rounding "
                           "error at the same scale, both summed in the layer's one accumulator (K doubled: "
                           "hlsnn.deploy.twoterm; such a deployment runs layer by layer, not in the network mode)",
                           default=1, lo=1, hi=2),
+    "input_terms": Field("choice", "fixed, sparse: the int8 terms a conv giving the network's output takes its input "
+                         "in where the host quantizes it (a host op's float output): 1, or 2 (the residual 7 bits finer, "
+                         "a second raw pass of the kernel, the sums added exactly on the host: hlsnn.deploy.twoin; "
+                         "that layer then runs layer by layer, not in the network mode); auto: 2 in a regression "
+                         "deployment (hlsnn.deploy.task_formats), else 1", default="auto", choices=("auto", 1, 2)),
     "radix": Field("choice", "fixed, sparse, twohot, pot: each activation radix point chosen by DETERMINE (msb: "
                    "the largest value fits) or as DETERMINE's or up to 3 bits finer, of least squared error on the calibration images "
                    "(lse: hlsnn.deploy.radix_lse), or lse then each moved one bit at a time while the network output's error "
@@ -160,6 +168,7 @@ class FormatSpec:
     radix: str = "msb"
     equalize: str = "none"
     auto: tuple = ()            # the fields the config left ``auto`` (hlsnn.deploy.task_formats resolves them by task)
+    input_terms: int = 1        # fixed, sparse: 2, an output conv's host-quantized input in two terms (deploy.twoin)
 
     @property
     def engine(self):
@@ -211,12 +220,23 @@ def load_deploy_config(path) -> DeployConfig:
     fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS
     if not isinstance(fm_raw, dict) or not fm_raw:
         raise ConfigError(path, "formats", fm_raw, "must be a non-empty mapping of format names to "
-                          "{type, accel, delta, prune, weight_scale, weight_fit, weight_terms, bias_correction, radix, equalize}")
+                          "{type, accel, delta, prune, weight_scale, weight_fit, weight_terms, bias_correction, "
+                          "input_terms, radix, equalize}")
     formats = {}
     for name, spec in fm_raw.items():
         _check_name(path, "formats", name)
         s = check_section(path, f"formats.{name}", spec, FORMAT_FIELDS)
         auto = tuple(k for k in ("radix", "weight_scale", "bias_correction", "equalize") if s[k] == "auto")
+        if s["weight_fit"] == "auto" and s["type"] not in ("twohot", "pot"):
+            auto += ("weight_fit",)         # a regression deployment's: network (task_formats)
+        if s["input_terms"] == "auto":
+            s["input_terms"] = 1
+            if s["type"] in ("fixed", "sparse"):
+                auto += ("input_terms",)    # a regression deployment's: 2 (task_formats)
+        if s["type"] not in ("fixed", "sparse") and s["input_terms"] != 1:
+            raise ConfigError(path, f"formats.{name}.input_terms", s["input_terms"],
+                              "only the fixed-point formats of sparse_cluster (fixed, sparse) take an input in two "
+                              "terms; leave it out")
         if s["equalize"] == "auto":
             s["equalize"] = "none"          # a regression deployment's fixed/sparse: channels (task_formats)
         if s["weight_scale"] == "auto" and s["type"] != "fixed":
@@ -231,9 +251,11 @@ def load_deploy_config(path) -> DeployConfig:
             raise ConfigError(path, f"formats.{name}.delta", s["delta"], "only format type 'twohot' has a delta")
         if s["weight_fit"] == "auto" and s["type"] not in ("twohot", "pot"):
             s["weight_fit"] = "output"
-        if s["type"] not in ("twohot", "pot") and s["weight_fit"] != "output":
+        if s["type"] not in ("twohot", "pot") and s["weight_fit"] not in ("output", "network"):
             raise ConfigError(path, f"formats.{name}.weight_fit", s["weight_fit"],
-                              "only the shift formats (twohot, pot) choose their codes; leave it out")
+                              "only the shift formats (twohot, pot) choose their codes; a bfp, fixed or sparse "
+                              "format takes output (the weights as quantized) or network (the output layer "
+                              "refitted to the float network, hlsnn.deploy.outfit)")
         if s["type"] not in ("twohot", "pot") and s["weight_terms"] != 1:
             raise ConfigError(path, f"formats.{name}.weight_terms", s["weight_terms"],
                               "only the shift formats (twohot, pot) have a second code per weight; leave it out")
@@ -258,7 +280,7 @@ def load_deploy_config(path) -> DeployConfig:
                               f"config's engine is {cfg.engine}")
         formats[str(name)] = FormatSpec(str(name), s["type"], accel, s["delta"], s["prune"], s["weight_scale"],
                                      s["weight_fit"], s["bias_correction"], s["weight_terms"], s["radix"],
-                                     s["equalize"], auto)
+                                     s["equalize"], auto, s["input_terms"])
     as_raw = data["assignments"]
     assignments = {}
     if as_raw is None:

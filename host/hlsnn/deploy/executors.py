@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
 from ..formats import shift as sfmt
-from . import blocks, catradix, groups, radix_lse, shift_fit, shift_netfit, twoterm
+from . import blocks, catradix, groups, radix_lse, shift_fit, shift_netfit, twoin, twoterm
 from . import update as updates
 from .quant import CHANNEL_FRAC_LIMIT, Act, host_radix, prune, to_fixed, weight_fracs
 
@@ -382,11 +382,17 @@ class SparseExec(_Exec):
         # a kernel beyond max_ksize: blocks of taps, each a raw convolution (class docstring)
         self.blocks = conv.kernel_blocks(layer.geom, p["max_ksize"]) if wq.shape[2] > p["max_ksize"] else None
         self.stats.f_w = self.f_w.tolist() if per_channel else self.f_w
+        # input_terms: 2, a host-quantized input of an output conv in two int8 terms (hlsnn.deploy.twoin)
+        self.in_terms = twoin.terms(layer, fmt, deploy)
+        self.two = None           # whether it does, decided when it calibrates (twoin.applies)
 
     def run(self, act, calibrate):
         layer, p = self.layer, self.p
         xi, fx = self._input_ints(act, self.BITS, True, calibrate)
-        f_in = fx + self.f_w
+        if calibrate or self.two is None:
+            self.two = twoin.applies(self, act, xi, fx)
+        lo = twoin.residual(self, act, xi, fx) if self.two else None      # None: one term
+        f_in = fx + self.f_w + (0 if lo is None else twoin.SHIFT)
         bias = self._bias(f_in, 30)
         kern = self.acc.kernel
         dense = layer.kind == "dense"
@@ -437,11 +443,13 @@ class SparseExec(_Exec):
 
         if self.blocks is not None:
             call = blocks.block_call(self, xi, bias)
+        if lo is not None:
+            call = twoin.call(self, xi, lo, bias)
         if getattr(self.deploy, "collect_stats", True):
             self.stats.input_density = np.count_nonzero(xi) / max(xi.size, 1)
         out = self._two_pass(call, f_in, self.BITS, True, calibrate)
         self.stats.f_in = fx
-        if self.general and self.blocks is None:
+        if self.general and self.blocks is None and lo is None:
             out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
         return Act(times_pow2(out, -self.f_out), (self.f_out, self.BITS, True))
 

@@ -103,7 +103,9 @@ def capture(ex, fmt_type):
                      pads1=list(ex.pads1) if ex.general else None,
                      blocks=None if ex.blocks is None else [list(map(int, b)) for b in ex.blocks])
         arrays["wq"] = np.asarray(ex.wq, np.int8)
-        if ex.blocks is not None:                    # blocks of taps run on the layer's own taps
+        if getattr(ex, "in_terms", 1) != 1 and getattr(ex, "two", None) is not False:    # hlsnn.deploy.twoin
+            entry["in_terms"] = int(ex.in_terms)      # (not calibrated yet: the network kernel refuses it)
+        if ex.blocks is not None or entry.get("in_terms", 1) != 1:    # these run on the layer's own taps
             arrays["w_taps"] = np.asarray(ex.w_taps, np.int8)
     elif isinstance(ex, BfpExec):
         entry.update(mantissa_bits=ex.m, exponent_bits=ex.e, rounding=ex.rnd, chunks=[],
@@ -150,7 +152,9 @@ def restore(entry, arrays, acc, deploy):
             ex.pads1 = tuple(entry["pads1"])
         bl = entry.get("blocks")
         ex.blocks = None if bl is None else [tuple(b) for b in bl]
-        ex.w_taps = arrays["w_taps"].astype(np.int64) if bl is not None else ex.wq
+        ex.in_terms = int(entry.get("in_terms", 1))
+        ex.two = ex.in_terms == 2
+        ex.w_taps = arrays["w_taps"].astype(np.int64) if bl is not None or ex.in_terms != 1 else ex.wq
     else:
         ex.m, ex.e, ex.rnd = entry["mantissa_bits"], entry["exponent_bits"], entry["rounding"]
         ex.chunks = []

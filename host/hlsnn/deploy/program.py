@@ -170,6 +170,10 @@ def lower(program, arrays):
             raise InputError(f"network kernel: layer {j['name']} has {j['terms']} shift codes per weight "
                              f"(weight_terms: {j['terms']}), which the {acc['engine']} network kernel does not sum; "
                              f"it runs layer by layer (weight_terms: 1 runs in the network mode)")
+        if j.get("in_terms", 1) != 1:                                   # hlsnn.deploy.twoin
+            raise InputError(f"network kernel: layer {j['name']} takes its input in {j['in_terms']} int8 terms "
+                             f"(input_terms: {j['in_terms']}), which the network kernel does not sum; it runs "
+                             f"layer by layer (input_terms: 1 runs in the network mode)")
     steps = getattr(rules, "steps", IntegerSteps)(program, arrays, rules, acc_name)
     return check_ops(walk(program, arrays, steps))
 

@@ -398,6 +398,9 @@ class Deployment:
                 self.run(x_cal, calibrate=True)
             if radix_search.wanted(self):  # radix: search, end to end on the calibration images
                 self.radix_search = radix_search.refine(self, x_cal)
+            from . import outfit
+            if outfit.wanted(self):        # bfp/fixed/sparse weight_fit: network, the output layer refitted
+                self.output_fit = outfit.refit(self, x_cal)
         finally:
             self._netfit = None              # the float inputs are not needed after the calibration
 

@@ -10,7 +10,12 @@ resolve each field the config left ``auto`` to the calibration that minimises th
   regression metric itself;
 * ``weight_scale: channel``, ``bias_correction: empirical`` (:mod:`hlsnn.deploy.biascorr`) and
   ``equalize: channels`` (:mod:`hlsnn.deploy.chain_equalize`; it also widens the skip Concats'
-  balance, :mod:`hlsnn.deploy.equalize`).
+  balance, :mod:`hlsnn.deploy.equalize`);
+* ``weight_fit: network``, for ``bfp`` formats too: the layers giving the network's output
+  refitted to the float network's output on the calibration images (:mod:`hlsnn.deploy.outfit`;
+  k_ae_lin of ``scripts/variant_sixth.py``: see ``docs/deploy-beyond-cnn.md``);
+* ``input_terms: 2`` (fixed, sparse): a conv giving the network's output takes an input the host
+  quantizes in two int8 terms (:mod:`hlsnn.deploy.twoin`).
 
 Measured in ``docs/deploy.md`` (fixed8 on the dense models): g_unet_bn 3.76 -> 2.59 %, and every
 dense model measured is better than with the classification defaults (``scripts/variant_dense.py``'s
@@ -33,6 +38,13 @@ REGRESSION = {"radix": "search", "weight_scale": "channel", "bias_correction": "
 #: The format types it applies to (sparse_cluster's fixed-point formats).
 TYPES = ("fixed", "sparse")
 FIELDS = tuple(REGRESSION)
+#: ``weight_fit``'s regression meaning, for these format types too: the output layer refitted to
+#: the float network (:mod:`hlsnn.deploy.outfit`)
+FIT = {"weight_fit": "network"}
+#: ``input_terms``' regression meaning for the fixed-point formats: an output conv's
+#: host-quantized input in two int8 terms (:mod:`hlsnn.deploy.twoin`)
+TERMS = {"input_terms": 2}
+FIT_TYPES = ("bfp", "fixed", "sparse")
 
 
 TASKS = ("classification", "regression")
@@ -70,9 +82,9 @@ def resolve(formats, task, net=None):
             return formats
     out = {}
     for name, f in formats.items():
-        auto = [k for k in FIELDS if k in getattr(f, "auto", ())]
-        out[name] = (dataclasses.replace(f, auto=(), **{k: REGRESSION[k] for k in auto})
-                     if f.type in TYPES and auto else f)
+        table = dict(REGRESSION, **FIT, **TERMS) if f.type in TYPES else FIT if f.type in FIT_TYPES else {}
+        auto = [k for k in table if k in getattr(f, "auto", ())]
+        out[name] = dataclasses.replace(f, auto=(), **{k: table[k] for k in auto}) if auto else f
     return out
 
 

@@ -403,6 +403,11 @@ def _engine(w, j, shape, accels, arrays):
         v = arrays.get(f"{j['name']}/wq")
         if v is None or v.dtype != np.int8 or v.ndim != 4 or v.shape[0] != n:
             _fail(w, f"its weights {j['name']}/wq are missing or not int8 of shape ({n}, C, kh, kw)")
+        if j.get("in_terms") is not None:            # input_terms: 2 (hlsnn.deploy.twoin)
+            _int(f"{w}: in_terms", j["in_terms"], 1, 2)
+            t = arrays.get(f"{j['name']}/w_taps")
+            if j["in_terms"] != 1 and (t is None or t.dtype.kind not in "iu"):
+                _fail(w, f"its taps {j['name']}/w_taps are missing")
         bl = j.get("blocks")
         if bl is not None:
             if not isinstance(bl, list):
