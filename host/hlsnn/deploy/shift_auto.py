@@ -175,9 +175,9 @@ def score(y_q, y_f, by_class, y_true=None):
 
 
 def significantly_better(right, best):
-    """The pairs whose images of their label's class (``right[pair]``, a bool per image) beat
-    ``best``'s by McNemar's test: ``b`` images right where ``best`` is wrong, ``c`` the other
-    way, ``b - c > Z * sqrt(b + c)``."""
+    """The pairs whose images right (``right[pair]``, a bool per image: of their label's class in
+    step 4, of the float model's class in step 3) beat ``best``'s by McNemar's test: ``b`` images
+    right where ``best`` is wrong, ``c`` the other way, ``b - c > Z * sqrt(b + c)``."""
     out = []
     for p, r in right.items():
         b, c = int(np.sum(r & ~right[best])), int(np.sum(~r & right[best]))
