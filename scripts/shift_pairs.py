@@ -4,7 +4,8 @@ them (:mod:`hlsnn.deploy.shift_auto`) scored on the test images after the fact::
     python scripts/shift_pairs.py dump OUT_DIR MODEL.onnx ...             # digits, 128 calibration images
     DATA=digits32 NCAL=64 python scripts/shift_pairs.py dump OUT_DIR tests/data/torch/tiny/dscnn_ts17.onnx
     TYPE=pot python scripts/shift_pairs.py dump OUT_DIR_POT MODEL.onnx ...
-    python scripts/shift_pairs.py rules OUT_DIR                         # the table of rules
+    OFF=128 python scripts/shift_pairs.py dump OUT_DIR_128 MODEL.onnx ... # calibrated on training images 128-255
+    python scripts/shift_pairs.py rules OUT_DIR [OUT_DIR_128 ...]       # the table of rules
     python scripts/shift_pairs.py layers MODEL.onnx lse+network         # where a pair's changed classes come from
     python scripts/shift_pairs.py sets MODEL.onnx ...                   # the default choice on five calibration sets
 
@@ -59,7 +60,7 @@ def dump(out, models):
     from hlsnn.deploy.hostops import float_tensors
     from hlsnn.deploy.onnx_import import load_onnx
     from hlsnn.deploy.runner import Deployment
-    typ, ncal = os.environ.get("TYPE", "twohot"), int(os.environ.get("NCAL", 128))
+    typ, ncal, off = os.environ.get("TYPE", "twohot"), int(os.environ.get("NCAL", 128)), int(os.environ.get("OFF", 0))
     Path(out).mkdir(parents=True, exist_ok=True)
     for m in models:
         m = Path(m).resolve()
@@ -84,8 +85,11 @@ def dump(out, models):
             cfg = load_deploy_config(p)
         net = load_onnx(cfg.model)
         ds = datasets.load(data, layout=_layout(net, cfg.layout))
+        if len(ds.x_train) < off + ncal:
+            print(key, f"skipped: {len(ds.x_train)} training images, fewer than OFF + NCAL = {off + ncal}")
+            continue
         x_train, y_train = ds.x_train[:640], ds.y_train[:640]
-        res = {"y_train": y_train, "y_test": ds.y_test, "f_train": float_tensors(net, x_train)[net.output],
+        res = {"y_train": y_train, "y_test": ds.y_test, "off": off, "f_train": float_tensors(net, x_train)[net.output],
                "f_test": float_tensors(net, ds.x_test)[net.output]}
         if res["f_test"].ndim != 2 or (entry is None and res["f_test"].shape[1] != 10):
             print(key, "not a classifier")
@@ -95,7 +99,7 @@ def dump(out, models):
             for pair in PAIRS:
                 dep = Deployment(net, cfg.assignments[pair.replace("+", "_")], cfg.formats, accs, rounding=cfg.rounding)
                 dep.task = "classification"
-                dep.calibrate(x_train[:ncal])
+                dep.calibrate(x_train[off:off + ncal])
                 res[f"{pair}/train"], res[f"{pair}/test"] = dep.run(x_train), dep.run(ds.x_test)
         finally:
             for a in accs.values():
@@ -113,41 +117,59 @@ def _agree(q, f):
     return int(np.sum(q.argmax(1) == f.argmax(1)))
 
 
-def choose(d, m, z=None):
-    """shift_auto's rule on the first ``m`` training images: fidelity (agreement, error, order),
-    then with ``z`` the labels' step (McNemar, ``b - c > z sqrt(b + c)``)."""
-    qs = {p: d[f"{p}/train"][:m] for p in PAIRS}
-    f, y = d["f_train"][:m], d["y_train"][:m]
-    fid = min(PAIRS, key=lambda p: (-_agree(qs[p], f), _rel(qs[p], f), PAIRS.index(p)))
+def _mcnemar(ok, best, z):
+    """The pairs whose bool per image (``ok[pair]``) beats ``best``'s: ``b - c > z sqrt(b + c)``."""
+    return [p for p in PAIRS if int(np.sum(ok[p] & ~ok[best])) - int(np.sum(~ok[p] & ok[best]))
+            > z * np.sqrt(int(np.sum(ok[p] & ~ok[best])) + int(np.sum(~ok[p] & ok[best])))]
+
+
+def choose(d, m, z=None, agreement_first=False):
+    """shift_auto's rule on the ``m`` calibration images (training images from the dump's ``OFF``):
+    fidelity (the least error, unless a pair agrees with float's classes on significantly more
+    images: McNemar at ``shift_auto.Z``; ``agreement_first``: the rule before 2026-11-26, the
+    agreeing images first, then the error), then with ``z`` the labels' step (McNemar,
+    ``b - c > z sqrt(b + c)``)."""
+    from hlsnn.deploy.shift_auto import Z
+    o = int(d["off"]) if "off" in d else 0
+    qs = {p: d[f"{p}/train"][o:o + m] for p in PAIRS}
+    f, y = d["f_train"][o:o + m], d["y_train"][o:o + m]
+    err = lambda p: (_rel(qs[p], f), PAIRS.index(p))      # noqa: E731
+    if agreement_first:
+        fid = min(PAIRS, key=lambda p: (-_agree(qs[p], f),) + err(p))
+    else:
+        fid = min(PAIRS, key=err)
+        agreeing = _mcnemar({p: qs[p].argmax(1) == f.argmax(1) for p in PAIRS}, fid, Z)
+        fid = min(agreeing, key=lambda p: (-_agree(qs[p], f),) + err(p)) if agreeing else fid
     if z is None:
         return fid
     ok = {p: qs[p].argmax(1) == y for p in PAIRS}
-    better = []
-    for p in PAIRS:
-        b, c = int(np.sum(ok[p] & ~ok[fid])), int(np.sum(~ok[p] & ok[fid]))
-        if b - c > z * np.sqrt(b + c):
-            better.append(p)
-    return min(better, key=lambda p: (-int(ok[p].sum()), -_agree(qs[p], f), _rel(qs[p], f),
-                                      PAIRS.index(p))) if better else fid
+    better = _mcnemar(ok, fid, z)
+    return min(better, key=lambda p: (-int(ok[p].sum()),) + ((-_agree(qs[p], f),) if agreement_first else ())
+               + err(p)) if better else fid
 
 
-def rules(out):
-    files = sorted(glob.glob(f"{out}/*.npz"))
-    stems = {Path(f).stem for f in files}
-    files = [f for f in files if not (Path(f).stem.startswith("v_") and Path(f).stem[2:] in stems)]
-    print(len(files), "models")
+def rules(*outs):
+    """The table over the dumps of every directory in ``outs`` (one per calibration set: ``OFF``)."""
+    files = []
+    for out in outs:
+        here = sorted(glob.glob(f"{out}/*.npz"))
+        stems = {Path(f).stem for f in here}
+        files += [f for f in here if not (Path(f).stem.startswith("v_") and Path(f).stem[2:] in stems)]
+    print(len(files), "deployments")
     named = {**{f"fixed {p}": ("fixed", p) for p in PAIRS}, "auto, fidelity": ("fid", None),
              "auto, fidelity scored on 640": ("fid640", None),
-             **{f"auto, labels Z={z:g}": ("lab", z) for z in (1.64, 2.0, 2.5, 3.0)}}
+             **{f"auto, labels Z={z:g}": ("lab", z) for z in (1.64, 2.0, 2.5, 3.0)},
+             "auto before 2026-11-26 (agreement first), labels Z=2": ("old", 2.0)}
     for name, (kind, arg) in named.items():
         net = flips = 0
         miss, moved = [], []
         for fn in files:
             d, k = np.load(fn), Path(fn).stem
-            m = 64 if k in TINY else 128
+            k += f"@{int(d['off'])}" if "off" in d and int(d["off"]) else ""
+            m = 64 if k.split("@")[0] in TINY else 128
             fa = int(np.sum(d["f_test"].argmax(1) == d["y_test"]))
             p = {"fixed": lambda: arg, "fid": lambda: choose(d, m), "fid640": lambda: choose(d, 640),
-                 "lab": lambda: choose(d, m, arg)}[kind]()
+                 "lab": lambda: choose(d, m, arg), "old": lambda: choose(d, m, arg, True)}[kind]()
             q = d[f"{p}/test"]
             dn = int(np.sum(q.argmax(1) == d["y_test"])) - fa
             net, flips = net + dn, flips + len(q) - _agree(q, d["f_test"])
@@ -250,5 +272,5 @@ def sets(models):
 
 
 if __name__ == "__main__":
-    {"dump": lambda a: dump(a[0], a[1:]), "rules": lambda a: rules(a[0]),
+    {"dump": lambda a: dump(a[0], a[1:]), "rules": lambda a: rules(*a),
      "layers": lambda a: layers(a[0], a[1]), "sets": sets}[sys.argv[1]](sys.argv[2:])
