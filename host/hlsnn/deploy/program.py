@@ -169,7 +169,8 @@ def lower(program, arrays):
                              f"(weight_terms: {j['terms']}), which the {acc['engine']} network kernel does not sum; "
                              f"it runs layer by layer (weight_terms: 1 runs in the network mode)")
     steps = getattr(rules, "steps", IntegerSteps)(program, arrays, rules, acc_name)
-    return check_ops(walk(program, arrays, steps))
+    from ..engines.network.catsplit import split           # a concat of k > 2 parts: k - 1 of two (8k)
+    return check_ops(split(walk(program, arrays, steps)))
 
 
 def walk(program, arrays, steps):
@@ -201,6 +202,9 @@ def walk(program, arrays, steps):
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                          # host layers after the logits
+            from ..engines.network import inputpool         # a max pool of the float input read twice: 3i
+            if inputpool.lower_host(j, program, w, steps, _why, Op, maxpool_fields):
+                continue
             if prefix.take(j, w, arrays, _why):                   # on the float input, before the kernel
                 continue
             if steps.host(j, st, w):                              # the engine's own

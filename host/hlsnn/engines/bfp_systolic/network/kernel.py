@@ -178,12 +178,13 @@ def tables(net, pz, pc):
 def _third(net, place, act_words, pc):
     """``(act_words, act3_words)``: the ping-pong buffers' words per bank and, where a third
     activation buffer holds only smaller tensors (CBAM's vectors and 1 x H x W maps), its own
-    (the kernel's ``act3``, declared apart; 0: the three buffers are one array of ``act_words``)."""
+    (the kernel's ``act3``, declared apart; 0: the three buffers are one array of ``act_words``,
+    as four always are)."""
     words = {}
     for t, (slot, _) in place.items():
         if slot is not None:
             words[slot] = max(words.get(slot, 1), netkernel.bank_words(net.shapes[t], pc))
-    if len(words) < 3 or words[2] >= max(words[0], words[1]):
+    if len(words) != 3 or words[2] >= max(words[0], words[1]):     # four: one array of act_words
         return act_words, 0
     return max(words[0], words[1]), words[2]
 
