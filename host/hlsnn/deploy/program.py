@@ -314,7 +314,9 @@ def walk(program, arrays, steps):
             st = state[base]
         own = shapes.get(j["inputs"][0], ())     # a conv reads its own view (an Unsqueeze's C x 1 x W), a dense
         c, h, w_ = _chw(own if j["kind"] == "conv" and len(own) == 3 else shapes[aliases.get(src, src)]) # layer the map
-        if j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c:
+        from ..engines.network import inview          # rule 1v: the input as its first conv's view
+        if j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c \
+                and not inview.take(j, src, own, w, program):
             raise _why(j, f"a conv reading its input as {c} channel(s) where the kernel's buffer holds "
                           f"{_chw(shapes[aliases.get(src, src)])[0]} (a flat vector as one channel: x.unsqueeze(1) "
                           "into a Conv1d)")
@@ -330,7 +332,8 @@ def walk(program, arrays, steps):
                   program["output"].get("host_after", [])]
     from .netafter import check as check_after       # what they read: the output's chain or the float input
     check_after(host_after, program, _why)
-    return prefix.attach(steps.finish(program, host_after, w), w, program)
+    from ..engines.network import inview
+    return inview.attach(prefix.attach(steps.finish(program, host_after, w), w, program), w)
 
 
 class IntegerSteps:
