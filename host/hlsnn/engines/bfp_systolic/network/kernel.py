@@ -341,6 +341,7 @@ def render(net, out_dir):
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                has_odd=any(op.kind == "avgpool" and op.f.get("odd") for op in net.ops),   # rule 4o (.reduce)
+               gate_odd=any(op.kind == "gate" and op.f.get("odd") for op in net.ops),     # rule 10r (.gatero)
                odd_bits=netreduce.ODD_BITS, odd_sum_bits=netreduce.SUM_BITS,
                **mean_fields(net),                                       # rule 6b (.anymean)
                **netkernel.pool_scale(net),                              # rule 11u (engines/network/uncounted)
