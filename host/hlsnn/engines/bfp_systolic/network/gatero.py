@@ -26,13 +26,12 @@ on every batch.
      product keeps rule 10b and its run-time check.
 
 The layer path is unchanged (its float64 product, rounded by the next layer). The kernels of
-other networks are unchanged: the ``Gate`` loop rounds to odd only in a kernel with such a gate
-(where it is the identity on the products of the other gates, all below ``2**25`` or refused by
-the run-time check).
+other networks are unchanged: the ``Gate`` loop has its ``RoundOdd`` only in a kernel with such a
+gate, where the gate's descriptor field ``odd`` (rule 4o's) selects it.
 """
 from __future__ import annotations
 
-from .reduce import ODD_BITS, PASS
+from .reduce import PASS
 
 
 def _maker(t, ops, aliases):
@@ -50,7 +49,8 @@ def mark(ops, aliases, out_name, m_bits):
     """Rule 10r's gates of a lowered ``bfp_systolic`` network (its ``ops``): each gate of two
     tables' outputs whose readers are convs (through :data:`PASS`), not the output, with ``M =
     m_bits <= K - 1``, gets the field ``odd``."""
-    if int(m_bits) > ODD_BITS - 1:
+    from . import reduce
+    if int(m_bits) > reduce.ODD_BITS - 1:             # (the module's: a test may narrow it)
         return
     name = lambda t: aliases.get(t, t)              # noqa: E731
     for g in ops:

@@ -65,7 +65,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
           "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz",
           "pix",                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
-          "odd")                                # a channel mean rounded to odd (netbfp rule 4o, .reduce)
+          "odd")                                # a channel mean (netbfp rule 4o, .reduce), a gate's product (10r,
+#                                                 .gatero) rounded to odd
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -143,8 +144,8 @@ def tables(net, pz, pc):
                 half = 1 << (int(f["bits"]) - 1)  # code saturated to +-sb, the ROM read at woff + q + 2^(kLutBits-1)
                 d.update(shift=int(f["f_in"]), sa=int(f["f_out"]), sb=half,
                          woff=int(f["rom"]) + half - (1 << (lut["lut_bits"] - 1)))
-            elif op.kind == "avgpool":            # rule 4o (.reduce): CBAM's channel mean, rounded to odd
-                d.update(odd=int(bool(f.get("odd"))))
+            elif op.kind in ("avgpool", "gate"):  # rule 4o (.reduce): CBAM's channel mean, rounded to odd;
+                d.update(odd=int(bool(f.get("odd"))))   # rule 10r (.gatero): a product of two tables' outputs
             if op.kind == "add":
                 d.update(cg=int(f["c"]))          # the live banks: a bank past channel c raises no status
                 max_hw = max(max_hw, f["hw"])

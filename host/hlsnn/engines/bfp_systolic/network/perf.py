@@ -80,7 +80,7 @@ def op_cycles(net, tables, ii=None):
     rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables["in_elems"] * g("NetLoad", 1))]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: GATE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
-    gate_odd = any(op.kind == "gate" and op.f.get("odd") for op in net.ops)      # rule 10r: every gate rounds
+    gate_odd = any(op.kind == "gate" and op.f.get("odd") for op in net.ops)      # rule 10r: the loop is deeper
     from .lower import row_ops
     for (op, j), r in zip(row_ops(net), tables["rows"]):
         k = _f(r, "op")
