@@ -70,14 +70,16 @@ def _layer(prog, name):
 
 def test_bn_after_the_concat_folds_into_the_branch_convs():
     """InceptionTime's ``relu(bn(cat(...)))`` leaves no host ``BatchNormalization`` or ``Relu``; the
-    float network is onnxruntime's."""
+    float network is onnxruntime's (there, and in test_torch_variants.py's import test of every
+    variant file)."""
     from hlsnn.deploy.onnx_import import load_onnx
     from hlsnn.deploy.runner import float_forward
     net = load_onnx(DATA / f"{INCEPTION}.onnx")
     host = [la.op for la in net.layers if la.kind == "host"]
-    assert "BatchNormalization" not in host and host.count("Concat") == 2
-    assert sum(1 for la in net.layers if any("BatchNormalization" in f for f in la.folded)) == 8    # 4 per block
-    x = _x(INCEPTION, 12)
+    assert "BatchNormalization" not in host and "Relu" in host and host.count("Concat") == 2   # (the last Relu's
+    assert sum(1 for la in net.layers if any("BatchNormalization" in f for f in la.folded)) == 8    # of the Add)
+    assert sum(1 for la in net.layers if la.relu and any("its channels" in f for f in la.folded)) == 8
+    x = _x(INCEPTION, 4)
     np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(DATA / f"{INCEPTION}.onnx", x), rtol=1e-4,
                                atol=1e-5)
 
@@ -114,12 +116,14 @@ def test_inception_max_pool_of_the_input_and_the_concat_chain(sixth):
     np.testing.assert_array_equal(run(x), hlsnn.load(path, "emu", network=False)(x))
 
 
-@pytest.mark.parametrize("fmt", ["bfp8", "twohot"])
+# two-hot in the slow suite: its network mode lowers with fixed8's integer rules (the quick case above)
+@pytest.mark.parametrize("fmt", ["bfp8", pytest.param("twohot", marks=pytest.mark.slow)])
 def test_inception_in_the_emu_network_mode(sixth, fmt):
+    """bfp8: rule 3i on the input's pairs, 8k's concats of pairs."""
     path = sixth(INCEPTION, fmt)
     run = hlsnn.load(path, "emu", network=True)
     assert run.network is not None and run.network.engine == ENGINE[fmt]
-    x = _x(INCEPTION, 24)
+    x = _x(INCEPTION, 12)
     np.testing.assert_array_equal(run(x), hlsnn.load(path, "emu", network=False)(x))
 
 
@@ -148,7 +152,7 @@ def test_wavenet_skip_sum_is_made_early_and_three_buffers_hold_it(sixth):
         allocate(late, 16)                     # made late, the sum is the Add's later operand: not in sc
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", ["bfp8", pytest.param("twohot", marks=pytest.mark.slow), "fixed8"])
 def test_wavenet_in_the_emu_network_mode(sixth, fmt):
     """Every format; bfp8 with rule 10r on its three gates (every batch was NotExact before)."""
     path = sixth(WAVENET, fmt)
@@ -156,7 +160,7 @@ def test_wavenet_in_the_emu_network_mode(sixth, fmt):
     assert run.network is not None and run.network.engine == ENGINE[fmt]
     if fmt == "bfp8":
         assert [op.f.get("odd") for op in run.network.ops if op.kind == "gate"] == [True] * 3
-    x = _x(WAVENET, 48)
+    x = _x(WAVENET, 24)
     np.testing.assert_array_equal(run(x), hlsnn.load(path, "emu", network=False)(x))   # (NotExact would raise)
 
 
