@@ -20,6 +20,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
 1. **Input.** ``q = to_fixed(x, F_x, B, signed, rounding)`` of :mod:`hlsnn.deploy.runner`
    (the deployment's ``rounding``), at the first engine layer's calibrated ``F_x``, on the host;
    a second layer reading the input at that ``F_x`` reads the same integers (at another: refused).
+   1v: a first conv reading the input through a view (``x.unsqueeze(1)`` of a flat input) makes
+   that view the kernel's input shape (:mod:`hlsnn.engines.network.inview`).
 2. **conv** (dense is a conv whose kernel covers its input map: a ``C x H x W`` map flattened
    in NCHW order, or ``K x 1 x 1``; the weight ``(Z, C*H*W)`` is ``(Z, C, H, W)``). With the weight
    codes' integer values ``c`` (:meth:`hlsnn.formats.shift.ShiftTensor.code_values`: shift-add
@@ -48,6 +50,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    which the deployment keeps the format); :func:`lower` refuses other bounds.
 3. **maxpool**: the largest ``q`` of each window (padding never wins); ``ceil_mode`` is more
    padding at the bottom and right (the last windows' overhang). Radix and format unchanged.
+   3i: a max pool of the float input that another layer reads too is this rule on the input's
+   integers (:mod:`hlsnn.engines.network.inputpool`).
    ``Flatten``, ``Reshape`` and ``Identity`` change no integer (a conv reads its own input's
    view, an ``Unsqueeze``'s ``C x 1 x W``; a dense layer the flattened map). Host ops on the float input
    before any engine layer reads it run on the host before rule 1 (:mod:`hlsnn.deploy.netprefix`);
@@ -72,7 +76,8 @@ as an integer rule. It gives the same bits because every float value there is ex
 of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixel count, and
 ``to_fixed`` first writes the value exactly at radix ``F_x + 24`` (:func:`lower` checks
 ``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Rules 6-8 (data moves) are
-:mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s),
+:mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s;
+8k, a concat of more than two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s),
 rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
 its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
