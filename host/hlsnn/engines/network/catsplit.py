@@ -8,8 +8,8 @@ integers land at the same channels of the result (rule 8 moves values, each part
 to the result's radix alone by its ``shift``; a running concat is at that radix already, shift
 0), so the chain gives the bits of the one concat.
 
-Where each concat of two goes: ``c1 = cat(p0, p1)`` right after ``p2`` is made, and ``cj =
-cat(c(j-1), pj)`` right after ``p(j+1)`` is made (the last one where the concat was). Then every
+Where each concat of two goes: ``c1 = cat(p0, p1)`` right after ``p2`` is made, and
+``cj = cat(c(j-1), pj)`` right after ``p(j+1)`` is made (the last one where the concat was). Then every
 part is made before the running concat it joins, so the kernels keep each part in the
 shortcut buffer (:func:`hlsnn.engines.network.kernel.allocate`: a concat's earlier-made operand)
 while the next branch computes, and the running concat in one activation buffer: a branch's
