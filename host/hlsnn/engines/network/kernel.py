@@ -16,8 +16,9 @@ vector, waiting for the max-pooled one's, while a third tensor is written) gets 
 second block: the model input, read last by the shortcut conv, the first block's output, read
 by the max-pool branch after the others, and the bottleneck's output while a branch conv
 writes) a fourth, ``act[3]``: always the fewest that hold it, so a network that two or three
-hold renders as before. One that needs a fifth is refused with the tensor's name. Each activation buffer is as large as the largest tensor any of them
-holds, ``sc`` as the most words live in it at once.
+hold renders as before. One that needs a fifth is refused with the tensor's name. Each
+activation buffer is as large as the largest tensor any of them holds, ``sc`` as the most words
+live in it at once.
 
 **Descriptors.** One :data:`FIELDS` row per op, with the address steps precomputed so the
 kernel's index arithmetic is incremental. Weights: lane ``l`` of block ``zb`` holds output

@@ -4,10 +4,11 @@ and sixth families).
 A keyword spotter's last residual block ends ``relu(x + bn(conv(x)))`` and
 ``AdaptiveMaxPool1d(1)``; a TC-ResNet's last block ends in SiLU (``x * sigmoid(x)``, a gate) and
 ``torch.max(x, dim=2)[0]``; InceptionTime's second block max-pools the first block's ``torch.cat``
-of branches at several radix points (rule 8's pending concat). Layer by layer the host computes the Add (or the product) and the max
-in float64 and the engine layer that reads the pool quantizes the result at its ``F_x``. The
-network mode keeps an Add and a gate *pending* (rules 4 and 10 of :mod:`hlsnn.deploy.program`)
-until an engine layer reads them, and had no rule for a pool in between.
+of branches at several radix points (rule 8's pending concat). Layer by layer the host computes
+the Add (or the product) and the max in float64 and the engine layer that reads the pool
+quantizes the result at its ``F_x``. The network mode keeps an Add and a gate *pending* (rules 4
+and 10 of :mod:`hlsnn.deploy.program`) until an engine layer reads them, and had no rule for a
+pool in between.
 
 Requantization to ``F_x`` (a shift with the deployment's rounding, then saturation) is monotone
 non-decreasing, so the max of the requantized values is the requantized max:

@@ -1,16 +1,19 @@
 """A gate's product of two tables' outputs, held rounded to odd (netbfp rule 10r; issue 52's sixth
 family: a WaveNet's ``tanh(f) * sigmoid(g)`` on BFP pairs).
 
-Rule 10b (:mod:`.gate`) keeps a gate's exact product ``(ma * mg, ea + eg)`` in the kernel's
-26-bit element, and the network mode is :class:`~.lower.NotExact` where ``|ma * mg|`` reaches
-``2**25``. Two rule-9b tables' outputs have :data:`~.gate.OUT_BITS`-bit entries (``|T| < 2**15``
-for bfp8), so their product reaches ``2**30``: the WaveNet's gated activation ran layer by layer
-on every batch.
+Rule 10b (:mod:`hlsnn.engines.bfp_systolic.network.gate`) keeps a gate's exact product ``(ma * mg,
+ea + eg)`` in the kernel's 26-bit element, and the network mode is
+:class:`~hlsnn.engines.bfp_systolic.network.lower.NotExact` where ``|ma * mg|`` reaches ``2**25``.
+Two rule-9b tables' outputs have ``OUT_BITS``-bit entries
+(:data:`~hlsnn.engines.bfp_systolic.network.gate.OUT_BITS`; ``|T| < 2**15`` for bfp8), so their
+product reaches ``2**30``: the WaveNet's gated activation ran layer by layer on every batch.
 
 10r. **The product of two tables' outputs**, when every op that reads it is a conv (rule 3's
-     patches; through the moves of :data:`~.reduce.PASS`, as rule 4o's mean), is held rounded to
-     odd at ``K =`` :data:`~.reduce.ODD_BITS` ``= 25`` significant bits (field ``odd`` of the gate
-     op; :func:`~.reduce.round_odd`, the kernel's ``RoundOdd``): ``p = ma * mg`` shifted right by
+     patches; through the moves of :data:`~hlsnn.engines.bfp_systolic.network.reduce.PASS`, as
+     rule 4o's mean), is held rounded to odd at ``K = 25`` significant bits
+     (:data:`~hlsnn.engines.bfp_systolic.network.reduce.ODD_BITS`; field ``odd`` of the gate op;
+     :func:`~hlsnn.engines.bfp_systolic.network.reduce.round_odd`, the kernel's ``RoundOdd``):
+     ``p = ma * mg`` shifted right by
      ``r = max(0, msb(|p|) - (K - 1))`` toward zero, its last bit set when a dropped bit was set,
      at exponent ``ea + eg + r``. A product below ``2**25`` is kept as it is (``r = 0``).
 
