@@ -123,7 +123,7 @@ def test_inception_in_the_emu_network_mode(sixth, fmt):
     path = sixth(INCEPTION, fmt)
     run = hlsnn.load(path, "emu", network=True)
     assert run.network is not None and run.network.engine == ENGINE[fmt]
-    x = _x(INCEPTION, 12)
+    x = _x(INCEPTION, 6)
     np.testing.assert_array_equal(run(x), hlsnn.load(path, "emu", network=False)(x))
 
 
