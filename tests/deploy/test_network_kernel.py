@@ -156,13 +156,23 @@ def test_buffers_ping_pong_and_shortcut():
     assert [place[t] for t in ("x", "t0", "t1", "t2", "u", "t3")] == [
         (0, False), (1, False), (None, True), (2, False), (None, False), (1, False)]
     assert act_bufs(place) == 3 and (act, sc) == (16, 16)
-    # four: refused with the tensor's name
+    # four: x, t0 and t1 are still to be read when t2 is written (InceptionTime's second block)
     ops = [O("conv", "c0", ["x"], "t0"), O("conv", "c1", ["x"], "t1"), O("conv", "c2", ["t0"], "t2"),
            O("conv", "c3", ["t2"], "t3"), O("conv", "c4", ["t1"], "t4"), O("add", "a", ["t4", "t3"], "u"),
            O("conv", "c5", ["x"], "t5")]
-    with pytest.raises(InputError, match=r"t2 needs a fourth activation buffer \(x, t0 and t1 are still to be "
+    names = ["x", "t0", "t1", "t2", "t3", "t4", "u", "t5"]
+    place, act, sc = allocate(_net(ops, dict.fromkeys(names, s), "t5"))
+    assert [place[t] for t in names] == [(0, False), (1, False), (2, False), (3, False), (None, True), (1, False),
+                                         (None, False), (1, False)]
+    assert act_bufs(place) == 4 and (act, sc) == (16, 16)
+    # five: refused with the tensor's name (t3 written while x, t0, t1 and t2 are still to be read)
+    ops = [O("conv", "c0", ["x"], "t0"), O("conv", "c1", ["x"], "t1"), O("conv", "c2", ["t0"], "t2"),
+           O("conv", "c3", ["t0"], "t3"), O("conv", "c4", ["t3"], "t4"), O("conv", "c5", ["t2"], "t5"),
+           O("conv", "c6", ["t1"], "t6"), O("add", "a", ["t6", "t5"], "u"), O("add", "b", ["u", "t4"], "v"),
+           O("conv", "c7", ["x"], "t7")]
+    with pytest.raises(InputError, match=r"t3 needs a fifth activation buffer \(x, t0, t1 and t2 are still to be "
                                          r"read\)"):
-        allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "t2", "t3", "t4", "u", "t5"], s), "t5"))
+        allocate(_net(ops, dict.fromkeys(["x", "t0", "t1", "t2", "t3", "t4", "t5", "t6", "u", "v", "t7"], s), "t7"))
 
 
 def test_perf_of_the_network_path(compiled, capsys):

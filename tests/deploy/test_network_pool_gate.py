@@ -98,13 +98,22 @@ def test_the_bfp_and_sparse_kernels_gate_a_pooled_map_in_one_start(nets, fmt):
 
 def test_a_shortcut_made_by_a_loop_that_does_not_write_sc_is_refused_by_name():
     """An upsample's output read as an Add's shortcut: its loop writes the activation buffers
-    only, so the descriptor is refused (before, the kernel would have read an unwritten sc)."""
+    only, so the descriptor is refused (before, the kernel would have read an unwritten sc).
+    Where the Add's other operand is a conv's, that one is the shortcut instead (InceptionTime's
+    Add of a concat and a conv)."""
     Op = netmode.Op
-    ops = [Op("conv", "c0", ["x"], "a"), Op("upsample", "u", ["a"], "b"), Op("conv", "c1", ["b"], "c"),
-           Op("add", "s", ["c", "b"], "y", dict(c=2, hw=16, sa=0, sb=0, relu=False, gap=False, shift=0))]
+    add = dict(c=2, hw=16, sa=0, sb=0, relu=False, gap=False, shift=0)
+    ops = [Op("conv", "c0", ["x"], "a"), Op("upsample", "u", ["a"], "b"), Op("upsample", "v", ["b"], "c"),
+           Op("add", "s", ["c", "b"], "y", dict(add))]
     net = netmode.NetProgram("n", ops, {t: (2, 4, 4) for t in "xabcy"}, {"name": "x"}, {"tensor": "y"}, [], {},
                              "a", {})
     place, _, _ = allocate(net, 1)
     assert place["b"][1]
     with pytest.raises(InputError, match=r"u \(upsample\) makes a shortcut"):
         descriptor_head(ops[1], None, place, lambda t: t, 1, 1)
+    ops = [Op("conv", "c0", ["x"], "a"), Op("upsample", "u", ["a"], "b"), Op("conv", "c1", ["b"], "c"),
+           Op("add", "s", ["c", "b"], "y", dict(add))]
+    net = netmode.NetProgram("n", ops, {t: (2, 4, 4) for t in "xabcy"}, {"name": "x"}, {"tensor": "y"}, [], {},
+                             "a", {})
+    place, _, _ = allocate(net, 1)
+    assert place["c"] == (None, True) and not place["b"][1] and ops[3].f["short"] == "c"   # the conv writes sc alone

@@ -31,6 +31,10 @@ MANIFEST, ``"variant": true``). PyTorch is not needed here.
   tests/deploy/test_network_cornerresize.py); CBAM channel attention (two-hot -1.4).
 * ``v_tok_clf``: token-wise Linears, ``x.mean(dim=1)`` over the tokens (``ReduceMean`` of axis
   1), a Linear head.
+* ``v_k_wavenet``, ``v_k_inception``, ``v_k_flat_conv`` (``scripts/variant_sixth.py``, TorchScript
+  only): a WaveNet (``Chomp1d``, ``tanh(f) * sigmoid(g)``, summed skips), InceptionTime (a
+  ``MaxPool1d`` of the model input, ``BatchNorm1d`` after a four-way ``torch.cat``), flat features
+  into ``x.unsqueeze(1)`` ``Conv1d``s; their network path: tests/deploy/test_network_sixth.py.
 """
 import numpy as np
 import pytest
@@ -56,7 +60,8 @@ def test_the_variant_files_hold_the_patterns_they_test():
                                                       "v_jet_log", "v_unet_bilinear", "v_tc_view", "v_unet_mix",
                                                       "v_tok_clf", "v_unet_ct2", "v_dw_a", "v_f_att_einsum",
                                                       "v_f_ae1d_lin", "v_f_unet_reflect", "v_f_mbv3_dl",
-                                                      "v_f_unet_milesial", "v_f_dw_cbam", "v_f_unet_bil", "v_unet_ct3"}
+                                                      "v_f_unet_milesial", "v_f_dw_cbam", "v_f_unet_bil", "v_unet_ct3",
+                                                      "v_k_wavenet", "v_k_inception", "v_k_flat_conv"}
     g = onnx.load(str(DATA / "v_tc_a_ts17.onnx"), load_external_data=False).graph
     assert any(a.name == "auto_pad" and a.s == b"SAME_UPPER" for n in g.node for a in n.attribute)
     assert "Transpose" in ops["v_tc_mean_dynamo"] and "Transpose" in ops["v_tc_mean_ts17"]

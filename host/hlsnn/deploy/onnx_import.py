@@ -26,7 +26,9 @@ Rules (these are what :func:`load_onnx` does, in order):
   says how each engine runs it.
 * A ``BatchNormalization`` whose input is produced only for it by a dense or conv layer is
   folded into that layer: ``s = gamma / sqrt(var + eps)``, ``w' = w * s`` (per output
-  channel), ``b' = (b - mean) * s + beta``. Elsewhere it runs on the host.
+  channel), ``b' = (b - mean) * s + beta``; after a channel ``Concat`` of such layers, each
+  branch's channels into that branch (and a ``Relu`` after it into every branch:
+  :mod:`hlsnn.deploy.catfold`). Elsewhere it runs on the host.
 * A ``Relu`` whose input is produced only for it by a dense or conv layer is fused into the
   layer (every engine has a ReLU in its output stage). Elsewhere it runs on the host.
 * ``MaxPool``, ``AveragePool`` (with pads and ceil_mode; no dilation), ``GlobalAveragePool``, ``Flatten``, ``Reshape``,
@@ -622,6 +624,8 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
             produced[layer.output] = layer
     if unsupported:
         raise UnsupportedModelError(str(path), unsupported)
+    from .catfold import fold as fold_after_concat
+    layers = fold_after_concat(layers, output)   # bn(cat(convs)) (and its Relu) into each branch's conv
     layers = _rows_as_maps(layers, output)
     from .unaryfuse import fuse
     layers = fuse(layers, output)                # x * g(x) chains as one unary op (GELU at opset 17)

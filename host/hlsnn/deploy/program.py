@@ -20,6 +20,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
 1. **Input.** ``q = to_fixed(x, F_x, B, signed, rounding)`` of :mod:`hlsnn.deploy.runner`
    (the deployment's ``rounding``), at the first engine layer's calibrated ``F_x``, on the host;
    a second layer reading the input at that ``F_x`` reads the same integers (at another: refused).
+   1v: a first conv reading the input through a view (``x.unsqueeze(1)`` of a flat input) makes
+   that view the kernel's input shape (:mod:`hlsnn.engines.network.inview`).
 2. **conv** (dense is a conv whose kernel covers its input map: a ``C x H x W`` map flattened
    in NCHW order, or ``K x 1 x 1``; the weight ``(Z, C*H*W)`` is ``(Z, C, H, W)``). With the weight
    codes' integer values ``c`` (:meth:`hlsnn.formats.shift.ShiftTensor.code_values`: shift-add
@@ -48,6 +50,8 @@ quantizes the float input once, and dequantizes the logits (plus a final host la
    which the deployment keeps the format); :func:`lower` refuses other bounds.
 3. **maxpool**: the largest ``q`` of each window (padding never wins); ``ceil_mode`` is more
    padding at the bottom and right (the last windows' overhang). Radix and format unchanged.
+   3i: a max pool of the float input that another layer reads too is this rule on the input's
+   integers (:mod:`hlsnn.engines.network.inputpool`).
    ``Flatten``, ``Reshape`` and ``Identity`` change no integer (a conv reads its own input's
    view, an ``Unsqueeze``'s ``C x 1 x W``; a dense layer the flattened map). Host ops on the float input
    before any engine layer reads it run on the host before rule 1 (:mod:`hlsnn.deploy.netprefix`);
@@ -74,7 +78,8 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 ``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Rules 6-8 (data moves) are
 :mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s; 6a
 and 12a, a move or resize of a pending Add, :mod:`hlsnn.engines.network.addmove`'s; 10k, a gate's
-product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s),
+product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s; 8k, a concat of more than
+two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s),
 rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
 its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
@@ -175,7 +180,8 @@ def lower(program, arrays):
                              f"(input_terms: {j['in_terms']}), which the network kernel does not sum; it runs "
                              f"layer by layer (input_terms: 1 runs in the network mode)")
     steps = getattr(rules, "steps", IntegerSteps)(program, arrays, rules, acc_name)
-    return check_ops(walk(program, arrays, steps))
+    from ..engines.network.catsplit import split           # a concat of k > 2 parts: k - 1 of two (8k)
+    return check_ops(split(walk(program, arrays, steps)))
 
 
 def walk(program, arrays, steps):
@@ -207,6 +213,9 @@ def walk(program, arrays, steps):
                 raise _why(j, f"input {src} is not computed on the fabric")
             if j["output"] == program["output"]["name"] or src == out_name:
                 continue                                          # host layers after the logits
+            from ..engines.network import inputpool         # a max pool of the float input read twice: 3i
+            if inputpool.lower_host(j, program, w, steps, _why, Op, maxpool_fields):
+                continue
             if prefix.take(j, w, arrays, _why):                   # on the float input, before the kernel
                 continue
             if steps.host(j, st, w):                              # the engine's own
@@ -323,7 +332,9 @@ def walk(program, arrays, steps):
             st = state[base]
         own = shapes.get(j["inputs"][0], ())     # a conv reads its own view (an Unsqueeze's C x 1 x W), a dense
         c, h, w_ = _chw(own if j["kind"] == "conv" and len(own) == 3 else shapes[aliases.get(src, src)]) # layer the map
-        if j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c:
+        from ..engines.network import inview          # rule 1v: the input as its first conv's view
+        if j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c \
+                and not inview.take(j, src, own, w, program):
             raise _why(j, f"a conv reading its input as {c} channel(s) where the kernel's buffer holds "
                           f"{_chw(shapes[aliases.get(src, src)])[0]} (a flat vector as one channel: x.unsqueeze(1) "
                           "into a Conv1d)")
@@ -339,7 +350,8 @@ def walk(program, arrays, steps):
                   program["output"].get("host_after", [])]
     from .netafter import check as check_after       # what they read: the output's chain or the float input
     check_after(host_after, program, _why)
-    return prefix.attach(steps.finish(program, host_after, w), w, program)
+    from ..engines.network import inview
+    return inview.attach(prefix.attach(steps.finish(program, host_after, w), w, program), w)
 
 
 class IntegerSteps:

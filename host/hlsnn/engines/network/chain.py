@@ -15,10 +15,12 @@ add op, ``NAME_q``) and exact for the second Add (``NAME_sum``).
   shortcut buffer, whose words are then ``out_bits`` wide (``kScBits``); the second Add reads
   it as its shortcut and aligns it as any operand at radix ``Fm``. The op is placed right after ``NAME_q`` (it reads the same operands, and is
   the last to read the shortcut among them, so it writes its sum where that shortcut was:
-  :mod:`.skips`).
+  :mod:`.skips`); without a ``NAME_q`` (no conv reads the sum: a WaveNet's running skip sum),
+  right after its last operand is made (:func:`_earliest`).
 * **bfp_systolic** (pairs): rule 5's sum is exact already (a 26-bit mantissa, checked at run
   time); the one ``NAME_sum`` pairs serve the conv and the second Add alike (the Add loop
-  writes them to the activation and the shortcut buffer).
+  writes them to the activation and the shortcut buffer); made first for the second Add, its
+  op goes right after its last operand is made, as the integer engines' without ``NAME_q``.
 
 Neither the compiled emu fast path (:mod:`hlsnn.deploy.fast`) nor the fast calibration has a
 wide sum: such a network runs the numpy network mode on ``emu`` and calibrates layer by layer.
@@ -43,7 +45,11 @@ def materialize_sum(steps, j, a, w, shape):
     """The exact sum of the pending Add ``a`` as a tensor the Add layer ``j`` reads (module
     docstring); ``shape`` its per-image shape."""
     if steps.bits is None:                              # bfp_systolic: the pairs are exact
-        return steps.materialize_add(j, a, w)
+        made = a["name"] + "_sum" in w.shapes
+        base = steps.materialize_add(j, a, w)
+        if not made:                                    # its add op, just appended: as early as it can run
+            w.ops.insert(_earliest(w, a["ins"]), w.ops.pop())
+        return base
     from .program import Op, _why
     base = a["name"] + "_sum"
     if base in w.shapes:
@@ -63,9 +69,20 @@ def materialize_sum(steps, j, a, w, shape):
             dict(c=int(c), hw=hw, sa=sa, sb=sb, relu=a["relu"], gap=False, shift=0, rounding=steps.rounding,
                  single=False, out_bits=out_bits, radix=fm))
     at = [i for i, o in enumerate(w.ops) if o.out == a["name"] + "_q"]
-    w.ops.insert(at[0] + 1 if at else len(w.ops), op)
+    w.ops.insert(at[0] + 1 if at else _earliest(w, a["ins"]), op)
     w.shapes[base], w.state[base] = tuple(shape), ("q", fm)
     return base
+
+
+def _earliest(w, ins):
+    """The first position in the walk ``w``'s ops after every op that makes one of the tensors
+    ``ins`` (0 where they are all the input): where a chained sum that no conv reads is made, so
+    that its operands are read no more from there on. A WaveNet's skip sum ``s0 + s1``, read only
+    by the next block's ``(s0 + s1) + s2``, is made right after ``s1`` instead of after the third
+    block, which then runs with the sum in the shortcut buffer and ``s0``, ``s1`` freed (else
+    they live beside the residual stream and the gate's two halves: four activation buffers)."""
+    made = {w.aliases.get(t, t) for t in ins}
+    return max([i + 1 for i, o in enumerate(w.ops) if o.out in made] + [0])
 
 
 def wide_bits(net):

@@ -12,9 +12,13 @@ skips made in order and consumed in reverse; the op writing or reading a region 
 offset as the descriptor's ``sc_base``). A network that two activation buffers do not hold
 (CBAM's channel attention: the map, waiting for its gate, and the average-pooled branch's
 vector, waiting for the max-pooled one's, while a third tensor is written) gets a third,
-``act[2]`` (the kernels declare ``act[kActBufs]``); one that needs a fourth is refused with
-the tensor's name. Each activation buffer is as large as the largest tensor any of them
-holds, ``sc`` as the most words live in it at once.
+``act[2]`` (the kernels declare ``act[kActBufs]``); one that three do not hold (InceptionTime's
+second block: the model input, read last by the shortcut conv, the first block's output, read
+by the max-pool branch after the others, and the bottleneck's output while a branch conv
+writes) a fourth, ``act[3]``: always the fewest that hold it, so a network that two or three
+hold renders as before. One that needs a fifth is refused with the tensor's name. Each
+activation buffer is as large as the largest tensor any of them holds, ``sc`` as the most words
+live in it at once.
 
 **Descriptors.** One :data:`FIELDS` row per op, with the address steps precomputed so the
 kernel's index arithmetic is incremental. Weights: lane ``l`` of block ``zb`` holds output
@@ -95,8 +99,9 @@ def allocate(net, pc=1):
             a, b = ins
             if made[a] < made[b]:
                 a, b = b, a
-            if op.kind == "gate" and not writes_sc(net, made[b]) and writes_sc(net, made[a]):
-                a, b = b, a                 # a gate of a move's output: the conv's or table's in sc
+            if op.kind in ("gate", "add") and not writes_sc(net, made[b]) and writes_sc(net, made[a]):
+                a, b = b, a                 # a gate of a move's output: the conv's or table's in sc; an
+                #                             Add of a concat (InceptionTime's residual): the conv's
             if a == b:
                 raise InputError(f"network kernel: {op.name} adds {a} to itself")
             op.f["main"], op.f["short"] = a, b
@@ -106,10 +111,13 @@ def allocate(net, pc=1):
             main_uses[ins[0]].append(i)
     out = name(net.output["tensor"])
     main_uses[out].append(len(net.ops))
-    try:
-        place = _slots(net, order, made, main_uses, sc_uses, name, 2)
-    except InputError:                  # a third buffer where two do not suffice (CBAM: .actbufs)
-        place = _slots(net, order, made, main_uses, sc_uses, name, MAX_ACT_BUFS)
+    for n in range(2, MAX_ACT_BUFS + 1):  # the fewest that hold it: a third (CBAM), a fourth (InceptionTime)
+        try:
+            place = _slots(net, order, made, main_uses, sc_uses, name, n)
+            break
+        except InputError:
+            if n == MAX_ACT_BUFS:
+                raise
     check_disjoint(net, place)
     from .chain import check_place
     check_place(net, place, name)
@@ -142,14 +150,17 @@ def _slots(net, order, made, main_uses, sc_uses, name, n):
     return place
 
 
-#: the most activation buffers a network kernel declares (``act[kActBufs]``): two, and a third
-#: for a network whose branches keep a map and two vectors live at once (CBAM's channel attention)
-MAX_ACT_BUFS = 3
-_ORD = {3: "third", 4: "fourth"}
+#: the most activation buffers a network kernel declares (``act[kActBufs]``): two, a third for a
+#: network whose branches keep a map and two vectors live at once (CBAM's channel attention), and a
+#: fourth for one that keeps three maps live while a fourth is written (InceptionTime's second
+#: block: the model input for the shortcut, the first block's output for the max-pool branch, the
+#: bottleneck's output while a branch conv writes)
+MAX_ACT_BUFS = 4
+_ORD = {3: "third", 4: "fourth", 5: "fifth"}
 
 
 def act_bufs(place):
-    """The activation buffers ``allocate``'s ``place`` uses: 2, or 3 where it needs a third."""
+    """The activation buffers ``allocate``'s ``place`` uses: 2, or 3 or 4 where it needs more."""
     return max([2] + [s + 1 for s, _ in place.values() if s is not None])
 
 

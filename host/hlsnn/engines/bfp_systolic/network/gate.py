@@ -336,6 +336,10 @@ def run(op, get, shaped, bound_bits):
         return lut_pairs(get(op.ins[0]), f) + (True,)
     a = shaped(get(op.ins[0]), (f["c"], f["hw"]))
     g = shaped(get(op.ins[1]), (1, f["hw"]) if f.get("pix") else (f["c"], f["hw"] if f.get("same") else 1))
+    if f.get("odd"):                               # rule 10r (.gatero): held rounded to odd
+        from .reduce import round_odd
+        m, e, _ = gate_pairs(a, g, 62)
+        return round_odd(m, e) + (True,)
     return gate_pairs(a, g, bound_bits)
 
 

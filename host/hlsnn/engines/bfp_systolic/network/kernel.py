@@ -65,7 +65,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "blocks_per_group", "group_words", "n_iter", "sa", "sb", "gap", "shift", "single", "dh", "dw",
           "zfirst", "wob0", "wobase0", "sc_base", "mdiv", "xz",
           "pix",                                # a gate by a 1 x H x W map (netbfp rule 10p, .reduce)
-          "odd")                                # a channel mean rounded to odd (netbfp rule 4o, .reduce)
+          "odd")                                # a channel mean (netbfp rule 4o, .reduce), a gate's product (10r,
+#                                                 .gatero) rounded to odd
 
 def shape(p):
     """``(P lanes, Q banks)`` of a bfp_systolic config (module docstring)."""
@@ -147,8 +148,8 @@ def tables(net, pz, pc):
                 half = 1 << (int(f["bits"]) - 1)  # code saturated to +-sb, the ROM read at woff + q + 2^(kLutBits-1)
                 d.update(shift=int(f["f_in"]), sa=int(f["f_out"]), sb=half,
                          woff=int(f["rom"]) + half - (1 << (lut["lut_bits"] - 1)))
-            elif op.kind == "avgpool":            # rule 4o (.reduce): CBAM's channel mean, rounded to odd
-                d.update(odd=int(bool(f.get("odd"))))
+            elif op.kind in ("avgpool", "gate"):  # rule 4o (.reduce): CBAM's channel mean, rounded to odd;
+                d.update(odd=int(bool(f.get("odd"))))   # rule 10r (.gatero): a product of two tables' outputs
             if op.kind == "add":
                 d.update(cg=int(f["c"]))          # the live banks: a bank past channel c raises no status
                 max_hw = max(max_hw, f["hw"])
@@ -182,12 +183,13 @@ def tables(net, pz, pc):
 def _third(net, place, act_words, pc):
     """``(act_words, act3_words)``: the ping-pong buffers' words per bank and, where a third
     activation buffer holds only smaller tensors (CBAM's vectors and 1 x H x W maps), its own
-    (the kernel's ``act3``, declared apart; 0: the three buffers are one array of ``act_words``)."""
+    (the kernel's ``act3``, declared apart; 0: the three buffers are one array of ``act_words``,
+    as four always are)."""
     words = {}
     for t, (slot, _) in place.items():
         if slot is not None:
             words[slot] = max(words.get(slot, 1), netkernel.bank_words(net.shapes[t], pc))
-    if len(words) < 3 or words[2] >= max(words[0], words[1]):
+    if len(words) != 3 or words[2] >= max(words[0], words[1]):     # four: one array of act_words
         return act_words, 0
     return max(words[0], words[1]), words[2]
 
@@ -345,6 +347,7 @@ def render(net, out_dir):
                max_add_iter=_most(t, 2), n_taps=len(t["taps"]),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                has_odd=any(op.kind == "avgpool" and op.f.get("odd") for op in net.ops),   # rule 4o (.reduce)
+               gate_odd=any(op.kind == "gate" and op.f.get("odd") for op in net.ops),     # rule 10r (.gatero)
                odd_bits=netreduce.ODD_BITS, odd_sum_bits=netreduce.SUM_BITS,
                **mean_fields(net),                                       # rule 6b (.anymean)
                **netkernel.pool_scale(net),                              # rule 11u (engines/network/uncounted)

@@ -233,6 +233,8 @@ class BfpSteps:
         mark(w.ops, w.aliases, out_name)                  # rule 6b: which convs read a mean
         from .reduce import check_odd
         check_odd(w.ops, w.aliases, out_name)             # rule 4o: a channel mean rounded to odd, read by convs
+        from .gatero import mark as gate_odd
+        gate_odd(w.ops, w.aliases, out_name, p["mantissa_bits"])   # rule 10r: tanh(f) * sigmoid(g), read by convs
         return NetProgram(program["name"], w.ops, w.shapes,
                           dict(name=inp["name"], shape=tuple(inp["shape"]), f=None, bits=p["mantissa_bits"],
                                signed=True, rounding=p["rounding"], format="float32"),

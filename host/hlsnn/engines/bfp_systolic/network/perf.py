@@ -52,6 +52,9 @@ ADD_DEPTH = 6
 LUT_DEPTH = 5
 #: a gate (rule 10b): two reads (1), the DSP product (3), the write (1)
 GATE_DEPTH = 5
+#: rule 10r's rounding to odd in the gate loop (a kernel with a gate of two tables' outputs):
+#: the leading one (2), the right shifter and its sticky test (2)
+GATE_ODD_DEPTH = 4
 LOOPS = {0: "ConvMac", 1: "NetPool", 2: "NetAdd", 3: "NetMove", 4: "NetConcat", 5: "NetTranspose", 6: "NetLut",
          7: "NetGate"}
 
@@ -77,11 +80,12 @@ def op_cycles(net, tables, ii=None):
     rows = [("load", "load image", -(-tables["in_elems"] // 2) * g("NetLoadWords", 1) + DDR_LATENCY
              + tables["in_elems"] * g("NetLoad", 1))]
     depth = {1: POOL_DEPTH, 2: ADD_DEPTH, 3: MOVE_DEPTH, 4: MOVE_DEPTH, 5: MOVE_DEPTH, 6: LUT_DEPTH, 7: GATE_DEPTH}     # 3: netmove's Move loop, 5: Transpose
+    gate_odd = any(op.kind == "gate" and op.f.get("odd") for op in net.ops)      # rule 10r: the loop is deeper
     from .lower import row_ops
     for (op, j), r in zip(row_ops(net), tables["rows"]):
         k = _f(r, "op")
         c = (_f(r, "sa") * g("ConvExp", 1) + EXP_DEPTH + _f(r, "n_iter") * g("ConvMac", 1) + MAC_DEPTH if k == 0
-             else _f(r, "n_iter") * g(LOOPS[k], 1) + depth[k])
+             else _f(r, "n_iter") * g(LOOPS[k], 1) + depth[k] + (GATE_ODD_DEPTH if k == 7 and gate_odd else 0))
         n = op.f.get("packs", 1) if op.kind == "conv" else 1
         rows.append((op.name + (f" [pack {j + 1}/{n}]" if n > 1 else ""), op.kind, c))
     rows.append(("store", "store output", tables["out_words"] * g("NetStore", 1) + DDR_LATENCY))
@@ -250,6 +254,9 @@ def datapath(net, tables):
       (``E`` bits by ``0 .. E - K``), the sticky test's mask of the dropped bits (a decoder to
       ``E`` bits, the AND) and its OR (``E / 6``), the negation (``E``) and the output select
       (64), and the pool bound's select;
+    * ``oddgate`` (``Q``, a program with a gate of two tables' outputs, netbfp rule 10r of
+      :mod:`~hlsnn.engines.bfp_systolic.network.gatero`: the gate loop's ``RoundOdd`` on the wide
+      product): ``oddpool``'s parts but the pool bound's select;
     * ``lut_9g`` (``Q``, tables of codes of several widths, netbfp rule 9g): the saturation of
       the ``kLutBits``-bit code to the op's ``b`` bits, two compares and two selects;
     * ``axi``, ``control``: the allowances of :mod:`hlsnn.engines.shift_mac.network.perf`.
@@ -284,6 +291,10 @@ def datapath(net, tables):
         from .reduce import ODD_BITS
         odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64) + _sel(8)
         parts["oddpool"] = (pc * odd, pc * (E + x))
+    if any(op.kind == "gate" and op.f.get("odd") for op in getattr(net, "ops", ())):   # rule 10r: RoundOdd
+        from .reduce import ODD_BITS
+        odd = E + E + 2 * _cmp(x) + _stages(E, E - ODD_BITS) + E + _sel(E) + -(-E // 6) + E + _sel(64)
+        parts["oddgate"] = (pc * odd, pc * (E + x))
     if tables.get("lut_mixed"):              # netbfp rule 9g: per bank the code's two compares and selects
         k = tables["lut_bits"]
         parts["lut_9g"] = (pc * (2 * _cmp(k + 1) + 2 * _sel(k)), 0)
