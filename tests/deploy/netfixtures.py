@@ -350,6 +350,17 @@ def compiled_per_format(tmp_path_factory, name, build, **compile_kw):
     return get
 
 
+class PerFormat:
+    """``paths[fmt]``: the net compiled in ``fmt`` on first use (``get`` of
+    :func:`compiled_per_format`)."""
+
+    def __init__(self, get):
+        self.get = get
+
+    def __getitem__(self, fmt):
+        return self.get(fmt)
+
+
 @pytest.fixture(scope="module")
 def classifier_fixed_defaults():
     """A regression deployment's fixed/sparse ``auto`` fields resolved as a classifier's (``radix:

@@ -24,7 +24,7 @@ from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
 from netfixtures import (check_emu_network_run, check_kernel_run, check_refused_runs_layer_by_layer,  # noqa: E402
-                         compiled_per_format, round_array, save_net, weight_drawer)
+                         PerFormat, compiled_per_format, round_array, save_net, weight_drawer)
 
 def _up_net(path):
     """(U): x (1, 8, 8) -> conv 3x3 (4) Relu -> r1; conv 3x3 (4) of r1 -> c2 (small weights: a finer
@@ -70,25 +70,15 @@ def _lin_net(path):
     return save_net(path, nodes, inits, "addmove_lin", ("N", 8, 8))
 
 
-class _PerFormat:
-    """``paths[fmt]``: the net compiled in ``fmt`` on first use (netfixtures.compiled_per_format)."""
-
-    def __init__(self, get):
-        self.get = get
-
-    def __getitem__(self, fmt):
-        return self.get(fmt)
-
-
 @pytest.fixture(scope="module")
 def up(tmp_path_factory):
-    return _PerFormat(compiled_per_format(tmp_path_factory, "addmove_up", lambda path, fmt: _up_net(path),
+    return PerFormat(compiled_per_format(tmp_path_factory, "addmove_up", lambda path, fmt: _up_net(path),
                                           calibration_samples=32))
 
 
 @pytest.fixture(scope="module")
 def lin(tmp_path_factory):
-    return _PerFormat(compiled_per_format(tmp_path_factory, "addmove_lin", lambda path, fmt: _lin_net(path),
+    return PerFormat(compiled_per_format(tmp_path_factory, "addmove_lin", lambda path, fmt: _lin_net(path),
                                           layout="ncl", calibration_samples=32))
 
 

@@ -23,7 +23,7 @@ from hlsnn.engines.network.program import Op  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
-from netfixtures import (check_emu_network_run, check_kernel_run, compiled_per_format, f32_init,  # noqa: E402
+from netfixtures import (check_emu_network_run, check_kernel_run, PerFormat, compiled_per_format, f32_init,  # noqa: E402
                          round_array, save_net, weight_drawer)
 
 #: the quick suite's formats: fixed8 repeats two-hot's integer rules (slow stage)
@@ -54,19 +54,9 @@ def _net(path):
     return save_net(path, nodes, inits, "gatecat", ("N", 1, 8, 8))
 
 
-class _PerFormat:
-    """``paths[fmt]``: the net compiled in ``fmt`` on first use (netfixtures.compiled_per_format)."""
-
-    def __init__(self, get):
-        self.get = get
-
-    def __getitem__(self, fmt):
-        return self.get(fmt)
-
-
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
-    return _PerFormat(compiled_per_format(tmp_path_factory, "gatecat", lambda path, fmt: _net(path),
+    return PerFormat(compiled_per_format(tmp_path_factory, "gatecat", lambda path, fmt: _net(path),
                                           calibration_samples=32))
 
 

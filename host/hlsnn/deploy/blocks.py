@@ -13,13 +13,24 @@ def block_call(ex, xi, bias):
     the block's stride-1 convolution on the padded input shifted by the block's offset,
     sampled by the stride; the blocks' sums add exactly (int64), and the kernel's output
     rules (``emulator.postprocess``) act on the total, as for the K tiling."""
-    from ..engines.sparse_cluster.emulator import postprocess
     g = ex.layer.geom
     oh, ow = g.out_hw(xi.shape[2], xi.shape[3])
+    return summed_call(ex, lambda w, images: raw_sums(ex, xi if images is None else xi[images], w, ex.blocks),
+                       bias, oh, ow)
+
+
+def summed_call(ex, sums, bias, oh, ow):
+    """A ``call`` of :class:`~hlsnn.deploy.executors.SparseExec` ``ex`` whose raw int64 sums
+    ``sums(w, images)`` (the weights of the chosen channels on the chosen images; ``images``
+    None: all) the host adds: the kernel's output rules (``emulator.postprocess``: bias, shift,
+    ReLU, rounding, the statistics) act on the total, an ``(oh, ow)`` map per channel. Kernels
+    beyond ``max_ksize`` (:func:`block_call`) and two input terms
+    (:func:`hlsnn.deploy.twoin.call`) sum this way."""
+    from ..engines.sparse_cluster.emulator import postprocess
 
     def call(stats, shift, chans, images=None, raw=False):
         w = ex.w_taps if chans is None else ex.w_taps[chans]
-        total = raw_sums(ex, xi if images is None else xi[images], w, ex.blocks)
+        total = sums(w, images)
         b, z = total.shape[:2]
         shifts = np.broadcast_to(np.asarray(shift, np.int64), (ex.n_out,))
         bz, shifts = (bias, shifts) if chans is None else (bias[chans], shifts[chans])
@@ -28,7 +39,6 @@ def block_call(ex, xi, bias):
         y = res[0].reshape(z, b, oh, ow).transpose(1, 0, 2, 3)
         return y, (res[2] if stats else None), res[1], y.size
     return call
-
 
 
 def raw_sums(ex, xi, w, blocks):

@@ -42,7 +42,6 @@ import copy
 
 import numpy as np
 
-from ..engines import convgeom as conv
 from .outputs import output_layers
 
 #: the format types whose output layer this refits
@@ -53,8 +52,6 @@ RIDGE = 0.01
 FEEDBACK = True
 #: the damping of :func:`feedback_codes`' covariance, times the mean of its diagonal
 DAMP = 0.01
-#: im2col values per block of the sums (float64 rows of both inputs stay below ~64 MB each)
-_BLOCK_VALUES = 1 << 23
 
 
 def wanted(dep):
@@ -71,13 +68,6 @@ def wanted(dep):
 
 def _group(layer):
     return int(layer.geom.group) if layer.kind == "conv" else 1
-
-
-def _rows(layer, x):
-    x = np.asarray(x, np.float64)
-    if layer.kind == "conv":
-        return conv.im2col(x, layer.geom)[0]
-    return x.reshape(x.shape[0], -1)
 
 
 def quantized_rows(ex, rows, g):
@@ -114,28 +104,11 @@ def input_values(ex, x):
 
 def sums(ex, layer, xq, xf):
     """Per group the centred ``H``, ``C`` (g, K, K) and the mean rows ``mean_q``, ``mean_f``
-    (g, K) of step 2 (as :func:`hlsnn.deploy.shift_netfit.sums`, with ``X_q``'s rows quantized
-    by :func:`quantized_rows`), the rows in blocks of images."""
+    (g, K) of step 2: :func:`hlsnn.deploy.shift_netfit.sums`, with ``X_q``'s rows quantized by
+    :func:`quantized_rows`."""
+    from .shift_netfit import sums as fit_sums
     g = _group(layer)
-    per = int(np.prod(xq.shape[1:])) * (layer.geom.kh * layer.geom.kw if layer.kind == "conv" else 1)
-    step = max(1, _BLOCK_VALUES // max(per, 1))
-    sqq = sqf = tq = tf = None
-    n = 0
-    for i in range(0, xq.shape[0], step):
-        rq = quantized_rows(ex, _rows(layer, xq[i:i + step]), g)
-        rf = _rows(layer, xf[i:i + step])
-        m = rq.shape[0]
-        rq, rf = rq.reshape(m, g, -1), rf.reshape(m, g, -1)
-        rt = rq.transpose(1, 2, 0)
-        a, c = np.matmul(rt, rq.transpose(1, 0, 2)), np.matmul(rt, rf.transpose(1, 0, 2))
-        sqq, sqf = (a, c) if sqq is None else (sqq + a, sqf + c)
-        tq = rq.sum(axis=0) if tq is None else tq + rq.sum(axis=0)
-        tf = rf.sum(axis=0) if tf is None else tf + rf.sum(axis=0)
-        n += m
-    mq, mf = tq / n, tf / n
-    h = sqq / n - np.einsum("gk,gj->gkj", mq, mq)
-    c = sqf / n - np.einsum("gk,gj->gkj", mq, mf)
-    return h, c, mq, mf
+    return fit_sums(layer, xq, xf, g, quantize=lambda rows: quantized_rows(ex, rows, g))
 
 
 def row_scales(ex):

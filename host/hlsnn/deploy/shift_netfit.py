@@ -103,16 +103,19 @@ def _rows(layer, x):
     return x.reshape(x.shape[0], -1)
 
 
-def sums(layer, xq, xf, g):
+def sums(layer, xq, xf, g, quantize=None):
     """Per group the centred ``H``, ``C`` (g, K, K) and the mean rows ``mean_q``, ``mean_f``
     (g, K) of step 1 for quantized input values ``xq`` and float inputs ``xf`` (same shape),
-    the rows in blocks of images."""
+    the rows in blocks of images; ``quantize`` (rows -> rows), where given, maps ``xq``'s rows to
+    the values the kernel multiplies (:func:`hlsnn.deploy.outfit.quantized_rows`)."""
     per = int(np.prod(xq.shape[1:])) * (layer.geom.kh * layer.geom.kw if layer.kind == "conv" else 1)
     step = max(1, _BLOCK_VALUES // max(per, 1))
     sqq = sqf = tq = tf = None
     n = 0
     for i in range(0, xq.shape[0], step):
         rq, rf = _rows(layer, xq[i:i + step]), _rows(layer, xf[i:i + step])
+        if quantize is not None:
+            rq = quantize(rq)
         m = rq.shape[0]
         rq, rf = rq.reshape(m, g, -1), rf.reshape(m, g, -1)
         rt = rq.transpose(1, 2, 0)                          # (g, K, m): the sums as matrix products (BLAS)

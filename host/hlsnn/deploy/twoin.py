@@ -100,20 +100,11 @@ def call(ex, xi, lo, bias):
     for the two terms ``xi`` (hi) and ``lo`` (steps 2 and 3), ``bias`` in units of the finer
     ``F_in``: the layer's blocks of taps (one block of the whole kernel where it fits a call)."""
     from . import blocks
-    from ..engines.sparse_cluster.emulator import postprocess
     g = ex.layer.geom
     oh, ow = g.out_hw(xi.shape[2], xi.shape[3])
     tiles = ex.blocks if ex.blocks is not None else [(0, g.kh, 0, g.kw)]
 
-    def run(stats, shift, chans, images=None, raw=False):
-        w = ex.w_taps if chans is None else ex.w_taps[chans]
+    def sums(w, images):
         pick = (lambda a: a) if images is None else (lambda a: a[images])
-        total = blocks.raw_sums(ex, pick(xi), w, tiles) * (1 << SHIFT) + blocks.raw_sums(ex, pick(lo), w, tiles)
-        b, z = total.shape[:2]
-        shifts = np.broadcast_to(np.asarray(shift, np.int64), (ex.n_out,))
-        bz, shifts = (bias, shifts) if chans is None else (bias[chans], shifts[chans])
-        res = postprocess(total.transpose(1, 0, 2, 3).reshape(z, b * oh, ow), bz, shifts, relu=ex.layer.relu,
-                          rounding=ex.p["rounding"], stats=stats, raw=raw)
-        y = res[0].reshape(z, b, oh, ow).transpose(1, 0, 2, 3)
-        return y, (res[2] if stats else None), res[1], y.size
-    return run
+        return blocks.raw_sums(ex, pick(xi), w, tiles) * (1 << SHIFT) + blocks.raw_sums(ex, pick(lo), w, tiles)
+    return blocks.summed_call(ex, sums, bias, oh, ow)
