@@ -324,12 +324,12 @@ class _FlatConv(torch.nn.Module):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt,accel", [("twohot", "shift8_pynq-z2"), ("fixed", "sparse8_pynq-z2")])
-def test_flat_features_into_a_conv1d_run_layer_by_layer_with_the_reason(tmp_path, fmt, accel):
-    """The network mode refuses a conv that reads the flat input (64 channels of one pixel in the
-    kernel's buffer) as one channel of 64 pixels, by name: the deployment runs layer by layer
-    (before: "op ... reads a map of shape (1, 1, 64)", an internal error ending the format's run;
-    letting the emulator read the same NHWC values matched the layer path, but the C-simulated
-    kernel read past its input buffer)."""
+def test_flat_features_into_a_conv1d_run_in_the_network_mode(tmp_path, fmt, accel):
+    """A conv that reads the flat input as one channel of 64 pixels runs in the network mode
+    (rule 1v, :mod:`hlsnn.engines.network.inview`: the kernel's input takes the conv's view; the
+    kernel's C-simulation: ``tests/deploy/test_network_sixth.py``), with the layer path's bits
+    (before: refused by name, layer by layer; before that "op ... reads a map of shape (1, 1,
+    64)", an internal error ending the format's run)."""
     from hlsnn.deploy import datasets
     from hlsnn.deploy.config import load_deploy_config
     from hlsnn.deploy.evaluate import open_accelerators
@@ -350,7 +350,7 @@ def test_flat_features_into_a_conv1d_run_layer_by_layer_with_the_reason(tmp_path
             dep.calibrate(ds.x_train[:32])
             outs.append(dep.run(ds.x_test[:16]))
             if fast:
-                assert dep.fast_network() is None
+                assert dep.fast_network() is not None
     finally:
         for a in accs.values():
             a.close()
