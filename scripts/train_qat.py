@@ -26,7 +26,8 @@ each training image by up to K pixels in pruning and fine-tuning (hlsnn.train.da
 the float model is trained as without, unless --augment-float); --prune-end ends the pruning schedule earlier, and
 --recover-epochs adds float epochs at the full sparsity on a fresh cosine from --recover-lr
 (--recover-masks frozen: the masks fixed, hlsnn.train.rewind.FrozenMasks; at the pruning rate,
-learning-rate rewinding). --regrow-every N prunes and regrows every N steps once the schedule is
+learning-rate rewinding). --average-from F averages the weights over the last (1-F) of the recovery epochs (stochastic weight
+averaging, hlsnn.train.average; the mean pruned again, its BatchNorm statistics recomputed). --regrow-every N prunes and regrows every N steps once the schedule is
 at the target (RigL, hlsnn.train.regrow.RegrowPruner, each unit's zeros kept); --label-smoothing
 smooths the labels after the float training. scripts/select_on_val.py keeps the best of k runs
 on the validation images.
@@ -99,6 +100,10 @@ def main(argv=None):
     ap.add_argument("--recover-masks", choices=["magnitude", "frozen"], default="magnitude",
                     help="sparse, --recover-epochs: the masks recomputed by magnitude at every step, or frozen "
                          "(hlsnn.train.rewind.FrozenMasks; with --recover-lr at the pruning rate: learning-rate rewinding)")
+    ap.add_argument("--average-from", type=float, default=None, metavar="F",
+                    help="sparse, --recover-epochs: the model after the recovery is the mean of its weights at the "
+                         "end of every recovery epoch after the first F of them (hlsnn.train.average, stochastic "
+                         "weight averaging), pruned again and its BatchNorm statistics recomputed on the training images")
     ap.add_argument("--regrow-every", type=int, default=0,
                     help="sparse: prune and regrow (hlsnn.train.regrow.RegrowPruner, RigL) every this many steps "
                          "once the schedule reaches the target, until --regrow-stop; 0: off")
@@ -124,6 +129,10 @@ def main(argv=None):
         a.ls_phases = parse_phases(a.label_smoothing_phases)
     except ValueError as exc:
         ap.error(str(exc))
+    if a.average_from is not None and not (a.format == "sparse" and a.recover_epochs
+                                           and 0.0 <= a.average_from < 1.0):
+        ap.error(f"--average-from {a.average_from}: a fraction in [0, 1) of the recovery epochs, with "
+                 "--format sparse and --recover-epochs N (N > 0)")
 
     import torch
     from torch import nn
@@ -167,14 +176,14 @@ def main(argv=None):
         return kd.phase_loss(out, t_out, ytr[idx], aug["phase"], alpha=a.distill, temperature=a.distill_t,
                              kd_phases=a.kd_phases, smoothing=a.label_smoothing, ls_phases=a.ls_phases)
 
-    def fit(m, epochs, lr, step=None):
+    def fit(m, epochs, lr, step=None, epoch_end=None):
         if a.sgd_momentum and aug["phase"] in ("prune", "recover"):
             opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=a.sgd_momentum)
         else:
             opt = torch.optim.Adam(m.parameters(), lr=lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(1, epochs * steps_per_epoch))
         gen = torch.Generator().manual_seed(a.seed)
-        for _ in range(epochs):
+        for ep in range(epochs):
             m.train()
             for idx in torch.randperm(len(xtr), generator=gen).split(64):
                 opt.zero_grad()
@@ -183,6 +192,8 @@ def main(argv=None):
                 sched.step()
                 if step:
                     step()
+            if epoch_end:
+                epoch_end(ep)
 
     def float_eval(m, val=False):
         m.eval()
@@ -221,20 +232,35 @@ def main(argv=None):
             pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities)
         aug["phase"] = "prune"
         fit(model, a.prune_epochs, a.prune_lr, pruner.step)
-        frozen = None
+        frozen = avg = snap = None
         aug["phase"] = "recover"
+        if a.average_from is not None:
+            from hlsnn.train.average import WeightAverage, update_batchnorm
+            avg = WeightAverage(model)
+            first = int(a.average_from * a.recover_epochs)      # epochs [first, recover_epochs) are averaged
+
+            def snap(ep):
+                if ep >= first:
+                    avg.add()
         if a.recover_epochs and a.recover_masks == "frozen":
             from hlsnn.train.rewind import FrozenMasks
             frozen = FrozenMasks(pruner)
-            fit(model, a.recover_epochs, a.recover_lr, frozen.step)
+            fit(model, a.recover_epochs, a.recover_lr, frozen.step, snap)
         elif a.recover_epochs:
-            fit(model, a.recover_epochs, a.recover_lr, pruner.step)
+            fit(model, a.recover_epochs, a.recover_lr, pruner.step, snap)
+        if avg:
+            if a.val:
+                model.eval()      # the last recovery epoch's model, before averaging (for comparison)
+                vals["recovered_float_acc"] = float_eval(model, True)
+            avg.apply()
         if frozen:
             frozen.step()                      # the masks as frozen, not recomputed
         elif a.regrow_every and pruner.n > pruner.end:
             pruner._hold()                     # the regrown masks as they are
         else:
             pruner.apply(a.sparsity)
+        if avg:
+            update_batchnorm(model, xtr)       # the averaged, pruned weights' own statistics (unshifted images)
         pruned_float_acc = float_eval(model)
         if a.val:
             vals["pruned_float_acc"] = float_eval(model, True)
@@ -315,6 +341,8 @@ def main(argv=None):
         res["recover_epochs"], res["recover_lr"] = a.recover_epochs, a.recover_lr
         if a.recover_masks != "magnitude":
             res["recover_masks"] = a.recover_masks
+        if avg:
+            res["average"] = {"from": a.average_from, "snapshots": avg.count}
         if a.regrow_every:
             res["regrow"] = {"every": a.regrow_every, "alpha": a.regrow_alpha, "stop": a.regrow_stop,
                              "updates": pruner.updates, "regrown": pruner.regrown}
