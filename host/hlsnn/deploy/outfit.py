@@ -95,10 +95,9 @@ def input_values(ex, x):
     f = int(ex.stats.f_in if ex.stats.f_in is not None else ex.f_x)
     if getattr(ex, "two", False):                 # two terms (hlsnn.deploy.twoin): the value they stand for
         from . import twoin
+        from .quant import Act
         xi = to_fixed(x, f, ex.BITS, True, ex.deploy.rounding)
-        lo = to_fixed(np.asarray(x, np.float64) - np.ldexp(xi.astype(np.float64), -f), f + twoin.SHIFT, ex.BITS,
-                      True, ex.deploy.rounding)
-        return twoin.values(xi, lo, f), None
+        return twoin.values(xi, twoin.residual(ex, Act(np.asarray(x, np.float64)), xi, f), f), None
     return np.ldexp(to_fixed(x, f, ex.BITS, True, ex.deploy.rounding).astype(np.float64), -f), (f, ex.BITS, True)
 
 
@@ -135,15 +134,14 @@ def feedback_codes(w, h, step, lo=-128, hi=127, damp=DAMP):
     those the greedy order reaches. A row of step 0 keeps its weights (all zero)."""
     g, z, k = w.shape
     out = np.array(w, np.float64)
-    zg = z
     for j in range(g):
         hj = h[j] + damp * max(float(np.mean(np.diag(h[j]))), 1e-300) * np.eye(k)
         try:
             u = np.linalg.cholesky(np.linalg.inv(hj)).T           # upper
         except np.linalg.LinAlgError:
             u = None
-        for r in range(zg):
-            s = step[j * zg + r]
+        for r in range(z):
+            s = step[j * z + r]
             if s <= 0:
                 continue
             row = out[j, r].copy()
@@ -226,14 +224,14 @@ def refit(dep, x_cal):
         yf = np.asarray(env[layer.output], np.float64)
         a, b = slice(0, None, 2), slice(1, None, 2)
         half = _fit(dep, ex, layer, xq[a], xf[a], yf[a], fmt)
-        e0 = _error(dep, ex, ex.layer, xq, yf, fmt)
+        before = after = _error(dep, ex, ex.layer, xq, yf, fmt)
         if _error(dep, ex, half, xq[b], yf[b], fmt) < _error(dep, ex, ex.layer, xq[b], yf[b], fmt):
             new = _fit(dep, ex, layer, xq, xf, yf, fmt)
             e1 = _error(dep, ex, new, xq, yf, fmt)
-            if e1 < e0:
+            if e1 < before:
                 dep.execs[layer.name] = _rebuilt(dep, ex, new)
-                e0 = (e0, e1)
-        res[layer.name] = e0 if isinstance(e0, tuple) else (e0, e0)
+                after = e1
+        res[layer.name] = (before, after)
     dep._fastnet = None
     dep._bfpnet = None
     return res
