@@ -258,7 +258,7 @@ SLOW_REPEAT_CASES = {
     "test_torch_fresh.py::test_fresh_classifiers_within_one_point_in_bfp8_and_two_hot": ("v_f_mbv3_dl_ts17",),
     "test_torch_beyond.py::test_classifier_deploys_within_one_point_in_every_format": ("kws1d_ts17", "tcresnet_ts17"),
     "test_torch_exports.py::test_bfp8_and_twohot_within_one_point_of_float": ("lenet_ts17", "strided_ts13_nofold",
-                                                                            "mlp_dynamo"),
+                                                                            "mlp_dynamo", "skl_mlp_zipmap"),
     "test_network_bfp.py::test_network_kernel_one_start_bit_exact": ("resnet8_digits32-bfp16-2",),
     "test_network_transpose.py::test_network_kernel_transpose_is_bit_exact_on_csim_in_one_start": ("bfp8", "twohot",
                                                                                                 "sized"),
@@ -274,6 +274,8 @@ SLOW_REPEAT_CASES = {
     "test_network_sized.py::test_resnet8_within_each_board": ("kv260", "aup-zu3"),
     "test_network_tablein.py::test_fresh_family_models_run_in_one_start_with_the_layer_paths_bits": (
         "v_f_mbv3_dl_ts17", "v_f_mbv3_dl_dynamo"),
+    # session 28 (hquick): the same rule on another draw (seed 0 stays quick; 7 and 8 were slow already)
+    "test_radix_search.py::test_layer_path_search_keeps_the_radix_points_static": ("1",),
 }
 
 

@@ -107,9 +107,12 @@ def test_zipmap_with_other_labels_is_refused_with_the_way_out(tmp_path):
         load_onnx(path, output="output_probability")
 
 
-# One export of each model in the quick suite (lenet_ts17, mlp_dynamo, strided_ts13_nofold, both
-# skl2onnx files); the other exports of a model run the same deploy in the slow suite (CI): their
-# import is checked in the quick suite by test_imports_without_fallback_and_equals_onnxruntime.
+# The other exports of a model run the same deploy in the slow suite (CI): their import is checked
+# in the quick suite by test_imports_without_fallback_and_equals_onnxruntime. (tests/conftest.py's
+# SLOW_REPEAT_CASES moves lenet_ts17, mlp_dynamo and strided_ts13_nofold to the slow suite too: the
+# digits models' accuracy in bfp8 and two-hot is test_deploy.py's; and skl_mlp_zipmap, the same
+# sklearn model as skl_mlp_nozipmap, which stays quick, with a ZipMap output: its import and its
+# bits on csim are checked quickly here.)
 OTHER_EXPORTS = {"lenet_dynamo", "lenet_ts13", "lenet_ts13_nofold", "lenet_ts17_nofold", "mlp_ts13",
                  "mlp_ts13_nofold", "mlp_ts17", "mlp_ts17_nofold", "strided_dynamo", "strided_ts13",
                  "strided_ts17", "strided_ts17_nofold"}
