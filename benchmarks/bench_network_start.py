@@ -37,8 +37,9 @@ C-simulation in every call); medians of:
 * ``model_x86_us``: the latency model's host time for the same call on this machine
   (``hlsnn perf NAME.hlsnn --board x86-sim``: :data:`hlsnn.network.hostmodel.X86`, measured
   against a null register file by ``bench_c_host.py``), and ``warm / model``;
-* ``z2_kernel_us``, ``z2_host_us``, ``z2_e2e_us``: the modelled kernel, host and end-to-end
-  times on PYNQ-Z2 (``hlsnn perf NAME.hlsnn``, the figure ``hlsnn deploy`` reports as ``e2e us``).
+* ``board``, ``z2_kernel_us``, ``z2_host_us``, ``z2_e2e_us``: the modelled kernel, host and
+  end-to-end times on the model's board (its accelerator config's: PYNQ-Z2 or ZCU104; ``hlsnn perf
+  NAME.hlsnn``, the figure ``hlsnn deploy`` reports as ``e2e us``).
 
 Usage::
 
@@ -137,8 +138,8 @@ def compiled(paths, calls):
                 row.update(warm_us=1e6 * statistics.median(warm), driver_us=1e6 * statistics.median(drv),
                            prefix_us=_wall_median(lambda: netprefix.run(n, xx), 10 * calls),
                            before=[e["op"] for e in n.host_before], after=[j["op"] for j in n.host_after])
-        m, z2 = latency.model(p, board="x86-sim"), latency.model(p, board="pynq-z2")
-        row.update(model_x86_us=m["host_us"], z2_kernel_us=z2["kernel_us"], z2_host_us=z2["host_us"],
+        m, z2 = latency.model(p, board="x86-sim"), latency.model(p)
+        row.update(model_x86_us=m["host_us"], board=z2["board"], z2_kernel_us=z2["kernel_us"], z2_host_us=z2["host_us"],
                    z2_e2e_us=z2["end_to_end_us"], model_path=z2["path"])
         rows.append(row)
     return rows
@@ -166,15 +167,15 @@ def main(argv=None):
             print(json.dumps(rows))
             return 0
         print(f"the host per image on the sim board (this machine, batch 1, medians of {args.calls} calls; warm: "
-              f"{10 * args.calls} calls, the kernel's answer replayed), modelled host on this machine, PYNQ-Z2 modelled")
+              f"{10 * args.calls} calls, the kernel's answer replayed), modelled host on this machine; on the model's board modelled")
         print(f"  {'model':<24} {'path':<8} {'starts':>6} {'host us':>8} {'warm us':>8} {'prefix':>7} {'driver':>7} "
-              f"{'model us':>8} {'warm/model':>10} | {'Z2 kernel':>9} {'Z2 host':>8} {'Z2 e2e':>8}")
+              f"{'model us':>8} {'warm/model':>10} | {'board':<8} {'kernel':>7} {'host':>7} {'e2e':>7}")
         for r in rows:
             w = r.get("warm_us")
             print(f"  {r['model']:<24} {r['path']:<8} {r['kernel_starts']:>6} {r['host_us']:>8.1f} "
                   + (f"{w:>8.1f} {r['prefix_us']:>7.1f} {r['driver_us']:>7.1f} " if w is not None else f"{'':>24} ")
                   + f"{r['model_x86_us']:>8.1f} " + (f"{w / max(r['model_x86_us'], 1e-9):>10.2f}" if w else f"{'':>10}")
-                  + f" | {r['z2_kernel_us']:>9.1f} {r['z2_host_us']:>8.1f} {r['z2_e2e_us']:>8.1f}")
+                  + f" | {r['board']:<8} {r['z2_kernel_us']:>7.1f} {r['z2_host_us']:>7.1f} {r['z2_e2e_us']:>7.1f}")
         return 0
     ds = datasets.load("digits32" if args.model == "resnet8_digits32" else "digits", layout="nchw")
     x = np.asarray(ds.x_test[:1], np.float64)
