@@ -59,8 +59,8 @@ def applies(ex, act, xi, fx):
     the layer calibrates and kept (``ex.two``): every later run takes as many terms, and a
     compiled model records it (``in_terms`` of its entry, :mod:`hlsnn.deploy.layers`).
     Also kept for the deploy report (:mod:`hlsnn.deploy.fitreport`): ``ex.two_rest``, what two
-    terms still lose (:func:`cost` of :func:`rest`), and ``ex.two_why``, the reason in words
-    (None where the layer was never a candidate)."""
+    terms still lose (:func:`cost` of :func:`rest`; where two terms run, else None), and
+    ``ex.two_why``, the reason in words (None where the layer was never a candidate)."""
     ex.two_cost = ex.two_rest = ex.two_why = None
     if getattr(ex, "in_terms", 1) != 2:
         return False
@@ -74,7 +74,8 @@ def applies(ex, act, xi, fx):
         return False
     lo = residual(ex, act, xi, fx)
     ex.two_cost = cost(ex, lo, xi, fx)
-    ex.two_rest = cost(ex, lo, xi, fx, rest(act, xi, lo, fx))
+    if ex.two_cost > WORTH:                 # what two terms leave (the deploy report's), where they run
+        ex.two_rest = cost(ex, lo, xi, fx, rest(act, xi, lo, fx))
     ex.two_why = (f"one term costs {100 * ex.two_cost:.2f} % of the output, "
                   + ("above" if ex.two_cost > WORTH else "not above") + f" {100 * WORTH:g} %")
     return ex.two_cost > WORTH
