@@ -116,7 +116,8 @@ def compiled(paths, calls):
                 if i:                                   # the first call is a warm-up
                     host.append(net.last_host_s)
             row.update(path="network" if net.network is not None else "layers",
-                       kernel_starts=net.last_kernel_starts, in_elems=int(x.size), host_us=1e6 * statistics.median(host))
+                       kernel_starts=net.last_kernel_starts, in_elems=int(x.size),
+                       host_us=1e6 * statistics.median(host))
             n = net.network
             if n is not None and hasattr(net._kernel, "run_image"):
                 kern = net._kernel.kernel              # its answer replayed: the host's steps alone, warm
@@ -167,7 +168,8 @@ def main(argv=None):
             print(json.dumps(rows))
             return 0
         print(f"the host per image on the sim board (this machine, batch 1, medians of {args.calls} calls; warm: "
-              f"{10 * args.calls} calls, the kernel's answer replayed), modelled host on this machine; on the model's board modelled")
+              f"{10 * args.calls} calls, the kernel's answer replayed), modelled host on this machine; on the "
+              f"model's board modelled")
         print(f"  {'model':<24} {'path':<8} {'starts':>6} {'host us':>8} {'warm us':>8} {'prefix':>7} {'driver':>7} "
               f"{'model us':>8} {'warm/model':>10} | {'board':<8} {'kernel':>7} {'host':>7} {'e2e':>7}")
         for r in rows:

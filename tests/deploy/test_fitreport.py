@@ -92,7 +92,8 @@ def test_two_input_terms_with_both_errors_written_out():
     two = np.linalg.norm(convgeom.conv_float(x - hi - lo, w, np.zeros(1), geom)) / whole
     got = fitreport.entry(dep)["input_terms"]["l"]
     assert got["terms"] == 2 and two < one / 50
-    assert got["one_term_error"] == pytest.approx(one, abs=1e-6) and got["two_term_error"] == pytest.approx(two, abs=1e-6)
+    assert got["one_term_error"] == pytest.approx(one, abs=1e-6)
+    assert got["two_term_error"] == pytest.approx(two, abs=1e-6)
     assert "above 1 %" in got["why"]
     text = fitreport.lines({"input_terms": {"l": got}})[0]
     assert "l: 2 term(s)" in text and f"{100 * one:.2f} %" in text
