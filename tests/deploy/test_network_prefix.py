@@ -294,3 +294,42 @@ def test_cli_compile_names_the_host_ops_before_the_start(tmp_path, capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["path"] == "network" and info["host_layers"] == []
     assert [h.split(" (")[1] for h in info["host_before_layers"]] == ["BatchNormalization)"]
+
+
+def _rule3_fractions(x, how, p):
+    """Rule 3 of the bfp network kernel on each patch in exact rationals: the exponent from the
+    patch's largest leading one, ``xe = clip(lop - (M - 2))``, each value ``/ 2**xe`` rounded by
+    ``p["rounding"]`` and saturated to M bits, times ``2**xe``."""
+    import math
+    from fractions import Fraction
+    b = len(x)
+    v = (x.reshape(b, 1, -1) if how == "image" else x.reshape(b, x.shape[1], -1) if how == "rows"
+         else x.reshape(b, x.shape[1], -1).transpose(0, 2, 1))
+    out = np.zeros(v.shape)
+    M, E = p["mantissa_bits"], p["exponent_bits"]
+    for i in np.ndindex(v.shape[:2]):
+        row = [Fraction(float(a)) for a in v[i]]
+        lops = [abs(a).numerator.bit_length() - abs(a).denominator.bit_length() for a in row if a]
+        xe = min(max(max(lops) - (M - 2), -(1 << (E - 1))), (1 << (E - 1)) - 1) if lops else 0
+        for j, a in enumerate(row):
+            q = a / Fraction(2) ** xe
+            r = (round(q) if p["rounding"] == "nearest_even" else math.floor(q) if p["rounding"] == "truncate"
+                 else int(math.copysign(math.floor(abs(q) + Fraction(1, 2)), q)))
+            out[i + (j,)] = float(min(max(r, -(1 << (M - 1))), (1 << (M - 1)) - 1) * Fraction(2) ** xe)
+    return (out.transpose(0, 2, 1) if how == "pixels" else out).reshape(x.shape)
+
+
+@pytest.mark.parametrize("how, rounding", [("image", "nearest_even"), ("rows", "truncate"), ("pixels", "nearest_away")])
+def test_bfp_patches_are_rule_3_in_exact_rationals(how, rounding):
+    """The host prefix's bfp patches (float64 arithmetic) against rule 3 in Python's Fractions,
+    over magnitudes from 1e-30 to 1e30, zeros, a clipped exponent and values rounding up a bit."""
+    from types import SimpleNamespace
+    from hlsnn.deploy.netprefix import bfp_patches
+    p = {"mantissa_bits": 8, "exponent_bits": 8, "rounding": rounding}
+    rng = np.random.default_rng(11)
+    for scale in (1e-30, 1e-3, 1.0, 7.9, 1e30):
+        x = rng.normal(0, scale, (2, 3, 5)) * (1 + 2.0 ** -30)          # not exact in float32
+        x[rng.random(x.shape) < 0.2] = 0
+        x[1, 1] = 0                                                      # an all-zero patch (rows)
+        net = SimpleNamespace(input={"patches": how}, params=p)
+        np.testing.assert_array_equal(bfp_patches(net, x), _rule3_fractions(x, how, p))

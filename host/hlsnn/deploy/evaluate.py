@@ -306,6 +306,7 @@ def modelled_latency(dep, cfg, asg) -> dict:
 
 
 def format_result(res) -> str:
+    from . import fitreport
     head = (f"{res['model']} on {res['target']}: {res['test_images']} test images, calibrated on "
             f"{res['calibration_images']} ({res['calibration_mode']}); ")
     regression = res.get("task") == "regression"
@@ -332,6 +333,7 @@ def format_result(res) -> str:
                          f"{e['images_per_s'] or 0:>10.1f} {us}  {layers}")
             for f, c in (e.get("fixed_point_calibration") or {}).items():     # hlsnn.deploy.task_formats
                 lines.append(f"  {'':<14} {f}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+            lines += fitreport.lines(e)                                       # hlsnn.deploy.fitreport
             if e.get("note"):
                 lines.append(f"  {'':<14} note: {e['note']}")
             continue
@@ -342,6 +344,7 @@ def format_result(res) -> str:
             lines.append(f"  {'':<14} ran on the network kernel: {e['run']['batch']} images in one kernel start")
         if e.get("note"):
             lines.append(f"  {'':<14} note: {e['note']}")
+        lines += fitreport.lines(e)
         on_engine = {k: v for k, v in (e.get("act_matmul") or {}).items() if v["on"] != "host"}
         if on_engine:
             lines.append(f"  {'':<14} MatMul of two activations on the engine: " + "; ".join(

@@ -108,10 +108,18 @@ def _patches(net):
 def bfp_patches(net, x):
     """The float kernel input ``x`` (B, ...) of a ``bfp_systolic`` network as its first layer's
     patches quantized by rule 3 (:mod:`hlsnn.engines.bfp_systolic.network.lower`) on the float64
-    values (decoded exactly as ``(m, e)``, ``|m| < 2**53``): the values ``xm * 2**xe``, exact in
-    float32; ``x`` itself where it is exact in float32 already, or the patches are not a
-    partition of the input (then the kernel's rule 1 refuses it as not exact)."""
-    from ..engines.bfp_systolic.network.lower import NotExact, _lop, _round_patches, patch_exponent
+    values: the values ``xm * 2**xe``, exact in float32; ``x`` itself where it is exact in float32
+    already, or the patches are not a partition of the input (then the kernel's rule 1 refuses it
+    as not exact).
+
+    Rule 3 on float64 values directly, the same bits as on their exact ``(m, e)`` decoding
+    (``|m| < 2**53``, :func:`~hlsnn.engines.bfp_systolic.network.lower._round_patches`; tested
+    against it): a nonzero value's leading one is at ``frexp``'s exponent less one, and ``v *
+    2**-xe`` is the same dyadic value as ``m * 2**(e - xe)``, which ``ldexp`` gives exactly (or
+    rounds alike where it leaves float64's range). Fewer passes over the values: the host's
+    share of a start of h_jet_bnin bfp8 (30 values) 38 -> 25 us on this x86."""
+    from ..engines.bfp_systolic.network.lower import NotExact, patch_exponent
+    from ..engines.common import round_into
     how = net.input.get("patches")
     x = np.asarray(x, np.float64)
     if how is None or (np.isfinite(x).all() and np.array_equal(x.astype(np.float32).astype(np.float64), x)):
@@ -124,14 +132,17 @@ def bfp_patches(net, x):
     else:
         v = x.reshape(b, int(x.shape[1]), -1).transpose(0, 2, 1)
     p = net.params
-    big, ex = np.frexp(v)
-    m = np.ldexp(big, 53).astype(np.int64)                 # exact: |m| < 2**53
-    e = np.where(m != 0, ex.astype(np.int64) - 53, 0)
-    lop = _lop(m, e).max(axis=2, keepdims=True)
-    nonzero = lop != np.iinfo(np.int64).min
+    _, ex = np.frexp(v)
+    none = np.iinfo(np.int64).min
+    lop = np.where(v != 0, ex.astype(np.int64) - 1, none).max(axis=2, keepdims=True)
+    nonzero = lop != none
     xe = np.where(nonzero, patch_exponent(lop, p), 0)
-    xm = _round_patches(m, e - xe, p["mantissa_bits"], p["rounding"])
-    y = np.ldexp(xm.astype(np.float64), xe)
+    with np.errstate(over="ignore"):
+        xm = np.ldexp(v, -xe)
+    round_into(xm, p["rounding"], xm)
+    half = 1 << (p["mantissa_bits"] - 1)
+    np.clip(xm, -half, half - 1, out=xm)
+    y = np.ldexp(xm, xe)
     if ((xm != 0).any(axis=2, keepdims=True) != nonzero).any() \
             or not np.array_equal(y.astype(np.float32).astype(np.float64), y):
         raise NotExact("network kernel (bfp): a patch of the host ops' output has no float32 value after its "

@@ -164,7 +164,8 @@ def _rebuilt(dep, old, layer):
     """An executor of ``old``'s format on ``layer`` with ``old``'s calibrated state."""
     from .executors import EXECS
     new = EXECS[old.fmt.type](layer, old.fmt, old.acc, dep)
-    for k in ("f_x", "f_out", "in_shape", "update_times", "update_choice", "update_ran", "two"):
+    for k in ("f_x", "f_out", "in_shape", "update_times", "update_choice", "update_ran", "two", "two_cost", "two_rest",
+              "two_why"):
         setattr(new, k, getattr(old, k, None))
     return new
 
@@ -209,14 +210,17 @@ def refit(dep, x_cal):
     even-numbered images must lower the layer's error against float on the odd-numbered ones
     (a fit of many weights on few images otherwise learns their noise), and the fit on all of
     them its error on all. Returns ``{layer name: (relative error of the layer's output against
-    float on x_cal before, after)}``."""
+    float on x_cal before, after)}`` (``after == before`` where the fit is not kept) and keeps
+    in ``dep.output_fit_held_out`` ``{layer name: (error on the odd-numbered images of the layer
+    as it was, of the fit on the even-numbered ones)}``, the evidence of the decision
+    (:mod:`hlsnn.deploy.fitreport` reports both)."""
     layers = wanted(dep)
     if not layers or x_cal.shape[0] < 2:
         return {}
     from .hostops import float_tensors
     env = float_tensors(dep.net, x_cal)
     _, got = dep.run(x_cal, keep=True)
-    res = {}
+    res, held = {}, {}
     for layer in layers:
         ex = dep.execs[layer.name]
         xq, fmt = input_values(ex, got[layer.inputs[0]])
@@ -225,13 +229,15 @@ def refit(dep, x_cal):
         a, b = slice(0, None, 2), slice(1, None, 2)
         half = _fit(dep, ex, layer, xq[a], xf[a], yf[a], fmt)
         before = after = _error(dep, ex, ex.layer, xq, yf, fmt)
-        if _error(dep, ex, half, xq[b], yf[b], fmt) < _error(dep, ex, ex.layer, xq[b], yf[b], fmt):
+        held[layer.name] = (_error(dep, ex, ex.layer, xq[b], yf[b], fmt), _error(dep, ex, half, xq[b], yf[b], fmt))
+        if held[layer.name][1] < held[layer.name][0]:
             new = _fit(dep, ex, layer, xq, xf, yf, fmt)
             e1 = _error(dep, ex, new, xq, yf, fmt)
             if e1 < before:
                 dep.execs[layer.name] = _rebuilt(dep, ex, new)
                 after = e1
         res[layer.name] = (before, after)
+    dep.output_fit_held_out = held
     dep._fastnet = None
     dep._bfpnet = None
     return res

@@ -163,6 +163,32 @@ def _bars(new, groups, series, ylabel, *, log=False, hline=None, title=""):
 
 # --------------------------------------------------------------------------- sections
 
+def _output_rules(A) -> list:
+    """The section of the output-layer rules (:mod:`hlsnn.deploy.fitreport`): per assignment and
+    layer, the ``weight_fit: network`` refit kept or rejected and the ``input_terms: 2`` terms
+    taken, with their errors; nothing where no assignment has them."""
+    fits = [(n, ln, v) for n, e in A.items() for ln, v in (e.get("output_fit") or {}).items()]
+    terms = [(n, ln, v) for n, e in A.items() for ln, v in (e.get("input_terms") or {}).items()]
+    if not fits and not terms:
+        return []
+    out = ['<h2 id="output-rules">The output layer: refit and input terms</h2>']
+    if fits:
+        out.append(_table(["assignment", "layer", "weight_fit network", "error before %", "error after %",
+                           "held-out before %", "held-out after %", "why"],
+                          [(n, ln, "kept" if v["kept"] else "rejected", _pct(v["error_before"]),
+                            _pct(v["error_after"]), _pct(v["held_out_before"]), _pct(v["held_out_after"]), v["why"])
+                           for n, ln, v in fits], "output-fit-table"))
+    if terms:
+        out.append(_table(["assignment", "layer", "input terms", "one term's error %", "two terms' error %", "why"],
+                          [(n, ln, v["terms"], _pct(v["one_term_error"]), _pct(v["two_term_error"]), v["why"])
+                           for n, ln, v in terms], "input-terms-table"))
+    out.append("<p>Errors: the layer's output against the float network's on the calibration images (relative "
+               "L2 norm; held-out: the odd-numbered images, the fit made on the even-numbered ones); one and two "
+               "terms' error: the part of the layer's output the rounding of its input carries "
+               "(<code>hlsnn.deploy.fitreport</code>).</p>")
+    return out
+
+
 def _weight_rows(layer, fmts, accels):
     """Level rows for :func:`draw_weight_levels` and description rows for the table."""
     w2 = layer.w.reshape(layer.w.shape[0], -1)
@@ -254,6 +280,7 @@ def _sections(res, cfg, net, accels, shapes, new, command):
         fig = _bars(new, list(A), {"accuracy %": [100 * e["accuracy"] for e in A.values()]}, "accuracy %",
                     hline=(100 * fl, f"float {100 * fl:.2f} %"), title="test accuracy per assignment")
     out.append(_img(fig, "accuracy per assignment"))
+    out += _output_rules(A)
     # 3. per-layer error
     out.append('<h2 id="layer-error">Per-layer error against the float reference</h2>')
     rows = []

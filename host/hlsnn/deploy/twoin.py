@@ -57,30 +57,48 @@ def applies(ex, act, xi, fx):
     one term would cost the layer's output more than :data:`WORTH` (:func:`cost`, kept in
     ``ex.two_cost``: below it a second pass and the layer path are not worth it). Decided when
     the layer calibrates and kept (``ex.two``): every later run takes as many terms, and a
-    compiled model records it (``in_terms`` of its entry, :mod:`hlsnn.deploy.layers`)."""
-    ex.two_cost = None
-    if getattr(ex, "in_terms", 1) != 2 or (act.fmt is not None and act.fmt[1:] == (ex.BITS, True)):
+    compiled model records it (``in_terms`` of its entry, :mod:`hlsnn.deploy.layers`).
+    Also kept for the deploy report (:mod:`hlsnn.deploy.fitreport`): ``ex.two_rest``, what two
+    terms still lose (:func:`cost` of :func:`rest`; where two terms run, else None), and
+    ``ex.two_why``, the reason in words (None where the layer was never a candidate)."""
+    ex.two_cost = ex.two_rest = ex.two_why = None
+    if getattr(ex, "in_terms", 1) != 2:
+        return False
+    if act.fmt is not None and act.fmt[1:] == (ex.BITS, True):
+        ex.two_why = "its input is int8 codes of an engine layer already"
         return False
     f_w = np.asarray(ex.f_w).reshape(-1)
     if np.abs(np.ldexp(np.asarray(ex.layer.b, np.float64), int(fx) + SHIFT + int(f_w.max()))).max(initial=0) \
             >= (1 << 30) - 1:
+        ex.two_why = f"its bias does not fit the kernel's 2**30 at the finer radix (+{SHIFT} bits)"
         return False
-    ex.two_cost = cost(ex, residual(ex, act, xi, fx), xi, fx)
+    lo = residual(ex, act, xi, fx)
+    ex.two_cost = cost(ex, lo, xi, fx)
+    if ex.two_cost > WORTH:                 # what two terms leave (the deploy report's), where they run
+        ex.two_rest = cost(ex, lo, xi, fx, rest(act, xi, lo, fx))
+    ex.two_why = (f"one term costs {100 * ex.two_cost:.2f} % of the output, "
+                  + ("above" if ex.two_cost > WORTH else "not above") + f" {100 * WORTH:g} %")
     return ex.two_cost > WORTH
 
 
-def cost(ex, lo, xi, fx):
+def cost(ex, lo, xi, fx, rest=None):
     """What one term loses at the layer, on the calibration batch: ``||W lo|| / ||W (hi + lo) +
     b||`` (float64, the layer's int8 taps at their scale, ``hi`` and ``lo`` as values): the part of
-    the layer's output the residual carries, against the output."""
+    the layer's output the residual carries, against the output. With ``rest`` (float64 values,
+    :func:`rest`), what two terms lose, ``||W rest|| / ||W (hi + lo) + b||``, instead."""
     from ..engines import convgeom as conv
     f = np.asarray(ex.f_w, np.float64)
     w = np.ldexp(np.asarray(ex.w_taps, np.float64), -(f.reshape(-1, 1, 1, 1) if f.ndim else f).astype(np.int64))
     geom = ex.layer.geom
-    lo_v = np.ldexp(np.asarray(lo, np.float64), -(int(fx) + SHIFT))
+    lo_v = np.ldexp(np.asarray(lo, np.float64), -(int(fx) + SHIFT)) if rest is None else rest
     part = conv.conv_float(lo_v, w, np.zeros(w.shape[0]), geom)
     whole = conv.conv_float(values(xi, lo, fx), w, np.asarray(ex.layer.b, np.float64), geom)
     return float(np.linalg.norm(part)) / max(float(np.linalg.norm(whole)), 1e-300)
+
+
+def rest(act, xi, lo, fx):
+    """What two terms leave of the input ``act``: ``x - (hi * 2**SHIFT + lo) * 2**-(fx + SHIFT)`` (float64)."""
+    return np.asarray(act.values, np.float64) - values(xi, lo, fx)
 
 
 def residual(ex, act, xi, fx):

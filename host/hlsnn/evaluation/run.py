@@ -140,6 +140,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                     entry["fixed_point_calibration"] = calib
                 if imported is not None:
                     entry["imported_quantization"] = imported
+                from ..deploy import fitreport              # the output layer's refit and two terms (issue 52)
+                entry.update(fitreport.entry(dep))
                 if getattr(dep, "actmm", None):             # attention's MatMuls: where they ran, how many calls
                     from ..deploy.actmm_engine import report as actmm_report
                     entry["act_matmul"] = actmm_report(dep.actmm)

@@ -127,6 +127,7 @@ class CompiledNet:
         # kernel on csim; elsewhere, and for networks it cannot run, layer by layer
         self.network, self._kernel, self.last_kernel_starts = None, None, 0
         self._fast = None                    # the emu network mode compiled (netfast), made on first use
+        self._c_ok = None                    # whether the C host path runs the starts (_c_host), on first use
         self._network_auto = network is None
         overlays = dict(overlays or {})
         unknown = set(overlays) - set(prog["accels"])
@@ -281,7 +282,9 @@ class CompiledNet:
         one kernel start (csim) or the network mode (emu), the output dequantized (rule 5)."""
         n = self.network
         t0 = time.perf_counter()
-        if self._kernel is not None and hasattr(self._kernel, "run_image") and _c_host(n):
+        if self._c_ok is None:               # once: it depends on the lowered network only
+            self._c_ok = _c_host(n)
+        if self._kernel is not None and hasattr(self._kernel, "run_image") and self._c_ok:
             # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost),
             # after the host ops on the float input (hlsnn.deploy.netprefix)
             from ..deploy import netprefix as prefix
