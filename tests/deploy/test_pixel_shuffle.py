@@ -94,11 +94,8 @@ def _x(n):
     return load("digits", layout="nchw").x_test[:n]
 
 
-#: the formats of the quick suite: the others repeat the same lowering (slow stage)
-QUICK = ["twohot", pytest.param("fixed8", marks=pytest.mark.slow), pytest.param("bfp8", marks=pytest.mark.slow)]
-
-
-@pytest.mark.parametrize("fmt", QUICK)
+@pytest.mark.slow          # the quick suite covers the rewrite (above) and the transposed conv's lowering elsewhere
+@pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])
 def test_the_shuffle_net_runs_in_the_emu_network_mode_with_the_layer_paths_bits(net, fmt):
     """No host op is left between the convs; the network mode gives the layer path's bits."""
     prog = artifact.read(str(net[fmt]))[0]
