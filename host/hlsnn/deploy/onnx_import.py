@@ -53,7 +53,8 @@ Rules (these are what :func:`load_onnx` does, in order):
   ``Split`` of a conv's channels (``F.glu``) as one conv per part (:mod:`hlsnn.deploy.splitconv`),
   ``x - conv(x)`` as ``x + conv'(x)`` with the conv's weights negated (:mod:`hlsnn.deploy.subneg`),
   and a pixel unshuffle (``SpaceToDepth``) read only by convs as strided convs of its input
-  (:mod:`hlsnn.deploy.unshuffle`), and ``repeat_interleave`` as the nearest ``Resize``
+  (:mod:`hlsnn.deploy.unshuffle`), a pixel shuffle (``DepthToSpace``) of a conv's output inside
+  the network as a transposed conv of 0/1 weights (:mod:`hlsnn.deploy.pixelshuffle`), and ``repeat_interleave`` as the nearest ``Resize``
   (:mod:`hlsnn.deploy.repeatup`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
@@ -81,7 +82,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import chomp, constmm, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle
+from . import chomp, constmm, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -279,6 +280,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     model = splitconv.rewrite(model)              # a conv's channels split (F.glu, chunk): one conv per part
     model = subneg.rewrite(model)                 # x - conv(x): x + conv'(x), the conv's weights negated
     model = unshuffle.rewrite(model)              # PixelUnshuffle read by convs: strided convs of its input
+    model = pixelshuffle.rewrite(model)           # PixelShuffle of a conv inside the net: a 0/1 ConvTranspose
     model = repeatup.rewrite(model, fs)           # repeat_interleave (Unsqueeze, Tile/Expand, Reshape): nearest Resize
     model = constmm.rewrite(model, fs, lambda n, c: _fold_constant(n, c, list(model.opset_import)))  # C @ X
     g = model.graph
