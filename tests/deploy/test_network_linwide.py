@@ -98,3 +98,14 @@ def test_one_kernel_start_on_csim(lin, fmt):
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8"])
 def test_one_kernel_start_on_the_simulated_board(lin, fmt):
     check_kernel_run(lin[fmt], fmt, _x("ncl", 6), board=True)
+
+
+@pytest.mark.parametrize("fmt", QUICK)
+def test_the_latency_model_counts_the_linwide_loop(lin, fmt):
+    """``hlsnn perf``'s model of the one-start kernel: one start, and the ``LinWide`` loop's logic
+    (its two registers a bank: at least ``2 Q wb`` flip-flops, ``wb`` the rendered sum width)."""
+    from hlsnn.network import latency
+    m = latency.model(str(lin[fmt]))
+    assert m["path"] == "network" and m["kernel_starts"] == 1
+    lg = m["kernel_logic"]["linwide"]
+    assert lg["lut"] > 0 and lg["ff"] >= 2 * 8 * 12
