@@ -109,3 +109,21 @@ def test_the_latency_model_counts_the_linwide_loop(lin, fmt):
     assert m["path"] == "network" and m["kernel_starts"] == 1
     lg = m["kernel_logic"]["linwide"]
     assert lg["lut"] > 0 and lg["ff"] >= 2 * 8 * 12
+
+
+@pytest.mark.parametrize("shape, mats, what", [
+    ((4, 3, 5), "2d", r"ResizeLinear by \(2, 2\) of a 4x3x5"),          # two doubled axes
+    ((4, 3, 5), "h", r"ResizeLinear by \(2, 1\) of a 4x3x5"),           # a second axis longer than 1
+])
+def test_other_resizes_of_a_wide_sum_are_refused_by_name(shape, mats, what):
+    """Rule 12w resizes one axis of a ``C x L`` map; a 2-D map's resize is refused by name."""
+    from types import SimpleNamespace
+    from hlsnn.engines.network.linpool import half_pixel_x2
+    from hlsnn.errors import InputError
+    _, h, w = shape
+    m = [half_pixel_x2(h), half_pixel_x2(w)] if mats == "2d" else [half_pixel_x2(h), np.eye(w)]
+    j = dict(name="u", op="ResizeLinear", inputs=["s"], output="u", attrs=dict(mats=m))
+    walk = SimpleNamespace(shapes={"s": shape}, state={})
+    add = ("add", dict(fa=3, fb=4, ins=["a", "b"], relu=True, name="s", p=None))
+    with pytest.raises(InputError, match=what):
+        linwide.lower_host(j, walk, add, None, lambda j, what: InputError(what))
