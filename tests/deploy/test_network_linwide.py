@@ -127,3 +127,16 @@ def test_other_resizes_of_a_wide_sum_are_refused_by_name(shape, mats, what):
     add = ("add", dict(fa=3, fb=4, ins=["a", "b"], relu=True, name="s", p=None))
     with pytest.raises(InputError, match=what):
         linwide.lower_host(j, walk, add, None, lambda j, what: InputError(what))
+
+
+def test_an_upsample_of_the_resized_sum_is_refused_by_name():
+    """Rule 12w's resize is requantized for the engine layer reading it; a move after it (which
+    :mod:`hlsnn.engines.network.addmove` would hold pending as rule 6a's) is refused by name."""
+    from types import SimpleNamespace
+    from hlsnn.engines.network import addmove
+    from hlsnn.errors import InputError
+    st = ("addmv", dict(add={}, moves=[], lin=dict(name="u", c=4, l=8, fy=2, fx=1), name="u"))
+    walk = SimpleNamespace(shapes={"u": (4, 16)}, state={"u": st})
+    j = dict(name="v", op="Upsample", inputs=["u"], output="v", attrs=dict(factors=[2, 1]))
+    with pytest.raises(InputError, match=r"Upsample of a linear Resize of a pending Add"):
+        addmove.lower_host(j, walk, SimpleNamespace(bits=8), lambda j, what: InputError(what), None)

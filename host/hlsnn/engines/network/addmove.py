@@ -58,6 +58,9 @@ def lower_host(j, w, steps, why, op_cls):
         if op == "Upsample":
             return move.lower_host(j2, w.state, w.shapes, w.ops, why, op_cls)
         return linpool.lower_host(j2, w.state, w.shapes, w.ops, steps.bits, why, op_cls)
+    if st[0] == KIND and "lin" in st[1]:             # rule 12w's resize is the last op on the wide sum
+        raise why(j, f"an {op} of a linear Resize of a pending Add's exact sum has no integer rule in this engine's "
+                     f"network kernel (rule 12w requantizes the resize for an engine layer)")
     if op == "ResizeLinear":                         # rule 12w (.linwide): the exact sum resized, then rounded
         from .linwide import lower_host as lin
         return lin(j, w, st, steps, why)
