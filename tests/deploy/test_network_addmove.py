@@ -19,12 +19,11 @@ pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from hlsnn.deploy import program as netmode  # noqa: E402
-from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
-from netfixtures import (check_emu_network_run, check_kernel_run, check_refused_runs_layer_by_layer,  # noqa: E402
-                         PerFormat, compiled_per_format, round_array, save_net, weight_drawer)
+from netfixtures import (check_emu_network_run, check_kernel_run, PerFormat,  # noqa: E402
+                         compiled_per_format, round_array, save_net, weight_drawer)
 
 def _up_net(path):
     """(U): x (1, 8, 8) -> conv 3x3 (4) Relu -> r1; conv 3x3 (4) of r1 -> c2 (small weights: a finer
@@ -147,15 +146,6 @@ def test_the_linear_resize_of_a_pending_add_on_bfp_pairs_is_onnxs_resize_of_the_
     assert want.shape == (len(x), 8, 16)
     np.testing.assert_array_equal(got.reshape(want.shape), want)
     check_emu_network_run(lin["bfp8"], "bfp8", _x("ncl", 96))
-
-
-@pytest.mark.parametrize("fmt", ["twohot", pytest.param("fixed8", marks=pytest.mark.slow)])
-def test_the_linear_resize_of_a_pending_add_on_the_integer_engines_is_refused_by_name(lin, fmt):
-    """The resize reads the Add's exact sum, wider than an activation word: refused by name on
-    the integer engines (rounding it to the consumer's radix first would round twice); the
-    layer path runs it."""
-    check_refused_runs_layer_by_layer(lin[fmt], InputError, r"ResizeLinear of a pending Add's exact sum",
-                                      _x("ncl", 8))
 
 
 @pytest.mark.csim

@@ -64,6 +64,9 @@ def check_ops(net):
         elif op.kind == "avgpool":
             from ..engines.network.linpool import check_op
             check_op(op, ints, bad)
+        elif op.kind == "linwide":
+            from ..engines.network.linwide import check_op
+            check_op(op, ints, bad)
         elif op.kind in ("lut", "gate"):
             from ..engines.network.gate import check_op
             check_op(op, ints, bad)

@@ -613,8 +613,8 @@ def add_ints(a, b, f, bits):
 
 
 #: the op kinds :func:`run_move` runs: data moves (rules 6-8, 14), a transpose, an average pool
-#: (rules 11, 12)
-MOVE_KINDS = ("upsample", "zerostuff", "pad", "concat", "transpose", "avgpool")
+#: (rules 11, 12), a linear resize of a wide sum (rule 12w)
+MOVE_KINDS = ("upsample", "zerostuff", "pad", "concat", "transpose", "avgpool", "linwide")
 
 
 def run_move(net, op, get, b):
@@ -628,6 +628,9 @@ def run_move(net, op, get, b):
     if op.kind == "avgpool":
         from ..engines.network import linpool
         return linpool.run(op, get, b, net.input["bits"])
+    if op.kind == "linwide":                     # rule 12w: a linear resize of an Add's exact sum
+        from ..engines.network import linwide
+        return linwide.run(op, get, b, net.input["bits"])
     from ..engines.network.move import run
     return run(op, get, b, net.input["bits"])
 

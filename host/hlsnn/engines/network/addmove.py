@@ -22,7 +22,9 @@ at its calibrated ``F_x``.
     at its smallest exponent; a sum beyond the 26-bit element raises the status bit, and the
     host then runs the layer path: ``NotExact``), which is the float64 resize of the float sum.
     On the integer engines the resize reads the Add's exact sum, wider than an activation
-    word (rounding it to ``F_x`` first would round twice), and stays refused by name.
+    word (rounding it to ``F_x`` first would round twice): a ``ResizeLinear`` is
+    :mod:`.linwide`'s rule 12w (the sum kept wide, resized, requantized once); an
+    ``AveragePool`` stays refused by name.
 
 Every op this rule emits is an op the kernels have a loop for (the Add loop, the ``Move``
 loop, the pool loop), so no loop and no memory is added.
@@ -56,6 +58,12 @@ def lower_host(j, w, steps, why, op_cls):
         if op == "Upsample":
             return move.lower_host(j2, w.state, w.shapes, w.ops, why, op_cls)
         return linpool.lower_host(j2, w.state, w.shapes, w.ops, steps.bits, why, op_cls)
+    if st[0] == KIND and "lin" in st[1]:             # rule 12w's resize is the last op on the wide sum
+        raise why(j, f"an {op} of a linear Resize of a pending Add's exact sum has no integer rule in this engine's "
+                     f"network kernel (rule 12w requantizes the resize for an engine layer)")
+    if op == "ResizeLinear":                         # rule 12w (.linwide): the exact sum resized, then rounded
+        from .linwide import lower_host as lin
+        return lin(j, w, st, steps, why)
     if op != "Upsample":
         raise why(j, f"{'an' if op[0] in 'AEIOU' else 'a'} {op} of a pending Add's exact sum (wider than an "
                      f"activation word) has no integer rule in this engine's network kernel; an Upsample (rule 6a) has")
@@ -75,6 +83,9 @@ def materialize(j, st, w, steps, why, op_cls):
     ``("q", F_x)``)."""
     from .program import materialized
     a = st[1]
+    if "lin" in a:                                   # rule 12w (.linwide)
+        from .linwide import materialize as lin
+        return lin(j, a, w, steps, why, op_cls)
     cur = steps.materialize_add(j, a["add"], w)
     for m in a["moves"]:
         out = m["name"] + "_q"

@@ -91,14 +91,16 @@ def wide_bits(net):
 
 
 def check_place(net, place, name):
-    """A chained sum lives in the shortcut buffer alone and only residual Adds read it (the
+    """A chained sum lives in the shortcut buffer alone and only residual Adds (or rule 12w's
+    resize, :mod:`.linwide`) read it (the
     kernels' wide ``sc`` words; :func:`.kernel.allocate`'s ``place``); :class:`InputError`
     naming the tensor otherwise."""
     from ...errors import InputError
     wide = wide_bits(net)
     for t in wide:
         readers = [op for op in net.ops if t in [name(i) for i in op.ins]]
-        if place[t][0] is not None or any(op.kind != "add" or op.f.get("short") != t for op in readers):
+        if place[t][0] is not None or any(op.kind not in ("add", "linwide") or op.f.get("short") != t
+                                          for op in readers):     # linwide: rule 12w (.linwide)
             raise InputError(f"network kernel: the chained sum {t} ({wide[t]} bits) is read other than as a "
                              f"residual Add's shortcut; this network runs layer by layer")
 

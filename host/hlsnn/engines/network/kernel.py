@@ -59,7 +59,8 @@ FIELDS = ("op", "src", "dst", "dual", "relu", "h", "w", "oh", "ow", "kh", "kw", 
           "pix")                                # a gate by a 1 x H x W map (hlsnn.engines.network.gate rule 10p)
 OPS = {"conv": 0, "maxpool": 1, "avgpool": 1, "add": 2, "upsample": 3, "zerostuff": 3, "pad": 3, "concat": 4,     # 3: hlsnn.engines.network.move
        "transpose": 5,                                                                  # 5: ... .transpose
-       "lut": 6, "gate": 7}                                                             # 6, 7: ... .gate
+       "lut": 6, "gate": 7,                                                             # 6, 7: ... .gate
+       "linwide": 1}                                # the pool code, descriptor wide 1: ... .linwide
 #: the ops whose kernel loops also write the shortcut buffer (descriptor ``dual``)
 SC_WRITERS = ("conv", "lut", "add", "maxpool", "avgpool")
 ROUNDING = {"nearest_even": 0, "nearest_away": 1, "truncate": 2}
@@ -107,6 +108,9 @@ def allocate(net, pc=1):
             op.f["main"], op.f["short"] = a, b
             main_uses[a].append(i)
             sc_uses[b].append(i)
+        elif op.kind == "linwide":                      # rule 12w reads the exact sum from sc (.linwide)
+            op.f["main"], op.f["short"] = None, ins[0]
+            sc_uses[ins[0]].append(i)
         else:
             main_uses[ins[0]].append(i)
     out = name(net.output["tensor"])
@@ -272,6 +276,9 @@ def pool_or_add(op, f, d, place, name, pc, a_bits, wide=None):
     if op.kind in ("lut", "gate"):                            # a table, a gate (hlsnn.engines.network.gate)
         from .gate import gate_descriptor
         return gate_descriptor(op, f, d, place, name, pc, a_bits)
+    if op.kind == "linwide":                                  # a resized wide sum (hlsnn.engines.network.linwide)
+        from .linwide import descriptor as lin
+        return lin(op, f, d, pc)
     if op.kind == "avgpool":                                  # a window sum (hlsnn.engines.network.linpool)
         from .linpool import descriptor
         return a_bits + descriptor(op, f, d, pc)

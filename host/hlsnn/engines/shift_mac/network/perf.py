@@ -159,6 +159,7 @@ def datapath(net, tables):
       maxpool compare (``2a``), and the residual Add: two
       aligning shifters, the sum, the pool accumulator and its rounding shifter (``wb`` bits);
     * ``wpool`` (``Q``, a program with an average pool): :func:`wpool_logic`;
+    * ``linwide`` (a program with rule 12w's resize): :func:`hlsnn.engines.network.linwide.logic`;
     * ``mean`` (a mean over a count that is not a power of two): :func:`mean_logic`;
     * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
     """
@@ -182,6 +183,8 @@ def datapath(net, tables):
              "epilogues": (r * pz * epi[0], r * pz * epi[1]), "banks": (pc * bank[0], pc * bank[1]),
              "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
     parts.update(wpool_logic(net, pc, a, wb))
+    from ...network.linwide import logic as linwide_logic      # rule 12w's LinWide loop
+    parts.update(linwide_logic(net, pc, a, wb))
     parts.update(mean_logic(net, tables))
     return parts
 

@@ -84,6 +84,7 @@ def resources(net, tables, ps):
     a board-sized kernel's: :func:`hlsnn.engines.sparse_cluster.netsize.estimate`)."""
     import math
     from ....resources import build
+    from ...network.linwide import logic as linwide_logic      # rule 12w's LinWide loop
     if tables.get("sized"):
         from .. import netsize
         e = netsize.estimate(tables["sized"], ps, len(tables["steps"]), tables["act_words"], tables["sc_words"],
@@ -92,8 +93,9 @@ def resources(net, tables, ps):
                              if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
                              tables["fast_add"], tables.get("sc_bits", 8), tables.get("act_bufs", 2))
         lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
-                  **shiftperf.mean_logic(net, tables))
-        extra = [lg.get(k, (0, 0)) for k in ("wpool", "mean")]
+                  **shiftperf.mean_logic(net, tables),
+                  **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]))
+        extra = [lg.get(k, (0, 0)) for k in ("wpool", "mean", "linwide")]
         from ...network.mean import multipliers as mean_multipliers       # a mean's division (rule 13)
         mean_dsp = build([], mean_multipliers(net, tables), ps).dsp if tables.get("div_bits") or \
             tables.get("pool_scale") else 0
@@ -103,7 +105,8 @@ def resources(net, tables, ps):
                 "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in lg.items()}}
     m = build(*buffers(net, tables), ps)
     logic = dict(datapath(tables), **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
-                 **shiftperf.mean_logic(net, tables))
+                 **shiftperf.mean_logic(net, tables),
+                 **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]))
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
             "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}
