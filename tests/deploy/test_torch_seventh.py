@@ -1,0 +1,243 @@
+"""Issue 52's kinds written a seventh way (``scripts/variant_seventh.py``): the rules its models needed.
+
+* onnx's stock reference ``GlobalMaxPool`` (onnx 1.22) of an (N, C, L) tensor reduces the channels
+  and L (TorchScript's ``nn.AdaptiveMaxPool1d(1)``): the static shapes of a graph with one (a
+  TC-ResNet with ``nn.GroupNorm``, whose TorchScript export reshapes back to ``Shape(x)``) failed, and
+  its ``Shape`` nodes were refused. :mod:`hlsnn.deploy.shapefold` now evaluates with hlsnn's
+  corrected reference (:func:`hlsnn.deploy.reference.reference_evaluator`);
+* the dynamo exporter writes ``x.reshape(B * T, F)`` of a dynamic batch as ``Reshape(x, [-1, F])``
+  with no ``Shape`` node: the batch folded into the rows (:func:`hlsnn.deploy.shapefold.merges_batch`),
+  so the ``Linear`` after it is token-wise (before: a dense layer whose fixed8 network-mode lowering
+  ended in a ``ValueError``);
+* the dynamo exporter's 2-D ``mode='nearest-exact'`` (``Transpose``, ``GatherND``, ``Transpose``) is
+  the nearest ``Resize`` at an integer scale (:mod:`hlsnn.deploy.gatherup2d`).
+
+References: onnxruntime on the same file.
+"""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from hlsnn.deploy import gatherup2d  # noqa: E402
+from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
+from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
+from hlsnn.deploy.runner import float_forward  # noqa: E402
+from hlsnn.errors import UnsupportedModelError  # noqa: E402
+
+
+def _ort(path, x):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return np.concatenate([sess.run(None, {name: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+
+
+def _save(path, nodes, inp_shape, inits, out_shape, opset=17):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, inp_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5)])
+def test_the_float_reference_of_a_global_max_pool_equals_onnxruntime(shape):
+    g = helper.make_graph([helper.make_node("GlobalMaxPool", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+    y = reference_evaluator(m).run(None, {"x": x})[0]
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert y.shape == ref.shape == shape[:2] + (1,) * (len(shape) - 2)
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_a_groupnorm_reshaped_back_by_shape_before_a_1d_global_max_pool_imports(tmp_path):
+    """TorchScript's ``nn.GroupNorm(2, 4)`` on (N, 4, 6): ``Reshape(x, [0, 2, -1])``,
+    ``InstanceNormalization``, ``Reshape`` to ``Shape(x)``, the affine; then ``GlobalMaxPool``
+    (``nn.AdaptiveMaxPool1d(1)``), ``Flatten``, ``Gemm``. Before: its ``Shape`` refused by name."""
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("Conv", ["x", "cw"], ["c"], kernel_shape=[3], pads=[1, 1]),
+             helper.make_node("Reshape", ["c", "g"], ["r"]),
+             helper.make_node("InstanceNormalization", ["r", "one", "zero"], ["n"], epsilon=1e-5),
+             helper.make_node("Shape", ["c"], ["s"]),
+             helper.make_node("Reshape", ["n", "s"], ["b"]),
+             helper.make_node("Mul", ["b", "gamma"], ["m"]),
+             helper.make_node("Add", ["m", "beta"], ["a"]),
+             helper.make_node("GlobalMaxPool", ["a"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "w"], ["y"], transB=1)]
+    inits = {"cw": rng.normal(size=(4, 2, 3)).astype(np.float32), "g": np.array([0, 2, -1], np.int64),
+             "one": np.ones(2, np.float32), "zero": np.zeros(2, np.float32),
+             "gamma": rng.uniform(0.5, 1.5, size=(4, 1)).astype(np.float32),
+             "beta": rng.normal(size=(4, 1)).astype(np.float32), "w": rng.normal(size=(3, 4)).astype(np.float32)}
+    path = _save(tmp_path / "gn.onnx", nodes, ["batch", 2, 6], inits, ["batch", 3])
+    net = load_onnx(path)
+    x = rng.normal(size=(5, 2, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+
+
+def _fold_model(path, first=(-1, 4), last=(-1, 3, 5)):
+    """Reshape(x, first), Gemm (4 -> 5), Relu, Reshape(last) on x of shape (batch, 3, 4)."""
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("Reshape", ["x", "t0"], ["r"], allowzero=1),
+             helper.make_node("Gemm", ["r", "w", "b"], ["h"], transB=1),
+             helper.make_node("Relu", ["h"], ["u"]),
+             helper.make_node("Reshape", ["u", "t1"], ["y"], allowzero=1)]
+    k = int(np.prod(first[1:]))
+    inits = {"t0": np.array(first, np.int64), "t1": np.array(last, np.int64),
+             "w": rng.normal(size=(5, k)).astype(np.float32), "b": rng.normal(size=5).astype(np.float32)}
+    return _save(path, nodes, ["batch", 3, 4], inits, ["batch", *last[1:]])
+
+
+def test_tokens_folded_into_the_batch_by_a_constant_reshape_are_a_token_wise_gemm(tmp_path):
+    """dynamo's ``mlp(x.reshape(B * T, F)).view(B, T, -1)``: the Gemm multiplies each token's row."""
+    path = _fold_model(tmp_path / "t.onnx")
+    net = load_onnx(path)
+    assert [la.kind for la in net.layers if la.kind != "host"] == ["conv"]       # token-wise, not dense
+    x = np.random.default_rng(3).normal(size=(4, 3, 4)).astype(np.float32)
+    y = float_forward(net, x)
+    assert y.shape == (4, 3, 5)
+    np.testing.assert_allclose(y, _ort(path, x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_constant_reshape_that_keeps_the_batch_is_a_dense_flatten(tmp_path):
+    """``x.view(-1, 12)`` of (batch, 3, 4) keeps the batch: a dense layer, as before."""
+    path = _fold_model(tmp_path / "f.onnx", first=(-1, 12), last=(-1, 5))
+    net = load_onnx(path)
+    assert [la.kind for la in net.layers if la.kind != "host"] == ["dense"]
+    x = np.random.default_rng(4).normal(size=(4, 3, 4)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+
+
+def _gather_model(path, idx, hw=(3, 4)):
+    """Transpose(x, [2, 3, 0, 1]), GatherND(idx), Transpose([2, 3, 0, 1]) on x of (batch, 2, *hw)."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[2, 3, 0, 1]),
+             helper.make_node("GatherND", ["t", "idx"], ["gd"], batch_dims=0),
+             helper.make_node("Transpose", ["gd"], ["y"], perm=[2, 3, 0, 1])]
+    idx = np.asarray(idx, np.int64)
+    return _save(path, nodes, ["batch", 2, *hw], {"idx": idx}, ["batch", 2, *idx.shape[:2]])
+
+
+def _nearest_idx(ho, wo, h, w):
+    """``nearest-exact``'s source pixel of each output pixel: floor((i + 0.5) * h / ho)."""
+    r = np.minimum(np.floor((np.arange(ho) + 0.5) * h / ho), h - 1).astype(np.int64)
+    c = np.minimum(np.floor((np.arange(wo) + 0.5) * w / wo), w - 1).astype(np.int64)
+    return np.stack(np.meshgrid(r, c, indexing="ij"), axis=-1)
+
+
+@pytest.mark.parametrize("fh,fw", [(2, 2), (2, 1), (1, 3)])
+def test_dynamo_s_2d_nearest_exact_gather_is_the_nearest_resize(tmp_path, fh, fw):
+    path = _gather_model(tmp_path / "g.onnx", _nearest_idx(3 * fh, 4 * fw, 3, 4))
+    net = load_onnx(path)
+    assert [la.op for la in net.layers] == ["Upsample"]
+    x = np.random.default_rng(5).normal(size=(3, 2, 3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(float_forward(net, x), _ort(path, x))
+
+
+def test_a_gather_at_a_non_integer_scale_is_refused_by_name(tmp_path):
+    """3 -> 4 rows is no integer factor: the GatherND is named (no Resize computes it here)."""
+    assert gatherup2d.factors(_nearest_idx(4, 8, 3, 4), (3, 4)) is None
+    assert gatherup2d.factors(_nearest_idx(6, 8, 3, 4), (3, 4)) == (2, 2)
+    path = _gather_model(tmp_path / "g.onnx", _nearest_idx(4, 8, 3, 4))
+    with pytest.raises(UnsupportedModelError, match="GatherND"):
+        load_onnx(path)
+
+
+# --- the patterns as torch writes them (dynamic batch axis, both exporters) ---------------------------
+
+torch = pytest.importorskip("torch")
+EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
+
+
+def _export(module, shape, path, how):
+    import warnings
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.randn(2, *shape),), str(path), input_names=["input"],
+                          output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
+                          **EXPORTS[how])
+    return path
+
+
+class _TcGroupNorm(torch.nn.Module):
+    """GroupNorm, the option-A shortcut ``F.pad(x[:, :, ::2], (0, 0, 2, 2))``, AdaptiveMaxPool1d(1)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(6)
+        self.c1 = torch.nn.Conv1d(3, 4, 3, padding=1)
+        self.gn = torch.nn.GroupNorm(2, 4)
+        self.c2 = torch.nn.Conv1d(4, 8, 3, stride=2, padding=1)
+        self.pool = torch.nn.AdaptiveMaxPool1d(1)
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = torch.nn.functional.leaky_relu(self.gn(self.c1(x)), 0.1)
+        h = self.c2(h) + torch.nn.functional.pad(h[:, :, ::2], (0, 0, 2, 2))
+        return self.fc(torch.flatten(self.pool(h), 1))
+
+
+class _TokFold(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.GELU(), torch.nn.Linear(6, 2))
+
+    def forward(self, x):
+        b, t, f = x.shape
+        return self.mlp(x.reshape(b * t, f)).view(b, t, -1)
+
+
+class _NearestExact(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(8)
+        self.c = torch.nn.Conv2d(1, 2, 3, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.interpolate(torch.relu(self.c(x)), scale_factor=2, mode="nearest-exact")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,module,shape,hows", [("tc_gn", _TcGroupNorm, (3, 8), ("ts17", "dynamo")),
+                                                    ("tok_fold", _TokFold, (5, 4), ("ts17", "dynamo")),
+                                                    ("nearest_exact", _NearestExact, (1, 4, 4), ("dynamo",))])
+def test_seventh_family_patterns_import_and_equal_onnxruntime(tmp_path, name, module, shape, hows):
+    for how in hows:
+        path = _export(module(), shape, tmp_path / f"{name}_{how}.onnx", how)
+        net = load_onnx(path)
+        assert not {"GatherND", "fallback"} & {la.attrs.get("fn", la.op) for la in net.layers}
+        x = np.random.default_rng(9).normal(size=(4,) + shape).astype(np.float32)
+        y = float_forward(net, x)
+        ref = _ort(path, x)
+        assert y.shape == ref.shape
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_token_fold_deploys_in_every_format_near_float(tmp_path):
+    """The dynamo export of ``_TokFold``: the float model's (N, T, F') shape and values within 5 %
+    in bfp8, two-hot and fixed8 (before: fixed8's calibration ended in a ValueError)."""
+    from hlsnn.deploy.config import Assignment, FormatSpec
+    from hlsnn.deploy.runner import Deployment
+    from hlsnn.runtime import Accelerator
+    path = _export(_TokFold(), (5, 4), tmp_path / "tok.onnx", "dynamo")
+    net = load_onnx(path)
+    rng = np.random.default_rng(10)
+    x_cal, x = rng.normal(size=(64, 5, 4)).astype(np.float32), rng.normal(size=(16, 5, 4)).astype(np.float32)
+    ref = _ort(path, x)
+    for fmt, accel in (("bfp", "bfp8_zcu104"), ("twohot", "shift8_pynq-z2"), ("fixed", "sparse8_pynq-z2")):
+        acc = Accelerator(accel, "emu")
+        try:
+            dep = Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", fmt, accel)}, {accel: acc})
+            dep.calibrate(x_cal)
+            y = dep.run(x)
+        finally:
+            acc.close()
+        assert y.shape == ref.shape
+        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 0.05, fmt
