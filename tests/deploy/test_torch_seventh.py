@@ -10,7 +10,12 @@
   so the ``Linear`` after it is token-wise (before: a dense layer whose fixed8 network-mode lowering
   ended in a ``ValueError``);
 * the dynamo exporter's 2-D ``mode='nearest-exact'`` (``Transpose``, ``GatherND``, ``Transpose``) is
-  the nearest ``Resize`` at an integer scale (:mod:`hlsnn.deploy.gatherup2d`).
+  the nearest ``Resize`` at an integer scale (:mod:`hlsnn.deploy.gatherup2d`);
+* GhostNet's ``torch.cat([x1, x2], 1)[:, :oup]`` keeping every channel (TorchScript's ``Slice``) is
+  dropped (:mod:`hlsnn.deploy.noopslice`), so it no longer stops the network path;
+* ``Linear -> ReLU -> BatchNorm1d -> Linear`` (a jet MLP's normalization after the activation):
+  the ``BatchNormalization`` folds forward into the next ``Gemm`` (:mod:`hlsnn.deploy.bnforward`),
+  so every layer is on an engine.
 
 References: onnxruntime on the same file.
 """
@@ -113,6 +118,18 @@ def test_a_constant_reshape_that_keeps_the_batch_is_a_dense_flatten(tmp_path):
     np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
 
 
+def test_merged_rows_that_are_the_output_import_as_before(tmp_path):
+    """``Reshape(x, [-1, 4])`` then the Gemm as the output, (N * 3, 5) as the file computes it: the
+    rows stay on the batch axis (onnxruntime's shape), as before the token-wise rule."""
+    path = _fold_model(tmp_path / "o.onnx", last=(-1, 5))
+    net = load_onnx(path)
+    x = np.random.default_rng(16).normal(size=(2, 3, 4)).astype(np.float32)
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    y = float_forward(net, x)
+    assert y.shape == ref.shape == (6, 5)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+
+
 def _gather_model(path, idx, hw=(3, 4)):
     """Transpose(x, [2, 3, 0, 1]), GatherND(idx), Transpose([2, 3, 0, 1]) on x of (batch, 2, *hw)."""
     nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[2, 3, 0, 1]),
@@ -145,6 +162,68 @@ def test_a_gather_at_a_non_integer_scale_is_refused_by_name(tmp_path):
     path = _gather_model(tmp_path / "g.onnx", _nearest_idx(4, 8, 3, 4))
     with pytest.raises(UnsupportedModelError, match="GatherND"):
         load_onnx(path)
+
+
+def _ghost_model(path, ends):
+    """Conv (3 -> 4), its depthwise conv, Concat (8 channels), Slice [:, :ends] on axis 1, a 1x1 Conv."""
+    rng = np.random.default_rng(11)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["a", "w2"], ["b"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=4),
+             helper.make_node("Concat", ["a", "b"], ["c"], axis=1),
+             helper.make_node("Slice", ["c", "st", "en", "ax", "sp"], ["s"]),
+             helper.make_node("Conv", ["s", "w3"], ["y"], kernel_shape=[1, 1])]
+    inits = {"w1": rng.normal(size=(4, 3, 1, 1)).astype(np.float32), "w2": rng.normal(size=(4, 1, 3, 3)).astype(np.float32),
+             "w3": rng.normal(size=(2, ends, 1, 1)).astype(np.float32), "st": np.array([0], np.int64),
+             "en": np.array([ends], np.int64), "ax": np.array([1], np.int64), "sp": np.array([1], np.int64)}
+    return _save(path, nodes, ["batch", 3, 5, 5], inits, ["batch", 2, 5, 5])
+
+
+@pytest.mark.parametrize("ends,dropped", [(8, True), (7, False)])
+def test_a_slice_that_keeps_every_channel_is_dropped(tmp_path, ends, dropped):
+    """GhostNet's ``torch.cat([x1, x2], 1)[:, :oup]`` with ``oup`` the concatenation's channels
+    (TorchScript writes the Slice, dynamo drops it): no move left. A slice that drops a channel stays."""
+    path = _ghost_model(tmp_path / "g.onnx", ends)
+    net = load_onnx(path)
+    moves = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn", la.op) == "Slice"]
+    assert (not moves) == dropped
+    x = np.random.default_rng(12).normal(size=(3, 3, 5, 5)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+
+
+def _bn_after_model(path, trans_b=1, reader="Gemm"):
+    """Gemm (6 -> 5), Relu, BatchNormalization, then ``reader`` (a Gemm 5 -> 3, alpha 0.5, beta 2)."""
+    rng = np.random.default_rng(13)
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("BatchNormalization", ["r", "g", "be", "mu", "var"], ["n"], epsilon=1e-3)]
+    w2 = rng.normal(size=(3, 5) if trans_b else (5, 3)).astype(np.float32)
+    if reader == "Gemm":
+        nodes.append(helper.make_node("Gemm", ["n", "w2", "b2"], ["y"], transB=trans_b, alpha=0.5, beta=2.0))
+    else:
+        nodes.append(helper.make_node("Sigmoid", ["n"], ["y"]))
+    inits = {"w1": rng.normal(size=(5, 6)).astype(np.float32), "b1": rng.normal(size=5).astype(np.float32),
+             "g": rng.uniform(0.5, 2, 5).astype(np.float32), "be": rng.normal(size=5).astype(np.float32),
+             "mu": rng.uniform(0, 1, 5).astype(np.float32), "var": rng.uniform(0.2, 3, 5).astype(np.float32),
+             "w2": w2, "b2": rng.normal(size=3).astype(np.float32)}
+    return _save(path, nodes, ["batch", 6], inits, ["batch", 3 if reader == "Gemm" else 5])
+
+
+@pytest.mark.parametrize("trans_b", [1, 0])
+def test_a_batchnorm_after_an_activation_folds_into_the_next_gemm(tmp_path, trans_b):
+    """``Linear -> ReLU -> BatchNorm1d -> Linear``: two dense layers, no host op, onnxruntime's values."""
+    path = _bn_after_model(tmp_path / "b.onnx", trans_b)
+    net = load_onnx(path)
+    assert [la.kind for la in net.layers] == ["dense", "dense"]
+    x = np.random.default_rng(14).normal(size=(7, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_batchnorm_read_by_anything_but_a_gemm_stays_on_the_host(tmp_path):
+    path = _bn_after_model(tmp_path / "b.onnx", reader="Sigmoid")
+    net = load_onnx(path)
+    assert "BatchNormalization" in [la.op for la in net.layers]
+    x = np.random.default_rng(15).normal(size=(7, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
 
 
 # --- the patterns as torch writes them (dynamic batch axis, both exporters) ---------------------------

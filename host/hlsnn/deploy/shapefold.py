@@ -67,7 +67,8 @@ def merges_batch(model):
     ``[-1, d1, ...]`` whose ``d1 * ...`` is not the per-sample size of its input (the dynamo
     exporter's ``x.reshape(B * T, F)`` of a dynamic batch is ``Reshape(x, [-1, F])``, with no
     ``Shape`` node: the rows are the batch's tokens, so that :func:`needed` alone would take
-    the ``Linear`` after it for a dense layer on the flattened tokens). The input's per-sample
+    the ``Linear`` after it for a dense layer on the flattened tokens; the importer takes the static
+shapes when the output unfolds the rows again, :func:`restores_batch`). The input's per-sample
     size comes from onnx's shape inference; where it cannot tell (or there is no such target)
     the answer is False, the graph imports as before. ``[-1, K]`` of a (N, K) sample-wise
     flatten keeps the batch and is not such a target."""
@@ -94,6 +95,14 @@ def merges_batch(model):
         if len(d) >= 2 and all(x is not None for x in d[1:]):
             dims[v.name] = int(np.prod(d[1:]))
     return any(name in dims and dims[name] != rest for name, rest in cands)
+
+
+def restores_batch(model, shapes):
+    """Whether every graph output's static shape (:func:`file_shapes`) starts with the batch of 1:
+    a :func:`merges_batch` graph whose output unfolds the rows again (``.view(B, T, -1)``). One
+    that returns the merged rows themselves ((N * T, F), as the file computes them) is imported as
+    before, its rows on the batch axis."""
+    return all(tuple(shapes.get(o.name, ()))[:1] == (1,) for o in model.graph.output)
 
 
 def file_shapes(model, path):
