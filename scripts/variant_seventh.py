@@ -15,7 +15,8 @@ utterance with ``nn.InstanceNorm1d`` on its input, depthwise-separable dilated `
 ``UnetSkipConnectionBlock`` (``Conv2d(k=4, s=2, p=1)``, ``nn.InstanceNorm2d``, ``LeakyReLU(0.2,
 True)``, ``ConvTranspose2d(k=4, s=2, p=1)``, ``torch.cat([x, self.model(x)], 1)``, a Tanh output);
 a residual U-Net (``x + block(x)`` double convs, ``ConvTranspose2d(k=4, s=2, p=1, bias=False)``,
-``F.interpolate(mode='nearest-exact')``, concatenated skips); the PyTorch tutorial's encoder
+``F.interpolate(mode='nearest-exact')``, concatenated skips); a U-Net upsampled by
+``nn.Upsample(scale_factor=2, mode='bicubic')``; the PyTorch tutorial's encoder
 (``emb(x) * math.sqrt(d)``, ``activation=F.gelu`` passed as a function, ``norm_first=True``,
 ``batch_first=True``, a final norm, ``torch.mean(h, dim=1, keepdim=True).squeeze(1)``); timm's ViT
 block (fused ``qkv`` by ``reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4).unbind(0)``, qk-norm by
@@ -216,6 +217,22 @@ def _models(torch, nn):
             d2 = self.dec2(torch.cat((self.up2(b), e2), dim=1))
             d1 = F.interpolate(self.reduce(d2), scale_factor=2, mode="nearest-exact")
             return self.head(self.dec1(torch.cat((d1, e1), dim=1)))
+
+    # --- a U-Net upsampled by nn.Upsample(mode='bicubic'), concatenated skips, a Sigmoid-free 1x1 head
+    class BicubicUNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.down1 = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True))
+            self.down2 = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16),
+                                       nn.ReLU(inplace=True))
+            self.up = nn.Upsample(scale_factor=2, mode="bicubic", align_corners=False)
+            self.fuse = nn.Sequential(nn.Conv2d(24, 8, 3, padding=1), nn.ReLU(inplace=True))
+            self.head = nn.Conv2d(8, 1, kernel_size=1)
+
+        def forward(self, x):
+            a = self.down1(x)
+            b = self.up(self.down2(a))
+            return self.head(self.fuse(torch.cat([a, b], dim=1)))
 
     # --- the PyTorch tutorial's encoder: * sqrt(d), activation=F.gelu, norm_first, batch_first
     class PositionalEncoding(nn.Module):
@@ -446,6 +463,7 @@ def _models(torch, nn):
         "s_kws_inorm": (KwsInorm(), "ncl", "classification", 25),
         "s_unet_p2p": (pix2pix, "nchw", "dense", 30),
         "s_unet_res": (ResUNet(), "nchw", "dense", 25),
+        "s_unet_bicubic": (BicubicUNet(), "nchw", "dense", 25),
         "s_enc_tut": (EncTutorial(), "ntf", "classification", 30),
         "s_vit_timm": (VitTimm(), "nchw", "classification", 30),
         "s_ghost": (GhostNet(), "nchw", "classification", 25),

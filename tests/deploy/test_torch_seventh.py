@@ -15,7 +15,9 @@
   dropped (:mod:`hlsnn.deploy.noopslice`), so it no longer stops the network path;
 * ``Linear -> ReLU -> BatchNorm1d -> Linear`` (a jet MLP's normalization after the activation):
   the ``BatchNormalization`` folds forward into the next ``Gemm`` (:mod:`hlsnn.deploy.bnforward`),
-  so every layer is on an engine.
+  so every layer is on an engine;
+* ``nn.Upsample(mode='bicubic')`` (``Resize`` mode cubic, refused before) is a host resize by each
+  axis's cubic weights (:func:`hlsnn.deploy.hostextra._cubic_matrix`).
 
 References: onnxruntime on the same file.
 """
@@ -226,6 +228,32 @@ def test_a_batchnorm_read_by_anything_but_a_gemm_stays_on_the_host(tmp_path):
     np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("coord,scales,sizes,a,excl", [
+    ("half_pixel", [1, 1, 2, 2], None, -0.75, 0),             # nn.Upsample(scale_factor=2, mode='bicubic')
+    ("align_corners", [1, 1, 2, 2], None, -0.75, 0),          # ... align_corners=True
+    ("pytorch_half_pixel", None, [1, 2, 7, 3], -0.75, 0),     # F.interpolate(size=...), one axis shrinks
+    ("asymmetric", [1, 1, 1.5, 3], None, -0.5, 1),            # onnx's other a, exclude_outside
+])
+def test_a_cubic_resize_is_onnxruntimes(tmp_path, coord, scales, sizes, a, excl):
+    """``mode='bicubic'``: each axis's Keys weights as a matrix (hostextra's ResizeLinear)."""
+    ins = ["x", "", "sc" if scales is not None else "", "sz" if sizes is not None else ""]
+    inits = {}
+    if scales is not None:
+        inits["sc"] = np.asarray(scales, np.float32)
+    if sizes is not None:
+        inits["sz"] = np.asarray(sizes, np.int64)
+    node = helper.make_node("Resize", [i for i in ins], ["y"], mode="cubic", coordinate_transformation_mode=coord,
+                            cubic_coeff_a=a, exclude_outside=excl)
+    path = _save(tmp_path / "c.onnx", [node], ["batch", 2, 4, 5], inits, ["batch", 2, None, None])
+    net = load_onnx(path)
+    assert [la.op for la in net.layers] == ["ResizeLinear"]
+    x = np.random.default_rng(17).normal(size=(3, 2, 4, 5)).astype(np.float32)
+    ref = _ort(path, x)
+    y = float_forward(net, x)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
 # --- the patterns as torch writes them (dynamic batch axis, both exporters) ---------------------------
 
 torch = pytest.importorskip("torch")
@@ -282,8 +310,19 @@ class _NearestExact(torch.nn.Module):
         return torch.nn.functional.interpolate(torch.relu(self.c(x)), scale_factor=2, mode="nearest-exact")
 
 
+class _Bicubic(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(9)
+        self.c = torch.nn.Conv2d(1, 2, 3, padding=1)
+        self.up = torch.nn.Upsample(scale_factor=2, mode="bicubic")
+
+    def forward(self, x):
+        return self.up(torch.relu(self.c(x)))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name,module,shape,hows", [("tc_gn", _TcGroupNorm, (3, 8), ("ts17", "dynamo")),
+@pytest.mark.parametrize("name,module,shape,hows", [("bicubic", _Bicubic, (1, 4, 4), ("ts17", "dynamo")),("tc_gn", _TcGroupNorm, (3, 8), ("ts17", "dynamo")),
                                                     ("tok_fold", _TokFold, (5, 4), ("ts17", "dynamo")),
                                                     ("nearest_exact", _NearestExact, (1, 4, 4), ("dynamo",))])
 def test_seventh_family_patterns_import_and_equal_onnxruntime(tmp_path, name, module, shape, hows):
