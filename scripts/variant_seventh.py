@@ -11,7 +11,9 @@ TC-ResNet with ``nn.GroupNorm`` on (N, C, L), the CIFAR ResNet's "option A" shor
 ``LambdaLayer`` of ``F.pad(x[:, :, ::2], (0, 0, p, p))``: a strided slice and zero channels),
 ``F.leaky_relu(0.1)``, ``nn.AdaptiveMaxPool1d(1)``; a keyword spotter that normalizes each
 utterance with ``nn.InstanceNorm1d`` on its input, depthwise-separable dilated ``Conv1d`` blocks,
-``nn.Mish`` and ``torch.mean(x, dim=-1, keepdim=True)`` + ``squeeze(-1)``; pix2pix's recursive
+``nn.Mish`` and ``torch.mean(x, dim=-1, keepdim=True)`` + ``squeeze(-1)``; an x-vector TDNN
+(dilated ``Conv1d`` frames with the BatchNorm after the ReLU, statistics pooling
+``torch.cat([x.mean(-1), x.std(-1)], 1)``); pix2pix's recursive
 ``UnetSkipConnectionBlock`` (``Conv2d(k=4, s=2, p=1)``, ``nn.InstanceNorm2d``, ``LeakyReLU(0.2,
 True)``, ``ConvTranspose2d(k=4, s=2, p=1)``, ``torch.cat([x, self.model(x)], 1)``, a Tanh output);
 a residual U-Net (``x + block(x)`` double convs, ``ConvTranspose2d(k=4, s=2, p=1, bias=False)``,
@@ -154,6 +156,24 @@ def _models(torch, nn):
             x = x + self.b2(self.b1(x))
             x = self.b3(x)
             return self.fc(torch.mean(x, dim=-1, keepdim=True).squeeze(-1))
+
+    # --- an x-vector TDNN: dilated Conv1d frames, statistics pooling (mean and std over time, concatenated)
+    class StatsPool(nn.Module):
+        def forward(self, x):
+            return torch.cat([x.mean(dim=-1), x.std(dim=-1)], dim=1)
+
+    class XVector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.frames = nn.Sequential(
+                nn.Conv1d(8, 24, 3, padding=1), nn.ReLU(), nn.BatchNorm1d(24),
+                nn.Conv1d(24, 24, 3, padding=2, dilation=2), nn.ReLU(), nn.BatchNorm1d(24),
+                nn.Conv1d(24, 32, 1), nn.ReLU(), nn.BatchNorm1d(32))
+            self.pool = StatsPool()
+            self.segment = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.BatchNorm1d(32), nn.Linear(32, 10))
+
+        def forward(self, x):
+            return self.segment(self.pool(self.frames(x)))
 
     # --- pix2pix's recursive U-Net on (N, 1, 8, 8)
     class UnetSkipConnectionBlock(nn.Module):
@@ -461,6 +481,7 @@ def _models(torch, nn):
         "s_jet_bnafter": (jet_bnafter, "flat", "classification", 25),
         "s_tc_opta": (TcOptA(), "ncl", "classification", 25),
         "s_kws_inorm": (KwsInorm(), "ncl", "classification", 25),
+        "s_xvector": (XVector(), "ncl", "classification", 25),
         "s_unet_p2p": (pix2pix, "nchw", "dense", 30),
         "s_unet_res": (ResUNet(), "nchw", "dense", 25),
         "s_unet_bicubic": (BicubicUNet(), "nchw", "dense", 25),
