@@ -228,6 +228,30 @@ def test_a_batchnorm_read_by_anything_but_a_gemm_stays_on_the_host(tmp_path):
     np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
 
 
+def test_the_input_s_batchnorm_stays_the_host_prefix(tmp_path):
+    """``BatchNorm1d`` of the raw input features before the first Linear is not folded forward:
+    it normalizes them before the first layer's quantization (hlsnn.deploy.netprefix)."""
+    m = onnx.load(str(_bn_after_model(tmp_path / "b.onnx")))
+    first = [n for n in m.graph.node if n.op_type == "BatchNormalization"][0]
+    first.input[0] = "x"                                   # BN(x) -> Gemm; the first Gemm and Relu unread
+    del m.graph.node[:2]
+    m.graph.node[0].CopyFrom(first)
+    for t in [t for t in m.graph.initializer if t.name in ("w1", "b1")]:
+        m.graph.initializer.remove(t)
+    for t in m.graph.initializer:
+        if t.name in ("g", "be", "mu", "var"):
+            t.CopyFrom(numpy_helper.from_array(np.resize(numpy_helper.to_array(t), 6), t.name))
+    m.graph.initializer.remove(next(t for t in m.graph.initializer if t.name == "w2"))
+    m.graph.initializer.append(numpy_helper.from_array(
+        np.random.default_rng(18).normal(size=(3, 6)).astype(np.float32), "w2"))
+    path = tmp_path / "in.onnx"
+    onnx.save(m, str(path))
+    net = load_onnx(path)
+    assert [la.op for la in net.layers][0] == "BatchNormalization"
+    x = np.random.default_rng(15).normal(size=(7, 6)).astype(np.float32)
+    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("coord,scales,sizes,a,excl", [
     ("half_pixel", [1, 1, 2, 2], None, -0.75, 0),             # nn.Upsample(scale_factor=2, mode='bicubic')
     ("align_corners", [1, 1, 2, 2], None, -0.75, 0),          # ... align_corners=True

@@ -10,16 +10,23 @@ is ``alpha * x @ (diag(s) W) + (beta * C + alpha * t @ W)``: the same ``Gemm`` o
 weights' rows scaled by ``s`` and a bias moved by ``t @ W``, exactly in real arithmetic (the float
 import equals onnxruntime to float rounding). A pre-pass of the importer (:func:`rewrite`) does
 this where the ``BatchNormalization`` has one output (inference), an input of rank 2 (onnx's
-shape inference says so), constant parameters, and its output is read by that one ``Gemm``
+shape inference says so) that an activation (:data:`ACTIVATIONS`) computes, constant parameters,
+and its output is read by that one ``Gemm``
 (``transA`` 0, constant ``B`` and ``C``) and is no graph output. Anything else is left as it is
 (a ``BatchNormalization`` before a padded ``Conv`` is not this: the zero padding would become
-``t``).
+``t``; one of the network's input, a jet MLP's ``BatchNorm1d`` of raw features, stays the host
+prefix that normalizes them before the first layer quantizes them,
+:mod:`hlsnn.deploy.netprefix`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import graphindex
+
+
+#: the ops whose output a forward-folded BatchNormalization may read (an activation after a layer)
+ACTIVATIONS = ("Relu", "Clip", "LeakyRelu", "Elu", "Selu", "PRelu", "HardSwish", "HardSigmoid", "Sigmoid", "Tanh")
 
 
 def _attr(node, name, default=None):
@@ -54,6 +61,9 @@ def rewrite(model):
             continue
         if n.input[0] in consts or any(i not in consts for i in n.input[1:5]) or n.output[0] in outputs:
             continue
+        src = producer.get(n.input[0])
+        if src is None or src.op_type not in ACTIVATIONS:
+            continue                    # the input's own BatchNorm (raw features) stays the host prefix
         users = readers.get(n.output[0], [])
         if len(users) != 1:
             continue
