@@ -34,6 +34,7 @@ epochs on scikit-learn's bundled digits (CPU, one thread)::
     python scripts/variant_seventh.py deploy --out /tmp/hfam8
     python scripts/variant_seventh.py status --out /tmp/hfam8
     python scripts/variant_seventh.py table --out /tmp/hfam8
+    python scripts/variant_seventh.py probe --out /tmp/hfam8    # import-only probes of 32 more idioms
 """
 from __future__ import annotations
 
@@ -541,9 +542,106 @@ def export(out, only=None):
         manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
+def _probes(torch, nn):
+    """Untrained modules for an import-only probe (``probe``): (module, input shape without the batch)."""
+    F = nn.functional
+
+    class Fn(nn.Module):
+        def __init__(self, fn, *mods):
+            super().__init__()
+            self.fn, self.mods = fn, nn.ModuleList(mods)
+
+        def forward(self, x):
+            return self.fn(x, *self.mods)
+
+    def c(a=2, b=4):
+        return nn.Conv2d(a, b, 3, padding=1)
+
+    def c1(a=4, b=4):
+        return nn.Conv1d(a, b, 3, padding=1)
+
+    return {
+        "up_bicubic": (Fn(lambda x, m: F.interpolate(m(x), scale_factor=2, mode="bicubic"), c()), (2, 4, 4)),
+        "up_bicubic_ac": (Fn(lambda x, m: F.interpolate(m(x), scale_factor=2, mode="bicubic", align_corners=True),
+                             c()), (2, 4, 4)),
+        "up_nearest_exact_2d": (Fn(lambda x, m: F.interpolate(m(x), scale_factor=2, mode="nearest-exact"), c()),
+                                (2, 4, 4)),
+        "rmsnorm": (nn.Sequential(nn.Linear(8, 8), nn.RMSNorm(8), nn.Linear(8, 4)), (5, 8)),
+        "ln_chw": (nn.Sequential(c(), nn.LayerNorm([4, 4, 4]), nn.Conv2d(4, 2, 1)), (2, 4, 4)),
+        "gn1": (nn.Sequential(c(), nn.GroupNorm(1, 4), nn.ReLU(), nn.Conv2d(4, 2, 1)), (2, 4, 4)),
+        "ct_groups": (nn.Sequential(c(), nn.ConvTranspose2d(4, 4, 4, 2, 1, groups=4)), (2, 4, 4)),
+        "ct_dil": (nn.Sequential(c(), nn.ConvTranspose2d(4, 2, 3, stride=2, padding=2, dilation=2, output_padding=1)),
+                   (2, 4, 4)),
+        "circular": (nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, padding_mode="circular"), nn.ReLU()), (2, 4, 4)),
+        "pool_none1": (nn.Sequential(c(), nn.AdaptiveAvgPool2d((None, 1)), nn.Flatten(), nn.Linear(16, 3)), (2, 4, 4)),
+        "stats_pool": (Fn(lambda x, m, l: l(torch.cat([m(x).mean(-1), m(x).std(-1)], 1)), c1(), nn.Linear(8, 3)),
+                       (4, 6)),
+        "where_leaky": (Fn(lambda x, m: torch.where(m(x) > 0, m(x), 0.1 * m(x)), c()), (2, 4, 4)),
+        "clamp_min": (Fn(lambda x, m: m(x).clamp(min=0), c()), (2, 4, 4)),
+        "max_leaky": (Fn(lambda x, m: torch.maximum(m(x), 0.2 * m(x)), c()), (2, 4, 4)),
+        "mish_hand": (Fn(lambda x, m: m(x) * torch.tanh(F.softplus(m(x))), c()), (2, 4, 4)),
+        "gelu_erf_hand": (Fn(lambda x, m: 0.5 * m(x) * (1 + torch.erf(m(x) / 1.4142135)), nn.Linear(8, 8)), (8,)),
+        "same_even_1d": (nn.Sequential(nn.Conv1d(4, 4, 4, padding="same"), nn.ReLU()), (4, 8)),
+        "up_size": (Fn(lambda x, m: F.interpolate(m(x), size=(8, 8), mode="bilinear"), c()), (2, 4, 4)),
+        "ct1d_op": (nn.Sequential(c1(), nn.ConvTranspose1d(4, 2, 3, stride=2, padding=1, output_padding=1)), (4, 6)),
+        "softmax_ch": (Fn(lambda x, m: F.softmax(m(x), dim=1), c()), (2, 4, 4)),
+        "dropout2d": (nn.Sequential(c(), nn.Dropout2d(0.2), nn.ReLU()), (2, 4, 4)),
+        "flatten_mean_hw": (Fn(lambda x, m: m(x).flatten(2).mean(-1), c()), (2, 4, 4)),
+        "amax_hw": (Fn(lambda x, m: torch.amax(m(x), dim=(2, 3)), c()), (2, 4, 4)),
+        "mha_nobias": (Fn(lambda x, a: a(x, x, x, need_weights=False)[0],
+                          nn.MultiheadAttention(8, 2, batch_first=True, bias=False)), (5, 8)),
+        "unflatten_in": (nn.Sequential(nn.Unflatten(1, (8, 8)), nn.Conv1d(8, 8, 3, padding=1), nn.ReLU(),
+                                       nn.Flatten(), nn.Linear(64, 3)), (64,)),
+        "unfold_patch": (Fn(lambda x, l: l(x.unfold(2, 2, 2).unfold(3, 2, 2).reshape(x.size(0), 2, 4, 4, 4)
+                                           .permute(0, 2, 3, 1, 4).reshape(x.size(0), 16, 8)), nn.Linear(8, 4)),
+                         (2, 8, 8)),
+        "flatten01": (Fn(lambda x, l: l(torch.flatten(x, 0, 1)).view(x.size(0), x.size(1), -1), nn.Linear(8, 4)),
+                      (5, 8)),
+        "merge_heads": (Fn(lambda x, l: l(x).view(x.size(0), 5, 2, 4).transpose(1, 2).contiguous()
+                           .view(x.size(0), -1, 8), nn.Linear(8, 8)), (5, 8)),
+        "resize_conv": (nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.Upsample(scale_factor=2), nn.ReflectionPad2d(1),
+                                      nn.Conv2d(4, 2, 3)), (2, 4, 4)),
+        "zeropad_asym": (nn.Sequential(nn.ZeroPad2d((0, 1, 0, 1)), nn.Conv2d(2, 4, 2, stride=2), nn.ReLU()), (2, 4, 4)),
+        "tok_max": (Fn(lambda x, l: l(x).max(dim=1).values, nn.Linear(8, 4)), (5, 8)),
+        "celu": (nn.Sequential(nn.Linear(8, 8), nn.CELU(), nn.Linear(8, 3)), (8,)),
+    }
+
+
+def probe(out):
+    """Export each probe module both ways (a dynamic batch, as ``export``) and compare hlsnn's float
+    import with onnxruntime: ``ok`` and the largest difference, the importer's refusal, or the
+    exporter's own failure."""
+    import onnxruntime as ort
+    import torch
+    from torch import nn
+    from export_torch_models import _ort_outputs
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.deploy.runner import float_forward
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (model, shape) in _probes(torch, nn).items():
+        model.eval()
+        x = np.random.default_rng(0).normal(size=(3,) + shape).astype(np.float32)
+        for variant, kwargs in TWO_WAYS.items():
+            path = out / f"p_{name}_{variant}.onnx"
+            try:
+                v5._export(torch, model, torch.from_numpy(x[:2]), path, kwargs)
+                ref = _ort_outputs(ort, path, x)
+            except Exception as exc:     # noqa: BLE001 - the exporter's own failure is recorded
+                print(f"{name:20s} {variant:6s} export: {vf._short(exc)[:150]}", flush=True)
+                continue
+            try:
+                y = float_forward(load_onnx(path), x)
+                err = float(np.abs(y - ref).max()) if y.shape == ref.shape else f"shape {y.shape} vs {ref.shape}"
+                print(f"{name:20s} {variant:6s} ok {err}", flush=True)
+            except Exception as exc:     # noqa: BLE001
+                print(f"{name:20s} {variant:6s} FAIL {vf._short(exc)[:300]}".replace("\n", " "), flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("export", "deploy", "status", "table"))
+    ap.add_argument("step", choices=("export", "deploy", "status", "table", "probe"))
     ap.add_argument("--out", type=Path, default=Path("/tmp/hfam8"))
     ap.add_argument("--only", nargs="*", help="these models (name prefixes) only")
     args = ap.parse_args(argv)
@@ -552,6 +650,8 @@ def main(argv=None):
         export(args.out, args.only)
     elif args.step == "table":
         v4.table(args.out)
+    elif args.step == "probe":
+        probe(args.out / "probe")
     else:
         v5._patched({"deploy": v4.deploy_all, "status": v4.status}[args.step], args.out, args.only)
     return 0
