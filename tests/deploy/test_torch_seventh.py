@@ -174,7 +174,8 @@ def _ghost_model(path, ends):
              helper.make_node("Concat", ["a", "b"], ["c"], axis=1),
              helper.make_node("Slice", ["c", "st", "en", "ax", "sp"], ["s"]),
              helper.make_node("Conv", ["s", "w3"], ["y"], kernel_shape=[1, 1])]
-    inits = {"w1": rng.normal(size=(4, 3, 1, 1)).astype(np.float32), "w2": rng.normal(size=(4, 1, 3, 3)).astype(np.float32),
+    inits = {"w1": rng.normal(size=(4, 3, 1, 1)).astype(np.float32),
+             "w2": rng.normal(size=(4, 1, 3, 3)).astype(np.float32),
              "w3": rng.normal(size=(2, ends, 1, 1)).astype(np.float32), "st": np.array([0], np.int64),
              "en": np.array([ends], np.int64), "ax": np.array([1], np.int64), "sp": np.array([1], np.int64)}
     return _save(path, nodes, ["batch", 3, 5, 5], inits, ["batch", 2, 5, 5])
@@ -346,7 +347,8 @@ class _Bicubic(torch.nn.Module):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,module,shape,hows", [("bicubic", _Bicubic, (1, 4, 4), ("ts17", "dynamo")),("tc_gn", _TcGroupNorm, (3, 8), ("ts17", "dynamo")),
+@pytest.mark.parametrize("name,module,shape,hows", [("bicubic", _Bicubic, (1, 4, 4), ("ts17", "dynamo")),
+                                                    ("tc_gn", _TcGroupNorm, (3, 8), ("ts17", "dynamo")),
                                                     ("tok_fold", _TokFold, (5, 4), ("ts17", "dynamo")),
                                                     ("nearest_exact", _NearestExact, (1, 4, 4), ("dynamo",))])
 def test_seventh_family_patterns_import_and_equal_onnxruntime(tmp_path, name, module, shape, hows):
