@@ -184,7 +184,7 @@ def test_linear_resize_is_onnxruntimes(tmp_path, x_shape, coord, scales, sizes):
 
 
 @pytest.mark.parametrize("mode,coord,why", [
-    ("cubic", "half_pixel", r"mode 'cubic': only nearest-neighbour Resize and linear \(bilinear\) Resize"),
+    ("cubic", "tf_crop_and_resize", r"coordinate_transformation_mode 'tf_crop_and_resize' with mode 'cubic'"),
     ("linear", "tf_crop_and_resize", r"coordinate_transformation_mode 'tf_crop_and_resize'"),
 ])
 def test_other_resizes_are_refused_by_name(tmp_path, mode, coord, why):

@@ -6,8 +6,11 @@ requantizes the result, as after a ``Sigmoid``):
   ``F.interpolate(..., mode='bilinear' or 'linear')``) on the spatial axes, by constant scales or
   sizes, with the coordinate transformations ``half_pixel``, ``pytorch_half_pixel``,
   ``align_corners`` and ``asymmetric``: per axis an (out x in) matrix of the two neighbours'
-  weights (ONNX's linear interpolation is separable), applied axis after axis. Cubic and
-  antialiased resizes, ``tf_crop_and_resize`` and resizing N or C are refused by name.
+  weights (ONNX's linear interpolation is separable), applied axis after axis. ``mode`` cubic
+  (``nn.Upsample(mode='bicubic')``, ``cubic_coeff_a``, ``exclude_outside``) is the same op with
+  the four neighbours' Keys weights per axis (:func:`_cubic_matrix`; some negative: the result
+  can leave the input's range, and no network-mode rule takes it, so it runs layer by layer).
+  Antialiased resizes, ``tf_crop_and_resize`` and resizing N or C are refused by name.
 * ``LeakyRelu`` (``alpha``), ``Elu`` (``alpha``) and ``PRelu`` (``nn.PReLU``: a constant slope
   that broadcasts within a sample, never over the batch): elementwise.
 * ``DepthToSpace`` (``nn.PixelShuffle``: mode CRD; DCR too): moves values.
@@ -78,15 +81,17 @@ def reduce_axes(op, axes, keepdims, rank):
     return "ReduceAxes", {"fn": op, "axes": axes, "keepdims": keepdims}
 
 
-def resize_linear(node, a, scales, sizes, shape):
-    """A linear ``Resize`` as ``("ResizeLinear", attrs)``, or why not (a string). ``scales`` /
-    ``sizes``: the constant inputs (None when absent); ``shape``: the input's static shape
-    (the batch may be None)."""
+def resize_linear(node, a, scales, sizes, shape, mode="linear"):
+    """A linear (or, with ``mode`` ``"cubic"``, cubic) ``Resize`` as ``("ResizeLinear", attrs)``:
+    per spatial axis the (n_out, n_in) matrix of its weights (:func:`_axis_matrix`,
+    :func:`_cubic_matrix`), which the host applies axis by axis; or why not (a string).
+    ``scales`` / ``sizes``: the constant inputs (None when absent); ``shape``: the input's static
+    shape (the batch may be None)."""
     coord = _s(a.get("coordinate_transformation_mode", "half_pixel"))
     if coord not in _COORDS:
-        return f"coordinate_transformation_mode {coord!r} with mode 'linear': {', '.join(_COORDS)}"
+        return f"coordinate_transformation_mode {coord!r} with mode {mode!r}: {', '.join(_COORDS)}"
     if int(a.get("antialias", 0)):
-        return "antialias = 1: only plain linear interpolation"
+        return f"antialias = 1: only plain {mode} interpolation"
     if a.get("axes") is not None:
         return "Resize with axes is not supported"
     if shape is None or len(shape) < 3 or None in shape[1:]:
@@ -107,8 +112,52 @@ def resize_linear(node, a, scales, sizes, shape):
         sc = [o / i for o, i in zip(out, shape[2:])]
     else:
         return "neither scales nor sizes given"
+    if mode == "cubic":
+        ca, excl = float(a.get("cubic_coeff_a", -0.75)), int(a.get("exclude_outside", 0))
+        mats = [_cubic_matrix(int(i), o, s, coord, ca, excl) for i, o, s in zip(shape[2:], out, sc)]
+        return "ResizeLinear", {"mats": mats, "mode": "cubic"}
     mats = [_axis_matrix(int(i), o, s, coord) for i, o, s in zip(shape[2:], out, sc)]
     return "ResizeLinear", {"mats": mats}
+
+
+def _source(n_in, n_out, scale, coord):
+    """Each output position's source coordinate on the input axis (ONNX's coordinate transforms)."""
+    o = np.arange(n_out, dtype=np.float64)
+    if coord == "align_corners":
+        return o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros(n_out)
+    if coord == "asymmetric":
+        return o / scale
+    if coord == "pytorch_half_pixel" and n_out <= 1:
+        return np.zeros(n_out)
+    return (o + 0.5) / scale - 0.5
+
+
+def _cubic_matrix(n_in, n_out, scale, coord, a=-0.75, exclude_outside=0):
+    """The (n_out, n_in) weights of ONNX's cubic interpolation along one axis (``nn.Upsample(mode=
+    'bicubic')``: Keys' kernel with ``a`` = -0.75): output ``o`` at source coordinate ``x`` (not
+    clipped), ``k = floor(x)``, ``r = x - k``, reads ``k - 1 .. k + 2`` with the weights
+    ``W(1 + r), W(r), W(1 - r), W(2 - r)``, ``W(t) = (a + 2)|t|^3 - (a + 3)|t|^2 + 1`` for
+    ``|t| <= 1`` and ``a|t|^3 - 5a|t|^2 + 8a|t| - 4a`` for ``1 < |t| < 2``; positions outside
+    the axis read its edge (their weights add to the edge's), or with ``exclude_outside`` get
+    weight 0, the others scaled to sum 1 (onnxruntime's and torch's values,
+    tests/deploy/test_torch_seventh.py)."""
+    def w(t):
+        t = np.abs(t)
+        return np.where(t <= 1, ((a + 2) * t - (a + 3)) * t * t + 1,
+                        np.where(t < 2, ((a * t - 5 * a) * t + 8 * a) * t - 4 * a, 0.0))
+    x = _source(n_in, n_out, scale, coord)
+    k = np.floor(x).astype(np.int64)
+    r = x - k
+    m = np.zeros((n_out, n_in))
+    rows = np.arange(n_out)
+    taps = [(k - 1, w(1 + r)), (k, w(r)), (k + 1, w(1 - r)), (k + 2, w(2 - r))]
+    if exclude_outside:
+        inside = [(i >= 0) & (i < n_in) for i, _ in taps]
+        total = sum(np.where(ok, c, 0.0) for ok, (_, c) in zip(inside, taps))
+        taps = [(i, np.where(ok, c / total, 0.0)) for ok, (i, c) in zip(inside, taps)]
+    for i, c in taps:
+        np.add.at(m, (rows, np.clip(i, 0, n_in - 1)), c)
+    return m
 
 
 def _axis_matrix(n_in, n_out, scale, coord):

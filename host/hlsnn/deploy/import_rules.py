@@ -310,14 +310,14 @@ def _pad(node, a, consts, rank):
 def _resize(node, a, consts, shapes):
     op = node.op_type
     mode = _s(a.get("mode", "nearest"))
-    if mode == "linear" and op == "Resize":         # bilinear: hlsnn.deploy.hostextra's ResizeLinear
+    if mode in ("linear", "cubic") and op == "Resize":   # bilinear, bicubic: hlsnn.deploy.hostextra's ResizeLinear
         scales, sizes = _const_input(node, 2, consts), _const_input(node, 3, consts)
         if scales is False or sizes is False:
             return "scales and sizes must be constants"
-        spec = hostextra.resize_linear(node, a, scales, sizes, shapes.get(node.input[0]))
+        spec = hostextra.resize_linear(node, a, scales, sizes, shapes.get(node.input[0]), mode)
         return spec if isinstance(spec, str) else HostSpec(spec[0], spec[1], [node.input[0]])
     if mode != "nearest":
-        return f"mode {mode!r}: only nearest-neighbour {op}" + (" and linear (bilinear) Resize" if op == "Resize" else "")
+        return f"mode {mode!r}: only nearest-neighbour {op}" + (" and linear / cubic Resize" if op == "Resize" else "")
     if op == "Resize":
         how = (_s(a.get("coordinate_transformation_mode", "half_pixel")), _s(a.get("nearest_mode", "round_prefer_floor")))
         if how not in _REPEATING:

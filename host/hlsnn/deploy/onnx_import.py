@@ -54,8 +54,13 @@ Rules (these are what :func:`load_onnx` does, in order):
   ``x - conv(x)`` as ``x + conv'(x)`` with the conv's weights negated (:mod:`hlsnn.deploy.subneg`),
   and a pixel unshuffle (``SpaceToDepth``) read only by convs as strided convs of its input
   (:mod:`hlsnn.deploy.unshuffle`), a pixel shuffle (``DepthToSpace``) of a conv's output inside
-  the network as a transposed conv of 0/1 weights (:mod:`hlsnn.deploy.pixelshuffle`), and ``repeat_interleave`` as the nearest ``Resize``
-  (:mod:`hlsnn.deploy.repeatup`).
+  the network as a transposed conv of 0/1 weights (:mod:`hlsnn.deploy.pixelshuffle`), and
+  ``repeat_interleave`` as the nearest ``Resize`` (:mod:`hlsnn.deploy.repeatup`), as is the dynamo
+  exporter's 2-D ``nearest-exact`` upsampling
+  (a ``GatherND`` between two ``Transpose`` nodes: :mod:`hlsnn.deploy.gatherup2d`); a ``Slice``
+  that keeps every element is dropped (:mod:`hlsnn.deploy.noopslice`), and a ``BatchNormalization``
+  of an (N, K) tensor read only by a ``Gemm`` (after an activation: ``Linear -> ReLU -> BatchNorm1d
+  -> Linear``) is folded forward into that ``Gemm``'s weights and bias (:mod:`hlsnn.deploy.bnforward`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
@@ -82,7 +87,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import chomp, constmm, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
+from . import bnforward, chomp, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -268,17 +273,23 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         raise InputError(f"{path}: not a valid ONNX model ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
+    model = gatherup2d.rewrite(model)             # dynamo's 2-D nearest-exact (a GatherND): nearest Resize
     model = meanfold.rewrite(model)               # x.mean(-1).mean(-1) as one mean over (H, W)
     model = iffold.rewrite(model)                 # TorchScript's squeeze(d) of an unproven d: If of a shape test
     model = chomp.rewrite(model)                  # Conv1d(padding=p) + Chomp1d x[:, :, :-c]: the conv's own pads
     fs = None                  # static shapes at batch 1 for attention and shape ops (hlsnn.deploy.samplewise)
-    if shapefold.needed(model.graph):
+    merged = not shapefold.needed(model.graph) and shapefold.merges_batch(model)
+    if merged or shapefold.needed(model.graph):
         fs = shapefold.file_shapes(model, path)
+        if merged and fs is not None and not shapefold.restores_batch(model, fs):
+            fs = None          # the file's output keeps rows merged with the batch: imported as before
         model = model if fs is None else shapefold.fold(model, fs)
+    model = noopslice.rewrite(model, fs)          # a Slice that keeps every element (GhostNet's [:, :oup])
     model = shufflefold.rewrite(model, fs)        # ShuffleNet's channel shuffle before convs: in their weights
     model = ecafold.rewrite(model, fs)            # ECA's Conv1d across the pooled channels: a 1x1 conv
     model = splitconv.rewrite(model)              # a conv's channels split (F.glu, chunk): one conv per part
     model = subneg.rewrite(model)                 # x - conv(x): x + conv'(x), the conv's weights negated
+    model = bnforward.rewrite(model)              # Linear -> ReLU -> BatchNorm1d -> Linear: the BN into the next Gemm
     model = unshuffle.rewrite(model)              # PixelUnshuffle read by convs: strided convs of its input
     model = pixelshuffle.rewrite(model)           # PixelShuffle of a conv inside the net: a 0/1 ConvTranspose
     model = repeatup.rewrite(model, fs)           # repeat_interleave (Unsqueeze, Tile/Expand, Reshape): nearest Resize

@@ -8,7 +8,8 @@ output. The layer can take part of it back: after the calibration, its weights a
 fitted, on the calibration images, to the float network's output, from the inputs the
 quantized network gives it, then quantized as the format quantizes any weights. For each engine
 layer whose output is the network's output (directly, or through host ``Reshape`` /
-``Flatten`` / ``Squeeze`` / ``Unsqueeze`` / ``Identity`` only), of a format with ``weight_fit:
+``Flatten`` / ``Squeeze`` / ``Unsqueeze`` / ``Identity`` and an elementwise ``Tanh`` / ``Sigmoid``
+head only: the layer's own float output is the target), of a format with ``weight_fit:
 network``:
 
 1. **Inputs.** ``X_q``: the layer's input in the calibrated deployment on the calibration

@@ -75,7 +75,7 @@ def reference_evaluator(model):
                                  else "")
     try:
         sess = ReferenceEvaluator(str(model) if isinstance(model, (str, bytes)) or not hasattr(model, "graph")
-                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op(), *_pool_ops(), _conv_transpose_op(),
+                                  else model, new_ops=[_inference_batchnorm_op(), _zipmap_op(), *_pool_ops(), _conv_transpose_op(), _global_max_pool_op(),
                                            *qimport.reference_ops()])
     except HlsnnError:
         raise
@@ -160,6 +160,23 @@ def _pool_ops():
             return run(self, stock, "AveragePool", x, kwargs)
 
     return MaxPool, AveragePool
+
+
+def _global_max_pool_op():
+    """``GlobalMaxPool`` as ONNX defines it for any rank: the maximum over every axis after the
+    channels, kept as size-1 axes. onnx's stock reference (onnx 1.22) reduces axes ``(r - 2, r - 1)``
+    with ``r - 2`` spatial axes, right for (N, C, H, W) only: for TorchScript's
+    ``nn.AdaptiveMaxPool1d(1)`` on (N, C, L) it takes the maximum over the channels and L, a
+    (N, 1) tensor, where onnxruntime gives (N, C, 1) (tests/deploy/test_reference_pools.py)."""
+    from onnx.reference.op_run import OpRun
+
+    class GlobalMaxPool(OpRun):
+        op_domain = ""
+
+        def _run(self, x):
+            return (np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True),)
+
+    return GlobalMaxPool
 
 
 def _conv_transpose_op():

@@ -6,7 +6,9 @@ input's shape), and both exporters write ``Reshape`` targets that merge the batc
 heads (``[T, N*H, d]``). hlsnn runs a file as the file's own computation on each sample, the
 batch fixed at 1 (:mod:`hlsnn.deploy.samplewise`), so every such shape is a constant:
 
-* :func:`file_shapes` evaluates the model once with onnx's reference evaluator on a zero input
+* :func:`file_shapes` evaluates the model once with onnx's reference evaluator (as
+  :func:`hlsnn.deploy.reference.reference_evaluator` corrects it: its pools, ``GlobalMaxPool`` of
+  any rank, grouped ``ConvTranspose``, inference ``BatchNormalization``) on a zero input
   of batch 1 and records every tensor's shape (one run of the graph, whatever its shape
   arithmetic, rather than onnx shape inference's value propagation);
 * :func:`fold` replaces each ``Shape`` node by a ``Constant`` of that shape (``start``/``end``
@@ -15,10 +17,11 @@ batch fixed at 1 (:mod:`hlsnn.deploy.samplewise`), so every such shape is a cons
   reference implementation of each node), and every computed ``Reshape`` target becomes a
   constant.
 
-:func:`needed` says when a graph needs this (a ``Shape`` node, a ``MatMul`` of two computed
+:func:`needed` (or :func:`merges_batch`) says when a graph needs this (a ``Shape`` node, a ``MatMul`` of two computed
 tensors or of a constant by a computed one (:mod:`hlsnn.deploy.constmm`), a ``Transpose`` of a computed tensor (also one that keeps the batch first: a 1-D
 model's ``x.transpose(1, 2)``), a ``Gather``, ``Slice`` or ``Split`` of a computed tensor, a
-``Concat`` with a constant (a class token), a ``Where`` of a computed tensor (a causal mask)): other graphs
+``Concat`` with a constant (a class token), a ``Where`` of a computed tensor (a causal mask), a
+constant ``Reshape`` target ``[-1, ...]`` that folds the batch into the rows): other graphs
 import exactly as before. A model whose input has a symbolic dimension other than the batch is
 refused by name (its shapes are not static).
 """
@@ -59,6 +62,49 @@ def needed(g):
     return False
 
 
+def merges_batch(model):
+    """Whether a ``Reshape`` by a constant target folds the batch into another axis: a target
+    ``[-1, d1, ...]`` whose ``d1 * ...`` is not the per-sample size of its input (the dynamo
+    exporter's ``x.reshape(B * T, F)`` of a dynamic batch is ``Reshape(x, [-1, F])``, with no
+    ``Shape`` node: the rows are the batch's tokens, so that :func:`needed` alone would take
+    the ``Linear`` after it for a dense layer on the flattened tokens; the importer takes the static
+shapes when the output unfolds the rows again, :func:`restores_batch`). The input's per-sample
+    size comes from onnx's shape inference; where it cannot tell (or there is no such target)
+    the answer is False, the graph imports as before. ``[-1, K]`` of a (N, K) sample-wise
+    flatten keeps the batch and is not such a target."""
+    from onnx import numpy_helper, shape_inference
+    g = model.graph
+    vals = {t.name: t for t in g.initializer}
+    vals.update({n.output[0]: a.t for n in g.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"})
+    consts = _const_names(g)
+    cands = []
+    for n in g.node:
+        if n.op_type == "Reshape" and len(n.input) > 1 and n.input[1] in vals and n.input[0] not in consts:
+            t = numpy_helper.to_array(vals[n.input[1]]).reshape(-1)
+            if len(t) >= 2 and int(t[0]) == -1 and all(int(v) > 0 for v in t[1:]):
+                cands.append((n.input[0], int(np.prod(t[1:]))))
+    if not cands:
+        return False
+    try:
+        inferred = shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001 - onnx raises many types: nothing is known
+        return False
+    dims = {}
+    for v in list(inferred.value_info) + list(inferred.input) + list(inferred.output):
+        d = [x.dim_value if x.HasField("dim_value") else None for x in v.type.tensor_type.shape.dim]
+        if len(d) >= 2 and all(x is not None for x in d[1:]):
+            dims[v.name] = int(np.prod(d[1:]))
+    return any(name in dims and dims[name] != rest for name, rest in cands)
+
+
+def restores_batch(model, shapes):
+    """Whether every graph output's static shape (:func:`file_shapes`) starts with the batch of 1:
+    a :func:`merges_batch` graph whose output unfolds the rows again (``.view(B, T, -1)``). One
+    that returns the merged rows themselves ((N * T, F), as the file computes them) is imported as
+    before, its rows on the batch axis."""
+    return all(tuple(shapes.get(o.name, ()))[:1] == (1,) for o in model.graph.output)
+
+
 def file_shapes(model, path):
     """Every tensor's shape (tuples of ints) when the model runs one sample: the graph input's
     batch (its first dimension, fixed or symbolic) set to 1; None when onnx's reference evaluator
@@ -66,7 +112,7 @@ def file_shapes(model, path):
     static shapes (those no rule takes are refused by name)."""
     import onnx
     from onnx import helper
-    from onnx.reference import ReferenceEvaluator
+    from .reference import reference_evaluator
     g = model.graph
     init = {t.name for t in g.initializer}
     inp = [i for i in g.input if i.name not in init][0]
@@ -89,7 +135,7 @@ def file_shapes(model, path):
     et = inp.type.tensor_type.elem_type
     dtype = onnx.helper.tensor_dtype_to_np_dtype(et) if et else np.float32
     try:
-        sess = ReferenceEvaluator(m)
+        sess = reference_evaluator(m)
         names = [o.name for o in m.graph.output]
         vals = sess.run(names, {inp.name: np.zeros(dims, dtype)})
     except Exception:  # noqa: BLE001 - onnx raises many types; the nodes are then judged as before

@@ -23,7 +23,7 @@ take it in two terms, with no change to the kernel:
 The kernel runs its tested raw mode on int8 codes the host made, and the host's additions are
 exact integers, so the emulator, csim and the board give the same bits. It costs a second pass
 of the layer. It applies to a convolution whose output is the network's output (directly or
-through reshapes: :func:`hlsnn.deploy.outputs.output_layers`) and whose bias fits the kernel's
+through reshapes or a Tanh / Sigmoid head: :func:`hlsnn.deploy.outputs.output_layers`) and whose bias fits the kernel's
 field at the finer ``F_in``; the network kernel does not sum two passes, so such a layer runs
 layer by layer (:func:`hlsnn.deploy.program.lower` says so by name).
 """
