@@ -39,10 +39,8 @@ epochs on scikit-learn's bundled digits (CPU, one thread)::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -54,6 +52,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import variant_family as vf  # noqa: E402
 import variant_fifth as v5  # noqa: E402
 import variant_fourth as v4  # noqa: E402
+import variant_sixth as v6  # noqa: E402
 
 FORMATS = vf.FORMATS
 TWO_WAYS = vf.TWO_WAYS
@@ -495,51 +494,8 @@ def _models(torch, nn):
 
 
 def export(out, only=None):
-    import onnxruntime as ort
-    import torch
-    from torch import nn
-    from export_torch_models import _ort_outputs, _train_ae, train
-    torch.set_num_threads(1)
-    out.mkdir(parents=True, exist_ok=True)
-    v4._seq64(out)
-    manifest_path = out / "MANIFEST.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"models": {}}
-    manifest["torch"] = torch.__version__
-    torch.manual_seed(0)
-    for name, (model, layout, task, epochs) in _models(torch, nn).items():
-        if only and name not in only:
-            continue
-        t0 = time.time()
-        ds = v5._data(out, layout)
-        x_train = ds.x_train.astype(np.float32)
-        if task == "classification":
-            model = train(torch, model, x_train, ds.y_train, epochs=epochs)
-        elif task == "dense":
-            model = _train_ae(torch, model, x_train, epochs=epochs)
-        model.eval()
-        example = torch.from_numpy(ds.x_test[:2].astype(np.float32))
-        for variant, kwargs in TWO_WAYS.items():
-            key = f"{name}_{variant}"
-            path = out / f"{key}.onnx"
-            entry = {"layout": layout, "task": task, "export": dict(kwargs, dynamic_batch=True),
-                     "input_shape": list(ds.x_test.shape[1:])}
-            try:
-                entry["files"] = v5._export(torch, model, example, path, kwargs)
-            except Exception as exc:     # noqa: BLE001 - an exporter that fails is recorded
-                entry.update(files=[], export_error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-                manifest["models"][key] = entry
-                print(f"{key:24s} export failed: {entry['export_error']}", flush=True)
-                continue
-            try:
-                y = _ort_outputs(ort, path, ds.x_test)
-            except Exception as exc:     # noqa: BLE001 - onnxruntime cannot run the file: onnx's evaluator
-                entry["ort_error"] = vf._short(exc)[:300]
-                y = v5._reference(path, ds.x_test)
-            vf._fill_entry(entry, torch, model, path, ds, y)
-            manifest["models"][key] = entry
-            print(f"{key:24s} {entry.get('float_accuracy', '')!s:8.6s} {time.time() - t0:5.1f}s "
-                  f"{' '.join(sorted(set(entry['ops'])))}", flush=True)
-        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    """Train and export this family both ways (``variant_sixth.export`` with these models)."""
+    return v6.export(out, only, _models)
 
 
 def _probes(torch, nn):

@@ -301,7 +301,12 @@ def _models(torch, nn):
     }
 
 
-def export(out, only=None):
+def export(out, only=None, models=None):
+    """Train and export each model of ``models(torch, nn)`` (default: this family's) both ways.
+
+    A ``classification`` model is trained as a classifier, a ``dense`` one as an autoencoder, any
+    other task (``tokens``) is exported untrained.
+    """
     import onnxruntime as ort
     import torch
     from torch import nn
@@ -313,7 +318,7 @@ def export(out, only=None):
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"models": {}}
     manifest["torch"] = torch.__version__
     torch.manual_seed(0)
-    for name, (model, layout, task, epochs) in _models(torch, nn).items():
+    for name, (model, layout, task, epochs) in (models or _models)(torch, nn).items():
         if only and name not in only:
             continue
         t0 = time.time()
@@ -321,7 +326,7 @@ def export(out, only=None):
         x_train = ds.x_train.astype(np.float32)
         if task == "classification":
             model = train(torch, model, x_train, ds.y_train, epochs=epochs)
-        else:
+        elif task == "dense":
             model = _train_ae(torch, model, x_train, epochs=epochs)
         model.eval()
         example = torch.from_numpy(ds.x_test[:2].astype(np.float32))
