@@ -27,7 +27,9 @@ the float model is trained as without, unless --augment-float); --prune-end ends
 --recover-epochs adds float epochs at the full sparsity on a fresh cosine from --recover-lr
 (--recover-masks frozen: the masks fixed, hlsnn.train.rewind.FrozenMasks; at the pruning rate,
 learning-rate rewinding). --average-from F averages the weights over the last (1-F) of the recovery epochs (stochastic weight
-averaging, hlsnn.train.average; the mean pruned again, its BatchNorm statistics recomputed). --regrow-every N prunes and regrows every N steps once the schedule is
+averaging, hlsnn.train.average; the mean pruned again, its BatchNorm statistics recomputed);
+--qat-average-from F does the same over the last (1-F) of the fine-tuning epochs: the mean of the latent float weights
+(the held zeros stay zero), quantized in eval by the same rules, so the deployment stays bit-exact. --regrow-every N prunes and regrows every N steps once the schedule is
 at the target (RigL, hlsnn.train.regrow.RegrowPruner, each unit's zeros kept); --label-smoothing
 smooths the labels after the float training. scripts/select_on_val.py keeps the best of k runs
 on the validation images.
@@ -104,6 +106,9 @@ def main(argv=None):
                     help="sparse, --recover-epochs: the model after the recovery is the mean of its weights at the "
                          "end of every recovery epoch after the first F of them (hlsnn.train.average, stochastic "
                          "weight averaging), pruned again and its BatchNorm statistics recomputed on the training images")
+    ap.add_argument("--qat-average-from", type=float, default=None, metavar="F",
+                    help="the mean of the latent float weights at the end of every fine-tuning epoch after the first "
+                         "F of them (hlsnn.train.average), quantized by the same rules in eval; F in [0, 1)")
     ap.add_argument("--regrow-every", type=int, default=0,
                     help="sparse: prune and regrow (hlsnn.train.regrow.RegrowPruner, RigL) every this many steps "
                          "once the schedule reaches the target, until --regrow-stop; 0: off")
@@ -133,6 +138,10 @@ def main(argv=None):
                                            and 0.0 <= a.average_from < 1.0):
         ap.error(f"--average-from {a.average_from}: a fraction in [0, 1) of the recovery epochs, with "
                  "--format sparse and --recover-epochs N (N > 0)")
+
+    if a.qat_average_from is not None and not (a.qat_epochs > 0 and 0.0 <= a.qat_average_from < 1.0):
+        ap.error(f"--qat-average-from {a.qat_average_from}: a fraction in [0, 1) of the fine-tuning epochs, with "
+                 "--qat-epochs N (N > 0)")
 
     import torch
     from torch import nn
@@ -285,9 +294,28 @@ def main(argv=None):
     q.float()
     calibrate(q, None)
     aug["phase"] = "finetune"
-    fit(q, a.qat_epochs, a.qat_lr)
-    q.eval().double()
     x_cal = xtr[:128].double()
+    qavg = qsnap = None
+    if a.qat_average_from is not None:
+        from hlsnn.train.average import WeightAverage
+        qavg = WeightAverage(q)
+        qfirst = int(a.qat_average_from * a.qat_epochs)     # fine-tuning epochs [qfirst, qat_epochs) are averaged
+
+        def qsnap(ep):
+            if ep >= qfirst:
+                qavg.add()
+    fit(q, a.qat_epochs, a.qat_lr, None, qsnap)
+    if qavg:
+        if a.val:                       # the last fine-tuning epoch's model, before averaging (for comparison)
+            q.eval().double()
+            if a.mode == "static":
+                calibrate(q, x_cal)
+            with torch.no_grad():
+                vals["qat_last_eval_acc"] = acc(q(torch.tensor(xva)).numpy(), True)
+            q.float()
+            calibrate(q, None)
+        qavg.apply()                    # the zeros held in every snapshot stay zero in the mean
+    q.eval().double()
     if a.mode == "static":
         calibrate(q, x_cal)
     with torch.no_grad():
@@ -333,6 +361,8 @@ def main(argv=None):
         res["first_difference"] = first_diff
     if a.sgd_momentum:
         res["sgd_momentum"] = a.sgd_momentum
+    if qavg:
+        res["qat_average"] = {"from": a.qat_average_from, "snapshots": qavg.count}
     if pruner:
         res["sparsity_target"] = a.sparsity
         res["prune_epochs"] = a.prune_epochs

@@ -1,5 +1,5 @@
-"""Weight averaging over the recovery (hlsnn.train.average, scripts/train_qat.py --average-from): the mean of
-the snapshots against numpy's, BatchNorm statistics against numpy's batch statistics, and the script's use."""
+"""Weight averaging over the recovery and the fine-tuning (hlsnn.train.average, scripts/train_qat.py
+--average-from, --qat-average-from): the mean of the snapshots against numpy's, BatchNorm statistics against numpy's batch statistics, and the script's use."""
 import importlib.util
 import json
 import pathlib
@@ -88,6 +88,51 @@ def test_script_rejects(monkeypatch, capsys, args):
         mod.main(["--model", "dscnn", "--format", "sparse"] + args)
     err = capsys.readouterr().err
     assert "a fraction in [0, 1) of the recovery epochs" in err and "--recover-epochs N" in err
+
+
+def test_script_averages_the_fine_tuning(monkeypatch, capsys):
+    """--qat-epochs 2 --qat-average-from 0: a snapshot at the end of both fine-tuning epochs (train mode), the
+    prepared model's weights then their mean (numpy's), the held zeros still zero, and bit-exact when deployed."""
+    seen, checked = [], []
+    real_add, real_apply = average.WeightAverage.add, average.WeightAverage.apply
+
+    def add(self):
+        seen.append((self.model.training, {n: p.detach().double().numpy().copy()
+                                           for n, p in self.model.named_parameters()}))
+        real_add(self)
+
+    def apply(self):
+        out = real_apply(self)
+        for n, p in self.model.named_parameters():
+            np.testing.assert_allclose(p.detach().double().numpy(), np.mean([s[n] for _, s in seen], axis=0),
+                                       rtol=1e-6, atol=1e-7)
+        masks = [m.prune_mask for m in self.model.modules() if getattr(m, "prune_mask", None) is not None]
+        assert masks and all(torch.all(m.weight[m.prune_mask == 0] == 0) for m in self.model.modules()
+                             if getattr(m, "prune_mask", None) is not None)
+        checked.append(True)
+        return out
+
+    monkeypatch.setattr(average.WeightAverage, "add", add)
+    monkeypatch.setattr(average.WeightAverage, "apply", apply)
+    mod = _script(monkeypatch)
+    mod.main(["--model", "dscnn", "--format", "sparse", "--sparsity", "0.9", "--float-epochs", "1",
+              "--qat-epochs", "2", "--prune-epochs", "1", "--allocation", "erk", "--weight-scale", "channel",
+              "--val", "287", "--qat-average-from", "0"])
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert len(seen) == 2 and all(training for training, _ in seen) and checked == [True]
+    assert not np.allclose(seen[0][1]["0.weight"], seen[1][1]["0.weight"])     # two different snapshots
+    assert res["qat_average"] == {"from": 0.0, "snapshots": 2} and "qat_last_eval_acc" in res["val"]
+    assert res["bit_exact"] and res["val"]["bit_exact"]
+
+
+@pytest.mark.parametrize("args", [["--qat-epochs", "0", "--qat-average-from", "0.5"],
+                                  ["--qat-average-from", "1.0"], ["--qat-average-from", "-0.1"]])
+def test_script_rejects_qat_average(monkeypatch, capsys, args):
+    mod = _script(monkeypatch)
+    with pytest.raises(SystemExit):
+        mod.main(["--model", "dscnn", "--format", "sparse"] + args)
+    err = capsys.readouterr().err
+    assert "a fraction in [0, 1) of the fine-tuning epochs" in err and "--qat-epochs N" in err
 
 
 def _script(monkeypatch):
