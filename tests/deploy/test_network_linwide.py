@@ -86,6 +86,7 @@ def test_the_resize_net_runs_in_the_emu_network_mode_with_the_layer_paths_bits(l
 
 
 @pytest.mark.csim
+@pytest.mark.slow      # the kernel's g++ build (~9 CPU-s cold): the quick suite is at its budget
 @pytest.mark.parametrize("fmt", QUICK)
 def test_one_kernel_start_on_csim(lin, fmt):
     """The kernel's ``LinWide`` loop (the Add writes its exact sum into the shortcut buffer): the
