@@ -33,12 +33,7 @@ from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
-
-
-def _ort(path, x):
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    return np.concatenate([sess.run(None, {name: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+from netfixtures import onnxruntime_rows  # noqa: E402
 
 
 def _save(path, nodes, inp_shape, inits, out_shape, opset=17):
@@ -84,7 +79,7 @@ def test_a_groupnorm_reshaped_back_by_shape_before_a_1d_global_max_pool_imports(
     path = _save(tmp_path / "gn.onnx", nodes, ["batch", 2, 6], inits, ["batch", 3])
     net = load_onnx(path)
     x = rng.normal(size=(5, 2, 6)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-5)
 
 
 def _fold_model(path, first=(-1, 4), last=(-1, 3, 5)):
@@ -108,7 +103,7 @@ def test_tokens_folded_into_the_batch_by_a_constant_reshape_are_a_token_wise_gem
     x = np.random.default_rng(3).normal(size=(4, 3, 4)).astype(np.float32)
     y = float_forward(net, x)
     assert y.shape == (4, 3, 5)
-    np.testing.assert_allclose(y, _ort(path, x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(y, onnxruntime_rows(path, x), rtol=1e-5, atol=1e-6)
 
 
 def test_a_constant_reshape_that_keeps_the_batch_is_a_dense_flatten(tmp_path):
@@ -117,7 +112,7 @@ def test_a_constant_reshape_that_keeps_the_batch_is_a_dense_flatten(tmp_path):
     net = load_onnx(path)
     assert [la.kind for la in net.layers if la.kind != "host"] == ["dense"]
     x = np.random.default_rng(4).normal(size=(4, 3, 4)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-6)
 
 
 def test_merged_rows_that_are_the_output_import_as_before(tmp_path):
@@ -154,7 +149,7 @@ def test_dynamo_s_2d_nearest_exact_gather_is_the_nearest_resize(tmp_path, fh, fw
     net = load_onnx(path)
     assert [la.op for la in net.layers] == ["Upsample"]
     x = np.random.default_rng(5).normal(size=(3, 2, 3, 4)).astype(np.float32)
-    np.testing.assert_array_equal(float_forward(net, x), _ort(path, x))
+    np.testing.assert_array_equal(float_forward(net, x), onnxruntime_rows(path, x))
 
 
 def test_a_gather_at_a_non_integer_scale_is_refused_by_name(tmp_path):
@@ -190,7 +185,7 @@ def test_a_slice_that_keeps_every_channel_is_dropped(tmp_path, ends, dropped):
     moves = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn", la.op) == "Slice"]
     assert (not moves) == dropped
     x = np.random.default_rng(12).normal(size=(3, 3, 5, 5)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-5)
 
 
 def _bn_after_model(path, trans_b=1, reader="Gemm"):
@@ -218,7 +213,7 @@ def test_a_batchnorm_after_an_activation_folds_into_the_next_gemm(tmp_path, tran
     net = load_onnx(path)
     assert [la.kind for la in net.layers] == ["dense", "dense"]
     x = np.random.default_rng(14).normal(size=(7, 6)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-5)
 
 
 def test_a_batchnorm_read_by_anything_but_a_gemm_stays_on_the_host(tmp_path):
@@ -226,7 +221,7 @@ def test_a_batchnorm_read_by_anything_but_a_gemm_stays_on_the_host(tmp_path):
     net = load_onnx(path)
     assert "BatchNormalization" in [la.op for la in net.layers]
     x = np.random.default_rng(15).normal(size=(7, 6)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-5)
 
 
 def test_the_input_s_batchnorm_stays_the_host_prefix(tmp_path):
@@ -250,7 +245,7 @@ def test_the_input_s_batchnorm_stays_the_host_prefix(tmp_path):
     net = load_onnx(path)
     assert [la.op for la in net.layers][0] == "BatchNormalization"
     x = np.random.default_rng(15).normal(size=(7, 6)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("coord,scales,sizes,a,excl", [
@@ -273,7 +268,7 @@ def test_a_cubic_resize_is_onnxruntimes(tmp_path, coord, scales, sizes, a, excl)
     net = load_onnx(path)
     assert [la.op for la in net.layers] == ["ResizeLinear"]
     x = np.random.default_rng(17).normal(size=(3, 2, 4, 5)).astype(np.float32)
-    ref = _ort(path, x)
+    ref = onnxruntime_rows(path, x)
     y = float_forward(net, x)
     assert y.shape == ref.shape
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
@@ -358,7 +353,7 @@ def test_seventh_family_patterns_import_and_equal_onnxruntime(tmp_path, name, mo
         assert not {"GatherND", "fallback"} & {la.attrs.get("fn", la.op) for la in net.layers}
         x = np.random.default_rng(9).normal(size=(4,) + shape).astype(np.float32)
         y = float_forward(net, x)
-        ref = _ort(path, x)
+        ref = onnxruntime_rows(path, x)
         assert y.shape == ref.shape
         np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
 
@@ -374,7 +369,7 @@ def test_a_token_fold_deploys_in_every_format_near_float(tmp_path):
     net = load_onnx(path)
     rng = np.random.default_rng(10)
     x_cal, x = rng.normal(size=(64, 5, 4)).astype(np.float32), rng.normal(size=(16, 5, 4)).astype(np.float32)
-    ref = _ort(path, x)
+    ref = onnxruntime_rows(path, x)
     for fmt, accel in (("bfp", "bfp8_zcu104"), ("twohot", "shift8_pynq-z2"), ("fixed", "sparse8_pynq-z2")):
         acc = Accelerator(accel, "emu")
         try:

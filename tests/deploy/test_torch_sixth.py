@@ -26,12 +26,7 @@ from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
-
-
-def _ort(path, x):
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    return np.concatenate([sess.run(None, {name: x[i:i + 1].astype(np.float32)})[0] for i in range(len(x))])
+from netfixtures import onnxruntime_rows  # noqa: E402
 
 
 def _save(path, nodes, inp_shape, inits, out_shape, opset=17):
@@ -70,7 +65,7 @@ def test_expand_as_to_a_shape_with_a_symbolic_batch_is_the_mul_s_broadcast(tmp_p
     net = load_onnx(path)
     assert "Expand" not in {la.attrs.get("fn", la.op) for la in net.layers}
     x = np.random.default_rng(1).normal(size=(5, 4, 3, 3)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-6)
 
 
 def test_an_expand_beyond_the_other_operand_is_still_refused_by_name(tmp_path):
@@ -99,7 +94,7 @@ def test_a_split_constant_is_folded_into_the_weights_it_feeds(tmp_path):
     net = load_onnx(path)
     assert [la.kind for la in net.layers] == ["dense", "dense"]
     x = rng.normal(size=(4, 6)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-6)
 
 
 def _if_model(path, on_batch):
@@ -127,7 +122,7 @@ def test_an_if_fixed_by_the_shapes_is_its_branch(tmp_path):
     path = _if_model(tmp_path / "i.onnx", on_batch=False)
     net = load_onnx(path)
     x = np.random.default_rng(4).normal(size=(5, 1, 8)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-6)
 
 
 def test_an_if_on_the_batch_size_is_refused_by_name(tmp_path):
@@ -205,7 +200,7 @@ def test_dynamic_batch_exports_import_and_equal_onnxruntime(tmp_path, how, name,
     net = load_onnx(path)
     assert not {"Expand", "GatherND", "fallback"} & {la.attrs.get("fn", la.op) for la in net.layers}
     x = np.random.default_rng(8).normal(size=(4,) + shape).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -216,7 +211,7 @@ def test_attention_pooled_by_a_learned_query_imports_and_equals_onnxruntime(tmp_
     assert ("If" in ops) == (how == "ts17")          # TorchScript's squeeze(0) of an unproven axis
     net = load_onnx(path)
     x = np.random.default_rng(9).normal(size=(4, 6, 4)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("c_shape,x_shape", [((2, 4), (4, 5)), ((3, 2, 4), (3, 4, 5)), ((1, 3, 1, 4), (3, 4, 5))])
@@ -234,7 +229,7 @@ def test_a_constant_times_a_computed_tensor_is_a_dense_layer_and_equals_onnxrunt
     assert len([la for la in net.layers if la.kind != "host"]) == heads       # an engine GEMM per head
     assert "MatMulAct" not in {la.op for la in net.layers}
     x = rng.normal(size=(4, *x_shape)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-5)
 
 
 def _chomp_model(path, stride=1, ends=-2):
@@ -260,7 +255,7 @@ def test_a_chomped_conv_is_the_conv_with_less_end_padding(tmp_path, stride, ends
     moves = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn") == "Slice"]
     assert (not moves) == folded
     x = np.random.default_rng(12).normal(size=(4, 2, 8)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-6)
 
 
 class _Wave(torch.nn.Module):
@@ -288,7 +283,7 @@ def test_a_wavenet_block_has_no_move_and_a_global_pool(tmp_path, how):
     assert "Slice" not in fns and "Split" not in fns and "ReduceMean" not in fns
     assert "GlobalAveragePool" in [la.op for la in net.layers]
     x = np.random.default_rng(14).normal(size=(4, 4, 8)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("axis,trans", [(1, 1), (-1, 0)])
@@ -306,7 +301,7 @@ def test_a_split_linear_is_one_gemm_per_part(tmp_path, axis, trans):
     assert [la.kind for la in net.layers if la.kind != "host"] == ["dense", "dense"]
     assert not [la for la in net.layers if la.attrs.get("fn") == "Split"]
     x = rng.normal(size=(5, 6)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-6)
 
 
 class _FlatConv(torch.nn.Module):
@@ -376,7 +371,7 @@ def test_a_channel_shuffle_before_a_grouped_conv_is_in_its_weights(tmp_path, per
     moves = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn") == "Transpose"]
     assert (not moves) == folded
     x = rng.normal(size=(5, 4, 6)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("how", ["ts17", pytest.param("dynamo", marks=pytest.mark.slow)])
@@ -389,4 +384,4 @@ def test_eca_s_conv_across_the_channels_is_a_1x1_conv_of_the_pool(tmp_path, how)
     eca = [la for la in net.layers if la.kind == "conv" and la.w.shape == (6, 6, 1, 1)]
     assert len(eca) == 1 and np.count_nonzero(np.triu(eca[0].w[:, :, 0, 0], 2)) == 0   # banded: k = 3
     x = np.random.default_rng(18).normal(size=(4, 1, 6, 6)).astype(np.float32)
-    np.testing.assert_allclose(float_forward(net, x), _ort(path, x), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-4, atol=1e-5)
