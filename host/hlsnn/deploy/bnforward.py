@@ -37,16 +37,6 @@ def _attr(node, name, default=None):
     return default
 
 
-def _rank2(model):
-    import onnx
-    try:
-        inf = onnx.shape_inference.infer_shapes(model)
-    except Exception:                   # noqa: BLE001 - no shapes: nothing is folded
-        return set()
-    return {vi.name for vi in list(inf.graph.value_info) + list(inf.graph.input)
-            if vi.type.tensor_type.HasField("shape") and len(vi.type.tensor_type.shape.dim) == 2}
-
-
 def rewrite(model):
     """``model`` with each such ``BatchNormalization`` folded into the ``Gemm`` after it (a copy),
     or ``model`` itself."""
@@ -71,7 +61,7 @@ def rewrite(model):
         if gm.op_type != "Gemm" or gm.input[0] != n.output[0] or _attr(gm, "transA", 0) \
                 or gm.input[1] not in consts or (len(gm.input) > 2 and gm.input[2] and gm.input[2] not in consts):
             continue
-        rank2 = _rank2(model) if rank2 is None else rank2
+        rank2 = {k for k, v in graphindex.shapes(model).items() if len(v) == 2} if rank2 is None else rank2
         if n.input[0] not in rank2:
             continue
         plan.append((n, gm))

@@ -48,19 +48,9 @@ def factors(idx, hw):
     return (fh, fw) if np.array_equal(idx.astype(np.int64), want) else None
 
 
-def _shapes(model):
-    """``{tensor: (H, W)}`` of the inputs of the 4-D ``Transpose`` nodes, from onnx's shape inference."""
-    import onnx
-    try:
-        inf = onnx.shape_inference.infer_shapes(model)
-    except Exception:                   # noqa: BLE001 - no shapes: nothing is rewritten
-        return {}
-    out = {}
-    for vi in list(inf.graph.value_info) + list(inf.graph.input):
-        d = vi.type.tensor_type.shape.dim
-        if len(d) == 4 and all(x.HasField("dim_value") for x in d[2:]):
-            out[vi.name] = (int(d[2].dim_value), int(d[3].dim_value))
-    return out
+def _hw(model):
+    """``{tensor: (H, W)}`` of the 4-D tensors whose H and W onnx's shape inference knows."""
+    return {k: v[2:] for k, v in graphindex.shapes(model).items() if len(v) == 4 and None not in v[2:]}
 
 
 def rewrite(model):
@@ -83,7 +73,7 @@ def rewrite(model):
             continue
         if any(o in outputs or len(readers.get(o, ())) != 1 for o in (t.output[0], gnd.output[0])):
             continue
-        shapes = _shapes(model) if shapes is None else shapes
+        shapes = _hw(model) if shapes is None else shapes
         f = factors(consts[gnd.input[1]], shapes.get(t.input[0]))
         if f is not None:
             plan[k] = (t.input[0], f[0], f[1], (id(t), id(gnd)))

@@ -1,7 +1,31 @@
 """What the importer's ONNX rewrites look up in a graph (:mod:`hlsnn.deploy.torchdecomp`,
 :mod:`hlsnn.deploy.repeatup`, :mod:`hlsnn.deploy.unshuffle`, :mod:`hlsnn.deploy.meanfold`): its
 constants, each tensor's producing node, each tensor's reading nodes and the graph's output names;
-and where a chain of moves carries each element (:func:`run_moves`)."""
+each tensor's shape from onnx's shape inference (:func:`shapes`); and where a chain of moves
+carries each element (:func:`run_moves`)."""
+
+
+def shapes(model, data_prop=False, symbols=False, declared=False):
+    """``{tensor: shape}`` from onnx's shape inference (the graph's inputs, outputs and
+    ``value_info``): each dimension an int; where inference knows no number, the name of a
+    symbolic dimension with ``symbols`` (``"batch"`` of an export with a dynamic batch axis: the
+    same name is the same size), else None. ``data_prop`` propagates shape values (a ``Reshape``
+    to a computed shape is known). Where inference fails: ``{}`` (a rewrite that needs a shape
+    does nothing), or with ``declared`` the shapes the file itself declares."""
+    import onnx
+    try:
+        g = onnx.shape_inference.infer_shapes(model, data_prop=data_prop).graph
+    except Exception:                   # noqa: BLE001 - onnx raises many types: nothing is known
+        if not declared:
+            return {}
+        g = model.graph
+    out = {}
+    for v in list(g.input) + list(g.value_info) + list(g.output):
+        t = v.type.tensor_type if v.type.HasField("tensor_type") else None
+        if t is not None and t.HasField("shape"):
+            out[v.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else ((d.dim_param or None) if symbols else None)
+                                for d in t.shape.dim)
+    return out
 
 
 def constants(g):

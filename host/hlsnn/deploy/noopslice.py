@@ -17,20 +17,6 @@ import numpy as np
 from . import graphindex
 
 
-def _shapes(model):
-    import onnx
-    try:
-        inf = onnx.shape_inference.infer_shapes(model)
-    except Exception:                   # noqa: BLE001 - no shapes: nothing is dropped
-        return {}
-    out = {}
-    for vi in list(inf.graph.value_info) + list(inf.graph.input) + list(inf.graph.output):
-        if vi.type.tensor_type.HasField("shape"):
-            out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
-                                 for d in vi.type.tensor_type.shape.dim)
-    return out
-
-
 def _identity(node, consts, shapes):
     if len(node.input) > 4 and node.input[4]:
         if node.input[4] not in consts or not (np.asarray(consts[node.input[4]]) == 1).all():
@@ -45,7 +31,7 @@ def rewrite(model, file_shapes=None):
     if not any(n.op_type == "Slice" for n in g.node):
         return model
     consts, _, _, outputs = graphindex.index(g)
-    shapes = file_shapes or _shapes(model)
+    shapes = file_shapes or graphindex.shapes(model, symbols=True)
     drop = {n.output[0]: n.input[0] for n in g.node
             if n.op_type == "Slice" and n.output[0] not in outputs and _identity(n, consts, shapes)}
     if not drop:

@@ -102,15 +102,10 @@ def _rows_as_maps(layers, output):
 
 def _shapes(model):
     """Tensor shapes (tuples, None for an unknown dimension) by name, from onnx's shape
-    inference where it succeeds (the rules that need a rank or a size read them here)."""
-    try:
-        from onnx import shape_inference
-        inferred = shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - shapes are a help, not a requirement
-        inferred = model
-    g = inferred.graph
-    return {v.name: _dims(v) for v in list(g.input) + list(g.value_info) + list(g.output)
-            if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
+    inference where it succeeds, else as the file declares them (the rules that need a rank or
+    a size read them here)."""
+    from . import graphindex
+    return graphindex.shapes(model, declared=True)
 
 
 def _conv_transpose(w, a, shape):

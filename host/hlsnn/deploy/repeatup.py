@@ -27,22 +27,6 @@ def _attr(node, name, default=None):
     return default
 
 
-def _shapes(model):
-    """name -> tuple of ints (None where a dimension is not a known int), from onnx's shape inference
-    (with its propagation of shape values, so a ``Reshape`` to a computed shape is known)."""
-    import onnx
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:       # noqa: BLE001 - no shapes, no rewrite
-        return {}
-    out = {}
-    for v in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
-        t = v.type.tensor_type
-        if t.HasField("shape"):
-            out[v.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
-    return out
-
-
 def _match(reshape, producer, readers, consts, shapes):
     """``(x, factors)`` when ``reshape`` ends a repeat_interleave of ``x``, else None."""
     rep = producer.get(reshape.input[0])
@@ -92,7 +76,7 @@ def rewrite(model, file_shapes=None):
     for k, n in enumerate(g.node):
         if n.op_type != "Reshape" or len(n.input) < 2:
             continue
-        shapes = (file_shapes or _shapes(model)) if shapes is None else shapes
+        shapes = (file_shapes or graphindex.shapes(model, data_prop=True)) if shapes is None else shapes
         found = _match(n, producer, readers, consts, shapes)
         if found is not None:
             plan[k] = found

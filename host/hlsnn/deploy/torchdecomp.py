@@ -196,7 +196,7 @@ def _expands(model):
             ok = all(o == sh.input[0] for o in others)
         else:            # dynamo: the shape a constant, or (dynamic batch) Concat(Shape(x, 0, 1), C, H, W)
             if shapes is None:
-                shapes = _static_shapes(model)
+                shapes = graphindex.shapes(model, symbols=True)
             target = _shape_value(n.input[1], consts, producer, shapes)
             ok = target is not None and all(_dominated(target, shapes.get(o)) for o in others)
         if not ok:
@@ -328,24 +328,6 @@ def _gathers(g, consts, producer):
     return out
 
 
-def _static_shapes(model):
-    """``{tensor: shape}`` from onnx's shape inference: each dimension an int, or the name of a
-    symbolic dimension (``"batch"`` of an export with a dynamic batch axis: the same name is the
-    same size), or None where inference knows neither."""
-    import onnx
-    try:
-        inf = onnx.shape_inference.infer_shapes(model)
-    except Exception:                   # noqa: BLE001 - no shapes: nothing is rewritten
-        return {}
-    out = {}
-    for vi in list(inf.graph.value_info) + list(inf.graph.input) + list(inf.graph.output):
-        if not vi.type.tensor_type.HasField("shape"):
-            continue
-        out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None)
-                             for d in vi.type.tensor_type.shape.dim)
-    return out
-
-
 def _last_known(shape):
     """A shape whose last dimension (the one a 1-D gather indexes) is a number."""
     return bool(shape) and isinstance(shape[-1], int)
@@ -417,7 +399,7 @@ def _gather_resizes(model):
     gathers = _gathers(g, consts, producer)
     if not gathers:
         return
-    shapes = _static_shapes(model)
+    shapes = graphindex.shapes(model, symbols=True)
     replace, drop = {}, set()          # id(node) -> the new nodes in its place; nodes removed
 
     def private(nodes, keep):
