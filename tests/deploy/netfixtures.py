@@ -222,9 +222,12 @@ def beyond_config(tmp, name):
 def save_net(path, nodes, inits, name, x_shape, y_shape=("N", 10), *, y="y", opset=17):
     """The ONNX graph ``name`` of ``nodes`` and initializers ``inits``, its float input ``x`` of
     ``x_shape`` and float output ``y`` of ``y_shape``, checked and saved at ``path`` (opset
-    ``opset``, IR version 8: what onnxruntime reads). Returns ``path``."""
+    ``opset``, IR version 8: what onnxruntime reads). ``inits`` is a list of tensors or a dict
+    ``{name: array}`` (each array's own dtype). Returns ``path``."""
     import onnx
-    from onnx import helper
+    from onnx import helper, numpy_helper
+    if isinstance(inits, dict):
+        inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()]
     g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(x_shape))],
                           [helper.make_tensor_value_info(y, onnx.TensorProto.FLOAT, list(y_shape))], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])

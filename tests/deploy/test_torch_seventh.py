@@ -33,15 +33,7 @@ from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
-from netfixtures import onnxruntime_rows  # noqa: E402
-
-
-def _save(path, nodes, inp_shape, inits, out_shape, opset=17):
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, inp_shape)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
-                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), str(path))
-    return path
+from netfixtures import onnxruntime_rows, save_net  # noqa: E402
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5)])
@@ -76,7 +68,7 @@ def test_a_groupnorm_reshaped_back_by_shape_before_a_1d_global_max_pool_imports(
              "one": np.ones(2, np.float32), "zero": np.zeros(2, np.float32),
              "gamma": rng.uniform(0.5, 1.5, size=(4, 1)).astype(np.float32),
              "beta": rng.normal(size=(4, 1)).astype(np.float32), "w": rng.normal(size=(3, 4)).astype(np.float32)}
-    path = _save(tmp_path / "gn.onnx", nodes, ["batch", 2, 6], inits, ["batch", 3])
+    path = save_net(tmp_path / "gn.onnx", nodes, inits, "g", ["batch", 2, 6], ["batch", 3])
     net = load_onnx(path)
     x = rng.normal(size=(5, 2, 6)).astype(np.float32)
     np.testing.assert_allclose(float_forward(net, x), onnxruntime_rows(path, x), rtol=1e-5, atol=1e-5)
@@ -92,7 +84,7 @@ def _fold_model(path, first=(-1, 4), last=(-1, 3, 5)):
     k = int(np.prod(first[1:]))
     inits = {"t0": np.array(first, np.int64), "t1": np.array(last, np.int64),
              "w": rng.normal(size=(5, k)).astype(np.float32), "b": rng.normal(size=5).astype(np.float32)}
-    return _save(path, nodes, ["batch", 3, 4], inits, ["batch", *last[1:]])
+    return save_net(path, nodes, inits, "g", ["batch", 3, 4], ["batch", *last[1:]])
 
 
 def test_tokens_folded_into_the_batch_by_a_constant_reshape_are_a_token_wise_gemm(tmp_path):
@@ -133,7 +125,7 @@ def _gather_model(path, idx, hw=(3, 4)):
              helper.make_node("GatherND", ["t", "idx"], ["gd"], batch_dims=0),
              helper.make_node("Transpose", ["gd"], ["y"], perm=[2, 3, 0, 1])]
     idx = np.asarray(idx, np.int64)
-    return _save(path, nodes, ["batch", 2, *hw], {"idx": idx}, ["batch", 2, *idx.shape[:2]])
+    return save_net(path, nodes, {"idx": idx}, "g", ["batch", 2, *hw], ["batch", 2, *idx.shape[:2]])
 
 
 def _nearest_idx(ho, wo, h, w):
@@ -173,7 +165,7 @@ def _ghost_model(path, ends):
              "w2": rng.normal(size=(4, 1, 3, 3)).astype(np.float32),
              "w3": rng.normal(size=(2, ends, 1, 1)).astype(np.float32), "st": np.array([0], np.int64),
              "en": np.array([ends], np.int64), "ax": np.array([1], np.int64), "sp": np.array([1], np.int64)}
-    return _save(path, nodes, ["batch", 3, 5, 5], inits, ["batch", 2, 5, 5])
+    return save_net(path, nodes, inits, "g", ["batch", 3, 5, 5], ["batch", 2, 5, 5])
 
 
 @pytest.mark.parametrize("ends,dropped", [(8, True), (7, False)])
@@ -203,7 +195,7 @@ def _bn_after_model(path, trans_b=1, reader="Gemm"):
              "g": rng.uniform(0.5, 2, 5).astype(np.float32), "be": rng.normal(size=5).astype(np.float32),
              "mu": rng.uniform(0, 1, 5).astype(np.float32), "var": rng.uniform(0.2, 3, 5).astype(np.float32),
              "w2": w2, "b2": rng.normal(size=3).astype(np.float32)}
-    return _save(path, nodes, ["batch", 6], inits, ["batch", 3 if reader == "Gemm" else 5])
+    return save_net(path, nodes, inits, "g", ["batch", 6], ["batch", 3 if reader == "Gemm" else 5])
 
 
 @pytest.mark.parametrize("trans_b", [1, 0])
@@ -264,7 +256,7 @@ def test_a_cubic_resize_is_onnxruntimes(tmp_path, coord, scales, sizes, a, excl)
         inits["sz"] = np.asarray(sizes, np.int64)
     node = helper.make_node("Resize", [i for i in ins], ["y"], mode="cubic", coordinate_transformation_mode=coord,
                             cubic_coeff_a=a, exclude_outside=excl)
-    path = _save(tmp_path / "c.onnx", [node], ["batch", 2, 4, 5], inits, ["batch", 2, None, None])
+    path = save_net(tmp_path / "c.onnx", [node], inits, "g", ["batch", 2, 4, 5], ["batch", 2, None, None])
     net = load_onnx(path)
     assert [la.op for la in net.layers] == ["ResizeLinear"]
     x = np.random.default_rng(17).normal(size=(3, 2, 4, 5)).astype(np.float32)

@@ -20,21 +20,13 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
-from netfixtures import onnxruntime_rows  # noqa: E402
-
-
-def _save(path, nodes, inp_shape, inits, out_shape, opset=17):
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, inp_shape)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
-                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), str(path))
-    return path
+from netfixtures import onnxruntime_rows, save_net  # noqa: E402
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
@@ -61,7 +53,7 @@ def test_expand_as_to_a_shape_with_a_symbolic_batch_is_the_mul_s_broadcast(tmp_p
              helper.make_node("Expand", ["s", "t"], ["e"]),
              helper.make_node("Mul", ["x", "e"], ["y"])]
     inits = {"ax": np.array([2, 3], np.int64), "c": np.array([4], np.int64), "hw": np.array([3], np.int64)}
-    path = _save(tmp_path / "e.onnx", nodes, ["batch", 4, 3, 3], inits, ["batch", 4, 3, 3], opset=18)
+    path = save_net(tmp_path / "e.onnx", nodes, inits, "g", ["batch", 4, 3, 3], ["batch", 4, 3, 3], opset=18)
     net = load_onnx(path)
     assert "Expand" not in {la.attrs.get("fn", la.op) for la in net.layers}
     x = np.random.default_rng(1).normal(size=(5, 4, 3, 3)).astype(np.float32)
@@ -77,7 +69,7 @@ def test_an_expand_beyond_the_other_operand_is_still_refused_by_name(tmp_path):
              helper.make_node("Mul", ["x", "e"], ["y"])]
     inits = {"ax": np.array([2, 3], np.int64), "c": np.array([4], np.int64), "h": np.array([3], np.int64),
              "w": np.array([6], np.int64)}
-    path = _save(tmp_path / "e.onnx", nodes, ["batch", 4, 3, 1], inits, ["batch", 4, 3, 6], opset=18)
+    path = save_net(tmp_path / "e.onnx", nodes, inits, "g", ["batch", 4, 3, 1], ["batch", 4, 3, 6], opset=18)
     with pytest.raises(UnsupportedModelError, match="Expand"):
         load_onnx(path)
 
@@ -90,7 +82,7 @@ def test_a_split_constant_is_folded_into_the_weights_it_feeds(tmp_path):
              helper.make_node("MatMul", ["x", "wat"], ["a"]),
              helper.make_node("MatMul", ["a", "wbt"], ["y"])]
     inits = {"w": rng.normal(size=(14, 6)).astype(np.float32), "sizes": np.array([6, 8], np.int64)}
-    path = _save(tmp_path / "s.onnx", nodes, ["batch", 6], inits, ["batch", 6])
+    path = save_net(tmp_path / "s.onnx", nodes, inits, "g", ["batch", 6], ["batch", 6])
     net = load_onnx(path)
     assert [la.kind for la in net.layers] == ["dense", "dense"]
     x = rng.normal(size=(4, 6)).astype(np.float32)
@@ -114,8 +106,7 @@ def _if_model(path, on_batch):
         helper.make_node("MatMul", ["u", "w"], ["y"])]
     inits = {"zero": np.array(0, np.int64), "one": np.array(1, np.int64), "ax0": np.array([0], np.int64),
              "w": rng.normal(size=(8, 3)).astype(np.float32)}
-    return _save(path, nodes, ["batch", 8] if on_batch else ["batch", 1, 8], inits,
-                 ["batch", 3])
+    return save_net(path, nodes, inits, "g", ["batch", 8] if on_batch else ["batch", 1, 8], ["batch", 3])
 
 
 def test_an_if_fixed_by_the_shapes_is_its_branch(tmp_path):
@@ -223,7 +214,7 @@ def test_a_constant_times_a_computed_tensor_is_a_dense_layer_and_equals_onnxrunt
     out = tuple(np.broadcast_shapes(c_shape[:-2], x_shape[:-2])) + (c_shape[-2], x_shape[-1])
     out = out[1:] if len(out) > len(x_shape) else out
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["c", "r"], ["y"])]
-    path = _save(tmp_path / "c.onnx", nodes, ["batch", *x_shape], {"c": c}, ["batch", *out])
+    path = save_net(tmp_path / "c.onnx", nodes, {"c": c}, "g", ["batch", *x_shape], ["batch", *out])
     net = load_onnx(path)
     heads = int(np.prod(np.broadcast_shapes(c_shape[:-2], x_shape[:-2]))) if len(c_shape) > 2 else 1
     assert len([la for la in net.layers if la.kind != "host"]) == heads       # an engine GEMM per head
@@ -241,7 +232,7 @@ def _chomp_model(path, stride=1, ends=-2):
     inits = {"w": w, "st": np.array([0], np.int64), "en": np.array([ends], np.int64), "ax": np.array([2], np.int64),
              "sp": np.array([1], np.int64)}
     n_out = (8 + 4 - 2 - 1) // stride + 1 + ends
-    return _save(path, nodes, ["batch", 2, 8], inits, ["batch", 3, n_out])
+    return save_net(path, nodes, inits, "g", ["batch", 2, 8], ["batch", 3, n_out])
 
 
 @pytest.mark.parametrize("stride,ends,folded", [(1, -2, True), (1, -1, True), (2, -1, False)])
@@ -296,7 +287,7 @@ def test_a_split_linear_is_one_gemm_per_part(tmp_path, axis, trans):
              helper.make_node("HardSigmoid", ["q"], ["s"]),
              helper.make_node("Mul", ["p", "s"], ["y"])]
     inits = {"w": w, "b": rng.normal(size=8).astype(np.float32), "sizes": np.array([4, 4], np.int64)}
-    path = _save(tmp_path / "g.onnx", nodes, ["batch", 6], inits, ["batch", 4])
+    path = save_net(tmp_path / "g.onnx", nodes, inits, "g", ["batch", 6], ["batch", 4])
     net = load_onnx(path)
     assert [la.kind for la in net.layers if la.kind != "host"] == ["dense", "dense"]
     assert not [la for la in net.layers if la.attrs.get("fn") == "Split"]
@@ -366,7 +357,7 @@ def test_a_channel_shuffle_before_a_grouped_conv_is_in_its_weights(tmp_path, per
              helper.make_node("Add", ["c", "r"], ["y"])]
     inits = {"s4": np.array([-1, 2, 2, 6], np.int64), "s3": np.array([-1, 4, 6], np.int64),
              "w": rng.normal(size=(4, 2, 3)).astype(np.float32), "b": rng.normal(size=4).astype(np.float32)}
-    path = _save(tmp_path / "s.onnx", nodes, ["batch", 4, 6], inits, ["batch", 4, 6])
+    path = save_net(tmp_path / "s.onnx", nodes, inits, "g", ["batch", 4, 6], ["batch", 4, 6])
     net = load_onnx(path)
     moves = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn") == "Transpose"]
     assert (not moves) == folded
