@@ -79,7 +79,8 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 :mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s; 6a
 and 12a, a move or resize of a pending Add, :mod:`hlsnn.engines.network.addmove`'s; 10k, a gate's
 product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s; 8k, a concat of more than
-two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s),
+two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s; 8m, a global pool or gate of a
+pending concat at two radix points, :mod:`hlsnn.engines.network.catmix`'s),
 rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
 its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
