@@ -98,6 +98,11 @@ def test_the_pool_and_the_gate_are_the_layer_paths_float_values_rounded_once(net
         want = np.clip(round_array(np.ldexp(env[t], layer[reader]["f_x"]), prog["rounding"]), -128, 127)
         assert (want != 0).mean() > 0.3
         np.testing.assert_array_equal(ints[op.out].reshape(want.shape), want)
+    from hlsnn.deploy import fast as netfast          # the compiled emu path runs these ops by their numpy rules
+    fast = netfast.build(lowered)
+    if fast is not None:
+        np.testing.assert_array_equal(fast.run(netmode.quantize_input(lowered, x))[0], ints[lowered.output["tensor"]]
+                                      .reshape((len(x),) + tuple(lowered.output["shape"])))
 
 
 def test_a_split_on_other_ops_is_refused_by_name():
