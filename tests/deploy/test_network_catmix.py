@@ -130,3 +130,23 @@ def test_the_two_hot_kernel_runs_it_in_one_start_on_the_strict_library(net):
 @pytest.mark.parametrize("fmt", ["fixed8", "bfp8"])
 def test_the_other_kernels_run_it_in_one_start_on_csim_and_the_simulated_board(net, fmt):
     check_kernel_run(net[fmt], fmt, _x(6), board=True)
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+def test_the_board_sized_sparse_kernel_pools_the_mixed_map_two_pixels_a_cycle(tmp_path):
+    """The board-sized sparse_cluster kernel (net_shape: board) runs the Add loop two pixels a cycle
+    (AddPairs), each bank with its channel's pre-shift: one start, the layer path's bits."""
+    from hlsnn.network.build import compile_model
+    model = _net(tmp_path / "catmix.onnx")
+    cfg = tmp_path / "sized.yaml"
+    cfg.write_text(f"name: catmix_sized\nmodel: {model}\ndata: digits\nlayout: nchw\nformats:\n"
+                   "  sized: {type: fixed, accel: sparse8net_pynq-z2}\nassignments:\n  sized: {default: sized}\n")
+    out = tmp_path / "sized.hlsnn"
+    compile_model(cfg, "sized", out, calibration_samples=32, check_samples=2)
+    x = _x(8)
+    board = hlsnn.load(out, "csim", network=True)
+    assert board._kernel.tables.get("sized") is not None and board._kernel.tables["fast_add"]
+    assert sorted(op.kind for op in _split_ops(board)) == ["add", "gate"]
+    np.testing.assert_array_equal(board(x), hlsnn.load(out, "emu", network=False)(x))
+    assert board.last_kernel_starts == 1
