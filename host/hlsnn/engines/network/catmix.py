@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _mix(src, st, w, op_cls, why, j):
+def _mix(st, w, op_cls, why, j):
     """The mixed map of the pending concat ``st`` (made once): its tensor name and ``(split, fa, fb)``."""
     c = st[1]
     if len(c["ins"]) != 2 or any(c.get("pools", ())) or c.get("graph_in") or None in c["fs"]:
@@ -65,7 +65,7 @@ def lower_host(j, op, w, steps, why, op_cls):
     from .program import _chw
     if op == "GlobalAveragePool":
         src = j["inputs"][0]
-        base, (ca, fa, fb) = _mix(src, sts[0], w, op_cls, why, j)
+        base, (ca, fa, fb) = _mix(sts[0], w, op_cls, why, j)
         c, h, w_ = _chw(w.shapes[src])
         from .mean import count_fields
         w.state[j["output"]] = ("add", dict(ins=[base], fa=fa, fb=fb, relu=False, name=j["name"], split=ca,
@@ -79,7 +79,7 @@ def lower_host(j, op, w, steps, why, op_cls):
     if other is None or other[0] != "q" or cb_ != (ca_[0], 1, 1):
         raise why(j, "a gate Mul of a pending concat (two radix points) by a C-vector computed on the fabric is "
                      "supported (rule 8m)")
-    base, (ca, fa, fb) = _mix(ins[k], sts[k], w, op_cls, why, j)
+    base, (ca, fa, fb) = _mix(sts[k], w, op_cls, why, j)
     w.state[j["output"]] = ("gate", dict(ins=[base, ins[1 - k]], fa=fa, fb=other[1], c=ca_[0],
                                          hw=ca_[1] * ca_[2], name=j["name"], same=False, pix=False,
                                          split=ca, fa2=fb))
