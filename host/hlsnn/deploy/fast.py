@@ -315,6 +315,8 @@ class FastNet:
                 cv = self.convs[op.name]
                 y, s = self._conv(cv, src, nz[op.name], ws)
                 sat[op.name] += s
+            elif op.kind in netmode.MOVE_KINDS or "div" in f or "split" in f:   # split: rule 8m (netcatmix)
+                y = self._move(op, env, b)
             elif op.kind in ("lut", "gate"):     # rules 9, 10 in numpy on the NHWC maps (the same integers)
                 from ..engines.network import gate as netgate
                 if op.kind == "lut":
@@ -327,8 +329,6 @@ class FastNet:
                     a = netgate.gate_ints(src[0], g, f, net.input["bits"]).astype(np.int32)
                 a = np.ascontiguousarray(a)
                 y = (a, _ptr(a))
-            elif op.kind in netmode.MOVE_KINDS or "div" in f:
-                y = self._move(op, env, b)
             elif op.kind == "maxpool":
                 y = self._buf(ws, op.name, (b, f["oh"], f["ow"], f["c"]))
                 so.hlsnn_net_maxpool(src[1], f["h"], f["w"], f["c"], f["kh"], f["kw"], f["sh"], f["sw"],
@@ -431,7 +431,10 @@ class FastNet:
         def get(name):                      # (b, C, H, W): each image's values in the tensor's CHW order
             return env[self._src(name)][0].transpose(0, 3, 1, 2)
         f = op.f
-        if op.kind == "add":
+        if op.kind == "gate":               # a gate of a mixed map (rule 8m, netcatmix): its numpy rule
+            from ..engines.network import gate as netgate
+            y = netgate.run(op, get, b, self.net.input["bits"])
+        elif op.kind == "add":
             y = netmode.add_ints(get(op.ins[0]).reshape(b, f["c"], f["hw"]),
                                  get(op.ins[1]).reshape(b, f["c"], f["hw"]) if len(op.ins) > 1 else None, f,
                                  self.net.input["bits"])

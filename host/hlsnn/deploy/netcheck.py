@@ -77,6 +77,9 @@ def check_ops(net):
                     ints(op, f, (k,), 0, 31)
             if "shift" in f:
                 ints(op, f, ("shift",), -62, 62)
+        if "split" in op.f:                              # rule 8m: a pool or gate of a mixed map (.catmix)
+            from ..engines.network.catmix import check_op as check_split
+            check_split(op, ints, bad)
         if "div" in op.f:                                # rule 13's division (engines.network.mean)
             ints(op, f["div"], ("pre",), 0, 31)
             ints(op, f["div"], ("dl",), 1, 95)

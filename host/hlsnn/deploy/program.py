@@ -79,7 +79,8 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 :mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s; 6a
 and 12a, a move or resize of a pending Add, :mod:`hlsnn.engines.network.addmove`'s; 10k, a gate's
 product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s; 8k, a concat of more than
-two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s),
+two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s; 8m, a global pool or gate of a
+pending concat at two radix points, :mod:`hlsnn.engines.network.catmix`'s),
 rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
 its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
@@ -274,6 +275,9 @@ def walk(program, arrays, steps):
                 state[j["output"]] = ("add", dict(a, **count_fields(n)))   # p, or rule 13's division
                 shapes[j["output"]] = (c, 1, 1)
                 continue
+            from ..engines.network import catmix
+            if catmix.lower_host(j, op, w, steps, _why, Op):                # a pool or gate of a pending concat: 8m
+                continue
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
             from ..engines.network import addmove, gatecat, pick
@@ -416,7 +420,8 @@ class IntegerSteps:
         if n & (n - 1) and f_x is not None:             # rule 13: a mean over a count not a power of two
             from ..engines.network import mean
             amax = n << (self.bits - 1)
-            div = mean.plan(n, fm, f_x, sum(amax << (fm - f) for f in (a["fa"], a["fb"])[:len(a["ins"])]))
+            div = mean.plan(n, fm, f_x, sum(amax << (fm - f) for f in (a["fa"], a["fb"])[:2 if a.get("split") else
+                                                                                        len(a["ins"])]))
             if isinstance(div, str):
                 raise _why(j, div)
             div, shift = div
@@ -429,7 +434,8 @@ class IntegerSteps:
         w.ops.append(Op("add", a["name"], list(a["ins"]), base,
                         dict(c=c, hw=hw, sa=fm - (a["p"] or 0) - a["fa"], sb=fm - (a["p"] or 0) - a["fb"],
                              relu=a["relu"], gap=a["p"] is not None, shift=shift, rounding=self.rounding,
-                             single=len(a["ins"]) == 1, **({"div": div} if div else {}))))
+                             single=len(a["ins"]) == 1, **({"div": div} if div else {}),
+                             **({"split": a["split"]} if a.get("split") else {}))))     # rule 8m (.catmix)
         w.shapes[base] = (c, 1, 1) if a["p"] is not None else w.shapes[a["ins"][0]]
         w.state[base] = ("q", f_x)
         return base
@@ -598,7 +604,11 @@ def maxpool_ints(x, f):
 def add_ints(a, b, f, bits):
     """Rule 4 on (B, C, HW) integers: (B, C, HW), or (B, C, 1) with the global pool; ``b``
     None for the global pool of one tensor."""
-    s = np.asarray(a, np.int64) << f["sa"]
+    if "split" in f:                     # rule 8m: a pre-shift per channel range (engines.network.catmix)
+        from ..engines.network.catmix import shifts_by_channel
+        s = np.asarray(a, np.int64) << shifts_by_channel(f, np.shape(a)[1])[None, :, None]
+    else:
+        s = np.asarray(a, np.int64) << f["sa"]
     if b is not None:
         s = s + (np.asarray(b, np.int64) << f["sb"])
     if f["relu"]:

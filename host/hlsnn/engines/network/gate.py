@@ -212,6 +212,9 @@ def gate_ints(a, g, f, bits):
     (``f["pix"]``, rule 10p; numpy broadcasts it over C): (B, C, HW)."""
     from ...primitives import shift_round_sat
     p = np.asarray(a, np.int64) * np.asarray(g, np.int64)
+    if "split" in f:                    # rule 8m: a shift per channel range of (B, C, HW) (.catmix)
+        from .catmix import shifts_by_channel
+        return shift_round_sat(p, shifts_by_channel(f, p.shape[1])[None, :, None], bits, f["rounding"])[0]
     return shift_round_sat(p, f["shift"], bits, f["rounding"])[0]
 
 
@@ -286,9 +289,16 @@ def materialize(j, src, st, state, shapes, ops, aliases, rounding, why, op_cls, 
     if f_x is None or np.ndim(f_x) or fp > max(f_x + 24, 0):
         raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
     t = out or g["name"] + "_q"
+    split = {}
+    if g.get("split"):                  # rule 8m: a gate of a concat's mixed map, a shift per channel range
+        from .catmix import gate_shifts
+        fp = max(fp, g["fa2"] + g["fb"])
+        if fp > max(f_x + 24, 0):
+            raise why(j, f"the requantization from radix {fp} to {f_x} is not exact in today's host rule")
+        split = dict(split=g["split"], shift2=gate_shifts(g, f_x)[1])
     ops.append(op_cls("gate", out or g["name"], list(g["ins"]), t,
-                      dict(c=g["c"], hw=g["hw"], shift=int(fp - f_x), rounding=rounding, same=bool(g.get("same")),
-                           pix=bool(g.get("pix")))))
+                      dict(c=g["c"], hw=g["hw"], shift=int(g["fa"] + g["fb"] - f_x), rounding=rounding,
+                           same=bool(g.get("same")), pix=bool(g.get("pix")), **split)))
     shapes[t], state[t] = shapes[g["ins"][0]], ("q", f_x)
 
 
@@ -413,4 +423,6 @@ def gate_descriptor(op, f, d, place, name, pc, bits=8):
     d.update(src=place[main][0], hw=1 if f.get("same") else f["hw"], shift=f["shift"], single=int(main == a),
              pix=int(bool(f.get("pix"))),
              n_iter=n_iter)
+    if "split" in f:                    # a mixed map's gate (rule 8m, .catmix): shift sb from channel cg
+        d.update(cg=f["split"], sb=f["shift2"])
     return 2 * bits + 2

@@ -296,6 +296,8 @@ def pool_or_add(op, f, d, place, name, pc, a_bits, wide=None):
     d.update(src=src, relu=int(f["relu"]), n_iter=-(-f["c"] // pc) * f["hw"], hw=f["hw"], sa=f["sa"],
              sb=f["sb"], gap=int(f["gap"]), shift=f["shift"], single=int(short is None),
              wide=int(bool(f.get("out_bits"))))          # a chained sum: the sum itself into sc (.chain)
+    if "split" in f:                                        # a mixed map's pool (.catmix): sb from channel cg
+        d.update(cg=f["split"])
     wide = wide or {}
     return max(wide.get(main, a_bits) + f["sa"], wide.get(short, a_bits) + f["sb"]) + 2 + p
 

@@ -224,18 +224,17 @@ def _lut_fields(net, m_bits):
     made = {op.out: op for op in net.ops}
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     gate_bits = 2
+    from .gatecat import sources                   # through max pools and concats (a ghost module's)
     for op in net.ops:
         if op.kind == "gate":
             for t in op.ins:
-                src = made.get(name(t))
-                while src is not None and src.kind == "maxpool" and not src.f.get("gap"):
-                    src = made.get(name(src.ins[0]))    # a max pool's elements are its input's (rule 7)
-                if src is None or src.kind not in ("conv", "lut"):
-                    raise InputError(f"network kernel (bfp): {op.name}: a gate of {name(t)}; the kernel multiplies "
-                                     f"conv or table outputs")
-                gate_bits = max(gate_bits, m_bits if src.kind == "conv" else
-                                max(m_bits, int(src.f["clip"][0]).bit_length() + 1) if src.f.get("fn") == "Clip"
-                                else w + 1 if src.f.get("exact") else OUT_BITS)
+                for src in sources(t, made, name):
+                    if src is None or src.kind not in ("conv", "lut"):
+                        raise InputError(f"network kernel (bfp): {op.name}: a gate of {name(t)}; the kernel "
+                                         f"multiplies conv or table outputs (or max pools or concats of them)")
+                    gate_bits = max(gate_bits, m_bits if src.kind == "conv" else
+                                    max(m_bits, int(src.f["clip"][0]).bit_length() + 1) if src.f.get("fn") == "Clip"
+                                    else w + 1 if src.f.get("exact") else OUT_BITS)
     luts = np.concatenate(parts) if parts else np.zeros(1 << b, np.int64)
     return dict(luts=luts, lut_bits=b, lut_mixed=mixed, lut_entry_bits=OUT_BITS, lut_rounding=ROUNDING[rnd.pop()],
                 hs_w=w, gate_bits=gate_bits)

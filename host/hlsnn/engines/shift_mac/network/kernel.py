@@ -197,6 +197,7 @@ def render(net, out_dir):
                lane_of=[j % pz for j in range(pc)], block_of=[j - j % pz for j in range(pc)],
                parts=t["parts"], part_of=[j // pz if t["parts"] > 1 else 0 for j in range(pc)],
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
+               split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.catmix)
                act_distance=max(netperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **unfold_fields(t["unfold"], pc))
     return render_templates("shift_mac", ctx, out_dir) + (t,)

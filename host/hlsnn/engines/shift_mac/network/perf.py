@@ -161,6 +161,7 @@ def datapath(net, tables):
     * ``wpool`` (``Q``, a program with an average pool): :func:`wpool_logic`;
     * ``linwide`` (a program with rule 12w's resize): :func:`hlsnn.engines.network.linwide.logic`;
     * ``mean`` (a mean over a count that is not a power of two): :func:`mean_logic`;
+    * ``split`` (a pool or gate of a concat's mixed map): :func:`hlsnn.engines.network.catmix.logic`;
     * ``axi``, ``control``: :data:`AXI_MASTER` x 2, :data:`AXI_LITE`, :data:`CONTROL`.
     """
     import math
@@ -186,6 +187,8 @@ def datapath(net, tables):
     from ...network.linwide import logic as linwide_logic      # rule 12w's LinWide loop
     parts.update(linwide_logic(net, pc, a, wb))
     parts.update(mean_logic(net, tables))
+    from ...network.catmix import logic as split_logic         # rule 8m's channel-range shifts
+    parts.update(split_logic(net, tables))
     return parts
 
 

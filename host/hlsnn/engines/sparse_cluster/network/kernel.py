@@ -252,6 +252,7 @@ def render(net, out_dir):
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
                sc_add=sc_add(net, t["place"]), gate_sc=gate_sc(net, t["place"]),
+               split_shift=any("split" in op.f for op in net.ops),   # rule 8m (hlsnn.engines.network.catmix)
                act_distance=max(sparseperf.CONV_DEPTH, netperf.POOL_DEPTH, netperf.ADD_DEPTH),
                **netkernel.unfold_fields(t["unfold"], pc))
     return netkernel.render_templates("sparse_cluster", ctx, out_dir) + (t,)
