@@ -99,7 +99,8 @@ def lower(j, mats, chw, src, st, shapes, state, ops, why, op_cls):
     if any(f is None for f in forms):
         bad = next(m for m, f in zip(mats, forms) if f is None)
         n_out, n_in = np.shape(bad)
-        raise why(j, f"a linear Resize from {n_in} to {n_out} whose weights are neither rule 12's x2 half_pixel ones "
+        from .linpool import mode_name
+        raise why(j, f"a {mode_name(j)} Resize from {n_in} to {n_out} whose weights are neither rule 12's x2 half_pixel ones "
                      f"nor rule 14's box over a nearest upsample (align_corners); no exact integer rule here")
     (dy, sy), (dx, sx) = forms
     c, h, w = chw

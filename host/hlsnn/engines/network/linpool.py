@@ -196,6 +196,12 @@ def lower_half_pixel(j, fs, shape, src, st, state, shapes, ops, op_cls):
                      pads=(0, 0, 0, 0), my=my, mx=mx, p=py + px)
 
 
+def mode_name(j):
+    """The interpolation of a ``ResizeLinear`` host layer ``j`` as its refusals name it: ``"cubic"``
+    (``nn.Upsample(mode='bicubic')``, :mod:`hlsnn.deploy.hostextra`) or ``"linear"``."""
+    return "cubic" if j.get("attrs", {}).get("mode") == "cubic" else "linear"
+
+
 def resize_mats(j, why):
     """The (2, ) per-axis weight matrices of a ``ResizeLinear`` host layer ``j`` (a 1-D resize's
     second axis of scale 1)."""
@@ -203,7 +209,7 @@ def resize_mats(j, why):
     if len(mats) == 1:
         mats = mats + [np.eye(1)]
     if len(mats) != 2:
-        raise why(j, f"a linear Resize of {len(mats)} spatial axes; 1 or 2 have a rule here")
+        raise why(j, f"a {mode_name(j)} Resize of {len(mats)} spatial axes; 1 or 2 have a rule here")
     return mats
 
 
@@ -226,7 +232,7 @@ def resize_factors(j, shape, why):
         elif n_out == 2 * n_in and np.array_equal(m, half_pixel_x2(n_in)):
             out.append(2)
         else:
-            raise why(j, f"a linear Resize from {n_in} to {n_out} whose weights are not the x2 half_pixel ones "
+            raise why(j, f"a {mode_name(j)} Resize from {n_in} to {n_out} whose weights are not the x2 half_pixel ones "
                          f"(rule 12; align_corners is rule 14, .cornerresize)")
     return tuple(out)
 
