@@ -281,6 +281,9 @@ def walk(program, arrays, steps):
                 continue
             if gatecat.lower_host(j, program, w, steps, _why, Op):     # a Concat of a pending gate: 10k
                 continue
+            from ..engines.network import addcat
+            if addcat.lower_host(j, program, w, steps, _why, Op):      # a Concat of a pending Add: 8a
+                continue
             if pick.lower_host(j, program, w, steps, _why, Op):        # x[:, :, k]: a one-step reflect crop (14p)
                 continue
             if netmove.lower_host(j, state, shapes, ops, _why, Op, catinput.part_state(j, w, steps, _why)):  # 6-8i
