@@ -99,6 +99,7 @@ def test_the_zerostuff_and_the_concat_are_the_layer_paths_sums_rounded_once(net,
 
 
 @pytest.mark.csim
+@pytest.mark.strict_csim
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["twohot", "fixed8", "bfp8"])
 def test_every_kernel_runs_it_in_one_start_on_csim_and_the_simulated_board(net, fmt):

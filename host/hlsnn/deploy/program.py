@@ -78,8 +78,8 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 ``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Rules 6-8 (data moves) are
 :mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s; 6a
 and 12a, a move or resize of a pending Add, :mod:`hlsnn.engines.network.addmove`'s; 10k, a gate's
-product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s; 8k, a concat of more than
-two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s),
+product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s; 8a, an Add's, ``.addcat``'s;
+8k, a concat of more than two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s),
 rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
 its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
@@ -276,13 +276,11 @@ def walk(program, arrays, steps):
                 continue
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
-            from ..engines.network import addmove, gatecat, pick
+            from ..engines.network import addcat, addmove, gatecat, pick
             if addmove.lower_host(j, w, steps, _why, Op):              # a move or resize of a pending Add: 6a, 12a
                 continue
-            if gatecat.lower_host(j, program, w, steps, _why, Op):     # a Concat of a pending gate: 10k
-                continue
-            from ..engines.network import addcat
-            if addcat.lower_host(j, program, w, steps, _why, Op):      # a Concat of a pending Add: 8a
+            if gatecat.lower_host(j, program, w, steps, _why, Op) or \
+                    addcat.lower_host(j, program, w, steps, _why, Op):     # a Concat of a pending gate, Add: 10k, 8a
                 continue
             if pick.lower_host(j, program, w, steps, _why, Op):        # x[:, :, k]: a one-step reflect crop (14p)
                 continue

@@ -1,5 +1,5 @@
 """A data move or a linear resize of a pending residual ``Add`` (issue 52, rules 6a and 12a of
-the network mode): a U-Net decoder's ``Upsample`` of ``relu(up(c) + skip)`` (k_unet_freq's
+the network mode): a U-Net decoder's ``Upsample`` (or a transposed conv's ``ZeroStuff``) of ``relu(up(c) + skip)`` (k_unet_freq's
 ``nn.Upsample(scale_factor=(2, 1))`` of a pending Add), a 1-D autoencoder's
 ``F.interpolate(relu(d2(..) + a), mode='linear')`` (k_ae_lin).
 
@@ -17,6 +17,9 @@ at its calibrated ``F_x``.
     of an upsample) is moved in order. On BFP pairs (``bfp_systolic``) rule 5's sum is
     exact pairs already: the Add is materialized at once and rule 6 moves its pairs (mantissa
     and exponent alike), which is the layer path's float values, element by element.
+    A transposed conv's ``ZeroStuff`` (s_unet_res's ``ConvTranspose2d(4, 2, 1)`` of a residual
+    block's ``Relu(Add)``; :mod:`.move` rule 7) is such a move too: 0 is a value of every
+    format, so ``to_fixed(zs(s)) = zs(to_fixed(s))``; it joins the chain of moves alike.
 12a. **A linear resize or AveragePool of a pending Add on BFP pairs**: rule 5's exact pairs
     (materialized at once), then :mod:`.linpool` rule 11 or 12 on them (the window's exact sum
     at its smallest exponent; a sum beyond the 26-bit element raises the status bit, and the
@@ -40,8 +43,8 @@ def _pending_add(st):
 
 
 def lower_host(j, w, steps, why, op_cls):
-    """Rules 6a and 12a for host layer ``j``: True when it was lowered here (an ``Upsample`` of a
-    pending Add or of an ``addmv``; on BFP pairs also a ``ResizeLinear`` or ``AveragePool`` of a
+    """Rules 6a and 12a for host layer ``j``: True when it was lowered here (an ``Upsample`` or
+    ``ZeroStuff`` of a pending Add or of an ``addmv``; on BFP pairs also a ``ResizeLinear`` or ``AveragePool`` of a
     pending Add), else False (another rule decides)."""
     op = j["op"]
     src = j["inputs"][0]

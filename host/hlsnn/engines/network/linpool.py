@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cornerresize import mode_name
 from .mean import count_fields
 
 #: the op kind of rule 11 (rule 12's ``edge`` is an ``upsample`` op with ``f["edge"]``)
@@ -194,12 +195,6 @@ def lower_half_pixel(j, fs, shape, src, st, state, shapes, ops, op_cls):
     (kh, my, py), (kw, mx, px) = axis(fy), axis(fx)
     return pad, dict(c=c, h=h * fy + 2 * ty, w=w * fx + 2 * tx, oh=h * fy, ow=w * fx, kh=kh, kw=kw, sh=1, sw=1,
                      pads=(0, 0, 0, 0), my=my, mx=mx, p=py + px)
-
-
-def mode_name(j):
-    """The interpolation of a ``ResizeLinear`` host layer ``j`` as its refusals name it: ``"cubic"``
-    (``nn.Upsample(mode='bicubic')``, :mod:`hlsnn.deploy.hostextra`) or ``"linear"``."""
-    return "cubic" if j.get("attrs", {}).get("mode") == "cubic" else "linear"
 
 
 def resize_mats(j, why):
