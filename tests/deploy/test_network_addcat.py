@@ -108,3 +108,19 @@ def test_every_kernel_runs_it_in_one_start_on_csim_and_the_simulated_board(net, 
     skip into sc while the max pool reads the other sum); the simulated board alike. No kernel
     loop is new, so this is the slow stage's (the quick suite's kernels run each loop already)."""
     assert check_kernel_run(net[fmt], fmt, _x(6), board=True)._kernel.strict
+
+
+def test_a_concat_of_a_pending_add_read_at_two_radix_points_is_refused_by_name():
+    """Rule 8a needs one ``F_x`` for the concat's readers (the layer path rounds the float concat
+    once per reader); two convs reading it at radix points 4 and 5 are refused by name."""
+    from types import SimpleNamespace
+    from hlsnn.engines.network import addcat
+    from hlsnn.errors import InputError
+    j = dict(kind="host", op="Concat", name="cat", inputs=["t", "e"], output="cat", attrs={"axis": 1})
+    program = {"layers": [j] + [dict(kind="conv", name=n, inputs=["cat"], output=n + "_y", f_x=f)
+                                for n, f in (("c1", 4), ("c2", 5))]}
+    add = dict(ins=["a", "b"], fa=4, fb=4, relu=True, p=None, name="e")
+    w = SimpleNamespace(state={"t": ("q", 5), "e": ("add", add)}, shapes={"t": (4, 8, 8), "e": (4, 8, 8)}, ops=[])
+    with pytest.raises(InputError, match=r"layer cat \(Concat\): a Concat of a pending Add's sum .* at one radix "
+                                         r"point only \(rule 8a\)"):
+        addcat.lower_host(j, program, w, SimpleNamespace(bits=8), netmode._why, None)
