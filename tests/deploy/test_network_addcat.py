@@ -78,7 +78,6 @@ def test_the_zerostuff_and_the_concat_are_the_layer_paths_sums_rounded_once(net,
     _, env = hlsnn.load(net[fmt], "emu", network=False).run(x, keep=True)
     prog, arrays = artifact.read(str(net[fmt]))
     lowered = netmode.lower(prog, arrays)
-    f_x = {j["name"]: j["f_x"] for j in prog["layers"] if j["kind"] != "host"}
     zs, = [op for op in lowered.ops if op.kind == "zerostuff"]
     cat, = [op for op in lowered.ops if op.kind == "concat"]
     names = [op.name for op in lowered.ops]

@@ -106,8 +106,9 @@ def lower(j, mats, chw, src, st, shapes, state, ops, why, op_cls):
     if any(f is None for f in forms):
         bad = next(m for m, f in zip(mats, forms) if f is None)
         n_out, n_in = np.shape(bad)
-        raise why(j, f"a {mode_name(j)} Resize from {n_in} to {n_out} whose weights are neither rule 12's x2 half_pixel ones "
-                     f"nor rule 14's box over a nearest upsample (align_corners); no exact integer rule here")
+        raise why(j, f"a {mode_name(j)} Resize from {n_in} to {n_out} whose weights are neither rule 12's x2 "
+                     f"half_pixel ones nor rule 14's box over a nearest upsample (align_corners); no exact integer "
+                     f"rule here")
     (dy, sy), (dx, sx) = forms
     c, h, w = chw
     (oh, _), (ow, _) = (np.shape(m) for m in mats)
