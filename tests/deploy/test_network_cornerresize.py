@@ -286,3 +286,16 @@ def test_milesial_unet_on_the_network_path(milesial, fmt):
     key = "mdiv" if fmt == "bfp8" else "n"
     assert sorted(op.f[key] for op in net.network.ops if op.kind == "avgpool") == [9, 49]
     np.testing.assert_array_equal(net(x), hlsnn.load(path, "emu", network=False)(x))
+
+
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners"])
+def test_cubic_weights_are_refused_as_cubic(coord):
+    """A bicubic x2 (``nn.Upsample(mode='bicubic')``, Keys' weights, some negative) reaches the
+    same refusal, which names the mode it is (cubic), not linear."""
+    kind, attrs = hostextra.resize_linear(None, {"coordinate_transformation_mode": coord}, None, [1, 2, 8, 8],
+                                          (None, 2, 4, 4), mode="cubic")
+    assert kind == "ResizeLinear" and (np.asarray(attrs["mats"][0]) < 0).any()
+    j = dict(kind="host", op="ResizeLinear", name="r", inputs=["x"], output="y", attrs=attrs)
+    with pytest.raises(InputError, match=r"layer r \(ResizeLinear\): a cubic Resize from 4 to 8 whose weights") as e:
+        linpool.lower_host(j, {"x": ("q", 4)}, {"x": (2, 4, 4)}, [], 8, netmode._why, netmode.Op)
+    assert "linear" not in str(e.value).split("whose")[0]

@@ -95,7 +95,7 @@ def resize_linear(node, a, scales, sizes, shape, mode="linear"):
     if a.get("axes") is not None:
         return "Resize with axes is not supported"
     if shape is None or len(shape) < 3 or None in shape[1:]:
-        return f"a linear Resize of an input of unknown shape {shape}"
+        return f"a {mode} Resize of an input of unknown shape {shape}"
     r = len(shape)
     if scales is not None and np.size(scales):
         sc = np.asarray(scales, np.float64).reshape(-1)

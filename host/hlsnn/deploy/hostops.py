@@ -216,3 +216,20 @@ def float_tensors(net, x):
             y = conv.conv_float(ins[0], layer.w, layer.b, layer.geom)
         env[layer.output] = np.maximum(y, 0) if layer.relu else y
     return env
+
+
+def alias_shape(j, shape):
+    """The per-image shape of an alias host op ``j`` (:data:`ALIAS_OPS`) on a tensor of
+    per-image ``shape``: a ``Reshape`` by its target (``0`` copies a dimension, ``-1`` takes
+    the rest), a ``Squeeze`` / ``Unsqueeze`` by its axes (:func:`run`),
+    a ``Flatten`` the vector, the others the shape itself."""
+    if j["op"] in ("Identity", "Dropout"):
+        return tuple(shape)
+    if j["op"] in ("Squeeze", "Unsqueeze") or j["op"] == "Reshape" and j.get("attrs", {}).get("shape") is not None:
+        from types import SimpleNamespace
+        try:
+            y = run(SimpleNamespace(op=j["op"], attrs=j["attrs"]), [np.zeros((1,) + tuple(shape))])
+            return tuple(int(d) for d in y.shape[1:])
+        except ValueError:
+            pass
+    return (int(np.prod(shape)),)

@@ -60,7 +60,9 @@ Rules (these are what :func:`load_onnx` does, in order):
   (a ``GatherND`` between two ``Transpose`` nodes: :mod:`hlsnn.deploy.gatherup2d`); a ``Slice``
   that keeps every element is dropped (:mod:`hlsnn.deploy.noopslice`), and a ``BatchNormalization``
   of an (N, K) tensor read only by a ``Gemm`` (after an activation: ``Linear -> ReLU -> BatchNorm1d
-  -> Linear``) is folded forward into that ``Gemm``'s weights and bias (:mod:`hlsnn.deploy.bnforward`).
+  -> Linear``) is folded forward into that ``Gemm``'s weights and bias (:mod:`hlsnn.deploy.bnforward`);
+  ``torch.maximum(x, c * x)`` (``Max(x, Mul(x, c))``, one number ``0 <= c <= 1``) is ``LeakyRelu(alpha=c)``
+  (:mod:`hlsnn.deploy.maxleaky`).
 * An input whose batch dimension is fixed at 1 (``torch.onnx.export``'s default) gets a
   symbolic batch: the leading 1 of the input and of every constant ``Reshape`` target that
   starts with 1 (``[1, 128]`` before a classifier) stands for the batch.
@@ -87,7 +89,7 @@ import numpy as np
 
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
-from . import bnforward, chomp, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
+from . import bnforward, chomp, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
 from .graph import Layer, Network
 from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
                          _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
@@ -274,6 +276,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     model = qimport.float_model(model, path)      # issue 50: QDQ pairs folded (a no-op without them)
     model = torchdecomp.rewrite(model)            # Einsum as MatMul, dynamo's 1-D upsampling as Resize
     model = gatherup2d.rewrite(model)             # dynamo's 2-D nearest-exact (a GatherND): nearest Resize
+    model = maxleaky.rewrite(model)               # torch.maximum(x, c * x), 0 <= c <= 1: LeakyRelu(alpha=c)
     model = meanfold.rewrite(model)               # x.mean(-1).mean(-1) as one mean over (H, W)
     model = iffold.rewrite(model)                 # TorchScript's squeeze(d) of an unproven d: If of a shape test
     model = chomp.rewrite(model)                  # Conv1d(padding=p) + Chomp1d x[:, :, :-c]: the conv's own pads
@@ -545,7 +548,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         elif op in rules.OPS:
             spec = rules.host_rule(node, a, consts, shapes)
             if isinstance(spec, str):
-                reject(node, spec)
+                reject(node, (op == "Max" and maxleaky.why(node, g)) or spec)
                 continue
             if spec.op == "Upsample" and len(spec.attrs["factors"]) == 1:     # nearest on (N, C, L): on the map
                 spec.attrs = {"factors": (spec.attrs["factors"][0], 1), "map_1d": True}

@@ -78,9 +78,9 @@ of two 8-bit values at radixes a few bits apart, a mean over a power-of-two pixe
 ``Fm + p <= max(F_x + 24, 0)`` and refuses otherwise). Rules 6-8 (data moves) are
 :mod:`hlsnn.engines.network.move`'s (14p, a pick of one step, :mod:`hlsnn.engines.network.pick`'s; 6a
 and 12a, a move or resize of a pending Add, :mod:`hlsnn.engines.network.addmove`'s; 10k, a gate's
-product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s; 8k, a concat of more than
-two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s; 8m, a global pool or gate of a
-pending concat at two radix points, :mod:`hlsnn.engines.network.catmix`'s),
+product read by a skip concat, :mod:`hlsnn.engines.network.gatecat`'s; 8a, an Add's, ``.addcat``'s;
+8k, a concat of more than two parts as concats of two, :mod:`hlsnn.engines.network.catsplit`'s; 8m, a
+global pool or gate of a pending concat at two radix points, :mod:`hlsnn.engines.network.catmix`'s),
 rules 9 (a ``HardSwish``, ``HardSigmoid`` or ``Sigmoid`` of a fixed-point tensor as a table of
 its codes, which the layer path runs too) and 10 (a
 squeeze-excite block's channel gate, requantized as rule 4 requantizes; 10c/10d, a gate's product
@@ -111,25 +111,8 @@ from ..errors import InputError
 from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why, materialized, pool_attrs_2d
 from ..primitives import shift_round_sat
 from .dilate import dilate
+from .hostops import alias_shape
 from .netcheck import check_ops
-
-
-def alias_shape(j, shape):
-    """The per-image shape of an alias host op ``j`` (:data:`ALIAS_OPS`) on a tensor of
-    per-image ``shape``: a ``Reshape`` by its target (``0`` copies a dimension, ``-1`` takes
-    the rest), a ``Squeeze`` / ``Unsqueeze`` by its axes (:func:`hlsnn.deploy.hostops.run`),
-    a ``Flatten`` the vector, the others the shape itself."""
-    if j["op"] in ("Identity", "Dropout"):
-        return tuple(shape)
-    if j["op"] in ("Squeeze", "Unsqueeze") or j["op"] == "Reshape" and j.get("attrs", {}).get("shape") is not None:
-        from types import SimpleNamespace
-        from . import hostops
-        try:
-            y = hostops.run(SimpleNamespace(op=j["op"], attrs=j["attrs"]), [np.zeros((1,) + tuple(shape))])
-            return tuple(int(d) for d in y.shape[1:])
-        except ValueError:
-            pass
-    return (int(np.prod(shape)),)
 
 
 def maxpool_fields(j, shape):
@@ -280,10 +263,11 @@ def walk(program, arrays, steps):
                 continue
             if reduce.lower_host(j, program, w, steps, _why):               # ReduceMean as a global pool
                 continue
-            from ..engines.network import addmove, gatecat, pick
+            from ..engines.network import addcat, addmove, gatecat, pick
             if addmove.lower_host(j, w, steps, _why, Op):              # a move or resize of a pending Add: 6a, 12a
                 continue
-            if gatecat.lower_host(j, program, w, steps, _why, Op):     # a Concat of a pending gate: 10k
+            if gatecat.lower_host(j, program, w, steps, _why, Op) or \
+                    addcat.lower_host(j, program, w, steps, _why, Op):     # a Concat of a pending gate, Add: 10k, 8a
                 continue
             if pick.lower_host(j, program, w, steps, _why, Op):        # x[:, :, k]: a one-step reflect crop (14p)
                 continue

@@ -91,6 +91,13 @@ def exact_run(mats, x):
     return x / n
 
 
+def mode_name(j):
+    """The interpolation of a ``ResizeLinear`` host layer ``j`` as the refusals here and in
+    :mod:`.linpool` name it: ``"cubic"`` (``nn.Upsample(mode='bicubic')``,
+    :mod:`hlsnn.deploy.hostextra`) or ``"linear"``."""
+    return "cubic" if j.get("attrs", {}).get("mode") == "cubic" else "linear"
+
+
 def lower(j, mats, chw, src, st, shapes, state, ops, why, op_cls):
     """Rule 14 for host layer ``j`` (:func:`hlsnn.engines.network.linpool.lower_host`): appends
     the upsample op (``chw`` the input's map) and returns the source name and the pool's fields, or raises ``why``."""
@@ -99,8 +106,9 @@ def lower(j, mats, chw, src, st, shapes, state, ops, why, op_cls):
     if any(f is None for f in forms):
         bad = next(m for m, f in zip(mats, forms) if f is None)
         n_out, n_in = np.shape(bad)
-        raise why(j, f"a linear Resize from {n_in} to {n_out} whose weights are neither rule 12's x2 half_pixel ones "
-                     f"nor rule 14's box over a nearest upsample (align_corners); no exact integer rule here")
+        raise why(j, f"a {mode_name(j)} Resize from {n_in} to {n_out} whose weights are neither rule 12's x2 "
+                     f"half_pixel ones nor rule 14's box over a nearest upsample (align_corners); no exact integer "
+                     f"rule here")
     (dy, sy), (dx, sx) = forms
     c, h, w = chw
     (oh, _), (ow, _) = (np.shape(m) for m in mats)

@@ -2,7 +2,7 @@
 flat features into ``x.unsqueeze(1)`` and a ``Conv1d``, a ``(64,)`` input read as ``1 x 64``).
 
 A conv reads its own view of its input (an ``Unsqueeze``'s, a ``Reshape``'s: the same values in
-NCHW order, :func:`hlsnn.deploy.program.alias_shape`). The network kernels keep a tensor in
+NCHW order, :func:`hlsnn.deploy.hostops.alias_shape`). The network kernels keep a tensor in
 channel banks (channel ``c`` in bank ``c % Q``, its ``H x W`` pixels at consecutive words), so
 the input's per-image shape decides where the image load writes each value: a ``(64,)`` input is
 64 channels of one pixel, which a conv reading ``1 x 64`` (one channel of 64 pixels) would read

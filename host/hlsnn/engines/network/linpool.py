@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .cornerresize import mode_name
 from .mean import count_fields
 
 #: the op kind of rule 11 (rule 12's ``edge`` is an ``upsample`` op with ``f["edge"]``)
@@ -203,7 +204,7 @@ def resize_mats(j, why):
     if len(mats) == 1:
         mats = mats + [np.eye(1)]
     if len(mats) != 2:
-        raise why(j, f"a linear Resize of {len(mats)} spatial axes; 1 or 2 have a rule here")
+        raise why(j, f"a {mode_name(j)} Resize of {len(mats)} spatial axes; 1 or 2 have a rule here")
     return mats
 
 
@@ -226,7 +227,7 @@ def resize_factors(j, shape, why):
         elif n_out == 2 * n_in and np.array_equal(m, half_pixel_x2(n_in)):
             out.append(2)
         else:
-            raise why(j, f"a linear Resize from {n_in} to {n_out} whose weights are not the x2 half_pixel ones "
+            raise why(j, f"a {mode_name(j)} Resize from {n_in} to {n_out} whose weights are not the x2 half_pixel ones "
                          f"(rule 12; align_corners is rule 14, .cornerresize)")
     return tuple(out)
 
