@@ -128,14 +128,18 @@ def test_rule_9w_is_the_exact_product():
 
 
 def _se_net(path, gate_twice=False):
-    """x (1 x 8 x 8) -> Conv 3x3 stride 2 (6 x 4 x 4) -> PRelu (6 slopes) -> p; a squeeze-excite
+    """x (1 x 8 x 8) -> Conv 3x3 (4 x 8 x 8) -> PRelu (4 slopes; read by a conv: rule 9p) -> Conv 3x3
+    stride 2 (6 x 4 x 4) -> PRelu (6 slopes) -> p; a squeeze-excite
     gate ``p * sigmoid(W GAP(p))`` (``gate_twice``: ``p * p``, a gate of two 9w maps) ->
     AveragePool 2x2 -> Flatten -> Gemm (10): h_dw_prelu's tail."""
     from onnx import helper, numpy_helper
     inits, w = weight_drawer(66)
-    inits.append(f32_init("slope", np.reshape([-0.3, 0.27, 0.61, -0.05, 0.13, 0.4], (6, 1, 1))))
+    inits.append(f32_init("slope", np.reshape([-0.3, 0.27, 0.61, -0.25, 0.18, 0.4], (6, 1, 1))))
+    inits.append(f32_init("slope0", np.reshape([0.2, -0.1, 0.45, 0.3], (4, 1, 1))))
     inits.append(numpy_helper.from_array(np.array([0, 6, 1, 1], np.int64), "shape"))
-    nodes = [helper.make_node("Conv", ["x", w("cw", (6, 1, 3, 3), 0.5), w("cb", 6, 0.1)], ["c"], pads=[1, 1, 1, 1],
+    nodes = [helper.make_node("Conv", ["x", w("c0w", (4, 1, 3, 3), 0.5), w("c0b", 4, 0.1)], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("PRelu", ["c0", "slope0"], ["p0"]),
+             helper.make_node("Conv", ["p0", w("cw", (6, 4, 3, 3), 0.3), w("cb", 6, 0.1)], ["c"], pads=[1, 1, 1, 1],
                               strides=[2, 2]),
              helper.make_node("PRelu", ["c", "slope"], ["p"]),
              helper.make_node("GlobalAveragePool", ["p"], ["gp"]),
@@ -167,8 +171,8 @@ def test_a_prelu_read_by_a_pool_and_a_gate_runs_with_the_layer_paths_bits(se_net
     average pool, gives the layer path's float64 bits; the program's elements are 53-bit."""
     def lowered(run):
         ops = [(op.kind, op.f.get("fn"), op.f.get("wide")) for op in run.network.ops]
-        assert ops[:2] == [("conv", None, None), ("lut", "PRelu", True)]
-        assert [k for k, _, _ in ops[2:]] == ["add", "conv", "lut", "gate", "avgpool", "conv"]
+        assert ops[:4] == [("conv", None, None), ("lut", "PRelu", False), ("conv", None, None), ("lut", "PRelu", True)]
+        assert [k for k, _, _ in ops[4:]] == ["add", "conv", "lut", "gate", "avgpool", "conv"]
         assert prelu.elem_bits(run.network) == 53
     check_emu_network_run(se_net, "bfp8", _xi(96), lowered)
 
@@ -185,7 +189,8 @@ def test_a_gate_of_two_wide_prelu_maps_is_refused_by_the_kernel_by_name(tmp_path
 
 @pytest.mark.csim
 def test_the_bfp_kernel_runs_rule_9w_in_one_start(se_net):
-    """The only C-simulation of 9w's wide elements: the layer path's bits in one start."""
+    """The only C-simulation of 9w's wide elements (with a 9p op in them): the layer path's bits
+    in one start."""
     check_kernel_run(se_net, "bfp8", _xi(4))
 
 

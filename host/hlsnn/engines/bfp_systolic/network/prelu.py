@@ -40,7 +40,7 @@ next BFP engine layer quantizes by its rule 3 (per patch: the leading one ``L`` 
     where every other program's is ``ELEM_BITS`` = 26; the bound of every sum of rules 5, 11
     and of a gate's product is then ``2**52``), so a gate's product of the 9w map by a table's
     ``OUT_BITS``-bit entries (``< 2**(M + 23 + 15)``) is exact in it; the kernel refuses by name a
-    gate whose operands' product could pass the element (:mod:`.kernel` ``_lut_fields``). A sum
+    gate whose operands' product could pass the element (:mod:`hlsnn.engines.bfp_systolic.network.kernel` ``_lut_fields``). A sum
     beyond ``2**52`` is :class:`~.lower.NotExact` (the status bit), as every sum beyond its bound.
 
 The kernel runs 9p in its ``Lut`` loop (mode ``single = 4``): per bank an ``M x 25``-bit product
