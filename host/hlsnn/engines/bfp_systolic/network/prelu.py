@@ -40,8 +40,14 @@ next BFP engine layer quantizes by its rule 3 (per patch: the leading one ``L`` 
     where every other program's is ``ELEM_BITS`` = 26; the bound of every sum of rules 5, 11
     and of a gate's product is then ``2**52``), so a gate's product of the 9w map by a table's
     ``OUT_BITS``-bit entries (``< 2**(M + 23 + 15)``) is exact in it; the kernel refuses by name a
-    gate whose operands' product could pass the element (:mod:`hlsnn.engines.bfp_systolic.network.kernel` ``_lut_fields``). A sum
-    beyond ``2**52`` is :class:`~.lower.NotExact` (the status bit), as every sum beyond its bound.
+    gate whose operands' product could pass the element
+    (:mod:`hlsnn.engines.bfp_systolic.network.kernel` ``_lut_fields``). A sum beyond ``2**52`` is
+    :class:`~.lower.NotExact` (the status bit), as every sum beyond its bound.
+
+    Why the layer path's bits: its float64 ``PRelu`` is this exact value (a product of ``M`` and 24
+    significant bits), and its pool, gate and average pool compute the float64 sums and products
+    of exact values, which rules 6, 10b and 11 compute exactly on pairs (within their bounds); an
+    engine layer reading the product block-quantizes the same value by rule 3.
 
 The kernel runs 9p in its ``Lut`` loop (mode ``single = 4``): per bank an ``M x 25``-bit product
 with the bank's slope mantissa and exponent of its channel (``kPSlope``, ``kPExp``: one word per
