@@ -2,7 +2,8 @@
 :mod:`hlsnn.engines.bfp_systolic.network.prelu`): bfp8 ran ``nn.PReLU(C)`` layer by layer (h_jet_bnin:
 3 starts), two-hot and fixed8 had rule 9ch. The layer path keeps its float64 ``PRelu``; the network
 mode writes ``slope_c * x`` rounded to odd, which the next layer's block quantization reads as it
-reads the exact product.
+reads the exact product; read by a pool or a gate (h_dw_prelu's squeeze-excite), the exact
+product itself in 53-bit elements (rule 9w).
 
 References: numpy's block quantization of the exact float64 products (``frexp`` of a block's
 largest value, the mantissas rounded by :func:`netfixtures.round_array`) for the rule; the
@@ -92,8 +93,8 @@ def test_a_prelu_per_channel_runs_in_the_bfp_network_mode_with_the_layer_paths_b
 
 
 def test_a_prelu_per_channel_read_by_a_host_op_is_refused_by_name(nets):
-    check_refused_runs_layer_by_layer(nets[True], InputError, "PRelu per channel of BFP values read by other than "
-                                      "engine layers", _x(8))
+    check_refused_runs_layer_by_layer(nets[True], InputError, "PRelu per channel of BFP values read by a Relu",
+                                      _x(8))
 
 
 @pytest.mark.csim
@@ -107,4 +108,95 @@ def test_the_bfp_kernel_runs_it_in_one_start(nets):
 @pytest.mark.strict_csim
 def test_the_bfp_kernel_on_the_strict_library_and_the_simulated_board(nets):
     k = check_kernel_run(nets[False], "bfp8", _x(6), board=True)
+    assert k._kernel.strict
+
+
+# --------------------------------------------------------------------------- rule 9w
+
+def test_rule_9w_is_the_exact_product():
+    """Rule 9p with ``t = 0`` (9w) gives the float64 PRelu of the pairs' values exactly, in
+    ``M + 24`` bits: what a pool or a gate of the layer path reads."""
+    rng = np.random.default_rng(5)
+    m = rng.integers(-127, 128, (500, 6))
+    e = rng.integers(-20, 4, (500, 6))
+    slopes = np.float32(rng.normal(0, 0.4, 6)).astype(np.float64)
+    sm, se = prelu.slope_pairs(slopes, lambda what: AssertionError(what))
+    ym, ye = prelu.prelu_pairs(m, e, sm, se, 0, (1, 6))
+    x = np.ldexp(m.astype(np.float64), e)
+    np.testing.assert_array_equal(np.ldexp(ym.astype(np.float64), ye), np.where(x >= 0, x, x * slopes))
+    assert np.abs(ym).max() < 1 << 31
+
+
+def _se_net(path, gate_twice=False):
+    """x (1 x 8 x 8) -> Conv 3x3 (4 x 8 x 8) -> PRelu (4 slopes; read by a conv: rule 9p) -> Conv 3x3
+    stride 2 (6 x 4 x 4) -> PRelu (6 slopes) -> p; a squeeze-excite
+    gate ``p * sigmoid(W GAP(p))`` (``gate_twice``: ``p * p``, a gate of two 9w maps) ->
+    AveragePool 2x2 -> Flatten -> Gemm (10): h_dw_prelu's tail."""
+    from onnx import helper, numpy_helper
+    inits, w = weight_drawer(66)
+    inits.append(f32_init("slope", np.reshape([-0.3, 0.27, 0.61, -0.25, 0.18, 0.4], (6, 1, 1))))
+    inits.append(f32_init("slope0", np.reshape([0.2, -0.1, 0.45, 0.3], (4, 1, 1))))
+    inits.append(numpy_helper.from_array(np.array([0, 6, 1, 1], np.int64), "shape"))
+    nodes = [helper.make_node("Conv", ["x", w("c0w", (4, 1, 3, 3), 0.5), w("c0b", 4, 0.1)], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("PRelu", ["c0", "slope0"], ["p0"]),
+             helper.make_node("Conv", ["p0", w("cw", (6, 4, 3, 3), 0.3), w("cb", 6, 0.1)], ["c"], pads=[1, 1, 1, 1],
+                              strides=[2, 2]),
+             helper.make_node("PRelu", ["c", "slope"], ["p"]),
+             helper.make_node("GlobalAveragePool", ["p"], ["gp"]),
+             helper.make_node("Flatten", ["gp"], ["gf"]),
+             helper.make_node("Gemm", ["gf", w("sw", (6, 6), 0.6), w("sb", 6, 0.1)], ["sl"]),
+             helper.make_node("Sigmoid", ["sl"], ["sg"]),
+             helper.make_node("Reshape", ["sg", "shape"], ["s4"]),
+             helper.make_node("Mul", ["p", "p" if gate_twice else "s4"], ["g"]),
+             helper.make_node("AveragePool", ["g"], ["a"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["a"], ["af"]),
+             helper.make_node("Gemm", ["af", w("w2", (24, 10), 0.4)], ["y"])]
+    return save_net(path, nodes, inits, "bfp_prelu_se", ("N", 1, 8, 8))
+
+
+@pytest.fixture(scope="module")
+def se_net(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bfp_prelu_se")
+    return compile_onnx(tmp, "bfp_prelu_se", _se_net(tmp / "se.onnx"), "bfp8", check_samples=2,
+                        calibration_samples=32)
+
+
+def _xi(n):
+    from hlsnn.deploy.datasets import load
+    return load("digits", layout="nchw").x_test[:n]
+
+
+def test_a_prelu_read_by_a_pool_and_a_gate_runs_with_the_layer_paths_bits(se_net):
+    """Rule 9w: the exact product, read by the global pool, the gate and (through it) the
+    average pool, gives the layer path's float64 bits; the program's elements are 53-bit."""
+    def lowered(run):
+        ops = [(op.kind, op.f.get("fn"), op.f.get("wide")) for op in run.network.ops]
+        assert ops[:4] == [("conv", None, None), ("lut", "PRelu", False), ("conv", None, None), ("lut", "PRelu", True)]
+        assert [k for k, _, _ in ops[4:]] == ["add", "conv", "lut", "gate", "avgpool", "conv"]
+        assert prelu.elem_bits(run.network) == 53
+    check_emu_network_run(se_net, "bfp8", _xi(96), lowered)
+
+
+def test_a_gate_of_two_wide_prelu_maps_is_refused_by_the_kernel_by_name(tmp_path):
+    """Two 9w maps' product (31 + 31 bits) could pass the 53-bit element: the kernel refuses it."""
+    from hlsnn.network import artifact
+    from hlsnn.network.loader import kernel_network
+    path = compile_onnx(tmp_path, "bfp_prelu_pp", _se_net(tmp_path / "pp.onnx", True), "bfp8", check_samples=2,
+                        calibration_samples=8)
+    with pytest.raises(InputError, match="a gate of a PRelu's exact product .rule 9w."):
+        kernel_network(*artifact.read(path))
+
+
+@pytest.mark.csim
+def test_the_bfp_kernel_runs_rule_9w_in_one_start(se_net):
+    """The only C-simulation of 9w's wide elements (with a 9p op in them): the layer path's bits
+    in one start."""
+    check_kernel_run(se_net, "bfp8", _xi(4))
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+@pytest.mark.strict_csim
+def test_the_bfp_kernel_runs_rule_9w_on_the_strict_library_and_the_simulated_board(se_net):
+    k = check_kernel_run(se_net, "bfp8", _xi(4), board=True)
     assert k._kernel.strict

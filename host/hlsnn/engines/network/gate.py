@@ -312,9 +312,10 @@ def check_op(op, ints, bad):
         if f.get("exact") and op.f.get("fn") == "PRelu":         # bfp rule 9p: slopes per channel
             sm, se = np.asarray(f.get("sm", ())), np.asarray(f.get("se", ()))
             if sm.shape != (f["c"],) or se.shape != (f["c"],) or np.abs(sm).max(initial=0) >= 1 << 24 \
-                    or np.abs(se).max(initial=0) > 300 or not 1 <= int(f.get("t", 0)) <= 11:
+                    or np.abs(se).max(initial=0) > 300 or not (int(f.get("t", 0)) == 0 if f.get("wide") else
+                                                               1 <= int(f.get("t", 0)) <= 11):    # 9w: t = 0
                 raise bad(op, f"PRelu slopes {sm.shape} / {se.shape} for {f['c']} channels, t = {f.get('t')}: "
-                              f"rule 9p takes one 24-bit mantissa and exponent a channel, t in 1..11")
+                              f"rule 9p takes one 24-bit mantissa and exponent a channel, t in 1..11 (9w: 0)")
             return
         if f.get("exact") and op.f.get("fn") == "Clip":          # bfp rule 9d: Clip(0 or None, h 2**k)
             hk = f.get("clip")

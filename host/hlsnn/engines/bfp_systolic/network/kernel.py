@@ -166,7 +166,9 @@ def tables(net, pz, pc):
     from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     act_words, act3_words = _third(net, place, act_words, pc)
+    from .prelu import elem_bits
     return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, act3_words=act3_words, sc_words=sc_words,
+                elem_bits=elem_bits(net),                                # rule 9w (.prelu): 53, else 26
                 place=place, pz=pz,
                 pc=pc, unfold=unfold,
                 weights=[[cat(b) for b in lane] for lane in wl], wexps=[cat(x) for x in el],
@@ -225,16 +227,27 @@ def _lut_fields(net, m_bits):
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     gate_bits = 2
     from .gatecat import sources                   # through max pools and concats (a ghost module's)
+    from .prelu import S_BITS, elem_bits, is_wide
     for op in net.ops:
         if op.kind == "gate":
+            widths = []
             for t in op.ins:
-                for src in sources(t, made, name):
+                srcs = sources(t, made, name)
+                for src in srcs:
                     if src is None or src.kind not in ("conv", "lut"):
                         raise InputError(f"network kernel (bfp): {op.name}: a gate of {name(t)}; the kernel "
                                          f"multiplies conv or table outputs (or max pools or concats of them)")
-                    gate_bits = max(gate_bits, m_bits if src.kind == "conv" else
-                                    max(m_bits, int(src.f["clip"][0]).bit_length() + 1) if src.f.get("fn") == "Clip"
-                                    else w + 1 if src.f.get("exact") else OUT_BITS)
+                widths.append(max(m_bits if src.kind == "conv" else
+                                  max(m_bits, int(src.f["clip"][0]).bit_length() + 1) if src.f.get("fn") == "Clip"
+                                  else m_bits + S_BITS if is_wide(src)        # rule 9w: |m S_c| < 2**(M + 23)
+                                  else w + 1 if src.f.get("exact") else OUT_BITS for src in srcs))
+                gate_bits = max(gate_bits, widths[-1])
+            if any(is_wide(src) for t in op.ins for src in sources(t, made, name)) and \
+                    sum(widths) - 2 > elem_bits(net) - 1:
+                raise InputError(f"network kernel (bfp): {op.name}: a gate of a PRelu's exact product (rule 9w) by "
+                                 f"another operand: {' x '.join(map(str, widths))}-bit mantissas, "
+                                 f"products up to {sum(widths) - 2} bits, beyond the kernel's "
+                                 f"{elem_bits(net)}-bit element")
     luts = np.concatenate(parts) if parts else np.zeros(1 << b, np.int64)
     return dict(luts=luts, lut_bits=b, lut_mixed=mixed, lut_entry_bits=OUT_BITS, lut_rounding=ROUNDING[rnd.pop()],
                 hs_w=w, gate_bits=gate_bits)
@@ -327,11 +340,11 @@ def render(net, out_dir):
                       f"do not edit.", net_name=net.name, accel=net.accel, guard=guard, cfg="NetCfg", top=TOP,
                header="network.h", data_header="network_data.h", mant_bits=p["mantissa_bits"],
                emin=-(1 << (e - 1)), emax=(1 << (e - 1)) - 1, acc_bits=p["acc_bits"], sum_bits=t["sum_bits"],
-               elem_bits=ELEM_BITS, wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
+               elem_bits=t["elem_bits"], wide_bits=WIDE_BITS, gap_words=t["gap_words"], exact_bits=EXACT_BITS,
                pool_bits=t["pool_bits"], pz=pz, pc=pc,
                rounding=ROUNDING[p["rounding"]], act_bufs=t["act_bufs"], act_words=t["act_words"],
-               act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"])[0],
-               act3_impl=third_storage(t["act3_words"])[1],
+               act3_words=t["act3_words"], act3_type=third_storage(t["act3_words"], t["elem_bits"])[0],
+               act3_impl=third_storage(t["act3_words"], t["elem_bits"])[1],
                sc_words=t["sc_words"],
                max_pix=t["max_pix"], max_blocks=t["max_blocks"], tz_slots=t["tz_slots"], tz_distance=TZ_DISTANCE,
                in_elems=t["in_elems"],
@@ -361,6 +374,7 @@ def render(net, out_dir):
                               for op in net.ops),
                has_clip=any(op.kind == "lut" and op.f.get("fn") == "Clip" for op in net.ops),
                has_prelu=t["prelu"] is not None,
+               prelu_wide=t["elem_bits"] != ELEM_BITS,                  # rule 9w: r of kElemBits bits
                prelu_words=t["prelu"][0].shape[1] if t["prelu"] is not None else 0,
                prelu_m=[_ints(b) for b in t["prelu"][0]] if t["prelu"] is not None else [],
                prelu_e=[_ints(b) for b in t["prelu"][1]] if t["prelu"] is not None else [],

@@ -50,7 +50,9 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    e))``; ReLU ``m = max(m, 0)``. The float64 sum of the layer path is this value when ``|ma|
    2**(ea - e) + |mb| 2**(eb - e) < 2**53``; the network kernel keeps it in a 26-bit mantissa
    (:data:`ELEM_BITS`), so :func:`run` requires the bound ``2**25`` (:class:`NotExact`
-   otherwise; ResNet-8's residual sums take at most 23 bits).
+   otherwise; ResNet-8's residual sums take at most 23 bits). A program with rule 9w
+   (:mod:`.prelu`: an exact PRelu product read by a pool or a gate) has 53-bit elements: its
+   bound, and rules 10b's and 11's, is ``2**52`` (:func:`.prelu.elem_bits`).
 6. **global average pool** (after an add, or of one tensor as an add whose second operand is
    zero, power-of-two ``H*W = 2**p`` pixels): per channel
    the exact sum at ``e = min`` over its non-zero elements, then ``e - p``. The float mean is
@@ -384,13 +386,13 @@ def conv_pairs(x, f, p):
     return ym.reshape(shape).transpose(0, 3, 1, 2), ye.reshape(shape).transpose(0, 3, 1, 2)
 
 
-def _exact_sum_check(parts, e, name, bits=EXACT_BITS):
-    """Raise unless ``sum |m_i| 2**(e_i - e) < 2**bits`` (rules 5, 6)."""
+def _exact_sum_check(parts, e, name, bits=EXACT_BITS, elem=ELEM_BITS):
+    """Raise unless ``sum |m_i| 2**(e_i - e) < 2**bits`` (rules 5, 6; ``elem``: the element's bits)."""
     tot = sum(parts)
     if (tot >= (1 << bits)).any():
         why = ("the layer-by-layer float64 result rounds" if bits == EXACT_BITS else
                "rule 6b's mean is not proved equal to the layer path's float64 mean" if bits == MEAN_BITS else
-               f"the network kernel keeps an Add's sum in a {ELEM_BITS}-bit mantissa")
+               f"the network kernel keeps an Add's sum in a {elem}-bit mantissa")
         raise NotExact(f"network kernel (bfp): {name}: a sum spans more than {bits} bits, so {why} (rules 5, 6 "
                        f"of hlsnn.engines.bfp_systolic.network.lower); run it with network=False")
 
@@ -403,8 +405,9 @@ def _align(m, e, e0):
         np.sign(m)
 
 
-def add_pairs(a, b, f, name):
-    """Rules 5 and 6 on pairs (B, C, HW): pairs (B, C, HW), or (B, C, 1) with the pool."""
+def add_pairs(a, b, f, name, elem=ELEM_BITS):
+    """Rules 5 and 6 on pairs (B, C, HW): pairs (B, C, HW), or (B, C, 1) with the pool (``elem``:
+    the kernel's element bits, :func:`.prelu.elem_bits`)."""
     ma, ea = (np.asarray(v, np.int64) for v in a)
     mb, eb = (np.asarray(v, np.int64) for v in b)
     big = np.iinfo(np.int64).max
@@ -414,7 +417,7 @@ def add_pairs(a, b, f, name):
     e0 = np.where(e0 == big, 0, e0)
     ta, tb = _align(ma, ea, e0), _align(mb, eb, e0)
     if not f["gap"]:
-        _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name, ELEM_BITS - 1)
+        _exact_sum_check([np.abs(ta), np.abs(tb)], e0, name, elem - 1, elem)
         m = ta + tb
         if f["relu"]:
             m = np.maximum(m, 0)
@@ -445,11 +448,12 @@ def maxpool_pairs(x, f):
     return (np.take_along_axis(win(mp), k, -1)[..., 0], np.take_along_axis(win(ep), k, -1)[..., 0])
 
 
-def avgpool_pairs(op, get, b):
+def avgpool_pairs(op, get, b, elem=ELEM_BITS):
     """:mod:`hlsnn.engines.network.linpool` rule 11 on a batch of ``b`` images of ``(m, e)``
     pairs: each window's exact sum (taps shifted by their weights' bits) at ``e0``, the
     smallest exponent of its non-zero elements (0 when none), as ``(s, e0 - p)`` (the op's
-    ``shift`` is ``p``); :class:`NotExact` where the magnitudes' sum reaches ``2**(ELEM_BITS-1)``."""
+    ``shift`` is ``p``); :class:`NotExact` where the magnitudes' sum reaches ``2**(elem-1)``
+    (``elem``: the kernel's element bits, :func:`.prelu.elem_bits`)."""
     from ...network.linpool import windows
     f = op.f
     m, e = (np.asarray(a, np.int64).reshape(b, f["c"], f["h"], f["w"]) for a in get(op.ins[0]))
@@ -469,8 +473,9 @@ def avgpool_pairs(op, get, b):
     if f.get("uncounted"):                         # rule 11u: the sum times L / count, over L (rule 6b)
         from ...network.uncounted import scale
         k = scale(f)
-    if ((np.abs(terms) << t).sum(axis=(-2, -1)) * k >= 1 << (ELEM_BITS - 1)).any():
-        raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {ELEM_BITS - 1} bits (the "
+    big_term = (np.abs(terms) >= 1 << (elem - 1)).any()      # (before the sum: 2**62 terms would wrap int64)
+    if big_term or ((np.abs(terms) << t).sum(axis=(-2, -1)) * k >= 1 << (elem - 1)).any():
+        raise NotExact(f"network kernel (bfp): {op.name}: a pool's sum spans more than {elem - 1} bits (the "
                        f"kernel's element; rule 11 of hlsnn.engines.network.linpool); run it with network=False")
     return (terms << t).sum(axis=(-2, -1)) * k, e0 - f["shift"]
 
@@ -507,6 +512,8 @@ def _run(net, xq, keep):
 
     def shaped(pair, shape):
         return tuple(np.reshape(a, (bsz,) + tuple(shape)) for a in pair)
+    from .prelu import elem_bits
+    eb = elem_bits(net)                                     # the element's mantissa (26; 53 with rule 9w)
     for op in net.ops:
         f = op.f
         x = get(op.ins[0])
@@ -521,10 +528,10 @@ def _run(net, xq, keep):
             from ...network.move import run_pairs
             if op.f.get("mscale"):                          # rule 6c (.anymean): parts as means over L
                 from .anymean import scale_parts
-                sget, ok = scale_parts(op, get, ELEM_BITS - 1)
+                sget, ok = scale_parts(op, get, eb - 1)
                 if not ok:
                     raise NotExact(f"network kernel (bfp): {op.name}: a concat's part times its factor spans more "
-                                   f"than {ELEM_BITS - 1} bits (the kernel's element; rule 6c of "
+                                   f"than {eb - 1} bits (the kernel's element; rule 6c of "
                                    f"hlsnn.engines.bfp_systolic.network.anymean); run it with network=False")
                 env[op.out] = run_pairs(op, sget, bsz)
             else:
@@ -533,12 +540,12 @@ def _run(net, xq, keep):
             from ...network.transpose import run_pairs
             env[op.out] = run_pairs(op, get, bsz)
         elif op.kind == "avgpool":
-            env[op.out] = avgpool_pairs(op, get, bsz)
+            env[op.out] = avgpool_pairs(op, get, bsz, eb)
         elif op.kind in ("lut", "gate"):
             from .gate import run as gate_run
-            ym, ye, ok = gate_run(op, get, shaped, ELEM_BITS - 1)
+            ym, ye, ok = gate_run(op, get, shaped, eb - 1)
             if not ok:
-                raise NotExact(f"network kernel (bfp): {op.name}: a gate's product spans more than {ELEM_BITS - 1} "
+                raise NotExact(f"network kernel (bfp): {op.name}: a gate's product spans more than {eb - 1} "
                                f"bits (the kernel's element; rule 10b of hlsnn.engines.bfp_systolic.network.gate); "
                                f"run it with network=False")
             env[op.out] = (ym, ye) if op.kind == "lut" else shaped((ym, ye), net.shapes[op.out])
@@ -546,7 +553,7 @@ def _run(net, xq, keep):
             xa = shaped(x, (f["c"], f["hw"]))
             xb = shaped(get(op.ins[1]), (f["c"], f["hw"])) if len(op.ins) > 1 else tuple(
                 np.zeros_like(v) for v in xa)                       # the pool of one tensor: no second operand
-            y = add_pairs(xa, xb, f, op.name)
+            y = add_pairs(xa, xb, f, op.name, eb)
             env[op.out] = shaped(y, f["shape"])
     out = shaped(get(net.output["tensor"]), net.output["shape"])
     return (out, env) if keep else out

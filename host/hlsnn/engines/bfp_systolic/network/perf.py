@@ -92,19 +92,22 @@ def op_cycles(net, tables, ii=None):
     return rows
 
 
-def third_storage(act3_words):
+def third_storage(act3_words, elem_bits=None):
     """The third activation buffer's ``(BIND_STORAGE type, impl)`` where it has a size of its own
     (:func:`hlsnn.engines.bfp_systolic.network.kernel._third`): LUTRAM where a bank fits
-    :data:`hlsnn.resources.LUTRAM_MAX_BITS` (two ports: ``ram_2p``), else BRAM as ``act``."""
+    :data:`hlsnn.resources.LUTRAM_MAX_BITS` (two ports: ``ram_2p``), else BRAM as ``act``
+    (``elem_bits``: the element's mantissa, :data:`.lower.ELEM_BITS` unless rule 9w widens it)."""
     from ....resources import LUTRAM_MAX_BITS
     from .lower import ELEM_BITS
-    return ("ram_2p", "lutram") if act3_words * (ELEM_BITS + 10) <= LUTRAM_MAX_BITS else ("ram_t2p", "bram")
+    eb = elem_bits or ELEM_BITS
+    return ("ram_2p", "lutram") if act3_words * (eb + 10) <= LUTRAM_MAX_BITS else ("ram_t2p", "bram")
 
 
 def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
     from ....resources import Buffer, Multiplier
     from .lower import ELEM_BITS, WIDE_BITS
+    ELEM_BITS = tables.get("elem_bits", ELEM_BITS)    # rule 9w (.prelu): 53-bit elements     # noqa: N806
     pz, pc = tables["pz"], tables["pc"]
     m = net.params["mantissa_bits"]
     wbits = 8 if m <= 8 else 16
@@ -136,7 +139,7 @@ def buffers(net, tables):
             Buffer("kTapC", "net_top", "array", 8, (nt,), static=True),
             Buffer("kTapC0", "net_top", "array", 8, (nt,), static=True, note="a pack of groups' first bank")]
     if a3:
-        kind, impl = third_storage(a3)
+        kind, impl = third_storage(a3, ELEM_BITS)
         bufs.append(Buffer("act3", "net_top", "array", ELEM_BITS + 10, (pc, a3), partition=((1, "complete"),),
                            static=True, storage=kind, impl=impl,
                            note="the third activation buffer, its own size: CBAM's small tensors"))

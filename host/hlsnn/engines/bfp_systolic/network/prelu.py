@@ -27,13 +27,33 @@ next BFP engine layer quantizes by its rule 3 (per patch: the leading one ``L`` 
     multiple of ``u`` among ``T``, ``T + u``: no decision point lies between ``v`` and ``v'``,
     so both round alike; a ``v`` on a decision point has at most ``M`` significant bits and is
     exact (``v' = v``). The saturation of rule 3 is monotone. Any other reader (an Add, a
-    pool, a gate, a table, a move) would take ``v'`` for ``v``: the rule refuses such a
-    network by name.
+    pool, a gate, a table, a move) would take ``v'`` for ``v``: for those, rule 9w.
+9w. **the exact product, in a wide element** (issue 52's h_dw_prelu: the last ``PReLU(16)``
+    feeds an SE block's global pool and its gate ``x * se(x)``, then an ``AveragePool``): where
+    a reader of the output (through aliases) is not an engine layer, the op is 9p with ``t = 0``:
+    ``(m S_c, e + E_c)`` for ``m < 0``, the float64 product of the layer path itself (``|m S_c| <
+    2**(M + 23)``: 31 bits for bfp8). Its readers must be engine layers, global pools
+    (``GlobalAveragePool``, ``ReduceMean``: rule 6), ``AveragePool`` (rule 11) and gates
+    (``Mul``: rule 10b), each exact on pairs of any width up to the element's; others, and the
+    network's output, are refused by name. Such a program's kernel holds its activations in
+    elements of :data:`WIDE_ELEM_BITS`-bit mantissas (:func:`elem_bits`: 53, a 63-bit element,
+    where every other program's is ``ELEM_BITS`` = 26; the bound of every sum of rules 5, 11
+    and of a gate's product is then ``2**52``), so a gate's product of the 9w map by a table's
+    ``OUT_BITS``-bit entries (``< 2**(M + 23 + 15)``) is exact in it; the kernel refuses by name a
+    gate whose operands' product could pass the element
+    (:mod:`hlsnn.engines.bfp_systolic.network.kernel` ``_lut_fields``). A sum beyond ``2**52`` is
+    :class:`~.lower.NotExact` (the status bit), as every sum beyond its bound.
+
+    Why the layer path's bits: its float64 ``PRelu`` is this exact value (a product of ``M`` and 24
+    significant bits), and its pool, gate and average pool compute the float64 sums and products
+    of exact values, which rules 6, 10b and 11 compute exactly on pairs (within their bounds); an
+    engine layer reading the product block-quantizes the same value by rule 3.
 
 The kernel runs 9p in its ``Lut`` loop (mode ``single = 4``): per bank an ``M x 25``-bit product
 with the bank's slope mantissa and exponent of its channel (``kPSlope``, ``kPExp``: one word per
-block of ``Q`` channels, an op's words from ``d.sa``; ``t`` in ``d.sb``), the sticky bit and the
-exponent's sum; rendered only into kernels whose program has such an op.
+block of ``Q`` channels, an op's words from ``d.sa``; ``t`` in ``d.sb``: 0 for 9w), the sticky bit and the
+exponent's sum; rendered only into kernels whose program has such an op (its result ``r`` of
+``kElemBits`` bits where a 9w op makes the element wide, else 26 as before).
 """
 from __future__ import annotations
 
@@ -41,6 +61,23 @@ import numpy as np
 
 #: the slopes' mantissa bits (float32)
 S_BITS = 24
+#: rule 9w: the element's mantissa bits of a program with an exact (wide) PRelu product: the
+#: sums' bound ``2**52`` is the kernel's pool loop's aligner's (``AlignExact`` at ``kWideBits - 2``)
+WIDE_ELEM_BITS = 53
+#: rule 9w: the host ops that read a wide PRelu's pairs exactly (besides engine layers and aliases)
+WIDE_READERS = ("GlobalAveragePool", "ReduceMean", "AveragePool", "Mul")
+
+
+def is_wide(op):
+    """Whether ``op`` is a rule-9w PRelu (the exact product)."""
+    return op.kind == "lut" and op.f.get("fn") == "PRelu" and bool(op.f.get("wide"))
+
+
+def elem_bits(net):
+    """The kernel's element mantissa bits for ``net``: :data:`WIDE_ELEM_BITS` with a rule-9w op,
+    else :data:`~.lower.ELEM_BITS` (the bound of rules 5, 10b and 11 is ``2**(bits - 1)``)."""
+    from .lower import ELEM_BITS
+    return WIDE_ELEM_BITS if any(is_wide(op) for op in getattr(net, "ops", ())) else ELEM_BITS
 
 
 def slope_pairs(consts, why):
@@ -82,6 +119,23 @@ def readers_are_engine_layers(program, t):
     return t != program["output"].get("engine_tensor") and t != program["output"]["name"]
 
 
+def wide_refusal(program, t):
+    """Rule 9w's readers of tensor ``t``: None when every reader (through alias host ops) is an
+    engine layer or a host op of :data:`WIDE_READERS`, else what is not (for the refusal)."""
+    from ...network.program import ALIAS_OPS
+    if t == program["output"].get("engine_tensor") or t == program["output"]["name"]:
+        return "the network's output"
+    for k in program["layers"]:
+        if t not in k.get("inputs", ()) or k["kind"] != "host" or k["op"] in WIDE_READERS:
+            continue
+        if k["op"] not in ALIAS_OPS:
+            return f"a {k['op']} ({k['name']})"
+        why = wide_refusal(program, k["output"])
+        if why:
+            return why
+    return None
+
+
 def lower_host(steps, j, st, w, engine_made):
     """Rule 9p for host layer ``j`` (a ``PRelu`` with one slope per channel of a BFP engine layer's
     output: ``engine_made(t, w)``): the lut op (fields ``exact``, ``fn = "PRelu"``, ``sm``, ``se``,
@@ -99,9 +153,14 @@ def lower_host(steps, j, st, w, engine_made):
     if st[0] != "q" or not engine_made(src, w):
         raise _why(j, "a PRelu per channel of BFP values that are not an engine layer's output (rule 9p takes a "
                       "BFP layer's M-bit mantissas)")
-    if not readers_are_engine_layers(steps.program, j["output"]):
-        raise _why(j, "a PRelu per channel of BFP values read by other than engine layers (rule 9p's output is "
-                      "the product rounded to odd, which only an engine layer's block quantization reads exactly)")
+    wide = not readers_are_engine_layers(steps.program, j["output"])
+    if wide:                                             # rule 9w: the exact product
+        why = wide_refusal(steps.program, j["output"])
+        if why:
+            raise _why(j, f"a PRelu per channel of BFP values read by {why}: rule 9p's output is the product "
+                          f"rounded to odd, which only an engine layer's block quantization reads exactly, and "
+                          f"rule 9w's exact product is read by engine layers, global pools, average pools and "
+                          f"gates only")
     if m_bits > 12:
         raise _why(j, f"a PRelu per channel after {m_bits}-bit mantissas (rule 9p: up to 12)")
     c, h, w_ = _chw(w.shapes[src])
@@ -109,7 +168,8 @@ def lower_host(steps, j, st, w, engine_made):
         raise _why(j, f"{consts.size} slopes for {c} channels")
     sm, se = slope_pairs(consts, lambda what: _why(j, what))
     w.ops.append(Op("lut", j["name"], [src], j["output"], dict(c=c, hw=h * w_, exact=True, fn="PRelu", sm=sm,
-                                                                 se=se, t=m_bits - 1, bits=m_bits,
+                                                                 se=se, t=0 if wide else m_bits - 1,
+                                                                 bits=m_bits, wide=wide,
                                                                  rounding=steps.table_rounding)))
     w.state[j["output"]], w.shapes[j["output"]] = ("q", None), w.shapes[src]
     return True
