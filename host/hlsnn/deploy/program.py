@@ -175,7 +175,7 @@ def lower(program, arrays):
             raise InputError(f"network kernel: layer {j['name']} has {j['terms']} shift codes per weight "
                              f"(weight_terms: {j['terms']}), which the {acc['engine']} network kernel does not sum; "
                              f"it runs layer by layer (weight_terms: 1 runs in the network mode)")
-        if j.get("in_terms", 1) != 1:                                   # hlsnn.deploy.twoin
+        if j.get("in_terms", 1) != 1 and acc["engine"] != "sparse_cluster":  # hlsnn.deploy.twoin (sparse: 12t)
             raise InputError(f"network kernel: layer {j['name']} takes its input in {j['in_terms']} int8 terms "
                              f"(input_terms: {j['in_terms']}), which the network kernel does not sum; it runs "
                              f"layer by layer (input_terms: 1 runs in the network mode)")
@@ -310,6 +310,9 @@ def walk(program, arrays, steps):
         st = state.get(src)
         if st is None:
             raise _why(j, f"input {src} is not computed on the fabric")
+        from ..engines.network import lintwo          # input_terms: 2 of a resized wide sum (rule 12t)
+        if lintwo.takes(j):
+            lintwo.check_input(j, st, steps, _why)
         if st[0] == "input":
             st = steps.read_input(j, src, st, w)
         elif st[0] in ("cat", "gate", "avgp", "add", "addmv"):
@@ -333,7 +336,10 @@ def walk(program, arrays, steps):
         own = shapes.get(j["inputs"][0], ())     # a conv reads its own view (an Unsqueeze's C x 1 x W), a dense
         c, h, w_ = _chw(own if j["kind"] == "conv" and len(own) == 3 else shapes[aliases.get(src, src)]) # layer the map
         from ..engines.network import inview          # rule 1v: the input as its first conv's view
-        if j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c \
+        if lintwo.takes(j):                           # the hi channels of the two terms' map (rule 12t)
+            (c, h, w_), two_lo = lintwo.conv_input(j, src, w)
+            st = ("q", st[1] + lintwo.SHIFT)          # bias and shift at the finer radix
+        elif j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c \
                 and not inview.take(j, src, own, w, program):
             raise _why(j, f"a conv reading its input as {c} channel(s) where the kernel's buffer holds "
                           f"{_chw(shapes[aliases.get(src, src)])[0]} (a flat vector as one channel: x.unsqueeze(1) "
@@ -343,6 +349,8 @@ def walk(program, arrays, steps):
         else:
             geom = j["geom"]
         conv, state[j["output"]] = steps.conv(j, src, st, (c, h, w_), geom, w)
+        if lintwo.takes(j):
+            lintwo.mark(conv, two_lo)
         ops.append(conv)
         shapes[j["output"]] = (conv.f["z"], conv.f["oh"], conv.f["ow"]) if j["kind"] == "conv" else (conv.f["z"],)
         w.made_by[j["output"]] = conv
@@ -579,8 +587,13 @@ def conv_acc(x, f):
 
 
 def conv_ints(x, f, p):
-    """Rule 2 on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64."""
-    a2 = conv_acc(x, f).reshape(-1, f["z"])
+    """Rule 2 on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64 (two input terms,
+    ``f["terms"]`` 2: ``x`` (B, Cp + C, H, W), rule 12t's sum of :mod:`hlsnn.engines.network.lintwo`)."""
+    if f.get("terms", 1) == 2:
+        from ..engines.network.lintwo import conv_acc as two_acc
+        a2 = two_acc(x, f, conv_acc).reshape(-1, f["z"])
+    else:
+        a2 = conv_acc(x, f).reshape(-1, f["z"])
     y = engine_rules(f.get("engine", "shift_mac")).output(p, a2, f["bias"], f["shift"], f["relu"])
     if f.get("clip") is not None:
         y = np.clip(y, *f["clip"])
@@ -652,7 +665,8 @@ def run_ints(net, xq, *, keep=False):
         f = op.f
         x = get(op.ins[0])
         if op.kind == "conv":
-            y = conv_ints(x.reshape(b, f["c"], f["h"], f["w"]), f, net.params)
+            y = conv_ints(x.reshape(b, f["c"] + (f["lo"] if f.get("terms", 1) == 2 else 0), f["h"], f["w"]), f,
+                          net.params)
             env[op.out] = y.reshape(b, -1) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)
