@@ -177,3 +177,14 @@ def test_two_terms_of_other_inputs_are_refused_by_name():
     add = dict(fa=1, fb=1, ins=["a", "b"], relu=True, name="s", p=None)
     with pytest.raises(InputError, match=r"radix 3, finer than the conv's 4|at radix 3.*conv's 4"):
         lintwo.materialize(j, dict(lin[1], add=add), _walk({}), SimpleNamespace(p={}), _why, None)
+
+
+def test_the_constants_are_the_layer_paths_and_the_kernels(two):
+    """Rule 12t's 7 bits are twoin's; the program's bank count is the kernel's shape (the compiled
+    net's config, and a board-sized one)."""
+    from hlsnn.engines.sparse_cluster.network import kernel as sk
+    from hlsnn.engines.sparse_cluster.network.lower import SparseRules
+    assert lintwo.SHIFT == twoin.SHIFT
+    p = netmode.lower(*artifact.read(str(two))).params
+    sized = dict(p, net_lanes=16, net_banks=8, net_sub=2, net_pack=8)
+    assert [SparseRules.banks(q) for q in (p, sized)] == [sk.shape(q)[1] for q in (p, sized)] == [16, 8]

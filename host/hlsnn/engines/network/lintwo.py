@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...deploy.twoin import SHIFT
+#: bits between the two terms' radix points (:data:`hlsnn.deploy.twoin.SHIFT`, the same: tested)
+SHIFT = 7
 
 #: rule 12t's op field on ``linwide`` and ``conv``
 TERMS = "terms"
@@ -55,7 +56,10 @@ def takes(j):
 
 
 def check_input(j, st, steps, why):
-    """Rule 12t's refusals for engine layer ``j`` taking two terms, its input's state ``st``."""
+    """Rule 12t's refusals for engine layer ``j`` taking two terms, its input's state ``st``
+    (nothing for a layer of one term)."""
+    if not takes(j):
+        return
     if steps.engine != "sparse_cluster":
         raise why(j, f"it takes its input in {j['in_terms']} int8 terms (input_terms: {j['in_terms']}), which the "
                      f"{steps.engine} network kernel does not sum; it runs layer by layer")
@@ -69,8 +73,7 @@ def check_input(j, st, steps, why):
 
 def banks(steps):
     """The channel banks of the engine's network kernel (``lo`` starts at a multiple of them)."""
-    from ..sparse_cluster.network.kernel import shape
-    return int(shape(steps.p)[1])
+    return int(steps.rules.banks(steps.p))
 
 
 def materialize(j, a, w, steps, why, op_cls):
@@ -106,18 +109,22 @@ def materialize(j, a, w, steps, why, op_cls):
     return base
 
 
-def conv_input(j, src, w):
-    """The conv's ``(C, H, W)`` (the hi channels) and the ``lo`` offset of its two-term input ``src``."""
-    from ...deploy.program import _chw
-    op = [o for o in w.ops if o.out == src][0]
+def _maker(src, w):
+    return [o for o in w.ops if o.out == src][0]
+
+
+def conv_input(src, st, w):
+    """The conv's ``(C, H, W)`` (the hi channels of its two-term input ``src``) and the state it
+    reads at: ``F_x + 7`` (its bias and shift at the finer radix)."""
+    from .program import _chw
     _, h, wd = _chw(w.shapes[src])
-    return (op.f["c"], h, wd), op.f["lo"]
+    return (_maker(src, w).f["c"], h, wd), ("q", st[1] + SHIFT)
 
 
-def mark(conv, lo):
-    """The conv op takes two terms (its fields ``terms``, ``lo``)."""
-    conv.f.update(terms=2, lo=int(lo))
-    return conv
+def mark(conv, j, src, w):
+    """Where ``j`` takes two terms: its conv op's fields ``terms`` 2 and ``lo`` (its input's)."""
+    if takes(j):
+        conv.f.update(terms=2, lo=int(_maker(src, w).f["lo"]))
 
 
 def two_terms(t, sh, bits, rounding):
