@@ -208,8 +208,8 @@ def tables(net, pz, pc, pm):
     inp, out = name(net.input["name"]), name(net.output["tensor"])
     from ...network.program import _chw
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
-    return dict(rows=rows, act_bufs=act_bufs(place), steps=steps, shl=shl, act_words=act_words, sc_words=sc_words, place=place,
-                pz=pz, pc=pc, pm=pm,
+    return dict(rows=rows, act_bufs=act_bufs(place), steps=steps, act_words=act_words, sc_words=sc_words, place=place,
+                pz=pz, pc=pc, pm=pm, shl=shl,
                 unfold=unfold, sized=sz, nq=nq, fast_add=fast_add,
                 load_iters=hwf(net.shapes[inp]) if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else
                 _size(net.shapes[inp]),
