@@ -56,6 +56,16 @@ def two(tmp_path_factory, monkeypatch_module):
 
 
 @pytest.fixture(scope="module")
+def two_sized(tmp_path_factory, monkeypatch_module):
+    """The net on the board-sized kernel (``sparse8net_pynq-z2``: replicated banks, packed DSPs)."""
+    monkeypatch_module.setattr(twoin, "WORTH", 0.0)
+    tmp = tmp_path_factory.mktemp("lintwo_sized")
+    fmt = {"fixed8": "{type: fixed, accel: sparse8net_pynq-z2, input_terms: 2}"}
+    return compile_onnx(tmp, "lintwo_sized", _net(tmp / "lintwo.onnx"), "fixed8", formats=fmt, layout="ncl",
+                        check_samples=2, calibration_samples=32)
+
+
+@pytest.fixture(scope="module")
 def monkeypatch_module():
     with pytest.MonkeyPatch.context() as mp:
         yield mp
@@ -135,6 +145,14 @@ def test_one_kernel_start_on_csim(two):
 @pytest.mark.slow
 def test_one_kernel_start_on_the_simulated_board(two):
     check_kernel_run(two, "fixed8", _x(6), board=True)
+
+
+@pytest.mark.csim
+@pytest.mark.slow
+def test_one_board_sized_kernel_start_on_csim_and_the_simulated_board(two_sized):
+    """The board-sized lanes (DSP-packed pairs) shift their accumulators at the same ``kShl`` step."""
+    assert netmode.lower(*artifact.read(str(two_sized))).ops[-1].f["terms"] == 2
+    check_kernel_run(two_sized, "fixed8", _x(6), board=True)
 
 
 def test_the_latency_model_counts_the_two_terms(two):
