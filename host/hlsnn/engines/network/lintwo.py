@@ -192,4 +192,4 @@ def logic(net, tables):
         return {}
     pz, pc, sb, wb = tables["pz"], tables["pc"], tables["sum_bits"], tables["add_bits"]
     ns = len(tables["steps"])
-    return {"lintwo": (pz * sb + pc * (3 * wb + shifter_luts(wb, 31) + 16) + -(-ns // 64) + 8, pz * 0 + 8)}
+    return {"lintwo": (pz * sb + pc * (3 * wb + shifter_luts(wb, 31) + 16) + -(-ns // 64) + 8, 8)}

@@ -33,7 +33,8 @@ writing one activation word; two registers per bank hold ``s[i - 1]`` and ``s[i]
 iterations are ``ceil(C / Q) * 2L`` (``NetPool`` in ``hlsnn perf``); its logic is
 :func:`logic`. The sum's tensor is read from the shortcut buffer
 (:func:`hlsnn.engines.network.kernel.allocate`), where the Add writes it over its shortcut
-operand.
+operand. An output conv reading the resize in two int8 terms (``input_terms: 2``) gets both from
+one op of this kind with ``terms`` 2 (rule 12t, :mod:`.lintwo`: descriptor ``wide`` 2, two passes).
 """
 from __future__ import annotations
 

@@ -18,7 +18,9 @@ non-zero weights among those ``Q`` values (a ``Q:1`` select per multiplier). A z
 no slot, so a block needs at least ``max_l ceil(n_l / M)`` steps (``n_l`` the lane's non-zeros)
 and at least as many as the most taps one bank must read; the greedy schedule comes close to
 the larger of the two. A block with no non-zero weight at all keeps one empty step (its
-outputs are the output rule of the bias alone). A pixel of a block takes exactly the block's
+outputs are the output rule of the bias alone). A conv taking its input in two terms (rule 12t,
+:mod:`hlsnn.engines.network.lintwo`) has per block the schedule of its ``hi`` channels, then that
+of its ``lo`` channels; the ``kShl`` flag of the first ``lo`` step shifts the accumulators left by 7. A pixel of a block takes exactly the block's
 steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.engines.sparse_cluster.network.perf`).
 
 **Board-sized** (a config with ``net_shape: board``, :mod:`hlsnn.engines.sparse_cluster.netsize`):
