@@ -485,6 +485,8 @@ def build(net, *, isa=3):
         return None
     if any(op.f.get("out_bits") for op in net.ops):
         return None                       # and a chained Add's exact sum (hlsnn.engines.network.chain)
+    if any(op.f.get("terms", 1) != 1 for op in net.ops):
+        return None                       # and two input terms (hlsnn.engines.network.lintwo)
     if any(op.kind in netmode.MOVE_KINDS and op.out not in net.shapes for op in net.ops):
         return None                       # a move's map shape comes from the program's shapes
     so = lib()

@@ -48,6 +48,8 @@ def check_ops(net):
             codes = f.get("codes")
             if codes is not None and tuple(np.shape(codes)) != (f["z"], f["c"] // g, f["kh"], f["kw"]):
                 raise bad(op, f"weights of shape {np.shape(codes)}, not {(f['z'], f['c'] // g, f['kh'], f['kw'])}")
+            from ..engines.network.lintwo import check_op as two       # rule 12t's fields
+            two(op, ints, bad)
             if "bias" in f and np.shape(f["bias"]) != (f["z"],):
                 raise bad(op, f"{np.size(f['bias'])} biases for {f['z']} outputs")
             if "shift" in f:

@@ -108,6 +108,7 @@ import numpy as np
 
 from ..engine_registry import network_part
 from ..errors import InputError
+from ..engines.network import lintwo
 from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why, materialized, pool_attrs_2d
 from ..primitives import shift_round_sat
 from .dilate import dilate
@@ -159,7 +160,7 @@ def lower(program, arrays):
             raise InputError(f"network kernel: layer {j['name']} has {j['terms']} shift codes per weight "
                              f"(weight_terms: {j['terms']}), which the {acc['engine']} network kernel does not sum; "
                              f"it runs layer by layer (weight_terms: 1 runs in the network mode)")
-        if j.get("in_terms", 1) != 1:                                   # hlsnn.deploy.twoin
+        if j.get("in_terms", 1) != 1 and acc["engine"] != "sparse_cluster":  # hlsnn.deploy.twoin (sparse: 12t)
             raise InputError(f"network kernel: layer {j['name']} takes its input in {j['in_terms']} int8 terms "
                              f"(input_terms: {j['in_terms']}), which the network kernel does not sum; it runs "
                              f"layer by layer (input_terms: 1 runs in the network mode)")
@@ -298,6 +299,7 @@ def walk(program, arrays, steps):
         st = state.get(src)
         if st is None:
             raise _why(j, f"input {src} is not computed on the fabric")
+        lintwo.check_input(j, st, steps, _why)        # input_terms: 2 of a resized wide sum (rule 12t)
         if st[0] == "input":
             st = steps.read_input(j, src, st, w)
         elif st[0] in ("cat", "gate", "avgp", "add", "addmv"):
@@ -321,7 +323,9 @@ def walk(program, arrays, steps):
         own = shapes.get(j["inputs"][0], ())     # a conv reads its own view (an Unsqueeze's C x 1 x W), a dense
         c, h, w_ = _chw(own if j["kind"] == "conv" and len(own) == 3 else shapes[aliases.get(src, src)]) # layer the map
         from ..engines.network import inview          # rule 1v: the input as its first conv's view
-        if j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c \
+        if lintwo.takes(j):                           # the hi channels, bias and shift 7 bits finer (12t)
+            (c, h, w_), st = lintwo.conv_input(src, st, w)
+        elif j["kind"] == "conv" and len(own) == 3 and _chw(shapes[aliases.get(src, src)])[0] != c \
                 and not inview.take(j, src, own, w, program):
             raise _why(j, f"a conv reading its input as {c} channel(s) where the kernel's buffer holds "
                           f"{_chw(shapes[aliases.get(src, src)])[0]} (a flat vector as one channel: x.unsqueeze(1) "
@@ -331,6 +335,7 @@ def walk(program, arrays, steps):
         else:
             geom = j["geom"]
         conv, state[j["output"]] = steps.conv(j, src, st, (c, h, w_), geom, w)
+        lintwo.mark(conv, j, src, w)
         ops.append(conv)
         shapes[j["output"]] = (conv.f["z"], conv.f["oh"], conv.f["ow"]) if j["kind"] == "conv" else (conv.f["z"],)
         w.made_by[j["output"]] = conv
@@ -569,8 +574,8 @@ def conv_acc(x, f):
 
 
 def conv_ints(x, f, p):
-    """Rule 2 on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64."""
-    a2 = conv_acc(x, f).reshape(-1, f["z"])
+    """Rule 2 on a batch ``x`` (B, C, H, W) of integers: (B, Z, OH, OW) int64 (rule 12t: ``lintwo``)."""
+    a2 = (conv_acc(x, f) if f.get("terms", 1) == 1 else lintwo.conv_acc(x, f, conv_acc)).reshape(-1, f["z"])
     y = engine_rules(f.get("engine", "shift_mac")).output(p, a2, f["bias"], f["shift"], f["relu"])
     if f.get("clip") is not None:
         y = np.clip(y, *f["clip"])
@@ -646,7 +651,7 @@ def run_ints(net, xq, *, keep=False):
         f = op.f
         x = get(op.ins[0])
         if op.kind == "conv":
-            y = conv_ints(x.reshape(b, f["c"], f["h"], f["w"]), f, net.params)
+            y = conv_ints(x.reshape(b, f["c"] + f.get("lo", 0), f["h"], f["w"]), f, net.params)  # lo: 12t
             env[op.out] = y.reshape(b, -1) if f["dense"] else y
         elif op.kind == "maxpool":
             env[op.out] = maxpool_ints(x.reshape(b, f["c"], f["h"], f["w"]), f)

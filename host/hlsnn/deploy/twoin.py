@@ -24,8 +24,10 @@ The kernel runs its tested raw mode on int8 codes the host made, and the host's 
 exact integers, so the emulator, csim and the board give the same bits. It costs a second pass
 of the layer. It applies to a convolution whose output is the network's output (directly or
 through reshapes or a Tanh / Sigmoid head: :func:`hlsnn.deploy.outputs.output_layers`) and whose bias fits the kernel's
-field at the finer ``F_in``; the network kernel does not sum two passes, so such a layer runs
-layer by layer (:func:`hlsnn.deploy.program.lower` says so by name).
+field at the finer ``F_in``. The sparse network kernel sums the two passes where the layer reads
+a linear ``Resize`` of a residual Add's exact sum (rule 12t, :mod:`hlsnn.engines.network.lintwo`:
+both terms made from that sum on chip); with another input the layer runs layer by layer
+(:func:`hlsnn.deploy.program.lower` says so by name).
 """
 from __future__ import annotations
 

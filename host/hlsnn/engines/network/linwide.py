@@ -33,7 +33,8 @@ writing one activation word; two registers per bank hold ``s[i - 1]`` and ``s[i]
 iterations are ``ceil(C / Q) * 2L`` (``NetPool`` in ``hlsnn perf``); its logic is
 :func:`logic`. The sum's tensor is read from the shortcut buffer
 (:func:`hlsnn.engines.network.kernel.allocate`), where the Add writes it over its shortcut
-operand.
+operand. An output conv reading the resize in two int8 terms (``input_terms: 2``) gets both from
+one op of this kind with ``terms`` 2 (rule 12t, :mod:`.lintwo`: descriptor ``wide`` 2, two passes).
 """
 from __future__ import annotations
 
@@ -75,6 +76,9 @@ def materialize(j, a, w, steps, why, op_cls):
     (state ``("q", F_x)``), its name returned."""
     from .chain import materialize_sum
     from .program import materialized
+    from . import lintwo
+    if lintwo.takes(j):                     # rule 12t: the two terms of an input_terms: 2 conv
+        return lintwo.materialize(j, a, w, steps, why, op_cls)
     lin = a["lin"]
     base = lin["name"] + "_q"
     if materialized(j, lin["name"], w.state, w.shapes, why):
@@ -112,6 +116,9 @@ def run(op, get, b, bits):
     from ...primitives import shift_round_sat
     f = op.f
     x = np.asarray(get(op.ins[0]), np.int64).reshape(b, f["c"], f["l"])
+    if f.get("terms", 1) == 2:                  # rule 12t (.lintwo): hi and lo of one map
+        from .lintwo import run_lin
+        return run_lin(op, resize4(x), b, bits)
     return shift_round_sat(resize4(x), f["shift"], bits, f["rounding"])[0]
 
 
@@ -123,16 +130,30 @@ def check_op(op, ints, bad):
     ints(op, f, ("in_bits",), 2, 48)
     if (f.get("fy"), f.get("fx")) not in ((2, 1), (1, 2)):
         raise bad(op, f"factors ({f.get('fy')}, {f.get('fx')}): one axis doubled")
+    from .lintwo import check_op as two
+    two(op, ints, bad)
 
 
 def descriptor(op, f, d, pc):
     """The ``LinWide`` loop's descriptor (the pool op code with ``wide`` 1): ``h`` the input
     length ``L``, ``ow`` the output row ``2L``, ``hw`` the input words per channel block;
-    returns the bits its sum ``t`` needs (the sum's ``in_bits`` and 2, and a guard bit)."""
+    returns the bits its sum ``t`` needs (the sum's ``in_bits`` and 2, and a guard bit).
+    Rule 12t's two terms (:mod:`.lintwo`): ``wide`` 2, the loop twice (``hi``, then ``lo`` at
+    ``Cp``), and the bits of ``t - (hi << shift)`` too."""
+    from ...errors import InputError
     n = f["l"]
-    d.update(src=0, h=n, w=1, oh=1, ow=2 * n, hw=n, ohw=2 * n, n_iter=-(-f["c"] // pc) * 2 * n, shift=f["shift"],
-             wide=1)
-    return f["in_bits"] + 3
+    two = f.get("terms", 1) == 2
+    if two and f["lo"] % pc:
+        raise InputError(f"network kernel: {op.name}: two terms at channel {f['lo']}, not a multiple of the "
+                         f"kernel's {pc} channel banks")
+    d.update(src=0, h=n, w=1, oh=1, ow=2 * n, hw=n, ohw=2 * n, n_iter=(1 + two) * -(-f["c"] // pc) * 2 * n,
+             shift=f["shift"], wide=2 if two else 1)
+    if not two:
+        return f["in_bits"] + 3
+    bits = max(f["in_bits"] + 3, f["shift"] + 8) + 1       # |hi << shift| <= 2**(shift + 7)
+    if bits > 62:
+        raise InputError(f"network kernel: {op.name}: the two terms' residual needs {bits} bits (at most 62)")
+    return bits
 
 
 def used(net):

@@ -18,7 +18,9 @@ non-zero weights among those ``Q`` values (a ``Q:1`` select per multiplier). A z
 no slot, so a block needs at least ``max_l ceil(n_l / M)`` steps (``n_l`` the lane's non-zeros)
 and at least as many as the most taps one bank must read; the greedy schedule comes close to
 the larger of the two. A block with no non-zero weight at all keeps one empty step (its
-outputs are the output rule of the bias alone). A pixel of a block takes exactly the block's
+outputs are the output rule of the bias alone). A conv taking its input in two terms (rule 12t,
+:mod:`hlsnn.engines.network.lintwo`) has per block the schedule of its ``hi`` channels, then that
+of its ``lo`` channels; the ``kShl`` flag of the first ``lo`` step shifts the accumulators left by 7. A pixel of a block takes exactly the block's
 steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.engines.sparse_cluster.network.perf`).
 
 **Board-sized** (a config with ``net_shape: board``, :mod:`hlsnn.engines.sparse_cluster.netsize`):
@@ -35,6 +37,7 @@ import numpy as np
 from ....errors import InputError
 from ....names import c_ident
 from ...network import kernel as netkernel
+from ...network import lintwo
 from ...network.kernel import (FIELDS, ROUNDING, TOP, _ints, _most, _size, act_bufs, allocate, descriptor_head,
                                div_bits, pool_or_add)
 
@@ -117,6 +120,7 @@ def tables(net, pz, pc, pm):
         wl = [[[] for _ in range(pm)] for _ in range(pz)]
     bl, sl = [[] for _ in range(pz)], [[] for _ in range(pz)]
     wins = []                                      # per block: its window's base (kWinBase)
+    shl = []                                       # per step: rule 12t's shift of the accumulator
     boff = 0
     sum_bits, add_bits = 18, 16
     a_bits = 8
@@ -130,23 +134,34 @@ def tables(net, pz, pc, pm):
     for op in net.ops:
         f, d = descriptor_head(op, unfold, place, name, pz, pc, sc_transpose=True)
         if op.kind == "conv":
+            two = f.get("terms", 1) == 2               # rule 12t (hlsnn.engines.network.lintwo): hi and lo
             z, g = f["z"], f["group"]
-            cg = f["c"] // g
             codes = np.asarray(f["codes"], np.int64)
             if f is not op.f:                  # (z, C, kh, kw) -> (z, kw*C, kh, 1): channel kx*C + c
                 codes = codes.transpose(0, 3, 1, 2).reshape(z, f["c"], f["kh"], 1)
+            if two:                            # the map of both terms, Cp + C channels
+                codes, lo_codes = lintwo.split_codes(codes, f)
+                f = dict(f, c=f["lo"] + f["c"])
+            cg = f["c"] // g
             win = netkernel.group_windows(f, pz, pc)         # groups as such: each block's input channels
             codes = netkernel.expand_groups(codes, f, win, pz, pc, 0)
+            if two:
+                lo_codes = netkernel.expand_groups(lo_codes, f, win, pz, pc, 0)
             if np.abs(codes).max(initial=0) > 128 or codes.min(initial=0) < -128:
                 raise InputError(f"network kernel: {op.name}: weights beyond int8")
             bias = np.asarray(f["bias"], np.int64)
-            bound = 128 * np.abs(codes).reshape(z, -1).sum(axis=1) + np.abs(bias)
+            bound = 128 * np.abs(codes).reshape(z, -1).sum(axis=1) * (129 if two else 1) + np.abs(bias)
             sum_bits = max(sum_bits, int(bound.max(initial=0)).bit_length() + 1)
             shift = np.broadcast_to(np.asarray(f["shift"], np.int64).reshape(-1), (z,))
             if shift.min() < -60 or shift.max() > 60:
                 raise InputError(f"network kernel: {op.name}: output shift {shift.min()}..{shift.max()} beyond +-60")
             woff = len(steps)
-            blocks = netsize.schedule(codes, pc, sub, pz) if sz else schedule(codes, pc, pm, pz)
+            sched = (lambda cd: netsize.schedule(cd, pc, sub, pz)) if sz else (lambda cd: schedule(cd, pc, pm, pz))
+            blocks = sched(codes)
+            first_lo = [None] * len(blocks)
+            if two:                            # per block: the hi steps, then the lo steps (rule 12t)
+                first_lo = [len(b) for b in blocks]
+                blocks = [bh + bl for bh, bl in zip(blocks, sched(lo_codes))]
             hw, w = f["h"] * f["w"], f["w"]
             for bi, blk in enumerate(blocks):
                 for k, (taps, lanes) in enumerate(blk):
@@ -155,6 +170,7 @@ def tables(net, pz, pc, pm):
                     if sz and max(abs(t[0]) for t in bank_taps) >= 1 << 15:
                         raise InputError(f"network kernel: {op.name}: a tap's offset beyond 16 bits")
                     steps.append((bank_taps, int(k + 1 == len(blk))))
+                    shl.append(int(k == first_lo[bi]))
                     if sz:                     # lanes: (pz, pm) weights; eight slots' int8 a word
                         for lane in range(pz):
                             for c in range(len(wl[lane])):
@@ -187,6 +203,7 @@ def tables(net, pz, pc, pm):
         raise InputError(f"network kernel: a layer's sum needs {sum_bits} bits (at most 62)")
     if not steps:
         steps.append(([(0, 0, 0)] * nq, 1))
+        shl.append(0)
         for lane in range(pz):
             for m in range(len(wl[lane])):
                 wl[lane][m].append(0)
@@ -194,7 +211,7 @@ def tables(net, pz, pc, pm):
     from ...network.program import _chw
     hwf = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     return dict(rows=rows, act_bufs=act_bufs(place), steps=steps, act_words=act_words, sc_words=sc_words, place=place,
-                pz=pz, pc=pc, pm=pm,
+                pz=pz, pc=pc, pm=pm, shl=shl,
                 unfold=unfold, sized=sz, nq=nq, fast_add=fast_add,
                 load_iters=hwf(net.shapes[inp]) if sz and unfold and hwf(net.shapes[inp]) % 8 == 0 else
                 _size(net.shapes[inp]),
@@ -248,6 +265,7 @@ def render(net, out_dir):
                max_conv_iter=_most(t, 0), max_pool_iter=_most(t, 1), max_add_iter=_most(t, 2), max_move_iter=_most(t, 3), max_cat_iter=_most(t, 4), max_tr_iter=_most(t, 5),
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.linwide
+               has_lintwo=lintwo.used(net), shl=_ints(t["shl"]),          # hlsnn.engines.network.lintwo
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,

@@ -89,6 +89,13 @@ class SparseRules:
         return 8
 
     @staticmethod
+    def banks(p):
+        """The network kernel's channel banks ``Q`` (``shape(p)[1]`` of
+        :mod:`hlsnn.engines.sparse_cluster.network.kernel`: ``net_banks`` board-sized, else
+        ``max_z``): rule 12t's ``lo`` term starts at a multiple of them."""
+        return int(p["net_banks"]) if "net_sub" in p else int(p["max_z"])
+
+    @staticmethod
     def weights(j, arrays, chw, why):
         return taps(j, arrays, chw, why), {}
 

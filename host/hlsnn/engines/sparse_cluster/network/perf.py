@@ -86,6 +86,7 @@ def resources(net, tables, ps):
     from ....resources import build
     from ...network.linwide import logic as linwide_logic      # rule 12w's LinWide loop
     from ...network.catmix import logic as split_logic         # rule 8m's channel-range shifts
+    from ...network.lintwo import logic as lintwo_logic        # rule 12t's two input terms
     if tables.get("sized"):
         from .. import netsize
         e = netsize.estimate(tables["sized"], ps, len(tables["steps"]), tables["act_words"], tables["sc_words"],
@@ -95,8 +96,9 @@ def resources(net, tables, ps):
                              tables["fast_add"], tables.get("sc_bits", 8), tables.get("act_bufs", 2))
         lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
                   **shiftperf.mean_logic(net, tables),
-                  **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables))
-        extra = [lg.get(k, (0, 0)) for k in ("wpool", "mean", "linwide", "split")]
+                  **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables),
+                  **lintwo_logic(net, tables))
+        extra = [lg.get(k, (0, 0)) for k in ("wpool", "mean", "linwide", "split", "lintwo")]
         from ...network.mean import multipliers as mean_multipliers       # a mean's division (rule 13)
         mean_dsp = build([], mean_multipliers(net, tables), ps).dsp if tables.get("div_bits") or \
             tables.get("pool_scale") else 0
@@ -107,7 +109,8 @@ def resources(net, tables, ps):
     m = build(*buffers(net, tables), ps)
     logic = dict(datapath(tables), **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
                  **shiftperf.mean_logic(net, tables),
-                 **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables))
+                 **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables),
+                 **lintwo_logic(net, tables))
     return {"bram36": math.ceil(m.bram36), "uram": m.uram, "lut": m.lut + sum(v[0] for v in logic.values()),
             "ff": m.ff + sum(v[1] for v in logic.values()), "dsp": m.dsp, "buffers": m.buffer_rows(),
             "logic": {k: {"lut": v[0], "ff": v[1]} for k, v in logic.items()}}
