@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("onnx")
 import hlsnn  # noqa: E402
 from conftest import ROOT  # noqa: E402
-from hlsnn.engines.bfp_systolic.network import prelu  # noqa: E402
+from hlsnn.engines.bfp_systolic.network import lower, prelu  # noqa: E402
 from hlsnn.errors import InputError  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
@@ -173,7 +173,7 @@ def test_a_prelu_read_by_a_pool_and_a_gate_runs_with_the_layer_paths_bits(se_net
         ops = [(op.kind, op.f.get("fn"), op.f.get("wide")) for op in run.network.ops]
         assert ops[:4] == [("conv", None, None), ("lut", "PRelu", False), ("conv", None, None), ("lut", "PRelu", True)]
         assert [k for k, _, _ in ops[4:]] == ["add", "conv", "lut", "gate", "avgpool", "conv"]
-        assert prelu.elem_bits(run.network) == 53
+        assert lower.elem_bits(run.network) == 53
     check_emu_network_run(se_net, "bfp8", _xi(96), lowered)
 
 

@@ -166,7 +166,7 @@ def tables(net, pz, pc):
     from ...network.program import _chw
     hw = lambda s: int(np.prod(_chw(s)[1:]))                                   # noqa: E731
     act_words, act3_words = _third(net, place, act_words, pc)
-    from .prelu import elem_bits
+    from .lower import elem_bits
     return dict(rows=rows, act_bufs=act_bufs(place), act_words=act_words, act3_words=act3_words, sc_words=sc_words,
                 elem_bits=elem_bits(net),                                # rule 9w (.prelu): 53, else 26
                 place=place, pz=pz,
@@ -227,7 +227,8 @@ def _lut_fields(net, m_bits):
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     gate_bits = 2
     from .gatecat import sources                   # through max pools and concats (a ghost module's)
-    from .prelu import S_BITS, elem_bits, is_wide
+    from .lower import elem_bits
+    from .prelu import S_BITS, is_wide
     for op in net.ops:
         if op.kind == "gate":
             widths = []

@@ -52,7 +52,7 @@ element: ``m * 2**e``; ``M`` = ``mantissa_bits``, ``E`` = ``exponent_bits``, ``[
    (:data:`ELEM_BITS`), so :func:`run` requires the bound ``2**25`` (:class:`NotExact`
    otherwise; ResNet-8's residual sums take at most 23 bits). A program with rule 9w
    (:mod:`.prelu`: an exact PRelu product read by a pool or a gate) has 53-bit elements: its
-   bound, and rules 10b's and 11's, is ``2**52`` (:func:`.prelu.elem_bits`).
+   bound, and rules 10b's and 11's, is ``2**52`` (:func:`elem_bits`).
 6. **global average pool** (after an add, or of one tensor as an add whose second operand is
    zero, power-of-two ``H*W = 2**p`` pixels): per channel
    the exact sum at ``e = min`` over its non-zero elements, then ``e - p``. The float mean is
@@ -386,6 +386,14 @@ def conv_pairs(x, f, p):
     return ym.reshape(shape).transpose(0, 3, 1, 2), ye.reshape(shape).transpose(0, 3, 1, 2)
 
 
+
+def elem_bits(net):
+    """The kernel's element mantissa bits for ``net``: :data:`.prelu.WIDE_ELEM_BITS` with a
+    rule-9w op (:mod:`.prelu`), else :data:`ELEM_BITS` (the bound of rules 5, 10b and 11 is
+    ``2**(bits - 1)``)."""
+    from .prelu import WIDE_ELEM_BITS, is_wide
+    return WIDE_ELEM_BITS if any(is_wide(op) for op in getattr(net, "ops", ())) else ELEM_BITS
+
 def _exact_sum_check(parts, e, name, bits=EXACT_BITS, elem=ELEM_BITS):
     """Raise unless ``sum |m_i| 2**(e_i - e) < 2**bits`` (rules 5, 6; ``elem``: the element's bits)."""
     tot = sum(parts)
@@ -407,7 +415,7 @@ def _align(m, e, e0):
 
 def add_pairs(a, b, f, name, elem=ELEM_BITS):
     """Rules 5 and 6 on pairs (B, C, HW): pairs (B, C, HW), or (B, C, 1) with the pool (``elem``:
-    the kernel's element bits, :func:`.prelu.elem_bits`)."""
+    the kernel's element bits, :func:`elem_bits`)."""
     ma, ea = (np.asarray(v, np.int64) for v in a)
     mb, eb = (np.asarray(v, np.int64) for v in b)
     big = np.iinfo(np.int64).max
@@ -453,7 +461,7 @@ def avgpool_pairs(op, get, b, elem=ELEM_BITS):
     pairs: each window's exact sum (taps shifted by their weights' bits) at ``e0``, the
     smallest exponent of its non-zero elements (0 when none), as ``(s, e0 - p)`` (the op's
     ``shift`` is ``p``); :class:`NotExact` where the magnitudes' sum reaches ``2**(elem-1)``
-    (``elem``: the kernel's element bits, :func:`.prelu.elem_bits`)."""
+    (``elem``: the kernel's element bits, :func:`elem_bits`)."""
     from ...network.linpool import windows
     f = op.f
     m, e = (np.asarray(a, np.int64).reshape(b, f["c"], f["h"], f["w"]) for a in get(op.ins[0]))
@@ -512,7 +520,6 @@ def _run(net, xq, keep):
 
     def shaped(pair, shape):
         return tuple(np.reshape(a, (bsz,) + tuple(shape)) for a in pair)
-    from .prelu import elem_bits
     eb = elem_bits(net)                                     # the element's mantissa (26; 53 with rule 9w)
     for op in net.ops:
         f = op.f

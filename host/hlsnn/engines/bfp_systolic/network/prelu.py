@@ -36,7 +36,7 @@ next BFP engine layer quantizes by its rule 3 (per patch: the leading one ``L`` 
     (``GlobalAveragePool``, ``ReduceMean``: rule 6), ``AveragePool`` (rule 11) and gates
     (``Mul``: rule 10b), each exact on pairs of any width up to the element's; others, and the
     network's output, are refused by name. Such a program's kernel holds its activations in
-    elements of :data:`WIDE_ELEM_BITS`-bit mantissas (:func:`elem_bits`: 53, a 63-bit element,
+    elements of :data:`WIDE_ELEM_BITS`-bit mantissas (:func:`.lower.elem_bits`: 53, a 63-bit element,
     where every other program's is ``ELEM_BITS`` = 26; the bound of every sum of rules 5, 11
     and of a gate's product is then ``2**52``), so a gate's product of the 9w map by a table's
     ``OUT_BITS``-bit entries (``< 2**(M + 23 + 15)``) is exact in it; the kernel refuses by name a
@@ -71,13 +71,6 @@ WIDE_READERS = ("GlobalAveragePool", "ReduceMean", "AveragePool", "Mul")
 def is_wide(op):
     """Whether ``op`` is a rule-9w PRelu (the exact product)."""
     return op.kind == "lut" and op.f.get("fn") == "PRelu" and bool(op.f.get("wide"))
-
-
-def elem_bits(net):
-    """The kernel's element mantissa bits for ``net``: :data:`WIDE_ELEM_BITS` with a rule-9w op,
-    else :data:`~.lower.ELEM_BITS` (the bound of rules 5, 10b and 11 is ``2**(bits - 1)``)."""
-    from .lower import ELEM_BITS
-    return WIDE_ELEM_BITS if any(is_wide(op) for op in getattr(net, "ops", ())) else ELEM_BITS
 
 
 def slope_pairs(consts, why):
