@@ -249,26 +249,41 @@ def test_perf_json_reports_both_windows_and_the_host_steps(compiled, capsys):
         h = res["host"]
         assert h["path"] == "c" and h["input_dtype"] == dtype and res["cpu"] == "cortex-a9-650"
         steps = {s["step"]: s for s in h["steps"]}
-        assert list(steps) == ["python call", f"quantize ({dtype}, C)", "input stores (uncached)",
-                               "ap_start and the last poll", "outputs read once (C)"]
+        # net.run's steps: its input check hands the C call float64 values, whatever is stored
+        assert list(steps) == [f"input check ({dtype} -> float64)", "python call", "quantize (float64, C)",
+                               "input stores (uncached)", "ap_start and the last poll", "outputs read once (C)",
+                               "loader's Python"]
         assert all(s["basis"].startswith("estimate") for s in h["steps"])       # no board measured
         # by hand: 64 input values, 10 outputs, the constants of hostmodel at the A9's factors
-        q = hostmodel.X86["quant_ns"][dtype] * 64 * hostmodel.SCALE["cortex-a9-650"]["c"] / 1e3
-        assert steps[f"quantize ({dtype}, C)"]["us"] == pytest.approx(q)
+        pf, c = hostmodel.SCALE["cortex-a9-650"]["python"], hostmodel.SCALE["cortex-a9-650"]["c"]
+        q = hostmodel.X86["quant_ns"]["float64"] * 64 * c / 1e3
+        assert steps["quantize (float64, C)"]["us"] == pytest.approx(q)
+        lo = hostmodel.LOADER
+        assert steps[f"input check ({dtype} -> float64)"]["us"] == pytest.approx(
+            (lo["check_us"] + lo["check_ns"][dtype] * 64 / 1e3) * pf)
+        assert steps["loader's Python"]["us"] == pytest.approx(lo["loader_us"] * pf)
         assert steps["outputs read once (C)"]["us"] == pytest.approx(10 * 0.15)
         assert h["us"] == pytest.approx(sum(s["us"] for s in h["steps"]))
         soft = next(r["host_us"] for r in res["layers"] if r["name"] == "softmax")
+        assert soft == pytest.approx((hostmodel.HOST_OPS["Softmax"][0] + hostmodel.HOST_OPS["Softmax"][1] * 10 / 1e3)
+                                     * pf)
+        assert res["host_us"] == pytest.approx(h["us"] + soft)          # the breakdown sums to the total
         assert res["logits_out_us"] == pytest.approx(h["us"] + res["fabric_us"])
         assert res["end_to_end_us"] == pytest.approx(res["logits_out_us"] + soft)
         assert res["mlperf_window_us"] == pytest.approx(res["fabric_us"] + soft)
-        h1 = h["us"] + 2 * hostmodel.BOARD_IO["cortex-a9-650"]["mmio_write_us"]   # + the two address words
+        # double-buffered starts (CHost.run_pipelined, not through net.run): the C call's steps of
+        # the stored dtype, plus the two address words
+        h1 = sum(s["us"] for s in hostmodel.host_steps("cortex-a9-650", n_in=64, n_out=10, batch=1,
+                                                          input_dtype=dtype)) \
+            + 2 * hostmodel.BOARD_IO["cortex-a9-650"]["mmio_write_us"]
         assert h["steady_state_us_per_image"] == pytest.approx(max(h1, res["fabric_us"]))
         assert h["pipelined_us_per_image"] == pytest.approx(h1 + res["fabric_us"])        # batch 1: no overlap
     assert got["uint8"]["logits_out_us"] < got["float32"]["logits_out_us"]
     assert main(["perf", path, "--json", "--batch", "4"]) == 0
     r4 = json.loads(capsys.readouterr().out)
     b4 = r4["host"]                                              # four starts of one image, overlapped
-    h1 = got["float32"]["host"]["us"] + 2 * hostmodel.BOARD_IO["cortex-a9-650"]["mmio_write_us"]
+    h1 = sum(s["us"] for s in hostmodel.host_steps("cortex-a9-650", n_in=64, n_out=10, batch=1)) \
+        + 2 * hostmodel.BOARD_IO["cortex-a9-650"]["mmio_write_us"]
     f1 = r4["fabric_us"] / 4
     assert b4["pipelined_us_per_image"] == pytest.approx((h1 + f1 + 3 * max(h1, f1)) / 4)
     assert b4["pipelined_us_per_image"] < got["float32"]["logits_out_us"]

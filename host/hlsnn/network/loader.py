@@ -259,11 +259,13 @@ class CompiledNet:
         return x
 
     def run(self, x, *, keep=False):
-        """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name."""
+        """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name.
+        ``last_host_s`` counts the input's check too (it is the host's, on every call)."""
+        t0 = time.perf_counter()
         x = self._check_input(x)
         if self.network is not None:
             try:
-                return self._run_network(x, keep)
+                return self._run_network(x, keep, t0)
             except InputError as e:
                 # a batch the network mode cannot run exactly (hlsnn.engines.bfp_systolic.network.lower.NotExact):
                 # with network=None on emu it runs layer by layer, as a network without one does
@@ -271,17 +273,17 @@ class CompiledNet:
                     raise
         self.last_kernel_starts = None
         t_kernel = self._kernel_wall()
-        t0 = time.perf_counter()
         res = self._dep.run(x, keep=keep)
         dt = time.perf_counter() - t0
         self.last_host_s = max(0.0, dt - (self._kernel_wall() - t_kernel))
         return res
 
-    def _run_network(self, x, keep):
+    def _run_network(self, x, keep, t0=None):
         """The network path: the input quantized on the host (netmode rule 1), the network in
-        one kernel start (csim) or the network mode (emu), the output dequantized (rule 5)."""
+        one kernel start (csim) or the network mode (emu), the output dequantized (rule 5).
+        ``t0``: when the call began (before the input's check)."""
         n = self.network
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if t0 is None else t0
         if self._c_ok is None:               # once: it depends on the lowered network only
             self._c_ok = _c_host(n)
         if self._kernel is not None and hasattr(self._kernel, "run_image") and self._c_ok:
