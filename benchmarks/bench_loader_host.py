@@ -6,8 +6,10 @@ and the simulated board's share in :data:`~hlsnn.network.hostmodel.BOARD_IO`.
 ``net.run(x)`` of a compiled model on the sim board (``hlsnn.load(path, target="sim")``, the C host
 path of :mod:`hlsnn.network.nethost`) runs, per start:
 
-1. ``loader._check_input``: the dtype and shape checks, the conversion to float64 and the
-   finiteness pass (``check``: fixed + per value, fitted on float32 images of 64 and 16,384 values);
+1. ``loader._check_input``: the dtype and shape checks and the finiteness pass, on the image as
+   stored (the C host path takes float32 and uint8 images as they are; ``uint8 -> float64``: a
+   ``bfp_systolic`` network's uint8 image, converted) (``check``: fixed + per value, fitted on
+   images of 64 and 16,384 values);
 2. the host ops on the float input before the start (:mod:`hlsnn.deploy.netprefix`): each op's
    ``hlsnn.deploy.hostops.run`` (``ops``: fixed + per element, per op kind, fitted on 64 and
    16,384 elements), and for a ``bfp_systolic`` kernel its first layer's patches
@@ -101,16 +103,19 @@ def op_costs(calls):
 
 
 def check_costs(calls):
-    """``loader._check_input`` on float32 (and float64, uint8) images: fixed + per value."""
+    """``loader._check_input`` on the C host path's images (float32, float64, uint8 as stored;
+    a ``bfp_systolic`` network's uint8 converted): fixed + per value."""
     res = {}
     rng = np.random.default_rng(1)
-    for dt in ("float32", "float64", "uint8"):
+    for key in ("float32", "float64", "uint8", "uint8 -> float64"):
+        dt = key.split()[0]
+        engine = "bfp_systolic" if "->" in key else "shift_mac"
         t = []
         for n in SIZES:
-            me = SimpleNamespace(input_shape=_shape(n)[1:])
+            me = SimpleNamespace(input_shape=_shape(n)[1:], network=SimpleNamespace(engine=engine))
             x = (rng.random(_shape(n)) * 255).astype(dt)
-            t.append(_median_us(lambda x=x, me=me: CompiledNet._check_input(me, x), calls))
-        res[dt] = dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
+            t.append(_median_us(lambda x=x, me=me: CompiledNet._check_input(me, x, stored=True), calls))
+        res[key] = dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
     return res
 
 
@@ -145,7 +150,7 @@ def model_parts(path, calls):
             return got["y"].copy()
         setattr(kern, name, replay)
         sb = net._kernel                             # NetSimBoard
-        xx = net._check_input(x)
+        xx = net._check_input(x, stored=net._c_path())
         xp = netprefix.run(n, xx)
         q, yv = sb.run_image(xp)
         tot, drv = [], []
@@ -156,7 +161,7 @@ def model_parts(path, calls):
             drv.append(1e6 * sb.last_driver_s)
         row["total_us"] = statistics.median(tot) / 1e3
         row["driver_us"] = statistics.median(drv)
-        row["check_us"] = _median_us(lambda: net._check_input(x), calls)
+        row["check_us"] = _median_us(lambda: net._check_input(x, stored=True), calls)
         row["prefix_us"] = _median_us(lambda: netprefix.run(n, xx), calls)
         ks = []
 
@@ -221,7 +226,7 @@ def main(argv=None):
           f"{med['sim_io_us']:.2f}, C call (null registers) {med['null_call_us']:.2f}")
     print(f"input check (fixed us + ns per value, fitted on {SIZES[0]} and {SIZES[1]} values):")
     for dt, c in res["check"].items():
-        print(f"  {dt:<8} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / {c['us'][1]:.2f} us)")
+        print(f"  {dt:<16} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / {c['us'][1]:.2f} us)")
     print("host ops (hostops.run, fixed us + ns per element):")
     for op, c in res["ops"].items():
         print(f"  {op:<20} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / {c['us'][1]:.2f} us)")

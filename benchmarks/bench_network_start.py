@@ -139,7 +139,7 @@ def compiled(paths, calls):
                     if i:
                         warm.append(net.last_host_s)
                         drv.append(net._kernel.last_driver_s)
-                xx = net._check_input(x)
+                xx = net._check_input(x, stored=net._c_path())
                 row.update(warm_us=1e6 * statistics.median(warm), driver_us=1e6 * statistics.median(drv),
                            prefix_us=_wall_median(lambda: netprefix.run(n, xx), 10 * calls),
                            before=[e["op"] for e in n.host_before], after=[j["op"] for j in n.host_after])

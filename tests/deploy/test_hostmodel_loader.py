@@ -27,14 +27,22 @@ def test_the_loader_steps_grow_with_the_input_and_scale_by_the_python_factor(cpu
     assert bool(sim) == (cpu == "x86-this-machine")      # the simulated board's share: not on a board
 
 
-def test_the_c_call_through_the_loader_quantizes_float64_whatever_is_stored():
-    for dt in ("float32", "uint8"):
-        via = {s["step"]: s["us"] for s in hm.host_steps("cortex-a9-650", n_in=3072, n_out=10, batch=1,
-                                                             input_dtype=dt, via_loader=True)}
-        direct = {s["step"]: s["us"] for s in hm.host_steps("cortex-a9-650", n_in=3072, n_out=10, batch=1,
-                                                                input_dtype=dt)}
-        assert "quantize (float64, C)" in via and f"quantize ({dt}, C)" in direct
-        assert via["quantize (float64, C)"] > direct[f"quantize ({dt}, C)"]
+def test_the_c_call_through_the_loader_sees_the_image_as_stored_but_a_bfp_networks_uint8_as_float64():
+    for dt in ("float32", "float64", "uint8"):
+        via = [s["step"] for s in hm.host_steps("cortex-a9-650", n_in=3072, n_out=10, batch=1, input_dtype=dt,
+                                                via_loader=True)]
+        assert f"quantize ({dt}, C)" in via
+        check = hm.loader_steps("cortex-a9-650", n_in=3072, batch=1, input_dtype=dt)[0]["step"]
+        assert check == f"input check ({dt})"
+    words = hm.loader_steps("cortex-a9-650", n_in=3072, batch=1, input_dtype="uint8", words=True)[0]
+    assert words["step"] == "input check (uint8 -> float64)"
+    assert hm.stored_dtype("uint8", words=True) == "float64" and hm.stored_dtype("float32", words=True) == "float32"
+
+
+def test_a_converted_image_costs_the_check_more_than_one_taken_as_stored():
+    kept = hm.loader_steps("x86-this-machine", n_in=3072, batch=1, input_dtype="uint8")[0]["us"]
+    conv = hm.loader_steps("x86-this-machine", n_in=3072, batch=1, input_dtype="uint8", words=True)[0]["us"]
+    assert conv > kept
 
 
 @pytest.mark.parametrize("op", sorted(hm.HOST_OPS) + ["Tanh"])
@@ -47,3 +55,26 @@ def test_a_host_op_costs_more_on_more_elements_and_more_on_a_slower_core(op):
         assert "not timed" in a["basis"]
         fixed = sorted(f for k, (f, _) in hm.HOST_OPS.items() if k != "bfp patches")
         assert fixed[0] <= hm.op_cost_x86(op)[0] <= fixed[-1]
+
+
+def test_the_input_check_keeps_what_the_c_host_path_takes_as_stored_and_refuses_non_finite_values():
+    """The model's "input check (float32)" is what the loader does: on the C host path a float32
+    or uint8 image is checked, not copied to float64 (a bfp_systolic network's uint8 is); a NaN
+    or Inf is refused either way."""
+    from types import SimpleNamespace
+    import numpy as np
+    from hlsnn.errors import InputError
+    from hlsnn.network.loader import CompiledNet
+    me = SimpleNamespace(input_shape=(3, 4), network=SimpleNamespace(engine="shift_mac"))
+    bfp = SimpleNamespace(input_shape=(3, 4), network=SimpleNamespace(engine="bfp_systolic"))
+    x32 = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    assert CompiledNet._check_input(me, x32, stored=True) is x32
+    assert CompiledNet._check_input(me, x32).dtype == np.float64                  # elsewhere: float64
+    u8 = x32.astype(np.uint8)
+    assert CompiledNet._check_input(me, u8, stored=True) is u8
+    assert CompiledNet._check_input(bfp, u8, stored=True).dtype == np.float64
+    assert CompiledNet._check_input(bfp, x32, stored=True) is x32
+    bad = x32.copy()
+    bad[1, 2, 3] = np.inf
+    with pytest.raises(InputError, match="1 non-finite"):
+        CompiledNet._check_input(me, bad, stored=True)

@@ -22,9 +22,9 @@ reported beside it: they are part of MLPerf Tiny's timed window (DMA + kernel + 
 Around the C call, the loader's run path (``net.run(x)``: :class:`hlsnn.network.loader.CompiledNet`)
 costs the host, per start (:func:`loader_steps`):
 
-* ``input check``: ``_check_input``'s dtype and shape checks, its conversion to float64 and the
-  finiteness pass, per input value (so the C call's rule 1 runs on float64 values through
-  ``net.run``, at float64's rate, whatever the data set stores);
+* ``input check``: ``_check_input``'s dtype and shape checks and the finiteness pass, per input
+  value, on the image as stored (the C host path takes float32 and uint8 images as they are;
+  a ``bfp_systolic`` network's uint8 image is converted to float64: :func:`stored_dtype`);
 * the host ops on the float input before the start and after the output (:func:`op_us`: per op
   kind, a fixed cost plus a cost per element; a ``bfp_systolic`` kernel's first-layer patches
   formed on the host, ``bfp patches``, likewise);
@@ -61,30 +61,33 @@ _LOADER_RUN = ("OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn
                "(the 18 one-start models of docs/performance.md, side by side; medians of wall time)")
 
 #: the loader's run path around the C call on this x86 (module docstring), measured by
-#: ``benchmarks/bench_loader_host.py``: the input check (fixed + ns per value by the input's
-#: dtype, fitted on 64 and 16,384 values) and the loader's own Python (``net.run`` less the
-#: check, the host ops, the simulated board's ``run_image`` and the ops after: the median over
-#: the models)
+#: ``benchmarks/bench_loader_host.py``: the input check, ``(fixed us, ns per value)`` by the
+#: image's dtype as the C host path takes it (fitted on 64 and 16,384 values; ``uint8 ->
+#: float64``: a ``bfp_systolic`` network's uint8 image, converted), and the loader's own Python
+#: (``net.run`` less the check, the host ops, the simulated board's ``run_image`` and the ops
+#: after: the median over the models)
 LOADER = {
-    "check_us": 1.87,
-    "check_ns": {"float32": 0.244, "float64": 0.119, "uint8": 0.215},
-    "loader_us": 3.85,
-    "source": "measured on this x86 by " + _LOADER_RUN + ": CompiledNet._check_input 1.87 us + 0.244 ns per "
-              "float32 value (float64 0.119 ns, uint8 0.215 ns); the loader's own Python 3.85 us (median over the "
-              "18 models of net.run less its timed parts: 3.3-5.1 us, 12.6 us for h_jet_bnin bfp8)",
+    "check": {"float32": (1.49, 0.071), "float64": (1.67, 0.117), "uint8": (0.51, 0.002),
+              "uint8 -> float64": (2.03, 0.209)},
+    "loader_us": 3.84,
+    "source": "measured on this x86 by " + _LOADER_RUN + ": CompiledNet._check_input on the image as the C "
+              "host path takes it 1.49 us + 0.071 ns per float32 value (float64 1.67 us + 0.117 ns, uint8 "
+              "0.51 us + 0.002 ns; a bfp_systolic network's uint8 converted to float64 2.03 us + 0.209 ns); the "
+              "loader's own Python 3.84 us (median over the 18 models of net.run less its timed parts: "
+              "3.4-5.4 us, 13.3 us for h_jet_bnin bfp8)",
 }
 
 #: host ops on this x86: ``(fixed us, ns per element)`` of :func:`hlsnn.deploy.hostops.run`,
 #: fitted on 64 and 16,384 float64 elements (``bfp patches``: ``netprefix.bfp_patches``, one
 #: patch per image), measured by ``benchmarks/bench_loader_host.py``
 HOST_OPS = {
-    "BatchNormalization": (4.34, 0.83),
-    "LayerNormalization": (10.9, 1.36),
-    "AddConst": (0.94, 0.096),
-    "Relu": (1.05, 0.44),
-    "Sigmoid": (2.18, 1.01),
-    "Softmax": (4.62, 1.39),
-    "bfp patches": (26.2, 9.0),
+    "BatchNormalization": (4.29, 0.825),
+    "LayerNormalization": (10.7, 1.37),
+    "AddConst": (0.93, 0.094),
+    "Relu": (1.03, 0.44),
+    "Sigmoid": (2.21, 0.99),
+    "Softmax": (4.50, 1.38),
+    "bfp patches": (25.8, 8.94),
 }
 #: an op kind not timed: the median of the timed ops' fixed costs and per-element costs (an assumption)
 HOST_OP_OTHER = "median of the timed ops"
@@ -111,10 +114,10 @@ SCALE = {
 #: what the board's memory system adds (estimates from the architecture, not measured)
 BOARD_IO = {
     "x86-this-machine": {"store_ns_per_byte": 0.0, "mmio_write_us": 0.0, "mmio_read_us": 0.0,
-                         "uncached_read_us": 0.0, "sim_io_us": 0.70, "sim_context_us": 2.73,
+                         "uncached_read_us": 0.0, "sim_io_us": 0.71, "sim_context_us": 2.79,
                          "source": "the sim board, measured by " + _LOADER_RUN + ": the C call's callbacks into "
-                                   "its register file and syncs 0.70 us (the driver's time less the same call "
-                                   "against the null register file), its device context and lock 2.73 us "
+                                   "its register file and syncs 0.71 us (the driver's time less the same call "
+                                   "against the null register file), its device context and lock 2.79 us "
                                    "(medians over the models); not on a board"},
     "cortex-a9-650": {
         "store_ns_per_byte": 2.0, "mmio_write_us": 0.1, "mmio_read_us": 0.3, "uncached_read_us": 0.15,
@@ -133,6 +136,13 @@ BOARD_IO = {
 DTYPES = ("float32", "float64", "uint8")
 
 
+def stored_dtype(input_dtype, words=False):
+    """The dtype the C call sees through ``net.run`` for images of ``input_dtype``: the image as
+    stored, but a ``bfp_systolic`` network's (``words``) uint8 image as float64
+    (:meth:`hlsnn.network.loader.CompiledNet._check_input`)."""
+    return "float64" if words and input_dtype == "uint8" else input_dtype
+
+
 def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False, lane_bytes=1, via_loader=False):
     """The host steps of one start (module docstring) on ``cpu`` (a key of :data:`SCALE`):
     ``[{"step", "us", "basis"}]``, where basis says what is measured and what is estimated.
@@ -140,7 +150,7 @@ def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False, l
     whose ``n_out`` outputs are 64-bit words (one uncached read each). ``lane_bytes``: the
     bytes of an input value's lane (2: activations of more than 8 bits, one uncached read of
     each output lane as of a byte). ``via_loader``: the start made by ``net.run``, whose input
-    check hands the C call float64 values (rule 1 at float64's rate; :func:`loader_steps`)."""
+    check hands the C call the image as :func:`stored_dtype` says (:func:`loader_steps`)."""
     if input_dtype not in DTYPES:
         from ..errors import InputError
         raise InputError(f"input dtype {input_dtype!r}: the C host path takes {', '.join(DTYPES)}")
@@ -148,7 +158,7 @@ def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False, l
     ests = "measured" if cpu == "x86-this-machine" else "estimate"
     nv, nb = n_in * batch, n_out * batch
     if via_loader:
-        input_dtype = "float64"
+        input_dtype = stored_dtype(input_dtype, words)
     if words:
         return [
             {"step": "python call", "us": X86["python_call_us"] * s["python"],
@@ -202,17 +212,20 @@ def op_us(cpu, op, elements):
                      f"benchmarks/bench_loader_host.py"}
 
 
-def loader_steps(cpu, *, n_in, batch, input_dtype="float32"):
+def loader_steps(cpu, *, n_in, batch, input_dtype="float32", words=False):
     """The loader's steps of one start around the C call (module docstring) on ``cpu``:
     ``[{"step", "us", "basis"}]``: the input check and the loader's own Python, and on the
-    simulated board (``x86-this-machine``) its device context and register callbacks."""
+    simulated board (``x86-this-machine``) its device context and register callbacks.
+    ``words``: a ``bfp_systolic`` network (:func:`stored_dtype`)."""
     s, io = SCALE[cpu]["python"], BOARD_IO[cpu]
     ests = "measured" if cpu == "x86-this-machine" else "estimate"
     nv = n_in * batch
-    ns = LOADER["check_ns"][input_dtype]
+    seen = stored_dtype(input_dtype, words)
+    key = input_dtype if seen == input_dtype else f"{input_dtype} -> {seen}"
+    fixed, ns = LOADER["check"][key]
     steps = [
-        {"step": f"input check ({input_dtype} -> float64)", "us": (LOADER["check_us"] + ns * nv / 1e3) * s,
-         "basis": f"{ests}: {LOADER['check_us']} us + {nv:,} values x {ns} ns on x86 x {s:g}"},
+        {"step": f"input check ({key})", "us": (fixed + ns * nv / 1e3) * s,
+         "basis": f"{ests}: {fixed} us + {nv:,} values x {ns} ns on x86 x {s:g}"},
         {"step": "loader's Python", "us": LOADER["loader_us"] * s,
          "basis": f"{ests}: {LOADER['loader_us']} us on x86 x {s:g}"},
     ]

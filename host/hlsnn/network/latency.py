@@ -116,7 +116,7 @@ def _all_steps(lsteps, pre, steps):
 def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32"):
     """The latency model of the network path (one kernel start per batch,
     :mod:`hlsnn.engines.network.kernel`), or None when the network kernel cannot run the model.
-    The host checks the input (``net.run``'s input check, which converts it to float64), runs
+    The host checks the input (``net.run``'s input check, on the image as stored), runs
     the host ops on the float input before the kernel (a model's input normalization,
     :mod:`hlsnn.deploy.netprefix`, and a ``bfp_systolic`` kernel's first patches; each at its
     measured cost per op kind and element, :func:`hlsnn.network.hostmodel.op_us`), quantizes the
@@ -131,8 +131,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     ``host="c"`` (the default, where the network's input rule is one the C host path covers,
     :func:`hlsnn.network.nethost.input_rule`): the host's steps are
     :func:`hlsnn.network.hostmodel.loader_steps` and :func:`~hlsnn.network.hostmodel.host_steps`
-    for images of ``input_dtype`` as the data set stores them (``net.run`` hands the C call
-    float64 values); ``host="python"``: the numpy driver's (:data:`NET_HOST`). Beside
+    for images of ``input_dtype`` as the data set stores them (``net.run`` hands them to the C
+    call as they are, :func:`hlsnn.network.hostmodel.stored_dtype`); ``host="python"``: the numpy driver's (:data:`NET_HOST`). Beside
     ``end_to_end_us`` (a numpy image in, the network's output out: every row) the result
     carries ``logits_out_us`` (a numpy image in, the logits out: without the host layers after
     them), ``mlperf_window_us`` (the kernel with its DDR traffic, plus the host layers after the
@@ -190,7 +190,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     # net.run's own steps around the C call (hlsnn.network.loader): the input check, the loader's
     # Python, the simulated board's context (x86-sim only)
     lsteps = hostmodel.loader_steps(b["cpu"], n_in=int(np.prod(net.source["shape"])) if getattr(net, "source", None)
-                                    else t["in_elems"], batch=batch, input_dtype=input_dtype) if c_host else None
+                                    else t["in_elems"], batch=batch, input_dtype=input_dtype,
+                                    words=bfp_words) if c_host else None
     # bytes per value the host writes into the input buffer and reads from the output buffer
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
     # the host ops on the float input before the kernel (hlsnn.deploy.netprefix), each at its
@@ -211,7 +212,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
         st = {r["step"].split(" (")[0]: r["us"] for r in steps}
         ls = {r["step"].split(" (")[0]: r["us"] for r in lsteps}
         layers = [row("input", "host input check (loader)", host_us=ls["input check"])] + pre + [
-            row("input", "host quantize (C)", host_bytes=(8 + (4 if bfp_words else in_b)) * n_in,
+            row("input", "host quantize (C)", host_bytes=(np.dtype(hostmodel.stored_dtype(input_dtype, bfp_words)).itemsize
+                                                  + (4 if bfp_words else in_b)) * n_in,
                 host_us=st["quantize"] + st["input stores"])]
     else:
         layers = pre + [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
