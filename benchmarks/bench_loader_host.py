@@ -186,7 +186,8 @@ def model_parts(path, calls):
         row["after_ops_us"] = max(0.0, row["finish_us"] - row["finish_empty_us"])
         row["sim_context_us"] = row["run_image_us"] - row["inner_us"]
         row["sim_io_us"] = row["driver_us"] - row["null_call_us"]
-        row["loader_us"] = row["total_us"] - row["check_us"] - row["prefix_us"] - row["run_image_us"] - row["after_ops_us"]
+        row["loader_us"] = (row["total_us"] - row["check_us"] - row["prefix_us"] - row["run_image_us"]
+                            - row["after_ops_us"])
         row.update(in_elems=int(x.size), before=[e["op"] for e in n.host_before],
                    after=[j["op"] for j in n.host_after], engine=n.engine)
         if n.engine == "bfp_systolic":
@@ -226,10 +227,12 @@ def main(argv=None):
           f"{med['sim_io_us']:.2f}, C call (null registers) {med['null_call_us']:.2f}")
     print(f"input check (fixed us + ns per value, fitted on {SIZES[0]} and {SIZES[1]} values):")
     for dt, c in res["check"].items():
-        print(f"  {dt:<16} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / {c['us'][1]:.2f} us)")
+        print(f"  {dt:<16} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / "
+              f"{c['us'][1]:.2f} us)")
     print("host ops (hostops.run, fixed us + ns per element):")
     for op, c in res["ops"].items():
-        print(f"  {op:<20} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / {c['us'][1]:.2f} us)")
+        print(f"  {op:<20} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / "
+              f"{c['us'][1]:.2f} us)")
     if res["bfp_patches"]:
         c = res["bfp_patches"]
         print(f"  {'bfp patches':<20} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / "

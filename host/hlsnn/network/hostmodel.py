@@ -47,7 +47,7 @@ from __future__ import annotations
 X86 = {
     "python_call_us": 1.8,         # CHost.run of a uint8 image less its 3,072 lookups
     "quant_ns": {"float32": 2.0, "float64": 4.0, "uint8": 0.24, "float32 words": 0.45},
-    "softmax_us": 4.2,             # netmode.finish on the C call's 10 values: the numpy Softmax alone
+    "softmax_us": 4.2,             # netmode.finish on the C call's 10 values (the model: HOST_OPS["Softmax"])
     "source": "measured on this x86 (AMD EPYC 2.6 GHz, 2 cores shared) by benchmarks/bench_c_host.py "
               "--model resnet8_digits32 --assignment twohot --calls 3000: call_u8 less its lookups 1.8 us "
               "(call_f32 7.8 us, call_u8 2.5 us per 3,072-value image), rule 1 in C 2.0 / 4.0 / 0.24 ns per "
@@ -184,11 +184,6 @@ def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False, l
         {"step": "outputs read once (C)", "us": io["uncached_read_us"] * nb,
          "basis": f"estimate: {nb} uncached {'byte' if lane_bytes == 1 else '16-bit'} reads"},
     ]
-
-
-def softmax_us(cpu):
-    """The numpy Softmax of the logits on ``cpu`` (their values come dequantized from the C call)."""
-    return X86["softmax_us"] * SCALE[cpu]["python"]
 
 
 def op_cost_x86(op):

@@ -132,7 +132,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     :func:`hlsnn.network.nethost.input_rule`): the host's steps are
     :func:`hlsnn.network.hostmodel.loader_steps` and :func:`~hlsnn.network.hostmodel.host_steps`
     for images of ``input_dtype`` as the data set stores them (``net.run`` hands them to the C
-    call as they are, :func:`hlsnn.network.hostmodel.stored_dtype`); ``host="python"``: the numpy driver's (:data:`NET_HOST`). Beside
+    call as they are, :func:`hlsnn.network.hostmodel.stored_dtype`); ``host="python"``: the
+    numpy driver's (:data:`NET_HOST`). Beside
     ``end_to_end_us`` (a numpy image in, the network's output out: every row) the result
     carries ``logits_out_us`` (a numpy image in, the logits out: without the host layers after
     them), ``mlperf_window_us`` (the kernel with its DDR traffic, plus the host layers after the
@@ -212,8 +213,9 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
         st = {r["step"].split(" (")[0]: r["us"] for r in steps}
         ls = {r["step"].split(" (")[0]: r["us"] for r in lsteps}
         layers = [row("input", "host input check (loader)", host_us=ls["input check"])] + pre + [
-            row("input", "host quantize (C)", host_bytes=(np.dtype(hostmodel.stored_dtype(input_dtype, bfp_words)).itemsize
-                                                  + (4 if bfp_words else in_b)) * n_in,
+            row("input", "host quantize (C)",
+                host_bytes=(np.dtype(hostmodel.stored_dtype(input_dtype, bfp_words)).itemsize
+                            + (4 if bfp_words else in_b)) * n_in,
                 host_us=st["quantize"] + st["input stores"])]
     else:
         layers = pre + [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
