@@ -26,6 +26,8 @@ machine's load), each model's whole host path instead, the call as a user makes 
 (``hlsnn.load(path, target="sim")``, ``net.run(x)`` on one image, the real kernel's
 C-simulation in every call); medians of:
 
+(one image of the stored pairs as float32, the data sets' dtype)
+
 * ``host_us``: ``net.last_host_s``, the call less the kernel's start-to-done (the input's check,
   the host ops before the start, the C host path's rule 1, register accesses, syncs and
   read-back, rule 5 and the host ops after the output), the real C-simulation running in
@@ -35,8 +37,10 @@ C-simulation in every call); medians of:
   :mod:`hlsnn.deploy.netprefix`) and ``driver_us`` (the C call less the kernel: rule 1, the
   simulated board's registers and syncs, the read-back);
 * ``model_x86_us``: the latency model's host time for the same call on this machine
-  (``hlsnn perf NAME.hlsnn --board x86-sim``: :data:`hlsnn.network.hostmodel.X86`, measured
-  against a null register file by ``bench_c_host.py``), and ``warm / model``;
+  (``hlsnn perf NAME.hlsnn --board x86-sim``: the C call of :data:`hlsnn.network.hostmodel.X86`,
+  measured against a null register file by ``bench_c_host.py``, and the loader's steps around it,
+  the host ops and the simulated board's share, measured by ``bench_loader_host.py``), and
+  ``warm / model``;
 * ``board``, ``z2_kernel_us``, ``z2_host_us``, ``z2_e2e_us``: the modelled kernel, host and
   end-to-end times on the model's board (its accelerator config's: PYNQ-Z2 or ZCU104; ``hlsnn perf
   NAME.hlsnn``, the figure ``hlsnn deploy`` reports as ``e2e us``).
@@ -109,7 +113,7 @@ def compiled(paths, calls):
     for p in paths:
         row = {"model": Path(p).stem}
         with hlsnn.load(p, target="sim") as net:
-            x = np.asarray(net.check["x"][:1], np.float64)
+            x = np.ascontiguousarray(net.check["x"][:1], np.float32)     # as the data sets store images
             host = []
             for i in range(calls + 1):
                 net.run(x)
@@ -135,7 +139,7 @@ def compiled(paths, calls):
                     if i:
                         warm.append(net.last_host_s)
                         drv.append(net._kernel.last_driver_s)
-                xx = net._check_input(x)
+                xx = net._check_input(x, stored=net._c_path())
                 row.update(warm_us=1e6 * statistics.median(warm), driver_us=1e6 * statistics.median(drv),
                            prefix_us=_wall_median(lambda: netprefix.run(n, xx), 10 * calls),
                            before=[e["op"] for e in n.host_before], after=[j["op"] for j in n.host_after])

@@ -154,6 +154,25 @@ def test_the_sim_board_through_the_c_host_path_gives_the_emulators_bits_in_one_w
 
 @pytest.mark.slow
 @pytest.mark.csim
+def test_net_run_hands_float32_and_uint8_images_to_the_c_call_as_stored_with_the_emulators_bits(compiled):
+    """net.run on sim: a float32 or uint8 batch goes to the C call as it is (no float64 copy,
+    hostmodel.stored_dtype): the C context's dtype is the image's, and the bits are the layer
+    path's on the same values as float64."""
+    import hlsnn
+    from hlsnn.deploy import datasets
+    path = compiled("digits_cnn", "twohot")
+    x = np.asarray(datasets.load("digits", layout="nchw").x_test[:3], np.float32)
+    u8 = np.rint(x * 16).astype(np.uint8)
+    with hlsnn.load(path, "emu", network=False) as ref, hlsnn.load(path, "sim", self_check=False) as net:
+        for img, code in ((x, 0), (u8, 2)):
+            got = net.logits(img)
+            assert net._kernel.board._chost.ctx.dtype == code
+            want = ref.logits(img.astype(np.float64))
+            np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.slow
+@pytest.mark.csim
 def test_uint8_images_with_the_values_their_codes_stand_for(compiled):
     """The digits are k/16 (k = 0..16): as uint8 codes k with u8_values = code / 16, the C path's
     table gives the bits of the float images through the emulator."""
@@ -249,26 +268,41 @@ def test_perf_json_reports_both_windows_and_the_host_steps(compiled, capsys):
         h = res["host"]
         assert h["path"] == "c" and h["input_dtype"] == dtype and res["cpu"] == "cortex-a9-650"
         steps = {s["step"]: s for s in h["steps"]}
-        assert list(steps) == ["python call", f"quantize ({dtype}, C)", "input stores (uncached)",
-                               "ap_start and the last poll", "outputs read once (C)"]
+        # net.run's steps: its input check hands the C call the image as stored
+        assert list(steps) == [f"input check ({dtype})", "python call", f"quantize ({dtype}, C)",
+                               "input stores (uncached)", "ap_start and the last poll", "outputs read once (C)",
+                               "loader's Python"]
         assert all(s["basis"].startswith("estimate") for s in h["steps"])       # no board measured
         # by hand: 64 input values, 10 outputs, the constants of hostmodel at the A9's factors
-        q = hostmodel.X86["quant_ns"][dtype] * 64 * hostmodel.SCALE["cortex-a9-650"]["c"] / 1e3
+        pf, c = hostmodel.SCALE["cortex-a9-650"]["python"], hostmodel.SCALE["cortex-a9-650"]["c"]
+        q = hostmodel.X86["quant_ns"][dtype] * 64 * c / 1e3
         assert steps[f"quantize ({dtype}, C)"]["us"] == pytest.approx(q)
+        lo = hostmodel.LOADER
+        assert steps[f"input check ({dtype})"]["us"] == pytest.approx(
+            (lo["check"][dtype][0] + lo["check"][dtype][1] * 64 / 1e3) * pf)
+        assert steps["loader's Python"]["us"] == pytest.approx(lo["loader_us"] * pf)
         assert steps["outputs read once (C)"]["us"] == pytest.approx(10 * 0.15)
         assert h["us"] == pytest.approx(sum(s["us"] for s in h["steps"]))
         soft = next(r["host_us"] for r in res["layers"] if r["name"] == "softmax")
+        assert soft == pytest.approx((hostmodel.HOST_OPS["Softmax"][0] + hostmodel.HOST_OPS["Softmax"][1] * 10 / 1e3)
+                                     * pf)
+        assert res["host_us"] == pytest.approx(h["us"] + soft)          # the breakdown sums to the total
         assert res["logits_out_us"] == pytest.approx(h["us"] + res["fabric_us"])
         assert res["end_to_end_us"] == pytest.approx(res["logits_out_us"] + soft)
         assert res["mlperf_window_us"] == pytest.approx(res["fabric_us"] + soft)
-        h1 = h["us"] + 2 * hostmodel.BOARD_IO["cortex-a9-650"]["mmio_write_us"]   # + the two address words
+        # double-buffered starts (CHost.run_pipelined, not through net.run): the C call's steps of
+        # the stored dtype, plus the two address words
+        h1 = sum(s["us"] for s in hostmodel.host_steps("cortex-a9-650", n_in=64, n_out=10, batch=1,
+                                                          input_dtype=dtype)) \
+            + 2 * hostmodel.BOARD_IO["cortex-a9-650"]["mmio_write_us"]
         assert h["steady_state_us_per_image"] == pytest.approx(max(h1, res["fabric_us"]))
         assert h["pipelined_us_per_image"] == pytest.approx(h1 + res["fabric_us"])        # batch 1: no overlap
     assert got["uint8"]["logits_out_us"] < got["float32"]["logits_out_us"]
     assert main(["perf", path, "--json", "--batch", "4"]) == 0
     r4 = json.loads(capsys.readouterr().out)
     b4 = r4["host"]                                              # four starts of one image, overlapped
-    h1 = got["float32"]["host"]["us"] + 2 * hostmodel.BOARD_IO["cortex-a9-650"]["mmio_write_us"]
+    h1 = sum(s["us"] for s in hostmodel.host_steps("cortex-a9-650", n_in=64, n_out=10, batch=1)) \
+        + 2 * hostmodel.BOARD_IO["cortex-a9-650"]["mmio_write_us"]
     f1 = r4["fabric_us"] / 4
     assert b4["pipelined_us_per_image"] == pytest.approx((h1 + f1 + 3 * max(h1, f1)) / 4)
     assert b4["pipelined_us_per_image"] < got["float32"]["logits_out_us"]

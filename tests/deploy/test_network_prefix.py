@@ -269,15 +269,22 @@ def test_ceil_mode_maxpool_on_the_sparse_network_kernel(graphs):
 
 def test_perf_counts_the_host_prefix(graphs):
     """hlsnn perf: the BatchNormalization before the start is a host row of the network path's
-    model (op_us plus its float64 bytes, as the layer path's host op), in the end-to-end time."""
-    from hlsnn.network import latency
+    model, after the loader's input check, at the BatchNormalization's measured cost on its 64
+    elements (hostmodel.HOST_OPS) at the CPU's Python factor; a step of the host's breakdown,
+    in the end-to-end time."""
+    from hlsnn.network import hostmodel, latency
     res = latency.model(graphs["bn_mlp"]["twohot"], batch=1)
     assert res["path"] == "network" and res["kernel_starts"] == 1
-    row = res["layers"][0]
-    assert row["kind"] == "host BatchNormalization (before the start)" and res["layers"][1]["name"] == "input"
-    cpu = res["constants"]["cpu"]
+    assert res["layers"][0]["kind"] == "host input check (loader)"
+    row = res["layers"][1]
+    assert row["kind"] == "host BatchNormalization (before the start)" and res["layers"][2]["name"] == "input"
     assert row["host_bytes"] == 8 * (64 + 64)
-    assert row["host_us"] == pytest.approx(cpu["op_us"] + 8 * 128 * cpu["byte_us"])
+    fixed, ns = hostmodel.HOST_OPS["BatchNormalization"]
+    assert row["host_us"] == pytest.approx((fixed + ns * 64 / 1e3) * hostmodel.SCALE[res["cpu"]]["python"])
+    steps = res["host"]["steps"]
+    assert [s["step"] for s in steps[:2]] == ["input check (float32)",
+                                               "BatchNormalization (before the start)"]
+    assert res["host"]["us"] == pytest.approx(sum(s["us"] for s in steps))
     assert res["end_to_end_us"] == pytest.approx(sum(r["end_to_end_us"] for r in res["layers"]))
 
 

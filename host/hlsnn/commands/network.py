@@ -88,7 +88,7 @@ def run_compiled(args):
         raise InputError(f"--input {args.input}: is an .npz archive; save one array with numpy.save (.npy)")
     network = False if getattr(args, "layer_by_layer", False) else None
     with load(args.target_path, args.target, self_check=not args.no_self_check, network=network) as net:
-        x = net._check_input(x)
+        x = net._check_input(x, stored=net._c_path())     # as net.run takes it
         times, host, starts = [], [], []
         import time
         for _ in range(max(1, args.repeat)):

@@ -19,7 +19,22 @@ writes: ``m_axi``, no DMA engine). The host layers after the logits (``Softmax``
 reported beside it: they are part of MLPerf Tiny's timed window (DMA + kernel + softmax), not of
 "logits out".
 
-Constants: :data:`X86` measured on this machine by ``benchmarks/bench_c_host.py``; the boards'
+Around the C call, the loader's run path (``net.run(x)``: :class:`hlsnn.network.loader.CompiledNet`)
+costs the host, per start (:func:`loader_steps`):
+
+* ``input check``: ``_check_input``'s dtype and shape checks and the finiteness pass, per input
+  value, on the image as stored (the C host path takes float32 and uint8 images as they are;
+  a ``bfp_systolic`` network's uint8 image is converted to float64: :func:`stored_dtype`);
+* the host ops on the float input before the start and after the output (:func:`op_us`: per op
+  kind, a fixed cost plus a cost per element; a ``bfp_systolic`` kernel's first-layer patches
+  formed on the host, ``bfp patches``, likewise);
+* ``loader``: the rest of ``net.run`` in Python (its dispatch, the timing, the cached checks,
+  the outputs' reshapes, ``finish``'s own lines);
+* on the simulated board only (``x86-this-machine``): its device context and the C call's
+  callbacks into its register file and syncs (``BOARD_IO``'s ``sim_*``); a board has neither.
+
+Constants: :data:`X86` measured on this machine by ``benchmarks/bench_c_host.py``,
+:data:`LOADER` and :data:`HOST_OPS` by ``benchmarks/bench_loader_host.py``; the boards'
 figures are x86 figures times :data:`SCALE` (estimates, named as such), plus :data:`BOARD_IO`
 for what x86 does not have (uncached stores and reads, AXI-Lite round trips): estimates from the
 architecture, not measured on a board. Nothing here is a board measurement.
@@ -32,7 +47,7 @@ from __future__ import annotations
 X86 = {
     "python_call_us": 1.8,         # CHost.run of a uint8 image less its 3,072 lookups
     "quant_ns": {"float32": 2.0, "float64": 4.0, "uint8": 0.24, "float32 words": 0.45},
-    "softmax_us": 4.2,             # netmode.finish on the C call's 10 values: the numpy Softmax alone
+    "softmax_us": 4.2,             # netmode.finish on the C call's 10 values (the model: HOST_OPS["Softmax"])
     "source": "measured on this x86 (AMD EPYC 2.6 GHz, 2 cores shared) by benchmarks/bench_c_host.py "
               "--model resnet8_digits32 --assignment twohot --calls 3000: call_u8 less its lookups 1.8 us "
               "(call_f32 7.8 us, call_u8 2.5 us per 3,072-value image), rule 1 in C 2.0 / 4.0 / 0.24 ns per "
@@ -41,6 +56,41 @@ X86 = {
               "replaces: 19.6 us); a bfp_systolic network (--assignment bfp8_z2): 3.2 us per call, i.e. 0.45 ns per value for "
               "its float32 words and their unpacking in C beyond the 1.8 us (numpy's unpacking it replaces: 15 us)",
 }
+
+_LOADER_RUN = ("OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn /tmp/hrep/*.hlsnn --calls 2000 "
+               "(the 18 one-start models of docs/performance.md, side by side; medians of wall time)")
+
+#: the loader's run path around the C call on this x86 (module docstring), measured by
+#: ``benchmarks/bench_loader_host.py``: the input check, ``(fixed us, ns per value)`` by the
+#: image's dtype as the C host path takes it (fitted on 64 and 16,384 values; ``uint8 ->
+#: float64``: a ``bfp_systolic`` network's uint8 image, converted), and the loader's own Python
+#: (``net.run`` less the check, the host ops, the simulated board's ``run_image`` and the ops
+#: after: the median over the models)
+LOADER = {
+    "check": {"float32": (1.49, 0.071), "float64": (1.67, 0.117), "uint8": (0.51, 0.002),
+              "uint8 -> float64": (2.03, 0.209)},
+    "loader_us": 3.84,
+    "source": "measured on this x86 by " + _LOADER_RUN + ": CompiledNet._check_input on the image as the C "
+              "host path takes it 1.49 us + 0.071 ns per float32 value (float64 1.67 us + 0.117 ns, uint8 "
+              "0.51 us + 0.002 ns; a bfp_systolic network's uint8 converted to float64 2.03 us + 0.209 ns); the "
+              "loader's own Python 3.84 us (median over the 18 models of net.run less its timed parts: "
+              "3.4-5.4 us, 13.3 us for h_jet_bnin bfp8)",
+}
+
+#: host ops on this x86: ``(fixed us, ns per element)`` of :func:`hlsnn.deploy.hostops.run`,
+#: fitted on 64 and 16,384 float64 elements (``bfp patches``: ``netprefix.bfp_patches``, one
+#: patch per image), measured by ``benchmarks/bench_loader_host.py``
+HOST_OPS = {
+    "BatchNormalization": (4.29, 0.825),
+    "LayerNormalization": (10.7, 1.37),
+    "AddConst": (0.93, 0.094),
+    "Relu": (1.03, 0.44),
+    "Sigmoid": (2.21, 0.99),
+    "Softmax": (4.50, 1.38),
+    "bfp patches": (25.8, 8.94),
+}
+#: an op kind not timed: the median of the timed ops' fixed costs and per-element costs (an assumption)
+HOST_OP_OTHER = "median of the timed ops"
 
 #: x86 -> board CPU factors: ``python`` for interpreted Python and numpy calls, ``c`` for the C
 #: loops; both estimates
@@ -64,7 +114,11 @@ SCALE = {
 #: what the board's memory system adds (estimates from the architecture, not measured)
 BOARD_IO = {
     "x86-this-machine": {"store_ns_per_byte": 0.0, "mmio_write_us": 0.0, "mmio_read_us": 0.0,
-                         "uncached_read_us": 0.0, "source": "the sim board: none beyond the measured call"},
+                         "uncached_read_us": 0.0, "sim_io_us": 0.71, "sim_context_us": 2.79,
+                         "source": "the sim board, measured by " + _LOADER_RUN + ": the C call's callbacks into "
+                                   "its register file and syncs 0.71 us (the driver's time less the same call "
+                                   "against the null register file), its device context and lock 2.79 us "
+                                   "(medians over the models); not on a board"},
     "cortex-a9-650": {
         "store_ns_per_byte": 2.0, "mmio_write_us": 0.1, "mmio_read_us": 0.3, "uncached_read_us": 0.15,
         "source": "estimate. Input stores: the Cortex-A9 merges stores to Normal non-cacheable memory in its "
@@ -82,19 +136,29 @@ BOARD_IO = {
 DTYPES = ("float32", "float64", "uint8")
 
 
-def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False, lane_bytes=1):
+def stored_dtype(input_dtype, words=False):
+    """The dtype the C call sees through ``net.run`` for images of ``input_dtype``: the image as
+    stored, but a ``bfp_systolic`` network's (``words``) uint8 image as float64
+    (:meth:`hlsnn.network.loader.CompiledNet._check_input`)."""
+    return "float64" if words and input_dtype == "uint8" else input_dtype
+
+
+def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False, lane_bytes=1, via_loader=False):
     """The host steps of one start (module docstring) on ``cpu`` (a key of :data:`SCALE`):
     ``[{"step", "us", "basis"}]``, where basis says what is measured and what is estimated.
     ``words``: a ``bfp_systolic`` network, whose input is float32 words (4 bytes a value) and
     whose ``n_out`` outputs are 64-bit words (one uncached read each). ``lane_bytes``: the
     bytes of an input value's lane (2: activations of more than 8 bits, one uncached read of
-    each output lane as of a byte)."""
+    each output lane as of a byte). ``via_loader``: the start made by ``net.run``, whose input
+    check hands the C call the image as :func:`stored_dtype` says (:func:`loader_steps`)."""
     if input_dtype not in DTYPES:
         from ..errors import InputError
         raise InputError(f"input dtype {input_dtype!r}: the C host path takes {', '.join(DTYPES)}")
     s, io = SCALE[cpu], BOARD_IO[cpu]
     ests = "measured" if cpu == "x86-this-machine" else "estimate"
     nv, nb = n_in * batch, n_out * batch
+    if via_loader:
+        input_dtype = stored_dtype(input_dtype, words)
     if words:
         return [
             {"step": "python call", "us": X86["python_call_us"] * s["python"],
@@ -122,9 +186,49 @@ def host_steps(cpu, *, n_in, n_out, batch, input_dtype="float32", words=False, l
     ]
 
 
-def softmax_us(cpu):
-    """The numpy Softmax of the logits on ``cpu`` (their values come dequantized from the C call)."""
-    return X86["softmax_us"] * SCALE[cpu]["python"]
+def op_cost_x86(op):
+    """``(fixed us, ns per element)`` of host op ``op`` on this x86 (:data:`HOST_OPS`; an op
+    kind not timed there: the medians of the timed ops', :data:`HOST_OP_OTHER`)."""
+    if op in HOST_OPS:
+        return HOST_OPS[op]
+    timed = [v for k, v in HOST_OPS.items() if k != "bfp patches"]
+    return (sorted(f for f, _ in timed)[len(timed) // 2], sorted(n for _, n in timed)[len(timed) // 2])
+
+
+def op_us(cpu, op, elements):
+    """Host op ``op`` (or ``"bfp patches"``) on ``elements`` float64 values on ``cpu``:
+    ``{"us", "basis"}``, the x86 figure times the CPU's Python factor."""
+    fixed, ns = op_cost_x86(op)
+    s = SCALE[cpu]["python"]
+    ests = "measured" if cpu == "x86-this-machine" else "estimate"
+    how = "" if op in HOST_OPS else f" (not timed: {HOST_OP_OTHER}'s)"
+    return {"us": (fixed + ns * elements / 1e3) * s,
+            "basis": f"{ests}: {fixed} us + {elements:,} elements x {ns} ns on x86{how} x {s:g}; "
+                     f"benchmarks/bench_loader_host.py"}
+
+
+def loader_steps(cpu, *, n_in, batch, input_dtype="float32", words=False):
+    """The loader's steps of one start around the C call (module docstring) on ``cpu``:
+    ``[{"step", "us", "basis"}]``: the input check and the loader's own Python, and on the
+    simulated board (``x86-this-machine``) its device context and register callbacks.
+    ``words``: a ``bfp_systolic`` network (:func:`stored_dtype`)."""
+    s, io = SCALE[cpu]["python"], BOARD_IO[cpu]
+    ests = "measured" if cpu == "x86-this-machine" else "estimate"
+    nv = n_in * batch
+    seen = stored_dtype(input_dtype, words)
+    key = input_dtype if seen == input_dtype else f"{input_dtype} -> {seen}"
+    fixed, ns = LOADER["check"][key]
+    steps = [
+        {"step": f"input check ({key})", "us": (fixed + ns * nv / 1e3) * s,
+         "basis": f"{ests}: {fixed} us + {nv:,} values x {ns} ns on x86 x {s:g}"},
+        {"step": "loader's Python", "us": LOADER["loader_us"] * s,
+         "basis": f"{ests}: {LOADER['loader_us']} us on x86 x {s:g}"},
+    ]
+    if io.get("sim_context_us") or io.get("sim_io_us"):
+        steps.append({"step": "sim board: context, registers", "us": io["sim_context_us"] + io["sim_io_us"],
+                      "basis": f"measured: {io['sim_context_us']} us + {io['sim_io_us']} us (the simulated "
+                               f"board's; not on a board)"})
+    return steps
 
 
 def pipelined_us_per_image(host_us, fabric_us, batch):

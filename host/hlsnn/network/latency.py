@@ -105,23 +105,35 @@ def _board(prog, board):
     return name, BOARDS[name], CPUS[BOARDS[name]["cpu"]]
 
 
+def _all_steps(lsteps, pre, steps):
+    """Every host step of one start through ``net.run`` up to the logits, in order, with its
+    basis: they sum to ``host["us"]`` (the host ops after the logits are rows of their own)."""
+    out = [r for r in lsteps if r["step"].startswith("input check")]
+    out += [{"step": r["kind"][5:], "us": r["host_us"], "basis": r["basis"]} for r in pre]
+    return out + steps + [r for r in lsteps if not r["step"].startswith("input check")]
+
+
 def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32"):
     """The latency model of the network path (one kernel start per batch,
     :mod:`hlsnn.engines.network.kernel`), or None when the network kernel cannot run the model.
-    The host runs the host ops on the float input before the kernel (a model's input
-    normalization, :mod:`hlsnn.deploy.netprefix`; each counted as the layer path counts a host
-    op: ``op_us`` plus its float64 bytes at ``byte_us``, :data:`CPUS`), quantizes the input (8
-    bytes read, 1 written per value), starts the kernel once,
-    dequantizes the output (1 read, 8 written) and runs the host layers after it (a Softmax: 8
-    read, 8 written per value); their times are :data:`NET_HOST`'s, measured on this machine's
-    network path and scaled to the board's CPU. The kernel's cycles are
+    The host checks the input (``net.run``'s input check, on the image as stored), runs
+    the host ops on the float input before the kernel (a model's input normalization,
+    :mod:`hlsnn.deploy.netprefix`, and a ``bfp_systolic`` kernel's first patches; each at its
+    measured cost per op kind and element, :func:`hlsnn.network.hostmodel.op_us`), quantizes the
+    input (8 bytes read, 1 written per value), starts the kernel once, dequantizes the output (1
+    read, 8 written), runs the loader's own Python and the host layers after the output (a
+    Softmax: 8 read, 8 written per value; :func:`~hlsnn.network.hostmodel.op_us`). On the C host
+    path the steps are :mod:`hlsnn.network.hostmodel`'s (measured on this machine, scaled to the
+    board's CPU); on the numpy driver's, :data:`NET_HOST`'s. The kernel's cycles are
     :func:`hlsnn.engines.shift_mac.network.perf.op_cycles` per image; its DDR traffic is the input and output
     words at the HP port's width.
 
     ``host="c"`` (the default, where the network's input rule is one the C host path covers,
     :func:`hlsnn.network.nethost.input_rule`): the host's steps are
-    :func:`hlsnn.network.hostmodel.host_steps` for images of ``input_dtype`` as the data set
-    stores them; ``host="python"``: the numpy driver's (:data:`NET_HOST`). Beside
+    :func:`hlsnn.network.hostmodel.loader_steps` and :func:`~hlsnn.network.hostmodel.host_steps`
+    for images of ``input_dtype`` as the data set stores them (``net.run`` hands them to the C
+    call as they are, :func:`hlsnn.network.hostmodel.stored_dtype`); ``host="python"``: the
+    numpy driver's (:data:`NET_HOST`). Beside
     ``end_to_end_us`` (a numpy image in, the network's output out: every row) the result
     carries ``logits_out_us`` (a numpy image in, the logits out: without the host layers after
     them), ``mlperf_window_us`` (the kernel with its DDR traffic, plus the host layers after the
@@ -174,23 +186,37 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     bfp_words = net.engine == "bfp_systolic"          # float32 words in, 64-bit words out
     n_out_host = t.get("out_words", t["out_elems"]) if bfp_words else t["out_elems"]
     steps = hostmodel.host_steps(b["cpu"], n_in=t["in_elems"], n_out=n_out_host, batch=batch,
-                                 input_dtype=input_dtype, words=bfp_words,
+                                 input_dtype=input_dtype, words=bfp_words, via_loader=True,
                                  lane_bytes=1 if bfp_words else t.get("in_value_bytes", 1)) if c_host else None
+    # net.run's own steps around the C call (hlsnn.network.loader): the input check, the loader's
+    # Python, the simulated board's context (x86-sim only)
+    lsteps = hostmodel.loader_steps(b["cpu"], n_in=int(np.prod(net.source["shape"])) if getattr(net, "source", None)
+                                    else t["in_elems"], batch=batch, input_dtype=input_dtype,
+                                    words=bfp_words) if c_host else None
     # bytes per value the host writes into the input buffer and reads from the output buffer
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
-    # the host ops on the float input before the kernel (hlsnn.deploy.netprefix), each as the
-    # layer path's host op is counted: op_us plus its float64 bytes (in and out) at byte_us
+    # the host ops on the float input before the kernel (hlsnn.deploy.netprefix), each at its
+    # measured cost per op kind and element (hostmodel.op_us), and a bfp_systolic kernel's first
+    # patches formed on the host after them (netprefix.bfp_patches)
     pre = []
     for e in net.host_before:
         n_el = sum(int(np.prod(sh)) for _, sh in e["ins"]) * batch
         hb = host_bytes("host", n_el, int(np.prod(e["ins"][0][1])) * batch)
-        pre.append(row(e["name"], "host " + e["op"] + " (before the start)", host_bytes=hb,
-                       host_us=cpu["op_us"] + hb * cpu["byte_us"]))
+        oc = hostmodel.op_us(b["cpu"], e["op"], n_el)
+        pre.append(row(e["name"], "host " + e["op"] + " (before the start)", host_bytes=hb, host_us=oc["us"],
+                       basis=oc["basis"]))
+    if net.host_before and bfp_words and net.input.get("patches"):
+        oc = hostmodel.op_us(b["cpu"], "bfp patches", n_in)
+        pre.append(row("input", "host bfp patches (before the start)", host_bytes=16 * n_in, host_us=oc["us"],
+                       basis=oc["basis"]))
     if c_host:
         st = {r["step"].split(" (")[0]: r["us"] for r in steps}
-        layers = pre + [row("input", "host quantize (C)", host_bytes=(np.dtype(input_dtype).itemsize
-                                                                 + (4 if bfp_words else in_b)) * n_in,
-                      host_us=st["quantize"] + st["input stores"])]
+        ls = {r["step"].split(" (")[0]: r["us"] for r in lsteps}
+        layers = [row("input", "host input check (loader)", host_us=ls["input check"])] + pre + [
+            row("input", "host quantize (C)",
+                host_bytes=(np.dtype(hostmodel.stored_dtype(input_dtype, bfp_words)).itemsize
+                            + (4 if bfp_words else in_b)) * n_in,
+                host_us=st["quantize"] + st["input stores"])]
     else:
         layers = pre + [row("input", "host quantize", host_bytes=(8 + in_b) * n_in,
                       host_us=nh["quant_us"] + nh["quant_value_us"] * n_in)]
@@ -219,9 +245,11 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     if c_host:
         layers.append(row("output", "host read + dequantize (C)", host_bytes=(16 if bfp_words else 9) * n_out,
                           host_us=st["outputs read once"]))
+        layers.append(row("output", "host loader's Python", host_us=ls["loader's Python"]
+                          + ls.get("sim board: context, registers", 0.0)))
         for j in ops_after:
             layers.append(row(j["name"], "host " + j["op"], host_bytes=16 * n_out,
-                              host_us=hostmodel.softmax_us(b["cpu"]) / len(ops_after)))
+                              host_us=hostmodel.op_us(b["cpu"], j["op"], n_out)["us"]))
     else:
         for nm, kind, hb in fin:
             layers.append(row(nm, kind, host_bytes=hb,
@@ -244,10 +272,12 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
         "logits_out_us": logits_us,
         "mlperf_window_us": fabric + sum(r["host_us"] for r in layers if r["name"] in after),
         "host": {"path": "c" if c_host else "python", "input_dtype": input_dtype if c_host else "float64",
-                 "us": host_pre, "steps": steps if c_host else None,
+                 "us": host_pre, "steps": _all_steps(lsteps, pre, steps) if c_host
+                 else None,
                  "pipelined_us_per_image": hostmodel.pipelined_us_per_image(host1, fabric / batch, batch),
                  "steady_state_us_per_image": max(host1, fabric / batch),
-                 "basis": (hostmodel.X86["source"] + "; " + hostmodel.SCALE[b["cpu"]]["source"] + "; "
+                 "basis": (hostmodel.X86["source"] + "; the loader's steps and the host ops: "
+                           + hostmodel.LOADER["source"] + "; " + hostmodel.SCALE[b["cpu"]]["source"] + "; "
                            + hostmodel.BOARD_IO[b["cpu"]]["source"]) if c_host else
                           "hlsnn.network.latency.NET_HOST (the numpy driver: x86 measured by "
                           "benchmarks/bench_network_start.py; the ARM cores scaled, estimates)"},

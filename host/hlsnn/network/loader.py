@@ -242,7 +242,20 @@ class CompiledNet:
     def input_shape(self):
         return tuple(self.program["input"]["shape"])
 
-    def _check_input(self, x):
+    def _c_path(self):
+        """True when :meth:`run` makes its start through the C host path (sim/pynq: the kernel's
+        ``run_image``), which takes float32, float64 and uint8 images as stored."""
+        if self.network is None or self._kernel is None or not hasattr(self._kernel, "run_image"):
+            return False
+        if self._c_ok is None:               # once: it depends on the lowered network only
+            self._c_ok = _c_host(self.network)
+        return self._c_ok
+
+    def _check_input(self, x, stored=False):
+        """``x`` checked (real numbers, the model's shape, a batch, finite) as float64, or with
+        ``stored`` (the C host path, :meth:`_c_path`) a float32 or uint8 batch as it is: the C
+        call's rule 1 on those values gives the bits it gives on their float64 values
+        (:mod:`hlsnn.network.nethost`), without a float64 copy (``bfp_systolic``: float32 only)."""
         x = np.asarray(x)
         if x.dtype.kind not in "biuf":
             raise InputError(f"input: dtype {x.dtype}: must be real numbers")
@@ -253,17 +266,21 @@ class CompiledNet:
             raise InputError(f"input: shape {x.shape}: the model takes a batch of shape (B,) + {want}")
         if x.shape[0] == 0:
             raise InputError(f"input: an empty batch (shape {x.shape}); give at least one sample")
-        x = np.asarray(x, np.float64)
-        if not np.isfinite(x).all():
+        keep = stored and (x.dtype == np.float32 or x.dtype == np.uint8 and self.network.engine != "bfp_systolic")
+        if not keep:
+            x = np.asarray(x, np.float64)
+        if x.dtype.kind == "f" and not np.isfinite(x).all():
             raise InputError(f"input: {int((~np.isfinite(x)).sum())} non-finite value(s) (NaN or Inf)")
         return x
 
     def run(self, x, *, keep=False):
-        """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name."""
-        x = self._check_input(x)
+        """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name.
+        ``last_host_s`` counts the input's check too (it is the host's, on every call)."""
+        t0 = time.perf_counter()
+        x = self._check_input(x, stored=self._c_path())
         if self.network is not None:
             try:
-                return self._run_network(x, keep)
+                return self._run_network(x, keep, t0)
             except InputError as e:
                 # a batch the network mode cannot run exactly (hlsnn.engines.bfp_systolic.network.lower.NotExact):
                 # with network=None on emu it runs layer by layer, as a network without one does
@@ -271,20 +288,18 @@ class CompiledNet:
                     raise
         self.last_kernel_starts = None
         t_kernel = self._kernel_wall()
-        t0 = time.perf_counter()
         res = self._dep.run(x, keep=keep)
         dt = time.perf_counter() - t0
         self.last_host_s = max(0.0, dt - (self._kernel_wall() - t_kernel))
         return res
 
-    def _run_network(self, x, keep):
+    def _run_network(self, x, keep, t0=None):
         """The network path: the input quantized on the host (netmode rule 1), the network in
-        one kernel start (csim) or the network mode (emu), the output dequantized (rule 5)."""
+        one kernel start (csim) or the network mode (emu), the output dequantized (rule 5).
+        ``t0``: when the call began (before the input's check)."""
         n = self.network
-        t0 = time.perf_counter()
-        if self._c_ok is None:               # once: it depends on the lowered network only
-            self._c_ok = _c_host(n)
-        if self._kernel is not None and hasattr(self._kernel, "run_image") and self._c_ok:
+        t0 = time.perf_counter() if t0 is None else t0
+        if self._c_path():
             # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost),
             # after the host ops on the float input (hlsnn.deploy.netprefix)
             from ..deploy import netprefix as prefix
@@ -317,7 +332,7 @@ class CompiledNet:
         self.last_host_s = max(0.0, (t3 - t0) - kernel_s)
         if not keep:
             return y
-        return y, {self.program["input"]["name"]: x,
+        return y, {self.program["input"]["name"]: np.asarray(x, np.float64),
                    n.output["tensor"]: netmode.dequantize(n, q) if yv is None else yv.copy(),
                    n.output["name"]: y}
 

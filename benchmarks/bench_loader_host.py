@@ -1,0 +1,244 @@
+#!/usr/bin/env python
+"""Benchmark: what the loader's run path costs the host around the C call of a network start
+(issue 52), the x86 source of :data:`hlsnn.network.hostmodel.LOADER`, :data:`~hlsnn.network.hostmodel.HOST_OPS`
+and the simulated board's share in :data:`~hlsnn.network.hostmodel.BOARD_IO`.
+
+``net.run(x)`` of a compiled model on the sim board (``hlsnn.load(path, target="sim")``, the C host
+path of :mod:`hlsnn.network.nethost`) runs, per start:
+
+1. ``loader._check_input``: the dtype and shape checks and the finiteness pass, on the image as
+   stored (the C host path takes float32 and uint8 images as they are; ``uint8 -> float64``: a
+   ``bfp_systolic`` network's uint8 image, converted) (``check``: fixed + per value, fitted on
+   images of 64 and 16,384 values);
+2. the host ops on the float input before the start (:mod:`hlsnn.deploy.netprefix`): each op's
+   ``hlsnn.deploy.hostops.run`` (``ops``: fixed + per element, per op kind, fitted on 64 and
+   16,384 elements), and for a ``bfp_systolic`` kernel its first layer's patches
+   (``bfp_patches``: fixed + per element, one patch per image);
+3. the C call (:meth:`CHost.run`; its Python and rule 1 measured by ``bench_c_host.py``), inside
+   the simulated board's wrappers: ``sim_io`` (the C call's callbacks into the simulated board's
+   register file and syncs: the driver's time less the same call against ``netin.c``'s null
+   register file, ``null_call``) and ``sim_context`` (``NetSimBoard.run_image``'s lock and the
+   simulated device's context, less the inner ``NetBoard.run_image``); neither exists on a board;
+4. the host ops after the output (:func:`hlsnn.deploy.program.finish` less the same call with no
+   ops after it: ``after_ops``; Softmax's cost per element in ``ops``);
+5. ``loader``: the rest of ``net.run``: its dispatch, ``_run_network``'s timing, the cached
+   checks, the outputs' reshapes and ``finish``'s own lines (``total`` less 1-4, each timed alone
+   in the same run).
+
+Part 5 and the simulated board's parts are measured on the compiled models given with
+``--hlsnn`` (one image of the stored pairs as float32, the data sets' dtype; the kernel's answer
+replayed after one real start, so that the C-simulation neither costs nor evicts caches),
+side by side in one run; the table gives each model's figure and the median. Medians of wall
+time (``time.perf_counter_ns``) on a shared machine; rerun to see the spread.
+
+Usage::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn /tmp/hrep/*.hlsnn --calls 2000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "host"))
+
+import hlsnn  # noqa: E402
+from hlsnn.deploy import hostops, netprefix  # noqa: E402
+from hlsnn.deploy import program as netmode  # noqa: E402
+from hlsnn.network.loader import CompiledNet  # noqa: E402
+
+SIZES = (64, 16384)
+#: the op kinds timed, with the attributes hostops.run takes (per channel: 4 channels)
+OPS = {
+    "BatchNormalization": lambda: {"params": [np.linspace(0.5, 1.5, 4), np.linspace(-1, 1, 4), np.linspace(0, 1, 4),
+                                              np.linspace(1, 2, 4)], "epsilon": 1e-5},
+    "LayerNormalization": lambda: {"axis": -1, "epsilon": 1e-5, "scale": None, "bias": None},
+    "AddConst": lambda: {"c": 0.5},
+    "Relu": lambda: {},
+    "Sigmoid": lambda: {},
+    "Softmax": lambda: {"axis": -1},
+}
+
+
+def _median_us(fn, calls):
+    fn()
+    ts = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        fn()
+        ts.append(time.perf_counter_ns() - t0)
+    return statistics.median(ts) / 1e3
+
+
+def _fit(small, big):
+    """``(fixed us, ns per element)`` through the two sizes' medians."""
+    ns = 1e3 * (big - small) / (SIZES[1] - SIZES[0])
+    return max(0.0, small - ns * SIZES[0] / 1e3), ns
+
+
+def _shape(n):
+    return (1, 4, n // 4)
+
+
+def op_costs(calls):
+    """Per op kind: the fitted fixed cost and cost per element of ``hostops.run`` (module docstring)."""
+    res = {}
+    rng = np.random.default_rng(0)
+    for op, attrs in OPS.items():
+        spec = hostops._Spec(op, attrs())
+        t = []
+        for n in SIZES:
+            x = rng.normal(size=_shape(n))
+            t.append(_median_us(lambda x=x: hostops.run(spec, [x]), calls))
+        res[op] = dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
+    return res
+
+
+def check_costs(calls):
+    """``loader._check_input`` on the C host path's images (float32, float64, uint8 as stored;
+    a ``bfp_systolic`` network's uint8 converted): fixed + per value."""
+    res = {}
+    rng = np.random.default_rng(1)
+    for key in ("float32", "float64", "uint8", "uint8 -> float64"):
+        dt = key.split()[0]
+        engine = "bfp_systolic" if "->" in key else "shift_mac"
+        t = []
+        for n in SIZES:
+            me = SimpleNamespace(input_shape=_shape(n)[1:], network=SimpleNamespace(engine=engine))
+            x = (rng.random(_shape(n)) * 255).astype(dt)
+            t.append(_median_us(lambda x=x, me=me: CompiledNet._check_input(me, x, stored=True), calls))
+        res[key] = dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
+    return res
+
+
+def patch_costs(net, calls):
+    """``netprefix.bfp_patches`` of a ``bfp_systolic`` network's params, one patch per image."""
+    t = []
+    rng = np.random.default_rng(2)
+    for n in SIZES:
+        stub = SimpleNamespace(input={"patches": "image"}, params=net.params)
+        x = rng.normal(size=(1, n)) / 3.0                   # not exact in float32: the patches are formed
+        t.append(_median_us(lambda x=x, stub=stub: netprefix.bfp_patches(stub, x), calls))
+    return dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
+
+
+def model_parts(path, calls):
+    """Part 3-5 of the module docstring on one compiled model, warm."""
+    from hlsnn.network import nethost
+    row = {"model": Path(path).stem}
+    with hlsnn.load(path, target="sim") as net:
+        n = net.network
+        if n is None or not hasattr(net._kernel, "run_image"):
+            return None
+        x = np.ascontiguousarray(net.check["x"][:1], np.float32)
+        net.run(x)
+        kern = net._kernel.kernel                   # its answer replayed: the host's steps alone
+        name = "run_words" if hasattr(kern, "run_words") else "run"
+        real, got = getattr(kern, name), {}
+
+        def replay(a):
+            if "y" not in got:
+                got["y"] = real(a)
+            return got["y"].copy()
+        setattr(kern, name, replay)
+        sb = net._kernel                             # NetSimBoard
+        xx = net._check_input(x, stored=net._c_path())
+        xp = netprefix.run(n, xx)
+        q, yv = sb.run_image(xp)
+        tot, drv = [], []
+        for _ in range(calls):
+            t0 = time.perf_counter_ns()
+            net.run(x)
+            tot.append(time.perf_counter_ns() - t0 - 1e9 * sb.last_kernel_s)
+            drv.append(1e6 * sb.last_driver_s)
+        row["total_us"] = statistics.median(tot) / 1e3
+        row["driver_us"] = statistics.median(drv)
+        row["check_us"] = _median_us(lambda: net._check_input(x, stored=True), calls)
+        row["prefix_us"] = _median_us(lambda: netprefix.run(n, xx), calls)
+        ks = []
+
+        def outer():
+            sb.run_image(xp)
+            ks.append(sb.last_kernel_s)
+        row["run_image_us"] = _median_us(outer, calls) - 1e6 * statistics.median(ks)
+        ks.clear()
+        with sb._lock, sb.sim:
+            def inner():
+                sb.board.run_image(xp)
+                ks.append(sb.board.last_kernel_s)
+            row["inner_us"] = _median_us(inner, calls) - 1e6 * statistics.median(ks)
+            null = nethost.CHost(sb.board, null_registers=True)
+            row["null_call_us"] = _median_us(lambda: null.run(xp), calls)
+        qs = q.reshape((1,) + tuple(n.output["shape"])) if not isinstance(q, tuple) else q
+        ys = yv.reshape((1,) + tuple(n.output["shape"]))
+        row["finish_us"] = _median_us(lambda: netmode.finish(n, qs, ys, x=xx), calls)
+        stubs, n._host_stubs = n._host_stubs, []             # finish's own Python, without the ops after
+        row["finish_empty_us"] = _median_us(lambda: netmode.finish(n, qs, ys, x=xx), calls)
+        n._host_stubs = stubs
+        row["after_ops_us"] = max(0.0, row["finish_us"] - row["finish_empty_us"])
+        row["sim_context_us"] = row["run_image_us"] - row["inner_us"]
+        row["sim_io_us"] = row["driver_us"] - row["null_call_us"]
+        row["loader_us"] = (row["total_us"] - row["check_us"] - row["prefix_us"] - row["run_image_us"]
+                            - row["after_ops_us"])
+        row.update(in_elems=int(x.size), before=[e["op"] for e in n.host_before],
+                   after=[j["op"] for j in n.host_after], engine=n.engine)
+        if n.engine == "bfp_systolic":
+            row["params"] = n.params
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hlsnn", nargs="+", metavar="NAME.hlsnn", required=True,
+                    help="compiled models with a network path (the loader's parts are measured on each)")
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rows = [r for r in (model_parts(p, args.calls) for p in args.hlsnn) if r is not None]
+    bfp = next((r.pop("params") for r in rows if "params" in r), None)
+    for r in rows:
+        r.pop("params", None)
+    res = {"calls": args.calls, "ops": op_costs(args.calls), "check": check_costs(args.calls),
+           "bfp_patches": None, "models": rows}
+    if bfp is not None:
+        res["bfp_patches"] = patch_costs(SimpleNamespace(params=bfp), args.calls)
+    med = {k: statistics.median(r[k] for r in rows) for k in ("loader_us", "sim_context_us", "sim_io_us",
+                                                               "null_call_us", "total_us", "check_us")}
+    res["median"] = med
+    if args.json:
+        print(json.dumps(res, indent=1))
+        return 0
+    print(f"the loader's run path around the C call, this machine, warm (medians of {args.calls} calls, us)")
+    print(f"  {'model':<22} {'total':>7} {'check':>6} {'prefix':>7} {'after':>7} {'C null':>7} {'sim io':>7} "
+          f"{'sim ctx':>7} {'loader':>7}")
+    for r in rows:
+        print(f"  {r['model']:<22} {r['total_us']:>7.2f} {r['check_us']:>6.2f} {r['prefix_us']:>7.2f} "
+              f"{r['after_ops_us']:>7.2f} {r['null_call_us']:>7.2f} {r['sim_io_us']:>7.2f} {r['sim_context_us']:>7.2f} "
+              f"{r['loader_us']:>7.2f}")
+    print(f"  median: loader {med['loader_us']:.2f}, sim context {med['sim_context_us']:.2f}, sim io "
+          f"{med['sim_io_us']:.2f}, C call (null registers) {med['null_call_us']:.2f}")
+    print(f"input check (fixed us + ns per value, fitted on {SIZES[0]} and {SIZES[1]} values):")
+    for dt, c in res["check"].items():
+        print(f"  {dt:<16} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / "
+              f"{c['us'][1]:.2f} us)")
+    print("host ops (hostops.run, fixed us + ns per element):")
+    for op, c in res["ops"].items():
+        print(f"  {op:<20} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / "
+              f"{c['us'][1]:.2f} us)")
+    if res["bfp_patches"]:
+        c = res["bfp_patches"]
+        print(f"  {'bfp patches':<20} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / "
+              f"{c['us'][1]:.2f} us)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The latency model's host around the C call (hlsnn.network.hostmodel): the loader's steps
+(net.run's input check and its own Python, the simulated board's share) and the host ops'
+costs per element. Properties only: the constants are measurements (benchmarks/
+bench_loader_host.py); what is tested is how the model uses them."""
+import pytest
+
+from hlsnn.network import hostmodel as hm
+
+CPUS = ("x86-this-machine", "cortex-a9-650", "cortex-a53-1200")
+
+
+@pytest.mark.parametrize("cpu", CPUS)
+def test_the_loader_steps_grow_with_the_input_and_scale_by_the_python_factor(cpu):
+    small = hm.loader_steps(cpu, n_in=64, batch=1)
+    big = hm.loader_steps(cpu, n_in=64, batch=16)
+    check = lambda st: next(s["us"] for s in st if s["step"].startswith("input check"))   # noqa: E731
+    assert check(big) > check(small) > 0
+    # the fixed part is the same; the per-value part 16 times the values
+    x86 = hm.loader_steps("x86-this-machine", n_in=3072, batch=1)
+    here = hm.loader_steps(cpu, n_in=3072, batch=1)
+    f = hm.SCALE[cpu]["python"]
+    for a, b in zip(x86, here):
+        if a["step"].startswith("sim board"):
+            continue
+        assert b["us"] == pytest.approx(f * a["us"])
+    sim = [s for s in here if s["step"].startswith("sim board")]
+    assert bool(sim) == (cpu == "x86-this-machine")      # the simulated board's share: not on a board
+
+
+def test_the_c_call_through_the_loader_sees_the_image_as_stored_but_a_bfp_networks_uint8_as_float64():
+    for dt in ("float32", "float64", "uint8"):
+        via = [s["step"] for s in hm.host_steps("cortex-a9-650", n_in=3072, n_out=10, batch=1, input_dtype=dt,
+                                                via_loader=True)]
+        assert f"quantize ({dt}, C)" in via
+        check = hm.loader_steps("cortex-a9-650", n_in=3072, batch=1, input_dtype=dt)[0]["step"]
+        assert check == f"input check ({dt})"
+    words = hm.loader_steps("cortex-a9-650", n_in=3072, batch=1, input_dtype="uint8", words=True)[0]
+    assert words["step"] == "input check (uint8 -> float64)"
+    assert hm.stored_dtype("uint8", words=True) == "float64" and hm.stored_dtype("float32", words=True) == "float32"
+
+
+def test_a_converted_image_costs_the_check_more_than_one_taken_as_stored():
+    kept = hm.loader_steps("x86-this-machine", n_in=3072, batch=1, input_dtype="uint8")[0]["us"]
+    conv = hm.loader_steps("x86-this-machine", n_in=3072, batch=1, input_dtype="uint8", words=True)[0]["us"]
+    assert conv > kept
+
+
+@pytest.mark.parametrize("op", sorted(hm.HOST_OPS) + ["Tanh"])
+def test_a_host_op_costs_more_on_more_elements_and_more_on_a_slower_core(op):
+    a, b = hm.op_us("x86-this-machine", op, 64), hm.op_us("x86-this-machine", op, 16384)
+    assert b["us"] > a["us"] > 0
+    assert hm.op_us("cortex-a9-650", op, 64)["us"] == pytest.approx(hm.SCALE["cortex-a9-650"]["python"] * a["us"])
+    assert a["basis"].startswith("measured")
+    if op not in hm.HOST_OPS:                           # an op kind not timed: named so, at the timed ops' median
+        assert "not timed" in a["basis"]
+        fixed = sorted(f for k, (f, _) in hm.HOST_OPS.items() if k != "bfp patches")
+        assert fixed[0] <= hm.op_cost_x86(op)[0] <= fixed[-1]
+
+
+def test_the_input_check_keeps_what_the_c_host_path_takes_as_stored_and_refuses_non_finite_values():
+    """The model's "input check (float32)" is what the loader does: on the C host path a float32
+    or uint8 image is checked, not copied to float64 (a bfp_systolic network's uint8 is); a NaN
+    or Inf is refused either way."""
+    from types import SimpleNamespace
+    import numpy as np
+    from hlsnn.errors import InputError
+    from hlsnn.network.loader import CompiledNet
+    me = SimpleNamespace(input_shape=(3, 4), network=SimpleNamespace(engine="shift_mac"))
+    bfp = SimpleNamespace(input_shape=(3, 4), network=SimpleNamespace(engine="bfp_systolic"))
+    x32 = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    assert CompiledNet._check_input(me, x32, stored=True) is x32
+    assert CompiledNet._check_input(me, x32).dtype == np.float64                  # elsewhere: float64
+    u8 = x32.astype(np.uint8)
+    assert CompiledNet._check_input(me, u8, stored=True) is u8
+    assert CompiledNet._check_input(bfp, u8, stored=True).dtype == np.float64
+    assert CompiledNet._check_input(bfp, x32, stored=True) is x32
+    bad = x32.copy()
+    bad[1, 2, 3] = np.inf
+    with pytest.raises(InputError, match="1 non-finite"):
+        CompiledNet._check_input(me, bad, stored=True)
