@@ -19,7 +19,7 @@ values, each exact at its part's radix, so channel ``c`` holds values of one rad
   two radix points aligns them (rule 13's division where the count is not a power of two).
   The layer path's float mean of channel ``c`` reads channel ``c`` only, exact, and its
   consumer converts it with ``to_fixed`` at ``F_x``: the same bits.
-* **its gate** (rule 10 of :mod:`.gate`, a map times a C-vector at ``Fg``) is the exact
+* **its gate** (rule 10 of :mod:`hlsnn.engines.network.gate`, a map times a C-vector at ``Fg``) is the exact
   product ``q[c, y, x] * g[c]`` at radix ``F_c + Fg`` requantized with the shift of its
   channel range: ``F_c + Fg - F_x`` (op field ``shift`` below ``split``, ``shift2`` from it);
   the layer path multiplies the two exact float64 values and converts the product at ``F_x``:

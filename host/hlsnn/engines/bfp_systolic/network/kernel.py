@@ -226,7 +226,7 @@ def _lut_fields(net, m_bits):
     made = {op.out: op for op in net.ops}
     name = lambda t: net.aliases.get(t, t)         # noqa: E731
     gate_bits = 2
-    from .gatecat import sources                   # through max pools and concats (a ghost module's)
+    from .gatesrc import sources                   # through max pools and concats (a ghost module's)
     from .lower import elem_bits
     from .prelu import S_BITS, is_wide
     for op in net.ops:
