@@ -128,7 +128,7 @@ def tables(net, pz, pc, pm):
     from ...network.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words, Add one pixel a cycle
     fast_add = bool(sz) and sub >= 2 and all(op.f["hw"] % 2 == 0 for op in net.ops if op.kind == "add") \
-        and not wide_sums
+        and not wide_sums and not lintwo.add_used(net)   # rule 12t's add: the one-pixel Add loop
     from ...network.gate import lut_roms
     luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
     for op in net.ops:
@@ -194,7 +194,10 @@ def tables(net, pz, pc, pm):
             wins += win["bases"]
             boff += nb
         else:
-            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums))
+            ab = pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums)
+            if op.kind == "add" and f.get("terms", 1) == 2:   # rule 12t: hi, then lo (network.lintwo)
+                ab = lintwo.add_descriptor(op, f, d, pc, ab, net)
+            add_bits = max(add_bits, ab)
             if op.kind == "add" and fast_add:           # two pixels a cycle (network.cpp.j2 AddPairs)
                 d["n_iter"] //= 2
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
@@ -266,6 +269,7 @@ def render(net, out_dir):
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.linwide
                has_lintwo=lintwo.used(net), shl=_ints(t["shl"]),          # hlsnn.engines.network.lintwo
+               has_addtwo=lintwo.add_used(net),
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
