@@ -20,7 +20,9 @@ and at least as many as the most taps one bank must read; the greedy schedule co
 the larger of the two. A block with no non-zero weight at all keeps one empty step (its
 outputs are the output rule of the bias alone). A conv taking its input in two terms (rule 12t,
 :mod:`hlsnn.engines.network.lintwo`) has per block the schedule of its ``hi`` channels, then that
-of its ``lo`` channels; the ``kShl`` flag of the first ``lo`` step shifts the accumulators left by 7. A pixel of a block takes exactly the block's
+of its ``lo`` channels; the ``kShl`` flag of the first ``lo`` step shifts the accumulators left by 7
+(its two terms made by the ``LinWide`` loop or, from a plain Add, by the ``Add`` loop in two
+passes, descriptor ``wide`` 2: no ``AddPairs`` then). A pixel of a block takes exactly the block's
 steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.engines.sparse_cluster.network.perf`).
 
 **Board-sized** (a config with ``net_shape: board``, :mod:`hlsnn.engines.sparse_cluster.netsize`):
