@@ -185,7 +185,8 @@ def test_two_terms_of_other_inputs_are_refused_by_name():
     j = dict(name="c", kind="conv", in_terms=2, f_x=4, geom=dict(group=1))
     sparse, shift = SimpleNamespace(engine="sparse_cluster"), SimpleNamespace(engine="shift_mac")
     lin = ("addmv", dict(add={}, moves=[], lin=dict(name="u", c=8, l=8, fy=2, fx=1), name="u"))
-    with pytest.raises(InputError, match=r"2 int8 terms.*only of a linear resize.*runs layer by layer"):
+    with pytest.raises(InputError, match=r"2 int8 terms.*only of a residual Add.s exact sum, as it is or "
+                                         r"linearly resized.*runs layer by layer"):
         lintwo.check_input(j, ("q", 4), sparse, _why)
     with pytest.raises(InputError, match=r"2 int8 terms.*shift_mac network kernel does not sum"):
         lintwo.check_input(j, lin, shift, _why)

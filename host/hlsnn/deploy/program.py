@@ -305,8 +305,9 @@ def walk(program, arrays, steps):
         elif st[0] in ("cat", "gate", "avgp", "add", "addmv"):
             # a pending op (a Concat of parts at different radix points, a channel gate, a pool,
             # an Add) materialized once for its consumers (an integer one requantized to their F_x)
-            if st[0] == "add":
-                base = steps.materialize_add(j, st[1], w)
+            if st[0] == "add":                      # input_terms: 2, rule 12t (engines.network.lintwo)
+                base = lintwo.materialize_add(j, st[1], w, steps, _why, Op) if lintwo.takes(j) else \
+                    steps.materialize_add(j, st[1], w)
             elif st[0] == "addmv":                  # an Upsample of a pending Add (rule 6a)
                 from ..engines.network import addmove
                 base = addmove.materialize(j, st, w, steps, _why, Op)
@@ -607,6 +608,8 @@ def add_ints(a, b, f, bits):
     if "div" in f:                       # rule 13
         from ..engines.network.mean import divide
         s = divide(s, f["div"])
+    if f.get("terms", 1) == 2:          # rule 12t: hi and lo of the exact sum (engines.network.lintwo)
+        return lintwo.terms_map(f, s, bits)
     y, _ = shift_round_sat(s, f["shift"], bits, f["rounding"])
     return y
 

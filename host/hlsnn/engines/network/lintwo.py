@@ -25,8 +25,17 @@ integers, ``s`` at radix ``Fm``), so with ``sh = Fm + 2 - F_x >= 0``:
        ``Cp .. Cp + C - 1`` of its input, exact; ``bias = rint(b * 2**(F_x + 7 + F_w))``,
        ``shift = F_x + 7 + F_w - F_out``; then rule 2's output rule (:func:`conv_ints`).
 
-     Refused by name: ``input_terms: 2`` on a conv whose input is not a rule-12w resize (every
-     other host-quantized input: twoin's layer path only), a grouped conv, ``sh < 0``, an engine
+     * **A plain pending Add** (``Relu(Add)`` of two tensors, no pool, no division: s_unet_res's
+       last block) read by such a conv: layer by layer ``x`` is the exact float64 sum ``s * 2**-Fm``
+       (``s = (qa << sa) + (qb << sb)``, ``max(s, 0)`` with the ``Relu``: rule 4), so with ``sh =
+       Fm - F_x >= 0`` the same identity holds: rule 4's ``add`` op with ``terms`` 2 (``lo`` =
+       ``Cp``, :func:`materialize_add`) writes ``hi = shift_round_sat(s, sh, 8, rounding)`` (rule
+       4's one-term output, bit for bit) at channel ``c`` and ``lo = shift_round_sat(s - (hi <<
+       sh), sh - 7, 8, rounding)`` at ``Cp + c``, 0 between (:func:`terms_map`); the conv is the
+       one above.
+
+     Refused by name: ``input_terms: 2`` on a conv whose input is neither (every other
+     host-quantized input: twoin's layer path only), a grouped conv, ``sh < 0``, an engine
      other than ``sparse_cluster``.
 
 The sparse kernel (rendered only for a program with such ops: ``has_lintwo``): ``LinWide`` with
@@ -37,7 +46,11 @@ steps per block are the schedule of ``w`` on the ``hi`` channels, then the sched
 the ``lo`` channels (:func:`split_codes`); a 1-bit ROM per step (``kShl``) marks a block's first
 ``lo`` step, where each lane's accumulator is shifted left by 7 before the step adds (one mux a
 lane; the kernel's sum is sized for ``129 * 128 * sum |w| + |bias|``). The steps are twice the
-one-term conv's, so are its cycles; the logic is :func:`logic`.
+one-term conv's, so are its cycles; the logic is :func:`logic`. The ``add`` op with ``terms`` 2
+(``has_addtwo``; descriptor ``wide`` 2) runs the ``Add`` loop twice the same way: the second
+pass reads its operands at ``i - n_iter / 2`` and writes ``lo`` at ``i`` (channel ``Cp`` on),
+``2 ceil(C / Q) HW`` iterations; the board-sized kernel then keeps the one-pixel ``Add`` loop
+(no ``AddPairs``).
 """
 from __future__ import annotations
 
@@ -63,12 +76,19 @@ def check_input(j, st, steps, why):
     if steps.engine != "sparse_cluster":
         raise why(j, f"it takes its input in {j['in_terms']} int8 terms (input_terms: {j['in_terms']}), which the "
                      f"{steps.engine} network kernel does not sum; it runs layer by layer")
-    if st is None or st[0] != "addmv" or "lin" not in st[1]:
+    if not (st is not None and st[0] == "addmv" and "lin" in st[1] or plain_add(st)):
         raise why(j, f"it takes its input in {j['in_terms']} int8 terms (input_terms: {j['in_terms']}); the network "
-                     "kernel sums two terms only of a linear resize of a residual Add's exact sum (rule 12t); it "
-                     "runs layer by layer (input_terms: 1 runs in the network mode)")
+                     "kernel sums two terms only of a residual Add's exact sum, as it is or linearly resized (rule "
+                     "12t); it runs layer by layer (input_terms: 1 runs in the network mode)")
     if j["kind"] != "conv" or j["geom"]["group"] != 1:
         raise why(j, "two input terms (rule 12t) of a grouped conv or a dense layer: only a conv of one group")
+
+
+def plain_add(st):
+    """Whether state ``st`` is a plain pending Add of two tensors (no pool, division or mixed
+    map): the second source of rule 12t."""
+    return st is not None and st[0] == "add" and st[1]["p"] is None and len(st[1]["ins"]) == 2 \
+        and not st[1].get("split") and (st[1].get("n") or 1) == 1
 
 
 def banks(steps):
@@ -109,6 +129,33 @@ def materialize(j, a, w, steps, why, op_cls):
     return base
 
 
+def materialize_add(j, a, w, steps, why, op_cls):
+    """Engine layer ``j`` reads the plain pending Add ``a`` in two terms: rule 4's ``add`` op
+    with ``terms`` 2 as ``NAME_q2`` (state ``("q", F_x)``, shape ``(Cp + C, ...)``); its name."""
+    base = a["name"] + "_q2"
+    f_x = j["f_x"]
+    if base in w.shapes:
+        if w.state[base][1] != f_x:
+            raise why(j, f"two consumers of {a['name']} requantize it to different radix points")
+        return base
+    fm = max(a["fa"], a["fb"])
+    if f_x is None or fm > max(f_x + 24, 0):
+        raise why(j, f"the requantization from radix {fm} to {f_x} is not exact in today's host rule")
+    sh = fm - f_x
+    if sh < 0:
+        raise why(j, f"two input terms (rule 12t) of a sum at radix {fm}, finer than the conv's {f_x}: the "
+                     "residual needs the sum's radix at least as fine")
+    shape = w.shapes[a["ins"][0]]
+    c, pc = shape[0], banks(steps)
+    cp = -(-c // pc) * pc
+    f = dict(c=c, hw=int(np.prod(shape[1:])), sa=fm - a["fa"], sb=fm - a["fb"], relu=a["relu"], gap=False,
+             shift=sh, rounding=steps.rounding, single=False, terms=2, lo=cp)
+    w.ops.append(op_cls("add", a["name"] + "/two", list(a["ins"]), base, f))
+    w.shapes[base] = (cp + c,) + tuple(shape[1:])
+    w.state[base] = ("q", f_x)
+    return base
+
+
 def _maker(src, w):
     return [o for o in w.ops if o.out == src][0]
 
@@ -135,14 +182,19 @@ def two_terms(t, sh, bits, rounding):
     return hi, lo
 
 
-def run_lin(op, t, b, bits):
-    """Rule 12t's ``linwide`` output: (B, Cp + C, 2L) int64 from rule 12w's ``t`` (B, C, 2L)."""
-    f = op.f
+def terms_map(f, t, bits):
+    """Rule 12t's map of both terms: (B, Cp + C, N) int64 from the exact integers ``t`` (B, C, N)
+    of op fields ``f`` (``hi`` at channel c, ``lo`` at ``Cp + c``, 0 between)."""
     hi, lo = two_terms(t, f["shift"], bits, f["rounding"])
-    out = np.zeros((b, f["lo"] + f["c"], t.shape[-1]), np.int64)
+    out = np.zeros((t.shape[0], f["lo"] + f["c"], t.shape[-1]), np.int64)
     out[:, :f["c"]] = hi
     out[:, f["lo"]:] = lo
     return out
+
+
+def run_lin(op, t, b, bits):
+    """Rule 12t's ``linwide`` output: (B, Cp + C, 2L) int64 from rule 12w's ``t`` (B, C, 2L)."""
+    return terms_map(op.f, t, bits)
 
 
 def conv_acc(x, f, acc_fn):
@@ -162,13 +214,39 @@ def check_op(op, ints, bad):
     ints(op, f, ("lo",), f["c"], 1 << 16)
     if op.kind == "conv" and f["group"] != 1:
         raise bad(op, "two input terms of a grouped conv")
-    if op.kind == "linwide" and not 0 <= f["shift"] <= 62:
+    if op.kind == "add" and (f.get("gap") or f.get("single") or "div" in f or "split" in f or f.get("out_bits")):
+        raise bad(op, "two terms of an Add with a pool, a division, a mixed map or a chained sum")
+    if op.kind in ("linwide", "add") and not 0 <= f["shift"] <= 62:
         raise bad(op, f"two terms with shift {f['shift']} (0..62)")
 
 
 def used(net):
     """Whether ``net`` has a rule 12t op (the kernel renders its lines only then)."""
     return any(op.f.get(TERMS, 1) == 2 for op in getattr(net, "ops", ()))
+
+
+def add_used(net):
+    """Whether ``net`` has rule 12t's ``add`` op (the kernel renders its ``Add`` lines only then)."""
+    return any(op.kind == "add" and op.f.get(TERMS, 1) == 2 for op in getattr(net, "ops", ()))
+
+
+def add_descriptor(op, f, d, pc, bits, net):
+    """Rule 12t's ``add`` op descriptor (after rule 4's, its sum of ``bits``): ``wide`` 2, the
+    loop twice; the bits of ``s - (hi << shift)`` returned. Refused in a program whose Adds
+    divide (rule 13's ``Add`` lines have no ``lo`` pass)."""
+    from ...errors import InputError
+    if any("div" in o.f and o.kind != "avgpool" for o in net.ops):
+        raise InputError(f"network kernel: {op.name}: two terms of an Add in a program whose Adds divide (rule 13)")
+    if f["lo"] % pc:
+        raise InputError(f"network kernel: {op.name}: two terms at channel {f['lo']}, not a multiple of the "
+                         f"kernel's {pc} channel banks")
+    if d["dual"] != 0:
+        raise InputError(f"network kernel: {op.name}: two terms of a sum that the shortcut buffer keeps")
+    d.update(n_iter=2 * d["n_iter"], wide=2)
+    bits = max(bits, f["shift"] + 8) + 1                  # |hi << shift| <= 2**(shift + 7)
+    if bits > 62:
+        raise InputError(f"network kernel: {op.name}: the two terms' residual needs {bits} bits (at most 62)")
+    return bits
 
 
 def split_codes(codes, f):
@@ -186,10 +264,12 @@ def logic(net, tables):
     """``{"lintwo": (LUT, FF)}`` when the program has rule 12t ops, else ``{}``: per lane the
     accumulator's shift mux (``sb``); per bank the residual's subtract, its shift of ``hi``
     and the second rounding shifter with its clamp (``wb + wb + shifter_luts(wb, 31) + wb +
-    16``); the ``kShl`` ROM (64 steps a LUT) and the pass flag (8)."""
+    16``), once for each op kind making two terms (``linwide``, ``add``); the ``kShl`` ROM (64
+    steps a LUT) and each kind's pass flag (8)."""
     from ..shift_mac.spec import shifter_luts
     if not used(net):
         return {}
     pz, pc, sb, wb = tables["pz"], tables["pc"], tables["sum_bits"], tables["add_bits"]
     ns = len(tables["steps"])
-    return {"lintwo": (pz * sb + pc * (3 * wb + shifter_luts(wb, 31) + 16) + -(-ns // 64) + 8, 8)}
+    makers = len({op.kind for op in net.ops if op.kind != "conv" and op.f.get(TERMS, 1) == 2})  # linwide, add
+    return {"lintwo": (pz * sb + makers * pc * (3 * wb + shifter_luts(wb, 31) + 16) + -(-ns // 64) + 8 * makers, 8)}

@@ -20,7 +20,9 @@ and at least as many as the most taps one bank must read; the greedy schedule co
 the larger of the two. A block with no non-zero weight at all keeps one empty step (its
 outputs are the output rule of the bias alone). A conv taking its input in two terms (rule 12t,
 :mod:`hlsnn.engines.network.lintwo`) has per block the schedule of its ``hi`` channels, then that
-of its ``lo`` channels; the ``kShl`` flag of the first ``lo`` step shifts the accumulators left by 7. A pixel of a block takes exactly the block's
+of its ``lo`` channels; the ``kShl`` flag of the first ``lo`` step shifts the accumulators left by 7
+(its two terms made by the ``LinWide`` loop or, from a plain Add, by the ``Add`` loop in two
+passes, descriptor ``wide`` 2: no ``AddPairs`` then). A pixel of a block takes exactly the block's
 steps: the kernel's cycles follow the non-zeros (:mod:`hlsnn.engines.sparse_cluster.network.perf`).
 
 **Board-sized** (a config with ``net_shape: board``, :mod:`hlsnn.engines.sparse_cluster.netsize`):
@@ -128,7 +130,7 @@ def tables(net, pz, pc, pm):
     from ...network.chain import wide_bits
     wide_sums = wide_bits(net)                     # chained Adds' exact sums: wider shortcut words, Add one pixel a cycle
     fast_add = bool(sz) and sub >= 2 and all(op.f["hw"] % 2 == 0 for op in net.ops if op.kind == "add") \
-        and not wide_sums
+        and not wide_sums and not lintwo.add_used(net)   # rule 12t's add: the one-pixel Add loop
     from ...network.gate import lut_roms
     luts, lut_banks = lut_roms(net, a_bits, pc)    # rule 9ch: a ROM copy per bank, else None
     for op in net.ops:
@@ -194,7 +196,10 @@ def tables(net, pz, pc, pm):
             wins += win["bases"]
             boff += nb
         else:
-            add_bits = max(add_bits, pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums))
+            ab = pool_or_add(op, f, d, place, name, pc, a_bits, wide_sums)
+            if op.kind == "add" and f.get("terms", 1) == 2:   # rule 12t: hi, then lo (network.lintwo)
+                ab = lintwo.add_descriptor(op, f, d, pc, ab, net)
+            add_bits = max(add_bits, ab)
             if op.kind == "add" and fast_add:           # two pixels a cycle (network.cpp.j2 AddPairs)
                 d["n_iter"] //= 2
         rows.append(dict(comment=f"{op.name}: {op.kind} {' + '.join(op.ins)} -> {op.out}",
@@ -266,6 +271,7 @@ def render(net, out_dir):
                has_wpool=any(op.kind == "avgpool" for op in net.ops),   # hlsnn.engines.network.linpool
                has_linwide=any(op.kind == "linwide" for op in net.ops),  # hlsnn.engines.network.linwide
                has_lintwo=lintwo.used(net), shl=_ints(t["shl"]),          # hlsnn.engines.network.lintwo
+               has_addtwo=lintwo.add_used(net),
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_banks=[_ints(r) for r in t["lut_banks"]] if "lut_banks" in t else None,
