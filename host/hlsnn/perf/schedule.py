@@ -98,6 +98,7 @@ class Kernel:
         self._in_folder = {}              # file handle -> (name, under the rendered folder): resolved once
         self._text_of = {}                # file name -> its bytes (:meth:`_plain_data`)
         self._reads_of = {}               # cursor -> the names it reads (:meth:`_reads`)
+        self._counters_of = {}            # id of a loop of self.loops -> its counters (:meth:`_counters`)
         self.files = set()
         self._walk(self.tu.cursor, None, None, None, mine)
         self.consts = _Consts(self.tu)
@@ -397,16 +398,19 @@ class Kernel:
     def _counters(self, lp):
         """Every counter named in the loop's own body (not in a loop nested in it): a loop that
         runs two modes (bfp ``Steps`` and ``GemvSteps``) counts its iterations under each."""
+        got = self._counters_of.get(id(lp))
+        if got is not None:
+            return list(got)
         inner = [(x.c.extent.start.offset, x.c.extent.end.offset) for x in self.loops
                  if x.parent is lp]
         toks = list(lp.body.get_tokens())
         out = []
         for i, t in enumerate(toks[:-2]):
-            o = t.extent.start.offset
-            if t.spelling in ("HLSNN_ITER", "HLSNN_ITER_AT") and toks[i + 1].spelling == "(" \
-                    and not any(a <= o <= b for a, b in inner):
-                if toks[i + 2].spelling not in out:
+            if t.spelling in ("HLSNN_ITER", "HLSNN_ITER_AT") and toks[i + 1].spelling == "(":
+                o = t.extent.start.offset          # a token's offset is asked only of a counter's name
+                if not any(a <= o <= b for a, b in inner) and toks[i + 2].spelling not in out:
                     out.append(toks[i + 2].spelling)
+        self._counters_of[id(lp)] = tuple(out)
         return out
 
     def _storage(self, name):
