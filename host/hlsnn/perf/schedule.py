@@ -57,7 +57,7 @@ import re
 from pathlib import Path
 
 from .cparse import (_MEMO, _Consts, _Loop, _bits, _children, _id, _instantiation_file, _kind, _op, _pragmas, _refs,
-                     _renamed, _root, _strip, _text, _tokens, _trip, cindex, parse_args)
+                     _renamed, _root, _strip, _text, _tokens, _trip, cindex, parse_args, plain_data)
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
 #: read (one cycle of latency) and the store of the value computed from it in the next cycle
@@ -96,7 +96,7 @@ class Kernel:
         self.loops, self.funcs, mine = [], {}, []
         self.loop_vars = set()
         self._in_folder = {}              # file handle -> (name, under the rendered folder): resolved once
-        self._text_of = {}                # file name -> its bytes (:meth:`_plain_data`)
+        self._text_of = {}                # file name -> its bytes (cparse.plain_data)
         self._reads_of = {}               # cursor -> the names it reads (:meth:`_reads`)
         self._counters_of = {}            # id of a loop of self.loops -> its counters (:meth:`_counters`)
         self.files = set()
@@ -161,23 +161,10 @@ class Kernel:
                 if lp.var_decl is not None:
                     self.loop_vars.add(_id(lp.var_decl))
                 self._walk(ch, None, func, lp, mine)
-            elif k == "INIT_LIST_EXPR" and self._plain_data(name, ch):
+            elif k == "INIT_LIST_EXPR" and plain_data(self._text_of, name, ch):
                 continue
             else:
                 self._walk(ch, None, func, loop, mine)
-
-    def _plain_data(self, name, c):
-        """Whether the initializer list ``c`` (in file ``name``) is plain data: its source text holds
-        no ``[`` and no ``;``, so no lambda, statement expression, subscript or declaration, only
-        literals, names and operators. Its elements hold nothing the walk collects (a loop, a label,
-        a function, a constant's declaration) and are not walked: a network kernel's weight tables
-        are most of its cursors (a kernel of 34,600, 30,000 of them in initializers)."""
-        text = self._text_of.get(name)
-        if text is None:
-            text = self._text_of[name] = Path(name).read_bytes()
-        ext = c.extent
-        body = text[ext.start.offset:ext.end.offset]
-        return bool(body) and b"[" not in body and b";" not in body
 
     def _innermost(self, file, line):
         best = None
@@ -369,8 +356,7 @@ class Kernel:
                 if not (v["kind"] == "default" and v["static"])}
 
     def _reads(self, c):
-        """:meth:`_deps` of ``c``, once per cursor of this kernel (:meth:`_banks` asks it for every
-        unrolled copy of every access)."""
+        """:meth:`_deps` of ``c``, once per cursor (:meth:`_banks` asks every unrolled copy)."""
         got = self._reads_of.get(c)
         if got is None:
             got = self._reads_of[c] = frozenset(self._deps(c))
