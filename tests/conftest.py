@@ -36,6 +36,38 @@ def pytest_configure(config):
     ensure_pkg_resources()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    """Python's cyclic garbage collector, off while the tests are collected, then run once and
+    the survivors frozen (:func:`gc.freeze`): collecting imports torch, onnx, scipy, sklearn and
+    all of hlsnn (``--doctest-modules``), about half a million objects that live as long as the
+    worker, and every full collection walked all of them again (25 full collections, ~3.5 of
+    the ~10 CPU-s a worker spends collecting; more during the tests). Frozen objects are only
+    skipped by the collector: garbage made later is collected as before, and what collecting
+    left as garbage is collected here before the freeze."""
+    import gc
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.collect()
+        gc.freeze()
+        gc.enable()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The same after a module's last test (its module fixtures torn down): one collection, then
+    what survives (session fixtures, caches, modules the tests imported) is frozen, so later full
+    collections no longer walk it (a whole run's workers ended with 600,000+ such objects and spent
+    11-14 CPU-s each in full collections; on 883 tests of 13 modules 51 -> 48 CPU-s, the same RSS)."""
+    yield
+    if nextitem is None or getattr(nextitem, "path", None) != getattr(item, "path", None):   # doctests too
+        import gc
+        gc.collect()
+        gc.freeze()
+
+
 class _StrictCsim:
     """While active: the strict C-simulation library is this process's default, and
     ``HLSNN_CSIM_FAST=0`` tells the subprocesses a test starts (the CLI) the same."""

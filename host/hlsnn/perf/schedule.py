@@ -57,7 +57,7 @@ import re
 from pathlib import Path
 
 from .cparse import (_MEMO, _Consts, _Loop, _bits, _children, _id, _instantiation_file, _kind, _op, _pragmas, _refs,
-                     _renamed, _root, _strip, _text, _tokens, _trip, cindex, parse_args)
+                     _renamed, _root, _strip, _text, _tokens, _trip, cindex, parse_args, plain_data)
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
 #: read (one cycle of latency) and the store of the value computed from it in the next cycle
@@ -96,6 +96,9 @@ class Kernel:
         self.loops, self.funcs, mine = [], {}, []
         self.loop_vars = set()
         self._in_folder = {}              # file handle -> (name, under the rendered folder): resolved once
+        self._text_of = {}                # file name -> its bytes (cparse.plain_data)
+        self._reads_of = {}               # cursor -> the names it reads (:meth:`_reads`)
+        self._counters_of = {}            # id of a loop of self.loops -> its counters (:meth:`_counters`)
         self.files = set()
         self._walk(self.tu.cursor, None, None, None, mine)
         self.consts = _Consts(self.tu)
@@ -158,6 +161,8 @@ class Kernel:
                 if lp.var_decl is not None:
                     self.loop_vars.add(_id(lp.var_decl))
                 self._walk(ch, None, func, lp, mine)
+            elif k == "INIT_LIST_EXPR" and plain_data(self._text_of, name, ch):
+                continue
             else:
                 self._walk(ch, None, func, loop, mine)
 
@@ -340,7 +345,7 @@ class Kernel:
                     e["static"] = False
                 bank = tuple((vals[d - 1] if vals[d - 1] is not None else "*") for d in sorted(parts) if d <= len(idx))
                 addr = tuple(v if v is not None else (_text(ix), tuple(sorted((k, x) for k, x in env.items()
-                                                                             if k in self._deps(ix))))
+                                                                             if k in self._reads(ix))))
                              for v, ix in zip(vals, idx))
                 if kind == "stream":
                     addr = (addr, key)         # every stream read/write is its own beat
@@ -349,6 +354,13 @@ class Kernel:
                 e[rw].setdefault(bank, set()).add(addr)
         return {k: v for k, v in per.items()
                 if not (v["kind"] == "default" and v["static"])}
+
+    def _reads(self, c):
+        """:meth:`_deps` of ``c``, once per cursor (:meth:`_banks` asks every unrolled copy)."""
+        got = self._reads_of.get(c)
+        if got is None:
+            got = self._reads_of[c] = frozenset(self._deps(c))
+        return got
 
     def _deps(self, c, depth=0):
         """The names an expression reads, through the initializers of the local constants it reads."""
@@ -372,16 +384,19 @@ class Kernel:
     def _counters(self, lp):
         """Every counter named in the loop's own body (not in a loop nested in it): a loop that
         runs two modes (bfp ``Steps`` and ``GemvSteps``) counts its iterations under each."""
+        got = self._counters_of.get(id(lp))
+        if got is not None:
+            return list(got)
         inner = [(x.c.extent.start.offset, x.c.extent.end.offset) for x in self.loops
                  if x.parent is lp]
         toks = list(lp.body.get_tokens())
         out = []
         for i, t in enumerate(toks[:-2]):
-            o = t.extent.start.offset
-            if t.spelling in ("HLSNN_ITER", "HLSNN_ITER_AT") and toks[i + 1].spelling == "(" \
-                    and not any(a <= o <= b for a, b in inner):
-                if toks[i + 2].spelling not in out:
+            if t.spelling in ("HLSNN_ITER", "HLSNN_ITER_AT") and toks[i + 1].spelling == "(":
+                o = t.extent.start.offset          # a token's offset is asked only of a counter's name
+                if not any(a <= o <= b for a, b in inner) and toks[i + 2].spelling not in out:
                     out.append(toks[i + 2].spelling)
+        self._counters_of[id(lp)] = tuple(out)
         return out
 
     def _storage(self, name):
