@@ -188,7 +188,6 @@ def test_a_gate_of_two_wide_prelu_maps_is_refused_by_the_kernel_by_name(tmp_path
 
 
 @pytest.mark.csim
-@pytest.mark.slow
 def test_the_bfp_kernel_runs_rule_9w_in_one_start(se_net):
     """The only C-simulation of 9w's wide elements (with a 9p op in them): the layer path's bits
     in one start."""

@@ -117,7 +117,6 @@ def test_a_split_on_other_ops_is_refused_by_name():
 
 
 @pytest.mark.csim
-@pytest.mark.slow
 @pytest.mark.strict_csim
 def test_the_two_hot_kernel_runs_it_in_one_start_on_the_strict_library(net):
     """The C-simulation on the strict library: the layer path's bits in one start (the Add and Gate
