@@ -376,3 +376,35 @@ def classifier_fixed_defaults():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(task_formats, "resolve", lambda formats, task, net=None: formats)
         yield
+
+
+def check_two_term_map(path, x, kinds, tensor, cols):
+    """The compiled model at ``path`` whose layer ``c3`` takes its input in two int8 terms
+    (``input_terms: 2``, :mod:`hlsnn.deploy.twoin`), lowered to the ops ``kinds``: its last two ops
+    (the terms' maker and the conv) carry ``terms`` 2 with lo at channel 16 of a 24-channel map,
+    and the map's integers on ``x`` are numpy's two terms of the layer path's float64 ``tensor``
+    (``cols`` values a channel): ``hi`` rounded at ``F_x``, ``lo`` the residual rounded 7 bits
+    finer, both saturated to int8; channels 8-15 zero; lo not all zero. Returns
+    ``(c3, the conv op)``."""
+    import hlsnn
+    from hlsnn.deploy import program as netmode, twoin
+    from hlsnn.network import artifact
+    prog, arrays = artifact.read(str(path))
+    (c3,) = [j for j in prog["layers"] if j["name"] == "c3"]
+    assert c3["in_terms"] == 2
+    net = netmode.lower(prog, arrays)
+    assert [op.kind for op in net.ops] == kinds
+    src, conv = net.ops[-2:]
+    assert (src.f["terms"], src.f["lo"], conv.f["terms"], conv.f["lo"], conv.f["c"]) == (2, 16, 2, 16, 8)
+    assert net.shapes[src.out][0] == 24
+    _, env = hlsnn.load(path, "emu", network=False).run(x, keep=True)
+    v, fx, rnd = env[tensor], c3["f_x"], prog["rounding"]
+    hi = np.clip(round_array(np.ldexp(v, fx), rnd), -128, 127)
+    lo = np.clip(round_array(np.ldexp(v - np.ldexp(hi, -fx), fx + twoin.SHIFT), rnd), -128, 127)
+    _, ints = netmode.run_ints(net, netmode.quantize_input(net, x), keep=True)
+    got = ints[src.out].reshape(len(x), 24, cols)
+    np.testing.assert_array_equal(got[:, :8], hi)
+    np.testing.assert_array_equal(got[:, 8:16], 0)
+    np.testing.assert_array_equal(got[:, 16:], lo)
+    assert (lo != 0).mean() > 0.2
+    return c3, conv

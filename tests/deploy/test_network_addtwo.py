@@ -13,7 +13,6 @@ kernel."""
 import sys
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
@@ -24,7 +23,7 @@ from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
-from netfixtures import (check_emu_network_run, check_kernel_run, compile_onnx, round_array,  # noqa: E402
+from netfixtures import (check_emu_network_run, check_kernel_run, check_two_term_map, compile_onnx,  # noqa: E402
                          save_net, weight_drawer)
 
 
@@ -78,26 +77,7 @@ def test_the_network_mode_reads_the_layer_paths_two_terms_of_the_sum(two):
     """The lowered program: the Add makes both terms (``terms`` 2, lo at channel 16 of a 24-channel
     map) and the output conv sums them; the map is numpy's two terms of the layer path's float64
     ``Relu(Add)``, the lo term not all zero; the network mode's outputs are the layer path's bits."""
-    import hlsnn
-    prog, arrays = artifact.read(str(two))
-    (c3,) = [j for j in prog["layers"] if j["name"] == "c3"]
-    assert c3["in_terms"] == 2
-    net = netmode.lower(prog, arrays)
-    assert [op.kind for op in net.ops] == ["conv", "conv", "add", "conv"]
-    add, conv = net.ops[-2:]
-    assert (add.f["terms"], add.f["lo"], conv.f["terms"], conv.f["lo"], conv.f["c"]) == (2, 16, 2, 16, 8)
-    assert net.shapes[add.out][0] == 24
-    x = _x()
-    _, env = hlsnn.load(two, "emu", network=False).run(x, keep=True)
-    s, fx, rnd = env["s"], c3["f_x"], prog["rounding"]
-    hi = np.clip(round_array(np.ldexp(s, fx), rnd), -128, 127)
-    lo = np.clip(round_array(np.ldexp(s - np.ldexp(hi, -fx), fx + twoin.SHIFT), rnd), -128, 127)
-    _, ints = netmode.run_ints(net, netmode.quantize_input(net, x), keep=True)
-    got = ints[add.out].reshape(len(x), 24, 8)
-    np.testing.assert_array_equal(got[:, :8], hi)
-    np.testing.assert_array_equal(got[:, 8:16], 0)
-    np.testing.assert_array_equal(got[:, 16:], lo)
-    assert (lo != 0).mean() > 0.2
+    check_two_term_map(two, _x(), ["conv", "conv", "add", "conv"], "s", 8)
     check_emu_network_run(two, "fixed8", _x(96))
 
 

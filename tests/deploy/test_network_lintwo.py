@@ -23,8 +23,8 @@ from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
-from netfixtures import (check_emu_network_run, check_kernel_run, compile_onnx, f32_init,  # noqa: E402
-                         round_array, save_net, weight_drawer)
+from netfixtures import (check_emu_network_run, check_kernel_run, check_two_term_map, compile_onnx, f32_init,  # noqa: E402
+                         save_net, weight_drawer)
 
 FMT = {"fixed8": "{type: fixed, accel: sparse8_pynq-z2, input_terms: 2}"}
 
@@ -105,26 +105,8 @@ def test_the_network_mode_reads_the_layer_paths_two_terms(two):
     """The lowered program: the output conv takes two terms (``terms`` 2, lo at channel 16 of a
     24-channel map); its input's integers are numpy's two terms of the layer path's float64
     resize, and the lo term is not all zero (the second term matters on these images)."""
-    import hlsnn
-    prog, arrays = artifact.read(str(two))
-    (c3,) = [j for j in prog["layers"] if j["name"] == "c3"]
-    assert c3["in_terms"] == 2
-    net = netmode.lower(prog, arrays)
-    assert [op.kind for op in net.ops] == ["conv", "conv", "add", "linwide", "conv"]
-    lw, conv = net.ops[-2:]
-    assert (lw.f["terms"], lw.f["lo"], conv.f["terms"], conv.f["lo"], conv.f["c"]) == (2, 16, 2, 16, 8)
-    assert net.shapes[lw.out][0] == 24
-    x = _x()
-    _, env = hlsnn.load(two, "emu", network=False).run(x, keep=True)
-    u, fx, rnd = env["u"], c3["f_x"], prog["rounding"]
-    hi = np.clip(round_array(np.ldexp(u, fx), rnd), -128, 127)
-    lo = np.clip(round_array(np.ldexp(u - np.ldexp(hi, -fx), fx + twoin.SHIFT), rnd), -128, 127)
-    _, ints = netmode.run_ints(net, netmode.quantize_input(net, x), keep=True)
-    got = ints[lw.out].reshape(len(x), 24, 16)
-    np.testing.assert_array_equal(got[:, :8], hi)
-    np.testing.assert_array_equal(got[:, 8:16], 0)
-    np.testing.assert_array_equal(got[:, 16:], lo)
-    assert (lo != 0).mean() > 0.2
+    c3, conv = check_two_term_map(two, _x(), ["conv", "conv", "add", "linwide", "conv"], "u", 16)
+    fx = c3["f_x"]
     assert conv.f["shift"].tolist() == (fx + twoin.SHIFT + np.asarray(c3["f_w"]) - c3["f_out"]).reshape(-1).tolist() \
         or np.all(conv.f["shift"] == fx + twoin.SHIFT + np.asarray(c3["f_w"]) - c3["f_out"])
 
