@@ -408,3 +408,23 @@ def check_two_term_map(path, x, kinds, tensor, cols):
     np.testing.assert_array_equal(got[:, 16:], lo)
     assert (lo != 0).mean() > 0.2
     return c3, conv
+
+
+#: the keyword arguments of torch's two exporters as the pattern tests call them: TorchScript at
+#: opset 17 and dynamo at its default
+TORCH_EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
+
+
+def torch_export(module, shape, path, how):
+    """``torch.onnx.export`` of ``module`` (in eval mode) from a batch-2 example of per-sample
+    ``shape`` with a dynamic batch axis, input ``input`` and output ``out``, by the exporter
+    ``how`` (:data:`TORCH_EXPORTS`), its warnings silenced. Returns ``path``."""
+    import warnings
+    import torch
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.randn(2, *shape),), str(path), input_names=["input"],
+                          output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
+                          **TORCH_EXPORTS[how])
+    return path

@@ -37,20 +37,7 @@ from hlsnn.deploy.evaluate import open_accelerators  # noqa: E402
 from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.runner import Deployment, float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
-
-EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
-
-
-def _export(module, shape, path, how):
-    """torch.onnx.export from a batch-2 example with a dynamic batch axis."""
-    import warnings
-    module.eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, (torch.randn(2, *shape),), str(path), input_names=["input"],
-                          output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
-                          **EXPORTS[how])
-    return path
+from netfixtures import torch_export  # noqa: E402
 
 
 def _onnxruntime(path, x):
@@ -81,7 +68,7 @@ class _Causal(torch.nn.Module):
 
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 def test_a_causal_mask_is_a_masked_fill_and_equals_onnxruntime(tmp_path, how):
-    path = _export(_Causal(), (8, 8), tmp_path / "m.onnx", how)
+    path = torch_export(_Causal(), (8, 8), tmp_path / "m.onnx", how)
     assert "Where" in {n.op_type for n in onnx.load(str(path)).graph.node}
     net = load_onnx(path)
     where = [la for la in net.layers if la.kind == "host" and la.attrs.get("fn") == "Where"]
@@ -111,7 +98,7 @@ def test_a_causal_mask_deploys_compiles_and_runs_as_deployed(tmp_path, fmt, acce
     import hlsnn
     from hlsnn.deploy import datasets
     from hlsnn.network.build import compile_model
-    path = _export(_Causal(), (8, 8), tmp_path / "m.onnx", "ts17")
+    path = torch_export(_Causal(), (8, 8), tmp_path / "m.onnx", "ts17")
     dep, accs = _deployment(tmp_path, path, fmt, accel)
     ds = datasets.load("digits", layout="ntf")
     try:
@@ -193,7 +180,7 @@ def test_a_leaky_relu_by_torch_where_deploys_and_compiles(tmp_path, how):
             h = self.c(x)
             return self.fc(torch.where(h > 0, h, 0.1 * h).mean(-1))
 
-    path = _export(Leaky(), (8, 8), tmp_path / "m.onnx", how)
+    path = torch_export(Leaky(), (8, 8), tmp_path / "m.onnx", how)
     ds = datasets.load("digits", layout="ntf")
     np.testing.assert_allclose(float_forward(load_onnx(path), ds.x_test[:8]), _onnxruntime(path, ds.x_test[:8]),
                                rtol=1e-5, atol=1e-5)
@@ -233,7 +220,7 @@ class _MeanMean(torch.nn.Module):
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 @pytest.mark.parametrize("form", ["last_last", "3_2", "keep", "w_then_c"])
 def test_two_spatial_means_are_one_global_average_pool(tmp_path, how, form):
-    path = _export(_MeanMean(form), (2, 4, 4), tmp_path / "m.onnx", how)
+    path = torch_export(_MeanMean(form), (2, 4, 4), tmp_path / "m.onnx", how)
     assert [n.op_type for n in onnx.load(str(path)).graph.node].count("ReduceMean") == 2
     net = load_onnx(path)
     ops = [la.op for la in net.layers if la.kind == "host"]
@@ -248,7 +235,7 @@ def test_two_spatial_means_are_one_global_average_pool(tmp_path, how, form):
 def test_two_spatial_means_run_in_one_network_start_in_bfp8(tmp_path):
     import hlsnn
     from hlsnn.network.build import compile_model
-    path = _export(_MeanMean("last_last", c=1), (1, 8, 8), tmp_path / "m.onnx", "ts17")
+    path = torch_export(_MeanMean("last_last", c=1), (1, 8, 8), tmp_path / "m.onnx", "ts17")
     (tmp_path / "c.yaml").write_text(f"name: mm\nmodel: {path}\ndata: digits\nlayout: nchw\n"
                                      "formats:\n  f: {type: bfp, accel: bfp8_zcu104}\nassignments:\n"
                                      "  f: {default: f}\n")
@@ -284,7 +271,7 @@ class _Arith(torch.nn.Module):
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 @pytest.mark.parametrize("form", ["clamp_min", "clamp_max", "stats", "centre", "minus_c"])
 def test_clamps_statistics_pooling_and_differences_equal_onnxruntime(tmp_path, how, form):
-    path = _export(_Arith(form), (4, 8), tmp_path / "m.onnx", how)
+    path = torch_export(_Arith(form), (4, 8), tmp_path / "m.onnx", how)
     net = load_onnx(path)
     assert not any(la.op == "fallback" for la in net.layers if la.kind == "host")
     x = np.random.default_rng(7).normal(size=(5, 4, 8)).astype(np.float32)
@@ -292,7 +279,7 @@ def test_clamps_statistics_pooling_and_differences_equal_onnxruntime(tmp_path, h
 
 
 def test_statistics_pooling_deploys_near_onnxruntime(tmp_path):
-    path = _export(_Arith("stats", c=8), (8, 8), tmp_path / "m.onnx", "dynamo")
+    path = torch_export(_Arith("stats", c=8), (8, 8), tmp_path / "m.onnx", "dynamo")
     dep, accs = _deployment(tmp_path, path, "fixed", "sparse8_pynq-z2")
     try:
         from hlsnn.deploy import datasets
@@ -343,7 +330,7 @@ def test_a_circular_conv1d_equals_onnxruntime(tmp_path, how):
     a move of values), TorchScript ``Slice``s and a ``Concat``."""
     torch.manual_seed(9)
     m = torch.nn.Sequential(torch.nn.Conv1d(4, 6, 3, padding=2, padding_mode="circular"), torch.nn.ReLU())
-    path = _export(m, (4, 8), tmp_path / "m.onnx", how)
+    path = torch_export(m, (4, 8), tmp_path / "m.onnx", how)
     x = np.random.default_rng(9).normal(size=(5, 4, 8)).astype(np.float32)
     np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)
 
@@ -354,7 +341,7 @@ def test_f_softsign_as_torch_writes_it_equals_onnxruntime(tmp_path, how):
     torch.manual_seed(10)
     lin = torch.nn.Linear(8, 5)
     m = torch.nn.Sequential(lin, torch.nn.Softsign())
-    path = _export(m, (8,), tmp_path / "m.onnx", how)
+    path = torch_export(m, (8,), tmp_path / "m.onnx", how)
     assert "Abs" in {n.op_type for n in onnx.load(str(path)).graph.node}
     x = np.random.default_rng(10).normal(size=(6, 8)).astype(np.float32)
     np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-6)
@@ -385,7 +372,7 @@ class _Sdpa(torch.nn.Module):
 def test_sdpa_with_a_causal_or_boolean_mask_equals_onnxruntime(tmp_path, how, form):
     """TorchScript adds a constant -inf mask to the scores (``AddInf``, :mod:`hlsnn.deploy.maskfill`);
     dynamo's boolean mask guards fully masked rows with ``Where(IsNaN(p), 0, p)`` (host ``Compare``)."""
-    path = _export(_Sdpa(form), (8, 8), tmp_path / "m.onnx", how)
+    path = torch_export(_Sdpa(form), (8, 8), tmp_path / "m.onnx", how)
     x = np.random.default_rng(12).normal(size=(6, 8, 8)).astype(np.float32)
     np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-4, atol=1e-5)
 
@@ -394,7 +381,7 @@ def test_an_additive_mask_compiles_and_runs_as_deployed(tmp_path):
     import hlsnn
     from hlsnn.deploy import datasets
     from hlsnn.network.build import compile_model
-    path = _export(_Sdpa("causal"), (8, 8), tmp_path / "m.onnx", "ts17")
+    path = torch_export(_Sdpa("causal"), (8, 8), tmp_path / "m.onnx", "ts17")
     dep, accs = _deployment(tmp_path, path, "fixed", "sparse8_pynq-z2")
     ds = datasets.load("digits", layout="ntf")
     try:
@@ -445,7 +432,7 @@ def test_inputs_standardized_in_the_model_import_and_run_in_one_network_start(tm
     import hlsnn
     from hlsnn.deploy import datasets
     from hlsnn.network.build import compile_model
-    path = _export(_Standardize(), (64,), tmp_path / "m.onnx", how)
+    path = torch_export(_Standardize(), (64,), tmp_path / "m.onnx", how)
     x = datasets.load("digits", layout="flat").x_test[:16]
     np.testing.assert_allclose(float_forward(load_onnx(path), x), _onnxruntime(path, x), rtol=1e-5, atol=1e-5)
     (tmp_path / "c.yaml").write_text(f"name: st\nmodel: {path}\ndata: digits\nlayout: flat\n"

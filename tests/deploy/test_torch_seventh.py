@@ -33,7 +33,7 @@ from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
-from netfixtures import onnxruntime_rows, save_net  # noqa: E402
+from netfixtures import onnxruntime_rows, save_net, torch_export  # noqa: E402
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 5), (2, 3, 4, 5)])
@@ -269,18 +269,6 @@ def test_a_cubic_resize_is_onnxruntimes(tmp_path, coord, scales, sizes, a, excl)
 # --- the patterns as torch writes them (dynamic batch axis, both exporters) ---------------------------
 
 torch = pytest.importorskip("torch")
-EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
-
-
-def _export(module, shape, path, how):
-    import warnings
-    module.eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, (torch.randn(2, *shape),), str(path), input_names=["input"],
-                          output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
-                          **EXPORTS[how])
-    return path
 
 
 class _TcGroupNorm(torch.nn.Module):
@@ -340,7 +328,7 @@ class _Bicubic(torch.nn.Module):
                                                     ("nearest_exact", _NearestExact, (1, 4, 4), ("dynamo",))])
 def test_seventh_family_patterns_import_and_equal_onnxruntime(tmp_path, name, module, shape, hows):
     for how in hows:
-        path = _export(module(), shape, tmp_path / f"{name}_{how}.onnx", how)
+        path = torch_export(module(), shape, tmp_path / f"{name}_{how}.onnx", how)
         net = load_onnx(path)
         assert not {"GatherND", "fallback"} & {la.attrs.get("fn", la.op) for la in net.layers}
         x = np.random.default_rng(9).normal(size=(4,) + shape).astype(np.float32)
@@ -357,7 +345,7 @@ def test_a_token_fold_deploys_in_every_format_near_float(tmp_path):
     from hlsnn.deploy.config import Assignment, FormatSpec
     from hlsnn.deploy.runner import Deployment
     from hlsnn.runtime import Accelerator
-    path = _export(_TokFold(), (5, 4), tmp_path / "tok.onnx", "dynamo")
+    path = torch_export(_TokFold(), (5, 4), tmp_path / "tok.onnx", "dynamo")
     net = load_onnx(path)
     rng = np.random.default_rng(10)
     x_cal, x = rng.normal(size=(64, 5, 4)).astype(np.float32), rng.normal(size=(16, 5, 4)).astype(np.float32)

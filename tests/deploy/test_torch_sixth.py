@@ -26,7 +26,7 @@ from hlsnn.deploy.onnx_import import load_onnx  # noqa: E402
 from hlsnn.deploy.reference import reference_evaluator  # noqa: E402
 from hlsnn.deploy.runner import float_forward  # noqa: E402
 from hlsnn.errors import UnsupportedModelError  # noqa: E402
-from netfixtures import onnxruntime_rows, save_net  # noqa: E402
+from netfixtures import onnxruntime_rows, save_net, torch_export  # noqa: E402
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
@@ -125,18 +125,6 @@ def test_an_if_on_the_batch_size_is_refused_by_name(tmp_path):
 # --- the patterns as torch writes them (dynamic batch axis, both exporters) ---------------------------
 
 torch = pytest.importorskip("torch")
-EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
-
-
-def _export(module, shape, path, how):
-    import warnings
-    module.eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, (torch.randn(2, *shape),), str(path), input_names=["input"],
-                          output_names=["out"], dynamic_axes={"input": {0: "batch"}, "out": {0: "batch"}},
-                          **EXPORTS[how])
-    return path
 
 
 class _Eca(torch.nn.Module):
@@ -187,7 +175,7 @@ class _QueryPool(torch.nn.Module):
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 @pytest.mark.parametrize("name,module,shape", [("eca", _Eca, (1, 6, 6)), ("linup", _LinUp, (2, 8))])
 def test_dynamic_batch_exports_import_and_equal_onnxruntime(tmp_path, how, name, module, shape):
-    path = _export(module(), shape, tmp_path / f"{name}.onnx", how)
+    path = torch_export(module(), shape, tmp_path / f"{name}.onnx", how)
     net = load_onnx(path)
     assert not {"Expand", "GatherND", "fallback"} & {la.attrs.get("fn", la.op) for la in net.layers}
     x = np.random.default_rng(8).normal(size=(4,) + shape).astype(np.float32)
@@ -197,7 +185,7 @@ def test_dynamic_batch_exports_import_and_equal_onnxruntime(tmp_path, how, name,
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["ts17", "dynamo"])
 def test_attention_pooled_by_a_learned_query_imports_and_equals_onnxruntime(tmp_path, how):
-    path = _export(_QueryPool(), (6, 4), tmp_path / "q.onnx", how)
+    path = torch_export(_QueryPool(), (6, 4), tmp_path / "q.onnx", how)
     ops = {n.op_type for n in onnx.load(str(path)).graph.node}
     assert ("If" in ops) == (how == "ts17")          # TorchScript's squeeze(0) of an unproven axis
     net = load_onnx(path)
@@ -268,7 +256,7 @@ def test_a_wavenet_block_has_no_move_and_a_global_pool(tmp_path, how):
     """The chomp folded, the chunk two convs (splitconv), AdaptiveAvgPool1d(1) a global average pool
     in both exports (dynamo: Unsqueeze, ReduceMean over [3, 2], Squeeze; before, under a dynamic
     batch, a per-sample SwCompute that no network kernel takes)."""
-    path = _export(_Wave(), (4, 8), tmp_path / "w.onnx", how)
+    path = torch_export(_Wave(), (4, 8), tmp_path / "w.onnx", how)
     net = load_onnx(path)
     fns = [la.attrs.get("fn", la.op) for la in net.layers if la.kind == "host"]
     assert "Slice" not in fns and "Split" not in fns and "ReduceMean" not in fns
@@ -320,7 +308,7 @@ def test_flat_features_into_a_conv1d_run_in_the_network_mode(tmp_path, fmt, acce
     from hlsnn.deploy.config import load_deploy_config
     from hlsnn.deploy.evaluate import open_accelerators
     from hlsnn.deploy.runner import Deployment
-    path = _export(_FlatConv(), (64,), tmp_path / "f.onnx", "ts17")
+    path = torch_export(_FlatConv(), (64,), tmp_path / "f.onnx", "ts17")
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"name: flat\nmodel: {path}\ndata: digits\nlayout: flat\n"
                    f"formats:\n  f: {{type: {fmt}, accel: {accel}}}\nassignments:\n  f: {{default: f}}\n")
@@ -369,7 +357,7 @@ def test_a_channel_shuffle_before_a_grouped_conv_is_in_its_weights(tmp_path, per
 def test_eca_s_conv_across_the_channels_is_a_1x1_conv_of_the_pool(tmp_path, how):
     """ECA's ``conv(y.squeeze(-1).transpose(-1, -2)).transpose(-1, -2).unsqueeze(-1)``: one 1x1 conv
     of the pooled (N, C, 1, 1) tensor with the banded weight (no per-sample move), equal to onnxruntime."""
-    path = _export(_Eca(), (1, 6, 6), tmp_path / "e.onnx", how)
+    path = torch_export(_Eca(), (1, 6, 6), tmp_path / "e.onnx", how)
     net = load_onnx(path)
     assert not [la for la in net.layers if la.attrs.get("fn") in ("Transpose", "Squeeze", "Unsqueeze")]
     eca = [la for la in net.layers if la.kind == "conv" and la.w.shape == (6, 6, 1, 1)]
