@@ -60,3 +60,15 @@ def interleaved_medians(series, repeat, seed, *, warm_up=False, self_timed=(), s
     if samples is not None:
         samples.update(times)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def median_us(fn, calls):
+    """The median wall time of ``fn()`` in microseconds over ``calls`` calls, after one call to
+    warm it (``time.perf_counter_ns``)."""
+    fn()
+    ts = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        fn()
+        ts.append(time.perf_counter_ns() - t0)
+    return statistics.median(ts) / 1e3

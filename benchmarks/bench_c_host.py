@@ -39,10 +39,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +51,7 @@ sys.path.insert(0, str(ROOT / "host"))
 from hlsnn.network import artifact, nethost  # noqa: E402
 from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.network.board import io_words  # noqa: E402
+from _common import median_us  # noqa: E402
 
 
 class _Buf(np.ndarray):
@@ -79,16 +78,6 @@ class _StandIn:
     def _free(self):
         self.inb = self.outb = None
         self._batch = None
-
-
-def _median_us(fn, calls):
-    fn()
-    ts = []
-    for _ in range(calls):
-        t0 = time.perf_counter_ns()
-        fn()
-        ts.append(time.perf_counter_ns() - t0)
-    return statistics.median(ts) / 1e3
 
 
 def main(argv=None):
@@ -118,14 +107,14 @@ def main(argv=None):
     if host.words:                                   # bfp_systolic: float32 words in, its words out
         from hlsnn.engines.bfp_systolic.network.kernel import finish_words
         from hlsnn.engines.bfp_systolic.network.lower import dequantize
-        res["call_f32"] = _median_us(lambda: host.run(x32), args.calls)
+        res["call_f32"] = median_us(lambda: host.run(x32), args.calls)
         words = np.zeros((1, board.out_words), np.uint64)
-        res["numpy_unpack"] = _median_us(lambda: dequantize(finish_words(net, None, words)), args.calls)
+        res["numpy_unpack"] = median_us(lambda: dequantize(finish_words(net, None, words)), args.calls)
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, indent=1))
         return
     for name, x in (("f32", x32), ("f64", x64), ("u8", xu8)):
-        res[f"call_{name}"] = _median_us(lambda x=x: host.run(x), args.calls)
-    empty = _median_us(lambda: lib.hlsnn_in_quantize(x32.ctypes.data, 0, 0, f, bits, mode, dst.ctypes.data),
+        res[f"call_{name}"] = median_us(lambda x=x: host.run(x), args.calls)
+    empty = median_us(lambda: lib.hlsnn_in_quantize(x32.ctypes.data, 0, 0, f, bits, mode, dst.ctypes.data),
                        args.calls)
     res["ctypes_call"] = empty
     big = 1 << 20                                      # per value: 2**20 values, the call's cost negligible
@@ -135,14 +124,14 @@ def main(argv=None):
     dbig = np.empty(big, np.int8)
     for name, code in (("f32", 0), ("f64", 1), ("u8", 2)):
         xb = bigs[name]
-        t = _median_us(lambda xb=xb, code=code: lib.hlsnn_in_quantize(xb.ctypes.data, code, big, f, bits, mode,
+        t = median_us(lambda xb=xb, code=code: lib.hlsnn_in_quantize(xb.ctypes.data, code, big, f, bits, mode,
                                                                        dbig.ctypes.data), max(20, args.calls // 100))
         res[f"quant_value_{name}_ns"] = t * 1e3 / big
     res["wrapper"] = res["call_u8"] - res["quant_value_u8_ns"] * n / 1e3
     q, yv = host.run(x32)
-    res["softmax"] = _median_us(lambda: netmode.finish(net, q, yv), args.calls)
-    res["softmax_with_dequantize"] = _median_us(lambda: netmode.finish(net, q), args.calls)
-    res["python_quantize"] = _median_us(lambda: netmode.quantize_input(net, x64), max(100, args.calls // 10))
+    res["softmax"] = median_us(lambda: netmode.finish(net, q, yv), args.calls)
+    res["softmax_with_dequantize"] = median_us(lambda: netmode.finish(net, q), args.calls)
+    res["python_quantize"] = median_us(lambda: netmode.quantize_input(net, x64), max(100, args.calls // 10))
     print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, indent=1))
 
 

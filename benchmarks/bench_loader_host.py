@@ -54,6 +54,7 @@ import hlsnn  # noqa: E402
 from hlsnn.deploy import hostops, netprefix  # noqa: E402
 from hlsnn.deploy import program as netmode  # noqa: E402
 from hlsnn.network.loader import CompiledNet  # noqa: E402
+from _common import median_us  # noqa: E402
 
 SIZES = (64, 16384)
 #: the op kinds timed, with the attributes hostops.run takes (per channel: 4 channels)
@@ -66,16 +67,6 @@ OPS = {
     "Sigmoid": lambda: {},
     "Softmax": lambda: {"axis": -1},
 }
-
-
-def _median_us(fn, calls):
-    fn()
-    ts = []
-    for _ in range(calls):
-        t0 = time.perf_counter_ns()
-        fn()
-        ts.append(time.perf_counter_ns() - t0)
-    return statistics.median(ts) / 1e3
 
 
 def _fit(small, big):
@@ -97,7 +88,7 @@ def op_costs(calls):
         t = []
         for n in SIZES:
             x = rng.normal(size=_shape(n))
-            t.append(_median_us(lambda x=x: hostops.run(spec, [x]), calls))
+            t.append(median_us(lambda x=x: hostops.run(spec, [x]), calls))
         res[op] = dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
     return res
 
@@ -114,7 +105,7 @@ def check_costs(calls):
         for n in SIZES:
             me = SimpleNamespace(input_shape=_shape(n)[1:], network=SimpleNamespace(engine=engine))
             x = (rng.random(_shape(n)) * 255).astype(dt)
-            t.append(_median_us(lambda x=x, me=me: CompiledNet._check_input(me, x, stored=True), calls))
+            t.append(median_us(lambda x=x, me=me: CompiledNet._check_input(me, x, stored=True), calls))
         res[key] = dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
     return res
 
@@ -126,7 +117,7 @@ def patch_costs(net, calls):
     for n in SIZES:
         stub = SimpleNamespace(input={"patches": "image"}, params=net.params)
         x = rng.normal(size=(1, n)) / 3.0                   # not exact in float32: the patches are formed
-        t.append(_median_us(lambda x=x, stub=stub: netprefix.bfp_patches(stub, x), calls))
+        t.append(median_us(lambda x=x, stub=stub: netprefix.bfp_patches(stub, x), calls))
     return dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
 
 
@@ -161,27 +152,27 @@ def model_parts(path, calls):
             drv.append(1e6 * sb.last_driver_s)
         row["total_us"] = statistics.median(tot) / 1e3
         row["driver_us"] = statistics.median(drv)
-        row["check_us"] = _median_us(lambda: net._check_input(x, stored=True), calls)
-        row["prefix_us"] = _median_us(lambda: netprefix.run(n, xx), calls)
+        row["check_us"] = median_us(lambda: net._check_input(x, stored=True), calls)
+        row["prefix_us"] = median_us(lambda: netprefix.run(n, xx), calls)
         ks = []
 
         def outer():
             sb.run_image(xp)
             ks.append(sb.last_kernel_s)
-        row["run_image_us"] = _median_us(outer, calls) - 1e6 * statistics.median(ks)
+        row["run_image_us"] = median_us(outer, calls) - 1e6 * statistics.median(ks)
         ks.clear()
         with sb._lock, sb.sim:
             def inner():
                 sb.board.run_image(xp)
                 ks.append(sb.board.last_kernel_s)
-            row["inner_us"] = _median_us(inner, calls) - 1e6 * statistics.median(ks)
+            row["inner_us"] = median_us(inner, calls) - 1e6 * statistics.median(ks)
             null = nethost.CHost(sb.board, null_registers=True)
-            row["null_call_us"] = _median_us(lambda: null.run(xp), calls)
+            row["null_call_us"] = median_us(lambda: null.run(xp), calls)
         qs = q.reshape((1,) + tuple(n.output["shape"])) if not isinstance(q, tuple) else q
         ys = yv.reshape((1,) + tuple(n.output["shape"]))
-        row["finish_us"] = _median_us(lambda: netmode.finish(n, qs, ys, x=xx), calls)
+        row["finish_us"] = median_us(lambda: netmode.finish(n, qs, ys, x=xx), calls)
         stubs, n._host_stubs = n._host_stubs, []             # finish's own Python, without the ops after
-        row["finish_empty_us"] = _median_us(lambda: netmode.finish(n, qs, ys, x=xx), calls)
+        row["finish_empty_us"] = median_us(lambda: netmode.finish(n, qs, ys, x=xx), calls)
         n._host_stubs = stubs
         row["after_ops_us"] = max(0.0, row["finish_us"] - row["finish_empty_us"])
         row["sim_context_us"] = row["run_image_us"] - row["inner_us"]
