@@ -67,19 +67,9 @@ def rewrite(model):
         plan.append((n, gm))
     if not plan:
         return model
-    import onnx
     from onnx import helper, numpy_helper
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     g = m.graph
-    names = {t.name for t in g.initializer} | {o for x in g.node for o in x.output} | {i.name for i in g.input}
-
-    def fresh(base):
-        while base in names:
-            base += "_"
-        names.add(base)
-        return base
-
     drop = set()
     by_out = {x.output[0]: x for x in g.node if x.output}
     for bn0, gm0 in plan:

@@ -79,11 +79,8 @@ def rewrite(model):
             plan[k] = (t.input[0], f[0], f[1], (id(t), id(gnd)))
     if not plan:
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     g = m.graph
-    names = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
     drop_out, idx_names = set(), set()
     for k, (x, fh, fw, _) in plan.items():
         node = g.node[k]
@@ -91,10 +88,7 @@ def rewrite(model):
         t = next(n for n in g.node if gnd.input[0] in n.output)
         drop_out.update([gnd.output[0], t.output[0]])
         idx_names.add(gnd.input[1])
-        new = f"{node.output[0]}__nearest_scales"
-        while new in names:
-            new += "_"
-        names.add(new)
+        new = fresh(f"{node.output[0]}__nearest_scales")
         g.initializer.append(numpy_helper.from_array(np.asarray([1, 1, fh, fw], np.float32), new))
         del node.input[:]
         node.input.extend([x, "", new])

@@ -1,8 +1,9 @@
 """What the importer's ONNX rewrites look up in a graph (:mod:`hlsnn.deploy.torchdecomp`,
 :mod:`hlsnn.deploy.repeatup`, :mod:`hlsnn.deploy.unshuffle`, :mod:`hlsnn.deploy.meanfold`): its
 constants, each tensor's producing node, each tensor's reading nodes and the graph's output names;
-each tensor's shape from onnx's shape inference (:func:`shapes`); and where a chain of moves
-carries each element (:func:`run_moves`)."""
+each tensor's shape from onnx's shape inference (:func:`shapes`); where a chain of moves
+carries each element (:func:`run_moves`); and the copy a rewrite edits, with new names that no
+tensor has (:func:`copy_fresh`)."""
 
 
 def shapes(model, data_prop=False, symbols=False, declared=False):
@@ -26,6 +27,27 @@ def shapes(model, data_prop=False, symbols=False, declared=False):
             out[v.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else ((d.dim_param or None) if symbols else None)
                                 for d in t.shape.dim)
     return out
+
+
+def copy_fresh(model):
+    """``(m, fresh)``: a copy of ``model`` for a rewrite to edit, and ``fresh(base)``, a name for a
+    new tensor: ``base``, with ``_`` appended until no initializer, node output or graph input of
+    the copy as it was, and no earlier ``fresh`` name, has it (:mod:`hlsnn.deploy.gatherup2d`,
+    :mod:`hlsnn.deploy.repeatup`, :mod:`hlsnn.deploy.unshuffle`, :mod:`hlsnn.deploy.bnforward`,
+    :mod:`hlsnn.deploy.pixelshuffle`, :mod:`hlsnn.deploy.subneg`)."""
+    import onnx
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    taken = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
+
+    def fresh(base):
+        while base in taken:
+            base += "_"
+        taken.add(base)
+        return base
+
+    return m, fresh
 
 
 def constants(g):

@@ -76,17 +76,11 @@ def rewrite(model):
         return model
     if not _plan(model.graph):
         return model
-    import onnx
     from onnx import helper, numpy_helper
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     g = m.graph
-    names = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
     for n, r, mode, cr2 in _plan(g):
-        new = f"{n.name or n.output[0]}/shuffle_w"
-        while new in names:
-            new += "_"
-        names.add(new)
+        new = fresh(f"{n.name or n.output[0]}/shuffle_w")
         g.initializer.append(numpy_helper.from_array(weight(cr2, r, mode), new))
         n.op_type = "ConvTranspose"
         n.input.append(new)

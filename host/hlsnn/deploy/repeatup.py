@@ -82,17 +82,11 @@ def rewrite(model, file_shapes=None):
             plan[k] = found
     if not plan:
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     g = m.graph
-    names = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
     for k, (x, factors) in plan.items():
         node = g.node[k]
-        new = f"{node.output[0]}__repeat_scales"
-        while new in names:
-            new += "_"
-        names.add(new)
+        new = fresh(f"{node.output[0]}__repeat_scales")
         g.initializer.append(numpy_helper.from_array(np.asarray(factors, np.float32), new))
         del node.input[:]
         node.input.extend([x, "", new])

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import graphindex
+
 #: The layers whose output is negated by negating their constant inputs: input index -> its role.
 _LINEAR = {"Conv": (1, 2), "ConvTranspose": (1, 2), "Gemm": (1, 2), "MatMul": (1,)}
 
@@ -51,14 +53,11 @@ def rewrite(model):
             and n.input[0] not in consts and _negatable(producer.get(n.input[1]), consts, readers)]
     if not todo:
         return model
-    import onnx
     from onnx import numpy_helper
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     g = m.graph
     inits = {t.name: t for t in g.initializer}
     producer = {o: n for n in g.node for o in n.output}
-    names = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
     for sub in [g.node[k] for k in todo]:
         layer = producer[sub.input[1]]
         for i in _LINEAR[layer.op_type]:
@@ -66,10 +65,7 @@ def rewrite(model):
                 continue
             name = layer.input[i]
             value = numpy_helper.to_array(inits[name])
-            new = f"{name}__neg"
-            while new in names:
-                new += "_"
-            names.add(new)
+            new = fresh(f"{name}__neg")
             g.initializer.append(numpy_helper.from_array(np.negative(value), new))
             layer.input[i] = new
         sub.op_type = "Add"

@@ -101,18 +101,12 @@ def rewrite(model):
             plan.append((n.output[0], x, r, order))
     if not plan:
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     g = m.graph
-    names = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
     for out, x, r, order in plan:
         for conv in [n for n in g.node if n.op_type == "Conv" and n.input[0] == out]:
             w = _weight(np.asarray(consts[conv.input[1]]), r, order)
-            new = conv.input[1] + f"__unshuffle{r}"
-            while new in names:
-                new += "_"
-            names.add(new)
+            new = fresh(conv.input[1] + f"__unshuffle{r}")
             g.initializer.append(numpy_helper.from_array(w, new))
             kh, kw = w.shape[2:]
             strides = [int(s) * r for s in _attr(conv, "strides", [1, 1])]
