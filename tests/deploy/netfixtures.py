@@ -415,6 +415,37 @@ def check_two_term_map(path, x, kinds, tensor, cols):
 TORCH_EXPORTS = {"ts17": {"dynamo": False, "opset_version": 17}, "dynamo": {}}
 
 
+def layer_path_starts(path, x):
+    """The kernel starts of one layer-by-layer run of the compiled ``path`` on ``x`` (emu),
+    counted at the emulated device: every layer kernel's target on its stream path (``arrays``
+    off, as csim and the board), each ``run`` one start (no count the runner keeps)."""
+    from hlsnn.network.loader import load
+    count = [0]
+    with load(str(path), "emu", self_check=False, network=False) as net:
+        for t in {id(ex.acc.kernel.target): ex.acc.kernel.target for ex in net._dep.execs.values()}.values():
+            t.arrays = False
+
+            def run(*a, _run=t.run):
+                count[0] += 1
+                return _run(*a)
+            t.run = run
+        net.run(x)
+    return count[0]
+
+
+def check_layer_starts(path, x, batches=(1, 5)):
+    """``hlsnn perf --layer-by-layer``'s start count (:func:`hlsnn.network.latency.model`) ==
+    the starts the layer path makes (:func:`layer_path_starts`) at each batch size; returns the
+    count at the first."""
+    from hlsnn.network import latency
+    got = []
+    for b in batches:
+        made = layer_path_starts(path, x[:b])
+        assert latency.model(str(path), network=False, batch=b)["kernel_starts"] == made, b
+        got.append(made)
+    return got[0]
+
+
 def torch_export(module, shape, path, how):
     """``torch.onnx.export`` of ``module`` (in eval mode) from a batch-2 example of per-sample
     ``shape`` with a dynamic batch axis, input ``input`` and output ``out``, by the exporter

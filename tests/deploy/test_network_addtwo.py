@@ -23,8 +23,8 @@ from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
-from netfixtures import (check_emu_network_run, check_kernel_run, check_two_term_map, compile_onnx,  # noqa: E402
-                         save_net, weight_drawer)
+from netfixtures import (check_emu_network_run, check_kernel_run, check_layer_starts, check_two_term_map,  # noqa: E402
+                         compile_onnx, save_net, weight_drawer)
 
 
 def _net(path):
@@ -94,6 +94,12 @@ def test_the_latency_model_counts_the_add_twice(two):
     row = t["rows"][2]
     val = dict(zip(row["names"], row["vals"]))
     assert (val["n_iter"], val["wide"]) == (2 * 1 * 8, 2)          # 8 channels in one block of 16, HW 8
+
+
+def test_the_layer_by_layer_latency_model_counts_both_passes(two):
+    """Layer by layer the output conv runs once a term: four starts for three convs, as many as
+    the emulated device sees, at batch 1 and 5."""
+    assert check_layer_starts(two, _x(5)) == 4
 
 
 def _why(j, what):

@@ -23,8 +23,8 @@ from hlsnn.errors import InputError  # noqa: E402
 from hlsnn.network import artifact  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
-from netfixtures import (check_emu_network_run, check_kernel_run, check_two_term_map, compile_onnx, f32_init,  # noqa: E402
-                         save_net, weight_drawer)
+from netfixtures import (check_emu_network_run, check_kernel_run, check_layer_starts, check_two_term_map,  # noqa: E402
+                         compile_onnx, f32_init, save_net, weight_drawer)
 
 FMT = {"fixed8": "{type: fixed, accel: sparse8_pynq-z2, input_terms: 2}"}
 
@@ -151,6 +151,12 @@ def test_the_latency_model_counts_the_two_terms(two):
     one = sk.schedule(np.asarray(net.ops[-1].f["codes"]), t["pc"], t["pm"], t["pz"])
     assert conv_row["vals"][conv_row["names"].index("steps")] == 2 * sum(len(b) for b in one)
     assert sum(t["shl"]) == len(one)                      # one shift a block, at its first lo step
+
+
+def test_the_layer_by_layer_latency_model_counts_both_passes(two):
+    """Layer by layer the output conv runs once a term (``twoin.call``'s raw sums of hi, then of
+    lo): four starts for three convs, as many as the emulated device sees, at batch 1 and 5."""
+    assert check_layer_starts(two, _x(5)) == 4
 
 
 def _walk(shapes, ops=()):

@@ -289,7 +289,7 @@ def modelled_latency(dep, cfg, asg) -> dict:
     (:func:`hlsnn.measure.layers.layer_cycles`, at the measured weight sparsity and input
     density), in microseconds: ``modelled_us_per_image`` (the sum) and ``modelled_us_by_layer``.
     Host work (im2col, requantization, host ops) and DMA set-up are not included."""
-    from ..measure.layers import layer_cycles
+    from ..measure.layers import input_terms, layer_cycles
     from . import twoterm
     by_layer = {}
     for ln, ex in dep.execs.items():
@@ -298,7 +298,8 @@ def modelled_latency(dep, cfg, asg) -> dict:
         try:
             r = layer_cycles(twoterm.cost_layer(ex.layer, getattr(f, "weight_terms", 1)), ex.acc.config, 1,
                              fmt_type=f.type, in_hw=hw,
-                             weight_sparsity=ex.stats.weight_sparsity, input_density=ex.stats.input_density)
+                             weight_sparsity=ex.stats.weight_sparsity, input_density=ex.stats.input_density,
+                             **input_terms(ex))
         except HlsnnError:
             return {"modelled_us_per_image": None, "modelled_us_by_layer": {}}
         by_layer[ln] = round(float(r["us"]), 3)

@@ -42,6 +42,7 @@ class LayerStats:
     f_w: int = None
     weight_sparsity: float = 0.0
     input_density: float = 1.0
+    lo_density: float = None   # input_terms 2: the second term's (hlsnn.deploy.twoin), else None
     sat_count: int = 0
     histogram: list = field(default_factory=list)
     calls: int = 0
@@ -447,6 +448,7 @@ class SparseExec(_Exec):
             call = twoin.call(self, xi, lo, bias)
         if getattr(self.deploy, "collect_stats", True):
             self.stats.input_density = np.count_nonzero(xi) / max(xi.size, 1)
+            self.stats.lo_density = None if lo is None else np.count_nonzero(lo) / max(lo.size, 1)
         out = self._two_pass(call, f_in, self.BITS, True, calibrate)
         self.stats.f_in = fx
         if self.general and self.blocks is None and lo is None:

@@ -28,7 +28,11 @@ grouped (depthwise) conv layers on either GEMM engine
     ``max_out_channels``. The counts depend on which inputs and weights are zero: they come
     from the replica of the kernel's loops (:class:`.counting.CountingTarget`) run on ``x``
     and ``w`` when given, else on a seeded synthetic layer of the same shape with the given
-    weight sparsity and input density (zeros placed independently at random).
+    weight sparsity and input density (zeros placed independently at random). A conv taking
+    its input in two int8 terms (``input_terms``, :mod:`hlsnn.deploy.twoin`) runs as the
+    runner's raw sums of each term (:func:`hlsnn.deploy.blocks.raw_sums`: the stride-1
+    convolution of the padded input, the whole kernel one block, or the blocks of taps beyond
+    ``max_ksize``): two passes, the second on the residual ``lo`` codes (``lo_density``).
 """
 from __future__ import annotations
 
@@ -62,8 +66,11 @@ def _chunks(n, step):
 
 
 def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0,
-                        input_density=1.0, x=None, w=None, seed=0) -> KernelCycles:
-    """The :class:`~.model.KernelCycles` of the runner's calls for one layer (module docstring)."""
+                        input_density=1.0, x=None, w=None, seed=0, input_terms=1, lo_density=None) -> KernelCycles:
+    """The :class:`~.model.KernelCycles` of the runner's calls for one layer (module docstring).
+    ``input_terms``: 2 for a ``sparse_cluster`` conv that takes its input in two terms (the
+    layer's ``SparseExec.two``), ``lo_density`` the second term's density (default
+    ``input_density``)."""
     from ..perf.calls import call_cycles
     from ..perf.closed_form import bfp_call_counts, shift_call_counts
     p = cfg.params
@@ -109,11 +116,14 @@ def layer_kernel_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weigh
                         first = False
         return kc
     if cfg.engine == "sparse_cluster":
-        return _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w, seed)
+        two = None if input_terms == 1 or conv is None else input_density if lo_density is None else lo_density
+        return _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w, seed, two)
     raise InputError(f"no cycle model for engine {cfg.engine!r}")
 
 
-def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w, seed):
+def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w, seed, two=None):
+    """:func:`layer_kernel_cycles` on ``sparse_cluster``; ``two``: None for one input term, else
+    the second term's input density."""
     from ..engines import ENGINES
     from .counting import CountingTarget
     p = cfg.params
@@ -128,18 +138,25 @@ def _sparse(layer, cfg, batch, conv, k, n, weight_sparsity, input_density, x, w,
     x = np.asarray(x, np.int64).reshape(xshape)
     general = conv is not None and layer.geom.simple_pad is None
     kern = ENGINES["sparse_cluster"].Kernel(cfg, CountingTarget(cfg, ENGINES["sparse_cluster"]))
-    if conv is not None and (convgeom.as_stride1(w[:1, :1], layer.geom)[2] if general else w.shape[2]) > p["max_ksize"]:
-        # the runner's blocks of taps (hlsnn.deploy.blocks): raw convolutions of the shifted input
-        # (a 'same' 7x7 too: CBAM's spatial conv on a max_ksize-5 config)
+    big = conv is not None and (convgeom.as_stride1(w[:1, :1], layer.geom)[2] if general else w.shape[2]) \
+        > p["max_ksize"]
+    if big or two is not None:
+        # the runner's raw sums (hlsnn.deploy.blocks.raw_sums): per term, per block of taps
+        # (beyond max_ksize: a 'same' 7x7 too, CBAM's spatial conv on a max_ksize-5 config; else
+        # the whole kernel) a raw convolution of the shifted input
         from ..engines.convgeom import kernel_blocks
         g = layer.geom
         kc = KernelCycles()
-        xp = convgeom.pad_nchw(x, g.pads)
-        for i0, th, j0, tw in kernel_blocks(g, p["max_ksize"]):
-            sub = convgeom.ConvGeom(th, tw, g.sh, g.sw, (0, 0, 0, 0), g.dh, g.dw, g.group)
-            w1, pads1, _ = convgeom.as_stride1(w[:, :, i0:i0 + th, j0:j0 + tw], sub)
-            kern.channel_sums(convgeom.pad_nchw(xp[:, :, i0 * g.dh:, j0 * g.dw:], pads1), w1, padding="valid")
-            _merge(kc, kern.last_cycles)
+        terms = [x]
+        if two is not None:            # the residual's codes (hlsnn.deploy.twoin): a second pass
+            terms.append(rng.integers(1, 128, xshape) * rng.choice([-1, 1], xshape) * (rng.random(xshape) < two))
+        for xt in terms:
+            xp = convgeom.pad_nchw(xt, g.pads)
+            for i0, th, j0, tw in kernel_blocks(g, p["max_ksize"]) if big else [(0, g.kh, 0, g.kw)]:
+                sub = convgeom.ConvGeom(th, tw, g.sh, g.sw, (0, 0, 0, 0), g.dh, g.dw, g.group)
+                w1, pads1, _ = convgeom.as_stride1(w[:, :, i0:i0 + th, j0:j0 + tw], sub)
+                kern.channel_sums(convgeom.pad_nchw(xp[:, :, i0 * g.dh:, j0 * g.dw:], pads1), w1, padding="valid")
+                _merge(kc, kern.last_cycles)
         return kc
     if general:                      # the runner's stride-1 convolution on the host-padded input
         w, pads, _ = convgeom.as_stride1(w, layer.geom)
@@ -201,6 +218,16 @@ def _merge(kc, one):
         kc.counts[key] = (i0 + i, e0 + e)
     kc.beats_in += one.beats_in
     kc.beats_out += one.beats_out
+
+
+def input_terms(ex) -> dict:
+    """The :func:`layer_kernel_cycles` keywords of a deployed layer ``ex`` (an executor of
+    :mod:`hlsnn.deploy.executors`) that takes its input in two terms (``ex.two``, decided when it
+    calibrates: :func:`hlsnn.deploy.twoin.applies`), with its last run's ``lo`` density;
+    ``{}`` for one term."""
+    if not getattr(ex, "two", None):
+        return {}
+    return {"input_terms": 2, "lo_density": ex.stats.lo_density}
 
 
 def layer_cycles(layer, cfg, batch=1, **kw) -> dict:

@@ -317,7 +317,7 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
             from ..engines.network.move import refuse_kernel
             refuse_kernel(netmode.lower(*artifact.read(path)))          # raises the reason
     from ..deploy.twoterm import cost_layer            # rule 4 of hlsnn.deploy.twoterm
-    from ..measure.layers import layer_kernel_cycles
+    from ..measure.layers import input_terms, layer_kernel_cycles
     from .loader import load
     net = load(path, "emu", self_check=False, network=False)
     try:
@@ -364,7 +364,8 @@ def model(path, *, board=None, batch=1, network=None, host="c", input_dtype="flo
                 wsp = float(np.mean(np.asarray(ex.wq) == 0)) if j["format"] in ("fixed", "sparse") else 0.0
                 terms = getattr(ex, "terms", 1)          # weight_terms: 2 runs K doubled, rows [p | p]
                 kc = layer_kernel_cycles(cost_layer(ex.layer, terms), cfg, batch, fmt_type=j["format"], in_hw=in_hw,
-                                         weight_sparsity=wsp, input_density=ex.stats.input_density)
+                                         weight_sparsity=wsp, input_density=ex.stats.input_density,
+                                         **input_terms(ex))      # input_terms 2: two raw passes (deploy.twoin)
                 beat = cfg.params["stream_bits"] // 8
                 # one beat per cycle of the stream phases (the closed-form counts carry no beat totals)
                 streams = sum(v for k, v in kc.phases.items() if k.startswith(("input stream", "output stream")))
