@@ -159,6 +159,31 @@ def test_the_layer_by_layer_latency_model_counts_both_passes(two):
     assert check_layer_starts(two, _x(5)) == 4
 
 
+def test_the_deploy_reports_latency_counts_both_passes(two):
+    """A deployment's per-layer statistics carry the output conv's two terms; the report's latency
+    section models it as two calls (the one-term convs as one) and agrees, layer by layer, with the
+    assignment's ``modelled_us_by_layer``."""
+    from hlsnn.config import load_config
+    from hlsnn.deploy import report
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.evaluation.run import deploy
+    from hlsnn.network.loader import load
+    path = two.parent / "lintwo.yaml"
+    e = deploy(path, per_layer=True, test_samples=8)["assignments"]["fixed8"]
+    f = load_deploy_config(path).formats["fixed8"]
+    acc = load_config(f.accel, check_fit=False)
+    with load(str(two), "emu", self_check=False, network=False) as net:    # the engine layers' input maps
+        net.run(_x(1))
+        execs = net._dep.execs
+        shapes = {ln: ex.in_shape[1:] for ln, ex in execs.items()}
+        calls = {}
+        for ln, ex in execs.items():
+            r = report._cycles_of(ex.layer, f, acc, shapes, e["per_layer"][ln])
+            calls[ln] = r["calls"]
+            assert round(float(r["us"]), 3) == e["modelled_us_by_layer"][ln]
+    assert e["per_layer"]["c3"]["input_terms"] == 2 and calls == {"c1": 1, "c2": 1, "c3": 2}
+
+
 def _walk(shapes, ops=()):
     return SimpleNamespace(shapes=dict(shapes), state={}, ops=list(ops))
 

@@ -58,7 +58,7 @@ def layer_shape(layer, in_hw=None) -> dict:
 
 
 def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_sparsity=0.0, input_density=1.0,
-                 x=None, w=None):
+                 x=None, w=None, **terms):
     """Modelled cycles of one engine layer on the accelerator ``cfg`` (a model, not a measurement).
 
     The kernel calls the deploy runner makes for the layer, costed by the same cycle model as
@@ -67,7 +67,9 @@ def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_spars
     whose docstring lists the calls per engine. ``bfp_systolic`` and ``shift_mac`` counts
     depend on the shape only; ``sparse_cluster`` counts are taken on ``x`` and ``w`` (int8)
     when given, else on a seeded synthetic layer with ``weight_sparsity`` and
-    ``input_density``.
+    ``input_density``; ``terms``: ``input_terms`` and ``lo_density`` of a conv taking its input
+    in two terms (:func:`hlsnn.measure.layers.input_terms`, kept in a layer's ``per_layer``
+    statistics).
 
     Returns a dict: ``compute``, ``stream_in``, ``stream_out``, ``serial`` (cycles per phase
     group), ``cycles``, ``bound`` (the phase that limits the layer), ``us``, ``calls`` and the
@@ -75,7 +77,7 @@ def layer_cycles(layer, cfg, batch=1, *, fmt_type=None, in_hw=None, weight_spars
     """
     from ..measure.layers import layer_cycles as _model
     return _model(layer, cfg, batch, fmt_type=fmt_type, in_hw=in_hw, weight_sparsity=weight_sparsity,
-                  input_density=input_density, x=x, w=w)
+                  input_density=input_density, x=x, w=w, **terms)
 
 
 def retarget(accel_path, board):
@@ -392,7 +394,8 @@ def _cycles_of(la, f, accel, shapes, stats):
     from .twoterm import cost_layer             # weight_terms: 2 runs K doubled (hlsnn.deploy.twoterm)
     la = cost_layer(la, getattr(f, "weight_terms", 1))
     return layer_cycles(la, accel, 1, fmt_type=f.type, in_hw=hw, weight_sparsity=stats["weight_sparsity"],
-                        input_density=stats["input_density"])
+                        input_density=stats["input_density"],        # two input terms: two raw passes
+                        **{k: stats[k] for k in ("input_terms", "lo_density") if k in stats})
 
 
 def _e2e(e):

@@ -22,6 +22,7 @@ from ..deploy.evaluate import (_check_data, _check_labels, _classification, _lay
 from ..deploy.onnx_import import load_onnx
 from ..deploy.runner import Deployment
 from ..errors import HlsnnError, InputError
+from ..measure.layers import input_terms
 
 
 def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, host_precision="float", host_bits=8,
@@ -179,7 +180,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                             "relative_rms_error": rms, "f_in": st.f_in, "f_w": st.f_w, "f_out": st.f_out,
                             "weight_sparsity": st.weight_sparsity, "input_density": st.input_density,
                             "saturated_outputs": int(st.sat_count), "msb_histogram": st.histogram,
-                            "kernel_calls": st.calls}
+                            "kernel_calls": st.calls, **input_terms(ex)}    # the cycle model's two terms
                         if isinstance(k, int):
                             entry["per_layer"][ln]["balance_shift"] = k
                 entry.update(end_to_end_latency(dep, net, cfg, name, accs, x_test[:1]))
