@@ -677,8 +677,11 @@ def _probes(torch, nn):
     }
 
 
-def probe(out):
-    """Export each probe module both ways and compare hlsnn's float import with onnxruntime."""
+def probe(out, probes=None, export=None, examples=1):
+    """Export each probe module of ``probes(torch, nn)`` (default this script's ``_probes``) both
+    ways, by ``export(torch, model, example, path, kwargs)`` (default export_torch_models') on
+    ``examples`` samples, and compare hlsnn's float import with onnxruntime: ``ok`` and the
+    largest difference, the importer's refusal, or the exporter's or onnxruntime's own failure."""
     import onnx  # noqa: F401
     import onnxruntime as ort
     import torch
@@ -686,26 +689,27 @@ def probe(out):
     from export_torch_models import _export, _ort_outputs
     from hlsnn.deploy.onnx_import import load_onnx
     from hlsnn.deploy.runner import float_forward
+    export = export or _export
     torch.set_num_threads(1)
     torch.manual_seed(0)
     out.mkdir(parents=True, exist_ok=True)
-    for name, (model, shape) in _probes(torch, nn).items():
+    for name, (model, shape) in (probes or _probes)(torch, nn).items():
         model.eval()
         x = np.random.default_rng(0).normal(size=(3,) + shape).astype(np.float32)
         for variant, kwargs in TWO_WAYS.items():
             path = out / f"p_{name}_{variant}.onnx"
             try:
-                _export(torch, model, torch.from_numpy(x[:1]), path, kwargs)
+                export(torch, model, torch.from_numpy(x[:examples]), path, kwargs)
                 ref = _ort_outputs(ort, path, x)
-            except Exception as exc:     # noqa: BLE001
-                print(f"{name:20s} {variant:6s} export/ort: {_short(exc)[:150]}")
+            except Exception as exc:     # noqa: BLE001 - the exporter's own failure is recorded
+                print(f"{name:20s} {variant:6s} export/ort: {_short(exc)[:150]}", flush=True)
                 continue
             try:
                 y = float_forward(load_onnx(path), x)
                 err = float(np.abs(y - ref).max()) if y.shape == ref.shape else f"shape {y.shape} vs {ref.shape}"
-                print(f"{name:20s} {variant:6s} ok {err}")
+                print(f"{name:20s} {variant:6s} ok {err}", flush=True)
             except Exception as exc:     # noqa: BLE001
-                print(f"{name:20s} {variant:6s} FAIL {_short(exc)[:300]}".replace("\n", " "))
+                print(f"{name:20s} {variant:6s} FAIL {_short(exc)[:300]}".replace("\n", " "), flush=True)
 
 
 def keep(out, names):

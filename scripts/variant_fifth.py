@@ -332,10 +332,15 @@ def _patched(fn, out, only):
         v4._data, v4._config, vf._ort_reference = saved
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("export", "deploy", "status", "table"))
-    ap.add_argument("--out", type=Path, default=Path("/tmp/hfam5"))
+def run_steps(argv, doc, default_out, export, extra=None):
+    """The command line of this script and of ``variant_sixth`` and ``variant_seventh``: ``export``
+    (the family's ``export(out, only)``), ``deploy`` and ``status`` (variant_fourth's, with this
+    family's data, configs and reference: :func:`_patched`), ``table`` (variant_fourth's) and
+    ``extra`` steps ``{name: fn(out)}``; ``--out`` (default ``default_out``), ``--only``."""
+    extra = extra or {}
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("step", choices=("export", "deploy", "status", "table") + tuple(extra))
+    ap.add_argument("--out", type=Path, default=Path(default_out))
     ap.add_argument("--only", nargs="*", help="these models (name prefixes) only")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -343,9 +348,15 @@ def main(argv=None):
         export(args.out, args.only)
     elif args.step == "table":
         v4.table(args.out)
+    elif args.step in extra:
+        extra[args.step](args.out)
     else:
         _patched({"deploy": v4.deploy_all, "status": v4.status}[args.step], args.out, args.only)
     return 0
+
+
+def main(argv=None):
+    return run_steps(argv, __doc__, "/tmp/hfam5", export)
 
 
 if __name__ == "__main__":

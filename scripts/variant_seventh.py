@@ -38,20 +38,15 @@ epochs on scikit-learn's bundled digits (CPU, one thread)::
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-import warnings
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import variant_family as vf  # noqa: E402
 import variant_fifth as v5  # noqa: E402
-import variant_fourth as v4  # noqa: E402
 import variant_sixth as v6  # noqa: E402
 
 FORMATS = vf.FORMATS
@@ -564,53 +559,13 @@ def _probes(torch, nn):
 
 
 def probe(out):
-    """Export each probe module both ways (a dynamic batch, as ``export``) and compare hlsnn's float
-    import with onnxruntime: ``ok`` and the largest difference, the importer's refusal, or the
-    exporter's own failure."""
-    import onnxruntime as ort
-    import torch
-    from torch import nn
-    from export_torch_models import _ort_outputs
-    from hlsnn.deploy.onnx_import import load_onnx
-    from hlsnn.deploy.runner import float_forward
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, (model, shape) in _probes(torch, nn).items():
-        model.eval()
-        x = np.random.default_rng(0).normal(size=(3,) + shape).astype(np.float32)
-        for variant, kwargs in TWO_WAYS.items():
-            path = out / f"p_{name}_{variant}.onnx"
-            try:
-                v5._export(torch, model, torch.from_numpy(x[:2]), path, kwargs)
-                ref = _ort_outputs(ort, path, x)
-            except Exception as exc:     # noqa: BLE001 - the exporter's own failure is recorded
-                print(f"{name:20s} {variant:6s} export: {vf._short(exc)[:150]}", flush=True)
-                continue
-            try:
-                y = float_forward(load_onnx(path), x)
-                err = float(np.abs(y - ref).max()) if y.shape == ref.shape else f"shape {y.shape} vs {ref.shape}"
-                print(f"{name:20s} {variant:6s} ok {err}", flush=True)
-            except Exception as exc:     # noqa: BLE001
-                print(f"{name:20s} {variant:6s} FAIL {vf._short(exc)[:300]}".replace("\n", " "), flush=True)
+    """``variant_family.probe`` of this family's probes, exported with a dynamic batch (two
+    samples, as ``export``)."""
+    return vf.probe(out, _probes, v5._export, 2)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("export", "deploy", "status", "table", "probe"))
-    ap.add_argument("--out", type=Path, default=Path("/tmp/hfam8"))
-    ap.add_argument("--only", nargs="*", help="these models (name prefixes) only")
-    args = ap.parse_args(argv)
-    warnings.simplefilter("ignore")
-    if args.step == "export":
-        export(args.out, args.only)
-    elif args.step == "table":
-        v4.table(args.out)
-    elif args.step == "probe":
-        probe(args.out / "probe")
-    else:
-        v5._patched({"deploy": v4.deploy_all, "status": v4.status}[args.step], args.out, args.only)
-    return 0
+    return v5.run_steps(argv, __doc__, "/tmp/hfam8", export, {"probe": lambda out: probe(out / "probe")})
 
 
 if __name__ == "__main__":

@@ -30,11 +30,9 @@ additive skips). Trained a few epochs on scikit-learn's bundled digits (CPU, one
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -355,19 +353,7 @@ def export(out, only=None, models=None):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("export", "deploy", "status", "table"))
-    ap.add_argument("--out", type=Path, default=Path("/tmp/hfam7"))
-    ap.add_argument("--only", nargs="*", help="these models (name prefixes) only")
-    args = ap.parse_args(argv)
-    warnings.simplefilter("ignore")
-    if args.step == "export":
-        export(args.out, args.only)
-    elif args.step == "table":
-        v4.table(args.out)
-    else:
-        v5._patched({"deploy": v4.deploy_all, "status": v4.status}[args.step], args.out, args.only)
-    return 0
+    return v5.run_steps(argv, __doc__, "/tmp/hfam7", export)
 
 
 if __name__ == "__main__":
