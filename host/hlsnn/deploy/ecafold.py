@@ -90,9 +90,7 @@ def rewrite(model, fs):
         drop.update(id(k) for k in back + fwd)
     if not plans:
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     kept = []
     for n, orig in zip(m.graph.node, g.node):
         if id(orig) in drop:
@@ -100,14 +98,13 @@ def rewrite(model, fs):
         if id(orig) in plans:
             src, dst, t, bias = plans[id(orig)]
             base = n.name or n.output[0]
-            m.graph.initializer.append(numpy_helper.from_array(t.reshape(t.shape + (1, 1)).astype(np.float32),
-                                                               f"{base}/eca_w"))
-            ins = [src, f"{base}/eca_w"]
-            fs[f"{base}/eca_w"] = t.shape + (1, 1)
+            ins = [src, fresh(f"{base}/eca_w")]
+            m.graph.initializer.append(numpy_helper.from_array(t.reshape(t.shape + (1, 1)).astype(np.float32), ins[1]))
+            fs[ins[1]] = t.shape + (1, 1)
             if bias is not None:
-                m.graph.initializer.append(numpy_helper.from_array(bias.astype(np.float32), f"{base}/eca_b"))
-                ins.append(f"{base}/eca_b")
-                fs[f"{base}/eca_b"] = bias.shape
+                ins.append(fresh(f"{base}/eca_b"))
+                m.graph.initializer.append(numpy_helper.from_array(bias.astype(np.float32), ins[2]))
+                fs[ins[2]] = bias.shape
             n = helper.make_node("Conv", ins, [dst], name=base, kernel_shape=[1, 1])
         kept.append(n)
     del m.graph.node[:]

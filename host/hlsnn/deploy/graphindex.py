@@ -34,7 +34,8 @@ def copy_fresh(model):
     new tensor: ``base``, with ``_`` appended until no initializer, node output or graph input of
     the copy as it was, and no earlier ``fresh`` name, has it (:mod:`hlsnn.deploy.gatherup2d`,
     :mod:`hlsnn.deploy.repeatup`, :mod:`hlsnn.deploy.unshuffle`, :mod:`hlsnn.deploy.bnforward`,
-    :mod:`hlsnn.deploy.pixelshuffle`, :mod:`hlsnn.deploy.subneg`)."""
+    :mod:`hlsnn.deploy.pixelshuffle`, :mod:`hlsnn.deploy.subneg`, :mod:`hlsnn.deploy.ecafold`,
+    :mod:`hlsnn.deploy.shufflefold`)."""
     import onnx
     m = onnx.ModelProto()
     m.CopyFrom(model)

@@ -88,16 +88,14 @@ def rewrite(model, fs):
             plans.pop(id(c), None)
     if not plans:
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     kept = []
     for n, orig in zip(m.graph.node, g.node):
         if id(orig) in drop:
             continue
         if id(orig) in plans:
             w, x = plans[id(orig)]
-            name = f"{n.name or n.output[0]}/unshuffled_w"
+            name = fresh(f"{n.name or n.output[0]}/unshuffled_w")
             m.graph.initializer.append(numpy_helper.from_array(w.astype(np.float32), name))
             n.input[0], n.input[1] = x, name
             attrs = [a for a in n.attribute if a.name != "group"]
