@@ -129,6 +129,21 @@ def test_one_kernel_start_on_csim_and_the_simulated_board(two):
     check_kernel_run(two, "fixed8", _x(6), board=True)
 
 
+def test_the_board_sized_kernels_image_load_writes_each_replica_once_a_cycle(two_sized, tmp_path):
+    """The image's value goes to every replica of its channel's bank: written at one run-time
+    bank index the kSub replicas were kSub writes on each bank (II 2 derived); a copy per bank,
+    its replicas at constant indices, is one write a bank a cycle (II 1)."""
+    from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel
+    from hlsnn.network import schedule
+    from hlsnn.network.loader import config_of
+    prog, arrays = artifact.read(str(two_sized))
+    net = netmode.lower(prog, arrays)
+    t = sparsekernel.render(net, tmp_path)[2]
+    assert t["sized"]["net_sub"] >= 2 and t["load_iters"] == t["in_elems"]     # replicas; the plain load
+    loops = {r["loop"]: r for r in schedule.network_schedule(net, config_of(prog["accels"][net.accel], "t"))}
+    assert loops["LoadImage"]["ii"] == 1, loops["LoadImage"]
+
+
 @pytest.mark.csim
 @pytest.mark.slow
 def test_one_board_sized_kernel_start_on_csim_and_the_simulated_board(two_sized):

@@ -111,6 +111,26 @@ def test_the_bfp_kernel_on_the_strict_library_and_the_simulated_board(nets):
     assert k._kernel.strict
 
 
+def test_the_slope_roms_are_a_rom_per_bank_and_lut_pixels_schedules_at_ii_1(nets, tmp_path):
+    """LutPixels reads kPc slopes (and exponents) a cycle: the C++ partitions both ROMs per bank as
+    the resource model counts them, and the II derived from the rendered code is 1 (one ROM in
+    default storage has two ports: II 8 on the 16 banks before)."""
+    from hlsnn.deploy import program as netmode
+    from hlsnn.engines.bfp_systolic.network import kernel as bk, perf as bfpperf
+    from hlsnn.network import artifact, schedule
+    from hlsnn.network.loader import config_of
+    prog, arrays = artifact.read(nets[False])
+    net = netmode.lower(prog, arrays)
+    t = bk.render(net, tmp_path)[2]
+    cpp = (tmp_path / "network.cpp").read_text()
+    for name in ("kPSlope", "kPExp"):
+        row, = [b for b in bfpperf.buffers(net, t)[0] if b.name == name]
+        assert row.partition == ((1, "complete"),)
+        assert f"#pragma HLS ARRAY_PARTITION variable = {name} dim = 1 complete" in cpp
+    loops = {r["loop"]: r["ii"] for r in schedule.network_schedule(net, config_of(prog["accels"][net.accel], "t"))}
+    assert loops["LutPixels"] == 1, loops
+
+
 # --------------------------------------------------------------------------- rule 9w
 
 def test_rule_9w_is_the_exact_product():

@@ -294,6 +294,27 @@ def test_depthwise_kernel_bank_sites_within_ports(compiled, tmp_path):
     assert rows and over_ports(rows) == []
 
 
+def test_the_weight_roms_pair_two_multipliers_where_that_halves_their_block_rams(compiled, tmp_path):
+    """MobileNet-ReLU6 fixed8's 95 steps: each of the 128 weight ROMs (95 x 16 bits = 1,520 > the
+    model's 1,024-bit LUTRAM bound) took a RAMB18 that holds 1K x 18; two multipliers' weights in
+    one dual-port ROM (``cyclic 4`` on the multiplier dimension: its two reads a cycle on two
+    ports) take 64 RAMB18 (190 x 16 each), and the C++ declares what the model counts."""
+    from hlsnn.engines.sparse_cluster.network import kernel as sparsekernel, perf as sparseperf
+    from hlsnn.resources import map_buffer
+    net = netmode.lower(*artifact.read(compiled("mobilenet_relu6_ts17", "fixed8")))
+    t = sparsekernel.render(net, tmp_path)[2]
+    assert (t["pz"], t["pm"], len(t["steps"])) == (16, 8, 95)
+    assert "#pragma HLS ARRAY_PARTITION variable = kW dim = 2 cyclic factor = 4" in (tmp_path / "network.cpp").read_text()
+    kw, = [b for b in sparseperf.buffers(net, t)[0] if b.name == "kW"]
+    assert kw.partition == ((1, "complete"), (2, "cyclic 4"))
+    assert (map_buffer(kw).bram18, map_buffer(kw).copies) == (64, 64)
+    # where pairing saves nothing: LUTRAM ROMs (50 x 16 bits), ROMs past half a RAMB18 (600 steps:
+    # 1,200 deep takes two), an odd number of multipliers, the board-sized kernel (rom_1p)
+    for steps, pm, sized in ((50, 8, None), (600, 8, None), (95, 7, None), (95, 8, {"net_pack": 1})):
+        assert sparseperf.w_cyclic(dict(pz=16, pm=pm, steps=[0] * steps, sized=sized)) == 0
+    assert sparseperf.w_cyclic(dict(pz=16, pm=8, steps=[0] * 512, sized=None)) == 4
+
+
 def test_datapath_model_of_the_wide_depthwise_blocks():
     """Two parts per lane (8 lanes x 16 banks with a depthwise conv): twice the epilogues, one
     more accumulator adder and register of 42 bits per lane, a 4:1 write select per bank (one

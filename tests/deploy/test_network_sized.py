@@ -177,6 +177,25 @@ def test_perf_is_the_hand_count_at_the_derived_ii(compiled, model, assignment):
     assert sum(c for _, _, c in sparseperf.op_cycles(net, t)) == load + total + store
 
 
+def test_the_step_table_word_is_as_wide_as_the_taps_and_the_model_counts_it(compiled, tmp_path):
+    """The board-sized kernel's NetTap fields hold the program's taps exactly (the largest offset
+    in signed bits, the largest kernel position in unsigned bits), the C++ declares them and the
+    resource model's kTaps word is their sum."""
+    import re
+    assert netsize.tap_bits([([(66, 4, 0), (0, 0, 3)], 1)]) == (8, 3, 3)    # 66 < 2**7; 4 < 2**3
+    assert netsize.tap_bits([([(-129, 0, 0), (127, 1, 1)], 1)]) == (9, 1, 1)   # -129 >= -2**8
+    net = netmode.lower(*artifact.read(compiled("resnet8_digits32", "sized")))
+    t = sparsekernel.render(net, tmp_path)[2]
+    o, k, _ = netsize.tap_bits(t["steps"])
+    taps = [tp for st in t["steps"] for tp in st[0]]
+    assert all(-(1 << (o - 1)) <= tp[0] < 1 << (o - 1) and max(tp[1], tp[2]) < 1 << k for tp in taps)
+    assert max(abs(tp[0]) for tp in taps) >= 1 << (o - 2) and o + 2 * k < 32      # no wider than needed
+    data = (tmp_path / "network_data.h").read_text()
+    assert re.search(rf"ap_int<{o}> off;.*\n\s*ap_uint<{k}> ky, kx;", data)
+    kt, = [r for r in sparseperf.resources(net, t, "zynq7")["buffers"] if r["name"] == "kTaps"]
+    assert kt["width"] == o + 2 * k
+
+
 def _cfg(prog, net):
     from hlsnn.network.loader import config_of
     return config_of(prog["accels"][net.accel], "test")

@@ -150,6 +150,12 @@ Spread:
 """
     assert derive(tmp_path, src % "j")["Spread"]["ii"] == 1          # a bank per copy
     assert derive(tmp_path, src % "(j + i) & 7")["Spread"]["ii"] == 8  # a run-time bank: every copy may hit it
+    # cyclic F: copy j in bank j % F, 8 / F reads a bank (ram_1p: one port; no storage: two)
+    cyc = src.replace("dim = 1 complete", "dim = 1 cyclic factor = %d") % (2, "j")
+    assert derive(tmp_path, cyc)["Spread"]["ii"] == 4
+    assert derive(tmp_path, cyc.replace("type = ram_1p", "type = ram_t2p"))["Spread"]["ii"] == 2
+    two = src.replace("dim = 1 complete", "dim = 1 cyclic factor = 4").replace("type = ram_1p", "type = ram_t2p")
+    assert derive(tmp_path, two % "j")["Spread"]["ii"] == 1
 
 
 def test_missing_libclang_is_one_line(monkeypatch):

@@ -10,9 +10,9 @@ it; ``notes`` says why):
 ``pragma``
     the pragma's ``II`` (1 when none is given).
 ``ports``
-    resources: per memory bank, the accesses one iteration makes (inner loops are unrolled by the
-    pipeline: an access in an inner loop of ``T`` iterations is ``T`` accesses, unless the array
-    is partitioned on the dimension that loop's variable indexes) against the bank's ports: the
+    resources: per memory bank, the accesses one iteration makes (inner loops are unrolled by the pipeline:
+    an access in an inner loop of ``T`` iterations is ``T`` accesses, unless the array is partitioned on the
+    dimension that loop's variable indexes; ``cyclic F``: index i in bank i % F) against its ports: the
     storage of ``BIND_STORAGE`` or ``HLSNN_MEM`` (``ram_1p``/``kRam1p`` one port, ``ram_s2p``/
     ``kRamS2p`` one read and one write, ``ram_t2p``/``ram_2p``/``kRamT2p`` two; an array with no
     storage declared: two, Vitis picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every
@@ -67,7 +67,7 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 3
+VERSION = 4
 
 _PORTS = {"ram_1p": ("shared", 1), "kram1p": ("shared", 1), "ram_s2p": ("split", 1), "kramS2p".lower(): ("split", 1),
           "ram_t2p": ("shared", 2), "ram_2p": ("shared", 2), "kramt2p": ("shared", 2), "default": ("shared", 2),
@@ -330,9 +330,9 @@ class Kernel:
                     if n <= 4096 else [{}])
             pl = self.var_pragmas.get(name, {}).get("partition", [])
             if kind == "stream":
-                parts = set(range(1, len(idx) + 1))
+                parts, cyc = set(range(1, len(idx) + 1)), {}
             else:
-                parts = {d for d, _t, _f in pl}
+                parts, cyc = {d for d, _t, _f in pl}, {d: f for d, t, f in pl if t == "cyclic" and f}
                 if idx and all(any(d == dd and t == "complete" for dd, t, _f in pl) for d in range(1, len(idx) + 1)):
                     continue                     # every dimension partitioned: registers
             e = per.setdefault(name, {"kind": kind, "r": {}, "w": {}, "runtime": False, "static": True})
@@ -343,7 +343,8 @@ class Kernel:
                 vals = [self.consts.value(ix, env=env) for ix in idx]
                 if any(v is None for v in vals):
                     e["static"] = False
-                bank = tuple((vals[d - 1] if vals[d - 1] is not None else "*") for d in sorted(parts) if d <= len(idx))
+                bank = tuple(("*" if vals[d - 1] is None else vals[d - 1] % cyc[d] if d in cyc else vals[d - 1])
+                             for d in sorted(parts) if d <= len(idx))      # cyclic F: element i in bank i % F
                 addr = tuple(v if v is not None else (_text(ix), tuple(sorted((k, x) for k, x in env.items()
                                                                              if k in self._reads(ix))))
                              for v, ix in zip(vals, idx))

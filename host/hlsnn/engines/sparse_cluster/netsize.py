@@ -136,11 +136,24 @@ def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 
 
-def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pairs=None, sc_bits=8, act_bufs=2):
+def tap_bits(steps):
+    """The sized kernel's step table word (``NetTap``): ``(o, k, k)``, ``o`` the signed bits of
+    the largest tap offset, ``k`` the unsigned bits of the largest kernel row or column (at least
+    1): the fields hold every step's taps exactly."""
+    taps = [tp for st in steps for tp in st[0] if tp is not None]
+    o = max(max(tp[0], -tp[0] - 1).bit_length() for tp in taps) + 1
+    k = max(1, max(max(tp[1], tp[2]) for tp in taps).bit_length())
+    return o, k, k
+
+
+def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pairs=None, sc_bits=8, act_bufs=2,
+            tap_bits=32):
     """The sized kernel's arrays and multipliers as :mod:`hlsnn.resources` rows (the C++'s
     declarations and BIND_STORAGE pragmas); ``load``: the image's words (banks, words a bank);
     ``sc_bits``: a shortcut word's width (wider with a chained Add's sum, ``kScBits``); ``act_bufs``:
-    the activation buffers (3 where two do not hold the network, :func:`hlsnn.engines.network.kernel.allocate`)."""
+    the activation buffers (3 where two do not hold the network, :func:`hlsnn.engines.network.kernel.allocate`);
+    ``tap_bits``: a step table word's width (a program's ``NetTap``, :func:`tap_bits`;
+    the sizing's nominal 32: a 16-bit offset and two 8-bit kernel positions)."""
     from ...resources import Buffer, Multiplier
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q = pc * sub
@@ -150,7 +163,7 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
                    static=True, storage=t2p, note=f"ping-pong activation buffers: {pc} channel banks x {sub} replicas"),
             Buffer("sc", "net_top", "array", sc_bits, (pc, sc_words), partition=((1, "complete"),), static=True, storage=t2p,
                    note="shortcut buffer, channel banks"),
-            Buffer("kTaps", "net_top", "array", 32, (q, n_steps), partition=((1, "complete"),), static=True,
+            Buffer("kTaps", "net_top", "array", tap_bits, (q, n_steps), partition=((1, "complete"),), static=True,
                    impl="lutram", note="the step table: per virtual bank its tap's offset, ky, kx (LUTRAM ROMs)"),
             Buffer("kLast", "net_top", "array", 8, (n_steps,), static=True, note="a block's last step"),
             Buffer("kW", "net_top", "array", 64, (pz, chunks, n_steps), partition=((1, "complete"), (2, "complete")),
@@ -166,10 +179,10 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
 
 
 def estimate(shape, ps, n_steps, act_words, sc_words, sum_bits, add_bits, n_blocks=64, load=(3, 128),
-             add_pairs=None, sc_bits=8, act_bufs=2):
+             add_pairs=None, sc_bits=8, act_bufs=2, tap_bits=32):
     """``{"lut", "ff", "bram36", "uram", "dsp", "model", "logic"}`` of the sized kernel."""
     from ...resources import build
-    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load, add_pairs, sc_bits, act_bufs), ps)
+    m = build(*buffers(shape, n_steps, act_words, sc_words, n_blocks, load, add_pairs, sc_bits, act_bufs, tap_bits), ps)
     lg = logic(shape, sum_bits, add_bits, add_pairs)
     return {"lut": m.lut + sum(v[0] for v in lg.values()), "ff": m.ff + sum(v[1] for v in lg.values()),
             "bram36": math.ceil(m.bram36), "uram": m.uram, "dsp": m.dsp, "model": m, "logic": lg}

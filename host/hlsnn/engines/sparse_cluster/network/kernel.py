@@ -243,6 +243,7 @@ def render(net, out_dir):
     from ....version import __version__
     from ...network import perf as netperf
     from . import perf as sparseperf
+    from .. import netsize
     p = net.params
     pz, pc, pm = shape(p)
     t = tables(net, pz, pc, pm)
@@ -254,7 +255,7 @@ def render(net, out_dir):
                div_xbits=t["div_xbits"], div_mbits=t["div_mbits"], add_div=t["add_div"], pool_div=t["pool_div"],
                sc_bits=t["sc_bits"],
                pz=pz, pc=pc, pm=pm, sel_bits=max(1, (pc - 1).bit_length()), in_hw=t["in_hw"], out_hw=t["out_hw"],
-               sized=bool(t["sized"]), nq=t["nq"], sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
+               sized=bool(t["sized"]), w_cyclic=sparseperf.w_cyclic(t), nq=t["nq"], tap_bits=netsize.tap_bits(t["steps"]), sub=t["nq"] // pc, n_chunks=len(t["weights"][0]),
                pack=(t["sized"] or {}).get("net_pack", 0), fast_load=t["load_iters"] != t["in_elems"],
                unfold_c=(t["unfold"] or {}).get("c", 1), fast_add=t["fast_add"],
                rounding=ROUNDING[p["rounding"]], add_rounding=ROUNDING[net.input["rounding"]],

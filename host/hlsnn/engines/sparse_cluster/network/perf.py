@@ -36,6 +36,22 @@ def op_cycles(net, tables, ii=None):
     return shiftperf.op_cycles(net, tables, CONV_DEPTH, ii=ii)
 
 
+def w_cyclic(tables):
+    """The plain kernel's weight ROMs ``kW[P][M][steps]``: 0 keeps a ROM per multiplier
+    (``complete`` on dimension 2); ``M / 2`` (``cyclic``) puts two multipliers' weights in one
+    dual-port ROM (``2 * steps`` deep: the two reads a cycle take its two ports, II 1) where that
+    takes fewer block RAMs by :mod:`hlsnn.resources`' mapping (a RAMB18 holds 1K x 18 bits; a
+    network's 65-512 steps would fill a sixteenth to a half of one a multiplier). The board-sized
+    kernel binds ``rom_1p`` and keeps 0."""
+    from ....resources import Buffer, map_buffer
+    pz, pm, ns = tables["pz"], tables["pm"], len(tables["steps"])
+    if tables.get("sized") or pm % 2:
+        return 0
+    cost = [map_buffer(Buffer("kW", "net_top", "array", 16, (pz, pm, ns), partition=((1, "complete"), (2, how)),
+                              static=True)) for how in ("complete", f"cyclic {pm // 2}")]
+    return pm // 2 if cost[0].storage == cost[1].storage == "bram" and cost[1].bram18 < cost[0].bram18 else 0
+
+
 def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
     from ....resources import Buffer, Multiplier
@@ -50,8 +66,10 @@ def buffers(net, tables):
             Buffer("kTaps", "net_top", "array", 48, (pc, ns), partition=((1, "complete"),), static=True,
                    note="the step table: per bank its tap's offset, ky, kx"),
             Buffer("kLast", "net_top", "array", 8, (ns,), static=True, note="a block's last step"),
-            Buffer("kW", "net_top", "array", 16, (pz, pm, ns), partition=((1, "complete"), (2, "complete")),
-                   static=True, note="resident non-zero weights with their bank selects, one ROM per multiplier"),
+            Buffer("kW", "net_top", "array", 16, (pz, pm, ns),
+                   partition=((1, "complete"), (2, f"cyclic {w_cyclic(tables)}" if w_cyclic(tables) else "complete")),
+                   static=True, note="resident non-zero weights with their bank selects, one ROM per multiplier "
+                   "(two a dual-port ROM: w_cyclic)"),
             Buffer("kBias", "net_top", "array", 32, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kShift", "net_top", "array", 8, (pz, nb), partition=((1, "complete"),), static=True),
             Buffer("kWinBase", "net_top", "array", 32, (nb,), static=True, note="per block: its window's base"),
@@ -93,7 +111,8 @@ def resources(net, tables, ps):
                              tables["sum_bits"], tables["add_bits"], len(tables["biases"][0]),
                              ((tables["unfold"] or {}).get("c", 1), -(-tables["in_elems"] // 8))
                              if tables["load_iters"] != tables["in_elems"] else (1, -(-tables["in_elems"] // 8)),
-                             tables["fast_add"], tables.get("sc_bits", 8), tables.get("act_bufs", 2))
+                             tables["fast_add"], tables.get("sc_bits", 8), tables.get("act_bufs", 2),
+                             sum(netsize.tap_bits(tables["steps"])))
         lg = dict(e["logic"], **shiftperf.wpool_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]),
                   **shiftperf.mean_logic(net, tables),
                   **linwide_logic(net, tables["pc"], net.input["bits"], tables["add_bits"]), **split_logic(net, tables),
