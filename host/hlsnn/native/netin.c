@@ -202,7 +202,7 @@ typedef struct {
   int64_t *pm, *pe;    /* words: each element's pair (m, e), 54-bit m and 10-bit e, signed */
   int64_t status;      /* words: the OR of the images' status words */
   int64_t lane16;      /* 1: 16-bit lanes (inputs of 9 to 16 bits): inbuf, outbuf, q and table hold int16 */
-  int64_t softmax;     /* 1: y is the Softmax of each image's out_n values (softmax_row), not the values (hlsnn_in_softmax) */
+  int64_t softmax;     /* 1: y is the Softmax of each image's out_n values (hlsnn_in_softmax), not the values */
   const double *exp_table; /* softmax: exp(-d * 2**-f_out) for each lane difference d, made by numpy's exp */
 } hlsnn_in_ctx;
 
