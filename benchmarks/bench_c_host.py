@@ -15,7 +15,10 @@ is the host's own work. Medians over ``--calls`` calls, after a warm-up, in micr
   same with the integers copied out too (``run_image``'s default);
 * ``ctypes_call``: ``hlsnn_in_quantize`` on no values (a 7-argument ``ctypes`` call);
 * ``quant_value_f32_ns`` / ``quant_value_f64_ns`` / ``quant_value_u8_ns``: rule 1 in C per value
-  (``hlsnn_in_quantize`` on 2**20 values: the image repeated);
+  (``hlsnn_in_quantize`` on 2**20 values: the image repeated); the float32 loop has no
+  data-dependent branch and GCC vectorizes it on x86 (SSE2): run with ``CC="gcc
+  -fno-tree-vectorize"`` for the scalar figure the boards' build (no NEON) stands for, which
+  :data:`hlsnn.network.hostmodel.X86` takes;
 * ``wrapper``: ``call_u8`` less the image's uint8 quantization (at the per-value cost of
   ``hlsnn_in_quantize``, whose 256-value table build makes it an upper bound of the lookup of
   ``hlsnn_in_run``): the Python and ``ctypes`` part of a start;

@@ -56,6 +56,17 @@ def test_the_c_input_rule_equals_the_integer_rule_on_edges_and_random_values(dty
                                       err_msg=f"{dtype.__name__} f={f} {rounding}")
 
 
+@pytest.mark.parametrize("f,bits", [(7, 10), (12, 16), (0, 16)])
+def test_16_bit_lanes_take_the_same_rule(f, bits):
+    """Inputs of 9 to 16 bits (hlsnn_in_quantize16, the network kernel's 16-bit lanes): float32
+    edges and random values, each rounding, against the integer rule."""
+    rng = np.random.default_rng(f * 7 + bits)
+    x = np.concatenate([_edges(f, np.float32), (rng.normal(0, 2.0 ** (bits - 2 - f), 3000)).astype(np.float32)])
+    for rounding in MODES:
+        got = nethost.quantize_into(x, f, bits, nethost.MODES[rounding], np.empty(x.shape, np.int16))
+        np.testing.assert_array_equal(got.astype(np.int64), _reference(x, f, bits, rounding), err_msg=rounding)
+
+
 def test_every_float32_bit_pattern_of_a_binade_sweep():
     """Every 2053rd float32 bit pattern (about 2 million values, all exponents, both signs, about
     8,000 per binade and sign; every 257th took 4.6 CPU-s) at radix 7, 8 bits, each rounding: the

@@ -58,36 +58,23 @@ typedef void (*sync_fn)(int which);
 
 static inline int32_t clampi(int32_t q, int32_t lo, int32_t hi) { return q < lo ? lo : (q > hi ? hi : q); }
 
-/* rule 1 on one float32 value, f >= -24 (module comment) */
+/* rule 1 on one float32 value, f >= -24 (module comment), without data-dependent branches (t is
+ * clipped to [lo - 1, hi + 1], so |t| <= 2**15 + 1 and every sum below is exact or rounds as said).
+ * nearest_even: t rounded to the nearest integer, ties to even, (t + 1.5 * 2**23) - 1.5 * 2**23 in
+ * float32 (|t| < 1/2 gives 0, as the rule). nearest_away: t + 1/2 (t - 1/2 below 0) truncated: exact
+ * for |t| >= 1/2 up to the integer it may reach; below, the one float32 sum that rounds to 1 is
+ * (1/2 - 2**-25) + 1/2, the value the rule takes to +-1. truncate: floor (the truncation less 1
+ * where it is above t), but 0 for -2**-25 <= t < 0. */
 static inline int32_t q_f32(float x, float scale, float lo, float hi, int mode) {
   float t = x * scale;
-  if (t < lo - 1.0f)
-    t = lo - 1.0f;
-  if (t > hi + 1.0f)
-    t = hi + 1.0f;
-  const float a = t < 0 ? -t : t;
-  int32_t q;
-  if (a >= 0.5f) {
-    const int32_t i = (int32_t)t; /* toward zero, exact: |t| <= 2**15 + 1 */
-    const float r = t - (float)i; /* exact */
-    if (mode == 2)
-      q = i - (r < 0.0f);
-    else if (r > 0.5f)
-      q = i + 1;
-    else if (r < -0.5f)
-      q = i - 1;
-    else if (r == 0.5f)
-      q = i + (mode == 1 ? 1 : (i & 1));
-    else if (r == -0.5f)
-      q = i - (mode == 1 ? 1 : (i & 1));
-    else
-      q = i;
-  } else if (mode == 2) {
-    q = t < -0x1p-25f ? -1 : 0;
-  } else {
-    q = (mode == 1 && a == 0.5f - 0x1p-25f) ? (t > 0 ? 1 : -1) : 0;
-  }
-  return q;
+  t = t < lo - 1.0f ? lo - 1.0f : t;
+  t = t > hi + 1.0f ? hi + 1.0f : t;
+  if (mode == 0)
+    return (int32_t)((t + 0x1.8p23f) - 0x1.8p23f);
+  if (mode == 1)
+    return (int32_t)(t + (t < 0.0f ? -0.5f : 0.5f));
+  const int32_t i = (int32_t)t; /* toward zero */
+  return i - ((float)i > t) + ((t < 0.0f) & (t >= -0x1p-25f));
 }
 
 /* rule 1 on one double (any f): w = rint(x * 2**g), then shift_round_sat by s = g - f > 0 */
@@ -139,15 +126,20 @@ static int64_t quantize_lanes(const void *x, int dtype, int64_t n, int f, int bi
   if (dtype == 0 && f >= -24 && f <= 100) {
     const float *p = (const float *)x;
     const float scale = ldexpf(1.0f, f), flo = (float)lo, fhi = (float)hi;
-    for (int64_t k = 0; k < n; ++k) {
-      const float v = p[k];
-      if (!(v - v == 0.0f)) { /* NaN or infinite */
-        bad += 1;
-        PUT(k, 0);
-        continue;
-      }
-      PUT(k, clampi(q_f32(v, scale, flo, fhi, mode), lo, hi));
-    }
+    /* a NaN or infinite value counts as bad and is written as 0; no branch on the data (one loop
+     * per lane width, the mode's branch the same on every value) */
+#define F32_LOOP(dst, type)                                                    \
+  for (int64_t k = 0; k < n; ++k) {                                            \
+    const float v = p[k];                                                      \
+    const int ok = v - v == 0.0f;                                              \
+    bad += !ok;                                                                \
+    dst[k] = (type)clampi(q_f32(ok ? v : 0.0f, scale, flo, fhi, mode), lo, hi); \
+  }
+    if (d16)
+      F32_LOOP(d16, int16_t)
+    else
+      F32_LOOP(d8, int8_t)
+#undef F32_LOOP
     return bad;
   }
   for (int64_t k = 0; k < n; ++k) {
