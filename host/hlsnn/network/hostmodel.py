@@ -88,7 +88,8 @@ LOADER = {
               "the non-finite values in its rule 1 pass; a network with a prefix or bfp words gets a finiteness "
               "pass, np.isfinite(x).all(), 1.10 us + 0.068 ns per float32 value (float64 1.10 us + 0.116 ns; a "
               "bfp_systolic network's uint8 converted to float64 by _check_input 2.05 us + 0.212 ns); the "
-              "loader's own Python 1.52 us (NetBoard.run_image's lines around the C call now counted in it; median over the 18 models of net.run less its timed parts: 1.15-1.86 "
+              "loader's own Python 1.52 us (NetBoard.run_image's lines around the C call now counted in it; "
+              "median over the 18 models of net.run less its timed parts: 1.15-1.86 "
               "us; 3.3 and 10.4 us for h_jet_bnin, whose prefix and the steps after it cost more inside net.run "
               "than timed alone). Before the fast path (same script, the general path): check 1.49 us + 0.071 ns "
               "per float32 value on every image, loader's Python 3.84 us",
