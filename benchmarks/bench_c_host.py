@@ -9,15 +9,23 @@ on a stand-in board: the real buffers' layout in plain numpy (uncached: no flush
 is the host's own work. Medians over ``--calls`` calls, after a warm-up, in microseconds:
 
 * ``call_f32`` / ``call_f64`` / ``call_u8``: one ``CHost.run`` of one image as the data set
-  stores it (float32), as float64 and as uint8: the Python wrapper, the ``ctypes`` call, rule 1
-  into the input buffer, ``ap_start`` and one poll (null), the outputs read once and dequantized;
+  stores it (float32), as float64 and as uint8, as the loader calls it (``ints=False``: the
+  values only): the Python wrapper, the ``ctypes`` call, rule 1 into the input buffer,
+  ``ap_start`` and one poll (null), the outputs read once and dequantized; ``call_u8_ints``: the
+  same with the integers copied out too (``run_image``'s default);
 * ``ctypes_call``: ``hlsnn_in_quantize`` on no values (a 7-argument ``ctypes`` call);
 * ``quant_value_f32_ns`` / ``quant_value_f64_ns`` / ``quant_value_u8_ns``: rule 1 in C per value
-  (``hlsnn_in_quantize`` on 2**20 values: the image repeated);
+  (``hlsnn_in_quantize`` on 2**20 values: the image repeated); the float32 loop has no
+  data-dependent branch and GCC vectorizes it on x86 (SSE2): run with ``CC="gcc
+  -fno-tree-vectorize"`` for the scalar figure the boards' build (no NEON) stands for, which
+  :data:`hlsnn.network.hostmodel.X86` takes;
 * ``wrapper``: ``call_u8`` less the image's uint8 quantization (at the per-value cost of
   ``hlsnn_in_quantize``, whose 256-value table build makes it an upper bound of the lookup of
   ``hlsnn_in_run``): the Python and ``ctypes`` part of a start;
-* ``softmax``: the host layers after the logits on the values the C call dequantized
+* ``softmax_c``: the Softmax of the outputs in the C call (``run(softmax=True)``, the loader's
+  call for a network ``nethost.softmax_rule`` accepts) less the same call without it, timed
+  alternately in one loop (medians of each);
+* ``softmax``: the numpy host layers after the logits on the values the C call dequantized
   (:func:`hlsnn.deploy.program.finish` with ``values``, as the loader calls it: the numpy
   Softmax of 10 values, no second dequantization); ``softmax_with_dequantize``: the same with
   the Python dequantization of the integers the loader no longer runs;
@@ -39,8 +47,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -113,7 +123,17 @@ def main(argv=None):
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}, indent=1))
         return
     for name, x in (("f32", x32), ("f64", x64), ("u8", xu8)):
-        res[f"call_{name}"] = median_us(lambda x=x: host.run(x), args.calls)
+        res[f"call_{name}"] = median_us(lambda x=x: host.run(x, ints=False), args.calls)
+    res["call_u8_ints"] = median_us(lambda: host.run(xu8), args.calls)
+    if host.exps is not None:                        # with and without the C Softmax, alternately
+        ts = {True: [], False: []}
+        host.run(xu8, ints=False, softmax=True)
+        for i in range(2 * args.calls):
+            sm = bool(i & 1)
+            t0 = time.perf_counter_ns()
+            host.run(xu8, ints=False, softmax=sm)
+            ts[sm].append(time.perf_counter_ns() - t0)
+        res["softmax_c"] = (statistics.median(ts[True]) - statistics.median(ts[False])) / 1e3
     empty = median_us(lambda: lib.hlsnn_in_quantize(x32.ctypes.data, 0, 0, f, bits, mode, dst.ctypes.data),
                        args.calls)
     res["ctypes_call"] = empty

@@ -4,12 +4,13 @@
 and the simulated board's share in :data:`~hlsnn.network.hostmodel.BOARD_IO`.
 
 ``net.run(x)`` of a compiled model on the sim board (``hlsnn.load(path, target="sim")``, the C host
-path of :mod:`hlsnn.network.nethost`) runs, per start:
+path of :mod:`hlsnn.network.nethost`, :meth:`CompiledNet._run_c`) runs, per start:
 
-1. ``loader._check_input``: the dtype and shape checks and the finiteness pass, on the image as
-   stored (the C host path takes float32 and uint8 images as they are; ``uint8 -> float64``: a
-   ``bfp_systolic`` network's uint8 image, converted) (``check``: fixed + per value, fitted on
-   images of 64 and 16,384 values);
+1. the input check: the dtype and shape of an ndarray the C call takes as stored (part 5), and a
+   finiteness pass (``np.isfinite(x).all()``) only where the C call does not count the non-finite
+   values itself: a network with a prefix or a ``bfp_systolic`` network (``finite``: fixed + per
+   value, fitted on images of 64 and 16,384 values); any other input goes through
+   ``_check_input`` (``uint8 -> float64``: a ``bfp_systolic`` network's uint8 image, converted);
 2. the host ops on the float input before the start (:mod:`hlsnn.deploy.netprefix`): each op's
    ``hlsnn.deploy.hostops.run`` (``ops``: fixed + per element, per op kind, fitted on 64 and
    16,384 elements), and for a ``bfp_systolic`` kernel its first layer's patches
@@ -19,17 +20,22 @@ path of :mod:`hlsnn.network.nethost`) runs, per start:
    register file and syncs: the driver's time less the same call against ``netin.c``'s null
    register file, ``null_call``) and ``sim_context`` (``NetSimBoard.run_image``'s lock and the
    simulated device's context, less the inner ``NetBoard.run_image``); neither exists on a board;
-4. the host ops after the output (:func:`hlsnn.deploy.program.finish` less the same call with no
-   ops after it: ``after_ops``; Softmax's cost per element in ``ops``);
-5. ``loader``: the rest of ``net.run``: its dispatch, ``_run_network``'s timing, the cached
-   checks, the outputs' reshapes and ``finish``'s own lines (``total`` less 1-4, each timed alone
-   in the same run).
+4. the host ops after the output that run in Python (:func:`hlsnn.deploy.program.finish` less
+   the same call with no ops after it: ``after_ops``; Softmax's cost per element in ``ops``); a
+   Softmax over each image's output vector runs in the C call (``nethost.softmax_rule``: its
+   cost is ``bench_c_host.py``'s ``softmax_c``) and costs nothing here;
+5. ``loader``: the rest of ``net.run``: its dispatch, the dtype and shape checks, the timing,
+   ``NetBoard.run_image``'s own lines around the C call, the output's reshape (``total`` less
+   1-4 and the driver's time, each timed alone in the same run).
 
 Part 5 and the simulated board's parts are measured on the compiled models given with
 ``--hlsnn`` (one image of the stored pairs as float32, the data sets' dtype; the kernel's answer
 replayed after one real start, so that the C-simulation neither costs nor evicts caches),
 side by side in one run; the table gives each model's figure and the median. Medians of wall
-time (``time.perf_counter_ns``) on a shared machine; rerun to see the spread.
+time (``time.perf_counter_ns``) on a shared machine; rerun to see the spread. The parts timed
+alone cost less than inside ``net.run`` (warm caches and branch predictors in their own loop):
+the difference falls on part 5, most for a model with a large prefix (h_jet_bnin bfp8: its
+patches, 30 us alone, cost ~6 us more inside the call).
 
 Usage::
 
@@ -94,18 +100,21 @@ def op_costs(calls):
 
 
 def check_costs(calls):
-    """``loader._check_input`` on the C host path's images (float32, float64, uint8 as stored;
-    a ``bfp_systolic`` network's uint8 converted): fixed + per value."""
+    """The input check of ``net.run``'s fast path where it is more than a dtype and shape test:
+    the finiteness pass of a float image (float32, float64; a network with a prefix or a
+    ``bfp_systolic`` network: the C call does not count them there), and ``_check_input`` on a
+    ``bfp_systolic`` network's uint8 image (converted to float64): fixed + per value."""
     res = {}
     rng = np.random.default_rng(1)
-    for key in ("float32", "float64", "uint8", "uint8 -> float64"):
+    for key in ("float32", "float64", "uint8 -> float64"):
         dt = key.split()[0]
-        engine = "bfp_systolic" if "->" in key else "shift_mac"
         t = []
         for n in SIZES:
-            me = SimpleNamespace(input_shape=_shape(n)[1:], network=SimpleNamespace(engine=engine))
+            me = SimpleNamespace(input_shape=_shape(n)[1:], network=SimpleNamespace(engine="bfp_systolic"))
             x = (rng.random(_shape(n)) * 255).astype(dt)
-            t.append(median_us(lambda x=x, me=me: CompiledNet._check_input(me, x, stored=True), calls))
+            fn = (lambda x=x, me=me: CompiledNet._check_input(me, x, stored=True)) if "->" in key else \
+                (lambda x=x: np.isfinite(x).all())
+            t.append(median_us(fn, calls))
         res[key] = dict(zip(("fixed_us", "ns"), _fit(*t)), us=t)
     return res
 
@@ -141,9 +150,8 @@ def model_parts(path, calls):
             return got["y"].copy()
         setattr(kern, name, replay)
         sb = net._kernel                             # NetSimBoard
-        xx = net._check_input(x, stored=net._c_path())
-        xp = netprefix.run(n, xx)
-        q, yv = sb.run_image(xp)
+        kept, want, counts, before, out_shape, after, fold = net._c_run
+        xp = netprefix.run(n, x) if before else x
         tot, drv = [], []
         for _ in range(calls):
             t0 = time.perf_counter_ns()
@@ -152,35 +160,36 @@ def model_parts(path, calls):
             drv.append(1e6 * sb.last_driver_s)
         row["total_us"] = statistics.median(tot) / 1e3
         row["driver_us"] = statistics.median(drv)
-        row["check_us"] = median_us(lambda: net._check_input(x, stored=True), calls)
-        row["prefix_us"] = median_us(lambda: netprefix.run(n, xx), calls)
+        row["check_us"] = 0.0 if counts else median_us(lambda: np.isfinite(x).all(), calls)
+        row["prefix_us"] = median_us(lambda: netprefix.run(n, x), calls) if before else 0.0
         ks = []
 
         def outer():
-            sb.run_image(xp)
+            sb.run_image(xp, ints=False, softmax=fold)
             ks.append(sb.last_kernel_s)
         row["run_image_us"] = median_us(outer, calls) - 1e6 * statistics.median(ks)
         ks.clear()
         with sb._lock, sb.sim:
             def inner():
-                sb.board.run_image(xp)
+                sb.board.run_image(xp, ints=False, softmax=fold)
                 ks.append(sb.board.last_kernel_s)
             row["inner_us"] = median_us(inner, calls) - 1e6 * statistics.median(ks)
             null = nethost.CHost(sb.board, null_registers=True)
-            row["null_call_us"] = median_us(lambda: null.run(xp), calls)
+            row["null_call_us"] = median_us(lambda: null.run(xp, ints=False, softmax=fold), calls)
+        q, yv = sb.run_image(xp)
         qs = q.reshape((1,) + tuple(n.output["shape"])) if not isinstance(q, tuple) else q
         ys = yv.reshape((1,) + tuple(n.output["shape"]))
-        row["finish_us"] = median_us(lambda: netmode.finish(n, qs, ys, x=xx), calls)
+        row["finish_us"] = median_us(lambda: netmode.finish(n, qs, ys, x=x), calls)
         stubs, n._host_stubs = n._host_stubs, []             # finish's own Python, without the ops after
-        row["finish_empty_us"] = median_us(lambda: netmode.finish(n, qs, ys, x=xx), calls)
+        row["finish_empty_us"] = median_us(lambda: netmode.finish(n, qs, ys, x=x), calls)
         n._host_stubs = stubs
-        row["after_ops_us"] = max(0.0, row["finish_us"] - row["finish_empty_us"])
+        row["after_ops_us"] = 0.0 if fold or not after else max(0.0, row["finish_us"] - row["finish_empty_us"])
         row["sim_context_us"] = row["run_image_us"] - row["inner_us"]
         row["sim_io_us"] = row["driver_us"] - row["null_call_us"]
-        row["loader_us"] = (row["total_us"] - row["check_us"] - row["prefix_us"] - row["run_image_us"]
-                            - row["after_ops_us"])
+        row["loader_us"] = (row["total_us"] - row["check_us"] - row["prefix_us"] - row["driver_us"]
+                            - row["sim_context_us"] - row["after_ops_us"])
         row.update(in_elems=int(x.size), before=[e["op"] for e in n.host_before],
-                   after=[j["op"] for j in n.host_after], engine=n.engine)
+                   after=[j["op"] for j in n.host_after], engine=n.engine, softmax_in_c=fold, counted_in_c=counts)
         if n.engine == "bfp_systolic":
             row["params"] = n.params
     return row
@@ -208,15 +217,17 @@ def main(argv=None):
         print(json.dumps(res, indent=1))
         return 0
     print(f"the loader's run path around the C call, this machine, warm (medians of {args.calls} calls, us)")
-    print(f"  {'model':<22} {'total':>7} {'check':>6} {'prefix':>7} {'after':>7} {'C null':>7} {'sim io':>7} "
-          f"{'sim ctx':>7} {'loader':>7}")
+    print(f"  {'model':<22} {'total':>7} {'check':>6} {'prefix':>7} {'after':>7} {'driver':>7} {'C null':>7} "
+          f"{'sim io':>7} {'sim ctx':>7} {'loader':>7}")
     for r in rows:
         print(f"  {r['model']:<22} {r['total_us']:>7.2f} {r['check_us']:>6.2f} {r['prefix_us']:>7.2f} "
-              f"{r['after_ops_us']:>7.2f} {r['null_call_us']:>7.2f} {r['sim_io_us']:>7.2f} {r['sim_context_us']:>7.2f} "
+              f"{r['after_ops_us']:>7.2f} {r['driver_us']:>7.2f} {r['null_call_us']:>7.2f} {r['sim_io_us']:>7.2f} "
+              f"{r['sim_context_us']:>7.2f} "
               f"{r['loader_us']:>7.2f}")
     print(f"  median: loader {med['loader_us']:.2f}, sim context {med['sim_context_us']:.2f}, sim io "
           f"{med['sim_io_us']:.2f}, C call (null registers) {med['null_call_us']:.2f}")
-    print(f"input check (fixed us + ns per value, fitted on {SIZES[0]} and {SIZES[1]} values):")
+    print(f"input check where the C call does not count the non-finite values (finiteness pass; uint8 -> float64: "
+          f"_check_input), fixed us + ns per value, fitted on {SIZES[0]} and {SIZES[1]} values:")
     for dt, c in res["check"].items():
         print(f"  {dt:<16} {c['fixed_us']:6.2f} us + {c['ns']:.3f} ns  (medians {c['us'][0]:.2f} / "
               f"{c['us'][1]:.2f} us)")

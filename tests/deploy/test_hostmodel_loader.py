@@ -11,13 +11,16 @@ CPUS = ("x86-this-machine", "cortex-a9-650", "cortex-a53-1200")
 
 @pytest.mark.parametrize("cpu", CPUS)
 def test_the_loader_steps_grow_with_the_input_and_scale_by_the_python_factor(cpu):
-    small = hm.loader_steps(cpu, n_in=64, batch=1)
-    big = hm.loader_steps(cpu, n_in=64, batch=16)
+    """With a prefix (or bfp words) net.run makes its own finiteness pass: it grows with the
+    values; the rest scales by the Python factor."""
+    small = hm.loader_steps(cpu, n_in=64, batch=1, prefix=True)
+    big = hm.loader_steps(cpu, n_in=64, batch=16, prefix=True)
     check = lambda st: next(s["us"] for s in st if s["step"].startswith("input check"))   # noqa: E731
     assert check(big) > check(small) > 0
+    assert check(hm.loader_steps(cpu, n_in=64, batch=16, words=True)) == check(big)
     # the fixed part is the same; the per-value part 16 times the values
-    x86 = hm.loader_steps("x86-this-machine", n_in=3072, batch=1)
-    here = hm.loader_steps(cpu, n_in=3072, batch=1)
+    x86 = hm.loader_steps("x86-this-machine", n_in=3072, batch=1, prefix=True)
+    here = hm.loader_steps(cpu, n_in=3072, batch=1, prefix=True)
     f = hm.SCALE[cpu]["python"]
     for a, b in zip(x86, here):
         if a["step"].startswith("sim board"):
@@ -37,6 +40,27 @@ def test_the_c_call_through_the_loader_sees_the_image_as_stored_but_a_bfp_networ
     words = hm.loader_steps("cortex-a9-650", n_in=3072, batch=1, input_dtype="uint8", words=True)[0]
     assert words["step"] == "input check (uint8 -> float64)"
     assert hm.stored_dtype("uint8", words=True) == "float64" and hm.stored_dtype("float32", words=True) == "float32"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "uint8"])
+def test_without_a_prefix_or_words_the_c_call_counts_the_non_finite_values(dtype):
+    """No finiteness pass of the loader's own: the check is the dtype and shape (in the loader's
+    Python), whatever the image's size; with a prefix a float image gets its pass."""
+    for n in (64, 1 << 16):
+        st = hm.loader_steps("cortex-a9-650", n_in=n, batch=1, input_dtype=dtype)[0]
+        assert st["step"] == f"input check ({dtype})" and st["us"] == 0.0
+    assert hm.counts_in_c() and not hm.counts_in_c(prefix=True) and not hm.counts_in_c(words=True)
+    with_prefix = hm.loader_steps("cortex-a9-650", n_in=3072, batch=1, input_dtype=dtype, prefix=True)[0]["us"]
+    assert (with_prefix > 0) == (dtype != "uint8")
+
+
+@pytest.mark.parametrize("cpu", CPUS)
+def test_the_softmax_in_the_c_call_grows_with_the_values_at_the_c_factor(cpu):
+    a, b = hm.softmax_c_us(cpu, 10), hm.softmax_c_us(cpu, 1000)
+    assert b["us"] == pytest.approx(100 * a["us"]) and a["us"] > 0
+    assert a["us"] == pytest.approx(hm.SCALE[cpu]["c"] * hm.softmax_c_us("x86-this-machine", 10)["us"])
+    assert a["us"] < hm.op_us(cpu, "Softmax", 10)["us"] / 10        # against numpy's Softmax of the same values
+    assert a["basis"].startswith("measured" if cpu == "x86-this-machine" else "estimate")
 
 
 def test_a_converted_image_costs_the_check_more_than_one_taken_as_stored():

@@ -38,7 +38,9 @@
  * (a bfp_systolic kernel) the input values are written as float32 words (counted bad when not
  * finite or not exact in float32), the out_n output bytes of each image copied to q, and its
  * elems output words unpacked into pm, pe (bfpkernel.unpack_output) and y (m * 2**e + 0.0, as
- * netbfp.dequantize), the status words OR-ed into status.
+ * netbfp.dequantize), the status words OR-ed into status. With softmax set (not with words) y is
+ * then each image's Softmax (hlsnn_in_softmax: the network's one host layer after the logits,
+ * the bits of hlsnn.deploy.hostops' numpy Softmax).
  */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
@@ -56,36 +58,23 @@ typedef void (*sync_fn)(int which);
 
 static inline int32_t clampi(int32_t q, int32_t lo, int32_t hi) { return q < lo ? lo : (q > hi ? hi : q); }
 
-/* rule 1 on one float32 value, f >= -24 (module comment) */
+/* rule 1 on one float32 value, f >= -24 (module comment), without data-dependent branches (t is
+ * clipped to [lo - 1, hi + 1], so |t| <= 2**15 + 1 and every sum below is exact or rounds as said).
+ * nearest_even: t rounded to the nearest integer, ties to even, (t + 1.5 * 2**23) - 1.5 * 2**23 in
+ * float32 (|t| < 1/2 gives 0, as the rule). nearest_away: t + 1/2 (t - 1/2 below 0) truncated: exact
+ * for |t| >= 1/2 up to the integer it may reach; below, the one float32 sum that rounds to 1 is
+ * (1/2 - 2**-25) + 1/2, the value the rule takes to +-1. truncate: floor (the truncation less 1
+ * where it is above t), but 0 for -2**-25 <= t < 0. */
 static inline int32_t q_f32(float x, float scale, float lo, float hi, int mode) {
   float t = x * scale;
-  if (t < lo - 1.0f)
-    t = lo - 1.0f;
-  if (t > hi + 1.0f)
-    t = hi + 1.0f;
-  const float a = t < 0 ? -t : t;
-  int32_t q;
-  if (a >= 0.5f) {
-    const int32_t i = (int32_t)t; /* toward zero, exact: |t| <= 2**15 + 1 */
-    const float r = t - (float)i; /* exact */
-    if (mode == 2)
-      q = i - (r < 0.0f);
-    else if (r > 0.5f)
-      q = i + 1;
-    else if (r < -0.5f)
-      q = i - 1;
-    else if (r == 0.5f)
-      q = i + (mode == 1 ? 1 : (i & 1));
-    else if (r == -0.5f)
-      q = i - (mode == 1 ? 1 : (i & 1));
-    else
-      q = i;
-  } else if (mode == 2) {
-    q = t < -0x1p-25f ? -1 : 0;
-  } else {
-    q = (mode == 1 && a == 0.5f - 0x1p-25f) ? (t > 0 ? 1 : -1) : 0;
-  }
-  return q;
+  t = t < lo - 1.0f ? lo - 1.0f : t;
+  t = t > hi + 1.0f ? hi + 1.0f : t;
+  if (mode == 0)
+    return (int32_t)((t + 0x1.8p23f) - 0x1.8p23f);
+  if (mode == 1)
+    return (int32_t)(t + (t < 0.0f ? -0.5f : 0.5f));
+  const int32_t i = (int32_t)t; /* toward zero */
+  return i - ((float)i > t) + ((t < 0.0f) & (t >= -0x1p-25f));
 }
 
 /* rule 1 on one double (any f): w = rint(x * 2**g), then shift_round_sat by s = g - f > 0 */
@@ -137,15 +126,20 @@ static int64_t quantize_lanes(const void *x, int dtype, int64_t n, int f, int bi
   if (dtype == 0 && f >= -24 && f <= 100) {
     const float *p = (const float *)x;
     const float scale = ldexpf(1.0f, f), flo = (float)lo, fhi = (float)hi;
-    for (int64_t k = 0; k < n; ++k) {
-      const float v = p[k];
-      if (!(v - v == 0.0f)) { /* NaN or infinite */
-        bad += 1;
-        PUT(k, 0);
-        continue;
-      }
-      PUT(k, clampi(q_f32(v, scale, flo, fhi, mode), lo, hi));
-    }
+    /* a NaN or infinite value counts as bad and is written as 0; no branch on the data (one loop
+     * per lane width, the mode's branch the same on every value) */
+#define F32_LOOP(dst, type)                                                    \
+  for (int64_t k = 0; k < n; ++k) {                                            \
+    const float v = p[k];                                                      \
+    const int ok = v - v == 0.0f;                                              \
+    bad += !ok;                                                                \
+    dst[k] = (type)clampi(q_f32(ok ? v : 0.0f, scale, flo, fhi, mode), lo, hi); \
+  }
+    if (d16)
+      F32_LOOP(d16, int16_t)
+    else
+      F32_LOOP(d8, int8_t)
+#undef F32_LOOP
     return bad;
   }
   for (int64_t k = 0; k < n; ++k) {
@@ -200,7 +194,58 @@ typedef struct {
   int64_t *pm, *pe;    /* words: each element's pair (m, e), 54-bit m and 10-bit e, signed */
   int64_t status;      /* words: the OR of the images' status words */
   int64_t lane16;      /* 1: 16-bit lanes (inputs of 9 to 16 bits): inbuf, outbuf, q and table hold int16 */
+  int64_t softmax;     /* 1: y is the Softmax of each image's out_n values (hlsnn_in_softmax), not the values */
+  const double *exp_table; /* softmax: exp(-d * 2**-f_out) for each lane difference d, made by numpy's exp */
 } hlsnn_in_ctx;
+
+/* numpy's pairwise sum of n doubles (DOUBLE_pairwise_sum of numpy's loops: below 8 values in
+ * order; up to 128, eight partial sums of every eighth value, added as ((0+1)+(2+3))+((4+5)+(6+7)),
+ * then the rest in order; beyond, the two halves at a multiple of 8), which np.add.reduce adds
+ * to its initial 0.0 along a contiguous axis: the same additions in the same order, so the same
+ * bits (tests/deploy/test_nethost_softmax.py compares them on every length up to 300). */
+static double pairwise_sum(const double *a, int64_t n) {
+  if (n < 8) {
+    double r = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      r += a[i];
+    return r;
+  }
+  if (n <= 128) {
+    double r[8];
+    int64_t i;
+    for (int k = 0; k < 8; ++k)
+      r[k] = a[k];
+    for (i = 8; i < n - (n % 8); i += 8)
+      for (int k = 0; k < 8; ++k)
+        r[k] += a[i + k];
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i)
+      res += a[i];
+    return res;
+  }
+  int64_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+/* The Softmax of one image's n output integers q (int8, or int16 with lane16) at radix f_out, as
+ * hlsnn.deploy.hostops computes it on their float64 values v = q * 2**-f_out (exp(v - max v),
+ * divided by its sum over the image): v - max v = -(qmax - q) * 2**-f_out exactly, so its exp is
+ * table[qmax - q] (the caller's table, made by numpy's exp on those values), the sum is numpy's
+ * (pairwise_sum, plus its initial 0.0), and each value is divided by it (IEEE, as numpy). */
+int64_t hlsnn_in_softmax(const void *q, int64_t n, int64_t lane16, const double *table, double *y) {
+  int32_t mx = lane16 ? ((const int16_t *)q)[0] : ((const int8_t *)q)[0];
+  for (int64_t j = 1; j < n; ++j) {
+    const int32_t v = lane16 ? ((const int16_t *)q)[j] : ((const int8_t *)q)[j];
+    mx = v > mx ? v : mx;
+  }
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = table[mx - (lane16 ? ((const int16_t *)q)[j] : ((const int8_t *)q)[j])];
+  const double s = 0.0 + pairwise_sum(y, n);
+  for (int64_t j = 0; j < n; ++j)
+    y[j] = y[j] / s;
+  return 0;
+}
 
 /* image b's row of the input buffer quantized (or looked up, uint8 with a table) from p */
 static int64_t fill_row(hlsnn_in_ctx *c, const void *p, int8_t *row) {
@@ -309,6 +354,10 @@ int64_t hlsnn_in_run(hlsnn_in_ctx *c, const void *x) {
         c->q[b * c->out_n + j] = (int8_t)v;
       c->y[b * c->out_n + j] = ldexp((double)v, (int)-c->f_out);
     }
+  if (c->softmax)
+    for (int64_t b = 0; b < c->batch; ++b)
+      hlsnn_in_softmax(c->q + (c->lane16 ? 2 : 1) * b * c->out_n, c->out_n, c->lane16, c->exp_table,
+                       c->y + b * c->out_n);
   return 0;
 }
 

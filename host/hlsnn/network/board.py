@@ -295,17 +295,19 @@ class NetBoard:
         self.last_driver_s = time.perf_counter() - t_call - self.last_kernel_s
         return y
 
-    def run_image(self, x):
+    def run_image(self, x, *, ints=True, softmax=False):
         """The batch of images ``x`` (B, ...) as the data set stores them (float32, float64 or
         uint8) -> ``(q, y)``: the output integers (B, out_elems) int64 and their values
         (float64), through the C host path (:class:`hlsnn.network.nethost.CHost`: rule 1 into
         the input buffer, ``ap_start``, the poll, the outputs read once, in one ``ctypes`` call).
-        On an error (a timeout included) the buffers are freed."""
-        from .nethost import CHost
+        ``ints=False``: ``q`` is None (not copied out; the loader reads the values only);
+        ``softmax=True``: ``y`` is the network's Softmax after the logits, applied in the C call
+        (:func:`hlsnn.network.nethost.softmax_rule`). On an error (a timeout included) the buffers are freed."""
         if getattr(self, "_chost", None) is None:
+            from .nethost import CHost
             self._chost = CHost(self)
         t0 = time.perf_counter()
-        out = self._chost.run(x, timeout=self.timeout)
+        out = self._chost.run(x, timeout=self.timeout, ints=ints, softmax=softmax)
         # the C call timed its ap_start-to-done; the rest of the call is the driver's
         self.last_kernel_s = self._chost.ctx.kernel_s
         self.last_driver_s = max(0.0, time.perf_counter() - t0 - self.last_kernel_s)

@@ -19,17 +19,20 @@ writes: ``m_axi``, no DMA engine). The host layers after the logits (``Softmax``
 reported beside it: they are part of MLPerf Tiny's timed window (DMA + kernel + softmax), not of
 "logits out".
 
-Around the C call, the loader's run path (``net.run(x)``: :class:`hlsnn.network.loader.CompiledNet`)
+Around the C call, the loader's run path (``net.run(x)``: :meth:`hlsnn.network.loader.CompiledNet._run_c`)
 costs the host, per start (:func:`loader_steps`):
 
-* ``input check``: ``_check_input``'s dtype and shape checks and the finiteness pass, per input
-  value, on the image as stored (the C host path takes float32 and uint8 images as they are;
-  a ``bfp_systolic`` network's uint8 image is converted to float64: :func:`stored_dtype`);
+* ``input check``: the image's dtype and shape (part of the loader's Python) and, where the C
+  call does not count the non-finite values in its rule 1 pass (a network with a prefix, a
+  ``bfp_systolic`` network), a finiteness pass per input value on the image as stored (the C
+  host path takes float32 and uint8 images as they are; a ``bfp_systolic`` network's uint8
+  image is converted to float64: :func:`stored_dtype`);
 * the host ops on the float input before the start and after the output (:func:`op_us`: per op
   kind, a fixed cost plus a cost per element; a ``bfp_systolic`` kernel's first-layer patches
-  formed on the host, ``bfp patches``, likewise);
-* ``loader``: the rest of ``net.run`` in Python (its dispatch, the timing, the cached checks,
-  the outputs' reshapes, ``finish``'s own lines);
+  formed on the host, ``bfp patches``, likewise); a Softmax over each image's output vector
+  runs in the C call instead (:func:`softmax_c_us`; :func:`hlsnn.network.nethost.softmax_rule`);
+* ``loader``: the rest of ``net.run`` in Python (its dispatch, the dtype and shape checks, the
+  timing, ``NetBoard.run_image``'s lines around the C call, the output's reshape);
 * on the simulated board only (``x86-this-machine``): its device context and the C call's
   callbacks into its register file and syncs (``BOARD_IO``'s ``sim_*``); a board has neither.
 
@@ -45,41 +48,57 @@ from __future__ import annotations
 #: --calls 3000`` on this 2-core AMD EPYC at 2.6 GHz, shared with other jobs (medians; the
 #: per-value figures the least-disturbed runs on 2**20 values)
 X86 = {
-    "python_call_us": 1.8,         # CHost.run of a uint8 image less its 3,072 lookups
-    "quant_ns": {"float32": 2.0, "float64": 4.0, "uint8": 0.24, "float32 words": 0.45},
+    "python_call_us": 1.5,         # CHost.run(ints=False) of a uint8 image less its 3,072 lookups
+    "quant_ns": {"float32": 1.0, "float64": 4.0, "uint8": 0.24, "float32 words": 0.45},
     "softmax_us": 4.2,             # netmode.finish on the C call's 10 values (the model: HOST_OPS["Softmax"])
+    "softmax_c_ns": 1.0,           # the Softmax in the C call (hlsnn_in_softmax), per output value
     "source": "measured on this x86 (AMD EPYC 2.6 GHz, 2 cores shared) by benchmarks/bench_c_host.py "
               "--model resnet8_digits32 --assignment twohot --calls 3000: call_u8 less its lookups 1.8 us "
               "(call_f32 7.8 us, call_u8 2.5 us per 3,072-value image), rule 1 in C 2.0 / 4.0 / 0.24 ns per "
               "float32 / float64 / uint8 value, Softmax of the 10 values the C call dequantized 4.2 us (5.6 us "
               "with the second, Python dequantization the loader no longer runs; the Python rule 1 it "
               "replaces: 19.6 us); a bfp_systolic network (--assignment bfp8_z2): 3.2 us per call, i.e. 0.45 ns per value for "
-              "its float32 words and their unpacking in C beyond the 1.8 us (numpy's unpacking it replaces: 15 us)",
+              "its float32 words and their unpacking in C beyond the 1.8 us (numpy's unpacking it replaces: 15 us). "
+              "Re-measured in one run with the loader's call (--assignment fixed8_z2 --calls 3000, load ~4.4 from "
+              "other jobs): CHost.run(ints=False) of a uint8 image 2.26 us against 2.57 us with the integers "
+              "copied out, so the python call 1.5 us (was 1.8); the Softmax of the 10 outputs in the C call "
+              "(hlsnn_in_softmax, run(softmax=True) less run(), alternately) 0.01 us, 1 ns per value (the numpy "
+              "Softmax it replaces: 4.2 us); rule 1's float64 and uint8 figures are the earlier, less loaded "
+              "run's (those loops unchanged). Rule 1 on float32 without data-dependent branches (netin.c q_f32): "
+              "2.64 -> 1.27 ns per value side by side (old and new netin.c alternately, 196,608 digits32 values, "
+              "nearest_away, built with CC='gcc -fno-tree-vectorize': scalar, as the boards' build without NEON "
+              "runs it; x86's own build vectorizes it to 0.68 ns), so 2.0 x 1.27 / 2.64 = 1.0 ns",
 }
 
 _LOADER_RUN = ("OMP_NUM_THREADS=1 python benchmarks/bench_loader_host.py --hlsnn /tmp/hrep/*.hlsnn --calls 2000 "
                "(the 18 one-start models of docs/performance.md, side by side; medians of wall time)")
 
 #: the loader's run path around the C call on this x86 (module docstring), measured by
-#: ``benchmarks/bench_loader_host.py``: the input check, ``(fixed us, ns per value)`` by the
-#: image's dtype as the C host path takes it (fitted on 64 and 16,384 values; ``uint8 ->
-#: float64``: a ``bfp_systolic`` network's uint8 image, converted), and the loader's own Python
-#: (``net.run`` less the check, the host ops, the simulated board's ``run_image`` and the ops
-#: after: the median over the models)
+#: ``benchmarks/bench_loader_host.py``: the input check where ``net.run`` makes a finiteness pass
+#: of its own (a network with a prefix or ``bfp_systolic`` words, :func:`counts_in_c`), ``(fixed
+#: us, ns per value)`` by the image's dtype as the C host path takes it (fitted on 64 and 16,384
+#: values; ``uint8 -> float64``: a ``bfp_systolic`` network's uint8 image, converted by
+#: ``_check_input``), and the loader's own Python (``net.run`` less the check, the host ops, the
+#: driver's C call and the simulated board's context, and the ops after: the median over the models)
 LOADER = {
-    "check": {"float32": (1.49, 0.071), "float64": (1.67, 0.117), "uint8": (0.51, 0.002),
-              "uint8 -> float64": (2.03, 0.209)},
-    "loader_us": 3.84,
-    "source": "measured on this x86 by " + _LOADER_RUN + ": CompiledNet._check_input on the image as the C "
-              "host path takes it 1.49 us + 0.071 ns per float32 value (float64 1.67 us + 0.117 ns, uint8 "
-              "0.51 us + 0.002 ns; a bfp_systolic network's uint8 converted to float64 2.03 us + 0.209 ns); the "
-              "loader's own Python 3.84 us (median over the 18 models of net.run less its timed parts: "
-              "3.4-5.4 us, 13.3 us for h_jet_bnin bfp8)",
+    "check": {"float32": (1.10, 0.068), "float64": (1.10, 0.116), "uint8 -> float64": (2.05, 0.212)},
+    "loader_us": 1.52,
+    "source": "measured on this x86 by " + _LOADER_RUN + ", load ~5 from other jobs: net.run's fast path "
+              "(CompiledNet._run_c) checks an image's dtype and shape in its own Python, and the C call counts "
+              "the non-finite values in its rule 1 pass; a network with a prefix or bfp words gets a finiteness "
+              "pass, np.isfinite(x).all(), 1.10 us + 0.068 ns per float32 value (float64 1.10 us + 0.116 ns; a "
+              "bfp_systolic network's uint8 converted to float64 by _check_input 2.05 us + 0.212 ns); the "
+              "loader's own Python 1.52 us (NetBoard.run_image's lines around the C call now counted in it; "
+              "median over the 18 models of net.run less its timed parts: 1.15-1.86 "
+              "us; 3.3 and 10.4 us for h_jet_bnin, whose prefix and the steps after it cost more inside net.run "
+              "than timed alone). Before the fast path (same script, the general path): check 1.49 us + 0.071 ns "
+              "per float32 value on every image, loader's Python 3.84 us",
 }
 
 #: host ops on this x86: ``(fixed us, ns per element)`` of :func:`hlsnn.deploy.hostops.run`,
 #: fitted on 64 and 16,384 float64 elements (``bfp patches``: ``netprefix.bfp_patches``, one
-#: patch per image), measured by ``benchmarks/bench_loader_host.py``
+#: patch per image), measured by ``benchmarks/bench_loader_host.py`` (re-measured with the
+#: loader's fast path, the ops' code unchanged: within 3% of these; kept)
 HOST_OPS = {
     "BatchNormalization": (4.29, 0.825),
     "LayerNormalization": (10.7, 1.37),
@@ -114,10 +133,10 @@ SCALE = {
 #: what the board's memory system adds (estimates from the architecture, not measured)
 BOARD_IO = {
     "x86-this-machine": {"store_ns_per_byte": 0.0, "mmio_write_us": 0.0, "mmio_read_us": 0.0,
-                         "uncached_read_us": 0.0, "sim_io_us": 0.71, "sim_context_us": 2.79,
+                         "uncached_read_us": 0.0, "sim_io_us": 0.52, "sim_context_us": 2.52,
                          "source": "the sim board, measured by " + _LOADER_RUN + ": the C call's callbacks into "
-                                   "its register file and syncs 0.71 us (the driver's time less the same call "
-                                   "against the null register file), its device context and lock 2.79 us "
+                                   "its register file and syncs 0.52 us (the driver's time less the same call "
+                                   "against the null register file), its device context and lock 2.52 us "
                                    "(medians over the models); not on a board"},
     "cortex-a9-650": {
         "store_ns_per_byte": 2.0, "mmio_write_us": 0.1, "mmio_read_us": 0.3, "uncached_read_us": 0.15,
@@ -207,20 +226,49 @@ def op_us(cpu, op, elements):
                      f"benchmarks/bench_loader_host.py"}
 
 
-def loader_steps(cpu, *, n_in, batch, input_dtype="float32", words=False):
+def softmax_c_us(cpu, n_out):
+    """The Softmax of ``n_out`` output values in the C call (``hlsnn_in_softmax``: a network
+    :func:`hlsnn.network.nethost.softmax_rule` accepts): ``{"us", "basis"}``, the x86 figure per
+    value times the CPU's C factor."""
+    s = SCALE[cpu]["c"]
+    ests = "measured" if cpu == "x86-this-machine" else "estimate"
+    return {"us": X86["softmax_c_ns"] * n_out * s / 1e3,
+            "basis": f"{ests}: {n_out:,} values x {X86['softmax_c_ns']} ns in C on x86 x {s:g}; "
+                     f"benchmarks/bench_c_host.py softmax_c"}
+
+
+def counts_in_c(words=False, prefix=False):
+    """True when the C call counts the image's non-finite values in its rule 1 pass, so that
+    ``net.run`` makes no finiteness pass of its own: no prefix (whose ops would change the
+    values first) and no ``bfp_systolic`` words (:meth:`hlsnn.network.loader.CompiledNet._c_setup`)."""
+    return not words and not prefix
+
+
+def loader_steps(cpu, *, n_in, batch, input_dtype="float32", words=False, prefix=False):
     """The loader's steps of one start around the C call (module docstring) on ``cpu``:
     ``[{"step", "us", "basis"}]``: the input check and the loader's own Python, and on the
     simulated board (``x86-this-machine``) its device context and register callbacks.
-    ``words``: a ``bfp_systolic`` network (:func:`stored_dtype`)."""
+    ``words``: a ``bfp_systolic`` network (:func:`stored_dtype`); ``prefix``: host ops before
+    the start (then, as for words, ``net.run`` makes its own finiteness pass: :func:`counts_in_c`)."""
     s, io = SCALE[cpu]["python"], BOARD_IO[cpu]
     ests = "measured" if cpu == "x86-this-machine" else "estimate"
     nv = n_in * batch
     seen = stored_dtype(input_dtype, words)
     key = input_dtype if seen == input_dtype else f"{input_dtype} -> {seen}"
-    fixed, ns = LOADER["check"][key]
+    if key == "uint8":
+        check = {"step": "input check (uint8)", "us": 0.0,
+                 "basis": f"{ests}: none of its own: dtype and shape only (in the loader's Python); uint8 values "
+                          f"are finite"}
+    elif key in ("float32", "float64") and counts_in_c(words, prefix):
+        check = {"step": f"input check ({key})", "us": 0.0,
+                 "basis": f"{ests}: none of its own: dtype and shape only (in the loader's Python); the "
+                          f"non-finite values are counted by the C call in its rule 1 pass (in its quantize step)"}
+    else:
+        fixed, ns = LOADER["check"][key]
+        check = {"step": f"input check ({key})", "us": (fixed + ns * nv / 1e3) * s,
+                 "basis": f"{ests}: {fixed} us + {nv:,} values x {ns} ns on x86 x {s:g}"}
     steps = [
-        {"step": f"input check ({key})", "us": (fixed + ns * nv / 1e3) * s,
-         "basis": f"{ests}: {fixed} us + {nv:,} values x {ns} ns on x86 x {s:g}"},
+        check,
         {"step": "loader's Python", "us": LOADER["loader_us"] * s,
          "basis": f"{ests}: {LOADER['loader_us']} us on x86 x {s:g}"},
     ]

@@ -122,7 +122,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     measured cost per op kind and element, :func:`hlsnn.network.hostmodel.op_us`), quantizes the
     input (8 bytes read, 1 written per value), starts the kernel once, dequantizes the output (1
     read, 8 written), runs the loader's own Python and the host layers after the output (a
-    Softmax: 8 read, 8 written per value; :func:`~hlsnn.network.hostmodel.op_us`). On the C host
+    Softmax: 8 read, 8 written per value; :func:`~hlsnn.network.hostmodel.op_us`, or on the C host
+    path, over each image's output vector, in the C call: :func:`~hlsnn.network.hostmodel.softmax_c_us`). On the C host
     path the steps are :mod:`hlsnn.network.hostmodel`'s (measured on this machine, scaled to the
     board's CPU); on the numpy driver's, :data:`NET_HOST`'s. The kernel's cycles are
     :func:`hlsnn.engines.shift_mac.network.perf.op_cycles` per image; its DDR traffic is the input and output
@@ -192,7 +193,7 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     # Python, the simulated board's context (x86-sim only)
     lsteps = hostmodel.loader_steps(b["cpu"], n_in=int(np.prod(net.source["shape"])) if getattr(net, "source", None)
                                     else t["in_elems"], batch=batch, input_dtype=input_dtype,
-                                    words=bfp_words) if c_host else None
+                                    words=bfp_words, prefix=bool(net.host_before)) if c_host else None
     # bytes per value the host writes into the input buffer and reads from the output buffer
     in_b, out_b = t.get("in_value_bytes", 1), t.get("out_value_bytes", 1)
     # the host ops on the float input before the kernel (hlsnn.deploy.netprefix), each at its
@@ -247,7 +248,12 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
                           host_us=st["outputs read once"]))
         layers.append(row("output", "host loader's Python", host_us=ls["loader's Python"]
                           + ls.get("sim board: context, registers", 0.0)))
+        in_c = nethost.softmax_rule(net)           # a Softmax over each image's vector: in the C call
         for j in ops_after:
+            if in_c:
+                layers.append(row(j["name"], "host " + j["op"] + " (C)", host_bytes=16 * n_out,
+                                  host_us=hostmodel.softmax_c_us(b["cpu"], n_out)["us"]))
+                continue
             layers.append(row(j["name"], "host " + j["op"], host_bytes=16 * n_out,
                               host_us=hostmodel.op_us(b["cpu"], j["op"], n_out)["us"]))
     else:

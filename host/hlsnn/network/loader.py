@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import HlsnnError, InputError
 from . import artifact
 from ..deploy import program as netmode
+from ..deploy import netprefix
 from ..deploy.layers import DeployStub, _host_layer, restore
 from ..deploy import programrev
 from .board import is_network_overlay
@@ -128,6 +129,7 @@ class CompiledNet:
         self.network, self._kernel, self.last_kernel_starts = None, None, 0
         self._fast = None                    # the emu network mode compiled (netfast), made on first use
         self._c_ok = None                    # whether the C host path runs the starts (_c_host), on first use
+        self._c_run = None                   # the C host path's fixed facts for run's fast path (_c_setup)
         self._network_auto = network is None
         overlays = dict(overlays or {})
         unknown = set(overlays) - set(prog["accels"])
@@ -210,6 +212,7 @@ class CompiledNet:
             self._dep = dep
             if self.network is not None and self.target != "emu":
                 self._kernel = self._network_kernel(overlays.get(self.network.accel))
+                self._c_run = self._c_setup()
             self.check = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("check/")}
             self.last_host_s = None
             if self_check:
@@ -273,10 +276,38 @@ class CompiledNet:
             raise InputError(f"input: {int((~np.isfinite(x)).sum())} non-finite value(s) (NaN or Inf)")
         return x
 
+    def _c_setup(self):
+        """What :meth:`run`'s fast path (:meth:`_run_c`) needs, fixed for the loaded network:
+        ``(dtypes kept, the image's shape, whether the C call counts the non-finite values
+        itself, whether there is a prefix, the output's shape, the host layers after it run
+        here, whether the C call applies the Softmax after the logits)``, or
+        None when the starts do not go through the C host path (:meth:`_c_path`)."""
+        if not self._c_path():
+            return None
+        n = self.network
+        words = n.engine == "bfp_systolic"
+        keep = (np.dtype(np.float32), np.dtype(np.float64)) + (() if words else (np.dtype(np.uint8),))
+        before = bool(getattr(n, "host_before", None))
+        if getattr(n, "_host_stubs", None) is None:       # as netmode.finish makes them, once per network
+            from ..deploy.netafter import stubs
+            n._host_stubs = stubs(n)
+        # without a prefix (whose ops would change the values first) and without words (whose C
+        # call reports a bad value as not exact in float32), the C call counts the non-finite
+        # values of the image as stored, in the same pass as rule 1, and run raises the same
+        # InputError the check raises (nethost.CHost._finish): the check's own pass is not made
+        counts = not before and not words
+        # a Softmax after the logits over each image's vector: applied by the C call (nethost.softmax_rule)
+        from .nethost import softmax_rule
+        fold = softmax_rule(n)
+        after = () if fold else tuple(n._host_stubs)
+        return keep, self.input_shape, counts, before, tuple(n.output["shape"]), after, fold
+
     def run(self, x, *, keep=False):
         """``y`` (the network's output), or with ``keep`` ``(y, tensors)``: every tensor by name.
         ``last_host_s`` counts the input's check too (it is the host's, on every call)."""
         t0 = time.perf_counter()
+        if self._c_run is not None and not keep:
+            return self._run_c(x, t0)
         x = self._check_input(x, stored=self._c_path())
         if self.network is not None:
             try:
@@ -293,6 +324,28 @@ class CompiledNet:
         self.last_host_s = max(0.0, dt - (self._kernel_wall() - t_kernel))
         return res
 
+    def _run_c(self, x, t0):
+        """:meth:`run` on the C host path without ``keep``: the bits of :meth:`_run_network`
+        with less Python per start. An ndarray of a dtype the C call takes as stored and of the
+        model's shape is checked by its dtype, shape and (unless the C call counts them,
+        :meth:`_c_setup`) finiteness only; any other input goes through :meth:`_check_input`,
+        which converts it or raises its error. The output integers are not copied out (the C call
+        dequantized them), the output's shape and the host layers after it were found once; a
+        Softmax over each image's output vector is applied by the C call
+        (:func:`hlsnn.network.nethost.softmax_rule`, the bits of the numpy Softmax)."""
+        kept, want, counts, before, out_shape, after, fold = self._c_run
+        if x.__class__ is not np.ndarray or x.dtype not in kept or x.shape[1:] != want or not x.shape[0] \
+                or not counts and x.dtype.kind == "f" and not np.isfinite(x).all():
+            x = self._check_input(x, stored=True)
+        k, n = self._kernel, self.network
+        y = k.run_image(netprefix.run(n, x) if before else x, ints=False, softmax=fold)[1]
+        y = y.reshape((len(x),) + out_shape)
+        for f in after:
+            y = f(y, x)
+        self.last_kernel_starts = 1
+        self.last_host_s = max(0.0, time.perf_counter() - t0 - k.last_kernel_s)
+        return y
+
     def _run_network(self, x, keep, t0=None):
         """The network path: the input quantized on the host (netmode rule 1), the network in
         one kernel start (csim) or the network mode (emu), the output dequantized (rule 5).
@@ -302,9 +355,8 @@ class CompiledNet:
         if self._c_path():
             # sim/pynq: rule 1, the start, the poll and the read-back in one C call (nethost),
             # after the host ops on the float input (hlsnn.deploy.netprefix)
-            from ..deploy import netprefix as prefix
             # its values dequantized in C (the same bits as netmode.dequantize): not again here
-            q, yv = self._kernel.run_image(prefix.run(n, x))
+            q, yv = self._kernel.run_image(netprefix.run(n, x))
             q = tuple(a.reshape((len(x),) + tuple(n.output["shape"])) for a in q) if isinstance(q, tuple) \
                 else q.reshape((len(x),) + tuple(n.output["shape"]))
             yv = yv.reshape((len(x),) + tuple(n.output["shape"]))

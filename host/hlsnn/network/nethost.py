@@ -53,7 +53,7 @@ class Ctx(ctypes.Structure):
                 ("y", ctypes.c_void_p), ("q", ctypes.c_void_p), ("polls", ctypes.c_int64),
                 ("table", ctypes.c_void_p), ("kernel_s", ctypes.c_double), ("words", ctypes.c_int64),
                 ("elems", ctypes.c_int64), ("pm", ctypes.c_void_p), ("pe", ctypes.c_void_p), ("status", ctypes.c_int64),
-                ("lane16", ctypes.c_int64)]
+                ("lane16", ctypes.c_int64), ("softmax", ctypes.c_int64), ("exp_table", ctypes.c_void_p)]
 
 
 def _lib():
@@ -75,6 +75,8 @@ def _lib():
         so.hlsnn_in_run.restype = i64
         so.hlsnn_in_pipeline.argtypes = [ctypes.POINTER(Ctx), p, i64, ctypes.c_uint64, ctypes.c_uint64, p, p]
         so.hlsnn_in_pipeline.restype = i64
+        so.hlsnn_in_softmax.argtypes = [p, i64, i64, p, p]
+        so.hlsnn_in_softmax.restype = i64
         fast = ctypes.PyDLL(so._name).hlsnn_in_run
         fast.restype = i64
         so.run_fast = fast
@@ -104,6 +106,39 @@ def covers(net):
     """True when the C host path runs ``net``'s starts: an integer input rule it covers
     (:func:`input_rule`), or a ``bfp_systolic`` network (float32 words in, its words out)."""
     return input_rule(net) is not None or net.engine == "bfp_systolic"
+
+
+def softmax_rule(net):
+    """True when the C call can apply the network's host layers after the logits itself
+    (``hlsnn_in_softmax`` of ``netin.c``, the bits of :func:`hlsnn.deploy.hostops.run`'s
+    Softmax): they are one ``Softmax`` over each image's output vector (axis 1 or -1 of a
+    (B, n) output) and the outputs are integers (not a ``bfp_systolic`` network's words)."""
+    after = getattr(net, "host_after", None) or []
+    if input_rule(net) is None or len(after) != 1 or len(tuple(net.output["shape"])) != 1:
+        return False
+    j = after[0]
+    return (j["op"] == "Softmax" and int(j.get("attrs", {}).get("axis", -1)) in (1, -1)
+            and list(j.get("inputs", ())) == [net.output["tensor"]])
+
+
+def exp_table(f_out, lane16):
+    """``exp(-d * 2**-f_out)`` for every difference ``d`` of two output lanes (256, or 65,536 for
+    16-bit lanes), by numpy's ``exp`` on those float64 values: what the host Softmax's
+    ``exp(v - max v)`` computes on the dequantized outputs (``hlsnn_in_softmax``)."""
+    return np.exp(np.ldexp(-np.arange(1 << (16 if lane16 else 8), dtype=np.float64), -int(f_out)))
+
+
+def softmax(q, f_out, table=None):
+    """The C Softmax (``hlsnn_in_softmax``) of the output integers ``q`` (B, n) int8 or int16 at
+    radix ``f_out``, per row: float64 (B, n). For tests and benchmarks; :class:`CHost` applies it
+    in its call."""
+    q = np.ascontiguousarray(q)
+    lane16 = q.dtype == np.int16
+    table = exp_table(f_out, lane16) if table is None else table
+    y = np.empty(q.shape, np.float64)
+    for b in range(q.shape[0]):
+        _lib().hlsnn_in_softmax(q[b].ctypes, q.shape[1], int(lane16), table.ctypes, y[b].ctypes)
+    return y
 
 
 def _as_stored(x):
@@ -216,6 +251,9 @@ class CHost:
             raise InputError(f"u8_values: {v.shape} values; give the 256 values the uint8 codes stand for")
         self.lane = np.int8 if self.words or int(board.net.input["bits"]) <= 8 else np.int16   # (words)
         self.table = np.zeros(256, self.lane)
+        # the Softmax after the logits, applied in the call when the caller asks (run(softmax=True))
+        self.exps = exp_table(self.f_out, self.lane == np.int16) if softmax_rule(board.net) else None
+        self._sm = False
         if not self.words:
             from ..deploy.quant import to_fixed
             i = board.net.input
@@ -262,19 +300,29 @@ class CHost:
         self.ctx = Ctx(DTYPES[x.dtype], batch, n, f, bits, mode, _ptr(b._x8), b.in_words * 8, self.regs,
                        self.wr, self.rd, self._sync_fn(), float(timeout), _ptr(b._y8), b.out_words * 8,
                        out_n, self.f_out, _ptr(self.y), _ptr(self.q8), 0, _ptr(self.table), 0.0,
-                       int(self.words), b.n_out, _ptr(self.pm), _ptr(self.pe), 0, int(self.lane == np.int16))
+                       int(self.words), b.n_out, _ptr(self.pm), _ptr(self.pe), 0, int(self.lane == np.int16), 0,
+                       None if self.exps is None else _ptr(self.exps))
+        self._sm = False
         self.ref = ctypes.byref(self.ctx)
         self._inb = b.inb
         self.key = (x.dtype, x.shape, True, b._batch, timeout)
 
-    def run(self, x, *, timeout=10.0):
+    def run(self, x, *, timeout=10.0, ints=True, softmax=False):
         """One start: ``(q, y)`` of the batch ``x`` (module docstring). The context is made
-        again only when the batch's shape or dtype (or the board's buffers) change."""
+        again only when the batch's shape or dtype (or the board's buffers) change.
+        ``ints=False``: ``q`` is None, the integers not copied out (the caller reads ``y``).
+        ``softmax=True`` (a network :func:`softmax_rule` accepts): ``y`` is the Softmax of each
+        image's values, the network's output, computed in the call."""
         if x.__class__ is not np.ndarray or not x.flags.c_contiguous or x.dtype not in DTYPES:
             x = _as_stored(x)
         b = self.board
         if self.key != (x.dtype, x.shape, b.inb is self._inb, b._batch, timeout):
             self._setup(x, timeout)
+        if softmax != self._sm:
+            if softmax and self.exps is None:
+                raise InputError("the C call applies a Softmax only for a network whose one host layer after the "
+                                 "logits is a Softmax over each image's output vector (nethost.softmax_rule)")
+            self.ctx.softmax, self._sm = int(bool(softmax)), bool(softmax)
         self._err = None
         try:
             xp = _byref(_from_buffer(x))
@@ -289,8 +337,8 @@ class CHost:
             if self.ctx.status & 1:                  # a status bit: NotExact raised there
                 from ..engines.bfp_systolic.network.kernel import finish_words
                 finish_words(b.net, None, self.q8.view(np.uint64).copy())
-            return (self.pm.copy(), self.pe.copy()), self.y.copy()
-        return self.q8.astype(np.int64), self.y.copy()
+            return ((self.pm.copy(), self.pe.copy()) if ints else None), self.y.copy()
+        return (self.q8.astype(np.int64) if ints else None), self.y.copy()
 
     def run_pipelined(self, x, *, timeout=10.0):
         """Double-buffered starts of one image each (``hlsnn_in_pipeline``): while the kernel

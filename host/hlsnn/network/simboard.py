@@ -102,12 +102,12 @@ class NetSimBoard:
         with self._lock, self.sim:
             return self.board.run(xq)
 
-    def run_image(self, x):
+    def run_image(self, x, *, ints=True, softmax=False):
         """The batch of images ``x`` as stored -> ``(q, y)``, through the C host path
         (:meth:`hlsnn.network.board.NetBoard.run_image`; its register accesses are callbacks
-        into this simulated device)."""
+        into this simulated device; ``ints``, ``softmax``: as there)."""
         with self._lock, self.sim:
-            return self.board.run_image(x)
+            return self.board.run_image(x, ints=ints, softmax=softmax)
 
     def run_pipelined(self, x):
         """Double-buffered starts of one image each (:meth:`NetBoard.run_pipelined`)."""
