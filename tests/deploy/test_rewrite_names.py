@@ -1,0 +1,97 @@
+"""The importer's rewrite passes against names a user's file already holds (hostile or unlucky):
+each model here has tensors (and nodes) named exactly as the pass would name its new ones
+(``{conv}/{split}/{start}_{stop}/w``, ``{einsum}/a_t``, ``{node}/scales``). The rewritten model
+must still be one onnx accepts (``full_check``), with every tensor and node name once, and
+compute what the file computes: onnxruntime on the rewritten model against onnxruntime on the
+original. Before the passes took their names through :func:`hlsnn.deploy.graphindex.copy_fresh`
+these gave two initializers of one name (a weight in place of another) or two producers of one
+tensor."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from hlsnn.deploy import splitconv, torchdecomp  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def _init(name, shape):
+    return numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32), name)
+
+
+def _model(nodes, inputs, outputs, inits, opset=17):
+    vi = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)   # noqa: E731
+    g = helper.make_graph(nodes, "g", [vi(n, s) for n, s in inputs], [vi(n, s) for n, s in outputs], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _run(model, feeds):
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, feeds)
+
+
+def _check(orig, new, feeds):
+    """``new`` (a rewrite of ``orig``) is valid, names each tensor and node once, and computes what
+    ``orig`` computes (onnxruntime)."""
+    assert new is not orig, "the pass did not rewrite: the test's pattern is wrong"
+    onnx.checker.check_model(new, full_check=True)
+    g = new.graph
+    tensors = [t.name for t in g.initializer] + [o for n in g.node for o in n.output] + \
+        [i.name for i in g.input if i.name not in {t.name for t in g.initializer}]
+    assert len(tensors) == len(set(tensors)), sorted(t for t in tensors if tensors.count(t) > 1)
+    nodes = [n.name for n in g.node if n.name]
+    assert len(nodes) == len(set(nodes)), sorted(n for n in nodes if nodes.count(n) > 1)
+    for a, b in zip(_run(orig, feeds), _run(new, feeds)):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
+def test_splitconv_new_weights_and_nodes_take_no_name_of_the_file():
+    # conv "c" split by "s" into channels 0:2 and 2:4: the old names c/s/0_2/w, c/s/0_2/b, node c/s/0_2
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c", kernel_shape=[1, 1]),
+             helper.make_node("Split", ["y", "sizes"], ["p", "q"], name="s", axis=1),
+             helper.make_node("Add", ["p", "c/s/0_2/w"], ["c/s/2_4/b"], name="c/s/0_2"),
+             helper.make_node("Mul", ["c/s/2_4/b", "q"], ["z"], name="mul")]
+    inits = [_init("w", (4, 3, 1, 1)), _init("b", (4,)), numpy_helper.from_array(np.array([2, 2], np.int64), "sizes"),
+             _init("c/s/0_2/w", (1, 1, 1))]
+    model = _model(nodes, [("x", [1, 3, 2, 2])], [("z", [1, 2, 2, 2])], inits)
+    _check(model, splitconv.rewrite(model), {"x": RNG.standard_normal((1, 3, 2, 2)).astype(np.float32)})
+
+
+def test_splitconv_gemm_parts_take_no_name_of_the_file():
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1),
+             helper.make_node("Split", ["y", "sizes"], ["p", "q"], name="s", axis=1),
+             helper.make_node("Mul", ["p", "fc/s/0_3/b"], ["pm"], name="m"),
+             helper.make_node("Add", ["pm", "q"], ["z"], name="a")]
+    inits = [_init("w", (6, 4)), _init("b", (6,)), numpy_helper.from_array(np.array([3, 3], np.int64), "sizes"),
+             _init("fc/s/0_3/b", (3,))]
+    model = _model(nodes, [("x", [2, 4])], [("z", [2, 3])], inits)
+    _check(model, splitconv.rewrite(model), {"x": RNG.standard_normal((2, 4)).astype(np.float32)})
+
+
+def test_torchdecomp_einsum_moves_take_no_name_of_the_file():
+    # 'bdt,bsd->bst': a Transpose of each operand (e/a_t, e/b_t), the MatMul (e/mm), a Transpose back;
+    # the file's inputs are called e/a_t and e/b_t and its output e/mm
+    nodes = [helper.make_node("Einsum", ["e/a_t", "e/b_t"], ["y"], name="e", equation="bdt,bsd->bst"),
+             helper.make_node("Relu", ["y"], ["e/mm"], name="e/mm")]
+    model = _model(nodes, [("e/a_t", [2, 3, 4]), ("e/b_t", [2, 5, 3])], [("e/mm", [2, 5, 4])], [])
+    feeds = {"e/a_t": RNG.standard_normal((2, 3, 4)).astype(np.float32),
+             "e/b_t": RNG.standard_normal((2, 5, 3)).astype(np.float32)}
+    _check(model, torchdecomp.rewrite(model), feeds)
+
+
+def test_torchdecomp_gather_resize_constants_take_no_name_of_the_file():
+    # dynamo's 1-D nearest upsampling by 2 (Transpose, GatherND, Transpose "u"): the Resize's
+    # constants were u/roi and u/scales; the file has a u/scales of its own
+    idx = np.repeat(np.arange(3), 2).reshape(6, 1).astype(np.int64)
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], name="t0", perm=[2, 0, 1]),
+             helper.make_node("GatherND", ["xt", "idx"], ["gx"], name="g"),
+             helper.make_node("Transpose", ["gx"], ["up"], name="u", perm=[1, 2, 0]),
+             helper.make_node("Mul", ["up", "u/scales"], ["z"], name="m")]
+    inits = [numpy_helper.from_array(idx, "idx"), _init("u/scales", (1,))]
+    model = _model(nodes, [("x", [1, 2, 3])], [("z", [1, 2, 6])], inits)
+    new = torchdecomp.rewrite(model)
+    assert "Resize" in [n.op_type for n in new.graph.node]
+    _check(model, new, {"x": RNG.standard_normal((1, 2, 3)).astype(np.float32)})
