@@ -1,11 +1,11 @@
 """The importer's rewrite passes against names a user's file already holds (hostile or unlucky):
 each model here has tensors (and nodes) named exactly as the pass would name its new ones
-(``{conv}/{split}/{start}_{stop}/w``, ``{einsum}/a_t``, ``{node}/scales``). The rewritten model
-must still be one onnx accepts (``full_check``), with every tensor and node name once, and
-compute what the file computes: onnxruntime on the rewritten model against onnxruntime on the
-original. Before the passes took their names through :func:`hlsnn.deploy.graphindex.copy_fresh`
-these gave two initializers of one name (a weight in place of another) or two producers of one
-tensor."""
+(``{conv}/{split}/{start}_{stop}/w``, ``{einsum}/a_t``, ``{node}/scales``, ``{node}/constmm_w``).
+The rewritten model must still be one onnx accepts (``full_check``), with every tensor and node
+name once, and compute what the file computes: onnxruntime on the rewritten model against
+onnxruntime on the original. Before the passes took their names through
+:func:`hlsnn.deploy.graphindex.copy_fresh` these gave two initializers of one name (a weight in
+place of another) or two producers of one tensor."""
 import numpy as np
 import pytest
 
@@ -13,7 +13,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy import splitconv, torchdecomp  # noqa: E402
+from hlsnn.deploy import constmm, graphindex, splitconv, torchdecomp  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -95,3 +95,16 @@ def test_torchdecomp_gather_resize_constants_take_no_name_of_the_file():
     new = torchdecomp.rewrite(model)
     assert "Resize" in [n.op_type for n in new.graph.node]
     _check(model, new, {"x": RNG.standard_normal((1, 2, 3)).astype(np.float32)})
+
+
+def test_constmm_moves_take_no_name_of_the_file():
+    # C @ X with C (5, 3) constant: mm/constmm_xt, mm/constmm_w, mm/constmm_z; the file has a mm/constmm_w
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="r"),
+             helper.make_node("MatMul", ["c", "h"], ["y"], name="mm"),
+             helper.make_node("Add", ["y", "mm/constmm_w"], ["z"], name="a")]
+    inits = [_init("c", (5, 3)), _init("mm/constmm_w", (1,))]
+    model = _model(nodes, [("x", [1, 3, 4])], [("z", [1, 5, 4])], inits)
+    fs = graphindex.shapes(model)
+    new = constmm.rewrite(model, fs, lambda n, c: None)
+    _check(model, new, {"x": RNG.standard_normal((1, 3, 4)).astype(np.float32)})
+    assert "mm/constmm_w" not in fs and fs["mm/constmm_w_"] == (3, 5)   # the new weight's shape: its own name
