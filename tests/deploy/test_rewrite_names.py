@@ -1,11 +1,12 @@
 """The importer's rewrite passes against names a user's file already holds (hostile or unlucky):
 each model here has tensors (and nodes) named exactly as the pass would name its new ones
-(``{conv}/{split}/{start}_{stop}/w``, ``{einsum}/a_t``, ``{node}/scales``, ``{node}/constmm_w``).
-The rewritten model must still be one onnx accepts (``full_check``), with every tensor and node
-name once, and compute what the file computes: onnxruntime on the rewritten model against
-onnxruntime on the original. Before the passes took their names through
-:func:`hlsnn.deploy.graphindex.copy_fresh` these gave two initializers of one name (a weight in
-place of another) or two producers of one tensor."""
+(``{conv}/{split}/{start}_{stop}/w``, ``{einsum}/a_t``, ``{node}/scales``, ``{node}/constmm_w``,
+``{output}__meanfold_axes``). The rewritten model must still be one onnx accepts
+(``full_check``), with every tensor and node name once, and compute what the file computes:
+onnxruntime on the rewritten model against onnxruntime on the original. Before the passes took
+their names through :func:`hlsnn.deploy.graphindex.copy_fresh` these gave two initializers of
+one name (a weight in place of another) or two producers of one tensor. meanfold also leaves
+the caller's model as it was (it edited it in place)."""
 import numpy as np
 import pytest
 
@@ -13,7 +14,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from hlsnn.deploy import constmm, graphindex, splitconv, torchdecomp  # noqa: E402
+from hlsnn.deploy import constmm, graphindex, meanfold, splitconv, torchdecomp  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -108,3 +109,35 @@ def test_constmm_moves_take_no_name_of_the_file():
     new = constmm.rewrite(model, fs, lambda n, c: None)
     _check(model, new, {"x": RNG.standard_normal((1, 3, 4)).astype(np.float32)})
     assert "mm/constmm_w" not in fs and fs["mm/constmm_w_"] == (3, 5)   # the new weight's shape: its own name
+
+
+def _mean_pair(extra=False):
+    """x.mean(3, keepdim=True).mean(2, keepdim=True) at opset 18 (axes an input); with ``extra`` the
+    file also has an initializer ``m2__meanfold_axes`` (added to the mean)."""
+    ax = lambda n, v: numpy_helper.from_array(np.array([v], np.int64), n)   # noqa: E731
+    nodes = [helper.make_node("ReduceMean", ["x", "a3"], ["m1"], name="mean_w", keepdims=1),
+             helper.make_node("ReduceMean", ["m1", "a2"], ["m2"], name="mean_h", keepdims=1)]
+    inits = [ax("a3", 3), ax("a2", 2)]
+    out = "m2"
+    if extra:
+        nodes.append(helper.make_node("Add", ["m2", "m2__meanfold_axes"], ["z"], name="add"))
+        inits.append(_init("m2__meanfold_axes", (1,)))
+        out = "z"
+    return _model(nodes, [("x", [1, 2, 3, 4])], [(out, [1, 2, 1, 1])], inits, opset=18)
+
+
+def test_meanfold_axes_take_no_name_of_the_file():
+    model = _mean_pair(extra=True)
+    src = onnx.ModelProto()
+    src.CopyFrom(model)
+    new = meanfold.rewrite(src)                    # a model of its own: the reference stays the file
+    assert [n.op_type for n in new.graph.node] == ["ReduceMean", "Add"]
+    _check(model, new, {"x": RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)})
+
+
+def test_meanfold_leaves_the_callers_model_as_it_was():
+    model = _mean_pair()
+    before = model.SerializeToString(deterministic=True)
+    new = meanfold.rewrite(model)
+    assert new is not model and len(new.graph.node) == 1
+    assert model.SerializeToString(deterministic=True) == before
