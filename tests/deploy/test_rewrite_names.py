@@ -7,6 +7,9 @@ onnxruntime on the rewritten model against onnxruntime on the original. Before t
 their names through :func:`hlsnn.deploy.graphindex.copy_fresh` these gave two initializers of
 one name (a weight in place of another) or two producers of one tensor. meanfold also leaves
 the caller's model as it was (it edited it in place)."""
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -15,6 +18,9 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from hlsnn.deploy import constmm, graphindex, meanfold, splitconv, torchdecomp  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from netfixtures import compile_onnx, save_net  # noqa: E402
 
 RNG = np.random.default_rng(7)
 
@@ -141,3 +147,71 @@ def test_meanfold_leaves_the_callers_model_as_it_was():
     new = meanfold.rewrite(model)
     assert new is not model and len(new.graph.node) == 1
     assert model.SerializeToString(deterministic=True) == before
+
+
+# --- the importer's own names: layers after nodes, {layer}/map, {layer}/stuffed ... ------------------
+
+def _import_and_float(tmp_path, nodes, inits, x_shape, ref=None):
+    """The file of ``nodes`` imported (``load_onnx``): its network, and the network in float64
+    (:func:`hlsnn.deploy.hostops.float_tensors`) against onnxruntime on the file (or on the
+    nodes ``ref``, where onnxruntime refuses the file)."""
+    from hlsnn.deploy.hostops import float_tensors
+    from hlsnn.deploy.onnx_import import load_onnx
+    path = save_net(tmp_path / "m.onnx", nodes, inits, "m", ("N",) + x_shape)
+    net = load_onnx(path)
+    x = RNG.standard_normal((3,) + x_shape).astype(np.float32)
+    ref_path = path if ref is None else save_net(tmp_path / "ref.onnx", ref, inits, "ref", ("N",) + x_shape)
+    want = _run(onnx.load(str(ref_path)), {"x": x})[0]
+    np.testing.assert_allclose(float_tensors(net, x)[net.output], want, rtol=1e-4, atol=1e-4)
+    names, outs = [la.name for la in net.layers], [la.output for la in net.layers]
+    assert len(names) == len(set(names)) and len(outs) == len(set(outs)), (names, outs)
+    return net, path
+
+
+def _dup_nodes(names):
+    inits = [_init("w1", (4, 1, 3, 3)), _init("w2", (4, 4, 3, 3)), _init("w3", (10, 256))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name=names[0], pads=[1] * 4),
+             helper.make_node("Relu", ["a"], ["b"], name="r"),
+             helper.make_node("Conv", ["b", "w2"], ["c2"], name=names[1], pads=[1] * 4),
+             helper.make_node("Flatten", ["c2"], ["f"], name="fl"),
+             helper.make_node("Gemm", ["f", "w3"], ["y"], name=names[2], transB=1)]
+    return nodes, inits
+
+
+def test_nodes_of_one_name_are_layers_of_their_own(tmp_path):
+    # three nodes named "c" (ONNX asks for unique node names, onnxruntime refuses the file; the
+    # importer takes it): three layers, "c", "c_", "c__", each with its node's weights (before:
+    # three layers "c", whose weights a compiled model stores under one name), computing what the
+    # file with names of their own computes
+    nodes, inits = _dup_nodes(["c", "c", "c"])
+    net, _ = _import_and_float(tmp_path, nodes, inits, (1, 8, 8), ref=_dup_nodes(["c1", "c2", "g"])[0])
+    engine = [la for la in net.layers if la.kind != "host"]
+    assert [la.name for la in engine] == ["c", "c_", "c__"]
+    assert [la.w.shape[:2] for la in engine] == [(4, 1), (4, 4), (10, 256)]
+
+
+def test_a_file_tensor_named_like_the_importers_map_keeps_its_place(tmp_path):
+    # a 1-D conv "c" runs as a 2-D map (tensors c/map, c/map_out): the file's ReLU output is called c/map
+    inits = [_init("w1", (4, 1, 3)), _init("w3", (10, 32))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["y1"], name="c", pads=[1, 1]),
+             helper.make_node("Relu", ["y1"], ["c/map"], name="r"),
+             helper.make_node("Flatten", ["c/map"], ["f"], name="fl"),
+             helper.make_node("Gemm", ["f", "w3"], ["y"], name="g", transB=1)]
+    net, _ = _import_and_float(tmp_path, nodes, inits, (1, 8))
+    assert [la.output for la in net.layers][:3] == ["c/map_", "c/map_out", "c/map"]
+
+
+@pytest.mark.slow
+def test_nodes_of_one_name_deploy_as_the_same_file_with_names_of_their_own(tmp_path):
+    # on the emulator: the file with three nodes named "c" gives the bits of the same file named c1, c2, g
+    import hlsnn
+    x = RNG.standard_normal((4, 1, 8, 8)).astype(np.float32)
+    outs = []
+    for stem, names in (("dup", ["c", "c", "c"]), ("own", ["c1", "c2", "g"])):
+        nodes, inits = _dup_nodes(names)
+        # the same weights in both files
+        inits = [numpy_helper.from_array(np.random.default_rng(i).standard_normal(numpy_helper.to_array(t).shape)
+                                         .astype(np.float32) * 0.3, t.name) for i, t in enumerate(inits)]
+        path = save_net(tmp_path / f"{stem}.onnx", nodes, inits, stem, ("N", 1, 8, 8))
+        outs.append(hlsnn.load(compile_onnx(tmp_path, stem, path, "twohot"), "emu", network=False)(x))
+    np.testing.assert_array_equal(outs[0], outs[1])

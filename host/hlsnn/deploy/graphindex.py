@@ -62,6 +62,25 @@ def tensor_names(g):
     return taken
 
 
+def layer_names(g):
+    """``name(node)``: the importer's layer name of a node of ``g``: its name (or, unnamed, its
+    first output's), with ``_`` appended where an earlier node of ``g`` has the same one, or a
+    later node has it as its own (a file's duplicate node names, or a node named like another's
+    output, would otherwise give two layers of one name: one's weights stored over the other's)."""
+    bases = [n.name or (n.output[0] if n.output else "") for n in g.node]
+    taken, names = set(bases), {}
+    seen = set()
+    for n, base in zip(g.node, bases):
+        name = base
+        if base in seen:
+            while name in taken:
+                name += "_"
+            taken.add(name)
+        seen.add(base)
+        names[tuple(n.output)] = name
+    return lambda node: names.get(tuple(node.output), node.name or node.output[0])
+
+
 def node_names(g):
     """``fresh(base)`` for new nodes' names: ``base`` with ``_`` appended until no node of ``g``
     (as it is now) and no earlier name of this ``fresh`` has it. The importer names its layers
