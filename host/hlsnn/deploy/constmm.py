@@ -18,6 +18,8 @@ rule takes a ``MatMul`` by a constant *second* operand (the weight); this pre-pa
   -1.4 points from float with the block-diagonal GEMM, -0.6 with one per head).
 
 The moves are per-sample ``SwMove`` layers and the ``MatMul`` an engine layer like any other.
+The new tensors are named ``{node}/constmm_{what}``, with ``_`` appended where the file already
+has the name (:func:`hlsnn.deploy.graphindex.copy_fresh`).
 Constants are found by evaluating, in graph order, each node whose inputs are all constants
 (``fold``, the importer's own constant folding).
 """
@@ -76,12 +78,10 @@ def rewrite(model, fs, fold):
             consts[n.output[0]] = v
     if not targets:
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     plans = {}
     for n in targets:
-        plan = _plan(n, np.asarray(consts[n.input[0]], np.float64), fs)
+        plan = _plan(n, np.asarray(consts[n.input[0]], np.float64), fs, fresh)
         if plan is not None:
             plans[n.output[0]] = plan
     if not plans:
@@ -101,8 +101,9 @@ def rewrite(model, fs, fold):
     return m
 
 
-def _plan(node, c, fs):
-    """(nodes, initializers, {tensor: per-sample shape}) replacing ``node`` = ``c @ X``, or None."""
+def _plan(node, c, fs, fresh):
+    """(nodes, initializers, {tensor: per-sample shape}) replacing ``node`` = ``c @ X``, or None;
+    ``fresh``: new tensor names (:func:`hlsnn.deploy.graphindex.copy_fresh`)."""
     from onnx import helper, numpy_helper
     x, y = node.input[1], node.output[0]
     sx, sy = fs.get(x), fs.get(y)
@@ -112,8 +113,13 @@ def _plan(node, c, fs):
     m_ = c.shape[-2]
     if c.shape[-1] != k:
         return None
-    base = node.name or y
-    name = lambda s: f"{base}/constmm_{s}"               # noqa: E731
+    base, made = node.name or y, {}
+
+    def name(s):                                         # one fresh name per role, the same on each use
+        if s not in made:
+            made[s] = fresh(f"{base}/constmm_{s}")
+        return made[s]
+
     if c.ndim == 2 or int(np.prod(c.shape[:-2])) == 1:
         c2 = c.reshape(c.shape[-2:])
         perm = list(range(len(sx) - 2)) + [len(sx) - 1, len(sx) - 2]

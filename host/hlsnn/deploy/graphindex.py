@@ -31,24 +31,73 @@ def shapes(model, data_prop=False, symbols=False, declared=False):
 
 def copy_fresh(model):
     """``(m, fresh)``: a copy of ``model`` for a rewrite to edit, and ``fresh(base)``, a name for a
-    new tensor: ``base``, with ``_`` appended until no initializer, node output or graph input of
-    the copy as it was, and no earlier ``fresh`` name, has it (:mod:`hlsnn.deploy.gatherup2d`,
-    :mod:`hlsnn.deploy.repeatup`, :mod:`hlsnn.deploy.unshuffle`, :mod:`hlsnn.deploy.bnforward`,
-    :mod:`hlsnn.deploy.pixelshuffle`, :mod:`hlsnn.deploy.subneg`, :mod:`hlsnn.deploy.ecafold`,
-    :mod:`hlsnn.deploy.shufflefold`)."""
+    new tensor: ``base``, with ``_`` appended until no tensor of the copy as it was (an
+    initializer, graph input, output or ``value_info``, a node's input or output, also inside a
+    node's subgraphs, which :mod:`hlsnn.deploy.iffold` inlines) and no earlier ``fresh`` name has
+    it (:mod:`hlsnn.deploy.gatherup2d`, :mod:`hlsnn.deploy.repeatup`, :mod:`hlsnn.deploy.unshuffle`,
+    :mod:`hlsnn.deploy.bnforward`, :mod:`hlsnn.deploy.pixelshuffle`, :mod:`hlsnn.deploy.subneg`,
+    :mod:`hlsnn.deploy.ecafold`, :mod:`hlsnn.deploy.shufflefold`, :mod:`hlsnn.deploy.splitconv`,
+    :mod:`hlsnn.deploy.torchdecomp`, :mod:`hlsnn.deploy.constmm`, :mod:`hlsnn.deploy.meanfold`). A
+    user's file may hold any name: a new tensor that took one would be a second tensor of that
+    name (the wrong weights, or a graph onnx refuses)."""
     import onnx
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    g = m.graph
-    taken = {t.name for t in g.initializer} | {o for n in g.node for o in n.output} | {i.name for i in g.input}
+    return m, namer(tensor_names(m.graph))
 
+
+def tensor_names(g):
+    """Every tensor name graph ``g`` uses, its nodes' subgraphs included (:func:`copy_fresh`)."""
+    import onnx
+    taken = {t.name for t in g.initializer} | {v.name for v in list(g.input) + list(g.output) + list(g.value_info)}
+    for n in g.node:
+        taken.update(n.input)
+        taken.update(n.output)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                taken |= tensor_names(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    taken |= tensor_names(sub)
+    return taken
+
+
+def layer_names(g):
+    """``name(node)``: the importer's layer name of a node of ``g``: its name (or, unnamed, its
+    first output's), with ``_`` appended where an earlier node of ``g`` has the same one, or a
+    later node has it as its own (a file's duplicate node names, or a node named like another's
+    output, would otherwise give two layers of one name: one's weights stored over the other's)."""
+    bases = [n.name or (n.output[0] if n.output else "") for n in g.node]
+    taken, names = set(bases), {}
+    seen = set()
+    for n, base in zip(g.node, bases):
+        name = base
+        if base in seen:
+            while name in taken:
+                name += "_"
+            taken.add(name)
+        seen.add(base)
+        names[tuple(n.output)] = name
+    return lambda node: names.get(tuple(node.output), node.name or node.output[0])
+
+
+def node_names(g):
+    """``fresh(base)`` for new nodes' names: ``base`` with ``_`` appended until no node of ``g``
+    (as it is now) and no earlier name of this ``fresh`` has it. The importer names its layers
+    after the nodes, so a new node does not take a user's node's name."""
+    return namer({n.name for n in g.node if n.name})
+
+
+def namer(taken):
+    """``fresh(base)``: ``base``, with ``_`` appended until it is not in ``taken``; each name
+    given is added to ``taken``."""
     def fresh(base):
         while base in taken:
             base += "_"
         taken.add(base)
         return base
 
-    return m, fresh
+    return fresh
 
 
 def constants(g):

@@ -93,6 +93,8 @@ def rewrite(model):
     m = onnx.ModelProto()
     m.CopyFrom(model)
     new = []
+    from .graphindex import node_names
+    node_name = node_names(m.graph)            # an Identity's name: none a node of the file has
     for n, orig in zip(m.graph.node, g.node):
         if id(orig) not in taken:
             new.append(n)
@@ -111,7 +113,7 @@ def rewrite(model):
             new.append(c)
         for o, out in rename.items():
             if out not in made:                       # the branch returns an outer tensor itself
-                new.append(helper.make_node("Identity", [o], [out], name=f"{n.name or out}/taken"))
+                new.append(helper.make_node("Identity", [o], [out], name=node_name(f"{n.name or out}/taken")))
     del m.graph.node[:]
     m.graph.node.extend(new)
     return m

@@ -31,7 +31,9 @@ def _keepdims(node):
 
 def rewrite(model):
     """``model`` with each spatial ``ReduceMean`` pair as one mean over axes (2, 3) (module
-    docstring); the same model when it has none."""
+    docstring), a copy (``model`` itself is not changed); the same model when it has none. From
+    opset 18 on the axes are an initializer, ``{output}__meanfold_axes`` (``_`` appended where the
+    file has that name: :func:`hlsnn.deploy.graphindex.copy_fresh`)."""
     from onnx import helper, numpy_helper
     g = model.graph
     means = [n for n in g.node if n.op_type == "ReduceMean"]
@@ -60,12 +62,13 @@ def rewrite(model):
     if not pairs:
         return model
     drop = {id(f) for f in pairs.values()}
+    m, fresh = graphindex.copy_fresh(model)
     nodes = []
-    for n in g.node:
-        if id(n) in drop:
+    for n, orig in zip(m.graph.node, g.node):
+        if id(orig) in drop:
             continue
-        if id(n) in pairs:
-            first = pairs[id(n)]
+        if id(orig) in pairs:
+            first = pairs[id(orig)]
             n = helper.make_node("ReduceMean", [first.input[0]], list(n.output), name=n.name or first.name,
                                  axes=[2, 3], keepdims=_keepdims(n))
         nodes.append(n)
@@ -74,13 +77,13 @@ def rewrite(model):
         extra = []
         for n in nodes:
             if n.op_type == "ReduceMean" and any(a.name == "axes" for a in n.attribute):
-                name = f"{n.output[0]}__meanfold_axes"
+                name = fresh(f"{n.output[0]}__meanfold_axes")
                 extra.append(numpy_helper.from_array(np.array([2, 3], np.int64), name))
                 keep = [a for a in n.attribute if a.name != "axes"]
                 del n.attribute[:]
                 n.attribute.extend(keep)
                 n.input.append(name)
-        g.initializer.extend(extra)
-    del g.node[:]
-    g.node.extend(nodes)
-    return model
+        m.graph.initializer.extend(extra)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    return m

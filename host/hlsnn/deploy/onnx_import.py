@@ -90,9 +90,11 @@ import numpy as np
 from ..errors import InputError, MissingDependency, ModelError, UnsupportedModelError
 from . import import_rules as rules
 from . import bnforward, chomp, maxleaky, constmm, gatherup2d, noopslice, ecafold, shufflefold, iffold, meanfold, qimport, repeatup, samplewise, shapefold, splitconv, subneg, torchdecomp, unshuffle, pixelshuffle
+from . import graphindex
 from .graph import Layer, Network
-from .onnx_nodes import (_conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims, _explicit_pads,
-                         _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes, _zipmap_unsupported)
+from .onnx_nodes import (_check_layer_names, _conv1d_unsupported, _conv_transpose, _conv_unsupported, _dims,
+                         _explicit_pads, _host_unsupported, _matmul_rows, _one_d_as_2d, _rows_as_maps, _shapes,
+                         _zipmap_unsupported)
 
 #: the most values an initializer may hold (32 Mi: far beyond any model an FPGA of hlsnn's boards holds)
 MAX_INITIALIZER_ELEMENTS = 1 << 25
@@ -335,10 +337,13 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
 
     layers, unsupported, produced = [], [], {}
     skip = set()
+    layer_name = graphindex.layer_names(g)
+    # the importer's own names ({layer}/stuffed, {layer}/map ...): none a tensor or layer of the file has
+    fresh = graphindex.namer(graphindex.tensor_names(g) | {layer_name(n) for n in g.node})
 
     def reject(node, why):
         """An unsupported node: listed in the error, or (host_fallback) run on the host."""
-        name = node.name or node.output[0]
+        name = layer_name(node)
         if not host_fallback or len([o for o in node.output if o]) != 1:
             unsupported.append((name, node.op_type, why))
             return
@@ -358,7 +363,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
     for node in g.node:
         if id(node) in skip or id(node) not in needed:
             continue
-        name = node.name or node.output[0]
+        name = layer_name(node)
         op = node.op_type
         a = _attrs(node)
         if op == "Constant":
@@ -401,7 +406,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         parts = samplewise.split(node, a, fs) if fs is not None and op == "Split" else None
         if parts:                                   # one exact move per output (q, k, v of a fused Linear)
             for i, (sop, sins, sout, sat) in enumerate(parts):
-                layers.append(Layer(f"{name}/{i}", "host", sins, sout, op=sop, attrs=sat))
+                layers.append(Layer(fresh(f"{name}/{i}"), "host", sins, sout, op=sop, attrs=sat))
                 produced[sout] = layers[-1]
             continue
         sw = None if fs is None else samplewise.rule(node, op, a, consts, fs,
@@ -534,7 +539,7 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
                     continue
             src, out = node.input[0], node.output[0]
             if strides != (1, 1):              # the stride's zeros between the pixels: an exact host op
-                stuff = Layer(f"{name}/zero_stuff", "host", [src], f"{name}/stuffed", op="ZeroStuff",
+                stuff = Layer(fresh(f"{name}/zero_stuff"), "host", [src], fresh(f"{name}/stuffed"), op="ZeroStuff",
                               attrs={"strides": strides, "map_1d": True} if one_d else {"strides": strides})
                 layers.append(stuff)
                 produced[stuff.output] = stuff
@@ -642,13 +647,14 @@ def load_onnx(path, *, host_fallback=False, output=None) -> Network:
         raise UnsupportedModelError(str(path), unsupported)
     from .catfold import fold as fold_after_concat
     layers = fold_after_concat(layers, output)   # bn(cat(convs)) (and its Relu) into each branch's conv
-    layers = _rows_as_maps(layers, output)
+    layers = _rows_as_maps(layers, output, fresh)
     from .unaryfuse import fuse
     layers = fuse(layers, output)                # x * g(x) chains as one unary op (GELU at opset 17)
     from .actup import rewrite as act_before_upsample
     layers = act_before_upsample(layers, output)  # act(up(x)) as up(act(x)): the act where a rule reads it
     if output not in produced and output != graph_inputs[0].name:
         raise InputError(f"{path}: cannot trace the graph output {output!r} to a layer")
+    _check_layer_names(path, layers)
     input_shape = _dims(graph_inputs[0])
     if input_shape and input_shape[0] == 1:
         # an export with the batch fixed at 1 (torch.onnx.export's default): the leading 1 is the

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ModelError
 from .graph import Layer
 
 
@@ -41,7 +42,7 @@ def _matmul_rows(shape, k):
     return lead
 
 
-def _rows_as_maps(layers, output):
+def _rows_as_maps(layers, output, fresh=lambda name: name):
     """A dense layer on a tensor of rank > 2 (``attrs["rows"]``, a token-wise ``MatMul``)
     becomes the same GEMM over all its rows, exactly, as a 1x1 convolution: the rows of each
     sample, ``(*lead, K)``, are the ``L = prod(lead)`` pixels of a ``K x L x 1`` map
@@ -56,13 +57,15 @@ def _rows_as_maps(layers, output):
     1)`` map and gives back ``(N, Z, L')``: two ``Reshape`` host ops around it, which move no
     value, and cancel out the same way between 1-D convolutions. So does a host op marked
     ``map_1d`` (a 1-D transposed convolution's ``ZeroStuff``, a nearest ``Upsample`` of the
-    length), which then runs on the map as its 2-D form."""
+    length), which then runs on the map as its 2-D form. ``fresh(base)`` names the new layers and
+    tensors (:func:`hlsnn.deploy.graphindex.namer` of the file's names: ``base``, with ``_``
+    appended where the file has it)."""
     out = []
     for la in layers:
         if (la.kind == "conv" and la.attrs.get("conv1d")) or la.attrs.get("map_1d"):
-            to_map = Layer(f"{la.name}/as_2d", "host", list(la.inputs), f"{la.name}/map", op="Reshape",
+            to_map = Layer(fresh(f"{la.name}/as_2d"), "host", list(la.inputs), fresh(f"{la.name}/map"), op="Reshape",
                            attrs={"shape": (0, 0, -1, 1), "to_2d": True})
-            back = Layer(f"{la.name}/as_1d", "host", [f"{la.name}/map_out"], la.output, op="Reshape",
+            back = Layer(fresh(f"{la.name}/as_1d"), "host", [fresh(f"{la.name}/map_out")], la.output, op="Reshape",
                          attrs={"shape": (0, 0, -1), "to_1d": True})
             if la.is_engine:                 # the file's tensor of this output, (N, Z, L): --per-layer's reference
                 la.attrs = dict(la.attrs, file_output=(la.output, "1d"))
@@ -75,11 +78,12 @@ def _rows_as_maps(layers, output):
         lead = la.attrs["rows"]
         n, k = la.w.shape
         length = int(np.prod(lead)) if -1 not in lead else None
-        to_map = Layer(f"{la.name}/rows_to_map", "host", list(la.inputs), f"{la.name}/map", op="RowsToMap")
-        conv_l = Layer(la.name, "conv", [to_map.output], f"{la.name}/map_out", op=la.op,
+        to_map = Layer(fresh(f"{la.name}/rows_to_map"), "host", list(la.inputs), fresh(f"{la.name}/map"),
+                       op="RowsToMap")
+        conv_l = Layer(la.name, "conv", [to_map.output], fresh(f"{la.name}/map_out"), op=la.op,
                        w=la.w.reshape(n, k, 1, 1), b=la.b, relu=la.relu, pads=(0, 0, 0, 0), folded=la.folded,
                        in_hw=None if length is None else (length, 1), attrs={"file_output": (la.output, "rows")})
-        back = Layer(f"{la.name}/map_to_rows", "host", [conv_l.output], la.output, op="MapToRows",
+        back = Layer(fresh(f"{la.name}/map_to_rows"), "host", [conv_l.output], la.output, op="MapToRows",
                      attrs={"lead": lead})
         out += [to_map, conv_l, back]
     readers = {}
@@ -262,3 +266,16 @@ def _host_unsupported(op, a, node, consts):
 def _dims(vi):
     t = vi.type.tensor_type
     return tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+
+
+def _check_layer_names(path, layers):
+    """A clear error where two layers would have one name or one output: a name the file holds
+    that the importer also makes (``{layer}/map``, ``{layer}/stuffed``, ...) would otherwise wire one
+    layer's output into another's place."""
+    names, outs = set(), set()
+    for la in layers:
+        for what, v, seen in (("layer", la.name, names), ("tensor", la.output, outs)):
+            if v in seen:
+                raise ModelError(f"{path}: the importer's {what} name {v!r} is also a name in the file; "
+                                 f"rename that node or tensor in the file")
+            seen.add(v)

@@ -171,7 +171,9 @@ def strip(model, path=None):
             users.setdefault(i, []).append(n)
     graph_out = {o.name for o in g.output}
     from onnx import helper
+    from .graphindex import node_names
     notes, drop, new_inits, alias, relus = {}, set(), [], {}, []
+    node_name = node_names(g)                  # the Relus' names: none a node of the file has
     for n in g.node:
         if n.op_type != "DequantizeLinear" or n.input[0] not in consts:
             continue
@@ -211,7 +213,8 @@ def strip(model, path=None):
         for u in outs:
             drop.add(id(u))
             if np.all(lowest == 0):     # the range starts at 0: the saturation is a ReLU (onnxruntime drops Relu)
-                relus.append(helper.make_node("Relu", [n.input[0]], [u.output[0]], name=f"{u.output[0]}_relu"))
+                relus.append(helper.make_node("Relu", [n.input[0]], [u.output[0]],
+                                              name=node_name(f"{u.output[0]}_relu")))
             else:
                 alias[u.output[0]] = n.input[0]
 

@@ -17,11 +17,15 @@ The part sizes come from ``Split``'s ``split`` input (opset 13+), its ``split`` 
 (before), or ``num_outputs`` / the number of outputs (equal parts, the last one smaller when
 the channels do not divide, as ONNX defines); a ``Slice``'s from its constant bounds (step 1).
 Anything else (a split of another axis, a conv output read elsewhere too, an ungrouped weight of
-more than 2**20 values) is left as it is.
+more than 2**20 values) is left as it is. The new weights and nodes are named ``{conv}/{part}/{start}_{stop}``
+(``/w``, ``/b``), with ``_`` appended where the file already has the name
+(:func:`hlsnn.deploy.graphindex.copy_fresh`).
 """
 from __future__ import annotations
 
 import numpy as np
+
+from . import graphindex
 
 
 def _attr(node, name, default=None):
@@ -111,11 +115,10 @@ def rewrite(model):
     """``model`` with each split conv rewritten (a copy), or ``model`` itself without one."""
     if not any(n.op_type in ("Split", "Slice") for n in model.graph.node):
         return model
-    import onnx
     from onnx import helper, numpy_helper
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+    m, fresh = graphindex.copy_fresh(model)
     g = m.graph
+    names = (fresh, graphindex.node_names(g))
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     for n in g.node:
         if n.op_type == "Constant" and _attr(n, "value") is not None:
@@ -137,7 +140,7 @@ def rewrite(model):
             continue
         src = conv.output[0]
         if conv.op_type == "Gemm":
-            gemm = _split_gemm(conv, consts, readers.get(src, []), users.get(src), g)
+            gemm = _split_gemm(conv, consts, readers.get(src, []), users.get(src), g, names)
             if gemm is not None:
                 replace[id(conv)], dropped = gemm
                 drop.update(dropped)
@@ -160,12 +163,12 @@ def rewrite(model):
         for r, outs in zip(rs, rows):
             for o, sl in outs:
                 base = f"{conv.name or src}/{r.name or o}/{sl.start}_{sl.stop}"
-                g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w[sl]), f"{base}/w"))
-                ins = [conv.input[0], f"{base}/w"]
+                ins = [conv.input[0], fresh(f"{base}/w")]
+                g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w[sl]), ins[1]))
                 if b is not None:
-                    g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(np.asarray(b)[sl]), f"{base}/b"))
-                    ins.append(f"{base}/b")
-                node = helper.make_node("Conv", ins, [o], name=base)
+                    ins.append(fresh(f"{base}/b"))
+                    g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(np.asarray(b)[sl]), ins[2]))
+                node = helper.make_node("Conv", ins, [o], name=names[1](base))
                 node.attribute.extend(attrs)
                 parts.append(node)
             drop.add(id(r))
@@ -182,11 +185,12 @@ def rewrite(model):
     return m
 
 
-def _split_gemm(gemm, consts, rs, n_users, g):
+def _split_gemm(gemm, consts, rs, n_users, g, names):
     """A ``Gemm`` (``transA`` 0, constant ``B`` and ``C``) whose outputs' features only a ``Split`` /
     ``Slice`` of axis 1 reads (``a, b = linear(x).chunk(2, dim=-1)``, a GLU of a ``Linear``): one
     ``Gemm`` per part, of ``B``'s columns (rows with ``transB``) and ``C``'s values of that part.
-    ``(new nodes, ids of the dropped readers)`` or None."""
+    ``(new nodes, ids of the dropped readers)`` or None. ``names``: :func:`rewrite`'s new tensor
+    and node names (:func:`hlsnn.deploy.graphindex.copy_fresh`, :func:`~hlsnn.deploy.graphindex.node_names`)."""
     from onnx import helper, numpy_helper
     src = gemm.output[0]
     if _attr(gemm, "transA", 0) or not rs or len(rs) != n_users or any(r.input[0] != src for r in rs):
@@ -210,14 +214,13 @@ def _split_gemm(gemm, consts, rs, n_users, g):
     for r, outs in zip(rs, rows):
         for o, sl in outs:
             base = f"{gemm.name or src}/{r.name or o}/{sl.start}_{sl.stop}"
-            g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w[sl] if trans else w[:, sl]),
-                                                         f"{base}/w"))
-            ins = [gemm.input[0], f"{base}/w"]
+            ins = [gemm.input[0], names[0](f"{base}/w")]
+            g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(w[sl] if trans else w[:, sl]), ins[1]))
             if c is not None:
                 cp = c.reshape(-1)[sl] if c.size == feats else c.reshape(-1)
-                g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(cp), f"{base}/b"))
-                ins.append(f"{base}/b")
-            node = helper.make_node("Gemm", ins, [o], name=base)
+                ins.append(names[0](f"{base}/b"))
+                g.initializer.append(numpy_helper.from_array(np.ascontiguousarray(cp), ins[2]))
+            node = helper.make_node("Gemm", ins, [o], name=names[1](base))
             node.attribute.extend(gemm.attribute)
             parts.append(node)
         dropped.add(id(r))

@@ -49,11 +49,10 @@ def rewrite(model):
     """``model`` with the patterns above rewritten (a copy), or ``model`` itself without them."""
     if not any(n.op_type in ("Einsum", "GatherND", "Expand", "Clip", "Where") for n in model.graph.node):
         return model
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    _einsums(m.graph)
-    _gather_resizes(m)
+    m, fresh = graphindex.copy_fresh(model)
+    names = (fresh, graphindex.node_names(m.graph))
+    _einsums(m.graph, names)
+    _gather_resizes(m, names)
     _expands(m)
     _hard_sigmoids(m.graph)
     _softplus_thresholds(m.graph)
@@ -269,8 +268,12 @@ def einsum_plan(equation, swap=False):
     return swap, ident(pa), ident(pb), ident(po)
 
 
-def _einsums(g):
+def _einsums(g, names):
+    """Each matrix-product ``Einsum`` as ``MatMul`` and ``Transpose`` nodes; ``names``: new tensor
+    and node names (:func:`hlsnn.deploy.graphindex.copy_fresh`, :func:`~hlsnn.deploy.graphindex.node_names`;
+    the node computing the output keeps the ``Einsum``'s name)."""
     from onnx import helper
+    fresh, fresh_node = names
     consts = _consts(g)
     new, changed = [], False
     for n in g.node:
@@ -287,13 +290,15 @@ def _einsums(g):
         x, y = (n.input[1], n.input[0]) if swap else (n.input[0], n.input[1])
         base = n.name or n.output[0]
         if pa is not None:
-            new.append(helper.make_node("Transpose", [x], [f"{base}/a_t"], name=f"{base}/a_t", perm=pa))
-            x = f"{base}/a_t"
+            t = fresh(f"{base}/a_t")
+            new.append(helper.make_node("Transpose", [x], [t], name=fresh_node(t), perm=pa))
+            x = t
         if pb is not None:
-            new.append(helper.make_node("Transpose", [y], [f"{base}/b_t"], name=f"{base}/b_t", perm=pb))
-            y = f"{base}/b_t"
-        mm = n.output[0] if po is None else f"{base}/mm"
-        new.append(helper.make_node("MatMul", [x, y], [mm], name=base if po is None else f"{base}/mm"))
+            t = fresh(f"{base}/b_t")
+            new.append(helper.make_node("Transpose", [y], [t], name=fresh_node(t), perm=pb))
+            y = t
+        mm = n.output[0] if po is None else fresh(f"{base}/mm")
+        new.append(helper.make_node("MatMul", [x, y], [mm], name=base if po is None else fresh_node(mm)))
         if po is not None:
             new.append(helper.make_node("Transpose", [mm], [n.output[0]], name=base, perm=po))
     if changed:
@@ -390,8 +395,9 @@ def _resize_for(mat, shape):
     return None
 
 
-def _gather_resizes(model):
+def _gather_resizes(model, names):
     from onnx import helper, numpy_helper
+    fresh = names[0]
     g = model.graph
     if not any(n.op_type == "GatherND" for n in g.node):
         return
@@ -417,13 +423,12 @@ def _gather_resizes(model):
             return
         mode, coord, nearest, scales, sizes = how
         base = at.name or out
-        names = [f"{base}/roi", f"{base}/scales", f"{base}/sizes"]
-        g.initializer.extend([numpy_helper.from_array(np.zeros(0, np.float32), names[0]),
-                              numpy_helper.from_array(np.zeros(0, np.float32) if scales is None else scales, names[1])])
-        ins = [x, names[0], names[1]]
+        ins = [x, fresh(f"{base}/roi"), fresh(f"{base}/scales")]
+        g.initializer.extend([numpy_helper.from_array(np.zeros(0, np.float32), ins[1]),
+                              numpy_helper.from_array(np.zeros(0, np.float32) if scales is None else scales, ins[2])])
         if sizes is not None:
-            g.initializer.append(numpy_helper.from_array(sizes, names[2]))
-            ins.append(names[2])
+            ins.append(fresh(f"{base}/sizes"))
+            g.initializer.append(numpy_helper.from_array(sizes, ins[3]))
         kw = dict(mode=mode, coordinate_transformation_mode=coord)
         if nearest:
             kw["nearest_mode"] = nearest
