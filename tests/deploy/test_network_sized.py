@@ -212,8 +212,10 @@ def test_the_sizer_sizes_within_the_fit_checks_margins():
     for b in BOARDS:
         board = load_board(b)
         for pz, ks in ((16, 5), (8, 3), (6, 7), (32, 5)):
-            for scale in (1.0, 0.5):
-                res = {k: int(v * scale) for k, v in board.resources.items()}
+            # the board, half of it, and its LUTs alone at 95 % (the PYNQ-Z2's S = 2 nominal kernel is
+            # then 87 % of the LUTs: a sizer at 90 % took it, the check refuses it)
+            for scale in ({"*": 1.0}, {"*": 0.5}, {"lut": 0.95}):
+                res = {k: int(v * scale.get(k, scale.get("*", 1.0))) for k, v in board.resources.items()}
                 brd = type("B", (), {"resources": res, "ps": board.ps})()
                 p = {"max_z": pz, "max_ksize": ks}
                 shape = netsize.size(p, brd)
