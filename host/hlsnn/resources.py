@@ -298,6 +298,15 @@ def utilization(res: dict, board_resources) -> dict:
     return out
 
 
+def within_margins(used: dict, board_resources, keys=None) -> bool:
+    """The fit check: every resource of ``used`` (``keys``, default :data:`MARGINS`'s) at most
+    its :data:`MARGINS` share of ``board_resources`` (a resource without a margin: the board's
+    whole). ``hlsnn perf``'s "fits" and the board-sized kernel's sizing
+    (:func:`hlsnn.engines.sparse_cluster.netsize.size`) both apply it."""
+    return all(used.get(k, 0) <= MARGINS.get(k, 1.0) * board_resources.get(k, 0)
+               for k in (keys or MARGINS) if used.get(k, 0))
+
+
 def over_margin(est: dict, board_resources) -> list:
     """Resources above :data:`MARGINS`: ``[(resource, used, limit), ...]``."""
     bad = []

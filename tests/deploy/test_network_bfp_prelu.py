@@ -131,6 +131,30 @@ def test_the_slope_roms_are_a_rom_per_bank_and_lut_pixels_schedules_at_ii_1(nets
     assert loops["LutPixels"] == 1, loops
 
 
+def test_the_model_partitions_every_array_as_the_cpp_declares(nets, tmp_path):
+    """Every array of the bfp network kernel's resource model is partitioned as the rendered C++'s
+    ARRAY_PARTITION pragmas declare it (read here from the C++): the tap tables' ``cyclic
+    factor = 2`` included (the model listed them unpartitioned), and a model array the C++ does
+    not partition is unpartitioned."""
+    import re
+    from hlsnn.deploy import program as netmode
+    from hlsnn.engines.bfp_systolic.network import kernel as bk, perf as bfpperf
+    from hlsnn.network import artifact
+    net = netmode.lower(*artifact.read(nets[False]))
+    t = bk.render(net, tmp_path)[2]
+    declared = {}
+    for m in re.finditer(r"#pragma HLS ARRAY_PARTITION variable = (\w+)(?: dim = (\d+))? (complete|cyclic factor = (\d+))",
+                         (tmp_path / "network.cpp").read_text()):
+        how = "complete" if m.group(3) == "complete" else f"cyclic {m.group(4)}"
+        declared.setdefault(m.group(1), set()).add((int(m.group(2) or 1), how))
+    bufs = bfpperf.buffers(net, t)[0]
+    assert {"kTapOff", "kTapC0", "kPSlope", "act", "kWeights"} <= {b.name for b in bufs}
+    for b in bufs:
+        assert set(b.partition) == declared.get(b.name, set()), b.name
+    tap, = [b for b in bufs if b.name == "kTapOff"]
+    assert tap.banks_and_depth() == (2, -(-len(t["taps"]) // 2))
+
+
 # --------------------------------------------------------------------------- rule 9w
 
 def test_rule_9w_is_the_exact_product():

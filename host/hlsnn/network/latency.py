@@ -293,9 +293,8 @@ def network_model(path, *, board=None, batch=1, host="c", input_dtype="float32")
     }
     res = perf.resources(net, t, cfg.board.ps)
     have = cfg.board.resources
-    from ..resources import MARGINS           # the margins every config is checked against
-    res["fits"] = all(res[k] <= MARGINS.get(k, 1.0) * have.get(k, 0) for k in ("bram36", "uram", "dsp", "lut", "ff")
-                      if res[k])
+    from ..resources import within_margins    # the margins every config is checked against
+    res["fits"] = within_margins(res, have, ("bram36", "uram", "dsp", "lut", "ff"))
     return {"model": prog["name"], "assignment": prog["assignment"], "path": "network", "board": name,
             "cpu": b["cpu"], "batch": batch, **tot, **windows, "layers": layers,
             "host_only_layers": [j["name"] for j in net.host_after],

@@ -36,7 +36,8 @@ it; ``notes`` says why):
     unrolled inner loop of ``T`` iterations repeats its assignments ``T`` times; a register that
     only sums, ``x += a`` under conditions or not, carries one adder: the compiler folds the
     conditions into the operands and reassociates integer sums into a tree), timed with
-    :mod:`~hlsnn.perf.timing`'s operator delays against the clock's budget: II = ceil(delay / budget).
+    :mod:`~hlsnn.perf.timing`'s operator delays against the clock's budget: II = ceil(delay / budget)
+    (:mod:`hlsnn.perf.recurrence`).
 ``m_axi``
     an access to an ``m_axi`` port under a condition or at an index that is not affine in the
     loop's counter cannot be inferred as a burst: each is a single transaction, and with
@@ -56,8 +57,9 @@ import math
 import re
 from pathlib import Path
 
-from .cparse import (_MEMO, _Consts, _Loop, _bits, _children, _id, _instantiation_file, _kind, _op, _pragmas, _refs,
-                     _renamed, _root, _strip, _text, _tokens, _trip, cindex, parse_args, plain_data)
+from . import recurrence
+from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file, _kind, _op, _pragmas, _renamed, _root,
+                     _strip, _text, _tokens, _trip, cindex, parse_args, plain_data)
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
 #: read (one cycle of latency) and the store of the value computed from it in the next cycle
@@ -257,35 +259,7 @@ class Kernel:
         bounds["dependence"] = dep
         # ------------------------------------------------------------- register recurrences
         budget = timing.budget_ns(clock_mhz)
-        chains = {}
-        for var, rhs, op, mult, cond_, typ in assigns:
-            if var == lp.var:
-                continue
-            bits = _bits(typ, self.consts)
-            ch = self._chain(var, rhs, op, bits)
-            if ch is None:
-                chains.pop(var, None)
-                continue
-            if cond_:
-                ch = ch + [("lut", 1)]
-            chains.setdefault(var, []).extend(ch * max(1, mult))
-        reg = 1
-        for var, ch in chains.items():
-            if not ch:
-                continue
-            if all(k in ("add", "lut") for k, _n in ch) and any(k == "add" for k, _n in ch):
-                # a sum (x += a; x += b; ... under conditions or not): the compiler folds the
-                # conditions into the operands and reassociates the integer adds into a tree
-                # (LLVM's InstCombine and Reassociate), so one adder is carried
-                ch = [("carry", max(n for k, n in ch if k == "add"))]
-            ch = [("carry", n) if k == "add" else (k, n) for k, n in ch]
-            t = timing.chain_delay_ns(ch, ps)
-            ii = max(1, math.ceil(t / budget))
-            if ii > 1:
-                notes.append(f"register {var}: {len(ch)} operators in its loop-back, {t:.1f} ns against "
-                             f"{budget:.2f} ns -> II {ii}")
-            reg = max(reg, ii)
-        bounds["register"] = reg
+        bounds["register"] = recurrence.register_bound(assigns, lp.var, self.consts, budget, ps, notes)
         # ------------------------------------------------------------- m_axi
         axi = 1
         for name, idx, rw, mult, uvars, cond_, key in acc:
@@ -556,65 +530,6 @@ class Kernel:
         in_func = lp.func.extent.start.offset <= o <= lp.func.extent.end.offset
         inside = s <= o <= e
         return in_func and not inside and _kind(d) == "VAR_DECL" and not d.type.is_const_qualified()
-
-    def _chain(self, var, rhs, op, bits):
-        """The operators between ``var``'s register and its new value (None: the assignment
-        does not read ``var``, so it starts a new chain)."""
-        base = {"+=": [("add", bits)], "-=": [("add", bits)], "|=": [("lut", 1)], "&=": [("lut", 1)],
-                "^=": [("lut", 1)], "<<=": [], ">>=": []}
-        if op != "=":
-            extra = self._path(var, rhs, bits) if rhs is not None else []
-            return base.get(op, [("lut", 1)]) + (extra or [])
-        if rhs is None or var not in _refs(rhs):
-            return None
-        return self._path(var, rhs, bits) or []
-
-    def _path(self, var, c, bits):
-        """The longest chain of operators from a read of ``var`` up to ``c``."""
-        if c is None or var not in _refs(c):
-            return []
-        k = _kind(c)
-        kids = _children(c)
-        sub = max((self._path(var, x, bits) for x in kids), key=lambda ch: _cost(ch), default=[])
-        if k == "BINARY_OPERATOR":
-            op = _op(c)
-            if op in ("+", "-"):
-                return sub + [("add", bits)]
-            if op in ("<", ">", "<=", ">="):
-                return sub + [("carry", bits)]
-            if op in ("==", "!="):
-                return sub + [("lut", 1 + (bits > 6))]
-            if op in ("&", "|", "^", "&&", "||"):
-                return sub + [("lut", 1)]
-            if op in ("<<", ">>"):
-                amt = kids[1] if len(kids) > 1 else None
-                if amt is not None and self.consts.value(amt) is None:
-                    return sub + [("lut", max(1, math.ceil(math.log(max(bits, 2), 4))))]
-                return sub
-            if op == "*":
-                return sub + [("carry", 2 * bits)]
-            return sub
-        if k == "CONDITIONAL_OPERATOR":
-            return sub + [("lut", 1)]
-        if k == "CALL_EXPR":
-            name = c.spelling.lower()
-            if "max" in name or "min" in name:
-                return sub + [("carry", bits), ("lut", 1)]
-            if name.startswith("operator"):
-                o = name[len("operator"):]
-                if o in ("+", "-"):
-                    return sub + [("add", bits)]
-                if o in ("<", ">", "<=", ">="):
-                    return sub + [("carry", bits)]
-                if o in ("==", "!=", "&", "|", "^", "!"):
-                    return sub + [("lut", 1)]
-                return sub
-            return sub + [("lut", 1)]
-        return sub
-
-
-def _cost(chain):
-    return sum(n if k == "lut" else 1 + n / 16 for k, n in chain)
 
 
 # ------------------------------------------------------------------------------- entry points

@@ -30,8 +30,13 @@ fabric``): :data:`FABRIC_MUL_LUT` LUTs each.
 **Sizing** (:func:`size`, at config load): ``K`` is the most slots whose ``P/2 * K`` DSPs stay
 within :data:`hlsnn.resources.MARGINS` of the board's DSPs, and ``S`` the largest (up to
 :data:`MAX_SUB`) whose kernel, by :func:`estimate` (the same resource model ``hlsnn perf``
-reports, at :data:`NOMINAL_STEPS` steps and :data:`NOMINAL_WORDS` words a bank), keeps LUT
-within :data:`LIMITS` and BRAM and DSP within the margins. The figures are the model's, not a synthesis report.
+reports, at :data:`NOMINAL_STEPS` steps, :data:`NOMINAL_WORDS` words a bank and the widest step
+table word such a program can need, :func:`nominal_tap_bits`), keeps LUT, BRAM and DSP within
+:data:`hlsnn.resources.MARGINS`: the margins the fit check (:func:`hlsnn.resources.within_margins`,
+``hlsnn perf``'s "fits") applies, so the nominal kernel the sizer accepts passes the check. A
+program larger than the nominal one (more steps or words, or extra rules' logic) is checked
+on its own figures and may still be reported over. The figures are the model's, not a
+synthesis report.
 """
 from __future__ import annotations
 
@@ -50,9 +55,6 @@ NOMINAL_STEPS = 256
 NOMINAL_WORDS = 2048
 #: a lane's sum's bits the sizing assumes (ResNet-8 fixed8 needs 23)
 NOMINAL_SUM_BITS = 24
-#: the sizing's share of the board's LUTs: the issue's anchor (fpgaConvNet's ResNet-8 on the XC7Z020
-#: takes 89%); BRAM and DSP keep :data:`hlsnn.resources.MARGINS`
-LIMITS = {"lut": 0.90}
 #: LUTs per DSP of the packed pair: the split's add of the low field's sign (17 bits); the packed
 #: weight ``w1 * 2**16 + w0`` is the DSP's pre-adder's (D + A, 25 bits on a DSP48E1)
 PACK_LUT, PACK_FF = 17, 33
@@ -61,7 +63,7 @@ PACK_LUT, PACK_FF = 17, 33
 def size(p, board, source=None, sub=None) -> dict:
     """``{net_lanes, net_banks, net_sub, net_pack}`` for ``board`` (module docstring); ``sub``
     the config's ``net_sub`` when it gives one (then only ``K`` is sized)."""
-    from ...resources import MARGINS
+    from ...resources import MARGINS, within_margins
     pz = int(p["max_z"])
     if pz % 2:
         from ...errors import ConfigError
@@ -73,8 +75,9 @@ def size(p, board, source=None, sub=None) -> dict:
         shape = dict(net_lanes=pz, net_banks=pz, net_sub=s, net_pack=min(pz * s, dsp // (pz // 2)))
         if sub:
             return shape
-        e = estimate(shape, board.ps, NOMINAL_STEPS, NOMINAL_WORDS, NOMINAL_WORDS, NOMINAL_SUM_BITS, 24)
-        if all(e[r] <= LIMITS.get(r, MARGINS[r]) * res.get(r, 0) for r in ("lut", "bram36", "dsp")):
+        e = estimate(shape, board.ps, NOMINAL_STEPS, NOMINAL_WORDS, NOMINAL_WORDS, NOMINAL_SUM_BITS, 24,
+                     tap_bits=sum(nominal_tap_bits(p)))
+        if within_margins(e, res, ("lut", "bram36", "dsp")):
             return shape
     return dict(net_lanes=pz, net_banks=pz, net_sub=1, net_pack=min(pz, dsp // (pz // 2)))
 
@@ -136,6 +139,14 @@ def logic(shape, sum_bits, add_bits, add_pairs=None) -> dict:
             "axi": (2 * AXI_MASTER[0] + AXI_LITE[0], 2 * AXI_MASTER[1] + AXI_LITE[1]), "control": CONTROL}
 
 
+def nominal_tap_bits(p):
+    """The sizing's step table word: :func:`tap_bits` of the widest tap a program within the
+    nominal kernel can have, an offset ``NOMINAL_WORDS - 1`` (a tap's address in its bank,
+    ``cb*h*w + ky*w + kx``, is below the bank's words) at kernel position ``max_ksize - 1``."""
+    k = int(p.get("max_ksize") or 1) - 1
+    return tap_bits([([(NOMINAL_WORDS - 1, k, k)], 1)])
+
+
 def tap_bits(steps):
     """The sized kernel's step table word (``NetTap``): ``(o, k, k)``, ``o`` the signed bits of
     the largest tap offset, ``k`` the unsigned bits of the largest kernel row or column (at least
@@ -152,8 +163,8 @@ def buffers(shape, n_steps, act_words, sc_words, n_blocks, load=(3, 128), add_pa
     declarations and BIND_STORAGE pragmas); ``load``: the image's words (banks, words a bank);
     ``sc_bits``: a shortcut word's width (wider with a chained Add's sum, ``kScBits``); ``act_bufs``:
     the activation buffers (3 where two do not hold the network, :func:`hlsnn.engines.network.kernel.allocate`);
-    ``tap_bits``: a step table word's width (a program's ``NetTap``, :func:`tap_bits`;
-    the sizing's nominal 32: a 16-bit offset and two 8-bit kernel positions)."""
+    ``tap_bits``: a step table word's width (a program's ``NetTap``, :func:`tap_bits`; the
+    sizing's :func:`nominal_tap_bits`)."""
     from ...resources import Buffer, Multiplier
     pz, pc, sub, k = shape["net_lanes"], shape["net_banks"], shape["net_sub"], shape["net_pack"]
     q = pc * sub

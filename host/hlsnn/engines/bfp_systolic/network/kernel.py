@@ -367,6 +367,7 @@ def render(net, out_dir):
                tap_off=_ints([x[0] for x in t["taps"]]), tap_ky=_ints([x[1] for x in t["taps"]]),
                tap_kx=_ints([x[2] for x in t["taps"]]), tap_c=_ints([x[3] for x in t["taps"]]),
                tap_c0=_ints([x[4] for x in t["taps"]]),
+               tap_tables=[n for n, _, _ in bfpperf.TAP_TABLES], tap_cyclic=bfpperf.TAP_CYCLIC,   # the model's partitions
                has_lut=any(op.kind == "lut" for op in net.ops), has_gate=any(op.kind == "gate" for op in net.ops),
                max_lut_iter=_most(t, 6), max_gate_iter=_most(t, 7), lut_words=len(t["luts"]), luts=_ints(t["luts"]),
                lut_bits=t["lut_bits"], lut_mixed=t["lut_mixed"], lut_rounding=t["lut_rounding"], gate_bits=t["gate_bits"],

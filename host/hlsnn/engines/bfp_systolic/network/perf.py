@@ -103,6 +103,14 @@ def third_storage(act3_words, elem_bits=None):
     return ("ram_2p", "lutram") if act3_words * (eb + 10) <= LUTRAM_MAX_BITS else ("ram_t2p", "bram")
 
 
+#: the exponent pass's tap table ROMs (name, element bits, note), as the C++ declares them
+TAP_TABLES = (("kTapOff", 32, "the exponent pass's tap table"), ("kTapKy", 8, ""), ("kTapKx", 8, ""),
+              ("kTapC", 8, ""), ("kTapC0", 8, "a pack of groups' first bank"))
+#: their ``ARRAY_PARTITION cyclic factor``: ``ConvExp`` reads two taps a cycle (``k`` and ``k + 1``),
+#: one from each bank; the template renders the pragmas from this value (``tap_cyclic``)
+TAP_CYCLIC = 2
+
+
 def buffers(net, tables):
     """The kernel's arrays and multipliers as :mod:`hlsnn.resources` rows."""
     from ....resources import Buffer, Multiplier
@@ -133,11 +141,8 @@ def buffers(net, tables):
             Buffer("e3z", "ConvMac", "array", 12, (pz, tables["tz_slots"] * tables["max_blocks"]),
                    partition=((1, "complete"),), static=True, storage="ram_s2p", impl="lutram",
                    note="their product exponents"),
-            Buffer("kTapOff", "net_top", "array", 32, (nt,), static=True, note="the exponent pass's tap table"),
-            Buffer("kTapKy", "net_top", "array", 8, (nt,), static=True),
-            Buffer("kTapKx", "net_top", "array", 8, (nt,), static=True),
-            Buffer("kTapC", "net_top", "array", 8, (nt,), static=True),
-            Buffer("kTapC0", "net_top", "array", 8, (nt,), static=True, note="a pack of groups' first bank")]
+            *[Buffer(name, "net_top", "array", bits, (nt,), partition=((1, f"cyclic {TAP_CYCLIC}"),), static=True,
+                     note=note) for name, bits, note in TAP_TABLES]]
     if a3:
         kind, impl = third_storage(a3, ELEM_BITS)
         bufs.append(Buffer("act3", "net_top", "array", ELEM_BITS + 10, (pc, a3), partition=((1, "complete"),),
