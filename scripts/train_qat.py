@@ -127,6 +127,16 @@ def main(argv=None):
                          "(hlsnn.train.smoothing); plain cross entropy in the others")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
+    ap.add_argument("--qat-radix", choices=["dynamic", "static"], default="dynamic",
+                    help="--mode static: the fine-tuning converts every batch at its own radixes (dynamic, "
+                         "DETERMINE on the batch) or at the static radixes calibrated before it, as the deployment "
+                         "runs (static: hlsnn.train.calibrate(..., in_training=True))")
+    ap.add_argument("--qat-recalibrate", type=int, default=0, metavar="N",
+                    help="--qat-radix static: calibrate again after every N fine-tuning epochs (0: never; the "
+                         "radixes are calibrated once more after the fine-tuning either way)")
+    ap.add_argument("--calibration-samples", type=int, default=128, metavar="N",
+                    help="calibration images (the first N training images): PTQ, fine-tuning and the deployment "
+                         "(its config's calibration: samples)")
     ap.add_argument("--save-pruned", metavar="PATH",
                     help="write the model the int8 step starts from (the pruned, recovered/averaged float model, "
                          "BatchNorm live; for a dense format the float model) with its accuracies and this "
@@ -155,6 +165,12 @@ def main(argv=None):
     if a.qat_average_from is not None and not (a.qat_epochs > 0 and 0.0 <= a.qat_average_from < 1.0):
         ap.error(f"--qat-average-from {a.qat_average_from}: a fraction in [0, 1) of the fine-tuning epochs, with "
                  "--qat-epochs N (N > 0)")
+
+    if (a.qat_radix == "static" or a.qat_recalibrate) and a.mode != "static":
+        ap.error(f"--qat-radix {a.qat_radix} --qat-recalibrate {a.qat_recalibrate}: static radixes in the "
+                 "fine-tuning need --mode static")
+    if a.qat_recalibrate and a.qat_radix != "static" or a.qat_recalibrate < 0:
+        ap.error(f"--qat-recalibrate {a.qat_recalibrate}: a number of epochs >= 0, with --qat-radix static")
 
     import torch
     from torch import nn
@@ -324,7 +340,11 @@ def main(argv=None):
              "bfp": "bfp8_pynq-z2"}.get(a.format, "sparse8_pynq-z2")
     tmp = pathlib.Path(tempfile.mkdtemp())
     cfg = tmp / "deploy.yaml"
-    cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\ncalibration: {{samples: 128, mode: {a.mode}}}\n"
+    if not 0 < a.calibration_samples <= len(xtr):
+        ap.error(f"--calibration-samples {a.calibration_samples}: between 1 and the {len(xtr)} training images")
+    x_cal = xtr[:a.calibration_samples].double()
+    cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\n"
+                   f"calibration: {{samples: {a.calibration_samples}, mode: {a.mode}}}\n"
                    f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n"
                    + (f"    weight_scale: {a.weight_scale}\n" if a.weight_scale else ""))
     q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg)
@@ -333,14 +353,14 @@ def main(argv=None):
     q.eval().double()
     with torch.no_grad():                                     # before fine-tuning (post-training quantization)
         if a.mode == "static":
-            calibrate(q, xtr[:128].double())
+            calibrate(q, x_cal)
         ptq_acc = acc(q(torch.tensor(xte)).numpy())
         if a.val:
             vals["ptq_acc"] = acc(q(torch.tensor(xva)).numpy(), True)
     q.float()
-    calibrate(q, None)
+    # the fine-tuning's radixes: each batch's own (dynamic), or the static ones it deploys with
+    calibrate(q, x_cal if a.qat_radix == "static" else None, in_training=True)
     aug["phase"] = "finetune"
-    x_cal = xtr[:128].double()
     qavg = qsnap = None
     if a.qat_average_from is not None:
         from hlsnn.train.average import WeightAverage
@@ -350,7 +370,13 @@ def main(argv=None):
         def qsnap(ep):
             if ep >= qfirst:
                 qavg.add()
-    fit(q, a.qat_epochs, a.qat_lr, None, qsnap)
+    def qepoch_end(ep):
+        if qsnap:
+            qsnap(ep)
+        if a.qat_recalibrate and (ep + 1) % a.qat_recalibrate == 0:
+            calibrate(q, x_cal, in_training=True)           # the static radixes of the weights as they are now
+
+    fit(q, a.qat_epochs, a.qat_lr, None, qepoch_end)
     if qavg:
         if a.val:                       # the last fine-tuning epoch's model, before averaging (for comparison)
             q.eval().double()
@@ -359,7 +385,6 @@ def main(argv=None):
             with torch.no_grad():
                 vals["qat_last_eval_acc"] = acc(q(torch.tensor(xva)).numpy(), True)
             q.float()
-            calibrate(q, None)
         qavg.apply()                    # the zeros held in every snapshot stay zero in the mean
     q.eval().double()
     if a.mode == "static":
@@ -401,6 +426,12 @@ def main(argv=None):
         res["teacher_train_acc"] = round(kd_seen[1] / max(1, kd_seen[0]), 4)
     if a.from_pruned:
         res["from_pruned"] = a.from_pruned
+    if a.qat_radix != "dynamic":
+        res["qat_radix"] = a.qat_radix
+    if a.qat_recalibrate:
+        res["qat_recalibrate"] = a.qat_recalibrate
+    if a.calibration_samples != 128:
+        res["calibration_samples"] = a.calibration_samples
     if a.val:
         res["val"] = dict(vals, images=a.val)
     if latency:
@@ -438,7 +469,7 @@ def main(argv=None):
 
 #: the options of the int8 step (and of reporting): the only ones --from-pruned may change
 INT8_STEP_ARGS = frozenset({"mode", "qat_epochs", "qat_lr", "weight_scale", "qat_average_from", "latency", "save",
-                            "save_pruned", "from_pruned"})
+                            "save_pruned", "from_pruned", "qat_radix", "qat_recalibrate", "calibration_samples"})
 
 
 def _pre_int8_args(a):
