@@ -137,6 +137,9 @@ def main(argv=None):
     ap.add_argument("--calibration-samples", type=int, default=128, metavar="N",
                     help="calibration images (the first N training images): PTQ, fine-tuning and the deployment "
                          "(its config's calibration: samples)")
+    ap.add_argument("--overflow-ratio", type=float, default=0.0, metavar="R",
+                    help="DETERMINE's allowed fraction of saturating values (the deploy config's calibration: "
+                         "overflow_ratio, and hlsnn.train.prepare's): 0, the largest value sets the radix")
     ap.add_argument("--save-pruned", metavar="PATH",
                     help="write the model the int8 step starts from (the pruned, recovered/averaged float model, "
                          "BatchNorm live; for a dense format the float model) with its accuracies and this "
@@ -344,10 +347,10 @@ def main(argv=None):
         ap.error(f"--calibration-samples {a.calibration_samples}: between 1 and the {len(xtr)} training images")
     x_cal = xtr[:a.calibration_samples].double()
     cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\n"
-                   f"calibration: {{samples: {a.calibration_samples}, mode: {a.mode}}}\n"
+                   f"calibration: {{samples: {a.calibration_samples}, mode: {a.mode}, overflow_ratio: {a.overflow_ratio!r}}}\n"
                    f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n"
                    + (f"    weight_scale: {a.weight_scale}\n" if a.weight_scale else ""))
-    q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg)
+    q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg, overflow_ratio=a.overflow_ratio)
     if pruner:
         hold_zeros(q)                          # the zeros stay zero through the fine-tuning
     q.eval().double()
@@ -430,6 +433,8 @@ def main(argv=None):
         res["qat_radix"] = a.qat_radix
     if a.qat_recalibrate:
         res["qat_recalibrate"] = a.qat_recalibrate
+    if a.overflow_ratio:
+        res["overflow_ratio"] = a.overflow_ratio
     if a.calibration_samples != 128:
         res["calibration_samples"] = a.calibration_samples
     if a.val:
@@ -469,7 +474,8 @@ def main(argv=None):
 
 #: the options of the int8 step (and of reporting): the only ones --from-pruned may change
 INT8_STEP_ARGS = frozenset({"mode", "qat_epochs", "qat_lr", "weight_scale", "qat_average_from", "latency", "save",
-                            "save_pruned", "from_pruned", "qat_radix", "qat_recalibrate", "calibration_samples"})
+                            "save_pruned", "from_pruned", "qat_radix", "qat_recalibrate", "calibration_samples",
+                            "overflow_ratio"})
 
 
 def _pre_int8_args(a):
