@@ -288,7 +288,8 @@ def main(argv=None):
             if a.regrow_every:
                 from hlsnn.train.regrow import RegrowPruner
                 pruner = RegrowPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
-                                      stop=int(a.regrow_stop * steps), every_regrow=a.regrow_every, alpha=a.regrow_alpha)
+                                      stop=int(a.regrow_stop * steps), every_regrow=a.regrow_every,
+                                      alpha=a.regrow_alpha)
             else:
                 pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities)
             aug["phase"] = "prune"
@@ -347,7 +348,8 @@ def main(argv=None):
         ap.error(f"--calibration-samples {a.calibration_samples}: between 1 and the {len(xtr)} training images")
     x_cal = xtr[:a.calibration_samples].double()
     cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\n"
-                   f"calibration: {{samples: {a.calibration_samples}, mode: {a.mode}, overflow_ratio: {a.overflow_ratio!r}}}\n"
+                   f"calibration: {{samples: {a.calibration_samples}, mode: {a.mode}, "
+                   f"overflow_ratio: {a.overflow_ratio!r}}}\n"
                    f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n"
                    + (f"    weight_scale: {a.weight_scale}\n" if a.weight_scale else ""))
     q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg, overflow_ratio=a.overflow_ratio)
