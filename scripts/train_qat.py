@@ -34,6 +34,11 @@ at the target (RigL, hlsnn.train.regrow.RegrowPruner, each unit's zeros kept); -
 smooths the labels after the float training. scripts/select_on_val.py keeps the best of k runs
 on the validation images.
 When the deployed outputs differ from torch's, the first layer whose outputs differ is named.
+--save-pruned PATH writes the model the int8 step starts from (the pruned, recovered/averaged float
+model where pruned_float_acc is measured, its accuracies and the options that made it);
+--from-pruned PATH runs only the int8 step from it (the same command plus the int8 step's options,
+which alone may change): the int8 step draws nothing from the global RNG (its batches and shifts
+come from a generator seeded with --seed), so a resumed run gives the uninterrupted run's figures.
 """
 from __future__ import annotations
 
@@ -122,6 +127,27 @@ def main(argv=None):
                          "(hlsnn.train.smoothing); plain cross entropy in the others")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
     ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
+    ap.add_argument("--qat-radix", choices=["dynamic", "static"], default="dynamic",
+                    help="--mode static: the fine-tuning converts every batch at its own radixes (dynamic, "
+                         "DETERMINE on the batch) or at the static radixes calibrated before it, as the deployment "
+                         "runs (static: hlsnn.train.calibrate(..., in_training=True))")
+    ap.add_argument("--qat-recalibrate", type=int, default=0, metavar="N",
+                    help="--qat-radix static: calibrate again after every N fine-tuning epochs (0: never; the "
+                         "radixes are calibrated once more after the fine-tuning either way)")
+    ap.add_argument("--calibration-samples", type=int, default=128, metavar="N",
+                    help="calibration images (the first N training images): PTQ, fine-tuning and the deployment "
+                         "(its config's calibration: samples)")
+    ap.add_argument("--overflow-ratio", type=float, default=0.0, metavar="R",
+                    help="DETERMINE's allowed fraction of saturating values (the deploy config's calibration: "
+                         "overflow_ratio, and hlsnn.train.prepare's): 0, the largest value sets the radix")
+    ap.add_argument("--save-pruned", metavar="PATH",
+                    help="write the model the int8 step starts from (the pruned, recovered/averaged float model, "
+                         "BatchNorm live; for a dense format the float model) with its accuracies and this "
+                         "command's options here (torch.save), for --from-pruned")
+    ap.add_argument("--from-pruned", metavar="PATH",
+                    help="start from a --save-pruned checkpoint: no float training or pruning, only the int8 step "
+                         "(fold, prepare, hold zeros, PTQ, fine-tuning, calibration, deployment, bit-exact check); "
+                         "every option of the phases before it must equal the checkpoint's")
     a = ap.parse_args(argv)
     from hlsnn.train import distill as kd
     try:
@@ -142,6 +168,12 @@ def main(argv=None):
     if a.qat_average_from is not None and not (a.qat_epochs > 0 and 0.0 <= a.qat_average_from < 1.0):
         ap.error(f"--qat-average-from {a.qat_average_from}: a fraction in [0, 1) of the fine-tuning epochs, with "
                  "--qat-epochs N (N > 0)")
+
+    if (a.qat_radix == "static" or a.qat_recalibrate) and a.mode != "static":
+        ap.error(f"--qat-radix {a.qat_radix} --qat-recalibrate {a.qat_recalibrate}: static radixes in the "
+                 "fine-tuning need --mode static")
+    if a.qat_recalibrate and a.qat_radix != "static" or a.qat_recalibrate < 0:
+        ap.error(f"--qat-recalibrate {a.qat_recalibrate}: a number of epochs >= 0, with --qat-radix static")
 
     import torch
     from torch import nn
@@ -214,87 +246,126 @@ def main(argv=None):
 
     vals = {}
 
-    aug["on"] = a.augment_float
-    fit(model, a.float_epochs, a.lr)
-    float_acc = float_eval(model)
-    if a.val:
-        vals["float_acc"] = float_eval(model, True)
-    t_float = time.time() - t0
-    aug["on"] = True
-    if a.distill:
-        teacher = kd.frozen_teacher(model)     # the float model, eval mode, frozen; used in a.kd_phases only
-    pruner = pruned_float_acc = None
-    if a.format == "sparse":                   # prune the float model, BatchNorm live
-        steps = a.prune_epochs * steps_per_epoch
-        sparsities = None
-        if a.allocation == "erk" and (a.erk_power != 1.0 or a.layer_sparsity):
-            from hlsnn.train import erk_sparsities
-            named = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-            fixed = {kv.split("=")[0]: float(kv.split("=")[1]) for kv in a.layer_sparsity}
-            sparsities = erk_sparsities(named, a.sparsity, fixed=fixed, power=a.erk_power)
-        end = max(1, int(a.prune_end * steps))
-        if a.regrow_every:
-            from hlsnn.train.regrow import RegrowPruner
-            pruner = RegrowPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
-                                  stop=int(a.regrow_stop * steps), every_regrow=a.regrow_every, alpha=a.regrow_alpha)
-        else:
-            pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities)
-        aug["phase"] = "prune"
-        fit(model, a.prune_epochs, a.prune_lr, pruner.step)
-        frozen = avg = snap = None
-        aug["phase"] = "recover"
-        if a.average_from is not None:
-            from hlsnn.train.average import WeightAverage, update_batchnorm
-            avg = WeightAverage(model)
-            first = int(a.average_from * a.recover_epochs)      # epochs [first, recover_epochs) are averaged
-
-            def snap(ep):
-                if ep >= first:
-                    avg.add()
-        if a.recover_epochs and a.recover_masks == "frozen":
-            from hlsnn.train.rewind import FrozenMasks
-            frozen = FrozenMasks(pruner)
-            fit(model, a.recover_epochs, a.recover_lr, frozen.step, snap)
-        elif a.recover_epochs:
-            fit(model, a.recover_epochs, a.recover_lr, pruner.step, snap)
-        if avg:
-            if a.val:
-                model.eval()      # the last recovery epoch's model, before averaging (for comparison)
-                vals["recovered_float_acc"] = float_eval(model, True)
-            avg.apply()
-        if frozen:
-            frozen.step()                      # the masks as frozen, not recomputed
-        elif a.regrow_every and pruner.n > pruner.end:
-            pruner._hold()                     # the regrown masks as they are
-        else:
-            pruner.apply(a.sparsity)
-        if avg:
-            update_batchnorm(model, xtr)       # the averaged, pruned weights' own statistics (unshifted images)
-        pruned_float_acc = float_eval(model)
+    pre = {}                                   # what the phases before the int8 step report
+    if a.from_pruned:
+        ck = torch.load(a.from_pruned, weights_only=False)
+        differ = {k: (ck["args"].get(k), v) for k, v in _pre_int8_args(a).items() if ck["args"].get(k) != v}
+        if differ:
+            ap.error(f"--from-pruned {a.from_pruned}: options of the phases before the int8 step differ from the "
+                     "checkpoint's (option: checkpoint, here): "
+                     + ", ".join(f"--{k.replace('_', '-')}: {c!r}, {h!r}" for k, (c, h) in sorted(differ.items())))
+        model.load_state_dict(ck["model"])
+        model.eval()
+        if ck.get("teacher") is not None:
+            teacher = _tiny_models(nn)[a.model][0]
+            teacher.load_state_dict(ck["teacher"])
+            teacher = kd.frozen_teacher(teacher)
+        float_acc, vals, pre, t_float = ck["float_acc"], dict(ck["vals"]), ck["pre"], ck["seconds_float"]
+        pruned_float_acc = pre.get("pruned_float_acc")
+        kd_seen[:] = pre["kd_seen"]
+        aug["on"] = True
+        pruner = bool(pre.get("pruned_layers"))
+    else:
+        aug["on"] = a.augment_float
+        fit(model, a.float_epochs, a.lr)
+        float_acc = float_eval(model)
         if a.val:
-            vals["pruned_float_acc"] = float_eval(model, True)
+            vals["float_acc"] = float_eval(model, True)
+        t_float = time.time() - t0
+        aug["on"] = True
+        if a.distill:
+            teacher = kd.frozen_teacher(model)     # the float model, eval mode, frozen; used in a.kd_phases only
+        pruner = pruned_float_acc = None
+        if a.format == "sparse":                   # prune the float model, BatchNorm live
+            steps = a.prune_epochs * steps_per_epoch
+            sparsities = None
+            if a.allocation == "erk" and (a.erk_power != 1.0 or a.layer_sparsity):
+                from hlsnn.train import erk_sparsities
+                named = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+                fixed = {kv.split("=")[0]: float(kv.split("=")[1]) for kv in a.layer_sparsity}
+                sparsities = erk_sparsities(named, a.sparsity, fixed=fixed, power=a.erk_power)
+            end = max(1, int(a.prune_end * steps))
+            if a.regrow_every:
+                from hlsnn.train.regrow import RegrowPruner
+                pruner = RegrowPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities,
+                                      stop=int(a.regrow_stop * steps), every_regrow=a.regrow_every,
+                                      alpha=a.regrow_alpha)
+            else:
+                pruner = BalancedPruner(model, a.sparsity, 0, end, allocation=a.allocation, sparsities=sparsities)
+            aug["phase"] = "prune"
+            fit(model, a.prune_epochs, a.prune_lr, pruner.step)
+            frozen = avg = snap = None
+            aug["phase"] = "recover"
+            if a.average_from is not None:
+                from hlsnn.train.average import WeightAverage, update_batchnorm
+                avg = WeightAverage(model)
+                first = int(a.average_from * a.recover_epochs)      # epochs [first, recover_epochs) are averaged
+
+                def snap(ep):
+                    if ep >= first:
+                        avg.add()
+            if a.recover_epochs and a.recover_masks == "frozen":
+                from hlsnn.train.rewind import FrozenMasks
+                frozen = FrozenMasks(pruner)
+                fit(model, a.recover_epochs, a.recover_lr, frozen.step, snap)
+            elif a.recover_epochs:
+                fit(model, a.recover_epochs, a.recover_lr, pruner.step, snap)
+            if avg:
+                if a.val:
+                    model.eval()      # the last recovery epoch's model, before averaging (for comparison)
+                    vals["recovered_float_acc"] = float_eval(model, True)
+                avg.apply()
+            if frozen:
+                frozen.step()                      # the masks as frozen, not recomputed
+            elif a.regrow_every and pruner.n > pruner.end:
+                pruner._hold()                     # the regrown masks as they are
+            else:
+                pruner.apply(a.sparsity)
+            if avg:
+                update_batchnorm(model, xtr)       # the averaged, pruned weights' own statistics (unshifted images)
+            pruned_float_acc = float_eval(model)
+            if a.val:
+                vals["pruned_float_acc"] = float_eval(model, True)
+            pre = {"pruned_float_acc": pruned_float_acc,
+                   "pruned_layers": [(n, zmin, zmax, sp) for n, zmin, zmax, sp in pruner.report()]}
+            if avg:
+                pre["average"] = {"from": a.average_from, "snapshots": avg.count}
+            if a.regrow_every:
+                pre["regrow"] = {"every": a.regrow_every, "alpha": a.regrow_alpha, "stop": a.regrow_stop,
+                                 "updates": pruner.updates, "regrown": pruner.regrown}
+        pre["kd_seen"] = list(kd_seen)
+        if a.save_pruned:                      # the model the int8 step starts from (--from-pruned)
+            torch.save({"model": model.state_dict(), "args": _pre_int8_args(a),
+                        "teacher": None if teacher is None else teacher.state_dict(),
+                        "float_acc": float_acc, "vals": dict(vals), "pre": pre,
+                        "seconds_float": t_float}, a.save_pruned)
 
     accel = {"pot": "shift8_pynq-z2", "twohot": "shift8_pynq-z2",
              "bfp": "bfp8_pynq-z2"}.get(a.format, "sparse8_pynq-z2")
     tmp = pathlib.Path(tempfile.mkdtemp())
     cfg = tmp / "deploy.yaml"
-    cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\ncalibration: {{samples: 128, mode: {a.mode}}}\n"
+    if not 0 < a.calibration_samples <= len(xtr):
+        ap.error(f"--calibration-samples {a.calibration_samples}: between 1 and the {len(xtr)} training images")
+    x_cal = xtr[:a.calibration_samples].double()
+    cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\n"
+                   f"calibration: {{samples: {a.calibration_samples}, mode: {a.mode}, "
+                   f"overflow_ratio: {a.overflow_ratio!r}}}\n"
                    f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n"
                    + (f"    weight_scale: {a.weight_scale}\n" if a.weight_scale else ""))
-    q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg)
+    q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg, overflow_ratio=a.overflow_ratio)
     if pruner:
         hold_zeros(q)                          # the zeros stay zero through the fine-tuning
     q.eval().double()
     with torch.no_grad():                                     # before fine-tuning (post-training quantization)
         if a.mode == "static":
-            calibrate(q, xtr[:128].double())
+            calibrate(q, x_cal)
         ptq_acc = acc(q(torch.tensor(xte)).numpy())
         if a.val:
             vals["ptq_acc"] = acc(q(torch.tensor(xva)).numpy(), True)
     q.float()
-    calibrate(q, None)
+    # the fine-tuning's radixes: each batch's own (dynamic), or the static ones it deploys with
+    calibrate(q, x_cal if a.qat_radix == "static" else None, in_training=True)
     aug["phase"] = "finetune"
-    x_cal = xtr[:128].double()
     qavg = qsnap = None
     if a.qat_average_from is not None:
         from hlsnn.train.average import WeightAverage
@@ -304,7 +375,13 @@ def main(argv=None):
         def qsnap(ep):
             if ep >= qfirst:
                 qavg.add()
-    fit(q, a.qat_epochs, a.qat_lr, None, qsnap)
+    def qepoch_end(ep):
+        if qsnap:
+            qsnap(ep)
+        if a.qat_recalibrate and (ep + 1) % a.qat_recalibrate == 0:
+            calibrate(q, x_cal, in_training=True)           # the static radixes of the weights as they are now
+
+    fit(q, a.qat_epochs, a.qat_lr, None, qepoch_end)
     if qavg:
         if a.val:                       # the last fine-tuning epoch's model, before averaging (for comparison)
             q.eval().double()
@@ -313,7 +390,6 @@ def main(argv=None):
             with torch.no_grad():
                 vals["qat_last_eval_acc"] = acc(q(torch.tensor(xva)).numpy(), True)
             q.float()
-            calibrate(q, None)
         qavg.apply()                    # the zeros held in every snapshot stay zero in the mean
     q.eval().double()
     if a.mode == "static":
@@ -353,6 +429,16 @@ def main(argv=None):
         if a.distill_input != "same":
             res["distill_input"] = a.distill_input
         res["teacher_train_acc"] = round(kd_seen[1] / max(1, kd_seen[0]), 4)
+    if a.from_pruned:
+        res["from_pruned"] = a.from_pruned
+    if a.qat_radix != "dynamic":
+        res["qat_radix"] = a.qat_radix
+    if a.qat_recalibrate:
+        res["qat_recalibrate"] = a.qat_recalibrate
+    if a.overflow_ratio:
+        res["overflow_ratio"] = a.overflow_ratio
+    if a.calibration_samples != 128:
+        res["calibration_samples"] = a.calibration_samples
     if a.val:
         res["val"] = dict(vals, images=a.val)
     if latency:
@@ -371,11 +457,9 @@ def main(argv=None):
         res["recover_epochs"], res["recover_lr"] = a.recover_epochs, a.recover_lr
         if a.recover_masks != "magnitude":
             res["recover_masks"] = a.recover_masks
-        if avg:
-            res["average"] = {"from": a.average_from, "snapshots": avg.count}
-        if a.regrow_every:
-            res["regrow"] = {"every": a.regrow_every, "alpha": a.regrow_alpha, "stop": a.regrow_stop,
-                             "updates": pruner.updates, "regrown": pruner.regrown}
+        for k in ("average", "regrow"):
+            if k in pre:
+                res[k] = pre[k]
         if a.label_smoothing:
             res["label_smoothing"] = a.label_smoothing
             if a.ls_phases != frozenset(PHASES):
@@ -384,10 +468,27 @@ def main(argv=None):
         if a.erk_power != 1.0 or a.layer_sparsity:
             res["erk_power"], res["layer_sparsity"] = a.erk_power, a.layer_sparsity
         res["pruned_float_acc"] = pruned_float_acc
-        res["pruned_layers"] = [(n, zmin, zmax, s) for n, zmin, zmax, s in pruner.report()]
+        res["pruned_layers"] = pre["pruned_layers"]
         res["weight_sparsity"] = _sparsity(q, torch)
         res["deployed_layers"] = _layer_sparsity(q)
     print(json.dumps(res))
+
+
+#: the options of the int8 step (and of reporting): the only ones --from-pruned may change
+INT8_STEP_ARGS = frozenset({"mode", "qat_epochs", "qat_lr", "weight_scale", "qat_average_from", "latency", "save",
+                            "save_pruned", "from_pruned", "qat_radix", "qat_recalibrate", "calibration_samples",
+                            "overflow_ratio"})
+
+
+def _pre_int8_args(a):
+    """The options that shape the model the int8 step starts from (every option but
+    :data:`INT8_STEP_ARGS`, the resolved distillation and label-smoothing phases as lists)."""
+    out = {}
+    for k, v in sorted(vars(a).items()):
+        if k in INT8_STEP_ARGS:
+            continue
+        out[k] = sorted(v) if isinstance(v, (set, frozenset)) else v
+    return out
 
 
 def _sparsity(q, torch):

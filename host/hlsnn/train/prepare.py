@@ -295,22 +295,35 @@ def _fuse_relu(model):
 
 
 @torch.no_grad()
-def calibrate(model, x_cal):
+def calibrate(model, x_cal, *, in_training=False):
     """Freeze the radix points of a static deployment: run ``x_cal`` and keep each fixed-point
     activation's radix (DETERMINE on the calibration batch, as ``hlsnn deploy``'s static mode
-    does); eval mode then uses them. ``calibrate(model, None)`` unfreezes (current statistics)."""
+    does); eval mode then uses them. ``calibrate(model, None)`` unfreezes (current statistics).
+
+    ``in_training``: training mode uses the frozen radixes too (static-radix quantization-aware
+    training: every batch of the fine-tuning is converted at the radixes the static deployment
+    will run with, not at each batch's own; calibrate again, e.g. every epoch, to follow the
+    weights). The model runs ``x_cal`` in ``x_cal``'s dtype (a float32 model is converted and
+    back, exactly): calibrate in float64, as the deployment computes, whatever the model trains in.
+    Give the deployment the same images (its config's ``calibration: samples`` their number)."""
     from .quant import FixedAct
     acts = [m for m in model.modules() if isinstance(m, FixedAct)]
     for a in acts:
-        a.frozen = None
+        a.frozen, a.frozen_in_training = None, False
     if x_cal is None:
         return model
     was = model.training
+    p = next(model.parameters(), None)
+    dtype = None if p is None or p.dtype == x_cal.dtype else p.dtype
+    if dtype is not None:
+        model.to(x_cal.dtype)
     model.eval()
     model(x_cal)
     for a in acts:
-        a.frozen = a.last_f
+        a.frozen, a.frozen_in_training = a.last_f, bool(in_training)
     model.train(was)
+    if dtype is not None:
+        model.to(dtype)
     return model
 
 

@@ -168,7 +168,10 @@ class FixedWeight(nn.Module):
 class FixedAct(nn.Module):
     """Dynamic fixed-point activations (source 002, E1): the radix point of the conversion from
     the current batch's own statistics (DETERMINE, ``overflow_ratio``), in training and eval
-    alike; ``last_f`` keeps the radix of the last call."""
+    alike; ``last_f`` keeps the radix of the last call. A static deployment's radix
+    (:attr:`frozen`, set by :func:`hlsnn.train.calibrate`) replaces it in eval mode, and in training
+    too when :attr:`frozen_in_training` (static-radix quantization-aware training: the fine-tuning
+    sees the radixes the deployment runs with, not each batch's own)."""
 
     def __init__(self, bits, signed, overflow_ratio=0.0, rounding="nearest_even", lse=None):
         super().__init__()
@@ -177,6 +180,7 @@ class FixedAct(nn.Module):
         self.lse = lse          # radix: lse (hlsnn.deploy.radix_lse): the deployment's host rounding, else None
         self.last_f = None
         self.frozen = None      # a static deployment's calibrated radix (hlsnn.train.calibrate), used in eval
+        self.frozen_in_training = False     # ... and in training mode too (calibrate(..., in_training=True))
 
     def forward(self, x, stats_of=None, lse=True):
         """``x`` converted; the radix from ``stats_of`` (default ``x``): the values the engine's
@@ -191,7 +195,7 @@ class FixedAct(nn.Module):
             # at its own radix, as the deployment passes an activation in the engine's format
             self.last_f = fmt[0]
             return x
-        if self.frozen is not None and not self.training:
+        if self.frozen is not None and (not self.training or self.frozen_in_training):
             self.last_f = self.frozen
         else:
             v = (x if stats_of is None else stats_of).detach().double().cpu().numpy()
