@@ -140,6 +140,10 @@ def main(argv=None):
     ap.add_argument("--overflow-ratio", type=float, default=0.0, metavar="R",
                     help="DETERMINE's allowed fraction of saturating values (the deploy config's calibration: "
                          "overflow_ratio, and hlsnn.train.prepare's): 0, the largest value sets the radix")
+    ap.add_argument("--strided-stats", choices=("all", "kept"), default="all",
+                    help="a strided sparse_cluster conv's static output radix from every stride-1 result (all, what "
+                         "the statistics unit sees) or from the outputs the stride keeps (kept; --mode static "
+                         "only): the deploy config's calibration: strided_stats, and hlsnn.train.prepare's")
     ap.add_argument("--save-pruned", metavar="PATH",
                     help="write the model the int8 step starts from (the pruned, recovered/averaged float model, "
                          "BatchNorm live; for a dense format the float model) with its accuracies and this "
@@ -347,9 +351,13 @@ def main(argv=None):
     if not 0 < a.calibration_samples <= len(xtr):
         ap.error(f"--calibration-samples {a.calibration_samples}: between 1 and the {len(xtr)} training images")
     x_cal = xtr[:a.calibration_samples].double()
+    if a.strided_stats == "kept" and a.mode != "static":
+        ap.error("--strided-stats kept: with --mode static only (in dynamic mode the statistics unit sees every "
+                 "stride-1 result)")
     cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\n"
                    f"calibration: {{samples: {a.calibration_samples}, mode: {a.mode}, "
-                   f"overflow_ratio: {a.overflow_ratio!r}}}\n"
+                   f"overflow_ratio: {a.overflow_ratio!r}"
+                   + (f", strided_stats: {a.strided_stats}" if a.strided_stats != "all" else "") + "}\n"
                    f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n"
                    + (f"    weight_scale: {a.weight_scale}\n" if a.weight_scale else ""))
     q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg, overflow_ratio=a.overflow_ratio)
@@ -439,6 +447,8 @@ def main(argv=None):
         res["overflow_ratio"] = a.overflow_ratio
     if a.calibration_samples != 128:
         res["calibration_samples"] = a.calibration_samples
+    if a.strided_stats != "all":
+        res["strided_stats"] = a.strided_stats
     if a.val:
         res["val"] = dict(vals, images=a.val)
     if latency:
@@ -477,7 +487,7 @@ def main(argv=None):
 #: the options of the int8 step (and of reporting): the only ones --from-pruned may change
 INT8_STEP_ARGS = frozenset({"mode", "qat_epochs", "qat_lr", "weight_scale", "qat_average_from", "latency", "save",
                             "save_pruned", "from_pruned", "qat_radix", "qat_recalibrate", "calibration_samples",
-                            "overflow_ratio"})
+                            "overflow_ratio", "strided_stats"})
 
 
 def _pre_int8_args(a):

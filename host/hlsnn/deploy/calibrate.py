@@ -26,7 +26,11 @@ give the layer path's bits):
    ``F_out`` as ``f_prev``. The statistics cover the outputs the kernel
    computes: on ``sparse_cluster``, a strided convolution runs as its stride-1 form
    (:func:`hlsnn.engines.convgeom.as_stride1`), so its histogram, count and saturations are
-   those of every stride-1 output, of which the layer keeps ``[::sh, ::sw]``. A ``Clip``
+   those of every stride-1 output, of which the layer keeps ``[::sh, ::sw]``; with the
+   deployment's ``strided_stats="kept"`` the histogram and count are those of the kept
+   outputs of ``v`` instead (:meth:`~hlsnn.deploy.executors.SparseExec.kept_stats`, counted
+   by :func:`~hlsnn.primitives.msb_histogram`; ``radix: lse`` refines on them too), while
+   the saturations still count every stride-1 output. A ``Clip``
    after the conv clamps the outputs at the radix chosen (netmode rule 2).
 3. **maxpool**: netmode rule 3.
 4. **add** (residual ``Add``, ``Relu``, ``GlobalAveragePool``): the exact sum ``s`` at radix
@@ -255,17 +259,21 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
     f_vec = np.asarray(f_in, np.int64).reshape(-1)
     groups = np.unique(f_vec)
     parts = []
+    kept = whole and ex.kept_stats()              # strided_stats: kept: the statistics of the kept outputs
+    vk = v[:, ::op.f["sh"], ::op.f["sw"]][:, :op.f["oh"], :op.f["ow"]] if kept else v
+    n_st = vk.shape[0] * vk.shape[1] * vk.shape[2]          # the outputs the statistics cover
     for g in groups:
         chans = np.arange(z) if len(groups) == 1 else np.flatnonzero(f_vec == g)
-        h = cnt[chans].sum(axis=0)
+        h = msb_histogram(vk[..., chans], 32) if kept else cnt[chans].sum(axis=0)
         if h[nbins:].any():
             raise _Bail                                    # beyond the counters (the layer path's error)
         hb = np.zeros(nbins, np.int64)
         hb[:min(nbins, 32)] = h[:nbins]
-        parts.append((g, np.minimum(hb, (1 << 32) - 1), npix * len(chans)))
+        parts.append((g, np.minimum(hb, (1 << 32) - 1), n_st * len(chans)))
     ex.determine_groups(f_vec, parts, cv.bits, True)
     if radix_lse.wanted_out(ex) and len(groups) == 1:
-        ex.f_out = radix_lse.refine(v, int(groups[0]), ex.f_out, cv.bits, True, dep.rounding)
+        ex.f_out = radix_lse.refine(np.ascontiguousarray(vk) if kept else v, int(groups[0]), ex.f_out, cv.bits,
+                                    True, dep.rounding)
     # the main operation: the output stage on v at that radix (and a Clip's clamp)
     lo_c, hi_c = -(1 << (cv.bits - 1)), (1 << (cv.bits - 1)) - 1
     if clip is not None:

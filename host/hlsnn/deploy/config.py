@@ -6,7 +6,7 @@ try and which layer runs in which format.
     name: digits_cnn
     model: digits_cnn.onnx              # relative to this file
     data: digits                        # scikit-learn's bundled digits, or a .npz file
-    calibration: {samples: 128, overflow_ratio: 0.0, mode: static}   # optional: update: e5, update_by, percent
+    calibration: {samples: 128, overflow_ratio: 0.0, mode: static}   # optional: update: e5, update_by, percent, strided_stats
     formats:                            # optional; default: DEFAULT_FORMATS
       bfp8:   {type: bfp, accel: ../accel/bfp8_zcu104.yaml}
       twohot: {type: twohot, accel: ../accel/shift8_pynq-z2.yaml, delta: 0}
@@ -137,6 +137,11 @@ FIELDS = {
         "mode": Field("choice", "static: radix points fixed at calibration; dynamic: every batch runs a "
                       "preceding operation with statistics, then the main operation", default="static",
                       choices=("static", "dynamic")),
+        "strided_stats": Field("choice", "static mode, sparse_cluster: the outputs a strided convolution's output "
+                               "radix is calibrated on. all: every result of its stride-1 form (what the statistics "
+                               "unit sees); kept: only the outputs the stride keeps (the calibrated radix is a "
+                               "constant, so the kernel is unchanged; hlsnn.train.prepare follows the same rule)",
+                               default="all", choices=("all", "kept")),
         "update": Field("choice", "how fixed-point layers update their output radix points: e1: a preceding "
                         "operation on every image, then the main operation; e5: per layer the faster (by the "
                         "cycle model) of E2 (two operations, the preceding one on a sample) and E4 (the sample's "
@@ -335,6 +340,11 @@ def _check(path, raw):
     out = check_section(path, "", rest, FIELDS)
     if out["calibration"] is None:
         out["calibration"] = check_section(path, "calibration", {}, FIELDS["calibration"].fields)
+    cal = out["calibration"]
+    if cal["strided_stats"] == "kept" and (cal["mode"] == "dynamic" or cal["update"] != "e1"):
+        raise ConfigError(path, "calibration.strided_stats", "kept",
+                          "applies to static calibration with update: e1 only (mode: static); in dynamic mode "
+                          "the statistics unit sees every stride-1 result; allowed here: all")
     out["formats"] = free.get("formats")
     out["assignments"] = free.get("assignments")
     return out

@@ -211,7 +211,8 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
     try:
         yield Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
                          rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic", update=cal["update"],
-                         update_by=cal["update_by"], update_percent=cal["percent"])
+                         update_by=cal["update_by"], update_percent=cal["percent"],
+                         strided_stats=cal.get("strided_stats", "all"))
     finally:
         for acc in accs.values():
             acc.close()

@@ -18,6 +18,7 @@ from ..perf.closed_form import shift_k_chunks
 from ..errors import InputError
 from ..formats import bfp as bfpfmt
 from ..formats import fixed
+from ..primitives import msb_histogram
 from ..formats import shift as sfmt
 from . import blocks, catradix, groups, radix_lse, shift_fit, shift_netfit, twoin, twoterm
 from . import update as updates
@@ -149,11 +150,15 @@ class _Exec:
         groups = np.unique(f_vec)
         parts, stored = [], None
         lse = radix_lse.wanted_out(self) and self.WIDE_OUT and len(groups) == 1 and images is None
-        raw_in = raw or lse                   # radix: lse reads the wide results (hlsnn.deploy.radix_lse)
+        kept = self.kept_stats() and not raw and images is None
+        raw_in = raw or lse or kept           # radix: lse reads the wide results (hlsnn.deploy.radix_lse)
         extra = {} if images is None and not raw_in else {"images": images, "raw": raw_in}
         for g in groups:
             chans = None if len(groups) == 1 else np.flatnonzero(f_vec == g)     # f_vec: one per channel
             out, h, _, m = call(True, 0, chans, **extra)
+            if kept:                          # strided_stats: kept (SparseExec.kept_stats)
+                out = self.kept_outputs(out)
+                h, m = msb_histogram(out, 32 if h is None else len(h)), out.size
             if raw_in:
                 if stored is None:
                     stored = np.empty((out.shape[0], self.n_out) + out.shape[2:], np.int64)
@@ -163,6 +168,12 @@ class _Exec:
         if lse:
             self.f_out = radix_lse.refine(stored, int(groups[0]), self.f_out, bits, signed, self.deploy.rounding)
         return stored if raw else None
+
+    def kept_stats(self):
+        """Whether DETERMINE reads the statistics of the outputs the layer keeps rather than
+        those the kernel computes (the deployment's ``strided_stats="kept"``;
+        :meth:`SparseExec.kept_stats`)."""
+        return False
 
     def determine_groups(self, f_vec, parts, bits, signed):
         """DETERMINE on the statistics of the groups of channels of equal ``f_in``
@@ -390,6 +401,7 @@ class SparseExec(_Exec):
     def run(self, act, calibrate):
         layer, p = self.layer, self.p
         xi, fx = self._input_ints(act, self.BITS, True, calibrate)
+        self.in_hw = xi.shape[2:] if xi.ndim == 4 else None
         if calibrate or self.two is None:
             self.two = twoin.applies(self, act, xi, fx)
         lo = twoin.residual(self, act, xi, fx) if self.two else None      # None: one term
@@ -454,6 +466,27 @@ class SparseExec(_Exec):
         if self.general and self.blocks is None and lo is None:
             out = conv.stride1_output(out, layer.geom, xi.shape[2], xi.shape[3])
         return Act(times_pow2(out, -self.f_out), (self.f_out, self.BITS, True))
+
+    def kept_stats(self):
+        """``strided_stats: kept`` (static calibration, E1): a convolution that runs as its
+        stride-1 form (:func:`conv.as_stride1`) calibrates its output radix on the outputs the
+        layer keeps, ``[::sh, ::sw]`` of the stride-1 results (:func:`conv.stride1_output`):
+        the preceding operation returns its wide results (``FLAG_RAW``) and the host counts
+        the kept ones' MSB histogram (:func:`hlsnn.primitives.msb_histogram`, the statistics
+        unit's rule; count: the kept outputs). DETERMINE (and ``radix: lse``) then act on that.
+        The kernels are unchanged: the main operation still computes every stride-1 output,
+        whose dropped values are discarded whatever they saturate to (``sat_count`` counts
+        them, as with ``all``). With ``all`` (default), the statistics unit's histogram of
+        every stride-1 result, as the kernel computes. Applies where the run samples the
+        stride-1 outputs (not a kernel in blocks of taps, nor a two-term input, whose
+        statistics are of the kept outputs already); for a stride of 1 the two are the same."""
+        g = self.layer.geom if self.layer.kind == "conv" else None
+        return (getattr(self.deploy, "strided_stats", "all") == "kept" and self.general and self.blocks is None
+                and not self.two and not self.deploy.dynamic and (g.sh, g.sw) != (1, 1))
+
+    def kept_outputs(self, out):
+        """The outputs the layer keeps of the stride-1 results ``out`` (images first)."""
+        return conv.stride1_output(out, self.layer.geom, *self.in_hw)
 
     def _k_tiled(self, fmap, w, bias, shift, padding, stats, raw=False):
         """``(outputs, saturation count, histogram or None)`` of a K-tiled chunk of outputs

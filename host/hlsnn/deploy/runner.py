@@ -35,7 +35,10 @@ The rules (the specification every target follows; the host code is the same on 
   happens once, on the calibration images, and the radix points stay fixed; in ``dynamic``
   mode every batch does it (source 002's E1). With ``update="e5"`` each layer instead runs
   E2 or E4 on a sample of the images, whichever the cycle model says is faster
-  (:mod:`hlsnn.deploy.update`).
+  (:mod:`hlsnn.deploy.update`). A strided convolution on ``sparse_cluster`` runs as its
+  stride-1 form, so its statistics cover every stride-1 result; with ``strided_stats="kept"``
+  (static mode, ``update="e1"`` only) its calibrated ``F_out`` is DETERMINE's on the
+  outputs the stride keeps instead (:meth:`hlsnn.deploy.executors.SparseExec.kept_stats`).
 * **BFP layers** quantize their input per sample (``mantissa_bits`` of the accel config;
   an all-zero sample gets the layer's exponent ``clamp(be - max we)``, the engine emulator's
   rule 0, so that its output is exactly the bias whatever shares its batch) and return the dequantized BFP
@@ -83,8 +86,15 @@ class Deployment:
     collect_stats = True
 
     def __init__(self, net, assignment, formats, accelerators, *, overflow_ratio=0.0, rounding="nearest_away",
-                 dynamic=False, host_bits=None, update="e1", update_by="layer", update_percent=updates.DEFAULT_PERCENT):
+                 dynamic=False, host_bits=None, update="e1", update_by="layer", update_percent=updates.DEFAULT_PERCENT,
+                 strided_stats="all"):
         self.net, self.assignment, self.formats = net, assignment, formats
+        if strided_stats not in ("all", "kept"):
+            raise InputError(f"strided_stats {strided_stats!r}: one of all, kept")
+        if strided_stats == "kept" and (dynamic or update != "e1"):
+            raise InputError("strided_stats 'kept' applies to static calibration with update e1 only; in dynamic "
+                             "mode (and E2/E4) the statistics unit sees every stride-1 result: use 'all'")
+        self.strided_stats = strided_stats
         self.overflow_ratio, self.rounding, self.dynamic = overflow_ratio, rounding, dynamic
         self.update, self.update_by, self.update_percent = updates.check(update, update_by, update_percent)
         if host_bits is not None:

@@ -106,7 +106,8 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
             try:
                 dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
                                  rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic",
-                                 host_bits=bits, update=upd[0], update_by=upd[1], update_percent=upd[2])
+                                 host_bits=bits, update=upd[0], update_by=upd[1], update_percent=upd[2],
+                                 strided_stats=cfg.calibration.get("strided_stats", "all"))
                 dep.task = task                      # how a shift format's auto fields are scored (deploy.shift_auto)
                 dep.cal_labels = cal_labels(ds, len(x_cal), task)
                 t_cal = dep.calibrate(x_cal)

@@ -38,7 +38,8 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     accs = open_accelerators(cfg, "emu", [assignment])
     try:
         dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding,
-                         update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"])
+                         update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"],
+                         strided_stats=cal.get("strided_stats", "all"))
         dep.task = _task(cfg, ds)                       # how shift_auto scores a candidate, as hlsnn deploy does
         from ..deploy.shift_auto import cal_labels
         dep.cal_labels = cal_labels(ds, len(x_cal), dep.task)

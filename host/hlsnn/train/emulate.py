@@ -52,7 +52,8 @@ def deployed(model, example, deploy_config, assignment=None, *, target="emu", wo
         try:
             dep = Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
                              rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic", update=cal["update"],
-                             update_by=cal["update_by"], update_percent=cal["percent"])
+                             update_by=cal["update_by"], update_percent=cal["percent"],
+                             strided_stats=cal.get("strided_stats", "all"))
             dep.train_context = {"net": net, "config": cfg, "assignment": name, "accelerators": accs}
             yield dep
         finally:

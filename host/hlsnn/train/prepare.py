@@ -19,6 +19,9 @@ class _QMixin:
 
     #: the layer whose output is the network's (set by :func:`prepare`: the last quantized layer)
     _network_output = False
+    #: ``all``: a strided sparse_cluster conv's radix from every stride-1 result; ``kept``: from
+    #: the outputs the stride keeps (set by :func:`prepare`; :meth:`QConv2d._stride1_results`)
+    strided_stats = "all"
 
     def _setup(self, spec, params, overflow_ratio, rounding="nearest_away"):
         self.fmt, self.params, self.spec_name = spec.type, dict(params), spec.name
@@ -138,9 +141,12 @@ class QConv2d(_QMixin, nn.Conv2d):
         of a square ``k1 x k1`` kernel on the padded input, the output sampled by the stride
         (``hlsnn.engines.convgeom.as_stride1``): its statistics unit, and so DETERMINE, sees
         every stride-1 result. Those results (None where the statistics are of the kept
-        outputs: another format, the native form, or a kernel beyond ``max_ksize``, which runs
-        in blocks of taps)."""
-        if self.fmt not in ("fixed", "sparse") or self.oq is None or isinstance(self.padding, str):
+        outputs: another format, the native form, a kernel beyond ``max_ksize``, which runs
+        in blocks of taps, or :attr:`strided_stats` ``kept``, the deployment's
+        ``calibration: strided_stats: kept``, where the static radix is DETERMINE's on the
+        outputs the stride keeps: ``hlsnn.deploy.executors.SparseExec.kept_stats``)."""
+        if self.fmt not in ("fixed", "sparse") or self.oq is None or isinstance(self.padding, str) \
+                or self.strided_stats == "kept":
             return None
         (kh, kw), (sh, sw), (dh, dw) = self.kernel_size, self.stride, self.dilation
         (ph, pw) = self.padding
@@ -210,14 +216,21 @@ def fold_batchnorm(model):
     return model
 
 
-def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_ratio=0.0):
+def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_ratio=0.0, strided_stats=None):
     """Replace, in place, each ``Conv2d`` / ``Linear`` of ``model`` by its quantized twin
     (:class:`QConv2d` / :class:`QLinear`) in the format the ``assignment`` (a name of the
     config's assignments or an :class:`~hlsnn.deploy.config.Assignment`; default the config's
     first) gives it. ``deploy_config``: a :class:`DeployConfig` or the path of one. ``layers``
     maps torch module names (``model.named_modules()``) to format names, over the assignment's
-    per-layer entries and default. Returns the model."""
+    per-layer entries and default. ``strided_stats`` (``all`` or ``kept``; None: the config's
+    ``calibration: strided_stats``): which results of a strided ``sparse_cluster`` convolution
+    its output radix is chosen from (:meth:`QConv2d._stride1_results`), the deployment's rule.
+    Returns the model."""
     cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
+    if strided_stats is None:
+        strided_stats = (cfg.calibration or {}).get("strided_stats", "all")
+    if strided_stats not in ("all", "kept"):
+        raise InputError(f"strided_stats {strided_stats!r}: one of all, kept")
     if assignment is None:
         assignment = next(iter(cfg.assignments.values()))
     elif isinstance(assignment, str):
@@ -240,6 +253,7 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
                 params[spec.accel] = load_config(spec.accel, check_fit=False).params
             q = _copy(QConv2d if isinstance(m, nn.Conv2d) else QLinear, m)
             q._setup(spec, params[spec.accel], overflow_ratio, cfg.rounding)
+            q.strided_stats = strided_stats
             parent._modules[child_name] = q
     _fuse_relu(model)
     qs = quantized_layers(model)
