@@ -367,3 +367,45 @@ def test_bad_calibration_input_gets_a_clear_error(fast):
             dep.run(bad)
     finally:
         acc.close()
+
+
+def _strided_net(rng):
+    """x -> c (3x3 stride 2, pad 1, ReLU; only the centre taps: output (i, j) is the input at
+    (2i, 2j) scaled, the stride-1 form's odd positions read the odd pixels) -> GAP -> dense."""
+    w = np.zeros((3, 1, 3, 3))
+    w[:, 0, 1, 1] = [1.0, 0.5, 0.75]
+    layers = [Layer("c", "conv", ["x"], "t1", w=w, b=np.zeros(3), relu=True, pad=1, strides=(2, 2)),
+              Layer("gap", "host", ["t1"], "t2", op="GlobalAveragePool"),
+              Layer("fl", "host", ["t2"], "t3", op="Flatten", attrs={"axis": 1}),
+              Layer("fc", "dense", ["t3"], "y", w=rng.normal(0, 0.4, (10, 3)), b=rng.normal(0, 0.1, 10))]
+    return Network(name="n", path="", input="x", input_shape=(None, 1, 8, 8), output="y", layers=layers)
+
+
+@pytest.mark.parametrize("scale", ["tensor", "channel"])
+def test_strided_stats_kept_calibrates_as_the_layer_path(scale):
+    """``strided_stats="kept"``: the compiled calibration equals the layer path (radix points,
+    histograms, outputs after), and on an input whose dropped stride-1 results are 4 times the
+    kept ones the strided conv's F_out is 2 finer than with ``all``; its histogram counts the
+    non-zero kept outputs (16 per image and channel) instead of every non-zero stride-1
+    result (32: the even and the odd pixels)."""
+    rng = np.random.default_rng(5)
+    net = _strided_net(rng)
+    x = np.zeros((6, 1, 8, 8))
+    x[:, :, 0::2, 0::2] = rng.uniform(0.1, 0.25, (6, 1, 4, 4))
+    x[:, :, 1::2, 1::2] = rng.uniform(0.1, 1.0, (6, 1, 4, 4))
+    x[:, 0, 0, 0], x[:, 0, 1, 1] = 0.25, 1.0
+    fmt = FormatSpec("f", "fixed", "a", weight_scale=scale)
+    acc = Accelerator(SPARSE, "emu")
+    try:
+        f_out = {}
+        for rule in ("all", "kept"):
+            fast, ref = _pair(net, fmt, acc, strided_stats=rule)
+            _check(fast, ref, x, x[::-1] * 0.5)
+            f_out[rule] = fast.execs["c"].f_out
+            n = sum(fast.execs["c"].stats.histogram)
+            assert n == 6 * 3 * (16 if rule == "kept" else 32)     # the non-zero results counted: kept, all
+        assert f_out["kept"] == f_out["all"] + 2
+        with pytest.raises(InputError, match="static calibration"):
+            Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"a": acc}, strided_stats="kept", dynamic=True)
+    finally:
+        acc.close()
