@@ -66,7 +66,8 @@ def test_eval_equals_deployed_with_either_rule(tmp_path, rule, fmt):
 def test_a_wrong_rule_is_refused(tmp_path):
     from hlsnn.errors import ConfigError, InputError
     cfg = tmp_path / "d.yaml"
-    cfg.write_text("name: t\nmodel: m.onnx\ndata: digits\nformats:\n  f:\n    type: sparse\n    accel: sparse8_pynq-z2\n")
+    cfg.write_text("name: t\nmodel: m.onnx\ndata: digits\nformats:\n  f:\n    type: sparse\n"
+                   "    accel: sparse8_pynq-z2\n")
     with pytest.raises(InputError, match="one of all, kept"):
         prepare(_model(), cfg, strided_stats="some")
     for cal, words in (("{strided_stats: some}", "'all', 'kept'"), ("{mode: dynamic, strided_stats: kept}", "static")):

@@ -6,7 +6,8 @@ try and which layer runs in which format.
     name: digits_cnn
     model: digits_cnn.onnx              # relative to this file
     data: digits                        # scikit-learn's bundled digits, or a .npz file
-    calibration: {samples: 128, overflow_ratio: 0.0, mode: static}   # optional: update: e5, update_by, percent, strided_stats
+    calibration: {samples: 128, overflow_ratio: 0.0, mode: static}   # optional: update: e5, update_by,
+                                                                     # percent, strided_stats
     formats:                            # optional; default: DEFAULT_FORMATS
       bfp8:   {type: bfp, accel: ../accel/bfp8_zcu104.yaml}
       twohot: {type: twohot, accel: ../accel/shift8_pynq-z2.yaml, delta: 0}
