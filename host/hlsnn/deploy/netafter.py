@@ -73,6 +73,14 @@ def stubs(net):
                                                                 for w in which])) for k, a in steps]
 
 
+def host_stubs(net):
+    """:func:`stubs` of ``net``, made once per network and kept on it (``net._host_stubs``)."""
+    made = getattr(net, "_host_stubs", None)
+    if made is None:
+        made = net._host_stubs = stubs(net)
+    return made
+
+
 def _float_input(net, x, b):
     from ..errors import InputError
     if x is None:

@@ -113,6 +113,7 @@ from ..engines.network.program import ALIAS_OPS, NetProgram, Op, _chw, _why, mat
 from ..primitives import shift_round_sat
 from .dilate import dilate
 from .hostops import alias_shape
+from .netafter import host_stubs
 from .netcheck import check_ops
 
 
@@ -687,11 +688,7 @@ def finish(net, q, values=None, x=None):
     :mod:`hlsnn.network.nethost`, the same bits as :func:`dequantize`); then ``q`` is not read.
     ``x``: the float input, for a host op after the logits that reads it (``x + net(x)``,
     :mod:`hlsnn.deploy.netafter`)."""
-    stubs = getattr(net, "_host_stubs", None)
-    if stubs is None:                          # the host layers after the logits, made once per program
-        from .netafter import stubs as make    # (views folded into one reshape: hlsnn.deploy.netafter)
-        stubs = net._host_stubs = make(net)
     y = dequantize(net, q) if values is None else values
-    for run in stubs:
+    for run in host_stubs(net):       # the host layers after the logits, made once per program (netafter)
         y = run(y, x)
     return y

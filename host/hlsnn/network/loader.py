@@ -288,9 +288,6 @@ class CompiledNet:
         words = n.engine == "bfp_systolic"
         keep = (np.dtype(np.float32), np.dtype(np.float64)) + (() if words else (np.dtype(np.uint8),))
         before = bool(getattr(n, "host_before", None))
-        if getattr(n, "_host_stubs", None) is None:       # as netmode.finish makes them, once per network
-            from ..deploy.netafter import stubs
-            n._host_stubs = stubs(n)
         # without a prefix (whose ops would change the values first) and without words (whose C
         # call reports a bad value as not exact in float32), the C call counts the non-finite
         # values of the image as stored, in the same pass as rule 1, and run raises the same
@@ -299,7 +296,8 @@ class CompiledNet:
         # a Softmax after the logits over each image's vector: applied by the C call (nethost.softmax_rule)
         from .nethost import softmax_rule
         fold = softmax_rule(n)
-        after = () if fold else tuple(n._host_stubs)
+        from ..deploy.netafter import host_stubs      # as netmode.finish runs them, made once per network
+        after = () if fold else tuple(host_stubs(n))
         return keep, self.input_shape, counts, before, tuple(n.output["shape"]), after, fold
 
     def run(self, x, *, keep=False):
