@@ -75,3 +75,34 @@ def test_a_wrong_rule_is_refused(tmp_path):
                        "    type: sparse\n    accel: sparse8_pynq-z2\n")
         with pytest.raises(ConfigError, match=words):
             prepare(_model(), cfg)
+
+
+@pytest.mark.parametrize("cal,want", [
+    ("{overflow_ratio: 0.01, mode: dynamic, update: e5, update_by: op_type, percent: 37}",
+     dict(overflow_ratio=0.01, dynamic=True, update="e5", update_by="op_type", update_percent=37.0,
+          strided_stats="all")),
+    ("{overflow_ratio: 0.02, strided_stats: kept}",
+     dict(overflow_ratio=0.02, dynamic=False, update="e1", update_by="layer", update_percent=20.0,
+          strided_stats="kept"))])
+def test_deployed_takes_every_calibration_key(tmp_path, monkeypatch, cal, want):
+    """hlsnn.train's ``deployed``: a non-default value of each calibration key (and rounding)
+    reaches the Deployment (as hlsnn deploy, open_deployment and hlsnn compile:
+    tests/deploy/test_calibration_kwargs.py); the expected values are the YAML's."""
+    import inspect
+    from hlsnn.deploy.runner import Deployment
+    from hlsnn.train import emulate
+    seen = []
+
+    def fake(*args, **kwargs):
+        b = inspect.signature(Deployment.__init__).bind(None, *args, **kwargs)
+        b.apply_defaults()
+        seen.append({k: b.arguments[k] for k in (*want, "rounding", "host_bits")})
+        raise LookupError("recorded")
+    monkeypatch.setattr(emulate, "Deployment", fake)
+    cfg = tmp_path / "d.yaml"
+    cfg.write_text(f"name: t\nmodel: m.onnx\ndata: digits\ncalibration: {cal}\nrounding: truncate\nformats:\n"
+                   "  f:\n    type: sparse\n    accel: sparse8_pynq-z2\n")
+    with pytest.raises(LookupError, match="recorded"):
+        with deployed(_model().float(), torch.zeros(1, 1, 8, 8), cfg):
+            pass
+    assert seen == [dict(want, rounding="truncate", host_bits=None)]

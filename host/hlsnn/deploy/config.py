@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Field, check_section, is_config_name, load_config, read_yaml
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..paths import CONFIGS_DIR
 from ..primitives import ROUNDING_CODES
 
@@ -315,6 +315,26 @@ def load_deploy_config(path) -> DeployConfig:
     return DeployConfig(str(path), data["name"], model, dat, data["layout"], data["calibration"],
                         data["rounding"], data["test_samples"], formats, assignments, data["output"] or None,
                         data["task"], data["targets"])
+
+
+def deployment_kwargs(cfg: DeployConfig, *, update=None, update_by=None, host_bits=None) -> dict:
+    """The keyword arguments of :class:`~hlsnn.deploy.runner.Deployment` that ``cfg`` fixes: its
+    ``calibration`` section (filled with the defaults by :func:`load_deploy_config`) and
+    ``rounding``; the one rule of ``hlsnn deploy``, :func:`~hlsnn.deploy.evaluate.open_deployment`,
+    ``hlsnn compile`` and hlsnn.train's ``deployed``. ``update`` / ``update_by``: the command
+    line's ``--radix-update`` / ``--radix-update-by`` over the config's (None: the config's);
+    ``host_bits``: the quantized host mode's bits (None: float host layers), a command-line
+    option too. ``samples`` is not an argument: the caller takes that many calibration images.
+    ``strided_stats: kept`` with an ``update`` other than e1 is an :class:`InputError` (the
+    config's own pair is refused when it is read)."""
+    cal = cfg.calibration
+    if cal["strided_stats"] == "kept" and update not in (None, "e1"):
+        raise InputError(f"radix update {update!r} with calibration.strided_stats: kept in {cfg.path}: kept applies "
+                         "to update e1 only (with E2/E4 the statistics unit sees every stride-1 result); use "
+                         "update e1 or strided_stats: all")
+    return dict(overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic",
+                host_bits=host_bits, update=update or cal["update"], update_by=update_by or cal["update_by"],
+                update_percent=cal["percent"], strided_stats=cal["strided_stats"])
 
 
 _NAME = __import__("re").compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")

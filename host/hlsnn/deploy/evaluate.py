@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..errors import HlsnnError, InputError, MissingDependency
-from .config import load_deploy_config
+from .config import deployment_kwargs, load_deploy_config
 from .onnx_import import load_onnx
 from .runner import Deployment
 from .hostquant import check_host_bits
@@ -201,7 +201,6 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
     if name not in cfg.assignments:
         raise InputError(f"assignment {name!r} is not in {cfg.path}; it has {', '.join(cfg.assignments)}")
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
-    cal = cfg.calibration
     from . import datasets, task_formats       # a regression's fixed/sparse auto fields, as hlsnn deploy
     if cfg.task != "classification" and any(f.type in task_formats.TYPES and f.auto for f in cfg.formats.values()):
         task = cfg.task if cfg.task == "regression" else task_formats.task_of(
@@ -209,10 +208,7 @@ def open_deployment(config_path, assignment=None, target="emu", *, host_fallback
         cfg.formats = task_formats.resolve(cfg.formats, task, net)
     accs = open_accelerators(cfg, target, [name], **target_options)
     try:
-        yield Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
-                         rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic", update=cal["update"],
-                         update_by=cal["update_by"], update_percent=cal["percent"],
-                         strided_stats=cal.get("strided_stats", "all"))
+        yield Deployment(net, cfg.assignments[name], cfg.formats, accs, **deployment_kwargs(cfg))
     finally:
         for acc in accs.values():
             acc.close()

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..deploy import datasets, qimport, task_formats, update
 from ..deploy.shift_auto import cal_labels
-from ..deploy.config import load_deploy_config
+from ..deploy.config import deployment_kwargs, load_deploy_config
 from ..deploy.evaluate import (_check_data, _check_labels, _classification, _layout, _regression, as_map, file_tensor,
                                _regression_scorer, _targets, float_reference, host_bits_of, host_layers,
                                infer_task, modelled_latency, open_accelerators, pot_note)
@@ -56,6 +56,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
     cfg = load_deploy_config(config_path)
     cal = cfg.calibration
     upd = update.check(radix_update or cal["update"], radix_update_by or cal["update_by"], cal["percent"])
+    dep_kwargs = deployment_kwargs(cfg, update=upd[0], update_by=upd[1], host_bits=bits)
     net = load_onnx(cfg.model, host_fallback=host_fallback, output=cfg.output)
     qmap = qimport.layer_mapping(net, cfg.model)         # {} unless the file holds Q/DQ nodes
     layout = _layout(net, cfg.layout)
@@ -104,10 +105,7 @@ def deploy(config_path, target="emu", *, assignments=None, host_fallback=False, 
                 steps.set_postfix_str(name)
             asg = cfg.assignments[name]
             try:
-                dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cfg.calibration["overflow_ratio"],
-                                 rounding=cfg.rounding, dynamic=cfg.calibration["mode"] == "dynamic",
-                                 host_bits=bits, update=upd[0], update_by=upd[1], update_percent=upd[2],
-                                 strided_stats=cfg.calibration.get("strided_stats", "all"))
+                dep = Deployment(net, asg, cfg.formats, accs, **dep_kwargs)
                 dep.task = task                      # how a shift format's auto fields are scored (deploy.shift_auto)
                 dep.cal_labels = cal_labels(ds, len(x_cal), task)
                 t_cal = dep.calibrate(x_cal)

@@ -16,7 +16,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     ``host_fallback``: nodes no rule covers run on the host with onnx's reference
     implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx."""
     from ..deploy import datasets
-    from ..deploy.config import load_deploy_config
+    from ..deploy.config import deployment_kwargs, load_deploy_config
     from ..deploy.evaluate import _layout, open_accelerators
     from ..deploy.onnx_import import load_onnx
     from ..deploy.runner import Deployment
@@ -37,9 +37,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     asg = cfg.assignments[assignment]
     accs = open_accelerators(cfg, "emu", [assignment])
     try:
-        dep = Deployment(net, asg, cfg.formats, accs, overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding,
-                         update=cal["update"], update_by=cal["update_by"], update_percent=cal["percent"],
-                         strided_stats=cal.get("strided_stats", "all"))
+        dep = Deployment(net, asg, cfg.formats, accs, **deployment_kwargs(cfg))   # static: mode checked above
         dep.task = _task(cfg, ds)                       # how shift_auto scores a candidate, as hlsnn deploy does
         from ..deploy.shift_auto import cal_labels
         dep.cal_labels = cal_labels(ds, len(x_cal), dep.task)

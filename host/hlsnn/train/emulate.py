@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..deploy.config import DeployConfig, load_deploy_config
+from ..deploy.config import DeployConfig, deployment_kwargs, load_deploy_config
 from ..deploy.evaluate import open_accelerators
 from ..deploy.onnx_import import load_onnx
 from ..deploy.runner import Deployment
@@ -47,13 +47,9 @@ def deployed(model, example, deploy_config, assignment=None, *, target="emu", wo
         export(model, example, path)
         cfg = trained_config(cfg, path)
         net = load_onnx(path)
-        cal = cfg.calibration
         accs = open_accelerators(cfg, target, [name], **target_options)
         try:
-            dep = Deployment(net, cfg.assignments[name], cfg.formats, accs, overflow_ratio=cal["overflow_ratio"],
-                             rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic", update=cal["update"],
-                             update_by=cal["update_by"], update_percent=cal["percent"],
-                             strided_stats=cal.get("strided_stats", "all"))
+            dep = Deployment(net, cfg.assignments[name], cfg.formats, accs, **deployment_kwargs(cfg))
             dep.train_context = {"net": net, "config": cfg, "assignment": name, "accelerators": accs}
             yield dep
         finally:

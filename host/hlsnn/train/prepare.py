@@ -228,7 +228,7 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
     Returns the model."""
     cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
     if strided_stats is None:
-        strided_stats = (cfg.calibration or {}).get("strided_stats", "all")
+        strided_stats = cfg.calibration["strided_stats"]
     if strided_stats not in ("all", "kept"):
         raise InputError(f"strided_stats {strided_stats!r}: one of all, kept")
     if assignment is None:
