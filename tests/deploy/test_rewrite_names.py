@@ -215,3 +215,28 @@ def test_nodes_of_one_name_deploy_as_the_same_file_with_names_of_their_own(tmp_p
         path = save_net(tmp_path / f"{stem}.onnx", nodes, inits, stem, ("N", 1, 8, 8))
         outs.append(hlsnn.load(compile_onnx(tmp_path, stem, path, "twohot"), "emu", network=False)(x))
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_nodes_of_one_name_have_the_float_reference_of_the_file_named_apart(tmp_path):
+    # onnxruntime refuses a file with two nodes of one name; hlsnn deploy's float reference is
+    # onnx's ReferenceEvaluator (hlsnn.deploy.evaluate.float_reference), which takes it: the
+    # deploy runs, and its float outputs and accuracy are onnxruntime's on the same file with
+    # names of their own (node names do not change what a graph computes)
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.evaluate import float_reference
+    from hlsnn.evaluation.run import deploy
+    nodes, inits = _dup_nodes(["c", "c", "c"])
+    path = save_net(tmp_path / "dup.onnx", nodes, inits, "dup", ("N", 1, 8, 8))
+    own = _model(_dup_nodes(["c1", "c2", "g"])[0], [("x", ["N", 1, 8, 8])], [("y", ["N", 10])], inits)
+    with pytest.raises(Exception, match="same node name"):
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    ds = datasets.load("digits", layout="nchw")
+    x = np.asarray(ds.x_test[:12], np.float32)
+    want = _run(own, {"x": x})[0]
+    np.testing.assert_allclose(float_reference(path, x), want, rtol=1e-5, atol=1e-5)
+    cfg = tmp_path / "dup.yaml"
+    cfg.write_text("name: dup\nmodel: dup.onnx\ndata: digits\ntest_samples: 12\ncalibration: {samples: 16}\n"
+                   "formats:\n  fixed8: {type: fixed, accel: sparse8_pynq-z2}\n")
+    res = deploy(cfg, "emu")
+    assert "error" not in res["assignments"]["fixed8"], res["assignments"]["fixed8"]
+    assert res["float_accuracy"] == np.mean(np.argmax(want, axis=1) == np.asarray(ds.y_test[:12]))
