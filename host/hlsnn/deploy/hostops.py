@@ -63,6 +63,31 @@ class _Spec:
         self.op, self.attrs = op, attrs
 
 
+def bn_terms(layer, ndim):
+    """A ``BatchNormalization`` host layer's ``(mean, s, beta)``, each shaped ``(1, C, 1, ...)``
+    for an input of rank ``ndim``, with ``s = gamma / sqrt(var + epsilon)``: its output is
+    ``(x - mean) * s + beta``, evaluated in that order (float64). Fixed for a loaded layer, so
+    worked out on its first run and kept on the layer (``layer.bn_fixed``, by rank; made again
+    only if ``attrs["params"]`` or ``epsilon`` is replaced), not once per call; the values are
+    those of the same expressions per call, so the output bits are unchanged."""
+    a = layer.attrs
+    key = (a["params"], a.get("epsilon", 1e-5))
+    made = getattr(layer, "bn_fixed", None)
+    if made is None or made[0][0] is not key[0] or made[0][1] != key[1]:
+        made = (key, {})
+        try:
+            layer.bn_fixed = made
+        except AttributeError:                   # a layer that takes no attribute: worked out per call
+            pass
+    t = made[1].get(ndim)
+    if t is None:
+        gamma, beta, mean, var = key[0]
+        s = gamma / np.sqrt(var + key[1])
+        shape = (1, -1) + (1,) * (ndim - 2)
+        t = made[1][ndim] = (mean.reshape(shape), s.reshape(shape), beta.reshape(shape))
+    return t
+
+
 def run(layer, inputs):
     """Evaluate host ``layer`` on its input arrays (float64)."""
     op, a, x = layer.op, layer.attrs, inputs[0]
@@ -148,10 +173,13 @@ def run(layer, inputs):
             y = y * a["scale"]
         return y if a.get("bias") is None else y + a["bias"]
     if op == "BatchNormalization":
-        gamma, beta, mean, var = a["params"]
-        s = gamma / np.sqrt(var + a.get("epsilon", 1e-5))
-        shape = (1, -1) + (1,) * (x.ndim - 2)
-        return (x - mean.reshape(shape)) * s.reshape(shape) + beta.reshape(shape)
+        mean, s, beta = bn_terms(layer, x.ndim)
+        y = np.subtract(x, mean)
+        if y.dtype != np.result_type(y, s, beta):      # params wider than x - mean: as written
+            return y * s + beta
+        y *= s                                          # in place: the same roundings, no temporaries
+        y += beta
+        return y
     if op == "Softmax":                 # over its axis (opset < 13: over that axis and all after it)
         ax = int(a.get("axis", -1)) % x.ndim
         axes = tuple(range(ax, x.ndim)) if a.get("coerce_2d") else (ax,)
