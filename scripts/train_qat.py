@@ -126,7 +126,10 @@ def main(argv=None):
                     help="--label-smoothing: the phases it applies to, comma-separated of prune, recover, finetune "
                          "(hlsnn.train.smoothing); plain cross entropy in the others")
     ap.add_argument("--latency", action="store_true", help="modelled latency (always for sparse)")
-    ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) and its deploy config here")
+    ap.add_argument("--save", help="write the prepared, fine-tuned model (torch.save) here and its deploy config to "
+                                   "SAVE.yaml; with --val also SAVE.npz, the config's data: the training images left "
+                                   "after the split (its x_train, whose first N the script calibrated on) and the "
+                                   "test images")
     ap.add_argument("--qat-radix", choices=["dynamic", "static"], default="dynamic",
                     help="--mode static: the fine-tuning converts every batch at its own radixes (dynamic, "
                          "DETERMINE on the batch) or at the static radixes calibrated before it, as the deployment "
@@ -408,7 +411,12 @@ def main(argv=None):
     q.float()
     if a.save:
         torch.save(q, a.save)
-        pathlib.Path(a.save + ".yaml").write_text(cfg.read_text())
+        saved = cfg.read_text()
+        if a.val:     # a deployment of the config takes x_train[:samples] of its data: this run's x_cal
+            np.savez_compressed(a.save + ".npz", x_train=xtr.numpy(), y_train=ytr.numpy(), x_test=ds.x_test,
+                                y_test=ds.y_test)
+            saved = saved.replace("data: digits32\n", f"data: {pathlib.Path(a.save).name}.npz\n", 1)
+        pathlib.Path(a.save + ".yaml").write_text(saved)
     with deployed(q, torch.zeros(1, 3, 32, 32), cfg) as dep:
         dep.calibrate(x_cal.numpy())
         dep_out = dep.run(xte)

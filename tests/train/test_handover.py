@@ -1,0 +1,37 @@
+"""scripts/train_qat.py --save with --val: the deploy config it hands over names the images the
+script calibrated on. The script calibrates on the first N training images left after the
+validation split; a deployment of the saved config takes ``x_train[:samples]`` of the config's
+data, so the saved config's data is an .npz of those training images (in the script's order) and
+the test images: its ``x_train[:samples]`` are the split's, computed here from
+``validation_split`` and digits32, and a deployment calibrated on them gives the script's figure."""
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from .test_smoothing import run_train_qat  # noqa: E402
+
+
+def test_saved_config_calibrates_on_the_scripts_images(monkeypatch, capsys, tmp_path):
+    from hlsnn.deploy import datasets
+    from hlsnn.deploy.config import load_deploy_config
+    from hlsnn.train import deployed
+    from hlsnn.train.data import validation_split
+    save = str(tmp_path / "q.pt")
+    run_train_qat(monkeypatch, "train_qat_handover", ["--val", "40", "--calibration-samples", "64", "--save", save])
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    cfg = load_deploy_config(save + ".yaml")
+    assert cfg.calibration["samples"] == 64
+    ds, full = datasets.load(cfg.data, layout="nchw"), datasets.load("digits32")
+    tr, _ = validation_split(len(full.x_train), 40)
+    np.testing.assert_array_equal(ds.x_train[:64], full.x_train[tr[:64]])
+    assert not np.array_equal(full.x_train[:64], full.x_train[tr[:64]])     # the whole set's first 64 differ
+    np.testing.assert_array_equal(ds.x_test, full.x_test)
+    np.testing.assert_array_equal(ds.y_test, full.y_test)
+    q = torch.load(save, weights_only=False)
+    with deployed(q, torch.zeros(1, 3, 32, 32), cfg) as dep:
+        dep.calibrate(ds.x_train[:cfg.calibration["samples"]].astype(np.float64))
+        y = dep.run(ds.x_test.astype(np.float64))
+    assert float(np.mean(np.argmax(y, 1) == ds.y_test)) == res["deployed_acc"]
