@@ -100,7 +100,7 @@ LOADER = {
 #: patch per image), measured by ``benchmarks/bench_loader_host.py`` (re-measured with the
 #: loader's fast path, the ops' code unchanged: within 3% of these; kept)
 HOST_OPS = {
-    "BatchNormalization": (4.29, 0.825),
+    "BatchNormalization": (4.29, 0.825),     # before hostops.bn_terms; now 2.96 + 0.785 (docs/performance.md)
     "LayerNormalization": (10.7, 1.37),
     "AddConst": (0.93, 0.094),
     "Relu": (1.03, 0.44),
