@@ -106,3 +106,29 @@ def test_deployed_takes_every_calibration_key(tmp_path, monkeypatch, cal, want):
         with deployed(_model().float(), torch.zeros(1, 1, 8, 8), cfg):
             pass
     assert seen == [dict(want, rounding="truncate", host_bits=None)]
+
+
+def test_prepare_takes_the_configs_overflow_ratio(tmp_path):
+    """prepare without ``overflow_ratio`` takes the config's ``calibration: overflow_ratio``, as the
+    deployment does: the prepared model in eval mode equals the deployment bit for bit, and its
+    radix is finer than with 0 (30 % of the values may saturate)."""
+    rng = np.random.default_rng(4)
+    x = _x(24, rng)
+    cfg = tmp_path / "d.yaml"
+    cfg.write_text("name: t\nmodel: m.onnx\ndata: digits\ncalibration: {overflow_ratio: 0.3}\nformats:\n  f:\n"
+                   "    type: sparse\n    accel: sparse8_pynq-z2\n")
+    radix = {}
+    for r in (None, 0.0):
+        m = prepare(_model(), cfg, **({} if r is None else {"overflow_ratio": r}))
+        m.double().eval()
+        calibrate(m, torch.tensor(x[:12]))
+        radix[r] = dict(quantized_layers(m))["0"].oq.last_f
+        if r is None:
+            with torch.no_grad():
+                mine = m(torch.tensor(x[12:])).numpy()
+    assert radix[None] > radix[0.0]
+    with deployed(_model().float(), torch.zeros(1, 1, 8, 8), cfg) as dep:
+        dep.calibrate(x[:12])
+        theirs = dep.run(x[12:])
+        assert [e.f_out for e in dep.execs.values()][0] == radix[None]
+    np.testing.assert_array_equal(mine, theirs)

@@ -216,17 +216,21 @@ def fold_batchnorm(model):
     return model
 
 
-def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_ratio=0.0, strided_stats=None):
+def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_ratio=None, strided_stats=None):
     """Replace, in place, each ``Conv2d`` / ``Linear`` of ``model`` by its quantized twin
     (:class:`QConv2d` / :class:`QLinear`) in the format the ``assignment`` (a name of the
     config's assignments or an :class:`~hlsnn.deploy.config.Assignment`; default the config's
     first) gives it. ``deploy_config``: a :class:`DeployConfig` or the path of one. ``layers``
     maps torch module names (``model.named_modules()``) to format names, over the assignment's
-    per-layer entries and default. ``strided_stats`` (``all`` or ``kept``; None: the config's
+    per-layer entries and default. ``overflow_ratio`` (None: the config's ``calibration:
+    overflow_ratio``, as the deployment takes it): DETERMINE's allowed fraction of saturating
+    values. ``strided_stats`` (``all`` or ``kept``; None: the config's
     ``calibration: strided_stats``): which results of a strided ``sparse_cluster`` convolution
     its output radix is chosen from (:meth:`QConv2d._stride1_results`), the deployment's rule.
     Returns the model."""
     cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
+    if overflow_ratio is None:
+        overflow_ratio = cfg.calibration["overflow_ratio"]
     if strided_stats is None:
         strided_stats = cfg.calibration["strided_stats"]
     if strided_stats not in ("all", "kept"):
