@@ -105,7 +105,8 @@ def build_parser():
     p = sub.add_parser("compile", help="calibrate one assignment of a deployment config and write everything an "
                                        "inference needs into one NAME.hlsnn file (docs/compiled-models.md)")
     p.add_argument("config", help="a deployment config (configs/models/*.yaml)")
-    p.add_argument("--assignment", required=True, help="the layer-format assignment to compile")
+    p.add_argument("--assignment", help="the layer-format assignment to compile (may be left out when the "
+                                         "config has only one)")
     p.add_argument("-o", "--output", help="NAME.hlsnn (default: <config>_<assignment>.hlsnn)")
     p.add_argument("--check-samples", type=NONNEG, default=4, help="self-check input/output pairs (default 4)")
     p.add_argument("--host-fallback", action="store_true",

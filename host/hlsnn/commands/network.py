@@ -11,13 +11,15 @@ from ..errors import InputError
 
 
 def cmd_compile(args):
-    from ..network.build import compile_model
-    out = args.output or f"{Path(args.config).stem}_{args.assignment}.hlsnn"
+    from ..deploy.config import load_deploy_config
+    from ..network.build import choose_assignment, compile_model
+    assignment = choose_assignment(load_deploy_config(args.config), args.assignment)
+    out = args.output or f"{Path(args.config).stem}_{assignment}.hlsnn"
     if not str(out).endswith(".hlsnn"):
         raise InputError(f"-o {out}: a compiled model's name ends in .hlsnn")
     from ..paths import out_parent
     out_parent(out)
-    prog = compile_model(args.config, args.assignment, out, check_samples=args.check_samples,
+    prog = compile_model(args.config, assignment, out, check_samples=args.check_samples,
                          host_fallback=getattr(args, "host_fallback", False))
     size = Path(out).stat().st_size
     engine = [j for j in prog["layers"] if j["kind"] != "host"]
