@@ -124,6 +124,9 @@ def build_parser():
     p.add_argument("--no-self-check", action="store_true", help="NAME.hlsnn: skip the self-check on load")
     p.add_argument("--layer-by-layer", action="store_true", help="NAME.hlsnn: one kernel call per layer chunk, "
                                                                    "not the network kernel (one start per batch)")
+    p.add_argument("--overlay", action="append", metavar="ACCEL=FOLDER",
+                   help="NAME.hlsnn on pynq (or sim): the overlay folder of an accelerator of the model (its network "
+                        "overlay, overlays/<config>_net, for the one-start path); repeat for each accelerator")
     p.add_argument("--weights", help="w.npy: (N, K) or (Z, C, k, k); default: seeded random weights")
     p.add_argument("--n", type=POSITIVE, default=64, help="outputs (N or Z) of the random weights (default 64)")
     p.add_argument("--target", default="sim", help="pynq, sim, csim or emu (default sim)")
