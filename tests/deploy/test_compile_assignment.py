@@ -47,3 +47,18 @@ def test_cli_compiles_the_only_assignment(tmp_path, capsys, monkeypatch):
     assert main(["compile", str(path), "--check-samples", "1"]) == 0
     assert "(only)" in capsys.readouterr().out
     assert (tmp_path / "m_only.hlsnn").is_file()    # the default name carries the chosen assignment
+
+
+def test_data_of_another_shape_is_one_error(tmp_path, capsys):
+    """hlsnn deploy said "x_train has samples of shape ...; the model takes ..."; hlsnn compile ended in a
+    traceback of the float reference's matmul (or a GEMM shape error) on the same config."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "seq.npz", x_train=rng.normal(size=(8, 1, 64)), y_train=np.zeros(8, int),
+             x_test=rng.normal(size=(4, 1, 64)), y_test=np.zeros(4, int))
+    path = tmp_path / "m.yaml"
+    path.write_text(f"name: lenet\nmodel: {MODEL}\ndata: {tmp_path / 'seq.npz'}\nformats:\n"
+                    "  f: {type: twohot, accel: shift8_pynq-z2}\n")
+    assert main(["compile", str(path), "-o", str(tmp_path / "x.hlsnn")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "x_train has samples of shape (1, 1, 64); the model lenet_ts17 takes (1, 8, 8)" in err, err

@@ -32,7 +32,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
     implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx."""
     from ..deploy import datasets
     from ..deploy.config import load_deploy_config
-    from ..deploy.evaluate import _layout, open_accelerators
+    from ..deploy.evaluate import _check_data, _layout, open_accelerators
     from ..deploy.onnx_import import load_onnx
     from ..deploy.runner import Deployment
     cfg = load_deploy_config(config_path)
@@ -45,6 +45,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
         raise InputError(f"check samples = {check_samples}: 0..64")
     net = load_onnx(cfg.model, output=cfg.output, host_fallback=host_fallback)
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
+    _check_data(cfg.data, net, ds, None, "regression")     # the samples' shape, as hlsnn deploy checks it (no labels)
     from ..deploy import task_formats               # as hlsnn deploy resolves a regression's fixed/sparse auto
     cfg.formats = task_formats.resolve(cfg.formats, task_formats.task_of(cfg, ds), net)
     x_cal = ds.x_train[:calibration_samples or cal["samples"]]
