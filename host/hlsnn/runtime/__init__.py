@@ -10,6 +10,35 @@ from ..formats._validate import check_options
 from .make import TARGETS, make_target
 
 
+def unknown_options(engine, name, fn, options, n_args=0):
+    """An option the engine's operation does not take (``gemm(..., mode="twohot")`` on a
+    ``bfp_systolic`` config) is an InputError naming the engine and the options it takes, not
+    Python's TypeError about ``Kernel.gemm``."""
+    if not options:
+        return
+    allowed = _keywords(getattr(fn, "__func__", fn), n_args)
+    bad = [] if allowed is None else [k for k in options if k not in allowed]
+    if bad:
+        from ..errors import InputError
+        raise InputError(f"{name}: engine {engine} does not take {', '.join(repr(k) for k in bad)}; its options: "
+                         f"{', '.join(allowed)}")
+
+
+@functools.lru_cache(maxsize=256)
+def _keywords(fn, n_args):
+    """The keyword options of a kernel operation after its ``n_args`` positional arguments (and
+    ``self``), or None when it takes any (``**options``) or has no signature to read."""
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    skip = n_args + (1 if params and params[0].name == "self" else 0)
+    return tuple(p.name for p in params[skip:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
 class Accelerator:
     """An accelerator described by a config, running on a target.
 
@@ -66,7 +95,11 @@ class Accelerator:
         self.lock = threading.RLock()
 
     def _op(self, name):
-        return lambda *args, **options: self._locked(self._kernel_op(name))(*args, **check_options(options))
+        def call(*args, **options):
+            fn = self._kernel_op(name)
+            unknown_options(self.config.engine, name, fn, options, len(args))
+            return self._locked(fn)(*args, **check_options(options))
+        return call
 
     def _locked(self, fn):
         @functools.wraps(fn)
