@@ -23,7 +23,7 @@ def test_per_layer_figures_are_printed():
     for part in ("error 0.0123", "radix 6/7/4", "sparsity 25.0%", "density 50.0%", "saturated 3"):
         assert part in c1[0], (part, c1[0])
     fc = [ln for ln in text.splitlines() if "fc (fixed8, dense 8->2)" in ln]
-    assert len(fc) == 1 and "radix -/[3, 4]/2" in fc[0] and "error 0.5," in fc[0], text
+    assert len(fc) == 1 and "radix -/3..4/2" in fc[0] and "error 0.5," in fc[0], text
 
 
 def test_without_per_layer_no_layer_lines():

@@ -375,12 +375,20 @@ def format_result(res) -> str:
 def format_per_layer(e) -> list:
     """``hlsnn deploy --per-layer``'s lines of one assignment: per engine layer its format, the relative
     RMS error of its output against the float model's tensor, the radix points (fractional bits of
-    input, weights, output; ``-`` where the format has none: BFP), the weight sparsity, the input
-    density and the saturated outputs (the same figures as ``--json``'s ``per_layer``)."""
+    input, weights, output; ``-`` where the format has none: BFP; ``lo..hi`` per channel), the
+    weight sparsity, the input density and the saturated outputs (the same figures as ``--json``'s
+    ``per_layer``)."""
     per = e.get("per_layer")
     if not per:
         return []
-    radix = lambda v: "-" if v is None else str(v)  # noqa: E731 (a list: per channel)
+
+    def radix(v):                  # None: no radix point (BFP); a list: per channel, as its range lo..hi
+        if v is None:
+            return "-"
+        if isinstance(v, (list, tuple)):
+            lo, hi = min(v), max(v)
+            return f"{lo}" if lo == hi else f"{lo}..{hi}"
+        return str(v)
     lines = [f"  {'':<14} per layer: relative RMS error vs float, radix points (fractional bits) in/weights/out, "
              f"weight sparsity, input density, saturated outputs"]
     for ln, v in per.items():
