@@ -177,7 +177,7 @@ def build_parser():
                    help="host layers that compute (fallback nodes, Add, pools that average, BN, Softmax): in float "
                         "(default), or between fixed-point inputs and outputs of --host-bits bits, as a board "
                         "would compute them")
-    p.add_argument("--host-bits", type=int, default=8, help="width of --host-precision quantized (default 8)")
+    p.add_argument("--host-bits", type=int, help="width of --host-precision quantized (default 8; only with it)")
     p.add_argument("--radix-update", choices=["e1", "e5"],
                    help="how fixed-point layers update their radix points (default: the config's calibration.update, "
                         "else e1): e1, a preceding operation on every image; e5, per layer the faster of E2 (two "
@@ -231,7 +231,7 @@ def build_parser():
     p.add_argument("--host-fallback", action="store_true", help="deployment report: see `hlsnn deploy`")
     p.add_argument("--host-precision", choices=["float", "quantized"], default="float",
                    help="deployment report: see `hlsnn deploy`")
-    p.add_argument("--host-bits", type=int, default=8, help="deployment report: see `hlsnn deploy`")
+    p.add_argument("--host-bits", type=int, help="deployment report: see `hlsnn deploy`")
     p.add_argument("--radix-update", choices=["e1", "e5"], help="deployment report: see `hlsnn deploy`")
     p.add_argument("--radix-update-by", choices=["layer", "op_type"], help="deployment report: see `hlsnn deploy`")
     p.add_argument("--test-samples", type=POSITIVE, help="deployment report: only the first N test images")
