@@ -29,3 +29,12 @@ def test_a_missing_name_is_still_missing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["deploy", "no_such_model"]) == 2
     assert "no such config file" in capsys.readouterr().err
+
+
+def test_the_example_configs_outside_a_checkout(tmp_path, monkeypatch, capsys):
+    """The README's `hlsnn deploy configs/models/digits_cnn.yaml` typed where the wheel is installed, not in a
+    checkout: the message says where those configs are."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["deploy", "configs/models/digits_cnn.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "no such config file; the example deployment configs (configs/models) come with a checkout" in err, err

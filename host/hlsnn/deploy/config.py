@@ -224,6 +224,10 @@ def _not_an_accel_config(path, raw):
     ``raw`` None: before reading, a missing path that names a shipped or user accelerator config."""
     from ..config import find_config, is_config_name
     accel = None
+    if raw is None and not path.exists() and "configs/models/" in path.as_posix():
+        raise ConfigError(path, None, None, "no such config file; the example deployment configs (configs/models) come "
+                          "with a checkout of the repository, not with the installed package: run from a checkout, "
+                          "or write your own (docs/tutorials/deploy-pytorch.md)")
     if raw is None:
         if not path.exists() and is_config_name(path):
             try:
