@@ -19,3 +19,14 @@ def test_an_option_of_another_engine_is_named():
     # the options each engine takes still go through, with the same result as the kernel's own call
     assert np.array_equal(shift.gemm(x, w, mode="twohot", delta=2), shift.kernel.gemm(x, w, mode="twohot", delta=2))
     assert np.array_equal(bfp.gemm(x, w, method="max"), bfp.kernel.gemm(x, w, method="max"))
+
+
+def test_a_missing_overlay_folder_on_pynq_is_named_as_one(tmp_path, monkeypatch):
+    """The README's `hlsnn.Accelerator("overlays/bfp16_pynq_z2", target="pynq")` before a build said
+    "no such config file"."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match=r"^overlays/bfp16_pynq_z2: no such overlay folder \(target pynq runs an "
+                                         r"overlay: a folder with <name>.bit, <name>.hwh and <name>.json"):
+        hlsnn.Accelerator("overlays/bfp16_pynq_z2", target="pynq")
+    with pytest.raises(InputError, match="runs an overlay, not config bfp16_pynq_z2: give the overlay folder"):
+        hlsnn.Accelerator("bfp16_pynq-z2", target="pynq")        # a config by name: the config's message

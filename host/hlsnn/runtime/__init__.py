@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import threading
 
-from ..config import Config, load_config
+from ..config import Config, is_config_name, load_config
 from ..engines import ENGINES
 from ..formats._validate import check_options
 from .make import TARGETS, make_target
@@ -80,6 +80,11 @@ class Accelerator:
             from ..errors import InputError, excerpt
             raise InputError(f"config = {excerpt(config, 60)}: must be a config name, a YAML path, an overlay "
                              "folder, a parsed config (dict) or a Config from hlsnn.load_config")
+        if target == "pynq" and isinstance(config, (str, os.PathLike)) and not Path(config).exists() \
+                and not str(config).endswith((".yaml", ".yml")) and not is_config_name(config):
+            from ..errors import InputError
+            raise InputError(f"{config}: no such overlay folder (target pynq runs an overlay: a folder with "
+                             f"<name>.bit, <name>.hwh and <name>.json, which hlsnn build writes into overlays/)")
         if isinstance(config, (str, os.PathLike)) and (Path(config).is_dir() or str(config).endswith(".bit")):
             # an overlay folder (or its .bit): the config comes from its <name>.json
             from .pynq_target import config_from_manifest, overlay_files, read_manifest
