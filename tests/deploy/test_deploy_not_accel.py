@@ -38,3 +38,11 @@ def test_the_example_configs_outside_a_checkout(tmp_path, monkeypatch, capsys):
     assert main(["deploy", "configs/models/digits_cnn.yaml"]) == 2
     err = capsys.readouterr().err
     assert "no such config file; the example deployment configs (configs/models) come with a checkout" in err, err
+
+
+def test_report_of_a_non_sparse_accel_config_says_what_report_takes(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "bfp16_pynq-z2"]) == 2
+    err = capsys.readouterr().err
+    assert "also takes a deployment config (MODEL.yaml) or a compiled model (NAME.hlsnn)" in err, err
+    assert "configs/accel/" not in err.split("error:", 1)[1].split(":", 1)[1], err   # the example by name
