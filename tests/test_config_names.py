@@ -40,7 +40,21 @@ def test_paths_still_win_and_unknown_names_say_where_they_looked(monkeypatch, tm
     with pytest.raises(ConfigError, match=r"no such config file, and no config of that name in .*configs/accel"):
         load_config("no_such_accel")
     with pytest.raises(ConfigError, match="no such config file$"):
-        load_config("somewhere/bfp16_pynq-z2.yaml")                      # a folder: never looked up by name
+        load_config("somewhere/no_such_accel.yaml")                      # a folder: never looked up by name
+    # ... but a missing path whose file is a known config's (the README's configs/accel/X.yaml from an
+    # installed wheel) names that config instead of loading it
+    with pytest.raises(ConfigError, match=r"^configs/accel/bfp16_pynq-z2.yaml: no such config file; a config of "
+                                          r"that name is installed \(.*\): give its name alone, bfp16_pynq-z2$"):
+        load_config("configs/accel/bfp16_pynq-z2.yaml")
+
+
+def test_an_unknown_name_lists_the_known_ones(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HLSNN_CONFIG_PATH", raising=False)
+    assert main(["csim", "bfp16_pynq_z2"]) == 2          # the config's name: field, not its file's
+    err = capsys.readouterr().err
+    known = sorted(f.stem for f in SHIPPED.glob("*.yaml"))
+    assert err.count("\n") == 1 and err.rstrip().endswith("known names: " + ", ".join(known)), err
 
 
 def test_cli_takes_names(capsys):

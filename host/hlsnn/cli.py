@@ -105,7 +105,8 @@ def build_parser():
     p = sub.add_parser("compile", help="calibrate one assignment of a deployment config and write everything an "
                                        "inference needs into one NAME.hlsnn file (docs/compiled-models.md)")
     p.add_argument("config", help="a deployment config (configs/models/*.yaml)")
-    p.add_argument("--assignment", required=True, help="the layer-format assignment to compile")
+    p.add_argument("--assignment", help="the layer-format assignment to compile (may be left out when the "
+                                         "config has only one)")
     p.add_argument("-o", "--output", help="NAME.hlsnn (default: <config>_<assignment>.hlsnn)")
     p.add_argument("--check-samples", type=NONNEG, default=4, help="self-check input/output pairs (default 4)")
     p.add_argument("--host-fallback", action="store_true",
@@ -123,6 +124,9 @@ def build_parser():
     p.add_argument("--no-self-check", action="store_true", help="NAME.hlsnn: skip the self-check on load")
     p.add_argument("--layer-by-layer", action="store_true", help="NAME.hlsnn: one kernel call per layer chunk, "
                                                                    "not the network kernel (one start per batch)")
+    p.add_argument("--overlay", action="append", metavar="ACCEL=FOLDER",
+                   help="NAME.hlsnn on pynq (or sim): the overlay folder of an accelerator of the model (its network "
+                        "overlay, overlays/<config>_net, for the one-start path); repeat for each accelerator")
     p.add_argument("--weights", help="w.npy: (N, K) or (Z, C, k, k); default: seeded random weights")
     p.add_argument("--n", type=POSITIVE, default=64, help="outputs (N or Z) of the random weights (default 64)")
     p.add_argument("--target", default="sim", help="pynq, sim, csim or emu (default sim)")
@@ -173,7 +177,7 @@ def build_parser():
                    help="host layers that compute (fallback nodes, Add, pools that average, BN, Softmax): in float "
                         "(default), or between fixed-point inputs and outputs of --host-bits bits, as a board "
                         "would compute them")
-    p.add_argument("--host-bits", type=int, default=8, help="width of --host-precision quantized (default 8)")
+    p.add_argument("--host-bits", type=int, help="width of --host-precision quantized (default 8; only with it)")
     p.add_argument("--radix-update", choices=["e1", "e5"],
                    help="how fixed-point layers update their radix points (default: the config's calibration.update, "
                         "else e1): e1, a preceding operation on every image; e5, per layer the faster of E2 (two "
@@ -227,7 +231,7 @@ def build_parser():
     p.add_argument("--host-fallback", action="store_true", help="deployment report: see `hlsnn deploy`")
     p.add_argument("--host-precision", choices=["float", "quantized"], default="float",
                    help="deployment report: see `hlsnn deploy`")
-    p.add_argument("--host-bits", type=int, default=8, help="deployment report: see `hlsnn deploy`")
+    p.add_argument("--host-bits", type=int, help="deployment report: see `hlsnn deploy`")
     p.add_argument("--radix-update", choices=["e1", "e5"], help="deployment report: see `hlsnn deploy`")
     p.add_argument("--radix-update-by", choices=["layer", "op_type"], help="deployment report: see `hlsnn deploy`")
     p.add_argument("--test-samples", type=POSITIVE, help="deployment report: only the first N test images")

@@ -180,18 +180,28 @@ def find_config(name_or_path) -> Path:
     """An accelerator config given by path, or by the name of a user or shipped config.
 
     A path that exists is taken as it is. Otherwise a bare name (no folder: ``bfp16_pynq-z2``,
-    with or without ``.yaml``) is looked up in :func:`config_search_path`, first match wins.
-    Anything else is returned unchanged, so that the caller's "no such config file" names it.
+    with or without ``.yaml``) is looked up in :func:`config_search_path`, first match wins; a
+    name found nowhere is an error listing the known names. A missing path with folders whose
+    file name is a known config's (``configs/accel/bfp16_pynq-z2.yaml`` outside a checkout) is an
+    error naming that config; anything else is returned unchanged, so that the caller's "no such
+    config file" names it.
     """
     p = Path(name_or_path)
-    if p.exists() or not is_config_name(name_or_path):
+    if p.exists():
         return p
     stem = p.name[:-5] if p.name.endswith(".yaml") else p.name
-    for d in config_search_path():
-        if (d / f"{stem}.yaml").is_file():
-            return d / f"{stem}.yaml"
+    found = next((d / f"{stem}.yaml" for d in config_search_path() if (d / f"{stem}.yaml").is_file()), None)
+    if not is_config_name(name_or_path):
+        if found is not None and p.suffix == ".yaml":   # a checkout's configs/accel/X.yaml, from an installed wheel
+            raise ConfigError(p, None, None, f"no such config file; a config of that name is installed ({found}): "
+                              f"give its name alone, {stem}")
+        return p
+    if found is not None:
+        return found
+    names = sorted({f.stem for d in config_search_path() if d.is_dir() for f in d.glob("*.yaml")})
     raise ConfigError(p, None, None, "no such config file, and no config of that name in "
-                      + ", ".join(str(d) for d in config_search_path()) + " (HLSNN_CONFIG_PATH, then the shipped ones)")
+                      + ", ".join(str(d) for d in config_search_path()) + " (HLSNN_CONFIG_PATH, then the shipped "
+                      "ones); known names: " + ", ".join(names))
 
 
 def _strict_loader():

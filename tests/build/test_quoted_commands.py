@@ -31,3 +31,16 @@ def test_dry_run_lines_of_a_hostile_file_name_are_safe_to_paste(tmp_path, monkey
         r = subprocess.run(["bash", "-c", " && ".join(prefix)], cwd=tmp_path, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
     assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_the_rerun_command_names_a_shipped_config_by_name(tmp_path):
+    """`hlsnn build bfp16_pynq-z2` without the tools printed `hlsnn build /.../site-packages/hlsnn/_data/
+    configs/accel/bfp16_pynq-z2.yaml` to run on the machine that has them, a path only this install has;
+    a shipped config is named by its name, any other config by its path."""
+    from hlsnn.build.flow import rerun_name
+    from hlsnn.config import load_config
+    from hlsnn.paths import CONFIGS_DIR
+    assert rerun_name(load_config("bfp16_pynq-z2")) == "bfp16_pynq-z2"
+    mine = tmp_path / "mine.yaml"
+    mine.write_text((CONFIGS_DIR / "accel" / "bfp16_pynq-z2.yaml").read_text())
+    assert rerun_name(load_config(mine)) == str(mine)

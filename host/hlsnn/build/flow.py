@@ -133,6 +133,16 @@ def _fmt(s):
     return f"{int(s) // 3600}:{int(s) % 3600 // 60:02d}:{int(s) % 60:02d}" if s >= 3600 else f"{int(s) // 60}:{int(s) % 60:02d}"
 
 
+def rerun_name(cfg) -> str:
+    """How the printed rerun command names the config: a shipped one by its name (``bfp16_pynq-z2``:
+    the machine with the Xilinx tools has hlsnn installed elsewhere, where an installed wheel's
+    path would not exist), any other by its path."""
+    from ..paths import CONFIGS_DIR
+    if cfg.path and Path(cfg.path).resolve().parent == (CONFIGS_DIR / "accel").resolve():
+        return Path(cfg.path).stem
+    return str(cfg.path or cfg.name)
+
+
 class Build:
     """One build of one config. ``run()`` returns an exit status (see :data:`EXIT`)."""
 
@@ -154,7 +164,7 @@ class Build:
         self.vivado_dir = self.root / "vivado"
         #: the overlay's (and its files') name; the command that reruns this build
         self.overlay_name = cfg.name
-        self.rerun = f"hlsnn build {shlex.quote(str(cfg.path or cfg.name))}"
+        self.rerun = f"hlsnn build {shlex.quote(rerun_name(cfg))}"
         self.csim_reference = "the emulator"
         self.manifest = {"name": cfg.name, "engine": cfg.engine, "board": cfg.board.name, "part": cfg.board.part,
                          "config": cfg.as_dict(), "config_sha256": cfg.sha, "config_hash32": cfg.hash32,

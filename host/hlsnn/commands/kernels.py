@@ -211,6 +211,9 @@ def cmd_run(args):
     import numpy as np
     from ..runtime import Accelerator
     from ..errors import InputError
+    if getattr(args, "overlay", None):
+        raise InputError(f"--overlay: only for a compiled model (NAME.hlsnn); for one layer give the overlay folder "
+                         f"itself: hlsnn run overlays/<name> --target pynq (not {args.target_path})")
 
     import zipfile
     from pathlib import Path

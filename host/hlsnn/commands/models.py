@@ -14,12 +14,24 @@ def _is_deploy_config(path):
     return isinstance(raw, dict) and "model" in raw
 
 
+def _host_bits(args):
+    """``--host-bits``, the width of ``--host-precision quantized`` (8 when not given); given without it,
+    an error (the host layers would run in float and the width be ignored)."""
+    if args.host_bits is None:
+        return 8
+    if args.host_precision != "quantized":
+        from ..errors import InputError
+        raise InputError(f"--host-bits {args.host_bits}: the width of --host-precision quantized, which is not given "
+                         f"(host layers run in float without it): add --host-precision quantized, or leave it out")
+    return args.host_bits
+
+
 def cmd_deploy(args):
     from ..deploy.evaluate import format_result
     from ..evaluation.run import deploy
     from ..progress import enabled
     res = deploy(args.config, args.target, assignments=args.assignment or None, host_fallback=args.host_fallback,
-                 host_precision=args.host_precision, host_bits=args.host_bits, per_layer=args.per_layer, test_samples=args.test_samples,
+                 host_precision=args.host_precision, host_bits=_host_bits(args), per_layer=args.per_layer, test_samples=args.test_samples,
                  progress=enabled(quiet=args.quiet, json=args.json), radix_update=args.radix_update,
                  radix_update_by=args.radix_update_by, network=False if args.layer_by_layer else None,
                  recalibrate=args.recalibrate)
@@ -37,7 +49,7 @@ def cmd_report(args):
     if _is_deploy_config(args.config):
         from ..evaluation.report import write_report
         out = write_report(args.config, args.target, out=args.out, host_fallback=args.host_fallback,
-                           host_precision=args.host_precision, host_bits=args.host_bits, test_samples=args.test_samples,
+                           host_precision=args.host_precision, host_bits=_host_bits(args), test_samples=args.test_samples,
                            radix_update=args.radix_update, radix_update_by=args.radix_update_by)
         print(f"wrote {out}")
         return 0

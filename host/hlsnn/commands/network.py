@@ -11,13 +11,15 @@ from ..errors import InputError
 
 
 def cmd_compile(args):
-    from ..network.build import compile_model
-    out = args.output or f"{Path(args.config).stem}_{args.assignment}.hlsnn"
+    from ..deploy.config import load_deploy_config
+    from ..network.build import choose_assignment, compile_model
+    assignment = choose_assignment(load_deploy_config(args.config), args.assignment)
+    out = args.output or f"{Path(args.config).stem}_{assignment}.hlsnn"
     if not str(out).endswith(".hlsnn"):
         raise InputError(f"-o {out}: a compiled model's name ends in .hlsnn")
     from ..paths import out_parent
     out_parent(out)
-    prog = compile_model(args.config, args.assignment, out, check_samples=args.check_samples,
+    prog = compile_model(args.config, assignment, out, check_samples=args.check_samples,
                          host_fallback=getattr(args, "host_fallback", False))
     size = Path(out).stat().st_size
     engine = [j for j in prog["layers"] if j["kind"] != "host"]
@@ -64,6 +66,21 @@ def _starts(net, before):
     return net.last_kernel_starts if net.network is not None else _kernel_calls(net) - before
 
 
+def overlay_options(items) -> dict:
+    """``hlsnn run NAME.hlsnn --overlay ACCEL=FOLDER ...`` as ``hlsnn.load``'s ``overlays``
+    (whether each ACCEL is one of the model's, the loader checks and says)."""
+    out = {}
+    for item in items or ():
+        name, eq, folder = str(item).partition("=")
+        if not eq or not name or not folder:
+            raise InputError(f"--overlay {item}: give ACCEL=FOLDER, an accelerator of the model (hlsnn compile "
+                             f"names them) and its overlay folder")
+        if name in out:
+            raise InputError(f"--overlay {item}: {name} given twice")
+        out[name] = folder
+    return out
+
+
 def run_compiled(args):
     """``hlsnn run NAME.hlsnn --input x.npy --target T``: the network on T and on the emulator,
     compared bit for bit (exit 1 on a mismatch)."""
@@ -87,7 +104,9 @@ def run_compiled(args):
         x.close()
         raise InputError(f"--input {args.input}: is an .npz archive; save one array with numpy.save (.npy)")
     network = False if getattr(args, "layer_by_layer", False) else None
-    with load(args.target_path, args.target, self_check=not args.no_self_check, network=network) as net:
+    overlays = overlay_options(getattr(args, "overlay", None))
+    with load(args.target_path, args.target, self_check=not args.no_self_check, network=network,
+              overlays=overlays) as net:
         x = net._check_input(x, stored=net._c_path())     # as net.run takes it
         times, host, starts = [], [], []
         import time

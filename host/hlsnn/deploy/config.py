@@ -218,10 +218,37 @@ def _rel(base, p):
     return str(q if q.is_absolute() else (base / q))
 
 
+def _not_an_accel_config(path, raw):
+    """An accelerator config where a deployment config belongs (``hlsnn deploy bfp16_pynq-z2``, a new
+    user's mistake) is an error saying so, not "no such config file" or "board: unknown key".
+    ``raw`` None: before reading, a missing path that names a shipped or user accelerator config."""
+    from ..config import find_config, is_config_name
+    accel = None
+    if raw is None and not path.exists() and "configs/models/" in path.as_posix():
+        raise ConfigError(path, None, None, "no such config file; the example deployment configs (configs/models) come "
+                          "with a checkout of the repository, not with the installed package: run from a checkout, "
+                          "or write your own (docs/tutorials/deploy-pytorch.md)")
+    if raw is None:
+        if not path.exists() and is_config_name(path):
+            try:
+                accel = find_config(path)
+            except ConfigError:
+                return
+    elif isinstance(raw, dict) and "engine" in raw and "model" not in raw:
+        accel = path
+    if accel is not None:
+        where = "" if accel == path else f" ({accel})"
+        raise ConfigError(path, None, None, f"is an accelerator config{where} (engine:, board:), not a deployment "
+                          "config; hlsnn deploy and compile take one with model:, data:, formats: and assignments: "
+                          "(docs/configs.md), whose formats name accelerator configs like this one")
+
+
 def load_deploy_config(path) -> DeployConfig:
     """Read and validate a deployment config; every error names the file and the key."""
     path = Path(path)
+    _not_an_accel_config(path, None)
     raw = read_yaml(path)
+    _not_an_accel_config(path, raw)
     data = _check(path, raw)
     base = path.resolve().parent
     fm_raw = data["formats"] if data["formats"] is not None else DEFAULT_FORMATS

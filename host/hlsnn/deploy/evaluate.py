@@ -332,6 +332,7 @@ def format_result(res) -> str:
             for f, c in (e.get("fixed_point_calibration") or {}).items():     # hlsnn.deploy.task_formats
                 lines.append(f"  {'':<14} {f}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
             lines += fitreport.lines(e)                                       # hlsnn.deploy.fitreport
+            lines += format_per_layer(e)
             if e.get("note"):
                 lines.append(f"  {'':<14} note: {e['note']}")
             continue
@@ -343,6 +344,7 @@ def format_result(res) -> str:
         if e.get("note"):
             lines.append(f"  {'':<14} note: {e['note']}")
         lines += fitreport.lines(e)
+        lines += format_per_layer(e)
         on_engine = {k: v for k, v in (e.get("act_matmul") or {}).items() if v["on"] != "host"}
         if on_engine:
             lines.append(f"  {'':<14} MatMul of two activations on the engine: " + "; ".join(
@@ -364,6 +366,33 @@ def format_result(res) -> str:
         lines.append(f"  NOTE: {len(fallback)} layer(s) ran in float on the host through --host-fallback "
                      f"({', '.join(h['layer'] for h in fallback)}); accuracy and speed are not the board's")
     return "\n".join(lines)
+
+
+def format_per_layer(e) -> list:
+    """``hlsnn deploy --per-layer``'s lines of one assignment: per engine layer its format, the relative
+    RMS error of its output against the float model's tensor, the radix points (fractional bits of
+    input, weights, output; ``-`` where the format has none: BFP; ``lo..hi`` per channel), the
+    weight sparsity, the input density and the saturated outputs (the same figures as ``--json``'s
+    ``per_layer``)."""
+    per = e.get("per_layer")
+    if not per:
+        return []
+
+    def radix(v):                  # None: no radix point (BFP); a list: per channel, as its range lo..hi
+        if v is None:
+            return "-"
+        if isinstance(v, (list, tuple)):
+            lo, hi = min(v), max(v)
+            return f"{lo}" if lo == hi else f"{lo}..{hi}"
+        return str(v)
+    lines = [f"  {'':<14} per layer: relative RMS error vs float, radix points (fractional bits) in/weights/out, "
+             f"weight sparsity, input density, saturated outputs"]
+    for ln, v in per.items():
+        lines.append(f"  {'':<16}{ln} ({v['format']}, {v['kind']}): error {v['relative_rms_error']:.3g}, radix "
+                     f"{radix(v['f_in'])}/{radix(v['f_w'])}/{radix(v['f_out'])}, sparsity "
+                     f"{100 * v['weight_sparsity']:.1f}%, density {100 * v['input_density']:.1f}%, saturated "
+                     f"{v['saturated_outputs']}")
+    return lines
 
 
 def format_imported(e) -> list:

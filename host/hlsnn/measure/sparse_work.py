@@ -53,8 +53,9 @@ def check_engine(cfg):
     if getattr(cfg, "engine", None) != NAME:
         raise ConfigError(getattr(cfg, "path", "") or getattr(cfg, "name", ""), "engine",
                           getattr(cfg, "engine", None),
-                          f"the work model and `hlsnn report` are for {NAME!r} configs "
-                          f"(e.g. configs/accel/sparse8_pynq-z2.yaml)")
+                          f"the work model and `hlsnn report` of an accelerator config are for {NAME!r} configs "
+                          f"(e.g. sparse8_pynq-z2); hlsnn report also takes a deployment config (MODEL.yaml) or a "
+                          f"compiled model (NAME.hlsnn)")
 
 
 def plan_work(cfg, plan, w) -> dict:

@@ -10,19 +10,33 @@ from . import artifact
 from ..deploy.layers import program_of
 
 
+def choose_assignment(cfg, assignment=None) -> str:
+    """The assignment of deployment config ``cfg`` to compile: ``assignment`` if the config has it;
+    None (``hlsnn compile`` without ``--assignment``) picks the only one, and a config with several
+    is an error listing them."""
+    names = ", ".join(cfg.assignments)
+    if assignment is None:
+        if len(cfg.assignments) == 1:
+            return next(iter(cfg.assignments))
+        raise InputError(f"{cfg.path} has {len(cfg.assignments)} assignments: give one with --assignment ({names})")
+    if assignment not in cfg.assignments:
+        raise InputError(f"--assignment {assignment!r}: not in {cfg.path}; it has {names}")
+    return assignment
+
+
 def compile_model(config_path, assignment, output, *, check_samples=4, calibration_samples=None,
                   host_fallback=False):
     """Compile one assignment of a deployment config to ``output``; returns the program.
+    ``assignment`` None: the config's only one (:func:`choose_assignment`).
     ``host_fallback``: nodes no rule covers run on the host with onnx's reference
     implementation (``hlsnn deploy --host-fallback``); the loader then needs onnx."""
     from ..deploy import datasets
     from ..deploy.config import deployment_kwargs, load_deploy_config
-    from ..deploy.evaluate import _layout, open_accelerators
+    from ..deploy.evaluate import _check_data, _layout, open_accelerators
     from ..deploy.onnx_import import load_onnx
     from ..deploy.runner import Deployment
     cfg = load_deploy_config(config_path)
-    if assignment not in cfg.assignments:
-        raise InputError(f"--assignment {assignment!r}: not in {cfg.path}; it has {', '.join(cfg.assignments)}")
+    assignment = choose_assignment(cfg, assignment)
     cal = cfg.calibration
     if cal["mode"] != "static":
         raise InputError(f"{cfg.path}: calibration.mode = {cal['mode']!r}: a compiled model needs static radix "
@@ -31,6 +45,7 @@ def compile_model(config_path, assignment, output, *, check_samples=4, calibrati
         raise InputError(f"check samples = {check_samples}: 0..64")
     net = load_onnx(cfg.model, output=cfg.output, host_fallback=host_fallback)
     ds = datasets.load(cfg.data, layout=_layout(net, cfg.layout))
+    _check_data(cfg.data, net, ds, None, "regression")     # the samples' shape, as hlsnn deploy checks it (no labels)
     from ..deploy import task_formats               # as hlsnn deploy resolves a regression's fixed/sparse auto
     cfg.formats = task_formats.resolve(cfg.formats, task_formats.task_of(cfg, ds), net)
     x_cal = ds.x_train[:calibration_samples or cal["samples"]]

@@ -155,7 +155,8 @@ class CompiledNet:
                         cls.check(self.network)
                 if self.network is not None and target == "pynq" and self.network.accel not in overlays:
                     raise InputError(f"network=True on pynq: give overlays={{{self.network.accel!r}: the network "
-                                     f"overlay folder}} (docs/compiled-models.md, 'The network overlay')")
+                                     f"overlay folder}} (hlsnn run: --overlay {self.network.accel}=FOLDER; "
+                                     f"docs/compiled-models.md, 'The network overlay')")
             except InputError:
                 self.network = None
                 if network:
@@ -164,8 +165,10 @@ class CompiledNet:
         if self.network is not None:
             target, target_options = "emu", {}      # the accelerators only check the configs' hashes
         if target == "pynq" and set(overlays) != set(prog["accels"]):
+            opts = " ".join(f"--overlay {a}=FOLDER" for a in prog["accels"])
             raise InputError(f"target pynq: give overlays={{name: overlay folder}} for every accelerator of {path}: "
-                             f"{', '.join(prog['accels'])}")
+                             f"{', '.join(prog['accels'])} (hlsnn run: {opts}; a network overlay, "
+                             f"overlays/<config>_net, runs the model in one start)")
         self.accs = {}
         try:
             for key, entry in prog["accels"].items():

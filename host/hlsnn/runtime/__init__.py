@@ -4,10 +4,39 @@ from __future__ import annotations
 import functools
 import threading
 
-from ..config import Config, load_config
+from ..config import Config, is_config_name, load_config
 from ..engines import ENGINES
 from ..formats._validate import check_options
 from .make import TARGETS, make_target
+
+
+def unknown_options(engine, name, fn, options, n_args=0):
+    """An option the engine's operation does not take (``gemm(..., mode="twohot")`` on a
+    ``bfp_systolic`` config) is an InputError naming the engine and the options it takes, not
+    Python's TypeError about ``Kernel.gemm``."""
+    if not options:
+        return
+    allowed = _keywords(getattr(fn, "__func__", fn), n_args)
+    bad = [] if allowed is None else [k for k in options if k not in allowed]
+    if bad:
+        from ..errors import InputError
+        raise InputError(f"{name}: engine {engine} does not take {', '.join(repr(k) for k in bad)}; its options: "
+                         f"{', '.join(allowed)}")
+
+
+@functools.lru_cache(maxsize=256)
+def _keywords(fn, n_args):
+    """The keyword options of a kernel operation after its ``n_args`` positional arguments (and
+    ``self``), or None when it takes any (``**options``) or has no signature to read."""
+    import inspect
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    skip = n_args + (1 if params and params[0].name == "self" else 0)
+    return tuple(p.name for p in params[skip:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 class Accelerator:
@@ -51,6 +80,11 @@ class Accelerator:
             from ..errors import InputError, excerpt
             raise InputError(f"config = {excerpt(config, 60)}: must be a config name, a YAML path, an overlay "
                              "folder, a parsed config (dict) or a Config from hlsnn.load_config")
+        if target == "pynq" and isinstance(config, (str, os.PathLike)) and not Path(config).exists() \
+                and not str(config).endswith((".yaml", ".yml")) and not is_config_name(config):
+            from ..errors import InputError
+            raise InputError(f"{config}: no such overlay folder (target pynq runs an overlay: a folder with "
+                             f"<name>.bit, <name>.hwh and <name>.json, which hlsnn build writes into overlays/)")
         if isinstance(config, (str, os.PathLike)) and (Path(config).is_dir() or str(config).endswith(".bit")):
             # an overlay folder (or its .bit): the config comes from its <name>.json
             from .pynq_target import config_from_manifest, overlay_files, read_manifest
@@ -66,7 +100,11 @@ class Accelerator:
         self.lock = threading.RLock()
 
     def _op(self, name):
-        return lambda *args, **options: self._locked(self._kernel_op(name))(*args, **check_options(options))
+        def call(*args, **options):
+            fn = self._kernel_op(name)
+            unknown_options(self.config.engine, name, fn, options, len(args))
+            return self._locked(fn)(*args, **check_options(options))
+        return call
 
     def _locked(self, fn):
         @functools.wraps(fn)

@@ -9,8 +9,10 @@ def _pynq_target(cfg, engine, *, overlay=None, **kw):
     from ..errors import InputError
     from .pynq_target import PynqTarget
     if overlay is None:
-        raise InputError("target 'pynq' runs an overlay: pass the overlay folder, e.g. "
-                         "hlsnn.Accelerator('overlays/<name>', target='pynq') (hlsnn build makes it)")
+        raise InputError(f"target 'pynq' runs an overlay, not config {cfg.name}: give the overlay folder that hlsnn "
+                         f"build makes (overlays/{cfg.name}: hlsnn run/compare overlays/{cfg.name} --target pynq, or "
+                         f"hlsnn.Accelerator('overlays/{cfg.name}', target='pynq')); without a board, target sim "
+                         f"runs the same code on the simulated one")
     return PynqTarget(cfg, engine, overlay=overlay, **kw)
 
 
