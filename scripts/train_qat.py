@@ -147,6 +147,10 @@ def main(argv=None):
                     help="a strided sparse_cluster conv's static output radix from every stride-1 result (all, what "
                          "the statistics unit sees) or from the outputs the stride keeps (kept; --mode static "
                          "only): the deploy config's calibration: strided_stats, and hlsnn.train.prepare's")
+    ap.add_argument("--clip-stats", choices=("off", "clipped"), default="off",
+                    help="a conv whose output only a ReLU6 reads: its static output radix from its results (off) or "
+                         "from its results clipped at 6 (clipped; --mode static only): the deploy config's "
+                         "calibration: clip_stats, and hlsnn.train.prepare's")
     ap.add_argument("--save-pruned", metavar="PATH",
                     help="write the model the int8 step starts from (the pruned, recovered/averaged float model, "
                          "BatchNorm live; for a dense format the float model) with its accuracies and this "
@@ -357,10 +361,14 @@ def main(argv=None):
     if a.strided_stats == "kept" and a.mode != "static":
         ap.error("--strided-stats kept: with --mode static only (in dynamic mode the statistics unit sees every "
                  "stride-1 result)")
+    if a.clip_stats == "clipped" and a.mode != "static":
+        ap.error("--clip-stats clipped: with --mode static only (in dynamic mode the statistics unit chooses from "
+                 "the layer's results)")
     cfg.write_text(f"name: qat\nmodel: m.onnx\ndata: digits32\n"
                    f"calibration: {{samples: {a.calibration_samples}, mode: {a.mode}, "
                    f"overflow_ratio: {a.overflow_ratio!r}"
-                   + (f", strided_stats: {a.strided_stats}" if a.strided_stats != "all" else "") + "}\n"
+                   + (f", strided_stats: {a.strided_stats}" if a.strided_stats != "all" else "")
+                   + (f", clip_stats: {a.clip_stats}" if a.clip_stats != "off" else "") + "}\n"
                    f"formats:\n  f:\n    type: {a.format}\n    accel: {accel}\n"
                    + (f"    weight_scale: {a.weight_scale}\n" if a.weight_scale else ""))
     q = prepare(fold_batchnorm(copy.deepcopy(model).eval()), cfg, overflow_ratio=a.overflow_ratio)
@@ -457,6 +465,8 @@ def main(argv=None):
         res["calibration_samples"] = a.calibration_samples
     if a.strided_stats != "all":
         res["strided_stats"] = a.strided_stats
+    if a.clip_stats != "off":
+        res["clip_stats"] = a.clip_stats
     if a.val:
         res["val"] = dict(vals, images=a.val)
     if latency:
@@ -495,7 +505,7 @@ def main(argv=None):
 #: the options of the int8 step (and of reporting): the only ones --from-pruned may change
 INT8_STEP_ARGS = frozenset({"mode", "qat_epochs", "qat_lr", "weight_scale", "qat_average_from", "latency", "save",
                             "save_pruned", "from_pruned", "qat_radix", "qat_recalibrate", "calibration_samples",
-                            "overflow_ratio", "strided_stats"})
+                            "overflow_ratio", "strided_stats", "clip_stats"})
 
 
 def _pre_int8_args(a):

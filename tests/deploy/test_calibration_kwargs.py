@@ -15,15 +15,16 @@ from hlsnn.deploy import runner
 MODELS = Path(__file__).resolve().parents[2] / "configs" / "models"
 SIG = inspect.signature(runner.Deployment.__init__)
 
-#: every calibration key away from its default; mode dynamic (so e5 may be chosen), then static with kept
+#: every calibration key away from its default; mode dynamic (so e5 may be chosen), then static with
+#: kept and clip_stats clipped
 DYNAMIC = ("{samples: 7, overflow_ratio: 0.01, mode: dynamic, update: e5, update_by: op_type, percent: 37}",
            dict(overflow_ratio=0.01, rounding="truncate", dynamic=True, host_bits=None, update="e5",
-                update_by="op_type", update_percent=37.0, strided_stats="all"))
+                update_by="op_type", update_percent=37.0, strided_stats="all", clip_stats="off"))
 STATIC_E5 = ("{samples: 7, overflow_ratio: 0.01, mode: static, update: e5, update_by: op_type, percent: 37}",
              dict(DYNAMIC[1], dynamic=False))
-KEPT = ("{samples: 7, overflow_ratio: 0.02, strided_stats: kept}",
+KEPT = ("{samples: 7, overflow_ratio: 0.02, strided_stats: kept, clip_stats: clipped}",
         dict(overflow_ratio=0.02, rounding="truncate", dynamic=False, host_bits=None, update="e1",
-             update_by="layer", update_percent=20.0, strided_stats="kept"))
+             update_by="layer", update_percent=20.0, strided_stats="kept", clip_stats="clipped"))
 
 
 class _Stop(Exception):

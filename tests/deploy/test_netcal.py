@@ -410,3 +410,75 @@ def test_strided_stats_kept_calibrates_as_the_layer_path(scale, radix):
             Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"a": acc}, strided_stats="kept", dynamic=True)
     finally:
         acc.close()
+
+
+def _clip_net(rng):
+    """x -> c (3x3, pad 1, ReLU; only the centre taps: output channel k is the input times
+    ``w_k``) -> Clip(0, 6) (ReLU6: the conv's only reader) -> GAP -> dense."""
+    w = np.zeros((3, 1, 3, 3))
+    w[:, 0, 1, 1] = [1.0, 0.5, 0.75]
+    layers = [Layer("c", "conv", ["x"], "t0", w=w, b=np.zeros(3), relu=True, pad=1),
+              Layer("r6", "host", ["t0"], "t1", op="Clip", attrs={"lo": 0.0, "hi": 6.0}),
+              Layer("gap", "host", ["t1"], "t2", op="GlobalAveragePool"),
+              Layer("fl", "host", ["t2"], "t3", op="Flatten", attrs={"axis": 1}),
+              Layer("fc", "dense", ["t3"], "y", w=rng.normal(0, 0.4, (10, 3)), b=rng.normal(0, 0.1, 10))]
+    return Network(name="n", path="", input="x", input_shape=(None, 1, 8, 8), output="y", layers=layers)
+
+
+@pytest.mark.parametrize("engine,radix", [("fixed", "msb"), ("twohot", "msb"), ("fixed", "lse")])
+def test_clip_stats_clipped_calibrates_as_the_layer_path(engine, radix):
+    """``clip_stats="clipped"``: the compiled calibration equals the layer path (radix points,
+    histograms, outputs after) under both rules, on both engines; a conv read only by a ReLU6
+    whose calibration maximum (8.375 after the input's conversion) is above 127/16 takes
+    F_out 4 with ``clipped`` (the DETERMINE of values clipped at 6, worked out here: the top
+    magnitude bit 6 holds the largest value's MSB, ``6 - floor(log2(max))``) and 3 with ``off``
+    (the default: the old rule); the radix holds the bound 6 (saturation free). ``radix: lse``
+    refines on the same clipped values (up to 3 bits finer: compared with the layer path only)."""
+    rng = np.random.default_rng(6)
+    net = _clip_net(rng)
+    x = rng.uniform(0.1, 7.0, (6, 1, 8, 8))
+    x[:, 0, 0, 0] = 8.4
+    f_x = 6 - int(np.floor(np.log2(np.abs(x).max())))             # the input's radix: 3
+    xq = np.rint(x * 2.0 ** f_x) / 2.0 ** f_x                    # its values (the maximum 8.375)
+    y = np.maximum(xq[:, 0, :, :, None] * np.array([1.0, 0.5, 0.75]), 0)          # the conv's results
+    want = {r: 6 - int(np.floor(np.log2((np.minimum(y, 6) if r == "clipped" else y).max())))
+            for r in ("off", "clipped")}
+    assert want == {"off": 3, "clipped": 4}
+    fmt = FormatSpec("f", engine, "a", radix=radix)
+    acc = Accelerator(SPARSE if engine == "fixed" else SHIFT, "emu")
+    try:
+        for rule in ("off", "clipped"):
+            fast, ref = _pair(net, fmt, acc, clip_stats=rule)
+            _check(fast, ref, x, x[::-1] * 0.7)
+            assert fast.execs["c"].f_out == ref.execs["c"].f_out, rule
+            assert fast.execs["c"].f_out == want[rule] or radix == "lse", rule
+            assert fast.execs["c"].clip_saturation_free is ref.execs["c"].clip_saturation_free \
+                is (True if rule == "clipped" else None)
+            assert fast.execs["fc"].clip_saturation_free is None            # no Clip reads the dense layer
+        with pytest.raises(InputError, match="static calibration"):
+            Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"a": acc}, clip_stats="clipped", dynamic=True)
+        with pytest.raises(InputError, match="static calibration"):
+            Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"a": acc}, clip_stats="clipped", update="e5")
+        with pytest.raises(InputError, match="one of off, clipped"):
+            Deployment(net, Assignment("a", "f", {}), {"f": fmt}, {"a": acc}, clip_stats="kept")
+    finally:
+        acc.close()
+
+
+def test_clip_stats_needs_the_clip_as_the_only_reader():
+    """A second reader of the conv's output (here the GAP reads it too, through an Add with
+    the clipped values) sees the unclipped values: the option does not apply (F_out 3)."""
+    rng = np.random.default_rng(6)
+    net = _clip_net(rng)
+    net.layers[2:3] = [Layer("add", "host", ["t1", "t0"], "ta", op="Add"),
+                       Layer("gap", "host", ["ta"], "t2", op="GlobalAveragePool")]
+    x = rng.uniform(0.1, 7.0, (6, 1, 8, 8))
+    x[:, 0, 0, 0] = 8.4
+    acc = Accelerator(SPARSE, "emu")
+    try:
+        dep = Deployment(net, Assignment("a", "f", {}), {"f": FormatSpec("f", "fixed", "a", radix="msb")},
+                         {"a": acc}, clip_stats="clipped")
+        dep.calibrate(x)
+        assert dep.execs["c"].f_out == 3 and dep.execs["c"].clip_saturation_free is None
+    finally:
+        acc.close()

@@ -80,10 +80,10 @@ def test_a_wrong_rule_is_refused(tmp_path):
 @pytest.mark.parametrize("cal,want", [
     ("{overflow_ratio: 0.01, mode: dynamic, update: e5, update_by: op_type, percent: 37}",
      dict(overflow_ratio=0.01, dynamic=True, update="e5", update_by="op_type", update_percent=37.0,
-          strided_stats="all")),
-    ("{overflow_ratio: 0.02, strided_stats: kept}",
+          strided_stats="all", clip_stats="off")),
+    ("{overflow_ratio: 0.02, strided_stats: kept, clip_stats: clipped}",
      dict(overflow_ratio=0.02, dynamic=False, update="e1", update_by="layer", update_percent=20.0,
-          strided_stats="kept"))])
+          strided_stats="kept", clip_stats="clipped"))])
 def test_deployed_takes_every_calibration_key(tmp_path, monkeypatch, cal, want):
     """hlsnn.train's ``deployed``: a non-default value of each calibration key (and rounding)
     reaches the Deployment (as hlsnn deploy, open_deployment and hlsnn compile:

@@ -30,7 +30,9 @@ give the layer path's bits):
    deployment's ``strided_stats="kept"`` the histogram and count are those of the kept
    outputs of ``v`` instead (:meth:`~hlsnn.deploy.executors.SparseExec.kept_stats`, counted
    by :func:`~hlsnn.primitives.msb_histogram`; ``radix: lse`` refines on them too), while
-   the saturations still count every stride-1 output. A ``Clip``
+   the saturations still count every stride-1 output; with ``clip_stats="clipped"`` and a
+   ``Clip`` the conv's only reader, the histogram is that of those results clipped at the
+   Clip's bounds (:meth:`~hlsnn.deploy.executors._Exec.clip_stats`). A ``Clip``
    after the conv clamps the outputs at the radix chosen (netmode rule 2).
 3. **maxpool**: netmode rule 3.
 4. **add** (residual ``Add``, ``Relu``, ``GlobalAveragePool``): the exact sum ``s`` at radix
@@ -197,7 +199,7 @@ def _walk(dep, net, so, x):
 def _conv(dep, net, so, op, x, fx, converted, clip):
     """Rule 2 of the module docstring for one conv op: ``(y, F_out, False)``."""
     from . import shift_fit, shift_netfit
-    from .executors import ShiftExec
+    from .executors import ShiftExec, clip_saturation_free, clipped_wide
     from ..engines import convgeom as conv
     ex, f = dep.execs[op.name], dict(op.f)
     b = x.shape[0]
@@ -262,9 +264,13 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
     kept = whole and ex.kept_stats()              # strided_stats: kept: the statistics of the kept outputs
     vk = v[:, ::op.f["sh"], ::op.f["sw"]][:, :op.f["oh"], :op.f["ow"]] if kept else v
     n_st = vk.shape[0] * vk.shape[1] * vk.shape[2]          # the outputs the statistics cover
+    cb = ex.clip_stats()                          # clip_stats: clipped: the statistics of the clipped results
     for g in groups:
         chans = np.arange(z) if len(groups) == 1 else np.flatnonzero(f_vec == g)
-        h = msb_histogram(vk[..., chans], 32) if kept else cnt[chans].sum(axis=0)
+        if cb is not None:
+            h = msb_histogram(clipped_wide(vk[..., chans], int(g), cb), 32)
+        else:
+            h = msb_histogram(vk[..., chans], 32) if kept else cnt[chans].sum(axis=0)
         if h[nbins:].any():
             raise _Bail                                    # beyond the counters (the layer path's error)
         hb = np.zeros(nbins, np.int64)
@@ -272,8 +278,11 @@ def _conv(dep, net, so, op, x, fx, converted, clip):
         parts.append((g, np.minimum(hb, (1 << 32) - 1), n_st * len(chans)))
     ex.determine_groups(f_vec, parts, cv.bits, True)
     if radix_lse.wanted_out(ex) and len(groups) == 1:
-        ex.f_out = radix_lse.refine(np.ascontiguousarray(vk) if kept else v, int(groups[0]), ex.f_out, cv.bits,
-                                    True, dep.rounding)
+        wv = np.ascontiguousarray(vk) if kept else v
+        ex.f_out = radix_lse.refine(wv if cb is None else clipped_wide(wv, int(groups[0]), cb), int(groups[0]),
+                                    ex.f_out, cv.bits, True, dep.rounding)
+    if cb is not None:
+        ex.clip_saturation_free = clip_saturation_free(cb, ex.f_out, cv.bits, True)
     # the main operation: the output stage on v at that radix (and a Clip's clamp)
     lo_c, hi_c = -(1 << (cv.bits - 1)), (1 << (cv.bits - 1)) - 1
     if clip is not None:

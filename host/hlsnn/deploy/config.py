@@ -143,6 +143,11 @@ FIELDS = {
                                "unit sees); kept: only the outputs the stride keeps (the calibrated radix is a "
                                "constant, so the kernel is unchanged; hlsnn.train.prepare follows the same rule)",
                                default="all", choices=("all", "kept")),
+        "clip_stats": Field("choice", "static mode: the values a fixed-point layer's output radix is calibrated on "
+                            "when its output goes only into a Clip (ReLU6). off: the layer's results; clipped: "
+                            "the results clipped at the Clip's bounds (nothing above the bound survives the clip, "
+                            "so saturating there loses nothing; the radix is a constant, the kernels are unchanged; "
+                            "hlsnn.train.prepare follows the same rule)", default="off", choices=("off", "clipped")),
         "update": Field("choice", "how fixed-point layers update their output radix points: e1: a preceding "
                         "operation on every image, then the main operation; e5: per layer the faster (by the "
                         "cycle model) of E2 (two operations, the preceding one on a sample) and E4 (the sample's "
@@ -352,16 +357,21 @@ def deployment_kwargs(cfg: DeployConfig, *, update=None, update_by=None, host_bi
     line's ``--radix-update`` / ``--radix-update-by`` over the config's (None: the config's);
     ``host_bits``: the quantized host mode's bits (None: float host layers), a command-line
     option too. ``samples`` is not an argument: the caller takes that many calibration images.
-    ``strided_stats: kept`` with an ``update`` other than e1 is an :class:`InputError` (the
-    config's own pair is refused when it is read)."""
+    ``strided_stats: kept`` or ``clip_stats: clipped`` with an ``update`` other than e1 is an
+    :class:`InputError` (the config's own pair is refused when it is read)."""
     cal = cfg.calibration
     if cal["strided_stats"] == "kept" and update not in (None, "e1"):
         raise InputError(f"radix update {update!r} with calibration.strided_stats: kept in {cfg.path}: kept applies "
                          "to update e1 only (with E2/E4 the statistics unit sees every stride-1 result); use "
                          "update e1 or strided_stats: all")
+    if cal["clip_stats"] == "clipped" and update not in (None, "e1"):
+        raise InputError(f"radix update {update!r} with calibration.clip_stats: clipped in {cfg.path}: clipped "
+                         "applies to update e1 only (with E2/E4 the statistics unit chooses from the layer's "
+                         "results); use update e1 or clip_stats: off")
     return dict(overflow_ratio=cal["overflow_ratio"], rounding=cfg.rounding, dynamic=cal["mode"] == "dynamic",
                 host_bits=host_bits, update=update or cal["update"], update_by=update_by or cal["update_by"],
-                update_percent=cal["percent"], strided_stats=cal["strided_stats"])
+                update_percent=cal["percent"], strided_stats=cal["strided_stats"],
+                clip_stats=cal["clip_stats"])
 
 
 _NAME = __import__("re").compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
@@ -393,6 +403,10 @@ def _check(path, raw):
         raise ConfigError(path, "calibration.strided_stats", "kept",
                           "applies to static calibration with update: e1 only (mode: static); in dynamic mode "
                           "the statistics unit sees every stride-1 result; allowed here: all")
+    if cal["clip_stats"] == "clipped" and (cal["mode"] == "dynamic" or cal["update"] != "e1"):
+        raise ConfigError(path, "calibration.clip_stats", "clipped",
+                          "applies to static calibration with update: e1 only (mode: static); in dynamic mode "
+                          "and with e5 the statistics unit chooses from the layer's results; allowed here: off")
     out["formats"] = free.get("formats")
     out["assignments"] = free.get("assignments")
     return out

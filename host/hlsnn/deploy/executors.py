@@ -4,6 +4,7 @@ format on one accelerator (:class:`ShiftExec` for ``twohot``/``pot``, :class:`Sp
 :class:`LayerStats`. The rules they follow are :mod:`hlsnn.deploy.runner`'s."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -151,7 +152,8 @@ class _Exec:
         parts, stored = [], None
         lse = radix_lse.wanted_out(self) and self.WIDE_OUT and len(groups) == 1 and images is None
         kept = self.kept_stats() and not raw and images is None
-        raw_in = raw or lse or kept           # radix: lse reads the wide results (hlsnn.deploy.radix_lse)
+        clip = self.clip_stats() if not raw and images is None else None
+        raw_in = raw or lse or kept or clip is not None     # radix: lse reads the wide results (hlsnn.deploy.radix_lse)
         extra = {} if images is None and not raw_in else {"images": images, "raw": raw_in}
         for g in groups:
             chans = None if len(groups) == 1 else np.flatnonzero(f_vec == g)     # f_vec: one per channel
@@ -159,6 +161,9 @@ class _Exec:
             if kept:                          # strided_stats: kept (SparseExec.kept_stats)
                 out = self.kept_outputs(out)
                 h, m = msb_histogram(out, 32 if h is None else len(h)), out.size
+            if clip is not None:              # clip_stats: clipped (_Exec.clip_stats): stored only for lse
+                out = clipped_wide(out, int(g), clip)
+                h = msb_histogram(out, 32 if h is None else len(h))
             if raw_in:
                 if stored is None:
                     stored = np.empty((out.shape[0], self.n_out) + out.shape[2:], np.int64)
@@ -167,7 +172,35 @@ class _Exec:
         self.determine_groups(f_vec, parts, bits, signed)
         if lse:
             self.f_out = radix_lse.refine(stored, int(groups[0]), self.f_out, bits, signed, self.deploy.rounding)
+        if clip is not None:
+            self.clip_saturation_free = clip_saturation_free(clip, self.f_out, bits, signed)
         return stored if raw else None
+
+    #: with ``clip_stats: clipped``: whether the calibrated radix's range holds the Clip's bounds
+    #: (:func:`clip_saturation_free`); None where the option does not apply to the layer
+    clip_saturation_free = None
+
+    def clip_stats(self):
+        """``clip_stats: clipped`` (static calibration, E1): the bounds ``(lo, hi)`` (floats, None
+        for an open side) of the ``Clip`` that is the only reader of this layer's output
+        (:func:`clip_reader`), whose results DETERMINE then reads clipped at those bounds
+        (:func:`clipped_wide`, the wide results at their radix): a value beyond a bound leaves
+        the Clip as the bound whatever its conversion gave, as long as the conversion does not
+        saturate inside the bounds. None (the layer's own results, the default ``off``) otherwise.
+        The rule: in a static deployment, a conversion whose result goes only into a clip takes
+        its radix from the statistics of the values clipped. It loses nothing to saturation when
+        the chosen radix's range holds the bounds (:func:`clip_saturation_free`, set on
+        :attr:`clip_saturation_free`): a value above ``hi`` then saturates to at least ``hi``
+        (or converts to at least ``hi``, ``hi`` being a value of the format as the Clip on the
+        host requires to keep the format), and the Clip makes it ``hi``, as it would have made the
+        unsaturated conversion; likewise below ``lo``. With ``overflow_ratio`` 0 that holds
+        wherever the option changes the radix (the calibration reached a bound, so DETERMINE's
+        radix holds it), and DETERMINE with ``overflow_ratio > 0`` may saturate clipped values as
+        it may any. The kernels are unchanged: the radix is a constant of the program."""
+        dep = self.deploy
+        if getattr(dep, "clip_stats", "off") != "clipped" or dep.dynamic or not self.WIDE_OUT:
+            return None
+        return clip_reader(dep.net, self.layer.output)
 
     def kept_stats(self):
         """Whether DETERMINE reads the statistics of the outputs the layer keeps rather than
@@ -347,6 +380,41 @@ def _keep_on_chip(kern, wq, **options):
         kern.load_weights(wq, **options)
     except InputError:
         kern.unload_weights()
+
+
+def clip_reader(net, tensor):
+    """``(lo, hi)`` (floats, None for an open side) of the host ``Clip`` that is the only reader
+    of ``tensor`` in ``net`` (the tensor not the network's output, the Clip with an upper or a
+    lower bound); None otherwise (another reader sees the unclipped values)."""
+    if net is None or tensor == net.output:
+        return None
+    readers = [la for la in net.layers if tensor in la.inputs]
+    if len(readers) != 1 or readers[0].kind != "host" or readers[0].op != "Clip":
+        return None
+    a = readers[0].attrs
+    lo, hi = a.get("lo"), a.get("hi")
+    return None if lo is None and hi is None else (lo, hi)
+
+
+def clipped_wide(v, f, clip):
+    """The wide integers ``v`` (radix ``f``) clipped at ``clip = (lo, hi)``: at ``ceil(lo * 2**f)``
+    and ``floor(hi * 2**f)``, the bounds' integers at that radix (the same MSB as the bound's
+    value from 1 up)."""
+    lo, hi = clip
+    lo_i = None if lo is None else int(math.ceil(math.ldexp(lo, f)))
+    hi_i = None if hi is None else int(math.floor(math.ldexp(hi, f)))
+    return np.clip(np.asarray(v, np.int64), lo_i, hi_i)
+
+
+def clip_saturation_free(clip, f_out, bits, signed):
+    """Whether ``bits``-bit outputs at radix ``f_out`` hold the Clip's bounds ``clip``: the
+    largest value ``(2**(bits-1) - 1) * 2**-f_out`` (unsigned: ``2**bits - 1``) at least ``hi``,
+    the smallest at most ``lo``; then saturate-then-clip equals clip-then-convert
+    (:meth:`_Exec.clip_stats`)."""
+    lo, hi = clip
+    top = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1
+    bottom = -(1 << (bits - 1)) if signed else 0
+    return bool((hi is None or math.ldexp(top, -f_out) >= hi) and (lo is None or math.ldexp(bottom, -f_out) <= lo))
 
 
 class SparseExec(_Exec):

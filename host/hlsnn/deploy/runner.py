@@ -39,6 +39,9 @@ The rules (the specification every target follows; the host code is the same on 
   stride-1 form, so its statistics cover every stride-1 result; with ``strided_stats="kept"``
   (static mode, ``update="e1"`` only) its calibrated ``F_out`` is DETERMINE's on the
   outputs the stride keeps instead (:meth:`hlsnn.deploy.executors.SparseExec.kept_stats`).
+  With ``clip_stats="clipped"`` (static, ``update="e1"`` only) a fixed-point layer whose output
+  goes only into a ``Clip`` (ReLU6) takes its calibrated ``F_out`` from its results clipped at
+  the Clip's bounds (:meth:`hlsnn.deploy.executors._Exec.clip_stats`).
 * **BFP layers** quantize their input per sample (``mantissa_bits`` of the accel config;
   an all-zero sample gets the layer's exponent ``clamp(be - max we)``, the engine emulator's
   rule 0, so that its output is exactly the bias whatever shares its batch) and return the dequantized BFP
@@ -87,8 +90,14 @@ class Deployment:
 
     def __init__(self, net, assignment, formats, accelerators, *, overflow_ratio=0.0, rounding="nearest_away",
                  dynamic=False, host_bits=None, update="e1", update_by="layer", update_percent=updates.DEFAULT_PERCENT,
-                 strided_stats="all"):
+                 strided_stats="all", clip_stats="off"):
         self.net, self.assignment, self.formats = net, assignment, formats
+        if clip_stats not in ("off", "clipped"):
+            raise InputError(f"clip_stats {clip_stats!r}: one of off, clipped")
+        if clip_stats == "clipped" and (dynamic or update != "e1"):
+            raise InputError("clip_stats 'clipped' applies to static calibration with update e1 only; in dynamic "
+                             "mode (and E2/E4) the statistics unit chooses from the layer's results: use 'off'")
+        self.clip_stats = clip_stats
         if strided_stats not in ("all", "kept"):
             raise InputError(f"strided_stats {strided_stats!r}: one of all, kept")
         if strided_stats == "kept" and (dynamic or update != "e1"):

@@ -22,6 +22,11 @@ class _QMixin:
     #: ``all``: a strided sparse_cluster conv's radix from every stride-1 result; ``kept``: from
     #: the outputs the stride keeps (set by :func:`prepare`; :meth:`QConv2d._stride1_results`)
     strided_stats = "all"
+    #: ``clipped``: a layer whose output only a ``ReLU6`` reads takes its radix from its results
+    #: clipped at 6, the deployment's ``calibration: clip_stats: clipped`` (set by :func:`prepare`)
+    clip_stats = "off"
+    #: a ``ReLU6`` reads this layer's output (set by :func:`_fuse_relu`)
+    relu6_after = False
 
     def _setup(self, spec, params, overflow_ratio, rounding="nearest_away"):
         self.fmt, self.params, self.spec_name = spec.type, dict(params), spec.name
@@ -93,6 +98,8 @@ class _QMixin:
             stats_of = None if stats_of is None else torch.relu(stats_of)
         if self.oq is None:
             return y
+        if self.clip_stats == "clipped" and self.relu6_after:     # hlsnn.deploy.executors._Exec.clip_stats
+            stats_of = (y if stats_of is None else stats_of).clamp(0.0, 6.0)
         lse = True
         if self.oq.lse is not None:       # radix_lse.wanted_out: one weight radix, not the network's output
             fw = self._weight_frac()
@@ -216,7 +223,8 @@ def fold_batchnorm(model):
     return model
 
 
-def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_ratio=None, strided_stats=None):
+def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_ratio=None, strided_stats=None,
+            clip_stats=None):
     """Replace, in place, each ``Conv2d`` / ``Linear`` of ``model`` by its quantized twin
     (:class:`QConv2d` / :class:`QLinear`) in the format the ``assignment`` (a name of the
     config's assignments or an :class:`~hlsnn.deploy.config.Assignment`; default the config's
@@ -227,7 +235,9 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
     values. ``strided_stats`` (``all`` or ``kept``; None: the config's
     ``calibration: strided_stats``): which results of a strided ``sparse_cluster`` convolution
     its output radix is chosen from (:meth:`QConv2d._stride1_results`), the deployment's rule.
-    Returns the model."""
+    ``clip_stats`` (``off`` or ``clipped``; None: the config's ``calibration: clip_stats``): with
+    ``clipped``, a layer followed by a ``ReLU6`` (:func:`_fuse_relu`) takes its output radix from
+    its results clipped at 6 (``hlsnn.deploy.executors._Exec.clip_stats``). Returns the model."""
     cfg = deploy_config if isinstance(deploy_config, DeployConfig) else load_deploy_config(deploy_config)
     if overflow_ratio is None:
         overflow_ratio = cfg.calibration["overflow_ratio"]
@@ -235,6 +245,10 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
         strided_stats = cfg.calibration["strided_stats"]
     if strided_stats not in ("all", "kept"):
         raise InputError(f"strided_stats {strided_stats!r}: one of all, kept")
+    if clip_stats is None:
+        clip_stats = cfg.calibration["clip_stats"]
+    if clip_stats not in ("off", "clipped"):
+        raise InputError(f"clip_stats {clip_stats!r}: one of off, clipped")
     if assignment is None:
         assignment = next(iter(cfg.assignments.values()))
     elif isinstance(assignment, str):
@@ -257,7 +271,7 @@ def prepare(model, deploy_config, assignment=None, *, layers=None, overflow_rati
                 params[spec.accel] = load_config(spec.accel, check_fit=False).params
             q = _copy(QConv2d if isinstance(m, nn.Conv2d) else QLinear, m)
             q._setup(spec, params[spec.accel], overflow_ratio, cfg.rounding)
-            q.strided_stats = strided_stats
+            q.strided_stats, q.clip_stats = strided_stats, clip_stats
             parent._modules[child_name] = q
     _fuse_relu(model)
     qs = quantized_layers(model)
@@ -310,6 +324,7 @@ def _fuse_relu(model):
                 mod._modules[keys[j]] = nn.Identity()
             elif j < len(keys) and type(mod._modules[keys[j]]) is nn.ReLU6:
                 q.relu = True           # the import fuses a Clip's ReLU; the clip at 6 stays on the host
+                q.relu6_after = True
 
 
 @torch.no_grad()
