@@ -224,6 +224,7 @@ class _Consts:
     def __init__(self, tu):
         self.by_name = {}
         self.tu = tu
+        self.tparams = {}        # the template arguments of the function being walked, by parameter name
 
     def value(self, c, depth=0, env=None):
         if c is None or depth > 12:
@@ -241,6 +242,8 @@ class _Consts:
             return 1 if _tokens(c)[:1] == ["true"] else 0
         if k in ("DECL_REF_EXPR", "MEMBER_REF_EXPR"):
             d = c.referenced
+            if d is not None and _kind(d) == "TEMPLATE_NON_TYPE_PARAMETER":
+                return self.tparams.get(c.spelling)
             if d is not None and _kind(d) in ("VAR_DECL", "FIELD_DECL") and d.type.is_const_qualified():
                 ch = [x for x in _children(d) if _kind(x) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
                 if ch:
@@ -367,10 +370,35 @@ def _trip(loop, consts):
         return None
     step = 1
     inc = _text(ch[2])
-    m = re.search(r"\+=\s*(\w+)", inc)
+    m = re.search(r"[+-]=\s*(\w+)", inc)
     if m:
         step = consts.by_name.get(m.group(1)) if not m.group(1).isdigit() else int(m.group(1))
         if not step:
             return None
-    n = hi - lo + (1 if op == "<=" else 0)
-    return max(0, -(-n // step)) if op in ("<", "<=", "!=") else None
+    if op in (">", ">="):                      # counting down: for (i = N - 1; i >= 0; --i)
+        if "++" in inc or "+=" in inc:
+            return None
+        n = lo - hi + (1 if op == ">=" else 0)
+    elif "--" in inc or "-=" in inc:
+        return None
+    else:
+        n = hi - lo + (1 if op == "<=" else 0)
+    return max(0, -(-n // step)) if op in ("<", "<=", "!=", ">", ">=") else None
+
+
+def template_args(call, fn):
+    """``{parameter: value}`` of the integral template arguments of the specialization ``call``
+    of the function template ``fn`` (``{}``: not a template, or the bindings cannot say)."""
+    if _kind(fn) != "FUNCTION_TEMPLATE":
+        return {}
+    params = [x for x in _children(fn) if _kind(x) in ("TEMPLATE_TYPE_PARAMETER", "TEMPLATE_NON_TYPE_PARAMETER",
+                                                        "TEMPLATE_TEMPLATE_PARAMETER")]
+    out = {}
+    try:
+        n = call.get_num_template_arguments()
+        for i, p in enumerate(params[:max(0, n)]):
+            if _kind(p) == "TEMPLATE_NON_TYPE_PARAMETER" and call.get_template_argument_kind(i).name == "INTEGRAL":
+                out[p.spelling] = call.get_template_argument_value(i)
+    except Exception:                          # noqa: BLE001 - bindings without the calls: none known
+        return {}
+    return out

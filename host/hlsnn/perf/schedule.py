@@ -12,17 +12,22 @@ it; ``notes`` says why):
 ``ports``
     resources: per memory bank, the accesses one iteration makes (inner loops are unrolled by the pipeline:
     an access in an inner loop of ``T`` iterations is ``T`` accesses, unless the array is partitioned on the
-    dimension that loop's variable indexes; ``cyclic F``: index i in bank i % F) against its ports: the
-    storage of ``BIND_STORAGE`` or ``HLSNN_MEM`` (``ram_1p``/``kRam1p`` one port, ``ram_s2p``/
-    ``kRamS2p`` one read and one write, ``ram_t2p``/``ram_2p``/``kRamT2p`` two; an array with no
-    storage declared: two, Vitis picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every
-    dimension makes registers (no port limit). A stream (``hls::stream``, ``hlsnn::Fifo``) takes
-    one read and one write a cycle. Identical accesses (same array, same index text, same unrolled
-    copy) count once; accesses in exclusive branches count each (:mod:`hlsnn.perf.model`'s rule).
+    dimension that loop's variable indexes; ``cyclic F``: index i in bank i % F; ``block F`` of a
+    dimension of N: consecutive blocks of N // F, the last holding the rest) against its ports
+    (UG1448 "Resource Constraints"): the storage of ``BIND_STORAGE`` or ``HLSNN_MEM`` (``ram_1p``/
+    ``kRam1p`` one port, ``ram_s2p``/``kRamS2p`` one read and one write, ``ram_2p`` one read or
+    write and one read, ``ram_t2p``/``kRamT2p`` two; an array with no storage declared: two, Vitis
+    picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every dimension makes registers (no
+    port limit). A stream (``hls::stream``, ``hlsnn::Fifo``) takes one read and one write a cycle,
+    each unrolled copy of an access its own; so does an ``m_axi`` bundle, whatever ports it holds
+    (UG1399 "M_AXI Bundles"; ports with no ``bundle`` share ``gmem0``). Identical accesses (same array, same index text, same
+    unrolled copy) count once; accesses in exclusive branches count each (:mod:`hlsnn.perf.model`'s
+    rule).
 ``dependence``
     an array read and written in the loop body at a run-time index (not the same index of the
     loop's own counter on both sides) is a loop-carried dependence at distance 1 unless the loop
-    declares ``#pragma HLS DEPENDENCE variable = X inter false``: II >= store stage - load stage
+    declares ``#pragma HLS DEPENDENCE variable = X inter false`` (or ``inter RAW false``; an
+    ``intra``, ``WAR`` or ``WAW`` pragma leaves the carried RAW): II >= store stage - load stage
     + 1 = the loop's pipeline depth (the engine page's ``Loop.depth``, the network models' depth
     constants; :data:`DEFAULT_DEPTH` for a loop none lists). With the pragma the kernel must
     declare ``HLSNN_MEM(X, kind, d)`` with ``d > 0`` (the strict C-simulation checks ``d``); else
@@ -32,8 +37,10 @@ it; ``notes`` says why):
     f(x, ...)``, ``x op= ...``, ``++x``; not the loop counter): the chain from its register back to
     it, operator by operator along the AST (adders, subtractors and magnitude compares as carry
     chains of the operand's width, a select, a logic operator or an equality test as a LUT level,
-    a variable shift as ``log4`` LUT levels; an assignment under a condition adds the select; an
-    unrolled inner loop of ``T`` iterations repeats its assignments ``T`` times; a register that
+    a variable shift as ``log4`` LUT levels, a division by a run-time value as an array divider, a
+    floating-point operator as a float add's path (both lower bounds, the note says so); an
+    assignment under a condition adds the select; an unrolled inner loop of ``T`` iterations
+    (counting up or down) repeats its assignments ``T`` times; a register that
     only sums, ``x += a`` under conditions or not, carries one adder: the compiler folds the
     conditions into the operands and reassociates integer sums into a tree), timed with
     :mod:`~hlsnn.perf.timing`'s operator delays against the clock's budget: II = ceil(delay / budget)
@@ -59,7 +66,8 @@ from pathlib import Path
 
 from . import recurrence
 from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file, _kind, _op, _pragmas, _renamed, _root,
-                     _strip, _text, _tokens, _trip, cindex, parse_args, plain_data)
+                     _strip, _text, _tokens, _trip, cindex, parse_args, plain_data, template_args)
+from .hlsrules import block_bank, port_ii, raw_false
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
 #: read (one cycle of latency) and the store of the value computed from it in the next cycle
@@ -69,11 +77,8 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 4
+VERSION = 5
 
-_PORTS = {"ram_1p": ("shared", 1), "kram1p": ("shared", 1), "ram_s2p": ("split", 1), "kramS2p".lower(): ("split", 1),
-          "ram_t2p": ("shared", 2), "ram_2p": ("shared", 2), "kramt2p": ("shared", 2), "default": ("shared", 2),
-          "rom_1p": ("shared", 1), "rom_2p": ("shared", 2), "rom_np": ("shared", 2)}
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
 #: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
 _ASSIGN_OPS = ("operator=", "operator+=", "operator-=", "operator|=", "operator&=", "operator^=", "operator<<=",
@@ -102,12 +107,16 @@ class Kernel:
         self._reads_of = {}               # cursor -> the names it reads (:meth:`_reads`)
         self._counters_of = {}            # id of a loop of self.loops -> its counters (:meth:`_counters`)
         self.files = set()
+        self._untripped = []              # inner loops of the loop being walked whose trip count is unknown
+        self.decls = {}                   # name -> its declarations of the rendered folder (arrays' sizes)
+        self._dims_of = {}
         self._walk(self.tu.cursor, None, None, None, mine)
         self.consts = _Consts(self.tu)
         self.consts.collect(mine)
         self.pragmas = _pragmas(sorted(self.files))
         self.var_pragmas = {}          # variable -> {"partition": [(dim, type, factor)], "storage": type}
         self.m_axi = set()
+        self.bundle = {}               # m_axi port -> its bundle (UG1399: none named -> gmem0)
         self.streams = set()
         self.global_pragmas = []
         for p in self.pragmas:
@@ -126,6 +135,7 @@ class Kernel:
                 self.var_pragmas.setdefault(p.kv.get("variable"), {})["storage"] = p.kv.get("type", "").lower()
             elif p.name == "INTERFACE" and ("m_axi" in p.flags or p.kv.get("mode") == "m_axi"):
                 self.m_axi.add(p.kv.get("port"))
+                self.bundle[p.kv.get("port")] = p.kv.get("bundle") or "gmem0"
         self.mems = self._mems()
 
     def _file_of(self, ch):
@@ -166,6 +176,8 @@ class Kernel:
             elif k == "INIT_LIST_EXPR" and plain_data(self._text_of, name, ch):
                 continue
             else:
+                if k in ("VAR_DECL", "PARM_DECL", "FIELD_DECL"):
+                    self.decls.setdefault(ch.spelling, []).append(ch)
                 self._walk(ch, None, func, loop, mine)
 
     def _innermost(self, file, line):
@@ -209,19 +221,20 @@ class Kernel:
         target = int(pp.kv.get("ii", 1) or 1)
         acc = []      # (name, [index cursors], rw, mult, spread_vars, conditional, unroll_vars, ctx)
         assigns = []  # (var, rhs cursor or None, op, mult, conditional, type)
+        self._untripped = []
         self._body(lp, lp.body, acc, assigns, mult=1, unroll=(), cond=(), rename={}, depth=0)
         notes, bounds = [], {"pragma": target}
+        for label in dict.fromkeys(self._untripped):
+            notes.append(f"inner loop {label}: trip count not known to the model, counted once (Vitis HLS unrolls "
+                         f"it only with a constant bound, UG1399 'Function Pipelining')")
         # ------------------------------------------------------------- ports
         banks = self._banks(acc)
         need = 1
         for name, b in banks.items():
-            mode, n = _PORTS.get(b["kind"], _PORTS["default"])
-            if b["kind"] == "stream":
-                mode, n = "split", 1
             ii = 1
             for bank in set(b["r"]) | set(b["w"]):
                 r, w = len(b["r"].get(bank, ())), len(b["w"].get(bank, ()))
-                iib = max(r, w) if mode == "split" else math.ceil((r + w) / n)
+                iib = port_ii(b["kind"], r, w)
                 if iib > ii:
                     ii, worst = iib, (bank, r, w)
             if ii > 1:
@@ -232,11 +245,10 @@ class Kernel:
         bounds["ports"] = need
         # ------------------------------------------------------------- carried memory dependences
         dep = 1
-        deps = {p.kv.get("variable") for p in lp.pragmas + self.global_pragmas if p.name == "DEPENDENCE"
-                and (p.kv.get("inter") == "false" or ("inter" in p.flags and "false" in p.flags)
-                     or p.kv.get("dependent") == "false")}
+        deps = {p.kv.get("variable") for p in lp.pragmas + self.global_pragmas
+                if p.name == "DEPENDENCE" and raw_false(p)}
         for name, b in banks.items():
-            if b["kind"] == "stream" or not b["r"] or not b["w"]:
+            if b["kind"] in ("stream", "m_axi") or not b["r"] or not b["w"]:
                 continue
             ri = {t for v in b["r"].values() for t in v}
             wi = {t for v in b["w"].values() for t in v}
@@ -287,13 +299,16 @@ class Kernel:
         run-time) and its address (identical addresses of a bank merge into one access); copies
         whose conditions on unrolled counters are false are dropped. Arrays all of whose accesses
         have constant indices per copy, with no storage declared, are registers (Vitis partitions
-        them) and left out; so are ``m_axi`` ports and completely partitioned arrays."""
+        them) and left out; so are completely partitioned arrays. The ``m_axi`` ports are counted per
+        bundle (``m_axi <bundle>``: one read and one write channel, one bank)."""
         import itertools
         per = {}
         for name, idx, rw, mult, uvars, cond_, key in acc:
-            if name in self.m_axi:
-                continue
-            kind = self._storage(name)
+            port = name
+            if name in self.m_axi:             # a bundle: one read and one write channel
+                kind, name = "m_axi", f"m_axi {self.bundle.get(name, 'gmem0')}"
+            else:
+                kind = self._storage(name)
             if kind == "regs":
                 continue
             uv = [(v, t) for v, t in uvars if v and t]
@@ -303,10 +318,16 @@ class Kernel:
             envs = ([dict(zip([v for v, _t in uv], vals)) for vals in itertools.product(*[range(t) for _v, t in uv])]
                     if n <= 4096 else [{}])
             pl = self.var_pragmas.get(name, {}).get("partition", [])
+            blk = {}
             if kind == "stream":
                 parts, cyc = set(range(1, len(idx) + 1)), {}
+            elif kind == "m_axi":
+                parts, cyc = set(), {}
             else:
                 parts, cyc = {d for d, _t, _f in pl}, {d: f for d, t, f in pl if t == "cyclic" and f}
+                dims = self._dims(name)
+                blk = {d: (f, dims[d - 1] if d <= len(dims) else 0)
+                       for d, t, f in pl if t == "block" and f}
                 if idx and all(any(d == dd and t == "complete" for dd, t, _f in pl) for d in range(1, len(idx) + 1)):
                     continue                     # every dimension partitioned: registers
             e = per.setdefault(name, {"kind": kind, "r": {}, "w": {}, "runtime": False, "static": True})
@@ -317,18 +338,47 @@ class Kernel:
                 vals = [self.consts.value(ix, env=env) for ix in idx]
                 if any(v is None for v in vals):
                     e["static"] = False
-                bank = tuple(("*" if vals[d - 1] is None else vals[d - 1] % cyc[d] if d in cyc else vals[d - 1])
+                bank = tuple(("*" if vals[d - 1] is None else vals[d - 1] % cyc[d] if d in cyc
+                              else block_bank(vals[d - 1], *blk[d]) if d in blk else vals[d - 1])
                              for d in sorted(parts) if d <= len(idx))      # cyclic F: element i in bank i % F
                 addr = tuple(v if v is not None else (_text(ix), tuple(sorted((k, x) for k, x in env.items()
                                                                              if k in self._reads(ix))))
                              for v, ix in zip(vals, idx))
-                if kind == "stream":
-                    addr = (addr, key)         # every stream read/write is its own beat
+                if kind == "stream":           # every stream read/write is its own beat, each unrolled copy too
+                    addr = (addr, key, tuple(sorted(env.items())))
+                elif kind == "m_axi":
+                    addr = (port, addr)
                 if any(v is None for d, v in enumerate(vals, 1) if d not in parts):
                     e["runtime"] = True
                 e[rw].setdefault(bank, set()).add(addr)
         return {k: v for k, v in per.items()
                 if not (v["kind"] == "default" and v["static"])}
+
+    def _dims(self, name):
+        """The declared sizes of array ``name``'s dimensions (0 where unknown; [] when no declaration
+        of the rendered folder names it): its type's, else its declaration's ``[N]`` tokens (a
+        parameter's first dimension decays to a pointer)."""
+        got = self._dims_of.get(name)
+        if got is None:
+            got = []
+            for d in self.decls.get(name, ()):
+                t, sizes = d.type, []
+                while t is not None and t.kind.name == "CONSTANTARRAY":
+                    sizes.append(t.get_array_size())
+                    t = t.element_type
+                if not sizes:
+                    toks = _tokens(d)
+                    i = toks.index(name) + 1 if name in toks else len(toks)
+                    while i < len(toks) and toks[i] == "[":
+                        j = toks.index("]", i)
+                        e = " ".join(toks[i + 1:j])
+                        sizes.append(int(e) if e.isdigit() else self.consts.by_name.get(e.split("::")[-1], 0))
+                        i = j + 1
+                if sizes:
+                    got = sizes
+                    break
+            self._dims_of[name] = got
+        return got
 
     def _reads(self, c):
         """:meth:`_deps` of ``c``, once per cursor (:meth:`_banks` asks every unrolled copy)."""
@@ -374,6 +424,14 @@ class Kernel:
         self._counters_of[id(lp)] = tuple(out)
         return out
 
+    def _registers(self, name, ndims):
+        """Whether array ``name`` accessed with ``ndims`` indices is registers (no ports, no bank)."""
+        if name in self.m_axi or name in self.streams:
+            return False
+        pl = self.var_pragmas.get(name, {}).get("partition", [])
+        return (self._storage(name) == "regs"
+                or ndims > 0 and all(any(d == dd and t == "complete" for dd, t, _f in pl) for d in range(1, ndims + 1)))
+
     def _storage(self, name):
         vp = self.var_pragmas.get(name, {})
         parts = vp.get("partition", [])
@@ -408,7 +466,11 @@ class Kernel:
                     continue                     # its own row
                 t = _trip(inner, self.consts) if inner is not None else None
                 var = inner.var if inner is not None else None
+                n0, a0 = len(acc), len(assigns)
                 self._body(lp, ch, acc, assigns, mult * (t or 1), unroll + ((var, t or 1),), cond, rename, depth)
+                if t is None and (assigns[a0:] or any(not self._registers(x[0], len(x[1])) for x in acc[n0:])):
+                    # counted once, and it reaches a memory, a stream, a port or a carried register: the note says so
+                    self._untripped.append(inner.label if inner is not None else f"line {ch.location.line}")
                 continue
             if k == "IF_STMT":
                 kids = _children(ch)
@@ -496,7 +558,9 @@ class Kernel:
                 for x in kids[1:]:
                     self._expr(lp, x, acc, assigns, mult, unroll, cond, rename, depth)
                 return
-            elif callee is not None and depth < 3 and callee.spelling in self.funcs:
+            elif (callee is not None and depth < 3 and callee.spelling in self.funcs
+                  and not ("constexpr" in _tokens(self.funcs[callee.spelling])[:4]    # the compiler evaluates it
+                           and all(self.consts.value(x) is not None for x in kids[1:]))):
                 fn = self.funcs[callee.spelling]
                 params = [x.spelling for x in fn.get_children() if _kind(x) == "PARM_DECL"]
                 args = [x for x in kids[1:]] if len(kids) > len(params) else kids
@@ -509,7 +573,12 @@ class Kernel:
                         sub[p_] = _renamed(_root(a_), rename)     # an element of an array of memories
                 body = [x for x in fn.get_children() if _kind(x) == "COMPOUND_STMT"]
                 if body:
-                    self._body(lp, body[-1], acc, assigns, mult, unroll, cond, sub, depth + 1)
+                    outer = self.consts.tparams
+                    self.consts.tparams = template_args(callee, fn)
+                    try:
+                        self._body(lp, body[-1], acc, assigns, mult, unroll, cond, sub, depth + 1)
+                    finally:
+                        self.consts.tparams = outer
         for x in c.get_children():
             self._expr(lp, x, acc, assigns, mult, unroll, cond, rename, depth)
 
