@@ -84,12 +84,15 @@ SUM_LOOP:
     assert derive(tmp_path, src)["SUM_LOOP"]["ii"] == 1
 
 
-# UG1399, "Removing False Dependencies to Improve Loop Pipelining": hist[old] written and hist[val]
-# read at data-dependent addresses; "Vitis HLS assumes that both of these accesses can access the
-# same location. As a result, it schedules the read and write operations to the array in alternating
-# cycles, resulting in a loop II of 2." The DEPENDENCE directive the section then adds (2021.2:
-# "inter RAW false"; 2022.1 on: "type=inter direction=RAW dependent=false") removes it: the
-# PIPELINE II=1 target is met.
+# UG1399, "Removing False Dependencies to Improve Loop Pipelining" (the same text and code in Kastner,
+# Matai, Neuendorffer, "Parallel Programming for FPGAs", chapter "Prefix Sum and Histogram",
+# github.com/KastnerRG/pp4fpgas examples/histogram_opt1.cpp): hist[old] written and hist[val] read in
+# one iteration at data-dependent addresses; "Vitis HLS assumes that both of these accesses can access
+# the same location. As a result, it schedules the read and write operations to the array in
+# alternating cycles, resulting in a loop II of 2." They are in the else branch of old == val, so
+# "within one iteration (an intra-dependence) a read operation after a write operation (RAW) can never
+# occur and hence is a false dependence": the example declares "#pragma HLS DEPENDENCE variable=hist
+# intra RAW false", and "we've achieved a design with a loop II of 1".
 HISTOGRAM = """
 #define INPUT_SIZE 1024
 #define VALUE_SIZE 256
@@ -97,10 +100,10 @@ void histogram(int in[INPUT_SIZE], int hist[VALUE_SIZE]) {
   int acc = 0;
   int i, val;
   int old = in[0];
+  %s
 HIST:
   for (i = 0; i < INPUT_SIZE; i++) {
 #pragma HLS PIPELINE II = 1
-%s
     val = in[i];
     if (old == val) {
       acc = acc + 1;
@@ -120,26 +123,73 @@ def test_ug1399_histogram_false_dependence_is_ii_2(tmp_path):
     assert r["ii"] == 2 and r["bound"] == "dependence"
 
 
-@pytest.mark.parametrize("pragma", ["#pragma HLS DEPENDENCE variable = hist inter RAW false",
-                                    "#pragma HLS DEPENDENCE variable = hist type = inter direction = RAW "
+@pytest.mark.parametrize("pragma", ["#pragma HLS DEPENDENCE variable = hist intra RAW false",
+                                    "#pragma HLS DEPENDENCE variable = hist type = intra direction = RAW "
                                     "dependent = false"])
 def test_ug1399_histogram_with_the_dependence_pragma_is_ii_1(tmp_path, pragma):
-    assert derive(tmp_path, HISTOGRAM % pragma)["HIST"]["ii"] == 1
+    r = derive(tmp_path, HISTOGRAM % pragma)["HIST"]
+    assert r["ii"] == 1 and any("intra" in n for n in r["notes"])
 
 
-@pytest.mark.parametrize("pragma", ["#pragma HLS DEPENDENCE variable = hist type = intra dependent = false",
-                                    "#pragma HLS DEPENDENCE variable = hist intra false",
-                                    "#pragma HLS DEPENDENCE variable = hist inter WAR false",
-                                    "#pragma HLS DEPENDENCE variable = hist type = inter direction = WAW "
+@pytest.mark.parametrize("pragma", ["#pragma HLS DEPENDENCE variable = hist intra WAR false",
+                                    "#pragma HLS DEPENDENCE variable = hist type = intra direction = WAW "
                                     "dependent = false",
-                                    "#pragma HLS DEPENDENCE variable = hist inter true"])
-def test_a_dependence_pragma_that_does_not_declare_the_carried_raw_false_leaves_it(tmp_path, pragma):
-    # UG1399 "pragma HLS dependence": type intra is "dependence within the same loop iteration",
-    # inter "between different loop iterations"; direction RAW/WAR/WAW names the one dependence
-    # the pragma speaks of; "true" enforces it. The histogram's II 2 is its carried RAW (the
-    # read of hist[val] waits for the previous iteration's write): only an inter RAW (or
-    # direction-less inter) "false" removes it.
+                                    "#pragma HLS DEPENDENCE variable = hist intra true",
+                                    "#pragma HLS DEPENDENCE variable = acc intra RAW false"])
+def test_ug1399_histogram_with_a_pragma_on_another_dependence_stays_ii_2(tmp_path, pragma):
+    # UG1399 "pragma HLS dependence": direction RAW/WAR/WAW names the one dependence the pragma
+    # speaks of, "true" enforces it, variable names the array
     assert derive(tmp_path, HISTOGRAM % pragma)["HIST"]["ii"] == 2
+
+
+# The plain histogram (pp4fpgas examples/histogramSW.cpp): hist[val] = hist[val] + 1 reads, then writes,
+# "so we must alternate between reads and writes" (II 2). examples/histogram_dependence.cpp declares the
+# precondition in[x] != in[x+1] as "#pragma HLS DEPENDENCE variable=hist inter RAW distance=2", and
+# "II=1 can be achieved" (the figure's caption).
+PLAIN = """
+#define INPUT_SIZE 1024
+#define VALUE_SIZE 256
+void histogram(int in[INPUT_SIZE], int hist[VALUE_SIZE]) {
+  %s
+  int val;
+HIST:
+  for (int i = 0; i < INPUT_SIZE; i++) {
+#pragma HLS PIPELINE
+    val = in[i];
+    hist[val] = hist[val] + 1;
+  }
+}
+"""
+
+
+def test_pp4fpgas_plain_histogram_is_ii_2(tmp_path):
+    r = derive(tmp_path, PLAIN % "")["HIST"]
+    assert r["ii"] == 2 and r["bound"] == "dependence"
+
+
+@pytest.mark.parametrize("pragma", ["#pragma HLS DEPENDENCE variable=hist inter RAW distance=2",
+                                    "#pragma HLS DEPENDENCE variable=hist inter RAW false",
+                                    "#pragma HLS DEPENDENCE variable=hist type=inter dependent=false"])
+def test_pp4fpgas_plain_histogram_with_the_distance_is_ii_1(tmp_path, pragma):
+    assert derive(tmp_path, PLAIN % pragma)["HIST"]["ii"] == 1
+
+
+@pytest.mark.parametrize("pragma", ["#pragma HLS DEPENDENCE variable=hist intra RAW false",
+                                    "#pragma HLS DEPENDENCE variable=hist inter WAR false",
+                                    "#pragma HLS DEPENDENCE variable=hist inter true"])
+def test_pp4fpgas_plain_histogram_keeps_its_carried_raw(tmp_path, pragma):
+    # its read comes before its write in the iteration: no intra RAW for "intra RAW false" to
+    # remove; a WAR pragma or "true" leaves the carried RAW (UG1399 "pragma HLS dependence")
+    assert derive(tmp_path, PLAIN % pragma)["HIST"]["ii"] == 2
+
+
+def test_a_carried_distance_divides_the_recurrence(tmp_path):
+    # UG1399 "pragma HLS dependence": distance, "the inter-iteration distance for array access",
+    # with dependent true; UG1448 HLS 200-880 reports a carried constraint as (II, distance): the
+    # recurrence of depth L at distance d needs II >= ceil(L / d)
+    src = PLAIN % "#pragma HLS DEPENDENCE variable=hist inter RAW true distance=3"
+    assert derive(tmp_path, src, depths={"HIST": 8})["HIST"]["ii"] == 3
+    assert derive(tmp_path, PLAIN % "", depths={"HIST": 8})["HIST"]["ii"] == 8
 
 
 # UG1448 "Performance Pragma - 4" (HLS 214-347): "the minimal achievable II of 2 determined by the

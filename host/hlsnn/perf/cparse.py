@@ -402,3 +402,25 @@ def template_args(call, fn):
     except Exception:                          # noqa: BLE001 - bindings without the calls: none known
         return {}
     return out
+
+
+def declared_dims(decls, name, consts):
+    """The sizes of the dimensions of array ``name`` (0 where unknown; [] when ``decls``, its
+    declarations, give none): its type's, else its declaration's ``[N]`` tokens (a parameter's
+    first dimension decays to a pointer)."""
+    for d in decls:
+        t, sizes = d.type, []
+        while t is not None and t.kind.name == "CONSTANTARRAY":
+            sizes.append(t.get_array_size())
+            t = t.element_type
+        if not sizes:
+            toks = _tokens(d)
+            i = toks.index(name) + 1 if name in toks else len(toks)
+            while i < len(toks) and toks[i] == "[":
+                j = toks.index("]", i)
+                e = " ".join(toks[i + 1:j])
+                sizes.append(int(e) if e.isdigit() else consts.by_name.get(e.split("::")[-1], 0))
+                i = j + 1
+        if sizes:
+            return sizes
+    return []

@@ -1,7 +1,7 @@
 """What Vitis HLS's pragmas and storage mean to :mod:`hlsnn.perf.schedule`: the ports of each storage
 type and their II (UG1448 "Resource Constraints"), the bank of a ``block`` partition (UG1399 "pragma HLS
-array_partition") and whether a ``DEPENDENCE`` pragma declares the carried read-after-write false (UG1399
-"pragma HLS dependence")."""
+array_partition") and what a ``DEPENDENCE`` pragma says of a read-after-write (UG1399 "pragma HLS
+dependence")."""
 from __future__ import annotations
 
 import math
@@ -34,14 +34,23 @@ def block_bank(i, factor, size):
     return min(i // max(1, size // factor), factor - 1)
 
 
-def raw_false(p):
-    """Whether the DEPENDENCE pragma ``p`` declares the loop-carried read-after-write false (UG1399
-    "pragma HLS dependence"): ``type`` inter (the default; ``intra`` is within one iteration),
-    ``direction`` RAW or none (a WAR or WAW pragma leaves the RAW), ``dependent`` false (the
-    default when neither true nor false is given)."""
+def raw_pragma(p):
+    """What the DEPENDENCE pragma ``p`` says of its variable's read-after-write (UG1399 "pragma HLS
+    dependence"): ``(type, effect)`` with ``type`` ``inter`` (the default) or ``intra`` (within one
+    iteration) and ``effect`` ``"false"`` (removed; the default when neither true nor false is given)
+    or the ``distance`` of a true one (``1`` when none is given); None when the pragma speaks only of
+    a WAR or WAW."""
     kv, flags = p.kv, p.flags
     typ = kv.get("type", "").lower() or ("intra" if "intra" in flags else "inter")
     direction = kv.get("direction", "").lower() or next((d for d in ("raw", "war", "waw") if d in flags), "raw")
+    if direction != "raw":
+        return None
     dependent = (kv.get("dependent") or kv.get("inter") or kv.get("intra") or "").lower() \
-        or ("true" if "true" in flags else "false")
-    return typ == "inter" and direction == "raw" and dependent == "false"
+        or ("true" if "true" in flags else "false" if "false" in flags else "")
+    distance = kv.get("distance")
+    if dependent == "true" or (not dependent and distance):   # a distance speaks of a true dependence
+        try:
+            return typ, max(1, int(distance or 1))
+        except ValueError:
+            return typ, 1
+    return typ, "false"

@@ -20,16 +20,18 @@ it; ``notes`` says why):
     picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every dimension makes registers (no
     port limit). A stream (``hls::stream``, ``hlsnn::Fifo``) takes one read and one write a cycle,
     each unrolled copy of an access its own; so does an ``m_axi`` bundle, whatever ports it holds
-    (UG1399 "M_AXI Bundles"; ports with no ``bundle`` share ``gmem0``). Identical accesses (same array, same index text, same
-    unrolled copy) count once; accesses in exclusive branches count each (:mod:`hlsnn.perf.model`'s
-    rule).
+    (UG1399 "M_AXI Bundles"; ports with no ``bundle`` share ``gmem0``). Identical accesses (same
+    array, same index text, same unrolled copy) count once; accesses in exclusive branches count
+    each (:mod:`hlsnn.perf.model`'s rule).
 ``dependence``
     an array read and written in the loop body at a run-time index (not the same index of the
     loop's own counter on both sides) is a loop-carried dependence at distance 1 unless the loop
-    declares ``#pragma HLS DEPENDENCE variable = X inter false`` (or ``inter RAW false``; an
-    ``intra``, ``WAR`` or ``WAW`` pragma leaves the carried RAW): II >= store stage - load stage
-    + 1 = the loop's pipeline depth (the engine page's ``Loop.depth``, the network models' depth
-    constants; :data:`DEFAULT_DEPTH` for a loop none lists). With the pragma the kernel must
+    declares ``#pragma HLS DEPENDENCE variable = X inter false`` (or ``inter RAW false``), or
+    ``intra RAW false`` where a write of X comes before a read of it in the iteration (UG1399's
+    histogram: the II 2 is that ordering); a ``WAR``/``WAW`` or ``true`` pragma leaves it, and an
+    ``inter ... distance = d`` divides it: II >= ceil((store stage - load stage + 1) / d), the
+    stages' difference + 1 being the loop's pipeline depth (the engine page's ``Loop.depth``, the
+    network models' depth constants; :data:`DEFAULT_DEPTH` for a loop none lists). With the pragma the kernel must
     declare ``HLSNN_MEM(X, kind, d)`` with ``d > 0`` (the strict C-simulation checks ``d``); else
     the note says "unchecked".
 ``register``
@@ -66,8 +68,8 @@ from pathlib import Path
 
 from . import recurrence
 from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file, _kind, _op, _pragmas, _renamed, _root,
-                     _strip, _text, _tokens, _trip, cindex, parse_args, plain_data, template_args)
-from .hlsrules import block_bank, port_ii, raw_false
+                     _strip, _text, _tokens, _trip, cindex, declared_dims, parse_args, plain_data, template_args)
+from .hlsrules import block_bank, port_ii, raw_pragma
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
 #: read (one cycle of latency) and the store of the value computed from it in the next cycle
@@ -108,6 +110,7 @@ class Kernel:
         self._counters_of = {}            # id of a loop of self.loops -> its counters (:meth:`_counters`)
         self.files = set()
         self._untripped = []              # inner loops of the loop being walked whose trip count is unknown
+        self._order = []                  # (array, "r"/"w", source offset, call depth) of its accesses
         self.decls = {}                   # name -> its declarations of the rendered folder (arrays' sizes)
         self._dims_of = {}
         self._walk(self.tu.cursor, None, None, None, mine)
@@ -221,7 +224,7 @@ class Kernel:
         target = int(pp.kv.get("ii", 1) or 1)
         acc = []      # (name, [index cursors], rw, mult, spread_vars, conditional, unroll_vars, ctx)
         assigns = []  # (var, rhs cursor or None, op, mult, conditional, type)
-        self._untripped = []
+        self._untripped, self._order = [], []
         self._body(lp, lp.body, acc, assigns, mult=1, unroll=(), cond=(), rename={}, depth=0)
         notes, bounds = [], {"pragma": target}
         for label in dict.fromkeys(self._untripped):
@@ -245,8 +248,11 @@ class Kernel:
         bounds["ports"] = need
         # ------------------------------------------------------------- carried memory dependences
         dep = 1
-        deps = {p.kv.get("variable") for p in lp.pragmas + self.global_pragmas
-                if p.name == "DEPENDENCE" and raw_false(p)}
+        said = {}                          # variable -> [(type, "false" or a distance)]
+        for p in lp.pragmas + self.global_pragmas:
+            got = raw_pragma(p) if p.name == "DEPENDENCE" else None
+            if got is not None:
+                said.setdefault(p.kv.get("variable"), []).append(got)
         for name, b in banks.items():
             if b["kind"] in ("stream", "m_axi") or not b["r"] or not b["w"]:
                 continue
@@ -257,7 +263,12 @@ class Kernel:
                     and any(isinstance(x, tuple) and own in x[0].split() for x in next(iter(ri))))
             if same or not b["runtime"]:
                 continue                     # a[i] read and written at the loop counter's own index
-            if name in deps:
+            says = said.get(name, [])
+            if ("intra", "false") in says and ("inter", "false") not in says and self._write_first(lp, name):
+                notes.append(f"{name}: DEPENDENCE intra RAW false: its write before its read in the iteration "
+                             f"is declared apart (UG1399 'Removing False Dependencies')")
+                continue
+            if ("inter", "false") in says:
                 mem = self.mems.get(name)
                 if mem is None or not mem[1]:
                     notes.append(f"{name}: DEPENDENCE inter false, unchecked (no HLSNN_MEM({name}, kind, d) with d > 0)")
@@ -265,9 +276,14 @@ class Kernel:
                     notes.append(f"{name}: DEPENDENCE inter false, distance {mem[1]} checked by the strict csim")
                 continue
             d = depths.get(lp.label, DEFAULT_DEPTH)
-            notes.append(f"{name}: read and written at run-time indices, no DEPENDENCE pragma: carried dependence, "
-                         f"II >= depth {d}")
-            dep = max(dep, d)
+            dist = max([e for t, e in says if t == "inter" and e != "false"] or [1])
+            if dist > 1:
+                notes.append(f"{name}: carried dependence at distance {dist} (DEPENDENCE): "
+                             f"II >= ceil(depth {d} / {dist})")
+            else:
+                notes.append(f"{name}: read and written at run-time indices, no DEPENDENCE pragma: carried "
+                             f"dependence, II >= depth {d}")
+            dep = max(dep, math.ceil(d / dist))
         bounds["dependence"] = dep
         # ------------------------------------------------------------- register recurrences
         budget = timing.budget_ns(clock_mhz)
@@ -355,30 +371,10 @@ class Kernel:
                 if not (v["kind"] == "default" and v["static"])}
 
     def _dims(self, name):
-        """The declared sizes of array ``name``'s dimensions (0 where unknown; [] when no declaration
-        of the rendered folder names it): its type's, else its declaration's ``[N]`` tokens (a
-        parameter's first dimension decays to a pointer)."""
-        got = self._dims_of.get(name)
-        if got is None:
-            got = []
-            for d in self.decls.get(name, ()):
-                t, sizes = d.type, []
-                while t is not None and t.kind.name == "CONSTANTARRAY":
-                    sizes.append(t.get_array_size())
-                    t = t.element_type
-                if not sizes:
-                    toks = _tokens(d)
-                    i = toks.index(name) + 1 if name in toks else len(toks)
-                    while i < len(toks) and toks[i] == "[":
-                        j = toks.index("]", i)
-                        e = " ".join(toks[i + 1:j])
-                        sizes.append(int(e) if e.isdigit() else self.consts.by_name.get(e.split("::")[-1], 0))
-                        i = j + 1
-                if sizes:
-                    got = sizes
-                    break
-            self._dims_of[name] = got
-        return got
+        """The declared sizes of array ``name``'s dimensions (:func:`~hlsnn.perf.cparse.declared_dims`)."""
+        if name not in self._dims_of:
+            self._dims_of[name] = declared_dims(self.decls.get(name, ()), name, self.consts)
+        return self._dims_of[name]
 
     def _reads(self, c):
         """:meth:`_deps` of ``c``, once per cursor (:meth:`_banks` asks every unrolled copy)."""
@@ -423,6 +419,12 @@ class Kernel:
                     out.append(toks[i + 2].spelling)
         self._counters_of[id(lp)] = tuple(out)
         return out
+
+    def _write_first(self, lp, name):
+        """Whether a write of ``name`` comes before a read of it in the loop's own body (source order,
+        a store after its operands): a read-after-write within one iteration."""
+        w = [o for n, rw, o, d in self._order if n == name and rw == "w" and d == 0]
+        return bool(w) and any(o > min(w) for n, rw, o, d in self._order if n == name and rw == "r" and d == 0)
 
     def _registers(self, name, ndims):
         """Whether array ``name`` accessed with ``ndims`` indices is registers (no ports, no bank)."""
@@ -512,6 +514,7 @@ class Kernel:
                 if r is not None:
                     name, idx = _renamed(r, rename)
                     acc.append((name, idx, "w", mult, unroll, cond, key))
+                    self._order.append((name, "w", c.extent.end.offset, depth))   # stored after its operands
                     if op != "=":
                         acc.append((name, idx, "r", mult, unroll, cond, key))
                     for ix in idx:
@@ -532,6 +535,7 @@ class Kernel:
         if r is not None:
             name, idx = _renamed(r, rename)
             acc.append((name, idx, "r", mult, unroll, cond, key))
+            self._order.append((name, "r", c.extent.start.offset, depth))
             for ix in idx:
                 self._expr(lp, ix, acc, assigns, mult, unroll, cond, rename, depth)
             return
