@@ -499,3 +499,24 @@ TPL:
     r = derive(tmp_path, src.replace("int base) {", "int base, int n) {").replace("j < N", "j < n")
                .replace("4 * i)", "4 * i, i)") % 4)["TPL"]
     assert any("trip count not known" in n for n in r["notes"])
+
+
+def test_a_reference_to_an_array_counts_against_the_array(tmp_path):
+    # a C++ reference is another name of the same object: row[j] is buf[i & 7][j], the same RAM
+    # bank (UG1448 "Resource Constraints": ram_1p, one access a cycle)
+    src = """
+void k(int out[64]) {
+  static int buf[8][64];
+#pragma HLS BIND_STORAGE variable = buf type = ram_1p impl = bram
+ALIAS:
+  for (int i = 0; i < 64; ++i) {
+#pragma HLS PIPELINE II = 1
+    int (&row)[64] = buf[i & 7];
+    const int *p = buf[(i + 1) & 7];
+    out[i] = row[i] + %s;
+  }
+}
+"""
+    assert derive(tmp_path, src % "buf[i & 7][(i + 3) & 63]")["ALIAS"]["ii"] == 2   # the array's own name
+    assert derive(tmp_path, src % "row[(i + 3) & 63]")["ALIAS"]["ii"] == 2          # through the reference
+    assert derive(tmp_path, src % "p[(i + 3) & 63]")["ALIAS"]["ii"] == 2            # through a pointer

@@ -424,3 +424,23 @@ def declared_dims(decls, name, consts):
         if sizes:
             return sizes
     return []
+
+
+def names_read(c, depth=0):
+    """The names an expression reads, through the initializers of the local constants it reads."""
+    out = set()
+    for x in c.walk_preorder():
+        if _kind(x) == "DECL_REF_EXPR":
+            out.add(x.spelling)
+            d = x.referenced
+            if depth < 4 and d is not None and _kind(d) == "VAR_DECL" and d.type.is_const_qualified():
+                ch = [y for y in _children(d) if _kind(y) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
+                if ch:
+                    out |= names_read(ch[-1], depth + 1)
+    return out
+
+
+def affine_index(ix):
+    """Whether an m_axi index may be affine in the loop's counter (no shift, mask, division,
+    remainder, multiplication, select or subscript): a burst can be inferred."""
+    return not any(t in {"%", "/", ">>", "&", "|", "^", "<<", "?", "[", "*"} for t in _tokens(ix))

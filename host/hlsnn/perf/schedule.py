@@ -56,7 +56,9 @@ it; ``notes`` says why):
 It is a model of the scheduler's bounds, not the scheduler: it does not see operator chaining
 beyond the register chains above, nor a bound a called function's own pipeline sets. Calls to
 functions of the project are followed (three levels deep) with their reference parameters renamed
-to the caller's arguments, so a helper's accesses count in the loop that calls it.
+to the caller's arguments and a function template's integral arguments bound, so a helper's
+accesses count in the loop that calls it; a local reference or pointer to an array (``int
+(&row)[N] = buf[i]``) is renamed the same way.
 """
 from __future__ import annotations
 
@@ -68,7 +70,8 @@ from pathlib import Path
 
 from . import recurrence
 from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file, _kind, _op, _pragmas, _renamed, _root,
-                     _strip, _text, _tokens, _trip, cindex, declared_dims, parse_args, plain_data, template_args)
+                     _strip, _text, _tokens, _trip, affine_index, cindex, declared_dims, names_read, parse_args,
+                     plain_data, template_args)
 from .hlsrules import block_bank, port_ii, raw_pragma
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
@@ -294,7 +297,7 @@ class Kernel:
             if name not in self.m_axi:
                 continue
             why = "under a condition" if cond_ else None
-            if why is None and not all(self._affine(ix, lp.var) for ix in idx):
+            if why is None and not all(affine_index(ix) for ix in idx):
                 why = "at an index not affine in the loop counter"
             if why:
                 ii = math.ceil(ddr_latency / AXI_OUTSTANDING)
@@ -380,21 +383,8 @@ class Kernel:
         """:meth:`_deps` of ``c``, once per cursor (:meth:`_banks` asks every unrolled copy)."""
         got = self._reads_of.get(c)
         if got is None:
-            got = self._reads_of[c] = frozenset(self._deps(c))
+            got = self._reads_of[c] = frozenset(names_read(c))
         return got
-
-    def _deps(self, c, depth=0):
-        """The names an expression reads, through the initializers of the local constants it reads."""
-        out = set()
-        for x in c.walk_preorder():
-            if _kind(x) == "DECL_REF_EXPR":
-                out.add(x.spelling)
-                d = x.referenced
-                if depth < 4 and d is not None and _kind(d) == "VAR_DECL" and d.type.is_const_qualified():
-                    ch = [y for y in _children(d) if _kind(y) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
-                    if ch:
-                        out |= self._deps(ch[-1], depth + 1)
-        return out
 
     def _counter(self, lp):
         """The loop's counter name (``HLSNN_ITER(Name, ...)`` / ``HLSNN_ITER_AT(Name, ...)`` in
@@ -448,16 +438,6 @@ class Kernel:
             return k
         return vp.get("storage") or "default"
 
-    @staticmethod
-    def _affine(ix, var):
-        bad = {"%", "/", ">>", "&", "|", "^", "<<", "?", "["}
-        toks = _tokens(ix)
-        if any(t in bad for t in toks):
-            return False
-        if "*" in toks:
-            return False
-        return True
-
     def _body(self, lp, c, acc, assigns, mult, unroll, cond, rename, depth):
         """Collect the accesses and assignments of one iteration under ``c``."""
         for ch in c.get_children():
@@ -474,6 +454,8 @@ class Kernel:
                     # counted once, and it reaches a memory, a stream, a port or a carried register: the note says so
                     self._untripped.append(inner.label if inner is not None else f"line {ch.location.line}")
                 continue
+            if k == "DECL_STMT" and self._aliases(lp, ch, acc, assigns, mult, unroll, cond, rename, depth):
+                continue
             if k == "IF_STMT":
                 kids = _children(ch)
                 if kids:
@@ -488,6 +470,28 @@ class Kernel:
                 self._body(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
                 continue
             self._expr(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
+
+    def _aliases(self, lp, decl, acc, assigns, mult, unroll, cond, rename, depth):
+        """A declaration of references or pointers to arrays (``int (&row)[N] = buf[i]``, ``const int
+        *p = buf[i]``): each becomes another name of the array in ``rename`` (no access: only its
+        indices are read). False when the declaration declares anything else."""
+        got = []
+        for v in _children(decl):
+            t = v.type.spelling if _kind(v) == "VAR_DECL" and v.type else ""
+            init = [x for x in _children(v) if _kind(x) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
+            x = _strip(init[-1]) if init and ("&" in t or "*" in t) else None
+            if x is None or "[" not in (x.type.spelling if x.type else ""):
+                return False                     # not an array's other name
+            kx = _kind(x)
+            r = _root(x) if kx == "ARRAY_SUBSCRIPT_EXPR" else (x.spelling, []) if kx == "DECL_REF_EXPR" else None
+            if r is None:
+                return False
+            got.append((v.spelling, r))
+        for name, r in got:
+            rename[name] = _renamed(r, rename)
+            for ix in r[1]:
+                self._expr(lp, ix, acc, assigns, mult, unroll, cond, rename, depth)
+        return bool(got)
 
     def _expr(self, lp, c, acc, assigns, mult, unroll, cond, rename, depth):
         k = _kind(c)
