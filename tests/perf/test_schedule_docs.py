@@ -91,8 +91,8 @@ SUM_LOOP:
 # the same location. As a result, it schedules the read and write operations to the array in
 # alternating cycles, resulting in a loop II of 2." They are in the else branch of old == val, so
 # "within one iteration (an intra-dependence) a read operation after a write operation (RAW) can never
-# occur and hence is a false dependence": the example declares "#pragma HLS DEPENDENCE variable=hist
-# intra RAW false", and "we've achieved a design with a loop II of 1".
+# occur and hence is a false dependence": the book's histogram_opt1.cpp declares "#pragma HLS
+# DEPENDENCE variable=hist intra RAW false", and "we've achieved a design with a loop II of 1".
 HISTOGRAM = """
 #define INPUT_SIZE 1024
 #define VALUE_SIZE 256
