@@ -224,6 +224,7 @@ class _Consts:
     def __init__(self, tu):
         self.by_name = {}
         self.tu = tu
+        self.tparams = {}        # the template arguments of the function being walked, by parameter name
 
     def value(self, c, depth=0, env=None):
         if c is None or depth > 12:
@@ -241,6 +242,8 @@ class _Consts:
             return 1 if _tokens(c)[:1] == ["true"] else 0
         if k in ("DECL_REF_EXPR", "MEMBER_REF_EXPR"):
             d = c.referenced
+            if d is not None and _kind(d) == "TEMPLATE_NON_TYPE_PARAMETER":
+                return self.tparams.get(c.spelling)
             if d is not None and _kind(d) in ("VAR_DECL", "FIELD_DECL") and d.type.is_const_qualified():
                 ch = [x for x in _children(d) if _kind(x) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
                 if ch:
@@ -367,10 +370,77 @@ def _trip(loop, consts):
         return None
     step = 1
     inc = _text(ch[2])
-    m = re.search(r"\+=\s*(\w+)", inc)
+    m = re.search(r"[+-]=\s*(\w+)", inc)
     if m:
         step = consts.by_name.get(m.group(1)) if not m.group(1).isdigit() else int(m.group(1))
         if not step:
             return None
-    n = hi - lo + (1 if op == "<=" else 0)
-    return max(0, -(-n // step)) if op in ("<", "<=", "!=") else None
+    if op in (">", ">="):                      # counting down: for (i = N - 1; i >= 0; --i)
+        if "++" in inc or "+=" in inc:
+            return None
+        n = lo - hi + (1 if op == ">=" else 0)
+    elif "--" in inc or "-=" in inc:
+        return None
+    else:
+        n = hi - lo + (1 if op == "<=" else 0)
+    return max(0, -(-n // step)) if op in ("<", "<=", "!=", ">", ">=") else None
+
+
+def template_args(call, fn):
+    """``{parameter: value}`` of the integral template arguments of the specialization ``call``
+    of the function template ``fn`` (``{}``: not a template, or the bindings cannot say)."""
+    if _kind(fn) != "FUNCTION_TEMPLATE":
+        return {}
+    params = [x for x in _children(fn) if _kind(x) in ("TEMPLATE_TYPE_PARAMETER", "TEMPLATE_NON_TYPE_PARAMETER",
+                                                        "TEMPLATE_TEMPLATE_PARAMETER")]
+    out = {}
+    try:
+        n = call.get_num_template_arguments()
+        for i, p in enumerate(params[:max(0, n)]):
+            if _kind(p) == "TEMPLATE_NON_TYPE_PARAMETER" and call.get_template_argument_kind(i).name == "INTEGRAL":
+                out[p.spelling] = call.get_template_argument_value(i)
+    except Exception:                          # noqa: BLE001 - bindings without the calls: none known
+        return {}
+    return out
+
+
+def declared_dims(decls, name, consts):
+    """The sizes of the dimensions of array ``name`` (0 where unknown; [] when ``decls``, its
+    declarations, give none): its type's, else its declaration's ``[N]`` tokens (a parameter's
+    first dimension decays to a pointer)."""
+    for d in decls:
+        t, sizes = d.type, []
+        while t is not None and t.kind.name == "CONSTANTARRAY":
+            sizes.append(t.get_array_size())
+            t = t.element_type
+        if not sizes:
+            toks = _tokens(d)
+            i = toks.index(name) + 1 if name in toks else len(toks)
+            while i < len(toks) and toks[i] == "[":
+                j = toks.index("]", i)
+                e = " ".join(toks[i + 1:j])
+                sizes.append(int(e) if e.isdigit() else consts.by_name.get(e.split("::")[-1], 0))
+                i = j + 1
+        if sizes:
+            return sizes
+    return []
+
+
+def names_read(c, depth=0):
+    """The names an expression reads, through the initializers of the local constants it reads."""
+    out = set()
+    for x in c.walk_preorder():
+        if _kind(x) == "DECL_REF_EXPR":
+            out.add(x.spelling)
+            d = x.referenced
+            if depth < 4 and d is not None and _kind(d) == "VAR_DECL" and d.type.is_const_qualified():
+                ch = [y for y in _children(d) if _kind(y) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
+                if ch:
+                    out |= names_read(ch[-1], depth + 1)
+    return out
+
+
+def affine_index(ix):
+    """Whether an m_axi index may be affine in the loop's counter (no shift, mask, division,
+    remainder, multiplication, select or subscript): a burst can be inferred."""
+    return not any(t in {"%", "/", ">>", "&", "|", "^", "<<", "?", "[", "*"} for t in _tokens(ix))

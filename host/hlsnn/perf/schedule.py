@@ -12,19 +12,26 @@ it; ``notes`` says why):
 ``ports``
     resources: per memory bank, the accesses one iteration makes (inner loops are unrolled by the pipeline:
     an access in an inner loop of ``T`` iterations is ``T`` accesses, unless the array is partitioned on the
-    dimension that loop's variable indexes; ``cyclic F``: index i in bank i % F) against its ports: the
-    storage of ``BIND_STORAGE`` or ``HLSNN_MEM`` (``ram_1p``/``kRam1p`` one port, ``ram_s2p``/
-    ``kRamS2p`` one read and one write, ``ram_t2p``/``ram_2p``/``kRamT2p`` two; an array with no
-    storage declared: two, Vitis picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every
-    dimension makes registers (no port limit). A stream (``hls::stream``, ``hlsnn::Fifo``) takes
-    one read and one write a cycle. Identical accesses (same array, same index text, same unrolled
-    copy) count once; accesses in exclusive branches count each (:mod:`hlsnn.perf.model`'s rule).
+    dimension that loop's variable indexes; ``cyclic F``: index i in bank i % F; ``block F`` of a
+    dimension of N: consecutive blocks of N // F, the last holding the rest) against its ports
+    (UG1448 "Resource Constraints"): the storage of ``BIND_STORAGE`` or ``HLSNN_MEM`` (``ram_1p``/
+    ``kRam1p`` one port, ``ram_s2p``/``kRamS2p`` one read and one write, ``ram_2p`` one read or
+    write and one read, ``ram_t2p``/``kRamT2p`` two; an array with no storage declared: two, Vitis
+    picks a dual-port RAM). ``ARRAY_PARTITION ... complete`` of every dimension makes registers (no
+    port limit). A stream (``hls::stream``, ``hlsnn::Fifo``) takes one read and one write a cycle,
+    each unrolled copy of an access its own; so does an ``m_axi`` bundle, whatever ports it holds
+    (UG1399 "M_AXI Bundles"; ports with no ``bundle`` share ``gmem0``). Identical accesses (same
+    array, same index text, same unrolled copy) count once; accesses in exclusive branches count
+    each (:mod:`hlsnn.perf.model`'s rule).
 ``dependence``
     an array read and written in the loop body at a run-time index (not the same index of the
     loop's own counter on both sides) is a loop-carried dependence at distance 1 unless the loop
-    declares ``#pragma HLS DEPENDENCE variable = X inter false``: II >= store stage - load stage
-    + 1 = the loop's pipeline depth (the engine page's ``Loop.depth``, the network models' depth
-    constants; :data:`DEFAULT_DEPTH` for a loop none lists). With the pragma the kernel must
+    declares ``#pragma HLS DEPENDENCE variable = X inter false`` (or ``inter RAW false``), or
+    ``intra RAW false`` where a write of X comes before a read of it in the iteration (UG1399's
+    histogram: the II 2 is that ordering); a ``WAR``/``WAW`` or ``true`` pragma leaves it, and an
+    ``inter ... distance = d`` divides it: II >= ceil((store stage - load stage + 1) / d), the
+    stages' difference + 1 being the loop's pipeline depth (the engine page's ``Loop.depth``, the
+    network models' depth constants; :data:`DEFAULT_DEPTH` for a loop none lists). With the pragma the kernel must
     declare ``HLSNN_MEM(X, kind, d)`` with ``d > 0`` (the strict C-simulation checks ``d``); else
     the note says "unchecked".
 ``register``
@@ -32,8 +39,10 @@ it; ``notes`` says why):
     f(x, ...)``, ``x op= ...``, ``++x``; not the loop counter): the chain from its register back to
     it, operator by operator along the AST (adders, subtractors and magnitude compares as carry
     chains of the operand's width, a select, a logic operator or an equality test as a LUT level,
-    a variable shift as ``log4`` LUT levels; an assignment under a condition adds the select; an
-    unrolled inner loop of ``T`` iterations repeats its assignments ``T`` times; a register that
+    a variable shift as ``log4`` LUT levels, a division by a run-time value as an array divider, a
+    floating-point operator as a float add's path (both lower bounds, the note says so); an
+    assignment under a condition adds the select; an unrolled inner loop of ``T`` iterations
+    (counting up or down) repeats its assignments ``T`` times; a register that
     only sums, ``x += a`` under conditions or not, carries one adder: the compiler folds the
     conditions into the operands and reassociates integer sums into a tree), timed with
     :mod:`~hlsnn.perf.timing`'s operator delays against the clock's budget: II = ceil(delay / budget)
@@ -47,7 +56,9 @@ it; ``notes`` says why):
 It is a model of the scheduler's bounds, not the scheduler: it does not see operator chaining
 beyond the register chains above, nor a bound a called function's own pipeline sets. Calls to
 functions of the project are followed (three levels deep) with their reference parameters renamed
-to the caller's arguments, so a helper's accesses count in the loop that calls it.
+to the caller's arguments and a function template's integral arguments bound, so a helper's
+accesses count in the loop that calls it; a local reference or pointer to an array (``int
+(&row)[N] = buf[i]``) is renamed the same way.
 """
 from __future__ import annotations
 
@@ -59,7 +70,9 @@ from pathlib import Path
 
 from . import recurrence
 from .cparse import (_MEMO, _Consts, _Loop, _children, _id, _instantiation_file, _kind, _op, _pragmas, _renamed, _root,
-                     _strip, _text, _tokens, _trip, cindex, parse_args, plain_data)
+                     _strip, _text, _tokens, _trip, affine_index, cindex, declared_dims, names_read, parse_args,
+                     plain_data, template_args)
+from .hlsrules import block_bank, port_ii, raw_pragma
 
 #: the recurrence of a carried memory dependence where no depth constant names the loop: a BRAM
 #: read (one cycle of latency) and the store of the value computed from it in the next cycle
@@ -69,11 +82,8 @@ DEFAULT_DEPTH = 2
 #: ``num_write_outstanding`` default, UG1399 "INTERFACE pragma")
 AXI_OUTSTANDING = 16
 #: bumped when the analysis changes (the disk cache's key)
-VERSION = 4
+VERSION = 5
 
-_PORTS = {"ram_1p": ("shared", 1), "kram1p": ("shared", 1), "ram_s2p": ("split", 1), "kramS2p".lower(): ("split", 1),
-          "ram_t2p": ("shared", 2), "ram_2p": ("shared", 2), "kramt2p": ("shared", 2), "default": ("shared", 2),
-          "rom_1p": ("shared", 1), "rom_2p": ("shared", 2), "rom_np": ("shared", 2)}
 _LOOPS = ("FOR_STMT", "WHILE_STMT", "DO_STMT")
 #: the overloaded assignments of ap_int and friends (an assignment to a class-typed element)
 _ASSIGN_OPS = ("operator=", "operator+=", "operator-=", "operator|=", "operator&=", "operator^=", "operator<<=",
@@ -102,12 +112,17 @@ class Kernel:
         self._reads_of = {}               # cursor -> the names it reads (:meth:`_reads`)
         self._counters_of = {}            # id of a loop of self.loops -> its counters (:meth:`_counters`)
         self.files = set()
+        self._untripped = []              # inner loops of the loop being walked whose trip count is unknown
+        self._order = []                  # (array, "r"/"w", source offset, call depth) of its accesses
+        self.decls = {}                   # name -> its declarations of the rendered folder (arrays' sizes)
+        self._dims_of = {}
         self._walk(self.tu.cursor, None, None, None, mine)
         self.consts = _Consts(self.tu)
         self.consts.collect(mine)
         self.pragmas = _pragmas(sorted(self.files))
         self.var_pragmas = {}          # variable -> {"partition": [(dim, type, factor)], "storage": type}
         self.m_axi = set()
+        self.bundle = {}               # m_axi port -> its bundle (UG1399: none named -> gmem0)
         self.streams = set()
         self.global_pragmas = []
         for p in self.pragmas:
@@ -126,6 +141,7 @@ class Kernel:
                 self.var_pragmas.setdefault(p.kv.get("variable"), {})["storage"] = p.kv.get("type", "").lower()
             elif p.name == "INTERFACE" and ("m_axi" in p.flags or p.kv.get("mode") == "m_axi"):
                 self.m_axi.add(p.kv.get("port"))
+                self.bundle[p.kv.get("port")] = p.kv.get("bundle") or "gmem0"
         self.mems = self._mems()
 
     def _file_of(self, ch):
@@ -166,6 +182,8 @@ class Kernel:
             elif k == "INIT_LIST_EXPR" and plain_data(self._text_of, name, ch):
                 continue
             else:
+                if k in ("VAR_DECL", "PARM_DECL", "FIELD_DECL"):
+                    self.decls.setdefault(ch.spelling, []).append(ch)
                 self._walk(ch, None, func, loop, mine)
 
     def _innermost(self, file, line):
@@ -209,19 +227,20 @@ class Kernel:
         target = int(pp.kv.get("ii", 1) or 1)
         acc = []      # (name, [index cursors], rw, mult, spread_vars, conditional, unroll_vars, ctx)
         assigns = []  # (var, rhs cursor or None, op, mult, conditional, type)
+        self._untripped, self._order = [], []
         self._body(lp, lp.body, acc, assigns, mult=1, unroll=(), cond=(), rename={}, depth=0)
         notes, bounds = [], {"pragma": target}
+        for label in dict.fromkeys(self._untripped):
+            notes.append(f"inner loop {label}: trip count not known to the model, counted once (Vitis HLS unrolls "
+                         f"it only with a constant bound, UG1399 'Function Pipelining')")
         # ------------------------------------------------------------- ports
         banks = self._banks(acc)
         need = 1
         for name, b in banks.items():
-            mode, n = _PORTS.get(b["kind"], _PORTS["default"])
-            if b["kind"] == "stream":
-                mode, n = "split", 1
             ii = 1
             for bank in set(b["r"]) | set(b["w"]):
                 r, w = len(b["r"].get(bank, ())), len(b["w"].get(bank, ()))
-                iib = max(r, w) if mode == "split" else math.ceil((r + w) / n)
+                iib = port_ii(b["kind"], r, w)
                 if iib > ii:
                     ii, worst = iib, (bank, r, w)
             if ii > 1:
@@ -232,11 +251,13 @@ class Kernel:
         bounds["ports"] = need
         # ------------------------------------------------------------- carried memory dependences
         dep = 1
-        deps = {p.kv.get("variable") for p in lp.pragmas + self.global_pragmas if p.name == "DEPENDENCE"
-                and (p.kv.get("inter") == "false" or ("inter" in p.flags and "false" in p.flags)
-                     or p.kv.get("dependent") == "false")}
+        said = {}                          # variable -> [(type, "false" or a distance)]
+        for p in lp.pragmas + self.global_pragmas:
+            got = raw_pragma(p) if p.name == "DEPENDENCE" else None
+            if got is not None:
+                said.setdefault(p.kv.get("variable"), []).append(got)
         for name, b in banks.items():
-            if b["kind"] == "stream" or not b["r"] or not b["w"]:
+            if b["kind"] in ("stream", "m_axi") or not b["r"] or not b["w"]:
                 continue
             ri = {t for v in b["r"].values() for t in v}
             wi = {t for v in b["w"].values() for t in v}
@@ -245,7 +266,12 @@ class Kernel:
                     and any(isinstance(x, tuple) and own in x[0].split() for x in next(iter(ri))))
             if same or not b["runtime"]:
                 continue                     # a[i] read and written at the loop counter's own index
-            if name in deps:
+            says = said.get(name, [])
+            if ("intra", "false") in says and ("inter", "false") not in says and self._write_first(lp, name):
+                notes.append(f"{name}: DEPENDENCE intra RAW false: its write before its read in the iteration "
+                             f"is declared apart (UG1399 'Removing False Dependencies')")
+                continue
+            if ("inter", "false") in says:
                 mem = self.mems.get(name)
                 if mem is None or not mem[1]:
                     notes.append(f"{name}: DEPENDENCE inter false, unchecked (no HLSNN_MEM({name}, kind, d) with d > 0)")
@@ -253,9 +279,14 @@ class Kernel:
                     notes.append(f"{name}: DEPENDENCE inter false, distance {mem[1]} checked by the strict csim")
                 continue
             d = depths.get(lp.label, DEFAULT_DEPTH)
-            notes.append(f"{name}: read and written at run-time indices, no DEPENDENCE pragma: carried dependence, "
-                         f"II >= depth {d}")
-            dep = max(dep, d)
+            dist = max([e for t, e in says if t == "inter" and e != "false"] or [1])
+            if dist > 1:
+                notes.append(f"{name}: carried dependence at distance {dist} (DEPENDENCE): "
+                             f"II >= ceil(depth {d} / {dist})")
+            else:
+                notes.append(f"{name}: read and written at run-time indices, no DEPENDENCE pragma: carried "
+                             f"dependence, II >= depth {d}")
+            dep = max(dep, math.ceil(d / dist))
         bounds["dependence"] = dep
         # ------------------------------------------------------------- register recurrences
         budget = timing.budget_ns(clock_mhz)
@@ -266,7 +297,7 @@ class Kernel:
             if name not in self.m_axi:
                 continue
             why = "under a condition" if cond_ else None
-            if why is None and not all(self._affine(ix, lp.var) for ix in idx):
+            if why is None and not all(affine_index(ix) for ix in idx):
                 why = "at an index not affine in the loop counter"
             if why:
                 ii = math.ceil(ddr_latency / AXI_OUTSTANDING)
@@ -287,13 +318,16 @@ class Kernel:
         run-time) and its address (identical addresses of a bank merge into one access); copies
         whose conditions on unrolled counters are false are dropped. Arrays all of whose accesses
         have constant indices per copy, with no storage declared, are registers (Vitis partitions
-        them) and left out; so are ``m_axi`` ports and completely partitioned arrays."""
+        them) and left out; so are completely partitioned arrays. The ``m_axi`` ports are counted per
+        bundle (``m_axi <bundle>``: one read and one write channel, one bank)."""
         import itertools
         per = {}
         for name, idx, rw, mult, uvars, cond_, key in acc:
-            if name in self.m_axi:
-                continue
-            kind = self._storage(name)
+            port = name
+            if name in self.m_axi:             # a bundle: one read and one write channel
+                kind, name = "m_axi", f"m_axi {self.bundle.get(name, 'gmem0')}"
+            else:
+                kind = self._storage(name)
             if kind == "regs":
                 continue
             uv = [(v, t) for v, t in uvars if v and t]
@@ -303,10 +337,16 @@ class Kernel:
             envs = ([dict(zip([v for v, _t in uv], vals)) for vals in itertools.product(*[range(t) for _v, t in uv])]
                     if n <= 4096 else [{}])
             pl = self.var_pragmas.get(name, {}).get("partition", [])
+            blk = {}
             if kind == "stream":
                 parts, cyc = set(range(1, len(idx) + 1)), {}
+            elif kind == "m_axi":
+                parts, cyc = set(), {}
             else:
                 parts, cyc = {d for d, _t, _f in pl}, {d: f for d, t, f in pl if t == "cyclic" and f}
+                dims = self._dims(name)
+                blk = {d: (f, dims[d - 1] if d <= len(dims) else 0)
+                       for d, t, f in pl if t == "block" and f}
                 if idx and all(any(d == dd and t == "complete" for dd, t, _f in pl) for d in range(1, len(idx) + 1)):
                     continue                     # every dimension partitioned: registers
             e = per.setdefault(name, {"kind": kind, "r": {}, "w": {}, "runtime": False, "static": True})
@@ -317,38 +357,34 @@ class Kernel:
                 vals = [self.consts.value(ix, env=env) for ix in idx]
                 if any(v is None for v in vals):
                     e["static"] = False
-                bank = tuple(("*" if vals[d - 1] is None else vals[d - 1] % cyc[d] if d in cyc else vals[d - 1])
+                bank = tuple(("*" if vals[d - 1] is None else vals[d - 1] % cyc[d] if d in cyc
+                              else block_bank(vals[d - 1], *blk[d]) if d in blk else vals[d - 1])
                              for d in sorted(parts) if d <= len(idx))      # cyclic F: element i in bank i % F
                 addr = tuple(v if v is not None else (_text(ix), tuple(sorted((k, x) for k, x in env.items()
                                                                              if k in self._reads(ix))))
                              for v, ix in zip(vals, idx))
-                if kind == "stream":
-                    addr = (addr, key)         # every stream read/write is its own beat
+                if kind == "stream":           # every stream read/write is its own beat, each unrolled copy too
+                    addr = (addr, key, tuple(sorted(env.items())))
+                elif kind == "m_axi":
+                    addr = (port, addr)
                 if any(v is None for d, v in enumerate(vals, 1) if d not in parts):
                     e["runtime"] = True
                 e[rw].setdefault(bank, set()).add(addr)
         return {k: v for k, v in per.items()
                 if not (v["kind"] == "default" and v["static"])}
 
+    def _dims(self, name):
+        """The declared sizes of array ``name``'s dimensions (:func:`~hlsnn.perf.cparse.declared_dims`)."""
+        if name not in self._dims_of:
+            self._dims_of[name] = declared_dims(self.decls.get(name, ()), name, self.consts)
+        return self._dims_of[name]
+
     def _reads(self, c):
         """:meth:`_deps` of ``c``, once per cursor (:meth:`_banks` asks every unrolled copy)."""
         got = self._reads_of.get(c)
         if got is None:
-            got = self._reads_of[c] = frozenset(self._deps(c))
+            got = self._reads_of[c] = frozenset(names_read(c))
         return got
-
-    def _deps(self, c, depth=0):
-        """The names an expression reads, through the initializers of the local constants it reads."""
-        out = set()
-        for x in c.walk_preorder():
-            if _kind(x) == "DECL_REF_EXPR":
-                out.add(x.spelling)
-                d = x.referenced
-                if depth < 4 and d is not None and _kind(d) == "VAR_DECL" and d.type.is_const_qualified():
-                    ch = [y for y in _children(d) if _kind(y) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
-                    if ch:
-                        out |= self._deps(ch[-1], depth + 1)
-        return out
 
     def _counter(self, lp):
         """The loop's counter name (``HLSNN_ITER(Name, ...)`` / ``HLSNN_ITER_AT(Name, ...)`` in
@@ -374,6 +410,20 @@ class Kernel:
         self._counters_of[id(lp)] = tuple(out)
         return out
 
+    def _write_first(self, lp, name):
+        """Whether a write of ``name`` comes before a read of it in the loop's own body (source order,
+        a store after its operands): a read-after-write within one iteration."""
+        w = [o for n, rw, o, d in self._order if n == name and rw == "w" and d == 0]
+        return bool(w) and any(o > min(w) for n, rw, o, d in self._order if n == name and rw == "r" and d == 0)
+
+    def _registers(self, name, ndims):
+        """Whether array ``name`` accessed with ``ndims`` indices is registers (no ports, no bank)."""
+        if name in self.m_axi or name in self.streams:
+            return False
+        pl = self.var_pragmas.get(name, {}).get("partition", [])
+        return (self._storage(name) == "regs"
+                or ndims > 0 and all(any(d == dd and t == "complete" for dd, t, _f in pl) for d in range(1, ndims + 1)))
+
     def _storage(self, name):
         vp = self.var_pragmas.get(name, {})
         parts = vp.get("partition", [])
@@ -388,16 +438,6 @@ class Kernel:
             return k
         return vp.get("storage") or "default"
 
-    @staticmethod
-    def _affine(ix, var):
-        bad = {"%", "/", ">>", "&", "|", "^", "<<", "?", "["}
-        toks = _tokens(ix)
-        if any(t in bad for t in toks):
-            return False
-        if "*" in toks:
-            return False
-        return True
-
     def _body(self, lp, c, acc, assigns, mult, unroll, cond, rename, depth):
         """Collect the accesses and assignments of one iteration under ``c``."""
         for ch in c.get_children():
@@ -408,7 +448,13 @@ class Kernel:
                     continue                     # its own row
                 t = _trip(inner, self.consts) if inner is not None else None
                 var = inner.var if inner is not None else None
+                n0, a0 = len(acc), len(assigns)
                 self._body(lp, ch, acc, assigns, mult * (t or 1), unroll + ((var, t or 1),), cond, rename, depth)
+                if t is None and (assigns[a0:] or any(not self._registers(x[0], len(x[1])) for x in acc[n0:])):
+                    # counted once, and it reaches a memory, a stream, a port or a carried register: the note says so
+                    self._untripped.append(inner.label if inner is not None else f"line {ch.location.line}")
+                continue
+            if k == "DECL_STMT" and self._aliases(lp, ch, acc, assigns, mult, unroll, cond, rename, depth):
                 continue
             if k == "IF_STMT":
                 kids = _children(ch)
@@ -424,6 +470,28 @@ class Kernel:
                 self._body(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
                 continue
             self._expr(lp, ch, acc, assigns, mult, unroll, cond, rename, depth)
+
+    def _aliases(self, lp, decl, acc, assigns, mult, unroll, cond, rename, depth):
+        """A declaration of references or pointers to arrays (``int (&row)[N] = buf[i]``, ``const int
+        *p = buf[i]``): each becomes another name of the array in ``rename`` (no access: only its
+        indices are read). False when the declaration declares anything else."""
+        got = []
+        for v in _children(decl):
+            t = v.type.spelling if _kind(v) == "VAR_DECL" and v.type else ""
+            init = [x for x in _children(v) if _kind(x) not in ("TYPE_REF", "NAMESPACE_REF", "TEMPLATE_REF")]
+            x = _strip(init[-1]) if init and ("&" in t or "*" in t) else None
+            if x is None or "[" not in (x.type.spelling if x.type else ""):
+                return False                     # not an array's other name
+            kx = _kind(x)
+            r = _root(x) if kx == "ARRAY_SUBSCRIPT_EXPR" else (x.spelling, []) if kx == "DECL_REF_EXPR" else None
+            if r is None:
+                return False
+            got.append((v.spelling, r))
+        for name, r in got:
+            rename[name] = _renamed(r, rename)
+            for ix in r[1]:
+                self._expr(lp, ix, acc, assigns, mult, unroll, cond, rename, depth)
+        return bool(got)
 
     def _expr(self, lp, c, acc, assigns, mult, unroll, cond, rename, depth):
         k = _kind(c)
@@ -450,6 +518,7 @@ class Kernel:
                 if r is not None:
                     name, idx = _renamed(r, rename)
                     acc.append((name, idx, "w", mult, unroll, cond, key))
+                    self._order.append((name, "w", c.extent.end.offset, depth))   # stored after its operands
                     if op != "=":
                         acc.append((name, idx, "r", mult, unroll, cond, key))
                     for ix in idx:
@@ -470,6 +539,7 @@ class Kernel:
         if r is not None:
             name, idx = _renamed(r, rename)
             acc.append((name, idx, "r", mult, unroll, cond, key))
+            self._order.append((name, "r", c.extent.start.offset, depth))
             for ix in idx:
                 self._expr(lp, ix, acc, assigns, mult, unroll, cond, rename, depth)
             return
@@ -496,7 +566,9 @@ class Kernel:
                 for x in kids[1:]:
                     self._expr(lp, x, acc, assigns, mult, unroll, cond, rename, depth)
                 return
-            elif callee is not None and depth < 3 and callee.spelling in self.funcs:
+            elif (callee is not None and depth < 3 and callee.spelling in self.funcs
+                  and not ("constexpr" in _tokens(self.funcs[callee.spelling])[:4]    # the compiler evaluates it
+                           and all(self.consts.value(x) is not None for x in kids[1:]))):
                 fn = self.funcs[callee.spelling]
                 params = [x.spelling for x in fn.get_children() if _kind(x) == "PARM_DECL"]
                 args = [x for x in kids[1:]] if len(kids) > len(params) else kids
@@ -509,7 +581,12 @@ class Kernel:
                         sub[p_] = _renamed(_root(a_), rename)     # an element of an array of memories
                 body = [x for x in fn.get_children() if _kind(x) == "COMPOUND_STMT"]
                 if body:
-                    self._body(lp, body[-1], acc, assigns, mult, unroll, cond, sub, depth + 1)
+                    outer = self.consts.tparams
+                    self.consts.tparams = template_args(callee, fn)
+                    try:
+                        self._body(lp, body[-1], acc, assigns, mult, unroll, cond, sub, depth + 1)
+                    finally:
+                        self.consts.tparams = outer
         for x in c.get_children():
             self._expr(lp, x, acc, assigns, mult, unroll, cond, rename, depth)
 
