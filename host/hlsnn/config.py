@@ -326,6 +326,10 @@ def load_board(name_or_path, *, source="", config_path=None) -> Board:
             raise ConfigError(source, "board", name, "unknown board; known boards: " + ", ".join(known))
         path = found[0]
     data = check_section(path, "", read_yaml(path), BOARD_FIELDS)
+    if not _BOARD_NAME.fullmatch(data["name"]):
+        # the name reaches bd.tcl and the hardware handoff: a newline there would be a TCL line
+        raise ConfigError(path, "name", data["name"], "must be a board name: letters, digits, _ . - (not starting "
+                          "with _ . -), the same as the file name; rename the file and its name, e.g. 'my-board'")
     if data["name"] != path.stem:
         raise ConfigError(path, "name", data["name"], f"must equal the file name '{path.stem}'")
     return Board(path=str(path), **data)
