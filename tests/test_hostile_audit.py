@@ -45,3 +45,48 @@ def test_a_board_file_with_a_plain_name_still_loads(tmp_path):
     from hlsnn.config import load_config
     _, cfg = _hostile_board(tmp_path, "my-board_2.1")
     assert load_config(cfg).board.name == "my-board_2.1"
+
+
+HWH_MASTER = ('<?xml version="1.0"?><EDKSYSTEM><MODULES><MODULE INSTANCE="n" MODTYPE="n">'
+              '<BUSINTERFACES>{}</BUSINTERFACES></MODULE></MODULES></EDKSYSTEM>')
+_BI = '<BUSINTERFACE NAME="{}" TYPE="MASTER" VLNV="xilinx.com:interface:aximm:1.0" DATAWIDTH="{}"/>'
+LAUGHS = ('<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa">'
+          + "".join(f'<!ENTITY {c} "{("&" + p + ";") * 10}">' for p, c in zip("abcdefg", "bcdefgh"))
+          + ']><EDKSYSTEM>&h;</EDKSYSTEM>')
+HOSTILE_HWH = {
+    "not xml": "garbage <<<",
+    "empty": "",
+    "billion laughs": LAUGHS,
+    "external entity": '<?xml version="1.0"?><!DOCTYPE l [<!ENTITY x SYSTEM "file:///etc/passwd">]><EDKSYSTEM>&x;</EDKSYSTEM>',
+    "width not a number": HWH_MASTER.format(_BI.format("m_axi_gmem0", "x") + _BI.format("m_axi_gmem1", "64")),
+    "width huge": HWH_MASTER.format(_BI.format("m_axi_gmem0", "9" * 5000) + _BI.format("m_axi_gmem1", "64")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_HWH))
+def test_a_hostile_hwh_is_no_network_overlay_and_an_input_error(tmp_path, case):
+    """An overlay folder's .hwh is read to tell a network overlay from a layer one (CompiledNet's
+    overlays, `hlsnn run`) and to check its m_axi ports: a ParseError or an int() of a
+    DATAWIDTH escaped as a traceback."""
+    from hlsnn.errors import InputError
+    from hlsnn.network.board import is_network_overlay, net_masters
+    d = tmp_path / "n"
+    d.mkdir()
+    for ext in ("bit", "json"):
+        (d / f"n.{ext}").write_text("")
+    (d / "n.hwh").write_text(HOSTILE_HWH[case])
+    assert is_network_overlay(d) is False
+    with pytest.raises(InputError, match=r"n\.hwh: (not a readable \.hwh|interface 'm_axi_gmem0' of 'n' has "
+                                         r"DATAWIDTH)") as e:
+        net_masters(d / "n.hwh", "n")
+    assert len(str(e.value)) < 400 and "root:" not in str(e.value)
+
+
+def test_an_honest_network_hwh_still_reads():
+    from hlsnn.network.board import net_masters
+    import tempfile
+    import pathlib
+    with tempfile.TemporaryDirectory() as t:
+        p = pathlib.Path(t) / "n.hwh"
+        p.write_text(HWH_MASTER.format(_BI.format("m_axi_gmem0", "64") + _BI.format("m_axi_gmem1", "64")))
+        assert net_masters(p, "n") == {"m_axi_gmem0": 64, "m_axi_gmem1": 64}
