@@ -57,7 +57,8 @@ HOSTILE_HWH = {
     "not xml": "garbage <<<",
     "empty": "",
     "billion laughs": LAUGHS,
-    "external entity": '<?xml version="1.0"?><!DOCTYPE l [<!ENTITY x SYSTEM "file:///etc/passwd">]><EDKSYSTEM>&x;</EDKSYSTEM>',
+    "external entity": ('<?xml version="1.0"?><!DOCTYPE l [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+                        '<EDKSYSTEM>&x;</EDKSYSTEM>'),
     "width not a number": HWH_MASTER.format(_BI.format("m_axi_gmem0", "x") + _BI.format("m_axi_gmem1", "64")),
     "width huge": HWH_MASTER.format(_BI.format("m_axi_gmem0", "9" * 5000) + _BI.format("m_axi_gmem1", "64")),
 }
@@ -90,3 +91,28 @@ def test_an_honest_network_hwh_still_reads():
         p = pathlib.Path(t) / "n.hwh"
         p.write_text(HWH_MASTER.format(_BI.format("m_axi_gmem0", "64") + _BI.format("m_axi_gmem1", "64")))
         assert net_masters(p, "n") == {"m_axi_gmem0": 64, "m_axi_gmem1": 64}
+
+
+MATH = r"$\foo{$"          # matplotlib's mathtext: an unknown command and an open brace, a ValueError at draw
+
+
+def test_a_layer_name_with_dollars_draws_as_text_in_the_report():
+    """ONNX node names (printable, so ``$\\foo$`` passes the importer) label the report's bar
+    charts and weight figures; matplotlib took a pair of ``$`` as mathtext and stopped the report
+    with a ParseFatalException/ValueError."""
+    pytest.importorskip("matplotlib")
+    from hlsnn.deploy import report
+    new = report._matplotlib()
+    fig = report._bars(new, [MATH, "b"], {MATH: [1.0, 2.0]}, "y", log=True, hline=(1.0, MATH), title=MATH)
+    assert report._img(fig, MATH).startswith('<img src="data:image/png;base64,')
+    texts = [t.get_text() for t in fig.axes[0].get_xticklabels()] + [fig.axes[0].get_title()]
+    assert MATH.replace("$", r"\$") in texts
+
+
+def test_plot_quant_of_a_file_named_with_dollars(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    import numpy as np
+    w = tmp_path / f"{MATH}.npy"
+    np.save(w, np.linspace(-1, 1, 64).astype(np.float32))
+    assert main(["plot-quant", str(w), "--out", str(tmp_path / "q.png")]) == 0
+    assert (tmp_path / "q.png").stat().st_size > 1000

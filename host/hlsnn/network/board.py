@@ -165,8 +165,9 @@ def net_masters_of(module, hwh="the .hwh"):
         if bi.get("TYPE") == "MASTER" and bi.get("VLNV") == "xilinx.com:interface:aximm:1.0":
             w = bi.get("DATAWIDTH") or "0"
             if not re.fullmatch(r"[0-9]{1,6}", w):
-                raise InputError(f"{hwh}: interface {excerpt(bi.get('NAME'), 60)} of {excerpt(module.get('INSTANCE'), 60)} "
-                                 f"has DATAWIDTH {excerpt(w, 40)}; a data width is a number of bits")
+                raise InputError(f"{hwh}: interface {excerpt(bi.get('NAME'), 60)} of "
+                                 f"{excerpt(module.get('INSTANCE'), 60)} has DATAWIDTH {excerpt(w, 40)}; a data width "
+                                 f"is a number of bits")
             out[bi.get("NAME")] = int(w)
     return out
 
