@@ -116,3 +116,41 @@ def test_plot_quant_of_a_file_named_with_dollars(tmp_path, capsys):
     np.save(w, np.linspace(-1, 1, 64).astype(np.float32))
     assert main(["plot-quant", str(w), "--out", str(tmp_path / "q.png")]) == 0
     assert (tmp_path / "q.png").stat().st_size > 1000
+
+
+def _onnx_with(tmp_path, op_type, domain):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    w = numpy_helper.from_array(np.ones((4, 2), np.float32), "W")
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["t"], name="mm"),
+             helper.make_node(op_type, ["t"], ["y"], name="r", domain=domain)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])], [w])
+    ops = [helper.make_opsetid("", 15)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    onnx.save(helper.make_model(g, opset_imports=ops), tmp_path / "m.onnx")
+    return tmp_path / "m.onnx"
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+@pytest.mark.parametrize("op_type,domain", [("Evil\n  mm (MatMul): forged line", "x.y"), ("Evil", "x.y\nz"),
+                                            ("E\x1b[2Jvil", "x.y"), ("E" * 300, "x.y")],
+                         ids=["newline in op type", "newline in domain", "escape in op type", "op type of 300"])
+def test_an_op_type_or_domain_is_a_printable_name(tmp_path, op_type, domain, fallback):
+    """A custom domain's op type (onnx's checker does not look at it) headed a line of the
+    unsupported-node list, so a newline in it forged lines there; with --host-fallback it was
+    imported into the host layer as it was."""
+    pytest.importorskip("onnx")
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.errors import ModelError
+    with pytest.raises(ModelError, match=r"m\.onnx: op (type|domain) ") as e:
+        load_onnx(_onnx_with(tmp_path, op_type, domain), host_fallback=fallback)
+    assert "\n" not in str(e.value) and "\x1b" not in str(e.value)
+
+
+def test_a_custom_op_of_a_plain_name_is_still_listed(tmp_path):
+    pytest.importorskip("onnx")
+    from hlsnn.deploy.onnx_import import load_onnx
+    from hlsnn.errors import UnsupportedModelError
+    with pytest.raises(UnsupportedModelError, match=r"r \(MyOp\)"):
+        load_onnx(_onnx_with(tmp_path, "MyOp", "com.example"))
