@@ -268,6 +268,38 @@ def test_a_hostile_fallback_node_is_refused_when_it_loads(good, tmp_path, node, 
     assert "\n" not in str(e.value)
 
 
+HOST_OP_CASES = {   # found by swapping pool1's op and attributes (session 31): each was a traceback at load
+    "Concat axis string": ("Concat", {"axis": "x"}),
+    "Concat axis -5": ("Concat", {"axis": -5}),
+    "Reshape shape string": ("Reshape", {"shape": "x"}),
+    "Reshape no shape": ("Reshape", {}),
+    "Squeeze axes huge": ("Squeeze", {"axes": [10 ** 9]}),
+    "Pad pads int": ("Pad", {"pads": -5}),
+    "ZeroStuff strides string": ("ZeroStuff", {"strides": "x"}),
+    "LayerNormalization no epsilon": ("LayerNormalization", {"axis": -5}),
+    "UnaryChain no nodes": ("UnaryChain", {}),
+    "GlobalMaxPool keepdims null": ("GlobalMaxPool", {"keepdims": None}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOST_OP_CASES))
+@pytest.mark.parametrize("self_check", [True, False])
+def test_a_host_op_with_hostile_attributes_is_one_line(good, tmp_path, case, self_check):
+    """The schema checks a host layer's windows, tables and fallback node, not every attribute of
+    every host op: whatever such an edit raises while the model loads or runs ends as one
+    InputError naming the file (hlsnn.network.loader._damage_as_input_error)."""
+    import hlsnn
+    program, arrays = artifact.read(good["twohot"])
+    j = _layer(program, "pool1")
+    j["op"], j["attrs"] = HOST_OP_CASES[case]
+    bad = tmp_path / "bad.hlsnn"
+    artifact.write(bad, program, arrays)
+    with pytest.raises(InputError, match="damaged or hostile compiled model") as e:
+        with hlsnn.load(bad, target="emu", self_check=self_check) as net:
+            net(net.check["x"])
+    assert "\n" not in str(e.value) and str(bad) in str(e.value)
+
+
 @pytest.mark.parametrize("which", ["twohot", "fixed8", "bfp8"])
 def test_the_untouched_models_pass_and_run(good, which):
     import hlsnn
